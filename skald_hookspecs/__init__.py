@@ -1,0 +1,50 @@
+"""The contract between the Skald host and its plugins.
+
+A plugin depends on this package only, never on ``skald_host``: the markers, the hook
+specifications, the small frozen types a plugin registers and the ``HostApi`` protocol
+it receives at start. ``SPEC_VERSION`` is what a plugin's declared spec range is
+checked against; it follows semantic versioning (a hook renamed or removed bumps the
+major version, a hook or argument added bumps the minor).
+"""
+
+import pluggy
+
+SPEC_VERSION = "1.0"
+PROJECT_NAME = "skald"
+ENTRY_POINT_GROUP = "skald.plugins"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+from skald_hookspecs.types import (  # noqa: E402
+    ConfigField,
+    ConfigSet,
+    I18nBundle,
+    PluginInfo,
+    SystemAgent,
+    Tool,
+    ToolContext,
+    WebPage,
+)
+from skald_hookspecs.host_api import HostApi  # noqa: E402
+from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E402
+
+__all__ = [
+    "SPEC_VERSION",
+    "PROJECT_NAME",
+    "ENTRY_POINT_GROUP",
+    "hookspec",
+    "hookimpl",
+    "ConfigField",
+    "ConfigSet",
+    "I18nBundle",
+    "PluginInfo",
+    "SystemAgent",
+    "Tool",
+    "ToolContext",
+    "WebPage",
+    "HostApi",
+    "ChatEvent",
+    "SystemEvent",
+    "UserEvent",
+]

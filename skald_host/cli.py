@@ -1,1 +1,159 @@
-def main(): pass
+"""``skald``: serve, first-run setup, and the plugin status table."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from skald_host.settings import Settings, SettingsError, load_settings
+
+
+def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
+    return load_settings(Path(args.config) if args.config else None, data_dir=Path(args.data_dir) if args.data_dir else None, overrides=overrides)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from skald_host.logs import configure_logging
+    from skald_host.server import run
+
+    server: dict[str, Any] = {}
+    if args.host:
+        server["host"] = args.host
+    if args.port:
+        server["port"] = args.port
+    overrides: dict[str, Any] = {"server": server}
+    if args.safe_mode:
+        overrides["plugins"] = {"safe_mode": True}
+    settings = _settings(args, **overrides)
+    configure_logging(settings)
+    run(settings)
+    return 0
+
+
+async def _with_core(settings: Settings, fn: Any) -> Any:
+    from skald_host.core.host import Skald
+
+    core = await Skald.start(settings)
+    try:
+        return await fn(core)
+    finally:
+        await core.stop()
+
+
+def _cmd_setup(args: argparse.Namespace) -> int:
+    from skald_host.core.identity.passwords import PasswordRejected
+    from skald_host.core.identity.setup import AlreadySetUp, initialize_instance, needs_setup
+    from skald_host.core.identity.users import MemberError
+
+    settings = _settings(args)
+
+    async def go(core: Any) -> int:
+        if not await needs_setup(core.users):
+            print("skald is already set up.")
+            return 0
+        if args.check:
+            return 1
+        username = args.username or input("Admin user name: ").strip()
+        if args.password_stdin:
+            password = sys.stdin.readline().rstrip("\n")
+        else:
+            if not sys.stdin.isatty():
+                print("no terminal: pass --password-stdin and the password on standard input", file=sys.stderr)
+                return 2
+            password = getpass.getpass("Password: ")
+            if getpass.getpass("Repeat password: ") != password:
+                print("the passwords do not match", file=sys.stderr)
+                return 2
+        try:
+            member = await initialize_instance(
+                core.users, username=username, password=password, display_name=args.display_name or "",
+                locale=args.locale, encrypted=not args.no_encryption,
+            )
+        except AlreadySetUp:
+            print("skald is already set up.")
+            return 0
+        except (PasswordRejected, MemberError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"created admin {member.username!r}. Start the server with 'make run' and sign in.")
+        return 0
+
+    return asyncio.run(_with_core(settings, go))
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+
+    async def go(core: Any) -> list[dict[str, Any]]:
+        return [s.as_dict() for s in core.plugins.statuses()]
+
+    rows = asyncio.run(_with_core(settings, go))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    columns = ("id", "state", "version", "distribution", "spec", "hooks", "error")
+    table = [[str(r["id"]), r["state"], r["version"] or "", r["distribution"] or "", r["spec"] or "", ",".join(r["hooks"]), (r["error"] or "").splitlines()[0] if r["error"] else ""] for r in rows]
+    widths = [max(len(c), *(len(t[i]) for t in table)) if table else len(c) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)))
+    for t in table:
+        print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="skald", description="A self-hosted assistant server for a small trusted group.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", help="YAML settings file (default: $SKALD_CONFIG or <data dir>/skald.yml)")
+        p.add_argument("--data-dir", help="where databases and logs live (default: $SKALD_DATA_DIR or ./data)")
+
+    serve = sub.add_parser("serve", help="run the server")
+    common(serve)
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--safe-mode", action="store_true", help="load built-in plugins only")
+    serve.set_defaults(func=_cmd_serve)
+
+    setup = sub.add_parser("setup", help="create the first admin")
+    common(setup)
+    setup.add_argument("--username")
+    setup.add_argument("--display-name")
+    setup.add_argument("--locale", default="en", choices=("en", "de"))
+    setup.add_argument("--no-encryption", action="store_true", help="do not encrypt the admin's private data")
+    setup.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    setup.add_argument("--check", action="store_true", help="exit 0 when set up, 1 when setup is needed")
+    setup.set_defaults(func=_cmd_setup)
+
+    plugins = sub.add_parser("plugins", help="print the plugin status table")
+    common(plugins)
+    plugins.add_argument("--json", action="store_true")
+    plugins.set_defaults(func=_cmd_plugins)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        from skald_host.core.host import StartupError
+
+        if isinstance(exc, StartupError):
+            print(f"cannot start: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Hook specifications: what a plugin may implement.
+
+Conventions (STYLE.md "Hooks"):
+
+- ``register_*`` hooks are one-shot registries called once per plugin at load, with a
+  ``register`` callback bound to that plugin, so the host stamps provenance on every
+  contribution and a failure marks only that plugin failed. Return value: ignored.
+- ``startup`` / ``shutdown`` are lifecycle hooks, called per plugin; an impl may be
+  ``async def`` (the host awaits whatever it gets back). A startup that raises or
+  exceeds the hook timeout marks the plugin unhealthy; it never stops the host.
+- No hook is ``firstresult``: results, where any, are merged.
+
+Every hook says since which ``SPEC_VERSION`` it exists. To rename or remove one, add
+the new one beside it and deprecate the old with pluggy's ``warn_on_impl_args``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from skald_hookspecs import hookspec
+from skald_hookspecs.types import PluginInfo
+
+
+@hookspec
+def plugin_info() -> PluginInfo:
+    """Who this plugin is: id, title, description, icon, the spec range it needs, its
+    instance and per-member config schemas, ``manages_own_access`` and
+    ``grant_by_default``. Called once per plugin at load, before anything else; a
+    plugin without it, or whose spec range this host cannot satisfy, is refused.
+    The version shown in the catalog comes from the distribution's metadata.
+    Since 1.0."""
+
+
+@hookspec
+def startup(host: Any) -> None:
+    """The plugin was enabled (at boot, or when an admin enables it): start its
+    background work. ``host`` is this plugin's ``HostApi``; keep it. May be async.
+    Bounded by the host's hook timeout; raising marks the plugin unhealthy.
+    Since 1.0."""
+
+
+@hookspec
+def shutdown() -> None:
+    """The plugin was disabled or the host is stopping: stop everything started in
+    ``startup``. May be async. Bounded by the hook timeout. Since 1.0."""
+
+
+@hookspec
+def register_tools(register: Callable[..., None]) -> None:
+    """Contribute LLM tools: call ``register(Tool(...))`` for each. A name another
+    plugin already registered is refused with both plugins named. Tools reach a
+    member only while the plugin is enabled and granted to them. Since 1.0."""
+
+
+@hookspec
+def register_routes(register: Callable[..., None]) -> None:
+    """Contribute HTTP routes: call ``register(blueprint)`` with one Quart blueprint.
+    It is mounted at ``/api/plugin/<id>/`` at boot, behind authentication and an
+    enabled gate re-checked per request (404 while disabled). Handlers must tolerate
+    the plugin not running. Since 1.0."""
+
+
+@hookspec
+def register_web_pages(register: Callable[..., None]) -> None:
+    """Contribute pages of the web shell: call ``register(WebPage(...))``. Shown to
+    members who may see the plugin (admins: all; ``admin_only`` pages: admins only).
+    Since 1.0."""
+
+
+@hookspec
+def register_i18n(register: Callable[..., None]) -> None:
+    """Contribute UI strings: call ``register(I18nBundle(domain, {locale: {key: text}}))``.
+    Bundles merge by domain; a key missing in a locale falls back to English.
+    Since 1.0."""
+
+
+@hookspec
+def register_config_sets(register: Callable[..., None]) -> None:
+    """Contribute instance settings: call ``register(ConfigSet(...))``. A set whose
+    ``owner`` is None is rendered on the general settings page. Since 1.0."""
+
+
+@hookspec
+def register_system_agents(register: Callable[..., None]) -> None:
+    """Contribute background agents run by the host's one scheduler: call
+    ``register(SystemAgent(...))``. Since 1.0."""
+
+
+@hookspec
+def register_tts_engines(register: Callable[..., None]) -> None:
+    """Contribute text-to-speech engines: call ``register(name, engine)`` where
+    ``engine`` has ``async synthesize(text, voice, locale) -> bytes``. Since 1.0."""
+
+
+@hookspec
+def register_channels(register: Callable[..., None]) -> None:
+    """Contribute messaging surfaces (Telegram, mobile): call ``register(name, channel)``
+    where ``channel`` has ``async deliver(member_id, event)``; inbound messages enter
+    through ``HostApi``. Since 1.0."""
+
+
+@hookspec
+def register_sandbox_backends(register: Callable[..., None]) -> None:
+    """Contribute places where members' commands run: call ``register(name, backend)``.
+    The host picks one by configuration or availability. Since 1.0."""
+
+
+@hookspec
+def register_agent_dirs(register: Callable[..., None]) -> None:
+    """Contribute directories of agent definitions: call ``register(path)``. Since 1.0."""
+
+
+@hookspec
+def user_config_updated(member_id: str, values: dict, host: Any) -> None:
+    """A member saved this plugin's per-member config; ``values`` were validated
+    against the plugin's ``user_config_schema``. The default impl only stores them;
+    a plugin overrides it to act (Telegram turns a pairing code into a binding).
+    May be async. Since 1.0."""

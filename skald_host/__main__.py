@@ -1,0 +1,5 @@
+import sys
+
+from skald_host.cli import main
+
+sys.exit(main())

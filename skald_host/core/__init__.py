@@ -1,0 +1,1 @@
+"""The headless core: storage, identity, buses, plugins, agent loop. No HTTP here."""

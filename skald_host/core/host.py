@@ -1,0 +1,239 @@
+"""``Skald``: the headless application core and its composition root (seed 002).
+
+Built and started without any HTTP: tests and the CLI drive it directly; the web
+layer is one consumer of its accessors. ``start`` is staged in dependency order and
+``stop`` undoes it: background tasks joined against a deadline, plugins stopped,
+every session revoked and every owner file closed so no key stays in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from skald_hookspecs.types import I18nBundle
+from skald_host.builtins import BUILTIN_PLUGINS
+from skald_host.core.buses import Buses
+from skald_host.core.identity.administration import MemberAdministration
+from skald_host.core.identity.auth import AuthService
+from skald_host.core.identity.crypto import KeyDerivation
+from skald_host.core.identity.role_store import RoleStore
+from skald_host.core.identity.sessions import SessionStore
+from skald_host.core.identity.throttle import LoginThrottle
+from skald_host.core.identity.users import UserManager
+from skald_host.core.i18n import Strings
+from skald_host.core.plugins.host_api import PluginHostApi
+from skald_host.core.plugins.manager import PluginError, PluginManager
+from skald_host.core.schema import REGISTRY_MIGRATIONS
+from skald_host.core.storage import Database, StorageError, check_sqlcipher_build, secure_dir
+from skald_host.core.supervisor import Supervisor
+from skald_host.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SESSION_SWEEP_SECONDS = 30.0
+
+
+def host_version() -> str:
+    try:
+        return version("skald")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class StartupError(RuntimeError):
+    """The host cannot start; the message says what to fix."""
+
+
+def build_plugin_manager(settings: Settings, *, extra: tuple[Any, ...] = (), use_entry_points: bool = True) -> PluginManager:
+    """The plugin manager as ``settings`` describe it. Tests pass ``extra`` plugins and
+    may turn entry points off to get exactly the plugins they name."""
+    return PluginManager(
+        builtins=BUILTIN_PLUGINS,
+        extra=extra,
+        use_entry_points=use_entry_points,
+        block=settings.plugins.block,
+        safe_mode=settings.plugins.safe_mode,
+        strict=settings.plugins.strict,
+        hook_timeout=settings.plugins.hook_timeout_seconds,
+        slow_import_ms=settings.plugins.slow_import_ms,
+        host_version=host_version(),
+    )
+
+
+@dataclass
+class _Started:
+    host_api: PluginHostApi
+
+
+class Skald:
+    def __init__(self, settings: Settings, plugins: PluginManager) -> None:
+        self.settings = settings
+        self.plugins = plugins
+        self.buses = Buses()
+        self.supervisor = Supervisor()
+        self.stopping = asyncio.Event()
+        self.strings = Strings()
+        self.sqlcipher_version = ""
+        self._started: dict[str, _Started] = {}
+        self._registry: Database | None = None
+        self._users: UserManager | None = None
+        self._auth: AuthService | None = None
+        self._roles: RoleStore | None = None
+
+    # -- accessors (the surface the web layer and HostApi are cut from) --------------
+
+    @property
+    def registry(self) -> Database:
+        assert self._registry is not None, "Skald.start() has not run"
+        return self._registry
+
+    @property
+    def users(self) -> UserManager:
+        assert self._users is not None, "Skald.start() has not run"
+        return self._users
+
+    @property
+    def auth(self) -> AuthService:
+        assert self._auth is not None, "Skald.start() has not run"
+        return self._auth
+
+    @property
+    def administration(self) -> MemberAdministration:
+        return MemberAdministration(self.users, self.auth)
+
+    @property
+    def roles(self) -> RoleStore:
+        assert self._roles is not None, "Skald.start() has not run"
+        return self._roles
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @classmethod
+    async def start(cls, settings: Settings, plugins: PluginManager | None = None) -> "Skald":
+        core = cls(settings, plugins or build_plugin_manager(settings))
+        try:
+            await core._start()
+        except BaseException:
+            await core.stop()
+            raise
+        return core
+
+    async def _start(self) -> None:
+        settings = self.settings
+        try:
+            self.sqlcipher_version = check_sqlcipher_build()
+        except StorageError as exc:
+            raise StartupError(str(exc)) from None
+        secure_dir(settings.data_dir)
+        secure_dir(settings.database_dir)
+        self._registry = await Database.open(
+            settings.database_dir / "system.db", key=None, migrations=REGISTRY_MIGRATIONS, create=True
+        )
+        pragmas = await self._registry.pragmas()
+        if pragmas["journal_mode"] != "wal" or pragmas["synchronous"] != 2:
+            raise StartupError(f"system.db must run with journal_mode=wal and synchronous=FULL, got {pragmas}")
+
+        kdf = KeyDerivation(settings.kdf.params, permits=settings.kdf.concurrency)
+        self._roles = RoleStore(self._registry)
+        self._users = UserManager(self._registry, settings.database_dir, kdf, self.buses)
+        sessions = SessionStore(settings.auth.session_idle_minutes * 60, settings.auth.session_absolute_hours * 3600)
+        throttle = LoginThrottle(
+            settings.auth.login_failures_per_account,
+            settings.auth.login_failures_per_address,
+            settings.auth.login_window_minutes * 60,
+        )
+        self._auth = AuthService(self._users, sessions, throttle, self.buses)
+        await self._users.reconcile()
+
+        self.plugins.load()
+        await self._apply_enabled_flags()
+        for contribution in await self.plugins.collect("register_i18n", _validate_bundle, kind="bundle"):
+            self.strings.add(contribution.value)
+        for plugin_id in self.plugins.loaded_ids():
+            if self.plugins.is_enabled(plugin_id):
+                await self.start_plugin(plugin_id)
+        self.supervisor.spawn("session-expiry", self._expire_sessions())
+        log.info("skald core started (SQLCipher %s, %d plugin(s))", self.sqlcipher_version, len(self.plugins.statuses()))
+
+    async def _apply_enabled_flags(self) -> None:
+        rows = await self.registry.run(lambda c: c.execute("SELECT id, enabled FROM plugins").fetchall())
+        flags = {r[0]: bool(r[1]) for r in rows}
+        for status in self.plugins.statuses():
+            if status.builtin:
+                self.plugins.set_enabled(status.id, flags.get(status.id, True))
+            elif status.id in flags:
+                self.plugins.set_enabled(status.id, flags[status.id])
+
+    async def start_plugin(self, plugin_id: str) -> bool:
+        """Run the plugin's ``startup`` with its HostApi. A failure or a timeout marks it
+        unhealthy and is logged; the host goes on."""
+        status = self.plugins.status(plugin_id)
+        if status is None or plugin_id in self._started:
+            return False
+        api = PluginHostApi(plugin_id, self)
+        try:
+            await self.plugins.call_one("startup", plugin_id, host=api)
+        except Exception as exc:
+            await api.close()
+            message = f"startup did not finish within {self.plugins.hook_timeout:g} s" if isinstance(exc, asyncio.TimeoutError) else f"startup: {exc}"
+            status.healthy, status.error = False, message
+            log.error("plugin %s failed to start: %s", plugin_id, message)
+            if self.settings.plugins.strict:
+                raise PluginError(f"plugin {plugin_id!r}: {message}") from exc
+            return False
+        self._started[plugin_id] = _Started(api)
+        status.started, status.healthy = True, True
+        return True
+
+    async def stop_plugin(self, plugin_id: str) -> None:
+        started = self._started.pop(plugin_id, None)
+        if started is None:
+            return
+        try:
+            await self.plugins.call_one("shutdown", plugin_id)
+        except Exception as exc:
+            log.error("plugin %s failed to stop cleanly: %s", plugin_id, exc)
+        await started.host_api.close()
+        status = self.plugins.status(plugin_id)
+        if status:
+            status.started = False
+
+    async def _expire_sessions(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                await asyncio.wait_for(self.stopping.wait(), SESSION_SWEEP_SECONDS)
+            except asyncio.TimeoutError:
+                await self.auth.expire_idle()
+
+    async def stop(self) -> None:
+        """Graceful shutdown: signal loops, join them, stop plugins, revoke every
+        session, lock every member, close the registry. Safe to call twice."""
+        self.stopping.set()
+        await self.supervisor.join_all(10.0)
+        for plugin_id in list(self._started):
+            await self.stop_plugin(plugin_id)
+        if self._auth is not None:
+            self._auth.sessions.revoke_all("server stopping")
+        if self._users is not None:
+            await self._users.lock_all()
+        self.buses.close()
+        if self._registry is not None:
+            await self._registry.close()
+        log.info("skald core stopped")
+
+
+def _validate_bundle(plugin_id: str, args: tuple[Any, ...]) -> I18nBundle:
+    if len(args) != 1 or not isinstance(args[0], I18nBundle):
+        raise PluginError("register() expects one I18nBundle")
+    bundle = args[0]
+    for locale, strings in bundle.strings.items():
+        if not isinstance(locale, str) or not isinstance(strings, dict) and not hasattr(strings, "items"):
+            raise PluginError(f"bundle {bundle.domain!r}: locale {locale!r} must map keys to text")
+        for key, text in strings.items():
+            if not isinstance(key, str) or not isinstance(text, str):
+                raise PluginError(f"bundle {bundle.domain!r}: {locale}/{key!r} must be text")
+    return bundle

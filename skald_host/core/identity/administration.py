@@ -1,0 +1,44 @@
+"""What an admin does to members, with revocation where it belongs.
+
+Deactivation, deletion, a password reset and "end all sessions" revoke every session
+and lock the member *before* returning — synchronously, never via a bus — so the
+next request or frame on any channel is refused (check A2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skald_host.core.identity.auth import AuthService
+from skald_host.core.identity.users import Member, MemberError, UserManager
+
+
+class MemberAdministration:
+    def __init__(self, users: UserManager, auth: AuthService) -> None:
+        self.users = users
+        self.auth = auth
+
+    async def create(self, username: str, password: str, **fields: Any) -> Member:
+        return await self.users.register(username, password, **fields)
+
+    async def update(self, member_id: str, **fields: Any) -> Member:
+        member = await self.users.update(member_id, **fields)
+        if not member.active:
+            await self.auth.revoke_member(member_id, "deactivated")
+        return member
+
+    async def delete(self, member_id: str, *, acting: Member) -> None:
+        if member_id == acting.id:
+            raise MemberError("you cannot delete your own account; ask another admin")
+        await self.users.get(member_id)
+        await self.auth.revoke_member(member_id, "deleted")
+        await self.users.delete(member_id)
+
+    async def reset_password(self, member_id: str, new_password: str) -> Path | None:
+        await self.users.get(member_id)
+        await self.auth.revoke_member(member_id, "password reset by an admin")
+        return await self.users.reset_password(member_id, new_password)
+
+    async def end_sessions(self, member_id: str) -> int:
+        await self.users.get(member_id)
+        return await self.auth.revoke_member(member_id, "sessions ended by an admin")

@@ -1,0 +1,84 @@
+"""Login, logout and revocation: the member lifecycle above the directory.
+
+Revocation is deliberately synchronous and ordered (seed 001, "Where the bus stops"):
+revoke every session (open sockets close with 1008) → lock the member (the owner
+connection closes and the DEK leaves memory). Never on a bus: "settles later" is the
+failure for a revocation.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from skald_hookspecs.events import UserEvent
+from skald_host.core.buses import Buses
+from skald_host.core.identity.crypto import CredentialError
+from skald_host.core.identity.sessions import Session, SessionStore
+from skald_host.core.identity.throttle import LoginThrottle
+from skald_host.core.identity.users import Member, UserManager
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoginResult:
+    token: str
+    session: Session
+    member: Member
+
+
+class AuthService:
+    def __init__(self, users: UserManager, sessions: SessionStore, throttle: LoginThrottle, buses: Buses) -> None:
+        self.users = users
+        self.sessions = sessions
+        self.throttle = throttle
+        self.buses = buses
+
+    async def login(self, username: Any, password: Any, address: str, kind: str = "web") -> LoginResult:
+        """Verify, unlock, open a session. Raises ``LoginThrottled`` before any Argon2
+        work when a limit is reached, ``CredentialError`` (one generic error) for every
+        wrong-credential case, ``OwnerDatabaseUnavailable`` when the password was right
+        but the member's file is gone."""
+        account = username if isinstance(username, str) else ""
+        self.throttle.check(account, address)
+        try:
+            member, dek = await self.users.verify_password(account, password)
+        except CredentialError:
+            self.throttle.failed(account, address)
+            raise
+        self.throttle.succeeded(account)
+        await self.users.unlock(member.id, dek)
+        token, session = self.sessions.create(member.id, kind)  # type: ignore[arg-type]
+        await self.users.record_login(member.id)
+        log.info("member %s logged in (%s)", member.id, kind)
+        return LoginResult(token, session, member)
+
+    async def logout(self, session: Session) -> None:
+        self.sessions.revoke_session(session, "logout")
+        await self._lock_if_no_sessions(session.member_id)
+
+    async def _lock_if_no_sessions(self, member_id: str) -> None:
+        """The last session of a member ending locks them: no session, no key in RAM."""
+        if self.sessions.count_for(member_id) == 0:
+            await self.users.lock(member_id)
+
+    async def revoke_member(self, member_id: str, reason: str, *, keep: Session | None = None) -> int:
+        """End every session of a member and lock them, before the caller responds.
+        With ``keep`` (a password change by the member), that one session survives and
+        the member stays unlocked."""
+        count = self.sessions.revoke_member(member_id, reason, keep=keep)
+        self.buses.members.publish(UserEvent("sessions_revoked", member_id, {"reason": reason}))
+        if keep is None:
+            await self.users.lock(member_id)
+        log.info("member %s: %d session(s) revoked (%s)", member_id, count, reason)
+        return count
+
+    async def expire_idle(self) -> None:
+        for member_id in self.sessions.expire():
+            await self._lock_if_no_sessions(member_id)
+
+    async def change_password(self, session: Session, current: Any, new: Any) -> None:
+        await self.users.change_password(session.member_id, current, new)
+        await self.revoke_member(session.member_id, "password changed", keep=session)

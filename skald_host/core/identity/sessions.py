@@ -1,0 +1,114 @@
+"""RAM-only sessions (DESIGN: a restart locks every member, so sessions cannot outlive
+the process either).
+
+Tokens are 256 bits from ``secrets``; the store keys sessions by the SHA-256 of the
+token, so even a memory dump of the map does not hand out usable tokens. Revocation is
+pushed, not polled: listeners (open WebSockets) are told synchronously and close with
+1008 before the revoking request responds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+RevokeListener = Callable[["Session", str], None]
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class Session:
+    member_id: str
+    token_digest: str
+    csrf_token: str
+    created_at: float
+    last_seen: float
+    kind: Literal["web", "bearer"] = "web"
+    listeners: list[RevokeListener] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        """A public handle for the session (never the token)."""
+        return self.token_digest[:16]
+
+    def check_csrf(self, presented: str | None) -> bool:
+        return bool(presented) and hmac.compare_digest(presented.encode(), self.csrf_token.encode())
+
+
+class SessionStore:
+    def __init__(self, idle_seconds: float, absolute_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.idle_seconds = idle_seconds
+        self.absolute_seconds = absolute_seconds
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+
+    def create(self, member_id: str, kind: Literal["web", "bearer"] = "web") -> tuple[str, Session]:
+        token = secrets.token_urlsafe(32)
+        now = self._clock()
+        session = Session(member_id, _digest(token), secrets.token_urlsafe(32), now, now, kind)
+        self._sessions[session.token_digest] = session
+        return token, session
+
+    def resolve(self, token: str | None) -> Session | None:
+        """The live session for a token, touching its idle clock; None when unknown or
+        expired (an expired session is revoked on the spot)."""
+        if not token or len(token) > 512:
+            return None
+        session = self._sessions.get(_digest(token))
+        if session is None:
+            return None
+        now = self._clock()
+        if now - session.last_seen > self.idle_seconds or now - session.created_at > self.absolute_seconds:
+            self._drop(session, "expired")
+            return None
+        session.last_seen = now
+        return session
+
+    def revoke(self, token: str, reason: str = "logout") -> Session | None:
+        session = self._sessions.get(_digest(token))
+        if session is not None:
+            self._drop(session, reason)
+        return session
+
+    def revoke_session(self, session: Session, reason: str) -> None:
+        if self._sessions.get(session.token_digest) is session:
+            self._drop(session, reason)
+
+    def revoke_member(self, member_id: str, reason: str, *, keep: Session | None = None) -> int:
+        doomed = [s for s in self._sessions.values() if s.member_id == member_id and s is not keep]
+        for session in doomed:
+            self._drop(session, reason)
+        return len(doomed)
+
+    def revoke_all(self, reason: str) -> int:
+        doomed = list(self._sessions.values())
+        for session in doomed:
+            self._drop(session, reason)
+        return len(doomed)
+
+    def expire(self) -> set[str]:
+        """Drop expired sessions; returns the members who lost one."""
+        now = self._clock()
+        doomed = [
+            s for s in self._sessions.values()
+            if now - s.last_seen > self.idle_seconds or now - s.created_at > self.absolute_seconds
+        ]
+        for session in doomed:
+            self._drop(session, "expired")
+        return {s.member_id for s in doomed}
+
+    def count_for(self, member_id: str) -> int:
+        return sum(1 for s in self._sessions.values() if s.member_id == member_id)
+
+    def _drop(self, session: Session, reason: str) -> None:
+        self._sessions.pop(session.token_digest, None)
+        listeners, session.listeners = session.listeners, []
+        for listener in listeners:
+            listener(session, reason)

@@ -1,0 +1,61 @@
+"""First-run setup: the one seam both shells call (``skald setup`` in a terminal and
+the web setup page), so they cannot drift (seed 001, skald-setup).
+
+Exactly one admin, however many setups race: the registry insert is conditional on
+the users table being empty, inside one IMMEDIATE transaction, so a concurrent second
+setup finds a member and fails cleanly — in this process or another.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from skald_host.core.identity.roles import ADMIN_ROLE
+from skald_host.core.identity.users import Member, MemberError, UserManager
+
+SUPPORTED_LOCALES = ("en", "de")
+
+
+class AlreadySetUp(MemberError):
+    pass
+
+
+async def needs_setup(users: UserManager) -> bool:
+    return await users.count() == 0
+
+
+async def initialize_instance(
+    users: UserManager,
+    *,
+    username: str,
+    password: str,
+    display_name: str = "",
+    locale: str = "en",
+    encrypted: bool = True,
+) -> Member:
+    """Create the first admin and seed the instance defaults."""
+    if locale not in SUPPORTED_LOCALES:
+        raise MemberError(f"locale must be one of {', '.join(SUPPORTED_LOCALES)}")
+    if not await needs_setup(users):
+        raise AlreadySetUp("the instance is already set up")
+    try:
+        member = await users.register(
+            username,
+            password,
+            role_id=ADMIN_ROLE,
+            encrypted=encrypted,
+            only_if_empty=True,
+            display_name=display_name or username,
+            locale=locale,
+        )
+    except MemberError as exc:
+        if "already set up" in str(exc):
+            raise AlreadySetUp(str(exc)) from None
+        raise
+
+    def seed(conn: Any) -> None:
+        conn.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('default_locale', ?)", (json.dumps(locale),))
+
+    await users.registry.transaction(seed)
+    return member

@@ -1,0 +1,534 @@
+"""The member directory and the unlock map (seed 001 "users", §11).
+
+The registry row holds the directory profile and the credentials; the member's content
+lives in ``database/{id}.db``. An open owner ``Database`` *is* the unlock token: it is
+opened with the DEK at login and closing it is what locks the member again (the key is
+not kept anywhere else). Knows nothing about cookies or HTTP.
+
+Cross-file ordering (check G5) — SQLite cannot commit two files atomically, so each
+operation orders its writes so that a crash leaves something the boot reconciler can
+recognise: registration creates the owner file *before* the registry row (a crash
+leaves an unregistered file, quarantined at boot); deletion removes the row *before*
+the file (same outcome).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import re
+import unicodedata
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skald_hookspecs.events import SystemEvent
+from skald_host.core.buses import Buses
+from skald_host.core.faults import crash_point
+from skald_host.core.identity.crypto import CredentialError, KeyDerivation, PasswordVerifier, SealedKey
+from skald_host.core.identity.passwords import check_password_policy
+from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
+from skald_host.core.schema import OWNER_MIGRATIONS
+from skald_host.core.storage import Database, DatabaseMissing, DatabaseUnreadable, quarantine, secure_dir
+
+log = logging.getLogger(__name__)
+
+_USERNAME = re.compile(r"^[\w.@-]{1,64}$")
+_MEMBER_ID = re.compile(r"^[0-9a-f]{32}$")
+PROFILE_FIELDS = ("display_name", "locale", "birthdate", "sex", "notes")
+_LIMITS = {"display_name": 100, "locale": 16, "sex": 40, "notes": 4000}
+
+
+class MemberError(ValueError):
+    """A request about a member that cannot be done; the message says why."""
+
+
+class MemberNotFound(MemberError):
+    pass
+
+
+class OwnerDatabaseUnavailable(Exception):
+    """The password was right but the member's file is missing or unreadable. Said
+    explicitly (it is not an enumeration leak: the password was verified first) so the
+    admin knows to reset; the file has been quarantined, never replaced."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """A directory entry. Deliberately carries no credentials: it is safe to log, send
+    to a plugin or serialise with ``summary()``."""
+
+    id: str
+    username: str
+    display_name: str
+    role: Role
+    active: bool
+    encrypted: bool
+    locale: str | None
+    birthdate: str | None
+    sex: str | None
+    notes: str
+    created_at: str
+    last_login_at: str | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role.is_admin
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.role.capabilities
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "username": self.username,
+            "display_name": self.display_name,
+            "role": self.role.id,
+            "role_label": self.role.label,
+            "is_admin": self.is_admin,
+            "active": self.active,
+            "encrypted": self.encrypted,
+            "locale": self.locale,
+            "birthdate": self.birthdate,
+            "sex": self.sex,
+            "notes": self.notes,
+            "created_at": self.created_at,
+            "last_login_at": self.last_login_at,
+        }
+
+
+def normalize_username(username: str) -> str:
+    if not isinstance(username, str):
+        raise MemberError("user name must be text")
+    name = unicodedata.normalize("NFC", username).strip().lower()
+    if not _USERNAME.match(name):
+        raise MemberError("user name must be 1-64 letters, digits or . _ - @")
+    return name
+
+
+def validate_profile(fields: dict[str, Any]) -> dict[str, Any]:
+    """Directory fields as the admin may set them; raises with the field and reason."""
+    clean: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key not in PROFILE_FIELDS:
+            raise MemberError(f"unknown profile field {key!r}")
+        if value is None:
+            if key in ("display_name", "notes"):
+                value = ""
+            clean[key] = value
+            continue
+        if not isinstance(value, str):
+            raise MemberError(f"{key} must be text")
+        value = unicodedata.normalize("NFC", value).strip()
+        if key == "birthdate" and value:
+            try:
+                day = dt.date.fromisoformat(value)
+            except ValueError:
+                raise MemberError("birthdate must be a date as YYYY-MM-DD") from None
+            if day > dt.date.today() or day.year < 1900:
+                raise MemberError("birthdate must be a real date in the past")
+        elif key == "locale" and value and not re.match(r"^[a-z]{2,3}(-[A-Za-z]{2,4})?$", value):
+            raise MemberError("locale must look like 'en' or 'de-CH'")
+        elif key in _LIMITS and len(value) > _LIMITS[key]:
+            raise MemberError(f"{key} is longer than {_LIMITS[key]} characters")
+        clean[key] = value or (None if key in ("locale", "birthdate", "sex") else "")
+    return clean
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class UserManager:
+    def __init__(self, registry: Database, database_dir: Path, kdf: KeyDerivation, buses: Buses) -> None:
+        self.registry = registry
+        self.database_dir = database_dir
+        self.kdf = kdf
+        self.buses = buses
+        self._open: dict[str, Database] = {}
+        self._unlock_locks: dict[str, asyncio.Lock] = {}
+
+    def owner_path(self, member_id: str) -> Path:
+        if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
+            raise MemberNotFound("no such member")
+        return self.database_dir / f"{member_id}.db"
+
+    # -- reading ---------------------------------------------------------------
+
+    def _role(self, conn: Any, role_id: str) -> Role:
+        row = conn.execute("SELECT id, label, attrs, builtin FROM roles WHERE id = ?", (role_id,)).fetchone()
+        caps = frozenset(r[0] for r in conn.execute("SELECT capability FROM role_capabilities WHERE role_id = ?", (role_id,)))
+        return Role(row["id"], row["label"], RoleAttrs.parse(row["attrs"]), bool(row["builtin"]), caps)
+
+    def _member(self, conn: Any, row: Any) -> Member:
+        return Member(
+            id=row["id"],
+            username=row["username"],
+            display_name=row["display_name"],
+            role=self._role(conn, row["role_id"]),
+            active=bool(row["active"]),
+            encrypted=bool(row["encrypted"]),
+            locale=row["locale"],
+            birthdate=row["birthdate"],
+            sex=row["sex"],
+            notes=row["notes"],
+            created_at=row["created_at"],
+            last_login_at=row["last_login_at"],
+        )
+
+    async def get(self, member_id: str) -> Member:
+        def read(conn: Any) -> Member | None:
+            row = conn.execute("SELECT * FROM users WHERE id = ?", (member_id,)).fetchone()
+            return self._member(conn, row) if row else None
+
+        member = await self.registry.run(read)
+        if member is None:
+            raise MemberNotFound("no such member")
+        return member
+
+    async def find(self, username: str) -> Member | None:
+        try:
+            name = normalize_username(username)
+        except MemberError:
+            return None
+
+        def read(conn: Any) -> Member | None:
+            row = conn.execute("SELECT * FROM users WHERE username = ?", (name,)).fetchone()
+            return self._member(conn, row) if row else None
+
+        return await self.registry.run(read)
+
+    async def list(self) -> list[Member]:
+        def read(conn: Any) -> list[Member]:
+            rows = conn.execute("SELECT * FROM users ORDER BY username").fetchall()
+            return [self._member(conn, r) for r in rows]
+
+        return await self.registry.run(read)
+
+    async def count(self) -> int:
+        return await self.registry.run(lambda c: c.execute("SELECT count(*) FROM users").fetchone()[0])
+
+    # -- registration ------------------------------------------------------------
+
+    async def register(
+        self,
+        username: str,
+        password: str,
+        *,
+        role_id: str = "member",
+        encrypted: bool = True,
+        only_if_empty: bool = False,
+        **profile: Any,
+    ) -> Member:
+        """Create a member and their owner file. ``only_if_empty`` makes the registry
+        insert conditional on there being no member at all, atomically, which is what
+        keeps twenty concurrent first-run setups down to one admin."""
+        name = normalize_username(username)
+        password = check_password_policy(password, user_name=name)
+        profile = validate_profile(profile)
+
+        def precheck(conn: Any) -> None:
+            if conn.execute("SELECT 1 FROM roles WHERE id = ?", (role_id,)).fetchone() is None:
+                raise MemberError(f"no such role {role_id!r}")
+            if conn.execute("SELECT 1 FROM users WHERE username = ?", (name,)).fetchone():
+                raise MemberError(f"the user name {name!r} is taken")
+
+        await self.registry.run(precheck)
+        member_id = uuid.uuid4().hex
+        if encrypted:
+            dek, sealed = await self.kdf.seal_new(password, member_id)
+            kind, credentials = "sealed_dek", sealed.to_json()
+        else:
+            dek, kind = None, "verifier"
+            credentials = (await self.kdf.make_verifier(password, member_id)).to_json()
+
+        path = self.owner_path(member_id)
+        secure_dir(self.database_dir)
+        owner = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=True)
+        await owner.close()
+        crash_point("register.after_owner_file")
+
+        def insert(conn: Any) -> bool:
+            if only_if_empty and conn.execute("SELECT 1 FROM users LIMIT 1").fetchone():
+                return False
+            if conn.execute("SELECT 1 FROM users WHERE username = ?", (name,)).fetchone():
+                raise MemberError(f"the user name {name!r} is taken")
+            conn.execute(
+                "INSERT INTO users (id, username, display_name, role_id, encrypted, credential_kind, credentials,"
+                " locale, birthdate, sex, notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    member_id, name, profile.get("display_name") or name, role_id, int(encrypted), kind, credentials,
+                    profile.get("locale"), profile.get("birthdate"), profile.get("sex"), profile.get("notes", ""),
+                ),
+            )
+            _seed_new_member_grants(conn, member_id, role_id)
+            return True
+
+        try:
+            inserted = await self.registry.transaction(insert)
+        except BaseException:
+            _remove_owner_files(path)
+            raise
+        if not inserted:
+            _remove_owner_files(path)
+            raise MemberError("the instance is already set up")
+        member = await self.get(member_id)
+        self.buses.system.publish(SystemEvent("member_created", member_id))
+        log.info("member %s created (role %s, %s)", member_id, role_id, "encrypted" if encrypted else "not encrypted")
+        return member
+
+    # -- credentials -------------------------------------------------------------
+
+    async def _credentials(self, member_id: str) -> tuple[str, str]:
+        row = await self.registry.run(
+            lambda c: c.execute("SELECT credential_kind, credentials FROM users WHERE id = ?", (member_id,)).fetchone()
+        )
+        if row is None:
+            raise MemberNotFound("no such member")
+        return row[0], row[1]
+
+    async def verify_password(self, username: str, password: Any) -> tuple[Member, bytes | None]:
+        """The member and their DEK (None for members without encryption), or the one
+        generic ``CredentialError``. Unknown names and inactive members pay the same
+        Argon2id cost as a wrong password, so timing does not tell them apart (A3)."""
+        member = await self.find(username) if isinstance(username, str) else None
+        if member is None or not isinstance(password, str):
+            await self.kdf.dummy()
+            raise CredentialError()
+        kind, credentials = await self._credentials(member.id)
+        dek = await self._open_credentials(member.id, kind, credentials, password)
+        if not member.active:
+            raise CredentialError()
+        await self._upgrade_if_weaker(member.id, kind, credentials, password, dek)
+        return member, dek
+
+    async def _open_credentials(self, member_id: str, kind: str, credentials: str, password: str) -> bytes | None:
+        if kind == "sealed_dek":
+            return await self.kdf.unseal(password, member_id, SealedKey.from_json(credentials))
+        await self.kdf.check_verifier(password, member_id, PasswordVerifier.from_json(credentials))
+        return None
+
+    async def _upgrade_if_weaker(self, member_id: str, kind: str, credentials: str, password: str, dek: bytes | None) -> None:
+        """Raised KDF parameters re-wrap on the next successful login (B3)."""
+        if kind == "sealed_dek" and dek is not None and self.kdf.needs_rewrap(SealedKey.from_json(credentials)):
+            fresh = (await self.kdf.rewrap(dek, password, member_id)).to_json()
+        elif kind == "verifier" and self.kdf.needs_new_verifier(PasswordVerifier.from_json(credentials)):
+            fresh = (await self.kdf.make_verifier(password, member_id)).to_json()
+        else:
+            return
+        await self.registry.transaction(
+            lambda c: c.execute(
+                "UPDATE users SET credentials = ?, updated_at = ? WHERE id = ? AND credentials = ?",
+                (fresh, _now(), member_id, credentials),
+            )
+        )
+        log.info("member %s: key re-wrapped with the configured KDF parameters", member_id)
+
+    async def change_password(self, member_id: str, current: Any, new: Any) -> None:
+        """Re-wrap the same DEK under the new password: one UPDATE of one row, so after a
+        crash at any point exactly one of the two passwords opens the file (B5)."""
+        member = await self.get(member_id)
+        if not isinstance(current, str) or not isinstance(new, str):
+            raise CredentialError()
+        new = check_password_policy(new, user_name=member.username)
+        kind, credentials = await self._credentials(member_id)
+        crash_point("password_change.before_kdf")
+        dek = await self._open_credentials(member_id, kind, credentials, current)
+        if kind == "sealed_dek":
+            assert dek is not None
+            fresh = (await self.kdf.rewrap(dek, new, member_id)).to_json()
+        else:
+            fresh = (await self.kdf.make_verifier(new, member_id)).to_json()
+        crash_point("password_change.after_kdf")
+
+        def update(conn: Any) -> int:
+            count = conn.execute(
+                "UPDATE users SET credentials = ?, updated_at = ? WHERE id = ? AND credentials = ?",
+                (fresh, _now(), member_id, credentials),
+            ).rowcount
+            crash_point("password_change.in_transaction")
+            return count
+
+        if await self.registry.transaction(update) != 1:
+            raise MemberError("the password was changed concurrently; try again")
+        crash_point("password_change.after_commit")
+        log.info("member %s changed their password", member_id)
+
+    async def reset_password(self, member_id: str, new_password: str) -> Path | None:
+        """Admin reset. For an encrypted member the old key went with the old password,
+        so they get a new empty database and the old file is kept, unreadable, in
+        quarantine; returns its new path. The caller has already revoked the member's
+        sessions and locked them."""
+        member = await self.get(member_id)
+        new_password = check_password_policy(new_password, user_name=member.username)
+        await self.lock(member_id)
+        path = self.owner_path(member_id)
+        old = None
+        if member.encrypted:
+            old = quarantine(path, "admin-reset") if path.exists() else None
+            dek, sealed = await self.kdf.seal_new(new_password, member_id)
+            credentials = sealed.to_json()
+            owner = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=True)
+            await owner.close()
+        else:
+            # Not keyed by the password: the member keeps their data.
+            credentials = (await self.kdf.make_verifier(new_password, member_id)).to_json()
+            if not path.exists():
+                owner = await Database.open(path, key=None, migrations=OWNER_MIGRATIONS, create=True)
+                await owner.close()
+        await self.registry.transaction(
+            lambda c: c.execute("UPDATE users SET credentials = ?, updated_at = ? WHERE id = ?", (credentials, _now(), member_id))
+        )
+        log.warning("member %s: password reset by an admin; previous database quarantined", member_id)
+        return old
+
+    # -- unlock / lock -------------------------------------------------------------
+
+    async def unlock(self, member_id: str, dek: bytes | None) -> Database:
+        """Open the member's file (idempotent). A missing or unreadable file is never
+        replaced: it is quarantined and the error says so."""
+        lock = self._unlock_locks.setdefault(member_id, asyncio.Lock())
+        async with lock:
+            existing = self._open.get(member_id)
+            if existing is not None and not existing.closed:
+                return existing
+            path = self.owner_path(member_id)
+            try:
+                db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=False)
+            except DatabaseMissing:
+                log.error("member %s: private database file is missing", member_id)
+                raise OwnerDatabaseUnavailable(
+                    "your private database is missing; an admin must reset your password (your previous data is lost)"
+                ) from None
+            except DatabaseUnreadable:
+                moved = quarantine(path, "unreadable")
+                log.error("member %s: private database unreadable; quarantined as %s", member_id, moved.name)
+                raise OwnerDatabaseUnavailable(
+                    "your private database could not be read and was set aside; an admin must reset your password"
+                ) from None
+            self._open[member_id] = db
+            return db
+
+    def owner_db(self, member_id: str) -> Database | None:
+        db = self._open.get(member_id)
+        return db if db is not None and not db.closed else None
+
+    def is_unlocked(self, member_id: str) -> bool:
+        return self.owner_db(member_id) is not None
+
+    @property
+    def unlocked_ids(self) -> list[str]:
+        return [m for m in self._open if self.is_unlocked(m)]
+
+    async def lock(self, member_id: str) -> None:
+        db = self._open.pop(member_id, None)
+        if db is not None:
+            await db.close()
+            log.info("member %s locked", member_id)
+
+    async def lock_all(self) -> None:
+        for member_id in list(self._open):
+            await self.lock(member_id)
+
+    async def record_login(self, member_id: str) -> None:
+        await self.registry.run(lambda c: c.execute("UPDATE users SET last_login_at = ? WHERE id = ?", (_now(), member_id)))
+
+    # -- administration ---------------------------------------------------------------
+
+    def _would_leave_no_admin(self, conn: Any, member_id: str) -> bool:
+        others = conn.execute(
+            "SELECT count(*) FROM users WHERE role_id = ? AND active = 1 AND id != ?", (ADMIN_ROLE, member_id)
+        ).fetchone()[0]
+        return others == 0
+
+    async def update(self, member_id: str, *, role_id: str | None = None, active: bool | None = None, **profile: Any) -> Member:
+        """Change directory fields, role or the active flag. Refuses to leave the
+        instance without an active admin."""
+        fields = validate_profile(profile)
+
+        def write(conn: Any) -> None:
+            row = conn.execute("SELECT role_id, active FROM users WHERE id = ?", (member_id,)).fetchone()
+            if row is None:
+                raise MemberNotFound("no such member")
+            if role_id is not None and conn.execute("SELECT 1 FROM roles WHERE id = ?", (role_id,)).fetchone() is None:
+                raise MemberError(f"no such role {role_id!r}")
+            losing_admin = row["role_id"] == ADMIN_ROLE and row["active"] and (
+                (role_id is not None and role_id != ADMIN_ROLE) or active is False
+            )
+            if losing_admin and self._would_leave_no_admin(conn, member_id):
+                raise MemberError("this would leave the instance without an active admin")
+            changes = dict(fields)
+            if role_id is not None:
+                changes["role_id"] = role_id
+            if active is not None:
+                changes["active"] = int(bool(active))
+            if changes:
+                changes["updated_at"] = _now()
+                cols = ", ".join(f"{k} = ?" for k in changes)
+                conn.execute(f"UPDATE users SET {cols} WHERE id = ?", (*changes.values(), member_id))
+
+        await self.registry.transaction(write)
+        member = await self.get(member_id)
+        if active is not None:
+            self.buses.system.publish(SystemEvent("member_active_changed", member_id, {"active": member.active}))
+        return member
+
+    async def delete(self, member_id: str) -> None:
+        """Remove the registry row first, then the file (a crash between leaves an
+        unregistered file, which the boot reconciler quarantines). The caller has
+        already revoked the member's sessions and locked them."""
+        path = self.owner_path(member_id)
+
+        def remove(conn: Any) -> None:
+            row = conn.execute("SELECT role_id, active FROM users WHERE id = ?", (member_id,)).fetchone()
+            if row is None:
+                raise MemberNotFound("no such member")
+            if row["role_id"] == ADMIN_ROLE and row["active"] and self._would_leave_no_admin(conn, member_id):
+                raise MemberError("this would leave the instance without an active admin")
+            conn.execute("DELETE FROM users WHERE id = ?", (member_id,))
+
+        await self.registry.transaction(remove)
+        await self.lock(member_id)
+        crash_point("delete.after_registry")
+        _remove_owner_files(path)
+        self.buses.system.publish(SystemEvent("member_deleted", member_id))
+        log.info("member %s deleted", member_id)
+
+    async def reconcile(self) -> dict[str, list[str]]:
+        """Boot-time check of registry vs files (G5): an owner file with no member row
+        is quarantined (never deleted: it may be someone's data); a member without a
+        file is reported — their login says so and an admin reset repairs it."""
+        secure_dir(self.database_dir)
+        ids = set(await self.registry.run(lambda c: [r[0] for r in c.execute("SELECT id FROM users")]))
+        orphans, missing = [], []
+        for path in sorted(self.database_dir.glob("*.db")):
+            if _MEMBER_ID.match(path.stem) and path.stem not in ids:
+                quarantine(path, "unregistered")
+                orphans.append(path.stem)
+                log.warning("owner file %s has no member; quarantined", path.name)
+        for member_id in sorted(ids):
+            if not self.owner_path(member_id).exists():
+                missing.append(member_id)
+                log.error("member %s has no private database file; an admin reset will create an empty one", member_id)
+        return {"quarantined": orphans, "missing": missing}
+
+
+def _seed_new_member_grants(conn: Any, member_id: str, role_id: str) -> None:
+    """Default access, the second of its two moments (seed 001): a new member of a role
+    with ``auto_grant`` receives every existing plugin whose ``grant_by_default`` is set.
+    Admins are skipped: they hold everything implicitly."""
+    row = conn.execute("SELECT attrs FROM roles WHERE id = ?", (role_id,)).fetchone()
+    if role_id == ADMIN_ROLE or row is None or not RoleAttrs.parse(row[0]).auto_grant:
+        return
+    conn.execute(
+        "INSERT OR IGNORE INTO plugin_access (plugin_id, user_id) SELECT id, ? FROM plugins WHERE grant_by_default = 1",
+        (member_id,),
+    )
+
+
+def _remove_owner_files(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)

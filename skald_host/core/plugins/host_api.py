@@ -1,0 +1,112 @@
+"""The ``HostApi`` each plugin receives: cut from the core's accessors, scoped to that
+one plugin (its own config, its own key-value rows, grants for itself only)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+from skald_hookspecs.events import SystemEvent, UserEvent
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+log = logging.getLogger(__name__)
+
+
+class PluginHostApi:
+    def __init__(self, plugin_id: str, core: "Skald") -> None:
+        self.plugin_id = plugin_id
+        self._core = core
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def get_config(self) -> Mapping[str, Any]:
+        row = await self._core.registry.run(
+            lambda c: c.execute("SELECT config FROM plugins WHERE id = ?", (self.plugin_id,)).fetchone()
+        )
+        return json.loads(row[0]) if row else {}
+
+    async def get_user_config(self, member_id: str) -> Mapping[str, Any]:
+        row = await self._core.registry.run(
+            lambda c: c.execute(
+                "SELECT config FROM plugin_user_configs WHERE plugin_id = ? AND user_id = ?", (self.plugin_id, member_id)
+            ).fetchone()
+        )
+        return json.loads(row[0]) if row else {}
+
+    async def set_user_config(self, member_id: str, values: Mapping[str, Any]) -> None:
+        blob = json.dumps(dict(values))
+        await self._core.registry.transaction(
+            lambda c: c.execute(
+                "INSERT INTO plugin_user_configs (plugin_id, user_id, config) VALUES (?, ?, ?)"
+                " ON CONFLICT (plugin_id, user_id) DO UPDATE SET config = excluded.config,"
+                " updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
+                (self.plugin_id, member_id, blob),
+            )
+        )
+
+    async def kv_get(self, key: str) -> Any:
+        row = await self._core.registry.run(
+            lambda c: c.execute("SELECT value FROM plugin_kv WHERE plugin_id = ? AND key = ?", (self.plugin_id, key)).fetchone()
+        )
+        return json.loads(row[0]) if row else None
+
+    async def kv_set(self, key: str, value: Any) -> None:
+        blob = json.dumps(value)
+        await self._core.registry.transaction(
+            lambda c: c.execute(
+                "INSERT INTO plugin_kv (plugin_id, key, value) VALUES (?, ?, ?)"
+                " ON CONFLICT (plugin_id, key) DO UPDATE SET value = excluded.value",
+                (self.plugin_id, key, blob),
+            )
+        )
+
+    async def member_has_grant(self, member_id: str) -> bool:
+        """Re-read on every call, so a revoked grant lands on the next message."""
+        if not self._core.plugins.is_enabled(self.plugin_id):
+            return False
+        try:
+            member = await self._core.users.get(member_id)
+        except LookupError:
+            return False
+        if not member.active:
+            return False
+        if member.is_admin:
+            return True
+        row = await self._core.registry.run(
+            lambda c: c.execute(
+                "SELECT 1 FROM plugin_access WHERE plugin_id = ? AND user_id = ?", (self.plugin_id, member_id)
+            ).fetchone()
+        )
+        return row is not None
+
+    def _follow(self, subscription: Any, handler: Callable[[Any], Awaitable[None]]) -> None:
+        async def pump() -> None:
+            try:
+                async for event in subscription:
+                    try:
+                        await handler(event)
+                    except Exception:
+                        log.exception("plugin %s: event handler failed", self.plugin_id)
+            finally:
+                subscription.close()
+
+        self._tasks.append(asyncio.create_task(pump(), name=f"plugin:{self.plugin_id}:events"))
+
+    def subscribe_system(self, handler: Callable[[SystemEvent], Awaitable[None]]) -> None:
+        self._follow(self._core.buses.system.subscribe(), handler)
+
+    def subscribe_member(self, member_id: str, handler: Callable[[UserEvent], Awaitable[None]]) -> None:
+        self._follow(self._core.buses.members.subscribe(member_id), handler)
+
+    def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
+        return self._core.strings.translate(key, locale, **values)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()

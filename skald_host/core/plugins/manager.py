@@ -1,0 +1,331 @@
+"""Finding, loading and isolating plugins.
+
+Built in the composition root, never at import (STYLE.md: no global plugin manager).
+Each candidate — a built-in module, an entry point of the ``skald.plugins`` group, or
+an object a test hands in — is loaded inside its own try/except: the block list is
+checked before ``ep.load()`` so a blocked plugin's code never runs; a failure becomes
+a status with the error and traceback for the catalog page, and the host keeps going.
+``strict`` (``SKALD_STRICT_PLUGINS=1``) re-raises instead, for tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Literal, Sequence
+
+import importlib_metadata
+import pluggy
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from skald_hookspecs import ENTRY_POINT_GROUP, PROJECT_NAME, SPEC_VERSION, hookspecs
+from skald_hookspecs.types import PluginInfo
+from skald_host.core.asyncutil import await_me_maybe
+
+log = logging.getLogger(__name__)
+
+State = Literal["loaded", "disabled", "failed", "blocked"]
+
+
+class PluginError(Exception):
+    """A plugin misbehaved; the message names it."""
+
+
+@dataclass
+class PluginStatus:
+    """What the catalog and ``skald plugins`` show about one plugin."""
+
+    id: str
+    name: str
+    distribution: str | None
+    version: str | None
+    builtin: bool
+    state: State
+    spec: str | None = None
+    hooks: list[str] = field(default_factory=list)
+    error: str | None = None
+    traceback: str | None = None
+    import_ms: float = 0.0
+    info: PluginInfo | None = None
+    healthy: bool = True
+    started: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "builtin": self.builtin,
+            "state": self.state,
+            "spec": self.spec,
+            "hooks": list(self.hooks),
+            "error": self.error,
+            "traceback": self.traceback,
+            "import_ms": round(self.import_ms, 1),
+            "healthy": self.healthy,
+            "title": self.info.title if self.info else self.name,
+            "description": self.info.description if self.info else "",
+        }
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One thing a plugin registered, stamped with who registered it."""
+
+    plugin_id: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    name: str
+    builtin: bool
+    load: Callable[[], Any]
+    distribution: str | None = None
+    version: str | None = None
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+def spec_satisfied(spec: str) -> bool:
+    return Version(SPEC_VERSION) in SpecifierSet(spec)
+
+
+class PluginManager:
+    """Loads candidates into a pluggy manager and keeps one status per plugin."""
+
+    def __init__(
+        self,
+        *,
+        builtins: Sequence[Any] = (),
+        extra: Sequence[Any] = (),
+        use_entry_points: bool = True,
+        block: Iterable[str] = (),
+        safe_mode: bool = False,
+        strict: bool = False,
+        hook_timeout: float = 5.0,
+        slow_import_ms: float = 100.0,
+        host_version: str | None = None,
+    ) -> None:
+        self.pm = pluggy.PluginManager(PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs)
+        self._builtins = list(builtins)
+        self._extra = list(extra)
+        self._use_entry_points = use_entry_points
+        self._block = {_normalise(b) for b in block}
+        self._safe_mode = safe_mode
+        self._strict = strict
+        self.hook_timeout = hook_timeout
+        self._slow_import_ms = slow_import_ms
+        self._host_version = host_version
+        self._status: dict[str, PluginStatus] = {}
+        self._objects: dict[str, Any] = {}
+
+    # -- loading -------------------------------------------------------------
+
+    def _candidates(self) -> list[_Candidate]:
+        found: list[_Candidate] = []
+        for obj in self._builtins:
+            name = obj if isinstance(obj, str) else getattr(obj, "__name__", type(obj).__name__)
+            found.append(_Candidate(name, True, self._loader(obj), "skald", self._host_version))
+        for obj in self._extra:
+            name = getattr(obj, "__name__", type(obj).__name__)
+            found.append(_Candidate(name, False, self._loader(obj)))
+        if self._use_entry_points:
+            for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+                dist = ep.dist
+                found.append(
+                    _Candidate(
+                        ep.name,
+                        False,
+                        ep.load,
+                        dist.name if dist else None,
+                        dist.version if dist else None,
+                    )
+                )
+        return found
+
+    @staticmethod
+    def _loader(obj: Any) -> Callable[[], Any]:
+        if isinstance(obj, str):
+            import importlib
+
+            return lambda: importlib.import_module(obj)
+        return lambda: obj
+
+    def _is_blocked(self, cand: _Candidate) -> str | None:
+        if self._safe_mode and not cand.builtin:
+            return "safe mode: only built-in plugins are loaded"
+        names = {_normalise(cand.name)}
+        if cand.distribution:
+            names.add(_normalise(cand.distribution))
+        if names & self._block:
+            return "on the block list"
+        return None
+
+    def load(self) -> None:
+        """Load every candidate, each in isolation, then ``check_pending``."""
+        for cand in self._candidates():
+            self._load_one(cand)
+        self.pm.check_pending()
+
+    def _load_one(self, cand: _Candidate) -> None:
+        reason = self._is_blocked(cand)
+        if reason:
+            self._record(PluginStatus(cand.name, cand.name, cand.distribution, cand.version, cand.builtin, "blocked", error=reason))
+            log.info("plugin %s not loaded: %s", cand.name, reason)
+            return
+        status = PluginStatus(cand.name, cand.name, cand.distribution, cand.version, cand.builtin, "failed")
+        started = time.perf_counter()
+        try:
+            obj = cand.load()
+            status.import_ms = (time.perf_counter() - started) * 1000
+            if status.import_ms > self._slow_import_ms:
+                log.warning("plugin %s took %.0f ms to import (keep imports cheap; load heavy things lazily)", cand.name, status.import_ms)
+            info = self._read_info(cand.name, obj)
+            status.id, status.info, status.spec = info.id, info, info.spec
+            if info.id in self._status and self._status[info.id].state != "blocked":
+                other = self._status[info.id]
+                raise PluginError(
+                    f"plugin {cand.name!r} uses the id {info.id!r} already taken by {other.name!r}"
+                    f"{f' ({other.distribution})' if other.distribution else ''}"
+                )
+            self._check_hook_names(cand.name, obj)
+            self.pm.register(obj, name=info.id)
+            self._objects[info.id] = obj
+            status.hooks = sorted(h.name for h in (self.pm.get_hookcallers(obj) or []))
+            status.state = "loaded" if cand.builtin else "disabled"
+        except Exception as exc:
+            if self._strict:
+                raise
+            status.error = str(exc) or type(exc).__name__
+            status.traceback = traceback.format_exc()
+            log.error("plugin %s failed to load: %s", cand.name, status.error)
+        self._record(status)
+
+    def _record(self, status: PluginStatus) -> None:
+        key = status.id
+        if key in self._status:  # a clash: keep both visible
+            key = f"{status.id}@{status.name}"
+            status.id = key
+        self._status[key] = status
+
+    def _read_info(self, name: str, obj: Any) -> PluginInfo:
+        fn = getattr(obj, "plugin_info", None)
+        if fn is None or not hasattr(fn, f"{PROJECT_NAME}_impl"):
+            raise PluginError(f"plugin {name!r} has no @hookimpl plugin_info(): it must say who it is and which spec it needs")
+        info = fn()
+        if not isinstance(info, PluginInfo):
+            raise PluginError(f"plugin {name!r}: plugin_info() returned {type(info).__name__}, expected PluginInfo")
+        if not info.id or not info.id.replace("-", "").replace("_", "").isalnum() or info.id != info.id.lower():
+            raise PluginError(f"plugin {name!r}: id {info.id!r} must be lower-case letters, digits, '-' or '_'")
+        try:
+            ok = spec_satisfied(info.spec)
+        except InvalidSpecifier:
+            raise PluginError(f"plugin {name!r} declares an invalid spec range {info.spec!r}") from None
+        if not ok:
+            raise PluginError(f"plugin {name!r} needs spec {info.spec}; this host provides {SPEC_VERSION}")
+        return info
+
+    def _check_hook_names(self, name: str, obj: Any) -> None:
+        """A misspelt hookimpl would otherwise sit there unnoticed forever."""
+        known = set(self.pm.hook.__dict__)
+        for attr in dir(obj):
+            value = getattr(obj, attr, None)
+            if hasattr(value, f"{PROJECT_NAME}_impl") and attr not in known:
+                raise PluginError(f"plugin {name!r} implements unknown hook {attr!r} (misspelt? see skald_hookspecs.hookspecs)")
+
+    # -- state -----------------------------------------------------------------
+
+    def statuses(self) -> list[PluginStatus]:
+        return sorted(self._status.values(), key=lambda s: (not s.builtin, s.id))
+
+    def status(self, plugin_id: str) -> PluginStatus | None:
+        return self._status.get(plugin_id)
+
+    def loaded_ids(self) -> list[str]:
+        return [s.id for s in self.statuses() if s.state in ("loaded", "disabled")]
+
+    def set_enabled(self, plugin_id: str, enabled: bool) -> None:
+        status = self._status.get(plugin_id)
+        if status and status.state in ("loaded", "disabled"):
+            status.state = "loaded" if enabled else "disabled"
+
+    def is_enabled(self, plugin_id: str) -> bool:
+        status = self._status.get(plugin_id)
+        return bool(status and status.state == "loaded")
+
+    def fail(self, plugin_id: str, error: str, tb: str | None = None) -> None:
+        status = self._status.get(plugin_id)
+        if status is None:
+            return
+        status.state, status.error, status.traceback, status.healthy = "failed", error, tb, False
+        log.error("plugin %s failed: %s", plugin_id, error)
+
+    # -- calling hooks, one plugin at a time -------------------------------------
+
+    def _impls(self, hook_name: str, plugin_id: str | None = None) -> list[Any]:
+        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
+        impls = [i for i in impls if plugin_id is None or i.plugin_name == plugin_id]
+        return [i for i in impls if self._status.get(i.plugin_name) and self._status[i.plugin_name].state in ("loaded", "disabled")]
+
+    async def call_one(self, hook_name: str, plugin_id: str, **kwargs: Any) -> list[Any]:
+        """Call ``hook_name`` on one plugin, bounded by the hook timeout. Exceptions
+        propagate to the caller, which decides what failing means there."""
+        results = []
+        for impl in self._impls(hook_name, plugin_id):
+            args = [kwargs[a] for a in impl.argnames]
+            results.append(await asyncio.wait_for(await_me_maybe(impl.function(*args)), self.hook_timeout))
+        return results
+
+    async def collect(
+        self,
+        hook_name: str,
+        validate: Callable[[str, tuple[Any, ...]], Any],
+        *,
+        key: Callable[[Any], str] | None = None,
+        kind: str = "item",
+    ) -> list[Contribution]:
+        """Run a ``register_*`` hook per plugin with a ``register`` callback bound to
+        that plugin. ``validate(plugin_id, args)`` turns the callback's arguments into
+        the registered value or raises; ``key`` names a value for duplicate checks.
+        A plugin whose hook raises, times out, registers invalid data or a duplicate
+        is marked failed and contributes nothing; the others go on."""
+        accepted: list[Contribution] = []
+        owners: dict[str, str] = {}
+        for impl in self._impls(hook_name):
+            plugin_id = impl.plugin_name
+            mine: list[Contribution] = []
+
+            def register(*args: Any, _pid: str = plugin_id, _mine: list[Contribution] = mine) -> None:
+                value = validate(_pid, args)
+                if key is not None:
+                    name = key(value)
+                    if name in owners or any(key(c.value) == name for c in _mine):
+                        other = owners.get(name, _pid)
+                        raise PluginError(f"{kind} {name!r} is registered by both {other!r} and {_pid!r}")
+                _mine.append(Contribution(_pid, value))
+
+            try:
+                args = [{"register": register}[a] for a in impl.argnames]
+                await asyncio.wait_for(await_me_maybe(impl.function(*args)), self.hook_timeout)
+            except Exception as exc:
+                if self._strict:
+                    raise
+                message = f"{hook_name}: {exc}" if str(exc) else f"{hook_name}: {type(exc).__name__}"
+                if isinstance(exc, asyncio.TimeoutError):
+                    message = f"{hook_name} did not finish within {self.hook_timeout:g} s"
+                self.fail(plugin_id, message, traceback.format_exc())
+                continue
+            for c in mine:
+                if key is not None:
+                    owners[key(c.value)] = plugin_id
+            accepted.extend(mine)
+        return accepted

@@ -1,0 +1,209 @@
+"""One database file served by one dedicated worker thread (DESIGN: "SQLite is synchronous").
+
+The connection is created, used and closed on that thread only, so SQLite's threading
+rules never come into play, and queued jobs run one at a time in submission order: a
+``transaction`` can never interleave with another job. Async callers await the thread and
+the event loop keeps serving meanwhile.
+
+Cancelling an awaiting task does not stop a job that has already started; it finishes
+(a transaction commits or rolls back as a whole) and its result is dropped.
+"""
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+from .connection import Connection, open_connection, rollback_quietly
+from .errors import StorageError
+from .migrations import MigrationSet, apply_migrations
+
+T = TypeVar("T")
+
+
+class Database:
+    """An open SQLite or SQLCipher file. Create with ``await Database.open(...)``.
+
+    For an owner file, an open Database *is* the member's unlock token (DESIGN): the key is
+    used once to open the connection and is not kept here; ``close`` locks the file again.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        conn: Connection,
+        executor: ThreadPoolExecutor,
+        *,
+        encrypted: bool,
+        schema_version: int,
+    ) -> None:
+        self._path = path
+        self._conn = conn
+        self._executor = executor
+        self._encrypted = encrypted
+        self._schema_version = schema_version
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        key: bytes | None,
+        migrations: MigrationSet,
+        create: bool = False,
+    ) -> "Database":
+        """Open ``path``, migrate it to ``migrations.latest`` and start serving it.
+
+        ``key`` None: plain SQLite. 32 raw bytes: SQLCipher keyed with that DEK. Without
+        ``create`` a missing file raises DatabaseMissing and nothing is created.
+        Raises DatabaseUnreadable, SchemaTooNew or StorageError (failed migration); the
+        file path is attached to the error as a note.
+        """
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"skald-db-{path.stem}")
+        job = executor.submit(_open_and_migrate, path, key, migrations, create)
+        try:
+            conn, schema_version = await asyncio.wrap_future(job)
+        except BaseException as error:
+            # If we were cancelled while the job ran, it may still open the connection:
+            # queue a job that closes it, so the key does not stay live in a leaked thread.
+            executor.submit(_close_if_opened, job)
+            executor.shutdown(wait=False)
+            if isinstance(error, StorageError):
+                error.add_note(f"database file: {path}")
+            raise
+        return cls(path, conn, executor, encrypted=key is not None, schema_version=schema_version)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def encrypted(self) -> bool:
+        return self._encrypted
+
+    @property
+    def schema_version(self) -> int:
+        return self._schema_version
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` on the worker thread in autocommit mode (reads, single writes).
+
+        Several writes that must land together belong in ``transaction``; a ``fn`` that
+        leaves a transaction open is rolled back and refused, so it cannot leak into the
+        next caller's job.
+        """
+        return await self._submit(partial(_run_autocommit, fn))
+
+    async def transaction(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` inside ``BEGIN IMMEDIATE … COMMIT``; roll back and re-raise on error.
+
+        IMMEDIATE takes the write lock up front, so a transaction that reads then writes
+        cannot fail halfway with SQLITE_BUSY against another process (e.g. a backup tool).
+        """
+        return await self._submit(partial(_run_in_transaction, fn))
+
+    async def pragmas(self) -> dict[str, str | int]:
+        """The settings every connection must have, for the startup assertion and tests."""
+
+        def read(conn: Connection) -> dict[str, str | int]:
+            return {
+                name: conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("journal_mode", "synchronous", "temp_store", "foreign_keys")
+            }
+
+        return await self.run(read)
+
+    async def integrity_check(self) -> str:
+        """Return "ok", or the problems found, one per line.
+
+        On SQLCipher, ``cipher_integrity_check`` runs first: it verifies every page's HMAC
+        (tampering, bit rot) and, unlike ``integrity_check``, reports the failing page
+        instead of aborting with "database disk image is malformed".
+        """
+        encrypted = self._encrypted
+
+        def check(conn: Connection) -> str:
+            problems: list[str] = []
+            if encrypted:
+                problems += [row[0] for row in conn.execute("PRAGMA cipher_integrity_check")]
+            try:
+                problems += [
+                    row[0] for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"
+                ]
+            except Exception as error:  # a malformed page aborts the check itself
+                problems.append(f"integrity_check aborted: {error}")
+            return "\n".join(problems) or "ok"
+
+        return await self.run(check)
+
+    async def close(self) -> None:
+        """Close the connection on its thread and stop the thread. Idempotent.
+
+        Jobs queued before ``close`` still run first (the queue is FIFO); later calls raise.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.wrap_future(self._executor.submit(self._conn.close))
+        finally:
+            self._executor.shutdown(wait=False)
+
+    async def _submit(self, job: Callable[[Connection], T]) -> T:
+        if self._closed:
+            raise StorageError(f"database is closed: {self._path}")
+        return await asyncio.wrap_future(self._executor.submit(job, self._conn))
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"v{self._schema_version}"
+        kind = "sqlcipher" if self._encrypted else "sqlite"
+        return f"<Database {self._path} {kind} {state}>"
+
+
+def _open_and_migrate(
+    path: Path, key: bytes | None, migrations: MigrationSet, create: bool
+) -> tuple[Connection, int]:
+    conn = open_connection(path, key=key, create=create)
+    try:
+        _, schema_version = apply_migrations(conn, migrations)
+    except BaseException:
+        conn.close()
+        raise
+    return conn, schema_version
+
+
+def _close_if_opened(job: "Future[tuple[Connection, int]]") -> None:
+    if not job.cancelled() and job.exception() is None:
+        job.result()[0].close()
+
+
+def _run_autocommit(fn: Callable[[Connection], T], conn: Connection) -> T:
+    try:
+        result = fn(conn)
+    finally:
+        left_open = conn.in_transaction
+        rollback_quietly(conn)
+    if left_open:
+        raise StorageError(
+            "Database.run left a transaction open and it was rolled back; use "
+            "Database.transaction for multi-statement writes"
+        )
+    return result
+
+
+def _run_in_transaction(fn: Callable[[Connection], T], conn: Connection) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback_quietly(conn)
+        raise
+    return result

@@ -1,0 +1,55 @@
+"""Running the web app under Hypercorn until SIGINT/SIGTERM, then shutting down in
+order: stop accepting, finish in-flight requests, stop the core (sessions revoked,
+owner files closed)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import signal
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+from skald_host.settings import Settings
+from skald_host.web.app import create_app
+
+log = logging.getLogger(__name__)
+
+
+def hypercorn_config(settings: Settings) -> Config:
+    config = Config()
+    host = settings.server.host
+    config.bind = [f"[{host}]:{settings.server.port}" if ":" in host else f"{host}:{settings.server.port}"]
+    config.websocket_max_message_size = settings.server.websocket_max_message_bytes
+    config.h11_max_incomplete_size = 64 * 1024
+    config.graceful_timeout = 5.0
+    config.accesslog = None  # paths can name conversations; keep them out of files by default
+    config.errorlog = logging.getLogger("hypercorn.error")
+    if settings.server.tls_cert:
+        config.certfile = str(settings.resolve(settings.server.tls_cert))
+        config.keyfile = str(settings.resolve(settings.server.tls_key))
+    return config
+
+
+def disable_core_dumps() -> None:
+    """A core file would hold decrypted pages and keys in the clear (check B1)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+async def serve_forever(settings: Settings) -> None:
+    app = create_app(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    scheme = "https" if settings.server.tls_cert else "http"
+    log.info("skald listening on %s://%s:%d (data in %s)", scheme, settings.server.host, settings.server.port, settings.data_dir)
+    await serve(app, hypercorn_config(settings), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    log.info("skald stopped")
+
+
+def run(settings: Settings) -> None:
+    disable_core_dumps()
+    asyncio.run(serve_forever(settings))

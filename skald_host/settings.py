@@ -1,0 +1,234 @@
+"""Typed settings, loaded once: embedded defaults < YAML file < environment.
+
+Every relative path resolves against the data directory (never the launch cwd: a
+service started from another directory must find the same files). Unknown keys are an
+error naming them, because a misspelt ``kdf: {memroy_kib: ...}`` silently ignored is a
+weaker key nobody asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from skald_host.core.identity.crypto import KdfParams, check_at_least_floor
+
+
+class SettingsError(ValueError):
+    """The configuration is wrong; the message names the key and what to do."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    public_url: str | None = None  # e.g. https://skald.example.org — decides Secure cookies
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    max_body_bytes: int = 10 * 1024 * 1024
+    websocket_max_message_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    level: str = "INFO"
+    file: Path | None = Path("logs/skald.log")
+
+
+@dataclass(frozen=True)
+class KdfSettings:
+    memory_kib: int = 65536
+    time_cost: int = 3
+    parallelism: int = 4
+    concurrency: int = 2
+
+    @property
+    def params(self) -> KdfParams:
+        return KdfParams(self.memory_kib, self.time_cost, self.parallelism)
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    session_idle_minutes: int = 12 * 60
+    session_absolute_hours: int = 7 * 24
+    login_window_minutes: int = 15
+    login_failures_per_account: int = 10
+    login_failures_per_address: int = 30
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    block: tuple[str, ...] = ()
+    safe_mode: bool = False
+    strict: bool = False
+    hook_timeout_seconds: float = 5.0
+    slow_import_ms: int = 100
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path("data")
+    server: ServerSettings = field(default_factory=ServerSettings)
+    log: LogSettings = field(default_factory=LogSettings)
+    kdf: KdfSettings = field(default_factory=KdfSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    plugins: PluginSettings = field(default_factory=PluginSettings)
+
+    @property
+    def database_dir(self) -> Path:
+        return self.data_dir / "database"
+
+    def resolve(self, path: Path | str) -> Path:
+        """A configured path, absolute, relative paths taken from the data dir."""
+        path = Path(path)
+        return path if path.is_absolute() else self.data_dir / path
+
+    def replace(self, **sections: Any) -> "Settings":
+        return dataclasses.replace(self, **sections)
+
+
+#: Short environment names documented in the README; every field also answers to
+#: ``SKALD_<SECTION>_<FIELD>`` (e.g. ``SKALD_KDF_MEMORY_KIB``).
+ENV_ALIASES = {
+    "SKALD_HOST": ("server", "host"),
+    "SKALD_PORT": ("server", "port"),
+    "SKALD_PUBLIC_URL": ("server", "public_url"),
+    "SKALD_LOG_LEVEL": ("log", "level"),
+    "SKALD_BLOCK_PLUGINS": ("plugins", "block"),
+    "SKALD_STRICT_PLUGINS": ("plugins", "strict"),
+    "SKALD_SAFE_MODE": ("plugins", "safe_mode"),
+}
+
+
+def _coerce(value: Any, annotation: Any, where: str) -> Any:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
+            if type(None) in args:
+                return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], where)
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise SettingsError(f"{where}: expected true or false, got {value!r}")
+    if annotation in (int, float):
+        if isinstance(value, bool):
+            raise SettingsError(f"{where}: expected a number, got {value!r}")
+        try:
+            return annotation(value)
+        except (TypeError, ValueError):
+            raise SettingsError(f"{where}: expected a number, got {value!r}") from None
+    if annotation is str:
+        if not isinstance(value, (str, int, float)):
+            raise SettingsError(f"{where}: expected text, got {value!r}")
+        return str(value)
+    if annotation is Path:
+        if not isinstance(value, (str, Path)):
+            raise SettingsError(f"{where}: expected a path, got {value!r}")
+        return Path(value)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise SettingsError(f"{where}: expected a list, got {value!r}")
+        return tuple(_coerce(v, args[0], where) for v in value)
+    raise SettingsError(f"{where}: unsupported setting type {annotation!r}")
+
+
+def _section(cls: type, raw: Mapping[str, Any], name: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{name}: expected a mapping of settings, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise SettingsError(
+            f"unknown setting{'s' if len(unknown) > 1 else ''} in {name}: {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(known))})"
+        )
+    return cls(**{k: _coerce(v, hints[k], f"{name}.{k}") for k, v in raw.items()})
+
+
+def load_settings(
+    config_file: Path | None = None,
+    *,
+    data_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Settings:
+    """Build the settings: defaults, then the YAML file, then the environment, then
+    explicit ``overrides`` (the CLI's flags), each layer replacing single fields."""
+    env = os.environ if environ is None else environ
+    data_dir = Path(data_dir or env.get("SKALD_DATA_DIR") or "data").expanduser().resolve()
+    if config_file is None and env.get("SKALD_CONFIG"):
+        config_file = Path(env["SKALD_CONFIG"])
+    if config_file is None and (data_dir / "skald.yml").exists():
+        config_file = data_dir / "skald.yml"
+
+    layered: dict[str, dict[str, Any]] = {}
+    if config_file is not None:
+        try:
+            raw = yaml.safe_load(Path(config_file).read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise SettingsError(f"config file {config_file} does not exist") from None
+        except yaml.YAMLError as exc:
+            raise SettingsError(f"config file {config_file} is not valid YAML: {exc}") from None
+        if not isinstance(raw, dict):
+            raise SettingsError(f"config file {config_file} must hold a mapping of sections")
+        sections = {f.name for f in dataclasses.fields(Settings)} - {"data_dir"}
+        unknown = sorted(set(raw) - sections)
+        if unknown:
+            raise SettingsError(
+                f"unknown section{'s' if len(unknown) > 1 else ''} in {config_file}: {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(sections))})"
+            )
+        for name, values in raw.items():
+            if not isinstance(values, dict):
+                raise SettingsError(f"{name}: expected a mapping of settings, got {values!r}")
+            layered[name] = dict(values)
+
+    section_types = {f.name: f.type for f in dataclasses.fields(Settings) if f.name != "data_dir"}
+    hints = typing.get_type_hints(Settings)
+    for name in section_types:
+        for fld in dataclasses.fields(hints[name]):
+            key = f"SKALD_{name}_{fld.name}".upper()
+            if key in env:
+                layered.setdefault(name, {})[fld.name] = env[key]
+    for alias, (name, fld_name) in ENV_ALIASES.items():
+        if alias in env:
+            layered.setdefault(name, {})[fld_name] = env[alias]
+    for name, values in (overrides or {}).items():
+        layered.setdefault(name, {}).update(values)
+
+    built = {name: _section(hints[name], layered.get(name, {}), name) for name in section_types}
+    settings = Settings(data_dir=data_dir, **built)
+    _validate(settings)
+    return settings
+
+
+def _validate(settings: Settings) -> None:
+    try:
+        check_at_least_floor(settings.kdf.params)
+    except ValueError as exc:
+        raise SettingsError(f"kdf: {exc}") from None
+    if settings.kdf.concurrency < 1:
+        raise SettingsError("kdf.concurrency: must be at least 1")
+    if not 0 < settings.server.port < 65536:
+        raise SettingsError(f"server.port: {settings.server.port} is not a TCP port")
+    if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise SettingsError(f"log.level: {settings.log.level!r} is not one of DEBUG, INFO, WARNING, ERROR")
+    if bool(settings.server.tls_cert) != bool(settings.server.tls_key):
+        raise SettingsError("server.tls_cert and server.tls_key must be set together")

@@ -1,0 +1,181 @@
+"""Authentication and the request gate, in one place.
+
+Deny by default: every ``/api`` route needs a live session unless its view is marked
+``@public``. One ``authenticate()`` serves the cookie and the ``Authorization: Bearer``
+header alike and checks that the member is still active, so no credential type can
+let a deactivated member through (check C2). Cookie-authenticated writes must carry
+the session's CSRF token and, when the browser sends one, a same-origin ``Origin``
+(check A4); bearer requests carry no ambient credential and need neither.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Literal, TypeVar
+from urllib.parse import urlsplit
+
+from quart import current_app, g, request, websocket
+from quart.wrappers import Response
+
+from skald_host.core.identity.access import allowed
+from skald_host.core.identity.sessions import Session
+from skald_host.core.identity.users import Member, MemberNotFound
+from skald_host.web.errors import ApiError
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+SECURE_COOKIE = "__Host-skald_session"
+PLAIN_COOKIE = "skald_session"
+CSRF_HEADER = "X-CSRF-Token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(frozen=True)
+class Principal:
+    member: Member
+    session: Session
+    via: Literal["cookie", "bearer"]
+
+
+def public(view: F) -> F:
+    """Mark a view as reachable without a session (login, setup, health)."""
+    view._skald_public = True  # type: ignore[attr-defined]
+    return view
+
+
+def requires(action: str) -> Callable[[F], F]:
+    """Gate a view on ``allowed(member, action)``; 403 otherwise."""
+
+    def wrap(view: F) -> F:
+        @functools.wraps(view)
+        async def gated(*args: Any, **kwargs: Any) -> Any:
+            if not allowed(current_principal().member, action):
+                raise ApiError(403, "forbidden")
+            return await view(*args, **kwargs)
+
+        gated._skald_action = action  # type: ignore[attr-defined]
+        return gated  # type: ignore[return-value]
+
+    return wrap
+
+
+def current_principal() -> Principal:
+    principal = g.get("principal")
+    if principal is None:
+        raise ApiError(401, "authentication required")
+    return principal
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def transport_is_secure(req: Any) -> bool:
+    """Whether Secure + ``__Host-`` cookies will work: TLS, a loopback address (which
+    browsers treat as a secure context), or a configured https public URL."""
+    public_url = current_app.config["SKALD_SETTINGS"].server.public_url
+    if req.scheme in ("https", "wss") or (public_url or "").startswith("https://"):
+        return True
+    return _is_loopback(urlsplit(f"//{req.host}").hostname or "")
+
+
+def cookie_name(req: Any) -> str:
+    return SECURE_COOKIE if transport_is_secure(req) else PLAIN_COOKIE
+
+
+def set_session_cookie(response: Response, token: str) -> None:
+    secure = transport_is_secure(request)
+    response.set_cookie(
+        SECURE_COOKIE if secure else PLAIN_COOKIE,
+        token,
+        secure=secure,
+        httponly=True,
+        samesite="Strict",
+        path="/",
+    )
+
+
+def clear_session_cookie(response: Response) -> None:
+    for name in (SECURE_COOKIE, PLAIN_COOKIE):
+        if name in request.cookies:
+            response.delete_cookie(name, path="/", secure=name == SECURE_COOKIE, httponly=True, samesite="Strict")
+
+
+def _credentials(req: Any) -> tuple[str | None, Literal["cookie", "bearer"]]:
+    header = req.headers.get("Authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip() or None, "bearer"
+    return req.cookies.get(cookie_name(req)), "cookie"
+
+
+async def authenticate(req: Any) -> Principal | None:
+    """The single credential check: token → live session → active member."""
+    token, via = _credentials(req)
+    core = current_app.config["SKALD_CORE"]
+    session = core.auth.sessions.resolve(token)
+    if session is None:
+        return None
+    try:
+        member = await core.users.get(session.member_id)
+    except MemberNotFound:
+        member = None
+    if member is None or not member.active:
+        await core.auth.revoke_member(session.member_id, "member inactive")
+        return None
+    return Principal(member, session, via)
+
+
+def same_origin(req: Any) -> bool:
+    """True when the request carries no Origin (not a browser cross-site request) or
+    an Origin naming this very host."""
+    origin = req.headers.get("Origin")
+    if origin is None:
+        return True
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == req.host.lower()
+
+
+def _view(req: Any) -> Any:
+    return current_app.view_functions.get(req.endpoint) if req.endpoint else None
+
+
+async def gate_request() -> None:
+    """``before_request`` for every HTTP request."""
+    g.principal = None
+    if not request.path.startswith("/api/"):
+        return
+    view = _view(request)
+    if view is not None and getattr(view, "_skald_public", False):
+        if request.method not in SAFE_METHODS and not same_origin(request):
+            raise ApiError(403, "cross-origin request refused")
+        return
+    principal = await authenticate(request)
+    if principal is None:
+        raise ApiError(401, "authentication required")
+    if request.method not in SAFE_METHODS and principal.via == "cookie":
+        if not same_origin(request) or not principal.session.check_csrf(request.headers.get(CSRF_HEADER)):
+            raise ApiError(403, "missing or wrong CSRF token")
+    g.principal = principal
+
+
+async def gate_websocket() -> None:
+    """``before_websocket``: refuse the handshake before anything is processed when
+    the Origin is foreign or the caller has no session (check A4)."""
+    g.principal = None
+    if not same_origin(websocket):
+        raise ApiError(403, "cross-origin WebSocket refused")
+    view = _view(websocket)
+    if view is not None and getattr(view, "_skald_public", False):
+        return
+    principal = await authenticate(websocket)
+    if principal is None:
+        raise ApiError(401, "authentication required")
+    g.principal = principal

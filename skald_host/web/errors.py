@@ -1,0 +1,60 @@
+"""One JSON error shape for the whole API: ``{"error": "<what was wrong>"}``.
+
+Internal errors answer a generic 500 and the traceback goes to the log only (check
+F4: no tracebacks to clients). The default handler is registered last, so a plugin's
+blueprint may handle its own errors first.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from quart import Quart, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
+    response = jsonify({"error": message})
+    response.status_code = status
+    for key, value in (headers or {}).items():
+        response.headers[key] = value
+    return response
+
+
+_GENERIC = {
+    400: "bad request",
+    401: "authentication required",
+    403: "forbidden",
+    404: "not found",
+    405: "method not allowed",
+    413: "request body too large",
+    415: "unsupported media type",
+    429: "too many requests",
+}
+
+
+def install_error_handlers(app: Quart) -> None:
+    @app.errorhandler(ApiError)
+    async def api_error(exc: ApiError) -> Any:
+        return error_response(exc.status, exc.message, exc.headers)
+
+    @app.errorhandler(HTTPException)
+    async def http_error(exc: HTTPException) -> Any:
+        status = exc.code or 500
+        return error_response(status, _GENERIC.get(status, "request failed"))
+
+    @app.errorhandler(Exception)
+    async def internal_error(exc: Exception) -> Any:
+        log.error("unhandled error on %s %s", request.method, request.path, exc_info=exc)
+        return error_response(500, "internal error")

@@ -1,0 +1,15 @@
+"""The host's own HTTP surface, one blueprint per concern."""
+
+from skald_host.web.routes import admin_members, admin_roles, admin_status, auth, events, health, me, setup, static
+
+BLUEPRINTS = (
+    health.bp,
+    setup.bp,
+    auth.bp,
+    me.bp,
+    admin_members.bp,
+    admin_roles.bp,
+    admin_status.bp,
+    events.bp,
+    static.bp,
+)

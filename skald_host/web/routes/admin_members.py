@@ -1,0 +1,112 @@
+"""Admin API for members. Metadata only: nothing here reads a member's own file."""
+
+from quart import Blueprint, current_app
+
+from skald_host.core.identity.passwords import PasswordRejected
+from skald_host.core.identity.users import PROFILE_FIELDS, MemberError, MemberNotFound
+from skald_host.web.auth import current_principal, requires
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("admin_members", __name__)
+
+
+def _core():
+    return current_app.config["SKALD_CORE"]
+
+
+def _view(member) -> dict:
+    core = _core()
+    return {
+        **member.summary(),
+        "unlocked": core.users.is_unlocked(member.id),
+        "sessions": core.auth.sessions.count_for(member.id),
+    }
+
+
+async def _guard(coro):
+    try:
+        return await coro
+    except MemberNotFound:
+        raise ApiError(404, "no such member") from None
+    except (PasswordRejected, MemberError) as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+@bp.get("/api/admin/members")
+@requires("members.manage")
+async def list_members() -> dict:
+    return {"members": [_view(m) for m in await _core().users.list()]}
+
+
+@bp.post("/api/admin/members")
+@requires("members.manage")
+async def create_member():
+    data = await json_object()
+    profile = {k: field(data, k, str, required=False) for k in PROFILE_FIELDS if k in data}
+    member = await _guard(
+        _core().administration.create(
+            field(data, "username", str),
+            field(data, "password", str),
+            role_id=field(data, "role", str, required=False, default="member"),
+            encrypted=field(data, "encrypted", bool, required=False, default=True),
+            **profile,
+        )
+    )
+    return _view(member), 201
+
+
+@bp.get("/api/admin/members/<member_id>")
+@requires("members.manage")
+async def get_member(member_id: str) -> dict:
+    return _view(await _guard(_core().users.get(member_id)))
+
+
+@bp.patch("/api/admin/members/<member_id>")
+@requires("members.manage")
+async def update_member(member_id: str) -> dict:
+    data = await json_object()
+    unknown = set(data) - set(PROFILE_FIELDS) - {"role", "active"}
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+    profile = {k: field(data, k, str, required=False) for k in PROFILE_FIELDS if k in data}
+    member = await _guard(
+        _core().administration.update(
+            member_id,
+            role_id=field(data, "role", str, required=False),
+            active=field(data, "active", bool, required=False),
+            **profile,
+        )
+    )
+    return _view(member)
+
+
+@bp.delete("/api/admin/members/<member_id>")
+@requires("members.manage")
+async def delete_member(member_id: str) -> dict:
+    await _guard(_core().administration.delete(member_id, acting=current_principal().member))
+    return {"ok": True}
+
+
+@bp.post("/api/admin/members/<member_id>/reset-password")
+@requires("members.manage")
+async def reset_password(member_id: str) -> dict:
+    """For an encrypted member this loses their data (the key went with the old
+    password), so the request must say it knows: ``confirm_data_loss: true``."""
+    data = await json_object()
+    password = field(data, "new_password", str)
+    member = await _guard(_core().users.get(member_id))
+    if member.encrypted and data.get("confirm_data_loss") is not True:
+        raise ApiError(
+            400,
+            "this member's data is encrypted with their password: a reset gives them a new, empty database "
+            "and their previous data is lost. Send confirm_data_loss: true to proceed.",
+        )
+    quarantined = await _guard(_core().administration.reset_password(member_id, password))
+    return {"ok": True, "data_lost": member.encrypted, "quarantined_file": quarantined.name if quarantined else None}
+
+
+@bp.post("/api/admin/members/<member_id>/end-sessions")
+@requires("members.manage")
+async def end_sessions(member_id: str) -> dict:
+    return {"ended": await _guard(_core().administration.end_sessions(member_id))}

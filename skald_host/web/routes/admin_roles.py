@@ -1,0 +1,56 @@
+"""Admin API for roles (presets and the admin's own)."""
+
+from quart import Blueprint, current_app
+
+from skald_host.core.identity.role_store import RoleError
+from skald_host.web.auth import requires
+from skald_host.web.body import json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("admin_roles", __name__)
+
+
+def _roles():
+    return current_app.config["SKALD_CORE"].roles
+
+
+async def _guard(coro):
+    try:
+        return await coro
+    except RoleError as exc:
+        status = 404 if str(exc).startswith("no such role") else 400
+        raise ApiError(status, str(exc)) from None
+
+
+@bp.get("/api/admin/roles")
+@requires("roles.manage")
+async def list_roles() -> dict:
+    return {"roles": [r.summary() for r in await _roles().list()]}
+
+
+@bp.post("/api/admin/roles")
+@requires("roles.manage")
+async def create_role():
+    data = await json_object()
+    role = await _guard(_roles().create(data.get("id"), data.get("label"), data.get("attrs"), data.get("capabilities")))
+    return role.summary(), 201
+
+
+@bp.patch("/api/admin/roles/<role_id>")
+@requires("roles.manage")
+async def update_role(role_id: str) -> dict:
+    data = await json_object()
+    unknown = set(data) - {"label", "attrs", "capabilities"}
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+    role = await _guard(
+        _roles().update(role_id, label=data.get("label"), attrs=data.get("attrs"), capabilities=data.get("capabilities"))
+    )
+    return role.summary()
+
+
+@bp.delete("/api/admin/roles/<role_id>")
+@requires("roles.manage")
+async def delete_role(role_id: str) -> dict:
+    await _guard(_roles().delete(role_id))
+    return {"ok": True}

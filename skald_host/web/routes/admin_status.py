@@ -1,0 +1,32 @@
+"""What the admin sees about the instance itself: plugins and their health, warnings."""
+
+from quart import Blueprint, current_app, request
+
+from skald_host.core.host import host_version
+from skald_host.web.auth import requires, transport_is_secure
+
+bp = Blueprint("admin_status", __name__)
+
+
+@bp.get("/api/admin/plugins")
+@requires("instance.status")
+async def plugins() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    return {"plugins": [s.as_dict() for s in core.plugins.statuses()]}
+
+
+@bp.get("/api/admin/status")
+@requires("instance.status")
+async def status() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    warnings = []
+    if not transport_is_secure(request):
+        warnings.append({"id": "insecure_transport", "text": core.strings.translate("core.warning.insecure_transport")})
+    return {
+        "version": host_version(),
+        "sqlcipher": core.sqlcipher_version,
+        "members_unlocked": len(core.users.unlocked_ids),
+        "warnings": warnings,
+        "missing_translations": core.strings.missing(),
+        "background_tasks": core.supervisor.names,
+    }

@@ -1,0 +1,80 @@
+"""Login, logout, the current session and password change."""
+
+from quart import Blueprint, current_app, jsonify, request
+
+from skald_host.core.identity.crypto import CredentialError
+from skald_host.core.identity.passwords import PasswordRejected
+from skald_host.core.identity.throttle import LoginThrottled
+from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
+from skald_host.web.auth import clear_session_cookie, current_principal, public, set_session_cookie, transport_is_secure
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("auth", __name__)
+
+# One status and one body for every wrong-credential case (check A3).
+INVALID_LOGIN = "invalid user name or password"
+
+
+@bp.post("/api/auth/login")
+@public
+async def login():
+    core = current_app.config["SKALD_CORE"]
+    data = await json_object()
+    mode = data.get("session", "cookie")
+    if mode not in ("cookie", "bearer"):
+        raise ApiError(400, "'session' must be 'cookie' or 'bearer'")
+    try:
+        result = await core.auth.login(
+            data.get("username"), data.get("password"), request.remote_addr or "unknown", "web" if mode == "cookie" else "bearer"
+        )
+    except LoginThrottled as exc:
+        raise ApiError(429, "too many failed logins; try again later", headers={"Retry-After": str(exc.retry_after)}) from None
+    except CredentialError:
+        raise ApiError(401, INVALID_LOGIN) from None
+    except OwnerDatabaseUnavailable as exc:
+        raise ApiError(409, str(exc)) from None
+    body = {"member": result.member.summary()}
+    if mode == "bearer":
+        return {**body, "token": result.token}
+    response = jsonify({**body, "csrf_token": result.session.csrf_token})
+    set_session_cookie(response, result.token)
+    return response
+
+
+@bp.post("/api/auth/logout")
+async def logout():
+    core = current_app.config["SKALD_CORE"]
+    await core.auth.logout(current_principal().session)
+    response = jsonify({"ok": True})
+    clear_session_cookie(response)
+    return response
+
+
+@bp.get("/api/auth/session")
+async def session() -> dict:
+    principal = current_principal()
+    core = current_app.config["SKALD_CORE"]
+    return {
+        "member": principal.member.summary(),
+        "csrf_token": principal.session.csrf_token if principal.via == "cookie" else None,
+        "unlocked": core.users.is_unlocked(principal.member.id),
+        "secure_transport": transport_is_secure(request),
+    }
+
+
+@bp.post("/api/auth/password")
+async def change_password() -> dict:
+    """The member changes their own password: the same DEK is re-wrapped, every other
+    session of theirs ends, this one stays."""
+    core = current_app.config["SKALD_CORE"]
+    data = await json_object()
+    current = field(data, "current_password", str)
+    new = field(data, "new_password", str)
+    try:
+        await core.auth.change_password(current_principal().session, current, new)
+    except CredentialError:
+        raise ApiError(403, "the current password is wrong") from None
+    except (PasswordRejected, MemberError) as exc:
+        raise ApiError(400, str(exc)) from None
+    return {"ok": True}

@@ -1,0 +1,69 @@
+"""The member's own private settings (stored in their own file) and UI strings."""
+
+import json
+
+from quart import Blueprint, current_app, request
+
+from skald_host.core.i18n import FALLBACK_LOCALE
+from skald_host.web.auth import current_principal, public
+from skald_host.web.body import json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("me", __name__)
+
+MAX_SETTINGS = 200
+MAX_VALUE_BYTES = 16 * 1024
+
+
+def _owner_db():
+    core = current_app.config["SKALD_CORE"]
+    db = core.users.owner_db(current_principal().member.id)
+    if db is None:  # a session without an open file cannot happen; fail closed if it does
+        raise ApiError(423, "your private database is locked; log in again")
+    return db
+
+
+@bp.get("/api/me/settings")
+async def get_settings() -> dict:
+    rows = await _owner_db().run(lambda c: c.execute("SELECT key, value FROM member_settings").fetchall())
+    return {"settings": {r[0]: json.loads(r[1]) for r in rows}}
+
+
+@bp.put("/api/me/settings")
+async def put_settings() -> dict:
+    """Merge keys into the member's private settings; a null value removes a key."""
+    data = await json_object()
+    for key, value in data.items():
+        if not key or len(key) > 64 or not key.replace(".", "").replace("_", "").replace("-", "").isalnum():
+            raise ApiError(400, f"setting name {key[:64]!r} must be 1-64 letters, digits, '.', '_' or '-'")
+        if len(json.dumps(value)) > MAX_VALUE_BYTES:
+            raise ApiError(400, f"setting {key!r} is larger than {MAX_VALUE_BYTES} bytes")
+
+    def write(conn) -> int:
+        for key, value in data.items():
+            if value is None:
+                conn.execute("DELETE FROM member_settings WHERE key = ?", (key,))
+            else:
+                conn.execute(
+                    "INSERT INTO member_settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET"
+                    " value = excluded.value, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
+                    (key, json.dumps(value)),
+                )
+        count = conn.execute("SELECT count(*) FROM member_settings").fetchone()[0]
+        if count > MAX_SETTINGS:
+            raise ApiError(400, f"at most {MAX_SETTINGS} settings")
+        return count
+
+    await _owner_db().transaction(write)
+    return await get_settings()
+
+
+@bp.get("/api/i18n")
+@public
+async def strings() -> dict:
+    """The merged string table for a locale: asked for, else English."""
+    core = current_app.config["SKALD_CORE"]
+    locale = request.args.get("locale", FALLBACK_LOCALE)
+    if locale not in core.strings.locales:
+        locale = FALLBACK_LOCALE
+    return {"locale": locale, "locales": core.strings.locales, "strings": core.strings.table(locale)}

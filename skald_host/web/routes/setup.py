@@ -1,0 +1,46 @@
+"""First-run setup over HTTP: served only while no member exists."""
+
+from quart import Blueprint, current_app, jsonify, request
+
+from skald_host.core.identity.passwords import PasswordRejected
+from skald_host.core.identity.setup import SUPPORTED_LOCALES, AlreadySetUp, initialize_instance, needs_setup
+from skald_host.core.identity.users import MemberError
+from skald_host.web.auth import public, set_session_cookie
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("setup", __name__)
+
+
+@bp.get("/api/setup")
+@public
+async def setup_status() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    return {"needs_setup": await needs_setup(core.users), "locales": list(SUPPORTED_LOCALES)}
+
+
+@bp.post("/api/setup")
+@public
+async def run_setup():
+    core = current_app.config["SKALD_CORE"]
+    data = await json_object()
+    username = field(data, "username", str)
+    password = field(data, "password", str)
+    try:
+        member = await initialize_instance(
+            core.users,
+            username=username,
+            password=password,
+            display_name=field(data, "display_name", str, required=False, default=""),
+            locale=field(data, "locale", str, required=False, default="en"),
+            encrypted=field(data, "encrypted", bool, required=False, default=True),
+        )
+    except AlreadySetUp:
+        raise ApiError(409, "the instance is already set up") from None
+    except (PasswordRejected, MemberError) as exc:
+        raise ApiError(400, str(exc)) from None
+    result = await core.auth.login(username, password, request.remote_addr or "unknown")
+    response = jsonify({"member": member.summary(), "csrf_token": result.session.csrf_token})
+    response.status_code = 201
+    set_session_cookie(response, result.token)
+    return response
