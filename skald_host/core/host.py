@@ -23,7 +23,7 @@ from skald_host.core.identity.crypto import KeyDerivation
 from skald_host.core.identity.role_store import RoleStore
 from skald_host.core.identity.sessions import SessionStore
 from skald_host.core.identity.throttle import LoginThrottle
-from skald_host.core.identity.users import UserManager
+from skald_host.core.identity.users import UserManager, seed_new_plugin_grants
 from skald_host.core.i18n import Strings
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.manager import PluginError, PluginManager
@@ -188,6 +188,32 @@ class Skald:
         self._started[plugin_id] = _Started(api)
         status.started, status.healthy = True, True
         return True
+
+    async def set_plugin_enabled(self, plugin_id: str, enabled: bool) -> None:
+        """Enable or disable a loaded plugin without a restart. The plugin's registry
+        row is born at its first toggle, and that birth — never a later re-enable — is
+        when members of ``auto_grant`` roles receive it (seed 001 "Default access")."""
+        status = self.plugins.status(plugin_id)
+        if status is None or status.state not in ("loaded", "disabled"):
+            raise PluginError(f"no loaded plugin {plugin_id!r}")
+        grant_by_default = bool(status.info and status.info.grant_by_default and not status.info.manages_own_access)
+
+        def write(conn: Any) -> None:
+            born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
+            conn.execute(
+                "INSERT INTO plugins (id, enabled, grant_by_default) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE"
+                " SET enabled = excluded.enabled, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
+                (plugin_id, int(enabled), int(grant_by_default)),
+            )
+            if born and grant_by_default:
+                seed_new_plugin_grants(conn, plugin_id)
+
+        await self.registry.transaction(write)
+        self.plugins.set_enabled(plugin_id, enabled)
+        if enabled:
+            await self.start_plugin(plugin_id)
+        else:
+            await self.stop_plugin(plugin_id)
 
     async def stop_plugin(self, plugin_id: str) -> None:
         started = self._started.pop(plugin_id, None)

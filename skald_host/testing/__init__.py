@@ -1,0 +1,16 @@
+"""Test kit for the host's own tests and for plugin authors.
+
+Installed as a pytest plugin (``pytest11`` entry point), it gives you the ``skald``
+fixture: start a real host (Hypercorn on 127.0.0.1) with exactly the plugins you
+name, create members, log in, talk HTTP and WebSocket::
+
+    async def test_my_plugin_page_is_served(skald):
+        host = await skald.start(plugins=[my_plugin], enable=["my-plugin"])
+        admin = await host.admin()
+        assert (await admin.get("/api/plugin/my-plugin/hello")).status_code == 200
+"""
+
+from skald_host.testing.client import SkaldClient
+from skald_host.testing.host import RunningHost, SkaldHarness, test_settings
+
+__all__ = ["RunningHost", "SkaldClient", "SkaldHarness", "test_settings"]

@@ -529,6 +529,17 @@ def _seed_new_member_grants(conn: Any, member_id: str, role_id: str) -> None:
     )
 
 
+def seed_new_plugin_grants(conn: Any, plugin_id: str) -> None:
+    """Default access, the first of its two moments: a plugin's row is born, and every
+    member of a role with ``auto_grant`` receives it."""
+    for member_id, attrs in conn.execute(
+        "SELECT users.id, roles.attrs FROM users JOIN roles ON roles.id = users.role_id WHERE users.role_id != ?",
+        (ADMIN_ROLE,),
+    ).fetchall():
+        if RoleAttrs.parse(attrs).auto_grant:
+            conn.execute("INSERT OR IGNORE INTO plugin_access (plugin_id, user_id) VALUES (?, ?)", (plugin_id, member_id))
+
+
 def _remove_owner_files(path: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)

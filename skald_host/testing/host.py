@@ -1,0 +1,152 @@
+"""A real host on 127.0.0.1 inside the test's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any, Iterable
+
+from hypercorn.asyncio import serve
+from quart import Quart
+
+from skald_host.core.host import Skald, build_plugin_manager
+from skald_host.settings import Settings, load_settings
+from skald_host.server import hypercorn_config
+from skald_host.testing.client import SkaldClient
+from skald_host.web.app import create_app
+
+ADMIN_PASSWORD = "admin password for tests"
+MEMBER_PASSWORD = "member password for tests"
+
+#: The KDF floor: tests exercise the real Argon2id, at the cheapest allowed cost.
+FAST_KDF = {"memory_kib": 19456, "time_cost": 2, "parallelism": 1}
+
+
+def test_settings(data_dir: Path, **sections: dict[str, Any]) -> Settings:
+    overrides: dict[str, dict[str, Any]] = {"kdf": dict(FAST_KDF), "log": {"file": None}}
+    for name, values in sections.items():
+        overrides.setdefault(name, {}).update(values)
+    return load_settings(None, data_dir=data_dir, environ={}, overrides=overrides)
+
+
+class RunningHost:
+    def __init__(self, app: Quart, settings: Settings, url: str, task: asyncio.Task[Any], stop: asyncio.Event) -> None:
+        self.app = app
+        self.settings = settings
+        self.url = url
+        self._task = task
+        self._stop = stop
+        self._clients: list[SkaldClient] = []
+        self.admin_username = "admin"
+
+    @property
+    def core(self) -> Skald:
+        return self.app.config["SKALD_CORE"]
+
+    def client(self) -> SkaldClient:
+        client = SkaldClient(self.url)
+        self._clients.append(client)
+        return client
+
+    async def setup_admin(self, username: str = "admin", password: str = ADMIN_PASSWORD) -> SkaldClient:
+        client = self.client()
+        response = await client.post("/api/setup", json={"username": username, "password": password})
+        assert response.status_code == 201, response.text
+        client.csrf_token = response.json()["csrf_token"]
+        client.member = response.json()["member"]
+        self.admin_username = username
+        return client
+
+    async def admin(self, password: str = ADMIN_PASSWORD) -> SkaldClient:
+        """A logged-in admin client, running first-run setup if nobody exists yet."""
+        if await self.core.users.count() == 0:
+            return await self.setup_admin(password=password)
+        client = self.client()
+        response = await client.login(self.admin_username, password)
+        assert response.status_code == 200, response.text
+        return client
+
+    async def create_member(self, username: str, password: str = MEMBER_PASSWORD, **fields: Any) -> dict[str, Any]:
+        admin = await self.admin()
+        response = await admin.post("/api/admin/members", json={"username": username, "password": password, **fields})
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    async def member(self, username: str, password: str = MEMBER_PASSWORD, **fields: Any) -> SkaldClient:
+        """A logged-in client for a member, created if needed."""
+        if await self.core.users.find(username) is None:
+            await self.create_member(username, password, **fields)
+        client = self.client()
+        response = await client.login(username, password)
+        assert response.status_code == 200, response.text
+        return client
+
+    async def stop(self) -> None:
+        for client in self._clients:
+            await client.aclose()
+        self._stop.set()
+        await asyncio.wait_for(self._task, 30)
+
+
+async def start_host(
+    settings: Settings,
+    *,
+    plugins: Iterable[Any] = (),
+    use_entry_points: bool = False,
+    enable: Iterable[str] = (),
+) -> RunningHost:
+    manager = build_plugin_manager(settings, extra=tuple(plugins), use_entry_points=use_entry_points)
+    app = create_app(settings, plugins=manager)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    port = sock.getsockname()[1]
+    config = hypercorn_config(settings)
+    config.bind = [f"fd://{sock.detach()}"]  # Hypercorn owns the descriptor from here
+    config.graceful_timeout = 1.0
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(app, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
+    for _ in range(500):
+        if "SKALD_CORE" in app.config or task.done():
+            break
+        await asyncio.sleep(0.01)
+    if task.done():
+        task.result()
+        raise RuntimeError("the test host stopped while starting")
+    host = RunningHost(app, settings, f"http://127.0.0.1:{port}", task, stop)
+    for plugin_id in enable:
+        await host.core.set_plugin_enabled(plugin_id, True)
+    return host
+
+
+class SkaldHarness:
+    """What the ``skald`` fixture hands a test: start hosts, stopped at teardown."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self._hosts: list[RunningHost] = []
+
+    def settings(self, name: str = "data", **sections: dict[str, Any]) -> Settings:
+        return test_settings(self.tmp_path / name, **sections)
+
+    async def start(
+        self,
+        *,
+        plugins: Iterable[Any] = (),
+        settings: Settings | None = None,
+        use_entry_points: bool = False,
+        enable: Iterable[str] = (),
+    ) -> RunningHost:
+        host = await start_host(
+            settings or self.settings(), plugins=plugins, use_entry_points=use_entry_points, enable=enable
+        )
+        self._hosts.append(host)
+        return host
+
+    async def close(self) -> None:
+        for host in self._hosts:
+            await host.stop()
+        self._hosts.clear()
