@@ -18,8 +18,11 @@ import base64
 import binascii
 import hmac
 import json
+import os
 import secrets
 import struct
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -345,6 +348,19 @@ def _argon2id(secret: bytes, salt: bytes, params: KdfParams) -> bytes:
     )
 
 
+#: Nice value of the derivation threads (and the Argon2 lane threads they spawn, which
+#: inherit it). Logins are bulk work; at equal priority eight lane threads on two cores
+#: starve the event loop, and every other request waits behind a login storm.
+KDF_NICE = 10
+
+
+def _lower_thread_priority() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), KDF_NICE)
+    except (AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
+        pass
+
+
 class KeyDerivation:
     """The host's one gate to Argon2id. Derivations run in worker threads behind a semaphore,
     so a burst of logins neither blocks the event loop nor holds more than
@@ -356,6 +372,9 @@ class KeyDerivation:
         self.params = params.validated()
         self._permits = permits
         self._semaphore: asyncio.Semaphore | None = None
+        self._executor = ThreadPoolExecutor(
+            max_workers=permits, thread_name_prefix="skald-kdf", initializer=_lower_thread_priority
+        )
         self.in_flight = 0  # derivations running in a thread now (bench and tests read it)
         self.waiting = 0  # derivations queued for a permit
 
@@ -375,7 +394,7 @@ class KeyDerivation:
         finally:
             self.waiting -= 1
         self.in_flight += 1
-        worker = asyncio.ensure_future(asyncio.to_thread(_argon2id, secret, salt, params))
+        worker = asyncio.get_running_loop().run_in_executor(self._executor, _argon2id, secret, salt, params)
 
         def finished(task: asyncio.Future[bytes]) -> None:
             # The permit is returned when the thread is done, not when the caller stops

@@ -1,0 +1,39 @@
+# The two commands of the README: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Every in-tree plugin distribution (plugins/<name>/pyproject.toml), installed beside the host.
+PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
+PLUGIN_TESTS := $(wildcard plugins/*/tests)
+
+SKALD_DATA_DIR ?= ./data
+SKALD_HOST ?= 127.0.0.1
+SKALD_PORT ?= 8080
+export SKALD_DATA_DIR SKALD_HOST SKALD_PORT
+
+.PHONY: run test install install-test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e . $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
+
+install-test: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]' $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
+
+## Install everything and start the server on embedded defaults (data under ./data).
+run: install
+	$(BIN)/skald serve
+
+## Install the test extras and run the whole test suite.
+test: install-test
+	$(BIN)/python -m pytest tests $(PLUGIN_TESTS)
+
+## Benchmarks: ratios against a baseline measured in the same run.
+bench: install-test
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,21 @@
+import asyncio
+import sys
+
+from bench import logins, storage
+
+SUITES = {"storage": storage.main, "logins": logins.main}
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(SUITES)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(SUITES)}")
+        return 2
+    for name in names:
+        print(f"\n== {name} ==")
+        asyncio.run(SUITES[name]())
+    return 0
+
+
+sys.exit(main(sys.argv[1:]))
