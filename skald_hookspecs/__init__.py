@@ -16,6 +16,17 @@ ENTRY_POINT_GROUP = "skald.plugins"
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
+PUBLIC_ATTRIBUTE = "_skald_public"
+
+
+def public(view):
+    """Mark a route view as reachable without a session (e.g. a webhook that checks
+    its own secret). Everything else under ``/api`` needs a logged-in member: deny by
+    default. A public plugin route still answers 404 while its plugin is disabled."""
+    setattr(view, PUBLIC_ATTRIBUTE, True)
+    return view
+
+
 from skald_hookspecs.types import (  # noqa: E402
     ConfigField,
     ConfigSet,
@@ -35,6 +46,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "hookspec",
     "hookimpl",
+    "public",
     "ConfigField",
     "ConfigSet",
     "I18nBundle",

@@ -9,12 +9,13 @@ every session revoked and every owner file closed so no key stays in memory.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from skald_hookspecs.types import I18nBundle
+from skald_hookspecs.types import ConfigSet, I18nBundle, WebPage
 from skald_host.builtins import BUILTIN_PLUGINS
 from skald_host.core.buses import Buses
 from skald_host.core.identity.administration import MemberAdministration
@@ -26,7 +27,8 @@ from skald_host.core.identity.throttle import LoginThrottle
 from skald_host.core.identity.users import UserManager, seed_new_plugin_grants
 from skald_host.core.i18n import Strings
 from skald_host.core.plugins.host_api import PluginHostApi
-from skald_host.core.plugins.manager import PluginError, PluginManager
+from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, _grants_by_default
+from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.storage import Database, StorageError, check_sqlcipher_build, secure_dir
 from skald_host.core.supervisor import Supervisor
@@ -79,6 +81,10 @@ class Skald:
         self.strings = Strings()
         self.sqlcipher_version = ""
         self._started: dict[str, _Started] = {}
+        self.web_pages: list[Contribution] = []
+        self.config_sets: list[Contribution] = []
+        self.catalog = PluginCatalog(self)
+        self.instance_settings = InstanceSettings(self)
         self._registry: Database | None = None
         self._users: UserManager | None = None
         self._auth: AuthService | None = None
@@ -153,6 +159,10 @@ class Skald:
         await self._apply_enabled_flags()
         for contribution in await self.plugins.collect("register_i18n", _validate_bundle, kind="bundle"):
             self.strings.add(contribution.value)
+        self.web_pages = await self.plugins.collect("register_web_pages", _one(WebPage), kind="page")
+        self.config_sets = await self.plugins.collect(
+            "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"
+        )
         for plugin_id in self.plugins.loaded_ids():
             if self.plugins.is_enabled(plugin_id):
                 await self.start_plugin(plugin_id)
@@ -196,7 +206,9 @@ class Skald:
         status = self.plugins.status(plugin_id)
         if status is None or status.state not in ("loaded", "disabled"):
             raise PluginError(f"no loaded plugin {plugin_id!r}")
-        grant_by_default = bool(status.info and status.info.grant_by_default and not status.info.manages_own_access)
+        if status.builtin:
+            raise PluginError(f"plugin {plugin_id!r} is built in; it cannot be disabled")
+        grant_by_default = bool(status.info and _grants_by_default(status.info))
 
         def write(conn: Any) -> None:
             born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
@@ -214,6 +226,16 @@ class Skald:
             await self.start_plugin(plugin_id)
         else:
             await self.stop_plugin(plugin_id)
+
+    async def default_locale(self) -> str:
+        """The instance's language, chosen at setup; a member's own locale wins."""
+        row = await self.registry.run(lambda c: c.execute("SELECT value FROM config WHERE key = 'default_locale'").fetchone())
+        return json.loads(row[0]) if row else "en"
+
+    def host_api(self, plugin_id: str) -> PluginHostApi:
+        """The plugin's HostApi: the one it was started with, else a fresh one."""
+        started = self._started.get(plugin_id)
+        return started.host_api if started else PluginHostApi(plugin_id, self)
 
     async def stop_plugin(self, plugin_id: str) -> None:
         started = self._started.pop(plugin_id, None)
@@ -250,6 +272,17 @@ class Skald:
         if self._registry is not None:
             await self._registry.close()
         log.info("skald core stopped")
+
+
+def _one(kind: type) -> Any:
+    """A ``register`` validator accepting exactly one value of ``kind``."""
+
+    def validate(plugin_id: str, args: tuple[Any, ...]) -> Any:
+        if len(args) != 1 or not isinstance(args[0], kind):
+            raise PluginError(f"register() expects one {kind.__name__}")
+        return args[0]
+
+    return validate
 
 
 def _validate_bundle(plugin_id: str, args: tuple[Any, ...]) -> I18nBundle:

@@ -11,12 +11,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from quart import Quart, request
+from quart import Blueprint, Quart, request
 
 from skald_host.core.host import Skald, build_plugin_manager
-from skald_host.core.plugins.manager import PluginManager
+from skald_host.core.plugins.manager import PluginError, PluginManager
 from skald_host.settings import Settings
-from skald_host.web.auth import gate_request, gate_websocket
+from skald_host.web.auth import PLUGIN_PREFIX, gate_request, gate_websocket
 from skald_host.web.errors import install_error_handlers
 from skald_host.web.routes import BLUEPRINTS
 
@@ -61,7 +61,9 @@ def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_
 
     @app.before_serving
     async def start_core() -> None:
-        app.config["SKALD_CORE"] = await Skald.start(settings, manager)
+        core = await Skald.start(settings, manager)
+        app.config["SKALD_CORE"] = core
+        await mount_plugin_routes(app, core)
 
     @app.after_serving
     async def stop_core() -> None:
@@ -75,8 +77,30 @@ def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "no-referrer")
         response.headers.setdefault("X-Frame-Options", "DENY")
-        if request.path.startswith("/api/"):
+        if request.path.startswith(PLUGIN_PREFIX):
+            response.headers["Cache-Control"] = "no-cache"
+        elif request.path.startswith("/api/"):
             response.headers["Cache-Control"] = "no-store"
         return response
 
     return app
+
+
+def _validate_blueprint(plugin_id: str, args: tuple[Any, ...]) -> Blueprint:
+    if len(args) != 1 or not isinstance(args[0], Blueprint):
+        raise PluginError("register() expects one Quart Blueprint")
+    return args[0]
+
+
+async def mount_plugin_routes(app: Quart, core: Skald) -> None:
+    """Mount every loaded plugin's blueprint at ``/api/plugin/<id>/`` — enabled or
+    not: the gate in ``gate_request`` answers 404 while a plugin is disabled, so
+    enabling and disabling need no restart. A blueprint that fails to mount marks
+    its plugin failed; the others mount."""
+    for contribution in await core.plugins.collect("register_routes", _validate_blueprint, kind="router"):
+        try:
+            app.register_blueprint(
+                contribution.value, url_prefix=f"{PLUGIN_PREFIX}{contribution.plugin_id}", name=f"plugin.{contribution.plugin_id}"
+            )
+        except Exception as exc:
+            core.plugins.fail(contribution.plugin_id, f"register_routes: the blueprint could not be mounted: {exc}")

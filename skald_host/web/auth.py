@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from quart import current_app, g, request, websocket
 from quart.wrappers import Response
 
+from skald_hookspecs import PUBLIC_ATTRIBUTE, public  # noqa: F401 - one marker for host and plugin views
 from skald_host.core.identity.access import allowed
 from skald_host.core.identity.sessions import Session
 from skald_host.core.identity.users import Member, MemberNotFound
@@ -30,6 +31,7 @@ SECURE_COOKIE = "__Host-skald_session"
 PLAIN_COOKIE = "skald_session"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+PLUGIN_PREFIX = "/api/plugin/"
 
 
 @dataclass(frozen=True)
@@ -38,11 +40,6 @@ class Principal:
     session: Session
     via: Literal["cookie", "bearer"]
 
-
-def public(view: F) -> F:
-    """Mark a view as reachable without a session (login, setup, health)."""
-    view._skald_public = True  # type: ignore[attr-defined]
-    return view
 
 
 def requires(action: str) -> Callable[[F], F]:
@@ -147,13 +144,23 @@ def _view(req: Any) -> Any:
     return current_app.view_functions.get(req.endpoint) if req.endpoint else None
 
 
+def _plugin_of(path: str) -> str | None:
+    if not path.startswith(PLUGIN_PREFIX):
+        return None
+    return path[len(PLUGIN_PREFIX):].split("/", 1)[0]
+
+
 async def gate_request() -> None:
     """``before_request`` for every HTTP request."""
     g.principal = None
     if not request.path.startswith("/api/"):
         return
+    core = current_app.config["SKALD_CORE"]
+    plugin_id = _plugin_of(request.path)
+    if plugin_id is not None and not core.plugins.is_enabled(plugin_id):
+        raise ApiError(404, "not found")  # re-read per request: disabling needs no restart
     view = _view(request)
-    if view is not None and getattr(view, "_skald_public", False):
+    if view is not None and getattr(view, PUBLIC_ATTRIBUTE, False):
         if request.method not in SAFE_METHODS and not same_origin(request):
             raise ApiError(403, "cross-origin request refused")
         return
@@ -163,6 +170,8 @@ async def gate_request() -> None:
     if request.method not in SAFE_METHODS and principal.via == "cookie":
         if not same_origin(request) or not principal.session.check_csrf(request.headers.get(CSRF_HEADER)):
             raise ApiError(403, "missing or wrong CSRF token")
+    if plugin_id is not None and not core.catalog.usable(principal.member, plugin_id):
+        raise ApiError(403, "forbidden")
     g.principal = principal
 
 
@@ -173,7 +182,7 @@ async def gate_websocket() -> None:
     if not same_origin(websocket):
         raise ApiError(403, "cross-origin WebSocket refused")
     view = _view(websocket)
-    if view is not None and getattr(view, "_skald_public", False):
+    if view is not None and getattr(view, PUBLIC_ATTRIBUTE, False):
         return
     principal = await authenticate(websocket)
     if principal is None:

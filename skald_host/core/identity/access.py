@@ -1,7 +1,8 @@
 """The one place that decides access: ``allowed(member, action)``.
 
-Deny by default: an unknown action, an inactive member or a missing capability is a
-no. Admins hold everything implicitly, so no admin rows are ever written. Actions in
+Deny by default: an unknown action, an inactive member, a missing capability or a
+missing plugin grant is a no. A plugin grant is read fresh with the member on every
+request, so a revoked grant lands on the next call with nothing pushed. Admins hold everything implicitly, so no admin rows are ever written. Actions in
 ``ADMIN_ONLY`` cannot be granted to another role at all: managing members, roles,
 plugins and settings is admin by construction.
 """
@@ -27,9 +28,21 @@ class _Actor(Protocol):
     @property
     def capabilities(self) -> frozenset[str]: ...
 
+    @property
+    def plugin_grants(self) -> frozenset[str]: ...
+
+
+def plugin_action(plugin_id: str) -> str:
+    """The action of using one plugin: its routes, pages, tools, channel messages."""
+    return f"plugin:{plugin_id}"
+
 
 def allowed(member: _Actor | None, action: str) -> bool:
-    if member is None or not member.active or action not in KNOWN_ACTIONS:
+    if member is None or not member.active:
+        return False
+    if action.startswith("plugin:"):
+        return member.is_admin or action[len("plugin:"):] in member.plugin_grants
+    if action not in KNOWN_ACTIONS:
         return False
     if member.is_admin:
         return True

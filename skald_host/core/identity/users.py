@@ -72,6 +72,7 @@ class Member:
     notes: str
     created_at: str
     last_login_at: str | None
+    plugin_grants: frozenset[str] = frozenset()
 
     @property
     def is_admin(self) -> bool:
@@ -177,6 +178,9 @@ class UserManager:
             notes=row["notes"],
             created_at=row["created_at"],
             last_login_at=row["last_login_at"],
+            plugin_grants=frozenset(
+                r[0] for r in conn.execute("SELECT plugin_id FROM plugin_access WHERE user_id = ?", (row["id"],))
+            ),
         )
 
     async def get(self, member_id: str) -> Member:

@@ -238,9 +238,13 @@ class PluginManager:
         """A misspelt hookimpl would otherwise sit there unnoticed forever."""
         known = set(self.pm.hook.__dict__)
         for attr in dir(obj):
-            value = getattr(obj, attr, None)
-            if hasattr(value, f"{PROJECT_NAME}_impl") and attr not in known:
-                raise PluginError(f"plugin {name!r} implements unknown hook {attr!r} (misspelt? see skald_hookspecs.hookspecs)")
+            opts = getattr(getattr(obj, attr, None), f"{PROJECT_NAME}_impl", None)
+            if opts is None:
+                continue
+            # ``@hookimpl(specname=...)`` names the hook itself; the attribute is free.
+            hook = (opts.get("specname") if isinstance(opts, dict) else None) or attr
+            if hook not in known:
+                raise PluginError(f"plugin {name!r} implements unknown hook {hook!r} (misspelt? see skald_hookspecs.hookspecs)")
 
     # -- state -----------------------------------------------------------------
 

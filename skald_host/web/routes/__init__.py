@@ -1,6 +1,18 @@
 """The host's own HTTP surface, one blueprint per concern."""
 
-from skald_host.web.routes import admin_members, admin_roles, admin_status, auth, events, health, me, setup, static
+from skald_host.web.routes import (
+    admin_members,
+    admin_plugins,
+    admin_roles,
+    admin_status,
+    auth,
+    events,
+    health,
+    me,
+    plugins,
+    setup,
+    static,
+)
 
 BLUEPRINTS = (
     health.bp,
@@ -9,7 +21,9 @@ BLUEPRINTS = (
     me.bp,
     admin_members.bp,
     admin_roles.bp,
+    admin_plugins.bp,
     admin_status.bp,
+    plugins.bp,
     events.bp,
     static.bp,
 )

@@ -8,9 +8,10 @@ from skald_host.web.auth import requires, transport_is_secure
 bp = Blueprint("admin_status", __name__)
 
 
-@bp.get("/api/admin/plugins")
+@bp.get("/api/admin/plugins.json")
 @requires("instance.status")
 async def plugins() -> dict:
+    """The full status table, tracebacks included (like Datasette's /-/plugins.json)."""
     core = current_app.config["SKALD_CORE"]
     return {"plugins": [s.as_dict() for s in core.plugins.statuses()]}
 

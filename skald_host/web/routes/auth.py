@@ -59,6 +59,7 @@ async def session() -> dict:
         "member": principal.member.summary(),
         "csrf_token": principal.session.csrf_token if principal.via == "cookie" else None,
         "unlocked": core.users.is_unlocked(principal.member.id),
+        "locale": principal.member.locale or await core.default_locale(),
         "secure_transport": transport_is_secure(request),
     }
 

@@ -58,6 +58,18 @@ async def put_settings() -> dict:
     return await get_settings()
 
 
+@bp.put("/api/me/locale")
+async def set_locale() -> dict:
+    """A member picks their own interface language (null: the instance default)."""
+    core = current_app.config["SKALD_CORE"]
+    data = await json_object()
+    locale = data.get("locale")
+    if locale is not None and locale not in core.strings.locales:
+        raise ApiError(400, f"locale must be one of {', '.join(core.strings.locales)}")
+    member = await core.users.update(current_principal().member.id, locale=locale)
+    return {"locale": member.locale or await core.default_locale()}
+
+
 @bp.get("/api/i18n")
 @public
 async def strings() -> dict:

@@ -1,0 +1,327 @@
+"""The plugin catalog: what the admin enables, configures and grants, and what each
+member may see (seed 001 "Plugin visibility & per-user config", "Default access").
+
+Grants are rows in ``plugin_access``: deny by default, read fresh on every decision.
+The admin holds everything implicitly. Plugins that manage their own access (a
+pairing binding decides who uses them) are absent from grant lists, and the grant
+writer refuses them: a checkbox that controls nothing is worse than none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from skald_hookspecs.types import PluginInfo
+from skald_host.core.asyncutil import await_me_maybe
+from skald_host.core.identity.access import allowed, plugin_action
+from skald_host.core.identity.users import Member, MemberNotFound
+from skald_host.core.plugins.config_schema import ConfigInvalid, masked, schema_json, validate
+from skald_host.core.plugins.manager import PluginError, PluginStatus
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+log = logging.getLogger(__name__)
+
+
+class CatalogError(ValueError):
+    """A catalog request that cannot be done; the message says why."""
+
+
+class PluginCatalog:
+    def __init__(self, core: "Skald") -> None:
+        self._core = core
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _status(self, plugin_id: str) -> PluginStatus:
+        status = self._core.plugins.status(plugin_id)
+        if status is None:
+            raise CatalogError(f"no plugin {plugin_id!r}")
+        return status
+
+    def _info(self, plugin_id: str) -> PluginInfo:
+        status = self._status(plugin_id)
+        if status.info is None or status.state not in ("loaded", "disabled"):
+            raise CatalogError(f"plugin {plugin_id!r} is not loaded ({status.state})")
+        return status.info
+
+    async def _rows(self) -> dict[str, dict[str, Any]]:
+        rows = await self._core.registry.run(lambda c: c.execute("SELECT id, enabled, config FROM plugins").fetchall())
+        return {r[0]: {"enabled": bool(r[1]), "config": json.loads(r[2])} for r in rows}
+
+    async def _config(self, plugin_id: str) -> dict[str, Any]:
+        row = await self._core.registry.run(lambda c: c.execute("SELECT config FROM plugins WHERE id = ?", (plugin_id,)).fetchone())
+        return json.loads(row[0]) if row else {}
+
+    async def _holders(self) -> dict[str, int]:
+        rows = await self._core.registry.run(
+            lambda c: c.execute(
+                "SELECT plugin_id, count(*) FROM plugin_access JOIN users ON users.id = plugin_access.user_id"
+                " WHERE users.active = 1 GROUP BY plugin_id"
+            ).fetchall()
+        )
+        return {r[0]: r[1] for r in rows}
+
+    # -- admin ---------------------------------------------------------------------------
+
+    async def list(self) -> list[dict[str, Any]]:
+        rows, holders = await self._rows(), await self._holders()
+        out = []
+        for status in self._core.plugins.statuses():
+            entry = status.as_dict()
+            entry.pop("traceback", None)
+            entry["enabled"] = self._core.plugins.is_enabled(status.id)
+            entry["configurable"] = bool(status.info and status.info.config_schema)
+            entry["icon"] = status.info.icon if status.info else "puzzle"
+            entry["manages_own_access"] = bool(status.info and status.info.manages_own_access)
+            entry["holders"] = holders.get(status.id, 0)
+            entry["row_born"] = status.id in rows
+            out.append(entry)
+        return out
+
+    async def detail(self, plugin_id: str) -> dict[str, Any]:
+        status = self._status(plugin_id)
+        entry = status.as_dict()
+        entry["enabled"] = self._core.plugins.is_enabled(plugin_id)
+        info = status.info
+        entry["config_schema"] = schema_json(info.config_schema) if info else []
+        entry["user_config_schema"] = schema_json(info.user_config_schema) if info else []
+        entry["config"] = masked(info.config_schema, await self._config(plugin_id)) if info else {}
+        entry["manages_own_access"] = bool(info and info.manages_own_access)
+        entry["grant_by_default"] = bool(info and info.grant_by_default)
+        entry["pages"] = [
+            {"page_id": c.value.page_id, "title": c.value.title, "admin_only": c.value.admin_only}
+            for c in self._core.web_pages if c.plugin_id == plugin_id
+        ]
+        return entry
+
+    async def configure(self, plugin_id: str, values: Any) -> dict[str, Any]:
+        """Validate against the plugin's schema and store; refused whole on any bad
+        field. The row is born here too if the plugin was never toggled (disabled)."""
+        info = self._info(plugin_id)
+        fresh = validate(info.config_schema, values, await self._config(plugin_id))
+        blob = json.dumps(fresh)
+
+        def write(conn: Any) -> None:
+            born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
+            conn.execute(
+                "INSERT INTO plugins (id, enabled, config, grant_by_default) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET config = excluded.config,"
+                " updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
+                (plugin_id, int(self._core.plugins.is_enabled(plugin_id)), blob, int(_grants_by_default(info))),
+            )
+            if born and _grants_by_default(info):
+                from skald_host.core.identity.users import seed_new_plugin_grants
+
+                seed_new_plugin_grants(conn, plugin_id)
+
+        await self._core.registry.transaction(write)
+        log.info("plugin %s configured", plugin_id)
+        return masked(info.config_schema, fresh)
+
+    async def roster(self, plugin_id: str) -> list[dict[str, Any]]:
+        """Who holds the plugin (read-only; grants are edited on each member's page)."""
+        info = self._info(plugin_id)
+        members = await self._core.users.list()
+        return [
+            {
+                "id": m.id,
+                "username": m.username,
+                "display_name": m.display_name,
+                "implicit": m.is_admin,
+                "active": m.active,
+            }
+            for m in members
+            if m.is_admin or (not info.manages_own_access and plugin_id in m.plugin_grants)
+        ]
+
+    def _grantable(self) -> list[PluginStatus]:
+        return [
+            s for s in self._core.plugins.statuses()
+            if s.info is not None and s.state in ("loaded", "disabled") and not s.info.manages_own_access and not s.builtin
+        ]
+
+    async def member_grants(self, member_id: str) -> list[dict[str, Any]]:
+        member = await self._core.users.get(member_id)
+        return [
+            {
+                "plugin_id": s.id,
+                "title": s.info.title if s.info else s.id,
+                "enabled": self._core.plugins.is_enabled(s.id),
+                "granted": member.is_admin or s.id in member.plugin_grants,
+                "implicit": member.is_admin,
+            }
+            for s in self._grantable()
+        ]
+
+    async def replace_member_grants(self, member_id: str, plugin_ids: Any) -> list[dict[str, Any]]:
+        """The one write path for grants: the member's whole set, replaced."""
+        if not isinstance(plugin_ids, list) or not all(isinstance(p, str) for p in plugin_ids):
+            raise CatalogError("plugins must be a list of plugin ids")
+        member = await self._core.users.get(member_id)
+        grantable = {s.id for s in self._grantable()}
+        for plugin_id in plugin_ids:
+            status = self._core.plugins.status(plugin_id)
+            if status is not None and status.info is not None and status.info.manages_own_access:
+                raise CatalogError(f"plugin {plugin_id!r} manages its own access; it cannot be granted here")
+            if plugin_id not in grantable:
+                raise CatalogError(f"no grantable plugin {plugin_id!r}")
+        if member.is_admin:
+            raise CatalogError("admins hold every plugin implicitly")
+        wanted = set(plugin_ids)
+
+        def write(conn: Any) -> None:
+            for plugin_id in grantable:
+                if plugin_id in wanted:
+                    conn.execute("INSERT OR IGNORE INTO plugin_access (plugin_id, user_id) VALUES (?, ?)", (plugin_id, member_id))
+                else:
+                    conn.execute("DELETE FROM plugin_access WHERE plugin_id = ? AND user_id = ?", (plugin_id, member_id))
+
+        await self._core.registry.transaction(write)
+        log.info("member %s: plugin grants replaced (%d)", member_id, len(wanted))
+        return await self.member_grants(member_id)
+
+    # -- members -------------------------------------------------------------------------
+
+    def usable(self, member: Member, plugin_id: str) -> bool:
+        """Enabled, and the member may use it (admins: always; binding-managed plugins
+        decide themselves, so any member passes this gate)."""
+        status = self._core.plugins.status(plugin_id)
+        if status is None or status.info is None or not self._core.plugins.is_enabled(plugin_id):
+            return False
+        return status.info.manages_own_access and member.active or allowed(member, plugin_action(plugin_id))
+
+    async def mine(self, member: Member) -> list[dict[str, Any]]:
+        out = []
+        for status in self._core.plugins.statuses():
+            if status.builtin or not self.usable(member, status.id):
+                continue
+            info = status.info
+            assert info is not None
+            values = await self._user_config(status.id, member.id)
+            out.append(
+                {
+                    "id": status.id,
+                    "title": info.title,
+                    "description": info.description,
+                    "icon": info.icon,
+                    "user_config_schema": schema_json(info.user_config_schema),
+                    "user_config": masked(info.user_config_schema, values),
+                    "configured": bool(values) or not info.user_config_schema,
+                }
+            )
+        return out
+
+    async def _user_config(self, plugin_id: str, member_id: str) -> dict[str, Any]:
+        row = await self._core.registry.run(
+            lambda c: c.execute(
+                "SELECT config FROM plugin_user_configs WHERE plugin_id = ? AND user_id = ?", (plugin_id, member_id)
+            ).fetchone()
+        )
+        return json.loads(row[0]) if row else {}
+
+    async def save_my_config(self, member: Member, plugin_id: str, values: Any) -> dict[str, Any]:
+        """Validate against the plugin's per-member schema, then hand to the plugin's
+        ``user_config_updated`` (which may turn it into something else, like a pairing
+        binding) or, when it has none, store it. Per-member values live in the
+        admin-readable registry: schemas must not ask members for secrets."""
+        if not self.usable(member, plugin_id):
+            raise CatalogError(f"no plugin {plugin_id!r}")
+        info = self._info(plugin_id)
+        fresh = validate(info.user_config_schema, values, await self._user_config(plugin_id, member.id))
+        impls = self._core.plugins._impls("user_config_updated", plugin_id)
+        if impls:
+            api = self._core.host_api(plugin_id)
+            try:
+                await self._core.plugins.call_one("user_config_updated", plugin_id, member_id=member.id, values=fresh, host=api)
+            except (ConfigInvalid, CatalogError):
+                raise
+            except ValueError as exc:  # a plugin refusing the value says why
+                raise CatalogError(str(exc)) from None
+            except Exception as exc:
+                log.error("plugin %s: user_config_updated failed: %s", plugin_id, exc)
+                raise CatalogError(f"plugin {plugin_id!r} could not apply the settings") from None
+        else:
+            await self._core.host_api(plugin_id).set_user_config(member.id, fresh)
+        return masked(info.user_config_schema, await self._user_config(plugin_id, member.id))
+
+    def pages(self, member: Member) -> list[dict[str, Any]]:
+        visible = []
+        for contribution in self._core.web_pages:
+            page = contribution.value
+            if not self.usable(member, contribution.plugin_id):
+                continue
+            if page.admin_only and not member.is_admin:
+                continue
+            visible.append(
+                {
+                    "plugin_id": contribution.plugin_id,
+                    "page_id": page.page_id,
+                    "title": page.title,
+                    "icon": page.icon,
+                    "priority": page.priority,
+                    "admin_only": page.admin_only,
+                    "entry_url": f"/api/plugin/{contribution.plugin_id}/{page.entry.lstrip('/')}",
+                    "route": f"#plugin/{contribution.plugin_id}/{page.page_id}",
+                }
+            )
+        return sorted(visible, key=lambda p: (p["priority"], p["title"]))
+
+
+class InstanceSettings:
+    """Values of the config sets plugins register (``register_config_sets``), stored
+    in the registry's ``config`` table as ``set:<id>``. Sets with an ``owner`` are
+    rendered by that plugin's own page; the rest by the general settings page."""
+
+    def __init__(self, core: "Skald") -> None:
+        self._core = core
+
+    def _set(self, set_id: str) -> Any:
+        for contribution in self._core.config_sets:
+            if contribution.value.id == set_id:
+                return contribution.value
+        raise CatalogError(f"no settings set {set_id!r}")
+
+    async def values(self, set_id: str) -> dict[str, Any]:
+        row = await self._core.registry.run(
+            lambda c: c.execute("SELECT value FROM config WHERE key = ?", (f"set:{set_id}",)).fetchone()
+        )
+        return json.loads(row[0]) if row else {}
+
+    async def general(self) -> list[dict[str, Any]]:
+        out = []
+        for contribution in self._core.config_sets:
+            config_set = contribution.value
+            if config_set.owner is not None:
+                continue
+            out.append(
+                {
+                    "id": config_set.id,
+                    "title": config_set.title,
+                    "plugin_id": contribution.plugin_id,
+                    "fields": schema_json(config_set.fields),
+                    "values": masked(config_set.fields, await self.values(config_set.id)),
+                }
+            )
+        return out
+
+    async def save(self, set_id: str, values: Any) -> dict[str, Any]:
+        config_set = self._set(set_id)
+        fresh = validate(config_set.fields, values, await self.values(set_id))
+        await self._core.registry.transaction(
+            lambda c: c.execute(
+                "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (f"set:{set_id}", json.dumps(fresh)),
+            )
+        )
+        return masked(config_set.fields, fresh)
+
+
+def _grants_by_default(info: PluginInfo) -> bool:
+    return info.grant_by_default and not info.manages_own_access
+
+
+__all__ = ["PluginCatalog", "InstanceSettings", "CatalogError", "ConfigInvalid", "MemberNotFound", "PluginError"]

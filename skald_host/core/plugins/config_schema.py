@@ -1,0 +1,117 @@
+"""Validating and masking config values against a ``ConfigField`` schema.
+
+One implementation for instance config, per-member config and settings sets. Secrets
+are write-only: they are stored, handed to the plugin, and only ever come back as
+``MASK``; sending ``MASK`` (or leaving the field out) keeps the stored value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+from urllib.parse import urlsplit
+
+from skald_hookspecs.types import ConfigField
+
+MASK = "********"
+MAX_TEXT = 4096
+
+
+class ConfigInvalid(ValueError):
+    """A value was refused; the message names the field and the reason."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def _check(field: ConfigField, value: Any) -> Any:
+    name = field.name
+    kind = field.type
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise ConfigInvalid(name, "must be true or false")
+        return value
+    if kind in ("integer", "number"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigInvalid(name, "must be a number")
+        if kind == "integer" and (isinstance(value, float) and not value.is_integer()):
+            raise ConfigInvalid(name, "must be a whole number")
+        value = int(value) if kind == "integer" else float(value)
+        if field.minimum is not None and value < field.minimum:
+            raise ConfigInvalid(name, f"must be at least {field.minimum:g}")
+        if field.maximum is not None and value > field.maximum:
+            raise ConfigInvalid(name, f"must be at most {field.maximum:g}")
+        return value
+    if not isinstance(value, str):
+        raise ConfigInvalid(name, "must be text")
+    limit = field.max_length or MAX_TEXT
+    if len(value) > limit:
+        raise ConfigInvalid(name, f"must be at most {limit} characters")
+    if kind == "choice" and value not in field.choices:
+        raise ConfigInvalid(name, f"must be one of {', '.join(field.choices)}")
+    if kind == "url" and value:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigInvalid(name, "must be an http(s) URL")
+    if field.required and not value.strip():
+        raise ConfigInvalid(name, "is required")
+    return value
+
+
+def validate(fields: Iterable[ConfigField], values: Any, existing: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The new stored config: ``existing`` updated with ``values``. Unknown keys and
+    bad values are refused whole (nothing half-written)."""
+    if not isinstance(values, Mapping):
+        raise ConfigInvalid("config", "must be an object of field values")
+    schema = {f.name: f for f in fields}
+    unknown = sorted(set(values) - set(schema))
+    if unknown:
+        raise ConfigInvalid(unknown[0], "is not a setting of this plugin")
+    result = dict(existing or {})
+    for name, value in values.items():
+        field = schema[name]
+        if field.secret and value == MASK:
+            continue
+        if value is None:
+            if field.required:
+                raise ConfigInvalid(name, "is required")
+            result.pop(name, None)
+            continue
+        result[name] = _check(field, value)
+    for field in schema.values():
+        if field.required and result.get(field.name) in (None, "") and field.default in (None, ""):
+            raise ConfigInvalid(field.name, "is required")
+    return result
+
+
+def masked(fields: Iterable[ConfigField], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Values safe to send to a browser: secrets replaced by MASK (or None when unset),
+    defaults filled in for display."""
+    out: dict[str, Any] = {}
+    for field in fields:
+        value = values.get(field.name, field.default)
+        if field.secret:
+            out[field.name] = MASK if values.get(field.name) not in (None, "") else None
+        else:
+            out[field.name] = value
+    return out
+
+
+def schema_json(fields: Iterable[ConfigField]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f.name,
+            "type": f.type,
+            "label": f.label or f.name,
+            "description": f.description,
+            "default": None if f.secret else f.default,
+            "required": f.required,
+            "secret": f.secret,
+            "choices": list(f.choices),
+            "minimum": f.minimum,
+            "maximum": f.maximum,
+            "max_length": f.max_length,
+        }
+        for f in fields
+    ]

@@ -1,0 +1,91 @@
+"""Admin API for the plugin catalog: list, detail, enable, configure, roster, and a
+member's grants (the one write path for grants)."""
+
+from quart import Blueprint, current_app
+
+from skald_host.core.identity.users import MemberNotFound
+from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
+from skald_host.core.plugins.manager import PluginError
+from skald_host.web.auth import requires
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("admin_plugins", __name__)
+
+
+def _core():
+    return current_app.config["SKALD_CORE"]
+
+
+async def _guard(coro):
+    try:
+        return await coro
+    except MemberNotFound:
+        raise ApiError(404, "no such member") from None
+    except CatalogError as exc:
+        raise ApiError(404 if str(exc).startswith("no plugin") else 400, str(exc)) from None
+    except ConfigInvalid as exc:
+        raise ApiError(400, str(exc)) from None
+    except PluginError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+@bp.get("/api/admin/plugins")
+@requires("plugins.manage")
+async def list_plugins() -> dict:
+    return {"plugins": await _core().catalog.list()}
+
+
+@bp.get("/api/admin/plugins/<plugin_id>")
+@requires("plugins.manage")
+async def plugin_detail(plugin_id: str) -> dict:
+    return await _guard(_core().catalog.detail(plugin_id))
+
+
+@bp.put("/api/admin/plugins/<plugin_id>/enabled")
+@requires("plugins.manage")
+async def set_enabled(plugin_id: str) -> dict:
+    data = await json_object()
+    enabled = field(data, "enabled", bool)
+    await _guard(_core().set_plugin_enabled(plugin_id, enabled))
+    return await _guard(_core().catalog.detail(plugin_id))
+
+
+@bp.put("/api/admin/plugins/<plugin_id>/config")
+@requires("plugins.manage")
+async def configure(plugin_id: str) -> dict:
+    data = await json_object()
+    values = field(data, "config", dict)
+    return {"config": await _guard(_core().catalog.configure(plugin_id, values))}
+
+
+@bp.get("/api/admin/plugins/<plugin_id>/access")
+@requires("plugins.manage")
+async def roster(plugin_id: str) -> dict:
+    return {"members": await _guard(_core().catalog.roster(plugin_id))}
+
+
+@bp.get("/api/admin/members/<member_id>/plugins")
+@requires("plugins.manage")
+async def member_grants(member_id: str) -> dict:
+    return {"plugins": await _guard(_core().catalog.member_grants(member_id))}
+
+
+@bp.put("/api/admin/members/<member_id>/plugins")
+@requires("plugins.manage")
+async def replace_member_grants(member_id: str) -> dict:
+    data = await json_object()
+    return {"plugins": await _guard(_core().catalog.replace_member_grants(member_id, field(data, "plugins", list)))}
+
+
+@bp.get("/api/admin/settings")
+@requires("settings.manage")
+async def general_settings() -> dict:
+    return {"sets": await _core().instance_settings.general()}
+
+
+@bp.put("/api/admin/settings/<set_id>")
+@requires("settings.manage")
+async def save_settings(set_id: str) -> dict:
+    data = await json_object()
+    return {"values": await _guard(_core().instance_settings.save(set_id, field(data, "values", dict)))}

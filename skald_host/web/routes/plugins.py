@@ -1,0 +1,35 @@
+"""What a member sees of plugins: their plugins, their per-member config, their pages."""
+
+from quart import Blueprint, current_app
+
+from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
+from skald_host.web.auth import current_principal
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("plugins", __name__)
+
+
+@bp.get("/api/plugins/mine")
+async def mine() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    return {"plugins": await core.catalog.mine(current_principal().member)}
+
+
+@bp.put("/api/plugins/<plugin_id>/my-config")
+async def save_my_config(plugin_id: str) -> dict:
+    core = current_app.config["SKALD_CORE"]
+    data = await json_object()
+    try:
+        values = await core.catalog.save_my_config(current_principal().member, plugin_id, field(data, "config", dict))
+    except CatalogError as exc:
+        raise ApiError(404 if str(exc).startswith("no plugin") else 400, str(exc)) from None
+    except ConfigInvalid as exc:
+        raise ApiError(400, str(exc)) from None
+    return {"config": values}
+
+
+@bp.get("/api/plugins/pages")
+async def pages() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    return {"pages": core.catalog.pages(current_principal().member)}
