@@ -4,7 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Every in-tree plugin distribution (plugins/<name>/pyproject.toml), installed beside the host.
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
-PLUGIN_TESTS := $(wildcard plugins/*/tests)
+# The example plugins the docs walk through; the tests install them for real.
+EXAMPLE_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard examples/*/pyproject.toml))
+PLUGIN_TESTS := $(wildcard plugins/*/tests examples/*/tests)
 
 SKALD_DATA_DIR ?= ./data
 SKALD_HOST ?= 127.0.0.1
@@ -21,7 +23,7 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet -e . $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
 
 install-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]' $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
+	$(BIN)/pip install --quiet -e '.[test]' $(foreach d,$(PLUGIN_DIRS) $(EXAMPLE_DIRS),-e ./$(d))
 
 ## Install everything and start the server on embedded defaults (data under ./data).
 run: install
