@@ -127,6 +127,9 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     if annotation in (int, float):
         if isinstance(value, bool):
             raise SettingsError(f"{where}: expected a number, got {value!r}")
+        if annotation is int and isinstance(value, float) and not value.is_integer():
+            # int() would truncate: ``port: 8080.9`` must not quietly become 8080.
+            raise SettingsError(f"{where}: expected a whole number, got {value!r}")
         try:
             return annotation(value)
         except (TypeError, ValueError):
@@ -226,6 +229,9 @@ def _validate(settings: Settings) -> None:
         raise SettingsError(f"kdf: {exc}") from None
     if settings.kdf.concurrency < 1:
         raise SettingsError("kdf.concurrency: must be at least 1")
+    if not settings.plugins.hook_timeout_seconds > 0:
+        # wait_for(..., 0) cancels every hook at once: 0 would fail every plugin, not mean "no limit".
+        raise SettingsError(f"plugins.hook_timeout_seconds: must be more than 0, got {settings.plugins.hook_timeout_seconds!r}")
     if not 0 < settings.server.port < 65536:
         raise SettingsError(f"server.port: {settings.server.port} is not a TCP port")
     if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):

@@ -46,6 +46,8 @@ async def json_object() -> dict[str, Any]:
         raise ApiError(400, f"request body is nested deeper than {MAX_DEPTH} levels")
     try:
         data = json.loads(text) if text.strip() else None
+        # A lone surrogate ("\ud800") parses but is no text (RFC 7493 §2.1): a 400 here, not a 500 in SQLite/Argon2.
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
     except (ValueError, RecursionError):
         raise ApiError(400, "request body is not valid JSON") from None
     if not isinstance(data, dict):

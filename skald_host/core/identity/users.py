@@ -31,7 +31,7 @@ from skald_host.core.identity.crypto import CredentialError, KeyDerivation, Pass
 from skald_host.core.identity.passwords import check_password_policy
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
 from skald_host.core.schema import OWNER_MIGRATIONS
-from skald_host.core.storage import Database, DatabaseMissing, DatabaseUnreadable, quarantine, secure_dir
+from skald_host.core.storage import Database, DatabaseMissing, DatabaseUnreadable, StorageError, quarantine, secure_dir
 
 log = logging.getLogger(__name__)
 
@@ -401,7 +401,7 @@ class UserManager:
                 return existing
             path = self.owner_path(member_id)
             try:
-                db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=False)
+                db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
             except DatabaseMissing:
                 log.error("member %s: private database file is missing", member_id)
                 raise OwnerDatabaseUnavailable(
@@ -412,6 +412,11 @@ class UserManager:
                 log.error("member %s: private database unreadable; quarantined as %s", member_id, moved.name)
                 raise OwnerDatabaseUnavailable(
                     "your private database could not be read and was set aside; an admin must reset your password"
+                ) from None
+            except StorageError as exc:  # e.g. a migration that failed: the file is left as it is
+                log.error("member %s: private database could not be opened: %s", member_id, exc)
+                raise OwnerDatabaseUnavailable(
+                    "your private database could not be opened; an admin must look at the server log"
                 ) from None
             self._open[member_id] = db
             return db

@@ -188,11 +188,16 @@ class PluginCatalog:
 
     def usable(self, member: Member, plugin_id: str) -> bool:
         """Enabled, and the member may use it (admins: always; binding-managed plugins
-        decide themselves, so any member passes this gate)."""
+        decide themselves, so any active member passes this gate). Built-ins are part
+        of the host: they are never in a grant list, so a grant check would withhold
+        their routes and pages from every member forever; they gate by capability
+        themselves and mark admin pages ``admin_only``."""
         status = self._core.plugins.status(plugin_id)
         if status is None or status.info is None or not self._core.plugins.is_enabled(plugin_id):
             return False
-        return status.info.manages_own_access and member.active or allowed(member, plugin_action(plugin_id))
+        if status.builtin or status.info.manages_own_access:
+            return member.active
+        return allowed(member, plugin_action(plugin_id))
 
     async def mine(self, member: Member) -> list[dict[str, Any]]:
         out = []

@@ -7,6 +7,7 @@ are write-only: they are stored, handed to the plugin, and only ever come back a
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
@@ -35,6 +36,10 @@ def _check(field: ConfigField, value: Any) -> Any:
     if kind in ("integer", "number"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigInvalid(name, "must be a number")
+        # Python's JSON parser accepts NaN and Infinity; NaN passes every bound (each
+        # comparison is false) and neither can be sent back as JSON a browser parses.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigInvalid(name, "must be a finite number")
         if kind == "integer" and (isinstance(value, float) and not value.is_integer()):
             raise ConfigInvalid(name, "must be a whole number")
         value = int(value) if kind == "integer" else float(value)

@@ -212,7 +212,15 @@ class PluginManager:
 
     def _record(self, status: PluginStatus) -> None:
         key = status.id
-        if key in self._status:  # a clash: keep both visible
+        existing = self._status.get(key)
+        if existing is not None and status.state in ("loaded", "disabled"):
+            # A registered plugin must be found under the name pluggy knows it by, or
+            # none of its hooks would ever run; the occupant (a blocked candidate, listed
+            # under its entry-point name because it was never imported) moves aside.
+            moved = f"{existing.id}@{existing.distribution or existing.name}"
+            existing.id = moved
+            self._status[moved] = self._status.pop(key)
+        elif existing is not None:  # a clash: keep both visible
             key = f"{status.id}@{status.name}"
             status.id = key
         self._status[key] = status

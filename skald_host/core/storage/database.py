@@ -54,16 +54,19 @@ class Database:
         key: bytes | None,
         migrations: MigrationSet,
         create: bool = False,
+        verify_pages: bool = False,
     ) -> "Database":
         """Open ``path``, migrate it to ``migrations.latest`` and start serving it.
 
         ``key`` None: plain SQLite. 32 raw bytes: SQLCipher keyed with that DEK. Without
         ``create`` a missing file raises DatabaseMissing and nothing is created.
+        ``verify_pages`` checks every page before anything else touches the file (owner
+        files at unlock: a file damaged past page 1 must fail here, not mid-request).
         Raises DatabaseUnreadable, SchemaTooNew or StorageError (failed migration); the
         file path is attached to the error as a note.
         """
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"skald-db-{path.stem}")
-        job = executor.submit(_open_and_migrate, path, key, migrations, create)
+        job = executor.submit(_open_and_migrate, path, key, migrations, create, verify_pages)
         try:
             conn, schema_version = await asyncio.wrap_future(job)
         except BaseException as error:
@@ -168,9 +171,9 @@ class Database:
 
 
 def _open_and_migrate(
-    path: Path, key: bytes | None, migrations: MigrationSet, create: bool
+    path: Path, key: bytes | None, migrations: MigrationSet, create: bool, verify_pages: bool
 ) -> tuple[Connection, int]:
-    conn = open_connection(path, key=key, create=create)
+    conn = open_connection(path, key=key, create=create, verify_pages=verify_pages)
     try:
         _, schema_version = apply_migrations(conn, migrations)
     except BaseException:

@@ -1,0 +1,123 @@
+"""G5: a crash between the owner-file write and the registry commit leaves something the
+boot reconciler repairs — an unregistered file is quarantined (never deleted), a member
+without a file is reported — and the interrupted operation can simply be retried."""
+
+from __future__ import annotations
+
+import logging
+
+from skald_host.core.host import Skald, build_plugin_manager
+from skald_host.testing.host import MEMBER_PASSWORD
+
+from .helpers import (
+    ADMIN_PASSWORD,
+    cli_setup,
+    crash_during,
+    create_member,
+    get_settings,
+    member_dek,
+    owner_file,
+    owner_files,
+    put_settings,
+    quarantined,
+    read_owner_file,
+    registry_ids,
+    setup_admin,
+)
+
+CAROL_PASSWORD = "carol was here first 3"
+DAVE_PASSWORD = "dave is about to go 8"
+
+
+def assert_registry_matches_files(data_dir) -> None:
+    """0 members without a file and 0 files without a member."""
+    assert set(registry_ids(data_dir).values()) == owner_files(data_dir)
+
+
+async def test_crash_after_owner_file_quarantines_it_and_create_can_be_retried(servers, tmp_path):
+    data_dir = servers.data_dir
+    cli_setup(data_dir, tmp_path / "cli")
+    admin_id = registry_ids(data_dir)["admin"]
+
+    armed = await servers.start(crash_at="register.after_owner_file")
+    admin = await armed.login("admin", ADMIN_PASSWORD)
+    await crash_during(armed, admin.post("/api/admin/members", json={"username": "carol", "password": CAROL_PASSWORD}))
+    [orphan] = owner_files(data_dir) - {admin_id}
+    assert "carol" not in registry_ids(data_dir), "the crash came before the registry insert"
+
+    server = await servers.start()
+    assert not owner_file(data_dir, orphan).exists()
+    [moved] = quarantined(data_dir, orphan)
+    assert "unregistered" in moved.name
+    assert "carol" not in registry_ids(data_dir)
+    assert_registry_matches_files(data_dir)
+
+    admin = await server.login("admin", ADMIN_PASSWORD)
+    carol_id = await create_member(admin, "carol", CAROL_PASSWORD)
+    assert carol_id != orphan
+    carol = await server.login("carol", CAROL_PASSWORD)
+    assert await put_settings(carol, {"hello": "again"}) == {"hello": "again"}
+    assert await server.terminate() == 0
+    assert_registry_matches_files(data_dir)
+
+
+async def test_crash_after_registry_delete_quarantines_the_file_with_its_data(servers):
+    data_dir = servers.data_dir
+    armed = await servers.start(crash_at="delete.after_registry")
+    admin = await setup_admin(armed)
+    dave_id = await create_member(admin, "dave", DAVE_PASSWORD)
+    dave = await armed.login("dave", DAVE_PASSWORD)
+    await put_settings(dave, {"last.words": "keep this"})
+    dek = await member_dek(data_dir, dave_id, DAVE_PASSWORD)
+    await crash_during(armed, admin.delete(f"/api/admin/members/{dave_id}"))
+    assert "dave" not in registry_ids(data_dir)
+    assert owner_file(data_dir, dave_id).exists()
+
+    server = await servers.start()
+    assert not owner_file(data_dir, dave_id).exists()
+    [moved] = quarantined(data_dir, dave_id)
+    assert "unregistered" in moved.name
+    assert (await server.client().login("dave", DAVE_PASSWORD)).status_code == 401
+    assert await server.terminate() == 0
+    assert_registry_matches_files(data_dir)
+    # Quarantined, not deleted: the data is still there for the operator.
+    stored, integrity = await read_owner_file(moved, dek)
+    assert integrity == "ok" and stored == {"last.words": '"keep this"'}
+
+
+async def test_member_whose_file_vanished_is_reported_and_the_host_still_starts(skald, caplog):
+    host = await skald.start()
+    erin = await host.member("erin")
+    await put_settings(erin, {"x": 1})
+    erin_id = erin.member["id"]
+    admin_id = (await host.core.users.find("admin")).id
+    await host.stop()
+    owner_file(host.settings.data_dir, erin_id).unlink()
+
+    caplog.set_level(logging.ERROR, logger="skald_host.core.identity.users")
+    core = await Skald.start(host.settings, build_plugin_manager(host.settings, use_entry_points=False))
+    try:
+        assert any(erin_id in r.getMessage() and "no private database file" in r.getMessage() for r in caplog.records)
+        assert await core.users.reconcile() == {"quarantined": [], "missing": [erin_id]}
+        assert core.users.owner_path(admin_id).exists()
+        assert (await core.users.get(erin_id)).username == "erin"
+    finally:
+        await core.stop()
+
+
+async def test_member_without_file_can_log_in_again_after_an_admin_reset(skald):
+    """The repair G5 promises for a reported member: the admin reset creates an empty
+    file (the data is gone with the file), and the member logs in."""
+    host = await skald.start()
+    admin = await host.admin()
+    frank_id = await create_member(admin, "frank", MEMBER_PASSWORD)
+    owner_file(host.settings.data_dir, frank_id).unlink()
+    assert (await host.client().login("frank", MEMBER_PASSWORD)).status_code == 409
+    reset = await admin.post(
+        f"/api/admin/members/{frank_id}/reset-password",
+        json={"new_password": "frank starts over 9", "confirm_data_loss": True},
+    )
+    assert reset.status_code == 200, reset.text
+    frank = host.client()
+    assert (await frank.login("frank", "frank starts over 9")).status_code == 200
+    assert await get_settings(frank) == {}

@@ -1,0 +1,113 @@
+"""Schema upgrades keep what is already stored: a registry written at version 1 and an
+owner file written at version 1 are opened with today's migrations plus one more test
+step; every row survives, ``user_version`` moves to the new latest, and the member's
+key still opens their file."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import pytest
+
+from skald_host.core.buses import Buses
+from skald_host.core.identity.crypto import KDF_FLOOR, KeyDerivation
+from skald_host.core.identity.users import UserManager
+from skald_host.core.schema import OWNER_MIGRATIONS, REGISTRY_MIGRATIONS
+from skald_host.core.storage import Database, DatabaseUnreadable, Migration, MigrationSet
+
+from .helpers import user_version
+
+PASSWORD = "a passphrase from version one"
+
+
+def with_extra_step(migrations: MigrationSet, statement: str) -> MigrationSet:
+    extra = Migration(migrations.latest + 1, "test: one more column", (statement,))
+    return MigrationSet(migrations.bucket, migrations.steps + (extra,))
+
+
+def first_version(migrations: MigrationSet) -> MigrationSet:
+    return MigrationSet(migrations.bucket, migrations.steps[:1])
+
+
+async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path):
+    database_dir = tmp_path / "database"
+    path = database_dir / "system.db"
+    kdf = KeyDerivation(KDF_FLOOR)
+    member_id = "0123456789abcdef0123456789abcdef"
+    dek, sealed = await kdf.seal_new(PASSWORD, member_id)
+
+    registry = await Database.open(path, key=None, migrations=first_version(REGISTRY_MIGRATIONS), create=True)
+    # Plain SQL against the version-1 schema, which is never edited once released.
+    await registry.transaction(
+        lambda c: c.execute(
+            "INSERT INTO users (id, username, display_name, role_id, encrypted, credential_kind, credentials)"
+            " VALUES (?, 'alice', 'Alice', 'member', 1, 'sealed_dek', ?)",
+            (member_id, sealed.to_json()),
+        )
+    )
+    await registry.close()
+    owner = await Database.open(
+        database_dir / f"{member_id}.db", key=dek, migrations=first_version(OWNER_MIGRATIONS), create=True
+    )
+    await owner.close()
+    assert user_version(path) == 1
+    before = _user_row(path, member_id)
+
+    upgraded = with_extra_step(REGISTRY_MIGRATIONS, "ALTER TABLE users ADD COLUMN test_nickname TEXT")
+    registry = await Database.open(path, key=None, migrations=upgraded)
+    try:
+        assert registry.schema_version == upgraded.latest == REGISTRY_MIGRATIONS.latest + 1
+        users = UserManager(registry, database_dir, kdf, Buses())
+        member, unsealed = await users.verify_password("alice", PASSWORD)
+        assert (member.id, member.display_name, unsealed) == (member_id, "Alice", dek)
+        assert await users.unlock(member_id, unsealed) is not None
+        await users.lock_all()
+    finally:
+        await registry.close()
+    assert user_version(path) == upgraded.latest  # 2 while REGISTRY_MIGRATIONS has one step
+    after = _user_row(path, member_id)
+    assert after.pop("test_nickname") is None
+    assert after == before
+
+
+def _user_row(path, member_id: str) -> dict:
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        return dict(conn.execute("SELECT * FROM users WHERE id = ?", (member_id,)).fetchone())
+    finally:
+        conn.close()
+
+
+async def test_owner_upgrade_keeps_content_under_the_same_key(tmp_path):
+    path = tmp_path / "database" / "0123456789abcdef0123456789abcdef.db"
+    dek = os.urandom(32)
+    canary = f"CANARY-{os.urandom(8).hex()}"
+    owner = await Database.open(path, key=dek, migrations=first_version(OWNER_MIGRATIONS), create=True)
+    await owner.run(
+        lambda c: c.execute("INSERT INTO member_settings (key, value) VALUES ('note', ?)", (json.dumps(canary),))
+    )
+    await owner.close()
+    upgraded = with_extra_step(OWNER_MIGRATIONS, "ALTER TABLE member_settings ADD COLUMN test_source TEXT")
+
+    # The wrong key neither opens nor migrates the file.
+    untouched = path.read_bytes()
+    with pytest.raises(DatabaseUnreadable):
+        await Database.open(path, key=os.urandom(32), migrations=upgraded)
+    assert path.read_bytes() == untouched
+
+    owner = await Database.open(path, key=dek, migrations=upgraded)
+    try:
+        assert owner.schema_version == upgraded.latest == OWNER_MIGRATIONS.latest + 1
+        rows = await owner.run(lambda c: [tuple(r) for r in c.execute("SELECT key, value, test_source FROM member_settings")])
+        assert rows == [("note", json.dumps(canary), None)]
+        assert await owner.run(lambda c: c.execute("PRAGMA user_version").fetchone()[0]) == upgraded.latest
+        assert await owner.integrity_check() == "ok"
+    finally:
+        await owner.close()
+
+    assert canary.encode() not in path.read_bytes()
+    with pytest.raises(sqlite3.DatabaseError, match="file is not a database"):
+        user_version(path)
