@@ -1,0 +1,64 @@
+"""``skald plugins`` and ``skald setup``, run as an operator runs them: a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+KDF_FLOOR_ENV = {"SKALD_KDF_MEMORY_KIB": "19456", "SKALD_KDF_TIME_COST": "2", "SKALD_KDF_PARALLELISM": "1"}
+
+
+def skald(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
+    env.update(KDF_FLOOR_ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "skald_host", *args],
+        input=stdin,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_plugins_command_prints_a_table_with_the_builtin_strings_loaded(tmp_path):
+    result = skald("plugins", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header.split() == ["ID", "STATE", "VERSION", "DISTRIBUTION", "SPEC", "HOOKS", "ERROR"]
+    strings = [row.split() for row in rows if row.split()[:1] == ["strings"]]
+    assert len(strings) == 1
+    assert strings[0][1] == "loaded"
+    assert strings[0][3] == "skald"
+    assert "register_i18n" in strings[0][5]
+
+
+def test_setup_check_exits_1_before_setup_and_0_after(tmp_path):
+    data = str(tmp_path / "data")
+
+    before = skald("setup", "--data-dir", data, "--check", cwd=tmp_path)
+    assert before.returncode == 1, before.stderr
+
+    created = skald(
+        "setup", "--data-dir", data, "--username", "admin", "--password-stdin",
+        cwd=tmp_path, stdin="a long enough admin password\n",
+    )
+    assert created.returncode == 0, created.stderr
+    assert "created admin 'admin'" in created.stdout
+
+    after = skald("setup", "--data-dir", data, "--check", cwd=tmp_path)
+    assert after.returncode == 0, after.stderr
+
+
+def test_setup_refuses_a_seven_character_password_with_exit_2(tmp_path):
+    data = str(tmp_path / "data")
+
+    result = skald("setup", "--data-dir", data, "--username", "admin", "--password-stdin", cwd=tmp_path, stdin="abcdefg\n")
+
+    assert result.returncode == 2
+    assert "error: password must be at least 8 characters" in result.stderr.splitlines()
+    assert skald("setup", "--data-dir", data, "--check", cwd=tmp_path).returncode == 1  # nobody was created

@@ -1,0 +1,226 @@
+"""Typed settings: defaults < YAML file < environment, and errors that name the key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from skald_host.settings import Settings, SettingsError, load_settings
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_defaults_listen_on_loopback_8080_with_the_strong_kdf(tmp_path):
+    settings = load_settings(data_dir=tmp_path, environ={})
+
+    assert (settings.server.host, settings.server.port) == ("127.0.0.1", 8080)
+    assert (settings.kdf.memory_kib, settings.kdf.time_cost, settings.kdf.parallelism) == (65536, 3, 4)
+    assert settings.data_dir == tmp_path.resolve()
+    assert settings.plugins.block == ()
+    assert (settings.plugins.safe_mode, settings.plugins.strict, settings.plugins.hook_timeout_seconds) == (False, False, 5.0)
+    assert settings.log.level == "INFO"
+
+
+def test_yaml_file_values_replace_single_defaults(tmp_path):
+    config = write_config(
+        tmp_path / "skald.yml",
+        """\
+        server:
+          port: 9000
+        kdf:
+          memory_kib: 131072
+        plugins:
+          block: [skald-telegram, other]
+          hook_timeout_seconds: 2.5
+        """,
+    )
+
+    settings = load_settings(config, data_dir=tmp_path / "data", environ={})
+
+    assert settings.server.port == 9000
+    assert settings.server.host == "127.0.0.1"  # untouched fields keep their default
+    assert settings.kdf.memory_kib == 131072
+    assert settings.kdf.time_cost == 3
+    assert settings.plugins.block == ("skald-telegram", "other")
+    assert settings.plugins.hook_timeout_seconds == 2.5
+
+
+def test_environment_beats_the_file(tmp_path):
+    config = write_config(
+        tmp_path / "skald.yml",
+        """\
+        server: {host: 0.0.0.0, port: 9000}
+        log: {level: DEBUG}
+        kdf: {memory_kib: 131072}
+        plugins: {block: [from-file]}
+        """,
+    )
+    environ = {
+        "SKALD_HOST": "192.0.2.7",
+        "SKALD_PORT": "9100",
+        "SKALD_LOG_LEVEL": "WARNING",
+        "SKALD_KDF_MEMORY_KIB": "262144",
+        "SKALD_BLOCK_PLUGINS": "a,b",
+    }
+
+    settings = load_settings(config, data_dir=tmp_path / "data", environ=environ)
+
+    assert settings.server.host == "192.0.2.7"
+    assert settings.server.port == 9100
+    assert settings.log.level == "WARNING"
+    assert settings.kdf.memory_kib == 262144
+    assert settings.plugins.block == ("a", "b")
+
+
+def test_every_field_answers_to_its_long_environment_name(tmp_path):
+    environ = {"SKALD_PLUGINS_HOOK_TIMEOUT_SECONDS": "0.5", "SKALD_SAFE_MODE": "1", "SKALD_STRICT_PLUGINS": "true"}
+
+    settings = load_settings(data_dir=tmp_path, environ=environ)
+
+    assert settings.plugins.hook_timeout_seconds == 0.5
+    assert settings.plugins.safe_mode is True
+    assert settings.plugins.strict is True
+
+
+def test_skald_data_dir_sets_the_data_directory(tmp_path):
+    settings = load_settings(environ={"SKALD_DATA_DIR": str(tmp_path / "elsewhere")})
+
+    assert settings.data_dir == (tmp_path / "elsewhere").resolve()
+    assert settings.database_dir == (tmp_path / "elsewhere").resolve() / "database"
+
+
+def test_unknown_key_is_an_error_naming_it(tmp_path):
+    config = write_config(tmp_path / "skald.yml", "kdf: {memroy_kib: 1}\n")
+
+    with pytest.raises(SettingsError) as error:
+        load_settings(config, data_dir=tmp_path, environ={})
+
+    assert "memroy_kib" in str(error.value)
+    assert "kdf" in str(error.value)
+
+
+def test_unknown_section_is_an_error_naming_it(tmp_path):
+    config = write_config(tmp_path / "skald.yml", "servre: {port: 1}\n")
+
+    with pytest.raises(SettingsError, match="servre"):
+        load_settings(config, data_dir=tmp_path, environ={})
+
+
+@pytest.mark.parametrize(
+    "yaml_text, key",
+    [
+        ("server: {port: eighty}\n", "server.port"),
+        ("server: {port: true}\n", "server.port"),
+        ("plugins: {safe_mode: maybe}\n", "plugins.safe_mode"),
+        ("plugins: {block: 5}\n", "plugins.block"),
+        ("log: {file: [a, b]}\n", "log.file"),
+        ("kdf: 5\n", "kdf"),
+    ],
+)
+def test_wrong_type_is_an_error_naming_the_key(tmp_path, yaml_text, key):
+    config = write_config(tmp_path / "skald.yml", yaml_text)
+
+    with pytest.raises(SettingsError) as error:
+        load_settings(config, data_dir=tmp_path, environ={})
+
+    assert str(error.value).startswith(f"{key}: "), str(error.value)
+
+
+def test_fractional_number_for_a_whole_number_setting_is_refused_not_truncated(tmp_path):
+    config = write_config(tmp_path / "skald.yml", "server: {port: 8080.9}\n")
+
+    with pytest.raises(SettingsError, match=r"^server\.port: expected a whole number, got 8080\.9"):
+        load_settings(config, data_dir=tmp_path, environ={})
+    assert load_settings(config, data_dir=tmp_path, environ={"SKALD_PORT": "9000"}).server.port == 9000
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
+def test_hook_timeout_must_be_positive(tmp_path, timeout):
+    with pytest.raises(SettingsError, match=r"^plugins\.hook_timeout_seconds: must be more than 0"):
+        load_settings(data_dir=tmp_path, environ={"SKALD_PLUGINS_HOOK_TIMEOUT_SECONDS": timeout})
+
+
+def test_wrong_type_in_the_environment_names_the_key(tmp_path):
+    with pytest.raises(SettingsError, match=r"^server\.port: expected a number"):
+        load_settings(data_dir=tmp_path, environ={"SKALD_PORT": "http"})
+
+
+def test_relative_log_file_resolves_under_the_data_dir(tmp_path):
+    config = write_config(tmp_path / "conf" / "skald.yml", "log: {file: logs/custom.log}\n")
+
+    settings = load_settings(config, data_dir=tmp_path / "data", environ={})
+
+    assert settings.log.file == Path("logs/custom.log")
+    assert settings.resolve(settings.log.file) == (tmp_path / "data").resolve() / "logs" / "custom.log"
+    assert settings.resolve(tmp_path / "abs.log") == tmp_path / "abs.log"
+
+
+@pytest.mark.parametrize("field, value", [("memory_kib", 1024), ("time_cost", 1), ("parallelism", 0)])
+def test_kdf_below_the_floor_is_refused_naming_the_field(tmp_path, field, value):
+    with pytest.raises(SettingsError) as error:
+        load_settings(data_dir=tmp_path, environ={f"SKALD_KDF_{field.upper()}": str(value)})
+
+    assert f"{field}={value}" in str(error.value)
+
+
+def test_kdf_at_the_floor_is_accepted(tmp_path):
+    environ = {"SKALD_KDF_MEMORY_KIB": "19456", "SKALD_KDF_TIME_COST": "2", "SKALD_KDF_PARALLELISM": "1"}
+
+    settings = load_settings(data_dir=tmp_path, environ=environ)
+
+    assert (settings.kdf.memory_kib, settings.kdf.time_cost, settings.kdf.parallelism) == (19456, 2, 1)
+
+
+def test_skald_config_picks_the_file(tmp_path):
+    write_config(tmp_path / "data" / "skald.yml", "server: {port: 9001}\n")
+    chosen = write_config(tmp_path / "chosen.yml", "server: {port: 9002}\n")
+
+    settings = load_settings(data_dir=tmp_path / "data", environ={"SKALD_CONFIG": str(chosen)})
+
+    assert settings.server.port == 9002
+
+
+def test_skald_yml_in_the_data_dir_is_used_when_present(tmp_path):
+    assert load_settings(data_dir=tmp_path / "data", environ={}).server.port == 8080
+    write_config(tmp_path / "data" / "skald.yml", "server: {port: 9001}\n")
+
+    assert load_settings(data_dir=tmp_path / "data", environ={}).server.port == 9001
+
+
+def test_explicit_config_file_that_does_not_exist_is_an_error(tmp_path):
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings(tmp_path / "missing.yml", data_dir=tmp_path, environ={})
+
+
+def test_settings_are_immutable(tmp_path):
+    settings = load_settings(data_dir=tmp_path, environ={})
+    assert isinstance(settings, Settings)
+    with pytest.raises(Exception):
+        settings.server.port = 1  # type: ignore[misc]
+
+
+def test_serve_with_a_bad_config_exits_2_with_a_configuration_error(tmp_path):
+    write_config(tmp_path / "data" / "skald.yml", "kdf: {memroy_kib: 1}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
+
+    result = subprocess.run(
+        [sys.executable, "-m", "skald_host", "serve", "--data-dir", str(tmp_path / "data")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 2
+    assert result.stderr.startswith("configuration error:")
+    assert "memroy_kib" in result.stderr
