@@ -48,14 +48,14 @@ def shutdown() -> None:
 
 @hookspec
 def register_tools(register: Callable[..., None]) -> None:
-    """Contribute LLM tools: call ``register(Tool(...))`` for each. A name another
+    """Called once per plugin while the host starts, before any plugin starts. Contribute LLM tools: call ``register(Tool(...))`` for each. A name another
     plugin already registered is refused with both plugins named. Tools reach a
     member only while the plugin is enabled and granted to them. Since 1.0."""
 
 
 @hookspec
 def register_routes(register: Callable[..., None]) -> None:
-    """Contribute HTTP routes: call ``register(blueprint)`` with one Quart blueprint.
+    """Called once per plugin while the host starts, before any plugin starts. Contribute HTTP routes: call ``register(blueprint)`` with one Quart blueprint.
     It is mounted at ``/api/plugin/<id>/`` at boot, behind authentication and an
     enabled gate re-checked per request (404 while disabled). Handlers must tolerate
     the plugin not running. Since 1.0."""
@@ -63,52 +63,52 @@ def register_routes(register: Callable[..., None]) -> None:
 
 @hookspec
 def register_web_pages(register: Callable[..., None]) -> None:
-    """Contribute pages of the web shell: call ``register(WebPage(...))``. Shown to
+    """Called once per plugin while the host starts, before any plugin starts. Contribute pages of the web shell: call ``register(WebPage(...))``. Shown to
     members who may see the plugin (admins: all; ``admin_only`` pages: admins only).
     Since 1.0."""
 
 
 @hookspec
 def register_i18n(register: Callable[..., None]) -> None:
-    """Contribute UI strings: call ``register(I18nBundle(domain, {locale: {key: text}}))``.
+    """Called once per plugin while the host starts, before any plugin starts. Contribute UI strings: call ``register(I18nBundle(domain, {locale: {key: text}}))``.
     Bundles merge by domain; a key missing in a locale falls back to English.
     Since 1.0."""
 
 
 @hookspec
 def register_config_sets(register: Callable[..., None]) -> None:
-    """Contribute instance settings: call ``register(ConfigSet(...))``. A set whose
+    """Called once per plugin while the host starts, before any plugin starts. Contribute instance settings: call ``register(ConfigSet(...))``. A set whose
     ``owner`` is None is rendered on the general settings page. Since 1.0."""
 
 
 @hookspec
 def register_system_agents(register: Callable[..., None]) -> None:
-    """Contribute background agents run by the host's one scheduler: call
+    """Called once per plugin while the host starts, before any plugin starts. Contribute background agents run by the host's one scheduler: call
     ``register(SystemAgent(...))``. Since 1.0."""
 
 
 @hookspec
 def register_tts_engines(register: Callable[..., None]) -> None:
-    """Contribute text-to-speech engines: call ``register(name, engine)`` where
+    """Called once per plugin while the host starts, before any plugin starts. Contribute text-to-speech engines: call ``register(name, engine)`` where
     ``engine`` has ``async synthesize(text, voice, locale) -> bytes``. Since 1.0."""
 
 
 @hookspec
 def register_channels(register: Callable[..., None]) -> None:
-    """Contribute messaging surfaces (Telegram, mobile): call ``register(name, channel)``
+    """Called once per plugin while the host starts, before any plugin starts. Contribute messaging surfaces (Telegram, mobile): call ``register(name, channel)``
     where ``channel`` has ``async deliver(member_id, event)``; inbound messages enter
     through ``HostApi``. Since 1.0."""
 
 
 @hookspec
 def register_sandbox_backends(register: Callable[..., None]) -> None:
-    """Contribute places where members' commands run: call ``register(name, backend)``.
+    """Called once per plugin while the host starts, before any plugin starts. Contribute places where members' commands run: call ``register(name, backend)``.
     The host picks one by configuration or availability. Since 1.0."""
 
 
 @hookspec
 def register_agent_dirs(register: Callable[..., None]) -> None:
-    """Contribute directories of agent definitions: call ``register(path)``. Since 1.0."""
+    """Called once per plugin while the host starts, before any plugin starts. Contribute directories of agent definitions: call ``register(path)``. Since 1.0."""
 
 
 @hookspec

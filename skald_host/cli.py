@@ -38,7 +38,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 async def _with_core(settings: Settings, fn: Any) -> Any:
     from skald_host.core.host import Skald
 
-    core = await Skald.start(settings)
+    core = await Skald.start(settings, start_plugins=False)
     try:
         return await fn(core)
     finally:

@@ -206,10 +206,17 @@ def load_settings(
     section_types = {f.name: f.type for f in dataclasses.fields(Settings) if f.name != "data_dir"}
     hints = typing.get_type_hints(Settings)
     for name in section_types:
-        for fld in dataclasses.fields(hints[name]):
-            key = f"SKALD_{name}_{fld.name}".upper()
+        known = {f"SKALD_{name}_{fld.name}".upper(): fld.name for fld in dataclasses.fields(hints[name])}
+        prefix = f"SKALD_{name}_".upper()
+        misspelt = sorted(k for k in env if k.startswith(prefix) and k not in known)
+        if misspelt:
+            raise SettingsError(
+                f"unknown environment setting{'s' if len(misspelt) > 1 else ''} {', '.join(misspelt)} "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        for key, fld_name in known.items():
             if key in env:
-                layered.setdefault(name, {})[fld.name] = env[key]
+                layered.setdefault(name, {})[fld_name] = env[key]
     for alias, (name, fld_name) in ENV_ALIASES.items():
         if alias in env:
             layered.setdefault(name, {})[fld_name] = env[alias]

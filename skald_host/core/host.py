@@ -119,10 +119,18 @@ class Skald:
     # -- lifecycle --------------------------------------------------------------------
 
     @classmethod
-    async def start(cls, settings: Settings, plugins: PluginManager | None = None) -> "Skald":
+    async def start(
+        cls, settings: Settings, plugins: PluginManager | None = None, *, start_plugins: bool = True
+    ) -> "Skald":
+        """Build and start the core. ``start_plugins=False`` loads plugins and collects
+        their registrations without running any ``startup``: the web layer still has
+        routes to collect first, and ``skald plugins`` only wants the status table (it
+        must not start a second Telegram poller beside a running server)."""
         core = cls(settings, plugins or build_plugin_manager(settings))
         try:
             await core._start()
+            if start_plugins:
+                await core.start_enabled_plugins()
         except BaseException:
             await core.stop()
             raise
@@ -163,9 +171,6 @@ class Skald:
         self.config_sets = await self.plugins.collect(
             "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"
         )
-        for plugin_id in self.plugins.loaded_ids():
-            if self.plugins.is_enabled(plugin_id):
-                await self.start_plugin(plugin_id)
         self.supervisor.spawn("session-expiry", self._expire_sessions())
         log.info("skald core started (SQLCipher %s, %d plugin(s))", self.sqlcipher_version, len(self.plugins.statuses()))
 
@@ -178,11 +183,17 @@ class Skald:
             elif status.id in flags:
                 self.plugins.set_enabled(status.id, flags[status.id])
 
+    async def start_enabled_plugins(self) -> None:
+        """Start every enabled, healthy plugin, concurrently: each is bounded by the hook
+        timeout, so a hanging plugin delays the boot by that much at most, not N times."""
+        ids = [p for p in self.plugins.loaded_ids() if self.plugins.is_enabled(p)]
+        await asyncio.gather(*(self.start_plugin(p) for p in ids))
+
     async def start_plugin(self, plugin_id: str) -> bool:
         """Run the plugin's ``startup`` with its HostApi. A failure or a timeout marks it
         unhealthy and is logged; the host goes on."""
         status = self.plugins.status(plugin_id)
-        if status is None or plugin_id in self._started:
+        if status is None or status.state != "loaded" or plugin_id in self._started:
             return False
         api = PluginHostApi(plugin_id, self)
         try:

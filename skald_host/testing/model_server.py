@@ -141,6 +141,9 @@ ScriptItem = Union[Reply, Error, BrokenStream, Hang]
 
 @dataclass(frozen=True)
 class RecordedRequest:
+    """One request as the server got it; refused ones (401, 404, 400) are recorded too,
+    so a test sees what the host really sent."""
+
     model: str | None
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
@@ -194,6 +197,9 @@ _MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 class ScriptedModelServer:
+    """Serves ``models`` on 127.0.0.1 (a free port unless ``port`` is given) while used
+    as ``async with``; see the module docstring for what a script does."""
+
     def __init__(
         self,
         models: Iterable[str] = ("test-model",),
@@ -365,13 +371,15 @@ class ScriptedModelServer:
                 return await connection.send_json(200, _model_object(model), keep_alive=keep_alive)
             return await error(404, f"The model '{model}' does not exist", code="model_not_found")
         if http.method != "POST" or path != "/v1/chat/completions":
-            return await error(404, f"{http.method} {path} is not served: try GET /v1/models or POST /v1/chat/completions")
+            served = "GET /v1/models or POST /v1/chat/completions"
+            return await error(404, f"{http.method} {path} is not served here; try {served}")
         if http.body_error is not None:
             return await error(400, http.body_error)
         if not isinstance(recorded.model, str):
             return await error(400, "'model' is a required property")
         if recorded.model not in self._scripts:
-            return await error(404, f"The model '{recorded.model}' does not exist; served: {list(self.models)}", code="model_not_found")
+            message = f"The model '{recorded.model}' does not exist; served: {list(self.models)}"
+            return await error(404, message, code="model_not_found")
         if not recorded.messages:
             return await error(400, "'messages' is a required property and must not be empty")
         item = await self._next_item(recorded)
@@ -403,7 +411,12 @@ class _Answer:
     """One chat completion answer, streamed or whole."""
 
     def __init__(
-        self, server: ScriptedModelServer, connection: _Connection, request: RecordedRequest, item: ScriptItem, keep_alive: bool
+        self,
+        server: ScriptedModelServer,
+        connection: _Connection,
+        request: RecordedRequest,
+        item: ScriptItem,
+        keep_alive: bool,
     ) -> None:
         self.server = server
         self.connection = connection
@@ -426,16 +439,15 @@ class _Answer:
             return await self.connection.send_json(item.status, body, keep_alive=self.keep_alive, headers=headers)
         if isinstance(item, Hang):
             if stream and item.text:
-                await self._stream([{"content": token} for token in self.server.tokenizer(item.text)], item.token_delay, end=item)
+                await self._stream(self._text_deltas(item.text), item.token_delay, end=item)
             await _forever()
         if isinstance(item, BrokenStream):
-            tokens = list(self.server.tokenizer(item.text))[: item.after_chunks]
             if stream:
-                await self._stream([{"content": token} for token in tokens], item.token_delay, end=item)
+                await self._stream(self._text_deltas(item.text)[: item.after_chunks], item.token_delay, end=item)
             else:
                 payload = _encode(self._completion(Reply(text=item.text)))
-                await self.connection.write(_head(200, "application/json", {"content-length": str(len(payload))}, True))
-                await self.connection.write(payload[: len(payload) // 2])
+                head = _head(200, "application/json", {"content-length": str(len(payload))}, keep_alive=True)
+                await self.connection.write(head + payload[: len(payload) // 2])
             return False
         assert isinstance(item, Reply)
         deltas = self._deltas(item)
@@ -447,14 +459,19 @@ class _Answer:
         self.tokens_sent = len(deltas)
         return await self.connection.send_json(200, self._completion(item), keep_alive=self.keep_alive)
 
+    def _text_deltas(self, text: str) -> list[dict[str, Any]]:
+        return [{"content": token} for token in self.server.tokenizer(text)]
+
     def _deltas(self, reply: Reply) -> list[dict[str, Any]]:
         tokenize = self.server.tokenizer
         deltas: list[dict[str, Any]] = [{self.server.reasoning_field: token} for token in tokenize(reply.reasoning)]
-        deltas += [{"content": token} for token in tokenize(reply.text)]
+        deltas += self._text_deltas(reply.text)
         for index, call in enumerate(reply.tool_calls):
-            function = {"name": call.name, "arguments": ""}
-            deltas.append({"tool_calls": [{"index": index, "id": self._call_id(call, index), "type": "function", "function": function}]})
-            deltas += [{"tool_calls": [{"index": index, "function": {"arguments": part}}]} for part in tokenize(call.arguments_json())]
+            # OpenAI's shape: id, type and name once with empty arguments, then fragments.
+            opening = {"index": index, "id": self._call_id(call, index), "type": "function"}
+            deltas.append({"tool_calls": [{**opening, "function": {"name": call.name, "arguments": ""}}]})
+            for fragment in tokenize(call.arguments_json()):
+                deltas.append({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
         return deltas
 
     def _call_id(self, call: ToolCall, index: int) -> str:
@@ -467,7 +484,8 @@ class _Answer:
         """Headers and deltas, then the ``end``: a Reply finishes, a Hang waits for the
         client to leave, a BrokenStream returns mid-body (the caller then closes)."""
         server = self.server
-        await self.connection.write(_head(200, "text/event-stream; charset=utf-8", {"transfer-encoding": "chunked", "cache-control": "no-cache"}, self.keep_alive))
+        headers = {"transfer-encoding": "chunked", "cache-control": "no-cache"}
+        await self.connection.write(_head(200, "text/event-stream; charset=utf-8", headers, self.keep_alive))
         server.active_streams += 1
         server.peak_active_streams = max(server.peak_active_streams, server.active_streams)
         try:
@@ -518,12 +536,17 @@ class _Answer:
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
     def _completion(self, reply: Reply) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text or (None if reply.tool_calls else ""), "refusal": None}
+        content = reply.text or (None if reply.tool_calls else "")
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
         if reply.reasoning:
             message[self.server.reasoning_field] = reply.reasoning
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": self._call_id(call, index), "type": "function", "function": {"name": call.name, "arguments": call.arguments_json()}}
+                {
+                    "id": self._call_id(call, index),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_json()},
+                }
                 for index, call in enumerate(reply.tool_calls)
             ]
         return {
@@ -531,7 +554,9 @@ class _Answer:
             "object": "chat.completion",
             "created": self.created,
             "model": self.request.model,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": self._finish_reason(reply)}],
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": self._finish_reason(reply)}
+            ],
             "usage": self._usage(reply),
         }
 
@@ -556,8 +581,14 @@ _ERROR_KINDS = {
 def _error_body(status: int, message: str, *, type: str | None = None, code: str | None = None) -> dict[str, Any]:
     fallback = ("server_error" if status >= 500 else "invalid_request_error", None, f"scripted error {status}")
     default_type, default_code, default_message = _ERROR_KINDS.get(status, fallback)
-    message = message or default_message
-    return {"error": {"message": message, "type": type or default_type, "param": None, "code": code or default_code}}
+    return {
+        "error": {
+            "message": message or default_message,
+            "type": type or default_type,
+            "param": None,
+            "code": code or default_code,
+        }
+    }
 
 
 def _encode(payload: dict[str, Any]) -> bytes:
@@ -577,7 +608,8 @@ def _head(status: int, content_type: str, headers: dict[str, str], keep_alive: b
         phrase = HTTPStatus(status).phrase
     except ValueError:
         phrase = "Scripted"
-    lines = [f"HTTP/1.1 {status} {phrase}", f"content-type: {content_type}", f"connection: {'keep-alive' if keep_alive else 'close'}"]
+    connection = "keep-alive" if keep_alive else "close"
+    lines = [f"HTTP/1.1 {status} {phrase}", f"content-type: {content_type}", f"connection: {connection}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
@@ -688,7 +720,9 @@ class _Connection:
         self._writer.write(data)
         await self._writer.drain()
 
-    async def send_json(self, status: int, payload: dict[str, Any], *, keep_alive: bool, headers: dict[str, str] | None = None) -> bool:
+    async def send_json(
+        self, status: int, payload: dict[str, Any], *, keep_alive: bool, headers: dict[str, str] | None = None
+    ) -> bool:
         body = _encode(payload)
         extra = {"content-length": str(len(body)), **(headers or {})}
         await self.write(_head(status, "application/json", extra, keep_alive) + body)
@@ -713,7 +747,8 @@ def _items_from_json(model: str, items: list[Any]) -> list[ScriptItem | str]:
             parsed.append(item)
             continue
         if not (isinstance(item, dict) and len(item) == 1 and next(iter(item)) in kinds):
-            raise ValueError(f"script[{model!r}][{position}]: expected a string or one of {sorted(kinds)} as the only key, got {item!r}")
+            expected = f"a string or an object with one key, one of {sorted(kinds)}"
+            raise ValueError(f"script[{model!r}][{position}]: expected {expected}, got {item!r}")
         (kind, fields), = item.items()
         fields = dict(fields)
         if kind == "reply":
@@ -727,7 +762,9 @@ def _items_from_json(model: str, items: list[Any]) -> list[ScriptItem | str]:
     return parsed
 
 
-def server_from_script_file(path: Path, *, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0) -> ScriptedModelServer:
+def server_from_script_file(
+    path: Path, *, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0
+) -> ScriptedModelServer:
     """The server the command line runs; ``api_key`` overrides the file's."""
     config = json.loads(Path(path).read_text(encoding="utf-8"))
     scripts: dict[str, list[Any]] = config.get("script", {})
@@ -758,7 +795,8 @@ async def _serve_until_terminated(server: ScriptedModelServer) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m skald_host.testing.model_server", description=__doc__.split("\n\n")[0])
+    summary = __doc__.split("\n\n")[0]
+    parser = argparse.ArgumentParser(prog="python -m skald_host.testing.model_server", description=summary)
     parser.add_argument("--script-file", type=Path, help="JSON script (format: this module's docstring)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port; the base URL is printed")
@@ -767,7 +805,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.script_file:
         server = server_from_script_file(args.script_file, api_key=args.api_key, host=args.host, port=args.port)
     else:
-        server = ScriptedModelServer(api_key=args.api_key, responder=echo_last_user_message, host=args.host, port=args.port)
+        # No script: an echo server, handy for poking at by hand.
+        server = ScriptedModelServer(
+            api_key=args.api_key, responder=echo_last_user_message, host=args.host, port=args.port
+        )
     asyncio.run(_serve_until_terminated(server))
 
 

@@ -61,9 +61,10 @@ def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_
 
     @app.before_serving
     async def start_core() -> None:
-        core = await Skald.start(settings, manager)
+        core = await Skald.start(settings, manager, start_plugins=False)
         app.config["SKALD_CORE"] = core
         await mount_plugin_routes(app, core)
+        await core.start_enabled_plugins()
 
     @app.after_serving
     async def stop_core() -> None:

@@ -60,13 +60,6 @@ def test_every_hookspec_docstring_says_since_which_spec_version():
     assert offenders == [], f"no 'Since <spec version>' (or a later one than SPEC_VERSION) in: {', '.join(offenders)}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: skald_hookspecs/hookspecs.py: the docstrings of register_tools, register_web_pages, register_i18n,"
-    " register_config_sets, register_system_agents, register_tts_engines, register_channels,"
-    " register_sandbox_backends and register_agent_dirs do not say when the hook is called (STYLE.md 'Hooks');"
-    " only the module docstring does",
-)
 def test_every_hookspec_docstring_says_when_it_is_called():
     undocumented = [hook for hook, fn in sorted(hookspec_functions().items()) if len(inspect.getdoc(fn) or "") < 40]
     assert undocumented == [], f"undocumented hooks: {', '.join(undocumented)}"

@@ -640,3 +640,15 @@ async def test_plugin_whose_id_a_blocked_candidate_was_listed_under_still_runs()
     assert [s.state for s in manager.statuses() if s.name == "telegram"] == ["blocked"]
     await manager.call_one("startup", "telegram", host=None)
     assert fork.calls == ["startup"]
+
+
+def test_block_list_names_match_like_pep_503_and_never_strip_the_builtins():
+    from skald_host.core.plugins.manager import _normalise
+
+    assert _normalise("Skald_Telegram") == _normalise("skald.telegram") == "skald-telegram"
+    manager = PluginManager(builtins=("skald_host.builtins.strings",), use_entry_points=False, block=["skald"])
+    manager.load()
+    assert manager.status("strings").state == "loaded"
+    manager = PluginManager(builtins=("skald_host.builtins.strings",), use_entry_points=False, block=["Strings"])
+    manager.load()
+    assert [s.state for s in manager.statuses()] == ["blocked"]

@@ -224,3 +224,8 @@ def test_serve_with_a_bad_config_exits_2_with_a_configuration_error(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("configuration error:")
     assert "memroy_kib" in result.stderr
+
+
+def test_misspelt_section_environment_variable_is_refused_by_name(tmp_path):
+    with pytest.raises(SettingsError, match="SKALD_KDF_MEMROY_KIB"):
+        load_settings(None, data_dir=tmp_path, environ={"SKALD_KDF_MEMROY_KIB": "131072"})

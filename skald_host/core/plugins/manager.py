@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -91,7 +92,9 @@ class _Candidate:
 
 
 def _normalise(name: str) -> str:
-    return name.strip().lower().replace("_", "-")
+    """PEP 503 normalisation, so 'Skald_Telegram', 'skald.telegram' and 'skald-telegram'
+    name the same distribution on a block list."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def spec_satisfied(spec: str) -> bool:
@@ -163,9 +166,14 @@ class PluginManager:
     def _is_blocked(self, cand: _Candidate) -> str | None:
         if self._safe_mode and not cand.builtin:
             return "safe mode: only built-in plugins are loaded"
-        names = {_normalise(cand.name)}
-        if cand.distribution:
-            names.add(_normalise(cand.distribution))
+        if cand.builtin:
+            # A built-in is blocked by its own short name ("strings"), never through the
+            # host's distribution name: blocking "skald" must not strip the host bare.
+            names = {_normalise(cand.name.rsplit(".", 1)[-1])}
+        else:
+            names = {_normalise(cand.name)}
+            if cand.distribution:
+                names.add(_normalise(cand.distribution))
         if names & self._block:
             return "on the block list"
         return None
