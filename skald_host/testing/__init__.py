@@ -10,7 +10,32 @@ name, create members, log in, talk HTTP and WebSocket::
         assert (await admin.get("/api/plugin/my-plugin/hello")).status_code == 200
 """
 
+from typing import Any
+
 from skald_host.testing.client import SkaldClient
 from skald_host.testing.host import RunningHost, SkaldHarness, test_settings
 
-__all__ = ["RunningHost", "SkaldClient", "SkaldHarness", "test_settings"]
+_MODEL_SERVER_NAMES = (
+    "BrokenStream",
+    "Hang",
+    "RecordedRequest",
+    "Reply",
+    "ScriptedModelServer",
+    "ToolCall",
+    "echo_last_user_message",
+)
+
+__all__ = ["RunningHost", "SkaldClient", "SkaldHarness", "test_settings", "ScriptedError", *_MODEL_SERVER_NAMES]
+
+
+def __getattr__(name: str) -> Any:
+    """The scripted model server, imported lazily so ``python -m
+    skald_host.testing.model_server`` does not import its own module twice."""
+    import importlib
+
+    model_server = importlib.import_module("skald_host.testing.model_server")
+    if name == "ScriptedError":
+        return model_server.Error
+    if name in _MODEL_SERVER_NAMES:
+        return getattr(model_server, name)
+    raise AttributeError(name)
