@@ -117,7 +117,7 @@ async def authenticate(req: Any) -> Principal | None:
     """The single credential check: token → live session → active member."""
     token, via = _credentials(req)
     core = current_app.config["SKALD_CORE"]
-    session = core.auth.sessions.resolve(token)
+    session = await core.auth.resolve(token)
     if session is None:
         return None
     try:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from skald_host.core.identity.auth import AuthService
+from skald_host.core.identity.passwords import check_password_policy
 from skald_host.core.identity.users import Member, MemberError, UserManager
 
 
@@ -35,7 +36,8 @@ class MemberAdministration:
         await self.users.delete(member_id)
 
     async def reset_password(self, member_id: str, new_password: str) -> Path | None:
-        await self.users.get(member_id)
+        member = await self.users.get(member_id)
+        check_password_policy(new_password, user_name=member.username)  # refuse before anyone is signed out
         await self.auth.revoke_member(member_id, "password reset by an admin")
         return await self.users.reset_password(member_id, new_password)
 

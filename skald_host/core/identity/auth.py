@@ -55,6 +55,15 @@ class AuthService:
         log.info("member %s logged in (%s)", member.id, kind)
         return LoginResult(token, session, member)
 
+    async def resolve(self, token: str | None) -> Session | None:
+        """The live session for a token. A session found expired here ends like any
+        other: if it was the member's last, the member is locked now, not at the next
+        sweep."""
+        session = self.sessions.resolve(token)
+        if session is None and self.sessions.expired_members:
+            await self.expire_idle()
+        return session
+
     async def logout(self, session: Session) -> None:
         self.sessions.revoke_session(session, "logout")
         await self._lock_if_no_sessions(session.member_id)

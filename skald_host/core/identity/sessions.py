@@ -48,6 +48,9 @@ class SessionStore:
         self.absolute_seconds = absolute_seconds
         self._clock = clock
         self._sessions: dict[str, Session] = {}
+        # Members whose session expired on a lookup; the auth service locks them if that
+        # was their last session (the store itself knows nothing about unlocking).
+        self.expired_members: set[str] = set()
 
     def create(self, member_id: str, kind: Literal["web", "bearer"] = "web") -> tuple[str, Session]:
         token = secrets.token_urlsafe(32)
@@ -67,6 +70,7 @@ class SessionStore:
         now = self._clock()
         if now - session.last_seen > self.idle_seconds or now - session.created_at > self.absolute_seconds:
             self._drop(session, "expired")
+            self.expired_members.add(session.member_id)
             return None
         session.last_seen = now
         return session
@@ -102,7 +106,9 @@ class SessionStore:
         ]
         for session in doomed:
             self._drop(session, "expired")
-        return {s.member_id for s in doomed}
+        members = {s.member_id for s in doomed} | self.expired_members
+        self.expired_members = set()
+        return members
 
     def count_for(self, member_id: str) -> int:
         return sum(1 for s in self._sessions.values() if s.member_id == member_id)

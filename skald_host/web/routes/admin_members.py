@@ -43,6 +43,9 @@ async def list_members() -> dict:
 @requires("members.manage")
 async def create_member():
     data = await json_object()
+    unknown = set(data) - set(PROFILE_FIELDS) - {"username", "password", "role", "encrypted"}
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
     profile = {k: field(data, k, str, required=False) for k in PROFILE_FIELDS if k in data}
     member = await _guard(
         _core().administration.create(

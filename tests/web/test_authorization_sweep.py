@@ -1,0 +1,229 @@
+"""The route sweep: who may call what (checks C1's coverage rule, C2, C4).
+
+``EXPECTED`` names the access level of every route of the running app. The first test
+fails when a route is added without a line here, so a new route cannot ship untested.
+"""
+
+from __future__ import annotations
+
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+from web_support import PROBE, PROBE_SET, Probe, endpoint_of, fill, is_public, registry_dump, route_methods
+
+EXPECTED: dict[tuple[str, str], str] = {
+    # the page shell and liveness
+    ("/", "GET"): "public",
+    ("/ui/<path:filename>", "GET"): "public",
+    ("/static/<path:filename>", "GET"): "public",
+    ("/health", "GET"): "public",
+    ("/api/health", "GET"): "public",
+    ("/api/i18n", "GET"): "public",
+    # getting in
+    ("/api/setup", "GET"): "public",
+    ("/api/setup", "POST"): "public",
+    ("/api/auth/login", "POST"): "public",
+    ("/api/auth/logout", "POST"): "member",
+    ("/api/auth/session", "GET"): "member",
+    ("/api/auth/password", "POST"): "member",
+    # the member's own things
+    ("/api/me/settings", "GET"): "member",
+    ("/api/me/settings", "PUT"): "member",
+    ("/api/me/locale", "PUT"): "member",
+    ("/api/plugins/mine", "GET"): "member",
+    ("/api/plugins/pages", "GET"): "member",
+    ("/api/plugins/<plugin_id>/my-config", "PUT"): "member",
+    ("/api/ws", "WS"): "member",
+    # administration
+    ("/api/admin/members", "GET"): "admin",
+    ("/api/admin/members", "POST"): "admin",
+    ("/api/admin/members/<member_id>", "GET"): "admin",
+    ("/api/admin/members/<member_id>", "PATCH"): "admin",
+    ("/api/admin/members/<member_id>", "DELETE"): "admin",
+    ("/api/admin/members/<member_id>/reset-password", "POST"): "admin",
+    ("/api/admin/members/<member_id>/end-sessions", "POST"): "admin",
+    ("/api/admin/members/<member_id>/plugins", "GET"): "admin",
+    ("/api/admin/members/<member_id>/plugins", "PUT"): "admin",
+    ("/api/admin/roles", "GET"): "admin",
+    ("/api/admin/roles", "POST"): "admin",
+    ("/api/admin/roles/<role_id>", "PATCH"): "admin",
+    ("/api/admin/roles/<role_id>", "DELETE"): "admin",
+    ("/api/admin/plugins", "GET"): "admin",
+    ("/api/admin/plugins.json", "GET"): "admin",
+    ("/api/admin/plugins/<plugin_id>", "GET"): "admin",
+    ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): "admin",
+    ("/api/admin/plugins/<plugin_id>/config", "PUT"): "admin",
+    ("/api/admin/plugins/<plugin_id>/access", "GET"): "admin",
+    ("/api/admin/settings", "GET"): "admin",
+    ("/api/admin/settings/<set_id>", "PUT"): "admin",
+    ("/api/admin/status", "GET"): "admin",
+}
+
+#: A request body that succeeds for someone allowed to call the route; routes without
+#: one send none.
+BODIES: dict[tuple[str, str], dict] = {
+    ("/api/setup", "POST"): {"username": "late-admin", "password": ADMIN_PASSWORD},
+    ("/api/auth/password", "POST"): {},  # 400 for anyone allowed: it must not be 401/403
+    ("/api/me/settings", "PUT"): {"theme": "dark"},
+    ("/api/me/locale", "PUT"): {"locale": "de"},
+    ("/api/plugins/<plugin_id>/my-config", "PUT"): {"config": {"nickname": "swept"}},
+    ("/api/admin/members", "POST"): {"username": "created-by-sweep", "password": "created password 42"},
+    ("/api/admin/members/<member_id>", "PATCH"): {"display_name": "Swept"},
+    ("/api/admin/members/<member_id>/reset-password", "POST"): {"new_password": "swept password 42", "confirm_data_loss": True},
+    ("/api/admin/members/<member_id>/plugins", "PUT"): {"plugins": [PROBE]},
+    ("/api/admin/roles", "POST"): {"id": "swept", "label": "Swept"},
+    ("/api/admin/roles/<role_id>", "PATCH"): {"label": "Swept"},
+    ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): {"enabled": True},
+    ("/api/admin/plugins/<plugin_id>/config", "PUT"): {"config": {"greeting": "hello"}},
+    ("/api/admin/settings/<set_id>", "PUT"): {"values": {"level": 2}},
+}
+
+
+def ordered(keys) -> list[tuple[str, str]]:
+    """Reads first, then writes, deletions and logout last, so one session can walk
+    the whole list."""
+    def rank(key):
+        rule, method = key
+        return (rule == "/api/auth/logout", method == "DELETE" and "members" in rule, method == "DELETE", method != "GET")
+
+    return sorted(keys, key=lambda k: (rank(k), k))
+
+
+async def _call(client, key, ids):
+    rule, method = key
+    return await client.request(method, fill(rule, **ids), json=BODIES.get(key))
+
+
+async def _install(skald):
+    host = await skald.start(plugins=[Probe()], enable=[PROBE])
+    admin = await host.admin()
+    alice = await host.member("alice")
+    bob = await host.create_member("bob")
+    assert (await admin.post("/api/admin/roles", json={"id": "spare", "label": "Spare"})).status_code == 201
+    ids = {"member_id": bob["id"], "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET, "filename": "app.js"}
+    return host, admin, alice, ids
+
+
+async def test_every_route_of_the_app_has_an_expected_access_level(skald):
+    host = await skald.start(plugins=[Probe()], enable=[PROBE])
+    actual = route_methods(host.app)
+    missing, stale = actual - set(EXPECTED), set(EXPECTED) - actual
+    assert not missing, (
+        f"route(s) without an access level: {sorted(missing)}. Add each to EXPECTED in {__file__} "
+        "('public', 'member' or 'admin'), and a body to BODIES if it takes one."
+    )
+    assert not stale, f"EXPECTED lists routes the app no longer has: {sorted(stale)}"
+
+
+async def test_public_routes_are_exactly_the_views_marked_public(skald):
+    host = await skald.start(plugins=[Probe()])
+    for (rule, method), level in EXPECTED.items():
+        if not rule.startswith("/api/"):
+            assert level == "public", rule
+            continue
+        marked = is_public(host.app, endpoint_of(host.app, rule, method))
+        assert marked == (level == "public"), f"{method} {rule}: marked public={marked}, expected {level}"
+
+
+async def test_anonymous_callers_get_401_on_every_non_public_api_route(skald):
+    host, _, _, ids = await _install(skald)
+    before = await registry_dump(host)
+    anonymous, forged_cookie, forged_bearer = host.client(), host.client(), host.client()
+    forged_cookie.cookies["__Host-skald_session"] = "A" * 43
+    forged_bearer.bearer = "A" * 43
+    for key, level in EXPECTED.items():
+        if level == "public":
+            continue
+        for client in (anonymous, forged_cookie, forged_bearer):
+            if key[1] == "WS":
+                with pytest.raises(InvalidStatus) as refused:
+                    async with client.ws():
+                        pass
+                assert refused.value.response.status_code == 401
+                continue
+            response = await _call(client, key, ids)
+            assert response.status_code == 401, f"{key}: {response.status_code}"
+            assert response.json() == {"error": "authentication required"}
+    assert await registry_dump(host) == before
+
+
+async def test_public_routes_answer_without_a_session(skald):
+    host, _, _, ids = await _install(skald)
+    anonymous = host.client()
+    for key in ordered(k for k, level in EXPECTED.items() if level == "public"):
+        if key == ("/api/auth/login", "POST"):
+            response = await anonymous.login("alice", MEMBER_PASSWORD)
+            assert response.status_code == 200
+            continue
+        response = await _call(anonymous, key, ids)
+        assert response.status_code not in (401, 403), f"{key}: {response.status_code}"
+        assert response.status_code < 500, f"{key}: {response.status_code}"
+
+
+async def test_members_get_403_on_every_admin_route_by_cookie_and_by_bearer(skald):
+    host, admin, alice, ids = await _install(skald)
+    await admin.patch(f"/api/admin/members/{ids['member_id']}", json={"role": "restricted"})
+    bob = await host.member("bob")  # a member of the restricted preset
+    alice_bearer = host.client()
+    assert (await alice_bearer.login("alice", MEMBER_PASSWORD, bearer=True)).status_code == 200
+    before = await registry_dump(host)
+    admin_routes = ordered(k for k, level in EXPECTED.items() if level == "admin")
+    for client in (alice, alice_bearer, bob):
+        for key in admin_routes:
+            response = await _call(client, key, ids)
+            assert response.status_code == 403, f"{client.member['username']} {key}: {response.status_code} {response.text}"
+            assert response.json() == {"error": "forbidden"}
+    assert await registry_dump(host) == before
+    assert (await bob.get("/api/auth/session")).status_code == 200  # end-sessions did not run
+
+
+async def test_admins_may_call_every_admin_route(skald):
+    """The control for the 403s above: the same requests succeed for the admin."""
+    host, admin, _, ids = await _install(skald)
+    for key in ordered(k for k, level in EXPECTED.items() if level == "admin"):
+        response = await _call(admin, key, ids)
+        assert response.status_code < 300, f"{key}: {response.status_code} {response.text}"
+
+
+async def test_members_may_call_every_member_route(skald):
+    host, admin, alice, ids = await _install(skald)
+    await admin.put(f"/api/admin/members/{alice.member['id']}/plugins", json={"plugins": [PROBE]})
+    for key in ordered(k for k, level in EXPECTED.items() if level == "member"):
+        if key[1] == "WS":
+            async with alice.ws() as ws:
+                await ws.send('{"type": "ping"}')
+                assert "pong" in await ws.recv()
+            continue
+        response = await _call(alice, key, ids)
+        assert response.status_code not in (401, 403), f"{key}: {response.status_code} {response.text}"
+        assert response.status_code < 500, f"{key}: {response.status_code}"
+
+
+async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(skald):
+    """C4: the admin sees metadata only. A canary alice stores privately, and secret
+    config values the admin typed in, appear in no GET response, while alice is
+    unlocked and after she has logged out (locked)."""
+    host = await skald.start(plugins=[Probe()], enable=[PROBE])
+    admin = await host.admin()
+    alice = await host.member("alice")
+    canary, secret = "CANARY-8d2f0c1e-private", "CANARY-51a9-secret-token"
+    response = await alice.put("/api/me/settings", json={"diary": canary, f"k-{canary}": 1})
+    assert response.status_code == 200
+    assert canary in (await alice.get("/api/me/settings")).text  # the owner can read it
+    for path, body in (
+        (f"/api/admin/plugins/{PROBE}/config", {"config": {"api_key": secret}}),
+        (f"/api/admin/settings/{PROBE_SET}", {"values": {"token": secret}}),
+    ):
+        response = await admin.put(path, json=body)
+        assert response.status_code == 200 and secret not in response.text, path
+
+    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js"}
+    get_routes = [key for key in EXPECTED if key[1] == "GET"]
+    for phase in ("alice unlocked", "alice locked"):
+        for rule, _ in get_routes:
+            response = await admin.get(fill(rule, **ids))
+            assert canary not in response.text, f"{rule} ({phase}) returned alice's private canary"
+            assert secret not in response.text, f"{rule} ({phase}) returned a secret"
+        await alice.post("/api/auth/logout")
+        assert not host.core.users.is_unlocked(alice.member["id"])

@@ -1,0 +1,248 @@
+"""Cross-site request forgery and WebSocket origin (check A4).
+
+Every cookie-authenticated write needs the session's ``X-CSRF-Token`` and, when the
+browser sends one, a same-origin ``Origin``. The routes are enumerated from the app's
+URL map, so a new write route without a case in ``valid_writes`` fails the suite.
+"""
+
+from __future__ import annotations
+
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+from skald_host.web.auth import CSRF_HEADER
+from web_support import PROBE, PROBE_SET, SAFE_METHODS, WRITE_METHODS, Probe, fill, is_public, registry_dump
+
+EVIL = "https://evil.example"
+
+
+def authenticated_writes(app) -> set[tuple[str, str]]:
+    return {
+        (rule.rule, method)
+        for rule in app.url_map.iter_rules()
+        if not getattr(rule, "websocket", False) and not is_public(app, rule.endpoint)
+        for method in (rule.methods or set()) - SAFE_METHODS
+    }
+
+
+def valid_writes(victim_id: str) -> dict[tuple[str, str], tuple[str, dict | None]]:
+    """One request per write route that *succeeds* with the right token (see the
+    positive control below), so a 403 in the attack test can only come from the CSRF
+    and Origin checks. Ordered so destructive ones come last."""
+    ids = {"member_id": victim_id, "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET}
+    bodies: dict[tuple[str, str], dict | None] = {
+        ("/api/me/settings", "PUT"): {"forged": True},
+        ("/api/me/locale", "PUT"): {"locale": "de"},
+        ("/api/plugins/<plugin_id>/my-config", "PUT"): {"config": {"nickname": "forged"}},
+        ("/api/admin/members", "POST"): {"username": "mallory", "password": "mallory password 42"},
+        ("/api/admin/members/<member_id>", "PATCH"): {"display_name": "forged"},
+        ("/api/admin/members/<member_id>/plugins", "PUT"): {"plugins": []},
+        ("/api/admin/members/<member_id>/reset-password", "POST"): {
+            "new_password": "forged password 42",
+            "confirm_data_loss": True,
+        },
+        ("/api/admin/members/<member_id>/end-sessions", "POST"): None,
+        ("/api/admin/plugins/<plugin_id>/config", "PUT"): {"config": {"greeting": "forged"}},
+        ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): {"enabled": False},
+        ("/api/admin/settings/<set_id>", "PUT"): {"values": {"level": 3}},
+        ("/api/admin/roles", "POST"): {"id": "forged", "label": "Forged"},
+        ("/api/admin/roles/<role_id>", "PATCH"): {"label": "Forged"},
+        ("/api/admin/roles/<role_id>", "DELETE"): None,
+        ("/api/admin/members/<member_id>", "DELETE"): None,
+        ("/api/auth/password", "POST"): {"current_password": ADMIN_PASSWORD, "new_password": "a new admin password 42"},
+        ("/api/auth/logout", "POST"): None,
+    }
+    return {(rule, method): (fill(rule, **ids), body) for (rule, method), body in bodies.items()}
+
+
+async def _install(skald):
+    """A host with the probe plugin, an admin, a victim member (logged in) and a spare role."""
+    host = await skald.start(plugins=[Probe()], enable=[PROBE])
+    admin = await host.admin()
+    victim = await host.member("victim")
+    response = await admin.post("/api/admin/roles", json={"id": "spare", "label": "Spare"})
+    assert response.status_code == 201
+    return host, admin, victim
+
+
+async def test_every_write_route_has_a_csrf_case(skald):
+    host = await skald.start(plugins=[Probe()])
+    writes = authenticated_writes(host.app)
+    cases = set(valid_writes("id"))
+    assert not writes - cases, f"new write route(s) {sorted(writes - cases)}: add a valid request to valid_writes() in {__file__}"
+    assert not cases - writes, f"valid_writes() names routes that no longer exist: {sorted(cases - writes)}"
+
+
+async def test_writes_succeed_with_the_session_token_and_a_same_origin(skald):
+    """The positive control for the forgeries below: each request in the table is valid."""
+    host, admin, victim = await _install(skald)
+    for (rule, method), (path, body) in valid_writes(victim.member["id"]).items():
+        response = await admin.request(method, path, json=body, headers={"Origin": host.url})
+        assert response.status_code < 300, f"{method} {rule}: {response.status_code} {response.text}"
+
+
+FORGERIES = {
+    "no token": {CSRF_HEADER: None},
+    "no token, same origin": {CSRF_HEADER: None, "Origin": "same"},
+    "empty token": {CSRF_HEADER: ""},
+    "another session's token": {CSRF_HEADER: "other"},
+    "right token, evil origin": {"Origin": EVIL},
+    "right token, null origin": {"Origin": "null"},
+    "right token, another port": {"Origin": "http://127.0.0.1:1"},
+}
+
+
+async def test_forged_cookie_writes_are_refused_on_every_route_and_change_nothing(skald):
+    host, admin, victim = await _install(skald)
+    other = await host.admin()  # a second, valid session of the same admin
+    before = await registry_dump(host)
+
+    for forgery, extra in FORGERIES.items():
+        forger = host.client()
+        forger.cookies = dict(admin.cookies)
+        forger.csrf_token = None if CSRF_HEADER in extra else admin.csrf_token
+        headers = {}
+        for key, value in extra.items():
+            if value is not None:
+                headers[key] = {"same": host.url, "other": other.csrf_token}.get(value, value)
+        for (rule, method), (path, body) in valid_writes(victim.member["id"]).items():
+            response = await forger.request(method, path, json=body, headers=headers)
+            assert response.status_code == 403, f"{method} {rule} with {forgery}: {response.status_code} {response.text}"
+            assert response.json() == {"error": "missing or wrong CSRF token"}
+
+    assert await registry_dump(host) == before
+    assert (await admin.get("/api/auth/session")).status_code == 200
+    assert (await victim.get("/api/auth/session")).status_code == 200
+    assert (await victim.get("/api/me/settings")).json() == {"settings": {}}
+    assert (await admin.get("/api/me/settings")).json() == {"settings": {}}
+
+
+async def test_bearer_writes_need_no_csrf_token(skald):
+    """A bearer token is never sent by a browser on its own, so it cannot be forged
+    cross-site; the cookie rule must not spill onto it."""
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("alice")
+    client = host.client()
+    assert (await client.login("alice", MEMBER_PASSWORD, bearer=True)).status_code == 200
+    assert (await client.put("/api/me/settings", json={"a": 1})).status_code == 200
+
+
+async def test_public_login_refuses_a_foreign_origin(skald):
+    host = await skald.start()
+    await host.admin()
+    client = host.client()
+    body = {"username": "admin", "password": ADMIN_PASSWORD}
+    for origin in (EVIL, "null", "http://127.0.0.1:1"):
+        response = await client.post("/api/auth/login", json=body, headers={"Origin": origin})
+        assert response.status_code == 403, origin
+        assert response.headers.get_list("set-cookie") == []
+    assert (await client.post("/api/auth/login", json=body, headers={"Origin": host.url})).status_code == 200
+
+
+async def test_public_setup_refuses_a_foreign_origin(skald):
+    host = await skald.start()
+    client = host.client()
+    body = {"username": "admin", "password": ADMIN_PASSWORD}
+    response = await client.post("/api/setup", json=body, headers={"Origin": EVIL})
+    assert response.status_code == 403
+    assert response.headers.get_list("set-cookie") == []
+    assert await host.core.users.count() == 0
+    assert (await client.get("/api/setup")).json()["needs_setup"] is True
+
+
+#: The GET routes, each reviewed as not changing state. A new GET route fails
+#: ``test_no_view_serves_get_and_a_write`` until it is checked and added here.
+READ_ONLY_GET_ROUTES = {
+    "/",
+    "/ui/<path:filename>",
+    "/static/<path:filename>",
+    "/health",
+    "/api/health",
+    "/api/setup",
+    "/api/i18n",
+    "/api/auth/session",
+    "/api/me/settings",
+    "/api/plugins/mine",
+    "/api/plugins/pages",
+    "/api/admin/members",
+    "/api/admin/members/<member_id>",
+    "/api/admin/members/<member_id>/plugins",
+    "/api/admin/roles",
+    "/api/admin/plugins",
+    "/api/admin/plugins.json",
+    "/api/admin/plugins/<plugin_id>",
+    "/api/admin/plugins/<plugin_id>/access",
+    "/api/admin/settings",
+    "/api/admin/status",
+    "/api/ws",
+}
+
+
+async def test_no_view_serves_get_and_a_write(skald):
+    """Statically: no rule answers GET and a write, no view is shared between a GET
+    rule and a write rule, and the GET routes are the reviewed list above."""
+    app = (await skald.start(plugins=[Probe()])).app  # plugin routes mount at boot
+    get_rules, write_endpoints = {}, set()
+    for rule in app.url_map.iter_rules():
+        methods = rule.methods or set()
+        assert not ("GET" in methods and WRITE_METHODS & methods), f"{rule.rule} answers GET and {sorted(WRITE_METHODS & methods)}"
+        if "GET" in methods:
+            get_rules[rule.rule] = rule.endpoint
+        if WRITE_METHODS & methods:
+            write_endpoints.add(rule.endpoint)
+    shared = set(get_rules.values()) & write_endpoints
+    assert not shared, f"views serving both GET and a write: {sorted(shared)}"
+    assert set(get_rules) == READ_ONLY_GET_ROUTES, (
+        f"GET routes changed (new: {sorted(set(get_rules) - READ_ONLY_GET_ROUTES)}, gone: "
+        f"{sorted(READ_ONLY_GET_ROUTES - set(get_rules))}): check that a new one changes no state, then update "
+        f"READ_ONLY_GET_ROUTES in {__file__}"
+    )
+
+
+async def test_get_routes_leave_the_registry_unchanged(skald):
+    """Dynamically: every GET route, as admin, member and stranger, leaves system.db
+    byte-for-byte as it was."""
+    host = await skald.start(plugins=[Probe()], enable=[PROBE])
+    admin = await host.admin()
+    alice = await host.member("alice")
+    before = await registry_dump(host)
+    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js"}
+    for rule in host.app.url_map.iter_rules():
+        if "GET" not in (rule.methods or set()) or getattr(rule, "websocket", False):
+            continue
+        path = fill(rule.rule, **ids)
+        for client in (admin, alice, host.client()):
+            response = await client.get(path)
+            assert response.status_code < 500, f"GET {path}: {response.status_code}"
+    assert await registry_dump(host) == before
+    assert (await alice.get("/api/auth/session")).status_code == 200
+
+
+async def test_websocket_with_a_foreign_origin_is_refused_even_with_a_session(skald):
+    host = await skald.start()
+    alice = await host.member("alice")
+    for origin in (EVIL, "null", "http://127.0.0.1:1"):
+        with pytest.raises(InvalidStatus) as refused:
+            async with alice.ws(origin=origin):
+                pass
+        assert refused.value.response.status_code == 403, origin
+    async with alice.ws() as ws:  # the same session from the same origin is accepted
+        await ws.send('{"type": "ping"}')
+        assert "pong" in await ws.recv()
+
+
+async def test_websocket_without_a_session_is_refused(skald):
+    host = await skald.start()
+    await host.admin()
+    with pytest.raises(InvalidStatus) as refused:
+        async with host.client().ws():
+            pass
+    assert refused.value.response.status_code == 401
+    stranger = host.client()
+    stranger.cookies["__Host-skald_session"] = "A" * 43
+    with pytest.raises(InvalidStatus) as refused:
+        async with stranger.ws():
+            pass
+    assert refused.value.response.status_code == 401
