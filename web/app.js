@@ -1,109 +1,225 @@
-// First-run setup, sign-in and the signed-in landing view. Everything rendered from
-// data goes through textContent (never innerHTML), so names and messages stay inert.
-const app = document.getElementById("app");
-let strings = {};
-let csrfToken = null;
+// The web shell: first-run setup or sign-in, then a sidebar (host pages, admin
+// pages, the plugin pages this member may see) and a content area routed by
+// location.hash. Every string comes from /api/i18n; every piece of data is set
+// through textContent or attribute/property setters (see lib/dom.js).
+import "./components/plugin-page-host.js";
+import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
+import { el, link } from "./lib/dom.js";
+import { browserLocale, currentLocale, loadLocale, t } from "./lib/i18n.js";
+import { notice, pageHeader } from "./lib/ui.js";
+import { renderLogin, renderSetup } from "./pages/auth.js";
+import { renderAccount } from "./pages/account.js";
+import { renderChat } from "./pages/chat.js";
+import { renderMember, renderMembers } from "./pages/members.js";
+import { renderPluginDetail } from "./pages/plugin-detail.js";
+import { renderCatalog } from "./pages/plugin-catalog.js";
+import { renderPluginPage } from "./pages/plugin-page.js";
+import { renderRoles } from "./pages/roles.js";
+import { renderSettings } from "./pages/settings.js";
 
-const t = (key, values = {}) =>
-  (strings[`core.${key}`] ?? key).replace(/\{(\w+)\}/g, (_, name) => String(values[name] ?? ""));
+const root = document.getElementById("app");
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) {
-    if (name === "text") node.textContent = value;
-    else if (value === true) node.setAttribute(name, "");
-    else if (value !== false && value != null) node.setAttribute(name, value);
+const HOST_PAGES = [
+  { id: "chat", label: "nav.chat", render: renderChat },
+  { id: "account", label: "nav.account", render: renderAccount },
+];
+const ADMIN_PAGES = [
+  { id: "plugins", label: "nav.plugins", render: renderCatalog },
+  { id: "members", label: "nav.members", render: (ctx) => (ctx.rest[0] ? renderMember(ctx) : renderMembers(ctx)) },
+  { id: "roles", label: "nav.roles", render: renderRoles },
+  { id: "settings", label: "nav.settings", render: renderSettings },
+];
+const HIDDEN_PAGES = [
+  { id: "plugin-detail", admin: true, parent: "plugins", render: renderPluginDetail },
+  { id: "plugin", render: renderPluginPage },
+];
+
+const state = { session: null, pages: [], navToken: 0, shell: null };
+
+function parseHash() {
+  const raw = location.hash.slice(1) || "chat";
+  const [path, query = ""] = raw.split("?", 2);
+  const parts = path.split("/").map((part) => { try { return decodeURIComponent(part); } catch { return part; } });
+  return { name: parts[0] || "chat", rest: parts.slice(1), params: new URLSearchParams(query) };
+}
+
+function findPage(name) {
+  const host = HOST_PAGES.find((p) => p.id === name);
+  if (host) return host;
+  const admin = ADMIN_PAGES.find((p) => p.id === name);
+  if (admin) return { ...admin, admin: true };
+  return HIDDEN_PAGES.find((p) => p.id === name) || null;
+}
+
+// -- the shell ----------------------------------------------------------------------
+
+function navLink(route, text, key) {
+  return el("li", {}, link(route, text, { "data-route": key }));
+}
+
+function buildShell() {
+  const member = state.session.member;
+  const menuButton = el("button", {
+    class: "menu-button", type: "button", "aria-controls": "sidebar", "aria-expanded": "false",
+    on: { click: () => setMenu(menuButton.getAttribute("aria-expanded") !== "true") },
+  }, el("span", { class: "menu-icon", "aria-hidden": "true" }), el("span", { text: t("nav.menu") }));
+  const signOut = el("button", { class: "btn quiet small", type: "button", text: t("common.logout"), on: { click: logout } });
+  const pluginList = el("ul", { class: "nav-list" });
+  const pluginSection = el("div", { class: "nav-section", hidden: true },
+    el("h2", { class: "nav-heading", text: t("nav.plugin_pages") }), pluginList);
+  const sidebar = el("nav", { id: "sidebar", class: "sidebar", "aria-label": t("nav.label") },
+    el("p", { class: "brand", text: t("app.name") }),
+    el("div", { class: "nav-section" }, el("ul", { class: "nav-list" },
+      ...HOST_PAGES.map((p) => navLink(`#${p.id}`, t(p.label), p.id)))),
+    member.is_admin ? el("div", { class: "nav-section" },
+      el("h2", { class: "nav-heading", text: t("nav.admin") }),
+      el("ul", { class: "nav-list" }, ...ADMIN_PAGES.map((p) => navLink(`#${p.id}`, t(p.label), p.id)))) : null,
+    pluginSection,
+    el("div", { class: "nav-footer" },
+      el("p", { class: "who" }, el("span", { class: "who-name", text: member.display_name || member.username }),
+        el("span", { class: "who-role", text: member.role_label || member.role })),
+      signOut));
+  const content = el("main", { id: "content", class: "content", tabindex: "-1" });
+  const banner = state.session.secure_transport === false ? notice("warning", t("warning.insecure_transport")) : null;
+  const shell = el("div", { class: "shell" },
+    el("header", { class: "topbar" }, menuButton, el("span", { class: "brand", text: t("app.name") })),
+    el("div", { class: "sidebar-column" }, sidebar),
+    el("div", { class: "main-column" }, banner, content));
+  state.shell = { menuButton, sidebar, content, pluginSection, pluginList };
+  root.replaceChildren(shell);
+  renderPluginNav();
+}
+
+function setMenu(open) {
+  if (!state.shell) return;
+  state.shell.menuButton.setAttribute("aria-expanded", String(open));
+  state.shell.sidebar.classList.toggle("open", open);
+}
+
+function renderPluginNav() {
+  const { pluginSection, pluginList } = state.shell;
+  const pages = [...state.pages].sort((a, b) => (a.priority - b.priority) || String(a.title).localeCompare(String(b.title)));
+  pluginList.replaceChildren(...pages.map((p) => {
+    const route = `#plugin/${encodeURIComponent(p.plugin_id)}/${encodeURIComponent(p.page_id)}`;
+    return navLink(route, p.title, `plugin/${p.plugin_id}/${p.page_id}`);
+  }));
+  pluginSection.hidden = pages.length === 0;
+  markActive(parseHash());
+}
+
+/** Re-read the pages this member may see (grants and toggles apply per request). */
+async function refreshNav() {
+  const response = await api("GET", "/api/plugins/pages");
+  if (!response.ok || !state.shell) return;
+  const pages = response.data.pages || [];
+  if (JSON.stringify(pages) !== JSON.stringify(state.pages)) {
+    state.pages = pages;
+    renderPluginNav();
   }
-  node.append(...children);
-  return node;
 }
 
-async function api(method, path, body) {
-  const headers = { Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (csrfToken && method !== "GET") headers["X-CSRF-Token"] = csrfToken;
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin" });
-  const data = await response.json().catch(() => ({}));
-  return { status: response.status, headers: response.headers, data };
+function markActive(where) {
+  if (!state.shell) return;
+  const page = findPage(where.name);
+  const key = where.name === "plugin" ? `plugin/${where.rest[0]}/${where.rest[1]}` : (page?.parent || where.name);
+  for (const anchor of state.shell.sidebar.querySelectorAll("a[data-route]")) {
+    if (anchor.dataset.route === key) anchor.setAttribute("aria-current", "page");
+    else anchor.removeAttribute("aria-current");
+  }
 }
 
-async function loadStrings(locale) {
-  const { data } = await api("GET", `/api/i18n?locale=${encodeURIComponent(locale)}`);
-  strings = data.strings || {};
-  document.documentElement.lang = data.locale || "en";
+function context(where) {
+  return {
+    ...where,
+    session: state.session,
+    member: state.session.member,
+    pages: () => state.pages,
+    refreshNav,
+    rerender: () => route({ focus: false }),
+    relocalize,
+    navigate: (hash) => { if (location.hash === hash) route(); else location.hash = hash; },
+  };
 }
 
-function field(id, labelKey, type = "text", extra = {}) {
-  return [el("label", { for: id, text: t(labelKey) }), el("input", { id, name: id, type, required: true, ...extra })];
+async function route({ focus = true } = {}) {
+  if (!state.shell) return;
+  const token = ++state.navToken;
+  const where = parseHash();
+  setMenu(false);
+  markActive(where);
+  const { content } = state.shell;
+  const page = findPage(where.name);
+  const navUpdate = refreshNav();
+  if (where.name === "plugin") await navUpdate; // the page list decides what may mount
+  let node;
+  if (!page) {
+    node = el("div", {}, pageHeader(t("notfound.title")), notice("info", t("notfound.text")), link("#chat", t("notfound.home")));
+  } else if (page.admin && !state.session.member.is_admin) {
+    node = el("div", {}, pageHeader(t("forbidden.title")), notice("info", t("forbidden.text")));
+  } else {
+    content.setAttribute("aria-busy", "true");
+    try {
+      node = await page.render(context(where));
+    } catch (error) {
+      node = el("div", {}, pageHeader(t("common.failed_page")), notice("error", error?.message || String(error)));
+    }
+    content.removeAttribute("aria-busy");
+  }
+  if (token !== state.navToken) return; // a newer navigation won
+  content.replaceChildren(node);
+  const heading = content.querySelector("h1");
+  document.title = heading ? `${heading.textContent} · ${t("app.name")}` : t("app.name");
+  if (focus) content.focus({ preventScroll: false });
 }
 
-function form(titleKey, introKey, fields, submitKey, onSubmit) {
-  const error = el("p", { class: "error", role: "alert" });
-  const button = el("button", { type: "submit", text: t(submitKey) });
-  const node = el("form", { class: "card", novalidate: true },
-    el("h1", { text: t(titleKey) }),
-    introKey ? el("p", { class: "intro", text: t(introKey) }) : "",
-    ...fields, button, error);
-  node.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    error.textContent = "";
-    button.disabled = true;
-    try { await onSubmit(new FormData(node), error); } finally { button.disabled = false; }
-  });
-  return node;
+/** The language changed: new strings, then the whole shell again (no reload). */
+async function relocalize(locale) {
+  await loadLocale(locale);
+  state.session.locale = locale;
+  buildShell();
+  await route({ focus: false });
 }
 
-function renderSetup(locales) {
-  const select = el("select", { id: "locale", name: "locale" }, ...locales.map((l) => el("option", { value: l, text: l })));
-  select.value = document.documentElement.lang;
-  select.addEventListener("change", async () => { await loadStrings(select.value); renderSetup(locales); });
-  app.replaceChildren(form("setup.title", "setup.intro", [
-    ...field("username", "setup.username", "text", { autocomplete: "username" }),
-    ...field("display_name", "setup.display_name", "text", { required: false }),
-    ...field("password", "setup.password", "password", { autocomplete: "new-password", minlength: "8" }),
-    ...field("password_repeat", "setup.password_repeat", "password", { autocomplete: "new-password" }),
-    el("label", { for: "locale", text: t("setup.locale") }), select,
-    el("label", { class: "check" }, el("input", { type: "checkbox", name: "encrypted", checked: true }), t("setup.encrypted")),
-  ], "setup.submit", async (data, error) => {
-    if (data.get("password") !== data.get("password_repeat")) { error.textContent = t("setup.mismatch"); return; }
-    const { status, data: body } = await api("POST", "/api/setup", {
-      username: data.get("username"), display_name: data.get("display_name"), password: data.get("password"),
-      locale: data.get("locale"), encrypted: data.get("encrypted") === "on",
-    });
-    if (status === 201) { csrfToken = body.csrf_token; renderSignedIn(body.member); }
-    else error.textContent = body.error || t("common.error", { message: status });
-  }));
+// -- session ------------------------------------------------------------------------
+
+async function enterShell(known = null) {
+  const response = known || await api("GET", "/api/auth/session");
+  if (!response.ok) return showLogin();
+  state.session = response.data;
+  setCsrfToken(response.data.csrf_token);
+  await loadLocale(response.data.locale || response.data.member.locale || browserLocale());
+  const pages = await api("GET", "/api/plugins/pages");
+  state.pages = pages.ok ? pages.data.pages || [] : [];
+  buildShell();
+  await route({ focus: false });
 }
 
-function renderLogin() {
-  app.replaceChildren(form("login.title", null, [
-    ...field("username", "login.username", "text", { autocomplete: "username" }),
-    ...field("password", "login.password", "password", { autocomplete: "current-password" }),
-  ], "login.submit", async (data, error) => {
-    const { status, headers, data: body } = await api("POST", "/api/auth/login", { username: data.get("username"), password: data.get("password") });
-    if (status === 200) { csrfToken = body.csrf_token; await loadStrings(body.member.locale || navigator.language.slice(0, 2)); renderSignedIn(body.member); }
-    else if (status === 429) error.textContent = t("login.throttled", { seconds: headers.get("Retry-After") || "60" });
-    else if (status === 401) error.textContent = t("login.failed");
-    else error.textContent = body.error || t("common.error", { message: status });
-  }));
+function showLogin(message = "") {
+  state.session = null;
+  state.shell = null;
+  state.pages = [];
+  document.title = t("app.name");
+  renderLogin(root, () => enterShell(), message);
 }
 
-async function renderSignedIn(member) {
-  const { data: session } = await api("GET", "/api/auth/session");
-  const logout = el("button", { type: "button", text: t("common.logout") });
-  logout.addEventListener("click", async () => { await api("POST", "/api/auth/logout"); csrfToken = null; renderLogin(); });
-  const card = el("section", { class: "card" }, el("h1", { text: member.display_name || member.username }));
-  if (session && session.secure_transport === false) card.prepend(el("p", { class: "warning", text: t("warning.insecure_transport") }));
-  card.append(logout);
-  app.replaceChildren(card);
+async function logout() {
+  await api("POST", "/api/auth/logout");
+  setCsrfToken(null);
+  showLogin();
 }
+
+whenSessionLost(() => showLogin(t("login.session_ended")));
+window.addEventListener("hashchange", () => route());
+document.addEventListener("keydown", (event) => { if (event.key === "Escape") setMenu(false); });
 
 async function start() {
-  await loadStrings(navigator.language.slice(0, 2));
+  await loadLocale((navigator.language || "en").slice(0, 2));
+  if (browserLocale() !== currentLocale()) await loadLocale(browserLocale());
   const session = await api("GET", "/api/auth/session");
-  if (session.status === 200) { csrfToken = session.data.csrf_token; await loadStrings(session.data.member.locale || "en"); return renderSignedIn(session.data.member); }
-  const { data } = await api("GET", "/api/setup");
-  if (data.needs_setup) renderSetup(data.locales || ["en"]); else renderLogin();
+  if (session.ok) return enterShell(session);
+  const setup = await api("GET", "/api/setup");
+  if (setup.data.needs_setup) renderSetup(root, () => enterShell());
+  else showLogin();
 }
 
 start();

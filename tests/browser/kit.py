@@ -1,0 +1,100 @@
+"""Throwaway plugins and small helpers for the browser tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from quart import Blueprint, Response
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo, WebPage
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 860}
+
+PAGE_MODULE = 'export default class extends HTMLElement { connectedCallback() { this.textContent = "hello from plugin"; } }'
+
+
+class PagePlugin:
+    """A plugin with one sidebar page served from its own router, optional config
+    schema and settings set; ``fail_pages`` makes ``register_web_pages`` raise."""
+
+    def __init__(
+        self,
+        plugin_id: str = "hello",
+        *,
+        title: str = "Hello",
+        description: str = "Says hello from its own page.",
+        page_title: str = "Hello",
+        entry: str = "page.js",
+        config_schema: Iterable[ConfigField] = (),
+        config_sets: Iterable[ConfigSet] = (),
+        fail_pages: str | None = None,
+    ) -> None:
+        self.plugin_id = plugin_id
+        self.title = title
+        self.description = description
+        self.page_title = page_title
+        self.entry = entry
+        self.config_schema = tuple(config_schema)
+        self.config_sets = tuple(config_sets)
+        self.fail_pages = fail_pages
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(
+            id=self.plugin_id,
+            title=self.title,
+            description=self.description,
+            spec=">=1.0,<2",
+            config_schema=self.config_schema,
+        )
+
+    @hookimpl
+    def register_routes(self, register: Any) -> None:
+        blueprint = Blueprint(f"test_{self.plugin_id.replace('-', '_')}", __name__)
+
+        @blueprint.get("/page.js")
+        async def page_module() -> Response:
+            return Response(PAGE_MODULE, content_type="text/javascript; charset=utf-8")
+
+        register(blueprint)
+
+    @hookimpl
+    def register_web_pages(self, register: Any) -> None:
+        if self.fail_pages:
+            raise RuntimeError(self.fail_pages)
+        register(WebPage("main", self.page_title, self.entry))
+
+    @hookimpl
+    def register_config_sets(self, register: Any) -> None:
+        for config_set in self.config_sets:
+            register(config_set)
+
+
+async def screenshot(page: Any, name: str, *, full_page: bool = True) -> None:
+    """Save test-artifacts/<name>.png, scrolled to the top (sticky bars otherwise
+    land mid-page in a full-page capture)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.evaluate("window.scrollTo(0, 0)")
+    await page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=full_page)
+
+
+async def sign_in(page: Any, username: str, password: str) -> None:
+    """Sign in through the login form and wait for the shell."""
+    await page.goto("/")
+    await page.get_by_label("User name").fill(username)
+    await page.get_by_label("Password", exact=True).fill(password)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.locator("#sidebar").wait_for(state="attached")

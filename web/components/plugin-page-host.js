@@ -1,0 +1,75 @@
+// <plugin-page-host plugin-id entry-url page-id page-title>: mounts a plugin's page.
+// The page is an ES module served by the plugin's own router (same origin, so the
+// CSP's script-src 'self' admits it) whose default export is an HTMLElement class.
+// We register it under a tag derived from the plugin and page ids and mount it with
+// `plugin-id` and `page-id` attributes. The shell knows nothing else about it.
+import { el } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+
+const tagOf = new Map(); // class → tag it was defined under
+
+const slug = (value) => String(value).toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "") || "x";
+
+/** A valid custom-element name for a plugin page: skald-p-<plugin>-<page>. */
+export const tagNameFor = (pluginId, pageId) => `skald-p-${slug(pluginId)}-${slug(pageId)}`;
+
+/** Only modules under this plugin's own route on our origin are imported. */
+function entryUrl(raw, pluginId) {
+  const url = new URL(String(raw || ""), location.origin);
+  const prefix = `/api/plugin/${encodeURIComponent(pluginId)}/`;
+  return url.origin === location.origin && url.pathname.startsWith(prefix) ? url.href : null;
+}
+
+function defineOnce(pluginId, pageId, PageClass) {
+  if (tagOf.has(PageClass)) return tagOf.get(PageClass);
+  const base = tagNameFor(pluginId, pageId);
+  let tag = base;
+  for (let n = 2; customElements.get(tag); n += 1) tag = `${base}-${n}`; // two ids that slug alike
+  try {
+    customElements.define(tag, PageClass);
+  } catch (error) {
+    // The module defined its class itself already: a class can be registered once,
+    // so this tag gets a trivial subclass.
+    if (error?.name !== "NotSupportedError") throw error;
+    customElements.define(tag, class extends PageClass {});
+  }
+  tagOf.set(PageClass, tag);
+  return tag;
+}
+
+class PluginPageHost extends HTMLElement {
+  connectedCallback() {
+    if (this.started) return;
+    this.started = true;
+    this.mount();
+  }
+
+  async mount() {
+    const pluginId = this.getAttribute("plugin-id") || "";
+    const pageId = this.getAttribute("page-id") || "";
+    const title = this.getAttribute("page-title") || pluginId;
+    this.setAttribute("aria-busy", "true");
+    this.replaceChildren(el("p", { class: "muted", text: t("pluginpage.loading") }));
+    try {
+      const url = entryUrl(this.getAttribute("entry-url"), pluginId);
+      if (!url) throw new Error(t("pluginpage.bad_entry"));
+      const module = await import(url);
+      const PageClass = module.default;
+      if (typeof PageClass !== "function" || !(PageClass.prototype instanceof HTMLElement)) {
+        throw new Error(t("pluginpage.no_element"));
+      }
+      const page = document.createElement(defineOnce(pluginId, pageId, PageClass));
+      page.setAttribute("plugin-id", pluginId);
+      page.setAttribute("page-id", pageId);
+      this.replaceChildren(page);
+    } catch (error) {
+      this.replaceChildren(el("div", { class: "notice error", role: "alert" },
+        el("strong", { text: t("pluginpage.failed", { title }) }),
+        el("p", { class: "detail", text: error?.message || String(error) })));
+    } finally {
+      this.removeAttribute("aria-busy");
+    }
+  }
+}
+
+if (!customElements.get("plugin-page-host")) customElements.define("plugin-page-host", PluginPageHost);

@@ -1,0 +1,30 @@
+// JSON over fetch with the session cookie and the CSRF header on every write
+// (the backend refuses a cookie-authenticated write without it).
+
+let csrfToken = null;
+let onSessionLost = null;
+
+export const setCsrfToken = (token) => { csrfToken = token || null; };
+
+/** Called once when a member request answers 401: the session ended elsewhere. */
+export const whenSessionLost = (handler) => { onSessionLost = handler; };
+
+export async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (csrfToken && method !== "GET") headers["X-CSRF-Token"] = csrfToken;
+  let response;
+  try {
+    response = await fetch(path, {
+      method, headers, credentials: "same-origin", body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (error) {
+    return { ok: false, status: 0, data: { error: error.message }, headers: new Headers() };
+  }
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 401 && csrfToken && onSessionLost && !path.startsWith("/api/auth/")) {
+    csrfToken = null;
+    onSessionLost();
+  }
+  return { ok: response.ok, status: response.status, data, headers: response.headers };
+}

@@ -1,0 +1,138 @@
+// A form generated from a ConfigField schema (plugin instance config and the
+// general settings sets share it). The server validates; a 400 names the field
+// ("retries: must be a whole number") and the message is shown under that field.
+import { el, uid } from "./dom.js";
+import { t } from "./i18n.js";
+import { busy, errorText, statusLine } from "./ui.js";
+
+export const MASK = "********";
+
+function hintFor(spec) {
+  const parts = [];
+  if (spec.description) parts.push(spec.description);
+  const fmt = (n) => (Number.isInteger(n) ? String(n) : String(Number(n)));
+  if (spec.minimum != null && spec.maximum != null) parts.push(t("config.range", { minimum: fmt(spec.minimum), maximum: fmt(spec.maximum) }));
+  else if (spec.minimum != null) parts.push(t("config.minimum", { minimum: fmt(spec.minimum) }));
+  else if (spec.maximum != null) parts.push(t("config.maximum", { maximum: fmt(spec.maximum) }));
+  return parts.join(" ");
+}
+
+function buildControl(spec, value, id) {
+  if (spec.type === "boolean") {
+    return el("input", { id, type: "checkbox", name: spec.name, props: { checked: value === true } });
+  }
+  if (spec.type === "choice") {
+    const select = el("select", { id, name: spec.name },
+      spec.required ? null : el("option", { value: "", text: t("config.not_set") }),
+      ...(spec.choices || []).map((choice) => el("option", { value: choice, text: choice })));
+    select.value = value ?? "";
+    return select;
+  }
+  if (spec.secret) {
+    return el("input", {
+      id, name: spec.name, type: "password", autocomplete: "new-password",
+      placeholder: value === MASK ? MASK : "", props: { value: "" },
+    });
+  }
+  const attrs = { id, name: spec.name, type: spec.type === "url" ? "url" : "text", props: { value: value ?? "" } };
+  if (spec.type === "integer") attrs.inputmode = "numeric";
+  if (spec.type === "number") attrs.inputmode = "decimal";
+  if (spec.max_length) attrs.maxlength = spec.max_length;
+  if (spec.type === "url") attrs.placeholder = "https://";
+  return el("input", attrs);
+}
+
+function readValue(spec, control, stored, clearBox) {
+  if (spec.type === "boolean") return control.checked;
+  if (spec.secret) {
+    if (clearBox?.checked) return null;
+    if (control.value !== "") return control.value;
+    return stored === MASK ? MASK : null;
+  }
+  const text = control.value.trim();
+  if (spec.type === "choice") return text || null;
+  if (spec.type === "integer" || spec.type === "number") {
+    if (text === "") return null;
+    const number = Number(text.replace(",", "."));
+    return Number.isFinite(number) ? number : text; // not a number: let the server name the field
+  }
+  if (text === "") return spec.required ? "" : null;
+  return text;
+}
+
+/**
+ * configForm({fields, values, submitLabel, save}) → <form>.
+ * `save(values)` performs the request and resolves {response, values} where
+ * `values` are the stored (masked) values to show afterwards.
+ */
+export function configForm(options) {
+  const { fields, values = {}, submitLabel, save, savedNote = false } = options;
+  const form = el("form", { class: "config-form", novalidate: true });
+  const status = statusLine();
+  const rows = new Map();
+  const stored = { ...values };
+
+  for (const spec of fields) {
+    const id = uid("cfg");
+    const control = buildControl(spec, stored[spec.name], id);
+    const errorNode = el("p", { class: "field-error", id: `${id}-error` });
+    const hintText = hintFor(spec);
+    const hint = hintText ? el("p", { class: "hint", id: `${id}-hint`, text: hintText }) : null;
+    control.setAttribute("aria-describedby", [hint ? `${id}-hint` : null, `${id}-error`].filter(Boolean).join(" "));
+    if (spec.required) control.setAttribute("aria-required", "true");
+    const label = el("span", { class: "label-text" }, spec.label || spec.name,
+      spec.required ? el("span", { class: "required", title: t("config.required"), text: " *" }) : null);
+    let clearBox = null;
+    const extras = [];
+    if (spec.secret) {
+      extras.push(el("p", { class: "hint", text: stored[spec.name] === MASK ? t("config.secret_set") : t("config.secret_unset") }));
+      if (stored[spec.name] === MASK && !spec.required) {
+        clearBox = el("input", { type: "checkbox" });
+        extras.push(el("label", { class: "check small" }, clearBox, el("span", { text: t("config.secret_clear") })));
+      }
+    }
+    const wrapper = spec.type === "boolean"
+      ? el("div", { class: "field" }, el("label", { class: "check", for: id }, control, label), hint, errorNode)
+      : el("div", { class: "field" }, el("label", { for: id }, label), control, hint, ...extras, errorNode);
+    rows.set(spec.name, { spec, control, errorNode, clearBox });
+    form.append(wrapper);
+  }
+
+  const submit = el("button", { class: "btn primary", type: "submit", text: submitLabel || t("common.save") });
+  form.append(el("div", { class: "actions" }, submit), status.node);
+  if (savedNote) status.ok(t("common.saved"));
+
+  const clearErrors = () => {
+    for (const row of rows.values()) { row.errorNode.textContent = ""; row.control.removeAttribute("aria-invalid"); }
+    status.clear();
+  };
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearErrors();
+    const outgoing = {};
+    for (const [name, row] of rows) outgoing[name] = readValue(row.spec, row.control, stored[name], row.clearBox);
+    busy(submit, async () => {
+      const { response, values: fresh } = await save(outgoing);
+      if (response.ok) {
+        // Rebuilt from what the server stored, so masks and secret notes are true.
+        const next = configForm({ ...options, values: fresh, savedNote: true });
+        form.replaceWith(next);
+        next.querySelector("button[type=submit]").focus();
+        return;
+      }
+      const message = errorText(response);
+      const match = /^([^:]+): (.+)$/s.exec(message);
+      const row = match && rows.get(match[1]);
+      if (row) {
+        row.errorNode.textContent = match[2];
+        row.control.setAttribute("aria-invalid", "true");
+        row.control.focus();
+        status.error(t("config.fix_field", { field: row.spec.label || row.spec.name }));
+      } else {
+        status.error(message);
+      }
+    });
+  });
+  return form;
+}

@@ -1,0 +1,31 @@
+// The one way the UI builds DOM. Data only ever reaches the page through
+// textContent, property setters and setAttribute (checks E3/F1): there is no
+// innerHTML anywhere in web/, so a name like `<img onerror=…>` stays text.
+
+let counter = 0;
+
+/** A page-unique id for label/input pairs. */
+export const uid = (prefix = "f") => `${prefix}-${++counter}`;
+
+/**
+ * el("button", {class: "btn", text: "Save", on: {click}}, child, …)
+ * - `text` sets textContent; `props` sets DOM properties (value, checked, …);
+ * - `on` adds event listeners; `true` sets an empty attribute; false/null skip it;
+ * - string children become text nodes (Node.append never parses HTML).
+ */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "text") node.textContent = value ?? "";
+    else if (name === "props") Object.assign(node, value);
+    else if (name === "on") for (const [type, handler] of Object.entries(value)) node.addEventListener(type, handler);
+    else if (value === true) node.setAttribute(name, "");
+    else if (value !== false && value != null) node.setAttribute(name, String(value));
+  }
+  node.append(...children.flat().filter((child) => child != null && child !== false));
+  return node;
+}
+
+// Links are only ever built by the shell (hash routes from encodeURIComponent'd
+// ids); no href comes from data, so no javascript: or data: URL can reach one.
+export const link = (route, text, attrs = {}) => el("a", { href: route, text, ...attrs });

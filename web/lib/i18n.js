@@ -1,0 +1,39 @@
+// UI strings come from /api/i18n (the host's bundles; ours are under `core.`).
+// Pages call t() while rendering, so switching language is: load, re-render.
+
+let strings = {};
+let locale = "en";
+let locales = ["en"];
+
+export async function loadLocale(wanted) {
+  const response = await fetch(`/api/i18n?locale=${encodeURIComponent(wanted || "en")}`, { headers: { Accept: "application/json" } });
+  const data = await response.json().catch(() => ({}));
+  strings = data.strings || {};
+  locale = data.locale || "en";
+  locales = data.locales || ["en"];
+  document.documentElement.lang = locale;
+}
+
+/** The browser's preferred language if the host has it, else English. */
+export function browserLocale() {
+  for (const tag of navigator.languages || [navigator.language || "en"]) {
+    const short = String(tag).slice(0, 2).toLowerCase();
+    if (locales.includes(short)) return short;
+  }
+  return "en";
+}
+
+export const currentLocale = () => locale;
+export const availableLocales = () => [...locales];
+
+/** t("members.title"), t("login.throttled", {seconds: 30}); a missing key shows itself. */
+export function t(key, values = {}) {
+  const text = strings[`core.${key}`] ?? key;
+  return text.replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
+}
+
+/** A language's own name ("Deutsch"), falling back to its code. */
+export function localeName(code) {
+  const key = `core.locale.${code}`;
+  return strings[key] ?? code;
+}

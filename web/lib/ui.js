@@ -1,0 +1,76 @@
+// Small building blocks shared by the pages: headers, cards, status lines,
+// confirmation dialogs and the error text of a failed request.
+import { el, uid } from "./dom.js";
+import { t } from "./i18n.js";
+
+export function pageHeader(title, intro) {
+  return el("header", { class: "page-header" }, el("h1", { text: title }), intro ? el("p", { class: "intro", text: intro }) : null);
+}
+
+export const section = (title, ...children) =>
+  el("section", { class: "card" }, title ? el("h2", { text: title }) : null, ...children);
+
+export const notice = (kind, text) => el("p", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status", text });
+
+/** The server's message for a failed request ({"error": "..."}) or a generic one. */
+export function errorText(response) {
+  if (response.status === 0) return t("common.offline");
+  if (response.status === 403 && !response.data?.error) return t("common.forbidden");
+  return response.data?.error || t("common.error", { message: response.status });
+}
+
+/** A live line under a form: status.ok(text), status.error(text), status.clear(). */
+export function statusLine() {
+  const node = el("p", { class: "form-status", role: "status", "aria-live": "polite" });
+  const set = (kind, text) => { node.className = `form-status ${kind}`; node.textContent = text; };
+  return { node, ok: (text) => set("ok", text), error: (text) => set("error", text), clear: () => set("", "") };
+}
+
+/** A label + control pair; returns [wrapper, control]. */
+export function field(labelText, control, { hint, required } = {}) {
+  if (!control.id) control.id = uid();
+  const label = el("label", { for: control.id }, labelText, required ? el("span", { class: "required", "aria-hidden": "true", text: " *" }) : null);
+  const wrapper = el("div", { class: "field" }, label, control, hint ? el("p", { class: "hint", text: hint }) : null);
+  return [wrapper, control];
+}
+
+export function checkbox(labelText, { checked = false, disabled = false, name, role } = {}) {
+  const input = el("input", { type: "checkbox", name, role, disabled, props: { checked } });
+  const label = el("label", { class: "check" }, input, el("span", { text: labelText }));
+  return [label, input];
+}
+
+export function button(text, { kind = "", type = "button", onClick, disabled = false, attrs = {} } = {}) {
+  return el("button", { class: `btn ${kind}`.trim(), type, disabled, on: onClick ? { click: onClick } : {}, text, ...attrs });
+}
+
+/** Disable a form's submit button while `work` runs. */
+export async function busy(buttonNode, work) {
+  buttonNode.disabled = true;
+  try { return await work(); } finally { buttonNode.disabled = false; }
+}
+
+/**
+ * An in-page confirmation (a <dialog>, not window.confirm, so it can say enough and
+ * be styled and translated). Resolves true when confirmed.
+ */
+export function confirmDialog({ title, message, confirmLabel, danger = true }) {
+  return new Promise((resolve) => {
+    const dialog = el("dialog", { class: "confirm", "aria-labelledby": uid("dlg") });
+    const heading = el("h2", { id: dialog.getAttribute("aria-labelledby"), text: title });
+    const finish = (value) => { dialog.close(); dialog.remove(); resolve(value); };
+    const cancel = button(t("common.cancel"), { kind: "quiet", onClick: () => finish(false) });
+    const confirm = button(confirmLabel, { kind: danger ? "danger" : "primary", onClick: () => finish(true) });
+    dialog.append(heading, el("p", { text: message }), el("div", { class: "actions" }, cancel, confirm));
+    dialog.addEventListener("cancel", (event) => { event.preventDefault(); finish(false); });
+    document.body.append(dialog);
+    dialog.showModal();
+    cancel.focus();
+  });
+}
+
+export function formatDate(value) {
+  if (!value) return "—";
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString(document.documentElement.lang || undefined);
+}

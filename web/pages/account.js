@@ -1,0 +1,67 @@
+// #account: the member's own language and password.
+import { api } from "../lib/api.js";
+import { el } from "../lib/dom.js";
+import { availableLocales, localeName, t } from "../lib/i18n.js";
+import { busy, errorText, field, pageHeader, section, statusLine } from "../lib/ui.js";
+
+function languageSection(ctx) {
+  const member = ctx.member;
+  const select = el("select", { name: "locale" },
+    el("option", { value: "", text: t("account.language_default") }),
+    ...availableLocales().map((code) => el("option", { value: code, text: localeName(code) })));
+  select.value = member.locale || "";
+  const status = statusLine();
+  const [wrapper] = field(t("account.language"), select, { hint: t("account.language_hint") });
+  select.addEventListener("change", async () => {
+    status.clear();
+    select.disabled = true;
+    const response = await api("PUT", "/api/me/locale", { locale: select.value || null });
+    select.disabled = false;
+    if (!response.ok) { status.error(errorText(response)); return; }
+    member.locale = select.value || null;
+    await ctx.relocalize(response.data.locale);
+    document.querySelector("#content select[name=locale]")?.focus(); // the page was rebuilt in the new language
+  });
+  return section(t("account.language_title"), el("div", { class: "stack" }, wrapper, status.node));
+}
+
+function passwordSection() {
+  const current = el("input", { type: "password", name: "current_password", autocomplete: "current-password", required: true });
+  const fresh = el("input", { type: "password", name: "new_password", autocomplete: "new-password", required: true, minlength: "8" });
+  const repeat = el("input", { type: "password", name: "repeat", autocomplete: "new-password", required: true });
+  const submit = el("button", { class: "btn primary", type: "submit", text: t("account.password_submit") });
+  const status = statusLine();
+  const form = el("form", { class: "stack", novalidate: true },
+    field(t("account.password_current"), current)[0],
+    field(t("account.password_new"), fresh)[0],
+    field(t("account.password_repeat"), repeat)[0],
+    el("p", { class: "hint", text: t("account.password_hint") }),
+    el("div", { class: "actions" }, submit), status.node);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    if (!current.value || !fresh.value) { status.error(t("account.password_missing")); return; }
+    if (fresh.value !== repeat.value) { status.error(t("setup.mismatch")); return; }
+    busy(submit, async () => {
+      const response = await api("POST", "/api/auth/password", { current_password: current.value, new_password: fresh.value });
+      if (response.ok) { form.reset(); status.ok(t("account.password_changed")); }
+      else if (response.status === 403) status.error(t("account.password_wrong"));
+      else status.error(errorText(response));
+    });
+  });
+  return section(t("account.password_title"), form);
+}
+
+export function renderAccount(ctx) {
+  const m = ctx.member;
+  const facts = el("dl", { class: "facts" },
+    el("dt", { text: t("members.username") }), el("dd", { text: m.username }),
+    el("dt", { text: t("members.display_name") }), el("dd", { text: m.display_name || "—" }),
+    el("dt", { text: t("members.role") }), el("dd", { text: m.role_label || m.role }),
+    el("dt", { text: t("members.encrypted") }), el("dd", { text: m.encrypted ? t("common.yes") : t("common.no") }));
+  return el("div", { class: "page" },
+    pageHeader(t("account.title"), t("account.intro")),
+    section(t("account.profile_title"), facts),
+    languageSection(ctx),
+    passwordSection());
+}

@@ -1,0 +1,67 @@
+// First-run setup and sign-in: the two screens before the shell.
+import { api, setCsrfToken } from "../lib/api.js";
+import { el, uid } from "../lib/dom.js";
+import { availableLocales, currentLocale, loadLocale, localeName, t } from "../lib/i18n.js";
+
+function input(labelKey, name, type = "text", extra = {}) {
+  const id = uid(name);
+  return [el("label", { for: id, text: t(labelKey) }), el("input", { id, name, type, required: true, ...extra })];
+}
+
+function authCard(titleKey, introKey, fields, submitKey, onSubmit, before = null) {
+  const error = el("p", { class: "error", role: "alert" });
+  const submit = el("button", { class: "btn primary wide", type: "submit", text: t(submitKey) });
+  const form = el("form", { class: "card auth-card", novalidate: true },
+    el("p", { class: "brand-mark", text: t("app.name") }),
+    el("h1", { text: t(titleKey) }),
+    introKey ? el("p", { class: "intro", text: t(introKey) }) : null,
+    before, ...fields, submit, error);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = "";
+    submit.disabled = true;
+    try { await onSubmit(new FormData(form), error); } finally { submit.disabled = false; }
+  });
+  return el("div", { class: "auth-screen" }, form);
+}
+
+/** First run: create the administrator; signs in and calls onDone(). */
+export function renderSetup(root, onDone) {
+  const localeId = uid("locale");
+  const select = el("select", { id: localeId, name: "locale" },
+    ...availableLocales().map((code) => el("option", { value: code, text: localeName(code) })));
+  select.value = currentLocale();
+  select.addEventListener("change", async () => { await loadLocale(select.value); renderSetup(root, onDone); });
+  root.replaceChildren(authCard("setup.title", "setup.intro", [
+    ...input("setup.username", "username", "text", { autocomplete: "username" }),
+    ...input("setup.display_name", "display_name", "text", { required: false, autocomplete: "name" }),
+    ...input("setup.password", "password", "password", { autocomplete: "new-password", minlength: "8" }),
+    ...input("setup.password_repeat", "password_repeat", "password", { autocomplete: "new-password" }),
+    el("label", { for: localeId, text: t("setup.locale") }), select,
+    el("label", { class: "check" }, el("input", { type: "checkbox", name: "encrypted", props: { checked: true } }), el("span", { text: t("setup.encrypted") })),
+  ], "setup.submit", async (data, error) => {
+    if (data.get("password") !== data.get("password_repeat")) { error.textContent = t("setup.mismatch"); return; }
+    const response = await api("POST", "/api/setup", {
+      username: data.get("username"), display_name: data.get("display_name"), password: data.get("password"),
+      locale: data.get("locale"), encrypted: data.get("encrypted") === "on",
+    });
+    if (response.status === 201) { setCsrfToken(response.data.csrf_token); await onDone(); }
+    else error.textContent = response.data.error || t("common.error", { message: response.status });
+  }));
+  root.querySelector("input")?.focus();
+}
+
+/** Sign in; `message` explains why we are here (e.g. the session ended). */
+export function renderLogin(root, onDone, message = "") {
+  root.replaceChildren(authCard("login.title", null, [
+    ...input("login.username", "username", "text", { autocomplete: "username" }),
+    ...input("login.password", "password", "password", { autocomplete: "current-password" }),
+  ], "login.submit", async (data, error) => {
+    const response = await api("POST", "/api/auth/login", { username: data.get("username"), password: data.get("password") });
+    if (response.status === 200) { setCsrfToken(response.data.csrf_token); await onDone(); }
+    else if (response.status === 429) error.textContent = t("login.throttled", { seconds: response.headers.get("Retry-After") || "60" });
+    else if (response.status === 401) error.textContent = t("login.failed");
+    else error.textContent = response.data.error || t("common.error", { message: response.status });
+  }, message ? el("p", { class: "notice info", role: "status", text: message }) : null));
+  root.querySelector("input")?.focus();
+}

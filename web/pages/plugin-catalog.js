@@ -1,0 +1,105 @@
+// #plugins: a status board. One card per plugin: what it is, whether it runs
+// (health dot; its error on hover and on click/keyboard), an enable switch for
+// non-built-ins, and the way to its detail page.
+import { api } from "../lib/api.js";
+import { el, link, uid } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { errorText, notice, pageHeader } from "../lib/ui.js";
+
+/** green: running; red: failed or unhealthy; grey: off or blocked. */
+export function health(plugin) {
+  if (plugin.state === "failed" || (plugin.state === "loaded" && plugin.healthy === false)) return "red";
+  if (plugin.state === "loaded") return "green";
+  return "grey";
+}
+
+export function stateLabel(plugin) {
+  if (plugin.state === "loaded" && plugin.healthy === false) return t("plugin.state.unhealthy");
+  return t(`plugin.state.${plugin.state}`);
+}
+
+function healthDot(plugin) {
+  const color = health(plugin);
+  const label = stateLabel(plugin);
+  const detailId = uid("health");
+  const detail = el("div", { id: detailId, class: `health-detail ${color}`, hidden: true },
+    el("strong", { text: label }),
+    plugin.error ? el("p", { class: "detail", text: plugin.error }) : el("p", { class: "detail", text: t(`plugin.state_help.${color}`) }));
+  const dot = el("button", {
+    type: "button", class: `health-dot ${color}`, title: plugin.error ? `${label}: ${plugin.error}` : label,
+    "aria-label": t("plugin.health_label", { state: label }), "aria-expanded": "false", "aria-controls": detailId,
+  });
+  dot.addEventListener("click", () => {
+    const open = detail.hidden;
+    detail.hidden = !open;
+    dot.setAttribute("aria-expanded", String(open));
+  });
+  return { dot, detail, label };
+}
+
+function enableSwitch(plugin, onChanged) {
+  const id = uid("enable");
+  const blocked = plugin.state === "failed" || plugin.state === "blocked";
+  const input = el("input", {
+    id, type: "checkbox", role: "switch", class: "switch", disabled: blocked, props: { checked: plugin.enabled },
+  });
+  const error = el("p", { class: "field-error", role: "alert" });
+  input.addEventListener("change", async () => {
+    error.textContent = "";
+    input.disabled = true;
+    const response = await api("PUT", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/enabled`, { enabled: input.checked });
+    input.disabled = false;
+    if (!response.ok) { input.checked = !input.checked; error.textContent = errorText(response); return; }
+    onChanged(response.data);
+  });
+  return el("div", { class: "switch-row" }, input, el("label", { for: id, text: t("plugin.enabled") }), error);
+}
+
+function pluginCard(plugin, ctx) {
+  const { dot, detail, label } = healthDot(plugin);
+  const meta = el("p", { class: "meta" },
+    plugin.version ? el("span", { text: t("plugin.version", { version: plugin.version }) }) : null,
+    plugin.builtin ? el("span", { class: "tag", text: t("plugin.builtin") }) : null,
+    plugin.manages_own_access ? el("span", { class: "tag", text: t("plugin.own_access") }) : null);
+  const card = el("article", { class: `card plugin-card state-${plugin.state}`, "data-plugin": plugin.id },
+    el("header", { class: "plugin-head" },
+      el("h2", { text: plugin.title || plugin.id }),
+      el("div", { class: "health" }, dot, el("span", { class: "state-label", text: label }))),
+    meta,
+    el("p", { class: "description", text: plugin.description || t("plugin.no_description") }),
+    detail);
+  const footer = el("footer", { class: "plugin-foot" });
+  if (!plugin.builtin) {
+    footer.append(enableSwitch(plugin, (fresh) => {
+      Object.assign(plugin, { enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error });
+      const next = pluginCard(plugin, ctx);
+      card.replaceWith(next);
+      next.querySelector("input.switch")?.focus(); // keep the keyboard where it was
+      ctx.refreshNav();
+    }));
+  } else {
+    footer.append(el("span", { class: "muted small", text: t("plugin.always_on") }));
+  }
+  const to = `#plugin-detail?id=${encodeURIComponent(plugin.id)}`;
+  footer.append(link(to, plugin.configurable ? t("plugin.configure") : t("plugin.details"), {
+    class: "btn", "aria-label": `${plugin.configurable ? t("plugin.configure") : t("plugin.details")}: ${plugin.title || plugin.id}`,
+  }));
+  card.append(footer);
+  return card;
+}
+
+export async function renderCatalog(ctx) {
+  const response = await api("GET", "/api/admin/plugins");
+  const page = el("div", { class: "page" }, pageHeader(t("plugins.title"), t("plugins.intro")));
+  if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
+  const plugins = response.data.plugins || [];
+  const external = plugins.filter((p) => !p.builtin);
+  const builtin = plugins.filter((p) => p.builtin);
+  if (!external.length) page.append(notice("info", t("plugins.none_installed")));
+  else page.append(el("div", { class: "card-grid" }, ...external.map((p) => pluginCard(p, ctx))));
+  if (builtin.length) {
+    page.append(el("h2", { class: "section-title", text: t("plugins.builtin_title") }),
+      el("div", { class: "card-grid" }, ...builtin.map((p) => pluginCard(p, ctx))));
+  }
+  return page;
+}

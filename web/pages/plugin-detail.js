@@ -1,0 +1,79 @@
+// #plugin-detail?id=<id>: one plugin's summary (no traceback: that is for the log
+// and /api/admin/plugins.json), its instance settings, and the read-only roster of
+// who holds it. Grants are edited on each member's page, the one write path.
+import { api } from "../lib/api.js";
+import { configForm } from "../lib/config-form.js";
+import { el, link } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { errorText, notice, pageHeader, section } from "../lib/ui.js";
+import { health, stateLabel } from "./plugin-catalog.js";
+
+const back = () => el("p", { class: "back" }, link("#plugins", t("plugin.back")));
+
+function summary(plugin) {
+  const facts = el("dl", { class: "facts" });
+  const add = (label, value) => { if (value != null && value !== "") facts.append(el("dt", { text: label }), el("dd", {}, value)); };
+  add(t("plugin.id"), el("code", { text: plugin.id }));
+  add(t("plugin.version_label"), plugin.version || "—");
+  add(t("plugin.package"), plugin.distribution);
+  add(t("plugin.state"), el("span", { class: "health" },
+    el("span", { class: `health-dot static ${health(plugin)}`, "aria-hidden": "true" }), stateLabel(plugin)));
+  if (plugin.error) add(t("plugin.error"), el("span", { class: "error-text", text: plugin.error }));
+  if (plugin.pages?.length) {
+    add(t("plugin.pages"), el("ul", { class: "plain" }, ...plugin.pages.map((p) =>
+      el("li", {}, p.title, p.admin_only ? el("span", { class: "tag", text: t("plugin.admin_only") }) : null))));
+  }
+  if (plugin.user_config_schema?.length) {
+    add(t("plugin.member_settings"), plugin.user_config_schema.map((f) => f.label || f.name).join(", "));
+  }
+  return section(t("plugin.summary"), facts);
+}
+
+function configSection(plugin) {
+  const schema = plugin.config_schema || [];
+  if (!schema.length) return section(t("plugin.config_title"), el("p", { class: "muted", text: t("plugin.no_config") }));
+  if (plugin.state === "failed" || plugin.state === "blocked") {
+    return section(t("plugin.config_title"), notice("info", t("plugin.config_unavailable")));
+  }
+  return section(t("plugin.config_title"), configForm({
+    fields: schema,
+    values: plugin.config || {},
+    save: async (values) => {
+      const response = await api("PUT", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/config`, { config: values });
+      return { response, values: response.data?.config || {} };
+    },
+  }));
+}
+
+async function rosterSection(plugin) {
+  const title = t("plugin.roster_title");
+  if (plugin.manages_own_access) return section(title, el("p", { class: "muted", text: t("plugin.roster_own_access") }));
+  if (plugin.state === "failed" || plugin.state === "blocked") return section(title, el("p", { class: "muted", text: t("plugin.roster_unavailable") }));
+  const response = await api("GET", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/access`);
+  if (!response.ok) return section(title, notice("error", errorText(response)));
+  const members = response.data.members || [];
+  const list = el("ul", { class: "roster" }, ...members.map((m) => el("li", {},
+    link(`#members/${encodeURIComponent(m.id)}`, m.display_name || m.username),
+    el("span", { class: "muted", text: ` @${m.username}` }),
+    m.implicit ? el("span", { class: "tag", text: t("plugin.roster_implicit") }) : null,
+    m.active ? null : el("span", { class: "tag off", text: t("members.inactive") }))));
+  return section(title,
+    el("p", { class: "hint" }, t("plugin.roster_hint"), " ", link("#members", t("nav.members"))),
+    members.length ? list : el("p", { class: "muted", text: t("plugin.roster_empty") }));
+}
+
+export async function renderPluginDetail({ params }) {
+  const id = params.get("id") || "";
+  const response = await api("GET", `/api/admin/plugins/${encodeURIComponent(id)}`);
+  if (!response.ok) {
+    return el("div", { class: "page" }, back(), pageHeader(t("plugin.not_found")), notice("error", errorText(response)));
+  }
+  const plugin = response.data;
+  return el("div", { class: "page" },
+    back(),
+    pageHeader(plugin.title || plugin.id, plugin.description),
+    plugin.enabled || plugin.builtin ? null : notice("info", t("plugin.disabled_note")),
+    summary(plugin),
+    configSection(plugin),
+    await rosterSection(plugin));
+}

@@ -1,0 +1,16 @@
+// #plugin/<plugin_id>/<page_id>: a plugin's own page, mounted by <plugin-page-host>.
+import { el } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { notice, pageHeader } from "../lib/ui.js";
+
+export function renderPluginPage({ rest, pages }) {
+  const [pluginId = "", pageId = ""] = rest;
+  const page = pages().find((p) => p.plugin_id === pluginId && p.page_id === pageId);
+  if (!page) {
+    return el("div", { class: "page" }, pageHeader(t("pluginpage.unavailable_title")), notice("info", t("pluginpage.unavailable")));
+  }
+  const host = el("plugin-page-host", {
+    "plugin-id": page.plugin_id, "page-id": page.page_id, "entry-url": page.entry_url, "page-title": page.title,
+  });
+  return el("div", { class: "page plugin-page" }, pageHeader(page.title), host);
+}

@@ -1,0 +1,54 @@
+// #settings: the instance status (version, warnings, missing translations) and the
+// general settings sets plugins register without an owner page of their own.
+import { api } from "../lib/api.js";
+import { configForm } from "../lib/config-form.js";
+import { el } from "../lib/dom.js";
+import { localeName, t } from "../lib/i18n.js";
+import { errorText, notice, pageHeader, section } from "../lib/ui.js";
+
+/** The admin status block: warnings first, then the facts. */
+export async function statusBlock() {
+  const response = await api("GET", "/api/admin/status");
+  const title = t("status.title");
+  if (!response.ok) return section(title, notice("error", errorText(response)));
+  const status = response.data;
+  const block = section(title);
+  block.classList.add("status-block");
+  for (const warning of status.warnings || []) {
+    // Our own bundle has the text in the admin's language; the server's is English.
+    const key = `warning.${warning.id}`;
+    const text = t(key) === key ? warning.text : t(key);
+    block.append(notice("warning", text));
+  }
+  const missing = Object.entries(status.missing_translations || {});
+  for (const [locale, keys] of missing) {
+    block.append(el("details", { class: "notice warning" },
+      el("summary", { text: t("status.missing_translations", { language: localeName(locale), count: keys.length }) }),
+      el("ul", { class: "plain keys" }, ...keys.map((key) => el("li", {}, el("code", { text: key }))))));
+  }
+  if (!(status.warnings || []).length && !missing.length) block.append(notice("ok", t("status.all_good")));
+  block.append(el("dl", { class: "facts" },
+    el("dt", { text: t("status.version") }), el("dd", { text: status.version || "—" }),
+    el("dt", { text: t("status.sqlcipher") }), el("dd", { text: status.sqlcipher || "—" }),
+    el("dt", { text: t("status.unlocked") }), el("dd", { text: String(status.members_unlocked ?? 0) })));
+  return block;
+}
+
+export async function renderSettings() {
+  const [response, status] = await Promise.all([api("GET", "/api/admin/settings"), statusBlock()]);
+  const page = el("div", { class: "page" }, pageHeader(t("settings.title"), t("settings.intro")), status);
+  if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
+  const sets = response.data.sets || [];
+  if (!sets.length) page.append(section(t("settings.general"), el("p", { class: "muted", text: t("settings.empty") })));
+  for (const set of sets) {
+    page.append(section(set.title, el("p", { class: "hint", text: t("settings.from_plugin", { plugin: set.plugin_id }) }), configForm({
+      fields: set.fields || [],
+      values: set.values || {},
+      save: async (values) => {
+        const saved = await api("PUT", `/api/admin/settings/${encodeURIComponent(set.id)}`, { values });
+        return { response: saved, values: saved.data?.values || {} };
+      },
+    })));
+  }
+  return page;
+}
