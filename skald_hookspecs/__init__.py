@@ -35,6 +35,7 @@ from skald_hookspecs.types import (  # noqa: E402
     SystemAgent,
     Tool,
     ToolContext,
+    TurnApi,
     WebPage,
 )
 from skald_hookspecs.host_api import HostApi  # noqa: E402
@@ -54,6 +55,7 @@ __all__ = [
     "SystemAgent",
     "Tool",
     "ToolContext",
+    "TurnApi",
     "WebPage",
     "HostApi",
     "ChatEvent",

@@ -86,6 +86,26 @@ class ConfigSet:
     owner: str | None = None
 
 
+class TurnApi(Protocol):
+    """What a tool may ask of the turn it runs in. The host's own tools (the sub-agent
+    delegate, notify, scheduling) use exactly this, so a plugin's tools can too."""
+
+    depth: int  # 0 in a member's conversation, +1 per sub-agent level
+    unattended: bool  # no member is there to answer an approval (a scheduled prompt)
+
+    async def delegate(self, agent_id: str, task: str) -> str:
+        """Run a task agent in a frame of its own and return its final answer."""
+
+    async def notify(self, text: str) -> None:
+        """Tell the member something now, as a note in this conversation."""
+
+    async def schedule(self, prompt: str, due_at: str) -> str:
+        """Deliver ``prompt`` into this conversation at ``due_at`` (ISO 8601, UTC); returns the job id."""
+
+    def agents(self) -> list[dict[str, Any]]:
+        """The task agents ``delegate`` accepts: id, title, description."""
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a running tool may know: whose turn it is and how to stop.
@@ -99,6 +119,7 @@ class ToolContext:
     frame_id: str | None = None
     cancelled: Any = None  # an asyncio.Event set when the turn is stopped
     host: Any = None  # the HostApi of the plugin that registered the tool
+    turn: TurnApi | None = None
 
 
 class ToolRun(Protocol):

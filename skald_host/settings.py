@@ -73,6 +73,13 @@ class PluginSettings:
 
 
 @dataclass(frozen=True)
+class ChatSettings:
+    max_rounds: int = 25
+    tool_timeout_seconds: float = 300.0
+    compact_after_tokens: int | None = None  # automatic compaction is off unless set
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("data")
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -80,6 +87,7 @@ class Settings:
     kdf: KdfSettings = field(default_factory=KdfSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     plugins: PluginSettings = field(default_factory=PluginSettings)
+    chat: ChatSettings = field(default_factory=ChatSettings)
 
     @property
     def database_dir(self) -> Path:
@@ -243,5 +251,9 @@ def _validate(settings: Settings) -> None:
         raise SettingsError(f"server.port: {settings.server.port} is not a TCP port")
     if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise SettingsError(f"log.level: {settings.log.level!r} is not one of DEBUG, INFO, WARNING, ERROR")
+    if not 1 <= settings.chat.max_rounds <= 1000:
+        raise SettingsError("chat.max_rounds: must be between 1 and 1000")
+    if not settings.chat.tool_timeout_seconds > 0:
+        raise SettingsError("chat.tool_timeout_seconds: must be positive")
     if bool(settings.server.tls_cert) != bool(settings.server.tls_key):
         raise SettingsError("server.tls_cert and server.tls_key must be set together")

@@ -11,12 +11,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from pathlib import Path
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from skald_hookspecs.types import ConfigSet, I18nBundle, WebPage
 from skald_host.builtins import BUILTIN_PLUGINS
+from skald_host.core.agent.definitions import AgentCatalog
+from skald_host.core.agent.runtime import ChatService
+from skald_host.core.agent.tools import ToolRegistry, validate_tool
 from skald_host.core.buses import Buses
 from skald_host.core.identity.administration import MemberAdministration
 from skald_host.core.identity.auth import AuthService
@@ -89,6 +93,7 @@ class Skald:
         self._users: UserManager | None = None
         self._auth: AuthService | None = None
         self._roles: RoleStore | None = None
+        self._chat: ChatService | None = None
 
     # -- accessors (the surface the web layer and HostApi are cut from) --------------
 
@@ -106,6 +111,11 @@ class Skald:
     def auth(self) -> AuthService:
         assert self._auth is not None, "Skald.start() has not run"
         return self._auth
+
+    @property
+    def chat(self) -> ChatService:
+        assert self._chat is not None, "Skald.start() has not run"
+        return self._chat
 
     @property
     def administration(self) -> MemberAdministration:
@@ -168,6 +178,12 @@ class Skald:
         for contribution in await self.plugins.collect("register_i18n", _validate_bundle, kind="bundle"):
             self.strings.add(contribution.value)
         self.web_pages = await self.plugins.collect("register_web_pages", _one(WebPage), kind="page")
+        tools = await self.plugins.collect("register_tools", validate_tool, key=lambda t: t.name, kind="tool")
+        agents = AgentCatalog()
+        for contribution in await self.plugins.collect("register_agent_dirs", _one(Path), kind="agent directory"):
+            agents.add_directory(contribution.value)
+        self._chat = ChatService(self, ToolRegistry(tools), agents)
+        self._users.before_lock.append(self._chat.before_lock)
         self.config_sets = await self.plugins.collect(
             "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"
         )
@@ -277,6 +293,8 @@ class Skald:
             await self.stop_plugin(plugin_id)
         if self._auth is not None:
             self._auth.sessions.revoke_all("server stopping")
+        if self._chat is not None:
+            await self._chat.close()
         if self._users is not None:
             await self._users.lock_all()
         self.buses.close()

@@ -59,13 +59,13 @@ def field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
     """One typed field of a JSON body; the error names the field and the expected type."""
     if name not in data or data[name] is None:
         if required:
-            raise ApiError(400, f"'{name}' is required")
+            raise ApiError(400, f"'{name}' is required", field=name)
         return default
     value = data[name]
     if isinstance(value, bool) and kind is not bool and (kind == int or (isinstance(kind, tuple) and bool not in kind)):
-        raise ApiError(400, f"'{name}' has the wrong type")
+        raise ApiError(400, f"'{name}' has the wrong type", field=name)
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         label = {"str": "text", "bool": "true or false", "int": "a whole number", "dict": "an object", "list": "a list"}
-        raise ApiError(400, f"'{name}' must be {label.get(names, names)}")
+        raise ApiError(400, f"'{name}' must be {label.get(names, names)}", field=name)
     return value

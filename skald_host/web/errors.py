@@ -17,15 +17,22 @@ log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, headers: dict[str, str] | None = None) -> None:
+    """``field`` names the offending input field when there is one, so a form can put
+    the message beside it without parsing text."""
+
+    def __init__(self, status: int, message: str, *, headers: dict[str, str] | None = None, field: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
+        self.field = field
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
-    response = jsonify({"error": message})
+def error_response(status: int, message: str, headers: dict[str, str] | None = None, field: str | None = None) -> Any:
+    body = {"error": message}
+    if field is not None:
+        body["field"] = field
+    response = jsonify(body)
     response.status_code = status
     for key, value in (headers or {}).items():
         response.headers[key] = value
@@ -47,7 +54,7 @@ _GENERIC = {
 def install_error_handlers(app: Quart) -> None:
     @app.errorhandler(ApiError)
     async def api_error(exc: ApiError) -> Any:
-        return error_response(exc.status, exc.message, exc.headers)
+        return error_response(exc.status, exc.message, exc.headers, exc.field)
 
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> Any:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-ADMIN_ONLY = frozenset({"members.manage", "roles.manage", "plugins.manage", "settings.manage", "instance.status"})
+ADMIN_ONLY = frozenset(
+    {"members.manage", "roles.manage", "plugins.manage", "settings.manage", "instance.status", "models.manage", "approvals.manage"}
+)
 
 #: Capabilities an admin may give a role; a role row naming anything else is refused.
 GRANTABLE = frozenset({"chat.use", "memory.shared.read", "memory.shared.write", "projects.create", "sandbox.network"})

@@ -22,7 +22,7 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from skald_hookspecs.events import SystemEvent
 from skald_host.core.buses import Buses
@@ -151,6 +151,10 @@ class UserManager:
         self.buses = buses
         self._open: dict[str, Database] = {}
         self._unlock_locks: dict[str, asyncio.Lock] = {}
+        # Called with a member id before their file closes, so whatever runs on it
+        # (their chat turns) stops first. A direct call, never a bus: locking is part
+        # of revocation.
+        self.before_lock: list[Callable[[str], Awaitable[None]]] = []
 
     def owner_path(self, member_id: str) -> Path:
         if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
@@ -433,6 +437,11 @@ class UserManager:
         return [m for m in self._open if self.is_unlocked(m)]
 
     async def lock(self, member_id: str) -> None:
+        for callback in self.before_lock:
+            try:
+                await callback(member_id)
+            except Exception:
+                log.exception("before-lock callback failed for member %s", member_id)
         db = self._open.pop(member_id, None)
         if db is not None:
             await db.close()

@@ -85,6 +85,7 @@ class PluginCatalog:
     async def detail(self, plugin_id: str) -> dict[str, Any]:
         status = self._status(plugin_id)
         entry = status.as_dict()
+        entry.pop("traceback", None)  # the full status table (/api/admin/plugins.json) has it
         entry["enabled"] = self._core.plugins.is_enabled(plugin_id)
         info = status.info
         entry["config_schema"] = schema_json(info.config_schema) if info else []

@@ -19,5 +19,102 @@ OWNER_MIGRATIONS = MigrationSet(
                 )""",
             ),
         ),
+        Migration(
+            2,
+            "conversations: frames, messages, tool calls, approvals, scheduled prompts, request payloads",
+            statements=(
+                """CREATE TABLE conversations (
+                    id TEXT PRIMARY KEY,
+                    source TEXT NOT NULL DEFAULT 'web',
+                    agent_id TEXT NOT NULL,
+                    title TEXT NOT NULL DEFAULT '',
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                "CREATE INDEX conversations_recent ON conversations(updated_at)",
+                # The call stack: the root frame, and one more frame per sub-agent run.
+                """CREATE TABLE frames (
+                    id TEXT PRIMARY KEY,
+                    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                    caller_frame_id TEXT REFERENCES frames(id) ON DELETE CASCADE,
+                    spawned_by_call_id TEXT,
+                    agent_id TEXT NOT NULL,
+                    depth INTEGER NOT NULL DEFAULT 0,
+                    status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'done', 'failed', 'cancelled')),
+                    result TEXT,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    closed_at TEXT
+                )""",
+                "CREATE INDEX frames_conversation ON frames(conversation_id, depth)",
+                """CREATE TABLE messages (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                    frame_id TEXT NOT NULL REFERENCES frames(id) ON DELETE CASCADE,
+                    role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'summary', 'note')),
+                    content TEXT NOT NULL DEFAULT '',
+                    reasoning TEXT NOT NULL DEFAULT '',
+                    status TEXT NOT NULL DEFAULT 'complete'
+                        CHECK (status IN ('complete', 'streaming', 'interrupted', 'cancelled', 'error')),
+                    model TEXT,
+                    idempotency_key TEXT UNIQUE,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                "CREATE INDEX messages_frame ON messages(frame_id, id)",
+                """CREATE TABLE tool_calls (
+                    id TEXT PRIMARY KEY,
+                    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+                    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                    frame_id TEXT NOT NULL REFERENCES frames(id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL,
+                    name TEXT NOT NULL,
+                    arguments TEXT NOT NULL,
+                    status TEXT NOT NULL CHECK (status IN ('requested', 'awaiting_approval', 'running', 'done',
+                        'error', 'denied', 'cancelled', 'interrupted')),
+                    result TEXT,
+                    restart TEXT NOT NULL DEFAULT 'mark_interrupted',
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    finished_at TEXT
+                )""",
+                "CREATE INDEX tool_calls_message ON tool_calls(message_id, seq)",
+                """CREATE TABLE approvals (
+                    id TEXT PRIMARY KEY,
+                    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                    tool_call_id TEXT NOT NULL REFERENCES tool_calls(id) ON DELETE CASCADE,
+                    tool TEXT NOT NULL,
+                    args_hash TEXT NOT NULL,
+                    status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'expired', 'used')),
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    expires_at TEXT NOT NULL,
+                    resolved_at TEXT
+                )""",
+                "CREATE INDEX approvals_pending ON approvals(status, conversation_id)",
+                """CREATE TABLE scheduled_jobs (
+                    id TEXT PRIMARY KEY,
+                    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                    prompt TEXT NOT NULL,
+                    due_at TEXT NOT NULL,
+                    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'running', 'done', 'failed', 'cancelled')),
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    finished_at TEXT
+                )""",
+                "CREATE INDEX scheduled_jobs_due ON scheduled_jobs(status, due_at)",
+                # Messages that arrived while a turn ran: durable (an ack means stored), moved
+                # into messages when the turn ends so they start the next one, in order.
+                """CREATE TABLE inbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                    content TEXT NOT NULL,
+                    idempotency_key TEXT UNIQUE,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                """CREATE TABLE llm_request_payloads (
+                    request_id TEXT PRIMARY KEY,
+                    conversation_id TEXT,
+                    request TEXT NOT NULL,
+                    response TEXT,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+            ),
+        ),
     ),
 )

@@ -108,5 +108,67 @@ REGISTRY_MIGRATIONS = MigrationSet(
             ),
             apply=_seed_roles,
         ),
+        Migration(
+            2,
+            "model providers and models, request metadata, approval rules and security groups",
+            statements=(
+                # api_key is an instance secret: write-only through every API, never logged.
+                """CREATE TABLE llm_providers (
+                    id TEXT PRIMARY KEY,
+                    name TEXT NOT NULL UNIQUE,
+                    base_url TEXT NOT NULL,
+                    api_key TEXT,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                """CREATE TABLE llm_models (
+                    id TEXT PRIMARY KEY,
+                    provider_id TEXT NOT NULL REFERENCES llm_providers(id) ON DELETE CASCADE,
+                    model TEXT NOT NULL,
+                    label TEXT NOT NULL DEFAULT '',
+                    vision INTEGER NOT NULL DEFAULT 0,
+                    strength INTEGER NOT NULL DEFAULT 50,
+                    priority INTEGER NOT NULL DEFAULT 100,
+                    enabled INTEGER NOT NULL DEFAULT 1,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    UNIQUE (provider_id, model)
+                )""",
+                # Metadata only; request and response bodies live in the member's own file.
+                """CREATE TABLE llm_requests (
+                    id TEXT PRIMARY KEY,
+                    member_id TEXT,
+                    model TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    http_status INTEGER,
+                    tokens_in INTEGER,
+                    tokens_out INTEGER,
+                    latency_ms INTEGER,
+                    first_token_ms INTEGER,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                "CREATE INDEX llm_requests_member ON llm_requests(member_id, created_at)",
+                """CREATE TABLE security_groups (
+                    id TEXT PRIMARY KEY,
+                    label TEXT NOT NULL,
+                    description TEXT NOT NULL DEFAULT ''
+                )""",
+                # group_id NULL: the rule applies to everyone; otherwise to members whose
+                # role lists the group in attrs.permission_groups.
+                """CREATE TABLE approval_rules (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    tool_pattern TEXT NOT NULL,
+                    path_class TEXT,
+                    action TEXT NOT NULL CHECK (action IN ('allow', 'deny', 'require')),
+                    priority INTEGER NOT NULL,
+                    group_id TEXT REFERENCES security_groups(id) ON DELETE CASCADE,
+                    note TEXT NOT NULL DEFAULT '',
+                    builtin INTEGER NOT NULL DEFAULT 0
+                )""",
+                "INSERT INTO approval_rules (tool_pattern, action, priority, note, builtin) VALUES"
+                " ('list_agents', 'allow', 100, 'reading the agent list has no effect', 1),"
+                " ('notify', 'allow', 100, 'a note to the member themself', 1),"
+                " ('execute_task', 'allow', 200, 'a sub-agent: its own tool calls are gated', 1),"
+                " ('*', 'require', 999999, 'anything not explicitly allowed asks first', 1)",
+            ),
+        ),
     ),
 )

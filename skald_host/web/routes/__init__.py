@@ -2,10 +2,12 @@
 
 from skald_host.web.routes import (
     admin_members,
+    admin_models,
     admin_plugins,
     admin_roles,
     admin_status,
     auth,
+    chat,
     events,
     health,
     me,
@@ -22,8 +24,10 @@ BLUEPRINTS = (
     admin_members.bp,
     admin_roles.bp,
     admin_plugins.bp,
+    admin_models.bp,
     admin_status.bp,
     plugins.bp,
+    chat.bp,
     events.bp,
     static.bp,
 )

@@ -10,12 +10,63 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import asdict
+from typing import Any
 
 from quart import Blueprint, current_app, websocket
 
+from skald_host.core.agent.runtime import ChatError
+from skald_host.core.identity.access import allowed
 from skald_host.web.auth import current_principal
 
 bp = Blueprint("events", __name__)
+
+MAX_MESSAGE_CHARS = 100_000
+
+
+def _text(message: dict[str, Any], name: str, limit: int) -> str | None:
+    value = message.get(name)
+    return value if isinstance(value, str) and 0 < len(value) <= limit else None
+
+
+async def _runtime(member: Any) -> Any:
+    return await current_app.config["SKALD_CORE"].chat.runtime(member)
+
+
+async def _send(member: Any, message: dict[str, Any]) -> dict[str, Any]:
+    """A chat message over the socket; the ack (after the row is committed) echoes
+    the client's idempotency key, and a retry with the same key is stored once."""
+    key = _text(message, "idempotency_key", 128)
+    conversation_id, text = _text(message, "conversation_id", 64), _text(message, "text", MAX_MESSAGE_CHARS)
+    if conversation_id is None or text is None or not text.strip():
+        return {"type": "error", "idempotency_key": key, "error": "send needs conversation_id and non-empty text"}
+    try:
+        ack = await (await _runtime(member)).send(conversation_id, text, key)
+    except ChatError as exc:  # someone else's id reads exactly like a missing one
+        return {"type": "error", "idempotency_key": key, "error": str(exc)}
+    return {"type": "ack", "idempotency_key": key, **ack}
+
+
+async def _stop(member: Any, message: dict[str, Any]) -> dict[str, Any]:
+    conversation_id = _text(message, "conversation_id", 64)
+    try:
+        stopped = await (await _runtime(member)).stop(conversation_id or "")
+    except ChatError as exc:
+        return {"type": "error", "error": str(exc)}
+    return {"type": "stopped", "conversation_id": conversation_id, "stopped": stopped}
+
+
+async def _approve(member: Any, message: dict[str, Any]) -> dict[str, Any]:
+    approval_id, decision = _text(message, "approval_id", 64), message.get("decision")
+    if approval_id is None or decision not in ("approve", "deny"):
+        return {"type": "error", "error": "approve needs approval_id and decision approve or deny"}
+    try:
+        result = await (await _runtime(member)).resolve_approval(approval_id, decision == "approve")
+    except ChatError as exc:
+        return {"type": "error", "error": str(exc)}
+    return {"type": "approval", **result}
+
+
+COMMANDS = {"send": _send, "stop": _stop, "approve": _approve}
 
 POLICY_VIOLATION = 1008
 
@@ -40,9 +91,13 @@ async def member_socket() -> None:
                 message = json.loads(raw)
                 kind = message.get("type") if isinstance(message, dict) else None
             except (ValueError, RecursionError, TypeError):
-                kind = None
+                message, kind = None, None
             if kind == "ping":
                 await websocket.send(json.dumps({"type": "pong"}))
+            elif kind in COMMANDS and not allowed(principal.member, "chat.use"):
+                await websocket.send(json.dumps({"type": "error", "error": "forbidden"}))
+            elif kind in COMMANDS:
+                await websocket.send(json.dumps(await COMMANDS[kind](principal.member, message)))
             else:
                 await websocket.send(json.dumps({"type": "error", "error": "unknown or malformed message"}))
 

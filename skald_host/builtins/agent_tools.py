@@ -1,0 +1,130 @@
+"""The host's own agent tools — notify, list_agents, the sync sub-agent delegate and
+scheduled prompts — registered through ``register_tools`` like any plugin's, using
+only what ``ToolContext.turn`` offers every tool."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Mapping
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import PluginInfo, Tool, ToolContext
+
+MAX_TEXT = 20_000
+
+
+def _text(args: Mapping[str, Any], name: str, limit: int = MAX_TEXT) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"'{name}' must be non-empty text")
+    if len(value) > limit:
+        raise ValueError(f"'{name}' is longer than {limit} characters")
+    return value
+
+
+async def notify(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    await ctx.turn.notify(_text(args, "message"))
+    return "The member was notified."
+
+
+async def list_agents(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    agents = ctx.turn.agents()
+    if not agents:
+        return "No task agents are available."
+    return "\n".join(f"- {a['id']}: {a['title']} — {a['description']}" for a in agents)
+
+
+async def execute_task(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    return await ctx.turn.delegate(_text(args, "agent", 64), _text(args, "task"))
+
+
+async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    prompt = _text(args, "prompt")
+    if "in_minutes" in args:
+        minutes = args["in_minutes"]
+        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not 0 < minutes <= 60 * 24 * 366:
+            raise ValueError("'in_minutes' must be a number of minutes between 0 and one year")
+        due = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=float(minutes))
+    else:
+        raw = _text(args, "at", 64)
+        try:
+            due = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError("'at' must be an ISO 8601 time such as 2026-12-24T18:00:00+01:00") from None
+        if due.tzinfo is None:
+            raise ValueError("'at' must include a time zone offset")
+    due_utc = due.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    job_id = await ctx.turn.schedule(prompt, due_utc)
+    return f"Scheduled for {due_utc} (job {job_id[:8]})."
+
+
+TOOLS = (
+    Tool(
+        "notify",
+        "Send the member a short note right away (it appears in this conversation).",
+        {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+        notify,
+        concurrency_safe=True,
+        restart="mark_interrupted",
+    ),
+    Tool(
+        "list_agents",
+        "List the task agents execute_task can delegate to.",
+        {"type": "object", "properties": {}},
+        list_agents,
+        concurrency_safe=True,
+        restart="rerun",
+    ),
+    Tool(
+        "execute_task",
+        "Delegate one self-contained task to a task agent and wait for its answer. Several"
+        " execute_task calls in one reply run in parallel.",
+        {
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "description": "a task agent id from list_agents"},
+                "task": {"type": "string", "description": "everything the agent needs to know"},
+            },
+            "required": ["agent", "task"],
+        },
+        execute_task,
+        concurrency_safe=True,
+        restart="rerun",
+    ),
+    Tool(
+        "schedule_prompt",
+        "Deliver a prompt into this conversation later, e.g. a reminder. Give 'in_minutes' or 'at' (ISO 8601 with offset).",
+        {
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string"},
+                "in_minutes": {"type": "number"},
+                "at": {"type": "string"},
+            },
+            "required": ["prompt"],
+        },
+        schedule_prompt,
+        restart="mark_interrupted",
+    ),
+)
+
+
+@hookimpl
+def plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id="agent-tools",
+        title="Agent tools",
+        description="Notify, list agents, delegate to sub-agents, schedule prompts.",
+        icon="tool",
+        spec=">=1.0,<2",
+    )
+
+
+@hookimpl
+def register_tools(register) -> None:
+    for tool in TOOLS:
+        register(tool)

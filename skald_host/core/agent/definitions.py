@@ -1,0 +1,125 @@
+"""Agent definitions: a directory per agent with ``AGENT.md`` (the prompt) and
+``meta.yaml`` (what it may use). Discovered from the host's ``agents/`` and from the
+directories plugins register; read on use, so a prompt edit needs no restart.
+
+meta.yaml::
+
+    title: Assistant
+    description: what list_agents shows
+    kind: chat            # chat: a member's entry agent; task: callable by execute_task
+    allow_tools: true     # false: a tool-less agent; its requests carry no tools at all
+    tools: ["*"]          # names or fnmatch patterns of the tools offered
+    model: null           # pin a model (name or id); else chosen by strength
+    strength: 50
+    inject_memory: []     # memory files injected into the system prompt
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+HOST_AGENTS = Path(__file__).resolve().parents[3] / "agents"
+_AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class AgentError(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class AgentDefinition:
+    id: str
+    title: str
+    description: str
+    kind: str
+    allow_tools: bool
+    tools: tuple[str, ...]
+    model: str | None
+    strength: int | None
+    inject_memory: tuple[str, ...]
+    prompt: str
+    directory: Path
+
+    def offers(self, tool_name: str) -> bool:
+        return self.allow_tools and any(fnmatch.fnmatchcase(tool_name, p) for p in self.tools)
+
+    def summary(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "description": self.description, "kind": self.kind}
+
+
+def _load(directory: Path) -> AgentDefinition:
+    meta_path, prompt_path = directory / "meta.yaml", directory / "AGENT.md"
+    meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
+    if not isinstance(meta, dict):
+        raise AgentError(f"{meta_path}: expected a mapping")
+    unknown = set(meta) - {"title", "description", "kind", "allow_tools", "tools", "model", "strength", "inject_memory"}
+    if unknown:
+        raise AgentError(f"{meta_path}: unknown key(s) {', '.join(sorted(unknown))}")
+    kind = meta.get("kind", "task")
+    if kind not in ("chat", "task"):
+        raise AgentError(f"{meta_path}: kind must be chat or task")
+    tools = meta.get("tools", ["*"])
+    if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+        raise AgentError(f"{meta_path}: tools must be a list of names")
+    return AgentDefinition(
+        id=directory.name,
+        title=str(meta.get("title") or directory.name),
+        description=str(meta.get("description") or ""),
+        kind=kind,
+        allow_tools=bool(meta.get("allow_tools", True)),
+        tools=tuple(tools),
+        model=meta.get("model") or None,
+        strength=meta.get("strength"),
+        inject_memory=tuple(meta.get("inject_memory") or ()),
+        prompt=prompt_path.read_text(encoding="utf-8"),
+        directory=directory,
+    )
+
+
+class AgentCatalog:
+    def __init__(self, directories: Iterable[Path] = (HOST_AGENTS,)) -> None:
+        self.directories = list(directories)
+
+    def add_directory(self, path: Path) -> None:
+        self.directories.append(path)
+
+    def _find(self, agent_id: str) -> Path | None:
+        if not _AGENT_ID.match(agent_id):
+            return None
+        for root in reversed(self.directories):  # later (plugin) directories may override
+            candidate = root / agent_id
+            if (candidate / "AGENT.md").is_file() and (candidate / "meta.yaml").is_file():
+                return candidate
+        return None
+
+    def get(self, agent_id: str) -> AgentDefinition:
+        directory = self._find(agent_id)
+        if directory is None:
+            raise AgentError(f"no agent named {agent_id!r}")
+        return _load(directory)
+
+    def all(self) -> list[AgentDefinition]:
+        seen: dict[str, AgentDefinition] = {}
+        for root in self.directories:
+            if not root.is_dir():
+                continue
+            for directory in sorted(root.iterdir()):
+                if directory.name in seen or not self._find(directory.name):
+                    continue
+                try:
+                    seen[directory.name] = self.get(directory.name)
+                except (AgentError, OSError, yaml.YAMLError) as exc:
+                    log.error("agent %s cannot be loaded: %s", directory.name, exc)
+        return sorted(seen.values(), key=lambda a: a.id)
+
+    def task_agents(self) -> list[AgentDefinition]:
+        return [a for a in self.all() if a.kind == "task"]

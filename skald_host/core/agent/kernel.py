@@ -1,0 +1,337 @@
+"""The round loop of one frame (seed 001 "The LLM loop").
+
+The loop is driven by the stored history, not by RAM: each round looks at the
+frame's last message — unfinished tool calls are executed (or re-asked, or marked
+interrupted), an unanswered user message calls the model, a final answer ends the
+frame. A live turn and a recovery after a crash therefore run the same code.
+
+Within a round: tool call ids are allocated in call order when the assistant message
+is written; a batch whose tools are all ``concurrency_safe`` runs concurrently, any
+other batch sequentially; results are recorded in call order. Every transition is
+written before it is announced. Cancellation is the asyncio task being cancelled:
+it aborts the in-flight HTTP stream, the running tools and every sub-agent frame alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from skald_hookspecs.types import ToolContext
+from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
+from skald_host.core.agent.definitions import AgentDefinition, AgentError
+from skald_host.core.agent.projection import project, unfinished_calls
+from skald_host.core.agent.store import TERMINAL_CALL_STATES, Frame
+from skald_host.core.llm.client import ModelError, ModelTurn
+
+if TYPE_CHECKING:
+    from skald_host.core.agent.runtime import MemberRuntime
+
+log = logging.getLogger(__name__)
+
+MAX_DEPTH = 5
+CHECKPOINT_SECONDS = 0.5
+TOOL_RESULT_LIMIT = 64 * 1024
+
+
+class NoModelConfigured(RuntimeError):
+    pass
+
+
+@dataclass
+class Scope:
+    """One frame being run: the TurnApi a tool sees is built from this."""
+
+    kernel: "Kernel"
+    frame: Frame
+    agent: AgentDefinition
+    unattended: bool
+    call_id: str | None = None  # the tool call this scope was handed to
+
+    @property
+    def depth(self) -> int:
+        return self.frame.depth
+
+    async def delegate(self, agent_id: str, task: str) -> str:
+        return await self.kernel.delegate(self, agent_id, task)
+
+    async def notify(self, text: str) -> None:
+        await self.kernel.runtime.notify(self.frame.conversation_id, text)
+
+    async def schedule(self, prompt: str, due_at: str) -> str:
+        return await self.kernel.runtime.store.schedule(self.frame.conversation_id, prompt, due_at)
+
+    def agents(self) -> list[dict[str, Any]]:
+        return [a.summary() for a in self.kernel.runtime.chat.agents.task_agents()]
+
+
+class Kernel:
+    def __init__(self, runtime: "MemberRuntime") -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.chat = runtime.chat
+
+    def emit(self, frame: Frame, event_type: str, **data: Any) -> None:
+        self.runtime.emit(event_type, frame.conversation_id, frame_id=frame.id, depth=frame.depth, **data)
+
+    # -- the frame loop -------------------------------------------------------------------
+
+    async def run_frame(self, frame: Frame, agent: AgentDefinition, *, unattended: bool) -> str:
+        scope = Scope(self, frame, agent, unattended)
+        for _ in range(self.chat.max_rounds):
+            history = await self.store.history(frame.id)
+            last = history[-1] if history else None
+            if last and last["role"] == "assistant" and unfinished_calls(last):
+                await self.execute_calls(scope, last["tool_calls"])
+                continue
+            if last and last["role"] == "assistant" and not last["tool_calls"] and last["status"] != "interrupted":
+                return last["content"]  # a final answer, or a failure already shown to the member
+            if last is None:
+                return ""
+            await self.model_round(scope, history)
+        text = f"Stopped after {self.chat.max_rounds} rounds without a final answer."
+        await self.store.add_note(frame, text, status="error")
+        self.emit(frame, "error", error=text)
+        return text
+
+    async def model_round(self, scope: Scope, history: list[dict[str, Any]]) -> None:
+        frame, agent = scope.frame, scope.agent
+        system = await self.runtime.system_prompt(frame, agent)
+        messages = project(system, history)
+        tools = self.runtime.offered_tools(agent)
+        turn, message_id = await self.call_model(frame, agent, messages, [t.wire() for t in tools])
+        if turn is None:
+            return
+        known = {t.name: t for t in tools}
+        calls = [
+            (c.id, c.name, c.arguments, known[c.name].tool.restart if c.name in known else "mark_interrupted")
+            for c in turn.tool_calls
+        ]
+        call_ids = await self.store.finish_assistant(
+            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls
+        )
+        if call_ids:
+            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning,
+                      tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(call_ids, calls)])
+        else:
+            self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
+                      tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
+        await self.runtime.after_round(frame, turn)
+
+    async def call_model(
+        self, frame: Frame, agent: AgentDefinition, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> tuple[ModelTurn | None, int]:
+        """One round's model call with fallback; the streaming placeholder row carries
+        checkpoints of the partial text, so a crash mid-stream leaves it on screen."""
+        candidates = await self.chat.models.candidates(pin=agent.model, strength=agent.strength)
+        if not candidates:
+            raise NoModelConfigured("no model is configured")
+        message_id = await self.store.start_assistant(frame, candidates[0].model)
+        partial = {"content": "", "reasoning": ""}
+        dirty = asyncio.Event()
+
+        def on_delta(channel: str, text: str) -> None:
+            partial[channel] += text
+            dirty.set()
+            self.emit(frame, "token", message_id=message_id, channel=channel, delta=text)
+
+        async def checkpoints() -> None:
+            while True:
+                await dirty.wait()
+                dirty.clear()
+                await self.store.checkpoint(message_id, partial["content"], partial["reasoning"])
+                await asyncio.sleep(CHECKPOINT_SECONDS)
+
+        saver = asyncio.create_task(checkpoints())
+        try:
+            for index, choice in enumerate(candidates):
+                request_id = uuid.uuid4().hex
+                started = time.perf_counter()
+                try:
+                    turn = await self.chat.clients.complete(choice, messages, tools, on_delta)
+                except ModelError as exc:
+                    await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, exc, started)
+                    if exc.retriable and index + 1 < len(candidates):
+                        nxt = candidates[index + 1]
+                        partial["content"] = partial["reasoning"] = ""
+                        self.emit(frame, "model_fallback", message_id=message_id, failed=choice.label, next=nxt.label,
+                                  status=exc.status, reason=str(exc))
+                        continue
+                    text = f"The model could not answer ({exc})."
+                    await self.store.finish_assistant(message_id, content=text, reasoning="", model=choice.model, status="error")
+                    self.emit(frame, "error", message_id=message_id, error=text)
+                    return None, message_id
+                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started)
+                return turn, message_id
+        except asyncio.CancelledError:
+            await asyncio.shield(
+                self.store.finish_assistant(
+                    message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status="cancelled"
+                )
+            )
+            raise
+        finally:
+            saver.cancel()
+        return None, message_id
+
+    # -- tool calls ------------------------------------------------------------------------
+
+    async def execute_calls(self, scope: Scope, calls: list[dict[str, Any]]) -> None:
+        pending = [c for c in calls if c["status"] not in TERMINAL_CALL_STATES]
+        tools = [self.chat.tools.get(c["name"]) for c in pending]
+        if len(pending) > 1 and all(t is not None and t.tool.concurrency_safe for t in tools):
+            tasks = [asyncio.create_task(self.execute_one(scope, c)) for c in pending]
+            try:
+                outcomes = await asyncio.gather(*tasks)
+            except BaseException:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                for call in pending:
+                    await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
+                raise
+            for call, (status, result) in zip(pending, outcomes):  # recorded in call order
+                await self._record(scope, call, status, result)
+        else:
+            for call in pending:
+                try:
+                    status, result = await self.execute_one(scope, call)
+                except asyncio.CancelledError:
+                    await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
+                    raise
+                await self._record(scope, call, status, result)
+
+    async def _record(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:
+        result = result if len(result) <= TOOL_RESULT_LIMIT else result[:TOOL_RESULT_LIMIT] + "\n[output truncated]"
+        await self.store.set_call(call["id"], status, result)
+        kind = {"done": "tool_done", "denied": "tool_denied", "cancelled": "tool_cancelled"}.get(status, "tool_error")
+        self.emit(scope.frame, kind, call_id=call["id"], name=call["name"], status=status, result=result[:4000])
+
+    async def _record_if_unfinished(self, scope: Scope, call_id: str, status: str, result: str) -> None:
+        row = await self.store.call(call_id)
+        if row is not None and row.status not in TERMINAL_CALL_STATES:
+            await self.store.set_call(call_id, status, result)
+            self.emit(scope.frame, "tool_cancelled", call_id=call_id, name=row.name, status=status)
+
+    async def execute_one(self, scope: Scope, call: dict[str, Any]) -> tuple[str, str]:
+        registered = self.chat.tools.get(call["name"])
+        if registered is None or registered not in self.runtime.offered_tools(scope.agent):
+            return "error", f"Error: there is no tool named {call['name']!r} here."
+        try:
+            arguments = json.loads(call["arguments"] or "{}")
+        except ValueError:
+            return "error", "Error: the arguments are not valid JSON."
+        if not isinstance(arguments, dict):
+            return "error", "Error: the arguments must be a JSON object."
+        if call["status"] == "running" and registered.tool.restart == "mark_interrupted":
+            return "interrupted", "the server restarted while this ran; it was not run again because it may already have had its effect."
+
+        args_hash = arguments_hash(arguments)
+        if call["status"] == "awaiting_approval":
+            approval = await self.store.approval_for_call(call["id"])
+            verdict = await self._await_approval(scope, call, approval, args_hash)
+        else:
+            decision = decide(await self.chat.rules.rules(), call["name"], arguments, self.runtime.member_groups)
+            if decision == "deny":
+                return "denied", "a rule denies this tool here."
+            if decision == "require":
+                if scope.unattended:
+                    return "denied", "this needs the member's approval and nobody is there to give it."
+                approval_id = await self.store.request_approval(call["id"], scope.frame.conversation_id, call["name"], args_hash, expiry())
+                self.emit(scope.frame, "approval_required", approval_id=approval_id, call_id=call["id"], name=call["name"],
+                          arguments=call["arguments"])
+                approval = await self.store.approval(approval_id)
+                verdict = await self._await_approval(scope, call, approval, args_hash)
+            else:
+                verdict = None
+        if verdict is not None:
+            return verdict
+
+        await self.store.set_call(call["id"], "running")
+        self.emit(scope.frame, "tool_start", call_id=call["id"], name=call["name"], arguments=call["arguments"])
+        plugin_api = self.runtime.core.host_api(registered.plugin_id)
+        ctx = ToolContext(
+            member_id=self.runtime.member_id,
+            conversation_id=scope.frame.conversation_id,
+            frame_id=scope.frame.id,
+            cancelled=self.runtime.cancel_event(scope.frame.conversation_id),
+            host=plugin_api,
+            turn=dataclasses.replace(scope, call_id=call["id"]),
+        )
+        try:
+            result = await asyncio.wait_for(registered.tool.run(arguments, ctx), self.chat.tool_timeout)
+        except asyncio.CancelledError:
+            raise
+        except asyncio.TimeoutError:
+            return "error", f"Error: the tool did not finish within {self.chat.tool_timeout:g} s."
+        except Exception as exc:  # a tool's failure is the tool's result, never the turn's end
+            log.warning("tool %s (plugin %s) failed: %s", call["name"], registered.plugin_id, type(exc).__name__)
+            return "error", f"Error: {exc}" if str(exc) else f"Error: {type(exc).__name__}"
+        return "done", result if isinstance(result, str) else json.dumps(result, default=str)
+
+    async def _await_approval(
+        self, scope: Scope, call: dict[str, Any], approval: dict[str, Any] | None, args_hash: str
+    ) -> tuple[str, str] | None:
+        """None to run the call; else its terminal outcome. The approval must be for
+        these exact arguments and is consumed by this one call."""
+        if approval is None:
+            return "denied", "the approval request was lost."
+        status = approval["status"]
+        if status == "pending" and expired(approval["expires_at"]):
+            await self.store.resolve_approval(approval["id"], "expired")
+            status = "expired"
+        if status == "pending":
+            if scope.unattended:
+                await self.store.resolve_approval(approval["id"], "expired")
+                return "denied", "this needs the member's approval and nobody is there to give it."
+            self.runtime.pending_cards[approval["id"]] = scope.frame.conversation_id
+            try:
+                status = await self.runtime.waiters.wait(approval["id"])
+            except asyncio.CancelledError:
+                await asyncio.shield(self.store.resolve_approval(approval["id"], "expired"))
+                raise
+            finally:
+                self.runtime.pending_cards.pop(approval["id"], None)
+        if status == "approved" and approval["args_hash"] == args_hash:
+            if await self.store.consume_approval(approval["id"], args_hash):
+                return None
+        if status == "denied":
+            return "denied", "the member declined."
+        if status == "expired":
+            return "denied", "the approval request expired."
+        return "denied", "the approval does not match this call."
+
+    # -- sub-agents ------------------------------------------------------------------------
+
+    async def delegate(self, caller: Scope, agent_id: str, task: str) -> str:
+        if caller.depth + 1 > MAX_DEPTH:
+            raise ValueError(f"sub-agents may nest at most {MAX_DEPTH} levels deep")
+        try:
+            agent = self.chat.agents.get(agent_id)
+        except AgentError:
+            raise ValueError(f"no task agent named {agent_id!r}; list_agents shows them") from None
+        if agent.kind != "task":
+            raise ValueError(f"{agent_id!r} is not a task agent; list_agents shows them")
+        call_id = caller.call_id
+        sub = await self.store.subframe_of(call_id) if call_id else None  # recovery: resume it
+        if sub is None:
+            sub = await self.store.open_subframe(caller.frame, call_id or "", agent.id)
+            await self.store.add_user_message(sub, task, None)
+        self.emit(sub, "agent_start", agent=agent.id, spawned_by_call_id=call_id)
+        try:
+            result = await self.run_frame(sub, agent, unattended=caller.unattended)
+        except asyncio.CancelledError:
+            await asyncio.shield(self.store.close_frame(sub.id, "cancelled", ""))
+            raise
+        except Exception as exc:
+            await self.store.close_frame(sub.id, "failed", str(exc))
+            raise
+        await self.store.close_frame(sub.id, "done", result)
+        self.emit(sub, "agent_done", agent=agent.id)
+        return result

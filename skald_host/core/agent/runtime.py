@@ -1,0 +1,428 @@
+"""Chat for the whole host (``ChatService``) and for one unlocked member
+(``MemberRuntime``).
+
+A member's runtime exists while their file is open: it is built on first use after
+unlock, runs recovery then, and is closed *before* the file is (locking cancels every
+turn first, so nothing queries a closed connection). One live task per conversation
+serialises turns; a message arriving during a turn is queued durably and starts the
+next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from skald_hookspecs.events import ChatEvent, UserEvent
+from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
+from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
+from skald_host.core.agent.kernel import Kernel, NoModelConfigured
+from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
+from skald_host.core.agent.store import ConversationStore, Frame
+from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
+from skald_host.core.identity.users import Member
+from skald_host.core.llm.catalog import ModelCatalog
+from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+log = logging.getLogger(__name__)
+
+PREFIX_TTL_SECONDS = 20 * 60
+SCHEDULER_SECONDS = 5.0
+COMPACT_PROMPT = (
+    "Summarise the conversation so far for your own later use: the member's goals, facts and "
+    "decisions, open questions, and anything you promised. Be complete but brief. Write the summary only."
+)
+
+
+class ChatError(ValueError):
+    """A chat request that cannot be done; the message says why."""
+
+
+class ChatService:
+    def __init__(self, core: "Skald", tools: ToolRegistry, agents: AgentCatalog) -> None:
+        self.core = core
+        self.models = ModelCatalog(core.registry)
+        self.clients = ModelClients()
+        self.agents = agents
+        self.tools = tools
+        self.rules = RuleStore(core.registry)
+        self.max_rounds = core.settings.chat.max_rounds
+        self.tool_timeout = core.settings.chat.tool_timeout_seconds
+        self.compact_after_tokens = core.settings.chat.compact_after_tokens
+        self._runtimes: dict[str, MemberRuntime] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def runtime(self, member: Member) -> "MemberRuntime":
+        """The member's runtime, built (and recovered) on first use after unlock."""
+        lock = self._locks.setdefault(member.id, asyncio.Lock())
+        async with lock:
+            runtime = self._runtimes.get(member.id)
+            if runtime is not None and not runtime.closed:
+                runtime.member = member
+                return runtime
+            db = self.core.users.owner_db(member.id)
+            if db is None:
+                raise ChatError("your private database is locked; log in again")
+            runtime = MemberRuntime(self, member, ConversationStore(db))
+            self._runtimes[member.id] = runtime
+            await runtime.start()
+            return runtime
+
+    def live_runtime(self, member_id: str) -> "MemberRuntime | None":
+        runtime = self._runtimes.get(member_id)
+        return runtime if runtime is not None and not runtime.closed else None
+
+    async def before_lock(self, member_id: str) -> None:
+        runtime = self._runtimes.pop(member_id, None)
+        if runtime is not None:
+            await runtime.close()
+
+    async def close(self) -> None:
+        for member_id in list(self._runtimes):
+            await self.before_lock(member_id)
+        await self.clients.close()
+
+    def default_agent(self, member: Member) -> str:
+        return member.role.attrs.chat_agent or "assistant"
+
+
+class MemberRuntime:
+    def __init__(self, chat: ChatService, member: Member, store: ConversationStore) -> None:
+        self.chat = chat
+        self.core = chat.core
+        self.member = member
+        self.member_id = member.id
+        self.store = store
+        self.kernel = Kernel(self)
+        self.waiters = ApprovalWaiters()
+        self.pending_cards: dict[str, str] = {}
+        self.closed = False
+        self._live: dict[str, asyncio.Task[None]] = {}
+        self._cancel: dict[str, asyncio.Event] = {}
+        self._prefix: dict[tuple[str, str], tuple[str, float]] = {}
+        self._scheduler: asyncio.Task[None] | None = None
+
+    @property
+    def member_groups(self) -> frozenset[str]:
+        return frozenset(self.member.role.attrs.permission_groups)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.recover()
+        self._scheduler = asyncio.create_task(self._run_scheduler(), name=f"scheduler:{self.member_id}")
+
+    async def close(self) -> None:
+        self.closed = True
+        tasks = list(self._live.values()) + ([self._scheduler] if self._scheduler else [])
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._live.clear()
+
+    def emit(self, event_type: str, conversation_id: str, **data: Any) -> None:
+        self.core.buses.members.publish(
+            UserEvent("chat", self.member_id, {"type": event_type, "conversation_id": conversation_id, **data})
+        )
+
+    def cancel_event(self, conversation_id: str) -> asyncio.Event:
+        return self._cancel.setdefault(conversation_id, asyncio.Event())
+
+    def running(self, conversation_id: str) -> bool:
+        task = self._live.get(conversation_id)
+        return task is not None and not task.done()
+
+    # -- conversations ----------------------------------------------------------------------
+
+    async def create_conversation(self, agent_id: str | None = None, title: str = "", source: str = "web") -> dict[str, Any]:
+        agent_id = agent_id or self.chat.default_agent(self.member)
+        try:
+            agent = self.chat.agents.get(agent_id)
+        except AgentError as exc:
+            raise ChatError(str(exc)) from None
+        if agent.kind != "chat":
+            raise ChatError(f"{agent_id!r} is not a chat agent")
+        conversation_id, _ = await self.store.create_conversation(agent.id, source=source, title=title)
+        return await self.store.conversation(conversation_id)  # type: ignore[return-value]
+
+    async def conversation(self, conversation_id: str) -> dict[str, Any]:
+        """The conversation, or the same "not found" whether it is someone else's or
+        nobody's: ids live in this member's own file, so another's cannot resolve."""
+        conversation = await self.store.conversation(conversation_id) if isinstance(conversation_id, str) else None
+        if conversation is None:
+            raise ChatError("no such conversation")
+        return conversation
+
+    async def send(self, conversation_id: str, text: str, idempotency_key: str | None, *, unattended: bool = False) -> dict[str, Any]:
+        """Store the member's message (the ack means it is durable), then make sure a
+        turn runs. The same idempotency key twice is acknowledged twice and stored once."""
+        await self.conversation(conversation_id)
+        if idempotency_key:
+            taken = await self.store.key_taken(idempotency_key)
+            if taken is not None:
+                if taken["conversation_id"] != conversation_id:
+                    raise ChatError("this idempotency key was used for another conversation")
+                return {"conversation_id": conversation_id, "duplicate": True, **taken}
+        frame = await self.store.root_frame(conversation_id)
+        if self.running(conversation_id):
+            await self.store.queue(conversation_id, text, idempotency_key)
+            ack = {"conversation_id": conversation_id, "queued": True, "message_id": None}
+        else:
+            message_id = await self.store.add_user_message(frame, text, idempotency_key)
+            ack = {"conversation_id": conversation_id, "queued": False, "message_id": message_id}
+            self.emit("user_message", conversation_id, message_id=message_id, content=text)
+        conversation = await self.store.conversation(conversation_id)
+        if conversation and not conversation["title"]:
+            await self.store.rename(conversation_id, " ".join(text.split())[:60])
+        self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
+        self.drive(conversation_id, unattended=unattended)
+        return ack
+
+    def drive(self, conversation_id: str, *, unattended: bool = False) -> None:
+        if self.closed or self.running(conversation_id):
+            return
+        self.cancel_event(conversation_id).clear()
+        self._live[conversation_id] = asyncio.create_task(self._drive(conversation_id, unattended), name=f"turn:{conversation_id}")
+
+    async def _drive(self, conversation_id: str, unattended: bool) -> None:
+        try:
+            frame = await self.store.root_frame(conversation_id)
+            conversation = await self.store.conversation(conversation_id)
+            agent = self.chat.agents.get(conversation["agent_id"]) if conversation else None
+            while agent is not None:
+                self.member = await self.core.users.get(self.member_id)
+                self.emit("turn_started", conversation_id)
+                await self._settle_finished_subframes(frame)
+                await self.kernel.run_frame(frame, agent, unattended=unattended)
+                moved = await self.store.drain_inbox(frame)
+                if not moved:
+                    break
+                for message_id in moved:
+                    self.emit("user_message", conversation_id, message_id=message_id)
+                unattended = False
+        except asyncio.CancelledError:
+            self.emit("cancelled", conversation_id)
+            raise
+        except NoModelConfigured:
+            text = "No model is configured yet. An admin can add one on the Models page."
+            frame = await self.store.root_frame(conversation_id)
+            await self.store.add_note(frame, text, status="error")
+            self.emit("error", conversation_id, error=text, code="no_model")
+        except AgentError as exc:
+            self.emit("error", conversation_id, error=str(exc))
+        except Exception:
+            log.exception("turn failed in a conversation of member %s", self.member_id)
+            self.emit("error", conversation_id, error="the turn failed; see the server log")
+        finally:
+            self.emit("turn_finished", conversation_id)
+            if self._live.get(conversation_id) is asyncio.current_task():
+                self._live.pop(conversation_id, None)
+
+    async def _settle_finished_subframes(self, root: Frame) -> None:
+        """Recovery's un-wedge: a sub-agent frame that finished but whose result never
+        reached the call that spawned it hands it over without calling the model again."""
+        for frame in await self.store.open_frames(root.conversation_id):
+            history = await self.store.history(frame.id)
+            last = history[-1] if history else None
+            if last and last["role"] == "assistant" and last["status"] == "complete" and not last["tool_calls"]:
+                await self.store.close_frame(frame.id, "done", last["content"])
+
+    async def stop(self, conversation_id: str) -> bool:
+        """Cancel the whole call tree of the conversation's running turn."""
+        await self.conversation(conversation_id)
+        task = self._live.get(conversation_id)
+        if task is None or task.done():
+            return False
+        self.cancel_event(conversation_id).set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return True
+
+    async def resolve_approval(self, approval_id: str, approve: bool) -> dict[str, Any]:
+        approval = await self.store.approval(approval_id) if isinstance(approval_id, str) else None
+        if approval is None:
+            raise ChatError("no such approval")
+        decision = "approved" if approve else "denied"
+        if not await self.store.resolve_approval(approval_id, decision):
+            raise ChatError("this approval was already answered or has expired")
+        self.emit("approval_resolved", approval["conversation_id"], approval_id=approval_id, decision=decision)
+        if not self.waiters.wake(approval_id, decision):
+            # Nobody waits (the server restarted since): continuing the conversation
+            # runs the call now, with this member's real context.
+            self.drive(approval["conversation_id"])
+        return {"approval_id": approval_id, "decision": decision}
+
+    async def notify(self, conversation_id: str, text: str) -> None:
+        frame = await self.store.root_frame(conversation_id)
+        message_id = await self.store.add_note(frame, text)
+        self.emit("notification", conversation_id, message_id=message_id, content=text)
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    async def recover(self) -> list[str]:
+        """Make every conversation well-formed and continue what was interrupted
+        (seed 001 "Restart recovery"): a partial answer is marked interrupted; unfinished
+        calls are re-gated and run, re-asked or marked interrupted by the kernel as it
+        drives the conversation; queued messages start their turn."""
+        await self.store.mark_interrupted_streams()
+        resumed = []
+        for conversation in await self.store.conversations(limit=10_000):
+            if await self._needs_work(conversation["id"]):
+                resumed.append(conversation["id"])
+                self.drive(conversation["id"])
+        if resumed:
+            log.info("member %s: resuming %d conversation(s) after a restart", self.member_id, len(resumed))
+        return resumed
+
+    async def _needs_work(self, conversation_id: str) -> bool:
+        if await self.store.queued(conversation_id) or await self.store.open_frames(conversation_id):
+            return True
+        frame = await self.store.root_frame(conversation_id)
+        history = await self.store.history(frame.id)
+        if not history:
+            return False
+        last = history[-1]
+        if last["role"] == "user":
+            return True
+        return last["role"] == "assistant" and (bool(unfinished_calls(last)) or last["status"] == "interrupted")
+
+    # -- what a turn needs --------------------------------------------------------------------
+
+    def offered_tools(self, agent: AgentDefinition) -> list[RegisteredTool]:
+        if not agent.allow_tools:
+            return []
+        return [t for t in self.chat.tools.all() if agent.offers(t.name) and self.core.catalog.usable(self.member, t.plugin_id)]
+
+    async def system_prompt(self, frame: Frame, agent: AgentDefinition) -> str:
+        """Frozen per (conversation, agent) and rebuilt only after 20 minutes idle: the
+        prefix is the head of every provider's cache key, so rebuilding it each round
+        would make every request a full cache miss (seed 001)."""
+        key = (frame.conversation_id, agent.id)
+        cached = self._prefix.get(key)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < PREFIX_TTL_SECONDS:
+            self._prefix[key] = (cached[0], now)
+            return cached[0]
+        text = agent.prompt.replace("<!-- USER_PROFILE -->", self._profile())
+        self._prefix[key] = (text, now)
+        return text
+
+    def _profile(self) -> str:
+        m = self.member
+        lines = [f"Name: {m.display_name or m.username}"]
+        if m.birthdate:
+            born = dt.date.fromisoformat(m.birthdate)
+            today = dt.date.today()
+            age = today.year - born.year - ((today.month, today.day) < (born.month, born.day))
+            lines.append(f"Date of birth: {m.birthdate} (age {age})")
+        else:
+            lines.append("Date of birth: unknown")
+        lines.append(f"Sex: {m.sex or 'not specified'}")
+        lines.append(f"Preferred language: {m.locale or 'not specified'}")
+        if m.notes:
+            lines.append(f"Notes: {m.notes}")
+        return "About the member you are talking with:\n" + "\n".join(lines)
+
+    async def log_request(
+        self,
+        request_id: str,
+        frame: Frame,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        turn: ModelTurn | None,
+        error: ModelError | None,
+        started: float,
+    ) -> None:
+        """Metadata to the registry; bodies only to the member's own file."""
+        latency = int((time.perf_counter() - started) * 1000)
+        await self.core.registry.run(
+            lambda c: c.execute(
+                "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    request_id, self.member_id, model, "error" if error else "ok", error.status if error else 200,
+                    turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
+                    turn.first_token_ms if turn else None,
+                ),
+            )
+        )
+        response = None
+        if turn is not None:
+            response = json.dumps(
+                {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
+            )
+        elif error is not None:
+            response = json.dumps({"error": str(error), "status": error.status})
+        await self.store.log_payload(request_id, frame.conversation_id, json.dumps({"messages": messages, "tools": tools}), response)
+
+    async def after_round(self, frame: Frame, turn: ModelTurn) -> None:
+        """Automatic compaction, only when configured (off by default: rewriting history
+        costs a full prompt-cache miss)."""
+        limit = self.chat.compact_after_tokens
+        if limit and frame.depth == 0 and turn.tokens_in and turn.tokens_in > limit and not turn.tool_calls:
+            await self._compact_frame(frame)
+
+    async def compact(self, conversation_id: str) -> bool:
+        await self.conversation(conversation_id)
+        if self.running(conversation_id):
+            raise ChatError("a turn is running; compact after it ends")
+        return await self._compact_frame(await self.store.root_frame(conversation_id))
+
+    async def _compact_frame(self, frame: Frame) -> bool:
+        history = await self.store.history(frame.id)
+        if len([m for m in history if m["role"] != "summary"]) < 2:
+            return False
+        conversation = await self.store.conversation(frame.conversation_id)
+        agent = self.chat.agents.get(conversation["agent_id"]) if conversation else None
+        candidates = await self.chat.models.candidates(pin=agent.model if agent else None)
+        if not candidates:
+            raise ChatError("no model is configured")
+        wire = project("You write precise summaries.", history) + [{"role": "user", "content": COMPACT_PROMPT}]
+        last_error: ModelError | None = None
+        for choice in candidates:
+            try:
+                turn = await self.chat.clients.complete(choice, wire, [])
+            except ModelError as exc:
+                last_error = exc
+                if exc.retriable:
+                    continue
+                break
+            summary = turn.content.strip()
+            if summary.startswith(SUMMARY_PREFIX.strip()):
+                summary = summary[len(SUMMARY_PREFIX.strip()):].strip()
+            await self.store.add_summary(frame, summary)
+            self.emit("compacted", frame.conversation_id)
+            self.core.buses.chat.publish(ChatEvent("compaction_done", self.member_id, frame.conversation_id))
+            return True
+        raise ChatError(f"compaction failed: {last_error}")
+
+    # -- scheduled prompts -----------------------------------------------------------------
+
+    async def _run_scheduler(self) -> None:
+        while not self.closed:
+            try:
+                await self.deliver_due_jobs()
+            except Exception:
+                log.exception("scheduled prompts of member %s failed", self.member_id)
+            await asyncio.sleep(SCHEDULER_SECONDS)
+
+    async def deliver_due_jobs(self) -> int:
+        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        jobs = await self.store.due_jobs(now)
+        for job in jobs:
+            await self.store.set_job(job["id"], "running")
+            try:
+                await self.send(job["conversation_id"], f"[Scheduled] {job['prompt']}", f"job:{job['id']}", unattended=True)
+            except ChatError:
+                await self.store.set_job(job["id"], "failed")
+                continue
+            await self.store.set_job(job["id"], "done")
+        return len(jobs)

@@ -1,0 +1,55 @@
+"""The tools a turn may offer: every ``register_tools`` contribution, stamped with
+its plugin. Offered to a member only while that plugin is usable by them (enabled and
+granted; the host's own tools to everyone) and only if the agent offers the name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from skald_hookspecs.types import Tool
+from skald_host.core.plugins.manager import PluginError
+
+MAX_TOOL_NAME = 64
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    plugin_id: str
+    tool: Tool
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.tool.name, "description": self.tool.description, "parameters": dict(self.tool.parameters)},
+        }
+
+
+def validate_tool(plugin_id: str, args: tuple[Any, ...]) -> Tool:
+    if len(args) != 1 or not isinstance(args[0], Tool):
+        raise PluginError("register() expects one Tool")
+    tool = args[0]
+    if not tool.name or len(tool.name) > MAX_TOOL_NAME or not tool.name.replace("_", "").replace("-", "").isalnum():
+        raise PluginError(f"tool name {tool.name!r} must be 1-{MAX_TOOL_NAME} letters, digits, '_' or '-'")
+    if not isinstance(tool.parameters, dict) or tool.parameters.get("type") != "object":
+        raise PluginError(f"tool {tool.name!r}: parameters must be a JSON schema object")
+    if not callable(tool.run):
+        raise PluginError(f"tool {tool.name!r}: run must be an async callable")
+    if tool.restart not in ("rerun", "mark_interrupted"):
+        raise PluginError(f"tool {tool.name!r}: restart must be 'rerun' or 'mark_interrupted'")
+    return tool
+
+
+class ToolRegistry:
+    def __init__(self, contributions: list[Any]) -> None:
+        self._tools = {c.value.name: RegisteredTool(c.plugin_id, c.value) for c in contributions}
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+    def all(self) -> list[RegisteredTool]:
+        return sorted(self._tools.values(), key=lambda t: t.name)

@@ -1,0 +1,234 @@
+"""Providers and models as registry rows, managed by the admin.
+
+API keys are instance secrets: stored in the registry, handed to the SDK, and only
+ever returned masked. A model's ``strength`` picks it for agents that ask for a
+strength instead of a model; ``priority`` orders the fallback chain.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from skald_host.core.plugins.config_schema import MASK
+from skald_host.core.storage import Database
+
+
+class ModelCatalogError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """One callable model, with what the SDK needs to reach it."""
+
+    id: str
+    model: str
+    label: str
+    provider_id: str
+    provider_name: str
+    base_url: str
+    api_key: str | None = field(repr=False)
+    vision: bool
+    strength: int
+    priority: int
+
+
+def _check_url(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ModelCatalogError("base_url must be text")
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ModelCatalogError("base_url must be an http(s) URL such as https://api.openai.com/v1")
+    return value.strip().rstrip("/")
+
+
+def _check_name(value: Any, what: str, limit: int = 100) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > limit:
+        raise ModelCatalogError(f"{what} must be 1-{limit} characters")
+    return value.strip()
+
+
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ModelCatalogError(f"{what} must be a whole number from {low} to {high}")
+    return value
+
+
+class ModelCatalog:
+    def __init__(self, registry: Database) -> None:
+        self.registry = registry
+
+    # -- providers -------------------------------------------------------------------
+
+    async def providers(self) -> list[dict[str, Any]]:
+        rows = await self.registry.run(lambda c: c.execute("SELECT * FROM llm_providers ORDER BY name").fetchall())
+        return [
+            {"id": r["id"], "name": r["name"], "base_url": r["base_url"], "api_key": MASK if r["api_key"] else None}
+            for r in rows
+        ]
+
+    async def create_provider(self, name: Any, base_url: Any, api_key: Any = None) -> dict[str, Any]:
+        name, url = _check_name(name, "name"), _check_url(base_url)
+        if api_key is not None and (not isinstance(api_key, str) or len(api_key) > 500):
+            raise ModelCatalogError("api_key must be text")
+        provider_id = uuid.uuid4().hex
+
+        def write(conn: Any) -> None:
+            if conn.execute("SELECT 1 FROM llm_providers WHERE name = ?", (name,)).fetchone():
+                raise ModelCatalogError(f"a provider named {name!r} exists already")
+            conn.execute(
+                "INSERT INTO llm_providers (id, name, base_url, api_key) VALUES (?, ?, ?, ?)",
+                (provider_id, name, url, api_key or None),
+            )
+
+        await self.registry.transaction(write)
+        return await self.provider(provider_id)
+
+    async def provider(self, provider_id: str) -> dict[str, Any]:
+        for provider in await self.providers():
+            if provider["id"] == provider_id:
+                return provider
+        raise ModelCatalogError("no such provider")
+
+    async def update_provider(self, provider_id: str, **changes: Any) -> dict[str, Any]:
+        await self.provider(provider_id)
+        fields: dict[str, Any] = {}
+        if "name" in changes:
+            fields["name"] = _check_name(changes["name"], "name")
+        if "base_url" in changes:
+            fields["base_url"] = _check_url(changes["base_url"])
+        if "api_key" in changes and changes["api_key"] != MASK:
+            key = changes["api_key"]
+            if key is not None and (not isinstance(key, str) or len(key) > 500):
+                raise ModelCatalogError("api_key must be text")
+            fields["api_key"] = key or None
+        if fields:
+            cols = ", ".join(f"{k} = ?" for k in fields)
+            await self.registry.transaction(
+                lambda c: c.execute(f"UPDATE llm_providers SET {cols} WHERE id = ?", (*fields.values(), provider_id))
+            )
+        return await self.provider(provider_id)
+
+    async def delete_provider(self, provider_id: str) -> None:
+        await self.provider(provider_id)
+        await self.registry.transaction(lambda c: c.execute("DELETE FROM llm_providers WHERE id = ?", (provider_id,)))
+
+    async def provider_secret(self, provider_id: str) -> tuple[str, str | None]:
+        row = await self.registry.run(
+            lambda c: c.execute("SELECT base_url, api_key FROM llm_providers WHERE id = ?", (provider_id,)).fetchone()
+        )
+        if row is None:
+            raise ModelCatalogError("no such provider")
+        return row[0], row[1]
+
+    # -- models ------------------------------------------------------------------------
+
+    async def models(self) -> list[dict[str, Any]]:
+        rows = await self.registry.run(
+            lambda c: c.execute(
+                "SELECT m.*, p.name AS provider_name FROM llm_models m JOIN llm_providers p ON p.id = m.provider_id"
+                " ORDER BY m.priority, m.strength DESC, m.model"
+            ).fetchall()
+        )
+        return [
+            {
+                "id": r["id"],
+                "provider_id": r["provider_id"],
+                "provider_name": r["provider_name"],
+                "model": r["model"],
+                "label": r["label"] or r["model"],
+                "vision": bool(r["vision"]),
+                "strength": r["strength"],
+                "priority": r["priority"],
+                "enabled": bool(r["enabled"]),
+            }
+            for r in rows
+        ]
+
+    async def create_model(self, provider_id: Any, model: Any, **fields: Any) -> dict[str, Any]:
+        if not isinstance(provider_id, str):
+            raise ModelCatalogError("provider_id must be text")
+        await self.provider(provider_id)
+        model = _check_name(model, "model", 200)
+        values = self._model_fields(fields)
+        model_id = uuid.uuid4().hex
+
+        def write(conn: Any) -> None:
+            if conn.execute("SELECT 1 FROM llm_models WHERE provider_id = ? AND model = ?", (provider_id, model)).fetchone():
+                raise ModelCatalogError(f"model {model!r} exists already for this provider")
+            conn.execute(
+                "INSERT INTO llm_models (id, provider_id, model, label, vision, strength, priority, enabled)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    model_id, provider_id, model, values.get("label", ""), int(values.get("vision", False)),
+                    values.get("strength", 50), values.get("priority", 100), int(values.get("enabled", True)),
+                ),
+            )
+
+        await self.registry.transaction(write)
+        return next(m for m in await self.models() if m["id"] == model_id)
+
+    @staticmethod
+    def _model_fields(fields: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(fields) - {"label", "vision", "strength", "priority", "enabled"}
+        if unknown:
+            raise ModelCatalogError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        out: dict[str, Any] = {}
+        if "label" in fields:
+            out["label"] = "" if fields["label"] is None else _check_name(fields["label"], "label")
+        for flag in ("vision", "enabled"):
+            if flag in fields:
+                if not isinstance(fields[flag], bool):
+                    raise ModelCatalogError(f"{flag} must be true or false")
+                out[flag] = fields[flag]
+        if "strength" in fields:
+            out["strength"] = _int(fields["strength"], "strength", 0, 100)
+        if "priority" in fields:
+            out["priority"] = _int(fields["priority"], "priority", 0, 100000)
+        return out
+
+    async def update_model(self, model_id: str, **fields: Any) -> dict[str, Any]:
+        values = self._model_fields(fields)
+        if not any(m["id"] == model_id for m in await self.models()):
+            raise ModelCatalogError("no such model")
+        if values:
+            cols = ", ".join(f"{k} = ?" for k in values)
+            params = [int(v) if isinstance(v, bool) else v for v in values.values()]
+            await self.registry.transaction(lambda c: c.execute(f"UPDATE llm_models SET {cols} WHERE id = ?", (*params, model_id)))
+        return next(m for m in await self.models() if m["id"] == model_id)
+
+    async def delete_model(self, model_id: str) -> None:
+        if not any(m["id"] == model_id for m in await self.models()):
+            raise ModelCatalogError("no such model")
+        await self.registry.transaction(lambda c: c.execute("DELETE FROM llm_models WHERE id = ?", (model_id,)))
+
+    async def candidates(self, *, pin: str | None = None, strength: int | None = None, vision: bool = False) -> list[ModelChoice]:
+        """The fallback chain for one request: a pinned model first (by model name or
+        id), then the others by priority, preferring those at or above the strength
+        asked for and, when images are sent, those that can see them."""
+        rows = await self.registry.run(
+            lambda c: c.execute(
+                "SELECT m.*, p.name AS provider_name, p.base_url, p.api_key FROM llm_models m"
+                " JOIN llm_providers p ON p.id = m.provider_id WHERE m.enabled = 1"
+            ).fetchall()
+        )
+        choices = [
+            ModelChoice(
+                r["id"], r["model"], r["label"] or r["model"], r["provider_id"], r["provider_name"], r["base_url"],
+                r["api_key"], bool(r["vision"]), r["strength"], r["priority"],
+            )
+            for r in rows
+        ]
+
+        def rank(choice: ModelChoice) -> tuple[int, int, int, int]:
+            pinned = 0 if pin and pin in (choice.model, choice.id, choice.label) else 1
+            sees = 0 if (not vision or choice.vision) else 1
+            strong = 0 if strength is None or choice.strength >= strength else 1
+            return (pinned, sees, strong, choice.priority)
+
+        return sorted(choices, key=lambda c: (rank(c), -c.strength, c.model))
+
+

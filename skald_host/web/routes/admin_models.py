@@ -1,0 +1,177 @@
+"""Admin API for model providers and models, and the approval rules and security
+groups. Provider API keys are write-only: they come back masked."""
+
+from __future__ import annotations
+
+import os
+
+from quart import Blueprint, current_app
+
+from skald_host.core.agent.approvals import RuleError
+from skald_host.core.llm.catalog import ModelCatalogError, ModelChoice
+from skald_host.core.llm.client import ModelError
+from skald_host.web.auth import requires
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("admin_models", __name__)
+
+OLLAMA_URL = "http://127.0.0.1:11434/v1"
+
+
+def _chat():
+    return current_app.config["SKALD_CORE"].chat
+
+
+async def _guard(coro):
+    try:
+        return await coro
+    except (ModelCatalogError, RuleError) as exc:
+        raise ApiError(404 if str(exc).startswith("no such") else 400, str(exc)) from None
+
+
+@bp.get("/api/admin/models")
+@requires("models.manage")
+async def overview() -> dict:
+    chat = _chat()
+    return {"providers": await chat.models.providers(), "models": await chat.models.models()}
+
+
+@bp.post("/api/admin/models/providers")
+@requires("models.manage")
+async def create_provider():
+    data = await json_object()
+    provider = await _guard(_chat().models.create_provider(data.get("name"), data.get("base_url"), data.get("api_key")))
+    return provider, 201
+
+
+@bp.patch("/api/admin/models/providers/<provider_id>")
+@requires("models.manage")
+async def update_provider(provider_id: str) -> dict:
+    data = await json_object()
+    unknown = set(data) - {"name", "base_url", "api_key"}
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+    return await _guard(_chat().models.update_provider(provider_id, **data))
+
+
+@bp.delete("/api/admin/models/providers/<provider_id>")
+@requires("models.manage")
+async def delete_provider(provider_id: str) -> dict:
+    await _guard(_chat().models.delete_provider(provider_id))
+    return {"ok": True}
+
+
+@bp.post("/api/admin/models/providers/<provider_id>/test")
+@requires("models.manage")
+async def test_provider(provider_id: str) -> dict:
+    """Test the connection: list the provider's models with the stored key."""
+    chat = _chat()
+    base_url, api_key = await _guard(chat.models.provider_secret(provider_id))
+    probe = ModelChoice("probe", "", "", provider_id, "", base_url, api_key, False, 0, 0)
+    try:
+        names = await chat.clients.list_models(probe)
+    except ModelError as exc:
+        return {"ok": False, "error": str(exc), "status": exc.status}
+    return {"ok": True, "models": names[:200]}
+
+
+@bp.get("/api/admin/models/presets")
+@requires("models.manage")
+async def presets() -> dict:
+    """Providers this machine suggests: OpenAI from the environment, a local Ollama."""
+    found = []
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+        found.append(
+            {
+                "name": "OpenAI" if not os.environ.get("OPENAI_BASE_URL") else "OpenAI-compatible (environment)",
+                "base_url": os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
+                "api_key_from_environment": bool(os.environ.get("OPENAI_API_KEY")),
+            }
+        )
+    probe = ModelChoice("probe", "", "", "", "", OLLAMA_URL, None, False, 0, 0)
+    try:
+        names = await _chat().clients.list_models(probe)
+        found.append({"name": "Ollama (this machine)", "base_url": OLLAMA_URL, "models": names[:50], "api_key_from_environment": False})
+    except ModelError:
+        pass
+    return {"presets": found}
+
+
+@bp.post("/api/admin/models/presets/apply")
+@requires("models.manage")
+async def apply_preset():
+    """Create a provider from a preset; the environment's key is copied server-side,
+    never through the browser."""
+    data = await json_object()
+    base_url = field(data, "base_url", str)
+    name = field(data, "name", str)
+    key = os.environ.get("OPENAI_API_KEY") if data.get("api_key_from_environment") is True else None
+    provider = await _guard(_chat().models.create_provider(name, base_url, key))
+    return provider, 201
+
+
+@bp.post("/api/admin/models/entries")
+@requires("models.manage")
+async def create_model():
+    data = await json_object()
+    extra = {k: v for k, v in data.items() if k not in ("provider_id", "model")}
+    model = await _guard(_chat().models.create_model(data.get("provider_id"), data.get("model"), **extra))
+    return model, 201
+
+
+@bp.patch("/api/admin/models/entries/<model_id>")
+@requires("models.manage")
+async def update_model(model_id: str) -> dict:
+    data = await json_object()
+    return await _guard(_chat().models.update_model(model_id, **data))
+
+
+@bp.delete("/api/admin/models/entries/<model_id>")
+@requires("models.manage")
+async def delete_model(model_id: str) -> dict:
+    await _guard(_chat().models.delete_model(model_id))
+    return {"ok": True}
+
+
+@bp.get("/api/admin/approval-rules")
+@requires("approvals.manage")
+async def list_rules() -> dict:
+    chat = _chat()
+    return {"rules": [r.summary() for r in await chat.rules.rules()], "groups": await chat.rules.groups()}
+
+
+@bp.post("/api/admin/approval-rules")
+@requires("approvals.manage")
+async def create_rule():
+    data = await json_object()
+    return (await _guard(_chat().rules.create(data))).summary(), 201
+
+
+@bp.patch("/api/admin/approval-rules/<int:rule_id>")
+@requires("approvals.manage")
+async def update_rule(rule_id: int) -> dict:
+    data = await json_object()
+    return (await _guard(_chat().rules.update(rule_id, data))).summary()
+
+
+@bp.delete("/api/admin/approval-rules/<int:rule_id>")
+@requires("approvals.manage")
+async def delete_rule(rule_id: int) -> dict:
+    await _guard(_chat().rules.delete(rule_id))
+    return {"ok": True}
+
+
+@bp.post("/api/admin/security-groups")
+@requires("approvals.manage")
+async def create_group():
+    data = await json_object()
+    group = await _guard(_chat().rules.create_group(data.get("id"), data.get("label"), data.get("description", "")))
+    return group, 201
+
+
+@bp.delete("/api/admin/security-groups/<group_id>")
+@requires("approvals.manage")
+async def delete_group(group_id: str) -> dict:
+    await _guard(_chat().rules.delete_group(group_id))
+    return {"ok": True}

@@ -1,0 +1,177 @@
+"""Conversations over HTTP: list, create, rename, delete, read, send, stop, compact,
+and answering approvals. Everything resolves inside the caller's own file, so another
+member's ids answer the same 404 as ids that never existed (check C1)."""
+
+from __future__ import annotations
+
+from quart import Blueprint, current_app, request
+
+from skald_host.core.agent.runtime import ChatError, MemberRuntime
+from skald_host.web.auth import current_principal, requires
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("chat", __name__)
+
+MAX_MESSAGE_CHARS = 100_000
+
+
+async def runtime() -> MemberRuntime:
+    core = current_app.config["SKALD_CORE"]
+    try:
+        return await core.chat.runtime(current_principal().member)
+    except ChatError as exc:
+        raise ApiError(423, str(exc)) from None
+
+
+def chat_error(exc: ChatError) -> ApiError:
+    message = str(exc)
+    return ApiError(404 if message.startswith("no such") else 409 if "running" in message or "already" in message else 400, message)
+
+
+@bp.get("/api/chat/status")
+@requires("chat.use")
+async def status() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    member = current_principal().member
+    models = await core.chat.models.candidates()
+    return {
+        "models_configured": bool(models),
+        "default_agent": core.chat.default_agent(member),
+        "agents": [a.summary() for a in core.chat.agents.all() if a.kind == "chat"],
+    }
+
+
+@bp.get("/api/conversations")
+@requires("chat.use")
+async def list_conversations() -> dict:
+    search = request.args.get("search") or None
+    if search is not None and len(search) > 200:
+        raise ApiError(400, "search is longer than 200 characters")
+    rt = await runtime()
+    items = await rt.store.conversations(search=search)
+    for item in items:
+        item["running"] = rt.running(item["id"])
+    return {"conversations": items}
+
+
+@bp.post("/api/conversations")
+@requires("chat.use")
+async def create_conversation():
+    data = await json_object()
+    title = field(data, "title", str, required=False, default="")
+    if len(title) > 200:
+        raise ApiError(400, "title is longer than 200 characters")
+    rt = await runtime()
+    try:
+        conversation = await rt.create_conversation(field(data, "agent", str, required=False), title=title)
+    except ChatError as exc:
+        raise chat_error(exc) from None
+    return conversation, 201
+
+
+@bp.get("/api/conversations/<conversation_id>")
+@requires("chat.use")
+async def get_conversation(conversation_id: str) -> dict:
+    rt = await runtime()
+    try:
+        conversation = await rt.conversation(conversation_id)
+    except ChatError as exc:
+        raise chat_error(exc) from None
+    approvals = [a for a in await rt.store.pending_approvals() if a["conversation_id"] == conversation_id]
+    return {
+        "conversation": conversation,
+        "messages": await rt.store.transcript(conversation_id),
+        "queued": await rt.store.queued(conversation_id),
+        "running": rt.running(conversation_id),
+        "approvals": approvals,
+    }
+
+
+@bp.patch("/api/conversations/<conversation_id>")
+@requires("chat.use")
+async def rename_conversation(conversation_id: str) -> dict:
+    data = await json_object()
+    title = field(data, "title", str)
+    if len(title) > 200:
+        raise ApiError(400, "title is longer than 200 characters")
+    rt = await runtime()
+    try:
+        await rt.conversation(conversation_id)
+    except ChatError as exc:
+        raise chat_error(exc) from None
+    await rt.store.rename(conversation_id, title.strip())
+    return await rt.store.conversation(conversation_id)  # type: ignore[return-value]
+
+
+@bp.delete("/api/conversations/<conversation_id>")
+@requires("chat.use")
+async def delete_conversation(conversation_id: str) -> dict:
+    rt = await runtime()
+    try:
+        await rt.stop(conversation_id)
+    except ChatError as exc:
+        raise chat_error(exc) from None
+    await rt.store.delete(conversation_id)
+    return {"ok": True}
+
+
+@bp.post("/api/conversations/<conversation_id>/messages")
+@requires("chat.use")
+async def send_message(conversation_id: str):
+    data = await json_object()
+    text = field(data, "text", str)
+    if not text.strip():
+        raise ApiError(400, "'text' must not be empty")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ApiError(400, f"'text' is longer than {MAX_MESSAGE_CHARS} characters")
+    key = field(data, "idempotency_key", str, required=False)
+    if key is not None and not 8 <= len(key) <= 128:
+        raise ApiError(400, "'idempotency_key' must be 8-128 characters")
+    rt = await runtime()
+    try:
+        ack = await rt.send(conversation_id, text, key)
+    except ChatError as exc:
+        raise chat_error(exc) from None
+    return ack, 202
+
+
+@bp.post("/api/conversations/<conversation_id>/stop")
+@requires("chat.use")
+async def stop(conversation_id: str) -> dict:
+    rt = await runtime()
+    try:
+        return {"stopped": await rt.stop(conversation_id)}
+    except ChatError as exc:
+        raise chat_error(exc) from None
+
+
+@bp.post("/api/conversations/<conversation_id>/compact")
+@requires("chat.use")
+async def compact(conversation_id: str) -> dict:
+    rt = await runtime()
+    try:
+        return {"compacted": await rt.compact(conversation_id)}
+    except ChatError as exc:
+        raise chat_error(exc) from None
+
+
+@bp.get("/api/approvals")
+@requires("chat.use")
+async def pending_approvals() -> dict:
+    rt = await runtime()
+    return {"approvals": await rt.store.pending_approvals()}
+
+
+@bp.post("/api/approvals/<approval_id>")
+@requires("chat.use")
+async def resolve_approval(approval_id: str) -> dict:
+    data = await json_object()
+    decision = field(data, "decision", str)
+    if decision not in ("approve", "deny"):
+        raise ApiError(400, "'decision' must be 'approve' or 'deny'")
+    rt = await runtime()
+    try:
+        return await rt.resolve_approval(approval_id, decision == "approve")
+    except ChatError as exc:
+        raise chat_error(exc) from None
