@@ -39,6 +39,7 @@ from skald_hookspecs.types import (  # noqa: E402
     WebPage,
 )
 from skald_hookspecs.host_api import HostApi  # noqa: E402
+from skald_hookspecs.context import Caller, current_caller  # noqa: E402
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E402
 
 __all__ = [
@@ -58,6 +59,8 @@ __all__ = [
     "TurnApi",
     "WebPage",
     "HostApi",
+    "Caller",
+    "current_caller",
     "ChatEvent",
     "SystemEvent",
     "UserEvent",

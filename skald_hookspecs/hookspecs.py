@@ -54,11 +54,12 @@ def register_tools(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def register_routes(register: Callable[..., None]) -> None:
+def register_routes(register: Callable[..., None], host: Any) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute HTTP routes: call ``register(blueprint)`` with one Quart blueprint.
     It is mounted at ``/api/plugin/<id>/`` at boot, behind authentication and an
     enabled gate re-checked per request (404 while disabled). Handlers must tolerate
-    the plugin not running. Since 1.0."""
+    the plugin not running. ``host`` is this plugin's ``HostApi`` for handlers to use;
+    ``skald_hookspecs.current_caller()`` tells a handler who is calling. Since 1.0."""
 
 
 @hookspec

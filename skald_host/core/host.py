@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from skald_hookspecs.events import SystemEvent
 from skald_hookspecs.types import ConfigSet, I18nBundle, WebPage
 from skald_host.builtins import BUILTIN_PLUGINS
 from skald_host.core.agent.definitions import AgentCatalog
@@ -249,6 +250,7 @@ class Skald:
 
         await self.registry.transaction(write)
         self.plugins.set_enabled(plugin_id, enabled)
+        self.buses.system.publish(SystemEvent("plugin_enabled" if enabled else "plugin_disabled", plugin_id))
         if enabled:
             await self.start_plugin(plugin_id)
         else:

@@ -110,7 +110,7 @@ async def start_host(
     stop = asyncio.Event()
     task = asyncio.create_task(serve(app, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
     for _ in range(500):
-        if "SKALD_CORE" in app.config or task.done():
+        if app.config.get("SKALD_READY") or task.done():
             break
         await asyncio.sleep(0.01)
     if task.done():

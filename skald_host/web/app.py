@@ -65,6 +65,7 @@ def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_
         app.config["SKALD_CORE"] = core
         await mount_plugin_routes(app, core)
         await core.start_enabled_plugins()
+        app.config["SKALD_READY"] = True
 
     @app.after_serving
     async def stop_core() -> None:
@@ -98,7 +99,10 @@ async def mount_plugin_routes(app: Quart, core: Skald) -> None:
     not: the gate in ``gate_request`` answers 404 while a plugin is disabled, so
     enabling and disabling need no restart. A blueprint that fails to mount marks
     its plugin failed; the others mount."""
-    for contribution in await core.plugins.collect("register_routes", _validate_blueprint, kind="router"):
+    routers = await core.plugins.collect(
+        "register_routes", _validate_blueprint, kind="router", extra=lambda plugin_id: {"host": core.host_api(plugin_id)}
+    )
+    for contribution in routers:
         try:
             app.register_blueprint(
                 contribution.value, url_prefix=f"{PLUGIN_PREFIX}{contribution.plugin_id}", name=f"plugin.{contribution.plugin_id}"

@@ -20,6 +20,7 @@ from quart import current_app, g, request, websocket
 from quart.wrappers import Response
 
 from skald_hookspecs import PUBLIC_ATTRIBUTE, public  # noqa: F401 - one marker for host and plugin views
+from skald_hookspecs.context import Caller, bind_caller
 from skald_host.core.identity.access import allowed
 from skald_host.core.identity.sessions import Session
 from skald_host.core.identity.users import Member, MemberNotFound
@@ -173,6 +174,9 @@ async def gate_request() -> None:
     if plugin_id is not None and not core.catalog.usable(principal.member, plugin_id):
         raise ApiError(403, "forbidden")
     g.principal = principal
+    if plugin_id is not None:
+        member = principal.member
+        bind_caller(Caller(member.id, member.username, member.display_name, member.locale, member.is_admin))
 
 
 async def gate_websocket() -> None:

@@ -22,11 +22,19 @@ class PluginHostApi:
         self._core = core
         self._tasks: list[asyncio.Task[Any]] = []
 
+    def _schema(self, per_member: bool) -> tuple[Any, ...]:
+        status = self._core.plugins.status(self.plugin_id)
+        if status is None or status.info is None:
+            return ()
+        return status.info.user_config_schema if per_member else status.info.config_schema
+
     async def get_config(self) -> Mapping[str, Any]:
+        """Stored values over the schema's defaults."""
         row = await self._core.registry.run(
             lambda c: c.execute("SELECT config FROM plugins WHERE id = ?", (self.plugin_id,)).fetchone()
         )
-        return json.loads(row[0]) if row else {}
+        defaults = {f.name: f.default for f in self._schema(False) if f.default is not None}
+        return {**defaults, **(json.loads(row[0]) if row else {})}
 
     async def get_user_config(self, member_id: str) -> Mapping[str, Any]:
         row = await self._core.registry.run(
@@ -34,7 +42,8 @@ class PluginHostApi:
                 "SELECT config FROM plugin_user_configs WHERE plugin_id = ? AND user_id = ?", (self.plugin_id, member_id)
             ).fetchone()
         )
-        return json.loads(row[0]) if row else {}
+        defaults = {f.name: f.default for f in self._schema(True) if f.default is not None}
+        return {**defaults, **(json.loads(row[0]) if row else {})}
 
     async def set_user_config(self, member_id: str, values: Mapping[str, Any]) -> None:
         blob = json.dumps(dict(values))
@@ -64,23 +73,13 @@ class PluginHostApi:
         )
 
     async def member_has_grant(self, member_id: str) -> bool:
-        """Re-read on every call, so a revoked grant lands on the next message."""
-        if not self._core.plugins.is_enabled(self.plugin_id):
-            return False
+        """Re-read on every call, so a revoked grant lands on the next message. The
+        same decision as the route gate and the pages list (catalog.usable)."""
         try:
             member = await self._core.users.get(member_id)
         except LookupError:
             return False
-        if not member.active:
-            return False
-        if member.is_admin:
-            return True
-        row = await self._core.registry.run(
-            lambda c: c.execute(
-                "SELECT 1 FROM plugin_access WHERE plugin_id = ? AND user_id = ?", (self.plugin_id, member_id)
-            ).fetchone()
-        )
-        return row is not None
+        return self._core.catalog.usable(member, self.plugin_id)
 
     def _follow(self, subscription: Any, handler: Callable[[Any], Awaitable[None]]) -> None:
         async def pump() -> None:

@@ -312,10 +312,12 @@ class PluginManager:
         *,
         key: Callable[[Any], str] | None = None,
         kind: str = "item",
+        extra: Callable[[str], dict[str, Any]] | None = None,
     ) -> list[Contribution]:
         """Run a ``register_*`` hook per plugin with a ``register`` callback bound to
         that plugin. ``validate(plugin_id, args)`` turns the callback's arguments into
-        the registered value or raises; ``key`` names a value for duplicate checks.
+        the registered value or raises; ``key`` names a value for duplicate checks;
+        ``extra(plugin_id)`` supplies further hook arguments for that plugin.
         A plugin whose hook raises, times out, registers invalid data or a duplicate
         is marked failed and contributes nothing; the others go on."""
         accepted: list[Contribution] = []
@@ -334,7 +336,8 @@ class PluginManager:
                 _mine.append(Contribution(_pid, value))
 
             try:
-                args = [{"register": register}[a] for a in impl.argnames]
+                available = {"register": register, **(extra(plugin_id) if extra else {})}
+                args = [available[a] for a in impl.argnames]
                 await asyncio.wait_for(await_me_maybe(impl.function(*args)), self.hook_timeout)
             except Exception as exc:
                 if self._strict:

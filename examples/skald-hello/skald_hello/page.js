@@ -1,0 +1,81 @@
+// The Hello page: an ES-module fragment the Skald web shell mounts at #plugin/hello/main.
+//
+// The shell dynamic-imports this file from /api/plugin/hello/page.js, registers the
+// default-exported HTMLElement subclass and mounts it with a `plugin-id` attribute. The
+// fragment talks to the host only through HTTP with the member's session: its own routes
+// under /api/plugin/<id>/…, plus /api/plugins/mine and PUT /api/plugins/<id>/my-config
+// for the member's own settings. Every text goes in through textContent, never innerHTML:
+// a nickname is data, not markup.
+
+function node(tag, text) {
+  const element = document.createElement(tag);
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+async function call(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET") {
+    // Cookie sessions must send their CSRF token on writes; the session endpoint has it.
+    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
+    headers["Content-Type"] = "application/json";
+    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
+  }
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+export default class HelloPage extends HTMLElement {
+  async connectedCallback() {
+    this.pluginId = this.getAttribute("plugin-id") || "hello";
+    this.heading = node("h1", "Hello");
+    this.line = node("p");
+    this.line.className = "hello-greeting";
+    this.nickname = node("input");
+    this.nickname.name = "nickname";
+    this.nickname.maxLength = 40;
+    const save = node("button", "OK");
+    save.type = "submit";
+    this.form = node("form");
+    this.form.append(node("label", "Nickname "), this.nickname, save);
+    this.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.saveNickname();
+    });
+    this.replaceChildren(this.heading, this.line, this.form);
+    await Promise.all([this.showGreeting(), this.showNickname()]);
+  }
+
+  async showGreeting() {
+    try {
+      const data = await call("GET", `/api/plugin/${encodeURIComponent(this.pluginId)}/greeting`);
+      this.heading.textContent = data.title;
+      this.line.textContent = data.greeting;
+    } catch (error) {
+      this.line.textContent = error.message;
+    }
+  }
+
+  async showNickname() {
+    try {
+      const { plugins } = await call("GET", "/api/plugins/mine");
+      const mine = plugins.find((plugin) => plugin.id === this.pluginId);
+      this.nickname.value = (mine && mine.user_config.nickname) || "";
+    } catch (error) {
+      this.nickname.value = "";
+    }
+  }
+
+  async saveNickname() {
+    try {
+      await call("PUT", `/api/plugins/${encodeURIComponent(this.pluginId)}/my-config`, {
+        config: { nickname: this.nickname.value || null },
+      });
+      await this.showGreeting();
+    } catch (error) {
+      this.line.textContent = error.message;
+    }
+  }
+}

@@ -1,0 +1,34 @@
+"""Who is calling a plugin's route, without importing the host.
+
+The host binds the authenticated member for the duration of each request to
+``/api/plugin/<id>/…``; a handler reads it with ``current_caller()``. On a ``@public``
+route, or outside a request, it is ``None``.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The member behind the current request: ids and display data only."""
+
+    id: str
+    username: str
+    display_name: str
+    locale: str | None
+    is_admin: bool
+
+
+_caller: ContextVar[Caller | None] = ContextVar("skald_caller", default=None)
+
+
+def current_caller() -> Caller | None:
+    return _caller.get()
+
+
+def bind_caller(caller: Caller | None) -> Token[Caller | None]:
+    """For the host only: bind the caller of the request being served."""
+    return _caller.set(caller)

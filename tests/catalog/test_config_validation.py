@@ -1,0 +1,161 @@
+"""Instance config and settings sets are validated against their ``ConfigField``
+schema: a bad value is a 400 whose message starts with the field's name, and a
+request is taken whole or not at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import ConfigField, ConfigSet
+
+from .support import Routed, catalog_entry, granted, member_id, registry_dump
+
+SCHEMA = (
+    ConfigField("name", "string", max_length=10),
+    ConfigField("count", "integer", minimum=1, maximum=10),
+    ConfigField("ratio", "number", minimum=0, maximum=1),
+    ConfigField("mode", "choice", choices=("fast", "slow")),
+    ConfigField("endpoint", "url"),
+    ConfigField("flag", "boolean"),
+    ConfigField("token", "string", secret=True),
+)
+
+GOOD = {"name": "ok", "count": 3, "ratio": 0.5, "mode": "fast", "endpoint": "https://example.org/x", "flag": True}
+
+
+class Shaped(Routed):
+    def __init__(self) -> None:
+        super().__init__("shaped", config_schema=SCHEMA)
+
+    @hookimpl
+    def register_config_sets(self, register) -> None:
+        register(ConfigSet("shaped-general", "Shaped", SCHEMA))
+        register(ConfigSet("shaped-own", "Shaped (own page)", SCHEMA, owner="main"))
+
+
+BAD_VALUES = [
+    pytest.param("nope", 1, "is not a setting of this plugin", id="unknown field"),
+    pytest.param("count", "3", "must be a number", id="integer as text"),
+    pytest.param("count", 2.5, "must be a whole number", id="fraction for an integer"),
+    pytest.param("count", 11, "must be at most 10", id="above the maximum"),
+    pytest.param("count", 0, "must be at least 1", id="below the minimum"),
+    pytest.param("ratio", True, "must be a number", id="boolean as a number"),
+    pytest.param("flag", "true", "must be true or false", id="text as a boolean"),
+    pytest.param("mode", "medium", "must be one of fast, slow", id="not one of the choices"),
+    pytest.param("endpoint", "ftp://example.org/", "must be an http(s) URL", id="not http"),
+    pytest.param("endpoint", "javascript:alert(1)", "must be an http(s) URL", id="script URL"),
+    pytest.param("endpoint", "https://", "must be an http(s) URL", id="no host"),
+    pytest.param("name", "x" * 11, "must be at most 10 characters", id="too long"),
+    pytest.param("name", ["a"], "must be text", id="list as text"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "reason"), BAD_VALUES)
+async def test_a_bad_value_is_refused_naming_the_field_and_nothing_is_half_written(skald, field, value, reason):
+    host = await skald.start(plugins=[Shaped()], enable=["shaped"])
+    admin = await host.admin()
+    assert (await admin.put("/api/admin/plugins/shaped/config", json={"config": GOOD})).status_code == 200
+    before = await registry_dump(host)
+
+    # One good change and one bad value in the same request: neither is stored.
+    for path, key in (("/api/admin/plugins/shaped/config", "config"), ("/api/admin/settings/shaped-general", "values")):
+        refused = await admin.put(path, json={key: {"name": "changed", field: value}})
+        assert refused.status_code == 400, (path, refused.text)
+        assert refused.json() == {"error": f"{field}: {reason}", "field": field}
+
+    assert await registry_dump(host) == before
+    assert await host.core.host_api("shaped").get_config() == GOOD
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+async def test_a_number_that_is_not_finite_is_refused(skald, literal):
+    """Python's JSON parser accepts these literals; a stored NaN would pass every bound
+    and come back as a catalog page the browser cannot parse."""
+    host = await skald.start(plugins=[Shaped()], enable=["shaped"])
+    admin = await host.admin()
+    for field in ("ratio", "count"):
+        refused = await admin.put(
+            "/api/admin/plugins/shaped/config",
+            content=f'{{"config": {{"{field}": {literal}}}}}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert refused.status_code == 400, refused.text
+        assert refused.json() == {"error": f"{field}: must be a finite number", "field": field}
+    assert await host.core.host_api("shaped").get_config() == {}
+
+
+async def test_a_config_that_is_not_an_object_is_refused(skald):
+    host = await skald.start(plugins=[Shaped()], enable=["shaped"])
+    admin = await host.admin()
+    for body in ({"config": ["count", 3]}, {"config": "count=3"}, {}):
+        refused = await admin.put("/api/admin/plugins/shaped/config", json=body)
+        assert refused.status_code == 400, refused.text
+        assert "config" in refused.json()["error"]
+
+
+async def test_a_refused_config_does_not_give_birth_to_the_plugins_row(skald):
+    """The first configuration is a row's birth, which seeds grants; a refused one must
+    not be, or a typo would hand the plugin out."""
+    host = await skald.start(plugins=[Shaped()])
+    admin = await host.admin()
+    await host.member("alice")
+    alice_id = await member_id(host, "alice")
+
+    refused = await admin.put("/api/admin/plugins/shaped/config", json={"config": {"count": 99}})
+    assert refused.status_code == 400
+    assert (await catalog_entry(admin, "shaped"))["row_born"] is False
+    assert not await granted(admin, alice_id, "shaped")
+
+    assert (await admin.put("/api/admin/plugins/shaped/config", json={"config": {"count": 9}})).status_code == 200
+    assert (await catalog_entry(admin, "shaped"))["row_born"] is True
+    assert await granted(admin, alice_id, "shaped")
+
+
+async def test_valid_values_are_stored_and_shown_with_defaults_and_masks(skald):
+    host = await skald.start(plugins=[Shaped()], enable=["shaped"])
+    admin = await host.admin()
+    saved = await admin.put("/api/admin/plugins/shaped/config", json={"config": {**GOOD, "count": 7.0, "token": "t0k"}})
+    assert saved.status_code == 200, saved.text
+    assert saved.json()["config"] == {**GOOD, "count": 7, "token": "********"}
+
+    detail = (await admin.get("/api/admin/plugins/shaped")).json()
+    assert detail["config"] == saved.json()["config"]
+    assert [f["name"] for f in detail["config_schema"]] == [f.name for f in SCHEMA]
+    assert await host.core.host_api("shaped").get_config() == {**GOOD, "count": 7, "token": "t0k"}
+
+
+async def test_unknown_plugins_and_settings_sets_are_refused(skald):
+    host = await skald.start(plugins=[Shaped()], enable=["shaped"])
+    admin = await host.admin()
+    assert (await admin.put("/api/admin/plugins/ghost/config", json={"config": {}})).status_code == 404
+    assert (await admin.get("/api/admin/plugins/ghost")).status_code == 404
+    missing_set = await admin.put("/api/admin/settings/ghost", json={"values": {}})
+    assert missing_set.status_code in (400, 404)
+    assert "ghost" in missing_set.json()["error"]
+
+
+# -- instance settings sets (register_config_sets) -------------------------------------------
+
+
+async def test_settings_sets_without_an_owner_appear_on_the_general_settings_page(skald):
+    host = await skald.start(plugins=[Shaped()])
+    admin = await host.admin()
+    alice = await host.member("alice")
+
+    general = await admin.get("/api/admin/settings")
+    assert general.status_code == 200
+    sets = {s["id"]: s for s in general.json()["sets"]}
+    assert "shaped-general" in sets and "shaped-own" not in sets  # owned sets render on their own page
+    assert sets["shaped-general"]["plugin_id"] == "shaped"
+    assert [f["name"] for f in sets["shaped-general"]["fields"]] == [f.name for f in SCHEMA]
+
+    saved = await admin.put("/api/admin/settings/shaped-general", json={"values": {"count": 4, "token": "abc"}})
+    assert saved.status_code == 200, saved.text
+    assert (saved.json()["values"]["count"], saved.json()["values"]["token"]) == (4, "********")
+    again = {s["id"]: s for s in (await admin.get("/api/admin/settings")).json()["sets"]}
+    assert again["shaped-general"]["values"]["count"] == 4
+
+    assert (await alice.get("/api/admin/settings")).status_code == 403
+    assert (await alice.put("/api/admin/settings/shaped-general", json={"values": {"count": 5}})).status_code == 403
+    assert (await host.core.instance_settings.values("shaped-general"))["count"] == 4

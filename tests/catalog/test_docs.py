@@ -1,0 +1,106 @@
+"""``docs/plugins.md`` keeps up with the contract and with the example it walks through.
+
+A hook, a ``HostApi`` method or a contract type added without documentation fails here,
+as does a reference section older than the code it was generated from.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pluggy
+
+import skald_hookspecs
+from skald_hookspecs import PROJECT_NAME, hookspecs
+from skald_hookspecs.host_api import HostApi
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "plugins.md"
+GENERATOR = ROOT / "docs" / "tools" / "plugin_reference.py"
+EXAMPLE = ROOT / "examples" / "skald-hello"
+REGENERATE = ".venv/bin/python docs/tools/plugin_reference.py --write"
+
+
+def doc_text() -> str:
+    return DOC.read_text(encoding="utf-8")
+
+
+def generator():
+    spec = importlib.util.spec_from_file_location("plugin_reference", GENERATOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def hook_names() -> set[str]:
+    """The hooks as pluggy sees them, independent of the generator's discovery."""
+    manager = pluggy.PluginManager(PROJECT_NAME)
+    manager.add_hookspecs(hookspecs)
+    return {name for name in vars(manager.hook) if not name.startswith("_")}
+
+
+def host_api_methods() -> set[str]:
+    return {name for name, value in vars(HostApi).items() if inspect.isfunction(value) and not name.startswith("_")}
+
+
+def test_every_hook_is_documented():
+    text = doc_text()
+    hooks = hook_names()
+    assert len(hooks) >= 14
+    missing = sorted(name for name in hooks if f"`{name}`" not in text)
+    assert missing == [], f"hooks missing from docs/plugins.md: {missing} (run {REGENERATE})"
+
+
+def test_every_host_api_method_is_documented():
+    text = doc_text()
+    methods = host_api_methods()
+    assert {"get_config", "kv_set", "member_has_grant", "translate"} <= methods
+    missing = sorted(name for name in methods if not re.search(rf"`(async )?{name}\(", text))
+    assert missing == [], f"HostApi methods missing from docs/plugins.md: {missing} (run {REGENERATE})"
+
+
+def test_everything_the_contract_exports_is_documented():
+    text = doc_text()
+    missing = sorted(name for name in skald_hookspecs.__all__ if f"`{name}" not in text)
+    assert missing == [], f"skald_hookspecs exports {missing}, which docs/plugins.md never mentions (run {REGENERATE})"
+    documented = {cls.__name__ for cls in generator().contract_types()}
+    assert {"PluginInfo", "ConfigField", "WebPage", "I18nBundle", "ConfigSet", "Tool", "ToolContext", "SystemAgent"} <= documented
+
+
+def test_every_hook_says_since_which_spec_version_it_exists():
+    for name in hook_names():
+        doc = inspect.getdoc(getattr(hookspecs, name)) or ""
+        assert re.search(r"Since \d+\.\d+", doc), f"hookspec {name} has no 'Since <version>' in its docstring"
+
+
+def test_the_generated_reference_is_up_to_date():
+    reference = generator()
+    current = reference.current_section(doc_text())
+    assert current is not None, "the reference markers are missing from docs/plugins.md"
+    assert current == reference.reference(), f"docs/plugins.md is out of date: run {REGENERATE}"
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
+
+
+def test_the_first_test_shown_is_the_examples_first_test():
+    first_test = next(b for b in code_blocks(doc_text(), "python") if "async def test_" in b)
+    assert len(first_test.strip().splitlines()) == 5
+    assert first_test in (EXAMPLE / "tests" / "test_hello.py").read_text(encoding="utf-8")
+
+
+def test_the_packaging_shown_is_the_examples_packaging():
+    pyproject = (EXAMPLE / "pyproject.toml").read_text(encoding="utf-8")
+    shown = next(b for b in code_blocks(doc_text(), "toml") if "skald.plugins" in b)
+    for line in shown.splitlines():
+        assert line in pyproject.splitlines(), f"docs/plugins.md shows {line!r}, which the example does not have"
+
+
+def test_the_files_the_walk_through_names_exist():
+    for name in re.findall(r"^### `([^`]+)`$", doc_text(), flags=re.M):
+        if "/" in name or name.endswith((".toml", ".py", ".js")):
+            assert (EXAMPLE / name).exists(), f"docs/plugins.md walks through {name}, which examples/skald-hello lacks"

@@ -1,0 +1,96 @@
+"""A broken plugin is contained: marked failed (or unhealthy) on the catalog with its
+error, while the host and every other plugin keep serving."""
+
+from __future__ import annotations
+
+from skald_hookspecs import hookimpl
+
+from .support import Routed, catalog_entry
+
+
+class RoutesExplode(Routed):
+    @hookimpl
+    def register_routes(self, register) -> None:
+        raise RuntimeError("routes exploded")
+
+
+class RegistersGarbage(Routed):
+    @hookimpl
+    def register_routes(self, register) -> None:
+        register("/not-a-blueprint")
+
+
+class StartupExplodes(Routed):
+    @hookimpl
+    async def startup(self, host) -> None:
+        raise RuntimeError("cannot reach the upstream")
+
+
+async def test_a_plugin_whose_routes_hook_raises_is_failed_while_the_others_serve(skald):
+    host = await skald.start(plugins=[RoutesExplode("broken"), RegistersGarbage("garbage"), Routed("alpha")], enable=["alpha"])
+    admin = await host.admin()
+    alice = await host.member("alice")
+
+    broken, garbage = await catalog_entry(admin, "broken"), await catalog_entry(admin, "garbage")
+    assert (broken["state"], broken["healthy"], broken["error"]) == ("failed", False, "register_routes: routes exploded")
+    assert (garbage["state"], garbage["error"]) == ("failed", "register_routes: register() expects one Quart Blueprint")
+    assert "traceback" not in (await admin.get("/api/admin/plugins/broken")).json()  # the detail page shows no traceback
+    full = {p["id"]: p for p in (await admin.get("/api/admin/plugins.json")).json()["plugins"]}
+    assert "RuntimeError: routes exploded" in full["broken"]["traceback"]
+
+    assert (await catalog_entry(admin, "alpha"))["state"] == "loaded"
+    assert (await alice.get("/api/plugin/alpha/ping")).status_code == 200
+    assert (await admin.get("/api/plugin/broken/ping")).status_code == 404
+    assert (await host.client().get("/health")).json() == {"status": "ok"}
+
+    refused = await admin.put("/api/admin/plugins/broken/enabled", json={"enabled": True})
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "no loaded plugin 'broken'"
+    assert "broken" not in {p["id"] for p in (await alice.get("/api/plugins/mine")).json()["plugins"]}
+
+
+async def test_a_plugin_whose_startup_raises_is_unhealthy_and_stays_enabled(skald):
+    host = await skald.start(plugins=[StartupExplodes("sulky"), Routed("alpha")], enable=["sulky", "alpha"])
+    admin = await host.admin()
+
+    sulky = await catalog_entry(admin, "sulky")
+    assert (sulky["state"], sulky["enabled"], sulky["healthy"]) == ("loaded", True, False)
+    assert sulky["error"] == "startup: cannot reach the upstream"
+    assert (await catalog_entry(admin, "alpha"))["healthy"] is True
+    # Routes are mounted at boot whatever startup did: handlers tolerate "not running".
+    assert (await admin.get("/api/plugin/sulky/ping")).status_code == 200
+
+
+class Counted(Routed):
+    def __init__(self, plugin_id: str, log: list[str]) -> None:
+        super().__init__(plugin_id)
+        self.log = log
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        self.log.append("startup")
+
+    @hookimpl
+    async def shutdown(self) -> None:
+        self.log.append("shutdown")
+
+
+class CountedRoutesExplode(Counted):
+    @hookimpl
+    def register_routes(self, register) -> None:
+        raise RuntimeError("routes exploded")
+
+
+async def test_a_plugin_that_fails_registering_is_never_started_even_if_enabled(skald):
+    settings = skald.settings("data")
+    first = await skald.start(plugins=[Counted("flaky", [])], settings=settings, enable=["flaky"])
+    await first.stop()  # the registry now says: flaky is enabled
+
+    log: list[str] = []
+    second = await skald.start(plugins=[CountedRoutesExplode("flaky", log), Routed("alpha")], settings=settings)
+    status = second.core.plugins.status("flaky")
+    assert (status.state, status.started) == ("failed", False)
+    admin = await second.admin()
+    assert (await admin.get("/api/plugin/flaky/ping")).status_code == 404
+    await second.stop()
+    assert log == []  # registration comes before any startup: a failed plugin never runs
