@@ -14,7 +14,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from skald_hookspecs.types import PluginInfo
-from skald_host.core.asyncutil import await_me_maybe
 from skald_host.core.identity.access import allowed, plugin_action
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.plugins.config_schema import ConfigInvalid, masked, schema_json, validate
@@ -238,8 +237,7 @@ class PluginCatalog:
             raise CatalogError(f"no plugin {plugin_id!r}")
         info = self._info(plugin_id)
         fresh = validate(info.user_config_schema, values, await self._user_config(plugin_id, member.id))
-        impls = self._core.plugins._impls("user_config_updated", plugin_id)
-        if impls:
+        if self._core.plugins.implements("user_config_updated", plugin_id):
             api = self._core.host_api(plugin_id)
             try:
                 await self._core.plugins.call_one("user_config_updated", plugin_id, member_id=member.id, values=fresh, host=api)

@@ -296,6 +296,9 @@ class PluginManager:
         impls = [i for i in impls if plugin_id is None or i.plugin_name == plugin_id]
         return [i for i in impls if self._status.get(i.plugin_name) and self._status[i.plugin_name].state in ("loaded", "disabled")]
 
+    def implements(self, hook_name: str, plugin_id: str) -> bool:
+        return bool(self._impls(hook_name, plugin_id))
+
     async def call_one(self, hook_name: str, plugin_id: str, **kwargs: Any) -> list[Any]:
         """Call ``hook_name`` on one plugin, bounded by the hook timeout. Exceptions
         propagate to the caller, which decides what failing means there."""
