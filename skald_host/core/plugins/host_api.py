@@ -17,10 +17,18 @@ log = logging.getLogger(__name__)
 
 
 class PluginHostApi:
+    """Scoped to one plugin. The core is reached through a closure, not kept as a
+    field, so a plugin that records the data it is handed (check D2's spy) finds ids
+    and its own config — not the registry connection or other members' files."""
+
     def __init__(self, plugin_id: str, core: "Skald") -> None:
         self.plugin_id = plugin_id
-        self._core = core
+        self._reach = lambda: core
         self._tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def _core(self) -> "Skald":
+        return self._reach()
 
     def _schema(self, per_member: bool) -> tuple[Any, ...]:
         status = self._core.plugins.status(self.plugin_id)
