@@ -6,11 +6,27 @@ fails when a route is added without a line here, so a new route cannot ship unte
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 from websockets.exceptions import InvalidStatus
 
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
-from web_support import PROBE, PROBE_SET, Probe, endpoint_of, fill, is_public, registry_dump, route_methods
+from web_support import (
+    NO_SUCH_ID,
+    PROBE,
+    PROBE_SET,
+    Probe,
+    admin_chat_objects,
+    endpoint_of,
+    fill,
+    is_public,
+    member_chat_objects,
+    owner_dump,
+    registry_dump,
+    route_methods,
+)
 
 EXPECTED: dict[tuple[str, str], str] = {
     # the page shell and liveness
@@ -35,6 +51,18 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/plugins/pages", "GET"): "member",
     ("/api/plugins/<plugin_id>/my-config", "PUT"): "member",
     ("/api/ws", "WS"): "member",
+    # chat: conversations and approvals live in the member's own file
+    ("/api/chat/status", "GET"): "member",
+    ("/api/conversations", "GET"): "member",
+    ("/api/conversations", "POST"): "member",
+    ("/api/conversations/<conversation_id>", "GET"): "member",
+    ("/api/conversations/<conversation_id>", "PATCH"): "member",
+    ("/api/conversations/<conversation_id>", "DELETE"): "member",
+    ("/api/conversations/<conversation_id>/messages", "POST"): "member",
+    ("/api/conversations/<conversation_id>/stop", "POST"): "member",
+    ("/api/conversations/<conversation_id>/compact", "POST"): "member",
+    ("/api/approvals", "GET"): "member",
+    ("/api/approvals/<approval_id>", "POST"): "member",
     # administration
     ("/api/admin/members", "GET"): "admin",
     ("/api/admin/members", "POST"): "admin",
@@ -58,6 +86,22 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/admin/settings", "GET"): "admin",
     ("/api/admin/settings/<set_id>", "PUT"): "admin",
     ("/api/admin/status", "GET"): "admin",
+    ("/api/admin/models", "GET"): "admin",
+    ("/api/admin/models/presets", "GET"): "admin",
+    ("/api/admin/models/presets/apply", "POST"): "admin",
+    ("/api/admin/models/providers", "POST"): "admin",
+    ("/api/admin/models/providers/<provider_id>", "PATCH"): "admin",
+    ("/api/admin/models/providers/<provider_id>", "DELETE"): "admin",
+    ("/api/admin/models/providers/<provider_id>/test", "POST"): "admin",
+    ("/api/admin/models/entries", "POST"): "admin",
+    ("/api/admin/models/entries/<model_id>", "PATCH"): "admin",
+    ("/api/admin/models/entries/<model_id>", "DELETE"): "admin",
+    ("/api/admin/approval-rules", "GET"): "admin",
+    ("/api/admin/approval-rules", "POST"): "admin",
+    ("/api/admin/approval-rules/<int:rule_id>", "PATCH"): "admin",
+    ("/api/admin/approval-rules/<int:rule_id>", "DELETE"): "admin",
+    ("/api/admin/security-groups", "POST"): "admin",
+    ("/api/admin/security-groups/<group_id>", "DELETE"): "admin",
 }
 
 #: A request body that succeeds for someone allowed to call the route; routes without
@@ -77,6 +121,18 @@ BODIES: dict[tuple[str, str], dict] = {
     ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): {"enabled": True},
     ("/api/admin/plugins/<plugin_id>/config", "PUT"): {"config": {"greeting": "hello"}},
     ("/api/admin/settings/<set_id>", "PUT"): {"values": {"level": 2}},
+    ("/api/conversations", "POST"): {"title": "swept"},
+    ("/api/conversations/<conversation_id>", "PATCH"): {"title": "swept"},
+    ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "swept", "idempotency_key": "swept-message"},
+    ("/api/approvals/<approval_id>", "POST"): {"decision": "deny"},
+    ("/api/admin/models/presets/apply", "POST"): {"name": "Swept preset", "base_url": "http://127.0.0.1:9/v1"},
+    ("/api/admin/models/providers", "POST"): {"name": "Swept", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-swept"},
+    ("/api/admin/models/providers/<provider_id>", "PATCH"): {"name": "Sweep renamed"},
+    ("/api/admin/models/entries", "POST"): {"provider_id": None, "model": "swept-model"},  # provider_id: filled in
+    ("/api/admin/models/entries/<model_id>", "PATCH"): {"priority": 5},
+    ("/api/admin/approval-rules", "POST"): {"tool_pattern": "swept_*", "action": "require", "priority": 20},
+    ("/api/admin/approval-rules/<int:rule_id>", "PATCH"): {"note": "swept"},
+    ("/api/admin/security-groups", "POST"): {"id": "swept", "label": "Swept"},
 }
 
 
@@ -92,16 +148,21 @@ def ordered(keys) -> list[tuple[str, str]]:
 
 async def _call(client, key, ids):
     rule, method = key
-    return await client.request(method, fill(rule, **ids), json=BODIES.get(key))
+    body = BODIES.get(key)
+    if key == ("/api/admin/models/entries", "POST"):
+        body = {**body, "provider_id": ids["provider_id"]}
+    return await client.request(method, fill(rule, **ids), json=body)
 
 
-async def _install(skald):
+async def _install(skald, model_server):
     host = await skald.start(plugins=[Probe()], enable=[PROBE])
     admin = await host.admin()
     alice = await host.member("alice")
     bob = await host.create_member("bob")
     assert (await admin.post("/api/admin/roles", json={"id": "spare", "label": "Spare"})).status_code == 201
     ids = {"member_id": bob["id"], "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET, "filename": "app.js"}
+    ids |= await admin_chat_objects(admin, model_server)
+    ids |= await member_chat_objects(alice)
     return host, admin, alice, ids
 
 
@@ -126,8 +187,8 @@ async def test_public_routes_are_exactly_the_views_marked_public(skald):
         assert marked == (level == "public"), f"{method} {rule}: marked public={marked}, expected {level}"
 
 
-async def test_anonymous_callers_get_401_on_every_non_public_api_route(skald):
-    host, _, _, ids = await _install(skald)
+async def test_anonymous_callers_get_401_on_every_non_public_api_route(skald, model_server):
+    host, _, _, ids = await _install(skald, model_server)
     before = await registry_dump(host)
     anonymous, forged_cookie, forged_bearer = host.client(), host.client(), host.client()
     forged_cookie.cookies["__Host-skald_session"] = "A" * 43
@@ -148,8 +209,8 @@ async def test_anonymous_callers_get_401_on_every_non_public_api_route(skald):
     assert await registry_dump(host) == before
 
 
-async def test_public_routes_answer_without_a_session(skald):
-    host, _, _, ids = await _install(skald)
+async def test_public_routes_answer_without_a_session(skald, model_server):
+    host, _, _, ids = await _install(skald, model_server)
     anonymous = host.client()
     for key in ordered(k for k, level in EXPECTED.items() if level == "public"):
         if key == ("/api/auth/login", "POST"):
@@ -161,8 +222,8 @@ async def test_public_routes_answer_without_a_session(skald):
         assert response.status_code < 500, f"{key}: {response.status_code}"
 
 
-async def test_members_get_403_on_every_admin_route_by_cookie_and_by_bearer(skald):
-    host, admin, alice, ids = await _install(skald)
+async def test_members_get_403_on_every_admin_route_by_cookie_and_by_bearer(skald, model_server):
+    host, admin, alice, ids = await _install(skald, model_server)
     await admin.patch(f"/api/admin/members/{ids['member_id']}", json={"role": "restricted"})
     bob = await host.member("bob")  # a member of the restricted preset
     alice_bearer = host.client()
@@ -178,16 +239,16 @@ async def test_members_get_403_on_every_admin_route_by_cookie_and_by_bearer(skal
     assert (await bob.get("/api/auth/session")).status_code == 200  # end-sessions did not run
 
 
-async def test_admins_may_call_every_admin_route(skald):
+async def test_admins_may_call_every_admin_route(skald, model_server):
     """The control for the 403s above: the same requests succeed for the admin."""
-    host, admin, _, ids = await _install(skald)
+    host, admin, _, ids = await _install(skald, model_server)
     for key in ordered(k for k, level in EXPECTED.items() if level == "admin"):
         response = await _call(admin, key, ids)
         assert response.status_code < 300, f"{key}: {response.status_code} {response.text}"
 
 
-async def test_members_may_call_every_member_route(skald):
-    host, admin, alice, ids = await _install(skald)
+async def test_members_may_call_every_member_route(skald, model_server):
+    host, admin, alice, ids = await _install(skald, model_server)
     await admin.put(f"/api/admin/members/{alice.member['id']}/plugins", json={"plugins": [PROBE]})
     for key in ordered(k for k, level in EXPECTED.items() if level == "member"):
         if key[1] == "WS":
@@ -211,6 +272,10 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
     response = await alice.put("/api/me/settings", json={"diary": canary, f"k-{canary}": 1})
     assert response.status_code == 200
     assert canary in (await alice.get("/api/me/settings")).text  # the owner can read it
+    response = await alice.post("/api/conversations", json={"title": f"Title {canary}"})
+    conversation_id = response.json()["id"]
+    assert (await alice.post(f"/api/conversations/{conversation_id}/messages", json={"text": canary})).status_code == 202
+    assert canary in (await alice.get(f"/api/conversations/{conversation_id}")).text
     for path, body in (
         (f"/api/admin/plugins/{PROBE}/config", {"config": {"api_key": secret}}),
         (f"/api/admin/settings/{PROBE_SET}", {"values": {"token": secret}}),
@@ -218,7 +283,7 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
         response = await admin.put(path, json=body)
         assert response.status_code == 200 and secret not in response.text, path
 
-    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js"}
+    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": conversation_id}
     get_routes = [key for key in EXPECTED if key[1] == "GET"]
     for phase in ("alice unlocked", "alice locked"):
         for rule, _ in get_routes:
@@ -227,3 +292,114 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
             assert secret not in response.text, f"{rule} ({phase}) returned a secret"
         await alice.post("/api/auth/logout")
         assert not host.core.users.is_unlocked(alice.member["id"])
+
+
+# -- C1: another member's object ids ------------------------------------------------------
+
+#: Path parameters that name no member-owned object: a plugin id is public knowledge
+#: (its routes are gated by grants, see tests/catalog/test_grants.py).
+NOT_OBJECT_IDS = {"plugin_id"}
+
+#: One request per member route that takes an object id, made by B with A's ids. A new
+#: id-bearing route fails ``test_every_id_bearing_member_route_has_an_idor_case`` until
+#: it has a line here.
+IDOR_CASES: dict[tuple[str, str], dict | None] = {
+    ("/api/conversations/<conversation_id>", "GET"): None,
+    ("/api/conversations/<conversation_id>", "PATCH"): {"title": "hijacked"},
+    ("/api/conversations/<conversation_id>", "DELETE"): None,
+    ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "continue for me", "idempotency_key": "bob-continues"},
+    ("/api/conversations/<conversation_id>/stop", "POST"): None,
+    ("/api/conversations/<conversation_id>/compact", "POST"): None,
+    ("/api/approvals/<approval_id>", "POST"): {"decision": "approve"},
+}
+
+#: Every WebSocket command that names an object, with A's ids filled in.
+WS_IDOR_CASES = {
+    "send": {"type": "send", "conversation_id": "<conversation_id>", "text": "continue for me", "idempotency_key": "bob-ws-1"},
+    "stop": {"type": "stop", "conversation_id": "<conversation_id>"},
+    "approve": {"type": "approve", "approval_id": "<approval_id>", "decision": "approve"},
+}
+
+
+def _id_params(rule: str) -> set[str]:
+    from web_support import PARAM
+
+    return {m.group(1) for m in PARAM.finditer(rule)} - NOT_OBJECT_IDS
+
+
+def _ws_message(template: dict, ids: dict) -> dict:
+    return {k: fill(v, **ids) if isinstance(v, str) else v for k, v in template.items()}
+
+
+async def test_every_id_bearing_member_route_has_an_idor_case(skald):
+    from skald_host.web.routes.events import COMMANDS
+
+    host = await skald.start(plugins=[Probe()])
+    bearing = {key for key in route_methods(host.app) if EXPECTED.get(key) == "member" and _id_params(key[0])}
+    assert not bearing - set(IDOR_CASES), f"id-bearing route(s) without a C1 case: {sorted(bearing - set(IDOR_CASES))}"
+    assert not set(IDOR_CASES) - bearing, f"IDOR_CASES names routes that are gone: {sorted(set(IDOR_CASES) - bearing)}"
+    assert set(WS_IDOR_CASES) == set(COMMANDS), "every WebSocket command needs a C1 case in WS_IDOR_CASES"
+
+
+async def _two_members_with_chats(skald, model_server):
+    host = await skald.start()
+    admin = await host.admin()
+    await admin_chat_objects(admin, model_server)
+    alice, bob = await host.member("alice"), await host.member("bob")
+    theirs = await member_chat_objects(alice, title="alice's private title")
+    await member_chat_objects(bob)  # bob has objects of his own, so his file is not empty
+    return host, alice, bob, theirs
+
+
+async def _states(host, *clients) -> list:
+    return [await registry_dump(host)] + [await owner_dump(host, c.member["id"]) for c in clients]
+
+
+async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unlocked_and_locked(skald, model_server):
+    host, alice, bob, theirs = await _two_members_with_chats(skald, model_server)
+    unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID}
+
+    async def sweep(phase: str) -> None:
+        for (rule, method), body in IDOR_CASES.items():
+            response = await bob.request(method, fill(rule, **theirs), json=body)
+            control = await bob.request(method, fill(rule, **unknown), json=body)
+            assert response.status_code == 404, f"{phase}: {method} {rule}: {response.status_code} {response.text}"
+            assert response.json() == control.json(), f"{phase}: {method} {rule} tells A's ids from unknown ones"
+
+    before = await _states(host, alice, bob)
+    await sweep("alice unlocked")
+    assert await _states(host, alice, bob) == before
+
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    assert not host.core.users.is_unlocked(alice.member["id"])
+    locked = await _states(host, bob)
+    await sweep("alice locked")
+    assert await _states(host, bob) == locked
+
+    assert (await alice.login("alice", MEMBER_PASSWORD)).status_code == 200
+    assert await owner_dump(host, alice.member["id"]) == before[1]
+    # A's turn is intact: the card still waits for A.
+    assert [a["id"] for a in (await alice.get("/api/approvals")).json()["approvals"]] == [theirs["approval_id"]]
+
+
+async def test_websocket_commands_with_anothers_ids_answer_a_generic_error_and_send_none_of_their_data(skald, model_server):
+    host, alice, bob, theirs = await _two_members_with_chats(skald, model_server)
+    unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID}
+    before = await _states(host, alice, bob)
+    received: list[str] = []
+    async with bob.ws() as ws:
+        for command, template in WS_IDOR_CASES.items():
+            await ws.send(json.dumps(_ws_message(template, theirs)))
+            reply = await asyncio.wait_for(ws.recv(), 5)
+            await ws.send(json.dumps({**_ws_message(template, unknown), "idempotency_key": template.get("idempotency_key")}))
+            control = await asyncio.wait_for(ws.recv(), 5)
+            received += [reply, control]
+            assert json.loads(reply)["type"] == "error", (command, reply)
+            assert reply == control, f"{command}: A's ids answer differently from unknown ones"
+        await ws.send('{"type": "ping"}')
+        received.append(await asyncio.wait_for(ws.recv(), 5))
+    assert received[-1] == '{"type": "pong"}'
+    for frame in received:
+        assert theirs["conversation_id"] not in frame and theirs["approval_id"] not in frame
+        assert "alice" not in frame and alice.member["id"] not in frame
+    assert await _states(host, alice, bob) == before

@@ -12,7 +12,19 @@ from websockets.exceptions import InvalidStatus
 
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from skald_host.web.auth import CSRF_HEADER
-from web_support import PROBE, PROBE_SET, SAFE_METHODS, WRITE_METHODS, Probe, fill, is_public, registry_dump
+from web_support import (
+    NO_SUCH_ID,
+    PROBE,
+    PROBE_SET,
+    SAFE_METHODS,
+    WRITE_METHODS,
+    Probe,
+    admin_chat_objects,
+    fill,
+    is_public,
+    member_chat_objects,
+    registry_dump,
+)
 
 EVIL = "https://evil.example"
 
@@ -26,15 +38,31 @@ def authenticated_writes(app) -> set[tuple[str, str]]:
     }
 
 
-def valid_writes(victim_id: str) -> dict[tuple[str, str], tuple[str, dict | None]]:
+def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict | None]]:
     """One request per write route that *succeeds* with the right token (see the
     positive control below), so a 403 in the attack test can only come from the CSRF
-    and Origin checks. Ordered so destructive ones come last."""
-    ids = {"member_id": victim_id, "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET}
+    and Origin checks. ``ids`` name the victim member and the admin's own chat and
+    model objects. Ordered so destructive ones come last."""
+    ids = {"role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET, **ids}
     bodies: dict[tuple[str, str], dict | None] = {
         ("/api/me/settings", "PUT"): {"forged": True},
         ("/api/me/locale", "PUT"): {"locale": "de"},
         ("/api/plugins/<plugin_id>/my-config", "PUT"): {"config": {"nickname": "forged"}},
+        ("/api/conversations", "POST"): {"title": "forged"},
+        ("/api/conversations/<conversation_id>", "PATCH"): {"title": "forged"},
+        ("/api/approvals/<approval_id>", "POST"): {"decision": "deny"},
+        ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "forged"},
+        ("/api/conversations/<conversation_id>/stop", "POST"): None,  # whatever the message started
+        ("/api/conversations/<conversation_id>/compact", "POST"): None,
+        ("/api/admin/models/providers", "POST"): {"name": "Forged", "base_url": "http://127.0.0.1:9/v1"},
+        ("/api/admin/models/providers/<provider_id>", "PATCH"): {"name": "Forged renamed"},
+        ("/api/admin/models/providers/<provider_id>/test", "POST"): None,
+        ("/api/admin/models/presets/apply", "POST"): {"name": "Forged preset", "base_url": "http://127.0.0.1:9/v1"},
+        ("/api/admin/models/entries", "POST"): {"provider_id": ids["provider_id"], "model": "forged-model"},
+        ("/api/admin/models/entries/<model_id>", "PATCH"): {"priority": 7},
+        ("/api/admin/approval-rules", "POST"): {"tool_pattern": "forged_*", "action": "deny", "priority": 30},
+        ("/api/admin/approval-rules/<int:rule_id>", "PATCH"): {"note": "forged"},
+        ("/api/admin/security-groups", "POST"): {"id": "forged", "label": "Forged"},
         ("/api/admin/members", "POST"): {"username": "mallory", "password": "mallory password 42"},
         ("/api/admin/members/<member_id>", "PATCH"): {"display_name": "forged"},
         ("/api/admin/members/<member_id>/plugins", "PUT"): {"plugins": []},
@@ -49,6 +77,11 @@ def valid_writes(victim_id: str) -> dict[tuple[str, str], tuple[str, dict | None
         ("/api/admin/roles", "POST"): {"id": "forged", "label": "Forged"},
         ("/api/admin/roles/<role_id>", "PATCH"): {"label": "Forged"},
         ("/api/admin/roles/<role_id>", "DELETE"): None,
+        ("/api/conversations/<conversation_id>", "DELETE"): None,
+        ("/api/admin/approval-rules/<int:rule_id>", "DELETE"): None,
+        ("/api/admin/security-groups/<group_id>", "DELETE"): None,
+        ("/api/admin/models/entries/<model_id>", "DELETE"): None,
+        ("/api/admin/models/providers/<provider_id>", "DELETE"): None,
         ("/api/admin/members/<member_id>", "DELETE"): None,
         ("/api/auth/password", "POST"): {"current_password": ADMIN_PASSWORD, "new_password": "a new admin password 42"},
         ("/api/auth/logout", "POST"): None,
@@ -56,28 +89,39 @@ def valid_writes(victim_id: str) -> dict[tuple[str, str], tuple[str, dict | None
     return {(rule, method): (fill(rule, **ids), body) for (rule, method), body in bodies.items()}
 
 
-async def _install(skald):
-    """A host with the probe plugin, an admin, a victim member (logged in) and a spare role."""
+#: Ids that fill every route for the tests that never reach a handler.
+PLACEHOLDER_IDS = {
+    "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
+    "rule_id": "1", "group_id": "id",
+}
+
+
+async def _install(skald, model_server):
+    """A host with the probe plugin, an admin with a conversation waiting on an approval
+    and the model objects, a victim member (logged in) and a spare role; the ids."""
     host = await skald.start(plugins=[Probe()], enable=[PROBE])
     admin = await host.admin()
     victim = await host.member("victim")
     response = await admin.post("/api/admin/roles", json={"id": "spare", "label": "Spare"})
     assert response.status_code == 201
-    return host, admin, victim
+    ids = {"member_id": victim.member["id"]}
+    ids |= await admin_chat_objects(admin, model_server)
+    ids |= await member_chat_objects(admin)
+    return host, admin, victim, ids
 
 
 async def test_every_write_route_has_a_csrf_case(skald):
     host = await skald.start(plugins=[Probe()])
     writes = authenticated_writes(host.app)
-    cases = set(valid_writes("id"))
+    cases = set(valid_writes(PLACEHOLDER_IDS))
     assert not writes - cases, f"new write route(s) {sorted(writes - cases)}: add a valid request to valid_writes() in {__file__}"
     assert not cases - writes, f"valid_writes() names routes that no longer exist: {sorted(cases - writes)}"
 
 
-async def test_writes_succeed_with_the_session_token_and_a_same_origin(skald):
+async def test_writes_succeed_with_the_session_token_and_a_same_origin(skald, model_server):
     """The positive control for the forgeries below: each request in the table is valid."""
-    host, admin, victim = await _install(skald)
-    for (rule, method), (path, body) in valid_writes(victim.member["id"]).items():
+    host, admin, victim, ids = await _install(skald, model_server)
+    for (rule, method), (path, body) in valid_writes(ids).items():
         response = await admin.request(method, path, json=body, headers={"Origin": host.url})
         assert response.status_code < 300, f"{method} {rule}: {response.status_code} {response.text}"
 
@@ -93,8 +137,8 @@ FORGERIES = {
 }
 
 
-async def test_forged_cookie_writes_are_refused_on_every_route_and_change_nothing(skald):
-    host, admin, victim = await _install(skald)
+async def test_forged_cookie_writes_are_refused_on_every_route_and_change_nothing(skald, model_server):
+    host, admin, victim, ids = await _install(skald, model_server)
     other = await host.admin()  # a second, valid session of the same admin
     before = await registry_dump(host)
 
@@ -106,7 +150,7 @@ async def test_forged_cookie_writes_are_refused_on_every_route_and_change_nothin
         for key, value in extra.items():
             if value is not None:
                 headers[key] = {"same": host.url, "other": other.csrf_token}.get(value, value)
-        for (rule, method), (path, body) in valid_writes(victim.member["id"]).items():
+        for (rule, method), (path, body) in valid_writes(ids).items():
             response = await forger.request(method, path, json=body, headers=headers)
             assert response.status_code == 403, f"{method} {rule} with {forgery}: {response.status_code} {response.text}"
             assert response.json() == {"error": "missing or wrong CSRF token"}
@@ -177,6 +221,16 @@ READ_ONLY_GET_ROUTES = {
     "/api/admin/settings",
     "/api/admin/status",
     "/api/ws",
+    # chat: reads of the member's own file. The first of them builds the member's chat
+    # runtime, which resumes work a restart interrupted: the member's own turn going on,
+    # not a change the request asks for.
+    "/api/chat/status",
+    "/api/conversations",
+    "/api/conversations/<conversation_id>",
+    "/api/approvals",
+    "/api/admin/models",
+    "/api/admin/models/presets",  # probes a local Ollama; stores nothing
+    "/api/admin/approval-rules",
 }
 
 
@@ -208,7 +262,7 @@ async def test_get_routes_leave_the_registry_unchanged(skald):
     admin = await host.admin()
     alice = await host.member("alice")
     before = await registry_dump(host)
-    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js"}
+    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": NO_SUCH_ID}
     for rule in host.app.url_map.iter_rules():
         if "GET" not in (rule.methods or set()) or getattr(rule, "websocket", False):
             continue

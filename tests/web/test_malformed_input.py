@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed
 
 from skald_host.core.identity.users import PROFILE_FIELDS
 from skald_host.testing.host import SkaldHarness
-from web_support import PROBE, PROBE_SET, SAFE_METHODS, Probe, fill
+from web_support import NO_SUCH_ID, PROBE, PROBE_SET, SAFE_METHODS, Probe, fill
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -54,6 +54,19 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): ("enabled",),
     ("/api/admin/plugins/<plugin_id>/config", "PUT"): ("config",),
     ("/api/admin/settings/<set_id>", "PUT"): ("values",),
+    # chat (before the model routes: a fuzzed provider must not be what a turn calls)
+    ("/api/conversations", "POST"): ("title", "agent"),
+    ("/api/conversations/<conversation_id>", "PATCH"): ("title",),
+    ("/api/conversations/<conversation_id>/messages", "POST"): ("text", "idempotency_key"),
+    ("/api/approvals/<approval_id>", "POST"): ("decision",),
+    ("/api/admin/models/providers", "POST"): ("name", "base_url", "api_key"),
+    ("/api/admin/models/providers/<provider_id>", "PATCH"): ("name", "base_url", "api_key"),
+    ("/api/admin/models/presets/apply", "POST"): ("name", "base_url", "api_key_from_environment"),
+    ("/api/admin/models/entries", "POST"): ("provider_id", "model", "label", "vision", "strength", "priority", "enabled", "self"),
+    ("/api/admin/models/entries/<model_id>", "PATCH"): ("label", "vision", "strength", "priority", "enabled", "model_id", "self"),
+    ("/api/admin/approval-rules", "POST"): ("tool_pattern", "path_class", "action", "priority", "group_id", "note"),
+    ("/api/admin/approval-rules/<int:rule_id>", "PATCH"): ("tool_pattern", "path_class", "action", "priority", "group_id", "note"),
+    ("/api/admin/security-groups", "POST"): ("id", "label", "description"),
 }
 #: Write routes that read no body (what they act on is in the path or the session).
 BODYLESS_ROUTES = {
@@ -61,6 +74,14 @@ BODYLESS_ROUTES = {
     ("/api/admin/members/<member_id>/end-sessions", "POST"),
     ("/api/admin/members/<member_id>", "DELETE"),
     ("/api/admin/roles/<role_id>", "DELETE"),
+    ("/api/conversations/<conversation_id>", "DELETE"),
+    ("/api/conversations/<conversation_id>/stop", "POST"),
+    ("/api/conversations/<conversation_id>/compact", "POST"),
+    ("/api/admin/models/providers/<provider_id>", "DELETE"),
+    ("/api/admin/models/providers/<provider_id>/test", "POST"),
+    ("/api/admin/models/entries/<model_id>", "DELETE"),
+    ("/api/admin/approval-rules/<int:rule_id>", "DELETE"),
+    ("/api/admin/security-groups/<group_id>", "DELETE"),
 }
 FEWER_CASES = {("/api/auth/login", "POST"): 100}
 
@@ -175,9 +196,29 @@ async def fuzz(tmp_path_factory):
         assert (await admin.post("/api/admin/roles", json={"id": "spare", "label": "Spare"})).status_code == 201
         host.core.auth.throttle.enabled = False  # login cases are about parsing, not the limit
         ids = {"member_id": victim.member["id"], "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET}
+        ids |= await _chat_objects(admin)
         yield host, admin, ids
     finally:
         await harness.close()
+
+
+async def _chat_objects(admin) -> dict[str, str]:
+    """What the chat and model routes act on. No model is enabled (the fuzzed messages
+    get a "no model" note, no network), and the approval id names nothing: its route's
+    parsing is what is fuzzed."""
+    response = await admin.post("/api/conversations", json={})
+    conversation_id = response.json()["id"]
+    response = await admin.post("/api/admin/models/providers", json={"name": "Fuzzed", "base_url": "http://127.0.0.1:9/v1"})
+    provider_id = response.json()["id"]
+    body = {"provider_id": provider_id, "model": "fuzzed", "enabled": False}
+    model_id = (await admin.post("/api/admin/models/entries", json=body)).json()["id"]
+    rule = await admin.post("/api/admin/approval-rules", json={"tool_pattern": "fuzzed", "action": "deny", "priority": 5})
+    group = await admin.post("/api/admin/security-groups", json={"id": "fuzzers", "label": "Fuzzers"})
+    assert group.status_code == 201
+    return {
+        "conversation_id": conversation_id, "approval_id": NO_SUCH_ID, "provider_id": provider_id, "model_id": model_id,
+        "rule_id": str(rule.json()["id"]), "group_id": "fuzzers",
+    }
 
 
 def assert_well_formed_error(response, what: str) -> None:

@@ -1,17 +1,20 @@
 """Shared pieces of the HTTP security tests: the route enumeration every sweep starts
 from, a throwaway plugin that gives the plugin-catalog routes something real to act
-on, and a WebSocket close helper."""
+on, a WebSocket close helper, and the chat objects (a model, a conversation, a pending
+approval, a rule and a security group) the id-bearing chat and model routes act on."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import Any
 
 from websockets.exceptions import ConnectionClosed
 
 from skald_hookspecs import PUBLIC_ATTRIBUTE, hookimpl
 from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo
+from skald_host.testing import Reply, ScriptedModelServer, ToolCall
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -88,3 +91,67 @@ async def close_code(ws: Any, timeout: float = 1.0) -> int | None:
         return await asyncio.wait_for(drain(), timeout)
     except TimeoutError:
         raise AssertionError(f"the WebSocket is still open {timeout:.2f} s later") from None
+
+
+# -- chat objects -----------------------------------------------------------------------
+
+NEEDS_APPROVAL = "Schedule something (this needs an approval)."
+MODEL = "sweep-model"
+#: Answers no test will ever get: the fixed id of an object that does not exist.
+NO_SUCH_ID = "0" * 32
+
+
+def sweep_responder(request: Any) -> Reply:
+    """The model of the sweeps: asked ``NEEDS_APPROVAL``, it calls a tool no rule allows
+    (so an approval card is raised); anything else it answers in a word."""
+    last = request.messages[-1]
+    if last.get("role") == "user" and last.get("content") == NEEDS_APPROVAL:
+        return Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "swept", "in_minutes": 60})])
+    return Reply("ok")
+
+
+async def admin_chat_objects(admin: Any, server: ScriptedModelServer) -> dict[str, str]:
+    """A provider at the scripted server with one model, a rule and a security group:
+    what the admin's model and approval routes act on."""
+    response = await admin.post("/api/admin/models/providers", json={"name": "Sweep", "base_url": server.base_url})
+    assert response.status_code == 201, response.text
+    provider_id = response.json()["id"]
+    response = await admin.post("/api/admin/models/entries", json={"provider_id": provider_id, "model": MODEL})
+    assert response.status_code == 201, response.text
+    model_id = response.json()["id"]
+    response = await admin.post("/api/admin/security-groups", json={"id": "sweepers", "label": "Sweepers"})
+    assert response.status_code == 201, response.text
+    body = {"tool_pattern": "sweep_*", "action": "deny", "priority": 10, "group_id": "sweepers"}
+    response = await admin.post("/api/admin/approval-rules", json=body)
+    assert response.status_code == 201, response.text
+    return {"provider_id": provider_id, "model_id": model_id, "rule_id": str(response.json()["id"]), "group_id": "sweepers"}
+
+
+async def member_chat_objects(client: Any, title: str = "") -> dict[str, str]:
+    """A conversation of ``client``'s whose turn waits on an approval (a model must be
+    configured): what the member's id-bearing chat routes act on."""
+    response = await client.post("/api/conversations", json={"title": title})
+    assert response.status_code == 201, response.text
+    conversation_id = response.json()["id"]
+    response = await client.post(f"/api/conversations/{conversation_id}/messages", json={"text": NEEDS_APPROVAL})
+    assert response.status_code == 202, response.text
+    deadline = time.monotonic() + 10
+    while True:
+        approvals = (await client.get("/api/approvals")).json()["approvals"]
+        mine = [a for a in approvals if a["conversation_id"] == conversation_id]
+        if mine:
+            return {"conversation_id": conversation_id, "approval_id": mine[0]["id"]}
+        assert time.monotonic() < deadline, "no approval card was raised"
+        await asyncio.sleep(0.02)
+
+
+async def owner_dump(host: Any, member_id: str) -> dict[str, list[tuple]]:
+    """Every row of every table of a member's own (encrypted) file, while it is open."""
+    db = host.core.users.owner_db(member_id)
+    assert db is not None, "the member's file is locked"
+
+    def read(conn: Any) -> dict[str, list[tuple]]:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {t: [tuple(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in tables}
+
+    return await db.run(read)

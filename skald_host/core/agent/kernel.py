@@ -80,6 +80,15 @@ class Kernel:
     def emit(self, frame: Frame, event_type: str, **data: Any) -> None:
         self.runtime.emit(event_type, frame.conversation_id, frame_id=frame.id, depth=frame.depth, **data)
 
+    def interrupted(self) -> bool:
+        """Whether a cancellation is the runtime closing (the server shutting down, the
+        member's file locking) rather than a /stop or a tool timeout. An interruption
+        must lose no more than a crash does, so it leaves the durable state to recovery
+        — a pending approval stays pending, a running call is judged by its restart
+        hint, a partial answer is kept as interrupted — instead of recording
+        ``cancelled``, which is terminal and never resumed."""
+        return self.runtime.closed
+
     # -- the frame loop -------------------------------------------------------------------
 
     async def run_frame(self, frame: Frame, agent: AgentDefinition, *, unattended: bool) -> str:
@@ -108,6 +117,12 @@ class Kernel:
         turn, message_id = await self.call_model(frame, agent, messages, [t.wire() for t in tools])
         if turn is None:
             return
+        if not tools and turn.tool_calls:
+            # A tool-less round accepts no tool call (check E2): recording one would put
+            # tool_calls into the history of requests that offer no tools, and give an
+            # injected instruction a foothold in the one round that has none.
+            log.warning("agent %s proposed %d tool call(s) in a tool-less round; dropped", agent.id, len(turn.tool_calls))
+            turn.tool_calls = []
         known = {t.name: t for t in tools}
         calls = [
             (c.id, c.name, c.arguments, known[c.name].tool.restart if c.name in known else "mark_interrupted")
@@ -170,9 +185,10 @@ class Kernel:
                 await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started)
                 return turn, message_id
         except asyncio.CancelledError:
+            status = "interrupted" if self.interrupted() else "cancelled"
             await asyncio.shield(
                 self.store.finish_assistant(
-                    message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status="cancelled"
+                    message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status=status
                 )
             )
             raise
@@ -193,8 +209,9 @@ class Kernel:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-                for call in pending:
-                    await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
+                if not self.interrupted():
+                    for call in pending:
+                        await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
                 raise
             for call, (status, result) in zip(pending, outcomes):  # recorded in call order
                 await self._record(scope, call, status, result)
@@ -203,7 +220,8 @@ class Kernel:
                 try:
                     status, result = await self.execute_one(scope, call)
                 except asyncio.CancelledError:
-                    await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
+                    if not self.interrupted():
+                        await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
                     raise
                 await self._record(scope, call, status, result)
 
@@ -234,7 +252,12 @@ class Kernel:
 
         args_hash = arguments_hash(arguments)
         if call["status"] == "awaiting_approval":
+            # Recovery: the card was raised before a restart; it reappears on the
+            # member's screen (seed 001 "Restart recovery", step 2) while this waits.
             approval = await self.store.approval_for_call(call["id"])
+            if approval is not None and approval["status"] == "pending" and not scope.unattended:
+                self.emit(scope.frame, "approval_required", approval_id=approval["id"], call_id=call["id"], name=call["name"],
+                          arguments=call["arguments"])
             verdict = await self._await_approval(scope, call, approval, args_hash)
         else:
             decision = decide(await self.chat.rules.rules(), call["name"], arguments, self.runtime.member_groups)
@@ -294,7 +317,8 @@ class Kernel:
             try:
                 status = await self.runtime.waiters.wait(approval["id"])
             except asyncio.CancelledError:
-                await asyncio.shield(self.store.resolve_approval(approval["id"], "expired"))
+                if not self.interrupted():
+                    await asyncio.shield(self.store.resolve_approval(approval["id"], "expired"))
                 raise
             finally:
                 self.runtime.pending_cards.pop(approval["id"], None)
@@ -327,7 +351,8 @@ class Kernel:
         try:
             result = await self.run_frame(sub, agent, unattended=caller.unattended)
         except asyncio.CancelledError:
-            await asyncio.shield(self.store.close_frame(sub.id, "cancelled", ""))
+            if not self.interrupted():
+                await asyncio.shield(self.store.close_frame(sub.id, "cancelled", ""))
             raise
         except Exception as exc:
             await self.store.close_frame(sub.id, "failed", str(exc))

@@ -164,20 +164,17 @@ class MemberRuntime:
         """Store the member's message (the ack means it is durable), then make sure a
         turn runs. The same idempotency key twice is acknowledged twice and stored once."""
         await self.conversation(conversation_id)
-        if idempotency_key:
-            taken = await self.store.key_taken(idempotency_key)
-            if taken is not None:
-                if taken["conversation_id"] != conversation_id:
-                    raise ChatError("this idempotency key was used for another conversation")
-                return {"conversation_id": conversation_id, "duplicate": True, **taken}
         frame = await self.store.root_frame(conversation_id)
-        if self.running(conversation_id):
-            await self.store.queue(conversation_id, text, idempotency_key)
-            ack = {"conversation_id": conversation_id, "queued": True, "message_id": None}
-        else:
-            message_id = await self.store.add_user_message(frame, text, idempotency_key)
-            ack = {"conversation_id": conversation_id, "queued": False, "message_id": message_id}
-            self.emit("user_message", conversation_id, message_id=message_id, content=text)
+        # No await between the check and the write's submission: the store's one worker
+        # runs jobs in order, so a turn started after this check reads the message.
+        stored = await self.store.add_member_message(frame, text, idempotency_key, queued=self.running(conversation_id))
+        if stored["duplicate"]:
+            if stored["conversation_id"] != conversation_id:
+                raise ChatError("this idempotency key was used for another conversation")
+            return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
+        ack = {"conversation_id": conversation_id, "queued": stored["queued"], "message_id": stored["message_id"]}
+        if not stored["queued"]:
+            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text)
         conversation = await self.store.conversation(conversation_id)
         if conversation and not conversation["title"]:
             await self.store.rename(conversation_id, " ".join(text.split())[:60])
@@ -204,11 +201,15 @@ class MemberRuntime:
                 moved = await self.store.drain_inbox(frame)
                 if not moved:
                     break
+                # Each turn is announced as one: the queued messages start the next, and a
+                # client counting started/finished pairs must see this one end first.
+                self.emit("turn_finished", conversation_id)
                 for message_id in moved:
                     self.emit("user_message", conversation_id, message_id=message_id)
                 unattended = False
         except asyncio.CancelledError:
-            self.emit("cancelled", conversation_id)
+            if not self.closed:  # closing interrupts a turn for recovery; it was not stopped
+                self.emit("cancelled", conversation_id)
             raise
         except NoModelConfigured:
             text = "No model is configured yet. An admin can add one on the Models page."

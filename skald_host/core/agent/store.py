@@ -142,33 +142,31 @@ class ConversationStore:
 
     # -- messages -------------------------------------------------------------------
 
-    async def key_taken(self, key: str) -> dict[str, Any] | None:
-        def read(conn: Any) -> dict[str, Any] | None:
-            row = conn.execute("SELECT id, conversation_id FROM messages WHERE idempotency_key = ?", (key,)).fetchone()
+    async def add_member_message(self, frame: Frame, text: str, key: str | None, *, queued: bool) -> dict[str, Any]:
+        """Store a member's message — in the conversation, or in its inbox while a turn
+        runs — unless its idempotency key is taken. The check and the insert are one
+        transaction: two retries racing each other (check G1) must store one message and
+        acknowledge both, not fail the second on the UNIQUE index."""
+
+        def write(conn: Any) -> dict[str, Any]:
+            row = conn.execute("SELECT id, conversation_id FROM messages WHERE idempotency_key = ?", (key,)).fetchone() if key else None
             if row:
-                return {"message_id": row[0], "conversation_id": row[1], "queued": False}
-            row = conn.execute("SELECT id, conversation_id FROM inbox WHERE idempotency_key = ?", (key,)).fetchone()
-            return {"message_id": None, "conversation_id": row[1], "queued": True} if row else None
-
-        return await self.db.run(read)
-
-    async def add_user_message(self, frame: Frame, text: str, key: str | None) -> int:
-        def write(conn: Any) -> int:
-            cur = conn.execute(
-                "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key) VALUES (?, ?, 'user', ?, ?)",
-                (frame.conversation_id, frame.id, text, key),
-            )
-            conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
-            return cur.lastrowid
+                return {"message_id": row[0], "conversation_id": row[1], "queued": False, "duplicate": True}
+            row = conn.execute("SELECT id, conversation_id FROM inbox WHERE idempotency_key = ?", (key,)).fetchone() if key else None
+            if row:
+                return {"message_id": None, "conversation_id": row[1], "queued": True, "duplicate": True}
+            if queued:
+                conn.execute(
+                    "INSERT INTO inbox (conversation_id, content, idempotency_key) VALUES (?, ?, ?)", (frame.conversation_id, text, key)
+                )
+                return {"message_id": None, "conversation_id": frame.conversation_id, "queued": True, "duplicate": False}
+            message_id = _insert_user_message(conn, frame, text, key)
+            return {"message_id": message_id, "conversation_id": frame.conversation_id, "queued": False, "duplicate": False}
 
         return await self.db.transaction(write)
 
-    async def queue(self, conversation_id: str, text: str, key: str | None) -> int:
-        return await self.db.transaction(
-            lambda c: c.execute(
-                "INSERT INTO inbox (conversation_id, content, idempotency_key) VALUES (?, ?, ?)", (conversation_id, text, key)
-            ).lastrowid
-        )
+    async def add_user_message(self, frame: Frame, text: str, key: str | None) -> int:
+        return await self.db.transaction(lambda conn: _insert_user_message(conn, frame, text, key))
 
     async def drain_inbox(self, frame: Frame) -> list[int]:
         """Move queued messages into the conversation, oldest first, in one transaction."""
@@ -396,8 +394,13 @@ class ConversationStore:
         return job_id
 
     async def due_jobs(self, now_iso: str) -> list[dict[str, Any]]:
+        """Due jobs, including any left 'running': a crash between marking a job running
+        and storing its prompt would otherwise lose it for good. Delivering one twice is
+        harmless, the prompt's idempotency key (``job:<id>``) stores it once."""
         rows = await self.db.run(
-            lambda c: c.execute("SELECT * FROM scheduled_jobs WHERE status = 'pending' AND due_at <= ? ORDER BY due_at", (now_iso,)).fetchall()
+            lambda c: c.execute(
+                "SELECT * FROM scheduled_jobs WHERE status IN ('pending', 'running') AND due_at <= ? ORDER BY due_at", (now_iso,)
+            ).fetchall()
         )
         return [dict(r) for r in rows]
 
@@ -413,6 +416,15 @@ class ConversationStore:
                 (request_id, conversation_id, request, response),
             )
         )
+
+
+def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None) -> int:
+    cur = conn.execute(
+        "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key) VALUES (?, ?, 'user', ?, ?)",
+        (frame.conversation_id, frame.id, text, key),
+    )
+    conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
+    return cur.lastrowid
 
 
 def _call_exists(conn: Any, call_id: str) -> bool:

@@ -107,9 +107,16 @@ class ModelCatalog:
             fields["api_key"] = key or None
         if fields:
             cols = ", ".join(f"{k} = ?" for k in fields)
-            await self.registry.transaction(
-                lambda c: c.execute(f"UPDATE llm_providers SET {cols} WHERE id = ?", (*fields.values(), provider_id))
-            )
+
+            def write(conn: Any) -> None:
+                # Checked here, not left to the UNIQUE index: a rename onto another
+                # provider's name is the admin's mistake to be told about, not a 500.
+                name = fields.get("name")
+                if name and conn.execute("SELECT 1 FROM llm_providers WHERE name = ? AND id != ?", (name, provider_id)).fetchone():
+                    raise ModelCatalogError(f"a provider named {name!r} exists already")
+                conn.execute(f"UPDATE llm_providers SET {cols} WHERE id = ?", (*fields.values(), provider_id))
+
+            await self.registry.transaction(write)
         return await self.provider(provider_id)
 
     async def delete_provider(self, provider_id: str) -> None:

@@ -17,6 +17,7 @@ from skald_host.web.errors import ApiError
 bp = Blueprint("admin_models", __name__)
 
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
+MODEL_FIELDS = frozenset({"label", "vision", "strength", "priority", "enabled"})
 
 
 def _chat():
@@ -116,6 +117,9 @@ async def apply_preset():
 async def create_model():
     data = await json_object()
     extra = {k: v for k, v in data.items() if k not in ("provider_id", "model")}
+    unknown = set(extra) - MODEL_FIELDS  # as in update_model: "self" must not reach the call
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
     model = await _guard(_chat().models.create_model(data.get("provider_id"), data.get("model"), **extra))
     return model, 201
 
@@ -124,6 +128,11 @@ async def create_model():
 @requires("models.manage")
 async def update_model(model_id: str) -> dict:
     data = await json_object()
+    # The body's keys become keyword arguments: one named like a parameter
+    # ("model_id") would be a TypeError, a 500, before the catalog could refuse it.
+    unknown = set(data) - MODEL_FIELDS
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
     return await _guard(_chat().models.update_model(model_id, **data))
 
 

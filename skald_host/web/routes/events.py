@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import asdict
 from typing import Any
 
@@ -19,6 +20,7 @@ from skald_host.core.identity.access import allowed
 from skald_host.web.auth import current_principal
 
 bp = Blueprint("events", __name__)
+log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 100_000
 
@@ -68,6 +70,20 @@ async def _approve(member: Any, message: dict[str, Any]) -> dict[str, Any]:
 
 COMMANDS = {"send": _send, "stop": _stop, "approve": _approve}
 
+
+async def _resume(member: Any) -> None:
+    """A connecting client is when interrupted work resumes (seed 001: recovery runs
+    on WS connect): building the member's chat runtime recovers their conversations
+    after a restart, so a turn cut off by a crash continues, and a pending approval
+    is waited on again, without the member having to send anything first."""
+    try:
+        await _runtime(member)
+    except ChatError:
+        pass  # locked: the next login resumes it
+    except Exception:
+        log.exception("resuming the chat of member %s failed", member.id)
+
+
 POLICY_VIOLATION = 1008
 
 
@@ -79,6 +95,8 @@ async def member_socket() -> None:
     principal.session.listeners.append(lambda _session, _reason: revoked.set())
     subscription = core.buses.members.subscribe(principal.member.id)
     await websocket.accept()
+    if allowed(principal.member, "chat.use"):
+        await _resume(principal.member)
 
     async def outbound() -> None:
         async for event in subscription:
@@ -92,12 +110,19 @@ async def member_socket() -> None:
                 kind = message.get("type") if isinstance(message, dict) else None
             except (ValueError, RecursionError, TypeError):
                 message, kind = None, None
+            if not isinstance(kind, str):  # {"type": []} must not reach a dict lookup (unhashable)
+                kind = None
             if kind == "ping":
                 await websocket.send(json.dumps({"type": "pong"}))
             elif kind in COMMANDS and not allowed(principal.member, "chat.use"):
                 await websocket.send(json.dumps({"type": "error", "error": "forbidden"}))
             elif kind in COMMANDS:
-                await websocket.send(json.dumps(await COMMANDS[kind](principal.member, message)))
+                try:
+                    reply = await COMMANDS[kind](principal.member, message)
+                except Exception:  # a failed command is an answer, never the end of the socket
+                    log.exception("websocket command %s failed", kind)
+                    reply = {"type": "error", "error": "the command failed; see the server log"}
+                await websocket.send(json.dumps(reply))
             else:
                 await websocket.send(json.dumps({"type": "error", "error": "unknown or malformed message"}))
 

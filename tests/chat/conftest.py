@@ -1,0 +1,34 @@
+"""Fixtures of the chat end-to-end tests: a real host with the ``ChatProbe`` plugin
+enabled, a scripted model server it reaches through the ``openai`` SDK, and the admin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import pytest_asyncio
+
+from skald_host.testing import RunningHost, ScriptedModelServer, SkaldClient, SkaldHarness
+
+from .support import ALL_MODELS, API_KEY, PROBE, ChatProbe, write_probe_agents
+
+
+@dataclass
+class Chat:
+    host: RunningHost
+    admin: SkaldClient
+    server: ScriptedModelServer
+    probe: ChatProbe
+
+
+@pytest_asyncio.fixture
+async def chat(skald: SkaldHarness, tmp_path) -> AsyncIterator[Chat]:
+    """The model server outlives the host: the host is stopped first, so no turn of
+    it is left talking to a closed server."""
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
+        probe = ChatProbe(write_probe_agents(tmp_path / "agents"))
+        try:
+            host = await skald.start(plugins=[probe], enable=[PROBE])
+            yield Chat(host, await host.admin(), server, probe)
+        finally:
+            await skald.close()

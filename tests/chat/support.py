@@ -1,0 +1,268 @@
+"""Shared pieces of the chat end-to-end tests: configuring models as the admin does,
+a member's WebSocket that collects chat events turn by turn, a throwaway plugin with
+tools and agent directories, and readers of a conversation's stored state.
+
+Every test talks to a real host over HTTP and WebSocket; the host talks to a
+``ScriptedModelServer`` through the real ``openai`` SDK, so what the model was sent is
+asserted on the wire (``server.requests``), never on an internal call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import yaml
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import PluginInfo, Tool, ToolContext
+from skald_host.testing import ScriptedModelServer, SkaldClient
+
+API_KEY = "sk-scripted-chat-tests"
+PROBE = "chatprobe"
+TIMEOUT = 10.0
+
+#: The model every unpinned agent gets first, and the one fallback goes to.
+MODEL_A, MODEL_B = "model-a", "model-b"
+#: Models the pinned task agents of ``ChatProbe`` use (one script each, so children
+#: running concurrently cannot take each other's answers).
+PINNED = {"alpha": "m-alpha", "beta": "m-beta", "gamma": "m-gamma"}
+ALL_MODELS = (MODEL_A, MODEL_B, *PINNED.values())
+
+
+# -- models ------------------------------------------------------------------------------
+
+
+async def configure_models(
+    admin: SkaldClient,
+    server: ScriptedModelServer,
+    models: Sequence[str] = (MODEL_A,),
+    *,
+    api_key: str | None = API_KEY,
+    name: str = "scripted",
+) -> dict[str, str]:
+    """One provider at the scripted server and ``models`` in fallback order (the first
+    has priority 1), as the admin's Models page does it; model name → row id."""
+    response = await admin.post("/api/admin/models/providers", json={"name": name, "base_url": server.base_url, "api_key": api_key})
+    assert response.status_code == 201, response.text
+    provider = response.json()
+    assert provider["api_key"] != api_key  # write-only: it comes back masked
+    ids = {}
+    for priority, model in enumerate(models, start=1):
+        body = {"provider_id": provider["id"], "model": model, "priority": priority, "strength": 60}
+        response = await admin.post("/api/admin/models/entries", json=body)
+        assert response.status_code == 201, response.text
+        ids[model] = response.json()["id"]
+    return ids
+
+
+async def allow_tool(admin: SkaldClient, tool: str) -> int:
+    response = await admin.post("/api/admin/approval-rules", json={"tool_pattern": tool, "action": "allow", "priority": 50})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+# -- conversations over HTTP -----------------------------------------------------------------
+
+
+async def new_conversation(client: SkaldClient, agent: str | None = None, title: str = "") -> str:
+    body: dict[str, Any] = {"title": title}
+    if agent is not None:
+        body["agent"] = agent
+    response = await client.post("/api/conversations", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+async def conversation(client: SkaldClient, conversation_id: str) -> dict[str, Any]:
+    response = await client.get(f"/api/conversations/{conversation_id}")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def messages(client: SkaldClient, conversation_id: str) -> list[dict[str, Any]]:
+    return (await conversation(client, conversation_id))["messages"]
+
+
+async def eventually(check: Callable[[], Any], *, timeout: float = TIMEOUT, what: str = "the condition") -> Any:
+    """Poll an async or sync ``check`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout} s for {what}")
+        await asyncio.sleep(0.02)
+
+
+def assert_well_formed(transcript: list[dict[str, Any]]) -> None:
+    """Nothing half-done is left: no message still streaming, every tool call of every
+    assistant message in a terminal state."""
+    for message in transcript:
+        assert message["status"] != "streaming", message
+        for call in message["tool_calls"]:
+            assert call["status"] in ("done", "error", "denied", "cancelled", "interrupted"), call
+
+
+# -- the member's socket ---------------------------------------------------------------------
+
+
+class ChatSocket:
+    """A member's WebSocket. Every frame is kept; chat events (the ``data`` of each
+    ``{"type": "event", "event": {"kind": "chat", ...}}``) in ``events``, command replies
+    in order in a queue, so ``command`` returns the reply to the command it sent."""
+
+    def __init__(self, client: SkaldClient) -> None:
+        self.client = client
+        self.raw: list[str] = []
+        self.events: list[dict[str, Any]] = []
+        self._replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._changed = asyncio.Event()
+        self._cursor: dict[str, int] = {}
+
+    async def __aenter__(self) -> "ChatSocket":
+        self._connection = self.client.ws()
+        self.ws = await self._connection.__aenter__()
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self._reader.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+        await self._connection.__aexit__(*exc)
+
+    async def _read(self) -> None:
+        async for raw in self.ws:
+            self.raw.append(raw)
+            frame = json.loads(raw)
+            if frame.get("type") == "event":
+                if frame["event"]["kind"] == "chat":
+                    self.events.append({**frame["event"]["data"], "_at": time.monotonic()})
+            else:
+                self._replies.put_nowait(frame)
+            self._changed.set()
+
+    async def command(self, **message: Any) -> dict[str, Any]:
+        await self.ws.send(json.dumps(message))
+        return await asyncio.wait_for(self._replies.get(), TIMEOUT)
+
+    async def send(self, conversation_id: str, text: str, key: str | None = None) -> dict[str, Any]:
+        message = {"type": "send", "conversation_id": conversation_id, "text": text}
+        if key is not None:
+            message["idempotency_key"] = key
+        return await self.command(**message)
+
+    async def stop(self, conversation_id: str) -> dict[str, Any]:
+        return await self.command(type="stop", conversation_id=conversation_id)
+
+    async def approve(self, approval_id: str, decision: str = "approve") -> dict[str, Any]:
+        return await self.command(type="approve", approval_id=approval_id, decision=decision)
+
+    async def wait_event(
+        self, conversation_id: str | None = None, type: str | None = None, *, start: int = 0, timeout: float = TIMEOUT, **match: Any
+    ) -> dict[str, Any]:
+        """The first chat event at index ≥ ``start`` with these fields."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self.events[start:]:
+                if conversation_id is not None and event.get("conversation_id") != conversation_id:
+                    continue
+                if type is not None and event.get("type") != type:
+                    continue
+                if all(event.get(k) == v for k, v in match.items()):
+                    return event
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                seen = [(e.get("type"), e.get("conversation_id", "")[:6]) for e in self.events[start:]]
+                raise AssertionError(f"no {type or 'chat'} event {match or ''} within {timeout} s; saw {seen}")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    async def turn(self, conversation_id: str, *, timeout: float = TIMEOUT) -> list[dict[str, Any]]:
+        """This conversation's events from the end of the last turn collected here up
+        to and including the next ``turn_finished``."""
+        start = self._cursor.get(conversation_id, 0)
+        finished = await self.wait_event(conversation_id, "turn_finished", start=start, timeout=timeout)
+        end = self.events.index(finished) + 1
+        self._cursor[conversation_id] = end
+        return [e for e in self.events[start:end] if e.get("conversation_id") == conversation_id]
+
+
+def types(events: Iterable[Mapping[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+# -- a throwaway plugin ----------------------------------------------------------------------
+
+
+def write_agent(root: Path, agent_id: str, prompt: str, **meta: Any) -> None:
+    directory = root / agent_id
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "AGENT.md").write_text(prompt, encoding="utf-8")
+    (directory / "meta.yaml").write_text(yaml.safe_dump(meta), encoding="utf-8")
+
+
+def write_probe_agents(root: Path) -> Path:
+    """A tool-less chat agent, a task agent that may delegate (to test the depth
+    limit), and three tool-less task agents pinned to models of their own."""
+    write_agent(root, "quiet", "You answer without tools.", title="Quiet", kind="chat", allow_tools=False, tools=["*"])
+    write_agent(root, "nester", "You delegate.", title="Nester", kind="task", allow_tools=True, tools=["execute_task"])
+    for agent_id, model in PINNED.items():
+        write_agent(root, agent_id, f"You are {agent_id}.", title=agent_id.title(), kind="task", allow_tools=False, model=model)
+    return root
+
+
+class ChatProbe:
+    """Tools a test can watch: ``write_note`` has a side effect (recorded in
+    ``writes``), ``lookup`` is a pure read, ``wait`` runs until released or stopped.
+    None is allowed by a default rule, so each asks for approval unless a test adds a
+    rule."""
+
+    def __init__(self, agents_dir: Path) -> None:
+        self.agents_dir = agents_dir
+        self.writes: list[dict[str, Any]] = []
+        self.contexts: list[ToolContext] = []
+        self.waiting = asyncio.Event()
+        self.release = asyncio.Event()
+        self.wait_cancelled = 0
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id=PROBE, title="Chat probe", spec=">=1.0,<2")
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        obj = {"type": "object", "properties": {"text": {"type": "string"}}}
+        register(Tool("write_note", "Write a note.", obj, self._write, restart="mark_interrupted"))
+        register(Tool("lookup", "Look something up.", obj, self._lookup, concurrency_safe=True, restart="rerun"))
+        register(Tool("wait", "Wait until released.", obj, self._wait, restart="mark_interrupted"))
+
+    @hookimpl
+    def register_agent_dirs(self, register) -> None:
+        register(self.agents_dir)
+
+    async def _write(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        self.writes.append(dict(args))
+        self.contexts.append(ctx)
+        return f"wrote {args.get('text')!r}"
+
+    async def _lookup(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        return f"result for {args.get('text')}"
+
+    async def _wait(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
+        self.waiting.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.wait_cancelled += 1
+            raise
+        return "released"

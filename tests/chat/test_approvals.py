@@ -1,0 +1,115 @@
+"""The approval gate end to end (seed 001 "Approval gate", check E1's live part): a
+tool no rule allows raises a card, the card is a durable row, either channel answers
+it, an approval is used once and only for the arguments it was given, a denial is a
+result the model reads, and a turn nobody attends is denied instead of waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from skald_host.testing import Reply, ToolCall
+
+from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation, types
+
+
+def write(text: str) -> Reply:
+    return Reply(tool_calls=[ToolCall("write_note", {"text": text})])
+
+
+async def pending(client) -> list[dict]:
+    response = await client.get("/api/approvals")
+    assert response.status_code == 200
+    return response.json()["approvals"]
+
+
+async def test_approval_is_required_durable_answerable_by_socket_and_http_used_once_and_asked_again_for_other_arguments(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [write("a"), write("b"), Reply("Both notes are written.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write notes a and b.")
+
+        card = await sock.wait_event(cid, "approval_required")
+        assert card["name"] == "write_note" and json.loads(card["arguments"]) == {"text": "a"}
+        rows = await pending(alice)
+        assert [(r["id"], r["tool"], r["tool_call_id"], json.loads(r["arguments"])) for r in rows] == [
+            (card["approval_id"], "write_note", card["call_id"], {"text": "a"})
+        ]
+        assert (await messages(alice, cid))[1]["tool_calls"][0]["status"] == "awaiting_approval"
+        assert chat.probe.writes == []
+
+        reply = await sock.approve(card["approval_id"])
+        assert reply == {"type": "approval", "approval_id": card["approval_id"], "decision": "approved"}
+
+        # The next round asks for other arguments: a new card, the first approval does not cover it.
+        second = await sock.wait_event(cid, "approval_required", start=sock.events.index(card) + 1)
+        assert second["approval_id"] != card["approval_id"] and json.loads(second["arguments"]) == {"text": "b"}
+        assert [r["id"] for r in await pending(alice)] == [second["approval_id"]]
+        assert chat.probe.writes == [{"text": "a"}]
+
+        response = await alice.post(f"/api/approvals/{second['approval_id']}", json={"decision": "approve"})
+        assert response.status_code == 200 and response.json()["decision"] == "approved"
+        events = await sock.turn(cid)
+        assert types(events).count("tool_done") == 2 and types(events)[-2:] == ["done", "turn_finished"]
+
+        # Replaying a used approval, by either channel, is refused and runs nothing.
+        replay = await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
+        assert replay.status_code == 409
+        assert (await sock.approve(second["approval_id"]))["type"] == "error"
+
+    assert chat.probe.writes == [{"text": "a"}, {"text": "b"}]
+    assert {(ctx.member_id, ctx.conversation_id) for ctx in chat.probe.contexts} == {(alice.member["id"], cid)}
+    assert await pending(alice) == []
+    final = chat.server.requests_for(MODEL_A)[-1]
+    assert [m["content"] for m in final.messages if m["role"] == "tool"] == ["wrote 'a'", "wrote 'b'"]
+    transcript = await messages(alice, cid)
+    assert [c["status"] for c in transcript[1]["tool_calls"] + transcript[2]["tool_calls"]] == ["done", "done"]
+    assert_well_formed(transcript)
+
+
+async def test_denied_call_is_reported_to_the_model_which_continues(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [write("secret"), Reply("Understood, I did not write it.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        card = await sock.wait_event(cid, "approval_required")
+        assert (await sock.approve(card["approval_id"], "deny"))["decision"] == "denied"
+        events = await sock.turn(cid)
+    assert "tool_denied" in types(events) and types(events)[-2:] == ["done", "turn_finished"]
+    assert chat.probe.writes == []
+    second = chat.server.requests_for(MODEL_A)[1]
+    assert second.messages[-1]["role"] == "tool" and second.messages[-1]["content"].startswith("Denied")
+    transcript = await messages(alice, cid)
+    assert transcript[1]["tool_calls"][0]["status"] == "denied"
+    assert transcript[-1]["content"] == "Understood, I did not write it."
+    assert (await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})).status_code == 409
+
+
+async def test_unattended_scheduled_turn_denies_what_needs_approval_without_asking(chat):
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "schedule_prompt")
+    alice = await chat.host.member("alice")
+    schedule = Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "Write the daily note.", "in_minutes": 0.001})])
+    chat.server.script(MODEL_A, [schedule, Reply("I will remind myself."), write("daily"), Reply("I could not write the note.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Remind yourself to write the daily note.")
+        await sock.turn(cid)
+        await asyncio.sleep(0.1)  # the job is due after 60 ms
+        runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))
+        await runtime.deliver_due_jobs()  # the scheduler's own pass (every 5 s) may have taken it already
+        events = await sock.turn(cid)
+    assert "approval_required" not in types(events)
+    assert chat.probe.writes == []
+    assert await pending(alice) == []
+    unattended = chat.server.requests_for(MODEL_A)[2]
+    assert unattended.messages[-1] == {"role": "user", "content": "[Scheduled] Write the daily note."}
+    last = chat.server.requests_for(MODEL_A)[3]
+    assert "nobody is there" in last.messages[-1]["content"]
+    transcript = await messages(alice, cid)
+    assert [c["status"] for c in transcript[-2]["tool_calls"]] == ["denied"]
+    assert transcript[-1]["content"] == "I could not write the note."

@@ -1,0 +1,76 @@
+"""The conversation list: new (with the role's default agent), titled by its first
+message, renamed, searched by title (``%`` and ``_`` are literal), deleted — also while
+its turn runs, which stops it first."""
+
+from __future__ import annotations
+
+from skald_host.testing import Hang, Reply
+
+from .support import MODEL_A, ChatSocket, configure_models, new_conversation, types
+
+
+async def listing(client, search: str | None = None) -> list[dict]:
+    response = await client.get("/api/conversations", params={"search": search} if search is not None else None)
+    assert response.status_code == 200
+    return response.json()["conversations"]
+
+
+async def test_conversations_are_titled_renamed_searched_and_deleted(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply("ok")
+    async with ChatSocket(alice) as sock:
+        first = await new_conversation(alice)
+        await sock.send(first, "  Plan the   garden\nfor spring, with 100% organic seeds and more words than a title holds")
+        await sock.turn(first)
+        second = await new_conversation(alice, title="Taxes_2026")
+        await sock.send(second, "Start.")
+        await sock.turn(second)
+
+    titles = {c["id"]: c["title"] for c in await listing(alice)}
+    assert titles[first] == "Plan the garden for spring, with 100% organic seeds and more"  # first words, one line
+    assert titles[second] == "Taxes_2026"  # a given title is kept
+    assert [c["agent_id"] for c in await listing(alice)] == ["assistant", "assistant"]
+
+    assert [c["id"] for c in await listing(alice, "100%")] == [first]
+    assert [c["id"] for c in await listing(alice, "s_2")] == [second]
+    assert await listing(alice, "s%2") == []  # a literal %, not a wildcard
+    assert (await alice.get("/api/conversations", params={"search": "x" * 201})).status_code == 400
+
+    response = await alice.patch(f"/api/conversations/{second}", json={"title": "  Taxes, done  "})
+    assert response.status_code == 200 and response.json()["title"] == "Taxes, done"
+    assert (await alice.patch(f"/api/conversations/{second}", json={"title": "x" * 201})).status_code == 400
+
+    assert (await alice.delete(f"/api/conversations/{first}")).status_code == 200
+    assert [c["id"] for c in await listing(alice)] == [second]
+    assert (await alice.get(f"/api/conversations/{first}")).status_code == 404
+    assert (await alice.delete(f"/api/conversations/{first}")).status_code == 404
+
+
+async def test_deleting_a_conversation_whose_turn_runs_stops_the_turn_first(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Hang(text="streaming on", token_delay=0.01)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go on and on.")
+        await sock.wait_event(cid, "token", delta=" on")
+        assert (await alice.delete(f"/api/conversations/{cid}")).status_code == 200
+        await chat.server.wait_for_disconnects(1)
+        events = await sock.turn(cid)
+    assert "cancelled" in types(events)
+    assert await listing(alice) == []
+
+
+async def test_new_conversation_takes_the_roles_chat_agent_and_refuses_task_or_unknown_agents(chat):
+    alice = await chat.host.member("alice")
+    response = await chat.admin.patch("/api/admin/roles/member", json={"attrs": {"chat_agent": "quiet"}})
+    assert response.status_code == 200, response.text
+    cid = await new_conversation(alice)
+    assert [c["agent_id"] for c in await listing(alice) if c["id"] == cid] == ["quiet"]
+    assert (await alice.get("/api/chat/status")).json()["default_agent"] == "quiet"
+    for agent in ("researcher", "nobody", "../assistant"):
+        response = await alice.post("/api/conversations", json={"agent": agent})
+        assert response.status_code in (400, 404), (agent, response.text)
+    chat_agents = {a["id"] for a in (await alice.get("/api/chat/status")).json()["agents"]}
+    assert {"assistant", "companion", "quiet"} <= chat_agents and "researcher" not in chat_agents

@@ -1,0 +1,259 @@
+"""Crash mid-turn (check G2; seed 001 "Restart recovery"): the server runs as a
+subprocess and is SIGKILLed mid-stream, mid side-effecting tool call and while an
+approval is pending. After a restart and the member's login, every conversation is
+well-formed, continues as the seed prescribes, and no side-effecting call ran twice.
+
+The tools come from a throwaway distribution found through the ``skald.plugins``
+entry point, as a real plugin would be: its package and ``.dist-info`` are written to a
+directory only the server subprocess has on ``PYTHONPATH``, and the admin enables it.
+Its tools append one JSON line per run to marker files, so "ran once" is counted
+outside the process that died. The scripted model server runs in the test process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from durability.helpers import Servers, create_member, setup_admin
+from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
+
+from .support import API_KEY, MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
+
+PLUGIN = "crashprobe"
+PASSWORD = "alice's passphrase for crash tests"
+
+PLUGIN_SOURCE = '''
+"""Tools with a visible effect: each run appends a line to a marker file."""
+import asyncio
+import json
+from pathlib import Path
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import PluginInfo, Tool
+
+MARKERS = Path({markers!r})
+SCHEMA = {{"type": "object", "properties": {{"text": {{"type": "string"}}, "block": {{"type": "boolean"}}}}}}
+
+
+def _append(name, ctx, args):
+    with open(MARKERS / name, "a", encoding="utf-8") as out:
+        out.write(json.dumps({{"member": ctx.member_id, "conversation": ctx.conversation_id, "args": dict(args)}}) + "\\n")
+        out.flush()
+
+
+async def append_marker(args, ctx):
+    _append("side_effects.jsonl", ctx, args)
+    if args.get("block"):
+        await asyncio.Event().wait()  # until the process dies
+    return "appended " + str(args.get("text"))
+
+
+async def read_probe(args, ctx):
+    first = not (MARKERS / "reads.jsonl").exists()
+    _append("reads.jsonl", ctx, args)
+    if first:
+        await asyncio.Event().wait()
+    return "read " + str(args.get("text"))
+
+
+@hookimpl
+def plugin_info():
+    return PluginInfo(id="crashprobe", title="Crash probe", spec=">=1.0,<2")
+
+
+@hookimpl
+def register_tools(register):
+    register(Tool("append_marker", "Append a line (a side effect).", SCHEMA, append_marker, restart="mark_interrupted"))
+    register(Tool("read_probe", "Read something (no side effect).", SCHEMA, read_probe, concurrency_safe=True, restart="rerun"))
+'''
+
+
+@pytest.fixture
+def distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The plugin distribution, importable by the server subprocess only; the marker
+    directory its tools write to."""
+    site, markers = tmp_path / "site", tmp_path / "markers"
+    package, info = site / "skald_crashprobe", site / "skald_crashprobe-1.0.dist-info"
+    for directory in (package, info, markers):
+        directory.mkdir(parents=True)
+    (package / "__init__.py").write_text(textwrap.dedent(PLUGIN_SOURCE.format(markers=str(markers))))
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: skald-crashprobe\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[skald.plugins]\n{PLUGIN} = skald_crashprobe\n")
+    (info / "RECORD").write_text("")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    return markers
+
+
+@pytest_asyncio.fixture
+async def model() -> AsyncIterator[ScriptedModelServer]:
+    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def servers(tmp_path: Path) -> AsyncIterator[Servers]:
+    factory = Servers(tmp_path)
+    try:
+        yield factory
+    finally:
+        await factory.close()
+
+
+async def first_run(servers: Servers, model: ScriptedModelServer):
+    """A server with the plugin enabled by the admin, the scripted model configured,
+    and alice logged in."""
+    server = await servers.start()
+    admin = await setup_admin(server)
+    response = await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})
+    assert response.status_code == 200, response.text
+    await configure_models(admin, model)
+    await create_member(admin, "alice", PASSWORD)
+    return server, admin, await server.login("alice", PASSWORD)
+
+
+async def restart(servers: Servers, server) -> Any:
+    server.kill()
+    again = await servers.start()
+    return again, await again.login("alice", PASSWORD)
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def all_well_formed(client) -> None:
+    for item in (await client.get("/api/conversations")).json()["conversations"]:
+        assert_well_formed(await messages(client, item["id"]))
+
+
+async def test_kill_mid_stream_keeps_the_partial_as_interrupted_and_the_turn_continues_in_every_frame(servers, model, distribution):
+    server, _, alice = await first_run(servers, model)
+
+    def before_the_kill(request):
+        last = request.messages[-1]
+        if last["content"] == "Delegate it.":
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Research slowly."})])
+        return Hang(text="the partial answer", token_delay=0.02)  # the root's answer, and the researcher's
+
+    model.responder = before_the_kill
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Tell me everything.")
+        delegating = await new_conversation(alice)
+        await sock.send(delegating, "Delegate it.")
+        await sock.wait_event(delegating, "token", depth=1, delta=" answer")
+
+    async def checkpointed() -> bool:
+        last = (await messages(alice, cid))[-1]
+        return last["status"] == "streaming" and last["content"] == "the partial answer"
+
+    await eventually(checkpointed, what="the partial answer to be checkpointed")
+
+    def after_the_restart(request):
+        last = request.messages[-1]
+        if last["role"] == "tool":
+            return Reply("The researcher found: " + last["content"])
+        return Reply("Research result." if last["content"] == "Research slowly." else "A complete answer.")
+
+    model.responder = after_the_restart
+    server, alice = await restart(servers, server)
+    async with ChatSocket(alice) as sock:  # connecting resumes the member's chat
+        await sock.wait_event(cid, "turn_finished")
+        await sock.wait_event(delegating, "turn_finished")
+
+    transcript = await messages(alice, cid)
+    assert [(m["role"], m["status"], m["content"]) for m in transcript] == [
+        ("user", "complete", "Tell me everything."),
+        ("assistant", "interrupted", "the partial answer"),
+        ("assistant", "complete", "A complete answer."),
+    ]
+    retried = [r for r in model.requests_for(MODEL_A)[3:] if r.messages[-1]["content"] == "Tell me everything."]
+    assert [r.messages[1:] for r in retried] == [[{"role": "user", "content": "Tell me everything."}]]  # no partial
+    # The sub-agent's frame was resumed as itself (its own prompt, no tools), not re-spawned.
+    child = [r for r in model.requests_for(MODEL_A)[3:] if r.messages[-1]["content"] == "Research slowly."]
+    assert len(child) == 1 and "tools" not in child[0].body
+    assert child[0].messages[0]["content"].startswith("You are a focused research helper")
+    delegated = await messages(alice, delegating)
+    assert delegated[1]["tool_calls"][0]["status"] == "done" and delegated[1]["tool_calls"][0]["result"] == "Research result."
+    assert delegated[-1]["content"] == "The researcher found: Research result."
+    await all_well_formed(alice)
+
+
+async def test_kill_mid_side_effecting_call_marks_it_interrupted_never_reruns_it_and_reruns_a_read(servers, model, distribution):
+    server, admin, alice = await first_run(servers, model)
+    await allow_tool(admin, "read_probe")
+    write = Reply(tool_calls=[ToolCall("append_marker", {"text": "once", "block": True})])
+    read = Reply(tool_calls=[ToolCall("read_probe", {"text": "weather"})])
+    model.script(MODEL_A, [write, read])
+    async with ChatSocket(alice) as sock:
+        writer = await new_conversation(alice)
+        await sock.send(writer, "Append once.")
+        card = await sock.wait_event(writer, "approval_required")
+        await sock.approve(card["approval_id"])
+        await sock.wait_event(writer, "tool_start")
+        reader = await new_conversation(alice)
+        await sock.send(reader, "Read the weather.")
+        await sock.wait_event(reader, "tool_start")
+    await eventually(lambda: len(lines(distribution / "side_effects.jsonl")) == 1 and len(lines(distribution / "reads.jsonl")) == 1)
+
+    # The recovered turns run concurrently, so the model tells them apart by their history.
+    def after_restart(request):
+        results = [m["content"] for m in request.messages if m["role"] == "tool"]
+        return Reply("I will not repeat the write." if results[0].startswith("Interrupted") else "It is sunny.")
+
+    model.responder = after_restart
+    server, alice = await restart(servers, server)
+    async with ChatSocket(alice) as sock:
+        await sock.wait_event(writer, "turn_finished")
+        await sock.wait_event(reader, "turn_finished")
+
+    assert len(lines(distribution / "side_effects.jsonl")) == 1  # never re-run
+    assert len(lines(distribution / "reads.jsonl")) == 2  # a pure read is
+    written = await messages(alice, writer)
+    call = written[1]["tool_calls"][0]
+    assert call["status"] == "interrupted" and "not run again" in call["result"]
+    assert written[-1]["content"] == "I will not repeat the write."
+    read_back = await messages(alice, reader)
+    assert read_back[1]["tool_calls"][0]["status"] == "done" and read_back[1]["tool_calls"][0]["result"] == "read weather"
+    assert read_back[-1]["content"] == "It is sunny."
+    assert (await alice.get("/api/approvals")).json()["approvals"] == []
+    await all_well_formed(alice)
+
+
+async def test_kill_while_an_approval_is_pending_keeps_it_pending_and_approving_runs_it_in_the_members_context(
+    servers, model, distribution
+):
+    server, _, alice = await first_run(servers, model)
+    model.script(MODEL_A, [Reply(tool_calls=[ToolCall("append_marker", {"text": "after restart"})]), Reply("Appended.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Append after restart.")
+        card = await sock.wait_event(cid, "approval_required")
+    server, alice = await restart(servers, server)
+
+    async with ChatSocket(alice) as sock:
+        again = await sock.wait_event(cid, "approval_required")  # the card reappears on connecting
+        assert (again["approval_id"], again["call_id"]) == (card["approval_id"], card["call_id"])
+        pending = (await alice.get("/api/approvals")).json()["approvals"]
+        assert [(p["id"], p["tool"], p["status"]) for p in pending] == [(card["approval_id"], "append_marker", "pending")]
+        assert lines(distribution / "side_effects.jsonl") == []
+        response = await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
+        assert response.status_code == 200
+        await sock.wait_event(cid, "turn_finished")
+
+    [line] = lines(distribution / "side_effects.jsonl")
+    assert line == {"member": alice.member["id"], "conversation": cid, "args": {"text": "after restart"}}
+    transcript = await messages(alice, cid)
+    assert transcript[1]["tool_calls"][0]["status"] == "done"
+    assert transcript[-1]["content"] == "Appended."
+    assert model.requests_for(MODEL_A)[1].messages[-1]["content"] == "appended after restart"
+    assert (await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})).status_code == 409
+    await all_well_formed(alice)

@@ -1,0 +1,68 @@
+"""A graceful stop (SIGTERM, or the member's file locking at logout) cancels the running
+turns, but it is not the member's /stop: it must lose no more than a crash does. The
+partial answer is kept as interrupted, a pending approval stays pending, a running
+side-effecting call is not re-run, and the next start continues each conversation."""
+
+from __future__ import annotations
+
+import asyncio
+
+from skald_host.testing import Hang, Reply, ToolCall
+
+from .support import PROBE, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation
+
+
+async def test_graceful_restart_keeps_partial_answers_pending_approvals_and_running_calls_for_recovery(chat, skald):
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "wait")
+    alice = await chat.host.member("alice")
+
+    def first_run(request):
+        asked = request.last_user_text
+        if asked == "Stream.":
+            return Hang(text="half an answer", token_delay=0.01)
+        if asked == "Approve later.":
+            return Reply(tool_calls=[ToolCall("write_note", {"text": "later"})])
+        return Reply(tool_calls=[ToolCall("wait", {"text": "long"})])
+
+    chat.server.responder = first_run
+    async with ChatSocket(alice) as sock:
+        streaming = await new_conversation(alice)
+        approving = await new_conversation(alice)
+        waiting = await new_conversation(alice)
+        await sock.send(streaming, "Stream.")
+        await sock.send(approving, "Approve later.")
+        await sock.send(waiting, "Wait.")
+        await sock.wait_event(streaming, "token", delta=" answer")
+        card = await sock.wait_event(approving, "approval_required")
+        await asyncio.wait_for(chat.probe.waiting.wait(), 10)
+    await chat.host.stop()
+    assert chat.probe.wait_cancelled == 1
+
+    def second_run(request):
+        results = [m["content"] for m in request.messages if m["role"] == "tool"]
+        if results:
+            return Reply("Noted: " + results[-1])
+        return Reply("The whole answer.")
+
+    chat.server.responder = second_run
+    host = await skald.start(plugins=[chat.probe], settings=chat.host.settings, enable=[PROBE])
+    alice = await host.member("alice")
+    async with ChatSocket(alice) as sock:
+        await sock.wait_event(streaming, "turn_finished")
+        await sock.wait_event(waiting, "turn_finished")
+        assert (await sock.wait_event(approving, "approval_required"))["approval_id"] == card["approval_id"]
+        pending = (await alice.get("/api/approvals")).json()["approvals"]
+        assert [p["id"] for p in pending] == [card["approval_id"]]
+        assert (await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})).status_code == 200
+        await sock.wait_event(approving, "turn_finished")
+
+    stream = await messages(alice, streaming)
+    assert [(m["status"], m["content"]) for m in stream[1:]] == [("interrupted", "half an answer"), ("complete", "The whole answer.")]
+    approved = await messages(alice, approving)
+    assert approved[1]["tool_calls"][0]["status"] == "done" and chat.probe.writes == [{"text": "later"}]
+    waited = await messages(alice, waiting)
+    assert waited[1]["tool_calls"][0]["status"] == "interrupted"
+    assert chat.probe.wait_cancelled == 1 and not chat.probe.release.is_set()  # "wait" was not run again
+    for transcript in (stream, approved, waited):
+        assert_well_formed(transcript)

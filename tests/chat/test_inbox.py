@@ -1,0 +1,103 @@
+"""The per-conversation inbox: a message sent during a turn is stored (the ack says
+queued) and starts the next turn, after the answer it arrived during; an idempotency
+key stores a message once however often, and by whichever channel, it is sent."""
+
+from __future__ import annotations
+
+import asyncio
+
+from skald_host.testing import Reply
+
+from .support import MODEL_A, ChatSocket, configure_models, eventually, messages, new_conversation, types
+
+
+async def test_message_sent_during_a_turn_is_queued_and_delivered_in_the_next_turn(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    release = asyncio.Event()
+    answers = iter(["First answer.", "Second answer."])
+
+    async def held_until_released(request):
+        await release.wait()  # the first turn runs until the test lets it end
+        return Reply(next(answers))
+
+    chat.server.responder = held_until_released
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        assert (await sock.send(cid, "First question."))["queued"] is False
+        await chat.server.wait_for_requests(1)
+        ack = await sock.send(cid, "A second thought.", key="second-thought")
+        assert ack["type"] == "ack" and ack["queued"] is True and ack["message_id"] is None
+        queued = (await alice.get(f"/api/conversations/{cid}")).json()["queued"]
+        assert [q["content"] for q in queued] == ["A second thought."]
+        release.set()
+        first = await sock.turn(cid)
+        second = await sock.turn(cid)
+    # Each turn is announced as one: started, its answer, finished.
+    assert types(first).count("turn_started") == 1 and [e for e in first if e["type"] == "done"][0]["content"] == "First answer."
+    assert types(second)[0:2] == ["user_message", "turn_started"] and types(second)[-2:] == ["done", "turn_finished"]
+
+    first_request, second_request = chat.server.requests_for(MODEL_A)
+    assert first_request.messages[1:] == [{"role": "user", "content": "First question."}]
+    assert second_request.messages[1:] == [
+        {"role": "user", "content": "First question."},
+        {"role": "assistant", "content": "First answer."},
+        {"role": "user", "content": "A second thought."},
+    ]
+    transcript = await messages(alice, cid)
+    assert [m["content"] for m in transcript] == ["First question.", "First answer.", "A second thought.", "Second answer."]
+    assert (await alice.get(f"/api/conversations/{cid}")).json()["queued"] == []
+
+
+async def test_same_idempotency_key_twice_stores_one_message_and_acks_both(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply("Answered once.", first_token_delay=0.2)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        first = await sock.send(cid, "Only once, please.", key="retry-key-0001")
+        again = await sock.send(cid, "Only once, please.", key="retry-key-0001")
+        over_http = await alice.post(
+            f"/api/conversations/{cid}/messages", json={"text": "Only once, please.", "idempotency_key": "retry-key-0001"}
+        )
+        assert first["type"] == again["type"] == "ack"
+        assert again["duplicate"] is True and again["message_id"] == first["message_id"]
+        assert over_http.status_code == 202 and over_http.json()["message_id"] == first["message_id"]
+        await sock.turn(cid)
+    assert [m["content"] for m in await messages(alice, cid)] == ["Only once, please.", "Answered once."]
+    assert len(chat.server.requests_for(MODEL_A)) == 1
+
+    # A key belongs to one conversation.
+    other = await new_conversation(alice)
+    response = await alice.post(f"/api/conversations/{other}/messages", json={"text": "x", "idempotency_key": "retry-key-0001"})
+    assert response.status_code == 400
+    assert await messages(alice, other) == []
+
+
+async def test_concurrent_retries_with_one_key_are_all_acknowledged_and_stored_once(chat):
+    """A client that retries before the first ack arrives (check G1) races itself; by
+    HTTP and over two sockets, while no turn runs and while one does."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply("Busy.", first_token_delay=0.3)])
+    chat.server.responder = lambda request: Reply("Answered.")
+    cid = await new_conversation(alice)
+    async with ChatSocket(alice) as one, ChatSocket(alice) as two:
+        for round in range(12):
+            key, text = f"racing-key-{round:04d}", f"Racing {round}."
+            body = {"text": text, "idempotency_key": key}
+            http = [alice.post(f"/api/conversations/{cid}/messages", json=body) for _ in range(3)]
+            results = await asyncio.gather(*http, one.send(cid, text, key), two.send(cid, text, key))
+            assert [r.status_code for r in results[:3]] == [202] * 3, [r.text for r in results[:3]]
+            assert [r["type"] for r in results[3:]] == ["ack", "ack"], results[3:]
+            acks = [r.json() for r in results[:3]] + results[3:]
+            assert sum(not a.get("duplicate") for a in acks) == 1, acks
+        await one.wait_event(cid, "turn_finished")
+        await eventually(lambda: _idle(alice, cid), what="the queued messages to be answered")
+    contents = [m["content"] for m in await messages(alice, cid) if m["role"] == "user"]
+    assert sorted(contents) == sorted(f"Racing {round}." for round in range(12))
+
+
+async def _idle(client, conversation_id: str) -> bool:
+    state = (await client.get(f"/api/conversations/{conversation_id}")).json()
+    return not state["running"] and not state["queued"]

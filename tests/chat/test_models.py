@@ -1,0 +1,123 @@
+"""Models: fallback keyed on the real HTTP status (429, 5xx and a broken stream fall
+back, 401 never does), request metadata in the registry and bodies only in the
+member's file, and the chat saying so when no model is configured."""
+
+from __future__ import annotations
+
+from skald_host.testing import BrokenStream, Reply, ScriptedError
+
+from .support import MODEL_A, MODEL_B, ChatSocket, configure_models, messages, new_conversation, types
+
+
+async def test_rate_limited_model_falls_back_to_the_next_and_so_does_a_broken_stream(chat):
+    await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [ScriptedError(429, retry_after=30), BrokenStream(after_chunks=2)])
+    chat.server.script(MODEL_B, [Reply("Model B answers."), Reply("Model B again.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Hello?")
+        first = await sock.turn(cid)
+        await sock.send(cid, "Once more?")
+        second = await sock.turn(cid)
+
+    fallback = next(e for e in first if e["type"] == "model_fallback")
+    assert (fallback["failed"], fallback["next"], fallback["status"]) == (MODEL_A, MODEL_B, 429)
+    assert types(first).index("model_fallback") < types(first).index("done")
+    assert next(e for e in first if e["type"] == "done")["content"] == "Model B answers."
+
+    broken = next(e for e in second if e["type"] == "model_fallback")
+    assert (broken["failed"], broken["next"], broken["status"]) == (MODEL_A, MODEL_B, None)
+    # Tokens of the broken stream came before the fallback; the answer is B's alone.
+    assert types(second).index("token") < types(second).index("model_fallback")
+    assert next(e for e in second if e["type"] == "done")["content"] == "Model B again."
+
+    transcript = await messages(alice, cid)
+    assert [(m["role"], m["status"], m["model"], m["content"]) for m in transcript if m["role"] == "assistant"] == [
+        ("assistant", "complete", MODEL_B, "Model B answers."),
+        ("assistant", "complete", MODEL_B, "Model B again."),
+    ]
+    assert len(chat.server.requests_for(MODEL_A)) == len(chat.server.requests_for(MODEL_B)) == 2
+    # The fallback model got the same conversation the failed one was sent.
+    assert chat.server.requests_for(MODEL_B)[1].messages == chat.server.requests_for(MODEL_A)[1].messages
+
+    # Metadata in the registry, attributed to alice; no message text there.
+    rows = await chat.host.core.registry.run(
+        lambda c: c.execute("SELECT member_id, model, status, http_status FROM llm_requests ORDER BY created_at").fetchall()
+    )
+    assert [tuple(r) for r in rows] == [
+        (alice.member["id"], MODEL_A, "error", 429),
+        (alice.member["id"], MODEL_B, "ok", 200),
+        (alice.member["id"], MODEL_A, "error", None),
+        (alice.member["id"], MODEL_B, "ok", 200),
+    ]
+    dump = "\n".join(await chat.host.core.registry.run(lambda c: list(c.iterdump())))
+    assert "Model B answers." not in dump and "Once more?" not in dump
+
+
+async def test_unauthorized_model_does_not_fall_back_and_the_conversation_shows_the_error(chat):
+    await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [ScriptedError(401)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Hello?")
+        events = await sock.turn(cid)
+    assert "model_fallback" not in types(events) and "done" not in types(events)
+    error = next(e for e in events if e["type"] == "error")
+    assert "401" in error["error"]
+    assert chat.server.requests_for(MODEL_B) == []
+    assistant = (await messages(alice, cid))[-1]
+    assert (assistant["role"], assistant["status"]) == ("assistant", "error") and "401" in assistant["content"]
+
+
+async def test_wrong_api_key_is_a_401_from_the_provider_and_the_key_is_never_shown(chat):
+    await configure_models(chat.admin, chat.server, api_key="sk-wrong-key")
+    alice = await chat.host.member("alice")
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Hello?")
+        events = await sock.turn(cid)
+    assert "401" in next(e for e in events if e["type"] == "error")["error"]
+    assert chat.server.requests_for(MODEL_A)[0].headers["authorization"] == "Bearer sk-wrong-key"
+    overview = await chat.admin.get("/api/admin/models")
+    assert overview.status_code == 200 and "sk-wrong-key" not in overview.text
+    provider = overview.json()["providers"][0]
+    test = await chat.admin.post(f"/api/admin/models/providers/{provider['id']}/test")
+    assert test.status_code == 200 and test.json()["ok"] is False and test.json()["status"] == 401
+
+
+async def test_without_a_model_the_chat_says_none_is_configured(chat):
+    alice = await chat.host.member("alice")
+    status = await alice.get("/api/chat/status")
+    assert status.status_code == 200
+    assert status.json()["models_configured"] is False and status.json()["default_agent"] == "assistant"
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Hello?")
+        events = await sock.turn(cid)
+    error = next(e for e in events if e["type"] == "error")
+    assert error["code"] == "no_model" and "No model is configured" in error["error"]
+    note = (await messages(alice, cid))[-1]
+    assert note["role"] == "note" and "No model is configured" in note["content"] and "Models page" in note["content"]
+    assert chat.server.requests == []
+
+    await configure_models(chat.admin, chat.server)
+    assert (await alice.get("/api/chat/status")).json()["models_configured"] is True
+    test = await chat.admin.post(f"/api/admin/models/providers/{(await chat.admin.get('/api/admin/models')).json()['providers'][0]['id']}/test")
+    assert test.json()["ok"] is True and MODEL_A in test.json()["models"]
+
+
+async def test_model_admin_api_answers_mistakes_with_a_400_that_says_what_was_wrong(chat):
+    ids = await configure_models(chat.admin, chat.server)
+    other = await chat.admin.post("/api/admin/models/providers", json={"name": "other", "base_url": "http://127.0.0.1:9/v1"})
+    assert other.status_code == 201
+    rename = await chat.admin.patch(f"/api/admin/models/providers/{other.json()['id']}", json={"name": "scripted"})
+    assert rename.status_code == 400 and "exists already" in rename.json()["error"]
+    for body in ({"model_id": "x"}, {"self": 1}, {"priority": True}):
+        response = await chat.admin.patch(f"/api/admin/models/entries/{ids[MODEL_A]}", json=body)
+        assert response.status_code == 400, (body, response.text)
+    provider_id = (await chat.admin.get("/api/admin/models")).json()["models"][0]["provider_id"]
+    response = await chat.admin.post("/api/admin/models/entries", json={"provider_id": provider_id, "model": "m", "self": 1})
+    assert response.status_code == 400 and "self" in response.json()["error"]
+    assert [p["name"] for p in (await chat.admin.get("/api/admin/models")).json()["providers"]] == ["other", "scripted"]

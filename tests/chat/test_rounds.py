@@ -1,0 +1,229 @@
+"""The round loop seen from outside: tool rounds on the wire, streaming, tool-less
+agents, parallel sub-agents and the depth limit (seed 001 "The LLM loop", "Sub-agents",
+"Token streaming"; check E2's tool-less part)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from skald_host.testing import Reply, ToolCall
+
+from .support import (
+    MODEL_A,
+    PINNED,
+    ChatSocket,
+    allow_tool,
+    assert_well_formed,
+    configure_models,
+    messages,
+    new_conversation,
+    types,
+)
+
+
+async def test_multi_round_tool_conversation_sends_calls_and_results_in_call_order_and_streams_before_done(chat):
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "lookup")
+    alice = await chat.host.member("alice", display_name="Alice Example")
+    chat.server.script(
+        MODEL_A,
+        [
+            Reply("Let me look.", tool_calls=[ToolCall("lookup", {"text": "x"}), ToolCall("lookup", {"text": "y"})]),
+            Reply("x is 1 and y is 2.", reasoning="Both lookups answered.", token_delay=0.01),
+        ],
+    )
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        ack = await sock.send(cid, "What are x and y?", key="first-message-1")
+        assert ack["type"] == "ack" and ack["queued"] is False and ack["idempotency_key"] == "first-message-1"
+        events = await sock.turn(cid)
+
+    first, second = chat.server.requests_for(MODEL_A)
+    assert first.stream and second.stream
+    assert [t["function"]["name"] for t in first.tools] == sorted(t["function"]["name"] for t in first.tools)
+    assert "lookup" in [t["function"]["name"] for t in first.tools]
+    assert first.messages[0]["role"] == "system" and "Name: Alice Example" in first.messages[0]["content"]
+    assert first.messages[1:] == [{"role": "user", "content": "What are x and y?"}]
+
+    # Round two carries the assistant's calls and their results, in call order.
+    assistant, *results = second.messages[2:]
+    assert second.messages[:2] == first.messages
+    assert assistant["role"] == "assistant" and assistant["content"] == "Let me look."
+    calls = assistant["tool_calls"]
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+        ("lookup", {"text": "x"}),
+        ("lookup", {"text": "y"}),
+    ]
+    assert results == [
+        {"role": "tool", "tool_call_id": calls[0]["id"], "content": "result for x"},
+        {"role": "tool", "tool_call_id": calls[1]["id"], "content": "result for y"},
+    ]
+
+    # Tokens stream before the round's outcome; done is the authoritative answer.
+    kinds = types(events)
+    assert kinds[:2] == ["user_message", "turn_started"] and kinds[-1] == "turn_finished"
+    assert kinds.count("done") == 1 and kinds.count("assistant") == 1 and "error" not in kinds
+    done = next(e for e in events if e["type"] == "done")
+    tokens = [e for e in events if e["type"] == "token" and e["message_id"] == done["message_id"]]
+    assert len(tokens) > 1
+    assert all(events.index(t) < events.index(done) for t in tokens)
+    content = [t["delta"] for t in tokens if t["channel"] == "content"]
+    reasoning = [t["delta"] for t in tokens if t["channel"] == "reasoning"]
+    assert "".join(content) == done["content"] == "x is 1 and y is 2."
+    assert "".join(reasoning) == done["reasoning"] == "Both lookups answered."
+    assert kinds.index("assistant") < kinds.index("tool_start") < kinds.index("tool_done") < kinds.index("done")
+    assert [e["call_id"] for e in events if e["type"] == "tool_done"] == [c["id"] for c in calls]
+
+    transcript = await messages(alice, cid)
+    assert [(m["role"], m["status"]) for m in transcript] == [("user", "complete"), ("assistant", "complete"), ("assistant", "complete")]
+    assert [(c["id"], c["status"], c["result"]) for c in transcript[1]["tool_calls"]] == [
+        (calls[0]["id"], "done", "result for x"),
+        (calls[1]["id"], "done", "result for y"),
+    ]
+    assert (transcript[2]["content"], transcript[2]["reasoning"]) == ("x is 1 and y is 2.", "Both lookups answered.")
+    assert chat.server.pending(MODEL_A) == 0
+
+
+async def test_tool_less_chat_agent_requests_carry_no_tools_key_and_tool_calls_in_its_replies_are_dropped(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(
+        MODEL_A,
+        [Reply("I would write it.", tool_calls=[ToolCall("write_note", {"text": "injected"})]), Reply("Still no tools.")],
+    )
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice, agent="quiet")
+        await sock.send(cid, "Please write a note.")
+        first = await sock.turn(cid)
+        await sock.send(cid, "And now?")
+        await sock.turn(cid)
+    assert not {"approval_required", "tool_start", "assistant"} & set(types(first))
+    assert next(e for e in first if e["type"] == "done")["content"] == "I would write it."
+    requests = chat.server.requests_for(MODEL_A)
+    assert len(requests) == 2
+    for request in requests:
+        assert "tools" not in request.body and "tool_choice" not in request.body
+        assert not any("tool_calls" in m or m["role"] == "tool" for m in request.messages)
+    assert requests[0].messages[0] == {"role": "system", "content": "You answer without tools."}
+    assert requests[1].messages[2] == {"role": "assistant", "content": "I would write it."}
+    assert chat.probe.writes == []
+    assert [m["tool_calls"] for m in await messages(alice, cid)] == [[], [], [], []]
+
+
+async def test_delegated_tool_less_researcher_request_carries_no_tools_key(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(
+        MODEL_A,
+        [
+            Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Find the capital of Norway."})]),
+            Reply("Oslo."),
+            Reply("The researcher says: Oslo."),
+        ],
+    )
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Capital of Norway?")
+        events = await sock.turn(cid)
+    root, child, final = chat.server.requests_for(MODEL_A)
+    assert "execute_task" in [t["function"]["name"] for t in root.tools]
+    assert "tools" not in child.body
+    assert child.messages[0]["content"].startswith("You are a focused research helper")
+    assert child.messages[1:] == [{"role": "user", "content": "Find the capital of Norway."}]
+    assert final.messages[-1]["role"] == "tool" and final.messages[-1]["content"] == "Oslo."
+    assert [e["type"] for e in events if e.get("depth") == 1 and e["type"] in ("agent_start", "done", "agent_done")] == [
+        "agent_start", "done", "agent_done",
+    ]
+    assert (await messages(alice, cid))[-1]["content"] == "The researcher says: Oslo."
+
+
+async def test_parallel_delegate_batch_runs_concurrently_and_records_results_in_call_order(chat):
+    await configure_models(chat.admin, chat.server, (MODEL_A, *PINNED.values()))
+    alice = await chat.host.member("alice")
+    # Each child's model holds its answer until all three children have asked: run one
+    # after the other, the first would wait for the others forever (here: 5 s, then fail).
+    all_asked = asyncio.Event()
+    delays = {"alpha": 0.3, "beta": 0.0, "gamma": 0.15}  # they then finish as beta, gamma, alpha
+
+    async def answer_when_all_three_asked(request):
+        if sum(r.model in PINNED.values() for r in chat.server.requests) == 3:
+            all_asked.set()
+        await asyncio.wait_for(all_asked.wait(), 5)
+        agent = next(agent for agent, model in PINNED.items() if model == request.model)
+        return Reply(f"{agent} result", first_token_delay=delays[agent])
+
+    chat.server.responder = answer_when_all_three_asked
+    batch = [ToolCall("execute_task", {"agent": agent, "task": f"Task for {agent}."}) for agent in PINNED]
+    chat.server.script(MODEL_A, [Reply(tool_calls=batch), Reply("All three are done.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Do the three tasks.")
+        events = await sock.turn(cid)
+
+    children = {agent: chat.server.requests_for(model) for agent, model in PINNED.items()}
+    assert all(len(requests) == 1 for requests in children.values())
+    assert all_asked.is_set()
+    finished = [e["agent"] for e in events if e["type"] == "agent_done"]
+    assert sorted(finished) == sorted(PINNED)
+    for agent, requests in children.items():
+        assert "tools" not in requests[0].body
+        assert requests[0].messages[1:] == [{"role": "user", "content": f"Task for {agent}."}]
+
+    root_first, root_second = chat.server.requests_for(MODEL_A)
+    ids = [c["id"] for c in root_second.messages[2]["tool_calls"]]
+    results = root_second.messages[3:]
+    assert [r["tool_call_id"] for r in results] == ids
+    assert [r["content"] for r in results] == ["alpha result", "beta result", "gamma result"]
+    assert [e["call_id"] for e in events if e["type"] == "tool_done"] == ids
+    transcript = await messages(alice, cid)
+    assert [c["result"] for c in transcript[1]["tool_calls"]] == ["alpha result", "beta result", "gamma result"]
+    assert_well_formed(transcript)
+
+
+async def test_delegation_nesting_beyond_five_levels_is_an_error_result_not_a_crash(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    nest = Reply(tool_calls=[ToolCall("execute_task", {"agent": "nester", "task": "Go one level deeper."})])
+    unwinding = [Reply(f"level {depth} done") for depth in range(5, -1, -1)]
+    chat.server.script(MODEL_A, [nest] * 6 + unwinding)  # the root and depths 1-5 each try to nest
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Nest as deep as you can.")
+        events = await sock.turn(cid)
+    requests = chat.server.requests_for(MODEL_A)
+    assert len(requests) == 12 and chat.server.pending(MODEL_A) == 0
+    deepest = requests[6]  # depth 5, after its own attempt to go to depth 6
+    assert deepest.messages[-1]["role"] == "tool"
+    assert "at most 5 levels deep" in deepest.messages[-1]["content"]
+    assert [t["function"]["name"] for t in requests[1].tools] == ["execute_task"]  # the nester offers only that
+    assert max(e.get("depth", 0) for e in events) == 5
+    assert "error" not in types(events)
+    transcript = await messages(alice, cid)
+    assert transcript[-1]["content"] == "level 0 done"
+    assert transcript[1]["tool_calls"][0]["result"] == "level 1 done"
+    assert_well_formed(transcript)
+
+
+async def test_only_tools_the_member_may_use_are_offered_and_others_are_refused(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    response = await chat.admin.put(f"/api/admin/members/{alice.member['id']}/plugins", json={"plugins": []})
+    assert response.status_code == 200, response.text
+    chat.server.script(
+        MODEL_A,
+        [Reply(tool_calls=[ToolCall("write_note", {"text": "sneaky"}), ToolCall("list_agents", {})]), Reply("Fine.")],
+    )
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note and list the agents.")
+        events = await sock.turn(cid)
+    first, second = chat.server.requests_for(MODEL_A)
+    offered = {t["function"]["name"] for t in first.tools}
+    assert offered == {"notify", "list_agents", "execute_task", "schedule_prompt"}  # the host's own, not the probe's
+    assert "approval_required" not in types(events) and chat.probe.writes == []
+    refused, listed = second.messages[-2:]
+    assert "no tool named 'write_note'" in refused["content"]
+    # list_agents shows task agents only, never a chat agent.
+    assert "researcher" in listed["content"] and "nester" in listed["content"]
+    assert "assistant" not in listed["content"] and "quiet" not in listed["content"]

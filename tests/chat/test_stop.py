@@ -1,0 +1,101 @@
+"""/stop (seed 001 "Cancellation"): it cancels the whole call tree — the HTTP stream to
+the model, a running tool, an approval wait, a sub-agent — records ``cancelled`` and
+leaves the conversation usable."""
+
+from __future__ import annotations
+
+import asyncio
+
+from skald_host.testing import Hang, Reply, ToolCall
+
+from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation, types
+
+
+async def test_stop_during_a_stream_closes_the_model_stream_and_records_the_partial_text_as_cancelled(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Hang(text="a partial answer", token_delay=0.05), Reply("A fresh answer.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Tell me a long story.")
+        await sock.wait_event(cid, "token", delta=" answer")  # the last token before the hang
+        assert (await sock.stop(cid)) == {"type": "stopped", "conversation_id": cid, "stopped": True}
+        await chat.server.wait_for_disconnects(1)
+        events = await sock.turn(cid)
+        assert "cancelled" in types(events) and "done" not in types(events)
+
+        transcript = await messages(alice, cid)
+        assert [(m["role"], m["status"], m["content"]) for m in transcript] == [
+            ("user", "complete", "Tell me a long story."),
+            ("assistant", "cancelled", "a partial answer"),
+        ]
+        assert (await alice.get(f"/api/conversations/{cid}")).json()["running"] is False
+
+        # The conversation goes on; the cancelled partial never reaches the model.
+        await sock.send(cid, "Something short, then.")
+        await sock.turn(cid)
+    assert chat.server.requests_for(MODEL_A)[1].messages[1:] == [
+        {"role": "user", "content": "Tell me a long story."},
+        {"role": "user", "content": "Something short, then."},
+    ]
+    assert (await messages(alice, cid))[-1]["content"] == "A fresh answer."
+
+
+async def test_stop_during_a_running_tool_cancels_it_and_calls_no_model_again(chat):
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "wait")
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("wait", {"text": "forever"})])])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Wait for it.")
+        await asyncio.wait_for(chat.probe.waiting.wait(), 10)
+        response = await alice.post(f"/api/conversations/{cid}/stop")
+        assert response.status_code == 200 and response.json() == {"stopped": True}
+        events = await sock.turn(cid)
+    assert chat.probe.wait_cancelled == 1
+    assert "tool_cancelled" in types(events) and "cancelled" in types(events)
+    assert len(chat.server.requests_for(MODEL_A)) == 1
+    transcript = await messages(alice, cid)
+    assert transcript[1]["tool_calls"][0]["status"] == "cancelled"
+    assert_well_formed(transcript)
+    # Stopping what no longer runs is no error, and says so.
+    assert (await alice.post(f"/api/conversations/{cid}/stop")).json() == {"stopped": False}
+
+
+async def test_stop_during_an_approval_wait_cancels_the_call_and_voids_the_card(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("write_note", {"text": "x"})])])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write x.")
+        card = await sock.wait_event(cid, "approval_required")
+        assert (await sock.stop(cid))["stopped"] is True
+        events = await sock.turn(cid)
+        assert "cancelled" in types(events)
+        assert (await sock.approve(card["approval_id"]))["type"] == "error"
+    assert (await alice.get("/api/approvals")).json()["approvals"] == []
+    assert chat.probe.writes == []
+    transcript = await messages(alice, cid)
+    assert transcript[1]["tool_calls"][0]["status"] == "cancelled"
+    assert_well_formed(transcript)
+
+
+async def test_stop_reaches_a_sub_agent_streaming_in_its_own_frame(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    delegate = Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Research slowly."})])
+    chat.server.script(MODEL_A, [delegate, Hang(text="researching", token_delay=0.01)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Delegate something slow.")
+        await sock.wait_event(cid, "token", depth=1)
+        assert (await sock.stop(cid))["stopped"] is True
+        await chat.server.wait_for_disconnects(1)
+        events = await sock.turn(cid)
+    assert "cancelled" in types(events)
+    assert len(chat.server.requests_for(MODEL_A)) == 2  # the parent did not go on
+    transcript = await messages(alice, cid)
+    assert transcript[1]["tool_calls"][0]["status"] == "cancelled"
+    assert_well_formed(transcript)
