@@ -182,7 +182,7 @@ class Skald:
         tools = await self.plugins.collect("register_tools", validate_tool, key=lambda t: t.name, kind="tool")
         agents = AgentCatalog()
         for contribution in await self.plugins.collect("register_agent_dirs", _one(Path), kind="agent directory"):
-            agents.add_directory(contribution.value)
+            agents.add_directory(contribution.value, contribution.plugin_id)
         self._chat = ChatService(self, ToolRegistry(tools), agents)
         self._users.before_lock.append(self._chat.before_lock)
         self.config_sets = await self.plugins.collect(

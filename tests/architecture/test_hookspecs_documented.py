@@ -26,7 +26,6 @@ NOT_YET_EXERCISED = {
     "register_tts_engines",
     "register_channels",
     "register_sandbox_backends",
-    "register_agent_dirs",
 }
 
 #: Words that say *when* a hook runs ("Called once per plugin at load", "The plugin was

@@ -224,6 +224,7 @@ async def test_only_tools_the_member_may_use_are_offered_and_others_are_refused(
     assert "approval_required" not in types(events) and chat.probe.writes == []
     refused, listed = second.messages[-2:]
     assert "no tool named 'write_note'" in refused["content"]
-    # list_agents shows task agents only, never a chat agent.
-    assert "researcher" in listed["content"] and "nester" in listed["content"]
+    # list_agents shows task agents only, never a chat agent, and no agent of a plugin
+    # the member may not use (the probe's "nester").
+    assert "researcher" in listed["content"] and "nester" not in listed["content"]
     assert "assistant" not in listed["content"] and "quiet" not in listed["content"]

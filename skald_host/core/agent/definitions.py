@@ -21,7 +21,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
 
@@ -86,11 +86,24 @@ def _load(directory: Path) -> AgentDefinition:
 
 
 class AgentCatalog:
-    def __init__(self, directories: Iterable[Path] = (HOST_AGENTS,)) -> None:
-        self.directories = list(directories)
+    """Agent directories: the host's own, and each plugin's (stamped with the plugin,
+    so a plugin's agents reach a member only while that member may use the plugin)."""
 
-    def add_directory(self, path: Path) -> None:
-        self.directories.append(path)
+    def __init__(self, directories: Iterable[Path] = (HOST_AGENTS,)) -> None:
+        self.sources: list[tuple[Path, str | None]] = [(d, None) for d in directories]
+
+    def add_directory(self, path: Path, plugin_id: str | None = None) -> None:
+        self.sources.append((path, plugin_id))
+
+    def visible_to(self, usable: Callable[[str], bool]) -> "AgentCatalog":
+        """The catalog as one member sees it: ``usable(plugin_id)`` decides plugins'."""
+        view = AgentCatalog(())
+        view.sources = [(path, owner) for path, owner in self.sources if owner is None or usable(owner)]
+        return view
+
+    @property
+    def directories(self) -> list[Path]:
+        return [path for path, _ in self.sources]
 
     def _find(self, agent_id: str) -> Path | None:
         if not _AGENT_ID.match(agent_id):

@@ -68,7 +68,7 @@ class Scope:
         return await self.kernel.runtime.store.schedule(self.frame.conversation_id, prompt, due_at)
 
     def agents(self) -> list[dict[str, Any]]:
-        return [a.summary() for a in self.kernel.runtime.chat.agents.task_agents()]
+        return [a.summary() for a in self.kernel.runtime.agents.task_agents()]
 
 
 class Kernel:
@@ -337,7 +337,7 @@ class Kernel:
         if caller.depth + 1 > MAX_DEPTH:
             raise ValueError(f"sub-agents may nest at most {MAX_DEPTH} levels deep")
         try:
-            agent = self.chat.agents.get(agent_id)
+            agent = self.runtime.agents.get(agent_id)
         except AgentError:
             raise ValueError(f"no task agent named {agent_id!r}; list_agents shows them") from None
         if agent.kind != "task":

@@ -110,6 +110,11 @@ class MemberRuntime:
         self._scheduler: asyncio.Task[None] | None = None
 
     @property
+    def agents(self) -> AgentCatalog:
+        """The agents this member may use: a plugin's only while it is usable by them."""
+        return self.chat.agents.visible_to(lambda plugin_id: self.core.catalog.usable(self.member, plugin_id))
+
+    @property
     def member_groups(self) -> frozenset[str]:
         return frozenset(self.member.role.attrs.permission_groups)
 
@@ -144,7 +149,7 @@ class MemberRuntime:
     async def create_conversation(self, agent_id: str | None = None, title: str = "", source: str = "web") -> dict[str, Any]:
         agent_id = agent_id or self.chat.default_agent(self.member)
         try:
-            agent = self.chat.agents.get(agent_id)
+            agent = self.agents.get(agent_id)
         except AgentError as exc:
             raise ChatError(str(exc)) from None
         if agent.kind != "chat":
@@ -192,7 +197,7 @@ class MemberRuntime:
         try:
             frame = await self.store.root_frame(conversation_id)
             conversation = await self.store.conversation(conversation_id)
-            agent = self.chat.agents.get(conversation["agent_id"]) if conversation else None
+            agent = self.agents.get(conversation["agent_id"]) if conversation else None
             while agent is not None:
                 self.member = await self.core.users.get(self.member_id)
                 self.emit("turn_started", conversation_id)
@@ -382,7 +387,7 @@ class MemberRuntime:
         if len([m for m in history if m["role"] != "summary"]) < 2:
             return False
         conversation = await self.store.conversation(frame.conversation_id)
-        agent = self.chat.agents.get(conversation["agent_id"]) if conversation else None
+        agent = self.agents.get(conversation["agent_id"]) if conversation else None
         candidates = await self.chat.models.candidates(pin=agent.model if agent else None)
         if not candidates:
             raise ChatError("no model is configured")

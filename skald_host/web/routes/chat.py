@@ -38,7 +38,11 @@ async def status() -> dict:
     return {
         "models_configured": bool(models),
         "default_agent": core.chat.default_agent(member),
-        "agents": [a.summary() for a in core.chat.agents.all() if a.kind == "chat"],
+        "agents": [
+            a.summary()
+            for a in core.chat.agents.visible_to(lambda plugin_id: core.catalog.usable(member, plugin_id)).all()
+            if a.kind == "chat"
+        ],
     }
 
 
