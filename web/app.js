@@ -9,8 +9,10 @@ import { browserLocale, currentLocale, loadLocale, t } from "./lib/i18n.js";
 import { notice, pageHeader } from "./lib/ui.js";
 import { renderLogin, renderSetup } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
-import { renderChat } from "./pages/chat.js";
+import { renderApprovals } from "./pages/approvals.js";
+import { endChat, renderChat } from "./pages/chat.js";
 import { renderMember, renderMembers } from "./pages/members.js";
+import { renderModels } from "./pages/models.js";
 import { renderPluginDetail } from "./pages/plugin-detail.js";
 import { renderCatalog } from "./pages/plugin-catalog.js";
 import { renderPluginPage } from "./pages/plugin-page.js";
@@ -20,13 +22,15 @@ import { renderSettings } from "./pages/settings.js";
 const root = document.getElementById("app");
 
 const HOST_PAGES = [
-  { id: "chat", label: "nav.chat", render: renderChat },
+  { id: "chat", label: "nav.chat", render: renderChat, needs: "chat" },
   { id: "account", label: "nav.account", render: renderAccount },
 ];
 const ADMIN_PAGES = [
   { id: "plugins", label: "nav.plugins", render: renderCatalog },
   { id: "members", label: "nav.members", render: (ctx) => (ctx.rest[0] ? renderMember(ctx) : renderMembers(ctx)) },
   { id: "roles", label: "nav.roles", render: renderRoles },
+  { id: "models", label: "nav.models", render: renderModels },
+  { id: "approvals", label: "nav.approvals", render: renderApprovals },
   { id: "settings", label: "nav.settings", render: renderSettings },
 ];
 const HIDDEN_PAGES = [
@@ -34,7 +38,7 @@ const HIDDEN_PAGES = [
   { id: "plugin", render: renderPluginPage },
 ];
 
-const state = { session: null, pages: [], navToken: 0, shell: null };
+const state = { session: null, pages: [], navToken: 0, shell: null, chat: true };
 
 function parseHash() {
   const raw = location.hash.slice(1) || "chat";
@@ -70,7 +74,7 @@ function buildShell() {
   const sidebar = el("nav", { id: "sidebar", class: "sidebar", "aria-label": t("nav.label") },
     el("p", { class: "brand", text: t("app.name") }),
     el("div", { class: "nav-section" }, el("ul", { class: "nav-list" },
-      ...HOST_PAGES.map((p) => navLink(`#${p.id}`, t(p.label), p.id)))),
+      ...HOST_PAGES.filter((p) => p.needs !== "chat" || state.chat).map((p) => navLink(`#${p.id}`, t(p.label), p.id)))),
     member.is_admin ? el("div", { class: "nav-section" },
       el("h2", { class: "nav-heading", text: t("nav.admin") }),
       el("ul", { class: "nav-list" }, ...ADMIN_PAGES.map((p) => navLink(`#${p.id}`, t(p.label), p.id)))) : null,
@@ -188,13 +192,16 @@ async function enterShell(known = null) {
   state.session = response.data;
   setCsrfToken(response.data.csrf_token);
   await loadLocale(response.data.locale || response.data.member.locale || browserLocale());
-  const pages = await api("GET", "/api/plugins/pages");
+  // The session does not list capabilities; the chat status answers 403 without chat.use.
+  const [pages, chat] = await Promise.all([api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status")]);
   state.pages = pages.ok ? pages.data.pages || [] : [];
+  state.chat = chat.status !== 403;
   buildShell();
   await route({ focus: false });
 }
 
-function showLogin(message = "") {
+function showLogin(message = "", { forget = false } = {}) {
+  endChat({ forget }); // a message still unsent stays queued for this member's next sign-in
   state.session = null;
   state.shell = null;
   state.pages = [];
@@ -205,7 +212,7 @@ function showLogin(message = "") {
 async function logout() {
   await api("POST", "/api/auth/logout");
   setCsrfToken(null);
-  showLogin();
+  showLogin("", { forget: true });
 }
 
 whenSessionLost(() => showLogin(t("login.session_ended")));

@@ -9,6 +9,13 @@ export const setCsrfToken = (token) => { csrfToken = token || null; };
 /** Called once when a member request answers 401: the session ended elsewhere. */
 export const whenSessionLost = (handler) => { onSessionLost = handler; };
 
+/** The member socket learnt that the session ended (close 1008, sessions_revoked). */
+export function signalSessionLost() {
+  if (!csrfToken || !onSessionLost) return;
+  csrfToken = null;
+  onSessionLost();
+}
+
 export async function api(method, path, body) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";

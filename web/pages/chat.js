@@ -1,15 +1,493 @@
-// #chat: the home page. Chat itself is not built yet; say so plainly.
+// #chat and #chat/<conversation_id>: the member's conversations (new, rename, delete,
+// search by title), one conversation's transcript (chat-transcript.js) and the
+// composer. Live events arrive over the member socket (lib/socket.js); whenever the
+// socket comes back, the open conversation is read again from the server, so a turn
+// still running and the approvals still waiting show as they are.
+import { api } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { pageHeader, section } from "../lib/ui.js";
+import * as socket from "../lib/socket.js";
+import { button, confirmDialog, errorText, notice, statusLine } from "../lib/ui.js";
+import { Transcript } from "./chat-transcript.js";
 
-export function renderChat({ member }) {
-  const name = member.display_name || member.username;
-  return el("div", { class: "page" },
-    pageHeader(t("chat.title", { name }), t("chat.intro")),
-    section(null,
-      el("p", { text: t("chat.later") }),
-      el("p", { class: "muted" }, t("chat.meanwhile"), " ", link("#account", t("nav.account")),
-        member.is_admin ? " · " : null, member.is_admin ? link("#plugins", t("nav.plugins")) : null,
-        member.is_admin ? " · " : null, member.is_admin ? link("#members", t("nav.members")) : null)));
+const MAX_MESSAGE_CHARS = 100_000;
+const chatRoute = (id) => `#chat/${encodeURIComponent(id)}`;
+const titleOf = (c) => (c?.title || "").trim() || t("chat.untitled");
+const narrow = () => window.matchMedia("(max-width: 700px)").matches;
+
+let current = null; // the chat view on screen; a newer one replaces it
+
+/**
+ * The text streamed so far per assistant message, kept for every conversation while
+ * the socket is up. A view that (re)loads a conversation mid-answer starts from it
+ * rather than from the server's last checkpoint, so no token is lost between the
+ * read and the first event (a route change right after sending is one such gap).
+ * Only answers seen from their turn's start are whole; after a reconnect the
+ * server's checkpoint is the better start.
+ */
+const live = { texts: new Map(), watched: new Set() };
+socket.onMessage((message) => {
+  if (message.type === "socket_open") { live.texts.clear(); live.watched.clear(); return; }
+  if (message.type !== "event" || message.event?.kind !== "chat") return;
+  const data = message.event.data || {};
+  if ((data.depth ?? 0) > 0) return;
+  if (data.type === "turn_started") live.watched.add(data.conversation_id);
+  else if (data.type === "turn_finished") live.watched.delete(data.conversation_id);
+  else if (data.type === "token" && live.watched.has(data.conversation_id)) {
+    const entry = live.texts.get(data.message_id) || { content: "", reasoning: "" };
+    entry[data.channel === "reasoning" ? "reasoning" : "content"] += data.delta || "";
+    live.texts.set(data.message_id, entry);
+    if (live.texts.size > 64) live.texts.delete(live.texts.keys().next().value);
+  } else if (["done", "assistant", "model_fallback", "error"].includes(data.type)) live.texts.delete(data.message_id);
+});
+
+/**
+ * The chat events of one conversation that arrive while it is being read: replayed
+ * onto the fresh render, so nothing that happens between the server's snapshot and
+ * the view listening is lost (a turn that ends right then would otherwise look like
+ * it runs forever). Every event is safe to see twice; tokens are left out, the live
+ * texts above cover them.
+ */
+function recordEvents(conversationId) {
+  const seen = [];
+  const off = socket.onMessage((message) => {
+    const data = message.type === "event" && message.event?.kind === "chat" ? message.event.data : null;
+    if (data && data.conversation_id === conversationId && data.type !== "token") seen.push(data);
+  });
+  return () => { off(); return seen; };
 }
+
+function debounce(fn, ms) {
+  let timer = null;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+// -- the conversation list ------------------------------------------------------------------
+
+function conversationList(view) {
+  const list = el("ul", { class: "conv-list" });
+  const empty = el("p", { class: "muted small conv-empty" });
+  const search = el("input", {
+    type: "search", class: "conv-search", placeholder: t("chat.search"), "aria-label": t("chat.search"), maxlength: "200", autocomplete: "off",
+  });
+  const fresh = button(t("chat.new"), { kind: "primary new-conversation", onClick: () => view.newConversation(fresh) });
+  fresh.prepend(el("span", { class: "plus", "aria-hidden": "true" }));
+  const status = statusLine();
+
+  const render = (items) => {
+    list.replaceChildren(...items.map((c) => {
+      const anchor = link(chatRoute(c.id), "", { class: "conv-link", title: titleOf(c) });
+      anchor.append(
+        el("span", { class: "conv-title", text: titleOf(c) }),
+        el("span", { class: "conv-meta" },
+          c.running ? el("span", { class: "running-dot", title: t("chat.running"), "aria-label": t("chat.running") }) : null,
+          el("time", { datetime: c.updated_at, text: shortDate(c.updated_at) })));
+      if (c.id === view.conversationId) anchor.setAttribute("aria-current", "page");
+      return el("li", { "data-conversation-id": c.id }, anchor);
+    }));
+    empty.textContent = items.length ? "" : (search.value.trim() ? t("chat.search_none") : t("chat.none_yet"));
+    empty.hidden = items.length > 0;
+  };
+
+  const refresh = async () => {
+    const query = search.value.trim();
+    const response = await api("GET", `/api/conversations${query ? `?search=${encodeURIComponent(query)}` : ""}`);
+    if (!response.ok) { status.error(errorText(response)); return; }
+    status.clear();
+    view.conversations = response.data.conversations || [];
+    render(view.conversations);
+  };
+  search.addEventListener("input", debounce(refresh, 250));
+
+  const node = el("aside", { class: "conv-sidebar", "aria-label": t("chat.conversations") },
+    el("h2", { class: "visually-hidden", text: t("chat.conversations") }),
+    fresh, search, status.node, list, empty);
+  return { node, render, refresh, setRunning: (id, running) => {
+    const item = view.conversations.find((c) => c.id === id);
+    if (item && item.running !== running) { item.running = running; render(view.conversations); }
+  } };
+}
+
+function shortDate(value) {
+  if (!value) return "";
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) return "";
+  const locale = document.documentElement.lang || undefined;
+  const today = new Date();
+  if (date.toDateString() === today.toDateString()) return date.toLocaleTimeString(locale, { hour: "2-digit", minute: "2-digit" });
+  return date.toLocaleDateString(locale, { day: "numeric", month: "short" });
+}
+
+// -- the composer ----------------------------------------------------------------------------------
+
+function composer(view) {
+  const text = el("textarea", {
+    class: "composer-input", rows: "1", maxlength: String(MAX_MESSAGE_CHARS), "aria-label": t("chat.message"),
+    placeholder: t("chat.placeholder"), enterkeyhint: "send",
+  });
+  const send = el("button", { class: "btn primary send", type: "submit", "aria-label": t("chat.send"), title: t("chat.send") },
+    el("span", { class: "send-icon", "aria-hidden": "true" }), el("span", { class: "send-text", text: t("chat.send") }));
+  const stop = button(t("chat.stop"), { kind: "stop", onClick: () => view.stop(stop) });
+  stop.prepend(el("span", { class: "stop-icon", "aria-hidden": "true" }));
+  stop.hidden = true;
+  const status = statusLine();
+  const form = el("form", { class: "composer", novalidate: true },
+    el("div", { class: "composer-row" }, text, stop, send),
+    el("p", { class: "composer-hint hint", text: t("chat.composer_hint") }), status.node);
+  const sync = () => { send.disabled = !text.value.trim(); };
+  text.addEventListener("input", sync);
+  text.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  let sending = false; // a double Enter on the start page must not open two conversations
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const value = text.value;
+    if (!value.trim() || sending) return;
+    status.clear();
+    sending = true;
+    try {
+      if (await view.send(value)) { if (text.value === value) text.value = ""; sync(); } else text.focus();
+    } finally {
+      sending = false;
+    }
+  });
+  sync();
+  return { node: form, text, send, stop, status, setRunning: (running) => { stop.hidden = !running; } };
+}
+
+// -- one conversation ----------------------------------------------------------------------------------
+
+function conversationHeader(view, conversation) {
+  const heading = el("h1", { class: "conv-heading", text: titleOf(conversation) });
+  const status = statusLine();
+  const rename = button(t("chat.rename"), { kind: "quiet small", onClick: () => startRename() });
+  const remove = button(t("chat.delete"), { kind: "quiet small danger-text", onClick: () => view.deleteConversation() });
+  const actions = el("div", { class: "conv-actions" }, rename, remove);
+  const titleRow = el("div", { class: "conv-title-row" }, heading, actions);
+
+  function startRename() {
+    const input = el("input", { type: "text", maxlength: "200", "aria-label": t("chat.title_label"), props: { value: conversation.title || "" } });
+    const save = el("button", { class: "btn primary small", type: "submit", text: t("common.save") });
+    const cancel = button(t("common.cancel"), { kind: "quiet small", onClick: () => finish() });
+    const form = el("form", { class: "rename-form", novalidate: true }, input, save, cancel);
+    const finish = () => { form.replaceWith(titleRow); rename.focus(); };
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const title = input.value.trim();
+      if (!title) { status.error(t("chat.title_missing")); input.focus(); return; }
+      save.disabled = true;
+      const response = await api("PATCH", `/api/conversations/${encodeURIComponent(conversation.id)}`, { title });
+      save.disabled = false;
+      if (!response.ok) { status.error(errorText(response)); return; }
+      status.clear();
+      conversation.title = response.data.title;
+      heading.textContent = titleOf(conversation);
+      document.title = `${heading.textContent} · ${t("app.name")}`;
+      finish();
+      view.list.refresh();
+    });
+    input.addEventListener("keydown", (event) => { if (event.key === "Escape") { event.stopPropagation(); finish(); } });
+    titleRow.replaceWith(form);
+    input.focus();
+    input.select();
+  }
+
+  const node = el("header", { class: "conv-header" },
+    el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, status.node);
+  return { node, heading };
+}
+
+function modelNotice(ctx) {
+  const box = el("div", { class: "notice warning no-model", role: "status" }, el("strong", { text: t("chat.no_model_title") }), " ");
+  if (ctx.member.is_admin) box.append(t("chat.no_model_admin"), " ", link("#models", t("chat.no_model_link")));
+  else box.append(t("chat.no_model_member"));
+  return box;
+}
+
+class ChatView {
+  constructor(ctx, status, conversations, loaded) {
+    this.ctx = ctx;
+    this.status = status;
+    this.conversations = conversations;
+    this.conversation = loaded?.conversation || null;
+    this.conversationId = this.conversation?.id || null;
+    this.seen = false;
+    this.needsReload = false;
+    this.list = conversationList(this);
+    this.composer = composer(this);
+    this.transcript = new Transcript({ decide: (id, decision) => this.decide(id, decision) }, live.texts);
+    this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
+    this.noModel = status.models_configured ? null : modelNotice(ctx);
+    this.root = this.build(loaded);
+    this.list.render(conversations);
+    this.unsubscribe = [
+      socket.onMessage((message) => { if (this.alive()) this.onMessage(message); }),
+      socket.onState((state) => { if (this.alive()) this.onSocketState(state); }),
+    ];
+    this.onSocketState(socket.connectionState());
+  }
+
+  build(loaded) {
+    const main = el("section", { class: "conv-main" });
+    if (!this.conversation) {
+      const name = this.ctx.member.display_name || this.ctx.member.username;
+      main.append(el("div", { class: "chat-welcome" },
+        el("h1", { text: t("chat.title", { name }) }), el("p", { class: "intro", text: t("chat.intro") }), this.noModel),
+        this.connection, this.composer.node);
+      const page = el("div", { class: "chat-page" }, main, this.list.node);
+      requestAnimationFrame(() => { this.seen = page.isConnected; });
+      return page;
+    }
+    this.header = conversationHeader(this, this.conversation);
+    this.transcript.load(loaded, socket.unacknowledged(this.conversationId));
+    this.setRunning(Boolean(loaded.running));
+    main.append(...[this.header.node, this.noModel, this.transcript.node, this.connection, this.composer.node].filter(Boolean));
+    const page = el("div", { class: "chat-page has-conversation" }, this.list.node, main);
+    requestAnimationFrame(() => {
+      this.seen = page.isConnected;
+      this.transcript.follow(true);
+      if (!narrow() && page.isConnected) this.composer.text.focus({ preventScroll: true });
+    });
+    return page;
+  }
+
+  /** False once the page was replaced by another: the view then lets go. */
+  alive() {
+    if (this.root.isConnected) { this.seen = true; return true; }
+    if (this.seen || current !== this) { this.dispose(); return false; }
+    return true;
+  }
+
+  dispose() {
+    for (const off of this.unsubscribe) off();
+    this.unsubscribe = [];
+  }
+
+  setRunning(running) {
+    this.running = running;
+    this.composer.setRunning(running);
+    this.transcript.setRunning(running);
+    this.root?.classList.toggle("running", running);
+  }
+
+  onSocketState(state) {
+    const down = state === "reconnecting";
+    this.connection.hidden = !down;
+    this.connection.textContent = down ? t("chat.reconnecting") : "";
+    this.transcript.connection(state === "open");
+  }
+
+  // -- actions ------------------------------------------------------------------------------
+
+  async newConversation(trigger) {
+    trigger.disabled = true;
+    const response = await api("POST", "/api/conversations", {});
+    trigger.disabled = false;
+    if (!response.ok) { this.composer.status.error(errorText(response)); return; }
+    this.ctx.navigate(chatRoute(response.data.id));
+  }
+
+  /** Queue the message in the outbox (sent now, or when the socket is back). */
+  async send(text) {
+    if (!this.conversationId) {
+      const response = await api("POST", "/api/conversations", {});
+      if (!response.ok) { this.composer.status.error(errorText(response)); return false; }
+      socket.sendChat(response.data.id, text);
+      this.ctx.navigate(chatRoute(response.data.id));
+      return true;
+    }
+    const item = socket.sendChat(this.conversationId, text);
+    const bubble = this.transcript.addPending(item);
+    if (socket.connectionState() !== "open") this.transcript.setBubbleState(bubble, "waiting");
+    return true;
+  }
+
+  async stop(trigger) {
+    trigger.disabled = true;
+    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/stop`);
+    trigger.disabled = false;
+    if (!response.ok) this.composer.status.error(errorText(response));
+  }
+
+  async decide(approvalId, decision) {
+    const response = await api("POST", `/api/approvals/${encodeURIComponent(approvalId)}`, { decision });
+    return response.ok ? { ok: true } : { ok: false, error: errorText(response) };
+  }
+
+  async deleteConversation() {
+    const ok = await confirmDialog({
+      title: t("chat.delete_confirm_title", { title: titleOf(this.conversation) }),
+      message: t("chat.delete_confirm"),
+      confirmLabel: t("chat.delete"),
+    });
+    if (!ok) return;
+    const response = await api("DELETE", `/api/conversations/${encodeURIComponent(this.conversationId)}`);
+    if (response.ok) this.ctx.navigate("#chat");
+    else this.composer.status.error(errorText(response));
+  }
+
+  /** Read the open conversation again: after a reconnect, or when events can't say enough. */
+  async reload() {
+    if (!this.conversationId) return;
+    this.needsReload = false;
+    const missed = recordEvents(this.conversationId);
+    const response = await api("GET", `/api/conversations/${encodeURIComponent(this.conversationId)}`);
+    const events = missed();
+    if (!response.ok) {
+      if (response.status === 404) this.ctx.navigate("#chat");
+      return;
+    }
+    this.conversation = response.data.conversation;
+    this.header.heading.textContent = titleOf(this.conversation);
+    this.transcript.load(response.data, socket.unacknowledged(this.conversationId));
+    this.setRunning(Boolean(response.data.running));
+    this.replay(events);
+  }
+
+  /** Events that arrived while the conversation was read, applied to the new render. */
+  replay(events) {
+    for (const data of events) this.onChatEvent(data);
+  }
+
+  // -- events ------------------------------------------------------------------------------------
+
+  onMessage(message) {
+    if (message.type === "socket_open") {
+      // Whatever happened before the socket listened is only in the server's state.
+      this.reload();
+      if (message.reconnected) this.list.refresh();
+      return;
+    }
+    if (message.type === "ack") {
+      if (message.conversation_id === this.conversationId) {
+        if (!this.transcript.acknowledged(message) && !message.queued) this.reload();
+      }
+      this.refreshList();
+      return;
+    }
+    if (message.type === "error" && message.idempotency_key) {
+      this.transcript.sendFailed(message.idempotency_key, message.error || "");
+      return;
+    }
+    if (message.type !== "event" || message.event?.kind !== "chat") return;
+    const data = message.event.data || {};
+    if (data.type === "turn_started" || data.type === "turn_finished") this.list.setRunning(data.conversation_id, data.type === "turn_started");
+    if (data.type === "user_message" || data.type === "turn_finished") this.refreshList();
+    if (data.conversation_id !== this.conversationId) return;
+    this.onChatEvent(data);
+  }
+
+  refreshList = debounce(() => this.list.refresh(), 400);
+
+  onChatEvent(data) {
+    const tx = this.transcript;
+    if ((data.depth ?? 0) > 0) {
+      // A sub-agent's own steps are not in the transcript; what it asks the member is.
+      if (data.type === "approval_required") tx.approvalRequired(data);
+      return;
+    }
+    switch (data.type) {
+      case "user_message":
+        if (!tx.userMessage(data)) this.needsReload = true;
+        break;
+      case "turn_started":
+        this.setRunning(true);
+        if (this.needsReload) this.reload();
+        break;
+      case "token":
+        tx.token(data);
+        break;
+      case "done":
+        tx.finished(data);
+        break;
+      case "assistant":
+        tx.finished(data, data.tool_calls || []);
+        break;
+      case "model_fallback":
+        tx.dropStream(data.message_id);
+        tx.note(t("chat.fallback", { failed: data.failed, next: data.next }), "info");
+        break;
+      case "error":
+        tx.failed(data, data.error || t("chat.turn_failed"));
+        if (data.code === "no_model" && !this.noModel) {
+          this.noModel = modelNotice(this.ctx);
+          this.header?.node.after(this.noModel);
+        }
+        break;
+      case "tool_start":
+        tx.toolUpdate(data, "running");
+        break;
+      case "tool_done":
+      case "tool_error":
+      case "tool_denied":
+      case "tool_cancelled":
+        tx.toolUpdate(data, data.status || data.type.slice(5));
+        break;
+      case "approval_required":
+        tx.approvalRequired(data);
+        break;
+      case "approval_resolved":
+        tx.approvalResolved(data);
+        break;
+      case "notification":
+        tx.note(data.content || "", "info", data.message_id);
+        break;
+      case "cancelled":
+        tx.cancelled();
+        tx.expireOpenApprovals();
+        break;
+      case "compacted":
+        this.needsReload = true;
+        if (!this.running) this.reload();
+        break;
+      case "turn_finished":
+        this.setRunning(false);
+        if (this.needsReload) this.reload();
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+export async function renderChat(ctx) {
+  const id = ctx.rest[0] || null;
+  socket.connect(ctx.member.id);
+  const missed = id ? recordEvents(id) : () => [];
+  const [status, conversations, loaded] = await Promise.all([
+    api("GET", "/api/chat/status"),
+    api("GET", "/api/conversations"),
+    id ? api("GET", `/api/conversations/${encodeURIComponent(id)}`) : null,
+  ]);
+  const name = ctx.member.display_name || ctx.member.username;
+  const events = missed();
+  if (status.status === 403) {
+    return el("div", { class: "page" },
+      el("header", { class: "page-header" }, el("h1", { text: t("chat.title", { name }) })),
+      notice("info", t("chat.not_allowed")), el("p", {}, link("#account", t("nav.account"))));
+  }
+  if (!status.ok || !conversations.ok) {
+    return el("div", { class: "page" }, el("header", { class: "page-header" }, el("h1", { text: t("chat.title", { name }) })),
+      notice("error", errorText(status.ok ? conversations : status)));
+  }
+  if (loaded && !loaded.ok) {
+    return el("div", { class: "page" }, el("header", { class: "page-header" }, el("h1", { text: t("chat.not_found") })),
+      notice("info", loaded.status === 404 ? t("chat.not_found_text") : errorText(loaded)), el("p", {}, link("#chat", t("chat.back"))));
+  }
+  current?.dispose();
+  current = new ChatView(ctx, status.data, conversations.data.conversations || [], loaded?.data || null);
+  current.replay(events);
+  return current.root;
+}
+
+/** The shell signs out: close the socket (and forget unsent messages on purpose). */
+export function endChat({ forget = false } = {}) {
+  current?.dispose();
+  current = null;
+  socket.stop({ forget });
+}
+

@@ -1,0 +1,348 @@
+"""The chat page end to end: a real host, the scripted model server in the test's event
+loop, and chromium. Streaming, approvals, stop, reload, reconnect, and hostile model
+output that must stay inert (checks E3, F1)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.async_api import expect
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import PluginInfo, Tool
+from skald_host.testing import BrokenStream, Hang, Reply, ScriptedError, ScriptedModelServer, ToolCall
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+
+from .kit import PHONE, screenshot, sign_in
+
+MODEL = "test-model"
+
+
+class NotesPlugin:
+    """A throwaway plugin with one side-effecting tool: the catch-all rule asks first."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="notes", title="Notes", description="Writes notes.", spec=">=1.0,<2")
+
+    @hookimpl
+    def register_tools(self, register: Any) -> None:
+        async def write_note(args: Any, ctx: Any) -> str:
+            self.calls.append(dict(args))
+            return f"wrote {len(args.get('text', ''))} characters to {args.get('path')}"
+
+        schema = {"type": "object", "properties": {"path": {"type": "string"}, "text": {"type": "string"}}, "required": ["path"]}
+        register(Tool("write_note", "Write a note into the member's notes.", schema, write_note))
+
+
+async def configure_model(api: Any, server: ScriptedModelServer) -> None:
+    provider = await api.post("/api/admin/models/providers", json={"name": "Scripted", "base_url": server.base_url, "api_key": "sk-test"})
+    assert provider.status_code == 201, provider.text
+    model = await api.post("/api/admin/models/entries", json={"provider_id": provider.json()["id"], "model": MODEL})
+    assert model.status_code == 201, model.text
+
+
+async def send(page: Any, text: str) -> None:
+    box = page.get_by_role("textbox", name="Message")
+    await box.fill(text)
+    await box.press("Enter")
+
+
+async def test_member_sees_tokens_stream_then_the_final_answer(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("alice", display_name="Alice")
+        words = " ".join(f"word{n}" for n in range(1, 41))
+        server.script(MODEL, [Reply(text=f"**Hello** Alice. {words} done.", reasoning="She greeted me; answer warmly.", token_delay=0.05)])
+
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "alice", MEMBER_PASSWORD)
+        await expect(page.get_by_role("heading", name="Hello, Alice")).to_be_visible()
+        box = page.get_by_role("textbox", name="Message")
+        await box.type("Hi there!")
+        await box.press("Shift+Enter")
+        await box.type("How are you?")
+        await box.press("Enter")
+        await page.wait_for_url("**/#chat/*")
+        # Shift+Enter made a line break; the member's text is shown as typed.
+        await expect(page.locator(".msg.user .bubble")).to_have_text("Hi there!\nHow are you?")
+
+        partial = await page.wait_for_function(
+            """() => {
+                const body = document.querySelector(".msg.assistant.streaming .msg-body");
+                const text = body ? body.textContent : "";
+                return text.includes("word3") ? text : null;
+            }""",
+            polling=20,
+        )
+        partial_text = await partial.json_value()
+        assert "done." not in partial_text, f"the answer arrived whole, not streamed: {partial_text!r}"
+        answer = page.locator(".msg.assistant").last
+        await expect(answer.locator(".msg-body")).to_have_text(f"Hello Alice. {words} done.")
+        await expect(answer).not_to_have_class("msg assistant streaming")
+        await expect(answer.locator(".msg-body strong")).to_have_text("Hello")
+        await expect(answer.locator(".caret")).to_have_count(0)
+        reasoning = answer.locator("details.reasoning")
+        await expect(reasoning).not_to_have_attribute("open", "")
+        await expect(reasoning.locator(".reasoning-body")).to_be_hidden()
+        await reasoning.locator("summary").click()
+        await expect(reasoning.locator(".reasoning-body")).to_have_text("She greeted me; answer warmly.")
+
+        # The model got the member's text; the conversation got a title from it.
+        assert server.requests_for(MODEL)[-1].last_user_text == "Hi there!\nHow are you?"
+        await expect(page.locator(".conv-list a[aria-current=page]")).to_contain_text("Hi there! How are you?")
+        await expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+        await screenshot(page, "chat-desktop")
+
+        phone = await browser_pages.new(host.url, viewport=PHONE)
+        await sign_in(phone, "alice", MEMBER_PASSWORD)
+        await phone.get_by_role("link", name="Hi there! How are you?").click()
+        await expect(phone.locator(".msg.assistant .msg-body")).to_contain_text("word40 done.")
+        width = await phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"the chat scrolls sideways on a phone ({width}px)"
+        await screenshot(phone, "chat-phone", full_page=False)
+
+
+async def test_tool_call_waits_for_approval_and_survives_reloads(skald, browser_pages):
+    notes = NotesPlugin()
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[notes], enable=["notes"])
+        await configure_model(await host.admin(), server)
+        await host.create_member("bob", display_name="Bob")
+        server.script(MODEL, [
+            Reply(reasoning="A note is the right place.", tool_calls=[ToolCall("write_note", {"path": "notes/milk.txt", "text": "buy milk"})]),
+            Reply(text="I wrote it down: *buy milk*."),
+        ])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "bob", MEMBER_PASSWORD)
+        await send(page, "Remember to buy milk")
+
+        card = page.locator(".tool-card", has=page.locator("code.tool-name", has_text="write_note"))
+        approval = card.get_by_role("group", name="Approval for write_note")
+        await expect(approval).to_be_visible()
+        await expect(approval.locator(".tool-args")).to_contain_text('"path": "notes/milk.txt"')
+        await expect(card.locator(".badge")).to_have_text("Needs your approval")
+        await screenshot(page, "chat-approval")
+        assert notes.calls == []
+
+        # A reload while the turn waits shows the same card, from the stored approval.
+        await page.reload()
+        approval = page.get_by_role("group", name="Approval for write_note")
+        await expect(approval).to_be_visible()
+        await expect(page.get_by_role("button", name="Stop")).to_be_visible()
+        await approval.get_by_role("button", name="Approve").click()
+        await expect(page.locator(".approval-status")).to_have_text("Approved.")
+        answer = page.locator(".msg.assistant").last
+        await expect(answer.locator(".msg-body")).to_have_text("I wrote it down: buy milk.")
+        card = page.locator(".tool-card").first
+        await expect(card.locator(".badge")).to_have_text("Done")
+        assert notes.calls == [{"path": "notes/milk.txt", "text": "buy milk"}]
+        await card.locator("summary").click()
+        await expect(card.locator(".tool-result")).to_have_text("wrote 8 characters to notes/milk.txt")
+
+        # Reloaded from history: messages, the tool card and the reasoning block.
+        await page.reload()
+        await expect(page.locator(".msg.user .bubble")).to_have_text("Remember to buy milk")
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("I wrote it down: buy milk.")
+        card = page.locator(".tool-card").first
+        await expect(card.locator(".badge")).to_have_text("Done")
+        await expect(card.locator(".tool-result")).to_be_hidden()  # collapsed until asked
+        await card.locator("summary").click()
+        await expect(card.locator(".tool-result")).to_have_text("wrote 8 characters to notes/milk.txt")
+        reasoning = page.locator("details.reasoning").first
+        await expect(reasoning.locator("summary")).to_contain_text("Reasoning")
+        await expect(reasoning).not_to_have_attribute("open", "")
+        await reasoning.locator("summary").click()
+        await expect(reasoning).to_contain_text("A note is the right place.")
+        await expect(page.get_by_role("group", name="Approval for write_note")).to_have_count(0)
+        assert server.pending(MODEL) == 0
+
+
+async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("carol")
+        server.script(MODEL, [Hang(text="I am thinking very slowly about this question", token_delay=0.1)])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "carol", MEMBER_PASSWORD)
+        await send(page, "Take your time")
+        answer = page.locator(".msg.assistant")
+        await expect(answer.locator(".msg-body")).to_contain_text("I am thinking")
+        stop = page.get_by_role("button", name="Stop")
+        await stop.click()
+        await expect(answer).to_have_attribute("data-status", "cancelled")
+        await expect(answer.locator(".badge")).to_have_text("Stopped")
+        await expect(stop).to_be_hidden()
+        await server.wait_for_disconnects(1)
+        await page.reload()
+        answer = page.locator(".msg.assistant")
+        await expect(answer.locator(".badge")).to_have_text("Stopped")
+        await expect(answer.locator(".msg-body")).to_contain_text("I am thinking")
+
+        # Rename, find it by title, delete it (after a confirmation).
+        await page.get_by_role("button", name="Rename").click()
+        await page.get_by_role("textbox", name="Title").fill("Slow thoughts")
+        await page.get_by_role("button", name="Save").click()
+        await expect(page.get_by_role("heading", name="Slow thoughts")).to_be_visible()
+        search = page.get_by_role("searchbox", name="Search by title")
+        await search.fill("nothing like it")
+        await expect(page.get_by_text("No conversation has a title like that.")).to_be_visible()
+        await search.fill("slow")
+        await expect(page.locator(".conv-list").get_by_role("link", name="Slow thoughts")).to_be_visible()
+        await page.get_by_role("button", name="Delete").click()
+        dialog = page.get_by_role("dialog")
+        await expect(dialog).to_contain_text("Delete “Slow thoughts”?")
+        await dialog.get_by_role("button", name="Delete").click()
+        await expect(page.get_by_role("heading", name="Hello, carol")).to_be_visible()
+        await expect(page.get_by_text("No conversations yet.")).to_be_visible()
+
+        # The session ends elsewhere: the socket closes and the page asks to sign in.
+        admin = await host.admin()
+        carol = await host.core.users.find("carol")
+        assert (await admin.post(f"/api/admin/members/{carol.id}/end-sessions")).status_code == 200
+        await expect(page.get_by_text("Your session has ended. Please sign in again.")).to_be_visible()
+        await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+async def test_a_fallback_drops_the_partial_answer_and_the_next_model_answers(skald, browser_pages):
+    async with ScriptedModelServer(models=("primary", "backup")) as server:
+        host = await skald.start()
+        api = await host.admin()
+        provider = (await api.post("/api/admin/models/providers", json={"name": "Scripted", "base_url": server.base_url})).json()
+        for name, priority in (("primary", 1), ("backup", 2)):
+            body = {"provider_id": provider["id"], "model": name, "label": name.title(), "priority": priority}
+            assert (await api.post("/api/admin/models/entries", json=body)).status_code == 201
+        server.script("primary", [BrokenStream(after_chunks=4, text="a partial answer that never ends", token_delay=0.25)])
+        server.script("backup", [Reply(text="From the backup.", first_token_delay=0.3)])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "admin", ADMIN_PASSWORD)
+        await send(page, "Who answers?")
+        # Polled fast: the partial answer is on screen only until the fallback.
+        await page.wait_for_function(
+            """() => document.querySelector(".msg.assistant.streaming .msg-body")?.textContent.includes("a partial")""", polling=20)
+        await expect(page.locator(".msg.note")).to_have_text("Primary did not answer; trying Backup.")
+        await expect(page.get_by_text("a partial answer")).to_have_count(0)
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("From the backup.")
+        await expect(page.locator(".msg.assistant")).to_have_count(1)
+
+        # A refusal that no other model can help with: the answer is marked failed.
+        server.script("primary", [ScriptedError(401, "bad key", should_retry=False)])
+        await send(page, "Again?")
+        failed = page.locator(".msg.assistant").last
+        await expect(failed).to_have_attribute("data-status", "error")
+        await expect(failed.locator(".badge")).to_have_text("Failed")
+        await expect(failed.locator(".msg-body")).to_contain_text("The model could not answer")
+        await page.reload()
+        await expect(page.locator(".msg.assistant").last.locator(".badge")).to_have_text("Failed")
+
+
+async def test_message_typed_while_offline_is_sent_once_on_reconnect(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        api = await host.admin()
+        await configure_model(api, server)
+        server.script(MODEL, [Reply(text="First answer."), Reply(text="Second answer.")])
+        page = await browser_pages.new(host.url)
+        sockets: list[Any] = []
+        refuse = asyncio.Event()
+
+        async def route(ws: Any) -> None:
+            if refuse.is_set():
+                await ws.close(code=1011)  # the server is "down": the handshake fails
+                return
+            ws.connect_to_server()
+            sockets.append(ws)
+
+        await page.route_web_socket("**/api/ws", route)
+        await sign_in(page, "admin", ADMIN_PASSWORD)
+        await send(page, "Hello")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First answer.")
+
+        refuse.set()
+        await sockets[-1].close(code=1006)
+        await expect(page.get_by_text("The connection to the server was lost")).to_be_visible()
+        await send(page, "Are you there?")
+        pending = page.locator(".msg.user").last
+        await expect(pending.locator(".msg-state")).to_contain_text("Waiting for the connection")
+        refuse.clear()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Second answer.", timeout=10_000)
+        await expect(page.get_by_text("The connection to the server was lost")).to_be_hidden()
+        await expect(page.locator(".msg.user")).to_have_count(2)
+        conversation_id = page.url.rsplit("/", 1)[1]
+        stored = (await api.get(f"/api/conversations/{conversation_id}")).json()["messages"]
+        assert [m["content"] for m in stored if m["role"] == "user"] == ["Hello", "Are you there?"]
+        sent = [r.last_user_text for r in server.requests_for(MODEL)]
+        assert sent == ["Hello", "Are you there?"]
+
+
+XSS_ANSWER = "\n".join((
+    "Try [this link](javascript:alert(1)) and [that one](data:text/html,<script>alert(2)</script>).",
+    "<script>alert(3)</script> and <img src=x onerror=alert(4)> and <iframe src=\"http://127.0.0.2/frame\"></iframe>",
+    "![tracking pixel](http://127.0.0.2/x?secret=hunter2) ![](https://127.0.0.2/y.png)",
+    "<svg onload=alert(5)><circle r=10 /></svg> <a href=\"http://127.0.0.2/raw\">raw anchor</a>",
+    "<div style=\"background:url(http://127.0.0.2/css)\">styled</div> `<b>code</b>`",
+    "[safe](https://example.org/path?q=1) and <http://example.org/auto>",
+    "[mixed case](JaVaScRiPt:alert(7)) [spaced]( javascript:alert(8)) [vb](vbscript:msgbox(9)) [rel](//127.0.0.2/proto)",
+    "[entity](&#106;avascript:alert(10)) <javascript:alert(11)> [ref][1] ![svg](data:image/svg+xml,<svg onload=alert(12)>)",
+    "[1]: javascript:alert(13)",
+    "<link rel=stylesheet href=http://127.0.0.2/sheet.css> <meta http-equiv=refresh content=\"0;url=http://127.0.0.2/\">",
+    "<object data=http://127.0.0.2/obj></object> <video src=http://127.0.0.2/v.mp4 poster=http://127.0.0.2/p.png>",
+    "<base href=http://127.0.0.2/> <form action=http://127.0.0.2/f><button>go</button></form> <math><mtext>x</mtext></math>",
+    "- list ![inline](http://127.0.0.2/list.png)",
+    "> quote <img src=http://127.0.0.2/quote.png>",
+    "```html",
+    "<img src=http://127.0.0.2/in-code>",
+    "```",
+))
+
+
+async def test_hostile_assistant_output_renders_inert(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("dave")
+        server.script(MODEL, [Reply(text=XSS_ANSWER, token_delay=0.002)])
+        page = await browser_pages.new(host.url)
+        origin = urlsplit(host.url).netloc
+        foreign: list[str] = []
+        page.on("request", lambda request: foreign.append(request.url) if urlsplit(request.url).netloc != origin else None)
+        await sign_in(page, "dave", MEMBER_PASSWORD)
+        title = "<img src=x onerror=alert(6)> **hi**"
+        await send(page, title)
+        answer = page.locator(".msg.assistant .msg-body")
+        await expect(answer).to_contain_text("http://127.0.0.2/x?secret=hunter2")
+        await expect(page.locator(".msg.assistant")).not_to_have_class("msg assistant streaming")
+        await expect(page.locator(".msg.user .bubble")).to_have_text(title)
+        await expect(page.locator(".conv-list")).to_contain_text("<img src=x onerror=alert(6)>")
+        await expect(answer.get_by_text("<script>alert(3)</script>", exact=False)).to_be_visible()
+
+        found = await page.evaluate("""() => {
+            const content = document.querySelector("#content");
+            const links = [...content.querySelectorAll("a[href]")].filter((a) => a.closest(".msg"));
+            return {
+                media: content.querySelectorAll("img, svg, iframe, object, embed, video, audio, picture, source, style").length,
+                scripts: document.scripts.length,
+                handlers: content.querySelectorAll("[onerror], [onload], [onclick], [style]").length,
+                links: links.map((a) => [a.getAttribute("href"), a.getAttribute("rel"), a.getAttribute("target")]),
+            };
+        }""")
+        assert found["media"] == 0 and found["scripts"] == 1 and found["handlers"] == 0, found
+        # Only http(s) URLs become links (bare ones too), each opening a new tab with no
+        # referrer or opener; the javascript: and data: links stayed text.
+        assert all(href.startswith(("https://", "http://")) and rel == "noopener noreferrer" and target == "_blank"
+                   for href, rel, target in found["links"]), found["links"]
+        hrefs = [href for href, _, _ in found["links"]]
+        assert "https://example.org/path?q=1" in hrefs and "http://example.org/auto" in hrefs
+        await expect(answer).to_contain_text("this link (javascript:alert(1)")
+        await page.reload()  # rendered from history the same way
+        await expect(answer).to_contain_text("Image: tracking pixel")
+        await screenshot(page, "chat-xss")
+        assert foreign == [], f"requests left the origin: {foreign}"
+        assert browser_pages.watch.dialogs == []

@@ -1,0 +1,175 @@
+"""The admin pages behind chat: #models (providers, presets, models) and #approvals
+(rules and security groups), driven through the browser."""
+
+from __future__ import annotations
+
+from playwright.async_api import expect
+
+from skald_host.testing import Reply, ScriptedModelServer
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+
+from .kit import PHONE, screenshot, sign_in
+
+
+async def test_admin_sets_up_a_model_on_the_models_page_then_chats(skald, browser_pages, monkeypatch):
+    async with ScriptedModelServer(models=("alpha-model", "beta-model"), api_key="sk-from-env") as server:
+        # The preset comes from the server's environment; its key never reaches the browser.
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+        host = await skald.start()
+        await host.admin()
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "admin", ADMIN_PASSWORD)
+
+        await expect(page.get_by_text("No model is configured yet.")).to_be_visible()
+        box = page.get_by_role("textbox", name="Message")
+        await box.fill("Anyone there?")
+        await box.press("Enter")
+        # The turn fails at once, as a system note kept in the conversation.
+        await expect(page.locator(".msg.note.error")).to_have_text("No model is configured yet. An admin can add one on the Models page.")
+        await page.get_by_role("link", name="Set one up on the Models page").click()
+        await expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
+        await expect(page.get_by_text("No model is enabled")).to_be_visible()
+        await page.get_by_role("button", name="Add provider: OpenAI-compatible (environment)").click()
+        provider = page.locator("[data-provider='OpenAI-compatible (environment)']")
+        await expect(provider).to_contain_text("Stored (hidden)")
+        await expect(page.get_by_role("button", name="Add provider: OpenAI-compatible (environment)")).to_be_disabled()
+
+        await provider.get_by_role("button", name="Test connection").click()
+        await expect(provider.locator(".test-result")).to_contain_text("Connected: 2 model(s) offered.")
+        await expect(provider.locator(".model-names")).to_contain_text("alpha-model")
+
+        # The names the test returned are offered in the model form.
+        name = page.get_by_label("Model name")
+        await expect(page.locator(f"datalist#{await name.get_attribute('list')} option")).to_have_count(2)
+        await name.fill("alpha-model")
+        await page.get_by_label("Label").first.fill("Alpha")
+        await page.get_by_label("Strength").fill("70")
+        await page.get_by_role("button", name="Add model").click()
+        row = page.locator("tr[data-model='alpha-model']")
+        await expect(row).to_contain_text("Alpha")
+        await expect(row.locator(".tag")).to_have_text("On")
+        await expect(page.get_by_text("No model is enabled")).to_have_count(0)
+
+        await row.get_by_role("button", name="Edit: Alpha").click()
+        edit = page.locator(".edit-row form")
+        await edit.get_by_label("Priority").fill("200000")
+        await edit.get_by_role("button", name="Save").click()
+        await expect(edit.locator(".form-status")).to_have_text("priority must be a whole number from 0 to 100000")
+        await edit.get_by_label("Priority").fill("5")
+        await edit.get_by_role("button", name="Save").click()
+        await expect(page.locator("tr[data-model='alpha-model'] td.num").nth(1)).to_have_text("5")
+
+        # A provider added by hand: the key field is a password field, and write-only.
+        adding = page.locator("form").filter(has=page.get_by_role("button", name="Add provider", exact=True))
+        await adding.get_by_label("Name").fill("Nowhere")
+        await adding.get_by_label("Base URL").fill("http://127.0.0.1:9/v1")
+        key = adding.get_by_label("API key")
+        await expect(key).to_have_attribute("type", "password")
+        await key.fill("sk-typed-secret")
+        await page.get_by_role("button", name="Add provider", exact=True).click()
+        nowhere = page.locator("[data-provider=Nowhere]")
+        await expect(nowhere).to_contain_text("Stored (hidden)")
+        assert "sk-typed-secret" not in await page.content()
+        assert "sk-from-env" not in await page.content()
+        await nowhere.get_by_role("button", name="Test connection").click()
+        await expect(nowhere.locator(".test-result")).to_contain_text("The connection failed")
+        await screenshot(page, "models-desktop")
+        await nowhere.get_by_role("button", name="Delete: Nowhere").click()
+        await page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+        await expect(nowhere).to_have_count(0)
+
+        phone = await browser_pages.new(host.url, viewport=PHONE)
+        await sign_in(phone, "admin", ADMIN_PASSWORD)
+        await phone.goto("/#models")
+        await expect(phone.locator("tr[data-model='alpha-model']")).to_be_visible()
+        width = await phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"the models page scrolls sideways on a phone ({width}px)"
+        await screenshot(phone, "models-phone")
+
+        # The model answers chat, called with the key from the environment.
+        server.script("alpha-model", [Reply(text="Ready when you are.")])
+        await page.get_by_role("navigation").get_by_role("link", name="Chat").click()
+        await expect(page.get_by_text("No model is configured yet.")).to_have_count(0)
+        box = page.get_by_role("textbox", name="Message")
+        await box.fill("Hello")
+        await box.press("Enter")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Ready when you are.")
+        assert server.requests_for("alpha-model")[0].headers["authorization"] == "Bearer sk-from-env"
+
+
+async def test_admin_edits_approval_rules_and_security_groups(skald, browser_pages):
+    host = await skald.start()
+    api = await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.get_by_role("navigation").get_by_role("link", name="Approvals").click()
+    await expect(page.get_by_role("heading", name="Approvals", exact=True)).to_be_visible()
+    catch_all = page.locator("tr[data-rule]").filter(has=page.locator("code", has_text="*")).last
+    await expect(catch_all).to_contain_text("Ask first")
+    await expect(catch_all.get_by_role("button", name="Delete: *")).to_have_count(0)
+    await expect(page.get_by_role("button", name="Delete: notify")).to_be_visible()
+
+    adding = page.locator("form").filter(has=page.get_by_role("button", name="Add group"))
+    await adding.get_by_label("ID").fill("kids")
+    await adding.get_by_label("Name").fill("Kids")
+    await adding.get_by_label("Description").fill("Younger members")
+    await page.get_by_role("button", name="Add group").click()
+    group = page.locator("[data-group=kids]")
+    await expect(group).to_contain_text("Younger members")
+    await group.get_by_role("checkbox", name="Children").check()
+    await expect(group.locator(".group-roles .form-status")).to_have_text("Saved.")
+    roles = {r["id"]: r for r in (await api.get("/api/admin/roles")).json()["roles"]}
+    assert roles["restricted"]["attrs"]["permission_groups"] == ["kids"]
+
+    form = page.locator("form.rule-form").last
+    await form.get_by_label("Tool pattern").fill("write_*")
+    await form.get_by_label("Path class").fill("notes/*")
+    await form.get_by_label("Action").select_option("allow")
+    await form.get_by_label("Priority").fill("50")
+    await form.get_by_label("Applies to").select_option("kids")
+    await form.get_by_label("Note").fill("notes are harmless")
+    await form.get_by_role("button", name="Add rule").click()
+    row = page.locator("tr[data-rule]").filter(has=page.locator("code", has_text="write_*"))
+    await expect(row).to_contain_text("Allow")
+    await expect(row).to_contain_text("Kids")
+    await row.get_by_role("button", name="Edit: write_*").click()
+    edit = page.locator(".edit-row form")
+    await edit.get_by_label("Action").select_option("deny")
+    await edit.get_by_role("button", name="Save").click()
+    row = page.locator("tr[data-rule]").filter(has=page.locator("code", has_text="write_*"))
+    await expect(row.locator(".tag.action-deny")).to_have_text("Refuse")
+    rules = (await api.get("/api/admin/approval-rules")).json()["rules"]
+    mine = next(r for r in rules if r["tool_pattern"] == "write_*")
+    assert (mine["path_class"], mine["action"], mine["priority"], mine["group_id"]) == ("notes/*", "deny", 50, "kids")
+    await screenshot(page, "approvals-desktop")
+
+    await row.get_by_role("button", name="Delete: write_*").click()
+    await page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    await expect(page.locator("tr[data-rule]").filter(has=page.locator("code", has_text="write_*"))).to_have_count(0)
+    await page.locator("[data-group=kids]").get_by_role("button", name="Delete: Kids").click()
+    await page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    await expect(page.locator("[data-group=kids]")).to_have_count(0)
+    assert (await api.get("/api/admin/approval-rules")).json()["groups"] == []
+
+
+async def test_sidebar_shows_chat_to_members_with_chat_and_admin_pages_to_admins(skald, browser_pages):
+    host = await skald.start()
+    api = await host.admin()
+    assert (await api.post("/api/admin/roles", json={"id": "readers", "label": "Readers", "capabilities": []})).status_code == 201
+    await host.create_member("erin", role="readers")
+    await host.create_member("frank")
+    erin = await browser_pages.new(host.url)
+    await sign_in(erin, "erin", MEMBER_PASSWORD)
+    nav = erin.get_by_role("navigation", name="Main navigation")
+    await expect(nav.get_by_role("link", name="My account")).to_be_visible()
+    await expect(nav.get_by_role("link", name="Chat")).to_have_count(0)
+    await expect(erin.get_by_text("Your role does not include chatting with the assistant.")).to_be_visible()
+    frank = await browser_pages.new(host.url)
+    await sign_in(frank, "frank", MEMBER_PASSWORD)
+    nav = frank.get_by_role("navigation", name="Main navigation")
+    await expect(nav.get_by_role("link", name="Chat")).to_be_visible()
+    for admin_only in ("Models", "Approvals"):
+        await expect(nav.get_by_role("link", name=admin_only)).to_have_count(0)
+    await frank.goto("/#models")
+    await expect(frank.get_by_role("heading", name="Administrators only")).to_be_visible()

@@ -1,0 +1,173 @@
+// The member's one WebSocket (/api/ws): events out of their bus, small commands in.
+//
+// It reconnects with backoff until the tab signs out. Chat messages go through an
+// outbox: each carries an idempotency key made once, when the member pressed Enter,
+// and stays in the outbox until the server acknowledges it. A message typed while the
+// socket is down waits there and is sent on reconnect; a message whose ack was lost
+// with the connection is sent again with the same key, and the server stores it once.
+// The outbox lives in sessionStorage too, so even a reload of the tab loses nothing.
+// A close with 1008 (or a sessions_revoked event) means the session ended: sign-in.
+import { api, signalSessionLost } from "./api.js";
+
+const PING_MS = 25_000;
+const MAX_BACKOFF_MS = 15_000;
+
+const listeners = new Set();
+const stateListeners = new Set();
+let socket = null;
+let wanted = false;
+let state = "idle"; // idle | connecting | open | reconnecting
+let attempt = 0;
+let everOpened = false;
+let retryTimer = null;
+let pingTimer = null;
+let storageKey = null;
+let outbox = new Map(); // idempotency_key → {conversation_id, text, idempotency_key, created}
+
+function setState(next) {
+  if (state === next) return;
+  state = next;
+  for (const fn of stateListeners) fn(state);
+}
+
+function persist() {
+  if (!storageKey) return;
+  try {
+    if (outbox.size) sessionStorage.setItem(storageKey, JSON.stringify([...outbox.values()]));
+    else sessionStorage.removeItem(storageKey);
+  } catch { /* storage full or disabled: the in-memory outbox still holds them */ }
+}
+
+function restore() {
+  outbox = new Map();
+  if (!storageKey) return;
+  try {
+    for (const item of JSON.parse(sessionStorage.getItem(storageKey) || "[]")) {
+      if (item && typeof item.idempotency_key === "string") outbox.set(item.idempotency_key, item);
+    }
+  } catch { /* a damaged entry: start empty */ }
+}
+
+function transmit(item) {
+  if (socket?.readyState !== WebSocket.OPEN) return false;
+  socket.send(JSON.stringify({ type: "send", conversation_id: item.conversation_id, text: item.text, idempotency_key: item.idempotency_key }));
+  return true;
+}
+
+function dispatch(message) {
+  for (const fn of [...listeners]) {
+    try { fn(message); } catch (error) { console.error(error); }
+  }
+}
+
+function scheduleRetry() {
+  clearTimeout(retryTimer);
+  const delay = Math.min(MAX_BACKOFF_MS, 500 * 2 ** attempt) * (0.75 + Math.random() * 0.5);
+  attempt += 1;
+  retryTimer = setTimeout(open, delay);
+}
+
+function open() {
+  clearTimeout(retryTimer);
+  if (!wanted || socket) return;
+  setState(everOpened ? "reconnecting" : "connecting");
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/ws`;
+  const ws = new WebSocket(url);
+  socket = ws;
+  let opened = false;
+  ws.addEventListener("open", () => {
+    opened = true;
+    attempt = 0;
+    const reconnected = everOpened;
+    everOpened = true;
+    setState("open");
+    for (const item of outbox.values()) transmit(item);
+    clearInterval(pingTimer);
+    pingTimer = setInterval(() => { if (ws.readyState === WebSocket.OPEN) ws.send('{"type":"ping"}'); }, PING_MS);
+    dispatch({ type: "socket_open", reconnected });
+  });
+  ws.addEventListener("message", (event) => {
+    let message;
+    try { message = JSON.parse(event.data); } catch { return; }
+    if (!message || typeof message !== "object") return;
+    if ((message.type === "ack" || message.type === "error") && message.idempotency_key && outbox.has(message.idempotency_key)) {
+      outbox.delete(message.idempotency_key);
+      persist();
+    }
+    if (message.type === "event" && message.event?.kind === "sessions_revoked") {
+      stop();
+      signalSessionLost();
+      return;
+    }
+    dispatch(message);
+  });
+  ws.addEventListener("close", async (event) => {
+    if (socket !== ws) return;
+    socket = null;
+    clearInterval(pingTimer);
+    if (!wanted) return;
+    if (event.code === 1008) { stop(); signalSessionLost(); return; }
+    setState("reconnecting");
+    dispatch({ type: "socket_closed" });
+    if (!opened) {
+      // The handshake was refused: a 401 here ends the session through api().
+      const probe = await api("GET", "/api/chat/status");
+      if (probe.status === 401 || !wanted) return;
+    }
+    scheduleRetry();
+  });
+}
+
+/** Open the socket for this signed-in member (idempotent). */
+export function connect(memberId) {
+  const key = `skald.outbox.${memberId}`;
+  if (storageKey !== key) { storageKey = key; restore(); }
+  wanted = true;
+  if (!socket) open();
+}
+
+/** Sign-out or session end: close for good, forget nothing queued unless asked. */
+export function stop({ forget = false } = {}) {
+  wanted = false;
+  clearTimeout(retryTimer);
+  clearInterval(pingTimer);
+  const ws = socket;
+  socket = null;
+  ws?.close(1000);
+  everOpened = false;
+  attempt = 0;
+  if (forget) { outbox.clear(); persist(); }
+  setState("idle");
+}
+
+export const connectionState = () => state;
+
+export function onMessage(fn) { listeners.add(fn); return () => listeners.delete(fn); }
+export function onState(fn) { stateListeners.add(fn); return () => stateListeners.delete(fn); }
+
+/** Queue a chat message; returns its outbox item (sent now if the socket is open). */
+export function sendChat(conversationId, text) {
+  const item = { conversation_id: conversationId, text, idempotency_key: crypto.randomUUID(), created: Date.now() };
+  outbox.set(item.idempotency_key, item);
+  persist();
+  transmit(item);
+  if (!socket && wanted) open();
+  return item;
+}
+
+/** Messages for a conversation that the server has not acknowledged yet. */
+export const unacknowledged = (conversationId) => [...outbox.values()].filter((m) => m.conversation_id === conversationId);
+
+/** A command over the socket (stop, approve); false when it is not open. */
+export function command(message) {
+  if (socket?.readyState !== WebSocket.OPEN) return false;
+  socket.send(JSON.stringify(message));
+  return true;
+}
+
+// Back online, or the tab is looked at again: try now rather than at the backoff's pace.
+function retryNow() {
+  if (wanted && !socket) { attempt = 0; open(); }
+}
+window.addEventListener("online", retryNow);
+document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") retryNow(); });

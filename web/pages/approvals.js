@@ -1,0 +1,206 @@
+// #approvals (admin): the rules of the approval gate and the security groups they
+// may be limited to (seed 001 "Approval gate"). Deciding: among the rules that
+// apply, any deny wins; otherwise the lowest priority number decides; the built-in
+// catch-all `*` asks about everything else and can be changed but not deleted.
+// A group takes effect for the roles that list it; that is set here too.
+import { api } from "../lib/api.js";
+import { el } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+
+const ACTIONS = ["allow", "require", "deny"];
+
+function actionLabel(action) {
+  if (action === "allow") return t("approvals.action_allow");
+  if (action === "deny") return t("approvals.action_deny");
+  return t("approvals.action_require");
+}
+
+const isCatchAll = (rule) => rule.builtin && rule.tool_pattern === "*";
+
+// -- rules -------------------------------------------------------------------------------------
+
+function ruleForm(groups, ctx, rule = null, onCancel = null) {
+  const pattern = el("input", { name: "tool_pattern", maxlength: "200", autocomplete: "off", placeholder: "write_*", props: { value: rule?.tool_pattern || "" } });
+  const pathClass = el("input", { name: "path_class", maxlength: "300", autocomplete: "off", placeholder: "user-memory/*", props: { value: rule?.path_class || "" } });
+  const action = el("select", { name: "action" }, ...ACTIONS.map((a) => el("option", { value: a, text: actionLabel(a) })));
+  action.value = rule?.action || "require";
+  const priority = el("input", { name: "priority", type: "number", min: "0", max: "10000000", step: "1", inputmode: "numeric", props: { value: String(rule?.priority ?? 500) } });
+  const group = el("select", { name: "group_id" },
+    el("option", { value: "", text: t("approvals.group_everyone") }),
+    ...groups.map((g) => el("option", { value: g.id, text: g.label })));
+  group.value = rule?.group_id || "";
+  const note = el("input", { name: "note", maxlength: "500", autocomplete: "off", props: { value: rule?.note || "" } });
+  const submit = el("button", { class: "btn primary", type: "submit", text: rule ? t("common.save") : t("approvals.rule_add") });
+  const status = statusLine();
+  const catchAll = rule && isCatchAll(rule);
+  if (catchAll) pattern.disabled = true;
+  const form = el("form", { class: "grid-form rule-form", novalidate: true },
+    field(t("approvals.tool_pattern"), pattern, { required: true, hint: catchAll ? t("approvals.catch_all_hint") : t("approvals.tool_pattern_hint") })[0],
+    field(t("approvals.path_class"), pathClass, { hint: t("approvals.path_class_hint") })[0],
+    field(t("approvals.action"), action, { required: true })[0],
+    field(t("approvals.priority"), priority, { required: true, hint: t("approvals.priority_hint") })[0],
+    field(t("approvals.group"), group)[0],
+    field(t("approvals.note"), note)[0],
+    el("div", { class: "actions span" }, submit, onCancel ? button(t("common.cancel"), { kind: "quiet", onClick: onCancel }) : null),
+    el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    const text = priority.value.trim();
+    const body = {
+      path_class: pathClass.value.trim() || null, action: action.value,
+      priority: text !== "" && Number.isInteger(Number(text)) ? Number(text) : text,
+      group_id: group.value || null, note: note.value.trim(),
+    };
+    if (!catchAll) body.tool_pattern = pattern.value.trim();
+    busy(submit, async () => {
+      const response = rule
+        ? await api("PATCH", `/api/admin/approval-rules/${rule.id}`, body)
+        : await api("POST", "/api/admin/approval-rules", body);
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    });
+  });
+  return form;
+}
+
+function ruleRows(rule, groups, ctx) {
+  const status = statusLine();
+  const editRow = el("tr", { class: "edit-row", hidden: true });
+  const groupLabel = rule.group_id ? (groups.find((g) => g.id === rule.group_id)?.label || rule.group_id) : t("approvals.group_everyone");
+  const edit = button(t("approvals.edit"), {
+    kind: "quiet small",
+    attrs: { "aria-label": `${t("approvals.edit")}: ${rule.tool_pattern}`, "aria-expanded": "false" },
+    onClick: () => {
+      const open = editRow.hidden;
+      editRow.hidden = !open;
+      edit.setAttribute("aria-expanded", String(open));
+      const close = () => { editRow.hidden = true; edit.setAttribute("aria-expanded", "false"); edit.focus(); };
+      editRow.replaceChildren(open ? el("td", { colspan: "7" }, ruleForm(groups, ctx, rule, close)) : "");
+      if (open) editRow.querySelector("select[name=action]")?.focus();
+    },
+  });
+  const remove = isCatchAll(rule) ? null : button(t("approvals.delete"), {
+    kind: "quiet small danger-text",
+    attrs: { "aria-label": `${t("approvals.delete")}: ${rule.tool_pattern}` },
+    onClick: async () => {
+      const ok = await confirmDialog({ title: t("approvals.rule_delete_title", { pattern: rule.tool_pattern }), message: t("approvals.rule_delete_text"), confirmLabel: t("approvals.delete") });
+      if (!ok) return;
+      const response = await api("DELETE", `/api/admin/approval-rules/${rule.id}`);
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    },
+  });
+  const row = el("tr", { "data-rule": rule.id },
+    el("td", {}, el("code", { text: rule.tool_pattern }), rule.builtin ? el("span", { class: "tag", text: t("approvals.builtin") }) : null),
+    el("td", {}, rule.path_class ? el("code", { text: rule.path_class }) : el("span", { class: "muted", text: t("approvals.any_path") })),
+    el("td", {}, el("span", { class: `tag action-${rule.action}`, text: actionLabel(rule.action) })),
+    el("td", { class: "num", text: String(rule.priority) }),
+    el("td", { class: "wide-only", text: groupLabel }),
+    el("td", { class: "wide-only note-cell", text: rule.note || "" }),
+    el("td", { class: "row-actions" }, edit, remove, status.node));
+  return [row, editRow];
+}
+
+function rulesSection(rules, groups, ctx) {
+  const head = el("tr", {}, ...[
+    ["approvals.tool_pattern", ""], ["approvals.path_class", ""], ["approvals.action", ""], ["approvals.priority", "num"],
+    ["approvals.group", "wide-only"], ["approvals.note", "wide-only"], ["approvals.actions", "row-actions"],
+  ].map(([key, cls]) => el("th", { scope: "col", class: cls || null, text: t(key) })));
+  return section(t("approvals.rules_title"),
+    el("p", { class: "hint", text: t("approvals.rules_intro") }),
+    el("div", { class: "table-wrap" }, el("table", { class: "table rules-table" },
+      el("thead", {}, head), el("tbody", {}, ...rules.flatMap((r) => ruleRows(r, groups, ctx))))),
+    el("h3", { class: "subhead", text: t("approvals.rule_add_title") }),
+    ruleForm(groups, ctx));
+}
+
+// -- security groups ---------------------------------------------------------------------------------
+
+function groupRoles(group, roles) {
+  const status = statusLine();
+  const boxes = roles.map((role) => {
+    const holds = (role.attrs?.permission_groups || []).includes(group.id);
+    const [label, input] = checkbox(role.label, { checked: holds, name: "role" });
+    input.addEventListener("change", async () => {
+      input.disabled = true;
+      status.clear();
+      const current = new Set(role.attrs?.permission_groups || []);
+      if (input.checked) current.add(group.id); else current.delete(group.id);
+      const response = await api("PATCH", `/api/admin/roles/${encodeURIComponent(role.id)}`, { attrs: { permission_groups: [...current] } });
+      input.disabled = false;
+      if (!response.ok) { input.checked = !input.checked; status.error(errorText(response)); return; }
+      role.attrs = response.data.attrs || { ...role.attrs, permission_groups: [...current] };
+      status.ok(t("common.saved"));
+    });
+    return el("li", {}, label);
+  });
+  return el("fieldset", { class: "caps group-roles" }, el("legend", { text: t("approvals.group_roles") }),
+    el("ul", { class: "checks inline" }, ...boxes), status.node);
+}
+
+function groupCard(group, rules, roles, ctx) {
+  const status = statusLine();
+  const used = rules.filter((r) => r.group_id === group.id).length;
+  const remove = button(t("approvals.delete"), {
+    kind: "quiet small danger-text",
+    attrs: { "aria-label": `${t("approvals.delete")}: ${group.label}` },
+    onClick: async () => {
+      const ok = await confirmDialog({
+        title: t("approvals.group_delete_title", { label: group.label }),
+        message: used ? t("approvals.group_delete_rules", { count: used }) : t("approvals.group_delete_text"),
+        confirmLabel: t("approvals.delete"),
+      });
+      if (!ok) return;
+      const response = await api("DELETE", `/api/admin/security-groups/${encodeURIComponent(group.id)}`);
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    },
+  });
+  return el("article", { class: "card group-card", "data-group": group.id },
+    el("header", { class: "plugin-head" }, el("h3", { text: group.label }), remove),
+    el("p", { class: "meta" }, el("code", { text: group.id }), el("span", { text: t("approvals.group_rule_count", { count: used }) })),
+    group.description ? el("p", { class: "description", text: group.description }) : null,
+    roles.length ? groupRoles(group, roles) : null,
+    status.node);
+}
+
+function groupForm(ctx) {
+  const id = el("input", { name: "id", maxlength: "40", autocomplete: "off", pattern: "[A-Za-z0-9_-]{1,40}" });
+  const label = el("input", { name: "label", maxlength: "80", autocomplete: "off" });
+  const description = el("input", { name: "description", maxlength: "500", autocomplete: "off" });
+  const submit = el("button", { class: "btn primary", type: "submit", text: t("approvals.group_add") });
+  const status = statusLine();
+  const form = el("form", { class: "grid-form", novalidate: true },
+    field(t("approvals.group_id"), id, { required: true, hint: t("approvals.group_id_hint") })[0],
+    field(t("approvals.group_label"), label, { required: true })[0],
+    el("div", { class: "span" }, field(t("approvals.group_description"), description)[0]),
+    el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    busy(submit, async () => {
+      const response = await api("POST", "/api/admin/security-groups", {
+        id: id.value.trim(), label: label.value.trim(), description: description.value.trim(),
+      });
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    });
+  });
+  return form;
+}
+
+export async function renderApprovals(ctx) {
+  const [response, roles] = await Promise.all([api("GET", "/api/admin/approval-rules"), api("GET", "/api/admin/roles")]);
+  const page = el("div", { class: "page approvals-page" }, pageHeader(t("approvals.title"), t("approvals.intro")));
+  if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
+  const rules = response.data.rules || [];
+  const groups = response.data.groups || [];
+  const editableRoles = roles.ok ? roles.data.roles || [] : [];
+  page.append(
+    rulesSection(rules, groups, ctx),
+    section(t("approvals.groups_title"),
+      el("p", { class: "hint", text: t("approvals.groups_intro") }),
+      groups.length ? el("div", { class: "card-grid" }, ...groups.map((g) => groupCard(g, rules, editableRoles, ctx)))
+        : el("p", { class: "muted", text: t("approvals.groups_none") }),
+      el("h3", { class: "subhead", text: t("approvals.group_add_title") }),
+      groupForm(ctx)));
+  return page;
+}

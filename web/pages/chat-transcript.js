@@ -1,0 +1,526 @@
+// The transcript of one conversation: messages, the streaming bubble, reasoning
+// blocks, tool cards and approval cards. It renders identically from history (a
+// reload, a reconnect) and from live events (seed 001 "Token streaming & reasoning
+// display"): tokens grow a pending bubble in place, flushed at ~15 Hz; `done` and
+// `assistant` carry the complete text and are treated as the truth; a model fallback
+// or an error drops the bubble. Every piece of data reaches the page as text or
+// through lib/markdown.js, which builds nodes and never parses HTML.
+import { el } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { renderMarkdown } from "../lib/markdown.js";
+import { button } from "../lib/ui.js";
+
+const FLUSH_MS = 66; // ~15 Hz: smooth to the eye, cheap for a long answer
+
+function messageStatusLabel(status) {
+  if (status === "interrupted") return t("chat.status_interrupted");
+  if (status === "cancelled") return t("chat.status_cancelled");
+  if (status === "error") return t("chat.status_error");
+  return "";
+}
+
+function toolStatusLabel(status) {
+  switch (status) {
+    case "requested": return t("chat.tool_requested");
+    case "awaiting_approval": return t("chat.tool_awaiting_approval");
+    case "running": return t("chat.tool_running");
+    case "done": return t("chat.tool_done");
+    case "error": return t("chat.tool_error");
+    case "denied": return t("chat.tool_denied");
+    case "cancelled": return t("chat.tool_cancelled");
+    case "interrupted": return t("chat.tool_interrupted");
+    default: return status || "";
+  }
+}
+
+function decisionLabel(decision) {
+  if (decision === "approved" || decision === "approve" || decision === "used") return t("chat.approval_approved");
+  if (decision === "denied" || decision === "deny") return t("chat.approval_denied");
+  return t("chat.approval_expired");
+}
+
+/** JSON arguments as indented text; anything else as it came. */
+function prettyArguments(raw) {
+  if (raw == null || raw === "") return "{}";
+  try { return JSON.stringify(typeof raw === "string" ? JSON.parse(raw) : raw, null, 2); } catch { return String(raw); }
+}
+
+const markdownInto = (node, text) => node.replaceChildren(...renderMarkdown(text));
+
+/** The blinking caret at the end of the text so far: inside the last paragraph,
+ * list item or code block rather than on a line of its own. */
+function placeCaret(body, caret) {
+  let target = body.lastElementChild;
+  while (target) {
+    const last = target.lastElementChild;
+    if (last && (/^(UL|OL|BLOCKQUOTE|PRE)$/.test(target.tagName) || (target.tagName === "LI" && /^(UL|OL)$/.test(last.tagName)))) target = last;
+    else break;
+  }
+  (target && /^(P|LI|H[3-6]|CODE)$/.test(target.tagName) ? target : body).append(caret);
+}
+
+export class Transcript {
+  /**
+   * @param {object} handlers decide(approvalId, decision) → Promise<{ok, error?}>
+   * @param {Map} streamed the text streamed so far per message id, where the whole
+   *   stream was seen (kept outside the view, so a view made mid-answer has it all)
+   */
+  constructor(handlers, streamed = new Map()) {
+    this.handlers = handlers;
+    this.streamed = streamed;
+    this.node = el("div", { class: "transcript", role: "log", "aria-live": "polite", "aria-relevant": "additions", tabindex: "0", "aria-label": t("chat.transcript") });
+    this.list = el("div", { class: "transcript-inner" });
+    this.activity = el("div", { class: "activity", role: "status" },
+      el("span", { class: "dots", "aria-hidden": "true" }, el("span"), el("span"), el("span")),
+      el("span", { class: "visually-hidden", text: t("chat.working") }));
+    this.node.append(this.list);
+    this.openDetails = new Set(); // reasoning blocks and tool cards the member opened
+    this.reset();
+    this.node.addEventListener("scroll", () => { this.stick = this.nearBottom(); }, { passive: true });
+  }
+
+  reset() {
+    this.messages = new Map(); // message id → {node, parts}
+    this.pending = new Map(); // idempotency key → bubble
+    this.toolCards = new Map(); // call id → card
+    this.approvals = new Map(); // approval id → panel
+    this.stream = null;
+    this.running = false;
+    this.stick = true;
+    this.list.replaceChildren();
+  }
+
+  // -- scrolling ----------------------------------------------------------------------
+
+  nearBottom() {
+    const n = this.node;
+    return n.scrollHeight - n.scrollTop - n.clientHeight < 80;
+  }
+
+  follow(force = false) {
+    if (force) this.stick = true;
+    if (this.stick) this.node.scrollTop = this.node.scrollHeight;
+  }
+
+  append(node) {
+    this.list.append(node);
+    this.placeActivity();
+    this.follow();
+  }
+
+  // -- whole conversations --------------------------------------------------------------
+
+  /** Render a conversation as GET /api/conversations/<id> returns it. */
+  load(data, unacknowledged = []) {
+    const wasStuck = this.stick || !this.list.childElementCount;
+    this.reset();
+    this.running = Boolean(data.running);
+    const messages = data.messages || [];
+    for (const message of messages) {
+      const live = this.running && message.status === "streaming" && message === messages[messages.length - 1];
+      const seen = live ? this.streamed.get(message.id) : null;
+      const whole = seen && seen.content.length >= (message.content || "").length ? { ...message, ...seen } : message;
+      this.list.append(this.messageNode(whole, live));
+    }
+    for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
+    for (const queued of data.queued || []) {
+      const bubble = this.userBubble(queued.content, { state: "queued" });
+      this.list.append(bubble.node);
+    }
+    for (const item of unacknowledged) this.addPending(item, { quiet: true });
+    this.placeActivity();
+    this.stick = wasStuck;
+    this.follow(wasStuck);
+  }
+
+  setRunning(running) {
+    this.running = running;
+    if (!running && this.stream) this.finishStream({ status: this.stream.status || "interrupted" });
+    this.placeActivity();
+  }
+
+  /** The "working" dots: while a turn runs and nothing else shows progress. */
+  placeActivity() {
+    const busyTool = [...this.toolCards.values()].some((c) => c.status === "running");
+    const waiting = [...this.approvals.values()].some((p) => p.pending);
+    const show = this.running && !this.stream && !busyTool && !waiting;
+    if (show) this.list.append(this.activity); else this.activity.remove();
+  }
+
+  // -- messages ---------------------------------------------------------------------------
+
+  messageNode(message, live = false) {
+    if (message.role === "user") {
+      const bubble = this.userBubble(message.content, { id: message.id });
+      return bubble.node;
+    }
+    if (message.role === "note") return this.noteNode(message.content, message.status === "error" ? "error" : "info", message.id);
+    if (message.role === "summary") {
+      const details = el("details", { class: "summary-note" },
+        el("summary", { text: t("chat.summary") }), el("div", { class: "md" }, renderMarkdown(message.content)));
+      return el("div", { class: "msg note", "data-message-id": message.id }, details);
+    }
+    const view = this.assistantNode(message.id);
+    view.setReasoning(message.reasoning || "");
+    view.setContent(message.content || "");
+    for (const call of message.tool_calls || []) view.tools.append(this.toolCard(call));
+    const status = live ? "streaming" : message.status === "streaming" ? "interrupted" : message.status;
+    view.setStatus(status, message.model);
+    if (live) {
+      this.stream = { id: message.id, view, content: message.content || "", reasoning: message.reasoning || "", timer: null };
+      view.node.classList.add("streaming");
+    }
+    return view.node;
+  }
+
+  userBubble(text, { id = null, state = "sent" } = {}) {
+    const stateNode = el("span", { class: "msg-state" });
+    const node = el("article", { class: "msg user", "data-state": state },
+      el("div", { class: "bubble" }, el("p", { class: "plain", text })), stateNode);
+    const bubble = { node, text, id, state, stateNode };
+    this.setBubbleState(bubble, state);
+    if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
+    return bubble;
+  }
+
+  setBubbleState(bubble, state, detail = "") {
+    bubble.state = state;
+    bubble.node.dataset.state = state;
+    const text = {
+      sending: t("chat.sending"), waiting: t("chat.waiting_connection"), queued: t("chat.queued"), failed: detail || t("chat.send_failed"),
+    }[state] || "";
+    bubble.stateNode.textContent = text;
+    bubble.stateNode.hidden = !text;
+  }
+
+  assistantNode(id) {
+    const reasoningBody = el("div", { class: "reasoning-body md" });
+    const reasoning = el("details", { class: "reasoning", hidden: true },
+      el("summary", {}, el("span", { text: t("chat.reasoning") }), el("span", { class: "reasoning-live", text: t("chat.thinking") })),
+      reasoningBody);
+    const body = el("div", { class: "msg-body md" });
+    const caret = el("span", { class: "caret", "aria-hidden": "true" });
+    const tools = el("div", { class: "tool-list" });
+    const meta = el("p", { class: "msg-meta" });
+    const node = el("article", { class: "msg assistant", "data-message-id": id }, reasoning, body, tools, meta);
+    this.remember(reasoning, `r:${id}`);
+    const view = {
+      node, body, tools, meta, reasoning,
+      setContent: (text) => {
+        markdownInto(body, text);
+        body.hidden = !text && !node.classList.contains("streaming");
+      },
+      setReasoning: (text) => {
+        reasoning.hidden = !text;
+        markdownInto(reasoningBody, text);
+      },
+      setStatus: (status, model) => {
+        node.dataset.status = status || "complete";
+        const label = messageStatusLabel(status);
+        meta.replaceChildren(...[
+          label ? el("span", { class: `badge status-${status}`, text: label }) : null,
+          model ? el("span", { class: "model", text: model }) : null].filter(Boolean));
+        meta.hidden = !meta.childElementCount;
+      },
+      caret,
+    };
+    if (id != null) this.messages.set(Number(id), { node, view });
+    return view;
+  }
+
+  /** Keep a <details>'s open state across re-renders of the same thing. */
+  remember(details, key) {
+    if (this.openDetails.has(key)) details.open = true;
+    details.addEventListener("toggle", () => {
+      if (details.open) this.openDetails.add(key); else this.openDetails.delete(key);
+    });
+  }
+
+  noteNode(text, kind = "info", id = null) {
+    const node = el("div", { class: `msg note ${kind}`, role: kind === "error" ? "alert" : null },
+      el("p", { class: "note-text", text }));
+    if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
+    return node;
+  }
+
+  note(text, kind = "info", id = null) {
+    if (id != null && this.messages.has(Number(id))) return;
+    // An error stored as a note may already be on screen from a read that raced its event.
+    const last = [...this.list.children].filter((n) => n !== this.activity).pop();
+    if (last?.classList.contains("note") && last.textContent === text) return;
+    this.append(this.noteNode(text, kind, id));
+  }
+
+  // -- the member's own messages --------------------------------------------------------------
+
+  /** A message in the outbox: shown at once, confirmed by its ack. */
+  addPending(item, { quiet = false } = {}) {
+    const bubble = this.userBubble(item.text, { state: "sending" });
+    bubble.key = item.idempotency_key;
+    this.pending.set(item.idempotency_key, bubble);
+    if (quiet) this.list.append(bubble.node); else this.append(bubble.node);
+    this.follow(true);
+    return bubble;
+  }
+
+  connection(open) {
+    for (const bubble of this.pending.values()) {
+      if (bubble.state === "sending" || bubble.state === "waiting") this.setBubbleState(bubble, open ? "sending" : "waiting");
+    }
+  }
+
+  acknowledged(ack) {
+    const bubble = this.pending.get(ack.idempotency_key);
+    if (!bubble) return false;
+    this.pending.delete(ack.idempotency_key);
+    if (ack.queued) { this.setBubbleState(bubble, "queued"); return true; }
+    const id = Number(ack.message_id);
+    const shown = this.messages.get(id);
+    if (shown && shown.node !== bubble.node) { bubble.node.remove(); return true; }
+    this.adopt(bubble, id);
+    return true;
+  }
+
+  sendFailed(key, error) {
+    const bubble = this.pending.get(key);
+    if (!bubble) return;
+    this.pending.delete(key);
+    this.setBubbleState(bubble, "failed", t("chat.send_failed_because", { error }));
+  }
+
+  adopt(bubble, id) {
+    bubble.id = id;
+    bubble.node.dataset.messageId = id;
+    this.messages.set(id, { node: bubble.node });
+    this.setBubbleState(bubble, "sent");
+  }
+
+  /** `user_message`: ours (adopt the pending bubble) or from elsewhere (a new one). */
+  userMessage(data) {
+    const id = Number(data.message_id);
+    if (this.messages.has(id)) return true;
+    if (typeof data.content !== "string") return false; // moved from the queue: the caller reloads
+    const mine = [...this.pending.values()].find((b) => b.id == null && b.text === data.content);
+    if (mine) { this.adopt(mine, id); return true; }
+    this.append(this.userBubble(data.content, { id }).node);
+    return true;
+  }
+
+  // -- streaming ------------------------------------------------------------------------------
+
+  /** The bubble for an assistant message id, made on first sight. */
+  assistantView(id) {
+    const known = this.messages.get(Number(id));
+    if (known?.view) return known.view;
+    const view = this.assistantNode(id);
+    view.setStatus("complete");
+    this.append(view.node);
+    return view;
+  }
+
+  token(data) {
+    const id = Number(data.message_id);
+    if (!this.stream || this.stream.id !== id) {
+      if (this.stream) this.finishStream({});
+      const view = this.assistantView(id);
+      view.node.classList.add("streaming");
+      view.node.setAttribute("aria-busy", "true");
+      this.stream = { id, view, content: "", reasoning: "", timer: null };
+      this.placeActivity();
+    }
+    const stream = this.stream;
+    const seen = this.streamed.get(id);
+    if (seen) { stream.content = seen.content; stream.reasoning = seen.reasoning; } // already has this delta
+    else if (data.channel === "reasoning") stream.reasoning += data.delta || "";
+    else stream.content += data.delta || "";
+    if (!stream.timer) stream.timer = setTimeout(() => this.flush(), FLUSH_MS);
+  }
+
+  flush() {
+    const stream = this.stream;
+    if (!stream) return;
+    stream.timer = null;
+    const { view } = stream;
+    if (stream.reasoning) view.setReasoning(stream.reasoning);
+    view.setContent(stream.content);
+    placeCaret(view.body, view.caret);
+    view.node.classList.toggle("reasoning-only", !stream.content);
+    this.follow();
+  }
+
+  /** Finish the open bubble in place: with the event's text when there is one. */
+  finishStream({ content, reasoning, status = "complete", model } = {}) {
+    const stream = this.stream;
+    if (!stream) return;
+    clearTimeout(stream.timer);
+    this.stream = null;
+    this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model });
+  }
+
+  settle(view, { content, reasoning, status, model }) {
+    view.node.classList.remove("streaming", "reasoning-only");
+    view.node.removeAttribute("aria-busy");
+    view.setReasoning(reasoning);
+    view.setContent(content);
+    view.setStatus(status, model);
+    this.placeActivity();
+    this.follow();
+  }
+
+  /** Settle the message `id` with what an event says is its final state: the open
+   * bubble if it is that message, else its node (made when it is not on screen). */
+  settleMessage(id, final) {
+    if (this.stream?.id === id) { const { view } = this.stream; this.finishStream(final); return view; }
+    const known = this.messages.get(id)?.view;
+    if (!known && this.stream) this.finishStream({}); // a newer answer began: the open one ended
+    const view = known || this.assistantView(id);
+    this.settle(view, final);
+    return view;
+  }
+
+  /** `done` or `assistant`: the complete message. */
+  finished(data, toolCalls = []) {
+    const view = this.settleMessage(Number(data.message_id), {
+      content: data.content || "", reasoning: data.reasoning || "", status: "complete", model: data.model,
+    });
+    for (const call of toolCalls) {
+      if (!this.toolCards.has(call.id)) view.tools.append(this.toolCard({ ...call, status: "requested" }));
+    }
+    this.placeActivity();
+    this.follow();
+  }
+
+  /** A fallback to another model: the partial bubble goes. */
+  dropStream(id = null) {
+    const stream = this.stream;
+    if (!stream || (id != null && stream.id !== Number(id))) return;
+    clearTimeout(stream.timer);
+    this.stream = null;
+    this.messages.delete(stream.id);
+    stream.view.node.remove();
+    this.placeActivity();
+  }
+
+  cancelled() {
+    if (this.stream) this.finishStream({ status: "cancelled" });
+  }
+
+  /** `error`: an answer that failed is that message, its partial text replaced by the
+   * reason and marked failed (as history shows it); a turn that failed as a whole
+   * drops the open bubble and says so in a note. */
+  failed(data, text) {
+    if (data.message_id == null) {
+      this.dropStream();
+      this.note(text, "error");
+      return;
+    }
+    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: "error" });
+  }
+
+  // -- tool calls -------------------------------------------------------------------------------
+
+  toolCard(call) {
+    const status = el("span", { class: "badge" });
+    const args = el("pre", { class: "tool-args", text: prettyArguments(call.arguments) });
+    const result = el("pre", { class: "tool-result" });
+    const resultBlock = el("div", { class: "tool-section", hidden: true }, el("h4", { text: t("chat.tool_result") }), result);
+    const details = el("details", { class: "tool-details" },
+      el("summary", {},
+        el("span", { class: "tool-icon", "aria-hidden": "true" }),
+        el("span", { class: "tool-label", text: t("chat.tool_call") }),
+        el("code", { class: "tool-name", text: call.name }), status),
+      el("div", { class: "tool-body" },
+        el("div", { class: "tool-section" }, el("h4", { text: t("chat.tool_arguments") }), args), resultBlock));
+    const node = el("div", { class: "tool-card", "data-call-id": call.id }, details);
+    this.remember(details, `t:${call.id}`);
+    const card = {
+      node, details, status: call.status,
+      set: (next, text) => {
+        card.status = next;
+        node.dataset.status = next;
+        status.className = `badge tool-${next}`;
+        status.textContent = toolStatusLabel(next);
+        if (text != null && text !== "") { result.textContent = text; resultBlock.hidden = false; }
+        this.placeActivity();
+      },
+    };
+    card.set(call.status || "requested", call.result);
+    this.toolCards.set(call.id, card);
+    return node;
+  }
+
+  toolUpdate(data, status) {
+    const card = this.toolCards.get(data.call_id);
+    if (!card) return;
+    card.set(status, data.result);
+    if (status !== "awaiting_approval") {
+      for (const panel of this.approvals.values()) {
+        if (panel.callId === data.call_id && panel.pending) panel.resolve(status === "denied" ? "denied" : "approved");
+      }
+    }
+    this.follow();
+  }
+
+  // -- approvals ----------------------------------------------------------------------------------
+
+  /** A card asking the member; inside the call's tool card when it is on screen. */
+  approvalRequired(approval, { quiet = false } = {}) {
+    const id = approval.approval_id || approval.id;
+    const callId = approval.call_id || approval.tool_call_id;
+    const name = approval.name || approval.tool;
+    if (this.approvals.has(id)) return;
+    const status = el("p", { class: "approval-status", role: "status" });
+    const approve = button(t("chat.approve"), { kind: "primary small", onClick: () => decide("approve") });
+    const deny = button(t("chat.deny"), { kind: "small", onClick: () => decide("deny") });
+    const actions = el("div", { class: "actions" }, approve, deny);
+    const question = el("p", { class: "approval-question" }, t("chat.approval_question_before"), el("code", { text: name }), t("chat.approval_question_after"));
+    const node = el("div", { class: "approval", role: "group", "aria-label": t("chat.approval_label", { tool: name }), "data-approval-id": id },
+      question,
+      el("pre", { class: "tool-args", text: prettyArguments(approval.arguments) }),
+      actions, status);
+    const panel = {
+      node, callId, pending: true,
+      resolve: (decision) => {
+        panel.pending = false;
+        node.classList.add("resolved");
+        actions.remove();
+        question.remove();
+        node.querySelector(".tool-args")?.remove();
+        status.textContent = decisionLabel(decision);
+        status.className = `approval-status ${decision === "deny" || decision === "denied" ? "denied" : decision === "expired" ? "expired" : "approved"}`;
+        this.placeActivity();
+      },
+    };
+    const decide = async (decision) => {
+      approve.disabled = deny.disabled = true;
+      status.textContent = "";
+      const outcome = await this.handlers.decide(id, decision);
+      if (outcome.ok) { panel.resolve(decision); return; }
+      approve.disabled = deny.disabled = false;
+      status.textContent = outcome.error;
+      status.className = "approval-status error";
+    };
+    this.approvals.set(id, panel);
+    const card = this.toolCards.get(callId);
+    if (card) {
+      card.set("awaiting_approval");
+      card.node.append(node);
+      if (!quiet) this.follow();
+    } else {
+      const standalone = el("div", { class: "tool-card standalone", "data-call-id": callId },
+        el("p", { class: "tool-standalone-head" }, el("span", { class: "tool-icon", "aria-hidden": "true" }), el("code", { class: "tool-name", text: name })), node);
+      if (quiet) this.list.append(standalone); else this.append(standalone);
+    }
+    this.placeActivity();
+  }
+
+  approvalResolved(data) {
+    const panel = this.approvals.get(data.approval_id);
+    if (panel?.pending) panel.resolve(data.decision);
+  }
+
+  /** A turn that ended leaves no question open: its approvals expired with it. */
+  expireOpenApprovals() {
+    for (const panel of this.approvals.values()) if (panel.pending) panel.resolve("expired");
+  }
+}

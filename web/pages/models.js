@@ -1,0 +1,306 @@
+// #models (admin): the providers Skald may call (name, base URL, API key), a
+// connection test that lists the provider's model names, the models chat may use
+// (strength picks one for agents asking by strength, priority orders the fallback
+// chain) and the presets this machine suggests. API keys are write-only: the server
+// answers "********" for a stored key, and the field stays empty unless replaced.
+import { api } from "../lib/api.js";
+import { MASK } from "../lib/config-form.js";
+import { el, uid } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+
+const enc = encodeURIComponent;
+
+/** Model names a provider's test returned, per provider id, for the model form. */
+const discovered = new Map();
+
+function numberInput(name, value, { min, max }) {
+  return el("input", { type: "number", name, min: String(min), max: String(max), step: "1", inputmode: "numeric", props: { value: String(value) } });
+}
+
+function readInt(input) {
+  const text = input.value.trim();
+  const number = Number(text);
+  return text !== "" && Number.isInteger(number) ? number : text; // not a whole number: the server names the field
+}
+
+// -- providers -----------------------------------------------------------------------------
+
+function testButton(provider, output) {
+  const test = button(t("models.test"), {
+    kind: "small",
+    onClick: () => busy(test, async () => {
+      output.className = "test-result";
+      output.replaceChildren(el("span", { class: "muted", text: t("models.testing") }));
+      const response = await api("POST", `/api/admin/models/providers/${enc(provider.id)}/test`);
+      if (!response.ok) { output.className = "test-result error"; output.textContent = errorText(response); return; }
+      if (!response.data.ok) {
+        output.className = "test-result error";
+        output.textContent = t("models.test_failed", { error: response.data.error || "" });
+        return;
+      }
+      const names = response.data.models || [];
+      discovered.set(provider.id, names);
+      document.dispatchEvent(new CustomEvent("skald:models-discovered", { detail: provider.id }));
+      output.className = "test-result ok";
+      output.replaceChildren(
+        el("strong", { text: t("models.test_ok", { count: names.length }) }),
+        names.length ? el("span", { class: "model-names" }, ...names.slice(0, 40).map((n) => el("code", { text: n }))) : null,
+        names.length > 40 ? el("span", { class: "muted", text: ` ${t("models.test_more", { count: names.length - 40 })}` }) : null);
+    }),
+    attrs: { "aria-label": `${t("models.test")}: ${provider.name}` },
+  });
+  return test;
+}
+
+function providerEditForm(provider, ctx, cancel) {
+  const name = el("input", { name: "name", maxlength: "100", props: { value: provider.name } });
+  const url = el("input", { name: "base_url", type: "url", props: { value: provider.base_url } });
+  const key = el("input", { name: "api_key", type: "password", autocomplete: "new-password", placeholder: provider.api_key === MASK ? MASK : "" });
+  const [clearLabel, clear] = checkbox(t("models.key_clear"));
+  const save = el("button", { class: "btn primary small", type: "submit", text: t("common.save") });
+  const status = statusLine();
+  const stored = provider.api_key === MASK;
+  key.id = uid("key");
+  const form = el("form", { class: "grid-form", novalidate: true },
+    field(t("models.provider_name"), name, { required: true })[0],
+    field(t("models.base_url"), url, { required: true })[0],
+    el("div", { class: "field" }, el("label", { for: key.id, text: t("models.api_key") }), key,
+      el("p", { class: "hint", text: stored ? t("models.key_stored_hint") : t("models.key_none_hint") }),
+      stored ? clearLabel : null),
+    el("div", { class: "actions span" }, save, button(t("common.cancel"), { kind: "quiet small", onClick: cancel })),
+    el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const body = { name: name.value.trim(), base_url: url.value.trim() };
+    if (clear.checked) body.api_key = null;
+    else if (key.value) body.api_key = key.value;
+    busy(save, async () => {
+      const response = await api("PATCH", `/api/admin/models/providers/${enc(provider.id)}`, body);
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    });
+  });
+  return form;
+}
+
+function providerCard(provider, ctx, modelCount) {
+  const output = el("div", { class: "test-result", role: "status", "aria-live": "polite" });
+  const status = statusLine();
+  const facts = el("dl", { class: "facts compact" },
+    el("dt", { text: t("models.base_url") }), el("dd", {}, el("code", { text: provider.base_url })),
+    el("dt", { text: t("models.api_key") }), el("dd", { text: provider.api_key === MASK ? t("models.key_stored") : t("models.key_none") }),
+    el("dt", { text: t("models.models_count") }), el("dd", { text: String(modelCount) }));
+  const edit = button(t("models.edit"), { kind: "quiet small", onClick: () => body.replaceChildren(providerEditForm(provider, ctx, () => body.replaceChildren(...view))) });
+  const remove = button(t("models.delete"), {
+    kind: "quiet small danger-text",
+    attrs: { "aria-label": `${t("models.delete")}: ${provider.name}` },
+    onClick: async () => {
+      const ok = await confirmDialog({
+        title: t("models.provider_delete_title", { name: provider.name }),
+        message: modelCount ? t("models.provider_delete_models", { count: modelCount }) : t("models.provider_delete_text"),
+        confirmLabel: t("models.delete"),
+      });
+      if (!ok) return;
+      const response = await api("DELETE", `/api/admin/models/providers/${enc(provider.id)}`);
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    },
+  });
+  const view = [facts, el("div", { class: "actions" }, testButton(provider, output), edit, remove), output, status.node];
+  const body = el("div", { class: "provider-body" }, ...view);
+  return el("article", { class: "card provider-card", "data-provider": provider.name },
+    el("h3", { class: "provider-name", text: provider.name }), body);
+}
+
+function providerForm(ctx) {
+  const name = el("input", { name: "name", maxlength: "100", autocomplete: "off" });
+  const url = el("input", { name: "base_url", type: "url", placeholder: "https://api.openai.com/v1", autocomplete: "off" });
+  const key = el("input", { name: "api_key", type: "password", autocomplete: "new-password" });
+  const submit = el("button", { class: "btn primary", type: "submit", text: t("models.provider_add") });
+  const status = statusLine();
+  const form = el("form", { class: "grid-form", novalidate: true },
+    field(t("models.provider_name"), name, { required: true, hint: t("models.provider_name_hint") })[0],
+    field(t("models.base_url"), url, { required: true, hint: t("models.base_url_hint") })[0],
+    field(t("models.api_key"), key, { hint: t("models.api_key_hint") })[0],
+    el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    busy(submit, async () => {
+      const response = await api("POST", "/api/admin/models/providers", {
+        name: name.value.trim(), base_url: url.value.trim(), api_key: key.value || null,
+      });
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    });
+  });
+  return form;
+}
+
+// -- presets -------------------------------------------------------------------------------------
+
+function presetsSection(presets, providers, ctx) {
+  const known = new Set(providers.map((p) => p.base_url.replace(/\/+$/, "")));
+  const items = presets.map((preset) => {
+    const added = known.has(String(preset.base_url).replace(/\/+$/, ""));
+    const status = statusLine();
+    const apply = button(added ? t("models.preset_added") : t("models.preset_apply"), {
+      kind: added ? "small" : "primary small",
+      disabled: added,
+      attrs: { "aria-label": `${t("models.preset_apply")}: ${preset.name}` },
+      onClick: () => busy(apply, async () => {
+        const response = await api("POST", "/api/admin/models/presets/apply", {
+          name: preset.name, base_url: preset.base_url, api_key_from_environment: preset.api_key_from_environment === true,
+        });
+        if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      }),
+    });
+    return el("li", { class: "preset" },
+      el("div", { class: "preset-text" },
+        el("strong", { text: preset.name }), el("code", { class: "block-code", text: preset.base_url }),
+        preset.api_key_from_environment ? el("span", { class: "hint", text: t("models.preset_env_key") }) : null,
+        preset.models?.length ? el("span", { class: "hint", text: t("models.preset_models", { names: preset.models.slice(0, 8).join(", ") }) }) : null),
+      el("div", { class: "preset-action" }, apply, status.node));
+  });
+  return section(t("models.presets_title"), el("p", { class: "hint", text: t("models.presets_intro") }), el("ul", { class: "presets" }, ...items));
+}
+
+// -- models --------------------------------------------------------------------------------------------
+
+/** The model form for adding (model = null) or editing. */
+function modelForm(providers, ctx, model = null, onCancel = null) {
+  const provider = el("select", { name: "provider_id", disabled: Boolean(model) },
+    ...providers.map((p) => el("option", { value: p.id, text: p.name })));
+  if (model) provider.value = model.provider_id;
+  const listId = uid("names");
+  const names = el("datalist", { id: listId });
+  const name = el("input", { name: "model", maxlength: "200", autocomplete: "off", list: listId, disabled: Boolean(model), props: { value: model?.model || "" } });
+  const label = el("input", { name: "label", maxlength: "100", autocomplete: "off", props: { value: model && model.label !== model.model ? model.label : "" } });
+  const strength = numberInput("strength", model?.strength ?? 50, { min: 0, max: 100 });
+  const priority = numberInput("priority", model?.priority ?? 100, { min: 0, max: 100000 });
+  const [visionLabel, vision] = checkbox(t("models.vision"), { checked: model?.vision === true, name: "vision" });
+  const [enabledLabel, enabled] = checkbox(t("models.enabled"), { checked: model ? model.enabled : true, name: "enabled" });
+  const suggestions = el("p", { class: "hint" });
+  const load = button(t("models.load_names"), { kind: "small", onClick: () => busy(load, loadNames) });
+  const submit = el("button", { class: "btn primary", type: "submit", text: model ? t("common.save") : t("models.model_add") });
+  const status = statusLine();
+
+  const showNames = () => {
+    const found = discovered.get(provider.value) || [];
+    names.replaceChildren(...found.map((n) => el("option", { value: n })));
+    suggestions.textContent = found.length ? t("models.names_offered", { count: found.length }) : t("models.names_hint");
+    load.hidden = found.length > 0 || Boolean(model);
+  };
+  async function loadNames() {
+    const response = await api("POST", `/api/admin/models/providers/${enc(provider.value)}/test`);
+    if (response.ok && response.data.ok) { discovered.set(provider.value, response.data.models || []); showNames(); }
+    else suggestions.textContent = response.ok ? t("models.test_failed", { error: response.data.error || "" }) : errorText(response);
+  }
+  provider.addEventListener("change", showNames);
+  const onDiscovered = (event) => {
+    if (!form.isConnected) { document.removeEventListener("skald:models-discovered", onDiscovered); return; }
+    if (!model && !name.value.trim()) provider.value = event.detail; // just tested: the likely next step
+    showNames();
+  };
+  document.addEventListener("skald:models-discovered", onDiscovered);
+
+  const nameField = field(t("models.model_name"), name, { required: true })[0];
+  nameField.append(names, el("div", { class: "inline-hint" }, suggestions, load));
+  const form = el("form", { class: "grid-form model-form", novalidate: true },
+    field(t("models.provider"), provider, { required: true })[0],
+    nameField,
+    field(t("models.label"), label, { hint: t("models.label_hint") })[0],
+    field(t("models.strength"), strength, { hint: t("models.strength_hint") })[0],
+    field(t("models.priority"), priority, { hint: t("models.priority_hint") })[0],
+    el("div", { class: "field checks-inline" }, visionLabel, enabledLabel),
+    el("div", { class: "actions span" }, submit, onCancel ? button(t("common.cancel"), { kind: "quiet", onClick: onCancel }) : null),
+    el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    const body = {
+      label: label.value.trim() || null, strength: readInt(strength), priority: readInt(priority),
+      vision: vision.checked, enabled: enabled.checked,
+    };
+    busy(submit, async () => {
+      const response = model
+        ? await api("PATCH", `/api/admin/models/entries/${enc(model.id)}`, body)
+        : await api("POST", "/api/admin/models/entries", { provider_id: provider.value, model: name.value.trim(), ...body });
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    });
+  });
+  showNames();
+  return form;
+}
+
+function modelRows(model, providers, ctx) {
+  const status = statusLine();
+  const editRow = el("tr", { class: "edit-row", hidden: true });
+  const edit = button(t("models.edit"), {
+    kind: "quiet small",
+    attrs: { "aria-label": `${t("models.edit")}: ${model.label}`, "aria-expanded": "false" },
+    onClick: () => {
+      const open = editRow.hidden;
+      editRow.hidden = !open;
+      edit.setAttribute("aria-expanded", String(open));
+      editRow.replaceChildren(open ? el("td", { colspan: "7" }, modelForm(providers, ctx, model, () => { editRow.hidden = true; edit.setAttribute("aria-expanded", "false"); edit.focus(); })) : "");
+      if (open) editRow.querySelector("input[name=label]")?.focus();
+    },
+  });
+  const remove = button(t("models.delete"), {
+    kind: "quiet small danger-text",
+    attrs: { "aria-label": `${t("models.delete")}: ${model.label}` },
+    onClick: async () => {
+      const ok = await confirmDialog({ title: t("models.model_delete_title", { name: model.label }), message: t("models.model_delete_text"), confirmLabel: t("models.delete") });
+      if (!ok) return;
+      const response = await api("DELETE", `/api/admin/models/entries/${enc(model.id)}`);
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    },
+  });
+  const row = el("tr", { "data-model": model.model },
+    el("td", {}, el("span", { class: "model-label", text: model.label }), el("code", { class: "block-code muted", text: model.model })),
+    el("td", { class: "wide-only", text: model.provider_name }),
+    el("td", { class: "num", text: String(model.strength) }),
+    el("td", { class: "num wide-only", text: String(model.priority) }),
+    el("td", { class: "wide-only", text: model.vision ? t("common.yes") : t("common.no") }),
+    el("td", {}, el("span", { class: `tag ${model.enabled ? "on" : "off"}`, text: model.enabled ? t("models.on") : t("models.off") })),
+    el("td", { class: "row-actions" }, edit, remove, status.node));
+  return [row, editRow];
+}
+
+function modelsSection(models, providers, ctx) {
+  const parts = [];
+  if (!models.length) parts.push(el("p", { class: "muted", text: t("models.models_none") }));
+  else {
+    const head = el("tr", {}, ...[
+      ["models.model", ""], ["models.provider", "wide-only"], ["models.strength", "num"], ["models.priority", "num wide-only"],
+      ["models.vision", "wide-only"], ["models.state", ""], ["models.actions", "row-actions"],
+    ].map(([key, cls]) => el("th", { scope: "col", class: cls || null, text: t(key) })));
+    parts.push(el("div", { class: "table-wrap" }, el("table", { class: "table models-table" },
+      el("thead", {}, head), el("tbody", {}, ...models.flatMap((m) => modelRows(m, providers, ctx))))));
+  }
+  if (providers.length) {
+    parts.push(el("h3", { class: "subhead", text: t("models.model_add_title") }), modelForm(providers, ctx));
+  } else {
+    parts.push(notice("info", t("models.need_provider")));
+  }
+  return section(t("models.models_title"), el("p", { class: "hint", text: t("models.models_intro") }), ...parts);
+}
+
+export async function renderModels(ctx) {
+  const [overview, presets] = await Promise.all([api("GET", "/api/admin/models"), api("GET", "/api/admin/models/presets")]);
+  const page = el("div", { class: "page models-page" }, pageHeader(t("models.title"), t("models.intro")));
+  if (!overview.ok) { page.append(notice("error", errorText(overview))); return page; }
+  const providers = overview.data.providers || [];
+  const models = overview.data.models || [];
+  if (!models.some((m) => m.enabled)) page.append(notice("warning", t("models.none_enabled")));
+  if (presets.ok && (presets.data.presets || []).length) page.append(presetsSection(presets.data.presets, providers, ctx));
+  const count = (id) => models.filter((m) => m.provider_id === id).length;
+  page.append(
+    section(t("models.providers_title"),
+      el("p", { class: "hint", text: t("models.providers_intro") }),
+      providers.length ? el("div", { class: "card-grid providers" }, ...providers.map((p) => providerCard(p, ctx, count(p.id))))
+        : el("p", { class: "muted", text: t("models.providers_none") }),
+      el("h3", { class: "subhead", text: t("models.provider_add_title") }),
+      providerForm(ctx)),
+    modelsSection(models, providers, ctx));
+  return page;
+}
