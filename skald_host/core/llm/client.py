@@ -147,9 +147,11 @@ class ModelClients:
         if turn.first_token_ms is None:
             turn.first_token_ms = int((time.perf_counter() - started) * 1000)
 
-    async def list_models(self, choice: ModelChoice) -> list[str]:
+    async def list_models(self, choice: ModelChoice, timeout: float = 10.0) -> list[str]:
+        """The provider's model names — a connection test, so it gives up quickly
+        instead of hanging an admin page on an address that never answers."""
         try:
-            page = await self.client(choice).models.list()
+            page = await self.client(choice).with_options(timeout=timeout).models.list()
         except openai.APIStatusError as exc:
             raise ModelError(_message(exc), exc.status_code) from None
         except openai.APIError as exc:

@@ -92,7 +92,7 @@ async def presets() -> dict:
         )
     probe = ModelChoice("probe", "", "", "", "", OLLAMA_URL, None, False, 0, 0)
     try:
-        names = await _chat().clients.list_models(probe)
+        names = await _chat().clients.list_models(probe, timeout=2.0)
         found.append({"name": "Ollama (this machine)", "base_url": OLLAMA_URL, "models": names[:50], "api_key_from_environment": False})
     except ModelError:
         pass

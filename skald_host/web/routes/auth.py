@@ -57,6 +57,7 @@ async def session() -> dict:
     core = current_app.config["SKALD_CORE"]
     return {
         "member": principal.member.summary(),
+        "capabilities": sorted(principal.member.capabilities) if not principal.member.is_admin else ["*"],
         "csrf_token": principal.session.csrf_token if principal.via == "cookie" else None,
         "unlocked": core.users.is_unlocked(principal.member.id),
         "locale": principal.member.locale or await core.default_locale(),
