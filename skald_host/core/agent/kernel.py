@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from skald_hookspecs.types import ToolContext
 from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
@@ -46,13 +46,19 @@ class NoModelConfigured(RuntimeError):
 
 @dataclass
 class Scope:
-    """One frame being run: the TurnApi a tool sees is built from this."""
+    """One frame being run: the TurnApi a tool sees. The kernel is reached through a
+    closure, not a field, so a tool that records what it is handed finds ids, not the
+    member's database or the host (check D2)."""
 
-    kernel: "Kernel"
     frame: Frame
     agent: AgentDefinition
     unattended: bool
     call_id: str | None = None  # the tool call this scope was handed to
+    reach: Callable[[], "Kernel"] = dataclasses.field(default=lambda: None, repr=False, compare=False)  # type: ignore[assignment, return-value]
+
+    @property
+    def kernel(self) -> "Kernel":
+        return self.reach()
 
     @property
     def depth(self) -> int:
@@ -92,7 +98,7 @@ class Kernel:
     # -- the frame loop -------------------------------------------------------------------
 
     async def run_frame(self, frame: Frame, agent: AgentDefinition, *, unattended: bool) -> str:
-        scope = Scope(self, frame, agent, unattended)
+        scope = Scope(frame, agent, unattended, reach=lambda: self)
         for _ in range(self.chat.max_rounds):
             history = await self.store.history(frame.id)
             last = history[-1] if history else None
