@@ -1,9 +1,9 @@
 import asyncio
 import sys
 
-from bench import logins, storage
+from bench import chat, logins, storage
 
-SUITES = {"storage": storage.main, "logins": logins.main}
+SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main}
 
 
 def main(argv: list[str]) -> int:
