@@ -93,6 +93,11 @@ async def test_automatic_compaction_runs_only_when_configured(skald, tmp_path):
                 await sock.turn(cid)
                 await sock.send(cid, "Go on.")
                 await sock.turn(cid)
-            assert server.requests_for(MODEL_A)[2].messages[1] == {"role": "user", "content": SUMMARY_PREFIX + "Summary of it."}
+            requests = server.requests_for(MODEL_A)
+            assert len(requests) == 3  # the answer, the summary, the next answer: no round of its own
+            assert requests[2].messages[1] == {"role": "user", "content": SUMMARY_PREFIX + "Summary of it."}
+            assert requests[2].messages[-1] == {"role": "user", "content": "Go on."}
+            roles = [m["role"] for m in await messages(alice, cid)]
+            assert roles == ["user", "assistant", "summary", "user", "assistant"]
         finally:
             await skald.close()

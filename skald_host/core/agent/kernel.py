@@ -109,20 +109,26 @@ class Kernel:
                 return last["content"]  # a final answer, or a failure already shown to the member
             if last is None:
                 return ""
-            await self.model_round(scope, history)
+            final = await self.model_round(scope, history)
+            if final is not None:
+                # Ended here, not by re-reading history: after an automatic compaction
+                # the summary is the last row, and it must not start another round.
+                return final
         text = f"Stopped after {self.chat.max_rounds} rounds without a final answer."
         await self.store.add_note(frame, text, status="error")
         self.emit(frame, "error", error=text)
         return text
 
-    async def model_round(self, scope: Scope, history: list[dict[str, Any]]) -> None:
+    async def model_round(self, scope: Scope, history: list[dict[str, Any]]) -> str | None:
+        """One model call, recorded. Returns the final answer when the round ended the
+        frame (no tool calls, or a failure shown to the member), else None."""
         frame, agent = scope.frame, scope.agent
         system = await self.runtime.system_prompt(frame, agent)
         messages = project(system, history)
         tools = self.runtime.offered_tools(agent)
         turn, message_id = await self.call_model(frame, agent, messages, [t.wire() for t in tools])
         if turn is None:
-            return
+            return ""
         if not tools and turn.tool_calls:
             # A tool-less round accepts no tool call (check E2): recording one would put
             # tool_calls into the history of requests that offer no tools, and give an
@@ -144,6 +150,7 @@ class Kernel:
             self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
                       tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
         await self.runtime.after_round(frame, turn)
+        return None if call_ids else turn.content
 
     async def call_model(
         self, frame: Frame, agent: AgentDefinition, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
