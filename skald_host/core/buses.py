@@ -48,6 +48,13 @@ class Subscription(Generic[T]):
             await self._ready.wait()
         return self._queue.popleft()
 
+    def drain(self) -> list[T]:
+        """Everything already queued, without waiting (a slow consumer catches up in
+        one pass instead of one event per wake-up)."""
+        items = list(self._queue)
+        self._queue.clear()
+        return items
+
     def __aiter__(self) -> "Subscription[T]":
         return self
 

@@ -228,3 +228,18 @@ async def test_only_tools_the_member_may_use_are_offered_and_others_are_refused(
     # the member may not use (the probe's "nester").
     assert "researcher" in listed["content"] and "nester" not in listed["content"]
     assert "assistant" not in listed["content"] and "quiet" not in listed["content"]
+
+
+def test_queued_token_deltas_of_one_message_are_sent_as_one():
+    from skald_hookspecs.events import UserEvent
+    from skald_host.web.routes.events import coalesce_tokens
+
+    def token(message_id: int, channel: str, delta: str) -> UserEvent:
+        return UserEvent("chat", "m", {"type": "token", "conversation_id": "c", "message_id": message_id, "channel": channel, "delta": delta})
+
+    done = UserEvent("chat", "m", {"type": "done", "conversation_id": "c", "message_id": 1})
+    events = [token(1, "reasoning", "a"), token(1, "content", "He"), token(1, "content", "llo"), done, token(2, "content", "x")]
+    joined = coalesce_tokens(events)
+    assert [(e.data["type"], e.data.get("delta")) for e in joined] == [
+        ("token", "a"), ("token", "Hello"), ("done", None), ("token", "x")
+    ]

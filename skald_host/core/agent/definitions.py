@@ -17,6 +17,7 @@ meta.yaml::
 from __future__ import annotations
 
 import fnmatch
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -57,6 +58,14 @@ class AgentDefinition:
 
 
 def _load(directory: Path) -> AgentDefinition:
+    """Parsed once per version of the files: a turn reads its agent every time, and an
+    edit (a new mtime) is picked up at the next read, with no restart."""
+    meta_path, prompt_path = directory / "meta.yaml", directory / "AGENT.md"
+    return _parse(directory, meta_path.stat().st_mtime_ns, prompt_path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDefinition:
     meta_path, prompt_path = directory / "meta.yaml", directory / "AGENT.md"
     meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
     if not isinstance(meta, dict):

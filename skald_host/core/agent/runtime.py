@@ -108,6 +108,7 @@ class MemberRuntime:
         self._cancel: dict[str, asyncio.Event] = {}
         self._prefix: dict[tuple[str, str], tuple[str, float]] = {}
         self._scheduler: asyncio.Task[None] | None = None
+        self._logging: set[asyncio.Task[None]] = set()
 
     @property
     def agents(self) -> AgentCatalog:
@@ -131,6 +132,7 @@ class MemberRuntime:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._live.clear()
+        await self.flush_logs()  # before the member's file closes
 
     def emit(self, event_type: str, conversation_id: str, **data: Any) -> None:
         self.core.buses.members.publish(
@@ -203,6 +205,7 @@ class MemberRuntime:
                 self.emit("turn_started", conversation_id)
                 await self._settle_finished_subframes(frame)
                 await self.kernel.run_frame(frame, agent, unattended=unattended)
+                await self.flush_logs()
                 moved = await self.store.drain_inbox(frame)
                 if not moved:
                     break
@@ -347,27 +350,52 @@ class MemberRuntime:
         error: ModelError | None,
         started: float,
     ) -> None:
-        """Metadata to the registry; bodies only to the member's own file."""
+        """Metadata to the registry; bodies only to the member's own file. Written in
+        the background so the answer is not held back by serialising a long history;
+        the turn's ``turn_finished`` waits for it (``flush_logs``)."""
         latency = int((time.perf_counter() - started) * 1000)
-        await self.core.registry.run(
-            lambda c: c.execute(
-                "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    request_id, self.member_id, model, "error" if error else "ok", error.status if error else 200,
-                    turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
-                    turn.first_token_ms if turn else None,
-                ),
+        task = asyncio.create_task(self._write_request_log(request_id, frame, model, messages, tools, turn, error, latency))
+        self._logging.add(task)
+        task.add_done_callback(self._logging.discard)
+
+    async def _write_request_log(
+        self,
+        request_id: str,
+        frame: Frame,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        turn: ModelTurn | None,
+        error: ModelError | None,
+        latency: int,
+    ) -> None:
+        try:
+            await self.core.registry.run(
+                lambda c: c.execute(
+                    "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        request_id, self.member_id, model, "error" if error else "ok", error.status if error else 200,
+                        turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
+                        turn.first_token_ms if turn else None,
+                    ),
+                )
             )
-        )
-        response = None
-        if turn is not None:
-            response = json.dumps(
-                {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
+            response = None
+            if turn is not None:
+                response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
+            elif error is not None:
+                response = {"error": str(error), "status": error.status}
+            request_text, response_text = await asyncio.to_thread(
+                lambda: (json.dumps({"messages": messages, "tools": tools}), None if response is None else json.dumps(response))
             )
-        elif error is not None:
-            response = json.dumps({"error": str(error), "status": error.status})
-        await self.store.log_payload(request_id, frame.conversation_id, json.dumps({"messages": messages, "tools": tools}), response)
+            await self.store.log_payload(request_id, frame.conversation_id, request_text, response_text)
+        except Exception:
+            log.exception("request log of member %s could not be written", self.member_id)
+
+    async def flush_logs(self) -> None:
+        if self._logging:
+            await asyncio.gather(*list(self._logging), return_exceptions=True)
 
     async def after_round(self, frame: Frame, turn: ModelTurn) -> None:
         """Automatic compaction, only when configured (off by default: rewriting history

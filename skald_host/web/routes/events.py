@@ -15,6 +15,7 @@ from typing import Any
 
 from quart import Blueprint, current_app, websocket
 
+from skald_hookspecs.events import UserEvent
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.identity.access import allowed
 from skald_host.web.auth import current_principal
@@ -71,6 +72,28 @@ async def _approve(member: Any, message: dict[str, Any]) -> dict[str, Any]:
 COMMANDS = {"send": _send, "stop": _stop, "approve": _approve}
 
 
+def coalesce_tokens(events: list[UserEvent]) -> list[UserEvent]:
+    """Join consecutive token deltas of the same message and channel into one event.
+    Under load a socket drains slower than tokens arrive; sending the backlog as one
+    delta keeps the stream current instead of replaying it frame by frame. Clients
+    already concatenate deltas, so nothing changes for them."""
+    out: list[UserEvent] = []
+    for event in events:
+        data = event.data
+        if out and data.get("type") == "token":
+            last = out[-1].data
+            if (
+                last.get("type") == "token"
+                and last.get("message_id") == data.get("message_id")
+                and last.get("channel") == data.get("channel")
+                and last.get("conversation_id") == data.get("conversation_id")
+            ):
+                out[-1] = UserEvent(event.kind, event.member_id, {**last, "delta": last["delta"] + data["delta"]})
+                continue
+        out.append(event)
+    return out
+
+
 async def _resume(member: Any) -> None:
     """A connecting client is when interrupted work resumes (seed 001: recovery runs
     on WS connect): building the member's chat runtime recovers their conversations
@@ -100,7 +123,8 @@ async def member_socket() -> None:
 
     async def outbound() -> None:
         async for event in subscription:
-            await websocket.send(json.dumps({"type": "event", "event": asdict(event)}))
+            for item in coalesce_tokens([event, *subscription.drain()]):
+                await websocket.send(json.dumps({"type": "event", "event": asdict(item)}))
 
     async def inbound() -> None:
         while True:
