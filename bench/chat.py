@@ -261,8 +261,10 @@ class Helper:
         relay: dict[str, Any] = {"host": [], "direct": [], "tokens": 0, "wire": 0, "payload": 0, "token_payload": 0}
         for _ in range(RELAY_TURNS):
             turn, baseline = await self.paired(socket, solo["relay"], probe(RELAY_TOKENS, RELAY_DELAY))
-            if len(turn.token_times) != RELAY_TOKENS:
-                raise RuntimeError(f"{len(turn.token_times)} of {RELAY_TOKENS} tokens reached the socket")
+            if turn.text != " ".join(["tok"] * RELAY_TOKENS):
+                # A lagging socket joins queued deltas of one message into one event
+                # (events.coalesce_tokens); only the text must be whole.
+                raise RuntimeError(f"the relayed text is not the reply ({len(turn.token_times)} token events)")
             relay["host"] += turn.gaps
             relay["direct"] += baseline.gaps
             relay["tokens"] += len(turn.token_times)
@@ -296,7 +298,7 @@ class Helper:
                     out["errors"].append(repr(turn))
                     continue
                 out["errors"] += turn.errors
-                out["wrong"] += turn.text != expected or len(turn.token_times) != LOAD_TOKENS
+                out["wrong"] += turn.text != expected  # deltas may arrive joined; the text must be whole
                 if turn.first_token:
                     out["host"].append(turn.ttft)
             out["peak_streams"] = max(out["peak_streams"], self.server.peak_active_streams)
