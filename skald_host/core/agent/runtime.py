@@ -354,44 +354,35 @@ class MemberRuntime:
         the background so the answer is not held back by serialising a long history;
         the turn's ``turn_finished`` waits for it (``flush_logs``)."""
         latency = int((time.perf_counter() - started) * 1000)
-        task = asyncio.create_task(self._write_request_log(request_id, frame, model, messages, tools, turn, error, latency))
+
+        async def write() -> None:
+            try:
+                await self.core.registry.run(
+                    lambda c: c.execute(
+                        "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            request_id, self.member_id, model, "error" if error else "ok", error.status if error else 200,
+                            turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
+                            turn.first_token_ms if turn else None,
+                        ),
+                    )
+                )
+                response = None
+                if turn is not None:
+                    response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
+                elif error is not None:
+                    response = {"error": str(error), "status": error.status}
+                request_text, response_text = await asyncio.to_thread(
+                    lambda: (json.dumps({"messages": messages, "tools": tools}), None if response is None else json.dumps(response))
+                )
+                await self.store.log_payload(request_id, frame.conversation_id, request_text, response_text)
+            except Exception:
+                log.exception("request log of member %s could not be written", self.member_id)
+
+        task = asyncio.create_task(write())
         self._logging.add(task)
         task.add_done_callback(self._logging.discard)
-
-    async def _write_request_log(
-        self,
-        request_id: str,
-        frame: Frame,
-        model: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        turn: ModelTurn | None,
-        error: ModelError | None,
-        latency: int,
-    ) -> None:
-        try:
-            await self.core.registry.run(
-                lambda c: c.execute(
-                    "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        request_id, self.member_id, model, "error" if error else "ok", error.status if error else 200,
-                        turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
-                        turn.first_token_ms if turn else None,
-                    ),
-                )
-            )
-            response = None
-            if turn is not None:
-                response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
-            elif error is not None:
-                response = {"error": str(error), "status": error.status}
-            request_text, response_text = await asyncio.to_thread(
-                lambda: (json.dumps({"messages": messages, "tools": tools}), None if response is None else json.dumps(response))
-            )
-            await self.store.log_payload(request_id, frame.conversation_id, request_text, response_text)
-        except Exception:
-            log.exception("request log of member %s could not be written", self.member_id)
 
     async def flush_logs(self) -> None:
         if self._logging:
