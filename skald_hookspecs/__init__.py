@@ -41,6 +41,8 @@ from skald_hookspecs.types import (  # noqa: E402
 from skald_hookspecs.host_api import HostApi  # noqa: E402
 from skald_hookspecs.context import Caller, current_caller  # noqa: E402
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E402
+from skald_hookspecs.channels import Channel, ChannelEvent, Delivery  # noqa: E402
+from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxSpec  # noqa: E402
 
 __all__ = [
     "SPEC_VERSION",
@@ -64,4 +66,11 @@ __all__ = [
     "ChatEvent",
     "SystemEvent",
     "UserEvent",
+    "Channel",
+    "ChannelEvent",
+    "Delivery",
+    "ExecResult",
+    "Mount",
+    "SandboxBackend",
+    "SandboxSpec",
 ]

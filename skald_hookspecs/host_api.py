@@ -7,7 +7,9 @@ serves every database from a worker thread.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+from skald_hookspecs.channels import Delivery
 
 from skald_hookspecs.events import SystemEvent, UserEvent
 
@@ -42,3 +44,37 @@ class HostApi(Protocol):
 
     def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
         """An i18n string of the merged bundles, English when the locale lacks it."""
+
+    async def send_message(
+        self,
+        member_id: str,
+        text: str,
+        *,
+        attachments: Sequence[str] = (),
+        idempotency_key: str | None = None,
+    ) -> Delivery:
+        """Deliver a member's message into their current conversation whose source is
+        this plugin (one is created when there is none). ``attachments`` are agent
+        paths returned by ``save_upload``. The member's grant for this plugin is
+        re-checked first (``refused`` without it); a locked member's message is sealed
+        and delivered at their next unlock (``sealed``). Replies reach the plugin's
+        channel through ``Channel.deliver``."""
+
+    async def new_conversation(self, member_id: str) -> str:
+        """Start a fresh conversation for this source; later messages go there."""
+
+    async def stop_turn(self, member_id: str) -> bool:
+        """Stop the running turn of the member's current conversation of this source."""
+
+    async def resolve_approval(self, member_id: str, approval_id: str, approve: bool) -> Mapping[str, Any]:
+        """Approve or deny one pending approval card of the member's."""
+
+    async def save_upload(
+        self, member_id: str, filename: str, data: bytes, *, conversation_id: str | None = None
+    ) -> Mapping[str, Any]:
+        """Save a file the member sent through the host's one upload seam (size limit,
+        collision-free name, sniffed type). Returns ``{"path", "mime", "size"}`` where
+        ``path`` is the agent path to pass as an attachment."""
+
+    async def member_locale(self, member_id: str) -> str:
+        """The member's UI locale (``en``, ``de``, ...), for strings the plugin sends."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 import skald_hookspecs
-from skald_hookspecs import PROJECT_NAME, events, hookspecs, types
+from skald_hookspecs import PROJECT_NAME, channels, events, hookspecs, sandbox, types
 from skald_hookspecs.host_api import HostApi
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "plugins.md"
@@ -47,15 +47,23 @@ def defined_in(module: Any, keep: Callable[[Any], bool]) -> list[type]:
     return sorted(found, key=lambda cls: inspect.getsourcelines(cls)[1])
 
 
+CONTRACT_MODULES = (types, channels, sandbox)
+
+
 def contract_types() -> list[type]:
-    """The frozen values a plugin hands to the host: every dataclass of ``types``."""
-    return defined_in(types, dataclasses.is_dataclass)
+    """The frozen values of the contract: every dataclass of ``types``, ``channels``
+    and ``sandbox``."""
+    return [cls for module in CONTRACT_MODULES for cls in defined_in(module, dataclasses.is_dataclass)]
 
 
 def contract_protocols() -> list[type]:
     """``HostApi`` and every exported protocol a plugin is handed (such as ``TurnApi``)."""
     exported = set(skald_hookspecs.__all__)
-    others = defined_in(types, lambda cls: Protocol in cls.__mro__[1:] and cls.__name__ in exported)
+    others = [
+        cls
+        for module in CONTRACT_MODULES
+        for cls in defined_in(module, lambda cls: Protocol in cls.__mro__[1:] and cls.__name__ in exported)
+    ]
     return [HostApi, *others]
 
 

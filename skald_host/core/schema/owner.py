@@ -116,5 +116,15 @@ OWNER_MIGRATIONS = MigrationSet(
                 )""",
             ),
         ),
+        Migration(
+            3,
+            "private memory notes (placeholder: owned by the memory work, replace with the real step)",
+            statements=("SELECT 1",),
+        ),
+        Migration(
+            4,
+            "the member's inbox key pair (placeholder: owned by the sealed inbox work, replace with the real step)",
+            statements=("SELECT 1",),
+        ),
     ),
 )

@@ -170,5 +170,20 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 " ('*', 'require', 999999, 'anything not explicitly allowed asks first', 1)",
             ),
         ),
+        Migration(
+            3,
+            "shared memory notes (placeholder: owned by the memory work, replace with the real step)",
+            statements=("SELECT 1",),
+        ),
+        Migration(
+            4,
+            "shared folders and projects (placeholder: owned by the folders work, replace with the real step)",
+            statements=("SELECT 1",),
+        ),
+        Migration(
+            5,
+            "member public keys and the sealed inbox (placeholder: owned by the sealed inbox work, replace with the real step)",
+            statements=("SELECT 1",),
+        ),
     ),
 )

@@ -1,0 +1,60 @@
+"""The channel contract: a messaging surface outside the browser (Telegram, mobile).
+
+A channel plugin registers ``register(name, channel)`` through ``register_channels``
+where ``name`` is its plugin id. Inbound, it hands a member's message to
+``HostApi.send_message`` (the conversation's source is the plugin id; a plugin cannot
+speak as another source). Outbound, the host calls ``channel.deliver(member_id, event)``
+for what happens in that member's conversations whose source is this channel, and for
+background notifications when this channel is the member's home source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Protocol, runtime_checkable
+
+ChannelEventKind = Literal["typing", "answer", "approval", "approval_resolved", "notification", "error"]
+
+
+@dataclass(frozen=True)
+class ChannelEvent:
+    """One thing to show the member on the channel.
+
+    - ``typing``: a turn started or is still running (``conversation_id``).
+    - ``answer``: a turn finished; ``text`` is the authoritative final answer.
+    - ``approval``: a tool call waits for the member (``approval_id``, ``tool``,
+      ``arguments``); resolve it with ``HostApi.resolve_approval``.
+    - ``approval_resolved``: that card is settled (``data["status"]``).
+    - ``notification``: background work tells the member something (``text``).
+    - ``error``: the turn failed; ``text`` says why in words fit for the member.
+    """
+
+    kind: ChannelEventKind
+    conversation_id: str | None = None
+    text: str = ""
+    approval_id: str | None = None
+    tool: str | None = None
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What became of an inbound message.
+
+    ``accepted``: stored in the member's conversation (an ack means durable).
+    ``sealed``: the member is locked (no session since the host started); the message
+    was sealed to their public key and will be delivered at their next unlock.
+    ``refused``: not delivered; ``reason`` says why (no grant, inactive member, ...).
+    """
+
+    status: Literal["accepted", "sealed", "refused"]
+    conversation_id: str | None = None
+    reason: str = ""
+
+
+@runtime_checkable
+class Channel(Protocol):
+    async def deliver(self, member_id: str, event: ChannelEvent) -> None:
+        """Show ``event`` to the member. Raise to have the host log the failure; the
+        host does not retry (a channel that must not lose a reply retries itself)."""

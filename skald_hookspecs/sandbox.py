@@ -1,0 +1,92 @@
+"""The sandbox contract: where a member's shell commands run.
+
+A backend is registered through ``register_sandbox_backends`` (``register(name,
+backend)``). The host picks one by the ``sandbox.backend`` setting or, when that is
+``auto``, the first available in preference order (docker, then bubblewrap); with none
+available ``execute_cmd`` is refused with a message saying what to install. A member's
+command never runs on the bare host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One host folder made visible inside a member's sandbox.
+
+    ``source`` is an absolute, canonical host path the host has already checked;
+    ``target`` is the absolute path inside the sandbox (``/home/member/...``).
+    """
+
+    source: Path
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Everything a backend needs to build (or reuse) one member's sandbox.
+
+    ``uid``/``gid`` are the non-root ids commands run as; ``home`` is the target of the
+    member's home mount; ``network`` is off unless the instance configured it. The
+    backend must rebuild the sandbox when any field differs from the running one
+    (self-healing on drift: image tag, user, mounts).
+    """
+
+    member_id: str
+    uid: int
+    gid: int
+    home: str
+    mounts: tuple[Mount, ...] = ()
+    network: bool = False
+    memory_bytes: int = 1024 * 1024 * 1024
+    cpus: float = 1.0
+    pids: int = 256
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a finished (or killed) command left: its exit code (None when it was killed
+    by a timeout or a stop), its output (stdout and stderr interleaved, truncated to the
+    cap with ``truncated`` set), and why it ended early if it did."""
+
+    exit_code: int | None
+    output: str
+    truncated: bool = False
+    timed_out: bool = False
+    cancelled: bool = False
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    name: str
+
+    def available(self) -> str | None:
+        """None when this backend can run here, else a one-line reason with what to
+        install (shown when ``execute_cmd`` is refused). Must be cheap and not block
+        for long: the host calls it from a worker thread at startup."""
+
+    async def ensure(self, spec: SandboxSpec) -> None:
+        """Make the member's sandbox exist and match ``spec`` (create, reuse or rebuild)."""
+
+    async def execute(
+        self,
+        spec: SandboxSpec,
+        command: str,
+        *,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        cancelled: object | None = None,
+    ) -> ExecResult:
+        """Run ``command`` with ``/bin/sh -c`` as ``spec.uid`` in ``workdir`` (a sandbox
+        path), in a process group of its own. When ``timeout`` passes or ``cancelled``
+        (an ``asyncio.Event``) is set, kill the whole group and return what was captured."""
+
+    async def remove(self, member_id: str) -> None:
+        """Tear the member's sandbox down (member deleted or deactivated)."""
