@@ -23,6 +23,8 @@ from skald_host.core.agent.definitions import AgentCatalog
 from skald_host.core.agent.runtime import ChatService
 from skald_host.core.agent.tools import ToolRegistry, validate_tool
 from skald_host.core.buses import Buses
+from skald_host.core.folders import FolderService
+from skald_host.core.files.service import FileService
 from skald_host.core.identity.administration import MemberAdministration
 from skald_host.core.identity.auth import AuthService
 from skald_host.core.identity.crypto import KeyDerivation
@@ -31,6 +33,7 @@ from skald_host.core.identity.sessions import SessionStore
 from skald_host.core.identity.throttle import LoginThrottle
 from skald_host.core.identity.users import UserManager, seed_new_plugin_grants
 from skald_host.core.i18n import Strings
+from skald_host.core.memory.notes import MemoryService
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, _grants_by_default
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager
@@ -95,6 +98,9 @@ class Skald:
         self._auth: AuthService | None = None
         self._roles: RoleStore | None = None
         self._chat: ChatService | None = None
+        self._files: FileService | None = None
+        self.memory = MemoryService(self)
+        self._folders: FolderService | None = None
 
     # -- accessors (the surface the web layer and HostApi are cut from) --------------
 
@@ -117,6 +123,16 @@ class Skald:
     def chat(self) -> ChatService:
         assert self._chat is not None, "Skald.start() has not run"
         return self._chat
+
+    @property
+    def folders(self) -> FolderService:
+        assert self._folders is not None, "Skald.start() has not run"
+        return self._folders
+
+    @property
+    def files(self) -> FileService:
+        assert self._files is not None, "Skald.start() has not run"
+        return self._files
 
     @property
     def administration(self) -> MemberAdministration:
@@ -173,6 +189,9 @@ class Skald:
         )
         self._auth = AuthService(self._users, sessions, throttle, self.buses)
         await self._users.reconcile()
+        self._files = FileService(self)
+        await self._files.start()
+        self._folders = FolderService(self._registry, self._users, self.buses, settings.data_dir)
 
         self.plugins.load()
         await self._apply_enabled_flags()
@@ -297,6 +316,8 @@ class Skald:
             self._auth.sessions.revoke_all("server stopping")
         if self._chat is not None:
             await self._chat.close()
+        if self._files is not None:
+            await self._files.flush()
         if self._users is not None:
             await self._users.lock_all()
         self.buses.close()

@@ -6,6 +6,7 @@ the schema of steps 1..N, and the next open resumes from there).
 
 import json
 
+from skald_host.core.schema.memory import MEMORY_NOTES_STATEMENTS
 from skald_host.core.storage import Migration, MigrationSet
 
 # Seed data may speak the product's language; the ids and code stay neutral.
@@ -29,6 +30,38 @@ def _seed_roles(conn) -> None:
         conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES ('member', ?)", (cap,))
     for cap in _RESTRICTED_CAPABILITIES:
         conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES ('restricted', ?)", (cap,))
+
+
+# The fs tools inside shared folders and projects run without asking: reading a folder
+# the member belongs to has no effect beyond the conversation, and writing is refused in
+# code (the namespace's write gate) wherever the membership is read-only, so a rule
+# would only ask about what the member may already do by hand in the explorer.
+_FOLDER_TOOLS = ("read_file", "list_files", "search_file", "grep_files", "show_file_to_user", "write_file", "edit_file")
+_FOLDER_APPROVAL_RULES = "INSERT INTO approval_rules (tool_pattern, path_class, action, priority, note, builtin) VALUES " + ", ".join(
+    f"('{tool}', '{root}/*', 'allow', 300, 'files in a {kind} the member belongs to; read-only memberships are refused in code', 1)"
+    for root, kind in (("shared", "shared folder"), ("projects", "project"))
+    for tool in _FOLDER_TOOLS
+)
+
+
+# Own notes are private and frictionless; shared reads are free, but a shared write
+# asks first, so the agent cannot silently move one member's words where everyone
+# reads them (seed 001). Each class also names its root, so listing it is free too.
+_MEMORY_READ_TOOLS = ("read_file", "list_files", "search_file", "grep_files", "show_file_to_user")
+_MEMORY_WRITE_TOOLS = ("write_file", "edit_file")
+_MEMORY_APPROVAL_RULES = "INSERT INTO approval_rules (tool_pattern, path_class, action, priority, note, builtin) VALUES " + ", ".join(
+    [
+        f"('{tool}', '{path_class}', '{action}', 10, '{note}', 1)"
+        for root, tools, action, note in (
+            ("user-memory", _MEMORY_READ_TOOLS + _MEMORY_WRITE_TOOLS, "allow", "the member''s own private notes"),
+            ("shared-memory", _MEMORY_READ_TOOLS, "allow", "reading shared notes"),
+            ("shared-memory", _MEMORY_WRITE_TOOLS, "require", "a shared note is read by everyone: ask first"),
+        )
+        for tool in tools
+        for path_class in (root, f"{root}/*")
+    ]
+    + ["('memory_search', NULL, 'allow', 100, 'searching memory notes only reads', 1)"]
+)
 
 
 REGISTRY_MIGRATIONS = MigrationSet(
@@ -172,18 +205,80 @@ REGISTRY_MIGRATIONS = MigrationSet(
         ),
         Migration(
             3,
-            "shared memory notes (placeholder: owned by the memory work, replace with the real step)",
-            statements=("SELECT 1",),
+            "shared memory notes, their approval rules and the shared-write capability",
+            statements=(
+                *MEMORY_NOTES_STATEMENTS,
+                _MEMORY_APPROVAL_RULES,
+                "INSERT OR IGNORE INTO role_capabilities VALUES ('member', 'memory.shared.write')",
+            ),
         ),
         Migration(
             4,
-            "shared folders and projects (placeholder: owned by the folders work, replace with the real step)",
-            statements=("SELECT 1",),
+            "shared folders and projects",
+            statements=(
+                # Folder content lives on disk under the data dir; these rows are only who
+                # may reach it. Keys are registry→registry (same file), never owner→registry.
+                """CREATE TABLE shared_folders (
+                    id TEXT PRIMARY KEY,
+                    slug TEXT NOT NULL UNIQUE,
+                    title TEXT NOT NULL,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                """CREATE TABLE shared_folder_members (
+                    folder_id TEXT NOT NULL REFERENCES shared_folders(id) ON DELETE CASCADE,
+                    member_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    can_write INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (folder_id, member_id)
+                )""",
+                "CREATE INDEX shared_folder_members_member ON shared_folder_members(member_id)",
+                # The slug is immutable: it names the folder on disk and the agent path.
+                """CREATE TABLE projects (
+                    id TEXT PRIMARY KEY,
+                    owner_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    slug TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    description TEXT NOT NULL DEFAULT '',
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    UNIQUE (owner_id, slug)
+                )""",
+                # The owner is always a write-member, so a private project is one row here.
+                """CREATE TABLE project_members (
+                    project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+                    member_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    can_write INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (project_id, member_id)
+                )""",
+                "CREATE INDEX project_members_member ON project_members(member_id)",
+                _FOLDER_APPROVAL_RULES,
+            ),
         ),
         Migration(
             5,
-            "member public keys and the sealed inbox (placeholder: owned by the sealed inbox work, replace with the real step)",
-            statements=("SELECT 1",),
+            "member public keys and the sealed inbox",
+            statements=(
+                # The public half of the member's inbox key pair (the private half is in
+                # their own file), and where background notes reach them ('web' or a
+                # channel's plugin id): a routing preference, not private content.
+                "ALTER TABLE users ADD COLUMN inbox_public_key BLOB",
+                "ALTER TABLE users ADD COLUMN home_source TEXT NOT NULL DEFAULT 'web'",
+                # Messages for a locked member, sealed to their public key: ciphertext and
+                # the minimum to route it — never plaintext, never a title. dedupe_hash
+                # is a hash of the sender's idempotency key, so a replay seals nothing twice.
+                """CREATE TABLE sealed_messages (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    id TEXT NOT NULL UNIQUE,
+                    member_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    source TEXT NOT NULL,
+                    dedupe_hash TEXT UNIQUE,
+                    version INTEGER NOT NULL,
+                    ephemeral_public BLOB NOT NULL,
+                    nonce BLOB NOT NULL,
+                    ciphertext BLOB NOT NULL,
+                    size INTEGER NOT NULL,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                "CREATE INDEX sealed_messages_member ON sealed_messages(member_id, seq)",
+            ),
         ),
     ),
 )

@@ -1,0 +1,527 @@
+"""``FolderService``: shared folders (admin-made) and projects (self-service), and the
+one answer to "which folders may this member reach, and may they write there".
+
+Folder content lives on disk under the data dir; the registry only says who belongs.
+Every change of who belongs is announced as ``folders.membership_changed`` on the
+system bus, once per affected member, so the sandbox re-mounts without a re-login.
+The file namespace does not need the event: it asks ``memberships`` on every call.
+
+Deleting a folder or project moves its content into ``<data_dir>/trash/`` (named by
+time, kind, slug and id) instead of removing it: it may be someone's only copy, and
+the operator decides when it is really gone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+import secrets
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skald_hookspecs.events import SystemEvent
+from skald_host.core.buses import Buses
+from skald_host.core.identity.users import UserManager
+from skald_host.core.storage import Database
+
+log = logging.getLogger(__name__)
+
+MEMBERSHIP_CHANGED = "folders.membership_changed"
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+MAX_TITLE = 200
+MAX_DESCRIPTION = 4000
+TRASH_DIR = "trash"
+
+
+class FolderError(ValueError):
+    """Bad input or a refused change. ``status`` is the HTTP answer it maps to and
+    ``field`` names the offending input when there is one."""
+
+    status = 400
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class FolderNotFound(FolderError):
+    """No such folder or project, or the caller is not in it: the two are one answer
+    so an id never tells a non-member that it exists."""
+
+    status = 404
+
+
+class FolderForbidden(FolderError):
+    """The caller belongs but their membership does not allow this change."""
+
+    status = 403
+
+
+class FolderConflict(FolderError):
+    status = 409
+
+
+@dataclass(frozen=True)
+class FolderAccess:
+    """One folder a member may reach: how the agent names it, where it is on the host,
+    and whether the member may write there."""
+
+    kind: str  # "shared" | "project"
+    agent_prefix: str  # "shared/<slug>" or "projects/<owner_username>/<slug>"
+    host_path: Path
+    can_write: bool
+    title: str
+    id: str
+
+
+@dataclass(frozen=True)
+class FolderMember:
+    member_id: str
+    username: str
+    display_name: str
+    can_write: bool
+    is_owner: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": self.member_id,
+            "username": self.username,
+            "display_name": self.display_name,
+            "can_write": self.can_write,
+            "is_owner": self.is_owner,
+        }
+
+
+@dataclass(frozen=True)
+class SharedFolder:
+    id: str
+    slug: str
+    title: str
+    created_at: str
+    members: tuple[FolderMember, ...]
+
+    @property
+    def agent_path(self) -> str:
+        return f"shared/{self.slug}"
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "slug": self.slug,
+            "title": self.title,
+            "created_at": self.created_at,
+            "agent_path": self.agent_path,
+            "members": [m.summary() for m in self.members],
+        }
+
+
+@dataclass(frozen=True)
+class Project:
+    id: str
+    owner_id: str
+    owner_username: str
+    slug: str
+    title: str
+    description: str
+    created_at: str
+    members: tuple[FolderMember, ...]
+
+    @property
+    def agent_path(self) -> str:
+        return f"projects/{self.owner_username}/{self.slug}"
+
+    def member(self, member_id: str) -> FolderMember | None:
+        return next((m for m in self.members if m.member_id == member_id), None)
+
+    def summary(self, caller_id: str) -> dict[str, Any]:
+        me = self.member(caller_id)
+        return {
+            "id": self.id,
+            "slug": self.slug,
+            "title": self.title,
+            "description": self.description,
+            "created_at": self.created_at,
+            "owner": {"id": self.owner_id, "username": self.owner_username},
+            "agent_path": self.agent_path,
+            "is_owner": caller_id == self.owner_id,
+            "can_write": bool(me and me.can_write),
+            "members": [m.summary() for m in self.members],
+        }
+
+
+# Kept for readers who think of project members by that name.
+ProjectMember = FolderMember
+
+
+def validate_slug(value: Any) -> str:
+    if not isinstance(value, str) or not SLUG.match(value):
+        raise FolderError(
+            "slug must be 1-64 lowercase letters, digits or dashes, starting with a letter or digit", field="slug"
+        )
+    return value
+
+
+def validate_title(value: Any, *, field: str = "title", limit: int = MAX_TITLE, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise FolderError(f"{field} must be text", field=field)
+    text = unicodedata.normalize("NFC", value).strip()
+    if not text and not allow_empty:
+        raise FolderError(f"{field} must not be empty", field=field)
+    if len(text) > limit:
+        raise FolderError(f"{field} must be at most {limit} characters", field=field)
+    if any(unicodedata.category(ch) == "Cc" and ch not in "\n\t" for ch in text) or (field == "title" and "\n" in text):
+        raise FolderError(f"{field} contains control characters", field=field)
+    return text
+
+
+def _new_id() -> str:
+    return secrets.token_hex(16)
+
+
+class FolderService:
+    def __init__(self, registry: Database, users: UserManager, buses: Buses, data_dir: Path) -> None:
+        self.registry = registry
+        self.users = users
+        self.buses = buses
+        self.data_dir = data_dir
+
+    # -- where things live -----------------------------------------------------------
+
+    def shared_path(self, slug: str) -> Path:
+        return self.data_dir / "shared" / slug
+
+    def project_path(self, owner_id: str, slug: str) -> Path:
+        return self.data_dir / "projects" / owner_id / slug
+
+    def _announce(self, member_ids: set[str] | list[str], reason: str, kind: str, folder_id: str) -> None:
+        for member_id in sorted(set(member_ids)):
+            self.buses.system.publish(SystemEvent(MEMBERSHIP_CHANGED, member_id, {"reason": reason, "kind": kind, "id": folder_id}))
+
+    def _to_trash(self, path: Path, kind: str, slug: str, folder_id: str) -> Path | None:
+        """Move a deleted folder aside under ``<data_dir>/trash``; None when there was
+        no folder on disk."""
+        if not path.exists():
+            return None
+        trash = self.data_dir / TRASH_DIR
+        trash.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        target = trash / f"{stamp}-{kind}-{slug}-{folder_id[:8]}"
+        counter = 0
+        while os.path.lexists(target):
+            counter += 1
+            target = trash / f"{stamp}-{kind}-{slug}-{folder_id[:8]}.{counter}"
+        os.rename(path, target)
+        return target
+
+    @staticmethod
+    def _make_dir(path: Path) -> None:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    # -- what a member may reach -----------------------------------------------------
+
+    async def memberships(self, member_id: str) -> list[FolderAccess]:
+        """Every shared folder and project ``member_id`` belongs to, read fresh."""
+
+        def read(conn: Any) -> list[Any]:
+            shared = conn.execute(
+                "SELECT f.id, f.slug, f.title, m.can_write FROM shared_folder_members m"
+                " JOIN shared_folders f ON f.id = m.folder_id WHERE m.member_id = ? ORDER BY f.slug",
+                (member_id,),
+            ).fetchall()
+            projects = conn.execute(
+                "SELECT p.id, p.slug, p.title, p.owner_id, u.username AS owner_username, m.can_write FROM project_members m"
+                " JOIN projects p ON p.id = m.project_id JOIN users u ON u.id = p.owner_id"
+                " WHERE m.member_id = ? ORDER BY u.username, p.slug",
+                (member_id,),
+            ).fetchall()
+            return [shared, projects]
+
+        shared, projects = await self.registry.run(read)
+        out = [
+            FolderAccess("shared", f"shared/{r['slug']}", self.shared_path(r["slug"]), bool(r["can_write"]), r["title"], r["id"])
+            for r in shared
+        ]
+        out += [
+            FolderAccess(
+                "project",
+                f"projects/{r['owner_username']}/{r['slug']}",
+                self.project_path(r["owner_id"], r["slug"]),
+                bool(r["can_write"]),
+                r["title"],
+                r["id"],
+            )
+            for r in projects
+        ]
+        return out
+
+    async def project_access(self, member_id: str, project_id: str) -> FolderAccess:
+        """The caller's access to one project; FolderNotFound when they are not in it."""
+        for access in await self.memberships(member_id):
+            if access.kind == "project" and access.id == project_id:
+                return access
+        raise FolderNotFound("no such project")
+
+    # -- shared folders (admin) ------------------------------------------------------
+
+    @staticmethod
+    def _folder_members(conn: Any, folder_id: str) -> tuple[FolderMember, ...]:
+        rows = conn.execute(
+            "SELECT u.id, u.username, u.display_name, m.can_write FROM shared_folder_members m"
+            " JOIN users u ON u.id = m.member_id WHERE m.folder_id = ? ORDER BY u.username",
+            (folder_id,),
+        ).fetchall()
+        return tuple(FolderMember(r["id"], r["username"], r["display_name"], bool(r["can_write"])) for r in rows)
+
+    def _shared(self, conn: Any, row: Any) -> SharedFolder:
+        return SharedFolder(row["id"], row["slug"], row["title"], row["created_at"], self._folder_members(conn, row["id"]))
+
+    async def list_shared(self) -> list[SharedFolder]:
+        def read(conn: Any) -> list[SharedFolder]:
+            return [self._shared(conn, r) for r in conn.execute("SELECT * FROM shared_folders ORDER BY slug").fetchall()]
+
+        return await self.registry.run(read)
+
+    async def get_shared(self, folder_id: str) -> SharedFolder:
+        def read(conn: Any) -> SharedFolder | None:
+            row = conn.execute("SELECT * FROM shared_folders WHERE id = ?", (folder_id,)).fetchone()
+            return self._shared(conn, row) if row else None
+
+        folder = await self.registry.run(read)
+        if folder is None:
+            raise FolderNotFound("no such shared folder")
+        return folder
+
+    async def create_shared(self, slug: Any, title: Any = None) -> SharedFolder:
+        slug = validate_slug(slug)
+        title = validate_title(title if title is not None else slug)
+        folder_id = _new_id()
+
+        def write(conn: Any) -> None:
+            if conn.execute("SELECT 1 FROM shared_folders WHERE slug = ?", (slug,)).fetchone():
+                raise FolderConflict(f"a shared folder named {slug!r} already exists", field="slug")
+            conn.execute("INSERT INTO shared_folders (id, slug, title) VALUES (?, ?, ?)", (folder_id, slug, title))
+
+        await self.registry.transaction(write)
+        self._make_dir(self.shared_path(slug))
+        log.info("shared folder %s created", folder_id)
+        return await self.get_shared(folder_id)
+
+    async def rename_shared(self, folder_id: str, title: Any) -> SharedFolder:
+        title = validate_title(title)
+        await self.get_shared(folder_id)
+        await self.registry.run(lambda c: c.execute("UPDATE shared_folders SET title = ? WHERE id = ?", (title, folder_id)))
+        return await self.get_shared(folder_id)
+
+    async def delete_shared(self, folder_id: str) -> Path | None:
+        """Remove the folder and its memberships; its content goes to the trash."""
+        folder = await self.get_shared(folder_id)
+        await self.registry.run(lambda c: c.execute("DELETE FROM shared_folders WHERE id = ?", (folder_id,)))
+        moved = self._to_trash(self.shared_path(folder.slug), "shared", folder.slug, folder.id)
+        self._announce({m.member_id for m in folder.members}, "deleted", "shared", folder.id)
+        log.info("shared folder %s deleted; content moved to %s", folder_id, moved)
+        return moved
+
+    async def _member_by_username(self, username: Any) -> Any:
+        if not isinstance(username, str) or not username.strip():
+            raise FolderError("username must be a member's user name", field="username")
+        member = await self.users.find(username)
+        if member is None:
+            raise FolderError(f"no member is called {username.strip()[:64]!r}", field="username")
+        return member
+
+    async def add_shared_member(self, folder_id: str, username: Any, can_write: bool = False) -> SharedFolder:
+        folder = await self.get_shared(folder_id)
+        member = await self._member_by_username(username)
+        if any(m.member_id == member.id for m in folder.members):
+            raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username")
+        await self.registry.run(
+            lambda c: c.execute(
+                "INSERT INTO shared_folder_members (folder_id, member_id, can_write) VALUES (?, ?, ?)",
+                (folder_id, member.id, int(bool(can_write))),
+            )
+        )
+        self._announce({member.id}, "added", "shared", folder_id)
+        return await self.get_shared(folder_id)
+
+    async def set_shared_member_write(self, folder_id: str, member_id: str, can_write: bool) -> SharedFolder:
+        folder = await self.get_shared(folder_id)
+        current = next((m for m in folder.members if m.member_id == member_id), None)
+        if current is None:
+            raise FolderNotFound("that member is not in this shared folder")
+        if current.can_write != bool(can_write):
+            await self.registry.run(
+                lambda c: c.execute(
+                    "UPDATE shared_folder_members SET can_write = ? WHERE folder_id = ? AND member_id = ?",
+                    (int(bool(can_write)), folder_id, member_id),
+                )
+            )
+            self._announce({member_id}, "can_write", "shared", folder_id)
+        return await self.get_shared(folder_id)
+
+    async def remove_shared_member(self, folder_id: str, member_id: str) -> SharedFolder:
+        folder = await self.get_shared(folder_id)
+        if not any(m.member_id == member_id for m in folder.members):
+            raise FolderNotFound("that member is not in this shared folder")
+        await self.registry.run(
+            lambda c: c.execute("DELETE FROM shared_folder_members WHERE folder_id = ? AND member_id = ?", (folder_id, member_id))
+        )
+        self._announce({member_id}, "removed", "shared", folder_id)
+        return await self.get_shared(folder_id)
+
+    # -- projects (self-service) -----------------------------------------------------
+
+    @staticmethod
+    def _project_members(conn: Any, project_id: str, owner_id: str) -> tuple[FolderMember, ...]:
+        rows = conn.execute(
+            "SELECT u.id, u.username, u.display_name, m.can_write FROM project_members m"
+            " JOIN users u ON u.id = m.member_id WHERE m.project_id = ? ORDER BY u.username",
+            (project_id,),
+        ).fetchall()
+        return tuple(
+            FolderMember(r["id"], r["username"], r["display_name"], bool(r["can_write"]), r["id"] == owner_id) for r in rows
+        )
+
+    def _project(self, conn: Any, row: Any) -> Project:
+        return Project(
+            row["id"],
+            row["owner_id"],
+            row["owner_username"],
+            row["slug"],
+            row["title"],
+            row["description"],
+            row["created_at"],
+            self._project_members(conn, row["id"], row["owner_id"]),
+        )
+
+    _PROJECT_SELECT = "SELECT p.*, u.username AS owner_username FROM projects p JOIN users u ON u.id = p.owner_id"
+
+    async def list_projects(self, member_id: str) -> list[Project]:
+        """The projects ``member_id`` belongs to, and only those."""
+
+        def read(conn: Any) -> list[Project]:
+            rows = conn.execute(
+                self._PROJECT_SELECT + " JOIN project_members m ON m.project_id = p.id WHERE m.member_id = ?"
+                " ORDER BY p.title COLLATE NOCASE, p.id",
+                (member_id,),
+            ).fetchall()
+            return [self._project(conn, r) for r in rows]
+
+        return await self.registry.run(read)
+
+    async def get_project(self, project_id: str, caller_id: str) -> Project:
+        """The project as its member ``caller_id`` sees it; FolderNotFound for anyone
+        else, so a non-member learns nothing from an id."""
+
+        def read(conn: Any) -> Project | None:
+            row = conn.execute(self._PROJECT_SELECT + " WHERE p.id = ?", (project_id,)).fetchone()
+            return self._project(conn, row) if row else None
+
+        project = await self.registry.run(read)
+        if project is None or project.member(caller_id) is None:
+            raise FolderNotFound("no such project")
+        return project
+
+    async def _writable_project(self, project_id: str, caller_id: str) -> Project:
+        project = await self.get_project(project_id, caller_id)
+        if not project.member(caller_id).can_write:  # type: ignore[union-attr]
+            raise FolderForbidden("you can read this project but not change it")
+        return project
+
+    async def create_project(self, owner_id: str, slug: Any, title: Any = None, description: Any = "") -> Project:
+        slug = validate_slug(slug)
+        title = validate_title(title if title is not None else slug)
+        description = validate_title(description if description is not None else "", field="description", limit=MAX_DESCRIPTION, allow_empty=True)
+        project_id = _new_id()
+
+        def write(conn: Any) -> None:
+            if conn.execute("SELECT 1 FROM projects WHERE owner_id = ? AND slug = ?", (owner_id, slug)).fetchone():
+                raise FolderConflict(f"you already have a project named {slug!r}", field="slug")
+            conn.execute(
+                "INSERT INTO projects (id, owner_id, slug, title, description) VALUES (?, ?, ?, ?, ?)",
+                (project_id, owner_id, slug, title, description),
+            )
+            conn.execute("INSERT INTO project_members (project_id, member_id, can_write) VALUES (?, ?, 1)", (project_id, owner_id))
+
+        await self.registry.transaction(write)
+        self._make_dir(self.project_path(owner_id, slug))
+        self._announce({owner_id}, "added", "project", project_id)
+        log.info("project %s created", project_id)
+        return await self.get_project(project_id, owner_id)
+
+    async def update_project(self, project_id: str, caller_id: str, *, title: Any = None, description: Any = None) -> Project:
+        await self._writable_project(project_id, caller_id)
+        changes: dict[str, str] = {}
+        if title is not None:
+            changes["title"] = validate_title(title)
+        if description is not None:
+            changes["description"] = validate_title(description, field="description", limit=MAX_DESCRIPTION, allow_empty=True)
+        if changes:
+            cols = ", ".join(f"{k} = ?" for k in changes)
+            await self.registry.run(lambda c: c.execute(f"UPDATE projects SET {cols} WHERE id = ?", (*changes.values(), project_id)))
+        return await self.get_project(project_id, caller_id)
+
+    async def delete_project(self, project_id: str, caller_id: str) -> Path | None:
+        """Only the owner deletes; the folder goes to the trash."""
+        project = await self.get_project(project_id, caller_id)
+        if caller_id != project.owner_id:
+            raise FolderForbidden("only the project's owner can delete it")
+        await self.registry.run(lambda c: c.execute("DELETE FROM projects WHERE id = ?", (project_id,)))
+        moved = self._to_trash(self.project_path(project.owner_id, project.slug), "project", project.slug, project.id)
+        self._announce({m.member_id for m in project.members}, "deleted", "project", project.id)
+        log.info("project %s deleted; content moved to %s", project_id, moved)
+        return moved
+
+    async def add_project_member(self, project_id: str, caller_id: str, username: Any, can_write: bool = False) -> Project:
+        project = await self._writable_project(project_id, caller_id)
+        member = await self._member_by_username(username)
+        if project.member(member.id) is not None:
+            raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username")
+        await self.registry.run(
+            lambda c: c.execute(
+                "INSERT INTO project_members (project_id, member_id, can_write) VALUES (?, ?, ?)",
+                (project_id, member.id, int(bool(can_write))),
+            )
+        )
+        self._announce({member.id}, "added", "project", project_id)
+        return await self.get_project(project_id, caller_id)
+
+    async def set_project_member_write(self, project_id: str, caller_id: str, member_id: str, can_write: bool) -> Project:
+        project = await self._writable_project(project_id, caller_id)
+        target = project.member(member_id)
+        if target is None:
+            raise FolderNotFound("that member is not in this project")
+        if target.is_owner and not can_write:
+            raise FolderError("the owner always keeps write access", field="can_write")
+        if target.can_write != bool(can_write):
+            await self.registry.run(
+                lambda c: c.execute(
+                    "UPDATE project_members SET can_write = ? WHERE project_id = ? AND member_id = ?",
+                    (int(bool(can_write)), project_id, member_id),
+                )
+            )
+            self._announce({member_id}, "can_write", "project", project_id)
+        return await self.get_project(project_id, caller_id)
+
+    async def remove_project_member(self, project_id: str, caller_id: str, member_id: str) -> Project | None:
+        """Write-members remove anyone but the owner; any member may leave. Returns the
+        project as the caller now sees it, or None when they just left it."""
+        project = await self.get_project(project_id, caller_id)
+        if member_id != caller_id and not project.member(caller_id).can_write:  # type: ignore[union-attr]
+            raise FolderForbidden("you can read this project but not change it")
+        target = project.member(member_id)
+        if target is None:
+            raise FolderNotFound("that member is not in this project")
+        if target.is_owner:
+            raise FolderError("the owner cannot be removed; delete the project instead", field="member")
+        await self.registry.run(
+            lambda c: c.execute("DELETE FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member_id))
+        )
+        self._announce({member_id}, "removed", "project", project_id)
+        if member_id == caller_id:
+            return None
+        return await self.get_project(project_id, caller_id)
