@@ -80,6 +80,18 @@ class ChatSettings:
 
 
 @dataclass(frozen=True)
+class FileSettings:
+    """Members' files: uploads, the file viewer and what a turn may inline for a
+    vision model (seed 001 "Multimodal attachments": 4 files / 10 MiB per turn)."""
+
+    upload_max_bytes: int = 256 * 1024 * 1024
+    view_max_bytes: int = 50 * 1024 * 1024
+    read_max_bytes: int = 2 * 1024 * 1024
+    turn_image_count: int = 4
+    turn_image_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("data")
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -88,6 +100,7 @@ class Settings:
     auth: AuthSettings = field(default_factory=AuthSettings)
     plugins: PluginSettings = field(default_factory=PluginSettings)
     chat: ChatSettings = field(default_factory=ChatSettings)
+    files: FileSettings = field(default_factory=FileSettings)
 
     @property
     def database_dir(self) -> Path:
@@ -255,5 +268,7 @@ def _validate(settings: Settings) -> None:
         raise SettingsError("chat.max_rounds: must be between 1 and 1000")
     if not settings.chat.tool_timeout_seconds > 0:
         raise SettingsError("chat.tool_timeout_seconds: must be positive")
+    if settings.files.upload_max_bytes < 1 or settings.files.view_max_bytes < 1 or settings.files.read_max_bytes < 1:
+        raise SettingsError("files: upload_max_bytes, view_max_bytes and read_max_bytes must be positive")
     if bool(settings.server.tls_cert) != bool(settings.server.tls_key):
         raise SettingsError("server.tls_cert and server.tls_key must be set together")

@@ -73,3 +73,55 @@ def is_inside(base: Path, path: Path) -> bool:
     root = Path(os.path.realpath(base))
     real = Path(os.path.realpath(path))
     return real == root or root in real.parents
+
+
+def _fd_path(fd: int) -> Path:
+    """Where an open descriptor really is (Linux ``/proc``): the name can be swapped
+    after a check, the opened inode cannot."""
+    return Path(os.readlink(f"/proc/self/fd/{fd}"))
+
+
+def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
+    """Open ``path`` (already ``contain``-ed) without following a symlink in its last
+    component, then re-check that what was opened is inside ``base``. Closes the
+    TOCTOU window between ``contain`` and the open: a link swapped in after the check
+    is refused by ``O_NOFOLLOW``, a directory swapped above it by the re-check."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: the last component is a symlink
+            raise PathRefused("path is a symbolic link") from None
+        raise
+    if not is_inside(base, _fd_path(fd)):
+        os.close(fd)
+        raise PathRefused("path leaves its folder")
+    return fd
+
+
+def open_dir_inside(base: Path, path: Path) -> int:
+    return open_inside(base, path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def make_dirs_inside(base: Path, path: Path, on_create=None) -> Path:
+    """Create the missing folders from ``base`` down to ``path`` one at a time, checking
+    containment of each after it exists (a component replaced by a symlink between
+    ``contain`` and here is caught). ``on_create(path)`` runs for each new folder."""
+    root = Path(os.path.realpath(base))
+    target = Path(os.path.realpath(path))
+    if target != root and root not in target.parents:
+        raise PathRefused("path leaves its folder")
+    current = root
+    for part in target.relative_to(root).parts:
+        current = current / part
+        if not current.exists():
+            try:
+                current.mkdir(mode=0o700)
+                if on_create is not None:
+                    on_create(current)
+            except FileExistsError:
+                pass
+        if not current.is_dir():
+            raise PathRefused(f"{part} is not a folder")
+        if not is_inside(root, current):
+            raise PathRefused("path leaves its folder")
+    return current

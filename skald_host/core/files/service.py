@@ -1,0 +1,449 @@
+"""``FileService`` (``Skald.files``): members' home folders, their sandbox uids and
+mounts, the agent namespace router and the one upload seam.
+
+The agent sees one namespace routed on the first path component (seed 001
+"Filesystem & containers"):
+
+==========================  =============================================
+``user-memory/…``           the member's private note store
+``shared-memory/…``         the shared note store
+``shared/{X}/…``            a shared folder the member belongs to
+``projects/{O}/{S}/…``      a project the member belongs to
+``~/…``, relative           the member's home folder
+any other absolute path     inside the member's sandbox
+==========================  =============================================
+
+Home spellings (``./``, ``~/``, ``/root/``, ``/home/member/``) are stripped first, so
+``~/user-memory/x.md`` is a note and ``/home/member/shared/X/a`` is the shared folder,
+exactly like the sandbox shows them. A folder the member does not belong to answers
+"no such folder", the same as one that does not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import secrets
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, AsyncIterator, Literal
+
+from skald_hookspecs.sandbox import Mount
+from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside
+from skald_host.core.files.sniff import IMAGE_TYPES, sniff
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+    from skald_host.core.identity.users import Member
+
+log = logging.getLogger(__name__)
+
+SANDBOX_HOME = "/home/member"
+MEMORY_ROOTS = ("user-memory", "shared-memory")
+UPLOADS_DIR = "uploads"
+FIRST_UID = 20000
+UIDS_KEY = "files.uids"
+_HOME_SPELLINGS = ("./", "~/", "/root/", SANDBOX_HOME + "/")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+MAX_UPLOAD_NAME = 200
+CHUNK = 1024 * 1024
+
+
+class FileError(ValueError):
+    """A file operation that cannot be done; the message is fit for the agent and the member."""
+
+
+class UploadTooLarge(FileError):
+    pass
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Where one agent path goes.
+
+    ``kind``: ``memory`` (``memory_root`` + ``memory_key`` name the note), ``host``
+    (``host_path`` is canonical and inside ``base``; ``read_only`` for a membership
+    without write access), ``sandbox`` (``sandbox_path`` is an absolute path inside the
+    member's sandbox), or ``folders`` (the virtual ``shared/`` or ``projects/`` level
+    that lists the member's memberships).
+    """
+
+    kind: Literal["memory", "host", "sandbox", "folders"]
+    agent_path: str
+    host_path: Path | None = None
+    base: Path | None = None
+    read_only: bool = False
+    memory_root: str | None = None
+    memory_key: str | None = None
+    sandbox_path: str | None = None
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class SavedUpload:
+    path: str  # agent path, e.g. uploads/<conversation>/<name>
+    host_path: Path
+    mime: str
+    size: int
+    is_image: bool
+
+    def summary(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.host_path.name, "mime": self.mime, "size": self.size, "is_image": self.is_image}
+
+
+def safe_id(value: str, what: str) -> str:
+    if not isinstance(value, str) or not _SAFE_ID.match(value):
+        raise FileError(f"{what} is not a valid id")
+    return value
+
+
+def sanitize_filename(name: str) -> str:
+    """A display-safe single path component: no separators, control or format
+    characters (bidi overrides included), no leading dots, at most 200 bytes with the
+    extension kept. Never empty."""
+    if not isinstance(name, str):
+        name = ""
+    name = unicodedata.normalize("NFC", name)
+    name = re.split(r"[/\\]", name)[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C")
+    name = name.strip().lstrip(".").strip()
+    if not name:
+        name = "upload"
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem or len(ext.encode()) > 16:
+        stem, ext = name, ""
+    limit = MAX_UPLOAD_NAME - (len(ext.encode()) + 1 if ext else 0)
+    while len(stem.encode()) > limit:
+        stem = stem[:-1]
+    return f"{stem}.{ext}" if ext else stem
+
+
+def _strip_home(path: str, spellings: tuple[str, ...] = ("./", "~/", SANDBOX_HOME + "/")) -> str:
+    """Remove home spellings; ``~``/``/home/member`` alone mean the home itself."""
+    while True:
+        if path in ("~", ".", SANDBOX_HOME):
+            return ""
+        prefix = next((p for p in spellings if path.startswith(p)), None)
+        if prefix is None:
+            return path
+        path = path[len(prefix):]
+
+
+def classify_memory_path(path: str) -> tuple[str, str] | None:
+    """``(root, key)`` when ``path`` names a memory root. ``/root/`` counts as a home
+    spelling here too: a model used to other sandboxes writes ``/root/user-memory/x``
+    and means the note, never an invisible file beside it."""
+    stripped = _strip_home(path, _HOME_SPELLINGS)
+    if stripped.startswith("/"):
+        return None
+    first, _, rest = stripped.partition("/")
+    if first in MEMORY_ROOTS:
+        return first, rest
+    return None
+
+
+class FileService:
+    def __init__(self, core: "Skald") -> None:
+        self._reach = lambda: core
+        self.settings = core.settings.files
+        self.root = core.settings.data_dir / "homes"
+        self._uids: dict[str, int] = {}
+        self._persisting: set[asyncio.Task[None]] = set()
+
+    @property
+    def _core(self) -> "Skald":
+        return self._reach()
+
+    # -- members' ids and homes -------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the uid map and give every member without one a uid, in one transaction."""
+        self.root.mkdir(mode=0o711, parents=True, exist_ok=True)
+        os.chmod(self.root, 0o711)
+        members = await self._core.registry.run(lambda c: [r[0] for r in c.execute("SELECT id FROM users").fetchall()])
+
+        def allocate(conn: Any) -> dict[str, int]:
+            row = conn.execute("SELECT value FROM config WHERE key = ?", (UIDS_KEY,)).fetchone()
+            uids = {str(k): int(v) for k, v in (json.loads(row[0]) if row else {}).items()}
+            for member_id in members:
+                if member_id not in uids:
+                    uids[member_id] = max(uids.values(), default=FIRST_UID - 1) + 1
+            conn.execute(
+                "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (UIDS_KEY, json.dumps(uids)),
+            )
+            return uids
+
+        self._uids = await self._core.registry.transaction(allocate)
+
+    def uid_for(self, member_id: str) -> int:
+        """Stable per member, unique, >= 20000. Known members are allocated at start; a
+        member created since is allocated here (in memory at once, so two callers can
+        never get the same uid) and persisted in the background."""
+        safe_id(member_id, "member id")
+        uid = self._uids.get(member_id)
+        if uid is not None:
+            return uid
+        uid = max(self._uids.values(), default=FIRST_UID - 1) + 1
+        self._uids[member_id] = uid
+        try:
+            task = asyncio.get_running_loop().create_task(self._persist_uid(member_id, uid))
+        except RuntimeError:
+            return uid
+        self._persisting.add(task)
+        task.add_done_callback(self._persisting.discard)
+        return uid
+
+    async def _persist_uid(self, member_id: str, uid: int) -> None:
+        def write(conn: Any) -> None:
+            row = conn.execute("SELECT value FROM config WHERE key = ?", (UIDS_KEY,)).fetchone()
+            uids = json.loads(row[0]) if row else {}
+            uids.setdefault(member_id, uid)
+            conn.execute(
+                "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (UIDS_KEY, json.dumps(uids)),
+            )
+
+        try:
+            await self._core.registry.transaction(write)
+        except Exception:
+            log.exception("the sandbox uid of a member could not be stored")
+
+    async def flush(self) -> None:
+        if self._persisting:
+            await asyncio.gather(*list(self._persisting), return_exceptions=True)
+
+    def home(self, member_id: str) -> Path:
+        """``<data_dir>/homes/<member_id>/``, created 0700 on demand and owned by the
+        member's sandbox uid when the host runs as root."""
+        safe_id(member_id, "member id")
+        path = self.root / member_id
+        if not path.is_dir():
+            self.root.mkdir(mode=0o711, parents=True, exist_ok=True)
+            path.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(path, 0o700)
+            self.own(path, member_id)
+        return path
+
+    def own(self, path: Path | int, member_id: str) -> None:
+        """Give a file the host created to the member's sandbox uid (root only), so the
+        sandbox and the host-side tools share ownership on the bind mounts."""
+        if os.geteuid() != 0:
+            return
+        uid = self.uid_for(member_id)
+        if isinstance(path, int):
+            os.fchown(path, uid, uid)
+        else:
+            os.chown(path, uid, uid, follow_symlinks=False)
+
+    # -- memberships and mounts -------------------------------------------------------------
+
+    async def memberships(self, member_id: str) -> list[Any]:
+        """The member's shared folders and projects (empty until folders exist)."""
+        try:
+            folders = self._core.folders  # type: ignore[attr-defined]
+        except (AttributeError, AssertionError):
+            return []
+        if folders is None:
+            return []
+        return list(await folders.memberships(member_id))
+
+    async def sandbox_mounts(self, member_id: str) -> tuple[Mount, ...]:
+        home = Path(os.path.realpath(self.home(member_id)))
+        mounts = [Mount(home, SANDBOX_HOME, read_only=False)]
+        for access in await self.memberships(member_id):
+            source = Path(os.path.realpath(access.host_path))
+            mounts.append(Mount(source, f"{SANDBOX_HOME}/{access.agent_prefix.strip('/')}", read_only=not access.can_write))
+        return tuple(mounts)
+
+    # -- the namespace router ---------------------------------------------------------------
+
+    async def resolve(self, member: "Member", agent_path: str, *, write: bool) -> Resolved:
+        """Route one agent path. Host paths are contained (symlinks followed, fail-closed);
+        a write to a read-only membership is refused here."""
+        if not isinstance(agent_path, str) or not agent_path.strip():
+            raise FileError("a path is required")
+        if "\x00" in agent_path:
+            raise FileError("path contains a NUL byte")
+        path = agent_path.strip()
+        memory = classify_memory_path(path)
+        if memory is not None:
+            root, key = memory
+            try:
+                key_clean = str(clean_relative(key)) if key else ""
+            except PathRefused as exc:
+                raise FileError(str(exc)) from None
+            key_clean = "" if key_clean == "." else key_clean
+            return Resolved("memory", f"{root}/{key_clean}".rstrip("/"), memory_root=root, memory_key=key_clean)
+        relative = _strip_home(path)
+        if relative.startswith("/"):
+            try:
+                clean_relative(relative.lstrip("/"))
+            except PathRefused as exc:
+                raise FileError(str(exc)) from None
+            sandbox_path = "/" + str(PurePosixPath(os.path.normpath(relative))).lstrip("/")
+            return Resolved("sandbox", sandbox_path, sandbox_path=sandbox_path)
+        try:
+            rel = clean_relative(relative)
+        except PathRefused as exc:
+            raise FileError(str(exc)) from None
+        parts = rel.parts if str(rel) != "." else ()
+        if parts and parts[0] in ("shared", "projects"):
+            return await self._resolve_membership(member, parts, write=write)
+        home = self.home(member.id)
+        try:
+            host = contain(home, str(rel))
+        except PathRefused as exc:
+            raise FileError(str(exc)) from None
+        return Resolved("host", "/".join(parts) or "~", host_path=host, base=Path(os.path.realpath(home)))
+
+    async def _resolve_membership(self, member: "Member", parts: tuple[str, ...], *, write: bool) -> Resolved:
+        depth = 2 if parts[0] == "shared" else 3
+        accesses = await self.memberships(member.id)
+        if len(parts) < depth:
+            if write:
+                raise FileError(f"{'/'.join(parts)}/ lists your folders; write inside one of them")
+            return Resolved("folders", "/".join(parts), read_only=True)
+        prefix = "/".join(parts[:depth])
+        access = next((a for a in accesses if a.agent_prefix.strip("/") == prefix), None)
+        if access is None:
+            raise FileError(f"no such folder: {prefix}")
+        if write and not access.can_write:
+            raise FileError(f"{prefix} is read-only for you; you cannot change files there")
+        tail = "/".join(parts[depth:]) or "."
+        try:
+            host = contain(access.host_path, tail)
+        except PathRefused as exc:
+            raise FileError(str(exc)) from None
+        return Resolved(
+            "host", "/".join(parts), host_path=host, base=Path(os.path.realpath(access.host_path)),
+            read_only=not access.can_write, title=access.title,
+        )
+
+    def agent_path_of(self, member_id: str, host_path: Path) -> str | None:
+        """The agent path of a host file in the member's home (for listings)."""
+        home = Path(os.path.realpath(self.home(member_id)))
+        real = Path(os.path.realpath(host_path))
+        if real == home:
+            return "~"
+        if home in real.parents:
+            return str(real.relative_to(home))
+        return None
+
+    # -- uploads: the one save seam ---------------------------------------------------------
+
+    async def save_upload(
+        self,
+        member_id: str,
+        conversation_id: str,
+        filename: str,
+        chunks: AsyncIterator[bytes] | bytes,
+        declared_type: str | None = None,
+    ) -> SavedUpload:
+        """Stream a member's file into ``~/uploads/<conversation>/`` under a sanitised,
+        collision-free name. The size limit is enforced while streaming (the partial
+        file is deleted past it); the type is sniffed from the bytes, never taken from
+        the name or ``declared_type`` (kept only as a hint for logs)."""
+        safe_id(conversation_id, "conversation id")
+        name = sanitize_filename(filename)
+        limit = self.settings.upload_max_bytes
+        home = self.home(member_id)
+        folder = await asyncio.to_thread(self._upload_dir, home, member_id, conversation_id)
+        dir_fd = await asyncio.to_thread(open_dir_inside, home, folder)
+        temp = f".part-{secrets.token_hex(8)}"
+        fd = -1
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+            size = 0
+            head = b""
+            buffer: list[bytes] = []
+            buffered = 0
+
+            async def flush() -> None:
+                nonlocal buffer, buffered
+                if buffer:
+                    data = b"".join(buffer)
+                    buffer, buffered = [], 0
+                    await asyncio.to_thread(_write_all, fd, data)
+
+            async for chunk in _aiter(chunks):
+                if not chunk:
+                    continue
+                size += len(chunk)
+                if size > limit:
+                    raise UploadTooLarge(f"the file is larger than the upload limit of {limit} bytes")
+                if len(head) < 8192:
+                    head += chunk[: 8192 - len(head)]
+                buffer.append(bytes(chunk))
+                buffered += len(chunk)
+                if buffered >= CHUNK:
+                    await flush()
+            await flush()
+            mime = sniff(head, complete=size <= len(head))
+            self.own(fd, member_id)
+            os.close(fd)
+            fd = -1
+            final = await asyncio.to_thread(_link_unique, dir_fd, temp, name)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(temp, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            os.close(dir_fd)
+            raise
+        os.unlink(temp, dir_fd=dir_fd)
+        os.close(dir_fd)
+        host_path = folder / final
+        return SavedUpload(f"{UPLOADS_DIR}/{conversation_id}/{final}", host_path, mime, size, mime in IMAGE_TYPES)
+
+    def _upload_dir(self, home: Path, member_id: str, conversation_id: str) -> Path:
+        path = home
+        for part in (UPLOADS_DIR, conversation_id):
+            path = contain(path, part)
+            if not path.is_dir():
+                try:
+                    path.mkdir(mode=0o700)
+                    self.own(path, member_id)
+                except FileExistsError:
+                    pass
+            path = contain(home, str(path.relative_to(Path(os.path.realpath(home)))))
+        return path
+
+
+async def _aiter(chunks: AsyncIterator[bytes] | bytes) -> AsyncIterator[bytes]:
+    if isinstance(chunks, (bytes, bytearray, memoryview)):
+        data = bytes(chunks)
+        for start in range(0, len(data), CHUNK):
+            yield data[start:start + CHUNK]
+        return
+    async for chunk in chunks:
+        yield chunk
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _link_unique(dir_fd: int, temp: str, name: str) -> str:
+    """Link the finished temp file under ``name``, ``name (2)``, ... — whichever is free
+    first. ``link`` never replaces an existing file, so two uploads cannot collide."""
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem:
+        stem, ext = name, ""
+    for n in range(1, 10_000):
+        candidate = name if n == 1 else (f"{stem} ({n}).{ext}" if ext else f"{stem} ({n})")
+        try:
+            os.link(temp, candidate, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            return candidate
+        except FileExistsError:
+            continue
+    raise FileError("too many files with this name in this conversation")
