@@ -3,6 +3,7 @@
 Applied at unlock, not at boot — an owner file is unreadable until its member logs in.
 """
 
+from skald_host.core.schema.memory import MEMORY_NOTES_STATEMENTS
 from skald_host.core.storage import Migration, MigrationSet
 
 OWNER_MIGRATIONS = MigrationSet(
@@ -116,11 +117,7 @@ OWNER_MIGRATIONS = MigrationSet(
                 )""",
             ),
         ),
-        Migration(
-            3,
-            "private memory notes (placeholder: owned by the memory work, replace with the real step)",
-            statements=("SELECT 1",),
-        ),
+        Migration(3, "private memory notes: user-memory/…, searchable", statements=MEMORY_NOTES_STATEMENTS),
         Migration(
             4,
             "the member's inbox key pair (placeholder: owned by the sealed inbox work, replace with the real step)",

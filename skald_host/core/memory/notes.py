@@ -1,0 +1,276 @@
+"""Memory notes (seed 001 "Memory namespace"): two virtual roots in the agent's path
+namespace, backed by ``memory_docs`` rather than the disk.
+
+``user-memory/…`` lives in the member's own encrypted file, ``shared-memory/…`` in the
+registry, where every member with the capability reads it. ``classify_memory`` is the
+one decision of whether a path is a note; the fs tools, the file API and the approval
+matcher all ask it, so they can never disagree about which store a path reaches.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import unicodedata
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from skald_host.core.identity.access import allowed
+from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
+from skald_host.core.storage import Database
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+MEMORY_ROOTS = ("user-memory", "shared-memory")
+USER_ROOT, SHARED_ROOT = MEMORY_ROOTS
+
+#: Spellings of the member's home that name the same place as a bare relative path.
+#: Without stripping them ``~/user-memory/x`` would miss the store and become a
+#: physical file no reader ever visits (seed 001, the signpost note).
+HOME_SPELLINGS = ("./", "~/", "/root/", "/home/member/")
+
+MAX_NOTE_BYTES = 256 * 1024
+MAX_KEY_CHARS = 300
+MAX_SEARCH_RESULTS = 50
+
+SHARED_READ = "memory.shared.read"
+SHARED_WRITE = "memory.shared.write"
+
+
+class NoteError(ValueError):
+    """A note request that cannot be done (bad key, too large…); the message says why."""
+
+
+class NoteAccessDenied(PermissionError):
+    """The member may not use the shared pool this way (a missing capability)."""
+
+
+@dataclass(frozen=True)
+class NoteInfo:
+    key: str
+    size: int
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class NoteHit:
+    key: str
+    snippet: str
+    rank: float
+
+
+def _strip_home(path: str) -> str:
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in HOME_SPELLINGS:
+            if path.startswith(prefix):
+                path = path[len(prefix):]
+                stripped = True
+    return path
+
+
+def _clamp(parts: list[str]) -> str:
+    """The key inside a store: ``..`` climbs at most to the store's root, never out."""
+    kept: list[str] = []
+    for part in parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if kept:
+                kept.pop()
+            continue
+        kept.append(part)
+    return "/".join(kept)
+
+
+def classify_memory(path: str) -> tuple[str, str] | None:
+    """``(root, key)`` when ``path`` names a memory note (``key`` is ``""`` for the root
+    itself), else None. Decided on the first component after the home spellings, so
+    ``user-memory/../../etc`` is the note ``etc`` in the store, never a disk path."""
+    if not isinstance(path, str):
+        return None
+    if "\x00" in path:
+        raise NoteError("a path may not contain a NUL byte")
+    path = _strip_home(unicodedata.normalize("NFKC", path).strip())
+    parts = path.split("/")
+    if parts[0] not in MEMORY_ROOTS:
+        return None
+    return parts[0], _clamp(parts[1:])
+
+
+def note_key(key: Any) -> str:
+    """``key`` validated and in its one spelling; a bad key raises ``NoteError``."""
+    if not isinstance(key, str):
+        raise NoteError("a note key must be text")
+    if "\x00" in key:
+        raise NoteError("a note key may not contain a NUL byte")
+    normal = _clamp(unicodedata.normalize("NFKC", key).strip().split("/"))
+    if not normal:
+        raise NoteError("a note needs a name, e.g. 'index.md'")
+    if len(normal) > MAX_KEY_CHARS:
+        raise NoteError(f"a note key may be at most {MAX_KEY_CHARS} characters")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in normal):
+        raise NoteError("a note key may not contain control characters")
+    return normal
+
+
+def fts_query(query: Any) -> str:
+    """The member's words as an FTS5 expression that cannot be a syntax error: each
+    term quoted (quotes doubled) and matched as a prefix, any term may match, and
+    bm25 ranks the notes that match more of them, more often, first."""
+    if not isinstance(query, str):
+        raise NoteError("the search query must be text")
+    # A term with no letter or digit holds no token; FTS5 would reject it.
+    terms = [t for t in unicodedata.normalize("NFKC", query).replace("\x00", " ").split() if any(ch.isalnum() for ch in t)]
+    if not terms:
+        raise NoteError("the search query is empty")
+    return " OR ".join('"' + term.replace('"', '""') + '"*' for term in terms[:32])
+
+
+Guard = Callable[[str], Awaitable[None]]
+
+
+async def _no_guard(_action: str) -> None:
+    return None
+
+
+class NoteStore:
+    """One pool of notes: a member's owner database or the registry. ``guard(action)``
+    runs before every operation (the shared pool checks capabilities there)."""
+
+    def __init__(self, db: Database, root: str, guard: Guard = _no_guard) -> None:
+        self.db = db
+        self.root = root
+        self._guard = guard
+
+    async def read(self, key: str) -> str:
+        key = note_key(key)
+        await self._guard(SHARED_READ)
+        row = await self.db.run(lambda c: c.execute("SELECT content FROM memory_docs WHERE key = ?", (key,)).fetchone())
+        if row is None:
+            raise FileNotFoundError(f"{self.root}/{key} does not exist")
+        return row["content"]
+
+    async def write(self, key: str, text: str) -> None:
+        key = note_key(key)
+        if not isinstance(text, str):
+            raise NoteError("a note's content must be text")
+        if "\x00" in text:
+            raise NoteError("a note may not contain a NUL byte")
+        size = len(text.encode("utf-8"))
+        if size > MAX_NOTE_BYTES:
+            raise NoteError(f"a note may be at most {MAX_NOTE_BYTES // 1024} KiB; this one is {size // 1024} KiB")
+        await self._guard(SHARED_WRITE)
+        await self.db.transaction(
+            lambda c: c.execute(
+                "INSERT INTO memory_docs (key, content) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET"
+                " content = excluded.content, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
+                (key, text),
+            )
+        )
+
+    async def delete(self, key: str) -> bool:
+        key = note_key(key)
+        await self._guard(SHARED_WRITE)
+        return bool(await self.db.transaction(lambda c: c.execute("DELETE FROM memory_docs WHERE key = ?", (key,)).rowcount))
+
+    async def list(self, prefix: str = "", *, limit: int | None = None) -> list[NoteInfo]:
+        """Notes at or under ``prefix`` (a note named like it, and every note inside it
+        as a folder), ordered by key."""
+        prefix = note_key(prefix) if isinstance(prefix, str) and _clamp(prefix.split("/")) else ""
+        await self._guard(SHARED_READ)
+        sql = "SELECT key, length(CAST(content AS BLOB)) AS size, updated_at FROM memory_docs"
+        args: tuple[Any, ...] = ()
+        if prefix:
+            # '0' is the character after '/': the range is exactly "prefix/…", on the index.
+            sql += " WHERE key = ? OR (key >= ? AND key < ?)"
+            args = (prefix, prefix + "/", prefix + "0")
+        sql += " ORDER BY key"
+        if limit is not None:
+            sql += f" LIMIT {max(0, int(limit))}"
+        rows = await self.db.run(lambda c: c.execute(sql, args).fetchall())
+        return [NoteInfo(r["key"], r["size"], r["updated_at"]) for r in rows]
+
+    async def search(self, query: str, limit: int = 10) -> list[NoteHit]:
+        expression = fts_query(query)
+        limit = max(1, min(int(limit), MAX_SEARCH_RESULTS))
+        await self._guard(SHARED_READ)
+        rows = await self.db.run(
+            lambda c: c.execute(
+                "SELECT d.key AS key, snippet(memory_docs_fts, 1, '', '', '…', 16) AS snippet,"
+                " bm25(memory_docs_fts, 0.5, 1.0) AS rank"
+                " FROM memory_docs_fts JOIN memory_docs d ON d.id = memory_docs_fts.rowid"
+                " WHERE memory_docs_fts MATCH ? ORDER BY rank LIMIT ?",
+                (expression, limit),
+            ).fetchall()
+        )
+        return [NoteHit(r["key"], r["snippet"], float(r["rank"])) for r in rows]
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    """A search result across both roots, labelled with its full agent path."""
+
+    path: str
+    snippet: str
+    rank: float
+
+
+class MemoryService:
+    """Routes a member's memory paths to the right pool and enforces who may use the
+    shared one. Capabilities are read fresh on each shared operation, so a revoked
+    capability lands on the next call."""
+
+    def __init__(self, core: "Skald") -> None:
+        self.core = core
+
+    def notes(self, member_id: str, root: str) -> NoteStore:
+        if root == USER_ROOT:
+            db = self.core.users.owner_db(member_id)
+            if db is None:
+                raise OwnerDatabaseUnavailable("your private database is locked; log in again")
+            return NoteStore(db, USER_ROOT)
+        if root == SHARED_ROOT:
+            return NoteStore(self.core.registry, SHARED_ROOT, self._shared_guard(member_id))
+        raise NoteError(f"unknown memory root {root!r}; use one of {', '.join(MEMORY_ROOTS)}")
+
+    def _shared_guard(self, member_id: str) -> Guard:
+        async def guard(action: str) -> None:
+            try:
+                member = await self.core.users.get(member_id)
+            except MemberError:
+                member = None
+            if not allowed(member, action):
+                verb = "read" if action == SHARED_READ else "change"
+                raise NoteAccessDenied(f"you may not {verb} shared memory")
+
+        return guard
+
+    async def may_use_shared(self, member_id: str, action: str = SHARED_READ) -> bool:
+        try:
+            await self._shared_guard(member_id)(action)
+        except NoteAccessDenied:
+            return False
+        return True
+
+    async def search(self, member_id: str, query: str, limit: int = 10) -> list[MemoryHit]:
+        """Ranked hits over the member's own notes and, when they may read it, the shared
+        pool; bm25 scores of both pools are merged (lower is better)."""
+        hits = [MemoryHit(f"{USER_ROOT}/{h.key}", h.snippet, h.rank) for h in await self.notes(member_id, USER_ROOT).search(query, limit)]
+        if await self.may_use_shared(member_id):
+            shared = await self.notes(member_id, SHARED_ROOT).search(query, limit)
+            hits += [MemoryHit(f"{SHARED_ROOT}/{h.key}", h.snippet, h.rank) for h in shared]
+        return sorted(hits, key=lambda h: h.rank)[: max(1, min(int(limit), MAX_SEARCH_RESULTS))]
+
+    async def read_path(self, member_id: str, path: str) -> str | None:
+        """The content of a memory path for prompt injection, or None when the note is
+        missing, the pool is locked or the member may not read it."""
+        try:
+            memory = classify_memory(path)
+            if memory is None or not memory[1]:
+                return None
+            return await self.notes(member_id, memory[0]).read(memory[1])
+        except (FileNotFoundError, NoteError, NoteAccessDenied, OwnerDatabaseUnavailable):
+            return None

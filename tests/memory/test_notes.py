@@ -1,0 +1,133 @@
+"""The note store on real database files: path classification, limits, FTS ranking."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from skald_host.core.memory.notes import MAX_NOTE_BYTES, NoteError, NoteStore, classify_memory
+from skald_host.core.schema import OWNER_MIGRATIONS, REGISTRY_MIGRATIONS
+from skald_host.core.storage import Database
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("user-memory/index.md", ("user-memory", "index.md")),
+        ("user-memory", ("user-memory", "")),
+        ("user-memory/", ("user-memory", "")),
+        ("shared-memory/a/b.md", ("shared-memory", "a/b.md")),
+        ("~/user-memory/x", ("user-memory", "x")),
+        ("./shared-memory", ("shared-memory", "")),
+        ("/root/user-memory/x", ("user-memory", "x")),
+        ("/home/member/user-memory/x", ("user-memory", "x")),
+        ("~/./user-memory//a/./b", ("user-memory", "a/b")),
+        # `..` clamps inside the store: it never escapes to the disk.
+        ("user-memory/../../etc/passwd", ("user-memory", "etc/passwd")),
+        ("shared-memory/a/../../..", ("shared-memory", "")),
+        ("user-memory/a/../b", ("user-memory", "b")),
+        # Unicode compatibility forms spell the same root (the approval matcher agrees).
+        ("\uff55ser-memory/x", ("user-memory", "x")),
+        # Not memory: the decision is the first component after the home spellings.
+        ("notes/user-memory/x", None),
+        ("../user-memory/x", None),
+        ("/user-memory/x", None),
+        ("user-memoryx/y", None),
+        ("shared/x", None),
+        ("", None),
+    ],
+)
+def test_classify_memory(path: str, expected: tuple[str, str] | None) -> None:
+    assert classify_memory(path) == expected
+
+
+def test_classify_memory_refuses_nul() -> None:
+    with pytest.raises(NoteError, match="NUL"):
+        classify_memory("user-memory/a\x00b")
+
+
+@pytest.fixture(params=["owner", "registry"])
+async def store(request, tmp_path):
+    """The same store on both buckets: an encrypted owner file and the plain registry."""
+    if request.param == "owner":
+        db = await Database.open(tmp_path / "m.db", key=os.urandom(32), migrations=OWNER_MIGRATIONS, create=True)
+    else:
+        db = await Database.open(tmp_path / "system.db", key=None, migrations=REGISTRY_MIGRATIONS, create=True)
+    yield NoteStore(db, "user-memory")
+    await db.close()
+
+
+async def test_write_read_replace_delete(store: NoteStore) -> None:
+    with pytest.raises(FileNotFoundError):
+        await store.read("index.md")
+    await store.write("index.md", "first")
+    await store.write("index.md", "second")
+    assert await store.read("./index.md") == "second"
+    assert [n.key for n in await store.list()] == ["index.md"]
+    assert await store.delete("index.md") is True
+    assert await store.delete("index.md") is False
+    assert await store.list() == []
+    assert await store.search("second") == []  # the index followed the delete
+
+
+async def test_list_prefix_is_a_folder(store: NoteStore) -> None:
+    for key in ("a", "a/x", "a/y/z", "ab", "b"):
+        await store.write(key, key)
+    assert [n.key for n in await store.list("a")] == ["a", "a/x", "a/y/z"]
+    assert [n.key for n in await store.list("a/")] == ["a", "a/x", "a/y/z"]
+    assert [n.key for n in await store.list()] == ["a", "a/x", "a/y/z", "ab", "b"]
+    info = (await store.list("b"))[0]
+    assert info.size == 1 and info.updated_at
+
+
+async def test_limits_have_clear_errors(store: NoteStore) -> None:
+    with pytest.raises(NoteError, match="at most 256 KiB"):
+        await store.write("big.md", "x" * (MAX_NOTE_BYTES + 1))
+    await store.write("exact.md", "x" * MAX_NOTE_BYTES)
+    with pytest.raises(NoteError, match="at most 300 characters"):
+        await store.write("k" * 301, "x")
+    with pytest.raises(NoteError, match="needs a name"):
+        await store.write("../..", "x")
+    with pytest.raises(NoteError, match="control"):
+        await store.write("a\nb", "x")
+    with pytest.raises(NoteError, match="text"):
+        await store.write("a", b"bytes")  # type: ignore[arg-type]
+    assert [n.key for n in await store.list()] == ["exact.md"]
+
+
+async def test_search_ranks_more_and_closer_matches_first(store: NoteStore) -> None:
+    await store.write("weak.md", "The garden needs water. " + "Unrelated filler words about the week. " * 20)
+    await store.write("strong.md", "Garden plan: the garden beds, garden tools and garden water schedule.")
+    await store.write("none.md", "Nothing about plants here.")
+    hits = await store.search("garden water")
+    assert [h.key for h in hits] == ["strong.md", "weak.md"]
+    assert hits[0].rank < hits[1].rank
+    assert "garden" in hits[0].snippet.lower()
+
+
+async def test_search_prefix_and_key_and_diacritics(store: NoteStore) -> None:
+    await store.write("recipes/bread.md", "Sourdough needs a starter.")
+    await store.write("people.md", "Jürgen likes cafés.")
+    assert [h.key for h in await store.search("sourd")] == ["recipes/bread.md"]
+    assert [h.key for h in await store.search("recipes")] == ["recipes/bread.md"]
+    assert [h.key for h in await store.search("jurgen cafe")] == ["people.md"]
+
+
+@pytest.mark.parametrize("query", ['"', 'a"b', "NOT", "AND OR", "(x", "x*", "col:umn", "^start", "-", "NEAR(a b)"])
+async def test_search_with_fts_syntax_does_not_raise(store: NoteStore, query: str) -> None:
+    """Each term is quoted: syntax is searched for as words, or refused as a NoteError
+    (nothing searchable left), never a raw sqlite error."""
+    await store.write("a.md", 'a"b col:umn x start NEAR a b AND OR NOT')
+    try:
+        hits = await store.search(query)
+    except NoteError as exc:
+        assert "empty" in str(exc)
+    else:
+        assert [h.key for h in hits] in ([], ["a.md"])
+
+
+async def test_empty_search_is_a_clear_error(store: NoteStore) -> None:
+    for query in ("", "   ", '""', "- ( )"):
+        with pytest.raises(NoteError, match="empty"):
+            await store.search(query)
