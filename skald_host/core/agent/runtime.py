@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from skald_hookspecs.events import ChatEvent, UserEvent
 from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
@@ -58,6 +58,24 @@ class ChatService:
         self.compact_after_tokens = core.settings.chat.compact_after_tokens
         self._runtimes: dict[str, MemberRuntime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._context_providers: dict[str, Callable[[Member, str], Awaitable[str]]] = {}
+        self._sources: dict[str, str] = {}
+
+    def add_context_provider(self, prefix: str, provider: Callable[[Member, str], Awaitable[str]]) -> None:
+        """Conversations whose source starts with ``prefix`` get ``provider(member,
+        source)`` appended to their system prompt, asked every round; it raises
+        AgentError to refuse the round (e.g. the member left the project)."""
+        self._context_providers[prefix] = provider
+
+    async def source_context(self, runtime: "MemberRuntime", conversation_id: str) -> str:
+        if not self._context_providers:
+            return ""
+        source = self._sources.get(conversation_id)
+        if source is None:  # a conversation's source never changes: read it once
+            conversation = await runtime.store.conversation(conversation_id)
+            source = self._sources[conversation_id] = (conversation or {}).get("source") or ""
+        provider = next((p for prefix, p in self._context_providers.items() if source.startswith(prefix)), None)
+        return await provider(runtime.member, source) if provider else ""
 
     async def runtime(self, member: Member) -> "MemberRuntime":
         """The member's runtime, built (and recovered) on first use after unlock."""
@@ -106,7 +124,7 @@ class MemberRuntime:
         self.closed = False
         self._live: dict[str, asyncio.Task[None]] = {}
         self._cancel: dict[str, asyncio.Event] = {}
-        self._prefix: dict[tuple[str, str], tuple[str, float]] = {}
+        self._prefix: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._logging: set[asyncio.Task[None]] = set()
 
@@ -313,13 +331,14 @@ class MemberRuntime:
         """Frozen per (conversation, agent) and rebuilt only after 20 minutes idle: the
         prefix is the head of every provider's cache key, so rebuilding it each round
         would make every request a full cache miss (seed 001)."""
-        key = (frame.conversation_id, agent.id)
+        context = await self.chat.source_context(self, frame.conversation_id)
+        key = (frame.conversation_id, agent.id, context)
         cached = self._prefix.get(key)
         now = time.monotonic()
         if cached is not None and now - cached[1] < PREFIX_TTL_SECONDS:
             self._prefix[key] = (cached[0], now)
             return cached[0]
-        text = agent.prompt.replace("<!-- USER_PROFILE -->", self._profile())
+        text = agent.prompt.replace("<!-- USER_PROFILE -->", self._profile()) + (f"\n\n{context}" if context else "")
         self._prefix[key] = (text, now)
         return text
 
