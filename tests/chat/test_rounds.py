@@ -220,7 +220,10 @@ async def test_only_tools_the_member_may_use_are_offered_and_others_are_refused(
         events = await sock.turn(cid)
     first, second = chat.server.requests_for(MODEL_A)
     offered = {t["function"]["name"] for t in first.tools}
-    assert offered == {"notify", "list_agents", "execute_task", "schedule_prompt"}  # the host's own, not the probe's
+    core = chat.host.core
+    host_tools = {t.name for t in core.chat.tools.all() if core.plugins.status(t.plugin_id).builtin}
+    assert {"notify", "list_agents", "execute_task", "schedule_prompt"} <= host_tools
+    assert offered == host_tools  # the host's own, not the probe's
     assert "approval_required" not in types(events) and chat.probe.writes == []
     refused, listed = second.messages[-2:]
     assert "no tool named 'write_note'" in refused["content"]

@@ -5,7 +5,8 @@ class. Deciding: among the rules that apply, any deny wins; otherwise the rule w
 the lowest priority number decides; with none, the answer is require (the seeded
 catch-all says so explicitly). Paths are normalised before matching — Unicode NFKC,
 whitespace trimmed, ``~/`` and ``./`` stripped, ``..`` resolved — and a path that
-climbs out of its root matches no allow rule.
+climbs out of its root matches no allow rule. A memory path is normalised exactly as
+``classify_memory`` routes it, so the rule judged is the store the tool reaches.
 
 An approval is bound to (member, conversation, tool, SHA-256 of the canonical
 arguments), used once, and expires; a call with other arguments asks again.
@@ -23,6 +24,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from skald_host.core.memory.notes import NoteError, classify_memory
 from skald_host.core.storage import Database
 
 APPROVAL_TTL = dt.timedelta(minutes=30)
@@ -71,6 +73,15 @@ def normalise_path(raw: Any) -> str | None:
     it climbs out of its root (such a path matches no path rule, so it is asked)."""
     if not isinstance(raw, str):
         return None
+    # A memory path is judged as the store it reaches: classify_memory clamps `..`
+    # inside the store, so `shared-memory/../x` must be matched as `shared-memory/x`,
+    # never as the home file `x` (that would let a shared write skip its approval).
+    try:
+        memory = classify_memory(raw)
+    except NoteError:
+        return None
+    if memory is not None:
+        return "/".join(part for part in memory if part)
     path = unicodedata.normalize("NFKC", raw).strip()
     for prefix in ("~/", "./"):
         while path.startswith(prefix):

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PREFIX_TTL_SECONDS = 20 * 60
+INJECTED_NOTE_CHARS = 16_000
 SCHEDULER_SECONDS = 5.0
 COMPACT_PROMPT = (
     "Summarise the conversation so far for your own later use: the member's goals, facts and "
@@ -339,8 +340,30 @@ class MemberRuntime:
             self._prefix[key] = (cached[0], now)
             return cached[0]
         text = agent.prompt.replace("<!-- USER_PROFILE -->", self._profile()) + (f"\n\n{context}" if context else "")
+        text += await self._injected_memory(agent)
         self._prefix[key] = (text, now)
         return text
+
+    async def _injected_memory(self, agent: AgentDefinition) -> str:
+        """The notes the agent's metadata names, read once with the rest of the frozen
+        prefix. A write from elsewhere stays invisible until the prefix is rebuilt, so
+        the header says so and points at read_file (seed 001, "Memory injection")."""
+        notes = []
+        for path in agent.inject_memory:
+            content = await self.core.memory.read_path(self.member_id, path)
+            if content is None:  # missing, locked or not allowed: nothing to show
+                continue
+            if len(content) > INJECTED_NOTE_CHARS:
+                content = content[:INJECTED_NOTE_CHARS] + "\n[… cut here; read the whole note with read_file]"
+            notes.append(f"### {path}\n{content.strip()}")
+        if not notes:
+            return ""
+        return (
+            "\n\n## Memory notes (loaded when this conversation started)\n"
+            "These copies may be stale: a note changed since then (in another conversation or by"
+            " another member) is not shown here. Read the file again before relying on a detail.\n\n"
+            + "\n\n".join(notes)
+        )
 
     def _profile(self) -> str:
         m = self.member

@@ -111,6 +111,14 @@ class PluginHostApi:
     def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
         return self._core.strings.translate(key, locale, **values)
 
+    def memory(self) -> Any:
+        """Host-only (built-in plugins): the memory note stores, for ``memory_search``.
+        The service itself checks the shared pool's capabilities on every call."""
+        status = self._core.plugins.status(self.plugin_id)
+        if status is None or not status.builtin:
+            raise PermissionError("memory access is reserved to the host's own tools")
+        return self._core.memory
+
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
