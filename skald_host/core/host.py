@@ -203,6 +203,7 @@ class Skald:
         for contribution in await self.plugins.collect("register_agent_dirs", _one(Path), kind="agent directory"):
             agents.add_directory(contribution.value, contribution.plugin_id)
         self._chat = ChatService(self, ToolRegistry(tools), agents)
+        self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
         self.config_sets = await self.plugins.collect(
             "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"

@@ -9,6 +9,7 @@ from skald_host.web.routes import (
     auth,
     chat,
     events,
+    folders,
     health,
     me,
     plugins,
@@ -28,6 +29,7 @@ BLUEPRINTS = (
     admin_status.bp,
     plugins.bp,
     chat.bp,
+    folders.bp,
     events.bp,
     static.bp,
 )

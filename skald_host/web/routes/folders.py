@@ -1,0 +1,431 @@
+"""Shared folders (admin) and projects (self-service), with a project's file explorer
+and its chat source.
+
+A project id the caller is not in answers 404, exactly like an id that never existed
+(check C1); a member who may only read gets 403 on every change. Every path the
+explorer takes goes through ``contain`` (symlinks followed, fail-closed); a change
+acts on the last component itself, inside a contained parent, so a planted link is
+removed or renamed as a link and never followed out of the folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import secrets
+import shutil
+import stat
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from quart import Blueprint, Response, current_app, request
+
+from skald_host.core.agent.runtime import ChatError
+from skald_host.core.files.paths import PathRefused, clean_relative, contain
+from skald_host.core.folders import FolderAccess, FolderError
+from skald_host.web.auth import current_principal, requires
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("folders", __name__)
+
+PROJECT_AGENT = "project-coordinator"
+MAX_LISTING = 5000
+CHUNK = 1024 * 1024
+
+
+def _core() -> Any:
+    return current_app.config["SKALD_CORE"]
+
+
+def _me() -> Any:
+    return current_principal().member
+
+
+async def _guard(coro: Any) -> Any:
+    try:
+        return await coro
+    except FolderError as exc:
+        raise ApiError(exc.status, exc.message, field=exc.field) from None
+
+
+def _only(data: dict[str, Any], allowed: set[str]) -> None:
+    unknown = set(data) - allowed
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+
+
+# -- shared folders: admin ------------------------------------------------------------------
+
+
+@bp.get("/api/admin/shared-folders")
+@requires("members.manage")
+async def list_shared_folders() -> dict:
+    return {"folders": [f.summary() for f in await _core().folders.list_shared()]}
+
+
+@bp.post("/api/admin/shared-folders")
+@requires("members.manage")
+async def create_shared_folder() -> Any:
+    data = await json_object()
+    _only(data, {"slug", "title"})
+    folder = await _guard(_core().folders.create_shared(data.get("slug"), data.get("title")))
+    return folder.summary(), 201
+
+
+@bp.get("/api/admin/shared-folders/<folder_id>")
+@requires("members.manage")
+async def get_shared_folder(folder_id: str) -> dict:
+    return (await _guard(_core().folders.get_shared(folder_id))).summary()
+
+
+@bp.patch("/api/admin/shared-folders/<folder_id>")
+@requires("members.manage")
+async def rename_shared_folder(folder_id: str) -> dict:
+    data = await json_object()
+    _only(data, {"title"})
+    return (await _guard(_core().folders.rename_shared(folder_id, data.get("title")))).summary()
+
+
+@bp.delete("/api/admin/shared-folders/<folder_id>")
+@requires("members.manage")
+async def delete_shared_folder(folder_id: str) -> dict:
+    moved = await _guard(_core().folders.delete_shared(folder_id))
+    return {"deleted": folder_id, "content_moved_to_trash": moved is not None}
+
+
+@bp.post("/api/admin/shared-folders/<folder_id>/members")
+@requires("members.manage")
+async def add_shared_folder_member(folder_id: str) -> Any:
+    data = await json_object()
+    _only(data, {"username", "can_write"})
+    can_write = field(data, "can_write", bool, required=False, default=False)
+    folder = await _guard(_core().folders.add_shared_member(folder_id, data.get("username"), can_write))
+    return folder.summary(), 201
+
+
+@bp.patch("/api/admin/shared-folders/<folder_id>/members/<member_id>")
+@requires("members.manage")
+async def set_shared_folder_member(folder_id: str, member_id: str) -> dict:
+    data = await json_object()
+    _only(data, {"can_write"})
+    can_write = field(data, "can_write", bool)
+    return (await _guard(_core().folders.set_shared_member_write(folder_id, member_id, can_write))).summary()
+
+
+@bp.delete("/api/admin/shared-folders/<folder_id>/members/<member_id>")
+@requires("members.manage")
+async def remove_shared_folder_member(folder_id: str, member_id: str) -> dict:
+    return (await _guard(_core().folders.remove_shared_member(folder_id, member_id))).summary()
+
+
+# -- projects: self-service -----------------------------------------------------------------
+
+
+@bp.get("/api/projects")
+async def list_projects() -> dict:
+    me = _me()
+    return {
+        "projects": [p.summary(me.id) for p in await _core().folders.list_projects(me.id)],
+        "can_create": _may_create(me),
+    }
+
+
+def _may_create(member: Any) -> bool:
+    from skald_host.core.identity.access import allowed
+
+    return allowed(member, "projects.create")
+
+
+@bp.post("/api/projects")
+@requires("projects.create")
+async def create_project() -> Any:
+    data = await json_object()
+    _only(data, {"slug", "title", "description"})
+    me = _me()
+    project = await _guard(_core().folders.create_project(me.id, data.get("slug"), data.get("title"), data.get("description", "")))
+    return project.summary(me.id), 201
+
+
+@bp.get("/api/projects/<project_id>")
+async def get_project(project_id: str) -> dict:
+    me = _me()
+    return (await _guard(_core().folders.get_project(project_id, me.id))).summary(me.id)
+
+
+@bp.patch("/api/projects/<project_id>")
+async def update_project(project_id: str) -> dict:
+    me = _me()
+    data = await json_object()
+    _only(data, {"title", "description"})
+    project = await _guard(
+        _core().folders.update_project(project_id, me.id, title=data.get("title"), description=data.get("description"))
+    )
+    return project.summary(me.id)
+
+
+@bp.delete("/api/projects/<project_id>")
+async def delete_project(project_id: str) -> dict:
+    moved = await _guard(_core().folders.delete_project(project_id, _me().id))
+    return {"deleted": project_id, "content_moved_to_trash": moved is not None}
+
+
+@bp.post("/api/projects/<project_id>/members")
+async def add_project_member(project_id: str) -> Any:
+    me = _me()
+    data = await json_object()
+    _only(data, {"username", "can_write"})
+    can_write = field(data, "can_write", bool, required=False, default=False)
+    project = await _guard(_core().folders.add_project_member(project_id, me.id, data.get("username"), can_write))
+    return project.summary(me.id), 201
+
+
+@bp.patch("/api/projects/<project_id>/members/<member_id>")
+async def set_project_member(project_id: str, member_id: str) -> dict:
+    me = _me()
+    data = await json_object()
+    _only(data, {"can_write"})
+    can_write = field(data, "can_write", bool)
+    return (await _guard(_core().folders.set_project_member_write(project_id, me.id, member_id, can_write))).summary(me.id)
+
+
+@bp.delete("/api/projects/<project_id>/members/<member_id>")
+async def remove_project_member(project_id: str, member_id: str) -> dict:
+    me = _me()
+    project = await _guard(_core().folders.remove_project_member(project_id, me.id, member_id))
+    return project.summary(me.id) if project is not None else {"left": project_id}
+
+
+@bp.post("/api/projects/<project_id>/chat")
+@requires("chat.use")
+async def start_project_chat(project_id: str) -> Any:
+    """A new conversation of the caller's own with the project coordinator; every
+    member keeps their own, only the folder is shared."""
+    me = _me()
+    project = await _guard(_core().folders.get_project(project_id, me.id))
+    try:
+        runtime = await _core().chat.runtime(me)
+        conversation = await runtime.create_conversation(PROJECT_AGENT, title=project.title, source=f"project:{project.id}")
+    except ChatError as exc:
+        raise ApiError(400, str(exc)) from None
+    return conversation, 201
+
+
+# -- the project's file explorer ------------------------------------------------------------
+
+
+async def _access(project_id: str, *, write: bool) -> FolderAccess:
+    access = await _guard(_core().folders.project_access(_me().id, project_id))
+    if write and not access.can_write:
+        raise ApiError(403, "you can read this project but not change its files")
+    return access
+
+
+def _relative(value: Any, name: str = "path") -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ApiError(400, f"{name} must be text", field=name)
+    try:
+        rel = clean_relative(value)
+    except PathRefused as exc:
+        raise ApiError(400, str(exc), field=name) from None
+    return "" if str(rel) == "." else str(rel)
+
+
+def _contained(access: FolderAccess, rel: str, name: str = "path") -> Path:
+    try:
+        return contain(access.host_path, rel)
+    except PathRefused as exc:
+        raise ApiError(400, str(exc), field=name) from None
+
+
+def _entry_of(access: FolderAccess, rel: str, name: str = "path") -> tuple[Path, str]:
+    """The contained parent folder of ``rel`` and its last component: changes act on
+    that name itself (a link is renamed or removed as a link, never followed)."""
+    if not rel:
+        raise ApiError(400, "this acts on a file or folder inside the project, not on the project folder itself", field=name)
+    pure = PurePosixPath(rel)
+    parent = _contained(access, str(pure.parent), name)
+    if not parent.is_dir():
+        raise ApiError(404, f"no such folder: {pure.parent}", field=name)
+    return parent, pure.name
+
+
+def _stamp(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _listing(folder: Path, rel: str) -> list[dict[str, Any]]:
+    entries = []
+    with os.scandir(folder) as it:
+        for entry in it:
+            if len(entries) >= MAX_LISTING:
+                break
+            info = entry.stat(follow_symlinks=False)
+            kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "other"
+            entries.append(
+                {
+                    "name": entry.name,
+                    "path": f"{rel}/{entry.name}" if rel else entry.name,
+                    "kind": kind,
+                    "is_dir": kind == "dir",
+                    "size": info.st_size if kind == "file" else None,
+                    "modified_at": _stamp(info.st_mtime),
+                }
+            )
+    entries.sort(key=lambda e: (not e["is_dir"], e["name"].lower(), e["name"]))
+    return entries
+
+
+@bp.get("/api/projects/<project_id>/files")
+async def list_project_files(project_id: str) -> dict:
+    access = await _access(project_id, write=False)
+    rel = _relative(request.args.get("path"))
+    folder = _contained(access, rel)
+    if not folder.is_dir():
+        raise ApiError(404, f"no such folder: {rel or '/'}", field="path")
+    entries = await asyncio.to_thread(_listing, folder, rel)
+    return {"path": rel, "agent_path": f"{access.agent_prefix}/{rel}".rstrip("/"), "can_write": access.can_write, "entries": entries}
+
+
+@bp.get("/api/projects/<project_id>/files/content")
+async def download_project_file(project_id: str) -> Any:
+    """The file's bytes as a download: never rendered by the browser as a page of ours."""
+    access = await _access(project_id, write=False)
+    rel = _relative(request.args.get("path"))
+    path = _contained(access, rel)
+    if not rel or not path.is_file():
+        raise ApiError(404, f"no such file: {rel or '/'}", field="path")
+    limit = _core().settings.files.view_max_bytes
+    size = path.stat().st_size
+    if size > limit:
+        raise ApiError(413, f"the file is larger than the download limit of {limit} bytes")
+    data = await asyncio.to_thread(path.read_bytes)
+    response = Response(data, mimetype="application/octet-stream")
+    response.headers["Content-Disposition"] = _attachment(path.name)
+    return response
+
+
+def _attachment(name: str) -> str:
+    from urllib.parse import quote
+
+    ascii_name = "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\' else "_" for ch in name) or "file"
+    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name)}"
+
+
+@bp.post("/api/projects/<project_id>/files/upload")
+async def upload_project_file(project_id: str) -> Any:
+    """Raw request body → ``<path>/<name>`` in the project, streamed to disk with the
+    upload cap enforced while streaming; an existing name is refused, never replaced."""
+    access = await _access(project_id, write=True)
+    folder_rel = _relative(request.args.get("path"))
+    name = request.args.get("name")
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise ApiError(400, "name must be a file name without '/'", field="name")
+    rel = _relative(f"{folder_rel}/{name}" if folder_rel else name, "name")
+    parent, leaf = _entry_of(access, rel, "name")
+    limit = _core().settings.files.upload_max_bytes
+    _lift_body_limit(limit)
+    size = await _stream_into(parent, leaf, limit)
+    return {"path": rel, "size": size}, 201
+
+
+def _lift_body_limit(limit: int) -> None:
+    """The app-wide body cap is for JSON; an upload has its own cap, enforced while
+    streaming. Quart sizes a request's body when it arrives, so the declared length is
+    checked here against the upload cap and the body's own ceiling raised to it."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes")
+    body = request.body
+    body._max_content_length = limit  # noqa: SLF001 - Quart offers no per-route cap
+    if body._must_raise is not None and declared is not None and declared <= limit:  # noqa: SLF001
+        body._must_raise = None  # noqa: SLF001
+
+
+async def _stream_into(parent: Path, name: str, limit: int) -> int:
+    temp = parent / f".upload-{secrets.token_hex(8)}.part"
+    final = parent / name
+    if os.path.lexists(final):
+        raise ApiError(409, f"{name} already exists here", field="name")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    size = 0
+    try:
+        async for chunk in request.body:
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes")
+            await asyncio.to_thread(_write_all, fd, chunk)
+        os.close(fd)
+        fd = -1
+        try:
+            os.link(temp, final, follow_symlinks=False)  # never replaces what appeared meanwhile
+        except FileExistsError:
+            raise ApiError(409, f"{name} already exists here", field="name") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+    return size
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+@bp.post("/api/projects/<project_id>/files/folder")
+async def make_project_folder(project_id: str) -> Any:
+    access = await _access(project_id, write=True)
+    data = await json_object()
+    _only(data, {"path"})
+    rel = _relative(field(data, "path", str))
+    parent, leaf = _entry_of(access, rel)
+    try:
+        os.mkdir(parent / leaf, 0o700)
+    except FileExistsError:
+        raise ApiError(409, f"{rel} already exists", field="path") from None
+    return {"path": rel}, 201
+
+
+@bp.post("/api/projects/<project_id>/files/rename")
+async def rename_project_file(project_id: str) -> dict:
+    access = await _access(project_id, write=True)
+    data = await json_object()
+    _only(data, {"from", "to"})
+    source_rel = _relative(field(data, "from", str), "from")
+    target_rel = _relative(field(data, "to", str), "to")
+    source_parent, source_leaf = _entry_of(access, source_rel, "from")
+    target_parent, target_leaf = _entry_of(access, target_rel, "to")
+    source, target = source_parent / source_leaf, target_parent / target_leaf
+    if not os.path.lexists(source):
+        raise ApiError(404, f"no such file or folder: {source_rel}", field="from")
+    if os.path.lexists(target):
+        raise ApiError(409, f"{target_rel} already exists", field="to")
+    if stat.S_ISDIR(os.lstat(source).st_mode) and (target == source or source in target.parents):
+        raise ApiError(400, "a folder cannot move into itself", field="to")
+    os.rename(source, target)
+    return {"from": source_rel, "to": target_rel}
+
+
+@bp.delete("/api/projects/<project_id>/files")
+async def delete_project_file(project_id: str) -> dict:
+    access = await _access(project_id, write=True)
+    rel = _relative(request.args.get("path"))
+    parent, leaf = _entry_of(access, rel)
+    target = parent / leaf
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        raise ApiError(404, f"no such file or folder: {rel}", field="path") from None
+    if stat.S_ISDIR(mode):
+        await asyncio.to_thread(shutil.rmtree, target)  # does not follow links inside
+    else:
+        os.unlink(target)
+    return {"deleted": rel}

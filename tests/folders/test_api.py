@@ -1,0 +1,268 @@
+"""Shared folders and projects over HTTP against a real host: the admin's CRUD and its
+validation, and the project permission table — owner, write-member, read-member and
+non-member on every project route (a non-member always gets 404, never 403)."""
+
+from __future__ import annotations
+
+import pytest
+
+from skald_host.core.folders import MEMBERSHIP_CHANGED
+
+
+def _changed(subscription) -> list[str]:
+    return sorted(e.subject_id for e in subscription.drain() if e.kind == MEMBERSHIP_CHANGED)
+
+
+async def test_admin_creates_renames_shares_and_deletes_a_shared_folder(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    ann = await host.create_member("ann")
+    events = host.core.buses.system.subscribe()
+    try:
+        response = await admin.post("/api/admin/shared-folders", json={"slug": "recipes", "title": "Recipes"})
+        assert response.status_code == 201, response.text
+        folder = response.json()
+        assert (folder["slug"], folder["title"], folder["agent_path"], folder["members"]) == ("recipes", "Recipes", "shared/recipes", [])
+        on_disk = host.settings.data_dir / "shared" / "recipes"
+        assert on_disk.is_dir()
+
+        response = await admin.patch(f"/api/admin/shared-folders/{folder['id']}", json={"title": "Family recipes"})
+        assert response.json()["title"] == "Family recipes"
+
+        response = await admin.post(f"/api/admin/shared-folders/{folder['id']}/members", json={"username": "ann"})
+        assert response.status_code == 201, response.text
+        assert [(m["username"], m["can_write"]) for m in response.json()["members"]] == [("ann", False)]
+        assert _changed(events) == [ann["id"]]
+
+        response = await admin.patch(f"/api/admin/shared-folders/{folder['id']}/members/{ann['id']}", json={"can_write": True})
+        assert response.json()["members"][0]["can_write"] is True
+        assert _changed(events) == [ann["id"]]
+        [access] = await host.core.folders.memberships(ann["id"])
+        assert access.can_write
+
+        response = await admin.delete(f"/api/admin/shared-folders/{folder['id']}/members/{ann['id']}")
+        assert response.json()["members"] == []
+        assert _changed(events) == [ann["id"]]
+        assert await host.core.folders.memberships(ann["id"]) == []
+
+        await admin.post(f"/api/admin/shared-folders/{folder['id']}/members", json={"username": "ann", "can_write": True})
+        (on_disk / "menu.txt").write_text("soup")
+        _changed(events)
+        response = await admin.delete(f"/api/admin/shared-folders/{folder['id']}")
+        assert response.json() == {"deleted": folder["id"], "content_moved_to_trash": True}
+        assert _changed(events) == [ann["id"]]
+        assert not on_disk.exists()
+        [trashed] = (host.settings.data_dir / "trash").iterdir()
+        assert (trashed / "menu.txt").read_text() == "soup"  # moved aside, not destroyed
+        assert (await admin.get("/api/admin/shared-folders")).json() == {"folders": []}
+        assert (await admin.get(f"/api/admin/shared-folders/{folder['id']}")).status_code == 404
+    finally:
+        events.close()
+
+
+@pytest.mark.parametrize(
+    "body, status, field",
+    [
+        ({"slug": "Upper"}, 400, "slug"),
+        ({"slug": "-dash-first"}, 400, "slug"),
+        ({"slug": "a" * 65}, 400, "slug"),
+        ({"slug": "../etc"}, 400, "slug"),
+        ({"slug": "with space"}, 400, "slug"),
+        ({"slug": 7}, 400, "slug"),
+        ({}, 400, "slug"),
+        ({"slug": "ok", "title": "   "}, 400, "title"),
+        ({"slug": "ok", "title": "x" * 201}, 400, "title"),
+        ({"slug": "ok", "title": "line\nbreak"}, 400, "title"),
+    ],
+)
+async def test_shared_folder_input_is_validated_with_the_field_named(skald, body, status, field):
+    host = await skald.start()
+    admin = await host.admin()
+    response = await admin.post("/api/admin/shared-folders", json=body)
+    assert response.status_code == status, response.text
+    assert response.json()["field"] == field
+    assert (await admin.get("/api/admin/shared-folders")).json() == {"folders": []}
+    assert not (host.settings.data_dir / "shared").exists() or not any((host.settings.data_dir / "shared").iterdir())
+
+
+async def test_shared_folder_conflicts_and_unknown_members_are_clear_errors(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    await host.create_member("ann")
+    folder = (await admin.post("/api/admin/shared-folders", json={"slug": "docs"})).json()
+    assert folder["title"] == "docs"
+    response = await admin.post("/api/admin/shared-folders", json={"slug": "docs"})
+    assert (response.status_code, response.json()["field"]) == (409, "slug")
+    response = await admin.post(f"/api/admin/shared-folders/{folder['id']}/members", json={"username": "nobody"})
+    assert (response.status_code, response.json()["field"]) == (400, "username")
+    assert "nobody" in response.json()["error"]
+    await admin.post(f"/api/admin/shared-folders/{folder['id']}/members", json={"username": "ann"})
+    response = await admin.post(f"/api/admin/shared-folders/{folder['id']}/members", json={"username": "ann"})
+    assert (response.status_code, response.json()["field"]) == (409, "username")
+    response = await admin.patch(f"/api/admin/shared-folders/{folder['id']}/members/ffff", json={"can_write": True})
+    assert response.status_code == 404
+    response = await admin.patch(f"/api/admin/shared-folders/{folder['id']}", json={"slug": "renamed"})
+    assert response.status_code == 400 and "slug" in response.json()["error"]  # the slug is immutable
+
+
+async def test_members_cannot_touch_shared_folders(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    ann = await host.member("ann")
+    folder = (await admin.post("/api/admin/shared-folders", json={"slug": "docs"})).json()
+    calls = [
+        ("GET", "/api/admin/shared-folders", None),
+        ("POST", "/api/admin/shared-folders", {"slug": "mine"}),
+        ("GET", f"/api/admin/shared-folders/{folder['id']}", None),
+        ("PATCH", f"/api/admin/shared-folders/{folder['id']}", {"title": "x"}),
+        ("POST", f"/api/admin/shared-folders/{folder['id']}/members", {"username": "ann", "can_write": True}),
+        ("PATCH", f"/api/admin/shared-folders/{folder['id']}/members/{ann.member['id']}", {"can_write": True}),
+        ("DELETE", f"/api/admin/shared-folders/{folder['id']}/members/{ann.member['id']}", None),
+        ("DELETE", f"/api/admin/shared-folders/{folder['id']}", None),
+    ]
+    for method, path, body in calls:
+        response = await ann.request(method, path, json=body)
+        assert (response.status_code, response.json()) == (403, {"error": "forbidden"}), (method, path)
+    assert [f["id"] for f in (await admin.get("/api/admin/shared-folders")).json()["folders"]] == [folder["id"]]
+    assert await host.core.folders.memberships(ann.member["id"]) == []
+
+
+# -- projects --------------------------------------------------------------------------------
+
+
+async def _project_with_four_roles(host):
+    """owner, a write-member, a read-member and an outsider around one project."""
+    owner, writer, reader, outsider = [await host.member(n) for n in ("olga", "wim", "rita", "otto")]
+    response = await owner.post("/api/projects", json={"slug": "garden", "title": "Garden", "description": "Raised beds"})
+    assert response.status_code == 201, response.text
+    project = response.json()
+    for name, can_write in (("wim", True), ("rita", False)):
+        response = await owner.post(f"/api/projects/{project['id']}/members", json={"username": name, "can_write": can_write})
+        assert response.status_code == 201, response.text
+    return project, owner, writer, reader, outsider
+
+
+async def test_project_permissions_for_owner_write_member_read_member_and_outsider(skald):
+    host = await skald.start()
+    await host.admin()
+    project, owner, writer, reader, outsider = await _project_with_four_roles(host)
+    pid = project["id"]
+    assert (project["agent_path"], project["is_owner"], project["can_write"]) == ("projects/olga/garden", True, True)
+
+    # listing shows the caller's projects only
+    for client, expected in ((owner, [pid]), (writer, [pid]), (reader, [pid]), (outsider, [])):
+        assert [p["id"] for p in (await client.get("/api/projects")).json()["projects"]] == expected
+
+    # the outsider: 404 on every route, the same answer as for an id that does not exist
+    routes = [
+        ("GET", f"/api/projects/{pid}", None),
+        ("PATCH", f"/api/projects/{pid}", {"title": "mine now"}),
+        ("DELETE", f"/api/projects/{pid}", None),
+        ("POST", f"/api/projects/{pid}/members", {"username": "otto", "can_write": True}),
+        ("PATCH", f"/api/projects/{pid}/members/{reader.member['id']}", {"can_write": True}),
+        ("DELETE", f"/api/projects/{pid}/members/{reader.member['id']}", None),
+        ("POST", f"/api/projects/{pid}/chat", None),
+        ("GET", f"/api/projects/{pid}/files", None),
+        ("GET", f"/api/projects/{pid}/files/content?path=a.txt", None),
+        ("POST", f"/api/projects/{pid}/files/folder", {"path": "x"}),
+        ("POST", f"/api/projects/{pid}/files/rename", {"from": "a", "to": "b"}),
+        ("DELETE", f"/api/projects/{pid}/files?path=a.txt", None),
+    ]
+    for method, path, body in routes:
+        response = await outsider.request(method, path, json=body)
+        control = await outsider.request(method, path.replace(pid, "0" * 32), json=body)
+        assert response.status_code == 404, (method, path, response.status_code)
+        assert response.json() == control.json(), (method, path)
+    response = await outsider.post(f"/api/projects/{pid}/files/upload?name=x.txt", content=b"x")
+    assert response.status_code == 404
+
+    # the read-member: reads, and 403 on every change
+    assert (await reader.get(f"/api/projects/{pid}")).json()["can_write"] is False
+    for method, path, body in routes:
+        if method == "GET" or path.endswith("/chat"):
+            continue
+        if path.endswith(f"/members/{reader.member['id']}") and method == "DELETE":
+            continue  # leaving is allowed: checked below
+        response = await reader.request(method, path, json=body)
+        assert response.status_code == 403, (method, path, response.status_code, response.text)
+    response = await reader.post(f"/api/projects/{pid}/files/upload?name=x.txt", content=b"x")
+    assert response.status_code == 403
+    response = await reader.patch(f"/api/projects/{pid}/members/{writer.member['id']}", json={"can_write": False})
+    assert response.status_code == 403
+
+    # the write-member manages members and metadata, but cannot delete or demote the owner
+    response = await writer.patch(f"/api/projects/{pid}", json={"description": "Beds and a pond"})
+    assert response.json()["description"] == "Beds and a pond"
+    response = await writer.post(f"/api/projects/{pid}/members", json={"username": "otto"})
+    assert response.status_code == 201
+    response = await writer.patch(f"/api/projects/{pid}/members/{outsider.member['id']}", json={"can_write": True})
+    assert [m["can_write"] for m in response.json()["members"] if m["username"] == "otto"] == [True]
+    response = await writer.delete(f"/api/projects/{pid}/members/{outsider.member['id']}")
+    assert "otto" not in [m["username"] for m in response.json()["members"]]
+    response = await writer.patch(f"/api/projects/{pid}/members/{owner.member['id']}", json={"can_write": False})
+    assert (response.status_code, response.json()["field"]) == (400, "can_write")
+    response = await writer.delete(f"/api/projects/{pid}/members/{owner.member['id']}")
+    assert response.status_code == 400
+    response = await writer.delete(f"/api/projects/{pid}")
+    assert (response.status_code, response.json()["error"]) == (403, "only the project's owner can delete it")
+
+    # a read-member may leave
+    response = await reader.delete(f"/api/projects/{pid}/members/{reader.member['id']}")
+    assert response.json() == {"left": pid}
+    assert (await reader.get(f"/api/projects/{pid}")).status_code == 404
+
+    # only the owner deletes; the folder goes to the trash
+    folder = host.settings.data_dir / "projects" / owner.member["id"] / "garden"
+    assert folder.is_dir()
+    response = await owner.delete(f"/api/projects/{pid}")
+    assert response.status_code == 200
+    assert not folder.exists()
+    for client in (owner, writer):
+        assert (await client.get(f"/api/projects/{pid}")).status_code == 404
+
+
+async def test_project_membership_changes_announce_each_affected_member(skald):
+    host = await skald.start()
+    await host.admin()
+    events = host.core.buses.system.subscribe()
+    try:
+        project, owner, writer, reader, outsider = await _project_with_four_roles(host)
+        ids = {c.member["username"]: c.member["id"] for c in (owner, writer, reader, outsider)}
+        assert _changed(events) == sorted([ids["olga"], ids["wim"], ids["rita"]])
+        pid = project["id"]
+        await owner.patch(f"/api/projects/{pid}/members/{ids['rita']}", json={"can_write": True})
+        assert _changed(events) == [ids["rita"]]
+        await owner.patch(f"/api/projects/{pid}", json={"title": "Garden 2"})
+        assert _changed(events) == []  # metadata is no membership change
+        await owner.delete(f"/api/projects/{pid}/members/{ids['wim']}")
+        assert _changed(events) == [ids["wim"]]
+        await owner.delete(f"/api/projects/{pid}")
+        assert _changed(events) == sorted([ids["olga"], ids["rita"]])
+    finally:
+        events.close()
+
+
+async def test_project_creation_is_validated_and_needs_the_capability(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    ann = await host.member("ann")
+    assert (await ann.post("/api/projects", json={"slug": "a"})).status_code == 201
+    response = await ann.post("/api/projects", json={"slug": "a"})
+    assert (response.status_code, response.json()["field"]) == (409, "slug")
+    response = await ann.post("/api/projects", json={"slug": "Nope!"})
+    assert (response.status_code, response.json()["field"]) == (400, "slug")
+    response = await ann.post("/api/projects", json={"slug": "b", "description": "x" * 4001})
+    assert (response.status_code, response.json()["field"]) == (400, "description")
+    response = await ann.post("/api/projects", json={"slug": "b", "colour": "red"})
+    assert response.status_code == 400 and "colour" in response.json()["error"]
+    # another member may use the same slug: slugs are unique per owner
+    bob = await host.member("bob")
+    assert (await bob.post("/api/projects", json={"slug": "a"})).status_code == 201
+
+    await host.create_member("kid", role="restricted")  # the restricted preset lacks projects.create
+    kid = await host.member("kid")
+    response = await kid.post("/api/projects", json={"slug": "mine"})
+    assert response.status_code == 403
+    assert (await kid.get("/api/projects")).json() == {"projects": [], "can_create": False}
+    assert (await ann.get("/api/projects")).json()["can_create"] is True
+    assert admin  # the admin set the instance up
