@@ -53,6 +53,17 @@ class Delivery:
     reason: str = ""
 
 
+class ChannelRequestError(Exception):
+    """A ``HostApi`` channel call that cannot be done (no grant, unknown approval, a
+    file too large, ...); the message says why in words fit for the member."""
+
+
+class MemberLocked(ChannelRequestError):
+    """The member has not logged in since the host started, so their private file is
+    closed: ask them to log in on the web first. (``send_message`` does not raise
+    this: it seals the message instead.)"""
+
+
 @runtime_checkable
 class Channel(Protocol):
     async def deliver(self, member_id: str, event: ChannelEvent) -> None:

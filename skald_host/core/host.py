@@ -23,6 +23,7 @@ from skald_host.core.agent.definitions import AgentCatalog
 from skald_host.core.agent.runtime import ChatService
 from skald_host.core.agent.tools import ToolRegistry, validate_tool
 from skald_host.core.buses import Buses
+from skald_host.core.channels import ChannelService, validate_channel
 from skald_host.core.folders import FolderService
 from skald_host.core.files.service import FileService
 from skald_host.core.identity.administration import MemberAdministration
@@ -98,6 +99,7 @@ class Skald:
         self._auth: AuthService | None = None
         self._roles: RoleStore | None = None
         self._chat: ChatService | None = None
+        self._channels: ChannelService | None = None
         self._files: FileService | None = None
         self.memory = MemoryService(self)
         self._folders: FolderService | None = None
@@ -133,6 +135,11 @@ class Skald:
     def files(self) -> FileService:
         assert self._files is not None, "Skald.start() has not run"
         return self._files
+
+    @property
+    def channels(self) -> ChannelService:
+        assert self._channels is not None, "Skald.start() has not run"
+        return self._channels
 
     @property
     def administration(self) -> MemberAdministration:
@@ -205,6 +212,10 @@ class Skald:
         self._chat = ChatService(self, ToolRegistry(tools), agents)
         self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
+        channels = await self.plugins.collect("register_channels", validate_channel, key=lambda c: c[0], kind="channel")
+        self._channels = ChannelService(self, dict(c.value for c in channels))
+        self._users.before_lock.append(self._channels.before_lock)
+        self._users.after_unlock.append(self._channels.after_unlock)
         self.config_sets = await self.plugins.collect(
             "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"
         )
@@ -315,6 +326,8 @@ class Skald:
             await self.stop_plugin(plugin_id)
         if self._auth is not None:
             self._auth.sessions.revoke_all("server stopping")
+        if self._channels is not None:
+            await self._channels.close()
         if self._chat is not None:
             await self._chat.close()
         if self._files is not None:

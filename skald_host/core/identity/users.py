@@ -29,6 +29,7 @@ from skald_host.core.buses import Buses
 from skald_host.core.faults import crash_point
 from skald_host.core.identity.crypto import CredentialError, KeyDerivation, PasswordVerifier, SealedKey
 from skald_host.core.identity.passwords import check_password_policy
+from skald_host.core.identity.sealing import ensure_inbox_key
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
 from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database, DatabaseMissing, DatabaseUnreadable, StorageError, quarantine, secure_dir
@@ -155,6 +156,9 @@ class UserManager:
         # (their chat turns) stops first. A direct call, never a bus: locking is part
         # of revocation.
         self.before_lock: list[Callable[[str], Awaitable[None]]] = []
+        # Called with a member id right after their file opened (not on a repeat
+        # unlock): the sealed inbox delivers what arrived while they were locked.
+        self.after_unlock: list[Callable[[str], Awaitable[None]]] = []
 
     def owner_path(self, member_id: str) -> Path:
         if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
@@ -256,7 +260,10 @@ class UserManager:
         path = self.owner_path(member_id)
         secure_dir(self.database_dir)
         owner = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=True)
-        await owner.close()
+        try:
+            inbox_public_key = (await ensure_inbox_key(owner)).public
+        finally:
+            await owner.close()
         crash_point("register.after_owner_file")
 
         def insert(conn: Any) -> bool:
@@ -272,6 +279,7 @@ class UserManager:
                     profile.get("locale"), profile.get("birthdate"), profile.get("sex"), profile.get("notes", ""),
                 ),
             )
+            conn.execute("UPDATE users SET inbox_public_key = ? WHERE id = ?", (inbox_public_key, member_id))
             _seed_new_member_grants(conn, member_id, role_id)
             return True
 
@@ -423,7 +431,28 @@ class UserManager:
                     "your private database could not be opened; an admin must look at the server log"
                 ) from None
             self._open[member_id] = db
-            return db
+            await self._publish_inbox_key(member_id, db)
+        for callback in self.after_unlock:
+            try:
+                await callback(member_id)
+            except Exception:
+                log.exception("after-unlock callback failed for member %s", member_id)
+        return db
+
+    async def _publish_inbox_key(self, member_id: str, db: Database) -> None:
+        """The registry's public key follows the private key in the member's file: made
+        here for members created before the inbox existed, and replaced after an admin
+        reset gave them a new file. Never blocks the login."""
+        try:
+            public = (await ensure_inbox_key(db)).public
+            await self.registry.transaction(
+                lambda c: c.execute(
+                    "UPDATE users SET inbox_public_key = ? WHERE id = ? AND inbox_public_key IS NOT ?",
+                    (public, member_id, public),
+                )
+            )
+        except Exception:
+            log.exception("member %s: the inbox key could not be published", member_id)
 
     def owner_db(self, member_id: str) -> Database | None:
         db = self._open.get(member_id)

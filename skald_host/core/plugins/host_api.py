@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
+from skald_hookspecs.channels import Delivery
 from skald_hookspecs.events import SystemEvent, UserEvent
 
 if TYPE_CHECKING:
@@ -118,6 +119,30 @@ class PluginHostApi:
         if status is None or not status.builtin:
             raise PermissionError("memory access is reserved to the host's own tools")
         return self._core.memory
+
+    # -- channels: this plugin is the source of the conversations it speaks for ------------
+
+    async def send_message(
+        self, member_id: str, text: str, *, attachments: Sequence[str] = (), idempotency_key: str | None = None
+    ) -> Delivery:
+        return await self._core.channels.send_message(self.plugin_id, member_id, text, attachments, idempotency_key)
+
+    async def new_conversation(self, member_id: str) -> str:
+        return await self._core.channels.new_conversation(self.plugin_id, member_id)
+
+    async def stop_turn(self, member_id: str) -> bool:
+        return await self._core.channels.stop_turn(self.plugin_id, member_id)
+
+    async def resolve_approval(self, member_id: str, approval_id: str, approve: bool) -> Mapping[str, Any]:
+        return await self._core.channels.resolve_approval(self.plugin_id, member_id, approval_id, approve)
+
+    async def save_upload(
+        self, member_id: str, filename: str, data: bytes, *, conversation_id: str | None = None
+    ) -> Mapping[str, Any]:
+        return await self._core.channels.save_upload(self.plugin_id, member_id, filename, data, conversation_id)
+
+    async def member_locale(self, member_id: str) -> str:
+        return await self._core.channels.member_locale(self.plugin_id, member_id)
 
     async def close(self) -> None:
         for task in self._tasks:

@@ -120,8 +120,17 @@ OWNER_MIGRATIONS = MigrationSet(
         Migration(3, "private memory notes: user-memory/…, searchable", statements=MEMORY_NOTES_STATEMENTS),
         Migration(
             4,
-            "the member's inbox key pair (placeholder: owned by the sealed inbox work, replace with the real step)",
-            statements=("SELECT 1",),
+            "the member's inbox key pair",
+            statements=(
+                # The private half opens what was sealed for this member while they were
+                # locked; it is only as private as this file.
+                """CREATE TABLE inbox_key (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    private_key BLOB NOT NULL,
+                    public_key BLOB NOT NULL,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+            ),
         ),
     ),
 )

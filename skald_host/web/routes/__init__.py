@@ -7,6 +7,7 @@ from skald_host.web.routes import (
     admin_roles,
     admin_status,
     auth,
+    channels,
     chat,
     events,
     folders,
@@ -31,5 +32,6 @@ BLUEPRINTS = (
     chat.bp,
     folders.bp,
     events.bp,
+    channels.bp,
     static.bp,
 )

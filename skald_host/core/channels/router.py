@@ -1,0 +1,225 @@
+"""Outbound: what happens in a member's conversations reaches the channel they came
+from (``Channel.deliver``), and background notes reach their home source.
+
+The router follows each unlocked member's bus (it subscribes at unlock, before their
+chat runtime exists, and lets go before their file closes). It is a listener, never a
+participant: a channel that raises or hangs is logged by plugin id and cut off by a
+timeout; the turn it reports on never notices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Mapping
+
+from skald_hookspecs.channels import Channel, ChannelEvent
+from skald_host.core.identity.users import Member
+from skald_host.core.plugins.manager import PluginError
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+log = logging.getLogger(__name__)
+
+WEB_SOURCE = "web"
+TYPING_INTERVAL_SECONDS = 4.0
+DELIVER_TIMEOUT_SECONDS = 30.0
+#: The runtime's marker on a scheduled prompt's message (``deliver_due_jobs``).
+SCHEDULED_PREFIX = "[Scheduled] "
+
+
+def validate_channel(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, Channel]:
+    """``register(name, channel)``: the name is the plugin's own id (a conversation's
+    source names the plugin that speaks for it), the channel has ``async deliver``."""
+    if len(args) != 2:
+        raise PluginError("register() expects (name, channel)")
+    name, channel = args
+    if name != plugin_id:
+        raise PluginError(f"a channel is named by its plugin's id: register({plugin_id!r}, channel), not {name!r}")
+    if not isinstance(channel, Channel) or not inspect.iscoroutinefunction(channel.deliver):
+        raise PluginError("the channel must have an async deliver(member_id, event) method")
+    return name, channel
+
+
+class ChannelRouter:
+    def __init__(self, core: "Skald", channels: Mapping[str, Channel]) -> None:
+        self.core = core
+        self.channels = dict(channels)
+        self._follows: dict[str, asyncio.Task[None]] = {}
+        self._typing: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._sources: dict[tuple[str, str], str] = {}
+        self._scheduled: set[tuple[str, str]] = set()
+
+    # -- who may use which channel ----------------------------------------------------------
+
+    def usable(self, member: Member) -> list[str]:
+        return sorted(name for name in self.channels if self.core.catalog.usable(member, name))
+
+    async def home_source(self, member_id: str) -> str:
+        row = await self.core.registry.run(lambda c: c.execute("SELECT home_source FROM users WHERE id = ?", (member_id,)).fetchone())
+        return row[0] if row else WEB_SOURCE
+
+    async def set_home_source(self, member: Member, source: Any) -> str:
+        choices = [WEB_SOURCE, *self.usable(member)]
+        if source not in choices:
+            raise ValueError(f"home_source must be one of {', '.join(choices)}")
+        await self.core.registry.transaction(
+            lambda c: c.execute("UPDATE users SET home_source = ? WHERE id = ?", (source, member.id))
+        )
+        return source
+
+    # -- following members ----------------------------------------------------------------
+
+    async def follow(self, member_id: str) -> None:
+        """At unlock (``UserManager.after_unlock``)."""
+        if not self.channels or member_id in self._follows:
+            return
+        subscription = self.core.buses.members.subscribe(member_id)
+        self._follows[member_id] = asyncio.create_task(self._pump(member_id, subscription), name=f"channels:{member_id}")
+
+    async def unfollow(self, member_id: str) -> None:
+        """Before lock (``UserManager.before_lock``)."""
+        task = self._follows.pop(member_id, None)
+        for key in [k for k in self._typing if k[0] == member_id]:
+            self._typing.pop(key).cancel()
+        for key in [k for k in self._sources if k[0] == member_id]:
+            self._sources.pop(key, None)
+        self._scheduled = {k for k in self._scheduled if k[0] != member_id}
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def close(self) -> None:
+        for member_id in list(self._follows):
+            await self.unfollow(member_id)
+
+    async def _pump(self, member_id: str, subscription: Any) -> None:
+        try:
+            async for event in subscription:
+                if event.kind != "chat":
+                    continue
+                try:
+                    await self._on_chat(member_id, event.data)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("channel routing failed for an event of member %s", member_id)
+        finally:
+            subscription.close()
+
+    async def _source(self, member_id: str, conversation_id: str) -> str | None:
+        key = (member_id, conversation_id)
+        if key not in self._sources:
+            runtime = self.core.chat.live_runtime(member_id)
+            conversation = await runtime.store.conversation(conversation_id) if runtime else None
+            if conversation is None:
+                return None
+            self._sources[key] = conversation["source"]
+        return self._sources[key]
+
+    async def _on_chat(self, member_id: str, data: Mapping[str, Any]) -> None:
+        kind, conversation_id = data.get("type"), data.get("conversation_id")
+        if not isinstance(conversation_id, str) or kind in ("token", "tool_start", "tool_result"):
+            return
+        source = await self._source(member_id, conversation_id)
+        top = not data.get("depth")
+        if source in self.channels:
+            await self._on_channel_event(source, member_id, conversation_id, kind, data, top)
+            return
+        # A conversation of the web: only background work crosses to the home source.
+        key = (member_id, conversation_id)
+        if kind == "user_message" and str(data.get("content", "")).startswith(SCHEDULED_PREFIX):
+            self._scheduled.add(key)
+        elif kind == "notification":
+            await self._to_home(member_id, ChannelEvent("notification", conversation_id, text=str(data.get("content", ""))))
+        elif kind == "done" and top and key in self._scheduled:
+            self._scheduled.discard(key)
+            await self._to_home(member_id, ChannelEvent("notification", conversation_id, text=str(data.get("content", ""))))
+        elif kind in ("turn_finished", "cancelled"):
+            self._scheduled.discard(key)
+
+    async def _on_channel_event(
+        self, name: str, member_id: str, conversation_id: str, kind: Any, data: Mapping[str, Any], top: bool
+    ) -> None:
+        if kind == "turn_started":
+            await self.deliver(name, member_id, ChannelEvent("typing", conversation_id))
+            self._start_typing(name, member_id, conversation_id)
+        elif kind in ("turn_finished", "cancelled"):
+            self._stop_typing(member_id, conversation_id)
+        elif kind == "done" and top:
+            self._stop_typing(member_id, conversation_id)
+            await self.deliver(name, member_id, ChannelEvent("answer", conversation_id, text=str(data.get("content", ""))))
+        elif kind == "approval_required":
+            arguments = data.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments or "{}")
+                except ValueError:
+                    arguments = {"raw": arguments}
+            event = ChannelEvent(
+                "approval", conversation_id, approval_id=data.get("approval_id"), tool=data.get("name"),
+                arguments=arguments if isinstance(arguments, dict) else {"value": arguments},
+            )
+            await self.deliver(name, member_id, event)
+        elif kind == "approval_resolved":
+            event = ChannelEvent(
+                "approval_resolved", conversation_id, approval_id=data.get("approval_id"), data={"status": data.get("decision")}
+            )
+            await self.deliver(name, member_id, event)
+        elif kind == "error" and top:
+            self._stop_typing(member_id, conversation_id)
+            await self.deliver(name, member_id, ChannelEvent("error", conversation_id, text=str(data.get("error", ""))))
+        elif kind == "notification":
+            await self.deliver(name, member_id, ChannelEvent("notification", conversation_id, text=str(data.get("content", ""))))
+
+    # -- typing ---------------------------------------------------------------------------------
+
+    def _start_typing(self, name: str, member_id: str, conversation_id: str) -> None:
+        key = (member_id, conversation_id)
+        if key in self._typing:
+            return
+
+        async def repeat() -> None:
+            while True:
+                await asyncio.sleep(TYPING_INTERVAL_SECONDS)
+                await self.deliver(name, member_id, ChannelEvent("typing", conversation_id))
+
+        self._typing[key] = asyncio.create_task(repeat(), name=f"channels:typing:{conversation_id}")
+
+    def _stop_typing(self, member_id: str, conversation_id: str) -> None:
+        task = self._typing.pop((member_id, conversation_id), None)
+        if task is not None:
+            task.cancel()
+
+    # -- delivery ---------------------------------------------------------------------------------
+
+    async def _to_home(self, member_id: str, event: ChannelEvent) -> None:
+        home = await self.home_source(member_id)
+        if home in self.channels:
+            await self.deliver(home, member_id, event)
+
+    async def deliver(self, name: str, member_id: str, event: ChannelEvent) -> bool:
+        """Hand ``event`` to the channel if its plugin runs and the member may use it
+        (re-read now: a revoked grant silences the channel at once). Failures are
+        logged by type only — a channel's error message may quote the member's text."""
+        channel, status = self.channels.get(name), self.core.plugins.status(name)
+        if channel is None or status is None or not status.started:
+            return False
+        try:
+            member = await self.core.users.get(member_id)
+        except LookupError:
+            return False
+        if not self.core.catalog.usable(member, name):
+            return False
+        try:
+            await asyncio.wait_for(channel.deliver(member_id, event), DELIVER_TIMEOUT_SECONDS)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
+            log.error("channel %s: delivering a %s event to member %s failed (%s)", name, event.kind, member_id, reason)
+            return False
+        return True

@@ -1,0 +1,33 @@
+"""Where a member's background notes reach them: the web, or a channel they may use."""
+
+from quart import Blueprint, current_app
+
+from skald_host.web.auth import current_principal
+from skald_host.web.body import json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("channels", __name__)
+
+
+async def _state() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    member = await core.users.get(current_principal().member.id)
+    router = core.channels.router
+    return {"home_source": await router.home_source(member.id), "choices": ["web", *router.usable(member)]}
+
+
+@bp.get("/api/me/home-source")
+async def get_home_source() -> dict:
+    return await _state()
+
+
+@bp.put("/api/me/home-source")
+async def put_home_source() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    data = await json_object()
+    member = await core.users.get(current_principal().member.id)
+    try:
+        await core.channels.router.set_home_source(member, data.get("home_source"))
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    return await _state()

@@ -1,0 +1,272 @@
+"""A channel end to end, host side (issue 6): a test channel plugin hands messages to
+``HostApi.send_message`` and receives what happens through ``Channel.deliver``, against
+a real server, real SQLCipher files and the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from skald_hookspecs.channels import ChannelRequestError, MemberLocked
+from skald_host.core.channels import router as router_module
+from skald_host.testing import Hang, Reply, ToolCall
+from tests.chat.support import MODEL_A, ChatSocket, assert_well_formed, eventually, messages, new_conversation
+
+from .support import CHANNEL
+
+
+async def transcript(channels, member_id: str, conversation_id: str) -> list[tuple[str, str]]:
+    runtime = channels.host.core.chat.live_runtime(member_id)
+    frame = await runtime.store.root_frame(conversation_id)
+    return [(m["role"], m["content"]) for m in await runtime.store.history(frame.id)]
+
+
+async def test_unlocked_member_is_accepted_answered_on_the_channel_and_a_replay_is_stored_once(channels):
+    alice = await channels.host.member("alice")
+    member_id, api = alice.member["id"], channels.channel.api
+    channels.server.script(MODEL_A, [Reply("Hello from the model."), Reply("Second answer."), Reply("Fresh start.")])
+
+    delivery = await api.send_message(member_id, "Hi there", idempotency_key="update-1")
+    assert delivery.status == "accepted" and delivery.conversation_id
+    answer = await channels.channel.wait_for("answer")
+    assert answer.text == "Hello from the model." and answer.conversation_id == delivery.conversation_id
+    kinds = channels.channel.kinds(member_id)
+    assert kinds[0] == "typing" and kinds.index("answer") > 0
+    conversation = await channels.host.core.chat.live_runtime(member_id).store.conversation(delivery.conversation_id)
+    assert conversation["source"] == CHANNEL
+
+    # The same update again (a poller's retry): acknowledged, stored once, no second turn.
+    replay = await api.send_message(member_id, "Hi there", idempotency_key="update-1")
+    assert (replay.status, replay.conversation_id) == ("accepted", delivery.conversation_id)
+    # The next message goes to the same (current) conversation.
+    follow_up = await api.send_message(member_id, "And again", idempotency_key="update-2")
+    assert follow_up.conversation_id == delivery.conversation_id
+    await channels.channel.wait_for("answer", text="Second answer.")
+    assert await transcript(channels, member_id, delivery.conversation_id) == [
+        ("user", "Hi there"), ("assistant", "Hello from the model."), ("user", "And again"), ("assistant", "Second answer."),
+    ]
+
+    # /new: a fresh conversation becomes current; an old update replayed stays where it went.
+    fresh = await api.new_conversation(member_id)
+    assert fresh != delivery.conversation_id
+    assert (await api.send_message(member_id, "Start over", idempotency_key="update-3")).conversation_id == fresh
+    assert (await api.send_message(member_id, "Hi there", idempotency_key="update-1")).conversation_id == delivery.conversation_id
+    await channels.channel.wait_for("answer", text="Fresh start.")
+    assert await transcript(channels, member_id, fresh) == [("user", "Start over"), ("assistant", "Fresh start.")]
+    assert await api.member_locale(member_id) == "en"
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    assert await api.member_locale(member_id) == "de"
+
+
+async def test_approval_card_reaches_the_channel_and_resolving_it_there_runs_the_call(channels):
+    alice = await channels.host.member("alice")
+    member_id, api = alice.member["id"], channels.channel.api
+    channels.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("write_note", {"text": "buy milk"})]), Reply("Noted.")])
+
+    delivery = await api.send_message(member_id, "Remember milk")
+    card = await channels.channel.wait_for("approval")
+    assert card.tool == "write_note" and dict(card.arguments) == {"text": "buy milk"} and card.conversation_id == delivery.conversation_id
+    assert channels.probe.writes == []
+    with pytest.raises(ChannelRequestError):
+        await api.resolve_approval(member_id, "no-such-approval", True)
+    with pytest.raises(ChannelRequestError):
+        await api.resolve_approval(member_id, card.approval_id, "yes")
+
+    assert (await api.resolve_approval(member_id, card.approval_id, True))["decision"] == "approved"
+    resolved = await channels.channel.wait_for("approval_resolved")
+    assert resolved.approval_id == card.approval_id and resolved.data["status"] == "approved"
+    assert (await channels.channel.wait_for("answer")).text == "Noted."
+    assert channels.probe.writes == [{"text": "buy milk"}]
+    with pytest.raises(ChannelRequestError, match="already answered"):
+        await api.resolve_approval(member_id, card.approval_id, True)
+
+    # A card of a web conversation is not the channel's to answer.
+    channels.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("write_note", {"text": "web"})]), Reply("Web done.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write from the web")
+        web_card = await sock.wait_event(cid, "approval_required")
+        with pytest.raises(ChannelRequestError, match="no such approval"):
+            await api.resolve_approval(member_id, web_card["approval_id"], True)
+        assert channels.channel.kinds().count("approval") == 1  # the web card was not sent to the channel
+        await sock.approve(web_card["approval_id"], "deny")
+        await sock.wait_event(cid, "turn_finished")
+
+
+async def test_member_without_grant_inactive_or_unknown_is_refused_and_nothing_is_written(channels):
+    bob = await channels.host.member("bob")
+    member_id, api = bob.member["id"], channels.channel.api
+    response = await channels.admin.put(f"/api/admin/members/{member_id}/plugins", json={"plugins": []})
+    assert response.status_code == 200, response.text
+
+    refused = await api.send_message(member_id, "let me in")
+    assert refused.status == "refused" and "may not use" in refused.reason and refused.conversation_id is None
+    assert not await api.member_has_grant(member_id)
+    runtime = await channels.host.core.chat.runtime(await channels.host.core.users.get(member_id))
+    assert await runtime.store.conversations() == []
+    with pytest.raises(ChannelRequestError):
+        await api.new_conversation(member_id)
+    with pytest.raises(ChannelRequestError):
+        await api.save_upload(member_id, "photo.jpg", b"\xff\xd8\xff")
+
+    assert (await api.send_message("0" * 32, "hello")).reason == "no such member"
+    assert (await api.send_message("../../etc", "hello")).status == "refused"
+    assert (await api.send_message(member_id, "")).reason == "the message is empty"
+    assert (await api.send_message(member_id, "x" * 100_001)).status == "refused"
+    assert (await api.send_message(member_id, "hi", attachments="uploads/a.jpg")).status == "refused"
+
+    carol = await channels.host.member("carol")
+    response = await channels.admin.patch(f"/api/admin/members/{carol.member['id']}", json={"active": False})
+    assert response.status_code == 200, response.text
+    assert (await api.send_message(carol.member["id"], "hello")).reason == "the member is inactive"
+
+
+async def test_message_for_a_locked_member_is_sealed_without_plaintext_and_delivered_once_at_login(channels, caplog):
+    caplog.set_level(logging.DEBUG)
+    canary = "CANARY-sealed-7f3a9c"
+    await channels.host.member("dora")  # registered and logged in once, then the host restarts
+    host = await channels.restart()
+    core, api = host.core, channels.channel.api
+    member = await core.users.find("dora")
+    assert not core.users.is_unlocked(member.id)
+
+    first = await api.send_message(member.id, f"{canary} please remember", idempotency_key="update-9")
+    replay = await api.send_message(member.id, f"{canary} please remember", idempotency_key="update-9")
+    assert (first.status, replay.status) == ("sealed", "sealed") and first.conversation_id is None
+    assert await core.channels.inbox.waiting(member.id) == 1
+    with pytest.raises(MemberLocked):
+        await api.new_conversation(member.id)
+    with pytest.raises(MemberLocked):
+        await api.stop_turn(member.id)
+    row = await core.registry.run(lambda c: dict(c.execute("SELECT * FROM sealed_messages").fetchone()))
+    assert row["member_id"] == member.id and row["source"] == CHANNEL and row["size"] == len(row["ciphertext"])
+
+    database_dir = host.settings.database_dir
+    for name in ("system.db", "system.db-wal"):
+        path = database_dir / name
+        if path.exists():
+            data = path.read_bytes()
+            assert canary.encode() not in data and b"update-9" not in data, name
+    assert canary not in caplog.text
+
+    channels.server.script(MODEL_A, [Reply("Remembered.")])
+    dora = await host.member("dora")
+    answer = await channels.channel.wait_for("answer")
+    assert answer.text == "Remembered."
+    runtime = core.chat.live_runtime(member.id)
+    [conversation] = await runtime.store.conversations()
+    assert conversation["source"] == CHANNEL and answer.conversation_id == conversation["id"]
+    async def drained() -> bool:
+        return await core.channels.inbox.waiting(member.id) == 0
+
+    await eventually(drained, what="the sealed row to go")
+    assert [(m["role"], m["content"]) for m in await messages(dora, conversation["id"])] == [
+        ("user", f"{canary} please remember"), ("assistant", "Remembered."),
+    ]
+
+    # A crash after the durable insert but before the row was deleted: the row is back,
+    # and delivering it again stores nothing twice.
+    await core.registry.transaction(
+        lambda c: c.execute(
+            f"INSERT INTO sealed_messages ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", tuple(row.values())
+        )
+    )
+    await core.channels.inbox.deliver_sealed(member.id)
+    assert await core.channels.inbox.waiting(member.id) == 0
+    # And the update replayed now that dora is unlocked: acknowledged, not stored again.
+    again = await api.send_message(member.id, f"{canary} please remember", idempotency_key="update-9")
+    assert (again.status, again.conversation_id) == ("accepted", conversation["id"])
+    assert len(await messages(dora, conversation["id"])) == 2
+    assert canary not in caplog.text
+
+
+async def test_members_created_before_the_inbox_get_their_key_pair_at_the_next_login(channels):
+    erin = await channels.host.member("erin")
+    core, member_id = channels.host.core, erin.member["id"]
+    public = await core.registry.run(lambda c: c.execute("SELECT inbox_public_key FROM users WHERE id = ?", (member_id,)).fetchone()[0])
+    private_row = await core.users.owner_db(member_id).run(lambda c: c.execute("SELECT public_key FROM inbox_key").fetchone())
+    assert public is not None and bytes(private_row[0]) == bytes(public)
+
+    # What a member from before this feature looks like: no key anywhere.
+    await core.registry.transaction(lambda c: c.execute("UPDATE users SET inbox_public_key = NULL WHERE id = ?", (member_id,)))
+    await core.users.owner_db(member_id).transaction(lambda c: c.execute("DELETE FROM inbox_key"))
+    host = await channels.restart()
+    refused = await channels.channel.api.send_message(member_id, "hello")
+    assert refused.status == "refused" and "log in on the web once" in refused.reason
+
+    await host.member("erin")
+    fresh = await host.core.registry.run(lambda c: c.execute("SELECT inbox_public_key FROM users WHERE id = ?", (member_id,)).fetchone()[0])
+    assert fresh is not None and bytes(fresh) != bytes(public)
+    host = await channels.restart()
+    assert (await channels.channel.api.send_message(member_id, "hello")).status == "sealed"
+
+
+async def test_stop_turn_stops_the_channel_conversation_and_typing_repeats_while_it_runs(channels, monkeypatch):
+    monkeypatch.setattr(router_module, "TYPING_INTERVAL_SECONDS", 0.1)
+    alice = await channels.host.member("alice")
+    member_id, api = alice.member["id"], channels.channel.api
+    assert await api.stop_turn(member_id) is False  # no conversation of this source yet
+    channels.server.script(MODEL_A, [Hang(text="thinking")])
+    await api.send_message(member_id, "Take your time")
+    await eventually(lambda: channels.channel.kinds(member_id).count("typing") >= 3, what="repeated typing")
+    assert await api.stop_turn(member_id) is True
+    assert await api.stop_turn(member_id) is False
+    settled = len(channels.channel.events)
+    await asyncio.sleep(0.4)
+    assert channels.channel.kinds()[settled:] == []  # typing stopped with the turn
+
+
+async def test_home_source_brings_notes_and_scheduled_results_to_the_channel(channels):
+    alice = await channels.host.member("alice")
+    member_id = alice.member["id"]
+    assert (await alice.get("/api/me/home-source")).json() == {"home_source": "web", "choices": ["web", CHANNEL]}
+    response = await alice.put("/api/me/home-source", json={"home_source": "carrier-pigeon"})
+    assert response.status_code == 400 and "web" in response.json()["error"]
+    response = await alice.put("/api/me/home-source", json={"home_source": CHANNEL})
+    assert response.status_code == 200 and response.json()["home_source"] == CHANNEL
+
+    channels.server.script(
+        MODEL_A,
+        [Reply(tool_calls=[ToolCall("notify", {"message": "Tea is ready"})]), Reply("I told you."), Reply("Water them now.")],
+    )
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Tell me when tea is ready")
+        await sock.wait_event(cid, "turn_finished")
+        note = await channels.channel.wait_for("notification")
+        assert note.text == "Tea is ready"
+        assert "answer" not in channels.channel.kinds()  # a web conversation's answers stay on the web
+
+        runtime = channels.host.core.chat.live_runtime(member_id)
+        await runtime.store.schedule(cid, "Water the plants.", "2000-01-01T00:00:00.000000Z")
+        await runtime.deliver_due_jobs()
+        result = await channels.channel.wait_for("notification", text="Water them now.")
+        assert result.conversation_id == cid
+
+    # Back to the web: nothing more reaches the channel.
+    assert (await alice.put("/api/me/home-source", json={"home_source": "web"})).status_code == 200
+    before = len(channels.channel.events)
+    channels.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("notify", {"message": "Second tea"})]), Reply("Done.")])
+    async with ChatSocket(alice) as sock:
+        await sock.send(cid, "Again")
+        await sock.wait_event(cid, "notification")
+        await sock.wait_event(cid, "turn_finished", start=len(sock.events) - 1)
+    await asyncio.sleep(0.2)
+    assert channels.channel.events[before:] == []
+
+
+async def test_a_channel_that_raises_is_logged_and_does_not_break_the_turn(channels, caplog):
+    alice = await channels.host.member("alice")
+    member_id = alice.member["id"]
+    channels.channel.fail = True
+    channels.server.script(MODEL_A, [Reply("Still answered.")])
+    delivery = await channels.channel.api.send_message(member_id, "Are you there?")
+    assert delivery.status == "accepted"
+    await channels.channel.wait_for("answer")
+    conversation = await messages(alice, delivery.conversation_id)
+    await eventually(lambda: "delivering a answer event" in caplog.text or "delivering a typing event" in caplog.text, what="the log")
+    assert [(m["role"], m["content"]) for m in conversation] == [("user", "Are you there?"), ("assistant", "Still answered.")]
+    assert_well_formed(conversation)
+    assert "far end is down" not in caplog.text  # the channel's own words may quote the member
