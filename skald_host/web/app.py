@@ -19,6 +19,7 @@ from skald_host.settings import Settings
 from skald_host.web.auth import PLUGIN_PREFIX, gate_request, gate_websocket
 from skald_host.web.errors import install_error_handlers
 from skald_host.web.routes import BLUEPRINTS
+from skald_host.web.routes.files import request_class as upload_request_class
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_
         PROVIDE_AUTOMATIC_OPTIONS=True,
         JSON_SORT_KEYS=False,
     )
+    app.request_class = upload_request_class(settings.files.upload_max_bytes)
     manager = plugins or build_plugin_manager(settings)
 
     install_error_handlers(app)

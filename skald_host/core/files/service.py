@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Literal
 from skald_hookspecs.sandbox import Mount
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
+from skald_host.core.memory.notes import MEMORY_ROOTS, classify_memory  # noqa: F401 - MEMORY_ROOTS is re-exported for the sandbox
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -43,11 +44,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SANDBOX_HOME = "/home/member"
-MEMORY_ROOTS = ("user-memory", "shared-memory")
 UPLOADS_DIR = "uploads"
 FIRST_UID = 20000
 UIDS_KEY = "files.uids"
-_HOME_SPELLINGS = ("./", "~/", "/root/", SANDBOX_HOME + "/")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 MAX_UPLOAD_NAME = 200
 CHUNK = 1024 * 1024
@@ -131,19 +130,6 @@ def _strip_home(path: str, spellings: tuple[str, ...] = ("./", "~/", SANDBOX_HOM
         if prefix is None:
             return path
         path = path[len(prefix):]
-
-
-def classify_memory_path(path: str) -> tuple[str, str] | None:
-    """``(root, key)`` when ``path`` names a memory root. ``/root/`` counts as a home
-    spelling here too: a model used to other sandboxes writes ``/root/user-memory/x``
-    and means the note, never an invisible file beside it."""
-    stripped = _strip_home(path, _HOME_SPELLINGS)
-    if stripped.startswith("/"):
-        return None
-    first, _, rest = stripped.partition("/")
-    if first in MEMORY_ROOTS:
-        return first, rest
-    return None
 
 
 class FileService:
@@ -270,15 +256,10 @@ class FileService:
         if "\x00" in agent_path:
             raise FileError("path contains a NUL byte")
         path = agent_path.strip()
-        memory = classify_memory_path(path)
+        memory = classify_memory(path)  # the note store's own rule: ".." clamps inside it
         if memory is not None:
             root, key = memory
-            try:
-                key_clean = str(clean_relative(key)) if key else ""
-            except PathRefused as exc:
-                raise FileError(str(exc)) from None
-            key_clean = "" if key_clean == "." else key_clean
-            return Resolved("memory", f"{root}/{key_clean}".rstrip("/"), memory_root=root, memory_key=key_clean)
+            return Resolved("memory", f"{root}/{key}".rstrip("/"), memory_root=root, memory_key=key)
         relative = _strip_home(path)
         if relative.startswith("/"):
             try:

@@ -112,6 +112,16 @@ class PluginHostApi:
     def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
         return self._core.strings.translate(key, locale, **values)
 
+    async def member_files(self, member_id: str) -> Any:
+        """Host-only (built-in plugins): the acting member's file namespace, for the fs
+        tools. Not part of the public HostApi: an external plugin gets no file access."""
+        status = self._core.plugins.status(self.plugin_id)
+        if status is None or not status.builtin:
+            raise PermissionError("file access is reserved to the host's own tools")
+        from skald_host.core.files.ops import MemberFiles
+
+        return MemberFiles(self._core, await self._core.users.get(member_id))
+
     def memory(self) -> Any:
         """Host-only (built-in plugins): the memory note stores, for ``memory_search``.
         The service itself checks the shared pool's capabilities on every call."""

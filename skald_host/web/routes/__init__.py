@@ -10,6 +10,7 @@ from skald_host.web.routes import (
     channels,
     chat,
     events,
+    files,
     folders,
     health,
     me,
@@ -32,6 +33,7 @@ BLUEPRINTS = (
     chat.bp,
     folders.bp,
     events.bp,
+    files.bp,
     channels.bp,
     static.bp,
 )

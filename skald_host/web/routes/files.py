@@ -1,0 +1,121 @@
+"""Members' files over HTTP: the upload endpoint and the file viewer.
+
+``POST /api/conversations/<id>/uploads`` takes the file as the raw request body (any
+``Content-Type``) with its name in the ``X-Filename`` header (percent-encoded UTF-8,
+so any name survives a header). The body is streamed into the one upload seam
+(``FileService.save_upload``) and never buffered whole: past ``files.upload_max_bytes``
+the request is refused with 413 and the partial file deleted.
+
+``GET /api/file?path=<agent path>`` routes the path exactly like the fs tools (notes,
+shared folders and projects, the home, the sandbox) for the calling member only, and
+serves it with a type that cannot execute: images as themselves, text as
+``text/plain``, everything else as a download, always ``nosniff`` and sandboxed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote, unquote
+
+from quart import Blueprint, Response, current_app, request
+from quart.wrappers import Request
+
+from skald_host.core.agent.runtime import ChatError
+from skald_host.core.files.ops import MemberFiles
+from skald_host.core.files.paths import PathRefused
+from skald_host.core.files.service import FileError, UploadTooLarge
+from skald_host.core.files.sniff import IMAGE_TYPES, TEXT
+from skald_host.core.identity.users import OwnerDatabaseUnavailable
+from skald_host.core.memory.notes import NoteAccessDenied, NoteError
+from skald_host.web.auth import current_principal, requires
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("files", __name__)
+
+UPLOAD_ROUTE = re.compile(r"^/api/conversations/[^/]+/uploads$")
+FILENAME_HEADER = "X-Filename"
+MAX_FILENAME_HEADER = 2048
+
+
+def request_class(upload_max_bytes: int) -> type[Request]:
+    """The app's request class: the upload route may carry a body up to the upload
+    limit (every other route keeps ``server.max_body_bytes``). A ``Content-Length``
+    above it is refused before a byte is read; a chunked body is cut by the seam."""
+
+    class SkaldRequest(Request):
+        def __init__(self, method: str, scheme: str, path: str, *args: Any, **kwargs: Any) -> None:
+            if method == "POST" and UPLOAD_ROUTE.match(path):
+                kwargs["max_content_length"] = upload_max_bytes
+            super().__init__(method, scheme, path, *args, **kwargs)
+
+    return SkaldRequest
+
+
+def _files_error(exc: Exception) -> ApiError:
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, UploadTooLarge):
+        return ApiError(413, message)
+    if isinstance(exc, (FileNotFoundError,)):
+        return ApiError(404, "no such file")
+    if isinstance(exc, NoteAccessDenied):
+        return ApiError(403, message)
+    if isinstance(exc, OwnerDatabaseUnavailable):
+        return ApiError(423, message)
+    if isinstance(exc, (FileError, NoteError, PathRefused)):
+        missing = "does not exist" in message or message.startswith("no such")
+        return ApiError(404 if missing else 400, message)
+    raise exc
+
+
+@bp.post("/api/conversations/<conversation_id>/uploads")
+@requires("chat.use")
+async def upload(conversation_id: str) -> Any:
+    core = current_app.config["SKALD_CORE"]
+    member = current_principal().member
+    raw_name = request.headers.get(FILENAME_HEADER)
+    if not raw_name or len(raw_name) > MAX_FILENAME_HEADER:
+        raise ApiError(400, f"the file name goes in the {FILENAME_HEADER} header (percent-encoded)", field="filename")
+    try:
+        filename = unquote(raw_name, errors="strict")
+    except UnicodeDecodeError:
+        raise ApiError(400, f"{FILENAME_HEADER} is not percent-encoded UTF-8", field="filename") from None
+    try:
+        runtime = await core.chat.runtime(member)
+        await runtime.conversation(conversation_id)
+    except ChatError as exc:
+        raise ApiError(404 if str(exc).startswith("no such") else 423, str(exc)) from None
+    try:
+        saved = await core.files.save_upload(
+            member.id, conversation_id, filename, request.body, declared_type=request.headers.get("Content-Type")
+        )
+    except (FileError, PathRefused) as exc:
+        raise _files_error(exc) from None
+    return saved.summary(), 201
+
+
+@bp.get("/api/file")
+async def view_file() -> Any:
+    core = current_app.config["SKALD_CORE"]
+    path = request.args.get("path")
+    if not path:
+        raise ApiError(400, "path is required", field="path")
+    files = MemberFiles(core, current_principal().member)
+    try:
+        blob = await files.read_blob(path)
+    except Exception as exc:  # re-raised by _files_error unless it is a known refusal
+        raise _files_error(exc) from None
+    if blob.mime in IMAGE_TYPES:
+        content_type, inline = blob.mime, True
+    elif blob.mime == TEXT:
+        content_type, inline = "text/plain; charset=utf-8", True
+    else:
+        content_type, inline = "application/octet-stream", False
+    response = Response(blob.data, status=200, content_type=content_type)
+    disposition = "inline" if inline else "attachment"
+    ascii_name = re.sub(r"[^A-Za-z0-9._ ()-]", "_", blob.name) or "file"
+    response.headers["Content-Disposition"] = f"{disposition}; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(blob.name)}"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Content-Security-Policy"] = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox"
+    response.headers["Cache-Control"] = "private, no-store"
+    return response

@@ -1,0 +1,164 @@
+"""The one upload seam through its HTTP endpoint: streamed with the size limit enforced
+while reading, collision-free sanitised names, types sniffed from the bytes, and the
+conversation checked to be the caller's (seed 001 "Multimodal attachments"; check F3)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from skald_host.core.files.service import UploadTooLarge
+
+from tests.chat.support import new_conversation
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 64
+JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 64
+
+
+async def upload(client, conversation_id: str, name: str, body, content_type: str = "application/octet-stream"):
+    return await client.post(
+        f"/api/conversations/{conversation_id}/uploads",
+        content=body,
+        headers={"X-Filename": quote(name), "Content-Type": content_type},
+    )
+
+
+async def announce_only(files, path: str, length: int) -> int:
+    """Send only the request head with a ``Content-Length`` and read the status line:
+    a server that waited for the body would never answer."""
+    host, port = files.host.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = {"Host": f"{host}:{port}", "Content-Length": str(length), "X-Filename": "big.bin", **files.alice.headers("POST")}
+    writer.write((f"POST {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n").encode())
+    await writer.drain()
+    try:
+        line = await asyncio.wait_for(reader.readline(), 10)
+    finally:
+        writer.close()
+    return int(line.split()[1])
+
+
+def uploads_dir(files, member, conversation_id: str):
+    return files.core.files.home(member.id) / "uploads" / conversation_id
+
+
+async def test_upload_lands_in_the_home_with_a_sniffed_type_and_the_agent_path(files):
+    alice = await files.member("alice")
+    cid = await new_conversation(files.alice)
+    response = await upload(files.alice, cid, "photo.png", PNG, "image/png")
+    assert response.status_code == 201, response.text
+    saved = response.json()
+    assert saved == {"path": f"uploads/{cid}/photo.png", "name": "photo.png", "mime": "image/png", "size": len(PNG), "is_image": True}
+    on_disk = uploads_dir(files, alice, cid) / "photo.png"
+    assert on_disk.read_bytes() == PNG
+    if os.geteuid() == 0:  # the sandbox uid owns it, so the member's commands can use it
+        assert on_disk.stat().st_uid == files.core.files.uid_for(alice.id) >= 20000
+
+
+async def test_types_come_from_the_bytes_not_the_name_or_the_claim(files):
+    cid = await new_conversation(files.alice)
+    cases = {
+        "fake.png": (b"this is not a picture\n", "text/plain", False),
+        "real.txt": (JPEG, "image/jpeg", True),
+        "doc.pdf": (b"%PDF-1.7\n...", "application/pdf", False),
+        "bundle.zip": (b"PK\x03\x04rest", "application/zip", False),
+        "noise.png": (bytes(range(256)) * 4, "application/octet-stream", False),
+        "umlaut.txt": ("Grüße aus Köln\n".encode(), "text/plain", False),
+    }
+    for name, (body, mime, is_image) in cases.items():
+        response = await upload(files.alice, cid, name, body, "image/png")
+        assert response.status_code == 201, response.text
+        assert (response.json()["mime"], response.json()["is_image"]) == (mime, is_image), name
+
+
+async def test_names_are_sanitised_and_never_collide(files):
+    alice = await files.member("alice")
+    cid = await new_conversation(files.alice)
+    names = [(await upload(files.alice, cid, "report.txt", b"x")).json()["name"] for _ in range(3)]
+    assert names == ["report.txt", "report (2).txt", "report (3).txt"]
+    hostile = {
+        "../../etc/passwd": "passwd",
+        "/etc/shadow": "shadow",
+        "..\\..\\win.ini": "win.ini",
+        ".bashrc": "bashrc",
+        "a\u202egnp.exe": "agnp.exe",
+        "tab\tand\nnewline.txt": "tabandnewline.txt",
+        "..": "upload",
+        "%2e%2e%2fescape.txt": "%2e%2e%2fescape.txt",
+        "x" * 400 + ".txt": "x" * 196 + ".txt",
+    }
+    for raw, expected in hostile.items():
+        response = await upload(files.alice, cid, raw, b"data")
+        assert response.status_code == 201, (raw, response.text)
+        assert response.json()["name"] == expected, raw
+        assert response.json()["path"] == f"uploads/{cid}/{expected}"
+    folder = uploads_dir(files, alice, cid)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["report.txt", "report (2).txt", "report (3).txt", *hostile.values()])
+
+
+async def test_a_body_over_the_limit_is_refused_and_leaves_no_partial_file(files):
+    alice = await files.member("alice")
+    cid = await new_conversation(files.alice)
+    limit = files.core.settings.files.upload_max_bytes
+    folder = files.core.files.home(alice.id)
+    before = sorted(str(p) for p in folder.rglob("*"))
+
+    # Announced too large: refused from the headers alone, before any body is sent.
+    status = await announce_only(files, f"/api/conversations/{cid}/uploads", limit + 1)
+    assert status == 413
+
+    # Chunked (no Content-Length): the seam counts while streaming and aborts past the limit.
+    sent = 0
+
+    async def stream():
+        nonlocal sent
+        for _ in range(limit // 16384 + 8):
+            sent += 16384
+            yield b"b" * 16384
+
+    response = await upload(files.alice, cid, "big2.bin", stream())
+    assert response.status_code == 413, response.text
+
+    # The seam itself stops reading at the limit: the rest of the stream is never pulled.
+    pulled = 0
+
+    async def endless():
+        nonlocal pulled
+        while True:
+            pulled += 1
+            yield b"d" * 4096
+
+    with pytest.raises(UploadTooLarge):
+        await files.core.files.save_upload(alice.id, cid, "endless.bin", endless())
+    assert pulled == limit // 4096 + 1
+    after = sorted(str(p) for p in folder.rglob("*"))
+    leftovers = [p for p in after if p not in before and not p.endswith(f"uploads/{cid}") and not p.endswith("uploads")]
+    assert leftovers == []
+
+    # Exactly the limit is fine.
+    response = await upload(files.alice, cid, "ok.bin", b"c" * limit)
+    assert response.status_code == 201, response.text
+    assert response.json()["size"] == limit
+
+
+async def test_uploads_need_the_callers_own_conversation_and_a_name(files):
+    alice_cid = await new_conversation(files.alice)
+    response = await upload(files.bob, alice_cid, "x.txt", b"hi")
+    assert response.status_code == 404
+    response = await upload(files.bob, "nonexistent", "x.txt", b"hi")
+    assert response.status_code == 404
+    bob_cid = await new_conversation(files.bob)
+    response = await files.bob.post(f"/api/conversations/{bob_cid}/uploads", content=b"hi")
+    assert response.status_code == 400 and response.json()["field"] == "filename"
+    anonymous = httpx.AsyncClient(base_url=files.host.url)
+    try:
+        response = await anonymous.post(f"/api/conversations/{bob_cid}/uploads", content=b"hi", headers={"X-Filename": "x"})
+        assert response.status_code == 401
+    finally:
+        await anonymous.aclose()
+    bob = await files.member("bob")
+    assert not (files.core.files.home(bob.id) / "uploads" / alice_cid).exists()
