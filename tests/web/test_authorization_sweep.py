@@ -47,6 +47,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/me/settings", "GET"): "member",
     ("/api/me/settings", "PUT"): "member",
     ("/api/me/locale", "PUT"): "member",
+    ("/api/me/home-source", "GET"): "member",
+    ("/api/me/home-source", "PUT"): "member",
     ("/api/plugins/mine", "GET"): "member",
     ("/api/plugins/pages", "GET"): "member",
     ("/api/plugins/<plugin_id>/my-config", "PUT"): "member",
@@ -63,6 +65,12 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/conversations/<conversation_id>/compact", "POST"): "member",
     ("/api/approvals", "GET"): "member",
     ("/api/approvals/<approval_id>", "POST"): "member",
+    # memory notes: the caller's own, or the shared pool (capability-gated in the service)
+    ("/api/memory/<root>/notes", "GET"): "member",
+    ("/api/memory/<root>/search", "GET"): "member",
+    ("/api/memory/<root>/notes/<path:key>", "GET"): "member",
+    ("/api/memory/<root>/notes/<path:key>", "PUT"): "member",
+    ("/api/memory/<root>/notes/<path:key>", "DELETE"): "member",
     # administration
     ("/api/admin/members", "GET"): "admin",
     ("/api/admin/members", "POST"): "admin",
@@ -111,6 +119,7 @@ BODIES: dict[tuple[str, str], dict] = {
     ("/api/auth/password", "POST"): {},  # 400 for anyone allowed: it must not be 401/403
     ("/api/me/settings", "PUT"): {"theme": "dark"},
     ("/api/me/locale", "PUT"): {"locale": "de"},
+    ("/api/me/home-source", "PUT"): {"home_source": "web"},
     ("/api/plugins/<plugin_id>/my-config", "PUT"): {"config": {"nickname": "swept"}},
     ("/api/admin/members", "POST"): {"username": "created-by-sweep", "password": "created password 42"},
     ("/api/admin/members/<member_id>", "PATCH"): {"display_name": "Swept"},
@@ -125,6 +134,7 @@ BODIES: dict[tuple[str, str], dict] = {
     ("/api/conversations/<conversation_id>", "PATCH"): {"title": "swept"},
     ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "swept", "idempotency_key": "swept-message"},
     ("/api/approvals/<approval_id>", "POST"): {"decision": "deny"},
+    ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "swept"},
     ("/api/admin/models/presets/apply", "POST"): {"name": "Swept preset", "base_url": "http://127.0.0.1:9/v1"},
     ("/api/admin/models/providers", "POST"): {"name": "Swept", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-swept"},
     ("/api/admin/models/providers/<provider_id>", "PATCH"): {"name": "Sweep renamed"},
@@ -161,6 +171,7 @@ async def _install(skald, model_server):
     bob = await host.create_member("bob")
     assert (await admin.post("/api/admin/roles", json={"id": "spare", "label": "Spare"})).status_code == 201
     ids = {"member_id": bob["id"], "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET, "filename": "app.js"}
+    ids |= {"root": "user-memory", "key": "swept.md"}
     ids |= await admin_chat_objects(admin, model_server)
     ids |= await member_chat_objects(alice)
     return host, admin, alice, ids
@@ -283,7 +294,10 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
         response = await admin.put(path, json=body)
         assert response.status_code == 200 and secret not in response.text, path
 
+    response = await alice.put("/api/memory/user-memory/notes/diary.md", json={"content": canary})
+    assert response.status_code == 200, response.text
     ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": conversation_id}
+    ids |= {"root": "user-memory", "key": "diary.md"}
     get_routes = [key for key in EXPECTED if key[1] == "GET"]
     for phase in ("alice unlocked", "alice locked"):
         for rule, _ in get_routes:
@@ -298,7 +312,10 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
 
 #: Path parameters that name no member-owned object: a plugin id is public knowledge
 #: (its routes are gated by grants, see tests/catalog/test_grants.py).
-NOT_OBJECT_IDS = {"plugin_id"}
+#: A memory root and note key name a place in the caller's *own* store (the same key is
+#: a different note for each member), so they cannot name another's object; the
+#: cross-member case is tests/memory/test_memory_api.py.
+NOT_OBJECT_IDS = {"plugin_id", "root", "key"}
 
 #: One request per member route that takes an object id, made by B with A's ids. A new
 #: id-bearing route fails ``test_every_id_bearing_member_route_has_an_idor_case`` until

@@ -43,10 +43,11 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
     positive control below), so a 403 in the attack test can only come from the CSRF
     and Origin checks. ``ids`` name the victim member and the admin's own chat and
     model objects. Ordered so destructive ones come last."""
-    ids = {"role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET, **ids}
+    ids = {"role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET, "root": "user-memory", "key": "forged.md", **ids}
     bodies: dict[tuple[str, str], dict | None] = {
         ("/api/me/settings", "PUT"): {"forged": True},
         ("/api/me/locale", "PUT"): {"locale": "de"},
+        ("/api/me/home-source", "PUT"): {"home_source": "web"},
         ("/api/plugins/<plugin_id>/my-config", "PUT"): {"config": {"nickname": "forged"}},
         ("/api/conversations", "POST"): {"title": "forged"},
         ("/api/conversations/<conversation_id>", "PATCH"): {"title": "forged"},
@@ -54,6 +55,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "forged"},
         ("/api/conversations/<conversation_id>/stop", "POST"): None,  # whatever the message started
         ("/api/conversations/<conversation_id>/compact", "POST"): None,
+        ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "forged"},
         ("/api/admin/models/providers", "POST"): {"name": "Forged", "base_url": "http://127.0.0.1:9/v1"},
         ("/api/admin/models/providers/<provider_id>", "PATCH"): {"name": "Forged renamed"},
         ("/api/admin/models/providers/<provider_id>/test", "POST"): None,
@@ -78,6 +80,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/admin/roles/<role_id>", "PATCH"): {"label": "Forged"},
         ("/api/admin/roles/<role_id>", "DELETE"): None,
         ("/api/conversations/<conversation_id>", "DELETE"): None,
+        ("/api/memory/<root>/notes/<path:key>", "DELETE"): None,  # the note the PUT above wrote
         ("/api/admin/approval-rules/<int:rule_id>", "DELETE"): None,
         ("/api/admin/security-groups/<group_id>", "DELETE"): None,
         ("/api/admin/models/entries/<model_id>", "DELETE"): None,
@@ -208,6 +211,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/i18n",
     "/api/auth/session",
     "/api/me/settings",
+    "/api/me/home-source",
     "/api/plugins/mine",
     "/api/plugins/pages",
     "/api/admin/members",
@@ -231,6 +235,9 @@ READ_ONLY_GET_ROUTES = {
     "/api/admin/models",
     "/api/admin/models/presets",  # probes a local Ollama; stores nothing
     "/api/admin/approval-rules",
+    "/api/memory/<root>/notes",
+    "/api/memory/<root>/search",
+    "/api/memory/<root>/notes/<path:key>",
 }
 
 
@@ -263,6 +270,7 @@ async def test_get_routes_leave_the_registry_unchanged(skald):
     alice = await host.member("alice")
     before = await registry_dump(host)
     ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": NO_SUCH_ID}
+    ids |= {"root": "shared-memory", "key": "index.md"}  # the pool that lives in system.db
     for rule in host.app.url_map.iter_rules():
         if "GET" not in (rule.methods or set()) or getattr(rule, "websocket", False):
             continue

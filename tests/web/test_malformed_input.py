@@ -44,6 +44,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/auth/password", "POST"): ("current_password", "new_password"),
     ("/api/me/settings", "PUT"): ("theme", "a.b-c_d", "x" * 65),
     ("/api/me/locale", "PUT"): ("locale",),
+    ("/api/me/home-source", "PUT"): ("home_source",),
     ("/api/plugins/<plugin_id>/my-config", "PUT"): ("config",),
     ("/api/admin/members", "POST"): ("username", "password", "role", "encrypted", *PROFILE_FIELDS),
     ("/api/admin/members/<member_id>", "PATCH"): ("role", "active", *PROFILE_FIELDS),
@@ -58,6 +59,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/conversations", "POST"): ("title", "agent"),
     ("/api/conversations/<conversation_id>", "PATCH"): ("title",),
     ("/api/conversations/<conversation_id>/messages", "POST"): ("text", "idempotency_key"),
+    ("/api/memory/<root>/notes/<path:key>", "PUT"): ("content",),
     ("/api/approvals/<approval_id>", "POST"): ("decision",),
     ("/api/admin/models/providers", "POST"): ("name", "base_url", "api_key"),
     ("/api/admin/models/providers/<provider_id>", "PATCH"): ("name", "base_url", "api_key"),
@@ -77,6 +79,7 @@ BODYLESS_ROUTES = {
     ("/api/conversations/<conversation_id>", "DELETE"),
     ("/api/conversations/<conversation_id>/stop", "POST"),
     ("/api/conversations/<conversation_id>/compact", "POST"),
+    ("/api/memory/<root>/notes/<path:key>", "DELETE"),
     ("/api/admin/models/providers/<provider_id>", "DELETE"),
     ("/api/admin/models/providers/<provider_id>/test", "POST"),
     ("/api/admin/models/entries/<model_id>", "DELETE"),
@@ -196,6 +199,7 @@ async def fuzz(tmp_path_factory):
         assert (await admin.post("/api/admin/roles", json={"id": "spare", "label": "Spare"})).status_code == 201
         host.core.auth.throttle.enabled = False  # login cases are about parsing, not the limit
         ids = {"member_id": victim.member["id"], "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET}
+        ids |= {"root": "user-memory", "key": "fuzzed.md"}
         ids |= await _chat_objects(admin)
         yield host, admin, ids
     finally:

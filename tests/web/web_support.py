@@ -151,7 +151,9 @@ async def owner_dump(host: Any, member_id: str) -> dict[str, list[tuple]]:
     assert db is not None, "the member's file is locked"
 
     def read(conn: Any) -> dict[str, list[tuple]]:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return {t: [tuple(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in tables}
+        # An FTS index's WITHOUT ROWID shadow tables have no rowid; their key orders them.
+        tables = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()
+        order = {t: "" if "WITHOUT ROWID" in (sql or "").upper() else " ORDER BY rowid" for t, sql in tables}
+        return {t: [tuple(r) for r in conn.execute(f'SELECT * FROM "{t}"{order[t]}')] for t in order}
 
     return await db.run(read)

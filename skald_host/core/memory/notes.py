@@ -153,7 +153,8 @@ class NoteStore:
             raise FileNotFoundError(f"{self.root}/{key} does not exist")
         return row["content"]
 
-    async def write(self, key: str, text: str) -> None:
+    async def write(self, key: str, text: str) -> NoteInfo:
+        """Create or replace the note; returns what was stored (its normalised key)."""
         key = note_key(key)
         if not isinstance(text, str):
             raise NoteError("a note's content must be text")
@@ -163,13 +164,17 @@ class NoteStore:
         if size > MAX_NOTE_BYTES:
             raise NoteError(f"a note may be at most {MAX_NOTE_BYTES // 1024} KiB; this one is {size // 1024} KiB")
         await self._guard(SHARED_WRITE)
-        await self.db.transaction(
-            lambda c: c.execute(
+
+        def upsert(conn: Any) -> NoteInfo:
+            conn.execute(
                 "INSERT INTO memory_docs (key, content) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET"
                 " content = excluded.content, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
                 (key, text),
             )
-        )
+            row = conn.execute("SELECT updated_at FROM memory_docs WHERE key = ?", (key,)).fetchone()
+            return NoteInfo(key, size, row["updated_at"])
+
+        return await self.db.transaction(upsert)
 
     async def delete(self, key: str) -> bool:
         key = note_key(key)

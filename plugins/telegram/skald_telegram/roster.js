@@ -1,0 +1,57 @@
+// The admin's roster: which member linked which Telegram chat, since when. Read-only;
+// grants are written on each member's page. Names come from the admin's member list.
+
+function node(tag, text) {
+  const element = document.createElement(tag);
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+async function get(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+export default class TelegramRoster extends HTMLElement {
+  async connectedCallback() {
+    const pluginId = this.getAttribute("plugin-id") || "telegram";
+    const heading = node("h1", "Telegram");
+    const body = node("div");
+    this.replaceChildren(heading, body);
+    try {
+      const roster = await get(`/api/plugin/${encodeURIComponent(pluginId)}/roster`);
+      const s = roster.strings;
+      heading.textContent = s.roster_title;
+      if (roster.links.length === 0) {
+        body.replaceChildren(node("p", s.roster_empty));
+        return;
+      }
+      const names = {};
+      try {
+        const { members } = await get("/api/admin/members");
+        for (const member of members) names[member.id] = member.display_name || member.username;
+      } catch (error) {
+        // the ids still identify the members
+      }
+      const table = node("table");
+      const head = node("tr");
+      for (const title of [s.roster_member, s.roster_chat, s.roster_since]) head.append(node("th", title));
+      table.append(head);
+      for (const link of roster.links) {
+        const row = node("tr");
+        row.className = "telegram-link";
+        const member = node("td");
+        const anchor = node("a", names[link.member_id] || link.member_id);
+        anchor.href = `#users/${encodeURIComponent(link.member_id)}`;
+        member.append(anchor);
+        row.append(member, node("td", link.chat_name || String(link.chat_id)), node("td", link.linked_at || ""));
+        table.append(row);
+      }
+      body.replaceChildren(table);
+    } catch (error) {
+      body.replaceChildren(node("p", error.message));
+    }
+  }
+}

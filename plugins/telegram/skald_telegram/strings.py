@@ -1,0 +1,127 @@
+"""Every string the bot sends or the pages show, in English and German.
+
+Keys become ``telegram.<key>`` in the host's merged table; a key missing in German
+falls back to English. Values use ``str.format`` fields (``{code}``, ``{tool}``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+STRINGS: Mapping[str, Mapping[str, str]] = {
+    "en": {
+        "pair_intro": (
+            "Hello! This bot is the Telegram door to a Skald assistant.\n\n"
+            "To link this chat to your Skald account, open the Telegram page in Skald and enter this code "
+            "within 10 minutes:\n\n{code}\n\n"
+            "(You can also give the code to your assistant in the web chat.)"
+        ),
+        "pair_wait": "I sent you a pairing code a moment ago: enter it on the Telegram page in Skald. Write again in a minute for a new code.",
+        "linked": "This chat is now linked to your Skald account. Just write to talk to your assistant. /help shows what I can do.",
+        "unlinked": "This chat is no longer linked to a Skald account.",
+        "refused": "You can no longer use the assistant through Telegram. Ask your administrator if you think this is a mistake.",
+        "locked": (
+            "Please log in to Skald on the web first: your account has been locked since the server restarted. "
+            "Your message is kept and will be answered after you log in."
+        ),
+        "help": (
+            "Write to talk to your assistant. Photos, documents and voice notes are passed on.\n"
+            "/new starts a new conversation\n/stop stops the current answer\n/help shows this help"
+        ),
+        "new_done": "Started a new conversation.",
+        "stop_done": "Stopped.",
+        "stop_none": "Nothing is running right now.",
+        "approval_prompt": "Your assistant wants to use {tool}:\n{arguments}\n\nAllow it?",
+        "approve": "Approve",
+        "deny": "Deny",
+        "approved": "Approved.",
+        "denied": "Denied.",
+        "approval_gone": "This request is no longer waiting for an answer.",
+        "error": "Something went wrong: {reason}",
+        "upload_failed": "I could not keep your file: {reason}",
+        "file_too_big": "That file is too big for the Telegram bot (at most 20 MB).",
+        "unsupported": "I can pass on text, photos, documents and voice notes.",
+        "not_delivered": "Your message could not be delivered: {reason}",
+        "code_wrong": "That pairing code is not valid.",
+        "code_expired": "That pairing code has expired. Write to the bot again for a new one.",
+        "code_used": "That pairing code was already used.",
+        "too_many": "Too many wrong pairing codes. Try again in an hour.",
+        "set_by_pairing": "linked, chat_id and chat_name are set by pairing, not by hand.",
+        "not_running": "The Telegram bot is not running.",
+        "page_title": "Telegram",
+        "page_linked": "Linked to the Telegram chat “{chat}”.",
+        "page_unlinked": "Not linked. Write to the bot{bot} in Telegram to get a pairing code, then enter it here.",
+        "page_code": "Pairing code",
+        "page_link": "Link",
+        "page_unlink": "Unlink",
+        "page_done": "Linked.",
+        "roster_title": "Telegram links",
+        "roster_empty": "Nobody has linked a Telegram chat yet.",
+        "roster_member": "Member",
+        "roster_chat": "Telegram chat",
+        "roster_since": "Linked since",
+    },
+    "de": {
+        "pair_intro": (
+            "Hallo! Dieser Bot ist der Telegram-Zugang zu einem Skald-Assistenten.\n\n"
+            "Um diesen Chat mit deinem Skald-Konto zu verbinden, öffne die Telegram-Seite in Skald und gib "
+            "innerhalb von 10 Minuten diesen Code ein:\n\n{code}\n\n"
+            "(Du kannst den Code auch deinem Assistenten im Web-Chat geben.)"
+        ),
+        "pair_wait": "Ich habe dir gerade einen Kopplungscode geschickt: gib ihn auf der Telegram-Seite in Skald ein. Schreib in einer Minute erneut für einen neuen Code.",
+        "linked": "Dieser Chat ist jetzt mit deinem Skald-Konto verbunden. Schreib einfach, um mit deinem Assistenten zu sprechen. /help zeigt, was ich kann.",
+        "unlinked": "Dieser Chat ist nicht mehr mit einem Skald-Konto verbunden.",
+        "refused": "Du kannst den Assistenten nicht mehr über Telegram nutzen. Frag deine Administratorin oder deinen Administrator, falls das ein Irrtum ist.",
+        "locked": (
+            "Bitte melde dich zuerst im Web bei Skald an: dein Konto ist seit dem Neustart des Servers gesperrt. "
+            "Deine Nachricht bleibt erhalten und wird beantwortet, sobald du dich angemeldet hast."
+        ),
+        "help": (
+            "Schreib, um mit deinem Assistenten zu sprechen. Fotos, Dokumente und Sprachnachrichten werden weitergegeben.\n"
+            "/new beginnt ein neues Gespräch\n/stop hält die laufende Antwort an\n/help zeigt diese Hilfe"
+        ),
+        "new_done": "Neues Gespräch begonnen.",
+        "stop_done": "Angehalten.",
+        "stop_none": "Gerade läuft nichts.",
+        "approval_prompt": "Dein Assistent möchte {tool} verwenden:\n{arguments}\n\nErlauben?",
+        "approve": "Erlauben",
+        "deny": "Ablehnen",
+        "approved": "Erlaubt.",
+        "denied": "Abgelehnt.",
+        "approval_gone": "Diese Anfrage wartet nicht mehr auf eine Antwort.",
+        "error": "Etwas ist schiefgegangen: {reason}",
+        "upload_failed": "Ich konnte deine Datei nicht speichern: {reason}",
+        "file_too_big": "Diese Datei ist zu groß für den Telegram-Bot (höchstens 20 MB).",
+        "unsupported": "Ich kann Text, Fotos, Dokumente und Sprachnachrichten weitergeben.",
+        "not_delivered": "Deine Nachricht konnte nicht zugestellt werden: {reason}",
+        "code_wrong": "Dieser Kopplungscode ist ungültig.",
+        "code_expired": "Dieser Kopplungscode ist abgelaufen. Schreib dem Bot erneut für einen neuen.",
+        "code_used": "Dieser Kopplungscode wurde schon verwendet.",
+        "too_many": "Zu viele falsche Kopplungscodes. Versuch es in einer Stunde wieder.",
+        "set_by_pairing": "linked, chat_id und chat_name werden durch die Kopplung gesetzt, nicht von Hand.",
+        "not_running": "Der Telegram-Bot läuft nicht.",
+        "page_title": "Telegram",
+        "page_linked": "Verbunden mit dem Telegram-Chat „{chat}“.",
+        "page_unlinked": "Nicht verbunden. Schreib dem Bot{bot} in Telegram, um einen Kopplungscode zu erhalten, und gib ihn hier ein.",
+        "page_code": "Kopplungscode",
+        "page_link": "Verbinden",
+        "page_unlink": "Trennen",
+        "page_done": "Verbunden.",
+        "roster_title": "Telegram-Verbindungen",
+        "roster_empty": "Noch niemand hat einen Telegram-Chat verbunden.",
+        "roster_member": "Mitglied",
+        "roster_chat": "Telegram-Chat",
+        "roster_since": "Verbunden seit",
+    },
+}
+
+#: The keys a page needs, sent translated by the page's status route.
+PAGE_KEYS = ("page_title", "page_code", "page_link", "page_unlink", "page_done")
+ROSTER_KEYS = ("roster_title", "roster_empty", "roster_member", "roster_chat", "roster_since")
+
+
+def telegram_locale(language_code: object) -> str:
+    """A Telegram user's ``language_code`` (``de-AT``) as one of our bundle locales."""
+    if isinstance(language_code, str) and language_code.lower().startswith("de"):
+        return "de"
+    return "en"

@@ -1,0 +1,111 @@
+"""The plugin's pure pieces: splitting long answers, parsing untrusted updates, and the
+pairing codes' shape."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import skald_telegram
+from skald_telegram.pairing import ALPHABET, CODE_LENGTH, display, new_code, normalise
+from skald_telegram.text import MESSAGE_LIMIT, split_message, utf16_len
+from skald_telegram.updates import ButtonPress, Ignored, Inbound, parse_update
+
+PACKAGE = Path(skald_telegram.__file__).parent
+
+
+def test_a_10000_character_reply_is_three_messages_none_over_the_limit():
+    paragraph = ("word " * 19 + "end.\n") * 4 + "\n"  # 401 characters a paragraph
+    text = (paragraph * 25)[:10_000]
+    pieces = split_message(text)
+    assert len(pieces) == 3
+    assert all(0 < len(p) <= MESSAGE_LIMIT for p in pieces)
+    assert "".join(pieces).replace("\n", "").replace(" ", "") == text.replace("\n", "").replace(" ", "")
+    assert all(p.endswith("end.") for p in pieces[:-1])  # cut at a line break, not mid-word
+
+
+def test_text_without_breaks_is_cut_hard_and_emoji_count_twice():
+    assert [len(p) for p in split_message("x" * 10_000)] == [4096, 4096, 1808]
+    emoji = "😀" * 3000  # 6000 UTF-16 units
+    pieces = split_message(emoji)
+    assert [utf16_len(p) for p in pieces] == [4096, 1904]
+    assert "".join(pieces) == emoji
+    assert split_message("  \n ") == [] and split_message("short") == ["short"]
+
+
+def test_malformed_updates_parse_to_nothing_or_ignored_never_raise():
+    for raw in (None, [], "x", {}, {"update_id": "7"}, {"message": {"chat": {"id": 1}}}):
+        assert parse_update(raw) is None
+    for raw in (
+        {"update_id": 1, "message": {"text": "no chat"}},
+        {"update_id": 2, "message": {"chat": {"id": "not a number"}}},
+        {"update_id": 3, "edited_message": {"chat": {"id": 1, "type": "private"}}},
+        {"update_id": 4, "callback_query": {"data": "approve:x"}},
+        {"update_id": 5, "message": "a string"},
+    ):
+        assert isinstance(parse_update(raw), (Ignored, Inbound)), raw
+    weird = parse_update({"update_id": 6, "message": {"chat": {"id": 9, "type": "private"}, "photo": "nope", "voice": {"no": "id"}}})
+    assert isinstance(weird, Inbound) and weird.files == () and weird.unsupported and weird.from_id is None
+
+
+def test_the_largest_photo_and_documents_and_voice_notes_become_files():
+    update = {
+        "update_id": 10,
+        "message": {
+            "chat": {"id": 9, "type": "private", "first_name": "Al"},
+            "from": {"id": 9, "language_code": "de"},
+            "caption": "look",
+            "photo": [
+                {"file_id": "small", "width": 90, "height": 90},
+                {"file_id": "big", "width": 1280, "height": 960, "file_size": 1000},
+                {"file_id": "mid", "width": 320, "height": 240},
+            ],
+            "document": {"file_id": "doc", "file_name": "report.pdf"},
+            "voice": {"file_id": "v", "file_size": 12},
+        },
+    }
+    inbound = parse_update(update)
+    assert isinstance(inbound, Inbound)
+    assert inbound.text == "look" and inbound.language_code == "de" and inbound.chat_name == "Al"
+    assert [(f.file_id, f.filename) for f in inbound.files] == [("big", "photo-10.jpg"), ("doc", "report.pdf"), ("v", "voice-10.ogg")]
+    press = parse_update({"update_id": 11, "callback_query": {"id": "q", "from": {"id": 9}, "data": "deny:abc"}})
+    assert isinstance(press, ButtonPress) and press.chat_id is None and press.data == "deny:abc"
+
+
+def test_pairing_codes_carry_50_bits_and_forgive_how_they_are_typed():
+    codes = {new_code() for _ in range(2000)}
+    assert len(codes) == 2000
+    assert all(len(c) == CODE_LENGTH and set(c) <= set(ALPHABET) for c in codes)
+    assert len(ALPHABET) == 32 and CODE_LENGTH * 5 >= 40
+    code = "ABCDE23456"
+    assert display(code) == "ABCDE-23456"
+    assert normalise(" abcde-23456 ") == code
+    assert normalise("0I1B8") == "OIIBB"  # look-alikes of the alphabet's letters
+
+
+def test_the_package_imports_only_the_contract_and_its_own_dependencies():
+    """DESIGN.md boundary 1: a plugin depends on ``skald_hookspecs``, never ``skald_host``."""
+    allowed = {"skald_hookspecs", "skald_telegram", "quart", "telegram", "__future__"} | set(sys.stdlib_module_names)
+    for path in PACKAGE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            for name in names:
+                assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+
+
+def test_importing_the_plugin_is_cheap():
+    """The host imports every installed plugin at boot: python-telegram-bot and Quart wait."""
+    probe = (
+        "import json, sys, time; t = time.perf_counter(); import skald_telegram;"
+        " print(json.dumps([time.perf_counter() - t, sorted({m.split('.')[0] for m in sys.modules} & {'quart', 'skald_host', 'telegram', 'httpx'})]))"
+    )
+    seconds, heavy = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
+    assert heavy == []
+    assert seconds < 0.5

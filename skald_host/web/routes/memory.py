@@ -1,0 +1,91 @@
+"""Memory notes over HTTP, for the memory page: list, search, read, write, delete.
+
+``<root>`` is ``user-memory`` (the caller's own notes, in their own file: another
+member's notes cannot even be named) or ``shared-memory`` (the registry pool, gated on
+``memory.shared.read`` / ``memory.shared.write`` by ``MemoryService`` itself, so this
+layer cannot forget the check). A note's key is the URL's tail (``…/notes/<path:key>``,
+each segment percent-encoded by the client) and is normalised in one place
+(``note_key``), where ``..`` clamps inside the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart import Blueprint, current_app, request
+
+from skald_host.core.identity.users import OwnerDatabaseUnavailable
+from skald_host.core.memory.notes import MEMORY_ROOTS, NoteAccessDenied, NoteError, NoteStore, note_key
+from skald_host.web.auth import current_principal
+from skald_host.web.body import field, json_object
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("memory", __name__)
+
+MAX_QUERY_CHARS = 500
+LIST_LIMIT = 2000
+
+
+def _store(root: str) -> NoteStore:
+    if root not in MEMORY_ROOTS:
+        raise ApiError(404, f"no memory root {root[:40]!r}; use one of {', '.join(MEMORY_ROOTS)}")
+    try:
+        return current_app.config["SKALD_CORE"].memory.notes(current_principal().member.id, root)
+    except OwnerDatabaseUnavailable as exc:
+        raise ApiError(423, str(exc)) from None
+
+
+async def _call(operation: Any) -> Any:
+    """The note store's refusals as HTTP answers that say what was wrong."""
+    try:
+        return await operation
+    except NoteAccessDenied as exc:
+        raise ApiError(403, str(exc)) from None
+    except NoteError as exc:
+        raise ApiError(400, str(exc)) from None
+    except FileNotFoundError:
+        raise ApiError(404, "no such note") from None
+
+
+@bp.get("/api/memory/<root>/notes")
+async def list_notes(root: str) -> dict:
+    store = _store(root)
+    notes = await _call(store.list(request.args.get("prefix", ""), limit=LIST_LIMIT + 1))
+    return {
+        "root": root,
+        "notes": [{"key": n.key, "size": n.size, "updated_at": n.updated_at} for n in notes[:LIST_LIMIT]],
+        "truncated": len(notes) > LIST_LIMIT,
+    }
+
+
+@bp.get("/api/memory/<root>/search")
+async def search_notes(root: str) -> dict:
+    query = request.args.get("q", "")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ApiError(400, f"the search is longer than {MAX_QUERY_CHARS} characters", field="q")
+    hits = await _call(_store(root).search(query, limit=50))
+    return {"root": root, "hits": [{"key": h.key, "snippet": h.snippet, "rank": h.rank} for h in hits]}
+
+
+@bp.get("/api/memory/<root>/notes/<path:key>")
+async def read_note(root: str, key: str) -> dict:
+    store = _store(root)
+    content = await _call(store.read(key))
+    return {"root": root, "key": note_key(key), "content": content}
+
+
+@bp.put("/api/memory/<root>/notes/<path:key>")
+async def write_note(root: str, key: str) -> dict:
+    """Create or replace the note with ``{"content": "…"}``."""
+    store = _store(root)
+    content = field(await json_object(), "content", str)
+    info = await _call(store.write(key, content))
+    return {"root": root, "key": info.key, "size": info.size, "updated_at": info.updated_at}
+
+
+@bp.delete("/api/memory/<root>/notes/<path:key>")
+async def delete_note(root: str, key: str) -> dict:
+    store = _store(root)
+    if not await _call(store.delete(key)):
+        raise ApiError(404, "no such note")
+    return {"deleted": True}
