@@ -97,8 +97,8 @@ def register_tts_engines(register: Callable[..., None]) -> None:
 @hookspec
 def register_channels(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute messaging surfaces (Telegram, mobile): call ``register(name, channel)``
-    where ``channel`` has ``async deliver(member_id, event)``; inbound messages enter
-    through ``HostApi``. Since 1.0."""
+    where ``name`` is the plugin's own id and ``channel`` has ``async deliver(member_id,
+    event)``; inbound messages enter through ``HostApi.send_message``. Since 1.0."""
 
 
 @hookspec

@@ -24,7 +24,6 @@ CALLED_BY_THE_HOST = {"plugin_info", "startup", "shutdown", "register_i18n"}
 NOT_YET_EXERCISED = {
     "register_system_agents",
     "register_tts_engines",
-    "register_channels",
     "register_sandbox_backends",
 }
 
