@@ -18,16 +18,20 @@ import { renderCatalog } from "./pages/plugin-catalog.js";
 import { renderPluginPage } from "./pages/plugin-page.js";
 import { renderRoles } from "./pages/roles.js";
 import { renderSettings } from "./pages/settings.js";
+import { renderProjects } from "./pages/projects.js";
+import { renderSharedFolders } from "./pages/shared-folders.js";
 
 const root = document.getElementById("app");
 
 const HOST_PAGES = [
   { id: "chat", label: "nav.chat", render: renderChat, needs: "chat" },
+  { id: "projects", label: "nav.projects", render: renderProjects },
   { id: "account", label: "nav.account", render: renderAccount },
 ];
 const ADMIN_PAGES = [
   { id: "plugins", label: "nav.plugins", render: renderCatalog },
   { id: "members", label: "nav.members", render: (ctx) => (ctx.rest[0] ? renderMember(ctx) : renderMembers(ctx)) },
+  { id: "shared-folders", label: "nav.shared_folders", render: renderSharedFolders },
   { id: "roles", label: "nav.roles", render: renderRoles },
   { id: "models", label: "nav.models", render: renderModels },
   { id: "approvals", label: "nav.approvals", render: renderApprovals },

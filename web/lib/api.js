@@ -35,3 +35,17 @@ export async function api(method, path, body) {
   }
   return { ok: response.ok, status: response.status, data, headers: response.headers };
 }
+
+/** A raw-body upload (a File or Blob) to `path`; the answer is read like api()'s. */
+export async function upload(path, blob) {
+  const headers = { Accept: "application/json", "Content-Type": "application/octet-stream" };
+  if (csrfToken) headers["X-CSRF-Token"] = csrfToken;
+  let response;
+  try {
+    response = await fetch(path, { method: "POST", headers, credentials: "same-origin", body: blob });
+  } catch (error) {
+    return { ok: false, status: 0, data: { error: error.message }, headers: new Headers() };
+  }
+  const data = await response.json().catch(() => ({}));
+  return { ok: response.ok, status: response.status, data, headers: response.headers };
+}

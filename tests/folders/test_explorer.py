@@ -1,0 +1,186 @@
+"""The project file explorer over HTTP: browse, upload, new folder, rename, delete —
+and every hostile path (``../``, absolute, encoded traversal, NUL bytes, symlinks
+planted in the folder pointing outside) refused with nothing written outside."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its bytes (None for folders and links)."""
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            out[rel] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return out
+
+
+@pytest.fixture
+async def project(skald, tmp_path):
+    host = await skald.start(settings=skald.settings(files={"upload_max_bytes": 64 * 1024}))
+    await host.admin()
+    owner = await host.member("olga")
+    response = await owner.post("/api/projects", json={"slug": "notes", "title": "Notes"})
+    assert response.status_code == 201, response.text
+    pid = response.json()["id"]
+    folder = host.settings.data_dir / "projects" / owner.member["id"] / "notes"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not yours")
+    return host, owner, pid, folder, outside
+
+
+async def test_browse_upload_mkdir_rename_download_and_delete(project):
+    host, owner, pid, folder, _ = project
+    base = f"/api/projects/{pid}/files"
+    listing = (await owner.get(base)).json()
+    assert listing == {"path": "", "agent_path": "projects/olga/notes", "can_write": True, "entries": []}
+
+    assert (await owner.post(f"{base}/folder", json={"path": "drafts"})).status_code == 201
+    response = await owner.post(f"{base}/upload?path=drafts&name=plan.txt", content=b"step one\n")
+    assert response.status_code == 201, response.text
+    assert response.json() == {"path": "drafts/plan.txt", "size": 9}
+    assert (folder / "drafts" / "plan.txt").read_bytes() == b"step one\n"
+    response = await owner.post(f"{base}/upload?name=Ünïcode name.md", content=b"# hi")
+    assert response.status_code == 201
+    (folder / "agent.txt").write_text("made by the agent")  # written behind the API's back
+
+    entries = (await owner.get(base)).json()["entries"]
+    assert [(e["name"], e["kind"]) for e in entries] == [("drafts", "dir"), ("agent.txt", "file"), ("Ünïcode name.md", "file")]
+    sub = (await owner.get(f"{base}?path=drafts")).json()
+    assert [(e["path"], e["size"]) for e in sub["entries"]] == [("drafts/plan.txt", 9)]
+    assert sub["agent_path"] == "projects/olga/notes/drafts"
+
+    response = await owner.get(f"{base}/content?path=drafts/plan.txt")
+    assert response.status_code == 200 and response.content == b"step one\n"
+    assert response.headers["content-type"] == "application/octet-stream"
+    assert response.headers["content-disposition"].startswith("attachment;")
+
+    response = await owner.post(f"{base}/upload?path=drafts&name=plan.txt", content=b"overwrite?")
+    assert (response.status_code, response.json()["field"]) == (409, "name")
+    assert (folder / "drafts" / "plan.txt").read_bytes() == b"step one\n"
+
+    response = await owner.post(f"{base}/rename", json={"from": "drafts/plan.txt", "to": "plan-v2.txt"})
+    assert response.status_code == 200, response.text
+    assert (folder / "plan-v2.txt").read_bytes() == b"step one\n" and not (folder / "drafts" / "plan.txt").exists()
+    response = await owner.post(f"{base}/rename", json={"from": "plan-v2.txt", "to": "agent.txt"})
+    assert (response.status_code, response.json()["field"]) == (409, "to")
+    response = await owner.post(f"{base}/rename", json={"from": "drafts", "to": "drafts/inner"})
+    assert response.status_code == 400
+
+    (folder / "drafts" / "deep").mkdir()
+    (folder / "drafts" / "deep" / "x").write_text("x")
+    assert (await owner.delete(f"{base}?path=drafts")).status_code == 200
+    assert (await owner.delete(f"{base}?path=plan-v2.txt")).status_code == 200
+    assert sorted(os.listdir(folder)) == ["agent.txt", "Ünïcode name.md"]
+    assert (await owner.delete(f"{base}?path=plan-v2.txt")).status_code == 404
+    response = await owner.delete(base)  # the project folder itself
+    assert response.status_code == 400 and folder.is_dir()
+
+
+async def test_upload_cap_is_enforced_while_streaming_and_leaves_nothing(project):
+    host, owner, pid, folder, _ = project
+    response = await owner.post(f"/api/projects/{pid}/files/upload?name=big.bin", content=b"x" * (64 * 1024 + 1))
+    assert response.status_code == 413
+    assert "upload limit" in response.json()["error"]
+
+    async def chunks():  # no Content-Length: the cap must hold while streaming
+        for _ in range(40):
+            yield b"y" * 4096
+
+    # The server answers 413 as soon as the cap is passed and stops reading; a client
+    # still sending then sees the connection closed instead of the answer.
+    try:
+        response = await owner.post(f"/api/projects/{pid}/files/upload?name=streamed.bin", content=chunks())
+        assert response.status_code == 413
+    except httpx.TransportError:
+        pass
+    assert os.listdir(folder) == []
+
+    async def small():
+        yield b"a" * 1000
+        yield b"b" * 1000
+
+    response = await owner.post(f"/api/projects/{pid}/files/upload?name=ok.bin", content=small())
+    assert response.status_code == 201 and (folder / "ok.bin").stat().st_size == 2000
+
+
+HOSTILE = ["../x", "../../etc/passwd", "/etc/passwd", "a/../../x", "a\x00b", "x" * 300, "%2e%2e/x"]
+
+
+async def test_hostile_paths_are_refused_on_every_route_and_nothing_is_written_outside(project):
+    host, owner, pid, folder, outside = project
+    data_dir = host.settings.data_dir
+    (folder / "inside.txt").write_text("inside")
+    # links planted from inside the sandbox, pointing off the folder
+    os.symlink(outside, folder / "escape")
+    os.symlink(outside / "secret.txt", folder / "secret-link.txt")
+    os.symlink("/etc", folder / "etc")
+    os.symlink(data_dir / "database", folder / "db")
+    before_outside, before_data = _tree(outside), _tree(data_dir)
+    base = f"/api/projects/{pid}/files"
+    from urllib.parse import quote
+
+    paths = HOSTILE + ["escape", "escape/secret.txt", "secret-link.txt", "etc/passwd", "db", "db/system.db"]
+    for raw in paths:
+        q = quote(raw, safe="")
+        # %2e%2e arrives decoded once ("%2e%2e/x" → literal name, harmless) — either way never outside
+        for method, url, body in (
+            ("GET", f"{base}?path={q}", None),
+            ("GET", f"{base}/content?path={q}", None),
+            ("POST", f"{base}/folder", {"path": f"{raw}/new"}),
+            ("POST", f"{base}/upload?path={q}&name=dropped.txt", None),
+            ("POST", f"{base}/rename", {"from": "inside.txt", "to": f"{raw}/moved.txt"}),
+            ("POST", f"{base}/rename", {"from": f"{raw}/secret.txt", "to": "stolen.txt"}),
+        ):
+            kwargs = {"json": body} if body is not None else {"content": b"payload"} if method == "POST" else {}
+            response = await owner.request(method, url, **kwargs)
+            assert response.status_code in (400, 404), (method, url, body, response.status_code, response.text)
+            assert "not yours" not in response.text and "root:" not in response.text
+    for raw in ("../x", "/etc/passwd", "a\x00b", "escape/secret.txt", "etc/passwd"):
+        response = await owner.delete(f"{base}?path={quote(raw, safe='')}")
+        assert response.status_code in (400, 404), (raw, response.status_code)
+    for name in ("../up.txt", "a/b.txt", "..", ".", "x\x00y"):
+        response = await owner.post(f"{base}/upload?name={quote(name, safe='')}", content=b"payload")
+        assert response.status_code == 400, (name, response.status_code)
+
+    assert _tree(outside) == before_outside
+    assert _tree(data_dir) == before_data  # the whole data dir: nothing written anywhere
+    assert (outside / "secret.txt").read_text() == "not yours"
+
+    # Deleting or renaming a planted link acts on the link itself, never its target.
+    assert (await owner.post(f"{base}/rename", json={"from": "escape", "to": "renamed-link"})).status_code == 200
+    assert (folder / "renamed-link").is_symlink() and (outside / "secret.txt").exists()
+    assert (await owner.delete(f"{base}?path=renamed-link")).status_code == 200
+    assert (await owner.delete(f"{base}?path=secret-link.txt")).status_code == 200
+    assert not os.path.lexists(folder / "renamed-link") and not os.path.lexists(folder / "secret-link.txt")
+    assert _tree(outside) == before_outside
+
+
+async def test_a_read_only_member_changes_nothing(project):
+    host, owner, pid, folder, _ = project
+    await host.member("rita")
+    await owner.post(f"/api/projects/{pid}/members", json={"username": "rita", "can_write": False})
+    rita = await host.member("rita")
+    (folder / "doc.txt").write_text("original")
+    before = _tree(folder)
+    base = f"/api/projects/{pid}/files"
+    assert [e["name"] for e in (await rita.get(base)).json()["entries"]] == ["doc.txt"]
+    assert (await rita.get(f"{base}/content?path=doc.txt")).content == b"original"
+    for method, url, kwargs in (
+        ("POST", f"{base}/upload?name=new.txt", {"content": b"x"}),
+        ("POST", f"{base}/folder", {"json": {"path": "dir"}}),
+        ("POST", f"{base}/rename", {"json": {"from": "doc.txt", "to": "moved.txt"}}),
+        ("DELETE", f"{base}?path=doc.txt", {}),
+    ):
+        response = await rita.request(method, url, **kwargs)
+        assert response.status_code == 403, (method, url, response.text)
+        assert response.json()["error"] == "you can read this project but not change its files"
+    assert _tree(folder) == before

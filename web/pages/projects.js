@@ -1,0 +1,283 @@
+// #projects: the member's projects and making one. #projects/<id>[?path=<folder>]: one
+// project — its details, "Chat in this project", who is in it, and a file explorer of
+// its folder. Write controls appear only for members who may write; the server refuses
+// a read-only member's changes regardless (403), so hiding them is courtesy, not a gate.
+import { api, upload } from "../lib/api.js";
+import { el, link } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+
+const projectRoute = (id, path = "") => `#projects/${encodeURIComponent(id)}${path ? `?path=${encodeURIComponent(path)}` : ""}`;
+const projectApi = (id, rest = "") => `/api/projects/${encodeURIComponent(id)}${rest}`;
+const filesApi = (id, rest, params) => `${projectApi(id, `/files${rest}`)}?${new URLSearchParams(params)}`;
+
+/** "My garden plan" → "my-garden-plan": a suggestion the member may edit. */
+const slugOf = (title) => title.toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
+  .replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 64);
+
+// -- the list -----------------------------------------------------------------------------
+
+function projectCard(p) {
+  return el("article", { class: "card plugin-card", "data-project-id": p.id },
+    el("header", { class: "plugin-head" },
+      el("h2", {}, link(projectRoute(p.id), p.title)),
+      el("p", { class: "meta" }, p.is_owner ? el("span", { class: "tag", text: t("projects.owner_tag") }) : null,
+        el("span", { class: `tag ${p.can_write ? "on" : "off"}`, text: p.can_write ? t("projects.can_write") : t("projects.read_only") }))),
+    el("p", { class: "description", text: p.description || "" }),
+    el("p", { class: "meta" }, el("code", { text: `${p.agent_path}/` }),
+      el("span", { text: t("projects.member_count", { count: p.members.length }) })));
+}
+
+function createForm(ctx) {
+  const title = el("input", { name: "title", maxlength: "200", required: true, autocomplete: "off" });
+  const slug = el("input", { name: "slug", maxlength: "64", required: true, autocomplete: "off", pattern: "[a-z0-9][a-z0-9-]*" });
+  const description = el("textarea", { name: "description", rows: "3", maxlength: "4000" });
+  let slugTouched = false;
+  slug.addEventListener("input", () => { slugTouched = true; });
+  title.addEventListener("input", () => { if (!slugTouched) slug.value = slugOf(title.value); });
+  const submit = el("button", { class: "btn primary", type: "submit", text: t("projects.create_submit") });
+  const status = statusLine();
+  const form = el("form", { class: "grid-form", novalidate: true },
+    field(t("projects.title_label"), title, { required: true })[0],
+    field(t("projects.slug_label"), slug, { required: true, hint: t("projects.slug_hint") })[0],
+    el("div", { class: "span" }, field(t("projects.description_label"), description)[0]),
+    el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    busy(submit, async () => {
+      const response = await api("POST", "/api/projects", { title: title.value.trim(), slug: slug.value.trim(), description: description.value });
+      if (response.ok) ctx.navigate(projectRoute(response.data.id));
+      else status.error(errorText(response));
+    });
+  });
+  return form;
+}
+
+async function renderList(ctx) {
+  const page = el("div", { class: "page" }, pageHeader(t("projects.title"), t("projects.intro")));
+  const response = await api("GET", "/api/projects");
+  if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
+  const projects = response.data.projects || [];
+  page.append(projects.length
+    ? el("div", { class: "card-grid", "data-testid": "project-list" }, ...projects.map(projectCard))
+    : section(null, el("p", { class: "muted", text: t("projects.none") })));
+  if (response.data.can_create) page.append(section(t("projects.create_title"), createForm(ctx)));
+  return page;
+}
+
+// -- one project: details and members ----------------------------------------------------
+
+function detailsSection(project, ctx) {
+  const facts = el("dl", { class: "facts" },
+    el("dt", { text: t("projects.folder") }), el("dd", {}, el("code", { text: `${project.agent_path}/` })),
+    el("dt", { text: t("projects.owner") }), el("dd", { text: `@${project.owner.username}` }),
+    el("dt", { text: t("projects.created") }), el("dd", { text: formatDate(project.created_at) }));
+  const status = statusLine();
+  const chat = button(t("projects.chat"), { kind: "primary", onClick: () => busy(chat, async () => {
+    const response = await api("POST", projectApi(project.id, "/chat"));
+    if (response.ok) ctx.navigate(`#chat/${encodeURIComponent(response.data.id)}`);
+    else status.error(errorText(response));
+  }) });
+  const actions = el("div", { class: "actions" }, chat);
+  if (project.is_owner) {
+    actions.append(button(t("projects.delete"), { kind: "danger", onClick: async () => {
+      const ok = await confirmDialog({ title: t("projects.delete_title"), message: t("projects.delete_text", { title: project.title }), confirmLabel: t("projects.delete") });
+      if (!ok) return;
+      const response = await api("DELETE", projectApi(project.id));
+      if (response.ok) ctx.navigate("#projects");
+      else status.error(errorText(response));
+    } }));
+  } else {
+    actions.append(button(t("projects.leave"), { kind: "quiet", onClick: async () => {
+      const ok = await confirmDialog({ title: t("projects.leave_title"), message: t("projects.leave_text", { title: project.title }), confirmLabel: t("projects.leave") });
+      if (!ok) return;
+      const response = await api("DELETE", projectApi(project.id, `/members/${encodeURIComponent(ctx.member.id)}`));
+      if (response.ok) ctx.navigate("#projects");
+      else status.error(errorText(response));
+    } }));
+  }
+  const parts = [facts, actions, status.node];
+  if (project.can_write) parts.push(editForm(project, ctx));
+  return section(t("projects.details"), ...parts);
+}
+
+function editForm(project, ctx) {
+  const title = el("input", { name: "title", maxlength: "200", props: { value: project.title } });
+  const description = el("textarea", { name: "description", rows: "3", maxlength: "4000", props: { value: project.description } });
+  const submit = el("button", { class: "btn", type: "submit", text: t("common.save") });
+  const status = statusLine();
+  const form = el("form", { class: "grid-form", novalidate: true },
+    el("h3", { class: "subhead span", text: t("projects.edit") }),
+    field(t("projects.title_label"), title)[0],
+    el("div", { class: "span" }, field(t("projects.description_label"), description)[0]),
+    el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    busy(submit, async () => {
+      const response = await api("PATCH", projectApi(project.id), { title: title.value, description: description.value });
+      if (response.ok) ctx.rerender();
+      else status.error(errorText(response));
+    });
+  });
+  return form;
+}
+
+function membersSection(project, ctx) {
+  const status = statusLine();
+  const rows = project.members.map((m) => {
+    const [writeLabel, write] = checkbox(t("projects.can_write"), { checked: m.can_write, disabled: !project.can_write || m.is_owner });
+    write.addEventListener("change", async () => {
+      const response = await api("PATCH", projectApi(project.id, `/members/${encodeURIComponent(m.id)}`), { can_write: write.checked });
+      if (response.ok) ctx.rerender();
+      else { write.checked = !write.checked; status.error(errorText(response)); }
+    });
+    const remove = project.can_write && !m.is_owner && m.id !== ctx.member.id
+      ? button(t("projects.remove_member"), { kind: "quiet", attrs: { "aria-label": t("projects.remove_member_named", { name: m.username }) }, onClick: async () => {
+        const response = await api("DELETE", projectApi(project.id, `/members/${encodeURIComponent(m.id)}`));
+        if (response.ok) ctx.rerender();
+        else status.error(errorText(response));
+      } })
+      : null;
+    return el("tr", { "data-member": m.username },
+      el("td", {}, el("span", { text: m.display_name || m.username }), el("span", { class: "muted block", text: `@${m.username}` })),
+      el("td", {}, m.is_owner ? el("span", { class: "tag", text: t("projects.owner_tag") }) : null, writeLabel),
+      el("td", { class: "row-actions" }, remove));
+  });
+  const table = el("div", { class: "table-wrap" }, el("table", { class: "table" }, el("tbody", {}, ...rows)));
+  const parts = [table];
+  if (project.can_write) {
+    const username = el("input", { name: "username", autocomplete: "off", required: true });
+    const [writeLabel, write] = checkbox(t("projects.can_write"));
+    const submit = el("button", { class: "btn", type: "submit", text: t("projects.add_member") });
+    const form = el("form", { class: "grid-form", novalidate: true },
+      field(t("projects.add_member_label"), username, { hint: t("projects.add_member_hint") })[0],
+      el("div", { class: "field checks-inline" }, writeLabel),
+      el("div", { class: "actions span" }, submit));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      status.clear();
+      busy(submit, async () => {
+        const response = await api("POST", projectApi(project.id, "/members"), { username: username.value.trim(), can_write: write.checked });
+        if (response.ok) ctx.rerender();
+        else status.error(errorText(response));
+      });
+    });
+    parts.push(form);
+  }
+  parts.push(status.node);
+  return section(t("projects.members"), ...parts);
+}
+
+// -- one project: the file explorer ----------------------------------------------------
+
+function breadcrumb(project, path) {
+  const parts = path ? path.split("/") : [];
+  const crumbs = [link(projectRoute(project.id), project.title)];
+  parts.forEach((part, i) => crumbs.push(el("span", { class: "muted", text: " / " }), link(projectRoute(project.id, parts.slice(0, i + 1).join("/")), part)));
+  return el("nav", { class: "meta breadcrumb", "aria-label": t("projects.breadcrumb") }, ...crumbs);
+}
+
+function fileRow(project, entry, ctx, status) {
+  const name = entry.is_dir
+    ? link(projectRoute(project.id, entry.path), `${entry.name}/`)
+    : el("a", { href: filesApi(project.id, "/content", { path: entry.path }), download: entry.name, text: entry.name });
+  const actions = el("td", { class: "row-actions" });
+  if (project.can_write) {
+    actions.append(
+      button(t("projects.rename"), { kind: "quiet", attrs: { "aria-label": t("projects.rename_named", { name: entry.name }) }, onClick: async () => {
+        const next = window.prompt(t("projects.rename_prompt"), entry.name);
+        if (!next || next === entry.name) return;
+        const folder = entry.path.includes("/") ? entry.path.slice(0, entry.path.lastIndexOf("/") + 1) : "";
+        const response = await api("POST", projectApi(project.id, "/files/rename"), { from: entry.path, to: folder + next });
+        if (response.ok) ctx.rerender();
+        else status.error(errorText(response));
+      } }),
+      button(t("projects.delete_file"), { kind: "quiet", attrs: { "aria-label": t("projects.delete_file_named", { name: entry.name }) }, onClick: async () => {
+        const ok = await confirmDialog({ title: t("projects.delete_file_title"), message: t("projects.delete_file_text", { name: entry.name }), confirmLabel: t("projects.delete_file") });
+        if (!ok) return;
+        const response = await api("DELETE", filesApi(project.id, "", { path: entry.path }));
+        if (response.ok) ctx.rerender();
+        else status.error(errorText(response));
+      } }));
+  }
+  return el("tr", { "data-entry": entry.path },
+    el("td", {}, name),
+    el("td", { class: "num wide-only", text: entry.is_dir ? "" : formatSize(entry.size) }),
+    el("td", { class: "wide-only", text: formatDate(entry.modified_at) }),
+    actions);
+}
+
+function formatSize(bytes) {
+  if (bytes == null) return "";
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+async function filesSection(project, ctx) {
+  const path = ctx.params.get("path") || "";
+  const status = statusLine();
+  const response = await api("GET", filesApi(project.id, "", { path }));
+  const refresh = button(t("projects.refresh"), { kind: "quiet", onClick: () => ctx.rerender() });
+  const head = el("div", { class: "actions" }, breadcrumb(project, path), refresh);
+  if (!response.ok) return section(t("projects.files"), head, notice("error", errorText(response)));
+  const entries = response.data.entries || [];
+  const body = entries.length
+    ? el("div", { class: "table-wrap" }, el("table", { class: "table files" },
+      el("thead", {}, el("tr", {}, ...["projects.name", "projects.size", "projects.modified", "projects.actions"]
+        .map((key, i) => el("th", { scope: "col", class: i === 1 || i === 2 ? "wide-only" : null, text: t(key) })))),
+      el("tbody", {}, ...entries.map((e) => fileRow(project, e, ctx, status)))))
+    : el("p", { class: "muted", text: t("projects.empty_folder") });
+  const parts = [head, body];
+  if (project.can_write) {
+    const picker = el("input", { type: "file", multiple: true, name: "upload" });
+    const [pickerField] = field(t("projects.upload"), picker);
+    picker.addEventListener("change", async () => {
+      status.clear();
+      for (const file of picker.files) {
+        status.ok(t("projects.uploading", { name: file.name }));
+        const response = await upload(filesApi(project.id, "/upload", { path, name: file.name }), file);
+        if (!response.ok) { status.error(`${file.name}: ${errorText(response)}`); return; }
+      }
+      ctx.rerender();
+    });
+    const folderName = el("input", { name: "folder", autocomplete: "off" });
+    const makeFolder = el("button", { class: "btn", type: "submit", text: t("projects.new_folder") });
+    const folderForm = el("form", { class: "grid-form", novalidate: true },
+      field(t("projects.new_folder_label"), folderName)[0], el("div", { class: "actions" }, makeFolder));
+    folderForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      status.clear();
+      busy(makeFolder, async () => {
+        const name = folderName.value.trim();
+        if (!name) return;
+        const response = await api("POST", projectApi(project.id, "/files/folder"), { path: path ? `${path}/${name}` : name });
+        if (response.ok) ctx.rerender();
+        else status.error(errorText(response));
+      });
+    });
+    parts.push(el("div", { class: "grid-form" }, pickerField), folderForm);
+  } else {
+    parts.push(el("p", { class: "hint", text: t("projects.read_only_hint") }));
+  }
+  parts.push(status.node);
+  return section(t("projects.files"), ...parts);
+}
+
+async function renderProject(ctx) {
+  const id = ctx.rest[0];
+  const response = await api("GET", projectApi(id));
+  if (!response.ok) {
+    return el("div", { class: "page" }, pageHeader(t("projects.not_found")), notice("error", errorText(response)), link("#projects", t("projects.back")));
+  }
+  const project = response.data;
+  const header = pageHeader(project.title, project.description || null);
+  return el("div", { class: "page", "data-project-id": project.id },
+    el("p", {}, link("#projects", t("projects.back"))), header,
+    await filesSection(project, ctx), detailsSection(project, ctx), membersSection(project, ctx));
+}
+
+export async function renderProjects(ctx) {
+  return ctx.rest[0] ? renderProject(ctx) : renderList(ctx);
+}
