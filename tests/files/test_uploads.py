@@ -145,7 +145,7 @@ async def test_a_body_over_the_limit_is_refused_and_leaves_no_partial_file(files
     assert response.json()["size"] == limit
 
 
-async def test_uploads_need_the_callers_own_conversation_and_a_name(files):
+async def test_uploads_need_the_callers_own_conversation_and_a_readable_name(files):
     alice_cid = await new_conversation(files.alice)
     response = await upload(files.bob, alice_cid, "x.txt", b"hi")
     assert response.status_code == 404
@@ -153,6 +153,8 @@ async def test_uploads_need_the_callers_own_conversation_and_a_name(files):
     assert response.status_code == 404
     bob_cid = await new_conversation(files.bob)
     response = await files.bob.post(f"/api/conversations/{bob_cid}/uploads", content=b"hi")
+    assert response.status_code == 201 and response.json()["name"] == "upload"
+    response = await files.bob.post(f"/api/conversations/{bob_cid}/uploads", content=b"hi", headers={"X-Filename": "%ff%fe"})
     assert response.status_code == 400 and response.json()["field"] == "filename"
     anonymous = httpx.AsyncClient(base_url=files.host.url)
     try:

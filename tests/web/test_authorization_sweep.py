@@ -63,6 +63,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/conversations/<conversation_id>/messages", "POST"): "member",
     ("/api/conversations/<conversation_id>/stop", "POST"): "member",
     ("/api/conversations/<conversation_id>/compact", "POST"): "member",
+    ("/api/conversations/<conversation_id>/uploads", "POST"): "member",
+    ("/api/file", "GET"): "member",
     ("/api/approvals", "GET"): "member",
     ("/api/approvals/<approval_id>", "POST"): "member",
     # memory notes: the caller's own, or the shared pool (capability-gated in the service)
@@ -327,6 +329,7 @@ IDOR_CASES: dict[tuple[str, str], dict | None] = {
     ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "continue for me", "idempotency_key": "bob-continues"},
     ("/api/conversations/<conversation_id>/stop", "POST"): None,
     ("/api/conversations/<conversation_id>/compact", "POST"): None,
+    ("/api/conversations/<conversation_id>/uploads", "POST"): None,
     ("/api/approvals/<approval_id>", "POST"): {"decision": "approve"},
 }
 

@@ -55,6 +55,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "forged"},
         ("/api/conversations/<conversation_id>/stop", "POST"): None,  # whatever the message started
         ("/api/conversations/<conversation_id>/compact", "POST"): None,
+        ("/api/conversations/<conversation_id>/uploads", "POST"): None,  # an empty file named "upload"
         ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "forged"},
         ("/api/admin/models/providers", "POST"): {"name": "Forged", "base_url": "http://127.0.0.1:9/v1"},
         ("/api/admin/models/providers/<provider_id>", "PATCH"): {"name": "Forged renamed"},
@@ -231,6 +232,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/chat/status",
     "/api/conversations",
     "/api/conversations/<conversation_id>",
+    "/api/file",
     "/api/approvals",
     "/api/admin/models",
     "/api/admin/models/presets",  # probes a local Ollama; stores nothing

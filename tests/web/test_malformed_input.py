@@ -79,6 +79,7 @@ BODYLESS_ROUTES = {
     ("/api/conversations/<conversation_id>", "DELETE"),
     ("/api/conversations/<conversation_id>/stop", "POST"),
     ("/api/conversations/<conversation_id>/compact", "POST"),
+    ("/api/conversations/<conversation_id>/uploads", "POST"),  # a raw file body: tests/files/test_uploads.py
     ("/api/memory/<root>/notes/<path:key>", "DELETE"),
     ("/api/admin/models/providers/<provider_id>", "DELETE"),
     ("/api/admin/models/providers/<provider_id>/test", "POST"),

@@ -2,7 +2,7 @@
 
 ``POST /api/conversations/<id>/uploads`` takes the file as the raw request body (any
 ``Content-Type``) with its name in the ``X-Filename`` header (percent-encoded UTF-8,
-so any name survives a header). The body is streamed into the one upload seam
+so any name survives a header; without one the file is called ``upload``). The body is streamed into the one upload seam
 (``FileService.save_upload``) and never buffered whole: past ``files.upload_max_bytes``
 the request is refused with 413 and the partial file deleted.
 
@@ -73,18 +73,18 @@ def _files_error(exc: Exception) -> ApiError:
 async def upload(conversation_id: str) -> Any:
     core = current_app.config["SKALD_CORE"]
     member = current_principal().member
-    raw_name = request.headers.get(FILENAME_HEADER)
-    if not raw_name or len(raw_name) > MAX_FILENAME_HEADER:
-        raise ApiError(400, f"the file name goes in the {FILENAME_HEADER} header (percent-encoded)", field="filename")
-    try:
-        filename = unquote(raw_name, errors="strict")
-    except UnicodeDecodeError:
-        raise ApiError(400, f"{FILENAME_HEADER} is not percent-encoded UTF-8", field="filename") from None
     try:
         runtime = await core.chat.runtime(member)
         await runtime.conversation(conversation_id)
     except ChatError as exc:
         raise ApiError(404 if str(exc).startswith("no such") else 423, str(exc)) from None
+    raw_name = request.headers.get(FILENAME_HEADER) or "upload"
+    if len(raw_name) > MAX_FILENAME_HEADER:
+        raise ApiError(400, f"{FILENAME_HEADER} is longer than {MAX_FILENAME_HEADER} characters", field="filename")
+    try:
+        filename = unquote(raw_name, errors="strict")
+    except UnicodeDecodeError:
+        raise ApiError(400, f"{FILENAME_HEADER} is not percent-encoded UTF-8", field="filename") from None
     try:
         saved = await core.files.save_upload(
             member.id, conversation_id, filename, request.body, declared_type=request.headers.get("Content-Type")
