@@ -1,0 +1,177 @@
+"""Memory notes over HTTP on a real server: own vs shared routing, another member's
+keys (C1), capabilities enforced by the service, clear errors, and a private canary
+that never reaches system.db, its WAL or a log line."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import pytest
+
+from skald_host.core.identity.users import OwnerDatabaseUnavailable
+from skald_host.core.memory.notes import NoteAccessDenied
+from skald_host.logs import FORMAT
+
+MINE, SHARED = "/api/memory/user-memory", "/api/memory/shared-memory"
+
+
+async def keys(client, base: str) -> list[str]:
+    response = await client.get(f"{base}/notes")
+    assert response.status_code == 200, response.text
+    return [n["key"] for n in response.json()["notes"]]
+
+
+async def test_private_notes_are_per_member_and_shared_notes_are_for_everyone(memhost):
+    alice, bob = await memhost.host.member("alice"), await memhost.host.member("bob")
+    response = await alice.put(f"{MINE}/notes/plans/garden.md", json={"content": "alice's private plan"})
+    assert response.status_code == 200, response.text
+    assert response.json()["key"] == "plans/garden.md" and response.json()["size"] == len("alice's private plan")
+    assert (await alice.put(f"{SHARED}/notes/shopping.md", json={"content": "milk, bread"})).status_code == 200
+
+    # The same key is a different place for bob: his own (empty) store, never alice's note.
+    assert await keys(bob, MINE) == []
+    response = await bob.get(f"{MINE}/notes/plans/garden.md")
+    assert response.status_code == 404 and response.json() == {"error": "no such note"}
+    assert (await bob.delete(f"{MINE}/notes/plans/garden.md")).status_code == 404
+    assert (await bob.get(f"{MINE}/search", params={"q": "private plan"})).json()["hits"] == []
+    assert (await bob.put(f"{MINE}/notes/plans/garden.md", json={"content": "bob's own"})).status_code == 200
+    assert (await alice.get(f"{MINE}/notes/plans/garden.md")).json()["content"] == "alice's private plan"
+    assert (await bob.get(f"{MINE}/notes/plans/garden.md")).json()["content"] == "bob's own"
+
+    # The shared pool is one store for both.
+    assert await keys(bob, SHARED) == ["shopping.md"]
+    assert (await bob.get(f"{SHARED}/notes/shopping.md")).json()["content"] == "milk, bread"
+    assert (await bob.put(f"{SHARED}/notes/shopping.md", json={"content": "milk, bread, eggs"})).status_code == 200
+    assert (await alice.get(f"{SHARED}/notes/shopping.md")).json()["content"] == "milk, bread, eggs"
+    hits = (await alice.get(f"{SHARED}/search", params={"q": "eggs"})).json()["hits"]
+    assert [h["key"] for h in hits] == ["shopping.md"] and "eggs" in hits[0]["snippet"]
+
+    # Deleting is the owner's own note only.
+    assert (await bob.delete(f"{MINE}/notes/plans/garden.md")).json() == {"deleted": True}
+    assert await keys(alice, MINE) == ["plans/garden.md"]
+
+
+async def test_keys_are_normalised_once_and_dot_dot_stays_inside_the_store(memhost):
+    alice = await memhost.host.member("alice")
+    # Encoded so the client sends the `..` as written; it clamps at the store's root.
+    response = await alice.put(f"{MINE}/notes/a/%2E%2E/%2E%2E/%2E%2E/escape.md", json={"content": "x"})
+    assert response.status_code == 200, response.text
+    assert response.json()["key"] == "escape.md"
+    assert await keys(alice, MINE) == ["escape.md"]
+    response = await alice.get(f"{MINE}/notes/" + "%2E%2E")
+    assert response.status_code == 400 and "needs a name" in response.json()["error"]
+
+
+async def test_bad_input_gets_a_clear_error_and_stores_nothing(memhost):
+    alice = await memhost.host.member("alice")
+    cases = [
+        (f"{MINE}/notes/" + "k" * 301, {"content": "x"}, "at most 300 characters"),
+        (f"{MINE}/notes/big.md", {"content": "x" * (256 * 1024 + 1)}, "at most 256 KiB"),
+        (f"{MINE}/notes/a.md", {"content": 5}, "'content' must be text"),
+        (f"{MINE}/notes/a.md", {}, "'content' is required"),
+        (f"{MINE}/notes/a%09b.md", {"content": "x"}, "control characters"),
+    ]
+    for path, body, message in cases:
+        response = await alice.put(path, json=body)
+        assert response.status_code == 400 and message in response.json()["error"], (path, response.text)
+    response = await alice.get(f"{MINE}/search", params={"q": '" ( ) -'})
+    assert response.status_code == 400 and "empty" in response.json()["error"]
+    response = await alice.get("/api/memory/elsewhere/notes")
+    assert response.status_code == 404 and "no memory root" in response.json()["error"]
+    assert await keys(alice, MINE) == []
+
+
+async def test_the_restricted_role_may_not_read_or_write_shared_memory(memhost):
+    alice = await memhost.host.member("alice")
+    assert (await alice.put(f"{SHARED}/notes/index.md", json={"content": "for everyone"})).status_code == 200
+    kid = await memhost.restricted("kid")
+    for method, path, body in (
+        ("GET", f"{SHARED}/notes", None),
+        ("GET", f"{SHARED}/search?q=everyone", None),
+        ("GET", f"{SHARED}/notes/index.md", None),
+    ):
+        response = await kid.request(method, path, json=body)
+        assert response.status_code == 403 and response.json() == {"error": "you may not read shared memory"}, path
+    for method, path, body in (("PUT", f"{SHARED}/notes/index.md", {"content": "overwritten"}), ("DELETE", f"{SHARED}/notes/index.md", None)):
+        response = await kid.request(method, path, json=body)
+        assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory"}, path
+    assert (await alice.get(f"{SHARED}/notes/index.md")).json()["content"] == "for everyone"
+    # Their own notes work as for anyone.
+    assert (await kid.put(f"{MINE}/notes/index.md", json={"content": "my pony"})).status_code == 200
+    assert await keys(kid, MINE) == ["index.md"]
+
+    # The service enforces it, not only the HTTP layer.
+    shared = memhost.host.core.memory.notes(kid.member["id"], "shared-memory")
+    with pytest.raises(NoteAccessDenied):
+        await shared.read("index.md")
+    with pytest.raises(NoteAccessDenied):
+        await shared.write("index.md", "overwritten")
+    assert [h.path for h in await memhost.host.core.memory.search(kid.member["id"], "everyone pony")] == ["user-memory/index.md"]
+
+
+async def test_taking_the_write_capability_away_lands_on_the_next_call(memhost):
+    """Capabilities are read fresh: a role that keeps read but loses write can still
+    read shared notes and can no longer change them, with nothing restarted."""
+    bob = await memhost.host.member("bob")
+    assert (await bob.put(f"{SHARED}/notes/a.md", json={"content": "one"})).status_code == 200
+    registry = memhost.host.core.registry
+    await registry.transaction(
+        lambda c: c.execute("DELETE FROM role_capabilities WHERE role_id = 'member' AND capability = 'memory.shared.write'")
+    )
+    response = await bob.put(f"{SHARED}/notes/a.md", json={"content": "two"})
+    assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory"}
+    assert (await bob.get(f"{SHARED}/notes/a.md")).json()["content"] == "one"
+
+
+async def test_a_locked_members_notes_are_unreachable(memhost):
+    alice = await memhost.host.member("alice")
+    assert (await alice.put(f"{MINE}/notes/a.md", json={"content": "x"})).status_code == 200
+    member_id = alice.member["id"]
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    with pytest.raises(OwnerDatabaseUnavailable):
+        memhost.host.core.memory.notes(member_id, "user-memory")
+    assert await memhost.host.core.memory.read_path(member_id, "user-memory/a.md") is None
+
+
+def server_side(record: logging.LogRecord) -> bool:
+    """The server runs in the test's process; the HTTP client's own logging (it plays
+    the member's browser, which knows the note) is not the server's log."""
+    return not record.name.startswith(("httpx", "httpcore"))
+
+
+async def test_a_private_canary_reaches_no_registry_byte_and_no_log_line(memhost, caplog, tmp_path):
+    caplog.set_level(logging.DEBUG)
+    log_file = tmp_path / "skald.log"
+    file_handler = logging.FileHandler(log_file, encoding="utf-8")
+    file_handler.setFormatter(logging.Formatter(FORMAT))
+    file_handler.setLevel(logging.DEBUG)
+    file_handler.addFilter(server_side)
+    logging.getLogger().addHandler(file_handler)
+    try:
+        alice = await memhost.host.member("alice")
+        canary = f"CANARY-{uuid.uuid4()}"
+        key = f"diary-{canary}.md"
+        response = await alice.put(f"{MINE}/notes/{key}", json={"content": f"today {canary} happened"})
+        assert response.status_code == 200, response.text
+        assert (await alice.put(f"{MINE}/notes/{key}", json={"content": f"and again {canary}"})).status_code == 200
+        hits = (await alice.get(f"{MINE}/search", params={"q": canary})).json()["hits"]
+        assert [h["key"] for h in hits] == [key]  # it was stored and indexed
+        assert canary in (await alice.get(f"{MINE}/notes/{key}")).text
+        # A failing request that names the canary must not log it either.
+        assert (await alice.put(f"{MINE}/notes/{key}", json={"content": 1})).status_code == 400
+        await memhost.host.core.registry.run(lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+    finally:
+        logging.getLogger().removeHandler(file_handler)
+        file_handler.close()
+
+    database_dir = memhost.host.settings.database_dir
+    for name in ("system.db", "system.db-wal"):
+        path = database_dir / name
+        if path.exists():
+            assert canary.encode() not in path.read_bytes(), f"the canary reached {name}"
+    for path in database_dir.glob(f"{alice.member['id']}.db*"):  # encrypted at rest
+        assert canary.encode() not in path.read_bytes(), f"the canary is readable in {path.name}"
+    assert log_file.exists() and canary not in log_file.read_text(encoding="utf-8")
+    assert any(server_side(r) for r in caplog.records), "the server's logging was captured"
+    assert all(canary not in record.getMessage() for record in caplog.records if server_side(record))
