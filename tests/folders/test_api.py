@@ -166,14 +166,14 @@ async def test_project_permissions_for_owner_write_member_read_member_and_outsid
         ("GET", f"/api/projects/{pid}/files/content?path=a.txt", None),
         ("POST", f"/api/projects/{pid}/files/folder", {"path": "x"}),
         ("POST", f"/api/projects/{pid}/files/rename", {"from": "a", "to": "b"}),
-        ("DELETE", f"/api/projects/{pid}/files?path=a.txt", None),
+        ("POST", f"/api/projects/{pid}/files/delete", {"path": "a.txt"}),
     ]
     for method, path, body in routes:
         response = await outsider.request(method, path, json=body)
         control = await outsider.request(method, path.replace(pid, "0" * 32), json=body)
         assert response.status_code == 404, (method, path, response.status_code)
         assert response.json() == control.json(), (method, path)
-    response = await outsider.post(f"/api/projects/{pid}/files/upload?name=x.txt", content=b"x")
+    response = await outsider.post(f"/api/projects/{pid}/files/upload/x.txt", content=b"x")
     assert response.status_code == 404
 
     # the read-member: reads, and 403 on every change
@@ -185,7 +185,7 @@ async def test_project_permissions_for_owner_write_member_read_member_and_outsid
             continue  # leaving is allowed: checked below
         response = await reader.request(method, path, json=body)
         assert response.status_code == 403, (method, path, response.status_code, response.text)
-    response = await reader.post(f"/api/projects/{pid}/files/upload?name=x.txt", content=b"x")
+    response = await reader.post(f"/api/projects/{pid}/files/upload/x.txt", content=b"x")
     assert response.status_code == 403
     response = await reader.patch(f"/api/projects/{pid}/members/{writer.member['id']}", json={"can_write": False})
     assert response.status_code == 403

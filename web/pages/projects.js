@@ -10,6 +10,7 @@ import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, no
 const projectRoute = (id, path = "") => `#projects/${encodeURIComponent(id)}${path ? `?path=${encodeURIComponent(path)}` : ""}`;
 const projectApi = (id, rest = "") => `/api/projects/${encodeURIComponent(id)}${rest}`;
 const filesApi = (id, rest, params) => `${projectApi(id, `/files${rest}`)}?${new URLSearchParams(params)}`;
+const encodePath = (path) => path.split("/").map(encodeURIComponent).join("/");
 
 /** "My garden plan" → "my-garden-plan": a suggestion the member may edit. */
 const slugOf = (title) => title.toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
@@ -196,7 +197,7 @@ function fileRow(project, entry, ctx, status) {
       button(t("projects.delete_file"), { kind: "quiet", attrs: { "aria-label": t("projects.delete_file_named", { name: entry.name }) }, onClick: async () => {
         const ok = await confirmDialog({ title: t("projects.delete_file_title"), message: t("projects.delete_file_text", { name: entry.name }), confirmLabel: t("projects.delete_file") });
         if (!ok) return;
-        const response = await api("DELETE", filesApi(project.id, "", { path: entry.path }));
+        const response = await api("POST", projectApi(project.id, "/files/delete"), { path: entry.path });
         if (response.ok) ctx.rerender();
         else status.error(errorText(response));
       } }));
@@ -237,7 +238,7 @@ async function filesSection(project, ctx) {
       status.clear();
       for (const file of picker.files) {
         status.ok(t("projects.uploading", { name: file.name }));
-        const response = await upload(filesApi(project.id, "/upload", { path, name: file.name }), file);
+        const response = await upload(projectApi(project.id, `/files/upload/${encodePath(path ? `${path}/${file.name}` : file.name)}`), file);
         if (!response.ok) { status.error(`${file.name}: ${errorText(response)}`); return; }
       }
       ctx.rerender();

@@ -315,17 +315,13 @@ def _attachment(name: str) -> str:
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name)}"
 
 
-@bp.post("/api/projects/<project_id>/files/upload")
-async def upload_project_file(project_id: str) -> Any:
-    """Raw request body → ``<path>/<name>`` in the project, streamed to disk with the
-    upload cap enforced while streaming; an existing name is refused, never replaced."""
+@bp.post("/api/projects/<project_id>/files/upload/<path:target>")
+async def upload_project_file(project_id: str, target: str) -> Any:
+    """Raw request body → ``target`` (a path inside the project), streamed to disk with
+    the upload cap enforced while streaming; an existing name is refused, never replaced."""
     access = await _access(project_id, write=True)
-    folder_rel = _relative(request.args.get("path"))
-    name = request.args.get("name")
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-        raise ApiError(400, "name must be a file name without '/'", field="name")
-    rel = _relative(f"{folder_rel}/{name}" if folder_rel else name, "name")
-    parent, leaf = _entry_of(access, rel, "name")
+    rel = _relative(target, "target")
+    parent, leaf = _entry_of(access, rel, "target")
     limit = _core().settings.files.upload_max_bytes
     _lift_body_limit(limit)
     size = await _stream_into(parent, leaf, limit)
@@ -349,7 +345,7 @@ async def _stream_into(parent: Path, name: str, limit: int) -> int:
     temp = parent / f".upload-{secrets.token_hex(8)}.part"
     final = parent / name
     if os.path.lexists(final):
-        raise ApiError(409, f"{name} already exists here", field="name")
+        raise ApiError(409, f"{name} already exists here", field="target")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     size = 0
     try:
@@ -363,7 +359,7 @@ async def _stream_into(parent: Path, name: str, limit: int) -> int:
         try:
             os.link(temp, final, follow_symlinks=False)  # never replaces what appeared meanwhile
         except FileExistsError:
-            raise ApiError(409, f"{name} already exists here", field="name") from None
+            raise ApiError(409, f"{name} already exists here", field="target") from None
     finally:
         if fd >= 0:
             os.close(fd)
@@ -414,10 +410,12 @@ async def rename_project_file(project_id: str) -> dict:
     return {"from": source_rel, "to": target_rel}
 
 
-@bp.delete("/api/projects/<project_id>/files")
+@bp.post("/api/projects/<project_id>/files/delete")
 async def delete_project_file(project_id: str) -> dict:
     access = await _access(project_id, write=True)
-    rel = _relative(request.args.get("path"))
+    data = await json_object()
+    _only(data, {"path"})
+    rel = _relative(field(data, "path", str))
     parent, leaf = _entry_of(access, rel)
     target = parent / leaf
     try:
