@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
-from telegram.warnings import PTBUserWarning
+from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked
 from skald_telegram.pairing import Pairing, PairingError, display
@@ -29,11 +29,14 @@ log = logging.getLogger("skald_telegram")
 
 
 
-def _quiet_raw_get_updates() -> None:
+def _quiet_ptb_warnings() -> None:
     """getUpdates is called raw on purpose: PTB's typed ``get_updates`` parses the whole
     batch at once and logs the raw data (message text) when one update is malformed, so
-    its advice to use it is silenced. (Re-added at each start: idempotent.)"""
+    its advice to use it is silenced; so is the notice (raised inside PTB's own
+    ``RetryAfter``) that ``retry_after`` will become a timedelta, which
+    ``retry_after_seconds`` already accepts. Re-added at each start: idempotent."""
     warnings.filterwarnings("ignore", message=r".*Bot\.getUpdates.*do_api_request", category=PTBUserWarning)
+    warnings.filterwarnings("ignore", message=r".*retry_after.*timedelta", category=PTBDeprecationWarning)
 
 DEFAULT_API = "https://api.telegram.org"
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's own getFile limit
@@ -125,6 +128,14 @@ class Outbox:
         self._queues.clear()
 
 
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """PTB 22 returns an int and warns that it will become a timedelta; take either."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wait = exc.retry_after
+    return wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)
+
+
 async def with_retries(call: Callable[[], Awaitable[Any]], what: str) -> Any:
     """Honour flood waits and retry transient network errors; give up on the rest.
     Returns None when the message could not be sent (logged without its content)."""
@@ -132,8 +143,7 @@ async def with_retries(call: Callable[[], Awaitable[Any]], what: str) -> Any:
         try:
             return await call()
         except RetryAfter as exc:
-            wait = exc.retry_after
-            seconds = wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)
+            seconds = retry_after_seconds(exc)
             log.info("telegram: flood wait of %.0f s before %s", seconds, what)
             await asyncio.sleep(seconds)
         except (BadRequest, Forbidden, InvalidToken) as exc:
@@ -173,7 +183,7 @@ class TelegramBot:
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        _quiet_raw_get_updates()
+        _quiet_ptb_warnings()
         for name in ("httpx", "httpcore", "telegram"):
             logging.getLogger(name).addFilter(self._redact)
         try:
@@ -186,12 +196,13 @@ class TelegramBot:
                 )
             else:  # getUpdates is refused while a webhook is set
                 await self.bot.delete_webhook()
-        except InvalidToken as exc:
+        except InvalidToken:
             await self._close_connection()
-            raise RuntimeError(f"Telegram refused the bot token (getMe answered: {exc.message})") from None
+            raise RuntimeError("Telegram refused the bot token (getMe answered 401 Unauthorized): check it on the settings page") from None
         except TelegramError as exc:
             await self._close_connection()
-            raise RuntimeError(f"cannot reach the Bot API at {self.config.api_base_url}: {exc.message}") from None
+            reason = exc.message.replace(self.config.token, "<bot-token>")
+            raise RuntimeError(f"cannot reach the Bot API at {self.config.api_base_url}: {reason}") from None
         seen = await self.host.kv_get("recent_updates")
         self._seen = [i for i in seen if isinstance(i, int)] if isinstance(seen, list) else []
         if self.mode == "polling":
@@ -231,8 +242,7 @@ class TelegramBot:
             except asyncio.CancelledError:
                 raise
             except RetryAfter as exc:
-                wait = exc.retry_after
-                await asyncio.sleep(wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait))
+                await asyncio.sleep(retry_after_seconds(exc))
                 continue
             except Exception as exc:  # the network, or a token revoked while running
                 failures += 1

@@ -58,13 +58,15 @@ class BotApiStandIn:
 
     # -- scripting ----------------------------------------------------------------------
 
-    def push(self, update: dict[str, Any]) -> int:
-        """Queue a raw update (``update_id`` added when missing); returns its id."""
+    def push(self, update: dict[str, Any], *, with_id: bool = True) -> int | None:
+        """Queue a raw update (an ``update_id`` added unless it has one or ``with_id``
+        is false); returns its id."""
         update = dict(update)
-        update.setdefault("update_id", next(self._ids))
+        if with_id:
+            update.setdefault("update_id", next(self._ids))
         self.updates.append(update)
         self._poke()
-        return update["update_id"]
+        return update.get("update_id")
 
     def message(
         self, chat_id: int, text: str | None = None, *, chat_type: str = "private", from_id: int | None = None,
@@ -180,7 +182,10 @@ class BotApiStandIn:
                 await asyncio.wait_for(self._changed.wait(), max(0.0, deadline - time.monotonic()))
             except TimeoutError:
                 break
-        return list(self.updates)
+        batch = list(self.updates)
+        # An update without a usable id can never be confirmed by an offset: serve it once.
+        self.updates = [u for u in self.updates if isinstance(u.get("update_id"), int)]
+        return batch
 
     async def _do_sendMessage(self, params: dict[str, Any]) -> Any:
         chat_id = params.get("chat_id")

@@ -8,43 +8,11 @@ the model client and python-telegram-bot are real."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import re
 
-from conftest import PROBE, Setup
 from skald_host.testing import Reply, ToolCall
-
-CODE = re.compile(r"\b([A-Z2-7]{5}-[A-Z2-7]{5})\b")
-ALICE_CHAT = 5550001
-
-
-async def pairing_code(setup: Setup, chat_id: int, text: str = "hello?", **kwargs) -> str:
-    before = len(setup.api.texts(chat_id))
-    setup.api.send(chat_id, text, **kwargs)
-    texts = await setup.api.wait_texts(chat_id, before + 1)
-    match = CODE.search(texts[before])
-    assert match, texts[before]
-    return match.group(1)
-
-
-async def paired_member(setup: Setup, username: str = "alice", chat_id: int = ALICE_CHAT):
-    """A logged-in member whose Telegram chat is linked through the plugin's page."""
-    member = await setup.host.member(username, display_name=username.title())
-    code = await pairing_code(setup, chat_id)
-    saved = await member.put("/api/plugins/telegram/my-config", json={"config": {"code": code}})
-    assert saved.status_code == 200, saved.text
-    assert saved.json()["config"]["linked"] is True and saved.json()["config"]["chat_id"] == chat_id
-    await setup.api.wait_texts(chat_id, 2)  # the "linked" greeting
-    return member
-
-
-async def running(setup: Setup) -> Setup:
-    await setup.configure()
-    await setup.enable()
-    status = setup.host.core.plugins.status("telegram")
-    assert (status.state, status.healthy, status.distribution) == ("loaded", True, "skald-telegram"), status.error
-    return setup
-
+from telegram_support import ALICE_CHAT, MODEL, Setup, paired_member, pairing_code, running
 
 async def test_pair_on_the_page_then_chat_and_see_the_scripted_answer(setup):
     await running(setup)
@@ -67,12 +35,12 @@ async def test_pair_on_the_page_then_chat_and_see_the_scripted_answer(setup):
     assert any(key.startswith("code:") for key, _ in stored)
     assert code not in json.dumps(stored) and code.replace("-", "") not in json.dumps(stored)
 
-    setup.model.script("model-telegram", [Reply("Hello from Skald, Alice.")])
+    setup.model.script(MODEL, [Reply("Hello from Skald, Alice.")])
     setup.api.send(ALICE_CHAT, "How are you today?")
     texts = await setup.api.wait_texts(ALICE_CHAT, 3)
     assert texts[2] == "Hello from Skald, Alice."
     assert setup.api.of("sendChatAction", ALICE_CHAT), "the typing indicator was not shown"
-    assert setup.model.requests_for("model-telegram")[-1].last_user_text == "How are you today?"
+    assert setup.model.requests_for(MODEL)[-1].last_user_text == "How are you today?"
 
     conversations = (await alice.get("/api/conversations")).json()["conversations"]
     assert [c["source"] for c in conversations] == ["telegram"]
@@ -86,7 +54,7 @@ async def test_pair_on_the_page_then_chat_and_see_the_scripted_answer(setup):
 async def test_a_tool_call_is_approved_with_the_inline_button(setup):
     await running(setup)
     await paired_member(setup)
-    setup.model.script("model-telegram", [Reply(tool_calls=[ToolCall("write_note", {"text": "milk"})]), Reply("Noted: milk.")])
+    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("write_note", {"text": "milk"})]), Reply("Noted: milk.")])
     setup.api.send(ALICE_CHAT, "Remember milk.")
 
     card = await setup.api.wait_for(lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")], what="the approval card")
@@ -111,3 +79,132 @@ async def test_a_tool_call_is_approved_with_the_inline_button(setup):
     assert setup.api.of("answerCallbackQuery")[1].params.get("text") == "This request is no longer waiting for an answer."
     assert setup.probe.notes == ["milk"]
     assert texts.index("Noted: milk.") > 0
+
+
+async def test_a_photo_goes_through_the_upload_seam_with_its_caption(setup):
+    await running(setup)
+    alice = await paired_member(setup)
+    picture = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64  # the magic bytes the host sniffs
+    setup.api.add_file("photo-big", picture)
+    setup.model.script(MODEL, [Reply("A fine picture.")])
+    setup.api.send(
+        ALICE_CHAT,
+        caption="What is this?",
+        photo=[{"file_id": "photo-small", "width": 90, "height": 90}, {"file_id": "photo-big", "width": 800, "height": 600}],
+    )
+    await setup.api.wait_for(lambda: "A fine picture." in setup.api.texts(ALICE_CHAT), what="the answer to the photo")
+    assert [c.params["file_id"] for c in setup.api.of("getFile")] == ["photo-big"]  # the largest size only
+
+    home = setup.host.core.files.home(alice.member["id"])
+    saved = sorted((home / "uploads").rglob("photo-*.jpg"))
+    assert len(saved) == 1 and saved[0].read_bytes() == picture
+    agent_path = saved[0].relative_to(home).as_posix()
+    # The caption is the message's text. (Whether the model is shown the attachment is the
+    # host's chat runtime's business: this host's runtime does not take attachments yet.)
+    assert setup.model.requests_for(MODEL)[-1].last_user_text == "What is this?"
+    served = await alice.get("/api/file", params={"path": agent_path})
+    assert served.status_code == 200 and served.content == picture
+
+
+async def test_a_revoked_member_is_refused_once_and_nothing_reaches_the_model(setup):
+    await running(setup)
+    alice = await paired_member(setup)
+    member_id = alice.member["id"]
+    revoked = await setup.admin.put(f"/api/admin/members/{member_id}/plugins", json={"plugins": []})
+    assert revoked.status_code == 200, revoked.text
+
+    before = len(setup.api.texts(ALICE_CHAT))
+    for text in ("Are you there?", "Hello?", "/new"):
+        setup.api.send(ALICE_CHAT, text)
+    await setup.api.wait_for(lambda: not setup.api.updates, what="the three messages to be fetched")
+    await asyncio.sleep(0.5)  # room for a wrong second refusal to be sent
+    texts = setup.api.texts(ALICE_CHAT)[before:]
+    assert texts == ["You can no longer use the assistant through Telegram. Ask your administrator if you think this is a mistake."]
+    assert setup.model.requests_for(MODEL) == []
+
+    # Granted again: the member is answered, and a later revocation is announced once more.
+    await setup.admin.put(f"/api/admin/members/{member_id}/plugins", json={"plugins": ["telegram"]})
+    setup.model.script(MODEL, [Reply("Back again.")])
+    setup.api.send(ALICE_CHAT, "And now?")
+    await setup.api.wait_for(lambda: "Back again." in setup.api.texts(ALICE_CHAT), what="the answer after the new grant")
+    await setup.admin.put(f"/api/admin/members/{member_id}/plugins", json={"plugins": []})
+    setup.api.send(ALICE_CHAT, "Still there?")
+    await setup.api.wait_for(lambda: setup.api.texts(ALICE_CHAT).count(texts[0]) == 2, what="a second refusal")
+
+
+async def test_disabling_stops_polling_and_enabling_starts_it_again(setup):
+    await running(setup)
+    await setup.api.wait_for(lambda: len(setup.api.of("getUpdates")) >= 2, what="polling")
+    await setup.enable(False)
+    stopped_at = len(setup.api.of("getUpdates"))
+    await asyncio.sleep(2.5)  # longer than the configured 1 s long poll
+    assert len(setup.api.of("getUpdates")) == stopped_at
+    assert setup.host.core.plugins.status("telegram").started is False
+
+    await setup.enable(True)
+    await setup.api.wait_for(lambda: len(setup.api.of("getUpdates")) > stopped_at, what="polling to resume")
+    # The offset was kept: an update fetched before is not fetched again.
+    offsets = [c.params.get("offset") for c in setup.api.of("getUpdates")]
+    assert offsets == sorted(offsets)
+
+
+async def test_a_bad_token_is_a_failed_health_with_the_reason(setup):
+    await setup.configure(bot_token="4242424242:wrong-token")
+    await setup.enable()
+    detail = (await setup.admin.get("/api/admin/plugins/telegram")).json()
+    status = setup.host.core.plugins.status("telegram")
+    assert status.healthy is False
+    assert "Telegram refused the bot token" in status.error and "wrong-token" not in status.error
+    assert "Telegram refused the bot token" in json.dumps(detail) and "wrong-token" not in json.dumps(detail)
+    assert setup.api.of("getUpdates") == []
+
+
+async def test_a_flood_wait_delays_the_reply_but_loses_nothing(setup):
+    await running(setup)
+    await paired_member(setup)
+    setup.api.flood["sendMessage"] = [1]
+    setup.model.script(MODEL, [Reply("Worth the wait.")])
+    setup.api.send(ALICE_CHAT, "Quick question.")
+
+    def attempts():
+        return [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("text") == "Worth the wait."]
+
+    await setup.api.wait_for(lambda: any(c.result for c in attempts()), what="the reply after the flood wait")
+    attempts = attempts()
+    assert len(attempts) == 2 and attempts[0].result is None and attempts[1].result is not None
+    assert attempts[1].at - attempts[0].at >= 0.9  # retry_after was honoured
+
+
+async def test_a_10000_character_answer_arrives_as_three_messages(setup):
+    await running(setup)
+    await paired_member(setup)
+    answer = "\n".join(f"Line {i:04d} " + "x" * 89 for i in range(100))[:10_000]
+    setup.model.script(MODEL, [Reply(answer)])
+    before = len(setup.api.texts(ALICE_CHAT))
+    setup.api.send(ALICE_CHAT, "Tell me everything.")
+    texts = (await setup.api.wait_texts(ALICE_CHAT, before + 3))[before:]
+    await asyncio.sleep(0.3)
+    assert len(setup.api.texts(ALICE_CHAT)) == before + 3
+    assert all(len(t) <= 4096 for t in texts) and all(not c.params.get("parse_mode") for c in setup.api.of("sendMessage"))
+    assert "\n".join(texts) == answer
+
+
+async def test_a_locked_member_is_told_to_log_in_and_answered_after_unlocking(setup):
+    await running(setup)
+    alice = await paired_member(setup)
+    settings = setup.host.settings
+    await setup.harness.close()  # a restart: nobody is unlocked afterwards
+    host = await setup.harness.start(plugins=[setup.probe], use_entry_points=True, settings=settings)
+    before = len(setup.api.texts(ALICE_CHAT))
+    canary = "canary-7d1f3 my locked secret"
+    setup.api.send(ALICE_CHAT, canary)
+    texts = await setup.api.wait_texts(ALICE_CHAT, before + 1)
+    assert texts[before].startswith("Please log in to Skald on the web first")
+    for path in settings.database_dir.rglob("system.db*"):
+        assert canary.encode() not in path.read_bytes(), path
+
+    setup.model.script(MODEL, [Reply("Now I can answer.")])
+    await host.member("alice")  # logging in unlocks the file and opens the sealed inbox
+    await setup.api.wait_for(lambda: "Now I can answer." in setup.api.texts(ALICE_CHAT), what="the answer after unlock")
+    assert setup.model.requests_for(MODEL)[-1].last_user_text == canary
+    assert alice.member["id"] == (await host.core.users.find("alice")).id
