@@ -11,6 +11,7 @@ never a silently different file.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path, PurePosixPath
 
@@ -89,7 +90,8 @@ def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP: the last component is a symlink
+        # ELOOP: the last component is a symlink; ENOTDIR too when a folder was asked for.
+        if exc.errno == errno.ELOOP or exc.errno == errno.ENOTDIR and os.path.islink(path):
             raise PathRefused("path is a symbolic link") from None
         raise
     if not is_inside(base, _fd_path(fd)):
