@@ -221,7 +221,9 @@ async def test_stop_turn_stops_the_channel_conversation_and_typing_repeats_while
 async def test_home_source_brings_notes_and_scheduled_results_to_the_channel(channels):
     alice = await channels.host.member("alice")
     member_id = alice.member["id"]
-    assert (await alice.get("/api/me/home-source")).json() == {"home_source": "web", "choices": ["web", CHANNEL]}
+    assert (await alice.get("/api/me/home-source")).json() == {
+        "home_source": "web", "choices": ["web", CHANNEL], "titles": {CHANNEL: "Test channel"},
+    }
     response = await alice.put("/api/me/home-source", json={"home_source": "carrier-pigeon"})
     assert response.status_code == 400 and "web" in response.json()["error"]
     response = await alice.put("/api/me/home-source", json={"home_source": CHANNEL})
@@ -270,3 +272,27 @@ async def test_a_channel_that_raises_is_logged_and_does_not_break_the_turn(chann
     assert [(m["role"], m["content"]) for m in conversation] == [("user", "Are you there?"), ("assistant", "Still answered.")]
     assert_well_formed(conversation)
     assert "far end is down" not in caplog.text  # the channel's own words may quote the member
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 32
+
+
+async def test_save_upload_goes_through_the_one_seam_into_the_sources_conversation(channels):
+    alice = await channels.host.member("alice")
+    member_id, api = alice.member["id"], channels.channel.api
+    conversation_id = await api.new_conversation(member_id)
+    saved = await api.save_upload(member_id, "../holiday photo.png", PNG)
+    assert saved["path"].startswith(f"uploads/{conversation_id}/") and saved["path"].endswith(".png")
+    assert (saved["mime"], saved["size"]) == ("image/png", len(PNG))
+    home = channels.host.core.files.home(member_id)
+    assert (home / saved["path"]).read_bytes() == PNG
+    with pytest.raises(ChannelRequestError):
+        await api.save_upload(member_id, "x.png", "not bytes")
+
+    # A locked member's file lands in a folder named after the source, for a sealed message to carry.
+    host = await channels.restart()
+    locked = await channels.channel.api.save_upload(member_id, "later.png", PNG)
+    assert locked["path"].startswith(f"uploads/{CHANNEL}/")
+    delivery = await channels.channel.api.send_message(member_id, "look", attachments=[locked["path"]])
+    assert delivery.status == "sealed"
+    assert host.core.files.home(member_id).joinpath(locked["path"]).exists()

@@ -25,6 +25,32 @@ function languageSection(ctx) {
   return section(t("account.language_title"), el("div", { class: "stack" }, wrapper, status.node));
 }
 
+/** Where background notes (scheduled results, the notify tool) reach the member: the
+ *  web or a channel plugin they may use. Shown only when there is a choice. */
+function homeSourceSection() {
+  const block = section(t("account.home_title"));
+  block.hidden = true;
+  api("GET", "/api/me/home-source").then((response) => {
+    if (!response.ok || (response.data.choices || []).length < 2) return;
+    const select = el("select", { name: "home_source" },
+      ...response.data.choices.map((choice) => el("option", { value: choice, text: choice === "web" ? t("account.home_web") : response.data.titles?.[choice] || choice })));
+    select.value = response.data.home_source;
+    const status = statusLine();
+    const [wrapper] = field(t("account.home_source"), select, { hint: t("account.home_hint") });
+    select.addEventListener("change", async () => {
+      status.clear();
+      select.disabled = true;
+      const saved = await api("PUT", "/api/me/home-source", { home_source: select.value });
+      select.disabled = false;
+      if (saved.ok) status.ok(t("account.home_saved"));
+      else status.error(errorText(saved));
+    });
+    block.append(el("div", { class: "stack" }, wrapper, status.node));
+    block.hidden = false;
+  });
+  return block;
+}
+
 function passwordSection() {
   const current = el("input", { type: "password", name: "current_password", autocomplete: "current-password", required: true });
   const fresh = el("input", { type: "password", name: "new_password", autocomplete: "new-password", required: true, minlength: "8" });
@@ -63,5 +89,6 @@ export function renderAccount(ctx) {
     pageHeader(t("account.title"), t("account.intro")),
     section(t("account.profile_title"), facts),
     languageSection(ctx),
+    homeSourceSection(),
     passwordSection());
 }

@@ -13,7 +13,12 @@ async def _state() -> dict:
     core = current_app.config["SKALD_CORE"]
     member = await core.users.get(current_principal().member.id)
     router = core.channels.router
-    return {"home_source": await router.home_source(member.id), "choices": ["web", *router.usable(member)]}
+    choices = router.usable(member)
+    titles = {}
+    for name in choices:
+        status = core.plugins.status(name)
+        titles[name] = status.info.title if status and status.info else name
+    return {"home_source": await router.home_source(member.id), "choices": ["web", *choices], "titles": titles}
 
 
 @bp.get("/api/me/home-source")
