@@ -12,6 +12,7 @@ import { renderAccount } from "./pages/account.js";
 import { renderApprovals } from "./pages/approvals.js";
 import { endChat, renderChat } from "./pages/chat.js";
 import { renderMember, renderMembers } from "./pages/members.js";
+import { renderMemory } from "./pages/memory.js";
 import { renderModels } from "./pages/models.js";
 import { renderPluginDetail } from "./pages/plugin-detail.js";
 import { renderCatalog } from "./pages/plugin-catalog.js";
@@ -26,6 +27,7 @@ const root = document.getElementById("app");
 const HOST_PAGES = [
   { id: "chat", label: "nav.chat", render: renderChat, needs: "chat" },
   { id: "projects", label: "nav.projects", render: renderProjects },
+  { id: "memory", label: "nav.memory", render: renderMemory },
   { id: "account", label: "nav.account", render: renderAccount },
 ];
 const ADMIN_PAGES = [

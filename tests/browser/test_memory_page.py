@@ -1,0 +1,77 @@
+"""The memory page in a real browser: create, edit, search and delete a private note,
+see a shared one, and the restricted role's shared tab answering with the reason."""
+
+from __future__ import annotations
+
+from playwright.async_api import expect
+
+from skald_host.testing.host import MEMBER_PASSWORD
+
+from .kit import screenshot, sign_in
+
+
+async def test_member_creates_edits_searches_and_deletes_a_note(skald, browser_pages):
+    host = await skald.start()
+    await host.admin()
+    alice_api = await host.member("alice")
+    response = await alice_api.put("/api/memory/shared-memory/notes/rota.md", json={"content": "Who waters the garden"})
+    assert response.status_code == 200
+
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    await page.get_by_role("navigation", name="Main navigation").get_by_role("link", name="Memory", exact=True).click()
+    await expect(page.get_by_role("heading", name="Memory", exact=True)).to_be_visible()
+    await expect(page.get_by_role("tab", name="My notes")).to_have_attribute("aria-selected", "true")
+    await expect(page.get_by_text("No notes yet.")).to_be_visible()
+
+    # Create.
+    await page.get_by_test_id("memory-new").click()
+    await page.get_by_label("Name").fill("plans/garden.md")
+    await page.get_by_label("Content").fill("Plant tomatoes in May.")
+    await page.get_by_role("button", name="Save").click()
+    await expect(page.get_by_role("heading", name="plans/garden.md")).to_be_visible()
+    assert (await alice_api.get("/api/memory/user-memory/notes/plans/garden.md")).json()["content"] == "Plant tomatoes in May."
+
+    # Edit.
+    await page.get_by_label("Content").fill("Plant tomatoes and basil in May.")
+    await page.get_by_role("button", name="Save").click()
+    await expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
+    assert (await alice_api.get("/api/memory/user-memory/notes/plans/garden.md")).json()["content"] == "Plant tomatoes and basil in May."
+    await screenshot(page, "memory-editor")
+
+    # Search.
+    await page.get_by_role("link", name="All notes").click()
+    await page.get_by_label("Search notes").fill("basil")
+    await page.get_by_role("button", name="Search").click()
+    results = page.get_by_test_id("memory-list")
+    await expect(results.locator("li")).to_have_count(1)
+    await expect(results.get_by_role("link", name="plans/garden.md")).to_be_visible()
+    await expect(results).to_contain_text("basil")
+    await page.get_by_label("Search notes").fill("cucumbers")
+    await page.get_by_role("button", name="Search").click()
+    await expect(page.get_by_text("No note matches.")).to_be_visible()
+
+    # The shared tab shows the shared pool.
+    await page.get_by_role("tab", name="Shared notes").click()
+    await expect(page.get_by_test_id("memory-list").get_by_role("link", name="rota.md")).to_be_visible()
+
+    # Delete, after confirming.
+    await page.get_by_role("tab", name="My notes").click()
+    await page.get_by_test_id("memory-list").get_by_role("link", name="plans/garden.md").click()
+    await page.get_by_role("button", name="Delete").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_contain_text("plans/garden.md will be deleted")
+    await dialog.get_by_role("button", name="Delete").click()
+    await expect(page.get_by_text("No notes yet.")).to_be_visible()
+    assert (await alice_api.get("/api/memory/user-memory/notes")).json()["notes"] == []
+
+
+async def test_the_restricted_role_sees_why_the_shared_tab_is_closed(skald, browser_pages):
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("kid", role="restricted", locale="de")  # signs in on the English form, then German
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "kid", MEMBER_PASSWORD)
+    await page.goto("/#memory/shared")
+    await expect(page.get_by_role("tab", name="Geteilte Notizen")).to_have_attribute("aria-selected", "true")
+    await expect(page.get_by_role("alert")).to_have_text("you may not read shared memory")

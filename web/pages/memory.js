@@ -1,0 +1,114 @@
+// #memory[/mine|/shared][?key=<note>|?new=1|?q=<words>]: the notes the assistant keeps.
+// "Mine" are the member's private notes (their own file); "shared" is the pool every
+// member with the capability reads. The server decides who may read or change the
+// shared pool (403 with its reason); the page shows that reason rather than guessing.
+import { api } from "../lib/api.js";
+import { el, link } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { busy, button, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+
+const TABS = [
+  { id: "mine", root: "user-memory", label: "memory.tab_mine" },
+  { id: "shared", root: "shared-memory", label: "memory.tab_shared" },
+];
+
+const encodeKey = (key) => key.split("/").map(encodeURIComponent).join("/");
+const notesApi = (root, key) => `/api/memory/${root}/notes${key === undefined ? "" : `/${encodeKey(key)}`}`;
+const route = (tab, params = {}) => {
+  const query = new URLSearchParams(params).toString();
+  return `#memory/${tab}${query ? `?${query}` : ""}`;
+};
+
+function tabBar(active) {
+  return el("div", { class: "actions", role: "tablist", "aria-label": t("memory.title") },
+    ...TABS.map((tab) => el("a", {
+      href: route(tab.id), role: "tab", class: `btn ${tab.id === active.id ? "primary" : "quiet"}`,
+      "aria-selected": String(tab.id === active.id), "data-tab": tab.id, text: t(tab.label),
+    })));
+}
+
+function searchForm(tab, ctx, query) {
+  const input = el("input", { type: "search", name: "q", maxlength: "500", autocomplete: "off", props: { value: query } });
+  const submit = el("button", { class: "btn", type: "submit", text: t("memory.search_submit") });
+  const form = el("form", { class: "grid-form", role: "search", novalidate: true },
+    field(t("memory.search_label"), input)[0],
+    el("div", { class: "actions" }, submit,
+      query ? link(route(tab.id), t("memory.search_clear"), { class: "btn quiet" }) : null,
+      link(route(tab.id, { new: "1" }), t("memory.new"), { class: "btn", "data-testid": "memory-new" })));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const words = input.value.trim();
+    ctx.navigate(words ? route(tab.id, { q: words }) : route(tab.id));
+  });
+  return form;
+}
+
+async function listSection(tab, ctx, query) {
+  const response = query
+    ? await api("GET", `/api/memory/${tab.root}/search?${new URLSearchParams({ q: query })}`)
+    : await api("GET", notesApi(tab.root));
+  if (!response.ok) return section(null, notice("error", errorText(response)));
+  const rows = query ? response.data.hits : response.data.notes;
+  if (!rows.length) return section(null, el("p", { class: "muted", text: t(query ? "memory.no_hits" : "memory.none") }));
+  const items = rows.map((row) => el("li", { "data-key": row.key },
+    link(route(tab.id, { key: row.key }), row.key),
+    query
+      ? el("p", { class: "muted", text: row.snippet })
+      : el("span", { class: "muted", text: ` · ${formatDate(row.updated_at)} · ${t("memory.size", { size: row.size })}` })));
+  return section(query ? t("memory.results", { query }) : null, el("ul", { class: "plain", "data-testid": "memory-list" }, ...items));
+}
+
+function editor(tab, ctx, note) {
+  const isNew = note === null;
+  const key = el("input", { name: "key", maxlength: "300", required: true, autocomplete: "off", props: { value: isNew ? "" : note.key } });
+  if (!isNew) key.readOnly = true;
+  const content = el("textarea", { name: "content", rows: "16", props: { value: isNew ? "" : note.content } });
+  const submit = el("button", { class: "btn primary", type: "submit", text: t("common.save") });
+  const status = statusLine();
+  const actions = el("div", { class: "actions span" }, submit, link(route(tab.id), t("memory.back"), { class: "btn quiet" }));
+  if (!isNew) {
+    actions.append(button(t("memory.delete"), { kind: "danger", onClick: async () => {
+      const ok = await confirmDialog({ title: t("memory.delete_title"), message: t("memory.delete_text", { key: note.key }), confirmLabel: t("memory.delete") });
+      if (!ok) return;
+      const response = await api("DELETE", notesApi(tab.root, note.key));
+      if (response.ok) ctx.navigate(route(tab.id));
+      else status.error(errorText(response));
+    } }));
+  }
+  const form = el("form", { class: "grid-form", novalidate: true, "data-testid": "memory-editor" },
+    el("div", { class: "span" }, field(t("memory.key_label"), key, { required: true, hint: isNew ? t("memory.key_hint") : `${tab.root}/${note.key}` })[0]),
+    el("div", { class: "span" }, field(t("memory.content_label"), content)[0]),
+    actions, el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    const name = key.value.trim();
+    if (!name) { status.error(t("memory.key_required")); key.focus(); return; }
+    busy(submit, async () => {
+      const response = await api("PUT", notesApi(tab.root, name), { content: content.value });
+      if (!response.ok) { status.error(errorText(response)); return; }
+      if (isNew) ctx.navigate(route(tab.id, { key: response.data.key }));
+      else status.ok(t("memory.saved"));
+    });
+  });
+  return section(isNew ? t("memory.new") : note.key, form);
+}
+
+export async function renderMemory(ctx) {
+  const tab = TABS.find((candidate) => candidate.id === ctx.rest[0]) || TABS[0];
+  const page = el("div", { class: "page", "data-memory-tab": tab.id },
+    pageHeader(t("memory.title"), t("memory.intro")), tabBar(tab));
+  const key = ctx.params.get("key");
+  if (ctx.params.get("new")) {
+    page.append(editor(tab, ctx, null));
+    return page;
+  }
+  if (key) {
+    const response = await api("GET", notesApi(tab.root, key));
+    page.append(response.ok ? editor(tab, ctx, response.data) : section(null, notice("error", errorText(response)), link(route(tab.id), t("memory.back"))));
+    return page;
+  }
+  const query = ctx.params.get("q") || "";
+  page.append(section(null, searchForm(tab, ctx, query)), await listSection(tab, ctx, query));
+  return page;
+}
