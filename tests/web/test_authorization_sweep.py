@@ -23,6 +23,7 @@ from web_support import (
     fill,
     is_public,
     member_chat_objects,
+    folder_objects,
     owner_dump,
     registry_dump,
     route_methods,
@@ -73,8 +74,32 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/memory/<root>/notes/<path:key>", "GET"): "member",
     ("/api/memory/<root>/notes/<path:key>", "PUT"): "member",
     ("/api/memory/<root>/notes/<path:key>", "DELETE"): "member",
+    # projects: self-service; a project id the caller is not in answers 404 (service)
+    ("/api/projects", "GET"): "member",
+    ("/api/projects", "POST"): "member",
+    ("/api/projects/<project_id>", "GET"): "member",
+    ("/api/projects/<project_id>", "PATCH"): "member",
+    ("/api/projects/<project_id>", "DELETE"): "member",
+    ("/api/projects/<project_id>/members", "POST"): "member",
+    ("/api/projects/<project_id>/members/<member_id>", "PATCH"): "member",
+    ("/api/projects/<project_id>/members/<member_id>", "DELETE"): "member",
+    ("/api/projects/<project_id>/chat", "POST"): "member",
+    ("/api/projects/<project_id>/files", "GET"): "member",
+    ("/api/projects/<project_id>/files/content", "GET"): "member",
+    ("/api/projects/<project_id>/files/upload/<path:target>", "POST"): "member",
+    ("/api/projects/<project_id>/files/folder", "POST"): "member",
+    ("/api/projects/<project_id>/files/rename", "POST"): "member",
+    ("/api/projects/<project_id>/files/delete", "POST"): "member",
     # administration
     ("/api/admin/members", "GET"): "admin",
+    ("/api/admin/shared-folders", "GET"): "admin",
+    ("/api/admin/shared-folders", "POST"): "admin",
+    ("/api/admin/shared-folders/<folder_id>", "GET"): "admin",
+    ("/api/admin/shared-folders/<folder_id>", "PATCH"): "admin",
+    ("/api/admin/shared-folders/<folder_id>", "DELETE"): "admin",
+    ("/api/admin/shared-folders/<folder_id>/members", "POST"): "admin",
+    ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "PATCH"): "admin",
+    ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "DELETE"): "admin",
     ("/api/admin/members", "POST"): "admin",
     ("/api/admin/members/<member_id>", "GET"): "admin",
     ("/api/admin/members/<member_id>", "PATCH"): "admin",
@@ -136,6 +161,17 @@ BODIES: dict[tuple[str, str], dict] = {
     ("/api/conversations/<conversation_id>", "PATCH"): {"title": "swept"},
     ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "swept", "idempotency_key": "swept-message"},
     ("/api/approvals/<approval_id>", "POST"): {"decision": "deny"},
+    ("/api/projects", "POST"): {"slug": "swept"},
+    ("/api/projects/<project_id>", "PATCH"): {"title": "Swept"},
+    ("/api/projects/<project_id>/members", "POST"): {"username": "bob"},
+    ("/api/projects/<project_id>/members/<member_id>", "PATCH"): {"can_write": True},
+    ("/api/projects/<project_id>/files/folder", "POST"): {"path": "swept"},
+    ("/api/projects/<project_id>/files/rename", "POST"): {"from": "swept", "to": "swept-renamed"},
+    ("/api/projects/<project_id>/files/delete", "POST"): {"path": "swept-renamed"},
+    ("/api/admin/shared-folders", "POST"): {"slug": "swept"},
+    ("/api/admin/shared-folders/<folder_id>", "PATCH"): {"title": "Swept"},
+    ("/api/admin/shared-folders/<folder_id>/members", "POST"): {"username": "bob"},
+    ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "PATCH"): {"can_write": True},
     ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "swept"},
     ("/api/admin/models/presets/apply", "POST"): {"name": "Swept preset", "base_url": "http://127.0.0.1:9/v1"},
     ("/api/admin/models/providers", "POST"): {"name": "Swept", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-swept"},
@@ -153,7 +189,9 @@ def ordered(keys) -> list[tuple[str, str]]:
     the whole list."""
     def rank(key):
         rule, method = key
-        return (rule == "/api/auth/logout", method == "DELETE" and "members" in rule, method == "DELETE", method != "GET")
+        deleting = method == "DELETE"
+        # a member is deleted last of all; otherwise an object's parts before the object
+        return (rule == "/api/auth/logout", deleting and rule.startswith("/api/admin/members/"), deleting, method != "GET", -rule.count("/") if deleting else 0)
 
     return sorted(keys, key=lambda k: (rank(k), k))
 
@@ -176,6 +214,7 @@ async def _install(skald, model_server):
     ids |= {"root": "user-memory", "key": "swept.md"}
     ids |= await admin_chat_objects(admin, model_server)
     ids |= await member_chat_objects(alice)
+    ids |= await folder_objects(admin, alice)
     return host, admin, alice, ids
 
 
@@ -299,6 +338,7 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
     response = await alice.put("/api/memory/user-memory/notes/diary.md", json={"content": canary})
     assert response.status_code == 200, response.text
     ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": conversation_id}
+    ids |= {"project_id": NO_SUCH_ID, "folder_id": NO_SUCH_ID}
     ids |= {"root": "user-memory", "key": "diary.md"}
     get_routes = [key for key in EXPECTED if key[1] == "GET"]
     for phase in ("alice unlocked", "alice locked"):
@@ -331,6 +371,19 @@ IDOR_CASES: dict[tuple[str, str], dict | None] = {
     ("/api/conversations/<conversation_id>/compact", "POST"): None,
     ("/api/conversations/<conversation_id>/uploads", "POST"): None,
     ("/api/approvals/<approval_id>", "POST"): {"decision": "approve"},
+    ("/api/projects/<project_id>", "GET"): None,
+    ("/api/projects/<project_id>", "PATCH"): {"title": "hijacked"},
+    ("/api/projects/<project_id>", "DELETE"): None,
+    ("/api/projects/<project_id>/members", "POST"): {"username": "bob", "can_write": True},
+    ("/api/projects/<project_id>/members/<member_id>", "PATCH"): {"can_write": False},
+    ("/api/projects/<project_id>/members/<member_id>", "DELETE"): None,
+    ("/api/projects/<project_id>/chat", "POST"): None,
+    ("/api/projects/<project_id>/files", "GET"): None,
+    ("/api/projects/<project_id>/files/content", "GET"): None,
+    ("/api/projects/<project_id>/files/upload/<path:target>", "POST"): None,
+    ("/api/projects/<project_id>/files/folder", "POST"): {"path": "hijacked"},
+    ("/api/projects/<project_id>/files/rename", "POST"): {"from": "plan.txt", "to": "hijacked.txt"},
+    ("/api/projects/<project_id>/files/delete", "POST"): {"path": "plan.txt"},
 }
 
 #: Every WebSocket command that names an object, with A's ids filled in.
@@ -367,6 +420,8 @@ async def _two_members_with_chats(skald, model_server):
     await admin_chat_objects(admin, model_server)
     alice, bob = await host.member("alice"), await host.member("bob")
     theirs = await member_chat_objects(alice, title="alice's private title")
+    theirs |= await folder_objects(admin, alice)
+    theirs["member_id"] = alice.member["id"]  # a member of her project
     await member_chat_objects(bob)  # bob has objects of his own, so his file is not empty
     return host, alice, bob, theirs
 
@@ -377,7 +432,8 @@ async def _states(host, *clients) -> list:
 
 async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unlocked_and_locked(skald, model_server):
     host, alice, bob, theirs = await _two_members_with_chats(skald, model_server)
-    unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID}
+    unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "project_id": NO_SUCH_ID, "member_id": NO_SUCH_ID}
+    unknown |= {"target": theirs["target"], "folder_id": NO_SUCH_ID}
 
     async def sweep(phase: str) -> None:
         for (rule, method), body in IDOR_CASES.items():

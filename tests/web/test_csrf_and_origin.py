@@ -21,6 +21,7 @@ from web_support import (
     Probe,
     admin_chat_objects,
     fill,
+    folder_objects,
     is_public,
     member_chat_objects,
     registry_dump,
@@ -57,6 +58,19 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/conversations/<conversation_id>/compact", "POST"): None,
         ("/api/conversations/<conversation_id>/uploads", "POST"): None,  # an empty file named "upload"
         ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "forged"},
+        ("/api/projects", "POST"): {"slug": "forged"},
+        ("/api/projects/<project_id>", "PATCH"): {"title": "Forged"},
+        ("/api/projects/<project_id>/members", "POST"): {"username": "victim"},
+        ("/api/projects/<project_id>/members/<member_id>", "PATCH"): {"can_write": True},
+        ("/api/projects/<project_id>/chat", "POST"): None,
+        ("/api/projects/<project_id>/files/folder", "POST"): {"path": "forged"},
+        ("/api/projects/<project_id>/files/rename", "POST"): {"from": "forged", "to": "forged-renamed"},
+        ("/api/projects/<project_id>/files/upload/<path:target>", "POST"): None,  # an empty file
+        ("/api/projects/<project_id>/files/delete", "POST"): {"path": "forged-renamed"},
+        ("/api/admin/shared-folders", "POST"): {"slug": "forged"},
+        ("/api/admin/shared-folders/<folder_id>", "PATCH"): {"title": "Forged"},
+        ("/api/admin/shared-folders/<folder_id>/members", "POST"): {"username": "victim"},
+        ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "PATCH"): {"can_write": True},
         ("/api/admin/models/providers", "POST"): {"name": "Forged", "base_url": "http://127.0.0.1:9/v1"},
         ("/api/admin/models/providers/<provider_id>", "PATCH"): {"name": "Forged renamed"},
         ("/api/admin/models/providers/<provider_id>/test", "POST"): None,
@@ -86,6 +100,10 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/admin/security-groups/<group_id>", "DELETE"): None,
         ("/api/admin/models/entries/<model_id>", "DELETE"): None,
         ("/api/admin/models/providers/<provider_id>", "DELETE"): None,
+        ("/api/projects/<project_id>/members/<member_id>", "DELETE"): None,
+        ("/api/projects/<project_id>", "DELETE"): None,
+        ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "DELETE"): None,
+        ("/api/admin/shared-folders/<folder_id>", "DELETE"): None,
         ("/api/admin/members/<member_id>", "DELETE"): None,
         ("/api/auth/password", "POST"): {"current_password": ADMIN_PASSWORD, "new_password": "a new admin password 42"},
         ("/api/auth/logout", "POST"): None,
@@ -96,7 +114,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
 #: Ids that fill every route for the tests that never reach a handler.
 PLACEHOLDER_IDS = {
     "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
-    "rule_id": "1", "group_id": "id",
+    "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x",
 }
 
 
@@ -111,6 +129,7 @@ async def _install(skald, model_server):
     ids = {"member_id": victim.member["id"]}
     ids |= await admin_chat_objects(admin, model_server)
     ids |= await member_chat_objects(admin)
+    ids |= await folder_objects(admin, admin)
     return host, admin, victim, ids
 
 
@@ -240,6 +259,12 @@ READ_ONLY_GET_ROUTES = {
     "/api/memory/<root>/notes",
     "/api/memory/<root>/search",
     "/api/memory/<root>/notes/<path:key>",
+    "/api/projects",
+    "/api/projects/<project_id>",
+    "/api/projects/<project_id>/files",
+    "/api/projects/<project_id>/files/content",
+    "/api/admin/shared-folders",
+    "/api/admin/shared-folders/<folder_id>",
 }
 
 
@@ -270,9 +295,11 @@ async def test_get_routes_leave_the_registry_unchanged(skald):
     host = await skald.start(plugins=[Probe()], enable=[PROBE])
     admin = await host.admin()
     alice = await host.member("alice")
+    folders = await folder_objects(admin, alice)
     before = await registry_dump(host)
     ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": NO_SUCH_ID}
     ids |= {"root": "shared-memory", "key": "index.md"}  # the pool that lives in system.db
+    ids |= folders
     for rule in host.app.url_map.iter_rules():
         if "GET" not in (rule.methods or set()) or getattr(rule, "websocket", False):
             continue

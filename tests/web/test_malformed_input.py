@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed
 
 from skald_host.core.identity.users import PROFILE_FIELDS
 from skald_host.testing.host import SkaldHarness
-from web_support import NO_SUCH_ID, PROBE, PROBE_SET, SAFE_METHODS, Probe, fill
+from web_support import NO_SUCH_ID, PROBE, PROBE_SET, SAFE_METHODS, Probe, fill, folder_objects
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -60,6 +60,17 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/conversations/<conversation_id>", "PATCH"): ("title",),
     ("/api/conversations/<conversation_id>/messages", "POST"): ("text", "idempotency_key"),
     ("/api/memory/<root>/notes/<path:key>", "PUT"): ("content",),
+    ("/api/admin/shared-folders", "POST"): ("slug", "title"),
+    ("/api/admin/shared-folders/<folder_id>", "PATCH"): ("title",),
+    ("/api/admin/shared-folders/<folder_id>/members", "POST"): ("username", "can_write"),
+    ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "PATCH"): ("can_write",),
+    ("/api/projects", "POST"): ("slug", "title", "description"),
+    ("/api/projects/<project_id>", "PATCH"): ("title", "description"),
+    ("/api/projects/<project_id>/members", "POST"): ("username", "can_write"),
+    ("/api/projects/<project_id>/members/<member_id>", "PATCH"): ("can_write",),
+    ("/api/projects/<project_id>/files/folder", "POST"): ("path",),
+    ("/api/projects/<project_id>/files/rename", "POST"): ("from", "to"),
+    ("/api/projects/<project_id>/files/delete", "POST"): ("path",),
     ("/api/approvals/<approval_id>", "POST"): ("decision",),
     ("/api/admin/models/providers", "POST"): ("name", "base_url", "api_key"),
     ("/api/admin/models/providers/<provider_id>", "PATCH"): ("name", "base_url", "api_key"),
@@ -81,6 +92,12 @@ BODYLESS_ROUTES = {
     ("/api/conversations/<conversation_id>/compact", "POST"),
     ("/api/conversations/<conversation_id>/uploads", "POST"),  # a raw file body: tests/files/test_uploads.py
     ("/api/memory/<root>/notes/<path:key>", "DELETE"),
+    ("/api/admin/shared-folders/<folder_id>", "DELETE"),
+    ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "DELETE"),
+    ("/api/projects/<project_id>", "DELETE"),
+    ("/api/projects/<project_id>/members/<member_id>", "DELETE"),
+    ("/api/projects/<project_id>/chat", "POST"),
+    ("/api/projects/<project_id>/files/upload/<path:target>", "POST"),  # a raw file body: tests/folders/test_explorer.py
     ("/api/admin/models/providers/<provider_id>", "DELETE"),
     ("/api/admin/models/providers/<provider_id>/test", "POST"),
     ("/api/admin/models/entries/<model_id>", "DELETE"),
@@ -202,6 +219,7 @@ async def fuzz(tmp_path_factory):
         ids = {"member_id": victim.member["id"], "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET}
         ids |= {"root": "user-memory", "key": "fuzzed.md"}
         ids |= await _chat_objects(admin)
+        ids |= await folder_objects(admin, admin)
         yield host, admin, ids
     finally:
         await harness.close()

@@ -145,6 +145,20 @@ async def member_chat_objects(client: Any, title: str = "") -> dict[str, str]:
         await asyncio.sleep(0.02)
 
 
+async def folder_objects(admin: Any, client: Any) -> dict[str, str]:
+    """A shared folder of the admin's and a project of ``client``'s holding one file:
+    what the folder and project routes act on (``target``: a name an upload may use)."""
+    response = await admin.post("/api/admin/shared-folders", json={"slug": "routes", "title": "Routes"})
+    assert response.status_code == 201, response.text
+    folder_id = response.json()["id"]
+    response = await client.post("/api/projects", json={"slug": "routes", "title": "Routes"})
+    assert response.status_code == 201, response.text
+    project_id = response.json()["id"]
+    response = await client.post(f"/api/projects/{project_id}/files/upload/plan.txt", content=b"a plan")
+    assert response.status_code == 201, response.text
+    return {"folder_id": folder_id, "project_id": project_id, "target": "swept.txt"}
+
+
 async def owner_dump(host: Any, member_id: str) -> dict[str, list[tuple]]:
     """Every row of every table of a member's own (encrypted) file, while it is open."""
     db = host.core.users.owner_db(member_id)
