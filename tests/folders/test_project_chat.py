@@ -1,0 +1,72 @@
+"""The project chat source: "Chat in this project" starts a conversation of the caller's
+own with the project coordinator, whose system prompt (as the scripted model server
+received it, through the real ``openai`` SDK) carries the project's context. Only
+members may start one, and a member who leaves gets no further turn in it."""
+
+from __future__ import annotations
+
+from skald_host.testing import Reply, ScriptedModelServer
+from tests.chat.support import ALL_MODELS, API_KEY, MODEL_A, ChatSocket, configure_models
+
+
+def _system(request) -> str:
+    return next(m["content"] for m in request.messages if m["role"] == "system")
+
+
+async def test_a_project_chat_carries_the_project_context_and_stops_when_membership_ends(skald):
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_models(admin, server)
+        olga, rita, otto = await host.member("olga"), await host.member("rita"), await host.member("otto")
+        response = await olga.post("/api/projects", json={"slug": "garden", "title": "Garden plan", "description": "Raised beds by June"})
+        pid = response.json()["id"]
+        await olga.post(f"/api/projects/{pid}/members", json={"username": "rita", "can_write": False})
+        server.responder = lambda request: Reply("noted")
+
+        response = await otto.post(f"/api/projects/{pid}/chat")
+        assert response.status_code == 404  # not in the project: as if there were none
+
+        response = await rita.post(f"/api/projects/{pid}/chat")
+        assert response.status_code == 201, response.text
+        conversation = response.json()
+        assert (conversation["agent_id"], conversation["source"], conversation["title"]) == (
+            "project-coordinator", f"project:{pid}", "Garden plan",
+        )
+        async with ChatSocket(rita) as sock:
+            await sock.send(conversation["id"], "What is in the folder?")
+            events = await sock.turn(conversation["id"])
+            assert "error" not in [e["type"] for e in events], events
+            system = _system(server.requests_for(MODEL_A)[-1])
+            assert "You are Skald, working inside one project" in system  # the coordinator's own prompt
+            assert "- Title: Garden plan" in system
+            assert "- Description: Raised beds by June" in system
+            assert "- Folder: projects/olga/garden/" in system
+            assert "olga (owner): can write" in system and "rita: read only" in system
+            assert "The member you are talking with can only read the project folder." in system
+
+            # a membership change reaches the next round's prompt
+            await olga.patch(f"/api/projects/{pid}/members/{rita.member['id']}", json={"can_write": True})
+            await sock.send(conversation["id"], "And now?")
+            await sock.turn(conversation["id"])
+            assert "The member you are talking with can write in the project folder." in _system(server.requests_for(MODEL_A)[-1])
+
+            # removed from the project: the conversation stays hers, but no turn runs
+            await olga.delete(f"/api/projects/{pid}/members/{rita.member['id']}")
+            sent = len(server.requests)
+            await sock.send(conversation["id"], "Still there?")
+            events = await sock.turn(conversation["id"])
+            errors = [e for e in events if e["type"] == "error"]
+            assert errors and "not a member of this project" in errors[0]["error"], events
+            assert len(server.requests) == sent  # the model was never asked
+        assert (await rita.get(f"/api/conversations/{conversation['id']}")).status_code == 200
+
+        # a conversation created by hand with the project source is held to the same rule
+        response = await otto.post("/api/conversations", json={"agent": "project-coordinator"})
+        assert response.status_code == 201
+        # (the generic route sets no project source, so otto's chat knows nothing of the project)
+        async with ChatSocket(otto) as sock:
+            await sock.send(response.json()["id"], "Hello")
+            await sock.turn(response.json()["id"])
+        assert "Project context" not in _system(server.requests_for(MODEL_A)[-1])
+        await skald.close()
