@@ -58,7 +58,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     # chat (before the model routes: a fuzzed provider must not be what a turn calls)
     ("/api/conversations", "POST"): ("title", "agent"),
     ("/api/conversations/<conversation_id>", "PATCH"): ("title",),
-    ("/api/conversations/<conversation_id>/messages", "POST"): ("text", "idempotency_key"),
+    ("/api/conversations/<conversation_id>/messages", "POST"): ("text", "idempotency_key", "attachments"),
     ("/api/memory/<root>/notes/<path:key>", "PUT"): ("content",),
     ("/api/admin/shared-folders", "POST"): ("slug", "title"),
     ("/api/admin/shared-folders/<folder_id>", "PATCH"): ("title",),

@@ -28,6 +28,7 @@ from skald_host.core.agent.approvals import arguments_hash, decide, expired, exp
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import project, unfinished_calls
 from skald_host.core.agent.store import TERMINAL_CALL_STATES, Frame
+from skald_host.core.files.media import turn_images
 from skald_host.core.llm.client import ModelError, ModelTurn
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class Kernel:
         frame (no tool calls, or a failure shown to the member), else None."""
         frame, agent = scope.frame, scope.agent
         system = await self.runtime.system_prompt(frame, agent)
-        messages = project(system, history)
+        messages = project(system, history, await turn_images(self.runtime.core, self.runtime.member_id, history))
         tools = self.runtime.offered_tools(agent)
         turn, message_id = await self.call_model(frame, agent, messages, [t.wire() for t in tools])
         if turn is None:

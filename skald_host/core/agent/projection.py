@@ -7,9 +7,10 @@ always travels with its result, in call order, right after its assistant message
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from skald_host.core.agent.store import TERMINAL_CALL_STATES
+from skald_host.core.files.media import attachments_block, parse_attachments
 
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation:\n\n"
 
@@ -31,14 +32,26 @@ def call_result_text(call: dict[str, Any]) -> str:
     return "Interrupted: this call never finished."
 
 
-def project(system_prompt: str, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def user_content(message: dict[str, Any], images: Sequence[str] = ()) -> str | list[dict[str, Any]]:
+    """A member's message on the wire: its text, a block naming its attachments, and
+    for a vision model the turn's images as ``image_url`` parts."""
+    attachments = parse_attachments(message.get("attachments"))
+    text = message["content"] if not attachments else f"{message['content']}\n\n{attachments_block(attachments)}"
+    if not images:
+        return text
+    return [{"type": "text", "text": text}, *({"type": "image_url", "image_url": {"url": url}} for url in images)]
+
+
+def project(
+    system_prompt: str, history: list[dict[str, Any]], images: Mapping[int, Sequence[str]] | None = None
+) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     for message in history:
         role = message["role"]
         if role == "summary":
             wire.append({"role": "user", "content": SUMMARY_PREFIX + message["content"]})
         elif role == "user":
-            wire.append({"role": "user", "content": message["content"]})
+            wire.append({"role": "user", "content": user_content(message, (images or {}).get(message["id"], ()))})
         elif role == "assistant":
             calls = message.get("tool_calls") or []
             if message["status"] != "complete" and not calls:

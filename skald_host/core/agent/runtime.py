@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from skald_hookspecs.events import ChatEvent, UserEvent
 from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
@@ -24,6 +24,9 @@ from skald_host.core.agent.kernel import Kernel, NoModelConfigured
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
 from skald_host.core.agent.store import ConversationStore, Frame
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
+from skald_host.core.files.media import describe_attachments
+from skald_host.core.files.paths import PathRefused
+from skald_host.core.files.service import FileError
 from skald_host.core.identity.users import Member
 from skald_host.core.llm.catalog import ModelCatalog
 from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
@@ -186,21 +189,31 @@ class MemberRuntime:
             raise ChatError("no such conversation")
         return conversation
 
-    async def send(self, conversation_id: str, text: str, idempotency_key: str | None, *, unattended: bool = False) -> dict[str, Any]:
+    async def send(
+        self, conversation_id: str, text: str, idempotency_key: str | None, *, unattended: bool = False,
+        attachments: Sequence[str] = (),
+    ) -> dict[str, Any]:
         """Store the member's message (the ack means it is durable), then make sure a
-        turn runs. The same idempotency key twice is acknowledged twice and stored once."""
+        turn runs. The same idempotency key twice is acknowledged twice and stored once.
+        ``attachments`` are agent paths of files (uploads) sent with it."""
         await self.conversation(conversation_id)
+        try:
+            described = await describe_attachments(self.core, self.member, attachments) if attachments else []
+        except (FileError, PathRefused) as exc:
+            raise ChatError(f"attachment: {exc}") from None
         frame = await self.store.root_frame(conversation_id)
         # No await between the check and the write's submission: the store's one worker
         # runs jobs in order, so a turn started after this check reads the message.
-        stored = await self.store.add_member_message(frame, text, idempotency_key, queued=self.running(conversation_id))
+        stored = await self.store.add_member_message(
+            frame, text, idempotency_key, queued=self.running(conversation_id), attachments=json.dumps(described)
+        )
         if stored["duplicate"]:
             if stored["conversation_id"] != conversation_id:
                 raise ChatError("this idempotency key was used for another conversation")
             return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
         ack = {"conversation_id": conversation_id, "queued": stored["queued"], "message_id": stored["message_id"]}
         if not stored["queued"]:
-            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text)
+            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described)
         conversation = await self.store.conversation(conversation_id)
         if conversation and not conversation["title"]:
             await self.store.rename(conversation_id, " ".join(text.split())[:60])

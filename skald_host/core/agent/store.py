@@ -142,7 +142,9 @@ class ConversationStore:
 
     # -- messages -------------------------------------------------------------------
 
-    async def add_member_message(self, frame: Frame, text: str, key: str | None, *, queued: bool) -> dict[str, Any]:
+    async def add_member_message(
+        self, frame: Frame, text: str, key: str | None, *, queued: bool, attachments: str = "[]"
+    ) -> dict[str, Any]:
         """Store a member's message — in the conversation, or in its inbox while a turn
         runs — unless its idempotency key is taken. The check and the insert are one
         transaction: two retries racing each other (check G1) must store one message and
@@ -157,10 +159,11 @@ class ConversationStore:
                 return {"message_id": None, "conversation_id": row[1], "queued": True, "duplicate": True}
             if queued:
                 conn.execute(
-                    "INSERT INTO inbox (conversation_id, content, idempotency_key) VALUES (?, ?, ?)", (frame.conversation_id, text, key)
+                    "INSERT INTO inbox (conversation_id, content, idempotency_key, attachments) VALUES (?, ?, ?, ?)",
+                    (frame.conversation_id, text, key, attachments),
                 )
                 return {"message_id": None, "conversation_id": frame.conversation_id, "queued": True, "duplicate": False}
-            message_id = _insert_user_message(conn, frame, text, key)
+            message_id = _insert_user_message(conn, frame, text, key, attachments)
             return {"message_id": message_id, "conversation_id": frame.conversation_id, "queued": False, "duplicate": False}
 
         return await self.db.transaction(write)
@@ -173,15 +176,16 @@ class ConversationStore:
 
         def move(conn: Any) -> list[int]:
             rows = conn.execute(
-                "SELECT id, content, idempotency_key FROM inbox WHERE conversation_id = ? ORDER BY id", (frame.conversation_id,)
+                "SELECT id, content, idempotency_key, attachments FROM inbox WHERE conversation_id = ? ORDER BY id", (frame.conversation_id,)
             ).fetchall()
             ids = []
             for row in rows:
                 conn.execute("DELETE FROM inbox WHERE id = ?", (row[0],))
                 ids.append(
                     conn.execute(
-                        "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key) VALUES (?, ?, 'user', ?, ?)",
-                        (frame.conversation_id, frame.id, row[1], row[2]),
+                        "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key, attachments)"
+                        " VALUES (?, ?, 'user', ?, ?, ?)",
+                        (frame.conversation_id, frame.id, row[1], row[2], row[3]),
                     ).lastrowid
                 )
             if ids:
@@ -418,10 +422,10 @@ class ConversationStore:
         )
 
 
-def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None) -> int:
+def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, attachments: str = "[]") -> int:
     cur = conn.execute(
-        "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key) VALUES (?, ?, 'user', ?, ?)",
-        (frame.conversation_id, frame.id, text, key),
+        "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key, attachments) VALUES (?, ?, 'user', ?, ?, ?)",
+        (frame.conversation_id, frame.id, text, key, attachments),
     )
     conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
     return cur.lastrowid

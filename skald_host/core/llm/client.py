@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import openai
 
+from skald_host.core.files.media import text_only
 from skald_host.core.llm.catalog import ModelChoice
 
 NEVER_RETRY = frozenset({401, 403, 404, 422})
@@ -83,6 +84,8 @@ class ModelClients:
         tools: list[dict[str, Any]],
         on_delta: DeltaSink | None = None,
     ) -> ModelTurn:
+        if not choice.vision:  # images of the turn stay path blocks for this model (fallback too)
+            messages = text_only(messages)
         started = time.perf_counter()
         turn = ModelTurn(model=choice.model)
         calls: dict[int, dict[str, Any]] = {}

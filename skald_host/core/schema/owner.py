@@ -132,5 +132,15 @@ OWNER_MIGRATIONS = MigrationSet(
                 )""",
             ),
         ),
+        Migration(
+            5,
+            "attachments of a message",
+            statements=(
+                # A JSON list of {path, name, mime, size}: agent paths of files the member
+                # attached (uploads), kept with the message and with a queued one.
+                "ALTER TABLE messages ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'",
+                "ALTER TABLE inbox ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'",
+            ),
+        ),
     ),
 )

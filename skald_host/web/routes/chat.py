@@ -132,9 +132,10 @@ async def send_message(conversation_id: str):
     key = field(data, "idempotency_key", str, required=False)
     if key is not None and not 8 <= len(key) <= 128:
         raise ApiError(400, "'idempotency_key' must be 8-128 characters")
+    attachments = data.get("attachments") or ()  # agent paths from the upload endpoint
     rt = await runtime()
     try:
-        ack = await rt.send(conversation_id, text, key)
+        ack = await rt.send(conversation_id, text, key, attachments=attachments)
     except ChatError as exc:
         raise chat_error(exc) from None
     return ack, 202

@@ -43,7 +43,8 @@ async def _send(member: Any, message: dict[str, Any]) -> dict[str, Any]:
     if conversation_id is None or text is None or not text.strip():
         return {"type": "error", "idempotency_key": key, "error": "send needs conversation_id and non-empty text"}
     try:
-        ack = await (await _runtime(member)).send(conversation_id, text, key)
+        attachments = message.get("attachments") or ()  # agent paths from the upload endpoint
+        ack = await (await _runtime(member)).send(conversation_id, text, key, attachments=attachments)
     except ChatError as exc:  # someone else's id reads exactly like a missing one
         return {"type": "error", "idempotency_key": key, "error": str(exc)}
     return {"type": "ack", "idempotency_key": key, **ack}

@@ -1,0 +1,126 @@
+"""The fs tools and attachments in a real turn: the host talks to the scripted model
+server through the ``openai`` SDK, so what the model was sent is asserted on the wire."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from skald_host.testing import Reply, ToolCall
+from tests.chat.support import ChatSocket, allow_tool, configure_models, messages, new_conversation
+
+from .conftest import PLAIN, VISION
+from .test_uploads import PNG, upload
+
+
+async def vision_models(files, *models: str, vision: tuple[str, ...] = (VISION,)) -> None:
+    ids = await configure_models(files.admin, files.server, models)
+    for model in vision:
+        response = await files.admin.patch(f"/api/admin/models/entries/{ids[model]}", json={"vision": True})
+        assert response.status_code == 200, response.text
+
+
+async def test_the_model_writes_then_reads_a_file_and_sees_each_result(files):
+    await vision_models(files, PLAIN, vision=())
+    for tool in ("write_file", "read_file", "list_files"):
+        await allow_tool(files.admin, tool)
+    files.server.script(
+        PLAIN,
+        [
+            Reply("Saving.", tool_calls=[ToolCall("write_file", {"path": "notes/list.md", "content": "- milk\n- bread\n"})]),
+            Reply("Checking.", tool_calls=[ToolCall("read_file", {"path": "~/notes/list.md"}), ToolCall("list_files", {"path": "notes"})]),
+            Reply("Your list has milk and bread."),
+        ],
+    )
+    async with ChatSocket(files.alice) as sock:
+        cid = await new_conversation(files.alice)
+        await sock.send(cid, "Make me a shopping list")
+        await sock.turn(cid, timeout=20)
+    first, second, third = files.server.requests_for(PLAIN)
+    offered = {t["function"]["name"] for t in first.tools}
+    assert {"read_file", "write_file", "edit_file", "list_files", "search_file", "grep_files", "show_file_to_user"} <= offered
+    assert second.messages[-1] == {"role": "tool", "tool_call_id": second.messages[-2]["tool_calls"][0]["id"], "content": "Created notes/list.md (15 bytes)."}
+    read, listing = third.messages[-2:]
+    assert read["content"] == "- milk\n- bread\n"
+    assert listing["content"] == "notes/list.md (15 bytes)"
+    alice = await files.member("alice")
+    assert (files.core.files.home(alice.id) / "notes" / "list.md").read_text() == "- milk\n- bread\n"
+    assert (await messages(files.alice, cid))[-1]["content"] == "Your list has milk and bread."
+
+
+async def test_a_read_only_membership_refuses_the_tools_write_with_a_clear_result(files):
+    await vision_models(files, PLAIN, vision=())
+    await allow_tool(files.admin, "write_file")
+    team = await files.core.folders.create_shared("team")
+    await files.core.folders.add_shared_member(team.id, "alice", can_write=False)
+    files.server.script(PLAIN, [Reply("", tool_calls=[ToolCall("write_file", {"path": "shared/team/x.md", "content": "x"})]), Reply("Could not.")])
+    async with ChatSocket(files.alice) as sock:
+        cid = await new_conversation(files.alice)
+        await sock.send(cid, "write there")
+        await sock.turn(cid, timeout=20)
+    result = files.server.requests_for(PLAIN)[1].messages[-1]["content"]
+    assert "read-only" in result
+    assert not (files.core.folders.shared_path("team") / "x.md").exists()
+
+
+async def test_an_image_reaches_a_vision_model_as_a_data_url_and_a_plain_model_as_a_path(files):
+    await vision_models(files, VISION, PLAIN)  # the vision model first; the plain one is the fallback
+    cid = await new_conversation(files.alice)
+    image = (await upload(files.alice, cid, "cat.png", PNG)).json()
+    text = (await upload(files.alice, cid, "notes.txt", b"hello")).json()
+    files.server.script(VISION, [Reply("A cat.")])
+    async with ChatSocket(files.alice) as sock:
+        ack = await sock.command(type="send", conversation_id=cid, text="What is this?", attachments=[image["path"], text["path"]])
+        assert ack["type"] == "ack", ack
+        await sock.turn(cid, timeout=20)
+    (request,) = files.server.requests_for(VISION)
+    content = request.messages[-1]["content"]
+    assert isinstance(content, list)
+    assert content[0]["type"] == "text" and content[0]["text"].startswith("What is this?")
+    assert f"- {image['path']} (image/png, {len(PNG)} bytes)" in content[0]["text"]
+    assert f"- {text['path']} (text/plain, 5 bytes)" in content[0]["text"]
+    assert content[1:] == [{"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()}}]
+    stored = (await messages(files.alice, cid))[0]
+    assert [a["path"] for a in json.loads(stored["attachments"])] == [image["path"], text["path"]]
+
+    # The next turn: the image belongs to an older turn now, so only the path block goes.
+    files.server.script(VISION, [Reply("Still a cat.")])
+    async with ChatSocket(files.alice) as sock:
+        await sock.send(cid, "And now?")
+        await sock.turn(cid, timeout=20)
+    later = files.server.requests_for(VISION)[-1]
+    assert all(isinstance(m["content"], str) for m in later.messages if m["role"] == "user")
+
+
+async def test_a_model_without_vision_gets_the_path_block_only(files):
+    await vision_models(files, PLAIN, vision=())
+    cid = await new_conversation(files.alice)
+    image = (await upload(files.alice, cid, "cat.png", PNG)).json()
+    files.server.script(PLAIN, [Reply("I can read it with read_file.")])
+    async with ChatSocket(files.alice) as sock:
+        await sock.command(type="send", conversation_id=cid, text="Look", attachments=[image["path"]])
+        await sock.turn(cid, timeout=20)
+    (request,) = files.server.requests_for(PLAIN)
+    assert request.messages[-1] == {
+        "role": "user",
+        "content": f"Look\n\n<system-extra>\nThe member attached these files (read them with read_file):\n"
+        f"- {image['path']} (image/png, {len(PNG)} bytes)\n</system-extra>",
+    }
+    assert "data:image" not in json.dumps(request.messages)
+
+
+async def test_attachments_must_be_the_members_own_existing_files(files):
+    cid = await new_conversation(files.alice)
+    bob = await files.member("bob")
+    bob_cid = await new_conversation(files.bob)
+    theirs = (await upload(files.bob, bob_cid, "private.png", PNG)).json()
+    for attachments, fragment in (
+        ([theirs["path"]], "no such file"),  # the same path is alice's own (missing) file
+        (["../" + bob.id + "/" + theirs["path"]], "leaves its folder"),
+        (["/etc/passwd"], "only files in your home"),
+        ("uploads/x", "must be a list"),
+        ([1], "must be a list"),
+    ):
+        response = await files.alice.post(f"/api/conversations/{cid}/messages", json={"text": "hi", "attachments": attachments})
+        assert response.status_code == 400 and fragment in response.json()["error"], (attachments, response.text)
+    assert await messages(files.alice, cid) == []
