@@ -296,3 +296,30 @@ async def test_save_upload_goes_through_the_one_seam_into_the_sources_conversati
     delivery = await channels.channel.api.send_message(member_id, "look", attachments=[locked["path"]])
     assert delivery.status == "sealed"
     assert host.core.files.home(member_id).joinpath(locked["path"]).exists()
+
+
+async def test_an_admin_reset_drops_what_was_sealed_to_the_old_key_and_seals_to_the_new_one(channels):
+    await channels.host.member("fay")
+    host = await channels.restart()
+    core, api = host.core, channels.channel.api
+    member = await core.users.find("fay")
+    old_key = await core.registry.run(lambda c: c.execute("SELECT inbox_public_key FROM users WHERE id = ?", (member.id,)).fetchone()[0])
+    assert (await api.send_message(member.id, "sealed to the old key")).status == "sealed"
+
+    new_password = "a brand new password 42"
+    response = await channels.admin.post(
+        f"/api/admin/members/{member.id}/reset-password", json={"new_password": new_password, "confirm_data_loss": True}
+    )
+    assert response.status_code == 200, response.text
+    assert await core.channels.inbox.waiting(member.id) == 0
+    new_key = await core.registry.run(lambda c: c.execute("SELECT inbox_public_key FROM users WHERE id = ?", (member.id,)).fetchone()[0])
+    assert new_key is not None and bytes(new_key) != bytes(old_key)
+
+    assert (await api.send_message(member.id, "sealed to the new key")).status == "sealed"
+    channels.server.script(MODEL_A, [Reply("Welcome back.")])
+    fay = await host.member("fay", password=new_password)
+    assert (await channels.channel.wait_for("answer")).text == "Welcome back."
+    [conversation] = await core.chat.live_runtime(member.id).store.conversations()
+    assert [(m["role"], m["content"]) for m in await messages(fay, conversation["id"])] == [
+        ("user", "sealed to the new key"), ("assistant", "Welcome back."),
+    ]

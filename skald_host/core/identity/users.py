@@ -388,16 +388,27 @@ class UserManager:
             dek, sealed = await self.kdf.seal_new(new_password, member_id)
             credentials = sealed.to_json()
             owner = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=True)
-            await owner.close()
+            try:
+                inbox_public_key = (await ensure_inbox_key(owner)).public
+            finally:
+                await owner.close()
         else:
             # Not keyed by the password: the member keeps their data.
             credentials = (await self.kdf.make_verifier(new_password, member_id)).to_json()
+            inbox_public_key = None
             if not path.exists():
                 owner = await Database.open(path, key=None, migrations=OWNER_MIGRATIONS, create=True)
                 await owner.close()
-        await self.registry.transaction(
-            lambda c: c.execute("UPDATE users SET credentials = ?, updated_at = ? WHERE id = ?", (credentials, _now(), member_id))
-        )
+
+        def update(conn: Any) -> None:
+            conn.execute("UPDATE users SET credentials = ?, updated_at = ? WHERE id = ?", (credentials, _now(), member_id))
+            if inbox_public_key is not None:
+                # The new file has a new inbox key: what was sealed to the old one can
+                # never be opened, so it goes with the old file.
+                conn.execute("UPDATE users SET inbox_public_key = ? WHERE id = ?", (inbox_public_key, member_id))
+                conn.execute("DELETE FROM sealed_messages WHERE member_id = ?", (member_id,))
+
+        await self.registry.transaction(update)
         log.warning("member %s: password reset by an admin; previous database quarantined", member_id)
         return old
 
