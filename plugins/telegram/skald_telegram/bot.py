@@ -186,6 +186,11 @@ class TelegramBot:
         _quiet_ptb_warnings()
         for name in ("httpx", "httpcore", "telegram"):
             logging.getLogger(name).addFilter(self._redact)
+        # PTB logs every request's parameters (the member's text) at DEBUG: never let a
+        # debug-level host configuration write them to a log file.
+        quiet = logging.getLogger("telegram")
+        if quiet.getEffectiveLevel() < logging.INFO:
+            quiet.setLevel(logging.INFO)
         try:
             await self.bot.initialize()  # getMe: a wrong token fails here, with a 401
             me = self.bot.bot
@@ -286,8 +291,8 @@ class TelegramBot:
                 log.debug("telegram: update %d from a %s chat ignored", update.update_id, update.chat_type or "unknown")
             else:
                 await self._on_message(update)
-        except Exception:
-            log.exception("telegram: handling an update failed")
+        except Exception as exc:  # by type only: an error's message may quote the member's text
+            log.error("telegram: handling update %s failed: %s", update_id_of(raw), type(exc).__name__)
 
     # -- messages from a chat -----------------------------------------------------------
 

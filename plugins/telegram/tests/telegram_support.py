@@ -32,7 +32,13 @@ class NoteProbe:
             self.notes.append(str(args.get("text")))
             return f"wrote {args.get('text')!r}"
 
-        register(Tool("write_note", "Write a note.", {"type": "object", "properties": {"text": {"type": "string"}}}, run))
+        async def ring(args: Any, ctx: Any) -> str:
+            await ctx.turn.notify(str(args.get("text")))
+            return "rung"
+
+        text = {"type": "object", "properties": {"text": {"type": "string"}}}
+        register(Tool("write_note", "Write a note.", text, run))
+        register(Tool("ring", "Tell the member something now.", text, ring))
 
 
 @dataclass

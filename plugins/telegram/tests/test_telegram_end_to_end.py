@@ -99,9 +99,8 @@ async def test_a_photo_goes_through_the_upload_seam_with_its_caption(setup):
     saved = sorted((home / "uploads").rglob("photo-*.jpg"))
     assert len(saved) == 1 and saved[0].read_bytes() == picture
     agent_path = saved[0].relative_to(home).as_posix()
-    # The caption is the message's text. (Whether the model is shown the attachment is the
-    # host's chat runtime's business: this host's runtime does not take attachments yet.)
-    assert setup.model.requests_for(MODEL)[-1].last_user_text == "What is this?"
+    request = setup.model.requests_for(MODEL)[-1]
+    assert "What is this?" in json.dumps(request.messages) and agent_path in json.dumps(request.messages)
     served = await alice.get("/api/file", params={"path": agent_path})
     assert served.status_code == 200 and served.content == picture
 
@@ -208,3 +207,19 @@ async def test_a_locked_member_is_told_to_log_in_and_answered_after_unlocking(se
     await setup.api.wait_for(lambda: "Now I can answer." in setup.api.texts(ALICE_CHAT), what="the answer after unlock")
     assert setup.model.requests_for(MODEL)[-1].last_user_text == canary
     assert alice.member["id"] == (await host.core.users.find("alice")).id
+
+
+async def test_background_notes_reach_telegram_when_it_is_the_home_source(setup):
+    await running(setup)
+    alice = await paired_member(setup)
+    home = await alice.put("/api/me/home-source", json={"home_source": "telegram"})
+    assert home.status_code == 200, home.text
+    rule = await setup.admin.post("/api/admin/approval-rules", json={"tool_pattern": "ring", "action": "allow", "priority": 50})
+    assert rule.status_code == 201, rule.text
+    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("ring", {"text": "Tea is ready."})]), Reply("Done on the web.")])
+    created = await alice.post("/api/conversations", json={"title": "web"})
+    sent = await alice.post(f"/api/conversations/{created.json()['id']}/messages", json={"text": "Ring me."})
+    assert sent.status_code == 202, sent.text
+    await setup.api.wait_for(lambda: "Tea is ready." in setup.api.texts(ALICE_CHAT), what="the note on Telegram")
+    await asyncio.sleep(0.3)
+    assert "Done on the web." not in setup.api.texts(ALICE_CHAT)  # a web conversation's answer stays there
