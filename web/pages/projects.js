@@ -187,7 +187,7 @@ function fileRow(project, entry, ctx, status) {
   if (project.can_write) {
     actions.append(
       button(t("projects.rename"), { kind: "quiet", attrs: { "aria-label": t("projects.rename_named", { name: entry.name }) }, onClick: async () => {
-        const next = window.prompt(t("projects.rename_prompt"), entry.name);
+        const next = await renameDialog(entry.name);
         if (!next || next === entry.name) return;
         const folder = entry.path.includes("/") ? entry.path.slice(0, entry.path.lastIndexOf("/") + 1) : "";
         const response = await api("POST", projectApi(project.id, "/files/rename"), { from: entry.path, to: folder + next });
@@ -207,6 +207,27 @@ function fileRow(project, entry, ctx, status) {
     el("td", { class: "num wide-only", text: entry.is_dir ? "" : formatSize(entry.size) }),
     el("td", { class: "wide-only", text: formatDate(entry.modified_at) }),
     actions);
+}
+
+/** Ask for a new name in an in-page dialog (like confirmDialog); resolves null on cancel. */
+function renameDialog(current) {
+  return new Promise((resolve) => {
+    const dialog = el("dialog", { class: "confirm" });
+    const input = el("input", { name: "name", maxlength: "255", props: { value: current } });
+    const finish = (value) => { dialog.close(); dialog.remove(); resolve(value); };
+    const form = el("form", { class: "stack", novalidate: true },
+      el("h2", { text: t("projects.rename_named", { name: current }) }),
+      field(t("projects.rename_prompt"), input)[0],
+      el("div", { class: "actions" },
+        button(t("common.cancel"), { kind: "quiet", onClick: () => finish(null) }),
+        el("button", { class: "btn primary", type: "submit", text: t("projects.rename") })));
+    form.addEventListener("submit", (event) => { event.preventDefault(); finish(input.value.trim() || null); });
+    dialog.addEventListener("cancel", (event) => { event.preventDefault(); finish(null); });
+    dialog.append(form);
+    document.body.append(dialog);
+    dialog.showModal();
+    input.select();
+  });
 }
 
 function formatSize(bytes) {

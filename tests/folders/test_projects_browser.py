@@ -1,0 +1,112 @@
+"""Projects in a real browser: a member creates a project, uploads a file in its
+explorer, makes and renames a folder, and after a refresh sees a file that appeared in
+the folder on disk (written by the test, standing in for the agent); a read-only member
+sees the files but no write controls. The admin shares a folder on its page."""
+
+from __future__ import annotations
+
+from playwright.async_api import expect
+
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+from tests.browser.conftest import browser_pages  # noqa: F401  (the watched-pages fixture)
+from tests.browser.kit import screenshot, sign_in
+
+
+async def test_member_creates_a_project_uploads_and_sees_the_agents_file(skald, browser_pages):  # noqa: F811
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("alice", display_name="Alice")
+    await host.create_member("bob", display_name="Bob")
+    alice_id = (await host.core.users.find("alice")).id
+
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    await page.get_by_role("navigation", name="Main navigation").get_by_role("link", name="Projects").click()
+    await expect(page.get_by_text("You are not in any project yet.")).to_be_visible()
+    await page.get_by_label("Title").fill("Garden plan")
+    await expect(page.get_by_label("Folder name")).to_have_value("garden-plan")
+    await page.get_by_label("Description").fill("Raised beds by June")
+    await page.get_by_role("button", name="Create project").click()
+    await expect(page.get_by_role("heading", name="Garden plan", exact=True)).to_be_visible()
+    await expect(page.get_by_text("This folder is empty.")).to_be_visible()
+    folder = host.settings.data_dir / "projects" / alice_id / "garden-plan"
+    assert folder.is_dir()
+
+    await page.get_by_label("Upload files").set_input_files(
+        files=[{"name": "seeds.txt", "mimeType": "text/plain", "buffer": b"carrots, beans\n"}]
+    )
+    await expect(page.locator("tr[data-entry='seeds.txt']")).to_be_visible()
+    assert (folder / "seeds.txt").read_bytes() == b"carrots, beans\n"
+
+    await page.get_by_label("New folder").fill("drafts")
+    await page.get_by_role("button", name="Create folder").click()
+    await expect(page.get_by_role("link", name="drafts/")).to_be_visible()
+    await page.get_by_role("button", name="Rename seeds.txt").click()
+    dialog = page.locator("dialog")
+    await dialog.get_by_label("New name").fill("seed-list.txt")
+    await dialog.get_by_role("button", name="Rename").click()
+    await expect(page.locator("tr[data-entry='seed-list.txt']")).to_be_visible()
+    assert (folder / "seed-list.txt").exists() and not (folder / "seeds.txt").exists()
+
+    # the agent writes into the project folder (here: the test, on disk); a refresh shows it
+    (folder / "drafts" / "layout.md").write_text("# Bed layout\n")
+    (folder / "summary.md").write_text("Beds: 4\n")
+    await page.reload()
+    await expect(page.locator("tr[data-entry='summary.md']")).to_be_visible()
+    await page.get_by_role("link", name="drafts/").click()
+    await expect(page.locator("tr[data-entry='drafts/layout.md']")).to_be_visible()
+    await expect(page.get_by_role("navigation", name="Folder path")).to_contain_text("Garden plan / drafts")
+    await page.get_by_role("button", name="Refresh").click()
+    await expect(page.locator("tr[data-entry='drafts/layout.md']")).to_be_visible()
+    await page.get_by_role("navigation", name="Folder path").get_by_role("link", name="Garden plan").click()
+    await expect(page.locator("tr[data-entry='summary.md']")).to_be_visible()
+
+    # share it read-only with bob
+    await page.get_by_label("User name").fill("bob")
+    await page.get_by_role("button", name="Add member").click()
+    await expect(page.locator("tr[data-member='bob']")).to_be_visible()
+    await screenshot(page, "project-explorer-desktop")
+
+    bob = await browser_pages.new(host.url)
+    await sign_in(bob, "bob", MEMBER_PASSWORD)
+    await bob.goto("/#projects")
+    await bob.get_by_role("link", name="Garden plan").click()
+    await expect(bob.locator("tr[data-entry='summary.md']")).to_be_visible()
+    await expect(bob.get_by_text("You can read this project's files but not change them.")).to_be_visible()
+    await expect(bob.get_by_label("Upload files")).to_have_count(0)
+    await expect(bob.get_by_role("button", name="Delete summary.md")).to_have_count(0)
+    await expect(bob.get_by_role("button", name="Chat in this project")).to_be_visible()
+
+
+async def test_admin_shares_a_folder_on_the_shared_folders_page(skald, browser_pages):  # noqa: F811
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("alice", display_name="Alice")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.get_by_role("navigation", name="Main navigation").get_by_role("link", name="Shared folders").click()
+    await expect(page.get_by_text("There are no shared folders yet.")).to_be_visible()
+    await page.get_by_label("Folder name").fill("Bad Name")
+    await page.get_by_role("button", name="Create folder").click()
+    await expect(page.get_by_role("status").filter(has_text="lowercase letters")).to_be_visible()
+    await page.get_by_label("Folder name").fill("recipes")
+    await page.get_by_label("Title").last.fill("Recipes")
+    await page.get_by_role("button", name="Create folder").click()
+    card = page.locator("[data-folder=recipes]")
+    await expect(card.get_by_role("heading", name="Recipes")).to_be_visible()
+    await card.get_by_label("Member").select_option("alice")
+    await card.get_by_role("button", name="Add").click()
+    await expect(card.locator("tr[data-member=alice]")).to_be_visible()
+    alice_id = (await host.core.users.find("alice")).id
+    [access] = await host.core.folders.memberships(alice_id)
+    assert (access.agent_prefix, access.can_write) == ("shared/recipes", False)
+    await card.locator("tr[data-member=alice]").get_by_label("can write").check()
+    for _ in range(50):
+        if await _can_write(host, alice_id):
+            break
+        await page.wait_for_timeout(50)
+    assert await _can_write(host, alice_id)
+
+
+async def _can_write(host, member_id: str) -> bool:
+    return any(a.can_write for a in await host.core.folders.memberships(member_id))
