@@ -1,0 +1,73 @@
+"""The bot's commands and the rest of the channel events: /help, /new, /stop, a denied
+approval, a failed turn, and a member who reads German."""
+
+from __future__ import annotations
+
+from skald_host.testing import Hang, Reply, ScriptedError, ToolCall
+from telegram_support import ALICE_CHAT, MODEL, Setup, paired_member, running
+
+
+async def test_help_new_and_stop(setup: Setup):
+    await running(setup)
+    alice = await paired_member(setup)
+    setup.api.send(ALICE_CHAT, "/help")
+    assert (await setup.api.wait_texts(ALICE_CHAT, 3))[2].startswith("Write to talk to your assistant.")
+
+    setup.model.script(MODEL, [Reply("First.")])
+    setup.api.send(ALICE_CHAT, "One")
+    await setup.api.wait_for(lambda: "First." in setup.api.texts(ALICE_CHAT))
+    setup.api.send(ALICE_CHAT, "/new")
+    await setup.api.wait_for(lambda: "Started a new conversation." in setup.api.texts(ALICE_CHAT))
+    setup.model.script(MODEL, [Reply("Second.")])
+    setup.api.send(ALICE_CHAT, "Two")
+    await setup.api.wait_for(lambda: "Second." in setup.api.texts(ALICE_CHAT))
+    conversations = (await alice.get("/api/conversations")).json()["conversations"]
+    assert [c["source"] for c in conversations] == ["telegram", "telegram"]
+    assert [m["content"] for m in setup.model.requests_for(MODEL)[-1].messages if m["role"] == "user"] == ["Two"]
+
+    setup.model.script(MODEL, [Hang()])
+    setup.api.send(ALICE_CHAT, "Think for a long time.")
+    await setup.model.wait_for_requests(3)
+    setup.api.send(ALICE_CHAT, "/stop")
+    await setup.api.wait_for(lambda: "Stopped." in setup.api.texts(ALICE_CHAT), what="the stop confirmation")
+    await setup.model.wait_for_disconnects(1)
+    setup.api.send(ALICE_CHAT, "/stop")
+    await setup.api.wait_for(lambda: "Nothing is running right now." in setup.api.texts(ALICE_CHAT))
+
+
+async def test_a_denied_tool_call_and_a_failed_turn(setup: Setup):
+    await running(setup)
+    await paired_member(setup)
+    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("write_note", {"text": "secret"})]), Reply("I did not write it.")])
+    setup.api.send(ALICE_CHAT, "Write secret.")
+    cards = await setup.api.wait_for(lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup") and c.result])
+    deny = cards[0].params["reply_markup"]["inline_keyboard"][0][1]
+    setup.api.press(ALICE_CHAT, cards[0].result["message_id"], deny["callback_data"])
+    await setup.api.wait_for(lambda: "I did not write it." in setup.api.texts(ALICE_CHAT), what="the answer after the denial")
+    assert setup.probe.notes == []
+    assert setup.api.of("answerCallbackQuery")[0].params.get("text") == "Denied."
+
+    setup.model.script(MODEL, [ScriptedError(400, "the model refused the request")])
+    setup.api.send(ALICE_CHAT, "Break, please.")
+    failed = await setup.api.wait_for(
+        lambda: [t for t in setup.api.texts(ALICE_CHAT) if t.startswith("Something went wrong:")], what="the error message"
+    )
+    assert len(failed[0]) < 400
+
+
+async def test_a_member_who_reads_german_is_answered_in_german(setup: Setup):
+    await running(setup)
+    alice = await paired_member(setup)
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    setup.api.send(ALICE_CHAT, "/help")
+    await setup.api.wait_for(lambda: any(t.startswith("Schreib, um mit deinem Assistenten") for t in setup.api.texts(ALICE_CHAT)))
+    # A stranger whose Telegram is German gets the pairing instructions in German.
+    setup.api.send(6601, "hallo", language_code="de-AT")
+    assert (await setup.api.wait_texts(6601, 1))[0].startswith("Hallo! Dieser Bot ist der Telegram-Zugang")
+
+
+async def test_webhook_mode_without_a_secret_fails_to_start_with_the_reason(setup: Setup):
+    await setup.configure(mode="webhook", webhook_url="https://skald.example/api/plugin/telegram/webhook")
+    await setup.enable()
+    status = setup.host.core.plugins.status("telegram")
+    assert status.healthy is False and "webhook mode needs both a webhook URL and a webhook secret token" in status.error
