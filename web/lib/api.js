@@ -36,9 +36,10 @@ export async function api(method, path, body) {
   return { ok: response.ok, status: response.status, data, headers: response.headers };
 }
 
-/** A raw-body upload (a File or Blob) to `path`; the answer is read like api()'s. */
-export async function upload(path, blob) {
-  const headers = { Accept: "application/json", "Content-Type": "application/octet-stream" };
+/** A raw-body upload (a File or Blob) to `path`; the answer is read like api()'s.
+ * `extraHeaders` e.g. the chat upload's X-Filename. */
+export async function upload(path, blob, extraHeaders = {}) {
+  const headers = { Accept: "application/json", "Content-Type": "application/octet-stream", ...extraHeaders };
   if (csrfToken) headers["X-CSRF-Token"] = csrfToken;
   let response;
   try {

@@ -50,7 +50,9 @@ function restore() {
 
 function transmit(item) {
   if (socket?.readyState !== WebSocket.OPEN) return false;
-  socket.send(JSON.stringify({ type: "send", conversation_id: item.conversation_id, text: item.text, idempotency_key: item.idempotency_key }));
+  const message = { type: "send", conversation_id: item.conversation_id, text: item.text, idempotency_key: item.idempotency_key };
+  if (item.attachments?.length) message.attachments = item.attachments;
+  socket.send(JSON.stringify(message));
   return true;
 }
 
@@ -145,9 +147,11 @@ export const connectionState = () => state;
 export function onMessage(fn) { listeners.add(fn); return () => listeners.delete(fn); }
 export function onState(fn) { stateListeners.add(fn); return () => stateListeners.delete(fn); }
 
-/** Queue a chat message; returns its outbox item (sent now if the socket is open). */
-export function sendChat(conversationId, text) {
+/** Queue a chat message; returns its outbox item (sent now if the socket is open).
+ * `attachments` are agent paths the upload endpoint returned. */
+export function sendChat(conversationId, text, attachments = []) {
   const item = { conversation_id: conversationId, text, idempotency_key: crypto.randomUUID(), created: Date.now() };
+  if (attachments.length) item.attachments = attachments;
   outbox.set(item.idempotency_key, item);
   persist();
   transmit(item);

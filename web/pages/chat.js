@@ -3,7 +3,7 @@
 // composer. Live events arrive over the member socket (lib/socket.js); whenever the
 // socket comes back, the open conversation is read again from the server, so a turn
 // still running and the approvals still waiting show as they are.
-import { api } from "../lib/api.js";
+import { api, upload } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
@@ -131,10 +131,35 @@ function composer(view) {
   stop.prepend(el("span", { class: "stop-icon", "aria-hidden": "true" }));
   stop.hidden = true;
   const status = statusLine();
+  // Attachments: chosen with the button or dropped on the composer, uploaded when the
+  // message is sent (into the conversation's uploads folder), then sent as their paths.
+  const files = [];
+  const picker = el("input", { type: "file", multiple: true, hidden: true, class: "attach-input", "aria-hidden": "true" });
+  const attach = button(t("chat.attach"), { kind: "quiet attach", onClick: () => picker.click() });
+  attach.setAttribute("aria-label", t("chat.attach"));
+  const chips = el("ul", { class: "attachments", "aria-label": t("chat.attachments") });
+  const renderChips = () => {
+    chips.replaceChildren(...files.map((file, index) => el("li", { class: "attachment-chip" },
+      el("span", { class: "attachment-name", text: file.name }),
+      button("×", { kind: "quiet small", attrs: { "aria-label": t("chat.attachment_remove", { name: file.name }) },
+        onClick: () => { files.splice(index, 1); renderChips(); sync(); } }))));
+    chips.hidden = !files.length;
+  };
+  const add = (list) => { for (const file of list) files.push(file); renderChips(); sync(); };
+  picker.addEventListener("change", () => { add(picker.files); picker.value = ""; });
   const form = el("form", { class: "composer", novalidate: true },
-    el("div", { class: "composer-row" }, text, stop, send),
+    chips,
+    el("div", { class: "composer-row" }, attach, picker, text, stop, send),
     el("p", { class: "composer-hint hint", text: t("chat.composer_hint") }), status.node);
-  const sync = () => { send.disabled = !text.value.trim(); };
+  form.addEventListener("dragover", (event) => { if (event.dataTransfer?.types.includes("Files")) { event.preventDefault(); form.classList.add("dropping"); } });
+  form.addEventListener("dragleave", () => form.classList.remove("dropping"));
+  form.addEventListener("drop", (event) => {
+    if (!event.dataTransfer?.files.length) return;
+    event.preventDefault();
+    form.classList.remove("dropping");
+    add(event.dataTransfer.files);
+  });
+  const sync = () => { send.disabled = !text.value.trim() && !files.length; };
   text.addEventListener("input", sync);
   text.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
@@ -146,15 +171,24 @@ function composer(view) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const value = text.value;
-    if (!value.trim() || sending) return;
+    if ((!value.trim() && !files.length) || sending) return;
     status.clear();
     sending = true;
     try {
-      if (await view.send(value)) { if (text.value === value) text.value = ""; sync(); } else text.focus();
+      const chosen = files.splice(0);
+      if (await view.send(value.trim() ? value : t("chat.attached_only"), chosen)) {
+        if (text.value === value) text.value = "";
+      } else {
+        files.unshift(...chosen);
+        text.focus();
+      }
+      renderChips();
+      sync();
     } finally {
       sending = false;
     }
   });
+  renderChips();
   sync();
   return { node: form, text, send, stop, status, setRunning: (running) => { stop.hidden = !running; } };
 }
@@ -291,16 +325,34 @@ class ChatView {
     this.ctx.navigate(chatRoute(response.data.id));
   }
 
+  /** Upload the chosen files into the conversation; their agent paths, or null. */
+  async uploadAll(conversationId, files) {
+    const paths = [];
+    for (const file of files) {
+      this.composer.status.ok(t("chat.uploading", { name: file.name }));
+      const response = await upload(`/api/conversations/${encodeURIComponent(conversationId)}/uploads`, file,
+        { "X-Filename": encodeURIComponent(file.name) });
+      if (!response.ok) { this.composer.status.error(`${file.name}: ${errorText(response)}`); return null; }
+      paths.push(response.data.path);
+    }
+    this.composer.status.clear();
+    return paths;
+  }
+
   /** Queue the message in the outbox (sent now, or when the socket is back). */
-  async send(text) {
+  async send(text, files = []) {
     if (!this.conversationId) {
       const response = await api("POST", "/api/conversations", {});
       if (!response.ok) { this.composer.status.error(errorText(response)); return false; }
-      socket.sendChat(response.data.id, text);
+      const attachments = await this.uploadAll(response.data.id, files);
+      if (attachments === null) return false;
+      socket.sendChat(response.data.id, text, attachments);
       this.ctx.navigate(chatRoute(response.data.id));
       return true;
     }
-    const item = socket.sendChat(this.conversationId, text);
+    const attachments = await this.uploadAll(this.conversationId, files);
+    if (attachments === null) return false;
+    const item = socket.sendChat(this.conversationId, text, attachments);
     const bubble = this.transcript.addPending(item);
     if (socket.connectionState() !== "open") this.transcript.setBubbleState(bubble, "waiting");
     return true;
