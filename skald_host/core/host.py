@@ -199,6 +199,7 @@ class Skald:
         self._files = FileService(self)
         await self._files.start()
         self._folders = FolderService(self._registry, self._users, self.buses, settings.data_dir)
+        self.supervisor.spawn("folders-member-deletions", self._folders.follow_member_deletions(self.stopping))
 
         self.plugins.load()
         await self._apply_enabled_flags()

@@ -4,6 +4,8 @@ non-member on every project route (a non-member always gets 404, never 403)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from skald_host.core.folders import MEMBERSHIP_CHANGED
@@ -266,3 +268,29 @@ async def test_project_creation_is_validated_and_needs_the_capability(skald):
     assert (await kid.get("/api/projects")).json() == {"projects": [], "can_create": False}
     assert (await ann.get("/api/projects")).json()["can_create"] is True
     assert admin  # the admin set the instance up
+
+
+async def test_deleting_an_owner_trashes_their_projects_and_tells_the_members(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    olga, rita = await host.member("olga"), await host.member("rita")
+    project = (await olga.post("/api/projects", json={"slug": "garden"})).json()
+    await olga.post(f"/api/projects/{project['id']}/members", json={"username": "rita"})
+    folder = host.settings.data_dir / "projects" / olga.member["id"] / "garden"
+    (folder / "plan.txt").write_text("beds")
+    events = host.core.buses.system.subscribe()
+    try:
+        assert (await admin.delete(f"/api/admin/members/{olga.member['id']}")).status_code == 200
+        for _ in range(200):
+            if rita.member["id"] in [e.subject_id for e in events.drain() if e.kind == MEMBERSHIP_CHANGED]:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("rita was not told that her memberships changed")
+    finally:
+        events.close()
+    assert await host.core.folders.memberships(rita.member["id"]) == []
+    assert (await rita.get(f"/api/projects/{project['id']}")).status_code == 404
+    assert not (host.settings.data_dir / "projects" / olga.member["id"]).exists()
+    [trashed] = (host.settings.data_dir / "trash").iterdir()
+    assert (trashed / "garden" / "plan.txt").read_text() == "beds"

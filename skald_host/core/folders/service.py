@@ -13,6 +13,7 @@ the operator decides when it is really gone.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import os
@@ -525,6 +526,45 @@ class FolderService:
         if member_id == caller_id:
             return None
         return await self.get_project(project_id, caller_id)
+
+    # -- a member deleted ------------------------------------------------------------
+
+    async def follow_member_deletions(self, stopping: asyncio.Event) -> None:
+        """A deleted member's projects go with their registry row (the keys cascade);
+        their folders move to the trash here. Who else was in them is gone with the
+        rows, so every remaining member is told to re-check their mounts: a deletion
+        is rare and a needless re-mount is a no-op. The bus may drop events under
+        load; what is missed here settles at the member's next sign-in."""
+        events = self.buses.system.subscribe()
+        stop = asyncio.ensure_future(stopping.wait())
+        try:
+            while True:
+                nxt = asyncio.ensure_future(events.get())
+                done, _ = await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if nxt not in done:
+                    nxt.cancel()
+                    return
+                try:
+                    event = nxt.result()
+                except StopAsyncIteration:
+                    return
+                if event.kind == "member_deleted" and event.subject_id:
+                    await self.after_member_deleted(event.subject_id)
+        finally:
+            events.close()
+            stop.cancel()
+
+    async def after_member_deleted(self, member_id: str) -> None:
+        try:
+            owned = self.data_dir / "projects" / member_id
+            moved = await asyncio.to_thread(self._to_trash, owned, "owner", "projects", member_id)
+            if moved is not None:
+                log.info("projects of deleted member %s moved to %s", member_id, moved)
+            remaining = [m.id for m in await self.users.list()]
+        except Exception:
+            log.exception("cleaning up the projects of a deleted member failed")
+            return
+        self._announce(remaining, "owner_deleted", "project", "")
 
     # -- the project chat source -----------------------------------------------------
 
