@@ -56,25 +56,36 @@ class HostApi(Protocol):
         """Deliver a member's message into their current conversation whose source is
         this plugin (one is created when there is none). ``attachments`` are agent
         paths returned by ``save_upload``. The member's grant for this plugin is
-        re-checked first (``refused`` without it); a locked member's message is sealed
-        and delivered at their next unlock (``sealed``). Replies reach the plugin's
+        re-checked first (``refused`` without it, and for an unknown or inactive member
+        or a malformed message; ``reason`` says which); a locked member's message is
+        sealed and delivered at their next unlock (``sealed``). ``idempotency_key``
+        (scoped to this plugin, e.g. the update id) makes a replay store nothing twice,
+        sealed or not. Never raises for the member's state. Replies reach the plugin's
         channel through ``Channel.deliver``."""
 
     async def new_conversation(self, member_id: str) -> str:
-        """Start a fresh conversation for this source; later messages go there."""
+        """Start a fresh conversation for this source; later messages go there.
+        Raises ``MemberLocked`` for a locked member, ``ChannelRequestError`` without
+        the grant (as do ``stop_turn`` and ``resolve_approval``)."""
 
     async def stop_turn(self, member_id: str) -> bool:
-        """Stop the running turn of the member's current conversation of this source."""
+        """Stop the running turn of the member's current conversation of this source;
+        False when none runs."""
 
     async def resolve_approval(self, member_id: str, approval_id: str, approve: bool) -> Mapping[str, Any]:
-        """Approve or deny one pending approval card of the member's."""
+        """Approve or deny one pending card of a conversation of this source (the
+        ``approval_id`` of an ``approval`` event); returns ``{"approval_id",
+        "decision"}``. An unknown, foreign or already answered card raises
+        ``ChannelRequestError``."""
 
     async def save_upload(
         self, member_id: str, filename: str, data: bytes, *, conversation_id: str | None = None
     ) -> Mapping[str, Any]:
         """Save a file the member sent through the host's one upload seam (size limit,
         collision-free name, sniffed type). Returns ``{"path", "mime", "size"}`` where
-        ``path`` is the agent path to pass as an attachment."""
+        ``path`` is the agent path to pass as an attachment. Works for a locked member
+        too (the file waits under ``uploads/<plugin id>/``); a refused file raises
+        ``ChannelRequestError``."""
 
     async def member_locale(self, member_id: str) -> str:
         """The member's UI locale (``en``, ``de``, ...), for strings the plugin sends."""
