@@ -48,6 +48,9 @@ async def test_browse_upload_mkdir_rename_download_and_delete(project):
     assert response.status_code == 201, response.text
     assert response.json() == {"path": "drafts/plan.txt", "size": 9}
     assert (folder / "drafts" / "plan.txt").read_bytes() == b"step one\n"
+    # group-shared, as the sandboxes of the project's members need them; no one else's
+    assert (folder / "drafts").stat().st_mode & 0o777 == 0o770
+    assert (folder / "drafts" / "plan.txt").stat().st_mode & 0o777 == 0o660
     response = await owner.post(f"{base}/upload/Ünïcode name.md", content=b"# hi")
     assert response.status_code == 201
     (folder / "agent.txt").write_text("made by the agent")  # written behind the API's back

@@ -32,6 +32,11 @@ bp = Blueprint("folders", __name__)
 
 PROJECT_AGENT = "project-coordinator"
 MAX_LISTING = 5000
+#: Made by the explorer inside a folder several members' sandboxes share: the folder's
+#: group (the sandboxes' shared group when the host runs as root) may work in them too.
+#: Nobody else reaches them: the data dir above is 0700.
+SHARED_DIR_MODE = 0o770
+SHARED_FILE_MODE = 0o660
 CHUNK = 1024 * 1024
 
 
@@ -346,9 +351,10 @@ async def _stream_into(parent: Path, name: str, limit: int) -> int:
     final = parent / name
     if os.path.lexists(final):
         raise ApiError(409, f"{name} already exists here", field="target")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, SHARED_FILE_MODE)
     size = 0
     try:
+        os.fchmod(fd, SHARED_FILE_MODE)
         async for chunk in request.body:
             size += len(chunk)
             if size > limit:
@@ -384,9 +390,11 @@ async def make_project_folder(project_id: str) -> Any:
     rel = _relative(field(data, "path", str))
     parent, leaf = _entry_of(access, rel)
     try:
-        os.mkdir(parent / leaf, 0o700)
+        os.mkdir(parent / leaf, SHARED_DIR_MODE)
     except FileExistsError:
         raise ApiError(409, f"{rel} already exists", field="path") from None
+    # the umask must not take the group's bits, nor chmod the inherited setgid bit
+    os.chmod(parent / leaf, (os.lstat(parent / leaf).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
     return {"path": rel}, 201
 
 
