@@ -170,8 +170,10 @@ class TelegramBot:
         self.username: str | None = None
         self._redact = _RedactToken(config.token)
         self._poller: asyncio.Task[None] | None = None
-        self._seen: list[int] = []
-        self._seen_lock = asyncio.Lock()
+        self._fetching = False  # the poller waits in getUpdates (safe to cancel)
+        self._stopping = False
+        self._seen: list[int] = []  # processed update ids, persisted
+        self._in_flight: set[int] = set()
         self.bot = Bot(
             config.token,
             base_url=f"{config.api_base_url}/bot",
@@ -214,11 +216,18 @@ class TelegramBot:
             self._poller = asyncio.create_task(self._poll(), name="telegram:poller")
 
     async def stop(self) -> None:
+        """Within the host's hook timeout: an update being handled may finish (a
+        second at most), the long poll is cut, queued replies get two seconds."""
+        self._stopping = True
         if self._poller is not None:
-            self._poller.cancel()
+            if self._fetching:
+                self._poller.cancel()
+            done, _ = await asyncio.wait({self._poller}, timeout=1.5)
+            if not done:
+                self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
-        await self.outbox.drain()
+        await self.outbox.drain(timeout=2.0)
         await self.outbox.close()
         await self._close_connection()
 
@@ -236,8 +245,9 @@ class TelegramBot:
         offset = await self.host.kv_get("offset")
         offset = offset if isinstance(offset, int) else 0
         failures = 0
-        while True:
+        while not self._stopping:
             try:
+                self._fetching = True
                 batch = await self.bot.do_api_request(
                     "getUpdates",
                     {"offset": offset, "timeout": self.config.poll_timeout, "allowed_updates": ALLOWED_UPDATES},
@@ -254,23 +264,37 @@ class TelegramBot:
                 log.warning("telegram: getUpdates failed (%s): %s", type(exc).__name__, getattr(exc, "message", ""))
                 await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))
                 continue
+            finally:
+                self._fetching = False
             for raw in batch if isinstance(batch, list) else []:
+                if self._stopping:  # the rest is fetched again after the next start
+                    return
                 update_id = update_id_of(raw)
-                await self.handle_update(raw)
-                if update_id is not None and update_id >= offset:
-                    offset = update_id + 1
-                    await self.host.kv_set("offset", offset)
+                try:
+                    await self.handle_update(raw)
+                    if update_id is not None and update_id >= offset:
+                        offset = update_id + 1
+                        await self.host.kv_set("offset", offset)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the host's store failing: keep polling, retry later
+                    log.error("telegram: recording update %s failed: %s", update_id, type(exc).__name__)
 
-    async def _claim(self, update_id: int) -> bool:
-        """True the first time an update id is seen (persisted: a restart or a webhook
-        retry does not process it again)."""
-        async with self._seen_lock:
-            if update_id in self._seen:
-                return False
-            self._seen.append(update_id)
-            del self._seen[:-RECENT_UPDATES]
-            await self.host.kv_set("recent_updates", self._seen)
-            return True
+    def _claim(self, update_id: int) -> bool:
+        """True the first time an update id is seen and not being handled right now
+        (a webhook retry racing the first call, or a batch with a copy)."""
+        if update_id in self._seen or update_id in self._in_flight:
+            return False
+        self._in_flight.add(update_id)
+        return True
+
+    async def _done(self, update_id: int) -> None:
+        """Recorded after handling, so an update cut short by a stop is handled again
+        after the next start (the host's idempotency key keeps its message single)."""
+        self._in_flight.discard(update_id)
+        self._seen.append(update_id)
+        del self._seen[:-RECENT_UPDATES]
+        await self.host.kv_set("recent_updates", self._seen)
 
     async def handle_update(self, raw: Any) -> None:
         """Process one raw update once. Never raises: one bad update must not stop the
@@ -280,9 +304,13 @@ class TelegramBot:
             if update is None:
                 log.debug("telegram: dropped an update without an update_id")
                 return
-            if not await self._claim(update.update_id):
+            if not self._claim(update.update_id):
                 log.debug("telegram: update %d was already processed", update.update_id)
                 return
+        except Exception as exc:
+            log.error("telegram: reading update %s failed: %s", update_id_of(raw), type(exc).__name__)
+            return
+        try:
             if isinstance(update, Ignored):
                 log.debug("telegram: update %d ignored: %s", update.update_id, update.why)
             elif isinstance(update, ButtonPress):
@@ -291,8 +319,12 @@ class TelegramBot:
                 log.debug("telegram: update %d from a %s chat ignored", update.update_id, update.chat_type or "unknown")
             else:
                 await self._on_message(update)
+        except asyncio.CancelledError:
+            self._in_flight.discard(update.update_id)
+            raise
         except Exception as exc:  # by type only: an error's message may quote the member's text
-            log.error("telegram: handling update %s failed: %s", update_id_of(raw), type(exc).__name__)
+            log.error("telegram: handling update %s failed: %s", update.update_id, type(exc).__name__)
+        await self._done(update.update_id)
 
     # -- messages from a chat -----------------------------------------------------------
 
