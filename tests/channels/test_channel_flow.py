@@ -5,6 +5,7 @@ a real server, real SQLCipher files and the scripted model."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
@@ -274,6 +275,11 @@ async def test_a_channel_that_raises_is_logged_and_does_not_break_the_turn(chann
     assert "far end is down" not in caplog.text  # the channel's own words may quote the member
 
 
+def attached(message: dict) -> list[str]:
+    attachments = message.get("attachments") or []
+    return [a["path"] for a in (json.loads(attachments) if isinstance(attachments, str) else attachments)]
+
+
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 32
 
 
@@ -323,3 +329,39 @@ async def test_an_admin_reset_drops_what_was_sealed_to_the_old_key_and_seals_to_
     assert [(m["role"], m["content"]) for m in await messages(fay, conversation["id"])] == [
         ("user", "sealed to the new key"), ("assistant", "Welcome back."),
     ]
+
+
+async def test_attachments_travel_with_the_message_unlocked_and_inside_the_sealed_box(channels):
+    alice = await channels.host.member("alice")
+    member_id, api = alice.member["id"], channels.channel.api
+    channels.server.script(MODEL_A, [Reply("Nice photo."), Reply("Saw the late one.")])
+    saved = await api.save_upload(member_id, "photo.png", PNG)
+    delivery = await api.send_message(member_id, "look at this", attachments=[saved["path"]])
+    assert delivery.status == "accepted"
+    await channels.channel.wait_for("answer", text="Nice photo.")
+    [stored] = [m for m in await messages(alice, delivery.conversation_id) if m["role"] == "user"]
+    assert attached(stored) == [saved["path"]]
+    assert saved["path"] in str(channels.server.requests[-1].messages)  # the model was told about it
+    refused = await api.send_message(member_id, "ghost", attachments=["uploads/nope/ghost.png"])
+    assert refused.status == "refused" and "attachment" in refused.reason
+
+    host = await channels.restart()
+    later = await channels.channel.api.save_upload(member_id, "late.png", PNG)
+    gone = await channels.channel.api.save_upload(member_id, "gone.png", PNG)
+    assert (await channels.channel.api.send_message(member_id, "late photo", attachments=[later["path"]])).status == "sealed"
+    assert (await channels.channel.api.send_message(member_id, "gone photo", attachments=[gone["path"]])).status == "sealed"
+    host.core.files.home(member_id).joinpath(gone["path"]).unlink()  # deleted before the member came back
+    alice = await host.member("alice")
+    await channels.channel.wait_for("answer", text="Saw the late one.")
+    runtime = host.core.chat.live_runtime(member_id)
+
+    async def both_stored() -> list:
+        users = [m for m in await messages(alice, delivery.conversation_id) if m["role"] == "user"]
+        return users if len(users) == 3 else []
+
+    users = await eventually(both_stored, what="both sealed messages")
+    assert [(m["content"], attached(m)) for m in users[1:]] == [
+        ("late photo", [later["path"]]), ("gone photo", []),
+    ]
+    assert await host.core.channels.inbox.waiting(member_id) == 0
+    assert runtime is host.core.chat.live_runtime(member_id)

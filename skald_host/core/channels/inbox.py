@@ -73,8 +73,11 @@ class SealedInbox:
         key = f"{source}:{idempotency_key}" if idempotency_key else None
         async with self._lock(member.id):
             if self.core.users.is_unlocked(member.id):
-                runtime = await self.core.chat.runtime(member)
-                conversation_id = await deliver(runtime, source, text, list(attachments), key)
+                try:
+                    runtime = await self.core.chat.runtime(member)
+                    conversation_id = await deliver(runtime, source, text, list(attachments), key)
+                except ChatError as exc:  # a bad attachment, or locked this very moment
+                    return Delivery("refused", reason=str(exc))
                 return Delivery("accepted", conversation_id)
             return await self._seal(member.id, source, text, list(attachments), key)
 
@@ -147,7 +150,15 @@ class SealedInbox:
                         log.warning("member %s: sealed message %s does not open with their key; discarded", member_id, sealed_id)
                         await self._forget(sealed_id)
                         continue
-                    await deliver(runtime, source, payload["text"], payload.get("attachments") or [], payload["key"])
+                    attachments = payload.get("attachments") or []
+                    try:
+                        await deliver(runtime, source, payload["text"], attachments, payload["key"])
+                    except ChatError:
+                        if runtime.closed or not attachments:
+                            raise
+                        # A file it named is gone since: the words still arrive.
+                        log.warning("member %s: sealed message %s delivered without its attachments", member_id, sealed_id)
+                        await deliver(runtime, source, payload["text"], [], payload["key"])
                     await self._forget(sealed_id)
                     delivered += 1
         except (ChatError, MemberNotFound) as exc:  # locked again meanwhile: the rest waits
