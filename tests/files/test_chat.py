@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+from pathlib import Path
 
 from skald_host.testing import Reply, ToolCall
 from tests.chat.support import ChatSocket, allow_tool, configure_models, messages, new_conversation
@@ -124,3 +126,81 @@ async def test_attachments_must_be_the_members_own_existing_files(files):
         response = await files.alice.post(f"/api/conversations/{cid}/messages", json={"text": "hi", "attachments": attachments})
         assert response.status_code == 400 and fragment in response.json()["error"], (attachments, response.text)
     assert await messages(files.alice, cid) == []
+
+
+HOSTILE_WRITES = [
+    "../escape.txt",
+    "../../../../etc/skald-owned",
+    "~/../../outside.txt",
+    "notes/../../x.txt",
+    "link-out/owned.txt",
+    "link-out",
+    "x" * 300,
+    "a\x00b",
+    "/home/member/../../etc/owned",
+]
+
+
+async def test_a_hostile_turn_writes_nothing_outside_the_members_home(files, tmp_path):
+    """Check F3's fs-diff: the model tries every spelling of "outside" through the real
+    tools in a real turn; the data dir outside alice's home and a decoy beside it are
+    byte-identical afterwards, and each call's result says why it was refused."""
+    from .test_paths import snapshot
+
+    await vision_models(files, PLAIN, vision=())
+    for tool in ("write_file", "edit_file"):
+        await allow_tool(files.admin, tool)
+    alice = await files.member("alice")
+    home = files.core.files.home(alice.id)
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (decoy / "keep.txt").write_text("untouched")
+    (home / "link-out").symlink_to(decoy)
+    data_dir = files.core.settings.data_dir
+    watched = lambda: (  # noqa: E731
+        {k: v for k, v in snapshot(data_dir).items() if not k.startswith((str(home), str(data_dir / "database")))},
+        snapshot(decoy),
+        sorted(os.listdir("/etc")),
+    )
+    before = watched()
+    calls = [ToolCall("write_file", {"path": p, "content": "owned"}) for p in HOSTILE_WRITES]
+    calls.append(ToolCall("edit_file", {"path": "link-out/keep.txt", "old_text": "untouched", "new_text": "owned"}))
+    files.server.script(PLAIN, [Reply("", tool_calls=calls), Reply("Nothing worked.")])
+    async with ChatSocket(files.alice) as sock:
+        cid = await new_conversation(files.alice)
+        await sock.send(cid, "escape")
+        await sock.turn(cid, timeout=30)
+    results = [m["content"] for m in files.server.requests_for(PLAIN)[1].messages if m["role"] == "tool"]
+    assert len(results) == len(calls)
+    assert all(r.startswith("Error: ") for r in results), results
+    assert sum("leaves its folder" in r for r in results) >= 6
+    assert watched() == before
+    assert not Path("/etc/skald-owned").exists() and not Path("/etc/owned").exists()
+
+
+async def test_show_file_to_user_puts_the_file_in_the_conversation(files):
+    await vision_models(files, PLAIN, vision=())
+    await allow_tool(files.admin, "show_file_to_user")
+    await allow_tool(files.admin, "write_file")
+    files.server.script(
+        PLAIN,
+        [
+            Reply("", tool_calls=[ToolCall("write_file", {"path": "out/report.txt", "content": "the report"})]),
+            Reply("", tool_calls=[ToolCall("show_file_to_user", {"path": "out/report.txt"}),
+                                  ToolCall("show_file_to_user", {"path": "out/missing.txt"})]),
+            Reply("There it is."),
+        ],
+    )
+    async with ChatSocket(files.alice) as sock:
+        cid = await new_conversation(files.alice)
+        await sock.send(cid, "make a report and show it")
+        events = await sock.turn(cid, timeout=20)
+    notes = [e for e in events if e["type"] == "notification"]
+    assert [n["content"] for n in notes] == ["\U0001f4ce out/report.txt"]
+    shown, missing = [m["content"] for m in files.server.requests_for(PLAIN)[2].messages if m["role"] == "tool"][-2:]
+    assert shown == "Shown to the member: out/report.txt (text/plain, 10 bytes)."
+    assert missing.startswith("Error: ") and "does not exist" in missing
+    # The note is stored with the conversation and the path opens in the viewer.
+    assert any(m["role"] == "note" and m["content"].endswith("out/report.txt") for m in await messages(files.alice, cid))
+    response = await files.alice.get("/api/file", params={"path": "out/report.txt"})
+    assert response.status_code == 200 and response.text == "the report"
