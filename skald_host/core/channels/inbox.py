@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import json
 import logging
 import uuid
@@ -260,10 +259,5 @@ async def deliver(runtime: MemberRuntime, source: str, text: str, attachments: l
             return earlier
     conversation_id = await current_conversation(runtime, source)
     assert conversation_id is not None
-    if attachments and "attachments" in inspect.signature(runtime.send).parameters:
-        await runtime.send(conversation_id, text, key, attachments=attachments)  # type: ignore[call-arg]
-    else:
-        if attachments:
-            log.warning("member %s: this host's chat cannot take attachments yet; %d dropped", runtime.member_id, len(attachments))
-        await runtime.send(conversation_id, text, key)
+    await runtime.send(conversation_id, text, key, attachments=attachments)
     return conversation_id
