@@ -202,10 +202,18 @@ async def test_a_locked_member_is_told_to_log_in_and_answered_after_unlocking(se
     for path in settings.database_dir.rglob("system.db*"):
         assert canary.encode() not in path.read_bytes(), path
 
-    setup.model.script(MODEL, [Reply("Now I can answer.")])
+    # A document sent while locked waits in the member's uploads, its path sealed too.
+    setup.api.add_file("doc-1", b"%PDF-1.4 locked document")
+    setup.api.send(ALICE_CHAT, caption="and this file", document={"file_id": "doc-1", "file_name": "notes.pdf"})
+    await setup.api.wait_texts(ALICE_CHAT, before + 2)
+
+    setup.model.script(MODEL, [Reply("Now I can answer."), Reply("And the file too.")])
     await host.member("alice")  # logging in unlocks the file and opens the sealed inbox
-    await setup.api.wait_for(lambda: "Now I can answer." in setup.api.texts(ALICE_CHAT), what="the answer after unlock")
-    assert setup.model.requests_for(MODEL)[-1].last_user_text == canary
+    await setup.api.wait_for(lambda: "And the file too." in setup.api.texts(ALICE_CHAT), what="both answers after unlock")
+    requests = setup.model.requests_for(MODEL)
+    assert [r.last_user_text for r in requests[-2:]][0] == canary
+    assert "notes.pdf" in json.dumps(requests[-1].messages)
+    assert setup.api.texts(ALICE_CHAT).index("Now I can answer.") < setup.api.texts(ALICE_CHAT).index("And the file too.")
     assert alice.member["id"] == (await host.core.users.find("alice")).id
 
 
