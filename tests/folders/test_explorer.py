@@ -41,7 +41,7 @@ async def test_browse_upload_mkdir_rename_download_and_delete(project):
     host, owner, pid, folder, _ = project
     base = f"/api/projects/{pid}/files"
     listing = (await owner.get(base)).json()
-    assert listing == {"path": "", "agent_path": "projects/olga/notes", "can_write": True, "entries": []}
+    assert listing == {"path": "", "agent_path": "projects/olga/notes", "can_write": True, "entries": [], "truncated": False}
 
     assert (await owner.post(f"{base}/folder", json={"path": "drafts"})).status_code == 201
     response = await owner.post(f"{base}/upload/drafts/plan.txt", content=b"step one\n")

@@ -252,6 +252,7 @@ async function filesSection(project, ctx) {
       el("tbody", {}, ...entries.map((e) => fileRow(project, e, ctx, status)))))
     : el("p", { class: "muted", text: t("projects.empty_folder") });
   const parts = [head, body];
+  if (response.data.truncated) parts.push(notice("info", t("projects.truncated", { count: entries.length })));
   if (project.can_write) {
     const picker = el("input", { type: "file", multiple: true, name: "upload" });
     const [pickerField] = field(t("projects.upload"), picker);

@@ -336,16 +336,22 @@ class FolderService:
         return member
 
     async def add_shared_member(self, folder_id: str, username: Any, can_write: bool = False) -> SharedFolder:
-        folder = await self.get_shared(folder_id)
+        await self.get_shared(folder_id)
         member = await self._member_by_username(username)
-        if any(m.member_id == member.id for m in folder.members):
-            raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username")
-        await self.registry.run(
-            lambda c: c.execute(
+
+        def write(conn: Any) -> None:  # checked and written in one transaction: no race
+            if conn.execute("SELECT 1 FROM shared_folders WHERE id = ?", (folder_id,)).fetchone() is None:
+                raise FolderNotFound("no such shared folder")
+            if conn.execute(
+                "SELECT 1 FROM shared_folder_members WHERE folder_id = ? AND member_id = ?", (folder_id, member.id)
+            ).fetchone():
+                raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username")
+            conn.execute(
                 "INSERT INTO shared_folder_members (folder_id, member_id, can_write) VALUES (?, ?, ?)",
                 (folder_id, member.id, int(bool(can_write))),
             )
-        )
+
+        await self.registry.transaction(write)
         self._announce({member.id}, "added", "shared", folder_id)
         return await self.get_shared(folder_id)
 
@@ -478,16 +484,22 @@ class FolderService:
         return moved
 
     async def add_project_member(self, project_id: str, caller_id: str, username: Any, can_write: bool = False) -> Project:
-        project = await self._writable_project(project_id, caller_id)
+        await self._writable_project(project_id, caller_id)
         member = await self._member_by_username(username)
-        if project.member(member.id) is not None:
-            raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username")
-        await self.registry.run(
-            lambda c: c.execute(
+
+        def write(conn: Any) -> None:  # checked and written in one transaction: no race
+            if conn.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is None:
+                raise FolderNotFound("no such project")
+            if conn.execute(
+                "SELECT 1 FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member.id)
+            ).fetchone():
+                raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username")
+            conn.execute(
                 "INSERT INTO project_members (project_id, member_id, can_write) VALUES (?, ?, ?)",
                 (project_id, member.id, int(bool(can_write))),
             )
-        )
+
+        await self.registry.transaction(write)
         self._announce({member.id}, "added", "project", project_id)
         return await self.get_project(project_id, caller_id)
 

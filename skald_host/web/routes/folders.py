@@ -292,7 +292,13 @@ async def list_project_files(project_id: str) -> dict:
     if not folder.is_dir():
         raise ApiError(404, f"no such folder: {rel or '/'}", field="path")
     entries = await asyncio.to_thread(_listing, folder, rel)
-    return {"path": rel, "agent_path": f"{access.agent_prefix}/{rel}".rstrip("/"), "can_write": access.can_write, "entries": entries}
+    return {
+        "path": rel,
+        "agent_path": f"{access.agent_prefix}/{rel}".rstrip("/"),
+        "can_write": access.can_write,
+        "entries": entries,
+        "truncated": len(entries) >= MAX_LISTING,
+    }
 
 
 @bp.get("/api/projects/<project_id>/files/content")
