@@ -75,9 +75,12 @@ class SealedInbox:
                 try:
                     runtime = await self.core.chat.runtime(member)
                     conversation_id = await deliver(runtime, source, text, list(attachments), key)
-                except ChatError as exc:  # a bad attachment, or locked this very moment
-                    return Delivery("refused", reason=str(exc))
-                return Delivery("accepted", conversation_id)
+                except ChatError as exc:
+                    if self.core.users.is_unlocked(member.id):  # a bad attachment, say
+                        return Delivery("refused", reason=str(exc))
+                    # locked this very moment (logout): nothing was stored, so seal it
+                else:
+                    return Delivery("accepted", conversation_id)
             return await self._seal(member.id, source, text, list(attachments), key)
 
     async def _seal(self, member_id: str, source: str, text: str, attachments: list[str], key: str | None) -> Delivery:
