@@ -132,8 +132,8 @@ class MemberFiles:
         owner = self.member.id if is_inside(self._core.files.home(self.member.id), resolved.base) else None
         on_create = (lambda p: self._core.files.own(p, owner)) if owner else None
         try:
-            parent = make_dirs_inside(resolved.base, target.parent, on_create)
-            dir_fd = open_dir_inside(resolved.base, parent)
+            folder = make_dirs_inside(resolved.base, target.parent, on_create)
+            dir_fd = open_dir_inside(resolved.base, folder)
         except PathRefused as exc:
             raise FileError(str(exc)) from None
         try:
@@ -318,7 +318,7 @@ def _read_host(resolved: Resolved, limit: int) -> bytes:
         os.close(fd)
 
 
-def _agent_child(resolved: Resolved, path: Path) -> str:
+def _agent_path_below(resolved: Resolved, path: Path) -> str:
     """The agent path of ``path``, found below the resolved folder."""
     assert resolved.host_path is not None
     tail = path.relative_to(resolved.host_path).as_posix()
@@ -337,16 +337,16 @@ def _list_host(resolved: Resolved, recursive: bool) -> list[dict[str, Any]]:
     while pending and len(entries) < LIST_LIMIT:
         folder = pending.pop(0)
         try:
-            children = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+            inside = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
         except OSError:
             continue
-        for entry in children:
+        for entry in inside:
             if entry.name.startswith(".part-"):
                 continue
             path = Path(entry.path)
             is_link = entry.is_symlink()
             is_dir = entry.is_dir(follow_symlinks=False)
-            item = {"path": _agent_child(resolved, path), "is_dir": is_dir, "size": None if is_dir or is_link else entry.stat(follow_symlinks=False).st_size}
+            item = {"path": _agent_path_below(resolved, path), "is_dir": is_dir, "size": None if is_dir or is_link else entry.stat(follow_symlinks=False).st_size}
             if is_link:
                 item["symlink"] = True
             entries.append(item)
@@ -393,7 +393,7 @@ def _grep_host(resolved: Resolved, regex: re.Pattern[str], glob: str | None) -> 
             os.close(fd)
         if sniff(data[:8192], complete=len(data) <= 8192) != TEXT:
             continue
-        name = _agent_child(resolved, path) if path != root else resolved.agent_path
+        name = _agent_path_below(resolved, path) if path != root else resolved.agent_path
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if regex.search(line[:LINE_CHARS]):
                 matches.append((name, number, line[:LINE_CHARS]))
