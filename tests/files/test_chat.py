@@ -204,3 +204,35 @@ async def test_show_file_to_user_puts_the_file_in_the_conversation(files):
     assert any(m["role"] == "note" and m["content"].endswith("out/report.txt") for m in await messages(files.alice, cid))
     response = await files.alice.get("/api/file", params={"path": "out/report.txt"})
     assert response.status_code == 200 and response.text == "the report"
+
+
+async def test_images_beyond_the_turns_budget_stay_path_blocks(files):
+    """Four images at most, and no more bytes than the budget (seed: 4 files / 10 MiB per
+    turn; the byte budget is lowered here so a small file crosses it)."""
+    import dataclasses
+
+    files.core.settings = files.core.settings.replace(
+        files=dataclasses.replace(files.core.settings.files, turn_image_bytes=len(PNG) * 3 + 10)
+    )
+    await vision_models(files, VISION)
+    cid = await new_conversation(files.alice)
+    paths = [(await upload(files.alice, cid, f"p{n}.png", PNG)).json()["path"] for n in range(5)]
+    files.server.script(VISION, [Reply("Five pictures.")])
+    async with ChatSocket(files.alice) as sock:
+        await sock.command(type="send", conversation_id=cid, text="Look at these", attachments=paths)
+        await sock.turn(cid, timeout=20)
+    content = files.server.requests_for(VISION)[0].messages[-1]["content"]
+    assert [p["type"] for p in content] == ["text", "image_url", "image_url", "image_url"]
+    assert all(f"- {p} (image/png" in content[0]["text"] for p in paths)  # every one is still named
+
+    files.core.settings = files.core.settings.replace(
+        files=dataclasses.replace(files.core.settings.files, turn_image_bytes=10 * 1024 * 1024)
+    )
+    cid = await new_conversation(files.alice)
+    paths = [(await upload(files.alice, cid, f"q{n}.png", PNG)).json()["path"] for n in range(6)]
+    files.server.script(VISION, [Reply("Six pictures.")])
+    async with ChatSocket(files.alice) as sock:
+        await sock.command(type="send", conversation_id=cid, text="And these", attachments=paths)
+        await sock.turn(cid, timeout=20)
+    content = files.server.requests_for(VISION)[-1].messages[-1]["content"]
+    assert [p["type"] for p in content].count("image_url") == files.core.settings.files.turn_image_count == 4

@@ -89,6 +89,7 @@ async def test_names_are_sanitised_and_never_collide(files):
         "tab\tand\nnewline.txt": "tabandnewline.txt",
         "..": "upload",
         "%2e%2e%2fescape.txt": "%2e%2e%2fescape.txt",
+        "\uff0e\uff0e\uff0fetc\uff0fpasswd": "\uff0e\uff0e\uff0fetc\uff0fpasswd",  # fullwidth lookalikes stay one name
         "x" * 400 + ".txt": "x" * 196 + ".txt",
     }
     for raw, expected in hostile.items():
