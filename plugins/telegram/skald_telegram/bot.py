@@ -8,6 +8,7 @@ host's boot-time import of every installed plugin.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 import warnings
@@ -22,7 +23,7 @@ from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked
 from skald_telegram.pairing import Pairing, PairingError, display
 from skald_telegram.strings import telegram_locale
-from skald_telegram.text import split_message
+from skald_telegram.text import split_message, to_telegram_html
 from skald_telegram.updates import ButtonPress, Ignored, Inbound, parse_update, update_id_of
 
 log = logging.getLogger("skald_telegram")
@@ -136,9 +137,12 @@ def retry_after_seconds(exc: RetryAfter) -> float:
     return wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)
 
 
-async def with_retries(call: Callable[[], Awaitable[Any]], what: str) -> Any:
+async def with_retries(
+    call: Callable[[], Awaitable[Any]], what: str, *, refused: Callable[[], Awaitable[Any]] | None = None
+) -> Any:
     """Honour flood waits and retry transient network errors; give up on the rest.
-    Returns None when the message could not be sent (logged without its content)."""
+    Returns None when the message could not be sent (logged without its content), or
+    what ``refused`` returns when Telegram refuses the request itself (400)."""
     for attempt in range(1, SEND_ATTEMPTS + 1):
         try:
             return await call()
@@ -146,7 +150,12 @@ async def with_retries(call: Callable[[], Awaitable[Any]], what: str) -> Any:
             seconds = retry_after_seconds(exc)
             log.info("telegram: flood wait of %.0f s before %s", seconds, what)
             await asyncio.sleep(seconds)
-        except (BadRequest, Forbidden, InvalidToken) as exc:
+        except BadRequest as exc:
+            if refused is not None:
+                return await refused()
+            log.warning("telegram: %s refused: %s", what, exc.message)
+            return None
+        except (Forbidden, InvalidToken) as exc:
             log.warning("telegram: %s refused: %s", what, exc.message)
             return None
         except NetworkError as exc:
@@ -336,6 +345,22 @@ class TelegramBot:
                 lambda piece=piece: with_retries(lambda: self.bot.send_message(chat_id, piece, **kwargs), "sendMessage"),
             )
 
+    def say_markdown(self, chat_id: int, text: str) -> None:
+        """Queue the model's words: split, then each piece as Telegram HTML when it has
+        formatting, sent again as plain text if Telegram refuses the markup."""
+        for piece in split_message(text):
+            formatted = to_telegram_html(piece)
+            plain = lambda piece=piece: with_retries(lambda: self.bot.send_message(chat_id, piece), "sendMessage")  # noqa: E731
+            if formatted == html.escape(piece, quote=False):
+                self.outbox.put(chat_id, plain)
+            else:
+                self.outbox.put(
+                    chat_id,
+                    lambda formatted=formatted, plain=plain: with_retries(
+                        lambda: self.bot.send_message(chat_id, formatted, parse_mode="HTML"), "sendMessage", refused=plain
+                    ),
+                )
+
     def t(self, key: str, locale: str, **values: Any) -> str:
         return self.host.translate(f"telegram.{key}", locale, **values)
 
@@ -492,7 +517,7 @@ class TelegramBot:
         if event.kind == "typing":
             self.outbox.put(chat_id, lambda: with_retries(lambda: self.bot.send_chat_action(chat_id, "typing"), "sendChatAction"))
         elif event.kind in ("answer", "notification"):
-            self.say(chat_id, event.text)
+            self.say_markdown(chat_id, event.text)
         elif event.kind == "error":
             reason = event.text if len(event.text) <= 300 else event.text[:299] + "…"
             self.say(chat_id, self.t("error", locale, reason=reason))

@@ -231,3 +231,19 @@ async def test_background_notes_reach_telegram_when_it_is_the_home_source(setup)
     await setup.api.wait_for(lambda: "Tea is ready." in setup.api.texts(ALICE_CHAT), what="the note on Telegram")
     await asyncio.sleep(0.3)
     assert "Done on the web." not in setup.api.texts(ALICE_CHAT)  # a web conversation's answer stays there
+
+
+async def test_markdown_answers_are_sent_as_telegram_html_and_refused_markup_as_plain_text(setup):
+    await running(setup)
+    await paired_member(setup)
+    tangled = "**bold ~~both** strike~~"  # crossed markers: HTML Telegram refuses
+    setup.model.script(MODEL, [Reply("**Done**: `x < y`"), Reply(tangled)])
+    setup.api.send(ALICE_CHAT, "Format, please.")
+    await setup.api.wait_for(lambda: "<b>Done</b>: <code>x &lt; y</code>" in setup.api.texts(ALICE_CHAT), what="the HTML answer")
+    html = [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("parse_mode") == "HTML"]
+    assert len(html) == 1 and html[0].result is not None
+
+    setup.api.send(ALICE_CHAT, "Again.")
+    await setup.api.wait_for(lambda: tangled in setup.api.texts(ALICE_CHAT), what="the plain-text fallback")
+    attempts = [c for c in setup.api.of("sendMessage", ALICE_CHAT) if "strike" in str(c.params.get("text"))]
+    assert [(c.params.get("parse_mode"), c.result is not None) for c in attempts] == [("HTML", False), (None, True)]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import skald_telegram
 from skald_telegram.pairing import ALPHABET, CODE_LENGTH, display, new_code, normalise
-from skald_telegram.text import MESSAGE_LIMIT, split_message, utf16_len
+from skald_telegram.text import MESSAGE_LIMIT, split_message, to_telegram_html, utf16_len
 from skald_telegram.updates import ButtonPress, Ignored, Inbound, parse_update
 
 PACKAGE = Path(skald_telegram.__file__).parent
@@ -34,6 +34,17 @@ def test_text_without_breaks_is_cut_hard_and_emoji_count_twice():
     assert [utf16_len(p) for p in pieces] == [4096, 1904]
     assert "".join(pieces) == emoji
     assert split_message("  \n ") == [] and split_message("short") == ["short"]
+
+
+def test_markdown_becomes_telegram_html_and_nothing_in_the_text_becomes_a_tag():
+    assert to_telegram_html("**Done**: `x < y` and ~~old~~") == "<b>Done</b>: <code>x &lt; y</code> and <s>old</s>"
+    assert to_telegram_html("# Title\nSee [docs](https://e.org/?a=1&b=\"2\")") == (
+        '<b>Title</b>\nSee <a href="https://e.org/?a=1&amp;b=&quot;2&quot;">docs</a>'
+    )
+    assert to_telegram_html("```py\nif a < b and **c**:\n    pass\n```") == "<pre>if a &lt; b and **c**:\n    pass</pre>"
+    assert to_telegram_html("<script>alert(1)</script> & <b>") == "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;"
+    assert to_telegram_html("a ** b and `unclosed") == "a ** b and `unclosed"  # unpaired markers stay as typed
+    assert to_telegram_html("[x](javascript:alert(1))") == "[x](javascript:alert(1))"  # only http(s) links
 
 
 def test_malformed_updates_parse_to_nothing_or_ignored_never_raise():
