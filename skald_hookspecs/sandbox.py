@@ -14,6 +14,12 @@ from pathlib import Path
 from typing import Mapping, Protocol, runtime_checkable
 
 
+class SandboxUnavailable(RuntimeError):
+    """No sandbox can run a member's command here (no backend available, or the chosen
+    one failed to build it). The message says what to install or fix; it is shown to
+    the agent and the member as it is."""
+
+
 @dataclass(frozen=True)
 class Mount:
     """One host folder made visible inside a member's sandbox.
@@ -31,17 +37,24 @@ class Mount:
 class SandboxSpec:
     """Everything a backend needs to build (or reuse) one member's sandbox.
 
-    ``uid``/``gid`` are the non-root ids commands run as; ``home`` is the target of the
-    member's home mount; ``network`` is off unless the instance configured it. The
-    backend must rebuild the sandbox when any field differs from the running one
-    (self-healing on drift: image tag, user, mounts).
+    ``uid``/``gid`` are the non-root ids commands run as, with the supplementary
+    ``groups`` and umask 002 (so members writing one shared folder can change each
+    other's files); ``home`` is the target of the member's home mount; ``image`` names
+    the root filesystem for backends that have one (Docker); ``instance`` names the
+    Skald instance that owns the sandbox (several may share one Docker engine);
+    ``network`` is off unless the instance configured it. The backend must rebuild the
+    sandbox when any field differs from the running one (self-healing on drift: image
+    tag, user, mounts, limits).
     """
 
     member_id: str
+    instance: str
     uid: int
     gid: int
     home: str
+    groups: tuple[int, ...] = ()
     mounts: tuple[Mount, ...] = ()
+    image: str = ""
     network: bool = False
     memory_bytes: int = 1024 * 1024 * 1024
     cpus: float = 1.0
@@ -90,3 +103,9 @@ class SandboxBackend(Protocol):
 
     async def remove(self, member_id: str) -> None:
         """Tear the member's sandbox down (member deleted or deactivated)."""
+
+    async def existing(self, instance: str) -> list[str]:
+        """The member ids that have a sandbox of ``instance`` right now (long-lived
+        ones, e.g. a container; ``[]`` for a backend that keeps nothing between
+        commands). The host reconciles these at boot: a deleted or deactivated member's
+        is removed. Another instance's sandboxes are never listed."""

@@ -105,6 +105,14 @@ class TurnApi(Protocol):
     def agents(self) -> list[dict[str, Any]]:
         """The task agents ``delegate`` accepts: id, title, description."""
 
+    async def run_command(self, command: str, *, workdir: str | None = None, timeout: float | None = None) -> Any:
+        """Run a shell command in this member's sandbox (never on the bare host) and
+        return its ``ExecResult``. ``workdir`` is an agent path (``~/…``, relative,
+        ``shared/X/…``, ``projects/o/s/…``) or an absolute sandbox path; ``timeout`` is
+        capped by the instance. Stopping the turn kills the command's process group.
+        Raises ``SandboxUnavailable`` (its message says what to install) when no
+        sandbox backend can run here."""
+
 
 @dataclass(frozen=True)
 class ToolContext:

@@ -92,6 +92,22 @@ class FileSettings:
 
 
 @dataclass(frozen=True)
+class SandboxSettings:
+    """Where members' commands run (seed 001 "Filesystem & containers"). ``backend`` is
+    ``auto`` (Docker when its engine answers, else bubblewrap, else none), a backend's
+    name, or ``none`` (``execute_cmd`` is refused). Limits apply per member sandbox."""
+
+    backend: str = "auto"
+    image: str = "skald-sandbox:1"
+    network: bool = False
+    memory_mib: int = 1024
+    cpus: float = 1.0
+    pids: int = 256
+    exec_timeout_seconds: float = 120.0
+    output_limit_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("data")
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -101,6 +117,7 @@ class Settings:
     plugins: PluginSettings = field(default_factory=PluginSettings)
     chat: ChatSettings = field(default_factory=ChatSettings)
     files: FileSettings = field(default_factory=FileSettings)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
     @property
     def database_dir(self) -> Path:
@@ -270,5 +287,10 @@ def _validate(settings: Settings) -> None:
         raise SettingsError("chat.tool_timeout_seconds: must be positive")
     if settings.files.upload_max_bytes < 1 or settings.files.view_max_bytes < 1 or settings.files.read_max_bytes < 1:
         raise SettingsError("files: upload_max_bytes, view_max_bytes and read_max_bytes must be positive")
+    box = settings.sandbox
+    if box.memory_mib < 16 or not box.cpus > 0 or box.pids < 8:
+        raise SettingsError("sandbox: memory_mib must be at least 16, cpus positive and pids at least 8")
+    if not box.exec_timeout_seconds > 0 or box.output_limit_bytes < 1024:
+        raise SettingsError("sandbox: exec_timeout_seconds must be positive and output_limit_bytes at least 1024")
     if bool(settings.server.tls_cert) != bool(settings.server.tls_key):
         raise SettingsError("server.tls_cert and server.tls_key must be set together")

@@ -35,6 +35,7 @@ from skald_host.core.identity.throttle import LoginThrottle
 from skald_host.core.identity.users import UserManager, seed_new_plugin_grants
 from skald_host.core.i18n import Strings
 from skald_host.core.memory.notes import MemoryService
+from skald_host.core.sandbox import SandboxManager, validate_backend
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, _grants_by_default
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager
@@ -103,6 +104,7 @@ class Skald:
         self._files: FileService | None = None
         self.memory = MemoryService(self)
         self._folders: FolderService | None = None
+        self._sandbox: SandboxManager | None = None
 
     # -- accessors (the surface the web layer and HostApi are cut from) --------------
 
@@ -135,6 +137,11 @@ class Skald:
     def files(self) -> FileService:
         assert self._files is not None, "Skald.start() has not run"
         return self._files
+
+    @property
+    def sandbox(self) -> SandboxManager:
+        assert self._sandbox is not None, "Skald.start() has not run"
+        return self._sandbox
 
     @property
     def channels(self) -> ChannelService:
@@ -215,6 +222,9 @@ class Skald:
         self._users.before_lock.append(self._chat.before_lock)
         channels = await self.plugins.collect("register_channels", validate_channel, key=lambda c: c[0], kind="channel")
         self._channels = ChannelService(self, dict(c.value for c in channels))
+        backends = await self.plugins.collect("register_sandbox_backends", validate_backend, key=lambda b: b[0], kind="sandbox backend")
+        self._sandbox = SandboxManager(self, backends)
+        await self._sandbox.start()
         self._users.before_lock.append(self._channels.before_lock)
         self._users.after_unlock.append(self._channels.after_unlock)
         self.config_sets = await self.plugins.collect(

@@ -11,6 +11,7 @@ import asyncio
 import html
 import json
 import logging
+import secrets
 import warnings
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
@@ -179,7 +180,7 @@ class TelegramBot:
         self.username: str | None = None
         self._redact = _RedactToken(config.token)
         self._poller: asyncio.Task[None] | None = None
-        self._fetching = False  # the poller waits in getUpdates (safe to cancel)
+        self._waiting = False  # the poller waits (long poll or back-off): safe to cancel
         self._stopping = False
         self._seen: list[int] = []  # processed update ids, persisted
         self._in_flight: set[int] = set()
@@ -187,8 +188,9 @@ class TelegramBot:
             config.token,
             base_url=f"{config.api_base_url}/bot",
             base_file_url=f"{config.api_base_url}/file/bot",
-            request=HTTPXRequest(connection_pool_size=8, read_timeout=30.0),
-            get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=10.0),
+            # A short connect timeout: startup runs under the host's 5 s hook timeout.
+            request=HTTPXRequest(connection_pool_size=8, read_timeout=30.0, connect_timeout=3.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=10.0, connect_timeout=3.0),
         )
 
     # -- lifecycle -------------------------------------------------------------------
@@ -229,7 +231,7 @@ class TelegramBot:
         second at most), the long poll is cut, queued replies get two seconds."""
         self._stopping = True
         if self._poller is not None:
-            if self._fetching:
+            if self._waiting:
                 self._poller.cancel()
             done, _ = await asyncio.wait({self._poller}, timeout=1.5)
             if not done:
@@ -255,16 +257,14 @@ class TelegramBot:
         offset = offset if isinstance(offset, int) else 0
         failures = 0
         while not self._stopping:
+            self._waiting = True
             try:
-                self._fetching = True
                 batch = await self.bot.do_api_request(
                     "getUpdates",
                     {"offset": offset, "timeout": self.config.poll_timeout, "allowed_updates": ALLOWED_UPDATES},
                     read_timeout=self.config.poll_timeout + 10,
                 )
                 failures = 0
-            except asyncio.CancelledError:
-                raise
             except RetryAfter as exc:
                 await asyncio.sleep(retry_after_seconds(exc))
                 continue
@@ -274,7 +274,7 @@ class TelegramBot:
                 await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))
                 continue
             finally:
-                self._fetching = False
+                self._waiting = False
             for raw in batch if isinstance(batch, list) else []:
                 if self._stopping:  # the rest is fetched again after the next start
                     return
@@ -531,8 +531,6 @@ class TelegramBot:
                 self.outbox.put(chat_id, lambda: self._remove_buttons(chat_id, int(card["message_id"])))
 
     async def _send_approval(self, member_id: str, chat_id: int, event: ChannelEvent, locale: str) -> None:
-        import secrets
-
         short = secrets.token_urlsafe(9)  # callback_data is at most 64 bytes: a handle, not the id
         await self.host.kv_set(f"button:{short}", {"member_id": member_id, "approval_id": event.approval_id})
         arguments = json.dumps(dict(event.arguments), ensure_ascii=False, indent=1)

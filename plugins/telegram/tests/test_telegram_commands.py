@@ -71,3 +71,11 @@ async def test_webhook_mode_without_a_secret_fails_to_start_with_the_reason(setu
     await setup.enable()
     status = setup.host.core.plugins.status("telegram")
     assert status.healthy is False and "webhook mode needs both a webhook URL and a webhook secret token" in status.error
+
+
+async def test_an_unreachable_bot_api_server_fails_to_start_with_the_reason(setup: Setup):
+    await setup.configure(api_base_url="http://127.0.0.1:9")  # the discard port: nothing listens
+    await setup.enable()
+    status = setup.host.core.plugins.status("telegram")
+    assert status.healthy is False and "cannot reach the Bot API at http://127.0.0.1:9" in status.error
+    assert "standin-token" not in status.error

@@ -77,6 +77,13 @@ class Scope:
     def agents(self) -> list[dict[str, Any]]:
         return [a.summary() for a in self.kernel.runtime.agents.task_agents()]
 
+    async def run_command(self, command: str, *, workdir: str | None = None, timeout: float | None = None) -> Any:
+        runtime = self.kernel.runtime
+        return await runtime.core.sandbox.execute(
+            runtime.member_id, command, workdir=workdir, timeout=timeout,
+            cancelled=runtime.cancel_event(self.frame.conversation_id),
+        )
+
 
 class Kernel:
     def __init__(self, runtime: "MemberRuntime") -> None:

@@ -1,0 +1,209 @@
+"""The bubblewrap sandbox backend, for machines without a Docker engine.
+
+Each command gets a fresh ``bwrap`` sandbox: every namespace unshared (no network
+unless configured), its own pid namespace (killing bwrap kills everything inside),
+the host's ``/usr`` read-only and nothing else of the host but the member's folders —
+home read-write, memberships read-only where the membership is, memory signposts
+read-only. When the host runs as root the command is dropped to the member's uid with
+``setpriv`` before bwrap starts, so it is that uid on the host too (another member's
+0700 home is closed to it by plain permissions); limits come from ``prlimit``
+(processes, address space, CPU seconds) because cgroups may not be delegated here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+from typing import Any
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.sandbox import ExecResult, SandboxSpec, SandboxUnavailable
+from skald_hookspecs.types import PluginInfo
+
+HOST_DIRS = ("/usr",)
+USR_LINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"))
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives", "/etc/localtime")
+PATH = "/usr/local/bin:/usr/bin:/bin"
+READ_CHUNK = 65536
+
+
+class BubblewrapBackend:
+    name = "bubblewrap"
+
+    def __init__(self) -> None:
+        self._running: dict[str, set[asyncio.subprocess.Process]] = {}
+
+    def available(self) -> str | None:
+        missing = [tool for tool in ("bwrap", "prlimit") + (("setpriv",) if os.geteuid() == 0 else ()) if not shutil.which(tool)]
+        if missing:
+            return f"{', '.join(missing)} not found; install bubblewrap and util-linux"
+        probe = self._argv_prefix(65534, 65534, pids=64, memory=256 * 1024 * 1024, cpu_seconds=5, network=False)
+        try:
+            done = subprocess.run(
+                [*probe, "--chdir", "/", *self._argv_command(65534, 65534, (), "exit 0")],
+                capture_output=True, timeout=10, env={"PATH": PATH},
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap cannot start a sandbox here ({exc})"
+        if done.returncode != 0:
+            reason = done.stderr.decode(errors="replace").strip().splitlines()
+            return f"bwrap cannot start a sandbox here ({reason[-1] if reason else done.returncode}); user namespaces may be off"
+        return None
+
+    def _argv_prefix(self, uid: int, gid: int, *, pids: int, memory: int, cpu_seconds: int, network: bool) -> list[str]:
+        argv = ["prlimit", f"--nproc={pids}", f"--as={memory}", f"--cpu={cpu_seconds}", "--core=0", "--", "bwrap"]
+        argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        argv += [] if network else ["--unshare-net"]
+        argv += ["--die-with-parent", "--new-session"]
+        if os.geteuid() == 0:
+            # Privileged bwrap makes the mounts, then keeps only what setpriv needs to
+            # become the member; setpriv drops even that before the command starts.
+            argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+        else:
+            argv += ["--unshare-user", "--uid", str(uid), "--gid", str(gid)]
+        for folder in HOST_DIRS:
+            argv += ["--ro-bind", folder, folder]
+        for target, link in USR_LINKS:
+            if os.path.exists("/" + target):
+                argv += ["--symlink", target, link]
+        for path in ETC_FILES:
+            argv += ["--ro-bind-try", path, path]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv", "--setenv", "PATH", PATH]
+        return argv
+
+    def _argv_command(self, uid: int, gid: int, groups: tuple[int, ...], command: str) -> list[str]:
+        drop = []
+        if os.geteuid() == 0:
+            drop = [
+                "setpriv", f"--reuid={uid}", f"--regid={gid}",
+                f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+            ]
+        # umask 002 as in every backend: write-members of a shared folder share its files.
+        return [*drop, "/bin/sh", "-c", 'umask 002; exec /bin/sh -c "$0"', command]
+
+    async def ensure(self, spec: SandboxSpec) -> None:
+        """Nothing lives between commands; only check the mounts can be made."""
+        for mount in spec.mounts:
+            if not mount.source.is_dir():
+                raise SandboxUnavailable(f"a folder for the sandbox is missing: {mount.target}")
+
+    async def execute(
+        self,
+        spec: SandboxSpec,
+        command: str,
+        *,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        cancelled: asyncio.Event | None = None,
+    ) -> ExecResult:
+        argv = self._argv_prefix(
+            spec.uid, spec.gid, pids=spec.pids, memory=spec.memory_bytes,
+            cpu_seconds=max(1, int(timeout) + 1), network=spec.network,
+        )
+        # The folders are opened here, by the host, and handed over as descriptors: the
+        # dropped uid could not even traverse the data dir, and a descriptor cannot be
+        # swapped for a symlink between the check and the mount.
+        parent = os.path.dirname(spec.home.rstrip("/"))
+        if parent not in ("", "/"):
+            argv += ["--perms", "0755", "--dir", parent]  # bwrap makes new folders 0700 for root
+        fds: list[int] = []
+        try:
+            made: set[str] = set()
+            for mount in sorted(spec.mounts, key=lambda m: m.target.count("/")):
+                fd = os.open(mount.source, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fds.append(fd)
+                ancestor = os.path.dirname(mount.target)
+                while ancestor.startswith(spec.home + "/") and ancestor not in made:
+                    made.add(ancestor)
+                    argv += ["--perms", "0755", "--dir", ancestor]  # e.g. ~/shared above ~/shared/X
+                    ancestor = os.path.dirname(ancestor)
+                argv += ["--ro-bind-fd" if mount.read_only else "--bind-fd", str(fd), mount.target]
+            for key, value in spec.env.items():
+                argv += ["--setenv", key, value]
+            argv += ["--chdir", workdir, *self._argv_command(spec.uid, spec.gid, spec.groups, command)]
+            process = await asyncio.create_subprocess_exec(
+                *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                start_new_session=True, env={"PATH": PATH}, pass_fds=fds,
+            )
+        except OSError as exc:
+            raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from None
+        finally:
+            for fd in fds:
+                os.close(fd)
+        running = self._running.setdefault(spec.member_id, set())
+        running.add(process)
+        parts: list[bytes] = []
+        state = {"size": 0, "truncated": False}
+
+        async def read() -> None:
+            assert process.stdout is not None
+            while chunk := await process.stdout.read(READ_CHUNK):
+                room = output_limit - state["size"]
+                if len(chunk) > room:
+                    chunk, state["truncated"] = chunk[: max(room, 0)], True
+                if chunk:
+                    parts.append(chunk)
+                    state["size"] += len(chunk)
+            await process.wait()
+
+        reader = asyncio.ensure_future(read())
+        stop = asyncio.ensure_future(cancelled.wait()) if cancelled is not None else None
+        try:
+            done, _ = await asyncio.wait({reader, *([stop] if stop else [])}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            _kill_group(process)
+            reader.cancel()
+            running.discard(process)
+            raise
+        finally:
+            if stop is not None:
+                stop.cancel()
+        output = lambda: b"".join(parts).decode("utf-8", errors="replace")  # noqa: E731
+        if reader in done:
+            running.discard(process)
+            return ExecResult(process.returncode, output(), state["truncated"])
+        _kill_group(process)
+        try:
+            await asyncio.wait_for(reader, 5.0)
+        except asyncio.TimeoutError:
+            reader.cancel()
+        running.discard(process)
+        was_cancelled = stop is not None and stop in done
+        return ExecResult(None, output(), state["truncated"], timed_out=not was_cancelled, cancelled=was_cancelled)
+
+    async def remove(self, member_id: str) -> None:
+        for process in self._running.pop(member_id, set()):
+            _kill_group(process)
+
+    async def existing(self, instance: str) -> list[str]:
+        return []
+
+
+def _kill_group(process: Any) -> None:
+    """bwrap leads its own process group; killing it takes its pid namespace's init
+    with it (``--die-with-parent``), and the kernel then kills every process inside."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@hookimpl
+def plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id="sandbox-bubblewrap",
+        title="Bubblewrap sandbox",
+        description="Runs members' commands with bubblewrap where no Docker engine is available.",
+        icon="box",
+        spec=">=1.0,<2",
+    )
+
+
+@hookimpl
+def register_sandbox_backends(register) -> None:
+    register("bubblewrap", BubblewrapBackend())

@@ -1,0 +1,328 @@
+"""The Docker sandbox backend: one long-lived container per member (seed 001
+"Filesystem & containers"), registered through ``register_sandbox_backends``.
+
+The container runs as the member's own uid with tini as pid 1 (it reaps what a
+killed command leaves), no capabilities, ``no-new-privileges``, a read-only root with
+a size-capped ``/tmp``, pids/memory/CPU limits and no network unless configured. Its
+spec hash and image id are compared on every ``ensure``: any drift recreates it.
+
+A command runs under ``setsid`` so it leads a session of its own; the session id is
+written to a pidfile, and a timeout or a stop kills every process of that session
+from a second ``docker exec``. What a finished command left running in its session is
+killed the same way, in the background (the answer does not wait for it): a command
+leaves nothing behind, as in the bubblewrap backend, whose pid namespace ends with it. If even that cannot start (a fork bomb holding every
+pid), the container is restarted: killing more than asked beats leaving it running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import secrets
+import socket
+import threading
+from typing import Any
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.sandbox import ExecResult, SandboxSpec, SandboxUnavailable
+from skald_hookspecs.types import PluginInfo
+
+log = logging.getLogger(__name__)
+
+PREFIX = "skald-sbx-"
+LABEL_MEMBER = "org.skald.member"
+LABEL_SPEC = "org.skald.spec"
+LABEL_INSTANCE = "org.skald.instance"
+#: Bumped whenever the way a container is created changes, so every box rebuilds.
+REVISION = 1
+ENTRYPOINT = ["/usr/bin/tini", "--"]
+IDLE = ["sleep", "infinity"]
+KILL_GRACE_SECONDS = 5.0
+# $0 is the pidfile, $1 the member's command: both positional, so a command holding
+# quotes or $(…) is data for the inner shell, never syntax of this one. setsid's own
+# complaint about a killed child goes to /dev/null; the session gets stderr back on 3.
+WRAPPER = 'exec 2>&3 3>&-; echo $$ >"$0"; umask 002; exec /bin/sh -c "$1"'
+LAUNCH = 'exec setsid -w /bin/sh -c "$0" "$1" "$2" 3>&2 2>/dev/null'
+KILLER = (
+    'i=0; while [ ! -s "$0" ] && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done; '
+    'sid=$(cat "$0" 2>/dev/null); [ -n "$sid" ] || exit 0; '
+    'i=0; while pkill -KILL -s "$sid" && [ $i -lt 200 ]; do i=$((i+1)); done; '
+    'rm -f "$0"; pgrep -s "$sid" >/dev/null && exit 3; exit 0'
+)
+
+
+def container_name(member_id: str) -> str:
+    return PREFIX + member_id
+
+
+def spec_hash(spec: SandboxSpec) -> str:
+    """What the container was built from; any change (image tag, user, mounts,
+    limits, network, environment) makes a different hash and a rebuild."""
+    data = {
+        "revision": REVISION,
+        "member": spec.member_id,
+        "instance": spec.instance,
+        "user": [spec.uid, spec.gid, sorted(spec.groups)],
+        "home": spec.home,
+        "image": spec.image,
+        "mounts": sorted([str(m.source), m.target, m.read_only] for m in spec.mounts),
+        "network": spec.network,
+        "limits": [spec.memory_bytes, spec.cpus, spec.pids],
+        "env": sorted(spec.env.items()),
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+class DockerBackend:
+    name = "docker"
+
+    def __init__(self) -> None:
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._cleanups: set[asyncio.Task[None]] = set()
+
+    def _docker(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import docker  # imported on first use: a host without Docker never pays for it
+
+                self._client = docker.from_env(timeout=30)
+            return self._client
+
+    def available(self) -> str | None:
+        try:
+            import docker
+
+            client = docker.from_env(timeout=3)
+            client.ping()
+            client.close()
+        except Exception as exc:
+            reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+            return f"no Docker engine answers ({reason}); install docker.io and start dockerd"
+        return None
+
+    # -- the member's container ------------------------------------------------------------
+
+    async def ensure(self, spec: SandboxSpec) -> None:
+        await asyncio.to_thread(self._ensure, spec)
+
+    def _ensure(self, spec: SandboxSpec) -> Any:
+        import docker.errors
+        from docker.types import Mount as DockerMount
+
+        client = self._docker()
+        try:
+            image = client.images.get(spec.image)
+        except docker.errors.ImageNotFound:
+            raise SandboxUnavailable(
+                f"the sandbox image {spec.image} is missing; build it with `make sandbox-image`"
+            ) from None
+        name = container_name(spec.member_id)
+        wanted = spec_hash(spec)
+        try:
+            container = client.containers.get(name)
+        except docker.errors.NotFound:
+            container = None
+        if container is not None:
+            if container.labels.get(LABEL_SPEC) == wanted and container.attrs.get("Image") == image.id:
+                if container.status != "running":
+                    container.start()
+                return container
+            log.info("sandbox container %s drifted from its spec; recreating it", name)
+            container.remove(force=True)
+        tmpfs_mib = max(16, spec.memory_bytes // (4 * 1024 * 1024))
+        container = client.containers.create(
+            spec.image,
+            command=IDLE,
+            entrypoint=ENTRYPOINT,
+            name=name,
+            hostname="sandbox",
+            user=f"{spec.uid}:{spec.gid}",
+            group_add=[str(g) for g in spec.groups],
+            working_dir=spec.home,
+            environment=dict(spec.env),
+            labels={LABEL_MEMBER: spec.member_id, LABEL_INSTANCE: spec.instance, LABEL_SPEC: wanted},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={tmpfs_mib}m,mode=1777"},
+            pids_limit=spec.pids,
+            mem_limit=spec.memory_bytes,
+            memswap_limit=spec.memory_bytes,
+            nano_cpus=int(spec.cpus * 1e9),
+            network_mode="bridge" if spec.network else "none",
+            mounts=[DockerMount(m.target, str(m.source), type="bind", read_only=m.read_only) for m in spec.mounts],
+            restart_policy={"Name": "unless-stopped"},
+        )
+        container.start()
+        return container
+
+    async def remove(self, member_id: str) -> None:
+        await asyncio.to_thread(self._remove, member_id)
+
+    def _remove(self, member_id: str) -> None:
+        import docker.errors
+
+        try:
+            self._docker().containers.get(container_name(member_id)).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+    async def existing(self, instance: str) -> list[str]:
+        def listed() -> list[str]:
+            containers = self._docker().containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
+            return [c.labels[LABEL_MEMBER] for c in containers if c.name == container_name(c.labels[LABEL_MEMBER])]
+
+        return await asyncio.to_thread(listed)
+
+    # -- commands --------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        spec: SandboxSpec,
+        command: str,
+        *,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        cancelled: asyncio.Event | None = None,
+    ) -> ExecResult:
+        name = container_name(spec.member_id)
+        pidfile = f"/tmp/.skald-exec-{secrets.token_hex(12)}"
+        user = f"{spec.uid}:{spec.gid}"
+        api = self._docker().api
+        exec_id, sock = await asyncio.to_thread(self._start, api, name, user, workdir, dict(spec.env), pidfile, command)
+        capture = _Capture(output_limit)
+        reader = asyncio.ensure_future(asyncio.to_thread(capture.read_frames, sock))
+        stop = asyncio.ensure_future(cancelled.wait()) if cancelled is not None else None
+        try:
+            done, _ = await asyncio.wait({reader, *([stop] if stop else [])}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The turn's task was cancelled (a /stop, or the chat's tool timeout):
+            # kill the group before letting the cancellation go on.
+            await asyncio.shield(self._kill_and_drain(api, name, user, pidfile, reader, sock))
+            raise
+        finally:
+            if stop is not None:
+                stop.cancel()
+        if reader in done:
+            reader.result()
+            info = await asyncio.to_thread(api.exec_inspect, exec_id)
+            _close(sock)
+            cleanup = asyncio.ensure_future(asyncio.to_thread(self._kill_session, api, name, user, pidfile))
+            self._cleanups.add(cleanup)
+            cleanup.add_done_callback(self._cleanups.discard)
+            return ExecResult(info.get("ExitCode"), capture.text(), capture.truncated)
+        was_cancelled = stop is not None and stop in done
+        await self._kill_and_drain(api, name, user, pidfile, reader, sock)
+        return ExecResult(None, capture.text(), capture.truncated, timed_out=not was_cancelled, cancelled=was_cancelled)
+
+    def _start(self, api: Any, name: str, user: str, workdir: str, env: dict[str, str], pidfile: str, command: str) -> tuple[str, Any]:
+        import docker.errors
+
+        try:
+            exec_id = api.exec_create(
+                name, ["/bin/sh", "-c", LAUNCH, WRAPPER, pidfile, command],
+                stdout=True, stderr=True, stdin=False, user=user, workdir=workdir, environment=env,
+            )["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as exc:
+            raise SandboxUnavailable(f"the sandbox did not accept the command: {exc.explanation or exc}") from None
+        return exec_id, sock
+
+    async def _kill_and_drain(self, api: Any, name: str, user: str, pidfile: str, reader: asyncio.Future[Any], sock: Any) -> None:
+        try:
+            await asyncio.to_thread(self._kill_session, api, name, user, pidfile)
+        except Exception:
+            log.exception("sandbox %s: killing a command failed", name)
+        try:
+            await asyncio.wait_for(asyncio.shield(reader), KILL_GRACE_SECONDS)
+        except (asyncio.TimeoutError, Exception):
+            _close(sock)  # something outside the session holds the stream open: stop reading
+
+    def _kill_session(self, api: Any, name: str, user: str, pidfile: str) -> None:
+        import docker.errors
+
+        try:
+            exec_id = api.exec_create(name, ["/bin/sh", "-c", KILLER, pidfile], stdout=True, stderr=True, user=user)["Id"]
+            api.exec_start(exec_id)
+            code = api.exec_inspect(exec_id).get("ExitCode")
+        except docker.errors.APIError as exc:
+            code, reason = None, exc
+        else:
+            reason = f"killer exit code {code}"
+        if code == 0:
+            return
+        try:
+            container = self._docker().containers.get(name)
+            if container.status != "running":
+                return  # removed, rebuilt or stopped meanwhile: nothing of the session is left
+            # The killer could not run or could not finish (every pid taken): restart the
+            # container, which kills everything in it; tini and the idle process return.
+            log.warning("sandbox %s: the command's session could not be killed (%s); restarting the container", name, reason)
+            container.restart(timeout=0)
+        except docker.errors.NotFound:
+            return
+
+
+class _Capture:
+    """Output up to ``limit`` bytes; the rest is read and dropped so the command
+    never blocks on a full pipe."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+
+    def add(self, data: bytes) -> None:
+        room = self.limit - self.size
+        if room <= 0:
+            self.truncated = self.truncated or bool(data)
+            return
+        if len(data) > room:
+            data, self.truncated = data[:room], True
+        self.parts.append(data)
+        self.size += len(data)
+
+    def read_frames(self, sock: Any) -> None:
+        from docker.utils.socket import frames_iter
+
+        try:
+            for _stream, data in frames_iter(sock, tty=False):
+                self.add(data)
+        except (OSError, ValueError):
+            return  # the socket was closed under us after a kill
+
+    def text(self) -> str:
+        return b"".join(self.parts).decode("utf-8", errors="replace")
+
+
+def _close(sock: Any) -> None:
+    raw = getattr(sock, "_sock", sock)
+    try:
+        raw.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass
+
+
+@hookimpl
+def plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id="sandbox-docker",
+        title="Docker sandbox",
+        description="Runs each member's commands in a container of their own.",
+        icon="box",
+        spec=">=1.0,<2",
+    )
+
+
+@hookimpl
+def register_sandbox_backends(register) -> None:
+    register("docker", DockerBackend())

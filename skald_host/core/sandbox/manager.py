@@ -1,0 +1,323 @@
+"""``SandboxManager`` (``Skald.sandbox``): one backend chosen for the instance, one
+sandbox per member built lazily on first use and kept matching its spec."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skald_hookspecs.events import SystemEvent
+from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxSpec, SandboxUnavailable
+from skald_host.core.files.service import MEMORY_ROOTS, SANDBOX_HOME, FileError
+from skald_host.core.folders.service import MEMBERSHIP_CHANGED
+from skald_host.core.identity.users import MemberNotFound
+from skald_host.core.plugins.manager import Contribution, PluginError
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+log = logging.getLogger(__name__)
+
+#: ``backend: auto`` tries these in order; the first whose ``available()`` is None wins.
+AUTO_ORDER = ("docker", "bubblewrap")
+INSTANCE_KEY = "sandbox.instance"
+#: The group every sandbox user with a membership has: shared folders and projects are
+#: ``root:FOLDERS_GID 2770``, so each member's own uid can work in the ones mounted
+#: into their sandbox (and in no other: an unmounted folder is simply not there).
+FOLDERS_GID = 19999
+_REMOVING_EVENTS = ("member_deleted",)
+
+SIGNPOST = """# {root}/ is not a folder
+
+`{root}/` holds {what}. They live in the database, not on this disk, so nothing
+here can read or change them: this folder is read-only on purpose, and writing
+files beside it would create notes that no one ever reads.
+
+Use the tools instead:
+
+- `memory_search` to find notes by words,
+- `read_file {root}/<name>.md` to read one,
+- `write_file {root}/<name>.md` / `edit_file` to write or change one,
+- `list_files {root}/` to see what exists.
+"""
+_SIGNPOST_WHAT = {
+    "user-memory": "your private memory notes",
+    "shared-memory": "the memory notes shared by the whole group",
+}
+
+
+def validate_backend(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, SandboxBackend]:
+    """The ``register(name, backend)`` check of ``register_sandbox_backends``."""
+    if len(args) != 2 or not isinstance(args[0], str) or not args[0].strip():
+        raise PluginError("register() expects (name, backend)")
+    name, backend = args
+    missing = [m for m in ("available", "ensure", "execute", "remove", "existing") if not callable(getattr(backend, m, None))]
+    if missing:
+        raise PluginError(f"sandbox backend {name!r} lacks {', '.join(missing)}")
+    return name, backend
+
+
+class SandboxManager:
+    def __init__(self, core: "Skald", backends: list[Contribution]) -> None:
+        self._reach = lambda: core
+        self.settings = core.settings.sandbox
+        self.signposts = core.settings.data_dir / ".memory-signpost"
+        self._backends: dict[str, Contribution] = {c.value[0]: c for c in backends}
+        self._chosen: tuple[str, SandboxBackend] | None = None
+        self._refusal: str | None = None
+        self._choosing = asyncio.Lock()
+        self._member_locks: dict[str, asyncio.Lock] = {}
+        self._ensured: dict[str, SandboxSpec] = {}
+        self.instance = ""
+
+    @property
+    def _core(self) -> "Skald":
+        return self._reach()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Write the signposts, then reconcile and follow member events in the
+        background: a slow or absent engine must never hold up the boot."""
+        await asyncio.to_thread(self._write_signposts)
+        self.instance = await self._core.registry.transaction(_instance_id)
+        events = self._core.buses.system.subscribe()
+        self._core.supervisor.spawn("sandbox-reconcile", self._reconcile_then_follow(events))
+
+    async def _reconcile_then_follow(self, events: Any) -> None:
+        try:
+            try:
+                await self.reconcile()
+            except Exception:
+                log.exception("sandbox reconcile failed")
+            stopping = self._core.stopping
+            while not stopping.is_set():
+                getter = asyncio.ensure_future(events.get())
+                stop = asyncio.ensure_future(stopping.wait())
+                done, _ = await asyncio.wait({getter, stop}, return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                if getter not in done:
+                    getter.cancel()
+                    break
+                try:
+                    event = getter.result()
+                except StopAsyncIteration:
+                    break
+                try:
+                    await self.on_event(event)
+                except Exception:
+                    log.exception("sandbox: handling %s failed", event.kind)
+        finally:
+            events.close()
+
+    def _write_signposts(self) -> None:
+        """Rewritten on every start, so a README edited (or deleted) on disk heals."""
+        for root in MEMORY_ROOTS:
+            folder = self.signposts / root
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.signposts, 0o755)
+            os.chmod(folder, 0o755)
+            readme = folder / "README.md"
+            readme.write_text(SIGNPOST.format(root=root, what=_SIGNPOST_WHAT[root]), encoding="utf-8")
+            os.chmod(readme, 0o644)
+
+    # -- choosing the backend ---------------------------------------------------------------
+
+    async def backend(self) -> tuple[str, SandboxBackend]:
+        """The instance's backend, chosen once. Raises ``SandboxUnavailable`` with what
+        to install when none can run here."""
+        async with self._choosing:
+            if self._chosen is None and self._refusal is None:
+                self._chosen, self._refusal = await self._choose()
+                if self._chosen:
+                    log.info("sandbox backend: %s", self._chosen[0])
+                else:
+                    log.warning("no sandbox backend: %s", self._refusal)
+        if self._chosen is None:
+            raise SandboxUnavailable(self._refusal or "no sandbox backend")
+        return self._chosen
+
+    async def _choose(self) -> tuple[tuple[str, SandboxBackend] | None, str | None]:
+        wanted = self.settings.backend.strip().lower()
+        if wanted == "none":
+            return None, (
+                "Commands cannot run here: the sandbox is switched off (sandbox.backend: none)."
+                " Install Docker (docker.io) or bubblewrap and set sandbox.backend to auto."
+            )
+        names = AUTO_ORDER if wanted == "auto" else (wanted,)
+        reasons: list[str] = []
+        for name in names:
+            contribution = self._backends.get(name)
+            if contribution is None or not self._core.plugins.is_enabled(contribution.plugin_id):
+                reasons.append(f"{name}: no such sandbox backend is installed")
+                continue
+            backend = contribution.value[1]
+            try:
+                reason = await asyncio.to_thread(backend.available)
+            except Exception as exc:
+                reason = f"its availability check failed: {exc}"
+            if reason is None:
+                return (name, backend), None
+            reasons.append(f"{name}: {reason}")
+        return None, "Commands cannot run here: no sandbox is available. " + "; ".join(reasons)
+
+    # -- one member's sandbox ---------------------------------------------------------------
+
+    async def spec_for(self, member_id: str) -> SandboxSpec:
+        files = self._core.files
+        uid = files.uid_for(member_id)
+        mounts = list(await files.sandbox_mounts(member_id))
+        folders = [m.source for m in mounts if m.target != SANDBOX_HOME]
+        if folders:
+            await asyncio.to_thread(_share_with_sandboxes, folders)
+        for root in MEMORY_ROOTS:
+            mounts.append(Mount(Path(os.path.realpath(self.signposts / root)), f"{SANDBOX_HOME}/{root}", read_only=True))
+        box = self.settings
+        return SandboxSpec(
+            member_id=member_id,
+            instance=self.instance,
+            uid=uid,
+            gid=uid,
+            home=SANDBOX_HOME,
+            groups=(FOLDERS_GID,) if folders else (),
+            mounts=tuple(mounts),
+            image=box.image,
+            network=box.network,
+            memory_bytes=box.memory_mib * 1024 * 1024,
+            cpus=box.cpus,
+            pids=box.pids,
+            env={"HOME": SANDBOX_HOME, "USER": "member", "LANG": "C.UTF-8"},
+        )
+
+    async def ensure(self, member_id: str, spec: SandboxSpec | None = None) -> SandboxSpec:
+        """Make the member's sandbox match its current spec (built from scratch each
+        call, so a membership change lands on the next command at the latest)."""
+        _, backend = await self.backend()
+        spec = spec or await self.spec_for(member_id)
+        lock = self._member_locks.setdefault(member_id, asyncio.Lock())
+        async with lock:
+            try:
+                await backend.ensure(spec)
+            except SandboxUnavailable:
+                raise
+            except Exception as exc:
+                log.error("sandbox of a member could not be built: %s", exc)
+                raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from exc
+            self._ensured[member_id] = spec
+        return spec
+
+    async def execute(
+        self,
+        member_id: str,
+        command: str,
+        *,
+        workdir: str | None = None,
+        timeout: float | None = None,
+        cancelled: asyncio.Event | None = None,
+        spec: SandboxSpec | None = None,
+    ) -> ExecResult:
+        """Run ``command`` in the member's sandbox. ``workdir`` is an agent path or an
+        absolute sandbox path; ``timeout`` is capped by ``sandbox.exec_timeout_seconds``."""
+        if not isinstance(command, str) or not command.strip():
+            raise ValueError("'command' must be non-empty text")
+        if "\x00" in command:
+            raise ValueError("'command' contains a NUL byte")
+        limit = self.settings.exec_timeout_seconds
+        if timeout is None:
+            timeout = limit
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError("'timeout' must be a positive number of seconds")
+        timeout = min(float(timeout), limit)
+        _, backend = await self.backend()
+        target = await self.sandbox_path(member_id, workdir)
+        spec = await self.ensure(member_id, spec)
+        return await backend.execute(
+            spec, command, workdir=target, timeout=timeout,
+            output_limit=self.settings.output_limit_bytes, cancelled=cancelled,
+        )
+
+    async def sandbox_path(self, member_id: str, workdir: str | None) -> str:
+        """The sandbox path of an agent path (seed: ``UserFs::to_container``): the home,
+        a membership under it, or an absolute path inside the sandbox as it is."""
+        if workdir is None or not str(workdir).strip():
+            return SANDBOX_HOME
+        member = await self._core.users.get(member_id)
+        try:
+            resolved = await self._core.files.resolve(member, str(workdir), write=False)
+        except FileError as exc:
+            raise ValueError(f"workdir: {exc}") from None
+        if resolved.kind == "memory":
+            raise ValueError("workdir: memory notes are not files in the sandbox; use the memory tools")
+        if resolved.kind == "sandbox":
+            return resolved.sandbox_path or SANDBOX_HOME
+        if resolved.agent_path in ("", "~", "."):
+            return SANDBOX_HOME
+        return f"{SANDBOX_HOME}/{resolved.agent_path}"
+
+    async def remove(self, member_id: str) -> None:
+        self._ensured.pop(member_id, None)
+        try:
+            _, backend = await self.backend()
+        except SandboxUnavailable:
+            return
+        await backend.remove(member_id)
+
+    # -- reconciliation ---------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """At boot nobody is unlocked, so nothing is built here (sandboxes are made on
+        first use); what is removed is every sandbox whose member is gone or inactive."""
+        try:
+            _, backend = await self.backend()
+        except SandboxUnavailable:
+            return
+        existing = await backend.existing(self.instance)
+        for member_id in existing:
+            try:
+                member = await self._core.users.get(member_id)
+            except MemberNotFound:
+                member = None
+            if member is None or not member.active:
+                log.info("removing the sandbox of a %s member", "deleted" if member is None else "deactivated")
+                await backend.remove(member_id)
+
+    async def on_event(self, event: SystemEvent) -> None:
+        member_id = event.subject_id
+        if not member_id:
+            return
+        if event.kind in _REMOVING_EVENTS or (event.kind == "member_active_changed" and not event.data.get("active", True)):
+            await self.remove(member_id)
+        elif event.kind == MEMBERSHIP_CHANGED and member_id in self._ensured:
+            # Remount now rather than at the next command, so the explorer and the
+            # sandbox agree at once (seed: refresh_user_mounts without a re-login).
+            await self.ensure(member_id)
+
+
+def _instance_id(conn: Any) -> str:
+    """A random id for this instance, made once: it tells this instance's sandboxes
+    from another's on a shared engine, so a reconcile never removes a stranger's."""
+    row = conn.execute("SELECT value FROM config WHERE key = ?", (INSTANCE_KEY,)).fetchone()
+    if row:
+        return str(json.loads(row[0]))
+    value = secrets.token_hex(8)
+    conn.execute("INSERT INTO config (key, value) VALUES (?, ?)", (INSTANCE_KEY, json.dumps(value)))
+    return value
+
+
+def _share_with_sandboxes(folders: list[Path]) -> None:
+    """Give membership folders to ``FOLDERS_GID`` with the setgid bit, so files made in
+    them keep that group. Only root can, and only root needs to: an unprivileged host
+    runs every sandbox as itself."""
+    if os.geteuid() != 0:
+        return
+    for folder in folders:
+        info = os.stat(folder, follow_symlinks=False)
+        if info.st_gid != FOLDERS_GID:
+            os.chown(folder, info.st_uid, FOLDERS_GID, follow_symlinks=False)
+        if (info.st_mode & 0o7777) != 0o2770:
+            os.chmod(folder, 0o2770)
