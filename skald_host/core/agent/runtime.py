@@ -205,7 +205,8 @@ class MemberRuntime:
         # No await between the check and the write's submission: the store's one worker
         # runs jobs in order, so a turn started after this check reads the message.
         stored = await self.store.add_member_message(
-            frame, text, idempotency_key, queued=self.running(conversation_id), attachments=json.dumps(described)
+            frame, text, idempotency_key, queued=self.running(conversation_id), attachments=json.dumps(described),
+            title=" ".join(text.split())[:60],
         )
         if stored["duplicate"]:
             if stored["conversation_id"] != conversation_id:
@@ -214,9 +215,6 @@ class MemberRuntime:
         ack = {"conversation_id": conversation_id, "queued": stored["queued"], "message_id": stored["message_id"]}
         if not stored["queued"]:
             self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described)
-        conversation = await self.store.conversation(conversation_id)
-        if conversation and not conversation["title"]:
-            await self.store.rename(conversation_id, " ".join(text.split())[:60])
         self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
         self.drive(conversation_id, unattended=unattended)
         return ack
@@ -230,10 +228,13 @@ class MemberRuntime:
     async def _drive(self, conversation_id: str, unattended: bool) -> None:
         try:
             frame = await self.store.root_frame(conversation_id)
-            conversation = await self.store.conversation(conversation_id)
+            # The member (a role change applies from the next turn) is read on the
+            # registry's thread while the conversation is read from the member's file.
+            member, conversation = await asyncio.gather(self.core.users.get(self.member_id), self.store.conversation(conversation_id))
             agent = self.agents.get(conversation["agent_id"]) if conversation else None
             while agent is not None:
-                self.member = await self.core.users.get(self.member_id)
+                self.member = member if member is not None else await self.core.users.get(self.member_id)
+                member = None  # a queued message's turn reads it again
                 self.emit("turn_started", conversation_id)
                 await self._settle_finished_subframes(frame)
                 await self.kernel.run_frame(frame, agent, unattended=unattended)
@@ -404,10 +405,14 @@ class MemberRuntime:
         turn: ModelTurn | None,
         error: ModelError | None,
         started: float,
+        *,
+        payload: bool = True,
     ) -> None:
         """Metadata to the registry; bodies only to the member's own file. Written in
         the background so the answer is not held back by serialising a long history;
-        the turn's ``turn_finished`` waits for it (``flush_logs``)."""
+        the turn's ``turn_finished`` waits for it (``flush_logs``). ``payload`` False:
+        the kernel logged the request body while the model answered and the response
+        body goes with the round's answer (``finish_assistant``)."""
         latency = int((time.perf_counter() - started) * 1000)
 
         async def write() -> None:
@@ -423,6 +428,8 @@ class MemberRuntime:
                         ),
                     )
                 )
+                if not payload:
+                    return
                 response = None
                 if turn is not None:
                     response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
@@ -435,7 +442,19 @@ class MemberRuntime:
             except Exception:
                 log.exception("request log of member %s could not be written", self.member_id)
 
-        task = asyncio.create_task(write())
+        self.log_in_background(write())
+
+    def log_in_background(self, write: Awaitable[None]) -> None:
+        """A request log write the answer does not wait for; ``turn_finished`` and
+        closing the runtime do (``flush_logs``). A failure is logged, never raised."""
+
+        async def guarded() -> None:
+            try:
+                await write
+            except Exception:
+                log.exception("request log of member %s could not be written", self.member_id)
+
+        task = asyncio.ensure_future(guarded())
         self._logging.add(task)
         task.add_done_callback(self._logging.discard)
 

@@ -1,16 +1,33 @@
 """The conversation store over a member's own file: every state transition of the
 loop is one write here, made before it is announced, so a crash loses RAM and never
-truth (seed 001, "Restart recovery")."""
+truth (seed 001, "Restart recovery").
+
+Every write to ``messages`` and ``tool_calls`` goes through this class. That is what
+lets it keep the history of the frames it has read in memory: each write re-reads the
+rows it changed inside its own transaction and splices them into the copy once the
+commit succeeded, so a round reads its history without reading (or copying) a long
+conversation again, and the copy always equals a fresh read (a summary, a recovery, a
+deletion or ``forget`` drop it instead). A module that writes those tables some other
+way must call ``forget`` after its commit.
+"""
 
 from __future__ import annotations
 
+import json
 import secrets
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from skald_host.core.storage import Database
 
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
+#: Frames whose history is kept in memory per member, the most recently read ones.
+HISTORY_CACHE_FRAMES = 64
+#: A history row: read-only, because the same row is handed to every later round.
+Row = Mapping[str, Any]
+T = TypeVar("T")
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 
 
@@ -54,6 +71,48 @@ def _call(row: Any) -> CallRow:
 class ConversationStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._history: OrderedDict[str, list[Row]] = OrderedDict()  # frame id -> history(), as a fresh read returns it
+        self._writes = 0  # history-changing writes seen; a read racing one is not kept
+        self._roots: dict[str, Frame] = {}  # a conversation's root frame never changes
+        self._inbox_clean: set[str] = set()  # conversations with nothing queued since their last drain was submitted
+        self._no_subframes: set[str] = set()  # conversations with no open sub-agent frame since their last look
+
+    def forget(self) -> None:
+        """Drop every in-memory history (after a write to messages or tool_calls made
+        outside this class)."""
+        self._history.clear()
+        self._writes += 1
+
+    def _splice(self, rows: Sequence[Row]) -> None:
+        """Put rows re-read after a committed write into the histories kept in memory."""
+        self._writes += 1
+        for row in rows:
+            cached = self._history.get(row["frame_id"])
+            if cached is None or row["role"] == "note":
+                continue
+            if row["role"] == "summary":  # a summary opens a new window: read it afresh
+                del self._history[row["frame_id"]]
+                continue
+            index = len(cached)
+            while index and cached[index - 1]["id"] >= row["id"]:
+                index -= 1
+            if index < len(cached) and cached[index]["id"] == row["id"]:
+                cached[index] = row
+            else:
+                cached.insert(index, row)
+
+    async def _write_rows(self, fn: Callable[[Any], tuple[T, Sequence[int]]]) -> T:
+        """A transaction that changes history rows: ``fn`` returns its result and the
+        ids of the messages it changed, which are re-read before the commit and
+        spliced into the copies in memory after it."""
+
+        def write(conn: Any) -> tuple[T, list[Row]]:
+            result, message_ids = fn(conn)
+            return result, _reread(conn, message_ids)
+
+        result, rows = await self.db.transaction(write)
+        self._splice(rows)
+        return result
 
     # -- conversations ------------------------------------------------------------
 
@@ -99,24 +158,38 @@ class ConversationStore:
         )
 
     async def delete(self, conversation_id: str) -> bool:
-        return bool(await self.db.transaction(lambda c: c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount))
+        deleted = bool(await self.db.transaction(lambda c: c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount))
+        self._roots.pop(conversation_id, None)
+        self.forget()
+        return deleted
 
     async def root_frame(self, conversation_id: str) -> Frame:
-        row = await self.db.run(
-            lambda c: c.execute("SELECT * FROM frames WHERE conversation_id = ? AND depth = 0", (conversation_id,)).fetchone()
-        )
-        return _frame(row)
+        """Kept once read: a root frame is never closed or moved, only deleted."""
+        root = self._roots.get(conversation_id)
+        if root is None:
+            row = await self.db.run(
+                lambda c: c.execute("SELECT * FROM frames WHERE conversation_id = ? AND depth = 0", (conversation_id,)).fetchone()
+            )
+            root = self._roots[conversation_id] = _frame(row)
+        return root
 
     async def frame(self, frame_id: str) -> Frame:
         return _frame(await self.db.run(lambda c: c.execute("SELECT * FROM frames WHERE id = ?", (frame_id,)).fetchone()))
 
     async def open_frames(self, conversation_id: str) -> list[Frame]:
+        """Open sub-agent frames, deepest first. Only this class opens frames, so a
+        conversation that had none and opened none since is answered without a read."""
+        if conversation_id in self._no_subframes:
+            return []
+        writes = self._writes
         rows = await self.db.run(
             lambda c: c.execute(
                 "SELECT * FROM frames WHERE conversation_id = ? AND status = 'open' AND depth > 0 ORDER BY depth DESC, created_at",
                 (conversation_id,),
             ).fetchall()
         )
+        if not rows and writes == self._writes:
+            self._no_subframes.add(conversation_id)
         return [_frame(r) for r in rows]
 
     async def subframe_of(self, call_id: str) -> Frame | None:
@@ -125,6 +198,8 @@ class ConversationStore:
 
     async def open_subframe(self, caller: Frame, call_id: str, agent_id: str) -> Frame:
         frame_id = new_id()
+        self._no_subframes.discard(caller.conversation_id)
+        self._writes += 1  # an open_frames read racing this must not conclude "none"
         await self.db.transaction(
             lambda c: c.execute(
                 "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth) VALUES (?, ?, ?, ?, ?, ?)",
@@ -143,12 +218,13 @@ class ConversationStore:
     # -- messages -------------------------------------------------------------------
 
     async def add_member_message(
-        self, frame: Frame, text: str, key: str | None, *, queued: bool, attachments: str = "[]"
+        self, frame: Frame, text: str, key: str | None, *, queued: bool, attachments: str = "[]", title: str = ""
     ) -> dict[str, Any]:
         """Store a member's message — in the conversation, or in its inbox while a turn
         runs — unless its idempotency key is taken. The check and the insert are one
         transaction: two retries racing each other (check G1) must store one message and
-        acknowledge both, not fail the second on the UNIQUE index."""
+        acknowledge both, not fail the second on the UNIQUE index. ``title`` names a
+        conversation that has no title yet, in the same commit."""
 
         def write(conn: Any) -> dict[str, Any]:
             row = conn.execute("SELECT id, conversation_id FROM messages WHERE idempotency_key = ?", (key,)).fetchone() if key else None
@@ -166,10 +242,23 @@ class ConversationStore:
             message_id = _insert_user_message(conn, frame, text, key, attachments)
             return {"message_id": message_id, "conversation_id": frame.conversation_id, "queued": False, "duplicate": False}
 
-        return await self.db.transaction(write)
+        if queued:
+            self._inbox_clean.discard(frame.conversation_id)  # before the write is submitted: a drain after it must look
+
+        def write_rows(conn: Any) -> tuple[dict[str, Any], list[int]]:
+            stored = write(conn)
+            if title and not stored["duplicate"]:
+                conn.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''", (title, frame.conversation_id))
+            return stored, [stored["message_id"]] if stored["message_id"] is not None and not stored["duplicate"] else []
+
+        return await self._write_rows(write_rows)
 
     async def add_user_message(self, frame: Frame, text: str, key: str | None) -> int:
-        return await self.db.transaction(lambda conn: _insert_user_message(conn, frame, text, key))
+        def write(conn: Any) -> tuple[int, list[int]]:
+            message_id = _insert_user_message(conn, frame, text, key)
+            return message_id, [message_id]
+
+        return await self._write_rows(write)
 
     async def drain_inbox(self, frame: Frame) -> list[int]:
         """Move queued messages into the conversation, oldest first, in one transaction."""
@@ -190,25 +279,39 @@ class ConversationStore:
                 )
             if ids:
                 conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
-            return ids
+            return ids, ids
 
-        return await self.db.transaction(move)
+        # Only this class queues messages, so an inbox nothing was queued in since its last
+        # drain was submitted is known empty without a read (jobs run in submission order).
+        if frame.conversation_id in self._inbox_clean:
+            return []
+        self._inbox_clean.add(frame.conversation_id)
+        try:
+            return await self._write_rows(move)
+        except BaseException:
+            self._inbox_clean.discard(frame.conversation_id)
+            raise
 
     async def start_assistant(self, frame: Frame, model: str) -> int:
         """The streaming placeholder: its checkpoints keep partial text across a crash."""
-        return await self.db.transaction(
-            lambda c: c.execute(
+
+        def write(conn: Any) -> tuple[int, list[int]]:
+            message_id = conn.execute(
                 "INSERT INTO messages (conversation_id, frame_id, role, status, model) VALUES (?, ?, 'assistant', 'streaming', ?)",
                 (frame.conversation_id, frame.id, model),
             ).lastrowid
-        )
+            return message_id, [message_id]
+
+        return await self._write_rows(write)
 
     async def checkpoint(self, message_id: int, content: str, reasoning: str) -> None:
-        await self.db.run(
-            lambda c: c.execute(
+        def write(conn: Any) -> tuple[None, list[int]]:
+            conn.execute(
                 "UPDATE messages SET content = ?, reasoning = ? WHERE id = ? AND status = 'streaming'", (content, reasoning, message_id)
             )
-        )
+            return None, [message_id]
+
+        await self._write_rows(write)
 
     async def finish_assistant(
         self,
@@ -219,9 +322,11 @@ class ConversationStore:
         model: str,
         status: str = "complete",
         calls: list[tuple[str, str, str, str]] = (),  # type: ignore[assignment]
+        response_log: tuple[str, str] | None = None,
     ) -> list[str]:
         """The round's authoritative result and its tool calls, in one transaction; call
-        ids are allocated here, in call order."""
+        ids are allocated here, in call order. The response body of the round's request
+        log (request id, body) rides in the same commit."""
 
         def write(conn: Any) -> list[str]:
             row = conn.execute("SELECT conversation_id, frame_id FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -239,9 +344,11 @@ class ConversationStore:
                 )
                 ids.append(call_id)
             conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (row[0],))
-            return ids
+            if response_log is not None:
+                conn.execute("UPDATE llm_request_payloads SET response = ? WHERE request_id = ?", (response_log[1], response_log[0]))
+            return ids, [message_id]
 
-        return await self.db.transaction(write)
+        return await self._write_rows(write)
 
     async def add_note(self, frame: Frame, text: str, status: str = "complete") -> int:
         """A message the host writes for the member's eyes (a notification, an error):
@@ -254,17 +361,22 @@ class ConversationStore:
         )
 
     async def mark_interrupted_streams(self) -> int:
-        return await self.db.transaction(
-            lambda c: c.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'").rowcount
-        )
+        try:
+            return await self.db.transaction(
+                lambda c: c.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'").rowcount
+            )
+        finally:
+            self.forget()
 
     async def add_summary(self, frame: Frame, text: str) -> int:
-        return await self.db.transaction(
-            lambda c: c.execute(
+        def write(conn: Any) -> tuple[int, list[int]]:
+            message_id = conn.execute(
                 "INSERT INTO messages (conversation_id, frame_id, role, content) VALUES (?, ?, 'summary', ?)",
                 (frame.conversation_id, frame.id, text),
             ).lastrowid
-        )
+            return message_id, [message_id]
+
+        return await self._write_rows(write)
 
     # -- tool calls -------------------------------------------------------------------
 
@@ -279,37 +391,42 @@ class ConversationStore:
     async def set_call(self, call_id: str, status: str, result: str | None = None) -> None:
         finished = status in TERMINAL_CALL_STATES
 
-        def write(conn: Any) -> None:
+        def write(conn: Any) -> tuple[None, list[int]]:
             conn.execute(
                 f"UPDATE tool_calls SET status = ?, result = COALESCE(?, result), finished_at = CASE WHEN ? THEN {NOW} ELSE finished_at END"
                 " WHERE id = ?",
                 (status, result, finished, call_id),
             )
+            return None, _message_of_call(conn, call_id)
 
-        await self.db.transaction(write)
+        await self._write_rows(write)
 
-    async def history(self, frame_id: str) -> list[dict[str, Any]]:
+    async def history(self, frame_id: str) -> list[Row]:
         """A frame's messages with their tool calls, oldest first, from its latest
-        summary on (compaction)."""
+        summary on (compaction). The rows are read-only: they are shared with the copy
+        kept in memory."""
+        cached = self._history.get(frame_id)
+        if cached is not None:
+            self._history.move_to_end(frame_id)
+            return list(cached)
 
-        def read(conn: Any) -> list[dict[str, Any]]:
+        def read(conn: Any) -> list[Row]:
             start = conn.execute(
                 "SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'summary'", (frame_id,)
             ).fetchone()[0] or 0
-            messages = [
-                dict(r)
-                for r in conn.execute(
-                    "SELECT * FROM messages WHERE frame_id = ? AND id >= ? AND role != 'note' ORDER BY id", (frame_id, start)
-                )
-            ]
-            calls: dict[int, list[dict[str, Any]]] = {}
-            for r in conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? AND message_id >= ? ORDER BY message_id, seq", (frame_id, start)):
-                calls.setdefault(r["message_id"], []).append(dict(r))
-            for message in messages:
-                message["tool_calls"] = calls.get(message["id"], [])
-            return messages
+            return _with_calls(
+                conn,
+                conn.execute("SELECT * FROM messages WHERE frame_id = ? AND id >= ? AND role != 'note' ORDER BY id", (frame_id, start)),
+                conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? AND message_id >= ? ORDER BY message_id, seq", (frame_id, start)),
+            )
 
-        return await self.db.run(read)
+        writes = self._writes
+        rows = await self.db.run(read)
+        if writes == self._writes:  # no write finished meanwhile, so none is missing from the copy
+            self._history[frame_id] = rows
+            while len(self._history) > HISTORY_CACHE_FRAMES:
+                self._history.popitem(last=False)
+        return list(rows)
 
     async def transcript(self, conversation_id: str) -> list[dict[str, Any]]:
         """The root frame's messages for the member's screen (every status shown)."""
@@ -338,14 +455,15 @@ class ConversationStore:
     async def request_approval(self, call_id: str, conversation_id: str, tool: str, args_hash: str, expires_at: str) -> str:
         approval_id = new_id()
 
-        def write(conn: Any) -> None:
+        def write(conn: Any) -> tuple[None, list[int]]:
             conn.execute(
                 "INSERT INTO approvals (id, conversation_id, tool_call_id, tool, args_hash, status, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
                 (approval_id, conversation_id, call_id, tool, args_hash, expires_at),
             )
             conn.execute("UPDATE tool_calls SET status = 'awaiting_approval' WHERE id = ?", (call_id,))
+            return None, _message_of_call(conn, call_id)
 
-        await self.db.transaction(write)
+        await self._write_rows(write)
         return approval_id
 
     async def approval_for_call(self, call_id: str) -> dict[str, Any] | None:
@@ -413,12 +531,10 @@ class ConversationStore:
             lambda c: c.execute(f"UPDATE scheduled_jobs SET status = ?, finished_at = {NOW} WHERE id = ?", (status, job_id))
         )
 
-    async def log_payload(self, request_id: str, conversation_id: str, request: str, response: str | None) -> None:
+    async def log_payload(self, request_id: str, conversation_id: str, request: str | dict[str, Any], response: str | None) -> None:
+        """A request's bodies; a ``request`` not yet JSON is encoded on the file's thread."""
         await self.db.run(
-            lambda c: c.execute(
-                "INSERT OR REPLACE INTO llm_request_payloads (request_id, conversation_id, request, response) VALUES (?, ?, ?, ?)",
-                (request_id, conversation_id, request, response),
-            )
+            lambda c: _insert_payload(c, request_id, conversation_id, request if isinstance(request, str) else json.dumps(request), response)
         )
 
 
@@ -429,6 +545,43 @@ def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, at
     )
     conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
     return cur.lastrowid
+
+
+def _insert_payload(conn: Any, request_id: str, conversation_id: str, request: str, response: str | None) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO llm_request_payloads (request_id, conversation_id, request, response) VALUES (?, ?, ?, ?)",
+        (request_id, conversation_id, request, response),
+    )
+
+
+def _with_calls(conn: Any, messages: Any, calls: Any) -> list[Row]:
+    """Message rows with their tool calls attached, frozen."""
+    by_message: dict[int, list[Row]] = {}
+    for r in calls:
+        by_message.setdefault(r["message_id"], []).append(MappingProxyType(dict(r)))
+    rows = []
+    for r in messages:
+        message = dict(r)
+        message["tool_calls"] = tuple(by_message.get(message["id"], ()))
+        rows.append(MappingProxyType(message))
+    return rows
+
+
+def _reread(conn: Any, message_ids: Sequence[int]) -> list[Row]:
+    """Rows just written, re-read in the writing transaction, for ``_splice``."""
+    if not message_ids:
+        return []
+    marks = ",".join("?" * len(message_ids))
+    return _with_calls(
+        conn,
+        conn.execute(f"SELECT * FROM messages WHERE id IN ({marks}) ORDER BY id", tuple(message_ids)),
+        conn.execute(f"SELECT * FROM tool_calls WHERE message_id IN ({marks}) ORDER BY message_id, seq", tuple(message_ids)),
+    )
+
+
+def _message_of_call(conn: Any, call_id: str) -> list[int]:
+    row = conn.execute("SELECT message_id FROM tool_calls WHERE id = ?", (call_id,)).fetchone()
+    return [row[0]] if row else []
 
 
 def _call_exists(conn: Any, call_id: str) -> bool:
