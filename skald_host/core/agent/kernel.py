@@ -29,6 +29,7 @@ from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import project, unfinished_calls
 from skald_host.core.agent.store import TERMINAL_CALL_STATES, Frame
 from skald_host.core.files.media import turn_images
+from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
 
 if TYPE_CHECKING:
@@ -131,10 +132,16 @@ class Kernel:
         """One model call, recorded. Returns the final answer when the round ended the
         frame (no tool calls, or a failure shown to the member), else None."""
         frame, agent = scope.frame, scope.agent
-        system = await self.runtime.system_prompt(frame, agent)
-        messages = project(system, history, await turn_images(self.runtime.core, self.runtime.member_id, history))
+        # The models come from the registry's thread while the prompt is put together.
+        lookup = asyncio.ensure_future(self.chat.models.candidates(pin=agent.model, strength=agent.strength))
+        try:
+            system = await self.runtime.system_prompt(frame, agent)
+            messages = project(system, history, await turn_images(self.runtime.core, self.runtime.member_id, history))
+        except BaseException:
+            lookup.cancel()
+            raise
         tools = self.runtime.offered_tools(agent)
-        turn, message_id = await self.call_model(frame, agent, messages, [t.wire() for t in tools])
+        turn, message_id, response_log = await self.call_model(frame, await lookup, messages, [t.wire() for t in tools])
         if turn is None:
             return ""
         if not tools and turn.tool_calls:
@@ -149,7 +156,7 @@ class Kernel:
             for c in turn.tool_calls
         ]
         call_ids = await self.store.finish_assistant(
-            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls
+            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, response_log=response_log
         )
         if call_ids:
             self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning,
@@ -161,14 +168,24 @@ class Kernel:
         return None if call_ids else turn.content
 
     async def call_model(
-        self, frame: Frame, agent: AgentDefinition, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> tuple[ModelTurn | None, int]:
-        """One round's model call with fallback; the streaming placeholder row carries
-        checkpoints of the partial text, so a crash mid-stream leaves it on screen."""
-        candidates = await self.chat.models.candidates(pin=agent.model, strength=agent.strength)
+        self, frame: Frame, candidates: list[ModelChoice], messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> tuple[ModelTurn | None, int, tuple[str, str] | None]:
+        """One round's model call with fallback: the turn, its message id, and the
+        response log (request id, response body) for ``finish_assistant`` to write with it.
+
+        The streaming placeholder row is committed before the request goes out (a token
+        names it, so it is durable before the first one is announced); it carries
+        checkpoints of the partial text, so a crash mid-stream leaves it on screen. They
+        come at most every ``CHECKPOINT_SECONDS``, the first one too: a short answer is
+        written once, by ``finish_assistant``. The request body for the log (300 KiB at
+        1,000 messages) is written behind the placeholder while the model answers."""
         if not candidates:
             raise NoModelConfigured("no model is configured")
         message_id = await self.store.start_assistant(frame, candidates[0].model)
+        first_request_id = uuid.uuid4().hex
+        self.runtime.log_in_background(
+            self.store.log_payload(first_request_id, frame.conversation_id, {"messages": messages, "tools": tools}, None)
+        )
         partial = {"content": "", "reasoning": ""}
         dirty = asyncio.Event()
 
@@ -179,15 +196,15 @@ class Kernel:
 
         async def checkpoints() -> None:
             while True:
+                await asyncio.sleep(CHECKPOINT_SECONDS)
                 await dirty.wait()
                 dirty.clear()
                 await self.store.checkpoint(message_id, partial["content"], partial["reasoning"])
-                await asyncio.sleep(CHECKPOINT_SECONDS)
 
         saver = asyncio.create_task(checkpoints())
         try:
             for index, choice in enumerate(candidates):
-                request_id = uuid.uuid4().hex
+                request_id = first_request_id if index == 0 else uuid.uuid4().hex
                 started = time.perf_counter()
                 try:
                     turn = await self.chat.clients.complete(choice, messages, tools, on_delta)
@@ -202,9 +219,13 @@ class Kernel:
                     text = f"The model could not answer ({exc})."
                     await self.store.finish_assistant(message_id, content=text, reasoning="", model=choice.model, status="error")
                     self.emit(frame, "error", message_id=message_id, error=text)
-                    return None, message_id
-                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started)
-                return turn, message_id
+                    return None, message_id, None
+                # The first candidate's request body is logged already; a fallback's is not.
+                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=index > 0)
+                if index > 0:
+                    return turn, message_id, None
+                response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
+                return turn, message_id, (request_id, json.dumps(response))
         except asyncio.CancelledError:
             status = "interrupted" if self.interrupted() else "cancelled"
             await asyncio.shield(
@@ -215,7 +236,7 @@ class Kernel:
             raise
         finally:
             saver.cancel()
-        return None, message_id
+        return None, message_id, None
 
     # -- tool calls ------------------------------------------------------------------------
 
