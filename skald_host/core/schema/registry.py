@@ -41,6 +41,9 @@ _FOLDER_APPROVAL_RULES = "INSERT INTO approval_rules (tool_pattern, path_class, 
     f"('{tool}', '{root}/*', 'allow', 300, 'files in a {kind} the member belongs to; read-only memberships are refused in code', 1)"
     for root, kind in (("shared", "shared folder"), ("projects", "project"))
     for tool in _FOLDER_TOOLS
+) + ", " + ", ".join(
+    f"('list_files', '{root}', 'allow', 300, 'the list of the member''s own {kind}s', 1)"
+    for root, kind in (("shared", "shared folder"), ("projects", "project"))
 )
 
 

@@ -1,0 +1,34 @@
+"""The approval defaults seeded for shared folders and projects, decided by the real
+gate over the rules of a fresh registry: the fs tools inside a folder the member
+belongs to run without asking (read-only memberships are refused in code, not here),
+and nothing that merely looks like such a path is waved through."""
+
+from __future__ import annotations
+
+import pytest
+
+from skald_host.core.agent.approvals import RuleStore, decide
+
+
+@pytest.mark.parametrize(
+    "tool, path, expected",
+    [
+        ("read_file", "shared/recipes/soup.md", "allow"),
+        ("list_files", "shared/recipes", "allow"),
+        ("list_files", "shared", "allow"),
+        ("list_files", "projects", "allow"),
+        ("grep_files", "projects/olga/garden", "allow"),
+        ("write_file", "projects/olga/garden/plan.md", "allow"),
+        ("edit_file", "~/shared/recipes/soup.md", "allow"),
+        ("show_file_to_user", "./projects/olga/garden/photo.png", "allow"),
+        ("write_file", "shared", "require"),  # the list of folders is no place to write
+        ("write_file", "shared/../../etc/passwd", "require"),  # climbs out: matches no allow rule
+        ("write_file", "sharedx/a.md", "require"),
+        ("write_file", "/etc/shared/x", "require"),
+        ("execute_cmd", "projects/olga/garden", "require"),  # a command is not a file tool
+    ],
+)
+async def test_folder_paths_are_decided_by_the_seeded_rules(skald, tool, path, expected):
+    host = await skald.start()
+    rules = await RuleStore(host.core.registry).rules()
+    assert decide(rules, tool, {"path": path}, frozenset()) == expected
