@@ -1,9 +1,9 @@
 import asyncio
 import sys
 
-from bench import chat, logins, storage
+from bench import chat, logins, memory, storage
 
-SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main}
+SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main, "memory": memory.main}
 
 
 def main(argv: list[str]) -> int:

@@ -24,7 +24,7 @@ async def memory_search(args: Mapping[str, Any], ctx: ToolContext) -> str:
         raise ValueError(f"'limit' must be a whole number from 1 to {MAX_RESULTS}")
     hits = await ctx.host.memory().search(ctx.member_id, query, limit)
     if not hits:
-        return f"No memory note matches {query.strip()!r}."
+        return f"No memory note has all of {query.strip()!r}; try fewer or other words."
     lines = [f"{len(hits)} note(s), best match first (read one with read_file):"]
     lines += [f"- {hit.path}: {' '.join(hit.snippet.split())}" for hit in hits]
     return "\n".join(lines)
@@ -38,7 +38,7 @@ TOOLS = (
         {
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "words to look for; any of them may match"},
+                "query": {"type": "string", "description": "words a note must all contain (a word also matches longer words it starts)"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS},
             },
             "required": ["query"],

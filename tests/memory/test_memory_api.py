@@ -107,7 +107,10 @@ async def test_the_restricted_role_may_not_read_or_write_shared_memory(memhost):
         await shared.read("index.md")
     with pytest.raises(NoteAccessDenied):
         await shared.write("index.md", "overwritten")
-    assert [h.path for h in await memhost.host.core.memory.search(kid.member["id"], "everyone pony")] == ["user-memory/index.md"]
+    memory = memhost.host.core.memory
+    assert [h.path for h in await memory.search(kid.member["id"], "pony")] == ["user-memory/index.md"]
+    assert await memory.search(kid.member["id"], "everyone") == []  # the shared note is not searched
+    assert [h.path for h in await memory.search(alice.member["id"], "everyone")] == ["shared-memory/index.md"]
 
 
 async def test_taking_the_write_capability_away_lands_on_the_next_call(memhost):

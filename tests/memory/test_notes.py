@@ -131,3 +131,21 @@ async def test_empty_search_is_a_clear_error(store: NoteStore) -> None:
     for query in ("", "   ", '""', "- ( )"):
         with pytest.raises(NoteError, match="empty"):
             await store.search(query)
+
+
+async def test_search_finds_notes_with_every_word(store: NoteStore) -> None:
+    await store.write("garden-only.md", "garden " * 30)
+    await store.write("both.md", "A long note. " * 30 + "Gardening and watering, once each.")
+    await store.write("water-only.md", "water")
+    assert [h.key for h in await store.search("garden water")] == ["both.md"]  # prefixes: gardening, watering
+    assert [h.key for h in await store.search("water")] == ["water-only.md", "both.md"]
+
+
+async def test_search_limit_and_snippets_of_only_the_chosen_notes(store: NoteStore) -> None:
+    for i in range(30):
+        await store.write(f"n{i:02}.md", "apple " * (i + 1) + "pear")
+    hits = await store.search("apple", limit=5)
+    assert [h.key for h in hits] == ["n29.md", "n28.md", "n27.md", "n26.md", "n25.md"]  # most occurrences first
+    assert all("apple" in h.snippet for h in hits)
+    assert len(await store.search("apple pear", limit=50)) == 30
+    assert await store.search("apple plum") == []

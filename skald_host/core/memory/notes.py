@@ -57,7 +57,7 @@ class NoteInfo:
 class NoteHit:
     key: str
     snippet: str
-    rank: float
+    rank: float  # bm25: lower is better
 
 
 def _strip_home(path: str) -> str:
@@ -116,17 +116,17 @@ def note_key(key: Any) -> str:
     return normal
 
 
-def fts_query(query: Any) -> str:
-    """The member's words as an FTS5 expression that cannot be a syntax error: each
-    term quoted (quotes doubled) and matched as a prefix, any term may match, and
-    bm25 ranks the notes that match more of them, more often, first."""
+def fts_terms(query: Any) -> list[str]:
+    """The member's words as FTS5 terms that cannot be a syntax error: each quoted
+    (quotes doubled), so FTS operators are searched as words, and matched as a prefix
+    ("garden" finds "gardening", in any language, which a stemmer would not)."""
     if not isinstance(query, str):
         raise NoteError("the search query must be text")
     # A term with no letter or digit holds no token; FTS5 would reject it.
     terms = [t for t in unicodedata.normalize("NFKC", query).replace("\x00", " ").split() if any(ch.isalnum() for ch in t)]
     if not terms:
         raise NoteError("the search query is empty")
-    return " OR ".join('"' + term.replace('"', '""') + '"*' for term in terms[:32])
+    return ['"' + term.replace('"', '""') + '"*' for term in terms[:32]]
 
 
 Guard = Callable[[str], Awaitable[None]]
@@ -199,19 +199,33 @@ class NoteStore:
         return [NoteInfo(r["key"], r["size"], r["updated_at"]) for r in rows]
 
     async def search(self, query: str, limit: int = 10) -> list[NoteHit]:
-        expression = fts_query(query)
+        """Notes that have every word (or a word starting with it), best bm25 first.
+        Every word, not any: a word that is in most notes would otherwise make bm25
+        score most notes (bench/memory.py). Snippets are made for the chosen notes
+        only, since a snippet per matching row would cost more than the ranking."""
+        expression = " AND ".join(fts_terms(query))
         limit = max(1, min(int(limit), MAX_SEARCH_RESULTS))
         await self._guard(SHARED_READ)
-        rows = await self.db.run(
-            lambda c: c.execute(
-                "SELECT d.key AS key, snippet(memory_docs_fts, 1, '', '', '…', 16) AS snippet,"
-                " bm25(memory_docs_fts, 0.5, 1.0) AS rank"
-                " FROM memory_docs_fts JOIN memory_docs d ON d.id = memory_docs_fts.rowid"
-                " WHERE memory_docs_fts MATCH ? ORDER BY rank LIMIT ?",
+
+        def run(conn: Any) -> list[NoteHit]:
+            ranked = conn.execute(
+                "SELECT rowid, bm25(memory_docs_fts, 0.5, 1.0) AS score FROM memory_docs_fts"
+                " WHERE memory_docs_fts MATCH ? ORDER BY score LIMIT ?",
                 (expression, limit),
             ).fetchall()
-        )
-        return [NoteHit(r["key"], r["snippet"], float(r["rank"])) for r in rows]
+            if not ranked:
+                return []
+            details = {
+                row["rowid"]: (row["key"], row["snippet"])
+                for row in conn.execute(
+                    "SELECT rowid, key, snippet(memory_docs_fts, 1, '', '', '…', 16) AS snippet FROM memory_docs_fts"
+                    f" WHERE memory_docs_fts MATCH ? AND rowid IN ({', '.join('?' * len(ranked))})",
+                    (expression, *(row["rowid"] for row in ranked)),
+                )
+            }
+            return [NoteHit(*details[row["rowid"]], float(row["score"])) for row in ranked if row["rowid"] in details]
+
+        return await self.db.run(run)
 
 
 @dataclass(frozen=True)
