@@ -108,9 +108,9 @@ class BubblewrapBackend:
         # The folders are opened here, by the host, and handed over as descriptors: the
         # dropped uid could not even traverse the data dir, and a descriptor cannot be
         # swapped for a symlink between the check and the mount.
-        parent = os.path.dirname(spec.home.rstrip("/"))
-        if parent not in ("", "/"):
-            argv += ["--perms", "0755", "--dir", parent]  # bwrap makes new folders 0700 for root
+        above_home = os.path.dirname(spec.home.rstrip("/"))
+        if above_home not in ("", "/"):
+            argv += ["--perms", "0755", "--dir", above_home]  # bwrap makes new folders 0700 for root
         fds: list[int] = []
         try:
             made: set[str] = set()

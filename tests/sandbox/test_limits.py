@@ -46,7 +46,7 @@ async def test_sleep_infinity_is_killed_at_its_timeout(box: Box):
     await assert_healthy(box, box.alice)
 
 
-async def test_a_sixty_second_cpu_spin_is_killed_at_its_timeout_with_its_children(box: Box):
+async def test_a_sixty_second_cpu_spin_is_killed_at_its_timeout_with_what_it_started(box: Box):
     marker = f"spin-{secrets.token_hex(4)}"
     spin = f"python3 -c 'import time\nend = time.time() + 60\nwhile time.time() < end: pass' {marker}"
     started = time.monotonic()
