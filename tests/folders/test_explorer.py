@@ -38,7 +38,7 @@ async def project(skald, tmp_path):
 
 
 async def test_browse_upload_mkdir_rename_download_and_delete(project):
-    host, owner, pid, folder, _ = project
+    _, owner, pid, folder, _ = project
     base = f"/api/projects/{pid}/files"
     listing = (await owner.get(base)).json()
     assert listing == {"path": "", "agent_path": "projects/olga/notes", "can_write": True, "entries": [], "truncated": False}
@@ -89,7 +89,7 @@ async def test_browse_upload_mkdir_rename_download_and_delete(project):
 
 
 async def test_upload_cap_is_enforced_while_streaming_and_leaves_nothing(project):
-    host, owner, pid, folder, _ = project
+    _, owner, pid, folder, _ = project
     response = await owner.post(f"/api/projects/{pid}/files/upload/big.bin", content=b"x" * (64 * 1024 + 1))
     assert response.status_code == 413
     assert "upload limit" in response.json()["error"]

@@ -6,7 +6,13 @@ members may start one, and a member who leaves gets no further turn in it."""
 from __future__ import annotations
 
 from skald_host.testing import Reply, ScriptedModelServer
-from tests.chat.support import ALL_MODELS, API_KEY, MODEL_A, ChatSocket, configure_models
+from tests.chat.support import (
+    ALL_MODELS,
+    API_KEY,
+    MODEL_A,
+    ChatSocket,
+    configure_models,
+)
 
 
 def _system(request) -> str:

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from skald_host.core.folders import MEMBERSHIP_CHANGED, FolderError, FolderForbidden, FolderNotFound
+from skald_host.core.folders import (
+    MEMBERSHIP_CHANGED,
+    FolderError,
+    FolderForbidden,
+    FolderNotFound,
+)
 
 
 def _changed(subscription) -> list[str]:

@@ -210,7 +210,7 @@ class FolderService:
             return None
         trash = self.data_dir / TRASH_DIR
         trash.mkdir(mode=0o700, parents=True, exist_ok=True)
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         target = trash / f"{stamp}-{kind}-{slug}-{folder_id[:8]}"
         counter = 0
         while os.path.lexists(target):

@@ -27,6 +27,7 @@ from skald_host.core.folders import FolderAccess, FolderError
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import field, json_object
 from skald_host.web.errors import ApiError
+from skald_host.web.routes.chat import runtime as chat_runtime
 
 bp = Blueprint("folders", __name__)
 
@@ -209,9 +210,9 @@ async def start_project_chat(project_id: str) -> Any:
     member keeps their own, only the folder is shared."""
     me = _me()
     project = await _guard(_core().folders.get_project(project_id, me.id))
+    member_runtime = await chat_runtime()  # 423 while the member's own file is locked, as in chat
     try:
-        runtime = await _core().chat.runtime(me)
-        conversation = await runtime.create_conversation(PROJECT_AGENT, title=project.title, source=f"project:{project.id}")
+        conversation = await member_runtime.create_conversation(PROJECT_AGENT, title=project.title, source=f"project:{project.id}")
     except ChatError as exc:
         raise ApiError(400, str(exc)) from None
     return conversation, 201
@@ -259,7 +260,7 @@ def _entry_of(access: FolderAccess, rel: str, name: str = "path") -> tuple[Path,
 
 
 def _stamp(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _listing(folder: Path, rel: str) -> list[dict[str, Any]]:
@@ -347,9 +348,9 @@ def _lift_body_limit(limit: int) -> None:
     if declared is not None and declared > limit:
         raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes")
     body = request.body
-    body._max_content_length = limit  # noqa: SLF001 - Quart offers no per-route cap
-    if body._must_raise is not None and declared is not None and declared <= limit:  # noqa: SLF001
-        body._must_raise = None  # noqa: SLF001
+    body._max_content_length = limit
+    if body._must_raise is not None and declared is not None and declared <= limit:
+        body._must_raise = None
 
 
 async def _stream_into(parent: Path, name: str, limit: int) -> int:
