@@ -47,6 +47,20 @@ function prettyArguments(raw) {
 
 const markdownInto = (node, text) => node.replaceChildren(...renderMarkdown(text));
 
+// Files: a member's attachments and what the agent showed them (show_file_to_user),
+// opened through the file viewer. The path only ever travels as an encoded query value
+// of that one same-origin endpoint.
+const SHOWN_FILE = "\u{1f4ce} ";
+const fileUrl = (path) => `/api/file?path=${encodeURIComponent(path)}`;
+const fileLink = (path) => el("a", { class: "file-link", href: fileUrl(path), target: "_blank", rel: "noopener", text: path.split("/").pop() || path, title: path });
+const looksLikeImage = (path) => /\.(png|jpe?g|gif|webp)$/i.test(path);
+function attachmentPaths(raw) {
+  let list = raw;
+  if (typeof raw === "string") { try { list = JSON.parse(raw); } catch { list = []; } }
+  return Array.isArray(list) ? list.map((a) => (typeof a === "string" ? a : a?.path)).filter((p) => typeof p === "string") : [];
+}
+const filesList = (paths) => (paths.length ? el("ul", { class: "msg-files" }, ...paths.map((p) => el("li", {}, fileLink(p)))) : null);
+
 /** The blinking caret at the end of the text so far: inside the last paragraph,
  * list item or code block rather than on a line of its own. */
 function placeCaret(body, caret) {
@@ -151,7 +165,7 @@ export class Transcript {
 
   messageNode(message, live = false) {
     if (message.role === "user") {
-      const bubble = this.userBubble(message.content, { id: message.id });
+      const bubble = this.userBubble(message.content, { id: message.id, attachments: attachmentPaths(message.attachments) });
       return bubble.node;
     }
     if (message.role === "note") return this.noteNode(message.content, message.status === "error" ? "error" : "info", message.id);
@@ -173,10 +187,10 @@ export class Transcript {
     return view.node;
   }
 
-  userBubble(text, { id = null, state = "sent" } = {}) {
+  userBubble(text, { id = null, state = "sent", attachments = [] } = {}) {
     const stateNode = el("span", { class: "msg-state" });
     const node = el("article", { class: "msg user", "data-state": state },
-      el("div", { class: "bubble" }, el("p", { class: "plain", text })), stateNode);
+      el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments)), stateNode);
     const bubble = { node, text, id, state, stateNode };
     this.setBubbleState(bubble, state);
     if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
@@ -237,8 +251,12 @@ export class Transcript {
   }
 
   noteNode(text, kind = "info", id = null) {
-    const node = el("div", { class: `msg note ${kind}`, role: kind === "error" ? "alert" : null },
-      el("p", { class: "note-text", text }));
+    const shown = kind === "info" && text.startsWith(SHOWN_FILE) ? text.slice(SHOWN_FILE.length).trim() : null;
+    const body = shown
+      ? [el("p", { class: "note-text" }, fileLink(shown)),
+        looksLikeImage(shown) ? el("img", { class: "file-preview", src: fileUrl(shown), alt: shown, loading: "lazy" }) : null]
+      : [el("p", { class: "note-text", text })];
+    const node = el("div", { class: `msg note ${kind}${shown ? " shown-file" : ""}`, role: kind === "error" ? "alert" : null }, ...body);
     if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
     return node;
   }
@@ -255,7 +273,7 @@ export class Transcript {
 
   /** A message in the outbox: shown at once, confirmed by its ack. */
   addPending(item, { quiet = false } = {}) {
-    const bubble = this.userBubble(item.text, { state: "sending" });
+    const bubble = this.userBubble(item.text, { state: "sending", attachments: attachmentPaths(item.attachments) });
     bubble.key = item.idempotency_key;
     this.pending.set(item.idempotency_key, bubble);
     if (quiet) this.list.append(bubble.node); else this.append(bubble.node);
@@ -302,7 +320,7 @@ export class Transcript {
     if (typeof data.content !== "string") return false; // moved from the queue: the caller reloads
     const mine = [...this.pending.values()].find((b) => b.id == null && b.text === data.content);
     if (mine) { this.adopt(mine, id); return true; }
-    this.append(this.userBubble(data.content, { id }).node);
+    this.append(this.userBubble(data.content, { id, attachments: attachmentPaths(data.attachments) }).node);
     return true;
   }
 
