@@ -8,12 +8,15 @@ PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml
 EXAMPLE_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard examples/*/pyproject.toml))
 PLUGIN_TESTS := $(wildcard plugins/*/tests examples/*/tests)
 
+# The members' sandbox image (sandbox/image/); bump the tag when its packages change.
+SANDBOX_IMAGE ?= skald-sandbox:1
+
 SKALD_DATA_DIR ?= ./data
 SKALD_HOST ?= 127.0.0.1
 SKALD_PORT ?= 8080
 export SKALD_DATA_DIR SKALD_HOST SKALD_PORT
 
-.PHONY: run test install install-test bench clean
+.PHONY: run test install install-test bench clean sandbox-image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +35,13 @@ run: install
 ## Install the test extras and run the whole test suite.
 test: install-test
 	$(BIN)/python -m pytest tests $(PLUGIN_TESTS)
+
+## Build the sandbox image once: from the Dockerfile where debian:bookworm-slim can be
+## pulled, else from a debootstrap root filesystem (no registry needed).
+sandbox-image:
+	docker image inspect $(SANDBOX_IMAGE) >/dev/null 2>&1 \
+	  || docker build -t $(SANDBOX_IMAGE) sandbox/image \
+	  || sandbox/image/build-rootfs.sh $(SANDBOX_IMAGE)
 
 ## Benchmarks: ratios against a baseline measured in the same run.
 bench: install-test

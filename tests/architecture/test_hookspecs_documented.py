@@ -24,7 +24,6 @@ CALLED_BY_THE_HOST = {"plugin_info", "startup", "shutdown", "register_i18n"}
 NOT_YET_EXERCISED = {
     "register_system_agents",
     "register_tts_engines",
-    "register_sandbox_backends",
 }
 
 #: Words that say *when* a hook runs ("Called once per plugin at load", "The plugin was

@@ -129,15 +129,18 @@ class SandboxManager:
     # -- choosing the backend ---------------------------------------------------------------
 
     async def backend(self) -> tuple[str, SandboxBackend]:
-        """The instance's backend, chosen once. Raises ``SandboxUnavailable`` with what
-        to install when none can run here."""
+        """The instance's backend, chosen once it is found. Raises
+        ``SandboxUnavailable`` with what to install when none can run here; that is
+        asked again next time, so an engine started later (or a backend plugin
+        enabled later) is picked up without a restart."""
         async with self._choosing:
-            if self._chosen is None and self._refusal is None:
-                self._chosen, self._refusal = await self._choose()
+            if self._chosen is None:
+                self._chosen, refusal = await self._choose()
                 if self._chosen:
                     log.info("sandbox backend: %s", self._chosen[0])
-                else:
-                    log.warning("no sandbox backend: %s", self._refusal)
+                elif refusal != self._refusal:
+                    log.warning("no sandbox backend: %s", refusal)
+                self._refusal = refusal
         if self._chosen is None:
             raise SandboxUnavailable(self._refusal or "no sandbox backend")
         return self._chosen
