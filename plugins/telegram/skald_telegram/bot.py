@@ -179,6 +179,7 @@ class TelegramBot:
         self.outbox = Outbox()
         self.username: str | None = None
         self._redact = _RedactToken(config.token)
+        self._guard_logs()  # before the Bot exists: its constructor logs its URLs
         self._poller: asyncio.Task[None] | None = None
         self._waiting = False  # the poller waits (long poll or back-off): safe to cancel
         self._stopping = False
@@ -195,15 +196,18 @@ class TelegramBot:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def start(self) -> None:
+    def _guard_logs(self) -> None:
+        """PTB logs every request's parameters (the member's text) and its URLs (with
+        the bot token) at DEBUG: its loggers stay at INFO or above whatever the host's
+        level. httpx logs each request URL at INFO: the token is masked there (a logger's
+        filter sees only its own records, and httpx logs on ``httpx`` itself)."""
         _quiet_ptb_warnings()
-        for name in ("httpx", "httpcore", "telegram"):
-            logging.getLogger(name).addFilter(self._redact)
-        # PTB logs every request's parameters (the member's text) at DEBUG: never let a
-        # debug-level host configuration write them to a log file.
+        logging.getLogger("httpx").addFilter(self._redact)
         quiet = logging.getLogger("telegram")
         if quiet.getEffectiveLevel() < logging.INFO:
             quiet.setLevel(logging.INFO)
+
+    async def start(self) -> None:
         try:
             await self.bot.initialize()  # getMe: a wrong token fails here, with a 401
             me = self.bot.bot
@@ -247,8 +251,7 @@ class TelegramBot:
             await self.bot.shutdown()
         except Exception:  # closing a connection that never opened
             pass
-        for name in ("httpx", "httpcore", "telegram"):
-            logging.getLogger(name).removeFilter(self._redact)
+        logging.getLogger("httpx").removeFilter(self._redact)
 
     # -- intake ------------------------------------------------------------------------
 

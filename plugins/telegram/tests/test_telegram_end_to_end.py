@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 from skald_host.testing import Reply, ToolCall
+from telegram_standin import TOKEN
 from telegram_support import ALICE_CHAT, MODEL, Setup, paired_member, pairing_code, running
 
 async def test_pair_on_the_page_then_chat_and_see_the_scripted_answer(setup):
@@ -188,7 +190,8 @@ async def test_a_10000_character_answer_arrives_as_three_messages(setup):
     assert "\n".join(texts) == answer
 
 
-async def test_a_locked_member_is_told_to_log_in_and_answered_after_unlocking(setup):
+async def test_a_locked_member_is_told_to_log_in_and_answered_after_unlocking(setup, caplog):
+    caplog.set_level(logging.DEBUG)  # the most a host could log: still no text, no token
     await running(setup)
     alice = await paired_member(setup)
     settings = setup.host.settings
@@ -214,6 +217,8 @@ async def test_a_locked_member_is_told_to_log_in_and_answered_after_unlocking(se
     assert [r.last_user_text for r in requests[-2:]][0] == canary
     assert "notes.pdf" in json.dumps(requests[-1].messages)
     assert setup.api.texts(ALICE_CHAT).index("Now I can answer.") < setup.api.texts(ALICE_CHAT).index("And the file too.")
+    assert caplog.records and canary not in caplog.text and "and this file" not in caplog.text
+    assert TOKEN not in caplog.text and "/bot<bot-token>/getUpdates" in caplog.text  # httpx logged, masked
     assert alice.member["id"] == (await host.core.users.find("alice")).id
 
 
