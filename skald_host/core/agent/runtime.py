@@ -49,6 +49,45 @@ class ChatError(ValueError):
     """A chat request that cannot be done; the message says why."""
 
 
+class RequestLog:
+    """Request metadata for the registry, written in batches: each round adds a row,
+    and one commit (one sync of system.db) for every row waiting beats one commit per
+    row when many conversations stream at once — the registry's other work (logins,
+    model lookups on the next turn's path) queues behind those commits."""
+
+    INSERT = (
+        "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
+        self._waiting: list[tuple[tuple[Any, ...], asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def add(self, row: tuple[Any, ...]) -> None:
+        """Returns once the row is committed; raises what the commit raised."""
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((row, written))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write())
+        await written
+
+    async def _write(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                await self.registry.transaction(lambda c: c.executemany(self.INSERT, [row for row, _ in batch]))
+            except Exception as exc:  # each waiter gets the failure; the next batch tries again
+                for _, written in batch:
+                    if not written.done():
+                        written.set_exception(exc)
+            else:
+                for _, written in batch:
+                    if not written.done():
+                        written.set_result(None)
+
+
 class ChatService:
     def __init__(self, core: "Skald", tools: ToolRegistry, agents: AgentCatalog) -> None:
         self.core = core
@@ -57,6 +96,7 @@ class ChatService:
         self.agents = agents
         self.tools = tools
         self.rules = RuleStore(core.registry)
+        self.request_log = RequestLog(core.registry)
         self.max_rounds = core.settings.chat.max_rounds
         self.tool_timeout = core.settings.chat.tool_timeout_seconds
         self.compact_after_tokens = core.settings.chat.compact_after_tokens
@@ -189,6 +229,14 @@ class MemberRuntime:
             raise ChatError("no such conversation")
         return conversation
 
+    async def root(self, conversation_id: str) -> Frame:
+        """The conversation's root frame, with the same "not found" as ``conversation``;
+        kept in memory, so checking a conversation a turn is sent to costs no read."""
+        frame = await self.store.find_root(conversation_id) if isinstance(conversation_id, str) else None
+        if frame is None:
+            raise ChatError("no such conversation")
+        return frame
+
     async def send(
         self, conversation_id: str, text: str, idempotency_key: str | None, *, unattended: bool = False,
         attachments: Sequence[str] = (),
@@ -196,7 +244,7 @@ class MemberRuntime:
         """Store the member's message (the ack means it is durable), then make sure a
         turn runs. The same idempotency key twice is acknowledged twice and stored once.
         ``attachments`` are agent paths of files (uploads) sent with it."""
-        await self.conversation(conversation_id)
+        await self.root(conversation_id)
         try:
             described = await describe_attachments(self.core, self.member, attachments) if attachments else []
         except (FileError, PathRefused) as exc:
@@ -227,14 +275,10 @@ class MemberRuntime:
 
     async def _drive(self, conversation_id: str, unattended: bool) -> None:
         try:
-            frame = await self.store.root_frame(conversation_id)
-            # The member (a role change applies from the next turn) is read on the
-            # registry's thread while the conversation is read from the member's file.
-            member, conversation = await asyncio.gather(self.core.users.get(self.member_id), self.store.conversation(conversation_id))
-            agent = self.agents.get(conversation["agent_id"]) if conversation else None
+            frame = await self.store.find_root(conversation_id)
+            agent = self.agents.get(frame.agent_id) if frame else None  # the root frame's agent is the conversation's
             while agent is not None:
-                self.member = member if member is not None else await self.core.users.get(self.member_id)
-                member = None  # a queued message's turn reads it again
+                self.member = await self.core.users.get(self.member_id)
                 self.emit("turn_started", conversation_id)
                 await self._settle_finished_subframes(frame)
                 await self.kernel.run_frame(frame, agent, unattended=unattended)
@@ -417,15 +461,11 @@ class MemberRuntime:
 
         async def write() -> None:
             try:
-                await self.core.registry.run(
-                    lambda c: c.execute(
-                        "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            request_id, self.member_id, model, "error" if error else "ok", error.status if error else 200,
-                            turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
-                            turn.first_token_ms if turn else None,
-                        ),
+                await self.chat.request_log.add(
+                    (
+                        request_id, self.member_id, model, "error" if error else "ok", error.status if error else 200,
+                        turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
+                        turn.first_token_ms if turn else None,
                     )
                 )
                 if not payload:

@@ -163,14 +163,23 @@ class ConversationStore:
         self.forget()
         return deleted
 
-    async def root_frame(self, conversation_id: str) -> Frame:
-        """Kept once read: a root frame is never closed or moved, only deleted."""
+    async def find_root(self, conversation_id: str) -> Frame | None:
+        """The conversation's root frame, or None if there is no such conversation. Kept
+        once read: a root frame is never closed or changed, only deleted (``delete``)."""
         root = self._roots.get(conversation_id)
         if root is None:
             row = await self.db.run(
                 lambda c: c.execute("SELECT * FROM frames WHERE conversation_id = ? AND depth = 0", (conversation_id,)).fetchone()
             )
+            if row is None:
+                return None
             root = self._roots[conversation_id] = _frame(row)
+        return root
+
+    async def root_frame(self, conversation_id: str) -> Frame:
+        root = await self.find_root(conversation_id)
+        if root is None:
+            raise LookupError(f"no conversation {conversation_id}")
         return root
 
     async def frame(self, frame_id: str) -> Frame:
