@@ -192,3 +192,16 @@ async def test_a_read_only_member_changes_nothing(project):
         assert response.status_code == 403, (method, url, response.text)
         assert response.json()["error"] == "you can read this project but not change its files"
     assert _tree(folder) == before
+
+
+async def test_an_upload_larger_than_the_json_body_cap_streams_to_disk(skald):
+    """The app-wide body cap (10 MiB) is for JSON; an upload has its own."""
+    host = await skald.start(settings=skald.settings(files={"upload_max_bytes": 32 * 1024 * 1024}))
+    await host.admin()
+    owner = await host.member("olga")
+    pid = (await owner.post("/api/projects", json={"slug": "big"})).json()["id"]
+    size = host.settings.server.max_body_bytes + 2 * 1024 * 1024
+    response = await owner.post(f"/api/projects/{pid}/files/upload/big.bin", content=b"z" * size)
+    assert response.status_code == 201, response.text
+    assert response.json()["size"] == size
+    assert (host.settings.data_dir / "projects" / owner.member["id"] / "big" / "big.bin").stat().st_size == size

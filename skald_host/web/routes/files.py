@@ -33,7 +33,9 @@ from skald_host.web.errors import ApiError
 
 bp = Blueprint("files", __name__)
 
-UPLOAD_ROUTE = re.compile(r"^/api/conversations/[^/]+/uploads$")
+#: Routes whose body is a file: a chat upload, and a file put into a project's folder
+#: by its explorer (skald_host/web/routes/folders.py).
+UPLOAD_ROUTE = re.compile(r"^/api/(conversations/[^/]+/uploads|projects/[^/]+/files/upload/.+)$")
 FILENAME_HEADER = "X-Filename"
 MAX_FILENAME_HEADER = 2048
 

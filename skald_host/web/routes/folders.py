@@ -334,23 +334,13 @@ async def upload_project_file(project_id: str, target: str) -> Any:
     access = await _access(project_id, write=True)
     rel = _relative(target, "target")
     parent, leaf = _entry_of(access, rel, "target")
+    # The app's request class lets this route's body reach the upload cap (files.py's
+    # UPLOAD_ROUTE); the cap is enforced here again while streaming, for chunked bodies.
     limit = _core().settings.files.upload_max_bytes
-    _lift_body_limit(limit)
+    if (request.content_length or 0) > limit:
+        raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes")
     size = await _stream_into(parent, leaf, limit)
     return {"path": rel, "size": size}, 201
-
-
-def _lift_body_limit(limit: int) -> None:
-    """The app-wide body cap is for JSON; an upload has its own cap, enforced while
-    streaming. Quart sizes a request's body when it arrives, so the declared length is
-    checked here against the upload cap and the body's own ceiling raised to it."""
-    declared = request.content_length
-    if declared is not None and declared > limit:
-        raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes")
-    body = request.body
-    body._max_content_length = limit
-    if body._must_raise is not None and declared is not None and declared <= limit:
-        body._must_raise = None
 
 
 async def _stream_into(parent: Path, name: str, limit: int) -> int:
