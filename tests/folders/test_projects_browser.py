@@ -106,6 +106,7 @@ async def test_admin_shares_a_folder_on_the_shared_folders_page(skald, browser_p
             break
         await page.wait_for_timeout(50)
     assert await _can_write(host, alice_id)
+    await screenshot(page, "shared-folders-desktop")
 
 
 async def _can_write(host, member_id: str) -> bool:
