@@ -68,3 +68,12 @@ async def test_memberships_follow_every_change_and_each_is_announced(skald):
             await folders.create_shared("Bad Slug")
     finally:
         events.close()
+
+
+async def test_an_owner_named_dot_dot_does_not_climb_out_of_the_projects_path(skald):
+    host = await skald.start()
+    await host.admin()
+    owner = (await host.create_member(".."))["id"]
+    project = await host.core.folders.create_project(owner, "plans")
+    [access] = await host.core.folders.memberships(owner)
+    assert access.agent_prefix == project.agent_path == f"projects/{owner}/plans"

@@ -134,7 +134,7 @@ class Project:
 
     @property
     def agent_path(self) -> str:
-        return f"projects/{self.owner_username}/{self.slug}"
+        return f"projects/{owner_segment(self.owner_username, self.owner_id)}/{self.slug}"
 
     def member(self, member_id: str) -> FolderMember | None:
         return next((m for m in self.members if m.member_id == member_id), None)
@@ -178,6 +178,12 @@ def validate_title(value: Any, *, field: str = "title", limit: int = MAX_TITLE, 
     if any(unicodedata.category(ch) == "Cc" and ch not in "\n\t" for ch in text) or (field == "title" and "\n" in text):
         raise FolderError(f"{field} contains control characters", field=field)
     return text
+
+
+def owner_segment(username: str, owner_id: str) -> str:
+    """The owner's part of a project's agent path: their user name, unless that name is
+    one a path cannot hold as a folder ("." and ".." are valid user names), then their id."""
+    return owner_id if username in (".", "..") else username
 
 
 def _new_id() -> str:
@@ -250,7 +256,7 @@ class FolderService:
         out += [
             FolderAccess(
                 "project",
-                f"projects/{r['owner_username']}/{r['slug']}",
+                f"projects/{owner_segment(r['owner_username'], r['owner_id'])}/{r['slug']}",
                 self.project_path(r["owner_id"], r["slug"]),
                 bool(r["can_write"]),
                 r["title"],
