@@ -23,6 +23,7 @@ import logging
 import secrets
 import socket
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from skald_hookspecs import hookimpl
@@ -82,6 +83,13 @@ class DockerBackend:
         self._client: Any = None
         self._lock = threading.Lock()
         self._cleanups: set[asyncio.Task[None]] = set()
+        # Its own threads: a command's output is read by a thread blocked for as long
+        # as the command runs, and a few long commands must not take the default
+        # executor every other part of the host shares.
+        self._threads = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-docker")
+
+    def _blocking(self, fn: Any, *args: Any) -> "asyncio.Future[Any]":
+        return asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
 
     def _docker(self) -> Any:
         with self._lock:
@@ -106,7 +114,7 @@ class DockerBackend:
     # -- the member's container ------------------------------------------------------------
 
     async def ensure(self, spec: SandboxSpec) -> None:
-        await asyncio.to_thread(self._ensure, spec)
+        await self._blocking(self._ensure, spec)
 
     def _ensure(self, spec: SandboxSpec) -> Any:
         import docker.errors
@@ -160,7 +168,7 @@ class DockerBackend:
         return container
 
     async def remove(self, member_id: str) -> None:
-        await asyncio.to_thread(self._remove, member_id)
+        await self._blocking(self._remove, member_id)
 
     def _remove(self, member_id: str) -> None:
         import docker.errors
@@ -175,7 +183,7 @@ class DockerBackend:
             containers = self._docker().containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
             return [c.labels[LABEL_MEMBER] for c in containers if c.name == container_name(c.labels[LABEL_MEMBER])]
 
-        return await asyncio.to_thread(listed)
+        return await self._blocking(listed)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -193,9 +201,9 @@ class DockerBackend:
         pidfile = f"/tmp/.skald-exec-{secrets.token_hex(12)}"
         user = f"{spec.uid}:{spec.gid}"
         api = self._docker().api
-        exec_id, sock = await asyncio.to_thread(self._start, api, name, user, workdir, dict(spec.env), pidfile, command)
+        exec_id, sock = await self._blocking(self._start, api, name, user, workdir, dict(spec.env), pidfile, command)
         capture = _Capture(output_limit)
-        reader = asyncio.ensure_future(asyncio.to_thread(capture.read_frames, sock))
+        reader = asyncio.ensure_future(self._blocking(capture.read_frames, sock))
         stop = asyncio.ensure_future(cancelled.wait()) if cancelled is not None else None
         try:
             done, _ = await asyncio.wait({reader, *([stop] if stop else [])}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -209,9 +217,9 @@ class DockerBackend:
                 stop.cancel()
         if reader in done:
             reader.result()
-            info = await asyncio.to_thread(api.exec_inspect, exec_id)
+            info = await self._blocking(api.exec_inspect, exec_id)
             _close(sock)
-            cleanup = asyncio.ensure_future(asyncio.to_thread(self._kill_session, api, name, user, pidfile))
+            cleanup = asyncio.ensure_future(self._blocking(self._kill_session, api, name, user, pidfile))
             self._cleanups.add(cleanup)
             cleanup.add_done_callback(self._cleanups.discard)
             return ExecResult(info.get("ExitCode"), capture.text(), capture.truncated)
@@ -234,7 +242,7 @@ class DockerBackend:
 
     async def _kill_and_drain(self, api: Any, name: str, user: str, pidfile: str, reader: asyncio.Future[Any], sock: Any) -> None:
         try:
-            await asyncio.to_thread(self._kill_session, api, name, user, pidfile)
+            await self._blocking(self._kill_session, api, name, user, pidfile)
         except Exception:
             log.exception("sandbox %s: killing a command failed", name)
         try:

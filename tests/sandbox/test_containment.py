@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import secrets
 
+import pytest
+
 from .support import Box
 
 
@@ -112,3 +114,12 @@ async def test_an_agent_path_picks_the_working_directory(box: Box):
                               ("shared/team", "/home/member/shared/team"), ("/tmp", "/tmp"), (None, "/home/member")):
         result = await box.run(box.alice, "pwd", workdir=workdir)
         assert result.output.strip() == expected, (workdir, result.output)
+
+
+async def test_a_bad_working_directory_is_a_clear_error_not_another_folder(box: Box):
+    for workdir, message in (("~/missing", "is not a folder"), ("user-memory", "memory notes are not files"),
+                             ("../..", "leaves its folder"), ("shared/not-mine", "no such folder")):
+        with pytest.raises(ValueError, match=message):
+            await box.run(box.alice, "pwd", workdir=workdir)
+    result = await box.run(box.alice, "pwd", workdir="/no/such/place")
+    assert result.exit_code not in (0, None) and "/no/such/place" in result.output

@@ -176,6 +176,7 @@ async def test_a_plugins_backend_is_chosen_by_name_and_a_broken_one_only_fails_i
     settings = skald.settings(sandbox={"backend": "recording", "exec_timeout_seconds": 30.0})
     host = await skald.start(settings=settings, plugins=[plugin, BrokenSandboxPlugin()], enable=["sandbox-probe"])
     alice = (await host.create_member("alice"))["id"]
+    (host.core.files.home(alice) / "notes").mkdir()
     result = await host.core.sandbox.execute(alice, "echo hi", workdir="notes", timeout=99)
     assert json.loads(result.output) == {"uid": host.core.files.uid_for(alice), "home": "/home/member"}
     assert plugin.backend.calls[-1] == ("execute", ("echo hi", "/home/member/notes", 30.0, 1024 * 1024))

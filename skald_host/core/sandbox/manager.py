@@ -258,6 +258,8 @@ class SandboxManager:
             raise ValueError("workdir: memory notes are not files in the sandbox; use the memory tools")
         if resolved.kind == "sandbox":
             return resolved.sandbox_path or SANDBOX_HOME
+        if resolved.kind == "host" and resolved.host_path is not None and not resolved.host_path.is_dir():
+            raise ValueError(f"workdir: {workdir} is not a folder")
         if resolved.agent_path in ("", "~", "."):
             return SANDBOX_HOME
         return f"{SANDBOX_HOME}/{resolved.agent_path}"
