@@ -93,6 +93,8 @@ class ConversationStore:
             if row["role"] == "summary":  # a summary opens a new window: read it afresh
                 del self._history[row["frame_id"]]
                 continue
+            if cached and cached[0]["role"] == "summary" and row["id"] < cached[0]["id"]:
+                continue  # before the window (a late checkpoint of a row the summary replaced)
             index = len(cached)
             while index and cached[index - 1]["id"] >= row["id"]:
                 index -= 1
