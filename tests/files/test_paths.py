@@ -224,3 +224,21 @@ async def test_memberships_route_and_a_read_only_one_refuses_writes(files):
             await carol_fs.read_text(path)
     mounts = await files.core.files.sandbox_mounts((await files.member("alice")).id)
     assert [(m.target, m.read_only) for m in mounts] == [("/home/member", False), ("/home/member/shared/team", True)]
+
+
+async def test_a_fifo_planted_in_the_home_is_refused_without_hanging(files):
+    """A sandbox command can ``mkfifo``; opening one for reading would block a host
+    thread forever. Reads open non-blocking and accept only regular files."""
+    import asyncio
+
+    alice = await files.member("alice")
+    alice_fs = await tools(files, "alice")
+    home = files.core.files.home(alice.id)
+    os.mkfifo(home / "pipe")
+    (home / "plain.txt").write_text("needle")
+    with pytest.raises(FileError, match="not a regular file"):
+        await asyncio.wait_for(alice_fs.read_text("pipe"), 5)
+    response = await asyncio.wait_for(files.alice.get("/api/file", params={"path": "pipe"}), 5)
+    assert response.status_code == 400
+    matches, _ = await asyncio.wait_for(alice_fs.grep("needle", "."), 5)
+    assert matches == [("plain.txt", 1, "needle")]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path, PurePosixPath
 
 MAX_PATH = 4096
@@ -88,7 +89,8 @@ def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
     TOCTOU window between ``contain`` and the open: a link swapped in after the check
     is refused by ``O_NOFOLLOW``, a directory swapped above it by the re-check."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        # O_NONBLOCK: a FIFO planted from the sandbox must not hang the reader.
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
         # ELOOP: the last component is a symlink; ENOTDIR too when a folder was asked for.
         if exc.errno == errno.ELOOP or exc.errno == errno.ENOTDIR and os.path.islink(path):
@@ -97,6 +99,11 @@ def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
     if not is_inside(base, _fd_path(fd)):
         os.close(fd)
         raise PathRefused("path leaves its folder")
+    kind = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(kind) or stat.S_ISDIR(kind)):
+        os.close(fd)
+        raise PathRefused("path is not a regular file or folder")
+    os.set_blocking(fd, True)
     return fd
 
 
