@@ -10,7 +10,7 @@ from typing import Any, Mapping
 from skald_hookspecs import hookimpl
 from skald_hookspecs.types import PluginInfo, Tool, ToolContext
 
-MAX_LINES_OUT = 2000
+WHOLE_FILE_CHARS = 48 * 1024  # a longer file is shown from its start with a pointer to line ranges
 PATH_HELP = (
     "Paths: relative or ~/… is your home folder; user-memory/… your private notes; shared-memory/… shared notes;"
     " shared/<name>/… and projects/<owner>/<name>/… folders you belong to; any other absolute path is inside your sandbox."
@@ -44,15 +44,31 @@ async def read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     start, end = _int(args, "start_line"), _int(args, "end_line")
     if start and end and end < start:
         raise ValueError("'end_line' must not be before 'start_line'")
-    text = await (await _files(ctx)).read_text(path)
+    files = await _files(ctx)
     if start is None and end is None:
-        return text if text else f"{path} is empty."
-    lines = text.splitlines()
-    first = (start or 1) - 1
-    last = min(end or len(lines), len(lines), first + MAX_LINES_OUT)
-    if first >= len(lines):
-        return f"{path} has only {len(lines)} lines."
-    return f"{path}, lines {first + 1}-{last} of {len(lines)}:\n" + "\n".join(lines[first:last])
+        text = await files.read_text(path)
+        if not text:
+            return f"{path} is empty."
+        if len(text) <= WHOLE_FILE_CHARS:
+            return text
+        lines = text.splitlines()
+        head, shown = [], 0
+        for line in lines:
+            if shown + len(line) + 1 > WHOLE_FILE_CHARS:
+                break
+            head.append(line)
+            shown += len(line) + 1
+        return "\n".join(head) + (
+            f"\n[{path} has {len(lines)} lines; this is lines 1-{len(head)}. Read more with start_line/end_line.]"
+        )
+    first = start or 1
+    lines, total = await files.read_lines(path, first, end)
+    if not lines:
+        return f"{path} has only {total} lines." if total is not None else f"{path} has fewer than {first} lines."
+    last = first + len(lines) - 1
+    of = f" of {total}" if total is not None else ""
+    more = "" if total is not None and last >= total or end is not None and last >= end else " (the rest did not fit; continue from the next line)"
+    return f"{path}, lines {first}-{last}{of}{more}:\n" + "\n".join(lines)
 
 
 async def write_file(args: Mapping[str, Any], ctx: ToolContext) -> str:

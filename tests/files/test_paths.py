@@ -242,3 +242,26 @@ async def test_a_fifo_planted_in_the_home_is_refused_without_hanging(files):
     assert response.status_code == 400
     matches, _ = await asyncio.wait_for(alice_fs.grep("needle", "."), 5)
     assert matches == [("plain.txt", 1, "needle")]
+
+
+async def test_a_long_file_is_read_by_line_ranges_even_past_the_read_cap(files):
+    """read_file on a big log: the whole-file read is refused past the cap with a clear
+    message, a line range is streamed, and a long text is cut with a pointer."""
+    from skald_host.builtins.fs_tools import read_file
+    from skald_hookspecs.types import ToolContext
+
+    alice = await files.member("alice")
+    home = files.core.files.home(alice.id)
+    lines = [f"line {n} " + "x" * 40 for n in range(1, 60_001)]
+    (home / "big.log").write_text("\n".join(lines) + "\n")
+    ctx = ToolContext(member_id=alice.id, host=files.core.host_api("fs-tools"))
+    with pytest.raises(FileError, match="more than the"):
+        await read_file({"path": "big.log"}, ctx)
+    text = await read_file({"path": "big.log", "start_line": 50_000, "end_line": 50_002}, ctx)
+    assert text == "big.log, lines 50000-50002:\n" + "\n".join(lines[49_999:50_002])
+    text = await read_file({"path": "big.log", "start_line": 59_999}, ctx)
+    assert text == "big.log, lines 59999-60000 of 60000:\n" + "\n".join(lines[-2:])
+    assert (await read_file({"path": "big.log", "start_line": 70_000}, ctx)) == "big.log has only 60000 lines."
+    (home / "medium.txt").write_text("\n".join(lines[:2000]))
+    text = await read_file({"path": "medium.txt"}, ctx)
+    assert text.startswith(lines[0]) and text.endswith("Read more with start_line/end_line.]") and len(text) < 50_000

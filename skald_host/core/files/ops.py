@@ -34,6 +34,7 @@ GREP_FILE_LIMIT = 5000
 GREP_MATCH_LIMIT = 200
 GREP_FILE_BYTES = 2 * 1024 * 1024
 LINE_CHARS = 2000
+RANGE_BYTES = 48 * 1024  # what one ranged read returns at most (the kernel caps a result at 64 KiB)
 SANDBOX_TIMEOUT = 30.0
 SANDBOX_WRITE_BYTES = 64 * 1024  # the content travels as one argument (Linux caps one at 128 KiB)
 
@@ -86,6 +87,15 @@ class MemberFiles:
                 " show_file_to_user shows it to the member."
             )
         return data.decode("utf-8", errors="replace")
+
+    async def read_lines(self, path: str, start: int, end: int | None) -> tuple[list[str], int | None]:
+        """Lines ``start``..``end`` (1-based, inclusive) and the total when it is known.
+        A host file is streamed, so a range of a file larger than the read cap works."""
+        resolved = await self.resolve(path)
+        if resolved.kind != "host":
+            lines = (await self.read_text(path)).splitlines()
+            return lines[start - 1:end], len(lines)
+        return await asyncio.to_thread(_read_host_lines, resolved, start, end)
 
     async def read_blob(self, path: str) -> FileBlob:
         """The viewer's read: any type, up to the viewer's cap."""
@@ -316,6 +326,34 @@ def _read_host(resolved: Resolved, limit: int) -> bytes:
         return b"".join(chunks)[:limit]
     finally:
         os.close(fd)
+
+
+def _read_host_lines(resolved: Resolved, start: int, end: int | None) -> tuple[list[str], int | None]:
+    assert resolved.host_path is not None and resolved.base is not None
+    try:
+        fd = open_inside(resolved.base, resolved.host_path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise FileError(f"{resolved.agent_path} does not exist") from None
+    except PathRefused as exc:
+        raise FileError(str(exc)) from None
+    with os.fdopen(fd, "rb") as handle:
+        if stat.S_ISDIR(os.fstat(handle.fileno()).st_mode):
+            raise FileError(f"{resolved.agent_path} is a folder; use list_files")
+        if sniff(handle.read(8192)) != TEXT:
+            raise FileError(f"{resolved.agent_path} is a binary file; it cannot be read as text")
+        handle.seek(0)
+        lines: list[str] = []
+        total = 0
+        budget = RANGE_BYTES
+        for total, raw in enumerate(handle, 1):
+            if total < start:
+                continue
+            if (end is not None and total > end) or budget <= 0:
+                return lines, None
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")[:LINE_CHARS]
+            budget -= len(line) + 1
+            lines.append(line)
+        return lines, total
 
 
 def _agent_path_below(resolved: Resolved, path: Path) -> str:
