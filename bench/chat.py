@@ -54,6 +54,12 @@ MODEL = "bench-model"
 REPO = Path(__file__).resolve().parents[1]
 PROBE = re.compile(r"bench tokens=(\d+) delay=([0-9.]+)")
 PASSWORD = "bench member password"
+#: FULL is the host's setting (check G1). SKALD_BENCH_SYNCHRONOUS=NORMAL measures the cost of
+#: that choice: in WAL, NORMAL skips the sync per commit and may lose the last commits on
+#: power loss (not on a process crash). Only this benchmark's host is switched.
+SYNCHRONOUS = os.environ.get("SKALD_BENCH_SYNCHRONOUS", "FULL").upper()
+if SYNCHRONOUS not in ("FULL", "NORMAL"):
+    raise SystemExit("SKALD_BENCH_SYNCHRONOUS is FULL or NORMAL")
 
 WARMUP = 10
 TTFT_SAMPLES, TTFT_TOKENS, TTFT_DELAY = 200, 5, 0.005
@@ -408,6 +414,9 @@ async def _prepare(host: RunningHost, model_url: str) -> dict[str, Any]:
             message_id = await store.start_assistant(frame, MODEL)
             await store.finish_assistant(message_id, content=ASSISTANT_TEXT, reasoning="", model=MODEL)
         history[size] = conversation_id
+    if SYNCHRONOUS != "FULL":  # the negative control: every connection of this host, never a default
+        for database in (host.core.registry, db):
+            await database.run(lambda c: c.execute(f"PRAGMA synchronous = {SYNCHRONOUS}"))
     ttft_conversations = -(-(WARMUP + TTFT_SAMPLES) // TTFT_TURNS_PER_CONVERSATION)
     plan: dict[str, Any] = {
         "host_url": host.url,
@@ -421,6 +430,8 @@ async def _prepare(host: RunningHost, model_url: str) -> dict[str, Any]:
     }
     for index in range(MEMBERS):
         client = await member(f"load{index:03d}")
+        if SYNCHRONOUS != "FULL":
+            await host.core.users.owner_db(client.member["id"]).run(lambda c: c.execute(f"PRAGMA synchronous = {SYNCHRONOUS}"))
         conversations = [await conversation(client) for _ in range(CONVERSATIONS_PER_MEMBER)]
         plan["load"].append({"headers": client.headers("GET"), "conversations": conversations})
     return plan
@@ -474,6 +485,9 @@ def report(results: dict[str, Any], setup_seconds: float, load_before: float) ->
     ttft = results["ttft"]
     print(f"(1-minute load average before {load_before:.2f}, after {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores:"
           " other work on the machine shows in every figure)")
+    if SYNCHRONOUS != "FULL":
+        print(f"(SQLite synchronous={SYNCHRONOUS} on every connection of this host: a measurement of FULL's cost,"
+              " not the host's setting; NORMAL may lose the last commits on power loss)")
     print(f"(setup: {setup_seconds:.1f} s for {MEMBERS + 1} members, their conversations and the history rows;"
           f" the assistant agent's requests carry {results['tools_offered']} tools)")
     print(f"\ntime to first token, {TTFT_SAMPLES} sequential turns ({TTFT_TOKENS} tokens at {TTFT_DELAY * 1e3:g} ms,"

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skald_host.core.agent.projection import project
+from skald_host.core.agent.runtime import COMPACT_PROMPT
 from skald_host.core.agent.store import ConversationStore, Frame
 from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database
@@ -154,3 +155,15 @@ async def test_a_queued_message_a_compaction_and_the_next_rounds_are_sent_as_a_f
     frame = await runtime.store.root_frame(cid)
     assert plain(await runtime.store.history(frame.id)) == plain(await ConversationStore(db).history(frame.id))
     assert [m["role"] for m in await runtime.store.history(frame.id)] == ["summary", "user", "assistant"]
+
+    # The request log keeps each body as what it adds to the one before; joined back
+    # together, every body is exactly what the model was sent.
+    await runtime.flush_logs()
+    logged = await db.run(lambda c: c.execute("SELECT request_id, request FROM llm_request_payloads ORDER BY rowid").fetchall())
+    sent = [r for r in chat.server.requests_for(MODEL_A) if r.messages[-1]["content"] != COMPACT_PROMPT]
+    assert len(logged) == len(sent) == 3
+    assert '"continues"' in logged[1][1]  # the second request was logged as its new messages only
+    for (request_id, _), request in zip(logged, sent):
+        body = await runtime.store.request_body(request_id)
+        assert body is not None and body["messages"] == request.messages
+        assert body["tools"] == (request.body.get("tools") or [])

@@ -183,9 +183,7 @@ class Kernel:
             raise NoModelConfigured("no model is configured")
         message_id = await self.store.start_assistant(frame, candidates[0].model)
         first_request_id = uuid.uuid4().hex
-        self.runtime.log_in_background(
-            self.store.log_payload(first_request_id, frame.conversation_id, {"messages": messages, "tools": tools}, None)
-        )
+        self.runtime.log_request_body(first_request_id, frame, messages, tools)
         partial = {"content": "", "reasoning": ""}
         dirty = asyncio.Event()
 

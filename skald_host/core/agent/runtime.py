@@ -22,7 +22,7 @@ from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
 from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
 from skald_host.core.agent.kernel import Kernel, NoModelConfigured
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
-from skald_host.core.agent.store import ConversationStore, Frame
+from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
 from skald_host.core.files.media import describe_attachments
 from skald_host.core.files.paths import PathRefused
@@ -171,6 +171,7 @@ class MemberRuntime:
         self._prefix: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._logging: set[asyncio.Task[None]] = set()
+        self._logged_requests: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # frame id -> its last logged request
 
     @property
     def agents(self) -> AgentCatalog:
@@ -481,6 +482,27 @@ class MemberRuntime:
                 await self.store.log_payload(request_id, frame.conversation_id, request_text, response_text)
             except Exception:
                 log.exception("request log of member %s could not be written", self.member_id)
+
+        self.log_in_background(write())
+
+    def log_request_body(self, request_id: str, frame: Frame, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+        """A round's request body to the member's own file, written while the model
+        answers. A round sends the previous round's messages with a few appended, so
+        the body is logged as what it adds to the frame's previous logged request
+        (``continues``, ``from``), and ``ConversationStore.request_body`` joins it back
+        together: logged whole, every round wrote the whole history again (300 KiB at
+        1,000 messages, ~10 ms of commits and WAL checkpoints per round)."""
+        body: dict[str, Any] = {"messages": messages, "tools": tools}
+        previous = self._logged_requests.get(frame.id)
+        if previous is not None and len(previous[1]) <= len(messages) and messages[: len(previous[1])] == previous[1]:
+            body = {"continues": previous[0], "from": len(previous[1]), "messages": messages[len(previous[1]):], "tools": tools}
+
+        async def write() -> None:
+            await self.store.log_payload(request_id, frame.conversation_id, body, None)
+            self._logged_requests.pop(frame.id, None)
+            self._logged_requests[frame.id] = (request_id, messages)  # only a body that is written is continued
+            while len(self._logged_requests) > HISTORY_CACHE_FRAMES:  # the most recent frames, like the kept histories
+                del self._logged_requests[next(iter(self._logged_requests))]
 
         self.log_in_background(write())
 

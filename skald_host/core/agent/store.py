@@ -542,6 +542,26 @@ class ConversationStore:
             lambda c: c.execute(f"UPDATE scheduled_jobs SET status = ?, finished_at = {NOW} WHERE id = ?", (status, job_id))
         )
 
+    async def request_body(self, request_id: str) -> dict[str, Any] | None:
+        """A logged request body, whole (``messages`` and ``tools``): a body logged as
+        the messages it adds to an earlier request (``continues``, ``from``) is joined
+        to the bodies it continues. None if it, or one it continues, is not logged."""
+
+        def read(conn: Any) -> dict[str, Any] | None:
+            chain, wanted = [], request_id
+            while wanted:
+                row = conn.execute("SELECT request FROM llm_request_payloads WHERE request_id = ?", (wanted,)).fetchone()
+                if row is None:
+                    return None
+                chain.append(json.loads(row[0]))
+                wanted = chain[-1].get("continues")
+            messages: list[Any] = []
+            for body in reversed(chain):
+                messages = messages[: body.get("from", 0)] + body["messages"]
+            return {"messages": messages, "tools": chain[0]["tools"]}
+
+        return await self.db.run(read)
+
     async def log_payload(self, request_id: str, conversation_id: str, request: str | dict[str, Any], response: str | None) -> None:
         """A request's bodies; a ``request`` not yet JSON is encoded on the file's thread."""
         await self.db.run(
