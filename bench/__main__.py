@@ -1,9 +1,9 @@
 import asyncio
 import sys
 
-from bench import chat, logins, memory, storage
+from bench import chat, logins, memory, sandbox, storage
 
-SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main, "memory": memory.main}
+SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main, "memory": memory.main, "sandbox": sandbox.main}
 
 
 def main(argv: list[str]) -> int:

@@ -71,7 +71,9 @@ class BubblewrapBackend:
                 argv += ["--symlink", target, link]
         for path in ETC_FILES:
             argv += ["--ro-bind-try", path, path]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv", "--setenv", "PATH", PATH]
+        tmp_bytes = max(16 * 1024 * 1024, memory // 4)  # as the Docker backend's /tmp
+        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+        argv += ["--clearenv", "--setenv", "PATH", PATH]
         return argv
 
     def _argv_command(self, uid: int, gid: int, groups: tuple[int, ...], command: str) -> list[str]:
@@ -82,8 +84,7 @@ class BubblewrapBackend:
                 f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
             ]
-        # umask 002 as in every backend: write-members of a shared folder share its files.
-        return [*drop, "/bin/sh", "-c", 'umask 002; exec /bin/sh -c "$0"', command]
+        return [*drop, "/bin/sh", "-c", command]
 
     async def ensure(self, spec: SandboxSpec) -> None:
         """Nothing lives between commands; only check the mounts can be made."""
@@ -129,6 +130,7 @@ class BubblewrapBackend:
             process = await asyncio.create_subprocess_exec(
                 *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True, env={"PATH": PATH}, pass_fds=fds,
+                umask=0o002,  # as in every backend: write-members of a shared folder share its files
             )
         except OSError as exc:
             raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from None

@@ -8,9 +8,9 @@ spec hash and image id are compared on every ``ensure``: any drift recreates it.
 
 A command runs under ``setsid`` so it leads a session of its own; the session id is
 written to a pidfile, and a timeout or a stop kills every process of that session
-from a second ``docker exec``. What a finished command left running in its session is
-killed the same way, in the background (the answer does not wait for it): a command
-leaves nothing behind, as in the bubblewrap backend, whose pid namespace ends with it. If even that cannot start (a fork bomb holding every
+from a second ``docker exec``. What a finished command left running in its process
+group is killed by the wrapper itself as the command ends: a command leaves nothing
+behind, as in the bubblewrap backend, whose pid namespace ends with it. If even that cannot start (a fork bomb holding every
 pid), the container is restarted: killing more than asked beats leaving it running.
 """
 
@@ -23,6 +23,7 @@ import logging
 import secrets
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -41,11 +42,20 @@ REVISION = 1
 ENTRYPOINT = ["/usr/bin/tini", "--"]
 IDLE = ["sleep", "infinity"]
 KILL_GRACE_SECONDS = 5.0
-# $0 is the pidfile, $1 the member's command: both positional, so a command holding
-# quotes or $(…) is data for the inner shell, never syntax of this one. setsid's own
-# complaint about a killed child goes to /dev/null; the session gets stderr back on 3.
-WRAPPER = 'exec 2>&3 3>&-; echo $$ >"$0"; umask 002; exec /bin/sh -c "$1"'
-LAUNCH = 'exec setsid -w /bin/sh -c "$0" "$1" "$2" 3>&2 2>/dev/null'
+#: How long a checked container is trusted before the next command checks it again; a
+#: changed spec is checked at once, and a vanished or stopped one on the failed exec.
+TRUST_SECONDS = 30.0
+# The session leader is a bash whose own stderr (job notices, setsid's complaints) goes
+# to /dev/null; the command gets the real stderr back on fd 3. $0 is the pidfile, $1
+# the member's command: both positional, so quotes or $(…) in a command are data for
+# the inner shell, never syntax of this one. With job control (set -m) the command is
+# a process group of its own, and once it exits, whatever it left in that group is
+# killed with the builtin kill — no fork, so it works even when every pid is taken.
+WRAPPER = (
+    'echo $$ >"$0"; umask 002; set -m; /bin/sh -c "$1" 2>&3 3>&- & job=$!; wait $job; status=$?;'
+    ' kill -KILL -- -$job; rm -f "$0"; exit $status'
+)
+LAUNCH = 'exec setsid -w /bin/bash -c "$0" "$1" "$2" 3>&2 2>/dev/null'
 KILLER = (
     'i=0; while [ ! -s "$0" ] && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done; '
     'sid=$(cat "$0" 2>/dev/null); [ -n "$sid" ] || exit 0; '
@@ -82,7 +92,7 @@ class DockerBackend:
     def __init__(self) -> None:
         self._client: Any = None
         self._lock = threading.Lock()
-        self._cleanups: set[asyncio.Task[None]] = set()
+        self._checked: dict[str, tuple[str, float]] = {}  # member -> (spec hash, when)
         # Its own threads: a command's output is read by a thread blocked for as long
         # as the command runs, and a few long commands must not take the default
         # executor every other part of the host shares.
@@ -114,7 +124,12 @@ class DockerBackend:
     # -- the member's container ------------------------------------------------------------
 
     async def ensure(self, spec: SandboxSpec) -> None:
+        wanted = spec_hash(spec)
+        checked = self._checked.get(spec.member_id)
+        if checked and checked[0] == wanted and time.monotonic() - checked[1] < TRUST_SECONDS:
+            return
         await self._blocking(self._ensure, spec)
+        self._checked[spec.member_id] = (wanted, time.monotonic())
 
     def _ensure(self, spec: SandboxSpec) -> Any:
         import docker.errors
@@ -168,6 +183,7 @@ class DockerBackend:
         return container
 
     async def remove(self, member_id: str) -> None:
+        self._checked.pop(member_id, None)
         await self._blocking(self._remove, member_id)
 
     def _remove(self, member_id: str) -> None:
@@ -198,10 +214,24 @@ class DockerBackend:
         cancelled: asyncio.Event | None = None,
     ) -> ExecResult:
         name = container_name(spec.member_id)
-        pidfile = f"/tmp/.skald-exec-{secrets.token_hex(12)}"
+        pidfile = f"/tmp/.skald-exec-{secrets.token_hex(16)}"
         user = f"{spec.uid}:{spec.gid}"
         api = self._docker().api
-        exec_id, sock = await self._blocking(self._start, api, name, user, workdir, dict(spec.env), pidfile, command)
+        import docker.errors
+
+        start = (self._start, api, name, user, workdir, dict(spec.env), pidfile, command)
+        try:
+            try:
+                exec_id, sock = await self._blocking(*start)
+            except (docker.errors.NotFound, docker.errors.APIError) as exc:
+                if isinstance(exc, docker.errors.APIError) and exc.status_code not in (404, 409):
+                    raise
+                # Removed or stopped behind our back: check it now, once.
+                self._checked.pop(spec.member_id, None)
+                await self.ensure(spec)
+                exec_id, sock = await self._blocking(*start)
+        except docker.errors.APIError as exc:
+            raise SandboxUnavailable(f"the sandbox did not accept the command: {exc.explanation or exc}") from None
         capture = _Capture(output_limit)
         reader = asyncio.ensure_future(self._blocking(capture.read_frames, sock))
         stop = asyncio.ensure_future(cancelled.wait()) if cancelled is not None else None
@@ -219,26 +249,17 @@ class DockerBackend:
             reader.result()
             info = await self._blocking(api.exec_inspect, exec_id)
             _close(sock)
-            cleanup = asyncio.ensure_future(self._blocking(self._kill_session, api, name, user, pidfile))
-            self._cleanups.add(cleanup)
-            cleanup.add_done_callback(self._cleanups.discard)
             return ExecResult(info.get("ExitCode"), capture.text(), capture.truncated)
         was_cancelled = stop is not None and stop in done
         await self._kill_and_drain(api, name, user, pidfile, reader, sock)
         return ExecResult(None, capture.text(), capture.truncated, timed_out=not was_cancelled, cancelled=was_cancelled)
 
     def _start(self, api: Any, name: str, user: str, workdir: str, env: dict[str, str], pidfile: str, command: str) -> tuple[str, Any]:
-        import docker.errors
-
-        try:
-            exec_id = api.exec_create(
-                name, ["/bin/sh", "-c", LAUNCH, WRAPPER, pidfile, command],
-                stdout=True, stderr=True, stdin=False, user=user, workdir=workdir, environment=env,
-            )["Id"]
-            sock = api.exec_start(exec_id, socket=True)
-        except docker.errors.APIError as exc:
-            raise SandboxUnavailable(f"the sandbox did not accept the command: {exc.explanation or exc}") from None
-        return exec_id, sock
+        exec_id = api.exec_create(
+            name, ["/bin/sh", "-c", LAUNCH, WRAPPER, pidfile, command],
+            stdout=True, stderr=True, stdin=False, user=user, workdir=workdir, environment=env,
+        )["Id"]
+        return exec_id, api.exec_start(exec_id, socket=True)
 
     async def _kill_and_drain(self, api: Any, name: str, user: str, pidfile: str, reader: asyncio.Future[Any], sock: Any) -> None:
         try:

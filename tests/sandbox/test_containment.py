@@ -84,7 +84,10 @@ async def test_a_read_only_membership_refuses_writes_and_a_writable_one_takes_th
     assert result.output.split()[-2:] == ["drafts", "reference"]
     accesses = {a.agent_prefix: a.host_path for a in await folders.memberships(box.alice)}
     assert not (accesses["shared/reference"] / "new.txt").exists()
-    assert (accesses["shared/drafts"] / "new.txt").read_text() == "y\n"
+    written = accesses["shared/drafts"] / "new.txt"
+    assert written.read_text() == "y\n"
+    # Group-writable in a setgid folder: another write-member can change it too.
+    assert written.stat().st_mode & 0o020 and written.stat().st_gid == written.parent.stat().st_gid
     # The same folder is closed to a member who does not belong to it.
     assert (await box.run(box.bob, "ls shared/reference 2>&1; echo $?")).output.strip().endswith("2")
 

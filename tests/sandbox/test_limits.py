@@ -84,3 +84,11 @@ async def test_a_command_past_the_instance_timeout_is_capped(box: Box):
     box.core.sandbox.settings = dataclasses.replace(box.core.sandbox.settings, exec_timeout_seconds=1.0)
     result = await box.run(box.alice, "sleep 30", timeout=60)
     assert result.timed_out and time.monotonic() - started < 15
+
+
+async def test_tmp_is_size_capped(box: Box):
+    """/tmp is memory: a 10 GB write there must stop at the cap (a quarter of the
+    sandbox's memory, 64 MiB here), not fill the host."""
+    result = await box.run(box.alice, "head -c 200M /dev/zero > /tmp/big; echo status=$?; du -m /tmp/big | cut -f1; rm -f /tmp/big")
+    assert "No space left on device" in result.output and "status=0" not in result.output
+    assert int(result.output.split()[-1]) <= 64
