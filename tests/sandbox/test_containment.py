@@ -126,3 +126,25 @@ async def test_a_bad_working_directory_is_a_clear_error_not_another_folder(box: 
             await box.run(box.alice, "pwd", workdir=workdir)
     result = await box.run(box.alice, "pwd", workdir="/no/such/place")
     assert result.exit_code not in (0, None) and "/no/such/place" in result.output
+
+
+async def test_a_symlink_planted_where_a_membership_mounts_is_refused_not_followed(box: Box, tmp_path):
+    """Check F3 for mounts: ``~/shared`` made a link to a host path from inside the
+    sandbox must not make the host create (or mount) anything there. Both backends
+    resolve such a link safely on this machine (runc inside the container, bwrap 0.8
+    fails the mkdir); the host refuses before either is asked, with what to do."""
+    outside = tmp_path / f"outside-{secrets.token_hex(4)}"
+    planted = await box.run(box.alice, f"ln -s {outside} shared && ln -s /oldroot{outside} projects; ls -l")
+    assert planted.exit_code == 0, planted.output
+    folders = box.core.folders
+    folder = await folders.create_shared("pictures", "Pictures")
+    await folders.add_shared_member(folder.id, "alice", can_write=True)
+    from skald_hookspecs.sandbox import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable, match="~/shared in your home is not a folder"):
+        await box.run(box.alice, "ls shared")
+    assert not outside.exists() and not (tmp_path / "oldroot").exists()
+    # Moving the link away (from the sandbox) is enough: the next command mounts normally.
+    box.core.files.home(box.alice).joinpath("shared").unlink()
+    result = await box.run(box.alice, "ls -d shared/pictures")
+    assert result.output == "shared/pictures\n"

@@ -8,7 +8,8 @@ import json
 import logging
 import os
 import secrets
-from pathlib import Path
+import stat
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from skald_hookspecs.events import SystemEvent
@@ -180,6 +181,8 @@ class SandboxManager:
             await asyncio.to_thread(_share_with_sandboxes, folders)
         for root in MEMORY_ROOTS:
             mounts.append(Mount(Path(os.path.realpath(self.signposts / root)), f"{SANDBOX_HOME}/{root}", read_only=True))
+        home = next(m.source for m in mounts if m.target == SANDBOX_HOME)
+        await asyncio.to_thread(_prepare_mountpoints, home, [m.target for m in mounts if m.target != SANDBOX_HOME])
         box = self.settings
         return SandboxSpec(
             member_id=member_id,
@@ -326,3 +329,26 @@ def _share_with_sandboxes(folders: list[Path]) -> None:
             os.chown(folder, info.st_uid, FOLDERS_GID, follow_symlinks=False)
         if (info.st_mode & 0o7777) != 0o2770:
             os.chmod(folder, 0o2770)
+
+
+def _prepare_mountpoints(home: Path, targets: list[str]) -> None:
+    """Make the folders that mounts inside the home land on, and refuse a symlink on
+    the way. The member can plant ``~/shared -> /somewhere`` from inside the sandbox;
+    a backend creating ``~/shared/X`` as root through it would write outside the home
+    (bubblewrap resolves destinations with the host's view while it sets up)."""
+    for target in targets:
+        relative = PurePosixPath(target).relative_to(SANDBOX_HOME)
+        path = home
+        for part in relative.parts:
+            path = path / part
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                os.mkdir(path, 0o755)
+                continue
+            if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+                shown = "~/" + str(path.relative_to(home))
+                raise SandboxUnavailable(
+                    f"{shown} in your home is not a folder, but {target.replace(SANDBOX_HOME, '~', 1)} is mounted there;"
+                    f" move {shown} away and try again"
+                )
