@@ -64,6 +64,12 @@ KILLER = (
 )
 
 
+# Threads of their own: a command's output is read by a thread blocked for as long as
+# the command runs, and a few long commands must not take the default executor every
+# other part of the host shares. One pool per process, however many hosts it starts.
+_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-docker")
+
+
 def container_name(member_id: str) -> str:
     return PREFIX + member_id
 
@@ -93,13 +99,9 @@ class DockerBackend:
         self._client: Any = None
         self._lock = threading.Lock()
         self._checked: dict[str, tuple[str, float]] = {}  # member -> (spec hash, when)
-        # Its own threads: a command's output is read by a thread blocked for as long
-        # as the command runs, and a few long commands must not take the default
-        # executor every other part of the host shares.
-        self._threads = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-docker")
 
     def _blocking(self, fn: Any, *args: Any) -> "asyncio.Future[Any]":
-        return asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
+        return asyncio.get_running_loop().run_in_executor(_THREADS, fn, *args)
 
     def _docker(self) -> Any:
         with self._lock:
