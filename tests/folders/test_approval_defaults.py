@@ -1,4 +1,5 @@
-"""The approval defaults seeded for shared folders and projects, decided by the real
+"""The approval defaults seeded for the fs tools (home, sandbox, memory, shared folders
+and projects), decided by the real
 gate over the rules of a fresh registry: the fs tools inside a folder the member
 belongs to run without asking (read-only memberships are refused in code, not here),
 and nothing that merely looks like such a path is waved through."""
@@ -21,14 +22,23 @@ from skald_host.core.agent.approvals import RuleStore, decide
         ("write_file", "projects/olga/garden/plan.md", "allow"),
         ("edit_file", "~/shared/recipes/soup.md", "allow"),
         ("show_file_to_user", "./projects/olga/garden/photo.png", "allow"),
-        ("write_file", "shared", "require"),  # the list of folders is no place to write
         ("write_file", "shared/../../etc/passwd", "require"),  # climbs out: matches no allow rule
-        ("write_file", "sharedx/a.md", "require"),
-        ("write_file", "/etc/shared/x", "require"),
+        ("write_file", "../x", "require"),
+        # Not folders but the member's own home and sandbox, which are free (registry step 6);
+        # the namespace refuses a write to the bare folder list in code.
+        ("write_file", "sharedx/a.md", "allow"),
+        ("write_file", "/etc/shared/x", "allow"),
+        ("write_file", "notes/todo.md", "allow"),
+        ("list_files", None, "allow"),
+        # Memory is stricter than the home: a shared note asks before it is written.
+        ("write_file", "shared-memory/x.md", "require"),
+        ("edit_file", "~/shared-memory/../shared-memory/x.md", "require"),
+        ("write_file", "user-memory/x.md", "allow"),
         ("execute_cmd", "projects/olga/garden", "require"),  # a command is not a file tool
     ],
 )
 async def test_folder_paths_are_decided_by_the_seeded_rules(skald, tool, path, expected):
     host = await skald.start()
     rules = await RuleStore(host.core.registry).rules()
-    assert decide(rules, tool, {"path": path}, frozenset()) == expected
+    arguments = {} if path is None else {"path": path}
+    assert decide(rules, tool, arguments, frozenset()) == expected

@@ -32,15 +32,19 @@ def _seed_roles(conn) -> None:
         conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES ('restricted', ?)", (cap,))
 
 
+# The fs tools (skald_host/builtins/fs_tools.py), by whether they change anything.
+_FS_READ_TOOLS = ("read_file", "list_files", "search_file", "grep_files", "show_file_to_user")
+_FS_WRITE_TOOLS = ("write_file", "edit_file")
+_FS_TOOLS = _FS_READ_TOOLS + _FS_WRITE_TOOLS
+
 # The fs tools inside shared folders and projects run without asking: reading a folder
 # the member belongs to has no effect beyond the conversation, and writing is refused in
 # code (the namespace's write gate) wherever the membership is read-only, so a rule
 # would only ask about what the member may already do by hand in the explorer.
-_FOLDER_TOOLS = ("read_file", "list_files", "search_file", "grep_files", "show_file_to_user", "write_file", "edit_file")
 _FOLDER_APPROVAL_RULES = "INSERT INTO approval_rules (tool_pattern, path_class, action, priority, note, builtin) VALUES " + ", ".join(
     f"('{tool}', '{root}/*', 'allow', 300, 'files in a {kind} the member belongs to; read-only memberships are refused in code', 1)"
     for root, kind in (("shared", "shared folder"), ("projects", "project"))
-    for tool in _FOLDER_TOOLS
+    for tool in _FS_TOOLS
 ) + ", " + ", ".join(
     f"('list_files', '{root}', 'allow', 300, 'the list of the member''s own {kind}s', 1)"
     for root, kind in (("shared", "shared folder"), ("projects", "project"))
@@ -50,15 +54,13 @@ _FOLDER_APPROVAL_RULES = "INSERT INTO approval_rules (tool_pattern, path_class, 
 # Own notes are private and frictionless; shared reads are free, but a shared write
 # asks first, so the agent cannot silently move one member's words where everyone
 # reads them (seed 001). Each class also names its root, so listing it is free too.
-_MEMORY_READ_TOOLS = ("read_file", "list_files", "search_file", "grep_files", "show_file_to_user")
-_MEMORY_WRITE_TOOLS = ("write_file", "edit_file")
 _MEMORY_APPROVAL_RULES = "INSERT INTO approval_rules (tool_pattern, path_class, action, priority, note, builtin) VALUES " + ", ".join(
     [
         f"('{tool}', '{path_class}', '{action}', 10, '{note}', 1)"
         for root, tools, action, note in (
-            ("user-memory", _MEMORY_READ_TOOLS + _MEMORY_WRITE_TOOLS, "allow", "the member''s own private notes"),
-            ("shared-memory", _MEMORY_READ_TOOLS, "allow", "reading shared notes"),
-            ("shared-memory", _MEMORY_WRITE_TOOLS, "require", "a shared note is read by everyone: ask first"),
+            ("user-memory", _FS_READ_TOOLS + _FS_WRITE_TOOLS, "allow", "the member''s own private notes"),
+            ("shared-memory", _FS_READ_TOOLS, "allow", "reading shared notes"),
+            ("shared-memory", _FS_WRITE_TOOLS, "require", "a shared note is read by everyone: ask first"),
         )
         for tool in tools
         for path_class in (root, f"{root}/*")
@@ -281,6 +283,28 @@ REGISTRY_MIGRATIONS = MigrationSet(
                     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
                 )""",
                 "CREATE INDEX sealed_messages_member ON sealed_messages(member_id, seq)",
+            ),
+        ),
+        Migration(
+            6,
+            "approval defaults for the member's own files: home and sandbox",
+            statements=(
+                # The home and the member's own sandbox are theirs alone, like private
+                # memory: reading and writing there does not ask. Memory (priority 10) and
+                # folder rules stay stricter where they say so; a path-less listing or grep
+                # means the home. Anything else still falls to the catch-all.
+                "INSERT INTO approval_rules (tool_pattern, path_class, action, priority, note, builtin) VALUES"
+                + ",".join(
+                    f" ('{tool}', '{path_class}', 'allow', 400, '{note}', 1)"
+                    for tool in _FS_TOOLS
+                    for path_class, note in (
+                        ("[!/]*", "the member''s own home folder"),
+                        ("/*", "inside the member''s own sandbox"),
+                    )
+                ),
+                "INSERT INTO approval_rules (tool_pattern, path_class, action, priority, note, builtin) VALUES"
+                " ('list_files', NULL, 'allow', 400, 'a listing without a path is of the home', 1),"
+                " ('grep_files', NULL, 'allow', 400, 'a search without a path is of the home', 1)",
             ),
         ),
     ),
