@@ -248,15 +248,15 @@ def _contained(access: FolderAccess, rel: str, name: str = "path") -> Path:
 
 
 def _entry_of(access: FolderAccess, rel: str, name: str = "path") -> tuple[Path, str]:
-    """The contained parent folder of ``rel`` and its last component: changes act on
+    """The contained folder holding ``rel`` and its last component: changes act on
     that name itself (a link is renamed or removed as a link, never followed)."""
     if not rel:
         raise ApiError(400, "this acts on a file or folder inside the project, not on the project folder itself", field=name)
     pure = PurePosixPath(rel)
-    parent = _contained(access, str(pure.parent), name)
-    if not parent.is_dir():
+    folder = _contained(access, str(pure.parent), name)
+    if not folder.is_dir():
         raise ApiError(404, f"no such folder: {pure.parent}", field=name)
-    return parent, pure.name
+    return folder, pure.name
 
 
 def _stamp(seconds: float) -> str:
@@ -333,19 +333,19 @@ async def upload_project_file(project_id: str, target: str) -> Any:
     the upload cap enforced while streaming; an existing name is refused, never replaced."""
     access = await _access(project_id, write=True)
     rel = _relative(target, "target")
-    parent, leaf = _entry_of(access, rel, "target")
+    folder, leaf = _entry_of(access, rel, "target")
     # The app's request class lets this route's body reach the upload cap (files.py's
     # UPLOAD_ROUTE); the cap is enforced here again while streaming, for chunked bodies.
     limit = _core().settings.files.upload_max_bytes
     if (request.content_length or 0) > limit:
         raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes")
-    size = await _stream_into(parent, leaf, limit)
+    size = await _stream_into(folder, leaf, limit)
     return {"path": rel, "size": size}, 201
 
 
-async def _stream_into(parent: Path, name: str, limit: int) -> int:
-    temp = parent / f".upload-{secrets.token_hex(8)}.part"
-    final = parent / name
+async def _stream_into(folder: Path, name: str, limit: int) -> int:
+    temp = folder / f".upload-{secrets.token_hex(8)}.part"
+    final = folder / name
     if os.path.lexists(final):
         raise ApiError(409, f"{name} already exists here", field="target")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, SHARED_FILE_MODE)
@@ -385,13 +385,13 @@ async def make_project_folder(project_id: str) -> Any:
     data = await json_object()
     _only(data, {"path"})
     rel = _relative(field(data, "path", str))
-    parent, leaf = _entry_of(access, rel)
+    folder, leaf = _entry_of(access, rel)
     try:
-        os.mkdir(parent / leaf, SHARED_DIR_MODE)
+        os.mkdir(folder / leaf, SHARED_DIR_MODE)
     except FileExistsError:
         raise ApiError(409, f"{rel} already exists", field="path") from None
     # the umask must not take the group's bits, nor chmod the inherited setgid bit
-    os.chmod(parent / leaf, (os.lstat(parent / leaf).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
+    os.chmod(folder / leaf, (os.lstat(folder / leaf).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
     return {"path": rel}, 201
 
 
@@ -402,9 +402,9 @@ async def rename_project_file(project_id: str) -> dict:
     _only(data, {"from", "to"})
     source_rel = _relative(field(data, "from", str), "from")
     target_rel = _relative(field(data, "to", str), "to")
-    source_parent, source_leaf = _entry_of(access, source_rel, "from")
-    target_parent, target_leaf = _entry_of(access, target_rel, "to")
-    source, target = source_parent / source_leaf, target_parent / target_leaf
+    source_folder, source_leaf = _entry_of(access, source_rel, "from")
+    target_folder, target_leaf = _entry_of(access, target_rel, "to")
+    source, target = source_folder / source_leaf, target_folder / target_leaf
     if not os.path.lexists(source):
         raise ApiError(404, f"no such file or folder: {source_rel}", field="from")
     if os.path.lexists(target):
@@ -421,8 +421,8 @@ async def delete_project_file(project_id: str) -> dict:
     data = await json_object()
     _only(data, {"path"})
     rel = _relative(field(data, "path", str))
-    parent, leaf = _entry_of(access, rel)
-    target = parent / leaf
+    folder, leaf = _entry_of(access, rel)
+    target = folder / leaf
     try:
         mode = os.lstat(target).st_mode
     except FileNotFoundError:
