@@ -9,7 +9,10 @@ import dataclasses
 import secrets
 import time
 
+import docker
 import psutil
+
+from skald_host.builtins.sandbox_docker import container_name
 
 from .support import Box, command_processes
 
@@ -92,3 +95,19 @@ async def test_tmp_is_size_capped(box: Box):
     result = await box.run(box.alice, "head -c 200M /dev/zero > /tmp/big; echo status=$?; du -m /tmp/big | cut -f1; rm -f /tmp/big")
     assert "No space left on device" in result.output and "status=0" not in result.output
     assert int(result.output.split()[-1]) <= 64
+
+
+async def test_a_command_holding_every_pid_is_still_killed_at_its_timeout(box: Box):
+    """Sleepers forked until the pid limit is reached and kept there: the Docker
+    backend's killer exec cannot even start (no pid left), so it restarts the
+    container; bubblewrap's pid namespace dies with it."""
+    marker = f"hog-{secrets.token_hex(4)}"
+    started_at = lambda: docker.from_env().api.inspect_container(container_name(box.alice))["State"]["StartedAt"]  # noqa: E731
+    await box.run(box.alice, "true")
+    before = started_at() if box.backend == "docker" else None
+    result = await box.run(box.alice, f"bash -c 'while :; do (exec -a {marker} sleep 1000) & done' 2>/dev/null", timeout=3)
+    assert result.timed_out
+    await assert_gone(box, box.alice, marker, within=15)
+    await assert_healthy(box, box.alice)
+    if box.backend == "docker":
+        assert started_at() != before  # the escalation ran: the container was restarted
