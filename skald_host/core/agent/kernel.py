@@ -133,15 +133,12 @@ class Kernel:
         frame (no tool calls, or a failure shown to the member), else None."""
         frame, agent = scope.frame, scope.agent
         # The models come from the registry's thread while the prompt is put together.
-        lookup = asyncio.ensure_future(self.chat.models.candidates(pin=agent.model, strength=agent.strength))
-        try:
-            system = await self.runtime.system_prompt(frame, agent)
-            messages = project(system, history, await turn_images(self.runtime.core, self.runtime.member_id, history))
-        except BaseException:
-            lookup.cancel()
-            raise
+        candidates, system = await asyncio.gather(
+            self.chat.models.candidates(pin=agent.model, strength=agent.strength), self.runtime.system_prompt(frame, agent)
+        )
+        messages = project(system, history, await turn_images(self.runtime.core, self.runtime.member_id, history))
         tools = self.runtime.offered_tools(agent)
-        turn, message_id, response_log = await self.call_model(frame, await lookup, messages, [t.wire() for t in tools])
+        turn, message_id, response_log = await self.call_model(frame, candidates, messages, [t.wire() for t in tools])
         if turn is None:
             return ""
         if not tools and turn.tool_calls:

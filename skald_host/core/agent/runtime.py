@@ -251,6 +251,9 @@ class MemberRuntime:
         except (FileError, PathRefused) as exc:
             raise ChatError(f"attachment: {exc}") from None
         frame = await self.store.root_frame(conversation_id)
+        # The member, for the turn this may start, is read on the registry's thread while
+        # the message is committed to the member's file.
+        member = asyncio.ensure_future(self.core.users.get(self.member_id))
         # No await between the check and the write's submission: the store's one worker
         # runs jobs in order, so a turn started after this check reads the message.
         stored = await self.store.add_member_message(
@@ -265,21 +268,25 @@ class MemberRuntime:
         if not stored["queued"]:
             self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described)
         self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
-        self.drive(conversation_id, unattended=unattended)
+        self.drive(conversation_id, unattended=unattended, member=member)
         return ack
 
-    def drive(self, conversation_id: str, *, unattended: bool = False) -> None:
+    def drive(self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None) -> None:
+        """Start a turn unless one runs. ``member``: the member as just read, for it."""
         if self.closed or self.running(conversation_id):
             return
         self.cancel_event(conversation_id).clear()
-        self._live[conversation_id] = asyncio.create_task(self._drive(conversation_id, unattended), name=f"turn:{conversation_id}")
+        self._live[conversation_id] = asyncio.create_task(
+            self._drive(conversation_id, unattended, member), name=f"turn:{conversation_id}"
+        )
 
-    async def _drive(self, conversation_id: str, unattended: bool) -> None:
+    async def _drive(self, conversation_id: str, unattended: bool, member: Awaitable[Member] | None = None) -> None:
         try:
             frame = await self.store.find_root(conversation_id)
             agent = self.agents.get(frame.agent_id) if frame else None  # the root frame's agent is the conversation's
             while agent is not None:
-                self.member = await self.core.users.get(self.member_id)
+                self.member = await (member or self.core.users.get(self.member_id))  # a role change applies from the next turn
+                member = None
                 self.emit("turn_started", conversation_id)
                 await self._settle_finished_subframes(frame)
                 await self.kernel.run_frame(frame, agent, unattended=unattended)
