@@ -13,6 +13,7 @@ read-only. When the host runs as root the command is dropped to the member's uid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -127,11 +128,18 @@ class BubblewrapBackend:
             for key, value in spec.env.items():
                 argv += ["--setenv", key, value]
             argv += ["--chdir", workdir, *self._argv_command(spec.uid, spec.gid, spec.groups, command)]
-            process = await asyncio.create_subprocess_exec(
+            spawning = asyncio.ensure_future(asyncio.create_subprocess_exec(
                 *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True, env={"PATH": PATH}, pass_fds=fds,
                 umask=0o002,  # as in every backend: write-members of a shared folder share its files
-            )
+            ))
+            try:
+                process = await asyncio.shield(spawning)
+            except asyncio.CancelledError:
+                # Stopped while bwrap was being started: it may be running already.
+                with contextlib.suppress(Exception):
+                    _kill_group(await spawning)
+                raise
         except OSError as exc:
             raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from None
         finally:

@@ -17,6 +17,7 @@ pid), the container is restarted: killing more than asked beats leaving it runni
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -222,18 +223,30 @@ class DockerBackend:
         import docker.errors
 
         start = (self._start, api, name, user, workdir, dict(spec.env), pidfile, command)
-        try:
+
+        async def launch() -> tuple[str, Any]:
             try:
-                exec_id, sock = await self._blocking(*start)
-            except (docker.errors.NotFound, docker.errors.APIError) as exc:
-                if isinstance(exc, docker.errors.APIError) and exc.status_code not in (404, 409):
-                    raise
-                # Removed or stopped behind our back: check it now, once.
-                self._checked.pop(spec.member_id, None)
-                await self.ensure(spec)
-                exec_id, sock = await self._blocking(*start)
-        except docker.errors.APIError as exc:
-            raise SandboxUnavailable(f"the sandbox did not accept the command: {exc.explanation or exc}") from None
+                try:
+                    return await self._blocking(*start)
+                except (docker.errors.NotFound, docker.errors.APIError) as exc:
+                    if isinstance(exc, docker.errors.APIError) and exc.status_code not in (404, 409):
+                        raise
+                    # Removed or stopped behind our back: check it now, once.
+                    self._checked.pop(spec.member_id, None)
+                    await self.ensure(spec)
+                    return await self._blocking(*start)
+            except docker.errors.APIError as exc:
+                raise SandboxUnavailable(f"the sandbox did not accept the command: {exc.explanation or exc}") from None
+
+        launching = asyncio.ensure_future(launch())
+        try:
+            exec_id, sock = await asyncio.shield(launching)
+        except asyncio.CancelledError:
+            # Stopped while the command was being started: it may be running already.
+            with contextlib.suppress(Exception):
+                _, sock = await launching
+                await self._kill_and_drain(api, name, user, pidfile, None, sock)
+            raise
         capture = _Capture(output_limit)
         reader = asyncio.ensure_future(self._blocking(capture.read_frames, sock))
         stop = asyncio.ensure_future(cancelled.wait()) if cancelled is not None else None
@@ -263,11 +276,14 @@ class DockerBackend:
         )["Id"]
         return exec_id, api.exec_start(exec_id, socket=True)
 
-    async def _kill_and_drain(self, api: Any, name: str, user: str, pidfile: str, reader: asyncio.Future[Any], sock: Any) -> None:
+    async def _kill_and_drain(self, api: Any, name: str, user: str, pidfile: str, reader: asyncio.Future[Any] | None, sock: Any) -> None:
         try:
             await self._blocking(self._kill_session, api, name, user, pidfile)
         except Exception:
             log.exception("sandbox %s: killing a command failed", name)
+        if reader is None:
+            _close(sock)
+            return
         try:
             await asyncio.wait_for(asyncio.shield(reader), KILL_GRACE_SECONDS)
         except (asyncio.TimeoutError, Exception):
