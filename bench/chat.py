@@ -1,5 +1,10 @@
 """Chat against the scripted model, each figure beside a direct ``openai`` SDK call to
-the same server for the same request, measured in the same run:
+the same server for the same request, measured in the same run. The direct call takes
+the host's own SDK path (``post`` with the body as it is, the stream read as SSE), so a
+difference is the host's work; the SDK's typed ``create()`` is printed beside it, since
+its request transform alone costs more than the host at 1,000 messages.
+``SKALD_BENCH_SYNCHRONOUS=NORMAL`` runs the host with synchronous=NORMAL to show what
+the durable default (FULL, check G1) costs.
 
 - time to first token: a WebSocket client's ``send`` to its first ``token`` event, vs a
   direct stream's first content chunk (target: p99 added <= 5 ms);
