@@ -138,7 +138,7 @@ class Kernel:
         )
         messages = project(system, history, await turn_images(self.runtime.core, self.runtime.member_id, history))
         tools = self.runtime.offered_tools(agent)
-        turn, message_id, response_log = await self.call_model(frame, candidates, messages, [t.wire() for t in tools])
+        turn, message_id, request_log = await self.call_model(frame, candidates, messages, [t.wire() for t in tools])
         if turn is None:
             return ""
         if not tools and turn.tool_calls:
@@ -153,8 +153,10 @@ class Kernel:
             for c in turn.tool_calls
         ]
         call_ids = await self.store.finish_assistant(
-            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, response_log=response_log
+            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, request_log=request_log
         )
+        if request_log is not None:
+            self.runtime.request_logged(frame, request_log[0], messages)
         if call_ids:
             self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning,
                       tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(call_ids, calls)])
@@ -166,21 +168,19 @@ class Kernel:
 
     async def call_model(
         self, frame: Frame, candidates: list[ModelChoice], messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> tuple[ModelTurn | None, int, tuple[str, str] | None]:
+    ) -> tuple[ModelTurn | None, int, tuple[str, dict[str, Any], str] | None]:
         """One round's model call with fallback: the turn, its message id, and the
-        response log (request id, response body) for ``finish_assistant`` to write with it.
+        request log (request id, request body, response body) for ``finish_assistant``
+        to write with it, in the commit a round makes anyway.
 
         The streaming placeholder row is committed before the request goes out (a token
         names it, so it is durable before the first one is announced); it carries
         checkpoints of the partial text, so a crash mid-stream leaves it on screen. They
         come at most every ``CHECKPOINT_SECONDS``, the first one too: a short answer is
-        written once, by ``finish_assistant``. The request body for the log (300 KiB at
-        1,000 messages) is written behind the placeholder while the model answers."""
+        written once, by ``finish_assistant``."""
         if not candidates:
             raise NoModelConfigured("no model is configured")
         message_id = await self.store.start_assistant(frame, candidates[0].model)
-        first_request_id = uuid.uuid4().hex
-        self.runtime.log_request_body(first_request_id, frame, messages, tools)
         partial = {"content": "", "reasoning": ""}
         dirty = asyncio.Event()
 
@@ -199,7 +199,7 @@ class Kernel:
         saver = asyncio.create_task(checkpoints())
         try:
             for index, choice in enumerate(candidates):
-                request_id = first_request_id if index == 0 else uuid.uuid4().hex
+                request_id = uuid.uuid4().hex
                 started = time.perf_counter()
                 try:
                     turn = await self.chat.clients.complete(choice, messages, tools, on_delta)
@@ -215,12 +215,9 @@ class Kernel:
                     await self.store.finish_assistant(message_id, content=text, reasoning="", model=choice.model, status="error")
                     self.emit(frame, "error", message_id=message_id, error=text)
                     return None, message_id, None
-                # The first candidate's request body is logged already; a fallback's is not.
-                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=index > 0)
-                if index > 0:
-                    return turn, message_id, None
+                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False)
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
-                return turn, message_id, (request_id, json.dumps(response))
+                return turn, message_id, (request_id, self.runtime.request_body(frame, messages, tools), json.dumps(response))
         except asyncio.CancelledError:
             status = "interrupted" if self.interrupted() else "cancelled"
             await asyncio.shield(

@@ -463,8 +463,7 @@ class MemberRuntime:
         """Metadata to the registry; bodies only to the member's own file. Written in
         the background so the answer is not held back by serialising a long history;
         the turn's ``turn_finished`` waits for it (``flush_logs``). ``payload`` False:
-        the kernel logged the request body while the model answered and the response
-        body goes with the round's answer (``finish_assistant``)."""
+        the bodies go with the round's answer (``finish_assistant``)."""
         latency = int((time.perf_counter() - started) * 1000)
 
         async def write() -> None:
@@ -492,26 +491,24 @@ class MemberRuntime:
 
         self.log_in_background(write())
 
-    def log_request_body(self, request_id: str, frame: Frame, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
-        """A round's request body to the member's own file, written while the model
-        answers. A round sends the previous round's messages with a few appended, so
-        the body is logged as what it adds to the frame's previous logged request
-        (``continues``, ``from``), and ``ConversationStore.request_body`` joins it back
-        together: logged whole, every round wrote the whole history again (300 KiB at
-        1,000 messages, ~10 ms of commits and WAL checkpoints per round)."""
-        body: dict[str, Any] = {"messages": messages, "tools": tools}
+    def request_body(self, frame: Frame, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """A round's request body as the request log keeps it. A round sends the
+        previous round's messages with a few appended, so the body is what it adds to
+        the frame's previous logged request (``continues``, ``from``), and
+        ``ConversationStore.request_body`` joins it back together: logged whole, every
+        round wrote the whole history again (300 KiB at 1,000 messages, ~10 ms of
+        commits and WAL checkpoints per round)."""
         previous = self._logged_requests.get(frame.id)
         if previous is not None and len(previous[1]) <= len(messages) and messages[: len(previous[1])] == previous[1]:
-            body = {"continues": previous[0], "from": len(previous[1]), "messages": messages[len(previous[1]):], "tools": tools}
+            return {"continues": previous[0], "from": len(previous[1]), "messages": messages[len(previous[1]):], "tools": tools}
+        return {"messages": messages, "tools": tools}
 
-        async def write() -> None:
-            await self.store.log_payload(request_id, frame.conversation_id, body, None)
-            self._logged_requests.pop(frame.id, None)
-            self._logged_requests[frame.id] = (request_id, messages)  # only a body that is written is continued
-            while len(self._logged_requests) > HISTORY_CACHE_FRAMES:  # the most recent frames, like the kept histories
-                del self._logged_requests[next(iter(self._logged_requests))]
-
-        self.log_in_background(write())
+    def request_logged(self, frame: Frame, request_id: str, messages: list[dict[str, Any]]) -> None:
+        """The frame's latest request is in the log (committed): the next one continues it."""
+        self._logged_requests.pop(frame.id, None)
+        self._logged_requests[frame.id] = (request_id, messages)
+        while len(self._logged_requests) > HISTORY_CACHE_FRAMES:  # the most recent frames, like the kept histories
+            del self._logged_requests[next(iter(self._logged_requests))]
 
     def log_in_background(self, write: Awaitable[None]) -> None:
         """A request log write the answer does not wait for; ``turn_finished`` and

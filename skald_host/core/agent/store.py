@@ -333,11 +333,12 @@ class ConversationStore:
         model: str,
         status: str = "complete",
         calls: list[tuple[str, str, str, str]] = (),  # type: ignore[assignment]
-        response_log: tuple[str, str] | None = None,
+        request_log: tuple[str, dict[str, Any], str] | None = None,
     ) -> list[str]:
         """The round's authoritative result and its tool calls, in one transaction; call
-        ids are allocated here, in call order. The response body of the round's request
-        log (request id, body) rides in the same commit."""
+        ids are allocated here, in call order. The round's request log (request id,
+        request body, response body) rides in the same commit, encoded on the file's
+        thread."""
 
         def write(conn: Any) -> list[str]:
             row = conn.execute("SELECT conversation_id, frame_id FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -355,8 +356,8 @@ class ConversationStore:
                 )
                 ids.append(call_id)
             conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (row[0],))
-            if response_log is not None:
-                conn.execute("UPDATE llm_request_payloads SET response = ? WHERE request_id = ?", (response_log[1], response_log[0]))
+            if request_log is not None:
+                _insert_payload(conn, request_log[0], row[0], json.dumps(request_log[1]), request_log[2])
             return ids, [message_id]
 
         return await self._write_rows(write)
@@ -562,11 +563,8 @@ class ConversationStore:
 
         return await self.db.run(read)
 
-    async def log_payload(self, request_id: str, conversation_id: str, request: str | dict[str, Any], response: str | None) -> None:
-        """A request's bodies; a ``request`` not yet JSON is encoded on the file's thread."""
-        await self.db.run(
-            lambda c: _insert_payload(c, request_id, conversation_id, request if isinstance(request, str) else json.dumps(request), response)
-        )
+    async def log_payload(self, request_id: str, conversation_id: str, request: str, response: str | None) -> None:
+        await self.db.run(lambda c: _insert_payload(c, request_id, conversation_id, request, response))
 
 
 def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, attachments: str = "[]") -> int:
