@@ -69,6 +69,9 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path):
     assert user_version(path) == upgraded.latest  # 2 while REGISTRY_MIGRATIONS has one step
     after = _user_row(path, member_id)
     assert after.pop("test_nickname") is None
+    # Columns later steps added: a default, and the inbox key backfilled at the unlock.
+    assert after.pop("home_source") == "web"
+    assert len(after.pop("inbox_public_key")) == 32
     assert after == before
 
 
