@@ -1,20 +1,29 @@
 """Projects in a real browser: a member creates a project, uploads a file in its
-explorer, makes and renames a folder, and after a refresh sees a file that appeared in
-the folder on disk (written by the test, standing in for the agent); a read-only member
-sees the files but no write controls. The admin shares a folder on its page."""
+explorer, makes and renames a folder, and after a refresh sees the files the agent
+wrote there with its fs tools in a project chat (the scripted model asks for the
+writes); a read-only member sees the files but no write controls. The admin shares a
+folder on its page."""
 
 from __future__ import annotations
 
 from playwright.async_api import expect
 
+from skald_host.testing import Reply, ScriptedModelServer, ToolCall
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from tests.browser.conftest import browser_pages  # noqa: F401  (the watched-pages fixture)
 from tests.browser.kit import screenshot, sign_in
+from tests.chat.support import API_KEY, MODEL_A, ChatSocket, configure_models
 
 
 async def test_member_creates_a_project_uploads_and_sees_the_agents_file(skald, browser_pages):  # noqa: F811
+    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
+        await _project_explorer_with_the_agents_files(skald, browser_pages, server)
+
+
+async def _project_explorer_with_the_agents_files(skald, browser_pages, server) -> None:  # noqa: F811
     host = await skald.start()
-    await host.admin()
+    admin = await host.admin()
+    await configure_models(admin, server, (MODEL_A,))
     await host.create_member("alice", display_name="Alice")
     await host.create_member("bob", display_name="Bob")
     alice_id = (await host.core.users.find("alice")).id
@@ -48,9 +57,29 @@ async def test_member_creates_a_project_uploads_and_sees_the_agents_file(skald, 
     await expect(page.locator("tr[data-entry='seed-list.txt']")).to_be_visible()
     assert (folder / "seed-list.txt").exists() and not (folder / "seeds.txt").exists()
 
-    # the agent writes into the project folder (here: the test, on disk); a refresh shows it
-    (folder / "drafts" / "layout.md").write_text("# Bed layout\n")
-    (folder / "summary.md").write_text("Beds: 4\n")
+    # The agent writes into the project folder in a project chat (the seeded folder
+    # rules let the fs tools work there without asking); a refresh shows its files.
+    project_id = (await host.core.folders.memberships(alice_id))[0].id
+    server.script(
+        MODEL_A,
+        [
+            Reply("Writing.", tool_calls=[
+                ToolCall("write_file", {"path": "projects/alice/garden-plan/summary.md", "content": "Beds: 4\n"}),
+                ToolCall("write_file", {"path": "projects/alice/garden-plan/drafts/layout.md", "content": "# Bed layout\n"}),
+            ]),
+            Reply("Both files are in the project folder."),
+        ],
+    )
+    alice = await host.member("alice")
+    started = await alice.post(f"/api/projects/{project_id}/chat")
+    assert started.status_code == 201, started.text
+    conversation_id = started.json()["id"]
+    async with ChatSocket(alice) as sock:
+        await sock.send(conversation_id, "Write the summary and the layout draft.")
+        events = await sock.turn(conversation_id)
+    assert "error" not in [e["type"] for e in events], events
+    assert (folder / "summary.md").read_text() == "Beds: 4\n"
+    assert (folder / "drafts" / "layout.md").read_text() == "# Bed layout\n"
     await page.reload()
     await expect(page.locator("tr[data-entry='summary.md']")).to_be_visible()
     await page.get_by_role("link", name="drafts/").click()
