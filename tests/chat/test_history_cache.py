@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skald_host.core.agent.projection import project
+from skald_host.core.agent.projection import ProjectionMemo, project
 from skald_host.core.agent.runtime import COMPACT_PROMPT
 from skald_host.core.agent.store import ConversationStore, Frame
 from skald_host.core.schema import OWNER_MIGRATIONS
@@ -37,12 +37,16 @@ def plain(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "tool_calls": [dict(c) for c in row["tool_calls"]]} for row in rows]
 
 
+MEMOS: dict[str, ProjectionMemo] = {}
+
+
 async def assert_fresh(store: ConversationStore, db: Database, frames: list[Frame]) -> None:
     fresh_store = ConversationStore(db)  # a store that has read nothing yet: a fresh read
     for frame in frames:
         kept, fresh = await store.history(frame.id), await fresh_store.history(frame.id)
         assert plain(kept) == plain(fresh), f"the kept history of frame {frame.depth} differs from a fresh read"
-        assert project("system", kept) == project("system", fresh)
+        # Projected through a memo kept across every step, as the kernel does per frame.
+        assert project("system", kept, memo=MEMOS.setdefault(frame.id, ProjectionMemo())) == project("system", fresh)
 
 
 async def run_operations(path: Path, operations: list[str]) -> None:

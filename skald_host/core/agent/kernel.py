@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from skald_hookspecs.types import ToolContext
 from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
-from skald_host.core.agent.projection import project, unfinished_calls
-from skald_host.core.agent.store import TERMINAL_CALL_STATES, Frame
+from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
+from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
@@ -91,6 +91,15 @@ class Kernel:
         self.runtime = runtime
         self.store = runtime.store
         self.chat = runtime.chat
+        self._memos: dict[str, ProjectionMemo] = {}
+
+    def _memo(self, frame: Frame) -> ProjectionMemo:
+        """The frame's projection memo, for the most recently run frames."""
+        memo = self._memos.pop(frame.id, None) or ProjectionMemo()
+        self._memos[frame.id] = memo
+        while len(self._memos) > HISTORY_CACHE_FRAMES:
+            del self._memos[next(iter(self._memos))]
+        return memo
 
     def emit(self, frame: Frame, event_type: str, **data: Any) -> None:
         self.runtime.emit(event_type, frame.conversation_id, frame_id=frame.id, depth=frame.depth, **data)
@@ -136,7 +145,8 @@ class Kernel:
         candidates, system = await asyncio.gather(
             self.chat.models.candidates(pin=agent.model, strength=agent.strength), self.runtime.system_prompt(frame, agent)
         )
-        messages = project(system, history, await turn_images(self.runtime.core, self.runtime.member_id, history))
+        images = await turn_images(self.runtime.core, self.runtime.member_id, history)
+        messages = project(system, history, images, self._memo(frame))
         tools = self.runtime.offered_tools(agent)
         turn, message_id, request_log = await self.call_model(frame, candidates, messages, [t.wire() for t in tools])
         if turn is None:

@@ -43,31 +43,62 @@ def user_content(message: dict[str, Any], images: Sequence[str] = ()) -> str | l
 
 
 def project(
-    system_prompt: str, history: list[dict[str, Any]], images: Mapping[int, Sequence[str]] | None = None
+    system_prompt: str,
+    history: list[dict[str, Any]],
+    images: Mapping[int, Sequence[str]] | None = None,
+    memo: ProjectionMemo | None = None,
 ) -> list[dict[str, Any]]:
+    """The request's messages: the system prompt, then each history row's entries
+    (``message_entries``). With a ``memo``, a row the previous call saw is not
+    projected again."""
     wire: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    kept, seen = (memo.kept if memo is not None else {}), {}
     for message in history:
-        role = message["role"]
-        if role == "summary":
-            wire.append({"role": "user", "content": SUMMARY_PREFIX + message["content"]})
-        elif role == "user":
-            wire.append({"role": "user", "content": user_content(message, (images or {}).get(message["id"], ()))})
-        elif role == "assistant":
-            calls = message.get("tool_calls") or []
-            if message["status"] != "complete" and not calls:
-                continue
-            entry: dict[str, Any] = {"role": "assistant", "content": message["content"] or None}
-            if calls:
-                entry["tool_calls"] = [
-                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                    for c in calls
-                ]
-            elif not message["content"]:
-                continue
-            wire.append(entry)
-            for call in calls:
-                wire.append({"role": "tool", "tool_call_id": call["id"], "content": call_result_text(call)})
+        shown = (images or {}).get(message["id"], ())
+        if memo is None or shown:
+            wire += message_entries(message, shown)
+            continue
+        hit = kept.get(id(message))
+        entries = hit[1] if hit is not None and hit[0] is message else message_entries(message, ())
+        seen[id(message)] = (message, entries)
+        wire += entries
+    if memo is not None:
+        memo.kept = seen
     return wire
+
+
+class ProjectionMemo:
+    """The wire entries of the rows one ``project`` call saw, for the next call on the
+    same frame. The store hands every round the same read-only row objects until a
+    write replaces a row (``ConversationStore.history``), so a row that is the very
+    object seen last time has the same entries; the memo holds the row, so its id
+    cannot be reused meanwhile."""
+
+    def __init__(self) -> None:
+        self.kept: dict[int, tuple[Mapping[str, Any], list[dict[str, Any]]]] = {}
+
+
+def message_entries(message: Mapping[str, Any], images: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One history row on the wire: none, one entry, or an assistant entry followed by
+    its calls' results."""
+    role = message["role"]
+    if role == "summary":
+        return [{"role": "user", "content": SUMMARY_PREFIX + message["content"]}]
+    if role == "user":
+        return [{"role": "user", "content": user_content(message, images)}]  # type: ignore[arg-type]
+    if role != "assistant":
+        return []
+    calls = message.get("tool_calls") or []
+    if message["status"] != "complete" and not calls:
+        return []
+    entry: dict[str, Any] = {"role": "assistant", "content": message["content"] or None}
+    if calls:
+        entry["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls
+        ]
+    elif not message["content"]:
+        return []
+    return [entry] + [{"role": "tool", "tool_call_id": call["id"], "content": call_result_text(call)} for call in calls]
 
 
 def unfinished_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
