@@ -16,7 +16,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
-from skald_host.core.files.paths import PathRefused, open_inside
+from skald_host.core.files.paths import PathRefused, open_inside, read_all
 from skald_host.core.files.service import UPLOADS_DIR, FileError
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
 
@@ -157,13 +157,7 @@ def _read_upload(home: Any, agent_path: str, budget: int) -> bytes | None:
         size = os.fstat(fd).st_size
         if size > budget or size == 0:
             return None
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1024 * 1024)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        data = b"".join(chunks)
+        data = read_all(fd, budget + 1)
         return data if len(data) <= budget else None
     finally:
         os.close(fd)

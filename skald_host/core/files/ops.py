@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skald_host.core.files.paths import PathRefused, is_inside, make_dirs_inside, open_dir_inside, open_inside
+from skald_host.core.files.paths import PathRefused, is_inside, make_dirs_inside, open_dir_inside, open_inside, read_all
 from skald_host.core.files.service import FileError, Resolved
 from skald_host.core.files.sniff import TEXT, sniff
 
@@ -317,13 +317,7 @@ def _read_host(resolved: Resolved, limit: int) -> bytes:
             raise FileError(f"{resolved.agent_path} is not a regular file")
         if info.st_size > limit:
             raise FileError(f"{resolved.agent_path} is {info.st_size} bytes, more than the {limit} bytes that can be read at once")
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1024 * 1024)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)[:limit]
+        return read_all(fd, limit)
     finally:
         os.close(fd)
 

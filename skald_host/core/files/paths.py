@@ -107,6 +107,20 @@ def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
     return fd
 
 
+def read_all(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of an open file, read in 1 MiB chunks (a file may grow
+    between fstat and the read; whatever it grew by is cut off, never buffered)."""
+    chunks: list[bytes] = []
+    remaining = limit
+    while remaining > 0:
+        chunk = os.read(fd, min(1024 * 1024, remaining))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
 def open_dir_inside(base: Path, path: Path) -> int:
     return open_inside(base, path, os.O_RDONLY | os.O_DIRECTORY)
 

@@ -9,7 +9,6 @@ matcher all ask it, so they can never disagree about which store a path reaches.
 
 from __future__ import annotations
 
-import posixpath
 import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
