@@ -8,7 +8,6 @@ import re
 import warnings
 from pathlib import Path
 
-import pytest
 from packaging.version import Version
 
 import skald_hookspecs

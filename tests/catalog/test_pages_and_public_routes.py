@@ -8,7 +8,7 @@ from typing import Any
 from quart import Blueprint, request
 
 import skald_host.core.host
-from skald_hookspecs import hookimpl, public
+from skald_hookspecs import public
 from skald_hookspecs.types import WebPage
 
 from .support import Routed, member_id, set_enabled

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
-import pytest
 
 
 PASSWORD = "member password 42"

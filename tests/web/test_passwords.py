@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import unicodedata
 
-import pytest
 
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from web_support import POLICY_VIOLATION, close_code
