@@ -60,6 +60,10 @@ class SandboxSpec:
     cpus: float = 1.0
     pids: int = 256
     env: Mapping[str, str] = field(default_factory=dict)
+    #: ``RLIMIT_FSIZE`` for a command, in bytes (no file it writes may grow past it),
+    #: set by the host per command to the room left in the member's home; None: no cap.
+    #: A per-command limit, not part of what the sandbox is built from.
+    file_size_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,11 @@ class ExecResult:
     truncated: bool = False
     timed_out: bool = False
     cancelled: bool = False
+    #: Killed by the host because the member's home passed its disk limit.
+    disk_limit: bool = False
+    #: The home was over its disk limit when the command started, so it ran without
+    #: the right to write (the output begins with a notice saying so).
+    over_limit: bool = False
 
 
 @runtime_checkable

@@ -105,6 +105,8 @@ class SandboxSettings:
     pids: int = 256
     exec_timeout_seconds: float = 120.0
     output_limit_bytes: int = 1024 * 1024
+    #: The disk limit of each member's home (see ``core/sandbox/quota.py``).
+    home_quota_mib: int = 2048
 
 
 @dataclass(frozen=True)
@@ -292,5 +294,7 @@ def _validate(settings: Settings) -> None:
         raise SettingsError("sandbox: memory_mib must be at least 16, cpus positive and pids at least 8")
     if not box.exec_timeout_seconds > 0 or box.output_limit_bytes < 1024:
         raise SettingsError("sandbox: exec_timeout_seconds must be positive and output_limit_bytes at least 1024")
+    if box.home_quota_mib < 1:
+        raise SettingsError("sandbox: home_quota_mib must be at least 1")
     if bool(settings.server.tls_cert) != bool(settings.server.tls_key):
         raise SettingsError("server.tls_cert and server.tls_key must be set together")

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from skald_hookspecs import hookimpl
 from skald_hookspecs.sandbox import SandboxUnavailable
 from skald_hookspecs.types import PluginInfo, Tool, ToolContext
+from skald_host.core.sandbox.quota import KILLED
 
 MAX_COMMAND = 20_000
 
@@ -28,7 +29,9 @@ async def execute_cmd(args: Mapping[str, Any], ctx: ToolContext) -> str:
         result = await ctx.turn.run_command(command, workdir=workdir or None, timeout=timeout)
     except SandboxUnavailable as exc:
         return f"Refused: {exc}"
-    if result.timed_out:
+    if result.disk_limit:
+        head = KILLED
+    elif result.timed_out:
         head = "The command was killed: it ran past its time limit."
     elif result.cancelled:
         head = "The command was stopped."

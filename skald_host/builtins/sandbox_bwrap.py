@@ -7,7 +7,7 @@ home read-write, memberships read-only where the membership is, memory signposts
 read-only. When the host runs as root the command is dropped to the member's uid with
 ``setpriv`` before bwrap starts, so it is that uid on the host too (another member's
 0700 home is closed to it by plain permissions); limits come from ``prlimit``
-(processes, address space, CPU seconds) because cgroups may not be delegated here.
+(processes, address space, CPU seconds, file size) because cgroups may not be delegated here.
 """
 
 from __future__ import annotations
@@ -54,8 +54,11 @@ class BubblewrapBackend:
             return f"bwrap cannot start a sandbox here ({reason[-1] if reason else done.returncode}); user namespaces may be off"
         return None
 
-    def _argv_prefix(self, uid: int, gid: int, *, pids: int, memory: int, cpu_seconds: int, network: bool) -> list[str]:
-        argv = ["prlimit", f"--nproc={pids}", f"--as={memory}", f"--cpu={cpu_seconds}", "--core=0", "--", "bwrap"]
+    def _argv_prefix(
+        self, uid: int, gid: int, *, pids: int, memory: int, cpu_seconds: int, network: bool, file_size: int | None = None,
+    ) -> list[str]:
+        fsize = [] if file_size is None else [f"--fsize={file_size}"]
+        argv = ["prlimit", f"--nproc={pids}", f"--as={memory}", f"--cpu={cpu_seconds}", "--core=0", *fsize, "--", "bwrap"]
         argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         argv += [] if network else ["--unshare-net"]
         argv += ["--die-with-parent", "--new-session"]
@@ -105,7 +108,7 @@ class BubblewrapBackend:
     ) -> ExecResult:
         argv = self._argv_prefix(
             spec.uid, spec.gid, pids=spec.pids, memory=spec.memory_bytes,
-            cpu_seconds=max(1, int(timeout) + 1), network=spec.network,
+            cpu_seconds=max(1, int(timeout) + 1), network=spec.network, file_size=spec.file_size_bytes,
         )
         # The folders are opened here, by the host, and handed over as descriptors: the
         # dropped uid could not even traverse the data dir, and a descriptor cannot be

@@ -48,15 +48,16 @@ KILL_GRACE_SECONDS = 5.0
 TRUST_SECONDS = 30.0
 # The session leader is a bash whose own stderr (job notices, setsid's complaints) goes
 # to /dev/null; the command gets the real stderr back on fd 3. $0 is the pidfile, $1
-# the member's command: both positional, so quotes or $(…) in a command are data for
-# the inner shell, never syntax of this one. With job control (set -m) the command is
+# the member's command, $2 its file size limit in KiB (``ulimit -f``; bash's unit): all
+# positional, so quotes or $(…) in a command are data for the inner shell, never syntax
+# of this one. With job control (set -m) the command is
 # a process group of its own, and once it exits, whatever it left in that group is
 # killed with the builtin kill — no fork, so it works even when every pid is taken.
 WRAPPER = (
-    'echo $$ >"$0"; umask 002; set -m; /bin/sh -c "$1" 2>&3 3>&- & job=$!; wait $job; status=$?;'
+    'echo $$ >"$0"; umask 002; ulimit -f "$2" || exit 125; set -m; /bin/sh -c "$1" 2>&3 3>&- & job=$!; wait $job; status=$?;'
     ' kill -KILL -- -$job; rm -f "$0"; exit $status'
 )
-LAUNCH = 'exec setsid -w /bin/bash -c "$0" "$1" "$2" 3>&2 2>/dev/null'
+LAUNCH = 'exec setsid -w /bin/bash -c "$0" "$1" "$2" "$3" 3>&2 2>/dev/null'
 KILLER = (
     'i=0; while [ ! -s "$0" ] && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done; '
     'sid=$(cat "$0" 2>/dev/null); [ -n "$sid" ] || exit 0; '
@@ -222,7 +223,8 @@ class DockerBackend:
         api = self._docker().api
         import docker.errors
 
-        start = (self._start, api, name, user, workdir, dict(spec.env), pidfile, command)
+        fsize = "unlimited" if spec.file_size_bytes is None else str(max(4, spec.file_size_bytes // 1024))
+        start = (self._start, api, name, user, workdir, dict(spec.env), pidfile, command, fsize)
 
         async def launch() -> tuple[str, Any]:
             try:
@@ -269,9 +271,11 @@ class DockerBackend:
         await self._kill_and_drain(api, name, user, pidfile, reader, sock)
         return ExecResult(None, capture.text(), capture.truncated, timed_out=not was_cancelled, cancelled=was_cancelled)
 
-    def _start(self, api: Any, name: str, user: str, workdir: str, env: dict[str, str], pidfile: str, command: str) -> tuple[str, Any]:
+    def _start(
+        self, api: Any, name: str, user: str, workdir: str, env: dict[str, str], pidfile: str, command: str, fsize: str,
+    ) -> tuple[str, Any]:
         exec_id = api.exec_create(
-            name, ["/bin/sh", "-c", LAUNCH, WRAPPER, pidfile, command],
+            name, ["/bin/sh", "-c", LAUNCH, WRAPPER, pidfile, command, fsize],
             stdout=True, stderr=True, stdin=False, user=user, workdir=workdir, environment=env,
         )["Id"]
         return exec_id, api.exec_start(exec_id, socket=True)

@@ -12,6 +12,7 @@ def test_defaults_are_locked_down(tmp_path):
     box = load_settings(None, data_dir=tmp_path, environ={}).sandbox
     assert (box.backend, box.network, box.image) == ("auto", False, "skald-sandbox:1")
     assert (box.exec_timeout_seconds, box.output_limit_bytes) == (120.0, 1024 * 1024)
+    assert box.home_quota_mib == 2048
 
 
 def test_the_environment_overrides_the_section(tmp_path):
@@ -20,7 +21,7 @@ def test_the_environment_overrides_the_section(tmp_path):
     assert (box.backend, box.pids, box.network) == ("bubblewrap", 100, True)
 
 
-@pytest.mark.parametrize("field, value", [("pids", 0), ("memory_mib", 1), ("cpus", 0), ("exec_timeout_seconds", 0), ("output_limit_bytes", 10)])
+@pytest.mark.parametrize("field, value", [("pids", 0), ("memory_mib", 1), ("cpus", 0), ("exec_timeout_seconds", 0), ("output_limit_bytes", 10), ("home_quota_mib", 0)])
 def test_a_limit_that_would_not_hold_is_refused(tmp_path, field, value):
     with pytest.raises(SettingsError, match="sandbox"):
         load_settings(None, data_dir=tmp_path, environ={}, overrides={"sandbox": {field: value}})

@@ -155,6 +155,9 @@ class MemberFiles:
                 raise FileError(f"{resolved.agent_path} is a symbolic link; it is not followed")
             if existing is not None and stat.S_ISDIR(existing.st_mode):
                 raise FileError(f"{resolved.agent_path} is a folder")
+            growth = len(data) - (existing.st_blocks * 512 if existing is not None else 0)
+            if owner and growth > 0 and growth > (room := self._core.files.home_room(owner)):
+                raise FileError(f"{resolved.agent_path} does not fit: your home has {max(room, 0)} bytes left under its disk limit")
             # Written beside the target and renamed over it: a reader never sees half a file.
             temp = f".{target.name[:200]}.{secrets.token_hex(4)}.tmp"
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)

@@ -203,6 +203,15 @@ class FileService:
         if self._persisting:
             await asyncio.gather(*list(self._persisting), return_exceptions=True)
 
+    def home_room(self, member_id: str) -> int:
+        """Bytes the member's home may still grow by under ``sandbox.home_quota_mib``
+        (negative when it is over): the file tools and uploads obey the same disk limit
+        as the sandbox. Blocking (it walks the home)."""
+        from skald_host.core.sandbox.quota import MIB, home_usage
+
+        quota = self._core.settings.sandbox.home_quota_mib * MIB
+        return quota - home_usage(self.home(member_id), quota)
+
     def home(self, member_id: str) -> Path:
         """``<data_dir>/homes/<member_id>/``, created 0700 on demand and owned by the
         member's sandbox uid when the host runs as root."""
@@ -332,6 +341,7 @@ class FileService:
         safe_id(conversation_id, "conversation id")
         name = sanitize_filename(filename)
         limit = self.settings.upload_max_bytes
+        room = await asyncio.to_thread(self.home_room, member_id)
         home = self.home(member_id)
         folder = await asyncio.to_thread(self._upload_dir, home, member_id, conversation_id)
         dir_fd = await asyncio.to_thread(open_dir_inside, home, folder)
@@ -357,6 +367,8 @@ class FileService:
                 size += len(chunk)
                 if size > limit:
                     raise UploadTooLarge(f"the file is larger than the upload limit of {limit} bytes")
+                if size > room:
+                    raise UploadTooLarge(f"the file does not fit: your home has {max(room, 0)} bytes left under its disk limit")
                 if len(head) < 8192:
                     head += chunk[: 8192 - len(head)]
                 buffer.append(bytes(chunk))

@@ -4,11 +4,14 @@ sandbox per member built lazily on first use and kept matching its spec."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
 import secrets
 import stat
+import threading
+import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +21,9 @@ from skald_host.core.files.service import MEMORY_ROOTS, SANDBOX_HOME, FileError
 from skald_host.core.folders.service import MEMBERSHIP_CHANGED
 from skald_host.core.identity.users import MemberNotFound
 from skald_host.core.plugins.manager import Contribution, PluginError
+from skald_host.core.sandbox.quota import (
+    MIB, MIN_FILE_SIZE, OVER_LIMIT, OVER_LIMIT_SLACK, WATCH_COST, WATCH_INTERVAL, home_usage, mib,
+)
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -241,11 +247,37 @@ class SandboxManager:
         timeout = min(float(timeout), limit)
         _, backend = await self.backend()
         target = await self.sandbox_path(member_id, workdir)
+        home = self._core.files.home(member_id)
+        quota = self.settings.home_quota_mib * MIB
+        used = await asyncio.to_thread(home_usage, home, quota)
+        over = used > quota
+        if over:
+            # Measured in full, for the message and as the line it must not grow past.
+            used = await asyncio.to_thread(home_usage, home)
         spec = await self.ensure(member_id, spec)
-        return await backend.execute(
-            spec, command, workdir=target, timeout=timeout,
-            output_limit=self.settings.output_limit_bytes, cancelled=cancelled,
-        )
+        # Over the limit the command still runs, to let the member free space (rm), but
+        # it may not write: files are capped at MIN_FILE_SIZE and the home at its size.
+        room = MIN_FILE_SIZE if over else max(quota - used, MIN_FILE_SIZE)
+        spec = dataclasses.replace(spec, file_size_bytes=room)
+        stop = asyncio.Event()
+        watchdog = _Watchdog(home, used + OVER_LIMIT_SLACK if over else quota, stop)
+        relay = asyncio.ensure_future(_relay(cancelled, stop)) if cancelled is not None else None
+        watchdog.start()
+        try:
+            result = await backend.execute(
+                spec, command, workdir=target, timeout=timeout,
+                output_limit=self.settings.output_limit_bytes, cancelled=stop,
+            )
+        finally:
+            watchdog.stop()
+            if relay is not None:
+                relay.cancel()
+        if watchdog.hit.is_set() and not (cancelled is not None and cancelled.is_set()):
+            result = dataclasses.replace(result, cancelled=False, timed_out=False, disk_limit=True)
+        if over:
+            notice = OVER_LIMIT.format(used=mib(used), limit=self.settings.home_quota_mib)
+            result = dataclasses.replace(result, output=f"{notice}\n{result.output}", over_limit=True)
+        return result
 
     async def sandbox_path(self, member_id: str, workdir: str | None) -> str:
         """The sandbox path of an agent path (seed: ``UserFs::to_container``): the home,
@@ -304,6 +336,52 @@ class SandboxManager:
             # Remount now rather than at the next command, so the explorer and the
             # sandbox agree at once (seed: refresh_user_mounts without a re-login).
             await self.ensure(member_id)
+
+
+class _Watchdog:
+    """Measures the home every ``WATCH_INTERVAL`` seconds or so while a command runs, on a
+    thread of its own (a walk is blocking I/O, and the shared executor must not be
+    held for a command's whole run); once the home is over ``quota`` it sets ``stop``,
+    which makes the backend kill the command's process group."""
+
+    def __init__(self, home: Path, quota: int, stop: asyncio.Event) -> None:
+        self.home, self.quota, self._stop = home, quota, stop
+        self.hit = threading.Event()
+        self._done = threading.Event()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._watch, name="sandbox-disk-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        interval = WATCH_INTERVAL[0]
+        while not self._done.wait(interval):
+            started = time.monotonic()
+            try:
+                over = home_usage(self.home, self.quota) > self.quota
+            except Exception:
+                log.exception("sandbox: measuring a home failed")
+                continue
+            # Measured as often as costs at most 1/WATCH_COST of a core: a small home
+            # every 50 ms (a tight bound on what passes the limit), a big one less often.
+            lo, hi = WATCH_INTERVAL
+            interval = min(hi, max(lo, (time.monotonic() - started) * WATCH_COST))
+            if over and not self._done.is_set():
+                self.hit.set()
+                try:
+                    self._loop.call_soon_threadsafe(self._stop.set)
+                except RuntimeError:
+                    pass  # the loop closed meanwhile: nothing is waiting any more
+                return
+
+
+async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
+    await source.wait()
+    target.set()
 
 
 def _instance_id(conn: Any) -> str:
