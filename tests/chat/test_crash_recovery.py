@@ -257,3 +257,37 @@ async def test_kill_while_an_approval_is_pending_keeps_it_pending_and_approving_
     assert model.requests_for(MODEL_A)[1].messages[-1]["content"] == "appended after restart"
     assert (await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})).status_code == 409
     await all_well_formed(alice)
+
+
+async def test_kill_after_the_message_and_its_placeholder_commit_answers_the_message_once(servers, model, distribution):
+    """The member's message and the turn's streaming placeholder are one commit, acked
+    before the model is asked. Killed while the model has the request and no token yet
+    (the durable state is that commit's), the restart marks the empty placeholder
+    interrupted, keeps it out of the model's view, and answers the message once."""
+    server, _, alice = await first_run(servers, model)
+    model.responder = lambda request: Hang()
+    before = len(model.requests_for(MODEL_A))
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        ack = await sock.send(cid, "Are you there?", key="placeholder-commit-1")
+        assert ack["queued"] is False and ack["message_id"]
+        await eventually(lambda: len(model.requests_for(MODEL_A)) > before, what="the model to get the request")
+    stored = await messages(alice, cid)
+    assert [(m["role"], m["status"], m["content"]) for m in stored] == [("user", "complete", "Are you there?"), ("assistant", "streaming", "")]
+
+    model.responder = lambda request: Reply("Yes, here.")
+    server, alice = await restart(servers, server)
+    async with ChatSocket(alice) as sock:  # connecting resumes the member's chat
+        await sock.wait_event(cid, "turn_finished")
+        again = await sock.send(cid, "Are you there?", key="placeholder-commit-1")  # the retry of an acked send
+        assert again.get("duplicate") is True
+
+    transcript = await messages(alice, cid)
+    assert [(m["role"], m["status"], m["content"]) for m in transcript] == [
+        ("user", "complete", "Are you there?"),
+        ("assistant", "interrupted", ""),
+        ("assistant", "complete", "Yes, here."),
+    ]
+    answered = model.requests_for(MODEL_A)[before + 1:]
+    assert [r.messages[1:] for r in answered] == [[{"role": "user", "content": "Are you there?"}]]
+    await all_well_formed(alice)

@@ -115,7 +115,11 @@ class Kernel:
 
     # -- the frame loop -------------------------------------------------------------------
 
-    async def run_frame(self, frame: Frame, agent: AgentDefinition, *, unattended: bool) -> str:
+    async def run_frame(
+        self, frame: Frame, agent: AgentDefinition, *, unattended: bool, candidates: list[ModelChoice] | None = None
+    ) -> str:
+        """``candidates``: the models chosen when the member's message was stored with
+        this turn's placeholder, for the first round (no second read before its call)."""
         scope = Scope(frame, agent, unattended, reach=lambda: self)
         for _ in range(self.chat.max_rounds):
             history = await self.store.history(frame.id)
@@ -123,11 +127,18 @@ class Kernel:
             if last and last["role"] == "assistant" and unfinished_calls(last):
                 await self.execute_calls(scope, last["tool_calls"])
                 continue
-            if last and last["role"] == "assistant" and not last["tool_calls"] and last["status"] != "interrupted":
+            # A streaming row at the tail is nobody's: one turn runs per conversation, a
+            # model call ends its own row, and recovery marks a crashed one interrupted.
+            # It is the placeholder the member's message was committed with: this round's.
+            placeholder = last if last and last["role"] == "assistant" and last["status"] == "streaming" and not last["tool_calls"] else None
+            if placeholder is None and last and last["role"] == "assistant" and not last["tool_calls"] and last["status"] != "interrupted":
                 return last["content"]  # a final answer, or a failure already shown to the member
             if last is None:
                 return ""
-            final = await self.model_round(scope, history)
+            if placeholder is not None:
+                history = history[:-1]
+            final = await self.model_round(scope, history, placeholder=placeholder["id"] if placeholder else None, candidates=candidates)
+            candidates = None
             if final is not None:
                 # Ended here, not by re-reading history: after an automatic compaction
                 # the summary is the last row, and it must not start another round.
@@ -137,18 +148,25 @@ class Kernel:
         self.emit(frame, "error", error=text)
         return text
 
-    async def model_round(self, scope: Scope, history: list[dict[str, Any]]) -> str | None:
+    async def model_round(
+        self, scope: Scope, history: list[dict[str, Any]], *, placeholder: int | None = None,
+        candidates: list[ModelChoice] | None = None,
+    ) -> str | None:
         """One model call, recorded. Returns the final answer when the round ended the
-        frame (no tool calls, or a failure shown to the member), else None."""
+        frame (no tool calls, or a failure shown to the member), else None.
+        ``placeholder``: the streaming row already written for this round."""
         frame, agent = scope.frame, scope.agent
-        # The models come from the registry's thread while the prompt is put together.
-        candidates, system = await asyncio.gather(
-            self.chat.models.candidates(pin=agent.model, strength=agent.strength), self.runtime.system_prompt(frame, agent)
-        )
+        if candidates is None:
+            # The models come from the registry's thread while the prompt is put together.
+            candidates, system = await asyncio.gather(
+                self.chat.models.candidates(pin=agent.model, strength=agent.strength), self.runtime.system_prompt(frame, agent)
+            )
+        else:
+            system = await self.runtime.system_prompt(frame, agent)
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
         messages = project(system, history, images, self._memo(frame))
         tools = self.runtime.offered_tools(agent)
-        turn, message_id, request_log = await self.call_model(frame, candidates, messages, [t.wire() for t in tools])
+        turn, message_id, request_log = await self.call_model(frame, candidates, messages, [t.wire() for t in tools], placeholder)
         if turn is None:
             return ""
         if not tools and turn.tool_calls:
@@ -177,7 +195,8 @@ class Kernel:
         return None if call_ids else turn.content
 
     async def call_model(
-        self, frame: Frame, candidates: list[ModelChoice], messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self, frame: Frame, candidates: list[ModelChoice], messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+        placeholder: int | None = None,
     ) -> tuple[ModelTurn | None, int, tuple[str, dict[str, Any], str] | None]:
         """One round's model call with fallback: the turn, its message id, and the
         request log (request id, request body, response body) for ``finish_assistant``
@@ -187,10 +206,11 @@ class Kernel:
         names it, so it is durable before the first one is announced); it carries
         checkpoints of the partial text, so a crash mid-stream leaves it on screen. They
         come at most every ``CHECKPOINT_SECONDS``, the first one too: a short answer is
-        written once, by ``finish_assistant``."""
+        written once, by ``finish_assistant``. A turn's first placeholder is written with
+        the member's message (``placeholder``), in that commit."""
         if not candidates:
             raise NoModelConfigured("no model is configured")
-        message_id = await self.store.start_assistant(frame, candidates[0].model)
+        message_id = placeholder if placeholder is not None else await self.store.start_assistant(frame, candidates[0].model)
         partial = {"content": "", "reasoning": ""}
         dirty = asyncio.Event()
 

@@ -28,7 +28,7 @@ from skald_host.core.files.media import describe_attachments
 from skald_host.core.files.paths import PathRefused
 from skald_host.core.files.service import FileError
 from skald_host.core.identity.users import Member
-from skald_host.core.llm.catalog import ModelCatalog
+from skald_host.core.llm.catalog import ModelCatalog, ModelChoice
 from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
 
 if TYPE_CHECKING:
@@ -251,14 +251,18 @@ class MemberRuntime:
         except (FileError, PathRefused) as exc:
             raise ChatError(f"attachment: {exc}") from None
         frame = await self.store.root_frame(conversation_id)
+        # A message that starts a turn is committed with the turn's streaming placeholder,
+        # which names the model: the models are chosen first.
+        candidates = None if self.running(conversation_id) else await self._opening_models(frame)
         # The member, for the turn this may start, is read on the registry's thread while
         # the message is committed to the member's file.
         member = asyncio.ensure_future(self.core.users.get(self.member_id))
         # No await between the check and the write's submission: the store's one worker
         # runs jobs in order, so a turn started after this check reads the message.
+        queued = self.running(conversation_id)
         stored = await self.store.add_member_message(
-            frame, text, idempotency_key, queued=self.running(conversation_id), attachments=json.dumps(described),
-            title=" ".join(text.split())[:60],
+            frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
+            title=" ".join(text.split())[:60], placeholder_model=candidates[0].model if candidates and not queued else None,
         )
         if stored["duplicate"]:
             if stored["conversation_id"] != conversation_id:
@@ -268,19 +272,34 @@ class MemberRuntime:
         if not stored["queued"]:
             self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described)
         self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
-        self.drive(conversation_id, unattended=unattended, member=member)
+        self.drive(conversation_id, unattended=unattended, member=member, candidates=candidates if stored.get("placeholder_id") else None)
         return ack
 
-    def drive(self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None) -> None:
-        """Start a turn unless one runs. ``member``: the member as just read, for it."""
+    async def _opening_models(self, frame: Frame) -> list[ModelChoice] | None:
+        """The fallback chain the conversation's agent gets, for a turn's first round."""
+        try:
+            agent = self.agents.get(frame.agent_id)
+        except AgentError:
+            return None  # the turn says so
+        return await self.chat.models.candidates(pin=agent.model, strength=agent.strength)
+
+    def drive(
+        self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None,
+        candidates: list[ModelChoice] | None = None,
+    ) -> None:
+        """Start a turn unless one runs. ``member``: the member as just read, for it;
+        ``candidates``: the models its placeholder was written for."""
         if self.closed or self.running(conversation_id):
             return
         self.cancel_event(conversation_id).clear()
         self._live[conversation_id] = asyncio.create_task(
-            self._drive(conversation_id, unattended, member), name=f"turn:{conversation_id}"
+            self._drive(conversation_id, unattended, member, candidates), name=f"turn:{conversation_id}"
         )
 
-    async def _drive(self, conversation_id: str, unattended: bool, member: Awaitable[Member] | None = None) -> None:
+    async def _drive(
+        self, conversation_id: str, unattended: bool, member: Awaitable[Member] | None = None,
+        candidates: list[ModelChoice] | None = None,
+    ) -> None:
         try:
             frame = await self.store.find_root(conversation_id)
             agent = self.agents.get(frame.agent_id) if frame else None  # the root frame's agent is the conversation's
@@ -289,7 +308,8 @@ class MemberRuntime:
                 member = None
                 self.emit("turn_started", conversation_id)
                 await self._settle_finished_subframes(frame)
-                await self.kernel.run_frame(frame, agent, unattended=unattended)
+                await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates)
+                candidates = None
                 await self.flush_logs()
                 moved = await self.store.drain_inbox(frame)
                 if not moved:
@@ -302,16 +322,20 @@ class MemberRuntime:
                 unattended = False
         except asyncio.CancelledError:
             if not self.closed:  # closing interrupts a turn for recovery; it was not stopped
+                await asyncio.shield(self.store.settle_streams(conversation_id, "cancelled"))
                 self.emit("cancelled", conversation_id)
             raise
         except NoModelConfigured:
             text = "No model is configured yet. An admin can add one on the Models page."
+            await self.store.settle_streams(conversation_id, "error")
             frame = await self.store.root_frame(conversation_id)
             await self.store.add_note(frame, text, status="error")
             self.emit("error", conversation_id, error=text, code="no_model")
         except AgentError as exc:
+            await self.store.settle_streams(conversation_id, "error")
             self.emit("error", conversation_id, error=str(exc))
         except Exception:
+            await self.store.settle_streams(conversation_id, "error")
             log.exception("turn failed in a conversation of member %s", self.member_id)
             self.emit("error", conversation_id, error="the turn failed; see the server log")
         finally:

@@ -229,13 +229,18 @@ class ConversationStore:
     # -- messages -------------------------------------------------------------------
 
     async def add_member_message(
-        self, frame: Frame, text: str, key: str | None, *, queued: bool, attachments: str = "[]", title: str = ""
+        self, frame: Frame, text: str, key: str | None, *, queued: bool, attachments: str = "[]", title: str = "",
+        placeholder_model: str | None = None,
     ) -> dict[str, Any]:
         """Store a member's message — in the conversation, or in its inbox while a turn
         runs — unless its idempotency key is taken. The check and the insert are one
         transaction: two retries racing each other (check G1) must store one message and
         acknowledge both, not fail the second on the UNIQUE index. ``title`` names a
-        conversation that has no title yet, in the same commit."""
+        conversation that has no title yet, in the same commit. ``placeholder_model``:
+        the message starts a turn, so the turn's streaming placeholder (``start_assistant``)
+        is written in this commit too — one sync fewer before the first token; its id is
+        ``placeholder_id``. A crash after the commit leaves what a crash after
+        ``start_assistant`` does: recovery marks the row interrupted and answers."""
 
         def write(conn: Any) -> dict[str, Any]:
             row = conn.execute("SELECT id, conversation_id FROM messages WHERE idempotency_key = ?", (key,)).fetchone() if key else None
@@ -251,7 +256,9 @@ class ConversationStore:
                 )
                 return {"message_id": None, "conversation_id": frame.conversation_id, "queued": True, "duplicate": False}
             message_id = _insert_user_message(conn, frame, text, key, attachments)
-            return {"message_id": message_id, "conversation_id": frame.conversation_id, "queued": False, "duplicate": False}
+            placeholder_id = _insert_placeholder(conn, frame, placeholder_model) if placeholder_model else None
+            return {"message_id": message_id, "conversation_id": frame.conversation_id, "queued": False, "duplicate": False,
+                    "placeholder_id": placeholder_id}
 
         if queued:
             self._inbox_clean.discard(frame.conversation_id)  # before the write is submitted: a drain after it must look
@@ -260,7 +267,9 @@ class ConversationStore:
             stored = write(conn)
             if title and not stored["duplicate"]:
                 conn.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''", (title, frame.conversation_id))
-            return stored, [stored["message_id"]] if stored["message_id"] is not None and not stored["duplicate"] else []
+            if stored["message_id"] is None or stored["duplicate"]:
+                return stored, []
+            return stored, [stored["message_id"]] + ([stored["placeholder_id"]] if stored["placeholder_id"] else [])
 
         return await self._write_rows(write_rows)
 
@@ -307,13 +316,26 @@ class ConversationStore:
         """The streaming placeholder: its checkpoints keep partial text across a crash."""
 
         def write(conn: Any) -> tuple[int, list[int]]:
-            message_id = conn.execute(
-                "INSERT INTO messages (conversation_id, frame_id, role, status, model) VALUES (?, ?, 'assistant', 'streaming', ?)",
-                (frame.conversation_id, frame.id, model),
-            ).lastrowid
+            message_id = _insert_placeholder(conn, frame, model)
             return message_id, [message_id]
 
         return await self._write_rows(write)
+
+    async def settle_streams(self, conversation_id: str, status: str) -> None:
+        """Give a still-streaming row of the conversation its end: a turn stopped or
+        failed before its model call took over the placeholder its message wrote."""
+
+        def write(conn: Any) -> tuple[None, list[int]]:
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM messages WHERE conversation_id = ? AND status = 'streaming'", (conversation_id,)
+            )]
+            if ids:
+                conn.execute(
+                    f"UPDATE messages SET status = ? WHERE status = 'streaming' AND id IN ({','.join('?' * len(ids))})", (status, *ids)
+                )
+            return None, ids
+
+        await self._write_rows(write)
 
     async def checkpoint(self, message_id: int, content: str, reasoning: str) -> None:
         def write(conn: Any) -> tuple[None, list[int]]:
@@ -574,6 +596,13 @@ def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, at
     )
     conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
     return cur.lastrowid
+
+
+def _insert_placeholder(conn: Any, frame: Frame, model: str) -> int:
+    return conn.execute(
+        "INSERT INTO messages (conversation_id, frame_id, role, status, model) VALUES (?, ?, 'assistant', 'streaming', ?)",
+        (frame.conversation_id, frame.id, model),
+    ).lastrowid
 
 
 def _insert_payload(conn: Any, request_id: str, conversation_id: str, request: str, response: str | None) -> None:
