@@ -20,6 +20,7 @@ from durability.helpers import Servers, create_member, member_dek, owner_file, r
 from .support import API_KEY, MODEL_A, configure_models
 
 CLIENTS, MESSAGES, KILLS = 3, 20, 3
+MAX_MESSAGES = 300  # per client, however slow the kills are
 PASSWORD = "alice's durable password"
 
 
@@ -39,9 +40,14 @@ async def test_every_acknowledged_message_exists_exactly_once_across_kills(tmp_p
             retries = [0]
             rng = random.Random(20261130)
 
+            kills_done = asyncio.Event()
+
             async def client(index: int) -> None:
+                # At least MESSAGES each, and on until the last kill, so a fast host cannot
+                # finish before the first kill and leave the test exercising nothing.
                 session = None
-                for n in range(MESSAGES):
+                n = -1
+                while (n := n + 1) < MESSAGES or (not kills_done.is_set() and n < MAX_MESSAGES):
                     key = f"g1-{index}-{n}-{uuid.uuid4().hex[:8]}"
                     sent.add(key)
                     while True:
@@ -69,6 +75,7 @@ async def test_every_acknowledged_message_exists_exactly_once_across_kills(tmp_p
                     await asyncio.sleep(rng.uniform(0.3, 1.0))
                     current["server"].kill()
                     current["server"] = await servers.start()
+                kills_done.set()
 
             await asyncio.gather(killer(), *(client(i) for i in range(CLIENTS)))
             assert acked == sent  # every client got through in the end
