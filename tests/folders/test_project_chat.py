@@ -67,12 +67,24 @@ async def test_a_project_chat_carries_the_project_context_and_stops_when_members
             assert len(server.requests) == sent  # the model was never asked
         assert (await rita.get(f"/api/conversations/{conversation['id']}")).status_code == 200
 
-        # a conversation created by hand with the project source is held to the same rule
+        # the coordinator cannot be started without a project (it would know nothing of it)
         response = await otto.post("/api/conversations", json={"agent": "project-coordinator"})
-        assert response.status_code == 201
-        # (the generic route sets no project source, so otto's chat knows nothing of the project)
-        async with ChatSocket(otto) as sock:
-            await sock.send(response.json()["id"], "Hello")
-            await sock.turn(response.json()["id"])
-        assert "Project context" not in _system(server.requests_for(MODEL_A)[-1])
+        assert response.status_code == 400
         await skald.close()
+
+
+async def test_the_project_agent_starts_only_from_a_project(skald):
+    """Without its project the coordinator has no context to work with: it is not in a
+    member's agent list and a plain conversation cannot be started with it."""
+    host = await skald.start()
+    member = await host.member("olga")
+    status = (await member.get("/api/chat/status")).json()
+    assert "project-coordinator" not in [a["id"] for a in status["agents"]]
+    assert "assistant" in [a["id"] for a in status["agents"]]
+    response = await member.post("/api/conversations", json={"agent": "project-coordinator"})
+    assert response.status_code == 400
+    assert "not a chat agent" in response.json()["error"]
+    project = (await member.post("/api/projects", json={"slug": "garden", "title": "Garden"})).json()
+    started = await member.post(f"/api/projects/{project['id']}/chat")
+    assert started.status_code == 201, started.text
+    assert started.json()["agent_id"] == "project-coordinator"

@@ -6,7 +6,8 @@ meta.yaml::
 
     title: Assistant
     description: what list_agents shows
-    kind: chat            # chat: a member's entry agent; task: callable by execute_task
+    kind: chat            # chat: a member's entry agent; task: callable by execute_task;
+                          # project: the entry agent of a project chat, started from a project only
     allow_tools: true     # false: a tool-less agent; its requests carry no tools at all
     tools: ["*"]          # names or fnmatch patterns of the tools offered
     model: null           # pin a model (name or id); else chosen by strength
@@ -74,8 +75,8 @@ def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDe
     if unknown:
         raise AgentError(f"{meta_path}: unknown key(s) {', '.join(sorted(unknown))}")
     kind = meta.get("kind", "task")
-    if kind not in ("chat", "task"):
-        raise AgentError(f"{meta_path}: kind must be chat or task")
+    if kind not in ("chat", "task", "project"):
+        raise AgentError(f"{meta_path}: kind must be chat, task or project")
     tools = meta.get("tools", ["*"])
     if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
         raise AgentError(f"{meta_path}: tools must be a list of names")

@@ -217,8 +217,11 @@ class MemberRuntime:
             agent = self.agents.get(agent_id)
         except AgentError as exc:
             raise ChatError(str(exc)) from None
-        if agent.kind != "chat":
-            raise ChatError(f"{agent_id!r} is not a chat agent")
+        # A project's agent only makes sense with the project's context, which comes with
+        # a project source; a member's own chats start a chat agent.
+        wanted = "project" if source.startswith("project:") else "chat"
+        if agent.kind != wanted:
+            raise ChatError(f"{agent_id!r} is not a {wanted} agent")
         conversation_id, _ = await self.store.create_conversation(agent.id, source=source, title=title)
         return await self.store.conversation(conversation_id)  # type: ignore[return-value]
 
