@@ -205,6 +205,7 @@ class Skald:
         await self._users.reconcile()
         self._files = FileService(self)
         await self._files.start()
+        self._users.after_delete.append(self._files.remove_home)
         self._folders = FolderService(self._registry, self._users, self.buses, settings.data_dir)
         self.supervisor.spawn("folders-member-deletions", self._folders.follow_member_deletions(self.stopping))
 

@@ -30,3 +30,26 @@ async def test_uids_are_unique_stable_and_persisted_across_a_restart(skald: Skal
     assert home.parent == settings.data_dir / "homes" and (home.stat().st_mode & 0o777) == 0o700
     if os.geteuid() == 0:
         assert home.stat().st_uid == host.core.files.uid_for(dave)
+
+
+async def test_a_deleted_members_home_goes_with_their_database(skald: SkaldHarness):
+    """Uploads and agent files are kept in clear: deleting the member removes them as
+    it removes their database file, and another member's home is untouched."""
+    from tests.files.test_uploads import upload
+
+    host = await skald.start()
+    admin = await host.admin()
+    alice, bob = await host.member("alice"), await host.member("bob")
+    conversation = (await alice.post("/api/conversations", json={})).json()["id"]
+    assert (await upload(alice, conversation, "diary.txt", b"private words\n")).status_code == 201
+    alice_id = (await host.core.users.find("alice")).id
+    bob_id = (await host.core.users.find("bob")).id
+    alice_home, bob_home = host.core.files.home(alice_id), host.core.files.home(bob_id)
+    (bob_home / "keep.txt").write_text("bob's\n")
+    assert any(alice_home.rglob("diary.txt"))
+
+    response = await admin.delete(f"/api/admin/members/{alice_id}")
+    assert response.status_code in (200, 204), response.text
+    assert not alice_home.exists()
+    assert not host.core.users.owner_path(alice_id).exists()
+    assert (bob_home / "keep.txt").read_text() == "bob's\n"

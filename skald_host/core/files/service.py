@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -223,6 +224,15 @@ class FileService:
             os.chmod(path, 0o700)
             self.own(path, member_id)
         return path
+
+    async def remove_home(self, member_id: str) -> None:
+        """A deleted member's home goes with their database file: it holds their uploads
+        and the agent's files, in clear. ``rmtree`` never follows a link out of it."""
+        safe_id(member_id, "member id")
+        path = self.root / member_id
+        if path.is_dir() and not path.is_symlink():
+            await asyncio.to_thread(shutil.rmtree, path)
+            log.info("home of deleted member %s removed", member_id)
 
     def own(self, path: Path | int, member_id: str) -> None:
         """Give a file the host created to the member's sandbox uid (root only), so the

@@ -159,6 +159,10 @@ class UserManager:
         # Called with a member id right after their file opened (not on a repeat
         # unlock): the sealed inbox delivers what arrived while they were locked.
         self.after_unlock: list[Callable[[str], Awaitable[None]]] = []
+        # Called with a member id after their row and file are gone: what else holds
+        # their private data (their home folder) goes too. A direct call, not the lossy
+        # bus, so a busy moment cannot leave a deleted member's files behind.
+        self.after_delete: list[Callable[[str], Awaitable[None]]] = []
 
     def owner_path(self, member_id: str) -> Path:
         if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
@@ -552,6 +556,11 @@ class UserManager:
         await self.lock(member_id)
         crash_point("delete.after_registry")
         _remove_owner_files(path)
+        for callback in self.after_delete:
+            try:
+                await callback(member_id)
+            except Exception:
+                log.exception("after-delete callback failed for member %s", member_id)
         self.buses.system.publish(SystemEvent("member_deleted", member_id))
         log.info("member %s deleted", member_id)
 
