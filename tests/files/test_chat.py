@@ -236,3 +236,24 @@ async def test_images_beyond_the_turns_budget_stay_path_blocks(files):
         await sock.turn(cid, timeout=20)
     content = files.server.requests_for(VISION)[-1].messages[-1]["content"]
     assert [p["type"] for p in content].count("image_url") == files.core.settings.files.turn_image_count == 4
+
+
+async def test_a_turn_with_an_image_prefers_a_model_that_sees_it(files):
+    """The admin's first choice cannot see images: a message with one goes to the
+    vision model (inline), a message without one stays with the first choice."""
+    await vision_models(files, PLAIN, VISION)  # PLAIN has the higher priority
+    cid = await new_conversation(files.alice)
+    image = (await upload(files.alice, cid, "cat.png", PNG)).json()
+    files.server.script(VISION, [Reply("A cat.")])
+    async with ChatSocket(files.alice) as sock:
+        await sock.command(type="send", conversation_id=cid, text="What is this?", attachments=[image["path"]])
+        await sock.turn(cid, timeout=20)
+    (request,) = files.server.requests_for(VISION)
+    assert request.messages[-1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert files.server.requests_for(PLAIN) == []
+
+    files.server.script(PLAIN, [Reply("Words only.")])
+    async with ChatSocket(files.alice) as sock:
+        await sock.send(cid, "And without a picture?")
+        await sock.turn(cid, timeout=20)
+    assert len(files.server.requests_for(PLAIN)) == 1 and len(files.server.requests_for(VISION)) == 1

@@ -156,14 +156,16 @@ class Kernel:
         frame (no tool calls, or a failure shown to the member), else None.
         ``placeholder``: the streaming row already written for this round."""
         frame, agent = scope.frame, scope.agent
+        # The turn's images first: a turn that sends some prefers a model that sees them.
+        images = await turn_images(self.runtime.core, self.runtime.member_id, history)
         if candidates is None:
             # The models come from the registry's thread while the prompt is put together.
             candidates, system = await asyncio.gather(
-                self.chat.models.candidates(pin=agent.model, strength=agent.strength), self.runtime.system_prompt(frame, agent)
+                self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=bool(images)),
+                self.runtime.system_prompt(frame, agent),
             )
         else:
             system = await self.runtime.system_prompt(frame, agent)
-        images = await turn_images(self.runtime.core, self.runtime.member_id, history)
         messages = project(system, history, images, self._memo(frame))
         tools = self.runtime.offered_tools(agent)
         turn, message_id, request_log = await self.call_model(frame, candidates, messages, [t.wire() for t in tools], placeholder)

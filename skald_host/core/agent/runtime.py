@@ -27,6 +27,7 @@ from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
 from skald_host.core.files.media import describe_attachments
 from skald_host.core.files.paths import PathRefused
 from skald_host.core.files.service import FileError
+from skald_host.core.files.sniff import IMAGE_TYPES
 from skald_host.core.identity.users import Member
 from skald_host.core.llm.catalog import ModelCatalog, ModelChoice
 from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
@@ -256,7 +257,8 @@ class MemberRuntime:
         frame = await self.store.root_frame(conversation_id)
         # A message that starts a turn is committed with the turn's streaming placeholder,
         # which names the model: the models are chosen first.
-        candidates = None if self.running(conversation_id) else await self._opening_models(frame)
+        sends_images = any(a.get("mime") in IMAGE_TYPES for a in described)
+        candidates = None if self.running(conversation_id) else await self._opening_models(frame, vision=sends_images)
         # The member, for the turn this may start, is read on the registry's thread while
         # the message is committed to the member's file.
         member = asyncio.ensure_future(self.core.users.get(self.member_id))
@@ -278,13 +280,14 @@ class MemberRuntime:
         self.drive(conversation_id, unattended=unattended, member=member, candidates=candidates if stored.get("placeholder_id") else None)
         return ack
 
-    async def _opening_models(self, frame: Frame) -> list[ModelChoice] | None:
-        """The fallback chain the conversation's agent gets, for a turn's first round."""
+    async def _opening_models(self, frame: Frame, *, vision: bool) -> list[ModelChoice] | None:
+        """The fallback chain the conversation's agent gets, for a turn's first round
+        (models that see images first when the message carries some)."""
         try:
             agent = self.agents.get(frame.agent_id)
         except AgentError:
             return None  # the turn says so
-        return await self.chat.models.candidates(pin=agent.model, strength=agent.strength)
+        return await self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=vision)
 
     def drive(
         self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None,
