@@ -1,7 +1,9 @@
 """The bubblewrap sandbox backend, for machines without a Docker engine.
 
-Each command gets a fresh ``bwrap`` sandbox: every namespace unshared (no network
-unless configured), its own pid namespace (killing bwrap kills everything inside),
+Each command gets a fresh ``bwrap`` sandbox: every namespace unshared, the network one
+always (sharing it would hand commands the host's loopback services and there is no
+egress filter here, so ``sandbox.network`` needs the Docker backend; a command run with
+it on says so), its own pid namespace (killing bwrap kills everything inside),
 the host's ``/usr`` read-only and nothing else of the host but the member's folders —
 home read-write, memberships read-only where the membership is, memory signposts
 read-only. When the host runs as root the command is dropped to the member's uid with
@@ -29,6 +31,7 @@ USR_LINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"), ("
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives", "/etc/localtime")
 PATH = "/usr/local/bin:/usr/bin:/bin"
 READ_CHUNK = 65536
+NO_NETWORK_NOTE = "(sandbox.network is on, but the bubblewrap sandbox has no network: network access needs the Docker backend)\n"
 
 
 class BubblewrapBackend:
@@ -41,7 +44,7 @@ class BubblewrapBackend:
         missing = [tool for tool in ("bwrap", "prlimit") + (("setpriv",) if os.geteuid() == 0 else ()) if not shutil.which(tool)]
         if missing:
             return f"{', '.join(missing)} not found; install bubblewrap and util-linux"
-        probe = self._argv_prefix(65534, 65534, pids=64, memory=256 * 1024 * 1024, cpu_seconds=5, network=False)
+        probe = self._argv_prefix(65534, 65534, pids=64, memory=256 * 1024 * 1024, cpu_seconds=5)
         try:
             done = subprocess.run(
                 [*probe, "--chdir", "/", *self._argv_command(65534, 65534, (), "exit 0")],
@@ -55,12 +58,11 @@ class BubblewrapBackend:
         return None
 
     def _argv_prefix(
-        self, uid: int, gid: int, *, pids: int, memory: int, cpu_seconds: int, network: bool, file_size: int | None = None,
+        self, uid: int, gid: int, *, pids: int, memory: int, cpu_seconds: int, file_size: int | None = None,
     ) -> list[str]:
         fsize = [] if file_size is None else [f"--fsize={file_size}"]
         argv = ["prlimit", f"--nproc={pids}", f"--as={memory}", f"--cpu={cpu_seconds}", "--core=0", *fsize, "--", "bwrap"]
-        argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-        argv += [] if network else ["--unshare-net"]
+        argv += ["--unshare-net", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         argv += ["--die-with-parent", "--new-session"]
         if os.geteuid() == 0:
             # Privileged bwrap makes the mounts, then keeps only what setpriv needs to
@@ -108,7 +110,7 @@ class BubblewrapBackend:
     ) -> ExecResult:
         argv = self._argv_prefix(
             spec.uid, spec.gid, pids=spec.pids, memory=spec.memory_bytes,
-            cpu_seconds=max(1, int(timeout) + 1), network=spec.network, file_size=spec.file_size_bytes,
+            cpu_seconds=max(1, int(timeout) + 1), file_size=spec.file_size_bytes,
         )
         # The folders are opened here, by the host, and handed over as descriptors: the
         # dropped uid could not even traverse the data dir, and a descriptor cannot be
@@ -176,7 +178,8 @@ class BubblewrapBackend:
         finally:
             if stop is not None:
                 stop.cancel()
-        output = lambda: b"".join(parts).decode("utf-8", errors="replace")  # noqa: E731
+        note = NO_NETWORK_NOTE if spec.network else ""
+        output = lambda: note + b"".join(parts).decode("utf-8", errors="replace")  # noqa: E731
         if reader in done:
             running.discard(process)
             return ExecResult(process.returncode, output(), state["truncated"])

@@ -6,6 +6,14 @@ killed command leaves), no capabilities, ``no-new-privileges``, a read-only root
 a size-capped ``/tmp``, pids/memory/CPU limits and no network unless configured. Its
 spec hash and image id are compared on every ``ensure``: any drift recreates it.
 
+With ``sandbox.network`` on, the container joins the ``skald-sbx`` bridge network and
+the host's iptables keep it to the public internet (checks E4, F2): ``DOCKER-USER``
+rejects what it sends to loopback, private, link-local (metadata), CGNAT and multicast
+ranges and to other sandboxes, and ``INPUT`` rejects everything arriving from its bridge
+— a packet for any of the host's own addresses (the gateway included) is delivered
+locally and never passes ``FORWARD``. If the rules cannot be installed, no networked
+container starts.
+
 A command runs under ``setsid`` so it leads a session of its own; the session id is
 written to a pidfile, and a timeout or a stop kills every process of that session
 from a second ``docker exec``. What a finished command left running in its process
@@ -19,13 +27,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ipaddress
 import json
 import logging
 import secrets
 import socket
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from skald_hookspecs import hookimpl
@@ -38,10 +49,24 @@ PREFIX = "skald-sbx-"
 LABEL_MEMBER = "org.skald.member"
 LABEL_SPEC = "org.skald.spec"
 LABEL_INSTANCE = "org.skald.instance"
+LABEL_NETWORK = "org.skald.sandbox-network"
 #: Bumped whenever the way a container is created changes, so every box rebuilds.
 REVISION = 1
 ENTRYPOINT = ["/usr/bin/tini", "--"]
 IDLE = ["sleep", "infinity"]
+#: The bridge network of networked sandboxes. The subnet is in the RFC 2544 benchmarking
+#: range, which LANs, VPNs and clouds rarely hand out, so collisions are unlikely.
+NETWORK = "skald-sbx"
+BRIDGE = "skald-sbx0"
+SUBNET = "198.18.92.0/24"
+GATEWAY = "198.18.92.1"
+#: Bumped whenever the egress rules change, so networked containers rebuild.
+EGRESS_REVISION = 1
+RULE_COMMENT = "skald-sbx"
+BLOCKED_DESTINATIONS = (
+    "127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
+    "100.64.0.0/10", "0.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4", SUBNET,
+)
 KILL_GRACE_SECONDS = 5.0
 #: How long a checked container is trusted before the next command checks it again; a
 #: changed spec is checked at once, and a vanished or stopped one on the failed exec.
@@ -87,7 +112,7 @@ def spec_hash(spec: SandboxSpec) -> str:
         "home": spec.home,
         "image": spec.image,
         "mounts": sorted([str(m.source), m.target, m.read_only] for m in spec.mounts),
-        "network": spec.network,
+        "network": f"{NETWORK}/{EGRESS_REVISION}" if spec.network else False,
         "limits": [spec.memory_bytes, spec.cpus, spec.pids],
         "env": sorted(spec.env.items()),
     }
@@ -146,6 +171,10 @@ class DockerBackend:
             raise SandboxUnavailable(
                 f"the sandbox image {spec.image} is missing; build it with `make sandbox-image`"
             ) from None
+        if spec.network:
+            with self._lock:
+                _sandbox_network(client)
+                install_egress_rules()
         name = container_name(spec.member_id)
         wanted = spec_hash(spec)
         try:
@@ -179,7 +208,8 @@ class DockerBackend:
             mem_limit=spec.memory_bytes,
             memswap_limit=spec.memory_bytes,
             nano_cpus=int(spec.cpus * 1e9),
-            network_mode="bridge" if spec.network else "none",
+            network=NETWORK if spec.network else None,
+            network_mode=None if spec.network else "none",
             mounts=[DockerMount(m.target, str(m.source), type="bind", read_only=m.read_only) for m in spec.mounts],
             restart_policy={"Name": "unless-stopped"},
         )
@@ -316,6 +346,82 @@ class DockerBackend:
             container.restart(timeout=0)
         except docker.errors.NotFound:
             return
+
+
+def _sandbox_network(client: Any) -> Any:
+    """The bridge networked sandboxes share: created once, with a fixed subnet, a
+    known bridge name (the INPUT rule names it) and no traffic between containers."""
+    import docker.errors
+    from docker.types import IPAMConfig, IPAMPool
+
+    try:
+        network = client.networks.get(NETWORK)
+    except docker.errors.NotFound:
+        network = client.networks.create(
+            NETWORK, driver="bridge", check_duplicate=True, labels={LABEL_NETWORK: "egress-filtered"},
+            ipam=IPAMConfig(pool_configs=[IPAMPool(subnet=SUBNET, gateway=GATEWAY)]),
+            options={"com.docker.network.bridge.name": BRIDGE, "com.docker.network.bridge.enable_icc": "false"},
+        )
+        network.reload()
+    subnets = [c.get("Subnet") for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
+    bridge = (network.attrs.get("Options") or {}).get("com.docker.network.bridge.name")
+    if subnets != [SUBNET] or bridge != BRIDGE:
+        raise SandboxUnavailable(
+            f"the Docker network {NETWORK} exists with subnet {subnets} and bridge {bridge}, not {SUBNET} on {BRIDGE};"
+            f" remove it (docker network rm {NETWORK}) so the sandbox can recreate it"
+        )
+    return network
+
+
+def egress_rules() -> list[tuple[str, list[str]]]:
+    """(chain, rule) pairs, in the order they must end up from the top of each chain.
+    The host's own DNS resolvers stay reachable on port 53 when they sit in a blocked
+    range: Docker's embedded DNS forwards from inside the container's namespace."""
+    tag = ["-m", "comment", "--comment", RULE_COMMENT]
+    rules = [("DOCKER-USER", ["-s", SUBNET, "-d", ip, "-p", proto, "--dport", "53", *tag, "-j", "RETURN"])
+             for ip in _blocked_resolvers() for proto in ("udp", "tcp")]
+    rules += [("DOCKER-USER", ["-s", SUBNET, "-d", net, *tag, "-j", "REJECT", "--reject-with", "icmp-net-prohibited"])
+              for net in BLOCKED_DESTINATIONS]
+    rules.append(("INPUT", ["-i", BRIDGE, *tag, "-j", "REJECT", "--reject-with", "icmp-host-prohibited"]))
+    return rules
+
+
+def install_egress_rules() -> None:
+    """Idempotent: a rule already there (``iptables -C``) is left alone; a missing one is
+    inserted at the top, last rule first. Any failure refuses the networked sandbox."""
+    try:
+        for chain, rule in reversed(egress_rules()):
+            if _iptables("-C", chain, *rule).returncode != 0:
+                done = _iptables("-I", chain, "1", *rule)
+                if done.returncode != 0:
+                    raise OSError(done.stderr.strip() or f"exit code {done.returncode}")
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxUnavailable(
+            f"sandbox.network is on but the egress filter could not be installed ({exc}); the host needs iptables"
+            " and root. No networked sandbox starts without it: set sandbox.network to false or fix iptables"
+        ) from None
+
+
+def _iptables(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["iptables", "-w", "5", *args], capture_output=True, text=True, timeout=15, check=False)
+
+
+def _blocked_resolvers() -> list[str]:
+    try:
+        lines = Path("/etc/resolv.conf").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver":
+            try:
+                ip = ipaddress.IPv4Address(parts[1])
+            except ValueError:
+                continue
+            if not ip.is_loopback and any(ip in ipaddress.ip_network(net) for net in BLOCKED_DESTINATIONS):
+                found.append(str(ip))
+    return found
 
 
 class _Capture:
