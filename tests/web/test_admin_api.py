@@ -69,6 +69,8 @@ INVALID_MEMBER_FIELDS = [
     ({"encrypted": "yes"}, "encrypted"),
     ({"username": "has space"}, "user name"),
     ({"username": ""}, "user name"),
+    ({"username": ".."}, "user name"),
+    ({"username": "."}, "user name"),
     ({"username": None}, "username"),
     ({"password": None}, "password"),
     ({"role": "overlord"}, "role"),

@@ -108,6 +108,9 @@ def normalize_username(username: str) -> str:
     name = unicodedata.normalize("NFC", username).strip().lower()
     if not _USERNAME.match(name):
         raise MemberError("user name must be 1-64 letters, digits or . _ - @")
+    if not name.strip("."):
+        # "." and ".." name folders in paths built from user names (projects/<owner>/…).
+        raise MemberError("user name must contain something besides dots")
     return name
 
 
