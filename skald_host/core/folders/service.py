@@ -182,7 +182,8 @@ def validate_title(value: Any, *, field: str = "title", limit: int = MAX_TITLE, 
 
 def owner_segment(username: str, owner_id: str) -> str:
     """The owner's part of a project's agent path: their user name, unless that name is
-    one a path cannot hold as a folder (names of only dots are refused now, but may exist from before), then their id."""
+    one a path cannot hold as a folder (names of only dots are refused now, but may
+    exist from before), then their id."""
     return owner_id if username in (".", "..") else username
 
 
