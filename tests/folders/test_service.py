@@ -72,8 +72,12 @@ async def test_memberships_follow_every_change_and_each_is_announced(skald):
 
 async def test_an_owner_named_dot_dot_does_not_climb_out_of_the_projects_path(skald):
     host = await skald.start()
-    await host.admin()
-    owner = (await host.create_member(".."))["id"]
+    admin = await host.admin()
+    refused = await admin.post("/api/admin/members", json={"username": "..", "password": "a long enough password 1"})
+    assert refused.status_code == 400 and "besides dots" in refused.json()["error"]
+    # A name of only dots from before that rule: the project path uses the owner's id.
+    owner = (await host.create_member("dots"))["id"]
+    await host.core.registry.transaction(lambda c: c.execute("UPDATE users SET username = '..' WHERE id = ?", (owner,)))
     project = await host.core.folders.create_project(owner, "plans")
     [access] = await host.core.folders.memberships(owner)
     assert access.agent_prefix == project.agent_path == f"projects/{owner}/plans"
