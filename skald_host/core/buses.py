@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Generic, TypeVar
+from typing import AsyncIterator, Generic, TypeVar
 
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent
 
@@ -54,6 +54,26 @@ class Subscription(Generic[T]):
         items = list(self._queue)
         self._queue.clear()
         return items
+
+    async def until(self, stopping: asyncio.Event) -> AsyncIterator[T]:
+        """The events, one by one, until ``stopping`` is set or the subscription
+        closes; closes it at the end. For background followers that must let the host
+        stop while they wait."""
+        stop = asyncio.ensure_future(stopping.wait())
+        try:
+            while True:
+                nxt = asyncio.ensure_future(self.get())
+                done, _ = await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if nxt not in done:
+                    nxt.cancel()
+                    return
+                try:
+                    yield nxt.result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            stop.cancel()
+            self.close()
 
     def __aiter__(self) -> "Subscription[T]":
         return self

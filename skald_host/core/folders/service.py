@@ -554,24 +554,9 @@ class FolderService:
         rows, so every remaining member is told to re-check their mounts: a deletion
         is rare and a needless re-mount is a no-op. The bus may drop events under
         load; what is missed here settles at the member's next sign-in."""
-        events = self.buses.system.subscribe()
-        stop = asyncio.ensure_future(stopping.wait())
-        try:
-            while True:
-                nxt = asyncio.ensure_future(events.get())
-                done, _ = await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
-                if nxt not in done:
-                    nxt.cancel()
-                    return
-                try:
-                    event = nxt.result()
-                except StopAsyncIteration:
-                    return
-                if event.kind == "member_deleted" and event.subject_id:
-                    await self.after_member_deleted(event.subject_id)
-        finally:
-            events.close()
-            stop.cancel()
+        async for event in self.buses.system.subscribe().until(stopping):
+            if event.kind == "member_deleted" and event.subject_id:
+                await self.after_member_deleted(event.subject_id)
 
     async def after_member_deleted(self, member_id: str) -> None:
         try:

@@ -102,19 +102,7 @@ class SandboxManager:
                 await self.reconcile()
             except Exception:
                 log.exception("sandbox reconcile failed")
-            stopping = self._core.stopping
-            while not stopping.is_set():
-                getter = asyncio.ensure_future(events.get())
-                stop = asyncio.ensure_future(stopping.wait())
-                done, _ = await asyncio.wait({getter, stop}, return_when=asyncio.FIRST_COMPLETED)
-                stop.cancel()
-                if getter not in done:
-                    getter.cancel()
-                    break
-                try:
-                    event = getter.result()
-                except StopAsyncIteration:
-                    break
+            async for event in events.until(self._core.stopping):
                 try:
                     await self.on_event(event)
                 except Exception:
