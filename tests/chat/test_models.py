@@ -121,3 +121,32 @@ async def test_model_admin_api_answers_mistakes_with_a_400_that_says_what_was_wr
     response = await chat.admin.post("/api/admin/models/entries", json={"provider_id": provider_id, "model": "m", "self": 1})
     assert response.status_code == 400 and "self" in response.json()["error"]
     assert [p["name"] for p in (await chat.admin.get("/api/admin/models")).json()["providers"]] == ["other", "scripted"]
+
+
+async def test_a_model_disabled_or_added_on_the_models_api_takes_effect_on_the_next_turn(chat):
+    """The enabled models are kept in memory between turns; every change made through
+    the admin API must still reach the very next turn (the kept copy is dropped)."""
+    await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply("A answers.")])
+    chat.server.script(MODEL_B, [Reply("B answers."), Reply("B again.")])
+    entries = (await chat.admin.get("/api/admin/models")).json()["models"]
+    model_a = next(m for m in entries if m["model"] == MODEL_A)
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "First?")
+        first = await sock.turn(cid)
+        response = await chat.admin.patch(f"/api/admin/models/entries/{model_a['id']}", json={"enabled": False})
+        assert response.status_code == 200, response.text
+        await sock.send(cid, "Second?")
+        second = await sock.turn(cid)
+        response = await chat.admin.delete(f"/api/admin/models/entries/{next(m for m in entries if m['model'] == MODEL_B)['id']}")
+        assert response.status_code in (200, 204), response.text
+        await sock.send(cid, "Third?")
+        third = await sock.turn(cid)
+
+    assert next(e for e in first if e["type"] == "done")["content"] == "A answers."
+    assert next(e for e in second if e["type"] == "done")["content"] == "B answers."
+    # Nothing enabled is left: the chat says so instead of using a kept copy.
+    assert any(e["type"] == "error" and e.get("code") == "no_model" for e in third), third
+    assert len(chat.server.requests_for(MODEL_A)) == 1 and len(chat.server.requests_for(MODEL_B)) == 1

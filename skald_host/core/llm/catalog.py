@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from skald_host.core.plugins.config_schema import MASK
@@ -58,8 +58,24 @@ def _int(value: Any, what: str, low: int, high: int) -> int:
 
 
 class ModelCatalog:
+    """Providers and models in the registry. Every write to them goes through this
+    class, so the enabled models a request chooses from are kept in memory between
+    writes: every turn asks for them, and a registry read on that path cost a hop to
+    the registry's thread (~0.3 ms) before each first request."""
+
     def __init__(self, registry: Database) -> None:
         self.registry = registry
+        self._enabled: list[ModelChoice] | None = None
+        self._writes = 0  # writes seen; a read racing one is not kept
+
+    async def _write(self, fn: Callable[[Any], Any]) -> None:
+        self._enabled = None
+        self._writes += 1
+        try:
+            await self.registry.transaction(fn)
+        finally:  # also after a failure: whether it committed is not known here
+            self._enabled = None
+            self._writes += 1
 
     # -- providers -------------------------------------------------------------------
 
@@ -84,7 +100,7 @@ class ModelCatalog:
                 (provider_id, name, url, api_key or None),
             )
 
-        await self.registry.transaction(write)
+        await self._write(write)
         return await self.provider(provider_id)
 
     async def provider(self, provider_id: str) -> dict[str, Any]:
@@ -116,12 +132,12 @@ class ModelCatalog:
                     raise ModelCatalogError(f"a provider named {name!r} exists already")
                 conn.execute(f"UPDATE llm_providers SET {cols} WHERE id = ?", (*fields.values(), provider_id))
 
-            await self.registry.transaction(write)
+            await self._write(write)
         return await self.provider(provider_id)
 
     async def delete_provider(self, provider_id: str) -> None:
         await self.provider(provider_id)
-        await self.registry.transaction(lambda c: c.execute("DELETE FROM llm_providers WHERE id = ?", (provider_id,)))
+        await self._write(lambda c: c.execute("DELETE FROM llm_providers WHERE id = ?", (provider_id,)))
 
     async def provider_secret(self, provider_id: str) -> tuple[str, str | None]:
         row = await self.registry.run(
@@ -175,7 +191,7 @@ class ModelCatalog:
                 ),
             )
 
-        await self.registry.transaction(write)
+        await self._write(write)
         return next(m for m in await self.models() if m["id"] == model_id)
 
     @staticmethod
@@ -204,18 +220,30 @@ class ModelCatalog:
         if values:
             cols = ", ".join(f"{k} = ?" for k in values)
             params = [int(v) if isinstance(v, bool) else v for v in values.values()]
-            await self.registry.transaction(lambda c: c.execute(f"UPDATE llm_models SET {cols} WHERE id = ?", (*params, model_id)))
+            await self._write(lambda c: c.execute(f"UPDATE llm_models SET {cols} WHERE id = ?", (*params, model_id)))
         return next(m for m in await self.models() if m["id"] == model_id)
 
     async def delete_model(self, model_id: str) -> None:
         if not any(m["id"] == model_id for m in await self.models()):
             raise ModelCatalogError("no such model")
-        await self.registry.transaction(lambda c: c.execute("DELETE FROM llm_models WHERE id = ?", (model_id,)))
+        await self._write(lambda c: c.execute("DELETE FROM llm_models WHERE id = ?", (model_id,)))
 
     async def candidates(self, *, pin: str | None = None, strength: int | None = None, vision: bool = False) -> list[ModelChoice]:
         """The fallback chain for one request: a pinned model first (by model name or
         id), then the others by priority, preferring those at or above the strength
         asked for and, when images are sent, those that can see them."""
+        choices = self._enabled if self._enabled is not None else await self._read_enabled()
+
+        def rank(choice: ModelChoice) -> tuple[int, int, int, int]:
+            pinned = 0 if pin and pin in (choice.model, choice.id, choice.label) else 1
+            sees = 0 if (not vision or choice.vision) else 1
+            strong = 0 if strength is None or choice.strength >= strength else 1
+            return (pinned, sees, strong, choice.priority)
+
+        return sorted(choices, key=lambda c: (rank(c), -c.strength, c.model))
+
+    async def _read_enabled(self) -> list[ModelChoice]:
+        writes = self._writes
         rows = await self.registry.run(
             lambda c: c.execute(
                 "SELECT m.*, p.name AS provider_name, p.base_url, p.api_key FROM llm_models m"
@@ -229,13 +257,8 @@ class ModelCatalog:
             )
             for r in rows
         ]
-
-        def rank(choice: ModelChoice) -> tuple[int, int, int, int]:
-            pinned = 0 if pin and pin in (choice.model, choice.id, choice.label) else 1
-            sees = 0 if (not vision or choice.vision) else 1
-            strong = 0 if strength is None or choice.strength >= strength else 1
-            return (pinned, sees, strong, choice.priority)
-
-        return sorted(choices, key=lambda c: (rank(c), -c.strength, c.model))
+        if writes == self._writes:  # no write began meanwhile, so the rows are current
+            self._enabled = choices
+        return choices
 
 
