@@ -113,3 +113,33 @@ async def test_unattended_scheduled_turn_denies_what_needs_approval_without_aski
     transcript = await messages(alice, cid)
     assert [c["status"] for c in transcript[-2]["tool_calls"]] == ["denied"]
     assert transcript[-1]["content"] == "I could not write the note."
+
+
+async def test_rule_changes_on_the_admin_api_apply_to_the_very_next_call(chat):
+    """The rules are kept in memory between edits; an edit (or a group's deletion,
+    which takes its rules along) must reach the next call, not a later one."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [write("a"), Reply("Done."), write("b"), Reply("Asked.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        rule_id = await allow_tool(chat.admin, "write_note")
+        await sock.send(cid, "Write a.")
+        first = await sock.turn(cid)
+        assert "approval_required" not in types(first) and chat.probe.writes == [{"text": "a"}]
+
+        assert (await chat.admin.delete(f"/api/admin/approval-rules/{rule_id}")).status_code == 200
+        await sock.send(cid, "Write b.")
+        card = await sock.wait_event(cid, "approval_required", start=len(sock.events))
+        await sock.approve(card["approval_id"], "deny")
+        await sock.turn(cid)
+
+        group = await chat.admin.post("/api/admin/security-groups", json={"id": "writers", "label": "Writers"})
+        assert group.status_code == 201, group.text
+        rule = await chat.admin.post(
+            "/api/admin/approval-rules", json={"tool_pattern": "write_note", "action": "allow", "priority": 50, "group_id": "writers"}
+        )
+        assert rule.status_code == 201, rule.text
+        assert (await chat.admin.delete("/api/admin/security-groups/writers")).status_code == 200
+        assert [r for r in (await chat.admin.get("/api/admin/approval-rules")).json()["rules"] if r["group_id"] == "writers"] == []
+    assert chat.probe.writes == [{"text": "a"}]

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from skald_host.core.memory.notes import NoteError, classify_memory
 from skald_host.core.storage import Database
+from skald_host.core.storage.kept import KeptRead
 
 APPROVAL_TTL = dt.timedelta(minutes=30)
 ACTIONS = ("allow", "deny", "require")
@@ -132,8 +133,13 @@ class RuleStore:
 
     def __init__(self, registry: Database) -> None:
         self.registry = registry
+        # Every tool call consults the rules; they change only through this class.
+        self._rules = KeptRead(self._read_rules)
 
     async def rules(self) -> list[Rule]:
+        return await self._rules.get()
+
+    async def _read_rules(self) -> list[Rule]:
         rows = await self.registry.run(lambda c: c.execute("SELECT * FROM approval_rules ORDER BY priority, id").fetchall())
         return [
             Rule(r["id"], r["tool_pattern"], r["path_class"], r["action"], r["priority"], r["group_id"], r["note"], bool(r["builtin"]))
@@ -209,7 +215,7 @@ class RuleStore:
 
     async def _write(self, fn: Any) -> Any:
         try:
-            return await self.registry.transaction(fn)
+            return await self._rules.write(self.registry.transaction(fn))
         except Exception as exc:
             if "FOREIGN KEY" in str(exc):
                 raise RuleError("no such security group") from None
@@ -232,11 +238,12 @@ class RuleStore:
                 raise RuleError(f"a group {group_id!r} exists already")
             conn.execute("INSERT INTO security_groups (id, label, description) VALUES (?, ?, ?)", (group_id, label.strip(), description))
 
-        await self.registry.transaction(write)
+        await self._write(write)
         return {"id": group_id, "label": label.strip(), "description": description}
 
     async def delete_group(self, group_id: str) -> None:
-        if not await self.registry.transaction(lambda c: c.execute("DELETE FROM security_groups WHERE id = ?", (group_id,)).rowcount):
+        # A group's rules go with it (ON DELETE CASCADE): the kept rules are dropped too.
+        if not await self._write(lambda c: c.execute("DELETE FROM security_groups WHERE id = ?", (group_id,)).rowcount):
             raise RuleError("no such group")
 
 

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from skald_host.core.plugins.config_schema import MASK
 from skald_host.core.storage import Database
+from skald_host.core.storage.kept import KeptRead
 
 
 class ModelCatalogError(ValueError):
@@ -60,22 +61,14 @@ def _int(value: Any, what: str, low: int, high: int) -> int:
 class ModelCatalog:
     """Providers and models in the registry. Every write to them goes through this
     class, so the enabled models a request chooses from are kept in memory between
-    writes: every turn asks for them, and a registry read on that path cost a hop to
-    the registry's thread (~0.3 ms) before each first request."""
+    writes (``KeptRead``): every turn asks for them."""
 
     def __init__(self, registry: Database) -> None:
         self.registry = registry
-        self._enabled: list[ModelChoice] | None = None
-        self._writes = 0  # writes seen; a read racing one is not kept
+        self._enabled = KeptRead(self._read_enabled)
 
     async def _write(self, fn: Callable[[Any], Any]) -> None:
-        self._enabled = None
-        self._writes += 1
-        try:
-            await self.registry.transaction(fn)
-        finally:  # also after a failure: whether it committed is not known here
-            self._enabled = None
-            self._writes += 1
+        await self._enabled.write(self.registry.transaction(fn))
 
     # -- providers -------------------------------------------------------------------
 
@@ -232,7 +225,7 @@ class ModelCatalog:
         """The fallback chain for one request: a pinned model first (by model name or
         id), then the others by priority, preferring those at or above the strength
         asked for and, when images are sent, those that can see them."""
-        choices = self._enabled if self._enabled is not None else await self._read_enabled()
+        choices = await self._enabled.get()
 
         def rank(choice: ModelChoice) -> tuple[int, int, int, int]:
             pinned = 0 if pin and pin in (choice.model, choice.id, choice.label) else 1
@@ -243,22 +236,18 @@ class ModelCatalog:
         return sorted(choices, key=lambda c: (rank(c), -c.strength, c.model))
 
     async def _read_enabled(self) -> list[ModelChoice]:
-        writes = self._writes
         rows = await self.registry.run(
             lambda c: c.execute(
                 "SELECT m.*, p.name AS provider_name, p.base_url, p.api_key FROM llm_models m"
                 " JOIN llm_providers p ON p.id = m.provider_id WHERE m.enabled = 1"
             ).fetchall()
         )
-        choices = [
+        return [
             ModelChoice(
                 r["id"], r["model"], r["label"] or r["model"], r["provider_id"], r["provider_name"], r["base_url"],
                 r["api_key"], bool(r["vision"]), r["strength"], r["priority"],
             )
             for r in rows
         ]
-        if writes == self._writes:  # no write began meanwhile, so the rows are current
-            self._enabled = choices
-        return choices
 
 
