@@ -32,6 +32,7 @@ async def test_a_read_is_kept_until_a_write_and_a_read_racing_a_write_is_not_kep
 
     # A read that saw the old row while a write ran: used by its caller, not kept.
     gate.clear()
+    kept.drop()
     racing = asyncio.ensure_future(kept.get())
     await asyncio.sleep(0)
     table["value"] = 3
