@@ -171,3 +171,24 @@ async def test_a_queued_message_a_compaction_and_the_next_rounds_are_sent_as_a_f
         body = await runtime.store.request_body(request_id)
         assert body is not None and body["messages"] == request.messages
         assert body["tools"] == (request.body.get("tools") or [])
+
+
+def test_a_memoised_projection_follows_a_new_system_prompt_and_images_coming_and_going():
+    """The memo reuses the previous call's entries only for the same prompt and only
+    for rows that were shown without images."""
+    rows: list[Mapping[str, Any]] = [
+        {"id": 1, "role": "user", "content": "hi", "attachments": "[]", "status": "complete", "tool_calls": ()},
+        {"id": 2, "role": "assistant", "content": "hello", "status": "complete", "tool_calls": ()},
+        {"id": 3, "role": "user", "content": "look", "attachments": "[]", "status": "complete", "tool_calls": ()},
+    ]
+    memo = ProjectionMemo()
+    steps = [
+        ("one", {}),
+        ("two", {}),  # a rebuilt prompt (20 minutes idle)
+        ("two", {3: ["data:image/png;base64,AAAA"]}),
+        ("two", {3: ["data:image/png;base64,AAAA"], 1: ["data:image/png;base64,BBBB"]}),
+        ("two", {}),  # the images' turn is over: the rows are text again
+        ("two", {}),
+    ]
+    for system, images in steps:
+        assert project(system, rows, images, memo) == project(system, rows, images), (system, images)

@@ -10,6 +10,16 @@ is written; a batch whose tools are all ``concurrency_safe`` runs concurrently, 
 other batch sequentially; results are recorded in call order. Every transition is
 written before it is announced. Cancellation is the asyncio task being cancelled:
 it aborts the in-flight HTTP stream, the running tools and every sub-agent frame alike.
+
+Writes are pipelined with work that announces nothing. A round's streaming
+placeholder is written with what precedes it (the member's message, or the last tool
+result of the previous round), and the round's request goes out while that commit is
+in flight (``Pending``): the model hears nothing the member may not, and the member
+hears nothing (tokens, ``tool_done``, ``turn_started``) before it is durable. A call
+the gate allows outright is written as running with its assistant message, one commit
+instead of two. A crash in between loses what a crash a moment earlier would: the
+request was never answered, or the call is found running (and, unless ``rerun``,
+marked interrupted, never run twice).
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable
 
 from skald_hookspecs.types import ToolContext
@@ -28,6 +39,7 @@ from skald_host.core.agent.approvals import arguments_hash, decide, expired, exp
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame
+from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
@@ -46,6 +58,52 @@ class NoModelConfigured(RuntimeError):
     pass
 
 
+class Abandoned(Exception):
+    """A round's placeholder write did not happen (``committed`` False: a duplicate
+    message, a failed commit) or happened for a turn that must start over the plain
+    way (``committed`` True: the member changed since the request was built)."""
+
+    def __init__(self, reason: str, *, committed: bool) -> None:
+        super().__init__(reason)
+        self.committed = committed
+
+
+class Pending:
+    """A round's streaming placeholder whose write is in flight, with the history the
+    round's request is built from: the committed rows plus what that write records.
+    ``confirm`` (the write committed) runs the announcements queued with ``then`` in
+    order — the write's own first, then the round's held tokens."""
+
+    def __init__(self, history: list[Any]) -> None:
+        self.history = history
+        self.placeholder_id: int | None = None
+        self._then: list[Callable[[int], None]] = []
+        self._done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._done.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failure nobody awaited is no warning
+
+    def then(self, announce: Callable[[int], None]) -> None:
+        if self.placeholder_id is not None:
+            announce(self.placeholder_id)
+        else:
+            self._then.append(announce)
+
+    def confirm(self, placeholder_id: int) -> None:
+        self.placeholder_id = placeholder_id
+        announcements, self._then = self._then, []
+        for announce in announcements:
+            announce(placeholder_id)
+        self._done.set_result(placeholder_id)
+
+    def abandon(self, reason: Abandoned) -> None:
+        if not self._done.done():
+            self._then.clear()
+            self._done.set_exception(reason)
+
+    async def wait(self) -> int:
+        """The placeholder's id once committed; raises ``Abandoned`` otherwise."""
+        return await asyncio.shield(self._done)
+
+
 @dataclass
 class Scope:
     """One frame being run: the TurnApi a tool sees. The kernel is reached through a
@@ -56,6 +114,8 @@ class Scope:
     agent: AgentDefinition
     unattended: bool
     call_id: str | None = None  # the tool call this scope was handed to
+    #: Calls written as running with their assistant message, not yet started.
+    admitted: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
     reach: Callable[[], "Kernel"] = dataclasses.field(default=lambda: None, repr=False, compare=False)  # type: ignore[assignment, return-value]
 
     @property
@@ -116,16 +176,25 @@ class Kernel:
     # -- the frame loop -------------------------------------------------------------------
 
     async def run_frame(
-        self, frame: Frame, agent: AgentDefinition, *, unattended: bool, candidates: list[ModelChoice] | None = None
+        self, frame: Frame, agent: AgentDefinition, *, unattended: bool, candidates: list[ModelChoice] | None = None,
+        opening: Pending | None = None,
     ) -> str:
         """``candidates``: the models chosen when the member's message was stored with
-        this turn's placeholder, for the first round (no second read before its call)."""
+        this turn's placeholder, for the first round (no second read before its call).
+        ``opening``: that message's write, still in flight (``Pending``)."""
         scope = Scope(frame, agent, unattended, reach=lambda: self)
-        for _ in range(self.chat.max_rounds):
+        pending = opening
+        for index in range(self.chat.max_rounds):
+            if pending is not None:
+                final = await self.model_round(scope, pending.history, placeholder=pending, candidates=candidates)
+                pending = candidates = None
+                if final is not None:
+                    return final
+                continue
             history = await self.store.history(frame.id)
             last = history[-1] if history else None
             if last and last["role"] == "assistant" and unfinished_calls(last):
-                await self.execute_calls(scope, last["tool_calls"])
+                pending, candidates = await self.execute_calls(scope, last["tool_calls"], another_round=index + 1 < self.chat.max_rounds)
                 continue
             # A streaming row at the tail is nobody's: one turn runs per conversation, a
             # model call ends its own row, and recovery marks a crashed one interrupted.
@@ -149,12 +218,12 @@ class Kernel:
         return text
 
     async def model_round(
-        self, scope: Scope, history: list[dict[str, Any]], *, placeholder: int | None = None,
+        self, scope: Scope, history: list[dict[str, Any]], *, placeholder: int | Pending | None = None,
         candidates: list[ModelChoice] | None = None,
     ) -> str | None:
         """One model call, recorded. Returns the final answer when the round ended the
         frame (no tool calls, or a failure shown to the member), else None.
-        ``placeholder``: the streaming row already written for this round."""
+        ``placeholder``: the streaming row already written for this round, or its write."""
         frame, agent = scope.frame, scope.agent
         # The turn's images first: a turn that sends some prefers a model that sees them.
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
@@ -168,7 +237,9 @@ class Kernel:
             system = await self.runtime.system_prompt(frame, agent)
         messages = project(system, history, images, self._memo(frame))
         tools = self.runtime.offered_tools(agent)
-        turn, message_id, request_log = await self.call_model(frame, candidates, messages, [t.wire() for t in tools], placeholder)
+        turn, message_id, request_log = await self.call_model(
+            frame, candidates, messages, [t.wire() for t in tools], placeholder, images=bool(images)
+        )
         if turn is None:
             return ""
         if not tools and turn.tool_calls:
@@ -182,9 +253,12 @@ class Kernel:
             (c.id, c.name, c.arguments, known[c.name].tool.restart if c.name in known else "mark_interrupted")
             for c in turn.tool_calls
         ]
+        running = await self._admit(scope, turn.tool_calls, known)
         call_ids = await self.store.finish_assistant(
-            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, request_log=request_log
+            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, request_log=request_log,
+            running=running,
         )
+        scope.admitted.update(call_ids[:running])
         if request_log is not None:
             self.runtime.request_logged(frame, request_log[0], messages)
         if call_ids:
@@ -198,7 +272,7 @@ class Kernel:
 
     async def call_model(
         self, frame: Frame, candidates: list[ModelChoice], messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-        placeholder: int | None = None,
+        placeholder: int | Pending | None = None, *, images: bool = True,
     ) -> tuple[ModelTurn | None, int, tuple[str, dict[str, Any], str] | None]:
         """One round's model call with fallback: the turn, its message id, and the
         request log (request id, request body, response body) for ``finish_assistant``
@@ -209,24 +283,46 @@ class Kernel:
         checkpoints of the partial text, so a crash mid-stream leaves it on screen. They
         come at most every ``CHECKPOINT_SECONDS``, the first one too: a short answer is
         written once, by ``finish_assistant``. A turn's first placeholder is written with
-        the member's message (``placeholder``), in that commit."""
+        the member's message (``placeholder``), in that commit. A ``Pending`` placeholder
+        is still being written: the request goes out meanwhile, and tokens are held
+        until it commits."""
         if not candidates:
             raise NoModelConfigured("no model is configured")
-        message_id = placeholder if placeholder is not None else await self.store.start_assistant(frame, candidates[0].model)
+        pending = placeholder if isinstance(placeholder, Pending) else None
+        message_id: int | None = None
+        if pending is None:
+            message_id = placeholder if placeholder is not None else await self.store.start_assistant(frame, candidates[0].model)
         partial = {"content": "", "reasoning": ""}
+        held: list[tuple[str, str]] = []
         dirty = asyncio.Event()
 
         def on_delta(channel: str, text: str) -> None:
             partial[channel] += text
             dirty.set()
-            self.emit(frame, "token", message_id=message_id, channel=channel, delta=text)
+            if message_id is None:
+                held.append((channel, text))
+            else:
+                self.emit(frame, "token", message_id=message_id, channel=channel, delta=text)
+
+        def release(placeholder_id: int) -> None:
+            nonlocal message_id
+            message_id = placeholder_id
+            for channel in ("reasoning", "content"):  # what arrived meanwhile, one delta per channel
+                text = "".join(t for c, t in held if c == channel)
+                if text:
+                    self.emit(frame, "token", message_id=message_id, channel=channel, delta=text)
+            held.clear()
+
+        if pending is not None:
+            pending.then(release)
 
         async def checkpoints() -> None:
             while True:
                 await asyncio.sleep(CHECKPOINT_SECONDS)
                 await dirty.wait()
                 dirty.clear()
-                await self.store.checkpoint(message_id, partial["content"], partial["reasoning"])
+                if message_id is not None:
+                    await self.store.checkpoint(message_id, partial["content"], partial["reasoning"])
 
         saver = asyncio.create_task(checkpoints())
         try:
@@ -234,7 +330,7 @@ class Kernel:
                 request_id = uuid.uuid4().hex
                 started = time.perf_counter()
                 try:
-                    turn = await self.chat.clients.complete(choice, messages, tools, on_delta)
+                    turn = await self._complete(choice, messages, tools, on_delta, pending if message_id is None else None, images)
                 except ModelError as exc:
                     await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, exc, started)
                     if exc.retriable and index + 1 < len(candidates):
@@ -252,25 +348,81 @@ class Kernel:
                 return turn, message_id, (request_id, self.runtime.request_body(frame, messages, tools), json.dumps(response))
         except asyncio.CancelledError:
             status = "interrupted" if self.interrupted() else "cancelled"
+            if message_id is None and pending is not None:
+                try:  # the placeholder's write is in flight: it is the row to end
+                    message_id = await pending.wait()
+                except Abandoned:
+                    pass  # no row was written for this round
+            if message_id is None:
+                raise
             await asyncio.shield(
                 self.store.finish_assistant(
-                    message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status=status
+                    message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status=status  # type: ignore[arg-type]
                 )
             )
             raise
         finally:
             saver.cancel()
-        return None, message_id, None
+        return None, message_id, None  # type: ignore[return-value]
+
+    async def _complete(
+        self, choice: ModelChoice, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_delta: Any,
+        pending: Pending | None, images: bool,
+    ) -> ModelTurn:
+        """The model call; with a ``pending`` placeholder, it runs while the write
+        commits, and is abandoned with it."""
+        if pending is None:
+            return await self.chat.clients.complete(choice, messages, tools, on_delta, images=images)
+        stream = asyncio.ensure_future(self.chat.clients.complete(choice, messages, tools, on_delta, images=images))
+        try:
+            await pending.wait()
+        except BaseException:
+            stream.cancel()
+            await asyncio.gather(stream, return_exceptions=True)
+            raise
+        return await stream
 
     # -- tool calls ------------------------------------------------------------------------
 
-    async def execute_calls(self, scope: Scope, calls: list[dict[str, Any]]) -> None:
+    @staticmethod
+    def _concurrent(tools: list[RegisteredTool | None]) -> bool:
+        """A batch runs concurrently when it has several calls, all of tools that say so."""
+        return len(tools) > 1 and all(t is not None and t.tool.concurrency_safe for t in tools)
+
+    async def _admit(self, scope: Scope, calls: list[Any], offered: dict[str, RegisteredTool]) -> int:
+        """How many of a new round's leading calls start right away, so are written as
+        running with their assistant message: all of a concurrent batch, or the first of
+        a sequential one, when each is an offered tool with valid arguments that the
+        gate allows outright (else 0: they start the usual way, one write each)."""
+        starting = calls if self._concurrent([offered.get(c.name) for c in calls]) else calls[:1]
+        if not starting:
+            return 0
+        rules = await self.chat.rules.rules()
+        for call in starting:
+            if call.name not in offered:
+                return 0
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except ValueError:
+                return 0
+            if not isinstance(arguments, dict) or decide(rules, call.name, arguments, self.runtime.member_groups) != "allow":
+                return 0
+        return len(starting)
+
+    async def execute_calls(
+        self, scope: Scope, calls: list[dict[str, Any]], *, another_round: bool = False
+    ) -> tuple[Pending | None, list[ModelChoice] | None]:
+        """Run the round's unfinished calls and record their results in call order.
+        With ``another_round`` (a model round follows), the last result is written with
+        that round's placeholder, and the round starts on the returned ``Pending`` (with
+        the models its placeholder names)."""
         pending = [c for c in calls if c["status"] not in TERMINAL_CALL_STATES]
         tools = [self.chat.tools.get(c["name"]) for c in pending]
-        if len(pending) > 1 and all(t is not None and t.tool.concurrency_safe for t in tools):
+        outcomes: list[tuple[str, str]] = []
+        if self._concurrent(tools):
             tasks = [asyncio.create_task(self.execute_one(scope, c)) for c in pending]
             try:
-                outcomes = await asyncio.gather(*tasks)
+                outcomes = list(await asyncio.gather(*tasks))
             except BaseException:
                 for task in tasks:
                     task.cancel()
@@ -279,7 +431,7 @@ class Kernel:
                     for call in pending:
                         await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
                 raise
-            for call, (status, result) in zip(pending, outcomes):  # recorded in call order
+            for call, (status, result) in zip(pending[:-1], outcomes):  # recorded in call order
                 await self._record(scope, call, status, result)
         else:
             for call in pending:
@@ -289,11 +441,54 @@ class Kernel:
                     if not self.interrupted():
                         await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
                     raise
-                await self._record(scope, call, status, result)
+                outcomes.append((status, result))
+                if call is not pending[-1]:
+                    await self._record(scope, call, status, result)
+        if not pending:
+            return None, None
+        if not another_round:
+            await self._record(scope, pending[-1], *outcomes[-1])
+            return None, None
+        return await self._record_and_continue(scope, pending[-1], *outcomes[-1])
+
+    async def _record_and_continue(
+        self, scope: Scope, call: dict[str, Any], status: str, result: str
+    ) -> tuple[Pending, list[ModelChoice]]:
+        """The batch's last result, written with the next round's placeholder; the next
+        request is built meanwhile from the history as that write leaves it (the
+        batch's other results are committed, so the history read here has them)."""
+        frame, agent = scope.frame, scope.agent
+        history = await self.store.history(frame.id)
+        images = await turn_images(self.runtime.core, self.runtime.member_id, history)
+        candidates = await self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=bool(images))
+        if not candidates:
+            raise NoModelConfigured("no model is configured")
+        result = _clip(result)
+        last = history[-1]
+        calls = tuple(
+            MappingProxyType({**c, "status": status, "result": result}) if c["id"] == call["id"] else c for c in last["tool_calls"]
+        )
+        pending = Pending(history[:-1] + [MappingProxyType({**last, "tool_calls": calls})])
+        pending.then(lambda _: self._announce_result(scope, call, status, result))
+        write = asyncio.ensure_future(
+            self.store.set_call(call["id"], status, result, placeholder=(frame, candidates[0].model))
+        )
+
+        def written(task: asyncio.Future[int | None]) -> None:
+            if task.cancelled() or task.exception() is not None:
+                pending.abandon(Abandoned("the call's result could not be written", committed=False))
+            else:
+                pending.confirm(task.result())  # type: ignore[arg-type]
+
+        write.add_done_callback(written)
+        return pending, candidates
 
     async def _record(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:
-        result = result if len(result) <= TOOL_RESULT_LIMIT else result[:TOOL_RESULT_LIMIT] + "\n[output truncated]"
+        result = _clip(result)
         await self.store.set_call(call["id"], status, result)
+        self._announce_result(scope, call, status, result)
+
+    def _announce_result(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:
         kind = {"done": "tool_done", "denied": "tool_denied", "cancelled": "tool_cancelled"}.get(status, "tool_error")
         self.emit(scope.frame, kind, call_id=call["id"], name=call["name"], status=status, result=result[:4000])
 
@@ -313,11 +508,15 @@ class Kernel:
             return "error", "Error: the arguments are not valid JSON."
         if not isinstance(arguments, dict):
             return "error", "Error: the arguments must be a JSON object."
-        if call["status"] == "running" and registered.tool.restart == "mark_interrupted":
+        admitted = call["id"] in scope.admitted
+        scope.admitted.discard(call["id"])
+        if call["status"] == "running" and not admitted and registered.tool.restart == "mark_interrupted":
             return "interrupted", "the server restarted while this ran; it was not run again because it may already have had its effect."
 
         args_hash = arguments_hash(arguments)
-        if call["status"] == "awaiting_approval":
+        if admitted:
+            verdict = None  # the gate allowed it as the round was written, as running
+        elif call["status"] == "awaiting_approval":
             # Recovery: the card was raised before a restart; it reappears on the
             # member's screen (seed 001 "Restart recovery", step 2) while this waits.
             approval = await self.store.approval_for_call(call["id"])
@@ -342,7 +541,8 @@ class Kernel:
         if verdict is not None:
             return verdict
 
-        await self.store.set_call(call["id"], "running")
+        if not admitted:
+            await self.store.set_call(call["id"], "running")
         self.emit(scope.frame, "tool_start", call_id=call["id"], name=call["name"], arguments=call["arguments"])
         plugin_api = self.runtime.core.host_api(registered.plugin_id)
         ctx = ToolContext(
@@ -426,3 +626,7 @@ class Kernel:
         await self.store.close_frame(sub.id, "done", result)
         self.emit(sub, "agent_done", agent=agent.id)
         return result
+
+
+def _clip(result: str) -> str:
+    return result if len(result) <= TOOL_RESULT_LIMIT else result[:TOOL_RESULT_LIMIT] + "\n[output truncated]"

@@ -7,6 +7,8 @@ always travels with its result, in call order, right after its assistant message
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Any, Mapping, Sequence
 
 from skald_host.core.agent.store import TERMINAL_CALL_STATES
@@ -44,38 +46,49 @@ def user_content(message: dict[str, Any], images: Sequence[str] = ()) -> str | l
 
 def project(
     system_prompt: str,
-    history: list[dict[str, Any]],
+    history: Sequence[Mapping[str, Any]],
     images: Mapping[int, Sequence[str]] | None = None,
     memo: ProjectionMemo | None = None,
 ) -> list[dict[str, Any]]:
     """The request's messages: the system prompt, then each history row's entries
-    (``message_entries``). With a ``memo``, a row the previous call saw is not
-    projected again."""
-    wire: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
-    kept, seen = (memo.kept if memo is not None else {}), {}
-    for message in history:
-        shown = (images or {}).get(message["id"], ())
-        if memo is None or shown:
-            wire += message_entries(message, shown)
-            continue
-        hit = kept.get(id(message))
-        entries = hit[1] if hit is not None and hit[0] is message else message_entries(message, ())
-        seen[id(message)] = (message, entries)
-        wire += entries
-    if memo is not None:
-        memo.kept = seen
-    return wire
+    (``message_entries``). With a ``memo``, the rows the previous call saw, up to the
+    first one that changed, are not looked at again: a round costs what it adds, not
+    what the conversation holds."""
+    images = images or {}
+    if memo is None:
+        wire: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+        for message in history:
+            wire += message_entries(message, images.get(message["id"], ()))
+        return wire
+    if memo.system != system_prompt:
+        memo.system, memo.rows, memo.wire, memo.ends = system_prompt, [], [{"role": "system", "content": system_prompt}], [1]
+    # Rows are read-only and replaced, never edited, when a write changes them
+    # (ConversationStore.history): the same objects mean the same entries.
+    kept = len(list(itertools.takewhile(bool, map(operator.is_, memo.rows, history))))
+    first_image_row = next((i for i, m in enumerate(history) if m["id"] in images), len(history)) if images else len(history)
+    kept = min(kept, memo.first_image_row, first_image_row)  # rows shown with images, then or now, are projected afresh
+    wire = memo.wire[: memo.ends[kept]]
+    ends = memo.ends[: kept + 1]
+    for message in history[kept:]:
+        wire += message_entries(message, images.get(message["id"], ()) if images else ())
+        ends.append(len(wire))
+    memo.rows, memo.wire, memo.ends, memo.first_image_row = list(history), wire, ends, first_image_row
+    return list(wire)
 
 
 class ProjectionMemo:
-    """The wire entries of the rows one ``project`` call saw, for the next call on the
-    same frame. The store hands every round the same read-only row objects until a
-    write replaces a row (``ConversationStore.history``), so a row that is the very
-    object seen last time has the same entries; the memo holds the row, so its id
-    cannot be reused meanwhile."""
+    """The previous ``project`` call on a frame: its rows, its wire, and where each
+    row's entries end in it. The store hands every round the same read-only row
+    objects until a write replaces one, so the rows up to the first one that is not
+    the very object seen last time project to the same entries; the memo holds the
+    rows, so their ids cannot be reused meanwhile."""
 
     def __init__(self) -> None:
-        self.kept: dict[int, tuple[Mapping[str, Any], list[dict[str, Any]]]] = {}
+        self.system: str | None = None
+        self.rows: list[Mapping[str, Any]] = []
+        self.wire: list[dict[str, Any]] = []
+        self.ends: list[int] = [1]  # wire length after the system prompt and after each row
+        self.first_image_row = 0  # rows from here were shown with images
 
 
 def message_entries(message: Mapping[str, Any], images: Sequence[str] = ()) -> list[dict[str, Any]]:

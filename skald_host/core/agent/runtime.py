@@ -11,16 +11,18 @@ next one.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import logging
 import time
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from skald_hookspecs.events import ChatEvent, UserEvent
 from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
 from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
-from skald_host.core.agent.kernel import Kernel, NoModelConfigured
+from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
@@ -265,10 +267,17 @@ class MemberRuntime:
         # No await between the check and the write's submission: the store's one worker
         # runs jobs in order, so a turn started after this check reads the message.
         queued = self.running(conversation_id)
-        stored = await self.store.add_member_message(
+        settled = None if queued or not candidates or described else self.store.settled_history(frame)
+        # A retry must not reach the model: whether its key is taken is read first (a
+        # job ahead of the write on the file's thread), before the request may go out.
+        retry = asyncio.ensure_future(self.store.key_taken(idempotency_key)) if settled is not None and idempotency_key else None
+        write = asyncio.ensure_future(self.store.add_member_message(
             frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
             title=" ".join(text.split())[:60], placeholder_model=candidates[0].model if candidates and not queued else None,
-        )
+        ))
+        if settled is not None and not (retry is not None and await retry):
+            return await self._send_opening(frame, text, write, member, candidates, settled, unattended)  # type: ignore[arg-type]
+        stored = await write
         if stored["duplicate"]:
             if stored["conversation_id"] != conversation_id:
                 raise ChatError("this idempotency key was used for another conversation")
@@ -279,6 +288,52 @@ class MemberRuntime:
         self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
         self.drive(conversation_id, unattended=unattended, member=member, candidates=candidates if stored.get("placeholder_id") else None)
         return ack
+
+    async def _send_opening(
+        self, frame: Frame, text: str, writing: asyncio.Future[dict[str, Any]], member: asyncio.Future[Member],
+        candidates: list[ModelChoice], settled: list[Any], unattended: bool,
+    ) -> dict[str, Any]:
+        """``send`` for a message that starts a turn on a settled history: the turn's
+        first request goes out while the message (with the turn's placeholder) commits,
+        and nothing of the turn is announced before. The member the request was built
+        for is the one known from their last turn; if the fresh read differs (a role
+        change), the turn starts over the plain way once the message is stored."""
+        conversation_id = frame.conversation_id
+        row = {"id": None, "frame_id": frame.id, "role": "user", "content": text, "attachments": "[]", "status": "complete", "tool_calls": ()}
+        opening = Pending(settled + [MappingProxyType(row)])
+        before = self.member
+        self.drive(conversation_id, unattended=unattended, candidates=candidates, opening=opening)
+
+        async def settle() -> dict[str, Any]:
+            """Runs to its end even if the sender goes away: the turn depends on it."""
+            try:
+                stored = await writing
+            except BaseException:
+                opening.abandon(Abandoned("the message could not be stored", committed=False))
+                raise
+            if stored["duplicate"]:
+                opening.abandon(Abandoned("a retry of a stored message", committed=False))
+                return stored
+            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=[])
+            self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
+            try:
+                fresh = await member
+            except Exception:  # the plain way reads it again and fails as it would have
+                opening.abandon(Abandoned("the member could not be read", committed=True))
+                return stored
+            self.member = fresh
+            if dataclasses.replace(fresh, last_login_at=before.last_login_at) != before:
+                opening.abandon(Abandoned("the member changed since their last turn", committed=True))
+            else:
+                opening.confirm(stored["placeholder_id"])
+            return stored
+
+        stored = await asyncio.shield(asyncio.ensure_future(settle()))
+        if stored["duplicate"]:
+            if stored["conversation_id"] != conversation_id:
+                raise ChatError("this idempotency key was used for another conversation")
+            return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
+        return {"conversation_id": conversation_id, "queued": False, "message_id": stored["message_id"]}
 
     async def _opening_models(self, frame: Frame, *, vision: bool) -> list[ModelChoice] | None:
         """The fallback chain the conversation's agent gets, for a turn's first round
@@ -291,31 +346,49 @@ class MemberRuntime:
 
     def drive(
         self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None,
-        candidates: list[ModelChoice] | None = None,
+        candidates: list[ModelChoice] | None = None, opening: Pending | None = None,
     ) -> None:
         """Start a turn unless one runs. ``member``: the member as just read, for it;
-        ``candidates``: the models its placeholder was written for."""
+        ``candidates``: the models its placeholder was written for; ``opening``: that
+        placeholder's write, still in flight (``_send_opening``)."""
         if self.closed or self.running(conversation_id):
             return
         self.cancel_event(conversation_id).clear()
         self._live[conversation_id] = asyncio.create_task(
-            self._drive(conversation_id, unattended, member, candidates), name=f"turn:{conversation_id}"
+            self._drive(conversation_id, unattended, member, candidates, opening), name=f"turn:{conversation_id}"
         )
 
     async def _drive(
         self, conversation_id: str, unattended: bool, member: Awaitable[Member] | None = None,
-        candidates: list[ModelChoice] | None = None,
+        candidates: list[ModelChoice] | None = None, opening: Pending | None = None,
     ) -> None:
+        quiet = False  # a turn that never started (its message was not stored) ends unannounced
+
+        def started(_: int) -> None:
+            self.emit("turn_started", conversation_id)
+
         try:
             frame = await self.store.find_root(conversation_id)
             agent = self.agents.get(frame.agent_id) if frame else None  # the root frame's agent is the conversation's
             while agent is not None:
-                self.member = await (member or self.core.users.get(self.member_id))  # a role change applies from the next turn
-                member = None
-                self.emit("turn_started", conversation_id)
-                await self._settle_finished_subframes(frame)
-                await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates)
-                candidates = None
+                if opening is not None:
+                    opening.then(started)  # after the message's own announcement, before any token
+                    try:
+                        await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates, opening=opening)
+                    except Abandoned as exc:
+                        opening = candidates = None
+                        if exc.committed or await self._needs_work(conversation_id):
+                            continue  # the plain way, from the stored history
+                        quiet = True
+                        return
+                    opening = candidates = None
+                else:
+                    self.member = await (member or self.core.users.get(self.member_id))  # a role change applies from the next turn
+                    member = None
+                    started(0)
+                    await self._settle_finished_subframes(frame)
+                    await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates)
+                    candidates = None
                 await self.flush_logs()
                 moved = await self.store.drain_inbox(frame)
                 if not moved:
@@ -327,6 +400,12 @@ class MemberRuntime:
                     self.emit("user_message", conversation_id, message_id=message_id)
                 unattended = False
         except asyncio.CancelledError:
+            if opening is not None:
+                try:  # stopped while the message committed: it comes first, then the stop
+                    await opening.wait()
+                except Abandoned:
+                    quiet = True  # nothing of this turn was written
+                    raise asyncio.CancelledError from None
             if not self.closed:  # closing interrupts a turn for recovery; it was not stopped
                 await asyncio.shield(self.store.settle_streams(conversation_id, "cancelled"))
                 self.emit("cancelled", conversation_id)
@@ -345,7 +424,8 @@ class MemberRuntime:
             log.exception("turn failed in a conversation of member %s", self.member_id)
             self.emit("error", conversation_id, error="the turn failed; see the server log")
         finally:
-            self.emit("turn_finished", conversation_id)
+            if not quiet:
+                self.emit("turn_finished", conversation_id)
             if self._live.get(conversation_id) is asyncio.current_task():
                 self._live.pop(conversation_id, None)
 

@@ -273,6 +273,16 @@ class ConversationStore:
 
         return await self._write_rows(write_rows)
 
+    async def key_taken(self, key: str) -> bool:
+        """Whether a member's message with this idempotency key is stored (or queued)."""
+        return await self.db.run(
+            lambda c: c.execute(
+                "SELECT 1 FROM messages WHERE idempotency_key = ? UNION ALL SELECT 1 FROM inbox WHERE idempotency_key = ? LIMIT 1",
+                (key, key),
+            ).fetchone()
+            is not None
+        )
+
     async def add_user_message(self, frame: Frame, text: str, key: str | None) -> int:
         def write(conn: Any) -> tuple[int, list[int]]:
             message_id = _insert_user_message(conn, frame, text, key)
@@ -356,11 +366,13 @@ class ConversationStore:
         status: str = "complete",
         calls: list[tuple[str, str, str, str]] = (),  # type: ignore[assignment]
         request_log: tuple[str, dict[str, Any], str] | None = None,
+        running: int = 0,
     ) -> list[str]:
         """The round's authoritative result and its tool calls, in one transaction; call
         ids are allocated here, in call order. The round's request log (request id,
         request body, response body) rides in the same commit, encoded on the file's
-        thread."""
+        thread. The first ``running`` calls are written as started: the kernel admitted
+        them and runs them as soon as this commits (one sync fewer per tool round)."""
 
         def write(conn: Any) -> list[str]:
             row = conn.execute("SELECT conversation_id, frame_id FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -373,8 +385,8 @@ class ConversationStore:
                 call_id = model_call_id if model_call_id and len(model_call_id) <= 64 and not _call_exists(conn, model_call_id) else "call_" + new_id()
                 conn.execute(
                     "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', ?)",
-                    (call_id, message_id, row[0], row[1], seq, name, arguments, restart),
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (call_id, message_id, row[0], row[1], seq, name, arguments, "running" if seq < running else "requested", restart),
                 )
                 ids.append(call_id)
             conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (row[0],))
@@ -422,18 +434,45 @@ class ConversationStore:
         rows = await self.db.run(lambda c: c.execute("SELECT * FROM tool_calls WHERE message_id = ? ORDER BY seq", (message_id,)).fetchall())
         return [_call(r) for r in rows]
 
-    async def set_call(self, call_id: str, status: str, result: str | None = None) -> None:
+    async def set_call(
+        self, call_id: str, status: str, result: str | None = None, *, start: str | None = None,
+        placeholder: tuple[Frame, str] | None = None,
+    ) -> int | None:
+        """A call's new status, in one commit with what follows it: ``start``, the next
+        call of a sequential batch, set running; ``placeholder`` (frame, model), the next
+        round's streaming placeholder, whose id is returned."""
         finished = status in TERMINAL_CALL_STATES
 
-        def write(conn: Any) -> tuple[None, list[int]]:
+        def write(conn: Any) -> tuple[int | None, list[int]]:
             conn.execute(
                 f"UPDATE tool_calls SET status = ?, result = COALESCE(?, result), finished_at = CASE WHEN ? THEN {NOW} ELSE finished_at END"
                 " WHERE id = ?",
                 (status, result, finished, call_id),
             )
-            return None, _message_of_call(conn, call_id)
+            if start is not None:
+                conn.execute("UPDATE tool_calls SET status = 'running' WHERE id = ? AND status = 'requested'", (start,))
+            changed = _message_of_call(conn, call_id)
+            if placeholder is None:
+                return None, changed
+            placeholder_id = _insert_placeholder(conn, *placeholder)
+            return placeholder_id, changed + [placeholder_id]
 
-        await self._write_rows(write)
+        return await self._write_rows(write)
+
+    def settled_history(self, frame: Frame) -> list[Row] | None:
+        """The frame's history as committed, without a read, when it is kept in memory
+        and a new message would simply follow it: nothing streaming, no call unfinished,
+        no sub-agent frame open. Else None (the caller reads and settles it first). With
+        no write of this frame in flight, the kept copy is what a read would return."""
+        cached = self._history.get(frame.id)
+        if cached is None or frame.conversation_id not in self._no_subframes:
+            return None
+        last = cached[-1] if cached else None
+        if last is not None and (
+            last["status"] == "streaming" or any(c["status"] not in TERMINAL_CALL_STATES for c in last["tool_calls"])
+        ):
+            return None
+        return list(cached)
 
     async def history(self, frame_id: str) -> list[Row]:
         """A frame's messages with their tool calls, oldest first, from its latest

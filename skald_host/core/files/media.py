@@ -100,11 +100,11 @@ def text_only(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def current_turn(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows after the last final assistant answer (tool rounds included)."""
-    start = 0
-    for index, message in enumerate(history):
+    for index in range(len(history) - 1, -1, -1):  # from the end: a round costs its turn, not the conversation
+        message = history[index]
         if message["role"] == "assistant" and message.get("status") == "complete" and not message.get("tool_calls"):
-            start = index + 1
-    return list(history[start:])
+            return list(history[index + 1:])
+    return list(history)
 
 
 async def turn_images(core: "Skald", member_id: str, history: Sequence[dict[str, Any]]) -> dict[int, list[str]]:

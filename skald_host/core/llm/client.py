@@ -94,8 +94,12 @@ class ModelClients:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         on_delta: DeltaSink | None = None,
+        *,
+        images: bool = True,
     ) -> ModelTurn:
-        if not choice.vision:  # images of the turn stay path blocks for this model (fallback too)
+        """``images`` False: the caller knows no message carries image parts (no need to
+        look through a long history for them)."""
+        if images and not choice.vision:  # images of the turn stay path blocks for this model (fallback too)
             messages = text_only(messages)
         started = time.perf_counter()
         turn = ModelTurn(model=choice.model)
