@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from pathlib import Path
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -45,6 +46,13 @@ from skald_host.core.supervisor import Supervisor
 from skald_host.settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: Every database file has its own thread, and each job's result comes back to the
+#: event loop. With CPython's default 5 ms switch interval a busy loop can keep a
+#: database thread waiting for the GIL between its statements, and a finished job's
+#: result waiting, for that long: on the path of every message and round. The host
+#: trades some throughput of CPU-bound threads for that latency.
+GIL_SWITCH_SECONDS = 0.0005
 
 SESSION_SWEEP_SECONDS = 30.0
 
@@ -168,6 +176,7 @@ class Skald:
         routes to collect first, and ``skald plugins`` only wants the status table (it
         must not start a second Telegram poller beside a running server)."""
         core = cls(settings, plugins or build_plugin_manager(settings))
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_SECONDS))
         try:
             await core._start()
             if start_plugins:

@@ -167,6 +167,7 @@ async def test_a_queued_message_a_compaction_and_the_next_rounds_are_sent_as_a_f
     sent = [r for r in chat.server.requests_for(MODEL_A) if r.messages[-1]["content"] != COMPACT_PROMPT]
     assert len(logged) == len(sent) == 3
     assert '"continues"' in logged[1][1]  # the second request was logged as its new messages only
+    assert sent[1].body.get("tools") and '"tools"' not in logged[1][1]  # and without the tools, the same as before
     for (request_id, _), request in zip(logged, sent):
         body = await runtime.store.request_body(request_id)
         assert body is not None and body["messages"] == request.messages

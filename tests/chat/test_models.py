@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from skald_host.testing import BrokenStream, Reply, ScriptedError
 
-from .support import MODEL_A, MODEL_B, ChatSocket, configure_models, messages, new_conversation, types
+from .support import MODEL_A, MODEL_B, ChatSocket, configure_models, eventually, messages, new_conversation, types
 
 
 async def test_rate_limited_model_falls_back_to_the_next_and_so_does_a_broken_stream(chat):
@@ -42,9 +42,13 @@ async def test_rate_limited_model_falls_back_to_the_next_and_so_does_a_broken_st
     assert chat.server.requests_for(MODEL_B)[1].messages == chat.server.requests_for(MODEL_A)[1].messages
 
     # Metadata in the registry, attributed to alice; no message text there.
-    rows = await chat.host.core.registry.run(
-        lambda c: c.execute("SELECT member_id, model, status, http_status FROM llm_requests ORDER BY created_at").fetchall()
-    )
+    async def logged() -> list:  # written in the background: nothing the member sees waits for it
+        rows = await chat.host.core.registry.run(
+            lambda c: c.execute("SELECT member_id, model, status, http_status FROM llm_requests ORDER BY created_at, rowid").fetchall()
+        )
+        return rows if len(rows) == 4 else []
+
+    rows = await eventually(logged, what="four request rows")
     assert [tuple(r) for r in rows] == [
         (alice.member["id"], MODEL_A, "error", 429),
         (alice.member["id"], MODEL_B, "ok", 200),

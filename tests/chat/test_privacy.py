@@ -9,7 +9,7 @@ import uuid
 
 from skald_host.testing import Reply
 
-from .support import MODEL_A, ChatSocket, configure_models, new_conversation
+from .support import MODEL_A, ChatSocket, configure_models, eventually, new_conversation
 
 
 async def test_request_metadata_in_the_registry_and_bodies_only_in_the_members_file(chat):
@@ -24,7 +24,11 @@ async def test_request_metadata_in_the_registry_and_bodies_only_in_the_members_f
 
     database_dir = chat.host.settings.database_dir
     registry = sqlite3.connect(database_dir / "system.db")
-    rows = registry.execute("SELECT member_id, model, status, tokens_in, tokens_out, latency_ms FROM llm_requests").fetchall()
+    # The metadata row is written in the background (nothing the member sees waits for it).
+    rows = await eventually(
+        lambda: registry.execute("SELECT member_id, model, status, tokens_in, tokens_out, latency_ms FROM llm_requests").fetchall(),
+        what="the request's metadata row",
+    )
     assert [(r[0], r[1], r[2]) for r in rows] == [(alice.member["id"], MODEL_A, "ok")]
     assert rows[0][3] and rows[0][4] is not None and rows[0][5] is not None
     registry.close()

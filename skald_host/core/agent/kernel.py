@@ -237,9 +237,8 @@ class Kernel:
             system = await self.runtime.system_prompt(frame, agent)
         messages = project(system, history, images, self._memo(frame))
         tools = self.runtime.offered_tools(agent)
-        turn, message_id, request_log = await self.call_model(
-            frame, candidates, messages, [t.wire() for t in tools], placeholder, images=bool(images)
-        )
+        tools_wire = [t.wire() for t in tools]
+        turn, message_id, request_log = await self.call_model(frame, candidates, messages, tools_wire, placeholder, images=bool(images))
         if turn is None:
             return ""
         if not tools and turn.tool_calls:
@@ -260,7 +259,7 @@ class Kernel:
         )
         scope.admitted.update(call_ids[:running])
         if request_log is not None:
-            self.runtime.request_logged(frame, request_log[0], messages)
+            self.runtime.request_logged(frame, request_log[0], messages, tools_wire)
         if call_ids:
             self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning,
                       tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(call_ids, calls)])

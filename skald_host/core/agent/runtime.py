@@ -174,7 +174,7 @@ class MemberRuntime:
         self._prefix: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._logging: set[asyncio.Task[None]] = set()
-        self._logged_requests: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # frame id -> its last logged request
+        self._logged_requests: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {}  # frame id -> its last logged request
 
     @property
     def agents(self) -> AgentCatalog:
@@ -389,7 +389,6 @@ class MemberRuntime:
                     await self._settle_finished_subframes(frame)
                     await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates)
                     candidates = None
-                await self.flush_logs()
                 moved = await self.store.drain_inbox(frame)
                 if not moved:
                     break
@@ -571,9 +570,9 @@ class MemberRuntime:
         payload: bool = True,
     ) -> None:
         """Metadata to the registry; bodies only to the member's own file. Written in
-        the background so the answer is not held back by serialising a long history;
-        the turn's ``turn_finished`` waits for it (``flush_logs``). ``payload`` False:
-        the bodies go with the round's answer (``finish_assistant``)."""
+        the background: nothing the member sees waits for the log (closing the runtime
+        does, ``flush_logs``). ``payload`` False: the bodies go with the round's answer
+        (``finish_assistant``)."""
         latency = int((time.perf_counter() - started) * 1000)
 
         async def write() -> None:
@@ -607,22 +606,26 @@ class MemberRuntime:
         the frame's previous logged request (``continues``, ``from``), and
         ``ConversationStore.request_body`` joins it back together: logged whole, every
         round wrote the whole history again (300 KiB at 1,000 messages, ~10 ms of
-        commits and WAL checkpoints per round)."""
+        commits and WAL checkpoints per round). The tools, the same round after round,
+        are left out when they equal the continued request's."""
         previous = self._logged_requests.get(frame.id)
         if previous is not None and len(previous[1]) <= len(messages) and messages[: len(previous[1])] == previous[1]:
-            return {"continues": previous[0], "from": len(previous[1]), "messages": messages[len(previous[1]):], "tools": tools}
+            body = {"continues": previous[0], "from": len(previous[1]), "messages": messages[len(previous[1]):]}
+            if tools != previous[2]:
+                body["tools"] = tools
+            return body
         return {"messages": messages, "tools": tools}
 
-    def request_logged(self, frame: Frame, request_id: str, messages: list[dict[str, Any]]) -> None:
+    def request_logged(self, frame: Frame, request_id: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
         """The frame's latest request is in the log (committed): the next one continues it."""
         self._logged_requests.pop(frame.id, None)
-        self._logged_requests[frame.id] = (request_id, messages)
+        self._logged_requests[frame.id] = (request_id, messages, tools)
         while len(self._logged_requests) > HISTORY_CACHE_FRAMES:  # the most recent frames, like the kept histories
             del self._logged_requests[next(iter(self._logged_requests))]
 
     def log_in_background(self, write: Awaitable[None]) -> None:
-        """A request log write the answer does not wait for; ``turn_finished`` and
-        closing the runtime do (``flush_logs``). A failure is logged, never raised."""
+        """A request log write nothing the member sees waits for; closing the runtime
+        does (``flush_logs``). A failure is logged, never raised."""
 
         async def guarded() -> None:
             try:

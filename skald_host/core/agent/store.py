@@ -607,7 +607,8 @@ class ConversationStore:
     async def request_body(self, request_id: str) -> dict[str, Any] | None:
         """A logged request body, whole (``messages`` and ``tools``): a body logged as
         the messages it adds to an earlier request (``continues``, ``from``) is joined
-        to the bodies it continues. None if it, or one it continues, is not logged."""
+        to the bodies it continues, and one without ``tools`` sent those of the body it
+        continues. None if it, or one it continues, is not logged."""
 
         def read(conn: Any) -> dict[str, Any] | None:
             chain, wanted = [], request_id
@@ -620,7 +621,7 @@ class ConversationStore:
             messages: list[Any] = []
             for body in reversed(chain):
                 messages = messages[: body.get("from", 0)] + body["messages"]
-            return {"messages": messages, "tools": chain[0]["tools"]}
+            return {"messages": messages, "tools": next(body["tools"] for body in chain if "tools" in body)}
 
         return await self.db.run(read)
 
