@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from skald_host.core.agent import store as conversation_store
 from skald_host.testing import Reply
 
 from .support import MODEL_A, ChatSocket, configure_models, eventually, messages, new_conversation, types
@@ -101,3 +102,28 @@ async def test_concurrent_retries_with_one_key_are_all_acknowledged_and_stored_o
 async def _idle(client, conversation_id: str) -> bool:
     state = (await client.get(f"/api/conversations/{conversation_id}")).json()
     return not state["running"] and not state["queued"]
+
+
+async def test_a_retry_of_a_message_older_than_the_remembered_keys_is_stored_once_and_starts_no_turn(chat, monkeypatch):
+    """A turn may start before its message commits when the key is not among those
+    remembered; a retry of an older message then reaches the write, which finds the
+    key taken: the ack says duplicate, nothing is stored, nothing is announced."""
+    monkeypatch.setattr(conversation_store, "RECENT_KEYS", 0)
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply("Answered.")
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Hello.", key="old-key-0001")
+        await sock.turn(cid)
+    # The member's runtime starts afresh (as after a restart) and remembers no key.
+    await chat.host.core.chat.before_lock(alice.member["id"])
+    async with ChatSocket(alice) as sock:
+        again = await sock.send(cid, "Hello.", key="old-key-0001")
+        assert again["type"] == "ack" and again.get("duplicate") is True
+        await sock.send(cid, "Something new.", key="new-key-0001")
+        events = await sock.turn(cid)
+    # The retry announced nothing: the socket's first events are the new message's turn.
+    assert types(events).count("turn_finished") == 1, types(events)
+    assert types(events)[:2] == ["user_message", "turn_started"], types(events)
+    assert [m["content"] for m in await messages(alice, cid)] == ["Hello.", "Answered.", "Something new.", "Answered."]

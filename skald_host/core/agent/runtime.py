@@ -267,15 +267,15 @@ class MemberRuntime:
         # No await between the check and the write's submission: the store's one worker
         # runs jobs in order, so a turn started after this check reads the message.
         queued = self.running(conversation_id)
-        settled = None if queued or not candidates or described else self.store.settled_history(frame)
-        # A retry must not reach the model: whether its key is taken is read first (a
-        # job ahead of the write on the file's thread), before the request may go out.
-        retry = asyncio.ensure_future(self.store.key_taken(idempotency_key)) if settled is not None and idempotency_key else None
+        # A retry must not reach the model: the turn starts before its message commits
+        # only for a key not seen lately (the write still decides, in its transaction).
+        surely_new = self.store.key_surely_new(idempotency_key)
+        settled = None if queued or not candidates or described or not surely_new else self.store.settled_history(frame)
         write = asyncio.ensure_future(self.store.add_member_message(
             frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
             title=" ".join(text.split())[:60], placeholder_model=candidates[0].model if candidates and not queued else None,
         ))
-        if settled is not None and not (retry is not None and await retry):
+        if settled is not None:
             return await self._send_opening(frame, text, write, member, candidates, settled, unattended)  # type: ignore[arg-type]
         stored = await write
         if stored["duplicate"]:
@@ -377,6 +377,9 @@ class MemberRuntime:
                         await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates, opening=opening)
                     except Abandoned as exc:
                         opening = candidates = None
+                        if not exc.committed:  # a message that came meanwhile was queued: it starts the turn
+                            for message_id in await self.store.drain_inbox(frame):
+                                self.emit("user_message", conversation_id, message_id=message_id)
                         if exc.committed or await self._needs_work(conversation_id):
                             continue  # the plain way, from the stored history
                         quiet = True
@@ -475,6 +478,7 @@ class MemberRuntime:
         calls are re-gated and run, re-asked or marked interrupted by the kernel as it
         drives the conversation; queued messages start their turn."""
         await self.store.mark_interrupted_streams()
+        await self.store.remember_keys()
         resumed = []
         for conversation in await self.store.conversations(limit=10_000):
             if await self._needs_work(conversation["id"]):

@@ -25,6 +25,9 @@ from skald_host.core.storage import Database
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
 #: Frames whose history is kept in memory per member, the most recently read ones.
 HISTORY_CACHE_FRAMES = 64
+#: Idempotency keys of this many latest messages are kept in memory (with every key
+#: submitted since): a client retries a send it has no ack for, a recent one.
+RECENT_KEYS = 1000
 #: A history row: read-only, because the same row is handed to every later round.
 Row = Mapping[str, Any]
 T = TypeVar("T")
@@ -75,6 +78,7 @@ class ConversationStore:
         self._writes = 0  # history-changing writes seen; a read racing one is not kept
         self._roots: dict[str, Frame] = {}  # a conversation's root frame never changes
         self._inbox_clean: set[str] = set()  # conversations with nothing queued since their last drain was submitted
+        self._keys: set[str] | None = None  # idempotency keys seen: the latest stored, and every one submitted since
         self._no_subframes: set[str] = set()  # conversations with no open sub-agent frame since their last look
 
     def forget(self) -> None:
@@ -262,6 +266,8 @@ class ConversationStore:
 
         if queued:
             self._inbox_clean.discard(frame.conversation_id)  # before the write is submitted: a drain after it must look
+        if key is not None and self._keys is not None:
+            self._keys.add(key)  # from its submission on: a retry racing it is no longer "surely new"
 
         def write_rows(conn: Any) -> tuple[dict[str, Any], list[int]]:
             stored = write(conn)
@@ -273,15 +279,25 @@ class ConversationStore:
 
         return await self._write_rows(write_rows)
 
-    async def key_taken(self, key: str) -> bool:
-        """Whether a member's message with this idempotency key is stored (or queued)."""
-        return await self.db.run(
-            lambda c: c.execute(
-                "SELECT 1 FROM messages WHERE idempotency_key = ? UNION ALL SELECT 1 FROM inbox WHERE idempotency_key = ? LIMIT 1",
-                (key, key),
-            ).fetchone()
-            is not None
-        )
+    async def remember_keys(self) -> None:
+        """Load the idempotency keys of the latest stored and queued messages, so that
+        ``key_surely_new`` can answer from memory (retries repeat recent messages)."""
+
+        def read(conn: Any) -> set[str]:
+            rows = conn.execute(
+                "SELECT idempotency_key FROM messages WHERE idempotency_key IS NOT NULL ORDER BY id DESC LIMIT ?", (RECENT_KEYS,)
+            ).fetchall()
+            queued = conn.execute("SELECT idempotency_key FROM inbox WHERE idempotency_key IS NOT NULL").fetchall()
+            return {r[0] for r in rows} | {r[0] for r in queued}
+
+        keys = await self.db.run(read)
+        self._keys = keys | (self._keys or set())
+
+    def key_surely_new(self, key: str | None) -> bool:
+        """Whether no message with this key was stored lately or submitted since: a
+        message that is not a retry. Only a hint for what may start before the write
+        (which decides, in its transaction); unknown until ``remember_keys`` ran."""
+        return key is None or (self._keys is not None and key not in self._keys)
 
     async def add_user_message(self, frame: Frame, text: str, key: str | None) -> int:
         def write(conn: Any) -> tuple[int, list[int]]:
