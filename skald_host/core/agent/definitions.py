@@ -21,6 +21,7 @@ import fnmatch
 import functools
 import logging
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -58,9 +59,14 @@ class AgentDefinition:
         return {"id": self.id, "title": self.title, "description": self.description, "kind": self.kind}
 
 
+#: How long a looked-up agent is used without looking at its files again: an edit is
+#: picked up within this, with no restart.
+FRESH_SECONDS = 1.0
+_RECENT: dict[tuple[Any, str], tuple[float, AgentDefinition]] = {}
+
+
 def _load(directory: Path) -> AgentDefinition:
-    """Parsed once per version of the files: a turn reads its agent every time, and an
-    edit (a new mtime) is picked up at the next read, with no restart."""
+    """Parsed once per version of the files: an edit (a new mtime) is a new version."""
     meta_path, prompt_path = directory / "meta.yaml", directory / "AGENT.md"
     return _parse(directory, meta_path.stat().st_mtime_ns, prompt_path.stat().st_mtime_ns)
 
@@ -125,10 +131,21 @@ class AgentCatalog:
         return None
 
     def get(self, agent_id: str) -> AgentDefinition:
+        """The agent, looked up on disk at most once a second per catalog view (a turn
+        asks several times; each look is a few stat calls per directory)."""
+        key = (tuple(self.sources), agent_id)
+        now = time.monotonic()
+        recent = _RECENT.get(key)
+        if recent is not None and recent[0] > now:
+            return recent[1]
         directory = self._find(agent_id)
         if directory is None:
             raise AgentError(f"no agent named {agent_id!r}")
-        return _load(directory)
+        definition = _load(directory)
+        if len(_RECENT) >= 1024:
+            _RECENT.clear()
+        _RECENT[key] = (now + FRESH_SECONDS, definition)
+        return definition
 
     def all(self) -> list[AgentDefinition]:
         seen: dict[str, AgentDefinition] = {}
