@@ -127,3 +127,35 @@ async def test_a_retry_of_a_message_older_than_the_remembered_keys_is_stored_onc
     assert types(events).count("turn_finished") == 1, types(events)
     assert types(events)[:2] == ["user_message", "turn_started"], types(events)
     assert [m["content"] for m in await messages(alice, cid)] == ["Hello.", "Answered.", "Something new.", "Answered."]
+
+
+async def test_a_message_queued_after_the_turns_last_look_at_the_inbox_is_answered(chat, monkeypatch):
+    """The race this guards: the turn submits its last drain of the inbox, a message
+    comes in (the turn still runs, so it is queued) and is written after that drain.
+    The ending turn must notice and start the next one, not leave it in the inbox."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply(f"Answer to {request.last_user_text}")
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "First.", key="first-key")
+        await sock.turn(cid)
+        runtime = chat.host.core.chat.live_runtime(alice.member["id"])
+        drain = runtime.store.drain_inbox
+        raced = []
+
+        async def drain_then_a_late_message(frame):
+            draining = asyncio.ensure_future(drain(frame))
+            await asyncio.sleep(0)  # the drain's job is submitted
+            if not raced:
+                raced.append(await runtime.send(cid, "Late.", "late-key"))
+            return await draining
+
+        monkeypatch.setattr(runtime.store, "drain_inbox", drain_then_a_late_message)
+        await sock.send(cid, "Second.", key="second-key")
+        await sock.turn(cid)
+        assert raced and raced[0]["queued"] is True
+        await eventually(lambda: _idle(alice, cid), what="the late message to be answered")
+    assert [m["content"] for m in await messages(alice, cid)] == [
+        "First.", "Answer to First.", "Second.", "Answer to Second.", "Late.", "Answer to Late.",
+    ]

@@ -363,6 +363,7 @@ class MemberRuntime:
         candidates: list[ModelChoice] | None = None, opening: Pending | None = None,
     ) -> None:
         quiet = False  # a turn that never started (its message was not stored) ends unannounced
+        ended = False  # the turn ran to its end (not stopped, not failed)
 
         def started(_: int) -> None:
             self.emit("turn_started", conversation_id)
@@ -382,7 +383,7 @@ class MemberRuntime:
                                 self.emit("user_message", conversation_id, message_id=message_id)
                         if exc.committed or await self._needs_work(conversation_id):
                             continue  # the plain way, from the stored history
-                        quiet = True
+                        quiet = ended = True
                         return
                     opening = candidates = None
                 else:
@@ -401,6 +402,7 @@ class MemberRuntime:
                 for message_id in moved:
                     self.emit("user_message", conversation_id, message_id=message_id)
                 unattended = False
+            ended = True
         except asyncio.CancelledError:
             if opening is not None:
                 try:  # stopped while the message committed: it comes first, then the stop
@@ -430,6 +432,10 @@ class MemberRuntime:
                 self.emit("turn_finished", conversation_id)
             if self._live.get(conversation_id) is asyncio.current_task():
                 self._live.pop(conversation_id, None)
+                # A message queued after the last drain was submitted (the turn still ran
+                # when it came) was not moved by it: it starts the next turn now.
+                if ended and self.store.may_have_queued(conversation_id):
+                    self.drive(conversation_id)
 
     async def _settle_finished_subframes(self, root: Frame) -> None:
         """Recovery's un-wedge: a sub-agent frame that finished but whose result never

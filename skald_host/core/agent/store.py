@@ -306,6 +306,11 @@ class ConversationStore:
 
         return await self._write_rows(write)
 
+    def may_have_queued(self, conversation_id: str) -> bool:
+        """Whether a message may have been queued since the conversation's last drain
+        was submitted (only this class queues them)."""
+        return conversation_id not in self._inbox_clean
+
     async def drain_inbox(self, frame: Frame) -> list[int]:
         """Move queued messages into the conversation, oldest first, in one transaction."""
 
