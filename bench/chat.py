@@ -148,8 +148,8 @@ class Turn:
     finished: float = 0.0
     text: str = ""
     wire_bytes: int = 0
-    payload_bytes: int = 0
-    token_payload_bytes: int = 0
+    payload_bytes: float = 0
+    token_payload_bytes: float = 0
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -168,7 +168,7 @@ class MemberSocket:
 
     def __init__(self, ws: Any) -> None:
         self.ws = ws
-        self.queues: dict[str, asyncio.Queue[tuple[float, dict[str, Any], int]]] = {}
+        self.queues: dict[str, asyncio.Queue[tuple[float, dict[str, Any], float]]] = {}
         self.stray: list[dict[str, Any]] = []
         self.wire_bytes = 0
         received = ws.data_received
@@ -186,19 +186,24 @@ class MemberSocket:
 
         return cls(await connect("ws" + host_url[4:] + "/api/ws", origin=host_url, additional_headers=headers, proxy=None))  # type: ignore[arg-type]
 
-    def queue(self, conversation_id: str) -> asyncio.Queue[tuple[float, dict[str, Any], int]]:
+    def queue(self, conversation_id: str) -> asyncio.Queue[tuple[float, dict[str, Any], float]]:
         return self.queues.setdefault(conversation_id, asyncio.Queue())
 
     async def _run(self) -> None:
         async for raw in self.ws:
             arrived = time.perf_counter()
             message = json.loads(raw)
-            data = message.get("event", {}).get("data", {}) if message.get("type") == "event" else message
-            conversation_id = data.get("conversation_id")
-            if conversation_id is None:
-                self.stray.append(message)
-            else:
-                self.queue(conversation_id).put_nowait((arrived, message, len(raw.encode())))
+            # Events the host sent together arrive as one "events" message; each is
+            # routed on its own, with its share of the message's bytes.
+            parts = [{"type": "event", "event": e} for e in message["events"]] if message.get("type") == "events" else [message]
+            size = len(raw.encode()) / len(parts)
+            for part in parts:
+                data = part.get("event", {}).get("data", {}) if part.get("type") == "event" else part
+                conversation_id = data.get("conversation_id")
+                if conversation_id is None:
+                    self.stray.append(part)
+                else:
+                    self.queue(conversation_id).put_nowait((arrived, part, size))
 
     async def turn(self, conversation_id: str, text: str, timeout: float = 60.0) -> Turn:
         queue = self.queue(conversation_id)

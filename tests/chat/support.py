@@ -115,7 +115,8 @@ def assert_well_formed(transcript: list[dict[str, Any]]) -> None:
 
 class ChatSocket:
     """A member's WebSocket. Every frame is kept; chat events (the ``data`` of each
-    ``{"type": "event", "event": {"kind": "chat", ...}}``) in ``events``, command replies
+    ``{"type": "event", "event": {"kind": "chat", ...}}``, or of each in an ``events``
+    burst) in ``events``, command replies
     in order in a queue, so ``command`` returns the reply to the command it sent."""
 
     def __init__(self, client: SkaldClient) -> None:
@@ -141,9 +142,10 @@ class ChatSocket:
         async for raw in self.ws:
             self.raw.append(raw)
             frame = json.loads(raw)
-            if frame.get("type") == "event":
-                if frame["event"]["kind"] == "chat":
-                    self.events.append({**frame["event"]["data"], "_at": time.monotonic()})
+            if frame.get("type") in ("event", "events"):
+                for event in frame["events"] if frame["type"] == "events" else [frame["event"]]:  # a burst comes as one
+                    if event["kind"] == "chat":
+                        self.events.append({**event["data"], "_at": time.monotonic()})
             else:
                 self._replies.put_nowait(frame)
             self._changed.set()

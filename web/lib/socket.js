@@ -96,12 +96,16 @@ function open() {
       outbox.delete(message.idempotency_key);
       persist();
     }
-    if (message.type === "event" && message.event?.kind === "sessions_revoked") {
-      stop();
-      signalSessionLost();
-      return;
+    // Events queued together on the server arrive as one "events" message, in order.
+    const events = message.type === "events" && Array.isArray(message.events) ? message.events.map((event) => ({ type: "event", event })) : [message];
+    for (const item of events) {
+      if (item.type === "event" && item.event?.kind === "sessions_revoked") {
+        stop();
+        signalSessionLost();
+        return;
+      }
+      dispatch(item);
     }
-    dispatch(message);
   });
   ws.addEventListener("close", async (event) => {
     if (socket !== ws) return;
