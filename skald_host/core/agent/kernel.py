@@ -445,19 +445,19 @@ class Kernel:
                     await self._record(scope, call, status, result)
         if not pending:
             return None, None
-        if not another_round:
-            await self._record(scope, pending[-1], *outcomes[-1])
+        history = await self.store.history(scope.frame.id) if another_round else []
+        if not (history and any(c["id"] == pending[-1]["id"] for c in history[-1]["tool_calls"])):
+            await self._record(scope, pending[-1], *outcomes[-1])  # no round follows (or its history is not this one's)
             return None, None
-        return await self._record_and_continue(scope, pending[-1], *outcomes[-1])
+        return await self._record_and_continue(scope, history, pending[-1], *outcomes[-1])
 
     async def _record_and_continue(
-        self, scope: Scope, call: dict[str, Any], status: str, result: str
+        self, scope: Scope, history: list[Any], call: dict[str, Any], status: str, result: str
     ) -> tuple[Pending, list[ModelChoice]]:
         """The batch's last result, written with the next round's placeholder; the next
-        request is built meanwhile from the history as that write leaves it (the
-        batch's other results are committed, so the history read here has them)."""
+        request is built meanwhile from ``history`` (read after the batch's other
+        results committed) as that write leaves it."""
         frame, agent = scope.frame, scope.agent
-        history = await self.store.history(frame.id)
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
         candidates = await self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=bool(images))
         if not candidates:
