@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from skald_host.core.agent import store as conversation_store
+from skald_host.core.agent.definitions import AgentError
 from skald_host.testing import Reply
 
 from .support import MODEL_A, ChatSocket, configure_models, eventually, messages, new_conversation, types
@@ -124,8 +125,8 @@ async def test_a_retry_of_a_message_older_than_the_remembered_keys_is_stored_onc
         await sock.send(cid, "Something new.", key="new-key-0001")
         events = await sock.turn(cid)
     # The retry announced nothing: the socket's first events are the new message's turn.
-    assert types(events).count("turn_finished") == 1, types(events)
-    assert types(events)[:2] == ["user_message", "turn_started"], types(events)
+    assert types(events).count("turn_finished") == 1, [(e["type"], e.get("message_id"), e.get("content")) for e in sock.events]
+    assert types(events)[:2] == ["user_message", "turn_started"], [(e["type"], e.get("message_id"), e.get("content")) for e in sock.events]
     assert [m["content"] for m in await messages(alice, cid)] == ["Hello.", "Answered.", "Something new.", "Answered."]
 
 
@@ -159,3 +160,36 @@ async def test_a_message_queued_after_the_turns_last_look_at_the_inbox_is_answer
     assert [m["content"] for m in await messages(alice, cid)] == [
         "First.", "Answer to First.", "Second.", "Answer to Second.", "Late.", "Answer to Late.",
     ]
+
+
+async def test_a_turn_refused_before_its_request_went_out_still_stores_and_acks_the_message(chat):
+    """A turn's first request goes out before its message is written; a turn refused
+    before that point (here: the conversation's context provider says no) must still
+    store the member's message, acknowledge it, and end its placeholder as failed."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply("Fine.")
+    asked = []
+
+    async def context(member, source):
+        asked.append(source)
+        if len(asked) > 1:
+            raise AgentError("you are no longer part of this")
+        return "Shared context."
+
+    chat.host.core.chat.add_context_provider("probe:", context)
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))
+    cid = (await runtime.create_conversation(source="probe:1"))["id"]
+    async with ChatSocket(alice) as sock:
+        await sock.send(cid, "First.", key="refused-1")
+        await sock.turn(cid)
+        ack = await sock.send(cid, "Second.", key="refused-2")
+        events = await sock.turn(cid)
+    assert ack["type"] == "ack" and ack["message_id"]
+    assert types(events) == ["user_message", "turn_started", "error", "turn_finished"], types(events)
+    transcript = await messages(alice, cid)
+    assert [(m["role"], m["status"], m["content"]) for m in transcript] == [
+        ("user", "complete", "First."), ("assistant", "complete", "Fine."),
+        ("user", "complete", "Second."), ("assistant", "error", ""),
+    ]
+    assert len(chat.server.requests_for(MODEL_A)) == 1  # the refused turn never asked the model

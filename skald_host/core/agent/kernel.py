@@ -69,17 +69,27 @@ class Abandoned(Exception):
 
 
 class Pending:
-    """A round's streaming placeholder whose write is in flight, with the history the
+    """A round's streaming placeholder whose write is pending, with the history the
     round's request is built from: the committed rows plus what that write records.
+    The write is started (``start``) once the request has gone out, so that its
+    commit runs while the model works rather than beside the request being sent;
     ``confirm`` (the write committed) runs the announcements queued with ``then`` in
     order — the write's own first, then the round's held tokens."""
 
-    def __init__(self, history: list[Any]) -> None:
+    def __init__(self, history: list[Any], start: Callable[[], None]) -> None:
         self.history = history
+        self._start: Callable[[], None] | None = start
         self.placeholder_id: int | None = None
         self._then: list[Callable[[int], None]] = []
         self._done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._done.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failure nobody awaited is no warning
+
+    def start(self) -> None:
+        """Start the write, once: when the request is sent, or when the round ends or
+        fails before that (the write must happen either way)."""
+        start, self._start = self._start, None
+        if start is not None:
+            start()
 
     def then(self, announce: Callable[[int], None]) -> None:
         if self.placeholder_id is not None:
@@ -186,7 +196,10 @@ class Kernel:
         pending = opening
         for index in range(self.chat.max_rounds):
             if pending is not None:
-                final = await self.model_round(scope, pending.history, placeholder=pending, candidates=candidates)
+                try:
+                    final = await self.model_round(scope, pending.history, placeholder=pending, candidates=candidates)
+                finally:
+                    pending.start()  # ended before its request went out (stopped, failed): the write still happens
                 pending = candidates = None
                 if final is not None:
                     return final
@@ -348,6 +361,7 @@ class Kernel:
         except asyncio.CancelledError:
             status = "interrupted" if self.interrupted() else "cancelled"
             if message_id is None and pending is not None:
+                pending.start()
                 try:  # the placeholder's write is in flight: it is the row to end
                     message_id = await pending.wait()
                 except Abandoned:
@@ -372,7 +386,8 @@ class Kernel:
         commits, and is abandoned with it."""
         if pending is None:
             return await self.chat.clients.complete(choice, messages, tools, on_delta, images=images)
-        stream = asyncio.ensure_future(self.chat.clients.complete(choice, messages, tools, on_delta, images=images))
+        stream = asyncio.ensure_future(self.chat.clients.complete(choice, messages, tools, on_delta, images=images, on_sent=pending.start))
+        stream.add_done_callback(lambda _: pending.start())  # failed or cancelled before sending: the write still happens
         try:
             await pending.wait()
         except BaseException:
@@ -467,19 +482,18 @@ class Kernel:
         calls = tuple(
             MappingProxyType({**c, "status": status, "result": result}) if c["id"] == call["id"] else c for c in last["tool_calls"]
         )
-        pending = Pending(history[:-1] + [MappingProxyType({**last, "tool_calls": calls})])
-        pending.then(lambda _: self._announce_result(scope, call, status, result))
-        write = asyncio.ensure_future(
-            self.store.set_call(call["id"], status, result, placeholder=(frame, candidates[0].model))
-        )
-
         def written(task: asyncio.Future[int | None]) -> None:
             if task.cancelled() or task.exception() is not None:
                 pending.abandon(Abandoned("the call's result could not be written", committed=False))
             else:
                 pending.confirm(task.result())  # type: ignore[arg-type]
 
-        write.add_done_callback(written)
+        def start() -> None:
+            write = asyncio.ensure_future(self.store.set_call(call["id"], status, result, placeholder=(frame, candidates[0].model)))
+            write.add_done_callback(written)
+
+        pending = Pending(history[:-1] + [MappingProxyType({**last, "tool_calls": calls})], start)
+        pending.then(lambda _: self._announce_result(scope, call, status, result))
         return pending, candidates
 
     async def _record(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:

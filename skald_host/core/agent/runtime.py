@@ -271,13 +271,15 @@ class MemberRuntime:
         # only for a key not seen lately (the write still decides, in its transaction).
         surely_new = self.store.key_surely_new(idempotency_key)
         settled = None if queued or not candidates or described or not surely_new else self.store.settled_history(frame)
-        write = asyncio.ensure_future(self.store.add_member_message(
-            frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
-            title=" ".join(text.split())[:60], placeholder_model=candidates[0].model if candidates and not queued else None,
-        ))
+        def write() -> Awaitable[dict[str, Any]]:
+            return self.store.add_member_message(
+                frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
+                title=" ".join(text.split())[:60], placeholder_model=candidates[0].model if candidates and not queued else None,
+            )
+
         if settled is not None:
             return await self._send_opening(frame, text, write, member, candidates, settled, unattended)  # type: ignore[arg-type]
-        stored = await write
+        stored = await write()
         if stored["duplicate"]:
             if stored["conversation_id"] != conversation_id:
                 raise ChatError("this idempotency key was used for another conversation")
@@ -286,28 +288,35 @@ class MemberRuntime:
         if not stored["queued"]:
             self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described)
         self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
-        self.drive(conversation_id, unattended=unattended, member=member, candidates=candidates if stored.get("placeholder_id") else None)
+        # Queued while a turn ran: if that turn ended meanwhile, the next one starts here,
+        # from the inbox.
+        self.drive(
+            conversation_id, unattended=unattended, member=member, candidates=candidates if stored.get("placeholder_id") else None,
+            drain_first=stored["queued"],
+        )
         return ack
 
     async def _send_opening(
-        self, frame: Frame, text: str, writing: asyncio.Future[dict[str, Any]], member: asyncio.Future[Member],
+        self, frame: Frame, text: str, write: Callable[[], Awaitable[dict[str, Any]]], member: asyncio.Future[Member],
         candidates: list[ModelChoice], settled: list[Any], unattended: bool,
     ) -> dict[str, Any]:
         """``send`` for a message that starts a turn on a settled history: the turn's
-        first request goes out while the message (with the turn's placeholder) commits,
-        and nothing of the turn is announced before. The member the request was built
-        for is the one known from their last turn; if the fresh read differs (a role
-        change), the turn starts over the plain way once the message is stored."""
+        first request goes out, then the message (with the turn's placeholder) commits
+        while the model works, and nothing of the turn is announced before. The member
+        the request was built for is the one known from their last turn; if the fresh
+        read differs (a role change), the turn starts over the plain way once the
+        message is stored."""
         conversation_id = frame.conversation_id
         row = {"id": None, "frame_id": frame.id, "role": "user", "content": text, "attachments": "[]", "status": "complete", "tool_calls": ()}
-        opening = Pending(settled + [MappingProxyType(row)])
+        writing: asyncio.Future[asyncio.Future[dict[str, Any]]] = asyncio.get_running_loop().create_future()
+        opening = Pending(settled + [MappingProxyType(row)], lambda: writing.set_result(asyncio.ensure_future(write())))
         before = self.member
         self.drive(conversation_id, unattended=unattended, candidates=candidates, opening=opening)
 
         async def settle() -> dict[str, Any]:
             """Runs to its end even if the sender goes away: the turn depends on it."""
             try:
-                stored = await writing
+                stored = await (await writing)
             except BaseException:
                 opening.abandon(Abandoned("the message could not be stored", committed=False))
                 raise
@@ -346,21 +355,22 @@ class MemberRuntime:
 
     def drive(
         self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None,
-        candidates: list[ModelChoice] | None = None, opening: Pending | None = None,
+        candidates: list[ModelChoice] | None = None, opening: Pending | None = None, drain_first: bool = False,
     ) -> None:
         """Start a turn unless one runs. ``member``: the member as just read, for it;
         ``candidates``: the models its placeholder was written for; ``opening``: that
-        placeholder's write, still in flight (``_send_opening``)."""
+        placeholder's write, still pending (``_send_opening``); ``drain_first``: the
+        turn is for messages that may wait in the inbox (none: no turn)."""
         if self.closed or self.running(conversation_id):
             return
         self.cancel_event(conversation_id).clear()
         self._live[conversation_id] = asyncio.create_task(
-            self._drive(conversation_id, unattended, member, candidates, opening), name=f"turn:{conversation_id}"
+            self._drive(conversation_id, unattended, member, candidates, opening, drain_first), name=f"turn:{conversation_id}"
         )
 
     async def _drive(
         self, conversation_id: str, unattended: bool, member: Awaitable[Member] | None = None,
-        candidates: list[ModelChoice] | None = None, opening: Pending | None = None,
+        candidates: list[ModelChoice] | None = None, opening: Pending | None = None, drain_first: bool = False,
     ) -> None:
         quiet = False  # a turn that never started (its message was not stored) ends unannounced
         ended = False  # the turn ran to its end (not stopped, not failed)
@@ -371,6 +381,15 @@ class MemberRuntime:
         try:
             frame = await self.store.find_root(conversation_id)
             agent = self.agents.get(frame.agent_id) if frame else None  # the root frame's agent is the conversation's
+            while frame is not None and drain_first:
+                moved = await self.store.drain_inbox(frame)
+                for message_id in moved:
+                    self.emit("user_message", conversation_id, message_id=message_id)
+                if moved or await self._history_needs_work(conversation_id):
+                    break
+                if not self.store.may_have_queued(conversation_id):  # else: one came after that drain, again
+                    quiet = ended = True
+                    return
             while agent is not None:
                 if opening is not None:
                     opening.then(started)  # after the message's own announcement, before any token
@@ -378,12 +397,9 @@ class MemberRuntime:
                         await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates, opening=opening)
                     except Abandoned as exc:
                         opening = candidates = None
-                        if not exc.committed:  # a message that came meanwhile was queued: it starts the turn
-                            for message_id in await self.store.drain_inbox(frame):
-                                self.emit("user_message", conversation_id, message_id=message_id)
-                        if exc.committed or await self._needs_work(conversation_id):
+                        if exc.committed:
                             continue  # the plain way, from the stored history
-                        quiet = ended = True
+                        quiet = ended = True  # a message queued meanwhile starts the next turn (below)
                         return
                     opening = candidates = None
                 else:
@@ -405,6 +421,7 @@ class MemberRuntime:
             ended = True
         except asyncio.CancelledError:
             if opening is not None:
+                opening.start()  # stopped before the request went out: the message is stored all the same
                 try:  # stopped while the message committed: it comes first, then the stop
                     await opening.wait()
                 except Abandoned:
@@ -421,9 +438,11 @@ class MemberRuntime:
             await self.store.add_note(frame, text, status="error")
             self.emit("error", conversation_id, error=text, code="no_model")
         except AgentError as exc:
+            await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
             self.emit("error", conversation_id, error=str(exc))
         except Exception:
+            await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
             log.exception("turn failed in a conversation of member %s", self.member_id)
             self.emit("error", conversation_id, error="the turn failed; see the server log")
@@ -435,7 +454,18 @@ class MemberRuntime:
                 # A message queued after the last drain was submitted (the turn still ran
                 # when it came) was not moved by it: it starts the next turn now.
                 if ended and self.store.may_have_queued(conversation_id):
-                    self.drive(conversation_id)
+                    self.drive(conversation_id, drain_first=True)
+
+    @staticmethod
+    async def _opening_written(opening: Pending | None) -> None:
+        """A turn that failed before its request went out: the member's message is
+        stored all the same (and first, so the failure settles its placeholder)."""
+        if opening is not None:
+            opening.start()
+            try:
+                await opening.wait()
+            except Abandoned:
+                pass
 
     async def _settle_finished_subframes(self, root: Frame) -> None:
         """Recovery's un-wedge: a sub-agent frame that finished but whose result never
@@ -495,7 +525,11 @@ class MemberRuntime:
         return resumed
 
     async def _needs_work(self, conversation_id: str) -> bool:
-        if await self.store.queued(conversation_id) or await self.store.open_frames(conversation_id):
+        return bool(await self.store.queued(conversation_id)) or await self._history_needs_work(conversation_id)
+
+    async def _history_needs_work(self, conversation_id: str) -> bool:
+        """Whether the stored conversation is unfinished (the inbox aside)."""
+        if await self.store.open_frames(conversation_id):
             return True
         frame = await self.store.root_frame(conversation_id)
         history = await self.store.history(frame.id)

@@ -9,6 +9,8 @@ back; 400, 429, 5xx and network failures do.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import ssl
 import time
@@ -33,6 +35,18 @@ STREAM_ERRORS = (http.RequestError, http.StreamError, anyio.EndOfStream, ssl.SSL
 NEVER_RETRY = frozenset({401, 403, 404, 422})
 
 DeltaSink = Callable[[str, str], None]  # (kind: "content" | "reasoning", text)
+
+
+#: What the caller of ``complete`` wants called once its request is on its way.
+_ON_SENT: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("skald_model_request_sent", default=None)
+
+
+async def _request_hook(_request: Any) -> None:
+    """httpx calls this just before it sends; the callback runs at the task's next
+    suspension, once the request is written and the answer awaited."""
+    on_sent = _ON_SENT.get()
+    if on_sent is not None:
+        asyncio.get_running_loop().call_soon(on_sent)
 
 
 class ModelError(Exception):
@@ -78,7 +92,8 @@ class ModelClients:
         client = self._clients.get(key)
         if client is None:
             client = openai.AsyncOpenAI(
-                base_url=choice.base_url, api_key=choice.api_key or "not-needed", max_retries=0, timeout=self._timeout
+                base_url=choice.base_url, api_key=choice.api_key or "not-needed", max_retries=0, timeout=self._timeout,
+                http_client=openai.DefaultAsyncHttpxClient(timeout=self._timeout, event_hooks={"request": [_request_hook]}),
             )
             self._clients[key] = client
         return client
@@ -96,9 +111,11 @@ class ModelClients:
         on_delta: DeltaSink | None = None,
         *,
         images: bool = True,
+        on_sent: Callable[[], None] | None = None,
     ) -> ModelTurn:
         """``images`` False: the caller knows no message carries image parts (no need to
-        look through a long history for them)."""
+        look through a long history for them). ``on_sent``: called once the request
+        has gone out (work that may wait until then, off the request's path)."""
         if images and not choice.vision:  # images of the turn stay path blocks for this model (fallback too)
             messages = text_only(messages)
         started = time.perf_counter()
@@ -117,7 +134,11 @@ class ModelClients:
             # the body as it is and the stream read as plain SSE: ``create`` walks every
             # message through its typed transform (~150 ms for 1,000 messages) and builds
             # an object per chunk, work a relay does not need.
-            response = await self.client(choice).post("/chat/completions", body=request, cast_to=http.Response, stream=True)
+            sent = _ON_SENT.set(on_sent)
+            try:
+                response = await self.client(choice).post("/chat/completions", body=request, cast_to=http.Response, stream=True)
+            finally:
+                _ON_SENT.reset(sent)
             try:
                 async for event in SSEDecoder().aiter_bytes(response.aiter_bytes()):
                     if event.data.startswith("[DONE]"):
