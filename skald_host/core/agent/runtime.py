@@ -301,8 +301,8 @@ class MemberRuntime:
         candidates: list[ModelChoice], settled: list[Any], unattended: bool,
     ) -> dict[str, Any]:
         """``send`` for a message that starts a turn on a settled history: the turn's
-        first request goes out, then the message (with the turn's placeholder) commits
-        while the model works, and nothing of the turn is announced before. The member
+        first request goes out while the message (with the turn's placeholder) commits,
+        and nothing of the turn is announced before. The member
         the request was built for is the one known from their last turn; if the fresh
         read differs (a role change), the turn starts over the plain way once the
         message is stored."""
@@ -312,6 +312,10 @@ class MemberRuntime:
         opening = Pending(settled + [MappingProxyType(row)], lambda: writing.set_result(asyncio.ensure_future(write())))
         before = self.member
         self.drive(conversation_id, unattended=unattended, candidates=candidates, opening=opening)
+        # Started at once, not when the request is out as a tool round's write is: the
+        # member's first token waits for this commit, and a commit that starts late
+        # shows in that wait's tail (p99 ~6 vs ~4.5 ms in the chat benchmark).
+        opening.start()
 
         async def settle() -> dict[str, Any]:
             """Runs to its end even if the sender goes away: the turn depends on it."""
