@@ -71,12 +71,13 @@ class Abandoned(Exception):
 class Pending:
     """A round's streaming placeholder whose write is pending, with the history the
     round's request is built from: the committed rows plus what that write records.
-    The write is started (``start``) once the request has gone out, so that its
-    commit runs while the model works rather than beside the request being sent;
-    ``confirm`` (the write committed) runs the announcements queued with ``then`` in
-    order — the write's own first, then the round's held tokens."""
+    A ``start`` given is called (``start()``) once the request has gone out, so that
+    the commit runs while the model works rather than beside the request being sent;
+    without one the write is under way already. ``confirm`` (the write committed)
+    runs the announcements queued with ``then`` in order — the write's own first,
+    then the round's held tokens."""
 
-    def __init__(self, history: list[Any], start: Callable[[], None]) -> None:
+    def __init__(self, history: list[Any], start: Callable[[], None] | None = None) -> None:
         self.history = history
         self._start: Callable[[], None] | None = start
         self.placeholder_id: int | None = None
