@@ -291,14 +291,14 @@ class Kernel:
         request log (request id, request body, response body) for ``finish_assistant``
         to write with it, in the commit a round makes anyway.
 
-        The streaming placeholder row is committed before the request goes out (a token
-        names it, so it is durable before the first one is announced); it carries
-        checkpoints of the partial text, so a crash mid-stream leaves it on screen. They
-        come at most every ``CHECKPOINT_SECONDS``, the first one too: a short answer is
-        written once, by ``finish_assistant``. A turn's first placeholder is written with
-        the member's message (``placeholder``), in that commit. A ``Pending`` placeholder
-        is still being written: the request goes out meanwhile, and tokens are held
-        until it commits."""
+        The streaming placeholder row is committed before the first token is announced
+        (a token names it); it carries checkpoints of the partial text, so a crash
+        mid-stream leaves it on screen. They come at most every ``CHECKPOINT_SECONDS``,
+        the first one too: a short answer is written once, by ``finish_assistant``. A
+        round's placeholder is usually written with what precedes it (``placeholder``:
+        the member's message, a tool round's last result); a ``Pending`` one is still
+        being written: the request goes out meanwhile, and tokens are held until it
+        commits."""
         if not candidates:
             raise NoModelConfigured("no model is configured")
         pending = placeholder if isinstance(placeholder, Pending) else None
