@@ -456,12 +456,10 @@ class ConversationStore:
         return [_call(r) for r in rows]
 
     async def set_call(
-        self, call_id: str, status: str, result: str | None = None, *, start: str | None = None,
-        placeholder: tuple[Frame, str] | None = None,
+        self, call_id: str, status: str, result: str | None = None, *, placeholder: tuple[Frame, str] | None = None
     ) -> int | None:
-        """A call's new status, in one commit with what follows it: ``start``, the next
-        call of a sequential batch, set running; ``placeholder`` (frame, model), the next
-        round's streaming placeholder, whose id is returned."""
+        """A call's new status; with ``placeholder`` (frame, model), the next round's
+        streaming placeholder in the same commit, whose id is returned."""
         finished = status in TERMINAL_CALL_STATES
 
         def write(conn: Any) -> tuple[int | None, list[int]]:
@@ -470,8 +468,6 @@ class ConversationStore:
                 " WHERE id = ?",
                 (status, result, finished, call_id),
             )
-            if start is not None:
-                conn.execute("UPDATE tool_calls SET status = 'running' WHERE id = ? AND status = 'requested'", (start,))
             changed = _message_of_call(conn, call_id)
             if placeholder is None:
                 return None, changed
