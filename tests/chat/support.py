@@ -225,7 +225,8 @@ def write_probe_agents(root: Path) -> Path:
 
 class ChatProbe:
     """Tools a test can watch: ``write_note`` has a side effect (recorded in
-    ``writes``), ``lookup`` is a pure read, ``wait`` runs until released or stopped.
+    ``writes``), ``lookup`` is a pure read, ``wait`` runs until released or stopped, and
+``wait_read`` does the same as a read (safe to run again after a crash).
     None is allowed by a default rule, so each asks for approval unless a test adds a
     rule."""
 
@@ -247,6 +248,7 @@ class ChatProbe:
         register(Tool("write_note", "Write a note.", obj, self._write, restart="mark_interrupted"))
         register(Tool("lookup", "Look something up.", obj, self._lookup, concurrency_safe=True, restart="rerun"))
         register(Tool("wait", "Wait until released.", obj, self._wait, restart="mark_interrupted"))
+        register(Tool("wait_read", "Wait until released, then read.", obj, self._wait, restart="rerun"))
 
     @hookimpl
     def register_agent_dirs(self, register) -> None:

@@ -17,9 +17,11 @@ result of the previous round), and the round's request goes out while that commi
 in flight (``Pending``): the model hears nothing the member may not, and the member
 hears nothing (tokens, ``tool_done``, ``turn_started``) before it is durable. A call
 the gate allows outright is written as running with its assistant message, one commit
-instead of two. A crash in between loses what a crash a moment earlier would: the
-request was never answered, or the call is found running (and, unless ``rerun``,
-marked interrupted, never run twice).
+instead of two; a round whose calls are all such calls and ``rerun``-safe runs them
+before anything of it is written, and writes message, results and the next placeholder
+in one commit while the next request is out (``_overlapped_calls``). A crash in between
+loses what a crash a moment earlier would: the request was never answered, or the call
+is found running (and, unless ``rerun``, marked interrupted, never run twice).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from skald_hookspecs.types import ToolContext
 from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 MAX_DEPTH = 5
 CHECKPOINT_SECONDS = 0.5
 TOOL_RESULT_LIMIT = 64 * 1024
+SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not only with its result
 
 
 class NoModelConfigured(RuntimeError):
@@ -77,8 +80,11 @@ class Pending:
     runs the announcements queued with ``then`` in order — the write's own first,
     then the round's held tokens."""
 
-    def __init__(self, history: list[Any], start: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, history: list[Any], start: Callable[[], None] | None = None, candidates: list[ModelChoice] | None = None
+    ) -> None:
         self.history = history
+        self.candidates = candidates  # the models the placeholder names, for its round
         self._start: Callable[[], None] | None = start
         self.placeholder_id: int | None = None
         self._then: list[Callable[[int], None]] = []
@@ -196,19 +202,23 @@ class Kernel:
         scope = Scope(frame, agent, unattended, reach=lambda: self)
         pending = opening
         for index in range(self.chat.max_rounds):
+            another_round = index + 1 < self.chat.max_rounds
             if pending is not None:
                 try:
-                    final = await self.model_round(scope, pending.history, placeholder=pending, candidates=candidates)
+                    outcome = await self.model_round(
+                        scope, pending.history, placeholder=pending, candidates=candidates, another_round=another_round
+                    )
                 finally:
                     pending.start()  # ended before its request went out (stopped, failed): the write still happens
-                pending = candidates = None
-                if final is not None:
-                    return final
+                if isinstance(outcome, str):
+                    return outcome
+                pending, candidates = outcome, outcome.candidates if outcome else None
                 continue
             history = await self.store.history(frame.id)
             last = history[-1] if history else None
             if last and last["role"] == "assistant" and unfinished_calls(last):
-                pending, candidates = await self.execute_calls(scope, last["tool_calls"], another_round=index + 1 < self.chat.max_rounds)
+                pending = await self.execute_calls(scope, last["tool_calls"], another_round=another_round)
+                candidates = pending.candidates if pending else None
                 continue
             # A streaming row at the tail is nobody's: one turn runs per conversation, a
             # model call ends its own row, and recovery marks a crashed one interrupted.
@@ -220,12 +230,14 @@ class Kernel:
                 return ""
             if placeholder is not None:
                 history = history[:-1]
-            final = await self.model_round(scope, history, placeholder=placeholder["id"] if placeholder else None, candidates=candidates)
-            candidates = None
-            if final is not None:
+            outcome = await self.model_round(
+                scope, history, placeholder=placeholder["id"] if placeholder else None, candidates=candidates, another_round=another_round
+            )
+            if isinstance(outcome, str):
                 # Ended here, not by re-reading history: after an automatic compaction
                 # the summary is the last row, and it must not start another round.
-                return final
+                return outcome
+            pending, candidates = outcome, outcome.candidates if outcome else None
         text = f"Stopped after {self.chat.max_rounds} rounds without a final answer."
         await self.store.add_note(frame, text, status="error")
         self.emit(frame, "error", error=text)
@@ -233,10 +245,12 @@ class Kernel:
 
     async def model_round(
         self, scope: Scope, history: list[dict[str, Any]], *, placeholder: int | Pending | None = None,
-        candidates: list[ModelChoice] | None = None,
-    ) -> str | None:
+        candidates: list[ModelChoice] | None = None, another_round: bool = False,
+    ) -> str | Pending | None:
         """One model call, recorded. Returns the final answer when the round ended the
-        frame (no tool calls, or a failure shown to the member), else None.
+        frame (no tool calls, or a failure shown to the member); the next round's
+        ``Pending`` placeholder when this round's calls ran here (``_overlapped_calls``,
+        only with ``another_round``); else None (the calls are recorded, not run).
         ``placeholder``: the streaming row already written for this round, or its write."""
         frame, agent = scope.frame, scope.agent
         # The turn's images first: a turn that sends some prefers a model that sees them.
@@ -267,6 +281,11 @@ class Kernel:
             for c in turn.tool_calls
         ]
         running = await self._admit(scope, turn.tool_calls, known)
+        if another_round and calls and running == len(calls) and all(c[3] == "rerun" for c in calls):
+            following = await self._overlapped_calls(scope, message_id, turn, calls, request_log, messages, tools_wire)
+            if following is not None:
+                await self.runtime.after_round(frame, turn)
+                return following
         call_ids = await self.store.finish_assistant(
             message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, request_log=request_log,
             running=running,
@@ -426,11 +445,10 @@ class Kernel:
 
     async def execute_calls(
         self, scope: Scope, calls: list[dict[str, Any]], *, another_round: bool = False
-    ) -> tuple[Pending | None, list[ModelChoice] | None]:
+    ) -> Pending | None:
         """Run the round's unfinished calls and record their results in call order.
         With ``another_round`` (a model round follows), the last result is written with
-        that round's placeholder, and the round starts on the returned ``Pending`` (with
-        the models its placeholder names)."""
+        that round's placeholder, and the round starts on the returned ``Pending``."""
         pending = [c for c in calls if c["status"] not in TERMINAL_CALL_STATES]
         tools = [self.chat.tools.get(c["name"]) for c in pending]
         outcomes: list[tuple[str, str]] = []
@@ -460,42 +478,149 @@ class Kernel:
                 if call is not pending[-1]:
                     await self._record(scope, call, status, result)
         if not pending:
-            return None, None
+            return None
         history = await self.store.history(scope.frame.id) if another_round else []
         if not (history and any(c["id"] == pending[-1]["id"] for c in history[-1]["tool_calls"])):
             await self._record(scope, pending[-1], *outcomes[-1])  # no round follows (or its history is not this one's)
-            return None, None
-        return await self._record_and_continue(scope, history, pending[-1], *outcomes[-1])
+            return None
+        return await self._record_and_continue(scope, history, [(pending[-1], *outcomes[-1])])
+
+    async def _overlapped_calls(
+        self, scope: Scope, message_id: int, turn: ModelTurn, calls: list[tuple[str, str, str, str]],
+        request_log: tuple[str, dict[str, Any], str] | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+    ) -> Pending | None:
+        """A round whose calls may all simply run again after a crash (``rerun``) and
+        that the gate allows outright runs them before its assistant message is
+        written; the next request is built from memory and sent, and the message, the
+        results and the next placeholder are written in one commit while the model
+        works (announced on commit: ``assistant``, ``tool_start``, ``tool_done``). Calls
+        still running after ``SLOW_CALL_SECONDS`` get their message written (as
+        running) and announced meanwhile, so a slow tool shows as it runs. A crash
+        before that commit loses only what the model was asked, which the turn asks
+        again; one after it finds the calls running, and recovery runs them again.
+        None: the round's row is not the kept history's last (the plain way records it)."""
+        frame = scope.frame
+        rows = await self.store.history(frame.id)
+        if not rows or rows[-1]["id"] != message_id:
+            return None
+        # The model's ids where they are new to this frame (some models number their
+        # calls from 0 every round); the write replaces one the file already has.
+        taken = {c["id"] for row in rows for c in row["tool_calls"]}
+        ids: list[str] = []
+        for model_id, *_ in calls:
+            ids.append(model_id if model_id and len(model_id) <= 64 and model_id not in taken else "call_" + uuid.uuid4().hex[:24])
+            taken.add(ids[-1])
+        calls = [(i, *c[1:]) for i, c in zip(ids, calls)]
+        started = [{"id": i, "name": c[1], "arguments": c[2], "status": "running"} for i, c in zip(ids, calls)]
+
+        def announce(written: list[str]) -> None:
+            """The message and its calls' start, once committed."""
+            if request_log is not None:
+                self.runtime.request_logged(frame, request_log[0], messages, tools)
+            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning,
+                      tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(written, calls)])
+            for i, c in zip(written, calls):
+                self.emit(frame, "tool_start", call_id=i, name=c[1], arguments=c[2])
+
+        recorded: asyncio.Future[list[str]] | None = None
+
+        def record() -> asyncio.Future[list[str]]:
+            """Write the message with its calls running (a slow call, or an early end)."""
+            nonlocal recorded
+            if recorded is None:
+                recorded = asyncio.ensure_future(self.store.finish_assistant(
+                    message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls,
+                    request_log=request_log, running=len(calls),
+                ))
+                recorded.add_done_callback(lambda w: w.cancelled() or w.exception() is not None or announce(w.result()))
+            return recorded
+
+        async def write(changes: list[tuple[str, str, str]], placeholder: tuple[Frame, str]) -> tuple[list[str], int]:
+            if recorded is not None:
+                written = await recorded
+                return written, await self.store.set_calls([(i, s, r) for i, (_, s, r) in zip(written, changes)], placeholder=placeholder)  # type: ignore[return-value]
+            written, placeholder_id = await self.store.finish_round(
+                message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls,
+                results=[(s, r) for _, s, r in changes], request_log=request_log, placeholder=placeholder,
+            )
+            announce(written)
+            return written, placeholder_id
+
+        slow = asyncio.get_running_loop().call_later(SLOW_CALL_SECONDS, record)
+        scope.admitted.update(ids)
+        tasks = [asyncio.ensure_future(self.execute_one(scope, call, announce=False)) for call in started]
+        try:
+            outcomes = await asyncio.gather(*tasks)
+            slow.cancel()
+            row = MappingProxyType({
+                **rows[-1], "content": turn.content, "reasoning": turn.reasoning, "model": turn.model, "status": "complete",
+                "tool_calls": tuple(
+                    MappingProxyType({"message_id": message_id, "frame_id": frame.id, "seq": seq, "restart": c[3], **call})
+                    for seq, (call, c) in enumerate(zip(started, calls))
+                ),
+            })
+            return await self._record_and_continue(
+                scope, rows[:-1] + [row], [(call, *outcome) for call, outcome in zip(started, outcomes)], write
+            )
+        except BaseException:
+            slow.cancel()
+            for task in tasks:
+                task.cancel()
+            ended = await asyncio.gather(*tasks, return_exceptions=True)
+            try:
+                written = await asyncio.shield(record())
+            except Exception:
+                written = []  # the round's write failed: nothing of it is stored
+            done = [(i, call, *o) for i, call, o in zip(written, started, ended) if isinstance(o, tuple)]
+            if done:  # these ran before something else failed: kept, as the plain way keeps them
+                await asyncio.shield(self.store.set_calls([(i, status, _clip(result)) for i, _, status, result in done]))
+                for i, call, status, result in done:
+                    self._announce_result(scope, {**call, "id": i}, status, _clip(result))
+            if not self.interrupted():
+                for i in written:
+                    await asyncio.shield(self._record_if_unfinished(scope, i, "cancelled", "stopped"))
+            raise
 
     async def _record_and_continue(
-        self, scope: Scope, history: list[Any], call: dict[str, Any], status: str, result: str
-    ) -> tuple[Pending, list[ModelChoice]]:
-        """The batch's last result, written with the next round's placeholder; the next
-        request is built meanwhile from ``history`` (read after the batch's other
-        results committed) as that write leaves it."""
+        self, scope: Scope, history: list[Any], results: list[tuple[dict[str, Any], str, str]],
+        write: Callable[[list[tuple[str, str, str]], tuple[Frame, str]], Awaitable[tuple[list[str], int]]] | None = None,
+    ) -> Pending:
+        """The batch's last results (call, status, result), written with the next
+        round's placeholder; the next request is built meanwhile from ``history`` (its
+        last message the one these calls belong to) as that write leaves it. ``write``:
+        how (given the changes and the placeholder; returns the calls' ids as written
+        and the placeholder's id), when that message's own write is not done either."""
         frame, agent = scope.frame, scope.agent
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
         candidates = await self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=bool(images))
         if not candidates:
             raise NoModelConfigured("no model is configured")
-        result = _clip(result)
+        results = [(call, status, _clip(result)) for call, status, result in results]
+        finished = {call["id"]: (status, result) for call, status, result in results}
         last = history[-1]
         calls = tuple(
-            MappingProxyType({**c, "status": status, "result": result}) if c["id"] == call["id"] else c for c in last["tool_calls"]
+            MappingProxyType({**c, "status": finished[c["id"]][0], "result": finished[c["id"]][1]}) if c["id"] in finished else c
+            for c in last["tool_calls"]
         )
-        def written(task: asyncio.Future[int | None]) -> None:
+        changes = [(call["id"], status, result) for call, status, result in results]
+
+        async def set_calls(changes: list[tuple[str, str, str]], placeholder: tuple[Frame, str]) -> tuple[list[str], int]:
+            return [i for i, _, _ in changes], await self.store.set_calls(changes, placeholder=placeholder)  # type: ignore[return-value]
+
+        def written(task: asyncio.Future[tuple[list[str], int]]) -> None:
             if task.cancelled() or task.exception() is not None:
-                pending.abandon(Abandoned("the call's result could not be written", committed=False))
-            else:
-                pending.confirm(task.result())  # type: ignore[arg-type]
+                pending.abandon(Abandoned("the calls' results could not be written", committed=False))
+                return
+            ids, placeholder_id = task.result()
+            for i, (call, status, result) in zip(ids, results):
+                self._announce_result(scope, {**call, "id": i}, status, result)
+            pending.confirm(placeholder_id)
 
         def start() -> None:
-            write = asyncio.ensure_future(self.store.set_call(call["id"], status, result, placeholder=(frame, candidates[0].model)))
-            write.add_done_callback(written)
+            asyncio.ensure_future((write or set_calls)(changes, (frame, candidates[0].model))).add_done_callback(written)
 
-        pending = Pending(history[:-1] + [MappingProxyType({**last, "tool_calls": calls})], start)
-        pending.then(lambda _: self._announce_result(scope, call, status, result))
-        return pending, candidates
+        pending = Pending(history[:-1] + [MappingProxyType({**last, "tool_calls": calls})], start, candidates)
+        return pending
 
     async def _record(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:
         result = _clip(result)
@@ -512,7 +637,9 @@ class Kernel:
             await self.store.set_call(call_id, status, result)
             self.emit(scope.frame, "tool_cancelled", call_id=call_id, name=row.name, status=status)
 
-    async def execute_one(self, scope: Scope, call: dict[str, Any]) -> tuple[str, str]:
+    async def execute_one(self, scope: Scope, call: dict[str, Any], *, announce: bool = True) -> tuple[str, str]:
+        """Run one call through the gate; its outcome (status, result). ``announce``
+        False: the call's start is announced by whoever writes it (it is not yet)."""
         registered = self.chat.tools.get(call["name"])
         if registered is None or registered not in self.runtime.offered_tools(scope.agent):
             return "error", f"Error: there is no tool named {call['name']!r} here."
@@ -557,7 +684,8 @@ class Kernel:
 
         if not admitted:
             await self.store.set_call(call["id"], "running")
-        self.emit(scope.frame, "tool_start", call_id=call["id"], name=call["name"], arguments=call["arguments"])
+        if announce:
+            self.emit(scope.frame, "tool_start", call_id=call["id"], name=call["name"], arguments=call["arguments"])
         plugin_api = self.runtime.core.host_api(registered.plugin_id)
         ctx = ToolContext(
             member_id=self.runtime.member_id,

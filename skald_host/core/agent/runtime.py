@@ -399,6 +399,8 @@ class MemberRuntime:
                     try:
                         await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates, opening=opening)
                     except Abandoned as exc:
+                        if opening.placeholder_id is not None:  # a later round's write failed, not the message's
+                            raise RuntimeError("a tool round's results could not be written") from exc
                         opening = candidates = None
                         if exc.committed:
                             continue  # the plain way, from the stored history

@@ -394,26 +394,30 @@ class ConversationStore:
         request body, response body) rides in the same commit, encoded on the file's
         thread. The first ``running`` calls are written as started: the kernel admitted
         them and runs them as soon as this commits (one sync fewer per tool round)."""
+        return await self._write_rows(
+            lambda conn: (_finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running), [message_id])
+        )
 
-        def write(conn: Any) -> list[str]:
-            row = conn.execute("SELECT conversation_id, frame_id FROM messages WHERE id = ?", (message_id,)).fetchone()
-            conn.execute(
-                "UPDATE messages SET content = ?, reasoning = ?, model = ?, status = ? WHERE id = ?",
-                (content, reasoning, model, status, message_id),
-            )
-            ids = []
-            for seq, (model_call_id, name, arguments, restart) in enumerate(calls):
-                call_id = model_call_id if model_call_id and len(model_call_id) <= 64 and not _call_exists(conn, model_call_id) else "call_" + new_id()
-                conn.execute(
-                    "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (call_id, message_id, row[0], row[1], seq, name, arguments, "running" if seq < running else "requested", restart),
-                )
-                ids.append(call_id)
-            conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (row[0],))
-            if request_log is not None:
-                _insert_payload(conn, request_log[0], row[0], json.dumps(request_log[1]), request_log[2])
-            return ids, [message_id]
+    async def finish_round(
+        self,
+        message_id: int,
+        *,
+        content: str,
+        reasoning: str,
+        model: str,
+        calls: list[tuple[str, str, str, str]],
+        results: list[tuple[str, str]],
+        request_log: tuple[str, dict[str, Any], str] | None,
+        placeholder: tuple[Frame, str],
+    ) -> tuple[list[str], int]:
+        """A round whose calls already ran, in one commit: what ``finish_assistant``
+        writes, with each call's (status, result), and the next round's streaming
+        placeholder. Returns the call ids and the placeholder's id."""
+
+        def write(conn: Any) -> tuple[tuple[list[str], int], list[int]]:
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", calls, request_log, 0, results)
+            placeholder_id = _insert_placeholder(conn, *placeholder)
+            return (ids, placeholder_id), [message_id, placeholder_id]
 
         return await self._write_rows(write)
 
@@ -460,15 +464,23 @@ class ConversationStore:
     ) -> int | None:
         """A call's new status; with ``placeholder`` (frame, model), the next round's
         streaming placeholder in the same commit, whose id is returned."""
-        finished = status in TERMINAL_CALL_STATES
+        return await self.set_calls([(call_id, status, result)], placeholder=placeholder)
+
+    async def set_calls(
+        self, changes: Sequence[tuple[str, str, str | None]], *, placeholder: tuple[Frame, str] | None = None
+    ) -> int | None:
+        """Several calls' new (status, result) in one commit, with ``placeholder`` as
+        ``set_call`` has it."""
 
         def write(conn: Any) -> tuple[int | None, list[int]]:
-            conn.execute(
-                f"UPDATE tool_calls SET status = ?, result = COALESCE(?, result), finished_at = CASE WHEN ? THEN {NOW} ELSE finished_at END"
-                " WHERE id = ?",
-                (status, result, finished, call_id),
-            )
-            changed = _message_of_call(conn, call_id)
+            changed: list[int] = []
+            for call_id, status, result in changes:
+                conn.execute(
+                    "UPDATE tool_calls SET status = ?, result = COALESCE(?, result),"
+                    f" finished_at = CASE WHEN ? THEN {NOW} ELSE finished_at END WHERE id = ?",
+                    (status, result, status in TERMINAL_CALL_STATES, call_id),
+                )
+                changed += [m for m in _message_of_call(conn, call_id) if m not in changed]
             if placeholder is None:
                 return None, changed
             placeholder_id = _insert_placeholder(conn, *placeholder)
@@ -653,6 +665,34 @@ def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, at
     )
     conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
     return cur.lastrowid
+
+
+def _finish_assistant(
+    conn: Any, message_id: int, content: str, reasoning: str, model: str, status: str,
+    calls: Sequence[tuple[str, str, str, str]], request_log: tuple[str, dict[str, Any], str] | None, running: int,
+    results: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """``finish_assistant``'s write; ``results``: each call's (status, result) when the
+    calls already ran."""
+    row = conn.execute("SELECT conversation_id, frame_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+    conn.execute(
+        "UPDATE messages SET content = ?, reasoning = ?, model = ?, status = ? WHERE id = ?",
+        (content, reasoning, model, status, message_id),
+    )
+    ids = []
+    for seq, (model_call_id, name, arguments, restart) in enumerate(calls):
+        call_id = model_call_id if model_call_id and len(model_call_id) <= 64 and not _call_exists(conn, model_call_id) else "call_" + new_id()
+        call_status, result = results[seq] if results else ("running" if seq < running else "requested", None)
+        conn.execute(
+            "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart, result, finished_at)"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN {NOW} END)",
+            (call_id, message_id, row[0], row[1], seq, name, arguments, call_status, restart, result, call_status in TERMINAL_CALL_STATES),
+        )
+        ids.append(call_id)
+    conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (row[0],))
+    if request_log is not None:
+        _insert_payload(conn, request_log[0], row[0], json.dumps(request_log[1]), request_log[2])
+    return ids
 
 
 def _insert_placeholder(conn: Any, frame: Frame, model: str) -> int:
