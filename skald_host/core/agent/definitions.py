@@ -63,6 +63,7 @@ class AgentDefinition:
 #: picked up within this, with no restart.
 FRESH_SECONDS = 1.0
 _RECENT: dict[tuple[Any, str], tuple[float, AgentDefinition]] = {}
+_RECENT_ALL: dict[tuple[Any, ...], tuple[float, list[AgentDefinition]]] = {}
 
 
 def _load(directory: Path) -> AgentDefinition:
@@ -148,6 +149,13 @@ class AgentCatalog:
         return definition
 
     def all(self) -> list[AgentDefinition]:
+        """Every agent of the view, listed on disk at most once a second, like ``get``
+        (``list_agents`` runs in tool rounds; a listing is a directory walk)."""
+        key = tuple(self.sources)
+        now = time.monotonic()
+        recent = _RECENT_ALL.get(key)
+        if recent is not None and recent[0] > now:
+            return list(recent[1])
         seen: dict[str, AgentDefinition] = {}
         for root in self.directories:
             if not root.is_dir():
@@ -159,7 +167,11 @@ class AgentCatalog:
                     seen[directory.name] = self.get(directory.name)
                 except (AgentError, OSError, yaml.YAMLError) as exc:
                     log.error("agent %s cannot be loaded: %s", directory.name, exc)
-        return sorted(seen.values(), key=lambda a: a.id)
+        listed = sorted(seen.values(), key=lambda a: a.id)
+        if len(_RECENT_ALL) >= 1024:
+            _RECENT_ALL.clear()
+        _RECENT_ALL[key] = (now + FRESH_SECONDS, listed)
+        return list(listed)
 
     def task_agents(self) -> list[AgentDefinition]:
         return [a for a in self.all() if a.kind == "task"]

@@ -505,11 +505,11 @@ class Kernel:
             return None
         # The model's ids where they are new to this frame (some models number their
         # calls from 0 every round); the write replaces one the file already has.
-        taken = {c["id"] for row in rows for c in row["tool_calls"]}
+        on_wire = self._memo(frame).call_ids  # the ids this frame's requests carried
         ids: list[str] = []
         for model_id, *_ in calls:
-            ids.append(model_id if model_id and len(model_id) <= 64 and model_id not in taken else "call_" + uuid.uuid4().hex[:24])
-            taken.add(ids[-1])
+            fresh = model_id and len(model_id) <= 64 and model_id not in on_wire and model_id not in ids
+            ids.append(model_id if fresh else "call_" + uuid.uuid4().hex[:24])
         calls = [(i, *c[1:]) for i, c in zip(ids, calls)]
         started = [{"id": i, "name": c[1], "arguments": c[2], "status": "running"} for i, c in zip(ids, calls)]
 

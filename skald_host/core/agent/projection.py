@@ -62,6 +62,7 @@ def project(
         return wire
     if memo.system != system_prompt:
         memo.system, memo.rows, memo.wire, memo.ends = system_prompt, [], [{"role": "system", "content": system_prompt}], [1]
+        memo.call_ids = set()
     # Rows are read-only and replaced, never edited, when a write changes them
     # (ConversationStore.history): the same objects mean the same entries.
     kept = len(list(itertools.takewhile(bool, map(operator.is_, memo.rows, history))))
@@ -72,6 +73,7 @@ def project(
     for message in history[kept:]:
         wire += message_entries(message, images.get(message["id"], ()) if images else ())
         ends.append(len(wire))
+        memo.call_ids.update(c["id"] for c in message.get("tool_calls") or ())
     memo.rows, memo.wire, memo.ends, memo.first_image_row = list(history), wire, ends, first_image_row
     return list(wire)
 
@@ -89,6 +91,7 @@ class ProjectionMemo:
         self.wire: list[dict[str, Any]] = []
         self.ends: list[int] = [1]  # wire length after the system prompt and after each row
         self.first_image_row = 0  # rows from here were shown with images
+        self.call_ids: set[str] = set()  # every tool call id these rows carried (rows since replaced too)
 
 
 def message_entries(message: Mapping[str, Any], images: Sequence[str] = ()) -> list[dict[str, Any]]:
