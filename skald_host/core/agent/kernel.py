@@ -282,7 +282,7 @@ class Kernel:
         ]
         running = await self._admit(scope, turn.tool_calls, known)
         if another_round and calls and running == len(calls) and all(c[3] == "rerun" for c in calls):
-            following = await self._overlapped_calls(scope, message_id, turn, calls, request_log, messages, tools_wire)
+            following = await self._overlapped_calls(scope, message_id, turn, calls, known, request_log, messages, tools_wire)
             if following is not None:
                 await self.runtime.after_round(frame, turn)
                 return following
@@ -487,7 +487,8 @@ class Kernel:
 
     async def _overlapped_calls(
         self, scope: Scope, message_id: int, turn: ModelTurn, calls: list[tuple[str, str, str, str]],
-        request_log: tuple[str, dict[str, Any], str] | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+        offered: dict[str, RegisteredTool], request_log: tuple[str, dict[str, Any], str] | None,
+        messages: list[dict[str, Any]], tools: list[dict[str, Any]],
     ) -> Pending | None:
         """A round whose calls may all simply run again after a crash (``rerun``) and
         that the gate allows outright runs them before its assistant message is
@@ -548,9 +549,14 @@ class Kernel:
 
         slow = asyncio.get_running_loop().call_later(SLOW_CALL_SECONDS, record)
         scope.admitted.update(ids)
-        tasks = [asyncio.ensure_future(self.execute_one(scope, call, announce=False)) for call in started]
+        tasks: list[asyncio.Future[tuple[str, str]]] = []
+        outcomes: list[tuple[str, str]] | None = None
         try:
-            outcomes = await asyncio.gather(*tasks)
+            if len(started) == 1:  # no task of its own: one loop pass fewer before the next request
+                outcomes = [await self.execute_one(scope, started[0], offered=offered)]
+            else:
+                tasks = [asyncio.ensure_future(self.execute_one(scope, call, offered=offered)) for call in started]
+                outcomes = await asyncio.gather(*tasks)
             slow.cancel()
             row = MappingProxyType({
                 **rows[-1], "content": turn.content, "reasoning": turn.reasoning, "model": turn.model, "status": "complete",
@@ -566,7 +572,7 @@ class Kernel:
             slow.cancel()
             for task in tasks:
                 task.cancel()
-            ended = await asyncio.gather(*tasks, return_exceptions=True)
+            ended = outcomes if outcomes is not None else await asyncio.gather(*tasks, return_exceptions=True)
             try:
                 written = await asyncio.shield(record())
             except Exception:
@@ -637,11 +643,18 @@ class Kernel:
             await self.store.set_call(call_id, status, result)
             self.emit(scope.frame, "tool_cancelled", call_id=call_id, name=row.name, status=status)
 
-    async def execute_one(self, scope: Scope, call: dict[str, Any], *, announce: bool = True) -> tuple[str, str]:
-        """Run one call through the gate; its outcome (status, result). ``announce``
-        False: the call's start is announced by whoever writes it (it is not yet)."""
-        registered = self.chat.tools.get(call["name"])
-        if registered is None or registered not in self.runtime.offered_tools(scope.agent):
+    async def execute_one(
+        self, scope: Scope, call: dict[str, Any], *, offered: dict[str, RegisteredTool] | None = None
+    ) -> tuple[str, str]:
+        """Run one call through the gate; its outcome (status, result). ``offered``:
+        the tools of the round that proposed the call, which it runs right after (its
+        start is then announced by whoever writes it: it is not written yet)."""
+        if offered is not None:
+            registered = offered.get(call["name"])
+        else:
+            registered = self.chat.tools.get(call["name"])
+            registered = registered if registered in self.runtime.offered_tools(scope.agent) else None
+        if registered is None:
             return "error", f"Error: there is no tool named {call['name']!r} here."
         try:
             arguments = json.loads(call["arguments"] or "{}")
@@ -684,7 +697,7 @@ class Kernel:
 
         if not admitted:
             await self.store.set_call(call["id"], "running")
-        if announce:
+        if offered is None:
             self.emit(scope.frame, "tool_start", call_id=call["id"], name=call["name"], arguments=call["arguments"])
         plugin_api = self.runtime.core.host_api(registered.plugin_id)
         ctx = ToolContext(
@@ -696,10 +709,11 @@ class Kernel:
             turn=dataclasses.replace(scope, call_id=call["id"]),
         )
         try:
-            result = await asyncio.wait_for(registered.tool.run(arguments, ctx), self.chat.tool_timeout)
+            async with asyncio.timeout(self.chat.tool_timeout):
+                result = await registered.tool.run(arguments, ctx)
         except asyncio.CancelledError:
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return "error", f"Error: the tool did not finish within {self.chat.tool_timeout:g} s."
         except Exception as exc:  # a tool's failure is the tool's result, never the turn's end
             log.warning("tool %s (plugin %s) failed: %s", call["name"], registered.plugin_id, type(exc).__name__)

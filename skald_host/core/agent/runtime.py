@@ -54,9 +54,13 @@ class ChatError(ValueError):
 
 class RequestLog:
     """Request metadata for the registry, written in batches: each round adds a row,
-    and one commit (one sync of system.db) for every row waiting beats one commit per
-    row when many conversations stream at once — the registry's other work (logins,
-    model lookups on the next turn's path) queues behind those commits."""
+    and one commit (one sync of system.db) for the rows of ``GATHER_SECONDS`` beats one
+    commit per row — each is a sync, a wake of the registry's thread and loop time, and
+    the registry's other work (logins, model lookups on the next turn's path) queues
+    behind them. A crash loses at most that long of metadata rows (usage figures, no
+    member's words); closing a member's runtime writes what waits at once (``hurry``)."""
+
+    GATHER_SECONDS = 0.2
 
     INSERT = (
         "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
@@ -67,6 +71,11 @@ class RequestLog:
         self.registry = registry
         self._waiting: list[tuple[tuple[Any, ...], asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._hurry = asyncio.Event()
+
+    def hurry(self) -> None:
+        """Write what waits now rather than at the end of the gathering time."""
+        self._hurry.set()
 
     async def add(self, row: tuple[Any, ...]) -> None:
         """Returns once the row is committed; raises what the commit raised."""
@@ -77,6 +86,11 @@ class RequestLog:
         await written
 
     async def _write(self) -> None:
+        try:
+            await asyncio.wait_for(self._hurry.wait(), self.GATHER_SECONDS)
+        except TimeoutError:
+            pass
+        self._hurry.clear()
         while self._waiting:
             batch, self._waiting = self._waiting, []
             try:
@@ -686,6 +700,7 @@ class MemberRuntime:
 
     async def flush_logs(self) -> None:
         if self._logging:
+            self.chat.request_log.hurry()
             await asyncio.gather(*list(self._logging), return_exceptions=True)
 
     async def after_round(self, frame: Frame, turn: ModelTurn) -> None:
