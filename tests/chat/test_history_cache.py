@@ -25,7 +25,7 @@ from .support import MODEL_A, ChatSocket, configure_models, new_conversation
 
 OPERATIONS = st.lists(
     st.sampled_from(
-        ["member", "queued", "duplicate", "drain", "start", "checkpoint", "finish", "finish_with_calls", "call_done",
+        ["member", "queued", "duplicate", "drain", "start", "checkpoint", "finish", "finish_with_calls", "finish_round", "call_done", "calls_done",
          "call_running", "approval", "summary", "note", "interrupt", "restart", "subframe", "delete_other", "read_other"]
     ),
     min_size=1,
@@ -57,6 +57,9 @@ async def run_operations(path: Path, operations: list[str]) -> None:
         other_id, _ = await store.create_conversation("assistant")
         root = await store.root_frame(conversation_id)
         frames = [root, await store.root_frame(other_id)]
+        # A new conversation's root, empty history and lack of sub-agents are known without a read.
+        assert root == await ConversationStore(db).root_frame(conversation_id)
+        assert store.settled_history(root) == [] and await store.open_frames(conversation_id) == []
         streaming: list[int] = []
         calls: list[str] = []
         keys: list[str] = []
@@ -82,6 +85,16 @@ async def run_operations(path: Path, operations: list[str]) -> None:
                     streaming.pop(), content=f"answer {index}", reasoning="", model="m",
                     calls=[(f"model-call-{index}-{n}", "notify", "{}", "rerun") for n in range(wanted)],
                 )
+            elif operation == "finish_round" and streaming:  # calls that already ran, and the next placeholder
+                written, placeholder_id = await store.finish_round(
+                    streaming.pop(), content="", reasoning="", model="m",
+                    calls=[(f"model-call-{index}-{n}", "notify", "{}", "rerun") for n in range(2)],
+                    results=[("done", f"ran {index}"), ("error", "failed")], request_log=None, placeholder=(frame, "m"),
+                )
+                calls += written
+                streaming.append(placeholder_id)
+            elif operation == "calls_done" and calls:
+                await store.set_calls([(call, "done", f"batch {index}") for call in calls[-2:]])
             elif operation in ("call_done", "call_running") and calls:
                 await store.set_call(calls[index % len(calls)], operation.removeprefix("call_"), f"result {index}")
             elif operation == "approval" and calls:

@@ -136,6 +136,12 @@ class ConversationStore:
             )
 
         await self.db.transaction(write)
+        # Known without a read from here on: an empty history, no sub-agent frame,
+        # nothing queued. The first message of a new conversation is the commonest one.
+        self._roots[conversation_id] = Frame(frame_id, conversation_id, None, None, agent_id, 0, "open")
+        self._keep(frame_id, [])
+        self._no_subframes.add(conversation_id)
+        self._inbox_clean.add(conversation_id)
         return conversation_id, frame_id
 
     async def conversation(self, conversation_id: str) -> dict[str, Any] | None:
@@ -525,10 +531,13 @@ class ConversationStore:
         writes = self._writes
         rows = await self.db.run(read)
         if writes == self._writes:  # no write finished meanwhile, so none is missing from the copy
-            self._history[frame_id] = rows
-            while len(self._history) > HISTORY_CACHE_FRAMES:
-                self._history.popitem(last=False)
+            self._keep(frame_id, rows)
         return list(rows)
+
+    def _keep(self, frame_id: str, rows: list[Row]) -> None:
+        self._history[frame_id] = rows
+        while len(self._history) > HISTORY_CACHE_FRAMES:
+            self._history.popitem(last=False)
 
     async def transcript(self, conversation_id: str) -> list[dict[str, Any]]:
         """The root frame's messages for the member's screen (every status shown)."""
