@@ -105,4 +105,5 @@ async def catalog_entry(admin: Any, plugin_id: str) -> dict[str, Any]:
 
 async def registry_dump(host: Any) -> str:
     """The whole of system.db as SQL text, to show that a refused request wrote nothing."""
+    await host.core.chat.request_log.flush()  # an earlier turn's metadata row, gathered for a moment
     return "\n".join(await host.core.registry.run(lambda conn: list(conn.iterdump())))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 from skald_host.core.agent import kernel
+from skald_host.core.agent.store import ConversationStore
+from skald_host.core.storage import StorageError
 from skald_host.testing import Hang, Reply, ToolCall
 
 from .support import (
@@ -119,3 +121,28 @@ async def test_a_model_that_reuses_call_ids_every_round_gets_distinct_ones_back(
     transcript = await messages(alice, cid)
     assert_well_formed(transcript)
     assert [c["id"] for m in transcript for c in m["tool_calls"]] == results
+
+
+async def test_a_round_that_cannot_be_written_ends_the_turn_with_an_error_and_announces_nothing_of_it(chat, monkeypatch):
+    """The one commit of a quick round fails (injected: a full disk cannot be made on
+    demand here): the call that ran is not announced, the turn ends with an error, and
+    the transcript stays well-formed."""
+
+    async def failing(self, *args, **kwargs):
+        raise StorageError("the disk is full (injected)")
+
+    monkeypatch.setattr(ConversationStore, "finish_round", failing)
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "lookup")
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("lookup", {"text": "z"})]), Reply("Never shown.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Look it up.")
+        events = await sock.turn(cid)
+    kinds = types(events)
+    assert "error" in kinds and kinds[-1] == "turn_finished" and kinds.count("turn_finished") == 1
+    assert not {"assistant", "tool_start", "tool_done", "token", "done"} & set(kinds)
+    transcript = await messages(alice, cid)
+    assert_well_formed(transcript)
+    assert [(m["role"], m["status"], m["tool_calls"]) for m in transcript] == [("user", "complete", []), ("assistant", "error", [])]

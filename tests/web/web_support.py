@@ -73,6 +73,7 @@ def endpoint_of(app: Any, rule_text: str, method: str) -> str:
 
 async def registry_dump(host: Any) -> str:
     """The whole of system.db as SQL text, to show a request changed nothing."""
+    await host.core.chat.request_log.flush()  # an earlier turn's metadata row, gathered for a moment
     return "\n".join(await host.core.registry.run(lambda conn: list(conn.iterdump())))
 
 

@@ -77,6 +77,13 @@ class RequestLog:
         """Write what waits now rather than at the end of the gathering time."""
         self._hurry.set()
 
+    async def flush(self) -> None:
+        """Write what waits now, and return once it is written (or failed: a failure
+        is its rows' own callers')."""
+        if self._writer is not None and not self._writer.done():
+            self.hurry()
+            await asyncio.shield(self._writer)
+
     async def add(self, row: tuple[Any, ...]) -> None:
         """Returns once the row is committed; raises what the commit raised."""
         written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
