@@ -15,6 +15,7 @@ from skald_host.testing import Hang, Reply, ToolCall
 
 from .support import (
     MODEL_A,
+    PINNED,
     ChatSocket,
     allow_tool,
     assert_well_formed,
@@ -146,3 +147,24 @@ async def test_a_round_that_cannot_be_written_ends_the_turn_with_an_error_and_an
     transcript = await messages(alice, cid)
     assert_well_formed(transcript)
     assert [(m["role"], m["status"], m["tool_calls"]) for m in transcript] == [("user", "complete", []), ("assistant", "error", [])]
+
+
+async def test_a_delegate_in_such_a_round_has_its_call_written_and_announced_before_its_sub_agent_starts(chat):
+    """``execute_task`` may run again after a crash (it resumes its frame), so its round
+    runs before it is written; the sub-agent's frame names its call, so the call is
+    written (and announced) before the frame opens."""
+    await configure_models(chat.admin, chat.server, (MODEL_A, *PINNED.values()))
+    alice = await chat.host.member("alice")
+    chat.server.script(PINNED["alpha"], [Reply("alpha result")])
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("execute_task", {"agent": "alpha", "task": "Do it."})]), Reply("Done.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Delegate it.")
+        events = await sock.turn(cid)
+    kinds = types(events)
+    assert kinds.index("assistant") < kinds.index("tool_start") < kinds.index("agent_start") < kinds.index("tool_done")
+    transcript = await messages(alice, cid)
+    assert_well_formed(transcript)
+    [call] = transcript[1]["tool_calls"]
+    assert (call["status"], call["result"]) == ("done", "alpha result")
+    assert next(e for e in events if e["type"] == "agent_start")["spawned_by_call_id"] == call["id"]

@@ -133,6 +133,10 @@ class Scope:
     call_id: str | None = None  # the tool call this scope was handed to
     #: Calls written as running with their assistant message, not yet started.
     admitted: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
+    #: While a round's calls run before it is written (``Kernel._overlapped_calls``):
+    #: writes it now and returns the call's id as written. What a call leaves tied to
+    #: itself (a sub-agent frame) or announces (a notification) must follow its row.
+    settle: Callable[[str], Awaitable[str]] | None = dataclasses.field(default=None, repr=False, compare=False)
     reach: Callable[[], "Kernel"] = dataclasses.field(default=lambda: None, repr=False, compare=False)  # type: ignore[assignment, return-value]
 
     @property
@@ -147,6 +151,8 @@ class Scope:
         return await self.kernel.delegate(self, agent_id, task)
 
     async def notify(self, text: str) -> None:
+        if self.settle is not None and self.call_id is not None:
+            await self.settle(self.call_id)
         await self.kernel.runtime.notify(self.frame.conversation_id, text)
 
     async def schedule(self, prompt: str, due_at: str) -> str:
@@ -547,8 +553,17 @@ class Kernel:
             announce(written)
             return written, placeholder_id
 
+        ran = False  # the calls have all returned: the round is written with their results
+
+        async def settle(call_id: str) -> str:
+            if ran or call_id not in ids:  # a tool's late use of its context: nothing left to write first
+                return call_id
+            written = await asyncio.shield(record())
+            return written[ids.index(call_id)]
+
         slow = asyncio.get_running_loop().call_later(SLOW_CALL_SECONDS, record)
         scope.admitted.update(ids)
+        scope.settle = settle
         tasks: list[asyncio.Future[tuple[str, str]]] = []
         outcomes: list[tuple[str, str]] | None = None
         try:
@@ -558,6 +573,7 @@ class Kernel:
                 tasks = [asyncio.ensure_future(self.execute_one(scope, call, offered=offered)) for call in started]
                 outcomes = await asyncio.gather(*tasks)
             slow.cancel()
+            scope.settle, ran = None, True
             row = MappingProxyType({
                 **rows[-1], "content": turn.content, "reasoning": turn.reasoning, "model": turn.model, "status": "complete",
                 "tool_calls": tuple(
@@ -570,6 +586,7 @@ class Kernel:
             )
         except BaseException:
             slow.cancel()
+            scope.settle, ran = None, True
             for task in tasks:
                 task.cancel()
             ended = outcomes if outcomes is not None else await asyncio.gather(*tasks, return_exceptions=True)
@@ -765,6 +782,8 @@ class Kernel:
         if agent.kind != "task":
             raise ValueError(f"{agent_id!r} is not a task agent; list_agents shows them")
         call_id = caller.call_id
+        if call_id and caller.settle is not None:
+            call_id = await caller.settle(call_id)  # the frame names its call: the call is written first
         sub = await self.store.subframe_of(call_id) if call_id else None  # recovery: resume it
         if sub is None:
             sub = await self.store.open_subframe(caller.frame, call_id or "", agent.id)
