@@ -195,8 +195,10 @@ function composer(view) {
 
 // -- one conversation ----------------------------------------------------------------------------------
 
-function conversationHeader(view, conversation) {
-  const heading = el("h1", { class: "conv-heading", text: titleOf(conversation) });
+// The header works on view.conversation, never on a copy: reload() replaces that object
+// (a reconnect), and a rename kept on the old one was lost to the delete dialog.
+function conversationHeader(view) {
+  const heading = el("h1", { class: "conv-heading", text: titleOf(view.conversation) });
   const status = statusLine();
   const rename = button(t("chat.rename"), { kind: "quiet small", onClick: () => startRename() });
   const remove = button(t("chat.delete"), { kind: "quiet small danger-text", onClick: () => view.deleteConversation() });
@@ -204,7 +206,7 @@ function conversationHeader(view, conversation) {
   const titleRow = el("div", { class: "conv-title-row" }, heading, actions);
 
   function startRename() {
-    const input = el("input", { type: "text", maxlength: "200", "aria-label": t("chat.title_label"), props: { value: conversation.title || "" } });
+    const input = el("input", { type: "text", maxlength: "200", "aria-label": t("chat.title_label"), props: { value: view.conversation.title || "" } });
     const save = el("button", { class: "btn primary small", type: "submit", text: t("common.save") });
     const cancel = button(t("common.cancel"), { kind: "quiet small", onClick: () => finish() });
     const form = el("form", { class: "rename-form", novalidate: true }, input, save, cancel);
@@ -214,12 +216,12 @@ function conversationHeader(view, conversation) {
       const title = input.value.trim();
       if (!title) { status.error(t("chat.title_missing")); input.focus(); return; }
       save.disabled = true;
-      const response = await api("PATCH", `/api/conversations/${encodeURIComponent(conversation.id)}`, { title });
+      const response = await api("PATCH", `/api/conversations/${encodeURIComponent(view.conversation.id)}`, { title });
       save.disabled = false;
       if (!response.ok) { status.error(errorText(response)); return; }
       status.clear();
-      conversation.title = response.data.title;
-      heading.textContent = titleOf(conversation);
+      view.conversation.title = response.data.title;
+      heading.textContent = titleOf(view.conversation);
       document.title = `${heading.textContent} · ${t("app.name")}`;
       finish();
       view.list.refresh();
@@ -276,7 +278,7 @@ class ChatView {
       requestAnimationFrame(() => { this.seen = page.isConnected; });
       return page;
     }
-    this.header = conversationHeader(this, this.conversation);
+    this.header = conversationHeader(this);
     this.transcript.load(loaded, socket.unacknowledged(this.conversationId));
     this.setRunning(Boolean(loaded.running));
     main.append(...[this.header.node, this.noModel, this.transcript.node, this.connection, this.composer.node].filter(Boolean));
