@@ -70,6 +70,11 @@ async def test_a_quick_read_is_announced_only_with_its_round_written(chat):
         await sock.turn(cid)
     kinds = [e["type"] for e in sock.events]
     assert kinds.index("assistant") < kinds.index("tool_start") < kinds.index("tool_done") < kinds.index("token")
+    # One commit, one burst: the round leaves in a single WebSocket message (each
+    # message is a socket write on the host and a frame for the client to parse).
+    bursts = [[e["data"]["type"] for e in frame.get("events") or [frame["event"]]]
+              for frame in map(json.loads, sock.raw) if frame.get("type") in ("event", "events")]
+    assert next(b for b in bursts if "assistant" in b)[:3] == ["assistant", "tool_start", "tool_done"]
     assert_well_formed(await messages(alice, cid))
 
 

@@ -630,17 +630,22 @@ class Kernel:
         async def set_calls(changes: list[tuple[str, str, str]], placeholder: tuple[Frame, str]) -> tuple[list[str], int]:
             return [i for i, _, _ in changes], await self.store.set_calls(changes, placeholder=placeholder)  # type: ignore[return-value]
 
-        def written(task: asyncio.Future[tuple[list[str], int]]) -> None:
-            if task.cancelled() or task.exception() is not None:
+        async def record() -> None:
+            """Written, then announced in the same step: the message and its calls' start
+            (``write``'s), their results and the next round's held tokens leave as one
+            burst, one WebSocket message (a done-callback ran a loop pass later, after
+            the socket had sent the first part on its own)."""
+            try:
+                ids, placeholder_id = await (write or set_calls)(changes, (frame, candidates[0].model))
+            except BaseException:
                 pending.abandon(Abandoned("the calls' results could not be written", committed=False))
                 return
-            ids, placeholder_id = task.result()
             for i, (call, status, result) in zip(ids, results):
                 self._announce_result(scope, {**call, "id": i}, status, result)
             pending.confirm(placeholder_id)
 
         def start() -> None:
-            asyncio.ensure_future((write or set_calls)(changes, (frame, candidates[0].model))).add_done_callback(written)
+            asyncio.ensure_future(record())
 
         pending = Pending(history[:-1] + [MappingProxyType({**last, "tool_calls": calls})], start, candidates)
         return pending
