@@ -13,7 +13,7 @@ from typing import Any
 
 from quart import Blueprint, Quart, request
 
-from skald_host.core.host import Skald, build_plugin_manager
+from skald_host.core.host import Skald, build_plugin_manager, settle_heap
 from skald_host.core.plugins.manager import PluginError, PluginManager
 from skald_host.settings import Settings
 from skald_host.web.auth import PLUGIN_PREFIX, gate_request, gate_websocket
@@ -67,6 +67,7 @@ def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_
         app.config["SKALD_CORE"] = core
         await mount_plugin_routes(app, core)
         await core.start_enabled_plugins()
+        settle_heap()
         app.config["SKALD_READY"] = True
 
     @app.after_serving
