@@ -246,3 +246,34 @@ def test_queued_token_deltas_of_one_message_are_sent_as_one():
     assert [(e.data["type"], e.data.get("delta")) for e in joined] == [
         ("token", "a"), ("token", "Hello"), ("done", None), ("token", "x")
     ]
+
+
+async def test_a_grant_revoked_since_the_last_turn_applies_from_the_next_turns_answer(chat):
+    """A turn's first request is built for the member as known from their last turn and
+    goes out while the message commits; their fresh read (started once that request is
+    out) finds the plugin grant gone, so that answer is dropped unseen and the turn is
+    asked again for the member as they are now: without the plugin's tools."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply("First."), Reply("Asked with the old rights."), Reply("Asked anew.")])
+
+    def offered(request) -> set[str]:
+        return {t["function"]["name"] for t in request.tools}
+
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "One.")
+        await sock.turn(cid)
+        assert "lookup" in offered(chat.server.requests_for(MODEL_A)[0])
+        response = await chat.admin.put(f"/api/admin/members/{alice.member['id']}/plugins", json={"plugins": []})
+        assert response.status_code == 200, response.text
+        await sock.send(cid, "Two.")
+        events = await sock.turn(cid)
+    requests = chat.server.requests_for(MODEL_A)
+    assert len(requests) == 3 and "lookup" in offered(requests[1])  # the first one went out before the read
+    assert "lookup" not in offered(requests[2])
+    assert [e["content"] for e in events if e["type"] == "done"] == ["Asked anew."]
+    assert "old rights" not in json.dumps(sock.events)
+    transcript = await messages(alice, cid)
+    assert_well_formed(transcript)
+    assert [m["content"] for m in transcript if m["role"] == "assistant"] == ["First.", "Asked anew."]

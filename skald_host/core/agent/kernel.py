@@ -75,25 +75,26 @@ class Pending:
     """A round's streaming placeholder whose write is pending, with the history the
     round's request is built from: the committed rows plus what that write records.
     A ``start`` given is called (``start()``) once the request has gone out, so that
-    the commit runs while the model works rather than beside the request being sent;
-    without one the write is under way already. ``confirm`` (the write committed)
+    what may wait until then runs while the model works rather than beside the request
+    being built: a tool round's write (without a ``start`` the write is under way
+    already), a turn opening's fresh read of the member. ``confirm`` (the write committed)
     runs the announcements queued with ``then`` in order — the write's own first,
     then the round's held tokens."""
 
     def __init__(
-        self, history: list[Any], start: Callable[[], None] | None = None, candidates: list[ModelChoice] | None = None
+        self, history: list[Any], start: Callable[[], object] | None = None, candidates: list[ModelChoice] | None = None
     ) -> None:
         self.history = history
         self.candidates = candidates  # the models the placeholder names, for its round
-        self._start: Callable[[], None] | None = start
+        self._start: Callable[[], object] | None = start
         self.placeholder_id: int | None = None
         self._then: list[Callable[[int], None]] = []
         self._done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._done.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failure nobody awaited is no warning
 
     def start(self) -> None:
-        """Start the write, once: when the request is sent, or when the round ends or
-        fails before that (the write must happen either way)."""
+        """Start it, once: when the request is sent, or when the round ends or fails
+        before that (the write must happen either way)."""
         start, self._start = self._start, None
         if start is not None:
             start()

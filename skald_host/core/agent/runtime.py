@@ -283,8 +283,16 @@ class MemberRuntime:
         sends_images = any(a.get("mime") in IMAGE_TYPES for a in described)
         candidates = None if self.running(conversation_id) else await self._opening_models(frame, vision=sends_images)
         # The member, for the turn this may start, is read on the registry's thread while
-        # the message is committed to the member's file.
-        member = asyncio.ensure_future(self.core.users.get(self.member_id))
+        # the message is committed to the member's file (a turn's opening: once its
+        # request is out, not beside the request being built).
+        reading: list[asyncio.Future[Member]] = []
+
+        def member() -> asyncio.Future[Member]:
+            if not reading:
+                reading.append(asyncio.ensure_future(self.core.users.get(self.member_id)))
+                reading[0].add_done_callback(lambda f: f.cancelled() or f.exception())  # a dropped read is no warning
+            return reading[0]
+
         # No await between the check and the write's submission: the store's one worker
         # runs jobs in order, so a turn started after this check reads the message.
         queued = self.running(conversation_id)
@@ -312,13 +320,13 @@ class MemberRuntime:
         # Queued while a turn ran: if that turn ended meanwhile, the next one starts here,
         # from the inbox.
         self.drive(
-            conversation_id, unattended=unattended, member=member, candidates=candidates if stored.get("placeholder_id") else None,
+            conversation_id, unattended=unattended, member=member(), candidates=candidates if stored.get("placeholder_id") else None,
             drain_first=stored["queued"],
         )
         return ack
 
     async def _send_opening(
-        self, frame: Frame, text: str, write: Callable[[], Awaitable[dict[str, Any]]], member: asyncio.Future[Member],
+        self, frame: Frame, text: str, write: Callable[[], Awaitable[dict[str, Any]]], member: Callable[[], asyncio.Future[Member]],
         candidates: list[ModelChoice], settled: list[Any], unattended: bool,
     ) -> dict[str, Any]:
         """``send`` for a message that starts a turn on a settled history: the turn's
@@ -333,7 +341,9 @@ class MemberRuntime:
         conversation_id = frame.conversation_id
         row = {"id": None, "frame_id": frame.id, "role": "user", "content": text, "attachments": "[]", "status": "complete", "tool_calls": ()}
         writing = asyncio.ensure_future(write())
-        opening = Pending(settled + [MappingProxyType(row)])
+        # The member's fresh read starts once the request is out: with the message's write
+        # beside it, two database threads took the GIL from the request being built.
+        opening = Pending(settled + [MappingProxyType(row)], start=member)
         before = self.member
         self.drive(conversation_id, unattended=unattended, candidates=candidates, opening=opening)
 
@@ -350,7 +360,7 @@ class MemberRuntime:
             self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=[])
             self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
             try:
-                fresh = await member
+                fresh = await member()
             except Exception:  # the plain way reads it again and fails as it would have
                 opening.abandon(Abandoned("the member could not be read", committed=True))
                 return stored
