@@ -435,10 +435,21 @@ class Helper:
         extra = MARGINAL_ROUNDS - 1
         await self.warm(socket, conversations)
         samples: dict[str, list[float]] = {"one": [], "many": [], "direct": [], "marginal": []}
+        # CPU seconds of the host, the clients and the model server: the extra rounds'
+        # (long turn minus short turn) and their requests' sent directly.
+        processes = (os.getppid(), os.getpid(), self.model.process.pid)
+        samples["cpu_rounds"], samples["cpu_direct"] = [0.0] * 3, [0.0] * 3
+
+        def cpu() -> list[float]:
+            return [cpu_seconds(pid) for pid in processes]
+
         for index in range(3 + ROUND_SAMPLES):
             conversation_id = conversations[index % len(conversations)]
+            before_one = cpu()
             one = await socket.turn(conversation_id, rounds_probe(1))
+            before_many = cpu()
             many = await socket.turn(conversation_id, rounds_probe(MARGINAL_ROUNDS))
+            after_many = cpu()
             for turn in (one, many):
                 if turn.errors or turn.text != " ".join(["tok"] * 5):
                     raise RuntimeError(f"the host's tool-round turn failed: {turn.errors or turn.text!r}")
@@ -447,10 +458,15 @@ class Helper:
             if len(calls) != extra or any(c["content"].startswith(("Error", "Denied")) for c in calls):
                 raise RuntimeError(f"{MARGINAL_TOOL} did not run in every round: {calls}")
             direct = 0.0
+            before_direct = cpu()
             for body in requests[1:]:
                 baseline = await self.direct(body)
                 direct += baseline.finished - baseline.started
+            after_direct = cpu()
             if index >= 3:
+                for k in range(3):
+                    samples["cpu_rounds"][k] += (after_many[k] - before_many[k]) - (before_many[k] - before_one[k])
+                    samples["cpu_direct"][k] += after_direct[k] - before_direct[k]
                 samples["one"].append(one.finished - one.started)
                 samples["many"].append(many.finished - many.started)
                 samples["direct"].append(direct / extra)
@@ -663,6 +679,11 @@ def report(results: dict[str, Any], setup_seconds: float, load_before: float) ->
     for size, r in marginal.items():
         print(f"  {int(size):7d}    {_ms(p(r['one'], .5))}    {_ms(p(r['many'], .5))}"
               f"         {_ms(p(r['direct'], .5))}      {_ms(p(r['marginal'], .5))}      {_ms(p(r['marginal'], .99))}")
+    print("  CPU ms per extra round (host / clients / model server), beside the same requests sent directly:")
+    for size, r in marginal.items():
+        rounds = len(r["marginal"]) * (MARGINAL_ROUNDS - 1)
+        host, direct = (" / ".join(f"{seconds / rounds * 1e3:.2f}" for seconds in r[key]) for key in ("cpu_rounds", "cpu_direct"))
+        print(f"  {int(size):7d}    {host}    direct {direct}")
     worst = max(p(r["marginal"], .5) for r in marginal.values())
     low, high = p(marginal[first]["marginal"], .5), p(marginal[last]["marginal"], .5)
     flat = high <= 1.5 * low or max(low, high) <= 0.0005  # a ratio of two near-zero figures says nothing
