@@ -184,3 +184,19 @@ async def test_write_file_to_shared_memory_asks_first_and_to_own_memory_does_not
     bob = await memhost.host.member("bob")
     assert (await bob.get(f"{SHARED}/notes/plan.md")).json()["content"] == "picnic on sunday"
     assert (await bob.get(f"{MINE}/notes/today.md")).status_code == 404
+
+
+async def test_notes_are_read_as_the_conversation_is_created_not_on_its_first_messages_path(memhost):
+    """The frozen prompt is built when the conversation is created, so the first
+    message's request goes out without reading notes first: a note changed in between
+    shows from the next conversation (or after 20 minutes idle), like any later change."""
+    alice = await memhost.host.member("alice")
+    await put(alice, MINE, "index.md", "CREATED-MARK")
+    memhost.server.script(MODEL_A, [Reply("Noted.")])
+    cid = await new_conversation(alice, "assistant")
+    await put(alice, MINE, "index.md", "EDITED-MARK")
+    async with ChatSocket(alice) as sock:
+        await sock.send(cid, "Hello")
+        await sock.turn(cid)
+    prompt = memhost.server.requests_for(MODEL_A)[0].messages[0]["content"]
+    assert "CREATED-MARK" in prompt and "EDITED-MARK" not in prompt
