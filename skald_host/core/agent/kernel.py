@@ -272,7 +272,7 @@ class Kernel:
             system = await self.runtime.system_prompt(frame, agent)
         messages = project(system, history, images, self._memo(frame))
         tools = self.runtime.offered_tools(agent)
-        tools_wire = [t.wire() for t in tools]
+        tools_wire = [t.wire for t in tools]
         turn, message_id, request_log = await self.call_model(frame, candidates, messages, tools_wire, placeholder, images=bool(images))
         if turn is None:
             return ""
@@ -320,7 +320,8 @@ class Kernel:
         The streaming placeholder row is committed before the first token is announced
         (a token names it); it carries checkpoints of the partial text, so a crash
         mid-stream leaves it on screen. They come at most every ``CHECKPOINT_SECONDS``,
-        the first one too: a short answer is written once, by ``finish_assistant``. A
+        the first one that long after the first token: a short answer is written once,
+        by ``finish_assistant``, and a round of calls alone runs no checkpointing. A
         round's placeholder is usually written with what precedes it (``placeholder``:
         the member's message, a tool round's last result); a ``Pending`` one is still
         being written: the request goes out meanwhile, and tokens are held until it
@@ -334,10 +335,14 @@ class Kernel:
         partial = {"content": "", "reasoning": ""}
         held: list[tuple[str, str]] = []
         dirty = asyncio.Event()
+        saver: asyncio.Task[None] | None = None  # started by the first delta: a round of calls alone has none
 
         def on_delta(channel: str, text: str) -> None:
+            nonlocal saver
             partial[channel] += text
             dirty.set()
+            if saver is None:
+                saver = asyncio.create_task(checkpoints())
             if message_id is None:
                 held.append((channel, text))
             else:
@@ -363,7 +368,6 @@ class Kernel:
                 if message_id is not None:
                     await self.store.checkpoint(message_id, partial["content"], partial["reasoning"])
 
-        saver = asyncio.create_task(checkpoints())
         try:
             for index, choice in enumerate(candidates):
                 request_id = uuid.uuid4().hex
@@ -402,7 +406,8 @@ class Kernel:
             )
             raise
         finally:
-            saver.cancel()
+            if saver is not None:
+                saver.cancel()
         return None, message_id, None  # type: ignore[return-value]
 
     async def _complete(
@@ -690,10 +695,10 @@ class Kernel:
         if call["status"] == "running" and not admitted and registered.tool.restart == "mark_interrupted":
             return "interrupted", "the server restarted while this ran; it was not run again because it may already have had its effect."
 
-        args_hash = arguments_hash(arguments)
         if admitted:
             verdict = None  # the gate allowed it as the round was written, as running
         elif call["status"] == "awaiting_approval":
+            args_hash = arguments_hash(arguments)
             # Recovery: the card was raised before a restart; it reappears on the
             # member's screen (seed 001 "Restart recovery", step 2) while this waits.
             approval = await self.store.approval_for_call(call["id"])
@@ -708,6 +713,7 @@ class Kernel:
             if decision == "require":
                 if scope.unattended:
                     return "denied", "this needs the member's approval and nobody is there to give it."
+                args_hash = arguments_hash(arguments)  # what an approval is bound to (only a call that asks needs it)
                 approval_id = await self.store.request_approval(call["id"], scope.frame.conversation_id, call["name"], args_hash, expiry())
                 self.emit(scope.frame, "approval_required", approval_id=approval_id, call_id=call["id"], name=call["name"],
                           arguments=call["arguments"])

@@ -4,6 +4,7 @@ granted; the host's own tools to everyone) and only if the agent offers the name
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,10 @@ class RegisteredTool:
     def name(self) -> str:
         return self.tool.name
 
+    @functools.cached_property
     def wire(self) -> dict[str, Any]:
+        """The tool as a request offers it: built once, since every round of every turn
+        sends it. Shared by those requests, so it is never modified."""
         return {
             "type": "function",
             "function": {"name": self.tool.name, "description": self.tool.description, "parameters": dict(self.tool.parameters)},
