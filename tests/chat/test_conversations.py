@@ -74,3 +74,37 @@ async def test_new_conversation_takes_the_roles_chat_agent_and_refuses_task_or_u
         assert response.status_code in (400, 404), (agent, response.text)
     chat_agents = {a["id"] for a in (await alice.get("/api/chat/status")).json()["agents"]}
     assert {"assistant", "companion", "quiet"} <= chat_agents and "researcher" not in chat_agents
+
+
+async def test_a_slow_context_provider_does_not_hold_up_a_conversations_creation(chat, monkeypatch):
+    """The frozen prompt is built as a conversation is created (off its first token's
+    path), but never for longer than ``PREPARE_PROMPT_SECONDS``: past that the first
+    turn builds it, with the provider's answer."""
+    import asyncio
+    import time
+
+    from skald_host.core.agent import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "PREPARE_PROMPT_SECONDS", 0.2)
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply("ok")
+    calls = 0
+
+    async def context(member, source):
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await asyncio.sleep(30)  # stuck, the first time
+        return "Shared context, on time."
+
+    chat.host.core.chat.add_context_provider("probe:", context)
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))
+    started = time.monotonic()
+    cid = (await runtime.create_conversation(source="probe:slow"))["id"]
+    assert time.monotonic() - started < 5
+    async with ChatSocket(alice) as sock:
+        await sock.send(cid, "Hello.")
+        events = await sock.turn(cid)
+    assert "done" in types(events)
+    assert "Shared context, on time." in chat.server.requests_for(MODEL_A)[0].messages[0]["content"]

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PREFIX_TTL_SECONDS = 20 * 60
+PREPARE_PROMPT_SECONDS = 2.0
 INJECTED_NOTE_CHARS = 16_000
 SCHEDULER_SECONDS = 5.0
 COMPACT_PROMPT = (
@@ -587,9 +588,11 @@ class MemberRuntime:
         first message: the injected notes, the profile and the source's context are read
         off the path of that message's first token (~1-3 ms under load, most of the tail
         of time to first token in the chat benchmark). The conversation has started:
-        its notes are those of now."""
+        its notes are those of now. A slow context provider does not hold the creation
+        up for more than ``PREPARE_PROMPT_SECONDS``."""
         try:
-            await self.system_prompt(frame, agent)
+            async with asyncio.timeout(PREPARE_PROMPT_SECONDS):
+                await self.system_prompt(frame, agent)
         except Exception as exc:  # the first turn builds it, and fails there if it must
             log.info("the prompt of a new conversation was not built ahead: %s", type(exc).__name__)
 
