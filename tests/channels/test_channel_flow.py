@@ -183,6 +183,35 @@ async def test_message_for_a_locked_member_is_sealed_without_plaintext_and_deliv
     assert canary not in caplog.text
 
 
+async def test_a_grant_revoked_after_sealing_keeps_the_message_sealed_until_the_source_is_theirs_again(channels):
+    await channels.host.member("gus")
+    host = await channels.restart()
+    core, api = host.core, channels.channel.api
+    member = await core.users.find("gus")
+    assert (await api.send_message(member.id, "sealed while allowed", idempotency_key="u-1")).status == "sealed"
+    response = await channels.admin.put(f"/api/admin/members/{member.id}/plugins", json={"plugins": []})
+    assert response.status_code == 200, response.text
+
+    gus = await host.member("gus")
+    assert await core.channels.inbox.deliver_sealed(member.id) == 0  # the login's own delivery ran too
+    assert await core.channels.inbox.waiting(member.id) == 1
+    assert await core.chat.live_runtime(member.id).store.conversations() == []
+    assert channels.channel.kinds(member.id) == [] and channels.server.requests == []
+
+    # The grant back: the next login delivers it, and the model is asked once.
+    response = await channels.admin.put(f"/api/admin/members/{member.id}/plugins", json={"plugins": [CHANNEL]})
+    assert response.status_code == 200, response.text
+    host = await channels.restart()
+    channels.server.script(MODEL_A, [Reply("Now it arrives.")])
+    gus = await host.member("gus")
+    assert (await channels.channel.wait_for("answer")).text == "Now it arrives."
+    [conversation] = await host.core.chat.live_runtime(member.id).store.conversations()
+    assert [(m["role"], m["content"]) for m in await messages(gus, conversation["id"])] == [
+        ("user", "sealed while allowed"), ("assistant", "Now it arrives."),
+    ]
+    assert await host.core.channels.inbox.waiting(member.id) == 0
+
+
 async def test_members_created_before_the_inbox_get_their_key_pair_at_the_next_login(channels):
     erin = await channels.host.member("erin")
     core, member_id = channels.host.core, erin.member["id"]

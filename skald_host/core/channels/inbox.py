@@ -125,8 +125,11 @@ class SealedInbox:
 
     async def deliver_sealed(self, member_id: str) -> int:
         """Everything sealed for the member, oldest first, into their conversations of
-        each message's source; returns how many were delivered."""
+        each message's source; returns how many were delivered. Access is checked again
+        here, as ``send`` checks it: what came from a source the member may no longer
+        use stays sealed."""
         delivered = 0
+        held: dict[str, int] = {}
         try:
             async with self._lock(member_id):
                 db = self.core.users.owner_db(member_id)
@@ -140,9 +143,17 @@ class SealedInbox:
                 if db is None or not rows:
                     return 0
                 pair = await ensure_inbox_key(db)
-                runtime = await self.core.chat.runtime(await self.core.users.get(member_id))
+                member = await self.core.users.get(member_id)
+                runtime = await self.core.chat.runtime(member)
                 for row in rows:
                     sealed_id, source = row["id"], row["source"]
+                    if not self.core.catalog.usable(member, source):
+                        # Sealed while the member could use the source; the plugin is
+                        # disabled or their grant revoked since. It runs no turn now, and
+                        # waits (bounded by MAX_SEALED_PER_MEMBER) for the source to be
+                        # theirs again, so nothing they wrote is lost.
+                        held[source] = held.get(source, 0) + 1
+                        continue
                     box = SealedBox(bytes(row["ephemeral_public"]), bytes(row["nonce"]), bytes(row["ciphertext"]), row["version"])
                     try:
                         payload = json.loads(open_sealed(pair, box, member_id=member_id, sealed_id=sealed_id))
@@ -171,6 +182,8 @@ class SealedInbox:
             log.exception("member %s: sealed-inbox delivery failed", member_id)
         if delivered:
             log.info("member %s: %d sealed message(s) delivered", member_id, delivered)
+        for source, count in held.items():
+            log.info("member %s: %d sealed message(s) from %s kept: the member may not use it now", member_id, count, source)
         return delivered
 
     async def _forget(self, sealed_id: str) -> None:
