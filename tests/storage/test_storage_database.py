@@ -1,4 +1,5 @@
 import asyncio
+import errno
 import os
 import sqlite3
 import stat
@@ -13,7 +14,10 @@ from skald_host.core.storage import (
     Database,
     DatabaseMissing,
     DatabaseUnreadable,
+    DiskFull,
     StorageError,
+    StorageFailing,
+    disk_failure,
 )
 
 from .conftest import select
@@ -294,3 +298,40 @@ async def test_key_must_be_32_bytes(db_path, one_step):
     with pytest.raises(ValueError, match="32 raw bytes"):
         await Database.open(db_path, key=b"short", migrations=one_step, create=True)
     assert not db_path.exists()
+
+
+async def test_a_full_database_raises_disk_full_rolls_back_and_takes_writes_again_once_there_is_room(db_path, key, one_step):
+    """SQLite's own SQLITE_FULL (``max_page_count`` is how SQLite's tests make a disk
+    full): the typed error callers map to 507, nothing of the transaction is kept, and
+    the same connection writes again afterwards. The real disk: tests/durability."""
+    db = await Database.open(db_path, key=key, migrations=one_step, create=True)
+    await add_note(db, "before")
+    pages = await db.run(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    await db.run(lambda c: c.execute(f"PRAGMA max_page_count = {pages}").fetchone())
+
+    def two_notes(conn):
+        conn.execute("INSERT INTO notes (body) VALUES ('small')")
+        conn.execute("INSERT INTO notes (body) VALUES (?)", ("x" * 50_000,))
+
+    with pytest.raises(DiskFull, match="disk is full") as raised:
+        await db.transaction(two_notes)
+    assert isinstance(raised.value.__cause__, sqlcipher.OperationalError)  # the driver's own, for the log
+    assert await select(db, "SELECT body FROM notes") == [("before",)]
+
+    await db.run(lambda c: c.execute("PRAGMA max_page_count = 1000000").fetchone())
+    await db.transaction(two_notes)
+    assert len(await select(db, "SELECT body FROM notes")) == 3
+    assert await db.integrity_check() == "ok"
+    await db.close()
+
+
+def test_os_errors_of_the_disk_are_told_apart_from_other_failures():
+    assert isinstance(disk_failure(OSError(errno.ENOSPC, "No space left on device"), "f"), DiskFull)
+    assert isinstance(disk_failure(OSError(errno.EDQUOT, "Disk quota exceeded"), "f"), DiskFull)
+    assert isinstance(disk_failure(OSError(errno.EIO, "Input/output error"), "f"), StorageFailing)
+    assert isinstance(disk_failure(OSError(errno.EROFS, "Read-only file system"), "f"), StorageFailing)
+    assert disk_failure(OSError(errno.ENOENT, "No such file"), "f") is None
+    assert disk_failure(ValueError("not a disk problem"), "f") is None
+    constraint = sqlite3.IntegrityError("UNIQUE constraint failed")
+    constraint.sqlite_errorcode = sqlite3.SQLITE_CONSTRAINT_UNIQUE
+    assert disk_failure(constraint, "f") is None

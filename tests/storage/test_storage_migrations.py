@@ -69,9 +69,10 @@ async def test_failing_apply_callable_rolls_back_its_statements(db_path, one_ste
         conn.execute("INSERT INTO notes (body) VALUES ('from apply')")
         raise ValueError("bad data")
 
+    await (await Database.open(db_path, key=None, migrations=one_step, create=True)).close()
     steps = MigrationSet("owner", (NOTES_V1, Migration(2, "backfill", apply=explode)))
     with pytest.raises(StorageError, match="bad data"):
-        await Database.open(db_path, key=None, migrations=steps, create=True)
+        await Database.open(db_path, key=None, migrations=steps)
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
     assert conn.execute("SELECT count(*) FROM notes").fetchone()[0] == 0
@@ -149,3 +150,11 @@ def test_migration_set_requires_consecutive_versions_from_one():
 def test_statements_given_as_a_bare_string_are_rejected():
     with pytest.raises(TypeError, match="trailing comma"):
         Migration(1, "oops", ("CREATE TABLE t (x)"))  # type: ignore[arg-type]
+
+
+async def test_a_database_whose_creation_fails_is_not_left_behind(db_path, one_step):
+    """Created whole or not at all: a half-made file would later read as damaged."""
+    steps = MigrationSet("owner", (NOTES_V1, Migration(2, "backfill", apply=lambda conn: 1 / 0)))
+    with pytest.raises(StorageError, match="division by zero"):
+        await Database.open(db_path, key=None, migrations=steps, create=True)
+    assert list(db_path.parent.iterdir()) == []

@@ -32,7 +32,15 @@ from skald_host.core.identity.passwords import check_password_policy
 from skald_host.core.identity.sealing import ensure_inbox_key
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
 from skald_host.core.schema import OWNER_MIGRATIONS
-from skald_host.core.storage import Database, DatabaseMissing, DatabaseUnreadable, StorageError, quarantine, secure_dir
+from skald_host.core.storage import (
+    Database,
+    DatabaseMissing,
+    DatabaseUnreadable,
+    StorageError,
+    quarantine,
+    remove_database_files,
+    secure_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -269,8 +277,11 @@ class UserManager:
         owner = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=True)
         try:
             inbox_public_key = (await ensure_inbox_key(owner)).public
-        finally:
+        except BaseException:
             await owner.close()
+            remove_database_files(path)  # no member row names it: a file nobody could open
+            raise
+        await owner.close()
         crash_point("register.after_owner_file")
 
         def insert(conn: Any) -> bool:
@@ -293,10 +304,10 @@ class UserManager:
         try:
             inserted = await self.registry.transaction(insert)
         except BaseException:
-            _remove_owner_files(path)
+            remove_database_files(path)
             raise
         if not inserted:
-            _remove_owner_files(path)
+            remove_database_files(path)
             raise MemberError("the instance is already set up")
         member = await self.get(member_id)
         self.buses.system.publish(SystemEvent("member_created", member_id))
@@ -558,7 +569,7 @@ class UserManager:
         await self.registry.transaction(remove)
         await self.lock(member_id)
         crash_point("delete.after_registry")
-        _remove_owner_files(path)
+        remove_database_files(path)
         for callback in self.after_delete:
             try:
                 await callback(member_id)
@@ -609,7 +620,3 @@ def seed_new_plugin_grants(conn: Any, plugin_id: str) -> None:
         if RoleAttrs.parse(attrs).auto_grant:
             conn.execute("INSERT OR IGNORE INTO plugin_access (plugin_id, user_id) VALUES (?, ?)", (plugin_id, member_id))
 
-
-def _remove_owner_files(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)

@@ -3,13 +3,16 @@ storage, privacy"). Nothing outside the core gets a connection; plugins go throu
 """
 
 from .connection import Connection
-from .database import Database
+from .database import Database, remove_database_files
 from .errors import (
     DatabaseMissing,
     DatabaseUnreadable,
+    DiskFull,
     SchemaTooNew,
     SqlCipherUnavailable,
     StorageError,
+    StorageFailing,
+    disk_failure,
 )
 from .migrations import Migration, MigrationSet, apply_migrations
 from .permissions import secure_dir
@@ -21,13 +24,17 @@ __all__ = [
     "Database",
     "DatabaseMissing",
     "DatabaseUnreadable",
+    "DiskFull",
     "Migration",
     "MigrationSet",
     "SchemaTooNew",
     "SqlCipherUnavailable",
     "StorageError",
+    "StorageFailing",
     "apply_migrations",
     "check_sqlcipher_build",
+    "disk_failure",
     "quarantine",
+    "remove_database_files",
     "secure_dir",
 ]

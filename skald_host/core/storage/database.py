@@ -10,14 +10,14 @@ Cancelling an awaiting task does not stop a job that has already started; it fin
 """
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 from .connection import Connection, open_connection, rollback_quietly
-from .errors import StorageError
+from .errors import StorageError, disk_failure
 from .migrations import MigrationSet, apply_migrations
 
 T = TypeVar("T")
@@ -162,7 +162,13 @@ class Database:
     async def _submit(self, job: Callable[[Connection], T]) -> T:
         if self._closed:
             raise StorageError(f"database is closed: {self._path}")
-        return await asyncio.wrap_future(self._executor.submit(job, self._conn))
+        try:
+            return await asyncio.wrap_future(self._executor.submit(job, self._conn))
+        except Exception as error:  # the disk's failure, said as such (503/507, not 500)
+            failure = disk_failure(error, self._path)
+            if failure is None:
+                raise
+            raise failure from error
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"v{self._schema_version}"
@@ -173,13 +179,42 @@ class Database:
 def _open_and_migrate(
     path: Path, key: bytes | None, migrations: MigrationSet, create: bool, verify_pages: bool
 ) -> tuple[Connection, int]:
-    conn = open_connection(path, key=key, create=create, verify_pages=verify_pages)
+    """A file this call creates and cannot finish (a full disk, say) is removed again:
+    a 0-byte or half-initialised database left behind would later read as a damaged
+    one (check G4)."""
+    created = create and not path.exists()
+    # Sidecars already there are not this call's to remove: creating beside a stale
+    # one is refused, and it may hold another database's last transactions.
+    present = {suffix for suffix in SIDECARS if Path(f"{path}{suffix}").exists()}
     try:
-        _, schema_version = apply_migrations(conn, migrations)
-    except BaseException:
-        conn.close()
+        conn = open_connection(path, key=key, create=create, verify_pages=verify_pages)
+        try:
+            _, schema_version = apply_migrations(conn, migrations)
+        except BaseException:
+            conn.close()
+            raise
+    except BaseException as error:
+        if created:
+            remove_database_files(path, keep=present)
+        cause: BaseException | None = error
+        while cause is not None:  # a migration wraps the driver's error in a StorageError
+            failure = disk_failure(cause, path)
+            if failure is not None:
+                raise failure from error
+            cause = cause.__cause__
         raise
     return conn, schema_version
+
+
+SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def remove_database_files(path: Path, *, keep: Collection[str] = ()) -> None:
+    """The file and its sidecars (WAL, shared memory, rollback journal), but for the
+    sidecar suffixes in ``keep``."""
+    for suffix in ("", *SIDECARS):
+        if suffix not in keep:
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _close_if_opened(job: "Future[tuple[Connection, int]]") -> None:
