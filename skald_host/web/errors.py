@@ -13,6 +13,8 @@ from typing import Any
 from quart import Quart, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from skald_host.core.storage import DiskFull, StorageFailing, disk_failure
+
 log = logging.getLogger(__name__)
 
 
@@ -50,6 +52,18 @@ _GENERIC = {
     429: "too many requests",
 }
 
+#: When a client may try a write the disk refused again (check G4).
+STORAGE_RETRY_SECONDS = 30
+
+
+def storage_failure_response(failure: DiskFull | StorageFailing) -> Any:
+    """507 for a full disk, 503 with Retry-After for a failing one; the operator's
+    detail (which file) goes to the log, not to the client."""
+    log.error("storage failure on %s %s: %s", request.method, request.path, failure)
+    if isinstance(failure, DiskFull):
+        return error_response(507, failure.member_text)
+    return error_response(503, failure.member_text, {"Retry-After": str(STORAGE_RETRY_SECONDS)})
+
 
 def install_error_handlers(app: Quart) -> None:
     @app.errorhandler(ApiError)
@@ -61,7 +75,15 @@ def install_error_handlers(app: Quart) -> None:
         status = exc.code or 500
         return error_response(status, _GENERIC.get(status, "request failed"))
 
+    @app.errorhandler(DiskFull)
+    @app.errorhandler(StorageFailing)
+    async def storage_error(exc: DiskFull | StorageFailing) -> Any:
+        return storage_failure_response(exc)
+
     @app.errorhandler(Exception)
     async def internal_error(exc: Exception) -> Any:
+        failure = disk_failure(exc, "a file") if isinstance(exc, OSError) else None  # an upload's write, say
+        if failure is not None:
+            return storage_failure_response(failure)
         log.error("unhandled error on %s %s", request.method, request.path, exc_info=exc)
         return error_response(500, "internal error")

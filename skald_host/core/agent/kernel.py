@@ -643,8 +643,10 @@ class Kernel:
             the socket had sent the first part on its own)."""
             try:
                 ids, placeholder_id = await (write or set_calls)(changes, (frame, candidates[0].model))
-            except BaseException:
-                pending.abandon(Abandoned("the calls' results could not be written", committed=False))
+            except BaseException as error:
+                abandoned = Abandoned("the calls' results could not be written", committed=False)
+                abandoned.__cause__ = error  # the turn ends saying why (a full disk, say)
+                pending.abandon(abandoned)
                 return
             for i, (call, status, result) in zip(ids, results):
                 self._announce_result(scope, {**call, "id": i}, status, result)

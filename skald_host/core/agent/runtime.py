@@ -33,6 +33,7 @@ from skald_host.core.files.sniff import IMAGE_TYPES
 from skald_host.core.identity.users import Member
 from skald_host.core.llm.catalog import ModelCatalog, ModelChoice
 from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
+from skald_host.core.storage import DiskFull, StorageError, StorageFailing
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -192,6 +193,8 @@ class MemberRuntime:
         self.pending_cards: dict[str, str] = {}
         self.closed = False
         self._live: dict[str, asyncio.Task[None]] = {}
+        #: Streaming rows of turns the disk stopped, not ended yet (it still refused).
+        self._unsettled: dict[str, set[int]] = {}
         self._cancel: dict[str, asyncio.Event] = {}
         self._prefix: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._scheduler: asyncio.Task[None] | None = None
@@ -415,6 +418,8 @@ class MemberRuntime:
             self.emit("turn_started", conversation_id)
 
         try:
+            if conversation_id in self._unsettled:
+                await self._settle_left_streams(conversation_id)
             frame = await self.store.find_root(conversation_id)
             agent = self.agents.get(frame.agent_id) if frame else None  # the root frame's agent is the conversation's
             while frame is not None and drain_first:
@@ -433,6 +438,8 @@ class MemberRuntime:
                         await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates, opening=opening)
                     except Abandoned as exc:
                         if opening.placeholder_id is not None:  # a later round's write failed, not the message's
+                            if isinstance(exc.__cause__, (DiskFull, StorageFailing)):
+                                raise exc.__cause__ from None
                             raise RuntimeError("a tool round's results could not be written") from exc
                         opening = candidates = None
                         if exc.committed:
@@ -478,6 +485,20 @@ class MemberRuntime:
             await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
             self.emit("error", conversation_id, error=str(exc))
+        except (DiskFull, StorageFailing) as exc:
+            # The disk refused a write (check G4): what was committed stays, the step
+            # that failed was rolled back, and the member is told why, not "see the log".
+            log.error("member %s: a turn stopped: %s", self.member_id, exc)
+            await self._opening_written(opening)
+            try:
+                rows = await self.store.streaming_rows(conversation_id)
+                try:
+                    await self.store.settle_streams(conversation_id, "error", rows)
+                except StorageError:  # the disk still fails: the next turn here ends them
+                    self._unsettled.setdefault(conversation_id, set()).update(rows)
+            except StorageError:
+                pass  # not even readable: recovery at the next start ends them
+            self.emit("error", conversation_id, error=f"the turn stopped: {exc.member_text}", code=exc.code)
         except Exception:
             await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
@@ -492,6 +513,15 @@ class MemberRuntime:
                 # when it came) was not moved by it: it starts the next turn now.
                 if ended and self.store.may_have_queued(conversation_id):
                     self.drive(conversation_id, drain_first=True)
+
+    async def _settle_left_streams(self, conversation_id: str) -> None:
+        """Rows a turn that the disk stopped could not end then (``_unsettled``)."""
+        rows = self._unsettled.pop(conversation_id)
+        try:
+            await self.store.settle_streams(conversation_id, "error", sorted(rows))
+        except StorageError:
+            self._unsettled[conversation_id] = rows
+            raise
 
     @staticmethod
     async def _opening_written(opening: Pending | None) -> None:

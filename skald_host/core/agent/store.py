@@ -358,12 +358,19 @@ class ConversationStore:
 
         return await self._write_rows(write)
 
-    async def settle_streams(self, conversation_id: str, status: str) -> None:
+    async def streaming_rows(self, conversation_id: str) -> list[int]:
+        rows = await self.db.run(
+            lambda c: c.execute("SELECT id FROM messages WHERE conversation_id = ? AND status = 'streaming'", (conversation_id,)).fetchall()
+        )
+        return [r[0] for r in rows]
+
+    async def settle_streams(self, conversation_id: str, status: str, only: Sequence[int] | None = None) -> None:
         """Give a still-streaming row of the conversation its end: a turn stopped or
-        failed before its model call took over the placeholder its message wrote."""
+        failed before its model call took over the placeholder its message wrote.
+        ``only``: just these rows (a later turn's may be streaming meanwhile)."""
 
         def write(conn: Any) -> tuple[None, list[int]]:
-            ids = [r[0] for r in conn.execute(
+            ids = list(only) if only is not None else [r[0] for r in conn.execute(
                 "SELECT id FROM messages WHERE conversation_id = ? AND status = 'streaming'", (conversation_id,)
             )]
             if ids:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from skald_hookspecs.channels import Delivery
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.identity.sealing import SealedBox, SealError, ensure_inbox_key, open_sealed, seal
-from skald_host.core.identity.users import MemberNotFound
+from skald_host.core.identity.users import Member, MemberNotFound
+from skald_host.core.storage import DiskFull, StorageFailing
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -70,6 +71,13 @@ class SealedInbox:
         if not self.core.catalog.usable(member, source):
             return Delivery("refused", reason="the member may not use this plugin")
         key = f"{source}:{idempotency_key}" if idempotency_key else None
+        try:
+            return await self._store(source, member, text, attachments, key)
+        except (DiskFull, StorageFailing) as exc:  # nothing kept: the sender is told, and may send it again
+            log.error("member %s: a message from %s could not be stored: %s", member.id, source, exc)
+            return Delivery("refused", reason=exc.member_text)
+
+    async def _store(self, source: str, member: Member, text: str, attachments: Sequence[str], key: str | None) -> Delivery:
         async with self._lock(member.id):
             if self.core.users.is_unlocked(member.id):
                 try:
