@@ -14,6 +14,8 @@ from skald_hookspecs import hookimpl
 from skald_hookspecs.types import PluginInfo, Tool
 from skald_host.testing import BrokenStream, Hang, Reply, ScriptedError, ScriptedModelServer, ToolCall
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+from skald_host.web.routes import events as events_routes
+from tests.disk import fill
 
 from .kit import PHONE, screenshot, sign_in
 
@@ -280,6 +282,40 @@ async def test_message_typed_while_offline_is_sent_once_on_reconnect(skald, brow
         assert [m["content"] for m in stored if m["role"] == "user"] == ["Hello", "Are you there?"]
         sent = [r.last_user_text for r in server.requests_for(MODEL)]
         assert sent == ["Hello", "Are you there?"]
+
+
+async def test_a_message_the_full_disk_refused_stays_in_the_outbox_and_is_sent_again(skald, browser_pages, small_disk, monkeypatch):
+    """Check G4 from the member's side: the host's data on a real tmpfs that fills up."""
+    monkeypatch.setattr(events_routes, "STORAGE_RETRY_SECONDS", 1)
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(settings=skald.settings("disk/data"))
+        api = await host.admin()
+        await configure_model(api, server)
+        # A new message's first request goes out while it commits (the turn's opening):
+        # the one whose commit the full disk refused may have reached the model, and its
+        # answer is dropped. Its retries wait for their commit: no request.
+        server.script(MODEL, [Reply(text="First answer."), Reply(text="Second answer."), Reply(text="Second answer.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "admin", ADMIN_PASSWORD)
+        await send(page, "Hello")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First answer.")
+
+        filler = fill(small_disk)
+        await send(page, "Written while the disk is full")
+        pending = page.locator(".msg.user").last
+        await expect(pending.locator(".msg-state")).to_contain_text("the server's disk is full")
+        await page.wait_for_timeout(1500)  # a retry or two, refused again: still waiting, nothing lost
+        await expect(pending.locator(".msg-state")).to_contain_text("sent again by itself")
+        filler.unlink()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Second answer.", timeout=10_000)
+        await expect(pending.locator(".msg-state")).to_be_hidden()
+        conversation_id = page.url.rsplit("/", 1)[1]
+        stored = (await api.get(f"/api/conversations/{conversation_id}")).json()["messages"]
+        assert [(m["role"], m["content"]) for m in stored] == [
+            ("user", "Hello"), ("assistant", "First answer."), ("user", "Written while the disk is full"), ("assistant", "Second answer."),
+        ]
+        sent = [r.last_user_text for r in server.requests_for(MODEL)]
+        assert sent[0] == "Hello" and sent[1:] in (["Written while the disk is full"] * 2, ["Written while the disk is full"])
 
 
 XSS_ANSWER = "\n".join((

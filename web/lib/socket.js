@@ -6,6 +6,8 @@
 // socket is down waits there and is sent on reconnect; a message whose ack was lost
 // with the connection is sent again with the same key, and the server stores it once.
 // The outbox lives in sessionStorage too, so even a reload of the tab loses nothing.
+// An error that says `retry_after` (the server could not store it: a full disk) keeps
+// the message in the outbox, and it is sent again after that many seconds.
 // A close with 1008 (or a sessions_revoked event) means the session ended: sign-in.
 import { api, signalSessionLost } from "./api.js";
 
@@ -23,6 +25,7 @@ let retryTimer = null;
 let pingTimer = null;
 let storageKey = null;
 let outbox = new Map(); // idempotency_key → {conversation_id, text, idempotency_key, created}
+const retries = new Map(); // idempotency_key → timer of a send the server could not store yet
 
 function setState(next) {
   if (state === next) return;
@@ -54,6 +57,15 @@ function transmit(item) {
   if (item.attachments?.length) message.attachments = item.attachments;
   socket.send(JSON.stringify(message));
   return true;
+}
+
+function retryLater(key, seconds) {
+  clearTimeout(retries.get(key));
+  retries.set(key, setTimeout(() => {
+    retries.delete(key);
+    const item = outbox.get(key);
+    if (item) transmit(item); // socket down meanwhile: the reconnect sends the outbox anyway
+  }, seconds * 1000 * (0.75 + Math.random() * 0.5)));
 }
 
 function dispatch(message) {
@@ -93,8 +105,8 @@ function open() {
     try { message = JSON.parse(event.data); } catch { return; }
     if (!message || typeof message !== "object") return;
     if ((message.type === "ack" || message.type === "error") && message.idempotency_key && outbox.has(message.idempotency_key)) {
-      outbox.delete(message.idempotency_key);
-      persist();
+      if (message.type === "error" && message.retry_after > 0) retryLater(message.idempotency_key, message.retry_after);
+      else { outbox.delete(message.idempotency_key); persist(); }
     }
     // Events queued together on the server arrive as one "events" message, in order.
     const events = message.type === "events" && Array.isArray(message.events) ? message.events.map((event) => ({ type: "event", event })) : [message];
@@ -137,6 +149,8 @@ export function stop({ forget = false } = {}) {
   wanted = false;
   clearTimeout(retryTimer);
   clearInterval(pingTimer);
+  for (const timer of retries.values()) clearTimeout(timer);
+  retries.clear();
   const ws = socket;
   socket = null;
   ws?.close(1000);

@@ -201,7 +201,7 @@ export class Transcript {
     bubble.state = state;
     bubble.node.dataset.state = state;
     const text = {
-      sending: t("chat.sending"), waiting: t("chat.waiting_connection"), queued: t("chat.queued"), failed: detail || t("chat.send_failed"),
+      sending: t("chat.sending"), waiting: t("chat.waiting_connection"), queued: t("chat.queued"), failed: detail || t("chat.send_failed"), retrying: detail,
     }[state] || "";
     bubble.stateNode.textContent = text;
     bubble.stateNode.hidden = !text;
@@ -297,6 +297,12 @@ export class Transcript {
     if (shown && shown.node !== bubble.node) { bubble.node.remove(); return true; }
     this.adopt(bubble, id);
     return true;
+  }
+
+  /** Not stored (the server's disk): it stays pending, and the outbox sends it again. */
+  sendRetrying(key, code) {
+    const bubble = this.pending.get(key);
+    if (bubble) this.setBubbleState(bubble, "retrying", t(code === "disk_full" ? "chat.retrying_disk_full" : "chat.retrying_storage"));
   }
 
   sendFailed(key, error) {

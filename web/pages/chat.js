@@ -424,7 +424,8 @@ class ChatView {
       return;
     }
     if (message.type === "error" && message.idempotency_key) {
-      this.transcript.sendFailed(message.idempotency_key, message.error || "");
+      if (message.retry_after > 0) this.transcript.sendRetrying(message.idempotency_key, message.code);
+      else this.transcript.sendFailed(message.idempotency_key, message.error || "");
       return;
     }
     if (message.type !== "event" || message.event?.kind !== "chat") return;
