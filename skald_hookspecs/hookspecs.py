@@ -41,9 +41,13 @@ def startup(host: Any) -> None:
 
 
 @hookspec
-def shutdown() -> None:
+def shutdown(reason: str) -> None:
     """The plugin was disabled or the host is stopping: stop everything started in
-    ``startup``. May be async. Bounded by the hook timeout. Since 1.0."""
+    ``startup``. May be async. Bounded by the hook timeout. ``reason`` says which:
+    ``"disabled"`` (an admin turned the plugin off: also undo what it registered
+    outside the host, such as a webhook, which would otherwise keep being called) or
+    ``"stopping"`` (the host stops and starts it again with the next start). An impl
+    may leave ``reason`` out. Since 1.0; ``reason`` since 1.1."""
 
 
 @hookspec

@@ -316,7 +316,7 @@ class Skald:
         if enabled:
             await self.start_plugin(plugin_id)
         else:
-            await self.stop_plugin(plugin_id)
+            await self.stop_plugin(plugin_id, reason="disabled")
 
     async def default_locale(self) -> str:
         """The instance's language, chosen at setup; a member's own locale wins."""
@@ -328,12 +328,13 @@ class Skald:
         started = self._started.get(plugin_id)
         return started.host_api if started else PluginHostApi(plugin_id, self)
 
-    async def stop_plugin(self, plugin_id: str) -> None:
+    async def stop_plugin(self, plugin_id: str, *, reason: str) -> None:
+        """``reason``: what the plugin's ``shutdown`` is told ("disabled" or "stopping")."""
         started = self._started.pop(plugin_id, None)
         if started is None:
             return
         try:
-            await self.plugins.call_one("shutdown", plugin_id)
+            await self.plugins.call_one("shutdown", plugin_id, reason=reason)
         except Exception as exc:
             log.error("plugin %s failed to stop cleanly: %s", plugin_id, exc)
         await started.host_api.close()
@@ -354,7 +355,7 @@ class Skald:
         self.stopping.set()
         await self.supervisor.join_all(10.0)
         for plugin_id in list(self._started):
-            await self.stop_plugin(plugin_id)
+            await self.stop_plugin(plugin_id, reason="stopping")
         if self._auth is not None:
             self._auth.sessions.revoke_all("server stopping")
         if self._channels is not None:

@@ -68,7 +68,7 @@ def plugin_info() -> PluginInfo:
         title="Telegram",
         description="Talk to your assistant from Telegram: link a chat with a one-time code.",
         icon="send",
-        spec=">=1.0,<2",
+        spec=">=1.1,<2",  # shutdown(reason)
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
         # A normal grant: the admin decides who may use Telegram, and every message
@@ -88,10 +88,12 @@ async def startup(host: HostApi) -> None:
 
 
 @hookimpl
-async def shutdown() -> None:
+async def shutdown(reason: str) -> None:
     bot, running.bot = running.bot, None
     if bot is not None:
-        await bot.stop()
+        # Disabled: Telegram must stop calling the webhook (it would keep retrying a
+        # 404 and hold the chats' messages). Stopping: the next start sets it again.
+        await bot.stop(forget_webhook=reason == "disabled")
 
 
 @hookimpl

@@ -230,9 +230,10 @@ class TelegramBot:
         if self.mode == "polling":
             self._poller = asyncio.create_task(self._poll(), name="telegram:poller")
 
-    async def stop(self) -> None:
+    async def stop(self, *, forget_webhook: bool = False) -> None:
         """Within the host's hook timeout: an update being handled may finish (a
-        second at most), the long poll is cut, queued replies get two seconds."""
+        second at most), the long poll is cut, queued replies get two seconds.
+        ``forget_webhook``: remove the webhook at Telegram (the plugin was disabled)."""
         self._stopping = True
         if self._poller is not None:
             if self._waiting:
@@ -244,6 +245,12 @@ class TelegramBot:
             self._poller = None
         await self.outbox.drain(timeout=2.0)
         await self.outbox.close()
+        if forget_webhook and self.mode == "webhook":
+            try:
+                await self.bot.delete_webhook()
+            except TelegramError as exc:  # unreachable now: it stays set, and says so
+                reason = exc.message.replace(self.config.token, "<bot-token>")
+                log.warning("telegram: the webhook could not be removed at Telegram (%s); it stays set at Telegram", reason)
         await self._close_connection()
 
     async def _close_connection(self) -> None:

@@ -178,3 +178,21 @@ async def test_webhook_calls_need_the_secret_token(setup: Setup):
     assert len(setup.api.texts(9301)) == 1 and "10 minutes" in texts[0]
     garbage = await stranger.post("/api/plugin/telegram/webhook", content=b"not json", headers=right)
     assert garbage.status_code == 400
+
+
+async def test_disabling_the_plugin_removes_its_webhook_at_telegram_and_a_host_restart_does_not(setup: Setup):
+    webhook = {"mode": "webhook", "webhook_url": setup.host.url + "/api/plugin/telegram/webhook", "webhook_secret": "webhook-secret_B7"}
+    await setup.configure(**webhook)
+    await setup.enable()
+    assert len(setup.api.of("setWebhook")) == 1 and setup.api.of("deleteWebhook") == []
+
+    settings = setup.host.settings
+    await setup.harness.close()  # the host stops: the webhook stays, the next start sets it again
+    assert setup.api.of("deleteWebhook") == []
+    host = await setup.harness.start(use_entry_points=True, settings=settings)
+    assert host.core.plugins.status("telegram").healthy, host.core.plugins.status("telegram").error
+    assert len(setup.api.of("setWebhook")) == 2
+
+    response = await (await host.admin()).put("/api/admin/plugins/telegram/enabled", json={"enabled": False})
+    assert response.status_code == 200, response.text
+    assert len(setup.api.of("deleteWebhook")) == 1  # Telegram stops calling an address that now answers 404
