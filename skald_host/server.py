@@ -24,6 +24,9 @@ def hypercorn_config(settings: Settings) -> Config:
     config.bind = [f"[{host}]:{settings.server.port}" if ":" in host else f"{host}:{settings.server.port}"]
     config.websocket_max_message_size = settings.server.websocket_max_message_bytes
     config.h11_max_incomplete_size = 64 * 1024
+    # Hypercorn's idle timer runs from the connection's start (or its last response)
+    # until a request's headers are complete: it also cuts a client that dribbles them.
+    config.keep_alive_timeout = settings.server.header_timeout_seconds
     config.graceful_timeout = 5.0
     config.accesslog = None  # paths can name conversations; keep them out of files by default
     config.errorlog = logging.getLogger("hypercorn.error")

@@ -34,6 +34,10 @@ class ServerSettings:
     tls_key: Path | None = None
     max_body_bytes: int = 10 * 1024 * 1024
     websocket_max_message_bytes: int = 1024 * 1024
+    # Slow clients (check H3): a request whose headers are not complete within
+    # header_timeout_seconds is dropped, one whose body stalls gets 408.
+    header_timeout_seconds: float = 5.0
+    body_timeout_seconds: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_
         SKALD_SETTINGS=settings,
         SKALD_WEB_DIR=web_dir or WEB_DIR,
         MAX_CONTENT_LENGTH=settings.server.max_body_bytes,
-        BODY_TIMEOUT=30,
+        BODY_TIMEOUT=settings.server.body_timeout_seconds,
         PROVIDE_AUTOMATIC_OPTIONS=True,
         JSON_SORT_KEYS=False,
     )
