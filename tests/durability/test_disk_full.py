@@ -8,7 +8,12 @@ root; without it the tests are skipped and say so: tests/disk.py).
 
 from __future__ import annotations
 
-from skald_host.testing import Reply, ScriptedModelServer, ToolCall
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest_asyncio
+
+from skald_host.testing import Reply, RunningHost, ScriptedModelServer, SkaldClient, ToolCall
 from tests.chat.support import (
     ALL_MODELS,
     API_KEY,
@@ -28,122 +33,134 @@ from tests.channels.support import CHANNEL, RecordingChannel
 from tests.disk import fill
 
 
+@dataclass
+class OnSmallDisk:
+    host: RunningHost
+    admin: SkaldClient
+    server: ScriptedModelServer
+    probe: ChatProbe
+    channel: RecordingChannel
+
+
+@pytest_asyncio.fixture
+async def on_small_disk(skald, tmp_path, small_disk) -> AsyncIterator[OnSmallDisk]:
+    """A host whose data directory is on the small disk, with the chat probe, a test
+    channel and the scripted model."""
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
+        probe, channel = ChatProbe(write_probe_agents(tmp_path / "agents")), RecordingChannel()
+        try:
+            host = await skald.start(plugins=[probe, channel], enable=[PROBE, CHANNEL], settings=skald.settings("disk/data"))
+            admin = await host.admin()
+            await configure_models(admin, server)
+            yield OnSmallDisk(host, admin, server, probe, channel)
+        finally:
+            await skald.close()
+
+
 def database_files(host) -> set[str]:
     return {p.name for p in host.settings.database_dir.iterdir()}
 
 
-async def test_a_full_disk_refuses_writes_with_507_and_everything_works_again_once_space_is_freed(skald, tmp_path, small_disk):
-    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
-        probe = ChatProbe(write_probe_agents(tmp_path / "agents"))
-        host = await skald.start(plugins=[probe], enable=[PROBE], settings=skald.settings("disk/data"))
-        admin = await host.admin()
-        await configure_models(admin, server)
-        alice = await host.member("alice")
-        conversation_id = await new_conversation(alice)
-        server.script(MODEL_A, [Reply("First answer.")])
-        async with ChatSocket(alice) as socket:
-            assert (await socket.send(conversation_id, "before the disk filled", key="key-before-0001"))["type"] == "ack"
-            await socket.turn(conversation_id)
-            files_before = database_files(host)
-
-            filler = fill(small_disk)
-            # Its commit appends to the write-ahead log: a frame the full disk has no page for.
-            text = "written while the disk is full"
-            response = await alice.post(f"/api/conversations/{conversation_id}/messages", json={"text": text})
-            assert response.status_code == 507, response.text
-            assert "disk is full" in response.json()["error"] and "not saved" in response.json()["error"]
-
-            photo = b"\x89PNG\r\n\x1a\n" + b"\0" * 200_000
-            upload = {"content": photo, "headers": {"X-Filename": "photo.png", "Content-Type": "image/png"}}
-            response = await alice.post(f"/api/conversations/{conversation_id}/uploads", **upload)
-            assert response.status_code == 507, response.text
-            home = host.core.files.home(alice.member["id"])
-            assert [p.name for p in home.rglob("*") if p.is_file()] == []  # no partial file left
-
-            refused = await socket.send(conversation_id, text, key="key-while-full-01")
-            assert refused["type"] == "error" and refused["code"] == "disk_full" and refused["retry_after"] > 0
-            assert refused["idempotency_key"] == "key-while-full-01"
-
-            response = await admin.post("/api/admin/members", json={"username": "bob", "password": "a long enough password 1"})
-            assert response.status_code == 507, response.text
-            assert database_files(host) == files_before  # no 0-byte or half-made file of bob's
-            assert (await host.client().get("/health")).status_code == 200
-
-            filler.unlink()
-            server.script(MODEL_A, [Reply("Second answer.")])
-            # The client sends it again with the same key, as its outbox does: stored once.
-            assert (await socket.send(conversation_id, text, key="key-while-full-01"))["type"] == "ack"
-            await socket.turn(conversation_id)
-            assert (await socket.send(conversation_id, text, key="key-while-full-01"))["type"] == "ack"
-
-        transcript = await messages(alice, conversation_id)
-        assert [(m["role"], m["content"]) for m in transcript] == [
-            ("user", "before the disk filled"), ("assistant", "First answer."), ("user", text), ("assistant", "Second answer."),
-        ]
-        response = await admin.post("/api/admin/members", json={"username": "bob", "password": "a long enough password 1"})
-        assert response.status_code == 201, response.text
-        response = await alice.post(f"/api/conversations/{conversation_id}/uploads", **upload)
-        assert response.status_code == 201, response.text
-        core = host.core
-        assert await core.registry.integrity_check() == "ok"
-        assert await core.users.owner_db(alice.member["id"]).integrity_check() == "ok"
-
-
-async def test_a_turn_whose_round_cannot_be_written_ends_saying_why_and_the_next_turn_works(skald, tmp_path, small_disk):
-    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
-        probe = ChatProbe(write_probe_agents(tmp_path / "agents"))
-        host = await skald.start(plugins=[probe], enable=[PROBE], settings=skald.settings("disk/data"))
-        admin = await host.admin()
-        await configure_models(admin, server)
-        await allow_tool(admin, "wait_read")
-        alice = await host.member("alice")
-        conversation_id = await new_conversation(alice)
-        server.script(MODEL_A, [Reply(tool_calls=[ToolCall("wait_read", {"text": "slow"})]), Reply("Never shown.")])
-        async with ChatSocket(alice) as socket:
-            assert (await socket.send(conversation_id, "start a long read"))["type"] == "ack"
-            await eventually(probe.waiting.is_set, what="the tool to start")
-            filler = fill(small_disk)
-            probe.release.set()
-            events = await socket.turn(conversation_id)
-            [error] = [e for e in events if e["type"] == "error"]
-            assert error["code"] == "disk_full" and "disk is full" in error["error"], error
-
-            filler.unlink()
-            server.script(MODEL_A, [Reply("Back to normal.")])
-            assert (await socket.send(conversation_id, "and now?"))["type"] == "ack"
-            events = await socket.turn(conversation_id)
-            assert [e for e in events if e["type"] == "done"][-1]["content"] == "Back to normal."
-        transcript = await messages(alice, conversation_id)
-        assert_well_formed(transcript)
-        assert [m["content"] for m in transcript if m["role"] == "user"] == ["start a long read", "and now?"]
-        assert await host.core.users.owner_db(alice.member["id"]).integrity_check() == "ok"
-
-
-async def test_a_channel_message_the_full_disk_refused_is_not_kept_and_the_sender_is_told(skald, tmp_path, small_disk):
-    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
-        probe, channel = ChatProbe(write_probe_agents(tmp_path / "agents")), RecordingChannel()
-        host = await skald.start(plugins=[probe, channel], enable=[PROBE, CHANNEL], settings=skald.settings("disk/data"))
-        admin = await host.admin()
-        await configure_models(admin, server)
-        unlocked = (await host.member("alice")).member["id"]
-        locked = (await host.create_member("bob"))["id"]  # never logged in: sealed for later
-        api = channel.api
+async def test_a_full_disk_refuses_writes_with_507_and_everything_works_again_once_space_is_freed(on_small_disk, small_disk):
+    host, admin, server = on_small_disk.host, on_small_disk.admin, on_small_disk.server
+    alice = await host.member("alice")
+    conversation_id = await new_conversation(alice)
+    server.script(MODEL_A, [Reply("First answer.")])
+    async with ChatSocket(alice) as socket:
+        assert (await socket.send(conversation_id, "before the disk filled", key="key-before-0001"))["type"] == "ack"
+        await socket.turn(conversation_id)
+        files_before = database_files(host)
 
         filler = fill(small_disk)
-        for member_id in (unlocked, locked):
-            refused = await api.send_message(member_id, "sent while the disk is full", idempotency_key="update-7")
-            assert refused.status == "refused" and "disk is full" in refused.reason, refused
-        assert await host.core.channels.inbox.waiting(locked) == 0
+        # Its commit appends to the write-ahead log: a frame the full disk has no page for.
+        text = "written while the disk is full"
+        response = await alice.post(f"/api/conversations/{conversation_id}/messages", json={"text": text})
+        assert response.status_code == 507, response.text
+        assert "disk is full" in response.json()["error"] and "not saved" in response.json()["error"]
+
+        photo = b"\x89PNG\r\n\x1a\n" + b"\0" * 200_000
+        upload = {"content": photo, "headers": {"X-Filename": "photo.png", "Content-Type": "image/png"}}
+        response = await alice.post(f"/api/conversations/{conversation_id}/uploads", **upload)
+        assert response.status_code == 507, response.text
+        home = host.core.files.home(alice.member["id"])
+        assert [p.name for p in home.rglob("*") if p.is_file()] == []  # no partial file left
+
+        refused = await socket.send(conversation_id, text, key="key-while-full-01")
+        assert refused["type"] == "error" and refused["code"] == "disk_full" and refused["retry_after"] > 0
+        assert refused["idempotency_key"] == "key-while-full-01"
+
+        response = await admin.post("/api/admin/members", json={"username": "bob", "password": "a long enough password 1"})
+        assert response.status_code == 507, response.text
+        assert database_files(host) == files_before  # no 0-byte or half-made file of bob's
+        assert (await host.client().get("/health")).status_code == 200
 
         filler.unlink()
-        # The first try may have reached the model before its commit failed (a turn's
-        # opening); that answer was dropped, so the one shown is the second.
-        server.script(MODEL_A, [Reply("Stored now."), Reply("Stored now.")])
-        assert (await api.send_message(unlocked, "sent while the disk is full", idempotency_key="update-7")).status == "accepted"
-        assert (await channel.wait_for("answer")).text == "Stored now."
-        assert (await api.send_message(locked, "sent while the disk is full", idempotency_key="update-7")).status == "sealed"
-        assert await host.core.channels.inbox.waiting(locked) == 1
-        store = host.core.chat.live_runtime(unlocked).store
-        [conversation] = await store.conversations()
-        rows = await store.history((await store.root_frame(conversation["id"])).id)
-        assert [(m["role"], m["content"]) for m in rows] == [("user", "sent while the disk is full"), ("assistant", "Stored now.")]
+        server.script(MODEL_A, [Reply("Second answer.")])
+        # The client sends it again with the same key, as its outbox does: stored once.
+        assert (await socket.send(conversation_id, text, key="key-while-full-01"))["type"] == "ack"
+        await socket.turn(conversation_id)
+        assert (await socket.send(conversation_id, text, key="key-while-full-01"))["type"] == "ack"
+
+    transcript = await messages(alice, conversation_id)
+    assert [(m["role"], m["content"]) for m in transcript] == [
+        ("user", "before the disk filled"), ("assistant", "First answer."), ("user", text), ("assistant", "Second answer."),
+    ]
+    response = await admin.post("/api/admin/members", json={"username": "bob", "password": "a long enough password 1"})
+    assert response.status_code == 201, response.text
+    response = await alice.post(f"/api/conversations/{conversation_id}/uploads", **upload)
+    assert response.status_code == 201, response.text
+    core = host.core
+    assert await core.registry.integrity_check() == "ok"
+    assert await core.users.owner_db(alice.member["id"]).integrity_check() == "ok"
+
+
+async def test_a_turn_whose_round_cannot_be_written_ends_saying_why_and_the_next_turn_works(on_small_disk, small_disk):
+    host, admin, server, probe = on_small_disk.host, on_small_disk.admin, on_small_disk.server, on_small_disk.probe
+    await allow_tool(admin, "wait_read")
+    alice = await host.member("alice")
+    conversation_id = await new_conversation(alice)
+    server.script(MODEL_A, [Reply(tool_calls=[ToolCall("wait_read", {"text": "slow"})]), Reply("Never shown.")])
+    async with ChatSocket(alice) as socket:
+        assert (await socket.send(conversation_id, "start a long read"))["type"] == "ack"
+        await eventually(probe.waiting.is_set, what="the tool to start")
+        filler = fill(small_disk)
+        probe.release.set()
+        events = await socket.turn(conversation_id)
+        [error] = [e for e in events if e["type"] == "error"]
+        assert error["code"] == "disk_full" and "disk is full" in error["error"], error
+
+        filler.unlink()
+        server.script(MODEL_A, [Reply("Back to normal.")])
+        assert (await socket.send(conversation_id, "and now?"))["type"] == "ack"
+        events = await socket.turn(conversation_id)
+        assert [e for e in events if e["type"] == "done"][-1]["content"] == "Back to normal."
+    transcript = await messages(alice, conversation_id)
+    assert_well_formed(transcript)
+    assert [m["content"] for m in transcript if m["role"] == "user"] == ["start a long read", "and now?"]
+    assert await host.core.users.owner_db(alice.member["id"]).integrity_check() == "ok"
+
+
+async def test_a_channel_message_the_full_disk_refused_is_not_kept_and_the_sender_is_told(on_small_disk, small_disk):
+    host, server, channel = on_small_disk.host, on_small_disk.server, on_small_disk.channel
+    unlocked = (await host.member("alice")).member["id"]
+    locked = (await host.create_member("bob"))["id"]  # never logged in: sealed for later
+    api = channel.api
+
+    filler = fill(small_disk)
+    for member_id in (unlocked, locked):
+        refused = await api.send_message(member_id, "sent while the disk is full", idempotency_key="update-7")
+        assert refused.status == "refused" and "disk is full" in refused.reason, refused
+    assert await host.core.channels.inbox.waiting(locked) == 0
+
+    filler.unlink()
+    # The first try may have reached the model before its commit failed (a turn's
+    # opening); that answer was dropped, so the one shown is the second.
+    server.script(MODEL_A, [Reply("Stored now."), Reply("Stored now.")])
+    assert (await api.send_message(unlocked, "sent while the disk is full", idempotency_key="update-7")).status == "accepted"
+    assert (await channel.wait_for("answer")).text == "Stored now."
+    assert (await api.send_message(locked, "sent while the disk is full", idempotency_key="update-7")).status == "sealed"
+    assert await host.core.channels.inbox.waiting(locked) == 1
+    store = host.core.chat.live_runtime(unlocked).store
+    [conversation] = await store.conversations()
+    rows = await store.history((await store.root_frame(conversation["id"])).id)
+    assert [(m["role"], m["content"]) for m in rows] == [("user", "sent while the disk is full"), ("assistant", "Stored now.")]
