@@ -257,3 +257,21 @@ async def test_a_turn_with_an_image_prefers_a_model_that_sees_it(files):
         await sock.send(cid, "And without a picture?")
         await sock.turn(cid, timeout=20)
     assert len(files.server.requests_for(PLAIN)) == 1 and len(files.server.requests_for(VISION)) == 1
+
+
+async def test_a_message_queued_during_a_turn_shows_its_attachments_while_it_waits(files):
+    await configure_models(files.admin, files.server, (PLAIN,))
+    cid = await new_conversation(files.alice)
+    image = (await upload(files.alice, cid, "cat.png", PNG)).json()
+    files.server.script(PLAIN, [Reply("First.", first_token_delay=1.0), Reply("Second.")])
+    async with ChatSocket(files.alice) as sock:
+        assert (await sock.send(cid, "First question."))["queued"] is False
+        await files.server.wait_for_requests(1)
+        ack = await sock.command(type="send", conversation_id=cid, text="And this photo?", attachments=[image["path"]])
+        assert ack["type"] == "ack" and ack["queued"] is True, ack
+        [queued] = (await files.alice.get(f"/api/conversations/{cid}")).json()["queued"]
+        assert [a["path"] for a in json.loads(queued["attachments"])] == [image["path"]]
+        await sock.turn(cid, timeout=20)
+        await sock.turn(cid, timeout=20)
+    stored = await messages(files.alice, cid)
+    assert [a["path"] for a in json.loads(stored[2]["attachments"])] == [image["path"]]

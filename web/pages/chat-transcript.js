@@ -138,7 +138,7 @@ export class Transcript {
     }
     for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
     for (const queued of data.queued || []) {
-      const bubble = this.userBubble(queued.content, { state: "queued" });
+      const bubble = this.userBubble(queued.content, { state: "queued", attachments: attachmentPaths(queued.attachments) });
       this.list.append(bubble.node);
     }
     for (const item of unacknowledged) this.addPending(item, { quiet: true });

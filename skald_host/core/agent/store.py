@@ -564,7 +564,9 @@ class ConversationStore:
 
     async def queued(self, conversation_id: str) -> list[dict[str, Any]]:
         rows = await self.db.run(
-            lambda c: c.execute("SELECT id, content, created_at FROM inbox WHERE conversation_id = ? ORDER BY id", (conversation_id,)).fetchall()
+            lambda c: c.execute(
+                "SELECT id, content, attachments, created_at FROM inbox WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            ).fetchall()
         )
         return [dict(r) for r in rows]
 
