@@ -21,6 +21,7 @@ from quart.wrappers import Response
 
 from skald_hookspecs import PUBLIC_ATTRIBUTE, public  # noqa: F401 - one marker for host and plugin views
 from skald_hookspecs.context import Caller, bind_caller
+from skald_host.core import audit
 from skald_host.core.identity.access import allowed
 from skald_host.core.identity.sessions import Session
 from skald_host.core.identity.users import Member, MemberNotFound
@@ -49,7 +50,9 @@ def requires(action: str) -> Callable[[F], F]:
     def wrap(view: F) -> F:
         @functools.wraps(view)
         async def gated(*args: Any, **kwargs: Any) -> Any:
-            if not allowed(current_principal().member, action):
+            member = current_principal().member
+            if not allowed(member, action):
+                audit.denied(member.id, f"action:{action}", **_where())
                 raise ApiError(403, "forbidden")
             return await view(*args, **kwargs)
 
@@ -57,6 +60,12 @@ def requires(action: str) -> Callable[[F], F]:
         return gated  # type: ignore[return-value]
 
     return wrap
+
+
+def _where() -> dict[str, str | None]:
+    """The refused request for the audit line: its route's pattern, not its path."""
+    rule = request.url_rule
+    return {"method": request.method, "route": rule.rule if rule is not None else None}
 
 
 def current_principal() -> Principal:
@@ -172,6 +181,7 @@ async def gate_request() -> None:
         if not same_origin(request) or not principal.session.check_csrf(request.headers.get(CSRF_HEADER)):
             raise ApiError(403, "missing or wrong CSRF token")
     if plugin_id is not None and not core.catalog.usable(principal.member, plugin_id):
+        audit.denied(principal.member.id, f"plugin:{plugin_id}", **_where())
         raise ApiError(403, "forbidden")
     g.principal = principal
     if plugin_id is not None:

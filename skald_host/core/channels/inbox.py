@@ -18,6 +18,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Sequence
 
 from skald_hookspecs.channels import Delivery
+from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.identity.sealing import SealedBox, SealError, ensure_inbox_key, open_sealed, seal
 from skald_host.core.identity.users import Member, MemberNotFound
@@ -69,6 +70,7 @@ class SealedInbox:
         if not member.active:
             return Delivery("refused", reason="the member is inactive")
         if not self.core.catalog.usable(member, source):
+            audit.denied(member.id, f"plugin:{source}", via="channel")
             return Delivery("refused", reason="the member may not use this plugin")
         key = f"{source}:{idempotency_key}" if idempotency_key else None
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from skald_hookspecs.channels import Channel, ChannelRequestError, Delivery, MemberLocked
+from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.channels.inbox import SealedInbox, current_conversation, start_conversation
 from skald_host.core.channels.router import ChannelRouter
@@ -52,6 +53,7 @@ class ChannelService:
         if member is None:
             raise ChannelRequestError("no such member")
         if not member.active or not self.core.catalog.usable(member, source):
+            audit.denied(member.id, f"plugin:{source}", via="channel")
             raise ChannelRequestError("the member may not use this plugin")
         return member
 

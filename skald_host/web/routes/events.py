@@ -15,6 +15,7 @@ from typing import Any
 from quart import Blueprint, current_app, websocket
 
 from skald_hookspecs.events import UserEvent
+from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.identity.access import allowed
 from skald_host.core.storage import DiskFull, StorageFailing
@@ -163,6 +164,7 @@ async def member_socket() -> None:
             if kind == "ping":
                 await websocket.send(json.dumps({"type": "pong"}))
             elif kind in COMMANDS and not allowed(principal.member, "chat.use"):
+                audit.denied(principal.member.id, "action:chat.use", via="websocket", command=kind)
                 await websocket.send(json.dumps({"type": "error", "error": "forbidden"}))
             elif kind in COMMANDS:
                 try:
