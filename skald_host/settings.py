@@ -80,6 +80,10 @@ class PluginSettings:
 class ChatSettings:
     max_rounds: int = 25
     tool_timeout_seconds: float = 300.0
+    # A member's own clients (web page, API) may send this many messages at once, then
+    # sends_per_second; past that a send is refused with a retry time (check H3).
+    send_burst: int = 30
+    sends_per_second: float = 2.0
     compact_after_tokens: int | None = None  # automatic compaction is off unless set
 
 
@@ -291,6 +295,10 @@ def _validate(settings: Settings) -> None:
         raise SettingsError("chat.max_rounds: must be between 1 and 1000")
     if not settings.chat.tool_timeout_seconds > 0:
         raise SettingsError("chat.tool_timeout_seconds: must be positive")
+    if settings.chat.send_burst < 1 or not settings.chat.sends_per_second > 0:
+        raise SettingsError("chat.send_burst must be at least 1 and chat.sends_per_second positive")
+    if not settings.server.header_timeout_seconds > 0 or not settings.server.body_timeout_seconds > 0:
+        raise SettingsError("server.header_timeout_seconds and server.body_timeout_seconds must be positive")
     if settings.files.upload_max_bytes < 1 or settings.files.view_max_bytes < 1 or settings.files.read_max_bytes < 1:
         raise SettingsError("files: upload_max_bytes, view_max_bytes and read_max_bytes must be positive")
     box = settings.sandbox

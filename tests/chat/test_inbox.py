@@ -8,9 +8,22 @@ import asyncio
 
 from skald_host.core.agent import store as conversation_store
 from skald_host.core.agent.definitions import AgentError
-from skald_host.testing import Reply
+from skald_host.testing import Reply, ScriptedModelServer, echo_last_user_message
 
-from .support import MODEL_A, ChatSocket, configure_models, eventually, messages, new_conversation, types
+from .support import (
+    ALL_MODELS,
+    API_KEY,
+    MODEL_A,
+    PROBE,
+    ChatProbe,
+    ChatSocket,
+    configure_models,
+    eventually,
+    messages,
+    new_conversation,
+    types,
+    write_probe_agents,
+)
 
 
 async def test_message_sent_during_a_turn_is_queued_and_delivered_in_the_next_turn(chat):
@@ -193,3 +206,33 @@ async def test_a_turn_refused_before_its_request_went_out_still_stores_and_acks_
         ("user", "complete", "Second."), ("assistant", "error", ""),
     ]
     assert len(chat.server.requests_for(MODEL_A)) == 1  # the refused turn never asked the model
+
+
+async def test_a_flood_from_one_member_is_refused_past_the_send_budget_and_nothing_refused_is_stored(skald, tmp_path):
+    """Check H3's message flood, scaled down: a member's own client sends as fast as it
+    can; past the budget each send is refused with when to try again, others are not
+    affected, and what was refused was not stored."""
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY, responder=echo_last_user_message) as server:
+        settings = skald.settings(chat={"send_burst": 5, "sends_per_second": 1.0})
+        host = await skald.start(plugins=[ChatProbe(write_probe_agents(tmp_path / "agents"))], enable=[PROBE], settings=settings)
+        await configure_models(await host.admin(), server)
+        alice, bob = await host.member("alice"), await host.member("bob")
+        cid, bobs = await new_conversation(alice), await new_conversation(bob)
+        async with ChatSocket(alice) as sock:
+            replies = [await sock.send(cid, f"flood {n}", key=f"flood-message-{n}") for n in range(40)]
+        acked = [r for r in replies if r["type"] == "ack"]
+        refused = [r for r in replies if r["type"] == "error"]
+        assert 5 <= len(acked) <= 8, len(acked)  # the burst, and what refilled meanwhile
+        assert refused and all(r["code"] == "too_fast" and r["retry_after"] >= 1 and r["idempotency_key"] for r in refused)
+        response = await alice.post(f"/api/conversations/{cid}/messages", json={"text": "one more"})
+        assert response.status_code == 429 and int(response.headers["Retry-After"]) >= 1, response.text
+        async with ChatSocket(bob) as sock:  # another member's budget is their own
+            assert (await sock.send(bobs, "hello"))["type"] == "ack"
+
+        async def settled() -> dict | None:
+            data = (await alice.get(f"/api/conversations/{cid}")).json()
+            return None if data["queued"] or data["running"] else data
+
+        data = await eventually(settled, what="the flood's turns to end")
+        stored = [m["content"] for m in data["messages"] if m["role"] == "user"]
+        assert sorted(stored) == sorted(f"flood {r['idempotency_key'].rsplit('-', 1)[1]}" for r in acked)

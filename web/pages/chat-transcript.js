@@ -299,10 +299,12 @@ export class Transcript {
     return true;
   }
 
-  /** Not stored (the server's disk): it stays pending, and the outbox sends it again. */
+  /** Not stored (the server's disk, or too many at once): it stays pending, and the
+   * outbox sends it again. */
   sendRetrying(key, code) {
     const bubble = this.pending.get(key);
-    if (bubble) this.setBubbleState(bubble, "retrying", t(code === "disk_full" ? "chat.retrying_disk_full" : "chat.retrying_storage"));
+    const reason = { disk_full: "chat.retrying_disk_full", too_fast: "chat.retrying_too_fast" }[code] || "chat.retrying_storage";
+    if (bubble) this.setBubbleState(bubble, "retrying", t(reason));
   }
 
   sendFailed(key, error) {

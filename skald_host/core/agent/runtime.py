@@ -15,6 +15,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import math
 import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
@@ -181,6 +182,38 @@ class ChatService:
         return member.role.attrs.chat_agent or "assistant"
 
 
+class SendBudget:
+    """How fast a member's own clients may send (check H3): ``burst`` messages at once,
+    then ``rate`` a second (a token bucket). A human never meets it; a runaway script
+    does, and is told when to try again instead of filling the member's file."""
+
+    WARN_EVERY_SECONDS = 60.0
+
+    def __init__(self, burst: int, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst, self.rate, self.clock = burst, rate, clock
+        self.tokens = float(burst)
+        self.last = clock()
+        self.warned = -self.WARN_EVERY_SECONDS
+
+    def spend(self) -> float:
+        """0 when a message may be sent now (it is counted); else the seconds until one may."""
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+    def should_warn(self) -> bool:
+        """Once a minute at most: a flood is one log line, not one per message."""
+        now = self.clock()
+        if now - self.warned < self.WARN_EVERY_SECONDS:
+            return False
+        self.warned = now
+        return True
+
+
 class MemberRuntime:
     def __init__(self, chat: ChatService, member: Member, store: ConversationStore) -> None:
         self.chat = chat
@@ -192,6 +225,7 @@ class MemberRuntime:
         self.waiters = ApprovalWaiters()
         self.pending_cards: dict[str, str] = {}
         self.closed = False
+        self.send_budget = SendBudget(chat.core.settings.chat.send_burst, chat.core.settings.chat.sends_per_second)
         self._live: dict[str, asyncio.Task[None]] = {}
         #: Streaming rows of turns the disk stopped, not ended yet (it still refused).
         self._unsettled: dict[str, set[int]] = {}
@@ -269,6 +303,18 @@ class MemberRuntime:
         if frame is None:
             raise ChatError("no such conversation")
         return frame
+
+    def sending_too_fast(self, idempotency_key: str | None) -> int:
+        """For a message from the member's own clients: 0 when it may be sent now, else
+        the whole seconds to wait (``SendBudget``). A retry of a key already sent costs
+        nothing (it is stored once whatever happens). Channels and scheduled prompts
+        are not counted here: they have their own pace."""
+        if idempotency_key is not None and not self.store.key_surely_new(idempotency_key):
+            return 0
+        wait = self.send_budget.spend()
+        if wait and self.send_budget.should_warn():
+            log.warning("member %s is sending faster than chat.sends_per_second: sends are refused for now", self.member_id)
+        return math.ceil(wait)
 
     async def send(
         self, conversation_id: str, text: str, idempotency_key: str | None, *, unattended: bool = False,

@@ -134,6 +134,9 @@ async def send_message(conversation_id: str):
         raise ApiError(400, "'idempotency_key' must be 8-128 characters")
     attachments = data.get("attachments") or ()  # agent paths from the upload endpoint
     rt = await runtime()
+    wait = rt.sending_too_fast(key)
+    if wait:
+        raise ApiError(429, f"too many messages at once: not stored; try again in {wait} s", headers={"Retry-After": str(wait)})
     try:
         ack = await rt.send(conversation_id, text, key, attachments=attachments)
     except ChatError as exc:

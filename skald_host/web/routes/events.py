@@ -26,6 +26,7 @@ bp = Blueprint("events", __name__)
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 100_000
+TOO_FAST = "messages are coming faster than the server takes them; this one was not stored yet"
 
 
 def _text(message: dict[str, Any], name: str, limit: int) -> str | None:
@@ -44,9 +45,13 @@ async def _send(member: Any, message: dict[str, Any]) -> dict[str, Any]:
     conversation_id, text = _text(message, "conversation_id", 64), _text(message, "text", MAX_MESSAGE_CHARS)
     if conversation_id is None or text is None or not text.strip():
         return {"type": "error", "idempotency_key": key, "error": "send needs conversation_id and non-empty text"}
+    runtime = await _runtime(member)
+    wait = runtime.sending_too_fast(key)
+    if wait:  # not stored: the client keeps it and sends it again then (same key, stored once)
+        return {"type": "error", "idempotency_key": key, "error": TOO_FAST, "code": "too_fast", "retry_after": wait}
     try:
         attachments = message.get("attachments") or ()  # agent paths from the upload endpoint
-        ack = await (await _runtime(member)).send(conversation_id, text, key, attachments=attachments)
+        ack = await runtime.send(conversation_id, text, key, attachments=attachments)
     except ChatError as exc:  # someone else's id reads exactly like a missing one
         return {"type": "error", "idempotency_key": key, "error": str(exc)}
     except (DiskFull, StorageFailing) as exc:
