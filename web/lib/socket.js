@@ -6,8 +6,9 @@
 // socket is down waits there and is sent on reconnect; a message whose ack was lost
 // with the connection is sent again with the same key, and the server stores it once.
 // The outbox lives in sessionStorage too, so even a reload of the tab loses nothing.
-// An error that says `retry_after` (the server could not store it: a full disk) keeps
-// the message in the outbox, and it is sent again after that many seconds.
+// An error that says `retry_after` (the server could not store it: a full disk, or too
+// many messages at once) keeps the message in the outbox, and it is sent again after
+// that many seconds.
 // A close with 1008 (or a sessions_revoked event) means the session ended: sign-in.
 import { api, signalSessionLost } from "./api.js";
 

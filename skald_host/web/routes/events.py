@@ -45,11 +45,11 @@ async def _send(member: Any, message: dict[str, Any]) -> dict[str, Any]:
     conversation_id, text = _text(message, "conversation_id", 64), _text(message, "text", MAX_MESSAGE_CHARS)
     if conversation_id is None or text is None or not text.strip():
         return {"type": "error", "idempotency_key": key, "error": "send needs conversation_id and non-empty text"}
-    runtime = await _runtime(member)
-    wait = runtime.sending_too_fast(key)
-    if wait:  # not stored: the client keeps it and sends it again then (same key, stored once)
-        return {"type": "error", "idempotency_key": key, "error": TOO_FAST, "code": "too_fast", "retry_after": wait}
     try:
+        runtime = await _runtime(member)
+        wait = runtime.sending_too_fast(key)
+        if wait:  # not stored: the client keeps it and sends it again then (same key, stored once)
+            return {"type": "error", "idempotency_key": key, "error": TOO_FAST, "code": "too_fast", "retry_after": wait}
         attachments = message.get("attachments") or ()  # agent paths from the upload endpoint
         ack = await runtime.send(conversation_id, text, key, attachments=attachments)
     except ChatError as exc:  # someone else's id reads exactly like a missing one
