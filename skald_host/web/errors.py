@@ -13,7 +13,7 @@ from typing import Any
 from quart import Quart, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from skald_host.core.storage import DiskFull, StorageFailing, disk_failure
+from skald_host.core.storage import DiskFailure, DiskFull, disk_failure
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ _GENERIC = {
 STORAGE_RETRY_SECONDS = 30
 
 
-def storage_failure_response(failure: DiskFull | StorageFailing) -> Any:
+def storage_failure_response(failure: DiskFailure) -> Any:
     """507 for a full disk, 503 with Retry-After for a failing one; the operator's
     detail (which file) goes to the log, not to the client."""
     log.error("storage failure on %s %s: %s", request.method, request.path, failure)
@@ -75,9 +75,8 @@ def install_error_handlers(app: Quart) -> None:
         status = exc.code or 500
         return error_response(status, _GENERIC.get(status, "request failed"))
 
-    @app.errorhandler(DiskFull)
-    @app.errorhandler(StorageFailing)
-    async def storage_error(exc: DiskFull | StorageFailing) -> Any:
+    @app.errorhandler(DiskFailure)
+    async def storage_error(exc: DiskFailure) -> Any:
         return storage_failure_response(exc)
 
     @app.errorhandler(Exception)

@@ -34,7 +34,7 @@ from skald_host.core.files.sniff import IMAGE_TYPES
 from skald_host.core.identity.users import Member
 from skald_host.core.llm.catalog import ModelCatalog, ModelChoice
 from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
-from skald_host.core.storage import DiskFull, StorageError, StorageFailing
+from skald_host.core.storage import DiskFailure, StorageError
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -484,7 +484,7 @@ class MemberRuntime:
                         await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates, opening=opening)
                     except Abandoned as exc:
                         if opening.placeholder_id is not None:  # a later round's write failed, not the message's
-                            if isinstance(exc.__cause__, (DiskFull, StorageFailing)):
+                            if isinstance(exc.__cause__, DiskFailure):
                                 raise exc.__cause__ from None
                             raise RuntimeError("a tool round's results could not be written") from exc
                         opening = candidates = None
@@ -531,7 +531,7 @@ class MemberRuntime:
             await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
             self.emit("error", conversation_id, error=str(exc))
-        except (DiskFull, StorageFailing) as exc:
+        except DiskFailure as exc:
             # The disk refused a write (check G4): what was committed stays, the step
             # that failed was rolled back, and the member is told why, not "see the log".
             log.error("member %s: a turn stopped: %s", self.member_id, exc)

@@ -22,7 +22,7 @@ from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.identity.sealing import SealedBox, SealError, ensure_inbox_key, open_sealed, seal
 from skald_host.core.identity.users import Member, MemberNotFound
-from skald_host.core.storage import DiskFull, StorageFailing
+from skald_host.core.storage import DiskFailure
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -75,7 +75,7 @@ class SealedInbox:
         key = f"{source}:{idempotency_key}" if idempotency_key else None
         try:
             return await self._store(source, member, text, attachments, key)
-        except (DiskFull, StorageFailing) as exc:  # nothing kept: the sender is told, and may send it again
+        except DiskFailure as exc:  # nothing kept: the sender is told, and may send it again
             log.error("member %s: a message from %s could not be stored: %s", member.id, source, exc)
             return Delivery("refused", reason=exc.member_text)
 

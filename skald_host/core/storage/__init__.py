@@ -7,6 +7,7 @@ from .database import Database, remove_database_files
 from .errors import (
     DatabaseMissing,
     DatabaseUnreadable,
+    DiskFailure,
     DiskFull,
     SchemaTooNew,
     SqlCipherUnavailable,
@@ -24,6 +25,7 @@ __all__ = [
     "Database",
     "DatabaseMissing",
     "DatabaseUnreadable",
+    "DiskFailure",
     "DiskFull",
     "Migration",
     "MigrationSet",

@@ -40,7 +40,15 @@ class SqlCipherUnavailable(StorageError):
     """The installed sqlcipher3 cannot encrypt, or not in the SQLCipher 4 format."""
 
 
-class DiskFull(StorageError):
+class DiskFailure(StorageError):
+    """The disk refused a write (check G4): nothing of it was kept. ``code`` and
+    ``member_text`` say which failure, in words fit for a member and a client."""
+
+    code = "disk_failure"
+    member_text = "the server could not write to its disk, so this was not saved"
+
+
+class DiskFull(DiskFailure):
     """The disk (or a file size limit) is full: the change was not saved. SQLite rolled
     the transaction back, so nothing is half-written; the same request succeeds once an
     admin has freed space, without a restart (check G4). ``member_text`` is what a
@@ -50,7 +58,7 @@ class DiskFull(StorageError):
     member_text = "the server's disk is full, so this was not saved; try again once an admin has freed space"
 
 
-class StorageFailing(StorageError):
+class StorageFailing(DiskFailure):
     """An I/O error or a read-only filesystem: the change was not saved. Retrying may
     work once the disk is back (check G4)."""
 
@@ -65,7 +73,7 @@ _ERRNO_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _ERRNO_FAILING = {errno.EIO, errno.EROFS}
 
 
-def disk_failure(error: BaseException, where: object) -> DiskFull | StorageFailing | None:
+def disk_failure(error: BaseException, where: object) -> DiskFailure | None:
     """``error`` as DiskFull or StorageFailing when it is the disk's failure (a SQLite
     error by its code, or an OSError by its errno), else None. ``where``: the file or
     directory, for the operator."""

@@ -18,7 +18,7 @@ from skald_hookspecs.events import UserEvent
 from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.identity.access import allowed
-from skald_host.core.storage import DiskFull, StorageFailing
+from skald_host.core.storage import DiskFailure
 from skald_host.web.auth import current_principal
 from skald_host.web.errors import STORAGE_RETRY_SECONDS
 
@@ -54,7 +54,7 @@ async def _send(member: Any, message: dict[str, Any]) -> dict[str, Any]:
         ack = await runtime.send(conversation_id, text, key, attachments=attachments)
     except ChatError as exc:  # someone else's id reads exactly like a missing one
         return {"type": "error", "idempotency_key": key, "error": str(exc)}
-    except (DiskFull, StorageFailing) as exc:
+    except DiskFailure as exc:
         # Not stored, and no ack: the client keeps the message and sends it again
         # (same key, stored once) after ``retry_after`` seconds (check G4).
         log.error("member %s: a message could not be stored: %s", member.id, exc)
@@ -174,7 +174,7 @@ async def member_socket() -> None:
             elif kind in COMMANDS:
                 try:
                     reply = await COMMANDS[kind](principal.member, message)
-                except (DiskFull, StorageFailing) as exc:
+                except DiskFailure as exc:
                     log.error("websocket command %s: %s", kind, exc)
                     reply = {"type": "error", "error": exc.member_text, "code": exc.code}
                 except Exception:  # a failed command is an answer, never the end of the socket
