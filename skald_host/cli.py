@@ -105,6 +105,73 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_backup(info: dict[str, Any]) -> None:
+    print(f"{info['path']}: {info['members']} member(s), {info['files']} file(s), {info['bytes']} bytes")
+    for item in info.get("skipped") or ():
+        print(f"  not copied: {item['path']} ({item['reason']})", file=sys.stderr)
+
+
+def _cmd_backup(args: argparse.Namespace) -> int:
+    """Through the running server when there is one (only it can copy the files it
+    holds open consistently), else with the data dir held for this process."""
+    from skald_host.control import ask
+    from skald_host.core.backups import BackupError
+    from skald_host.core.storage.data_dir_lock import DataDirBusy, DataDirLock, holder
+
+    settings = _settings(args)
+    to = Path(args.to).resolve() if args.to else None
+    if args.list:
+        from skald_host.core.backups import list_backups
+
+        for backup in list_backups(to or settings.resolve(settings.backup.dir)):
+            _print_backup(backup.as_dict())
+        return 0
+    if holder(settings.data_dir):
+        try:
+            reply = asyncio.run(ask(settings.data_dir, {"command": "backup", "to": str(to) if to else None}))
+        except OSError as error:
+            print(f"error: the server running on {settings.data_dir} does not answer on its control socket: {error}", file=sys.stderr)
+            return 1
+        if not reply.get("ok"):
+            print(f"error: {reply.get('error')}", file=sys.stderr)
+            return 1
+        _print_backup(reply["backup"])
+        return 0
+    if not (settings.database_dir / "system.db").exists():
+        print(f"error: {settings.data_dir} holds no Skald data (no database/system.db)", file=sys.stderr)
+        return 2
+
+    async def go(core: Any) -> Any:
+        return await core.backups.take(to)
+
+    try:
+        with DataDirLock(settings.data_dir):
+            info = asyncio.run(_with_core(settings, go))
+    except (BackupError, DataDirBusy) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    _print_backup(info.as_dict())
+    return 0
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    from skald_host.core.backups import BackupError, restore, verify
+
+    backup = Path(args.backup)
+    try:
+        if args.check:
+            info = verify(backup)
+            print(f"{backup}: whole ({info.files} file(s), {info.bytes} bytes, {info.members} member(s), taken {info.created_at})")
+            return 0
+        settings = _settings(args)
+        info = restore(backup, settings.data_dir)
+    except BackupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"restored {backup.name} ({info.members} member(s), taken {info.created_at}) into {settings.data_dir}; start the server on it")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skald", description="A self-hosted assistant server for a small trusted group.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,6 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
     common(plugins)
     plugins.add_argument("--json", action="store_true")
     plugins.set_defaults(func=_cmd_plugins)
+
+    backup = sub.add_parser("backup", help="take a backup of the data dir (online: the running server takes it)")
+    common(backup)
+    backup.add_argument("--to", help="the directory to put it in (default: the setting backup.dir)")
+    backup.add_argument("--list", action="store_true", help="list the backups there instead")
+    backup.set_defaults(func=_cmd_backup)
+
+    restore = sub.add_parser("restore", help="restore a backup into a new, empty data dir (server stopped)")
+    common(restore)
+    restore.add_argument("backup", help="the backup's directory (skald-backup-...)")
+    restore.add_argument("--check", action="store_true", help="only verify the backup against its manifest")
+    restore.set_defaults(func=_cmd_restore)
     return parser
 
 
@@ -148,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         from skald_host.core.host import StartupError
+        from skald_host.core.storage.data_dir_lock import DataDirBusy
 
-        if isinstance(exc, StartupError):
+        if isinstance(exc, (StartupError, DataDirBusy)):
             print(f"cannot start: {exc}", file=sys.stderr)
             return 1
         raise

@@ -12,6 +12,8 @@ import signal
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
+from skald_host.core.storage import secure_dir
+from skald_host.core.storage.data_dir_lock import DataDirLock
 from skald_host.settings import Settings
 from skald_host.web.app import create_app
 
@@ -42,7 +44,7 @@ def disable_core_dumps() -> None:
 
 
 async def serve_forever(settings: Settings) -> None:
-    app = create_app(settings)
+    app = create_app(settings, control_socket=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -54,5 +56,9 @@ async def serve_forever(settings: Settings) -> None:
 
 
 def run(settings: Settings) -> None:
+    """Serve until stopped, holding the data dir for this process alone (raises
+    DataDirBusy when another process has it)."""
     disable_core_dumps()
-    asyncio.run(serve_forever(settings))
+    secure_dir(settings.data_dir)
+    with DataDirLock(settings.data_dir):
+        asyncio.run(serve_forever(settings))

@@ -118,6 +118,17 @@ class SandboxSettings:
 
 
 @dataclass(frozen=True)
+class BackupSettings:
+    """Online backups (check G6): where they go (relative: inside the data dir, and
+    never copied into themselves), how often one is taken on a schedule (0: only when
+    asked) and how many are kept; older ones are removed after a new one completes."""
+
+    dir: Path = Path("backups")
+    every_hours: float = 0.0
+    keep: int = 7
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("data")
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -128,6 +139,7 @@ class Settings:
     chat: ChatSettings = field(default_factory=ChatSettings)
     files: FileSettings = field(default_factory=FileSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    backup: BackupSettings = field(default_factory=BackupSettings)
 
     @property
     def database_dir(self) -> Path:
@@ -310,3 +322,5 @@ def _validate(settings: Settings) -> None:
         raise SettingsError("sandbox: home_quota_mib must be at least 1")
     if bool(settings.server.tls_cert) != bool(settings.server.tls_key):
         raise SettingsError("server.tls_cert and server.tls_key must be set together")
+    if settings.backup.every_hours < 0 or settings.backup.keep < 1:
+        raise SettingsError("backup: every_hours must be 0 (no schedule) or more, and keep at least 1")

@@ -22,6 +22,7 @@ from skald_hookspecs.events import SystemEvent
 from skald_hookspecs.types import ConfigSet, I18nBundle, WebPage
 from skald_host.builtins import BUILTIN_PLUGINS
 from skald_host.core.agent.definitions import AgentCatalog
+from skald_host.core.backups import BackupService
 from skald_host.core.agent.runtime import ChatService
 from skald_host.core.agent.tools import ToolRegistry, validate_tool
 from skald_host.core.buses import Buses
@@ -121,6 +122,7 @@ class Skald:
         self._channels: ChannelService | None = None
         self._files: FileService | None = None
         self.memory = MemoryService(self)
+        self.backups = BackupService(self)
         self._folders: FolderService | None = None
         self._sandbox: SandboxManager | None = None
 

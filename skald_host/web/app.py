@@ -13,6 +13,7 @@ from typing import Any
 
 from quart import Blueprint, Quart, request
 
+from skald_host.control import start_control_socket
 from skald_host.core.host import Skald, build_plugin_manager, settle_heap
 from skald_host.core.plugins.manager import PluginError, PluginManager
 from skald_host.settings import Settings
@@ -42,7 +43,10 @@ CONTENT_SECURITY_POLICY = "; ".join(
 )
 
 
-def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_dir: Path | None = None) -> Quart:
+def create_app(
+    settings: Settings, *, plugins: PluginManager | None = None, web_dir: Path | None = None, control_socket: bool = False
+) -> Quart:
+    """``control_socket``: also listen on ``<data dir>/control.sock`` (``skald serve``)."""
     app = Quart("skald_host")
     app.config.update(
         SKALD_SETTINGS=settings,
@@ -67,11 +71,17 @@ def create_app(settings: Settings, *, plugins: PluginManager | None = None, web_
         app.config["SKALD_CORE"] = core
         await mount_plugin_routes(app, core)
         await core.start_enabled_plugins()
+        core.backups.start_schedule()
+        if control_socket:
+            app.config["SKALD_CONTROL"] = await start_control_socket(core)
         settle_heap()
         app.config["SKALD_READY"] = True
 
     @app.after_serving
     async def stop_core() -> None:
+        control = app.config.pop("SKALD_CONTROL", None)
+        if control is not None:
+            control.close()
         core = app.config.pop("SKALD_CORE", None)
         if core is not None:
             await core.stop()

@@ -69,9 +69,11 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path):
     assert user_version(path) == upgraded.latest  # 2 while REGISTRY_MIGRATIONS has one step
     after = _user_row(path, member_id)
     assert after.pop("test_nickname") is None
-    # Columns later steps added: a default, and the inbox key backfilled at the unlock.
+    # Columns later steps added: a default, the inbox key backfilled at the unlock, and
+    # the unlock's count of openings.
     assert after.pop("home_source") == "web"
     assert len(after.pop("inbox_public_key")) == 32
+    assert after.pop("owner_generation") == 1  # the file was opened once since
     assert after == before
 
 

@@ -121,6 +121,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/admin/settings", "GET"): "admin",
     ("/api/admin/settings/<set_id>", "PUT"): "admin",
     ("/api/admin/status", "GET"): "admin",
+    ("/api/admin/backups", "GET"): "admin",
+    ("/api/admin/backups", "POST"): "admin",
     ("/api/admin/models", "GET"): "admin",
     ("/api/admin/models/presets", "GET"): "admin",
     ("/api/admin/models/presets/apply", "POST"): "admin",
@@ -453,7 +455,10 @@ async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unloc
     assert await _states(host, bob) == locked
 
     assert (await alice.login("alice", MEMBER_PASSWORD)).status_code == 200
-    assert await owner_dump(host, alice.member["id"]) == before[1]
+    # Her login counts one more opening of her file (check G6); nothing else changed.
+    after = await owner_dump(host, alice.member["id"])
+    assert after.pop("generation") == [(1, before[1]["generation"][0][1] + 1)]
+    assert after == {k: v for k, v in before[1].items() if k != "generation"}
     # A's turn is intact: the card still waits for A.
     assert [a["id"] for a in (await alice.get("/api/approvals")).json()["approvals"]] == [theirs["approval_id"]]
 

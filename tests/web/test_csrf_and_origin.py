@@ -88,6 +88,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
             "confirm_data_loss": True,
         },
         ("/api/admin/members/<member_id>/end-sessions", "POST"): None,
+        ("/api/admin/backups", "POST"): None,
         ("/api/admin/plugins/<plugin_id>/config", "PUT"): {"config": {"greeting": "forged"}},
         ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): {"enabled": False},
         ("/api/admin/settings/<set_id>", "PUT"): {"values": {"level": 3}},
@@ -264,6 +265,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/projects/<project_id>/files",
     "/api/projects/<project_id>/files/content",
     "/api/admin/shared-folders",
+    "/api/admin/backups",
     "/api/admin/shared-folders/<folder_id>",
 }
 

@@ -85,6 +85,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
 BODYLESS_ROUTES = {
     ("/api/auth/logout", "POST"),
     ("/api/admin/members/<member_id>/end-sessions", "POST"),
+    ("/api/admin/backups", "POST"),
     ("/api/admin/members/<member_id>", "DELETE"),
     ("/api/admin/roles/<role_id>", "DELETE"),
     ("/api/conversations/<conversation_id>", "DELETE"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 ADMIN_ONLY = frozenset(
-    {"members.manage", "roles.manage", "plugins.manage", "settings.manage", "instance.status", "models.manage", "approvals.manage"}
+    {"members.manage", "roles.manage", "plugins.manage", "settings.manage", "instance.status", "models.manage", "approvals.manage", "backups.manage"}
 )
 
 #: Capabilities an admin may give a role; a role row naming anything else is refused.

@@ -37,6 +37,7 @@ from skald_host.core.storage import (
     DatabaseMissing,
     DatabaseUnreadable,
     StorageError,
+    copy_closed_database,
     quarantine,
     remove_database_files,
     secure_dir,
@@ -163,6 +164,9 @@ class UserManager:
         self.buses = buses
         self._open: dict[str, Database] = {}
         self._unlock_locks: dict[str, asyncio.Lock] = {}
+        # Held by a backup while it copies system.db and then each member's file, and by
+        # what would make the two disagree (a delete, an admin reset's new file and key).
+        self.membership_changes = asyncio.Lock()
         # Called with a member id before their file closes, so whatever runs on it
         # (their chat turns) stops first. A direct call, never a bus: locking is part
         # of revocation.
@@ -396,6 +400,10 @@ class UserManager:
         so they get a new empty database and the old file is kept, unreadable, in
         quarantine; returns its new path. The caller has already revoked the member's
         sessions and locked them."""
+        async with self.membership_changes:
+            return await self._reset_password(member_id, new_password)
+
+    async def _reset_password(self, member_id: str, new_password: str) -> Path | None:
         member = await self.get(member_id)
         new_password = check_password_policy(new_password, user_name=member.username)
         await self.lock(member_id)
@@ -420,6 +428,8 @@ class UserManager:
 
         def update(conn: Any) -> None:
             conn.execute("UPDATE users SET credentials = ?, updated_at = ? WHERE id = ?", (credentials, _now(), member_id))
+            if member.encrypted:  # a new file, opened never
+                conn.execute("UPDATE users SET owner_generation = 0 WHERE id = ?", (member_id,))
             if inbox_public_key is not None:
                 # The new file has a new inbox key: what was sealed to the old one can
                 # never be opened, so it goes with the old file.
@@ -460,6 +470,7 @@ class UserManager:
                     "your private database could not be opened; an admin must look at the server log"
                 ) from None
             self._open[member_id] = db
+            await self._count_opening(member_id, db)
             await self._publish_inbox_key(member_id, db)
         for callback in self.after_unlock:
             try:
@@ -467,6 +478,37 @@ class UserManager:
             except Exception:
                 log.exception("after-unlock callback failed for member %s", member_id)
         return db
+
+    async def _count_opening(self, member_id: str, db: Database) -> None:
+        """Raise the file's open counter, then the registry's mirror of it. A file
+        behind the registry is an older copy put back (one member's file restored from
+        an old backup, or swapped by hand), which SQLCipher itself cannot tell (check
+        G6). The admin reads it in the log; the member goes on with what the file holds.
+        Never blocks the login."""
+
+        def count(conn: Any, at_least: int = 0) -> int:
+            conn.execute("UPDATE generation SET value = max(value + 1, ?) WHERE id = 1", (at_least,))
+            return conn.execute("SELECT value FROM generation WHERE id = 1").fetchone()[0]
+
+        def registry_count(conn: Any) -> int:
+            row = conn.execute("SELECT owner_generation FROM users WHERE id = ?", (member_id,)).fetchone()
+            return row[0] if row else 0
+
+        try:
+            opened = await db.transaction(count)
+            expected = await self.registry.run(registry_count)
+            if opened <= expected:
+                log.error(
+                    "member %s: private database is an older copy (opened %d times, the registry counted %d): "
+                    "what changed after that copy was made is not in it",
+                    member_id, opened - 1, expected,
+                )
+                opened = await db.transaction(lambda c: count(c, expected + 1))
+            await self.registry.transaction(
+                lambda c: c.execute("UPDATE users SET owner_generation = ? WHERE id = ?", (opened, member_id))
+            )
+        except Exception:
+            log.exception("member %s: the file's open counter could not be kept", member_id)
 
     async def _publish_inbox_key(self, member_id: str, db: Database) -> None:
         """The registry's public key follows the private key in the member's file: made
@@ -500,10 +542,24 @@ class UserManager:
                 await callback(member_id)
             except Exception:
                 log.exception("before-lock callback failed for member %s", member_id)
-        db = self._open.pop(member_id, None)
-        if db is not None:
-            await db.close()
-            log.info("member %s locked", member_id)
+        # Under the unlock lock: a backup copying the file as closed, or an unlock
+        # opening it, never overlaps the close.
+        async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
+            db = self._open.pop(member_id, None)
+            if db is not None:
+                await db.close()
+                log.info("member %s locked", member_id)
+
+    async def snapshot_owner(self, member_id: str, destination: Path) -> None:
+        """Copy the member's file for a backup, as it is: open or closed, encrypted
+        or not, no key needed. Holds the unlock lock, so it does not change state
+        from closed to open (or back) midway."""
+        async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
+            db = self.owner_db(member_id)
+            if db is not None:
+                await db.snapshot(destination)
+            else:
+                await asyncio.to_thread(copy_closed_database, self.owner_path(member_id), destination)
 
     async def lock_all(self) -> None:
         for member_id in list(self._open):
@@ -556,6 +612,10 @@ class UserManager:
         """Remove the registry row first, then the file (a crash between leaves an
         unregistered file, which the boot reconciler quarantines). The caller has
         already revoked the member's sessions and locked them."""
+        async with self.membership_changes:
+            await self._delete(member_id)
+
+    async def _delete(self, member_id: str) -> None:
         path = self.owner_path(member_id)
 
         def remove(conn: Any) -> None:

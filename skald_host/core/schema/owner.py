@@ -142,5 +142,18 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE inbox ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'",
             ),
         ),
+        Migration(
+            6,
+            "how often this file was opened",
+            statements=(
+                # Raised at every unlock and mirrored in the registry's users row: the
+                # registry ahead of this file means the file is an older copy (check G6).
+                """CREATE TABLE generation (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    value INTEGER NOT NULL
+                )""",
+                "INSERT INTO generation (id, value) VALUES (1, 0)",
+            ),
+        ),
     ),
 )

@@ -307,5 +307,14 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 " ('grep_files', NULL, 'allow', 400, 'a search without a path is of the home', 1)",
             ),
         ),
+        Migration(
+            7,
+            "how often each member's file was opened, to notice an older copy put back",
+            statements=(
+                # Mirrors the counter in the member's own file (raised at each unlock,
+                # there first): a file whose counter is behind this one is an older copy.
+                "ALTER TABLE users ADD COLUMN owner_generation INTEGER NOT NULL DEFAULT 0",
+            ),
+        ),
     ),
 )

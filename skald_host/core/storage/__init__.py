@@ -18,6 +18,7 @@ from .errors import (
 from .migrations import Migration, MigrationSet, apply_migrations
 from .permissions import secure_dir
 from .quarantine import quarantine
+from .snapshot import copy_closed_database
 from .sqlcipher import check_sqlcipher_build
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "StorageFailing",
     "apply_migrations",
     "check_sqlcipher_build",
+    "copy_closed_database",
     "disk_failure",
     "quarantine",
     "remove_database_files",

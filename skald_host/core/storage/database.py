@@ -19,6 +19,7 @@ from typing import TypeVar
 from .connection import Connection, open_connection, rollback_quietly
 from .errors import StorageError, disk_failure
 from .migrations import MigrationSet, apply_migrations
+from .snapshot import checkpoint_and_copy
 
 T = TypeVar("T")
 
@@ -145,6 +146,11 @@ class Database:
             return "\n".join(problems) or "ok"
 
         return await self.run(check)
+
+    async def snapshot(self, destination: Path) -> None:
+        """Copy the file, consistent and as encrypted as it is, to the new file
+        ``destination`` (backups). Writes queued meanwhile wait for the copy."""
+        await self._submit(partial(checkpoint_and_copy, path=self._path, destination=destination))
 
     async def close(self) -> None:
         """Close the connection on its thread and stop the thread. Idempotent.

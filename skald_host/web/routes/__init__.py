@@ -1,6 +1,7 @@
 """The host's own HTTP surface, one blueprint per concern."""
 
 from skald_host.web.routes import (
+    admin_backups,
     admin_members,
     admin_models,
     admin_plugins,
@@ -30,6 +31,7 @@ BLUEPRINTS = (
     admin_plugins.bp,
     admin_models.bp,
     admin_status.bp,
+    admin_backups.bp,
     plugins.bp,
     chat.bp,
     memory.bp,

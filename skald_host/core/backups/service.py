@@ -1,0 +1,194 @@
+"""``BackupService`` (``Skald.backups``): online backups of the whole data dir (check G6).
+
+A backup runs while members chat. Its point in time is system.db's copy: members'
+files are copied after it, each consistently (``Database.snapshot`` for an open file,
+a copy under the unlock lock for a closed one), while deletes and admin resets wait
+(``UserManager.membership_changes``), so every member in the copied registry has a
+file made with the key the registry wraps. A member created meanwhile is in neither.
+The other files (homes, folders, quarantine) are copied file by file as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shutil
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skald_host.core.backups.archive import (
+    DATA,
+    NAME_PREFIX,
+    PARTIAL_SUFFIX,
+    BackupBusy,
+    BackupError,
+    BackupInfo,
+    backup_name,
+    copy_tree,
+    list_backups,
+    now_iso,
+    write_manifest,
+)
+from skald_host.core.storage.data_dir_lock import RUNTIME_FILES
+from skald_host.core.storage.permissions import fsync_dir, secure_dir
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+log = logging.getLogger(__name__)
+
+#: Top-level files of ``database/`` that ``service.py`` copies consistently itself.
+_DATABASE_FILE = re.compile(r"^database/(system|[0-9a-f]{32})\.db(-wal|-shm|-journal)?$")
+
+
+class BackupService:
+    def __init__(self, core: Skald) -> None:
+        self._core = core
+        self._running = asyncio.Lock()
+
+    @property
+    def root(self) -> Path:
+        return self._core.settings.resolve(self._core.settings.backup.dir)
+
+    async def list(self) -> list[BackupInfo]:
+        return await asyncio.to_thread(list_backups, self.root)
+
+    async def take(self, root: Path | None = None) -> BackupInfo:
+        """Take a backup into ``root`` (default: the configured directory), then keep
+        the newest ``backup.keep`` there. Raises BackupError if one is running or this
+        one failed; a failed one leaves nothing behind."""
+        if self._running.locked():
+            raise BackupBusy("a backup is already being taken; wait for it to finish")
+        async with self._running:
+            root = root or self.root
+            if root.resolve() == self._core.settings.data_dir.resolve():
+                raise BackupError("backups cannot go into the data dir itself; set backup.dir to a directory of their own")
+            started = time.monotonic()
+            await asyncio.to_thread(_remove_partials, root)
+            staging = root / (backup_name() + PARTIAL_SUFFIX)
+            try:
+                info = await self._take(staging)
+                final = staging.with_name(staging.name.removesuffix(PARTIAL_SUFFIX))
+                staging.rename(final)
+                fsync_dir(root)
+            except BaseException as error:
+                await asyncio.to_thread(shutil.rmtree, staging, True)
+                if isinstance(error, (BackupError, asyncio.CancelledError, KeyboardInterrupt)):
+                    raise
+                raise BackupError(f"the backup failed and was removed: {error}") from error
+            info = BackupInfo(final, info.created_at, info.files, info.bytes, info.members, info.skipped)
+            log.info(
+                "backup %s taken: %d members, %d files, %d bytes, %.1f s%s", final.name, info.members, info.files,
+                info.bytes, time.monotonic() - started, f", {len(info.skipped)} entries skipped" if info.skipped else "",
+            )
+            for item in info.skipped:
+                log.warning("backup %s: %s not copied: %s", final.name, item["path"], item["reason"])
+            await asyncio.to_thread(_prune, root, self._core.settings.backup.keep)
+            return info
+
+    async def _take(self, staging: Path) -> BackupInfo:
+        from skald_host.core.host import host_version  # the host imports this module
+
+        core = self._core
+        data_dir = core.settings.data_dir
+        database = secure_dir(staging / DATA / "database")
+        secure_dir(staging)
+        created_at = now_iso()
+        async with core.users.membership_changes:
+            await core.registry.snapshot(database / "system.db")
+            members = await asyncio.to_thread(_member_ids, database / "system.db")
+            for member_id in members:
+                await core.users.snapshot_owner(member_id, database / f"{member_id}.db")
+        excluded = _excluded(core, staging.parent)
+        skipped = await asyncio.to_thread(
+            copy_tree, data_dir, staging / DATA,
+            exclude=lambda rel: rel in excluded or _DATABASE_FILE.match(rel) is not None or _is_log(rel, excluded),
+        )
+        return await asyncio.to_thread(
+            write_manifest, staging, created_at=created_at, members=members, skipped=skipped,
+            extra={"skald_version": host_version(), "registry_schema": core.registry.schema_version},
+        )
+
+    def start_schedule(self) -> None:
+        """Called by the server once it serves (not by CLI commands that start the core)."""
+        if self._core.settings.backup.every_hours > 0:
+            self._core.supervisor.spawn("scheduled-backups", self.run_schedule())
+
+    async def run_schedule(self) -> None:
+        """Take one every ``backup.every_hours``, counted from the newest one there, so
+        a restart neither skips nor doubles one. A failure is logged and retried at the
+        next slot."""
+        every = self._core.settings.backup.every_hours * 3600
+        stopping = self._core.stopping
+        while not stopping.is_set():
+            existing = await self.list()
+            last = _parse_stamp(existing[0].path.name) if existing else None
+            wait = max(0.0, every - (time.time() - last)) if last else 0.0
+            try:
+                await asyncio.wait_for(stopping.wait(), wait)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                await self.take()
+            except BackupError as error:
+                log.error("scheduled backup: %s", error)
+                try:
+                    await asyncio.wait_for(stopping.wait(), every)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+
+
+def _excluded(core: Skald, backup_root: Path) -> set[str]:
+    """Paths (relative to the data dir) never copied as files: the backups themselves,
+    the process's lock and socket; logs are marked with a trailing ``*``."""
+    data_dir = core.settings.data_dir.resolve()
+    excluded = set(RUNTIME_FILES)
+    for path, pattern in ((backup_root, False), (core.settings.resolve(core.settings.log.file) if core.settings.log.file else None, True)):
+        if path is None:
+            continue
+        try:
+            rel = path.resolve().relative_to(data_dir).as_posix()
+        except ValueError:
+            continue  # outside the data dir: not walked anyway
+        excluded.add(rel + "*" if pattern else rel)
+    return excluded
+
+
+def _is_log(rel: str, excluded: set[str]) -> bool:
+    """The log file and its rotations (``skald.log.1``, …)."""
+    return any(rel == e[:-1] or rel.startswith(e[:-1] + ".") for e in excluded if e.endswith("*"))
+
+
+def _member_ids(registry_copy: Path) -> list[str]:
+    # immutable: read the copy as it lies, creating no -wal or -shm inside the backup.
+    conn = sqlite3.connect(f"{registry_copy.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+    try:
+        return [row[0] for row in conn.execute("SELECT id FROM users ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def _remove_partials(root: Path) -> None:
+    """Unfinished backups of a run that crashed (none runs now: we hold the lock)."""
+    secure_dir(root)
+    for path in root.glob(NAME_PREFIX + "*" + PARTIAL_SUFFIX):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _prune(root: Path, keep: int) -> None:
+    for info in list_backups(root)[keep:]:
+        shutil.rmtree(info.path, ignore_errors=True)
+        log.info("backup %s removed (backup.keep is %d)", info.path.name, keep)
+
+
+def _parse_stamp(name: str) -> float | None:
+    try:
+        return datetime.strptime(name.removeprefix(NAME_PREFIX), "%Y%m%dT%H%M%S%fZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None

@@ -1,0 +1,44 @@
+"""Admin API for backups of the whole data dir (check G6): list them, take one now.
+A backup is taken into the configured ``backup.dir`` only: no request names a path."""
+
+import errno
+
+from quart import Blueprint, current_app
+
+from skald_host.core.backups import BackupBusy, BackupError
+from skald_host.core.storage import DiskFull
+from skald_host.web.auth import requires
+from skald_host.web.errors import ApiError
+
+bp = Blueprint("admin_backups", __name__)
+
+
+def _core():
+    return current_app.config["SKALD_CORE"]
+
+
+@bp.get("/api/admin/backups")
+@requires("backups.manage")
+async def list_backups() -> dict:
+    core = _core()
+    settings = core.settings.backup
+    return {
+        "dir": str(core.backups.root),
+        "every_hours": settings.every_hours,
+        "keep": settings.keep,
+        "backups": [b.as_dict() for b in await core.backups.list()],
+    }
+
+
+@bp.post("/api/admin/backups")
+@requires("backups.manage")
+async def take_backup() -> tuple[dict, int]:
+    try:
+        info = await _core().backups.take()
+    except BackupBusy as error:
+        raise ApiError(409, str(error)) from None
+    except BackupError as error:
+        cause = error.__cause__
+        full = isinstance(cause, DiskFull) or (isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT))
+        raise ApiError(507 if full else 500, str(error)) from None
+    return {"backup": info.as_dict()}, 201

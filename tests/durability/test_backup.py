@@ -1,0 +1,200 @@
+"""Check G6: an online backup during a write load, restored on a fresh data dir.
+
+Real ``skald serve`` processes, the real CLI (``skald backup`` reaching the running
+server over its control socket, ``skald restore``), real SQLCipher files. Alice writes
+without pause while the backup is taken (her file is open); Bob logged out before (his
+file is closed, so it is copied under the unlock lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from .helpers import (
+    ADMIN_PASSWORD,
+    create_member,
+    files_under,
+    get_settings,
+    put_settings,
+    registry_ids,
+    scan,
+    server_env,
+    setup_admin,
+    text_forms,
+    ServerProcess,
+)
+
+ALICE_PASSWORD = "alice's long passphrase for backups"
+BOB_PASSWORD = "bob's long passphrase for backups"
+
+
+def skald(work_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "skald_host", *args], cwd=work_dir, env=server_env(work_dir / "tmp"),
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def only_backup(root: Path) -> Path:
+    found = [p for p in root.iterdir() if p.name.startswith("skald-backup-")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+async def test_online_backup_under_load_restores_on_a_fresh_data_dir(servers, tmp_path):
+    server = await servers.start()
+    admin = await setup_admin(server)
+    await create_member(admin, "alice", ALICE_PASSWORD)
+    await create_member(admin, "bob", BOB_PASSWORD)
+    alice = await server.login("alice", ALICE_PASSWORD)
+    bob = await server.login("bob", BOB_PASSWORD)
+    canary, bob_canary = f"CANARY-{uuid.uuid4()}", f"CANARY-{uuid.uuid4()}"
+    await put_settings(alice, {"secret": f"alice's secret {canary}"})
+    bob_settings = await put_settings(bob, {"secret": f"bob's secret {bob_canary}", "colour": "green", "n": 7})
+    assert (await bob.post("/api/auth/logout")).status_code in (200, 204)
+
+    acked = 0
+    stop = asyncio.Event()
+
+    async def load() -> None:  # every PUT answered 200 is a durable write of Alice's file
+        nonlocal acked
+        while not stop.is_set():
+            await put_settings(alice, {"counter": acked + 1, "filler": canary * 20})
+            acked += 1
+
+    writer = asyncio.create_task(load())
+    while acked < 20:
+        await asyncio.sleep(0.01)
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    before = acked
+    done = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(servers.data_dir), "--to", str(backups))
+    after = acked
+    await asyncio.sleep(0.2)
+    stop.set()
+    await writer
+    assert done.returncode == 0, done.stderr
+    assert "2 member(s)" in done.stdout or "3 member(s)" in done.stdout, done.stdout
+    backup = only_backup(backups)
+    assert after > before  # the load really ran while the backup was taken
+
+    # Nothing private in clear in the backup (check B1's scan, the same forms).
+    secrets = {"alice's canary": text_forms(canary), "bob's canary": text_forms(bob_canary),
+               "alice's password": text_forms(ALICE_PASSWORD), "bob's password": text_forms(BOB_PASSWORD)}
+    assert scan(files_under(backup), secrets) == []
+    assert not list(backup.rglob("*.db-shm")) and not list(backup.rglob("control.sock"))
+
+    assert await server.terminate() == 0
+    fresh = tmp_path / "restored"
+    checked = await asyncio.to_thread(skald, tmp_path, "restore", str(backup), "--check")
+    assert checked.returncode == 0 and "whole" in checked.stdout, checked.stderr
+    restored = await asyncio.to_thread(skald, tmp_path, "restore", str(backup), "--data-dir", str(fresh))
+    assert restored.returncode == 0, restored.stderr
+    assert registry_ids(fresh) == registry_ids(servers.data_dir)
+
+    second = await ServerProcess(fresh, tmp_path, "restored").start()
+    try:
+        alice2 = await second.login("alice", ALICE_PASSWORD)
+        bob2 = await second.login("bob", BOB_PASSWORD)
+        alice_settings = await get_settings(alice2)
+        assert await get_settings(bob2) == bob_settings  # a quiet member's content, exactly
+        assert alice_settings["secret"] == f"alice's secret {canary}"
+        # Every write acked before the backup began is in it; none is torn.
+        assert before <= alice_settings["counter"] <= after
+        assert alice_settings["filler"] == canary * 20
+        login = await second.client().login("admin", ADMIN_PASSWORD)
+        assert login.status_code == 200
+    finally:
+        await second.aclose()
+
+
+async def test_backup_api_lists_and_takes_and_is_admin_only(servers, tmp_path):
+    server = await servers.start()
+    admin = await setup_admin(server)
+    await create_member(admin, "bob", BOB_PASSWORD)
+    bob = await server.login("bob", BOB_PASSWORD)
+    assert (await bob.post("/api/admin/backups")).status_code == 403
+    assert (await bob.get("/api/admin/backups")).status_code == 403
+
+    empty = (await admin.get("/api/admin/backups")).json()
+    assert empty["backups"] == [] and empty["dir"] == str(servers.data_dir / "backups")
+    taken = await admin.post("/api/admin/backups")
+    assert taken.status_code == 201, taken.text
+    listed = (await admin.get("/api/admin/backups")).json()["backups"]
+    assert [b["name"] for b in listed] == [taken.json()["backup"]["name"]]
+    assert listed[0]["members"] == 2
+    # The next backup does not copy the backups into itself.
+    again = (await admin.post("/api/admin/backups")).json()["backup"]
+    manifest = json.loads((Path(again["path"]) / "manifest.json").read_text())
+    assert not [e for e in manifest["entries"] if e["path"].startswith("backups")]
+    assert not [e for e in manifest["entries"] if e["path"].startswith("logs/skald.log")]
+
+
+async def test_a_second_server_and_an_offline_backup_respect_the_running_one(servers, tmp_path):
+    server = await servers.start()
+    await setup_admin(server)
+    second = skald(tmp_path, "serve", "--data-dir", str(servers.data_dir), "--port", "1")
+    assert second.returncode == 1 and f"in use by process {server.pid}" in second.stderr
+    assert server.running
+    assert await server.terminate() == 0
+
+    offline = skald(tmp_path, "backup", "--data-dir", str(servers.data_dir), "--to", str(tmp_path / "b"))
+    assert offline.returncode == 0, offline.stderr
+    backup = only_backup(tmp_path / "b")
+    listed = skald(tmp_path, "backup", "--list", "--to", str(tmp_path / "b"))
+    assert backup.name in listed.stdout
+
+    # A damaged backup is found out before anything is written.
+    system = backup / "data" / "database" / "system.db"
+    raw = bytearray(system.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    system.write_bytes(bytes(raw))
+    refused = skald(tmp_path, "restore", str(backup), "--data-dir", str(tmp_path / "new"))
+    assert refused.returncode == 1 and "does not match its checksum" in refused.stderr
+    assert not (tmp_path / "new").exists() and not (tmp_path / "new.restoring").exists()
+
+    # Restoring never overwrites a data dir that holds something.
+    raw[len(raw) // 2] ^= 0xFF
+    system.write_bytes(bytes(raw))
+    occupied = skald(tmp_path, "restore", str(backup), "--data-dir", str(servers.data_dir))
+    assert occupied.returncode == 1 and "is not empty" in occupied.stderr
+    with sqlite3.connect(servers.data_dir / "database" / "system.db") as conn:
+        assert conn.execute("SELECT count(*) FROM users").fetchone()[0] == 1
+    shutil.rmtree(backup)
+
+
+async def test_an_older_copy_of_one_members_file_is_noticed(servers, tmp_path):
+    """SQLCipher has no rollback protection: the open counter mirrored in system.db
+    tells the admin when one member's file was put back from an older backup."""
+    server = await servers.start()
+    admin = await setup_admin(server)
+    alice_id = await create_member(admin, "alice", ALICE_PASSWORD)
+    alice = await server.login("alice", ALICE_PASSWORD)
+    await put_settings(alice, {"note": "in the backup"})
+    backup = Path((await admin.post("/api/admin/backups")).json()["backup"]["path"])
+    await put_settings(alice, {"note": "after the backup"})
+    assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
+    await server.login("alice", ALICE_PASSWORD)  # one more opening the copy does not have
+    assert await server.terminate() == 0
+    assert "older copy" not in server.output
+
+    live = servers.data_dir / "database" / f"{alice_id}.db"
+    for sidecar in ("-wal", "-shm"):
+        Path(f"{live}{sidecar}").unlink(missing_ok=True)
+    shutil.copyfile(backup / "data" / "database" / f"{alice_id}.db", live)
+
+    again = await servers.start()
+    alice = await again.login("alice", ALICE_PASSWORD)  # the member still gets in
+    assert (await get_settings(alice))["note"] == "in the backup"
+    warnings = [line for line in again.output.splitlines() if "older copy" in line]
+    assert len(warnings) == 1 and alice_id in warnings[0], warnings
+    assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
+    await again.login("alice", ALICE_PASSWORD)  # said once, not at every login after
+    assert len([line for line in again.output.splitlines() if "older copy" in line]) == 1

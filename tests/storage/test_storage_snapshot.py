@@ -1,0 +1,104 @@
+"""Consistent copies of live and closed databases (check G6), on real SQLCipher files."""
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skald_host.core.storage import Database, StorageError, copy_closed_database
+
+from .conftest import select
+
+
+async def test_snapshot_of_a_file_being_written_is_whole_and_encrypted(tmp_path, db_path, key, one_step):
+    """Writers run flat out while the copy is taken: the copy opens with the same key,
+    passes both integrity checks and holds an unbroken prefix of the commits — at least
+    every one committed before the snapshot was asked for."""
+    db = await Database.open(db_path, key=key, migrations=one_step, create=True)
+    await db.run(lambda c: c.execute("PRAGMA wal_autocheckpoint = 0"))  # the commits stay in the WAL
+    committed = 0
+    stop = asyncio.Event()
+
+    async def writer() -> None:
+        nonlocal committed
+        while not stop.is_set():
+            body = f"secret note {committed + 1} " + "x" * 500
+            await db.transaction(lambda c: c.execute("INSERT INTO notes (body) VALUES (?)", (body,)))
+            committed += 1
+
+    task = asyncio.create_task(writer())
+    while committed < 200:
+        await asyncio.sleep(0.01)
+    assert os.path.getsize(f"{db_path}-wal") > 0
+    before = committed
+    copy = tmp_path / "copy.db"
+    await db.snapshot(copy)
+    stop.set()
+    await task
+    await db.close()
+
+    assert not Path(f"{copy}-wal").exists()
+    assert b"secret note" not in copy.read_bytes()
+    restored = await Database.open(copy, key=key, migrations=one_step)
+    assert await restored.integrity_check() == "ok"
+    ids = [row[0] for row in await select(restored, "SELECT id FROM notes ORDER BY id")]
+    await restored.close()
+    assert len(ids) >= before
+    assert ids == list(range(1, len(ids) + 1))
+    assert len(ids) < committed  # the writes after the copy are not in it
+
+
+async def test_snapshot_never_overwrites(tmp_path, db_path, key, one_step):
+    db = await Database.open(db_path, key=key, migrations=one_step, create=True)
+    existing = tmp_path / "there.db"
+    existing.write_bytes(b"keep me")
+    with pytest.raises(FileExistsError):
+        await db.snapshot(existing)
+    await db.close()
+    assert existing.read_bytes() == b"keep me"
+
+
+async def test_snapshot_refused_while_another_process_reads(tmp_path, db_path, one_step):
+    """A second connection in the middle of a read would keep the checkpoint from
+    finishing; the copy is refused rather than taken inconsistent."""
+    db = await Database.open(db_path, key=None, migrations=one_step, create=True)
+    await db.run(lambda c: c.execute("INSERT INTO notes (body) VALUES ('a')"))
+    import sqlite3
+
+    other = sqlite3.connect(db_path)
+    other.execute("BEGIN")
+    other.execute("SELECT count(*) FROM notes").fetchone()
+    await db.run(lambda c: c.execute("INSERT INTO notes (body) VALUES ('b')"))
+    with pytest.raises(StorageError, match="cannot be copied consistently"):
+        await db.snapshot(tmp_path / "copy.db")
+    other.close()
+    await db.close()
+
+
+async def test_closed_file_is_copied_with_the_wal_a_crash_left(tmp_path, db_path, key, one_step):
+    """A process that died before checkpointing leaves its last commits in the WAL:
+    the copy takes the WAL along, and opening it replays them."""
+    db = await Database.open(db_path, key=key, migrations=one_step, create=True)
+    await db.close()
+    script = (
+        "import os, sys\n"
+        "from sqlcipher3 import dbapi2 as s\n"
+        "c = s.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute(f\"PRAGMA key = \\\"x'{sys.argv[2]}'\\\"\")\n"
+        "c.execute('PRAGMA wal_autocheckpoint = 0')\n"
+        "c.execute(\"INSERT INTO notes (body) VALUES ('after the crash')\")\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(db_path), key.hex()], check=True)
+    assert os.path.getsize(f"{db_path}-wal") > 0
+
+    copy = tmp_path / "copy.db"
+    copy_closed_database(db_path, copy)
+    assert Path(f"{copy}-wal").exists() and not Path(f"{copy}-shm").exists()
+    restored = await Database.open(copy, key=key, migrations=one_step)
+    assert await select(restored, "SELECT body FROM notes") == [("after the crash",)]
+    assert await restored.integrity_check() == "ok"
+    await restored.close()
