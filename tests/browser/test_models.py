@@ -173,3 +173,23 @@ async def test_sidebar_shows_chat_to_members_with_chat_and_admin_pages_to_admins
         await expect(nav.get_by_role("link", name=admin_only)).to_have_count(0)
     await frank.goto("/#models")
     await expect(frank.get_by_role("heading", name="Administrators only")).to_be_visible()
+
+
+async def test_admin_takes_a_backup_from_the_settings_page(skald, browser_pages, tmp_path):
+    """The Settings page lists backups and takes one; the list shows it at once."""
+    host = await skald.start()
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto(f"{host.url}/#settings")
+    block = page.locator(".backups-block")
+    await expect(block.get_by_role("heading", name="Backups")).to_be_visible()
+    await expect(block.get_by_text("No backups yet.")).to_be_visible()
+    await expect(block.get_by_text("No backups are taken on a schedule")).to_be_visible()
+    await block.get_by_role("button", name="Back up now").click()
+    await expect(block.locator(".form-status.ok")).to_contain_text("Backup skald-backup-")
+    await expect(block.locator("table.backups tbody tr")).to_have_count(1)
+    name = (await host.core.backups.list())[0].path.name
+    await expect(block.locator("table.backups code")).to_have_text(name)
+    await expect(block.locator("table.backups tbody tr td").nth(1)).to_have_text("1")
+    await screenshot(page, "settings-backups")

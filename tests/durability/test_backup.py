@@ -17,6 +17,8 @@ import sys
 import uuid
 from pathlib import Path
 
+from skald_host.core.backups import list_backups
+
 from .helpers import (
     ADMIN_PASSWORD,
     create_member,
@@ -198,3 +200,25 @@ async def test_an_older_copy_of_one_members_file_is_noticed(servers, tmp_path):
     assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
     await again.login("alice", ALICE_PASSWORD)  # said once, not at every login after
     assert len([line for line in again.output.splitlines() if "older copy" in line]) == 1
+
+
+async def test_scheduled_backups_keep_the_newest(skald):
+    """``backup.every_hours`` takes them without anyone asking; ``backup.keep`` bounds
+    how many stay (here every half second, keeping 2)."""
+    host = await skald.start(settings=skald.settings(backup={"every_hours": 0.5 / 3600, "keep": 2}))
+    await host.admin()
+    root = host.core.backups.root
+    assert "scheduled-backups" in host.core.supervisor.names
+    seen: set[str] = set()
+    for _ in range(200):
+        names = [b.path.name for b in await host.core.backups.list()]
+        assert len(names) <= 3  # the newest is complete a moment before the oldest goes
+        seen |= set(names)
+        if len(seen) >= 4:
+            break
+        await asyncio.sleep(0.1)
+    assert len(seen) >= 4, seen
+    await host.stop()
+    kept = [b.path.name for b in list_backups(root)]
+    assert len(kept) == 2 and kept[0] == max(seen | set(kept))
+    assert not list(root.glob("*.partial"))  # one interrupted by the stop is removed

@@ -5,7 +5,7 @@
 import { api, upload } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, formatSize, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 const projectRoute = (id, path = "") => `#projects/${encodeURIComponent(id)}${path ? `?path=${encodeURIComponent(path)}` : ""}`;
 const projectApi = (id, rest = "") => `/api/projects/${encodeURIComponent(id)}${rest}`;
@@ -228,13 +228,6 @@ function renameDialog(current) {
     dialog.showModal();
     input.select();
   });
-}
-
-function formatSize(bytes) {
-  if (bytes == null) return "";
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 async function filesSection(project, ctx) {

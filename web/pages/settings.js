@@ -1,10 +1,10 @@
-// #settings: the instance status (version, warnings, missing translations) and the
-// general settings sets plugins register without an owner page of their own.
+// #settings: the instance status (version, warnings, missing translations), backups,
+// and the general settings sets plugins register without an owner page of their own.
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el } from "../lib/dom.js";
 import { localeName, t } from "../lib/i18n.js";
-import { errorText, notice, pageHeader, section } from "../lib/ui.js";
+import { busy, button, errorText, formatDate, formatSize, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 /** The admin status block: warnings first, then the facts. */
 export async function statusBlock() {
@@ -34,9 +34,47 @@ export async function statusBlock() {
   return block;
 }
 
+/** Backups of the whole data dir: where they go, the schedule, the list, and "now". */
+export async function backupsBlock() {
+  const block = section(t("backups.title"));
+  block.classList.add("backups-block");
+  const body = el("div");
+  const status = statusLine();
+  const now = button(t("backups.take"), { kind: "primary", onClick: () => busy(now, async () => {
+    status.ok(t("backups.taking"));
+    const taken = await api("POST", "/api/admin/backups");
+    if (!taken.ok) { status.error(errorText(taken)); return; }
+    const backup = taken.data.backup;
+    status.ok(t("backups.taken", { name: backup.name, size: formatSize(backup.bytes) }));
+    await fill();
+  }) });
+  async function fill() {
+    const response = await api("GET", "/api/admin/backups");
+    if (!response.ok) { body.replaceChildren(notice("error", errorText(response))); return; }
+    const { dir, every_hours: every, keep, backups } = response.data;
+    const schedule = every > 0 ? t("backups.schedule", { hours: every, keep }) : t("backups.no_schedule");
+    body.replaceChildren(
+      el("p", { class: "hint", text: t("backups.where", { dir }) }),
+      el("p", { class: "hint", text: schedule }),
+      backups.length
+        ? el("div", { class: "table-wrap" }, el("table", { class: "table backups" },
+          el("thead", {}, el("tr", {},
+            el("th", { text: t("backups.when") }), el("th", { class: "num", text: t("backups.members") }),
+            el("th", { class: "num", text: t("backups.size") }), el("th", { class: "wide-only", text: t("backups.name") }))),
+          el("tbody", {}, ...backups.map((b) => el("tr", {},
+            el("td", { text: formatDate(b.created_at) }), el("td", { class: "num", text: String(b.members) }),
+            el("td", { class: "num", text: formatSize(b.bytes) }), el("td", { class: "wide-only" }, el("code", { text: b.name })))))))
+        : el("p", { class: "muted", text: t("backups.none") }),
+    );
+  }
+  await fill();
+  block.append(body, el("div", { class: "actions" }, now), status.node);
+  return block;
+}
+
 export async function renderSettings() {
-  const [response, status] = await Promise.all([api("GET", "/api/admin/settings"), statusBlock()]);
-  const page = el("div", { class: "page" }, pageHeader(t("settings.title"), t("settings.intro")), status);
+  const [response, status, backups] = await Promise.all([api("GET", "/api/admin/settings"), statusBlock(), backupsBlock()]);
+  const page = el("div", { class: "page" }, pageHeader(t("settings.title"), t("settings.intro")), status, backups);
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
   const sets = response.data.sets || [];
   if (!sets.length) page.append(section(t("settings.general"), el("p", { class: "muted", text: t("settings.empty") })));

@@ -131,7 +131,7 @@ class BackupService:
             try:
                 await asyncio.wait_for(stopping.wait(), wait)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             try:
                 await self.take()
@@ -140,7 +140,7 @@ class BackupService:
                 try:
                     await asyncio.wait_for(stopping.wait(), every)
                     return
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
 
