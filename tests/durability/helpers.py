@@ -57,11 +57,14 @@ def server_env(tmp_dir: Path, crash_at: str | None = None) -> dict[str, str]:
 class ServerProcess:
     """One ``python -m skald_host serve`` process on a free port of 127.0.0.1."""
 
-    def __init__(self, data_dir: Path, work_dir: Path, name: str, crash_at: str | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, work_dir: Path, name: str, crash_at: str | None = None, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.work_dir = work_dir
         self.name = name
         self.crash_at = crash_at
+        self.extra_env = extra_env or {}
         self.tmp_dir = work_dir / "tmp"
         self.output_path = work_dir / f"{name}.out"  # stdout+stderr, outside the data dir
         self.proc: subprocess.Popen[bytes] | None = None
@@ -96,7 +99,7 @@ class ServerProcess:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "skald_host", "serve", "--data-dir", str(self.data_dir), "--port", str(self.port)],
                     cwd=self.work_dir,
-                    env=server_env(self.tmp_dir, self.crash_at),
+                    env={**server_env(self.tmp_dir, self.crash_at), **self.extra_env},
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -180,8 +183,8 @@ class Servers:
         self.data_dir = tmp_path / "data"
         self._started: list[ServerProcess] = []
 
-    async def start(self, crash_at: str | None = None) -> ServerProcess:
-        server = ServerProcess(self.data_dir, self.tmp_path, f"server-{len(self._started) + 1}", crash_at)
+    async def start(self, crash_at: str | None = None, extra_env: dict[str, str] | None = None) -> ServerProcess:
+        server = ServerProcess(self.data_dir, self.tmp_path, f"server-{len(self._started) + 1}", crash_at, extra_env)
         self._started.append(server)
         return await server.start()
 
