@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from skald_host.core.backups import list_backups
+from skald_host.core.backups import list_backups, verify
 
 from .helpers import (
     ADMIN_PASSWORD,
@@ -222,3 +222,17 @@ async def test_scheduled_backups_keep_the_newest(skald):
     kept = [b.path.name for b in list_backups(root)]
     assert len(kept) == 2 and kept[0] == max(seen | set(kept))
     assert not list(root.glob("*.partial"))  # one interrupted by the stop is removed
+
+
+async def test_a_member_without_a_file_does_not_stop_the_backup(skald):
+    """A member whose file went missing (the boot reconciler reports it) is named in
+    the backup's skipped list; everyone else is backed up."""
+    host = await skald.start()
+    await host.admin()
+    bob = await host.member("bob")
+    assert (await bob.post("/api/auth/logout")).status_code == 200
+    host.core.users.owner_path(bob.member["id"]).unlink()
+    info = await host.core.backups.take()
+    assert info.skipped == ({"path": f"database/{bob.member['id']}.db", "reason": "this member has no database file"},)
+    assert info.members == 2
+    assert verify(info.path).files == info.files

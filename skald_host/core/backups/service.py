@@ -98,13 +98,17 @@ class BackupService:
         database = secure_dir(staging / DATA / "database")
         secure_dir(staging)
         created_at = now_iso()
+        missing: list[dict[str, str]] = []
         async with core.users.membership_changes:
             await core.registry.snapshot(database / "system.db")
             members = await asyncio.to_thread(_member_ids, database / "system.db")
             for member_id in members:
-                await core.users.snapshot_owner(member_id, database / f"{member_id}.db")
+                try:
+                    await core.users.snapshot_owner(member_id, database / f"{member_id}.db")
+                except FileNotFoundError:  # reported at boot; an admin reset makes a new one
+                    missing.append({"path": f"database/{member_id}.db", "reason": "this member has no database file"})
         excluded = _excluded(core, staging.parent)
-        skipped = await asyncio.to_thread(
+        skipped = missing + await asyncio.to_thread(
             copy_tree, data_dir, staging / DATA,
             exclude=lambda rel: rel in excluded or _DATABASE_FILE.match(rel) is not None or _is_log(rel, excluded),
         )
