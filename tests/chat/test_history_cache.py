@@ -206,3 +206,27 @@ def test_a_memoised_projection_follows_a_new_system_prompt_and_images_coming_and
     ]
     for system, images in steps:
         assert project(system, rows, images, memo) == project(system, rows, images), (system, images)
+
+
+async def test_the_remembered_idempotency_keys_stay_bounded(tmp_path, monkeypatch):
+    """The keys a member's clients submit are remembered so a retry is known without a
+    read, but only the newest ones: a soak of thousands of turns must not grow the
+    host's memory by a key per message (check H2). An older key still stores once."""
+    from skald_host.core.agent import store as conversation_store
+
+    monkeypatch.setattr(conversation_store, "RECENT_KEYS", 5)
+    db = await Database.open(tmp_path / "owner.db", key=os.urandom(32), migrations=OWNER_MIGRATIONS, create=True)
+    try:
+        store = ConversationStore(db)
+        conversation_id, _ = await store.create_conversation("assistant", title="keys")
+        frame = await store.root_frame(conversation_id)
+        await store.remember_keys()
+        for index in range(30):
+            await store.add_member_message(frame, f"message {index}", f"key-{index:04d}", queued=False)
+        assert len(store._keys) == 10  # 2 x RECENT_KEYS, the newest
+        assert not store.key_surely_new("key-0029") and store.key_surely_new("key-0000")
+        again = await store.add_member_message(frame, "message 0", "key-0000", queued=False)
+        assert again["duplicate"] is True
+        assert len([r for r in await store.history(frame.id) if r["role"] == "user"]) == 30
+    finally:
+        await db.close()

@@ -78,7 +78,9 @@ class ConversationStore:
         self._writes = 0  # history-changing writes seen; a read racing one is not kept
         self._roots: dict[str, Frame] = {}  # a conversation's root frame never changes
         self._inbox_clean: set[str] = set()  # conversations with nothing queued since their last drain was submitted
-        self._keys: set[str] | None = None  # idempotency keys seen: the latest stored, and every one submitted since
+        # Idempotency keys seen, oldest first: the latest stored, then each submitted since,
+        # the newest 2 x RECENT_KEYS of them (a retry repeats a recent message).
+        self._keys: dict[str, None] | None = None
         self._no_subframes: set[str] = set()  # conversations with no open sub-agent frame since their last look
 
     def forget(self) -> None:
@@ -273,7 +275,9 @@ class ConversationStore:
         if queued:
             self._inbox_clean.discard(frame.conversation_id)  # before the write is submitted: a drain after it must look
         if key is not None and self._keys is not None:
-            self._keys.add(key)  # from its submission on: a retry racing it is no longer "surely new"
+            self._keys[key] = None  # from its submission on: a retry racing it is no longer "surely new"
+            if len(self._keys) > 2 * RECENT_KEYS:
+                del self._keys[next(iter(self._keys))]
 
         def write_rows(conn: Any) -> tuple[dict[str, Any], list[int]]:
             stored = write(conn)
@@ -289,15 +293,15 @@ class ConversationStore:
         """Load the idempotency keys of the latest stored and queued messages, so that
         ``key_surely_new`` can answer from memory (retries repeat recent messages)."""
 
-        def read(conn: Any) -> set[str]:
+        def read(conn: Any) -> list[str]:
             rows = conn.execute(
                 "SELECT idempotency_key FROM messages WHERE idempotency_key IS NOT NULL ORDER BY id DESC LIMIT ?", (RECENT_KEYS,)
             ).fetchall()
             queued = conn.execute("SELECT idempotency_key FROM inbox WHERE idempotency_key IS NOT NULL").fetchall()
-            return {r[0] for r in rows} | {r[0] for r in queued}
+            return [r[0] for r in reversed(rows)] + [r[0] for r in queued]
 
-        keys = await self.db.run(read)
-        self._keys = keys | (self._keys or set())
+        keys = dict.fromkeys(await self.db.run(read))
+        self._keys = keys | (self._keys or {})
 
     def key_surely_new(self, key: str | None) -> bool:
         """Whether no message with this key was stored lately or submitted since: a
