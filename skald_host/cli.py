@@ -36,13 +36,35 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def _with_core(settings: Settings, fn: Any) -> Any:
+    """Run ``fn(core)`` with the core started here, holding the data dir: a running
+    server owns it (its reconciler and ours would each take the other's new member
+    file for an orphan), so this raises DataDirBusy instead."""
     from skald_host.core.host import Skald
+    from skald_host.core.storage import secure_dir
+    from skald_host.core.storage.data_dir_lock import DataDirLock
 
-    core = await Skald.start(settings, start_plugins=False)
+    secure_dir(settings.data_dir)
+    with DataDirLock(settings.data_dir):
+        core = await Skald.start(settings, start_plugins=False)
+        try:
+            return await fn(core)
+        finally:
+            await core.stop()
+
+
+def _registry_is_empty(settings: Settings) -> bool:
+    import sqlite3
+
+    path = settings.database_dir / "system.db"
+    if not path.exists():
+        return True
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     try:
-        return await fn(core)
+        return conn.execute("SELECT 1 FROM users LIMIT 1").fetchone() is None
+    except sqlite3.OperationalError:  # no users table yet: created, never set up
+        return True
     finally:
-        await core.stop()
+        conn.close()
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
@@ -51,13 +73,13 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     from skald_host.core.identity.users import MemberError
 
     settings = _settings(args)
+    if args.check:  # a read, answered beside a running server too
+        return 1 if _registry_is_empty(settings) else 0
 
     async def go(core: Any) -> int:
         if not await needs_setup(core.users):
             print("skald is already set up.")
             return 0
-        if args.check:
-            return 1
         username = args.username or input("Admin user name: ").strip()
         if args.password_stdin:
             password = sys.stdin.readline().rstrip("\n")
@@ -116,7 +138,7 @@ def _cmd_backup(args: argparse.Namespace) -> int:
     holds open consistently), else with the data dir held for this process."""
     from skald_host.control import ask
     from skald_host.core.backups import BackupError
-    from skald_host.core.storage.data_dir_lock import DataDirBusy, DataDirLock, holder
+    from skald_host.core.storage.data_dir_lock import DataDirBusy, holder
 
     settings = _settings(args)
     to = Path(args.to).resolve() if args.to else None
@@ -145,8 +167,7 @@ def _cmd_backup(args: argparse.Namespace) -> int:
         return await core.backups.take(to)
 
     try:
-        with DataDirLock(settings.data_dir):
-            info = asyncio.run(_with_core(settings, go))
+        info = asyncio.run(_with_core(settings, go))
     except (BackupError, DataDirBusy) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
