@@ -24,6 +24,7 @@ EN = {
     "common.logout": "Sign out",
     "common.error": "Something went wrong: {message}",
     "warning.insecure_transport": "This server is reached over plain HTTP from the network: passwords and session cookies travel unencrypted. Put it behind HTTPS.",
+    "warning.older_copy": "The private database of {member} is an older copy put back in place (noticed at their login): what changed after that copy was made is not in it. The server log says when.",
     # The web shell (web/**).
     "locale.en": "English",
     "locale.de": "Deutsch",
@@ -532,6 +533,7 @@ DE = {
     "common.logout": "Abmelden",
     "common.error": "Etwas ist schiefgegangen: {message}",
     "warning.insecure_transport": "Dieser Server wird über unverschlüsseltes HTTP aus dem Netzwerk erreicht: Passwörter und Sitzungs-Cookies werden im Klartext übertragen. Betreibe ihn hinter HTTPS.",
+    "warning.older_copy": "Die private Datenbank von {member} ist eine ältere Kopie, die zurückgelegt wurde (bei der Anmeldung bemerkt): Was sich danach geändert hat, fehlt darin. Das Server-Protokoll nennt den Zeitpunkt.",
     # The web shell (web/**).
     "locale.en": "English",
     "locale.de": "Deutsch",

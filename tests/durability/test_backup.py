@@ -205,6 +205,9 @@ async def test_an_older_copy_of_one_members_file_is_noticed(servers, tmp_path):
     assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
     await again.login("alice", ALICE_PASSWORD)  # said once, not at every login after
     assert len([line for line in again.output.splitlines() if "older copy" in line]) == 1
+    admin = await again.login("admin", ADMIN_PASSWORD)
+    warnings = (await admin.get("/api/admin/status")).json()["warnings"]
+    assert [w["values"] for w in warnings if w["id"] == "older_copy"] == [{"member": "alice"}]
 
 
 async def test_scheduled_backups_keep_the_newest(skald):

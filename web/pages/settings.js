@@ -17,7 +17,7 @@ export async function statusBlock() {
   for (const warning of status.warnings || []) {
     // Our own bundle has the text in the admin's language; the server's is English.
     const key = `warning.${warning.id}`;
-    const text = t(key) === key ? warning.text : t(key);
+    const text = t(key) === key ? warning.text : t(key, warning.values || {});
     block.append(notice("warning", text));
   }
   const missing = Object.entries(status.missing_translations || {});

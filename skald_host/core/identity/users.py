@@ -167,6 +167,9 @@ class UserManager:
         # Held by a backup while it copies system.db and then each member's file, and by
         # what would make the two disagree (a delete, an admin reset's new file and key).
         self.membership_changes = asyncio.Lock()
+        # Members whose file turned out to be an older copy at a login since the start
+        # (member id -> when): the admin status page lists them (check G6).
+        self.older_copies: dict[str, str] = {}
         # Called with a member id before their file closes, so whatever runs on it
         # (their chat turns) stops first. A direct call, never a bus: locking is part
         # of revocation.
@@ -503,6 +506,7 @@ class UserManager:
                     "what changed after that copy was made is not in it",
                     member_id, opened - 1, expected,
                 )
+                self.older_copies[member_id] = _now()
                 opened = await db.transaction(lambda c: count(c, expected + 1))
             await self.registry.transaction(
                 lambda c: c.execute("UPDATE users SET owner_generation = ? WHERE id = ?", (opened, member_id))

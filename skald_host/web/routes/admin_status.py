@@ -3,6 +3,7 @@
 from quart import Blueprint, current_app, request
 
 from skald_host.core.host import host_version
+from skald_host.core.identity.users import MemberNotFound
 from skald_host.web.auth import requires, transport_is_secure
 
 bp = Blueprint("admin_status", __name__)
@@ -23,6 +24,13 @@ async def status() -> dict:
     warnings = []
     if not transport_is_secure(request):
         warnings.append({"id": "insecure_transport", "text": core.strings.translate("core.warning.insecure_transport")})
+    for member_id in list(core.users.older_copies):
+        try:
+            member = await core.users.get(member_id)
+        except MemberNotFound:
+            continue
+        values = {"member": member.username}
+        warnings.append({"id": "older_copy", "values": values, "text": core.strings.translate("core.warning.older_copy", **values)})
     return {
         "version": host_version(),
         "sqlcipher": core.sqlcipher_version,
