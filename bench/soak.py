@@ -6,7 +6,8 @@ so its memory and descriptors are its own.
 for an hour: ``SKALD_SOAK_SECONDS=3600``). 50 members each keep two sockets open, as a
 browser and a phone would (each socket gets every event of the member's turns), and take
 turns: a message with an idempotency key, a 50-token reply at 50 tokens/s, a pause of
-1-4 s. Beside them, a direct SDK stream of the same reply every second gives the model's
+1-4 s; every 8 turns they start a new conversation, as people do (one conversation
+growing for an hour would measure its own growth, not the host's). Beside them, a direct SDK stream of the same reply every second gives the model's
 own time to first token. Reported:
 
 - time to first token through the host, p50/p95, and the added p95 over the direct
@@ -48,6 +49,7 @@ MEMBERS = 50
 TOKENS = 50
 TOKEN_DELAY = 1 / 50
 PAUSE_SECONDS = (1.0, 4.0)
+TURNS_PER_CONVERSATION = 8
 SAMPLE_SECONDS = 5.0
 PASSWORD = "soak member password"
 ADMIN_PASSWORD = "soak admin password"
@@ -64,6 +66,7 @@ class Member:
     active: MemberSocket
     passive: Listener
     sent: list[str] = field(default_factory=list)
+    conversations: dict[str, list[str]] = field(default_factory=dict)  # id -> the texts sent there
     ttft: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     incomplete: int = 0
@@ -138,8 +141,15 @@ async def _chat(member: Member, deadline: float) -> None:
     await asyncio.sleep(random.uniform(*PAUSE_SECONDS))
     first = True
     while time.monotonic() < deadline:
+        if len(member.conversations.get(member.conversation, ())) >= TURNS_PER_CONVERSATION:
+            created = await member.client.post("/api/conversations", json={"title": "soak"})
+            if created.status_code != 201:
+                member.errors.append(f"a new conversation: {created.status_code} {created.text}")
+                return
+            member.conversation = created.json()["id"]
         text = probe(TOKENS, TOKEN_DELAY)
         member.sent.append(text)
+        member.conversations.setdefault(member.conversation, []).append(text)
         try:
             turn = await member.active.turn(member.conversation, text, timeout=120)
         except TimeoutError:
@@ -169,10 +179,12 @@ async def _sampler(pid: int, admin: SkaldClient, deadline: float, out: list[dict
 
 async def _stored(member: Member) -> tuple[int, int, int]:
     """(messages sent and stored once, stored more than once or never, full answers)."""
-    messages = (await member.client.get(f"/api/conversations/{member.conversation}")).json()["messages"]
-    said = [m["content"] for m in messages if m["role"] == "user"]
-    once = sum(1 for text in member.sent if said.count(text) == 1)
-    answers = sum(1 for m in messages if m["role"] == "assistant" and m["content"] == REPLY)
+    once = answers = 0
+    for conversation, sent in member.conversations.items():
+        messages = (await member.client.get(f"/api/conversations/{conversation}")).json()["messages"]
+        said = [m["content"] for m in messages if m["role"] == "user"]
+        once += sum(1 for text in sent if said.count(text) == 1)
+        answers += sum(1 for m in messages if m["role"] == "assistant" and m["content"] == REPLY)
     return once, len(member.sent) - once, answers
 
 

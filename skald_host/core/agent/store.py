@@ -23,9 +23,13 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from skald_host.core.storage import Database
 
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
-#: Frames whose history is kept in memory per member, the most recently read ones.
-HISTORY_CACHE_FRAMES = 64
-#: Idempotency keys of this many latest messages are kept in memory (with every key
+#: Frames whose history is kept in memory per member, the most recently read ones: the
+#: conversations a member is in and their sub-agent frames. Each costs its whole
+#: history (rows, their wire form, the last request), so the bound is what keeps a
+#: member who opened many conversations today from holding all of them (check H2's
+#: soak: at 64, a member's 50 conversations of an hour all stayed).
+HISTORY_CACHE_FRAMES = 16
+#: Idempotency keys of this many latest messages are kept in memory (with the newest
 #: submitted since): a client retries a send it has no ack for, a recent one.
 RECENT_KEYS = 1000
 #: A history row: read-only, because the same row is handed to every later round.
