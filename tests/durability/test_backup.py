@@ -12,6 +12,7 @@ import asyncio
 import json
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 import uuid
@@ -244,3 +245,19 @@ async def test_a_member_without_a_file_does_not_stop_the_backup(skald):
     assert info.skipped == ({"path": f"database/{bob.member['id']}.db", "reason": "this member has no database file"},)
     assert info.members == 2
     assert verify(info.path).files == info.files
+
+
+async def test_a_backup_into_an_existing_directory_leaves_its_mode_alone(skald, tmp_path):
+    """``--to /tmp`` must not make /tmp private to the server's account; the backup
+    inside it is private itself (0700, as the data dir is: files keep their modes
+    behind it)."""
+    host = await skald.start()
+    await host.admin()
+    shared = tmp_path / "shared-dir"
+    shared.mkdir()
+    shared.chmod(0o755)
+    info = await host.core.backups.take(shared)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+    assert stat.S_IMODE(info.path.stat().st_mode) == 0o700
+    assert stat.S_IMODE((info.path / "manifest.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((info.path / "data" / "database" / "system.db").stat().st_mode) == 0o600

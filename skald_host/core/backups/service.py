@@ -179,8 +179,10 @@ def _member_ids(registry_copy: Path) -> list[str]:
 
 
 def _remove_partials(root: Path) -> None:
-    """Unfinished backups of a run that crashed (none runs now: we hold the lock)."""
-    secure_dir(root)
+    """Unfinished backups of a run that crashed (none runs now: we hold the lock).
+    A missing ``root`` is made private; an existing one is the admin's (``--to /tmp``)
+    and keeps its mode: each backup in it is private itself."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
     for path in root.glob(NAME_PREFIX + "*" + PARTIAL_SUFFIX):
         shutil.rmtree(path, ignore_errors=True)
 
