@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sqlite3
 import stat
@@ -18,7 +19,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from skald_host.core.backups import list_backups, verify
+from skald_host.core.backups import list_backups, restore, verify
 
 from .helpers import (
     ADMIN_PASSWORD,
@@ -261,3 +262,24 @@ async def test_a_backup_into_an_existing_directory_leaves_its_mode_alone(skald, 
     assert stat.S_IMODE(info.path.stat().st_mode) == 0o700
     assert stat.S_IMODE((info.path / "manifest.json").stat().st_mode) == 0o600
     assert stat.S_IMODE((info.path / "data" / "database" / "system.db").stat().st_mode) == 0o600
+
+
+async def test_links_in_a_home_are_kept_as_links_never_followed(skald, tmp_path):
+    """A member's sandbox can make a link to anywhere; a backup (and a restore) copy
+    the link itself, never what it points at."""
+    host = await skald.start()
+    await host.admin()
+    bob = await host.member("bob")
+    home = host.core.files.home(bob.member["id"])
+    secret = tmp_path / "outside-secret.txt"
+    secret.write_text("NOT-IN-ANY-BACKUP")
+    (home / "escape").symlink_to(secret)
+    (home / "notes.txt").write_text("bob's notes")
+    info = await host.core.backups.take()
+    copied = info.path / "data" / "homes" / bob.member["id"]
+    assert (copied / "escape").is_symlink() and os.readlink(copied / "escape") == str(secret)
+    assert (copied / "notes.txt").read_text() == "bob's notes"
+    assert not [p for p in info.path.rglob("*") if p.is_file() and not p.is_symlink() and b"NOT-IN-ANY-BACKUP" in p.read_bytes()]
+    restored = tmp_path / "restored"
+    restore(info.path, restored)
+    assert os.readlink(restored / "homes" / bob.member["id"] / "escape") == str(secret)
