@@ -296,7 +296,7 @@ def report(
     print(f"  RSS (MiB)            {warm['rss'] / 2**20:12.1f} {end['rss'] / 2**20:8.1f}   "
           f"{growth * 100:+.1f}% in {(end['at'] - warm['at']) / 60:.1f} min, {growth / hours * 100:+.1f} %/h extrapolated   "
           f"target < 10 %/h: {'met' if growth / hours < 0.10 else 'NOT met'}{' (a short run overstates it)' if SECONDS < 3600 else ''}")
-    print(f"  open descriptors     {warm['fds']:12d} {end['fds']:8d}   flat (within 5): {'met' if abs(end['fds'] - warm['fds']) <= 5 else 'NOT met'}")
+    print(f"  open descriptors     {warm['fds']:12d} {end['fds']:8d}   flat (at most 5 more): {'met' if end['fds'] - warm['fds'] <= 5 else 'NOT met'}")
     minutes = [next(s for s in samples if s["at"] >= m * 60) for m in range(int(end["at"] // 60) + 1)]
     print("  by minute (RSS MiB / descriptors): " + ", ".join(f"{s['rss'] / 2**20:.0f}/{s['fds']}" for s in minutes + [end]))
     over = [s for s in samples if s["owner_files"] > s["unlocked"]]
