@@ -209,7 +209,7 @@ async def test_every_connection_keeps_temp_in_memory_with_wal_and_full_sync(skal
     admin = await host.admin()
     alice = await host.member("alice")
     bob = await host.member("bob", encrypted=False)
-    expected = {"journal_mode": "wal", "synchronous": 2, "temp_store": 2, "foreign_keys": 1}
+    expected = {"journal_mode": "wal", "synchronous": 2, "temp_store": 2, "foreign_keys": 1, "cache_size": -2000}
     assert await host.core.registry.pragmas() == expected
     ids = [c.member["id"] for c in (admin, alice, bob)]
     assert sorted(host.core.users.unlocked_ids) == sorted(ids)

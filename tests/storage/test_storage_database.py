@@ -133,6 +133,7 @@ async def test_pragmas_on_every_connection(db_path, key, one_step, encrypted):
             "synchronous": 2,  # FULL
             "temp_store": 2,  # MEMORY
             "foreign_keys": 1,
+            "cache_size": -2000,  # 2 MiB, not SQLCipher's 8 MiB per unlocked member
         }
         assert await db.run(lambda conn: conn.execute("PRAGMA busy_timeout").fetchone()[0]) == 5000
         await db.close()

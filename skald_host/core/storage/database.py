@@ -119,7 +119,7 @@ class Database:
         def read(conn: Connection) -> dict[str, str | int]:
             return {
                 name: conn.execute(f"PRAGMA {name}").fetchone()[0]
-                for name in ("journal_mode", "synchronous", "temp_store", "foreign_keys")
+                for name in ("journal_mode", "synchronous", "temp_store", "foreign_keys", "cache_size")
             }
 
         return await self.run(read)
