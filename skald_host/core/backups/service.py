@@ -16,6 +16,7 @@ import re
 import shutil
 import sqlite3
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,11 +108,7 @@ class BackupService:
                     await core.users.snapshot_owner(member_id, database / f"{member_id}.db")
                 except FileNotFoundError:  # reported at boot; an admin reset makes a new one
                     missing.append({"path": f"database/{member_id}.db", "reason": "this member has no database file"})
-        excluded = _excluded(core, staging.parent)
-        skipped = missing + await asyncio.to_thread(
-            copy_tree, data_dir, staging / DATA,
-            exclude=lambda rel: rel in excluded or _DATABASE_FILE.match(rel) is not None or _is_log(rel, excluded),
-        )
+        skipped = missing + await asyncio.to_thread(copy_tree, data_dir, staging / DATA, exclude=_left_out(core, staging.parent))
         return await asyncio.to_thread(
             write_manifest, staging, created_at=created_at, members=members, skipped=skipped,
             extra={"skald_version": host_version(), "registry_schema": core.registry.schema_version},
@@ -148,25 +145,27 @@ class BackupService:
                     pass
 
 
-def _excluded(core: Skald, backup_root: Path) -> set[str]:
-    """Paths (relative to the data dir) never copied as files: the backups themselves,
-    the process's lock and socket; logs are marked with a trailing ``*``."""
+def _left_out(core: Skald, backup_root: Path) -> Callable[[str], bool]:
+    """Whether a path (relative to the data dir) is not copied as a file: the databases
+    (copied consistently before), the backups themselves, the process's lock and
+    socket, the log file and its rotations (``skald.log.1``, ...)."""
     data_dir = core.settings.data_dir.resolve()
-    excluded = set(RUNTIME_FILES)
-    for path, pattern in ((backup_root, False), (core.settings.resolve(core.settings.log.file) if core.settings.log.file else None, True)):
-        if path is None:
-            continue
+
+    def inside(path: Path | None) -> str | None:
         try:
-            rel = path.resolve().relative_to(data_dir).as_posix()
+            return path.resolve().relative_to(data_dir).as_posix() if path is not None else None
         except ValueError:
-            continue  # outside the data dir: not walked anyway
-        excluded.add(rel + "*" if pattern else rel)
-    return excluded
+            return None  # outside the data dir: not walked anyway
 
+    exact = set(RUNTIME_FILES) | {inside(backup_root)}
+    log_file = inside(core.settings.resolve(core.settings.log.file) if core.settings.log.file else None)
 
-def _is_log(rel: str, excluded: set[str]) -> bool:
-    """The log file and its rotations (``skald.log.1``, …)."""
-    return any(rel == e[:-1] or rel.startswith(e[:-1] + ".") for e in excluded if e.endswith("*"))
+    def left_out(rel: str) -> bool:
+        if rel in exact or _DATABASE_FILE.match(rel):
+            return True
+        return log_file is not None and (rel == log_file or rel.startswith(log_file + "."))
+
+    return left_out
 
 
 def _member_ids(registry_copy: Path) -> list[str]:
