@@ -101,7 +101,7 @@ async def test_unattended_scheduled_turn_denies_what_needs_approval_without_aski
         await sock.turn(cid)
         await asyncio.sleep(0.1)  # the job is due after 60 ms
         runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))
-        await runtime.deliver_due_jobs()  # the scheduler's own pass (every 5 s) may have taken it already
+        await runtime.deliver_due_jobs()  # the scheduler (woken by the job) may have delivered it already
         events = await sock.turn(cid)
     assert "approval_required" not in types(events)
     assert chat.probe.writes == []

@@ -3,9 +3,13 @@ asked, once — also when a crash left one half-delivered."""
 
 from __future__ import annotations
 
-from skald_host.testing import Reply
+import datetime as dt
+import time
 
-from .support import MODEL_A, ChatSocket, configure_models, messages, new_conversation
+from skald_host.core.agent.runtime import SCHEDULER_MAX_SLEEP, SCHEDULER_RETRY_SECONDS, seconds_until
+from skald_host.testing import Reply, ToolCall
+
+from .support import MODEL_A, ChatSocket, allow_tool, configure_models, messages, new_conversation
 
 
 async def test_scheduled_prompt_left_running_by_a_crash_is_delivered_once(chat):
@@ -25,3 +29,35 @@ async def test_scheduled_prompt_left_running_by_a_crash_is_delivered_once(chat):
         ("assistant", "Reminder: water the plants."),
     ]
     assert await runtime.store.due_jobs("2999-01-01T00:00:00.000000Z") == []
+
+
+async def test_a_prompt_scheduled_for_soon_is_delivered_when_due_without_polling(chat):
+    """The scheduler sleeps until the next job is due and wakes when one is scheduled:
+    a prompt due in a second arrives about then, by the scheduler alone (the earlier
+    scheduler looked every 5 s, so this took up to 5 s and idle members' files were
+    read all day long)."""
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "schedule_prompt")
+    alice = await chat.host.member("alice")
+    schedule = Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "Stretch your legs.", "in_minutes": 1 / 60})])
+    chat.server.script(MODEL_A, [schedule, Reply("I will remind you."), Reply("Time to stretch your legs.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Remind me to stretch in a second.")
+        await sock.turn(cid)
+        asked = time.monotonic()
+        await sock.wait_event(cid, "turn_finished", start=len(sock.events), timeout=3.5)
+        assert time.monotonic() - asked < 3.5
+    assert [(m["role"], m["content"]) for m in await messages(alice, cid)][-2:] == [
+        ("user", "[Scheduled] Stretch your legs."),
+        ("assistant", "Time to stretch your legs."),
+    ]
+
+
+def test_the_scheduler_sleeps_until_the_next_job_and_retries_an_overdue_one_after_a_pause():
+    soon = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert 25 < seconds_until(soon) <= 30
+    assert seconds_until(None) == SCHEDULER_MAX_SLEEP
+    assert seconds_until("2099-01-01T00:00:00.000000Z") == SCHEDULER_MAX_SLEEP  # the clock may move meanwhile
+    assert seconds_until("2000-01-01T00:00:00.000000Z") == SCHEDULER_RETRY_SECONDS  # its delivery failed: no busy loop
+    assert seconds_until("not a time") == SCHEDULER_RETRY_SECONDS

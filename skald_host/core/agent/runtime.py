@@ -44,7 +44,10 @@ log = logging.getLogger(__name__)
 PREFIX_TTL_SECONDS = 20 * 60
 PREPARE_PROMPT_SECONDS = 2.0
 INJECTED_NOTE_CHARS = 16_000
-SCHEDULER_SECONDS = 5.0
+#: A due job that could not be delivered is tried again after this long.
+SCHEDULER_RETRY_SECONDS = 5.0
+#: The longest the scheduler sleeps without looking again (the clock may be set meanwhile).
+SCHEDULER_MAX_SLEEP = 300.0
 COMPACT_PROMPT = (
     "Summarise the conversation so far for your own later use: the member's goals, facts and "
     "decisions, open questions, and anything you promised. Be complete but brief. Write the summary only."
@@ -857,12 +860,22 @@ class MemberRuntime:
     # -- scheduled prompts -----------------------------------------------------------------
 
     async def _run_scheduler(self) -> None:
+        """Sleeps until the next job is due, or until one is scheduled: a member with
+        nothing scheduled costs no read of their file (50 idle members polling every
+        few seconds kept the database threads busy for nothing)."""
         while not self.closed:
+            self.store.jobs_changed.clear()  # one scheduled while this pass runs wakes the next sleep
             try:
                 await self.deliver_due_jobs()
+                wait = seconds_until(await self.store.next_job_due())
             except Exception:
                 log.exception("scheduled prompts of member %s failed", self.member_id)
-            await asyncio.sleep(SCHEDULER_SECONDS)
+                wait = SCHEDULER_RETRY_SECONDS
+            try:
+                async with asyncio.timeout(wait):
+                    await self.store.jobs_changed.wait()
+            except TimeoutError:
+                pass
 
     async def deliver_due_jobs(self) -> int:
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -876,3 +889,16 @@ class MemberRuntime:
                 continue
             await self.store.set_job(job["id"], "done")
         return len(jobs)
+
+
+def seconds_until(due_at: str | None) -> float:
+    """How long the scheduler sleeps before the job due at ``due_at`` (ISO, UTC): a
+    job already due (its delivery failed) is retried after a pause, never in a loop."""
+    if due_at is None:
+        return SCHEDULER_MAX_SLEEP
+    try:
+        due = dt.datetime.fromisoformat(due_at.replace("Z", "+00:00"))
+    except ValueError:
+        return SCHEDULER_RETRY_SECONDS
+    left = (due - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    return SCHEDULER_RETRY_SECONDS if left <= 0 else min(left, SCHEDULER_MAX_SLEEP)

@@ -13,6 +13,7 @@ way must call ``forget`` after its commit.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from collections import OrderedDict
@@ -87,6 +88,7 @@ class ConversationStore:
         # the newest 2 x RECENT_KEYS of them (a retry repeats a recent message).
         self._keys: dict[str, None] | None = None
         self._no_subframes: set[str] = set()  # conversations with no open sub-agent frame since their last look
+        self.jobs_changed = asyncio.Event()  # a prompt was scheduled: the member's scheduler looks again
 
     def forget(self) -> None:
         """Drop every in-memory history (after a write to messages or tool_calls made
@@ -642,7 +644,14 @@ class ConversationStore:
                 "INSERT INTO scheduled_jobs (id, conversation_id, prompt, due_at) VALUES (?, ?, ?, ?)", (job_id, conversation_id, prompt, due_at)
             )
         )
+        self.jobs_changed.set()
         return job_id
+
+    async def next_job_due(self) -> str | None:
+        """When the earliest job not yet delivered is due (ISO, UTC), or None."""
+        return await self.db.run(
+            lambda c: c.execute("SELECT MIN(due_at) FROM scheduled_jobs WHERE status IN ('pending', 'running')").fetchone()[0]
+        )
 
     async def due_jobs(self, now_iso: str) -> list[dict[str, Any]]:
         """Due jobs, including any left 'running': a crash between marking a job running
