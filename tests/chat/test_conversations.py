@@ -4,9 +4,9 @@ its turn runs, which stops it first."""
 
 from __future__ import annotations
 
-from skald_host.testing import Hang, Reply
+from skald_host.testing import Hang, Reply, ToolCall
 
-from .support import MODEL_A, ChatSocket, configure_models, new_conversation, types
+from .support import MODEL_A, ChatSocket, configure_models, messages, new_conversation, types
 
 
 async def listing(client, search: str | None = None) -> list[dict]:
@@ -108,3 +108,24 @@ async def test_a_slow_context_provider_does_not_hold_up_a_conversations_creation
         events = await sock.turn(cid)
     assert "done" in types(events)
     assert "Shared context, on time." in chat.server.requests_for(MODEL_A)[0].messages[0]["content"]
+
+
+async def test_the_list_puts_the_conversation_whose_turn_ended_last_first(chat):
+    """Rounds in the middle of a turn leave the conversation's time alone (three pages
+    fewer in each round's commit); the turn's end moves it, and the list follows."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    rounds = [Reply(tool_calls=[ToolCall("list_agents", {})]), Reply(tool_calls=[ToolCall("list_agents", {})]), Reply("Two looks.")]
+    chat.server.script(MODEL_A, [Reply("Hello.")] + rounds)
+    async with ChatSocket(alice) as sock:
+        first = await new_conversation(alice)
+        second = await new_conversation(alice)
+        await sock.send(second, "Hi.")
+        await sock.turn(second)
+        await sock.send(first, "Look twice.")
+        assert types(await sock.turn(first)).count("tool_done") == 2
+    listed = await listing(alice)
+    assert [c["id"] for c in listed] == [first, second]
+    answer = (await messages(alice, first))[-1]
+    assert answer["content"] == "Two looks."
+    assert listed[0]["updated_at"] >= answer["created_at"]

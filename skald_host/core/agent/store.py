@@ -439,7 +439,7 @@ class ConversationStore:
         placeholder. Returns the call ids and the placeholder's id."""
 
         def write(conn: Any) -> tuple[tuple[list[str], int], list[int]]:
-            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", calls, request_log, 0, results)
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", calls, request_log, 0, results, touch=False)
             placeholder_id = _insert_placeholder(conn, *placeholder)
             return (ids, placeholder_id), [message_id, placeholder_id]
 
@@ -706,10 +706,12 @@ def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, at
 def _finish_assistant(
     conn: Any, message_id: int, content: str, reasoning: str, model: str, status: str,
     calls: Sequence[tuple[str, str, str, str]], request_log: tuple[str, dict[str, Any], str] | None, running: int,
-    results: Sequence[tuple[str, str]] = (),
+    results: Sequence[tuple[str, str]] = (), *, touch: bool = True,
 ) -> list[str]:
     """``finish_assistant``'s write; ``results``: each call's (status, result) when the
-    calls already ran."""
+    calls already ran. ``touch`` False: the conversation's ``updated_at`` is left as it
+    is (a round in the middle of a turn: its end moves it, and the row and its index
+    are three pages fewer to encrypt and sync in a round's commit)."""
     row = conn.execute("SELECT conversation_id, frame_id FROM messages WHERE id = ?", (message_id,)).fetchone()
     conn.execute(
         "UPDATE messages SET content = ?, reasoning = ?, model = ?, status = ? WHERE id = ?",
@@ -717,18 +719,26 @@ def _finish_assistant(
     )
     ids = []
     for seq, (model_call_id, name, arguments, restart) in enumerate(calls):
-        call_id = model_call_id if model_call_id and len(model_call_id) <= 64 and not _call_exists(conn, model_call_id) else "call_" + new_id()
         call_status, result = results[seq] if results else ("running" if seq < running else "requested", None)
-        conn.execute(
-            "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart, result, finished_at)"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN {NOW} END)",
-            (call_id, message_id, row[0], row[1], seq, name, arguments, call_status, restart, result, call_status in TERMINAL_CALL_STATES),
-        )
+        values = (message_id, row[0], row[1], seq, name, arguments, call_status, restart, result, call_status in TERMINAL_CALL_STATES)
+        # The model's id unless the file has it already (some models number their calls
+        # from 0 every round); only a clash on the id is let pass, never another constraint.
+        call_id = model_call_id if model_call_id and len(model_call_id) <= 64 else None
+        if call_id is None or not conn.execute(INSERT_CALL + " ON CONFLICT (id) DO NOTHING", (call_id, *values)).rowcount:
+            call_id = "call_" + new_id()
+            conn.execute(INSERT_CALL, (call_id, *values))
         ids.append(call_id)
-    conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (row[0],))
+    if touch:
+        conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (row[0],))
     if request_log is not None:
         _insert_payload(conn, request_log[0], row[0], json.dumps(request_log[1]), request_log[2])
     return ids
+
+
+INSERT_CALL = (
+    "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart, result, finished_at)"
+    f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN {NOW} END)"
+)
 
 
 def _insert_placeholder(conn: Any, frame: Frame, model: str) -> int:
@@ -774,6 +784,3 @@ def _message_of_call(conn: Any, call_id: str) -> list[int]:
     row = conn.execute("SELECT message_id FROM tool_calls WHERE id = ?", (call_id,)).fetchone()
     return [row[0]] if row else []
 
-
-def _call_exists(conn: Any, call_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM tool_calls WHERE id = ?", (call_id,)).fetchone() is not None
