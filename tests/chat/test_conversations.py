@@ -111,7 +111,7 @@ async def test_a_slow_context_provider_does_not_hold_up_a_conversations_creation
 
 
 async def test_the_list_puts_the_conversation_whose_turn_ended_last_first(chat):
-    """Rounds in the middle of a turn leave the conversation's time alone (three pages
+    """Rounds in the middle of a turn leave the conversation's time alone (two pages
     fewer in each round's commit); the turn's end moves it, and the list follows."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")

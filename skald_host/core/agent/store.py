@@ -711,7 +711,7 @@ def _finish_assistant(
     """``finish_assistant``'s write; ``results``: each call's (status, result) when the
     calls already ran. ``touch`` False: the conversation's ``updated_at`` is left as it
     is (a round in the middle of a turn: its end moves it, and the row and its index
-    are three pages fewer to encrypt and sync in a round's commit)."""
+    are two pages fewer to encrypt and sync in a round's commit)."""
     row = conn.execute("SELECT conversation_id, frame_id FROM messages WHERE id = ?", (message_id,)).fetchone()
     conn.execute(
         "UPDATE messages SET content = ?, reasoning = ?, model = ?, status = ? WHERE id = ?",
