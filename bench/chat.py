@@ -1,8 +1,9 @@
 """Chat against the scripted model, each figure beside a direct ``openai`` SDK call to
 the same server for the same request, measured in the same run. The direct call takes
-the host's own SDK path (``post`` with the body as it is, the stream read as SSE), so a
-difference is the host's work; the SDK's typed ``create()`` is printed beside it, since
-its request transform alone costs more than the host at 1,000 messages.
+the host's own SDK path (``post`` with the body's bytes as the host sent them, encoded
+before its clock starts, the stream read as SSE), so a difference is the host's work,
+its encoding of the body included; the SDK's typed ``create()`` is printed beside it,
+since its request transform alone costs more than the host at 1,000 messages.
 ``SKALD_BENCH_SYNCHRONOUS=NORMAL`` runs the host with synchronous=NORMAL to show what
 the durable default (FULL, check G1) costs.
 
@@ -322,15 +323,20 @@ class Helper:
 
     async def direct(self, body: dict[str, Any]) -> Turn:
         """The same request through the same SDK path the host takes (``post`` with the
-        body as it is, the stream read as SSE): the difference is then the host's own
-        work. ``create`` would add its typed transform of every message (~2 ms at 10
-        messages, ~150 ms at 1,000) to the baseline only, and hide that much host time."""
+        body's bytes, the stream read as SSE): the difference is then the host's own
+        work. The bytes are the host's, encoded before the clock starts, so the host's
+        own encoding of its body counts as its work; a baseline that encoded the whole
+        body would charge itself what the host keeps from earlier rounds (~2 ms at
+        1,000 messages). ``create`` would add its typed transform of every message (~2
+        ms at 10 messages, ~150 ms at 1,000) to the baseline only, and hide that much
+        host time."""
         from openai._streaming import SSEDecoder
 
-        from skald_host.core.llm.client import http
+        from skald_host.core.llm.client import http, wire_json
 
+        content = wire_json(body)  # what the host sent, byte for byte: the same encoding, the same key order
         turn = Turn(time.perf_counter())
-        response = await self.sdk.post("/chat/completions", body=body, cast_to=http.Response, stream=True)
+        response = await self.sdk.post("/chat/completions", content=content, cast_to=http.Response, stream=True)
         try:
             async for event in SSEDecoder().aiter_bytes(response.aiter_bytes()):
                 if event.data.startswith("[DONE]"):

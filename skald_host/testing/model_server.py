@@ -155,6 +155,8 @@ class RecordedRequest:
     #: ``time.monotonic()``, comparable with a test's own clock.
     received_at: float
     method: str = "POST"
+    #: The body's bytes as they arrived.
+    raw: bytes = field(default=b"", repr=False)
 
     @property
     def last_user_text(self) -> str | None:
@@ -349,6 +351,7 @@ class ScriptedModelServer:
             path=http.target.split("?", 1)[0].rstrip("/"),
             received_at=time.monotonic(),
             method=http.method,
+            raw=http.body,
         )
         self.requests.append(recorded)
         self._notify()

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from skald_host.core.agent.projection import ProjectionMemo, project
 from skald_host.core.agent.runtime import COMPACT_PROMPT
 from skald_host.core.agent.store import ConversationStore, Frame
+from skald_host.core.llm.client import wire_json
 from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database
 from skald_host.testing import Reply
@@ -45,8 +46,12 @@ async def assert_fresh(store: ConversationStore, db: Database, frames: list[Fram
     for frame in frames:
         kept, fresh = await store.history(frame.id), await fresh_store.history(frame.id)
         assert plain(kept) == plain(fresh), f"the kept history of frame {frame.depth} differs from a fresh read"
-        # Projected through a memo kept across every step, as the kernel does per frame.
-        assert project("system", kept, memo=MEMOS.setdefault(frame.id, ProjectionMemo())) == project("system", fresh)
+        # Projected through a memo kept across every step, as the kernel does per frame,
+        # and encoded from the JSON it keeps of the entries it kept.
+        memo = MEMOS.setdefault(frame.id, ProjectionMemo())
+        projected = project("system", kept, memo=memo)
+        assert projected == project("system", fresh)
+        assert memo.wire_json(projected) == wire_json(project("system", fresh))
 
 
 async def run_operations(path: Path, operations: list[str]) -> None:
@@ -205,7 +210,11 @@ def test_a_memoised_projection_follows_a_new_system_prompt_and_images_coming_and
         ("two", {}),
     ]
     for system, images in steps:
-        assert project(system, rows, images, memo) == project(system, rows, images), (system, images)
+        projected = project(system, rows, images, memo)
+        assert projected == project(system, rows, images), (system, images)
+        assert memo.wire_json(projected) == wire_json(project(system, rows, images)), (system, images)
+    assert memo.wire_json(list(projected)) is not None  # the same entries in another list: still its JSON
+    assert memo.wire_json(project("two", rows, {})) is None  # entries the memo did not project: not its JSON
 
 
 async def test_the_remembered_idempotency_keys_stay_bounded(tmp_path, monkeypatch):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from openai._utils._json import openapi_dumps
+
 from skald_host.testing import Reply, ToolCall
 
 from .support import (
@@ -25,7 +27,7 @@ from .support import (
 async def test_multi_round_tool_conversation_sends_calls_and_results_in_call_order_and_streams_before_done(chat):
     await configure_models(chat.admin, chat.server)
     await allow_tool(chat.admin, "lookup")
-    alice = await chat.host.member("alice", display_name="Alice Example")
+    alice = await chat.host.member("alice", display_name="Alice Exâmple")  # not ASCII: sent as UTF-8, unescaped
     chat.server.script(
         MODEL_A,
         [
@@ -43,8 +45,14 @@ async def test_multi_round_tool_conversation_sends_calls_and_results_in_call_ord
     assert first.stream and second.stream
     assert [t["function"]["name"] for t in first.tools] == sorted(t["function"]["name"] for t in first.tools)
     assert "lookup" in [t["function"]["name"] for t in first.tools]
-    assert first.messages[0]["role"] == "system" and "Name: Alice Example" in first.messages[0]["content"]
+    assert first.messages[0]["role"] == "system" and "Name: Alice Exâmple" in first.messages[0]["content"]
     assert first.messages[1:] == [{"role": "user", "content": "What are x and y?"}]
+
+    # The host joins each body from JSON it keeps of what earlier rounds sent: the
+    # bytes are exactly what the SDK makes of the same request.
+    for request in (first, second):
+        assert request.raw == openapi_dumps(request.body)
+    assert b'"content":"What are x and y?"' in second.raw
 
     # Round two carries the assistant's calls and their results, in call order.
     assistant, *results = second.messages[2:]

@@ -270,10 +270,15 @@ class Kernel:
             )
         else:
             system = await self.runtime.system_prompt(frame, agent)
-        messages = project(system, history, images, self._memo(frame))
+        memo = self._memo(frame)
+        messages = project(system, history, images, memo)
         tools = self.runtime.offered_tools(agent)
         tools_wire = [t.wire for t in tools]
-        turn, message_id, request_log = await self.call_model(frame, candidates, messages, tools_wire, placeholder, images=bool(images))
+        messages_json = memo.wire_json(messages)
+        encoded = None if messages_json is None else (messages_json, b"[" + b",".join(t.wire_json for t in tools) + b"]")
+        turn, message_id, request_log = await self.call_model(
+            frame, candidates, messages, tools_wire, placeholder, images=bool(images), encoded=encoded
+        )
         if turn is None:
             return ""
         if not tools and turn.tool_calls:
@@ -311,7 +316,7 @@ class Kernel:
 
     async def call_model(
         self, frame: Frame, candidates: list[ModelChoice], messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-        placeholder: int | Pending | None = None, *, images: bool = True,
+        placeholder: int | Pending | None = None, *, images: bool = True, encoded: tuple[bytes, bytes] | None = None,
     ) -> tuple[ModelTurn | None, int, tuple[str, dict[str, Any], str] | None]:
         """One round's model call with fallback: the turn, its message id, and the
         request log (request id, request body, response body) for ``finish_assistant``
@@ -373,7 +378,7 @@ class Kernel:
                 request_id = uuid.uuid4().hex
                 started = time.perf_counter()
                 try:
-                    turn = await self._complete(choice, messages, tools, on_delta, pending if message_id is None else None, images)
+                    turn = await self._complete(choice, messages, tools, on_delta, pending if message_id is None else None, images, encoded)
                 except ModelError as exc:
                     await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, exc, started)
                     if exc.retriable and index + 1 < len(candidates):
@@ -412,13 +417,15 @@ class Kernel:
 
     async def _complete(
         self, choice: ModelChoice, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_delta: Any,
-        pending: Pending | None, images: bool,
+        pending: Pending | None, images: bool, encoded: tuple[bytes, bytes] | None,
     ) -> ModelTurn:
         """The model call; with a ``pending`` placeholder, it runs while the write
         commits, and is abandoned with it."""
         if pending is None:
-            return await self.chat.clients.complete(choice, messages, tools, on_delta, images=images)
-        stream = asyncio.ensure_future(self.chat.clients.complete(choice, messages, tools, on_delta, images=images, on_sent=pending.start))
+            return await self.chat.clients.complete(choice, messages, tools, on_delta, images=images, encoded=encoded)
+        stream = asyncio.ensure_future(
+            self.chat.clients.complete(choice, messages, tools, on_delta, images=images, on_sent=pending.start, encoded=encoded)
+        )
         stream.add_done_callback(lambda _: pending.start())  # failed or cancelled before sending: the write still happens
         try:
             await pending.wait()

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from skald_host.core.agent.store import TERMINAL_CALL_STATES
 from skald_host.core.files.media import attachments_block, parse_attachments
+from skald_host.core.llm.client import wire_json
 
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation:\n\n"
 
@@ -62,7 +63,7 @@ def project(
         return wire
     if memo.system != system_prompt:
         memo.system, memo.rows, memo.wire, memo.ends = system_prompt, [], [{"role": "system", "content": system_prompt}], [1]
-        memo.call_ids = set()
+        memo.call_ids, memo.encoded = set(), []
     # Rows are read-only and replaced, never edited, when a write changes them
     # (ConversationStore.history): the same objects mean the same entries.
     kept = len(list(itertools.takewhile(bool, map(operator.is_, memo.rows, history))))
@@ -75,6 +76,7 @@ def project(
         ends.append(len(wire))
         memo.call_ids.update(c["id"] for c in message.get("tool_calls") or ())
     memo.rows, memo.wire, memo.ends, memo.first_image_row = list(history), wire, ends, first_image_row
+    del memo.encoded[ends[kept]:]  # the entries of the rows from the first changed one are new objects
     return list(wire)
 
 
@@ -92,6 +94,18 @@ class ProjectionMemo:
         self.ends: list[int] = [1]  # wire length after the system prompt and after each row
         self.first_image_row = 0  # rows from here were shown with images
         self.call_ids: set[str] = set()  # every tool call id these rows carried (rows since replaced too)
+        self.encoded: list[bytes] = []  # the JSON of the wire's first entries, as far as asked for
+
+    def wire_json(self, messages: Sequence[Mapping[str, Any]]) -> bytes | None:
+        """``messages`` as a JSON array, when they are the entries the last ``project``
+        returned: the entries kept from earlier rounds are not encoded again (a round's
+        request repeats the whole conversation). None for any other list."""
+        wire = self.wire
+        if len(messages) != len(wire) or not all(map(operator.is_, messages, wire)):
+            return None
+        encoded = self.encoded
+        encoded += [wire_json(entry) for entry in wire[len(encoded):]]
+        return b"[" + b",".join(encoded) + b"]"
 
 
 def message_entries(message: Mapping[str, Any], images: Sequence[str] = ()) -> list[dict[str, Any]]:

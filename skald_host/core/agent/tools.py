@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skald_hookspecs.types import Tool
+from skald_host.core.llm.client import wire_json
 from skald_host.core.plugins.manager import PluginError
 
 MAX_TOOL_NAME = 64
@@ -31,6 +32,11 @@ class RegisteredTool:
             "type": "function",
             "function": {"name": self.tool.name, "description": self.tool.description, "parameters": dict(self.tool.parameters)},
         }
+
+    @functools.cached_property
+    def wire_json(self) -> bytes:
+        """``wire`` as a request body carries it, encoded once as well."""
+        return wire_json(self.wire)
 
 
 def validate_tool(plugin_id: str, args: tuple[Any, ...]) -> Tool:

@@ -37,6 +37,12 @@ NEVER_RETRY = frozenset({401, 403, 404, 422})
 DeltaSink = Callable[[str, str], None]  # (kind: "content" | "reasoning", text)
 
 
+def wire_json(value: Any) -> bytes:
+    """JSON as the SDK encodes a request body (``openapi_dumps``): pieces encoded here
+    and joined are, byte for byte, the body the SDK would have made of the whole."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 #: What the caller of ``complete`` wants called once its request is on its way.
 _ON_SENT: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("skald_model_request_sent", default=None)
 
@@ -112,12 +118,17 @@ class ModelClients:
         *,
         images: bool = True,
         on_sent: Callable[[], None] | None = None,
+        encoded: tuple[bytes, bytes] | None = None,
     ) -> ModelTurn:
         """``images`` False: the caller knows no message carries image parts (no need to
         look through a long history for them). ``on_sent``: called once the request
-        has gone out (work that may wait until then, off the request's path)."""
+        has gone out (work that may wait until then, off the request's path).
+        ``encoded``: ``messages`` and ``tools`` already as JSON arrays (``wire_json``),
+        kept from earlier rounds; a round then encodes only what it adds."""
         if images and not choice.vision:  # images of the turn stay path blocks for this model (fallback too)
-            messages = text_only(messages)
+            stripped = text_only(messages)
+            if stripped is not messages:
+                messages, encoded = stripped, None
         started = time.perf_counter()
         turn = ModelTurn(model=choice.model)
         calls: dict[int, dict[str, Any]] = {}
@@ -136,7 +147,13 @@ class ModelClients:
             # an object per chunk, work a relay does not need.
             sent = _ON_SENT.set(on_sent)
             try:
-                response = await self.client(choice).post("/chat/completions", body=request, cast_to=http.Response, stream=True)
+                if encoded is None:
+                    response = await self.client(choice).post("/chat/completions", body=request, cast_to=http.Response, stream=True)
+                else:  # the same body, in the same key order, joined from its parts
+                    body = b'{"model":%s,"messages":%s,"stream":true,"stream_options":{"include_usage":true}%s}' % (
+                        wire_json(choice.model), encoded[0], b',"tools":' + encoded[1] if tools else b"",
+                    )
+                    response = await self.client(choice).post("/chat/completions", content=body, cast_to=http.Response, stream=True)
             finally:
                 _ON_SENT.reset(sent)
             try:
