@@ -1,9 +1,10 @@
 """Chat against the scripted model, each figure beside a direct ``openai`` SDK call to
 the same server for the same request, measured in the same run. The direct call takes
-the host's own SDK path (``post`` with the body's bytes as the host sent them, encoded
-before its clock starts, the stream read as SSE), so a difference is the host's work,
-its encoding of the body included; the SDK's typed ``create()`` is printed beside it,
-since its request transform alone costs more than the host at 1,000 messages.
+the host's own SDK path (the SDK's aiohttp transport, ``post`` with the body's bytes as
+the host sent them, encoded before its clock starts, the stream read as SSE), so a
+difference is the host's work, its encoding of the body included; the SDK's typed
+``create()`` is printed beside it, since its request transform alone costs more than
+the host at 1,000 messages.
 ``SKALD_BENCH_SYNCHRONOUS=NORMAL`` runs the host with synchronous=NORMAL to show what
 the durable default (FULL, check G1) costs.
 
@@ -309,7 +310,10 @@ class Helper:
         import openai
 
         self.model = model
-        self.sdk = openai.AsyncOpenAI(base_url=model.base_url, api_key="not-needed", max_retries=0, timeout=120)
+        # The host's transport (ModelClients.client): the baseline is the host's SDK path.
+        self.sdk = openai.AsyncOpenAI(
+            base_url=model.base_url, api_key="not-needed", max_retries=0, timeout=120, http_client=openai.DefaultAioHttpClient(timeout=120)
+        )
 
     async def last_request(self) -> dict[str, Any]:
         """The body of the host's latest chat request, exactly as the server got it."""
