@@ -53,10 +53,16 @@ class AgentDefinition:
     directory: Path
 
     def offers(self, tool_name: str) -> bool:
-        return self.allow_tools and any(fnmatch.fnmatchcase(tool_name, p) for p in self.tools)
+        return self.allow_tools and _matches(self.tools, tool_name)
 
     def summary(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "description": self.description, "kind": self.kind}
+
+
+@functools.lru_cache(maxsize=4096)
+def _matches(patterns: tuple[str, ...], name: str) -> bool:
+    """Asked for every registered tool in every round; the answer never changes."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 #: How long a looked-up agent is used without looking at its files again: an edit is
