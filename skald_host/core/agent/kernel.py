@@ -91,6 +91,7 @@ class Pending:
         self._then: list[Callable[[int], None]] = []
         self._done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._done.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failure nobody awaited is no warning
+        self._waiters: list[asyncio.Future[int]] = []
 
     def start(self) -> None:
         """Start it, once: when the request is sent, or when the round ends or fails
@@ -111,15 +112,28 @@ class Pending:
         for announce in announcements:
             announce(placeholder_id)
         self._done.set_result(placeholder_id)
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(placeholder_id)
 
     def abandon(self, reason: Abandoned) -> None:
         if not self._done.done():
             self._then.clear()
             self._done.set_exception(reason)
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_exception(reason)
 
     async def wait(self) -> int:
-        """The placeholder's id once committed; raises ``Abandoned`` otherwise."""
-        return await asyncio.shield(self._done)
+        """The placeholder's id once committed; raises ``Abandoned`` otherwise. Each
+        waiter awaits a future of its own: its cancellation leaves the outcome alone,
+        and the commit wakes it in one loop pass (``shield`` takes two, on the path of
+        every tool round)."""
+        if self._done.done():
+            return self._done.result()
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        return await waiter
 
 
 @dataclass
