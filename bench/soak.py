@@ -123,7 +123,9 @@ async def _direct_ttft(model: ModelProcess, deadline: float, out: list[float]) -
     """The model's own first token, one stream a second, through the openai SDK."""
     import openai
 
-    sdk = openai.AsyncOpenAI(base_url=model.base_url, api_key="x", max_retries=0, timeout=60)
+    sdk = openai.AsyncOpenAI(  # the host's transport (ModelClients.client)
+        base_url=model.base_url, api_key="x", max_retries=0, timeout=60, http_client=openai.DefaultAioHttpClient(timeout=60)
+    )
     while time.monotonic() < deadline:
         started = time.perf_counter()
         stream = await sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": probe(TOKENS, TOKEN_DELAY)}], stream=True)
