@@ -53,11 +53,13 @@ _ON_SENT: contextvars.ContextVar[Callable[[], None] | None] = contextvars.Contex
 
 
 async def _request_hook(_request: Any) -> None:
-    """httpx calls this just before it sends; the callback runs at the task's next
-    suspension, once the request is written and the answer awaited."""
+    """httpx calls this just before the transport sends. The callback runs two loop
+    passes later, once the request is written: aiohttp writes the body from a task of
+    its own, whose first step (before Python 3.12's eager tasks) is the next pass."""
     on_sent = _ON_SENT.get()
     if on_sent is not None:
-        asyncio.get_running_loop().call_soon(on_sent)
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, on_sent)
 
 
 class ModelError(Exception):
