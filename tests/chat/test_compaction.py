@@ -4,6 +4,8 @@ unless the admin configures a threshold."""
 
 from __future__ import annotations
 
+from openai._utils._json import openapi_dumps
+
 from skald_host.core.agent.projection import SUMMARY_PREFIX
 from skald_host.core.agent.runtime import COMPACT_PROMPT
 from skald_host.testing import Hang, Reply
@@ -24,6 +26,7 @@ async def test_compact_stores_a_summary_that_opens_the_next_request(chat):
         assert response.status_code == 200 and response.json() == {"compacted": True}
         summarise = chat.server.requests_for(MODEL_A)[1]
         assert "tools" not in summarise.body
+        assert summarise.raw == openapi_dumps(summarise.body)  # a body encoded whole: the SDK's bytes too
         assert summarise.messages[-1] == {"role": "user", "content": COMPACT_PROMPT}
         assert {"role": "assistant", "content": "Paris is the capital."} in summarise.messages
         compacted = await sock.wait_event(cid, "compacted")

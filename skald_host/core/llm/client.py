@@ -143,14 +143,11 @@ class ModelClients:
         started = time.perf_counter()
         turn = ModelTurn(model=choice.model)
         calls: dict[int, dict[str, Any]] = {}
-        request: dict[str, Any] = {
-            "model": choice.model,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if tools:
-            request["tools"] = tools
+        messages_json, tools_json = encoded or (wire_json(messages), wire_json(tools))
+        # The body as the SDK's json_data would encode it: its keys in this order.
+        body = b'{"model":%s,"messages":%s,"stream":true,"stream_options":{"include_usage":true}%s}' % (
+            wire_json(choice.model), messages_json, b',"tools":' + tools_json if tools else b"",
+        )
         try:
             # Through the SDK's client (its pool, auth, headers, status errors), but with
             # the body as it is and the stream read as plain SSE: ``create`` walks every
@@ -158,13 +155,7 @@ class ModelClients:
             # an object per chunk, work a relay does not need.
             sent = _ON_SENT.set(on_sent)
             try:
-                if encoded is None:
-                    response = await self.client(choice).post("/chat/completions", body=request, cast_to=http.Response, stream=True)
-                else:  # the same body, in the same key order, joined from its parts
-                    body = b'{"model":%s,"messages":%s,"stream":true,"stream_options":{"include_usage":true}%s}' % (
-                        wire_json(choice.model), encoded[0], b',"tools":' + encoded[1] if tools else b"",
-                    )
-                    response = await self.client(choice).post("/chat/completions", content=body, cast_to=http.Response, stream=True)
+                response = await self.client(choice).post("/chat/completions", content=body, cast_to=http.Response, stream=True)
             finally:
                 _ON_SENT.reset(sent)
             try:
