@@ -57,9 +57,10 @@ def validate_tool(plugin_id: str, args: tuple[Any, ...]) -> Tool:
 class ToolRegistry:
     def __init__(self, contributions: list[Any]) -> None:
         self._tools = {c.value.name: RegisteredTool(c.plugin_id, c.value) for c in contributions}
+        self._by_name = sorted(self._tools.values(), key=lambda t: t.name)  # asked for in every round
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
 
     def all(self) -> list[RegisteredTool]:
-        return sorted(self._tools.values(), key=lambda t: t.name)
+        return list(self._by_name)
