@@ -330,7 +330,7 @@ class Helper:
         body's bytes, the stream read as SSE): the difference is then the host's own
         work. The bytes are the host's, encoded before the clock starts, so the host's
         own encoding of its body counts as its work; a baseline that encoded the whole
-        body would charge itself what the host keeps from earlier rounds (~2 ms at
+        body would charge itself what the host keeps from earlier rounds (~1.5 ms at
         1,000 messages). ``create`` would add its typed transform of every message (~2
         ms at 10 messages, ~150 ms at 1,000) to the baseline only, and hide that much
         host time."""
