@@ -6,6 +6,10 @@ where ``name`` is its plugin id. Inbound, it hands a member's message to
 speak as another source). Outbound, the host calls ``channel.deliver(member_id, event)``
 for what happens in that member's conversations whose source is this channel, and for
 background notifications when this channel is the member's home source.
+
+Since 1.2: a channel that sets ``wants_partials = True`` also receives ``partial``
+events while an answer streams (a channel without the attribute never sees one), and
+``Delivery``/``MemberLocked`` say why a member is locked (``lock_reason``).
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
-ChannelEventKind = Literal["typing", "answer", "approval", "approval_resolved", "notification", "error"]
+ChannelEventKind = Literal["typing", "partial", "answer", "approval", "approval_resolved", "notification", "error"]
+
+#: ``Delivery.lock_reason``/``MemberLocked.lock_reason``: the member logged in since the
+#: host started and their last session ended since (logout, idle expiry, revocation) ...
+LOCK_LOGGED_OUT = "logged_out"
+#: ... or has not logged in since the host started.
+LOCK_RESTARTED = "restarted"
 
 
 @dataclass(frozen=True)
@@ -21,6 +31,12 @@ class ChannelEvent:
     """One thing to show the member on the channel.
 
     - ``typing``: a turn started or is still running (``conversation_id``).
+    - ``partial``: (since 1.2, only to a channel with ``wants_partials = True``) the
+      answer so far while it streams: ``text`` is the whole text of the current model
+      round, not a delta; the host coalesces them (at most one every
+      ``PARTIAL_INTERVAL_SECONDS`` of the router, half a second) and the ``answer``
+      that follows is authoritative. A round with tool calls is followed by a new round
+      whose partials start again from empty.
     - ``answer``: a turn finished; ``text`` is the authoritative final answer.
     - ``approval``: a tool call waits for the member (``approval_id``, ``tool``,
       ``arguments``); resolve it with ``HostApi.resolve_approval``.
@@ -51,6 +67,9 @@ class Delivery:
     status: Literal["accepted", "sealed", "refused"]
     conversation_id: str | None = None
     reason: str = ""
+    #: With ``sealed`` (since 1.2): why the member is locked, ``LOCK_LOGGED_OUT`` or
+    #: ``LOCK_RESTARTED``, so the channel can tell them what happened.
+    lock_reason: str = ""
 
 
 class ChannelRequestError(Exception):
@@ -61,11 +80,18 @@ class ChannelRequestError(Exception):
 class MemberLocked(ChannelRequestError):
     """The member has not logged in since the host started, so their private file is
     closed: ask them to log in on the web first. (``send_message`` does not raise
-    this: it seals the message instead.)"""
+    this: it seals the message instead.) ``lock_reason`` (since 1.2) says why, as
+    ``Delivery.lock_reason`` does; empty when the host does not know."""
+
+    def __init__(self, message: str = "", lock_reason: str = "") -> None:
+        super().__init__(message)
+        self.lock_reason = lock_reason
 
 
 @runtime_checkable
 class Channel(Protocol):
     async def deliver(self, member_id: str, event: ChannelEvent) -> None:
         """Show ``event`` to the member. Raise to have the host log the failure; the
-        host does not retry (a channel that must not lose a reply retries itself)."""
+        host does not retry (a channel that must not lose a reply retries itself).
+        Return quickly (queue the work): the host waits for it before the next event
+        of the member, and gives up after 30 seconds."""

@@ -89,3 +89,18 @@ class HostApi(Protocol):
 
     async def member_locale(self, member_id: str) -> str:
         """The member's UI locale (``en``, ``de``, ...), for strings the plugin sends."""
+
+    async def seal_for_member(self, member_id: str, data: bytes) -> str:
+        """Since 1.2. ``data`` sealed to the member's public inbox key (as the host seals
+        a locked member's inbound messages): a printable string a plugin may keep in its
+        key-value store, which lives in the admin-readable registry, without keeping the
+        member's words there in clear. Works whether the member is locked or not; only
+        this plugin can open it, for this member. Raises ``ChannelRequestError`` when the
+        member has no inbox key yet (never logged in)."""
+
+    async def open_for_member(self, member_id: str, sealed: str) -> bytes:
+        """Since 1.2. What ``seal_for_member`` sealed, opened with the member's private
+        key, which exists only while they are unlocked: raises ``MemberLocked`` while
+        they are locked (try again after they log in), ``ChannelRequestError`` for a
+        box that does not open (made by another plugin, for another member, altered, or
+        sealed to a key an admin reset replaced)."""

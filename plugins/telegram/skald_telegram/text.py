@@ -11,7 +11,7 @@ it can inject markup, and a piece Telegram still refuses is sent again as plain 
 from __future__ import annotations
 
 import html
-import re
+from typing import Any
 
 MESSAGE_LIMIT = 4096
 
@@ -61,32 +61,117 @@ def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
 
 
 # -- Markdown to Telegram HTML ---------------------------------------------------------------
+#
+# markdown-it-py (CommonMark, maintained by the Executable Books project) parses; this
+# module only maps its token stream to the tag subset Telegram accepts. The parser's
+# open/close tokens are balanced by construction, and every tag written here is closed
+# by its own close token, so the output is well nested for any input (the crossed
+# ``**bold ~~x** y~~`` of issue 25 parses to bold with literal tildes). Raw HTML in the
+# text is disabled in the parser, so it stays text and is escaped like all text.
 
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
-_INLINE_CODE = re.compile(r"`([^`\n]+)`")
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
-_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^\s)]+)\)")
-_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*$", re.MULTILINE)
+from markdown_it import MarkdownIt  # noqa: E402
+
+_MD = MarkdownIt("commonmark", {"html": False}).enable("strikethrough")
+_INLINE_TAGS = {"strong": "b", "em": "i", "s": "s"}
+_LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _inline(children: list, out: list[str]) -> None:
+    links: list[bool] = []
+    for token in children:
+        kind = token.type
+        if kind == "text":
+            out.append(_escape(token.content))
+        elif kind in ("softbreak", "hardbreak"):
+            out.append("\n")
+        elif kind == "code_inline":
+            out.append(f"<code>{_escape(token.content)}</code>")
+        elif kind.endswith("_open") and kind[:-5] in _INLINE_TAGS:
+            out.append(f"<{_INLINE_TAGS[kind[:-5]]}>")
+        elif kind.endswith("_close") and kind[:-6] in _INLINE_TAGS:
+            out.append(f"</{_INLINE_TAGS[kind[:-6]]}>")
+        elif kind == "link_open":
+            href = str(token.attrGet("href") or "")
+            keep = href.lower().startswith(_LINK_SCHEMES)
+            links.append(keep)
+            if keep:
+                out.append(f'<a href="{html.escape(href, quote=True)}">')
+        elif kind == "link_close":
+            if links and links.pop():
+                out.append("</a>")
+        elif kind == "image":  # Telegram shows no inline image: its description stays
+            out.append(_escape(token.content))
+        else:  # html_inline (as text: raw HTML is off), anything newer: its source
+            out.append(_escape(token.content))
 
 
 def to_telegram_html(markdown: str) -> str:
-    """The common Markdown of model answers (fenced and inline code, ``**bold**``,
-    ``~~strike~~``, ``[links](https://…)``, ``# headings``) as the HTML subset Telegram
-    accepts. Everything is escaped first, so nothing in the text can become a tag of its
-    own; code is set aside before the other rules run, so its content stays literal.
-    A marker without its pair stays as typed."""
-    escaped = html.escape(markdown, quote=False)
-    kept: list[str] = []
-
-    def keep(fragment: str) -> str:
-        kept.append(fragment)
-        return f"\x00{len(kept) - 1}\x00"
-
-    text = _FENCE.sub(lambda m: keep(f"<pre>{m.group(1).rstrip()}</pre>"), escaped)
-    text = _INLINE_CODE.sub(lambda m: keep(f"<code>{m.group(1)}</code>"), text)
-    text = _LINK.sub(lambda m: keep(f'<a href="{m.group(2).replace(chr(34), "&quot;")}">{m.group(1)}</a>'), text)
-    text = _HEADING.sub(lambda m: f"<b>{m.group(1)}</b>", text)
-    text = _BOLD.sub(lambda m: f"<b>{m.group(1)}</b>", text)
-    text = _STRIKE.sub(lambda m: f"<s>{m.group(1)}</s>", text)
-    return re.sub(r"\x00(\d+)\x00", lambda m: kept[int(m.group(1))], text)
+    """Markdown as the HTML subset Telegram accepts: ``**bold**``, ``*italic*``,
+    ``~~strike~~``, inline and fenced code, http(s)/mailto links, headings (bold),
+    lists (``•`` and numbers), block quotes and rules. Blocks keep the blank lines of
+    the source between them; everything that is not markup is escaped, so nothing in
+    the text can become a tag of its own; a marker without its pair stays as typed."""
+    out: list[str] = []
+    lists: list[list[Any]] = []  # [ordered?, next number] per open list
+    quote_depth = 0
+    last_line: int | None = None
+    first_in_item = False
+    for token in _MD.parse(markdown):
+        kind = token.type
+        if token.map and token.nesting >= 0 and token.level == 0:
+            if last_line is not None:
+                out.append("\n\n" if token.map[0] > last_line else "\n")
+            last_line = token.map[1]
+        if kind in ("bullet_list_open", "ordered_list_open"):
+            start = token.attrGet("start")
+            lists.append([kind == "ordered_list_open", int(start) if start is not None else 1])
+            if len(lists) > 1:  # a list inside an item starts on the item's next line
+                out.append("\n")
+                first_in_item = True
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            lists.pop()
+        elif kind == "list_item_open":
+            if not first_in_item and out and not out[-1].endswith("\n"):
+                out.append("\n")
+            ordered, number = lists[-1]
+            marker = f"{token.info or number}{token.markup} " if ordered else "• "
+            lists[-1][1] = number + 1
+            out.append("  " * (len(lists) - 1) + _escape(marker))
+            first_in_item = True
+        elif kind == "list_item_close":
+            first_in_item = False
+        elif kind == "paragraph_open":
+            if lists and not first_in_item and not token.hidden:
+                out.append("\n")
+            first_in_item = False
+        elif kind == "heading_open":
+            out.append("<b>")
+        elif kind == "heading_close":
+            out.append("</b>")
+        elif kind == "blockquote_open":
+            quote_depth += 1
+            if quote_depth == 1:  # Telegram nests no quotes: inner ones are just text
+                out.append("<blockquote>")
+        elif kind == "blockquote_close":
+            quote_depth -= 1
+            if quote_depth == 0:
+                while out and out[-1] == "\n":
+                    out.pop()
+                out.append("</blockquote>")
+        elif kind in ("fence", "code_block"):
+            if lists and out and not out[-1].endswith("\n"):
+                out.append("\n")
+            out.append(f"<pre>{_escape(token.content.rstrip())}</pre>")
+        elif kind == "hr":
+            out.append("———")
+        elif kind == "inline":
+            _inline(token.children or [], out)
+        elif kind == "html_block":
+            out.append(_escape(token.content.rstrip("\n")))
+        if quote_depth and kind == "paragraph_close":
+            out.append("\n")
+    return "".join(out).strip()

@@ -123,7 +123,7 @@ class SealedInbox:
             return Delivery("refused", reason=f"{MAX_SEALED_PER_MEMBER} messages already wait for this member to log in")
         if outcome == "sealed":
             log.info("member %s is locked: a message from %s was sealed for their next login", member_id, source)
-        return Delivery("sealed")
+        return Delivery("sealed", lock_reason=self.core.users.lock_reason(member_id))
 
     # -- at unlock ------------------------------------------------------------------------
 

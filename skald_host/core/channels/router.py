@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 WEB_SOURCE = "web"
 TYPING_INTERVAL_SECONDS = 4.0
 DELIVER_TIMEOUT_SECONDS = 30.0
+#: A streaming answer reaches a channel that wants partials at most this often.
+PARTIAL_INTERVAL_SECONDS = 0.5
 #: The runtime's marker on a scheduled prompt's message (``deliver_due_jobs``).
 SCHEDULED_PREFIX = "[Scheduled] "
 
@@ -44,6 +46,15 @@ def validate_channel(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, Channe
     return name, channel
 
 
+class _Partial:
+    __slots__ = ("message_id", "text", "flusher")
+
+    def __init__(self, message_id: Any) -> None:
+        self.message_id = message_id
+        self.text = ""
+        self.flusher: asyncio.Task[None] | None = None
+
+
 class ChannelRouter:
     def __init__(self, core: "Skald", channels: Mapping[str, Channel]) -> None:
         self.core = core
@@ -52,6 +63,8 @@ class ChannelRouter:
         self._typing: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._sources: dict[tuple[str, str], str] = {}
         self._scheduled: set[tuple[str, str]] = set()
+        # (member, conversation) -> the streaming round's text so far and its flusher.
+        self._partials: dict[tuple[str, str], _Partial] = {}
 
     # -- who may use which channel ----------------------------------------------------------
 
@@ -88,6 +101,8 @@ class ChannelRouter:
         for key in [k for k in self._sources if k[0] == member_id]:
             self._sources.pop(key, None)
         self._scheduled = {k for k in self._scheduled if k[0] != member_id}
+        for key in [k for k in self._partials if k[0] == member_id]:
+            self._drop_partial(key)
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -122,10 +137,15 @@ class ChannelRouter:
 
     async def _on_chat(self, member_id: str, data: Mapping[str, Any]) -> None:
         kind, conversation_id = data.get("type"), data.get("conversation_id")
-        if not isinstance(conversation_id, str) or kind in ("token", "tool_start", "tool_result"):
+        if not isinstance(conversation_id, str) or kind in ("tool_start", "tool_result"):
+            return
+        if kind == "token":
+            await self._on_token(member_id, conversation_id, data)
             return
         source = await self._source(member_id, conversation_id)
         top = not data.get("depth")
+        if source in self.channels and top and kind in ("done", "assistant", "error", "turn_finished", "cancelled"):
+            self._drop_partial((member_id, conversation_id))  # the round is over: no late partial
         if source in self.channels:
             await self._on_channel_event(source, member_id, conversation_id, kind, data, top)
             return
@@ -174,6 +194,41 @@ class ChannelRouter:
             await self.deliver(name, member_id, ChannelEvent("error", conversation_id, text=str(data.get("error", ""))))
         elif kind == "notification":
             await self.deliver(name, member_id, ChannelEvent("notification", conversation_id, text=str(data.get("content", ""))))
+
+    # -- partials: the streaming answer, coalesced --------------------------------------------
+
+    async def _on_token(self, member_id: str, conversation_id: str, data: Mapping[str, Any]) -> None:
+        """A top-level content delta of a conversation whose channel wants partials: the
+        round's text grows here, and a flusher hands the latest text over at most every
+        ``PARTIAL_INTERVAL_SECONDS`` (what came meanwhile is coalesced into it)."""
+        if data.get("depth") or data.get("channel", "content") != "content":
+            return
+        source = await self._source(member_id, conversation_id)
+        channel = self.channels.get(source) if source else None
+        if channel is None or getattr(channel, "wants_partials", False) is not True:
+            return
+        key = (member_id, conversation_id)
+        partial = self._partials.get(key)
+        if partial is None or partial.message_id != data.get("message_id"):
+            if partial is not None:
+                self._drop_partial(key)
+            partial = self._partials[key] = _Partial(data.get("message_id"))
+        partial.text += str(data.get("delta", ""))
+        if partial.flusher is None:
+            partial.flusher = asyncio.create_task(self._flush_partial(str(source), key, partial), name=f"channels:partial:{conversation_id}")
+
+    async def _flush_partial(self, name: str, key: tuple[str, str], partial: "_Partial") -> None:
+        try:
+            await asyncio.sleep(PARTIAL_INTERVAL_SECONDS)
+        finally:
+            partial.flusher = None
+        if self._partials.get(key) is partial and partial.text.strip():
+            await self.deliver(name, key[0], ChannelEvent("partial", key[1], text=partial.text))
+
+    def _drop_partial(self, key: tuple[str, str]) -> None:
+        partial = self._partials.pop(key, None)
+        if partial is not None and partial.flusher is not None:
+            partial.flusher.cancel()
 
     # -- typing ---------------------------------------------------------------------------------
 

@@ -60,11 +60,11 @@ class ChannelService:
     async def _runtime(self, source: str, member_id: Any) -> MemberRuntime:
         member = await self._member(source, member_id)
         if not self.core.users.is_unlocked(member.id):
-            raise MemberLocked("log in on the web first: your private data is locked until you do")
+            raise MemberLocked("log in on the web first: your private data is locked until you do", self.core.users.lock_reason(member.id))
         try:
             return await self.core.chat.runtime(member)
         except ChatError as exc:  # locked between the check and here
-            raise MemberLocked(str(exc)) from None
+            raise MemberLocked(str(exc), self.core.users.lock_reason(member.id)) from None
 
     async def new_conversation(self, source: str, member_id: str) -> str:
         runtime = await self._runtime(source, member_id)

@@ -170,6 +170,10 @@ class UserManager:
         # Members whose file turned out to be an older copy at a login since the start
         # (member id -> when): the admin status page lists them (check G6).
         self.older_copies: dict[str, str] = {}
+        # Members locked again since the start (their last session ended: logout, idle
+        # expiry, revocation), as opposed to never unlocked since: a channel tells a
+        # member which of the two happened (``lock_reason``).
+        self._locked_after_use: set[str] = set()
         # Called with a member id before their file closes, so whatever runs on it
         # (their chat turns) stops first. A direct call, never a bus: locking is part
         # of revocation.
@@ -473,6 +477,7 @@ class UserManager:
                     "your private database could not be opened; an admin must look at the server log"
                 ) from None
             self._open[member_id] = db
+            self._locked_after_use.discard(member_id)
             await self._count_opening(member_id, db)
             await self._publish_inbox_key(member_id, db)
         for callback in self.after_unlock:
@@ -536,6 +541,11 @@ class UserManager:
     def is_unlocked(self, member_id: str) -> bool:
         return self.owner_db(member_id) is not None
 
+    def lock_reason(self, member_id: str) -> str:
+        """Why a locked member is locked: ``logged_out`` (unlocked since the start, then
+        their last session ended) or ``restarted`` (not logged in since the start)."""
+        return "logged_out" if member_id in self._locked_after_use else "restarted"
+
     @property
     def unlocked_ids(self) -> list[str]:
         return [m for m in self._open if self.is_unlocked(m)]
@@ -552,6 +562,7 @@ class UserManager:
             db = self._open.pop(member_id, None)
             if db is not None:
                 await db.close()
+                self._locked_after_use.add(member_id)
                 log.info("member %s locked", member_id)
 
     async def snapshot_owner(self, member_id: str, destination: Path) -> None:

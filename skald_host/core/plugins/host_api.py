@@ -4,6 +4,7 @@ one plugin (its own config, its own key-value rows, grants for itself only)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
     from skald_host.core.host import Skald
 
 log = logging.getLogger(__name__)
+
+#: ``seal_for_member``'s boxes: version byte, ephemeral key, nonce, ciphertext, base64url.
+SEALED_PREFIX = "sealed1:"
 
 
 class PluginHostApi:
@@ -153,6 +157,51 @@ class PluginHostApi:
 
     async def member_locale(self, member_id: str) -> str:
         return await self._core.channels.member_locale(self.plugin_id, member_id)
+
+    # -- sealed to a member: a plugin's record of a member's words, unreadable in system.db --
+
+    def _sealed_id(self) -> str:
+        """The box's associated data names the plugin: one plugin cannot open another's
+        boxes, nor the host's sealed inbox, and a box moved to another member fails."""
+        return f"plugin:{self.plugin_id}"
+
+    async def seal_for_member(self, member_id: str, data: bytes) -> str:
+        from skald_hookspecs.channels import ChannelRequestError
+        from skald_host.core.identity.sealing import seal
+
+        if not isinstance(data, (bytes, bytearray)):
+            raise ChannelRequestError("seal_for_member takes bytes")
+        row = await self._core.registry.run(
+            lambda c: c.execute("SELECT inbox_public_key FROM users WHERE id = ?", (member_id,)).fetchone()
+        )
+        if row is None or row[0] is None:
+            raise ChannelRequestError("the member must log in on the web once before anything can be sealed for them")
+        box = seal(bytes(row[0]), bytes(data), member_id=member_id, sealed_id=self._sealed_id())
+        raw = bytes([box.version]) + box.ephemeral_public + box.nonce + box.ciphertext
+        return SEALED_PREFIX + base64.urlsafe_b64encode(raw).decode("ascii")
+
+    async def open_for_member(self, member_id: str, sealed: str) -> bytes:
+        from skald_hookspecs.channels import ChannelRequestError, MemberLocked
+        from skald_host.core.identity.sealing import SealedBox, SealError, ensure_inbox_key, open_sealed
+
+        try:
+            if not isinstance(sealed, str) or not sealed.startswith(SEALED_PREFIX):
+                raise ValueError("not a sealed box")
+            raw = base64.urlsafe_b64decode(sealed[len(SEALED_PREFIX):].encode("ascii"))
+            if len(raw) < 1 + 32 + 12 + 16:
+                raise ValueError("too short")
+            box = SealedBox(raw[1:33], raw[33:45], raw[45:], raw[0])
+        except (ValueError, UnicodeError):
+            raise ChannelRequestError("not a box sealed by seal_for_member") from None
+        users = self._core.users
+        db = users.owner_db(member_id) if isinstance(member_id, str) else None
+        if db is None:
+            raise MemberLocked("log in on the web first: your private data is locked until you do", users.lock_reason(str(member_id)))
+        pair = await ensure_inbox_key(db)
+        try:
+            return open_sealed(pair, box, member_id=member_id, sealed_id=self._sealed_id())
+        except SealError:
+            raise ChannelRequestError("the sealed box does not open for this member and plugin") from None
 
     async def close(self) -> None:
         for task in self._tasks:
