@@ -68,7 +68,7 @@ def plugin_info() -> PluginInfo:
         title="Telegram",
         description="Talk to your assistant from Telegram: link a chat with a one-time code.",
         icon="send",
-        spec=">=1.1,<2",  # shutdown(reason)
+        spec=">=1.2,<2",  # seal_for_member/open_for_member, partial events, lock_reason
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
         # A normal grant: the admin decides who may use Telegram, and every message
@@ -116,6 +116,9 @@ def register_i18n(register: Callable[..., None]) -> None:
 
 class TelegramChannel:
     """What the host calls with the member's replies, approvals and notifications."""
+
+    #: Spec 1.2: the host sends ``partial`` events while an answer streams.
+    wants_partials = True
 
     async def deliver(self, member_id: str, event: ChannelEvent) -> None:
         bot = running.bot

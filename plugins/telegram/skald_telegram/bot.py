@@ -1,5 +1,7 @@
 """The running bot: one Bot API connection, the poller (or webhook intake), the inbound
-handling of each update and the per-chat outbox that delivers the host's events.
+handling of each update, and what it hands the per-chat outbox (``outbox.py``) to
+deliver the host's events: answers (streamed into one message while they are written),
+notes, approval cards, errors.
 
 Imported only from ``startup``: python-telegram-bot and httpx are too heavy for the
 host's boot-time import of every installed plugin.
@@ -12,16 +14,19 @@ import html
 import json
 import logging
 import secrets
+import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Mapping
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
-from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked
+from skald_telegram import logsafe
+from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Outbox, Refused, retry_after_seconds
 from skald_telegram.pairing import Pairing, PairingError, display
 from skald_telegram.strings import telegram_locale
 from skald_telegram.text import split_message, to_telegram_html
@@ -43,7 +48,6 @@ def _quiet_ptb_warnings() -> None:
 DEFAULT_API = "https://api.telegram.org"
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's own getFile limit
 RECENT_UPDATES = 1000
-SEND_ATTEMPTS = 4
 ALLOWED_UPDATES = ["message", "callback_query"]
 
 
@@ -75,97 +79,28 @@ class BotConfig:
         return made
 
 
-class _RedactToken(logging.Filter):
-    """httpx logs every request URL at INFO, and a Bot API URL contains the bot token."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self.token = token
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self.token in message:
-            record.msg, record.args = message.replace(self.token, "<bot-token>"), ()
-        return True
+#: Telegram drops a callback query's answer 15 s after the press; kept a little shorter.
+CALLBACK_ANSWER_SECONDS = 12.0
 
 
-class Outbox:
-    """One queue and one worker per chat: a chat's messages leave in order, a flood
-    wait (``RetryAfter``) delays that chat only, and ``deliver`` never waits for it."""
-
-    def __init__(self) -> None:
-        self._queues: dict[int, asyncio.Queue[Callable[[], Awaitable[Any]]]] = {}
-        self._workers: dict[int, asyncio.Task[None]] = {}
-
-    def put(self, chat_id: int, job: Callable[[], Awaitable[Any]]) -> None:
-        queue = self._queues.get(chat_id)
-        if queue is None:
-            queue = self._queues[chat_id] = asyncio.Queue()
-            self._workers[chat_id] = asyncio.create_task(self._work(queue), name=f"telegram:outbox:{chat_id}")
-        queue.put_nowait(job)
-
-    async def _work(self, queue: asyncio.Queue[Callable[[], Awaitable[Any]]]) -> None:
-        while True:
-            job = await queue.get()
-            try:
-                await job()
-            except Exception as exc:  # a job logs its own failure; the chat's queue goes on
-                log.warning("telegram: an outgoing message failed: %s", type(exc).__name__)
-            finally:
-                queue.task_done()
-
-    async def drain(self, timeout: float = 5.0) -> None:
-        """Let queued messages leave (best effort) before the connection closes."""
-        waits = [asyncio.create_task(queue.join()) for queue in self._queues.values()]
-        if waits:
-            await asyncio.wait(waits, timeout=timeout)
-            for wait in waits:
-                wait.cancel()
-
-    async def close(self) -> None:
-        for worker in self._workers.values():
-            worker.cancel()
-        await asyncio.gather(*self._workers.values(), return_exceptions=True)
-        self._workers.clear()
-        self._queues.clear()
+def _is_unchanged(exc: BadRequest) -> bool:
+    return "not modified" in exc.message.lower()
 
 
-def retry_after_seconds(exc: RetryAfter) -> float:
-    """PTB 22 returns an int and warns that it will become a timedelta; take either."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        wait = exc.retry_after
-    return wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)
+def _is_gone(exc: BadRequest) -> bool:
+    return "not found" in exc.message.lower() or "can't be edited" in exc.message.lower()
 
 
-async def with_retries(
-    call: Callable[[], Awaitable[Any]], what: str, *, refused: Callable[[], Awaitable[Any]] | None = None
-) -> Any:
-    """Honour flood waits and retry transient network errors; give up on the rest.
-    Returns None when the message could not be sent (logged without its content), or
-    what ``refused`` returns when Telegram refuses the request itself (400)."""
-    for attempt in range(1, SEND_ATTEMPTS + 1):
-        try:
-            return await call()
-        except RetryAfter as exc:
-            seconds = retry_after_seconds(exc)
-            log.info("telegram: flood wait of %.0f s before %s", seconds, what)
-            await asyncio.sleep(seconds)
-        except BadRequest as exc:
-            if refused is not None:
-                return await refused()
-            log.warning("telegram: %s refused: %s", what, exc.message)
-            return None
-        except (Forbidden, InvalidToken) as exc:
-            log.warning("telegram: %s refused: %s", what, exc.message)
-            return None
-        except NetworkError as exc:
-            if attempt == SEND_ATTEMPTS:
-                log.warning("telegram: %s failed after %d attempts: %s", what, attempt, exc.message)
-                return None
-            await asyncio.sleep(0.25 * 2**attempt)
-    log.warning("telegram: %s still flood-limited after %d attempts", what, SEND_ATTEMPTS)
-    return None
+class Stream:
+    """The message a streaming answer is shown in, for one chat: the latest text the
+    host sent, the Telegram message it is edited into, what that message shows now."""
+
+    def __init__(self, conversation_id: str | None) -> None:
+        self.conversation_id = conversation_id
+        self.text = ""
+        self.message_id: int | None = None
+        self.shown = ""
+        self.finished = False
 
 
 class TelegramBot:
@@ -176,9 +111,10 @@ class TelegramBot:
         self.config = config
         self.mode = config.mode
         self.pairing = Pairing(host)
-        self.outbox = Outbox()
+        self.outbox = Outbox(host, self._run)
         self.username: str | None = None
-        self._redact = _RedactToken(config.token)
+        self._streams: dict[int, Stream] = {}  # chat -> the answer being streamed there
+        self._presses: set[asyncio.Task[None]] = set()  # button presses, off the poller
         self._guard_logs()  # before the Bot exists: its constructor logs its URLs
         self._poller: asyncio.Task[None] | None = None
         self._waiting = False  # the poller waits (long poll or back-off): safe to cancel
@@ -199,10 +135,10 @@ class TelegramBot:
     def _guard_logs(self) -> None:
         """PTB logs every request's parameters (the member's text) and its URLs (with
         the bot token) at DEBUG: its loggers stay at INFO or above whatever the host's
-        level. httpx logs each request URL at INFO: the token is masked there (a logger's
-        filter sees only its own records, and httpx logs on ``httpx`` itself)."""
+        level. The token, in whatever encoding, is redacted from every log record of any
+        logger (``logsafe``): httpx logs each request URL at INFO."""
         _quiet_ptb_warnings()
-        logging.getLogger("httpx").addFilter(self._redact)
+        logsafe.guard(self.config.token)
         quiet = logging.getLogger("telegram")
         if quiet.getEffectiveLevel() < logging.INFO:
             quiet.setLevel(logging.INFO)
@@ -227,13 +163,15 @@ class TelegramBot:
             raise RuntimeError(f"cannot reach the Bot API at {self.config.api_base_url}: {reason}") from None
         seen = await self.host.kv_get("recent_updates")
         self._seen = [i for i in seen if isinstance(i, int)] if isinstance(seen, list) else []
+        await self.outbox.restore()  # what a previous run could not send yet
         if self.mode == "polling":
             self._poller = asyncio.create_task(self._poll(), name="telegram:poller")
 
     async def stop(self, *, forget_webhook: bool = False) -> None:
         """Within the host's hook timeout: an update being handled may finish (a
         second at most), the long poll is cut, queued replies get two seconds.
-        ``forget_webhook``: remove the webhook at Telegram (the plugin was disabled)."""
+        ``forget_webhook``: remove the webhook at Telegram (the plugin was disabled).
+        What is still waiting stays stored and is sent after the next start."""
         self._stopping = True
         if self._poller is not None:
             if self._waiting:
@@ -243,6 +181,10 @@ class TelegramBot:
                 self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
+        if self._presses:
+            await asyncio.wait(self._presses, timeout=1.0)
+            for press in self._presses:
+                press.cancel()
         await self.outbox.drain(timeout=2.0)
         await self.outbox.close()
         if forget_webhook and self.mode == "webhook":
@@ -258,7 +200,6 @@ class TelegramBot:
             await self.bot.shutdown()
         except Exception:  # closing a connection that never opened
             pass
-        logging.getLogger("httpx").removeFilter(self._redact)
 
     # -- intake ------------------------------------------------------------------------
 
@@ -333,7 +274,7 @@ class TelegramBot:
             if isinstance(update, Ignored):
                 log.debug("telegram: update %d ignored: %s", update.update_id, update.why)
             elif isinstance(update, ButtonPress):
-                await self._on_button(update)
+                self._press(update)
             elif update.chat_type != "private" or update.from_id != update.chat_id:
                 log.debug("telegram: update %d from a %s chat ignored", update.update_id, update.chat_type or "unknown")
             else:
@@ -347,29 +288,31 @@ class TelegramBot:
 
     # -- messages from a chat -----------------------------------------------------------
 
-    def say(self, chat_id: int, text: str, **kwargs: Any) -> None:
-        """Queue plain-text messages (split at Telegram's limit) for a chat."""
-        for piece in split_message(text):
-            self.outbox.put(
-                chat_id,
-                lambda piece=piece: with_retries(lambda: self.bot.send_message(chat_id, piece, **kwargs), "sendMessage"),
-            )
+    async def say(self, chat_id: int, text: str, member_id: str | None = None) -> None:
+        """Queue plain text for a chat (split at Telegram's limit). With ``member_id``
+        it is the member's (sealed and stored until sent); without, memory only."""
+        if not text.strip():
+            return
+        job = Job("text", member_id, {"text": text})
+        if member_id is None:
+            self.outbox.put_nowait(chat_id, job)
+        else:
+            await self.outbox.put(chat_id, job)
 
-    def say_markdown(self, chat_id: int, text: str) -> None:
-        """Queue the model's words: split, then each piece as Telegram HTML when it has
-        formatting, sent again as plain text if Telegram refuses the markup."""
-        for piece in split_message(text):
-            formatted = to_telegram_html(piece)
-            plain = lambda piece=piece: with_retries(lambda: self.bot.send_message(chat_id, piece), "sendMessage")  # noqa: E731
-            if formatted == html.escape(piece, quote=False):
-                self.outbox.put(chat_id, plain)
-            else:
-                self.outbox.put(
-                    chat_id,
-                    lambda formatted=formatted, plain=plain: with_retries(
-                        lambda: self.bot.send_message(chat_id, formatted, parse_mode="HTML"), "sendMessage", refused=plain
-                    ),
-                )
+    async def say_markdown(self, chat_id: int, member_id: str, text: str, conversation_id: str | None = None) -> None:
+        """Queue the model's words (Telegram HTML, plain text where refused). The
+        message the answer streamed into, if any, is edited into the final text."""
+        stream = self._streams.get(chat_id)
+        public: dict[str, Any] = {"sent": 0}
+        if stream is not None and conversation_id is not None and stream.conversation_id == conversation_id:
+            stream.finished = True
+            waiting = self.outbox.pending(chat_id, "stream")
+            if waiting is not None:
+                self.outbox.discard(chat_id, waiting)
+            if stream.message_id is not None:
+                public["edit"] = stream.message_id
+            self._streams.pop(chat_id, None)
+        await self.outbox.put(chat_id, Job("markdown", member_id, {"text": text}, public))
 
     def t(self, key: str, locale: str, **values: Any) -> str:
         return self.host.translate(f"telegram.{key}", locale, **values)
@@ -393,29 +336,29 @@ class TelegramBot:
             return
         try:
             await self._converse(member_id, message, locale)
-        except MemberLocked:
-            self.say(message.chat_id, self.t("locked", locale))
+        except MemberLocked as exc:
+            await self.say(message.chat_id, self.t(locked_key(exc.lock_reason), locale), member_id)
         except ChannelRequestError as exc:  # revoked or deactivated between the check and the call
             if await self.host.member_has_grant(member_id):
-                self.say(message.chat_id, self.t("not_delivered", locale, reason=str(exc)))
+                await self.say(message.chat_id, self.t("not_delivered", locale, reason=str(exc)), member_id)
             else:
                 await self._refuse_once(member_id, message.chat_id, locale)
 
     async def _converse(self, member_id: str, message: Inbound, locale: str) -> None:
         command = message.text.split()[0].split("@")[0].lower() if message.text.startswith("/") else ""
         if command in ("/start", "/help"):
-            self.say(message.chat_id, self.t("help", locale))
+            await self.say(message.chat_id, self.t("help", locale), member_id)
             return
         if command == "/new":
             await self.host.new_conversation(member_id)
-            self.say(message.chat_id, self.t("new_done", locale))
+            await self.say(message.chat_id, self.t("new_done", locale), member_id)
             return
         if command == "/stop":
             stopped = await self.host.stop_turn(member_id)
-            self.say(message.chat_id, self.t("stop_done" if stopped else "stop_none", locale))
+            await self.say(message.chat_id, self.t("stop_done" if stopped else "stop_none", locale), member_id)
             return
         if message.unsupported:
-            self.say(message.chat_id, self.t("unsupported", locale))
+            await self.say(message.chat_id, self.t("unsupported", locale), member_id)
             return
         paths = []
         for ref in message.files:
@@ -430,9 +373,9 @@ class TelegramBot:
         if delivery.status == "accepted":
             await self.host.kv_set(f"refused:{member_id}", None)
         elif delivery.status == "sealed":
-            self.say(message.chat_id, self.t("locked", locale))
+            await self.say(message.chat_id, self.t(locked_key(delivery.lock_reason), locale), member_id)
         elif delivery.reason and await self.host.member_has_grant(member_id):
-            self.say(message.chat_id, self.t("not_delivered", locale, reason=delivery.reason))
+            await self.say(message.chat_id, self.t("not_delivered", locale, reason=delivery.reason), member_id)
         else:
             await self._refuse_once(member_id, message.chat_id, locale)
 
@@ -440,9 +383,10 @@ class TelegramBot:
         locale = telegram_locale(message.language_code)
         code = await self.pairing.issue(message.chat_id, message.chat_name)
         if code is None:
-            self.say(message.chat_id, self.t("pair_wait", locale))
+            await self.say(message.chat_id, self.t("pair_wait", locale))  # a stranger's: memory only
         else:
-            self.say(message.chat_id, self.t("pair_intro", locale, code=display(code)))
+            # The code is a secret: never stored anywhere in clear, so memory only.
+            await self.say(message.chat_id, self.t("pair_intro", locale, code=display(code)))
 
     async def _refuse_once(self, member_id: str, chat_id: int, locale: str) -> None:
         """One polite refusal per revocation: the flag is cleared when a message of the
@@ -450,11 +394,11 @@ class TelegramBot:
         if await self.host.kv_get(f"refused:{member_id}"):
             return
         await self.host.kv_set(f"refused:{member_id}", True)
-        self.say(chat_id, self.t("refused", locale))
+        await self.say(chat_id, self.t("refused", locale), member_id)
 
     async def _save_file(self, member_id: str, chat_id: int, ref: Any, locale: str) -> str | None:
         if ref.size is not None and ref.size > MAX_DOWNLOAD_BYTES:
-            self.say(chat_id, self.t("file_too_big", locale))
+            await self.say(chat_id, self.t("file_too_big", locale), member_id)
             return None
         try:
             file = await self.bot.get_file(ref.file_id)
@@ -466,79 +410,112 @@ class TelegramBot:
         except MemberLocked:
             raise
         except (ValueError, ChannelRequestError) as exc:
-            self.say(chat_id, self.t("upload_failed", locale, reason=str(exc)))
+            await self.say(chat_id, self.t("upload_failed", locale, reason=str(exc)), member_id)
         except TelegramError as exc:
             log.warning("telegram: downloading a file failed: %s", exc.message)
-            self.say(chat_id, self.t("upload_failed", locale, reason=exc.message))
+            await self.say(chat_id, self.t("upload_failed", locale, reason=exc.message), member_id)
         return None
 
     # -- buttons ---------------------------------------------------------------------
 
-    async def _on_button(self, press: ButtonPress) -> None:
-        async def answer(text: str | None = None) -> None:
-            await with_retries(lambda: self.bot.answer_callback_query(press.query_id, text=text), "answerCallbackQuery")
+    def _press(self, press: ButtonPress) -> None:
+        """Off the poller: a button press must not wait for the chat's queue, and the
+        next update must not wait for the press."""
+        task = asyncio.create_task(self._on_button(press, time.monotonic()), name=f"telegram:press:{press.update_id}")
+        self._presses.add(task)
+        task.add_done_callback(self._presses.discard)
 
+    async def _on_button(self, press: ButtonPress, received: float) -> None:
+        """Answered at once (Telegram stops the button's spinner, and a query unanswered
+        for 15 s expires): the answer belongs to no chat's queue and never waits for a
+        chat's flood wait. Then the approval is resolved and the outcome shown in the
+        chat, through its queue: the card loses its buttons, and a line says what
+        became of it."""
+        await self.outbox.call_unbound(
+            lambda: self.bot.answer_callback_query(press.query_id), "answerCallbackQuery", until=received + CALLBACK_ANSWER_SECONDS
+        )
         if press.chat_type not in (None, "private") or (press.chat_id is not None and press.chat_id != press.from_id):
             log.debug("telegram: a button press from a %s chat ignored", press.chat_type)
-            await answer()
             return
         member_id = await self.pairing.member_for_chat(press.from_id)
         if member_id is None:
-            await answer()
             return
         locale = await self.locale_for(member_id, press.language_code)
         if not await self.host.member_has_grant(member_id):
             await self._refuse_once(member_id, press.from_id, locale)
-            await answer()
             return
         verb, _, short = press.data.partition(":")
         entry = await self.host.kv_get(f"button:{short}") if verb in ("approve", "deny") and short else None
         if not isinstance(entry, dict) or entry.get("member_id") != member_id:
-            await answer(self.t("approval_gone", locale))
+            await self.say(press.from_id, self.t("approval_gone", locale), member_id)
             return
         await self.host.kv_set(f"button:{short}", None)
         await self.host.kv_set(f"card:{entry['approval_id']}", None)  # settled here: no second edit
         try:
             await self.host.resolve_approval(member_id, entry["approval_id"], verb == "approve")
             reply = self.t("approved" if verb == "approve" else "denied", locale)
-        except MemberLocked:
-            reply = self.t("locked", locale)
+        except MemberLocked as exc:
+            reply = self.t(locked_key(exc.lock_reason), locale)
         except Exception as exc:  # already answered elsewhere, expired, ...
             log.info("telegram: resolving an approval failed: %s", type(exc).__name__)
             reply = self.t("approval_gone", locale)
         if press.message_id is not None:
-            await self._remove_buttons(press.from_id, press.message_id)
-        await answer(reply)
-
-    async def _remove_buttons(self, chat_id: int, message_id: int) -> None:
-        await with_retries(
-            lambda: self.bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None),
-            "editMessageReplyMarkup",
-        )
+            await self.outbox.put(press.from_id, Job("remove_buttons", member_id, None, {"message_id": press.message_id}))
+        await self.say(press.from_id, reply, member_id)
 
     # -- the host's events, out ------------------------------------------------------------
 
     async def deliver(self, member_id: str, event: ChannelEvent) -> None:
+        """Queues only (the host waits for this before the member's next event)."""
         chat_id = await self.pairing.chat_for_member(member_id)
         if chat_id is None:
             log.debug("telegram: %s event for a member without a linked chat dropped", event.kind)
             return
-        locale = await self.locale_for(member_id)
         if event.kind == "typing":
-            self.outbox.put(chat_id, lambda: with_retries(lambda: self.bot.send_chat_action(chat_id, "typing"), "sendChatAction"))
+            if self.outbox.pending(chat_id, "typing") is None and chat_id not in self._streams:
+                self.outbox.put_nowait(chat_id, Job("typing", member_id))
+        elif event.kind == "partial":
+            self._on_partial(chat_id, member_id, event)
         elif event.kind in ("answer", "notification"):
-            self.say_markdown(chat_id, event.text)
+            if event.text.strip():
+                await self.say_markdown(chat_id, member_id, event.text, event.conversation_id if event.kind == "answer" else None)
         elif event.kind == "error":
+            self._end_stream(chat_id, event.conversation_id)
+            locale = await self.locale_for(member_id)
             reason = event.text if len(event.text) <= 300 else event.text[:299] + "…"
-            self.say(chat_id, self.t("error", locale, reason=reason))
+            await self.say(chat_id, self.t("error", locale, reason=reason), member_id)
         elif event.kind == "approval" and event.approval_id:
-            await self._send_approval(member_id, chat_id, event, locale)
+            await self._send_approval(member_id, chat_id, event, await self.locale_for(member_id))
         elif event.kind == "approval_resolved" and event.approval_id:
             card = await self.host.kv_get(f"card:{event.approval_id}")
             if isinstance(card, dict) and card.get("message_id"):
                 await self.host.kv_set(f"card:{event.approval_id}", None)
                 await self.host.kv_set(f"button:{card.get('short')}", None)
-                self.outbox.put(chat_id, lambda: self._remove_buttons(chat_id, int(card["message_id"])))
+                await self.outbox.put(chat_id, Job("remove_buttons", member_id, None, {"message_id": int(card["message_id"])}))
+
+    def _on_partial(self, chat_id: int, member_id: str, event: ChannelEvent) -> None:
+        """The answer so far: one message per answer, created by the first partial and
+        edited with the latest text whenever the chat's queue gets to it — at most one
+        edit waits in the queue (later text replaces earlier), and the queue's pacing
+        keeps it to one call a second. Plain text while it streams: half-written
+        Markdown would flicker; the final answer is formatted."""
+        stream = self._streams.get(chat_id)
+        if stream is None or stream.conversation_id != event.conversation_id:
+            stream = self._streams[chat_id] = Stream(event.conversation_id)
+        if stream.finished:
+            return
+        stream.text = event.text
+        if self.outbox.pending(chat_id, "stream") is None:
+            self.outbox.put_nowait(chat_id, Job("stream", member_id, None, {"conversation_id": event.conversation_id}))
+
+    def _end_stream(self, chat_id: int, conversation_id: str | None) -> None:
+        stream = self._streams.get(chat_id)
+        if stream is not None and stream.conversation_id == conversation_id:
+            stream.finished = True
+            waiting = self.outbox.pending(chat_id, "stream")
+            if waiting is not None:
+                self.outbox.discard(chat_id, waiting)
+            self._streams.pop(chat_id, None)
 
     async def _send_approval(self, member_id: str, chat_id: int, event: ChannelEvent, locale: str) -> None:
         short = secrets.token_urlsafe(9)  # callback_data is at most 64 bytes: a handle, not the id
@@ -547,19 +524,120 @@ class TelegramBot:
         if len(arguments) > 1500:
             arguments = arguments[:1499] + "…"
         text = self.t("approval_prompt", locale, tool=event.tool or "?", arguments=arguments)
+        payload = {"text": text[:4000], "approve": self.t("approve", locale), "deny": self.t("deny", locale)}
+        await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": event.approval_id}))
+
+    # -- running a queued job (the outbox's worker calls this, one job of a chat at a time) --
+
+    async def _run(self, queue: ChatQueue, job: Job) -> None:
+        chat_id = queue.chat_id
+        if job.member_id is not None and job.kind != "typing" and await self.pairing.chat_for_member(job.member_id) != chat_id:
+            log.info("telegram: a %s for chat %s dropped: the chat is no longer linked to its member", job.kind, chat_id)
+            return
+        payload = job.payload or {}
+        if job.kind == "typing":
+            if time.monotonic() - job.created < TYPING_STALE_SECONDS and chat_id not in self._streams:
+                await self.outbox.call(queue, lambda: self.bot.send_chat_action(chat_id, "typing"), "sendChatAction", message=False)
+        elif job.kind == "stream":
+            await self._run_stream(queue, job)
+        elif job.kind == "text":
+            await self._send_pieces(queue, job, split_message(str(payload.get("text", ""))), markdown=False)
+        elif job.kind == "markdown":
+            await self._send_pieces(queue, job, split_message(str(payload.get("text", ""))), markdown=True)
+        elif job.kind == "approval":
+            await self._run_approval(queue, job, payload)
+        elif job.kind == "remove_buttons":
+            message_id = int(job.public["message_id"])
+            try:
+                await self.outbox.call(
+                    queue, lambda: self.bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None),
+                    "editMessageReplyMarkup",
+                )
+            except BadRequest as exc:  # already without buttons, or deleted by the member
+                log.debug("telegram: removing buttons in chat %s: %s", chat_id, exc.message)
+
+    async def _send_pieces(self, queue: ChatQueue, job: Job, pieces: list[str], *, markdown: bool) -> None:
+        """Each piece once, in order, recorded as it leaves; the first one edited into
+        the streamed message when there is one."""
+        for index in range(int(job.public.get("sent", 0)), len(pieces)):
+            piece = pieces[index]
+            edit = job.public.get("edit") if index == 0 else None
+            await self._send_piece(queue, piece, markdown=markdown, edit=edit)
+            job.public["sent"] = index + 1
+            if index + 1 < len(pieces):
+                await self.outbox.progress(queue, job)
+
+    async def _send_piece(self, queue: ChatQueue, piece: str, *, markdown: bool, edit: int | None) -> None:
+        chat_id = queue.chat_id
+        formatted = to_telegram_html(piece) if markdown else None
+        forms: list[tuple[str, str | None]] = []
+        if formatted is not None and formatted != html.escape(piece, quote=False):
+            forms.append((formatted, "HTML"))
+        forms.append((piece, None))  # plain text: what Telegram refuses no markup in
+        if edit is not None:
+            for text, mode in forms:
+                try:
+                    await self.outbox.call(
+                        queue, lambda text=text, mode=mode: self.bot.edit_message_text(text, chat_id=chat_id, message_id=edit, parse_mode=mode),
+                        "editMessageText",
+                    )
+                    return
+                except BadRequest as exc:
+                    if _is_unchanged(exc):
+                        return
+                    if _is_gone(exc):
+                        break
+                    log.info("telegram: editMessageText refused (%s)%s", exc.message, ", sent as plain text" if mode else "")
+            # The streamed message is gone or refuses the text: the answer comes as a new one.
+        for text, mode in forms:
+            try:
+                await self.outbox.call(queue, lambda text=text, mode=mode: self.bot.send_message(chat_id, text, parse_mode=mode), "sendMessage")
+                return
+            except BadRequest as exc:
+                if mode is None:
+                    raise Refused(f"sendMessage: {exc.message}") from None
+                log.info("telegram: sendMessage refused the markup (%s), sent as plain text", exc.message)
+
+    async def _run_stream(self, queue: ChatQueue, job: Job) -> None:
+        stream = self._streams.get(queue.chat_id)
+        if stream is None or stream.finished or stream.conversation_id != job.public.get("conversation_id"):
+            return
+        pieces = split_message(stream.text)
+        text = pieces[0] if pieces else ""
+        if not text or text == stream.shown:
+            return
+        chat_id = queue.chat_id
+        try:
+            if stream.message_id is None:
+                sent = await self.outbox.call(queue, lambda: self.bot.send_message(chat_id, text), "sendMessage")
+                stream.message_id = sent.message_id
+            else:
+                message_id = stream.message_id
+                await self.outbox.call(
+                    queue, lambda: self.bot.edit_message_text(text, chat_id=chat_id, message_id=message_id), "editMessageText"
+                )
+            stream.shown = text
+        except BadRequest as exc:  # an edit of a streamed message is worth no retry: the final text follows
+            log.debug("telegram: a streaming edit in chat %s was refused: %s", chat_id, exc.message)
+
+    async def _run_approval(self, queue: ChatQueue, job: Job, payload: Mapping[str, Any]) -> None:
+        chat_id = queue.chat_id
+        short = job.public.get("short")
         markup = InlineKeyboardMarkup(
             [[
-                InlineKeyboardButton(self.t("approve", locale), callback_data=f"approve:{short}"),
-                InlineKeyboardButton(self.t("deny", locale), callback_data=f"deny:{short}"),
+                InlineKeyboardButton(str(payload.get("approve", "Approve")), callback_data=f"approve:{short}"),
+                InlineKeyboardButton(str(payload.get("deny", "Deny")), callback_data=f"deny:{short}"),
             ]]
         )
-
-        async def send() -> None:
-            sent = await with_retries(lambda: self.bot.send_message(chat_id, text[:4000], reply_markup=markup), "sendMessage")
-            if sent is not None:
-                await self.host.kv_set(f"card:{event.approval_id}", {"short": short, "message_id": sent.message_id})
-
-        self.outbox.put(chat_id, send)
+        if await self.host.kv_get(f"button:{short}") is None:
+            return  # settled on the web while the card waited: nothing to ask any more
+        try:
+            sent = await self.outbox.call(
+                queue, lambda: self.bot.send_message(chat_id, str(payload.get("text", "")), reply_markup=markup), "sendMessage"
+            )
+        except BadRequest as exc:
+            raise Refused(f"sendMessage: {exc.message}") from None
+        await self.host.kv_set(f"card:{job.public.get('approval_id')}", {"short": short, "message_id": sent.message_id})
 
     # -- pairing from the member's side ------------------------------------------------------
 
@@ -567,13 +645,22 @@ class TelegramBot:
         """Redeem a code for the member and greet the chat; raises ``PairingError``."""
         binding = await self.pairing.redeem(member_id, typed)
         locale = await self.locale_for(member_id)
-        self.say(binding["chat_id"], self.t("linked", locale))
+        await self.say(binding["chat_id"], self.t("linked", locale), member_id)
         return binding
 
     async def unlink(self, member_id: str) -> None:
         chat_id = await self.pairing.unlink(member_id)
         if chat_id is not None:
-            self.say(chat_id, self.t("unlinked", await self.locale_for(member_id)))
+            await self.outbox.forget(chat_id, member_id)
+            self._streams.pop(chat_id, None)
+            # Not the member's any more: memory only, and not dropped by the link check.
+            await self.say(chat_id, self.t("unlinked", await self.locale_for(member_id)))
+
+
+def locked_key(lock_reason: str) -> str:
+    """The string that tells a locked member what happened (spec 1.2's reason; an
+    older host gives none, and the neutral words fit both)."""
+    return {"logged_out": "logged_out", "restarted": "locked"}.get(lock_reason, "locked_unknown")
 
 
 __all__ = ["BotConfig", "PairingError", "TelegramBot"]

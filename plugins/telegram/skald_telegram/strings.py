@@ -24,6 +24,14 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
             "Please log in to Skald on the web first: your account has been locked since the server restarted. "
             "Your message is kept and will be answered after you log in."
         ),
+        "logged_out": (
+            "You are logged out of Skald, so your private data is locked. Please log in on the web: "
+            "your message is kept and will be answered after you do."
+        ),
+        "locked_unknown": (
+            "Please log in to Skald on the web first: your private data is locked until you do. "
+            "Your message is kept and will be answered after you log in."
+        ),
         "help": (
             "Write to talk to your assistant. Photos, documents and voice notes are passed on.\n"
             "/new starts a new conversation\n/stop stops the current answer\n/help shows this help"
@@ -74,6 +82,14 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "refused": "Du kannst den Assistenten nicht mehr über Telegram nutzen. Frag deine Administratorin oder deinen Administrator, falls das ein Irrtum ist.",
         "locked": (
             "Bitte melde dich zuerst im Web bei Skald an: dein Konto ist seit dem Neustart des Servers gesperrt. "
+            "Deine Nachricht bleibt erhalten und wird beantwortet, sobald du dich angemeldet hast."
+        ),
+        "logged_out": (
+            "Du bist bei Skald abgemeldet, deshalb sind deine privaten Daten gesperrt. Bitte melde dich im Web an: "
+            "deine Nachricht bleibt erhalten und wird beantwortet, sobald du angemeldet bist."
+        ),
+        "locked_unknown": (
+            "Bitte melde dich zuerst im Web bei Skald an: deine privaten Daten sind bis dahin gesperrt. "
             "Deine Nachricht bleibt erhalten und wird beantwortet, sobald du dich angemeldet hast."
         ),
         "help": (

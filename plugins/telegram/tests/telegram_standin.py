@@ -4,10 +4,19 @@ The real Bot API cannot be reached from a test (and would need a real bot), so t
 the one mock of the suite: an HTTP server on 127.0.0.1 (Quart under Hypercorn, which the
 host already ships) that speaks the Bot API's wire format for the methods the plugin
 calls — getMe, getUpdates (long polling over scripted updates), sendMessage,
-sendChatAction, answerCallbackQuery, editMessageReplyMarkup, getFile plus the file
-download URL, setWebhook and deleteWebhook. The plugin talks to it through the real
-python-telegram-bot and httpx. Every request is recorded; a method can be told to
-answer 429 with ``retry_after`` first.
+editMessageText, sendChatAction, answerCallbackQuery, editMessageReplyMarkup, getFile
+plus the file download URL, setWebhook and deleteWebhook. The plugin talks to it through
+the real python-telegram-bot and httpx. Every request is recorded with the time it
+arrived and what was answered.
+
+It enforces the documented limits as Telegram does (Bot API FAQ, "My bot is hitting
+limits"): a message call (send or edit) to a chat less than a second after the chat's
+previous accepted one, or past thirty calls a second overall, is answered 429 with
+``retry_after``; a chat given a 429 must wait that long — a call that comes earlier is
+recorded in ``early`` (and answered 429 again); text over 4,096 UTF-16 units after
+parsing, or HTML Telegram cannot parse, is answered 400; a callback query answered more
+than 15 s after the press has expired (400). A method or a chat can be told to answer
+429 first (``flood``, ``flood_chat``).
 """
 
 from __future__ import annotations
@@ -15,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import socket
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,12 +41,32 @@ TOKEN = "4242424242:AAE-standin-token-for-tests"
 BOT_USER = {"id": 4242424242, "is_bot": True, "first_name": "Skald", "username": "skald_test_bot"}
 
 
+#: Methods that put a message in a chat (Telegram's one-a-second rule applies).
+MESSAGE_METHODS = {"sendMessage", "editMessageText", "editMessageReplyMarkup"}
+#: Methods counted against the overall thirty a second.
+COUNTED_METHODS = MESSAGE_METHODS | {"sendChatAction", "answerCallbackQuery"}
+CHAT_INTERVAL = 1.0
+GLOBAL_PER_SECOND = 30
+CALLBACK_EXPIRY = 15.0
+
+
 @dataclass
 class Call:
     method: str
     params: dict[str, Any]
     at: float = field(default_factory=time.monotonic)
     result: Any = None  # what the stand-in answered (a sent message's ``message_id``)
+    status: int = 200
+
+
+@dataclass
+class Early:
+    """A call to a chat before the end of the flood wait the stand-in gave it."""
+
+    chat_id: Any
+    method: str
+    at: float
+    allowed_at: float
 
 
 def _decode(value: str) -> Any:
@@ -89,6 +120,13 @@ class BotApiStandIn:
         self.updates: list[dict[str, Any]] = []
         self.files: dict[str, bytes] = {}
         self.flood: dict[str, list[int]] = {}  # method -> retry_after of the next answers
+        self.flood_chat: dict[int, list[int]] = {}  # chat -> retry_after of its next calls
+        self.flood_until: dict[Any, float] = {}  # chat -> end of the flood wait it was given
+        self.early: list[Early] = []
+        self.last_message_at: dict[Any, float] = {}
+        self.recent: deque[float] = deque()  # counted calls of the last second
+        self.messages: dict[int, dict[str, Any]] = {}  # message_id -> {"chat_id", "text", "edits"}
+        self.pressed_at: dict[str, float] = {}  # callback query id -> when it was pressed
         self._ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._changed = asyncio.Event()
@@ -126,9 +164,11 @@ class BotApiStandIn:
         return self.push({"message": self.message(chat_id, text, **kwargs)})
 
     def press(self, chat_id: int, message_id: int, data: str) -> int:
+        query_id = f"cq{next(self._ids)}"
+        self.pressed_at[query_id] = time.monotonic()
         return self.push({
             "callback_query": {
-                "id": f"cq{next(self._ids)}",
+                "id": query_id,
                 "from": {"id": chat_id, "is_bot": False, "first_name": "Alice"},
                 "chat_instance": "1",
                 "data": data,
@@ -145,7 +185,47 @@ class BotApiStandIn:
         return [c for c in self.calls if c.method == method and (chat_id is None or c.params.get("chat_id") == chat_id)]
 
     def texts(self, chat_id: int) -> list[str]:
-        return [str(c.params.get("text")) for c in self.of("sendMessage", chat_id)]
+        """Each sendMessage to the chat: the message as it reads now (after any edits)
+        when it was sent, else the text of the refused attempt."""
+        out = []
+        for c in self.of("sendMessage", chat_id):
+            message = self.messages.get(c.result["message_id"]) if isinstance(c.result, dict) else None
+            out.append(str(message["text"]) if message else str(c.params.get("text")))
+        return out
+
+    def shown(self, chat_id: int) -> list[str]:
+        """What the member sees: the chat's messages, in order, as they read now."""
+        return [str(m["text"]) for m in self.messages.values() if m["chat_id"] == chat_id]
+
+    def _limit(self, method: str, chat_id: Any) -> tuple[dict[str, Any], int] | None:
+        """Telegram's limits; a 429 answer, or None when the call may pass."""
+        now = time.monotonic()
+
+        def too_many(retry_after: int) -> tuple[dict[str, Any], int]:
+            retry_after = max(1, int(retry_after))
+            if chat_id is not None:
+                self.flood_until[chat_id] = now + retry_after
+            return {"ok": False, "error_code": 429, "description": f"Too Many Requests: retry after {retry_after}", "parameters": {"retry_after": retry_after}}, 429
+
+        if chat_id is not None and now < self.flood_until.get(chat_id, 0.0):
+            self.early.append(Early(chat_id, method, now, self.flood_until[chat_id]))
+            return too_many(math.ceil(self.flood_until[chat_id] - now))
+        scripted = self.flood_chat.get(chat_id) if chat_id is not None else None
+        if scripted:
+            return too_many(scripted.pop(0))
+        if method in COUNTED_METHODS:
+            while self.recent and now - self.recent[0] >= 1.0:
+                self.recent.popleft()
+            if len(self.recent) >= GLOBAL_PER_SECOND:
+                return too_many(1)
+        if method in MESSAGE_METHODS and chat_id is not None:
+            since = now - self.last_message_at.get(chat_id, -10.0)
+            if since < CHAT_INTERVAL:
+                return too_many(math.ceil(CHAT_INTERVAL - since))
+            self.last_message_at[chat_id] = now
+        if method in COUNTED_METHODS:
+            self.recent.append(now)
+        return None
 
     async def wait_for(self, check: Callable[[], Any], *, timeout: float = 15.0, what: str = "the stand-in to see it") -> Any:
         deadline = time.monotonic() + timeout
@@ -184,14 +264,23 @@ class BotApiStandIn:
             if token != self.token:
                 return {"ok": False, "error_code": 401, "description": "Unauthorized"}, 401
             flood = self.flood.get(method)
+            chat_id = params.get("chat_id") if method in COUNTED_METHODS else None
             if flood:
                 retry_after = flood.pop(0)
+                if chat_id is not None:
+                    self.flood_until[chat_id] = time.monotonic() + retry_after
+                call.status = 429
                 return {"ok": False, "error_code": 429, "description": f"Too Many Requests: retry after {retry_after}", "parameters": {"retry_after": retry_after}}, 429
+            limited = self._limit(method, chat_id)
+            if limited is not None:
+                call.status = 429
+                return limited
             handler = getattr(self, f"_do_{method}", None)
             if handler is None:
                 return {"ok": False, "error_code": 404, "description": "Not Found: method not found"}, 404
             result = await handler(params)
             if isinstance(result, tuple):
+                call.status = result[1]
                 return result
             call.result = result
             return {"ok": True, "result": result}
@@ -225,24 +314,51 @@ class BotApiStandIn:
         self.updates = [u for u in self.updates if isinstance(u.get("update_id"), int)]
         return batch
 
-    async def _do_sendMessage(self, params: dict[str, Any]) -> Any:
-        chat_id = params.get("chat_id")
+    @staticmethod
+    def _text(params: dict[str, Any]) -> tuple[str, None] | tuple[None, tuple[dict[str, Any], int]]:
+        """The text as the member will read it, or a 400."""
         text = params.get("text")
         mode = params.get("parse_mode")
         if mode not in (None, "HTML"):
-            return {"ok": False, "error_code": 400, "description": f"Bad Request: the stand-in knows no parse_mode {mode}"}, 400
+            return None, ({"ok": False, "error_code": 400, "description": f"Bad Request: the stand-in knows no parse_mode {mode}"}, 400)
         if mode == "HTML" and isinstance(text, str):
             error, text = TelegramHtml.check(text)
             if error:
-                return {"ok": False, "error_code": 400, "description": f"Bad Request: can't parse entities: {error}"}, 400
+                return None, ({"ok": False, "error_code": 400, "description": f"Bad Request: can't parse entities: {error}"}, 400)
         if not isinstance(text, str) or not text or len(text.encode("utf-16-le")) // 2 > 4096:
-            return {"ok": False, "error_code": 400, "description": "Bad Request: message text is empty or too long"}, 400
-        return {"message_id": next(self._message_ids), "date": int(time.time()), "chat": {"id": chat_id, "type": "private"}, "text": text}
+            return None, ({"ok": False, "error_code": 400, "description": "Bad Request: message text is empty or too long"}, 400)
+        return text, None
+
+    async def _do_sendMessage(self, params: dict[str, Any]) -> Any:
+        chat_id = params.get("chat_id")
+        text, refused = self._text(params)
+        if refused:
+            return refused
+        message_id = next(self._message_ids)
+        # ``text`` as sent (markup included, as the tests compare it), ``plain`` as shown.
+        self.messages[message_id] = {"chat_id": chat_id, "text": params.get("text"), "plain": text, "edits": 0}
+        return {"message_id": message_id, "date": int(time.time()), "chat": {"id": chat_id, "type": "private"}, "text": text}
+
+    async def _do_editMessageText(self, params: dict[str, Any]) -> Any:
+        chat_id = params.get("chat_id")
+        message = self.messages.get(params.get("message_id"))  # type: ignore[arg-type]
+        if message is None or message["chat_id"] != chat_id:
+            return {"ok": False, "error_code": 400, "description": "Bad Request: message to edit not found"}, 400
+        text, refused = self._text(params)
+        if refused:
+            return refused
+        if params.get("text") == message["text"]:
+            return {"ok": False, "error_code": 400, "description": "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"}, 400
+        message["text"], message["plain"], message["edits"] = params.get("text"), text, message["edits"] + 1
+        return {"message_id": params.get("message_id"), "date": int(time.time()), "chat": {"id": chat_id, "type": "private"}, "text": text}
 
     async def _do_sendChatAction(self, params: dict[str, Any]) -> Any:
         return True
 
     async def _do_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        pressed = self.pressed_at.get(str(params.get("callback_query_id")))
+        if pressed is None or time.monotonic() - pressed > CALLBACK_EXPIRY:
+            return {"ok": False, "error_code": 400, "description": "Bad Request: query is too old and response timeout expired or query ID is invalid"}, 400
         return True
 
     async def _do_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:

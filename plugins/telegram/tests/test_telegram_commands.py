@@ -45,7 +45,9 @@ async def test_a_denied_tool_call_and_a_failed_turn(setup: Setup):
     setup.api.press(ALICE_CHAT, cards[0].result["message_id"], deny["callback_data"])
     await setup.api.wait_for(lambda: "I did not write it." in setup.api.texts(ALICE_CHAT), what="the answer after the denial")
     assert setup.probe.notes == []
-    assert setup.api.of("answerCallbackQuery")[0].params.get("text") == "Denied."
+    answer = setup.api.of("answerCallbackQuery")[0]
+    assert answer.status == 200 and not answer.params.get("text")  # answered at once, before resolving
+    await setup.api.wait_for(lambda: "Denied." in setup.api.texts(ALICE_CHAT), what="the outcome in the chat")
 
     setup.model.script(MODEL, [ScriptedError(400, "the model refused the request")])
     setup.api.send(ALICE_CHAT, "Break, please.")

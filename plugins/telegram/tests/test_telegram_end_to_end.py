@@ -73,12 +73,13 @@ async def test_a_tool_call_is_approved_with_the_inline_button(setup):
     edits = setup.api.of("editMessageReplyMarkup", ALICE_CHAT)
     assert [e.params.get("message_id") for e in edits] == [message_id] and not edits[0].params.get("reply_markup")
     answers = setup.api.of("answerCallbackQuery")
-    assert len(answers) == 1 and answers[0].params.get("text") == "Approved."
+    assert len(answers) == 1 and answers[0].status == 200
+    await setup.api.wait_for(lambda: "Approved." in setup.api.texts(ALICE_CHAT), what="the outcome in the chat")
 
     # Pressing the same button again changes nothing.
     setup.api.press(ALICE_CHAT, message_id, buttons[0]["callback_data"])
     await setup.api.wait_for(lambda: len(setup.api.of("answerCallbackQuery")) == 2)
-    assert setup.api.of("answerCallbackQuery")[1].params.get("text") == "This request is no longer waiting for an answer."
+    await setup.api.wait_for(lambda: "This request is no longer waiting for an answer." in setup.api.texts(ALICE_CHAT))
     assert setup.probe.notes == ["milk"]
     assert texts.index("Noted: milk.") > 0
 
@@ -118,7 +119,8 @@ async def test_a_revoked_member_is_refused_once_and_nothing_reaches_the_model(se
     for text in ("Are you there?", "Hello?", "/new"):
         setup.api.send(ALICE_CHAT, text)
     await setup.api.wait_for(lambda: not setup.api.updates, what="the three messages to be fetched")
-    await asyncio.sleep(0.5)  # room for a wrong second refusal to be sent
+    await setup.api.wait_texts(ALICE_CHAT, before + 1)
+    await asyncio.sleep(1.5)  # room for a wrong second refusal (a second after the first)
     texts = setup.api.texts(ALICE_CHAT)[before:]
     assert texts == ["You can no longer use the assistant through Telegram. Ask your administrator if you think this is a mistake."]
     assert setup.model.requests_for(MODEL) == []
