@@ -127,6 +127,7 @@ class BotApiStandIn:
         self.recent: deque[float] = deque()  # counted calls of the last second
         self.messages: dict[int, dict[str, Any]] = {}  # message_id -> {"chat_id", "text", "edits"}
         self.pressed_at: dict[str, float] = {}  # callback query id -> when it was pressed
+        self.served_at: dict[int, float] = {}  # update id -> when getUpdates first handed it out
         self.refuse_entities = 0  # refuse this many next HTML texts (entities Telegram cannot parse)
         self._ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
@@ -193,6 +194,10 @@ class BotApiStandIn:
             message = self.messages.get(c.result["message_id"]) if isinstance(c.result, dict) else None
             out.append(str(message["text"]) if message else str(c.params.get("text")))
         return out
+
+    def to_chat(self, chat_id: int) -> list[Call]:
+        """Every call that reached the chat (sends, edits, chat actions), in order."""
+        return [c for c in self.calls if c.method in COUNTED_METHODS and c.params.get("chat_id") == chat_id]
 
     def shown(self, chat_id: int) -> list[str]:
         """What the member sees: the chat's messages, in order, as they read now."""
@@ -311,6 +316,10 @@ class BotApiStandIn:
             except TimeoutError:
                 break
         batch = list(self.updates)
+        now = time.monotonic()
+        for update in batch:
+            if isinstance(update.get("update_id"), int):
+                self.served_at.setdefault(update["update_id"], now)
         # An update without a usable id can never be confirmed by an offset: serve it once.
         self.updates = [u for u in self.updates if isinstance(u.get("update_id"), int)]
         return batch
