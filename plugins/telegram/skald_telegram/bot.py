@@ -401,8 +401,15 @@ class TelegramBot:
             await self.say(chat_id, self.t("file_too_big", locale), member_id)
             return None
         try:
-            file = await self.bot.get_file(ref.file_id)
-            data = bytes(await file.download_as_bytearray())
+            for attempt in range(1, 4):  # a flood wait on getFile: wait it out, twice at most
+                try:
+                    file = await self.bot.get_file(ref.file_id)
+                    data = bytes(await file.download_as_bytearray())
+                    break
+                except RetryAfter as exc:
+                    if attempt == 3:
+                        raise
+                    await asyncio.sleep(retry_after_seconds(exc))
             if len(data) > MAX_DOWNLOAD_BYTES:
                 raise ValueError("file too big")
             saved = await self.host.save_upload(member_id, ref.filename, data)

@@ -120,11 +120,13 @@ def to_telegram_html(markdown: str) -> str:
     quote_depth = 0
     last_line: int | None = None
     first_in_item = False
+    lines = markdown.splitlines()
     for token in _MD.parse(markdown):
         kind = token.type
         if token.map and token.nesting >= 0 and token.level == 0:
             if last_line is not None:
-                out.append("\n\n" if token.map[0] > last_line else "\n")
+                blank = token.map[0] > last_line or (0 < token.map[0] <= len(lines) and not lines[token.map[0] - 1].strip())
+                out.append("\n\n" if blank else "\n")
             last_line = token.map[1]
         if kind in ("bullet_list_open", "ordered_list_open"):
             start = token.attrGet("start")
