@@ -114,6 +114,7 @@ class TelegramBot:
         self.outbox = Outbox(host, self._run)
         self.username: str | None = None
         self._streams: dict[int, Stream] = {}  # chat -> the answer being streamed there
+        self._finals: dict[str, Stream] = {}  # final answer's job id -> the stream it ends
         self._presses: set[asyncio.Task[None]] = set()  # button presses, off the poller
         self._guard_logs()  # before the Bot exists: its constructor logs its URLs
         self._poller: asyncio.Task[None] | None = None
@@ -309,10 +310,14 @@ class TelegramBot:
             waiting = self.outbox.pending(chat_id, "stream")
             if waiting is not None:
                 self.outbox.discard(chat_id, waiting)
-            if stream.message_id is not None:
-                public["edit"] = stream.message_id
             self._streams.pop(chat_id, None)
-        await self.outbox.put(chat_id, Job("markdown", member_id, {"text": text}, public))
+        job = Job("markdown", member_id, {"text": text}, public)
+        if stream is not None and stream.finished:
+            if stream.message_id is not None:
+                public["edit"] = stream.message_id  # stored: a restart still edits it
+            else:  # its first send may be under way: the job looks when it runs
+                self._finals[job.id] = stream
+        await self.outbox.put(chat_id, job)
 
     def t(self, key: str, locale: str, **values: Any) -> str:
         return self.host.translate(f"telegram.{key}", locale, **values)
@@ -566,6 +571,9 @@ class TelegramBot:
     async def _send_pieces(self, queue: ChatQueue, job: Job, pieces: list[str], *, markdown: bool) -> None:
         """Each piece once, in order, recorded as it leaves; the first one edited into
         the streamed message when there is one."""
+        streamed = self._finals.pop(job.id, None)
+        if streamed is not None and streamed.message_id is not None:
+            job.public.setdefault("edit", streamed.message_id)
         for index in range(int(job.public.get("sent", 0)), len(pieces)):
             piece = pieces[index]
             edit = job.public.get("edit") if index == 0 else None

@@ -348,7 +348,7 @@ class BotApiStandIn:
             return refused
         message_id = next(self._message_ids)
         # ``text`` as sent (markup included, as the tests compare it), ``plain`` as shown.
-        self.messages[message_id] = {"chat_id": chat_id, "text": params.get("text"), "plain": text, "edits": 0}
+        self.messages[message_id] = {"chat_id": chat_id, "text": params.get("text"), "plain": text, "edits": 0, "at": time.monotonic()}
         return {"message_id": message_id, "date": int(time.time()), "chat": {"id": chat_id, "type": "private"}, "text": text}
 
     async def _do_editMessageText(self, params: dict[str, Any]) -> Any:
@@ -362,6 +362,7 @@ class BotApiStandIn:
         if params.get("text") == message["text"]:
             return {"ok": False, "error_code": 400, "description": "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"}, 400
         message["text"], message["plain"], message["edits"] = params.get("text"), text, message["edits"] + 1
+        message["at"] = time.monotonic()
         return {"message_id": params.get("message_id"), "date": int(time.time()), "chat": {"id": chat_id, "type": "private"}, "text": text}
 
     async def _do_sendChatAction(self, params: dict[str, Any]) -> Any:
