@@ -41,7 +41,7 @@ from skald_hookspecs.types import (  # noqa: E402
 from skald_hookspecs.host_api import HostApi  # noqa: E402
 from skald_hookspecs.context import Caller, current_caller  # noqa: E402
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E402
-from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED, Channel, ChannelEvent, ChannelRequestError, Delivery, MemberLocked  # noqa: E402
+from skald_hookspecs.channels import Channel, ChannelEvent, ChannelRequestError, Delivery, MemberLocked  # noqa: E402
 from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxSpec, SandboxUnavailable  # noqa: E402
 
 __all__ = [
@@ -68,8 +68,6 @@ __all__ = [
     "UserEvent",
     "Channel",
     "ChannelEvent",
-    "LOCK_LOGGED_OUT",
-    "LOCK_RESTARTED",
     "ChannelRequestError",
     "Delivery",
     "MemberLocked",

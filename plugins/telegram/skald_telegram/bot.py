@@ -25,6 +25,7 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked
+from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_telegram import logsafe
 from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Outbox, Refused, retry_after_seconds
 from skald_telegram.pairing import Pairing, PairingError, display
@@ -675,7 +676,7 @@ class TelegramBot:
 def locked_key(lock_reason: str) -> str:
     """The string that tells a locked member what happened (spec 1.2's reason; an
     older host gives none, and the neutral words fit both)."""
-    return {"logged_out": "logged_out", "restarted": "locked"}.get(lock_reason, "locked_unknown")
+    return {LOCK_LOGGED_OUT: "logged_out", LOCK_RESTARTED: "locked"}.get(lock_reason, "locked_unknown")
 
 
 __all__ = ["BotConfig", "PairingError", "TelegramBot"]
