@@ -184,10 +184,10 @@ class TelegramBot:
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
         if self._presses:
-            await asyncio.wait(self._presses, timeout=1.0)
+            await asyncio.wait(self._presses, timeout=0.5)
             for press in self._presses:
                 press.cancel()
-        await self.outbox.drain(timeout=2.0)
+        await self.outbox.drain(timeout=1.5)
         await self.outbox.close()
         if forget_webhook and self.mode == "webhook":
             try:

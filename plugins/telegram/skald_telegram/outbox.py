@@ -228,40 +228,55 @@ class Outbox:
 
     async def _work(self, queue: ChatQueue) -> None:
         while not self._closed:
-            if not queue.jobs:
-                queue.wake.clear()
-                await queue.wake.wait()
+            queue.wake.clear()
+            job = await self._next(queue)
+            if job is None:  # empty, or only jobs of a locked member: a new job or a retry wakes it
+                try:
+                    await asyncio.wait_for(queue.wake.wait(), LOCKED_RETRY_SECONDS if queue.jobs else None)
+                except TimeoutError:
+                    pass
                 continue
-            job = queue.jobs.popleft()
             queue.running = job
-            finished = True
             try:
-                if job.payload is None and job.sealed:
-                    job.payload = await self._open(job)
-                    if job.payload is None:  # locked: put back at the head, try later
-                        finished = False
-                        queue.jobs.appendleft(job)
-                        queue.running = None
-                        await asyncio.sleep(LOCKED_RETRY_SECONDS)
-                        continue
                 await self.runner(queue, job)
             except asyncio.CancelledError:
-                if job is queue.running:
-                    queue.jobs.appendleft(job)  # kept (and still stored) for the next start
-                    queue.running = None
+                queue.jobs.appendleft(job)  # kept (and still stored) for the next start
+                queue.running = None
                 raise
             except Refused as exc:
                 log.warning("telegram: a %s for chat %s was refused by Telegram and dropped: %s", job.kind, queue.chat_id, exc)
             except Exception as exc:  # by type only: an error's message may quote the text
                 log.warning("telegram: a %s for chat %s failed and was dropped: %s", job.kind, queue.chat_id, type(exc).__name__)
-            finally:
-                if finished and queue.running is job:
-                    queue.running = None
-                    if job.durable:
-                        try:
-                            await self._persist(queue)
-                        except Exception as exc:
-                            log.error("telegram: the outbox of chat %s could not be stored: %s", queue.chat_id, type(exc).__name__)
+            queue.running = None
+            if job.durable:
+                try:
+                    await self._persist(queue)
+                except Exception as exc:
+                    log.error("telegram: the outbox of chat %s could not be stored: %s", queue.chat_id, type(exc).__name__)
+
+    async def _next(self, queue: ChatQueue) -> Job | None:
+        """The first job that can run, taken off the queue. A restored job whose words
+        cannot be opened yet (its member is locked since the restart) stays where it is
+        while the jobs behind it that are in memory go ahead — among them the words that
+        ask the member to log in, which would otherwise wait behind it for ever."""
+        locked: set[str | None] = set()
+        for job in list(queue.jobs):
+            if job.payload is None and job.sealed:
+                if job.member_id in locked:
+                    continue
+                try:
+                    job.payload = await self._open(job)
+                except Refused as exc:
+                    queue.jobs.remove(job)
+                    log.warning("telegram: a %s for chat %s was dropped: %s", job.kind, queue.chat_id, exc)
+                    await self._persist(queue)
+                    continue
+                if job.payload is None:
+                    locked.add(job.member_id)
+                    continue
+            queue.jobs.remove(job)
+            return job
+        return None
 
     async def _open(self, job: Job) -> dict[str, Any] | None:
         try:

@@ -53,7 +53,17 @@ async def test_a_reply_survives_ten_flood_waits_and_a_restart_in_between(setup: 
     for path in settings.database_dir.rglob("system.db*"):
         assert b"canary-5f1e" not in path.read_bytes(), path
     host = await setup.harness.start(plugins=[setup.probe], use_entry_points=True, settings=settings)
+    # Locked since the restart: the waiting reply cannot be opened, yet the chat is not
+    # stuck behind it: a new message is told to log in first.
+    setup.model.script(MODEL, [Reply("And hello again.")])
+    setup.api.send(ALICE_CHAT, "Hello?")
+    await setup.api.wait_for(
+        lambda: any(t.startswith("Please log in to Skald on the web first") and "restarted" in t for t in setup.api.shown(ALICE_CHAT)),
+        timeout=30, what="the log-in notice",
+    )
+    assert answer not in setup.api.shown(ALICE_CHAT)
     await host.member("alice")  # the sealed reply opens once the member is unlocked again
+    await setup.api.wait_for(lambda: "And hello again." in setup.api.shown(ALICE_CHAT), timeout=60, what="the sealed message's answer")
 
     await setup.api.wait_for(lambda: answer in setup.api.shown(ALICE_CHAT), timeout=60, what="the reply after ten flood waits")
     await asyncio.sleep(1.5)  # room for a wrong second copy
