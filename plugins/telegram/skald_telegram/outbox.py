@@ -147,11 +147,16 @@ class Outbox:
                     job.sealed = await self.host.seal_for_member(job.member_id, json.dumps(job.payload).encode())
                 except ChannelRequestError as exc:
                     log.warning("telegram: a %s for chat %s is kept in memory only: %s", job.kind, chat_id, exc)
+                except Exception as exc:  # the host's store failing: still sent, if not kept
+                    log.error("telegram: a %s for chat %s could not be sealed, kept in memory only: %s", job.kind, chat_id, type(exc).__name__)
         queue = self.chat(chat_id)
         queue.jobs.append(job)
-        if job.durable:
-            await self._persist(queue)
         queue.wake.set()
+        if job.durable:
+            try:
+                await self._persist(queue)
+            except Exception as exc:
+                log.error("telegram: the outbox of chat %s could not be stored: %s", chat_id, type(exc).__name__)
 
     def put_nowait(self, chat_id: int, job: Job) -> None:
         """A job with nothing to keep (a typing indicator, a streaming edit, a pairing
