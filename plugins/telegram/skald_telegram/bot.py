@@ -492,6 +492,8 @@ class TelegramBot:
         elif event.kind in ("answer", "notification"):
             if event.text.strip():
                 await self.say_markdown(chat_id, member_id, event.text, event.conversation_id if event.kind == "answer" else None)
+            elif event.kind == "answer":
+                self._end_stream(chat_id, event.conversation_id)
         elif event.kind == "error":
             self._end_stream(chat_id, event.conversation_id)
             locale = await self.locale_for(member_id)
