@@ -141,7 +141,11 @@ async def main() -> None:
                     f"reply latency p50 {_p(latencies, 0.5):.2f} s, p99 {_p(latencies, 0.99):.2f} s;"
                     f" the model's own time per answer p50 {_p(model_times, 0.5):.2f} s, p99 {_p(model_times, 0.99):.2f} s"
                 )
-                print(f"streaming: {len(edits)} edits accepted, {sum(1 for m in api.messages.values() if m['edits'])} messages edited")
+                stale = [m for i, m in api.messages.items() if str(m["text"]).startswith("covers ") and i not in finals()]
+                print(
+                    f"streaming: {len(edits)} edits accepted, {sum(1 for m in api.messages.values() if m['edits'])} messages edited,"
+                    f" {len(stale)} left showing a partial text"
+                )
                 if lost:
                     print(f"  lost: {lost[:10]}")
                 if duplicated:
