@@ -43,7 +43,7 @@ from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame
 from skald_host.core.agent.tools import RegisteredTool
-from skald_host.core.identity.access import allowed
+from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
@@ -162,6 +162,10 @@ class Scope:
     call_id: str | None = None  # the tool call this scope was handed to
     #: Calls written as running with their assistant message, not yet started.
     admitted: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
+    #: The tools the last model round of this scope offered (None: no round ran here,
+    #: as when recovery resumes calls): a call of a tool outside it was never offered,
+    #: one inside it that may not start now lost its access meanwhile.
+    round_tools: frozenset[str] | None = dataclasses.field(default=None, repr=False, compare=False)
     #: While a round's calls run before it is written (``Kernel._overlapped_calls``):
     #: writes it now and returns the call's id as written. What a call leaves tied to
     #: itself (a sub-agent frame) or announces (a notification) must follow its row.
@@ -313,6 +317,7 @@ class Kernel:
         memo = self._memo(frame)
         messages = project(system, history, images, memo)
         tools = self.runtime.offered_tools(agent)
+        scope.round_tools = frozenset(t.name for t in tools)
         tools_wire = [t.wire for t in tools]
         messages_json = memo.wire_json(messages)
         encoded = None if messages_json is None else (messages_json, b"[" + b",".join(t.wire_json for t in tools) + b"]")
@@ -475,25 +480,35 @@ class Kernel:
             raise
         return await stream
 
+    def _agent_refusal(self, scope: Scope) -> str | None:
+        """What the member's current role lacks to go on in this frame, as the audit
+        names it: the conversation's agent (``agent:<id>``, or project chat), or for a
+        sub-agent's frame delegation; None: nothing."""
+        member = self.runtime.member
+        if scope.depth == 0:
+            if may_start_agent(member, scope.agent.id, scope.agent.kind):
+                return None
+            return "action:projects.chat" if scope.agent.kind == "project" else f"agent:{scope.agent.id}"
+        return None if allowed(member, "tools.delegate") else "action:tools.delegate"
+
     def _check_agent(self, scope: Scope) -> None:
         """Every round, from the member as now known: the conversation's agent must be
         one their role lets them talk with, a sub-agent's frame needs ``tools.delegate``.
         An AgentError ends the turn (a sub-agent's: its delegating call fails)."""
-        if scope.depth == 0:
-            try:
-                self.runtime.check_agent(scope.agent, via="round")
-            except ValueError as exc:
-                raise AgentError(f"{exc}; this conversation cannot go on") from None
-        elif not allowed(self.runtime.member, "tools.delegate"):
-            audit.denied(self.runtime.member_id, "action:tools.delegate", via="round")
+        refusal = self._agent_refusal(scope)
+        if refusal is None:
+            return
+        audit.denied(self.runtime.member_id, refusal, via="round")
+        if scope.depth:
             raise AgentError("access was withdrawn: the member's role no longer allows sub-agents")
+        raise AgentError(f"access was withdrawn: the member's role no longer allows this conversation's agent ({scope.agent.id})")
 
     def _withdrawn(self, scope: Scope, call: dict[str, Any], registered: RegisteredTool) -> tuple[str, str] | None:
         """The refusal of a call whose tool the member may not use now (the grant
         revoked, the plugin disabled, the role changed, the member deactivated), with
         an audit line; None when it may start. Asked as each call starts — after an
         approval wait, a wait in its batch, a restart — whoever answered the approval."""
-        refusal = self.runtime.core.catalog.tool_refusal(self.runtime.member, registered)
+        refusal = self.runtime.core.catalog.tool_refusal(self.runtime.member, registered) or self._agent_refusal(scope)
         if refusal is None:
             return None
         audit.denied(self.runtime.member_id, refusal, via="tool_start", tool=call["name"])
@@ -754,7 +769,10 @@ class Kernel:
             registered = offered.get(call["name"])
         else:
             registered = self.chat.tools.get(call["name"])
-            registered = registered if registered is not None and scope.agent.offers(registered.name) else None
+            if registered is not None and not scope.agent.offers(registered.name):
+                registered = None
+            if scope.round_tools is not None and call["name"] not in scope.round_tools:
+                registered = None  # the model named a tool its round did not offer
         if registered is None:
             return "error", f"Error: there is no tool named {call['name']!r} here."
         try:
