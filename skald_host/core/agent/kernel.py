@@ -70,8 +70,8 @@ class AccessWithdrawn(PermissionError):
 
 #: The result of a call whose tool the member may no longer use when it is to start.
 WITHDRAWN = (
-    "Refused: access to this tool was withdrawn (the member's role, grants or the plugin changed"
-    " since it was proposed). It did not run."
+    "access to this tool was withdrawn (the member's role, grants or the plugin changed since it"
+    " was proposed); it did not run."
 )
 
 
@@ -303,7 +303,14 @@ class Kernel:
         only with ``another_round``); else None (the calls are recorded, not run).
         ``placeholder``: the streaming row already written for this round, or its write."""
         frame, agent = scope.frame, scope.agent
-        self._check_agent(scope)
+        if self._agent_refusal(scope) is not None:
+            if isinstance(placeholder, Pending):  # what it writes (the last call's result) comes first
+                placeholder.start()
+                try:
+                    await placeholder.wait()
+                except Abandoned:
+                    pass
+            self._check_agent(scope)
         # The turn's images first: a turn that sends some prefers a model that sees them.
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
         if candidates is None:

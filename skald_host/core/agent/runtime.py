@@ -163,7 +163,9 @@ class ChatService:
         async with lock:
             runtime = self._runtimes.get(member.id)
             if runtime is not None and not runtime.closed:
-                runtime.member = member
+                # Not replaced by ``member``: a caller's copy may be older than the one
+                # pushed since (a WebSocket reads its member once, at connect), and
+                # every change of a member is pushed (``access_changed``).
                 return runtime
             db = self.core.users.owner_db(member.id)
             if db is None:

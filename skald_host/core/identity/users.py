@@ -181,9 +181,10 @@ class UserManager:
         # their private data (their home folder) goes too. A direct call, not the lossy
         # bus, so a busy moment cannot leave a deleted member's files behind.
         self.after_delete: list[Callable[[str], Awaitable[None]]] = []
-        # Called with a member id after their role, active flag or plugin grants changed,
-        # before the change's request answers: what decides access from the member as
-        # last read (their running turns) reads them again. A direct call, never a bus.
+        # Called with a member id after their row (role, active flag, profile) or plugin
+        # grants changed, before the change's request answers: what decides access from
+        # the member as last read (their running turns) reads them again. A direct
+        # call, never a bus: authorization is pushed.
         self.after_access_change: list[Callable[[str], Awaitable[None]]] = []
 
     def owner_path(self, member_id: str) -> Path:
@@ -612,8 +613,7 @@ class UserManager:
 
         await self.registry.transaction(write)
         member = await self.get(member_id)
-        if role_id is not None or active is not None:
-            await self.access_changed(member_id)
+        await self.access_changed(member_id)  # the role, the active flag, the profile a prompt shows
         if active is not None:
             self.buses.system.publish(SystemEvent("member_active_changed", member_id, {"active": member.active}))
         return member
