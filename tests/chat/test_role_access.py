@@ -364,7 +364,7 @@ def run(command: str) -> Reply:
     return Reply(tool_calls=[ToolCall("execute_cmd", {"command": command})])
 
 
-@pytest.mark.parametrize("how", ["capability", "role", "restricted"])
+@pytest.mark.parametrize("how", ["capability", "role", "restricted", "deactivated"])
 async def test_execute_cmd_approved_after_the_shell_was_withdrawn_does_not_run(shell, caplog, how):
     caplog.set_level(logging.INFO)
     host, admin, server = shell
@@ -385,6 +385,13 @@ async def test_execute_cmd_approved_after_the_shell_was_withdrawn_does_not_run(s
         seen = len(sock.events)
         await sock.send(cid, "Again.")
         card = await sock.wait_event(cid, "approval_required", start=seen, name="execute_cmd")
+        if how == "deactivated":
+            assert (await admin.patch(f"/api/admin/members/{alice_id}", json={"active": False})).status_code == 200
+            assert (await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})).status_code == 401
+            with pytest.raises(ChannelRequestError):
+                await host.core.host_api(PROBE).resolve_approval(alice_id, card["approval_id"], True)
+            assert not (home / "second.txt").exists()
+            return
         if how == "capability":
             await set_capabilities(admin, "helper", [c for c in ALL_CAPABILITIES if c != "tools.shell"])
         else:
