@@ -4,7 +4,10 @@ Deny by default: an unknown action, an inactive member, a missing capability or 
 missing plugin grant is a no. Actions are capabilities (``tools.shell``), a plugin
 (``plugin:<id>``) or a chat agent (``agent:<id>``, matched against the role's
 ``attrs.chat_agents``). A plugin grant is read fresh with the member on every
-request, so a revoked grant lands on the next call with nothing pushed. Admins hold everything implicitly, so no admin rows are ever written. Actions in
+request; a running conversation holds the member as last read, and every change of
+their role, grants or active flag is pushed to it (``ChatService.access_changed``),
+so its next round and its next call see the change. Admins hold everything
+implicitly, so no admin rows are ever written. Actions in
 ``ADMIN_ONLY`` cannot be granted to another role at all: managing members, roles,
 plugins and settings is admin by construction.
 """
