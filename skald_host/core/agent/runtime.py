@@ -698,8 +698,7 @@ class MemberRuntime:
         plugins' flags: memory only, asked every round."""
         if not agent.allow_tools:
             return []
-        refusal = self.core.catalog.tool_refusal
-        return [t for t in self.chat.tools.all() if agent.offers(t.name) and refusal(self.member, t) is None]
+        return self.core.catalog.usable_tools(self.member, [t for t in self.chat.tools.all() if agent.offers(t.name)])
 
     async def _prepare_prompt(self, frame: Frame, agent: AgentDefinition) -> None:
         """A new conversation's frozen prefix, built as it is created rather than by its

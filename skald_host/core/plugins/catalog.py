@@ -212,6 +212,19 @@ class PluginCatalog:
             return f"action:{tool.capability}"
         return None
 
+    def usable_tools(self, member: Member, tools: Any) -> list[Any]:
+        """``tools`` less those ``tool_refusal`` refuses, each plugin asked once (a
+        round's list: memory only, in every round)."""
+        plugins: dict[str, bool] = {}
+        out = []
+        for tool in tools:
+            usable = plugins.get(tool.plugin_id)
+            if usable is None:
+                usable = plugins[tool.plugin_id] = self.usable(member, tool.plugin_id)
+            if usable and (tool.capability is None or allowed(member, tool.capability)):
+                out.append(tool)
+        return out
+
     async def mine(self, member: Member) -> list[dict[str, Any]]:
         out = []
         for status in self._core.plugins.statuses():
