@@ -88,7 +88,10 @@ class ConfigSet:
 
 class TurnApi(Protocol):
     """What a tool may ask of the turn it runs in. The host's own tools (the sub-agent
-    delegate, notify, scheduling) use exactly this, so a plugin's tools can too."""
+    delegate, notify, scheduling) use exactly this, so a plugin's tools can too.
+    ``delegate``, ``schedule`` and ``run_command`` act for the member only while their
+    role holds ``tools.delegate``, ``tools.schedule`` and ``tools.shell``, asked at the
+    moment of the call: otherwise they raise ``PermissionError`` (access was withdrawn)."""
 
     depth: int  # 0 in a member's conversation, +1 per sub-agent level
     unattended: bool  # no member is there to answer an approval (a scheduled prompt)

@@ -239,9 +239,11 @@ class Skald:
         agents = AgentCatalog()
         for contribution in await self.plugins.collect("register_agent_dirs", _one(Path), kind="agent directory"):
             agents.add_directory(contribution.value, contribution.plugin_id)
-        self._chat = ChatService(self, ToolRegistry(tools), agents)
+        self._chat = ChatService(self, ToolRegistry(tools, builtin=self._is_builtin), agents)
         self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
+        self._users.after_access_change.append(lambda member_id: self._chat.access_changed(member_id=member_id))  # type: ignore[union-attr]
+        self._roles.after_change.append(lambda role_id: self._chat.access_changed(role_id=role_id))  # type: ignore[union-attr]
         channels = await self.plugins.collect("register_channels", validate_channel, key=lambda c: c[0], kind="channel")
         self._channels = ChannelService(self, dict(c.value for c in channels))
         backends = await self.plugins.collect("register_sandbox_backends", validate_backend, key=lambda b: b[0], kind="sandbox backend")
@@ -254,6 +256,10 @@ class Skald:
         )
         self.supervisor.spawn("session-expiry", self._expire_sessions())
         log.info("skald core started (SQLCipher %s, %d plugin(s))", self.sqlcipher_version, len(self.plugins.statuses()))
+
+    def _is_builtin(self, plugin_id: str) -> bool:
+        status = self.plugins.status(plugin_id)
+        return status is not None and status.builtin
 
     async def _apply_enabled_flags(self) -> None:
         rows = await self.registry.run(lambda c: c.execute("SELECT id, enabled FROM plugins").fetchall())

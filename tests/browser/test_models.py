@@ -193,3 +193,29 @@ async def test_admin_takes_a_backup_from_the_settings_page(skald, browser_pages,
     await expect(block.locator("table.backups code")).to_have_text(name)
     await expect(block.locator("table.backups tbody tr td").nth(1)).to_have_text("1")
     await screenshot(page, "settings-backups")
+
+
+async def test_admin_edits_a_roles_chat_agents_and_acting_tool_capabilities_on_the_roles_page(skald, browser_pages):
+    """Roles are data (issue 17): the role editor shows the chat agents a role may start
+    and the capabilities of the acting tools, and saves them."""
+    host = await skald.start()
+    api = await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto(f"{host.url}/#roles")
+    member = page.locator("[data-role=member]")
+    await expect(member.get_by_label("Chat agents")).to_have_value("*")
+    await expect(member.get_by_role("checkbox", name="Let the assistant run commands")).to_be_checked()
+    restricted = page.locator("[data-role=restricted]")
+    await expect(restricted.get_by_label("Chat agents")).to_have_value("companion")
+    await expect(restricted.get_by_role("checkbox", name="Let the assistant run commands")).not_to_be_checked()
+    await restricted.get_by_label("Chat agents").fill("companion, researcher")
+    await restricted.get_by_role("checkbox", name="Let the assistant write files").check()
+    await restricted.get_by_role("button", name="Save").click()
+    await expect(restricted.locator(".form-status")).to_have_text("Saved.")
+    role = {r["id"]: r for r in (await api.get("/api/admin/roles")).json()["roles"]}["restricted"]
+    assert role["attrs"]["chat_agents"] == ["companion", "researcher"]
+    assert "tools.files.write" in role["capabilities"] and "tools.shell" not in role["capabilities"]
+    await restricted.get_by_label("Chat agents").fill("researcher")
+    await restricted.get_by_role("button", name="Save").click()
+    await expect(restricted.locator(".form-status")).to_contain_text("chat_agent must be one of")

@@ -241,6 +241,37 @@ async def test_only_tools_the_member_may_use_are_offered_and_others_are_refused(
     assert "assistant" not in listed["content"] and "quiet" not in listed["content"]
 
 
+async def test_a_grant_changed_behind_the_runtimes_back_is_caught_by_the_turns_fresh_read(chat):
+    """The fresh read of the member (started once the turn's first request is out)
+    still guards what no push told the runtime about — here a grant row deleted in the
+    registry directly: that answer is dropped unseen and the turn is asked again for
+    the member as they are now, without the plugin's tools."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply("First."), Reply("Asked with the old rights."), Reply("Asked anew.")])
+
+    def offered(request) -> set[str]:
+        return {t["function"]["name"] for t in request.tools}
+
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "One.")
+        await sock.turn(cid)
+        await chat.host.core.registry.transaction(
+            lambda c: c.execute("DELETE FROM plugin_access WHERE user_id = ?", (alice.member["id"],))
+        )
+        await sock.send(cid, "Two.")
+        events = await sock.turn(cid)
+    requests = chat.server.requests_for(MODEL_A)
+    assert len(requests) == 3 and "lookup" in offered(requests[1])  # the first one went out before the read
+    assert "lookup" not in offered(requests[2])
+    assert [e["content"] for e in events if e["type"] == "done"] == ["Asked anew."]
+    assert "old rights" not in json.dumps(sock.events)
+    transcript = await messages(alice, cid)
+    assert_well_formed(transcript)
+    assert [m["content"] for m in transcript if m["role"] == "assistant"] == ["First.", "Asked anew."]
+
+
 def test_queued_token_deltas_of_one_message_are_sent_as_one():
     from skald_hookspecs.events import UserEvent
     from skald_host.web.routes.events import coalesce_tokens
@@ -258,12 +289,14 @@ def test_queued_token_deltas_of_one_message_are_sent_as_one():
 
 async def test_a_grant_revoked_since_the_last_turn_applies_from_the_next_turns_answer(chat):
     """A turn's first request is built for the member as known from their last turn and
-    goes out while the message commits; their fresh read (started once that request is
-    out) finds the plugin grant gone, so that answer is dropped unseen and the turn is
-    asked again for the member as they are now: without the plugin's tools."""
+    goes out while the message commits. A revoked grant is pushed to the member's
+    runtime before the admin's request answers (``ChatService.access_changed``), so
+    that request is already built without the plugin's tools: the model is never asked
+    with the old rights (a change that is not pushed is caught by the fresh read, which
+    drops the answer unseen and asks again)."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
-    chat.server.script(MODEL_A, [Reply("First."), Reply("Asked with the old rights."), Reply("Asked anew.")])
+    chat.server.script(MODEL_A, [Reply("First."), Reply("Asked anew.")])
 
     def offered(request) -> set[str]:
         return {t["function"]["name"] for t in request.tools}
@@ -278,10 +311,8 @@ async def test_a_grant_revoked_since_the_last_turn_applies_from_the_next_turns_a
         await sock.send(cid, "Two.")
         events = await sock.turn(cid)
     requests = chat.server.requests_for(MODEL_A)
-    assert len(requests) == 3 and "lookup" in offered(requests[1])  # the first one went out before the read
-    assert "lookup" not in offered(requests[2])
+    assert len(requests) == 2 and "lookup" not in offered(requests[1])
     assert [e["content"] for e in events if e["type"] == "done"] == ["Asked anew."]
-    assert "old rights" not in json.dumps(sock.events)
     transcript = await messages(alice, cid)
     assert_well_formed(transcript)
     assert [m["content"] for m in transcript if m["role"] == "assistant"] == ["First.", "Asked anew."]

@@ -116,3 +116,36 @@ async def test_owner_upgrade_keeps_content_under_the_same_key(tmp_path):
     assert canary.encode() not in path.read_bytes()
     with pytest.raises(sqlite3.DatabaseError, match="file is not a database"):
         user_version(path)
+
+
+async def test_roles_written_before_step_8_keep_their_agents_and_tools_and_the_restricted_preset_gets_neither(tmp_path):
+    """Step 8 (agents and acting tools follow the role) on a registry of version 7: the
+    presets and a custom role the admin made keep what they could do — every chat
+    agent, shell, file writes, scheduling, delegation, project chat — except the
+    restricted preset, which may start its own chat agent alone and holds none."""
+    from skald_host.core.identity.role_store import RoleStore
+
+    path = tmp_path / "database" / "system.db"
+    before_step_8 = MigrationSet(REGISTRY_MIGRATIONS.bucket, REGISTRY_MIGRATIONS.steps[:7])
+    registry = await Database.open(path, key=None, migrations=before_step_8, create=True)
+    await registry.transaction(
+        lambda c: (
+            c.execute("INSERT INTO roles (id, label, attrs) VALUES ('teen', 'Teen', ?)", (json.dumps({"ui_mode": "simple"}),)),
+            c.execute("INSERT INTO role_capabilities VALUES ('teen', 'chat.use')"),
+        )
+    )
+    await registry.close()
+    assert user_version(path) == 7
+
+    registry = await Database.open(path, key=None, migrations=REGISTRY_MIGRATIONS)
+    try:
+        roles = {r.id: r for r in await RoleStore(registry).list()}
+    finally:
+        await registry.close()
+    acting = {"projects.chat", "tools.shell", "tools.files.write", "tools.schedule", "tools.delegate"}
+    for role_id in ("member", "teen"):
+        assert acting <= roles[role_id].capabilities and roles[role_id].attrs.chat_agents == ("*",)
+    assert roles["teen"].capabilities - acting == {"chat.use"}
+    assert not acting & roles["restricted"].capabilities
+    assert roles["restricted"].attrs.chat_agents == ("companion",)
+    assert roles["admin"].capabilities == frozenset()  # admins hold everything implicitly

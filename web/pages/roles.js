@@ -6,7 +6,10 @@ import { t } from "../lib/i18n.js";
 import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 /** The capabilities a role may be given (skald_host.core.identity.access.GRANTABLE). */
-export const CAPABILITIES = ["chat.use", "memory.shared.read", "memory.shared.write", "projects.create", "sandbox.network"];
+export const CAPABILITIES = [
+  "chat.use", "memory.shared.read", "memory.shared.write", "projects.create", "projects.chat", "sandbox.network",
+  "tools.shell", "tools.files.write", "tools.schedule", "tools.delegate",
+];
 
 function capabilityBoxes(selected, disabled) {
   return CAPABILITIES.map((cap) => {
@@ -28,6 +31,7 @@ function roleCard(role, ctx) {
   const label = el("input", { name: "label", maxlength: "64", props: { value: role.label } });
   const [autoLabel, autoGrant] = checkbox(t("roles.auto_grant"), { checked: role.attrs?.auto_grant === true });
   const boxes = capabilityBoxes(role.capabilities || [], isAdmin);
+  const agents = el("input", { name: "chat_agents", maxlength: "400", props: { value: (role.attrs?.chat_agents || []).join(", ") } });
   const submit = el("button", { class: "btn primary", type: "submit", text: t("common.save") });
   const status = statusLine();
   const actions = el("div", { class: "actions" }, submit);
@@ -45,13 +49,14 @@ function roleCard(role, ctx) {
   const form = el("form", { class: "stack", novalidate: true },
     field(t("roles.label"), label)[0],
     isAdmin ? null : el("div", { class: "field" }, autoLabel, el("p", { class: "hint", text: t("roles.auto_grant_hint") })),
+    isAdmin ? null : field(t("roles.chat_agents"), agents, { hint: t("roles.chat_agents_hint") })[0],
     capabilityFieldset(boxes, isAdmin ? t("roles.admin_caps") : null),
     actions, status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     status.clear();
     const body = { label: label.value.trim() };
-    if (!isAdmin) body.attrs = { auto_grant: autoGrant.checked };
+    if (!isAdmin) body.attrs = { auto_grant: autoGrant.checked, chat_agents: agents.value.split(",").map((a) => a.trim()).filter(Boolean) };
     if (!isAdmin) body.capabilities = boxes.filter((b) => b.input.checked).map((b) => b.input.value);
     busy(submit, async () => {
       const response = await api("PATCH", `/api/admin/roles/${encodeURIComponent(role.id)}`, body);

@@ -37,11 +37,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from skald_hookspecs.types import ToolContext
+from skald_host.core import audit
 from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame
 from skald_host.core.agent.tools import RegisteredTool
+from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
@@ -59,6 +61,18 @@ SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not o
 
 class NoModelConfigured(RuntimeError):
     pass
+
+
+class AccessWithdrawn(PermissionError):
+    """What a tool asked of its turn (a sub-agent, a command, a scheduled prompt) needs
+    a capability the member's role no longer holds."""
+
+
+#: The result of a call whose tool the member may no longer use when it is to start.
+WITHDRAWN = (
+    "access to this tool was withdrawn (the member's role, grants or the plugin changed since it"
+    " was proposed); it did not run."
+)
 
 
 class Abandoned(Exception):
@@ -148,6 +162,10 @@ class Scope:
     call_id: str | None = None  # the tool call this scope was handed to
     #: Calls written as running with their assistant message, not yet started.
     admitted: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
+    #: The tools the last model round of this scope offered (None: no round ran here,
+    #: as when recovery resumes calls): a call of a tool outside it was never offered,
+    #: one inside it that may not start now lost its access meanwhile.
+    round_tools: frozenset[str] | None = dataclasses.field(default=None, repr=False, compare=False)
     #: While a round's calls run before it is written (``Kernel._overlapped_calls``):
     #: writes it now and returns the call's id as written. What a call leaves tied to
     #: itself (a sub-agent frame) or announces (a notification) must follow its row.
@@ -162,7 +180,16 @@ class Scope:
     def depth(self) -> int:
         return self.frame.depth
 
+    def require(self, action: str, via: str) -> None:
+        """Refuse what the member's current role does not allow, at the moment it is
+        asked — whichever tool asks (a plugin's tool reaches these through TurnApi too)."""
+        runtime = self.kernel.runtime
+        if not allowed(runtime.member, action):
+            audit.denied(runtime.member_id, f"action:{action}", via=via)
+            raise AccessWithdrawn(f"access was withdrawn: the member's role does not allow {action}")
+
     async def delegate(self, agent_id: str, task: str) -> str:
+        self.require("tools.delegate", "delegate")
         return await self.kernel.delegate(self, agent_id, task)
 
     async def notify(self, text: str) -> None:
@@ -171,12 +198,14 @@ class Scope:
         await self.kernel.runtime.notify(self.frame.conversation_id, text)
 
     async def schedule(self, prompt: str, due_at: str) -> str:
+        self.require("tools.schedule", "schedule")
         return await self.kernel.runtime.store.schedule(self.frame.conversation_id, prompt, due_at)
 
     def agents(self) -> list[dict[str, Any]]:
         return [a.summary() for a in self.kernel.runtime.agents.task_agents()]
 
     async def run_command(self, command: str, *, workdir: str | None = None, timeout: float | None = None) -> Any:
+        self.require("tools.shell", "run_command")
         runtime = self.kernel.runtime
         return await runtime.core.sandbox.execute(
             runtime.member_id, command, workdir=workdir, timeout=timeout,
@@ -274,6 +303,14 @@ class Kernel:
         only with ``another_round``); else None (the calls are recorded, not run).
         ``placeholder``: the streaming row already written for this round, or its write."""
         frame, agent = scope.frame, scope.agent
+        if self._agent_refusal(scope) is not None:
+            if isinstance(placeholder, Pending):  # what it writes (the last call's result) comes first
+                placeholder.start()
+                try:
+                    await placeholder.wait()
+                except Abandoned:
+                    pass
+            self._check_agent(scope)
         # The turn's images first: a turn that sends some prefers a model that sees them.
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
         if candidates is None:
@@ -287,6 +324,7 @@ class Kernel:
         memo = self._memo(frame)
         messages = project(system, history, images, memo)
         tools = self.runtime.offered_tools(agent)
+        scope.round_tools = frozenset(t.name for t in tools)
         tools_wire = [t.wire for t in tools]
         messages_json = memo.wire_json(messages)
         encoded = None if messages_json is None else (messages_json, b"[" + b",".join(t.wire_json for t in tools) + b"]")
@@ -448,6 +486,40 @@ class Kernel:
             await asyncio.gather(stream, return_exceptions=True)
             raise
         return await stream
+
+    def _agent_refusal(self, scope: Scope) -> str | None:
+        """What the member's current role lacks to go on in this frame, as the audit
+        names it: the conversation's agent (``agent:<id>``, or project chat), or for a
+        sub-agent's frame delegation; None: nothing."""
+        member = self.runtime.member
+        if scope.depth == 0:
+            if may_start_agent(member, scope.agent.id, scope.agent.kind):
+                return None
+            return "action:projects.chat" if scope.agent.kind == "project" else f"agent:{scope.agent.id}"
+        return None if allowed(member, "tools.delegate") else "action:tools.delegate"
+
+    def _check_agent(self, scope: Scope) -> None:
+        """Every round, from the member as now known: the conversation's agent must be
+        one their role lets them talk with, a sub-agent's frame needs ``tools.delegate``.
+        An AgentError ends the turn (a sub-agent's: its delegating call fails)."""
+        refusal = self._agent_refusal(scope)
+        if refusal is None:
+            return
+        audit.denied(self.runtime.member_id, refusal, via="round")
+        if scope.depth:
+            raise AgentError("access was withdrawn: the member's role no longer allows sub-agents")
+        raise AgentError(f"access was withdrawn: the member's role no longer allows this conversation's agent ({scope.agent.id})")
+
+    def _withdrawn(self, scope: Scope, call: dict[str, Any], registered: RegisteredTool) -> tuple[str, str] | None:
+        """The refusal of a call whose tool the member may not use now (the grant
+        revoked, the plugin disabled, the role changed, the member deactivated), with
+        an audit line; None when it may start. Asked as each call starts — after an
+        approval wait, a wait in its batch, a restart — whoever answered the approval."""
+        refusal = self.runtime.core.catalog.tool_refusal(self.runtime.member, registered) or self._agent_refusal(scope)
+        if refusal is None:
+            return None
+        audit.denied(self.runtime.member_id, refusal, via="tool_start", tool=call["name"])
+        return "denied", WITHDRAWN
 
     # -- tool calls ------------------------------------------------------------------------
 
@@ -704,7 +776,10 @@ class Kernel:
             registered = offered.get(call["name"])
         else:
             registered = self.chat.tools.get(call["name"])
-            registered = registered if registered in self.runtime.offered_tools(scope.agent) else None
+            if registered is not None and not scope.agent.offers(registered.name):
+                registered = None
+            if scope.round_tools is not None and call["name"] not in scope.round_tools:
+                registered = None  # the model named a tool its round did not offer
         if registered is None:
             return "error", f"Error: there is no tool named {call['name']!r} here."
         try:
@@ -717,6 +792,13 @@ class Kernel:
         scope.admitted.discard(call["id"])
         if call["status"] == "running" and not admitted and registered.tool.restart == "mark_interrupted":
             return "interrupted", "the server restarted while this ran; it was not run again because it may already have had its effect."
+        withdrawn = self._withdrawn(scope, call, registered)
+        if withdrawn is not None:  # not asked for: an approval could not make it run
+            if call["status"] == "awaiting_approval":
+                approval = await self.store.approval_for_call(call["id"])
+                if approval is not None and await self.store.resolve_approval(approval["id"], "expired"):
+                    self.emit(scope.frame, "approval_resolved", approval_id=approval["id"], decision="expired")
+            return withdrawn
 
         if admitted:
             verdict = None  # the gate allowed it as the round was written, as running
@@ -746,6 +828,11 @@ class Kernel:
                 verdict = None
         if verdict is not None:
             return verdict
+        # Access may have gone while the call waited (for an approval, for its turn in
+        # the batch, for the server): asked again as it starts.
+        withdrawn = self._withdrawn(scope, call, registered)
+        if withdrawn is not None:
+            return withdrawn
 
         if not admitted:
             await self.store.set_call(call["id"], "running")

@@ -31,7 +31,9 @@ from skald_host.core.files.media import describe_attachments
 from skald_host.core.files.paths import PathRefused
 from skald_host.core.files.service import FileError
 from skald_host.core.files.sniff import IMAGE_TYPES
-from skald_host.core.identity.users import Member
+from skald_host.core import audit
+from skald_host.core.identity.access import allowed, may_start_agent
+from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.llm.catalog import ModelCatalog, ModelChoice
 from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
 from skald_host.core.storage import DiskFailure, StorageError
@@ -56,6 +58,10 @@ COMPACT_PROMPT = (
 
 class ChatError(ValueError):
     """A chat request that cannot be done; the message says why."""
+
+
+class ChatForbidden(ChatError):
+    """The member's role does not allow it (an agent they may not start)."""
 
 
 class RequestLog:
@@ -157,7 +163,9 @@ class ChatService:
         async with lock:
             runtime = self._runtimes.get(member.id)
             if runtime is not None and not runtime.closed:
-                runtime.member = member
+                # Not replaced by ``member``: a caller's copy may be older than the one
+                # pushed since (a WebSocket reads its member once, at connect), and
+                # every change of a member is pushed (``access_changed``).
                 return runtime
             db = self.core.users.owner_db(member.id)
             if db is None:
@@ -166,6 +174,21 @@ class ChatService:
             self._runtimes[member.id] = runtime
             await runtime.start()
             return runtime
+
+    async def access_changed(self, *, member_id: str | None = None, role_id: str | None = None) -> None:
+        """A member's role, active flag or grants changed (``member_id``), or a role's
+        capabilities or attributes (``role_id``): the live runtimes concerned read
+        their member again now, before the change's request answers. Pushed, never
+        left to the bus (authorization is never eventual), so what a turn offers and
+        lets start — decided from ``runtime.member`` in memory, with no read per round —
+        follows the change from its next round and its next call."""
+        for runtime in list(self._runtimes.values()):
+            if runtime.closed or not (runtime.member_id == member_id or (role_id is not None and runtime.member.role.id == role_id)):
+                continue
+            try:
+                runtime.member = await self.core.users.get(runtime.member_id)
+            except MemberNotFound:  # deleted meanwhile: nothing is allowed any more
+                runtime.member = dataclasses.replace(runtime.member, active=False)
 
     def live_runtime(self, member_id: str) -> "MemberRuntime | None":
         runtime = self._runtimes.get(member_id)
@@ -287,6 +310,7 @@ class MemberRuntime:
         wanted = "project" if source.startswith("project:") else "chat"
         if agent.kind != wanted:
             raise ChatError(f"{agent_id!r} is not a {wanted} agent")
+        self.check_agent(agent, via="new_conversation")
         conversation_id, _ = await self.store.create_conversation(agent.id, source=source, title=title)
         await self._prepare_prompt(await self.store.root_frame(conversation_id), agent)
         return await self.store.conversation(conversation_id)  # type: ignore[return-value]
@@ -657,10 +681,24 @@ class MemberRuntime:
 
     # -- what a turn needs --------------------------------------------------------------------
 
+    def check_agent(self, agent: AgentDefinition, *, via: str) -> None:
+        """Refuse (``ChatForbidden``, with an audit line) a conversation with an agent
+        the member's current role does not let them start: a chat agent the role does
+        not list, a project's agent without ``projects.chat``."""
+        if not may_start_agent(self.member, agent.id, agent.kind):
+            what = "action:projects.chat" if agent.kind == "project" else f"agent:{agent.id}"
+            audit.denied(self.member_id, what, via=via)
+            if agent.kind == "project":
+                raise ChatForbidden("your role does not include project chat")
+            raise ChatForbidden(f"your role does not let you talk with the agent {agent.id!r}")
+
     def offered_tools(self, agent: AgentDefinition) -> list[RegisteredTool]:
+        """The tools of a round, from the member as now known (pushed on every change
+        of their role, grants or active flag: ``ChatService.access_changed``) and the
+        plugins' flags: memory only, asked every round."""
         if not agent.allow_tools:
             return []
-        return [t for t in self.chat.tools.all() if agent.offers(t.name) and self.core.catalog.usable(self.member, t.plugin_id)]
+        return self.core.catalog.usable_tools(self.member, [t for t in self.chat.tools.all() if agent.offers(t.name)])
 
     async def _prepare_prompt(self, frame: Frame, agent: AgentDefinition) -> None:
         """A new conversation's frozen prefix, built as it is created rather than by its
@@ -880,7 +918,15 @@ class MemberRuntime:
     async def deliver_due_jobs(self) -> int:
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         jobs = await self.store.due_jobs(now)
+        if jobs:  # a scheduled prompt acts for the member now: as they are now
+            self.member = await self.core.users.get(self.member_id)
         for job in jobs:
+            if not allowed(self.member, "tools.schedule"):
+                # Scheduled while the role allowed it; withdrawn since: it is not delivered.
+                audit.denied(self.member_id, "action:tools.schedule", via="scheduled_prompt")
+                await self.store.set_job(job["id"], "cancelled")
+                await self.notify(job["conversation_id"], "A scheduled prompt was not delivered: access to scheduling was withdrawn.")
+                continue
             await self.store.set_job(job["id"], "running")
             try:
                 await self.send(job["conversation_id"], f"[Scheduled] {job['prompt']}", f"job:{job['id']}", unattended=True)

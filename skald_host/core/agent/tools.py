@@ -1,14 +1,17 @@
 """The tools a turn may offer: every ``register_tools`` contribution, stamped with
 its plugin. Offered to a member only while that plugin is usable by them (enabled and
-granted; the host's own tools to everyone) and only if the agent offers the name."""
+granted; the host's own tools to everyone), while their role holds the tool's
+capability if it has one (the host's tools that act on the world), and only if the
+agent offers the name."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from skald_hookspecs.types import Tool
+from skald_host.core.identity.access import HOST_TOOL_CAPABILITIES
 from skald_host.core.llm.client import wire_json
 from skald_host.core.plugins.manager import PluginError
 
@@ -19,6 +22,9 @@ MAX_TOOL_NAME = 64
 class RegisteredTool:
     plugin_id: str
     tool: Tool
+    #: The capability the member's role must hold to use it, besides the plugin being
+    #: usable (``HOST_TOOL_CAPABILITIES``: the host's own tools that act on the world).
+    capability: str | None = None
 
     @property
     def name(self) -> str:
@@ -55,8 +61,15 @@ def validate_tool(plugin_id: str, args: tuple[Any, ...]) -> Tool:
 
 
 class ToolRegistry:
-    def __init__(self, contributions: list[Any]) -> None:
-        self._tools = {c.value.name: RegisteredTool(c.plugin_id, c.value) for c in contributions}
+    def __init__(self, contributions: list[Any], builtin: Callable[[str], bool] = lambda plugin_id: False) -> None:
+        """``builtin(plugin_id)``: whether a plugin is the host's own, whose tools may
+        need a capability (a plugin's tool of the same name is gated by its grant)."""
+        self._tools = {
+            c.value.name: RegisteredTool(
+                c.plugin_id, c.value, HOST_TOOL_CAPABILITIES.get(c.value.name) if builtin(c.plugin_id) else None
+            )
+            for c in contributions
+        }
         self._by_name = sorted(self._tools.values(), key=lambda t: t.name)  # asked for in every round
 
     def get(self, name: str) -> RegisteredTool | None:

@@ -3,15 +3,19 @@ deleted and the admin role's powers are implicit, so its capability rows stay em
 
 from __future__ import annotations
 
+import fnmatch
+import logging
 import re
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from skald_host.core.identity.access import GRANTABLE
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
 from skald_host.core.identity.users import MemberError
 from skald_host.core.storage import Database
 
+log = logging.getLogger(__name__)
 _ROLE_ID = re.compile(r"^[a-z][a-z0-9_-]{1,31}$")
+_AGENT_PATTERN = re.compile(r"^[a-z0-9*?_-]{1,64}$")
 
 
 class RoleError(MemberError):
@@ -23,16 +27,23 @@ def _attrs(raw: Any, base: RoleAttrs | None = None) -> RoleAttrs:
         return base or RoleAttrs()
     if not isinstance(raw, dict):
         raise RoleError("attrs must be an object")
-    unknown = set(raw) - {"ui_mode", "chat_agent", "auto_grant", "permission_groups"}
+    unknown = set(raw) - {"ui_mode", "chat_agent", "auto_grant", "permission_groups", "chat_agents"}
     if unknown:
         raise RoleError(f"unknown role attribute(s): {', '.join(sorted(unknown))}")
     merged = (base or RoleAttrs()).as_dict() | raw
+    if base is None and "chat_agents" not in raw:  # a new role may start its own chat agent, no other
+        merged["chat_agents"] = [merged["chat_agent"]]
     if merged["ui_mode"] not in ("full", "simple"):
         raise RoleError("attrs.ui_mode must be 'full' or 'simple'")
     if not isinstance(merged["auto_grant"], bool):
         raise RoleError("attrs.auto_grant must be true or false")
     if not isinstance(merged["chat_agent"], str) or not re.match(r"^[a-z0-9_-]{1,64}$", merged["chat_agent"]):
         raise RoleError("attrs.chat_agent must be an agent id")
+    agents = merged["chat_agents"]
+    if not isinstance(agents, list) or not all(isinstance(a, str) and _AGENT_PATTERN.match(a) for a in agents):
+        raise RoleError("attrs.chat_agents must be a list of agent ids (or patterns such as '*')")
+    if not any(fnmatch.fnmatchcase(merged["chat_agent"], a) for a in agents):
+        raise RoleError("attrs.chat_agent must be one of attrs.chat_agents: members land on it")
     groups = merged["permission_groups"]
     if not isinstance(groups, list) or not all(isinstance(x, str) and len(x) <= 64 for x in groups):
         raise RoleError("attrs.permission_groups must be a list of group names")
@@ -51,6 +62,9 @@ def _capabilities(raw: Any) -> frozenset[str]:
 class RoleStore:
     def __init__(self, registry: Database) -> None:
         self.registry = registry
+        # Called with a role id after its attributes or capabilities changed, before the
+        # request answers: the members of the role are read again where they are held.
+        self.after_change: list[Callable[[str], Awaitable[None]]] = []
 
     @staticmethod
     def _read(conn: Any, role_id: str) -> Role | None:
@@ -108,6 +122,11 @@ class RoleStore:
                 conn.executemany("INSERT INTO role_capabilities VALUES (?, ?)", [(role_id, c) for c in sorted(caps)])
 
         await self.registry.transaction(write)
+        for callback in self.after_change:
+            try:
+                await callback(role_id)
+            except Exception:
+                log.exception("role-change callback failed for role %s", role_id)
         return await self.get(role_id)
 
     async def delete(self, role_id: str) -> None:

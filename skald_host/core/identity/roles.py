@@ -20,16 +20,23 @@ class RoleAttrs:
     chat_agent: str = "assistant"
     auto_grant: bool = True
     permission_groups: tuple[str, ...] = ()
+    #: The chat agents members of the role may start: ids or patterns (``*``). Absent
+    #: means the role's ``chat_agent`` alone (deny by default); the roles that predate
+    #: the attribute had it written by a registry migration, so none lost an agent.
+    chat_agents: tuple[str, ...] = ("assistant",)
 
     @classmethod
     def parse(cls, raw: str | dict[str, Any] | None) -> "RoleAttrs":
         data = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
         ui_mode = data.get("ui_mode", "full")
+        chat_agent = str(data.get("chat_agent") or "assistant")
+        chat_agents = data.get("chat_agents")
         return cls(
             ui_mode=ui_mode if ui_mode in ("full", "simple") else "full",
-            chat_agent=str(data.get("chat_agent") or "assistant"),
+            chat_agent=chat_agent,
             auto_grant=bool(data.get("auto_grant", True)),
             permission_groups=tuple(str(g) for g in data.get("permission_groups") or ()),
+            chat_agents=tuple(str(a) for a in chat_agents) if isinstance(chat_agents, list) else (chat_agent,),
         )
 
     def to_json(self) -> str:
@@ -39,6 +46,7 @@ class RoleAttrs:
                 "chat_agent": self.chat_agent,
                 "auto_grant": self.auto_grant,
                 "permission_groups": list(self.permission_groups),
+                "chat_agents": list(self.chat_agents),
             }
         )
 

@@ -185,6 +185,11 @@ class UserManager:
         # their private data (their home folder) goes too. A direct call, not the lossy
         # bus, so a busy moment cannot leave a deleted member's files behind.
         self.after_delete: list[Callable[[str], Awaitable[None]]] = []
+        # Called with a member id after their row (role, active flag, profile) or plugin
+        # grants changed, before the change's request answers: what decides access from
+        # the member as last read (their running turns) reads them again. A direct
+        # call, never a bus: authorization is pushed.
+        self.after_access_change: list[Callable[[str], Awaitable[None]]] = []
 
     def owner_path(self, member_id: str) -> Path:
         if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
@@ -619,9 +624,18 @@ class UserManager:
 
         await self.registry.transaction(write)
         member = await self.get(member_id)
+        await self.access_changed(member_id)  # the role, the active flag, the profile a prompt shows
         if active is not None:
             self.buses.system.publish(SystemEvent("member_active_changed", member_id, {"active": member.active}))
         return member
+
+    async def access_changed(self, member_id: str) -> None:
+        """Tell what holds the member as read that their access changed (pushed)."""
+        for callback in self.after_access_change:
+            try:
+                await callback(member_id)
+            except Exception:
+                log.exception("access-change callback failed for member %s", member_id)
 
     async def delete(self, member_id: str) -> None:
         """Remove the registry row first, then the file (a crash between leaves an

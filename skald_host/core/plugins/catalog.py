@@ -181,6 +181,7 @@ class PluginCatalog:
                     conn.execute("DELETE FROM plugin_access WHERE plugin_id = ? AND user_id = ?", (plugin_id, member_id))
 
         await self._core.registry.transaction(write)
+        await self._core.users.access_changed(member_id)
         log.info("member %s: plugin grants replaced (%d)", member_id, len(wanted))
         return await self.member_grants(member_id)
 
@@ -198,6 +199,31 @@ class PluginCatalog:
         if status.builtin or status.info.manages_own_access:
             return member.active
         return allowed(member, plugin_action(plugin_id))
+
+    def tool_refusal(self, member: Member, tool: Any) -> str | None:
+        """Why ``member`` may not use a registered tool now, as the audit names it
+        (``plugin:<id>``: the plugin is disabled or not granted; ``action:<capability>``:
+        the role lacks the tool's capability), or None: they may. Memory only (the
+        member as last read or pushed, the plugins' flags), so it is asked every round
+        and again as each call starts."""
+        if not self.usable(member, tool.plugin_id):
+            return plugin_action(tool.plugin_id)
+        if tool.capability is not None and not allowed(member, tool.capability):
+            return f"action:{tool.capability}"
+        return None
+
+    def usable_tools(self, member: Member, tools: Any) -> list[Any]:
+        """``tools`` less those ``tool_refusal`` refuses, each plugin asked once (a
+        round's list: memory only, in every round)."""
+        plugins: dict[str, bool] = {}
+        out = []
+        for tool in tools:
+            usable = plugins.get(tool.plugin_id)
+            if usable is None:
+                usable = plugins[tool.plugin_id] = self.usable(member, tool.plugin_id)
+            if usable and (tool.capability is None or allowed(member, tool.capability)):
+                out.append(tool)
+        return out
 
     async def mine(self, member: Member) -> list[dict[str, Any]]:
         out = []

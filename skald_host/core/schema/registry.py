@@ -69,6 +69,29 @@ _MEMORY_APPROVAL_RULES = "INSERT INTO approval_rules (tool_pattern, path_class, 
 )
 
 
+# What a role's members may make act on the world (skald_host.core.identity.access):
+# project chat and the host's tools that run commands, write files, schedule prompts
+# or delegate to sub-agents.
+_WORLD_CAPABILITIES = ("projects.chat", "tools.shell", "tools.files.write", "tools.schedule", "tools.delegate")
+
+
+def _role_agents_and_tool_capabilities(conn) -> None:
+    """Agents and tools follow the role as data. Every role of this file keeps what it
+    could do (upgrades lose nothing): each may start any chat agent and holds the new
+    capabilities — except the restricted preset, which may start its own chat agent
+    alone and holds none of them. Admins hold everything implicitly (no rows)."""
+    for role_id, raw in conn.execute("SELECT id, attrs FROM roles").fetchall():
+        attrs = json.loads(raw or "{}")
+        restricted = role_id == "restricted"
+        if "chat_agents" not in attrs:
+            attrs["chat_agents"] = [attrs.get("chat_agent") or "companion"] if restricted else ["*"]
+            conn.execute("UPDATE roles SET attrs = ? WHERE id = ?", (json.dumps(attrs), role_id))
+        if restricted or role_id == "admin":
+            continue
+        for cap in _WORLD_CAPABILITIES:
+            conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES (?, ?)", (role_id, cap))
+
+
 REGISTRY_MIGRATIONS = MigrationSet(
     bucket="registry",
     steps=(
@@ -315,6 +338,11 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 # there first): a file whose counter is behind this one is an older copy.
                 "ALTER TABLE users ADD COLUMN owner_generation INTEGER NOT NULL DEFAULT 0",
             ),
+        ),
+        Migration(
+            8,
+            "chat agents each role may start, and capabilities for project chat and the acting host tools",
+            apply=_role_agents_and_tool_capabilities,
         ),
     ),
 )

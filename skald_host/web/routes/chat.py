@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from quart import Blueprint, current_app, request
 
-from skald_host.core.agent.runtime import ChatError, MemberRuntime
+from skald_host.core.agent.runtime import ChatError, ChatForbidden, MemberRuntime
+from skald_host.core.identity.access import may_start_agent
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import field, json_object
 from skald_host.web.errors import ApiError
@@ -26,6 +27,8 @@ async def runtime() -> MemberRuntime:
 
 def chat_error(exc: ChatError) -> ApiError:
     message = str(exc)
+    if isinstance(exc, ChatForbidden):
+        return ApiError(403, message)
     return ApiError(404 if message.startswith("no such") else 409 if "running" in message or "already" in message else 400, message)
 
 
@@ -41,7 +44,7 @@ async def status() -> dict:
         "agents": [
             a.summary()
             for a in core.chat.agents.visible_to(lambda plugin_id: core.catalog.usable(member, plugin_id)).all()
-            if a.kind == "chat"
+            if a.kind == "chat" and may_start_agent(member, a.id, a.kind)
         ],
     }
 
