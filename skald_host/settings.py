@@ -370,3 +370,9 @@ def _validate(settings: Settings) -> None:
         raise SettingsError("server.tls_cert and server.tls_key must be set together")
     if settings.backup.every_hours < 0 or settings.backup.keep < 1:
         raise SettingsError("backup: every_hours must be 0 (no schedule) or more, and keep at least 1")
+    from skald_host.core.backups.service import BackupError, check_backup_root  # not at import: the core imports settings
+
+    try:
+        check_backup_root(settings.data_dir, settings.resolve(settings.backup.dir))
+    except BackupError as exc:
+        raise SettingsError(f"backup.dir: {exc}") from None

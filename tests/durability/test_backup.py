@@ -19,7 +19,10 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from skald_host.core.backups import BackupError, list_backups, restore, verify
+from skald_host.settings import SettingsError, load_settings
 
 from .helpers import (
     ADMIN_PASSWORD,
@@ -366,3 +369,6 @@ async def test_a_backup_never_goes_into_a_folder_the_server_writes(skald):
         else:
             raise AssertionError(f"a backup went into {target}")
         assert not target.exists()
+    # A configured backup.dir there is refused when the settings load, before any start.
+    with pytest.raises(SettingsError, match="backup.dir: backups cannot go into .*homes/ in the data dir is the server's"):
+        load_settings(None, data_dir=host.core.settings.data_dir, environ={}, overrides={"backup": {"dir": "homes/backups"}})

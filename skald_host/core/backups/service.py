@@ -67,7 +67,7 @@ class BackupService:
             raise BackupBusy("a backup is already being taken; wait for it to finish")
         async with self._running:
             root = root or self.root
-            _check_root(self._core.settings.data_dir, root)
+            check_backup_root(self._core.settings.data_dir, root)
             started = time.monotonic()
             await asyncio.to_thread(_remove_partials, root)
             staging = root / (backup_name() + PARTIAL_SUFFIX)
@@ -153,7 +153,9 @@ class BackupService:
 SERVER_AREAS = ("database", "homes", "shared", "projects", "trash", "logs")
 
 
-def _check_root(data_dir: Path, root: Path) -> None:
+def check_backup_root(data_dir: Path, root: Path) -> None:
+    """Refuse a folder for backups that is the data dir or inside a folder the server
+    writes (checked when settings load, and for every backup, ``--to`` included)."""
     data_dir, root = data_dir.resolve(), root.resolve()
     if root == data_dir:
         raise BackupError("backups cannot go into the data dir itself; set backup.dir to a directory of their own")
