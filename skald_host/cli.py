@@ -193,6 +193,64 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_kdf(args: argparse.Namespace) -> int:
+    """The configured Argon2id cost, or (``--calibrate``) the time cost this machine needs
+    for one derivation to take at least ``--target-ms`` within the configured memory."""
+    from skald_host.core.identity.crypto import CALIBRATION_MAX_TIME_COST, DEFAULT_KDF, calibrate_time_cost
+    from skald_host.settings import config_path, save_setting
+
+    settings = _settings(args)
+    kdf = settings.kdf
+    if not args.calibrate:
+        if args.write:
+            print("error: --write saves what --calibrate measures; pass both", file=sys.stderr)
+            return 2
+        print(f"Argon2id: memory_kib={kdf.memory_kib} time_cost={kdf.time_cost} parallelism={kdf.parallelism}")
+        return 0
+    if not 0 < args.target_ms <= 60_000:
+        print(f"error: --target-ms must be between 1 and 60000, got {args.target_ms}", file=sys.stderr)
+        return 2
+    try:
+        found = calibrate_time_cost(kdf.memory_kib, kdf.parallelism, target_seconds=args.target_ms / 1000)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    path = config_path(settings.data_dir, Path(args.config) if args.config else None)
+    keep = kdf.time_cost > found.time_cost  # never weaken what the admin configured
+    value = kdf.time_cost if keep else found.time_cost
+    measured = (
+        f"Argon2id with {kdf.memory_kib} KiB and {kdf.parallelism} lane(s) took {found.seconds * 1000:.0f} ms "
+        f"per derivation at time_cost={found.time_cost} on this machine (the fastest of {found.runs})"
+    )
+    if not found.reached:
+        measured += f", short of {args.target_ms} ms at the cap of {CALIBRATION_MAX_TIME_COST} passes"
+    elif found.time_cost == DEFAULT_KDF.time_cost:
+        measured += f", at least {args.target_ms} ms at the RFC 9106 default"
+    else:
+        measured += f", at least {args.target_ms} ms"
+    if keep:
+        plan = f"the configured time_cost={kdf.time_cost} is higher and stays"
+    else:
+        plan = f"{'saved' if args.write else 'would save'} kdf.time_cost: {value} in {path}"
+    print(f"{measured}; {plan}.")
+    if args.write and not keep:
+        save_setting(path, "kdf", "time_cost", value)
+        reread = _settings(args).kdf.time_cost
+        if reread != value:
+            print(f"note: the next start uses time_cost={reread}: the environment (SKALD_KDF_TIME_COST) overrides {path}", file=sys.stderr)
+        else:
+            print("The next start uses it; each member's key is re-wrapped with it at their next login.")
+    elif not args.write and not keep:
+        print("Run again with --write to save it.")
+    if args.json:
+        print(json.dumps({
+            "memory_kib": found.memory_kib, "parallelism": found.parallelism, "time_cost": found.time_cost,
+            "measured_ms": round(found.seconds * 1000, 3), "target_ms": args.target_ms, "runs": found.runs,
+            "reached": found.reached, "saved": bool(args.write and not keep), "value": value, "path": str(path),
+        }))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skald", description="A self-hosted assistant server for a small trusted group.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -228,6 +286,14 @@ def build_parser() -> argparse.ArgumentParser:
     backup.add_argument("--to", help="the directory to put it in (default: the setting backup.dir)")
     backup.add_argument("--list", action="store_true", help="list the backups there instead")
     backup.set_defaults(func=_cmd_backup)
+
+    kdf = sub.add_parser("kdf", help="show the Argon2id cost, or measure the time cost this machine needs")
+    common(kdf)
+    kdf.add_argument("--calibrate", action="store_true", help="measure the time cost reaching --target-ms per derivation")
+    kdf.add_argument("--write", action="store_true", help="save the measured time cost to the settings file")
+    kdf.add_argument("--target-ms", type=int, default=250, help="the time one derivation should take at least (default 250)")
+    kdf.add_argument("--json", action="store_true", help="also print the measurement as one JSON line")
+    kdf.set_defaults(func=_cmd_kdf)
 
     restore = sub.add_parser("restore", help="restore a backup into a new, empty data dir (server stopped)")
     common(restore)

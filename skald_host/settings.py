@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import types
 import typing
 from dataclasses import dataclass, field
@@ -289,6 +290,51 @@ def load_settings(
     return settings
 
 
+def config_path(data_dir: Path, config_file: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The YAML file ``load_settings`` reads for this data dir, in its order (``--config``,
+    ``$SKALD_CONFIG``, ``<data dir>/skald.yml``), whether or not it exists yet."""
+    env = os.environ if environ is None else environ
+    if config_file is not None:
+        return Path(config_file)
+    if env.get("SKALD_CONFIG"):
+        return Path(env["SKALD_CONFIG"])
+    return data_dir / "skald.yml"
+
+
+def save_setting(path: Path, section: str, name: str, value: Any) -> None:
+    """Set ``section.name`` in the YAML file ``path`` (made, private, if missing), keeping
+    everything else in it, comments included. The file is replaced whole (a temporary
+    file renamed over it), so a crash leaves the old file or the new one."""
+    from ruamel.yaml import YAML, YAMLError
+
+    yaml_rt = YAML()
+    try:
+        document = yaml_rt.load(path.read_text(encoding="utf-8")) if path.exists() else None
+    except YAMLError as exc:
+        raise SettingsError(f"config file {path} is not valid YAML: {exc}") from None
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise SettingsError(f"config file {path} must hold a mapping of sections")
+    block = document.setdefault(section, {})
+    if not isinstance(block, dict):
+        raise SettingsError(f"{section}: expected a mapping of settings, got {block!r}")
+    block[name] = value
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yaml_rt.dump(document, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def _validate(settings: Settings) -> None:
     try:
         check_at_least_floor(settings.kdf.params)
@@ -324,3 +370,9 @@ def _validate(settings: Settings) -> None:
         raise SettingsError("server.tls_cert and server.tls_key must be set together")
     if settings.backup.every_hours < 0 or settings.backup.keep < 1:
         raise SettingsError("backup: every_hours must be 0 (no schedule) or more, and keep at least 1")
+    from skald_host.core.backups.service import BackupError, check_backup_root  # not at import: the core imports settings
+
+    try:
+        check_backup_root(settings.data_dir, settings.resolve(settings.backup.dir))
+    except BackupError as exc:
+        raise SettingsError(f"backup.dir: {exc}") from None

@@ -19,7 +19,10 @@ import sys
 import uuid
 from pathlib import Path
 
-from skald_host.core.backups import list_backups, restore, verify
+import pytest
+
+from skald_host.core.backups import BackupError, list_backups, restore, verify
+from skald_host.settings import SettingsError, load_settings
 
 from .helpers import (
     ADMIN_PASSWORD,
@@ -283,3 +286,89 @@ async def test_links_in_a_home_are_kept_as_links_never_followed(skald, tmp_path)
     restored = tmp_path / "restored"
     restore(info.path, restored)
     assert os.readlink(restored / "homes" / bob.member["id"] / "escape") == str(secret)
+
+
+def nested_backups(backup: Path) -> list[str]:
+    """Entries of ``backup``'s manifest that are (or are inside) another backup."""
+    manifest = json.loads((backup / "manifest.json").read_text())
+    return [e["path"] for e in manifest["entries"] if "skald-backup-" in e["path"]]
+
+
+async def test_a_backup_with_to_never_holds_an_earlier_backup(servers, tmp_path):
+    """Issue 17.5: ``--to`` used to leave out only its own target, so the configured
+    folder (``<data dir>/backups``) and every earlier target inside the data dir were
+    copied in and backups nested. Online (the running server takes them) and offline."""
+    server = await servers.start()
+    admin = await setup_admin(server)
+    data_dir = servers.data_dir
+    configured = Path((await admin.post("/api/admin/backups")).json()["backup"]["path"])
+    assert configured.parent == data_dir / "backups"
+
+    outside = tmp_path / "outside"
+    first = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(data_dir), "--to", str(outside))
+    assert first.returncode == 0, first.stderr
+    inner = data_dir / "kept-here"
+    second = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(data_dir), "--to", str(inner))
+    assert second.returncode == 0, second.stderr
+    assert nested_backups(only_backup(outside)) == []
+    inner_backup = only_backup(inner)
+    assert nested_backups(inner_backup) == []
+    entries = [e["path"] for e in json.loads((inner_backup / "manifest.json").read_text())["entries"]]
+    assert not [p for p in entries if p.split("/")[0] in ("backups", "kept-here")]
+    assert "database/system.db" in entries  # the data itself is there
+
+    # The configured folder's next backup leaves out the one --to put inside the data dir.
+    again = Path((await admin.post("/api/admin/backups")).json()["backup"]["path"])
+    assert nested_backups(again) == []
+    assert await server.terminate() == 0
+
+    # Offline, into the outside folder again: nothing from the folders inside the data dir.
+    offline = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(data_dir), "--to", str(outside))
+    assert offline.returncode == 0, offline.stderr
+    newest = max(p for p in outside.iterdir() if p.name.startswith("skald-backup-"))
+    assert nested_backups(newest) == []
+    assert verify(newest).files > 0
+
+
+async def test_a_backup_left_elsewhere_in_the_data_dir_is_not_copied(skald, tmp_path):
+    """Backups in a folder that is neither the configured one nor the target (an
+    earlier ``--to``) are recognised by themselves, left out and named as such; with
+    the configured folder outside the data dir, a target inside it is left out too."""
+    host = await skald.start(settings=skald.settings(backup={"dir": str(tmp_path / "configured")}))
+    await host.admin()
+    data_dir = host.core.settings.data_dir
+    earlier = await host.core.backups.take(data_dir / "once")
+    into_configured = await host.core.backups.take()
+    assert into_configured.path.parent == tmp_path / "configured"
+    assert nested_backups(into_configured.path) == []
+    assert {"path": f"once/{earlier.path.name}", "reason": "a backup: never copied into another"} in into_configured.skipped
+    inner = await host.core.backups.take(data_dir / "inner")
+    assert nested_backups(inner.path) == []
+    # A member's own folder named like a backup, with no manifest, is their data: kept.
+    bob = await host.member("bob")
+    home = host.core.files.home(bob.member["id"])
+    (home / "skald-backup-notes").mkdir()
+    (home / "skald-backup-notes" / "a.txt").write_text("mine")
+    kept = await host.core.backups.take()
+    assert (kept.path / "data" / "homes" / bob.member["id"] / "skald-backup-notes" / "a.txt").read_text() == "mine"
+
+
+async def test_a_backup_never_goes_into_a_folder_the_server_writes(skald):
+    """A member's home is readable from their sandbox, and a backup holds every
+    member's wrapped key: a target inside homes/ (or database/, shared/, ...) is refused
+    before anything is written."""
+    host = await skald.start()
+    await host.admin()
+    bob = await host.member("bob")
+    home = host.core.files.home(bob.member["id"])
+    for target in (home / "b", host.core.settings.data_dir / "database" / "b"):
+        try:
+            await host.core.backups.take(target)
+        except BackupError as error:
+            assert "is the server's" in str(error)
+        else:
+            raise AssertionError(f"a backup went into {target}")
+        assert not target.exists()
+    # A configured backup.dir there is refused when the settings load, before any start.
+    with pytest.raises(SettingsError, match="backup.dir: backups cannot go into .*homes/ in the data dir is the server's"):
+        load_settings(None, data_dir=host.core.settings.data_dir, environ={}, overrides={"backup": {"dir": "homes/backups"}})

@@ -49,6 +49,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/me/settings", "PUT"): "member",
     ("/api/me/locale", "PUT"): "member",
     ("/api/me/home-source", "GET"): "member",
+    ("/api/me/privacy", "GET"): "member",
     ("/api/me/home-source", "PUT"): "member",
     ("/api/plugins/mine", "GET"): "member",
     ("/api/plugins/pages", "GET"): "member",

@@ -1,4 +1,4 @@
-// #account: the member's own language and password.
+// #account: the member's own language and password, and who can read what of theirs.
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { availableLocales, localeName, t } from "../lib/i18n.js";
@@ -51,6 +51,50 @@ function homeSourceSection() {
   return block;
 }
 
+/** "What the admin can read": the providers and plugins that reach this member now
+ *  (GET /api/me/privacy, from their current access) and what the admin can and
+ *  cannot see. Filled when the answer comes; the rest of the page does not wait. */
+function privacySection() {
+  const body = el("div", { class: "stack privacy", "data-testid": "privacy" },
+    el("p", { class: "hint", text: t("account.privacy_loading") }));
+  const block = section(t("account.privacy_title"), body);
+  const list = (items) => el("ul", {}, ...items.map((item) => el("li", {}, item)));
+  const part = (title, ...children) => el("div", { class: "stack" }, el("h3", { text: title }), ...children);
+  api("GET", "/api/me/privacy").then((response) => {
+    if (!response.ok) { body.replaceChildren(el("p", { class: "notice error", role: "alert", text: errorText(response) })); return; }
+    const facts = response.data;
+    const byProvider = new Map();
+    for (const model of facts.models) {
+      const key = `${model.provider}\u0000${model.endpoint}`;
+      if (!byProvider.has(key)) byProvider.set(key, { ...model, names: [] });
+      byProvider.get(key).names.push(model.label || model.model);
+    }
+    const providers = [...byProvider.values()].map((p) =>
+      t("account.privacy_provider", { provider: p.provider, endpoint: p.endpoint, models: p.names.join(", ") }));
+    const models = !facts.chat ? el("p", { text: t("account.privacy_models_no_chat") })
+      : providers.length === 0 ? el("p", { text: t("account.privacy_models_none") })
+      : list(providers);
+    const plugins = facts.plugins.length === 0 ? el("p", { text: t("account.privacy_plugins_none") })
+      : list(facts.plugins.map((plugin) => plugin.manages_own_access ? t("account.privacy_plugin_own", { title: plugin.title }) : plugin.title));
+    const cannot = [facts.encrypted ? t("account.privacy_cannot_private") : t("account.privacy_cannot_pages")];
+    const can = [
+      ...(facts.encrypted ? [] : [t("account.privacy_can_plain")]),
+      t("account.privacy_can_directory"),
+      t("account.privacy_can_usage"),
+      t("account.privacy_can_files"),
+      t("account.privacy_can_providers"),
+      t("account.privacy_can_code"),
+    ];
+    body.replaceChildren(
+      el("p", { text: t("account.privacy_intro") }),
+      part(t("account.privacy_models_title"), el("p", { text: t("account.privacy_models_text") }), models),
+      part(t("account.privacy_plugins_title"), el("p", { text: t("account.privacy_plugins_text") }), plugins),
+      part(t("account.privacy_cannot_title"), list(cannot)),
+      part(t("account.privacy_can_title"), list(can)));
+  });
+  return block;
+}
+
 function passwordSection() {
   const current = el("input", { type: "password", name: "current_password", autocomplete: "current-password", required: true });
   const fresh = el("input", { type: "password", name: "new_password", autocomplete: "new-password", required: true, minlength: "8" });
@@ -90,5 +134,6 @@ export function renderAccount(ctx) {
     section(t("account.profile_title"), facts),
     languageSection(ctx),
     homeSourceSection(),
+    privacySection(),
     passwordSection());
 }

@@ -16,13 +16,14 @@ import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skald_host.core.backups.archive import (
     DATA,
+    MANIFEST,
     NAME_PREFIX,
     PARTIAL_SUFFIX,
     BackupBusy,
@@ -66,8 +67,7 @@ class BackupService:
             raise BackupBusy("a backup is already being taken; wait for it to finish")
         async with self._running:
             root = root or self.root
-            if root.resolve() == self._core.settings.data_dir.resolve():
-                raise BackupError("backups cannot go into the data dir itself; set backup.dir to a directory of their own")
+            check_backup_root(self._core.settings.data_dir, root)
             started = time.monotonic()
             await asyncio.to_thread(_remove_partials, root)
             staging = root / (backup_name() + PARTIAL_SUFFIX)
@@ -108,7 +108,9 @@ class BackupService:
                     await core.users.snapshot_owner(member_id, database / f"{member_id}.db")
                 except FileNotFoundError:  # reported at boot; an admin reset makes a new one
                     missing.append({"path": f"database/{member_id}.db", "reason": "this member has no database file"})
-        skipped = missing + await asyncio.to_thread(copy_tree, data_dir, staging / DATA, exclude=_left_out(core, staging.parent))
+        left_out, earlier = _left_out(core, (self.root, staging.parent))
+        skipped = missing + await asyncio.to_thread(copy_tree, data_dir, staging / DATA, exclude=left_out)
+        skipped += earlier
         return await asyncio.to_thread(
             write_manifest, staging, created_at=created_at, members=members, skipped=skipped,
             extra={"skald_version": host_version(), "registry_schema": core.registry.schema_version},
@@ -145,11 +147,41 @@ class BackupService:
                     pass
 
 
-def _left_out(core: Skald, backup_root: Path) -> Callable[[str], bool]:
+#: Folders of the data dir the server writes itself: a backup never goes into one (a
+#: member's home or a shared folder is readable from a sandbox; the others are the
+#: server's own), and the folder holding backups is never one of them.
+SERVER_AREAS = ("database", "homes", "shared", "projects", "trash", "logs")
+
+
+def check_backup_root(data_dir: Path, root: Path) -> None:
+    """Refuse a folder for backups that is the data dir or inside a folder the server
+    writes (checked when settings load, and for every backup, ``--to`` included)."""
+    data_dir, root = data_dir.resolve(), root.resolve()
+    if root == data_dir:
+        raise BackupError("backups cannot go into the data dir itself; set backup.dir to a directory of their own")
+    if root.is_relative_to(data_dir):
+        area = root.relative_to(data_dir).parts[0]
+        if area in SERVER_AREAS:
+            raise BackupError(f"backups cannot go into {root}: {area}/ in the data dir is the server's; choose a directory of their own")
+
+
+def _is_backup(path: Path) -> bool:
+    """A backup's own directory, finished (it holds a manifest) or not (``.partial``)."""
+    if not path.name.startswith(NAME_PREFIX) or path.is_symlink() or not path.is_dir():
+        return False
+    return path.name.endswith(PARTIAL_SUFFIX) or (path / MANIFEST).is_file()
+
+
+def _left_out(core: Skald, backup_roots: Iterable[Path]) -> tuple[Callable[[str], bool], list[dict[str, str]]]:
     """Whether a path (relative to the data dir) is not copied as a file: the databases
-    (copied consistently before), the backups themselves, the process's lock and
-    socket, the log file and its rotations (``skald.log.1``, ...)."""
+    (copied consistently before), the process's lock and socket, the log file and its
+    rotations (``skald.log.1``, ...), and never a backup: the folders backups go into
+    (the configured one and this backup's target, when inside the data dir) are left
+    out whole, and any other backup found on the way (one an earlier ``--to`` put
+    elsewhere in the data dir) is left out and named in the returned list, which fills
+    as the copy walks."""
     data_dir = core.settings.data_dir.resolve()
+    earlier: list[dict[str, str]] = []
 
     def inside(path: Path | None) -> str | None:
         try:
@@ -157,15 +189,19 @@ def _left_out(core: Skald, backup_root: Path) -> Callable[[str], bool]:
         except ValueError:
             return None  # outside the data dir: not walked anyway
 
-    exact = set(RUNTIME_FILES) | {inside(backup_root)}
+    roots = {rel for rel in map(inside, backup_roots) if rel is not None}
+    exact = set(RUNTIME_FILES) | roots
     log_file = inside(core.settings.resolve(core.settings.log.file) if core.settings.log.file else None)
 
     def left_out(rel: str) -> bool:
         if rel in exact or _DATABASE_FILE.match(rel):
             return True
+        if _is_backup(data_dir / rel):
+            earlier.append({"path": rel, "reason": "a backup: never copied into another"})
+            return True
         return log_file is not None and (rel == log_file or rel.startswith(log_file + "."))
 
-    return left_out
+    return left_out, earlier
 
 
 def _member_ids(registry_copy: Path) -> list[str]:

@@ -348,6 +348,60 @@ def _argon2id(secret: bytes, salt: bytes, params: KdfParams) -> bytes:
     )
 
 
+CALIBRATION_TARGET_SECONDS = 0.25
+"""What ``skald kdf --calibrate`` aims for: one derivation takes at least this long."""
+
+CALIBRATION_MAX_TIME_COST = 256
+"""Calibration stops here, whatever the target: a bound on how long it may run."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A time cost (never below `DEFAULT_KDF`'s) whose derivation at ``memory_kib``
+    and ``parallelism`` took at least ``target_seconds`` here: ``seconds`` is the fastest of
+    ``runs`` derivations at it. ``reached`` is False when the cap stopped the search."""
+
+    memory_kib: int
+    parallelism: int
+    time_cost: int
+    seconds: float
+    target_seconds: float
+    runs: int
+    reached: bool
+
+
+def calibrate_time_cost(
+    memory_kib: int, parallelism: int, *, target_seconds: float = CALIBRATION_TARGET_SECONDS, runs: int = 3
+) -> Calibration:
+    """Measure Argon2id on this machine within the memory budget (blocking: call it from
+    a thread or a command). Starts at `DEFAULT_KDF`'s time cost, estimates the next one
+    from the time per pass, and measures again until the fastest of ``runs`` derivations
+    reaches the target: the answer is backed by its own measurement, not by the estimate."""
+    import time
+
+    KdfParams(memory_kib, DEFAULT_KDF.time_cost, parallelism).validated()
+    if not target_seconds > 0 or runs < 1:
+        raise ValueError("the target must be positive and at least one run made")
+    secret, salt = secrets.token_bytes(16), secrets.token_bytes(SALT_BYTES)
+
+    def fastest(time_cost: int) -> float:
+        best = float("inf")
+        for _ in range(runs):
+            started = time.perf_counter()
+            _argon2id(secret, salt, KdfParams(memory_kib, time_cost, parallelism))
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    time_cost = DEFAULT_KDF.time_cost
+    seconds = fastest(time_cost)
+    while seconds < target_seconds and time_cost < CALIBRATION_MAX_TIME_COST:
+        per_pass = seconds / time_cost
+        estimate = int(target_seconds / per_pass) + 1 if per_pass > 0 else time_cost * 2
+        time_cost = min(CALIBRATION_MAX_TIME_COST, max(time_cost + 1, estimate))
+        seconds = fastest(time_cost)
+    return Calibration(memory_kib, parallelism, time_cost, seconds, target_seconds, runs, seconds >= target_seconds)
+
+
 #: Nice value of the derivation threads (and the Argon2 lane threads they spawn, which
 #: inherit it). Logins are bulk work; at equal priority eight lane threads on two cores
 #: starve the event loop, and every other request waits behind a login storm.

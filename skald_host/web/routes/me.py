@@ -1,10 +1,12 @@
-"""The member's own private settings (stored in their own file) and UI strings."""
+"""The member's own private settings (stored in their own file), what reaches whom of
+their data, and UI strings."""
 
 import json
 
 from quart import Blueprint, current_app, request
 
 from skald_host.core.i18n import FALLBACK_LOCALE
+from skald_host.core.identity.privacy import privacy_facts
 from skald_host.web.auth import current_principal, public
 from skald_host.web.body import json_object
 from skald_host.web.errors import ApiError
@@ -56,6 +58,14 @@ async def put_settings() -> dict:
 
     await _owner_db().transaction(write)
     return await get_settings()
+
+
+@bp.get("/api/me/privacy")
+async def privacy() -> dict:
+    """Which model providers receive this member's messages, which plugins can act for
+    them, and whether their private database is encrypted: from their access now."""
+    core = current_app.config["SKALD_CORE"]
+    return await privacy_facts(core, current_principal().member)
 
 
 @bp.put("/api/me/locale")

@@ -1,0 +1,52 @@
+"""What reaches whom of one member's data, as the server is set up now (issue 17.6):
+the account page's "What the admin can read" section.
+
+Computed from the member as just read, through the host's own gates: ``allowed`` for
+chatting, the model catalog's fallback chain for the models a turn may reach (any
+enabled model can answer any member when the ones before it fail), and
+``PluginCatalog.usable`` for the plugins that can act for them. Nothing here decides
+access; it reports what the deciding functions answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from skald_host.core.identity.access import allowed
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+    from skald_host.core.identity.users import Member
+
+
+def endpoint(base_url: str) -> str:
+    """Where requests go, without credentials or path: ``https://api.example.org``."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}"
+
+
+async def privacy_facts(core: Skald, member: Member) -> dict[str, Any]:
+    chats = allowed(member, "chat.use")
+    models = await core.chat.models.candidates() if chats else []
+    plugins = [
+        {
+            "id": status.id,
+            "title": status.info.title,
+            "manages_own_access": status.info.manages_own_access,
+        }
+        for status in core.plugins.statuses()
+        if not status.builtin and status.info is not None and core.catalog.usable(member, status.id)
+    ]
+    return {
+        "encrypted": member.encrypted,
+        "chat": chats,
+        "models": [
+            {"provider": m.provider_name, "endpoint": endpoint(m.base_url), "model": m.model, "label": m.label}
+            for m in models
+        ],
+        "plugins": sorted(plugins, key=lambda p: p["title"].casefold()),
+    }
