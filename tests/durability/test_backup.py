@@ -349,8 +349,15 @@ async def test_a_backup_left_elsewhere_in_the_data_dir_is_not_copied(skald, tmp_
     home = host.core.files.home(bob.member["id"])
     (home / "skald-backup-notes").mkdir()
     (home / "skald-backup-notes" / "a.txt").write_text("mine")
+    # ... and so is one that looks like a finished backup: backups never go into a
+    # member's home, so a member cannot keep files out of backups by naming a folder.
+    (home / "skald-backup-2020").mkdir()
+    (home / "skald-backup-2020" / "manifest.json").write_text("{}")
+    (home / "skald-backup-2020" / "b.txt").write_text("also mine")
     kept = await host.core.backups.take()
-    assert (kept.path / "data" / "homes" / bob.member["id"] / "skald-backup-notes" / "a.txt").read_text() == "mine"
+    kept_home = kept.path / "data" / "homes" / bob.member["id"]
+    assert (kept_home / "skald-backup-notes" / "a.txt").read_text() == "mine"
+    assert (kept_home / "skald-backup-2020" / "b.txt").read_text() == "also mine"
 
 
 async def test_a_backup_never_goes_into_a_folder_the_server_writes(skald):

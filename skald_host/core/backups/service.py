@@ -196,7 +196,9 @@ def _left_out(core: Skald, backup_roots: Iterable[Path]) -> tuple[Callable[[str]
     def left_out(rel: str) -> bool:
         if rel in exact or _DATABASE_FILE.match(rel):
             return True
-        if _is_backup(data_dir / rel):
+        # Backups never go into a server area (check_backup_root), so a backup-shaped
+        # folder there is a member's own files and is copied like any other.
+        if rel.split("/", 1)[0] not in SERVER_AREAS and _is_backup(data_dir / rel):
             earlier.append({"path": rel, "reason": "a backup: never copied into another"})
             return True
         return log_file is not None and (rel == log_file or rel.startswith(log_file + "."))
