@@ -1,15 +1,17 @@
 """The member's own private settings (stored in their own file) and UI strings."""
 
 import json
+import logging
 
 from quart import Blueprint, current_app, request
 
 from skald_host.core.i18n import FALLBACK_LOCALE
 from skald_host.web.auth import current_principal, public
-from skald_host.web.body import json_object
+from skald_host.web.body import BodyError, json_object, loads
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("me", __name__)
+log = logging.getLogger(__name__)
 
 MAX_SETTINGS = 200
 MAX_VALUE_BYTES = 16 * 1024
@@ -25,8 +27,18 @@ def _owner_db():
 
 @bp.get("/api/me/settings")
 async def get_settings() -> dict:
-    rows = await _owner_db().run(lambda c: c.execute("SELECT key, value FROM member_settings").fetchall())
-    return {"settings": {r[0]: json.loads(r[1]) for r in rows}}
+    db = _owner_db()
+    rows = await db.run(lambda c: c.execute("SELECT key, value FROM member_settings").fetchall())
+    settings, broken = {}, []
+    for key, value in rows:
+        try:
+            settings[key] = loads(value)
+        except BodyError:  # NaN/Infinity stored before the API refused them: back to the default
+            broken.append(key)
+    if broken:
+        log.warning("member settings %s held a value that is not valid JSON; removed (the default applies)", ", ".join(map(repr, broken)))
+        await db.transaction(lambda c: c.executemany("DELETE FROM member_settings WHERE key = ?", [(k,) for k in broken]))
+    return {"settings": settings}
 
 
 @bp.put("/api/me/settings")
