@@ -108,7 +108,9 @@ def finite(value: Any) -> Any:
 
 def loads(raw: str | bytes) -> Any:
     """The API's one JSON reader; an empty body is None. Raises ``BodyError``."""
-    if isinstance(raw, bytes):
+    if not isinstance(raw, (str, bytes, bytearray)):  # a WebSocket frame may carry nothing at all
+        raise BodyError("request body is not valid JSON")
+    if isinstance(raw, (bytes, bytearray)):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -394,7 +396,8 @@ def ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-EMPTY_BODY = obj(description="no fields: the path says what is acted on")
+#: A raw file as the request body (an upload): documented, streamed by its view.
+UPLOAD: dict[str, Any] = {"type": "string", "contentMediaType": "application/octet-stream", "description": "the file's bytes, any type"}
 
 
 def returns(schema: dict[str, Any], status: int = 200, description: str | None = None) -> Callable[[Any], Any]:

@@ -8,12 +8,19 @@ from quart import Blueprint, current_app, request
 
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.web.auth import current_principal, requires
-from skald_host.web.body import field, json_object
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, query, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("chat", __name__)
 
 MAX_MESSAGE_CHARS = 100_000
+MESSAGE = obj(
+    {"text": text(MAX_MESSAGE_CHARS, min_length=1)},
+    {
+        "idempotency_key": text(description="8-128 characters: the same key twice stores the message once"),
+        "attachments": array(TEXT, description="agent paths of files uploaded to this conversation"),
+    },
+)
 
 
 async def runtime() -> MemberRuntime:
@@ -30,6 +37,7 @@ def chat_error(exc: ChatError) -> ApiError:
 
 
 @bp.get("/api/chat/status")
+@returns(obj({"models_configured": BOOL, "default_agent": TEXT, "agents": array(ref("Agent"))}))
 @requires("chat.use")
 async def status() -> dict:
     core = current_app.config["SKALD_CORE"]
@@ -47,6 +55,8 @@ async def status() -> dict:
 
 
 @bp.get("/api/conversations")
+@query(search=text(200, description="part of a title"))
+@returns(obj({"conversations": array(ref("Conversation"))}))
 @requires("chat.use")
 async def list_conversations() -> dict:
     search = request.args.get("search") or None
@@ -60,6 +70,8 @@ async def list_conversations() -> dict:
 
 
 @bp.post("/api/conversations")
+@accepts(obj(optional={"title": text(200), "agent": text(description="a chat agent id (GET /api/chat/status); default: the role's")}))
+@returns(ref("Conversation"), 201)
 @requires("chat.use")
 async def create_conversation():
     data = await json_object()
@@ -75,6 +87,7 @@ async def create_conversation():
 
 
 @bp.get("/api/conversations/<conversation_id>")
+@returns(obj({"conversation": ref("Conversation"), "messages": array(ref("Message")), "queued": array(ref("QueuedMessage")), "running": BOOL, "approvals": array(ref("Approval"))}))
 @requires("chat.use")
 async def get_conversation(conversation_id: str) -> dict:
     rt = await runtime()
@@ -93,6 +106,8 @@ async def get_conversation(conversation_id: str) -> dict:
 
 
 @bp.patch("/api/conversations/<conversation_id>")
+@accepts(obj({"title": text(200)}))
+@returns(ref("Conversation"))
 @requires("chat.use")
 async def rename_conversation(conversation_id: str) -> dict:
     data = await json_object()
@@ -109,6 +124,7 @@ async def rename_conversation(conversation_id: str) -> dict:
 
 
 @bp.delete("/api/conversations/<conversation_id>")
+@returns(ref("Ok"))
 @requires("chat.use")
 async def delete_conversation(conversation_id: str) -> dict:
     rt = await runtime()
@@ -121,6 +137,8 @@ async def delete_conversation(conversation_id: str) -> dict:
 
 
 @bp.post("/api/conversations/<conversation_id>/messages")
+@accepts(MESSAGE)
+@returns(ref("SendAck"), 202)
 @requires("chat.use")
 async def send_message(conversation_id: str):
     data = await json_object()
@@ -145,6 +163,7 @@ async def send_message(conversation_id: str):
 
 
 @bp.post("/api/conversations/<conversation_id>/stop")
+@returns(obj({"stopped": BOOL}))
 @requires("chat.use")
 async def stop(conversation_id: str) -> dict:
     rt = await runtime()
@@ -155,6 +174,7 @@ async def stop(conversation_id: str) -> dict:
 
 
 @bp.post("/api/conversations/<conversation_id>/compact")
+@returns(obj({"compacted": {}}))
 @requires("chat.use")
 async def compact(conversation_id: str) -> dict:
     rt = await runtime()
@@ -165,6 +185,7 @@ async def compact(conversation_id: str) -> dict:
 
 
 @bp.get("/api/approvals")
+@returns(obj({"approvals": array(ref("Approval"))}))
 @requires("chat.use")
 async def pending_approvals() -> dict:
     rt = await runtime()
@@ -172,6 +193,8 @@ async def pending_approvals() -> dict:
 
 
 @bp.post("/api/approvals/<approval_id>")
+@accepts(obj({"decision": one_of("approve", "deny")}))
+@returns(obj({"approval_id": TEXT, "decision": one_of("approved", "denied")}))
 @requires("chat.use")
 async def resolve_approval(approval_id: str) -> dict:
     data = await json_object()

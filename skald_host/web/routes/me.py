@@ -7,7 +7,7 @@ from quart import Blueprint, current_app, request
 
 from skald_host.core.i18n import FALLBACK_LOCALE
 from skald_host.web.auth import current_principal, public
-from skald_host.web.body import BodyError, json_object, loads
+from skald_host.web.body import OBJECT, TEXT, accepts, BodyError, json_object, loads, obj, query, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("me", __name__)
@@ -15,6 +15,16 @@ log = logging.getLogger(__name__)
 
 MAX_SETTINGS = 200
 MAX_VALUE_BYTES = 16 * 1024
+SETTINGS = {
+    "type": "object",
+    "description": f"setting name → any JSON value (at most {MAX_VALUE_BYTES} bytes); null removes the setting",
+    "propertyNames": {
+        "minLength": 1,
+        "maxLength": 64,
+        "pattern": r"^[\w.-]+$",
+        "x-message": "setting name {key} must be 1-64 letters, digits, '.', '_' or '-'",
+    },
+}
 
 
 def _owner_db():
@@ -26,6 +36,7 @@ def _owner_db():
 
 
 @bp.get("/api/me/settings")
+@returns(obj({"settings": OBJECT}))
 async def get_settings() -> dict:
     db = _owner_db()
     rows = await db.run(lambda c: c.execute("SELECT key, value FROM member_settings").fetchall())
@@ -42,6 +53,8 @@ async def get_settings() -> dict:
 
 
 @bp.put("/api/me/settings")
+@accepts(SETTINGS)
+@returns(obj({"settings": OBJECT}))
 async def put_settings() -> dict:
     """Merge keys into the member's private settings; a null value removes a key."""
     data = await json_object()
@@ -71,6 +84,8 @@ async def put_settings() -> dict:
 
 
 @bp.put("/api/me/locale")
+@accepts(obj(optional={"locale": TEXT}))
+@returns(obj({"locale": TEXT}))
 async def set_locale() -> dict:
     """A member picks their own interface language (null: the instance default)."""
     core = current_app.config["SKALD_CORE"]
@@ -83,6 +98,8 @@ async def set_locale() -> dict:
 
 
 @bp.get("/api/i18n")
+@query(locale=TEXT)
+@returns(obj({"locale": TEXT, "locales": OBJECT, "strings": OBJECT}))
 @public
 async def strings() -> dict:
     """The merged string table for a locale: asked for, else English."""
