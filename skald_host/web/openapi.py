@@ -180,6 +180,13 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         description="The message is stored (durable); the answer streams over /api/ws.",
     ),
     "Ok": _record({"ok": {"const": True}}),
+    "PluginGrant": _record(
+        {"plugin_id": ID, "title": TEXT, "enabled": BOOL, "granted": BOOL, "implicit": {"type": "boolean", "description": "an admin may use every plugin"}},
+        description="Whether a member may use a plugin that access is granted for.",
+    ),
+    "Upload": _record(
+        {"path": {"type": "string", "description": "the agent path to attach to a message"}, "name": TEXT, "mime": TEXT, "size": INT, "is_image": BOOL}
+    ),
 }
 
 
@@ -227,7 +234,7 @@ def _auth(view: Any, plugin_id: str | None) -> tuple[list[dict[str, list[str]]],
     return [{"session": []}, {"bearer": []}], words + ".", extra
 
 
-def _responses(view: Any, method: str, public: bool) -> dict[str, Any]:
+def _responses(view: Any, method: str, public: bool, has_parameters: bool) -> dict[str, Any]:
     declared: dict[int, tuple[dict[str, Any], str | None]] = getattr(view, RESPONSES_ATTRIBUTE, {})
     responses: dict[str, Any] = {}
     for status, (schema, description) in sorted(declared.items()):
@@ -240,6 +247,8 @@ def _responses(view: Any, method: str, public: bool) -> dict[str, Any]:
     if not public:
         responses.setdefault("401", {"description": "no valid session", **error})
         responses.setdefault("403", {"description": "not allowed (capability, plugin grant or CSRF token)", **error})
+    if has_parameters:
+        responses.setdefault("404", {"description": "no such object (or not one of the caller's)", **error})
     responses["default"] = {"description": "an error", **error}
     return responses
 
@@ -271,7 +280,7 @@ def build_document(app: Quart, enabled: Any) -> dict[str, Any]:
                 "tags": [tag],
                 "security": security,
                 **auth_extra,
-                "responses": _responses(view, "WS" if websocket else method, public),
+                "responses": _responses(view, "WS" if websocket else method, public, bool(parameters)),
             }
             if websocket:
                 operation["description"] += "\n\nA WebSocket: connect with an Upgrade request (ws:// or wss://)."

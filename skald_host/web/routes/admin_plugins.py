@@ -7,7 +7,7 @@ from skald_host.core.identity.users import MemberNotFound
 from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
 from skald_host.core.plugins.manager import PluginError
 from skald_host.web.auth import requires
-from skald_host.web.body import BOOL, OBJECT, TEXT, accepts, array, field, json_object, obj
+from skald_host.web.body import BOOL, OBJECT, TEXT, accepts, array, field, json_object, obj, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("admin_plugins", __name__)
@@ -68,13 +68,15 @@ async def roster(plugin_id: str) -> dict:
 
 
 @bp.get("/api/admin/members/<member_id>/plugins")
+@returns(obj({"plugins": array(ref("PluginGrant"))}))
 @requires("plugins.manage")
 async def member_grants(member_id: str) -> dict:
     return {"plugins": await _guard(_core().catalog.member_grants(member_id))}
 
 
 @bp.put("/api/admin/members/<member_id>/plugins")
-@accepts(obj({"plugins": array(TEXT)}))
+@accepts(obj({"plugins": array(TEXT, description="the ids of every plugin the member may use: the whole set")}))
+@returns(obj({"plugins": array(ref("PluginGrant"))}))
 @requires("plugins.manage")
 async def replace_member_grants(member_id: str) -> dict:
     data = await json_object()

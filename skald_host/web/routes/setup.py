@@ -23,6 +23,7 @@ async def setup_status() -> dict:
 @bp.post("/api/setup")
 @accepts(obj({"username": TEXT, "password": TEXT}, {"display_name": TEXT, "locale": TEXT, "encrypted": BOOL}))
 @returns(obj({"member": ref("Member"), "csrf_token": TEXT}), 201, "set up; the first admin is logged in (cookie)")
+@returns(ref("Error"), 409, "the instance is already set up")
 @public
 async def run_setup():
     core = current_app.config["SKALD_CORE"]
