@@ -14,11 +14,15 @@ from skald_host.web.errors import ApiError
 bp = Blueprint("chat", __name__)
 
 MAX_MESSAGE_CHARS = 100_000
+ATTACHMENTS = "'attachments' must be a list of file paths"
 MESSAGE = obj(
     {"text": text(MAX_MESSAGE_CHARS, min_length=1)},
     {
         "idempotency_key": text(description="8-128 characters: the same key twice stores the message once"),
-        "attachments": array(TEXT, description="agent paths of files uploaded to this conversation"),
+        "attachments": {
+            **array({**TEXT, "x-message": ATTACHMENTS}, description="agent paths of files uploaded to this conversation"),
+            "x-message": ATTACHMENTS,
+        },
     },
 )
 

@@ -29,7 +29,7 @@ from skald_host.core.files.sniff import IMAGE_TYPES, TEXT
 from skald_host.core.identity.users import OwnerDatabaseUnavailable
 from skald_host.core.memory.notes import NoteAccessDenied, NoteError
 from skald_host.web.auth import current_principal, requires
-from skald_host.web.body import TEXT, UPLOAD, accepts, query, ref, returns
+from skald_host.web.body import UPLOAD, accepts, query, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("files", __name__)
@@ -100,7 +100,7 @@ async def upload(conversation_id: str) -> Any:
 
 
 @bp.get("/api/file")
-@query(path={**TEXT, "x-required": True, "description": "an agent path, as the fs tools name it"})
+@query(path={"type": "string", "x-required": True, "description": "an agent path, as the fs tools name it"})
 async def view_file() -> Any:
     core = current_app.config["SKALD_CORE"]
     path = request.args.get("path")
