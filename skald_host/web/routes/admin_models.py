@@ -11,7 +11,7 @@ from skald_host.core.agent.approvals import RuleError
 from skald_host.core.llm.catalog import ModelCatalogError, ModelChoice
 from skald_host.core.llm.client import ModelError
 from skald_host.web.auth import requires
-from skald_host.web.body import BOOL, OBJECT, TEXT, accepts, array, field, integer, json_object, obj, one_of, ref, returns, text
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, integer, json_object, obj, one_of, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("admin_models", __name__)
@@ -100,7 +100,7 @@ async def test_provider(provider_id: str) -> dict:
 
 
 @bp.get("/api/admin/models/presets")
-@returns(obj({"presets": array(OBJECT)}))
+@returns(obj({"presets": array(obj({"name": TEXT, "base_url": TEXT, "api_key_from_environment": BOOL}, {"models": array(TEXT)}))}))
 @requires("models.manage")
 async def presets() -> dict:
     """Providers this machine suggests: OpenAI from the environment, a local Ollama."""

@@ -7,7 +7,7 @@ from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.throttle import LoginThrottled
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
 from skald_host.web.auth import clear_session_cookie, current_principal, public, set_session_cookie, transport_is_secure
-from skald_host.web.body import BOOL, OBJECT, TEXT, accepts, array, field, json_object, obj, one_of, ref, returns
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("auth", __name__)

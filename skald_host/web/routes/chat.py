@@ -178,7 +178,7 @@ async def stop(conversation_id: str) -> dict:
 
 
 @bp.post("/api/conversations/<conversation_id>/compact")
-@returns(obj({"compacted": {}}))
+@returns(obj({"compacted": {"type": "boolean", "description": "false: nothing old enough to summarise"}}))
 @requires("chat.use")
 async def compact(conversation_id: str) -> dict:
     rt = await runtime()

@@ -37,13 +37,14 @@ async def openapi() -> dict:
     return document()
 
 
+def _inline(value: str) -> str:
+    """Escaped text with its `code` spans as code."""
+    return _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", html.escape(" ".join(value.split())))
+
+
 def _text(value: str) -> str:
     """Plain text with `code` spans, paragraph by paragraph."""
-    parts = []
-    for paragraph in value.split("\n\n"):
-        escaped = html.escape(" ".join(paragraph.split()))
-        parts.append(f"<p>{_CODE.sub(lambda m: f'<code>{m.group(1)}</code>', escaped)}</p>")
-    return "".join(parts)
+    return "".join(f"<p>{_inline(paragraph)}</p>" for paragraph in value.split("\n\n") if paragraph.strip())
 
 
 def _schema(schema: Any) -> str:
@@ -96,7 +97,7 @@ def render(doc: dict[str, Any]) -> str:
                     out.append(f"<h4>Request body <small>{html.escape(content_type)}</small></h4><pre>{_schema(media['schema'])}</pre>")
             out.append("<h4>Responses</h4><dl>")
             for status, response in operation["responses"].items():
-                out.append(f"<dt>{html.escape(status)}</dt><dd>{html.escape(response['description'])}")
+                out.append(f"<dt>{html.escape(status)}</dt><dd>{_inline(response['description'])}")
                 media = response.get("content", {}).get("application/json")
                 if media and status.startswith("2"):
                     out.append(f"<pre>{_schema(media['schema'])}</pre>")
