@@ -126,3 +126,13 @@ async def test_an_answer_never_carries_nan(skald, caplog):
     assert (await admin.post("/api/plugin/numbers/echo", json={"x": 2.5})).json() == {"got": {"x": 2.5}}
     declared = await admin.put("/api/plugin/numbers/declared", json={"level": "high"})
     assert (declared.status_code, declared.json()) == (400, {"error": "'level' must be a number", "field": "level"})
+
+
+async def test_a_websocket_message_goes_through_the_same_reader(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    async with admin.ws() as ws:
+        await ws.send('{"type": "ping", "at": NaN}')
+        assert strict_json(await ws.recv()) == {"type": "error", "error": "unknown or malformed message"}
+        await ws.send('{"type": "ping", "at": 1.5}')
+        assert strict_json(await ws.recv()) == {"type": "pong"}
