@@ -27,6 +27,25 @@ def public(view):
     return view
 
 
+REQUEST_BODY_ATTRIBUTE = "_skald_request_body"
+
+
+def accepts(schema, *, content_type="application/json"):
+    """Declare a route view's request body as a JSON Schema (draft 2020-12) dict
+    (spec 1.2). The host then reads the body before the view runs, refuses one that is
+    not JSON, holds NaN or Infinity, or does not match the schema (a 400 naming the
+    field) and lists the schema in the HTTP API reference (``/api/openapi.json``). A
+    view that must check something before any of the body is read (a webhook's
+    secret) declares nothing and reads the body itself. ``content_type`` other than
+    JSON (a raw file upload) is documented only, never read by the host."""
+
+    def mark(view):
+        setattr(view, REQUEST_BODY_ATTRIBUTE, (dict(schema), content_type))
+        return view
+
+    return mark
+
+
 from skald_hookspecs.types import (  # noqa: E402
     ConfigField,
     ConfigSet,
@@ -51,6 +70,7 @@ __all__ = [
     "hookspec",
     "hookimpl",
     "public",
+    "accepts",
     "ConfigField",
     "ConfigSet",
     "I18nBundle",

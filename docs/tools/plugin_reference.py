@@ -224,6 +224,7 @@ def reference() -> str:
         f"- `SPEC_VERSION = {skald_hookspecs.SPEC_VERSION!r}`: what a plugin's `PluginInfo.spec` range is checked against.",
         f"- `ENTRY_POINT_GROUP = {skald_hookspecs.ENTRY_POINT_GROUP!r}`: where installed plugins are found.",
         f"- `{signature(skald_hookspecs.public)}`: {paragraph(skald_hookspecs.public.__doc__)}",
+        f"- `{signature(skald_hookspecs.accepts)}`: {paragraph(skald_hookspecs.accepts.__doc__)}",
         "",
         END,
     ]

@@ -18,6 +18,7 @@ from skald_host.core.host import Skald, build_plugin_manager, settle_heap
 from skald_host.core.plugins.manager import PluginError, PluginManager
 from skald_host.settings import Settings
 from skald_host.web.auth import PLUGIN_PREFIX, gate_request, gate_websocket
+from skald_host.web.body import JSONProvider, json_error_request_class, read_body
 from skald_host.web.errors import install_error_handlers
 from skald_host.web.routes import BLUEPRINTS
 from skald_host.web.routes.files import request_class as upload_request_class
@@ -56,11 +57,13 @@ def create_app(
         PROVIDE_AUTOMATIC_OPTIONS=True,
         JSON_SORT_KEYS=False,
     )
-    app.request_class = upload_request_class(settings.files.upload_max_bytes)
+    app.request_class = json_error_request_class(upload_request_class(settings.files.upload_max_bytes))
+    app.json = JSONProvider(app)  # one JSON reader and writer: no NaN in or out (skald_host/web/body.py)
     manager = plugins or build_plugin_manager(settings)
 
     install_error_handlers(app)
     app.before_request(gate_request)
+    app.before_request(read_body)  # after the gate: nothing of a refused request's body is read
     app.before_websocket(gate_websocket)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)

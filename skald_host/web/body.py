@@ -1,16 +1,56 @@
-"""Reading request bodies defensively (check F4): a body that is not a JSON object,
-is nested absurdly deep or is not UTF-8 is a 400 that says so, never a 500."""
+"""Reading request bodies defensively (check F4), and the one JSON reader of the API.
+
+``loads`` is the only way a request's JSON becomes Python: the host's routes (through
+``read_body`` and ``json_object``), a plugin's ``request.get_json()`` (through the app's
+JSON provider) and the WebSocket's messages all use it. A body that is not UTF-8, is
+nested absurdly deep, is not JSON or holds a number that is not finite (``NaN``,
+``Infinity``, ``1e999``: JSON has no such numbers, and a stored one would make every
+later answer invalid JSON) is a 400 that says so and names the field, never a 500.
+
+A route declares its body with ``@accepts(schema)`` (a JSON Schema dict, from
+``skald_hookspecs``): ``read_body`` validates every request against it before the view
+runs, and ``skald_host.web.openapi`` publishes the same schema in the API reference, so
+what is documented is what is checked. ``returns`` and ``query`` document a route's
+answers and query parameters. ``dumps`` is the one writer: a non-finite number in an
+answer goes out as ``null`` (logged with its path), never as invalid JSON.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
+import math
+from typing import Any, Callable, Iterable
 
-from quart import request
+from flask.json.provider import DefaultJSONProvider
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+from quart import current_app, g, request
 
+from skald_hookspecs import REQUEST_BODY_ATTRIBUTE, accepts  # noqa: F401 - one marker for host and plugin views
 from skald_host.web.errors import ApiError
 
+log = logging.getLogger(__name__)
+
 MAX_DEPTH = 32
+JSON = "application/json"
+RESPONSES_ATTRIBUTE = "_skald_responses"
+QUERY_ATTRIBUTE = "_skald_query"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_UNREAD = object()
+
+
+class BodyError(ValueError):
+    """A request body the API refuses: ``field`` is the path to the offending value
+    (``"config.limits[2]"``), or None when the body as a whole is wrong."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def api_error(self) -> ApiError:
+        return ApiError(400, self.message, field=self.field)
 
 
 def _depth_ok(text: str) -> bool:
@@ -36,20 +76,218 @@ def _depth_ok(text: str) -> bool:
     return True
 
 
-async def json_object() -> dict[str, Any]:
-    raw = await request.get_data(as_text=False)
+def path_label(parts: Iterable[Any]) -> str:
+    """``["config", "limits", 2]`` → ``config.limits[2]``."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def non_finite_paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Where ``value`` holds a float that is NaN or infinite, outermost first."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [path]
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in non_finite_paths(item, (*path, key))]
+    if isinstance(value, (list, tuple)):
+        return [found for index, item in enumerate(value) for found in non_finite_paths(item, (*path, index))]
+    return []
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (for answers)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def loads(raw: str | bytes) -> Any:
+    """The API's one JSON reader; an empty body is None. Raises ``BodyError``."""
+    if not isinstance(raw, (str, bytes, bytearray)):  # a WebSocket frame may carry nothing at all
+        raise BodyError("request body is not valid JSON")
+    if isinstance(raw, (bytes, bytearray)):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BodyError("request body must be UTF-8 JSON") from None
+    if not raw.strip():
+        return None
+    if not _depth_ok(raw):
+        raise BodyError(f"request body is nested deeper than {MAX_DEPTH} levels")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ApiError(400, "request body must be UTF-8 JSON") from None
-    if not _depth_ok(text):
-        raise ApiError(400, f"request body is nested deeper than {MAX_DEPTH} levels")
-    try:
-        data = json.loads(text) if text.strip() else None
+        data = json.loads(raw)
         # A lone surrogate ("\ud800") parses but is no text (RFC 7493 §2.1): a 400 here, not a 500 in SQLite/Argon2.
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except (ValueError, RecursionError):
-        raise ApiError(400, "request body is not valid JSON") from None
+        raise BodyError("request body is not valid JSON") from None
+    bad = non_finite_paths(data)
+    if bad:
+        if not bad[0]:
+            raise BodyError("request body must be JSON: NaN and Infinity are not numbers JSON knows")
+        name = path_label(bad[0])
+        raise BodyError(f"'{name}' must be a finite number: NaN and Infinity are not JSON", field=name)
+    return data
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """The API's one JSON writer: always valid JSON (RFC 8259 has no NaN)."""
+    try:
+        return json.dumps(value, allow_nan=False, **kwargs)
+    except ValueError:
+        bad = non_finite_paths(value)
+        if not bad:
+            raise
+        log.warning("an answer held a number that is not finite at %s; sent as null", ", ".join(path_label(p) or "(top)" for p in bad[:5]))
+        return json.dumps(finite(value), allow_nan=False, **kwargs)
+
+
+class JSONProvider(DefaultJSONProvider):
+    """The app's JSON: ``request.get_json()`` (a plugin's routes) reads with ``loads``,
+    every answer is written with ``dumps``."""
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        kwargs.setdefault("default", self.default)
+        kwargs.setdefault("ensure_ascii", self.ensure_ascii)
+        kwargs.setdefault("sort_keys", self.sort_keys)
+        return dumps(obj, **kwargs)
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        return loads(s)
+
+
+def json_error_request_class(base: type) -> type:
+    """The request class with ``get_json()``'s refusals as the API's 400 (naming the
+    field), instead of a bare "bad request"."""
+
+    class JsonRequest(base):  # type: ignore[misc, valid-type]
+        def on_json_loading_failed(self, error: Exception) -> Any:
+            if isinstance(error, BodyError):
+                raise error.api_error()
+            return super().on_json_loading_failed(error)
+
+    JsonRequest.__name__ = base.__name__
+    return JsonRequest
+
+
+# -- declared bodies ---------------------------------------------------------------------
+
+
+def _view() -> Any:
+    rule = request.url_rule
+    return current_app.view_functions.get(rule.endpoint) if rule is not None else None
+
+
+def declared_body(view: Any) -> tuple[dict[str, Any], str] | None:
+    return getattr(view, REQUEST_BODY_ATTRIBUTE, None)
+
+
+async def read_body() -> None:
+    """``before_request`` after the gate: read and check the body of every write to a
+    host ``/api`` route, and of a plugin route that declared one. A declared raw body
+    (an upload) is left to its view, which streams it."""
+    if request.method not in WRITE_METHODS or not request.path.startswith("/api/"):
+        return
+    view = _view()
+    if view is None:
+        return
+    declared = declared_body(view)
+    if declared is not None and declared[1] != JSON:
+        return
+    if declared is None and request.path.startswith("/api/plugin/"):
+        return  # the plugin reads its own body (through ``loads``, by get_json)
+    try:
+        data = loads(await request.get_data(as_text=False))
+    except BodyError as exc:
+        raise exc.api_error() from None
+    g._skald_body = data
+    if declared is not None:
+        check(data, declared[0])
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    cache = current_app.extensions.setdefault("skald_validators", {})
+    key = id(schema)
+    entry = cache.get(key)
+    if entry is None or entry[0] is not schema:
+        entry = cache[key] = (schema, Draft202012Validator(schema))
+    return entry[1]
+
+
+_TYPE_WORDS = {
+    "string": "text",
+    "boolean": "true or false",
+    "integer": "a whole number",
+    "number": "a number",
+    "object": "an object",
+    "array": "a list",
+}
+
+
+def _message(error: ValidationError) -> tuple[str, str | None]:
+    path = list(error.absolute_path)
+    name = path_label(path)
+    custom = error.schema.get("x-message") if isinstance(error.schema, dict) else None
+    if custom:
+        key = str(error.instance)[:64] if isinstance(error.instance, str) else ""
+        return custom.format(name=name, key=repr(key)), name or None
+    kind = error.validator
+    if kind == "required":
+        missing = next(p for p in error.validator_value if p not in error.instance)
+        name = path_label([*path, missing])
+        return f"'{name}' is required", name
+    if kind == "additionalProperties":
+        known = set(error.schema.get("properties", {}))
+        unknown = sorted(str(k) for k in error.instance if k not in known)
+        return f"unknown field(s): {', '.join(unknown)}", path_label([*path, unknown[0]]) if unknown else name or None
+    if not path:
+        return "request body must be a JSON object", None
+    if kind == "type":
+        if error.instance is None:
+            return f"'{name}' is required", name
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        words = [_TYPE_WORDS[t] for t in types if t in _TYPE_WORDS]
+        return f"'{name}' must be {' or '.join(words)}", name
+    if kind in ("enum", "const"):
+        values = error.validator_value if kind == "enum" else [error.validator_value]
+        shown = [repr(v) if isinstance(v, str) else json.dumps(v) for v in values]
+        text = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+        return f"'{name}' must be {text}", name
+    if kind == "maxLength":
+        return f"'{name}' is longer than {error.validator_value} characters", name
+    if kind == "minLength":
+        if error.validator_value == 1:
+            return f"'{name}' must not be empty", name
+        return f"'{name}' is shorter than {error.validator_value} characters", name
+    if kind in ("minimum", "maximum"):
+        low, high = error.schema.get("minimum"), error.schema.get("maximum")
+        if low is not None and high is not None:
+            return f"'{name}' must be from {low} to {high}", name
+        return (f"'{name}' must be at least {low}" if low is not None else f"'{name}' must be at most {high}"), name
+    if kind == "maxItems":
+        return f"'{name}' has more than {error.validator_value} items", name
+    return f"'{name}' is not valid", name
+
+
+def check(data: Any, schema: dict[str, Any]) -> None:
+    """Raise the API's 400 for the most relevant way ``data`` misses ``schema``."""
+    error = best_match(_validator(schema).iter_errors(data))
+    if error is not None:
+        message, field_name = _message(error)
+        raise ApiError(400, message, field=field_name)
+
+
+async def json_object() -> dict[str, Any]:
+    data = g.get("_skald_body", _UNREAD)
+    if data is _UNREAD:
+        try:
+            data = loads(await request.get_data(as_text=False))
+        except BodyError as exc:
+            raise exc.api_error() from None
     if not isinstance(data, dict):
         raise ApiError(400, "request body must be a JSON object")
     return data
@@ -69,3 +307,117 @@ def field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
         label = {"str": "text", "bool": "true or false", "int": "a whole number", "dict": "an object", "list": "a list"}
         raise ApiError(400, f"'{name}' must be {label.get(names, names)}", field=name)
     return value
+
+
+# -- writing schemas ------------------------------------------------------------------------
+# Small builders for the JSON Schemas routes declare, so a route's spec reads like its
+# body. Optional fields also accept null: ``field()`` treats null as "not given".
+
+TEXT: dict[str, Any] = {"type": "string"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+INT: dict[str, Any] = {"type": "integer"}
+NUMBER: dict[str, Any] = {"type": "number"}
+ANY: dict[str, Any] = {}
+OBJECT: dict[str, Any] = {"type": "object"}
+ID: dict[str, Any] = {"type": "string", "description": "an id"}
+TIME: dict[str, Any] = {"type": "string", "description": "a UTC time, ISO 8601"}
+
+
+def text(max_length: int | None = None, *, min_length: int | None = None, description: str | None = None, **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", **extra}
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    if min_length is not None:
+        schema["minLength"] = min_length
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def integer(minimum: int | None = None, maximum: int | None = None, *, description: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer"}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def one_of(*values: Any, description: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"enum": list(values)}
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    if "enum" in schema:
+        return {**schema, "enum": [*schema["enum"], *([None] if None not in schema["enum"] else [])]}
+    if "type" not in schema:
+        return schema
+    types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return {**schema, "type": [*types, *(["null"] if "null" not in types else [])]}
+
+
+def array(items: dict[str, Any], *, max_items: int | None = None, description: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "array", "items": items}
+    if max_items is not None:
+        schema["maxItems"] = max_items
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def obj(
+    required: dict[str, dict[str, Any]] | None = None,
+    optional: dict[str, dict[str, Any]] | None = None,
+    *,
+    extra: bool | dict[str, Any] = True,
+    description: str | None = None,
+) -> dict[str, Any]:
+    """An object schema. ``extra=False``: unknown fields are refused (as the routes that
+    pass the body on as keyword arguments do)."""
+    properties = {**(required or {}), **{k: nullable(v) for k, v in (optional or {}).items()}}
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    if extra is not True:
+        schema["additionalProperties"] = extra
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def ref(name: str) -> dict[str, Any]:
+    """A response schema from ``openapi.COMPONENTS`` (responses only: request schemas
+    stay inline, so the validator needs nothing but the schema itself)."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+#: A raw file as the request body (an upload): documented, streamed by its view.
+UPLOAD: dict[str, Any] = {"type": "string", "contentMediaType": "application/octet-stream", "description": "the file's bytes, any type"}
+
+
+def returns(schema: dict[str, Any], status: int = 200, description: str | None = None) -> Callable[[Any], Any]:
+    """Document one answer of a route view (status and JSON Schema)."""
+
+    def mark(view: Any) -> Any:
+        responses = dict(getattr(view, RESPONSES_ATTRIBUTE, {}))
+        responses[status] = (schema, description)
+        setattr(view, RESPONSES_ATTRIBUTE, responses)
+        return view
+
+    return mark
+
+
+def query(**params: dict[str, Any]) -> Callable[[Any], Any]:
+    """Document a route view's query parameters (all optional unless a schema says
+    ``"x-required": True``)."""
+
+    def mark(view: Any) -> Any:
+        setattr(view, QUERY_ATTRIBUTE, {**getattr(view, QUERY_ATTRIBUTE, {}), **params})
+        return view
+
+    return mark

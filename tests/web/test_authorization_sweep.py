@@ -37,6 +37,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/health", "GET"): "public",
     ("/api/health", "GET"): "public",
     ("/api/i18n", "GET"): "public",
+    # the API reference (skald_host/web/routes/reference.py): any member, not the public
+    ("/api/openapi.json", "GET"): "member",
+    ("/api/reference", "GET"): "member",
     # getting in
     ("/api/setup", "GET"): "public",
     ("/api/setup", "POST"): "public",

@@ -228,6 +228,8 @@ READ_ONLY_GET_ROUTES = {
     "/static/<path:filename>",
     "/health",
     "/api/health",
+    "/api/openapi.json",
+    "/api/reference",
     "/api/setup",
     "/api/i18n",
     "/api/auth/session",

@@ -17,6 +17,7 @@ from skald_host.web.routes import (
     me,
     memory,
     plugins,
+    reference,
     setup,
     static,
 )
@@ -39,5 +40,6 @@ BLUEPRINTS = (
     events.bp,
     files.bp,
     channels.bp,
+    reference.bp,
     static.bp,
 )

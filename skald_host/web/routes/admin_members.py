@@ -5,10 +5,11 @@ from quart import Blueprint, current_app
 from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.users import PROFILE_FIELDS, MemberError, MemberNotFound
 from skald_host.web.auth import current_principal, requires
-from skald_host.web.body import field, json_object
+from skald_host.web.body import BOOL, INT, TEXT, accepts, array, field, json_object, nullable, obj, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("admin_members", __name__)
+PROFILE = {name: TEXT for name in PROFILE_FIELDS}
 
 
 def _core():
@@ -34,12 +35,15 @@ async def _guard(coro):
 
 
 @bp.get("/api/admin/members")
+@returns(obj({"members": array(ref("MemberAdminView"))}))
 @requires("members.manage")
 async def list_members() -> dict:
     return {"members": [_view(m) for m in await _core().users.list()]}
 
 
 @bp.post("/api/admin/members")
+@accepts(obj({"username": TEXT, "password": TEXT}, {"role": TEXT, "encrypted": BOOL, **PROFILE}, extra=False))
+@returns(ref("MemberAdminView"), 201)
 @requires("members.manage")
 async def create_member():
     data = await json_object()
@@ -60,12 +64,15 @@ async def create_member():
 
 
 @bp.get("/api/admin/members/<member_id>")
+@returns(ref("MemberAdminView"))
 @requires("members.manage")
 async def get_member(member_id: str) -> dict:
     return _view(await _guard(_core().users.get(member_id)))
 
 
 @bp.patch("/api/admin/members/<member_id>")
+@accepts(obj(optional={"role": TEXT, "active": BOOL, **PROFILE}, extra=False))
+@returns(ref("MemberAdminView"))
 @requires("members.manage")
 async def update_member(member_id: str) -> dict:
     data = await json_object()
@@ -85,6 +92,7 @@ async def update_member(member_id: str) -> dict:
 
 
 @bp.delete("/api/admin/members/<member_id>")
+@returns(ref("Ok"))
 @requires("members.manage")
 async def delete_member(member_id: str) -> dict:
     await _guard(_core().administration.delete(member_id, acting=current_principal().member))
@@ -92,6 +100,8 @@ async def delete_member(member_id: str) -> dict:
 
 
 @bp.post("/api/admin/members/<member_id>/reset-password")
+@accepts(obj({"new_password": TEXT}, {"confirm_data_loss": BOOL}))
+@returns(obj({"ok": BOOL, "data_lost": BOOL, "quarantined_file": nullable(TEXT)}))
 @requires("members.manage")
 async def reset_password(member_id: str) -> dict:
     """For an encrypted member this loses their data (the key went with the old
@@ -110,6 +120,7 @@ async def reset_password(member_id: str) -> dict:
 
 
 @bp.post("/api/admin/members/<member_id>/end-sessions")
+@returns(obj({"ended": INT}))
 @requires("members.manage")
 async def end_sessions(member_id: str) -> dict:
     return {"ended": await _guard(_core().administration.end_sessions(member_id))}

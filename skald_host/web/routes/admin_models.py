@@ -11,13 +11,28 @@ from skald_host.core.agent.approvals import RuleError
 from skald_host.core.llm.catalog import ModelCatalogError, ModelChoice
 from skald_host.core.llm.client import ModelError
 from skald_host.web.auth import requires
-from skald_host.web.body import field, json_object
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, integer, json_object, obj, one_of, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("admin_models", __name__)
 
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
 MODEL_FIELDS = frozenset({"label", "vision", "strength", "priority", "enabled"})
+MODEL_SPEC = {
+    "label": text(100),
+    "vision": BOOL,
+    "strength": integer(0, 100, description="how capable: agents that ask for a strength prefer models at or above it"),
+    "priority": integer(0, 100000, description="lower is tried first"),
+    "enabled": BOOL,
+}
+RULE_SPEC = {
+    "tool_pattern": text(200, description="a tool name or pattern such as 'write_*'"),
+    "action": one_of("allow", "deny", "require"),
+    "priority": integer(0, 10_000_000, description="the lowest priority that matches decides"),
+    "path_class": text(300, description="a path pattern such as 'user-memory/*' (only calls on such paths), or null"),
+    "group_id": text(description="a security group: the rule applies to members whose role lists it; null: everyone"),
+    "note": text(500),
+}
 
 
 def _chat():
@@ -32,6 +47,7 @@ async def _guard(coro):
 
 
 @bp.get("/api/admin/models")
+@returns(obj({"providers": array(ref("Provider")), "models": array(ref("Model"))}))
 @requires("models.manage")
 async def overview() -> dict:
     chat = _chat()
@@ -39,6 +55,8 @@ async def overview() -> dict:
 
 
 @bp.post("/api/admin/models/providers")
+@accepts(obj({"name": TEXT, "base_url": TEXT}, {"api_key": TEXT}))
+@returns(ref("Provider"), 201)
 @requires("models.manage")
 async def create_provider():
     data = await json_object()
@@ -47,6 +65,8 @@ async def create_provider():
 
 
 @bp.patch("/api/admin/models/providers/<provider_id>")
+@accepts(obj(optional={"name": TEXT, "base_url": TEXT, "api_key": TEXT}, extra=False))
+@returns(ref("Provider"))
 @requires("models.manage")
 async def update_provider(provider_id: str) -> dict:
     data = await json_object()
@@ -57,6 +77,7 @@ async def update_provider(provider_id: str) -> dict:
 
 
 @bp.delete("/api/admin/models/providers/<provider_id>")
+@returns(ref("Ok"))
 @requires("models.manage")
 async def delete_provider(provider_id: str) -> dict:
     await _guard(_chat().models.delete_provider(provider_id))
@@ -64,6 +85,7 @@ async def delete_provider(provider_id: str) -> dict:
 
 
 @bp.post("/api/admin/models/providers/<provider_id>/test")
+@returns(obj({"ok": BOOL}, {"models": array(TEXT), "error": TEXT, "status": {"type": "integer"}}))
 @requires("models.manage")
 async def test_provider(provider_id: str) -> dict:
     """Test the connection: list the provider's models with the stored key."""
@@ -78,6 +100,7 @@ async def test_provider(provider_id: str) -> dict:
 
 
 @bp.get("/api/admin/models/presets")
+@returns(obj({"presets": array(obj({"name": TEXT, "base_url": TEXT, "api_key_from_environment": BOOL}, {"models": array(TEXT)}))}))
 @requires("models.manage")
 async def presets() -> dict:
     """Providers this machine suggests: OpenAI from the environment, a local Ollama."""
@@ -100,6 +123,8 @@ async def presets() -> dict:
 
 
 @bp.post("/api/admin/models/presets/apply")
+@accepts(obj({"name": TEXT, "base_url": TEXT}, {"api_key_from_environment": BOOL}))
+@returns(ref("Provider"), 201)
 @requires("models.manage")
 async def apply_preset():
     """Create a provider from a preset; the environment's key is copied server-side,
@@ -113,6 +138,8 @@ async def apply_preset():
 
 
 @bp.post("/api/admin/models/entries")
+@accepts(obj({"provider_id": TEXT, "model": TEXT}, MODEL_SPEC, extra=False))
+@returns(ref("Model"), 201)
 @requires("models.manage")
 async def create_model():
     data = await json_object()
@@ -125,6 +152,8 @@ async def create_model():
 
 
 @bp.patch("/api/admin/models/entries/<model_id>")
+@accepts(obj(optional=MODEL_SPEC, extra=False))
+@returns(ref("Model"))
 @requires("models.manage")
 async def update_model(model_id: str) -> dict:
     data = await json_object()
@@ -137,6 +166,7 @@ async def update_model(model_id: str) -> dict:
 
 
 @bp.delete("/api/admin/models/entries/<model_id>")
+@returns(ref("Ok"))
 @requires("models.manage")
 async def delete_model(model_id: str) -> dict:
     await _guard(_chat().models.delete_model(model_id))
@@ -144,6 +174,7 @@ async def delete_model(model_id: str) -> dict:
 
 
 @bp.get("/api/admin/approval-rules")
+@returns(obj({"rules": array(ref("ApprovalRule")), "groups": array(ref("SecurityGroup"))}))
 @requires("approvals.manage")
 async def list_rules() -> dict:
     chat = _chat()
@@ -151,6 +182,8 @@ async def list_rules() -> dict:
 
 
 @bp.post("/api/admin/approval-rules")
+@accepts(obj({k: RULE_SPEC[k] for k in ("tool_pattern", "action", "priority")}, {k: RULE_SPEC[k] for k in ("path_class", "group_id", "note")}, extra=False))
+@returns(ref("ApprovalRule"), 201)
 @requires("approvals.manage")
 async def create_rule():
     data = await json_object()
@@ -158,6 +191,8 @@ async def create_rule():
 
 
 @bp.patch("/api/admin/approval-rules/<int:rule_id>")
+@accepts(obj(optional=RULE_SPEC, extra=False))
+@returns(ref("ApprovalRule"))
 @requires("approvals.manage")
 async def update_rule(rule_id: int) -> dict:
     data = await json_object()
@@ -165,6 +200,7 @@ async def update_rule(rule_id: int) -> dict:
 
 
 @bp.delete("/api/admin/approval-rules/<int:rule_id>")
+@returns(ref("Ok"))
 @requires("approvals.manage")
 async def delete_rule(rule_id: int) -> dict:
     await _guard(_chat().rules.delete(rule_id))
@@ -172,6 +208,8 @@ async def delete_rule(rule_id: int) -> dict:
 
 
 @bp.post("/api/admin/security-groups")
+@accepts(obj({"id": text(40), "label": text(80)}, {"description": text(500)}))
+@returns(ref("SecurityGroup"), 201)
 @requires("approvals.manage")
 async def create_group():
     data = await json_object()
@@ -180,6 +218,7 @@ async def create_group():
 
 
 @bp.delete("/api/admin/security-groups/<group_id>")
+@returns(ref("Ok"))
 @requires("approvals.manage")
 async def delete_group(group_id: str) -> dict:
     await _guard(_chat().rules.delete_group(group_id))

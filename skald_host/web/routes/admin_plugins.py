@@ -7,7 +7,7 @@ from skald_host.core.identity.users import MemberNotFound
 from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
 from skald_host.core.plugins.manager import PluginError
 from skald_host.web.auth import requires
-from skald_host.web.body import field, json_object
+from skald_host.web.body import BOOL, OBJECT, TEXT, accepts, array, field, json_object, obj, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("admin_plugins", __name__)
@@ -43,6 +43,7 @@ async def plugin_detail(plugin_id: str) -> dict:
 
 
 @bp.put("/api/admin/plugins/<plugin_id>/enabled")
+@accepts(obj({"enabled": BOOL}))
 @requires("plugins.manage")
 async def set_enabled(plugin_id: str) -> dict:
     data = await json_object()
@@ -52,6 +53,7 @@ async def set_enabled(plugin_id: str) -> dict:
 
 
 @bp.put("/api/admin/plugins/<plugin_id>/config")
+@accepts(obj({"config": OBJECT}))
 @requires("plugins.manage")
 async def configure(plugin_id: str) -> dict:
     data = await json_object()
@@ -66,12 +68,15 @@ async def roster(plugin_id: str) -> dict:
 
 
 @bp.get("/api/admin/members/<member_id>/plugins")
+@returns(obj({"plugins": array(ref("PluginGrant"))}))
 @requires("plugins.manage")
 async def member_grants(member_id: str) -> dict:
     return {"plugins": await _guard(_core().catalog.member_grants(member_id))}
 
 
 @bp.put("/api/admin/members/<member_id>/plugins")
+@accepts(obj({"plugins": array(TEXT, description="the ids of every plugin the member may use: the whole set")}))
+@returns(obj({"plugins": array(ref("PluginGrant"))}))
 @requires("plugins.manage")
 async def replace_member_grants(member_id: str) -> dict:
     data = await json_object()
@@ -85,6 +90,7 @@ async def general_settings() -> dict:
 
 
 @bp.put("/api/admin/settings/<set_id>")
+@accepts(obj({"values": OBJECT}))
 @requires("settings.manage")
 async def save_settings(set_id: str) -> dict:
     data = await json_object()

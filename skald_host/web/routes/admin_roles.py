@@ -4,7 +4,7 @@ from quart import Blueprint, current_app
 
 from skald_host.core.identity.role_store import RoleError
 from skald_host.web.auth import requires
-from skald_host.web.body import json_object
+from skald_host.web.body import OBJECT, TEXT, accepts, array, json_object, obj
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("admin_roles", __name__)
@@ -29,6 +29,7 @@ async def list_roles() -> dict:
 
 
 @bp.post("/api/admin/roles")
+@accepts(obj({"id": TEXT, "label": TEXT}, {"attrs": OBJECT, "capabilities": array(TEXT)}))
 @requires("roles.manage")
 async def create_role():
     data = await json_object()
@@ -37,6 +38,7 @@ async def create_role():
 
 
 @bp.patch("/api/admin/roles/<role_id>")
+@accepts(obj(optional={"label": TEXT, "attrs": OBJECT, "capabilities": array(TEXT)}, extra=False))
 @requires("roles.manage")
 async def update_role(role_id: str) -> dict:
     data = await json_object()

@@ -7,16 +7,29 @@ from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.throttle import LoginThrottled
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
 from skald_host.web.auth import clear_session_cookie, current_principal, public, set_session_cookie, transport_is_secure
-from skald_host.web.body import field, json_object
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("auth", __name__)
+
+# Any value is accepted for the credentials: a wrong type is a failed login like any
+# other, with the same status and body (check A3), never a different 400.
+LOGIN = {
+    "type": "object",
+    "properties": {
+        "username": {"description": "the user name (text; anything else fails like a wrong password)"},
+        "password": {"description": "the password (text; anything else fails like a wrong password)"},
+        "session": {**one_of("cookie", "bearer"), "description": "cookie (default): a session cookie; bearer: a token in the answer"},
+    },
+}
 
 # One status and one body for every wrong-credential case (check A3).
 INVALID_LOGIN = "invalid user name or password"
 
 
 @bp.post("/api/auth/login")
+@accepts(LOGIN)
+@returns(obj({"member": ref("Member")}, {"csrf_token": TEXT, "token": TEXT}), 200, "logged in: a cookie, or the bearer token in `token`")
 @public
 async def login():
     core = current_app.config["SKALD_CORE"]
@@ -43,6 +56,7 @@ async def login():
 
 
 @bp.post("/api/auth/logout")
+@returns(ref("Ok"))
 async def logout():
     core = current_app.config["SKALD_CORE"]
     await core.auth.logout(current_principal().session)
@@ -52,6 +66,7 @@ async def logout():
 
 
 @bp.get("/api/auth/session")
+@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL}))
 async def session() -> dict:
     principal = current_principal()
     core = current_app.config["SKALD_CORE"]
@@ -66,6 +81,8 @@ async def session() -> dict:
 
 
 @bp.post("/api/auth/password")
+@accepts(obj({"current_password": TEXT, "new_password": TEXT}))
+@returns(ref("Ok"))
 async def change_password() -> dict:
     """The member changes their own password: the same DEK is re-wrapped, every other
     session of theirs ends, this one stays."""

@@ -3,7 +3,7 @@
 from quart import Blueprint, current_app
 
 from skald_host.web.auth import current_principal
-from skald_host.web.body import json_object
+from skald_host.web.body import TEXT, accepts, json_object, obj
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("channels", __name__)
@@ -27,6 +27,7 @@ async def get_home_source() -> dict:
 
 
 @bp.put("/api/me/home-source")
+@accepts(obj(optional={"home_source": TEXT}))
 async def put_home_source() -> dict:
     core = current_app.config["SKALD_CORE"]
     data = await json_object()

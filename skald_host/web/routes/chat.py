@@ -9,12 +9,23 @@ from quart import Blueprint, current_app, request
 from skald_host.core.agent.runtime import ChatError, ChatForbidden, MemberRuntime
 from skald_host.core.identity.access import may_start_agent
 from skald_host.web.auth import current_principal, requires
-from skald_host.web.body import field, json_object
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, query, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("chat", __name__)
 
 MAX_MESSAGE_CHARS = 100_000
+ATTACHMENTS = "'attachments' must be a list of file paths"
+MESSAGE = obj(
+    {"text": text(MAX_MESSAGE_CHARS, min_length=1)},
+    {
+        "idempotency_key": text(description="8-128 characters: the same key twice stores the message once"),
+        "attachments": {
+            **array({**TEXT, "x-message": ATTACHMENTS}, description="agent paths of files uploaded to this conversation"),
+            "x-message": ATTACHMENTS,
+        },
+    },
+)
 
 
 async def runtime() -> MemberRuntime:
@@ -33,6 +44,7 @@ def chat_error(exc: ChatError) -> ApiError:
 
 
 @bp.get("/api/chat/status")
+@returns(obj({"models_configured": BOOL, "default_agent": TEXT, "agents": array(ref("Agent"))}))
 @requires("chat.use")
 async def status() -> dict:
     core = current_app.config["SKALD_CORE"]
@@ -50,6 +62,8 @@ async def status() -> dict:
 
 
 @bp.get("/api/conversations")
+@query(search=text(200, description="part of a title"))
+@returns(obj({"conversations": array(ref("Conversation"))}))
 @requires("chat.use")
 async def list_conversations() -> dict:
     search = request.args.get("search") or None
@@ -63,6 +77,8 @@ async def list_conversations() -> dict:
 
 
 @bp.post("/api/conversations")
+@accepts(obj(optional={"title": text(200), "agent": text(description="a chat agent id (GET /api/chat/status); default: the role's")}))
+@returns(ref("Conversation"), 201)
 @requires("chat.use")
 async def create_conversation():
     data = await json_object()
@@ -78,6 +94,7 @@ async def create_conversation():
 
 
 @bp.get("/api/conversations/<conversation_id>")
+@returns(obj({"conversation": ref("Conversation"), "messages": array(ref("Message")), "queued": array(ref("QueuedMessage")), "running": BOOL, "approvals": array(ref("Approval"))}))
 @requires("chat.use")
 async def get_conversation(conversation_id: str) -> dict:
     rt = await runtime()
@@ -96,6 +113,8 @@ async def get_conversation(conversation_id: str) -> dict:
 
 
 @bp.patch("/api/conversations/<conversation_id>")
+@accepts(obj({"title": text(200)}))
+@returns(ref("Conversation"))
 @requires("chat.use")
 async def rename_conversation(conversation_id: str) -> dict:
     data = await json_object()
@@ -112,6 +131,7 @@ async def rename_conversation(conversation_id: str) -> dict:
 
 
 @bp.delete("/api/conversations/<conversation_id>")
+@returns(ref("Ok"))
 @requires("chat.use")
 async def delete_conversation(conversation_id: str) -> dict:
     rt = await runtime()
@@ -124,6 +144,8 @@ async def delete_conversation(conversation_id: str) -> dict:
 
 
 @bp.post("/api/conversations/<conversation_id>/messages")
+@accepts(MESSAGE)
+@returns(ref("SendAck"), 202)
 @requires("chat.use")
 async def send_message(conversation_id: str):
     data = await json_object()
@@ -148,6 +170,7 @@ async def send_message(conversation_id: str):
 
 
 @bp.post("/api/conversations/<conversation_id>/stop")
+@returns(obj({"stopped": BOOL}))
 @requires("chat.use")
 async def stop(conversation_id: str) -> dict:
     rt = await runtime()
@@ -158,6 +181,7 @@ async def stop(conversation_id: str) -> dict:
 
 
 @bp.post("/api/conversations/<conversation_id>/compact")
+@returns(obj({"compacted": {"type": "boolean", "description": "false: nothing old enough to summarise"}}))
 @requires("chat.use")
 async def compact(conversation_id: str) -> dict:
     rt = await runtime()
@@ -168,6 +192,7 @@ async def compact(conversation_id: str) -> dict:
 
 
 @bp.get("/api/approvals")
+@returns(obj({"approvals": array(ref("Approval"))}))
 @requires("chat.use")
 async def pending_approvals() -> dict:
     rt = await runtime()
@@ -175,6 +200,8 @@ async def pending_approvals() -> dict:
 
 
 @bp.post("/api/approvals/<approval_id>")
+@accepts(obj({"decision": one_of("approve", "deny")}))
+@returns(obj({"approval_id": TEXT, "decision": one_of("approved", "denied")}))
 @requires("chat.use")
 async def resolve_approval(approval_id: str) -> dict:
     data = await json_object()

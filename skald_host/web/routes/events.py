@@ -20,6 +20,7 @@ from skald_host.core.agent.runtime import ChatError
 from skald_host.core.identity.access import allowed
 from skald_host.core.storage import DiskFailure
 from skald_host.web.auth import current_principal
+from skald_host.web.body import dumps, loads
 from skald_host.web.errors import STORAGE_RETRY_SECONDS
 
 bp = Blueprint("events", __name__)
@@ -154,13 +155,13 @@ async def member_socket() -> None:
     async def outbound() -> None:
         async for event in subscription:
             wire = [wire_event(item) for item in coalesce_tokens([event, *subscription.drain()])]
-            await websocket.send(json.dumps(batch(wire)))
+            await websocket.send(dumps(batch(wire)))
 
     async def inbound() -> None:
         while True:
             raw = await websocket.receive()
             try:
-                message = json.loads(raw)
+                message = loads(raw)  # the API's one reader: no NaN, no absurd nesting
                 kind = message.get("type") if isinstance(message, dict) else None
             except (ValueError, RecursionError, TypeError):
                 message, kind = None, None

@@ -29,6 +29,7 @@ from skald_host.core.files.sniff import IMAGE_TYPES, TEXT
 from skald_host.core.identity.users import OwnerDatabaseUnavailable
 from skald_host.core.memory.notes import NoteAccessDenied, NoteError
 from skald_host.web.auth import current_principal, requires
+from skald_host.web.body import UPLOAD, accepts, query, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("files", __name__)
@@ -71,6 +72,8 @@ def _files_error(exc: Exception) -> ApiError:
 
 
 @bp.post("/api/conversations/<conversation_id>/uploads")
+@accepts(UPLOAD, content_type="application/octet-stream")
+@returns(ref("Upload"), 201, "stored in the conversation's uploads; name the path in a message's attachments")
 @requires("chat.use")
 async def upload(conversation_id: str) -> Any:
     core = current_app.config["SKALD_CORE"]
@@ -97,6 +100,7 @@ async def upload(conversation_id: str) -> Any:
 
 
 @bp.get("/api/file")
+@query(path={"type": "string", "x-required": True, "description": "an agent path, as the fs tools name it"})
 async def view_file() -> Any:
     core = current_app.config["SKALD_CORE"]
     path = request.args.get("path")

@@ -25,7 +25,7 @@ from skald_host.core.agent.runtime import ChatError, ChatForbidden
 from skald_host.core.files.paths import PathRefused, clean_relative, contain
 from skald_host.core.folders import FolderAccess, FolderError
 from skald_host.web.auth import current_principal, requires
-from skald_host.web.body import field, json_object
+from skald_host.web.body import BOOL, TEXT, UPLOAD, accepts, field, json_object, obj, query
 from skald_host.web.errors import ApiError
 from skald_host.web.routes.chat import runtime as chat_runtime
 
@@ -72,6 +72,7 @@ async def list_shared_folders() -> dict:
 
 
 @bp.post("/api/admin/shared-folders")
+@accepts(obj({"slug": TEXT}, {"title": TEXT}, extra=False))
 @requires("members.manage")
 async def create_shared_folder() -> Any:
     data = await json_object()
@@ -87,6 +88,7 @@ async def get_shared_folder(folder_id: str) -> dict:
 
 
 @bp.patch("/api/admin/shared-folders/<folder_id>")
+@accepts(obj(optional={"title": TEXT}, extra=False))
 @requires("members.manage")
 async def rename_shared_folder(folder_id: str) -> dict:
     data = await json_object()
@@ -102,6 +104,7 @@ async def delete_shared_folder(folder_id: str) -> dict:
 
 
 @bp.post("/api/admin/shared-folders/<folder_id>/members")
+@accepts(obj({"username": TEXT}, {"can_write": BOOL}, extra=False))
 @requires("members.manage")
 async def add_shared_folder_member(folder_id: str) -> Any:
     data = await json_object()
@@ -112,6 +115,7 @@ async def add_shared_folder_member(folder_id: str) -> Any:
 
 
 @bp.patch("/api/admin/shared-folders/<folder_id>/members/<member_id>")
+@accepts(obj({"can_write": BOOL}, extra=False))
 @requires("members.manage")
 async def set_shared_folder_member(folder_id: str, member_id: str) -> dict:
     data = await json_object()
@@ -145,6 +149,7 @@ def _may_create(member: Any) -> bool:
 
 
 @bp.post("/api/projects")
+@accepts(obj({"slug": TEXT}, {"title": TEXT, "description": TEXT}, extra=False))
 @requires("projects.create")
 async def create_project() -> Any:
     data = await json_object()
@@ -161,6 +166,7 @@ async def get_project(project_id: str) -> dict:
 
 
 @bp.patch("/api/projects/<project_id>")
+@accepts(obj(optional={"title": TEXT, "description": TEXT}, extra=False))
 async def update_project(project_id: str) -> dict:
     me = _me()
     data = await json_object()
@@ -178,6 +184,7 @@ async def delete_project(project_id: str) -> dict:
 
 
 @bp.post("/api/projects/<project_id>/members")
+@accepts(obj({"username": TEXT}, {"can_write": BOOL}, extra=False))
 async def add_project_member(project_id: str) -> Any:
     me = _me()
     data = await json_object()
@@ -188,6 +195,7 @@ async def add_project_member(project_id: str) -> Any:
 
 
 @bp.patch("/api/projects/<project_id>/members/<member_id>")
+@accepts(obj({"can_write": BOOL}, extra=False))
 async def set_project_member(project_id: str, member_id: str) -> dict:
     me = _me()
     data = await json_object()
@@ -286,6 +294,7 @@ def _listing(folder: Path, rel: str) -> list[dict[str, Any]]:
 
 
 @bp.get("/api/projects/<project_id>/files")
+@query(path=TEXT)
 async def list_project_files(project_id: str) -> dict:
     access = await _access(project_id, write=False)
     rel = _relative(request.args.get("path"))
@@ -303,6 +312,7 @@ async def list_project_files(project_id: str) -> dict:
 
 
 @bp.get("/api/projects/<project_id>/files/content")
+@query(path={**TEXT, "x-required": True})
 async def download_project_file(project_id: str) -> Any:
     """The file's bytes as a download: never rendered by the browser as a page of ours."""
     access = await _access(project_id, write=False)
@@ -328,6 +338,7 @@ def _attachment(name: str) -> str:
 
 
 @bp.post("/api/projects/<project_id>/files/upload/<path:target>")
+@accepts(UPLOAD, content_type="application/octet-stream")
 async def upload_project_file(project_id: str, target: str) -> Any:
     """Raw request body → ``target`` (a path inside the project), streamed to disk with
     the upload cap enforced while streaming; an existing name is refused, never replaced."""
@@ -380,6 +391,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 @bp.post("/api/projects/<project_id>/files/folder")
+@accepts(obj({"path": TEXT}))
 async def make_project_folder(project_id: str) -> Any:
     access = await _access(project_id, write=True)
     data = await json_object()
@@ -396,6 +408,7 @@ async def make_project_folder(project_id: str) -> Any:
 
 
 @bp.post("/api/projects/<project_id>/files/rename")
+@accepts(obj({"from": TEXT, "to": TEXT}))
 async def rename_project_file(project_id: str) -> dict:
     access = await _access(project_id, write=True)
     data = await json_object()
@@ -416,6 +429,7 @@ async def rename_project_file(project_id: str) -> dict:
 
 
 @bp.post("/api/projects/<project_id>/files/delete")
+@accepts(obj({"path": TEXT}))
 async def delete_project_file(project_id: str) -> dict:
     access = await _access(project_id, write=True)
     data = await json_object()

@@ -2,19 +2,31 @@
 their data, and UI strings."""
 
 import json
+import logging
 
 from quart import Blueprint, current_app, request
 
 from skald_host.core.i18n import FALLBACK_LOCALE
 from skald_host.core.identity.privacy import privacy_facts
 from skald_host.web.auth import current_principal, public
-from skald_host.web.body import json_object
+from skald_host.web.body import OBJECT, TEXT, accepts, BodyError, json_object, loads, obj, query, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("me", __name__)
+log = logging.getLogger(__name__)
 
 MAX_SETTINGS = 200
 MAX_VALUE_BYTES = 16 * 1024
+SETTINGS = {
+    "type": "object",
+    "description": f"setting name → any JSON value (at most {MAX_VALUE_BYTES} bytes); null removes the setting",
+    "propertyNames": {
+        "minLength": 1,
+        "maxLength": 64,
+        "pattern": r"^[\w.-]+$",
+        "x-message": "setting name {key} must be 1-64 letters, digits, '.', '_' or '-'",
+    },
+}
 
 
 def _owner_db():
@@ -26,12 +38,25 @@ def _owner_db():
 
 
 @bp.get("/api/me/settings")
+@returns(obj({"settings": OBJECT}))
 async def get_settings() -> dict:
-    rows = await _owner_db().run(lambda c: c.execute("SELECT key, value FROM member_settings").fetchall())
-    return {"settings": {r[0]: json.loads(r[1]) for r in rows}}
+    db = _owner_db()
+    rows = await db.run(lambda c: c.execute("SELECT key, value FROM member_settings").fetchall())
+    settings, broken = {}, []
+    for key, value in rows:
+        try:
+            settings[key] = loads(value)
+        except BodyError:  # NaN/Infinity stored before the API refused them: back to the default
+            broken.append(key)
+    if broken:
+        log.warning("member settings %s held a value that is not valid JSON; removed (the default applies)", ", ".join(map(repr, broken)))
+        await db.transaction(lambda c: c.executemany("DELETE FROM member_settings WHERE key = ?", [(k,) for k in broken]))
+    return {"settings": settings}
 
 
 @bp.put("/api/me/settings")
+@accepts(SETTINGS)
+@returns(obj({"settings": OBJECT}))
 async def put_settings() -> dict:
     """Merge keys into the member's private settings; a null value removes a key."""
     data = await json_object()
@@ -69,6 +94,8 @@ async def privacy() -> dict:
 
 
 @bp.put("/api/me/locale")
+@accepts(obj(optional={"locale": TEXT}))
+@returns(obj({"locale": TEXT}))
 async def set_locale() -> dict:
     """A member picks their own interface language (null: the instance default)."""
     core = current_app.config["SKALD_CORE"]
@@ -81,6 +108,8 @@ async def set_locale() -> dict:
 
 
 @bp.get("/api/i18n")
+@query(locale=TEXT)
+@returns(obj({"locale": TEXT, "locales": OBJECT, "strings": OBJECT}))
 @public
 async def strings() -> dict:
     """The merged string table for a locale: asked for, else English."""

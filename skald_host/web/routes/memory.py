@@ -17,7 +17,7 @@ from quart import Blueprint, current_app, request
 from skald_host.core.identity.users import OwnerDatabaseUnavailable
 from skald_host.core.memory.notes import MEMORY_ROOTS, NoteAccessDenied, NoteError, NoteStore, note_key
 from skald_host.web.auth import current_principal
-from skald_host.web.body import field, json_object
+from skald_host.web.body import TEXT, accepts, field, json_object, obj, query
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("memory", __name__)
@@ -48,6 +48,7 @@ async def _call(operation: Any) -> Any:
 
 
 @bp.get("/api/memory/<root>/notes")
+@query(prefix=TEXT)
 async def list_notes(root: str) -> dict:
     store = _store(root)
     notes = await _call(store.list(request.args.get("prefix", ""), limit=LIST_LIMIT + 1))
@@ -59,6 +60,7 @@ async def list_notes(root: str) -> dict:
 
 
 @bp.get("/api/memory/<root>/search")
+@query(q=TEXT)
 async def search_notes(root: str) -> dict:
     query = request.args.get("q", "")
     if len(query) > MAX_QUERY_CHARS:
@@ -75,6 +77,7 @@ async def read_note(root: str, key: str) -> dict:
 
 
 @bp.put("/api/memory/<root>/notes/<path:key>")
+@accepts(obj({"content": TEXT}))
 async def write_note(root: str, key: str) -> dict:
     """Create or replace the note with ``{"content": "…"}``."""
     store = _store(root)

@@ -4,7 +4,7 @@ from quart import Blueprint, current_app
 
 from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
 from skald_host.web.auth import current_principal
-from skald_host.web.body import field, json_object
+from skald_host.web.body import OBJECT, accepts, field, json_object, obj
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("plugins", __name__)
@@ -17,6 +17,7 @@ async def mine() -> dict:
 
 
 @bp.put("/api/plugins/<plugin_id>/my-config")
+@accepts(obj({"config": OBJECT}))
 async def save_my_config(plugin_id: str) -> dict:
     core = current_app.config["SKALD_CORE"]
     data = await json_object()

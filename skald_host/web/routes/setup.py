@@ -6,13 +6,14 @@ from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.setup import SUPPORTED_LOCALES, AlreadySetUp, initialize_instance, needs_setup
 from skald_host.core.identity.users import MemberError
 from skald_host.web.auth import public, set_session_cookie
-from skald_host.web.body import field, json_object
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("setup", __name__)
 
 
 @bp.get("/api/setup")
+@returns(obj({"needs_setup": BOOL, "locales": array(TEXT)}))
 @public
 async def setup_status() -> dict:
     core = current_app.config["SKALD_CORE"]
@@ -20,6 +21,9 @@ async def setup_status() -> dict:
 
 
 @bp.post("/api/setup")
+@accepts(obj({"username": TEXT, "password": TEXT}, {"display_name": TEXT, "locale": TEXT, "encrypted": BOOL}))
+@returns(obj({"member": ref("Member"), "csrf_token": TEXT}), 201, "set up; the first admin is logged in (cookie)")
+@returns(ref("Error"), 409, "the instance is already set up")
 @public
 async def run_setup():
     core = current_app.config["SKALD_CORE"]
