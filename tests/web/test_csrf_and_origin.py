@@ -234,6 +234,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/i18n",
     "/api/auth/session",
     "/api/me/settings",
+    "/api/me/privacy",
     "/api/me/home-source",
     "/api/plugins/mine",
     "/api/plugins/pages",
