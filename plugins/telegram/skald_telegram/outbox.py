@@ -109,6 +109,7 @@ class ChatQueue:
         self.wake = asyncio.Event()
         self.lock = asyncio.Lock()  # serialises this chat's writes to the store
         self.worker: asyncio.Task[None] | None = None
+        self.in_flight = False  # a call was sent and its answer is not yet taken in
 
 
 Runner = Callable[[ChatQueue, Job], Awaitable[None]]
@@ -325,13 +326,16 @@ class Outbox:
                 await asyncio.sleep(delay)
                 continue  # a 429 of another call may have moved it meanwhile
             await self._overall()
+            queue.in_flight = True
             try:
                 return await make()
             except RetryAfter as exc:
                 seconds = retry_after_seconds(exc)
                 queue.not_before = self.clock() + seconds
                 log.info("telegram: flood wait of %.0f s for chat %s before %s", seconds, queue.chat_id, what)
-                if queue.running is not None and queue.running.durable:
+                # Whatever call drew the 429 (a typing indicator too), the wait holds the
+                # whole chat: store it whenever a durable job waits, so a restart keeps it.
+                if any(job.durable for job in ([queue.running] if queue.running else []) + list(queue.jobs)):
                     await self._persist(queue)
             except BadRequest:
                 raise
@@ -343,6 +347,7 @@ class Outbox:
                 log.warning("telegram: %s for chat %s failed (%s), trying again in %.0f s", what, queue.chat_id, exc.message, backoff)
                 queue.not_before = max(queue.not_before, self.clock() + backoff)
             finally:
+                queue.in_flight = False
                 if message:
                     queue.next_message_at = self.clock() + CHAT_INTERVAL_SECONDS
 
@@ -375,8 +380,14 @@ class Outbox:
         while self.clock() < deadline and any(q.jobs or q.running for q in self.chats.values()):
             await asyncio.sleep(0.05)
 
-    async def close(self) -> None:
+    async def close(self, in_flight_timeout: float = 5.0) -> None:
+        """Stop the workers, but first let a call already sent take in its answer: a 429
+        that the stopping process never read would leave the next start without that
+        flood wait, and it would call the chat before ``retry_after`` has passed."""
         self._closed = True
+        deadline = self.clock() + in_flight_timeout
+        while self.clock() < deadline and any(q.in_flight for q in self.chats.values()):
+            await asyncio.sleep(0.02)
         workers = [q.worker for q in self.chats.values() if q.worker is not None]
         for worker in workers:
             worker.cancel()
