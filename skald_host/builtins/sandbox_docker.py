@@ -17,9 +17,17 @@ container starts.
 A command runs under ``setsid`` so it leads a session of its own; the session id is
 written to a pidfile, and a timeout or a stop kills every process of that session
 from a second ``docker exec``. What a finished command left running in its process
-group is killed by the wrapper itself as the command ends: a command leaves nothing
-behind, as in the bubblewrap backend, whose pid namespace ends with it. If even that cannot start (a fork bomb holding every
-pid), the container is restarted: killing more than asked beats leaving it running.
+group is killed by the wrapper itself as the command ends. A session and a process
+group can be left (``setsid``, a double fork), so neither is what the last word rests
+on: whenever a member's last running command ends (finished, stopped or timed out),
+the sweeper kills every process in the container but tini (pid 1) and the idle
+process it was started with — a process cannot leave its container. Nothing a member
+started survives the last of their running commands; while another of their commands
+still runs, what a stopped one left outside its session lives until that one ends
+too. If the sweeper cannot run (a fork bomb holding every pid), the container is
+restarted: killing more than asked beats leaving it running. The container itself is
+removed when the member is locked (logout of their last session, revocation, expiry)
+and when the server stops (``SandboxManager.before_lock`` / ``close``).
 """
 
 from __future__ import annotations
@@ -89,6 +97,35 @@ KILLER = (
     'i=0; while pkill -KILL -s "$sid" && [ $i -lt 200 ]; do i=$((i+1)); done; '
     'rm -f "$0"; pgrep -s "$sid" >/dev/null && exit 3; exit 0'
 )
+# Run by bash as the member while none of their commands runs: SIGKILL to every
+# process in the container but pid 1 (tini), the idle process (tini's child that
+# started first: nothing a member starts can be older) and itself, pass after pass
+# until a pass finds nothing alive (zombies are tini's to reap). Builtins only: no fork,
+# so it works when every pid is taken, as long as its own exec could start.
+SWEEPER = r"""
+idle=; first=
+read -r -a kids < /proc/1/task/1/children
+for p in "${kids[@]}"; do
+  read -r line < "/proc/$p/stat" || continue
+  set -- ${line##*) }
+  if [ -z "$first" ] || [ "${20}" -lt "$first" ]; then first=${20}; idle=$p; fi
+done
+pass=0
+while [ $pass -lt 200 ]; do
+  found=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$idle"|"$$") continue;; esac
+    read -r line < "$d/stat" 2>/dev/null || continue
+    set -- ${line##*) }
+    [ "$1" = Z ] && continue
+    kill -KILL "$p" 2>/dev/null && found=1
+  done
+  [ $found = 0 ] && exit 0
+  pass=$((pass+1))
+done
+exit 3
+"""
 
 
 # Threads of their own: a command's output is read by a thread blocked for as long as
@@ -126,6 +163,7 @@ class DockerBackend:
         self._client: Any = None
         self._lock = threading.Lock()
         self._checked: dict[str, tuple[str, float]] = {}  # member -> (spec hash, when)
+        self._gates: dict[str, _Gate] = {}
 
     def _blocking(self, fn: Any, *args: Any) -> "asyncio.Future[Any]":
         return asyncio.get_running_loop().run_in_executor(_THREADS, fn, *args)
@@ -247,6 +285,40 @@ class DockerBackend:
         output_limit: int,
         cancelled: asyncio.Event | None = None,
     ) -> ExecResult:
+        """Run the command, then, once no other command of the member runs, sweep the
+        container: what the command started ends with it, wherever it went."""
+        gate = self._gates.setdefault(spec.member_id, _Gate())
+        async with gate.lock:  # never while a sweep runs: it would kill the new command
+            gate.running += 1
+        try:
+            return await self._execute(
+                spec, command, workdir=workdir, timeout=timeout, output_limit=output_limit, cancelled=cancelled,
+            )
+        finally:
+            # Shielded: a stopped turn's command is swept all the same.
+            await asyncio.shield(self._leave(spec, gate))
+
+    async def _leave(self, spec: SandboxSpec, gate: "_Gate") -> None:
+        async with gate.lock:
+            gate.running -= 1
+            if gate.running:
+                return
+            user = f"{spec.uid}:{spec.gid}"
+            try:
+                await self._blocking(self._sweep, self._docker().api, container_name(spec.member_id), user)
+            except Exception:
+                log.exception("sandbox %s: sweeping the container failed", container_name(spec.member_id))
+
+    async def _execute(
+        self,
+        spec: SandboxSpec,
+        command: str,
+        *,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        cancelled: asyncio.Event | None = None,
+    ) -> ExecResult:
         name = container_name(spec.member_id)
         pidfile = f"/tmp/.skald-exec-{secrets.token_hex(16)}"
         user = f"{spec.uid}:{spec.gid}"
@@ -324,10 +396,18 @@ class DockerBackend:
             _close(sock)  # something outside the session holds the stream open: stop reading
 
     def _kill_session(self, api: Any, name: str, user: str, pidfile: str) -> None:
+        self._kill_or_restart(api, name, user, ["/bin/sh", "-c", KILLER, pidfile], "the command's session")
+
+    def _sweep(self, api: Any, name: str, user: str) -> None:
+        self._kill_or_restart(api, name, user, ["/bin/bash", "-c", SWEEPER], "what the member's commands left")
+
+    def _kill_or_restart(self, api: Any, name: str, user: str, argv: list[str], what: str) -> None:
+        """Run a killer in the container; if it cannot run or cannot finish, restart the
+        container, which kills everything in it (tini and the idle process return)."""
         import docker.errors
 
         try:
-            exec_id = api.exec_create(name, ["/bin/sh", "-c", KILLER, pidfile], stdout=True, stderr=True, user=user)["Id"]
+            exec_id = api.exec_create(name, argv, stdout=True, stderr=True, user=user)["Id"]
             api.exec_start(exec_id)
             code = api.exec_inspect(exec_id).get("ExitCode")
         except docker.errors.APIError as exc:
@@ -340,12 +420,19 @@ class DockerBackend:
             container = self._docker().containers.get(name)
             if container.status != "running":
                 return  # removed, rebuilt or stopped meanwhile: nothing of the session is left
-            # The killer could not run or could not finish (every pid taken): restart the
-            # container, which kills everything in it; tini and the idle process return.
-            log.warning("sandbox %s: the command's session could not be killed (%s); restarting the container", name, reason)
+            log.warning("sandbox %s: %s could not be killed (%s); restarting the container", name, what, reason)
             container.restart(timeout=0)
         except docker.errors.NotFound:
             return
+
+
+class _Gate:
+    """How many commands of one member run now; the sweep runs under ``lock`` when
+    that falls to zero, and a command starts only under it."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.lock = asyncio.Lock()
 
 
 def _sandbox_network(client: Any) -> Any:
