@@ -38,7 +38,9 @@ import hashlib
 import ipaddress
 import json
 import logging
+import os
 import secrets
+import signal
 import socket
 import subprocess
 import threading
@@ -399,6 +401,11 @@ class DockerBackend:
         self._kill_or_restart(api, name, user, ["/bin/sh", "-c", KILLER, pidfile], "the command's session")
 
     def _sweep(self, api: Any, name: str, user: str) -> None:
+        """Kill every process in the container but its init and idle process: from the
+        host when it can see them (root, the engine on this kernel; a few ms), else
+        with the sweeper inside the container (a second exec, ~70 ms)."""
+        if sweep_from_host(api, name):
+            return
         self._kill_or_restart(api, name, user, ["/bin/bash", "-c", SWEEPER], "what the member's commands left")
 
     def _kill_or_restart(self, api: Any, name: str, user: str, argv: list[str], what: str) -> None:
@@ -424,6 +431,91 @@ class DockerBackend:
             container.restart(timeout=0)
         except docker.errors.NotFound:
             return
+
+
+def sweep_from_host(api: Any, name: str) -> bool:
+    """The sweeper's work done from the host, through its own ``/proc``: every process in
+    the container's pid namespace but the init and its idle child gets SIGKILL. Each is
+    opened as a pidfd, checked to be in that namespace, then signalled through the
+    pidfd, so a pid reused by a host process meanwhile is never hit. False when this
+    host cannot do it (not root, or the engine runs elsewhere): the caller falls back."""
+    import docker.errors
+
+    if os.geteuid() != 0 or not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        init = int(api.inspect_container(name)["State"]["Pid"] or 0)
+    except docker.errors.NotFound:
+        return True  # removed meanwhile: nothing is left to sweep
+    if not init:
+        return True  # not running: nothing is left either
+    try:
+        anchor = os.pidfd_open(init)  # holds the init's identity while its /proc is read
+    except OSError:
+        return False
+    try:
+        namespace = os.readlink(f"/proc/{init}/ns/pid")
+        # It must be pid 1 of a namespace other than ours (never the host's own).
+        if namespace == os.readlink("/proc/self/ns/pid") or _nspid(init)[-1:] != ["1"] or len(_nspid(init)) < 2:
+            return False
+        idle = _idle_child(init)
+        for _ in range(200):
+            found = False
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit() or int(entry.name) in (init, idle):
+                    continue
+                found = _kill_if_in(int(entry.name), namespace) or found
+            if not found:
+                return True
+        return False
+    except OSError:
+        return False
+    finally:
+        os.close(anchor)
+
+
+def _nspid(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+        for line in status:
+            if line.startswith("NSpid:"):
+                return line.split()[1:]
+    return []
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/PID/stat`` after the command name: [state, ppid, …, starttime at 19]."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
+def _idle_child(init: int) -> int | None:
+    """The init's child that started first: the idle process it was created with
+    (nothing a member starts later can be older)."""
+    try:
+        with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as children:
+            pids = [int(p) for p in children.read().split()]
+        return min(pids, key=lambda p: int(_stat_fields(p)[19]), default=None)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kill_if_in(pid: int, namespace: str) -> bool:
+    try:
+        if os.readlink(f"/proc/{pid}/ns/pid") != namespace:
+            return False
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return False
+    try:
+        # Checked again through the pidfd's process: the pid cannot change hands now.
+        if os.readlink(f"/proc/{pid}/ns/pid") != namespace or _stat_fields(pid)[0] == "Z":
+            return False  # another process now, or a zombie for tini to reap
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return True
+    except (OSError, IndexError):
+        return False
+    finally:
+        os.close(fd)
 
 
 class _Gate:

@@ -217,3 +217,38 @@ async def test_a_container_a_crashed_run_left_is_removed_at_the_next_boot(skald,
     with pytest.raises(docker.errors.NotFound):
         docker_engine.containers.get(container_name(box.bob))
     assert docker_engine.containers.get(container_name(box.alice)).status == "running"
+
+
+async def test_a_sweep_touches_only_the_members_own_sandbox(box: Box, engine):
+    """Another member's running command and a process of the host itself outlive the
+    end of alice's command and its sweep."""
+    bobs = f"bobs-{secrets.token_hex(3)}"
+    stop = asyncio.Event()
+    running_for_bob = asyncio.ensure_future(box.run(box.bob, f"bash -c 'exec -a {bobs} sleep 1000'", cancelled=stop))
+    hosts = await asyncio.create_subprocess_exec("sleep", "1000")
+    try:
+        await running(box.uid(box.bob), [bobs])
+        snippet, marks = escapes("mine")
+        assert (await box.run(box.alice, f"{snippet} true")).exit_code == 0
+        await gone(box.uid(box.alice), marks, "alice's command")
+        assert command_processes(box.uid(box.bob), bobs) and hosts.returncode is None
+    finally:
+        stop.set()
+        hosts.kill()
+        await hosts.wait()
+        await asyncio.wait_for(running_for_bob, 30)
+
+
+async def test_without_a_view_of_the_hosts_processes_the_sweeper_runs_in_the_container(skald, docker_engine, monkeypatch):
+    """An unprivileged host or a remote engine cannot sweep through ``/proc``: the
+    bash sweeper does it from inside the container, with the same result."""
+    import skald_host.builtins.sandbox_docker as sandbox_docker
+
+    used = []
+    monkeypatch.setattr(sandbox_docker, "sweep_from_host", lambda api, name: used.append(name) and False)
+    box = await start_box(skald, "docker")
+    snippet, marks = escapes("inside")
+    result = await box.run(box.alice, f"{snippet} echo done")
+    assert result.output == "done\n" and used, result
+    await gone(box.uid(box.alice), marks, "the in-container sweeper")
+    assert_only_init_left(box, docker_engine, box.alice)
