@@ -444,7 +444,8 @@ def sweep_from_host(api: Any, name: str) -> bool:
     if os.geteuid() != 0 or not hasattr(os, "pidfd_open"):
         return False
     try:
-        init = int(api.inspect_container(name)["State"]["Pid"] or 0)
+        attrs = api.inspect_container(name)
+        init, container_id = int(attrs["State"]["Pid"] or 0), attrs["Id"]
     except docker.errors.NotFound:
         return True  # removed meanwhile: nothing is left to sweep
     if not init:
@@ -455,8 +456,14 @@ def sweep_from_host(api: Any, name: str) -> bool:
         return False
     try:
         namespace = os.readlink(f"/proc/{init}/ns/pid")
-        # It must be pid 1 of a namespace other than ours (never the host's own).
-        if namespace == os.readlink("/proc/self/ns/pid") or _nspid(init)[-1:] != ["1"] or len(_nspid(init)) < 2:
+        # It must be the container's (its cgroup names it: a server that itself runs in
+        # a container sees other pids than the engine reports) and pid 1 of a namespace
+        # other than ours, never the host's own.
+        with open(f"/proc/{init}/cgroup", encoding="utf-8", errors="replace") as cgroup:
+            if container_id not in cgroup.read():
+                return False
+        nspid = _nspid(init)
+        if namespace == os.readlink("/proc/self/ns/pid") or len(nspid) < 2 or nspid[-1] != "1":
             return False
         idle = _idle_child(init)
         for _ in range(200):

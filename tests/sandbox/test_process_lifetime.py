@@ -258,3 +258,43 @@ async def test_without_a_view_of_the_hosts_processes_the_sweeper_runs_in_the_con
     assert result.output == "done\n" and used, result
     await gone(box.uid(box.alice), marks, "the in-container sweeper")
     assert_only_init_left(box, docker_engine, box.alice)
+
+
+async def test_an_engine_that_hangs_holds_a_logout_and_a_stop_only_for_their_bounds(skald, docker_engine, monkeypatch):
+    """Removal runs on a thread and is waited for within a bound: an engine that never
+    answers delays a logout by ``RETIRE_SECONDS`` and a server stop by ``CLOSE_SECONDS``,
+    and the event loop serves meanwhile."""
+    import threading
+
+    import skald_host.core.sandbox.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "RETIRE_SECONDS", 1.0)
+    monkeypatch.setattr(manager_module, "CLOSE_SECONDS", 1.0)
+    box = await start_box(skald, "docker")
+    alice = await box.host.member("alice")
+    assert (await box.run(box.alice, "true")).exit_code == 0
+    backend = (await box.core.sandbox.backend())[1]
+    release, calls = threading.Event(), []
+    monkeypatch.setattr(backend, "_remove", lambda member_id: calls.append(member_id) or release.wait(60))
+    try:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.05)
+                ticks += 1
+
+        ticking = asyncio.ensure_future(tick())
+        started = time.monotonic()
+        assert (await alice.post("/api/auth/logout")).status_code == 200
+        logout = time.monotonic() - started
+        started = time.monotonic()
+        await box.host.stop()
+        stop = time.monotonic() - started
+        ticking.cancel()
+        assert calls and logout < 10 and stop < 10, (calls, logout, stop)
+        assert ticks >= 10  # the loop ran while both waited
+        print(f"\nhanging engine: logout {logout:.2f} s, server stop {stop:.2f} s")
+    finally:
+        release.set()
