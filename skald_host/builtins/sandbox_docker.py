@@ -465,7 +465,7 @@ def sweep_from_host(api: Any, name: str) -> bool:
         nspid = _nspid(init)
         if namespace == os.readlink("/proc/self/ns/pid") or len(nspid) < 2 or nspid[-1] != "1":
             return False
-        idle = _idle_child(init)
+        idle = _idle_process(init)
         for _ in range(200):
             found = False
             for entry in os.scandir("/proc"):
@@ -495,12 +495,12 @@ def _stat_fields(pid: int) -> list[str]:
         return stat.read().rsplit(")", 1)[1].split()
 
 
-def _idle_child(init: int) -> int | None:
+def _idle_process(init: int) -> int | None:
     """The init's child that started first: the idle process it was created with
     (nothing a member starts later can be older)."""
     try:
-        with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as children:
-            pids = [int(p) for p in children.read().split()]
+        with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as listing:
+            pids = [int(p) for p in listing.read().split()]
         return min(pids, key=lambda p: int(_stat_fields(p)[19]), default=None)
     except (OSError, ValueError, IndexError):
         return None
