@@ -20,14 +20,16 @@ from a second ``docker exec``. What a finished command left running in its proce
 group is killed by the wrapper itself as the command ends. A session and a process
 group can be left (``setsid``, a double fork), so neither is what the last word rests
 on: whenever a member's last running command ends (finished, stopped or timed out),
-the sweeper kills every process in the container but tini (pid 1) and the idle
-process it was started with — a process cannot leave its container. Nothing a member
-started survives the last of their running commands; while another of their commands
-still runs, what a stopped one left outside its session lives until that one ends
-too. If the sweeper cannot run (a fork bomb holding every pid), the container is
-restarted: killing more than asked beats leaving it running. The container itself is
-removed when the member is locked (logout of their last session, revocation, expiry)
-and when the server stops (``SandboxManager.before_lock`` / ``close``).
+every process in the container but tini (pid 1) and the idle process it was started
+with is killed — a process cannot leave its container. The host does that through its
+own ``/proc`` when it can (root, the engine on this kernel), else ``SWEEPER`` does it
+from inside the container. Nothing a member started survives the last of their
+running commands; while another of their commands still runs, what an ended or
+stopped one left outside its group or session lives until that one ends too. If the
+sweep cannot finish (a fork bomb holding every pid), the container is restarted:
+killing more than asked beats leaving it running. The container itself is removed
+when the member is locked (logout of their last session, revocation, expiry) and when
+the server stops (``SandboxManager.before_lock`` / ``close``).
 """
 
 from __future__ import annotations
