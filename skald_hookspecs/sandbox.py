@@ -107,14 +107,19 @@ class SandboxBackend(Protocol):
         cancelled: object | None = None,
     ) -> ExecResult:
         """Run ``command`` with ``/bin/sh -c`` as ``spec.uid`` in ``workdir`` (a sandbox
-        path), in a process group of its own. When ``timeout`` passes or ``cancelled``
-        (an ``asyncio.Event``) is set, kill the whole group and return what was captured."""
+        path). When ``timeout`` passes or ``cancelled`` (an ``asyncio.Event``) is set,
+        kill everything the command started and return what was captured. Nothing it
+        started may outlive it: kill by what a process cannot leave (a pid namespace, a
+        container), not by a process group or session, which ``setsid`` leaves."""
 
     async def remove(self, member_id: str) -> None:
-        """Tear the member's sandbox down (member deleted or deactivated)."""
+        """Tear the member's sandbox down with everything running in it: called when the
+        member is locked (logout of their last session, revocation, expiry), deactivated
+        or deleted, and at server stop; the next ``ensure`` builds it again."""
 
     async def existing(self, instance: str) -> list[str]:
         """The member ids that have a sandbox of ``instance`` right now (long-lived
         ones, e.g. a container; ``[]`` for a backend that keeps nothing between
-        commands). The host reconciles these at boot: a deleted or deactivated member's
-        is removed. Another instance's sandboxes are never listed."""
+        commands). The host reconciles these at boot: what a previous run left (a
+        crash removes nothing) is removed, unless its member is unlocked. Another
+        instance's sandboxes are never listed."""

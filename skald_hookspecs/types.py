@@ -112,7 +112,7 @@ class TurnApi(Protocol):
         """Run a shell command in this member's sandbox (never on the bare host) and
         return its ``ExecResult``. ``workdir`` is an agent path (``~/…``, relative,
         ``shared/X/…``, ``projects/o/s/…``) or an absolute sandbox path; ``timeout`` is
-        capped by the instance. Stopping the turn kills the command's process group.
+        capped by the instance. Stopping the turn kills everything the command started.
         Raises ``SandboxUnavailable`` (its message says what to install) when no
         sandbox backend can run here."""
 

@@ -1,6 +1,6 @@
 """``execute_cmd``: a shell command in the member's own sandbox, through the same
-``TurnApi.run_command`` any plugin's tool can use. Stopping the turn kills the
-command's whole process group; a command is never re-run after a crash."""
+``TurnApi.run_command`` any plugin's tool can use. Stopping the turn kills everything
+the command started; a command is never re-run after a crash."""
 
 from __future__ import annotations
 

@@ -10,6 +10,14 @@ read-only. When the host runs as root the command is dropped to the member's uid
 ``setpriv`` before bwrap starts, so it is that uid on the host too (another member's
 0700 home is closed to it by plain permissions); limits come from ``prlimit``
 (processes, address space, CPU seconds, file size) because cgroups may not be delegated here.
+
+Nothing outlives its command, whatever it does (``setsid``, a double fork, ``nohup``):
+bwrap's init is pid 1 of the command's pid namespace and exits when the command's
+shell does, and the kernel then kills every process left in that namespace, which no
+process can leave. A timeout or a stop kills bwrap's process group; ``--die-with-parent``
+takes the namespace's init, and so the namespace, with it. ``remove`` (the member
+locked, deactivated or deleted, the server stopping) does the same to every command
+the member still has running.
 """
 
 from __future__ import annotations

@@ -17,9 +17,19 @@ container starts.
 A command runs under ``setsid`` so it leads a session of its own; the session id is
 written to a pidfile, and a timeout or a stop kills every process of that session
 from a second ``docker exec``. What a finished command left running in its process
-group is killed by the wrapper itself as the command ends: a command leaves nothing
-behind, as in the bubblewrap backend, whose pid namespace ends with it. If even that cannot start (a fork bomb holding every
-pid), the container is restarted: killing more than asked beats leaving it running.
+group is killed by the wrapper itself as the command ends. A session and a process
+group can be left (``setsid``, a double fork), so neither is what the last word rests
+on: whenever a member's last running command ends (finished, stopped or timed out),
+every process in the container but tini (pid 1) and the idle process it was started
+with is killed — a process cannot leave its container. The host does that through its
+own ``/proc`` when it can (root, the engine on this kernel), else ``SWEEPER`` does it
+from inside the container. Nothing a member started survives the last of their
+running commands; while another of their commands still runs, what an ended or
+stopped one left outside its group or session lives until that one ends too. If the
+sweep cannot finish (a fork bomb holding every pid), the container is restarted:
+killing more than asked beats leaving it running. The container itself is removed
+when the member is locked (logout of their last session, revocation, expiry) and when
+the server stops (``SandboxManager.before_lock`` / ``close``).
 """
 
 from __future__ import annotations
@@ -30,7 +40,9 @@ import hashlib
 import ipaddress
 import json
 import logging
+import os
 import secrets
+import signal
 import socket
 import subprocess
 import threading
@@ -89,6 +101,35 @@ KILLER = (
     'i=0; while pkill -KILL -s "$sid" && [ $i -lt 200 ]; do i=$((i+1)); done; '
     'rm -f "$0"; pgrep -s "$sid" >/dev/null && exit 3; exit 0'
 )
+# Run by bash as the member while none of their commands runs: SIGKILL to every
+# process in the container but pid 1 (tini), the idle process (tini's child that
+# started first: nothing a member starts can be older) and itself, pass after pass
+# until a pass finds nothing alive (zombies are tini's to reap). Builtins only: no fork,
+# so it works when every pid is taken, as long as its own exec could start.
+SWEEPER = r"""
+idle=; first=
+read -r -a kids < /proc/1/task/1/children
+for p in "${kids[@]}"; do
+  read -r line < "/proc/$p/stat" || continue
+  set -- ${line##*) }
+  if [ -z "$first" ] || [ "${20}" -lt "$first" ]; then first=${20}; idle=$p; fi
+done
+pass=0
+while [ $pass -lt 200 ]; do
+  found=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$idle"|"$$") continue;; esac
+    read -r line < "$d/stat" 2>/dev/null || continue
+    set -- ${line##*) }
+    [ "$1" = Z ] && continue
+    kill -KILL "$p" 2>/dev/null && found=1
+  done
+  [ $found = 0 ] && exit 0
+  pass=$((pass+1))
+done
+exit 3
+"""
 
 
 # Threads of their own: a command's output is read by a thread blocked for as long as
@@ -126,6 +167,7 @@ class DockerBackend:
         self._client: Any = None
         self._lock = threading.Lock()
         self._checked: dict[str, tuple[str, float]] = {}  # member -> (spec hash, when)
+        self._gates: dict[str, _Gate] = {}
 
     def _blocking(self, fn: Any, *args: Any) -> "asyncio.Future[Any]":
         return asyncio.get_running_loop().run_in_executor(_THREADS, fn, *args)
@@ -247,6 +289,40 @@ class DockerBackend:
         output_limit: int,
         cancelled: asyncio.Event | None = None,
     ) -> ExecResult:
+        """Run the command, then, once no other command of the member runs, sweep the
+        container: what the command started ends with it, wherever it went."""
+        gate = self._gates.setdefault(spec.member_id, _Gate())
+        async with gate.lock:  # never while a sweep runs: it would kill the new command
+            gate.running += 1
+        try:
+            return await self._execute(
+                spec, command, workdir=workdir, timeout=timeout, output_limit=output_limit, cancelled=cancelled,
+            )
+        finally:
+            # Shielded: a stopped turn's command is swept all the same.
+            await asyncio.shield(self._leave(spec, gate))
+
+    async def _leave(self, spec: SandboxSpec, gate: "_Gate") -> None:
+        async with gate.lock:
+            gate.running -= 1
+            if gate.running:
+                return
+            user = f"{spec.uid}:{spec.gid}"
+            try:
+                await self._blocking(self._sweep, self._docker().api, container_name(spec.member_id), user)
+            except Exception:
+                log.exception("sandbox %s: sweeping the container failed", container_name(spec.member_id))
+
+    async def _execute(
+        self,
+        spec: SandboxSpec,
+        command: str,
+        *,
+        workdir: str,
+        timeout: float,
+        output_limit: int,
+        cancelled: asyncio.Event | None = None,
+    ) -> ExecResult:
         name = container_name(spec.member_id)
         pidfile = f"/tmp/.skald-exec-{secrets.token_hex(16)}"
         user = f"{spec.uid}:{spec.gid}"
@@ -324,10 +400,23 @@ class DockerBackend:
             _close(sock)  # something outside the session holds the stream open: stop reading
 
     def _kill_session(self, api: Any, name: str, user: str, pidfile: str) -> None:
+        self._kill_or_restart(api, name, user, ["/bin/sh", "-c", KILLER, pidfile], "the command's session")
+
+    def _sweep(self, api: Any, name: str, user: str) -> None:
+        """Kill every process in the container but its init and idle process: from the
+        host when it can see them (root, the engine on this kernel; a few ms), else
+        with the sweeper inside the container (a second exec, ~70 ms)."""
+        if sweep_from_host(api, name):
+            return
+        self._kill_or_restart(api, name, user, ["/bin/bash", "-c", SWEEPER], "what the member's commands left")
+
+    def _kill_or_restart(self, api: Any, name: str, user: str, argv: list[str], what: str) -> None:
+        """Run a killer in the container; if it cannot run or cannot finish, restart the
+        container, which kills everything in it (tini and the idle process return)."""
         import docker.errors
 
         try:
-            exec_id = api.exec_create(name, ["/bin/sh", "-c", KILLER, pidfile], stdout=True, stderr=True, user=user)["Id"]
+            exec_id = api.exec_create(name, argv, stdout=True, stderr=True, user=user)["Id"]
             api.exec_start(exec_id)
             code = api.exec_inspect(exec_id).get("ExitCode")
         except docker.errors.APIError as exc:
@@ -340,12 +429,111 @@ class DockerBackend:
             container = self._docker().containers.get(name)
             if container.status != "running":
                 return  # removed, rebuilt or stopped meanwhile: nothing of the session is left
-            # The killer could not run or could not finish (every pid taken): restart the
-            # container, which kills everything in it; tini and the idle process return.
-            log.warning("sandbox %s: the command's session could not be killed (%s); restarting the container", name, reason)
+            log.warning("sandbox %s: %s could not be killed (%s); restarting the container", name, what, reason)
             container.restart(timeout=0)
         except docker.errors.NotFound:
             return
+
+
+def sweep_from_host(api: Any, name: str) -> bool:
+    """The sweeper's work done from the host, through its own ``/proc``: every process in
+    the container's pid namespace but the init and its idle child gets SIGKILL. Each is
+    opened as a pidfd, checked to be in that namespace, then signalled through the
+    pidfd, so a pid reused by a host process meanwhile is never hit. False when this
+    host cannot do it (not root, or the engine runs elsewhere): the caller falls back."""
+    import docker.errors
+
+    if os.geteuid() != 0 or not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        attrs = api.inspect_container(name)
+        init, container_id = int(attrs["State"]["Pid"] or 0), attrs["Id"]
+    except docker.errors.NotFound:
+        return True  # removed meanwhile: nothing is left to sweep
+    if not init:
+        return True  # not running: nothing is left either
+    try:
+        anchor = os.pidfd_open(init)  # holds the init's identity while its /proc is read
+    except OSError:
+        return False
+    try:
+        namespace = os.readlink(f"/proc/{init}/ns/pid")
+        # It must be the container's (its cgroup names it: a server that itself runs in
+        # a container sees other pids than the engine reports) and pid 1 of a namespace
+        # other than ours, never the host's own.
+        with open(f"/proc/{init}/cgroup", encoding="utf-8", errors="replace") as cgroup:
+            if container_id not in cgroup.read():
+                return False
+        nspid = _nspid(init)
+        if namespace == os.readlink("/proc/self/ns/pid") or len(nspid) < 2 or nspid[-1] != "1":
+            return False
+        idle = _idle_process(init)
+        for _ in range(200):
+            found = False
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit() or int(entry.name) in (init, idle):
+                    continue
+                found = _kill_if_in(int(entry.name), namespace) or found
+            if not found:
+                return True
+        return False
+    except OSError:
+        return False
+    finally:
+        os.close(anchor)
+
+
+def _nspid(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+        for line in status:
+            if line.startswith("NSpid:"):
+                return line.split()[1:]
+    return []
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/PID/stat`` after the command name: [state, ppid, …, starttime at 19]."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
+def _idle_process(init: int) -> int | None:
+    """The init's child that started first: the idle process it was created with
+    (nothing a member starts later can be older)."""
+    try:
+        with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as listing:
+            pids = [int(p) for p in listing.read().split()]
+        return min(pids, key=lambda p: int(_stat_fields(p)[19]), default=None)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kill_if_in(pid: int, namespace: str) -> bool:
+    try:
+        if os.readlink(f"/proc/{pid}/ns/pid") != namespace:
+            return False
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return False
+    try:
+        # Checked again through the pidfd's process: the pid cannot change hands now.
+        if os.readlink(f"/proc/{pid}/ns/pid") != namespace or _stat_fields(pid)[0] == "Z":
+            return False  # another process now, or a zombie for tini to reap
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return True
+    except (OSError, IndexError):
+        return False
+    finally:
+        os.close(fd)
+
+
+class _Gate:
+    """How many commands of one member run now; the sweep runs under ``lock`` when
+    that falls to zero, and a command starts only under it."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.lock = asyncio.Lock()
 
 
 def _sandbox_network(client: Any) -> Any:

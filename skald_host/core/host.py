@@ -249,6 +249,7 @@ class Skald:
         backends = await self.plugins.collect("register_sandbox_backends", validate_backend, key=lambda b: b[0], kind="sandbox backend")
         self._sandbox = SandboxManager(self, backends)
         await self._sandbox.start()
+        self._users.before_lock.append(self._sandbox.before_lock)  # after the chat's: turns end first
         self._users.before_lock.append(self._channels.before_lock)
         self._users.after_unlock.append(self._channels.after_unlock)
         self.config_sets = await self.plugins.collect(
@@ -370,6 +371,8 @@ class Skald:
             await self._channels.close()
         if self._chat is not None:
             await self._chat.close()
+        if self._sandbox is not None:
+            await self._sandbox.close()
         if self._files is not None:
             await self._files.flush()
         if self._users is not None:

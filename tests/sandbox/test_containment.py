@@ -95,7 +95,7 @@ async def test_a_read_only_membership_refuses_writes_and_a_writable_one_takes_th
 async def test_the_memory_roots_are_read_only_signposts_naming_the_tools(box: Box):
     result = await box.run(
         box.alice,
-        "cat user-memory/README.md; echo note > user-memory/x.md; echo write=$?;"
+        "exec 2>&1; cat user-memory/README.md; echo note > user-memory/x.md; echo write=$?;"
         " mkdir -p shared-memory/deeper; echo mkdir=$?; ls -A user-memory shared-memory",
     )
     assert "memory_search" in result.output and "read_file user-memory/" in result.output

@@ -38,6 +38,10 @@ INSTANCE_KEY = "sandbox.instance"
 #: into their sandbox (and in no other: an unmounted folder is simply not there).
 FOLDERS_GID = 19999
 _REMOVING_EVENTS = ("member_deleted",)
+#: How long a lock waits for the member's sandbox to go, and a server stop for all of
+#: them; past that the removal goes on in its thread and the lock (or stop) moves on.
+RETIRE_SECONDS = 10.0
+CLOSE_SECONDS = 15.0
 
 SIGNPOST = """# {root}/ is not a folder
 
@@ -80,6 +84,7 @@ class SandboxManager:
         self._choosing = asyncio.Lock()
         self._member_locks: dict[str, asyncio.Lock] = {}
         self._ensured: dict[str, SandboxSpec] = {}
+        self._closing = False
         self.instance = ""
 
     @property
@@ -295,11 +300,59 @@ class SandboxManager:
             return
         await backend.remove(member_id)
 
+    # -- when a sandbox stops ---------------------------------------------------------------
+    # A member's sandbox lives while they are unlocked: it is built on first use and
+    # removed, with everything running in it, when they are locked (logout of their last
+    # session, revocation, expiry, deactivation, deletion) and when the server stops.
+
+    async def before_lock(self, member_id: str) -> None:
+        """``UserManager.before_lock``: after the chat has cancelled the member's turns
+        (so their commands were killed), remove the sandbox itself. Bounded: a slow
+        engine delays a logout by at most ``RETIRE_SECONDS``."""
+        if self._closing or self._chosen is None:
+            return  # close() removes them all at once; with no backend chosen, none was built
+        try:
+            await asyncio.wait_for(asyncio.shield(self._retire(member_id)), RETIRE_SECONDS)
+        except asyncio.TimeoutError:
+            log.warning("sandbox: removing a locked member's sandbox takes over %.0f s; going on", RETIRE_SECONDS)
+
+    async def _retire(self, member_id: str) -> None:
+        lock = self._member_locks.setdefault(member_id, asyncio.Lock())
+        async with lock:
+            try:
+                await self.remove(member_id)
+            except Exception:
+                log.exception("sandbox: removing a locked member's sandbox failed")
+
+    async def close(self) -> None:
+        """At server stop, after the chat has closed: remove every sandbox of this
+        instance, all at once, within ``CLOSE_SECONDS`` (the removals run in threads;
+        one that takes longer is logged and left to finish, never waited for)."""
+        self._closing = True
+        if self._chosen is None:
+            return  # no backend was ever chosen: nothing was built
+        _, backend = self._chosen
+        members = set(self._ensured)
+        try:
+            members |= set(await asyncio.wait_for(backend.existing(self.instance), CLOSE_SECONDS))
+        except Exception as exc:
+            log.warning("sandbox: listing the sandboxes to stop failed (%s)", exc)
+        if not members:
+            return
+        removals = [asyncio.ensure_future(self._retire(m)) for m in members]
+        done, pending = await asyncio.wait(removals, timeout=CLOSE_SECONDS)
+        if pending:
+            log.warning("sandbox: %d sandbox(es) still being removed after %.0f s; not waiting", len(pending), CLOSE_SECONDS)
+        log.info("sandbox: %d sandbox(es) removed at stop", len(done))
+
     # -- reconciliation ---------------------------------------------------------------------
 
     async def reconcile(self) -> None:
         """At boot nobody is unlocked, so nothing is built here (sandboxes are made on
-        first use); what is removed is every sandbox whose member is gone or inactive."""
+        first use). What a previous run left (it crashed, or its removals timed out) is
+        removed: every sandbox of a member who is gone, inactive or locked, unless it
+        was used since this boot. Under the member's lock, so a login racing the
+        reconcile gets a fresh sandbox, never a half-removed one."""
         try:
             _, backend = await self.backend()
         except SandboxUnavailable:
@@ -310,8 +363,13 @@ class SandboxManager:
                 member = await self._core.users.get(member_id)
             except MemberNotFound:
                 member = None
-            if member is None or not member.active:
-                log.info("removing the sandbox of a %s member", "deleted" if member is None else "deactivated")
+            async with self._member_locks.setdefault(member_id, asyncio.Lock()):
+                if member is not None and member.active and (
+                    member_id in self._ensured or self._core.users.is_unlocked(member_id)
+                ):
+                    continue
+                state = "deleted" if member is None else "deactivated" if not member.active else "locked"
+                log.info("removing the sandbox of a %s member", state)
                 await backend.remove(member_id)
 
     async def on_event(self, event: SystemEvent) -> None:
@@ -410,8 +468,11 @@ def _prepare_mountpoints(home: Path, targets: list[str]) -> None:
             try:
                 info = os.lstat(path)
             except FileNotFoundError:
-                os.mkdir(path, 0o755)
-                continue
+                try:
+                    os.mkdir(path, 0o755)
+                    continue
+                except FileExistsError:  # a command starting at the same moment made it
+                    info = os.lstat(path)
             if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
                 shown = "~/" + str(path.relative_to(home))
                 raise SandboxUnavailable(
