@@ -35,6 +35,7 @@ from skald_hookspecs.types import (  # noqa: E402
     SystemAgent,
     Tool,
     ToolContext,
+    ToolError,
     TurnApi,
     WebPage,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "SystemAgent",
     "Tool",
     "ToolContext",
+    "ToolError",
     "TurnApi",
     "WebPage",
     "HostApi",

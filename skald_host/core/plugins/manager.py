@@ -15,6 +15,7 @@ import logging
 import re
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Sequence
 
@@ -30,6 +31,7 @@ from skald_host.core.asyncutil import await_me_maybe
 log = logging.getLogger(__name__)
 
 State = Literal["loaded", "disabled", "failed", "blocked"]
+TOOL_FAILURES_KEPT = 20
 
 
 class PluginError(Exception):
@@ -54,6 +56,9 @@ class PluginStatus:
     info: PluginInfo | None = None
     healthy: bool = True
     started: bool = False
+    # The latest failures of this plugin's tools (newest last): what the admin sees on
+    # the plugin's page. Frames and exception type only, never the message (a member's data).
+    tool_failures: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=TOOL_FAILURES_KEPT))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +74,7 @@ class PluginStatus:
             "traceback": self.traceback,
             "import_ms": round(self.import_ms, 1),
             "healthy": self.healthy,
+            "tool_failures": list(self.tool_failures),
             "title": self.info.title if self.info else self.name,
             "description": self.info.description if self.info else "",
         }
@@ -281,6 +287,12 @@ class PluginManager:
     def is_enabled(self, plugin_id: str) -> bool:
         status = self._status.get(plugin_id)
         return bool(status and status.state == "loaded")
+
+    def record_tool_failure(self, plugin_id: str, failure: dict[str, Any]) -> None:
+        """Keep a tool's failure (error id, tool, time, traceback) for the plugin's page."""
+        status = self._status.get(plugin_id)
+        if status is not None:
+            status.tool_failures.append(failure)
 
     def fail(self, plugin_id: str, error: str, tb: str | None = None) -> None:
         status = self._status.get(plugin_id)
