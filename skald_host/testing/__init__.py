@@ -23,7 +23,7 @@ from typing import Any
 
 from skald_host.testing.chat import ToolResult, Turn
 from skald_host.testing.client import SkaldClient
-from skald_host.testing.host import RunningHost, SkaldHarness, test_settings
+from skald_host.testing.host import PluginLoadFailed, RunningHost, SkaldHarness, test_settings
 
 _MODEL_SERVER_NAMES = (
     "BrokenStream",
@@ -35,7 +35,7 @@ _MODEL_SERVER_NAMES = (
     "echo_last_user_message",
 )
 
-__all__ = ["RunningHost", "SkaldClient", "SkaldHarness", "ToolResult", "Turn", "test_settings", "ScriptedError", *_MODEL_SERVER_NAMES]
+__all__ = ["PluginLoadFailed", "RunningHost", "SkaldClient", "SkaldHarness", "ToolResult", "Turn", "test_settings", "ScriptedError", *_MODEL_SERVER_NAMES]
 
 
 def __getattr__(name: str) -> Any:

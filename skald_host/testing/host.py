@@ -139,9 +139,40 @@ async def start_host(
         task.result()
         raise RuntimeError("the test host stopped while starting")
     host = RunningHost(app, settings, f"http://127.0.0.1:{port}", task, stop)
-    for plugin_id in enable:
-        await host.core.set_plugin_enabled(plugin_id, True)
+    try:
+        for plugin_id in enable:
+            refusal = load_failure(host.core, plugin_id)
+            if refusal is not None:
+                raise PluginLoadFailed(refusal)
+            await host.core.set_plugin_enabled(plugin_id, True)  # a failing startup shows in its status, as in production
+    except BaseException:
+        await host.stop()
+        raise
     return host
+
+
+class PluginLoadFailed(AssertionError):
+    """``skald.start(enable=[...])`` names a plugin that did not load or start: the
+    message is its real error and traceback, as the catalog records them."""
+
+
+def load_failure(core: Skald, plugin_id: str) -> str | None:
+    """Why ``plugin_id`` cannot be enabled, with the traceback of its failure; None when
+    it loaded. A plugin that failed before saying its id is listed under its module or
+    entry-point name, so every such failure is shown when the id itself is unknown."""
+    status = core.plugins.status(plugin_id)
+    if status is not None and status.state in ("loaded", "disabled"):
+        return None
+    if status is not None:
+        return f"plugin {plugin_id!r} is {status.state}: {status.error}\n{status.traceback or ''}".rstrip()
+    failed = [s for s in core.plugins.statuses() if not s.builtin and s.state in ("failed", "blocked")]
+    if not failed:
+        loaded = [s.id for s in core.plugins.statuses() if not s.builtin]
+        return f"no plugin {plugin_id!r} was loaded (the plugins given load as {loaded}; is the id in plugin_info() {plugin_id!r}?)"
+    return "\n\n".join(
+        [f"plugin {plugin_id!r} did not load; what failed:"]
+        + [f"{s.name}{f' ({s.distribution})' if s.distribution else ''} is {s.state}: {s.error}\n{s.traceback or ''}".rstrip() for s in failed]
+    )
 
 
 class SkaldHarness:

@@ -38,6 +38,20 @@ class PluginError(Exception):
     """A plugin misbehaved; the message names it."""
 
 
+class StrictPluginFailure(PluginError):
+    """Strict mode (``SKALD_STRICT_PLUGINS=1``): a plugin failed, so the host stops. One
+    line names the plugin, the hook and where in the plugin's code it failed."""
+
+    @classmethod
+    def of(cls, plugin: str, where: str, exc: BaseException) -> "StrictPluginFailure":
+        frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+        at = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, asyncio.TimeoutError):
+            what = "it did not finish in time"
+        return cls(f"plugin {plugin!r} failed in {where}: {what}{at}")
+
+
 @dataclass
 class PluginStatus:
     """What the catalog and ``skald plugins`` show about one plugin."""
@@ -143,7 +157,7 @@ class PluginManager:
         found: list[_Candidate] = []
         for obj in self._builtins:
             name = obj if isinstance(obj, str) else getattr(obj, "__name__", type(obj).__name__)
-            found.append(_Candidate(name, True, self._loader(obj), "skald", self._host_version))
+            found.append(_Candidate(name, True, self._loader(obj), "skald-host", self._host_version))
         for obj in self._extra:
             name = getattr(obj, "__name__", type(obj).__name__)
             found.append(_Candidate(name, False, self._loader(obj)))
@@ -198,13 +212,16 @@ class PluginManager:
             return
         status = PluginStatus(cand.name, cand.name, cand.distribution, cand.version, cand.builtin, "failed")
         started = time.perf_counter()
+        stage = "import"
         try:
             obj = cand.load()
+            stage = "plugin_info"
             status.import_ms = (time.perf_counter() - started) * 1000
             if status.import_ms > self._slow_import_ms:
                 log.warning("plugin %s took %.0f ms to import (keep imports cheap; load heavy things lazily)", cand.name, status.import_ms)
             info = self._read_info(cand.name, obj)
             status.id, status.info, status.spec = info.id, info, info.spec
+            stage = "registration"
             if info.id in self._status and self._status[info.id].state != "blocked":
                 other = self._status[info.id]
                 raise PluginError(
@@ -218,7 +235,7 @@ class PluginManager:
             status.state = "loaded" if cand.builtin else "disabled"
         except Exception as exc:
             if self._strict:
-                raise
+                raise StrictPluginFailure.of(cand.name, stage, exc) from exc
             status.error = str(exc) or type(exc).__name__
             status.traceback = traceback.format_exc()
             log.error("plugin %s failed to load: %s", cand.name, status.error)
@@ -356,7 +373,7 @@ class PluginManager:
                 await asyncio.wait_for(await_me_maybe(impl.function(*args)), self.hook_timeout)
             except Exception as exc:
                 if self._strict:
-                    raise
+                    raise StrictPluginFailure.of(plugin_id, hook_name, exc) from exc
                 message = f"{hook_name}: {exc}" if str(exc) else f"{hook_name}: {type(exc).__name__}"
                 if isinstance(exc, asyncio.TimeoutError):
                     message = f"{hook_name} did not finish within {self.hook_timeout:g} s"
