@@ -58,7 +58,7 @@ TOOL_RESULT_LIMIT = 64 * 1024
 SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not only with its result
 
 
-class NoModelConfigured(RuntimeError):
+class NoModelConfigured(RuntimeError, ToolError):  # a sub-agent's turn may hit it: the model reads it
     pass
 
 
@@ -834,13 +834,13 @@ class Kernel:
 
     async def delegate(self, caller: Scope, agent_id: str, task: str) -> str:
         if caller.depth + 1 > MAX_DEPTH:
-            raise ValueError(f"sub-agents may nest at most {MAX_DEPTH} levels deep")
+            raise ToolError(f"sub-agents may nest at most {MAX_DEPTH} levels deep")
         try:
             agent = self.runtime.agents.get(agent_id)
         except AgentError:
-            raise ValueError(f"no task agent named {agent_id!r}; list_agents shows them") from None
+            raise ToolError(f"no task agent named {agent_id!r}; list_agents shows them") from None
         if agent.kind != "task":
-            raise ValueError(f"{agent_id!r} is not a task agent; list_agents shows them")
+            raise ToolError(f"{agent_id!r} is not a task agent; list_agents shows them")
         call_id = caller.call_id
         if call_id and caller.settle is not None:
             call_id = await caller.settle(call_id)  # the frame names its call: the call is written first
