@@ -24,7 +24,8 @@ from skald_host.web.routes.files import request_class as upload_request_class
 
 log = logging.getLogger(__name__)
 
-WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+# The repository's web/, shipped inside the package (skald_host/_shipped/web is a link to it).
+WEB_DIR = (Path(__file__).resolve().parents[1] / "_shipped" / "web").resolve()
 
 # Check E3/F1: no inline script, images only from ourselves and data: URLs.
 CONTENT_SECURITY_POLICY = "; ".join(

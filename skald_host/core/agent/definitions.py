@@ -32,7 +32,8 @@ from skald_hookspecs.types import ToolError
 
 log = logging.getLogger(__name__)
 
-HOST_AGENTS = Path(__file__).resolve().parents[3] / "agents"
+# The repository's agents/, shipped inside the package (skald_host/_shipped/agents links to it).
+HOST_AGENTS = (Path(__file__).resolve().parents[2] / "_shipped" / "agents").resolve()
 _AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
