@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from skald_host.testing.client import SkaldClient
 
 TURN_TIMEOUT = 30.0
+FINAL_CALL_STATES = ("done", "error", "denied", "cancelled", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -92,20 +93,39 @@ async def chat(client: "SkaldClient", text: str, *, conversation: str | None = N
 async def wait_for_turn(client: "SkaldClient", conversation: str, *, after: int = 0, timeout: float = TURN_TIMEOUT) -> Turn:
     """The turn after message id ``after`` once it has finished or waits for an approval."""
     deadline = time.monotonic() + timeout
+    calm = 0
     while True:
         state = await _state(client, conversation)
         fresh = [m for m in state["messages"] if m["id"] > after]
-        answered = any(m["role"] != "user" for m in fresh)
-        settled = not state["running"] and not state["queued"] and answered
-        if settled or state["approvals"]:
+        calm = calm + 1 if not state["running"] and not state["queued"] and _finished(fresh) else 0
+        if calm >= 2 or state["approvals"]:  # seen finished twice: no next round was on its way
             calls = [
                 ToolResult(c["name"], json.loads(c["arguments"] or "{}"), c["status"], c["result"])
                 for m in fresh for c in m.get("tool_calls", [])
             ]
-            return Turn(conversation, fresh, calls, state["approvals"])
+            after_own = fresh[1:] if fresh and fresh[0]["role"] == "user" else fresh  # the member's own message aside
+            return Turn(conversation, after_own, calls, state["approvals"])
         if time.monotonic() > deadline:
             raise AssertionError(f"the turn did not finish within {timeout:g} s; messages so far: {fresh}")
         await asyncio.sleep(0.02)
+
+
+def _finished(fresh: list[dict[str, Any]]) -> bool:
+    """The member's message was answered and nothing is left to come: no message still
+    streaming, every tool call in a final state, and the last assistant message is not a
+    round of tool calls the model has not seen the results of yet."""
+    spoken = [m for m in fresh if m["role"] == "assistant"]
+    if not spoken and not any(m["role"] == "note" for m in fresh):
+        return False
+    if any(m["status"] == "streaming" for m in fresh):
+        return False
+    calls = [c for m in fresh for c in m.get("tool_calls", [])]
+    if any(c["status"] not in FINAL_CALL_STATES for c in calls):
+        return False
+    last = spoken[-1] if spoken else None
+    if last is None or last["status"] != "complete" or not last.get("tool_calls"):
+        return True
+    return all(c["status"] in ("cancelled", "interrupted") for c in last["tool_calls"])  # stopped: no next round
 
 
 async def _state(client: "SkaldClient", conversation: str) -> dict[str, Any]:

@@ -88,7 +88,7 @@ async def test_any_other_exception_reaches_the_model_as_an_error_id_and_the_trac
 
 async def test_a_wrong_return_type_is_a_clear_error_not_silently_encoded(skald):
     host, turn, seen_by_model = await run_tool(skald, "returns_dict")
-    assert seen_by_model.startswith("Error: the tool failed (error id ") and "21" not in seen_by_model
+    assert seen_by_model.startswith("Error: the tool failed (error id ") and "temperature" not in seen_by_model
     [failure] = host.core.plugins.status("faulty").tool_failures
     assert "TypeError: tool 'returns_dict' returned dict; a tool returns str or None" in failure["traceback"]
 
