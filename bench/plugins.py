@@ -115,6 +115,36 @@ def cold_start(site: Path, data: Path) -> tuple[float, int, int]:
     return elapsed, rss, int(counted.group(1)) if counted else -1
 
 
+LOAD_PROBE = """
+import asyncio, json, sys, tempfile, time
+from pathlib import Path
+import skald_host.web.app  # what `skald serve` has imported before it loads plugins
+from skald_host.core.host import Skald, build_plugin_manager
+from skald_host.testing.host import test_settings
+
+async def main():
+    settings = test_settings(Path(tempfile.mkdtemp()))
+    started = time.perf_counter()
+    manager = build_plugin_manager(settings)
+    core = await Skald.start(settings, manager, start_plugins=False)  # load, then every register_* hook
+    elapsed = time.perf_counter() - started
+    await core.stop()
+    print(json.dumps([elapsed, len(manager.statuses())]))
+
+asyncio.run(main())
+"""
+
+
+def load_path_seconds(site: Path) -> tuple[float, int]:
+    """In one process, without the server: discovering, importing and registering every
+    plugin and starting the core (the part of a cold start that plugins add to)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
+    env["PYTHONPATH"] = str(site)
+    done = subprocess.run([sys.executable, "-c", LOAD_PROBE], env=env, capture_output=True, text=True, check=True)
+    elapsed, count = json.loads(done.stdout.strip().splitlines()[-1])
+    return elapsed, count
+
+
 def plugin_import_ms(module: str) -> float:
     """The import of ``module`` in a fresh interpreter that has imported the contract
     already (as the host has when it loads plugins): the plugin's own cost."""
@@ -155,6 +185,11 @@ async def main() -> None:
                 elapsed, rss, loaded = cold_start(site, base / f"data-{name}-{round_}")
                 runs[name].append((elapsed, rss))
                 counts[name] = loaded
+        loads: dict[str, list[float]] = {"none": [], "fifty": []}
+        for round_ in range(max(ROUNDS, 5)):
+            for name, site in (("none", empty), ("fifty", full)) if round_ % 2 == 0 else (("fifty", full), ("none", empty)):
+                elapsed, counts[f"load-{name}"] = load_path_seconds(site)
+                loads[name].append(elapsed)
     start = {k: statistics.median(e for e, _ in v) for k, v in runs.items()}
     memory = {k: statistics.median(r for _, r in v) for k, v in runs.items()}
     start_ratio, memory_ratio = start["fifty"] / start["none"], memory["fifty"] / memory["none"]
@@ -164,7 +199,12 @@ async def main() -> None:
     print(f"  {PLUGINS} small plugins:   start {start['fifty']:.2f} s, memory {memory['fifty'] / 2**20:.1f} MiB")
     print(f"  start  {start_ratio:.3f}x — target <= {TARGET_START}x: {'ok' if start_ratio <= TARGET_START else 'OVER'}")
     print(f"  memory {memory_ratio:.3f}x — target <= {TARGET_MEMORY}x: {'ok' if memory_ratio <= TARGET_MEMORY else 'OVER'}")
+    load = {k: statistics.median(v) for k, v in loads.items()}
+    added = load["fifty"] - load["none"]
+    print(f"  the load path alone (discover, import, register, start the core; in process, median of {len(loads['none'])}):"
+          f" {load['none'] * 1000:.0f} ms vs {load['fifty'] * 1000:.0f} ms,"
+          f" +{added * 1000:.0f} ms for {PLUGINS} plugins ({added * 1000 / PLUGINS:.1f} ms each)")
     print("import time of each in-tree plugin (after the contract; median of 5 fresh interpreters):")
     for folder, module in in_tree_plugins().items():
         print(f"  {folder} ({module}): {plugin_import_ms(module):.1f} ms")
-    print(json.dumps({"start_ratio": round(start_ratio, 3), "memory_ratio": round(memory_ratio, 3)}))
+    print(json.dumps({"start_ratio": round(start_ratio, 3), "memory_ratio": round(memory_ratio, 3), "load_added_ms": round(added * 1000)}))
