@@ -16,17 +16,26 @@ SKALD_HOST ?= 127.0.0.1
 SKALD_PORT ?= 8080
 export SKALD_DATA_DIR SKALD_HOST SKALD_PORT
 
-.PHONY: run test install install-test bench clean sandbox-image
+.PHONY: run test install install-test uninstall-old bench clean sandbox-image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/pip install --quiet -e . $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
+# The host (`skald-host`) and its contract (`skald-hookspecs`, in skald_hookspecs/) are two
+# distributions. A venv made before the split holds the old `skald` distribution, whose
+# files overlap the new ones: remove it first, once.
+uninstall-old: $(BIN)/python
+	@if $(BIN)/python -m pip show --quiet skald >/dev/null 2>&1; then \
+	  echo "Removing the old 'skald' distribution (now skald-host + skald-hookspecs)"; \
+	  $(BIN)/python -m pip uninstall --quiet --yes skald; \
+	fi
 
-install-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]' $(foreach d,$(PLUGIN_DIRS) $(EXAMPLE_DIRS),-e ./$(d))
+install: uninstall-old
+	$(BIN)/pip install --quiet -e ./skald_hookspecs -e . $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
+
+install-test: uninstall-old
+	$(BIN)/pip install --quiet -e ./skald_hookspecs -e '.[test]' $(foreach d,$(PLUGIN_DIRS) $(EXAMPLE_DIRS),-e ./$(d))
 
 ## Install everything and start the server on embedded defaults (data under ./data).
 run: install

@@ -74,11 +74,19 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     if args.check:  # a read, answered beside a running server too
-        return 1 if _registry_is_empty(settings) else 0
+        where = settings.data_dir.resolve()
+        if not where.exists():
+            print(f"Skald is not set up: the data dir {where} does not exist yet. Run 'skald setup --data-dir {where}' to create the first admin.")
+            return 1
+        if _registry_is_empty(settings):
+            print(f"Skald is not set up in {where}: nobody has an account yet. Run 'skald setup --data-dir {where}' to create the first admin.")
+            return 1
+        print(f"Skald is set up in {where}: its admin can sign in.")
+        return 0
 
     async def go(core: Any) -> int:
         if not await needs_setup(core.users):
-            print("skald is already set up.")
+            print(f"Skald is already set up in {settings.data_dir.resolve()}; nothing was changed.")
             return 0
         username = args.username or input("Admin user name: ").strip()
         if args.password_stdin:
@@ -97,12 +105,12 @@ def _cmd_setup(args: argparse.Namespace) -> int:
                 locale=args.locale, encrypted=not args.no_encryption,
             )
         except AlreadySetUp:
-            print("skald is already set up.")
+            print(f"Skald is already set up in {settings.data_dir.resolve()}; nothing was changed.")
             return 0
         except (PasswordRejected, MemberError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(f"created admin {member.username!r}. Start the server with 'make run' and sign in.")
+        print(f"created admin {member.username!r} in {settings.data_dir.resolve()}. Start the server with 'make run' and sign in.")
         return 0
 
     return asyncio.run(_with_core(settings, go))
@@ -273,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--locale", default="en", choices=("en", "de"))
     setup.add_argument("--no-encryption", action="store_true", help="do not encrypt the admin's private data")
     setup.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
-    setup.add_argument("--check", action="store_true", help="exit 0 when set up, 1 when setup is needed")
+    setup.add_argument("--check", action="store_true", help="say whether the data dir is set up (exit 0) or needs setup (exit 1); changes nothing")
     setup.set_defaults(func=_cmd_setup)
 
     plugins = sub.add_parser("plugins", help="print the plugin status table")
@@ -316,10 +324,22 @@ def main(argv: list[str] | None = None) -> int:
         from skald_host.core.host import StartupError
         from skald_host.core.storage.data_dir_lock import DataDirBusy
 
-        if isinstance(exc, (StartupError, DataDirBusy)):
+        if isinstance(exc, DataDirBusy):
+            print(_busy_message(args.command, exc), file=sys.stderr)
+            return 1
+        if isinstance(exc, StartupError):
             print(f"cannot start: {exc}", file=sys.stderr)
             return 1
         raise
+
+
+def _busy_message(command: str, exc: Exception) -> str:
+    """What to do when a running server holds the data dir: say so, and how to stop it."""
+    pid = getattr(exc, "pid", None)
+    stop = f"stop it first (Ctrl-C where it runs, or 'kill -TERM {pid}')" if pid and pid > 0 else "stop it first (Ctrl-C where it runs)"
+    if command == "serve":
+        return f"cannot start: {exc}. Only one server can use a data dir: {stop}, or pass another --data-dir."
+    return f"error: 'skald {command}' needs the server stopped: {exc}. {stop[0].upper()}{stop[1:]}, then run 'skald {command}' again."
 
 
 if __name__ == "__main__":

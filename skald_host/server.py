@@ -11,7 +11,9 @@ import signal
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
+from hypercorn.utils import LifespanFailureError
 
+from skald_host.core.host import StartupError
 from skald_host.core.storage import secure_dir
 from skald_host.core.storage.data_dir_lock import DataDirLock
 from skald_host.settings import Settings
@@ -51,7 +53,13 @@ async def serve_forever(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     scheme = "https" if settings.server.tls_cert else "http"
     log.info("skald listening on %s://%s:%d (data in %s)", scheme, settings.server.host, settings.server.port, settings.data_dir)
-    await serve(app, hypercorn_config(settings), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    try:
+        await serve(app, hypercorn_config(settings), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    except LifespanFailureError:
+        strict = app.config.get("SKALD_STARTUP_ERROR")
+        if strict is None:
+            raise
+        raise StartupError(f"{strict} (SKALD_STRICT_PLUGINS=1 stops the host when a plugin fails)") from None
     log.info("skald stopped")
 
 

@@ -56,6 +56,11 @@ def contract_types() -> list[type]:
     return [cls for module in CONTRACT_MODULES for cls in defined_in(module, dataclasses.is_dataclass)]
 
 
+def contract_exceptions() -> list[type]:
+    """The exceptions of the contract (``ToolError``, the channel and sandbox errors)."""
+    return [cls for module in CONTRACT_MODULES for cls in defined_in(module, lambda cls: issubclass(cls, Exception))]
+
+
 def contract_protocols() -> list[type]:
     """``HostApi`` and every exported protocol a plugin is handed (such as ``TurnApi``)."""
     exported = set(skald_hookspecs.__all__)
@@ -209,6 +214,11 @@ def reference() -> str:
     lines += ["### Types", "", paragraph(types.__doc__), ""]
     for cls in contract_types():
         lines += type_section(cls)
+
+    lines += ["### Exceptions", ""]
+    for cls in contract_exceptions():
+        bases = ", ".join(b.__name__ for b in cls.__bases__)
+        lines += [f"#### `{cls.__name__}({bases})`", "", paragraph(cls.__doc__), ""]
 
     for cls in contract_protocols():
         lines += protocol_section(cls)

@@ -8,7 +8,7 @@ import datetime as dt
 from typing import Any, Mapping
 
 from skald_hookspecs import hookimpl
-from skald_hookspecs.types import PluginInfo, Tool, ToolContext
+from skald_hookspecs.types import PluginInfo, Tool, ToolContext, ToolError
 
 MAX_TEXT = 20_000
 
@@ -16,9 +16,9 @@ MAX_TEXT = 20_000
 def _text(args: Mapping[str, Any], name: str, limit: int = MAX_TEXT) -> str:
     value = args.get(name)
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"'{name}' must be non-empty text")
+        raise ToolError(f"'{name}' must be non-empty text")
     if len(value) > limit:
-        raise ValueError(f"'{name}' is longer than {limit} characters")
+        raise ToolError(f"'{name}' is longer than {limit} characters")
     return value
 
 
@@ -47,16 +47,16 @@ async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
     if "in_minutes" in args:
         minutes = args["in_minutes"]
         if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not 0 < minutes <= 60 * 24 * 366:
-            raise ValueError("'in_minutes' must be a number of minutes between 0 and one year")
+            raise ToolError("'in_minutes' must be a number of minutes between 0 and one year")
         due = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=float(minutes))
     else:
         raw = _text(args, "at", 64)
         try:
             due = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError("'at' must be an ISO 8601 time such as 2026-12-24T18:00:00+01:00") from None
+            raise ToolError("'at' must be an ISO 8601 time such as 2026-12-24T18:00:00+01:00") from None
         if due.tzinfo is None:
-            raise ValueError("'at' must include a time zone offset")
+            raise ToolError("'at' must include a time zone offset")
     due_utc = due.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     job_id = await ctx.turn.schedule(prompt, due_utc)
     return f"Scheduled for {due_utc} (job {job_id[:8]})."

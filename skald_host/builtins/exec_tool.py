@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from skald_hookspecs import hookimpl
 from skald_hookspecs.sandbox import SandboxUnavailable
-from skald_hookspecs.types import PluginInfo, Tool, ToolContext
+from skald_hookspecs.types import PluginInfo, Tool, ToolContext, ToolError
 from skald_host.core.sandbox.quota import KILLED
 
 MAX_COMMAND = 20_000
@@ -18,12 +18,12 @@ async def execute_cmd(args: Mapping[str, Any], ctx: ToolContext) -> str:
     assert ctx.turn is not None
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
-        raise ValueError("'command' must be non-empty text")
+        raise ToolError("'command' must be non-empty text")
     if len(command) > MAX_COMMAND:
-        raise ValueError(f"'command' is longer than {MAX_COMMAND} characters")
+        raise ToolError(f"'command' is longer than {MAX_COMMAND} characters")
     workdir = args.get("workdir")
     if workdir is not None and not isinstance(workdir, str):
-        raise ValueError("'workdir' must be a path")
+        raise ToolError("'workdir' must be a path")
     timeout = args.get("timeout")
     try:
         result = await ctx.turn.run_command(command, workdir=workdir or None, timeout=timeout)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from skald_hookspecs import hookimpl
-from skald_hookspecs.types import PluginInfo, Tool, ToolContext
+from skald_hookspecs.types import PluginInfo, Tool, ToolContext, ToolError
 
 WHOLE_FILE_CHARS = 48 * 1024  # a longer file is shown from its start with a pointer to line ranges
 PATH_HELP = (
@@ -22,7 +22,7 @@ def _text(args: Mapping[str, Any], name: str, *, required: bool = True, empty: b
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (not empty and not value):
-        raise ValueError(f"'{name}' must be {'text' if empty else 'non-empty text'}")
+        raise ToolError(f"'{name}' must be {'text' if empty else 'non-empty text'}")
     return value
 
 
@@ -31,7 +31,7 @@ def _int(args: Mapping[str, Any], name: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"'{name}' must be a whole number of at least 1")
+        raise ToolError(f"'{name}' must be a whole number of at least 1")
     return value
 
 
@@ -43,7 +43,7 @@ async def read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     path = _text(args, "path")
     start, end = _int(args, "start_line"), _int(args, "end_line")
     if start and end and end < start:
-        raise ValueError("'end_line' must not be before 'start_line'")
+        raise ToolError("'end_line' must not be before 'start_line'")
     files = await _files(ctx)
     if start is None and end is None:
         text = await files.read_text(path)
@@ -78,7 +78,7 @@ async def write_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
 async def edit_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     replace_all = args.get("all", False)
     if not isinstance(replace_all, bool):
-        raise ValueError("'all' must be true or false")
+        raise ToolError("'all' must be true or false")
     return await (await _files(ctx)).edit(
         _text(args, "path"), _text(args, "old_text"), _text(args, "new_text", empty=True), replace_all=replace_all
     )
@@ -88,7 +88,7 @@ async def list_files(args: Mapping[str, Any], ctx: ToolContext) -> str:
     path = _text(args, "path", required=False) or "."
     recursive = args.get("recursive", False)
     if not isinstance(recursive, bool):
-        raise ValueError("'recursive' must be true or false")
+        raise ToolError("'recursive' must be true or false")
     entries = await (await _files(ctx)).list(path, recursive=recursive)
     if not entries:
         return f"{path} is empty."

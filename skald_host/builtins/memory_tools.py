@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from skald_hookspecs import hookimpl
-from skald_hookspecs.types import PluginInfo, Tool, ToolContext
+from skald_hookspecs.types import PluginInfo, Tool, ToolContext, ToolError
 
 DEFAULT_RESULTS = 8
 MAX_RESULTS = 20
@@ -18,10 +18,10 @@ MAX_RESULTS = 20
 async def memory_search(args: Mapping[str, Any], ctx: ToolContext) -> str:
     query = args.get("query")
     if not isinstance(query, str) or not query.strip():
-        raise ValueError("'query' must be non-empty text: the words to look for")
+        raise ToolError("'query' must be non-empty text: the words to look for")
     limit = args.get("limit", DEFAULT_RESULTS)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RESULTS:
-        raise ValueError(f"'limit' must be a whole number from 1 to {MAX_RESULTS}")
+        raise ToolError(f"'limit' must be a whole number from 1 to {MAX_RESULTS}")
     hits = await ctx.host.memory().search(ctx.member_id, query, limit)
     if not hits:
         return f"No memory note has all of {query.strip()!r}; try fewer or other words."

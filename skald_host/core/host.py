@@ -41,7 +41,7 @@ from skald_host.core.memory.notes import MemoryService
 from skald_host.core.sandbox import SandboxManager, validate_backend
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, _grants_by_default
-from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager
+from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.storage import Database, StorageError, check_sqlcipher_build, secure_dir
 from skald_host.core.supervisor import Supervisor
@@ -70,7 +70,7 @@ def settle_heap() -> None:
 
 def host_version() -> str:
     try:
-        return version("skald")
+        return version("skald-host")
     except PackageNotFoundError:
         return "0+unknown"
 
@@ -292,7 +292,7 @@ class Skald:
             status.healthy, status.error = False, message
             log.error("plugin %s failed to start: %s", plugin_id, message)
             if self.settings.plugins.strict:
-                raise PluginError(f"plugin {plugin_id!r}: {message}") from exc
+                raise StrictPluginFailure.of(plugin_id, "startup", exc) from exc
             return False
         self._started[plugin_id] = _Started(api)
         status.started, status.healthy = True, True

@@ -8,12 +8,22 @@ name, create members, log in, talk HTTP and WebSocket::
         host = await skald.start(plugins=[my_plugin], enable=["my-plugin"])
         admin = await host.admin()
         assert (await admin.get("/api/plugin/my-plugin/hello")).status_code == 200
+
+and run a tool through the agent against a scripted model, one idea per line::
+
+    async def test_my_tool_runs(skald):
+        host = await skald.start(plugins=[my_plugin], enable=["my-plugin"])
+        await host.use_model(await skald.model_server(Reply(tool_calls=[ToolCall("my_tool", {})]), Reply("Done.")))
+        await host.allow_tool("my_tool")
+        turn = await (await host.member("alice")).chat("Use my tool")
+        assert turn.result("my_tool") == "it worked"
 """
 
 from typing import Any
 
+from skald_host.testing.chat import ToolResult, Turn
 from skald_host.testing.client import SkaldClient
-from skald_host.testing.host import RunningHost, SkaldHarness, test_settings
+from skald_host.testing.host import PluginLoadFailed, RunningHost, SkaldHarness, test_settings
 
 _MODEL_SERVER_NAMES = (
     "BrokenStream",
@@ -25,7 +35,7 @@ _MODEL_SERVER_NAMES = (
     "echo_last_user_message",
 )
 
-__all__ = ["RunningHost", "SkaldClient", "SkaldHarness", "test_settings", "ScriptedError", *_MODEL_SERVER_NAMES]
+__all__ = ["PluginLoadFailed", "RunningHost", "SkaldClient", "SkaldHarness", "ToolResult", "Turn", "test_settings", "ScriptedError", *_MODEL_SERVER_NAMES]
 
 
 def __getattr__(name: str) -> Any:

@@ -79,6 +79,14 @@ class SkaldClient:
                 self.csrf_token = data["csrf_token"]
         return response
 
+    async def chat(self, text: str, *, conversation: str | None = None, agent: str | None = None, timeout: float = 30.0) -> Any:
+        """Send ``text`` (in a new conversation unless ``conversation`` is given) over
+        plain HTTP and return the ``Turn`` once the agent has finished it, with its tool
+        results, or once it waits for an approval (``turn.waiting``)."""
+        from skald_host.testing.chat import chat
+
+        return await chat(self, text, conversation=conversation, agent=agent, timeout=timeout)
+
     @property
     def session_token(self) -> str | None:
         return self.bearer or self.cookies.get(SECURE_COOKIE) or self.cookies.get(PLAIN_COOKIE)

@@ -82,6 +82,28 @@ class RunningHost:
         assert response.status_code == 200, response.text
         return client
 
+    async def use_model(self, server: Any, model: str | None = None) -> str:
+        """Configure a ``ScriptedModelServer`` (or any OpenAI-compatible URL with
+        ``base_url`` and ``models``) as the admin does on the Models page: one provider,
+        ``model`` (default: the server's first) as the first choice. Returns its entry id."""
+        admin = await self.admin()
+        name = model or server.models[0]
+        body = {"name": f"test provider {name}", "base_url": server.base_url, "api_key": getattr(server, "api_key", None) or "sk-test"}
+        provider = await admin.post("/api/admin/models/providers", json=body)
+        assert provider.status_code == 201, provider.text
+        entry = await admin.post("/api/admin/models/entries", json={"provider_id": provider.json()["id"], "model": name, "priority": 1})
+        assert entry.status_code == 201, entry.text
+        return entry.json()["id"]
+
+    async def allow_tool(self, pattern: str) -> int:
+        """An approval rule that lets ``pattern`` (a tool name or ``fnmatch`` pattern) run
+        without asking, as an admin would add it; without one a plugin's tool waits for
+        the member's approval. Returns the rule id."""
+        admin = await self.admin()
+        response = await admin.post("/api/admin/approval-rules", json={"tool_pattern": pattern, "action": "allow", "priority": 50})
+        assert response.status_code == 201, response.text
+        return response.json()["id"]
+
     async def stop(self) -> None:
         for client in self._clients:
             await client.aclose()
@@ -117,9 +139,40 @@ async def start_host(
         task.result()
         raise RuntimeError("the test host stopped while starting")
     host = RunningHost(app, settings, f"http://127.0.0.1:{port}", task, stop)
-    for plugin_id in enable:
-        await host.core.set_plugin_enabled(plugin_id, True)
+    try:
+        for plugin_id in enable:
+            refusal = load_failure(host.core, plugin_id)
+            if refusal is not None:
+                raise PluginLoadFailed(refusal)
+            await host.core.set_plugin_enabled(plugin_id, True)  # a failing startup shows in its status, as in production
+    except BaseException:
+        await host.stop()
+        raise
     return host
+
+
+class PluginLoadFailed(AssertionError):
+    """``skald.start(enable=[...])`` names a plugin that did not load or start: the
+    message is its real error and traceback, as the catalog records them."""
+
+
+def load_failure(core: Skald, plugin_id: str) -> str | None:
+    """Why ``plugin_id`` cannot be enabled, with the traceback of its failure; None when
+    it loaded. A plugin that failed before saying its id is listed under its module or
+    entry-point name, so every such failure is shown when the id itself is unknown."""
+    status = core.plugins.status(plugin_id)
+    if status is not None and status.state in ("loaded", "disabled"):
+        return None
+    if status is not None:
+        return f"plugin {plugin_id!r} is {status.state}: {status.error}\n{status.traceback or ''}".rstrip()
+    failed = [s for s in core.plugins.statuses() if not s.builtin and s.state in ("failed", "blocked")]
+    if not failed:
+        loaded = [s.id for s in core.plugins.statuses() if not s.builtin]
+        return f"no plugin {plugin_id!r} was loaded (the plugins given load as {loaded}; is the id in plugin_info() {plugin_id!r}?)"
+    return "\n\n".join(
+        [f"plugin {plugin_id!r} did not load; what failed:"]
+        + [f"{s.name}{f' ({s.distribution})' if s.distribution else ''} is {s.state}: {s.error}\n{s.traceback or ''}".rstrip() for s in failed]
+    )
 
 
 class SkaldHarness:
@@ -128,6 +181,20 @@ class SkaldHarness:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self._hosts: list[RunningHost] = []
+        self._servers: list[Any] = []
+
+    async def model_server(self, *replies: Any, models: Iterable[str] = ("test-model",), **options: Any) -> Any:
+        """A started ``ScriptedModelServer`` whose first model answers with ``replies``
+        (``Reply``/``ToolCall`` items, or plain strings) in order; stopped at teardown.
+        ``options`` go to ``ScriptedModelServer`` (e.g. ``responder``)."""
+        from skald_host.testing.model_server import ScriptedModelServer
+
+        server = ScriptedModelServer(models=tuple(models), **options)
+        await server.start()
+        self._servers.append(server)
+        if replies:
+            server.script(server.models[0], replies)
+        return server
 
     def settings(self, name: str = "data", **sections: dict[str, Any]) -> Settings:
         return test_settings(self.tmp_path / name, **sections)
@@ -150,3 +217,6 @@ class SkaldHarness:
         for host in self._hosts:
             await host.stop()
         self._hosts.clear()
+        for server in self._servers:
+            await server.close()
+        self._servers.clear()

@@ -15,7 +15,7 @@ from quart import Blueprint, Quart, request
 
 from skald_host.control import start_control_socket
 from skald_host.core.host import Skald, build_plugin_manager, settle_heap
-from skald_host.core.plugins.manager import PluginError, PluginManager
+from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPluginFailure
 from skald_host.settings import Settings
 from skald_host.web.auth import PLUGIN_PREFIX, gate_request, gate_websocket
 from skald_host.web.body import JSONProvider, json_error_request_class, read_body
@@ -25,7 +25,8 @@ from skald_host.web.routes.files import request_class as upload_request_class
 
 log = logging.getLogger(__name__)
 
-WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+# The repository's web/, shipped inside the package (skald_host/_shipped/web is a link to it).
+WEB_DIR = (Path(__file__).resolve().parents[1] / "_shipped" / "web").resolve()
 
 # Check E3/F1: no inline script, images only from ourselves and data: URLs.
 CONTENT_SECURITY_POLICY = "; ".join(
@@ -68,12 +69,31 @@ def create_app(
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
 
+    quart_log_exception = app.log_exception
+
+    def log_exception(exc_info: Any) -> None:
+        # Strict mode's stop is one line (the plugin, the hook, where), said by whoever
+        # started the server (``StartupError``), not pages of the server's own traceback.
+        if not isinstance(exc_info[1], StrictPluginFailure):
+            quart_log_exception(exc_info)
+
+    app.log_exception = log_exception  # type: ignore[method-assign]
+
     @app.before_serving
     async def start_core() -> None:
-        core = await Skald.start(settings, manager, start_plugins=False)
+        try:
+            core = await Skald.start(settings, manager, start_plugins=False)
+        except StrictPluginFailure as exc:
+            app.config["SKALD_STARTUP_ERROR"] = exc
+            raise
         app.config["SKALD_CORE"] = core
         await mount_plugin_routes(app, core)
-        await core.start_enabled_plugins()
+        try:
+            await core.start_enabled_plugins()
+        except StrictPluginFailure as exc:
+            app.config["SKALD_STARTUP_ERROR"] = exc
+            await app.config.pop("SKALD_CORE").stop()
+            raise
         core.backups.start_schedule()
         if control_socket:
             app.config["SKALD_CONTROL"] = await start_control_socket(core)

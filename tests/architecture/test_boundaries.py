@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / "skald_host"
-CONTRACT = ROOT / "skald_hookspecs"
+CONTRACT = ROOT / "skald_hookspecs" / "skald_hookspecs"  # the package inside its distribution folder
 PLUGINS = ROOT / "plugins"
 
 HTTP_FRAMEWORKS = ("quart", "hypercorn", "werkzeug", "flask")

@@ -68,6 +68,9 @@ def test_everything_the_contract_exports_is_documented():
     assert missing == [], f"skald_hookspecs exports {missing}, which docs/plugins.md never mentions (run {REGENERATE})"
     documented = {cls.__name__ for cls in generator().contract_types()}
     assert {"PluginInfo", "ConfigField", "WebPage", "I18nBundle", "ConfigSet", "Tool", "ToolContext", "SystemAgent"} <= documented
+    exceptions = {cls.__name__ for cls in generator().contract_exceptions()}
+    assert {"ToolError", "ChannelRequestError", "MemberLocked", "SandboxUnavailable"} <= exceptions
+    assert "#### `ToolError(Exception)`" in text
 
 
 def test_every_hook_says_since_which_spec_version_it_exists():
@@ -87,15 +90,32 @@ def code_blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
 
 
-def test_the_first_test_shown_is_the_examples_first_test():
-    first_test = next(b for b in code_blocks(doc_text(), "python") if "async def test_" in b)
-    assert len(first_test.strip().splitlines()) == 5
-    assert first_test in (EXAMPLE / "tests" / "test_hello.py").read_text(encoding="utf-8")
+def walk_through() -> str:
+    """The section of the guide that walks through examples/skald-hello."""
+    text = doc_text()
+    start = text.index("## Walk-through: `examples/skald-hello`")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_tests_shown_are_the_examples_tests():
+    shown = [b for b in code_blocks(walk_through(), "python") if "async def test_" in b]
+    assert len(shown) == 2 and len(shown[0].strip().splitlines()) == 5
+    tests = (EXAMPLE / "tests" / "test_hello.py").read_text(encoding="utf-8")
+    for block in shown:
+        assert block in tests
+    end_to_end = next(b for b in shown if ".chat(" in b)
+    assert len(end_to_end.strip().splitlines()) - 1 <= 6  # the tool through the agent, at most six lines
+
+
+def test_the_code_shown_is_the_examples_code():
+    source = (EXAMPLE / "skald_hello" / "__init__.py").read_text(encoding="utf-8")
+    tool = next(b for b in code_blocks(walk_through(), "python") if "async def greet(" in b)
+    assert tool in source
 
 
 def test_the_packaging_shown_is_the_examples_packaging():
     pyproject = (EXAMPLE / "pyproject.toml").read_text(encoding="utf-8")
-    shown = next(b for b in code_blocks(doc_text(), "toml") if "skald.plugins" in b)
+    shown = next(b for b in code_blocks(walk_through(), "toml") if "skald.plugins" in b)
     for line in shown.splitlines():
         assert line in pyproject.splitlines(), f"docs/plugins.md shows {line!r}, which the example does not have"
 
@@ -104,3 +124,27 @@ def test_the_files_the_walk_through_names_exist():
     for name in re.findall(r"^### `([^`]+)`$", doc_text(), flags=re.M):
         if "/" in name or name.endswith((".toml", ".py", ".js")):
             assert (EXAMPLE / name).exists(), f"docs/plugins.md walks through {name}, which examples/skald-hello lacks"
+
+
+# -- the tutorial ("Write a tool plugin") ----------------------------------------------------
+
+
+def tutorial_files() -> dict[str, str]:
+    """The files of the tutorial plugin, each the code block after a
+    ``<!-- tutorial-file: path -->`` marker: what tests/catalog/test_plugin_tutorial.py builds."""
+    found = re.findall(r"<!-- tutorial-file: (\S+) -->\n```\w+\n(.*?)```", doc_text(), flags=re.S)
+    return dict(found)
+
+
+def test_the_tutorial_shows_a_whole_plugin_whose_end_to_end_test_is_six_lines_at_most():
+    files = tutorial_files()
+    assert set(files) == {"pyproject.toml", "skald_dice/__init__.py", "tests/test_dice.py"}
+    assert 'dependencies = ["skald-hookspecs>=1.2,<2"]' in files["pyproject.toml"]
+    assert 'test = ["skald-host[test]"]' in files["pyproject.toml"]
+    assert "skald_host" not in files["skald_dice/__init__.py"]
+    compile(files["skald_dice/__init__.py"], "skald_dice/__init__.py", "exec")
+    tests = files["tests/test_dice.py"]
+    compile(tests, "tests/test_dice.py", "exec")
+    first = tests[tests.index("async def test_the_agent_rolls_dice") :].split("\n\n\n")[0]
+    assert len(first.strip().splitlines()) - 1 <= 6
+    assert ".chat(" in first and "allow_tool" in first

@@ -34,7 +34,9 @@ async def test_a_plugin_whose_routes_hook_raises_is_failed_while_the_others_serv
     broken, garbage = await catalog_entry(admin, "broken"), await catalog_entry(admin, "garbage")
     assert (broken["state"], broken["healthy"], broken["error"]) == ("failed", False, "register_routes: routes exploded")
     assert (garbage["state"], garbage["error"]) == ("failed", "register_routes: register() expects one Quart Blueprint")
-    assert "traceback" not in (await admin.get("/api/admin/plugins/broken")).json()  # the detail page shows no traceback
+    detail = (await admin.get("/api/admin/plugins/broken")).json()  # the admin's detail has the traceback
+    assert "RuntimeError: routes exploded" in detail["traceback"] and "register_routes" in detail["traceback"]
+    assert (await alice.get("/api/admin/plugins/broken")).status_code == 403  # admins only
     full = {p["id"]: p for p in (await admin.get("/api/admin/plugins.json")).json()["plugins"]}
     assert "RuntimeError: routes exploded" in full["broken"]["traceback"]
 

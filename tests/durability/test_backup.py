@@ -149,10 +149,13 @@ async def test_a_second_server_and_an_offline_backup_respect_the_running_one(ser
     await setup_admin(server)
     second = skald(tmp_path, "serve", "--data-dir", str(servers.data_dir), "--port", "1")
     assert second.returncode == 1 and f"in use by process {server.pid}" in second.stderr
+    assert f"Only one server can use a data dir: stop it first (Ctrl-C where it runs, or 'kill -TERM {server.pid}')" in second.stderr
     # Commands that start a core of their own wait for the server to stop: its
     # reconciler and theirs would each take the other's new member file for an orphan.
     refused = skald(tmp_path, "plugins", "--data-dir", str(servers.data_dir))
     assert refused.returncode == 1 and f"in use by process {server.pid}" in refused.stderr, refused.stderr
+    assert refused.stderr.startswith("error: 'skald plugins' needs the server stopped:"), refused.stderr
+    assert f"'kill -TERM {server.pid}'), then run 'skald plugins' again." in refused.stderr
     assert skald(tmp_path, "setup", "--check", "--data-dir", str(servers.data_dir)).returncode == 0  # a read: answered
     assert server.running
     assert await server.terminate() == 0

@@ -33,7 +33,7 @@ def test_plugins_command_prints_a_table_with_the_builtin_strings_loaded(tmp_path
     strings = [row.split() for row in rows if row.split()[:1] == ["strings"]]
     assert len(strings) == 1
     assert strings[0][1] == "loaded"
-    assert strings[0][3] == "skald"
+    assert strings[0][3] == "skald-host"
     assert "register_i18n" in strings[0][5]
 
 
@@ -42,16 +42,29 @@ def test_setup_check_exits_1_before_setup_and_0_after(tmp_path):
 
     before = skald("setup", "--data-dir", data, "--check", cwd=tmp_path)
     assert before.returncode == 1, before.stderr
+    where = (tmp_path / "data").resolve()
+    assert before.stdout == (
+        f"Skald is not set up: the data dir {where} does not exist yet."
+        f" Run 'skald setup --data-dir {where}' to create the first admin.\n"
+    )
 
     created = skald(
         "setup", "--data-dir", data, "--username", "admin", "--password-stdin",
         cwd=tmp_path, stdin="a long enough admin password\n",
     )
     assert created.returncode == 0, created.stderr
-    assert "created admin 'admin'" in created.stdout
+    assert f"created admin 'admin' in {where}." in created.stdout
 
     after = skald("setup", "--data-dir", data, "--check", cwd=tmp_path)
     assert after.returncode == 0, after.stderr
+    assert after.stdout == f"Skald is set up in {where}: its admin can sign in.\n"
+
+
+def test_setup_check_names_a_data_dir_that_exists_but_holds_nobody(tmp_path):
+    (tmp_path / "data").mkdir()
+    result = skald("setup", "--check", cwd=tmp_path)  # the default data dir: ./data
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"Skald is not set up in {(tmp_path / 'data').resolve()}: nobody has an account yet.")
 
 
 def test_setup_refuses_a_seven_character_password_with_exit_2(tmp_path):

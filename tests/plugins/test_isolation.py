@@ -18,7 +18,7 @@ import pytest
 from skald_hookspecs import SPEC_VERSION, hookimpl
 from skald_hookspecs.types import I18nBundle, PluginInfo, Tool
 from skald_host.core.host import Skald, build_plugin_manager
-from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, PluginStatus
+from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, PluginStatus, StrictPluginFailure
 
 SPEC = ">=1.0,<2"
 
@@ -441,26 +441,26 @@ async def test_collect_without_a_key_accepts_equal_names():
 
 def test_strict_manager_reraises_a_load_failure():
     PluginManager(extra=[ExplodingInfo()], use_entry_points=False).load()  # contained
-    with pytest.raises(RuntimeError, match="info exploded"):
+    with pytest.raises(StrictPluginFailure, match="^plugin 'ExplodingInfo' failed in plugin_info: RuntimeError: info exploded \\(at .*test_isolation.py:\\d+\\)$"):
         PluginManager(extra=[ExplodingInfo()], use_entry_points=False, strict=True).load()
 
 
 async def test_strict_manager_reraises_a_registration_failure():
     manager = PluginManager(extra=[ToolPlugin("alpha", "search"), ToolPlugin("beta", "search")], use_entry_points=False, strict=True)
     manager.load()
-    with pytest.raises(PluginError, match="registered by both 'alpha' and 'beta'"):
+    with pytest.raises(StrictPluginFailure, match="plugin 'beta' failed in register_tools: PluginError: tool 'search' is registered by both 'alpha' and 'beta'"):
         await manager.collect("register_tools", _validate_tool, key=lambda tool: tool.name, kind="tool")
 
 
 async def test_strict_setting_makes_the_core_refuse_to_start(skald):
     settings = skald.settings(plugins={"strict": True})
-    with pytest.raises(RuntimeError, match="info exploded"):
+    with pytest.raises(StrictPluginFailure, match="plugin 'ExplodingInfo' failed in plugin_info: RuntimeError: info exploded"):
         await Skald.start(settings, build_plugin_manager(settings, extra=(ExplodingInfo(),), use_entry_points=False))
 
 
 async def test_strict_setting_reraises_a_failing_startup(skald):
     host = await skald.start(plugins=[ExplodingStartup()], settings=skald.settings(plugins={"strict": True}))
-    with pytest.raises(PluginError, match="'exploding-startup': startup: cannot reach the widget service"):
+    with pytest.raises(StrictPluginFailure, match="plugin 'exploding-startup' failed in startup: RuntimeError: cannot reach the widget service"):
         await host.core.set_plugin_enabled("exploding-startup", True)
 
 

@@ -1,5 +1,6 @@
-// #plugin-detail?id=<id>: one plugin's summary (no traceback: that is for the log
-// and /api/admin/plugins.json), its instance settings, and the read-only roster of
+// #plugin-detail?id=<id> (admins): one plugin's summary, a failed plugin's traceback
+// and its tools' latest failures (by error id, as the model and the log name them),
+// its instance settings and the settings sets it owns, and the read-only roster of
 // who holds it. Grants are edited on each member's page, the one write path.
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
@@ -45,6 +46,37 @@ function configSection(plugin) {
   }));
 }
 
+// Settings sets the plugin registered with an `owner`: shown here rather than on the
+// general settings page, saved through the same route.
+function settingsSetSections(plugin) {
+  return (plugin.settings_sets || []).map((set) => section(set.title, configForm({
+    fields: set.fields || [],
+    values: set.values || {},
+    save: async (values) => {
+      const saved = await api("PUT", `/api/admin/settings/${encodeURIComponent(set.id)}`, { values });
+      return { response: saved, values: saved.data?.values || {} };
+    },
+  })));
+}
+
+// Text only (textContent): a traceback can quote anything.
+const traceback = (text) => el("pre", { class: "traceback", text });
+
+function problemsSection(plugin) {
+  const failures = plugin.tool_failures || [];
+  if (!plugin.traceback && !failures.length) return null;
+  const parts = [];
+  if (plugin.traceback) {
+    parts.push(el("details", { class: "plugin-traceback" }, el("summary", { text: t("plugin.traceback") }), traceback(plugin.traceback)));
+  }
+  if (failures.length) {
+    parts.push(el("p", { class: "hint", text: t("plugin.tool_failures_hint") }));
+    parts.push(el("ul", { class: "plain tool-failures" }, ...failures.slice().reverse().map((f) => el("li", { "data-error-id": f.error_id },
+      el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.tool} · ${f.at}`), traceback(f.traceback))))));
+  }
+  return section(t("plugin.problems_title"), ...parts);
+}
+
 async function rosterSection(plugin) {
   const title = t("plugin.roster_title");
   if (plugin.manages_own_access) return section(title, el("p", { class: "muted", text: t("plugin.roster_own_access") }));
@@ -74,6 +106,8 @@ export async function renderPluginDetail({ params }) {
     pageHeader(plugin.title || plugin.id, plugin.description),
     plugin.enabled || plugin.builtin ? null : notice("info", t("plugin.disabled_note")),
     summary(plugin),
+    problemsSection(plugin),
     configSection(plugin),
+    ...settingsSetSections(plugin),
     await rosterSection(plugin));
 }

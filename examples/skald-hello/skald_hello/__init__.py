@@ -1,9 +1,9 @@
 """skald-hello: greets each member by name.
 
 The smallest plugin that uses each part of the contract a typical plugin needs: who it
-is (``plugin_info``, with an instance config and a per-member config), a lifecycle that
-keeps state in the host (``startup`` / ``shutdown``), HTTP routes, a page of the web
-shell and UI strings in two languages. It is the walk-through of ``docs/plugins.md``.
+is (``plugin_info``, with an instance config and a per-member config), a tool the agent
+can call (``hello_greet``), a lifecycle that keeps state in the host (``startup`` /
+``shutdown``), HTTP routes, a page of the web shell and UI strings in two languages. It is the walk-through of ``docs/plugins.md``.
 
 The host finds this module through the entry point ``hello = "skald_hello"`` in the
 ``skald.plugins`` group and registers the module itself as the plugin: every function
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from skald_hookspecs import ConfigField, HostApi, I18nBundle, PluginInfo, WebPage, hookimpl
+from skald_hookspecs import ConfigField, HostApi, I18nBundle, PluginInfo, Tool, ToolContext, ToolError, WebPage, hookimpl
 
 PLUGIN_ID = "hello"
 
@@ -88,9 +88,9 @@ def plugin_info() -> PluginInfo:
         title="Hello",
         description="Greets each member by name.",
         icon="hand",
-        # The SPEC_VERSION range this code was written for: any 1.x host. A host that
-        # cannot satisfy it refuses the plugin by name instead of failing later.
-        spec=">=1.0,<2",
+        # The SPEC_VERSION range this code was written for: 1.2 brought ToolError. A host
+        # that cannot satisfy it refuses the plugin by name instead of failing later.
+        spec=">=1.2,<2",
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
     )
@@ -124,6 +124,31 @@ def register_web_pages(register: Callable[..., None]) -> None:
     register(WebPage("main", "Hello", "page.js", icon="hand"))
 
 
+async def greet(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    """The tool: greet someone by name, the way the admin configured greetings. It
+    returns text for the model; a bad argument is a ``ToolError``, whose message the
+    model reads (any other exception would reach it only as an error id)."""
+    name = args.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ToolError("'name' must be the name of the person to greet")
+    config = await ctx.host.get_config()  # the schema's defaults apply: "shout" is False unless set
+    return compose_greeting(config, {}, name=name.strip(), default="Hello")
+
+
+@hookimpl
+def register_tools(register: Callable[..., None]) -> None:
+    register(
+        Tool(
+            name="hello_greet",
+            description="Greet a person by name, in this server's configured greeting.",
+            parameters={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+            run=greet,
+            concurrency_safe=True,  # it only reads
+            restart="rerun",
+        )
+    )
+
+
 @hookimpl
 def register_i18n(register: Callable[..., None]) -> None:
     register(I18nBundle(PLUGIN_ID, STRINGS))
@@ -131,8 +156,8 @@ def register_i18n(register: Callable[..., None]) -> None:
 
 def compose_greeting(config: Mapping[str, Any], user_config: Mapping[str, Any], *, name: str, default: str) -> str:
     """``"Hello, Alice!"`` from the instance config, the member's own config and their
-    name. ``HostApi.get_config()`` returns what was stored, without schema defaults,
-    so the defaults are applied here."""
+    name. ``HostApi.get_config()`` fills in the schema's defaults, so ``shout`` is
+    always there; ``greeting`` has no default (the member's language decides)."""
     greeting = config.get("greeting") or default
     text = f"{greeting}, {user_config.get('nickname') or name}!"
-    return text.upper() if config.get("shout", False) else text
+    return text.upper() if config["shout"] else text

@@ -1,4 +1,4 @@
-"""skald-hello against a real host: the ``skald`` fixture (installed with ``skald[test]``)
+"""skald-hello against a real host: the ``skald`` fixture (installed with ``skald-host[test]``)
 starts Hypercorn on 127.0.0.1 with exactly the plugins named, and stops it afterwards."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import skald_hello
+from skald_host.testing import Reply, ToolCall
 from skald_host.testing.host import MEMBER_PASSWORD
 
 PACKAGE = Path(skald_hello.__file__).parent
@@ -24,6 +25,22 @@ async def test_admin_is_greeted(skald):
     admin = await host.admin()
     response = await admin.get("/api/plugin/hello/greeting")
     assert response.json()["greeting"] == "Hello, admin!"
+
+
+async def test_the_agent_greets_through_the_tool(skald):
+    host = await skald.start(plugins=[skald_hello], enable=["hello"])
+    await host.use_model(await skald.model_server(Reply(tool_calls=[ToolCall("hello_greet", {"name": "Ada"})]), Reply("Done.")))
+    await host.allow_tool("hello_greet")
+    turn = await (await host.member("alice")).chat("Please greet Ada")
+    assert (turn.result("hello_greet"), turn.text) == ("Hello, Ada!", "Done.")
+
+
+async def test_a_bad_argument_reaches_the_model_as_the_tools_own_words(skald):
+    host = await skald.start(plugins=[skald_hello], enable=["hello"])
+    await host.use_model(await skald.model_server(Reply(tool_calls=[ToolCall("hello_greet", {"name": " "})]), Reply("Sorry.")))
+    await host.allow_tool("hello_greet")
+    turn = await (await host.member("alice")).chat("Greet nobody")
+    assert turn.result("hello_greet") == "Error: 'name' must be the name of the person to greet"
 
 
 # -- the gate in front of the routes ----------------------------------------------------

@@ -28,13 +28,16 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
+from skald_hookspecs.types import ToolError
+
 log = logging.getLogger(__name__)
 
-HOST_AGENTS = Path(__file__).resolve().parents[3] / "agents"
+# The repository's agents/, shipped inside the package (skald_host/_shipped/agents links to it).
+HOST_AGENTS = (Path(__file__).resolve().parents[2] / "_shipped" / "agents").resolve()
 _AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
-class AgentError(LookupError):
+class AgentError(LookupError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
     pass
 
 

@@ -31,12 +31,13 @@ import dataclasses
 import json
 import logging
 import time
+import traceback
 import uuid
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from skald_hookspecs.types import ToolContext
+from skald_hookspecs.types import ToolContext, ToolError
 from skald_host.core import audit
 from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
@@ -59,7 +60,7 @@ TOOL_RESULT_LIMIT = 64 * 1024
 SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not only with its result
 
 
-class NoModelConfigured(RuntimeError):
+class NoModelConfigured(RuntimeError, ToolError):  # a sub-agent's turn may hit it: the model reads it
     pass
 
 
@@ -854,10 +855,34 @@ class Kernel:
             raise
         except TimeoutError:
             return "error", f"Error: the tool did not finish within {self.chat.tool_timeout:g} s."
+        except ToolError as exc:  # a failure the tool worded for the model
+            return "error", f"Error: {exc}" if str(exc) else "Error: the tool failed."
         except Exception as exc:  # a tool's failure is the tool's result, never the turn's end
-            log.warning("tool %s (plugin %s) failed: %s", call["name"], registered.plugin_id, type(exc).__name__)
-            return "error", f"Error: {exc}" if str(exc) else f"Error: {type(exc).__name__}"
-        return "done", result if isinstance(result, str) else json.dumps(result, default=str)
+            return "error", self._tool_failed(registered, exc)
+        if result is None:
+            return "done", ""
+        if not isinstance(result, str):
+            wrong = TypeError(
+                f"tool {registered.tool.name!r} returned {type(result).__name__}; a tool returns str or None"
+                " (encode structured results yourself, e.g. json.dumps)"
+            )
+            return "error", self._tool_failed(registered, wrong, say=True)
+        return "done", result
+
+    def _tool_failed(self, registered: RegisteredTool, exc: BaseException, *, say: bool = False) -> str:
+        """An unexpected failure: the model reads a generic line with an error id; the
+        log and the plugin's page get the traceback. Its frames and the exception's type,
+        not its message (which may carry a member's words) unless ``say``: the host wrote it."""
+        error_id = uuid.uuid4().hex[:12]
+        frames = "".join(traceback.format_list(traceback.extract_tb(exc.__traceback__))) if exc.__traceback__ else ""
+        head = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+        text = f"Traceback (most recent call last):\n{frames}{head}" + (f": {exc}" if say else " (message withheld: it may hold a member's data)")
+        log.error("tool %s (plugin %s) failed, error id %s\n%s", registered.tool.name, registered.plugin_id, error_id, text)
+        self.runtime.core.plugins.record_tool_failure(
+            registered.plugin_id,
+            {"error_id": error_id, "tool": registered.tool.name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "traceback": text},
+        )
+        return f"Error: the tool failed (error id {error_id}); the admin can look it up on the plugin's page."
 
     async def _await_approval(
         self, scope: Scope, call: dict[str, Any], approval: dict[str, Any] | None, args_hash: str
@@ -896,13 +921,13 @@ class Kernel:
 
     async def delegate(self, caller: Scope, agent_id: str, task: str) -> str:
         if caller.depth + 1 > MAX_DEPTH:
-            raise ValueError(f"sub-agents may nest at most {MAX_DEPTH} levels deep")
+            raise ToolError(f"sub-agents may nest at most {MAX_DEPTH} levels deep")
         try:
             agent = self.runtime.agents.get(agent_id)
         except AgentError:
-            raise ValueError(f"no task agent named {agent_id!r}; list_agents shows them") from None
+            raise ToolError(f"no task agent named {agent_id!r}; list_agents shows them") from None
         if agent.kind != "task":
-            raise ValueError(f"{agent_id!r} is not a task agent; list_agents shows them")
+            raise ToolError(f"{agent_id!r} is not a task agent; list_agents shows them")
         call_id = caller.call_id
         if call_id and caller.settle is not None:
             call_id = await caller.settle(call_id)  # the frame names its call: the call is written first

@@ -20,6 +20,7 @@ import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
+from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import ChatEvent, UserEvent
 from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
 from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
@@ -56,7 +57,7 @@ COMPACT_PROMPT = (
 )
 
 
-class ChatError(ValueError):
+class ChatError(ValueError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
     """A chat request that cannot be done; the message says why."""
 
 

@@ -16,11 +16,13 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from skald_hookspecs.types import ToolError
+
 MAX_PATH = 4096
 MAX_COMPONENT = 255
 
 
-class PathRefused(ValueError):
+class PathRefused(ValueError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
     """The path is malformed or would leave its base; the message says which."""
 
 

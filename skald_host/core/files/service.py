@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, AsyncIterator, Literal
 
+from skald_hookspecs.types import ToolError
 from skald_hookspecs.sandbox import Mount
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
@@ -53,7 +54,7 @@ MAX_UPLOAD_NAME = 200
 CHUNK = 1024 * 1024
 
 
-class FileError(ValueError):
+class FileError(ValueError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
     """A file operation that cannot be done; the message is fit for the agent and the member."""
 
 

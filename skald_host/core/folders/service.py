@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import SystemEvent
 from skald_host.core.buses import Buses
 from skald_host.core.identity.users import UserManager
@@ -38,7 +39,7 @@ MAX_DESCRIPTION = 4000
 TRASH_DIR = "trash"
 
 
-class FolderError(ValueError):
+class FolderError(ValueError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
     """Bad input or a refused change. ``status`` is the HTTP answer it maps to and
     ``field`` names the offending input when there is one."""
 

@@ -71,7 +71,8 @@ class PluginCatalog:
         out = []
         for status in self._core.plugins.statuses():
             entry = status.as_dict()
-            entry.pop("traceback", None)
+            entry.pop("traceback", None)  # on the detail and in /api/admin/plugins.json
+            entry.pop("tool_failures", None)
             entry["enabled"] = self._core.plugins.is_enabled(status.id)
             entry["configurable"] = bool(status.info and status.info.config_schema)
             entry["icon"] = status.info.icon if status.info else "puzzle"
@@ -83,8 +84,7 @@ class PluginCatalog:
 
     async def detail(self, plugin_id: str) -> dict[str, Any]:
         status = self._status(plugin_id)
-        entry = status.as_dict()
-        entry.pop("traceback", None)  # the full status table (/api/admin/plugins.json) has it
+        entry = status.as_dict()  # the traceback included: this is the admin's view (plugins.manage)
         entry["enabled"] = self._core.plugins.is_enabled(plugin_id)
         info = status.info
         entry["config_schema"] = schema_json(info.config_schema) if info else []
@@ -96,6 +96,7 @@ class PluginCatalog:
             {"page_id": c.value.page_id, "title": c.value.title, "admin_only": c.value.admin_only}
             for c in self._core.web_pages if c.plugin_id == plugin_id
         ]
+        entry["settings_sets"] = await self._core.instance_settings.owned_by(plugin_id)
         return entry
 
     async def configure(self, plugin_id: str, values: Any) -> dict[str, Any]:
@@ -321,22 +322,24 @@ class InstanceSettings:
         )
         return json.loads(row[0]) if row else {}
 
+    async def _shown(self, contribution: Any) -> dict[str, Any]:
+        config_set = contribution.value
+        return {
+            "id": config_set.id,
+            "title": config_set.title,
+            "plugin_id": contribution.plugin_id,
+            "owner": config_set.owner,
+            "fields": schema_json(config_set.fields),
+            "values": masked(config_set.fields, await self.values(config_set.id)),
+        }
+
     async def general(self) -> list[dict[str, Any]]:
-        out = []
-        for contribution in self._core.config_sets:
-            config_set = contribution.value
-            if config_set.owner is not None:
-                continue
-            out.append(
-                {
-                    "id": config_set.id,
-                    "title": config_set.title,
-                    "plugin_id": contribution.plugin_id,
-                    "fields": schema_json(config_set.fields),
-                    "values": masked(config_set.fields, await self.values(config_set.id)),
-                }
-            )
-        return out
+        return [await self._shown(c) for c in self._core.config_sets if c.value.owner is None]
+
+    async def owned_by(self, plugin_id: str) -> list[dict[str, Any]]:
+        """The sets with an ``owner`` that ``plugin_id`` registered: shown on its page in
+        the catalog, saved through the same ``save``."""
+        return [await self._shown(c) for c in self._core.config_sets if c.plugin_id == plugin_id and c.value.owner is not None]
 
     async def save(self, set_id: str, values: Any) -> dict[str, Any]:
         config_set = self._set(set_id)

@@ -49,6 +49,14 @@ class PluginHostApi:
         defaults = {f.name: f.default for f in self._schema(False) if f.default is not None}
         return {**defaults, **(json.loads(row[0]) if row else {})}
 
+    async def get_settings(self, set_id: str) -> Mapping[str, Any]:
+        """A settings set of this plugin's own: stored values over the fields' defaults."""
+        owned = [c.value for c in self._core.config_sets if c.plugin_id == self.plugin_id and c.value.id == set_id]
+        if not owned:
+            raise KeyError(f"plugin {self.plugin_id!r} registered no settings set {set_id!r}")
+        defaults = {f.name: f.default for f in owned[0].fields if f.default is not None}
+        return {**defaults, **await self._core.instance_settings.values(set_id)}
+
     async def get_user_config(self, member_id: str) -> Mapping[str, Any]:
         row = await self._core.registry.run(
             lambda c: c.execute(

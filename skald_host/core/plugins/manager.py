@@ -15,6 +15,7 @@ import logging
 import re
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Sequence
 
@@ -30,10 +31,25 @@ from skald_host.core.asyncutil import await_me_maybe
 log = logging.getLogger(__name__)
 
 State = Literal["loaded", "disabled", "failed", "blocked"]
+TOOL_FAILURES_KEPT = 20
 
 
 class PluginError(Exception):
     """A plugin misbehaved; the message names it."""
+
+
+class StrictPluginFailure(PluginError):
+    """Strict mode (``SKALD_STRICT_PLUGINS=1``): a plugin failed, so the host stops. One
+    line names the plugin, the hook and where in the plugin's code it failed."""
+
+    @classmethod
+    def of(cls, plugin: str, where: str, exc: BaseException) -> "StrictPluginFailure":
+        frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+        at = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, asyncio.TimeoutError):
+            what = "it did not finish in time"
+        return cls(f"plugin {plugin!r} failed in {where}: {what}{at}")
 
 
 @dataclass
@@ -54,6 +70,9 @@ class PluginStatus:
     info: PluginInfo | None = None
     healthy: bool = True
     started: bool = False
+    # The latest failures of this plugin's tools (newest last): what the admin sees on
+    # the plugin's page. Frames and exception type only, never the message (a member's data).
+    tool_failures: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=TOOL_FAILURES_KEPT))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +88,7 @@ class PluginStatus:
             "traceback": self.traceback,
             "import_ms": round(self.import_ms, 1),
             "healthy": self.healthy,
+            "tool_failures": list(self.tool_failures),
             "title": self.info.title if self.info else self.name,
             "description": self.info.description if self.info else "",
         }
@@ -137,7 +157,7 @@ class PluginManager:
         found: list[_Candidate] = []
         for obj in self._builtins:
             name = obj if isinstance(obj, str) else getattr(obj, "__name__", type(obj).__name__)
-            found.append(_Candidate(name, True, self._loader(obj), "skald", self._host_version))
+            found.append(_Candidate(name, True, self._loader(obj), "skald-host", self._host_version))
         for obj in self._extra:
             name = getattr(obj, "__name__", type(obj).__name__)
             found.append(_Candidate(name, False, self._loader(obj)))
@@ -192,13 +212,16 @@ class PluginManager:
             return
         status = PluginStatus(cand.name, cand.name, cand.distribution, cand.version, cand.builtin, "failed")
         started = time.perf_counter()
+        stage = "import"
         try:
             obj = cand.load()
+            stage = "plugin_info"
             status.import_ms = (time.perf_counter() - started) * 1000
             if status.import_ms > self._slow_import_ms:
                 log.warning("plugin %s took %.0f ms to import (keep imports cheap; load heavy things lazily)", cand.name, status.import_ms)
             info = self._read_info(cand.name, obj)
             status.id, status.info, status.spec = info.id, info, info.spec
+            stage = "registration"
             if info.id in self._status and self._status[info.id].state != "blocked":
                 other = self._status[info.id]
                 raise PluginError(
@@ -212,7 +235,7 @@ class PluginManager:
             status.state = "loaded" if cand.builtin else "disabled"
         except Exception as exc:
             if self._strict:
-                raise
+                raise StrictPluginFailure.of(cand.name, stage, exc) from exc
             status.error = str(exc) or type(exc).__name__
             status.traceback = traceback.format_exc()
             log.error("plugin %s failed to load: %s", cand.name, status.error)
@@ -282,6 +305,12 @@ class PluginManager:
         status = self._status.get(plugin_id)
         return bool(status and status.state == "loaded")
 
+    def record_tool_failure(self, plugin_id: str, failure: dict[str, Any]) -> None:
+        """Keep a tool's failure (error id, tool, time, traceback) for the plugin's page."""
+        status = self._status.get(plugin_id)
+        if status is not None:
+            status.tool_failures.append(failure)
+
     def fail(self, plugin_id: str, error: str, tb: str | None = None) -> None:
         status = self._status.get(plugin_id)
         if status is None:
@@ -344,7 +373,7 @@ class PluginManager:
                 await asyncio.wait_for(await_me_maybe(impl.function(*args)), self.hook_timeout)
             except Exception as exc:
                 if self._strict:
-                    raise
+                    raise StrictPluginFailure.of(plugin_id, hook_name, exc) from exc
                 message = f"{hook_name}: {exc}" if str(exc) else f"{hook_name}: {type(exc).__name__}"
                 if isinstance(exc, asyncio.TimeoutError):
                     message = f"{hook_name} did not finish within {self.hook_timeout:g} s"

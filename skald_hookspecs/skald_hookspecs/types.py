@@ -77,8 +77,10 @@ class I18nBundle:
 
 @dataclass(frozen=True)
 class ConfigSet:
-    """A group of instance settings. ``owner`` names the surface that renders it
-    (a plugin page id); ``None`` puts it on the general settings page."""
+    """A group of instance settings. ``owner`` ``None`` puts it on the general settings
+    page; any other value (one of your page ids, say) puts it on your plugin's page in
+    the admin's catalog, beside the plugin's own config. Either way the admin saves it
+    with the same validation, and the plugin reads it with ``HostApi.get_settings(id)``."""
 
     id: str
     title: str
@@ -133,8 +135,18 @@ class ToolContext:
     turn: TurnApi | None = None
 
 
+class ToolError(Exception):
+    """Raise from a tool's ``run`` to tell the model what went wrong, in your words:
+    ``raise ToolError("no city called 'Atlantis'")`` reaches the model as
+    ``Error: no city called 'Atlantis'``, so write the message for the model (and the
+    member reading along), never a secret. Any other exception reaches the model only as
+    ``Error: the tool failed (error id …)``; its traceback (the frames and the exception's
+    type, not its message, which may hold a member's data) goes to the host log and the
+    plugin's page in the catalog, for the admin. Since 1.2."""
+
+
 class ToolRun(Protocol):
-    def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Awaitable[str]: ...
+    def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Awaitable[str | None]: ...
 
 
 @dataclass(frozen=True)
@@ -142,12 +154,19 @@ class Tool:
     """An LLM tool. ``parameters`` is a JSON schema object. ``concurrency_safe`` tools of
     one round may run together; ``restart`` says what recovery does with a call that was
     running when the process died: ``"rerun"`` for pure reads, ``"mark_interrupted"``
-    for anything with a side effect (never re-run automatically)."""
+    for anything with a side effect (never re-run automatically).
+
+    ``run(args, ctx)`` is awaited with the model's arguments (a JSON object, not yet
+    checked against ``parameters``: check what you use) and returns the text the model
+    reads: a ``str``, or ``None`` for an empty result. Anything else (a dict, a number) is
+    an error of the plugin: the call fails with an error id, as an exception would.
+    Encode structured results yourself (``json.dumps``). Raise ``ToolError`` for a
+    failure the model should read about."""
 
     name: str
     description: str
     parameters: Mapping[str, Any]
-    run: Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
+    run: Callable[[Mapping[str, Any], ToolContext], Awaitable[str | None]]
     concurrency_safe: bool = False
     restart: Literal["rerun", "mark_interrupted"] = "mark_interrupted"
 

@@ -19,10 +19,18 @@ class HostApi(Protocol):
     plugin_id: str
 
     async def get_config(self) -> Mapping[str, Any]:
-        """This plugin's instance config (secrets included: the plugin needs them)."""
+        """This plugin's instance config (secrets included: the plugin needs them): the
+        stored values over the ``config_schema`` fields' defaults, so a field the admin
+        never set reads as its ``default``."""
 
     async def get_user_config(self, member_id: str) -> Mapping[str, Any]:
-        """This plugin's per-member config for one member."""
+        """This plugin's per-member config for one member, over the ``user_config_schema``
+        fields' defaults."""
+
+    async def get_settings(self, set_id: str) -> Mapping[str, Any]:
+        """The values of a settings set this plugin registered (``register_config_sets``),
+        over its fields' defaults, secrets included. ``KeyError`` for a set id this plugin
+        did not register. Since 1.2."""
 
     async def set_user_config(self, member_id: str, values: Mapping[str, Any]) -> None:
         """Store this plugin's per-member config (admin-readable: never secrets)."""

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol, runtime_checkable
 
+from skald_hookspecs.types import ToolError
 
-class SandboxUnavailable(RuntimeError):
+
+class SandboxUnavailable(RuntimeError, ToolError):
     """No sandbox can run a member's command here (no backend available, or the chosen
     one failed to build it). The message says what to install or fix; it is shown to
-    the agent and the member as it is."""
+    the agent and the member as it is (it is a ``ToolError``, since 1.2)."""
 
 
 @dataclass(frozen=True)

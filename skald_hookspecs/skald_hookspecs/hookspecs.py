@@ -54,7 +54,11 @@ def shutdown(reason: str) -> None:
 def register_tools(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute LLM tools: call ``register(Tool(...))`` for each. A name another
     plugin already registered is refused with both plugins named. Tools reach a
-    member only while the plugin is enabled and granted to them. Since 1.0."""
+    member only while the plugin is enabled and granted to them. A tool's ``run``
+    returns ``str`` (or ``None``); anything else fails the call. Raise ``ToolError``
+    for a failure the model should read; any other exception reaches the model as a
+    generic failure with an error id, its traceback goes to the log and the plugin's
+    catalog page (since 1.2). Since 1.0."""
 
 
 @hookspec
@@ -83,7 +87,9 @@ def register_i18n(register: Callable[..., None]) -> None:
 @hookspec
 def register_config_sets(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute instance settings: call ``register(ConfigSet(...))``. A set whose
-    ``owner`` is None is rendered on the general settings page. Since 1.0."""
+    ``owner`` is None is rendered on the general settings page, any other on the
+    registering plugin's page in the catalog (since 1.2). The plugin reads the values
+    with ``HostApi.get_settings(set_id)`` (since 1.2). Since 1.0."""
 
 
 @hookspec

@@ -54,6 +54,7 @@ from skald_hookspecs.types import (  # noqa: E402
     SystemAgent,
     Tool,
     ToolContext,
+    ToolError,
     TurnApi,
     WebPage,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "SystemAgent",
     "Tool",
     "ToolContext",
+    "ToolError",
     "TurnApi",
     "WebPage",
     "HostApi",

@@ -1,0 +1,67 @@
+"""The plugin's detail page (admins): settings sets it owns, a failed plugin's traceback,
+and its tools' failures by error id (issue 18)."""
+
+from __future__ import annotations
+
+from playwright.async_api import expect
+
+from skald_hookspecs import ConfigField, ConfigSet, PluginInfo, Tool, hookimpl
+from skald_host.testing import Reply, ToolCall
+from skald_host.testing.host import ADMIN_PASSWORD
+
+from .kit import PagePlugin, sign_in
+
+
+class Weather:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="weather", title="Weather", spec=">=1.2,<2")
+
+    @hookimpl
+    def register_config_sets(self, register) -> None:
+        register(ConfigSet("weather-limits", "Forecast limits", (ConfigField("per_day", "integer", label="Forecasts per day", default=5),), owner="main"))
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        async def forecast(args, ctx):
+            raise KeyError("private " + "words")  # the source line is in the traceback, the message never
+
+        register(Tool(name="forecast", description="forecast", parameters={"type": "object", "properties": {}}, run=forecast))
+
+
+async def test_an_owned_settings_set_is_edited_on_the_plugins_page(skald, browser_pages):
+    host = await skald.start(plugins=[Weather()], enable=["weather"])
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#plugin-detail?id=weather")
+    await expect(page.get_by_role("heading", name="Forecast limits")).to_be_visible()
+    field = page.get_by_label("Forecasts per day")
+    await field.fill("9")
+    await page.get_by_role("heading", name="Forecast limits").locator("xpath=..").get_by_role("button", name="Save").click()
+    await expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
+    assert await host.core.host_api("weather").get_settings("weather-limits") == {"per_day": 9}
+    await page.goto("/#settings")
+    await expect(page.get_by_role("heading", name="Forecast limits")).to_have_count(0)  # not on the general page
+
+
+async def test_a_tools_failure_and_a_failed_plugins_traceback_are_on_their_pages(skald, browser_pages):
+    error = "the widget registry is unreachable"
+    host = await skald.start(plugins=[Weather(), PagePlugin("broken", title="Broken widget", fail_pages=error)], enable=["weather"])
+    await host.use_model(await skald.model_server(Reply(tool_calls=[ToolCall("forecast", {})]), Reply("Sorry.")))
+    await host.allow_tool("forecast")
+    turn = await (await host.member("alice")).chat("forecast please")
+    error_id = turn.result("forecast").split("error id ")[1][:12]
+
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#plugin-detail?id=weather")
+    failure = page.locator(f".tool-failures [data-error-id='{error_id}']")
+    await expect(failure).to_contain_text("forecast")
+    await failure.locator("summary").click()
+    await expect(failure.locator("pre.traceback")).to_contain_text("KeyError")
+    await expect(failure.locator("pre.traceback")).not_to_contain_text("private words")
+
+    await page.goto("/#plugin-detail?id=broken")
+    await page.locator(".plugin-traceback summary").click()
+    await expect(page.locator(".plugin-traceback pre.traceback")).to_contain_text(f"RuntimeError: {error}")
