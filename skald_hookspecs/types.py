@@ -7,6 +7,10 @@ registered what) itself, so none of these carries a plugin id the plugin could f
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol
 
@@ -69,10 +73,41 @@ class WebPage:
 
 @dataclass(frozen=True)
 class I18nBundle:
-    """UI strings of one domain (usually the plugin id): ``{locale: {key: text}}``."""
+    """UI strings of one domain (usually the plugin id): ``{locale: {key: text}}``.
+
+    Keep the texts in per-locale JSON files that translators edit with ordinary tools,
+    and build the bundle with :meth:`from_folder`; adding a language is adding a file."""
 
     domain: str
     strings: Mapping[str, Mapping[str, str]]
+
+    @classmethod
+    def from_folder(cls, domain: str, folder: Any) -> "I18nBundle":
+        """Read every ``<locale>.json`` in ``folder`` (``en.json``, ``de.json``, ...), each one
+        flat JSON object of ``key: text``. ``folder`` is a path or an ``importlib.resources``
+        traversable, e.g. ``importlib.resources.files("my_plugin") / "locales"``, so it works
+        from a wheel too. A file that is not such an object raises ``ValueError`` naming it.
+        Since spec 1.2."""
+        if isinstance(folder, (str, os.PathLike)):
+            folder = pathlib.Path(folder)
+        strings: dict[str, dict[str, str]] = {}
+        for entry in sorted(folder.iterdir(), key=lambda item: item.name):
+            locale, dot, suffix = entry.name.rpartition(".")
+            if not dot or suffix != "json" or not entry.is_file():
+                continue
+            if not _LOCALE.fullmatch(locale):
+                raise ValueError(f"{entry.name}: the file name must be a locale code, like de.json or pt-BR.json")
+            try:
+                table = json.loads(entry.read_text(encoding="utf-8"))
+            except ValueError as error:
+                raise ValueError(f"{entry.name}: not valid JSON ({error})") from None
+            if not isinstance(table, dict) or not all(isinstance(key, str) and isinstance(text, str) for key, text in table.items()):
+                raise ValueError(f"{entry.name}: must be one JSON object of key: text strings")
+            strings[locale] = table
+        return cls(domain, strings)
+
+
+_LOCALE = re.compile(r"[a-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from skald_host.builtins.strings import DE, EN
+from skald_host.builtins.strings import LOCALES
+from skald_hookspecs import I18nBundle
+
+_BUNDLE = I18nBundle.from_folder("core", LOCALES).strings
+EN, DE = _BUNDLE["en"], _BUNDLE["de"]
 
 WEB = Path(__file__).resolve().parents[2] / "web"
 # Keys built at run time (t(`plugin.state.${state}`), route tables) are listed here.
