@@ -17,7 +17,7 @@ def plugin_info() -> PluginInfo:
     return PluginInfo(
         id="strings",
         title="Interface language",
-        description="The host's English and German interface strings.",
+        description="The host's interface strings, one file per language.",
         icon="language",
         spec=">=1.0,<2",
     )

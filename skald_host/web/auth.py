@@ -75,6 +75,12 @@ def current_principal() -> Principal:
     return principal
 
 
+async def reader_locale() -> str:
+    """The language the signed-in member reads: their own, else the instance's."""
+    member = current_principal().member
+    return member.locale or await current_app.config["SKALD_CORE"].default_locale()
+
+
 def _is_loopback(host: str) -> bool:
     host = host.strip("[]")
     if host == "localhost":

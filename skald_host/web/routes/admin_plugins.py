@@ -6,7 +6,7 @@ from quart import Blueprint, current_app
 from skald_host.core.identity.users import MemberNotFound
 from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
 from skald_host.core.plugins.manager import PluginError
-from skald_host.web.auth import requires
+from skald_host.web.auth import reader_locale, requires
 from skald_host.web.body import field, json_object
 from skald_host.web.errors import ApiError
 
@@ -33,13 +33,13 @@ async def _guard(coro):
 @bp.get("/api/admin/plugins")
 @requires("plugins.manage")
 async def list_plugins() -> dict:
-    return {"plugins": await _core().catalog.list()}
+    return {"plugins": await _core().catalog.list(await reader_locale())}
 
 
 @bp.get("/api/admin/plugins/<plugin_id>")
 @requires("plugins.manage")
 async def plugin_detail(plugin_id: str) -> dict:
-    return await _guard(_core().catalog.detail(plugin_id))
+    return await _guard(_core().catalog.detail(plugin_id, await reader_locale()))
 
 
 @bp.put("/api/admin/plugins/<plugin_id>/enabled")
@@ -48,7 +48,7 @@ async def set_enabled(plugin_id: str) -> dict:
     data = await json_object()
     enabled = field(data, "enabled", bool)
     await _guard(_core().set_plugin_enabled(plugin_id, enabled))
-    return await _guard(_core().catalog.detail(plugin_id))
+    return await _guard(_core().catalog.detail(plugin_id, await reader_locale()))
 
 
 @bp.put("/api/admin/plugins/<plugin_id>/config")
@@ -68,20 +68,20 @@ async def roster(plugin_id: str) -> dict:
 @bp.get("/api/admin/members/<member_id>/plugins")
 @requires("plugins.manage")
 async def member_grants(member_id: str) -> dict:
-    return {"plugins": await _guard(_core().catalog.member_grants(member_id))}
+    return {"plugins": await _guard(_core().catalog.member_grants(member_id, await reader_locale()))}
 
 
 @bp.put("/api/admin/members/<member_id>/plugins")
 @requires("plugins.manage")
 async def replace_member_grants(member_id: str) -> dict:
     data = await json_object()
-    return {"plugins": await _guard(_core().catalog.replace_member_grants(member_id, field(data, "plugins", list)))}
+    return {"plugins": await _guard(_core().catalog.replace_member_grants(member_id, field(data, "plugins", list), await reader_locale()))}
 
 
 @bp.get("/api/admin/settings")
 @requires("settings.manage")
 async def general_settings() -> dict:
-    return {"sets": await _core().instance_settings.general()}
+    return {"sets": await _core().instance_settings.general(await reader_locale())}
 
 
 @bp.put("/api/admin/settings/<set_id>")
