@@ -37,3 +37,13 @@ export function localeName(code) {
   const key = `core.locale.${code}`;
   return strings[key] ?? code;
 }
+
+/** Text the host seeded as a string key (a preset role's label, a built-in rule's
+ * note: "core.seed.…") in the reader's language; anything else as written. */
+export function seeded(text) {
+  const value = String(text ?? "");
+  return value.startsWith("core.seed.") ? (strings[value] ?? value) : value;
+}
+
+/** What to send back for a seeded field: the key itself while the shown text is unchanged. */
+export const unseeded = (original, edited) => (edited === seeded(original) ? original : edited);
