@@ -41,17 +41,17 @@ async def json_object() -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise ApiError(400, "request body must be UTF-8 JSON") from None
+        raise ApiError(400, "request body must be UTF-8 JSON", code="body_invalid") from None
     if not _depth_ok(text):
-        raise ApiError(400, f"request body is nested deeper than {MAX_DEPTH} levels")
+        raise ApiError(400, f"request body is nested deeper than {MAX_DEPTH} levels", code="body_invalid")
     try:
         data = json.loads(text) if text.strip() else None
         # A lone surrogate ("\ud800") parses but is no text (RFC 7493 §2.1): a 400 here, not a 500 in SQLite/Argon2.
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except (ValueError, RecursionError):
-        raise ApiError(400, "request body is not valid JSON") from None
+        raise ApiError(400, "request body is not valid JSON", code="body_invalid") from None
     if not isinstance(data, dict):
-        raise ApiError(400, "request body must be a JSON object")
+        raise ApiError(400, "request body must be a JSON object", code="body_invalid")
     return data
 
 
@@ -59,13 +59,13 @@ def field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
     """One typed field of a JSON body; the error names the field and the expected type."""
     if name not in data or data[name] is None:
         if required:
-            raise ApiError(400, f"'{name}' is required", field=name)
+            raise ApiError(400, f"'{name}' is required", field=name, code="field_required", values={"field": name})
         return default
     value = data[name]
     if isinstance(value, bool) and kind is not bool and (kind == int or (isinstance(kind, tuple) and bool not in kind)):
-        raise ApiError(400, f"'{name}' has the wrong type", field=name)
+        raise ApiError(400, f"'{name}' has the wrong type", field=name, code="field_type", values={"field": name})
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         label = {"str": "text", "bool": "true or false", "int": "a whole number", "dict": "an object", "list": "a list"}
-        raise ApiError(400, f"'{name}' must be {label.get(names, names)}", field=name)
+        raise ApiError(400, f"'{name}' must be {label.get(names, names)}", field=name, code="field_type", values={"field": name})
     return value

@@ -32,6 +32,13 @@ export function t(key, values = {}) {
   return text.replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
 }
 
+/** The reader's words for an API error code ({"code": "password_too_short",
+ * "values": {...}}), or null when there are none (then show the server's message). */
+export function errorString(code, values = {}) {
+  if (!code || !(`core.error.${code}` in strings)) return null;
+  return t(`error.${code}`, values || {});
+}
+
 /** A language's own name ("Deutsch"), falling back to its code. */
 export function localeName(code) {
   const key = `core.locale.${code}`;

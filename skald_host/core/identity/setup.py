@@ -38,9 +38,9 @@ async def initialize_instance(
     """Create the first admin and seed the instance defaults."""
     locales = tuple(locales)
     if locale not in locales:
-        raise MemberError(f"locale must be one of {', '.join(locales)}")
+        raise MemberError(f"locale must be one of {', '.join(locales)}", code="locale_unknown", locales=", ".join(locales))
     if not await needs_setup(users):
-        raise AlreadySetUp("the instance is already set up")
+        raise AlreadySetUp("the instance is already set up", code="already_set_up")
     try:
         member = await users.register(
             username,

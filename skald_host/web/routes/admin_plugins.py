@@ -25,9 +25,9 @@ async def _guard(coro):
     except CatalogError as exc:
         raise ApiError(404 if str(exc).startswith(("no plugin", "no settings set")) else 400, str(exc)) from None
     except ConfigInvalid as exc:
-        raise ApiError(400, str(exc), field=exc.field) from None
+        raise ApiError.refusing(400, exc) from None
     except PluginError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
 
 
 @bp.get("/api/admin/plugins")

@@ -214,7 +214,7 @@ async def start_project_chat(project_id: str) -> Any:
     try:
         conversation = await member_runtime.create_conversation(PROJECT_AGENT, title=project.title, source=f"project:{project.id}")
     except ChatError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
     return conversation, 201
 
 

@@ -32,7 +32,7 @@ def _store(root: str) -> NoteStore:
     try:
         return current_app.config["SKALD_CORE"].memory.notes(current_principal().member.id, root)
     except OwnerDatabaseUnavailable as exc:
-        raise ApiError(423, str(exc)) from None
+        raise ApiError.refusing(423, exc) from None
 
 
 async def _call(operation: Any) -> Any:
@@ -40,9 +40,9 @@ async def _call(operation: Any) -> Any:
     try:
         return await operation
     except NoteAccessDenied as exc:
-        raise ApiError(403, str(exc)) from None
+        raise ApiError.refusing(403, exc) from None
     except NoteError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
     except FileNotFoundError:
         raise ApiError(404, "no such note") from None
 

@@ -25,7 +25,7 @@ async def save_my_config(plugin_id: str) -> dict:
     except CatalogError as exc:
         raise ApiError(404 if str(exc).startswith("no plugin") else 400, str(exc)) from None
     except ConfigInvalid as exc:
-        raise ApiError(400, str(exc), field=exc.field) from None
+        raise ApiError.refusing(400, exc) from None
     return {"config": values}
 
 

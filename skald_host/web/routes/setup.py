@@ -37,9 +37,9 @@ async def run_setup():
             locales=core.strings.locales,
         )
     except AlreadySetUp:
-        raise ApiError(409, "the instance is already set up") from None
+        raise ApiError(409, "the instance is already set up", code="already_set_up") from None
     except (PasswordRejected, MemberError) as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
     result = await core.auth.login(username, password, request.remote_addr or "unknown")
     response = jsonify({"member": member.summary(), "csrf_token": result.session.csrf_token})
     response.status_code = 201
