@@ -28,6 +28,7 @@ def public(view):
 
 
 from skald_hookspecs.types import (  # noqa: E402
+    ICONS,
     ConfigField,
     ConfigSet,
     I18nBundle,
@@ -51,6 +52,7 @@ __all__ = [
     "hookspec",
     "hookimpl",
     "public",
+    "ICONS",
     "ConfigField",
     "ConfigSet",
     "I18nBundle",

@@ -6,6 +6,7 @@ import "./components/plugin-page-host.js";
 import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
 import { el, link } from "./lib/dom.js";
 import { browserLocale, currentLocale, loadLocale, seeded, t } from "./lib/i18n.js";
+import { icon } from "./lib/icons.js";
 import { notice, pageHeader } from "./lib/ui.js";
 import { renderLogin, renderSetup } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
@@ -111,7 +112,9 @@ function renderPluginNav() {
   const pages = [...state.pages].sort((a, b) => (a.priority - b.priority) || String(a.title).localeCompare(String(b.title)));
   pluginList.replaceChildren(...pages.map((p) => {
     const route = `#plugin/${encodeURIComponent(p.plugin_id)}/${encodeURIComponent(p.page_id)}`;
-    return navLink(route, p.title, `plugin/${p.plugin_id}/${p.page_id}`);
+    const item = navLink(route, p.title, `plugin/${p.plugin_id}/${p.page_id}`);
+    item.firstChild.prepend(icon(p.icon));
+    return item;
   }));
   pluginSection.hidden = pages.length === 0;
   markActive(parseHash());

@@ -43,3 +43,26 @@ def test_a_bad_locale_file_is_named_in_the_error(tmp_path, name, content, messag
     (tmp_path / name).write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match=message):
         I18nBundle.from_folder("hello", tmp_path)
+
+
+def test_the_icon_names_are_documented_drawn_and_vendored_with_their_licence():
+    import re
+    from pathlib import Path
+
+    from skald_hookspecs import ICONS
+
+    root = Path(__file__).resolve().parents[2]
+    shell = re.search(r"export const ICONS = \[(.*?)\];", (root / "web/lib/icons.js").read_text(encoding="utf-8"), re.S)
+    assert shell is not None
+    assert tuple(re.findall(r'"([a-z]+)"', shell.group(1))) == ICONS
+    vendored = root / "web/vendor/lucide"
+    assert sorted(p.stem for p in vendored.glob("*.svg")) == sorted(ICONS)
+    assert "ISC License" in (vendored / "LICENSE").read_text(encoding="utf-8")
+    for name in ICONS:
+        assert "<svg" in (vendored / f"{name}.svg").read_text(encoding="utf-8"), name
+    docs = (root / "docs/plugins.md").read_text(encoding="utf-8")
+    section = docs[docs.index("**Icons.**"):]
+    assert [name for name in ICONS if f"`{name}`" not in section] == []
+    # Every icon the host's own plugins name is one the shell draws.
+    used = set(re.findall(r'icon="([a-z]+)"', "".join(p.read_text(encoding="utf-8") for p in (root / "skald_host/builtins").glob("*.py"))))
+    assert used and used <= set(ICONS)
