@@ -14,6 +14,6 @@ export const ICONS = [
 export function icon(name) {
   const known = ICONS.includes(name) ? name : "puzzle";
   const node = el("span", { class: "icon", "aria-hidden": "true", "data-icon": known });
-  node.style.setProperty("--icon", `url("/vendor/lucide/${known}.svg")`);
+  node.style.setProperty("--icon", `url("/ui/vendor/lucide/${known}.svg")`);
   return node;
 }
