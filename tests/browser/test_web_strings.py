@@ -251,3 +251,48 @@ async def test_a_third_language_from_files_is_offered_and_used(skald, browser_pa
     await expect(page.locator("html")).to_have_attribute("lang", "fr")
     await nav.get_by_role("link", name="Salutations").click()
     await expect(page.get_by_role("heading", name="Salutations")).to_be_visible()
+
+
+async def test_a_german_members_chat_with_a_tool_approval_shows_no_english(skald, browser_pages):
+    """The chat page with a conversation in it: the approval card, the tool card, the
+    reasoning block and the composer, all in German; the messages are the member's and
+    the model's own words (user content), as are the tool's name, arguments and result."""
+    from playwright.async_api import expect
+
+    from skald_host.testing import Reply, ScriptedModelServer, ToolCall
+    from skald_host.testing.host import MEMBER_PASSWORD
+
+    from .test_chat import MODEL, NotesPlugin, configure_model
+
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[NotesPlugin()], enable=["notes"])
+        await configure_model(await host.admin(), server)
+        await host.create_member("bert", display_name="Bert", locale="de")
+        server.script(MODEL, [
+            Reply(reasoning="Eine Notiz passt.", tool_calls=[ToolCall("write_note", {"path": "notizen/milch.txt", "text": "Milch kaufen"})]),
+            Reply(text="Notiert: *Milch kaufen*."),
+        ])
+        page = await browser_pages.new(host.url, locale="de-DE")
+        await page.goto("/")
+        await page.get_by_label("Benutzername").fill("bert")
+        await page.get_by_label("Passwort", exact=True).fill(MEMBER_PASSWORD)
+        await page.get_by_role("button", name="Anmelden").click()
+        box = page.get_by_role("textbox", name="Nachricht")
+        await box.fill("Merk dir: Milch kaufen")
+        await box.press("Enter")
+        data = {"Bert", "bert", "write_note", "Merk dir: Milch kaufen", "Eine Notiz passt.", "Notiert: Milch kaufen."}
+        user_content = ".msg.user .bubble, .msg-body, .tool-args, .tool-result, .conv-title, .reasoning-body"
+
+        approval = page.locator(".tool-card").first
+        await expect(approval.get_by_role("button", name="Erlauben")).to_be_visible()
+        texts = await page.evaluate(VISIBLE_TEXTS, f"{DATA_SELECTOR}, {user_content}")
+        assert english_in(texts, data, await served_english(page)) == [], "English while an approval waits"
+
+        await approval.get_by_role("button", name="Erlauben").click()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Notiert: Milch kaufen.")
+        await page.reload()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Notiert: Milch kaufen.")
+        await page.locator(".tool-card summary").first.click()
+        await page.locator("details.reasoning summary").first.click()
+        texts = await page.evaluate(VISIBLE_TEXTS, f"{DATA_SELECTOR}, {user_content}")
+        assert english_in(texts, data, await served_english(page)) == [], "English in a finished conversation"
