@@ -23,7 +23,7 @@ async def _guard(coro):
     except MemberNotFound:
         raise ApiError(404, "no such member") from None
     except CatalogError as exc:
-        raise ApiError(404 if str(exc).startswith(("no plugin", "no settings set")) else 400, str(exc)) from None
+        raise ApiError.refusing(404 if str(exc).startswith(("no plugin", "no settings set")) else 400, exc) from None
     except ConfigInvalid as exc:
         raise ApiError.refusing(400, exc) from None
     except PluginError as exc:

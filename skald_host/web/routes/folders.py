@@ -53,7 +53,7 @@ async def _guard(coro: Any) -> Any:
     try:
         return await coro
     except FolderError as exc:
-        raise ApiError(exc.status, exc.message, field=exc.field) from None
+        raise ApiError.refusing(exc.status, exc) from None
 
 
 def _only(data: dict[str, Any], allowed: set[str]) -> None:

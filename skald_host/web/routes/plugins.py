@@ -23,7 +23,7 @@ async def save_my_config(plugin_id: str) -> dict:
     try:
         values = await core.catalog.save_my_config(current_principal().member, plugin_id, field(data, "config", dict))
     except CatalogError as exc:
-        raise ApiError(404 if str(exc).startswith("no plugin") else 400, str(exc)) from None
+        raise ApiError.refusing(404 if str(exc).startswith("no plugin") else 400, exc) from None
     except ConfigInvalid as exc:
         raise ApiError.refusing(400, exc) from None
     return {"config": values}
