@@ -100,8 +100,8 @@ def storage_failure_response(failure: DiskFailure) -> Any:
     detail (which file) goes to the log, not to the client."""
     log.error("storage failure on %s %s: %s", request.method, request.path, failure)
     if isinstance(failure, DiskFull):
-        return error_response(507, failure.member_text, code="disk_full")
-    return error_response(503, failure.member_text, {"Retry-After": str(STORAGE_RETRY_SECONDS)}, code="disk_failing")
+        return error_response(507, failure.member_text, code=failure.code)
+    return error_response(503, failure.member_text, {"Retry-After": str(STORAGE_RETRY_SECONDS)}, code=failure.code)
 
 
 def install_error_handlers(app: Quart) -> None:

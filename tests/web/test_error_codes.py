@@ -21,6 +21,7 @@ def codes_in_source() -> set[str]:
             continue
         text = path.read_text(encoding="utf-8")
         codes.update(re.findall(r"\bcode=\"([a-z_]+)\"", text))
+        codes.update(re.findall(r"^    code = \"([a-z_]+)\"", text, re.M))  # DiskFailure and its kinds
         if path.name == "config_schema.py":
             codes.update(f"config_{why}" for why in re.findall(r"ConfigInvalid\([^()]*?\"[^\"]*\", \"([a-z_]+)\"", text))
     return codes
@@ -28,7 +29,7 @@ def codes_in_source() -> set[str]:
 
 def test_every_error_code_the_host_gives_has_english_and_german_text():
     codes = codes_in_source()
-    assert {"password_too_short", "username_taken", "config_choice", "field_required", "forbidden", "login_throttled"} <= codes
+    assert {"password_too_short", "username_taken", "config_choice", "field_required", "forbidden", "login_throttled", "disk_full"} <= codes
     strings = I18nBundle.from_folder("core", LOCALES).strings
     for locale in ("en", "de"):
         missing = sorted(code for code in codes if f"error.{code}" not in strings[locale])
