@@ -32,7 +32,7 @@ async def test_private_notes_are_per_member_and_shared_notes_are_for_everyone(me
     # The same key is a different place for bob: his own (empty) store, never alice's note.
     assert await keys(bob, MINE) == []
     response = await bob.get(f"{MINE}/notes/plans/garden.md")
-    assert response.status_code == 404 and response.json() == {"error": "no such note", "code": "http_404"}
+    assert response.status_code == 404 and response.json() == {"error": "no such note", "code": "no_such_note"}
     assert (await bob.delete(f"{MINE}/notes/plans/garden.md")).status_code == 404
     assert (await bob.get(f"{MINE}/search", params={"q": "private plan"})).json()["hits"] == []
     assert (await bob.put(f"{MINE}/notes/plans/garden.md", json={"content": "bob's own"})).status_code == 200
