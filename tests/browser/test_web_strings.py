@@ -129,10 +129,7 @@ async def assert_german(page, where: str, data: set[str]) -> None:
 
 def german_page_plugin():
     """The catalog tests' greeter, with a page module of its own (German text)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from catalog.french import Greeter
+    from tests.catalog.french import Greeter
 
     class GreeterWithPage(Greeter):
         def add_routes(self, blueprint):
