@@ -102,7 +102,7 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         try:
             member = await initialize_instance(
                 core.users, username=username, password=password, display_name=args.display_name or "",
-                locale=args.locale, encrypted=not args.no_encryption,
+                locale=args.locale, encrypted=not args.no_encryption, locales=core.strings.locales,
             )
         except AlreadySetUp:
             print(f"Skald is already set up in {settings.data_dir.resolve()}; nothing was changed.")
@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(setup)
     setup.add_argument("--username")
     setup.add_argument("--display-name")
-    setup.add_argument("--locale", default="en", choices=("en", "de"))
+    setup.add_argument("--locale", default="en", help="the instance's language: en, de or any other the locale files have")
     setup.add_argument("--no-encryption", action="store_true", help="do not encrypt the admin's private data")
     setup.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     setup.add_argument("--check", action="store_true", help="say whether the data dir is set up (exit 0) or needs setup (exit 1); changes nothing")

@@ -5,7 +5,8 @@
 import "./components/plugin-page-host.js";
 import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
 import { el, link } from "./lib/dom.js";
-import { browserLocale, currentLocale, loadLocale, t } from "./lib/i18n.js";
+import { browserLocale, currentLocale, loadLocale, seeded, t } from "./lib/i18n.js";
+import { icon } from "./lib/icons.js";
 import { notice, pageHeader } from "./lib/ui.js";
 import { renderLogin, renderSetup } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
@@ -87,7 +88,7 @@ function buildShell() {
     pluginSection,
     el("div", { class: "nav-footer" },
       el("p", { class: "who" }, el("span", { class: "who-name", text: member.display_name || member.username }),
-        el("span", { class: "who-role", text: member.role_label || member.role })),
+        el("span", { class: "who-role", text: seeded(member.role_label || member.role) })),
       signOut));
   const content = el("main", { id: "content", class: "content", tabindex: "-1" });
   const banner = state.session.secure_transport === false ? notice("warning", t("warning.insecure_transport")) : null;
@@ -111,7 +112,9 @@ function renderPluginNav() {
   const pages = [...state.pages].sort((a, b) => (a.priority - b.priority) || String(a.title).localeCompare(String(b.title)));
   pluginList.replaceChildren(...pages.map((p) => {
     const route = `#plugin/${encodeURIComponent(p.plugin_id)}/${encodeURIComponent(p.page_id)}`;
-    return navLink(route, p.title, `plugin/${p.plugin_id}/${p.page_id}`);
+    const item = navLink(route, p.title, `plugin/${p.plugin_id}/${p.page_id}`);
+    item.firstChild.prepend(icon(p.icon));
+    return item;
   }));
   pluginSection.hidden = pages.length === 0;
   markActive(parseHash());

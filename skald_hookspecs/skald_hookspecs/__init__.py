@@ -47,6 +47,7 @@ def accepts(schema, *, content_type="application/json"):
 
 
 from skald_hookspecs.types import (  # noqa: E402
+    ICONS,
     ConfigField,
     ConfigSet,
     I18nBundle,
@@ -72,6 +73,7 @@ __all__ = [
     "hookimpl",
     "public",
     "accepts",
+    "ICONS",
     "ConfigField",
     "ConfigSet",
     "I18nBundle",

@@ -3,12 +3,37 @@
 They are dataclasses rather than dicts so a typo is an error at registration, not a
 silent missing key three layers later; the host stamps provenance (which plugin
 registered what) itself, so none of these carries a plugin id the plugin could forge.
+
+Translating what the shell shows of a plugin (since spec 1.2): the texts given here
+(``PluginInfo.title``, ``WebPage.title``, ``ConfigField.label``...) are the English
+fallback. The host shows each reader the string of the same meaning from the
+plugin's own ``I18nBundle`` (domain = the plugin id) when it has one, under these keys:
+
+- ``plugin.title``, ``plugin.description``: ``PluginInfo``
+- ``page.<page_id>.title``: a ``WebPage`` (navigation and page heading)
+- ``config.<field>.label``, ``config.<field>.description``: ``PluginInfo.config_schema``
+- ``user_config.<field>.label``, ``user_config.<field>.description``: ``user_config_schema``
+- ``set.<set id>.title``, ``set.<set id>.<field>.label``, ``set.<set id>.<field>.description``: a ``ConfigSet``
+
+Icons (``PluginInfo.icon``, ``WebPage.icon``) are one of ``ICONS``; another name is
+drawn as ``"puzzle"``.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol
+
+#: The icon names the web shell draws (Lucide's SVGs, vendored with their licence).
+ICONS: tuple[str, ...] = (
+    "bell", "book", "bot", "box", "calendar", "chat", "checklist", "clock", "cloud", "database", "file",
+    "folder", "globe", "hand", "heart", "home", "image", "key", "language", "mail", "music", "pin",
+    "puzzle", "search", "send", "settings", "shield", "sparkles", "star", "terminal", "tool", "user", "users",
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +66,11 @@ class PluginInfo:
     ``manages_own_access``: the plugin decides who may use it (a pairing binding, say),
     so it is absent from the per-member grant lists. ``grant_by_default``: members of
     roles with ``auto_grant`` receive it when its registry row is born.
+
+    ``title``, ``description`` and the schemas' labels and hints are the English text;
+    the keys ``plugin.title``, ``plugin.description``, ``config.<field>.label``... of the
+    plugin's own bundle translate them (see the module docstring). ``icon`` is one of
+    ``ICONS``.
     """
 
     id: str
@@ -57,7 +87,9 @@ class PluginInfo:
 @dataclass(frozen=True)
 class WebPage:
     """An ES-module fragment the web shell mounts at ``#plugin/<id>/<page_id>``.
-    ``entry`` is a path under the plugin's own router (``/api/plugin/<id>/<entry>``)."""
+    ``entry`` is a path under the plugin's own router (``/api/plugin/<id>/<entry>``).
+    ``title`` is the English text; ``page.<page_id>.title`` in the plugin's bundle
+    translates it. ``icon`` is one of ``ICONS``."""
 
     page_id: str
     title: str
@@ -69,10 +101,41 @@ class WebPage:
 
 @dataclass(frozen=True)
 class I18nBundle:
-    """UI strings of one domain (usually the plugin id): ``{locale: {key: text}}``."""
+    """UI strings of one domain (usually the plugin id): ``{locale: {key: text}}``.
+
+    Keep the texts in per-locale JSON files that translators edit with ordinary tools,
+    and build the bundle with :meth:`from_folder`; adding a language is adding a file."""
 
     domain: str
     strings: Mapping[str, Mapping[str, str]]
+
+    @classmethod
+    def from_folder(cls, domain: str, folder: Any) -> "I18nBundle":
+        """Read every ``<locale>.json`` in ``folder`` (``en.json``, ``de.json``, ...), each one
+        flat JSON object of ``key: text``. ``folder`` is a path or an ``importlib.resources``
+        traversable, e.g. ``importlib.resources.files("my_plugin") / "locales"``, so it works
+        from a wheel too. A file that is not such an object raises ``ValueError`` naming it.
+        Since spec 1.2."""
+        if isinstance(folder, (str, os.PathLike)):
+            folder = pathlib.Path(folder)
+        strings: dict[str, dict[str, str]] = {}
+        for entry in sorted(folder.iterdir(), key=lambda item: item.name):
+            locale, dot, suffix = entry.name.rpartition(".")
+            if not dot or suffix != "json" or not entry.is_file():
+                continue
+            if not _LOCALE.fullmatch(locale):
+                raise ValueError(f"{entry.name}: the file name must be a locale code, like de.json or pt-BR.json")
+            try:
+                table = json.loads(entry.read_text(encoding="utf-8"))
+            except ValueError as error:
+                raise ValueError(f"{entry.name}: not valid JSON ({error})") from None
+            if not isinstance(table, dict) or not all(isinstance(key, str) and isinstance(text, str) for key, text in table.items()):
+                raise ValueError(f"{entry.name}: must be one JSON object of key: text strings")
+            strings[locale] = table
+        return cls(domain, strings)
+
+
+_LOCALE = re.compile(r"[a-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
 
 
 @dataclass(frozen=True)
@@ -80,7 +143,9 @@ class ConfigSet:
     """A group of instance settings. ``owner`` ``None`` puts it on the general settings
     page; any other value (one of your page ids, say) puts it on your plugin's page in
     the admin's catalog, beside the plugin's own config. Either way the admin saves it
-    with the same validation, and the plugin reads it with ``HostApi.get_settings(id)``."""
+    with the same validation, and the plugin reads it with ``HostApi.get_settings(id)``.
+    The keys ``set.<id>.title`` and ``set.<id>.<field>.label`` / ``.description`` of the
+    registering plugin's bundle translate the texts."""
 
     id: str
     title: str

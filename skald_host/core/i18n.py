@@ -2,6 +2,12 @@
 
 Keys are ``domain.key``; a key a locale lacks falls back to English, and the gaps are
 listed so the admin status page can show which translations are missing.
+
+What a plugin shows outside its own page (its catalog title and description, its page
+titles, its settings' labels and hints) is looked up under well-known keys of the
+plugin's own domain (see ``skald_hookspecs.types``), with the text the plugin gave as
+the fallback; the host's built-ins keep theirs in the core bundle as
+``core.builtin.<plugin id>.<key>``.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ class Strings:
         merged = dict(self._table.get(FALLBACK_LOCALE, {}))
         if locale and locale != FALLBACK_LOCALE:
             merged.update(self._table.get(locale, {}))
+        for code, strings in self._table.items():  # a language picker names each in its own words
+            own = strings.get(f"core.locale.{code}")
+            if own is not None:
+                merged[f"core.locale.{code}"] = own
         return merged
 
     def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
@@ -44,6 +54,31 @@ class Strings:
             return text.format(**values) if values else text
         except (KeyError, IndexError, ValueError):
             return text
+
+    def lookup(self, key: str, locale: str | None) -> str | None:
+        """The text of a full key in ``locale`` or English, or None when nobody has it."""
+        text = self._table.get(locale or FALLBACK_LOCALE, {}).get(key)
+        return text if text is not None else self._table.get(FALLBACK_LOCALE, {}).get(key)
+
+    def plugin_text(self, plugin_id: str, key: str, locale: str | None, default: str) -> str:
+        """A plugin's well-known text (``plugin.title``, ``page.<id>.title``, ...) in the
+        reader's locale; ``default`` (what the plugin declared) when it has no such key."""
+        for full in (f"{plugin_id}.{key}", f"core.builtin.{plugin_id}.{key}"):
+            text = self.lookup(full, locale)
+            if text is not None:
+                return text
+        return default
+
+    def fields(self, plugin_id: str, prefix: str, schema: list[dict[str, Any]], locale: str | None) -> list[dict[str, Any]]:
+        """A config schema (as ``schema_json`` gives it) with each field's label and hint
+        under ``<prefix>.<field name>.label`` / ``.description`` in the reader's locale."""
+        out = []
+        for entry in schema:
+            entry = dict(entry)
+            for part in ("label", "description"):
+                entry[part] = self.plugin_text(plugin_id, f"{prefix}.{entry['name']}.{part}", locale, entry[part])
+            out.append(entry)
+        return out
 
     def missing(self) -> Mapping[str, list[str]]:
         english = set(self._table.get(FALLBACK_LOCALE, {}))

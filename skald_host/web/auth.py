@@ -53,7 +53,7 @@ def requires(action: str) -> Callable[[F], F]:
             member = current_principal().member
             if not allowed(member, action):
                 audit.denied(member.id, f"action:{action}", **_where())
-                raise ApiError(403, "forbidden")
+                raise ApiError(403, "forbidden", code="forbidden")
             return await view(*args, **kwargs)
 
         gated._skald_action = action  # type: ignore[attr-defined]
@@ -71,8 +71,14 @@ def _where() -> dict[str, str | None]:
 def current_principal() -> Principal:
     principal = g.get("principal")
     if principal is None:
-        raise ApiError(401, "authentication required")
+        raise ApiError(401, "authentication required", code="authentication_required")
     return principal
+
+
+async def reader_locale() -> str:
+    """The language the signed-in member reads: their own, else the instance's."""
+    member = current_principal().member
+    return member.locale or await current_app.config["SKALD_CORE"].default_locale()
 
 
 def _is_loopback(host: str) -> bool:
@@ -168,21 +174,21 @@ async def gate_request() -> None:
     core = current_app.config["SKALD_CORE"]
     plugin_id = _plugin_of(request.path)
     if plugin_id is not None and not core.plugins.is_enabled(plugin_id):
-        raise ApiError(404, "not found")  # re-read per request: disabling needs no restart
+        raise ApiError(404, "not found", code="not_found")  # re-read per request: disabling needs no restart
     view = _view(request)
     if view is not None and getattr(view, PUBLIC_ATTRIBUTE, False):
         if request.method not in SAFE_METHODS and not same_origin(request):
-            raise ApiError(403, "cross-origin request refused")
+            raise ApiError(403, "cross-origin request refused", code="cross_origin")
         return
     principal = await authenticate(request)
     if principal is None:
-        raise ApiError(401, "authentication required")
+        raise ApiError(401, "authentication required", code="authentication_required")
     if request.method not in SAFE_METHODS and principal.via == "cookie":
         if not same_origin(request) or not principal.session.check_csrf(request.headers.get(CSRF_HEADER)):
-            raise ApiError(403, "missing or wrong CSRF token")
+            raise ApiError(403, "missing or wrong CSRF token", code="csrf")
     if plugin_id is not None and not core.catalog.usable(principal.member, plugin_id):
         audit.denied(principal.member.id, f"plugin:{plugin_id}", **_where())
-        raise ApiError(403, "forbidden")
+        raise ApiError(403, "forbidden", code="forbidden")
     g.principal = principal
     if plugin_id is not None:
         member = principal.member
@@ -200,5 +206,5 @@ async def gate_websocket() -> None:
         return
     principal = await authenticate(websocket)
     if principal is None:
-        raise ApiError(401, "authentication required")
+        raise ApiError(401, "authentication required", code="authentication_required")
     g.principal = principal

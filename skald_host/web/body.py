@@ -50,7 +50,9 @@ class BodyError(ValueError):
         self.field = field
 
     def api_error(self) -> ApiError:
-        return ApiError(400, self.message, field=self.field)
+        if self.field is None:
+            return ApiError(400, self.message, code="body_invalid")
+        return ApiError(400, self.message, field=self.field, code="field_invalid", values={"field": self.field})
 
 
 def _depth_ok(text: str) -> bool:
@@ -278,7 +280,11 @@ def check(data: Any, schema: dict[str, Any]) -> None:
     error = best_match(_validator(schema).iter_errors(data))
     if error is not None:
         message, field_name = _message(error)
-        raise ApiError(400, message, field=field_name)
+        if field_name is None:
+            raise ApiError(400, message, code="body_invalid")
+        # The translated strings name the field; the English message says more.
+        code = "field_required" if message.endswith("is required") else "field_type" if error.validator == "type" else "field_invalid"
+        raise ApiError(400, message, field=field_name, code=code, values={"field": field_name})
 
 
 async def json_object() -> dict[str, Any]:
@@ -289,7 +295,7 @@ async def json_object() -> dict[str, Any]:
         except BodyError as exc:
             raise exc.api_error() from None
     if not isinstance(data, dict):
-        raise ApiError(400, "request body must be a JSON object")
+        raise ApiError(400, "request body must be a JSON object", code="body_invalid")
     return data
 
 
@@ -297,15 +303,15 @@ def field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
     """One typed field of a JSON body; the error names the field and the expected type."""
     if name not in data or data[name] is None:
         if required:
-            raise ApiError(400, f"'{name}' is required", field=name)
+            raise ApiError(400, f"'{name}' is required", field=name, code="field_required", values={"field": name})
         return default
     value = data[name]
     if isinstance(value, bool) and kind is not bool and (kind == int or (isinstance(kind, tuple) and bool not in kind)):
-        raise ApiError(400, f"'{name}' has the wrong type", field=name)
+        raise ApiError(400, f"'{name}' has the wrong type", field=name, code="field_type", values={"field": name})
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         label = {"str": "text", "bool": "true or false", "int": "a whole number", "dict": "an object", "list": "a list"}
-        raise ApiError(400, f"'{name}' must be {label.get(names, names)}", field=name)
+        raise ApiError(400, f"'{name}' must be {label.get(names, names)}", field=name, code="field_type", values={"field": name})
     return value
 
 

@@ -1,4 +1,10 @@
-"""One JSON error shape for the whole API: ``{"error": "<what was wrong>"}``.
+"""One JSON error shape for the whole API:
+``{"error": "<what was wrong, in English>", "code": "<stable code>"}``, plus ``values``
+(what the code's text is filled with) and ``field`` (the offending input) when there are.
+
+A client shows the string ``core.error.<code>`` of ``/api/i18n`` in its reader's
+language, filled with ``values``, and falls back to ``error`` when it has no such string:
+a refusal nobody gave a code yet answers ``http_<status>``, which has none.
 
 Internal errors answer a generic 500 and the traceback goes to the log only (check
 F4: no tracebacks to clients). The default handler is registered last, so a plugin's
@@ -20,18 +26,49 @@ log = logging.getLogger(__name__)
 
 class ApiError(Exception):
     """``field`` names the offending input field when there is one, so a form can put
-    the message beside it without parsing text."""
+    the message beside it without parsing text; ``code`` and ``values`` let a client say
+    it in its reader's language (see the module docstring)."""
 
-    def __init__(self, status: int, message: str, *, headers: dict[str, str] | None = None, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        field: str | None = None,
+        code: str | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
         self.field = field
+        self.code = code
+        self.values = values or {}
+
+    @classmethod
+    def refusing(cls, status: int, exc: Exception, *, field: str | None = None, headers: dict[str, str] | None = None) -> "ApiError":
+        """The answer to a core refusal: its message, and its code and values when it has them."""
+        code, values, known = getattr(exc, "code", None), getattr(exc, "values", None), getattr(exc, "field", None)
+        return cls(
+            status, str(exc), headers=headers, field=field if field is not None else known if isinstance(known, str) else None,
+            code=code if isinstance(code, str) else None, values=values if isinstance(values, dict) else None,
+        )
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None, field: str | None = None) -> Any:
-    body = {"error": message}
+def error_response(
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    field: str | None = None,
+    *,
+    code: str | None = None,
+    values: dict[str, Any] | None = None,
+) -> Any:
+    body: dict[str, Any] = {"error": message, "code": code or f"http_{status}"}
+    if values:
+        body["values"] = values
     if field is not None:
         body["field"] = field
     response = jsonify(body)
@@ -51,6 +88,8 @@ _GENERIC = {
     415: "unsupported media type",
     429: "too many requests",
 }
+#: The codes of the generic answers, so a client can say them in its own language.
+GENERIC_CODES = {status: message.replace(" ", "_") for status, message in _GENERIC.items()}
 
 #: When a client may try a write the disk refused again (check G4).
 STORAGE_RETRY_SECONDS = 30
@@ -61,19 +100,19 @@ def storage_failure_response(failure: DiskFailure) -> Any:
     detail (which file) goes to the log, not to the client."""
     log.error("storage failure on %s %s: %s", request.method, request.path, failure)
     if isinstance(failure, DiskFull):
-        return error_response(507, failure.member_text)
-    return error_response(503, failure.member_text, {"Retry-After": str(STORAGE_RETRY_SECONDS)})
+        return error_response(507, failure.member_text, code=failure.code)
+    return error_response(503, failure.member_text, {"Retry-After": str(STORAGE_RETRY_SECONDS)}, code=failure.code)
 
 
 def install_error_handlers(app: Quart) -> None:
     @app.errorhandler(ApiError)
     async def api_error(exc: ApiError) -> Any:
-        return error_response(exc.status, exc.message, exc.headers, exc.field)
+        return error_response(exc.status, exc.message, exc.headers, exc.field, code=exc.code, values=exc.values)
 
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> Any:
         status = exc.code or 500
-        return error_response(status, _GENERIC.get(status, "request failed"))
+        return error_response(status, _GENERIC.get(status, "request failed"), code=GENERIC_CODES.get(status))
 
     @app.errorhandler(DiskFailure)
     async def storage_error(exc: DiskFailure) -> Any:
@@ -85,4 +124,4 @@ def install_error_handlers(app: Quart) -> None:
         if failure is not None:
             return storage_failure_response(failure)
         log.error("unhandled error on %s %s", request.method, request.path, exc_info=exc)
-        return error_response(500, "internal error")
+        return error_response(500, "internal error", code="internal_error")

@@ -87,7 +87,7 @@ async def test_every_admin_catalog_route_refuses_members_and_strangers(skald):
         for client in (alice, kid):
             response = await client.request(method, path, json=body)
             assert response.status_code == 403, (method, path, response.text)
-            assert response.json() == {"error": "forbidden"}
+            assert response.json() == {"error": "forbidden", "code": "forbidden"}
         stranger = await host.client().request(method, path, json=body)
         assert stranger.status_code == 401, (method, path, stranger.text)
 

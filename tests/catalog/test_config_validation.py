@@ -62,7 +62,9 @@ async def test_a_bad_value_is_refused_naming_the_field_and_nothing_is_half_writt
     for path, key in (("/api/admin/plugins/shaped/config", "config"), ("/api/admin/settings/shaped-general", "values")):
         refused = await admin.put(path, json={key: {"name": "changed", field: value}})
         assert refused.status_code == 400, (path, refused.text)
-        assert refused.json() == {"error": f"{field}: {reason}", "field": field}
+        body = refused.json()
+        assert body.pop("code").startswith("config_") and set(body) - {"values"} == {"error", "field"}, body
+        assert (body["error"], body["field"]) == (f"{field}: {reason}", field)
 
     assert await registry_dump(host) == before
     assert await host.core.host_api("shaped").get_config() == GOOD
@@ -82,7 +84,7 @@ async def test_a_number_that_is_not_finite_is_refused(skald, literal):
         )
         assert refused.status_code == 400, refused.text
         # Refused by the API's one JSON reader, before the catalog sees it (issue 17.4).
-        assert refused.json() == {"error": f"'config.{field}' must be a finite number: NaN and Infinity are not JSON", "field": f"config.{field}"}
+        assert refused.json() == {"error": f"'config.{field}' must be a finite number: NaN and Infinity are not JSON", "field": f"config.{field}", "code": "field_invalid", "values": {"field": f"config.{field}"}}
     assert await host.core.host_api("shaped").get_config() == {}
 
 

@@ -57,13 +57,14 @@ async def test_a_value_the_schema_refuses_never_reaches_the_plugin(skald):
     host = await skald.start(plugins=[pairing], enable=["pairing"])
     alice = await host.member("alice")
 
-    for values, error in (
-        ({"code": "1234567"}, "code: must be at most 6 characters"),
-        ({"pin": "1"}, "pin: is not a setting of this plugin"),
-        ({"nickname": 7}, "nickname: must be text"),
+    for values, error, code, code_values in (
+        ({"code": "1234567"}, "code: must be at most 6 characters", "config_too_long", {"limit": 6}),
+        ({"pin": "1"}, "pin: is not a setting of this plugin", "config_unknown", None),
+        ({"nickname": 7}, "nickname: must be text", "config_text", None),
     ):
         refused = await alice.put("/api/plugins/pairing/my-config", json={"config": values})
-        assert (refused.status_code, refused.json()) == (400, {"error": error, "field": error.split(":")[0]})
+        expected = {"error": error, "field": error.split(":")[0], "code": code} | ({"values": code_values} if code_values else {})
+        assert (refused.status_code, refused.json()) == (400, expected)
     assert pairing.received == []
 
 
@@ -74,10 +75,10 @@ async def test_a_plugin_refusing_the_values_with_value_error_answers_400_with_it
     before = await registry_dump(host)
 
     refused = await alice.put("/api/plugins/pairing/my-config", json={"config": {"code": "000000"}})
-    assert (refused.status_code, refused.json()) == (400, {"error": "that pairing code has expired; ask the bot for a new one"})
+    assert (refused.status_code, refused.json()) == (400, {"error": "that pairing code has expired; ask the bot for a new one", "code": "http_400"})
 
     crashed = await alice.put("/api/plugins/pairing/my-config", json={"config": {"code": "999999"}})
-    assert (crashed.status_code, crashed.json()) == (400, {"error": "plugin 'pairing' could not apply the settings"})
+    assert (crashed.status_code, crashed.json()) == (400, {"error": "plugin 'pairing' could not apply the settings", "code": "http_400"})
     assert await registry_dump(host) == before
 
 
@@ -90,7 +91,7 @@ async def test_without_the_hook_the_host_stores_the_values(skald):
     assert (saved.status_code, saved.json()) == (200, {"config": {"colour": "blue"}})
     assert await host.core.host_api("plain").get_user_config(alice_id) == {"colour": "blue"}
     bad = await alice.put("/api/plugins/plain/my-config", json={"config": {"colour": "green"}})
-    assert (bad.status_code, bad.json()) == (400, {"error": "colour: must be one of red, blue", "field": "colour"})
+    assert (bad.status_code, bad.json()) == (400, {"error": "colour: must be one of red, blue", "field": "colour", "code": "config_choice", "values": {"choices": "red, blue"}})
 
 
 async def test_only_members_who_may_use_the_plugin_can_save_its_config(skald):

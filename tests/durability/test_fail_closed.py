@@ -25,7 +25,7 @@ from skald_host.testing.host import MEMBER_PASSWORD
 
 from .helpers import get_settings, member_dek, put_settings, quarantined, sealed_record
 
-INVALID_LOGIN = {"error": "invalid user name or password"}
+INVALID_LOGIN = {"error": "invalid user name or password", "code": "login_failed"}
 WRONG_PASSWORD = "not alice's password at all"
 
 

@@ -124,7 +124,7 @@ async def test_members_cannot_touch_shared_folders(skald):
     ]
     for method, path, body in calls:
         response = await ann.request(method, path, json=body)
-        assert (response.status_code, response.json()) == (403, {"error": "forbidden"}), (method, path)
+        assert (response.status_code, response.json()) == (403, {"error": "forbidden", "code": "forbidden"}), (method, path)
     assert [f["id"] for f in (await admin.get("/api/admin/shared-folders")).json()["folders"]] == [folder["id"]]
     assert await host.core.folders.memberships(ann.member["id"]) == []
 

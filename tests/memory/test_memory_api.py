@@ -32,7 +32,7 @@ async def test_private_notes_are_per_member_and_shared_notes_are_for_everyone(me
     # The same key is a different place for bob: his own (empty) store, never alice's note.
     assert await keys(bob, MINE) == []
     response = await bob.get(f"{MINE}/notes/plans/garden.md")
-    assert response.status_code == 404 and response.json() == {"error": "no such note"}
+    assert response.status_code == 404 and response.json() == {"error": "no such note", "code": "no_such_note"}
     assert (await bob.delete(f"{MINE}/notes/plans/garden.md")).status_code == 404
     assert (await bob.get(f"{MINE}/search", params={"q": "private plan"})).json()["hits"] == []
     assert (await bob.put(f"{MINE}/notes/plans/garden.md", json={"content": "bob's own"})).status_code == 200
@@ -92,10 +92,10 @@ async def test_the_restricted_role_may_not_read_or_write_shared_memory(memhost):
         ("GET", f"{SHARED}/notes/index.md", None),
     ):
         response = await kid.request(method, path, json=body)
-        assert response.status_code == 403 and response.json() == {"error": "you may not read shared memory"}, path
+        assert response.status_code == 403 and response.json() == {"error": "you may not read shared memory", "code": "http_403"}, path
     for method, path, body in (("PUT", f"{SHARED}/notes/index.md", {"content": "overwritten"}), ("DELETE", f"{SHARED}/notes/index.md", None)):
         response = await kid.request(method, path, json=body)
-        assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory"}, path
+        assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory", "code": "http_403"}, path
     assert (await alice.get(f"{SHARED}/notes/index.md")).json()["content"] == "for everyone"
     # Their own notes work as for anyone.
     assert (await kid.put(f"{MINE}/notes/index.md", json={"content": "my pony"})).status_code == 200
@@ -123,7 +123,7 @@ async def test_taking_the_write_capability_away_lands_on_the_next_call(memhost):
         lambda c: c.execute("DELETE FROM role_capabilities WHERE role_id = 'member' AND capability = 'memory.shared.write'")
     )
     response = await bob.put(f"{SHARED}/notes/a.md", json={"content": "two"})
-    assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory"}
+    assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory", "code": "http_403"}
     assert (await bob.get(f"{SHARED}/notes/a.md")).json()["content"] == "one"
 
 

@@ -75,3 +75,14 @@ def test_setup_refuses_a_seven_character_password_with_exit_2(tmp_path):
     assert result.returncode == 2
     assert "error: password must be at least 8 characters" in result.stderr.splitlines()
     assert skald("setup", "--data-dir", data, "--check", cwd=tmp_path).returncode == 1  # nobody was created
+
+
+def test_setup_offers_the_languages_the_locale_files_have(tmp_path):
+    data = str(tmp_path / "data")
+    args = ("setup", "--data-dir", data, "--username", "admin", "--password-stdin")
+
+    refused = skald(*args, "--locale", "xx", cwd=tmp_path, stdin="a long enough admin password\n")
+    assert refused.returncode == 2
+    assert "error: locale must be one of de, en" in refused.stderr.splitlines()
+    created = skald(*args, "--locale", "de", cwd=tmp_path, stdin="a long enough admin password\n")
+    assert created.returncode == 0, created.stderr

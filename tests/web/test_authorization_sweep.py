@@ -263,7 +263,7 @@ async def test_anonymous_callers_get_401_on_every_non_public_api_route(skald, mo
                 continue
             response = await _call(client, key, ids)
             assert response.status_code == 401, f"{key}: {response.status_code}"
-            assert response.json() == {"error": "authentication required"}
+            assert response.json() == {"error": "authentication required", "code": "authentication_required"}
     assert await registry_dump(host) == before
 
 
@@ -292,7 +292,7 @@ async def test_members_get_403_on_every_admin_route_by_cookie_and_by_bearer(skal
         for key in admin_routes:
             response = await _call(client, key, ids)
             assert response.status_code == 403, f"{client.member['username']} {key}: {response.status_code} {response.text}"
-            assert response.json() == {"error": "forbidden"}
+            assert response.json() == {"error": "forbidden", "code": "forbidden"}
     assert await registry_dump(host) == before
     assert (await bob.get("/api/auth/session")).status_code == 200  # end-sessions did not run
 

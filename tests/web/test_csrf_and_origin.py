@@ -177,7 +177,7 @@ async def test_forged_cookie_writes_are_refused_on_every_route_and_change_nothin
         for (rule, method), (path, body) in valid_writes(ids).items():
             response = await forger.request(method, path, json=body, headers=headers)
             assert response.status_code == 403, f"{method} {rule} with {forgery}: {response.status_code} {response.text}"
-            assert response.json() == {"error": "missing or wrong CSRF token"}
+            assert response.json() == {"error": "missing or wrong CSRF token", "code": "csrf"}
 
     assert await registry_dump(host) == before
     assert (await admin.get("/api/auth/session")).status_code == 200

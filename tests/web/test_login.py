@@ -220,7 +220,8 @@ async def test_eleventh_wrong_password_on_one_account_is_throttled_with_retry_af
     throttled = await client.login("alice", "wrong password here")
     assert throttled.status_code == 429
     assert 0 < int(throttled.headers["Retry-After"]) <= 15 * 60
-    assert throttled.json() == {"error": "too many failed logins; try again later"}
+    seconds = int(throttled.headers["Retry-After"])
+    assert throttled.json() == {"error": "too many failed logins; try again later", "code": "login_throttled", "values": {"seconds": seconds}}
     # Even the right password is refused now: the limit engages before Argon2.
     assert (await client.login("alice", MEMBER_PASSWORD)).status_code == 429
     # The limit is per account: another account from the same address still works.

@@ -250,7 +250,8 @@ def assert_well_formed_error(response, what: str) -> None:
     assert "Traceback" not in response.text, what
     if response.status_code >= 400:
         body = response.json()
-        assert set(body) <= {"error", "field"} and isinstance(body["error"], str), f"{what}: {response.text[:300]}"
+        assert set(body) <= {"error", "code", "values", "field"} and isinstance(body["error"], str), f"{what}: {response.text[:300]}"
+        assert isinstance(body["code"], str) and isinstance(body.get("values", {}), dict), f"{what}: {response.text[:300]}"
 
 
 async def test_every_write_route_is_fuzzed_or_known_to_read_no_body(fuzz):
@@ -316,7 +317,7 @@ async def test_an_oversized_body_gets_413_before_it_is_read(fuzz):
         reply = await _raw_request(host, head.encode())
         status_line, _, rest = reply.partition(b"\r\n")
         assert status_line.startswith(b"HTTP/1.1 413"), (path, reply[:200])
-        assert rest.endswith(b'{"error":"request body too large"}\n'), (path, reply[-200:])
+        assert rest.endswith(b'{"code":"request_body_too_large","error":"request body too large"}\n'), (path, reply[-200:])
 
 
 async def test_an_oversized_chunked_body_gets_413(fuzz):
@@ -329,7 +330,7 @@ async def test_an_oversized_chunked_body_gets_413(fuzz):
 
     response = await admin.put("/api/me/settings", content=chunks())
     assert response.status_code == 413
-    assert response.json() == {"error": "request body too large"}
+    assert response.json() == {"error": "request body too large", "code": "request_body_too_large"}
     assert (await admin.get("/health")).json() == {"status": "ok"}
 
 

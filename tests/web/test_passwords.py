@@ -117,7 +117,7 @@ async def test_change_with_the_wrong_current_password_is_refused_and_changes_not
         "/api/auth/password", json={"current_password": "not my password", "new_password": "a brand new password 42"}
     )
     assert response.status_code == 403
-    assert response.json() == {"error": "the current password is wrong"}
+    assert response.json() == {"error": "the current password is wrong", "code": "current_password_wrong", "field": "current_password"}
     assert (await other.get("/api/auth/session")).status_code == 200
     assert (await host.client().login("alice", MEMBER_PASSWORD)).status_code == 200
     assert (await host.client().login("alice", "a brand new password 42")).status_code == 401

@@ -2,7 +2,7 @@
 // general settings sets share it). The server validates; a 400 names the field
 // ("retries: must be a whole number") and the message is shown under that field.
 import { el, uid } from "./dom.js";
-import { t } from "./i18n.js";
+import { errorString, t } from "./i18n.js";
 import { busy, errorText, statusLine } from "./ui.js";
 
 export const MASK = "********";
@@ -122,10 +122,11 @@ export function configForm(options) {
         return;
       }
       const message = errorText(response);
-      const match = /^([^:]+): (.+)$/s.exec(message);
-      const row = match && rows.get(match[1]);
+      const match = /^([^:]+): (.+)$/s.exec(response.data?.error || "");
+      const row = rows.get(response.data?.field) || (match && rows.get(match[1]));
       if (row) {
-        row.errorNode.textContent = match[2];
+        // The reason in the reader's words when the code has them ("Muss eine Zahl sein.").
+        row.errorNode.textContent = errorString(response.data?.code, response.data?.values) || (match ? match[2] : message);
         row.control.setAttribute("aria-invalid", "true");
         row.control.focus();
         status.error(t("config.fix_field", { field: row.spec.label || row.spec.name }));

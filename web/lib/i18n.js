@@ -32,8 +32,25 @@ export function t(key, values = {}) {
   return text.replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
 }
 
+/** The reader's words for an API error code ({"code": "password_too_short",
+ * "values": {...}}), or null when there are none (then show the server's message). */
+export function errorString(code, values = {}) {
+  if (!code || !(`core.error.${code}` in strings)) return null;
+  return t(`error.${code}`, values || {});
+}
+
 /** A language's own name ("Deutsch"), falling back to its code. */
 export function localeName(code) {
   const key = `core.locale.${code}`;
   return strings[key] ?? code;
 }
+
+/** Text the host seeded as a string key (a preset role's label, a built-in rule's
+ * note: "core.seed.…") in the reader's language; anything else as written. */
+export function seeded(text) {
+  const value = String(text ?? "");
+  return value.startsWith("core.seed.") ? (strings[value] ?? value) : value;
+}
+
+/** What to send back for a seeded field: the key itself while the shown text is unchanged. */
+export const unseeded = (original, edited) => (edited === seeded(original) ? original : edited);

@@ -1,7 +1,7 @@
 // Small building blocks shared by the pages: headers, cards, status lines,
 // confirmation dialogs and the error text of a failed request.
 import { el, uid } from "./dom.js";
-import { t } from "./i18n.js";
+import { errorString, t } from "./i18n.js";
 
 export function pageHeader(title, intro) {
   return el("header", { class: "page-header" }, el("h1", { text: title }), intro ? el("p", { class: "intro", text: intro }) : null);
@@ -12,9 +12,12 @@ export const section = (title, ...children) =>
 
 export const notice = (kind, text) => el("p", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status", text });
 
-/** The server's message for a failed request ({"error": "..."}) or a generic one. */
+/** A failed request in the reader's words: the string for its error code, else the
+ * server's message ({"error": "...", "code": "..."}), else a generic one. */
 export function errorText(response) {
   if (response.status === 0) return t("common.offline");
+  const known = errorString(response.data?.code, response.data?.values);
+  if (known) return known;
   if (response.status === 403 && !response.data?.error) return t("common.forbidden");
   return response.data?.error || t("common.error", { message: response.status });
 }

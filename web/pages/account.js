@@ -1,7 +1,7 @@
 // #account: the member's own language and password, and who can read what of theirs.
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
-import { availableLocales, localeName, t } from "../lib/i18n.js";
+import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
 import { busy, errorText, field, pageHeader, section, statusLine } from "../lib/ui.js";
 
 function languageSection(ctx) {
@@ -127,7 +127,7 @@ export function renderAccount(ctx) {
   const facts = el("dl", { class: "facts" },
     el("dt", { text: t("members.username") }), el("dd", { text: m.username }),
     el("dt", { text: t("members.display_name") }), el("dd", { text: m.display_name || "—" }),
-    el("dt", { text: t("members.role") }), el("dd", { text: m.role_label || m.role }),
+    el("dt", { text: t("members.role") }), el("dd", { text: seeded(m.role_label || m.role) }),
     el("dt", { text: t("members.encrypted") }), el("dd", { text: m.encrypted ? t("common.yes") : t("common.no") }));
   return el("div", { class: "page" },
     pageHeader(t("account.title"), t("account.intro")),

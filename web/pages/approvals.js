@@ -5,7 +5,7 @@
 // A group takes effect for the roles that list it; that is set here too.
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
+import { seeded, t, unseeded } from "../lib/i18n.js";
 import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 const ACTIONS = ["allow", "require", "deny"];
@@ -30,7 +30,7 @@ function ruleForm(groups, ctx, rule = null, onCancel = null) {
     el("option", { value: "", text: t("approvals.group_everyone") }),
     ...groups.map((g) => el("option", { value: g.id, text: g.label })));
   group.value = rule?.group_id || "";
-  const note = el("input", { name: "note", maxlength: "500", autocomplete: "off", props: { value: rule?.note || "" } });
+  const note = el("input", { name: "note", maxlength: "500", autocomplete: "off", props: { value: seeded(rule?.note || "") } });
   const submit = el("button", { class: "btn primary", type: "submit", text: rule ? t("common.save") : t("approvals.rule_add") });
   const status = statusLine();
   const catchAll = rule && isCatchAll(rule);
@@ -51,7 +51,7 @@ function ruleForm(groups, ctx, rule = null, onCancel = null) {
     const body = {
       path_class: pathClass.value.trim() || null, action: action.value,
       priority: text !== "" && Number.isInteger(Number(text)) ? Number(text) : text,
-      group_id: group.value || null, note: note.value.trim(),
+      group_id: group.value || null, note: unseeded(rule?.note || "", note.value.trim()),
     };
     if (!catchAll) body.tool_pattern = pattern.value.trim();
     busy(submit, async () => {
@@ -96,7 +96,7 @@ function ruleRows(rule, groups, ctx) {
     el("td", {}, el("span", { class: `tag action-${rule.action}`, text: actionLabel(rule.action) })),
     el("td", { class: "num", text: String(rule.priority) }),
     el("td", { class: "wide-only", text: groupLabel }),
-    el("td", { class: "wide-only note-cell", text: rule.note || "" }),
+    el("td", { class: "wide-only note-cell", text: seeded(rule.note || "") }),
     el("td", { class: "row-actions" }, edit, remove, status.node));
   return [row, editRow];
 }
@@ -120,7 +120,7 @@ function groupRoles(group, roles) {
   const status = statusLine();
   const boxes = roles.map((role) => {
     const holds = (role.attrs?.permission_groups || []).includes(group.id);
-    const [label, input] = checkbox(role.label, { checked: holds, name: "role" });
+    const [label, input] = checkbox(seeded(role.label), { checked: holds, name: "role" });
     input.addEventListener("change", async () => {
       input.disabled = true;
       status.clear();

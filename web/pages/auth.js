@@ -2,6 +2,7 @@
 import { api, setCsrfToken } from "../lib/api.js";
 import { el, uid } from "../lib/dom.js";
 import { availableLocales, currentLocale, loadLocale, localeName, t } from "../lib/i18n.js";
+import { errorText } from "../lib/ui.js";
 
 function input(labelKey, name, type = "text", extra = {}) {
   const id = uid(name);
@@ -46,7 +47,7 @@ export function renderSetup(root, onDone) {
       locale: data.get("locale"), encrypted: data.get("encrypted") === "on",
     });
     if (response.status === 201) { setCsrfToken(response.data.csrf_token); await onDone(); }
-    else error.textContent = response.data.error || t("common.error", { message: response.status });
+    else error.textContent = errorText(response);
   }));
   root.querySelector("input")?.focus();
 }
@@ -61,7 +62,7 @@ export function renderLogin(root, onDone, message = "") {
     if (response.status === 200) { setCsrfToken(response.data.csrf_token); await onDone(); }
     else if (response.status === 429) error.textContent = t("login.throttled", { seconds: response.headers.get("Retry-After") || "60" });
     else if (response.status === 401) error.textContent = t("login.failed");
-    else error.textContent = response.data.error || t("common.error", { message: response.status });
+    else error.textContent = errorText(response);
   }, message ? el("p", { class: "notice info", role: "status", text: message }) : null));
   root.querySelector("input")?.focus();
 }

@@ -5,7 +5,7 @@
 // still running and the approvals still waiting show as they are.
 import { api, upload } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
+import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, notice, statusLine } from "../lib/ui.js";
 import { Transcript } from "./chat-transcript.js";
@@ -467,7 +467,7 @@ class ChatView {
         tx.note(t("chat.fallback", { failed: data.failed, next: data.next }), "info");
         break;
       case "error":
-        tx.failed(data, data.error || t("chat.turn_failed"));
+        tx.failed(data, errorString(data.code) || data.error || t("chat.turn_failed"));
         if (data.code === "no_model" && !this.noModel) {
           this.noModel = modelNotice(this.ctx);
           this.header?.node.after(this.noModel);

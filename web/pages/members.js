@@ -3,7 +3,7 @@
 // sessions, a password reset that is honest about encrypted data, and deletion.
 import { api } from "../lib/api.js";
 import { el, link, uid } from "../lib/dom.js";
-import { availableLocales, localeName, t } from "../lib/i18n.js";
+import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
 import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 const memberRoute = (id) => `#members/${encodeURIComponent(id)}`;
@@ -15,7 +15,7 @@ async function loadRoles() {
 }
 
 function roleSelect(roles, value) {
-  const select = el("select", { name: "role" }, ...roles.map((r) => el("option", { value: r.id, text: r.label })));
+  const select = el("select", { name: "role" }, ...roles.map((r) => el("option", { value: r.id, text: seeded(r.label) })));
   select.value = value;
   return select;
 }
@@ -35,7 +35,7 @@ function memberTable(members) {
     .map((key, i) => el("th", { scope: "col", class: i > 2 ? "wide-only" : null, text: t(key) })));
   const rows = members.map((m) => el("tr", {},
     el("td", {}, link(memberRoute(m.id), nameOf(m)), el("span", { class: "muted block", text: `@${m.username}` })),
-    el("td", { text: m.role_label || m.role }),
+    el("td", { text: seeded(m.role_label || m.role) }),
     el("td", {},
       el("span", { class: `tag ${m.active ? "on" : "off"}`, text: m.active ? t("members.active") : t("members.inactive") }),
       m.encrypted ? el("span", { class: "tag", text: t("members.encrypted_tag") }) : null),
@@ -121,7 +121,7 @@ function profileSection(member, roles, ctx, isSelf) {
       if (!response.ok) { status.error(errorText(response)); return; }
       Object.assign(member, response.data);
       ctx.header.querySelector("h1").textContent = nameOf(member);
-      ctx.header.querySelector(".intro").textContent = `@${member.username} · ${member.role_label || member.role}`;
+      ctx.header.querySelector(".intro").textContent = `@${member.username} · ${seeded(member.role_label || member.role)}`;
       status.ok(t("common.saved"));
     });
   });
@@ -249,7 +249,7 @@ export async function renderMember(ctx) {
   if (!response.ok) return el("div", { class: "page" }, back, pageHeader(t("members.not_found")), notice("error", errorText(response)));
   const member = response.data;
   const isSelf = member.id === ctx.member.id;
-  const header = pageHeader(nameOf(member), `@${member.username} · ${member.role_label || member.role}`);
+  const header = pageHeader(nameOf(member), `@${member.username} · ${seeded(member.role_label || member.role)}`);
   const local = { ...ctx, header };
   return el("div", { class: "page" }, back, header,
     profileSection(member, roles, local, isSelf),

@@ -4,6 +4,7 @@
 import { api } from "../lib/api.js";
 import { el, link, uid } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
+import { icon } from "../lib/icons.js";
 import { errorText, notice, pageHeader } from "../lib/ui.js";
 
 /** green: running; red: failed or unhealthy; grey: off or blocked. */
@@ -63,7 +64,7 @@ function pluginCard(plugin, ctx) {
     plugin.manages_own_access ? el("span", { class: "tag", text: t("plugin.own_access") }) : null);
   const card = el("article", { class: `card plugin-card state-${plugin.state}`, "data-plugin": plugin.id },
     el("header", { class: "plugin-head" },
-      el("h2", { text: plugin.title || plugin.id }),
+      el("h2", {}, icon(plugin.icon), el("span", { text: plugin.title || plugin.id })),
       el("div", { class: "health" }, dot, el("span", { class: "state-label", text: label }))),
     meta,
     el("p", { class: "description", text: plugin.description || t("plugin.no_description") }),

@@ -1,6 +1,7 @@
 // #plugin/<plugin_id>/<page_id>: a plugin's own page, mounted by <plugin-page-host>.
 import { el } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
+import { icon } from "../lib/icons.js";
 import { notice, pageHeader } from "../lib/ui.js";
 
 export function renderPluginPage({ rest, pages }) {
@@ -12,5 +13,7 @@ export function renderPluginPage({ rest, pages }) {
   const host = el("plugin-page-host", {
     "plugin-id": page.plugin_id, "page-id": page.page_id, "entry-url": page.entry_url, "page-title": page.title,
   });
-  return el("div", { class: "page plugin-page" }, pageHeader(page.title), host);
+  const header = pageHeader(page.title);
+  header.querySelector("h1").prepend(icon(page.icon));
+  return el("div", { class: "page plugin-page" }, header, host);
 }

@@ -2,7 +2,7 @@
 // receive new plugins automatically (auto_grant), and their capabilities.
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
+import { seeded, t, unseeded } from "../lib/i18n.js";
 import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 /** The capabilities a role may be given (skald_host.core.identity.access.GRANTABLE). */
@@ -28,7 +28,7 @@ function capabilityFieldset(boxes, note) {
 
 function roleCard(role, ctx) {
   const isAdmin = role.id === "admin";
-  const label = el("input", { name: "label", maxlength: "64", props: { value: role.label } });
+  const label = el("input", { name: "label", maxlength: "64", props: { value: seeded(role.label) } });
   const [autoLabel, autoGrant] = checkbox(t("roles.auto_grant"), { checked: role.attrs?.auto_grant === true });
   const boxes = capabilityBoxes(role.capabilities || [], isAdmin);
   const agents = el("input", { name: "chat_agents", maxlength: "400", props: { value: (role.attrs?.chat_agents || []).join(", ") } });
@@ -39,7 +39,7 @@ function roleCard(role, ctx) {
     actions.append(button(t("roles.delete"), {
       kind: "danger",
       onClick: async () => {
-        const ok = await confirmDialog({ title: t("roles.delete_confirm_title", { label: role.label }), message: t("roles.delete_confirm"), confirmLabel: t("roles.delete") });
+        const ok = await confirmDialog({ title: t("roles.delete_confirm_title", { label: seeded(role.label) }), message: t("roles.delete_confirm"), confirmLabel: t("roles.delete") });
         if (!ok) return;
         const response = await api("DELETE", `/api/admin/roles/${encodeURIComponent(role.id)}`);
         if (response.ok) ctx.rerender(); else status.error(errorText(response));
@@ -55,17 +55,17 @@ function roleCard(role, ctx) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     status.clear();
-    const body = { label: label.value.trim() };
+    const body = { label: unseeded(role.label, label.value.trim()) };
     if (!isAdmin) body.attrs = { auto_grant: autoGrant.checked, chat_agents: agents.value.split(",").map((a) => a.trim()).filter(Boolean) };
     if (!isAdmin) body.capabilities = boxes.filter((b) => b.input.checked).map((b) => b.input.value);
     busy(submit, async () => {
       const response = await api("PATCH", `/api/admin/roles/${encodeURIComponent(role.id)}`, body);
       if (!response.ok) { status.error(errorText(response)); return; }
-      heading.textContent = response.data.label;
+      heading.textContent = seeded(response.data.label);
       status.ok(t("common.saved"));
     });
   });
-  const heading = el("h2", { text: role.label });
+  const heading = el("h2", { text: seeded(role.label) });
   return el("article", { class: "card role-card", "data-role": role.id },
     el("header", { class: "plugin-head" }, heading,
       el("p", { class: "meta" }, el("code", { text: role.id }), role.builtin ? el("span", { class: "tag", text: t("roles.preset") }) : null)),

@@ -80,7 +80,7 @@ async def test_config_is_validated_and_the_error_names_the_field(skald):
 
     refused = await admin.put("/api/admin/plugins/hello/config", json={"config": {"greeting": "Hi", "shout": "yes"}})
     assert refused.status_code == 400
-    assert refused.json() == {"error": "shout: must be true or false", "field": "shout"}
+    assert refused.json() == {"error": "shout: must be true or false", "field": "shout", "code": "config_boolean"}
     assert await host.core.host_api("hello").get_config() == before  # refused whole: "Hi" was not stored
 
     saved = await admin.put("/api/admin/plugins/hello/config", json={"config": {"greeting": "Hi", "shout": True}})

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from skald_host.core.memory.notes import NoteError, classify_memory
+from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 from skald_host.core.storage.kept import KeptRead
 
@@ -33,7 +34,7 @@ ACTIONS = ("allow", "deny", "require")
 PATH_ARGUMENTS = ("path", "file", "target", "directory", "cwd", "workdir")
 
 
-class RuleError(ValueError):
+class RuleError(Refusal):
     pass
 
 
@@ -155,12 +156,12 @@ class RuleStore:
         if "tool_pattern" in data:
             value = data["tool_pattern"]
             if not isinstance(value, str) or not value.strip() or len(value) > 200:
-                raise RuleError("tool_pattern must be a tool name or pattern such as 'write_*'")
+                raise RuleError("tool_pattern must be a tool name or pattern such as 'write_*'", code="tool_pattern_invalid")
             out["tool_pattern"] = value.strip()
         if "path_class" in data:
             value = data["path_class"]
             if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 300):
-                raise RuleError("path_class must be a path pattern such as 'user-memory/*', or null")
+                raise RuleError("path_class must be a path pattern such as 'user-memory/*', or null", code="path_class_invalid")
             out["path_class"] = value.strip() if isinstance(value, str) else None
         if "action" in data:
             if data["action"] not in ACTIONS:
@@ -169,7 +170,7 @@ class RuleStore:
         if "priority" in data:
             value = data["priority"]
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000_000:
-                raise RuleError("priority must be a whole number from 0 to 10000000")
+                raise RuleError("priority must be a whole number from 0 to 10000000", code="number_between", field="priority", low=0, high=10000000)
             out["priority"] = value
         if "group_id" in data:
             value = data["group_id"]
@@ -179,7 +180,7 @@ class RuleStore:
         if "note" in data:
             value = data["note"]
             if not isinstance(value, str) or len(value) > 500:
-                raise RuleError("note must be text of at most 500 characters")
+                raise RuleError("note must be text of at most 500 characters", code="too_long", limit=500)
             out["note"] = value
         return out
 
@@ -210,7 +211,7 @@ class RuleStore:
         if rule is None:
             raise RuleError("no such rule")
         if rule.builtin and rule.tool_pattern == "*":
-            raise RuleError("the catch-all rule cannot be deleted; change its action instead")
+            raise RuleError("the catch-all rule cannot be deleted; change its action instead", code="catch_all_kept")
         await self._write(lambda c: c.execute("DELETE FROM approval_rules WHERE id = ?", (rule_id,)))
 
     async def _write(self, fn: Any) -> Any:
@@ -227,15 +228,15 @@ class RuleStore:
 
     async def create_group(self, group_id: Any, label: Any, description: Any = "") -> dict[str, Any]:
         if not isinstance(group_id, str) or not group_id.replace("-", "").replace("_", "").isalnum() or len(group_id) > 40:
-            raise RuleError("id must be 1-40 letters, digits, '-' or '_'")
+            raise RuleError("id must be 1-40 letters, digits, '-' or '_'", code="group_id_invalid")
         if not isinstance(label, str) or not label.strip() or len(label) > 80:
-            raise RuleError("label must be 1-80 characters")
+            raise RuleError("label must be 1-80 characters", code="length_between", field="label", limit=80)
         if not isinstance(description, str) or len(description) > 500:
             raise RuleError("description must be text")
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM security_groups WHERE id = ?", (group_id,)).fetchone():
-                raise RuleError(f"a group {group_id!r} exists already")
+                raise RuleError(f"a group {group_id!r} exists already", code="group_exists", name=group_id)
             conn.execute("INSERT INTO security_groups (id, label, description) VALUES (?, ?, ?)", (group_id, label.strip(), description))
 
         await self._write(write)

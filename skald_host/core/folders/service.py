@@ -28,6 +28,7 @@ from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import SystemEvent
 from skald_host.core.buses import Buses
 from skald_host.core.identity.users import UserManager
+from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 
 log = logging.getLogger(__name__)
@@ -39,14 +40,14 @@ MAX_DESCRIPTION = 4000
 TRASH_DIR = "trash"
 
 
-class FolderError(ValueError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
+class FolderError(Refusal, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
     """Bad input or a refused change. ``status`` is the HTTP answer it maps to and
     ``field`` names the offending input when there is one."""
 
     status = 400
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None, **values: Any) -> None:
+        super().__init__(message, code=code, **values)
         self.message = message
         self.field = field
 
@@ -163,7 +164,7 @@ ProjectMember = FolderMember
 def validate_slug(value: Any) -> str:
     if not isinstance(value, str) or not SLUG.match(value):
         raise FolderError(
-            "slug must be 1-64 lowercase letters, digits or dashes, starting with a letter or digit", field="slug"
+            "slug must be 1-64 lowercase letters, digits or dashes, starting with a letter or digit", field="slug", code="slug_invalid"
         )
     return value
 
@@ -173,11 +174,11 @@ def validate_title(value: Any, *, field: str = "title", limit: int = MAX_TITLE, 
         raise FolderError(f"{field} must be text", field=field)
     text = unicodedata.normalize("NFC", value).strip()
     if not text and not allow_empty:
-        raise FolderError(f"{field} must not be empty", field=field)
+        raise FolderError(f"{field} must not be empty", field=field, code="empty")
     if len(text) > limit:
-        raise FolderError(f"{field} must be at most {limit} characters", field=field)
+        raise FolderError(f"{field} must be at most {limit} characters", field=field, code="too_long", limit=limit)
     if any(unicodedata.category(ch) == "Cc" and ch not in "\n\t" for ch in text) or (field == "title" and "\n" in text):
-        raise FolderError(f"{field} contains control characters", field=field)
+        raise FolderError(f"{field} contains control characters", field=field, code="control_characters")
     return text
 
 
@@ -312,7 +313,7 @@ class FolderService:
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM shared_folders WHERE slug = ?", (slug,)).fetchone():
-                raise FolderConflict(f"a shared folder named {slug!r} already exists", field="slug")
+                raise FolderConflict(f"a shared folder named {slug!r} already exists", field="slug", code="folder_exists", name=slug)
             conn.execute("INSERT INTO shared_folders (id, slug, title) VALUES (?, ?, ?)", (folder_id, slug, title))
 
         await self.registry.transaction(write)
@@ -340,7 +341,7 @@ class FolderService:
             raise FolderError("username must be a member's user name", field="username")
         member = await self.users.find(username)
         if member is None:
-            raise FolderError(f"no member is called {username.strip()[:64]!r}", field="username")
+            raise FolderError(f"no member is called {username.strip()[:64]!r}", field="username", code="no_such_member", name=username.strip()[:64])
         return member
 
     async def add_shared_member(self, folder_id: str, username: Any, can_write: bool = False) -> SharedFolder:
@@ -353,7 +354,7 @@ class FolderService:
             if conn.execute(
                 "SELECT 1 FROM shared_folder_members WHERE folder_id = ? AND member_id = ?", (folder_id, member.id)
             ).fetchone():
-                raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username")
+                raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username", code="already_member", name=member.username)
             conn.execute(
                 "INSERT INTO shared_folder_members (folder_id, member_id, can_write) VALUES (?, ?, ?)",
                 (folder_id, member.id, int(bool(can_write))),
@@ -444,7 +445,7 @@ class FolderService:
     async def _writable_project(self, project_id: str, caller_id: str) -> Project:
         project = await self.get_project(project_id, caller_id)
         if not project.member(caller_id).can_write:  # type: ignore[union-attr]
-            raise FolderForbidden("you can read this project but not change it")
+            raise FolderForbidden("you can read this project but not change it", code="read_only_project")
         return project
 
     async def create_project(self, owner_id: str, slug: Any, title: Any = None, description: Any = "") -> Project:
@@ -455,7 +456,7 @@ class FolderService:
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM projects WHERE owner_id = ? AND slug = ?", (owner_id, slug)).fetchone():
-                raise FolderConflict(f"you already have a project named {slug!r}", field="slug")
+                raise FolderConflict(f"you already have a project named {slug!r}", field="slug", code="project_exists", name=slug)
             conn.execute(
                 "INSERT INTO projects (id, owner_id, slug, title, description) VALUES (?, ?, ?, ?, ?)",
                 (project_id, owner_id, slug, title, description),
@@ -484,7 +485,7 @@ class FolderService:
         """Only the owner deletes; the folder goes to the trash."""
         project = await self.get_project(project_id, caller_id)
         if caller_id != project.owner_id:
-            raise FolderForbidden("only the project's owner can delete it")
+            raise FolderForbidden("only the project's owner can delete it", code="owner_only")
         await self.registry.run(lambda c: c.execute("DELETE FROM projects WHERE id = ?", (project_id,)))
         moved = self._to_trash(self.project_path(project.owner_id, project.slug), "project", project.slug, project.id)
         self._announce({m.member_id for m in project.members}, "deleted", "project", project.id)
@@ -501,7 +502,7 @@ class FolderService:
             if conn.execute(
                 "SELECT 1 FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member.id)
             ).fetchone():
-                raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username")
+                raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username", code="already_member", name=member.username)
             conn.execute(
                 "INSERT INTO project_members (project_id, member_id, can_write) VALUES (?, ?, ?)",
                 (project_id, member.id, int(bool(can_write))),
@@ -517,7 +518,7 @@ class FolderService:
         if target is None:
             raise FolderNotFound("that member is not in this project")
         if target.is_owner and not can_write:
-            raise FolderError("the owner always keeps write access", field="can_write")
+            raise FolderError("the owner always keeps write access", field="can_write", code="owner_writes")
         if target.can_write != bool(can_write):
             await self.registry.run(
                 lambda c: c.execute(
@@ -533,12 +534,12 @@ class FolderService:
         project as the caller now sees it, or None when they just left it."""
         project = await self.get_project(project_id, caller_id)
         if member_id != caller_id and not project.member(caller_id).can_write:  # type: ignore[union-attr]
-            raise FolderForbidden("you can read this project but not change it")
+            raise FolderForbidden("you can read this project but not change it", code="read_only_project")
         target = project.member(member_id)
         if target is None:
             raise FolderNotFound("that member is not in this project")
         if target.is_owner:
-            raise FolderError("the owner cannot be removed; delete the project instead", field="member")
+            raise FolderError("the owner cannot be removed; delete the project instead", field="member", code="owner_stays")
         await self.registry.run(
             lambda c: c.execute("DELETE FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member_id))
         )

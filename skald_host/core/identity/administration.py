@@ -30,7 +30,7 @@ class MemberAdministration:
 
     async def delete(self, member_id: str, *, acting: Member) -> None:
         if member_id == acting.id:
-            raise MemberError("you cannot delete your own account; ask another admin")
+            raise MemberError("you cannot delete your own account; ask another admin", code="delete_self")
         await self.users.get(member_id)
         await self.auth.revoke_member(member_id, "deleted")
         await self.users.delete(member_id)

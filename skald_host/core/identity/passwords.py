@@ -10,6 +10,8 @@ from __future__ import annotations
 import unicodedata
 from functools import lru_cache
 
+from skald_host.core.refusal import Refusal
+
 MIN_LENGTH = 8
 """Minimum length in code points after NFC (ASVS V6.2.1)."""
 
@@ -18,7 +20,7 @@ MAX_LENGTH = 1024
 only bounds the work one request can ask of the KDF; longer input is refused, never cut."""
 
 
-class PasswordRejected(ValueError):
+class PasswordRejected(Refusal):
     """The chosen password breaks the policy; the message tells the member what to change."""
 
 
@@ -46,18 +48,18 @@ def check_password_policy(password: str, *, user_name: str | None = None) -> str
     normalized = normalize_password(password)
     length = len(normalized)
     if length < MIN_LENGTH:
-        raise PasswordRejected(f"password must be at least {MIN_LENGTH} characters")
+        raise PasswordRejected(f"password must be at least {MIN_LENGTH} characters", code="password_too_short", minimum=MIN_LENGTH)
     if length > MAX_LENGTH:
         raise PasswordRejected(
-            f"password must be at most {MAX_LENGTH} characters (this one has {length})"
+            f"password must be at most {MAX_LENGTH} characters (this one has {length})", code="password_too_long", maximum=MAX_LENGTH
         )
     if not normalized.strip():
-        raise PasswordRejected("password must not consist only of spaces")
+        raise PasswordRejected("password must not consist only of spaces", code="password_blank")
     folded = normalized.casefold()
     if user_name is not None and folded == normalize_password(user_name).casefold():
-        raise PasswordRejected("password must not be the same as the user name")
+        raise PasswordRejected("password must not be the same as the user name", code="password_is_username")
     if folded in _breached_passwords():
         raise PasswordRejected(
-            "password is too common: it appears in lists of breached passwords; choose another"
+            "password is too common: it appears in lists of breached passwords; choose another", code="password_common"
         )
     return normalized

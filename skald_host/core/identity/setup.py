@@ -9,12 +9,12 @@ setup finds a member and fails cleanly — in this process or another.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterable
 
 from skald_host.core.identity.roles import ADMIN_ROLE
 from skald_host.core.identity.users import Member, MemberError, UserManager
 
-SUPPORTED_LOCALES = ("en", "de")
+SUPPORTED_LOCALES = ("en", "de")  # the host's own; a running host offers every locale its bundles have
 
 
 class AlreadySetUp(MemberError):
@@ -33,12 +33,14 @@ async def initialize_instance(
     display_name: str = "",
     locale: str = "en",
     encrypted: bool = True,
+    locales: Iterable[str] = SUPPORTED_LOCALES,
 ) -> Member:
     """Create the first admin and seed the instance defaults."""
-    if locale not in SUPPORTED_LOCALES:
-        raise MemberError(f"locale must be one of {', '.join(SUPPORTED_LOCALES)}")
+    locales = tuple(locales)
+    if locale not in locales:
+        raise MemberError(f"locale must be one of {', '.join(locales)}", code="locale_unknown", locales=", ".join(locales))
     if not await needs_setup(users):
-        raise AlreadySetUp("the instance is already set up")
+        raise AlreadySetUp("the instance is already set up", code="already_set_up")
     try:
         member = await users.register(
             username,

@@ -31,6 +31,7 @@ from skald_host.core.identity.crypto import CredentialError, KeyDerivation, Pass
 from skald_host.core.identity.passwords import check_password_policy
 from skald_host.core.identity.sealing import ensure_inbox_key
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
+from skald_host.core.refusal import Refusal
 from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import (
     Database,
@@ -51,7 +52,7 @@ PROFILE_FIELDS = ("display_name", "locale", "birthdate", "sex", "notes")
 _LIMITS = {"display_name": 100, "locale": 16, "sex": 40, "notes": 4000}
 
 
-class MemberError(ValueError):
+class MemberError(Refusal):
     """A request about a member that cannot be done; the message says why."""
 
 
@@ -116,10 +117,10 @@ def normalize_username(username: str) -> str:
         raise MemberError("user name must be text")
     name = unicodedata.normalize("NFC", username).strip().lower()
     if not _USERNAME.match(name):
-        raise MemberError("user name must be 1-64 letters, digits or . _ - @")
+        raise MemberError("user name must be 1-64 letters, digits or . _ - @", code="username_invalid")
     if not name.strip("."):
         # "." and ".." name folders in paths built from user names (projects/<owner>/…).
-        raise MemberError("user name must contain something besides dots")
+        raise MemberError("user name must contain something besides dots", code="username_invalid")
     return name
 
 
@@ -141,13 +142,13 @@ def validate_profile(fields: dict[str, Any]) -> dict[str, Any]:
             try:
                 day = dt.date.fromisoformat(value)
             except ValueError:
-                raise MemberError("birthdate must be a date as YYYY-MM-DD") from None
+                raise MemberError("birthdate must be a date as YYYY-MM-DD", code="birthdate_invalid") from None
             if day > dt.date.today() or day.year < 1900:
-                raise MemberError("birthdate must be a real date in the past")
+                raise MemberError("birthdate must be a real date in the past", code="birthdate_invalid")
         elif key == "locale" and value and not re.match(r"^[a-z]{2,3}(-[A-Za-z]{2,4})?$", value):
-            raise MemberError("locale must look like 'en' or 'de-CH'")
+            raise MemberError("locale must look like 'en' or 'de-CH'", code="locale_invalid")
         elif key in _LIMITS and len(value) > _LIMITS[key]:
-            raise MemberError(f"{key} is longer than {_LIMITS[key]} characters")
+            raise MemberError(f"{key} is longer than {_LIMITS[key]} characters", code="too_long", limit=_LIMITS[key])
         clean[key] = value or (None if key in ("locale", "birthdate", "sex") else "")
     return clean
 
@@ -277,7 +278,7 @@ class UserManager:
             if conn.execute("SELECT 1 FROM roles WHERE id = ?", (role_id,)).fetchone() is None:
                 raise MemberError(f"no such role {role_id!r}")
             if conn.execute("SELECT 1 FROM users WHERE username = ?", (name,)).fetchone():
-                raise MemberError(f"the user name {name!r} is taken")
+                raise MemberError(f"the user name {name!r} is taken", code="username_taken", name=name)
 
         await self.registry.run(precheck)
         member_id = uuid.uuid4().hex
@@ -304,7 +305,7 @@ class UserManager:
             if only_if_empty and conn.execute("SELECT 1 FROM users LIMIT 1").fetchone():
                 return False
             if conn.execute("SELECT 1 FROM users WHERE username = ?", (name,)).fetchone():
-                raise MemberError(f"the user name {name!r} is taken")
+                raise MemberError(f"the user name {name!r} is taken", code="username_taken", name=name)
             conn.execute(
                 "INSERT INTO users (id, username, display_name, role_id, encrypted, credential_kind, credentials,"
                 " locale, birthdate, sex, notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -403,7 +404,7 @@ class UserManager:
             return count
 
         if await self.registry.transaction(update) != 1:
-            raise MemberError("the password was changed concurrently; try again")
+            raise MemberError("the password was changed concurrently; try again", code="try_again")
         crash_point("password_change.after_commit")
         log.info("member %s changed their password", member_id)
 
@@ -611,7 +612,7 @@ class UserManager:
                 (role_id is not None and role_id != ADMIN_ROLE) or active is False
             )
             if losing_admin and self._would_leave_no_admin(conn, member_id):
-                raise MemberError("this would leave the instance without an active admin")
+                raise MemberError("this would leave the instance without an active admin", code="last_admin")
             changes = dict(fields)
             if role_id is not None:
                 changes["role_id"] = role_id
@@ -652,7 +653,7 @@ class UserManager:
             if row is None:
                 raise MemberNotFound("no such member")
             if row["role_id"] == ADMIN_ROLE and row["active"] and self._would_leave_no_admin(conn, member_id):
-                raise MemberError("this would leave the instance without an active admin")
+                raise MemberError("this would leave the instance without an active admin", code="last_admin")
             conn.execute("DELETE FROM users WHERE id = ?", (member_id,))
 
         await self.registry.transaction(remove)

@@ -13,11 +13,12 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from skald_host.core.plugins.config_schema import MASK
+from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 from skald_host.core.storage.kept import KeptRead
 
 
-class ModelCatalogError(ValueError):
+class ModelCatalogError(Refusal):
     pass
 
 
@@ -42,19 +43,19 @@ def _check_url(value: Any) -> str:
         raise ModelCatalogError("base_url must be text")
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ModelCatalogError("base_url must be an http(s) URL such as https://api.openai.com/v1")
+        raise ModelCatalogError("base_url must be an http(s) URL such as https://api.openai.com/v1", code="base_url_invalid")
     return value.strip().rstrip("/")
 
 
 def _check_name(value: Any, what: str, limit: int = 100) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > limit:
-        raise ModelCatalogError(f"{what} must be 1-{limit} characters")
+        raise ModelCatalogError(f"{what} must be 1-{limit} characters", code="length_between", field=what, limit=limit)
     return value.strip()
 
 
 def _int(value: Any, what: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ModelCatalogError(f"{what} must be a whole number from {low} to {high}")
+        raise ModelCatalogError(f"{what} must be a whole number from {low} to {high}", code="number_between", field=what, low=low, high=high)
     return value
 
 
@@ -87,7 +88,7 @@ class ModelCatalog:
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM llm_providers WHERE name = ?", (name,)).fetchone():
-                raise ModelCatalogError(f"a provider named {name!r} exists already")
+                raise ModelCatalogError(f"a provider named {name!r} exists already", code="provider_exists", name=name)
             conn.execute(
                 "INSERT INTO llm_providers (id, name, base_url, api_key) VALUES (?, ?, ?, ?)",
                 (provider_id, name, url, api_key or None),
@@ -122,7 +123,7 @@ class ModelCatalog:
                 # provider's name is the admin's mistake to be told about, not a 500.
                 name = fields.get("name")
                 if name and conn.execute("SELECT 1 FROM llm_providers WHERE name = ? AND id != ?", (name, provider_id)).fetchone():
-                    raise ModelCatalogError(f"a provider named {name!r} exists already")
+                    raise ModelCatalogError(f"a provider named {name!r} exists already", code="provider_exists", name=name)
                 conn.execute(f"UPDATE llm_providers SET {cols} WHERE id = ?", (*fields.values(), provider_id))
 
             await self._write(write)
@@ -174,7 +175,7 @@ class ModelCatalog:
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM llm_models WHERE provider_id = ? AND model = ?", (provider_id, model)).fetchone():
-                raise ModelCatalogError(f"model {model!r} exists already for this provider")
+                raise ModelCatalogError(f"model {model!r} exists already for this provider", code="model_exists", model=model)
             conn.execute(
                 "INSERT INTO llm_models (id, provider_id, model, label, vision, strength, priority, enabled)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -66,11 +66,20 @@ class PluginCatalog:
 
     # -- admin ---------------------------------------------------------------------------
 
-    async def list(self) -> list[dict[str, Any]]:
+    def _text(self, plugin_id: str, key: str, locale: str | None, default: str) -> str:
+        return self._core.strings.plugin_text(plugin_id, key, locale, default)
+
+    def _localize(self, entry: dict[str, Any], locale: str | None) -> dict[str, Any]:
+        """A status entry's title and description in the reader's language."""
+        entry["title"] = self._text(entry["id"], "plugin.title", locale, entry["title"])
+        entry["description"] = self._text(entry["id"], "plugin.description", locale, entry["description"])
+        return entry
+
+    async def list(self, locale: str | None = None) -> list[dict[str, Any]]:
         rows, holders = await self._rows(), await self._holders()
         out = []
         for status in self._core.plugins.statuses():
-            entry = status.as_dict()
+            entry = self._localize(status.as_dict(), locale)
             entry.pop("traceback", None)  # on the detail and in /api/admin/plugins.json
             entry.pop("tool_failures", None)
             entry["enabled"] = self._core.plugins.is_enabled(status.id)
@@ -82,21 +91,27 @@ class PluginCatalog:
             out.append(entry)
         return out
 
-    async def detail(self, plugin_id: str) -> dict[str, Any]:
+    async def detail(self, plugin_id: str, locale: str | None = None) -> dict[str, Any]:
         status = self._status(plugin_id)
-        entry = status.as_dict()  # the traceback included: this is the admin's view (plugins.manage)
+        entry = self._localize(status.as_dict(), locale)  # the traceback included: this is the admin's view (plugins.manage)
         entry["enabled"] = self._core.plugins.is_enabled(plugin_id)
         info = status.info
-        entry["config_schema"] = schema_json(info.config_schema) if info else []
-        entry["user_config_schema"] = schema_json(info.user_config_schema) if info else []
+        fields = self._core.strings.fields
+        entry["config_schema"] = fields(plugin_id, "config", schema_json(info.config_schema), locale) if info else []
+        entry["user_config_schema"] = fields(plugin_id, "user_config", schema_json(info.user_config_schema), locale) if info else []
         entry["config"] = masked(info.config_schema, await self._config(plugin_id)) if info else {}
         entry["manages_own_access"] = bool(info and info.manages_own_access)
         entry["grant_by_default"] = bool(info and info.grant_by_default)
         entry["pages"] = [
-            {"page_id": c.value.page_id, "title": c.value.title, "admin_only": c.value.admin_only}
+            {
+                "page_id": c.value.page_id,
+                "title": self._text(plugin_id, f"page.{c.value.page_id}.title", locale, c.value.title),
+                "icon": c.value.icon,
+                "admin_only": c.value.admin_only,
+            }
             for c in self._core.web_pages if c.plugin_id == plugin_id
         ]
-        entry["settings_sets"] = await self._core.instance_settings.owned_by(plugin_id)
+        entry["settings_sets"] = await self._core.instance_settings.owned_by(plugin_id, locale)
         return entry
 
     async def configure(self, plugin_id: str, values: Any) -> dict[str, Any]:
@@ -145,12 +160,12 @@ class PluginCatalog:
             if s.info is not None and s.state in ("loaded", "disabled") and not s.info.manages_own_access and not s.builtin
         ]
 
-    async def member_grants(self, member_id: str) -> list[dict[str, Any]]:
+    async def member_grants(self, member_id: str, locale: str | None = None) -> list[dict[str, Any]]:
         member = await self._core.users.get(member_id)
         return [
             {
                 "plugin_id": s.id,
-                "title": s.info.title if s.info else s.id,
+                "title": self._text(s.id, "plugin.title", locale, s.info.title) if s.info else s.id,
                 "enabled": self._core.plugins.is_enabled(s.id),
                 "granted": member.is_admin or s.id in member.plugin_grants,
                 "implicit": member.is_admin,
@@ -158,7 +173,7 @@ class PluginCatalog:
             for s in self._grantable()
         ]
 
-    async def replace_member_grants(self, member_id: str, plugin_ids: Any) -> list[dict[str, Any]]:
+    async def replace_member_grants(self, member_id: str, plugin_ids: Any, locale: str | None = None) -> list[dict[str, Any]]:
         """The one write path for grants: the member's whole set, replaced."""
         if not isinstance(plugin_ids, list) or not all(isinstance(p, str) for p in plugin_ids):
             raise CatalogError("plugins must be a list of plugin ids")
@@ -184,7 +199,7 @@ class PluginCatalog:
         await self._core.registry.transaction(write)
         await self._core.users.access_changed(member_id)
         log.info("member %s: plugin grants replaced (%d)", member_id, len(wanted))
-        return await self.member_grants(member_id)
+        return await self.member_grants(member_id, locale)
 
     # -- members -------------------------------------------------------------------------
 
@@ -226,7 +241,7 @@ class PluginCatalog:
                 out.append(tool)
         return out
 
-    async def mine(self, member: Member) -> list[dict[str, Any]]:
+    async def mine(self, member: Member, locale: str | None = None) -> list[dict[str, Any]]:
         out = []
         for status in self._core.plugins.statuses():
             if status.builtin or not self.usable(member, status.id):
@@ -237,10 +252,10 @@ class PluginCatalog:
             out.append(
                 {
                     "id": status.id,
-                    "title": info.title,
-                    "description": info.description,
+                    "title": self._text(status.id, "plugin.title", locale, info.title),
+                    "description": self._text(status.id, "plugin.description", locale, info.description),
                     "icon": info.icon,
-                    "user_config_schema": schema_json(info.user_config_schema),
+                    "user_config_schema": self._core.strings.fields(status.id, "user_config", schema_json(info.user_config_schema), locale),
                     "user_config": masked(info.user_config_schema, values),
                     "configured": bool(values) or not info.user_config_schema,
                 }
@@ -279,7 +294,7 @@ class PluginCatalog:
             await self._core.host_api(plugin_id).set_user_config(member.id, fresh)
         return masked(info.user_config_schema, await self._user_config(plugin_id, member.id))
 
-    def pages(self, member: Member) -> list[dict[str, Any]]:
+    def pages(self, member: Member, locale: str | None = None) -> list[dict[str, Any]]:
         visible = []
         for contribution in self._core.web_pages:
             page = contribution.value
@@ -291,7 +306,7 @@ class PluginCatalog:
                 {
                     "plugin_id": contribution.plugin_id,
                     "page_id": page.page_id,
-                    "title": page.title,
+                    "title": self._text(contribution.plugin_id, f"page.{page.page_id}.title", locale, page.title),
                     "icon": page.icon,
                     "priority": page.priority,
                     "admin_only": page.admin_only,
@@ -322,24 +337,24 @@ class InstanceSettings:
         )
         return json.loads(row[0]) if row else {}
 
-    async def _shown(self, contribution: Any) -> dict[str, Any]:
-        config_set = contribution.value
+    async def _shown(self, contribution: Any, locale: str | None) -> dict[str, Any]:
+        config_set, strings = contribution.value, self._core.strings
         return {
             "id": config_set.id,
-            "title": config_set.title,
+            "title": strings.plugin_text(contribution.plugin_id, f"set.{config_set.id}.title", locale, config_set.title),
             "plugin_id": contribution.plugin_id,
             "owner": config_set.owner,
-            "fields": schema_json(config_set.fields),
+            "fields": strings.fields(contribution.plugin_id, f"set.{config_set.id}", schema_json(config_set.fields), locale),
             "values": masked(config_set.fields, await self.values(config_set.id)),
         }
 
-    async def general(self) -> list[dict[str, Any]]:
-        return [await self._shown(c) for c in self._core.config_sets if c.value.owner is None]
+    async def general(self, locale: str | None = None) -> list[dict[str, Any]]:
+        return [await self._shown(c, locale) for c in self._core.config_sets if c.value.owner is None]
 
-    async def owned_by(self, plugin_id: str) -> list[dict[str, Any]]:
+    async def owned_by(self, plugin_id: str, locale: str | None = None) -> list[dict[str, Any]]:
         """The sets with an ``owner`` that ``plugin_id`` registered: shown on its page in
         the catalog, saved through the same ``save``."""
-        return [await self._shown(c) for c in self._core.config_sets if c.plugin_id == plugin_id and c.value.owner is not None]
+        return [await self._shown(c, locale) for c in self._core.config_sets if c.plugin_id == plugin_id and c.value.owner is not None]
 
     async def save(self, set_id: str, values: Any) -> dict[str, Any]:
         config_set = self._set(set_id)

@@ -12,16 +12,18 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from skald_hookspecs.types import ConfigField
+from skald_host.core.refusal import Refusal
 
 MASK = "********"
 MAX_TEXT = 4096
 
 
-class ConfigInvalid(ValueError):
-    """A value was refused; the message names the field and the reason."""
+class ConfigInvalid(Refusal):
+    """A value was refused; the message names the field and the reason, the code
+    (``config_<why>``) says the reason in any language."""
 
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
+    def __init__(self, field: str, reason: str, why: str = "invalid", **values: Any) -> None:
+        super().__init__(f"{field}: {reason}", code=f"config_{why}", **values)
         self.field = field
         self.reason = reason
 
@@ -31,36 +33,36 @@ def _check(field: ConfigField, value: Any) -> Any:
     kind = field.type
     if kind == "boolean":
         if not isinstance(value, bool):
-            raise ConfigInvalid(name, "must be true or false")
+            raise ConfigInvalid(name, "must be true or false", "boolean")
         return value
     if kind in ("integer", "number"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigInvalid(name, "must be a number")
+            raise ConfigInvalid(name, "must be a number", "number")
         # Python's JSON parser accepts NaN and Infinity; NaN passes every bound (each
         # comparison is false) and neither can be sent back as JSON a browser parses.
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigInvalid(name, "must be a finite number")
+            raise ConfigInvalid(name, "must be a finite number", "number")
         if kind == "integer" and (isinstance(value, float) and not value.is_integer()):
-            raise ConfigInvalid(name, "must be a whole number")
+            raise ConfigInvalid(name, "must be a whole number", "integer")
         value = int(value) if kind == "integer" else float(value)
         if field.minimum is not None and value < field.minimum:
-            raise ConfigInvalid(name, f"must be at least {field.minimum:g}")
+            raise ConfigInvalid(name, f"must be at least {field.minimum:g}", "minimum", minimum=f"{field.minimum:g}")
         if field.maximum is not None and value > field.maximum:
-            raise ConfigInvalid(name, f"must be at most {field.maximum:g}")
+            raise ConfigInvalid(name, f"must be at most {field.maximum:g}", "maximum", maximum=f"{field.maximum:g}")
         return value
     if not isinstance(value, str):
-        raise ConfigInvalid(name, "must be text")
+        raise ConfigInvalid(name, "must be text", "text")
     limit = field.max_length or MAX_TEXT
     if len(value) > limit:
-        raise ConfigInvalid(name, f"must be at most {limit} characters")
+        raise ConfigInvalid(name, f"must be at most {limit} characters", "too_long", limit=limit)
     if kind == "choice" and value not in field.choices:
-        raise ConfigInvalid(name, f"must be one of {', '.join(field.choices)}")
+        raise ConfigInvalid(name, f"must be one of {', '.join(field.choices)}", "choice", choices=", ".join(field.choices))
     if kind == "url" and value:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigInvalid(name, "must be an http(s) URL")
+            raise ConfigInvalid(name, "must be an http(s) URL", "url")
     if field.required and not value.strip():
-        raise ConfigInvalid(name, "is required")
+        raise ConfigInvalid(name, "is required", "required")
     return value
 
 
@@ -68,11 +70,11 @@ def validate(fields: Iterable[ConfigField], values: Any, existing: Mapping[str, 
     """The new stored config: ``existing`` updated with ``values``. Unknown keys and
     bad values are refused whole (nothing half-written)."""
     if not isinstance(values, Mapping):
-        raise ConfigInvalid("config", "must be an object of field values")
+        raise ConfigInvalid("config", "must be an object of field values", "object")
     schema = {f.name: f for f in fields}
     unknown = sorted(set(values) - set(schema))
     if unknown:
-        raise ConfigInvalid(unknown[0], "is not a setting of this plugin")
+        raise ConfigInvalid(unknown[0], "is not a setting of this plugin", "unknown")
     result = dict(existing or {})
     for name, value in values.items():
         field = schema[name]
@@ -80,13 +82,13 @@ def validate(fields: Iterable[ConfigField], values: Any, existing: Mapping[str, 
             continue
         if value is None:
             if field.required:
-                raise ConfigInvalid(name, "is required")
+                raise ConfigInvalid(name, "is required", "required")
             result.pop(name, None)
             continue
         result[name] = _check(field, value)
     for field in schema.values():
         if field.required and result.get(field.name) in (None, "") and field.default in (None, ""):
-            raise ConfigInvalid(field.name, "is required")
+            raise ConfigInvalid(field.name, "is required", "required")
     return result
 
 

@@ -92,6 +92,43 @@ def _role_agents_and_tool_capabilities(conn) -> None:
             conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES (?, ?)", (role_id, cap))
 
 
+# Seeded role labels and approval-rule notes become string keys (``core.seed.*``), shown
+# in the reader's language; a label or note an admin has already changed stays as written.
+SEED_KEY_PREFIX = "core.seed."
+_SEEDED_ROLE_LABELS = (("admin", "Admin"), ("member", "Member"), ("restricted", "Children"))
+_SEEDED_RULE_NOTES = (
+    ("reading the agent list has no effect", "agent_list"),
+    ("a note to the member themself", "notify_self"),
+    ("a sub-agent: its own tool calls are gated", "sub_agent"),
+    ("anything not explicitly allowed asks first", "catch_all"),
+    ("the member's own private notes", "own_memory"),
+    ("reading shared notes", "shared_memory_read"),
+    ("a shared note is read by everyone: ask first", "shared_memory_write"),
+    ("searching memory notes only reads", "memory_search"),
+    ("files in a shared folder the member belongs to; read-only memberships are refused in code", "shared_folder_files"),
+    ("files in a project the member belongs to; read-only memberships are refused in code", "project_files"),
+    ("the list of the member's own shared folders", "shared_folder_list"),
+    ("the list of the member's own projects", "project_list"),
+    ("the member's own home folder", "home"),
+    ("inside the member's own sandbox", "sandbox"),
+    ("a listing without a path is of the home", "home_listing"),
+    ("a search without a path is of the home", "home_search"),
+)
+
+
+def _seed_texts_to_keys(conn) -> None:
+    for role_id, label in _SEEDED_ROLE_LABELS:
+        conn.execute(
+            "UPDATE roles SET label = ? WHERE id = ? AND builtin = 1 AND label = ?",
+            (f"{SEED_KEY_PREFIX}role.{role_id}", role_id, label),
+        )
+    for note, key in _SEEDED_RULE_NOTES:
+        conn.execute(
+            "UPDATE approval_rules SET note = ? WHERE builtin = 1 AND note = ?",
+            (f"{SEED_KEY_PREFIX}rule.{key}", note),
+        )
+
+
 REGISTRY_MIGRATIONS = MigrationSet(
     bucket="registry",
     steps=(
@@ -343,6 +380,11 @@ REGISTRY_MIGRATIONS = MigrationSet(
             8,
             "chat agents each role may start, and capabilities for project chat and the acting host tools",
             apply=_role_agents_and_tool_capabilities,
+        ),
+        Migration(
+            9,
+            "seeded role labels and approval-rule notes as string keys, read in each reader's language",
+            apply=_seed_texts_to_keys,
         ),
     ),
 )

@@ -31,7 +31,7 @@ async def _guard(coro):
     except MemberNotFound:
         raise ApiError(404, "no such member") from None
     except (PasswordRejected, MemberError) as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
 
 
 @bp.get("/api/admin/members")

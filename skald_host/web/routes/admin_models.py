@@ -43,7 +43,7 @@ async def _guard(coro):
     try:
         return await coro
     except (ModelCatalogError, RuleError) as exc:
-        raise ApiError(404 if str(exc).startswith("no such") else 400, str(exc)) from None
+        raise ApiError.refusing(404 if str(exc).startswith("no such") else 400, exc) from None
 
 
 @bp.get("/api/admin/models")

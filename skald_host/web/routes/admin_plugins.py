@@ -6,7 +6,7 @@ from quart import Blueprint, current_app
 from skald_host.core.identity.users import MemberNotFound
 from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
 from skald_host.core.plugins.manager import PluginError
-from skald_host.web.auth import requires
+from skald_host.web.auth import reader_locale, requires
 from skald_host.web.body import BOOL, OBJECT, TEXT, accepts, array, field, json_object, obj, ref, returns
 from skald_host.web.errors import ApiError
 
@@ -23,23 +23,23 @@ async def _guard(coro):
     except MemberNotFound:
         raise ApiError(404, "no such member") from None
     except CatalogError as exc:
-        raise ApiError(404 if str(exc).startswith(("no plugin", "no settings set")) else 400, str(exc)) from None
+        raise ApiError.refusing(404 if str(exc).startswith(("no plugin", "no settings set")) else 400, exc) from None
     except ConfigInvalid as exc:
-        raise ApiError(400, str(exc), field=exc.field) from None
+        raise ApiError.refusing(400, exc) from None
     except PluginError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
 
 
 @bp.get("/api/admin/plugins")
 @requires("plugins.manage")
 async def list_plugins() -> dict:
-    return {"plugins": await _core().catalog.list()}
+    return {"plugins": await _core().catalog.list(await reader_locale())}
 
 
 @bp.get("/api/admin/plugins/<plugin_id>")
 @requires("plugins.manage")
 async def plugin_detail(plugin_id: str) -> dict:
-    return await _guard(_core().catalog.detail(plugin_id))
+    return await _guard(_core().catalog.detail(plugin_id, await reader_locale()))
 
 
 @bp.put("/api/admin/plugins/<plugin_id>/enabled")
@@ -49,7 +49,7 @@ async def set_enabled(plugin_id: str) -> dict:
     data = await json_object()
     enabled = field(data, "enabled", bool)
     await _guard(_core().set_plugin_enabled(plugin_id, enabled))
-    return await _guard(_core().catalog.detail(plugin_id))
+    return await _guard(_core().catalog.detail(plugin_id, await reader_locale()))
 
 
 @bp.put("/api/admin/plugins/<plugin_id>/config")
@@ -71,7 +71,7 @@ async def roster(plugin_id: str) -> dict:
 @returns(obj({"plugins": array(ref("PluginGrant"))}))
 @requires("plugins.manage")
 async def member_grants(member_id: str) -> dict:
-    return {"plugins": await _guard(_core().catalog.member_grants(member_id))}
+    return {"plugins": await _guard(_core().catalog.member_grants(member_id, await reader_locale()))}
 
 
 @bp.put("/api/admin/members/<member_id>/plugins")
@@ -80,13 +80,13 @@ async def member_grants(member_id: str) -> dict:
 @requires("plugins.manage")
 async def replace_member_grants(member_id: str) -> dict:
     data = await json_object()
-    return {"plugins": await _guard(_core().catalog.replace_member_grants(member_id, field(data, "plugins", list)))}
+    return {"plugins": await _guard(_core().catalog.replace_member_grants(member_id, field(data, "plugins", list), await reader_locale()))}
 
 
 @bp.get("/api/admin/settings")
 @requires("settings.manage")
 async def general_settings() -> dict:
-    return {"sets": await _core().instance_settings.general()}
+    return {"sets": await _core().instance_settings.general(await reader_locale())}
 
 
 @bp.put("/api/admin/settings/<set_id>")

@@ -19,7 +19,7 @@ async def _guard(coro):
         return await coro
     except RoleError as exc:
         status = 404 if str(exc).startswith("no such role") else 400
-        raise ApiError(status, str(exc)) from None
+        raise ApiError.refusing(status, exc) from None
 
 
 @bp.get("/api/admin/roles")

@@ -42,11 +42,11 @@ async def login():
             data.get("username"), data.get("password"), request.remote_addr or "unknown", "web" if mode == "cookie" else "bearer"
         )
     except LoginThrottled as exc:
-        raise ApiError(429, "too many failed logins; try again later", headers={"Retry-After": str(exc.retry_after)}) from None
+        raise ApiError(429, "too many failed logins; try again later", headers={"Retry-After": str(exc.retry_after)}, code="login_throttled", values={"seconds": exc.retry_after}) from None
     except CredentialError:
-        raise ApiError(401, INVALID_LOGIN) from None
+        raise ApiError(401, INVALID_LOGIN, code="login_failed") from None
     except OwnerDatabaseUnavailable as exc:
-        raise ApiError(409, str(exc)) from None
+        raise ApiError.refusing(409, exc) from None
     body = {"member": result.member.summary()}
     if mode == "bearer":
         return {**body, "token": result.token}
@@ -93,7 +93,7 @@ async def change_password() -> dict:
     try:
         await core.auth.change_password(current_principal().session, current, new)
     except CredentialError:
-        raise ApiError(403, "the current password is wrong") from None
+        raise ApiError(403, "the current password is wrong", field="current_password", code="current_password_wrong") from None
     except (PasswordRejected, MemberError) as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
     return {"ok": True}

@@ -35,5 +35,5 @@ async def put_home_source() -> dict:
     try:
         await core.channels.router.set_home_source(member, data.get("home_source"))
     except ValueError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
     return await _state()

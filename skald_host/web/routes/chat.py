@@ -33,7 +33,7 @@ async def runtime() -> MemberRuntime:
     try:
         return await core.chat.runtime(current_principal().member)
     except ChatError as exc:
-        raise ApiError(423, str(exc)) from None
+        raise ApiError.refusing(423, exc) from None
 
 
 def chat_error(exc: ChatError) -> ApiError:
@@ -68,7 +68,7 @@ async def status() -> dict:
 async def list_conversations() -> dict:
     search = request.args.get("search") or None
     if search is not None and len(search) > 200:
-        raise ApiError(400, "search is longer than 200 characters")
+        raise ApiError(400, "search is longer than 200 characters", field="search", code="too_long", values={"limit": 200})
     rt = await runtime()
     items = await rt.store.conversations(search=search)
     for item in items:
@@ -84,7 +84,7 @@ async def create_conversation():
     data = await json_object()
     title = field(data, "title", str, required=False, default="")
     if len(title) > 200:
-        raise ApiError(400, "title is longer than 200 characters")
+        raise ApiError(400, "title is longer than 200 characters", field="title", code="too_long", values={"limit": 200})
     rt = await runtime()
     try:
         conversation = await rt.create_conversation(field(data, "agent", str, required=False), title=title)
@@ -120,7 +120,7 @@ async def rename_conversation(conversation_id: str) -> dict:
     data = await json_object()
     title = field(data, "title", str)
     if len(title) > 200:
-        raise ApiError(400, "title is longer than 200 characters")
+        raise ApiError(400, "title is longer than 200 characters", field="title", code="too_long", values={"limit": 200})
     rt = await runtime()
     try:
         await rt.conversation(conversation_id)
@@ -151,9 +151,9 @@ async def send_message(conversation_id: str):
     data = await json_object()
     text = field(data, "text", str)
     if not text.strip():
-        raise ApiError(400, "'text' must not be empty")
+        raise ApiError(400, "'text' must not be empty", field="text", code="message_empty")
     if len(text) > MAX_MESSAGE_CHARS:
-        raise ApiError(400, f"'text' is longer than {MAX_MESSAGE_CHARS} characters")
+        raise ApiError(400, f"'text' is longer than {MAX_MESSAGE_CHARS} characters", field="text", code="too_long", values={"limit": MAX_MESSAGE_CHARS})
     key = field(data, "idempotency_key", str, required=False)
     if key is not None and not 8 <= len(key) <= 128:
         raise ApiError(400, "'idempotency_key' must be 8-128 characters")
@@ -161,7 +161,7 @@ async def send_message(conversation_id: str):
     rt = await runtime()
     wait = rt.sending_too_fast(key)
     if wait:
-        raise ApiError(429, f"too many messages at once: not stored; try again in {wait} s", headers={"Retry-After": str(wait)})
+        raise ApiError(429, f"too many messages at once: not stored; try again in {wait} s", headers={"Retry-After": str(wait)}, code="sending_too_fast", values={"seconds": wait})
     try:
         ack = await rt.send(conversation_id, text, key, attachments=attachments)
     except ChatError as exc:

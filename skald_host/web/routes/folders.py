@@ -53,7 +53,7 @@ async def _guard(coro: Any) -> Any:
     try:
         return await coro
     except FolderError as exc:
-        raise ApiError(exc.status, exc.message, field=exc.field) from None
+        raise ApiError.refusing(exc.status, exc) from None
 
 
 def _only(data: dict[str, Any], allowed: set[str]) -> None:
@@ -222,7 +222,7 @@ async def start_project_chat(project_id: str) -> Any:
     try:
         conversation = await member_runtime.create_conversation(PROJECT_AGENT, title=project.title, source=f"project:{project.id}")
     except ChatError as exc:
-        raise ApiError(403 if isinstance(exc, ChatForbidden) else 400, str(exc)) from None
+        raise ApiError.refusing(403 if isinstance(exc, ChatForbidden) else 400, exc) from None
     return conversation, 201
 
 
@@ -232,7 +232,7 @@ async def start_project_chat(project_id: str) -> Any:
 async def _access(project_id: str, *, write: bool) -> FolderAccess:
     access = await _guard(_core().folders.project_access(_me().id, project_id))
     if write and not access.can_write:
-        raise ApiError(403, "you can read this project but not change its files")
+        raise ApiError(403, "you can read this project but not change its files", code="read_only_files")
     return access
 
 
@@ -259,11 +259,11 @@ def _entry_of(access: FolderAccess, rel: str, name: str = "path") -> tuple[Path,
     """The contained folder holding ``rel`` and its last component: changes act on
     that name itself (a link is renamed or removed as a link, never followed)."""
     if not rel:
-        raise ApiError(400, "this acts on a file or folder inside the project, not on the project folder itself", field=name)
+        raise ApiError(400, "this acts on a file or folder inside the project, not on the project folder itself", field=name, code="not_the_root")
     pure = PurePosixPath(rel)
     folder = _contained(access, str(pure.parent), name)
     if not folder.is_dir():
-        raise ApiError(404, f"no such folder: {pure.parent}", field=name)
+        raise ApiError(404, f"no such folder: {pure.parent}", field=name, code="no_such_folder", values={"path": str(pure.parent)})
     return folder, pure.name
 
 
@@ -300,7 +300,7 @@ async def list_project_files(project_id: str) -> dict:
     rel = _relative(request.args.get("path"))
     folder = _contained(access, rel)
     if not folder.is_dir():
-        raise ApiError(404, f"no such folder: {rel or '/'}", field="path")
+        raise ApiError(404, f"no such folder: {rel or '/'}", field="path", code="no_such_folder", values={"path": rel or "/"})
     entries = await asyncio.to_thread(_listing, folder, rel)
     return {
         "path": rel,
@@ -319,11 +319,11 @@ async def download_project_file(project_id: str) -> Any:
     rel = _relative(request.args.get("path"))
     path = _contained(access, rel)
     if not rel or not path.is_file():
-        raise ApiError(404, f"no such file: {rel or '/'}", field="path")
+        raise ApiError(404, f"no such file: {rel or '/'}", field="path", code="no_such_file", values={"path": rel or "/"})
     limit = _core().settings.files.view_max_bytes
     size = path.stat().st_size
     if size > limit:
-        raise ApiError(413, f"the file is larger than the download limit of {limit} bytes")
+        raise ApiError(413, f"the file is larger than the download limit of {limit} bytes", code="download_too_large", values={"limit": limit})
     data = await asyncio.to_thread(path.read_bytes)
     response = Response(data, mimetype="application/octet-stream")
     response.headers["Content-Disposition"] = _attachment(path.name)
@@ -349,7 +349,7 @@ async def upload_project_file(project_id: str, target: str) -> Any:
     # UPLOAD_ROUTE); the cap is enforced here again while streaming, for chunked bodies.
     limit = _core().settings.files.upload_max_bytes
     if (request.content_length or 0) > limit:
-        raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes")
+        raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes", code="upload_too_large", values={"limit": limit})
     size = await _stream_into(folder, leaf, limit)
     return {"path": rel, "size": size}, 201
 
@@ -358,7 +358,7 @@ async def _stream_into(folder: Path, name: str, limit: int) -> int:
     temp = folder / f".upload-{secrets.token_hex(8)}.part"
     final = folder / name
     if os.path.lexists(final):
-        raise ApiError(409, f"{name} already exists here", field="target")
+        raise ApiError(409, f"{name} already exists here", field="target", code="exists_here", values={"name": name})
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, SHARED_FILE_MODE)
     size = 0
     try:
@@ -366,14 +366,14 @@ async def _stream_into(folder: Path, name: str, limit: int) -> int:
         async for chunk in request.body:
             size += len(chunk)
             if size > limit:
-                raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes")
+                raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes", code="upload_too_large", values={"limit": limit})
             await asyncio.to_thread(_write_all, fd, chunk)
         os.close(fd)
         fd = -1
         try:
             os.link(temp, final, follow_symlinks=False)  # never replaces what appeared meanwhile
         except FileExistsError:
-            raise ApiError(409, f"{name} already exists here", field="target") from None
+            raise ApiError(409, f"{name} already exists here", field="target", code="exists_here", values={"name": name}) from None
     finally:
         if fd >= 0:
             os.close(fd)
@@ -401,7 +401,7 @@ async def make_project_folder(project_id: str) -> Any:
     try:
         os.mkdir(folder / leaf, SHARED_DIR_MODE)
     except FileExistsError:
-        raise ApiError(409, f"{rel} already exists", field="path") from None
+        raise ApiError(409, f"{rel} already exists", field="path", code="exists_here", values={"name": rel}) from None
     # the umask must not take the group's bits, nor chmod the inherited setgid bit
     os.chmod(folder / leaf, (os.lstat(folder / leaf).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
     return {"path": rel}, 201
@@ -419,11 +419,11 @@ async def rename_project_file(project_id: str) -> dict:
     target_folder, target_leaf = _entry_of(access, target_rel, "to")
     source, target = source_folder / source_leaf, target_folder / target_leaf
     if not os.path.lexists(source):
-        raise ApiError(404, f"no such file or folder: {source_rel}", field="from")
+        raise ApiError(404, f"no such file or folder: {source_rel}", field="from", code="no_such_entry", values={"path": source_rel})
     if os.path.lexists(target):
-        raise ApiError(409, f"{target_rel} already exists", field="to")
+        raise ApiError(409, f"{target_rel} already exists", field="to", code="exists_here", values={"name": target_rel})
     if stat.S_ISDIR(os.lstat(source).st_mode) and (target == source or source in target.parents):
-        raise ApiError(400, "a folder cannot move into itself", field="to")
+        raise ApiError(400, "a folder cannot move into itself", field="to", code="move_into_itself")
     os.rename(source, target)
     return {"from": source_rel, "to": target_rel}
 
@@ -440,7 +440,7 @@ async def delete_project_file(project_id: str) -> dict:
     try:
         mode = os.lstat(target).st_mode
     except FileNotFoundError:
-        raise ApiError(404, f"no such file or folder: {rel}", field="path") from None
+        raise ApiError(404, f"no such file or folder: {rel}", field="path", code="no_such_entry", values={"path": rel}) from None
     if stat.S_ISDIR(mode):
         await asyncio.to_thread(shutil.rmtree, target)  # does not follow links inside
     else:

@@ -33,7 +33,7 @@ def _owner_db():
     core = current_app.config["SKALD_CORE"]
     db = core.users.owner_db(current_principal().member.id)
     if db is None:  # a session without an open file cannot happen; fail closed if it does
-        raise ApiError(423, "your private database is locked; log in again")
+        raise ApiError(423, "your private database is locked; log in again", code="locked")
     return db
 
 
@@ -102,7 +102,7 @@ async def set_locale() -> dict:
     data = await json_object()
     locale = data.get("locale")
     if locale is not None and locale not in core.strings.locales:
-        raise ApiError(400, f"locale must be one of {', '.join(core.strings.locales)}")
+        raise ApiError(400, f"locale must be one of {', '.join(core.strings.locales)}", field="locale", code="locale_unknown", values={"locales": ", ".join(core.strings.locales)})
     member = await core.users.update(current_principal().member.id, locale=locale)
     return {"locale": member.locale or await core.default_locale()}
 

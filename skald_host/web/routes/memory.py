@@ -32,7 +32,7 @@ def _store(root: str) -> NoteStore:
     try:
         return current_app.config["SKALD_CORE"].memory.notes(current_principal().member.id, root)
     except OwnerDatabaseUnavailable as exc:
-        raise ApiError(423, str(exc)) from None
+        raise ApiError.refusing(423, exc) from None
 
 
 async def _call(operation: Any) -> Any:
@@ -40,11 +40,11 @@ async def _call(operation: Any) -> Any:
     try:
         return await operation
     except NoteAccessDenied as exc:
-        raise ApiError(403, str(exc)) from None
+        raise ApiError.refusing(403, exc) from None
     except NoteError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
     except FileNotFoundError:
-        raise ApiError(404, "no such note") from None
+        raise ApiError(404, "no such note", code="no_such_note") from None
 
 
 @bp.get("/api/memory/<root>/notes")
@@ -64,7 +64,7 @@ async def list_notes(root: str) -> dict:
 async def search_notes(root: str) -> dict:
     query = request.args.get("q", "")
     if len(query) > MAX_QUERY_CHARS:
-        raise ApiError(400, f"the search is longer than {MAX_QUERY_CHARS} characters", field="q")
+        raise ApiError(400, f"the search is longer than {MAX_QUERY_CHARS} characters", field="q", code="too_long", values={"limit": MAX_QUERY_CHARS})
     hits = await _call(_store(root).search(query, limit=50))
     return {"root": root, "hits": [{"key": h.key, "snippet": h.snippet, "rank": h.rank} for h in hits]}
 
@@ -90,5 +90,5 @@ async def write_note(root: str, key: str) -> dict:
 async def delete_note(root: str, key: str) -> dict:
     store = _store(root)
     if not await _call(store.delete(key)):
-        raise ApiError(404, "no such note")
+        raise ApiError(404, "no such note", code="no_such_note")
     return {"deleted": True}

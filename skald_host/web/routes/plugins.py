@@ -3,7 +3,7 @@
 from quart import Blueprint, current_app
 
 from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
-from skald_host.web.auth import current_principal
+from skald_host.web.auth import current_principal, reader_locale
 from skald_host.web.body import OBJECT, accepts, field, json_object, obj
 from skald_host.web.errors import ApiError
 
@@ -13,7 +13,7 @@ bp = Blueprint("plugins", __name__)
 @bp.get("/api/plugins/mine")
 async def mine() -> dict:
     core = current_app.config["SKALD_CORE"]
-    return {"plugins": await core.catalog.mine(current_principal().member)}
+    return {"plugins": await core.catalog.mine(current_principal().member, await reader_locale())}
 
 
 @bp.put("/api/plugins/<plugin_id>/my-config")
@@ -24,13 +24,13 @@ async def save_my_config(plugin_id: str) -> dict:
     try:
         values = await core.catalog.save_my_config(current_principal().member, plugin_id, field(data, "config", dict))
     except CatalogError as exc:
-        raise ApiError(404 if str(exc).startswith("no plugin") else 400, str(exc)) from None
+        raise ApiError.refusing(404 if str(exc).startswith("no plugin") else 400, exc) from None
     except ConfigInvalid as exc:
-        raise ApiError(400, str(exc), field=exc.field) from None
+        raise ApiError.refusing(400, exc) from None
     return {"config": values}
 
 
 @bp.get("/api/plugins/pages")
 async def pages() -> dict:
     core = current_app.config["SKALD_CORE"]
-    return {"pages": core.catalog.pages(current_principal().member)}
+    return {"pages": core.catalog.pages(current_principal().member, await reader_locale())}

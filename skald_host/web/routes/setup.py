@@ -3,7 +3,7 @@
 from quart import Blueprint, current_app, jsonify, request
 
 from skald_host.core.identity.passwords import PasswordRejected
-from skald_host.core.identity.setup import SUPPORTED_LOCALES, AlreadySetUp, initialize_instance, needs_setup
+from skald_host.core.identity.setup import AlreadySetUp, initialize_instance, needs_setup
 from skald_host.core.identity.users import MemberError
 from skald_host.web.auth import public, set_session_cookie
 from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, ref, returns
@@ -17,7 +17,7 @@ bp = Blueprint("setup", __name__)
 @public
 async def setup_status() -> dict:
     core = current_app.config["SKALD_CORE"]
-    return {"needs_setup": await needs_setup(core.users), "locales": list(SUPPORTED_LOCALES)}
+    return {"needs_setup": await needs_setup(core.users), "locales": core.strings.locales}
 
 
 @bp.post("/api/setup")
@@ -38,11 +38,12 @@ async def run_setup():
             display_name=field(data, "display_name", str, required=False, default=""),
             locale=field(data, "locale", str, required=False, default="en"),
             encrypted=field(data, "encrypted", bool, required=False, default=True),
+            locales=core.strings.locales,
         )
     except AlreadySetUp:
-        raise ApiError(409, "the instance is already set up") from None
+        raise ApiError(409, "the instance is already set up", code="already_set_up") from None
     except (PasswordRejected, MemberError) as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
     result = await core.auth.login(username, password, request.remote_addr or "unknown")
     response = jsonify({"member": member.summary(), "csrf_token": result.session.csrf_token})
     response.status_code = 201

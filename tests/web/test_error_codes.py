@@ -1,0 +1,73 @@
+"""Validation errors carry a stable code the shell can say in the reader's language:
+``{"error": <English>, "code": ..., "values": {...}}``; every code the host gives has
+an English and a German string, and a refusal without one answers ``http_<status>``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from skald_host.builtins.strings import LOCALES
+from skald_host.web.errors import GENERIC_CODES
+from skald_hookspecs import I18nBundle
+
+ROOT = Path(__file__).resolve().parents[2] / "skald_host"
+
+
+def codes_in_source() -> set[str]:
+    codes: set[str] = set(GENERIC_CODES.values())
+    for path in ROOT.rglob("*.py"):
+        if "testing" in path.parts:  # the scripted model server speaks for a provider, not the host
+            continue
+        text = path.read_text(encoding="utf-8")
+        codes.update(re.findall(r"\bcode=\"([a-z_]+)\"", text))
+        codes.update(re.findall(r"^    code = \"([a-z_]+)\"", text, re.M))  # DiskFailure and its kinds
+        if path.name == "config_schema.py":
+            codes.update(f"config_{why}" for why in re.findall(r"ConfigInvalid\([^()]*?\"[^\"]*\", \"([a-z_]+)\"", text))
+    return codes
+
+
+def test_every_error_code_the_host_gives_has_english_and_german_text():
+    codes = codes_in_source()
+    assert {"password_too_short", "username_taken", "config_choice", "field_required", "forbidden", "login_throttled", "disk_full"} <= codes
+    strings = I18nBundle.from_folder("core", LOCALES).strings
+    for locale in ("en", "de"):
+        missing = sorted(code for code in codes if f"error.{code}" not in strings[locale])
+        assert missing == [], f"{locale}.json lacks error strings for {missing}"
+    # A German string fills in only what the English one is given.
+    for code in codes:
+        english, german = strings["en"][f"error.{code}"], strings["de"][f"error.{code}"]
+        assert set(re.findall(r"\{(\w+)\}", german)) <= set(re.findall(r"\{(\w+)\}", english)), code
+
+
+async def test_a_refusal_answers_with_its_code_and_values(skald):
+    host = await skald.start()
+    client = host.client()
+    short = await client.post("/api/setup", json={"username": "admin", "password": "short"})
+    assert short.status_code == 400
+    assert short.json() == {"error": "password must be at least 8 characters", "code": "password_too_short", "values": {"minimum": 8}}
+    missing = await client.post("/api/setup", json={"username": "admin"})
+    assert missing.json() == {"error": "'password' is required", "code": "field_required", "field": "password", "values": {"field": "password"}}
+    bad_name = await client.post("/api/setup", json={"username": "no spaces", "password": "a long enough password 1"})
+    assert bad_name.json()["code"] == "username_invalid"
+
+    admin = await host.admin()
+    await host.create_member("alice")
+    taken = await admin.post("/api/admin/members", json={"username": "alice", "password": "another long password 2"})
+    assert (taken.status_code, taken.json()["code"], taken.json()["values"]) == (400, "username_taken", {"name": "alice"})
+    unknown = await admin.get("/api/admin/no-such-route")
+    assert unknown.json() == {"error": "not found", "code": "not_found"}
+
+
+async def test_admin_forms_answer_with_codes_too(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    rule = await admin.post("/api/admin/approval-rules", json={"tool_pattern": "x", "action": "allow", "priority": "soon"})
+    assert rule.status_code == 400
+    assert (rule.json()["code"], rule.json()["values"]) == ("number_between", {"field": "priority", "low": 0, "high": 10000000})
+    first = await admin.post("/api/admin/shared-folders", json={"slug": "fotos", "title": "Fotos"})
+    assert first.status_code == 201, first.text
+    again = await admin.post("/api/admin/shared-folders", json={"slug": "fotos", "title": "Fotos"})
+    assert (again.status_code, again.json()["code"], again.json()["values"], again.json()["field"]) == (409, "folder_exists", {"name": "fotos"}, "slug")
+    url = await admin.post("/api/admin/models/providers", json={"name": "P", "base_url": "ftp://x"})
+    assert (url.status_code, url.json()["code"]) == (400, "base_url_invalid")
