@@ -230,61 +230,71 @@ _TYPE_WORDS = {
 }
 
 
-def _message(error: ValidationError) -> tuple[str, str | None]:
+def _message(error: ValidationError) -> tuple[str, str | None, str, dict[str, Any]]:
+    """The English message, the field's path, and the code and values the shell shows
+    in the reader's language (``core.error.<code>``)."""
     path = list(error.absolute_path)
     name = path_label(path)
-    custom = error.schema.get("x-message") if isinstance(error.schema, dict) else None
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    at = {"field": name}
+    custom = schema.get("x-message")
     if custom:
         key = str(error.instance)[:64] if isinstance(error.instance, str) else ""
-        return custom.format(name=name, key=repr(key)), name or None
+        return custom.format(name=name, key=repr(key)), name or None, "field_invalid", at
     kind = error.validator
     if kind == "required":
         missing = next(p for p in error.validator_value if p not in error.instance)
         name = path_label([*path, missing])
-        return f"'{name}' is required", name
+        return f"'{name}' is required", name, "field_required", {"field": name}
     if kind == "additionalProperties":
-        known = set(error.schema.get("properties", {}))
+        known = set(schema.get("properties", {}))
         unknown = sorted(str(k) for k in error.instance if k not in known)
-        return f"unknown field(s): {', '.join(unknown)}", path_label([*path, unknown[0]]) if unknown else name or None
+        where = path_label([*path, unknown[0]]) if unknown else name or None
+        return f"unknown field(s): {', '.join(unknown)}", where, "field_invalid", {"field": where or ""}
     if not path:
-        return "request body must be a JSON object", None
+        return "request body must be a JSON object", None, "body_invalid", {}
+    low, high = schema.get("minimum"), schema.get("maximum")
+    types = schema.get("type")
+    between = "integer" in (types if isinstance(types, list) else [types]) and low is not None and high is not None
+    if between and kind in ("type", "minimum", "maximum"):
+        if kind == "type" and error.instance is None:
+            return f"'{name}' is required", name, "field_required", at
+        return f"'{name}' must be a whole number from {low} to {high}", name, "number_between", {**at, "low": low, "high": high}
     if kind == "type":
         if error.instance is None:
-            return f"'{name}' is required", name
-        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        words = [_TYPE_WORDS[t] for t in types if t in _TYPE_WORDS]
-        return f"'{name}' must be {' or '.join(words)}", name
+            return f"'{name}' is required", name, "field_required", at
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        words = [_TYPE_WORDS[t] for t in wanted if t in _TYPE_WORDS]
+        return f"'{name}' must be {' or '.join(words)}", name, "field_type", at
     if kind in ("enum", "const"):
         values = error.validator_value if kind == "enum" else [error.validator_value]
         shown = [repr(v) if isinstance(v, str) else json.dumps(v) for v in values]
         text = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
-        return f"'{name}' must be {text}", name
+        return f"'{name}' must be {text}", name, "field_invalid", at
     if kind == "maxLength":
-        return f"'{name}' is longer than {error.validator_value} characters", name
+        limit = error.validator_value
+        if schema.get("minLength") == 1:
+            return f"'{name}' is longer than {limit} characters", name, "length_between", {**at, "limit": limit}
+        return f"'{name}' is longer than {limit} characters", name, "too_long", {"limit": limit}
     if kind == "minLength":
         if error.validator_value == 1:
-            return f"'{name}' must not be empty", name
-        return f"'{name}' is shorter than {error.validator_value} characters", name
+            return f"'{name}' must not be empty", name, "empty", at
+        return f"'{name}' is shorter than {error.validator_value} characters", name, "field_invalid", at
     if kind in ("minimum", "maximum"):
-        low, high = error.schema.get("minimum"), error.schema.get("maximum")
         if low is not None and high is not None:
-            return f"'{name}' must be from {low} to {high}", name
-        return (f"'{name}' must be at least {low}" if low is not None else f"'{name}' must be at most {high}"), name
+            return f"'{name}' must be from {low} to {high}", name, "field_invalid", at
+        return (f"'{name}' must be at least {low}" if low is not None else f"'{name}' must be at most {high}"), name, "field_invalid", at
     if kind == "maxItems":
-        return f"'{name}' has more than {error.validator_value} items", name
-    return f"'{name}' is not valid", name
+        return f"'{name}' has more than {error.validator_value} items", name, "field_invalid", at
+    return f"'{name}' is not valid", name, "field_invalid", at
 
 
 def check(data: Any, schema: dict[str, Any]) -> None:
     """Raise the API's 400 for the most relevant way ``data`` misses ``schema``."""
     error = best_match(_validator(schema).iter_errors(data))
     if error is not None:
-        message, field_name = _message(error)
-        if field_name is None:
-            raise ApiError(400, message, code="body_invalid")
-        # The translated strings name the field; the English message says more.
-        code = "field_required" if message.endswith("is required") else "field_type" if error.validator == "type" else "field_invalid"
-        raise ApiError(400, message, field=field_name, code=code, values={"field": field_name})
+        message, field_name, code, values = _message(error)
+        raise ApiError(400, message, field=field_name, code=code, values=values or None)
 
 
 async def json_object() -> dict[str, Any]:

@@ -59,8 +59,10 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "properties": {
             "error": {"type": "string", "description": "what was wrong, for a person"},
             "field": {"type": "string", "description": "the path of the offending input field (a.b[2]), when there is one"},
+            "code": {"type": "string", "description": "stable: the shell shows the string core.error.<code> in the reader's language"},
+            "values": {"type": "object", "description": "what fills that string's placeholders"},
         },
-        "required": ["error"],
+        "required": ["error", "code"],
         "description": "Every error of the API has this shape.",
     },
     "Member": _record(

@@ -125,7 +125,7 @@ async def test_an_answer_never_carries_nan(skald, caplog):
     # and what a plugin reads, or a declared body checks, is finite JSON
     assert (await admin.post("/api/plugin/numbers/echo", json={"x": 2.5})).json() == {"got": {"x": 2.5}}
     declared = await admin.put("/api/plugin/numbers/declared", json={"level": "high"})
-    assert (declared.status_code, declared.json()) == (400, {"error": "'level' must be a number", "field": "level"})
+    assert (declared.status_code, declared.json()) == (400, {"error": "'level' must be a number", "field": "level", "code": "field_type", "values": {"field": "level"}})
 
 
 async def test_a_websocket_message_goes_through_the_same_reader(skald):

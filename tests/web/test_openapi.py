@@ -191,7 +191,7 @@ async def test_the_documented_answers_are_what_the_routes_answer(skald, model_se
     ref.conforms("PATCH", "/api/admin/members/<member_id>", await admin.patch(member, json={"display_name": "Alice"}))
     ref.conforms("POST", "/api/admin/members/<member_id>/end-sessions", await admin.post(f"{member}/end-sessions"))
     refused = ref.conforms("POST", "/api/admin/members", await admin.post("/api/admin/members", json={"username": 5, "password": "x"}))
-    assert refused == {"error": "'username' must be text", "field": "username"}
+    assert refused == {"error": "'username' must be text", "field": "username", "code": "field_type", "values": {"field": "username"}}
 
     # models and approval rules
     provider = ref.conforms("POST", "/api/admin/models/providers", await admin.post("/api/admin/models/providers", json={"name": "Scripted", "base_url": model_server.base_url, "api_key": "sk-x"}))
@@ -206,7 +206,7 @@ async def test_the_documented_answers_are_what_the_routes_answer(skald, model_se
     ref.conforms("PATCH", "/api/admin/approval-rules/<int:rule_id>", await admin.patch(f"/api/admin/approval-rules/{rule['id']}", json={"note": "tested"}))
     ref.conforms("GET", "/api/admin/approval-rules", await admin.get("/api/admin/approval-rules"))
     refused = ref.conforms("POST", "/api/admin/approval-rules", await admin.post("/api/admin/approval-rules", json={"tool_pattern": "x", "action": "maybe", "priority": 1}))
-    assert refused == {"error": "'action' must be 'allow', 'deny' or 'require'", "field": "action"}
+    assert refused == {"error": "'action' must be 'allow', 'deny' or 'require'", "field": "action", "code": "field_invalid", "values": {"field": "action"}}
     ref.conforms("DELETE", "/api/admin/approval-rules/<int:rule_id>", await admin.delete(f"/api/admin/approval-rules/{rule['id']}"))
     ref.conforms("DELETE", "/api/admin/security-groups/<group_id>", await admin.delete("/api/admin/security-groups/testers"))
 

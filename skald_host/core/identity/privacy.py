@@ -29,13 +29,13 @@ def endpoint(base_url: str) -> str:
     return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}"
 
 
-async def privacy_facts(core: Skald, member: Member) -> dict[str, Any]:
+async def privacy_facts(core: Skald, member: Member, locale: str | None = None) -> dict[str, Any]:
     chats = allowed(member, "chat.use")
     models = await core.chat.models.candidates() if chats else []
     plugins = [
         {
             "id": status.id,
-            "title": status.info.title,
+            "title": core.strings.plugin_text(status.id, "plugin.title", locale, status.info.title),
             "manages_own_access": status.info.manages_own_access,
         }
         for status in core.plugins.statuses()

@@ -8,7 +8,7 @@ from quart import Blueprint, current_app, request
 
 from skald_host.core.i18n import FALLBACK_LOCALE
 from skald_host.core.identity.privacy import privacy_facts
-from skald_host.web.auth import current_principal, public
+from skald_host.web.auth import current_principal, public, reader_locale
 from skald_host.web.body import OBJECT, TEXT, accepts, BodyError, json_object, loads, obj, query, returns
 from skald_host.web.errors import ApiError
 
@@ -90,7 +90,7 @@ async def privacy() -> dict:
     """Which model providers receive this member's messages, which plugins can act for
     them, and whether their private database is encrypted: from their access now."""
     core = current_app.config["SKALD_CORE"]
-    return await privacy_facts(core, current_principal().member)
+    return await privacy_facts(core, current_principal().member, await reader_locale())
 
 
 @bp.put("/api/me/locale")
