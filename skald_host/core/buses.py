@@ -128,6 +128,11 @@ class MemberBuses:
             bus = self._buses[member_id] = Broadcast(f"member:{member_id}", self.capacity)
         return bus.subscribe()
 
+    def listening(self, member_id: str) -> bool:
+        """Whether anything follows this member's bus (a socket, a channel, a plugin):
+        a producer asks first to build no event, a token's say, that nobody receives."""
+        return member_id in self._buses
+
     def publish(self, event: UserEvent) -> int:
         bus = self._buses.get(event.member_id)
         if bus is None:

@@ -18,6 +18,7 @@ from .support import (
     allow_tool,
     assert_well_formed,
     configure_models,
+    eventually,
     messages,
     new_conversation,
     types,
@@ -316,3 +317,64 @@ async def test_a_grant_revoked_since_the_last_turn_applies_from_the_next_turns_a
     transcript = await messages(alice, cid)
     assert_well_formed(transcript)
     assert [m["content"] for m in transcript if m["role"] == "assistant"] == ["First.", "Asked anew."]
+
+
+def test_socket_messages_are_the_events_as_json_coalesced_and_batched():
+    """What the socket sends (``encode``): each event as ``{kind, member_id, data}``, one
+    message per event or an ``events`` batch of several, whatever mapping the data is
+    (a read-only view, keys that are not strings) and non-ASCII text as itself."""
+    import types as pytypes
+
+    from skald_hookspecs.events import UserEvent
+    from skald_host.web.routes.events import batch, coalesce_tokens, encode
+
+    def token(delta: str) -> UserEvent:
+        return UserEvent("chat", "m", {"type": "token", "conversation_id": "c", "message_id": 7, "channel": "content", "delta": delta})
+
+    single = json.loads(encode(batch([UserEvent("chat", "m", pytypes.MappingProxyType({"type": "done", "content": "Grüße", 3: 4}))])))
+    assert single == {"type": "event", "event": {"kind": "chat", "member_id": "m", "data": {"type": "done", "content": "Grüße", "3": 4}}}
+    assert "Grüße" in encode(batch([token("Grüße")]))
+    done = UserEvent("chat", "m", {"type": "done", "conversation_id": "c", "message_id": 7})
+    several = json.loads(encode(batch(coalesce_tokens([token("He"), token("llo"), done]))))
+    assert several["type"] == "events"
+    assert [e["data"]["type"] for e in several["events"]] == ["token", "done"]
+    assert several["events"][0] == {"kind": "chat", "member_id": "m", "data": {**token("Hello").data}}
+    # A lone surrogate (a model may stream one, escaped) goes out escaped, never fails the socket.
+    assert json.loads(encode(batch([token("a\ud800b"), done])))["events"][0]["data"]["delta"] == "a\ud800b"
+
+
+async def test_a_turn_with_no_socket_open_builds_no_events(chat, monkeypatch):
+    """Events are announcements to open sockets: with none open (a message sent over the
+    HTTP API, the tab closed), a streamed answer publishes nothing, token by token, and
+    the stored answer is whole."""
+    from skald_host.core.buses import MemberBuses
+
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply("one two three four five six", token_delay=0.005)])
+    published: list[dict] = []
+    original = MemberBuses.publish
+
+    def publish(self, event):
+        if event.member_id == alice.member["id"]:
+            published.append(dict(event.data))
+        return original(self, event)
+
+    monkeypatch.setattr(MemberBuses, "publish", publish)
+    cid = await new_conversation(alice)
+    response = await alice.post(f"/api/conversations/{cid}/messages", json={"text": "Count."})
+    assert response.status_code == 202, response.text
+
+    async def answered():
+        stored = await messages(alice, cid)
+        return stored[-1]["role"] == "assistant" and stored[-1]["status"] == "complete" and stored[-1]
+    last = await eventually(answered, what="the answer to be stored")
+    assert last["content"] == "one two three four five six"
+    assert published == []
+
+
+def test_a_stream_chunk_orjson_refuses_is_read_as_json_reads_it():
+    from skald_host.core.llm.client import _loads
+
+    for text in ('{"choices":[{"delta":{"content":"x"}}]}', '{"v": NaN}', '{"t": "\\ud800"}'):
+        assert repr(_loads(text)) == repr(json.loads(text))

@@ -287,6 +287,8 @@ class MemberRuntime:
         await self.flush_logs()  # before the member's file closes
 
     def emit(self, event_type: str, conversation_id: str, **data: Any) -> None:
+        if not self.core.buses.members.listening(self.member_id):
+            return  # no socket open: the events are announcements, the files hold the state
         self.core.buses.members.publish(
             UserEvent("chat", self.member_id, {"type": event_type, "conversation_id": conversation_id, **data})
         )

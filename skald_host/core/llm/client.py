@@ -20,6 +20,7 @@ from typing import Any, Callable
 import aiohttp
 import anyio
 import openai
+import orjson
 from openai._streaming import SSEDecoder
 
 from skald_host.core.files.media import text_only
@@ -46,6 +47,16 @@ def wire_json(value: Any) -> bytes:
     """JSON as the SDK encodes a request body (``openapi_dumps``): pieces encoded here
     and joined are, byte for byte, the body the SDK would have made of the whole."""
     return _WIRE_ENCODER.encode(value).encode()
+
+
+def _loads(text: str) -> Any:
+    """A stream chunk's JSON: orjson, ~4x faster than ``json`` on a chunk of one token.
+    What orjson refuses and ``json`` reads (NaN, a lone surrogate escape) is read as
+    before."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 #: What the caller of ``complete`` wants called once its request is on its way.
@@ -162,7 +173,7 @@ class ModelClients:
                 async for event in SSEDecoder().aiter_bytes(response.aiter_bytes()):
                     if event.data.startswith("[DONE]"):
                         continue  # read to the end, so the connection goes back to the pool
-                    chunk = json.loads(event.data)
+                    chunk = _loads(event.data)
                     if not isinstance(chunk, dict):
                         raise ModelError("the model sent a malformed stream chunk", None)
                     if chunk.get("error"):
