@@ -239,7 +239,7 @@ class Skald:
         agents = AgentCatalog()
         for contribution in await self.plugins.collect("register_agent_dirs", _one(Path), kind="agent directory"):
             agents.add_directory(contribution.value, contribution.plugin_id)
-        self._chat = ChatService(self, ToolRegistry(tools), agents)
+        self._chat = ChatService(self, ToolRegistry(tools, self.plugins), agents)
         self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
         channels = await self.plugins.collect("register_channels", validate_channel, key=lambda c: c[0], kind="channel")

@@ -703,8 +703,8 @@ class Kernel:
         if offered is not None:
             registered = offered.get(call["name"])
         else:
-            registered = self.chat.tools.get(call["name"])
-            registered = registered if registered in self.runtime.offered_tools(scope.agent) else None
+            # Asked again now (a member tool may have been withdrawn since the round).
+            registered = next((t for t in self.runtime.offered_tools(scope.agent) if t.name == call["name"]), None)
         if registered is None:
             return "error", f"Error: there is no tool named {call['name']!r} here."
         try:
@@ -746,6 +746,11 @@ class Kernel:
                 verdict = None
         if verdict is not None:
             return verdict
+        if not admitted and self.chat.tools.get(registered.name) is not registered:
+            # A member tool (member_tools hook) is asked for again after the gate: it may
+            # have been withdrawn (access revoked) while its card waited.
+            if not any(t.name == registered.name for t in self.runtime.offered_tools(scope.agent)):
+                return "error", f"Error: there is no tool named {call['name']!r} here."
 
         if not admitted:
             await self.store.set_call(call["id"], "running")
