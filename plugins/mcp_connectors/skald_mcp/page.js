@@ -1,0 +1,181 @@
+// The Connectors page: one row per connector. A member sees the connectors granted to
+// them and their tools; an admin also gets the management table (state, tools, who may
+// use each connector as checkboxes, restart / accept changed tools / remove) and the
+// form to add one (a stdio command as an argv list, or a streamable-HTTP address).
+// Every text goes in through textContent: names and descriptions are data, not markup.
+
+function node(tag, text, className) {
+  const element = document.createElement(tag);
+  if (text !== undefined) element.textContent = text;
+  if (className) element.className = className;
+  return element;
+}
+
+function format(text, values) {
+  return text.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
+}
+
+async function call(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET") {
+    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
+    headers["Content-Type"] = "application/json";
+    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
+  }
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+function lines(text) {
+  return text.split("\n").map((l) => l.trim()).filter(Boolean);
+}
+
+function pairs(text, separator) {
+  const out = {};
+  for (const line of lines(text)) {
+    const at = line.indexOf(separator);
+    if (at > 0) out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+  }
+  return out;
+}
+
+export default class ConnectorsPage extends HTMLElement {
+  async connectedCallback() {
+    this.pluginId = this.getAttribute("plugin-id") || "mcp";
+    this.base = `/api/plugin/${encodeURIComponent(this.pluginId)}`;
+    this.message = node("p", "", "mcp-message");
+    await this.render();
+  }
+
+  async render() {
+    try {
+      const mine = await call("GET", `${this.base}/mine`);
+      this.s = mine.strings;
+      const parts = [node("h1", this.s.title), this.message, this.mine(mine.connectors)];
+      if (mine.is_admin) parts.push(...(await this.admin()));
+      this.replaceChildren(...parts);
+    } catch (error) {
+      this.message.textContent = error.message;
+      this.replaceChildren(this.message);
+    }
+  }
+
+  mine(connectors) {
+    const box = node("section", undefined, "mcp-mine");
+    if (connectors.length === 0) {
+      box.append(node("p", this.s.mine_empty));
+      return box;
+    }
+    box.append(node("p", this.s.mine_intro));
+    const list = node("ul");
+    for (const c of connectors) {
+      const item = node("li", `${c.name} (${this.s["state_" + c.state] || c.state}): ${c.tools.join(", ")}`, "mcp-connector");
+      list.append(item);
+    }
+    box.append(list);
+    return box;
+  }
+
+  async act(work) {
+    this.message.textContent = "";
+    try {
+      await work();
+      await this.render();
+    } catch (error) {
+      this.message.textContent = error.message;
+    }
+  }
+
+  async admin() {
+    const s = this.s;
+    const { servers } = await call("GET", `${this.base}/servers`);
+    let members = [];
+    try {
+      members = (await call("GET", "/api/admin/members")).members;
+    } catch (error) {
+      // the table still works without names
+    }
+    const table = node("table", undefined, "mcp-servers");
+    const head = node("tr");
+    for (const title of [s.col_name, s.col_kind, s.col_state, s.col_tools, s.col_access, ""]) head.append(node("th", title));
+    table.append(head);
+    for (const server of servers) {
+      const row = node("tr", undefined, "mcp-server");
+      row.dataset.name = server.name;
+      const state = node("td", s["state_" + server.state] || server.state);
+      if (server.error) state.title = server.error;
+      const tools = node("td");
+      tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
+      if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending"));
+      const access = node("td");
+      for (const member of members) {
+        const label = node("label");
+        const box = node("input");
+        box.type = "checkbox";
+        box.checked = server.access.includes(member.id);
+        box.addEventListener("change", () => {
+          const chosen = new Set(server.access);
+          if (box.checked) chosen.add(member.id);
+          else chosen.delete(member.id);
+          this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: [...chosen] }));
+        });
+        label.append(box, document.createTextNode(" " + (member.display_name || member.username)));
+        access.append(label, node("br"));
+      }
+      const actions = node("td");
+      const restart = node("button", s.restart);
+      restart.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/restart`)));
+      actions.append(restart);
+      if (server.pending.length) {
+        const accept = node("button", s.accept);
+        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/accept`)));
+        actions.append(accept);
+      }
+      const remove = node("button", s.remove);
+      remove.addEventListener("click", () => {
+        if (window.confirm(format(s.confirm_remove, { name: server.name }))) {
+          this.act(() => call("DELETE", `${this.base}/servers/${encodeURIComponent(server.name)}`));
+        }
+      });
+      actions.append(remove);
+      row.append(node("td", server.name), node("td", server.transport === "stdio" ? `stdio: ${server.command}` : server.url), state, tools, access, actions);
+      table.append(row);
+    }
+    return [node("h2", s.admin_title), table, this.form(members)];
+  }
+
+  form(members) {
+    const s = this.s;
+    const form = node("form", undefined, "mcp-add");
+    const field = (label, input) => {
+      const wrap = node("label");
+      wrap.append(node("span", label), input);
+      form.append(wrap, node("br"));
+      return input;
+    };
+    const name = field(s.name, Object.assign(node("input"), { name: "name", maxLength: 24 }));
+    const transport = field(s.transport, node("select"));
+    transport.name = "transport";
+    for (const value of ["stdio", "http"]) transport.append(Object.assign(node("option", value), { value }));
+    const command = field(s.command, Object.assign(node("input"), { name: "command" }));
+    const args = field(s.args, Object.assign(node("textarea"), { name: "args" }));
+    const env = field(s.env, Object.assign(node("textarea"), { name: "env" }));
+    const url = field(s.url, Object.assign(node("input"), { name: "url" }));
+    const headers = field(s.headers, Object.assign(node("textarea"), { name: "headers" }));
+    const submit = Object.assign(node("button", s.add), { type: "submit" });
+    form.append(submit);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const body = { name: name.value.trim(), transport: transport.value };
+      if (transport.value === "stdio") Object.assign(body, { command: command.value.trim(), args: lines(args.value), env: pairs(env.value, "=") });
+      else Object.assign(body, { url: url.value.trim(), headers: pairs(headers.value, ":") });
+      // Default access at the connector's birth: every member, as for a plugin; the
+      // admin's job is removal.
+      body.access = members.filter((m) => m.role !== "admin").map((m) => m.id);
+      this.act(() => call("POST", `${this.base}/servers`, body));
+    });
+    return form;
+  }
+}

@@ -1,0 +1,80 @@
+"""A real MCP server for the tests, on the SDK's MCPServer (FastMCP): stdio by default,
+streamable HTTP with ``http PORT``.
+
+- ``echo(text)``: a plain tool; ``pid()``: the server's process id (one session per
+  connector means one process for every call); ``calls()``: how many tool calls it
+  served.
+- ``grow()``: adds the tool ``double`` and sends ``notifications/tools/list_changed``
+  (a server whose tool list changes at runtime).
+- ``shout(text)``: sends a log notification before answering (a server that emits
+  notifications).
+- ``fail()``: answers with ``isError``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from mcp.server.mcpserver import Context, MCPServer
+
+warnings.simplefilter("ignore")  # the SDK flags the (deprecated) logging capability
+server = MCPServer("demo")
+counter = {"calls": 0}
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Echo the text back."""
+    counter["calls"] += 1
+    return f"echo: {text}"
+
+
+@server.tool()
+def pid() -> str:
+    """The server's process id."""
+    counter["calls"] += 1
+    return str(os.getpid())
+
+
+@server.tool()
+def calls() -> str:
+    """How many tool calls this server has served (this one included)."""
+    counter["calls"] += 1
+    return str(counter["calls"])
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool 'double'."""
+    counter["calls"] += 1
+
+    def double(n: int) -> str:
+        """Double n."""
+        return str(n * 2)
+
+    server.add_tool(double, name="double")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+@server.tool()
+async def shout(text: str, ctx: Context) -> str:
+    """Send a notification, then answer."""
+    counter["calls"] += 1
+    await ctx.info(f"shouted {text}")
+    return "shouted"
+
+
+@server.tool()
+def fail() -> str:
+    """Always fails."""
+    raise ValueError("the demo tool failed on purpose")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
