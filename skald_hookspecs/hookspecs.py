@@ -137,3 +137,21 @@ def member_tools(member_id: str) -> list:
     before running a call it did not just offer, so withdrawing a tool from the list
     withdraws it at once (a revocation needs no bus). ``Tool.run`` should still check
     access itself at call time. Since 1.2."""
+
+
+@hookspec
+def member_unlocked(member_id: str, host: Any) -> None:
+    """Called when a member's private file was opened (they logged in since the host
+    started), for each started plugin: start what the plugin runs for that member (a
+    per-member runtime). ``HostApi.member_secret_*`` and ``append_member_event`` work
+    from now until ``member_locking``. May be async; bounded by the hook timeout and
+    awaited within the login, so start slow work in a task and return. Members already
+    unlocked when the plugin starts are in ``HostApi.unlocked_members()``. Since 1.2."""
+
+
+@hookspec
+def member_locking(member_id: str) -> None:
+    """Called when a member's private file is about to close (logout of the last
+    session, deactivation, deletion), for each started plugin: stop what runs for that
+    member and drop what the plugin holds of their secrets. May be async; bounded by
+    the hook timeout. Since 1.2."""

@@ -249,6 +249,9 @@ class Skald:
         await self._sandbox.start()
         self._users.before_lock.append(self._channels.before_lock)
         self._users.after_unlock.append(self._channels.after_unlock)
+        # The member_unlocked / member_locking hooks (contract 1.2): per-member plugin runtimes.
+        self._users.after_unlock.append(self._plugins_member_unlocked)
+        self._users.before_lock.append(self._plugins_member_locking)
         self.config_sets = await self.plugins.collect(
             "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"
         )
@@ -324,6 +327,22 @@ class Skald:
         """The instance's language, chosen at setup; a member's own locale wins."""
         row = await self.registry.run(lambda c: c.execute("SELECT value FROM config WHERE key = 'default_locale'").fetchone())
         return json.loads(row[0]) if row else "en"
+
+    async def _plugins_member_unlocked(self, member_id: str) -> None:
+        for plugin_id in self.plugins.implementers("member_unlocked"):
+            if plugin_id in self._started:
+                try:
+                    await self.plugins.call_one("member_unlocked", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
+                except Exception:
+                    log.exception("plugin %s: member_unlocked failed for member %s", plugin_id, member_id)
+
+    async def _plugins_member_locking(self, member_id: str) -> None:
+        for plugin_id in self.plugins.implementers("member_locking"):
+            if plugin_id in self._started:
+                try:
+                    await self.plugins.call_one("member_locking", plugin_id, member_id=member_id)
+                except Exception:
+                    log.exception("plugin %s: member_locking failed for member %s", plugin_id, member_id)
 
     def host_api(self, plugin_id: str) -> PluginHostApi:
         """The plugin's HostApi: the one it was started with, else a fresh one."""
