@@ -19,10 +19,27 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from skald_hookspecs import HostApi, I18nBundle, PluginInfo, Tool, WebPage, hookimpl
+from skald_hookspecs import ConfigField, HostApi, I18nBundle, PluginInfo, Tool, WebPage, hookimpl
 from skald_mcp.strings import STRINGS
 
 PLUGIN_ID = "mcp"
+
+CONFIG_SCHEMA = (
+    ConfigField(
+        "members_add_remote",
+        "boolean",
+        label="Members may add remote connectors",
+        description="Let members register their own streamable-HTTP MCP servers (never a command).",
+        default=False,
+    ),
+    ConfigField(
+        "allow_private_addresses",
+        "boolean",
+        label="Allow private addresses",
+        description="Let members' connectors and sign-in discovery reach loopback and private-network addresses.",
+        default=False,
+    ),
+)
 
 
 class _Running:
@@ -42,7 +59,8 @@ def plugin_info() -> PluginInfo:
         title="Connectors",
         description="Connect the assistant to MCP servers (connectors), granted per member.",
         icon="plug",
-        spec=">=1.2,<2",  # member_tools
+        spec=">=1.2,<2",  # member_tools, member_unlocked/locking, member secrets and events
+        config_schema=CONFIG_SCHEMA,
         grant_by_default=True,
     )
 
@@ -68,6 +86,21 @@ async def shutdown(reason: str) -> None:
 def member_tools(member_id: str) -> list[Tool]:
     runtime = running.runtime
     return runtime.member_tools(member_id) if runtime is not None else []
+
+
+@hookimpl
+def member_unlocked(member_id: str) -> None:
+    runtime = running.runtime
+    if runtime is not None:
+        runtime.members.unlocked(member_id)
+
+
+@hookimpl
+async def member_locking(member_id: str) -> None:
+    runtime = running.runtime
+    if runtime is not None:
+        await runtime.members.locking(member_id)
+        runtime.oauth.forget(member_id)
 
 
 @hookimpl

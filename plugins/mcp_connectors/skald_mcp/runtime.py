@@ -206,6 +206,28 @@ class Connection:
         return text
 
 
+def make_tool(
+    server: str, mcp_tool: Any, may_call: Callable[[str], bool], connection: Callable[[], "Connection | None"]
+) -> Tool:
+    """One MCP tool as a Skald tool named ``<server>__<tool>``. ``may_call(member_id)``
+    is asked when the call runs, not only when the round offered it."""
+    schema = dict(mcp_tool.input_schema or {})
+    if schema.get("type") != "object":
+        schema = {"type": "object", "properties": {}}
+    description = (mcp_tool.description or mcp_tool.title or mcp_tool.name or "")[:MAX_DESCRIPTION]
+    remote = mcp_tool.name
+
+    async def run(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        if not may_call(ctx.member_id):
+            raise PermissionError(f"the connector {server!r} is not available to you")
+        current = connection()
+        if current is None:
+            raise RuntimeError(f"the connector {server!r} is not running")
+        return await current.call(remote, args, ctx.cancelled)
+
+    return Tool(tool_name(server, remote), f"[{server}] {description}", schema, run)
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
@@ -231,6 +253,13 @@ class Runtime:
         #: (the same objects round after round, so the host encodes each once).
         self._offered: dict[str, list[Tool]] = {}
         self._pin_writes: set[asyncio.Task[Any]] = set()
+        #: The catalog: admin-vetted templates members activate (never live credentials).
+        self.templates: dict[str, Any] = {}
+        from skald_mcp.members import MemberConnectors
+        from skald_mcp.oauth import OAuth
+
+        self.oauth = OAuth(host)
+        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -243,6 +272,10 @@ class Runtime:
         self.access = {name: set(access.get(name) or ()) for name in self.specs}
         pins = await self.host.kv_get("pins") or {}
         self.pins = {name: dict(pins.get(name) or {}) for name in self.specs if name in pins}
+        from skald_mcp.spec import template_from_json
+
+        self.templates = {name: template_from_json(data) for name, data in (await self.host.kv_get("catalog") or {}).items()}
+        await self.oauth.load()
 
     async def _save(self) -> None:
         await self.host.kv_set("servers", {name: spec.as_json() for name, spec in self.specs.items()})
@@ -251,11 +284,18 @@ class Runtime:
 
     async def start_all(self) -> None:
         """Connect every connector in the background (a slow server must not hold the
-        plugin's start past the host's hook timeout)."""
+        plugin's start past the host's hook timeout), and the own connectors of the
+        members who are unlocked already."""
         for spec in self.specs.values():
             await self._connect(spec, wait=None)
+        for member_id in self.host.unlocked_members():
+            self.members.unlocked(member_id)
+
+    async def save_catalog(self) -> None:
+        await self.host.kv_set("catalog", {name: t.as_json() for name, t in self.templates.items()})
 
     async def stop_all(self) -> None:
+        await self.members.stop_all()
         connections, self.connections = list(self.connections.values()), {}
         self._offered.clear()
         await asyncio.gather(*(c.stop() for c in connections), return_exceptions=True)
@@ -349,30 +389,24 @@ class Runtime:
         return [t.name for t in (connection.tools if connection else ()) if pins.get(t.name) != definition_hash(t)]
 
     def member_tools(self, member_id: str) -> list[Tool]:
+        """One view of two sources: the global connectors granted to the member, and
+        the member's own."""
         out: list[Tool] = []
         for name, tools in self._offered.items():
             if member_id in self.access.get(name, ()):
                 out.extend(tools)
+        out.extend(self.members.member_tools(member_id))
         return out
 
     def _tool(self, server: str, mcp_tool: Any) -> Tool:
-        schema = dict(mcp_tool.input_schema or {})
-        if schema.get("type") != "object":
-            schema = {"type": "object", "properties": {}}
-        description = (mcp_tool.description or mcp_tool.title or mcp_tool.name or "")[:MAX_DESCRIPTION]
-        remote = mcp_tool.name
-
-        async def run(args: Mapping[str, Any], ctx: ToolContext) -> str:
-            # Checked again at call time: a grant revoked after the round offered the
-            # tool, or the connector removed, refuses the call.
-            if ctx.member_id not in self.access.get(server, ()) or server not in self.specs:
-                raise PermissionError(f"the connector {server!r} is not available to you")
-            connection = self.connections.get(server)
-            if connection is None:
-                raise RuntimeError(f"the connector {server!r} is not running")
-            return await connection.call(remote, args, ctx.cancelled)
-
-        return Tool(tool_name(server, remote), f"[{server}] {description}", schema, run)
+        # Checked again at call time: a grant revoked after the round offered the tool,
+        # or the connector removed, refuses the call.
+        return make_tool(
+            server,
+            mcp_tool,
+            lambda member_id: member_id in self.access.get(server, ()) and server in self.specs,
+            lambda: self.connections.get(server),
+        )
 
     def status(self, name: str) -> dict[str, Any]:
         connection = self.connections.get(name)

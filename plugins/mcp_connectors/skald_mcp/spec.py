@@ -142,3 +142,201 @@ def tool_name(server: str, tool: str) -> str:
     """``<server>__<tool>`` as the model sees it: characters a tool name may not have
     become ``_``, and the whole is cut to 64 (the host's limit)."""
     return f"{server}{SEPARATOR}{TOOL_CHARS.sub('_', tool)}"[:64]
+
+
+# -- the catalog: admin-vetted templates a member activates --------------------------------
+
+FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+MAX_FIELDS = 16
+MAX_TEXT = 500
+
+
+@dataclass(frozen=True)
+class TemplateField:
+    """One value an activation must supply, and how it reaches the server: as an HTTP
+    header (``header`` with ``format``, e.g. ``"Bearer {value}"``) for an http template,
+    or as an environment variable (``env``) for a stdio one. Never a live credential:
+    the template holds only what to ask for."""
+
+    name: str
+    label: str
+    secret: bool = True
+    header: str = ""
+    format: str = "{value}"
+    env: str = ""
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    title: str
+    description: str
+    transport: str
+    url: str = ""
+    command: str = ""
+    args: tuple[str, ...] = ()
+    fields: tuple[TemplateField, ...] = ()
+    version: int = 1
+    #: ``{"provider": name, "scopes": [...]}``: the activation signs in with OAuth 2
+    #: (authorization code + PKCE) at that provider; the access token is sent as
+    #: ``Authorization: Bearer``.
+    oauth: Mapping[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "transport": self.transport,
+            "url": self.url,
+            "command": self.command,
+            "args": list(self.args),
+            "fields": [f.__dict__ for f in self.fields],
+            "version": self.version,
+            "oauth": dict(self.oauth) if self.oauth else None,
+        }
+
+    def public(self) -> dict[str, Any]:
+        """What a member's page shows: no command line (admin business)."""
+        out = self.as_json()
+        out.pop("command")
+        out.pop("args")
+        return out
+
+
+def _text(body: Mapping[str, Any], key: str, *, required: bool = False, limit: int = MAX_TEXT) -> str:
+    value = body.get(key, "")
+    if value is None:
+        value = ""
+    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+        raise SpecError(f"{key} must be a string of at most {limit} characters")
+    if required and not value.strip():
+        raise SpecError(f"{key} is required")
+    return value
+
+
+def parse_url(url: Any, what: str = "url") -> str:
+    if not isinstance(url, str) or len(url) > MAX_VALUE:
+        raise SpecError(f"{what} must be an http:// or https:// address")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(f"{what} must be an http:// or https:// address")
+    if parts.username or parts.password:
+        raise SpecError(f"{what}: put credentials in a header, not in the address")
+    return url
+
+
+def parse_template(body: Any) -> Template:
+    if not isinstance(body, dict):
+        raise SpecError("the body must be a JSON object")
+    unknown = set(body) - {"name", "title", "description", "transport", "url", "command", "args", "fields", "version", "oauth"}
+    if unknown:
+        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    name = body.get("name")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise SpecError("name must be 1-24 lower-case letters, digits or '-', starting with a letter")
+    transport = body.get("transport")
+    if transport not in TRANSPORTS:
+        raise SpecError(f"transport must be one of {', '.join(TRANSPORTS)}")
+    version = body.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= 1_000_000:
+        raise SpecError("version must be a whole number from 1")
+    raw_fields = body.get("fields") or []
+    if not isinstance(raw_fields, list) or len(raw_fields) > MAX_FIELDS:
+        raise SpecError(f"fields must be a list of at most {MAX_FIELDS}")
+    fields = []
+    for raw in raw_fields:
+        if not isinstance(raw, dict) or set(raw) - {"name", "label", "secret", "header", "format", "env"}:
+            raise SpecError("each field is an object with name, label, secret and header/format (http) or env (stdio)")
+        fname = raw.get("name")
+        if not isinstance(fname, str) or not FIELD_NAME.match(fname):
+            raise SpecError("a field name must be 1-32 lower-case letters, digits or '_'")
+        secret = raw.get("secret", True)
+        if not isinstance(secret, bool):
+            raise SpecError(f"field {fname}: secret must be true or false")
+        header, fmt, env = _text(raw, "header"), _text(raw, "format") or "{value}", _text(raw, "env")
+        if transport == "http":
+            if not HEADER_NAME.match(header) or env:
+                raise SpecError(f"field {fname}: an http template delivers each value as a header (header, format)")
+            if "{value}" not in fmt:
+                raise SpecError(f"field {fname}: format must contain {{value}}")
+        elif not ENV_NAME.match(env) or header:
+            raise SpecError(f"field {fname}: a stdio template delivers each value as an environment variable (env)")
+        fields.append(TemplateField(fname, _text(raw, "label") or fname, secret, header, fmt, env))
+    if len({f.name for f in fields}) != len(fields):
+        raise SpecError("field names must differ")
+    oauth = body.get("oauth")
+    if oauth is not None:
+        if transport != "http" or not isinstance(oauth, dict) or set(oauth) - {"provider", "scopes"}:
+            raise SpecError("oauth is {provider, scopes} on an http template")
+        provider = oauth.get("provider")
+        scopes = oauth.get("scopes") or []
+        if not isinstance(provider, str) or not NAME.match(provider):
+            raise SpecError("oauth.provider must name a sign-in provider")
+        if not isinstance(scopes, list) or not all(isinstance(x, str) and x and " " not in x and len(x) <= 200 for x in scopes) or len(scopes) > 32:
+            raise SpecError("oauth.scopes must be a list of scope names")
+        oauth = {"provider": provider, "scopes": list(scopes)}
+    common = dict(name=name, title=_text(body, "title") or name, description=_text(body, "description", limit=2000), fields=tuple(fields), version=version, oauth=oauth)
+    if transport == "http":
+        if body.get("command") or body.get("args"):
+            raise SpecError("command and args are for stdio templates")
+        return Template(transport="http", url=parse_url(body.get("url")), **common)
+    command = body.get("command")
+    if not isinstance(command, str) or not command.strip() or len(command) > MAX_VALUE:
+        raise SpecError("a stdio template needs a command (the program to start, without arguments)")
+    return Template(transport="stdio", command=command, args=_strings(body.get("args"), "args", limit=MAX_ARGS), **common)
+
+
+def template_from_json(data: Mapping[str, Any]) -> Template:
+    return Template(
+        name=data["name"],
+        title=data.get("title", data["name"]),
+        description=data.get("description", ""),
+        transport=data["transport"],
+        url=data.get("url", ""),
+        command=data.get("command", ""),
+        args=tuple(data.get("args") or ()),
+        fields=tuple(TemplateField(**f) for f in data.get("fields") or ()),
+        version=int(data.get("version", 1)),
+        oauth=data.get("oauth"),
+    )
+
+
+def parse_values(template: Template, values: Any) -> dict[str, str]:
+    """An activation's values: exactly the template's fields, each a single line."""
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise SpecError("values must be an object of field names to strings")
+    unknown = set(values) - {f.name for f in template.fields}
+    if unknown:
+        raise SpecError(f"{template.name} does not ask for: {', '.join(sorted(unknown))}")
+    out = {}
+    for f in template.fields:
+        value = values.get(f.name)
+        if not isinstance(value, str) or not value.strip():
+            raise SpecError(f"{f.label or f.name} is required")
+        if len(value) > MAX_VALUE or "\n" in value or "\r" in value or "\x00" in value:
+            raise SpecError(f"{f.label or f.name} must be a single line of at most {MAX_VALUE} characters")
+        out[f.name] = value.strip()
+    return out
+
+
+def activation_spec(template: Template, name: str, values: Mapping[str, str], bearer: str | None = None) -> ServerSpec:
+    """The connectable spec of a member's activation: the template's address or
+    command with the member's values delivered as headers or environment."""
+    if template.transport == "http":
+        headers = {f.header: f.format.replace("{value}", values[f.name]) for f in template.fields}
+        if bearer is not None:
+            headers["Authorization"] = f"Bearer {bearer}"
+        return ServerSpec(name, "http", url=template.url, headers=headers)
+    return ServerSpec(name, "stdio", command=template.command, args=template.args, env={f.env: values[f.name] for f in template.fields})
+
+
+def parse_remote(body: Mapping[str, Any]) -> ServerSpec:
+    """A member's own remote server: a name, an http(s) address and headers. Never a
+    command: members cannot start programs."""
+    unknown = set(body) - {"name", "url", "headers"}
+    if unknown:
+        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))} (members register remote servers only: name, url, headers)")
+    return parse_spec({"name": body.get("name"), "transport": "http", "url": body.get("url"), "headers": body.get("headers")})

@@ -8,6 +8,7 @@ streamable HTTP with ``http PORT``.
   (a server whose tool list changes at runtime).
 - ``shout(text)``: sends a log notification before answering (a server that emits
   notifications).
+- ``header(name)``: the HTTP request header ``name`` the call came with.
 - ``fail()``: answers with ``isError``.
 """
 
@@ -65,6 +66,13 @@ async def shout(text: str, ctx: Context) -> str:
     counter["calls"] += 1
     await ctx.info(f"shouted {text}")
     return "shouted"
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of an HTTP request header this call came with ('' over stdio)."""
+    request = ctx.request_context.request
+    return request.headers.get(name, "") if request is not None else ""
 
 
 @server.tool()

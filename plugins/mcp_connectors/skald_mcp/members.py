@@ -1,0 +1,201 @@
+"""Per-member connectors: what one member activated from the catalog, or registered as
+their own remote server, kept in that member's encrypted file (``HostApi.member_secret_*``,
+one secret ``connector:<name>`` per connector, holding its values, pins and, for OAuth,
+the refresh token) and connected while the member is unlocked: from ``member_unlocked``
+to ``member_locking``. Another member never sees them; ``system.db`` never holds them.
+
+A per-member connector's notifications are appended to the member's own file
+(``HostApi.append_member_event``), for the member's agents to read later.
+
+Only http connectors run here (a session from the host to the remote server). A stdio
+template would have to run inside the member's sandbox, which is not built yet: its
+activation is refused with a message saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Awaitable, Callable
+
+from skald_hookspecs import MemberLocked, Tool
+from skald_mcp.runtime import CONNECT_SECONDS, Connection, definition_hash, make_tool
+from skald_mcp.spec import ServerSpec, SpecError, Template, activation_spec
+
+log = logging.getLogger(__name__)
+
+PREFIX = "connector:"
+
+
+class MemberConnectors:
+    """Every unlocked member's own connectors. ``records[member][name]`` is the stored
+    record (as in the member's file); ``connections[member][name]`` its session."""
+
+    def __init__(self, host: Any, templates: Callable[[], dict[str, Template]], bearer: Callable[[str, dict[str, Any]], Awaitable[str | None]]) -> None:
+        self.host = host
+        self._templates = templates
+        #: (member id, record) -> an access token for an OAuth record, or None (oauth.py).
+        self._bearer = bearer
+        self.records: dict[str, dict[str, dict[str, Any]]] = {}
+        self.connections: dict[str, dict[str, Connection]] = {}
+        self._offered: dict[str, dict[str, list[Tool]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def unlocked(self, member_id: str) -> None:
+        """Load and connect the member's connectors in the background (the login does
+        not wait for remote servers)."""
+        self._spawn(self.load(member_id))
+
+    async def load(self, member_id: str) -> None:
+        try:
+            names = await self.host.member_secret_names(member_id, PREFIX)
+            records = {}
+            for secret in names:
+                raw = await self.host.member_secret_get(member_id, secret)
+                if raw:
+                    records[secret[len(PREFIX):]] = json.loads(raw)
+        except MemberLocked:
+            return
+        self.records[member_id] = records
+        for name, record in records.items():
+            if record.get("state", "ready") == "ready":
+                await self.connect(member_id, name, wait=None)
+
+    async def locking(self, member_id: str) -> None:
+        """Stop the member's sessions and forget their records (and tokens) in RAM."""
+        self.records.pop(member_id, None)
+        self._offered.pop(member_id, None)
+        connections = self.connections.pop(member_id, {})
+        await asyncio.gather(*(c.stop() for c in connections.values()), return_exceptions=True)
+
+    async def stop_all(self) -> None:
+        for member_id in list(self.connections):
+            await self.locking(member_id)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- records ----------------------------------------------------------------------------
+
+    async def save(self, member_id: str, name: str, record: dict[str, Any] | None) -> None:
+        """Write one record to the member's file first, then to RAM."""
+        await self.host.member_secret_set(member_id, PREFIX + name, None if record is None else json.dumps(record))
+        mine = self.records.setdefault(member_id, {})
+        if record is None:
+            mine.pop(name, None)
+        else:
+            mine[name] = record
+
+    async def spec(self, member_id: str, name: str, record: dict[str, Any]) -> ServerSpec:
+        if record["kind"] == "remote":
+            return ServerSpec(name, "http", url=record["url"], headers=record.get("headers") or {})
+        template = self._templates().get(record["template"])
+        if template is None:
+            raise SpecError(f"the catalog no longer has {record['template']!r}")
+        bearer = await self._bearer(member_id, record) if template.oauth else None
+        if record.pop("rotated", False):  # the provider rotated the refresh token
+            await self.save(member_id, name, record)
+        return activation_spec(template, name, record.get("values") or {}, bearer)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def connect(self, member_id: str, name: str, wait: float | None = CONNECT_SECONDS) -> Connection | None:
+        record = self.records.get(member_id, {}).get(name)
+        if record is None:
+            return None
+        await self.disconnect(member_id, name)
+        try:
+            spec = await self.spec(member_id, name, record)
+        except Exception as exc:  # noqa: BLE001 - a template gone, a token refused: a state
+            connection = Connection(ServerSpec(name, "http", url=""), on_change=lambda c: None)
+            connection.state, connection.error = "failed", str(exc) or type(exc).__name__
+            self.connections.setdefault(member_id, {})[name] = connection
+            return connection
+
+        def notified(message: Any) -> None:
+            params = getattr(message, "params", None)
+            data = {"connector": name, "method": message.method, "params": params.model_dump(mode="json") if params is not None else None}
+            self._spawn(self._append(member_id, data))
+
+        connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified)
+        self.connections.setdefault(member_id, {})[name] = connection
+        await connection.start(wait=wait)
+        return connection
+
+    async def _append(self, member_id: str, data: dict[str, Any]) -> None:
+        try:
+            await self.host.append_member_event(member_id, "mcp.notification", data)
+        except Exception as exc:  # noqa: BLE001 - locked meanwhile, or too large: dropped
+            log.info("a connector notification was not kept: %s", type(exc).__name__)
+
+    async def disconnect(self, member_id: str, name: str) -> None:
+        self._offered.get(member_id, {}).pop(name, None)
+        connection = self.connections.get(member_id, {}).pop(name, None)
+        if connection is not None:
+            await connection.stop()
+
+    def _changed(self, member_id: str, connection: Connection) -> None:
+        name = connection.spec.name
+        if self.connections.get(member_id, {}).get(name) is not connection:
+            return
+        record = self.records.get(member_id, {}).get(name)
+        if record is None:
+            return
+        if connection.state == "ready" and record.get("pins") is None:
+            # First contact after the activation: these tools are what the member
+            # activated; later changes wait for the member to accept them.
+            record["pins"] = {t.name: definition_hash(t) for t in connection.tools}
+            self._spawn(self.save(member_id, name, record))
+        self._rebuild(member_id, name)
+
+    def _rebuild(self, member_id: str, name: str) -> None:
+        connection = self.connections.get(member_id, {}).get(name)
+        offered = self._offered.setdefault(member_id, {})
+        if connection is None or connection.state != "ready":
+            offered.pop(name, None)
+            return
+        pins = (self.records.get(member_id, {}).get(name) or {}).get("pins") or {}
+        offered[name] = [
+            make_tool(name, t, lambda caller, _m=member_id, _n=name: caller == _m and _n in self.records.get(_m, {}), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n))
+            for t in connection.tools
+            if pins.get(t.name) == definition_hash(t)
+        ]
+
+    async def accept(self, member_id: str, name: str) -> None:
+        connection = self.connections.get(member_id, {}).get(name)
+        record = self.records[member_id][name]
+        record["pins"] = {t.name: definition_hash(t) for t in (connection.tools if connection else ())}
+        await self.save(member_id, name, record)
+        self._rebuild(member_id, name)
+
+    def member_tools(self, member_id: str) -> list[Tool]:
+        return [t for tools in self._offered.get(member_id, {}).values() for t in tools]
+
+    def status(self, member_id: str, name: str) -> dict[str, Any]:
+        record = self.records.get(member_id, {}).get(name) or {}
+        connection = self.connections.get(member_id, {}).get(name)
+        pins = record.get("pins") or {}
+        tools = connection.tools if connection is not None and connection.state == "ready" else []
+        offered = {t.name for t in self._offered.get(member_id, {}).get(name, ())}
+        from skald_mcp.spec import tool_name
+
+        return {
+            "name": name,
+            "kind": record.get("kind"),
+            "template": record.get("template"),
+            "version": record.get("version"),
+            "url": record.get("url"),
+            "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
+            "error": connection.error if connection else None,
+            "tools": [tool_name(name, t.name) for t in tools if tool_name(name, t.name) in offered],
+            "pending": [t.name for t in tools if pins.get(t.name) != definition_hash(t)] if pins else [],
+        }
