@@ -158,3 +158,28 @@ async def test_a_disabled_plugin_leaves_no_connector_tool_anywhere(setup: Setup)
     await send(alice, cid, "Three.")
     await finished(alice, cid)
     assert "demo__echo" in setup.offered()
+
+
+async def test_a_tool_whose_definition_changes_is_withheld_until_the_admin_accepts_it_again(setup: Setup):
+    alice = await setup.host.member("alice")
+    await setup.add_stdio(access=[alice.member["id"]])
+    await allow(setup.admin, "demo__*")
+    setup.model.script("model-mcp", [call("demo__mutate"), Reply("Changed."), Reply("No echo now."), call("demo__echo", text="x"), Reply("Back.")])
+    cid = await new_conversation(alice)
+    await send(alice, cid, "Mutate.")
+    await finished(alice, cid)
+
+    async def withheld() -> bool:
+        return "echo" in (await setup.server("demo"))["pending"]
+
+    await eventually(withheld, what="the changed tool to be withheld")
+    await send(alice, cid, "Echo?")
+    await finished(alice, cid)
+    assert "demo__echo" not in setup.offered() and "demo__pid" in setup.offered()
+
+    assert (await setup.admin.post(f"{BASE}/servers/demo/accept")).status_code == 200
+    await send(alice, cid, "Echo now.")
+    messages = await finished(alice, cid)
+    wire = next(t for t in setup.model.requests_for("model-mcp")[-2].tools if t["function"]["name"] == "demo__echo")
+    assert "attacker" in wire["function"]["description"]  # the accepted definition is the new one
+    assert calls(messages)[-1]["result"] == "echo: x"
