@@ -1,5 +1,7 @@
 // The Connectors page: one row per connector. A member sees the connectors granted to
-// them and their tools; an admin also gets the management table (state, tools, who may
+// them and their tools, their own connectors (deactivate, accept changed tools, the OAuth
+// sign-in panel), the catalog to activate from, and, when allowed, a form for their own
+// remote server; an admin also gets the management table (state, tools, who may
 // use each connector as checkboxes, restart / accept changed tools / remove) and the
 // form to add one (a stdio command as an argv list, or a streamable-HTTP address).
 // Every text goes in through textContent: names and descriptions are data, not markup.
@@ -53,7 +55,7 @@ export default class ConnectorsPage extends HTMLElement {
     try {
       const mine = await call("GET", `${this.base}/mine`);
       this.s = mine.strings;
-      const parts = [node("h1", this.s.title), this.message, this.mine(mine.connectors)];
+      const parts = [node("h1", this.s.title), this.message, this.mine(mine.connectors), ...this.own(mine)];
       if (mine.is_admin) parts.push(...(await this.admin()));
       this.replaceChildren(...parts);
     } catch (error) {
@@ -76,6 +78,98 @@ export default class ConnectorsPage extends HTMLElement {
     }
     box.append(list);
     return box;
+  }
+
+  own(mine) {
+    const s = this.s;
+    const out = [];
+    const box = node("section", undefined, "mcp-own");
+    box.append(node("h2", s.own_title));
+    for (const c of mine.own) {
+      const row = node("div", undefined, "mcp-own-connector");
+      row.dataset.name = c.name;
+      row.append(node("strong", c.name), node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
+      if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools"));
+      if (c.error) row.append(node("div", c.error, "mcp-error"));
+      if (c.pending.length) {
+        row.append(node("div", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending"));
+        const accept = node("button", s.accept);
+        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
+        row.append(accept);
+      }
+      if (c.state === "needs_oauth") row.append(this.oauthPanel(c.name));
+      const remove = node("button", s.deactivate, "mcp-deactivate");
+      remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`)));
+      row.append(remove);
+      box.append(row);
+    }
+    out.push(box);
+    const catalog = node("section", undefined, "mcp-catalog");
+    catalog.append(node("h2", s.catalog_title));
+    for (const t of mine.catalog) {
+      const form = node("form", undefined, "mcp-template");
+      form.dataset.name = t.name;
+      form.append(node("strong", t.title), node("p", t.description));
+      if (t.update_available) form.append(node("p", s.update_available, "mcp-update"));
+      if (!t.activated) {
+        const inputs = {};
+        for (const f of t.fields) {
+          const label = node("label");
+          const input = Object.assign(node("input"), { name: f.name, type: f.secret ? "password" : "text", autocomplete: "off" });
+          inputs[f.name] = input;
+          label.append(node("span", f.label + " "), input);
+          form.append(label, node("br"));
+        }
+        form.append(Object.assign(node("button", s.activate), { type: "submit" }));
+        form.addEventListener("submit", (event) => {
+          event.preventDefault();
+          const values = Object.fromEntries(Object.entries(inputs).map(([k, input]) => [k, input.value]));
+          this.act(() => call("POST", `${this.base}/my/connectors`, { template: t.name, values }));
+        });
+      }
+      catalog.append(form);
+    }
+    out.push(catalog);
+    if (mine.may_add_remote) {
+      const form = node("form", undefined, "mcp-remote");
+      form.append(node("h2", s.remote_title));
+      const name = Object.assign(node("input"), { name: "name", maxLength: 24, placeholder: s.name });
+      const url = Object.assign(node("input"), { name: "url", placeholder: s.url });
+      const headers = Object.assign(node("textarea"), { name: "headers", placeholder: s.headers });
+      form.append(name, url, headers, Object.assign(node("button", s.add), { type: "submit" }));
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        const remote = { name: name.value.trim(), url: url.value.trim(), headers: pairs(headers.value, ":") };
+        this.act(() => call("POST", `${this.base}/my/connectors`, { remote }));
+      });
+      out.push(form);
+    }
+    return out;
+  }
+
+  oauthPanel(name) {
+    // The copy-paste flow: open the provider's page, approve, paste the code it shows.
+    const s = this.s;
+    const panel = node("div", undefined, "mcp-oauth");
+    const start = node("button", s.sign_in, "mcp-sign-in");
+    const code = Object.assign(node("input"), { name: "code", autocomplete: "off", placeholder: s.paste_code });
+    const complete = node("button", s.complete, "mcp-complete");
+    let state = null;
+    start.addEventListener("click", async () => {
+      try {
+        const { url } = await call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/start`);
+        state = new URL(url).searchParams.get("state");
+        panel.dataset.url = url;
+        window.open(url, "_blank", "noopener");
+      } catch (error) {
+        this.message.textContent = error.message;
+      }
+    });
+    complete.addEventListener("click", () =>
+      this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/complete`, { state, code: code.value.trim() })),
+    );
+    panel.append(start, code, complete);
+    return panel;
   }
 
   async act(work) {
