@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 
 from skald_hookspecs import MemberLocked, Tool
 from skald_mcp.runtime import CONNECT_SECONDS, Connection, definition_hash, make_tool
-from skald_mcp.spec import ServerSpec, SpecError, Template, activation_spec
+from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, parse_login_status
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,8 @@ class MemberConnectors:
             return
         self.records[member_id] = records
         for name, record in records.items():
-            if record.get("state", "ready") == "ready":
+            # A QR connector runs before its login too: it has to produce the code.
+            if record.get("state", "ready") in ("ready", "needs_login"):
                 await self.connect(member_id, name, wait=None)
 
     async def locking(self, member_id: str) -> None:
@@ -163,11 +164,15 @@ class MemberConnectors:
         if connection is None or connection.state != "ready":
             offered.pop(name, None)
             return
-        pins = (self.records.get(member_id, {}).get(name) or {}).get("pins") or {}
+        record = self.records.get(member_id, {}).get(name) or {}
+        if record.get("state", "ready") != "ready":
+            offered.pop(name, None)  # signed out (or not yet signed in): no tools
+            return
+        pins = record.get("pins") or {}
         offered[name] = [
             make_tool(name, t, lambda caller, _m=member_id, _n=name: caller == _m and _n in self.records.get(_m, {}), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n))
             for t in connection.tools
-            if pins.get(t.name) == definition_hash(t)
+            if pins.get(t.name) == definition_hash(t) and t.name not in LOGIN_TOOLS
         ]
 
     async def accept(self, member_id: str, name: str) -> None:
@@ -177,8 +182,42 @@ class MemberConnectors:
         await self.save(member_id, name, record)
         self._rebuild(member_id, name)
 
+    # -- QR / device login (the login_status contract) -------------------------------------
+
+    async def login_status(self, member_id: str, name: str) -> dict[str, Any]:
+        """Ask the connector's ``login_status`` (starting it if it is not running); on
+        ``ready`` the connector's tools are offered from now on."""
+        connection = self.connections.get(member_id, {}).get(name)
+        if connection is None or connection.state not in ("ready", "starting"):
+            connection = await self.connect(member_id, name)
+        if connection is None or connection.state != "ready":
+            return {"state": "connecting", "qr": None, "message": (connection.error if connection else "") or ""}
+        status = parse_login_status(await connection.call("login_status", {}))
+        record = self.records[member_id][name]
+        wanted = "ready" if status["state"] == "ready" else "needs_login"
+        if record.get("state") != wanted:
+            record["state"] = wanted
+            await self.save(member_id, name, record)
+            self._rebuild(member_id, name)
+        return status
+
+    async def login_reset(self, member_id: str, name: str) -> dict[str, Any]:
+        """Sign the device out (the connector's ``logout``) to link another one."""
+        connection = self.connections.get(member_id, {}).get(name)
+        record = self.records[member_id][name]
+        record["state"] = "needs_login"
+        await self.save(member_id, name, record)
+        self._rebuild(member_id, name)
+        if connection is not None and connection.state == "ready":
+            await connection.call("logout", {})
+        return await self.login_status(member_id, name)
+
     def member_tools(self, member_id: str) -> list[Tool]:
         return [t for tools in self._offered.get(member_id, {}).values() for t in tools]
+
+    def _login_kind(self, record: dict[str, Any]) -> str:
+        template = self._templates().get(record.get("template") or "")
+        return template.login if template is not None else ""
 
     def status(self, member_id: str, name: str) -> dict[str, Any]:
         record = self.records.get(member_id, {}).get(name) or {}
@@ -196,6 +235,7 @@ class MemberConnectors:
             "url": record.get("url"),
             "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
             "error": connection.error if connection else None,
+            "login": self._login_kind(record),
             "tools": [tool_name(name, t.name) for t in tools if tool_name(name, t.name) in offered],
             "pending": [t.name for t in tools if pins.get(t.name) != definition_hash(t)] if pins else [],
         }

@@ -98,6 +98,7 @@ export default class ConnectorsPage extends HTMLElement {
         row.append(accept);
       }
       if (c.state === "needs_oauth") row.append(this.oauthPanel(c.name));
+      if (c.login === "qr") row.append(this.qrPanel(c.name));
       const remove = node("button", s.deactivate, "mcp-deactivate");
       remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`)));
       row.append(remove);
@@ -145,6 +146,50 @@ export default class ConnectorsPage extends HTMLElement {
       out.push(form);
     }
     return out;
+  }
+
+  qrPanel(name) {
+    // The device login: poll login/status, show the QR code while the server wants a
+    // scan (a PNG data URL only), and offer to link another device once linked.
+    const s = this.s;
+    const panel = node("div", undefined, "mcp-qr");
+    const line = node("p", "", "mcp-qr-state");
+    const image = node("img");
+    image.alt = s.qr_alt;
+    image.hidden = true;
+    const reset = node("button", s.login_reset, "mcp-login-reset");
+    reset.hidden = true;
+    const path = `${this.base}/my/connectors/${encodeURIComponent(name)}/login`;
+    const show = (status) => {
+      panel.dataset.state = status.state;
+      line.textContent = status.message || s["state_" + (status.state === "ready" ? "ready" : "needs_login")];
+      const qr = typeof status.qr === "string" && status.qr.startsWith("data:image/png;base64,") ? status.qr : null;
+      image.hidden = !qr;
+      if (qr) image.src = qr;
+      reset.hidden = status.state !== "ready";
+    };
+    const poll = async () => {
+      if (!panel.isConnected) return;
+      try {
+        const status = await call("GET", `${path}/status`);
+        show(status);
+        if (status.state === "ready") return;
+      } catch (error) {
+        line.textContent = error.message;
+      }
+      setTimeout(poll, 1500);
+    };
+    reset.addEventListener("click", async () => {
+      try {
+        show(await call("POST", `${path}/reset`));
+        setTimeout(poll, 1500);
+      } catch (error) {
+        line.textContent = error.message;
+      }
+    });
+    panel.append(line, image, reset);
+    setTimeout(poll, 0);
+    return panel;
   }
 
   oauthPanel(name) {

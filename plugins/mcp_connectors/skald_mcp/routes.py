@@ -135,13 +135,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 record = {"kind": "catalog", "name": template.name, "template": template.name, "version": template.version, "values": values, "state": "ready"}
                 if template.oauth:
                     record.update(state="needs_oauth", provider=template.oauth["provider"], resource=template.url)
+                elif template.login == "qr":
+                    record.update(state="needs_login")  # started now: it has to produce the QR code
         except SpecError as exc:
             return {"error": str(exc)}, 400
         name = record["name"]
         if name in mine or name in runtime.specs:
             return error("err_exists", 409, name=name)
         await members.save(caller.id, name, record)
-        if record["state"] == "ready":
+        if record["state"] in ("ready", "needs_login"):
             await members.connect(caller.id, name)
         return members.status(caller.id, name), 201
 
@@ -182,6 +184,34 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return record
         await runtime.members.accept(current_caller().id, name)
         return runtime.members.status(current_caller().id, name)
+
+    @blueprint.get("/my/connectors/<name>/login/status")
+    async def login_status(name: str) -> Any:
+        """The QR / device login: ``{state, qr?, message}`` from the connector's
+        ``login_status`` tool, polled by the page."""
+        runtime = member_runtime()
+        if isinstance(runtime, tuple):
+            return runtime
+        record = own_record(runtime, name)
+        if isinstance(record, tuple):
+            return record
+        try:
+            return await runtime.members.login_status(current_caller().id, name)
+        except (SpecError, RuntimeError) as exc:
+            return {"error": str(exc)}, 502
+
+    @blueprint.post("/my/connectors/<name>/login/reset")
+    async def login_reset(name: str) -> Any:
+        runtime = member_runtime()
+        if isinstance(runtime, tuple):
+            return runtime
+        record = own_record(runtime, name)
+        if isinstance(record, tuple):
+            return record
+        try:
+            return await runtime.members.login_reset(current_caller().id, name)
+        except (SpecError, RuntimeError) as exc:
+            return {"error": str(exc)}, 502
 
     @blueprint.post("/my/connectors/<name>/oauth/start")
     async def oauth_start(name: str) -> Any:

@@ -181,6 +181,9 @@ class Template:
     #: (authorization code + PKCE) at that provider; the access token is sent as
     #: ``Authorization: Bearer``.
     oauth: Mapping[str, Any] | None = None
+    #: ``"qr"``: the server produces its credential by pairing a device; it exposes
+    #: ``login_status`` (and ``logout``), which Skald calls, never the agent.
+    login: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -194,6 +197,7 @@ class Template:
             "fields": [f.__dict__ for f in self.fields],
             "version": self.version,
             "oauth": dict(self.oauth) if self.oauth else None,
+            "login": self.login,
         }
 
     def public(self) -> dict[str, Any]:
@@ -229,7 +233,7 @@ def parse_url(url: Any, what: str = "url") -> str:
 def parse_template(body: Any) -> Template:
     if not isinstance(body, dict):
         raise SpecError("the body must be a JSON object")
-    unknown = set(body) - {"name", "title", "description", "transport", "url", "command", "args", "fields", "version", "oauth"}
+    unknown = set(body) - {"name", "title", "description", "transport", "url", "command", "args", "fields", "version", "oauth", "login"}
     if unknown:
         raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
     name = body.get("name")
@@ -276,7 +280,12 @@ def parse_template(body: Any) -> Template:
         if not isinstance(scopes, list) or not all(isinstance(x, str) and x and " " not in x and len(x) <= 200 for x in scopes) or len(scopes) > 32:
             raise SpecError("oauth.scopes must be a list of scope names")
         oauth = {"provider": provider, "scopes": list(scopes)}
-    common = dict(name=name, title=_text(body, "title") or name, description=_text(body, "description", limit=2000), fields=tuple(fields), version=version, oauth=oauth)
+    login = body.get("login") or ""
+    if login not in ("", "qr"):
+        raise SpecError("login must be empty or 'qr'")
+    if login and oauth:
+        raise SpecError("a template signs in with OAuth or a QR code, not both")
+    common = dict(login=login, name=name, title=_text(body, "title") or name, description=_text(body, "description", limit=2000), fields=tuple(fields), version=version, oauth=oauth)
     if transport == "http":
         if body.get("command") or body.get("args"):
             raise SpecError("command and args are for stdio templates")
@@ -299,6 +308,7 @@ def template_from_json(data: Mapping[str, Any]) -> Template:
         fields=tuple(TemplateField(**f) for f in data.get("fields") or ()),
         version=int(data.get("version", 1)),
         oauth=data.get("oauth"),
+        login=data.get("login", ""),
     )
 
 
@@ -340,3 +350,28 @@ def parse_remote(body: Mapping[str, Any]) -> ServerSpec:
     if unknown:
         raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))} (members register remote servers only: name, url, headers)")
     return parse_spec({"name": body.get("name"), "transport": "http", "url": body.get("url"), "headers": body.get("headers")})
+
+
+#: The interactive-login contract: tools Skald calls itself and never offers the agent.
+LOGIN_TOOLS = frozenset({"login_status", "logout"})
+LOGIN_STATES = frozenset({"connecting", "need_scan", "ready", "logged_out"})
+
+
+def parse_login_status(text: str) -> dict[str, Any]:
+    """``login_status``'s answer, ``{state, qr?, message}``, checked: an unknown state is
+    an error, and ``qr`` is kept only as a PNG data URL (anything else could be a link)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise SpecError("the connector's login_status did not answer JSON") from None
+    if not isinstance(data, dict) or data.get("state") not in LOGIN_STATES:
+        raise SpecError("the connector's login_status answered an unknown state")
+    qr = data.get("qr")
+    message = data.get("message")
+    return {
+        "state": data["state"],
+        "qr": qr if data["state"] == "need_scan" and isinstance(qr, str) and qr.startswith("data:image/png;base64,") and len(qr) < 200_000 else None,
+        "message": message[:500] if isinstance(message, str) else "",
+    }

@@ -56,6 +56,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "complete": "Complete sign-in",
         "state_needs_oauth": "needs sign-in",
         "remote_title": "Add your own remote connector",
+        "state_needs_login": "needs a device link",
+        "login_reset": "Link another device",
+        "qr_alt": "QR code to scan with your device",
     },
     "de": {
         "title": "Konnektoren",
@@ -104,6 +107,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "complete": "Anmeldung abschließen",
         "state_needs_oauth": "Anmeldung nötig",
         "remote_title": "Eigenen entfernten Konnektor hinzufügen",
+        "state_needs_login": "Gerät muss verknüpft werden",
+        "login_reset": "Anderes Gerät verknüpfen",
+        "qr_alt": "QR-Code zum Scannen mit deinem Gerät",
     },
 }
 

@@ -91,6 +91,36 @@ def header(name: str, ctx: Context) -> str:
     return request.headers.get(name, "") if request is not None else ""
 
 
+# -- the QR / device login contract (login_status, logout); ``scan`` is the phone ----------
+
+QR = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+login = {"state": "need_scan"}
+
+
+@server.tool()
+def login_status() -> str:
+    """The device login's state, for Skald (never the agent)."""
+    import json
+
+    if login["state"] == "need_scan":
+        return json.dumps({"state": "need_scan", "qr": QR, "message": "Scan the code with your phone."})
+    return json.dumps({"state": login["state"], "message": "Linked." if login["state"] == "ready" else ""})
+
+
+@server.tool()
+def logout() -> str:
+    """Unlink the device."""
+    login["state"] = "need_scan"
+    return "logged out"
+
+
+@server.tool()
+def scan() -> str:
+    """The phone scanned the code (the tests call this as the phone would)."""
+    login["state"] = "ready"
+    return "scanned"
+
+
 @server.tool()
 def fail() -> str:
     """Always fails."""
