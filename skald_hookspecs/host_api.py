@@ -120,3 +120,15 @@ class HostApi(Protocol):
     def unlocked_members(self) -> list[str]:
         """The members whose private files are open now (see ``member_unlocked``).
         Since 1.2."""
+
+    async def sandbox_spawn(
+        self, member_id: str, argv: Sequence[str], *, workdir: str | None = None, env: Mapping[str, str] | None = None
+    ) -> Any:
+        """Start ``argv`` (a program and its arguments, never through a shell) in the
+        member's sandbox, never on the bare host, with its standard input and output
+        connected: a ``SandboxProcess`` that lives until it exits or is killed, or the
+        member's sandbox is removed. ``workdir`` as for ``TurnApi.run_command``; ``env``
+        is added to the sandbox's environment (credentials go here, never in a file).
+        Raises ``SandboxUnavailable`` (no backend, or one that cannot stream) and
+        ``ValueError`` for bad arguments. The caller kills what it started.
+        Since 1.2."""

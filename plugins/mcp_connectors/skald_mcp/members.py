@@ -7,9 +7,8 @@ to ``member_locking``. Another member never sees them; ``system.db`` never holds
 A per-member connector's notifications are appended to the member's own file
 (``HostApi.append_member_event``), for the member's agents to read later.
 
-Only http connectors run here (a session from the host to the remote server). A stdio
-template would have to run inside the member's sandbox, which is not built yet: its
-activation is refused with a message saying so.
+An http connector is a session from the host to the remote server; a stdio template
+runs inside the member's sandbox (``HostApi.sandbox_spawn``), never on the bare host.
 """
 
 from __future__ import annotations
@@ -127,7 +126,13 @@ class MemberConnectors:
             data = {"connector": name, "method": message.method, "params": params.model_dump(mode="json") if params is not None else None}
             self._spawn(self._append(member_id, data))
 
-        connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified)
+        spawn = None
+        if spec.transport == "stdio":
+            # Inside the member's sandbox, as an argv array (never a shell); the
+            # member's values reach it as environment, never as a file.
+            argv, env = [spec.command, *spec.args], dict(spec.env)
+            spawn = lambda: self.host.sandbox_spawn(member_id, argv, env=env)  # noqa: E731
+        connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn)
         self.connections.setdefault(member_id, {})[name] = connection
         await connection.start(wait=wait)
         return connection

@@ -129,8 +129,6 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 template = runtime.templates.get(body.get("template")) if isinstance(body.get("template"), str) else None
                 if template is None:
                     return error("err_no_template", 404, name=str(body.get("template"))[:40])
-                if template.transport == "stdio":
-                    return error("err_stdio_sandbox", 501, name=template.name)
                 values = parse_values(template, body.get("values"))
                 record = {"kind": "catalog", "name": template.name, "template": template.name, "version": template.version, "values": values, "state": "ready"}
                 if template.oauth:

@@ -62,8 +62,18 @@ def result_text(result: Any) -> str:
 class Connection:
     """One connector's session. ``tools`` is the server's current list (MCP types)."""
 
-    def __init__(self, spec: ServerSpec, *, on_change: Callable[["Connection"], None], on_notification: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        spec: ServerSpec,
+        *,
+        on_change: Callable[["Connection"], None],
+        on_notification: Callable[[Any], None] | None = None,
+        spawn: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
         self.spec = spec
+        #: For a member's stdio connector: starts its command in the member's sandbox
+        #: (``HostApi.sandbox_spawn``); the host never runs a member's command itself.
+        self._spawn = spawn
         self.state = "stopped"  # starting | ready | failed | stopped
         self.error: str | None = None
         self.tools: list[Any] = []
@@ -95,6 +105,10 @@ class Connection:
     def _transport(self) -> Any:
         from mcp import StdioServerParameters
 
+        if self._spawn is not None:
+            from skald_mcp.sandbox_transport import sandbox_transport
+
+            return sandbox_transport(self._spawn)
         if self.spec.transport == "stdio":
             # An argv array, never a shell; the environment is the SDK's safe default
             # plus what the admin set.

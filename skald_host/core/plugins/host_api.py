@@ -230,6 +230,14 @@ class PluginHostApi:
     def unlocked_members(self) -> list[str]:
         return list(self._core.users.unlocked_ids)
 
+    async def sandbox_spawn(
+        self, member_id: str, argv: Sequence[str], *, workdir: str | None = None, env: Mapping[str, str] | None = None
+    ) -> Any:
+        member = await self._core.users.get(member_id)
+        if not member.active:
+            raise ValueError("the member is not active")
+        return await self._core.sandbox.spawn(member.id, argv, workdir=workdir, env=env)
+
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()

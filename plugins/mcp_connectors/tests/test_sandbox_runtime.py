@@ -1,0 +1,80 @@
+"""The per-member runtime inside the sandbox: a member's stdio connector (an admin-vetted
+template) runs in the member's sandbox through ``HostApi.sandbox_spawn``, never on the
+bare host: as the member's uid, without the host's tree, with the member's value in its
+environment; one process for every call; its notifications land in the member's file;
+it stops when the member's file closes."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from mcp_support import API_KEY, BASE, MODEL, Setup, allow, calls, configure_model, eventually, finished, new_conversation, send
+from skald_host.testing import Reply, ScriptedModelServer, SkaldHarness, ToolCall
+from skald_mcp import running
+from tiny_server import SOURCE
+
+HOST_ONLY = os.path.dirname(os.path.abspath(__file__))  # exists on the host, not in any sandbox
+
+
+@pytest_asyncio.fixture
+async def bwrap_setup(skald: SkaldHarness) -> AsyncIterator[Setup]:
+    async with ScriptedModelServer(models=(MODEL,), api_key=API_KEY) as model:
+        try:
+            host = await skald.start(settings=skald.settings(sandbox={"backend": "bubblewrap"}), use_entry_points=True, enable=["mcp"])
+            try:
+                await host.core.sandbox.backend()
+            except Exception as exc:  # noqa: BLE001
+                pytest.skip(f"no bubblewrap sandbox here: {exc}")
+            admin = await host.admin()
+            await configure_model(admin, model)
+            yield Setup(host, admin, model, skald)
+        finally:
+            await skald.close()
+
+
+async def test_a_members_stdio_connector_runs_in_their_sandbox(bwrap_setup: Setup):
+    setup = bwrap_setup
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    template = {
+        "title": "Tiny",
+        "transport": "stdio",
+        "command": "/usr/bin/python3",
+        "args": ["-c", SOURCE, HOST_ONLY],
+        "fields": [{"name": "token", "label": "Token", "env": "DEMO_TOKEN"}],
+    }
+    assert (await setup.admin.put(f"{BASE}/catalog/tiny", json=template)).status_code == 200
+    response = await alice.post(f"{BASE}/my/connectors", json={"template": "tiny", "values": {"token": "t-42"}})
+    assert response.status_code == 201, response.text
+    assert response.json()["state"] == "ready" and response.json()["tools"] == ["tiny__whoami"], response.json()
+
+    await allow(setup.admin, "tiny__*")
+    setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("tiny__whoami", {})]), Reply(tool_calls=[ToolCall("tiny__whoami", {})]), Reply("Done.")])
+    cid = await new_conversation(alice)
+    await send(alice, cid, "Who are you?")
+    done = calls(await finished(alice, cid))
+    assert [c["status"] for c in done] == ["done", "done"], done
+    first, second = json.loads(done[0]["result"]), json.loads(done[1]["result"])
+    spec = await setup.host.core.sandbox.spec_for(alice_id)
+    assert first["uid"] == spec.uid and first["token"] == "t-42"
+    assert first["sees_host_tree"] is False and first["cwd"] == spec.home
+    assert first["pid"] == second["pid"]  # one long-lived process served both calls
+
+    api = setup.host.core.host_api("mcp")
+    events = await eventually(lambda: api.member_events(alice_id), what="the notification in alice's file")
+    assert events[0]["data"]["connector"] == "tiny" and events[0]["data"]["params"]["data"] == "whoami was called"
+
+    backend = (await setup.host.core.sandbox.backend())[1]
+    assert backend._running.get(alice_id)  # the sandboxed process is alive
+    await setup.host.core.users.lock(alice_id)
+    assert alice_id not in running.runtime.members.connections
+
+    async def stopped() -> bool:
+        return not backend._running.get(alice_id)
+
+    await eventually(stopped, what="the sandboxed server to stop at lock")
