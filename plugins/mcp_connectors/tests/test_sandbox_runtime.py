@@ -21,15 +21,16 @@ from tiny_server import SOURCE
 HOST_ONLY = os.path.dirname(os.path.abspath(__file__))  # exists on the host, not in any sandbox
 
 
-@pytest_asyncio.fixture
-async def bwrap_setup(skald: SkaldHarness) -> AsyncIterator[Setup]:
+@pytest_asyncio.fixture(params=["bubblewrap", "docker"])
+async def sandboxed(skald: SkaldHarness, request) -> AsyncIterator[Setup]:
     async with ScriptedModelServer(models=(MODEL,), api_key=API_KEY) as model:
         try:
-            host = await skald.start(settings=skald.settings(sandbox={"backend": "bubblewrap"}), use_entry_points=True, enable=["mcp"])
+            settings = skald.settings(sandbox={"backend": request.param, "image": "skald-sandbox:1"})
+            host = await skald.start(settings=settings, use_entry_points=True, enable=["mcp"])
             try:
                 await host.core.sandbox.backend()
             except Exception as exc:  # noqa: BLE001
-                pytest.skip(f"no bubblewrap sandbox here: {exc}")
+                pytest.skip(f"no {request.param} sandbox here: {exc}")
             admin = await host.admin()
             await configure_model(admin, model)
             yield Setup(host, admin, model, skald)
@@ -37,8 +38,8 @@ async def bwrap_setup(skald: SkaldHarness) -> AsyncIterator[Setup]:
             await skald.close()
 
 
-async def test_a_members_stdio_connector_runs_in_their_sandbox(bwrap_setup: Setup):
-    setup = bwrap_setup
+async def test_a_members_stdio_connector_runs_in_their_sandbox(sandboxed: Setup):
+    setup = sandboxed
     alice = await setup.host.member("alice")
     alice_id = alice.member["id"]
     template = {
@@ -69,12 +70,21 @@ async def test_a_members_stdio_connector_runs_in_their_sandbox(bwrap_setup: Setu
     events = await eventually(lambda: api.member_events(alice_id), what="the notification in alice's file")
     assert events[0]["data"]["connector"] == "tiny" and events[0]["data"]["params"]["data"] == "whoami was called"
 
-    backend = (await setup.host.core.sandbox.backend())[1]
-    assert backend._running.get(alice_id)  # the sandboxed process is alive
+    async def alive() -> bool:
+        result = await setup.host.core.sandbox.execute(alice_id, f"kill -0 {first['pid']} && echo alive")
+        return "alive" in result.output
+
+    shared_pid_namespace = (await setup.host.core.sandbox.backend())[0] == "docker"  # bwrap: one per command
+    if shared_pid_namespace:
+        assert await alive()
     await setup.host.core.users.lock(alice_id)
     assert alice_id not in running.runtime.members.connections
+    if shared_pid_namespace:
+        await eventually(lambda: _not(alive()), what="the sandboxed server to stop at lock")
+    else:
+        backend = (await setup.host.core.sandbox.backend())[1]
+        await eventually(lambda: not backend._running.get(alice_id), what="the sandboxed server to stop at lock")
 
-    async def stopped() -> bool:
-        return not backend._running.get(alice_id)
 
-    await eventually(stopped, what="the sandboxed server to stop at lock")
+async def _not(check) -> bool:
+    return not await check
