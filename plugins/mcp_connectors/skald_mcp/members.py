@@ -31,8 +31,15 @@ class MemberConnectors:
     """Every unlocked member's own connectors. ``records[member][name]`` is the stored
     record (as in the member's file); ``connections[member][name]`` its session."""
 
-    def __init__(self, host: Any, templates: Callable[[], dict[str, Template]], bearer: Callable[[str, dict[str, Any]], Awaitable[str | None]]) -> None:
+    def __init__(
+        self,
+        host: Any,
+        templates: Callable[[], dict[str, Template]],
+        bearer: Callable[[str, dict[str, Any]], Awaitable[str | None]],
+        elicit: Callable[[Any, str, Any], Awaitable[Any]] | None = None,
+    ) -> None:
         self.host = host
+        self._elicit = elicit
         self._templates = templates
         #: (member id, record) -> an access token for an OAuth record, or None (oauth.py).
         self._bearer = bearer
@@ -132,7 +139,7 @@ class MemberConnectors:
             # member's values reach it as environment, never as a file.
             argv, env = [spec.command, *spec.args], dict(spec.env)
             spawn = lambda: self.host.sandbox_spawn(member_id, argv, env=env)  # noqa: E731
-        connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn)
+        connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=self._elicit)
         self.connections.setdefault(member_id, {})[name] = connection
         await connection.start(wait=wait)
         return connection

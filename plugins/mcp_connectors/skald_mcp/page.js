@@ -55,7 +55,7 @@ export default class ConnectorsPage extends HTMLElement {
     try {
       const mine = await call("GET", `${this.base}/mine`);
       this.s = mine.strings;
-      const parts = [node("h1", this.s.title), this.message, this.mine(mine.connectors), ...this.own(mine)];
+      const parts = [node("h1", this.s.title), this.message, this.asks(), this.mine(mine.connectors), ...this.own(mine)];
       if (mine.is_admin) parts.push(...(await this.admin()));
       this.replaceChildren(...parts);
     } catch (error) {
@@ -146,6 +146,75 @@ export default class ConnectorsPage extends HTMLElement {
       out.push(form);
     }
     return out;
+  }
+
+  asks() {
+    // What a connector asks during a call (elicitation): polled; the answer goes to the
+    // server and is kept nowhere.
+    const s = this.s;
+    const box = node("section", undefined, "mcp-asks");
+    const seen = new Map();
+    const draw = (items) => {
+      const ids = new Set(items.map((e) => e.id));
+      for (const [id, form] of seen) {
+        if (!ids.has(id)) {
+          form.remove();
+          seen.delete(id);
+        }
+      }
+      for (const e of items) {
+        if (seen.has(e.id)) continue;
+        const form = node("form", undefined, "mcp-ask");
+        form.dataset.id = e.id;
+        form.append(node("h3", s.elicit_title), node("p", `${e.connector}: ${e.message}`));
+        const inputs = {};
+        for (const f of e.fields) {
+          const label = node("label");
+          let input;
+          if (f.enum) {
+            input = node("select");
+            for (const value of f.enum) input.append(Object.assign(node("option", value), { value }));
+          } else {
+            input = node("input");
+            input.type = f.type === "boolean" ? "checkbox" : f.type === "string" ? "text" : "number";
+          }
+          input.name = f.name;
+          inputs[f.name] = [f, input];
+          label.append(node("span", f.title + " "), input);
+          form.append(label, node("br"));
+        }
+        const decline = Object.assign(node("button", s.elicit_decline), { type: "button", className: "mcp-ask-decline" });
+        form.append(Object.assign(node("button", s.elicit_accept), { type: "submit" }), decline);
+        const send = (body) =>
+          call("POST", `${this.base}/my/elicitations/${encodeURIComponent(e.id)}`, body).then(
+            () => form.remove(),
+            (error) => (this.message.textContent = error.message),
+          );
+        form.addEventListener("submit", (event) => {
+          event.preventDefault();
+          const content = {};
+          for (const [name, [f, input]] of Object.entries(inputs)) {
+            if (f.type === "boolean") content[name] = input.checked;
+            else if (input.value !== "") content[name] = f.type === "string" ? input.value : Number(input.value);
+          }
+          send({ action: "accept", content });
+        });
+        decline.addEventListener("click", () => send({ action: "decline" }));
+        seen.set(e.id, form);
+        box.append(form);
+      }
+    };
+    const poll = async () => {
+      if (!box.isConnected) return; // re-rendered or left: a newer box polls
+      try {
+        draw((await call("GET", `${this.base}/my/elicitations`)).elicitations);
+      } catch (error) {
+        // the next poll tries again
+      }
+      setTimeout(poll, 1500);
+    };
+    setTimeout(poll, 0);
+    return box;
   }
 
   qrPanel(name) {

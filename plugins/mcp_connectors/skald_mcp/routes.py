@@ -211,6 +211,32 @@ def build_blueprint(host: HostApi) -> Blueprint:
         except (SpecError, RuntimeError) as exc:
             return {"error": str(exc)}, 502
 
+    @blueprint.get("/my/elicitations")
+    async def elicitations() -> Any:
+        """What the caller's connectors are asking them right now (RAM only)."""
+        caller = current_caller()
+        runtime = running.runtime
+        return {"elicitations": runtime.elicitations.for_member(caller.id) if runtime is not None and caller else []}
+
+    @blueprint.post("/my/elicitations/<elicitation_id>")
+    async def answer_elicitation(elicitation_id: str) -> Any:
+        """``{"action": "accept", "content": {...}}`` or ``{"action": "decline"}``. The
+        answer goes to the server only: never stored, never logged."""
+        from skald_mcp.elicitation import ElicitationError
+
+        caller = current_caller()
+        runtime = running.runtime
+        if runtime is None or caller is None:
+            return error("err_not_running", 503)
+        try:
+            body = await json_body()
+            runtime.elicitations.answer(caller.id, elicitation_id, body.get("action"), body.get("content"))
+        except LookupError:
+            return error("err_elicitation_gone", 404)
+        except (SpecError, ElicitationError) as exc:
+            return {"error": str(exc)}, 400
+        return {"answered": elicitation_id}
+
     @blueprint.post("/my/connectors/<name>/oauth/start")
     async def oauth_start(name: str) -> Any:
         runtime = member_runtime()

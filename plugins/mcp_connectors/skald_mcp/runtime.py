@@ -69,8 +69,13 @@ class Connection:
         on_change: Callable[["Connection"], None],
         on_notification: Callable[[Any], None] | None = None,
         spawn: Callable[[], Awaitable[Any]] | None = None,
+        elicit: Callable[[Any, str, Any], Awaitable[Any]] | None = None,
     ) -> None:
         self.spec = spec
+        #: The elicitation bridge (elicitation.py): (call's ToolContext, connector, params).
+        self._elicit = elicit
+        #: The ToolContexts of the calls in flight on this session.
+        self._inflight: list[Any] = []
         #: For a member's stdio connector: starts its command in the member's sandbox
         #: (``HostApi.sandbox_spawn``); the host never runs a member's command itself.
         self._spawn = spawn
@@ -128,7 +133,9 @@ class Connection:
             # "legacy": the initialize handshake every server speaks, whose session
             # carries list_changed notifications; no response cache (a list_changed
             # must reach the server's new list).
-            async with Client(transport, mode="legacy", cache=None, message_handler=self._message) as client:
+            async with Client(
+                transport, mode="legacy", cache=None, message_handler=self._message, elicitation_callback=self._elicitation
+            ) as client:
                 self._client = client
                 await self._list_tools()
                 self.state = "ready"
@@ -188,6 +195,16 @@ class Connection:
             else:
                 self.discarded += 1
 
+    async def _elicitation(self, context: Any, params: Any) -> Any:
+        """A server asks for input during a call: the member of that call answers,
+        when it is the only member with a call in flight here; else it is declined."""
+        import mcp_types as types
+
+        calls = list(self._inflight)
+        if self._elicit is None or len({c.member_id for c in calls}) != 1:
+            return types.ElicitResult(action="decline")
+        return await self._elicit(calls[-1], self.spec.name, params)
+
     async def _refresh(self) -> None:
         try:
             await self._list_tools()
@@ -196,10 +213,19 @@ class Connection:
             return
         self._on_change(self)
 
-    async def call(self, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None = None) -> str:
+    async def call(self, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None = None, ctx: Any = None) -> str:
         client = self._client
         if client is None or self.state != "ready":
             raise RuntimeError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
+        if ctx is not None:
+            self._inflight.append(ctx)
+        try:
+            return await self._call(client, tool, arguments, cancelled)
+        finally:
+            if ctx is not None:
+                self._inflight.remove(ctx)
+
+    async def _call(self, client: Any, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None) -> str:
         call = asyncio.ensure_future(client.call_tool(tool, dict(arguments)))
         if cancelled is None:
             result = await call
@@ -237,7 +263,7 @@ def make_tool(
         current = connection()
         if current is None:
             raise RuntimeError(f"the connector {server!r} is not running")
-        return await current.call(remote, args, ctx.cancelled)
+        return await current.call(remote, args, ctx.cancelled, ctx)
 
     return Tool(tool_name(server, remote), f"[{server}] {description}", schema, run)
 
@@ -272,8 +298,11 @@ class Runtime:
         from skald_mcp.members import MemberConnectors
         from skald_mcp.oauth import OAuth
 
+        from skald_mcp.elicitation import Elicitations
+
         self.oauth = OAuth(host)
-        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer)
+        self.elicitations = Elicitations(host)
+        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer, self.elicitations.ask)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -317,7 +346,7 @@ class Runtime:
             await asyncio.gather(*self._pin_writes, return_exceptions=True)
 
     async def _connect(self, spec: ServerSpec, wait: float | None = CONNECT_SECONDS) -> Connection:
-        connection = Connection(spec, on_change=self._changed)
+        connection = Connection(spec, on_change=self._changed, elicit=self.elicitations.ask)
         self.connections[spec.name] = connection
         await connection.start(wait=wait)
         return connection

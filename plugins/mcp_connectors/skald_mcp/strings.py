@@ -59,6 +59,11 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "state_needs_login": "needs a device link",
         "login_reset": "Link another device",
         "qr_alt": "QR code to scan with your device",
+        "elicit_title": "Your connectors ask",
+        "elicit_note": "The connector {connector} asks: {message} Answer it on the Connectors page.",
+        "elicit_accept": "Send",
+        "elicit_decline": "Decline",
+        "err_elicitation_gone": "This request is no longer waiting for an answer.",
     },
     "de": {
         "title": "Konnektoren",
@@ -110,6 +115,11 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "state_needs_login": "Gerät muss verknüpft werden",
         "login_reset": "Anderes Gerät verknüpfen",
         "qr_alt": "QR-Code zum Scannen mit deinem Gerät",
+        "elicit_title": "Deine Konnektoren fragen",
+        "elicit_note": "Der Konnektor {connector} fragt: {message} Antworte auf der Seite Konnektoren.",
+        "elicit_accept": "Senden",
+        "elicit_decline": "Ablehnen",
+        "err_elicitation_gone": "Diese Anfrage wartet nicht mehr auf eine Antwort.",
     },
 }
 

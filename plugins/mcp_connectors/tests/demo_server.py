@@ -10,6 +10,7 @@ streamable HTTP with ``http PORT``.
 - ``shout(text)``: sends a log notification before answering (a server that emits
   notifications).
 - ``header(name)``: the HTTP request header ``name`` the call came with.
+- ``ask()``: asks the member for a name and a PIN (elicitation).
 - ``fail()``: answers with ``isError``.
 """
 
@@ -20,6 +21,7 @@ import sys
 import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
 
 warnings.simplefilter("ignore")  # the SDK flags the (deprecated) logging capability
 server = MCPServer("demo")
@@ -119,6 +121,21 @@ def scan() -> str:
     """The phone scanned the code (the tests call this as the phone would)."""
     login["state"] = "ready"
     return "scanned"
+
+
+class Name(BaseModel):
+    name: str
+    pin: int = 0
+
+
+@server.tool()
+async def ask(ctx: Context) -> str:
+    """Ask the member for their name (elicitation)."""
+    counter["calls"] += 1
+    result = await ctx.elicit("What is your name?", Name)
+    if result.action == "accept":
+        return f"hello {result.data.name} ({result.data.pin})"
+    return result.action
 
 
 @server.tool()
