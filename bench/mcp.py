@@ -15,7 +15,12 @@ tool its ``echo``. Three figures, medians of interleaved samples:
   same server program.
 
 The agent figure includes the host's durable writes (two per call) that the bare SDK
-does not make; the tool path is the connector's own overhead.
+does not make, so a built-in tool's figure (``list_agents``) is printed beside it: what
+any tool call costs the host. The tool path is the connector's own overhead.
+
+Last, a per-member runtime's start at unlock: a member's stdio connector (the standard
+library server of the tests, ``tiny_server.py``) in their sandbox, from the login that
+opens their file to the connector's tools being ready (median of ``UNLOCKS``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ DEMO = ROOT / "plugins" / "mcp_connectors" / "tests" / "demo_server.py"
 ROUNDS = 200
 CALLS = 20
 TARGET_RATIO = 1.2
+UNLOCKS = 5
 MODEL, KEY = "model-bench-mcp", "sk-bench-mcp"
 
 
@@ -64,14 +70,15 @@ async def _interleaved(host, member_id: str) -> tuple[list[float], list[float]]:
     return path, bare
 
 
-async def _agent(host, member, model: ScriptedModelServer) -> list[float]:
+async def _agent(host, member, model: ScriptedModelServer, tool: str = "demo__echo", args: dict | None = None) -> list[float]:
     """Per-call tool_start → tool_done of turns with CALLS calls each."""
+    args = {"text": "bench"} if args is None else args
     samples: list[float] = []
     response = await member.post("/api/conversations", json={"title": ""})
     cid = response.json()["id"]
     async with member.ws() as ws:
         for _ in range(max(1, ROUNDS // CALLS)):
-            model.script(MODEL, [Reply(tool_calls=[ToolCall("demo__echo", {"text": "bench"})]) for _ in range(CALLS)] + [Reply("Done.")])
+            model.script(MODEL, [Reply(tool_calls=[ToolCall(tool, args)]) for _ in range(CALLS)] + [Reply("Done.")])
             await ws.send(json.dumps({"type": "send", "conversation_id": cid, "text": "Echo."}))
             starts: dict[str, float] = {}
             while True:
@@ -119,15 +126,51 @@ async def main() -> None:
                     return
                 pid_before = await _pid(host, member.member["id"])
                 agent = await _agent(host, member, model)
+                builtin = await _agent(host, member, model, "list_agents", {})
                 path, bare = await _interleaved(host, member.member["id"])
                 pid_after = await _pid(host, member.member["id"])
                 bare_p50 = statistics.median(bare) * 1000
                 _line("agent", agent, bare_p50)
+                print(f"           (a built-in tool, list_agents, through the agent: p50 {statistics.median(builtin) * 1000:.2f} ms: the gate, the two durable writes and the events every call pays)")
                 _line("tool path", path, bare_p50)
                 same = "yes" if pid_before == pid_after else "NO"
                 print(f"one server process for all {len(agent) + len(path) + 2} calls: {same} (pid {pid_before})")
+                await _unlock(host, admin)
             finally:
                 await harness.close()
+
+
+async def _unlock(host, admin) -> None:
+    sys.path.insert(0, str(DEMO.parent))
+    from tiny_server import SOURCE
+
+    try:
+        backend, _ = await host.core.sandbox.backend()
+    except Exception as exc:  # noqa: BLE001 - no sandbox here: say so
+        print(f"per-member runtime start at unlock: not measured ({exc})")
+        return
+    template = {"transport": "stdio", "command": "/usr/bin/python3", "args": ["-c", SOURCE, "/nonexistent"]}
+    await admin.put("/api/plugin/mcp/catalog/tiny", json=template)
+    member = await host.member("unlocker")
+    member_id = member.member["id"]
+    response = await member.post("/api/plugin/mcp/my/connectors", json={"template": "tiny"})
+    if response.status_code != 201 or response.json()["state"] != "ready":
+        print(f"per-member runtime start at unlock: not measured ({response.text})")
+        return
+    from skald_mcp import running
+
+    samples = []
+    for _ in range(UNLOCKS):
+        await host.core.users.lock(member_id)
+        started = time.perf_counter()
+        await host.member("unlocker")
+        while True:
+            connection = running.runtime.members.connections.get(member_id, {}).get("tiny")
+            if connection is not None and connection.state == "ready":
+                break
+            await asyncio.sleep(0.005)
+        samples.append(time.perf_counter() - started)
+    print(f"per-member runtime start at unlock ({backend} sandbox): p50 {statistics.median(samples) * 1000:.0f} ms (login included)")
 
 
 async def _pid(host, member_id: str) -> str:

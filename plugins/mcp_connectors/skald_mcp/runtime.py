@@ -226,20 +226,10 @@ class Connection:
                 self._inflight.remove(ctx)
 
     async def _call(self, client: Any, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None) -> str:
-        call = asyncio.ensure_future(client.call_tool(tool, dict(arguments)))
-        if cancelled is None:
-            result = await call
-        else:
-            stop = asyncio.ensure_future(cancelled.wait())
-            try:
-                done, _ = await asyncio.wait({call, stop}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stop.cancel()
-            if call not in done:
-                call.cancel()
-                await asyncio.gather(call, return_exceptions=True)
-                raise asyncio.CancelledError
-            result = call.result()
+        # Awaited directly: stopping the turn cancels the task running this call (the
+        # SDK then cancels the request), so no watcher of ``cancelled`` is needed on
+        # the path of every call.
+        result = await client.call_tool(tool, dict(arguments))
         text = result_text(result)
         if result.is_error:
             raise RuntimeError(text or "the connector reported an error")

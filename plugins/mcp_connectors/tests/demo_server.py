@@ -139,6 +139,15 @@ async def ask(ctx: Context) -> str:
 
 
 @server.tool()
+async def sleep(seconds: float) -> str:
+    """Sleep, then answer (a call to stop midway)."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return "slept"
+
+
+@server.tool()
 def fail() -> str:
     """Always fails."""
     raise ValueError("the demo tool failed on purpose")

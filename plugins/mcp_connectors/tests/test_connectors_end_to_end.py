@@ -183,3 +183,24 @@ async def test_a_tool_whose_definition_changes_is_withheld_until_the_admin_accep
     wire = next(t for t in setup.model.requests_for("model-mcp")[-2].tools if t["function"]["name"] == "demo__echo")
     assert "attacker" in wire["function"]["description"]  # the accepted definition is the new one
     assert calls(messages)[-1]["result"] == "echo: x"
+
+
+async def test_stopping_the_turn_stops_a_running_connector_call_and_the_session_goes_on(setup: Setup):
+    alice = await setup.host.member("alice")
+    await setup.add_stdio(access=[alice.member["id"]])
+    await allow(setup.admin, "demo__*")
+    setup.model.script("model-mcp", [call("demo__sleep", seconds=60), call("demo__echo", text="after"), Reply("Done.")])
+    cid = await new_conversation(alice)
+    await send(alice, cid, "Sleep.")
+
+    async def running_call() -> bool:
+        body = (await alice.get(f"/api/conversations/{cid}")).json()
+        return any(c["status"] == "running" for c in calls(body["messages"]))
+
+    await eventually(running_call, what="the call to run")
+    response = await alice.post(f"/api/conversations/{cid}/stop")
+    assert response.status_code in (200, 202), response.text
+    messages = await finished(alice, cid)
+    assert calls(messages)[0]["status"] == "cancelled"
+    await send(alice, cid, "Echo.")
+    assert calls(await finished(alice, cid))[-1]["result"] == "echo: after"  # the same session still serves
