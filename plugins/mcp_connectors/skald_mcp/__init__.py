@@ -74,6 +74,12 @@ async def startup(host: HostApi) -> None:
     await runtime.start_all()
     running.runtime = runtime
 
+    async def on_system(event: Any) -> None:
+        if event.kind == "member_created" and event.subject_id and running.runtime is runtime:
+            await runtime.member_created(event.subject_id)
+
+    host.subscribe_system(on_system)
+
 
 @hookimpl
 async def shutdown(reason: str) -> None:

@@ -368,12 +368,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
         try:
             body = await json_body()
             members = members_of(body.pop("access", None))
+            by_default = body.pop("grant_by_default", True)
+            if not isinstance(by_default, bool):
+                raise SpecError("grant_by_default must be true or false")
             spec = parse_spec(body)
         except SpecError as exc:
             return {"error": str(exc)}, 400
         if spec.name in runtime.specs:
             return error("err_exists", 409, name=spec.name)
-        await runtime.add(spec, members)
+        await runtime.add(spec, members, by_default)
         return runtime.status(spec.name), 201
 
     @blueprint.put("/servers/<name>")

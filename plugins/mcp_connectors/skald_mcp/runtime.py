@@ -283,6 +283,9 @@ class Runtime:
         #: (the same objects round after round, so the host encodes each once).
         self._offered: dict[str, list[Tool]] = {}
         self._pin_writes: set[asyncio.Task[Any]] = set()
+        #: Connectors a member created later receives (default access, the second
+        #: moment; the first is the admin's form granting every member at the birth).
+        self.by_default: set[str] = set()
         #: The catalog: admin-vetted templates members activate (never live credentials).
         self.templates: dict[str, Any] = {}
         from skald_mcp.members import MemberConnectors
@@ -303,6 +306,7 @@ class Runtime:
         self.specs = {name: spec_from_json(data) for name, data in servers.items()}
         access = await self.host.kv_get("access") or {}
         self.access = {name: set(access.get(name) or ()) for name in self.specs}
+        self.by_default = set(await self.host.kv_get("defaults") or ()) & set(self.specs)
         pins = await self.host.kv_get("pins") or {}
         self.pins = {name: dict(pins.get(name) or {}) for name in self.specs if name in pins}
         from skald_mcp.spec import template_from_json
@@ -314,6 +318,18 @@ class Runtime:
         await self.host.kv_set("servers", {name: spec.as_json() for name, spec in self.specs.items()})
         await self.host.kv_set("access", {name: sorted(members) for name, members in self.access.items()})
         await self.host.kv_set("pins", self.pins)
+        await self.host.kv_set("defaults", sorted(self.by_default))
+
+    async def member_created(self, member_id: str) -> None:
+        """Default access at a member's birth: the connectors marked so, when the member
+        received this plugin by default too (their role auto-grants: the host decided,
+        and ``member_has_grant`` says so). Additive and best-effort, like the host's own
+        seeding; a member created while the plugin is off is granted by hand."""
+        if not self.by_default or not await self.host.member_has_grant(member_id):
+            return
+        for name in self.by_default:
+            self.access.setdefault(name, set()).add(member_id)
+        await self._save()
 
     async def start_all(self) -> None:
         """Connect every connector in the background (a slow server must not hold the
@@ -343,11 +359,13 @@ class Runtime:
 
     # -- admin operations -------------------------------------------------------------------
 
-    async def add(self, spec: ServerSpec, members: set[str]) -> Connection:
+    async def add(self, spec: ServerSpec, members: set[str], by_default: bool = True) -> Connection:
         if spec.name in self.specs:
             raise KeyError(spec.name)
         self.specs[spec.name] = spec
         self.access[spec.name] = set(members)
+        if by_default:
+            self.by_default.add(spec.name)
         await self._save()
         return await self._connect(spec)
 
@@ -365,6 +383,7 @@ class Runtime:
     async def remove(self, name: str) -> None:
         self.specs.pop(name)
         self.access.pop(name, None)
+        self.by_default.discard(name)
         self.pins.pop(name, None)
         self._offered.pop(name, None)  # gone from every member's list before anything awaits
         await self._disconnect(name)
@@ -454,5 +473,6 @@ class Runtime:
             ],
             "pending": self.pending(name),
             "access": sorted(self.access.get(name, ())),
+            "grant_by_default": name in self.by_default,
             "discarded_notifications": connection.discarded if connection else 0,
         }

@@ -204,3 +204,16 @@ async def test_stopping_the_turn_stops_a_running_connector_call_and_the_session_
     assert calls(messages)[0]["status"] == "cancelled"
     await send(alice, cid, "Echo.")
     assert calls(await finished(alice, cid))[-1]["result"] == "echo: after"  # the same session still serves
+
+
+async def test_a_member_created_later_gets_the_connectors_granted_by_default(setup: Setup):
+    await setup.add_stdio("demo")
+    await setup.add_stdio("closed", grant_by_default=False)
+    carol = await setup.host.member("carol")
+
+    async def granted() -> bool:
+        return carol.member["id"] in (await setup.server("demo"))["access"]
+
+    await eventually(granted, what="carol's default grant")
+    assert carol.member["id"] not in (await setup.server("closed"))["access"]
+    assert (await setup.server("demo"))["grant_by_default"] is True
