@@ -351,7 +351,45 @@ export default class ConnectorsPage extends HTMLElement {
       row.append(node("td", server.name), node("td", server.transport === "stdio" ? `stdio: ${server.command}` : server.url), state, tools, access, actions);
       table.append(row);
     }
-    return [node("h2", s.admin_title), table, this.form(members)];
+    return [node("h2", s.admin_title), table, this.form(members), ...(await this.adminCatalog())];
+  }
+
+  async adminCatalog() {
+    // The catalog's templates and the sign-in providers, as JSON (the API's shapes: see
+    // the plugin's README). A provider's client secret comes back masked.
+    const s = this.s;
+    const [{ templates }, { providers }] = await Promise.all([call("GET", `${this.base}/catalog`), call("GET", `${this.base}/providers`)]);
+    const editor = (title, kind, rows, className) => {
+      const box = node("section", undefined, className);
+      box.append(node("h2", title));
+      const list = node("ul");
+      for (const row of rows) {
+        const item = node("li", `${row.name} `);
+        const remove = node("button", s.remove);
+        remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/${kind}/${encodeURIComponent(row.name)}`)));
+        item.append(remove, node("pre", JSON.stringify(row, null, 2)));
+        list.append(item);
+      }
+      const form = node("form");
+      const name = Object.assign(node("input"), { name: "name", maxLength: 24, placeholder: s.name });
+      const body = Object.assign(node("textarea"), { name: "body", rows: 6, cols: 60, placeholder: "{ }" });
+      form.append(name, node("br"), body, node("br"), Object.assign(node("button", s.save), { type: "submit" }));
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        this.act(async () => {
+          let parsed;
+          try {
+            parsed = JSON.parse(body.value || "{}");
+          } catch (error) {
+            throw new Error(`JSON: ${error.message}`);
+          }
+          await call("PUT", `${this.base}/${kind}/${encodeURIComponent(name.value.trim())}`, parsed);
+        });
+      });
+      box.append(list, form);
+      return box;
+    };
+    return [editor(s.catalog_admin_title, "catalog", templates, "mcp-admin-catalog"), editor(s.providers_title, "providers", providers, "mcp-admin-providers")];
   }
 
   form(members) {

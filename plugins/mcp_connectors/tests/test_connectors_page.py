@@ -75,6 +75,17 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
     await row.filter(has_text="running").wait_for(timeout=10_000)
     assert await admin_page.locator(f"{TAG} img").count() == 0 and alerts == []  # a display name is text
 
+    catalog = admin_page.locator(f"{TAG} section.mcp-admin-catalog form")
+    await catalog.locator("input[name=name]").fill("search")
+    await catalog.locator("textarea[name=body]").fill('{"transport": "http", "url": "https://search.example/mcp"}')
+    await catalog.locator("button[type=submit]").click()
+    await admin_page.locator(f"{TAG} section.mcp-admin-catalog li").filter(has_text="search.example").wait_for(timeout=10_000)
+    await catalog.locator("input[name=name]").fill("broken")
+    await catalog.locator("textarea[name=body]").fill('{"transport": "http", "url": "ftp://x"}')
+    await catalog.locator("button[type=submit]").click()
+    await admin_page.locator(f"{TAG} .mcp-message").filter(has_text="http:// or https://").wait_for(timeout=10_000)
+    assert (await setup.admin.delete(f"{BASE}/catalog/search")).status_code == 200
+
     servers = (await setup.admin.get(f"{BASE}/servers")).json()["servers"]
     alice_id = (await setup.host.core.users.find("alice")).id
     assert servers[0]["access"] == [alice_id]  # default access at birth: every member
