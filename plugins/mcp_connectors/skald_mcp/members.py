@@ -47,6 +47,8 @@ class MemberConnectors:
         self.connections: dict[str, dict[str, Connection]] = {}
         self._offered: dict[str, dict[str, list[Tool]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: member -> connector -> the reconciler's last answer (installed | unchanged).
+        self.installs: dict[str, dict[str, str]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -80,6 +82,7 @@ class MemberConnectors:
         """Stop the member's sessions and forget their records (and tokens) in RAM."""
         self.records.pop(member_id, None)
         self._offered.pop(member_id, None)
+        self.installs.pop(member_id, None)
         connections = self.connections.pop(member_id, {})
         await asyncio.gather(*(c.stop() for c in connections.values()), return_exceptions=True)
 
@@ -137,8 +140,22 @@ class MemberConnectors:
         if spec.transport == "stdio":
             # Inside the member's sandbox, as an argv array (never a shell); the
             # member's values reach it as environment, never as a file.
-            argv, env = [spec.command, *spec.args], dict(spec.env)
-            spawn = lambda: self.host.sandbox_spawn(member_id, argv, env=env)  # noqa: E731
+            argv, env, workdir = [spec.command, *spec.args], dict(spec.env), None
+            template = self._templates().get(record.get("template") or "")
+            if template is not None and template.files:
+                from skald_mcp import install
+
+                try:
+                    self.installs.setdefault(member_id, {})[name] = await install.reconcile(self.host, member_id, name, template.files)
+                except Exception as exc:  # noqa: BLE001 - the connector's error, shown as it is
+                    failed = Connection(spec, on_change=lambda c: None)
+                    failed.state, failed.error = "failed", str(exc) or type(exc).__name__
+                    self.connections.setdefault(member_id, {})[name] = failed
+                    return failed
+                workdir = install.folder(name)
+                if "requirements.txt" in template.files:
+                    env.setdefault("PYTHONPATH", ".pydeps")
+            spawn = lambda: self.host.sandbox_spawn(member_id, argv, workdir=workdir, env=env)  # noqa: E731
         connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=self._elicit)
         self.connections.setdefault(member_id, {})[name] = connection
         await connection.start(wait=wait)
@@ -248,6 +265,7 @@ class MemberConnectors:
             "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
             "error": connection.error if connection else None,
             "login": self._login_kind(record),
+            "install": self.installs.get(member_id, {}).get(name),
             "tools": [tool_name(name, t.name) for t in tools if tool_name(name, t.name) in offered],
             "pending": [t.name for t in tools if pins.get(t.name) != definition_hash(t)] if pins else [],
         }

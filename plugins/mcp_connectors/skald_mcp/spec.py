@@ -184,6 +184,9 @@ class Template:
     #: ``"qr"``: the server produces its credential by pairing a device; it exposes
     #: ``login_status`` (and ``logout``), which Skald calls, never the agent.
     login: str = ""
+    #: A local-script connector's files (path -> text), copied into the member's
+    #: sandbox with its dependencies installed there (install.py); stdio only.
+    files: Mapping[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -198,6 +201,7 @@ class Template:
             "version": self.version,
             "oauth": dict(self.oauth) if self.oauth else None,
             "login": self.login,
+            "files": dict(self.files),
         }
 
     def public(self) -> dict[str, Any]:
@@ -205,6 +209,7 @@ class Template:
         out = self.as_json()
         out.pop("command")
         out.pop("args")
+        out["files"] = sorted(self.files)
         return out
 
 
@@ -233,7 +238,7 @@ def parse_url(url: Any, what: str = "url") -> str:
 def parse_template(body: Any) -> Template:
     if not isinstance(body, dict):
         raise SpecError("the body must be a JSON object")
-    unknown = set(body) - {"name", "title", "description", "transport", "url", "command", "args", "fields", "version", "oauth", "login"}
+    unknown = set(body) - {"name", "title", "description", "transport", "url", "command", "args", "fields", "version", "oauth", "login", "files"}
     if unknown:
         raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
     name = body.get("name")
@@ -285,7 +290,10 @@ def parse_template(body: Any) -> Template:
         raise SpecError("login must be empty or 'qr'")
     if login and oauth:
         raise SpecError("a template signs in with OAuth or a QR code, not both")
-    common = dict(login=login, name=name, title=_text(body, "title") or name, description=_text(body, "description", limit=2000), fields=tuple(fields), version=version, oauth=oauth)
+    files = _files(body.get("files"))
+    if files and transport != "stdio":
+        raise SpecError("files are for stdio templates (a local script run in the member's sandbox)")
+    common = dict(files=files, login=login, name=name, title=_text(body, "title") or name, description=_text(body, "description", limit=2000), fields=tuple(fields), version=version, oauth=oauth)
     if transport == "http":
         if body.get("command") or body.get("args"):
             raise SpecError("command and args are for stdio templates")
@@ -294,6 +302,28 @@ def parse_template(body: Any) -> Template:
     if not isinstance(command, str) or not command.strip() or len(command) > MAX_VALUE:
         raise SpecError("a stdio template needs a command (the program to start, without arguments)")
     return Template(transport="stdio", command=command, args=_strings(body.get("args"), "args", limit=MAX_ARGS), **common)
+
+
+FILE_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}){0,7}$")
+MAX_FILES = 64
+MAX_FILES_BYTES = 512 * 1024
+
+
+def _files(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > MAX_FILES:
+        raise SpecError(f"files must be an object of at most {MAX_FILES} paths to text")
+    total = 0
+    for path, content in value.items():
+        if not isinstance(path, str) or not FILE_PATH.match(path) or ".." in path.split("/"):
+            raise SpecError(f"files: {str(path)[:60]!r} is not a plain relative path")
+        if not isinstance(content, str) or "\x00" in content:
+            raise SpecError(f"files: {path} must be text")
+        total += len(content.encode())
+    if total > MAX_FILES_BYTES:
+        raise SpecError(f"files may hold at most {MAX_FILES_BYTES // 1024} KiB")
+    return dict(value)
 
 
 def template_from_json(data: Mapping[str, Any]) -> Template:
@@ -309,6 +339,7 @@ def template_from_json(data: Mapping[str, Any]) -> Template:
         version=int(data.get("version", 1)),
         oauth=data.get("oauth"),
         login=data.get("login", ""),
+        files=dict(data.get("files") or {}),
     )
 
 

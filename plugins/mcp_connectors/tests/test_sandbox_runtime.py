@@ -88,3 +88,59 @@ async def test_a_members_stdio_connector_runs_in_their_sandbox(sandboxed: Setup)
 
 async def _not(check) -> bool:
     return not await check
+
+
+async def test_a_local_script_connector_is_installed_by_content_hash_in_the_sandbox(sandboxed: Setup):
+    setup = sandboxed
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    template = {"transport": "stdio", "command": "/usr/bin/python3", "args": ["server.py", HOST_ONLY], "files": {"server.py": SOURCE, "lib/notes.txt": "v1"}}
+    assert (await setup.admin.put(f"{BASE}/catalog/local", json=template)).status_code == 200
+    mine = (await alice.get(f"{BASE}/mine")).json()["catalog"]
+    assert mine[0]["files"] == ["lib/notes.txt", "server.py"]  # names only: the content is the admin's
+    response = await alice.post(f"{BASE}/my/connectors", json={"template": "local"})
+    assert response.status_code == 201, response.text
+    assert response.json()["state"] == "ready" and response.json()["install"] == "installed", response.json()
+    listing = await setup.host.core.sandbox.execute(alice_id, "cat .skald-connectors/local/lib/notes.txt")
+    assert listing.output.strip() == "v1"
+
+    await allow(setup.admin, "local__*")
+    setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("local__whoami", {})]), Reply("Done.")])
+    cid = await new_conversation(alice)
+    await send(alice, cid, "Who?")
+    whoami = json.loads(calls(await finished(alice, cid))[0]["result"])
+    assert whoami["cwd"].endswith("/.skald-connectors/local") and whoami["sees_host_tree"] is False
+
+    async def state_after_login() -> dict:
+        await setup.host.core.users.lock(alice_id)
+        member = await setup.host.member("alice")
+
+        async def ready() -> dict | None:
+            rows = (await member.get(f"{BASE}/my/connectors")).json()["connectors"]
+            return rows[0] if rows and rows[0]["state"] in ("ready", "failed") else None
+
+        return await eventually(ready, what="the connector after login")
+
+    assert (await state_after_login())["install"] == "unchanged"  # same hash: nothing copied or installed
+    template["files"] = {"server.py": SOURCE, "lib/notes.txt": "v2"}
+    template["version"] = 2
+    assert (await setup.admin.put(f"{BASE}/catalog/local", json=template)).status_code == 200
+    assert (await state_after_login())["install"] == "installed"
+    listing = await setup.host.core.sandbox.execute(alice_id, "cat .skald-connectors/local/lib/notes.txt")
+    assert listing.output.strip() == "v2"
+
+    # Dependencies are installed in the sandbox only; without npm there, the error says so.
+    has_npm = "yes" in (await setup.host.core.sandbox.execute(alice_id, "command -v npm >/dev/null && echo yes || echo no")).output
+    template["files"] = {"server.js": "", "package.json": "{}"}
+    assert (await setup.admin.put(f"{BASE}/catalog/nodejs", json=template)).status_code == 200
+    response = await alice.post(f"{BASE}/my/connectors", json={"template": "nodejs"})
+    if not has_npm:
+        assert response.json()["state"] == "failed" and "npm is not installed in the sandbox" in response.json()["error"]
+
+
+async def test_template_files_are_validated(setup: Setup):
+    for files, message in (({"../x": ""}, "plain relative path"), ({"/etc/x": ""}, "plain relative path"), ({"a": 1}, "must be text"), ({"a": "x" * (512 * 1024 + 1)}, "at most 512 KiB")):
+        response = await setup.admin.put(f"{BASE}/catalog/t", json={"transport": "stdio", "command": "python3", "files": files})
+        assert response.status_code == 400 and message in response.json()["error"], (files, response.text)
+    response = await setup.admin.put(f"{BASE}/catalog/t", json={"transport": "http", "url": "https://x.org", "files": {"a": ""}})
+    assert response.status_code == 400 and "stdio" in response.json()["error"]
