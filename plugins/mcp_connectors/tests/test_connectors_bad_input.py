@@ -83,3 +83,10 @@ async def test_german_strings_reach_a_german_admin(setup: Setup):
     assert mine["strings"]["title"] == "Konnektoren"
     response = await setup.admin.delete(f"{BASE}/servers/nope")
     assert response.json()["error"] == "Es gibt keinen Konnektor namens nope."
+
+
+def test_every_string_is_in_english_and_german():
+    from skald_mcp.strings import STRINGS
+
+    assert set(STRINGS["en"]) == set(STRINGS["de"])
+    assert all(STRINGS["de"][key].strip() and STRINGS["de"][key] != STRINGS["en"][key] or key in ("name", "col_name") for key in STRINGS["en"])
