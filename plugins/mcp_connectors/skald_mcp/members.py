@@ -72,8 +72,10 @@ class MemberConnectors:
                     records[secret[len(PREFIX):]] = json.loads(raw)
         except MemberLocked:
             return
-        self.records[member_id] = records
+        mine = self.records.setdefault(member_id, {})
         for name, record in records.items():
+            mine.setdefault(name, record)  # an activation saved meanwhile is newer
+        for name, record in list(mine.items()):
             # A QR connector runs before its login too: it has to produce the code.
             if record.get("state", "ready") in ("ready", "needs_login"):
                 await self.connect(member_id, name, wait=None)
@@ -159,6 +161,12 @@ class MemberConnectors:
         connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=self._elicit)
         self.connections.setdefault(member_id, {})[name] = connection
         await connection.start(wait=wait)
+        if name not in self.records.get(member_id, {}):
+            # The member's file closed (or the connector was removed) while it started.
+            await connection.stop()
+            if self.connections.get(member_id, {}).get(name) is connection:
+                del self.connections[member_id][name]
+            return None
         return connection
 
     async def _append(self, member_id: str, data: dict[str, Any]) -> None:
