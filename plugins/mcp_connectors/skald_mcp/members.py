@@ -159,6 +159,9 @@ class MemberConnectors:
                     env.setdefault("PYTHONPATH", ".pydeps")
             spawn = lambda: self.host.sandbox_spawn(member_id, argv, workdir=workdir, env=env)  # noqa: E731
         connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=self._elicit)
+        # A member's own server: checked on every connection, unless the admin allows
+        # private addresses (the flag is read at each connect).
+        connection.public_only = record["kind"] == "remote" and not (await self.host.get_config()).get("allow_private_addresses")
         self.connections.setdefault(member_id, {})[name] = connection
         await connection.start(wait=wait)
         if name not in self.records.get(member_id, {}):

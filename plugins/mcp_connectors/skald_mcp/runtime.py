@@ -76,6 +76,8 @@ class Connection:
         self._elicit = elicit
         #: The ToolContexts of the calls in flight on this session.
         self._inflight: list[Any] = []
+        #: A member's own remote server: every connection must reach a public address.
+        self.public_only = False
         #: For a member's stdio connector: starts its command in the member's sandbox
         #: (``HostApi.sandbox_spawn``); the host never runs a member's command itself.
         self._spawn = spawn
@@ -123,6 +125,10 @@ class Connection:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        if self.public_only:
+            from skald_mcp.guard import guarded_client
+
+            return streamable_http_client(self.spec.url, http_client=guarded_client(dict(self.spec.headers)))
         return streamable_http_client(self.spec.url, http_client=create_mcp_http_client(headers=dict(self.spec.headers)))
 
     async def _run(self) -> None:

@@ -173,3 +173,37 @@ async def test_catalog_templates_are_validated_and_carry_an_update_signal(setup:
         assert (await alice.get(f"{BASE}/mine")).json()["catalog"][0]["update_available"] is False
         await put_template(setup, demo.url, version=2)
         assert (await alice.get(f"{BASE}/mine")).json()["catalog"][0]["update_available"] is True
+
+
+async def test_a_members_remote_server_is_checked_on_every_connection_against_dns_rebinding(setup: Setup, monkeypatch):
+    """Check F2's rebinding case: the name resolves to a public address when the member
+    registers it and to loopback when the connector connects; the connection is refused
+    by the check made at connect time (the socket goes to the address that was checked,
+    never to one resolved again)."""
+    import socket
+
+    alice = await setup.host.member("alice")
+    response = await setup.admin.put("/api/admin/plugins/mcp/config", json={"config": {"members_add_remote": True}})
+    assert response.status_code == 200, response.text
+
+    async def may_add() -> bool:
+        return (await alice.get(f"{BASE}/mine")).json().get("may_add_remote") is True
+
+    await eventually(may_add, what="the plugin to run with the new config")
+    real = socket.getaddrinfo
+    answers = {"count": 0}
+
+    def rebinding(host, port, *args, **kwargs):
+        if host != "rebind.skald.test":
+            return real(host, port, *args, **kwargs)
+        answers["count"] += 1
+        address = "93.184.216.34" if answers["count"] == 1 else "127.0.0.1"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    async with HttpDemo() as demo:
+        url = f"http://rebind.skald.test:{demo.port}/mcp"
+        response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "rebound", "url": url}})
+        assert response.status_code == 201, response.text
+        assert response.json()["state"] == "failed" and "private or special address (127.0.0.1)" in str(response.json()["error"]), response.json()
+        assert answers["count"] >= 2
