@@ -63,7 +63,7 @@ from skald_hookspecs.host_api import HostApi  # noqa: E402
 from skald_hookspecs.context import Caller, current_caller  # noqa: E402
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E402
 from skald_hookspecs.channels import Channel, ChannelEvent, ChannelRequestError, Delivery, MemberLocked  # noqa: E402
-from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxSpec, SandboxUnavailable  # noqa: E402
+from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxProcess, SandboxSpec, SandboxUnavailable  # noqa: E402
 
 __all__ = [
     "SPEC_VERSION",
@@ -98,6 +98,7 @@ __all__ = [
     "ExecResult",
     "Mount",
     "SandboxBackend",
+    "SandboxProcess",
     "SandboxSpec",
     "SandboxUnavailable",
 ]

@@ -128,3 +128,36 @@ def user_config_updated(member_id: str, values: dict, host: Any) -> None:
     against the plugin's ``user_config_schema``. The default impl only stores them;
     a plugin overrides it to act (Telegram turns a pairing code into a binding).
     May be async. Since 1.0."""
+
+
+@hookspec
+def member_tools(member_id: str) -> list:
+    """Called in every model round of a member's turn, for each enabled plugin the
+    member may use: the plugin's tools *for this member right now*, beside the fixed
+    ones of ``register_tools`` (a list of ``Tool``; None or ``[]`` for none). For tool
+    sets that differ per member and change at runtime (an MCP connector's tools). Must
+    be synchronous and cheap: return what the plugin already holds in memory, never
+    do I/O here. The host validates each tool as ``register_tools`` does; a name that
+    another tool already uses is dropped (logged), never shadows it. A tool offered
+    here passes through the approval gate like any other; the host re-asks this hook
+    before running a call it did not just offer, so withdrawing a tool from the list
+    withdraws it at once (a revocation needs no bus). ``Tool.run`` should still check
+    access itself at call time. Since 1.2."""
+
+
+@hookspec
+def member_unlocked(member_id: str, host: Any) -> None:
+    """Called when a member's private file was opened (they logged in since the host
+    started), for each started plugin: start what the plugin runs for that member (a
+    per-member runtime). ``HostApi.member_secret_*`` and ``append_member_event`` work
+    from now until ``member_locking``. May be async; bounded by the hook timeout and
+    awaited within the login, so start slow work in a task and return. Members already
+    unlocked when the plugin starts are in ``HostApi.unlocked_members()``. Since 1.2."""
+
+
+@hookspec
+def member_locking(member_id: str) -> None:
+    """Called when a member's private file is about to close (logout of the last
+    session, deactivation, deletion), for each started plugin: stop what runs for that
+    member and drop what the plugin holds of their secrets. May be async; bounded by
+    the hook timeout. Since 1.2."""

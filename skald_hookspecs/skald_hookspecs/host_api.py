@@ -112,3 +112,45 @@ class HostApi(Protocol):
         they are locked (try again after they log in), ``ChannelRequestError`` for a
         box that does not open (made by another plugin, for another member, altered, or
         sealed to a key an admin reset replaced)."""
+    # -- per-member data in the member's own encrypted file (since 1.2) ---------------------
+    #
+    # Each raises ``MemberLocked`` while the member's file is closed (they have not
+    # logged in since the host started). The rows are this plugin's own: another plugin
+    # cannot read them, and neither ``system.db`` nor a log ever holds them.
+
+    async def member_secret_get(self, member_id: str, name: str) -> str | None:
+        """A secret this plugin stored for the member (a token, a connector's settings),
+        or None. Since 1.2."""
+
+    async def member_secret_set(self, member_id: str, name: str, value: str | None) -> None:
+        """Store (or with ``None`` delete) a secret for the member in their encrypted
+        file. ``name``: 1-200 characters; ``value``: at most 64 KiB. Since 1.2."""
+
+    async def member_secret_names(self, member_id: str, prefix: str = "") -> list[str]:
+        """The names of this plugin's secrets for the member (starting with
+        ``prefix``), sorted. Since 1.2."""
+
+    async def append_member_event(self, member_id: str, kind: str, data: Mapping[str, Any]) -> int:
+        """Append an event (``kind`` 1-100 characters, ``data`` JSON of at most 64 KiB)
+        to the member's file, for the member's own agents to read later (an MCP
+        server's notification, say); returns its id. Since 1.2."""
+
+    async def member_events(self, member_id: str, *, after: int = 0, limit: int = 100) -> list[Mapping[str, Any]]:
+        """This plugin's events of the member with an id above ``after``, oldest first:
+        ``{"id", "kind", "data", "created_at"}``. Since 1.2."""
+
+    def unlocked_members(self) -> list[str]:
+        """The members whose private files are open now (see ``member_unlocked``).
+        Since 1.2."""
+
+    async def sandbox_spawn(
+        self, member_id: str, argv: Sequence[str], *, workdir: str | None = None, env: Mapping[str, str] | None = None
+    ) -> Any:
+        """Start ``argv`` (a program and its arguments, never through a shell) in the
+        member's sandbox, never on the bare host, with its standard input and output
+        connected: a ``SandboxProcess`` that lives until it exits or is killed, or the
+        member's sandbox is removed. ``workdir`` as for ``TurnApi.run_command``; ``env``
+        is added to the sandbox's environment (credentials go here, never in a file).
+        Raises ``SandboxUnavailable`` (no backend, or one that cannot stream) and
+        ``ValueError`` for bad arguments. The caller kills what it started.
+        Since 1.2."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from skald_hookspecs.types import ToolError
 
@@ -87,7 +87,32 @@ class ExecResult:
 
 
 @runtime_checkable
+class SandboxProcess(Protocol):
+    """A long-lived command in a member's sandbox with its standard streams (since
+    1.2): ``stdin`` is written to (``write``, ``drain``, ``close``, as an
+    ``asyncio.StreamWriter``), ``stdout`` read from (an ``asyncio.StreamReader``);
+    stderr is discarded. ``kill`` ends the command and everything it started."""
+
+    stdin: Any
+    stdout: Any
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+@runtime_checkable
 class SandboxBackend(Protocol):
+    """Where members' commands run. Besides the methods below, a backend may implement
+    (since 1.2) ``async spawn(spec, argv, *, workdir, env) -> SandboxProcess``: start
+    ``argv`` (no shell) as ``spec.uid`` in ``workdir`` with ``env`` added, with its
+    standard input and output connected, under the sandbox's limits but without a
+    time limit, living until it exits or is killed (``remove`` kills it too). Without
+    it, ``HostApi.sandbox_spawn`` is refused with ``SandboxUnavailable``."""
+
     name: str
 
     def available(self) -> str | None:

@@ -200,12 +200,75 @@ class BubblewrapBackend:
         was_cancelled = stop is not None and stop in done
         return ExecResult(None, output(), state["truncated"], timed_out=not was_cancelled, cancelled=was_cancelled)
 
+    async def spawn(self, spec: SandboxSpec, argv: list[str], *, workdir: str, env: dict[str, str]) -> "_Spawned":
+        """A long-lived command with its streams (contract 1.2): the same sandbox as
+        ``execute`` (namespaces, mounts, uid, process and memory limits) but no CPU-time
+        limit, stdin and stdout connected, stderr discarded."""
+        argv_prefix = self._argv_prefix(spec.uid, spec.gid, pids=spec.pids, memory=spec.memory_bytes, cpu_seconds=0)
+        argv_prefix = [a for a in argv_prefix if a != "--cpu=0"]
+        fds: list[int] = []
+        full = list(argv_prefix)
+        above_home = os.path.dirname(spec.home.rstrip("/"))
+        if above_home not in ("", "/"):
+            full += ["--perms", "0755", "--dir", above_home]
+        try:
+            made: set[str] = set()
+            for mount in sorted(spec.mounts, key=lambda m: m.target.count("/")):
+                fd = os.open(mount.source, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fds.append(fd)
+                ancestor = os.path.dirname(mount.target)
+                while ancestor.startswith(spec.home + "/") and ancestor not in made:
+                    made.add(ancestor)
+                    full += ["--perms", "0755", "--dir", ancestor]
+                    ancestor = os.path.dirname(ancestor)
+                full += ["--ro-bind-fd" if mount.read_only else "--bind-fd", str(fd), mount.target]
+            for key, value in {**spec.env, **env}.items():
+                full += ["--setenv", key, value]
+            drop = self._argv_command(spec.uid, spec.gid, spec.groups, "")[:-3]  # setpriv ... -- (root only)
+            full += ["--chdir", workdir, *drop, *argv]
+            process = await asyncio.create_subprocess_exec(
+                *full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                start_new_session=True, env={"PATH": PATH}, pass_fds=fds, umask=0o002,
+                limit=16 * 1024 * 1024,  # one JSON-RPC line may be large
+            )
+        except OSError as exc:
+            raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from None
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self._running.setdefault(spec.member_id, set()).add(process)
+        return _Spawned(process, lambda: self._running.get(spec.member_id, set()).discard(process))
+
     async def remove(self, member_id: str) -> None:
         for process in self._running.pop(member_id, set()):
             _kill_group(process)
 
     async def existing(self, instance: str) -> list[str]:
         return []
+
+
+class _Spawned:
+    """A ``SandboxProcess`` over a bwrap child."""
+
+    def __init__(self, process: asyncio.subprocess.Process, forget: Any) -> None:
+        self._process = process
+        self._forget = forget
+        self.stdin = process.stdin
+        self.stdout = process.stdout
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    async def wait(self) -> int:
+        try:
+            return await self._process.wait()
+        finally:
+            self._forget()
+
+    def kill(self) -> None:
+        _kill_group(self._process)
+        self._forget()
 
 
 def _kill_group(process: Any) -> None:

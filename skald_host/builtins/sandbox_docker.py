@@ -131,6 +131,11 @@ done
 exit 3
 """
 
+#: A long-lived command with its streams (``spawn``): the session leader writes its pid
+#: (the session id KILLER takes), then becomes the command itself.
+SPAWN_WRAPPER = 'echo $$ >"$0"; umask 002; exec "$@"'
+SPAWN = 'exec setsid -w /bin/bash -c "$0" "$@" 2>/dev/null'
+
 
 # Threads of their own: a command's output is read by a thread blocked for as long as
 # the command runs, and a few long commands must not take the default executor every
@@ -376,6 +381,35 @@ class DockerBackend:
         was_cancelled = stop is not None and stop in done
         await self._kill_and_drain(api, name, user, pidfile, reader, sock)
         return ExecResult(None, capture.text(), capture.truncated, timed_out=not was_cancelled, cancelled=was_cancelled)
+
+    async def spawn(self, spec: SandboxSpec, argv: list[str], *, workdir: str, env: dict[str, str]) -> "_DockerSpawned":
+        """A long-lived command with its streams (contract 1.2): ``docker exec`` with
+        stdin attached, in its own session so ``kill`` takes everything it started."""
+        name = container_name(spec.member_id)
+        pidfile = f"/tmp/.skald-exec-{secrets.token_hex(16)}"
+        user = f"{spec.uid}:{spec.gid}"
+        api = self._docker().api
+        import docker.errors
+
+        def start() -> tuple[str, Any]:
+            exec_id = api.exec_create(
+                name, ["/bin/sh", "-c", SPAWN, SPAWN_WRAPPER, pidfile, *argv],
+                stdout=True, stderr=False, stdin=True, user=user, workdir=workdir, environment={**spec.env, **env},
+            )["Id"]
+            return exec_id, api.exec_start(exec_id, socket=True)
+
+        try:
+            try:
+                exec_id, sock = await self._blocking(start)
+            except (docker.errors.NotFound, docker.errors.APIError) as exc:
+                if isinstance(exc, docker.errors.APIError) and exc.status_code not in (404, 409):
+                    raise
+                self._checked.pop(spec.member_id, None)
+                await self.ensure(spec)
+                exec_id, sock = await self._blocking(start)
+        except docker.errors.APIError as exc:
+            raise SandboxUnavailable(f"the sandbox did not accept the command: {exc.explanation or exc}") from None
+        return _DockerSpawned(self, api, name, user, pidfile, exec_id, sock)
 
     def _start(
         self, api: Any, name: str, user: str, workdir: str, env: dict[str, str], pidfile: str, command: str, fsize: str,
@@ -643,6 +677,79 @@ class _Capture:
 
     def text(self) -> str:
         return b"".join(self.parts).decode("utf-8", errors="replace")
+
+
+class _DockerSpawned:
+    """A ``SandboxProcess`` over an attached ``docker exec``: stdout's frames are read by
+    a thread into an ``asyncio.StreamReader``; stdin is written to the socket."""
+
+    def __init__(self, backend: DockerBackend, api: Any, name: str, user: str, pidfile: str, exec_id: str, sock: Any) -> None:
+        self._backend, self._api, self._name, self._user, self._pidfile = backend, api, name, user, pidfile
+        self._exec_id, self._sock = exec_id, sock
+        self._raw = getattr(sock, "_sock", sock)
+        self._returncode: int | None = None
+        loop = asyncio.get_running_loop()
+        self.stdout = asyncio.StreamReader(limit=16 * 1024 * 1024, loop=loop)
+        self.stdin = _SocketWriter(backend, self._raw)
+        self._reading = backend._blocking(self._read, loop)
+
+    def _read(self, loop: asyncio.AbstractEventLoop) -> None:
+        from docker.utils.socket import frames_iter
+
+        try:
+            for _stream, data in frames_iter(self._sock, tty=False):
+                loop.call_soon_threadsafe(self.stdout.feed_data, data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            loop.call_soon_threadsafe(self.stdout.feed_eof)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    async def wait(self) -> int:
+        await asyncio.shield(self._reading)
+        if self._returncode is None:
+            try:
+                info = await self._backend._blocking(self._api.exec_inspect, self._exec_id)
+                self._returncode = info.get("ExitCode")
+            except Exception:
+                self._returncode = -1
+        return self._returncode if self._returncode is not None else -1
+
+    def kill(self) -> None:
+        def kill() -> None:
+            try:
+                self._backend._kill_session(self._api, self._name, self._user, self._pidfile)
+            except Exception:
+                log.exception("sandbox %s: killing a spawned command failed", self._name)
+            _close(self._sock)
+
+        self._backend._blocking(kill)
+
+
+class _SocketWriter:
+    """stdin of an attached exec, as much of ``asyncio.StreamWriter`` as a stream
+    client needs: ``write`` queues, ``drain`` sends in a thread, in order."""
+
+    def __init__(self, backend: DockerBackend, raw: Any) -> None:
+        self._backend, self._raw = backend, raw
+        self._pending = bytearray()
+        self._lock = asyncio.Lock()
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+
+    async def drain(self) -> None:
+        async with self._lock:
+            data, self._pending = bytes(self._pending), bytearray()
+            if data:
+                await self._backend._blocking(self._raw.sendall, data)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._raw.shutdown(socket.SHUT_WR)
 
 
 def _close(sock: Any) -> None:

@@ -239,7 +239,7 @@ class Skald:
         agents = AgentCatalog()
         for contribution in await self.plugins.collect("register_agent_dirs", _one(Path), kind="agent directory"):
             agents.add_directory(contribution.value, contribution.plugin_id)
-        self._chat = ChatService(self, ToolRegistry(tools, builtin=self._is_builtin), agents)
+        self._chat = ChatService(self, ToolRegistry(tools, builtin=self._is_builtin, plugins=self.plugins), agents)
         self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
         self._users.after_access_change.append(lambda member_id: self._chat.access_changed(member_id=member_id))  # type: ignore[union-attr]
@@ -252,6 +252,9 @@ class Skald:
         self._users.before_lock.append(self._sandbox.before_lock)  # after the chat's: turns end first
         self._users.before_lock.append(self._channels.before_lock)
         self._users.after_unlock.append(self._channels.after_unlock)
+        # The member_unlocked / member_locking hooks (contract 1.2): per-member plugin runtimes.
+        self._users.after_unlock.append(self._plugins_member_unlocked)
+        self._users.before_lock.append(self._plugins_member_locking)
         self.config_sets = await self.plugins.collect(
             "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"
         )
@@ -331,6 +334,22 @@ class Skald:
         """The instance's language, chosen at setup; a member's own locale wins."""
         row = await self.registry.run(lambda c: c.execute("SELECT value FROM config WHERE key = 'default_locale'").fetchone())
         return json.loads(row[0]) if row else "en"
+
+    async def _plugins_member_unlocked(self, member_id: str) -> None:
+        for plugin_id in self.plugins.implementers("member_unlocked"):
+            if plugin_id in self._started:
+                try:
+                    await self.plugins.call_one("member_unlocked", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
+                except Exception:
+                    log.exception("plugin %s: member_unlocked failed for member %s", plugin_id, member_id)
+
+    async def _plugins_member_locking(self, member_id: str) -> None:
+        for plugin_id in self.plugins.implementers("member_locking"):
+            if plugin_id in self._started:
+                try:
+                    await self.plugins.call_one("member_locking", plugin_id, member_id=member_id)
+                except Exception:
+                    log.exception("plugin %s: member_locking failed for member %s", plugin_id, member_id)
 
     def host_api(self, plugin_id: str) -> PluginHostApi:
         """The plugin's HostApi: the one it was started with, else a fresh one."""

@@ -782,6 +782,10 @@ class Kernel:
             registered = offered.get(call["name"])
         else:
             registered = self.chat.tools.get(call["name"])
+            if registered is None:
+                # A plugin's per-member tool (the member_tools hook), asked again now: it
+                # may have been withdrawn since the round.
+                registered = next((t for t in self.runtime.offered_tools(scope.agent) if t.name == call["name"]), None)
             if registered is not None and not scope.agent.offers(registered.name):
                 registered = None
             if scope.round_tools is not None and call["name"] not in scope.round_tools:
@@ -839,6 +843,11 @@ class Kernel:
         withdrawn = self._withdrawn(scope, call, registered)
         if withdrawn is not None:
             return withdrawn
+        if not admitted and self.chat.tools.get(registered.name) is not registered:
+            # A member tool (member_tools hook) is asked for again after the gate: it may
+            # have been withdrawn (access revoked) while its card waited.
+            if not any(t.name == registered.name for t in self.runtime.offered_tools(scope.agent)):
+                return "error", f"Error: there is no tool named {call['name']!r} here."
 
         if not admitted:
             await self.store.set_call(call["id"], "running")

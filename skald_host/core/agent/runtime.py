@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import math
@@ -701,7 +702,10 @@ class MemberRuntime:
         plugins' flags: memory only, asked every round."""
         if not agent.allow_tools:
             return []
-        return self.core.catalog.usable_tools(self.member, [t for t in self.chat.tools.all() if agent.offers(t.name)])
+        fixed = self.core.catalog.usable_tools(self.member, [t for t in self.chat.tools.all() if agent.offers(t.name)])
+        usable = functools.partial(self.core.catalog.usable, self.member)
+        # Plugins' per-member tools (the member_tools hook, spec 1.2: MCP connectors).
+        return fixed + [t for t in self.chat.tools.member_tools(self.member.id, usable) if agent.offers(t.name)]
 
     async def _prepare_prompt(self, frame: Frame, agent: AgentDefinition) -> None:
         """A new conversation's frozen prefix, built as it is created rather than by its

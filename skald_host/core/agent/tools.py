@@ -7,6 +7,7 @@ agent offers the name."""
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -14,6 +15,8 @@ from skald_hookspecs.types import Tool
 from skald_host.core.identity.access import HOST_TOOL_CAPABILITIES
 from skald_host.core.llm.client import wire_json
 from skald_host.core.plugins.manager import PluginError
+
+log = logging.getLogger(__name__)
 
 MAX_TOOL_NAME = 64
 
@@ -61,9 +64,10 @@ def validate_tool(plugin_id: str, args: tuple[Any, ...]) -> Tool:
 
 
 class ToolRegistry:
-    def __init__(self, contributions: list[Any], builtin: Callable[[str], bool] = lambda plugin_id: False) -> None:
+    def __init__(self, contributions: list[Any], builtin: Callable[[str], bool] = lambda plugin_id: False, plugins: Any = None) -> None:
         """``builtin(plugin_id)``: whether a plugin is the host's own, whose tools may
-        need a capability (a plugin's tool of the same name is gated by its grant)."""
+        need a capability (a plugin's tool of the same name is gated by its grant).
+        ``plugins``: the plugin manager, asked for the member_tools hook."""
         self._tools = {
             c.value.name: RegisteredTool(
                 c.plugin_id, c.value, HOST_TOOL_CAPABILITIES.get(c.value.name) if builtin(c.plugin_id) else None
@@ -71,9 +75,51 @@ class ToolRegistry:
             for c in contributions
         }
         self._by_name = sorted(self._tools.values(), key=lambda t: t.name)  # asked for in every round
+        self._plugins = plugins
+        #: (plugin id, tool name) -> the last RegisteredTool built for a member tool,
+        #: reused while the plugin hands back the same Tool (its wire stays encoded).
+        self._member_cache: dict[tuple[str, str], RegisteredTool] = {}
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
 
     def all(self) -> list[RegisteredTool]:
         return list(self._by_name)
+
+    # -- the member_tools hook (spec 1.2): tools that differ per member and change at runtime --
+
+    def member_tools(self, member_id: str, usable: Callable[[str], bool]) -> list[RegisteredTool]:
+        """What the plugins the member may use (``usable(plugin_id)``) offer this member
+        now, through ``member_tools``. Asked in every round and before a call runs, so a
+        tool a plugin withdraws is gone at once. A plugin that raises or returns
+        something invalid contributes nothing this round (logged); a name already taken
+        by a fixed tool, or by an earlier plugin, is dropped."""
+        if self._plugins is None:
+            return []
+        out: list[RegisteredTool] = []
+        seen: set[str] = set()
+        for plugin_id in self._plugins.implementers("member_tools"):
+            if not usable(plugin_id):
+                continue
+            try:
+                results = self._plugins.call_now("member_tools", plugin_id, member_id=member_id)
+            except Exception:
+                log.exception("plugin %s: member_tools failed", plugin_id)
+                continue
+            for result in results:
+                for tool in result or ():
+                    try:
+                        validate_tool(plugin_id, (tool,))
+                    except PluginError as exc:
+                        log.warning("plugin %s: member tool refused: %s", plugin_id, exc)
+                        continue
+                    if tool.name in self._tools or tool.name in seen:
+                        log.warning("plugin %s: member tool %r clashes with another tool; dropped", plugin_id, tool.name)
+                        continue
+                    seen.add(tool.name)
+                    cached = self._member_cache.get((plugin_id, tool.name))
+                    if cached is None or cached.tool is not tool:
+                        cached = self._member_cache[(plugin_id, tool.name)] = RegisteredTool(plugin_id, tool)
+                    out.append(cached)
+        out.sort(key=lambda t: t.name)
+        return out

@@ -9,7 +9,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
-from skald_hookspecs.channels import Delivery
+from skald_hookspecs.channels import Delivery, MemberLocked
 from skald_hookspecs.events import SystemEvent, UserEvent
 
 if TYPE_CHECKING:
@@ -19,6 +19,14 @@ log = logging.getLogger(__name__)
 
 #: ``seal_for_member``'s boxes: version byte, ephemeral key, nonce, ciphertext, base64url.
 SEALED_PREFIX = "sealed1:"
+MAX_SECRET_NAME = 200
+MAX_EVENT_KIND = 100
+MAX_MEMBER_BLOB = 64 * 1024
+
+
+def _check_text(value: Any, what: str, limit: int) -> None:
+    if not isinstance(value, str) or not 0 < len(value) <= limit:
+        raise ValueError(f"{what} must be a string of 1-{limit} characters")
 
 
 class PluginHostApi:
@@ -210,6 +218,80 @@ class PluginHostApi:
             return open_sealed(pair, box, member_id=member_id, sealed_id=self._sealed_id())
         except SealError:
             raise ChannelRequestError("the sealed box does not open for this member and plugin") from None
+    # -- per-member data in the member's own encrypted file (spec 1.2) ----------------------
+
+    def _owner_db(self, member_id: str) -> Any:
+        if not isinstance(member_id, str):
+            raise TypeError("member_id must be a string")
+        db = self._core.users.owner_db(member_id)
+        if db is None:
+            raise MemberLocked("the member's private file is locked until they log in")
+        return db
+
+    async def member_secret_get(self, member_id: str, name: str) -> str | None:
+        _check_text(name, "name", MAX_SECRET_NAME)
+        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        row = await db.run(
+            lambda c: c.execute("SELECT value FROM plugin_secrets WHERE plugin_id = ? AND name = ?", (plugin_id, name)).fetchone()
+        )
+        return row[0] if row else None
+
+    async def member_secret_set(self, member_id: str, name: str, value: str | None) -> None:
+        _check_text(name, "name", MAX_SECRET_NAME)
+        if value is not None and (not isinstance(value, str) or len(value.encode()) > MAX_MEMBER_BLOB):
+            raise ValueError(f"value must be a string of at most {MAX_MEMBER_BLOB} bytes, or None")
+        db, plugin_id = self._owner_db(member_id), self.plugin_id
+
+        def write(c: Any) -> None:
+            if value is None:
+                c.execute("DELETE FROM plugin_secrets WHERE plugin_id = ? AND name = ?", (plugin_id, name))
+            else:
+                c.execute(
+                    "INSERT INTO plugin_secrets (plugin_id, name, value) VALUES (?, ?, ?) ON CONFLICT (plugin_id, name)"
+                    " DO UPDATE SET value = excluded.value, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
+                    (plugin_id, name, value),
+                )
+
+        await db.transaction(write)
+
+    async def member_secret_names(self, member_id: str, prefix: str = "") -> list[str]:
+        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        rows = await db.run(
+            lambda c: c.execute("SELECT name FROM plugin_secrets WHERE plugin_id = ? ORDER BY name", (plugin_id,)).fetchall()
+        )
+        return [r[0] for r in rows if r[0].startswith(prefix)]
+
+    async def append_member_event(self, member_id: str, kind: str, data: Mapping[str, Any]) -> int:
+        _check_text(kind, "kind", MAX_EVENT_KIND)
+        blob = json.dumps(dict(data), ensure_ascii=False)
+        if len(blob.encode()) > MAX_MEMBER_BLOB:
+            raise ValueError(f"data must encode to at most {MAX_MEMBER_BLOB} bytes of JSON")
+        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        return await db.transaction(
+            lambda c: c.execute("INSERT INTO plugin_events (plugin_id, kind, data) VALUES (?, ?, ?)", (plugin_id, kind, blob)).lastrowid
+        )
+
+    async def member_events(self, member_id: str, *, after: int = 0, limit: int = 100) -> list[Mapping[str, Any]]:
+        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        limit = max(1, min(int(limit), 1000))
+        rows = await db.run(
+            lambda c: c.execute(
+                "SELECT id, kind, data, created_at FROM plugin_events WHERE plugin_id = ? AND id > ? ORDER BY id LIMIT ?",
+                (plugin_id, int(after), limit),
+            ).fetchall()
+        )
+        return [{"id": r[0], "kind": r[1], "data": json.loads(r[2]), "created_at": r[3]} for r in rows]
+
+    def unlocked_members(self) -> list[str]:
+        return list(self._core.users.unlocked_ids)
+
+    async def sandbox_spawn(
+        self, member_id: str, argv: Sequence[str], *, workdir: str | None = None, env: Mapping[str, str] | None = None
+    ) -> Any:
+        member = await self._core.users.get(member_id)
+        if not member.active:
+            raise ValueError("the member is not active")
+        return await self._core.sandbox.spawn(member.id, argv, workdir=workdir, env=env)
 
     async def close(self) -> None:
         for task in self._tasks:

@@ -328,6 +328,16 @@ class PluginManager:
     def implements(self, hook_name: str, plugin_id: str) -> bool:
         return bool(self._impls(hook_name, plugin_id))
 
+    def call_now(self, hook_name: str, plugin_id: str, **kwargs: Any) -> list[Any]:
+        """Call a synchronous hook on one plugin, in the caller's thread: for hooks on a
+        hot path that must return what the plugin already holds (``member_tools``).
+        Exceptions propagate to the caller."""
+        return [impl.function(*[kwargs[a] for a in impl.argnames]) for impl in self._impls(hook_name, plugin_id)]
+
+    def implementers(self, hook_name: str) -> list[str]:
+        """The loaded plugins that implement ``hook_name`` (enabled or not)."""
+        return [impl.plugin_name for impl in self._impls(hook_name)]
+
     async def call_one(self, hook_name: str, plugin_id: str, **kwargs: Any) -> list[Any]:
         """Call ``hook_name`` on one plugin, bounded by the hook timeout. Exceptions
         propagate to the caller, which decides what failing means there."""

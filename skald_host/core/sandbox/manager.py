@@ -13,10 +13,10 @@ import stat
 import threading
 import time
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from skald_hookspecs.events import SystemEvent
-from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxSpec, SandboxUnavailable
+from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxProcess, SandboxSpec, SandboxUnavailable
 from skald_host.core.files.service import MEMORY_ROOTS, SANDBOX_HOME, FileError
 from skald_host.core.folders.service import MEMBERSHIP_CHANGED
 from skald_host.core.identity.users import MemberNotFound
@@ -271,6 +271,28 @@ class SandboxManager:
             notice = OVER_LIMIT.format(used=mib(used), limit=self.settings.home_quota_mib)
             result = dataclasses.replace(result, output=f"{notice}\n{result.output}", over_limit=True)
         return result
+
+    async def spawn(
+        self, member_id: str, argv: Sequence[str], *, workdir: str | None = None, env: Mapping[str, str] | None = None
+    ) -> SandboxProcess:
+        """Start a long-lived ``argv`` with its streams in the member's sandbox (a
+        plugin's per-member server; ``HostApi.sandbox_spawn``). No time limit: the
+        caller kills it; ``remove`` (member deleted or deactivated) kills it too."""
+        if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError("argv must be a non-empty list of strings")
+        if any("\x00" in a for a in argv) or len(argv) > 256:
+            raise ValueError("argv must have at most 256 items and no NUL byte")
+        extra = dict(env or {})
+        for key, value in extra.items():
+            if not isinstance(key, str) or not key or "=" in key or "\x00" in key or not isinstance(value, str) or "\x00" in value:
+                raise ValueError("env must map names to strings without NUL bytes")
+        _, backend = await self.backend()
+        spawn = getattr(backend, "spawn", None)
+        if not callable(spawn):
+            raise SandboxUnavailable(f"the {backend.name} sandbox cannot run a long-lived command with its streams")
+        target = await self.sandbox_path(member_id, workdir)
+        spec = await self.ensure(member_id)
+        return await spawn(spec, list(argv), workdir=target, env=extra)
 
     async def sandbox_path(self, member_id: str, workdir: str | None) -> str:
         """The sandbox path of an agent path (seed: ``UserFs::to_container``): the home,

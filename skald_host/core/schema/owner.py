@@ -155,5 +155,30 @@ OWNER_MIGRATIONS = MigrationSet(
                 "INSERT INTO generation (id, value) VALUES (1, 0)",
             ),
         ),
+        Migration(
+            7,
+            "plugins' per-member secrets and events (contract 1.2)",
+            statements=(
+                # A plugin's secrets for this member (a connector's token): in this
+                # encrypted file only, never in the registry.
+                """CREATE TABLE plugin_secrets (
+                    plugin_id TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    value TEXT NOT NULL,
+                    updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    PRIMARY KEY (plugin_id, name)
+                )""",
+                # What happened to this member in a plugin (an MCP server's notification),
+                # for the member's own agents to read later.
+                """CREATE TABLE plugin_events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    plugin_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    data TEXT NOT NULL,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                "CREATE INDEX plugin_events_by_plugin ON plugin_events (plugin_id, id)",
+            ),
+        ),
     ),
 )

@@ -1,0 +1,186 @@
+"""An MCP connector's tool call through the agent against the bare ``mcp`` SDK calling the
+same server program (issue 21's target: at most 1.2x), and proof that no process is
+spawned per call.
+
+The server is the connectors plugin's test server (``demo_server.py``, stdio) and the
+tool its ``echo``. Three figures, medians of interleaved samples:
+
+- agent: a member's turn whose scripted model calls ``demo__echo`` (allowed by a rule)
+  ``CALLS`` times; each call's ``tool_start`` to ``tool_done`` as the member's WebSocket
+  sees them: the gate, the call's state written to the member's SQLCipher file, the
+  plugin's tool through its long-lived session, the result stored and announced;
+- tool path: the same call in this process through what the kernel runs — the
+  ``member_tools`` hook for the member's list, then ``Tool.run`` — without the store;
+- bare: ``Client.call_tool`` on an SDK session of its own to another process of the
+  same server program.
+
+The agent figure includes the host's durable writes (two per call) that the bare SDK
+does not make, so a built-in tool's figure (``list_agents``) is printed beside it: what
+any tool call costs the host. The tool path is the connector's own overhead.
+
+Last, a per-member runtime's start at unlock: a member's stdio connector (the standard
+library server of the tests, ``tiny_server.py``) in their sandbox, from the login that
+opens their file to the connector's tools being ready (median of ``UNLOCKS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from skald_host.testing import Reply, ScriptedModelServer, SkaldHarness, ToolCall
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "plugins" / "mcp_connectors" / "tests" / "demo_server.py"
+ROUNDS = 200
+CALLS = 20
+TARGET_RATIO = 1.2
+UNLOCKS = 5
+MODEL, KEY = "model-bench-mcp", "sk-bench-mcp"
+
+
+async def _interleaved(host, member_id: str) -> tuple[list[float], list[float]]:
+    """The tool path and the bare SDK, one sample of each in turn, so drift on the
+    shared machine hits both alike."""
+    from mcp import Client, StdioServerParameters
+
+    from skald_hookspecs import ToolContext
+
+    core = host.core
+    member = await core.users.get(member_id)
+    ctx = ToolContext(member_id=member_id, cancelled=asyncio.Event())
+    path: list[float] = []
+    bare: list[float] = []
+    async with Client(StdioServerParameters(command=sys.executable, args=[str(DEMO)]), mode="legacy", cache=None) as client:
+        await client.call_tool("echo", {"text": "warm"})
+        for _ in range(ROUNDS):
+            started = time.perf_counter()
+            tools = core.chat.tools.member_tools(member_id, lambda plugin_id: core.catalog.usable(member, plugin_id))
+            tool = next(t for t in tools if t.name == "demo__echo")
+            await tool.tool.run({"text": "bench"}, ctx)
+            path.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await client.call_tool("echo", {"text": "bench"})
+            bare.append(time.perf_counter() - started)
+    return path, bare
+
+
+async def _agent(host, member, model: ScriptedModelServer, tool: str = "demo__echo", args: dict | None = None) -> list[float]:
+    """Per-call tool_start → tool_done of turns with CALLS calls each."""
+    args = {"text": "bench"} if args is None else args
+    samples: list[float] = []
+    response = await member.post("/api/conversations", json={"title": ""})
+    cid = response.json()["id"]
+    async with member.ws() as ws:
+        for _ in range(max(1, ROUNDS // CALLS)):
+            model.script(MODEL, [Reply(tool_calls=[ToolCall(tool, args)]) for _ in range(CALLS)] + [Reply("Done.")])
+            await ws.send(json.dumps({"type": "send", "conversation_id": cid, "text": "Echo."}))
+            starts: dict[str, float] = {}
+            while True:
+                frame = json.loads(await ws.recv())
+                now = time.perf_counter()
+                events = frame.get("events") if frame.get("type") == "events" else [frame.get("event")] if frame.get("type") == "event" else []
+                finished = False
+                for event in events or ():
+                    data = event.get("data") or {}
+                    if data.get("type") == "tool_start":
+                        starts[data["call_id"]] = now
+                    elif data.get("type") == "tool_done" and data["call_id"] in starts:
+                        samples.append(now - starts.pop(data["call_id"]))
+                    elif data.get("type") == "tool_error":
+                        raise RuntimeError(f"the call failed: {data.get('result')}")
+                    elif data.get("type") == "turn_finished":
+                        finished = True
+                if finished:
+                    break
+    return samples
+
+
+def _line(name: str, samples: list[float], bare: float) -> None:
+    p50 = statistics.median(samples) * 1000
+    ratio = p50 / bare
+    verdict = "ok" if ratio <= TARGET_RATIO else f"over the {TARGET_RATIO}x target"
+    print(f"{name:<10} p50 {p50:7.2f} ms   bare p50 {bare:7.2f} ms   ratio {ratio:4.2f}x  {verdict}")
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        harness = SkaldHarness(Path(tmp))
+        async with ScriptedModelServer(models=(MODEL,), api_key=KEY) as model:
+            try:
+                host = await harness.start(use_entry_points=True, enable=["mcp"])
+                admin = await host.admin()
+                provider = await admin.post("/api/admin/models/providers", json={"name": "bench", "base_url": model.base_url, "api_key": KEY})
+                await admin.post("/api/admin/models/entries", json={"provider_id": provider.json()["id"], "model": MODEL, "priority": 1, "strength": 60})
+                await admin.post("/api/admin/approval-rules", json={"tool_pattern": "demo__*", "action": "allow", "priority": 50})
+                member = await host.member("bench")
+                body = {"name": "demo", "transport": "stdio", "command": sys.executable, "args": [str(DEMO)], "access": [member.member["id"]]}
+                added = await admin.post("/api/plugin/mcp/servers", json=body)
+                if added.status_code != 201 or added.json()["state"] != "ready":
+                    print(f"not measured: the connector did not start ({added.text})")
+                    return
+                pid_before = await _pid(host, member.member["id"])
+                agent = await _agent(host, member, model)
+                builtin = await _agent(host, member, model, "list_agents", {})
+                path, bare = await _interleaved(host, member.member["id"])
+                pid_after = await _pid(host, member.member["id"])
+                bare_p50 = statistics.median(bare) * 1000
+                _line("agent", agent, bare_p50)
+                print(f"           (a built-in tool, list_agents, through the agent: p50 {statistics.median(builtin) * 1000:.2f} ms: the gate, the two durable writes and the events every call pays)")
+                _line("tool path", path, bare_p50)
+                same = "yes" if pid_before == pid_after else "NO"
+                print(f"one server process for all {len(agent) + len(path) + 2} calls: {same} (pid {pid_before})")
+                await _unlock(host, admin)
+            finally:
+                await harness.close()
+
+
+async def _unlock(host, admin) -> None:
+    sys.path.insert(0, str(DEMO.parent))
+    from tiny_server import SOURCE
+
+    try:
+        backend, _ = await host.core.sandbox.backend()
+    except Exception as exc:  # noqa: BLE001 - no sandbox here: say so
+        print(f"per-member runtime start at unlock: not measured ({exc})")
+        return
+    template = {"transport": "stdio", "command": "/usr/bin/python3", "args": ["-c", SOURCE, "/nonexistent"]}
+    await admin.put("/api/plugin/mcp/catalog/tiny", json=template)
+    member = await host.member("unlocker")
+    member_id = member.member["id"]
+    response = await member.post("/api/plugin/mcp/my/connectors", json={"template": "tiny"})
+    if response.status_code != 201 or response.json()["state"] != "ready":
+        print(f"per-member runtime start at unlock: not measured ({response.text})")
+        return
+    from skald_mcp import running
+
+    samples = []
+    for _ in range(UNLOCKS):
+        await host.core.users.lock(member_id)
+        started = time.perf_counter()
+        await host.member("unlocker")
+        while True:
+            connection = running.runtime.members.connections.get(member_id, {}).get("tiny")
+            if connection is not None and connection.state == "ready":
+                break
+            await asyncio.sleep(0.005)
+        samples.append(time.perf_counter() - started)
+    print(f"per-member runtime start at unlock ({backend} sandbox): p50 {statistics.median(samples) * 1000:.0f} ms (login included)")
+
+
+async def _pid(host, member_id: str) -> str:
+    from skald_hookspecs import ToolContext
+
+    member = await host.core.users.get(member_id)
+    tools = host.core.chat.tools.member_tools(member_id, lambda plugin_id: host.core.catalog.usable(member, plugin_id))
+    tool = next(t for t in tools if t.name == "demo__pid")
+    return await tool.tool.run({}, ToolContext(member_id=member_id))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

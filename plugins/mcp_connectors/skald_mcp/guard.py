@@ -1,0 +1,87 @@
+"""The address check for connectors a member registers, and for OAuth discovery: an
+address must resolve to public IPs only (no loopback, private, link-local, metadata or
+otherwise special address), unless the admin allowed private addresses for this
+instance (a home network's own servers).
+
+``check_public`` checks an address when the member registers it; ``guarded_client``
+is the HTTP client the member's remote connector then talks through, which checks every
+connection it opens: the name is resolved, every address must be public, and the socket
+is opened to the address that was checked (never resolved again in between), so a name
+that later points at a private address (DNS rebinding) is refused on that connection.
+TLS still verifies the certificate against the name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+from skald_mcp.spec import SpecError
+
+
+def _refuse(host: str, address: Any) -> None:
+    mapped = getattr(address, "ipv4_mapped", None)
+    if not (mapped or address).is_global:
+        raise SpecError(f"{host} points at a private or special address ({address}); only public servers may be added here")
+
+
+async def check_public(url: str) -> None:
+    """Raise ``SpecError`` unless every address ``url``'s host resolves to is public."""
+    host = urlsplit(url).hostname or ""
+    port = urlsplit(url).port or (443 if url.startswith("https") else 80)
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if literal is not None:
+        addresses = [literal]
+    else:
+        try:
+            infos = await asyncio.to_thread(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            raise SpecError(f"the address {host!r} does not resolve") from None
+        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    for address in addresses:
+        _refuse(host, address)
+
+
+def guarded_client(headers: dict[str, str]) -> Any:
+    """An ``httpx2`` client (the SDK's) whose every TCP connection goes to a checked,
+    public address. Relies on httpx2's transport keeping an ``httpcore2`` pool."""
+    import httpcore2
+    import httpx2
+
+    class PinnedBackend(httpcore2.AsyncNetworkBackend):
+        def __init__(self) -> None:
+            from httpcore2._backends.auto import AutoBackend
+
+            self._inner = AutoBackend()
+
+        async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None, socket_options: Any = None) -> Any:
+            try:
+                literal = ipaddress.ip_address(host)
+                addresses = [literal]
+            except ValueError:
+                infos = await asyncio.to_thread(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+                addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+            if not addresses:
+                raise httpcore2.ConnectError(f"{host} does not resolve")
+            for address in addresses:
+                try:
+                    _refuse(host, address)
+                except SpecError as exc:
+                    raise httpcore2.ConnectError(str(exc)) from None
+            return await self._inner.connect_tcp(str(addresses[0]), port, timeout=timeout, local_address=local_address, socket_options=socket_options)
+
+        async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
+            raise httpcore2.ConnectError("unix sockets are not for connectors")
+
+        async def sleep(self, seconds: float) -> None:
+            await self._inner.sleep(seconds)
+
+    transport = httpx2.AsyncHTTPTransport()
+    transport._pool._network_backend = PinnedBackend()  # type: ignore[attr-defined]
+    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), transport=transport)

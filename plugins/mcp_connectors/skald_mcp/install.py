@@ -1,0 +1,91 @@
+"""The dependency reconciler for a member's local-script connector (a stdio template
+with ``files``): the template's files are copied into the member's sandbox, under
+``~/.skald-connectors/<name>/``, and their dependencies installed there —
+``pip install --target .pydeps`` for a ``requirements.txt`` (put on the server's
+``PYTHONPATH``), ``npm ci --omit=dev`` for a ``package.json`` — only when the content
+hash of the files changed. It runs inside the sandbox as the member (through
+``HostApi.sandbox_spawn``), never with the host's Python; at activation and at every
+start of the member's runtime, where an unchanged connector is a hash match and nothing
+more. A failure (no pip in the sandbox, no network for it) is the connector's error,
+shown as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any, Mapping
+
+ROOT = ".skald-connectors"
+INSTALL_SECONDS = 600.0
+
+INSTALLER = r'''
+import json, os, shutil, subprocess, sys
+target, digest = sys.argv[1], sys.argv[2]
+files = json.loads(sys.stdin.read())
+stamp = os.path.join(target, ".skald-hash")
+try:
+    with open(stamp) as f:
+        if f.read() == digest:
+            print(json.dumps({"status": "unchanged"}), flush=True)
+            sys.exit(0)
+except OSError:
+    pass
+if os.path.isdir(target):
+    shutil.rmtree(target)
+os.makedirs(target)
+for rel, content in files.items():
+    path = os.path.join(target, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(content)
+error = None
+if "requirements.txt" in files:
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--target", os.path.join(target, ".pydeps"),
+                           "-r", os.path.join(target, "requirements.txt")], capture_output=True, text=True)
+    if done.returncode:
+        lines = (done.stderr or "").strip().splitlines()
+        error = "pip install failed in the sandbox: " + (lines[-1] if lines else "exit %d" % done.returncode)
+if error is None and "package.json" in files:
+    if shutil.which("npm") is None:
+        error = "npm is not installed in the sandbox"
+    else:
+        done = subprocess.run(["npm", "ci", "--omit=dev"], cwd=target, capture_output=True, text=True)
+        if done.returncode:
+            lines = (done.stderr or "").strip().splitlines()
+            error = "npm ci failed in the sandbox: " + (lines[-1] if lines else "exit %d" % done.returncode)
+if error is not None:
+    print(json.dumps({"status": "failed", "error": error}), flush=True)
+    sys.exit(0)
+with open(stamp, "w") as f:
+    f.write(digest)
+print(json.dumps({"status": "installed"}), flush=True)
+'''
+
+
+def content_hash(files: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(files), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def folder(name: str) -> str:
+    return f"{ROOT}/{name}"
+
+
+async def reconcile(host: Any, member_id: str, name: str, files: Mapping[str, str]) -> str:
+    """``installed`` or ``unchanged``; raises ``RuntimeError`` with the reason."""
+    process = await host.sandbox_spawn(member_id, ["/usr/bin/python3", "-c", INSTALLER, folder(name), content_hash(files)])
+    try:
+        process.stdin.write(json.dumps(dict(files)).encode())
+        await process.stdin.drain()
+        process.stdin.close()
+        line = await asyncio.wait_for(process.stdout.readline(), INSTALL_SECONDS)
+    finally:
+        process.kill()
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        raise RuntimeError("the connector's files could not be installed in the sandbox") from None
+    if answer.get("status") not in ("installed", "unchanged"):
+        raise RuntimeError(str(answer.get("error") or "the connector's files could not be installed"))
+    return str(answer["status"])

@@ -1,0 +1,282 @@
+"""Per-member connectors: what one member activated from the catalog, or registered as
+their own remote server, kept in that member's encrypted file (``HostApi.member_secret_*``,
+one secret ``connector:<name>`` per connector, holding its values, pins and, for OAuth,
+the refresh token) and connected while the member is unlocked: from ``member_unlocked``
+to ``member_locking``. Another member never sees them; ``system.db`` never holds them.
+
+A per-member connector's notifications are appended to the member's own file
+(``HostApi.append_member_event``), for the member's agents to read later.
+
+An http connector is a session from the host to the remote server; a stdio template
+runs inside the member's sandbox (``HostApi.sandbox_spawn``), never on the bare host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Awaitable, Callable
+
+from skald_hookspecs import MemberLocked, Tool
+from skald_mcp.runtime import CONNECT_SECONDS, Connection, definition_hash, make_tool
+from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, parse_login_status
+
+log = logging.getLogger(__name__)
+
+PREFIX = "connector:"
+
+
+class MemberConnectors:
+    """Every unlocked member's own connectors. ``records[member][name]`` is the stored
+    record (as in the member's file); ``connections[member][name]`` its session."""
+
+    def __init__(
+        self,
+        host: Any,
+        templates: Callable[[], dict[str, Template]],
+        bearer: Callable[[str, dict[str, Any]], Awaitable[str | None]],
+        elicit: Callable[[Any, str, Any], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.host = host
+        self._elicit = elicit
+        self._templates = templates
+        #: (member id, record) -> an access token for an OAuth record, or None (oauth.py).
+        self._bearer = bearer
+        self.records: dict[str, dict[str, dict[str, Any]]] = {}
+        self.connections: dict[str, dict[str, Connection]] = {}
+        self._offered: dict[str, dict[str, list[Tool]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: member -> connector -> the reconciler's last answer (installed | unchanged).
+        self.installs: dict[str, dict[str, str]] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def unlocked(self, member_id: str) -> None:
+        """Load and connect the member's connectors in the background (the login does
+        not wait for remote servers)."""
+        self._spawn(self.load(member_id))
+
+    async def load(self, member_id: str) -> None:
+        try:
+            names = await self.host.member_secret_names(member_id, PREFIX)
+            records = {}
+            for secret in names:
+                raw = await self.host.member_secret_get(member_id, secret)
+                if raw:
+                    records[secret[len(PREFIX):]] = json.loads(raw)
+        except MemberLocked:
+            return
+        mine = self.records.setdefault(member_id, {})
+        for name, record in records.items():
+            mine.setdefault(name, record)  # an activation saved meanwhile is newer
+        for name, record in list(mine.items()):
+            # A QR connector runs before its login too: it has to produce the code.
+            if record.get("state", "ready") in ("ready", "needs_login"):
+                await self.connect(member_id, name, wait=None)
+
+    async def locking(self, member_id: str) -> None:
+        """Stop the member's sessions and forget their records (and tokens) in RAM."""
+        self.records.pop(member_id, None)
+        self._offered.pop(member_id, None)
+        self.installs.pop(member_id, None)
+        connections = self.connections.pop(member_id, {})
+        await asyncio.gather(*(c.stop() for c in connections.values()), return_exceptions=True)
+
+    async def stop_all(self) -> None:
+        for member_id in list(self.connections):
+            await self.locking(member_id)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- records ----------------------------------------------------------------------------
+
+    async def save(self, member_id: str, name: str, record: dict[str, Any] | None) -> None:
+        """Write one record to the member's file first, then to RAM."""
+        await self.host.member_secret_set(member_id, PREFIX + name, None if record is None else json.dumps(record))
+        mine = self.records.setdefault(member_id, {})
+        if record is None:
+            mine.pop(name, None)
+        else:
+            mine[name] = record
+
+    async def spec(self, member_id: str, name: str, record: dict[str, Any]) -> ServerSpec:
+        if record["kind"] == "remote":
+            return ServerSpec(name, "http", url=record["url"], headers=record.get("headers") or {})
+        template = self._templates().get(record["template"])
+        if template is None:
+            raise SpecError(f"the catalog no longer has {record['template']!r}")
+        bearer = await self._bearer(member_id, record) if template.oauth else None
+        if record.pop("rotated", False):  # the provider rotated the refresh token
+            await self.save(member_id, name, record)
+        return activation_spec(template, name, record.get("values") or {}, bearer)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def connect(self, member_id: str, name: str, wait: float | None = CONNECT_SECONDS) -> Connection | None:
+        record = self.records.get(member_id, {}).get(name)
+        if record is None:
+            return None
+        await self.disconnect(member_id, name)
+        try:
+            spec = await self.spec(member_id, name, record)
+        except Exception as exc:  # noqa: BLE001 - a template gone, a token refused: a state
+            connection = Connection(ServerSpec(name, "http", url=""), on_change=lambda c: None)
+            connection.state, connection.error = "failed", str(exc) or type(exc).__name__
+            self.connections.setdefault(member_id, {})[name] = connection
+            return connection
+
+        def notified(message: Any) -> None:
+            params = getattr(message, "params", None)
+            data = {"connector": name, "method": message.method, "params": params.model_dump(mode="json") if params is not None else None}
+            self._spawn(self._append(member_id, data))
+
+        spawn = None
+        if spec.transport == "stdio":
+            # Inside the member's sandbox, as an argv array (never a shell); the
+            # member's values reach it as environment, never as a file.
+            argv, env, workdir = [spec.command, *spec.args], dict(spec.env), None
+            template = self._templates().get(record.get("template") or "")
+            if template is not None and template.files:
+                from skald_mcp import install
+
+                try:
+                    self.installs.setdefault(member_id, {})[name] = await install.reconcile(self.host, member_id, name, template.files)
+                except Exception as exc:  # noqa: BLE001 - the connector's error, shown as it is
+                    failed = Connection(spec, on_change=lambda c: None)
+                    failed.state, failed.error = "failed", str(exc) or type(exc).__name__
+                    self.connections.setdefault(member_id, {})[name] = failed
+                    return failed
+                workdir = install.folder(name)
+                if "requirements.txt" in template.files:
+                    env.setdefault("PYTHONPATH", ".pydeps")
+            spawn = lambda: self.host.sandbox_spawn(member_id, argv, workdir=workdir, env=env)  # noqa: E731
+        connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=self._elicit)
+        # A member's own server: checked on every connection, unless the admin allows
+        # private addresses (the flag is read at each connect).
+        connection.public_only = record["kind"] == "remote" and not (await self.host.get_config()).get("allow_private_addresses")
+        self.connections.setdefault(member_id, {})[name] = connection
+        await connection.start(wait=wait)
+        if name not in self.records.get(member_id, {}):
+            # The member's file closed (or the connector was removed) while it started.
+            await connection.stop()
+            if self.connections.get(member_id, {}).get(name) is connection:
+                del self.connections[member_id][name]
+            return None
+        return connection
+
+    async def _append(self, member_id: str, data: dict[str, Any]) -> None:
+        try:
+            await self.host.append_member_event(member_id, "mcp.notification", data)
+        except Exception as exc:  # noqa: BLE001 - locked meanwhile, or too large: dropped
+            log.info("a connector notification was not kept: %s", type(exc).__name__)
+
+    async def disconnect(self, member_id: str, name: str) -> None:
+        self._offered.get(member_id, {}).pop(name, None)
+        connection = self.connections.get(member_id, {}).pop(name, None)
+        if connection is not None:
+            await connection.stop()
+
+    def _changed(self, member_id: str, connection: Connection) -> None:
+        name = connection.spec.name
+        if self.connections.get(member_id, {}).get(name) is not connection:
+            return
+        record = self.records.get(member_id, {}).get(name)
+        if record is None:
+            return
+        if connection.state == "ready" and record.get("pins") is None:
+            # First contact after the activation: these tools are what the member
+            # activated; later changes wait for the member to accept them.
+            record["pins"] = {t.name: definition_hash(t) for t in connection.tools}
+            self._spawn(self.save(member_id, name, record))
+        self._rebuild(member_id, name)
+
+    def _rebuild(self, member_id: str, name: str) -> None:
+        connection = self.connections.get(member_id, {}).get(name)
+        offered = self._offered.setdefault(member_id, {})
+        if connection is None or connection.state != "ready":
+            offered.pop(name, None)
+            return
+        record = self.records.get(member_id, {}).get(name) or {}
+        if record.get("state", "ready") != "ready":
+            offered.pop(name, None)  # signed out (or not yet signed in): no tools
+            return
+        pins = record.get("pins") or {}
+        offered[name] = [
+            make_tool(name, t, lambda caller, _m=member_id, _n=name: caller == _m and _n in self.records.get(_m, {}), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n))
+            for t in connection.tools
+            if pins.get(t.name) == definition_hash(t) and t.name not in LOGIN_TOOLS
+        ]
+
+    async def accept(self, member_id: str, name: str) -> None:
+        connection = self.connections.get(member_id, {}).get(name)
+        record = self.records[member_id][name]
+        record["pins"] = {t.name: definition_hash(t) for t in (connection.tools if connection else ())}
+        await self.save(member_id, name, record)
+        self._rebuild(member_id, name)
+
+    # -- QR / device login (the login_status contract) -------------------------------------
+
+    async def login_status(self, member_id: str, name: str) -> dict[str, Any]:
+        """Ask the connector's ``login_status`` (starting it if it is not running); on
+        ``ready`` the connector's tools are offered from now on."""
+        connection = self.connections.get(member_id, {}).get(name)
+        if connection is None or connection.state not in ("ready", "starting"):
+            connection = await self.connect(member_id, name)
+        if connection is None or connection.state != "ready":
+            return {"state": "connecting", "qr": None, "message": (connection.error if connection else "") or ""}
+        status = parse_login_status(await connection.call("login_status", {}))
+        record = self.records[member_id][name]
+        wanted = "ready" if status["state"] == "ready" else "needs_login"
+        if record.get("state") != wanted:
+            record["state"] = wanted
+            await self.save(member_id, name, record)
+            self._rebuild(member_id, name)
+        return status
+
+    async def login_reset(self, member_id: str, name: str) -> dict[str, Any]:
+        """Sign the device out (the connector's ``logout``) to link another one."""
+        connection = self.connections.get(member_id, {}).get(name)
+        record = self.records[member_id][name]
+        record["state"] = "needs_login"
+        await self.save(member_id, name, record)
+        self._rebuild(member_id, name)
+        if connection is not None and connection.state == "ready":
+            await connection.call("logout", {})
+        return await self.login_status(member_id, name)
+
+    def member_tools(self, member_id: str) -> list[Tool]:
+        return [t for tools in self._offered.get(member_id, {}).values() for t in tools]
+
+    def _login_kind(self, record: dict[str, Any]) -> str:
+        template = self._templates().get(record.get("template") or "")
+        return template.login if template is not None else ""
+
+    def status(self, member_id: str, name: str) -> dict[str, Any]:
+        record = self.records.get(member_id, {}).get(name) or {}
+        connection = self.connections.get(member_id, {}).get(name)
+        pins = record.get("pins") or {}
+        tools = connection.tools if connection is not None and connection.state == "ready" else []
+        offered = {t.name for t in self._offered.get(member_id, {}).get(name, ())}
+        from skald_mcp.spec import tool_name
+
+        return {
+            "name": name,
+            "kind": record.get("kind"),
+            "template": record.get("template"),
+            "version": record.get("version"),
+            "url": record.get("url"),
+            "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
+            "error": connection.error if connection else None,
+            "login": self._login_kind(record),
+            "install": self.installs.get(member_id, {}).get(name),
+            "tools": [tool_name(name, t.name) for t in tools if tool_name(name, t.name) in offered],
+            "pending": [t.name for t in tools if pins.get(t.name) != definition_hash(t)] if pins else [],
+        }

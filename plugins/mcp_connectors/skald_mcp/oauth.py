@@ -1,0 +1,251 @@
+"""OAuth 2 sign-in for a member's connector: authorization code + PKCE (S256), the
+copy-paste flow (seed 001 "OAuth per-user connectors").
+
+- Providers are the admin's: endpoints, client id and client secret (write-only on the
+  page), redirect URI, extra parameters. A provider given by its ``issuer`` is read from
+  its RFC 8414 metadata, which must offer ``S256`` in
+  ``code_challenge_methods_supported`` (otherwise it is refused: no flow without PKCE).
+  Discovery passes the address check unless private addresses are allowed.
+- ``start`` builds the consent URL with a fresh verifier and an opaque ``state``, kept
+  in RAM only, for 10 minutes, bound to the member, usable once (a restart drops every
+  flow in progress).
+- The member approves at the provider, which shows the code on the redirect page; the
+  member pastes it back; ``complete`` exchanges code + verifier (+ the client secret,
+  server-side, + ``resource``: the connector's address) for tokens. The refresh token is
+  written to the member's encrypted file only (in the connector's record); the access
+  token stays in RAM and reaches the server as ``Authorization: Bearer``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import urlencode
+
+from skald_mcp.spec import NAME, SpecError, _text, parse_url
+
+STATE_SECONDS = 600
+MAX_FLOWS = 1000
+TOKEN_SECONDS = 20.0
+
+
+class OAuthError(Exception):
+    """A sign-in step failed; the message says why (shown to the member)."""
+
+
+@dataclass(frozen=True)
+class Flow:
+    member_id: str
+    connector: str
+    provider: str
+    verifier: str
+    redirect_uri: str
+    resource: str
+    started: float
+
+
+def pkce_pair() -> tuple[str, str]:
+    """A verifier (43+ characters of the unreserved set) and its S256 challenge."""
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, challenge
+
+
+def parse_provider(body: Any, keep: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A provider from the admin's form, without discovery (``issuer`` is resolved by
+    ``OAuth.discover``). A masked secret keeps the stored one."""
+    if not isinstance(body, dict):
+        raise SpecError("the body must be a JSON object")
+    unknown = set(body) - {"name", "issuer", "auth_url", "token_url", "client_id", "client_secret", "redirect_uri", "extra_params"}
+    if unknown:
+        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    name = body.get("name")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise SpecError("name must be 1-24 lower-case letters, digits or '-', starting with a letter")
+    secret = body.get("client_secret")
+    if secret == "********" and keep is not None:
+        secret = keep.get("client_secret", "")
+    extra = body.get("extra_params") or {}
+    if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(k) <= 100 and len(v) <= 500 for k, v in extra.items()):
+        raise SpecError("extra_params must be an object of names to strings")
+    reserved = {"response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "resource"}
+    if reserved & set(extra):
+        raise SpecError(f"extra_params may not set {', '.join(sorted(reserved & set(extra)))}")
+    provider = {
+        "name": name,
+        "issuer": _text(body, "issuer", limit=2000),
+        "auth_url": _text(body, "auth_url", limit=2000),
+        "token_url": _text(body, "token_url", limit=2000),
+        "client_id": _text(body, "client_id", required=True),
+        "client_secret": secret if isinstance(secret, str) and len(secret) <= 2000 else "",
+        "redirect_uri": parse_url(body.get("redirect_uri"), "redirect_uri"),
+        "extra_params": dict(extra),
+    }
+    if provider["issuer"]:
+        parse_url(provider["issuer"], "issuer")
+    else:
+        provider["auth_url"] = parse_url(provider["auth_url"], "auth_url")
+        provider["token_url"] = parse_url(provider["token_url"], "token_url")
+    return provider
+
+
+def public_provider(provider: Mapping[str, Any]) -> dict[str, Any]:
+    return {**provider, "client_secret": "********" if provider.get("client_secret") else ""}
+
+
+class OAuth:
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.providers: dict[str, dict[str, Any]] = {}
+        self._flows: dict[str, Flow] = {}
+        #: (member id, connector) -> (access token, monotonic expiry). RAM only.
+        self._tokens: dict[tuple[str, str], tuple[str, float]] = {}
+
+    async def load(self) -> None:
+        self.providers = dict(await self.host.kv_get("providers") or {})
+
+    async def save(self) -> None:
+        await self.host.kv_set("providers", self.providers)
+
+    def forget(self, member_id: str) -> None:
+        """The member's file closes: their access tokens and flows leave RAM."""
+        self._tokens = {k: v for k, v in self._tokens.items() if k[0] != member_id}
+        self._flows = {k: f for k, f in self._flows.items() if f.member_id != member_id}
+
+    # -- providers --------------------------------------------------------------------------
+
+    async def discover(self, provider: dict[str, Any], *, allow_private: bool) -> dict[str, Any]:
+        """Fill the endpoints from the issuer's metadata; refuse one without S256."""
+        if not provider.get("issuer"):
+            return provider
+        import httpx
+
+        from skald_mcp.guard import check_public
+
+        url = provider["issuer"].rstrip("/") + "/.well-known/oauth-authorization-server"
+        if not allow_private:
+            await check_public(url)
+        try:
+            async with httpx.AsyncClient(timeout=TOKEN_SECONDS, follow_redirects=False) as client:
+                response = await client.get(url, headers={"Accept": "application/json"})
+            metadata = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            metadata = None
+        if not isinstance(metadata, dict):
+            raise SpecError(f"no OAuth metadata at {url}")
+        if "S256" not in (metadata.get("code_challenge_methods_supported") or []):
+            raise SpecError("the provider's metadata does not offer PKCE with S256 (code_challenge_methods_supported); it is refused")
+        provider = dict(provider)
+        provider["auth_url"] = parse_url(metadata.get("authorization_endpoint"), "authorization_endpoint")
+        provider["token_url"] = parse_url(metadata.get("token_endpoint"), "token_endpoint")
+        if not allow_private:
+            await check_public(provider["token_url"])
+        return provider
+
+    # -- the flow ---------------------------------------------------------------------------
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        self._flows = {k: f for k, f in self._flows.items() if now - f.started < STATE_SECONDS}
+
+    def start(self, member_id: str, connector: str, provider_name: str, scopes: list[str], resource: str) -> str:
+        provider = self.providers.get(provider_name)
+        if provider is None or not provider.get("auth_url"):
+            raise OAuthError(f"the sign-in provider {provider_name!r} is not set up; ask your administrator")
+        self._expire()
+        if len(self._flows) >= MAX_FLOWS:
+            raise OAuthError("too many sign-ins are in progress; try again in a few minutes")
+        verifier, challenge = pkce_pair()
+        state = secrets.token_urlsafe(32)
+        self._flows[state] = Flow(member_id, connector, provider_name, verifier, provider["redirect_uri"], resource, time.monotonic())
+        query = {
+            **provider.get("extra_params", {}),
+            "response_type": "code",
+            "client_id": provider["client_id"],
+            "redirect_uri": provider["redirect_uri"],
+            "scope": " ".join(scopes),
+            "state": state,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "resource": resource,
+        }
+        separator = "&" if "?" in provider["auth_url"] else "?"
+        return f"{provider['auth_url']}{separator}{urlencode(query)}"
+
+    def take(self, member_id: str, connector: str, state: Any) -> Flow:
+        """The flow of ``state``, once: unknown, expired, used, or another member's or
+        connector's state is refused."""
+        self._expire()
+        flow = self._flows.get(state) if isinstance(state, str) else None
+        if flow is None or flow.member_id != member_id or flow.connector != connector:
+            raise OAuthError("this sign-in is unknown, expired or already used; start it again")
+        del self._flows[state]
+        return flow
+
+    async def exchange(self, flow: Flow, code: Any) -> dict[str, Any]:
+        if not isinstance(code, str) or not code.strip() or len(code) > 4096:
+            raise OAuthError("paste the code the sign-in page showed")
+        provider = self.providers.get(flow.provider)
+        if provider is None:
+            raise OAuthError("the sign-in provider is gone; ask your administrator")
+        form = {
+            "grant_type": "authorization_code",
+            "code": code.strip(),
+            "redirect_uri": flow.redirect_uri,
+            "code_verifier": flow.verifier,
+            "resource": flow.resource,
+        }
+        tokens = await self._token_request(provider, form)
+        if not tokens.get("refresh_token"):
+            raise OAuthError("the provider returned no refresh token (for Google: access_type=offline and prompt=consent)")
+        self._remember(flow.member_id, flow.connector, tokens)
+        return tokens
+
+    async def _token_request(self, provider: Mapping[str, Any], form: dict[str, str]) -> dict[str, Any]:
+        import httpx
+
+        form = {**form, "client_id": provider["client_id"]}
+        if provider.get("client_secret"):
+            form["client_secret"] = provider["client_secret"]
+        try:
+            async with httpx.AsyncClient(timeout=TOKEN_SECONDS, follow_redirects=False) as client:
+                response = await client.post(provider["token_url"], data=form, headers={"Accept": "application/json"})
+        except httpx.HTTPError as exc:
+            raise OAuthError(f"the provider could not be reached ({type(exc).__name__})") from None
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        if response.status_code != 200 or not isinstance(body, dict) or not body.get("access_token"):
+            reason = body.get("error") if isinstance(body, dict) else None
+            raise OAuthError(f"the provider refused the sign-in ({reason or response.status_code})")
+        return body
+
+    def _remember(self, member_id: str, connector: str, tokens: Mapping[str, Any]) -> None:
+        lifetime = tokens.get("expires_in")
+        lifetime = float(lifetime) if isinstance(lifetime, (int, float)) and lifetime > 0 else 3600.0
+        self._tokens[(member_id, connector)] = (str(tokens["access_token"]), time.monotonic() + lifetime - 30)
+
+    async def bearer(self, member_id: str, record: dict[str, Any]) -> str | None:
+        """An access token for the member's OAuth connector: the one in RAM while it
+        lasts, else one fetched with the refresh token from the member's file."""
+        name = record.get("name", "")
+        cached = self._tokens.get((member_id, name))
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        refresh = record.get("refresh_token")
+        if not refresh:
+            raise OAuthError("sign in first")
+        provider = self.providers.get(record.get("provider", ""))
+        if provider is None:
+            raise OAuthError("the sign-in provider is gone; ask your administrator")
+        tokens = await self._token_request(provider, {"grant_type": "refresh_token", "refresh_token": refresh, "resource": record.get("resource", "")})
+        self._remember(member_id, name, tokens)
+        if tokens.get("refresh_token") and tokens["refresh_token"] != refresh:
+            record["refresh_token"] = tokens["refresh_token"]  # rotated: saved by the caller's next save
+            record["rotated"] = True
+        return str(tokens["access_token"])

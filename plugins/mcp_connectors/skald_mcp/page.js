@@ -1,0 +1,427 @@
+// The Connectors page: one row per connector. A member sees the connectors granted to
+// them and their tools, their own connectors (deactivate, accept changed tools, the OAuth
+// sign-in panel), the catalog to activate from, and, when allowed, a form for their own
+// remote server; an admin also gets the management table (state, tools, who may
+// use each connector as checkboxes, restart / accept changed tools / remove) and the
+// form to add one (a stdio command as an argv list, or a streamable-HTTP address).
+// Every text goes in through textContent: names and descriptions are data, not markup.
+
+function node(tag, text, className) {
+  const element = document.createElement(tag);
+  if (text !== undefined) element.textContent = text;
+  if (className) element.className = className;
+  return element;
+}
+
+function format(text, values) {
+  return text.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
+}
+
+async function call(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET") {
+    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
+    headers["Content-Type"] = "application/json";
+    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
+  }
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+function lines(text) {
+  return text.split("\n").map((l) => l.trim()).filter(Boolean);
+}
+
+function pairs(text, separator) {
+  const out = {};
+  for (const line of lines(text)) {
+    const at = line.indexOf(separator);
+    if (at > 0) out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+  }
+  return out;
+}
+
+export default class ConnectorsPage extends HTMLElement {
+  async connectedCallback() {
+    this.pluginId = this.getAttribute("plugin-id") || "mcp";
+    this.base = `/api/plugin/${encodeURIComponent(this.pluginId)}`;
+    this.message = node("p", "", "mcp-message");
+    await this.render();
+  }
+
+  async render() {
+    try {
+      const mine = await call("GET", `${this.base}/mine`);
+      this.s = mine.strings;
+      const parts = [node("h1", this.s.title), this.message, this.asks(), this.mine(mine.connectors), ...this.own(mine)];
+      if (mine.is_admin) parts.push(...(await this.admin()));
+      this.replaceChildren(...parts);
+    } catch (error) {
+      this.message.textContent = error.message;
+      this.replaceChildren(this.message);
+    }
+  }
+
+  mine(connectors) {
+    const box = node("section", undefined, "mcp-mine");
+    if (connectors.length === 0) {
+      box.append(node("p", this.s.mine_empty));
+      return box;
+    }
+    box.append(node("p", this.s.mine_intro));
+    const list = node("ul");
+    for (const c of connectors) {
+      const item = node("li", `${c.name} (${this.s["state_" + c.state] || c.state}): ${c.tools.join(", ")}`, "mcp-connector");
+      list.append(item);
+    }
+    box.append(list);
+    return box;
+  }
+
+  own(mine) {
+    const s = this.s;
+    const out = [];
+    const box = node("section", undefined, "mcp-own");
+    box.append(node("h2", s.own_title));
+    for (const c of mine.own) {
+      const row = node("div", undefined, "mcp-own-connector");
+      row.dataset.name = c.name;
+      row.append(node("strong", c.name), node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
+      if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools"));
+      if (c.error) row.append(node("div", c.error, "mcp-error"));
+      if (c.pending.length) {
+        row.append(node("div", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending"));
+        const accept = node("button", s.accept);
+        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
+        row.append(accept);
+      }
+      if (c.state === "needs_oauth") row.append(this.oauthPanel(c.name));
+      if (c.login === "qr") row.append(this.qrPanel(c.name));
+      const remove = node("button", s.deactivate, "mcp-deactivate");
+      remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`)));
+      row.append(remove);
+      box.append(row);
+    }
+    out.push(box);
+    const catalog = node("section", undefined, "mcp-catalog");
+    catalog.append(node("h2", s.catalog_title));
+    for (const t of mine.catalog) {
+      const form = node("form", undefined, "mcp-template");
+      form.dataset.name = t.name;
+      form.append(node("strong", t.title), node("p", t.description));
+      if (t.update_available) form.append(node("p", s.update_available, "mcp-update"));
+      if (!t.activated) {
+        const inputs = {};
+        for (const f of t.fields) {
+          const label = node("label");
+          const input = Object.assign(node("input"), { name: f.name, type: f.secret ? "password" : "text", autocomplete: "off" });
+          inputs[f.name] = input;
+          label.append(node("span", f.label + " "), input);
+          form.append(label, node("br"));
+        }
+        form.append(Object.assign(node("button", s.activate), { type: "submit" }));
+        form.addEventListener("submit", (event) => {
+          event.preventDefault();
+          const values = Object.fromEntries(Object.entries(inputs).map(([k, input]) => [k, input.value]));
+          this.act(() => call("POST", `${this.base}/my/connectors`, { template: t.name, values }));
+        });
+      }
+      catalog.append(form);
+    }
+    out.push(catalog);
+    if (mine.may_add_remote) {
+      const form = node("form", undefined, "mcp-remote");
+      form.append(node("h2", s.remote_title));
+      const name = Object.assign(node("input"), { name: "name", maxLength: 24, placeholder: s.name });
+      const url = Object.assign(node("input"), { name: "url", placeholder: s.url });
+      const headers = Object.assign(node("textarea"), { name: "headers", placeholder: s.headers });
+      form.append(name, url, headers, Object.assign(node("button", s.add), { type: "submit" }));
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        const remote = { name: name.value.trim(), url: url.value.trim(), headers: pairs(headers.value, ":") };
+        this.act(() => call("POST", `${this.base}/my/connectors`, { remote }));
+      });
+      out.push(form);
+    }
+    return out;
+  }
+
+  asks() {
+    // What a connector asks during a call (elicitation): polled; the answer goes to the
+    // server and is kept nowhere.
+    const s = this.s;
+    const box = node("section", undefined, "mcp-asks");
+    const seen = new Map();
+    const draw = (items) => {
+      const ids = new Set(items.map((e) => e.id));
+      for (const [id, form] of seen) {
+        if (!ids.has(id)) {
+          form.remove();
+          seen.delete(id);
+        }
+      }
+      for (const e of items) {
+        if (seen.has(e.id)) continue;
+        const form = node("form", undefined, "mcp-ask");
+        form.dataset.id = e.id;
+        form.append(node("h3", s.elicit_title), node("p", `${e.connector}: ${e.message}`));
+        const inputs = {};
+        for (const f of e.fields) {
+          const label = node("label");
+          let input;
+          if (f.enum) {
+            input = node("select");
+            for (const value of f.enum) input.append(Object.assign(node("option", value), { value }));
+          } else {
+            input = node("input");
+            input.type = f.type === "boolean" ? "checkbox" : f.type === "string" ? "text" : "number";
+          }
+          input.name = f.name;
+          inputs[f.name] = [f, input];
+          label.append(node("span", f.title + " "), input);
+          form.append(label, node("br"));
+        }
+        const decline = Object.assign(node("button", s.elicit_decline), { type: "button", className: "mcp-ask-decline" });
+        form.append(Object.assign(node("button", s.elicit_accept), { type: "submit" }), decline);
+        const send = (body) =>
+          call("POST", `${this.base}/my/elicitations/${encodeURIComponent(e.id)}`, body).then(
+            () => form.remove(),
+            (error) => (this.message.textContent = error.message),
+          );
+        form.addEventListener("submit", (event) => {
+          event.preventDefault();
+          const content = {};
+          for (const [name, [f, input]] of Object.entries(inputs)) {
+            if (f.type === "boolean") content[name] = input.checked;
+            else if (input.value !== "") content[name] = f.type === "string" ? input.value : Number(input.value);
+          }
+          send({ action: "accept", content });
+        });
+        decline.addEventListener("click", () => send({ action: "decline" }));
+        seen.set(e.id, form);
+        box.append(form);
+      }
+    };
+    const poll = async () => {
+      if (!box.isConnected) return; // re-rendered or left: a newer box polls
+      try {
+        draw((await call("GET", `${this.base}/my/elicitations`)).elicitations);
+      } catch (error) {
+        // the next poll tries again
+      }
+      setTimeout(poll, 1500);
+    };
+    setTimeout(poll, 0);
+    return box;
+  }
+
+  qrPanel(name) {
+    // The device login: poll login/status, show the QR code while the server wants a
+    // scan (a PNG data URL only), and offer to link another device once linked.
+    const s = this.s;
+    const panel = node("div", undefined, "mcp-qr");
+    const line = node("p", "", "mcp-qr-state");
+    const image = node("img");
+    image.alt = s.qr_alt;
+    image.hidden = true;
+    const reset = node("button", s.login_reset, "mcp-login-reset");
+    reset.hidden = true;
+    const path = `${this.base}/my/connectors/${encodeURIComponent(name)}/login`;
+    const show = (status) => {
+      panel.dataset.state = status.state;
+      line.textContent = status.message || s["state_" + (status.state === "ready" ? "ready" : "needs_login")];
+      const qr = typeof status.qr === "string" && status.qr.startsWith("data:image/png;base64,") ? status.qr : null;
+      image.hidden = !qr;
+      if (qr) image.src = qr;
+      reset.hidden = status.state !== "ready";
+    };
+    const poll = async () => {
+      if (!panel.isConnected) return;
+      try {
+        const status = await call("GET", `${path}/status`);
+        show(status);
+        if (status.state === "ready") return;
+      } catch (error) {
+        line.textContent = error.message;
+      }
+      setTimeout(poll, 1500);
+    };
+    reset.addEventListener("click", async () => {
+      try {
+        show(await call("POST", `${path}/reset`));
+        setTimeout(poll, 1500);
+      } catch (error) {
+        line.textContent = error.message;
+      }
+    });
+    panel.append(line, image, reset);
+    setTimeout(poll, 0);
+    return panel;
+  }
+
+  oauthPanel(name) {
+    // The copy-paste flow: open the provider's page, approve, paste the code it shows.
+    const s = this.s;
+    const panel = node("div", undefined, "mcp-oauth");
+    const start = node("button", s.sign_in, "mcp-sign-in");
+    const code = Object.assign(node("input"), { name: "code", autocomplete: "off", placeholder: s.paste_code });
+    const complete = node("button", s.complete, "mcp-complete");
+    let state = null;
+    start.addEventListener("click", async () => {
+      try {
+        const { url } = await call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/start`);
+        state = new URL(url).searchParams.get("state");
+        panel.dataset.url = url;
+        window.open(url, "_blank", "noopener");
+      } catch (error) {
+        this.message.textContent = error.message;
+      }
+    });
+    complete.addEventListener("click", () =>
+      this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/complete`, { state, code: code.value.trim() })),
+    );
+    panel.append(start, code, complete);
+    return panel;
+  }
+
+  async act(work) {
+    this.message.textContent = "";
+    try {
+      await work();
+      await this.render();
+    } catch (error) {
+      this.message.textContent = error.message;
+    }
+  }
+
+  async admin() {
+    const s = this.s;
+    const { servers } = await call("GET", `${this.base}/servers`);
+    let members = [];
+    try {
+      members = (await call("GET", "/api/admin/members")).members;
+    } catch (error) {
+      // the table still works without names
+    }
+    const table = node("table", undefined, "mcp-servers");
+    const head = node("tr");
+    for (const title of [s.col_name, s.col_kind, s.col_state, s.col_tools, s.col_access, ""]) head.append(node("th", title));
+    table.append(head);
+    for (const server of servers) {
+      const row = node("tr", undefined, "mcp-server");
+      row.dataset.name = server.name;
+      const state = node("td", s["state_" + server.state] || server.state);
+      if (server.error) state.title = server.error;
+      const tools = node("td");
+      tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
+      if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending"));
+      const access = node("td");
+      for (const member of members) {
+        const label = node("label");
+        const box = node("input");
+        box.type = "checkbox";
+        box.checked = server.access.includes(member.id);
+        box.addEventListener("change", () => {
+          const chosen = new Set(server.access);
+          if (box.checked) chosen.add(member.id);
+          else chosen.delete(member.id);
+          this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: [...chosen] }));
+        });
+        label.append(box, document.createTextNode(" " + (member.display_name || member.username)));
+        access.append(label, node("br"));
+      }
+      const actions = node("td");
+      const restart = node("button", s.restart);
+      restart.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/restart`)));
+      actions.append(restart);
+      if (server.pending.length) {
+        const accept = node("button", s.accept);
+        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/accept`)));
+        actions.append(accept);
+      }
+      const remove = node("button", s.remove);
+      remove.addEventListener("click", () => {
+        if (window.confirm(format(s.confirm_remove, { name: server.name }))) {
+          this.act(() => call("DELETE", `${this.base}/servers/${encodeURIComponent(server.name)}`));
+        }
+      });
+      actions.append(remove);
+      row.append(node("td", server.name), node("td", server.transport === "stdio" ? `stdio: ${server.command}` : server.url), state, tools, access, actions);
+      table.append(row);
+    }
+    return [node("h2", s.admin_title), table, this.form(members), ...(await this.adminCatalog())];
+  }
+
+  async adminCatalog() {
+    // The catalog's templates and the sign-in providers, as JSON (the API's shapes: see
+    // the plugin's README). A provider's client secret comes back masked.
+    const s = this.s;
+    const [{ templates }, { providers }] = await Promise.all([call("GET", `${this.base}/catalog`), call("GET", `${this.base}/providers`)]);
+    const editor = (title, kind, rows, className) => {
+      const box = node("section", undefined, className);
+      box.append(node("h2", title));
+      const list = node("ul");
+      for (const row of rows) {
+        const item = node("li", `${row.name} `);
+        const remove = node("button", s.remove);
+        remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/${kind}/${encodeURIComponent(row.name)}`)));
+        item.append(remove, node("pre", JSON.stringify(row, null, 2)));
+        list.append(item);
+      }
+      const form = node("form");
+      const name = Object.assign(node("input"), { name: "name", maxLength: 24, placeholder: s.name });
+      const body = Object.assign(node("textarea"), { name: "body", rows: 6, cols: 60, placeholder: "{ }" });
+      form.append(name, node("br"), body, node("br"), Object.assign(node("button", s.save), { type: "submit" }));
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        this.act(async () => {
+          let parsed;
+          try {
+            parsed = JSON.parse(body.value || "{}");
+          } catch (error) {
+            throw new Error(`JSON: ${error.message}`);
+          }
+          await call("PUT", `${this.base}/${kind}/${encodeURIComponent(name.value.trim())}`, parsed);
+        });
+      });
+      box.append(list, form);
+      return box;
+    };
+    return [editor(s.catalog_admin_title, "catalog", templates, "mcp-admin-catalog"), editor(s.providers_title, "providers", providers, "mcp-admin-providers")];
+  }
+
+  form(members) {
+    const s = this.s;
+    const form = node("form", undefined, "mcp-add");
+    const field = (label, input) => {
+      const wrap = node("label");
+      wrap.append(node("span", label), input);
+      form.append(wrap, node("br"));
+      return input;
+    };
+    const name = field(s.name, Object.assign(node("input"), { name: "name", maxLength: 24 }));
+    const transport = field(s.transport, node("select"));
+    transport.name = "transport";
+    for (const value of ["stdio", "http"]) transport.append(Object.assign(node("option", value), { value }));
+    const command = field(s.command, Object.assign(node("input"), { name: "command" }));
+    const args = field(s.args, Object.assign(node("textarea"), { name: "args" }));
+    const env = field(s.env, Object.assign(node("textarea"), { name: "env" }));
+    const url = field(s.url, Object.assign(node("input"), { name: "url" }));
+    const headers = field(s.headers, Object.assign(node("textarea"), { name: "headers" }));
+    const submit = Object.assign(node("button", s.add), { type: "submit" });
+    form.append(submit);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const body = { name: name.value.trim(), transport: transport.value };
+      if (transport.value === "stdio") Object.assign(body, { command: command.value.trim(), args: lines(args.value), env: pairs(env.value, "=") });
+      else Object.assign(body, { url: url.value.trim(), headers: pairs(headers.value, ":") });
+      // Default access at the connector's birth: every member, as for a plugin; the
+      // admin's job is removal.
+      body.access = members.filter((m) => m.role !== "admin").map((m) => m.id);
+      this.act(() => call("POST", `${this.base}/servers`, body));
+    });
+    return form;
+  }
+}

@@ -1,0 +1,484 @@
+"""The global runtime: one long-lived MCP session per admin-managed connector.
+
+Each ``Connection`` owns a task that holds the SDK's ``Client`` open (the stdio child
+process, or the HTTP session) from ``start`` to ``stop``; every tool call of every
+member goes through that one session, so no process is spawned per call. A server's
+``notifications/tools/list_changed`` makes the connection list its tools again; every
+other notification is discarded here (the global runtime belongs to nobody, so it has
+no member's file to append an event to).
+
+Tool pinning (check E5, "a tool definition that changes after approval"): the tools a
+connector has when the admin adds it are pinned by the hash of their definition; a tool
+that appears later, or whose definition changes, is withheld from every member until
+the admin accepts it on the Connectors page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from typing import Any, Awaitable, Callable, Mapping
+
+from skald_hookspecs import Tool, ToolContext
+from skald_mcp.spec import ServerSpec, tool_name
+
+log = logging.getLogger(__name__)
+
+CONNECT_SECONDS = 20.0
+STOP_SECONDS = 5.0
+MAX_DESCRIPTION = 2000
+MAX_RESULT = 100_000
+
+
+def definition_hash(tool: Any) -> str:
+    """What a pin is bound to: the tool's name, description and input schema."""
+    blob = json.dumps(
+        {"name": tool.name, "description": tool.description or "", "schema": tool.input_schema or {}},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def result_text(result: Any) -> str:
+    """A ``CallToolResult`` as the text the model reads."""
+    parts: list[str] = []
+    for block in result.content or ():
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource" and getattr(block.resource, "text", None) is not None:
+            parts.append(block.resource.text)
+        else:
+            parts.append(f"[{kind or 'content'}{': ' + block.mime_type if getattr(block, 'mime_type', None) else ''}]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts)
+    return text if len(text) <= MAX_RESULT else text[:MAX_RESULT] + "\n[truncated]"
+
+
+class Connection:
+    """One connector's session. ``tools`` is the server's current list (MCP types)."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        *,
+        on_change: Callable[["Connection"], None],
+        on_notification: Callable[[Any], None] | None = None,
+        spawn: Callable[[], Awaitable[Any]] | None = None,
+        elicit: Callable[[Any, str, Any], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.spec = spec
+        #: The elicitation bridge (elicitation.py): (call's ToolContext, connector, params).
+        self._elicit = elicit
+        #: The ToolContexts of the calls in flight on this session.
+        self._inflight: list[Any] = []
+        #: A member's own remote server: every connection must reach a public address.
+        self.public_only = False
+        #: For a member's stdio connector: starts its command in the member's sandbox
+        #: (``HostApi.sandbox_spawn``); the host never runs a member's command itself.
+        self._spawn = spawn
+        self.state = "stopped"  # starting | ready | failed | stopped
+        self.error: str | None = None
+        self.tools: list[Any] = []
+        self.discarded = 0  # notifications the global runtime dropped
+        self._on_change = on_change
+        self._on_notification = on_notification
+        self._client: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._refreshing: asyncio.Task[None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self, wait: float | None = CONNECT_SECONDS) -> None:
+        """Start the session; with ``wait``, until it is ready or has failed."""
+        self.state, self.error = "starting", None
+        self._stop.clear()
+        self._ready.clear()
+        self._task = asyncio.create_task(self._run(), name=f"mcp:{self.spec.name}")
+        if wait:
+            try:
+                await asyncio.wait_for(self._ready.wait(), wait)
+            except TimeoutError:
+                self.state, self.error = "failed", f"the server did not answer within {wait:g} s"
+                await self.stop()
+                self.state, self.error = "failed", f"the server did not answer within {wait:g} s"
+
+    def _transport(self) -> Any:
+        from mcp import StdioServerParameters
+
+        if self._spawn is not None:
+            from skald_mcp.sandbox_transport import sandbox_transport
+
+            return sandbox_transport(self._spawn)
+        if self.spec.transport == "stdio":
+            # An argv array, never a shell; the environment is the SDK's safe default
+            # plus what the admin set.
+            from mcp.client.stdio import get_default_environment
+
+            return StdioServerParameters(command=self.spec.command, args=list(self.spec.args), env={**get_default_environment(), **self.spec.env})
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        if self.public_only:
+            from skald_mcp.guard import guarded_client
+
+            return streamable_http_client(self.spec.url, http_client=guarded_client(dict(self.spec.headers)))
+        return streamable_http_client(self.spec.url, http_client=create_mcp_http_client(headers=dict(self.spec.headers)))
+
+    async def _run(self) -> None:
+        from mcp import Client
+
+        try:
+            transport = self._transport()
+            # "legacy": the initialize handshake every server speaks, whose session
+            # carries list_changed notifications; no response cache (a list_changed
+            # must reach the server's new list).
+            async with Client(
+                transport, mode="legacy", cache=None, message_handler=self._message, elicitation_callback=self._elicitation
+            ) as client:
+                self._client = client
+                await self._list_tools()
+                self.state = "ready"
+                self._ready.set()
+                self._on_change(self)
+                await self._stop.wait()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a dead server is a state, never the host's crash
+            self.error = _describe(exc)
+            log.warning("connector %s: %s", self.spec.name, self.error)
+            self.state = "failed"
+        finally:
+            self._client = None
+            if self.state != "failed":
+                self.state = "stopped"
+            self._ready.set()
+            self._on_change(self)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        task, self._task = self._task, None
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), STOP_SECONDS)
+        except (TimeoutError, Exception):
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    # -- the session ------------------------------------------------------------------------
+
+    async def _list_tools(self) -> None:
+        tools: list[Any] = []
+        cursor = None
+        while True:
+            page = await self._client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = getattr(page, "next_cursor", None)
+            if not cursor:
+                break
+        self.tools = tools
+
+    async def _message(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method == "notifications/tools/list_changed":
+            # Listed from a task of its own: a request from inside the handler would
+            # wait for the receive loop that is running the handler.
+            if self._refreshing is None or self._refreshing.done():
+                self._refreshing = asyncio.create_task(self._refresh())
+            return
+        if method is not None and method.startswith("notifications/"):
+            if self._on_notification is not None:
+                self._on_notification(message)
+            else:
+                self.discarded += 1
+
+    async def _elicitation(self, context: Any, params: Any) -> Any:
+        """A server asks for input during a call: the member of that call answers,
+        when it is the only member with a call in flight here; else it is declined."""
+        import mcp_types as types
+
+        calls = list(self._inflight)
+        if self._elicit is None or len({c.member_id for c in calls}) != 1:
+            return types.ElicitResult(action="decline")
+        return await self._elicit(calls[-1], self.spec.name, params)
+
+    async def _refresh(self) -> None:
+        try:
+            await self._list_tools()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("connector %s: listing tools failed: %s", self.spec.name, _describe(exc))
+            return
+        self._on_change(self)
+
+    async def call(self, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None = None, ctx: Any = None) -> str:
+        client = self._client
+        if client is None or self.state != "ready":
+            raise RuntimeError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
+        if ctx is not None:
+            self._inflight.append(ctx)
+        try:
+            return await self._call(client, tool, arguments, cancelled)
+        finally:
+            if ctx is not None:
+                self._inflight.remove(ctx)
+
+    async def _call(self, client: Any, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None) -> str:
+        # Awaited directly: stopping the turn cancels the task running this call (the
+        # SDK then cancels the request), so no watcher of ``cancelled`` is needed on
+        # the path of every call.
+        result = await client.call_tool(tool, dict(arguments))
+        text = result_text(result)
+        if result.is_error:
+            raise RuntimeError(text or "the connector reported an error")
+        return text
+
+
+def make_tool(
+    server: str, mcp_tool: Any, may_call: Callable[[str], bool], connection: Callable[[], "Connection | None"]
+) -> Tool:
+    """One MCP tool as a Skald tool named ``<server>__<tool>``. ``may_call(member_id)``
+    is asked when the call runs, not only when the round offered it."""
+    schema = dict(mcp_tool.input_schema or {})
+    if schema.get("type") != "object":
+        schema = {"type": "object", "properties": {}}
+    description = (mcp_tool.description or mcp_tool.title or mcp_tool.name or "")[:MAX_DESCRIPTION]
+    remote = mcp_tool.name
+
+    async def run(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        if not may_call(ctx.member_id):
+            raise PermissionError(f"the connector {server!r} is not available to you")
+        current = connection()
+        if current is None:
+            raise RuntimeError(f"the connector {server!r} is not running")
+        return await current.call(remote, args, ctx.cancelled, ctx)
+
+    return Tool(tool_name(server, remote), f"[{server}] {description}", schema, run)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class Runtime:
+    """The admin-managed connectors and who may use them.
+
+    ``access`` (connector → member ids) and ``pins`` (connector → tool → hash) are the
+    stored state, mirrored here so ``member_tools`` (asked in every model round) reads
+    memory only. A grant change replaces the in-memory set before the admin's request
+    is answered, and every call checks it again: revocation is synchronous.
+    """
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.specs: dict[str, ServerSpec] = {}
+        self.connections: dict[str, Connection] = {}
+        self.access: dict[str, set[str]] = {}
+        self.pins: dict[str, dict[str, str]] = {}
+        #: connector → the skald Tools of its pinned tools, rebuilt when its list changes
+        #: (the same objects round after round, so the host encodes each once).
+        self._offered: dict[str, list[Tool]] = {}
+        self._pin_writes: set[asyncio.Task[Any]] = set()
+        #: Connectors a member created later receives (default access, the second
+        #: moment; the first is the admin's form granting every member at the birth).
+        self.by_default: set[str] = set()
+        #: The catalog: admin-vetted templates members activate (never live credentials).
+        self.templates: dict[str, Any] = {}
+        from skald_mcp.members import MemberConnectors
+        from skald_mcp.oauth import OAuth
+
+        from skald_mcp.elicitation import Elicitations
+
+        self.oauth = OAuth(host)
+        self.elicitations = Elicitations(host)
+        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer, self.elicitations.ask)
+
+    # -- state ---------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        from skald_mcp.spec import spec_from_json
+
+        servers = await self.host.kv_get("servers") or {}
+        self.specs = {name: spec_from_json(data) for name, data in servers.items()}
+        access = await self.host.kv_get("access") or {}
+        self.access = {name: set(access.get(name) or ()) for name in self.specs}
+        self.by_default = set(await self.host.kv_get("defaults") or ()) & set(self.specs)
+        pins = await self.host.kv_get("pins") or {}
+        self.pins = {name: dict(pins.get(name) or {}) for name in self.specs if name in pins}
+        from skald_mcp.spec import template_from_json
+
+        self.templates = {name: template_from_json(data) for name, data in (await self.host.kv_get("catalog") or {}).items()}
+        await self.oauth.load()
+
+    async def _save(self) -> None:
+        await self.host.kv_set("servers", {name: spec.as_json() for name, spec in self.specs.items()})
+        await self.host.kv_set("access", {name: sorted(members) for name, members in self.access.items()})
+        await self.host.kv_set("pins", self.pins)
+        await self.host.kv_set("defaults", sorted(self.by_default))
+
+    async def member_created(self, member_id: str) -> None:
+        """Default access at a member's birth: the connectors marked so, when the member
+        received this plugin by default too (their role auto-grants: the host decided,
+        and ``member_has_grant`` says so). Additive and best-effort, like the host's own
+        seeding; a member created while the plugin is off is granted by hand."""
+        if not self.by_default or not await self.host.member_has_grant(member_id):
+            return
+        for name in self.by_default:
+            self.access.setdefault(name, set()).add(member_id)
+        await self._save()
+
+    async def start_all(self) -> None:
+        """Connect every connector in the background (a slow server must not hold the
+        plugin's start past the host's hook timeout), and the own connectors of the
+        members who are unlocked already."""
+        for spec in self.specs.values():
+            await self._connect(spec, wait=None)
+        for member_id in self.host.unlocked_members():
+            self.members.unlocked(member_id)
+
+    async def save_catalog(self) -> None:
+        await self.host.kv_set("catalog", {name: t.as_json() for name, t in self.templates.items()})
+
+    async def stop_all(self) -> None:
+        await self.members.stop_all()
+        connections, self.connections = list(self.connections.values()), {}
+        self._offered.clear()
+        await asyncio.gather(*(c.stop() for c in connections), return_exceptions=True)
+        if self._pin_writes:
+            await asyncio.gather(*self._pin_writes, return_exceptions=True)
+
+    async def _connect(self, spec: ServerSpec, wait: float | None = CONNECT_SECONDS) -> Connection:
+        connection = Connection(spec, on_change=self._changed, elicit=self.elicitations.ask)
+        self.connections[spec.name] = connection
+        await connection.start(wait=wait)
+        return connection
+
+    # -- admin operations -------------------------------------------------------------------
+
+    async def add(self, spec: ServerSpec, members: set[str], by_default: bool = True) -> Connection:
+        if spec.name in self.specs:
+            raise KeyError(spec.name)
+        self.specs[spec.name] = spec
+        self.access[spec.name] = set(members)
+        if by_default:
+            self.by_default.add(spec.name)
+        await self._save()
+        return await self._connect(spec)
+
+    async def replace(self, spec: ServerSpec) -> Connection:
+        await self._disconnect(spec.name)
+        self.specs[spec.name] = spec
+        self.pins.pop(spec.name, None)  # a new command or address: its tools are vetted afresh
+        await self._save()
+        return await self._connect(spec)
+
+    async def restart(self, name: str) -> Connection:
+        await self._disconnect(name)
+        return await self._connect(self.specs[name])
+
+    async def remove(self, name: str) -> None:
+        self.specs.pop(name)
+        self.access.pop(name, None)
+        self.by_default.discard(name)
+        self.pins.pop(name, None)
+        self._offered.pop(name, None)  # gone from every member's list before anything awaits
+        await self._disconnect(name)
+        await self._save()
+
+    async def _disconnect(self, name: str) -> None:
+        self._offered.pop(name, None)
+        connection = self.connections.pop(name, None)
+        if connection is not None:
+            await connection.stop()
+
+    async def set_access(self, name: str, members: set[str]) -> None:
+        # DELIBERATELY SYNCHRONOUS: the in-memory set is replaced before anything is
+        # awaited, so a revoked member's next round (and any call of theirs) no
+        # longer sees the connector — nothing rides a bus.
+        self.access[name] = set(members)
+        await self._save()
+
+    async def accept(self, name: str) -> None:
+        """The admin vetted the connector's current tools: pin them as they are now."""
+        connection = self.connections.get(name)
+        self.pins[name] = {t.name: definition_hash(t) for t in (connection.tools if connection else ())}
+        self._rebuild(name)
+        await self._save()
+
+    # -- what members see -------------------------------------------------------------------
+
+    def _changed(self, connection: Connection) -> None:
+        name = connection.spec.name
+        if self.connections.get(name) is not connection:
+            return  # a connection that was replaced or removed
+        if connection.state == "ready" and name not in self.pins:
+            # First contact since the admin added (or re-pointed) it: the tools it has
+            # now are the ones the admin added it for.
+            self.pins[name] = {t.name: definition_hash(t) for t in connection.tools}
+            task = asyncio.ensure_future(self.host.kv_set("pins", self.pins))
+            self._pin_writes.add(task)
+            task.add_done_callback(self._pin_writes.discard)
+        self._rebuild(name)
+
+    def _rebuild(self, name: str) -> None:
+        connection = self.connections.get(name)
+        if connection is None or connection.state != "ready":
+            self._offered.pop(name, None)
+            return
+        pins = self.pins.get(name, {})
+        self._offered[name] = [
+            self._tool(name, t) for t in connection.tools if pins.get(t.name) == definition_hash(t)
+        ]
+
+    def pending(self, name: str) -> list[str]:
+        """Tools the server has that are withheld: new, or changed since they were pinned."""
+        connection = self.connections.get(name)
+        pins = self.pins.get(name, {})
+        return [t.name for t in (connection.tools if connection else ()) if pins.get(t.name) != definition_hash(t)]
+
+    def member_tools(self, member_id: str) -> list[Tool]:
+        """One view of two sources: the global connectors granted to the member, and
+        the member's own."""
+        out: list[Tool] = []
+        for name, tools in self._offered.items():
+            if member_id in self.access.get(name, ()):
+                out.extend(tools)
+        out.extend(self.members.member_tools(member_id))
+        return out
+
+    def _tool(self, server: str, mcp_tool: Any) -> Tool:
+        # Checked again at call time: a grant revoked after the round offered the tool,
+        # or the connector removed, refuses the call.
+        return make_tool(
+            server,
+            mcp_tool,
+            lambda member_id: member_id in self.access.get(server, ()) and server in self.specs,
+            lambda: self.connections.get(server),
+        )
+
+    def status(self, name: str) -> dict[str, Any]:
+        connection = self.connections.get(name)
+        offered = {t.name for t in self._offered.get(name, ())}
+        return {
+            **self.specs[name].public(),
+            "state": connection.state if connection else "stopped",
+            "error": connection.error if connection else None,
+            "tools": [
+                {"name": t.name, "exposed_as": tool_name(name, t.name), "description": t.description or "", "offered": tool_name(name, t.name) in offered}
+                for t in (connection.tools if connection else ())
+            ],
+            "pending": self.pending(name),
+            "access": sorted(self.access.get(name, ())),
+            "grant_by_default": name in self.by_default,
+            "discarded_notifications": connection.discarded if connection else 0,
+        }

@@ -1,0 +1,408 @@
+"""What an admin may say about a connector, checked before anything is stored or started.
+
+A connector is one MCP server: ``stdio`` (a command the host starts, given as an argv
+array and never through a shell) or ``http`` (a streamable-HTTP endpoint). Its name
+becomes the prefix of its tools' names, ``<name>__<tool>``, so it is short and plain.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,128}$")
+MAX_ARGS = 64
+MAX_VALUE = 4096
+TRANSPORTS = ("stdio", "http")
+#: The separator of ``<connector>__<tool>``: a connector name cannot contain it.
+SEPARATOR = "__"
+
+
+class SpecError(ValueError):
+    """Bad input, with a message that says what was wrong (shown as it is)."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    transport: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "transport": self.transport,
+            "command": self.command,
+            "args": list(self.args),
+            "env": dict(self.env),
+            "url": self.url,
+            "headers": dict(self.headers),
+        }
+
+    def public(self) -> dict[str, Any]:
+        """For the admin's page: environment values and headers are write-only (they
+        often hold API keys), so only their names come back."""
+        out = self.as_json()
+        out["env"] = {k: "********" for k in self.env}
+        out["headers"] = {k: "********" for k in self.headers}
+        return out
+
+
+def _strings(value: Any, what: str, *, limit: int) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{what} must be a list of strings")
+    if len(value) > limit:
+        raise SpecError(f"{what} may have at most {limit} items")
+    for item in value:
+        if len(item) > MAX_VALUE or "\x00" in item:
+            raise SpecError(f"{what}: an item is too long or contains a NUL byte")
+    return tuple(value)
+
+
+def _mapping(value: Any, what: str, key: re.Pattern[str]) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(f"{what} must be an object of names to strings")
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not key.match(k):
+            raise SpecError(f"{what}: {k!r} is not a valid name")
+        if not isinstance(v, str) or len(v) > MAX_VALUE or "\x00" in v or "\n" in v:
+            raise SpecError(f"{what}: the value of {k!r} must be a single-line string of at most {MAX_VALUE} characters")
+        out[k] = v
+    return out
+
+
+def parse_spec(body: Any, *, keep: ServerSpec | None = None) -> ServerSpec:
+    """A spec from an admin's JSON body. ``keep``: the stored spec being edited, whose
+    masked secrets (``"********"``) stand for the values already stored."""
+    if not isinstance(body, dict):
+        raise SpecError("the body must be a JSON object")
+    unknown = set(body) - {"name", "transport", "command", "args", "env", "url", "headers"}
+    if unknown:
+        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    name = body.get("name")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise SpecError("name must be 1-24 lower-case letters, digits or '-', starting with a letter")
+    transport = body.get("transport")
+    if transport not in TRANSPORTS:
+        raise SpecError(f"transport must be one of {', '.join(TRANSPORTS)}")
+    env = _mapping(body.get("env"), "env", ENV_NAME)
+    headers = _mapping(body.get("headers"), "headers", HEADER_NAME)
+    if keep is not None:
+        env = {k: keep.env.get(k, "") if v == "********" else v for k, v in env.items()}
+        headers = {k: keep.headers.get(k, "") if v == "********" else v for k, v in headers.items()}
+    if transport == "stdio":
+        command = body.get("command")
+        if not isinstance(command, str) or not command.strip() or len(command) > MAX_VALUE or "\x00" in command:
+            raise SpecError("a stdio connector needs a command (the program to start, without arguments)")
+        if body.get("url") or body.get("headers"):
+            raise SpecError("url and headers are for http connectors")
+        return ServerSpec(name, transport, command=command, args=_strings(body.get("args"), "args", limit=MAX_ARGS), env=env)
+    url = body.get("url")
+    if not isinstance(url, str) or len(url) > MAX_VALUE:
+        raise SpecError("an http connector needs a url")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError("url must be an http:// or https:// address")
+    if parts.username or parts.password:
+        raise SpecError("put credentials in a header, not in the url")
+    if body.get("command") or body.get("args") or body.get("env"):
+        raise SpecError("command, args and env are for stdio connectors")
+    return ServerSpec(name, transport, url=url, headers=headers)
+
+
+def spec_from_json(data: Mapping[str, Any]) -> ServerSpec:
+    return ServerSpec(
+        name=data["name"],
+        transport=data["transport"],
+        command=data.get("command", ""),
+        args=tuple(data.get("args") or ()),
+        env=dict(data.get("env") or {}),
+        url=data.get("url", ""),
+        headers=dict(data.get("headers") or {}),
+    )
+
+
+TOOL_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def tool_name(server: str, tool: str) -> str:
+    """``<server>__<tool>`` as the model sees it: characters a tool name may not have
+    become ``_``, and the whole is cut to 64 (the host's limit)."""
+    return f"{server}{SEPARATOR}{TOOL_CHARS.sub('_', tool)}"[:64]
+
+
+# -- the catalog: admin-vetted templates a member activates --------------------------------
+
+FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+MAX_FIELDS = 16
+MAX_TEXT = 500
+
+
+@dataclass(frozen=True)
+class TemplateField:
+    """One value an activation must supply, and how it reaches the server: as an HTTP
+    header (``header`` with ``format``, e.g. ``"Bearer {value}"``) for an http template,
+    or as an environment variable (``env``) for a stdio one. Never a live credential:
+    the template holds only what to ask for."""
+
+    name: str
+    label: str
+    secret: bool = True
+    header: str = ""
+    format: str = "{value}"
+    env: str = ""
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    title: str
+    description: str
+    transport: str
+    url: str = ""
+    command: str = ""
+    args: tuple[str, ...] = ()
+    fields: tuple[TemplateField, ...] = ()
+    version: int = 1
+    #: ``{"provider": name, "scopes": [...]}``: the activation signs in with OAuth 2
+    #: (authorization code + PKCE) at that provider; the access token is sent as
+    #: ``Authorization: Bearer``.
+    oauth: Mapping[str, Any] | None = None
+    #: ``"qr"``: the server produces its credential by pairing a device; it exposes
+    #: ``login_status`` (and ``logout``), which Skald calls, never the agent.
+    login: str = ""
+    #: A local-script connector's files (path -> text), copied into the member's
+    #: sandbox with its dependencies installed there (install.py); stdio only.
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "transport": self.transport,
+            "url": self.url,
+            "command": self.command,
+            "args": list(self.args),
+            "fields": [f.__dict__ for f in self.fields],
+            "version": self.version,
+            "oauth": dict(self.oauth) if self.oauth else None,
+            "login": self.login,
+            "files": dict(self.files),
+        }
+
+    def public(self) -> dict[str, Any]:
+        """What a member's page shows: no command line (admin business)."""
+        out = self.as_json()
+        out.pop("command")
+        out.pop("args")
+        out["files"] = sorted(self.files)
+        return out
+
+
+def _text(body: Mapping[str, Any], key: str, *, required: bool = False, limit: int = MAX_TEXT) -> str:
+    value = body.get(key, "")
+    if value is None:
+        value = ""
+    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+        raise SpecError(f"{key} must be a string of at most {limit} characters")
+    if required and not value.strip():
+        raise SpecError(f"{key} is required")
+    return value
+
+
+def parse_url(url: Any, what: str = "url") -> str:
+    if not isinstance(url, str) or len(url) > MAX_VALUE:
+        raise SpecError(f"{what} must be an http:// or https:// address")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(f"{what} must be an http:// or https:// address")
+    if parts.username or parts.password:
+        raise SpecError(f"{what}: put credentials in a header, not in the address")
+    return url
+
+
+def parse_template(body: Any) -> Template:
+    if not isinstance(body, dict):
+        raise SpecError("the body must be a JSON object")
+    unknown = set(body) - {"name", "title", "description", "transport", "url", "command", "args", "fields", "version", "oauth", "login", "files"}
+    if unknown:
+        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    name = body.get("name")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise SpecError("name must be 1-24 lower-case letters, digits or '-', starting with a letter")
+    transport = body.get("transport")
+    if transport not in TRANSPORTS:
+        raise SpecError(f"transport must be one of {', '.join(TRANSPORTS)}")
+    version = body.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= 1_000_000:
+        raise SpecError("version must be a whole number from 1")
+    raw_fields = body.get("fields") or []
+    if not isinstance(raw_fields, list) or len(raw_fields) > MAX_FIELDS:
+        raise SpecError(f"fields must be a list of at most {MAX_FIELDS}")
+    fields = []
+    for raw in raw_fields:
+        if not isinstance(raw, dict) or set(raw) - {"name", "label", "secret", "header", "format", "env"}:
+            raise SpecError("each field is an object with name, label, secret and header/format (http) or env (stdio)")
+        fname = raw.get("name")
+        if not isinstance(fname, str) or not FIELD_NAME.match(fname):
+            raise SpecError("a field name must be 1-32 lower-case letters, digits or '_'")
+        secret = raw.get("secret", True)
+        if not isinstance(secret, bool):
+            raise SpecError(f"field {fname}: secret must be true or false")
+        header, fmt, env = _text(raw, "header"), _text(raw, "format") or "{value}", _text(raw, "env")
+        if transport == "http":
+            if not HEADER_NAME.match(header) or env:
+                raise SpecError(f"field {fname}: an http template delivers each value as a header (header, format)")
+            if "{value}" not in fmt:
+                raise SpecError(f"field {fname}: format must contain {{value}}")
+        elif not ENV_NAME.match(env) or header:
+            raise SpecError(f"field {fname}: a stdio template delivers each value as an environment variable (env)")
+        fields.append(TemplateField(fname, _text(raw, "label") or fname, secret, header, fmt, env))
+    if len({f.name for f in fields}) != len(fields):
+        raise SpecError("field names must differ")
+    oauth = body.get("oauth")
+    if oauth is not None:
+        if transport != "http" or not isinstance(oauth, dict) or set(oauth) - {"provider", "scopes"}:
+            raise SpecError("oauth is {provider, scopes} on an http template")
+        provider = oauth.get("provider")
+        scopes = oauth.get("scopes") or []
+        if not isinstance(provider, str) or not NAME.match(provider):
+            raise SpecError("oauth.provider must name a sign-in provider")
+        if not isinstance(scopes, list) or not all(isinstance(x, str) and x and " " not in x and len(x) <= 200 for x in scopes) or len(scopes) > 32:
+            raise SpecError("oauth.scopes must be a list of scope names")
+        oauth = {"provider": provider, "scopes": list(scopes)}
+    login = body.get("login") or ""
+    if login not in ("", "qr"):
+        raise SpecError("login must be empty or 'qr'")
+    if login and oauth:
+        raise SpecError("a template signs in with OAuth or a QR code, not both")
+    files = _files(body.get("files"))
+    if files and transport != "stdio":
+        raise SpecError("files are for stdio templates (a local script run in the member's sandbox)")
+    common = dict(files=files, login=login, name=name, title=_text(body, "title") or name, description=_text(body, "description", limit=2000), fields=tuple(fields), version=version, oauth=oauth)
+    if transport == "http":
+        if body.get("command") or body.get("args"):
+            raise SpecError("command and args are for stdio templates")
+        return Template(transport="http", url=parse_url(body.get("url")), **common)
+    command = body.get("command")
+    if not isinstance(command, str) or not command.strip() or len(command) > MAX_VALUE:
+        raise SpecError("a stdio template needs a command (the program to start, without arguments)")
+    return Template(transport="stdio", command=command, args=_strings(body.get("args"), "args", limit=MAX_ARGS), **common)
+
+
+FILE_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}){0,7}$")
+MAX_FILES = 64
+MAX_FILES_BYTES = 512 * 1024
+
+
+def _files(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > MAX_FILES:
+        raise SpecError(f"files must be an object of at most {MAX_FILES} paths to text")
+    total = 0
+    for path, content in value.items():
+        if not isinstance(path, str) or not FILE_PATH.match(path) or ".." in path.split("/"):
+            raise SpecError(f"files: {str(path)[:60]!r} is not a plain relative path")
+        if not isinstance(content, str) or "\x00" in content:
+            raise SpecError(f"files: {path} must be text")
+        total += len(content.encode())
+    if total > MAX_FILES_BYTES:
+        raise SpecError(f"files may hold at most {MAX_FILES_BYTES // 1024} KiB")
+    return dict(value)
+
+
+def template_from_json(data: Mapping[str, Any]) -> Template:
+    return Template(
+        name=data["name"],
+        title=data.get("title", data["name"]),
+        description=data.get("description", ""),
+        transport=data["transport"],
+        url=data.get("url", ""),
+        command=data.get("command", ""),
+        args=tuple(data.get("args") or ()),
+        fields=tuple(TemplateField(**f) for f in data.get("fields") or ()),
+        version=int(data.get("version", 1)),
+        oauth=data.get("oauth"),
+        login=data.get("login", ""),
+        files=dict(data.get("files") or {}),
+    )
+
+
+def parse_values(template: Template, values: Any) -> dict[str, str]:
+    """An activation's values: exactly the template's fields, each a single line."""
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise SpecError("values must be an object of field names to strings")
+    unknown = set(values) - {f.name for f in template.fields}
+    if unknown:
+        raise SpecError(f"{template.name} does not ask for: {', '.join(sorted(unknown))}")
+    out = {}
+    for f in template.fields:
+        value = values.get(f.name)
+        if not isinstance(value, str) or not value.strip():
+            raise SpecError(f"{f.label or f.name} is required")
+        if len(value) > MAX_VALUE or "\n" in value or "\r" in value or "\x00" in value:
+            raise SpecError(f"{f.label or f.name} must be a single line of at most {MAX_VALUE} characters")
+        out[f.name] = value.strip()
+    return out
+
+
+def activation_spec(template: Template, name: str, values: Mapping[str, str], bearer: str | None = None) -> ServerSpec:
+    """The connectable spec of a member's activation: the template's address or
+    command with the member's values delivered as headers or environment."""
+    if template.transport == "http":
+        headers = {f.header: f.format.replace("{value}", values[f.name]) for f in template.fields}
+        if bearer is not None:
+            headers["Authorization"] = f"Bearer {bearer}"
+        return ServerSpec(name, "http", url=template.url, headers=headers)
+    return ServerSpec(name, "stdio", command=template.command, args=template.args, env={f.env: values[f.name] for f in template.fields})
+
+
+def parse_remote(body: Mapping[str, Any]) -> ServerSpec:
+    """A member's own remote server: a name, an http(s) address and headers. Never a
+    command: members cannot start programs."""
+    unknown = set(body) - {"name", "url", "headers"}
+    if unknown:
+        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))} (members register remote servers only: name, url, headers)")
+    return parse_spec({"name": body.get("name"), "transport": "http", "url": body.get("url"), "headers": body.get("headers")})
+
+
+#: The interactive-login contract: tools Skald calls itself and never offers the agent.
+LOGIN_TOOLS = frozenset({"login_status", "logout"})
+LOGIN_STATES = frozenset({"connecting", "need_scan", "ready", "logged_out"})
+
+
+def parse_login_status(text: str) -> dict[str, Any]:
+    """``login_status``'s answer, ``{state, qr?, message}``, checked: an unknown state is
+    an error, and ``qr`` is kept only as a PNG data URL (anything else could be a link)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise SpecError("the connector's login_status did not answer JSON") from None
+    if not isinstance(data, dict) or data.get("state") not in LOGIN_STATES:
+        raise SpecError("the connector's login_status answered an unknown state")
+    qr = data.get("qr")
+    message = data.get("message")
+    return {
+        "state": data["state"],
+        "qr": qr if data["state"] == "need_scan" and isinstance(qr, str) and qr.startswith("data:image/png;base64,") and len(qr) < 200_000 else None,
+        "message": message[:500] if isinstance(message, str) else "",
+    }

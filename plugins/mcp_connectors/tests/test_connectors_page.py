@@ -1,0 +1,114 @@
+"""The Connectors page in a real browser (Chromium through Playwright, as the host's own
+UI tests): the admin adds a stdio connector with the form and grants it; a member sees
+it, activates a catalog template with a secret, and deactivates it; names and
+descriptions are text, never markup."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+
+from mcp_support import BASE, DEMO, HttpDemo, Setup, eventually
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+
+MOUNT_PAGE = """async ([entry, pluginId, pageId]) => {
+    const module = await import(entry);
+    customElements.define(`plugin-${pluginId}-${pageId}`, module.default);
+    const page = document.createElement(`plugin-${pluginId}-${pageId}`);
+    page.setAttribute("plugin-id", pluginId);
+    document.body.append(page);
+}"""
+TAG = "plugin-mcp-connectors"
+
+
+async def test_the_page_is_listed_for_members_and_served_as_a_module(setup: Setup):
+    alice = await setup.host.member("alice")
+    pages = [(p["plugin_id"], p["page_id"]) for p in (await alice.get("/api/plugins/pages")).json()["pages"]]
+    assert ("mcp", "connectors") in pages
+    script = await alice.get(f"{BASE}/page.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    for markup_sink in (".innerHTML", ".outerHTML", "insertAdjacentHTML", "document.write"):
+        assert markup_sink not in script.text
+
+
+@pytest.fixture
+async def browser():
+    playwright_api = pytest.importorskip("playwright.async_api")
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("no chromium on PATH")
+    async with playwright_api.async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+async def login(page, url: str, username: str, password: str) -> None:
+    await page.goto(url + "/")
+    status = await page.evaluate(
+        """async ([username, password]) => (await fetch("/api/auth/login", {method: "POST",
+            headers: {"Content-Type": "application/json"}, body: JSON.stringify({username, password})})).status""",
+        [username, password],
+    )
+    assert status == 200
+
+
+async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(setup: Setup, browser):
+    await setup.host.create_member("alice", display_name="Alice <img src=x onerror=alert(1)>")
+    admin_page = await browser.new_page()
+    alerts: list[str] = []
+    admin_page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+    await login(admin_page, setup.host.url, setup.host.admin_username, ADMIN_PASSWORD)
+    await admin_page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", "mcp", "connectors"])
+    form = f"{TAG} form.mcp-add"
+    await admin_page.locator(f"{form} input[name=name]").wait_for(timeout=10_000)
+    await admin_page.fill(f"{form} input[name=name]", "demo")
+    await admin_page.fill(f"{form} input[name=command]", sys.executable)
+    await admin_page.fill(f"{form} textarea[name=args]", DEMO)
+    await admin_page.click(f"{form} button[type=submit]")
+    row = admin_page.locator(f"{TAG} tr.mcp-server[data-name=demo]")
+    await row.filter(has_text="demo__echo").wait_for(timeout=20_000)
+    await row.filter(has_text="running").wait_for(timeout=10_000)
+    assert await admin_page.locator(f"{TAG} img").count() == 0 and alerts == []  # a display name is text
+
+    catalog = admin_page.locator(f"{TAG} section.mcp-admin-catalog form")
+    await catalog.locator("input[name=name]").fill("search")
+    await catalog.locator("textarea[name=body]").fill('{"transport": "http", "url": "https://search.example/mcp"}')
+    await catalog.locator("button[type=submit]").click()
+    await admin_page.locator(f"{TAG} section.mcp-admin-catalog li").filter(has_text="search.example").wait_for(timeout=10_000)
+    await catalog.locator("input[name=name]").fill("broken")
+    await catalog.locator("textarea[name=body]").fill('{"transport": "http", "url": "ftp://x"}')
+    await catalog.locator("button[type=submit]").click()
+    await admin_page.locator(f"{TAG} .mcp-message").filter(has_text="http:// or https://").wait_for(timeout=10_000)
+    assert (await setup.admin.delete(f"{BASE}/catalog/search")).status_code == 200
+
+    servers = (await setup.admin.get(f"{BASE}/servers")).json()["servers"]
+    alice_id = (await setup.host.core.users.find("alice")).id
+    assert servers[0]["access"] == [alice_id]  # default access at birth: every member
+
+    async with HttpDemo() as demo:
+        template = {"title": "Web <b>demo</b>", "transport": "http", "url": demo.url, "fields": [{"name": "api_key", "label": "API key", "header": "X-Key"}]}
+        assert (await setup.admin.put(f"{BASE}/catalog/web", json=template)).status_code == 200
+        page = await browser.new_page()
+        await login(page, setup.host.url, "alice", MEMBER_PASSWORD)
+        await page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", "mcp", "connectors"])
+        await page.locator(f"{TAG} .mcp-connector").filter(has_text="demo__echo").wait_for(timeout=10_000)
+        template_form = page.locator(f"{TAG} form.mcp-template[data-name=web]")
+        await template_form.filter(has_text="Web <b>demo</b>").wait_for(timeout=10_000)
+        assert await page.locator(f"{TAG} b").count() == 0
+        await template_form.locator("input[name=api_key]").fill("k-123")
+        await template_form.locator("button[type=submit]").click()
+        own = page.locator(f"{TAG} .mcp-own-connector[data-name=web]")
+        await own.filter(has_text="web__echo").wait_for(timeout=20_000)
+        assert await page.locator(f"{TAG} form.mcp-admin, {TAG} form.mcp-add").count() == 0  # no admin form for a member
+        await own.locator("button.mcp-deactivate").click()
+        await own.wait_for(state="detached", timeout=10_000)
+
+        async def gone() -> bool:
+            return (await setup.host.core.host_api("mcp").member_secret_names(alice_id)) == []
+
+        await eventually(gone, what="the activation to leave alice's file")

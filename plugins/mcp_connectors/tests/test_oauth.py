@@ -1,0 +1,164 @@
+"""OAuth 2 sign-in for a member's connector against a local authorization server
+(check E5): discovery refuses a provider without S256; the consent URL carries PKCE S256,
+an opaque state, the exact redirect URI and ``resource``; a state works once, for its
+member and connector, for 10 minutes; the token request carries the verifier and the
+client secret server-side; the refresh token lives in the member's encrypted file only
+and brings the connector back at the next login; the access token reaches the server as
+a bearer header."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from mcp_support import BASE, HttpDemo, Setup, allow, calls, eventually, finished, new_conversation, send
+from oauth_standin import CLIENT_ID, CLIENT_SECRET, REDIRECT_URI, AuthorizationServer
+from skald_host.testing import Reply, ToolCall
+from skald_mcp import running
+
+
+async def allow_private(setup: Setup) -> None:
+    response = await setup.admin.put("/api/admin/plugins/mcp/config", json={"config": {"allow_private_addresses": True}})
+    assert response.status_code == 200, response.text
+
+    async def started() -> bool:
+        return running.runtime is not None and (await setup.admin.get(f"{BASE}/providers")).status_code == 200
+
+    await eventually(started, what="the plugin to restart")
+
+
+async def put_provider(setup: Setup, issuer: str) -> httpx.Response:
+    body = {"issuer": issuer, "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "redirect_uri": REDIRECT_URI}
+    return await setup.admin.put(f"{BASE}/providers/test-idp", json=body)
+
+
+async def browser(url: str) -> str:
+    """The member's browser at the consent URL; the page shows the code."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(url)
+    assert response.status_code == 200, response.text
+    return response.text
+
+
+def clear_text_hits(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+async def test_a_provider_without_s256_in_its_metadata_is_refused(setup: Setup):
+    await allow_private(setup)
+    async with AuthorizationServer(s256=False) as idp:
+        response = await put_provider(setup, idp.issuer)
+    assert response.status_code == 400 and "S256" in response.json()["error"]
+    assert (await setup.admin.get(f"{BASE}/providers")).json()["providers"] == []
+
+
+async def test_discovery_passes_the_address_check_unless_private_addresses_are_allowed(setup: Setup):
+    async with AuthorizationServer() as idp:
+        response = await put_provider(setup, idp.issuer)
+    assert response.status_code == 400 and "private or special address" in response.json()["error"]
+
+
+async def test_the_copy_paste_flow_end_to_end(setup: Setup):
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    bob = await setup.host.member("bob")
+    alice_id = alice.member["id"]
+    async with AuthorizationServer() as idp, HttpDemo() as demo:
+        response = await put_provider(setup, idp.issuer)
+        assert response.status_code == 200, response.text
+        assert response.json()["client_secret"] == "********"  # write-only
+        assert CLIENT_SECRET not in (await setup.admin.get(f"{BASE}/providers")).text
+        template = {"transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read", "offline"]}}
+        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
+
+        response = await alice.post(f"{BASE}/my/connectors", json={"template": "mail"})
+        assert response.status_code == 201, response.text
+        assert response.json()["state"] == "needs_oauth" and response.json()["tools"] == []
+
+        # The consent URL: PKCE S256, an opaque state, the exact redirect URI, resource.
+        start = await alice.post(f"{BASE}/my/connectors/mail/oauth/start")
+        assert start.status_code == 200, start.text
+        url = start.json()["url"]
+        query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+        assert url.startswith(f"{idp.issuer}/authorize?")
+        assert query["code_challenge_method"] == "S256" and len(query["code_challenge"]) == 43
+        assert query["redirect_uri"] == REDIRECT_URI and query["resource"] == demo.url
+        assert query["scope"] == "mail.read offline" and len(query["state"]) >= 32
+        state = query["state"]
+        code = await browser(url)
+
+        # Another member cannot use alice's state; a wrong code is refused by the provider.
+        response = await bob.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 404  # bob has no such connector at all
+        assert (await bob.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+        response = await bob.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 400 and "unknown, expired or already used" in response.json()["error"]  # bound to alice
+        response = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": "forged-" + state, "code": code})
+        assert response.status_code == 400 and "unknown, expired or already used" in response.json()["error"]
+
+        response = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 200, response.text
+        assert response.json()["state"] == "ready" and "mail__echo" in response.json()["tools"]
+
+        # What the token request carried: verifier, secret (server-side), exact redirect, resource.
+        exchange = idp.token_requests[-1]
+        assert exchange["grant_type"] == "authorization_code" and exchange["code_verifier"] and exchange["client_secret"] == CLIENT_SECRET
+        assert exchange["redirect_uri"] == REDIRECT_URI and exchange["resource"] == demo.url
+
+        # The state is single-use.
+        response = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 400 and "already used" in response.json()["error"]
+
+        # The server gets the access token as a bearer header.
+        await allow(setup.admin, "mail__*")
+        setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("mail__header", {"name": "authorization"})]), Reply("Done.")])
+        cid = await new_conversation(alice)
+        await send(alice, cid, "Token?")
+        assert calls(await finished(alice, cid))[0]["result"] == f"Bearer {idp.access_tokens[-1]}"
+
+        # The refresh token: only in alice's encrypted file.
+        refresh = next(iter(idp.refresh_tokens))
+
+        def registry_values(conn) -> str:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            return repr([conn.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables])
+
+        in_registry = await setup.host.core.registry.run(registry_values)
+        assert refresh not in in_registry and idp.access_tokens[-1] not in in_registry
+        assert clear_text_hits(setup.host.settings.data_dir, refresh.encode()) == []
+        assert refresh in (await setup.host.core.host_api("mcp").member_secret_get(alice_id, "connector:mail"))
+
+        # Locked and unlocked again: the refresh token brings the connector back.
+        await setup.host.core.users.lock(alice_id)
+        before = len(idp.token_requests)
+        alice = await setup.host.member("alice")
+
+        async def back() -> bool:
+            rows = (await alice.get(f"{BASE}/my/connectors")).json()["connectors"]
+            return bool(rows) and rows[0]["state"] == "ready"
+
+        await eventually(back, what="the OAuth connector to reconnect at login")
+        assert [r["grant_type"] for r in idp.token_requests[before:]] == ["refresh_token"]
+        assert idp.token_requests[-1]["resource"] == demo.url
+
+
+async def test_an_expired_state_is_refused(setup: Setup):
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    async with AuthorizationServer() as idp, HttpDemo() as demo:
+        assert (await put_provider(setup, idp.issuer)).status_code == 200
+        template = {"transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": []}}
+        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
+        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+        url = (await alice.post(f"{BASE}/my/connectors/mail/oauth/start")).json()["url"]
+        state = parse_qs(urlsplit(url).query)["state"][0]
+        code = await browser(url)
+        flows = running.runtime.oauth._flows
+        flows[state] = dataclasses.replace(flows[state], started=time.monotonic() - 601)  # 10 minutes and a second ago
+        response = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 400 and "expired" in response.json()["error"]
+        assert idp.token_requests == []  # nothing was sent to the provider

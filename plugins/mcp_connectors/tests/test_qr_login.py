@@ -1,0 +1,83 @@
+"""QR / device login through the ``login_status`` tool contract: the connector runs
+before it is linked (it has to produce the code), Skald polls ``login_status`` itself
+(never the agent), the connector's tools reach the member only once it says ``ready``,
+and a reset (its ``logout``) withdraws them to link another device. The page shows the
+QR code and follows the state in a real browser."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp import Client
+from mcp_support import BASE, HttpDemo, Setup, allow, eventually, finished, new_conversation, send
+from skald_host.testing import Reply
+from skald_host.testing.host import MEMBER_PASSWORD
+from skald_mcp import running
+from test_connectors_page import MOUNT_PAGE, TAG, browser, login  # noqa: F401 - the browser fixture
+
+
+async def phone_scans(url: str) -> None:
+    async with Client(url, mode="legacy", cache=None) as phone:
+        await phone.call_tool("scan", {})
+
+
+async def offered_after_a_turn(setup: Setup, member) -> set[str]:
+    setup.model.script("model-mcp", [Reply("Hi.")])
+    cid = await new_conversation(member)
+    await send(member, cid, "Hi.")
+    await finished(member, cid)
+    return setup.offered()
+
+
+async def test_a_qr_connector_offers_its_tools_only_once_linked_and_reset_unlinks_it(setup: Setup):
+    alice = await setup.host.member("alice")
+    await allow(setup.admin, "chat__*")
+    async with HttpDemo() as demo:
+        assert (await setup.admin.put(f"{BASE}/catalog/chat", json={"transport": "http", "url": demo.url, "login": "qr"})).status_code == 200
+        response = await alice.post(f"{BASE}/my/connectors", json={"template": "chat"})
+        assert response.status_code == 201, response.text
+        assert response.json()["state"] == "needs_login" and response.json()["tools"] == [] and response.json()["login"] == "qr"
+
+        status = (await alice.get(f"{BASE}/my/connectors/chat/login/status")).json()
+        assert status["state"] == "need_scan" and status["qr"].startswith("data:image/png;base64,")
+        assert not any(n.startswith("chat__") for n in await offered_after_a_turn(setup, alice))
+
+        await phone_scans(demo.url)
+        status = (await alice.get(f"{BASE}/my/connectors/chat/login/status")).json()
+        assert status == {"state": "ready", "qr": None, "message": "Linked."}
+        offered = await offered_after_a_turn(setup, alice)
+        assert "chat__echo" in offered and "chat__login_status" not in offered and "chat__logout" not in offered
+
+        status = (await alice.post(f"{BASE}/my/connectors/chat/login/reset")).json()
+        assert status["state"] == "need_scan"
+        assert not any(n.startswith("chat__") for n in await offered_after_a_turn(setup, alice))
+        record = await setup.host.core.host_api("mcp").member_secret_get(alice.member["id"], "connector:chat")
+        assert '"state": "needs_login"' in record  # kept in her file: the next login starts unlinked
+
+
+async def test_bad_login_status_answers_are_errors_not_content(setup: Setup):
+    from skald_mcp.spec import SpecError, parse_login_status
+
+    assert parse_login_status('{"state": "need_scan", "qr": "javascript:alert(1)"}')["qr"] is None
+    assert parse_login_status('{"state": "ready", "qr": "data:image/png;base64,AAAA"}')["qr"] is None
+    for text in ("not json", '{"state": "owned"}', "[]"):
+        with pytest.raises(SpecError):
+            parse_login_status(text)
+
+
+async def test_the_qr_panel_shows_the_code_and_follows_the_link_in_a_browser(setup: Setup, browser):  # noqa: F811
+    await setup.host.create_member("alice")
+    async with HttpDemo() as demo:
+        assert (await setup.admin.put(f"{BASE}/catalog/chat", json={"transport": "http", "url": demo.url, "login": "qr"})).status_code == 200
+        page = await browser.new_page()
+        await login(page, setup.host.url, "alice", MEMBER_PASSWORD)
+        await page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", "mcp", "connectors"])
+        await page.locator(f"{TAG} form.mcp-template[data-name=chat] button[type=submit]").click()
+        panel = page.locator(f"{TAG} .mcp-own-connector[data-name=chat] .mcp-qr")
+        await panel.locator("img[src^='data:image/png;base64,']").wait_for(timeout=20_000)
+        await phone_scans(demo.url)
+        await page.locator(f"{TAG} .mcp-qr[data-state=ready]").wait_for(timeout=20_000)
+        assert await panel.locator("img").is_hidden()
+        await panel.locator("button.mcp-login-reset").click()
+        await page.locator(f"{TAG} .mcp-qr[data-state=need_scan]").wait_for(timeout=20_000)
+        assert running.runtime is not None

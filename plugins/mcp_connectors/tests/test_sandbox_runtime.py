@@ -1,0 +1,146 @@
+"""The per-member runtime inside the sandbox: a member's stdio connector (an admin-vetted
+template) runs in the member's sandbox through ``HostApi.sandbox_spawn``, never on the
+bare host: as the member's uid, without the host's tree, with the member's value in its
+environment; one process for every call; its notifications land in the member's file;
+it stops when the member's file closes."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from mcp_support import API_KEY, BASE, MODEL, Setup, allow, calls, configure_model, eventually, finished, new_conversation, send
+from skald_host.testing import Reply, ScriptedModelServer, SkaldHarness, ToolCall
+from skald_mcp import running
+from tiny_server import SOURCE
+
+HOST_ONLY = os.path.dirname(os.path.abspath(__file__))  # exists on the host, not in any sandbox
+
+
+@pytest_asyncio.fixture(params=["bubblewrap", "docker"])
+async def sandboxed(skald: SkaldHarness, request) -> AsyncIterator[Setup]:
+    async with ScriptedModelServer(models=(MODEL,), api_key=API_KEY) as model:
+        try:
+            settings = skald.settings(sandbox={"backend": request.param, "image": "skald-sandbox:1"})
+            host = await skald.start(settings=settings, use_entry_points=True, enable=["mcp"])
+            try:
+                await host.core.sandbox.backend()
+            except Exception as exc:  # noqa: BLE001
+                pytest.skip(f"no {request.param} sandbox here: {exc}")
+            admin = await host.admin()
+            await configure_model(admin, model)
+            yield Setup(host, admin, model, skald)
+        finally:
+            await skald.close()
+
+
+async def test_a_members_stdio_connector_runs_in_their_sandbox(sandboxed: Setup):
+    setup = sandboxed
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    template = {
+        "title": "Tiny",
+        "transport": "stdio",
+        "command": "/usr/bin/python3",
+        "args": ["-c", SOURCE, HOST_ONLY],
+        "fields": [{"name": "token", "label": "Token", "env": "DEMO_TOKEN"}],
+    }
+    assert (await setup.admin.put(f"{BASE}/catalog/tiny", json=template)).status_code == 200
+    response = await alice.post(f"{BASE}/my/connectors", json={"template": "tiny", "values": {"token": "t-42"}})
+    assert response.status_code == 201, response.text
+    assert response.json()["state"] == "ready" and response.json()["tools"] == ["tiny__whoami"], response.json()
+
+    await allow(setup.admin, "tiny__*")
+    setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("tiny__whoami", {})]), Reply(tool_calls=[ToolCall("tiny__whoami", {})]), Reply("Done.")])
+    cid = await new_conversation(alice)
+    await send(alice, cid, "Who are you?")
+    done = calls(await finished(alice, cid))
+    assert [c["status"] for c in done] == ["done", "done"], done
+    first, second = json.loads(done[0]["result"]), json.loads(done[1]["result"])
+    spec = await setup.host.core.sandbox.spec_for(alice_id)
+    assert first["uid"] == spec.uid and first["token"] == "t-42"
+    assert first["sees_host_tree"] is False and first["cwd"] == spec.home
+    assert first["pid"] == second["pid"]  # one long-lived process served both calls
+
+    api = setup.host.core.host_api("mcp")
+    events = await eventually(lambda: api.member_events(alice_id), what="the notification in alice's file")
+    assert events[0]["data"]["connector"] == "tiny" and events[0]["data"]["params"]["data"] == "whoami was called"
+
+    async def alive() -> bool:
+        result = await setup.host.core.sandbox.execute(alice_id, f"kill -0 {first['pid']} && echo alive")
+        return "alive" in result.output
+
+    shared_pid_namespace = (await setup.host.core.sandbox.backend())[0] == "docker"  # bwrap: one per command
+    if shared_pid_namespace:
+        assert await alive()
+    await setup.host.core.users.lock(alice_id)
+    assert alice_id not in running.runtime.members.connections
+    if shared_pid_namespace:
+        await eventually(lambda: _not(alive()), what="the sandboxed server to stop at lock")
+    else:
+        backend = (await setup.host.core.sandbox.backend())[1]
+        await eventually(lambda: not backend._running.get(alice_id), what="the sandboxed server to stop at lock")
+
+
+async def _not(check) -> bool:
+    return not await check
+
+
+async def test_a_local_script_connector_is_installed_by_content_hash_in_the_sandbox(sandboxed: Setup):
+    setup = sandboxed
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    template = {"transport": "stdio", "command": "/usr/bin/python3", "args": ["server.py", HOST_ONLY], "files": {"server.py": SOURCE, "lib/notes.txt": "v1"}}
+    assert (await setup.admin.put(f"{BASE}/catalog/local", json=template)).status_code == 200
+    mine = (await alice.get(f"{BASE}/mine")).json()["catalog"]
+    assert mine[0]["files"] == ["lib/notes.txt", "server.py"]  # names only: the content is the admin's
+    response = await alice.post(f"{BASE}/my/connectors", json={"template": "local"})
+    assert response.status_code == 201, response.text
+    assert response.json()["state"] == "ready" and response.json()["install"] == "installed", response.json()
+    listing = await setup.host.core.sandbox.execute(alice_id, "cat .skald-connectors/local/lib/notes.txt")
+    assert listing.output.strip() == "v1"
+
+    await allow(setup.admin, "local__*")
+    setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("local__whoami", {})]), Reply("Done.")])
+    cid = await new_conversation(alice)
+    await send(alice, cid, "Who?")
+    whoami = json.loads(calls(await finished(alice, cid))[0]["result"])
+    assert whoami["cwd"].endswith("/.skald-connectors/local") and whoami["sees_host_tree"] is False
+
+    async def state_after_login() -> dict:
+        await setup.host.core.users.lock(alice_id)
+        member = await setup.host.member("alice")
+
+        async def ready() -> dict | None:
+            rows = (await member.get(f"{BASE}/my/connectors")).json()["connectors"]
+            return rows[0] if rows and rows[0]["state"] in ("ready", "failed") else None
+
+        return await eventually(ready, what="the connector after login")
+
+    assert (await state_after_login())["install"] == "unchanged"  # same hash: nothing copied or installed
+    template["files"] = {"server.py": SOURCE, "lib/notes.txt": "v2"}
+    template["version"] = 2
+    assert (await setup.admin.put(f"{BASE}/catalog/local", json=template)).status_code == 200
+    assert (await state_after_login())["install"] == "installed"
+    listing = await setup.host.core.sandbox.execute(alice_id, "cat .skald-connectors/local/lib/notes.txt")
+    assert listing.output.strip() == "v2"
+
+    # Dependencies are installed in the sandbox only; without npm there, the error says so.
+    has_npm = "yes" in (await setup.host.core.sandbox.execute(alice_id, "command -v npm >/dev/null && echo yes || echo no")).output
+    template["files"] = {"server.js": "", "package.json": "{}"}
+    assert (await setup.admin.put(f"{BASE}/catalog/nodejs", json=template)).status_code == 200
+    response = await alice.post(f"{BASE}/my/connectors", json={"template": "nodejs"})
+    if not has_npm:
+        assert response.json()["state"] == "failed" and "npm is not installed in the sandbox" in response.json()["error"]
+
+
+async def test_template_files_are_validated(setup: Setup):
+    for files, message in (({"../x": ""}, "plain relative path"), ({"/etc/x": ""}, "plain relative path"), ({"a": 1}, "must be text"), ({"a": "x" * (512 * 1024 + 1)}, "at most 512 KiB")):
+        response = await setup.admin.put(f"{BASE}/catalog/t", json={"transport": "stdio", "command": "python3", "files": files})
+        assert response.status_code == 400 and message in response.json()["error"], (files, response.text)
+    response = await setup.admin.put(f"{BASE}/catalog/t", json={"transport": "http", "url": "https://x.org", "files": {"a": ""}})
+    assert response.status_code == 400 and "stdio" in response.json()["error"]

@@ -1,0 +1,132 @@
+"""The ``member_tools`` hook (spec 1.2) end to end: a plugin's tools that differ per member
+and change while the host runs reach exactly the member they are for, pass through the
+approval gate like any tool, are withdrawn at once when the plugin stops offering them,
+never shadow a fixed tool, and vanish with the plugin."""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Mapping
+
+import pytest_asyncio
+
+from skald_hookspecs import PluginInfo, Tool, ToolContext, hookimpl
+from skald_host.testing import Reply, ScriptedModelServer, SkaldHarness, ToolCall
+
+from .conftest import Chat
+from .support import ALL_MODELS, API_KEY, MODEL_A, PROBE, ChatProbe, ChatSocket, allow_tool, configure_models, messages, new_conversation, write_probe_agents
+
+DYNAMIC = "dynprobe"
+OBJ = {"type": "object", "properties": {"text": {"type": "string"}}}
+
+
+class MemberToolsProbe:
+    """Hands each member the tools ``offered[member_id]`` holds right now."""
+
+    def __init__(self) -> None:
+        self.offered: dict[str, list[Tool]] = {}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.raise_for: set[str] = set()
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id=DYNAMIC, title="Member tools probe", spec=">=1.2,<2")
+
+    @hookimpl
+    def member_tools(self, member_id: str) -> list[Tool]:
+        if member_id in self.raise_for:
+            raise RuntimeError("broken")
+        return self.offered.get(member_id, [])
+
+    def tool(self, name: str) -> Tool:
+        async def run(args: Mapping[str, Any], ctx: ToolContext) -> str:
+            self.calls.append((ctx.member_id, dict(args)))
+            return f"{name} ran for {args.get('text')!r}"
+
+        return Tool(name, f"The {name} tool.", OBJ, run)
+
+
+@pytest_asyncio.fixture
+async def dyn(skald: SkaldHarness, tmp_path) -> AsyncIterator[tuple[Chat, MemberToolsProbe]]:
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
+        probe = ChatProbe(write_probe_agents(tmp_path / "agents"))
+        dynamic = MemberToolsProbe()
+        try:
+            host = await skald.start(plugins=[probe, dynamic], enable=[PROBE, DYNAMIC])
+            yield Chat(host, await host.admin(), server, probe), dynamic
+        finally:
+            await skald.close()
+
+
+def offered_names(chat: Chat) -> set[str]:
+    return {t["function"]["name"] for t in chat.server.requests_for(MODEL_A)[-1].tools}
+
+
+async def test_member_tools_reach_only_their_member_and_run_through_the_gate(dyn):
+    chat, dynamic = dyn
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    bob = await chat.host.member("bob")
+    dynamic.offered[alice.member["id"]] = [
+        dynamic.tool("dyn_echo"),
+        dynamic.tool("write_note"),  # clashes with ChatProbe's fixed tool: dropped, never shadows it
+        Tool("bad name!", "invalid", OBJ, dynamic.tool("x").run),  # invalid: dropped
+    ]
+    await allow_tool(chat.admin, "dyn_echo")
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("dyn_echo", {"text": "hi"})]), Reply("Done."), Reply("Bob's answer.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Echo hi.")
+        await sock.turn(cid)
+    names = offered_names(chat)
+    assert "dyn_echo" in names and "bad name!" not in names and "write_note" in names
+    assert dynamic.calls == [(alice.member["id"], {"text": "hi"})]
+    assert [c["status"] for c in (await messages(alice, cid))[1]["tool_calls"]] == ["done"]
+    assert [m["content"] for m in chat.server.requests_for(MODEL_A)[-1].messages if m["role"] == "tool"] == ["dyn_echo ran for 'hi'"]
+
+    async with ChatSocket(bob) as sock:
+        cid = await new_conversation(bob)
+        await sock.send(cid, "Hello.")
+        await sock.turn(cid)
+    assert "dyn_echo" not in offered_names(chat)
+
+
+async def test_a_withdrawn_member_tool_is_refused_even_after_its_approval(dyn):
+    chat, dynamic = dyn
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    dynamic.offered[alice.member["id"]] = [dynamic.tool("dyn_send")]
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("dyn_send", {"text": "x"})]), Reply("It was refused.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Send x.")
+        card = await sock.wait_event(cid, "approval_required")
+        assert card["name"] == "dyn_send"
+        dynamic.offered[alice.member["id"]] = []  # revoked while the card waits
+        await sock.approve(card["approval_id"])
+        await sock.turn(cid)
+    assert dynamic.calls == []
+    call = (await messages(alice, cid))[1]["tool_calls"][0]
+    assert call["status"] == "error" and "no tool named 'dyn_send'" in call["result"]
+
+
+async def test_a_failing_or_disabled_plugin_offers_no_member_tool(dyn):
+    chat, dynamic = dyn
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    dynamic.offered[alice.member["id"]] = [dynamic.tool("dyn_echo")]
+    chat.server.script(MODEL_A, [Reply("one"), Reply("two"), Reply("three")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "One.")
+        await sock.turn(cid)
+        assert "dyn_echo" in offered_names(chat)
+        dynamic.raise_for.add(alice.member["id"])
+        await sock.send(cid, "Two.")
+        await sock.turn(cid)
+        assert "dyn_echo" not in offered_names(chat) and "write_note" in offered_names(chat)
+        dynamic.raise_for.clear()
+        response = await chat.admin.put(f"/api/admin/plugins/{DYNAMIC}/enabled", json={"enabled": False})
+        assert response.status_code == 200, response.text
+        await sock.send(cid, "Three.")
+        await sock.turn(cid)
+        assert "dyn_echo" not in offered_names(chat) and "write_note" in offered_names(chat)
