@@ -49,7 +49,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from skald_hookspecs import hookimpl
 from skald_hookspecs.sandbox import ExecResult, SandboxSpec, SandboxUnavailable
@@ -391,6 +391,24 @@ class DockerBackend:
         api = self._docker().api
         import docker.errors
 
+        # A spawned command counts as running for as long as it lives, so the sweep
+        # after another command's end never takes it (it runs when the last one ends).
+        gate = self._gates.setdefault(spec.member_id, _Gate())
+        async with gate.lock:
+            gate.running += 1
+        try:
+            spawned = await self._spawn(spec, api, name, user, pidfile, argv, workdir=workdir, env=env)
+        except BaseException:
+            await asyncio.shield(self._leave(spec, gate))
+            raise
+        spawned.on_end(lambda: self._leave(spec, gate))
+        return spawned
+
+    async def _spawn(
+        self, spec: SandboxSpec, api: Any, name: str, user: str, pidfile: str, argv: list[str], *, workdir: str, env: dict[str, str],
+    ) -> "_DockerSpawned":
+        import docker.errors
+
         def start() -> tuple[str, Any]:
             exec_id = api.exec_create(
                 name, ["/bin/sh", "-c", SPAWN, SPAWN_WRAPPER, pidfile, *argv],
@@ -688,10 +706,27 @@ class _DockerSpawned:
         self._exec_id, self._sock = exec_id, sock
         self._raw = getattr(sock, "_sock", sock)
         self._returncode: int | None = None
+        self._killing: asyncio.Future[Any] | None = None
+        self._ended: asyncio.Future[Any] | None = None
         loop = asyncio.get_running_loop()
         self.stdout = asyncio.StreamReader(limit=16 * 1024 * 1024, loop=loop)
         self.stdin = _SocketWriter(backend, self._raw)
         self._reading = backend._blocking(self._read, loop)
+
+    def on_end(self, callback: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``callback`` once the command's output has ended (it exited or was killed)
+        and a ``kill`` under way has finished: the sweep it may lead to would otherwise
+        kill the killer itself."""
+
+        async def ended() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._reading)
+            if self._killing is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._killing)
+            await callback()
+
+        self._ended = asyncio.ensure_future(ended())
 
     def _read(self, loop: asyncio.AbstractEventLoop) -> None:
         from docker.utils.socket import frames_iter
@@ -726,7 +761,7 @@ class _DockerSpawned:
                 log.exception("sandbox %s: killing a spawned command failed", self._name)
             _close(self._sock)
 
-        self._backend._blocking(kill)
+        self._killing = self._backend._blocking(kill)
 
 
 class _SocketWriter:

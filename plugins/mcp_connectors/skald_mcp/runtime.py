@@ -21,7 +21,7 @@ import json
 import logging
 from typing import Any, Awaitable, Callable, Mapping
 
-from skald_hookspecs import Tool, ToolContext
+from skald_hookspecs import Tool, ToolContext, ToolError
 from skald_mcp.spec import ServerSpec, tool_name
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ class Connection:
     async def call(self, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None = None, ctx: Any = None) -> str:
         client = self._client
         if client is None or self.state != "ready":
-            raise RuntimeError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
+            raise ToolError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
         if ctx is not None:
             self._inflight.append(ctx)
         try:
@@ -238,7 +238,8 @@ class Connection:
         result = await client.call_tool(tool, dict(arguments))
         text = result_text(result)
         if result.is_error:
-            raise RuntimeError(text or "the connector reported an error")
+            # The server's own words about its tool's failure are meant for the model.
+            raise ToolError(text or "the connector reported an error")
         return text
 
 
@@ -255,10 +256,10 @@ def make_tool(
 
     async def run(args: Mapping[str, Any], ctx: ToolContext) -> str:
         if not may_call(ctx.member_id):
-            raise PermissionError(f"the connector {server!r} is not available to you")
+            raise ToolError(f"the connector {server!r} is not available to you")
         current = connection()
         if current is None:
-            raise RuntimeError(f"the connector {server!r} is not running")
+            raise ToolError(f"the connector {server!r} is not running")
         return await current.call(remote, args, ctx.cancelled, ctx)
 
     return Tool(tool_name(server, remote), f"[{server}] {description}", schema, run)
