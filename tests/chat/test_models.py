@@ -4,9 +4,11 @@ member's file, and the chat saying so when no model is configured."""
 
 from __future__ import annotations
 
+import asyncio
+
 from skald_host.testing import BrokenStream, Reply, ScriptedError
 
-from .support import MODEL_A, MODEL_B, ChatSocket, configure_models, eventually, messages, new_conversation, types
+from .support import MODEL_A, MODEL_B, PROBE, ChatSocket, configure_models, eventually, messages, new_conversation, types
 
 
 async def test_rate_limited_model_falls_back_to_the_next_and_so_does_a_broken_stream(chat):
@@ -102,8 +104,9 @@ async def test_without_a_model_the_chat_says_none_is_configured(chat):
         events = await sock.turn(cid)
     error = next(e for e in events if e["type"] == "error")
     assert error["code"] == "no_model" and "No model is configured" in error["error"]
-    note = (await messages(alice, cid))[-1]
-    assert note["role"] == "note" and "No model is configured" in note["content"] and "Models page" in note["content"]
+    failed = (await messages(alice, cid))[-1]
+    assert (failed["role"], failed["status"], failed["id"]) == ("assistant", "error", error["message_id"])
+    assert "No model is configured" in failed["content"] and "Models page" in failed["content"]
     assert chat.server.requests == []
 
     await configure_models(chat.admin, chat.server)
@@ -154,3 +157,62 @@ async def test_a_model_disabled_or_added_on_the_models_api_takes_effect_on_the_n
     # Nothing enabled is left: the chat says so instead of using a kept copy.
     assert any(e["type"] == "error" and e.get("code") == "no_model" for e in third), third
     assert len(chat.server.requests_for(MODEL_A)) == 1 and len(chat.server.requests_for(MODEL_B)) == 1
+
+
+async def test_a_turn_that_failed_without_a_model_stays_failed_after_a_restart_until_the_member_retries(chat, skald):
+    """Issue 19, bug 1: recovery resumes only interrupted turns; a failure is shown and
+    offered for Retry, which answers the message once."""
+    alice = await chat.host.member("alice")
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        for text in ("One?", "Two?"):
+            await sock.send(cid, text)
+            await sock.turn(cid)
+        assert (await alice.post(f"/api/conversations/{cid}/retry")).status_code == 202  # still no model: fails again
+        await sock.turn(cid)
+    await configure_models(chat.admin, chat.server)
+    chat.server.responder = lambda request: Reply("Answered " + request.last_user_text)
+    await chat.host.stop()
+
+    host = await skald.start(plugins=[chat.probe], settings=chat.host.settings, enable=[PROBE])
+    alice = await host.member("alice")
+    async with ChatSocket(alice) as sock:
+        await asyncio.sleep(0.5)  # recovery runs at the member's first login; nothing may start
+        assert chat.server.requests == []
+        transcript = await messages(alice, cid)
+        assert [(m["role"], m["status"]) for m in transcript] == [
+            ("user", "complete"), ("assistant", "error"), ("user", "complete"), ("assistant", "error"),
+        ]
+        response = await alice.post(f"/api/conversations/{cid}/retry")
+        assert response.status_code == 202, response.text
+        await sock.turn(cid)
+        again = await alice.post(f"/api/conversations/{cid}/retry")
+        assert again.status_code == 409 and "did not fail" in again.json()["error"]
+    transcript = await messages(alice, cid)
+    assert [(m["role"], m["status"], m["content"]) for m in transcript[2:]] == [
+        ("user", "complete", "Two?"), ("assistant", "complete", "Answered Two?"),
+    ]
+    assert len(chat.server.requests) == 1
+
+
+async def test_recovery_leaves_alone_a_failure_an_earlier_version_recorded_as_a_note(chat, skald):
+    """Data written before failed turns became failed answers: the member's message
+    followed by an error note is a failed turn, not an interrupted one."""
+    alice = await chat.host.member("alice")
+    cid = await new_conversation(alice)
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.find("alice"))
+    frame = await runtime.store.root_frame(cid)
+    await runtime.store.add_user_message(frame, "Old message?", None)
+    await runtime.store.add_note(frame, "No model is configured yet.", status="error")
+    await configure_models(chat.admin, chat.server)
+    chat.server.responder = lambda request: Reply("should not be asked")
+    await chat.host.stop()
+    host = await skald.start(plugins=[chat.probe], settings=chat.host.settings, enable=[PROBE])
+    alice = await host.member("alice")
+    async with ChatSocket(alice) as sock:
+        await asyncio.sleep(0.5)
+        assert chat.server.requests == []
+        assert (await alice.post(f"/api/conversations/{cid}/retry")).status_code == 202
+        await sock.turn(cid)
+    assert [(m["role"], m["status"]) for m in await messages(alice, cid)] == [("user", "complete"), ("assistant", "complete")]
+    assert len(chat.server.requests) == 1

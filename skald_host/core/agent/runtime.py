@@ -399,6 +399,7 @@ class MemberRuntime:
         # beside it, two database threads took the GIL from the request being built.
         opening = Pending(settled + [MappingProxyType(row)], start=member)
         before = self.member
+        offered = self._offered_names(frame)  # what of the member the request depends on
         self.drive(conversation_id, unattended=unattended, candidates=candidates, opening=opening)
 
         async def settle() -> dict[str, Any]:
@@ -419,8 +420,14 @@ class MemberRuntime:
                 opening.abandon(Abandoned("the member could not be read", committed=True))
                 return stored
             self.member = fresh
-            if dataclasses.replace(fresh, last_login_at=before.last_login_at) != before:
-                opening.abandon(Abandoned("the member changed since their last turn", committed=True))
+            # Only a change that alters the request sent makes it go again: the prompt's
+            # prefix (with the profile) is frozen per conversation, the tools are not.
+            # Anything else (a new display name, a login) keeps the request on its way:
+            # a provider must not be billed twice for one message.
+            if dataclasses.replace(fresh, last_login_at=before.last_login_at) != before and self._offered_names(frame) != offered:
+                reason = "the tools this member may use changed while the request was on its way"
+                log.warning("member %s: the model request of a turn is sent again: %s", self.member_id, reason)
+                opening.abandon(Abandoned(reason, committed=True))
             else:
                 opening.confirm(stored["placeholder_id"])
             return stored
@@ -431,6 +438,13 @@ class MemberRuntime:
                 raise ChatError("this idempotency key was used for another conversation")
             return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
         return {"conversation_id": conversation_id, "queued": False, "message_id": stored["message_id"]}
+
+    def _offered_names(self, frame: Frame) -> tuple[str, ...] | None:
+        """The names of the tools the frame's agent offers this member now."""
+        try:
+            return tuple(t.name for t in self.offered_tools(self.agents.get(frame.agent_id)))
+        except AgentError:
+            return None
 
     async def _opening_models(self, frame: Frame, *, vision: bool) -> list[ModelChoice] | None:
         """The fallback chain the conversation's agent gets, for a turn's first round
@@ -492,6 +506,11 @@ class MemberRuntime:
                             raise RuntimeError("a tool round's results could not be written") from exc
                         opening = candidates = None
                         if exc.committed:
+                            # A deliberate second request for the message: said to the
+                            # member and in the log, never silent (a provider bills it).
+                            text = f"The request was sent to the model again: {exc}."
+                            message_id = await self.store.add_note(frame, text)
+                            self.emit("notification", conversation_id, message_id=message_id, content=text, retry=True)
                             continue  # the plain way, from the stored history
                         quiet = ended = True  # a message queued meanwhile starts the next turn (below)
                         return
@@ -525,11 +544,14 @@ class MemberRuntime:
                 self.emit("cancelled", conversation_id)
             raise
         except NoModelConfigured:
+            # The member's message is answered by this failure (not left open for
+            # recovery to answer later, silently): it stays failed until they retry.
             text = "No model is configured yet. An admin can add one on the Models page."
-            await self.store.settle_streams(conversation_id, "error")
+            await self._opening_written(opening)
             frame = await self.store.root_frame(conversation_id)
-            await self.store.add_note(frame, text, status="error")
-            self.emit("error", conversation_id, error=text, code="no_model")
+            message_id = await self.store.fail_turn(frame, text)
+            await self.store.settle_streams(conversation_id, "error")
+            self.emit("error", conversation_id, error=text, code="no_model", message_id=message_id, retry=True)
         except AgentError as exc:
             await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
@@ -652,8 +674,22 @@ class MemberRuntime:
             return False
         last = history[-1]
         if last["role"] == "user":
-            return True
+            # Unanswered — unless its turn failed before any model answered, as recorded
+            # by an earlier version (an error note): that turn ended, it was not interrupted.
+            return not await self.store.failed_before_answer(frame, last["id"])
         return last["role"] == "assistant" and (bool(unfinished_calls(last)) or last["status"] == "interrupted")
+
+    async def retry(self, conversation_id: str) -> None:
+        """The member's Retry on a turn that failed: its failed answer goes, and the turn
+        runs again for the member's last message."""
+        await self.conversation(conversation_id)
+        if self.running(conversation_id):
+            raise ChatError("a turn is running in this conversation")
+        frame = await self.store.root_frame(conversation_id)
+        if not await self.store.take_back_failure(frame):
+            raise ChatError("the last turn of this conversation did not fail")
+        log.info("member %s: the member retries a failed turn", self.member_id)
+        self.drive(conversation_id)
 
     # -- what a turn needs --------------------------------------------------------------------
 

@@ -455,6 +455,67 @@ class ConversationStore:
             ).lastrowid
         )
 
+    async def fail_turn(self, frame: Frame, text: str) -> int:
+        """A turn that failed before any model answered (none is configured): its
+        streaming placeholder, or a new answer row, ends as ``error`` with the reason as
+        its text. The member's message is then answered (by a failure), so recovery
+        leaves it alone and the member's Retry starts it again."""
+
+        def write(conn: Any) -> tuple[int, list[int]]:
+            row = conn.execute(
+                "SELECT id FROM messages WHERE frame_id = ? AND status = 'streaming' ORDER BY id DESC LIMIT 1", (frame.id,)
+            ).fetchone()
+            if row is not None:
+                conn.execute("UPDATE messages SET content = ?, reasoning = '', status = 'error' WHERE id = ?", (text, row[0]))
+                return row[0], [row[0]]
+            message_id = conn.execute(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, 'assistant', ?, 'error')",
+                (frame.conversation_id, frame.id, text),
+            ).lastrowid
+            return message_id, [message_id]
+
+        return await self._write_rows(write)
+
+    async def failed_before_answer(self, frame: Frame, message_id: int) -> bool:
+        """Whether an error note follows the member's message ``message_id``: how a
+        turn that failed before any model answered was recorded before ``fail_turn``."""
+        row = await self.db.run(
+            lambda c: c.execute(
+                "SELECT 1 FROM messages WHERE frame_id = ? AND id > ? AND role = 'note' AND status = 'error' LIMIT 1", (frame.id, message_id)
+            ).fetchone()
+        )
+        return row is not None
+
+    async def take_back_failure(self, frame: Frame) -> bool:
+        """Retry: remove the failed end of the frame's history — an answer that failed
+        without calling a tool, and the error notes after the member's last message — so
+        that the member's message is unanswered again. False when the history does not
+        end in a failure (nothing changes)."""
+
+        def write(conn: Any) -> bool:
+            last_user = conn.execute(
+                "SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'user'", (frame.id,)
+            ).fetchone()[0]
+            if last_user is None:
+                return False
+            after = conn.execute(
+                "SELECT id, role, status FROM messages WHERE frame_id = ? AND id > ? ORDER BY id", (frame.id, last_user)
+            ).fetchall()
+            if not after or any(r[2] != "error" or r[1] not in ("assistant", "note") for r in after):
+                return False
+            ids = [r[0] for r in after]
+            if conn.execute(
+                f"SELECT 1 FROM tool_calls WHERE message_id IN ({','.join('?' * len(ids))}) LIMIT 1", ids
+            ).fetchone():
+                return False
+            conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids)
+            return True
+
+        try:
+            return await self.db.transaction(write)
+        finally:
+            self.forget()
+
     async def mark_interrupted_streams(self) -> int:
         try:
             return await self.db.transaction(

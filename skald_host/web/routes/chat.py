@@ -4,7 +4,10 @@ member's ids answer the same 404 as ids that never existed (check C1)."""
 
 from __future__ import annotations
 
-from quart import Blueprint, current_app, request
+import json
+import re
+
+from quart import Blueprint, Response, current_app, request
 
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.web.auth import current_principal, requires
@@ -152,6 +155,70 @@ async def stop(conversation_id: str) -> dict:
         return {"stopped": await rt.stop(conversation_id)}
     except ChatError as exc:
         raise chat_error(exc) from None
+
+
+@bp.post("/api/conversations/<conversation_id>/retry")
+@requires("chat.use")
+async def retry(conversation_id: str):
+    """Run a failed turn again (its failed answer goes)."""
+    rt = await runtime()
+    try:
+        await rt.retry(conversation_id)
+    except ChatError as exc:
+        message = str(exc)
+        raise (ApiError(409, message) if "did not fail" in message else chat_error(exc)) from None
+    return {"retrying": True}, 202
+
+
+EXPORT_FIELDS = ("id", "role", "content", "reasoning", "status", "model", "attachments", "created_at")
+ROLE_HEADINGS = {"user": "You", "assistant": "Assistant", "note": "Note", "summary": "Summary"}
+
+
+def _markdown_export(conversation: dict, messages: list[dict]) -> str:
+    lines = [f"# {conversation.get('title') or 'Conversation'}", "", f"Exported from Skald · {conversation.get('created_at', '')}", ""]
+    for message in messages:
+        status = "" if message["status"] == "complete" else f" ({message['status']})"
+        lines += [f"## {ROLE_HEADINGS.get(message['role'], message['role'])}{status}", ""]
+        if message.get("reasoning"):
+            lines += ["> " + line for line in message["reasoning"].splitlines()] + [""]
+        lines += [message.get("content") or "", ""]
+        for call in message.get("tool_calls") or ():
+            lines += [f"Tool call `{call['name']}` ({call['status']})", "", "```json", call.get("arguments") or "{}", "```", ""]
+            if call.get("result"):
+                lines += ["```", call["result"], "```", ""]
+    return "\n".join(lines)
+
+
+@bp.get("/api/conversations/<conversation_id>/export")
+@requires("chat.use")
+async def export(conversation_id: str):
+    """The member's own conversation as a file: ``format=md`` (Markdown) or ``json``.
+    Read from the caller's own file only, like every conversation route."""
+    kind = request.args.get("format", "md")
+    if kind not in ("md", "json"):
+        raise ApiError(400, "format must be 'md' or 'json'")
+    rt = await runtime()
+    try:
+        conversation = await rt.conversation(conversation_id)
+    except ChatError as exc:
+        raise chat_error(exc) from None
+    messages = await rt.store.transcript(conversation_id)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", conversation.get("title") or "conversation").strip("-.")[:60] or "conversation"
+    if kind == "json":
+        body = json.dumps({
+            "conversation": {k: conversation.get(k) for k in ("id", "title", "agent_id", "source", "created_at", "updated_at")},
+            "messages": [
+                {**{k: m.get(k) for k in EXPORT_FIELDS},
+                 "tool_calls": [{k: c.get(k) for k in ("id", "name", "arguments", "status", "result")} for c in m.get("tool_calls") or ()]}
+                for m in messages
+            ],
+        }, ensure_ascii=False, indent=2)
+        mimetype = "application/json"
+    else:
+        body, mimetype = _markdown_export(conversation, messages), "text/markdown"
+    return Response(body, mimetype=mimetype, headers={
+        "Content-Disposition": f'attachment; filename="{stem}.{kind}"', "Cache-Control": "no-store",
+    })
 
 
 @bp.post("/api/conversations/<conversation_id>/compact")
