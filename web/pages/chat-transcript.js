@@ -4,13 +4,13 @@
 // display"): tokens grow a pending bubble in place, flushed at ~15 Hz; `done` and
 // `assistant` carry the complete text and are treated as the truth; a model fallback
 // or an error drops the bubble. Every piece of data reaches the page as text or
-// through lib/markdown.js, which builds nodes and never parses HTML.
+// through lib/markdown.js (marked, sanitised by DOMPurify). A streaming answer is
+// rendered at most once per animation frame, and then only its last block
+// (MarkdownStream): the finished blocks are rendered once.
 import { el } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { renderMarkdown } from "../lib/markdown.js";
+import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
 import { button } from "../lib/ui.js";
-
-const FLUSH_MS = 66; // ~15 Hz: smooth to the eye, cheap for a long answer
 
 function messageStatusLabel(status) {
   if (status === "interrupted") return t("chat.status_interrupted");
@@ -46,6 +46,7 @@ function prettyArguments(raw) {
 }
 
 const markdownInto = (node, text) => node.replaceChildren(...renderMarkdown(text));
+const nextFrame = (fn) => (document.hidden ? setTimeout(fn, 100) : requestAnimationFrame(fn));
 
 // Files: a member's attachments and what the agent showed them (show_file_to_user),
 // opened through the file viewer. The path only ever travels as an encoded query value
@@ -190,7 +191,8 @@ export class Transcript {
   userBubble(text, { id = null, state = "sent", attachments = [] } = {}) {
     const stateNode = el("span", { class: "msg-state" });
     const node = el("article", { class: "msg user", "data-state": state },
-      el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments)), stateNode);
+      el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments)),
+      el("div", { class: "msg-meta user-meta" }, stateNode, copyButton(() => text, t("chat.copy_message"), "copy-message")));
     const bubble = { node, text, id, state, stateNode };
     this.setBubbleState(bubble, state);
     if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
@@ -215,13 +217,17 @@ export class Transcript {
     const body = el("div", { class: "msg-body md" });
     const caret = el("span", { class: "caret", "aria-hidden": "true" });
     const tools = el("div", { class: "tool-list" });
-    const meta = el("p", { class: "msg-meta" });
+    const meta = el("div", { class: "msg-meta" });
     const node = el("article", { class: "msg assistant", "data-message-id": id }, reasoning, body, tools, meta);
     this.remember(reasoning, `r:${id}`);
+    const stream = new MarkdownStream(body);
     const view = {
-      node, body, tools, meta, reasoning,
-      setContent: (text) => {
-        markdownInto(body, text);
+      node, body, tools, meta, reasoning, text: "",
+      /** `streaming`: only the changed tail is rendered again. */
+      setContent: (text, { streaming = false } = {}) => {
+        view.text = text;
+        if (streaming) stream.update(text);
+        else { stream.reset(); markdownInto(body, text); }
         body.hidden = !text && !node.classList.contains("streaming");
       },
       setReasoning: (text) => {
@@ -231,9 +237,13 @@ export class Transcript {
       setStatus: (status, model) => {
         node.dataset.status = status || "complete";
         const label = messageStatusLabel(status);
+        const done = status !== "streaming" && view.text;
         meta.replaceChildren(...[
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
-          model ? el("span", { class: "model", text: model }) : null].filter(Boolean));
+          model ? el("span", { class: "model", text: model }) : null,
+          done ? copyButton(() => view.text, t("chat.copy_message"), "copy-message") : null,
+          status === "error" && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
+        ].filter(Boolean));
         meta.hidden = !meta.childElementCount;
       },
       caret,
@@ -359,7 +369,7 @@ export class Transcript {
     if (seen) { stream.content = seen.content; stream.reasoning = seen.reasoning; } // already has this delta
     else if (data.channel === "reasoning") stream.reasoning += data.delta || "";
     else stream.content += data.delta || "";
-    if (!stream.timer) stream.timer = setTimeout(() => this.flush(), FLUSH_MS);
+    if (!stream.timer) stream.timer = nextFrame(() => this.flush());
   }
 
   flush() {
@@ -368,7 +378,7 @@ export class Transcript {
     stream.timer = null;
     const { view } = stream;
     if (stream.reasoning) view.setReasoning(stream.reasoning);
-    view.setContent(stream.content);
+    view.setContent(stream.content, { streaming: true });
     placeCaret(view.body, view.caret);
     view.node.classList.toggle("reasoning-only", !stream.content);
     this.follow();
@@ -378,7 +388,7 @@ export class Transcript {
   finishStream({ content, reasoning, status = "complete", model } = {}) {
     const stream = this.stream;
     if (!stream) return;
-    clearTimeout(stream.timer);
+    stream.timer = null;
     this.stream = null;
     this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model });
   }
@@ -420,7 +430,7 @@ export class Transcript {
   dropStream(id = null) {
     const stream = this.stream;
     if (!stream || (id != null && stream.id !== Number(id))) return;
-    clearTimeout(stream.timer);
+    stream.timer = null;
     this.stream = null;
     this.messages.delete(stream.id);
     stream.view.node.remove();
@@ -521,7 +531,13 @@ export class Transcript {
       approve.disabled = deny.disabled = true;
       status.textContent = "";
       const outcome = await this.handlers.decide(id, decision);
-      if (outcome.ok) { panel.resolve(decision); return; }
+      if (outcome.ok) {
+        panel.resolve(decision);
+        // The buttons are gone: focus stays on this card's outcome, not lost to <body>.
+        status.tabIndex = -1;
+        status.focus({ preventScroll: true });
+        return;
+      }
       approve.disabled = deny.disabled = false;
       status.textContent = outcome.error;
       status.className = "approval-status error";

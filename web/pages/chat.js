@@ -96,6 +96,7 @@ function conversationList(view) {
     status.clear();
     view.conversations = response.data.conversations || [];
     render(view.conversations);
+    view.titleChanged?.();
   };
   search.addEventListener("input", debounce(refresh, 250));
 
@@ -127,7 +128,8 @@ function composer(view) {
   });
   const send = el("button", { class: "btn primary send", type: "submit", "aria-label": t("chat.send"), title: t("chat.send") },
     el("span", { class: "send-icon", "aria-hidden": "true" }), el("span", { class: "send-text", text: t("chat.send") }));
-  const stop = button(t("chat.stop"), { kind: "stop", onClick: () => view.stop(stop) });
+  let stopPressed = false; // Stop hides itself when the turn ends: focus goes to the message box, not <body>
+  const stop = button(t("chat.stop"), { kind: "stop", onClick: () => { stopPressed = true; view.stop(stop); } });
   stop.prepend(el("span", { class: "stop-icon", "aria-hidden": "true" }));
   stop.hidden = true;
   const status = statusLine();
@@ -190,7 +192,12 @@ function composer(view) {
   });
   renderChips();
   sync();
-  return { node: form, text, send, stop, status, setRunning: (running) => { stop.hidden = !running; } };
+  const setRunning = (running) => {
+    if (!running && (stopPressed || stop.contains(document.activeElement))) text.focus({ preventScroll: true });
+    if (!running) stopPressed = false;
+    stop.hidden = !running;
+  };
+  return { node: form, text, send, stop, status, setRunning };
 }
 
 // -- one conversation ----------------------------------------------------------------------------------
@@ -202,7 +209,13 @@ function conversationHeader(view) {
   const status = statusLine();
   const rename = button(t("chat.rename"), { kind: "quiet small", onClick: () => startRename() });
   const remove = button(t("chat.delete"), { kind: "quiet small danger-text", onClick: () => view.deleteConversation() });
-  const actions = el("div", { class: "conv-actions" }, rename, remove);
+  const exportUrl = (format) => `/api/conversations/${encodeURIComponent(view.conversation.id)}/export?format=${format}`;
+  const exports = el("details", { class: "conv-export" },
+    el("summary", { class: "btn quiet small", text: t("chat.export") }),
+    el("ul", { class: "export-menu" },
+      el("li", {}, el("a", { href: exportUrl("md"), download: "", text: t("chat.export_markdown") })),
+      el("li", {}, el("a", { href: exportUrl("json"), download: "", text: t("chat.export_json") }))));
+  const actions = el("div", { class: "conv-actions" }, rename, exports, remove);
   const titleRow = el("div", { class: "conv-title-row" }, heading, actions);
 
   function startRename() {
@@ -234,7 +247,7 @@ function conversationHeader(view) {
 
   const node = el("header", { class: "conv-header" },
     el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, status.node);
-  return { node, heading };
+  return { node, heading, renaming: () => !titleRow.isConnected };
 }
 
 function modelNotice(ctx) {
@@ -255,7 +268,10 @@ class ChatView {
     this.needsReload = false;
     this.list = conversationList(this);
     this.composer = composer(this);
-    this.transcript = new Transcript({ decide: (id, decision) => this.decide(id, decision) }, live.texts);
+    this.transcript = new Transcript({
+      decide: (id, decision) => this.decide(id, decision),
+      retry: (trigger) => this.retry(trigger),
+    }, live.texts);
     this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
     this.noModel = status.models_configured ? null : modelNotice(ctx);
     this.root = this.build(loaded);
@@ -274,7 +290,8 @@ class ChatView {
       main.append(el("div", { class: "chat-welcome" },
         el("h1", { text: t("chat.title", { name }) }), el("p", { class: "intro", text: t("chat.intro") }), this.noModel),
         this.connection, this.composer.node);
-      const page = el("div", { class: "chat-page" }, main, this.list.node);
+      // The list comes first in both pages, so it keeps its place in the tab order.
+      const page = el("div", { class: "chat-page" }, this.list.node, main);
       requestAnimationFrame(() => { this.seen = page.isConnected; });
       return page;
     }
@@ -367,6 +384,14 @@ class ChatView {
     if (!response.ok) this.composer.status.error(errorText(response));
   }
 
+  async retry(trigger) {
+    trigger.disabled = true;
+    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/retry`);
+    if (!response.ok) { trigger.disabled = false; this.composer.status.error(errorText(response)); return; }
+    this.composer.text.focus({ preventScroll: true });
+    await this.reload();
+  }
+
   async decide(approvalId, decision) {
     const response = await api("POST", `/api/approvals/${encodeURIComponent(approvalId)}`, { decision });
     return response.ok ? { ok: true } : { ok: false, error: errorText(response) };
@@ -437,6 +462,16 @@ class ChatView {
   }
 
   refreshList = debounce(() => this.list.refresh(), 400);
+
+  /** The list was read again: a title the first message gave is the header's too. */
+  titleChanged() {
+    if (!this.header || !this.conversation) return;
+    const listed = this.conversations.find((c) => c.id === this.conversationId);
+    if (!listed || listed.title === this.conversation.title || this.header.renaming()) return;
+    this.conversation.title = listed.title;
+    this.header.heading.textContent = titleOf(this.conversation);
+    document.title = `${this.header.heading.textContent} · ${t("app.name")}`;
+  }
 
   onChatEvent(data) {
     const tx = this.transcript;
