@@ -5,6 +5,7 @@ member's file, and the chat saying so when no model is configured."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 from skald_host.testing import BrokenStream, Reply, ScriptedError
 
@@ -216,3 +217,26 @@ async def test_recovery_leaves_alone_a_failure_an_earlier_version_recorded_as_a_
         await sock.turn(cid)
     assert [(m["role"], m["status"]) for m in await messages(alice, cid)] == [("user", "complete"), ("assistant", "complete")]
     assert len(chat.server.requests) == 1
+
+
+async def test_connection_test_lists_names_a_server_gives_without_ids_and_never_null(chat):
+    """Issue 19, bug 4: a provider whose model list has entries without an ``id`` (or a
+    null one) lists the names it does give; "null" is never a model name."""
+    body = json.dumps({"object": "list", "data": [{"id": None, "name": "llama3"}, {"model": "qwen"}, {"id": "phi"}, {}]}).encode()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        provider = await chat.admin.post("/api/admin/models/providers", json={"name": "odd", "base_url": f"http://127.0.0.1:{port}/v1"})
+        assert provider.status_code == 201, provider.text
+        test = await chat.admin.post(f"/api/admin/models/providers/{provider.json()['id']}/test")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert test.status_code == 200 and test.json() == {"ok": True, "models": ["llama3", "phi", "qwen"]}

@@ -141,8 +141,10 @@ function toFragment(html) {
   for (const box of fragment.querySelectorAll("li > input")) {
     box.type = "checkbox";
     box.disabled = true;
-    box.setAttribute("aria-label", box.checked ? t("chat.task_done") : t("chat.task_open"));
-    box.closest("li").classList.add("task");
+    const item = box.closest("li");
+    // Named by its item's text; the checkbox itself says whether it is done.
+    box.setAttribute("aria-label", item.textContent.trim().slice(0, 200) || (box.checked ? t("chat.task_done") : t("chat.task_open")));
+    item.classList.add("task");
   }
   for (const pre of fragment.querySelectorAll("pre.md-code")) addCodeCopy(pre);
   return fragment;

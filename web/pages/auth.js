@@ -74,7 +74,7 @@ export function renderSetup(root, onDone, kept = null) {
     };
     for (const [name, message] of Object.entries(problems)) fieldError(form, name, message);
     const first = Object.keys(problems).find((name) => problems[name]);
-    if (first) { form.elements.namedItem(first).focus(); return; }
+    if (first) { error.textContent = problems[first]; form.elements.namedItem(first).focus(); return; }
     const response = await api("POST", "/api/setup", {
       username: data.get("username"), display_name: data.get("display_name"), password: data.get("password"),
       locale: data.get("locale"), encrypted: data.get("encrypted") === "on",
