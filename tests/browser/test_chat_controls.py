@@ -30,11 +30,24 @@ async def test_rendering_copy_export_theme_and_the_header_title(skald, browser_p
         host = await skald.start()
         await configure_model(await host.admin(), server)
         await host.create_member("fay", display_name="Fay")
-        server.script(MODEL, [Reply(text=RICH_ANSWER, token_delay=0.01)])
+        server.script(MODEL, [Reply(text=RICH_ANSWER, token_delay=0.03)])
         page = await browser_pages.new(host.url)
         await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
         await sign_in(page, "fay", MEMBER_PASSWORD)
         await send(page, "Render everything please")
+        # Streaming renders a finished block once: the heading, done when the paragraph
+        # after it began, is the same node while the rest of the answer streams in.
+        await page.wait_for_function("""() => {
+            const h = document.querySelector(".msg.assistant.streaming .msg-body h2 + p");
+            if (h) window.__heading = h.previousElementSibling;
+            return Boolean(h);
+        }""", polling=10)
+        kept = await page.wait_for_function("""() => {
+            const body = document.querySelector(".msg.assistant.streaming .msg-body");
+            if (!body) return "ended before the table streamed";
+            return body.querySelector("table") ? (body.querySelector("h2") === window.__heading ? "kept" : "rendered again") : null;
+        }""", polling=10)
+        assert await kept.json_value() == "kept"
         answer = page.locator(".msg.assistant").last
         await expect(answer).to_have_attribute("data-status", "complete")
         body = answer.locator(".msg-body")

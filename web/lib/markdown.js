@@ -228,12 +228,18 @@ export class MarkdownStream {
     this.text = "";
     this.stable = 0; // characters of text rendered as finished blocks
     this.tail = [];
+    this.owned = true; // the container holds what this stream rendered, nothing else
     this.container.replaceChildren();
+  }
+
+  /** The container was filled some other way (a whole render): start afresh next time. */
+  release() {
+    this.owned = false;
   }
 
   update(raw) {
     const text = normalise(raw);
-    if (!text.startsWith(this.text.slice(0, this.stable))) this.reset();
+    if (!this.owned || !text.startsWith(this.text.slice(0, this.stable))) this.reset();
     this.text = text;
     const rest = text.slice(this.stable);
     const tokens = marked.lexer(rest);

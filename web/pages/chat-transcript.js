@@ -227,7 +227,7 @@ export class Transcript {
       setContent: (text, { streaming = false } = {}) => {
         view.text = text;
         if (streaming) stream.update(text);
-        else { stream.reset(); markdownInto(body, text); }
+        else { stream.release(); markdownInto(body, text); }
         body.hidden = !text && !node.classList.contains("streaming");
       },
       setReasoning: (text) => {
