@@ -333,6 +333,8 @@ XSS_ANSWER = "\n".join((
     "<base href=http://127.0.0.2/> <form action=http://127.0.0.2/f><button>go</button></form> <math><mtext>x</mtext></math>",
     "- list ![inline](http://127.0.0.2/list.png)",
     "> quote <img src=http://127.0.0.2/quote.png>",
+    "Math $\\href{javascript:alert(14)}{click}$ $\\url{http://127.0.0.2/u}$ $x</span><img src=x onerror=alert(16)>$ $\\htmlStyle{background:url(http://127.0.0.2/s)}{y}$",
+    "$$\\includegraphics{http://127.0.0.2/m.png}$$",
     "```html",
     "<img src=http://127.0.0.2/in-code>",
     "```",
@@ -365,11 +367,13 @@ async def test_hostile_assistant_output_renders_inert(skald, browser_pages):
             return {
                 media: content.querySelectorAll("img, svg, iframe, object, embed, video, audio, picture, source, style").length,
                 scripts: document.scripts.length,
-                handlers: content.querySelectorAll("[onerror], [onload], [onclick], [style]").length,
+                // KaTeX sets its own layout through the DOM (math is rendered after sanitising).
+                handlers: content.querySelectorAll("[onerror], [onload], [onclick], [style]:not(.katex [style])").length,
+                mathLinks: content.querySelectorAll(".katex a, .katex [href]").length,
                 links: links.map((a) => [a.getAttribute("href"), a.getAttribute("rel"), a.getAttribute("target")]),
             };
         }""")
-        assert found["media"] == 0 and found["scripts"] == 1 and found["handlers"] == 0, found
+        assert found["media"] == 0 and found["scripts"] == 1 and found["handlers"] == 0 and found["mathLinks"] == 0, found
         # Only http(s) URLs become links (bare ones too), each opening a new tab with no
         # referrer or opener; the javascript: and data: links stayed text.
         assert all(href.startswith(("https://", "http://")) and rel == "noopener noreferrer" and target == "_blank"

@@ -93,6 +93,7 @@ async def test_rendering_copy_export_theme_and_the_header_title(skald, browser_p
         await expect(page.locator("html")).to_have_attribute("data-theme", "dark")
         await page.reload()
         await expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+        await expect(page.locator(".msg.assistant .katex-display")).to_be_visible()
         assert await page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgb(23, 25, 28)"
         await screenshot(page, "chat-dark")
         await page.get_by_label("Theme").select_option("system")

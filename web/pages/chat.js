@@ -215,6 +215,10 @@ function conversationHeader(view) {
     el("ul", { class: "export-menu" },
       el("li", {}, el("a", { href: exportUrl("md"), download: "", text: t("chat.export_markdown") })),
       el("li", {}, el("a", { href: exportUrl("json"), download: "", text: t("chat.export_json") }))));
+  exports.addEventListener("click", (event) => { if (event.target.closest("a")) exports.open = false; });
+  exports.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && exports.open) { event.stopPropagation(); exports.open = false; exports.querySelector("summary").focus(); }
+  });
   const actions = el("div", { class: "conv-actions" }, rename, exports, remove);
   const titleRow = el("div", { class: "conv-title-row" }, heading, actions);
 
