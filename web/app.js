@@ -6,7 +6,7 @@ import "./components/plugin-page-host.js";
 import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
 import { el, link } from "./lib/dom.js";
 import { browserLocale, currentLocale, loadLocale, t } from "./lib/i18n.js";
-import { applyTheme, themeSwitch } from "./lib/theme.js";
+import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
 import { notice, pageHeader } from "./lib/ui.js";
 import { renderLogin, renderSetup } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
@@ -207,7 +207,7 @@ async function enterShell(known = null) {
   setCsrfToken(response.data.csrf_token);
   await loadLocale(response.data.locale || response.data.member.locale || browserLocale());
   // The session does not list capabilities; the chat status answers 403 without chat.use.
-  const [pages, chat] = await Promise.all([api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status")]);
+  const [pages, chat] = await Promise.all([api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status"), loadMemberTheme()]);
   state.pages = pages.ok ? pages.data.pages || [] : [];
   state.chat = chat.status !== 403;
   buildShell();

@@ -96,6 +96,9 @@ async def test_rendering_copy_export_theme_and_the_header_title(skald, browser_p
         await expect(page.locator(".msg.assistant .katex-display")).to_be_visible()
         assert await page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgb(23, 25, 28)"
         await screenshot(page, "chat-dark")
+        elsewhere = await browser_pages.new(host.url)  # another browser: the member's choice follows them
+        await sign_in(elsewhere, "fay", MEMBER_PASSWORD)
+        await expect(elsewhere.locator("html")).to_have_attribute("data-theme", "dark")
         await page.get_by_label("Theme").select_option("system")
         await expect(page.locator("html")).not_to_have_attribute("data-theme", "dark")
         assert await page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgb(245, 244, 240)"
@@ -216,3 +219,29 @@ async def test_a_turn_failed_without_a_model_offers_retry_that_answers_it_once(s
         await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Hello, Ivy.")
         await expect(page.locator(".msg.assistant[data-status=error]")).to_have_count(0)
         assert len(server.requests_for(MODEL)) == 1
+
+
+async def test_regenerate_an_answer_and_flip_between_its_versions(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("jo")
+        server.script(MODEL, [Reply(text="First take."), Reply(text="Second take.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "jo", MEMBER_PASSWORD)
+        await send(page, "A haiku, please")
+        answer = page.locator(".msg.assistant")
+        await expect(answer.locator(".msg-body")).to_have_text("First take.")
+        await page.get_by_role("button", name="Regenerate").click()
+        await expect(answer.last.locator(".msg-body")).to_have_text("Second take.")
+        await expect(answer).to_have_count(1)
+        versions = page.get_by_role("group", name="Versions of this answer")
+        await expect(versions).to_contain_text("2 / 2")
+        await versions.get_by_role("button", name="Previous version").click()
+        await expect(answer.locator(".msg-body")).to_have_text("First take.")
+        await expect(versions).to_contain_text("1 / 2")
+        await expect(versions.get_by_role("button", name="Next version")).to_be_focused()
+        await page.reload()  # the version shown is stored, not only on screen
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First take.")
+        await expect(page.get_by_role("group", name="Versions of this answer")).to_contain_text("1 / 2")
+        assert len(server.requests_for(MODEL)) == 2

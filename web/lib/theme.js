@@ -1,5 +1,7 @@
-// The light/dark/system switch. The choice is this browser's (localStorage): it
-// applies before anyone signs in, and "system" follows prefers-color-scheme.
+// The light/dark/system switch. The choice is kept in this browser (localStorage, so it
+// applies before anyone signs in) and in the member's own settings (so it follows them
+// to another browser); "system" follows prefers-color-scheme.
+import { api } from "./api.js";
 import { el, uid } from "./dom.js";
 import { t } from "./i18n.js";
 
@@ -26,10 +28,20 @@ function setTheme(choice) {
   applyTheme(choice);
 }
 
+/** After sign-in: the member's stored choice, if they made one. */
+export async function loadMemberTheme() {
+  const response = await api("GET", "/api/me/settings");
+  const choice = response.ok ? response.data.settings?.theme : null;
+  if (CHOICES.includes(choice) && choice !== storedTheme()) setTheme(choice);
+}
+
 /** A labelled select for the sidebar. */
 export function themeSwitch() {
   const id = uid("theme");
-  const select = el("select", { id, class: "theme-select", on: { change: () => setTheme(select.value) } },
+  const select = el("select", {
+    id, class: "theme-select",
+    on: { change: () => { setTheme(select.value); api("PUT", "/api/me/settings", { theme: select.value }); } },
+  },
     ...CHOICES.map((choice) => el("option", { value: choice, text: t(`theme.${choice}`) })));
   select.value = storedTheme();
   return el("div", { class: "theme-switch" }, el("label", { for: id, text: t("theme.label") }), select);

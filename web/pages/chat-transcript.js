@@ -62,6 +62,17 @@ function attachmentPaths(raw) {
 }
 const filesList = (paths) => (paths.length ? el("ul", { class: "msg-files" }, ...paths.map((p) => el("li", {}, fileLink(p)))) : null);
 
+/** The versions of the answer to the last member message, oldest first: the variant
+ * number of each (0 is the one shown) and the index of the one shown. */
+function versionsOf(messages) {
+  const lastUser = messages.filter((m) => m.role === "user" && !m.variant).pop();
+  if (!lastUser) return { list: [], current: 0 };
+  const first = new Map(); // variant -> its first row id
+  for (const m of messages) if (m.id > lastUser.id && !first.has(m.variant || 0)) first.set(m.variant || 0, m.id);
+  const list = [...first.keys()].sort((a, b) => first.get(a) - first.get(b));
+  return { list, current: Math.max(0, list.indexOf(0)) };
+}
+
 /** The blinking caret at the end of the text so far: inside the last paragraph,
  * list item or code block rather than on a line of its own. */
 function placeCaret(body, caret) {
@@ -130,7 +141,9 @@ export class Transcript {
     const wasStuck = this.stick || !this.list.childElementCount;
     this.reset();
     this.running = Boolean(data.running);
-    const messages = data.messages || [];
+    const all = data.messages || [];
+    this.versions = versionsOf(all);
+    const messages = all.filter((m) => !m.variant); // earlier versions of an answer are not shown
     for (const message of messages) {
       const live = this.running && message.status === "streaming" && message === messages[messages.length - 1];
       const seen = live ? this.streamed.get(message.id) : null;
@@ -144,14 +157,45 @@ export class Transcript {
     }
     for (const item of unacknowledged) this.addPending(item, { quiet: true });
     this.placeActivity();
+    this.placeTurnActions();
     this.stick = wasStuck;
     this.follow(wasStuck);
   }
 
   setRunning(running) {
+    const was = this.running;
     this.running = running;
     if (!running && this.stream) this.finishStream({ status: this.stream.status || "interrupted" });
+    if (running && !was) this.versions = null; // a new turn: the versions were the last one's
     this.placeActivity();
+    this.placeTurnActions();
+  }
+
+  /** Regenerate, and the earlier versions to flip between, under the last answer of an
+   * ended turn. */
+  placeTurnActions() {
+    this.turnActions?.remove();
+    this.turnActions = null;
+    if (this.running || !this.handlers.regenerate) return;
+    const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.classList.contains("note")).pop();
+    if (!last?.classList.contains("assistant") || last.dataset.status === "error") return;
+    const versions = this.versions || { list: [], current: 0 };
+    const actions = el("span", { class: "turn-actions" },
+      button(t("chat.regenerate"), { kind: "quiet small regenerate", onClick: (event) => this.handlers.regenerate(event.currentTarget) }));
+    if (versions.list.length > 1) {
+      const at = versions.current;
+      const go = (index) => this.handlers.showVersion(versions.list[index]);
+      const previous = button("‹", { kind: "quiet small", attrs: { "aria-label": t("chat.version_previous") }, onClick: () => go(at - 1) });
+      const next = button("›", { kind: "quiet small", attrs: { "aria-label": t("chat.version_next") }, onClick: () => go(at + 1) });
+      previous.disabled = at === 0;
+      next.disabled = at === versions.list.length - 1;
+      actions.append(el("span", { class: "versions", role: "group", "aria-label": t("chat.versions") },
+        previous, el("span", { class: "version-at", text: t("chat.version", { n: at + 1, count: versions.list.length }) }), next));
+    }
+    const meta = last.querySelector(".msg-meta");
+    meta.append(actions);
+    meta.hidden = false;
+    this.turnActions = actions;
   }
 
   /** The "working" dots: while a turn runs and nothing else shows progress. */

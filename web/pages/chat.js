@@ -275,6 +275,8 @@ class ChatView {
     this.transcript = new Transcript({
       decide: (id, decision) => this.decide(id, decision),
       retry: (trigger) => this.retry(trigger),
+      regenerate: (trigger) => this.regenerate(trigger),
+      showVersion: (variant) => this.showVersion(variant),
     }, live.texts);
     this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
     this.noModel = status.models_configured ? null : modelNotice(ctx);
@@ -394,6 +396,23 @@ class ChatView {
     if (!response.ok) { trigger.disabled = false; this.composer.status.error(errorText(response)); return; }
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
+  }
+
+  async regenerate(trigger) {
+    trigger.disabled = true;
+    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/regenerate`);
+    if (!response.ok) { trigger.disabled = false; this.composer.status.error(errorText(response)); return; }
+    this.composer.text.focus({ preventScroll: true });
+    await this.reload();
+    // When the new answer is done, the versions are read again (now, if it is done already).
+    if (this.running) this.needsReload = true; else await this.reload();
+  }
+
+  async showVersion(variant) {
+    const response = await api("PUT", `/api/conversations/${encodeURIComponent(this.conversationId)}/version`, { variant });
+    if (!response.ok) { this.composer.status.error(errorText(response)); return; }
+    await this.reload();
+    this.transcript.node.querySelector(".versions .version-at")?.closest(".versions")?.querySelector("button:not(:disabled)")?.focus({ preventScroll: true });
   }
 
   async decide(approvalId, decision) {

@@ -679,6 +679,29 @@ class MemberRuntime:
             return not await self.store.failed_before_answer(frame, last["id"])
         return last["role"] == "assistant" and (bool(unfinished_calls(last)) or last["status"] == "interrupted")
 
+    async def regenerate(self, conversation_id: str) -> None:
+        """Answer the member's last message again; the answer it had is kept as an
+        earlier version (``show_version`` flips back)."""
+        frame = await self._idle_root(conversation_id)
+        if not await self.store.keep_as_version(frame):
+            raise ChatError("the last message of this conversation has no answer to regenerate")
+        log.info("member %s: the member regenerates an answer", self.member_id)
+        self.drive(conversation_id)
+
+    async def show_version(self, conversation_id: str, variant: int) -> None:
+        frame = await self._idle_root(conversation_id)
+        if not await self.store.show_version(frame, variant):
+            raise ChatError("no such version of the last answer")
+
+    async def _idle_root(self, conversation_id: str) -> Frame:
+        """The root frame of a conversation whose turn has ended, nothing waiting on it."""
+        await self.conversation(conversation_id)
+        if self.running(conversation_id):
+            raise ChatError("a turn is running in this conversation")
+        if any(a["conversation_id"] == conversation_id for a in await self.store.pending_approvals()):
+            raise ChatError("an approval in this conversation is still waiting for an answer")
+        return await self.store.root_frame(conversation_id)
+
     async def retry(self, conversation_id: str) -> None:
         """The member's Retry on a turn that failed: its failed answer goes, and the turn
         runs again for the member's last message."""

@@ -493,13 +493,11 @@ class ConversationStore:
         end in a failure (nothing changes)."""
 
         def write(conn: Any) -> bool:
-            last_user = conn.execute(
-                "SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'user'", (frame.id,)
-            ).fetchone()[0]
+            last_user = _last_user_message(conn, frame)
             if last_user is None:
                 return False
             after = conn.execute(
-                "SELECT id, role, status FROM messages WHERE frame_id = ? AND id > ? ORDER BY id", (frame.id, last_user)
+                "SELECT id, role, status FROM messages WHERE frame_id = ? AND id > ? AND variant = 0 ORDER BY id", (frame.id, last_user)
             ).fetchall()
             if not after or any(r[2] != "error" or r[1] not in ("assistant", "note") for r in after):
                 return False
@@ -509,6 +507,55 @@ class ConversationStore:
             ).fetchone():
                 return False
             conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids)
+            return True
+
+        try:
+            return await self.db.transaction(write)
+        finally:
+            self.forget()
+
+    async def keep_as_version(self, frame: Frame) -> bool:
+        """Regenerate: the answer to the member's last message (every row after it: rounds,
+        calls, notes) becomes an earlier version, kept but out of the history, so that
+        the message is unanswered again. False when there is no such answer, or it is
+        still streaming."""
+
+        def write(conn: Any) -> bool:
+            last_user = _last_user_message(conn, frame)
+            if last_user is None:
+                return False
+            rows = conn.execute(
+                "SELECT id, status FROM messages WHERE frame_id = ? AND id > ? AND variant = 0", (frame.id, last_user)
+            ).fetchall()
+            if not rows or any(r[1] == "streaming" for r in rows):
+                return False
+            _renumber(conn, frame, last_user, [r[0] for r in rows])
+            return True
+
+        try:
+            return await self.db.transaction(write)
+        finally:
+            self.forget()
+
+    async def show_version(self, frame: Frame, variant: int) -> bool:
+        """Show an earlier version of the last answer instead of the current one (which
+        is kept as a version in turn). False when there is no such version."""
+
+        def write(conn: Any) -> bool:
+            last_user = _last_user_message(conn, frame)
+            if last_user is None or variant <= 0:
+                return False
+            chosen = [r[0] for r in conn.execute(
+                "SELECT id FROM messages WHERE frame_id = ? AND id > ? AND variant = ?", (frame.id, last_user, variant)
+            )]
+            if not chosen:
+                return False
+            current = [r[0] for r in conn.execute(
+                "SELECT id FROM messages WHERE frame_id = ? AND id > ? AND variant = 0", (frame.id, last_user)
+            )]
+            if current:
+                _renumber(conn, frame, last_user, current)
+            conn.execute(f"UPDATE messages SET variant = 0 WHERE id IN ({','.join('?' * len(chosen))})", chosen)
             return True
 
         try:
@@ -603,7 +650,9 @@ class ConversationStore:
             ).fetchone()[0] or 0
             return _with_calls(
                 conn,
-                conn.execute("SELECT * FROM messages WHERE frame_id = ? AND id >= ? AND role != 'note' ORDER BY id", (frame_id, start)),
+                conn.execute(
+                    "SELECT * FROM messages WHERE frame_id = ? AND id >= ? AND role != 'note' AND variant = 0 ORDER BY id", (frame_id, start)
+                ),
                 conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? AND message_id >= ? ORDER BY message_id, seq", (frame_id, start)),
             )
 
@@ -814,6 +863,17 @@ def _insert_payload(conn: Any, request_id: str, conversation_id: str, request: s
         "INSERT OR REPLACE INTO llm_request_payloads (request_id, conversation_id, request, response) VALUES (?, ?, ?, ?)",
         (request_id, conversation_id, request, response),
     )
+
+
+def _last_user_message(conn: Any, frame: Frame) -> int | None:
+    """The id of the frame's last member message in the version shown."""
+    return conn.execute("SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'user' AND variant = 0", (frame.id,)).fetchone()[0]
+
+
+def _renumber(conn: Any, frame: Frame, after: int, ids: list[int]) -> None:
+    """Keep rows as the next earlier version of the answer to the message ``after``."""
+    number = conn.execute("SELECT coalesce(max(variant), 0) + 1 FROM messages WHERE frame_id = ? AND id > ?", (frame.id, after)).fetchone()[0]
+    conn.execute(f"UPDATE messages SET variant = ? WHERE id IN ({','.join('?' * len(ids))})", (number, *ids))
 
 
 def _with_calls(conn: Any, messages: Any, calls: Any) -> list[Row]:

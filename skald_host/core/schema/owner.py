@@ -155,5 +155,14 @@ OWNER_MIGRATIONS = MigrationSet(
                 "INSERT INTO generation (id, value) VALUES (1, 0)",
             ),
         ),
+        Migration(
+            7,
+            "earlier versions of an answer (regenerate)",
+            statements=(
+                # 0: the version shown and sent to the model; n > 0: an earlier answer to
+                # the same message, kept for the member to flip back to (never in history).
+                "ALTER TABLE messages ADD COLUMN variant INTEGER NOT NULL DEFAULT 0",
+            ),
+        ),
     ),
 )

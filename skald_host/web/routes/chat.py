@@ -170,13 +170,43 @@ async def retry(conversation_id: str):
     return {"retrying": True}, 202
 
 
-EXPORT_FIELDS = ("id", "role", "content", "reasoning", "status", "model", "attachments", "created_at")
+@bp.post("/api/conversations/<conversation_id>/regenerate")
+@requires("chat.use")
+async def regenerate(conversation_id: str):
+    """Answer the last message again, keeping the answer it had as a version."""
+    rt = await runtime()
+    try:
+        await rt.regenerate(conversation_id)
+    except ChatError as exc:
+        message = str(exc)
+        raise (ApiError(409, message) if "no answer" in message or "waiting" in message else chat_error(exc)) from None
+    return {"regenerating": True}, 202
+
+
+@bp.put("/api/conversations/<conversation_id>/version")
+@requires("chat.use")
+async def show_version(conversation_id: str) -> dict:
+    """Show an earlier version of the last answer (``{"variant": n}``, as listed)."""
+    data = await json_object()
+    variant = field(data, "variant", int)
+    rt = await runtime()
+    try:
+        await rt.show_version(conversation_id, variant)
+    except ChatError as exc:
+        message = str(exc)
+        raise (ApiError(409, message) if "waiting" in message else chat_error(exc)) from None
+    return {"variant": variant}
+
+
+EXPORT_FIELDS = ("id", "role", "content", "reasoning", "status", "model", "attachments", "variant", "created_at")
 ROLE_HEADINGS = {"user": "You", "assistant": "Assistant", "note": "Note", "summary": "Summary"}
 
 
 def _markdown_export(conversation: dict, messages: list[dict]) -> str:
     lines = [f"# {conversation.get('title') or 'Conversation'}", "", f"Exported from Skald · {conversation.get('created_at', '')}", ""]
     for message in messages:
+        if message.get("variant"):
+            continue  # an earlier version of an answer: the JSON export has them
         status = "" if message["status"] == "complete" else f" ({message['status']})"
         lines += [f"## {ROLE_HEADINGS.get(message['role'], message['role'])}{status}", ""]
         if message.get("reasoning"):
