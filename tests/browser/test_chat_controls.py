@@ -245,3 +245,25 @@ async def test_regenerate_an_answer_and_flip_between_its_versions(skald, browser
         await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First take.")
         await expect(page.get_by_role("group", name="Versions of this answer")).to_contain_text("1 / 2")
         assert len(server.requests_for(MODEL)) == 2
+
+
+async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL, "other-model"), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
+        response = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "other-model", "label": "Other", "priority": 90000})
+        assert response.status_code == 201, response.text
+        await host.create_member("kim")
+        server.responder = lambda request: Reply(text=f"{request.model} here.")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "kim", MEMBER_PASSWORD)
+        await send(page, "Hi")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text(f"{MODEL} here.")
+        await page.get_by_label("Model", exact=True).select_option(label="Other")
+        await expect(page.get_by_role("status").filter(has_text="The next answer comes from this model")).to_be_visible()
+        await send(page, "Again")
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
+        await page.reload()
+        await expect(page.get_by_label("Model", exact=True)).to_have_value(response.json()["id"])

@@ -240,3 +240,29 @@ async def test_connection_test_lists_names_a_server_gives_without_ids_and_never_
         server.close()
         await server.wait_closed()
     assert test.status_code == 200 and test.json() == {"ok": True, "models": ["llama3", "phi", "qwen"]}
+
+
+async def test_a_conversation_uses_the_model_its_member_picked_the_others_stay_fallbacks(chat):
+    ids = await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply(f"{request.model} answers")
+    status = (await alice.get("/api/chat/status")).json()
+    assert [m["id"] for m in status["models"]] == [ids[MODEL_A], ids[MODEL_B]]
+    async with ChatSocket(alice) as sock:
+        picked, other = await new_conversation(alice), await new_conversation(alice)
+        response = await alice.patch(f"/api/conversations/{picked}", json={"model": ids[MODEL_B]})
+        assert response.status_code == 200 and response.json()["model"] == ids[MODEL_B]
+        for cid in (picked, other):
+            await sock.send(cid, "Who answers?")
+            await sock.turn(cid)
+        response = await alice.patch(f"/api/conversations/{picked}", json={"model": None})
+        assert response.status_code == 200 and response.json()["model"] is None
+        await sock.send(picked, "And now?")
+        await sock.turn(picked)
+    answers = {cid: [m["content"] for m in await messages(alice, cid) if m["role"] == "assistant"] for cid in (picked, other)}
+    assert answers == {picked: [f"{MODEL_B} answers", f"{MODEL_A} answers"], other: [f"{MODEL_A} answers"]}
+    wrong = await alice.patch(f"/api/conversations/{picked}", json={"model": "no-such-model"})
+    assert wrong.status_code == 400 and wrong.json()["error"] == "no such model is enabled"
+    assert (await alice.patch(f"/api/conversations/{picked}", json={})).status_code == 400
+    bob = await chat.host.member("bob")
+    assert (await bob.patch(f"/api/conversations/{picked}", json={"model": ids[MODEL_B]})).status_code == 404

@@ -4,7 +4,7 @@
 // socket comes back, the open conversation is read again from the server, so a turn
 // still running and the approvals still waiting show as they are.
 import { api, upload } from "../lib/api.js";
-import { el, link } from "../lib/dom.js";
+import { el, link, uid } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, notice, statusLine } from "../lib/ui.js";
@@ -250,8 +250,28 @@ function conversationHeader(view) {
   }
 
   const node = el("header", { class: "conv-header" },
-    el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, status.node);
+    el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, modelPicker(view, status), status.node);
   return { node, heading, renaming: () => !titleRow.isConnected };
+}
+
+/** The model this conversation tries first, among the enabled ones (with more than one). */
+function modelPicker(view, status) {
+  const models = view.chatStatus?.models || [];
+  if (models.length < 2) return null;
+  const id = uid("model");
+  const select = el("select", { id, class: "model-select" },
+    el("option", { value: "", text: t("chat.model_automatic") }),
+    ...models.map((m) => el("option", { value: m.id, text: m.label })));
+  select.value = models.some((m) => m.id === view.conversation.model) ? view.conversation.model : "";
+  select.addEventListener("change", async () => {
+    select.disabled = true;
+    const response = await api("PATCH", `/api/conversations/${encodeURIComponent(view.conversation.id)}`, { model: select.value || null });
+    select.disabled = false;
+    if (!response.ok) { status.error(errorText(response)); select.value = view.conversation.model || ""; return; }
+    view.conversation.model = response.data.model;
+    status.ok(t("chat.model_chosen"));
+  });
+  return el("p", { class: "conv-model" }, el("label", { for: id, text: t("chat.model_label") }), select);
 }
 
 function modelNotice(ctx) {
@@ -265,6 +285,7 @@ class ChatView {
   constructor(ctx, status, conversations, loaded) {
     this.ctx = ctx;
     this.status = status;
+    this.chatStatus = status;
     this.conversations = conversations;
     this.conversation = loaded?.conversation || null;
     this.conversationId = this.conversation?.id || null;

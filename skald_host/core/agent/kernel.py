@@ -279,7 +279,7 @@ class Kernel:
         if candidates is None:
             # The models come from the registry's thread while the prompt is put together.
             candidates, system = await asyncio.gather(
-                self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=bool(images)),
+                self.chat.models.candidates(pin=await self.runtime.pin(frame, agent), strength=agent.strength, vision=bool(images)),
                 self.runtime.system_prompt(frame, agent),
             )
         else:
@@ -642,7 +642,7 @@ class Kernel:
         and the placeholder's id), when that message's own write is not done either."""
         frame, agent = scope.frame, scope.agent
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
-        candidates = await self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=bool(images))
+        candidates = await self.chat.models.candidates(pin=await self.runtime.pin(frame, agent), strength=agent.strength, vision=bool(images))
         if not candidates:
             raise NoModelConfigured("no model is configured")
         results = [(call, status, _clip(result)) for call, status, result in results]

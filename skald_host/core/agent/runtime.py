@@ -453,7 +453,25 @@ class MemberRuntime:
             agent = self.agents.get(frame.agent_id)
         except AgentError:
             return None  # the turn says so
-        return await self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=vision)
+        return await self.chat.models.candidates(pin=await self.pin(frame, agent), strength=agent.strength, vision=vision)
+
+    async def pin(self, frame: Frame, agent: AgentDefinition) -> str | None:
+        """The model a frame's requests try first: the one the member picked for the
+        conversation (its own frame; a sub-agent keeps its agent's), else the agent's."""
+        if frame.depth == 0:
+            chosen = await self.store.chosen_model(frame.conversation_id)
+            if chosen:
+                return chosen
+        return agent.model
+
+    async def choose_model(self, conversation_id: str, model_id: str | None) -> dict[str, Any]:
+        """Pick the model a conversation uses first (None: the agent's choice), among
+        the enabled ones; the others stay its fallbacks."""
+        await self.conversation(conversation_id)
+        if model_id is not None and not any(c.id == model_id for c in await self.chat.models.candidates()):
+            raise ChatError("no such model is enabled")
+        await self.store.choose_model(conversation_id, model_id)
+        return await self.conversation(conversation_id)
 
     def drive(
         self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None,
@@ -894,7 +912,8 @@ class MemberRuntime:
             return False
         conversation = await self.store.conversation(frame.conversation_id)
         agent = self.agents.get(conversation["agent_id"]) if conversation else None
-        candidates = await self.chat.models.candidates(pin=agent.model if agent else None)
+        pin = await self.pin(frame, agent) if agent else await self.store.chosen_model(frame.conversation_id)
+        candidates = await self.chat.models.candidates(pin=pin)
         if not candidates:
             raise ChatError("no model is configured")
         wire = project("You write precise summaries.", history) + [{"role": "user", "content": COMPACT_PROMPT}]

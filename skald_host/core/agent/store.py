@@ -87,6 +87,7 @@ class ConversationStore:
         # Idempotency keys seen, oldest first: the latest stored, then each submitted since,
         # the newest 2 x RECENT_KEYS of them (a retry repeats a recent message).
         self._keys: dict[str, None] | None = None
+        self._models: dict[str, str | None] = {}  # conversation id -> the model its member picked
         self._no_subframes: set[str] = set()  # conversations with no open sub-agent frame since their last look
         self.jobs_changed = asyncio.Event()  # a prompt was scheduled: the member's scheduler looks again
 
@@ -148,6 +149,7 @@ class ConversationStore:
         # Known without a read from here on: an empty history, no sub-agent frame,
         # nothing queued. The first message of a new conversation is the commonest one.
         self._roots[conversation_id] = Frame(frame_id, conversation_id, None, None, agent_id, 0, "open")
+        self._models[conversation_id] = None
         self._keep(frame_id, [])
         self._no_subframes.add(conversation_id)
         self._inbox_clean.add(conversation_id)
@@ -171,6 +173,18 @@ class ConversationStore:
 
         return await self.db.run(read)
 
+    async def chosen_model(self, conversation_id: str) -> str | None:
+        """The model the member picked for the conversation (None: the agent's), kept in
+        memory: every round of every turn asks."""
+        if conversation_id not in self._models:
+            row = await self.db.run(lambda c: c.execute("SELECT model FROM conversations WHERE id = ?", (conversation_id,)).fetchone())
+            self._models[conversation_id] = row[0] if row else None
+        return self._models[conversation_id]
+
+    async def choose_model(self, conversation_id: str, model: str | None) -> None:
+        await self.db.transaction(lambda c: c.execute("UPDATE conversations SET model = ? WHERE id = ?", (model, conversation_id)))
+        self._models[conversation_id] = model
+
     async def rename(self, conversation_id: str, title: str) -> bool:
         return bool(
             await self.db.transaction(
@@ -181,6 +195,7 @@ class ConversationStore:
     async def delete(self, conversation_id: str) -> bool:
         deleted = bool(await self.db.transaction(lambda c: c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount))
         self._roots.pop(conversation_id, None)
+        self._models.pop(conversation_id, None)
         self.forget()
         return deleted
 

@@ -157,11 +157,14 @@ OWNER_MIGRATIONS = MigrationSet(
         ),
         Migration(
             7,
-            "earlier versions of an answer (regenerate)",
+            "earlier versions of an answer (regenerate); the model a conversation uses",
             statements=(
                 # 0: the version shown and sent to the model; n > 0: an earlier answer to
                 # the same message, kept for the member to flip back to (never in history).
                 "ALTER TABLE messages ADD COLUMN variant INTEGER NOT NULL DEFAULT 0",
+                # The model the member picked for this conversation (a model id of the
+                # registry), tried first; NULL: the agent's choice.
+                "ALTER TABLE conversations ADD COLUMN model TEXT",
             ),
         ),
     ),

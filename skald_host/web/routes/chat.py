@@ -40,6 +40,8 @@ async def status() -> dict:
     models = await core.chat.models.candidates()
     return {
         "models_configured": bool(models),
+        # What a conversation's model picker offers: every enabled model, by priority.
+        "models": [{"id": m.id, "label": m.label, "provider": m.provider_name} for m in sorted(models, key=lambda m: (m.priority, m.label))],
         "default_agent": core.chat.default_agent(member),
         "agents": [
             a.summary()
@@ -98,16 +100,25 @@ async def get_conversation(conversation_id: str) -> dict:
 @bp.patch("/api/conversations/<conversation_id>")
 @requires("chat.use")
 async def rename_conversation(conversation_id: str) -> dict:
+    """Rename (``title``) and/or pick the model it uses first (``model``: an enabled
+    model's id, or null for the agent's choice)."""
     data = await json_object()
-    title = field(data, "title", str)
-    if len(title) > 200:
+    if "title" not in data and "model" not in data:
+        raise ApiError(400, "'title' or 'model' is required")
+    title = field(data, "title", str, required=False)
+    if title is not None and len(title) > 200:
         raise ApiError(400, "title is longer than 200 characters")
+    model = field(data, "model", str, required=False)
     rt = await runtime()
     try:
         await rt.conversation(conversation_id)
+        if "model" in data:
+            await rt.choose_model(conversation_id, model)
     except ChatError as exc:
-        raise chat_error(exc) from None
-    await rt.store.rename(conversation_id, title.strip())
+        message = str(exc)
+        raise (ApiError(400, message, field="model") if "enabled" in message else chat_error(exc)) from None
+    if title is not None:
+        await rt.store.rename(conversation_id, title.strip())
     return await rt.store.conversation(conversation_id)  # type: ignore[return-value]
 
 
