@@ -160,16 +160,42 @@ class ConversationStore:
         return dict(row) if row else None
 
     async def conversations(self, search: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Newest first. ``search``: those whose title contains it (``%`` and ``_`` are
+        literal), then those whose messages hold all its words (FTS5, each word as a
+        prefix), each of the latter with a ``snippet`` around the best match."""
+
         def read(conn: Any) -> list[dict[str, Any]]:
-            if search:
-                pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-                rows = conn.execute(
-                    "SELECT * FROM conversations WHERE title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT ?",
-                    (pattern, limit),
-                )
-            else:
-                rows = conn.execute("SELECT * FROM conversations ORDER BY updated_at DESC LIMIT ?", (limit,))
-            return [dict(r) for r in rows]
+            if not search:
+                return [dict(r) for r in conn.execute("SELECT * FROM conversations ORDER BY updated_at DESC LIMIT ?", (limit,))]
+            pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            found = [dict(r) for r in conn.execute(
+                "SELECT * FROM conversations WHERE title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT ?", (pattern, limit),
+            )]
+            words = fts_words(search)
+            if words and len(found) < limit:
+                seen = {c["id"] for c in found}
+                # Every word somewhere in the conversation (not all in one message); the
+                # snippet shows the best match of the whole query, else of the first word.
+                matching: set[str] | None = None
+                for word in words:
+                    ids_here = {r[0] for r in conn.execute("SELECT conversation_id FROM messages_fts WHERE messages_fts MATCH ?", (word,))}
+                    matching = ids_here if matching is None else matching & ids_here
+                snippets: dict[str, str] = {}
+                for query in (" ".join(words), words[0]):
+                    for conversation_id, snippet in conn.execute(
+                        "SELECT conversation_id, snippet(messages_fts, 0, '', '', '…', 12) FROM messages_fts"
+                        " WHERE messages_fts MATCH ? ORDER BY rank LIMIT 1000",
+                        (query,),
+                    ):
+                        if conversation_id in (matching or ()) and conversation_id not in seen:
+                            snippets.setdefault(conversation_id, snippet)
+                ids = list(snippets)[: limit - len(found)]
+                if ids:
+                    rows = conn.execute(
+                        f"SELECT * FROM conversations WHERE id IN ({','.join('?' * len(ids))}) ORDER BY updated_at DESC", ids
+                    )
+                    found += [dict(r) | {"snippet": snippets[r["id"]]} for r in rows]
+            return found
 
         return await self.db.run(read)
 
@@ -878,6 +904,12 @@ def _insert_payload(conn: Any, request_id: str, conversation_id: str, request: s
         "INSERT OR REPLACE INTO llm_request_payloads (request_id, conversation_id, request, response) VALUES (?, ?, ?, ?)",
         (request_id, conversation_id, request, response),
     )
+
+
+def fts_words(text: str) -> list[str]:
+    """A member's search words as FTS5 queries: each word quoted (no operator of FTS5's
+    syntax can be typed by accident) and matched as a prefix."""
+    return ['"' + w.replace('"', '""') + '"*' for w in text.split() if w.strip('"*')][:12]
 
 
 def _last_user_message(conn: Any, frame: Frame) -> int | None:

@@ -157,7 +157,7 @@ OWNER_MIGRATIONS = MigrationSet(
         ),
         Migration(
             7,
-            "earlier versions of an answer (regenerate); the model a conversation uses",
+            "earlier versions of an answer (regenerate); the model a conversation uses; full-text search",
             statements=(
                 # 0: the version shown and sent to the model; n > 0: an earlier answer to
                 # the same message, kept for the member to flip back to (never in history).
@@ -165,6 +165,29 @@ OWNER_MIGRATIONS = MigrationSet(
                 # The model the member picked for this conversation (a model id of the
                 # registry), tried first; NULL: the agent's choice.
                 "ALTER TABLE conversations ADD COLUMN model TEXT",
+                # Full-text search over the member's and the assistant's words, inside
+                # this (encrypted) file. Its own copy of the text, by message id, written
+                # when a message is complete: a streaming answer's checkpoints cost no
+                # indexing, and an index of its own never disagrees with a row it skipped.
+                """CREATE VIRTUAL TABLE messages_fts USING fts5(
+                    content, conversation_id UNINDEXED, tokenize='unicode61 remove_diacritics 2'
+                )""",
+                """INSERT INTO messages_fts (rowid, content, conversation_id)
+                    SELECT id, content, conversation_id FROM messages
+                    WHERE role IN ('user', 'assistant') AND status != 'streaming' AND content != ''""",
+                """CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages
+                    WHEN new.role IN ('user', 'assistant') AND new.status != 'streaming' AND new.content != '' BEGIN
+                    INSERT INTO messages_fts (rowid, content, conversation_id) VALUES (new.id, new.content, new.conversation_id);
+                END""",
+                """CREATE TRIGGER messages_fts_au AFTER UPDATE OF content, status ON messages
+                    WHEN new.role IN ('user', 'assistant') AND new.status != 'streaming' BEGIN
+                    DELETE FROM messages_fts WHERE rowid = old.id;
+                    INSERT INTO messages_fts (rowid, content, conversation_id)
+                        SELECT new.id, new.content, new.conversation_id WHERE new.content != '';
+                END""",
+                """CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+                    DELETE FROM messages_fts WHERE rowid = old.id;
+                END""",
             ),
         ),
     ),
