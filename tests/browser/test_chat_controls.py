@@ -235,7 +235,7 @@ async def test_regenerate_an_answer_and_flip_between_its_versions(skald, browser
         await page.get_by_role("button", name="Regenerate").click()
         await expect(answer.last.locator(".msg-body")).to_have_text("Second take.")
         await expect(answer).to_have_count(1)
-        versions = page.get_by_role("group", name="Versions of this answer")
+        versions = page.get_by_role("group", name="Versions from here on")
         await expect(versions).to_contain_text("2 / 2")
         await versions.get_by_role("button", name="Previous version").click()
         await expect(answer.locator(".msg-body")).to_have_text("First take.")
@@ -243,8 +243,28 @@ async def test_regenerate_an_answer_and_flip_between_its_versions(skald, browser
         await expect(versions.get_by_role("button", name="Next version")).to_be_focused()
         await page.reload()  # the version shown is stored, not only on screen
         await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First take.")
-        await expect(page.get_by_role("group", name="Versions of this answer")).to_contain_text("1 / 2")
+        await expect(page.get_by_role("group", name="Versions from here on")).to_contain_text("1 / 2")
         assert len(server.requests_for(MODEL)) == 2
+
+        # Edit the message: the conversation continues from the edited text, the old
+        # branch (with both its answers) is a version at that message.
+        server.script(MODEL, [Reply(text="A limerick.")])
+        await page.locator(".msg.user").get_by_role("button", name="Edit").click()
+        box = page.get_by_role("textbox", name="Edit your message")
+        await expect(box).to_be_focused()
+        await box.fill("A limerick, please")
+        await page.get_by_role("button", name="Send edited").click()
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("A limerick.")
+        await expect(page.locator(".msg.user .bubble")).to_have_text("A limerick, please")
+        at_message = page.locator(".msg.user").get_by_role("group", name="Versions from here on")
+        await expect(at_message).to_contain_text("2 / 2")
+        assert server.requests_for(MODEL)[-1].last_user_text == "A limerick, please"
+        await at_message.get_by_role("button", name="Previous version").click()
+        await expect(page.locator(".msg.user .bubble")).to_have_text("A haiku, please")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First take.")
+        # Back in the first branch, its own versions (the two takes) flip again.
+        await expect(page.locator(".msg.assistant").get_by_role("group", name="Versions from here on")).to_contain_text("1 / 2")
+        await expect(page.locator(".msg.user").get_by_role("group", name="Versions from here on")).to_contain_text("1 / 2")
 
 
 async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald, browser_pages):

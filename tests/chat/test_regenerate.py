@@ -47,3 +47,45 @@ async def test_regenerate_keeps_earlier_answers_as_versions_and_the_model_sees_o
     assert "First answer." in exported and "Second answer." not in exported
     other = await chat.host.member("bob")
     assert (await other.post(f"/api/conversations/{cid}/regenerate")).status_code == 404
+
+
+async def test_editing_a_message_continues_from_it_and_keeps_the_old_branch(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply("Re: " + request.last_user_text)
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        for text in ("One", "Two", "Three"):
+            await sock.send(cid, text)
+            await sock.turn(cid)
+        two = next(m for m in await messages(alice, cid) if m["content"] == "Two")
+        response = await alice.post(f"/api/conversations/{cid}/edit", json={"message_id": two["id"], "text": "Deux"})
+        assert response.status_code == 202, response.text
+        await sock.turn(cid)
+        shown = [m["content"] for m in await messages(alice, cid) if not m["variant"]]
+        assert shown == ["One", "Re: One", "Deux", "Re: Deux"]
+        request = chat.server.requests[-1]
+        assert [m["content"] for m in request.messages if m["role"] != "system"] == ["One", "Re: One", "Deux"]
+        # The old branch, from "Two" on, is one version at the same point; flip back to it.
+        old = {m["variant"] for m in await messages(alice, cid) if m["content"] in ("Two", "Re: Two", "Three", "Re: Three")}
+        assert len(old) == 1 and old != {0}
+        response = await alice.put(f"/api/conversations/{cid}/version", json={"variant": old.pop()})
+        assert response.status_code == 200, response.text
+        shown = [m["content"] for m in await messages(alice, cid) if not m["variant"]]
+        assert shown == ["One", "Re: One", "Two", "Re: Two", "Three", "Re: Three"]
+        # Regenerating after flipping keeps both the edit branch and the old answer.
+        assert (await alice.post(f"/api/conversations/{cid}/regenerate")).status_code == 202
+        await sock.turn(cid)
+        shown = [m["content"] for m in await messages(alice, cid) if not m["variant"]]
+        assert shown == ["One", "Re: One", "Two", "Re: Two", "Three", "Re: Three"]  # the scripted model says the same
+        assert len({m["variant"] for m in await messages(alice, cid)}) == 3  # shown, the edit branch, the first answer to "Three"
+        first_answer = next(m["variant"] for m in await messages(alice, cid) if m["content"] == "Re: Three" and m["variant"])
+        two = next(m for m in await messages(alice, cid) if m["content"] == "Two" and not m["variant"])
+        assert (await alice.post(f"/api/conversations/{cid}/edit", json={"message_id": two["id"], "text": "Zwei"})).status_code == 202
+        await sock.turn(cid)
+        # That answer branches off "Three", now itself in a version not shown: not reachable from here.
+        assert (await alice.put(f"/api/conversations/{cid}/version", json={"variant": first_answer})).status_code == 404
+        assert [m["content"] for m in await messages(alice, cid) if not m["variant"]] == ["One", "Re: One", "Zwei", "Re: Zwei"]
+    for body in ({"message_id": 10_000, "text": "x"}, {"message_id": two["id"] + 1, "text": "an answer is not the member's"}):
+        assert (await alice.post(f"/api/conversations/{cid}/edit", json=body)).status_code == 404
+    assert (await alice.post(f"/api/conversations/{cid}/edit", json={"message_id": two["id"], "text": " "})).status_code == 400

@@ -62,15 +62,33 @@ function attachmentPaths(raw) {
 }
 const filesList = (paths) => (paths.length ? el("ul", { class: "msg-files" }, ...paths.map((p) => el("li", {}, fileLink(p)))) : null);
 
-/** The versions of the answer to the last member message, oldest first: the variant
- * number of each (0 is the one shown) and the index of the one shown. */
-function versionsOf(messages) {
-  const lastUser = messages.filter((m) => m.role === "user" && !m.variant).pop();
-  if (!lastUser) return { list: [], current: 0 };
-  const first = new Map(); // variant -> its first row id
-  for (const m of messages) if (m.id > lastUser.id && !first.has(m.variant || 0)) first.set(m.variant || 0, m.id);
-  const list = [...first.keys()].sort((a, b) => first.get(a) - first.get(b));
-  return { list, current: Math.max(0, list.indexOf(0)) };
+/**
+ * The versions to flip between, by the message each starts at: an earlier version
+ * (a regenerated answer, the rest of a conversation from an edited message on) is
+ * kept at its branch point, and the version shown there starts at the first row shown
+ * after that point. Map: first row id → { list: variants oldest first (0 is the one
+ * shown), current: its index }.
+ */
+function branchesOf(messages) {
+  const shown = messages.filter((m) => !m.variant);
+  const starts = new Map(); // branch point → variant → its first row id
+  for (const m of messages) {
+    if (!m.variant) continue;
+    const point = m.branch_point || 0;
+    if (!starts.has(point)) starts.set(point, new Map());
+    const variants = starts.get(point);
+    if (!variants.has(m.variant)) variants.set(m.variant, m.id);
+  }
+  const branches = new Map();
+  for (const [point, variants] of starts) {
+    if (point && !shown.some((m) => m.id === point)) continue; // it branches off a version not shown
+    const first = shown.find((m) => m.id > point);
+    if (first) variants.set(0, first.id);
+    const list = [...variants.keys()].sort((a, b) => variants.get(a) - variants.get(b));
+    const at = first ? first.id : null;
+    if (at != null) branches.set(at, { list, current: list.indexOf(0) });
+  }
+  return branches;
 }
 
 /** The blinking caret at the end of the text so far: inside the last paragraph,
@@ -142,13 +160,17 @@ export class Transcript {
     this.reset();
     this.running = Boolean(data.running);
     const all = data.messages || [];
-    this.versions = versionsOf(all);
-    const messages = all.filter((m) => !m.variant); // earlier versions of an answer are not shown
+    const branches = branchesOf(all);
+    const messages = all.filter((m) => !m.variant); // earlier versions are not shown, only flipped to
     for (const message of messages) {
       const live = this.running && message.status === "streaming" && message === messages[messages.length - 1];
       const seen = live ? this.streamed.get(message.id) : null;
       const whole = seen && seen.content.length >= (message.content || "").length ? { ...message, ...seen } : message;
       this.list.append(this.messageNode(whole, live));
+    }
+    for (const [id, versions] of branches) {
+      const meta = this.messages.get(Number(id))?.node.querySelector(".msg-meta");
+      if (meta) { meta.append(this.versionSwitch(versions)); meta.hidden = false; }
     }
     for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
     for (const queued of data.queued || []) {
@@ -163,35 +185,32 @@ export class Transcript {
   }
 
   setRunning(running) {
-    const was = this.running;
     this.running = running;
     if (!running && this.stream) this.finishStream({ status: this.stream.status || "interrupted" });
-    if (running && !was) this.versions = null; // a new turn: the versions were the last one's
     this.placeActivity();
     this.placeTurnActions();
   }
 
-  /** Regenerate, and the earlier versions to flip between, under the last answer of an
-   * ended turn. */
+  /** ‹ n / count › between the versions that start at one message. */
+  versionSwitch({ list, current }) {
+    const go = (index) => this.handlers.showVersion(list[index]);
+    const previous = button("‹", { kind: "quiet small", attrs: { "aria-label": t("chat.version_previous") }, onClick: () => go(current - 1) });
+    const next = button("›", { kind: "quiet small", attrs: { "aria-label": t("chat.version_next") }, onClick: () => go(current + 1) });
+    previous.disabled = current <= 0;
+    next.disabled = current >= list.length - 1;
+    return el("span", { class: "versions", role: "group", "aria-label": t("chat.versions") },
+      previous, el("span", { class: "version-at", text: t("chat.version", { n: current + 1, count: list.length }) }), next);
+  }
+
+  /** Regenerate, under the last answer of an ended turn. */
   placeTurnActions() {
     this.turnActions?.remove();
     this.turnActions = null;
     if (this.running || !this.handlers.regenerate) return;
     const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.classList.contains("note")).pop();
     if (!last?.classList.contains("assistant") || last.dataset.status === "error") return;
-    const versions = this.versions || { list: [], current: 0 };
     const actions = el("span", { class: "turn-actions" },
       button(t("chat.regenerate"), { kind: "quiet small regenerate", onClick: (event) => this.handlers.regenerate(event.currentTarget) }));
-    if (versions.list.length > 1) {
-      const at = versions.current;
-      const go = (index) => this.handlers.showVersion(versions.list[index]);
-      const previous = button("‹", { kind: "quiet small", attrs: { "aria-label": t("chat.version_previous") }, onClick: () => go(at - 1) });
-      const next = button("›", { kind: "quiet small", attrs: { "aria-label": t("chat.version_next") }, onClick: () => go(at + 1) });
-      previous.disabled = at === 0;
-      next.disabled = at === versions.list.length - 1;
-      actions.append(el("span", { class: "versions", role: "group", "aria-label": t("chat.versions") },
-        previous, el("span", { class: "version-at", text: t("chat.version", { n: at + 1, count: versions.list.length }) }), next));
-    }
     const meta = last.querySelector(".msg-meta");
     meta.append(actions);
     meta.hidden = false;
@@ -234,13 +253,40 @@ export class Transcript {
 
   userBubble(text, { id = null, state = "sent", attachments = [] } = {}) {
     const stateNode = el("span", { class: "msg-state" });
-    const node = el("article", { class: "msg user", "data-state": state },
-      el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments)),
-      el("div", { class: "msg-meta user-meta" }, stateNode, copyButton(() => text, t("chat.copy_message"), "copy-message")));
+    const bubbleBody = el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments));
+    const meta = el("div", { class: "msg-meta user-meta" }, stateNode, copyButton(() => text, t("chat.copy_message"), "copy-message"));
+    const node = el("article", { class: "msg user", "data-state": state }, bubbleBody, meta);
     const bubble = { node, text, id, state, stateNode };
+    if (id != null && this.handlers.edit) {
+      const edit = button(t("chat.edit"), { kind: "quiet small edit-message", onClick: () => this.editForm(bubble, bubbleBody, meta, edit) });
+      meta.append(edit);
+    }
     this.setBubbleState(bubble, state);
     if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
     return bubble;
+  }
+
+  /** Edit a sent message in place; saving continues the conversation from it (the old
+   * branch is kept as a version). */
+  editForm(bubble, bubbleBody, meta, trigger) {
+    const input = el("textarea", { class: "edit-input", rows: "3", "aria-label": t("chat.edit_label"), props: { value: bubble.text } });
+    const save = el("button", { class: "btn primary small", type: "submit", text: t("chat.edit_save") });
+    const cancel = button(t("common.cancel"), { kind: "quiet small", onClick: () => close() });
+    const status = el("p", { class: "form-status error", role: "status" });
+    const form = el("form", { class: "edit-form", novalidate: true }, input, el("div", { class: "actions" }, save, cancel), status);
+    const close = () => { form.replaceWith(bubbleBody); meta.hidden = false; trigger.focus(); };
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      if (!input.value.trim()) { input.focus(); return; }
+      save.disabled = true;
+      const outcome = await this.handlers.edit(bubble.id, input.value);
+      save.disabled = false;
+      if (!outcome.ok) status.textContent = outcome.error;
+    });
+    input.addEventListener("keydown", (event) => { if (event.key === "Escape") { event.stopPropagation(); close(); } });
+    bubbleBody.replaceWith(form);
+    meta.hidden = true;
+    input.focus();
   }
 
   setBubbleState(bubble, state, detail = "") {

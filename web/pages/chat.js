@@ -299,6 +299,7 @@ class ChatView {
       retry: (trigger) => this.retry(trigger),
       regenerate: (trigger) => this.regenerate(trigger),
       showVersion: (variant) => this.showVersion(variant),
+      edit: (messageId, text) => this.edit(messageId, text),
     }, live.texts);
     this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
     this.noModel = status.models_configured ? null : modelNotice(ctx);
@@ -428,6 +429,15 @@ class ChatView {
     await this.reload();
     // When the new answer is done, the versions are read again (now, if it is done already).
     if (this.running) this.needsReload = true; else await this.reload();
+  }
+
+  async edit(messageId, text) {
+    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/edit`, { message_id: messageId, text });
+    if (!response.ok) return { ok: false, error: errorText(response) };
+    this.composer.text.focus({ preventScroll: true });
+    await this.reload();
+    if (this.running) this.needsReload = true; else await this.reload(); // the branch's versions, once answered
+    return { ok: true };
   }
 
   async showVersion(variant) {

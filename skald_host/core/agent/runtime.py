@@ -706,10 +706,21 @@ class MemberRuntime:
         log.info("member %s: the member regenerates an answer", self.member_id)
         self.drive(conversation_id)
 
+    async def edit(self, conversation_id: str, message_id: int, text: str) -> int:
+        """Edit one of the member's messages and continue from it: the conversation from
+        that message on is kept as an earlier version (a branch to flip back to)."""
+        frame = await self._idle_root(conversation_id)
+        new_id = await self.store.edit_message(frame, message_id, text)
+        if new_id is None:
+            raise ChatError("no such message of yours in this conversation")
+        log.info("member %s: the member edits a message and continues from it", self.member_id)
+        self.drive(conversation_id)
+        return new_id
+
     async def show_version(self, conversation_id: str, variant: int) -> None:
         frame = await self._idle_root(conversation_id)
         if not await self.store.show_version(frame, variant):
-            raise ChatError("no such version of the last answer")
+            raise ChatError("no such version in this conversation")
 
     async def _idle_root(self, conversation_id: str) -> Frame:
         """The root frame of a conversation whose turn has ended, nothing waiting on it."""

@@ -563,40 +563,57 @@ class ConversationStore:
 
         def write(conn: Any) -> bool:
             last_user = _last_user_message(conn, frame)
-            if last_user is None:
-                return False
-            rows = conn.execute(
-                "SELECT id, status FROM messages WHERE frame_id = ? AND id > ? AND variant = 0", (frame.id, last_user)
-            ).fetchall()
-            if not rows or any(r[1] == "streaming" for r in rows):
-                return False
-            _renumber(conn, frame, last_user, [r[0] for r in rows])
-            return True
+            return last_user is not None and _branch(conn, frame, last_user, last_user + 1)
 
         try:
             return await self.db.transaction(write)
         finally:
             self.forget()
 
+    async def edit_message(self, frame: Frame, message_id: int, text: str) -> int | None:
+        """Edit a member's message: it and everything after it become an earlier version
+        (the branch kept), and the edited text follows the row before it as a new
+        message; its id, or None when ``message_id`` is no message of the member shown."""
+
+        def write(conn: Any) -> tuple[int | None, list[int]]:
+            row = conn.execute(
+                "SELECT attachments FROM messages WHERE id = ? AND frame_id = ? AND role = 'user' AND variant = 0", (message_id, frame.id)
+            ).fetchone()
+            if row is None:
+                return None, []
+            before = conn.execute(
+                "SELECT coalesce(max(id), 0) FROM messages WHERE frame_id = ? AND id < ? AND variant = 0", (frame.id, message_id)
+            ).fetchone()[0]
+            if not _branch(conn, frame, before, message_id):
+                return None, []
+            new_id = _insert_user_message(conn, frame, text, None, row[0])  # its attachments stay with it
+            return new_id, [new_id]
+
+        try:
+            return await self._write_rows(write)
+        finally:
+            self.forget()
+
     async def show_version(self, frame: Frame, variant: int) -> bool:
-        """Show an earlier version of the last answer instead of the current one (which
-        is kept as a version in turn). False when there is no such version."""
+        """Show an earlier version (of an answer, or of a conversation from an edited
+        message on) instead of the one shown at its branch point, which is kept as a
+        version in turn. False when there is no such version."""
 
         def write(conn: Any) -> bool:
-            last_user = _last_user_message(conn, frame)
-            if last_user is None or variant <= 0:
+            if variant <= 0:
                 return False
-            chosen = [r[0] for r in conn.execute(
-                "SELECT id FROM messages WHERE frame_id = ? AND id > ? AND variant = ?", (frame.id, last_user, variant)
-            )]
+            chosen = conn.execute(
+                "SELECT id, branch_point FROM messages WHERE frame_id = ? AND variant = ?", (frame.id, variant)
+            ).fetchall()
             if not chosen:
                 return False
-            current = [r[0] for r in conn.execute(
-                "SELECT id FROM messages WHERE frame_id = ? AND id > ? AND variant = 0", (frame.id, last_user)
-            )]
-            if current:
-                _renumber(conn, frame, last_user, current)
-            conn.execute(f"UPDATE messages SET variant = 0 WHERE id IN ({','.join('?' * len(chosen))})", chosen)
+            point = chosen[0][1] or 0
+            if point and not conn.execute("SELECT 1 FROM messages WHERE id = ? AND variant = 0", (point,)).fetchone():
+                return False  # its branch point is itself in a version not shown: flip to that first
+            _branch(conn, frame, point, point + 1, allow_empty=True)
+            conn.execute(
+                f"UPDATE messages SET variant = 0, branch_point = NULL WHERE id IN ({','.join('?' * len(chosen))})", [r[0] for r in chosen]
+            )
             return True
 
         try:
@@ -917,10 +934,19 @@ def _last_user_message(conn: Any, frame: Frame) -> int | None:
     return conn.execute("SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'user' AND variant = 0", (frame.id,)).fetchone()[0]
 
 
-def _renumber(conn: Any, frame: Frame, after: int, ids: list[int]) -> None:
-    """Keep rows as the next earlier version of the answer to the message ``after``."""
-    number = conn.execute("SELECT coalesce(max(variant), 0) + 1 FROM messages WHERE frame_id = ? AND id > ?", (frame.id, after)).fetchone()[0]
-    conn.execute(f"UPDATE messages SET variant = ? WHERE id IN ({','.join('?' * len(ids))})", (number, *ids))
+def _branch(conn: Any, frame: Frame, point: int, first: int, *, allow_empty: bool = False) -> bool:
+    """Keep the rows shown from ``first`` on as the next earlier version at the branch
+    point ``point`` (they are out of the history from now on). False when there are none
+    (unless ``allow_empty``) or one is still streaming."""
+    rows = conn.execute("SELECT id, status FROM messages WHERE frame_id = ? AND id >= ? AND variant = 0", (frame.id, first)).fetchall()
+    if any(r[1] == "streaming" for r in rows):
+        return False
+    if not rows:
+        return allow_empty
+    number = conn.execute("SELECT coalesce(max(variant), 0) + 1 FROM messages WHERE frame_id = ?", (frame.id,)).fetchone()[0]
+    ids = [r[0] for r in rows]
+    conn.execute(f"UPDATE messages SET variant = ?, branch_point = ? WHERE id IN ({','.join('?' * len(ids))})", (number, point, *ids))
+    return True
 
 
 def _with_calls(conn: Any, messages: Any, calls: Any) -> list[Row]:

@@ -157,11 +157,15 @@ OWNER_MIGRATIONS = MigrationSet(
         ),
         Migration(
             7,
-            "earlier versions of an answer (regenerate); the model a conversation uses; full-text search",
+            "earlier versions (regenerate, edit); the model a conversation uses; full-text search",
             statements=(
                 # 0: the version shown and sent to the model; n > 0: an earlier answer to
                 # the same message, kept for the member to flip back to (never in history).
                 "ALTER TABLE messages ADD COLUMN variant INTEGER NOT NULL DEFAULT 0",
+                # For an earlier version: the row it follows (its branch point: the
+                # member's message for a regenerated answer, the row before an edited
+                # message, 0 for the start), where the versions are flipped between.
+                "ALTER TABLE messages ADD COLUMN branch_point INTEGER",
                 # The model the member picked for this conversation (a model id of the
                 # registry), tried first; NULL: the agent's choice.
                 "ALTER TABLE conversations ADD COLUMN model TEXT",

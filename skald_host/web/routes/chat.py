@@ -194,10 +194,32 @@ async def regenerate(conversation_id: str):
     return {"regenerating": True}, 202
 
 
+@bp.post("/api/conversations/<conversation_id>/edit")
+@requires("chat.use")
+async def edit_message(conversation_id: str):
+    """Edit a sent message (``message_id``) to ``text`` and continue from it; the
+    conversation from that message on is kept as an earlier version."""
+    data = await json_object()
+    message_id = field(data, "message_id", int)
+    text = field(data, "text", str)
+    if not text.strip():
+        raise ApiError(400, "'text' must not be empty", field="text")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ApiError(400, f"'text' is longer than {MAX_MESSAGE_CHARS} characters", field="text")
+    rt = await runtime()
+    try:
+        message_id = await rt.edit(conversation_id, message_id, text)
+    except ChatError as exc:
+        message = str(exc)
+        raise (ApiError(409, message) if "waiting" in message else chat_error(exc)) from None
+    return {"message_id": message_id}, 202
+
+
 @bp.put("/api/conversations/<conversation_id>/version")
 @requires("chat.use")
 async def show_version(conversation_id: str) -> dict:
-    """Show an earlier version of the last answer (``{"variant": n}``, as listed)."""
+    """Show an earlier version (``{"variant": n}``, a message's ``variant`` as listed)
+    at its branch point, instead of the one shown there."""
     data = await json_object()
     variant = field(data, "variant", int)
     rt = await runtime()
@@ -209,7 +231,7 @@ async def show_version(conversation_id: str) -> dict:
     return {"variant": variant}
 
 
-EXPORT_FIELDS = ("id", "role", "content", "reasoning", "status", "model", "attachments", "variant", "created_at")
+EXPORT_FIELDS = ("id", "role", "content", "reasoning", "status", "model", "attachments", "variant", "branch_point", "created_at")
 ROLE_HEADINGS = {"user": "You", "assistant": "Assistant", "note": "Note", "summary": "Summary"}
 
 
