@@ -287,3 +287,29 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
         await page.reload()
         await expect(page.get_by_label("Model", exact=True)).to_have_value(response.json()["id"])
+
+
+async def test_a_sub_agents_progress_shows_in_the_card_of_the_call_that_started_it(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("lou")
+        words = " ".join(f"fact{n}" for n in range(30))
+        server.script(MODEL, [
+            Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Find the capital of Norway."})]),
+            Reply(text=f"Oslo is the capital. {words}", token_delay=0.1),
+            Reply(text="The researcher says: Oslo."),
+        ])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "lou", MEMBER_PASSWORD)
+        await send(page, "Capital of Norway?")
+        approval = page.get_by_role("group", name="Approval for execute_task")
+        card = page.locator(".tool-card", has=page.locator("code.tool-name", has_text="execute_task"))
+        progress = card.get_by_role("group", name="Sub-agent researcher")
+        await expect(progress.or_(approval).first).to_be_visible()
+        if await approval.is_visible():
+            await approval.get_by_role("button", name="Approve").click()
+        await expect(progress).to_contain_text("is working…")
+        await expect(progress.locator(".sub-text")).to_contain_text("Oslo is the capital")
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("The researcher says: Oslo.")
+        await expect(progress).to_contain_text("finished.")

@@ -128,6 +128,8 @@ export class Transcript {
     this.pending = new Map(); // idempotency key → bubble
     this.toolCards = new Map(); // call id → card
     this.approvals = new Map(); // approval id → panel
+    this.subframes = new Map(); // a running sub-agent's frame id → its progress box
+    this.subCalls = new Map(); // a sub-agent's call id → its step (where a deeper one shows)
     this.stream = null;
     this.running = false;
     this.stick = true;
@@ -585,6 +587,61 @@ export class Transcript {
       }
     }
     this.follow();
+  }
+
+  // -- sub-agents ------------------------------------------------------------------------------
+
+  /** `agent_start` of a sub-agent (execute_task): its progress shows in the card of the
+   * call that started it — its steps, and the tail of what it writes — while it works. */
+  subagentStarted(data) {
+    const host = this.toolCards.get(data.spawned_by_call_id)?.node || this.subCalls.get(data.spawned_by_call_id);
+    if (!host || this.subframes.has(data.frame_id)) return;
+    const name = t("chat.subagent", { agent: data.agent });
+    const state = el("span", { class: "sub-state", text: t("chat.subagent_working") });
+    const steps = el("ul", { class: "sub-steps" });
+    const text = el("p", { class: "sub-text", hidden: true });
+    const box = el("div", { class: "subagent", role: "group", "aria-label": name, "data-frame-id": data.frame_id },
+      el("p", { class: "sub-head" }, el("strong", { text: name }), " ", state), steps, text);
+    host.append(box);
+    this.subframes.set(data.frame_id, { box, state, steps, text, content: "", pending: false });
+    this.follow();
+  }
+
+  subagentToken(data) {
+    const sub = this.subframes.get(data.frame_id);
+    if (!sub || data.channel === "reasoning") return;
+    sub.content += data.delta || "";
+    if (sub.pending) return;
+    sub.pending = true;
+    nextFrame(() => {
+      sub.pending = false;
+      const tail = sub.content.length > 240 ? `…${sub.content.slice(-240)}` : sub.content;
+      sub.text.textContent = tail;
+      sub.text.hidden = !tail;
+    });
+  }
+
+  subagentStep(data, status) {
+    const sub = this.subframes.get(data.frame_id);
+    if (!sub || !data.call_id) return;
+    let step = this.subCalls.get(data.call_id);
+    if (!step) {
+      step = el("li", { class: "sub-step" }, el("code", { text: data.name || "" }), " ", el("span", { class: "badge" }));
+      this.subCalls.set(data.call_id, step);
+      sub.steps.append(step);
+    }
+    const badge = step.querySelector(".badge");
+    badge.className = `badge tool-${status}`;
+    badge.textContent = toolStatusLabel(status);
+    step.dataset.status = status;
+  }
+
+  subagentDone(data) {
+    const sub = this.subframes.get(data.frame_id);
+    if (!sub) return;
+    sub.state.textContent = t("chat.subagent_done");
+    sub.box.classList.add("done");
+    this.subframes.delete(data.frame_id);
   }
 
   // -- approvals ----------------------------------------------------------------------------------

@@ -531,8 +531,14 @@ class ChatView {
   onChatEvent(data) {
     const tx = this.transcript;
     if ((data.depth ?? 0) > 0) {
-      // A sub-agent's own steps are not in the transcript; what it asks the member is.
+      // A sub-agent's progress shows in the card of the call that started it; what it
+      // asks the member is a card of its own.
       if (data.type === "approval_required") tx.approvalRequired(data);
+      else if (data.type === "agent_start") tx.subagentStarted(data);
+      else if (data.type === "agent_done") tx.subagentDone(data);
+      else if (data.type === "token") tx.subagentToken(data);
+      else if (data.type === "tool_start") tx.subagentStep(data, "running");
+      else if (["tool_done", "tool_error", "tool_denied", "tool_cancelled"].includes(data.type)) tx.subagentStep(data, data.status || data.type.slice(5));
       return;
     }
     switch (data.type) {
