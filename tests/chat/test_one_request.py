@@ -30,7 +30,7 @@ async def test_each_message_is_one_request_even_when_the_member_changes_between_
     assert [m["role"] for m in await messages(alice, cid)] == ["user", "assistant"] * 4
 
 
-async def test_a_failing_model_is_asked_once_no_sdk_retry_behind_the_fallback(chat):
+async def test_a_failing_model_is_asked_once_no_sdk_retry_behind_the_fallback(chat, caplog):
     """A 500 is not retried by the SDK under the host's own fallback: one request to
     the failing model, one to the next, both logged and the fallback shown."""
     await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
@@ -39,9 +39,13 @@ async def test_a_failing_model_is_asked_once_no_sdk_retry_behind_the_fallback(ch
     chat.server.script(MODEL_B, [Reply("B answers.")])
     async with ChatSocket(alice) as sock:
         cid = await new_conversation(alice)
-        await sock.send(cid, "Hello?")
-        events = await sock.turn(cid)
+        with caplog.at_level(logging.WARNING, logger="skald_host.core.agent.kernel"):
+            await sock.send(cid, "Hello?")
+            events = await sock.turn(cid)
     assert [e["type"] for e in events if e["type"] in ("model_fallback", "done")] == ["model_fallback", "done"]
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records if "failed (HTTP" in r.getMessage()] == [
+        f"model {MODEL_A} failed (HTTP 500); the request goes to {MODEL_B}",
+    ]
     assert len(chat.server.requests_for(MODEL_A)) == 1 and len(chat.server.requests_for(MODEL_B)) == 1
 
 

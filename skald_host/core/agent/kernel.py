@@ -398,6 +398,10 @@ class Kernel:
                     if exc.retriable and index + 1 < len(candidates):
                         nxt = candidates[index + 1]
                         partial["content"] = partial["reasoning"] = ""
+                        # A second request for the same round, to another model: shown to
+                        # the member (model_fallback) and logged, never silent.
+                        log.warning("member %s: model %s failed (HTTP %s); the request goes to %s",
+                                    self.runtime.member_id, choice.model, exc.status, nxt.model)
                         self.emit(frame, "model_fallback", message_id=message_id, failed=choice.label, next=nxt.label,
                                   status=exc.status, reason=str(exc))
                         continue
