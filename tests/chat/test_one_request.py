@@ -62,7 +62,7 @@ async def test_a_request_sent_again_is_logged_and_shown_to_the_member(chat, capl
         # The tools this member may use change while the next request is on its way
         # (a grant revoked, say), and the member record with them.
         names = iter([("before",), ("after",)])
-        runtime._offered_names = lambda frame: next(names)
+        runtime._offered_names = lambda frame, member: next(names)
         response = await chat.admin.patch(f"/api/admin/members/{member.id}", json={"display_name": "Alice B."})
         assert response.status_code == 200, response.text
         with caplog.at_level(logging.WARNING, logger="skald_host.core.agent.runtime"):

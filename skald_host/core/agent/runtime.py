@@ -399,7 +399,6 @@ class MemberRuntime:
         # beside it, two database threads took the GIL from the request being built.
         opening = Pending(settled + [MappingProxyType(row)], start=member)
         before = self.member
-        offered = self._offered_names(frame)  # what of the member the request depends on
         self.drive(conversation_id, unattended=unattended, candidates=candidates, opening=opening)
 
         async def settle() -> dict[str, Any]:
@@ -424,7 +423,10 @@ class MemberRuntime:
             # prefix (with the profile) is frozen per conversation, the tools are not.
             # Anything else (a new display name, a login) keeps the request on its way:
             # a provider must not be billed twice for one message.
-            if dataclasses.replace(fresh, last_login_at=before.last_login_at) != before and self._offered_names(frame) != offered:
+            if (
+                dataclasses.replace(fresh, last_login_at=before.last_login_at) != before
+                and self._offered_names(frame, before) != self._offered_names(frame, fresh)
+            ):
                 reason = "the tools this member may use changed while the request was on its way"
                 log.warning("member %s: the model request of a turn is sent again: %s", self.member_id, reason)
                 opening.abandon(Abandoned(reason, committed=True))
@@ -439,10 +441,11 @@ class MemberRuntime:
             return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
         return {"conversation_id": conversation_id, "queued": False, "message_id": stored["message_id"]}
 
-    def _offered_names(self, frame: Frame) -> tuple[str, ...] | None:
-        """The names of the tools the frame's agent offers this member now."""
+    def _offered_names(self, frame: Frame, member: Member) -> tuple[str, ...] | None:
+        """The names of the tools the frame's agent offers the member as given (what of
+        the member a request depends on, besides the frozen prompt prefix)."""
         try:
-            return tuple(t.name for t in self.offered_tools(self.agents.get(frame.agent_id)))
+            return tuple(t.name for t in self.offered_tools(self.agents.get(frame.agent_id), member))
         except AgentError:
             return None
 
@@ -745,10 +748,12 @@ class MemberRuntime:
 
     # -- what a turn needs --------------------------------------------------------------------
 
-    def offered_tools(self, agent: AgentDefinition) -> list[RegisteredTool]:
+    def offered_tools(self, agent: AgentDefinition, member: Member | None = None) -> list[RegisteredTool]:
+        """``member``: as this member was (default: as known now)."""
         if not agent.allow_tools:
             return []
-        return [t for t in self.chat.tools.all() if agent.offers(t.name) and self.core.catalog.usable(self.member, t.plugin_id)]
+        member = member or self.member
+        return [t for t in self.chat.tools.all() if agent.offers(t.name) and self.core.catalog.usable(member, t.plugin_id)]
 
     async def _prepare_prompt(self, frame: Frame, agent: AgentDefinition) -> None:
         """A new conversation's frozen prefix, built as it is created rather than by its
