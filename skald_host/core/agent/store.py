@@ -167,6 +167,7 @@ class ConversationStore:
         def read(conn: Any) -> list[dict[str, Any]]:
             if not search:
                 return [dict(r) for r in conn.execute("SELECT * FROM conversations ORDER BY updated_at DESC LIMIT ?", (limit,))]
+            _index_finished_messages(conn)
             pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             found = [dict(r) for r in conn.execute(
                 "SELECT * FROM conversations WHERE title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT ?", (pattern, limit),
@@ -197,7 +198,7 @@ class ConversationStore:
                     found += [dict(r) | {"snippet": snippets[r["id"]]} for r in rows]
             return found
 
-        return await self.db.run(read)
+        return await (self.db.transaction(read) if search else self.db.run(read))
 
     async def chosen_model(self, conversation_id: str) -> str | None:
         """The model the member picked for the conversation (None: the agent's), kept in
@@ -737,6 +738,7 @@ class ConversationStore:
             for message in messages:
                 message["tool_calls"] = calls.get(message["id"], [])
                 message.pop("idempotency_key", None)
+                message.pop("indexed", None)
             return messages
 
         return await self.db.run(read)
@@ -921,6 +923,16 @@ def _insert_payload(conn: Any, request_id: str, conversation_id: str, request: s
         "INSERT OR REPLACE INTO llm_request_payloads (request_id, conversation_id, request, response) VALUES (?, ?, ?, ?)",
         (request_id, conversation_id, request, response),
     )
+
+
+def _index_finished_messages(conn: Any) -> None:
+    """Put the messages finished since the last search into the search index (their
+    text no longer changes once they stopped streaming)."""
+    conn.execute(
+        "INSERT INTO messages_fts (rowid, content, conversation_id) SELECT id, content, conversation_id FROM messages"
+        " WHERE indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant') AND content != ''"
+    )
+    conn.execute("UPDATE messages SET indexed = 1 WHERE indexed = 0 AND status != 'streaming'")
 
 
 def fts_words(text: str) -> list[str]:
