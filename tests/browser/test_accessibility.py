@@ -43,7 +43,7 @@ async def walk(page: Any, label: str, routes: list[str]) -> None:
 
 
 async def test_every_page_passes_axe_at_wcag_21_aa_on_desktop_and_phone_in_english_and_german(skald, browser_pages):
-    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+    async with ScriptedModelServer(models=(MODEL, "second-model"), api_key="sk-test") as server:
         host = await skald.start()
         for viewport in (DESKTOP, PHONE):
             page = await browser_pages.new(host.url, viewport=viewport)
@@ -52,8 +52,11 @@ async def test_every_page_passes_axe_at_wcag_21_aa_on_desktop_and_phone_in_engli
             await assert_no_violations(page, f"setup {viewport}")
         admin_api = await host.admin()
         await configure_model(admin_api, server)
+        provider = (await admin_api.get("/api/admin/models")).json()["providers"][0]["id"]
+        second = await admin_api.post("/api/admin/models/entries", json={"provider_id": provider, "model": "second-model", "priority": 90000})
+        assert second.status_code == 201, second.text  # with two models, the conversation shows its model picker
         member = await host.create_member("erin", display_name="Erin")
-        server.script(MODEL, [Reply(text=RICH_ANSWER)])
+        server.script(MODEL, [Reply(text=RICH_ANSWER), Reply(text="A shorter take.")])
 
         for viewport in (DESKTOP, PHONE):
             page = await browser_pages.new(host.url, viewport=viewport)
@@ -66,6 +69,12 @@ async def test_every_page_passes_axe_at_wcag_21_aa_on_desktop_and_phone_in_engli
         await send(page, "Show me everything")
         await expect(page.locator(".msg.assistant .katex").first).to_be_visible()
         await expect(page.locator(".msg.assistant[data-status=complete] .copy-message")).to_be_visible()
+        # With versions to flip between (the rich one shown) and the model picker.
+        await page.get_by_role("button", name="Regenerate").click()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("A shorter take.")
+        await page.get_by_role("button", name="Previous version").click()
+        await expect(page.locator(".msg.assistant .katex").first).to_be_visible()
+        await expect(page.get_by_label("Model", exact=True)).to_be_visible()
         conversation = page.url.split("#", 1)[1]
         routes = ["#chat", f"#{conversation}", "#projects", "#memory", "#account"]
         admin_routes = ["#plugins", "#members", f"#members/{member['id']}", "#shared-folders", "#roles", "#models", "#approvals", "#settings"]
