@@ -14,7 +14,7 @@ from skald_hookspecs.types import ConfigField
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
-from .kit import PagePlugin, screenshot, sign_in
+from .kit import PHONE, PagePlugin, screenshot, sign_in
 from .test_accessibility import RICH_ANSWER
 from .test_chat import MODEL, NotesPlugin, configure_model, send
 
@@ -287,6 +287,11 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
         await page.reload()
         await expect(page.get_by_label("Model", exact=True)).to_have_value(response.json()["id"])
+        await page.set_viewport_size(PHONE)  # the header with its picker, export and actions fits a phone
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"the conversation scrolls sideways on a phone ({width}px)"
+        await screenshot(page, "chat-phone-picker", full_page=False)
 
 
 async def test_a_sub_agents_progress_shows_in_the_card_of_the_call_that_started_it(skald, browser_pages):
