@@ -949,10 +949,11 @@ def _last_user_message(conn: Any, frame: Frame) -> int | None:
 def _branch(conn: Any, frame: Frame, point: int, first: int, *, allow_empty: bool = False) -> bool:
     """Keep the rows shown from ``first`` on as the next earlier version at the branch
     point ``point`` (they are out of the history from now on). False when there are none
-    (unless ``allow_empty``) or one is still streaming."""
-    rows = conn.execute("SELECT id, status FROM messages WHERE frame_id = ? AND id >= ? AND variant = 0", (frame.id, first)).fetchall()
-    if any(r[1] == "streaming" for r in rows):
-        return False
+    (unless ``allow_empty``), one is still streaming, or a summary of a compaction is
+    among them (what it summarised cannot be taken back)."""
+    rows = conn.execute("SELECT id, status, role FROM messages WHERE frame_id = ? AND id >= ? AND variant = 0", (frame.id, first)).fetchall()
+    if any(r[1] == "streaming" or r[2] == "summary" for r in rows):
+        return False  # a summary (compaction) covers these rows: they are history now
     if not rows:
         return allow_empty
     number = conn.execute("SELECT coalesce(max(variant), 0) + 1 FROM messages WHERE frame_id = ?", (frame.id,)).fetchone()[0]
