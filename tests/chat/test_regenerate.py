@@ -89,3 +89,20 @@ async def test_editing_a_message_continues_from_it_and_keeps_the_old_branch(chat
     for body in ({"message_id": 10_000, "text": "x"}, {"message_id": two["id"] + 1, "text": "an answer is not the member's"}):
         assert (await alice.post(f"/api/conversations/{cid}/edit", json=body)).status_code == 404
     assert (await alice.post(f"/api/conversations/{cid}/edit", json={"message_id": two["id"], "text": " "})).status_code == 400
+
+
+async def test_what_a_compaction_summarised_is_not_taken_back(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply("A summary." if "summar" in str(request.messages[0]["content"]).lower() else "ok")
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        for text in ("One", "Two"):
+            await sock.send(cid, text)
+            await sock.turn(cid)
+    assert (await alice.post(f"/api/conversations/{cid}/compact")).json() == {"compacted": True}
+    one = next(m for m in await messages(alice, cid) if m["content"] == "One")
+    assert (await alice.post(f"/api/conversations/{cid}/regenerate")).status_code == 409
+    edit = await alice.post(f"/api/conversations/{cid}/edit", json={"message_id": one["id"], "text": "Uno"})
+    assert edit.status_code == 409 and "compaction" in edit.json()["error"]
+    assert not any(m["variant"] for m in await messages(alice, cid))

@@ -716,6 +716,8 @@ class MemberRuntime:
         new_id = await self.store.edit_message(frame, message_id, text)
         if new_id is None:
             raise ChatError("no such message of yours in this conversation")
+        if not new_id:
+            raise ChatError("this message was already summarised by a compaction: it can no longer be edited")
         log.info("member %s: the member edits a message and continues from it", self.member_id)
         self.drive(conversation_id)
         return new_id

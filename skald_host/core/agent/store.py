@@ -574,7 +574,8 @@ class ConversationStore:
     async def edit_message(self, frame: Frame, message_id: int, text: str) -> int | None:
         """Edit a member's message: it and everything after it become an earlier version
         (the branch kept), and the edited text follows the row before it as a new
-        message; its id, or None when ``message_id`` is no message of the member shown."""
+        message; its id, None when ``message_id`` is no message of the member shown, 0
+        when it cannot be taken back (a compaction summarised it)."""
 
         def write(conn: Any) -> tuple[int | None, list[int]]:
             row = conn.execute(
@@ -586,7 +587,7 @@ class ConversationStore:
                 "SELECT coalesce(max(id), 0) FROM messages WHERE frame_id = ? AND id < ? AND variant = 0", (frame.id, message_id)
             ).fetchone()[0]
             if not _branch(conn, frame, before, message_id):
-                return None, []
+                return 0, []  # a compaction summarised it (or a row still streams)
             new_id = _insert_user_message(conn, frame, text, None, row[0])  # its attachments stay with it
             return new_id, [new_id]
 

@@ -211,7 +211,7 @@ async def edit_message(conversation_id: str):
         message_id = await rt.edit(conversation_id, message_id, text)
     except ChatError as exc:
         message = str(exc)
-        raise (ApiError(409, message) if "waiting" in message else chat_error(exc)) from None
+        raise (ApiError(409, message) if "waiting" in message or "summarised" in message else chat_error(exc)) from None
     return {"message_id": message_id}, 202
 
 
