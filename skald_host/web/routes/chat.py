@@ -201,6 +201,8 @@ async def edit_message(conversation_id: str):
     conversation from that message on is kept as an earlier version."""
     data = await json_object()
     message_id = field(data, "message_id", int)
+    if not 1 <= message_id < 2**63:
+        raise ApiError(400, "'message_id' must be a message's id", field="message_id")
     text = field(data, "text", str)
     if not text.strip():
         raise ApiError(400, "'text' must not be empty", field="text")
@@ -222,6 +224,8 @@ async def show_version(conversation_id: str) -> dict:
     at its branch point, instead of the one shown there."""
     data = await json_object()
     variant = field(data, "variant", int)
+    if not 1 <= variant < 2**63:
+        raise ApiError(400, "'variant' must be a version's number (1 or more)", field="variant")
     rt = await runtime()
     try:
         await rt.show_version(conversation_id, variant)
