@@ -360,6 +360,7 @@ async def test_hostile_assistant_output_renders_inert(skald, browser_pages):
         await expect(page.locator(".msg.user .bubble")).to_have_text(title)
         await expect(page.locator(".conv-list")).to_contain_text("<img src=x onerror=alert(6)>")
         await expect(answer.get_by_text("<script>alert(3)</script>", exact=False)).to_be_visible()
+        await expect(answer.locator(".md-math.rendered .katex").first).to_be_attached()  # KaTeX is loaded on first use
 
         found = await page.evaluate("""() => {
             const content = document.querySelector("#content");

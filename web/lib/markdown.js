@@ -12,15 +12,18 @@
 //   answer says makes the browser fetch from another origin (check E3).
 // - Math is rendered by KaTeX into placeholders after sanitising: KaTeX builds the
 //   nodes itself (its styles set through the DOM, which the CSP allows), from TeX that
-//   reached the placeholder as text.
+//   reached the placeholder as text. KaTeX is loaded on first use.
 //
 // Streaming (MarkdownStream): the blocks an answer has finished are rendered once and
 // kept; only the last block, still growing, is rendered again on each update.
 import { Marked } from "../vendor/marked/marked.esm.js";
 import DOMPurify from "../vendor/dompurify/purify.es.js";
 import hljs from "../vendor/highlight/highlight.min.js";
-import katex from "../vendor/katex/katex.js";
 import { t } from "./i18n.js";
+
+// KaTeX (~600 kB) is loaded the first time an answer has math, not with every page.
+let katex = null;
+let loadingKatex = null;
 
 /** The URL if it is an absolute http(s) URL, else null (javascript:, data:, relative …). */
 export function safeUrl(raw) {
@@ -133,11 +136,7 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 /** Sanitised nodes for HTML that marked made; math and code blocks finished. */
 function toFragment(html) {
   const fragment = DOMPurify.sanitize(html, PURIFY);
-  for (const node of fragment.querySelectorAll(".md-math[data-tex]")) {
-    try {
-      katex.render(node.dataset.tex, node, { displayMode: node.classList.contains("display"), throwOnError: false, output: "htmlAndMathml" });
-    } catch { /* KaTeX failed: the TeX stays as text */ }
-  }
+  renderMath(fragment);
   for (const box of fragment.querySelectorAll("li > input")) {
     box.type = "checkbox";
     box.disabled = true;
@@ -148,6 +147,25 @@ function toFragment(html) {
   }
   for (const pre of fragment.querySelectorAll("pre.md-code")) addCodeCopy(pre);
   return fragment;
+}
+
+/** Math placeholders under `root` rendered by KaTeX; until it is loaded they show their
+ * TeX, and are rendered (wherever they are on the page by then) once it is. */
+function renderMath(root) {
+  const nodes = root.querySelectorAll(".md-math[data-tex]:not(.rendered)");
+  if (!nodes.length) return;
+  if (!katex) {
+    loadingKatex ||= import("../vendor/katex/katex.js")
+      .then((module) => { katex = module.default; renderMath(document); })
+      .catch(() => { loadingKatex = null; }); // not loaded: the TeX stays as text
+    return;
+  }
+  for (const node of nodes) {
+    try {
+      katex.render(node.dataset.tex, node, { displayMode: node.classList.contains("display"), throwOnError: false, output: "htmlAndMathml" });
+      node.classList.add("rendered");
+    } catch { /* KaTeX failed: the TeX stays as text */ }
+  }
 }
 
 // -- copying ---------------------------------------------------------------------------
