@@ -204,6 +204,33 @@ export class Transcript {
       previous, el("span", { class: "version-at", text: t("chat.version", { n: current + 1, count: list.length }) }), next);
   }
 
+  /** Take rows off the screen from the message `id` on (or, with `after`, from the one
+   * after it): what a regenerate or an edit is about to replace, so the new answer never
+   * shows under the old one. A failure reads the conversation again. */
+  truncate(id, { after = false } = {}) {
+    const start = this.messages.get(Number(id))?.node;
+    if (!start) return;
+    let node = after ? start.nextElementSibling : start;
+    while (node) {
+      const next = node.nextElementSibling;
+      if (node !== this.activity) {
+        const removed = Number(node.dataset.messageId);
+        if (!Number.isNaN(removed)) this.messages.delete(removed);
+        node.remove();
+      }
+      node = next;
+    }
+    this.stream = null;
+    this.turnActions = null;
+    this.placeActivity();
+  }
+
+  /** The id of the last message of the member's on screen. */
+  lastUserId() {
+    const nodes = [...this.list.querySelectorAll(".msg.user[data-message-id]")];
+    return nodes.length ? Number(nodes[nodes.length - 1].dataset.messageId) : null;
+  }
+
   /** Regenerate, under the last answer of an ended turn. */
   placeTurnActions() {
     this.turnActions?.remove();

@@ -415,16 +415,21 @@ class ChatView {
 
   async retry(trigger) {
     trigger.disabled = true;
+    const last = this.transcript.lastUserId();
+    if (last != null) this.transcript.truncate(last, { after: true }); // the failure goes before the new answer shows
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/retry`);
-    if (!response.ok) { trigger.disabled = false; this.composer.status.error(errorText(response)); return; }
+    if (!response.ok) { this.composer.status.error(errorText(response)); await this.reload(); return; }
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
   }
 
   async regenerate(trigger) {
     trigger.disabled = true;
+    const last = this.transcript.lastUserId();
+    // Off the screen before the new answer's first token can show (it may come before the reply).
+    if (last != null) this.transcript.truncate(last, { after: true });
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/regenerate`);
-    if (!response.ok) { trigger.disabled = false; this.composer.status.error(errorText(response)); return; }
+    if (!response.ok) { this.composer.status.error(errorText(response)); await this.reload(); return; }
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
     // When the new answer is done, the versions are read again (now, if it is done already).
@@ -434,6 +439,7 @@ class ChatView {
   async edit(messageId, text) {
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/edit`, { message_id: messageId, text });
     if (!response.ok) return { ok: false, error: errorText(response) };
+    this.transcript.truncate(messageId); // the old branch goes from the screen (kept as a version)
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
     if (this.running) this.needsReload = true; else await this.reload(); // the branch's versions, once answered
