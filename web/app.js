@@ -7,6 +7,7 @@ import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
 import { el, link } from "./lib/dom.js";
 import { browserLocale, currentLocale, loadLocale, seeded, t } from "./lib/i18n.js";
 import { icon } from "./lib/icons.js";
+import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
 import { notice, pageHeader } from "./lib/ui.js";
 import { renderLogin, renderSetup } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
@@ -89,10 +90,17 @@ function buildShell() {
     el("div", { class: "nav-footer" },
       el("p", { class: "who" }, el("span", { class: "who-name", text: member.display_name || member.username }),
         el("span", { class: "who-role", text: seeded(member.role_label || member.role) })),
+      themeSwitch(),
       signOut));
   const content = el("main", { id: "content", class: "content", tabindex: "-1" });
+  // The first stop of the tab order: past the menu and the sidebar to the page itself.
+  const skip = el("a", {
+    class: "skip-link", href: "#content", text: t("nav.skip"),
+    on: { click: (event) => { event.preventDefault(); content.focus(); } },
+  });
   const banner = state.session.secure_transport === false ? notice("warning", t("warning.insecure_transport")) : null;
   const shell = el("div", { class: "shell" },
+    skip,
     el("header", { class: "topbar" }, menuButton, el("span", { class: "brand", text: t("app.name") })),
     el("div", { class: "sidebar-column" }, sidebar),
     el("div", { class: "main-column" }, banner, content));
@@ -202,7 +210,7 @@ async function enterShell(known = null) {
   setCsrfToken(response.data.csrf_token);
   await loadLocale(response.data.locale || response.data.member.locale || browserLocale());
   // The session does not list capabilities; the chat status answers 403 without chat.use.
-  const [pages, chat] = await Promise.all([api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status")]);
+  const [pages, chat] = await Promise.all([api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status"), loadMemberTheme()]);
   state.pages = pages.ok ? pages.data.pages || [] : [];
   state.chat = chat.status !== 403;
   buildShell();
@@ -229,6 +237,7 @@ window.addEventListener("hashchange", () => route());
 document.addEventListener("keydown", (event) => { if (event.key === "Escape") setMenu(false); });
 
 async function start() {
+  applyTheme();
   await loadLocale((navigator.language || "en").slice(0, 2));
   if (browserLocale() !== currentLocale()) await loadLocale(browserLocale());
   const session = await api("GET", "/api/auth/session");

@@ -193,9 +193,9 @@ async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser
         await page.get_by_role("textbox", name="Title").fill("Slow thoughts")
         await page.get_by_role("button", name="Save").click()
         await expect(page.get_by_role("heading", name="Slow thoughts")).to_be_visible()
-        search = page.get_by_role("searchbox", name="Search by title")
+        search = page.get_by_role("searchbox", name="Search conversations")
         await search.fill("nothing like it")
-        await expect(page.get_by_text("No conversation has a title like that.")).to_be_visible()
+        await expect(page.get_by_text("No conversation matches that.")).to_be_visible()
         await search.fill("slow")
         await expect(page.locator(".conv-list").get_by_role("link", name="Slow thoughts")).to_be_visible()
         await page.get_by_role("button", name="Delete").click()
@@ -333,6 +333,8 @@ XSS_ANSWER = "\n".join((
     "<base href=http://127.0.0.2/> <form action=http://127.0.0.2/f><button>go</button></form> <math><mtext>x</mtext></math>",
     "- list ![inline](http://127.0.0.2/list.png)",
     "> quote <img src=http://127.0.0.2/quote.png>",
+    "Math $\\href{javascript:alert(14)}{click}$ $\\url{http://127.0.0.2/u}$ $x</span><img src=x onerror=alert(16)>$ $\\htmlStyle{background:url(http://127.0.0.2/s)}{y}$",
+    "$$\\includegraphics{http://127.0.0.2/m.png}$$",
     "```html",
     "<img src=http://127.0.0.2/in-code>",
     "```",
@@ -358,6 +360,7 @@ async def test_hostile_assistant_output_renders_inert(skald, browser_pages):
         await expect(page.locator(".msg.user .bubble")).to_have_text(title)
         await expect(page.locator(".conv-list")).to_contain_text("<img src=x onerror=alert(6)>")
         await expect(answer.get_by_text("<script>alert(3)</script>", exact=False)).to_be_visible()
+        await expect(answer.locator(".md-math.rendered .katex").first).to_be_attached()  # KaTeX is loaded on first use
 
         found = await page.evaluate("""() => {
             const content = document.querySelector("#content");
@@ -365,11 +368,13 @@ async def test_hostile_assistant_output_renders_inert(skald, browser_pages):
             return {
                 media: content.querySelectorAll("img, svg, iframe, object, embed, video, audio, picture, source, style").length,
                 scripts: document.scripts.length,
-                handlers: content.querySelectorAll("[onerror], [onload], [onclick], [style]").length,
+                // KaTeX sets its own layout through the DOM (math is rendered after sanitising).
+                handlers: content.querySelectorAll("[onerror], [onload], [onclick], [style]:not(.katex [style])").length,
+                mathLinks: content.querySelectorAll(".katex a, .katex [href]").length,
                 links: links.map((a) => [a.getAttribute("href"), a.getAttribute("rel"), a.getAttribute("target")]),
             };
         }""")
-        assert found["media"] == 0 and found["scripts"] == 1 and found["handlers"] == 0, found
+        assert found["media"] == 0 and found["scripts"] == 1 and found["handlers"] == 0 and found["mathLinks"] == 0, found
         # Only http(s) URLs become links (bare ones too), each opening a new tab with no
         # referrer or opener; the javascript: and data: links stayed text.
         assert all(href.startswith(("https://", "http://")) and rel == "noopener noreferrer" and target == "_blank"

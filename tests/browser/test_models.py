@@ -25,8 +25,10 @@ async def test_admin_sets_up_a_model_on_the_models_page_then_chats(skald, browse
         box = page.get_by_role("textbox", name="Message")
         await box.fill("Anyone there?")
         await box.press("Enter")
-        # The turn fails at once, as a system note kept in the conversation.
-        await expect(page.locator(".msg.note.error")).to_have_text("No model is configured yet. An admin can add one on the Models page.")
+        # The turn fails at once; the failure is the message's answer, kept, with a Retry.
+        failed = page.locator(".msg.assistant[data-status=error]")
+        await expect(failed.locator(".msg-body")).to_have_text("No model is configured yet. An admin can add one on the Models page.")
+        await expect(failed.get_by_role("button", name="Retry")).to_be_visible()
         await page.get_by_role("link", name="Set one up on the Models page").click()
         await expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
         await expect(page.get_by_text("No model is enabled")).to_be_visible()

@@ -4,9 +4,12 @@ member's file, and the chat saying so when no model is configured."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 from skald_host.testing import BrokenStream, Reply, ScriptedError
 
-from .support import MODEL_A, MODEL_B, ChatSocket, configure_models, eventually, messages, new_conversation, types
+from .support import MODEL_A, MODEL_B, PROBE, ChatSocket, configure_models, eventually, messages, new_conversation, types
 
 
 async def test_rate_limited_model_falls_back_to_the_next_and_so_does_a_broken_stream(chat):
@@ -102,8 +105,9 @@ async def test_without_a_model_the_chat_says_none_is_configured(chat):
         events = await sock.turn(cid)
     error = next(e for e in events if e["type"] == "error")
     assert error["code"] == "no_model" and "No model is configured" in error["error"]
-    note = (await messages(alice, cid))[-1]
-    assert note["role"] == "note" and "No model is configured" in note["content"] and "Models page" in note["content"]
+    failed = (await messages(alice, cid))[-1]
+    assert (failed["role"], failed["status"], failed["id"]) == ("assistant", "error", error["message_id"])
+    assert "No model is configured" in failed["content"] and "Models page" in failed["content"]
     assert chat.server.requests == []
 
     await configure_models(chat.admin, chat.server)
@@ -154,3 +158,111 @@ async def test_a_model_disabled_or_added_on_the_models_api_takes_effect_on_the_n
     # Nothing enabled is left: the chat says so instead of using a kept copy.
     assert any(e["type"] == "error" and e.get("code") == "no_model" for e in third), third
     assert len(chat.server.requests_for(MODEL_A)) == 1 and len(chat.server.requests_for(MODEL_B)) == 1
+
+
+async def test_a_turn_that_failed_without_a_model_stays_failed_after_a_restart_until_the_member_retries(chat, skald):
+    """Issue 19, bug 1: recovery resumes only interrupted turns; a failure is shown and
+    offered for Retry, which answers the message once."""
+    alice = await chat.host.member("alice")
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        for text in ("One?", "Two?"):
+            await sock.send(cid, text)
+            await sock.turn(cid)
+        assert (await alice.post(f"/api/conversations/{cid}/retry")).status_code == 202  # still no model: fails again
+        await sock.turn(cid)
+    await configure_models(chat.admin, chat.server)
+    chat.server.responder = lambda request: Reply("Answered " + request.last_user_text)
+    await chat.host.stop()
+
+    host = await skald.start(plugins=[chat.probe], settings=chat.host.settings, enable=[PROBE])
+    alice = await host.member("alice")
+    async with ChatSocket(alice) as sock:
+        await asyncio.sleep(0.5)  # recovery runs at the member's first login; nothing may start
+        assert chat.server.requests == []
+        transcript = await messages(alice, cid)
+        assert [(m["role"], m["status"]) for m in transcript] == [
+            ("user", "complete"), ("assistant", "error"), ("user", "complete"), ("assistant", "error"),
+        ]
+        response = await alice.post(f"/api/conversations/{cid}/retry")
+        assert response.status_code == 202, response.text
+        await sock.turn(cid)
+        again = await alice.post(f"/api/conversations/{cid}/retry")
+        assert again.status_code == 409 and "did not fail" in again.json()["error"]
+    transcript = await messages(alice, cid)
+    assert [(m["role"], m["status"], m["content"]) for m in transcript[2:]] == [
+        ("user", "complete", "Two?"), ("assistant", "complete", "Answered Two?"),
+    ]
+    assert len(chat.server.requests) == 1
+
+
+async def test_recovery_leaves_alone_a_failure_an_earlier_version_recorded_as_a_note(chat, skald):
+    """Data written before failed turns became failed answers: the member's message
+    followed by an error note is a failed turn, not an interrupted one."""
+    alice = await chat.host.member("alice")
+    cid = await new_conversation(alice)
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.find("alice"))
+    frame = await runtime.store.root_frame(cid)
+    await runtime.store.add_user_message(frame, "Old message?", None)
+    await runtime.store.add_note(frame, "No model is configured yet.", status="error")
+    await configure_models(chat.admin, chat.server)
+    chat.server.responder = lambda request: Reply("should not be asked")
+    await chat.host.stop()
+    host = await skald.start(plugins=[chat.probe], settings=chat.host.settings, enable=[PROBE])
+    alice = await host.member("alice")
+    async with ChatSocket(alice) as sock:
+        await asyncio.sleep(0.5)
+        assert chat.server.requests == []
+        assert (await alice.post(f"/api/conversations/{cid}/retry")).status_code == 202
+        await sock.turn(cid)
+    assert [(m["role"], m["status"]) for m in await messages(alice, cid)] == [("user", "complete"), ("assistant", "complete")]
+    assert len(chat.server.requests) == 1
+
+
+async def test_connection_test_lists_names_a_server_gives_without_ids_and_never_null(chat):
+    """Issue 19, bug 4: a provider whose model list has entries without an ``id`` (or a
+    null one) lists the names it does give; "null" is never a model name."""
+    body = json.dumps({"object": "list", "data": [{"id": None, "name": "llama3"}, {"model": "qwen"}, {"id": "phi"}, {}]}).encode()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        provider = await chat.admin.post("/api/admin/models/providers", json={"name": "odd", "base_url": f"http://127.0.0.1:{port}/v1"})
+        assert provider.status_code == 201, provider.text
+        test = await chat.admin.post(f"/api/admin/models/providers/{provider.json()['id']}/test")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert test.status_code == 200 and test.json() == {"ok": True, "models": ["llama3", "phi", "qwen"]}
+
+
+async def test_a_conversation_uses_the_model_its_member_picked_the_others_stay_fallbacks(chat):
+    ids = await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply(f"{request.model} answers")
+    status = (await alice.get("/api/chat/status")).json()
+    assert [m["id"] for m in status["models"]] == [ids[MODEL_A], ids[MODEL_B]]
+    async with ChatSocket(alice) as sock:
+        picked, other = await new_conversation(alice), await new_conversation(alice)
+        response = await alice.patch(f"/api/conversations/{picked}", json={"model": ids[MODEL_B]})
+        assert response.status_code == 200 and response.json()["model"] == ids[MODEL_B]
+        for cid in (picked, other):
+            await sock.send(cid, "Who answers?")
+            await sock.turn(cid)
+        response = await alice.patch(f"/api/conversations/{picked}", json={"model": None})
+        assert response.status_code == 200 and response.json()["model"] is None
+        await sock.send(picked, "And now?")
+        await sock.turn(picked)
+    answers = {cid: [m["content"] for m in await messages(alice, cid) if m["role"] == "assistant"] for cid in (picked, other)}
+    assert answers == {picked: [f"{MODEL_B} answers", f"{MODEL_A} answers"], other: [f"{MODEL_A} answers"]}
+    wrong = await alice.patch(f"/api/conversations/{picked}", json={"model": "no-such-model"})
+    assert wrong.status_code == 400 and wrong.json()["error"] == "no such model is enabled"
+    assert (await alice.patch(f"/api/conversations/{picked}", json={})).status_code == 400
+    bob = await chat.host.member("bob")
+    assert (await bob.patch(f"/api/conversations/{picked}", json={"model": ids[MODEL_B]})).status_code == 404

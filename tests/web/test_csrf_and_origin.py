@@ -25,6 +25,7 @@ from web_support import (
     is_public,
     member_chat_objects,
     registry_dump,
+    version_objects,
 )
 
 EVIL = "https://evil.example"
@@ -109,13 +110,34 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/auth/password", "POST"): {"current_password": ADMIN_PASSWORD, "new_password": "a new admin password 42"},
         ("/api/auth/logout", "POST"): None,
     }
-    return {(rule, method): (fill(rule, **ids), body) for (rule, method), body in bodies.items()}
+    # The routes that change a conversation's versions, each on a conversation of its own
+    # in the state it needs (web_support.version_objects), before the destructive ones.
+    versions = {
+        (rule, method): (fill(rule, conversation_id=ids[key]), body)
+        for (rule, method), (key, body) in {
+            ("/api/conversations/<conversation_id>/regenerate", "POST"): ("regenerate_conversation_id", None),
+            ("/api/conversations/<conversation_id>/edit", "POST"): (
+                "edit_conversation_id", {"message_id": int(ids["edit_message_id"]), "text": "forged"},
+            ),
+            ("/api/conversations/<conversation_id>/version", "PUT"): ("version_conversation_id", {"variant": 1}),
+            ("/api/conversations/<conversation_id>/retry", "POST"): ("failed_conversation_id", None),
+        }.items()
+    }
+    writes = {}
+    for (rule, method), body in bodies.items():
+        if method == "DELETE" and versions:
+            writes |= versions
+            versions = {}
+        writes[(rule, method)] = (fill(rule, **ids), body)
+    return writes
 
 
 #: Ids that fill every route for the tests that never reach a handler.
 PLACEHOLDER_IDS = {
     "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
     "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x",
+    **dict.fromkeys(("regenerate_conversation_id", "edit_conversation_id", "version_conversation_id", "failed_conversation_id"), NO_SUCH_ID),
+    "edit_message_id": "1",
 }
 
 
@@ -130,6 +152,7 @@ async def _install(skald, model_server):
     ids = {"member_id": victim.member["id"]}
     ids |= await admin_chat_objects(admin, model_server)
     ids |= await member_chat_objects(admin)
+    ids |= await version_objects(admin)
     ids |= await folder_objects(admin, admin)
     return host, admin, victim, ids
 
@@ -255,6 +278,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/chat/status",
     "/api/conversations",
     "/api/conversations/<conversation_id>",
+    "/api/conversations/<conversation_id>/export",
     "/api/file",
     "/api/approvals",
     "/api/admin/models",

@@ -57,8 +57,10 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/admin/settings/<set_id>", "PUT"): ("values",),
     # chat (before the model routes: a fuzzed provider must not be what a turn calls)
     ("/api/conversations", "POST"): ("title", "agent"),
-    ("/api/conversations/<conversation_id>", "PATCH"): ("title",),
+    ("/api/conversations/<conversation_id>", "PATCH"): ("title", "model"),
     ("/api/conversations/<conversation_id>/messages", "POST"): ("text", "idempotency_key", "attachments"),
+    ("/api/conversations/<conversation_id>/edit", "POST"): ("message_id", "text"),
+    ("/api/conversations/<conversation_id>/version", "PUT"): ("variant",),
     ("/api/memory/<root>/notes/<path:key>", "PUT"): ("content",),
     ("/api/admin/shared-folders", "POST"): ("slug", "title"),
     ("/api/admin/shared-folders/<folder_id>", "PATCH"): ("title",),
@@ -91,6 +93,8 @@ BODYLESS_ROUTES = {
     ("/api/conversations/<conversation_id>", "DELETE"),
     ("/api/conversations/<conversation_id>/stop", "POST"),
     ("/api/conversations/<conversation_id>/compact", "POST"),
+    ("/api/conversations/<conversation_id>/retry", "POST"),
+    ("/api/conversations/<conversation_id>/regenerate", "POST"),
     ("/api/conversations/<conversation_id>/uploads", "POST"),  # a raw file body: tests/files/test_uploads.py
     ("/api/memory/<root>/notes/<path:key>", "DELETE"),
     ("/api/admin/shared-folders/<folder_id>", "DELETE"),

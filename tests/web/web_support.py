@@ -14,7 +14,7 @@ from websockets.exceptions import ConnectionClosed
 
 from skald_hookspecs import PUBLIC_ATTRIBUTE, hookimpl
 from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo
-from skald_host.testing import Reply, ScriptedModelServer, ToolCall
+from skald_host.testing import Reply, ScriptedError, ScriptedModelServer, ToolCall
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -97,18 +97,59 @@ async def close_code(ws: Any, timeout: float = 1.0) -> int | None:
 # -- chat objects -----------------------------------------------------------------------
 
 NEEDS_APPROVAL = "Schedule something (this needs an approval)."
+FAILS = "Fail this turn (the model refuses)."
 MODEL = "sweep-model"
 #: Answers no test will ever get: the fixed id of an object that does not exist.
 NO_SUCH_ID = "0" * 32
 
 
-def sweep_responder(request: Any) -> Reply:
+def sweep_responder(request: Any) -> Reply | ScriptedError:
     """The model of the sweeps: asked ``NEEDS_APPROVAL``, it calls a tool no rule allows
-    (so an approval card is raised); anything else it answers in a word."""
+    (so an approval card is raised); asked ``FAILS``, it refuses (401: no fallback, the
+    turn fails); anything else it answers in a word."""
     last = request.messages[-1]
     if last.get("role") == "user" and last.get("content") == NEEDS_APPROVAL:
         return Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "swept", "in_minutes": 60})])
+    if last.get("role") == "user" and last.get("content") == FAILS:
+        return ScriptedError(401)
     return Reply("ok")
+
+
+async def ended_turn(client: Any, text: str) -> tuple[str, int, list[dict[str, Any]]]:
+    """A new conversation of ``client``'s whose one message's turn has ended: its id,
+    the message's id and the transcript."""
+    response = await client.post("/api/conversations", json={})
+    assert response.status_code == 201, response.text
+    conversation_id = response.json()["id"]
+    response = await client.post(f"/api/conversations/{conversation_id}/messages", json={"text": text})
+    assert response.status_code == 202, response.text
+    return (conversation_id, response.json()["message_id"], await settled(client, conversation_id))
+
+
+async def settled(client: Any, conversation_id: str) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 10
+    while True:
+        data = (await client.get(f"/api/conversations/{conversation_id}")).json()
+        if not data["running"] and data["messages"] and data["messages"][-1]["role"] == "assistant":
+            return data["messages"]
+        assert time.monotonic() < deadline, "the turn did not end"
+        await asyncio.sleep(0.02)
+
+
+async def version_objects(client: Any) -> dict[str, Any]:
+    """Conversations of ``client``'s for the routes that change a conversation's
+    versions, each in the state its route needs: answered (regenerate, edit), with an
+    earlier version (version), failed (retry)."""
+    regenerate, _, _ = await ended_turn(client, "answer me")
+    edit, edit_message, _ = await ended_turn(client, "answer me")
+    version, _, _ = await ended_turn(client, "answer me")
+    response = await client.post(f"/api/conversations/{version}/regenerate")
+    assert response.status_code == 202, response.text
+    await settled(client, version)
+    failed, _, messages = await ended_turn(client, FAILS)
+    assert messages[-1]["status"] == "error", messages
+    return {"regenerate_conversation_id": regenerate, "edit_conversation_id": edit, "edit_message_id": edit_message,
+            "version_conversation_id": version, "failed_conversation_id": failed}
 
 
 async def admin_chat_objects(admin: Any, server: ScriptedModelServer) -> dict[str, str]:

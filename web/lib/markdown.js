@@ -1,18 +1,29 @@
-// A safe subset of Markdown for assistant (and member) messages, built straight into
-// DOM nodes through lib/dom.js — never through an HTML parser — so raw HTML in a
-// model's answer stays text (check F1). What it renders: paragraphs and line breaks,
-// headings, **bold**, *italic*, `code`, fenced code blocks, lists, block quotes, rules
-// and links. Links are made only for http(s) URLs and open in a new tab without a
-// referrer. Images are never loaded: they show as their alt text and their URL, so
-// nothing an answer says can make the browser fetch from another origin (check E3).
-import { el } from "./dom.js";
+// Markdown for assistant (and member) messages, by well-kept libraries vendored under
+// web/vendor (see its README): marked (GitHub-flavoured: tables, task lists,
+// strikethrough), highlight.js for code, KaTeX for math, and DOMPurify over all of it.
+//
+// What reaches the page:
+// - Raw HTML in a model's answer stays text: marked reads no HTML (its html and tag
+//   tokenizers are off, their renderers escape), and DOMPurify removes whatever else
+//   could run (check F1).
+// - Links only for absolute http(s) URLs, opening in a new tab without a referrer or
+//   opener; any other link stays text with its URL beside it.
+// - Images are never loaded: they show as their alt text and their URL, so nothing an
+//   answer says makes the browser fetch from another origin (check E3).
+// - Math is rendered by KaTeX into placeholders after sanitising: KaTeX builds the
+//   nodes itself (its styles set through the DOM, which the CSP allows), from TeX that
+//   reached the placeholder as text. KaTeX is loaded on first use.
+//
+// Streaming (MarkdownStream): the blocks an answer has finished are rendered once and
+// kept; only the last block, still growing, is rendered again on each update.
+import { Marked } from "../vendor/marked/marked.esm.js";
+import DOMPurify from "../vendor/dompurify/purify.es.js";
+import hljs from "../vendor/highlight/highlight.min.js";
 import { t } from "./i18n.js";
 
-const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$/;
-const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
-const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
-const QUOTE = /^ {0,3}>\s?(.*)$/;
-const ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
+// KaTeX (~600 kB) is loaded the first time an answer has math, not with every page.
+let katex = null;
+let loadingKatex = null;
 
 /** The URL if it is an absolute http(s) URL, else null (javascript:, data:, relative …). */
 export function safeUrl(raw) {
@@ -26,185 +37,250 @@ export function safeUrl(raw) {
   }
 }
 
-function anchor(href, children) {
-  return el("a", { href, target: "_blank", rel: "noopener noreferrer", referrerpolicy: "no-referrer", title: href }, ...children);
-}
+const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+const escape = (text) => String(text ?? "").replace(/[&<>"']/g, (c) => ESCAPES[c]);
 
-// -- inline ---------------------------------------------------------------------------
+// -- math: $…$ and \(…\) inline, $$…$$ and \[…\] as blocks ------------------------------
 
-// Each rule: a sticky-free regex searched from the current position; the earliest
-// match wins, ties go to the first rule. `build` turns the match into nodes.
-const INLINE = [
-  { re: /(`+)([\s\S]*?[^`])\1(?!`)/, build: (m) => el("code", { text: m[2].replace(/^ (.*) $/s, "$1") }) },
-  {
-    re: /!\[([^\]\n]*)\]\(\s*<?((?:[^()\s<>]|\([^()\s]*\))*)>?(?:\s+"[^"\n]*")?\s*\)/,
-    build: (m) => el("span", { class: "md-image", title: t("chat.image_not_loaded") },
-      el("span", { class: "md-image-label", text: m[1] ? t("chat.image_alt", { alt: m[1] }) : t("chat.image") }),
-      m[2] ? el("span", { class: "md-image-url", text: m[2] }) : null),
+const mathBlock = {
+  name: "mathBlock",
+  level: "block",
+  start: (src) => src.match(/^ {0,3}(\$\$|\\\[)/m)?.index,
+  tokenizer(src) {
+    const match = /^ {0,3}(?:\$\$([\s\S]+?)\$\$|\\\[([\s\S]+?)\\\])[ \t]*(?:\n|$)/.exec(src);
+    if (match) return { type: "mathBlock", raw: match[0], tex: (match[1] ?? match[2]).trim() };
+    return undefined;
   },
-  {
-    re: /\[([^\]\n]+)\]\(\s*<?((?:[^()\s<>]|\([^()\s]*\))*)>?(?:\s+"[^"\n]*")?\s*\)/,
-    build: (m, ctx) => {
-      const href = safeUrl(m[2]);
-      const label = inline(m[1], { ...ctx, links: false });
-      if (!href || !ctx.links) return [...label, el("span", { class: "md-url", text: ` (${m[2]})` })];
-      return anchor(href, label);
+  renderer: (token) => `<div class="md-math display" data-tex="${escape(token.tex)}">${escape(token.tex)}</div>\n`,
+};
+
+const mathInline = {
+  name: "mathInline",
+  level: "inline",
+  start: (src) => src.match(/\$|\\\(/)?.index,
+  tokenizer(src) {
+    // $x$ but not "$5 and $6": no space inside the dollars, no digit right after the closing one.
+    const match = /^\$(?!\s)((?:\\.|[^\\\n$])+?)(?<!\s)\$(?!\d)/.exec(src) || /^\\\(((?:\\.|[^\\\n])+?)\\\)/.exec(src);
+    if (match) return { type: "mathInline", raw: match[0], tex: match[1] };
+    return undefined;
+  },
+  renderer: (token) => `<span class="md-math" data-tex="${escape(token.tex)}">${escape(token.tex)}</span>`,
+};
+
+// -- marked, with the renderers that keep the rules above -----------------------------
+
+let highlighting = true; // off for the block still streaming: highlighted once, when it is done
+
+function createMarked() {
+  const marked = new Marked({ gfm: true, breaks: true });
+  marked.use({
+    extensions: [mathBlock, mathInline],
+    // No HTML in answers at all: "<div>" is text like any other, so it neither swallows
+    // the markdown after it (as an HTML block would) nor becomes markup.
+    tokenizer: { html: () => undefined, tag: () => undefined },
+    renderer: {
+      html: ({ text }) => escape(text),
+      heading({ tokens, depth }) {
+        // The page's h1 is the conversation's title: a message's "#" is the next level.
+        const level = Math.min(6, depth + 1);
+        return `<h${level} class="md-heading">${this.parser.parseInline(tokens)}</h${level}>\n`;
+      },
+      link({ href, tokens }) {
+        const label = this.parser.parseInline(tokens);
+        const url = safeUrl(href);
+        if (!url) return `${label}<span class="md-url"> (${escape(href)})</span>`;
+        return `<a href="${escape(url)}" title="${escape(url)}">${label}</a>`;
+      },
+      image({ href, text }) {
+        const label = text ? t("chat.image_alt", { alt: text }) : t("chat.image");
+        const url = href ? `<span class="md-image-url">${escape(href)}</span>` : "";
+        return `<span class="md-image" title="${escape(t("chat.image_not_loaded"))}"><span class="md-image-label">${escape(label)}</span>${url}</span>`;
+      },
+      code({ text, lang }) {
+        const language = /^[\w+-]{1,30}$/.test(lang || "") ? lang.toLowerCase() : "";
+        let body = escape(text);
+        if (highlighting && language && hljs.getLanguage(language)) {
+          try { body = hljs.highlight(text, { language, ignoreIllegals: true }).value; } catch { /* shown plain */ }
+        }
+        const attrs = language ? ` data-language="${escape(language)}" class="hljs language-${escape(language)}"` : ' class="hljs"';
+        return `<pre class="md-code"><code${attrs}>${body}</code></pre>\n`;
+      },
     },
-  },
-  {
-    re: /<(https?:\/\/[^>\s]+)>/i,
-    build: (m, ctx) => { const href = safeUrl(m[1]); return href && ctx.links ? anchor(href, [m[1]]) : m[0]; },
-  },
-  {
-    re: /\bhttps?:\/\/[^\s<>"'`]*[^\s<>"'`.,:;!?)\]}*_]/i,
-    build: (m, ctx) => { const href = safeUrl(m[0]); return href && ctx.links ? anchor(href, [m[0]]) : m[0]; },
-  },
-  { re: /\*\*(?=\S)([\s\S]*?\S)\*\*/, build: (m, ctx) => el("strong", {}, inline(m[1], ctx)) },
-  { re: /(?<![\w_])__(?=\S)([\s\S]*?\S)__(?![\w_])/, build: (m, ctx) => el("strong", {}, inline(m[1], ctx)) },
-  { re: /\*(?=[^\s*])([^*]*?[^\s*])\*/, build: (m, ctx) => el("em", {}, inline(m[1], ctx)) },
-  { re: /(?<![\w_])_(?=[^\s_])([^_]*?[^\s_])_(?![\w_])/, build: (m, ctx) => el("em", {}, inline(m[1], ctx)) },
-  { re: /~~(?=\S)([\s\S]*?\S)~~/, build: (m, ctx) => el("del", {}, inline(m[1], ctx)) },
-];
-
-function inline(text, ctx = { links: true }) {
-  const out = [];
-  let rest = text;
-  while (rest) {
-    let best = null;
-    for (const rule of INLINE) {
-      const match = rule.re.exec(rest);
-      if (match && (best === null || match.index < best.match.index)) best = { rule, match };
-    }
-    if (!best) { out.push(rest); break; }
-    if (best.match.index > 0) out.push(rest.slice(0, best.match.index));
-    const built = best.rule.build(best.match, ctx);
-    out.push(...(Array.isArray(built) ? built : [built]));
-    rest = rest.slice(best.match.index + best.match[0].length);
-  }
-  return out;
-}
-
-/** Lines of one paragraph, with the line breaks the author typed kept. */
-function lines(texts) {
-  const out = [];
-  texts.forEach((line, index) => {
-    if (index) out.push(el("br"));
-    out.push(...inline(line.trim()));
   });
-  return out;
+  return marked;
 }
 
-// -- blocks ---------------------------------------------------------------------------
+const marked = createMarked();
 
-function startsBlock(line) {
-  return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) || ITEM.test(line);
-}
+// -- sanitising ------------------------------------------------------------------------
 
-function codeBlock(language, body) {
-  const code = el("code", { text: body });
-  if (/^[\w+-]{1,30}$/.test(language)) code.dataset.language = language;
-  return el("pre", { class: "md-code" }, code);
-}
+const PURIFY = {
+  RETURN_DOM_FRAGMENT: true,
+  FORBID_TAGS: ["style", "img", "svg", "math", "form", "button", "iframe", "object", "embed", "video", "audio", "picture", "source", "link", "meta", "base"],
+  FORBID_ATTR: ["style", "srcset", "src", "action", "formaction"],
+  ALLOWED_URI_REGEXP: /^https?:\/\//i,
+};
 
-/** A list starting at lines[start]; returns [node, next index]. */
-function list(source, start) {
-  const first = ITEM.exec(source[start]);
-  const indent = first[1].length;
-  const ordered = /\d/.test(first[2]);
-  const node = el(ordered ? "ol" : "ul");
-  if (ordered && parseInt(first[2], 10) !== 1) node.setAttribute("start", String(parseInt(first[2], 10)));
-  let index = start;
-  let item = null;
-  let texts = [];
-  const closeItem = () => { if (item) { item.prepend(...lines(texts)); texts = []; } };
-  while (index < source.length) {
-    const line = source[index];
-    if (!line.trim()) {
-      // A blank line inside a list: it goes on if an item of the same list follows.
-      let next = index + 1;
-      while (next < source.length && !source[next].trim()) next += 1;
-      const after = ITEM.exec(source[next] || "");
-      if (!after || after[1].length < indent || /\d/.test(after[2]) !== ordered) break;
-      index = next;
-      continue;
-    }
-    const match = ITEM.exec(line);
-    if (match && match[1].length <= indent + 1 && /\d/.test(match[2]) === ordered && match[1].length >= indent) {
-      closeItem();
-      item = el("li");
-      node.append(item);
-      texts = [match[3]];
-      index += 1;
-    } else if (match && match[1].length > indent + 1 && item) {
-      closeItem();
-      const [nested, next] = list(source, index);
-      item.append(nested);
-      index = next;
-    } else if (line.trim() && item && !startsBlock(line)) {
-      texts.push(line); // a continuation line of this item, indented or lazy
-      index += 1;
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A") {
+    if (node.hasAttribute("href") && safeUrl(node.getAttribute("href"))) {
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
+      node.setAttribute("referrerpolicy", "no-referrer");
     } else {
-      break;
+      node.removeAttribute("href");
     }
   }
-  closeItem();
-  return [node, index];
-}
+});
 
-function blocks(source) {
-  const out = [];
-  let index = 0;
-  while (index < source.length) {
-    const line = source[index];
-    if (!line.trim()) { index += 1; continue; }
-    let match = FENCE.exec(line);
-    if (match) {
-      const fence = match[1];
-      const body = [];
-      index += 1;
-      // An unclosed fence (a stream mid-block) runs to the end of the text.
-      while (index < source.length && !new RegExp(`^ {0,3}${fence[0]}{${fence.length},}\\s*$`).test(source[index])) {
-        body.push(source[index]);
-        index += 1;
-      }
-      index += 1;
-      out.push(codeBlock(match[2], body.join("\n")));
-      continue;
-    }
-    match = HEADING.exec(line);
-    if (match) {
-      out.push(el(`h${Math.min(6, match[1].length + 2)}`, { class: "md-heading" }, inline(match[2])));
-      index += 1;
-      continue;
-    }
-    if (RULE.test(line)) { out.push(el("hr")); index += 1; continue; }
-    if (QUOTE.test(line)) {
-      const inner = [];
-      while (index < source.length && QUOTE.test(source[index])) {
-        inner.push(QUOTE.exec(source[index])[1]);
-        index += 1;
-      }
-      out.push(el("blockquote", {}, blocks(inner)));
-      continue;
-    }
-    if (ITEM.test(line)) {
-      const [node, next] = list(source, index);
-      out.push(node);
-      index = next;
-      continue;
-    }
-    const texts = [];
-    while (index < source.length && source[index].trim() && (!texts.length || !startsBlock(source[index]))) {
-      texts.push(source[index]);
-      index += 1;
-    }
-    out.push(el("p", {}, lines(texts)));
+/** Sanitised nodes for HTML that marked made; math and code blocks finished. */
+function toFragment(html) {
+  const fragment = DOMPurify.sanitize(html, PURIFY);
+  renderMath(fragment);
+  for (const box of fragment.querySelectorAll("li > input")) {
+    box.type = "checkbox";
+    box.disabled = true;
+    const item = box.closest("li");
+    // Named by its item's text; the checkbox itself says whether it is done.
+    box.setAttribute("aria-label", item.textContent.trim().slice(0, 200) || (box.checked ? t("chat.task_done") : t("chat.task_open")));
+    item.classList.add("task");
   }
-  return out;
+  for (const pre of fragment.querySelectorAll("pre.md-code")) addCodeCopy(pre);
+  return fragment;
 }
 
-/** Markdown text → an array of DOM nodes (elements and text nodes only). */
+/** Math placeholders under `root` rendered by KaTeX; until it is loaded they show their
+ * TeX, and are rendered (wherever they are on the page by then) once it is. */
+function renderMath(root) {
+  const nodes = root.querySelectorAll(".md-math[data-tex]:not(.rendered)");
+  if (!nodes.length) return;
+  if (!katex) {
+    loadingKatex ||= import("../vendor/katex/katex.js")
+      .then((module) => { katex = module.default; renderMath(document); })
+      .catch(() => { loadingKatex = null; }); // not loaded: the TeX stays as text
+    return;
+  }
+  for (const node of nodes) {
+    try {
+      katex.render(node.dataset.tex, node, { displayMode: node.classList.contains("display"), throwOnError: false, output: "htmlAndMathml" });
+      node.classList.add("rendered");
+    } catch { /* KaTeX failed: the TeX stays as text */ }
+  }
+}
+
+// -- copying ---------------------------------------------------------------------------
+
+/** Put text on the clipboard; a page served over plain http (no Clipboard API) uses a
+ * selected textarea instead. */
+export async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) { await navigator.clipboard.writeText(text); return true; }
+  } catch { /* fall through */ }
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.className = "visually-hidden";
+  document.body.append(area);
+  area.select();
+  let ok = false;
+  try { ok = document.execCommand("copy"); } catch { ok = false; }
+  area.remove();
+  return ok;
+}
+
+/** A button that copies what `read()` returns and says so for a moment. */
+export function copyButton(read, label = t("chat.copy"), className = "copy-button") {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = `btn quiet small ${className}`;
+  button.textContent = label;
+  const live = document.createElement("span");
+  live.className = "visually-hidden";
+  live.setAttribute("role", "status");
+  button.addEventListener("click", async () => {
+    const ok = await copyText(read());
+    button.textContent = ok ? t("chat.copied") : t("chat.copy_failed");
+    live.textContent = button.textContent;
+    setTimeout(() => { button.textContent = label; live.textContent = ""; }, 1500);
+  });
+  const wrap = document.createElement("span");
+  wrap.className = "copy-wrap";
+  wrap.append(button, live);
+  return wrap;
+}
+
+function addCodeCopy(pre) {
+  const code = pre.querySelector("code");
+  const language = code?.dataset.language || "";
+  const head = document.createElement("div");
+  head.className = "code-head";
+  const name = document.createElement("span");
+  name.className = "code-language";
+  name.textContent = language;
+  head.append(name, copyButton(() => code?.textContent || "", t("chat.copy_code"), "copy-code"));
+  pre.prepend(head);
+}
+
+// -- rendering ---------------------------------------------------------------------------
+
+const normalise = (text) => String(text ?? "").replace(/\r\n?/g, "\n");
+
+/** Markdown text → an array of DOM nodes. */
 export function renderMarkdown(text) {
-  const source = String(text ?? "").replace(/\r\n?/g, "\n").split("\n");
-  return blocks(source);
+  highlighting = true;
+  return [...toFragment(marked.parse(normalise(text))).childNodes];
+}
+
+/**
+ * One streaming message body: `update(text)` with the whole text so far renders only
+ * what changed. Blocks followed by another are finished: rendered once and kept. The
+ * last block is rendered again (without highlighting) until the next one starts.
+ */
+export class MarkdownStream {
+  constructor(container) {
+    this.container = container;
+    this.reset();
+  }
+
+  reset() {
+    this.text = "";
+    this.stable = 0; // characters of text rendered as finished blocks
+    this.tail = [];
+    this.owned = true; // the container holds what this stream rendered, nothing else
+    this.container.replaceChildren();
+  }
+
+  /** The container was filled some other way (a whole render): start afresh next time. */
+  release() {
+    this.owned = false;
+  }
+
+  update(raw) {
+    const text = normalise(raw);
+    if (!this.owned || !text.startsWith(this.text.slice(0, this.stable))) this.reset();
+    this.text = text;
+    const rest = text.slice(this.stable);
+    const tokens = marked.lexer(rest);
+    let last = tokens.length - 1;
+    while (last > 0 && tokens[last].type === "space") last -= 1;
+    let open = tokens;
+    const finished = tokens.slice(0, Math.max(last, 0));
+    const consumed = finished.map((token) => token.raw).join("");
+    if (finished.length && rest.startsWith(consumed)) {
+      finished.links = tokens.links;
+      const done = toFragment(marked.parser(finished));
+      for (const node of this.tail) node.remove();
+      this.tail = [];
+      this.container.append(done);
+      this.stable += consumed.length;
+      open = tokens.slice(finished.length);
+      open.links = tokens.links;
+    }
+    highlighting = false;
+    const fragment = toFragment(marked.parser(open));
+    highlighting = true;
+    for (const node of this.tail) node.remove();
+    this.tail = [...fragment.childNodes];
+    this.container.append(fragment);
+  }
 }

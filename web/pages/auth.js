@@ -6,8 +6,24 @@ import { errorText } from "../lib/ui.js";
 
 function input(labelKey, name, type = "text", extra = {}) {
   const id = uid(name);
-  return [el("label", { for: id, text: t(labelKey) }), el("input", { id, name, type, required: true, ...extra })];
+  const error = el("p", { class: "field-error", id: `${id}-error` });
+  return [
+    el("label", { for: id, text: t(labelKey) }),
+    el("input", { id, name, type, required: true, "aria-describedby": error.id, ...extra }),
+    error,
+  ];
 }
+
+/** Mark a field wrong (or right, with ""), with its message under it. */
+function fieldError(form, name, message) {
+  const field = form.elements.namedItem(name);
+  const error = field && document.getElementById(`${field.id}-error`);
+  if (!field || !error) return;
+  error.textContent = message;
+  if (message) field.setAttribute("aria-invalid", "true"); else field.removeAttribute("aria-invalid");
+}
+
+const USERNAME = /^[\p{L}\p{N}_.@-]{1,64}$/u;
 
 function authCard(titleKey, introKey, fields, submitKey, onSubmit, before = null) {
   const error = el("p", { class: "error", role: "alert" });
@@ -21,18 +37,26 @@ function authCard(titleKey, introKey, fields, submitKey, onSubmit, before = null
     event.preventDefault();
     error.textContent = "";
     submit.disabled = true;
-    try { await onSubmit(new FormData(form), error); } finally { submit.disabled = false; }
+    try { await onSubmit(new FormData(form), error, form); } finally { submit.disabled = false; }
   });
-  return el("div", { class: "auth-screen" }, form);
+  return el("main", { class: "auth-screen" }, form);
 }
 
 /** First run: create the administrator; signs in and calls onDone(). */
-export function renderSetup(root, onDone) {
+export function renderSetup(root, onDone, kept = null) {
   const localeId = uid("locale");
   const select = el("select", { id: localeId, name: "locale" },
     ...availableLocales().map((code) => el("option", { value: code, text: localeName(code) })));
   select.value = currentLocale();
-  select.addEventListener("change", async () => { await loadLocale(select.value); renderSetup(root, onDone); });
+  select.addEventListener("change", async () => {
+    // The page is drawn again in the new language: what was typed stays.
+    const form = root.querySelector("form");
+    const values = Object.fromEntries(["username", "display_name", "password", "password_repeat"].map((n) => [n, form.elements.namedItem(n).value]));
+    values.encrypted = form.elements.namedItem("encrypted").checked;
+    await loadLocale(select.value);
+    renderSetup(root, onDone, values);
+    root.querySelector("select[name=locale]")?.focus();
+  });
   root.replaceChildren(authCard("setup.title", "setup.intro", [
     ...input("setup.username", "username", "text", { autocomplete: "username" }),
     ...input("setup.display_name", "display_name", "text", { required: false, autocomplete: "name" }),
@@ -40,8 +64,18 @@ export function renderSetup(root, onDone) {
     ...input("setup.password_repeat", "password_repeat", "password", { autocomplete: "new-password" }),
     el("label", { for: localeId, text: t("setup.locale") }), select,
     el("label", { class: "check" }, el("input", { type: "checkbox", name: "encrypted", props: { checked: true } }), el("span", { text: t("setup.encrypted") })),
-  ], "setup.submit", async (data, error) => {
-    if (data.get("password") !== data.get("password_repeat")) { error.textContent = t("setup.mismatch"); return; }
+  ], "setup.submit", async (data, error, form) => {
+    const username = String(data.get("username") || "").trim();
+    const password = String(data.get("password") || "");
+    const problems = {
+      username: !username ? t("setup.username_missing") : !USERNAME.test(username) || !username.replace(/\./g, "") ? t("setup.username_invalid") : "",
+      password: password.length < 8 ? t("setup.password_short") : password.trim() === "" ? t("setup.password_short")
+        : password.toLowerCase() === username.toLowerCase() ? t("setup.password_is_username") : "",
+      password_repeat: password && data.get("password_repeat") !== password ? t("setup.mismatch") : "",
+    };
+    for (const [name, message] of Object.entries(problems)) fieldError(form, name, message);
+    const first = Object.keys(problems).find((name) => problems[name]);
+    if (first) { error.textContent = problems[first]; form.elements.namedItem(first).focus(); return; }
     const response = await api("POST", "/api/setup", {
       username: data.get("username"), display_name: data.get("display_name"), password: data.get("password"),
       locale: data.get("locale"), encrypted: data.get("encrypted") === "on",
@@ -49,6 +83,12 @@ export function renderSetup(root, onDone) {
     if (response.status === 201) { setCsrfToken(response.data.csrf_token); await onDone(); }
     else error.textContent = errorText(response);
   }));
+  if (kept) {
+    const form = root.querySelector("form");
+    for (const name of ["username", "display_name", "password", "password_repeat"]) form.elements.namedItem(name).value = kept[name] || "";
+    form.elements.namedItem("encrypted").checked = kept.encrypted;
+    return;
+  }
   root.querySelector("input")?.focus();
 }
 

@@ -4,13 +4,13 @@
 // display"): tokens grow a pending bubble in place, flushed at ~15 Hz; `done` and
 // `assistant` carry the complete text and are treated as the truth; a model fallback
 // or an error drops the bubble. Every piece of data reaches the page as text or
-// through lib/markdown.js, which builds nodes and never parses HTML.
+// through lib/markdown.js (marked, sanitised by DOMPurify). A streaming answer is
+// rendered at most once per animation frame, and then only its last block
+// (MarkdownStream): the finished blocks are rendered once.
 import { el } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { renderMarkdown } from "../lib/markdown.js";
+import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
 import { button } from "../lib/ui.js";
-
-const FLUSH_MS = 66; // ~15 Hz: smooth to the eye, cheap for a long answer
 
 function messageStatusLabel(status) {
   if (status === "interrupted") return t("chat.status_interrupted");
@@ -46,6 +46,7 @@ function prettyArguments(raw) {
 }
 
 const markdownInto = (node, text) => node.replaceChildren(...renderMarkdown(text));
+const nextFrame = (fn) => (document.hidden ? setTimeout(fn, 100) : requestAnimationFrame(fn));
 
 // Files: a member's attachments and what the agent showed them (show_file_to_user),
 // opened through the file viewer. The path only ever travels as an encoded query value
@@ -60,6 +61,35 @@ function attachmentPaths(raw) {
   return Array.isArray(list) ? list.map((a) => (typeof a === "string" ? a : a?.path)).filter((p) => typeof p === "string") : [];
 }
 const filesList = (paths) => (paths.length ? el("ul", { class: "msg-files" }, ...paths.map((p) => el("li", {}, fileLink(p)))) : null);
+
+/**
+ * The versions to flip between, by the message each starts at: an earlier version
+ * (a regenerated answer, the rest of a conversation from an edited message on) is
+ * kept at its branch point, and the version shown there starts at the first row shown
+ * after that point. Map: first row id → { list: variants oldest first (0 is the one
+ * shown), current: its index }.
+ */
+function branchesOf(messages) {
+  const shown = messages.filter((m) => !m.variant);
+  const starts = new Map(); // branch point → variant → its first row id
+  for (const m of messages) {
+    if (!m.variant) continue;
+    const point = m.branch_point || 0;
+    if (!starts.has(point)) starts.set(point, new Map());
+    const variants = starts.get(point);
+    if (!variants.has(m.variant)) variants.set(m.variant, m.id);
+  }
+  const branches = new Map();
+  for (const [point, variants] of starts) {
+    if (point && !shown.some((m) => m.id === point)) continue; // it branches off a version not shown
+    const first = shown.find((m) => m.id > point);
+    if (first) variants.set(0, first.id);
+    const list = [...variants.keys()].sort((a, b) => variants.get(a) - variants.get(b));
+    const at = first ? first.id : null;
+    if (at != null) branches.set(at, { list, current: list.indexOf(0) });
+  }
+  return branches;
+}
 
 /** The blinking caret at the end of the text so far: inside the last paragraph,
  * list item or code block rather than on a line of its own. */
@@ -98,6 +128,8 @@ export class Transcript {
     this.pending = new Map(); // idempotency key → bubble
     this.toolCards = new Map(); // call id → card
     this.approvals = new Map(); // approval id → panel
+    this.subframes = new Map(); // a running sub-agent's frame id → its progress box
+    this.subCalls = new Map(); // a sub-agent's call id → its step (where a deeper one shows)
     this.stream = null;
     this.running = false;
     this.stick = true;
@@ -129,12 +161,18 @@ export class Transcript {
     const wasStuck = this.stick || !this.list.childElementCount;
     this.reset();
     this.running = Boolean(data.running);
-    const messages = data.messages || [];
+    const all = data.messages || [];
+    const branches = branchesOf(all);
+    const messages = all.filter((m) => !m.variant); // earlier versions are not shown, only flipped to
     for (const message of messages) {
       const live = this.running && message.status === "streaming" && message === messages[messages.length - 1];
       const seen = live ? this.streamed.get(message.id) : null;
       const whole = seen && seen.content.length >= (message.content || "").length ? { ...message, ...seen } : message;
       this.list.append(this.messageNode(whole, live));
+    }
+    for (const [id, versions] of branches) {
+      const meta = this.messages.get(Number(id))?.node.querySelector(".msg-meta");
+      if (meta) { meta.append(this.versionSwitch(versions)); meta.hidden = false; }
     }
     for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
     for (const queued of data.queued || []) {
@@ -143,6 +181,7 @@ export class Transcript {
     }
     for (const item of unacknowledged) this.addPending(item, { quiet: true });
     this.placeActivity();
+    this.placeTurnActions();
     this.stick = wasStuck;
     this.follow(wasStuck);
   }
@@ -151,6 +190,60 @@ export class Transcript {
     this.running = running;
     if (!running && this.stream) this.finishStream({ status: this.stream.status || "interrupted" });
     this.placeActivity();
+    this.placeTurnActions();
+  }
+
+  /** ‹ n / count › between the versions that start at one message. */
+  versionSwitch({ list, current }) {
+    const go = (index) => this.handlers.showVersion(list[index]);
+    const previous = button("‹", { kind: "quiet small", attrs: { "aria-label": t("chat.version_previous") }, onClick: () => go(current - 1) });
+    const next = button("›", { kind: "quiet small", attrs: { "aria-label": t("chat.version_next") }, onClick: () => go(current + 1) });
+    previous.disabled = current <= 0;
+    next.disabled = current >= list.length - 1;
+    return el("span", { class: "versions", role: "group", "aria-label": t("chat.versions") },
+      previous, el("span", { class: "version-at", text: t("chat.version", { n: current + 1, count: list.length }) }), next);
+  }
+
+  /** Take rows off the screen from the message `id` on (or, with `after`, from the one
+   * after it): what a regenerate or an edit is about to replace, so the new answer never
+   * shows under the old one. A failure reads the conversation again. */
+  truncate(id, { after = false } = {}) {
+    const start = this.messages.get(Number(id))?.node;
+    if (!start) return;
+    let node = after ? start.nextElementSibling : start;
+    while (node) {
+      const next = node.nextElementSibling;
+      if (node !== this.activity) {
+        const removed = Number(node.dataset.messageId);
+        if (!Number.isNaN(removed)) this.messages.delete(removed);
+        node.remove();
+      }
+      node = next;
+    }
+    this.stream = null;
+    this.turnActions = null;
+    this.placeActivity();
+  }
+
+  /** The id of the last message of the member's on screen. */
+  lastUserId() {
+    const nodes = [...this.list.querySelectorAll(".msg.user[data-message-id]")];
+    return nodes.length ? Number(nodes[nodes.length - 1].dataset.messageId) : null;
+  }
+
+  /** Regenerate, under the last answer of an ended turn. */
+  placeTurnActions() {
+    this.turnActions?.remove();
+    this.turnActions = null;
+    if (this.running || !this.handlers.regenerate) return;
+    const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.classList.contains("note")).pop();
+    if (!last?.classList.contains("assistant") || last.dataset.status === "error") return;
+    const actions = el("span", { class: "turn-actions" },
+      button(t("chat.regenerate"), { kind: "quiet small regenerate", onClick: (event) => this.handlers.regenerate(event.currentTarget) }));
+    const meta = last.querySelector(".msg-meta");
+    meta.append(actions);
+    meta.hidden = false;
+    this.turnActions = actions;
   }
 
   /** The "working" dots: while a turn runs and nothing else shows progress. */
@@ -189,12 +282,40 @@ export class Transcript {
 
   userBubble(text, { id = null, state = "sent", attachments = [] } = {}) {
     const stateNode = el("span", { class: "msg-state" });
-    const node = el("article", { class: "msg user", "data-state": state },
-      el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments)), stateNode);
+    const bubbleBody = el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments));
+    const meta = el("div", { class: "msg-meta user-meta" }, stateNode, copyButton(() => text, t("chat.copy_message"), "copy-message"));
+    const node = el("article", { class: "msg user", "data-state": state }, bubbleBody, meta);
     const bubble = { node, text, id, state, stateNode };
+    if (id != null && this.handlers.edit) {
+      const edit = button(t("chat.edit"), { kind: "quiet small edit-message", onClick: () => this.editForm(bubble, bubbleBody, meta, edit) });
+      meta.append(edit);
+    }
     this.setBubbleState(bubble, state);
     if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
     return bubble;
+  }
+
+  /** Edit a sent message in place; saving continues the conversation from it (the old
+   * branch is kept as a version). */
+  editForm(bubble, bubbleBody, meta, trigger) {
+    const input = el("textarea", { class: "edit-input", rows: "3", "aria-label": t("chat.edit_label"), props: { value: bubble.text } });
+    const save = el("button", { class: "btn primary small", type: "submit", text: t("chat.edit_save") });
+    const cancel = button(t("common.cancel"), { kind: "quiet small", onClick: () => close() });
+    const status = el("p", { class: "form-status error", role: "status" });
+    const form = el("form", { class: "edit-form", novalidate: true }, input, el("div", { class: "actions" }, save, cancel), status);
+    const close = () => { form.replaceWith(bubbleBody); meta.hidden = false; trigger.focus(); };
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      if (!input.value.trim()) { input.focus(); return; }
+      save.disabled = true;
+      const outcome = await this.handlers.edit(bubble.id, input.value);
+      save.disabled = false;
+      if (!outcome.ok) status.textContent = outcome.error;
+    });
+    input.addEventListener("keydown", (event) => { if (event.key === "Escape") { event.stopPropagation(); close(); } });
+    bubbleBody.replaceWith(form);
+    meta.hidden = true;
+    input.focus();
   }
 
   setBubbleState(bubble, state, detail = "") {
@@ -215,13 +336,17 @@ export class Transcript {
     const body = el("div", { class: "msg-body md" });
     const caret = el("span", { class: "caret", "aria-hidden": "true" });
     const tools = el("div", { class: "tool-list" });
-    const meta = el("p", { class: "msg-meta" });
+    const meta = el("div", { class: "msg-meta" });
     const node = el("article", { class: "msg assistant", "data-message-id": id }, reasoning, body, tools, meta);
     this.remember(reasoning, `r:${id}`);
+    const stream = new MarkdownStream(body);
     const view = {
-      node, body, tools, meta, reasoning,
-      setContent: (text) => {
-        markdownInto(body, text);
+      node, body, tools, meta, reasoning, text: "",
+      /** `streaming`: only the changed tail is rendered again. */
+      setContent: (text, { streaming = false } = {}) => {
+        view.text = text;
+        if (streaming) stream.update(text);
+        else { stream.release(); markdownInto(body, text); }
         body.hidden = !text && !node.classList.contains("streaming");
       },
       setReasoning: (text) => {
@@ -231,9 +356,13 @@ export class Transcript {
       setStatus: (status, model) => {
         node.dataset.status = status || "complete";
         const label = messageStatusLabel(status);
+        const done = status !== "streaming" && view.text;
         meta.replaceChildren(...[
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
-          model ? el("span", { class: "model", text: model }) : null].filter(Boolean));
+          model ? el("span", { class: "model", text: model }) : null,
+          done ? copyButton(() => view.text, t("chat.copy_message"), "copy-message") : null,
+          status === "error" && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
+        ].filter(Boolean));
         meta.hidden = !meta.childElementCount;
       },
       caret,
@@ -359,7 +488,7 @@ export class Transcript {
     if (seen) { stream.content = seen.content; stream.reasoning = seen.reasoning; } // already has this delta
     else if (data.channel === "reasoning") stream.reasoning += data.delta || "";
     else stream.content += data.delta || "";
-    if (!stream.timer) stream.timer = setTimeout(() => this.flush(), FLUSH_MS);
+    if (!stream.timer) stream.timer = nextFrame(() => this.flush());
   }
 
   flush() {
@@ -368,7 +497,7 @@ export class Transcript {
     stream.timer = null;
     const { view } = stream;
     if (stream.reasoning) view.setReasoning(stream.reasoning);
-    view.setContent(stream.content);
+    view.setContent(stream.content, { streaming: true });
     placeCaret(view.body, view.caret);
     view.node.classList.toggle("reasoning-only", !stream.content);
     this.follow();
@@ -378,7 +507,7 @@ export class Transcript {
   finishStream({ content, reasoning, status = "complete", model } = {}) {
     const stream = this.stream;
     if (!stream) return;
-    clearTimeout(stream.timer);
+    stream.timer = null;
     this.stream = null;
     this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model });
   }
@@ -420,7 +549,7 @@ export class Transcript {
   dropStream(id = null) {
     const stream = this.stream;
     if (!stream || (id != null && stream.id !== Number(id))) return;
-    clearTimeout(stream.timer);
+    stream.timer = null;
     this.stream = null;
     this.messages.delete(stream.id);
     stream.view.node.remove();
@@ -487,6 +616,61 @@ export class Transcript {
     this.follow();
   }
 
+  // -- sub-agents ------------------------------------------------------------------------------
+
+  /** `agent_start` of a sub-agent (execute_task): its progress shows in the card of the
+   * call that started it — its steps, and the tail of what it writes — while it works. */
+  subagentStarted(data) {
+    const host = this.toolCards.get(data.spawned_by_call_id)?.node || this.subCalls.get(data.spawned_by_call_id);
+    if (!host || this.subframes.has(data.frame_id)) return;
+    const name = t("chat.subagent", { agent: data.agent });
+    const state = el("span", { class: "sub-state", text: t("chat.subagent_working") });
+    const steps = el("ul", { class: "sub-steps" });
+    const text = el("p", { class: "sub-text", hidden: true });
+    const box = el("div", { class: "subagent", role: "group", "aria-label": name, "data-frame-id": data.frame_id },
+      el("p", { class: "sub-head" }, el("strong", { text: name }), " ", state), steps, text);
+    host.append(box);
+    this.subframes.set(data.frame_id, { box, state, steps, text, content: "", pending: false });
+    this.follow();
+  }
+
+  subagentToken(data) {
+    const sub = this.subframes.get(data.frame_id);
+    if (!sub || data.channel === "reasoning") return;
+    sub.content += data.delta || "";
+    if (sub.pending) return;
+    sub.pending = true;
+    nextFrame(() => {
+      sub.pending = false;
+      const tail = sub.content.length > 240 ? `…${sub.content.slice(-240)}` : sub.content;
+      sub.text.textContent = tail;
+      sub.text.hidden = !tail;
+    });
+  }
+
+  subagentStep(data, status) {
+    const sub = this.subframes.get(data.frame_id);
+    if (!sub || !data.call_id) return;
+    let step = this.subCalls.get(data.call_id);
+    if (!step) {
+      step = el("li", { class: "sub-step" }, el("code", { text: data.name || "" }), " ", el("span", { class: "badge" }));
+      this.subCalls.set(data.call_id, step);
+      sub.steps.append(step);
+    }
+    const badge = step.querySelector(".badge");
+    badge.className = `badge tool-${status}`;
+    badge.textContent = toolStatusLabel(status);
+    step.dataset.status = status;
+  }
+
+  subagentDone(data) {
+    const sub = this.subframes.get(data.frame_id);
+    if (!sub) return;
+    sub.state.textContent = t("chat.subagent_done");
+    sub.box.classList.add("done");
+    this.subframes.delete(data.frame_id);
+  }
+
   // -- approvals ----------------------------------------------------------------------------------
 
   /** A card asking the member; inside the call's tool card when it is on screen. */
@@ -521,7 +705,13 @@ export class Transcript {
       approve.disabled = deny.disabled = true;
       status.textContent = "";
       const outcome = await this.handlers.decide(id, decision);
-      if (outcome.ok) { panel.resolve(decision); return; }
+      if (outcome.ok) {
+        panel.resolve(decision);
+        // The buttons are gone: focus stays on this card's outcome, not lost to <body>.
+        status.tabIndex = -1;
+        status.focus({ preventScroll: true });
+        return;
+      }
       approve.disabled = deny.disabled = false;
       status.textContent = outcome.error;
       status.className = "approval-status error";

@@ -4,7 +4,7 @@
 // socket comes back, the open conversation is read again from the server, so a turn
 // still running and the approvals still waiting show as they are.
 import { api, upload } from "../lib/api.js";
-import { el, link } from "../lib/dom.js";
+import { el, link, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, notice, statusLine } from "../lib/ui.js";
@@ -81,7 +81,8 @@ function conversationList(view) {
         el("span", { class: "conv-title", text: titleOf(c) }),
         el("span", { class: "conv-meta" },
           c.running ? el("span", { class: "running-dot", title: t("chat.running"), "aria-label": t("chat.running") }) : null,
-          el("time", { datetime: c.updated_at, text: shortDate(c.updated_at) })));
+          el("time", { datetime: c.updated_at, text: shortDate(c.updated_at) })),
+        c.snippet ? el("span", { class: "conv-snippet", text: c.snippet }) : null); // where the words were found
       if (c.id === view.conversationId) anchor.setAttribute("aria-current", "page");
       return el("li", { "data-conversation-id": c.id }, anchor);
     }));
@@ -96,6 +97,7 @@ function conversationList(view) {
     status.clear();
     view.conversations = response.data.conversations || [];
     render(view.conversations);
+    view.titleChanged?.();
   };
   search.addEventListener("input", debounce(refresh, 250));
 
@@ -127,7 +129,8 @@ function composer(view) {
   });
   const send = el("button", { class: "btn primary send", type: "submit", "aria-label": t("chat.send"), title: t("chat.send") },
     el("span", { class: "send-icon", "aria-hidden": "true" }), el("span", { class: "send-text", text: t("chat.send") }));
-  const stop = button(t("chat.stop"), { kind: "stop", onClick: () => view.stop(stop) });
+  let stopPressed = false; // Stop hides itself when the turn ends: focus goes to the message box, not <body>
+  const stop = button(t("chat.stop"), { kind: "stop", onClick: () => { stopPressed = true; view.stop(stop); } });
   stop.prepend(el("span", { class: "stop-icon", "aria-hidden": "true" }));
   stop.hidden = true;
   const status = statusLine();
@@ -190,7 +193,12 @@ function composer(view) {
   });
   renderChips();
   sync();
-  return { node: form, text, send, stop, status, setRunning: (running) => { stop.hidden = !running; } };
+  const setRunning = (running) => {
+    if (!running && (stopPressed || stop.contains(document.activeElement))) text.focus({ preventScroll: true });
+    if (!running) stopPressed = false;
+    stop.hidden = !running;
+  };
+  return { node: form, text, send, stop, status, setRunning };
 }
 
 // -- one conversation ----------------------------------------------------------------------------------
@@ -202,7 +210,17 @@ function conversationHeader(view) {
   const status = statusLine();
   const rename = button(t("chat.rename"), { kind: "quiet small", onClick: () => startRename() });
   const remove = button(t("chat.delete"), { kind: "quiet small danger-text", onClick: () => view.deleteConversation() });
-  const actions = el("div", { class: "conv-actions" }, rename, remove);
+  const exportUrl = (format) => `/api/conversations/${encodeURIComponent(view.conversation.id)}/export?format=${format}`;
+  const exports = el("details", { class: "conv-export" },
+    el("summary", { class: "btn quiet small", text: t("chat.export") }),
+    el("ul", { class: "export-menu" },
+      el("li", {}, el("a", { href: exportUrl("md"), download: "", text: t("chat.export_markdown") })),
+      el("li", {}, el("a", { href: exportUrl("json"), download: "", text: t("chat.export_json") }))));
+  exports.addEventListener("click", (event) => { if (event.target.closest("a")) exports.open = false; });
+  exports.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && exports.open) { event.stopPropagation(); exports.open = false; exports.querySelector("summary").focus(); }
+  });
+  const actions = el("div", { class: "conv-actions" }, rename, exports, remove);
   const titleRow = el("div", { class: "conv-title-row" }, heading, actions);
 
   function startRename() {
@@ -233,8 +251,28 @@ function conversationHeader(view) {
   }
 
   const node = el("header", { class: "conv-header" },
-    el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, status.node);
-  return { node, heading };
+    el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, modelPicker(view, status), status.node);
+  return { node, heading, renaming: () => !titleRow.isConnected };
+}
+
+/** The model this conversation tries first, among the enabled ones (with more than one). */
+function modelPicker(view, status) {
+  const models = view.chatStatus?.models || [];
+  if (models.length < 2) return null;
+  const id = uid("model");
+  const select = el("select", { id, class: "model-select" },
+    el("option", { value: "", text: t("chat.model_automatic") }),
+    ...models.map((m) => el("option", { value: m.id, text: m.label })));
+  select.value = models.some((m) => m.id === view.conversation.model) ? view.conversation.model : "";
+  select.addEventListener("change", async () => {
+    select.disabled = true;
+    const response = await api("PATCH", `/api/conversations/${encodeURIComponent(view.conversation.id)}`, { model: select.value || null });
+    select.disabled = false;
+    if (!response.ok) { status.error(errorText(response)); select.value = view.conversation.model || ""; return; }
+    view.conversation.model = response.data.model;
+    status.ok(t("chat.model_chosen"));
+  });
+  return el("p", { class: "conv-model" }, el("label", { for: id, text: t("chat.model_label") }), select);
 }
 
 function modelNotice(ctx) {
@@ -248,6 +286,7 @@ class ChatView {
   constructor(ctx, status, conversations, loaded) {
     this.ctx = ctx;
     this.status = status;
+    this.chatStatus = status;
     this.conversations = conversations;
     this.conversation = loaded?.conversation || null;
     this.conversationId = this.conversation?.id || null;
@@ -255,7 +294,13 @@ class ChatView {
     this.needsReload = false;
     this.list = conversationList(this);
     this.composer = composer(this);
-    this.transcript = new Transcript({ decide: (id, decision) => this.decide(id, decision) }, live.texts);
+    this.transcript = new Transcript({
+      decide: (id, decision) => this.decide(id, decision),
+      retry: (trigger) => this.retry(trigger),
+      regenerate: (trigger) => this.regenerate(trigger),
+      showVersion: (variant) => this.showVersion(variant),
+      edit: (messageId, text) => this.edit(messageId, text),
+    }, live.texts);
     this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
     this.noModel = status.models_configured ? null : modelNotice(ctx);
     this.root = this.build(loaded);
@@ -274,7 +319,8 @@ class ChatView {
       main.append(el("div", { class: "chat-welcome" },
         el("h1", { text: t("chat.title", { name }) }), el("p", { class: "intro", text: t("chat.intro") }), this.noModel),
         this.connection, this.composer.node);
-      const page = el("div", { class: "chat-page" }, main, this.list.node);
+      // The list comes first in both pages, so it keeps its place in the tab order.
+      const page = el("div", { class: "chat-page" }, this.list.node, main);
       requestAnimationFrame(() => { this.seen = page.isConnected; });
       return page;
     }
@@ -367,6 +413,46 @@ class ChatView {
     if (!response.ok) this.composer.status.error(errorText(response));
   }
 
+  async retry(trigger) {
+    trigger.disabled = true;
+    const last = this.transcript.lastUserId();
+    if (last != null) this.transcript.truncate(last, { after: true }); // the failure goes before the new answer shows
+    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/retry`);
+    if (!response.ok) { this.composer.status.error(errorText(response)); await this.reload(); return; }
+    this.composer.text.focus({ preventScroll: true });
+    await this.reload();
+  }
+
+  async regenerate(trigger) {
+    trigger.disabled = true;
+    const last = this.transcript.lastUserId();
+    // Off the screen before the new answer's first token can show (it may come before the reply).
+    if (last != null) this.transcript.truncate(last, { after: true });
+    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/regenerate`);
+    if (!response.ok) { this.composer.status.error(errorText(response)); await this.reload(); return; }
+    this.composer.text.focus({ preventScroll: true });
+    await this.reload();
+    // When the new answer is done, the versions are read again (now, if it is done already).
+    if (this.running) this.needsReload = true; else await this.reload();
+  }
+
+  async edit(messageId, text) {
+    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/edit`, { message_id: messageId, text });
+    if (!response.ok) return { ok: false, error: errorText(response) };
+    this.transcript.truncate(messageId); // the old branch goes from the screen (kept as a version)
+    this.composer.text.focus({ preventScroll: true });
+    await this.reload();
+    if (this.running) this.needsReload = true; else await this.reload(); // the branch's versions, once answered
+    return { ok: true };
+  }
+
+  async showVersion(variant) {
+    const response = await api("PUT", `/api/conversations/${encodeURIComponent(this.conversationId)}/version`, { variant });
+    if (!response.ok) { this.composer.status.error(errorText(response)); return; }
+    await this.reload();
+    this.transcript.node.querySelector(".versions .version-at")?.closest(".versions")?.querySelector("button:not(:disabled)")?.focus({ preventScroll: true });
+  }
+
   async decide(approvalId, decision) {
     const response = await api("POST", `/api/approvals/${encodeURIComponent(approvalId)}`, { decision });
     return response.ok ? { ok: true } : { ok: false, error: errorText(response) };
@@ -438,11 +524,27 @@ class ChatView {
 
   refreshList = debounce(() => this.list.refresh(), 400);
 
+  /** The list was read again: a title the first message gave is the header's too. */
+  titleChanged() {
+    if (!this.header || !this.conversation) return;
+    const listed = this.conversations.find((c) => c.id === this.conversationId);
+    if (!listed || listed.title === this.conversation.title || this.header.renaming()) return;
+    this.conversation.title = listed.title;
+    this.header.heading.textContent = titleOf(this.conversation);
+    document.title = `${this.header.heading.textContent} · ${t("app.name")}`;
+  }
+
   onChatEvent(data) {
     const tx = this.transcript;
     if ((data.depth ?? 0) > 0) {
-      // A sub-agent's own steps are not in the transcript; what it asks the member is.
+      // A sub-agent's progress shows in the card of the call that started it; what it
+      // asks the member is a card of its own.
       if (data.type === "approval_required") tx.approvalRequired(data);
+      else if (data.type === "agent_start") tx.subagentStarted(data);
+      else if (data.type === "agent_done") tx.subagentDone(data);
+      else if (data.type === "token") tx.subagentToken(data);
+      else if (data.type === "tool_start") tx.subagentStep(data, "running");
+      else if (["tool_done", "tool_error", "tool_denied", "tool_cancelled"].includes(data.type)) tx.subagentStep(data, data.status || data.type.slice(5));
       return;
     }
     switch (data.type) {

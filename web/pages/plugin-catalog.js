@@ -56,8 +56,12 @@ function enableSwitch(plugin, onChanged) {
   return el("div", { class: "switch-row" }, input, el("label", { for: id, text: t("plugin.enabled") }), error);
 }
 
-function pluginCard(plugin, ctx) {
+function pluginCard(plugin, ctx, { changed = false } = {}) {
   const { dot, detail, label } = healthDot(plugin);
+  // A plugin that failed says why on its card (a missing setting, say), not only
+  // behind its dot or on its detail page; right after the switch, it is announced.
+  const red = health(plugin) === "red" && plugin.error;
+  const problem = red ? el("p", { class: "card-problem", role: changed ? "alert" : null, text: t("plugin.failed_because", { error: plugin.error }) }) : null;
   const meta = el("p", { class: "meta" },
     plugin.version ? el("span", { text: t("plugin.version", { version: plugin.version }) }) : null,
     plugin.builtin ? el("span", { class: "tag", text: t("plugin.builtin") }) : null,
@@ -68,12 +72,12 @@ function pluginCard(plugin, ctx) {
       el("div", { class: "health" }, dot, el("span", { class: "state-label", text: label }))),
     meta,
     el("p", { class: "description", text: plugin.description || t("plugin.no_description") }),
-    detail);
+    problem, detail);
   const footer = el("footer", { class: "plugin-foot" });
   if (!plugin.builtin) {
     footer.append(enableSwitch(plugin, (fresh) => {
       Object.assign(plugin, { enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error });
-      const next = pluginCard(plugin, ctx);
+      const next = pluginCard(plugin, ctx, { changed: true });
       card.replaceWith(next);
       next.querySelector("input.switch")?.focus(); // keep the keyboard where it was
       ctx.refreshNav();
@@ -83,7 +87,7 @@ function pluginCard(plugin, ctx) {
   }
   const to = `#plugin-detail?id=${encodeURIComponent(plugin.id)}`;
   footer.append(link(to, plugin.configurable ? t("plugin.configure") : t("plugin.details"), {
-    class: "btn", "aria-label": `${plugin.configurable ? t("plugin.configure") : t("plugin.details")}: ${plugin.title || plugin.id}`,
+    class: red && plugin.configurable ? "btn primary" : "btn", "aria-label": `${plugin.configurable ? t("plugin.configure") : t("plugin.details")}: ${plugin.title || plugin.id}`,
   }));
   card.append(footer);
   return card;

@@ -318,7 +318,7 @@ class Kernel:
         if candidates is None:
             # The models come from the registry's thread while the prompt is put together.
             candidates, system = await asyncio.gather(
-                self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=bool(images)),
+                self.chat.models.candidates(pin=await self.runtime.pin(frame, agent), strength=agent.strength, vision=bool(images)),
                 self.runtime.system_prompt(frame, agent),
             )
         else:
@@ -442,6 +442,10 @@ class Kernel:
                     if exc.retriable and index + 1 < len(candidates):
                         nxt = candidates[index + 1]
                         partial["content"] = partial["reasoning"] = ""
+                        # A second request for the same round, to another model: shown to
+                        # the member (model_fallback) and logged, never silent.
+                        log.warning("member %s: model %s failed (HTTP %s); the request goes to %s",
+                                    self.runtime.member_id, choice.model, exc.status, nxt.model)
                         self.emit(frame, "model_fallback", message_id=message_id, failed=choice.label, next=nxt.label,
                                   status=exc.status, reason=str(exc))
                         continue
@@ -720,7 +724,7 @@ class Kernel:
         and the placeholder's id), when that message's own write is not done either."""
         frame, agent = scope.frame, scope.agent
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
-        candidates = await self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=bool(images))
+        candidates = await self.chat.models.candidates(pin=await self.runtime.pin(frame, agent), strength=agent.strength, vision=bool(images))
         if not candidates:
             raise NoModelConfigured("no model is configured")
         results = [(call, status, _clip(result)) for call, status, result in results]

@@ -447,8 +447,17 @@ class MemberRuntime:
                 opening.abandon(Abandoned("the member could not be read", committed=True))
                 return stored
             self.member = fresh
-            if dataclasses.replace(fresh, last_login_at=before.last_login_at) != before:
-                opening.abandon(Abandoned("the member changed since their last turn", committed=True))
+            # Only a change that alters the request sent makes it go again: the prompt's
+            # prefix (with the profile) is frozen per conversation, the tools are not.
+            # Anything else (a new display name, a login) keeps the request on its way:
+            # a provider must not be billed twice for one message.
+            if (
+                dataclasses.replace(fresh, last_login_at=before.last_login_at) != before
+                and self._offered_names(frame, before) != self._offered_names(frame, fresh)
+            ):
+                reason = "the tools this member may use changed while the request was on its way"
+                log.warning("member %s: the model request of a turn is sent again: %s", self.member_id, reason)
+                opening.abandon(Abandoned(reason, committed=True))
             else:
                 opening.confirm(stored["placeholder_id"])
             return stored
@@ -460,6 +469,14 @@ class MemberRuntime:
             return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
         return {"conversation_id": conversation_id, "queued": False, "message_id": stored["message_id"]}
 
+    def _offered_names(self, frame: Frame, member: Member) -> tuple[str, ...] | None:
+        """The names of the tools the frame's agent offers the member as given (what of
+        the member a request depends on, besides the frozen prompt prefix)."""
+        try:
+            return tuple(t.name for t in self.offered_tools(self.agents.get(frame.agent_id), member))
+        except AgentError:
+            return None
+
     async def _opening_models(self, frame: Frame, *, vision: bool) -> list[ModelChoice] | None:
         """The fallback chain the conversation's agent gets, for a turn's first round
         (models that see images first when the message carries some)."""
@@ -467,7 +484,25 @@ class MemberRuntime:
             agent = self.agents.get(frame.agent_id)
         except AgentError:
             return None  # the turn says so
-        return await self.chat.models.candidates(pin=agent.model, strength=agent.strength, vision=vision)
+        return await self.chat.models.candidates(pin=await self.pin(frame, agent), strength=agent.strength, vision=vision)
+
+    async def pin(self, frame: Frame, agent: AgentDefinition) -> str | None:
+        """The model a frame's requests try first: the one the member picked for the
+        conversation (its own frame; a sub-agent keeps its agent's), else the agent's."""
+        if frame.depth == 0:
+            chosen = await self.store.chosen_model(frame.conversation_id)
+            if chosen:
+                return chosen
+        return agent.model
+
+    async def choose_model(self, conversation_id: str, model_id: str | None) -> dict[str, Any]:
+        """Pick the model a conversation uses first (None: the agent's choice), among
+        the enabled ones; the others stay its fallbacks."""
+        await self.conversation(conversation_id)
+        if model_id is not None and not any(c.id == model_id for c in await self.chat.models.candidates()):
+            raise ChatError("no such model is enabled")
+        await self.store.choose_model(conversation_id, model_id)
+        return await self.conversation(conversation_id)
 
     def drive(
         self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None,
@@ -520,6 +555,11 @@ class MemberRuntime:
                             raise RuntimeError("a tool round's results could not be written") from exc
                         opening = candidates = None
                         if exc.committed:
+                            # A deliberate second request for the message: said to the
+                            # member and in the log, never silent (a provider bills it).
+                            text = f"The request was sent to the model again: {exc}."
+                            message_id = await self.store.add_note(frame, text)
+                            self.emit("notification", conversation_id, message_id=message_id, content=text, retry=True)
                             continue  # the plain way, from the stored history
                         quiet = ended = True  # a message queued meanwhile starts the next turn (below)
                         return
@@ -553,11 +593,14 @@ class MemberRuntime:
                 self.emit("cancelled", conversation_id)
             raise
         except NoModelConfigured:
+            # The member's message is answered by this failure (not left open for
+            # recovery to answer later, silently): it stays failed until they retry.
             text = "No model is configured yet. An admin can add one on the Models page."
-            await self.store.settle_streams(conversation_id, "error")
+            await self._opening_written(opening)
             frame = await self.store.root_frame(conversation_id)
-            await self.store.add_note(frame, text, status="error")
-            self.emit("error", conversation_id, error=text, code="no_model")
+            message_id = await self.store.fail_turn(frame, text)
+            await self.store.settle_streams(conversation_id, "error")
+            self.emit("error", conversation_id, error=text, code="no_model", message_id=message_id, retry=True)
         except AgentError as exc:
             await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
@@ -680,8 +723,58 @@ class MemberRuntime:
             return False
         last = history[-1]
         if last["role"] == "user":
-            return True
+            # Unanswered — unless its turn failed before any model answered, as recorded
+            # by an earlier version (an error note): that turn ended, it was not interrupted.
+            return not await self.store.failed_before_answer(frame, last["id"])
         return last["role"] == "assistant" and (bool(unfinished_calls(last)) or last["status"] == "interrupted")
+
+    async def regenerate(self, conversation_id: str) -> None:
+        """Answer the member's last message again; the answer it had is kept as an
+        earlier version (``show_version`` flips back)."""
+        frame = await self._idle_root(conversation_id)
+        if not await self.store.keep_as_version(frame):
+            raise ChatError("the last message of this conversation has no answer to regenerate")
+        log.info("member %s: the member regenerates an answer", self.member_id)
+        self.drive(conversation_id)
+
+    async def edit(self, conversation_id: str, message_id: int, text: str) -> int:
+        """Edit one of the member's messages and continue from it: the conversation from
+        that message on is kept as an earlier version (a branch to flip back to)."""
+        frame = await self._idle_root(conversation_id)
+        new_id = await self.store.edit_message(frame, message_id, text)
+        if new_id is None:
+            raise ChatError("no such message of yours in this conversation")
+        if not new_id:
+            raise ChatError("this message was already summarised by a compaction: it can no longer be edited")
+        log.info("member %s: the member edits a message and continues from it", self.member_id)
+        self.drive(conversation_id)
+        return new_id
+
+    async def show_version(self, conversation_id: str, variant: int) -> None:
+        frame = await self._idle_root(conversation_id)
+        if not await self.store.show_version(frame, variant):
+            raise ChatError("no such version in this conversation")
+
+    async def _idle_root(self, conversation_id: str) -> Frame:
+        """The root frame of a conversation whose turn has ended, nothing waiting on it."""
+        await self.conversation(conversation_id)
+        if self.running(conversation_id):
+            raise ChatError("a turn is running in this conversation")
+        if any(a["conversation_id"] == conversation_id for a in await self.store.pending_approvals()):
+            raise ChatError("an approval in this conversation is still waiting for an answer")
+        return await self.store.root_frame(conversation_id)
+
+    async def retry(self, conversation_id: str) -> None:
+        """The member's Retry on a turn that failed: its failed answer goes, and the turn
+        runs again for the member's last message."""
+        await self.conversation(conversation_id)
+        if self.running(conversation_id):
+            raise ChatError("a turn is running in this conversation")
+        frame = await self.store.root_frame(conversation_id)
+        if not await self.store.take_back_failure(frame):
+            raise ChatError("the last turn of this conversation did not fail")
+        log.info("member %s: the member retries a failed turn", self.member_id)
+        self.drive(conversation_id)
 
     # -- what a turn needs --------------------------------------------------------------------
 
@@ -696,16 +789,18 @@ class MemberRuntime:
                 raise ChatForbidden("your role does not include project chat")
             raise ChatForbidden(f"your role does not let you talk with the agent {agent.id!r}")
 
-    def offered_tools(self, agent: AgentDefinition) -> list[RegisteredTool]:
+    def offered_tools(self, agent: AgentDefinition, member: Member | None = None) -> list[RegisteredTool]:
         """The tools of a round, from the member as now known (pushed on every change
         of their role, grants or active flag: ``ChatService.access_changed``) and the
-        plugins' flags: memory only, asked every round."""
+        plugins' flags: memory only, asked every round. ``member``: as this member was
+        (to tell whether a request already sent offered the same tools)."""
         if not agent.allow_tools:
             return []
-        fixed = self.core.catalog.usable_tools(self.member, [t for t in self.chat.tools.all() if agent.offers(t.name)])
-        usable = functools.partial(self.core.catalog.usable, self.member)
+        member = member or self.member
+        fixed = self.core.catalog.usable_tools(member, [t for t in self.chat.tools.all() if agent.offers(t.name)])
+        usable = functools.partial(self.core.catalog.usable, member)
         # Plugins' per-member tools (the member_tools hook, spec 1.2: MCP connectors).
-        return fixed + [t for t in self.chat.tools.member_tools(self.member.id, usable) if agent.offers(t.name)]
+        return fixed + [t for t in self.chat.tools.member_tools(member.id, usable) if agent.offers(t.name)]
 
     async def _prepare_prompt(self, frame: Frame, agent: AgentDefinition) -> None:
         """A new conversation's frozen prefix, built as it is created rather than by its
@@ -880,7 +975,8 @@ class MemberRuntime:
             return False
         conversation = await self.store.conversation(frame.conversation_id)
         agent = self.agents.get(conversation["agent_id"]) if conversation else None
-        candidates = await self.chat.models.candidates(pin=agent.model if agent else None)
+        pin = await self.pin(frame, agent) if agent else await self.store.chosen_model(frame.conversation_id)
+        candidates = await self.chat.models.candidates(pin=pin)
         if not candidates:
             raise ChatError("no model is configured")
         wire = project("You write precise summaries.", history) + [{"role": "user", "content": COMPACT_PROMPT}]

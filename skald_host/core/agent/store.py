@@ -87,6 +87,7 @@ class ConversationStore:
         # Idempotency keys seen, oldest first: the latest stored, then each submitted since,
         # the newest 2 x RECENT_KEYS of them (a retry repeats a recent message).
         self._keys: dict[str, None] | None = None
+        self._models: dict[str, str | None] = {}  # conversation id -> the model its member picked
         self._no_subframes: set[str] = set()  # conversations with no open sub-agent frame since their last look
         self.jobs_changed = asyncio.Event()  # a prompt was scheduled: the member's scheduler looks again
 
@@ -148,6 +149,7 @@ class ConversationStore:
         # Known without a read from here on: an empty history, no sub-agent frame,
         # nothing queued. The first message of a new conversation is the commonest one.
         self._roots[conversation_id] = Frame(frame_id, conversation_id, None, None, agent_id, 0, "open")
+        self._models[conversation_id] = None
         self._keep(frame_id, [])
         self._no_subframes.add(conversation_id)
         self._inbox_clean.add(conversation_id)
@@ -158,18 +160,57 @@ class ConversationStore:
         return dict(row) if row else None
 
     async def conversations(self, search: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        def read(conn: Any) -> list[dict[str, Any]]:
-            if search:
-                pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-                rows = conn.execute(
-                    "SELECT * FROM conversations WHERE title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT ?",
-                    (pattern, limit),
-                )
-            else:
-                rows = conn.execute("SELECT * FROM conversations ORDER BY updated_at DESC LIMIT ?", (limit,))
-            return [dict(r) for r in rows]
+        """Newest first. ``search``: those whose title contains it (``%`` and ``_`` are
+        literal), then those whose messages hold all its words (FTS5, each word as a
+        prefix), each of the latter with a ``snippet`` around the best match."""
 
-        return await self.db.run(read)
+        def read(conn: Any) -> list[dict[str, Any]]:
+            if not search:
+                return [dict(r) for r in conn.execute("SELECT * FROM conversations ORDER BY updated_at DESC LIMIT ?", (limit,))]
+            _index_finished_messages(conn)
+            pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            found = [dict(r) for r in conn.execute(
+                "SELECT * FROM conversations WHERE title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT ?", (pattern, limit),
+            )]
+            words = fts_words(search)
+            if words and len(found) < limit:
+                seen = {c["id"] for c in found}
+                # Every word somewhere in the conversation (not all in one message); the
+                # snippet shows the best match of the whole query, else of the first word.
+                matching: set[str] | None = None
+                for word in words:
+                    ids_here = {r[0] for r in conn.execute("SELECT conversation_id FROM messages_fts WHERE messages_fts MATCH ?", (word,))}
+                    matching = ids_here if matching is None else matching & ids_here
+                snippets: dict[str, str] = {}
+                for query in (" ".join(words), words[0]):
+                    for conversation_id, snippet in conn.execute(
+                        "SELECT conversation_id, snippet(messages_fts, 0, '', '', '…', 12) FROM messages_fts"
+                        " WHERE messages_fts MATCH ? ORDER BY rank LIMIT 1000",
+                        (query,),
+                    ):
+                        if conversation_id in (matching or ()) and conversation_id not in seen:
+                            snippets.setdefault(conversation_id, snippet)
+                ids = list(snippets)[: limit - len(found)]
+                if ids:
+                    rows = conn.execute(
+                        f"SELECT * FROM conversations WHERE id IN ({','.join('?' * len(ids))}) ORDER BY updated_at DESC", ids
+                    )
+                    found += [dict(r) | {"snippet": snippets[r["id"]]} for r in rows]
+            return found
+
+        return await (self.db.transaction(read) if search else self.db.run(read))
+
+    async def chosen_model(self, conversation_id: str) -> str | None:
+        """The model the member picked for the conversation (None: the agent's), kept in
+        memory: every round of every turn asks."""
+        if conversation_id not in self._models:
+            row = await self.db.run(lambda c: c.execute("SELECT model FROM conversations WHERE id = ?", (conversation_id,)).fetchone())
+            self._models[conversation_id] = row[0] if row else None
+        return self._models[conversation_id]
+
+    async def choose_model(self, conversation_id: str, model: str | None) -> None:
+        await self.db.transaction(lambda c: c.execute("UPDATE conversations SET model = ? WHERE id = ?", (model, conversation_id)))
+        self._models[conversation_id] = model
 
     async def rename(self, conversation_id: str, title: str) -> bool:
         return bool(
@@ -181,6 +222,7 @@ class ConversationStore:
     async def delete(self, conversation_id: str) -> bool:
         deleted = bool(await self.db.transaction(lambda c: c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount))
         self._roots.pop(conversation_id, None)
+        self._models.pop(conversation_id, None)
         self.forget()
         return deleted
 
@@ -455,6 +497,132 @@ class ConversationStore:
             ).lastrowid
         )
 
+    async def fail_turn(self, frame: Frame, text: str) -> int:
+        """A turn that failed before any model answered (none is configured): its
+        streaming placeholder, or a new answer row, ends as ``error`` with the reason as
+        its text. The member's message is then answered (by a failure), so recovery
+        leaves it alone and the member's Retry starts it again."""
+
+        def write(conn: Any) -> tuple[int, list[int]]:
+            row = conn.execute(
+                "SELECT id FROM messages WHERE frame_id = ? AND status = 'streaming' ORDER BY id DESC LIMIT 1", (frame.id,)
+            ).fetchone()
+            if row is not None:
+                conn.execute("UPDATE messages SET content = ?, reasoning = '', status = 'error' WHERE id = ?", (text, row[0]))
+                return row[0], [row[0]]
+            message_id = conn.execute(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, 'assistant', ?, 'error')",
+                (frame.conversation_id, frame.id, text),
+            ).lastrowid
+            return message_id, [message_id]
+
+        return await self._write_rows(write)
+
+    async def failed_before_answer(self, frame: Frame, message_id: int) -> bool:
+        """Whether an error note follows the member's message ``message_id``: how a
+        turn that failed before any model answered was recorded before ``fail_turn``."""
+        row = await self.db.run(
+            lambda c: c.execute(
+                "SELECT 1 FROM messages WHERE frame_id = ? AND id > ? AND role = 'note' AND status = 'error' LIMIT 1", (frame.id, message_id)
+            ).fetchone()
+        )
+        return row is not None
+
+    async def take_back_failure(self, frame: Frame) -> bool:
+        """Retry: remove the failed end of the frame's history — an answer that failed
+        without calling a tool, and the error notes after the member's last message — so
+        that the member's message is unanswered again. False when the history does not
+        end in a failure (nothing changes)."""
+
+        def write(conn: Any) -> bool:
+            last_user = _last_user_message(conn, frame)
+            if last_user is None:
+                return False
+            after = conn.execute(
+                "SELECT id, role, status FROM messages WHERE frame_id = ? AND id > ? AND variant = 0 ORDER BY id", (frame.id, last_user)
+            ).fetchall()
+            if not after or any(r[2] != "error" or r[1] not in ("assistant", "note") for r in after):
+                return False
+            ids = [r[0] for r in after]
+            if conn.execute(
+                f"SELECT 1 FROM tool_calls WHERE message_id IN ({','.join('?' * len(ids))}) LIMIT 1", ids
+            ).fetchone():
+                return False
+            conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids)
+            return True
+
+        try:
+            return await self.db.transaction(write)
+        finally:
+            self.forget()
+
+    async def keep_as_version(self, frame: Frame) -> bool:
+        """Regenerate: the answer to the member's last message (every row after it: rounds,
+        calls, notes) becomes an earlier version, kept but out of the history, so that
+        the message is unanswered again. False when there is no such answer, or it is
+        still streaming."""
+
+        def write(conn: Any) -> bool:
+            last_user = _last_user_message(conn, frame)
+            return last_user is not None and _branch(conn, frame, last_user, last_user + 1)
+
+        try:
+            return await self.db.transaction(write)
+        finally:
+            self.forget()
+
+    async def edit_message(self, frame: Frame, message_id: int, text: str) -> int | None:
+        """Edit a member's message: it and everything after it become an earlier version
+        (the branch kept), and the edited text follows the row before it as a new
+        message; its id, None when ``message_id`` is no message of the member shown, 0
+        when it cannot be taken back (a compaction summarised it)."""
+
+        def write(conn: Any) -> tuple[int | None, list[int]]:
+            row = conn.execute(
+                "SELECT attachments FROM messages WHERE id = ? AND frame_id = ? AND role = 'user' AND variant = 0", (message_id, frame.id)
+            ).fetchone()
+            if row is None:
+                return None, []
+            before = conn.execute(
+                "SELECT coalesce(max(id), 0) FROM messages WHERE frame_id = ? AND id < ? AND variant = 0", (frame.id, message_id)
+            ).fetchone()[0]
+            if not _branch(conn, frame, before, message_id):
+                return 0, []  # a compaction summarised it (or a row still streams)
+            new_id = _insert_user_message(conn, frame, text, None, row[0])  # its attachments stay with it
+            return new_id, [new_id]
+
+        try:
+            return await self._write_rows(write)
+        finally:
+            self.forget()
+
+    async def show_version(self, frame: Frame, variant: int) -> bool:
+        """Show an earlier version (of an answer, or of a conversation from an edited
+        message on) instead of the one shown at its branch point, which is kept as a
+        version in turn. False when there is no such version."""
+
+        def write(conn: Any) -> bool:
+            if variant <= 0:
+                return False
+            chosen = conn.execute(
+                "SELECT id, branch_point FROM messages WHERE frame_id = ? AND variant = ?", (frame.id, variant)
+            ).fetchall()
+            if not chosen:
+                return False
+            point = chosen[0][1] or 0
+            if point and not conn.execute("SELECT 1 FROM messages WHERE id = ? AND variant = 0", (point,)).fetchone():
+                return False  # its branch point is itself in a version not shown: flip to that first
+            _branch(conn, frame, point, point + 1, allow_empty=True)
+            conn.execute(
+                f"UPDATE messages SET variant = 0, branch_point = NULL WHERE id IN ({','.join('?' * len(chosen))})", [r[0] for r in chosen]
+            )
+            return True
+
+        try:
+            return await self.db.transaction(write)
+        finally:
+            self.forget()
+
     async def mark_interrupted_streams(self) -> int:
         try:
             return await self.db.transaction(
@@ -542,7 +710,9 @@ class ConversationStore:
             ).fetchone()[0] or 0
             return _with_calls(
                 conn,
-                conn.execute("SELECT * FROM messages WHERE frame_id = ? AND id >= ? AND role != 'note' ORDER BY id", (frame_id, start)),
+                conn.execute(
+                    "SELECT * FROM messages WHERE frame_id = ? AND id >= ? AND role != 'note' AND variant = 0 ORDER BY id", (frame_id, start)
+                ),
                 conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? AND message_id >= ? ORDER BY message_id, seq", (frame_id, start)),
             )
 
@@ -569,6 +739,7 @@ class ConversationStore:
             for message in messages:
                 message["tool_calls"] = calls.get(message["id"], [])
                 message.pop("idempotency_key", None)
+                message.pop("indexed", None)
             return messages
 
         return await self.db.run(read)
@@ -753,6 +924,43 @@ def _insert_payload(conn: Any, request_id: str, conversation_id: str, request: s
         "INSERT OR REPLACE INTO llm_request_payloads (request_id, conversation_id, request, response) VALUES (?, ?, ?, ?)",
         (request_id, conversation_id, request, response),
     )
+
+
+def _index_finished_messages(conn: Any) -> None:
+    """Put the messages finished since the last search into the search index (their
+    text no longer changes once they stopped streaming)."""
+    conn.execute(
+        "INSERT INTO messages_fts (rowid, content, conversation_id) SELECT id, content, conversation_id FROM messages"
+        " WHERE indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant') AND content != ''"
+    )
+    conn.execute("UPDATE messages SET indexed = 1 WHERE indexed = 0 AND status != 'streaming'")
+
+
+def fts_words(text: str) -> list[str]:
+    """A member's search words as FTS5 queries: each word quoted (no operator of FTS5's
+    syntax can be typed by accident) and matched as a prefix."""
+    return ['"' + w.replace('"', '""') + '"*' for w in text.split() if w.strip('"*')][:12]
+
+
+def _last_user_message(conn: Any, frame: Frame) -> int | None:
+    """The id of the frame's last member message in the version shown."""
+    return conn.execute("SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'user' AND variant = 0", (frame.id,)).fetchone()[0]
+
+
+def _branch(conn: Any, frame: Frame, point: int, first: int, *, allow_empty: bool = False) -> bool:
+    """Keep the rows shown from ``first`` on as the next earlier version at the branch
+    point ``point`` (they are out of the history from now on). False when there are none
+    (unless ``allow_empty``), one is still streaming, or a summary of a compaction is
+    among them (what it summarised cannot be taken back)."""
+    rows = conn.execute("SELECT id, status, role FROM messages WHERE frame_id = ? AND id >= ? AND variant = 0", (frame.id, first)).fetchall()
+    if any(r[1] == "streaming" or r[2] == "summary" for r in rows):
+        return False  # a summary (compaction) covers these rows: they are history now
+    if not rows:
+        return allow_empty
+    number = conn.execute("SELECT coalesce(max(variant), 0) + 1 FROM messages WHERE frame_id = ?", (frame.id,)).fetchone()[0]
+    ids = [r[0] for r in rows]
+    conn.execute(f"UPDATE messages SET variant = ?, branch_point = ? WHERE id IN ({','.join('?' * len(ids))})", (number, point, *ids))
+    return True
 
 
 def _with_calls(conn: Any, messages: Any, calls: Any) -> list[Row]:

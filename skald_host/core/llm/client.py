@@ -251,7 +251,15 @@ class ModelClients:
             raise ModelError(_message(exc), exc.status_code) from None
         except openai.APIError as exc:
             raise ModelError(f"the provider could not be reached: {type(exc).__name__}", None) from None
-        return sorted(m.id for m in page.data)
+        # Some OpenAI-compatible servers leave out ``id`` (naming a model "name" or
+        # "model") or send it null: a name is what the admin can type, never "null".
+        names = set()
+        for entry in page.data or ():
+            extra = getattr(entry, "model_extra", None) or {}
+            name = getattr(entry, "id", None) or extra.get("name") or extra.get("model")
+            if isinstance(name, str) and name.strip():
+                names.add(name.strip())
+        return sorted(names)
 
 
 def _message(exc: openai.APIStatusError) -> str:

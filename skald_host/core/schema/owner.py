@@ -180,5 +180,35 @@ OWNER_MIGRATIONS = MigrationSet(
                 "CREATE INDEX plugin_events_by_plugin ON plugin_events (plugin_id, id)",
             ),
         ),
+        Migration(
+            8,
+            "earlier versions (regenerate, edit); the model a conversation uses; full-text search",
+            statements=(
+                # 0: the version shown and sent to the model; n > 0: an earlier answer to
+                # the same message, kept for the member to flip back to (never in history).
+                "ALTER TABLE messages ADD COLUMN variant INTEGER NOT NULL DEFAULT 0",
+                # For an earlier version: the row it follows (its branch point: the
+                # member's message for a regenerated answer, the row before an edited
+                # message, 0 for the start), where the versions are flipped between.
+                "ALTER TABLE messages ADD COLUMN branch_point INTEGER",
+                # The model the member picked for this conversation (a model id of the
+                # registry), tried first; NULL: the agent's choice.
+                "ALTER TABLE conversations ADD COLUMN model TEXT",
+                # Full-text search over the member's and the assistant's words, inside
+                # this (encrypted) file: its own copy of the text, by message id. Rows
+                # are indexed when a search asks (``indexed`` 0 until then), not by a
+                # trigger on every write: a message's commit, which its first token and
+                # its answer's announcement wait for, costs no indexing (~0.3 ms for a
+                # 1 kB answer). A finished row's text no longer changes.
+                "ALTER TABLE messages ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0",
+                "CREATE INDEX messages_unindexed ON messages(id) WHERE indexed = 0",
+                """CREATE VIRTUAL TABLE messages_fts USING fts5(
+                    content, conversation_id UNINDEXED, tokenize='unicode61 remove_diacritics 2'
+                )""",
+                """CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages WHEN old.indexed = 1 BEGIN
+                    DELETE FROM messages_fts WHERE rowid = old.id;
+                END""",
+            ),
+        ),
     ),
 )

@@ -4,12 +4,15 @@ member's ids answer the same 404 as ids that never existed (check C1)."""
 
 from __future__ import annotations
 
-from quart import Blueprint, current_app, request
+import json
+import re
+
+from quart import Blueprint, Response, current_app, request
 
 from skald_host.core.agent.runtime import ChatError, ChatForbidden, MemberRuntime
 from skald_host.core.identity.access import may_start_agent
 from skald_host.web.auth import current_principal, requires
-from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, query, ref, returns, text
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, nullable, obj, one_of, query, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("chat", __name__)
@@ -52,6 +55,8 @@ async def status() -> dict:
     models = await core.chat.models.candidates()
     return {
         "models_configured": bool(models),
+        # What a conversation's model picker offers: every enabled model, by priority.
+        "models": [{"id": m.id, "label": m.label, "provider": m.provider_name} for m in sorted(models, key=lambda m: (m.priority, m.label))],
         "default_agent": core.chat.default_agent(member),
         "agents": [
             a.summary()
@@ -113,20 +118,29 @@ async def get_conversation(conversation_id: str) -> dict:
 
 
 @bp.patch("/api/conversations/<conversation_id>")
-@accepts(obj({"title": text(200)}))
+@accepts(obj(optional={"title": text(200), "model": nullable(text(200, description="an enabled model's id; null: the agent's choice"))}))
 @returns(ref("Conversation"))
 @requires("chat.use")
 async def rename_conversation(conversation_id: str) -> dict:
+    """Rename (``title``) and/or pick the model it uses first (``model``: an enabled
+    model's id, or null for the agent's choice)."""
     data = await json_object()
-    title = field(data, "title", str)
-    if len(title) > 200:
+    if "title" not in data and "model" not in data:
+        raise ApiError(400, "'title' or 'model' is required", code="field_required", values={"field": "title"})
+    title = field(data, "title", str, required=False)
+    if title is not None and len(title) > 200:
         raise ApiError(400, "title is longer than 200 characters", field="title", code="too_long", values={"limit": 200})
+    model = field(data, "model", str, required=False)
     rt = await runtime()
     try:
         await rt.conversation(conversation_id)
+        if "model" in data:
+            await rt.choose_model(conversation_id, model)
     except ChatError as exc:
-        raise chat_error(exc) from None
-    await rt.store.rename(conversation_id, title.strip())
+        message = str(exc)
+        raise (ApiError(400, message, field="model") if "enabled" in message else chat_error(exc)) from None
+    if title is not None:
+        await rt.store.rename(conversation_id, title.strip())
     return await rt.store.conversation(conversation_id)  # type: ignore[return-value]
 
 
@@ -178,6 +192,126 @@ async def stop(conversation_id: str) -> dict:
         return {"stopped": await rt.stop(conversation_id)}
     except ChatError as exc:
         raise chat_error(exc) from None
+
+
+@bp.post("/api/conversations/<conversation_id>/retry")
+@requires("chat.use")
+async def retry(conversation_id: str):
+    """Run a failed turn again (its failed answer goes)."""
+    rt = await runtime()
+    try:
+        await rt.retry(conversation_id)
+    except ChatError as exc:
+        message = str(exc)
+        raise (ApiError(409, message) if "did not fail" in message else chat_error(exc)) from None
+    return {"retrying": True}, 202
+
+
+@bp.post("/api/conversations/<conversation_id>/regenerate")
+@requires("chat.use")
+async def regenerate(conversation_id: str):
+    """Answer the last message again, keeping the answer it had as a version."""
+    rt = await runtime()
+    try:
+        await rt.regenerate(conversation_id)
+    except ChatError as exc:
+        message = str(exc)
+        raise (ApiError(409, message) if "no answer" in message or "waiting" in message else chat_error(exc)) from None
+    return {"regenerating": True}, 202
+
+
+@bp.post("/api/conversations/<conversation_id>/edit")
+@requires("chat.use")
+async def edit_message(conversation_id: str):
+    """Edit a sent message (``message_id``) to ``text`` and continue from it; the
+    conversation from that message on is kept as an earlier version."""
+    data = await json_object()
+    message_id = field(data, "message_id", int)
+    if not 1 <= message_id < 2**63:
+        raise ApiError(400, "'message_id' must be a message's id", field="message_id")
+    text = field(data, "text", str)
+    if not text.strip():
+        raise ApiError(400, "'text' must not be empty", field="text")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ApiError(400, f"'text' is longer than {MAX_MESSAGE_CHARS} characters", field="text")
+    rt = await runtime()
+    try:
+        message_id = await rt.edit(conversation_id, message_id, text)
+    except ChatError as exc:
+        message = str(exc)
+        raise (ApiError(409, message) if "waiting" in message or "summarised" in message else chat_error(exc)) from None
+    return {"message_id": message_id}, 202
+
+
+@bp.put("/api/conversations/<conversation_id>/version")
+@requires("chat.use")
+async def show_version(conversation_id: str) -> dict:
+    """Show an earlier version (``{"variant": n}``, a message's ``variant`` as listed)
+    at its branch point, instead of the one shown there."""
+    data = await json_object()
+    variant = field(data, "variant", int)
+    if not 1 <= variant < 2**63:
+        raise ApiError(400, "'variant' must be a version's number (1 or more)", field="variant")
+    rt = await runtime()
+    try:
+        await rt.show_version(conversation_id, variant)
+    except ChatError as exc:
+        message = str(exc)
+        raise (ApiError(409, message) if "waiting" in message else chat_error(exc)) from None
+    return {"variant": variant}
+
+
+EXPORT_FIELDS = ("id", "role", "content", "reasoning", "status", "model", "attachments", "variant", "branch_point", "created_at")
+ROLE_HEADINGS = {"user": "You", "assistant": "Assistant", "note": "Note", "summary": "Summary"}
+
+
+def _markdown_export(conversation: dict, messages: list[dict]) -> str:
+    lines = [f"# {conversation.get('title') or 'Conversation'}", "", f"Exported from Skald · {conversation.get('created_at', '')}", ""]
+    for message in messages:
+        if message.get("variant"):
+            continue  # an earlier version of an answer: the JSON export has them
+        status = "" if message["status"] == "complete" else f" ({message['status']})"
+        lines += [f"## {ROLE_HEADINGS.get(message['role'], message['role'])}{status}", ""]
+        if message.get("reasoning"):
+            lines += ["> " + line for line in message["reasoning"].splitlines()] + [""]
+        lines += [message.get("content") or "", ""]
+        for call in message.get("tool_calls") or ():
+            lines += [f"Tool call `{call['name']}` ({call['status']})", "", "```json", call.get("arguments") or "{}", "```", ""]
+            if call.get("result"):
+                lines += ["```", call["result"], "```", ""]
+    return "\n".join(lines)
+
+
+@bp.get("/api/conversations/<conversation_id>/export")
+@requires("chat.use")
+async def export(conversation_id: str):
+    """The member's own conversation as a file: ``format=md`` (Markdown) or ``json``.
+    Read from the caller's own file only, like every conversation route."""
+    kind = request.args.get("format", "md")
+    if kind not in ("md", "json"):
+        raise ApiError(400, "format must be 'md' or 'json'")
+    rt = await runtime()
+    try:
+        conversation = await rt.conversation(conversation_id)
+    except ChatError as exc:
+        raise chat_error(exc) from None
+    messages = await rt.store.transcript(conversation_id)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", conversation.get("title") or "conversation").strip("-.")[:60] or "conversation"
+    if kind == "json":
+        body = json.dumps({
+            "conversation": {k: conversation.get(k) for k in ("id", "title", "agent_id", "source", "created_at", "updated_at")},
+            "messages": [
+                {**{k: m.get(k) for k in EXPORT_FIELDS},
+                 "tool_calls": [{k: c.get(k) for k in ("id", "name", "arguments", "status", "result")} for c in m.get("tool_calls") or ()]}
+                for m in messages
+            ],
+        }, ensure_ascii=False, indent=2)
+        mimetype = "application/json"
+    else:
+        body, mimetype = _markdown_export(conversation, messages), "text/markdown"
+    return Response(body, mimetype=mimetype, headers={
+        "Content-Disposition": f'attachment; filename="{stem}.{kind}"', "Cache-Control": "no-store",
+    })
 
 
 @bp.post("/api/conversations/<conversation_id>/compact")

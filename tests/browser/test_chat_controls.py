@@ -1,0 +1,322 @@
+"""Issue 19 in the browser: the controls (rendering, copy, export, theme, Retry) and
+the bugs (setup language, header title, failing plugin card), and the keyboard paths
+that used to drop focus on <body>."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from playwright.async_api import expect
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import ConfigField
+from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+
+from .kit import PHONE, PagePlugin, screenshot, sign_in
+from .test_accessibility import RICH_ANSWER
+from .test_chat import MODEL, NotesPlugin, configure_model, send
+
+FOCUSED = "() => { const a = document.activeElement; return a ? [a.tagName, a.className, a.getAttribute('aria-label') || a.textContent.slice(0, 40)] : null; }"
+
+
+async def outline(page: Any, selector: str) -> str:
+    return await page.evaluate(f"getComputedStyle(document.querySelector({json.dumps(selector)})).outlineStyle")
+
+
+async def test_rendering_copy_export_theme_and_the_header_title(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("fay", display_name="Fay")
+        server.script(MODEL, [Reply(text=RICH_ANSWER, token_delay=0.03)])
+        page = await browser_pages.new(host.url)
+        await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        await sign_in(page, "fay", MEMBER_PASSWORD)
+        await send(page, "Render everything please")
+        # Streaming renders a finished block once: the heading, done when the paragraph
+        # after it began, is the same node while the rest of the answer streams in.
+        await page.wait_for_function("""() => {
+            const h = document.querySelector(".msg.assistant.streaming .msg-body h2 + p");
+            if (h) window.__heading = h.previousElementSibling;
+            return Boolean(h);
+        }""", polling=10)
+        kept = await page.wait_for_function("""() => {
+            const body = document.querySelector(".msg.assistant.streaming .msg-body");
+            if (!body) return "ended before the table streamed";
+            return body.querySelector("table") ? (body.querySelector("h2") === window.__heading ? "kept" : "rendered again") : null;
+        }""", polling=10)
+        assert await kept.json_value() == "kept"
+        answer = page.locator(".msg.assistant").last
+        await expect(answer).to_have_attribute("data-status", "complete")
+        body = answer.locator(".msg-body")
+        # "#" is the level under the page's h1 (the conversation's title); "##" the next.
+        await expect(body.locator("h2")).to_have_text("A heading")
+        await expect(body.locator("h3")).to_have_text("Second level")
+        await expect(body.locator("table td").first).to_have_text("a")
+        await expect(body.get_by_role("checkbox", name="done", exact=True)).to_be_checked()
+        await expect(body.get_by_role("checkbox", name="open", exact=True)).not_to_be_checked()
+        await expect(body.locator("code.language-python .hljs-keyword").first).to_have_text("def")
+        await expect(body.locator(".katex-display .katex-mathml annotation")).to_have_text("\\sum_{n=1}^{10} n = 55")
+        await expect(body.locator(".md-math:not(.display) .katex")).to_have_count(1)
+        await expect(body.get_by_role("link", name="link")).to_have_attribute("rel", "noopener noreferrer")
+
+        # Bug 5: the header shows the title the list shows, without a reload.
+        await expect(page.locator(".conv-list a[aria-current=page]")).to_contain_text("Render everything please")
+        await expect(page.get_by_role("heading", level=1)).to_have_text("Render everything please")
+
+        await body.get_by_role("button", name="Copy code").click()
+        await expect(body.get_by_role("button", name="Copied")).to_be_visible()
+        assert await page.evaluate("navigator.clipboard.readText()") == "def f(x):\n    return x * 2  # double"
+        await answer.locator("button.copy-message").click()
+        assert await page.evaluate("navigator.clipboard.readText()") == RICH_ANSWER
+
+        # Export: the member's own conversation, as Markdown and as JSON.
+        await page.get_by_text("Export", exact=True).click()
+        async with page.expect_download() as info:
+            await page.get_by_role("link", name="Markdown (.md)").click()
+        download = await info.value
+        text = open(await download.path(), encoding="utf-8").read()
+        assert download.suggested_filename == "Render-everything-please.md"
+        assert "## You\n\nRender everything please" in text and "| Name | Value |" in text
+        conversation = page.url.split("#chat/", 1)[1]
+        exported = await page.evaluate(f"fetch('/api/conversations/{conversation}/export?format=json').then((r) => r.json())")
+        assert [(m["role"], m["content"]) for m in exported["messages"]] == [("user", "Render everything please"), ("assistant", RICH_ANSWER)]
+        other = await (await host.member("gus")).get(f"/api/conversations/{conversation}/export?format=json")
+        assert other.status_code == 404  # another member's id resolves to nothing
+        await screenshot(page, "chat-rendered")
+
+        # Theme: chosen in the app, kept across a reload, whatever the system prefers.
+        await page.emulate_media(color_scheme="light")
+        await page.get_by_label("Theme").select_option("dark")
+        await expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+        await page.reload()
+        await expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+        await expect(page.locator(".msg.assistant .katex-display")).to_be_visible()
+        assert await page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgb(23, 25, 28)"
+        await screenshot(page, "chat-dark")
+        elsewhere = await browser_pages.new(host.url)  # another browser: the member's choice follows them
+        await sign_in(elsewhere, "fay", MEMBER_PASSWORD)
+        await expect(elsewhere.locator("html")).to_have_attribute("data-theme", "dark")
+        await page.get_by_label("Theme").select_option("system")
+        await expect(page.locator("html")).not_to_have_attribute("data-theme", "dark")
+        assert await page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgb(245, 244, 240)"
+
+
+async def test_keyboard_focus_never_drops_to_body(skald, browser_pages):
+    notes = NotesPlugin()
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[notes], enable=["notes"])
+        await configure_model(await host.admin(), server)
+        await host.create_member("hal")
+        server.script(MODEL, [
+            Reply(tool_calls=[ToolCall("write_note", {"path": "notes/a.txt", "text": "a"})]),
+            Reply(text="Written."),
+            Hang(text="slowly slowly slowly", token_delay=0.1),
+        ])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "hal", MEMBER_PASSWORD)
+
+        # The skip link is the first stop and lands on <main>, which shows it has focus.
+        await page.keyboard.press("Tab")
+        skip = page.get_by_role("link", name="Skip to content")
+        await expect(skip).to_be_focused()
+        await page.keyboard.press("Enter")
+        await expect(page.locator("main#content")).to_be_focused()
+        assert await outline(page, "main#content") != "none"
+        # The current page's nav link shows its focus ring like any other.
+        await page.get_by_role("navigation").get_by_role("link", name="Chat").focus()
+        await page.keyboard.press("Shift+Tab")
+        await page.keyboard.press("Tab")
+        assert await outline(page, "#sidebar a[aria-current=page]") != "none"
+
+        order = """() => [...document.querySelectorAll('#content a[href], #content button:not([hidden]), #content textarea, #content input')]
+            .filter((n) => n.offsetParent !== null).map((n) => n.closest('.conv-sidebar') ? 'list' : 'main')"""
+        empty = await page.evaluate(order)
+        await send(page, "Write a note")
+        await page.wait_for_url("**/#chat/*")
+        approval = page.get_by_role("group", name="Approval for write_note")
+        await expect(approval).to_be_visible()
+        opened = await page.evaluate(order)
+        # The conversation list keeps its place in the tab order: before the chat, both times.
+        assert empty.index("list") < empty.index("main") and opened.index("list") < opened.index("main"), (empty, opened)
+
+        await approval.get_by_role("button", name="Approve").focus()
+        await page.keyboard.press("Enter")
+        await expect(page.locator(".approval-status")).to_have_text("Approved.")
+        await expect(page.locator(".approval-status")).to_be_focused()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Written.")
+
+        await send(page, "Now slowly")
+        stop = page.get_by_role("button", name="Stop")
+        await expect(page.locator(".msg.assistant.streaming")).to_be_visible()
+        await stop.focus()
+        await page.keyboard.press("Enter")
+        await expect(stop).to_be_hidden()
+        await expect(page.get_by_role("textbox", name="Message")).to_be_focused()
+
+
+class NeedsToken(PagePlugin):
+    """Like the Telegram plugin: starting without its token fails, saying so."""
+
+    @hookimpl
+    def startup(self, host: Any) -> None:
+        raise RuntimeError("no bot token is configured: set one on the plugin's settings page")
+
+
+async def test_setup_keeps_typed_fields_across_a_language_change_and_checks_them_first(skald, browser_pages):
+    host = await skald.start(plugins=[NeedsToken("bot", title="Bot", config_schema=(ConfigField("token", "secret", label="Token", required=True),))])
+    page = await browser_pages.new(host.url)
+    await page.goto("/")
+    await page.get_by_label("User name").fill("ada")
+    await page.get_by_label("Display name").fill("Ada")
+    await page.get_by_label("Password", exact=True).fill("short")
+    await page.get_by_label("Language").select_option("de")
+    await expect(page.get_by_role("heading", name="Willkommen bei Skald")).to_be_visible()
+    await expect(page.get_by_label("Benutzername")).to_have_value("ada")
+    await expect(page.get_by_label("Anzeigename")).to_have_value("Ada")
+    await expect(page.get_by_label("Passwort", exact=True)).to_have_value("short")
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url) if "/api/setup" in request.url and request.method == "POST" else None)
+    await page.get_by_role("button", name="Administrator anlegen").click()
+    password = page.get_by_label("Passwort", exact=True)
+    await expect(password).to_have_attribute("aria-invalid", "true")
+    await expect(page.get_by_role("alert")).to_have_text("Das Passwort braucht mindestens 8 Zeichen.")
+    await expect(password).to_be_focused()
+    assert requests == []  # said before the server was asked
+    await password.fill(ADMIN_PASSWORD)
+    await page.get_by_label("Passwort wiederholen").fill(ADMIN_PASSWORD)
+    await page.get_by_role("button", name="Administrator anlegen").click()
+    await expect(page.get_by_role("heading", name="Hallo, Ada")).to_be_visible()
+
+    # Bug 6: a plugin that cannot start without a setting says so on its card.
+    await page.goto("/#plugins")
+    card = page.locator("[data-plugin=bot]")
+    await card.get_by_role("switch").check()
+    await expect(card.get_by_role("alert")).to_contain_text("no bot token is configured: set one on the plugin's settings page")
+    await expect(card.locator(".btn.primary")).to_be_visible()  # the way to the settings stands out
+    await page.reload()
+    await expect(page.locator("[data-plugin=bot] .card-problem")).to_contain_text("no bot token is configured")
+
+
+async def test_a_turn_failed_without_a_model_offers_retry_that_answers_it_once(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await host.create_member("ivy")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "ivy", MEMBER_PASSWORD)
+        await send(page, "Hello?")
+        failed = page.locator(".msg.assistant[data-status=error]")
+        await expect(failed.locator(".msg-body")).to_contain_text("No model is configured yet.")
+        await configure_model(admin, server)
+        server.script(MODEL, [Reply(text="Hello, Ivy.")])
+        await page.reload()  # still failed, still offered for Retry; nothing ran by itself
+        await expect(failed.get_by_role("button", name="Retry")).to_be_visible()
+        assert server.requests_for(MODEL) == []
+        await failed.get_by_role("button", name="Retry").click()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Hello, Ivy.")
+        await expect(page.locator(".msg.assistant[data-status=error]")).to_have_count(0)
+        await expect(page.locator(".msg.assistant")).to_have_count(1)
+        assert len(server.requests_for(MODEL)) == 1
+
+
+async def test_regenerate_an_answer_and_flip_between_its_versions(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("jo")
+        server.script(MODEL, [Reply(text="First take."), Reply(text="Second take.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "jo", MEMBER_PASSWORD)
+        await send(page, "A haiku, please")
+        answer = page.locator(".msg.assistant")
+        await expect(answer.locator(".msg-body")).to_have_text("First take.")
+        await page.get_by_role("button", name="Regenerate").click()
+        await expect(answer.last.locator(".msg-body")).to_have_text("Second take.")
+        await expect(answer).to_have_count(1)
+        versions = page.get_by_role("group", name="Versions from here on")
+        await expect(versions).to_contain_text("2 / 2")
+        await versions.get_by_role("button", name="Previous version").click()
+        await expect(answer.locator(".msg-body")).to_have_text("First take.")
+        await expect(versions).to_contain_text("1 / 2")
+        await expect(versions.get_by_role("button", name="Next version")).to_be_focused()
+        await page.reload()  # the version shown is stored, not only on screen
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First take.")
+        await expect(page.get_by_role("group", name="Versions from here on")).to_contain_text("1 / 2")
+        assert len(server.requests_for(MODEL)) == 2
+
+        # Edit the message: the conversation continues from the edited text, the old
+        # branch (with both its answers) is a version at that message.
+        server.script(MODEL, [Reply(text="A limerick.")])
+        await page.locator(".msg.user").get_by_role("button", name="Edit").click()
+        box = page.get_by_role("textbox", name="Edit your message")
+        await expect(box).to_be_focused()
+        await box.fill("A limerick, please")
+        await page.get_by_role("button", name="Send edited").click()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("A limerick.")
+        await expect(page.locator(".msg.assistant")).to_have_count(1)
+        await expect(page.locator(".msg.user .bubble")).to_have_text("A limerick, please")
+        at_message = page.locator(".msg.user").get_by_role("group", name="Versions from here on")
+        await expect(at_message).to_contain_text("2 / 2")
+        assert server.requests_for(MODEL)[-1].last_user_text == "A limerick, please"
+        await at_message.get_by_role("button", name="Previous version").click()
+        await expect(page.locator(".msg.user .bubble")).to_have_text("A haiku, please")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First take.")
+        # Back in the first branch, its own versions (the two takes) flip again.
+        await expect(page.locator(".msg.assistant").get_by_role("group", name="Versions from here on")).to_contain_text("1 / 2")
+        await expect(page.locator(".msg.user").get_by_role("group", name="Versions from here on")).to_contain_text("1 / 2")
+
+
+async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL, "other-model"), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
+        response = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "other-model", "label": "Other", "priority": 90000})
+        assert response.status_code == 201, response.text
+        await host.create_member("kim")
+        server.responder = lambda request: Reply(text=f"{request.model} here.")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "kim", MEMBER_PASSWORD)
+        await send(page, "Hi")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text(f"{MODEL} here.")
+        await page.get_by_label("Model", exact=True).select_option(label="Other")
+        await expect(page.get_by_role("status").filter(has_text="The next answer comes from this model")).to_be_visible()
+        await send(page, "Again")
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
+        await page.reload()
+        await expect(page.get_by_label("Model", exact=True)).to_have_value(response.json()["id"])
+        await page.set_viewport_size(PHONE)  # the header with its picker, export and actions fits a phone
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"the conversation scrolls sideways on a phone ({width}px)"
+        await screenshot(page, "chat-phone-picker", full_page=False)
+
+
+async def test_a_sub_agents_progress_shows_in_the_card_of_the_call_that_started_it(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("lou")
+        words = " ".join(f"fact{n}" for n in range(30))
+        server.script(MODEL, [
+            Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Find the capital of Norway."})]),
+            Reply(text=f"Oslo is the capital. {words}", token_delay=0.1),
+            Reply(text="The researcher says: Oslo."),
+        ])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "lou", MEMBER_PASSWORD)
+        await send(page, "Capital of Norway?")
+        approval = page.get_by_role("group", name="Approval for execute_task")
+        card = page.locator(".tool-card", has=page.locator("code.tool-name", has_text="execute_task"))
+        progress = card.get_by_role("group", name="Sub-agent researcher")
+        await expect(progress.or_(approval).first).to_be_visible()
+        if await approval.is_visible():
+            await approval.get_by_role("button", name="Approve").click()
+        await expect(progress).to_contain_text("is working…")
+        await expect(progress.locator(".sub-text")).to_contain_text("Oslo is the capital")
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("The researcher says: Oslo.")
+        await expect(progress).to_contain_text("finished.")

@@ -1,0 +1,57 @@
+"""Full-text search over the member's own conversations (issue 19): FTS5 inside their
+encrypted file, by title or by words from any message, with a snippet; nothing of it
+leaves that file."""
+
+from __future__ import annotations
+
+from skald_host.testing import Hang, Reply
+
+from .support import MODEL_A, ChatSocket, configure_models, new_conversation
+
+
+async def search(client, text: str) -> list[dict]:
+    response = await client.get("/api/conversations", params={"search": text})
+    assert response.status_code == 200, response.text
+    return response.json()["conversations"]
+
+
+async def test_search_finds_words_of_any_message_in_the_members_own_conversations_only(chat):
+    await configure_models(chat.admin, chat.server)
+    alice, bob = await chat.host.member("alice"), await chat.host.member("bob")
+    chat.server.responder = lambda request: Reply(
+        "Rhubarb wants a sunny spot." if "garden" in request.last_user_text else "Your café budget is fine."
+    )
+    async with ChatSocket(alice) as sock:
+        garden = await new_conversation(alice, title="Spring plans")
+        money = await new_conversation(alice)
+        await sock.send(garden, "What should I plant in the garden?")
+        await sock.turn(garden)
+        await sock.send(money, "Check my spending")
+        await sock.turn(money)
+    async with ChatSocket(bob) as sock:
+        theirs = await new_conversation(bob)
+        await sock.send(theirs, "My garden has rhubarb too")
+        await sock.turn(theirs)
+
+    found = await search(alice, "rhubarb")  # a word of the assistant's answer
+    assert [(c["id"], c["snippet"]) for c in found] == [(garden, "Rhubarb wants a sunny spot.")]
+    assert [c["id"] for c in await search(alice, "RHUB")] == [garden]  # a prefix, any case
+    assert [c["id"] for c in await search(alice, "cafe")] == [money]  # accents folded
+    assert [c["id"] for c in await search(alice, "spring")] == [garden]  # by title too
+    assert [c["id"] for c in await search(alice, "sunny garden")] == [garden]  # every word, in any of its messages
+    assert await search(alice, "sunny budget") == []
+    for hostile in ('"', "NEAR(a b)", "a OR", "*", "-x", "col:rhubarb", "(", "'"):
+        assert isinstance(await search(alice, hostile), list)  # typed words, never FTS syntax
+    assert [c["id"] for c in await search(bob, "rhubarb")] == [theirs]
+
+    # A streaming answer is found once it is complete, not from its checkpoints.
+    chat.server.responder = lambda request: Hang(text="quinoa " * 5, token_delay=0.05)
+    async with ChatSocket(alice) as sock:
+        await sock.send(money, "Slow")
+        await sock.wait_event(money, "token")
+        assert await search(alice, "quinoa") == []
+        await sock.stop(money)
+        await sock.turn(money)
+    assert [c["id"] for c in await search(alice, "quinoa")] == [money]  # the stopped answer is kept, and found
+    assert (await alice.delete(f"/api/conversations/{money}")).status_code == 200
+    assert await search(alice, "quinoa") == []
