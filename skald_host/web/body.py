@@ -416,12 +416,15 @@ def ref(name: str) -> dict[str, Any]:
 UPLOAD: dict[str, Any] = {"type": "string", "contentMediaType": "application/octet-stream", "description": "the file's bytes, any type"}
 
 
-def returns(schema: dict[str, Any], status: int = 200, description: str | None = None) -> Callable[[Any], Any]:
-    """Document one answer of a route view (status and JSON Schema)."""
+def returns(
+    schema: dict[str, Any], status: int = 200, description: str | None = None, *, content_types: tuple[str, ...] = (JSON,),
+) -> Callable[[Any], Any]:
+    """Document one answer of a route view (status, JSON Schema, and the media types
+    it comes as: a download may be Markdown as well as JSON)."""
 
     def mark(view: Any) -> Any:
         responses = dict(getattr(view, RESPONSES_ATTRIBUTE, {}))
-        responses[status] = (schema, description)
+        responses[status] = (schema, description, content_types)
         setattr(view, RESPONSES_ATTRIBUTE, responses)
         return view
 

@@ -237,10 +237,10 @@ def _auth(view: Any, plugin_id: str | None) -> tuple[list[dict[str, list[str]]],
 
 
 def _responses(view: Any, method: str, public: bool, has_parameters: bool) -> dict[str, Any]:
-    declared: dict[int, tuple[dict[str, Any], str | None]] = getattr(view, RESPONSES_ATTRIBUTE, {})
+    declared: dict[int, tuple[dict[str, Any], str | None, tuple[str, ...]]] = getattr(view, RESPONSES_ATTRIBUTE, {})
     responses: dict[str, Any] = {}
-    for status, (schema, description) in sorted(declared.items()):
-        responses[str(status)] = {"description": description or "success", "content": {JSON: {"schema": schema}}}
+    for status, (schema, description, content_types) in sorted(declared.items()):
+        responses[str(status)] = {"description": description or "success", "content": {t: {"schema": schema} for t in content_types}}
     if not any(200 <= s < 300 for s in declared):
         responses["200" if method != "WS" else "101"] = {"description": "success (see the summary)"}
     error = {"content": {JSON: {"schema": ref("Error")}}}

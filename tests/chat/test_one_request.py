@@ -4,6 +4,7 @@ silent repeat a paid provider would bill twice."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from skald_host.testing import Reply, ScriptedError
@@ -65,6 +66,9 @@ async def test_a_request_sent_again_is_logged_and_shown_to_the_member(chat, capl
         runtime._offered_names = lambda frame, member: next(names)
         response = await chat.admin.patch(f"/api/admin/members/{member.id}", json={"display_name": "Alice B."})
         assert response.status_code == 200, response.text
+        # The change is pushed to the runtime at once (ChatService.access_changed); a
+        # change the push has not reached yet is what the turn's fresh read catches.
+        runtime.member = dataclasses.replace(runtime.member, display_name="Alice")
         with caplog.at_level(logging.WARNING, logger="skald_host.core.agent.runtime"):
             await sock.send(cid, "Second")
             events = await sock.turn(cid)

@@ -12,7 +12,7 @@ from quart import Blueprint, Response, current_app, request
 from skald_host.core.agent.runtime import ChatError, ChatForbidden, MemberRuntime
 from skald_host.core.identity.access import may_start_agent
 from skald_host.web.auth import current_principal, requires
-from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, nullable, obj, one_of, query, ref, returns, text
+from skald_host.web.body import BOOL, INT, JSON, TEXT, accepts, array, field, integer, json_object, nullable, obj, one_of, query, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("chat", __name__)
@@ -195,6 +195,7 @@ async def stop(conversation_id: str) -> dict:
 
 
 @bp.post("/api/conversations/<conversation_id>/retry")
+@returns(obj({"retrying": BOOL}), 202)
 @requires("chat.use")
 async def retry(conversation_id: str):
     """Run a failed turn again (its failed answer goes)."""
@@ -208,6 +209,7 @@ async def retry(conversation_id: str):
 
 
 @bp.post("/api/conversations/<conversation_id>/regenerate")
+@returns(obj({"regenerating": BOOL}), 202)
 @requires("chat.use")
 async def regenerate(conversation_id: str):
     """Answer the last message again, keeping the answer it had as a version."""
@@ -221,6 +223,8 @@ async def regenerate(conversation_id: str):
 
 
 @bp.post("/api/conversations/<conversation_id>/edit")
+@returns(obj({"message_id": INT}), 202)
+@accepts(obj({"message_id": integer(1, description="the member's message to edit"), "text": text(MAX_MESSAGE_CHARS, min_length=1)}))
 @requires("chat.use")
 async def edit_message(conversation_id: str):
     """Edit a sent message (``message_id``) to ``text`` and continue from it; the
@@ -244,6 +248,8 @@ async def edit_message(conversation_id: str):
 
 
 @bp.put("/api/conversations/<conversation_id>/version")
+@returns(obj({"variant": INT}))
+@accepts(obj({"variant": integer(1, description="a message's variant as listed")}))
 @requires("chat.use")
 async def show_version(conversation_id: str) -> dict:
     """Show an earlier version (``{"variant": n}``, a message's ``variant`` as listed)
@@ -283,6 +289,11 @@ def _markdown_export(conversation: dict, messages: list[dict]) -> str:
 
 
 @bp.get("/api/conversations/<conversation_id>/export")
+@query(format={"enum": ["md", "json"], "description": "md (the default): Markdown; json: the messages with their tool calls"})
+@returns(
+    {"type": "string", "description": "the conversation, sent as an attachment"},
+    description="the conversation as a file", content_types=("text/markdown", JSON),
+)
 @requires("chat.use")
 async def export(conversation_id: str):
     """The member's own conversation as a file: ``format=md`` (Markdown) or ``json``.
