@@ -9,7 +9,7 @@ major version, a hook or argument added bumps the minor).
 
 import pluggy
 
-SPEC_VERSION = "1.1"
+SPEC_VERSION = "1.2"
 PROJECT_NAME = "skald"
 ENTRY_POINT_GROUP = "skald.plugins"
 
@@ -43,6 +43,7 @@ from skald_hookspecs.context import Caller, current_caller  # noqa: E402
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E402
 from skald_hookspecs.channels import Channel, ChannelEvent, ChannelRequestError, Delivery, MemberLocked  # noqa: E402
 from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxSpec, SandboxUnavailable  # noqa: E402
+from skald_hookspecs.tts import TtsEngine, TtsUnavailable, TtsVoice  # noqa: E402
 
 __all__ = [
     "SPEC_VERSION",
@@ -76,4 +77,7 @@ __all__ = [
     "SandboxBackend",
     "SandboxSpec",
     "SandboxUnavailable",
+    "TtsEngine",
+    "TtsUnavailable",
+    "TtsVoice",
 ]

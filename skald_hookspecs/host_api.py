@@ -89,3 +89,13 @@ class HostApi(Protocol):
 
     async def member_locale(self, member_id: str) -> str:
         """The member's UI locale (``en``, ``de``, ...), for strings the plugin sends."""
+
+    async def synthesize_speech(self, member_id: str, text: str, *, format: str = "ogg") -> bytes:
+        """Speak ``text`` for one member with the voice the host picks for them (their
+        own choice, else the instance default for their language) through the engines
+        of ``register_tts_engines``; returns the whole audio, ``format`` ``"ogg"``
+        (OGG/Opus mono: a Telegram voice note) or ``"wav"``. Uses and fills the
+        member's cache when their file is open. Raises ``ChannelRequestError`` without
+        this plugin's grant, for an unknown member or a text over the length limit, and
+        ``TtsUnavailable`` when no enabled engine speaks the member's language (its
+        message says so). Since 1.2."""

@@ -129,6 +129,19 @@ class BackupSettings:
 
 
 @dataclass(frozen=True)
+class TtsSettings:
+    """Speech (``/api/tts``, ``HostApi.synthesize_speech``): the longest text read aloud,
+    syntheses running at once on the instance and per member, each member's cache in
+    their own file, and the instance default voice per language (``de=espeak-ng:de``)."""
+
+    max_chars: int = 4000
+    max_concurrent: int = 2
+    per_member: int = 2
+    cache_mib: int = 32
+    defaults: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("data")
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -140,6 +153,7 @@ class Settings:
     files: FileSettings = field(default_factory=FileSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     backup: BackupSettings = field(default_factory=BackupSettings)
+    tts: TtsSettings = field(default_factory=TtsSettings)
 
     @property
     def database_dir(self) -> Path:

@@ -510,6 +510,20 @@ EN = {
     "approvals.group_delete_title": "Delete the group “{label}”?",
     "approvals.group_delete_text": "No rule uses it.",
     "approvals.group_delete_rules": "Its {count} rule(s) are deleted with it.",
+    # Speech (read aloud: /api/tts, the chat's button).
+    "tts.no_voice": "No installed voice speaks {language}. An administrator can enable a speech plugin for it (espeak-ng speaks German and ~100 other languages).",
+    "tts.read_aloud": "Read aloud",
+    "tts.stop": "Stop reading",
+    "tts.failed": "Could not read this aloud: {message}",
+    "tts.lang.en": "English",
+    "tts.lang.de": "German",
+    "tts.lang.fr": "French",
+    "tts.lang.es": "Spanish",
+    "tts.lang.it": "Italian",
+    "tts.lang.pt": "Portuguese",
+    "tts.lang.ja": "Japanese",
+    "tts.lang.hi": "Hindi",
+    "tts.lang.zh": "Chinese",
 }
 
 DE = {
@@ -1019,6 +1033,20 @@ DE = {
     "approvals.group_delete_title": "Die Gruppe „{label}“ löschen?",
     "approvals.group_delete_text": "Keine Regel nutzt sie.",
     "approvals.group_delete_rules": "Ihre {count} Regel(n) werden mitgelöscht.",
+    # Sprache (Vorlesen: /api/tts, die Schaltfläche im Chat).
+    "tts.no_voice": "Keine installierte Stimme spricht {language}. Eine Administratorin kann dafür ein Sprach-Plugin aktivieren (espeak-ng spricht Deutsch und rund 100 weitere Sprachen).",
+    "tts.read_aloud": "Vorlesen",
+    "tts.stop": "Vorlesen beenden",
+    "tts.failed": "Vorlesen nicht möglich: {message}",
+    "tts.lang.en": "Englisch",
+    "tts.lang.de": "Deutsch",
+    "tts.lang.fr": "Französisch",
+    "tts.lang.es": "Spanisch",
+    "tts.lang.it": "Italienisch",
+    "tts.lang.pt": "Portugiesisch",
+    "tts.lang.ja": "Japanisch",
+    "tts.lang.hi": "Hindi",
+    "tts.lang.zh": "Chinesisch",
 }
 
 

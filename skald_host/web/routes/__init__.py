@@ -19,6 +19,7 @@ from skald_host.web.routes import (
     plugins,
     setup,
     static,
+    tts,
 )
 
 BLUEPRINTS = (
@@ -39,5 +40,6 @@ BLUEPRINTS = (
     events.bp,
     files.bp,
     channels.bp,
+    tts.bp,
     static.bp,
 )
