@@ -1,9 +1,9 @@
 import asyncio
 import sys
 
-from bench import chat, logins, memory, sandbox, soak, storage
+from bench import chat, logins, memory, sandbox, soak, storage, tts
 
-SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main, "memory": memory.main, "sandbox": sandbox.main, "soak": soak.main}
+SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main, "memory": memory.main, "sandbox": sandbox.main, "soak": soak.main, "tts": tts.main}
 
 
 def main(argv: list[str]) -> int:

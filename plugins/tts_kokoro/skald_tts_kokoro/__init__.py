@@ -47,7 +47,15 @@ CONFIG_SCHEMA = (
         max_length=1000,
     ),
     ConfigField("cache_dir", "string", label="Model cache", description="Where the packaged model is joined (default ~/.cache/skald-tts-kokoro).", max_length=1000),
-    ConfigField("threads", "integer", label="Threads", description="CPU threads one synthesis uses.", default=2, minimum=1, maximum=16),
+    ConfigField(
+        "threads",
+        "integer",
+        label="Threads",
+        description="CPU threads one synthesis uses (1 suits 2 cores: the host runs two syntheses at once).",
+        default=1,
+        minimum=1,
+        maximum=16,
+    ),
 )
 
 

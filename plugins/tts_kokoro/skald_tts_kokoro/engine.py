@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
 import threading
 import wave
 from typing import Any
@@ -37,7 +36,7 @@ class KokoroEngine:
     def __init__(self) -> None:
         self.paths: Paths | None = None
         self.problem: str | None = "the Kokoro plugin has not started"
-        self.threads = max(1, min(2, os.cpu_count() or 1))
+        self.threads = 1
         self._names: list[str] = []
         self._kokoro: Any = None
         self._loading = asyncio.Lock()
