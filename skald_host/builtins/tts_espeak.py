@@ -25,17 +25,27 @@ TIMEOUT_SECONDS = 30.0
 MISSING = "espeak-ng is not installed on this machine (Debian/Ubuntu: apt-get install espeak-ng)"
 
 
+#: The variant a language's one voice is, where the bare code is not a voice.
+PREFERRED = {"en": "en-us", "fr": "fr-fr", "zh": "cmn", "vi": "vi"}
+#: espeak-ng codes whose language subtag is not the one members' locales use.
+LANGUAGE_OF = {"cmn": "zh", "yue": "zh-yue"}
+
+
 def parse_voices(listing: str) -> list[TtsVoice]:
-    """One voice per language of ``espeak-ng --voices``: the one whose code is exactly
-    the language (``de``), else the first of its variants (``en-gb`` for ``en``)."""
+    """One voice per language of ``espeak-ng --voices``: the preferred variant
+    (``en-us`` for ``en``), else the one whose code is the language (``de``), else the
+    first of its variants."""
     chosen: dict[str, tuple[str, str]] = {}
     for line in listing.splitlines()[1:]:
         fields = line.split()
         if len(fields) < 4:
             continue
         code, name = fields[1], fields[3].replace("_", " ")
-        language = code.split("-")[0].lower()
-        if language not in chosen or code == language:
+        language = LANGUAGE_OF.get(code, code.split("-")[0].lower())
+        if "-" in language:
+            continue
+        best = PREFERRED.get(language, language)
+        if language not in chosen or code == best:
             chosen[language] = (code, name)
     return [TtsVoice(code, (language,), f"{name} (espeak-ng)") for language, (code, name) in sorted(chosen.items())]
 
