@@ -34,7 +34,10 @@ export async function speak(text, { voice, locale, onEnd } = {}) {
   const playing = { controller: new AbortController(), context, onEnd };
   current = playing;
   const headers = { "Content-Type": "application/json", Accept: "audio/wav, application/json" };
-  if (csrf()) headers["X-CSRF-Token"] = csrf();
+  // The shell's token; a page mounted on its own asks the session for it.
+  const token = csrf() || (await fetch("/api/auth/session", { headers: { Accept: "application/json" } })
+    .then((r) => r.json()).catch(() => ({}))).csrf_token;
+  if (token) headers["X-CSRF-Token"] = token;
   let response;
   try {
     response = await fetch("/api/tts", {
