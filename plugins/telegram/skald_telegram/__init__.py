@@ -68,7 +68,7 @@ def plugin_info() -> PluginInfo:
         title="Telegram",
         description="Talk to your assistant from Telegram: link a chat with a one-time code.",
         icon="send",
-        spec=">=1.1,<2",  # shutdown(reason)
+        spec=">=1.2,<2",  # shutdown(reason) since 1.1, HostApi.synthesize_speech since 1.2
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
         # A normal grant: the admin decides who may use Telegram, and every message

@@ -21,7 +21,7 @@ from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, Re
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
-from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked
+from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked, TtsUnavailable
 from skald_telegram.pairing import Pairing, PairingError, display
 from skald_telegram.strings import telegram_locale
 from skald_telegram.text import split_message, to_telegram_html
@@ -414,6 +414,9 @@ class TelegramBot:
             stopped = await self.host.stop_turn(member_id)
             self.say(message.chat_id, self.t("stop_done" if stopped else "stop_none", locale))
             return
+        if command == "/voice":
+            await self._voice_command(member_id, message, locale)
+            return
         if message.unsupported:
             self.say(message.chat_id, self.t("unsupported", locale))
             return
@@ -435,6 +438,32 @@ class TelegramBot:
             self.say(message.chat_id, self.t("not_delivered", locale, reason=delivery.reason))
         else:
             await self._refuse_once(member_id, message.chat_id, locale)
+
+    async def _voice_command(self, member_id: str, message: Inbound, locale: str) -> None:
+        """``/voice on|off``: answers also as voice notes (kept in the plugin's store,
+        keyed by member; no text)."""
+        words = message.text.split()
+        wanted = words[1].lower() if len(words) > 1 else ""
+        if wanted in ("on", "an"):
+            await self.host.kv_set(f"voice:{member_id}", True)
+            self.say(message.chat_id, self.t("voice_on", locale))
+        elif wanted in ("off", "aus"):
+            await self.host.kv_set(f"voice:{member_id}", None)
+            self.say(message.chat_id, self.t("voice_off", locale))
+        else:
+            state = "voice_state_on" if await self.host.kv_get(f"voice:{member_id}") else "voice_state_off"
+            self.say(message.chat_id, self.t("voice_usage", locale, state=self.t(state, locale)))
+
+    async def _send_voice(self, member_id: str, chat_id: int, text: str, locale: str) -> None:
+        """An answer as an OGG/Opus voice note, made by the host's speech engines (the
+        member's voice, their cache); when it cannot be made, a line saying why."""
+        try:
+            audio = await self.host.synthesize_speech(member_id, text, format="ogg")
+        except (TtsUnavailable, ChannelRequestError) as exc:
+            reason = str(exc)
+            await with_retries(lambda: self.bot.send_message(chat_id, self.t("voice_failed", locale, reason=reason)), "sendMessage")
+            return
+        await with_retries(lambda: self.bot.send_voice(chat_id, voice=audio), "sendVoice")
 
     async def _offer_pairing(self, message: Inbound) -> None:
         locale = telegram_locale(message.language_code)
@@ -528,6 +557,9 @@ class TelegramBot:
             self.outbox.put(chat_id, lambda: with_retries(lambda: self.bot.send_chat_action(chat_id, "typing"), "sendChatAction"))
         elif event.kind in ("answer", "notification"):
             self.say_markdown(chat_id, event.text)
+            if event.kind == "answer" and event.text.strip() and await self.host.kv_get(f"voice:{member_id}"):
+                text = event.text
+                self.outbox.put(chat_id, lambda: self._send_voice(member_id, chat_id, text, locale))
         elif event.kind == "error":
             reason = event.text if len(event.text) <= 300 else event.text[:299] + "…"
             self.say(chat_id, self.t("error", locale, reason=reason))
