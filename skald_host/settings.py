@@ -140,6 +140,15 @@ class TtsSettings:
     cache_mib: int = 32
     defaults: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        for entry in self.defaults:
+            language, _, voice = entry.partition("=")
+            if not language.strip() or ":" not in voice:
+                raise SettingsError(f"tts.defaults: {entry!r} should look like de=espeak-ng:de")
+        for name in ("max_chars", "max_concurrent", "per_member"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"tts.{name} must be at least 1")
+
 
 @dataclass(frozen=True)
 class Settings:

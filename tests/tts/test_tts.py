@@ -284,3 +284,53 @@ async def test_espeak_missing_is_a_clear_health_message():
     assert engine.health() == MISSING and "apt-get install espeak-ng" in MISSING
     with pytest.raises(TtsUnavailable, match="not installed"):
         await engine.synthesize("Hallo.", "de", "de")
+
+
+# -- the pieces an engine gets, the instance defaults, the registration check ----------------
+
+
+def test_markdown_is_made_readable_and_split_into_sentences():
+    from skald_host.core.tts.audio import sentences, speakable
+
+    text = "# Title\n\n**Bold** and [a link](https://x.org/y).\n\n```python\nprint('code')\n```\n- item one\n- item two\nSee https://example.org now!"
+    spoken = speakable(text)
+    assert "print" not in spoken and "https" not in spoken and "*" not in spoken and "#" not in spoken
+    assert sentences(spoken) == ["Title", "Bold and a link.", "item one", "item two", "See now!"]
+    long = "word, " * 200
+    pieces = sentences(long, limit=100)
+    assert len(pieces) > 5 and all(len(p) <= 100 for p in pieces)
+    assert sentences("... --- !!!") == []
+
+
+async def test_the_instance_default_for_a_language_wins_over_the_better_engine(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine, defaults=["en=espeak-ng:en-us"])
+    member = await host.member("ada")
+    if host.core.tts.health("espeak-ng") is not None:
+        pytest.skip("espeak-ng is not installed")
+    response = await member.post("/api/tts", json={"text": "Hello there."})
+    assert response.headers["x-skald-voice"] == "espeak-ng:en-us" and engine.calls == []
+    # The member's own choice wins over the default.
+    await member.put("/api/me/settings", json={"tts.voice": "scripted:tone"})
+    response = await member.post("/api/tts", json={"text": "Hello there."})
+    assert response.headers["x-skald-voice"] == "scripted:tone"
+
+
+def test_malformed_speech_settings_are_refused_with_the_setting_named(skald):
+    from skald_host.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="tts.defaults: 'german' should look like de=espeak-ng:de"):
+        skald.settings(tts={"defaults": ["german"]})
+    with pytest.raises(SettingsError, match="tts.max_concurrent must be at least 1"):
+        skald.settings(tts={"max_concurrent": 0})
+
+
+def test_an_engine_is_checked_at_registration():
+    from skald_host.core.plugins.manager import PluginError
+    from skald_host.core.tts import validate_engine
+
+    assert validate_engine("p", ("scripted", ScriptedEngine()))[0] == "scripted"
+    with pytest.raises(PluginError, match="lacks voices"):
+        validate_engine("p", ("bare", object()))
+    with pytest.raises(PluginError, match="without ':'"):
+        validate_engine("p", ("a:b", ScriptedEngine()))

@@ -299,14 +299,10 @@ class TtsManager:
 
 
 def _parse_defaults(entries: Sequence[str]) -> Mapping[str, str]:
-    """``("de=espeak-ng:de", ...)`` as ``{"de": "espeak-ng:de"}``; a malformed entry is a
-    settings error at boot, not a silent fallback later."""
-    from skald_host.settings import SettingsError
-
+    """``("de=espeak-ng:de", ...)`` as ``{"de": "espeak-ng:de"}`` (the settings checked
+    the form when they were loaded)."""
     out: dict[str, str] = {}
     for entry in entries:
         language, _, voice = entry.partition("=")
-        if not language.strip() or ":" not in voice:
-            raise SettingsError(f"tts.defaults: {entry!r} should look like de=espeak-ng:de")
         out[language.strip().lower()] = voice.strip()
     return out
