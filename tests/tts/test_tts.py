@@ -190,6 +190,7 @@ async def test_no_voice_is_said_in_the_members_language(skald):
     assert answer.status_code == 422 and "Keine installierte Stimme spricht tlh" in answer.json()["error"]
 
 
+@pytest.mark.skipif(__import__("shutil").which("espeak-ng") is None, reason="espeak-ng is not installed")
 async def test_a_disabled_engine_is_not_used(skald):
     engine = ScriptedEngine()
     host = await start(skald, engine)
@@ -334,3 +335,20 @@ def test_an_engine_is_checked_at_registration():
         validate_engine("p", ("bare", object()))
     with pytest.raises(PluginError, match="without ':'"):
         validate_engine("p", ("a:b", ScriptedEngine()))
+
+
+@needs_espeak
+async def test_an_engine_follows_its_plugins_grant(skald):
+    """Access denies by default: without the grant for the engine's plugin, a member
+    neither sees its voices nor is spoken to by it, even when asking for it by name."""
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    admin = await host.admin()
+    ada = await host.core.users.find("ada")
+    assert (await admin.put(f"/api/admin/members/{ada.id}/plugins", json={"plugins": []})).status_code == 200
+    listing = (await member.get("/api/tts/voices")).json()
+    assert "scripted" not in [e["engine"] for e in listing["engines"]]
+    response = await member.post("/api/tts", json={"text": "Hello.", "voice": "scripted:tone"})
+    assert response.status_code == 200 and response.headers["x-skald-voice"].startswith("espeak-ng:")
+    assert engine.calls == []

@@ -134,11 +134,18 @@ class TtsManager:
             log.exception("TTS engine %s: voices() failed", name)
             return []
 
-    def catalog(self) -> list[dict[str, Any]]:
-        """Every engine with its state and voices, best first (the voice picker's list)."""
+    def _may(self, member: Any, name: str) -> bool:
+        """The member may use the engine's plugin (its grant; built-ins: any active member)."""
+        return member is None or self._core.catalog.usable(member, self._engines[name][0])
+
+    def catalog(self, member: Any = None) -> list[dict[str, Any]]:
+        """Every engine the member may use, with its state and voices, best first (the
+        voice picker's list)."""
         out = []
         for name in self._ranked():
             plugin_id, engine = self._engines[name]
+            if self._core.plugins.is_enabled(plugin_id) and not self._may(member, name):
+                continue
             problem = self.health(name)
             out.append(
                 {
@@ -158,28 +165,29 @@ class TtsManager:
     def _ranked(self) -> list[str]:
         return sorted(self._engines, key=lambda n: (-int(getattr(self._engines[n][1], "quality", 0) or 0), n))
 
-    def languages(self) -> list[str]:
-        return sorted({lang for e in self.catalog() for v in e["voices"] for lang in v["languages"]})
+    def languages(self, member: Any = None) -> list[str]:
+        return sorted({lang for e in self.catalog(member) for v in e["voices"] for lang in v["languages"]})
 
-    def choose(self, locale: str, preferred: str | None = None) -> Choice:
+    def choose(self, locale: str, preferred: str | None = None, member: Any = None) -> Choice:
+        """The voice for ``locale``; with ``member``, only among engines they may use."""
         language = language_of(locale)
         for wanted in (preferred, self._defaults.get(language)):
-            choice = self._named(wanted, language)
+            choice = self._named(wanted, language, member)
             if choice is not None:
                 return choice
         for name in self._ranked():
-            if self.health(name) is not None:
+            if self.health(name) is not None or not self._may(member, name):
                 continue
             for voice in self._voices(name):
                 if language in voice.languages:
                     return Choice(name, self._engines[name][1], voice.id, language)
         raise NoVoice(language)
 
-    def _named(self, wanted: str | None, language: str) -> Choice | None:
+    def _named(self, wanted: str | None, language: str, member: Any) -> Choice | None:
         if not wanted or ":" not in wanted:
             return None
         name, voice_id = wanted.split(":", 1)
-        if name not in self._engines or self.health(name) is not None:
+        if name not in self._engines or self.health(name) is not None or not self._may(member, name):
             return None
         for voice in self._voices(name):
             if voice.id == voice_id and language in voice.languages:
@@ -253,7 +261,8 @@ class TtsManager:
         if format not in ("ogg", "wav"):
             raise ValueError("format must be 'ogg' or 'wav'")
         pieces = self.pieces(text)
-        choice = self.choose(locale, voice or await self.preferred_voice(db))
+        member = await self._core.users.get(member_id)
+        choice = self.choose(locale, voice or await self.preferred_voice(db), member)
         parts = [pcm async for pcm in self.speak(member_id, choice, pieces, db)]
         pcm = Pcm(parts[0].rate, b"".join(p.frames for p in parts))
         return await asyncio.to_thread(to_ogg if format == "ogg" else wav_bytes, pcm)

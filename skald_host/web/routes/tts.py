@@ -40,12 +40,13 @@ async def _locale() -> str:
 @bp.get("/api/tts/voices")
 async def voices() -> dict:
     core = _core()
-    db = core.users.owner_db(current_principal().member.id)
+    member = current_principal().member
+    db = core.users.owner_db(member.id)
     return {
         "locale": await _locale(),
         "voice": await core.tts.preferred_voice(db),
-        "languages": core.tts.languages(),
-        "engines": core.tts.catalog(),
+        "languages": core.tts.languages(member),
+        "engines": core.tts.catalog(member),
     }
 
 
@@ -70,7 +71,7 @@ async def speak() -> Any:
             audio = await core.tts.render(member_id, text, locale=locale, db=db, format="ogg", voice=voice)
             return Response(audio, mimetype="audio/ogg", headers={"Cache-Control": "no-store"})
         pieces = core.tts.pieces(text)
-        choice = core.tts.choose(locale, voice or await core.tts.preferred_voice(db))
+        choice = core.tts.choose(locale, voice or await core.tts.preferred_voice(db), current_principal().member)
         stream = core.tts.speak(member_id, choice, pieces, db)
         first = await stream.__anext__()
     except TextTooLong as exc:
