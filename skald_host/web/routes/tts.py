@@ -18,7 +18,7 @@ from quart import Blueprint, Response, current_app
 
 from skald_hookspecs.tts import TtsUnavailable
 from skald_host.core.tts import NoVoice, TextTooLong, TtsBusy, no_voice_message
-from skald_host.core.tts.audio import Pcm, resample, stream_header
+from skald_host.core.tts.audio import resample, stream_header
 from skald_host.web.auth import current_principal
 from skald_host.web.body import json_object
 from skald_host.web.errors import ApiError
@@ -95,6 +95,3 @@ async def speak() -> Any:
 
     headers = {"Cache-Control": "no-store", "X-Skald-Voice": choice.voice_name, "X-Skald-Sentences": str(len(pieces))}
     return Response(body(), mimetype="audio/wav", headers=headers)
-
-
-__all__ = ["bp", "Pcm"]
