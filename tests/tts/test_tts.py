@@ -17,6 +17,7 @@ import soundfile
 
 from skald_hookspecs import ChannelRequestError, TtsUnavailable, TtsVoice, hookimpl
 from skald_hookspecs.types import PluginInfo
+from skald_host.testing.host import MEMBER_PASSWORD
 
 SCRIPTED = "tts-scripted"
 
@@ -352,3 +353,16 @@ async def test_an_engine_follows_its_plugins_grant(skald):
     response = await member.post("/api/tts", json={"text": "Hello.", "voice": "scripted:tone"})
     assert response.status_code == 200 and response.headers["x-skald-voice"].startswith("espeak-ng:")
     assert engine.calls == []
+
+
+async def test_the_mobile_app_gets_a_voice_note_with_its_bearer_token(skald):
+    """The app's voice replies use the same route: a bearer session, ``format: ogg``."""
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    await host.create_member("ada")
+    app = host.client()
+    assert (await app.login("ada", MEMBER_PASSWORD, bearer=True)).status_code == 200
+    response = await app.post("/api/tts", json={"text": "Your reply, spoken.", "format": "ogg"})
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/ogg"
+    samples, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
+    assert 0.3 <= len(samples) / rate <= 1.5 and rms(samples) > 1000
