@@ -48,6 +48,13 @@ CONFIG_SCHEMA = (
     ),
     ConfigField("cache_dir", "string", label="Model cache", description="Where the packaged model is joined (default ~/.cache/skald-tts-kokoro).", max_length=1000),
     ConfigField(
+        "preload",
+        "boolean",
+        label="Load the model at start",
+        description="Load and warm the model in the background when the plugin starts, so the first answer read aloud does not wait for it (~150 MB of memory from then on).",
+        default=True,
+    ),
+    ConfigField(
         "threads",
         "integer",
         label="Threads",
@@ -97,10 +104,23 @@ async def startup(host: HostApi) -> None:
     await asyncio.to_thread(engine.configure, paths, None, config.get("threads"))
     if engine.problem:
         raise RuntimeError(engine.problem)
+    if config.get("preload", True):
+        _preloading.add(asyncio.get_running_loop().create_task(engine.warm()))
+
+
+#: The background warm-up of the current start, cancelled by ``shutdown``.
+_preloading: set = set()
 
 
 @hookimpl
 async def shutdown() -> None:
+    import asyncio
+
+    tasks = list(_preloading)
+    _preloading.clear()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     _engine().configure(None, "the Kokoro plugin is stopped")
 
 

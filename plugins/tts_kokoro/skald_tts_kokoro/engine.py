@@ -75,6 +75,17 @@ class KokoroEngine:
                     raise TtsUnavailable(self.problem) from None
         return self._kokoro
 
+    async def warm(self) -> None:
+        """Load the model and speak one word (the first inference allocates), so the
+        first answer read aloud starts as fast as the next. A failure only sets
+        ``problem`` (the health message); the host goes on."""
+        try:
+            await self.load()
+            if self._names:
+                await self.synthesize("Ready.", self._names[0], "en")
+        except TtsUnavailable:
+            pass
+
     def _build(self) -> Any:
         import onnxruntime
         from kokoro_onnx import Kokoro

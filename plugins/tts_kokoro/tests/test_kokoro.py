@@ -181,3 +181,20 @@ async def test_a_model_onnxruntime_refuses_makes_the_engine_unhealthy(tmp_path):
     with pytest.raises(TtsUnavailable, match="could not be loaded"):
         await engine.synthesize("Hello.", engine.voices()[0].id, "en")
     assert "could not be loaded" in engine.health()
+
+
+async def test_the_model_is_loaded_in_the_background_at_start_unless_told_not_to(skald):
+    import skald_tts_kokoro
+
+    await start(skald, {"preload": False})
+    engine = skald_tts_kokoro._engine()
+    await asyncio.sleep(0.5)
+    assert engine._kokoro is None and engine.health() is None  # loaded at the first synthesis instead
+    await skald.close()
+
+    await skald.start(use_entry_points=True, settings=skald.settings("second"), enable=[PLUGIN])  # the default
+    for _ in range(600):
+        if engine._kokoro is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert engine._kokoro is not None and engine.health() is None
