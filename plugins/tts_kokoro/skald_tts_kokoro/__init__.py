@@ -51,7 +51,7 @@ CONFIG_SCHEMA = (
         "preload",
         "boolean",
         label="Load the model at start",
-        description="Load and warm the model in the background when the plugin starts, so the first answer read aloud does not wait for it (~150 MB of memory from then on).",
+        description="Load and warm the model in the background when the plugin starts, so the first answer read aloud does not wait for it (~190 MB of memory from then on).",
         default=True,
     ),
     ConfigField(
