@@ -304,6 +304,20 @@ def test_markdown_is_made_readable_and_split_into_sentences():
     assert sentences("... --- !!!") == []
 
 
+
+def test_a_long_first_sentence_starts_with_its_first_clause():
+    from skald_host.core.tts.audio import quick_start
+
+    long = "After looking through everything you sent me this morning, I think the second plan is better."
+    assert quick_start([long, "Short one."]) == [
+        "After looking through everything you sent me this morning,",
+        "I think the second plan is better.",
+        "Short one.",
+    ]
+    assert quick_start(["Short first, then more.", long]) == ["Short first, then more.", long]
+    assert quick_start(["x" * 200]) == ["x" * 200]  # no clause: left whole
+
+
 async def test_the_instance_default_for_a_language_wins_over_the_better_engine(skald):
     engine = ScriptedEngine()
     host = await start(skald, engine, defaults=["en=espeak-ng:en-us"])

@@ -133,3 +133,16 @@ def sentences(text: str, limit: int = 300) -> list[str]:
         if piece:
             out.append(piece)
     return [s for s in out if any(ch.isalnum() for ch in s)]
+
+
+def quick_start(pieces: list[str], limit: int = 80) -> list[str]:
+    """A long first sentence split at its first clause that leaves a usable piece: the
+    member hears something after a few words instead of after the whole sentence."""
+    if not pieces or len(pieces[0]) <= limit:
+        return pieces
+    first = pieces[0]
+    for match in _CLAUSE.finditer(first):
+        head, tail = first[: match.start()].strip(), first[match.end():].strip()
+        if 20 <= len(head) <= limit and tail:
+            return [head, tail, *pieces[1:]]
+    return pieces

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
 from skald_hookspecs.tts import TtsUnavailable, TtsVoice
 from skald_host.core.plugins.manager import Contribution, PluginError
-from skald_host.core.tts.audio import Pcm, read_wav, sentences, silence, speakable, to_ogg, wav_bytes
+from skald_host.core.tts.audio import Pcm, quick_start, read_wav, sentences, silence, speakable, to_ogg, wav_bytes
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -209,7 +209,7 @@ class TtsManager:
         found = sentences(speakable(text))
         if not found:
             raise TextTooLong("there is nothing to read aloud in this text")
-        return found
+        return quick_start(found)
 
     async def speak(self, member_id: str, choice: Choice, pieces: list[str], db: Any) -> AsyncIterator[Pcm]:
         """The audio of each piece in order (a short pause after each but the last).
