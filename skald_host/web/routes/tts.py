@@ -58,6 +58,10 @@ async def speak() -> Any:
     text, voice, fmt = data.get("text"), data.get("voice"), data.get("format", "wav")
     if not isinstance(text, str) or not text.strip():
         raise ApiError(400, "text must be a non-empty string", field="text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "text is not valid Unicode (a lone surrogate?)", field="text") from None
     if voice is not None and not isinstance(voice, str):
         raise ApiError(400, "voice must be a voice name such as 'espeak-ng:de'", field="voice")
     if fmt not in ("wav", "ogg"):
