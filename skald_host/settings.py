@@ -130,6 +130,28 @@ class BackupSettings:
 
 
 @dataclass(frozen=True)
+class TtsSettings:
+    """Speech (``/api/tts``, ``HostApi.synthesize_speech``): the longest text read aloud,
+    syntheses running at once on the instance and per member, each member's cache in
+    their own file, and the instance default voice per language (``de=espeak-ng:de``)."""
+
+    max_chars: int = 4000
+    max_concurrent: int = 2
+    per_member: int = 2
+    cache_mib: int = 32
+    defaults: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for entry in self.defaults:
+            language, _, voice = entry.partition("=")
+            if not language.strip() or ":" not in voice:
+                raise SettingsError(f"tts.defaults: {entry!r} should look like de=espeak-ng:de")
+        for name in ("max_chars", "max_concurrent", "per_member"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"tts.{name} must be at least 1")
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("data")
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -141,6 +163,7 @@ class Settings:
     files: FileSettings = field(default_factory=FileSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     backup: BackupSettings = field(default_factory=BackupSettings)
+    tts: TtsSettings = field(default_factory=TtsSettings)
 
     @property
     def database_dir(self) -> Path:

@@ -64,6 +64,7 @@ from skald_hookspecs.context import Caller, current_caller  # noqa: E402
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E402
 from skald_hookspecs.channels import Channel, ChannelEvent, ChannelRequestError, Delivery, MemberLocked  # noqa: E402
 from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxProcess, SandboxSpec, SandboxUnavailable  # noqa: E402
+from skald_hookspecs.tts import TtsEngine, TtsUnavailable, TtsVoice  # noqa: E402
 
 __all__ = [
     "SPEC_VERSION",
@@ -101,4 +102,7 @@ __all__ = [
     "SandboxProcess",
     "SandboxSpec",
     "SandboxUnavailable",
+    "TtsEngine",
+    "TtsUnavailable",
+    "TtsVoice",
 ]

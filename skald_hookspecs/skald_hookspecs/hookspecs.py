@@ -101,7 +101,11 @@ def register_system_agents(register: Callable[..., None]) -> None:
 @hookspec
 def register_tts_engines(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute text-to-speech engines: call ``register(name, engine)`` where
-    ``engine`` has ``async synthesize(text, voice, locale) -> bytes``. Since 1.0."""
+    ``engine`` is a ``TtsEngine`` (``skald_hookspecs.tts``): ``voices()`` says which
+    languages it speaks, ``async synthesize(text, voice, locale)`` returns one WAV file.
+    The host uses an engine only while its plugin is enabled and healthy; members reach
+    it through ``/api/tts`` and plugins through ``HostApi.synthesize_speech``. Since 1.0;
+    ``voices()`` and the WAV format since 1.2."""
 
 
 @hookspec

@@ -154,3 +154,12 @@ class HostApi(Protocol):
         Raises ``SandboxUnavailable`` (no backend, or one that cannot stream) and
         ``ValueError`` for bad arguments. The caller kills what it started.
         Since 1.2."""
+    async def synthesize_speech(self, member_id: str, text: str, *, format: str = "ogg") -> bytes:
+        """Speak ``text`` for one member with the voice the host picks for them (their
+        own choice, else the instance default for their language) through the engines
+        of ``register_tts_engines``; returns the whole audio, ``format`` ``"ogg"``
+        (OGG/Opus mono: a Telegram voice note) or ``"wav"``. Uses and fills the
+        member's cache when their file is open. Raises ``ChannelRequestError`` without
+        this plugin's grant, for an unknown member or a text over the length limit, and
+        ``TtsUnavailable`` when no enabled engine speaks the member's language (its
+        message says so). Since 1.2."""

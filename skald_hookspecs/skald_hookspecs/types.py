@@ -246,3 +246,8 @@ class SystemAgent:
     run: Callable[..., Awaitable[None]]
     scope: Literal["instance", "per_member"] = "per_member"
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+# The speech contract lives in ``skald_hookspecs.tts`` (with its WAV format and the
+# optional attributes); importable from here too, beside the other registered types.
+from skald_hookspecs.tts import TtsEngine, TtsUnavailable, TtsVoice  # noqa: E402,F401

@@ -38,6 +38,7 @@ from skald_host.core.identity.throttle import LoginThrottle
 from skald_host.core.identity.users import UserManager, seed_new_plugin_grants
 from skald_host.core.i18n import Strings
 from skald_host.core.memory.notes import MemoryService
+from skald_host.core.tts import TtsManager, validate_engine
 from skald_host.core.sandbox import SandboxManager, validate_backend
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, _grants_by_default
@@ -125,6 +126,7 @@ class Skald:
         self.backups = BackupService(self)
         self._folders: FolderService | None = None
         self._sandbox: SandboxManager | None = None
+        self._tts: TtsManager | None = None
 
     # -- accessors (the surface the web layer and HostApi are cut from) --------------
 
@@ -162,6 +164,11 @@ class Skald:
     def sandbox(self) -> SandboxManager:
         assert self._sandbox is not None, "Skald.start() has not run"
         return self._sandbox
+
+    @property
+    def tts(self) -> TtsManager:
+        assert self._tts is not None, "Skald.start() has not run"
+        return self._tts
 
     @property
     def channels(self) -> ChannelService:
@@ -248,6 +255,8 @@ class Skald:
         self._channels = ChannelService(self, dict(c.value for c in channels))
         backends = await self.plugins.collect("register_sandbox_backends", validate_backend, key=lambda b: b[0], kind="sandbox backend")
         self._sandbox = SandboxManager(self, backends)
+        engines = await self.plugins.collect("register_tts_engines", validate_engine, key=lambda e: e[0], kind="TTS engine")
+        self._tts = TtsManager(self, engines)
         await self._sandbox.start()
         self._users.before_lock.append(self._sandbox.before_lock)  # after the chat's: turns end first
         self._users.before_lock.append(self._channels.before_lock)

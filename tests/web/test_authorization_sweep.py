@@ -50,6 +50,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     # the member's own things
     ("/api/me/settings", "GET"): "member",
     ("/api/me/settings", "PUT"): "member",
+    ("/api/tts", "POST"): "member",
+    ("/api/tts/voices", "GET"): "member",
     ("/api/me/locale", "PUT"): "member",
     ("/api/me/home-source", "GET"): "member",
     ("/api/me/privacy", "GET"): "member",
@@ -156,6 +158,7 @@ BODIES: dict[tuple[str, str], dict] = {
     ("/api/setup", "POST"): {"username": "late-admin", "password": ADMIN_PASSWORD},
     ("/api/auth/password", "POST"): {},  # 400 for anyone allowed: it must not be 401/403
     ("/api/me/settings", "PUT"): {"theme": "dark"},
+    ("/api/tts", "POST"): {"text": "Read this aloud."},
     ("/api/me/locale", "PUT"): {"locale": "de"},
     ("/api/me/home-source", "PUT"): {"home_source": "web"},
     ("/api/plugins/<plugin_id>/my-config", "PUT"): {"config": {"nickname": "swept"}},

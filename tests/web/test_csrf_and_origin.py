@@ -49,6 +49,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
     bodies: dict[tuple[str, str], dict | None] = {
         ("/api/me/settings", "PUT"): {"forged": True},
         ("/api/me/locale", "PUT"): {"locale": "de"},
+        ("/api/tts", "POST"): {"text": "Forged speech."},
         ("/api/me/home-source", "PUT"): {"home_source": "web"},
         ("/api/plugins/<plugin_id>/my-config", "PUT"): {"config": {"nickname": "forged"}},
         ("/api/conversations", "POST"): {"title": "forged"},
@@ -258,6 +259,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/auth/session",
     "/api/me/settings",
     "/api/me/privacy",
+    "/api/tts/voices",
     "/api/me/home-source",
     "/api/plugins/mine",
     "/api/plugins/pages",

@@ -44,6 +44,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/auth/password", "POST"): ("current_password", "new_password"),
     ("/api/me/settings", "PUT"): ("theme", "a.b-c_d", "x" * 65),
     ("/api/me/locale", "PUT"): ("locale",),
+    ("/api/tts", "POST"): ("text", "voice", "format", "locale"),
     ("/api/me/home-source", "PUT"): ("home_source",),
     ("/api/plugins/<plugin_id>/my-config", "PUT"): ("config",),
     ("/api/admin/members", "POST"): ("username", "password", "role", "encrypted", *PROFILE_FIELDS),

@@ -6,6 +6,9 @@ let onSessionLost = null;
 
 export const setCsrfToken = (token) => { csrfToken = token || null; };
 
+/** The CSRF token of this session, for a request that needs a raw response (speech). */
+export const csrf = () => csrfToken;
+
 /** Called once when a member request answers 401: the session ended elsewhere. */
 export const whenSessionLost = (handler) => { onSessionLost = handler; };
 

@@ -11,6 +11,7 @@ import { el } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
 import { button } from "../lib/ui.js";
+import { addReadAloud } from "../lib/speech.js";
 
 function messageStatusLabel(status) {
   if (status === "interrupted") return t("chat.status_interrupted");
@@ -273,6 +274,7 @@ export class Transcript {
     for (const call of message.tool_calls || []) view.tools.append(this.toolCard(call));
     const status = live ? "streaming" : message.status === "streaming" ? "interrupted" : message.status;
     view.setStatus(status, message.model);
+    addReadAloud(view.meta, message.content, status);
     if (live) {
       this.stream = { id: message.id, view, content: message.content || "", reasoning: message.reasoning || "", timer: null };
       view.node.classList.add("streaming");
@@ -518,6 +520,7 @@ export class Transcript {
     view.setReasoning(reasoning);
     view.setContent(content);
     view.setStatus(status, model);
+    addReadAloud(view.meta, content, status);
     this.placeActivity();
     this.follow();
   }

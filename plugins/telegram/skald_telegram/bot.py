@@ -24,7 +24,7 @@ from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
-from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked
+from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked, TtsUnavailable
 from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_telegram import logsafe
 from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Outbox, Refused, retry_after_seconds
@@ -363,6 +363,9 @@ class TelegramBot:
             stopped = await self.host.stop_turn(member_id)
             await self.say(message.chat_id, self.t("stop_done" if stopped else "stop_none", locale), member_id)
             return
+        if command == "/voice":
+            await self._voice_command(member_id, message, locale)
+            return
         if message.unsupported:
             await self.say(message.chat_id, self.t("unsupported", locale), member_id)
             return
@@ -384,6 +387,33 @@ class TelegramBot:
             await self.say(message.chat_id, self.t("not_delivered", locale, reason=delivery.reason), member_id)
         else:
             await self._refuse_once(member_id, message.chat_id, locale)
+
+    async def _voice_command(self, member_id: str, message: Inbound, locale: str) -> None:
+        """``/voice on|off``: answers also as voice notes (kept in the plugin's store,
+        keyed by member; no text)."""
+        words = message.text.split()
+        wanted = words[1].lower() if len(words) > 1 else ""
+        if wanted in ("on", "an"):
+            await self.host.kv_set(f"voice:{member_id}", True)
+            await self.say(message.chat_id, self.t("voice_on", locale), member_id)
+        elif wanted in ("off", "aus"):
+            await self.host.kv_set(f"voice:{member_id}", None)
+            await self.say(message.chat_id, self.t("voice_off", locale), member_id)
+        else:
+            state = "voice_state_on" if await self.host.kv_get(f"voice:{member_id}") else "voice_state_off"
+            await self.say(message.chat_id, self.t("voice_usage", locale, state=self.t(state, locale)), member_id)
+
+    async def _run_voice(self, queue: ChatQueue, member_id: str, payload: Mapping[str, Any]) -> None:
+        """An answer as an OGG/Opus voice note, made by the host's speech engines (the
+        member's voice, their cache); when it cannot be made, a line saying why."""
+        chat_id = queue.chat_id
+        locale = str(payload.get("locale") or "en")
+        try:
+            audio = await self.host.synthesize_speech(member_id, str(payload.get("text", "")), format="ogg")
+        except (TtsUnavailable, ChannelRequestError) as exc:
+            await self._send_piece(queue, self.t("voice_failed", locale, reason=str(exc)), markdown=False, edit=None)
+            return
+        await self.outbox.call(queue, lambda: self.bot.send_voice(chat_id, voice=audio), "sendVoice")
 
     async def _offer_pairing(self, message: Inbound) -> None:
         locale = telegram_locale(message.language_code)
@@ -494,6 +524,10 @@ class TelegramBot:
                 await self.say_markdown(chat_id, member_id, event.text, event.conversation_id if event.kind == "answer" else None)
             elif event.kind == "answer":
                 self._end_stream(chat_id, event.conversation_id)
+            if event.kind == "answer" and event.text.strip() and await self.host.kv_get(f"voice:{member_id}"):
+                # After the text, through the same outbox: sealed, paced, kept over a restart.
+                locale = await self.locale_for(member_id)
+                await self.outbox.put(chat_id, Job("voice", member_id, {"text": event.text, "locale": locale}))
         elif event.kind == "error":
             self._end_stream(chat_id, event.conversation_id)
             locale = await self.locale_for(member_id)
@@ -561,6 +595,8 @@ class TelegramBot:
             await self._send_pieces(queue, job, split_message(str(payload.get("text", ""))), markdown=True)
         elif job.kind == "approval":
             await self._run_approval(queue, job, payload)
+        elif job.kind == "voice":
+            await self._run_voice(queue, job.member_id, payload)
         elif job.kind == "remove_buttons":
             message_id = int(job.public["message_id"])
             try:

@@ -34,8 +34,14 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         ),
         "help": (
             "Write to talk to your assistant. Photos, documents and voice notes are passed on.\n"
-            "/new starts a new conversation\n/stop stops the current answer\n/help shows this help"
+            "/new starts a new conversation\n/stop stops the current answer\n/voice on also sends answers as voice notes\n/help shows this help"
         ),
+        "voice_on": "Answers now also come as voice notes. /voice off stops that.",
+        "voice_off": "Answers come as text only.",
+        "voice_usage": "Voice notes are {state}. /voice on or /voice off.",
+        "voice_state_on": "on",
+        "voice_state_off": "off",
+        "voice_failed": "I could not read this answer aloud: {reason}",
         "new_done": "Started a new conversation.",
         "stop_done": "Stopped.",
         "stop_none": "Nothing is running right now.",
@@ -94,8 +100,14 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         ),
         "help": (
             "Schreib, um mit deinem Assistenten zu sprechen. Fotos, Dokumente und Sprachnachrichten werden weitergegeben.\n"
-            "/new beginnt ein neues Gespräch\n/stop hält die laufende Antwort an\n/help zeigt diese Hilfe"
+            "/new beginnt ein neues Gespräch\n/stop hält die laufende Antwort an\n/voice on schickt Antworten auch als Sprachnachricht\n/help zeigt diese Hilfe"
         ),
+        "voice_on": "Antworten kommen jetzt auch als Sprachnachricht. /voice off beendet das.",
+        "voice_off": "Antworten kommen nur als Text.",
+        "voice_usage": "Sprachnachrichten sind {state}. /voice on oder /voice off.",
+        "voice_state_on": "an",
+        "voice_state_off": "aus",
+        "voice_failed": "Ich konnte diese Antwort nicht vorlesen: {reason}",
         "new_done": "Neues Gespräch begonnen.",
         "stop_done": "Angehalten.",
         "stop_none": "Gerade läuft nichts.",

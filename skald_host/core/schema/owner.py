@@ -210,5 +210,21 @@ OWNER_MIGRATIONS = MigrationSet(
                 END""",
             ),
         ),
+        Migration(
+            9,
+            "spoken audio cache",
+            statements=(
+                # One sentence's audio (a WAV) per key: a hash of engine, engine version,
+                # voice, language and text. Kept here, in the member's own file, so what
+                # was read aloud is as private as the conversation it came from.
+                """CREATE TABLE tts_cache (
+                    key TEXT PRIMARY KEY,
+                    audio BLOB NOT NULL,
+                    bytes INTEGER NOT NULL,
+                    used_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                "CREATE INDEX tts_cache_used ON tts_cache(used_at)",
+            ),
+        ),
     ),
 )

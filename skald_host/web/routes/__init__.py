@@ -20,6 +20,7 @@ from skald_host.web.routes import (
     reference,
     setup,
     static,
+    tts,
 )
 
 BLUEPRINTS = (
@@ -41,5 +42,6 @@ BLUEPRINTS = (
     files.bp,
     channels.bp,
     reference.bp,
+    tts.bp,
     static.bp,
 )

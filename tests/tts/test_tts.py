@@ -1,0 +1,382 @@
+"""The TTS manager behind ``/api/tts`` and ``HostApi.synthesize_speech``: a real host on
+127.0.0.1, the real espeak-ng engine for German, and a scripted engine whose sentences
+the test releases one by one (to prove the stream starts before the text is done)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import math
+import struct
+import wave
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile
+
+from skald_hookspecs import ChannelRequestError, TtsUnavailable, TtsVoice, hookimpl
+from skald_hookspecs.types import PluginInfo
+from skald_host.testing.host import MEMBER_PASSWORD
+
+SCRIPTED = "tts-scripted"
+
+
+def tone(seconds: float, rate: int = 16000, freq: float = 220.0) -> bytes:
+    samples = (np.sin(2 * math.pi * freq * np.arange(int(seconds * rate)) / rate) * 8000).astype("<i2")
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(samples.tobytes())
+    return out.getvalue()
+
+
+def pcm_of_stream(data: bytes) -> tuple[int, np.ndarray]:
+    """A streamed WAV (sizes 'unknown'): the rate from the header, the samples after it."""
+    assert data[:4] == b"RIFF" and data[8:16] == b"WAVEfmt " and data[36:40] == b"data", data[:44]
+    rate = struct.unpack("<I", data[24:28])[0]
+    return rate, np.frombuffer(data[44:], dtype="<i2")
+
+
+def rms(samples: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(samples.astype(np.float64) ** 2))) if len(samples) else 0.0
+
+
+class ScriptedEngine:
+    """Speaks English only; each sentence is a 0.5 s tone, released by the test when
+    ``gated`` (one event per call, in order)."""
+
+    version = "1"
+    quality = 5
+
+    def __init__(self, gated: bool = False) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+        self.gated = gated
+        self.gates: list[asyncio.Event] = []
+        self.started = asyncio.Queue()
+
+    def voices(self) -> list[TtsVoice]:
+        return [TtsVoice("tone", ("en",), "Tone"), TtsVoice("low", ("en",), "Low tone")]
+
+    async def synthesize(self, text: str, voice: str, locale: str) -> bytes:
+        self.calls.append((text, voice, locale))
+        if self.gated:
+            gate = asyncio.Event()
+            self.gates.append(gate)
+            self.started.put_nowait(text)
+            await gate.wait()
+        return tone(0.5, freq=110.0 if voice == "low" else 220.0)
+
+
+class ScriptedPlugin:
+    def __init__(self, engine: ScriptedEngine) -> None:
+        self.engine = engine
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id=SCRIPTED, title="Scripted speech", spec=">=1.2,<2")
+
+    @hookimpl
+    def register_tts_engines(self, register: Any) -> None:
+        register("scripted", self.engine)
+
+
+async def start(skald: Any, engine: ScriptedEngine, **tts: Any) -> Any:
+    settings = skald.settings(tts=tts) if tts else None
+    return await skald.start(plugins=[ScriptedPlugin(engine)], enable=[SCRIPTED], settings=settings)
+
+
+THREE = "First sentence here. Second one follows! And a third?"
+
+
+async def test_the_stream_starts_before_the_text_is_synthesised(skald):
+    engine = ScriptedEngine(gated=True)
+    host = await start(skald, engine)
+    member = await host.member("ada")
+
+    async def release_the_first() -> None:
+        assert await asyncio.wait_for(engine.started.get(), 10) == "First sentence here."
+        engine.gates[0].set()
+
+    releasing = asyncio.create_task(release_the_first())
+    async with member.http.stream("POST", "/api/tts", headers=member.headers("POST"), json={"text": THREE}) as response:
+        await releasing
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("audio/wav")
+        assert response.headers["x-skald-voice"] == "scripted:tone"
+        chunks = response.aiter_raw()
+        received = b""
+        while len(received) < 44 + 16000:  # the header and the first 0.5 s
+            received += await asyncio.wait_for(chunks.__anext__(), 10)
+        # The second sentence has not been released, yet the first is already here.
+        assert await asyncio.wait_for(engine.started.get(), 10) == "Second one follows!"
+        assert len(engine.gates) == 2 and not engine.gates[1].is_set()
+        engine.gates[1].set()
+        assert await asyncio.wait_for(engine.started.get(), 10) == "And a third?"
+        engine.gates[2].set()
+        async for chunk in chunks:
+            received += chunk
+    rate, samples = pcm_of_stream(received)
+    assert rate == 16000
+    assert 1.5 <= len(samples) / rate <= 2.5  # three 0.5 s tones and two pauses
+    assert rms(samples) > 1000
+
+
+async def test_a_repeated_text_comes_from_the_members_own_cache(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    first = await member.post("/api/tts", json={"text": THREE})
+    assert first.status_code == 200 and len(engine.calls) == 3
+    again = await member.post("/api/tts", json={"text": THREE})
+    assert again.status_code == 200 and again.content == first.content
+    assert len(engine.calls) == 3  # nothing synthesised twice
+    member_id = member.member["id"] if member.member else (await host.core.users.find("ada")).id
+    db = host.core.users.owner_db(member_id)
+    assert await host.core.tts.cache_entries(db) == 3
+    # Another voice is another key.
+    other = await member.post("/api/tts", json={"text": THREE, "voice": "scripted:low"})
+    assert other.status_code == 200 and len(engine.calls) == 6
+    # Privacy: what was read aloud is in no file in clear (the member's file is encrypted).
+    for path in host.settings.data_dir.rglob("*"):
+        if path.is_file():
+            assert b"Second one follows" not in path.read_bytes(), path
+
+
+async def test_the_cache_stays_within_its_budget(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine, cache_mib=0)
+    member = await host.member("ada")
+    assert (await member.post("/api/tts", json={"text": "One. Two."})).status_code == 200
+    member_id = (await host.core.users.find("ada")).id
+    assert await host.core.tts.cache_entries(host.core.users.owner_db(member_id)) == 0
+
+
+async def test_the_members_voice_choice_is_used(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    assert (await member.put("/api/me/settings", json={"tts.voice": "scripted:low"})).status_code == 200
+    listing = (await member.get("/api/tts/voices")).json()
+    assert listing["voice"] == "scripted:low"
+    names = [v["id"] for e in listing["engines"] for v in e["voices"]]
+    assert "scripted:low" in names and "espeak-ng:de" in names
+    response = await member.post("/api/tts", json={"text": "Hello."})
+    assert response.headers["x-skald-voice"] == "scripted:low" and engine.calls[-1][1] == "low"
+
+
+async def test_bad_requests_are_refused_with_a_reason(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine, max_chars=50)
+    member = await host.member("ada")
+    long = await member.post("/api/tts", json={"text": "word " * 20})
+    assert long.status_code == 400 and "at most 50" in long.json()["error"]
+    assert (await member.post("/api/tts", json={"text": ""})).status_code == 400
+    assert (await member.post("/api/tts", json={"text": "```\ncode only\n```"})).status_code == 400
+    assert (await member.post("/api/tts", json={"text": "Hi.", "format": "mp3"})).status_code == 400
+    nobody = await member.post("/api/tts", json={"text": "Hi.", "locale": "tlh"})
+    assert nobody.status_code == 422 and "No installed voice speaks tlh" in nobody.json()["error"]
+    assert engine.calls == []
+    anonymous = host.client()
+    assert (await anonymous.post("/api/tts", json={"text": "Hi."})).status_code in (401, 403)
+
+
+async def test_no_voice_is_said_in_the_members_language(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada", locale="de")
+    answer = await member.post("/api/tts", json={"text": "Hallo.", "locale": "tlh"})
+    assert answer.status_code == 422 and "Keine installierte Stimme spricht tlh" in answer.json()["error"]
+
+
+@pytest.mark.skipif(__import__("shutil").which("espeak-ng") is None, reason="espeak-ng is not installed")
+async def test_a_disabled_engine_is_not_used(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    await host.core.set_plugin_enabled(SCRIPTED, False)
+    listing = (await member.get("/api/tts/voices")).json()
+    scripted = next(e for e in listing["engines"] if e["engine"] == "scripted")
+    assert scripted["ready"] is False and "not enabled" in scripted["health"]
+    response = await member.post("/api/tts", json={"text": "Hello there."})
+    assert response.headers["x-skald-voice"].startswith("espeak-ng:")  # the fallback speaks English too
+    assert engine.calls == []
+
+
+async def test_one_member_cannot_run_more_than_their_share(skald):
+    engine = ScriptedEngine(gated=True)
+    host = await start(skald, engine, per_member=1)
+    member = await host.member("ada")
+    first = asyncio.create_task(member.post("/api/tts", json={"text": "Held here."}))
+    await asyncio.wait_for(engine.started.get(), 10)
+    second = await member.post("/api/tts", json={"text": "Another one."})
+    assert second.status_code == 429 and second.headers["retry-after"]
+    engine.gates[0].set()
+    assert (await first).status_code == 200
+
+
+async def test_syntheses_wait_for_a_free_slot(skald):
+    engine = ScriptedEngine(gated=True)
+    host = await start(skald, engine, max_concurrent=1)
+    ada, bob = await host.member("ada"), await host.member("bob")
+    first = asyncio.create_task(ada.post("/api/tts", json={"text": "Ada speaks."}))
+    await asyncio.wait_for(engine.started.get(), 10)
+    second = asyncio.create_task(bob.post("/api/tts", json={"text": "Bob speaks."}))
+    await asyncio.sleep(0.3)
+    assert len(engine.calls) == 1  # bob waits for the one slot
+    engine.gates[0].set()
+    await asyncio.wait_for(engine.started.get(), 10)
+    engine.gates[1].set()
+    assert (await first).status_code == 200 and (await second).status_code == 200
+
+
+# -- the real espeak-ng engine --------------------------------------------------------------
+
+needs_espeak = pytest.mark.skipif(
+    __import__("shutil").which("espeak-ng") is None, reason="espeak-ng is not installed (apt-get install espeak-ng)"
+)
+
+
+@needs_espeak
+async def test_german_is_spoken_by_espeak_as_wav_and_ogg(skald):
+    host = await skald.start()
+    member = await host.member("greta", locale="de")
+    text = "Guten Morgen. Das Wetter ist heute schön."
+    response = await member.post("/api/tts", json={"text": text})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-skald-voice"] == "espeak-ng:de"
+    rate, samples = pcm_of_stream(response.content)
+    seconds = len(samples) / rate
+    assert 1.0 <= seconds <= 8.0, seconds  # ~40 characters at espeak's ~15 characters a second
+    assert rms(samples) > 300
+    ogg = await member.post("/api/tts", json={"text": text, "format": "ogg"})
+    assert ogg.status_code == 200 and ogg.headers["content-type"] == "audio/ogg"
+    assert ogg.content[:4] == b"OggS" and b"OpusHead" in ogg.content[:200]
+    decoded, ogg_rate = soundfile.read(io.BytesIO(ogg.content), dtype="int16")
+    assert abs(len(decoded) / ogg_rate - seconds) < 0.5
+    assert rms(decoded) > 300
+
+
+@needs_espeak
+async def test_plugins_synthesize_through_the_host_api(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    await host.member("greta", locale="de")
+    greta = await host.core.users.find("greta")
+    api = host.core.host_api(SCRIPTED)
+    ogg = await api.synthesize_speech(greta.id, "Hallo zusammen.")
+    decoded, rate = soundfile.read(io.BytesIO(ogg), dtype="int16")
+    assert 0.3 <= len(decoded) / rate <= 5 and rms(decoded) > 300
+    assert engine.calls == []  # German: espeak-ng, not the English-only engine
+    wav = await api.synthesize_speech(greta.id, "Hallo zusammen.", format="wav")
+    assert wav[:4] == b"RIFF"
+    with pytest.raises(ChannelRequestError):
+        await api.synthesize_speech("no-such-member", "Hallo.")
+    with pytest.raises(ChannelRequestError):
+        await api.synthesize_speech(greta.id, "x" * 10_000)
+
+
+async def test_espeak_missing_is_a_clear_health_message():
+    from skald_host.builtins.tts_espeak import MISSING, EspeakEngine
+
+    engine = EspeakEngine(binary="espeak-ng-not-installed")
+    engine.probe()
+    assert engine.health() == MISSING and "apt-get install espeak-ng" in MISSING
+    with pytest.raises(TtsUnavailable, match="not installed"):
+        await engine.synthesize("Hallo.", "de", "de")
+
+
+# -- the pieces an engine gets, the instance defaults, the registration check ----------------
+
+
+def test_markdown_is_made_readable_and_split_into_sentences():
+    from skald_host.core.tts.audio import sentences, speakable
+
+    text = "# Title\n\n**Bold** and [a link](https://x.org/y).\n\n```python\nprint('code')\n```\n- item one\n- item two\nSee https://example.org now!"
+    spoken = speakable(text)
+    assert "print" not in spoken and "https" not in spoken and "*" not in spoken and "#" not in spoken
+    assert sentences(spoken) == ["Title", "Bold and a link.", "item one", "item two", "See now!"]
+    long = "word, " * 200
+    pieces = sentences(long, limit=100)
+    assert len(pieces) > 5 and all(len(p) <= 100 for p in pieces)
+    assert sentences("... --- !!!") == []
+
+
+
+def test_a_long_first_sentence_starts_with_its_first_clause():
+    from skald_host.core.tts.audio import quick_start
+
+    long = "After looking through everything you sent me this morning, I think the second plan is better."
+    assert quick_start([long, "Short one."]) == [
+        "After looking through everything you sent me this morning,",
+        "I think the second plan is better.",
+        "Short one.",
+    ]
+    assert quick_start(["Short first, then more.", long]) == ["Short first, then more.", long]
+    assert quick_start(["x" * 200]) == ["x" * 200]  # no clause: left whole
+
+
+async def test_the_instance_default_for_a_language_wins_over_the_better_engine(skald):
+    engine = ScriptedEngine()
+    host = await start(skald, engine, defaults=["en=espeak-ng:en-us"])
+    member = await host.member("ada")
+    if host.core.tts.health("espeak-ng") is not None:
+        pytest.skip("espeak-ng is not installed")
+    response = await member.post("/api/tts", json={"text": "Hello there."})
+    assert response.headers["x-skald-voice"] == "espeak-ng:en-us" and engine.calls == []
+    # The member's own choice wins over the default.
+    await member.put("/api/me/settings", json={"tts.voice": "scripted:tone"})
+    response = await member.post("/api/tts", json={"text": "Hello there."})
+    assert response.headers["x-skald-voice"] == "scripted:tone"
+
+
+def test_malformed_speech_settings_are_refused_with_the_setting_named(skald):
+    from skald_host.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="tts.defaults: 'german' should look like de=espeak-ng:de"):
+        skald.settings(tts={"defaults": ["german"]})
+    with pytest.raises(SettingsError, match="tts.max_concurrent must be at least 1"):
+        skald.settings(tts={"max_concurrent": 0})
+
+
+def test_an_engine_is_checked_at_registration():
+    from skald_host.core.plugins.manager import PluginError
+    from skald_host.core.tts import validate_engine
+
+    assert validate_engine("p", ("scripted", ScriptedEngine()))[0] == "scripted"
+    with pytest.raises(PluginError, match="lacks voices"):
+        validate_engine("p", ("bare", object()))
+    with pytest.raises(PluginError, match="without ':'"):
+        validate_engine("p", ("a:b", ScriptedEngine()))
+
+
+@needs_espeak
+async def test_an_engine_follows_its_plugins_grant(skald):
+    """Access denies by default: without the grant for the engine's plugin, a member
+    neither sees its voices nor is spoken to by it, even when asking for it by name."""
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    admin = await host.admin()
+    ada = await host.core.users.find("ada")
+    assert (await admin.put(f"/api/admin/members/{ada.id}/plugins", json={"plugins": []})).status_code == 200
+    listing = (await member.get("/api/tts/voices")).json()
+    assert "scripted" not in [e["engine"] for e in listing["engines"]]
+    response = await member.post("/api/tts", json={"text": "Hello.", "voice": "scripted:tone"})
+    assert response.status_code == 200 and response.headers["x-skald-voice"].startswith("espeak-ng:")
+    assert engine.calls == []
+
+
+async def test_the_mobile_app_gets_a_voice_note_with_its_bearer_token(skald):
+    """The app's voice replies use the same route: a bearer session, ``format: ogg``."""
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    await host.create_member("ada")
+    app = host.client()
+    assert (await app.login("ada", MEMBER_PASSWORD, bearer=True)).status_code == 200
+    response = await app.post("/api/tts", json={"text": "Your reply, spoken.", "format": "ogg"})
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/ogg"
+    samples, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
+    assert 0.3 <= len(samples) / rate <= 1.5 and rms(samples) > 1000
