@@ -20,7 +20,7 @@ from skald_hookspecs.tts import TtsUnavailable
 from skald_host.core.tts import NoVoice, TextTooLong, TtsBusy, no_voice_message
 from skald_host.core.tts.audio import resample, stream_header
 from skald_host.web.auth import current_principal
-from skald_host.web.body import json_object
+from skald_host.web.body import OBJECT, TEXT, accepts, array, json_object, nullable, obj, one_of, returns, text
 from skald_host.web.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,10 @@ async def _locale() -> str:
 
 
 @bp.get("/api/tts/voices")
+@returns(obj({"locale": TEXT, "voice": nullable(TEXT), "languages": array(TEXT), "engines": array(OBJECT)}))
 async def voices() -> dict:
+    """The voices the member may hear (by engine), the languages they speak, and the
+    member's own choice."""
     core = _core()
     member = current_principal().member
     db = core.users.owner_db(member.id)
@@ -51,7 +54,14 @@ async def voices() -> dict:
 
 
 @bp.post("/api/tts")
+@accepts(obj({"text": text(min_length=1)}, {
+    "voice": nullable(text(200, description="a voice name such as 'espeak-ng:de'; default: the member's choice")),
+    "format": one_of("wav", "ogg", description="wav (default): streamed sentence by sentence; ogg: one OGG/Opus file"),
+    "locale": text(35, description="the language of the text when it is not the member's own"),
+}))
+@returns({"type": "string", "contentMediaType": "audio/wav"}, description="the audio", content_types=("audio/wav", "audio/ogg"))
 async def speak() -> Any:
+    """The text read aloud by the member's voice (or the best one for its language)."""
     core = _core()
     member_id = current_principal().member.id
     data = await json_object()
