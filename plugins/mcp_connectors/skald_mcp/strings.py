@@ -10,6 +10,9 @@ from typing import Mapping
 
 STRINGS: Mapping[str, Mapping[str, str]] = {
     "en": {
+        "plugin.title": "Connectors",
+        "plugin.description": "Connect the assistant to MCP servers (connectors), granted per member.",
+        "page.connectors.title": "Connectors",
         "title": "Connectors",
         "mine_intro": "Connectors give your assistant tools from other services. These are available to you:",
         "mine_empty": "No connector is available to you yet. Ask your administrator.",
@@ -67,6 +70,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "err_elicitation_gone": "This request is no longer waiting for an answer.",
     },
     "de": {
+        "plugin.title": "Konnektoren",
+        "plugin.description": "Verbindet den Assistenten mit MCP-Servern (Konnektoren), pro Mitglied freigegeben.",
+        "page.connectors.title": "Konnektoren",
         "title": "Konnektoren",
         "mine_intro": "Konnektoren geben deinem Assistenten Werkzeuge aus anderen Diensten. Für dich verfügbar sind:",
         "mine_empty": "Dir steht noch kein Konnektor zur Verfügung. Frag deine Administration.",

@@ -10,6 +10,10 @@ from typing import Mapping
 
 STRINGS: Mapping[str, Mapping[str, str]] = {
     "en": {
+        "plugin.title": "Telegram",
+        "plugin.description": "Talk to your assistant from Telegram: link a chat with a one-time code.",
+        "page.main.title": "Telegram",
+        "page.roster.title": "Telegram links",
         "pair_intro": (
             "Hello! This bot is the Telegram door to a Skald assistant.\n\n"
             "To link this chat to your Skald account, open the Telegram page in Skald and enter this code "
@@ -76,6 +80,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "roster_since": "Linked since",
     },
     "de": {
+        "plugin.title": "Telegram",
+        "plugin.description": "Mit dem Assistenten über Telegram sprechen: einen Chat mit einem Einmalcode verknüpfen.",
+        "page.main.title": "Telegram",
+        "page.roster.title": "Telegram-Verknüpfungen",
         "pair_intro": (
             "Hallo! Dieser Bot ist der Telegram-Zugang zu einem Skald-Assistenten.\n\n"
             "Um diesen Chat mit deinem Skald-Konto zu verbinden, öffne die Telegram-Seite in Skald und gib "

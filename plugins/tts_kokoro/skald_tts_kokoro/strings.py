@@ -2,6 +2,9 @@
 
 STRINGS = {
     "en": {
+        "plugin.title": "Speech: Kokoro",
+        "plugin.description": "Reads answers aloud with the Kokoro-82M voice model, offline (English and five other languages; not German).",
+        "page.voices.title": "Voice",
         "page_title": "Voice",
         "page_intro": "The voice that reads answers aloud (the speaker button under each answer). A voice that does not speak a reply's language is replaced by one that does.",
         "voice": "Voice",
@@ -15,6 +18,9 @@ STRINGS = {
         "languages": "Languages: {languages}",
     },
     "de": {
+        "plugin.title": "Sprachausgabe: Kokoro",
+        "plugin.description": "Liest Antworten mit dem Sprachmodell Kokoro-82M vor, offline (Englisch und fünf weitere Sprachen, kein Deutsch).",
+        "page.voices.title": "Stimme",
         "page_title": "Stimme",
         "page_intro": "Die Stimme, die Antworten vorliest (die Lautsprecher-Schaltfläche unter jeder Antwort). Spricht sie die Sprache einer Antwort nicht, liest eine andere Stimme vor.",
         "voice": "Stimme",
