@@ -52,7 +52,9 @@ function recordEvents(conversationId) {
   const seen = [];
   const off = socket.onMessage((message) => {
     const data = message.type === "event" && message.event?.kind === "chat" ? message.event.data : null;
-    if (data && data.conversation_id === conversationId && data.type !== "token") seen.push(data);
+    // A root answer's tokens are in the server's copy of its message; a sub-agent's are
+    // only in the events, so they are kept for the replay.
+    if (data && data.conversation_id === conversationId && (data.type !== "token" || (data.depth ?? 0) > 0)) seen.push(data);
   });
   return () => { off(); return seen; };
 }
