@@ -394,3 +394,28 @@ async def test_attachments_travel_with_the_message_unlocked_and_inside_the_seale
     ]
     assert await host.core.channels.inbox.waiting(member_id) == 0
     assert runtime is host.core.chat.live_runtime(member_id)
+
+
+async def test_a_role_change_moves_the_channel_to_a_new_conversation_with_an_agent_the_role_allows(channels):
+    """A channel has no screen to pick another conversation on: after the member's role
+    stops allowing the current conversation's agent, their next message starts a new
+    conversation with the role's default agent instead of failing every time."""
+    alice = await channels.host.member("alice")
+    member_id, api = alice.member["id"], channels.channel.api
+    channels.server.script(MODEL_A, [Reply("As the assistant."), Reply("As the companion.")])
+    first = await api.send_message(member_id, "Hello", idempotency_key="u-1")
+    await channels.channel.wait_for("answer", text="As the assistant.")
+    runtime = channels.host.core.chat.live_runtime(member_id)
+    assert (await runtime.store.conversation(first.conversation_id))["agent_id"] == "assistant"
+
+    demoted = await channels.admin.patch(f"/api/admin/members/{member_id}", json={"role": "restricted"})
+    assert demoted.status_code == 200, demoted.text
+    second = await api.send_message(member_id, "Still there?", idempotency_key="u-2")
+    assert second.status == "accepted" and second.conversation_id != first.conversation_id
+    await channels.channel.wait_for("answer", text="As the companion.")
+    runtime = channels.host.core.chat.live_runtime(member_id)
+    assert (await runtime.store.conversation(second.conversation_id))["agent_id"] == "companion"
+    # The earlier conversation is kept as it was, and the next message stays in the new one.
+    assert await transcript(channels, member_id, first.conversation_id) == [("user", "Hello"), ("assistant", "As the assistant.")]
+    third = await api.send_message(member_id, "And now?", idempotency_key="u-3")
+    assert third.conversation_id == second.conversation_id

@@ -245,21 +245,26 @@ async def _stored_under(runtime: MemberRuntime, key: str) -> str | None:
 async def current_conversation(runtime: MemberRuntime, source: str, *, create: bool = True) -> str | None:
     """The conversation this source's messages go to: the one last started for it,
     else its most recently used one, else (``create``) a new one with the member's
-    default agent."""
+    default agent. A conversation with an agent the member's role no longer lets them
+    talk with (their role changed) is left as it is and a new one starts: a channel has
+    no screen to pick another conversation on, so refusing would refuse every message."""
     setting = CURRENT_KEY.format(source=source)
 
-    def read(conn: Any) -> str | None:
+    def read(conn: Any) -> tuple[str, str] | None:
         row = conn.execute("SELECT value FROM member_settings WHERE key = ?", (setting,)).fetchone()
         if row is not None:
             chosen = json.loads(row[0])
-            if conn.execute("SELECT 1 FROM conversations WHERE id = ? AND source = ?", (chosen, source)).fetchone():
-                return chosen
-        row = conn.execute("SELECT id FROM conversations WHERE source = ? ORDER BY updated_at DESC LIMIT 1", (source,)).fetchone()
-        return row[0] if row else None
+            found = conn.execute("SELECT id, agent_id FROM conversations WHERE id = ? AND source = ?", (chosen, source)).fetchone()
+            if found:
+                return found[0], found[1]
+        row = conn.execute("SELECT id, agent_id FROM conversations WHERE source = ? ORDER BY updated_at DESC LIMIT 1", (source,)).fetchone()
+        return (row[0], row[1]) if row else None
 
     found = await runtime.store.db.run(read)
-    if found is not None or not create:
-        return found
+    if found is not None and (not create or runtime.may_talk_with(found[1])):
+        return found[0]
+    if not create:
+        return None
     return await start_conversation(runtime, source)
 
 
