@@ -315,8 +315,19 @@ class Skald:
         row is born at its first toggle, and that birth — never a later re-enable — is
         when members of ``auto_grant`` roles receive it (seed 001 "Default access")."""
         status = self.plugins.status(plugin_id)
-        if status is None or status.state not in ("loaded", "disabled"):
-            raise PluginError(f"no loaded plugin {plugin_id!r}")
+        if status is None:
+            raise PluginError(f"no plugin {plugin_id!r} is installed", code="plugin_unknown", values={"plugin": plugin_id})
+        if status.state == "failed":
+            # What the admin can do about it: the catalog shows the error; a fix needs a restart.
+            raise PluginError(
+                f"plugin {plugin_id!r} failed to load ({status.error}); fix it and restart the server to enable it",
+                code="plugin_failed", values={"plugin": plugin_id, "error": status.error or ""},
+            )
+        if status.state == "blocked":
+            raise PluginError(
+                f"plugin {plugin_id!r} is blocked by the server's settings; remove it from the blocklist and restart to enable it",
+                code="plugin_blocked", values={"plugin": plugin_id},
+            )
         if status.builtin:
             raise PluginError(f"plugin {plugin_id!r} is built in; it cannot be disabled")
         grant_by_default = bool(status.info and _grants_by_default(status.info))

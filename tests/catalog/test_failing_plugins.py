@@ -46,8 +46,9 @@ async def test_a_plugin_whose_routes_hook_raises_is_failed_while_the_others_serv
     assert (await host.client().get("/health")).json() == {"status": "ok"}
 
     refused = await admin.put("/api/admin/plugins/broken/enabled", json={"enabled": True})
-    assert refused.status_code == 400
-    assert refused.json()["error"] == "no loaded plugin 'broken'"
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "plugin_failed" and refused.json()["values"]["plugin"] == "broken"
+    assert refused.json()["error"].startswith("plugin 'broken' failed to load (") and "restart" in refused.json()["error"]
     assert "broken" not in {p["id"] for p in (await alice.get("/api/plugins/mine")).json()["plugins"]}
 
 

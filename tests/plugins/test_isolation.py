@@ -223,7 +223,7 @@ async def test_plugin_raising_in_register_i18n_is_failed_and_cannot_be_enabled(s
     assert status.healthy is False
     assert status.error == "register_i18n: bundle exploded"
     assert "bundle exploded" in status.traceback
-    with pytest.raises(PluginError, match="no loaded plugin 'exploding-bundle'"):
+    with pytest.raises(PluginError, match=r"plugin 'exploding-bundle' failed to load \(register_i18n: bundle exploded\); fix it and restart"):
         await host.core.set_plugin_enabled("exploding-bundle", True)
     await assert_host_and_bystanders_work(host, bystander)
 

@@ -35,7 +35,13 @@ TOOL_FAILURES_KEPT = 20
 
 
 class PluginError(Exception):
-    """A plugin misbehaved; the message names it."""
+    """A plugin misbehaved, or cannot be used as asked; the message names it. ``code`` and
+    ``values``, when given, let a client say it in its reader's language."""
+
+    def __init__(self, message: str, *, code: str | None = None, values: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = values or {}
 
 
 class StrictPluginFailure(PluginError):

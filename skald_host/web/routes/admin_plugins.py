@@ -27,7 +27,7 @@ async def _guard(coro):
     except ConfigInvalid as exc:
         raise ApiError.refusing(400, exc) from None
     except PluginError as exc:
-        raise ApiError.refusing(400, exc) from None
+        raise ApiError.refusing(404 if exc.code == "plugin_unknown" else 409 if exc.code in ("plugin_failed", "plugin_blocked") else 400, exc) from None
 
 
 @bp.get("/api/admin/plugins")
