@@ -5,6 +5,7 @@ an English and a German string, and a refusal without one answers ``http_<status
 from __future__ import annotations
 
 import re
+import json
 from pathlib import Path
 
 from skald_host.builtins.strings import LOCALES
@@ -21,6 +22,7 @@ def codes_in_source() -> set[str]:
             continue
         text = path.read_text(encoding="utf-8")
         codes.update(re.findall(r"\bcode=\"([a-z_]+)\"", text))
+        codes.update(re.findall(r"\"code\": \"([a-z_]+)\"", text))  # the socket's answers
         codes.update(re.findall(r"^    code = \"([a-z_]+)\"", text, re.M))  # DiskFailure and its kinds
         if path.name == "config_schema.py":
             codes.update(f"config_{why}" for why in re.findall(r"ConfigInvalid\([^()]*?\"[^\"]*\", \"([a-z_]+)\"", text))
@@ -29,6 +31,7 @@ def codes_in_source() -> set[str]:
 
 def test_every_error_code_the_host_gives_has_english_and_german_text():
     codes = codes_in_source()
+    assert {"conversation_not_found", "turn_running", "send_invalid"} <= codes
     assert {"password_too_short", "username_taken", "config_choice", "field_required", "forbidden", "login_throttled", "disk_full"} <= codes
     strings = I18nBundle.from_folder("core", LOCALES).strings
     for locale in ("en", "de"):
@@ -71,3 +74,31 @@ async def test_admin_forms_answer_with_codes_too(skald):
     assert (again.status_code, again.json()["code"], again.json()["values"], again.json()["field"]) == (409, "folder_exists", {"name": "fotos"}, "slug")
     url = await admin.post("/api/admin/models/providers", json={"name": "P", "base_url": "ftp://x"})
     assert (url.status_code, url.json()["code"]) == (400, "base_url_invalid")
+
+
+async def test_chat_refusals_answer_with_codes_over_http_and_the_socket(skald):
+    """A German member sees chat refusals in German: each carries its code, and the code
+    its German string (the shell looks it up)."""
+    host = await skald.start()
+    await host.admin()
+    member = await host.member("bea", locale="de")
+    unknown = await member.post("/api/conversations", json={"agent": "no-such-agent"})
+    assert (unknown.status_code, unknown.json()["code"], unknown.json()["values"]) == (400, "agent_unknown", {"agent": "no-such-agent"})
+    missing = await member.get("/api/conversations/c-missing")
+    assert (missing.status_code, missing.json()["code"]) == (404, "conversation_not_found")
+    conversation = (await member.post("/api/conversations", json={})).json()["id"]
+    nothing = await member.post(f"/api/conversations/{conversation}/regenerate")
+    assert (nothing.status_code, nothing.json()["code"]) == (409, "nothing_to_regenerate")
+    not_failed = await member.post(f"/api/conversations/{conversation}/retry")
+    assert (not_failed.status_code, not_failed.json()["code"]) == (409, "turn_not_failed")
+    restricted = await host.member("kim", role="restricted")
+    forbidden = await restricted.post("/api/conversations", json={"agent": "assistant"})
+    assert (forbidden.status_code, forbidden.json()["code"], forbidden.json()["values"]) == (403, "agent_forbidden", {"agent": "assistant"})
+
+    async with member.ws() as socket:
+        await socket.send(json.dumps({"type": "send", "conversation_id": "c-missing", "text": "Hallo", "idempotency_key": "k-12345678"}))
+        while (reply := json.loads(await socket.recv())).get("idempotency_key") != "k-12345678":
+            pass
+    assert (reply["type"], reply["code"]) == ("error", "conversation_not_found")
+    german = I18nBundle.from_folder("core", LOCALES).strings["de"]
+    assert german["error.conversation_not_found"] == "Diese Unterhaltung gibt es nicht (mehr)."

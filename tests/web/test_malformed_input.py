@@ -355,7 +355,7 @@ async def test_generated_websocket_frames_are_answered_and_the_socket_stays_open
         for frame in frames:
             await ws.send(frame)
             reply = json.loads(await asyncio.wait_for(ws.recv(), 5))
-            assert reply in ({"type": "pong"}, {"type": "error", "error": "unknown or malformed message"}), (frame, reply)
+            assert reply in ({"type": "pong"}, {"type": "error", "error": "unknown or malformed message", "code": "socket_message_invalid"}), (frame, reply)
         await ws.send('{"type": "ping"}')
         assert json.loads(await ws.recv()) == {"type": "pong"}
 

@@ -133,6 +133,6 @@ async def test_a_websocket_message_goes_through_the_same_reader(skald):
     admin = await host.admin()
     async with admin.ws() as ws:
         await ws.send('{"type": "ping", "at": NaN}')
-        assert strict_json(await ws.recv()) == {"type": "error", "error": "unknown or malformed message"}
+        assert strict_json(await ws.recv()) == {"type": "error", "error": "unknown or malformed message", "code": "socket_message_invalid"}
         await ws.send('{"type": "ping", "at": 1.5}')
         assert strict_json(await ws.recv()) == {"type": "pong"}

@@ -513,7 +513,7 @@ class ChatView {
     }
     if (message.type === "error" && message.idempotency_key) {
       if (message.retry_after > 0) this.transcript.sendRetrying(message.idempotency_key, message.code);
-      else this.transcript.sendFailed(message.idempotency_key, message.error || "");
+      else this.transcript.sendFailed(message.idempotency_key, errorString(message.code, message.values) || message.error || "");
       return;
     }
     if (message.type !== "event" || message.event?.kind !== "chat") return;

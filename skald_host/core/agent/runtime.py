@@ -59,11 +59,23 @@ COMPACT_PROMPT = (
 
 
 class ChatError(ValueError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
-    """A chat request that cannot be done; the message says why."""
+    """A chat request that cannot be done; the message says why in English (for the model,
+    the log and old clients), ``code`` names it so a client can say it in its reader's
+    language (``error.<code>`` in the locale files, with ``values``), and ``status`` is
+    the HTTP answer it deserves."""
+
+    def __init__(self, message: str, *, code: str = "chat_refused", status: int = 400, values: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.values = values or {}
 
 
 class ChatForbidden(ChatError):
     """The member's role does not allow it (an agent they may not start)."""
+
+    def __init__(self, message: str, *, code: str = "agent_forbidden", values: dict[str, Any] | None = None) -> None:
+        super().__init__(message, code=code, status=403, values=values)
 
 
 class RequestLog:
@@ -171,7 +183,7 @@ class ChatService:
                 return runtime
             db = self.core.users.owner_db(member.id)
             if db is None:
-                raise ChatError("your private database is locked; log in again")
+                raise ChatError("your private database is locked; log in again", code="member_locked", status=423)
             runtime = MemberRuntime(self, member, ConversationStore(db))
             self._runtimes[member.id] = runtime
             await runtime.start()
@@ -308,12 +320,12 @@ class MemberRuntime:
         try:
             agent = self.agents.get(agent_id)
         except AgentError as exc:
-            raise ChatError(str(exc)) from None
+            raise ChatError(str(exc), code="agent_unknown", values={"agent": agent_id}) from None
         # A project's agent only makes sense with the project's context, which comes with
         # a project source; a member's own chats start a chat agent.
         wanted = "project" if source.startswith("project:") else "chat"
         if agent.kind != wanted:
-            raise ChatError(f"{agent_id!r} is not a {wanted} agent")
+            raise ChatError(f"{agent_id!r} is not a {wanted} agent", code=f"agent_not_{wanted}", values={"agent": agent_id})
         self.check_agent(agent, via="new_conversation")
         conversation_id, _ = await self.store.create_conversation(agent.id, source=source, title=title)
         await self._prepare_prompt(await self.store.root_frame(conversation_id), agent)
@@ -324,7 +336,7 @@ class MemberRuntime:
         nobody's: ids live in this member's own file, so another's cannot resolve."""
         conversation = await self.store.conversation(conversation_id) if isinstance(conversation_id, str) else None
         if conversation is None:
-            raise ChatError("no such conversation")
+            raise ChatError("no such conversation", code="conversation_not_found", status=404)
         return conversation
 
     async def root(self, conversation_id: str) -> Frame:
@@ -332,7 +344,7 @@ class MemberRuntime:
         kept in memory, so checking a conversation a turn is sent to costs no read."""
         frame = await self.store.find_root(conversation_id) if isinstance(conversation_id, str) else None
         if frame is None:
-            raise ChatError("no such conversation")
+            raise ChatError("no such conversation", code="conversation_not_found", status=404)
         return frame
 
     def sending_too_fast(self, idempotency_key: str | None) -> int:
@@ -358,7 +370,7 @@ class MemberRuntime:
         try:
             described = await describe_attachments(self.core, self.member, attachments) if attachments else []
         except (FileError, PathRefused) as exc:
-            raise ChatError(f"attachment: {exc}") from None
+            raise ChatError(f"attachment: {exc}", code="attachment_refused", values={"detail": str(exc)}) from None
         frame = await self.store.root_frame(conversation_id)
         # A message that starts a turn is committed with the turn's streaming placeholder,
         # which names the model: the models are chosen first.
@@ -393,7 +405,7 @@ class MemberRuntime:
         stored = await write()
         if stored["duplicate"]:
             if stored["conversation_id"] != conversation_id:
-                raise ChatError("this idempotency key was used for another conversation")
+                raise ChatError("this idempotency key was used for another conversation", code="idempotency_key_reused")
             return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
         ack = {"conversation_id": conversation_id, "queued": stored["queued"], "message_id": stored["message_id"]}
         if not stored["queued"]:
@@ -465,7 +477,7 @@ class MemberRuntime:
         stored = await asyncio.shield(asyncio.ensure_future(settle()))
         if stored["duplicate"]:
             if stored["conversation_id"] != conversation_id:
-                raise ChatError("this idempotency key was used for another conversation")
+                raise ChatError("this idempotency key was used for another conversation", code="idempotency_key_reused")
             return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
         return {"conversation_id": conversation_id, "queued": False, "message_id": stored["message_id"]}
 
@@ -500,7 +512,7 @@ class MemberRuntime:
         the enabled ones; the others stay its fallbacks."""
         await self.conversation(conversation_id)
         if model_id is not None and not any(c.id == model_id for c in await self.chat.models.candidates()):
-            raise ChatError("no such model is enabled")
+            raise ChatError("no such model is enabled", code="model_not_enabled")
         await self.store.choose_model(conversation_id, model_id)
         return await self.conversation(conversation_id)
 
@@ -676,10 +688,10 @@ class MemberRuntime:
     async def resolve_approval(self, approval_id: str, approve: bool) -> dict[str, Any]:
         approval = await self.store.approval(approval_id) if isinstance(approval_id, str) else None
         if approval is None:
-            raise ChatError("no such approval")
+            raise ChatError("no such approval", code="approval_not_found", status=404)
         decision = "approved" if approve else "denied"
         if not await self.store.resolve_approval(approval_id, decision):
-            raise ChatError("this approval was already answered or has expired")
+            raise ChatError("this approval was already answered or has expired", code="approval_settled", status=409)
         self.emit("approval_resolved", approval["conversation_id"], approval_id=approval_id, decision=decision)
         if not self.waiters.wake(approval_id, decision):
             # Nobody waits (the server restarted since): continuing the conversation
@@ -733,7 +745,7 @@ class MemberRuntime:
         earlier version (``show_version`` flips back)."""
         frame = await self._idle_root(conversation_id)
         if not await self.store.keep_as_version(frame):
-            raise ChatError("the last message of this conversation has no answer to regenerate")
+            raise ChatError("the last message of this conversation has no answer to regenerate", code="nothing_to_regenerate", status=409)
         log.info("member %s: the member regenerates an answer", self.member_id)
         self.drive(conversation_id)
 
@@ -743,9 +755,9 @@ class MemberRuntime:
         frame = await self._idle_root(conversation_id)
         new_id = await self.store.edit_message(frame, message_id, text)
         if new_id is None:
-            raise ChatError("no such message of yours in this conversation")
+            raise ChatError("no such message of yours in this conversation", code="message_not_found", status=404)
         if not new_id:
-            raise ChatError("this message was already summarised by a compaction: it can no longer be edited")
+            raise ChatError("this message was already summarised by a compaction: it can no longer be edited", code="message_compacted", status=409)
         log.info("member %s: the member edits a message and continues from it", self.member_id)
         self.drive(conversation_id)
         return new_id
@@ -753,15 +765,15 @@ class MemberRuntime:
     async def show_version(self, conversation_id: str, variant: int) -> None:
         frame = await self._idle_root(conversation_id)
         if not await self.store.show_version(frame, variant):
-            raise ChatError("no such version in this conversation")
+            raise ChatError("no such version in this conversation", code="version_not_found", status=404)
 
     async def _idle_root(self, conversation_id: str) -> Frame:
         """The root frame of a conversation whose turn has ended, nothing waiting on it."""
         await self.conversation(conversation_id)
         if self.running(conversation_id):
-            raise ChatError("a turn is running in this conversation")
+            raise ChatError("a turn is running in this conversation", code="turn_running", status=409)
         if any(a["conversation_id"] == conversation_id for a in await self.store.pending_approvals()):
-            raise ChatError("an approval in this conversation is still waiting for an answer")
+            raise ChatError("an approval in this conversation is still waiting for an answer", code="approval_pending", status=409)
         return await self.store.root_frame(conversation_id)
 
     async def retry(self, conversation_id: str) -> None:
@@ -769,14 +781,23 @@ class MemberRuntime:
         runs again for the member's last message."""
         await self.conversation(conversation_id)
         if self.running(conversation_id):
-            raise ChatError("a turn is running in this conversation")
+            raise ChatError("a turn is running in this conversation", code="turn_running", status=409)
         frame = await self.store.root_frame(conversation_id)
         if not await self.store.take_back_failure(frame):
-            raise ChatError("the last turn of this conversation did not fail")
+            raise ChatError("the last turn of this conversation did not fail", code="turn_not_failed", status=409)
         log.info("member %s: the member retries a failed turn", self.member_id)
         self.drive(conversation_id)
 
     # -- what a turn needs --------------------------------------------------------------------
+
+    def may_talk_with(self, agent_id: str) -> bool:
+        """Whether the member's current role lets them go on talking with ``agent_id``
+        (an unknown agent: no)."""
+        try:
+            agent = self.agents.get(agent_id)
+        except AgentError:
+            return False
+        return may_start_agent(self.member, agent.id, agent.kind)
 
     def check_agent(self, agent: AgentDefinition, *, via: str) -> None:
         """Refuse (``ChatForbidden``, with an audit line) a conversation with an agent
@@ -786,8 +807,8 @@ class MemberRuntime:
             what = "action:projects.chat" if agent.kind == "project" else f"agent:{agent.id}"
             audit.denied(self.member_id, what, via=via)
             if agent.kind == "project":
-                raise ChatForbidden("your role does not include project chat")
-            raise ChatForbidden(f"your role does not let you talk with the agent {agent.id!r}")
+                raise ChatForbidden("your role does not include project chat", code="project_chat_forbidden")
+            raise ChatForbidden(f"your role does not let you talk with the agent {agent.id!r}", values={"agent": agent.id})
 
     def offered_tools(self, agent: AgentDefinition, member: Member | None = None) -> list[RegisteredTool]:
         """The tools of a round, from the member as now known (pushed on every change
@@ -966,7 +987,7 @@ class MemberRuntime:
     async def compact(self, conversation_id: str) -> bool:
         await self.conversation(conversation_id)
         if self.running(conversation_id):
-            raise ChatError("a turn is running; compact after it ends")
+            raise ChatError("a turn is running; compact after it ends", code="turn_running", status=409)
         return await self._compact_frame(await self.store.root_frame(conversation_id))
 
     async def _compact_frame(self, frame: Frame) -> bool:
@@ -978,7 +999,7 @@ class MemberRuntime:
         pin = await self.pin(frame, agent) if agent else await self.store.chosen_model(frame.conversation_id)
         candidates = await self.chat.models.candidates(pin=pin)
         if not candidates:
-            raise ChatError("no model is configured")
+            raise ChatError("no model is configured", code="no_model", status=409)
         wire = project("You write precise summaries.", history) + [{"role": "user", "content": COMPACT_PROMPT}]
         last_error: ModelError | None = None
         for choice in candidates:
@@ -996,7 +1017,7 @@ class MemberRuntime:
             self.emit("compacted", frame.conversation_id)
             self.core.buses.chat.publish(ChatEvent("compaction_done", self.member_id, frame.conversation_id))
             return True
-        raise ChatError(f"compaction failed: {last_error}")
+        raise ChatError(f"compaction failed: {last_error}", code="compaction_failed", status=502)
 
     # -- scheduled prompts -----------------------------------------------------------------
 

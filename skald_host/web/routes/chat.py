@@ -9,7 +9,7 @@ import re
 
 from quart import Blueprint, Response, current_app, request
 
-from skald_host.core.agent.runtime import ChatError, ChatForbidden, MemberRuntime
+from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.identity.access import may_start_agent
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, INT, JSON, TEXT, accepts, array, field, integer, json_object, nullable, obj, one_of, query, ref, returns, text
@@ -40,10 +40,8 @@ async def runtime() -> MemberRuntime:
 
 
 def chat_error(exc: ChatError) -> ApiError:
-    message = str(exc)
-    if isinstance(exc, ChatForbidden):
-        return ApiError(403, message)
-    return ApiError(404 if message.startswith("no such") else 409 if "running" in message or "already" in message else 400, message)
+    """The answer to a chat refusal: its status, English message, and code for the client."""
+    return ApiError.refusing(exc.status, exc, field="model" if exc.code == "model_not_enabled" else None)
 
 
 @bp.get("/api/chat/status")
@@ -137,8 +135,7 @@ async def rename_conversation(conversation_id: str) -> dict:
         if "model" in data:
             await rt.choose_model(conversation_id, model)
     except ChatError as exc:
-        message = str(exc)
-        raise (ApiError(400, message, field="model") if "enabled" in message else chat_error(exc)) from None
+        raise chat_error(exc) from None
     if title is not None:
         await rt.store.rename(conversation_id, title.strip())
     return await rt.store.conversation(conversation_id)  # type: ignore[return-value]
@@ -203,8 +200,7 @@ async def retry(conversation_id: str):
     try:
         await rt.retry(conversation_id)
     except ChatError as exc:
-        message = str(exc)
-        raise (ApiError(409, message) if "did not fail" in message else chat_error(exc)) from None
+        raise chat_error(exc) from None
     return {"retrying": True}, 202
 
 
@@ -217,8 +213,7 @@ async def regenerate(conversation_id: str):
     try:
         await rt.regenerate(conversation_id)
     except ChatError as exc:
-        message = str(exc)
-        raise (ApiError(409, message) if "no answer" in message or "waiting" in message else chat_error(exc)) from None
+        raise chat_error(exc) from None
     return {"regenerating": True}, 202
 
 
@@ -242,8 +237,7 @@ async def edit_message(conversation_id: str):
     try:
         message_id = await rt.edit(conversation_id, message_id, text)
     except ChatError as exc:
-        message = str(exc)
-        raise (ApiError(409, message) if "waiting" in message or "summarised" in message else chat_error(exc)) from None
+        raise chat_error(exc) from None
     return {"message_id": message_id}, 202
 
 
@@ -262,8 +256,7 @@ async def show_version(conversation_id: str) -> dict:
     try:
         await rt.show_version(conversation_id, variant)
     except ChatError as exc:
-        message = str(exc)
-        raise (ApiError(409, message) if "waiting" in message else chat_error(exc)) from None
+        raise chat_error(exc) from None
     return {"variant": variant}
 
 

@@ -41,13 +41,19 @@ async def _runtime(member: Any) -> Any:
     return await current_app.config["SKALD_CORE"].chat.runtime(member)
 
 
+def _refusal(exc: ChatError) -> dict[str, Any]:
+    """A refused socket request: the English message, and the code and values a client
+    says it with in its reader's language."""
+    return {"error": str(exc), "code": exc.code, **({"values": exc.values} if exc.values else {})}
+
+
 async def _send(member: Any, message: dict[str, Any]) -> dict[str, Any]:
     """A chat message over the socket; the ack (after the row is committed) echoes
     the client's idempotency key, and a retry with the same key is stored once."""
     key = _text(message, "idempotency_key", 128)
     conversation_id, text = _text(message, "conversation_id", 64), _text(message, "text", MAX_MESSAGE_CHARS)
     if conversation_id is None or text is None or not text.strip():
-        return {"type": "error", "idempotency_key": key, "error": "send needs conversation_id and non-empty text"}
+        return {"type": "error", "idempotency_key": key, "error": "send needs conversation_id and non-empty text", "code": "send_invalid"}
     try:
         runtime = await _runtime(member)
         wait = runtime.sending_too_fast(key)
@@ -56,7 +62,7 @@ async def _send(member: Any, message: dict[str, Any]) -> dict[str, Any]:
         attachments = message.get("attachments") or ()  # agent paths from the upload endpoint
         ack = await runtime.send(conversation_id, text, key, attachments=attachments)
     except ChatError as exc:  # someone else's id reads exactly like a missing one
-        return {"type": "error", "idempotency_key": key, "error": str(exc)}
+        return {"type": "error", "idempotency_key": key, **_refusal(exc)}
     except DiskFailure as exc:
         # Not stored, and no ack: the client keeps the message and sends it again
         # (same key, stored once) after ``retry_after`` seconds (check G4).
@@ -73,18 +79,18 @@ async def _stop(member: Any, message: dict[str, Any]) -> dict[str, Any]:
     try:
         stopped = await (await _runtime(member)).stop(conversation_id or "")
     except ChatError as exc:
-        return {"type": "error", "error": str(exc)}
+        return {"type": "error", **_refusal(exc)}
     return {"type": "stopped", "conversation_id": conversation_id, "stopped": stopped}
 
 
 async def _approve(member: Any, message: dict[str, Any]) -> dict[str, Any]:
     approval_id, decision = _text(message, "approval_id", 64), message.get("decision")
     if approval_id is None or decision not in ("approve", "deny"):
-        return {"type": "error", "error": "approve needs approval_id and decision approve or deny"}
+        return {"type": "error", "error": "approve needs approval_id and decision approve or deny", "code": "approve_invalid"}
     try:
         result = await (await _runtime(member)).resolve_approval(approval_id, decision == "approve")
     except ChatError as exc:
-        return {"type": "error", "error": str(exc)}
+        return {"type": "error", **_refusal(exc)}
     return {"type": "approval", **result}
 
 
@@ -186,7 +192,7 @@ async def member_socket() -> None:
                 await websocket.send(json.dumps({"type": "pong"}))
             elif kind in COMMANDS and not allowed(principal.member, "chat.use"):
                 audit.denied(principal.member.id, "action:chat.use", via="websocket", command=kind)
-                await websocket.send(json.dumps({"type": "error", "error": "forbidden"}))
+                await websocket.send(json.dumps({"type": "error", "error": "forbidden", "code": "forbidden"}))
             elif kind in COMMANDS:
                 try:
                     reply = await COMMANDS[kind](principal.member, message)
@@ -195,10 +201,10 @@ async def member_socket() -> None:
                     reply = {"type": "error", "error": exc.member_text, "code": exc.code}
                 except Exception:  # a failed command is an answer, never the end of the socket
                     log.exception("websocket command %s failed", kind)
-                    reply = {"type": "error", "error": "the command failed; see the server log"}
+                    reply = {"type": "error", "error": "the command failed; see the server log", "code": "command_failed"}
                 await websocket.send(json.dumps(reply))
             else:
-                await websocket.send(json.dumps({"type": "error", "error": "unknown or malformed message"}))
+                await websocket.send(json.dumps({"type": "error", "error": "unknown or malformed message", "code": "socket_message_invalid"}))
 
     tasks = [
         asyncio.create_task(outbound()),

@@ -82,7 +82,7 @@ async def upload(conversation_id: str) -> Any:
         runtime = await core.chat.runtime(member)
         await runtime.conversation(conversation_id)
     except ChatError as exc:
-        raise ApiError.refusing(404 if str(exc).startswith("no such") else 423, exc) from None
+        raise ApiError.refusing(exc.status, exc) from None
     raw_name = request.headers.get(FILENAME_HEADER) or "upload"
     if len(raw_name) > MAX_FILENAME_HEADER:
         raise ApiError(400, f"{FILENAME_HEADER} is longer than {MAX_FILENAME_HEADER} characters", field="filename")

@@ -21,7 +21,7 @@ from typing import Any
 
 from quart import Blueprint, Response, current_app, request
 
-from skald_host.core.agent.runtime import ChatError, ChatForbidden
+from skald_host.core.agent.runtime import ChatError
 from skald_host.core.files.paths import PathRefused, clean_relative, contain
 from skald_host.core.folders import FolderAccess, FolderError
 from skald_host.web.auth import current_principal, requires
@@ -222,7 +222,7 @@ async def start_project_chat(project_id: str) -> Any:
     try:
         conversation = await member_runtime.create_conversation(PROJECT_AGENT, title=project.title, source=f"project:{project.id}")
     except ChatError as exc:
-        raise ApiError.refusing(403 if isinstance(exc, ChatForbidden) else 400, exc) from None
+        raise ApiError.refusing(exc.status, exc) from None
     return conversation, 201
 
 
