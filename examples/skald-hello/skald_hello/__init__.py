@@ -90,7 +90,7 @@ def plugin_info() -> PluginInfo:
         icon="hand",
         # The SPEC_VERSION range this code was written for: 1.2 brought ToolError. A host
         # that cannot satisfy it refuses the plugin by name instead of failing later.
-        spec=">=1.2,<2",
+        spec=">=1.3,<2",
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
     )

@@ -7,25 +7,7 @@
 // for the member's own settings. Every text goes in through textContent, never innerHTML:
 // a nickname is data, not markup.
 
-function node(tag, text) {
-  const element = document.createElement(tag);
-  if (text !== undefined) element.textContent = text;
-  return element;
-}
-
-async function call(method, path, body) {
-  const headers = { Accept: "application/json" };
-  if (method !== "GET") {
-    // Cookie sessions must send their CSRF token on writes; the session endpoint has it.
-    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
-    headers["Content-Type"] = "application/json";
-    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
-  }
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
-  return data;
-}
+import { call, node } from "/ui/lib/plugin-kit.js";
 
 export default class HelloPage extends HTMLElement {
   async connectedCallback() {

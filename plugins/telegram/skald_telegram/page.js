@@ -4,24 +4,7 @@
 // write, PUT /api/plugins/<id>/my-config, which the plugin turns into a binding.
 // Every text goes in through textContent: a chat name is data, not markup.
 
-function node(tag, text) {
-  const element = document.createElement(tag);
-  if (text !== undefined) element.textContent = text;
-  return element;
-}
-
-async function call(method, path, body) {
-  const headers = { Accept: "application/json" };
-  if (method !== "GET") {
-    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
-    headers["Content-Type"] = "application/json";
-    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
-  }
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
-  return data;
-}
+import { call, node } from "/ui/lib/plugin-kit.js";
 
 export default class TelegramPage extends HTMLElement {
   async connectedCallback() {

@@ -85,7 +85,7 @@ def plugin_info() -> PluginInfo:
         title="Speech: Kokoro",
         description="Reads answers aloud with the Kokoro-82M voice model, offline (English and five other languages; not German).",
         icon="volume-2",
-        spec=">=1.2,<2",  # TtsEngine.voices(), HostApi.synthesize_speech
+        spec=">=1.3,<2",  # TtsEngine.voices(), HostApi.synthesize_speech; 1.3: the plugin page kit
         config_schema=CONFIG_SCHEMA,
     )
 

@@ -4,26 +4,8 @@
 // that plays through the shared reader (/ui/lib/speech.js, streamed from POST /api/tts).
 // Every text goes in through textContent.
 
+import { call, node } from "/ui/lib/plugin-kit.js";
 import { speak, stopSpeaking } from "/ui/lib/speech.js";
-
-function node(tag, text) {
-  const element = document.createElement(tag);
-  if (text !== undefined) element.textContent = text;
-  return element;
-}
-
-async function call(method, path, body) {
-  const headers = { Accept: "application/json" };
-  if (method !== "GET") {
-    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
-    headers["Content-Type"] = "application/json";
-    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
-  }
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
-  return data;
-}
 
 export default class KokoroVoicePage extends HTMLElement {
   async connectedCallback() {

@@ -1,0 +1,60 @@
+// The plugin page kit: what a plugin's page imports from the shell instead of writing its
+// own fetch wrapper, DOM helper and string lookup (since spec 1.3).
+//
+//   import { call, node, text, KitError } from "/lib/plugin-kit.js";
+//
+// It is the shell's own code under a stable name: calls carry the member's session and
+// the shell's CSRF token, a 401 ends the session in the shell as any other request does,
+// and a refusal's text is the reader's language when the host or the plugin has a string
+// for its code. Only the names exported here are the contract; the shell's other modules
+// may change. Everything a page puts on screen goes in as text, never as markup.
+
+import { api, csrf, setCsrfToken } from "./api.js";
+import { el } from "./dom.js";
+import { currentLocale, errorString, t } from "./i18n.js";
+
+/** A refused or failed call: `message` in the reader's words, with the answer's
+ * `status`, stable `code`, `values` and offending `field` for a page that wants them. */
+export class KitError extends Error {
+  constructor(message, { status = 0, code = null, values = {}, field = null } = {}) {
+    super(message);
+    this.name = "KitError";
+    this.status = status;
+    this.code = code;
+    this.values = values;
+    this.field = field;
+  }
+}
+
+/** JSON over fetch with the member's session: resolves to the answer's body, or
+ * throws a KitError (status 0 when the server could not be reached). */
+export async function call(method, path, body) {
+  if (method !== "GET" && !csrf()) {
+    // Mounted outside the shell (which learns the token at sign-in): ask the session.
+    const session = await api("GET", "/api/auth/session");
+    if (session.ok) setCsrfToken(session.data.csrf_token);
+  }
+  const response = await api(method, path, body);
+  if (response.ok) return response.data;
+  const data = response.data || {};
+  const message = response.status === 0
+    ? t("common.offline")
+    : (errorString(data.code, data.values) || data.error || `HTTP ${response.status}`);
+  throw new KitError(message, { status: response.status, code: data.code || null, values: data.values || {}, field: data.field || null });
+}
+
+/** node("p", "Hello", {class: "greeting"}): an element whose text is set as text. */
+export function node(tag, content, attrs = {}) {
+  return el(tag, content === undefined ? attrs : { ...attrs, text: content });
+}
+
+/** The page's own string `key` for the reader's language out of `strings`
+ * ({locale: {key: text}}, as a plugin's strings.py has them), English underneath;
+ * `{name}` placeholders are filled from `values`. */
+export function text(strings, key, values = {}) {
+  const found = strings?.[currentLocale()]?.[key] ?? strings?.en?.[key] ?? key;
+  return String(found).replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
+}
+
+/** The reader's language ("de"), as the shell shows it. */
+export const locale = () => currentLocale();
