@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -201,50 +200,19 @@ async def test_the_host_finds_the_installed_distribution_through_its_entry_point
 # -- the page in a real browser ------------------------------------------------------------
 
 
-@pytest.fixture
-async def browser():
-    """Chromium driven by Playwright (Debian's ``chromium``, as the host's own UI tests)."""
-    playwright_api = pytest.importorskip("playwright.async_api")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        pytest.skip("no chromium on PATH")
-    async with playwright_api.async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield browser
-        finally:
-            await browser.close()
 
 
-MOUNT_PAGE = """async ([entry, pluginId]) => {
-    // What the shell's plugin-page-host does: import, register, mount with plugin-id.
-    const module = await import(entry);
-    customElements.define(`plugin-${pluginId}-main`, module.default);
-    const page = document.createElement(`plugin-${pluginId}-main`);
-    page.setAttribute("plugin-id", pluginId);
-    document.body.append(page);
-}"""
-
-
-async def test_the_page_shows_the_greeting_and_saves_a_nickname_in_a_browser(skald, browser):
+async def test_the_page_shows_the_greeting_and_saves_a_nickname_in_a_browser(skald, plugin_browser):
     host = await skald.start(plugins=[skald_hello], enable=["hello"])
     await host.create_member("alice", display_name="Alice <b>")
-    page = await browser.new_page()
-    await page.goto(host.url + "/")
-    login = await page.evaluate(
-        """async ([username, password]) => (await fetch("/api/auth/login", {method: "POST",
-            headers: {"Content-Type": "application/json"}, body: JSON.stringify({username, password})})).status""",
-        ["alice", MEMBER_PASSWORD],
-    )
-    assert login == 200
-
-    await page.evaluate(MOUNT_PAGE, ["/api/plugin/hello/page.js", "hello"])
-    greeting = page.locator("plugin-hello-main .hello-greeting")
+    # Signs alice in and mounts the page as the shell does, under skald-p-hello-main.
+    page = await plugin_browser.open(host, "alice", MEMBER_PASSWORD, "hello", "main")
+    greeting = page.locator("skald-p-hello-main .hello-greeting")
     await greeting.filter(has_text="Hello, Alice <b>!").wait_for(timeout=10_000)  # shown as text, not markup
-    assert await page.locator("plugin-hello-main b").count() == 0
+    assert await page.locator("skald-p-hello-main b").count() == 0
 
-    await page.fill("plugin-hello-main input[name=nickname]", "Ali")
-    await page.click("plugin-hello-main button[type=submit]")
+    await page.fill("skald-p-hello-main input[name=nickname]", "Ali")
+    await page.click("skald-p-hello-main button[type=submit]")
     await greeting.filter(has_text="Hello, Ali!").wait_for(timeout=10_000)
     member = await host.core.users.find("alice")
     assert await host.core.host_api("hello").get_user_config(member.id) == {"nickname": "Ali"}

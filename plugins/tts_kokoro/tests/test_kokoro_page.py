@@ -11,42 +11,10 @@ import pytest
 
 from skald_host.testing.host import MEMBER_PASSWORD
 
-MOUNT_PAGE = """async ([entry, pluginId, pageId]) => {
-    // What the shell's plugin-page-host does: import, register, mount with plugin-id.
-    const module = await import(entry);
-    customElements.define(`plugin-${pluginId}-${pageId}`, module.default);
-    const page = document.createElement(`plugin-${pluginId}-${pageId}`);
-    page.setAttribute("plugin-id", pluginId);
-    document.body.append(page);
-}"""
-
-
-@pytest.fixture
-async def browser():
-    playwright_api = pytest.importorskip("playwright.async_api")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        pytest.skip("no chromium on PATH")
-    async with playwright_api.async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield browser
-        finally:
-            await browser.close()
-
-
-async def login(page, url: str, username: str, password: str) -> None:
-    await page.goto(url + "/")
-    status = await page.evaluate(
-        """async ([username, password]) => (await fetch("/api/auth/login", {method: "POST",
-            headers: {"Content-Type": "application/json"}, body: JSON.stringify({username, password})})).status""",
-        [username, password],
-    )
-    assert status == 200
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
-async def test_a_member_picks_a_voice_and_hears_a_sample(skald, browser):
+async def test_a_member_picks_a_voice_and_hears_a_sample(skald, plugin_browser):
     host = await skald.start(use_entry_points=True, enable=["tts_kokoro"])
     member = await host.member("greta", locale="de")
     pages = (await member.get("/api/plugins/pages")).json()["pages"]
@@ -55,12 +23,10 @@ async def test_a_member_picks_a_voice_and_hears_a_sample(skald, browser):
     assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
     assert ".innerHTML" not in script.text and "insertAdjacentHTML" not in script.text
 
-    page = await browser.new_page()
+    page = await plugin_browser.open(host, "greta", MEMBER_PASSWORD, "tts_kokoro", "voices")
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    await login(page, host.url, "greta", MEMBER_PASSWORD)
-    await page.evaluate(MOUNT_PAGE, ["/api/plugin/tts_kokoro/page.js", "tts_kokoro", "voices"])
-    root = page.locator("plugin-tts_kokoro-voices")
+    root = page.locator("skald-p-tts-kokoro-voices")
     await root.locator("h1").filter(has_text="Stimme").wait_for(timeout=10_000)
     values = await root.locator("select option").evaluate_all("options => options.map(o => o.value)")
     assert values[0] == "" and "kokoro:jf_alpha" in values and "espeak-ng:de" in values
