@@ -101,7 +101,7 @@ async def listing(store: "ConversationStore") -> list[dict[str, Any]]:
 async def find(store: "ConversationStore", job_id: str) -> dict[str, Any]:
     job = await store.job(job_id) if isinstance(job_id, str) else None
     if job is None:
-        raise ScheduleError(f"no scheduled prompt {str(job_id)[:40]!r}", code="not_found")
+        raise ScheduleError("no such scheduled prompt", code="not_found")
     return job
 
 
