@@ -41,7 +41,7 @@ async def _zone_name(store: "ConversationStore", timezone: str | None) -> str:
     return await member_timezone(store) or DEFAULT_TIMEZONE
 
 
-def _prompt(prompt: Any) -> str:
+def check_prompt(prompt: Any) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ScheduleError("the prompt must be non-empty text", code="prompt_empty")
     if len(prompt) > MAX_PROMPT:
@@ -78,7 +78,7 @@ async def create(
 ) -> dict[str, Any]:
     """A one-shot prompt at ``at`` (ISO 8601, UTC) or a recurring one ``every`` (cron
     or phrase) in ``timezone`` (default: the member's own, else UTC)."""
-    prompt = _prompt(prompt)
+    prompt = check_prompt(prompt)
     if every is not None:
         name = await _zone_name(store, timezone)
         recurrence = Recurrence.parse(every, name)
@@ -114,7 +114,7 @@ async def change(
     job = await find(store, job_id)
     changes: dict[str, Any] = {}
     if prompt is not None:
-        changes["prompt"] = _prompt(prompt)
+        changes["prompt"] = check_prompt(prompt)
     now = clock.now()
     if every is not None or timezone is not None:
         if not job["cron"] and every is None:
