@@ -5,7 +5,7 @@ private, encrypted file): one-shot rows have no ``cron``; recurring rows carry a
 five-field cron expression and the IANA time zone it is read in. The member's runtime
 delivers both (``MemberRuntime.deliver_due_jobs``); this module only answers *when*.
 
-The rules, stated once (docs/scheduled-prompts.md repeats them for members):
+The rules, stated once (README "Scheduled prompts" repeats them for members):
 
 - **Wall-clock time in the job's time zone.** ``0 8 * * 1-5`` is 08:00 local on
   weekdays, summer and winter alike (croniter over ``zoneinfo``).
