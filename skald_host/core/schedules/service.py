@@ -145,19 +145,6 @@ def preview(every: str, timezone: str, count: int = 3) -> dict[str, Any]:
     return {"cron": recurrence.cron, "timezone": recurrence.timezone, "next_runs": [iso(t) for t in recurrence.upcoming(clock.now(), count)]}
 
 
-def describe_for_model(job: dict[str, Any]) -> str:
-    """One line per job for the agent's tools."""
-    s = summary(job) if "recurring" not in job else job
-    when = f"every {s['phrase'] or s['cron']} ({s['cron']}, {s['timezone']})" if s["recurring"] else "once"
-    state = "paused" if s["paused"] else s["status"]
-    nxt = s["next_run"] or "-"
-    last = f"{s['last_status']} at {s['last_run_at']}" if s["last_run_at"] else "never run"
-    prompt = " ".join(s["prompt"].split())
-    return f"- {s['id'][:8]} [{state}] {when}; next {nxt}; last {last}: {prompt[:200]}"
-
-
-
-
 class StartAtUnlock:
     """A member's scheduled prompts run in their runtime, which otherwise starts at
     their first chat: at unlock, a member with an active scheduled prompt gets it
