@@ -4,18 +4,32 @@ a job the agent created appears there too; and axe finds nothing, in English and
 
 from __future__ import annotations
 
+import datetime as dt
+
+import pytest
 from playwright.async_api import expect
 
+from skald_host.core import schedules
+from skald_host.testing import Reply
 from skald_host.testing.host import MEMBER_PASSWORD
 
 from .kit import screenshot, sign_in
 from .test_accessibility import assert_no_violations
 
 
+@pytest.fixture(autouse=True)
+def reset_clock():
+    yield
+    schedules.clock.set(None)
+
+
 async def test_member_schedules_pauses_edits_and_deletes_a_recurring_prompt(skald, browser_pages):
     host = await skald.start()
     await host.admin()
+    server = await skald.model_server(Reply("Here is your plan."))
+    await host.use_model(server)
     alice_api = await host.member("alice")
+    schedules.clock.set(dt.datetime(2026, 6, 1, 12, tzinfo=dt.timezone.utc))  # Monday 14:00 in Berlin
     page = await browser_pages.new(host.url)
     await sign_in(page, "alice", MEMBER_PASSWORD)
     await page.get_by_role("navigation", name="Main navigation").get_by_role("link", name="Scheduled prompts", exact=True).click()
@@ -42,7 +56,19 @@ async def test_member_schedules_pauses_edits_and_deletes_a_recurring_prompt(skal
     await expect(rows.first).to_contain_text("Not run yet")
     [job] = (await alice_api.get("/api/schedules")).json()["jobs"]
     assert (job["cron"], job["timezone"], job["paused"]) == ("0 8 * * 1-5", "Europe/Berlin", False)
-    await expect(rows.first.locator("[data-cell=next]")).not_to_have_text("Paused")
+    # The next run reads as Berlin's wall clock: Tuesday 08:00, whatever the browser's zone.
+    await expect(rows.first.locator("[data-cell=next]")).to_contain_text("08:00")
+    await expect(rows.first.locator("[data-cell=next]")).to_contain_text("Tue")
+    assert job["next_run"] == "2026-06-02T06:00:00.000000Z"
+
+    # Tuesday morning it runs; the page shows the result and Wednesday's run.
+    schedules.clock.set(dt.datetime(2026, 6, 2, 6, 0, 1, tzinfo=dt.timezone.utc))
+    rt = host.core.chat.live_runtime(alice_api.member["id"])
+    assert await rt.deliver_due_jobs() == 1
+    await page.reload()
+    await expect(rows.first.locator("[data-cell=last]")).to_contain_text("Delivered")
+    await expect(rows.first.locator("[data-cell=last]")).to_contain_text("08:00")  # when it ran, on Berlin's clock
+    await expect(rows.first.locator("[data-cell=next]")).to_contain_text("Wed")
     await screenshot(page, "schedules-list")
     await assert_no_violations(page, "schedules")
 

@@ -74,3 +74,22 @@ async def test_a_role_that_may_not_schedule_cannot_create_or_edit_but_can_pause_
     assert response.status_code == 200 and response.json()["paused"] is True
     assert (await kid.delete(f"/api/schedules/{job['id']}")).status_code == 200
     assert (await kid.get("/api/schedules")).json()["jobs"] == []
+
+
+async def test_a_member_may_keep_a_bounded_number_of_recurring_prompts(skald, monkeypatch):
+    from skald_host.core.schedules import service
+
+    monkeypatch.setattr(service, "MAX_RECURRING", 2)  # the real bound is 100; the rule is the same
+    host = await skald.start()
+    await host.admin()
+    alice = await host.member("alice")
+    ids = []
+    for n in range(2):
+        response = await alice.post("/api/schedules", json={"prompt": f"p{n}", "every": "every day at 8"})
+        assert response.status_code == 201
+        ids.append(response.json()["id"])
+    response = await alice.post("/api/schedules", json={"prompt": "p2", "every": "every day at 8"})
+    assert (response.status_code, response.json()["code"], response.json()["values"]) == (400, "schedules_too_many", {"limit": 2})
+    assert len((await alice.get("/api/conversations")).json()["conversations"]) == 2  # none made for the refused one
+    assert (await alice.delete(f"/api/schedules/{ids[0]}")).status_code == 200
+    assert (await alice.post("/api/schedules", json={"prompt": "p2", "every": "every day at 8"})).status_code == 201

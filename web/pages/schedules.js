@@ -90,12 +90,21 @@ function whenText(job) {
 function lastText(job) {
   if (!job.last_run_at) return t("schedules.never_run");
   const result = job.last_status === "done" ? t("schedules.result_done") : t("schedules.result_failed");
-  return `${result} · ${formatDate(job.last_run_at)}`;
+  return `${result} · ${inZone(job.last_run_at, job.timezone)}`;
+}
+
+/** A time as the job's own zone reads it (a recurring job runs on that wall clock). */
+function inZone(value, zone) {
+  if (!zone) return formatDate(value);
+  try {
+    return new Date(value).toLocaleString(document.documentElement.lang || undefined,
+      { timeZone: zone, weekday: "short", year: "numeric", month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  } catch { return formatDate(value); }
 }
 
 function nextText(job) {
   if (job.paused) return t("schedules.paused");
-  if (job.next_run) return formatDate(job.next_run);
+  if (job.next_run) return inZone(job.next_run, job.timezone);
   return job.status === "cancelled" ? t("schedules.cancelled") : t("schedules.finished");
 }
 

@@ -1060,7 +1060,7 @@ class MemberRuntime:
         except (schedules.ScheduleError, ValueError):  # its zone vanished from tzdata: it stops, visibly
             await self.store.set_job(job["id"], "failed")
             return
-        await self.store.job_ran(job["id"], result, following, occurrence)
+        await self.store.job_ran(job["id"], result, following, occurrence, schedules.iso(now))
 
 def seconds_until(due_at: str | None) -> float:
     """How long the scheduler sleeps before the job due at ``due_at`` (ISO, UTC): a

@@ -851,7 +851,7 @@ class ConversationStore:
 
         await self.db.transaction(write)
 
-    async def job_ran(self, job_id: str, result: str, next_due: str, occurrence: str) -> None:
+    async def job_ran(self, job_id: str, result: str, next_due: str, occurrence: str, ran_at: str) -> None:
         """A recurring job's occurrence ``occurrence`` ended (``result``: done or
         failed): it waits for ``next_due``, in the same write. Only the pass that ran
         that occurrence moves it on (two passes at once count it once), and a job edited
@@ -859,9 +859,9 @@ class ConversationStore:
 
         def write(c: Any) -> None:
             moved = c.execute(
-                f"UPDATE scheduled_jobs SET status = 'pending', due_at = ?, last_run_at = {NOW}, last_status = ?, runs = runs + 1"
+                "UPDATE scheduled_jobs SET status = 'pending', due_at = ?, last_run_at = ?, last_status = ?, runs = runs + 1"
                 " WHERE id = ? AND due_at = ? AND status = 'running'",
-                (next_due, result, job_id, occurrence),
+                (next_due, ran_at, result, job_id, occurrence),
             ).rowcount
             if not moved:
                 c.execute("UPDATE scheduled_jobs SET status = 'pending' WHERE id = ? AND status = 'running' AND due_at != ?", (job_id, occurrence))

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 TIMEZONE_SETTING = "timezone"
 DEFAULT_TIMEZONE = "UTC"
 MAX_PROMPT = 20_000
+#: Active recurring prompts a member may have: each run is a model turn.
+MAX_RECURRING = 100
 log = logging.getLogger(__name__)
 
 
@@ -72,6 +74,15 @@ def summary(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def check_room(store: "ConversationStore") -> None:
+    """Refuse a new recurring prompt beyond ``MAX_RECURRING`` active ones."""
+    active = await store.db.run(
+        lambda c: c.execute("SELECT count(*) FROM scheduled_jobs WHERE cron IS NOT NULL AND status IN ('pending', 'running')").fetchone()[0]
+    )
+    if active >= MAX_RECURRING:
+        raise ScheduleError(f"at most {MAX_RECURRING} recurring prompts; delete one first", code="schedules_too_many", limit=MAX_RECURRING)
+
+
 async def create(
     store: "ConversationStore", conversation_id: str, prompt: str, *, at: str | None = None, every: str | None = None,
     timezone: str | None = None,
@@ -82,6 +93,7 @@ async def create(
     if every is not None:
         name = await _zone_name(store, timezone)
         recurrence = Recurrence.parse(every, name)
+        await check_room(store)
         first = recurrence.next_after(clock.now())
         phrase = " ".join(every.split()) if " ".join(every.split()) != recurrence.cron else None
         job_id = await store.schedule(conversation_id, prompt, iso(first), cron=recurrence.cron, timezone=name, phrase=phrase)

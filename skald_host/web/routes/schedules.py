@@ -58,6 +58,7 @@ async def create_job():
     conversation_id = data.get("conversation_id")
     try:
         service.check_prompt(data["prompt"])  # before a conversation is made for it
+        await service.check_room(rt.store)
         service.preview(data["every"], data.get("timezone") or await service.member_timezone(rt.store) or service.DEFAULT_TIMEZONE)
         if conversation_id is None:
             title = " ".join(data["prompt"].split())[:60]
