@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skald_host.core.schedules import Clock, Recurrence, ScheduleError, following, phrase_to_cron
 
@@ -61,7 +63,7 @@ def test_what_the_grammar_does_not_know_is_none(phrase):
 def test_a_cron_expression_is_taken_as_it_is_and_checked():
     assert Recurrence.parse("0 8 * * 1-5", BERLIN) == Recurrence("0 8 * * 1-5", BERLIN)
     assert Recurrence.parse("every weekday at 8", BERLIN) == Recurrence("0 8 * * 1-5", BERLIN)
-    for bad in ("0 8 * *", "61 8 * * *", "every blursday", "0 8 * * * *"):
+    for bad in ("0 8 * *", "61 8 * * *", "every blursday", "0 8 * * * *", "0 0 30 2 *"):
         with pytest.raises(ScheduleError) as refused:
             Recurrence.parse(bad, BERLIN)
         assert refused.value.code == "recurrence_invalid"
@@ -129,3 +131,18 @@ def test_the_clock_is_the_systems_unless_set():
     assert clock.now().year == dt.datetime.now(UTC).year
     with pytest.raises(ValueError):
         clock.set(dt.datetime(2030, 1, 1))
+
+
+_CRON_PARTS = st.sampled_from(["*", "0", "5", "*/5", "*/15", "1-5", "0,6", "31", "30", "2", "L", "?", "60", "-1", "1-", "MON", "jan", "#", "1#2", "W"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(_CRON_PARTS, min_size=5, max_size=5).map(" ".join), st.text(max_size=40)))
+def test_any_text_is_a_recurrence_or_a_refusal_never_a_crash(when):
+    try:
+        recurrence = Recurrence.parse(when, BERLIN)
+    except ScheduleError as refused:
+        assert refused.code in ("recurrence_invalid", "recurrence_too_often")
+    else:
+        first = recurrence.next_after(utc(2026, 1, 1))
+        assert following(recurrence, first, first) > first

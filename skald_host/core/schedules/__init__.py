@@ -35,7 +35,7 @@ import re
 import zoneinfo
 from dataclasses import dataclass
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from skald_host.core.refusal import Refusal
 
@@ -227,7 +227,10 @@ class Recurrence:
         fired_local = fired.astimezone(tz).replace(tzinfo=None) if fired is not None else None
         it = croniter(self.cron, after.astimezone(tz))
         for _ in range(1000):
-            candidate = it.get_next(dt.datetime)
+            try:
+                candidate = it.get_next(dt.datetime)
+            except CroniterError:  # a date that never comes, such as 30 February
+                break
             if candidate.tzinfo is None:
                 candidate = candidate.replace(tzinfo=tz)
             if candidate.astimezone(UTC) <= after:
