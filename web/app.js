@@ -20,6 +20,7 @@ import { renderPluginDetail } from "./pages/plugin-detail.js";
 import { renderCatalog } from "./pages/plugin-catalog.js";
 import { renderPluginPage } from "./pages/plugin-page.js";
 import { renderRoles } from "./pages/roles.js";
+import { renderSchedules } from "./pages/schedules.js";
 import { renderSettings } from "./pages/settings.js";
 import { renderProjects } from "./pages/projects.js";
 import { renderSharedFolders } from "./pages/shared-folders.js";
@@ -30,6 +31,7 @@ const HOST_PAGES = [
   { id: "chat", label: "nav.chat", render: renderChat, needs: "chat" },
   { id: "projects", label: "nav.projects", render: renderProjects },
   { id: "memory", label: "nav.memory", render: renderMemory },
+  { id: "schedules", label: "nav.schedules", render: renderSchedules, needs: "chat" },
   { id: "account", label: "nav.account", render: renderAccount },
 ];
 const ADMIN_PAGES = [

@@ -169,8 +169,31 @@ class TurnApi(Protocol):
     async def notify(self, text: str) -> None:
         """Tell the member something now, as a note in this conversation."""
 
-    async def schedule(self, prompt: str, due_at: str) -> str:
-        """Deliver ``prompt`` into this conversation at ``due_at`` (ISO 8601, UTC); returns the job id."""
+    async def schedule(self, prompt: str, due_at: str | None = None, *, every: str | None = None, timezone: str | None = None) -> str:
+        """Deliver ``prompt`` into this conversation at ``due_at`` (ISO 8601, UTC), or
+        again and again ``every`` (a cron expression such as ``"0 8 * * 1-5"`` or a phrase
+        such as ``"every weekday at 8"``) read in ``timezone`` (an IANA name; default:
+        the member's own, else UTC); returns the job id. Raises ``ValueError`` (its
+        message says why) for a schedule or time zone that cannot be used. ``every`` and
+        ``timezone``: since 1.3."""
+
+    async def scheduled_prompts(self) -> list[dict[str, Any]]:
+        """The member's scheduled prompts: ``id``, ``prompt``, ``recurring``, ``cron``,
+        ``phrase``, ``timezone``, ``paused``, ``status``, ``next_run``, ``last_run_at``,
+        ``last_status``, ``runs``, ``conversation_id``. Since 1.3."""
+
+    async def change_scheduled_prompt(
+        self, job_id: str, *, prompt: str | None = None, every: str | None = None, timezone: str | None = None,
+        paused: bool | None = None,
+    ) -> dict[str, Any]:
+        """Edit, pause (``paused=True``) or resume one of the member's scheduled prompts
+        (``job_id`` or an unambiguous prefix of at least 6 characters); returns it as
+        ``scheduled_prompts`` lists it. A new schedule or a resume runs next at the
+        first occurrence after now. Raises ``ValueError`` when there is no such prompt
+        or the change cannot be used. Since 1.3."""
+
+    async def delete_scheduled_prompt(self, job_id: str) -> None:
+        """Delete one of the member's scheduled prompts (``ValueError`` if none). Since 1.3."""
 
     def agents(self) -> list[dict[str, Any]]:
         """The task agents ``delegate`` accepts: id, title, description."""

@@ -44,6 +44,14 @@ async def execute_task(args: Mapping[str, Any], ctx: ToolContext) -> str:
 async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
     assert ctx.turn is not None
     prompt = _text(args, "prompt")
+    if "every" in args:
+        every = _text(args, "every", 200)
+        timezone = _text(args, "timezone", 64) if args.get("timezone") is not None else None
+        try:
+            job_id = await ctx.turn.schedule(prompt, every=every, timezone=timezone)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        return "Scheduled, recurring:\n" + _describe(await ctx.turn.scheduled_prompts(), job_id)
     if "in_minutes" in args:
         minutes = args["in_minutes"]
         if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not 0 < minutes <= 60 * 24 * 366:
@@ -60,6 +68,66 @@ async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
     due_utc = due.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     job_id = await ctx.turn.schedule(prompt, due_utc)
     return f"Scheduled for {due_utc} (job {job_id[:8]})."
+
+
+def _line(job: Mapping[str, Any]) -> str:
+    when = f"every {job['phrase'] or job['cron']} (cron {job['cron']}, {job['timezone']})" if job["recurring"] else "once"
+    state = "paused" if job["paused"] else job["status"]
+    last = f"{job['last_status']} at {job['last_run_at']}" if job["last_run_at"] else "never run"
+    prompt = " ".join(job["prompt"].split())
+    return f"- {job['id'][:8]} [{state}] {when}; next run {job['next_run'] or '-'} (UTC); last {last}: {prompt[:200]}"
+
+
+def _describe(jobs: list[Mapping[str, Any]], job_id: str) -> str:
+    return "\n".join(_line(job) for job in jobs if job["id"] == job_id)
+
+
+async def list_scheduled_prompts(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    jobs = await ctx.turn.scheduled_prompts()
+    if not jobs:
+        return "No scheduled prompts."
+    return "\n".join(_line(job) for job in jobs)
+
+
+async def change_scheduled_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    job_id = _text(args, "job", 64)
+    paused = args.get("paused")
+    if paused is not None and not isinstance(paused, bool):
+        raise ToolError("'paused' must be true or false")
+    changes = {
+        "prompt": _text(args, "prompt") if args.get("prompt") is not None else None,
+        "every": _text(args, "every", 200) if args.get("every") is not None else None,
+        "timezone": _text(args, "timezone", 64) if args.get("timezone") is not None else None,
+        "paused": paused,
+    }
+    if all(value is None for value in changes.values()):
+        raise ToolError("say what to change: 'prompt', 'every', 'timezone' or 'paused'")
+    try:
+        job = await ctx.turn.change_scheduled_prompt(job_id, **changes)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+    return "Changed:\n" + _line(job)
+
+
+async def delete_scheduled_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    job_id = _text(args, "job", 64)
+    try:
+        await ctx.turn.delete_scheduled_prompt(job_id)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+    return f"Deleted the scheduled prompt {job_id[:8]}."
+
+
+_JOB = {"type": "string", "description": "the job id (its first 8 characters are enough) from list_scheduled_prompts"}
+_EVERY = {
+    "type": "string",
+    "description": "how often: a cron expression ('0 8 * * 1-5') or a phrase ('every weekday at 8', 'every monday at 9:30',"
+    " 'every day at 7pm', 'every 2 hours'), read in the member's time zone",
+}
+_TIMEZONE = {"type": "string", "description": "an IANA time zone such as Europe/Berlin; default: the member's own"}
 
 
 TOOLS = (
@@ -97,17 +165,46 @@ TOOLS = (
     ),
     Tool(
         "schedule_prompt",
-        "Deliver a prompt into this conversation later, e.g. a reminder. Give 'in_minutes' or 'at' (ISO 8601 with offset).",
+        "Deliver a prompt into this conversation later, e.g. a reminder: once ('in_minutes' or 'at', ISO 8601 with"
+        " offset) or again and again ('every', in the member's time zone unless 'timezone' says otherwise).",
         {
             "type": "object",
             "properties": {
                 "prompt": {"type": "string"},
                 "in_minutes": {"type": "number"},
                 "at": {"type": "string"},
+                "every": _EVERY,
+                "timezone": _TIMEZONE,
             },
             "required": ["prompt"],
         },
         schedule_prompt,
+        restart="mark_interrupted",
+    ),
+    Tool(
+        "list_scheduled_prompts",
+        "List the member's scheduled prompts: id, schedule, next run, last result, paused or not.",
+        {"type": "object", "properties": {}},
+        list_scheduled_prompts,
+        concurrency_safe=True,
+        restart="rerun",
+    ),
+    Tool(
+        "change_scheduled_prompt",
+        "Edit, pause ('paused': true) or resume ('paused': false) one of the member's scheduled prompts.",
+        {
+            "type": "object",
+            "properties": {"job": _JOB, "prompt": {"type": "string"}, "every": _EVERY, "timezone": _TIMEZONE, "paused": {"type": "boolean"}},
+            "required": ["job"],
+        },
+        change_scheduled_prompt,
+        restart="mark_interrupted",
+    ),
+    Tool(
+        "delete_scheduled_prompt",
+        "Delete one of the member's scheduled prompts.",
+        {"type": "object", "properties": {"job": _JOB}, "required": ["job"]},
+        delete_scheduled_prompt,
         restart="mark_interrupted",
     ),
 )
@@ -118,7 +215,7 @@ def plugin_info() -> PluginInfo:
     return PluginInfo(
         id="agent-tools",
         title="Agent tools",
-        description="Notify, list agents, delegate to sub-agents, schedule prompts.",
+        description="Notify, list agents, delegate to sub-agents, schedule prompts (once or recurring).",
         icon="tool",
         spec=">=1.0,<2",
     )

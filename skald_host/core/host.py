@@ -44,6 +44,7 @@ from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, _grants_by_default
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure
 from skald_host.core.schema import REGISTRY_MIGRATIONS
+from skald_host.core.schedules.service import StartAtUnlock
 from skald_host.core.storage import Database, StorageError, check_sqlcipher_build, secure_dir
 from skald_host.core.supervisor import Supervisor
 from skald_host.settings import Settings
@@ -263,6 +264,8 @@ class Skald:
         self._users.after_unlock.append(self._channels.after_unlock)
         # The member_unlocked / member_locking hooks (contract 1.2): per-member plugin runtimes.
         self._users.after_unlock.append(self._plugins_member_unlocked)
+        # A member's recurring prompts run from their unlock, not from their first chat.
+        self._users.after_unlock.append(StartAtUnlock(self).after_unlock)
         self._users.before_lock.append(self._plugins_member_locking)
         self.config_sets = await self.plugins.collect(
             "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"

@@ -85,6 +85,12 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/memory/<root>/notes/<path:key>", "GET"): "member",
     ("/api/memory/<root>/notes/<path:key>", "PUT"): "member",
     ("/api/memory/<root>/notes/<path:key>", "DELETE"): "member",
+    # scheduled prompts: the caller's own, in their own file
+    ("/api/schedules", "GET"): "member",
+    ("/api/schedules", "POST"): "member",
+    ("/api/schedules/preview", "POST"): "member",
+    ("/api/schedules/<job_id>", "PATCH"): "member",
+    ("/api/schedules/<job_id>", "DELETE"): "member",
     # projects: self-service; a project id the caller is not in answers 404 (service)
     ("/api/projects", "GET"): "member",
     ("/api/projects", "POST"): "member",
@@ -187,6 +193,9 @@ BODIES: dict[tuple[str, str], dict] = {
     ("/api/admin/shared-folders/<folder_id>/members", "POST"): {"username": "bob"},
     ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "PATCH"): {"can_write": True},
     ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "swept"},
+    ("/api/schedules", "POST"): {"prompt": "swept", "every": "every day at 8"},
+    ("/api/schedules/preview", "POST"): {"every": "every day at 8"},
+    ("/api/schedules/<job_id>", "PATCH"): {"paused": True},
     ("/api/admin/models/presets/apply", "POST"): {"name": "Swept preset", "base_url": "http://127.0.0.1:9/v1"},
     ("/api/admin/models/providers", "POST"): {"name": "Swept", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-swept"},
     ("/api/admin/models/providers/<provider_id>", "PATCH"): {"name": "Sweep renamed"},
@@ -390,6 +399,8 @@ IDOR_CASES: dict[tuple[str, str], dict | None] = {
     ("/api/conversations/<conversation_id>/export", "GET"): None,
     ("/api/conversations/<conversation_id>/uploads", "POST"): None,
     ("/api/approvals/<approval_id>", "POST"): {"decision": "approve"},
+    ("/api/schedules/<job_id>", "PATCH"): {"paused": True, "prompt": "hijacked"},
+    ("/api/schedules/<job_id>", "DELETE"): None,
     ("/api/projects/<project_id>", "GET"): None,
     ("/api/projects/<project_id>", "PATCH"): {"title": "hijacked"},
     ("/api/projects/<project_id>", "DELETE"): None,
@@ -451,7 +462,7 @@ async def _states(host, *clients) -> list:
 
 async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unlocked_and_locked(skald, model_server):
     host, alice, bob, theirs = await _two_members_with_chats(skald, model_server)
-    unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "project_id": NO_SUCH_ID, "member_id": NO_SUCH_ID}
+    unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "project_id": NO_SUCH_ID, "member_id": NO_SUCH_ID, "job_id": NO_SUCH_ID}
     unknown |= {"target": theirs["target"], "folder_id": NO_SUCH_ID}
 
     async def sweep(phase: str) -> None:

@@ -58,6 +58,9 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "forged"},
         ("/api/conversations/<conversation_id>/stop", "POST"): None,  # whatever the message started
         ("/api/conversations/<conversation_id>/compact", "POST"): None,
+        ("/api/schedules", "POST"): {"prompt": "forged", "every": "every day at 8"},
+        ("/api/schedules/preview", "POST"): {"every": "every day at 8"},
+        ("/api/schedules/<job_id>", "PATCH"): {"paused": True},
         ("/api/conversations/<conversation_id>/uploads", "POST"): None,  # an empty file named "upload"
         ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "forged"},
         ("/api/projects", "POST"): {"slug": "forged"},
@@ -97,6 +100,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/admin/roles", "POST"): {"id": "forged", "label": "Forged"},
         ("/api/admin/roles/<role_id>", "PATCH"): {"label": "Forged"},
         ("/api/admin/roles/<role_id>", "DELETE"): None,
+        ("/api/schedules/<job_id>", "DELETE"): None,
         ("/api/conversations/<conversation_id>", "DELETE"): None,
         ("/api/memory/<root>/notes/<path:key>", "DELETE"): None,  # the note the PUT above wrote
         ("/api/admin/approval-rules/<int:rule_id>", "DELETE"): None,
@@ -136,7 +140,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
 #: Ids that fill every route for the tests that never reach a handler.
 PLACEHOLDER_IDS = {
     "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
-    "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x",
+    "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x", "job_id": NO_SUCH_ID,
     **dict.fromkeys(("regenerate_conversation_id", "edit_conversation_id", "version_conversation_id", "failed_conversation_id"), NO_SUCH_ID),
     "edit_message_id": "1",
 }
@@ -289,6 +293,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/memory/<root>/notes",
     "/api/memory/<root>/search",
     "/api/memory/<root>/notes/<path:key>",
+    "/api/schedules",
     "/api/projects",
     "/api/projects/<project_id>",
     "/api/projects/<project_id>/files",

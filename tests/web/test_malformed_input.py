@@ -63,6 +63,9 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/conversations/<conversation_id>/edit", "POST"): ("message_id", "text"),
     ("/api/conversations/<conversation_id>/version", "PUT"): ("variant",),
     ("/api/memory/<root>/notes/<path:key>", "PUT"): ("content",),
+    ("/api/schedules", "POST"): ("prompt", "every", "timezone", "conversation_id"),
+    ("/api/schedules/preview", "POST"): ("every", "timezone"),
+    ("/api/schedules/<job_id>", "PATCH"): ("prompt", "every", "timezone", "paused"),
     ("/api/admin/shared-folders", "POST"): ("slug", "title"),
     ("/api/admin/shared-folders/<folder_id>", "PATCH"): ("title",),
     ("/api/admin/shared-folders/<folder_id>/members", "POST"): ("username", "can_write"),
@@ -98,6 +101,7 @@ BODYLESS_ROUTES = {
     ("/api/conversations/<conversation_id>/regenerate", "POST"),
     ("/api/conversations/<conversation_id>/uploads", "POST"),  # a raw file body: tests/files/test_uploads.py
     ("/api/memory/<root>/notes/<path:key>", "DELETE"),
+    ("/api/schedules/<job_id>", "DELETE"),
     ("/api/admin/shared-folders/<folder_id>", "DELETE"),
     ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "DELETE"),
     ("/api/projects/<project_id>", "DELETE"),
@@ -131,6 +135,7 @@ plausible = st.sampled_from(
         "bearer", "a valid password 42", "password1", "********", "", " ", "../../etc/passwd", "\x00", "ü" * 64,
         "x" * 5000, True, False, 0, -1, 2**63, 1e308, [], {}, [PROBE], {"greeting": "hi"}, {"nickname": "n"},
         {"level": 3}, {"ui_mode": "simple"}, {"auto_grant": False}, ["chat.use"], ["members.manage"],
+        "every weekday at 8", "0 8 * * 1-5", "* * * * *", "Europe/Berlin", "Mars/Olympus",
     ]
 )
 field_values = st.one_of(plausible, scalars, json_values)
@@ -244,9 +249,11 @@ async def _chat_objects(admin) -> dict[str, str]:
     rule = await admin.post("/api/admin/approval-rules", json={"tool_pattern": "fuzzed", "action": "deny", "priority": 5})
     group = await admin.post("/api/admin/security-groups", json={"id": "fuzzers", "label": "Fuzzers"})
     assert group.status_code == 201
+    job = await admin.post("/api/schedules", json={"prompt": "Fuzzed.", "every": "every day at 8", "conversation_id": conversation_id})
+    assert job.status_code == 201, job.text
     return {
         "conversation_id": conversation_id, "approval_id": NO_SUCH_ID, "provider_id": provider_id, "model_id": model_id,
-        "rule_id": str(rule.json()["id"]), "group_id": "fuzzers",
+        "rule_id": str(rule.json()["id"]), "group_id": "fuzzers", "job_id": job.json()["id"],
     }
 
 

@@ -182,9 +182,13 @@ async def member_chat_objects(client: Any, title: str = "") -> dict[str, str]:
         approvals = (await client.get("/api/approvals")).json()["approvals"]
         mine = [a for a in approvals if a["conversation_id"] == conversation_id]
         if mine:
-            return {"conversation_id": conversation_id, "approval_id": mine[0]["id"]}
+            break
         assert time.monotonic() < deadline, "no approval card was raised"
         await asyncio.sleep(0.02)
+    # A recurring prompt delivered into that conversation: what the schedule routes act on.
+    response = await client.post("/api/schedules", json={"prompt": "Swept daily.", "every": "every day at 8", "conversation_id": conversation_id})
+    assert response.status_code == 201, response.text
+    return {"conversation_id": conversation_id, "approval_id": mine[0]["id"], "job_id": response.json()["id"]}
 
 
 async def folder_objects(admin: Any, client: Any) -> dict[str, str]:

@@ -49,6 +49,7 @@ from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
+from skald_host.core.schedules import service as schedule_service
 
 if TYPE_CHECKING:
     from skald_host.core.agent.runtime import MemberRuntime
@@ -199,9 +200,27 @@ class Scope:
             await self.settle(self.call_id)
         await self.kernel.runtime.notify(self.frame.conversation_id, text)
 
-    async def schedule(self, prompt: str, due_at: str) -> str:
+    # Scheduled prompts: the member's own, through the one service the schedules page uses.
+
+    async def schedule(self, prompt: str, due_at: str | None = None, *, every: str | None = None, timezone: str | None = None) -> str:
         self.require("tools.schedule", "schedule")
-        return await self.kernel.runtime.store.schedule(self.frame.conversation_id, prompt, due_at)
+        job = await schedule_service.create(
+            self.kernel.runtime.store, self.frame.conversation_id, prompt, at=due_at, every=every, timezone=timezone
+        )
+        return job["id"]
+
+    async def scheduled_prompts(self) -> list[dict[str, Any]]:
+        return await schedule_service.listing(self.kernel.runtime.store)
+
+    async def change_scheduled_prompt(
+        self, job_id: str, *, prompt: str | None = None, every: str | None = None, timezone: str | None = None,
+        paused: bool | None = None,
+    ) -> dict[str, Any]:
+        self.require("tools.schedule", "change_scheduled_prompt")
+        return await schedule_service.change(self.kernel.runtime.store, job_id, prompt=prompt, every=every, timezone=timezone, paused=paused)
+
+    async def delete_scheduled_prompt(self, job_id: str) -> None:
+        await schedule_service.delete(self.kernel.runtime.store, job_id)
 
     def agents(self) -> list[dict[str, Any]]:
         return [a.summary() for a in self.kernel.runtime.agents.task_agents()]

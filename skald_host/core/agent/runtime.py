@@ -33,7 +33,7 @@ from skald_host.core.files.media import describe_attachments
 from skald_host.core.files.paths import PathRefused
 from skald_host.core.files.service import FileError
 from skald_host.core.files.sniff import IMAGE_TYPES
-from skald_host.core import audit
+from skald_host.core import audit, schedules
 from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.llm.catalog import ModelCatalog, ModelChoice
@@ -1040,8 +1040,8 @@ class MemberRuntime:
                 pass
 
     async def deliver_due_jobs(self) -> int:
-        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        jobs = await self.store.due_jobs(now)
+        now = schedules.clock.now()
+        jobs = await self.store.due_jobs(schedules.iso(now))
         if jobs:  # a scheduled prompt acts for the member now: as they are now
             self.member = await self.core.users.get(self.member_id)
         for job in jobs:
@@ -1050,6 +1050,9 @@ class MemberRuntime:
                 audit.denied(self.member_id, "action:tools.schedule", via="scheduled_prompt")
                 await self.store.set_job(job["id"], "cancelled")
                 await self.notify(job["conversation_id"], "A scheduled prompt was not delivered: access to scheduling was withdrawn.")
+                continue
+            if job["cron"]:
+                await self.deliver_recurring(job, now)
                 continue
             await self.store.set_job(job["id"], "running")
             try:
@@ -1060,6 +1063,25 @@ class MemberRuntime:
             await self.store.set_job(job["id"], "done")
         return len(jobs)
 
+    async def deliver_recurring(self, job: dict[str, Any], now: dt.datetime) -> None:
+        """One occurrence of a recurring job, however many were missed (the catch-up
+        rule, ``skald_host.core.schedules``): its key names the occurrence, so a crash
+        before the next one is written delivers it again and stores it once."""
+        occurrence = job["due_at"]
+        if job["status"] != "running":
+            await self.store.set_job(job["id"], "running")
+        try:
+            await self.send(job["conversation_id"], f"[Scheduled] {job['prompt']}", f"job:{job['id']}:{occurrence}", unattended=True)
+            result = "done"
+        except ChatError:
+            result = "failed"
+        try:
+            recurrence = schedules.Recurrence(job["cron"], job["timezone"] or "UTC")
+            following = schedules.iso(schedules.following(recurrence, schedules.parse_iso(occurrence), now))
+        except (schedules.ScheduleError, ValueError):  # its zone vanished from tzdata: it stops, visibly
+            await self.store.set_job(job["id"], "failed")
+            return
+        await self.store.job_ran(job["id"], result, following, occurrence, schedules.iso(now))
 
 def seconds_until(due_at: str | None) -> float:
     """How long the scheduler sleeps before the job due at ``due_at`` (ISO, UTC): a
@@ -1070,5 +1092,5 @@ def seconds_until(due_at: str | None) -> float:
         due = dt.datetime.fromisoformat(due_at.replace("Z", "+00:00"))
     except ValueError:
         return SCHEDULER_RETRY_SECONDS
-    left = (due - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    left = (due - schedules.clock.now()).total_seconds()
     return SCHEDULER_RETRY_SECONDS if left <= 0 else min(left, SCHEDULER_MAX_SLEEP)

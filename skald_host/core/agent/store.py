@@ -808,11 +808,17 @@ class ConversationStore:
 
     # -- scheduled prompts -----------------------------------------------------------------
 
-    async def schedule(self, conversation_id: str, prompt: str, due_at: str) -> str:
+    async def schedule(
+        self, conversation_id: str, prompt: str, due_at: str, *, cron: str | None = None, timezone: str | None = None,
+        phrase: str | None = None,
+    ) -> str:
+        """Store a scheduled prompt: one-shot (no ``cron``) or recurring (``cron`` read in
+        ``timezone``, first due at ``due_at``; see ``skald_host.core.schedules``)."""
         job_id = new_id()
         await self.db.transaction(
             lambda c: c.execute(
-                "INSERT INTO scheduled_jobs (id, conversation_id, prompt, due_at) VALUES (?, ?, ?, ?)", (job_id, conversation_id, prompt, due_at)
+                "INSERT INTO scheduled_jobs (id, conversation_id, prompt, due_at, cron, timezone, phrase) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, conversation_id, prompt, due_at, cron, timezone, phrase),
             )
         )
         self.jobs_changed.set()
@@ -821,24 +827,85 @@ class ConversationStore:
     async def next_job_due(self) -> str | None:
         """When the earliest job not yet delivered is due (ISO, UTC), or None."""
         return await self.db.run(
-            lambda c: c.execute("SELECT MIN(due_at) FROM scheduled_jobs WHERE status IN ('pending', 'running')").fetchone()[0]
+            lambda c: c.execute("SELECT MIN(due_at) FROM scheduled_jobs WHERE status IN ('pending', 'running') AND paused = 0").fetchone()[0]
         )
 
     async def due_jobs(self, now_iso: str) -> list[dict[str, Any]]:
         """Due jobs, including any left 'running': a crash between marking a job running
         and storing its prompt would otherwise lose it for good. Delivering one twice is
-        harmless, the prompt's idempotency key (``job:<id>``) stores it once."""
+        harmless, the prompt's idempotency key (``job:<id>``, for a recurring job
+        ``job:<id>:<due_at>``) stores it once."""
         rows = await self.db.run(
             lambda c: c.execute(
-                "SELECT * FROM scheduled_jobs WHERE status IN ('pending', 'running') AND due_at <= ? ORDER BY due_at", (now_iso,)
+                "SELECT * FROM scheduled_jobs WHERE status IN ('pending', 'running') AND paused = 0 AND due_at <= ? ORDER BY due_at",
+                (now_iso,),
             ).fetchall()
         )
         return [dict(r) for r in rows]
 
     async def set_job(self, job_id: str, status: str) -> None:
-        await self.db.transaction(
-            lambda c: c.execute(f"UPDATE scheduled_jobs SET status = ?, finished_at = {NOW} WHERE id = ?", (status, job_id))
+        def write(c: Any) -> None:
+            c.execute(f"UPDATE scheduled_jobs SET status = ?, finished_at = {NOW} WHERE id = ?", (status, job_id))
+            if status in ("done", "failed"):
+                c.execute(f"UPDATE scheduled_jobs SET last_run_at = {NOW}, last_status = ?, runs = runs + 1 WHERE id = ?", (status, job_id))
+
+        await self.db.transaction(write)
+
+    async def job_ran(self, job_id: str, result: str, next_due: str, occurrence: str, ran_at: str) -> None:
+        """A recurring job's occurrence ``occurrence`` ended (``result``: done or
+        failed): it waits for ``next_due``, in the same write. Only the pass that ran
+        that occurrence moves it on (two passes at once count it once), and a job edited
+        meanwhile (its due_at moved) keeps the edit."""
+
+        def write(c: Any) -> None:
+            moved = c.execute(
+                "UPDATE scheduled_jobs SET status = 'pending', due_at = ?, last_run_at = ?, last_status = ?, runs = runs + 1"
+                " WHERE id = ? AND due_at = ? AND status = 'running'",
+                (next_due, ran_at, result, job_id, occurrence),
+            ).rowcount
+            if not moved:
+                c.execute("UPDATE scheduled_jobs SET status = 'pending' WHERE id = ? AND status = 'running' AND due_at != ?", (job_id, occurrence))
+
+        await self.db.transaction(write)
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        """The member's scheduled prompts, active first, with their conversation's title."""
+        rows = await self.db.run(
+            lambda c: c.execute(
+                "SELECT j.*, c.title AS conversation_title FROM scheduled_jobs j JOIN conversations c ON c.id = j.conversation_id"
+                " ORDER BY j.status NOT IN ('pending', 'running'), j.paused, j.due_at LIMIT 500"
+            ).fetchall()
         )
+        return [dict(r) for r in rows]
+
+    async def job(self, job_id: str) -> dict[str, Any] | None:
+        """One job by id, or by an unambiguous prefix of at least 6 characters (what
+        the tools show the model)."""
+        if len(job_id) < 6:
+            return None
+
+        def read(c: Any) -> list[Any]:
+            row = c.execute("SELECT * FROM scheduled_jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is not None:
+                return [row]
+            pattern = job_id.replace("\\", "").replace("%", "").replace("_", "") + "%"
+            return c.execute("SELECT * FROM scheduled_jobs WHERE id LIKE ? LIMIT 2", (pattern,)).fetchall()
+
+        rows = await self.db.run(read)
+        return dict(rows[0]) if len(rows) == 1 else None
+
+    async def update_job(self, job_id: str, changes: dict[str, Any]) -> None:
+        allowed_columns = {"prompt", "cron", "timezone", "phrase", "paused", "due_at", "status"}
+        if not changes or not set(changes) <= allowed_columns:
+            raise ValueError(f"cannot change {sorted(set(changes) - allowed_columns)}")
+        columns = ", ".join(f"{name} = ?" for name in changes)
+        await self.db.transaction(lambda c: c.execute(f"UPDATE scheduled_jobs SET {columns} WHERE id = ?", (*changes.values(), job_id)))
+        self.jobs_changed.set()
+
+    async def delete_job(self, job_id: str) -> bool:
+        cursor = await self.db.transaction(lambda c: c.execute("DELETE FROM scheduled_jobs WHERE id = ?", (job_id,)))
+        self.jobs_changed.set()
+        return bool(cursor.rowcount)
 
     async def request_body(self, request_id: str) -> dict[str, Any] | None:
         """A logged request body, whole (``messages`` and ``tools``): a body logged as

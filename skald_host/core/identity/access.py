@@ -29,6 +29,9 @@ HOST_TOOL_CAPABILITIES = {
     "write_file": "tools.files.write",
     "edit_file": "tools.files.write",
     "schedule_prompt": "tools.schedule",
+    "list_scheduled_prompts": "tools.schedule",
+    "change_scheduled_prompt": "tools.schedule",
+    "delete_scheduled_prompt": "tools.schedule",
     "execute_task": "tools.delegate",
 }
 

@@ -226,5 +226,22 @@ OWNER_MIGRATIONS = MigrationSet(
                 "CREATE INDEX tts_cache_used ON tts_cache(used_at)",
             ),
         ),
+        Migration(
+            10,
+            "recurring scheduled prompts: cron, time zone, pause and last result",
+            statements=(
+                # A row without cron is a one-shot prompt, as every row before this step:
+                # those keep working unchanged. A recurring row stays 'pending' and its
+                # due_at moves to the next occurrence after each run (core/schedules).
+                "ALTER TABLE scheduled_jobs ADD COLUMN cron TEXT",
+                "ALTER TABLE scheduled_jobs ADD COLUMN timezone TEXT",
+                # What the member wrote ("every weekday at 8"), shown beside the cron.
+                "ALTER TABLE scheduled_jobs ADD COLUMN phrase TEXT",
+                "ALTER TABLE scheduled_jobs ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE scheduled_jobs ADD COLUMN last_run_at TEXT",
+                "ALTER TABLE scheduled_jobs ADD COLUMN last_status TEXT",
+                "ALTER TABLE scheduled_jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0",
+            ),
+        ),
     ),
 )

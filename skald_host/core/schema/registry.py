@@ -386,5 +386,15 @@ REGISTRY_MIGRATIONS = MigrationSet(
             "seeded role labels and approval-rule notes as string keys, read in each reader's language",
             apply=_seed_texts_to_keys,
         ),
+        Migration(
+            10,
+            "approval default for listing one's own scheduled prompts",
+            statements=(
+                # Listing reads the member's own schedule; creating, changing and deleting
+                # a scheduled prompt fall to the catch-all and ask first.
+                "INSERT INTO approval_rules (tool_pattern, action, priority, note, builtin) VALUES"
+                " ('list_scheduled_prompts', 'allow', 100, 'core.seed.rule.schedule_list', 1)",
+            ),
+        ),
     ),
 )

@@ -1,0 +1,257 @@
+"""Recurring scheduled prompts: when a member's prompt runs next.
+
+A scheduled prompt is one row of the member's own ``scheduled_jobs`` table (their
+private, encrypted file): one-shot rows have no ``cron``; recurring rows carry a
+five-field cron expression and the IANA time zone it is read in. The member's runtime
+delivers both (``MemberRuntime.deliver_due_jobs``); this module only answers *when*.
+
+The rules, stated once (README "Scheduled prompts" repeats them for members):
+
+- **Wall-clock time in the job's time zone.** ``0 8 * * 1-5`` is 08:00 local on
+  weekdays, summer and winter alike (croniter over ``zoneinfo``).
+- **Spring forward:** a time the clock skips (02:30 on the night the clocks go from
+  02:00 to 03:00) runs once, at the first moment after the gap (03:00).
+- **Fall back:** a time the clock passes twice (02:30 when 03:00 becomes 02:00) runs
+  once, at its first passing. Every local time the schedule names runs at most once.
+- **Catch-up after downtime:** occurrences missed while the server was down, or while
+  the member was locked (their file cannot be read, so nothing of theirs can run), are
+  not replayed one by one: the job runs **once** at the first look after it, then
+  continues with its next occurrence after *now*. No storm of missed runs.
+- **Pause:** a paused job does not run; resuming continues with the next occurrence
+  after the moment of resuming (the paused time is not "missed").
+- **Not twice after a restart:** each occurrence is delivered with the idempotency key
+  ``job:<id>:<due_at>``; a crash after the prompt was stored and before the next
+  occurrence was written re-delivers the same key, which is stored once.
+
+Natural phrases ("every weekday at 8", "werktags um 8") are mapped to cron by
+``phrase_to_cron``: a small documented grammar (no library parses English *and*
+German recurrence phrases to cron; ``recurrent`` is English-only and yields RRULEs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import zoneinfo
+from dataclasses import dataclass
+
+from croniter import CroniterError, croniter
+
+from skald_host.core.refusal import Refusal
+
+UTC = dt.timezone.utc
+#: The shortest interval a recurring prompt may have: each run is a model turn.
+MIN_INTERVAL = dt.timedelta(minutes=5)
+
+
+class ScheduleError(Refusal):
+    """A recurrence or time zone that cannot be used (the message says why)."""
+
+
+class Clock:
+    """The scheduler's idea of now. Tests set it (``set``/``advance``); unset, it is
+    the system clock."""
+
+    def __init__(self) -> None:
+        self._fixed: dt.datetime | None = None
+
+    def now(self) -> dt.datetime:
+        return self._fixed if self._fixed is not None else dt.datetime.now(UTC)
+
+    def set(self, when: dt.datetime | None) -> None:
+        if when is not None and when.tzinfo is None:
+            raise ValueError("the clock needs an aware time")
+        self._fixed = when.astimezone(UTC) if when is not None else None
+
+    def advance(self, delta: dt.timedelta) -> None:
+        self.set(self.now() + delta)
+
+
+clock = Clock()
+
+
+def iso(when: dt.datetime) -> str:
+    """The one spelling of a UTC time in ``scheduled_jobs`` (sorts as it compares)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def zone(name: str | None) -> zoneinfo.ZoneInfo:
+    if not isinstance(name, str) or not name.strip():
+        raise ScheduleError("a time zone is needed, such as Europe/Berlin", code="timezone_unknown")
+    try:
+        return zoneinfo.ZoneInfo(name.strip())
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(f"unknown time zone {name[:64]!r}; use a name such as Europe/Berlin", code="timezone_unknown") from None
+
+
+# -- natural phrases -----------------------------------------------------------------------
+
+_DAYS = {
+    "mon": 1, "monday": 1, "montag": 1, "mo": 1,
+    "tue": 2, "tues": 2, "tuesday": 2, "dienstag": 2, "di": 2,
+    "wed": 3, "wednesday": 3, "mittwoch": 3, "mi": 3,
+    "thu": 4, "thur": 4, "thurs": 4, "thursday": 4, "donnerstag": 4, "do": 4,
+    "fri": 5, "friday": 5, "freitag": 5, "fr": 5,
+    "sat": 6, "saturday": 6, "samstag": 6, "sonnabend": 6, "sa": 6,
+    "sun": 0, "sunday": 0, "sonntag": 0, "so": 0,
+}
+_DAY_SETS = {
+    "day": "*", "days": "*", "daily": "*", "tag": "*", "täglich": "*", "taeglich": "*",
+    "weekday": "1-5", "weekdays": "1-5", "werktag": "1-5", "werktags": "1-5", "werktage": "1-5", "werktagen": "1-5",
+    "wochentag": "1-5", "wochentags": "1-5", "wochentage": "1-5", "wochentagen": "1-5",
+    "weekend": "0,6", "weekends": "0,6", "wochenende": "0,6",
+}
+_FILLER = {"every", "each", "on", "at", "the", "jeden", "jede", "jeder", "jedes", "am", "an", "um", "and", "und", "immer", "den", "der", "die"}
+_TIME = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.|uhr|h)?$")
+
+
+def _time(text: str) -> tuple[int, int] | None:
+    match = _TIME.match(text.strip())
+    if not match:
+        return None
+    hour, minute, suffix = int(match.group(1)), int(match.group(2) or 0), (match.group(3) or "").replace(".", "")
+    if suffix in ("am", "pm"):
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if suffix == "pm" else 0)
+    if hour > 23 or minute > 59:
+        return None
+    return hour, minute
+
+
+def phrase_to_cron(phrase: str) -> str | None:
+    """The cron expression a natural phrase means, or None if it is not one we know.
+
+    The grammar, English and German (case and commas do not matter):
+
+    - ``every N minutes`` / ``alle N Minuten``            → ``*/N * * * *`` (N ≥ 5, divides 60)
+    - ``every hour`` / ``hourly`` / ``stündlich``         → ``0 * * * *``
+    - ``every N hours`` / ``alle N Stunden``              → ``0 */N * * *``
+    - ``<days> at <time>``, where <days> is ``every day``/``daily``/``täglich``/
+      ``jeden Tag``, ``every weekday``/``werktags``/``an Werktagen``, ``every weekend``/
+      ``am Wochenende``, or day names (``every monday and thursday``, ``montags``,
+      ``mo, mi, fr``), and <time> is ``8``, ``8:30``, ``08.30``, ``8am``, ``8:30 pm``,
+      ``20 Uhr``                                          → ``M H * * <dow>``
+    - ``every month on the 1st at 9`` / ``monatlich am 1. um 9`` → ``0 9 1 * *``
+    """
+    text = " ".join(phrase.lower().replace(",", " ").split())
+    if not text:
+        return None
+    if text in ("every hour", "hourly", "stündlich", "stuendlich", "jede stunde", "each hour"):
+        return "0 * * * *"
+    match = re.fullmatch(r"(?:every|each|alle) (\d{1,2}) (?:minutes|mins|min|minuten)", text)
+    if match:
+        n = int(match.group(1))
+        return f"*/{n} * * * *" if n >= 5 and 60 % n == 0 else None
+    match = re.fullmatch(r"(?:every|each|alle) (\d{1,2}) (?:hours|hrs|stunden)", text)
+    if match:
+        n = int(match.group(1))
+        return f"0 */{n} * * *" if 1 <= n <= 12 and 24 % n == 0 else None
+    # "<days> at <time>": the time is the tail after the last "at"/"um" (or the last words).
+    match = re.fullmatch(r"(.*?)\s+(?:at|um)\s+(.+)", text)
+    if not match:
+        return None
+    days_text, time_text = match.group(1), match.group(2)
+    when = _time(time_text)
+    if when is None:
+        return None
+    hour, minute = when
+    monthly = re.fullmatch(r"(?:every month|monthly|monatlich|jeden monat)\s+(?:on\s+)?(?:the\s+|am\s+|den\s+)?(\d{1,2})(?:st|nd|rd|th|\.)?", days_text)
+    if monthly:
+        day = int(monthly.group(1))
+        return f"{minute} {hour} {day} * *" if 1 <= day <= 28 else None
+    words = [w for w in days_text.split() if w not in _FILLER]
+    if not words:
+        return None
+    if len(words) == 1 and words[0] in _DAY_SETS:
+        return f"{minute} {hour} * * {_DAY_SETS[words[0]]}"
+    days: list[int] = []
+    for word in words:
+        key = word[:-1] if word.endswith("s") and word[:-1] in _DAYS and word not in _DAYS else word  # "mondays", "montags"
+        if key not in _DAYS:
+            return None
+        if _DAYS[key] not in days:
+            days.append(_DAYS[key])
+    return f"{minute} {hour} * * {','.join(str(d) for d in sorted(days))}"
+
+
+# -- recurrences ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """A checked recurrence: the cron expression and the zone it is read in."""
+
+    cron: str
+    timezone: str
+
+    @classmethod
+    def parse(cls, when: str, timezone: str | None) -> "Recurrence":
+        """A cron expression (five fields) or a phrase ``phrase_to_cron`` knows."""
+        if not isinstance(when, str) or not when.strip() or len(when) > 200:
+            raise ScheduleError("say when: a cron expression such as '0 8 * * 1-5' or a phrase such as 'every weekday at 8'", code="recurrence_invalid")
+        zone(timezone)
+        text = " ".join(when.split())
+        cron = phrase_to_cron(text)
+        if cron is None:
+            if len(text.split(" ")) != 5 or not croniter.is_valid(text):
+                raise ScheduleError(
+                    f"cannot read {text[:80]!r} as a schedule: use a cron expression such as '0 8 * * 1-5'"
+                    " or a phrase such as 'every weekday at 8'",
+                    code="recurrence_invalid",
+                )
+            cron = text
+        recurrence = cls(cron, timezone.strip())  # type: ignore[union-attr]
+        recurrence._check_interval()
+        return recurrence
+
+    def _check_interval(self) -> None:
+        start = dt.datetime(2030, 1, 7, tzinfo=UTC)
+        first = self.next_after(start)
+        second = self.next_after(first, fired=first)
+        if second - first < MIN_INTERVAL:
+            raise ScheduleError(
+                f"a recurring prompt may run at most every {int(MIN_INTERVAL.total_seconds() // 60)} minutes",
+                code="recurrence_too_often",
+            )
+
+    def next_after(self, after: dt.datetime, *, fired: dt.datetime | None = None) -> dt.datetime:
+        """The first occurrence strictly after ``after`` (UTC). ``fired``, the
+        occurrence that ran last, keeps a local time the clock passes twice (fall back)
+        from running at its second passing."""
+        tz = zone(self.timezone)
+        fired_local = fired.astimezone(tz).replace(tzinfo=None) if fired is not None else None
+        it = croniter(self.cron, after.astimezone(tz))
+        for _ in range(1000):
+            try:
+                candidate = it.get_next(dt.datetime)
+            except CroniterError:  # a date that never comes, such as 30 February
+                break
+            if candidate.tzinfo is None:
+                candidate = candidate.replace(tzinfo=tz)
+            if candidate.astimezone(UTC) <= after:
+                continue
+            if fired_local is not None and candidate.replace(tzinfo=None) <= fired_local:
+                continue  # the same wall-clock time again (the clocks went back): it ran
+            return candidate.astimezone(UTC)
+        raise ScheduleError("this schedule never runs", code="recurrence_invalid")
+
+    def upcoming(self, after: dt.datetime, count: int = 3) -> list[dt.datetime]:
+        out: list[dt.datetime] = []
+        fired = None
+        for _ in range(count):
+            nxt = self.next_after(after, fired=fired)
+            out.append(nxt)
+            after = fired = nxt
+        return out
+
+
+def following(recurrence: Recurrence, occurrence: dt.datetime, now: dt.datetime) -> dt.datetime:
+    """When a job that just ran ``occurrence`` runs next, at ``now``: the first
+    occurrence after both — so occurrences missed meanwhile are skipped (the one run
+    that just happened was their catch-up) — and never the same local time twice."""
+    return recurrence.next_after(max(occurrence, now), fired=occurrence)

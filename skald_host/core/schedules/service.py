@@ -1,0 +1,187 @@
+"""Creating, listing, changing and deleting a member's scheduled prompts — the one
+way both the REST routes (the schedules page) and the agent's tools (through
+``TurnApi``) do it, on the member's own ``ConversationStore``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from skald_host.core.schedules import Recurrence, ScheduleError, clock, iso, parse_iso, zone
+
+if TYPE_CHECKING:
+    from skald_host.core.agent.store import ConversationStore
+
+#: member_settings key of the member's time zone (an IANA name, JSON-encoded).
+TIMEZONE_SETTING = "timezone"
+DEFAULT_TIMEZONE = "UTC"
+MAX_PROMPT = 20_000
+#: Active recurring prompts a member may have: each run is a model turn.
+MAX_RECURRING = 100
+log = logging.getLogger(__name__)
+
+
+async def member_timezone(store: "ConversationStore") -> str | None:
+    """The member's own time zone setting (their private file), or None if unset or unusable."""
+    row = await store.db.run(lambda c: c.execute("SELECT value FROM member_settings WHERE key = ?", (TIMEZONE_SETTING,)).fetchone())
+    if row is None:
+        return None
+    try:
+        name = json.loads(row[0])
+        zone(name)
+    except (ValueError, ScheduleError):
+        return None
+    return name
+
+
+async def _zone_name(store: "ConversationStore", timezone: str | None) -> str:
+    if timezone is not None and str(timezone).strip():
+        zone(timezone)
+        return str(timezone).strip()
+    return await member_timezone(store) or DEFAULT_TIMEZONE
+
+
+def check_prompt(prompt: Any) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ScheduleError("the prompt must be non-empty text", code="prompt_empty")
+    if len(prompt) > MAX_PROMPT:
+        raise ScheduleError(f"the prompt is longer than {MAX_PROMPT} characters", code="too_long", limit=MAX_PROMPT)
+    return prompt
+
+
+def summary(job: dict[str, Any]) -> dict[str, Any]:
+    """What the page and the tools show of a job. ``next_run`` is None once a one-shot
+    prompt ran (or a job stopped) and while a job is paused."""
+    active = job["status"] in ("pending", "running")
+    return {
+        "id": job["id"],
+        "prompt": job["prompt"],
+        "conversation_id": job["conversation_id"],
+        "conversation_title": job.get("conversation_title") or "",
+        "recurring": bool(job["cron"]),
+        "cron": job["cron"],
+        "phrase": job.get("phrase"),
+        "timezone": job.get("timezone"),
+        "paused": bool(job["paused"]),
+        "status": job["status"],
+        "next_run": job["due_at"] if active and not job["paused"] else None,
+        "last_run_at": job.get("last_run_at"),
+        "last_status": job.get("last_status"),
+        "runs": job.get("runs") or 0,
+        "created_at": job["created_at"],
+    }
+
+
+async def check_room(store: "ConversationStore") -> None:
+    """Refuse a new recurring prompt beyond ``MAX_RECURRING`` active ones."""
+    active = await store.db.run(
+        lambda c: c.execute("SELECT count(*) FROM scheduled_jobs WHERE cron IS NOT NULL AND status IN ('pending', 'running')").fetchone()[0]
+    )
+    if active >= MAX_RECURRING:
+        raise ScheduleError(f"at most {MAX_RECURRING} recurring prompts; delete one first", code="schedules_too_many", limit=MAX_RECURRING)
+
+
+async def create(
+    store: "ConversationStore", conversation_id: str, prompt: str, *, at: str | None = None, every: str | None = None,
+    timezone: str | None = None,
+) -> dict[str, Any]:
+    """A one-shot prompt at ``at`` (ISO 8601, UTC) or a recurring one ``every`` (cron
+    or phrase) in ``timezone`` (default: the member's own, else UTC)."""
+    prompt = check_prompt(prompt)
+    if every is not None:
+        name = await _zone_name(store, timezone)
+        recurrence = Recurrence.parse(every, name)
+        await check_room(store)
+        first = recurrence.next_after(clock.now())
+        phrase = " ".join(every.split()) if " ".join(every.split()) != recurrence.cron else None
+        job_id = await store.schedule(conversation_id, prompt, iso(first), cron=recurrence.cron, timezone=name, phrase=phrase)
+    else:
+        if not at:
+            raise ScheduleError("say when: a time, or how often", code="recurrence_invalid")
+        job_id = await store.schedule(conversation_id, prompt, iso(parse_iso(at)))
+    job = await store.job(job_id)
+    assert job is not None
+    return summary(job)
+
+
+async def listing(store: "ConversationStore") -> list[dict[str, Any]]:
+    return [summary(job) for job in await store.jobs()]
+
+
+async def find(store: "ConversationStore", job_id: str) -> dict[str, Any]:
+    job = await store.job(job_id) if isinstance(job_id, str) else None
+    if job is None:
+        raise ScheduleError("no such scheduled prompt", code="not_found")
+    return job
+
+
+async def change(
+    store: "ConversationStore", job_id: str, *, prompt: str | None = None, every: str | None = None,
+    timezone: str | None = None, paused: bool | None = None,
+) -> dict[str, Any]:
+    """Edit a job. A new schedule, time zone or a resume starts from now: the next
+    occurrence after this moment (a paused stretch is not missed, so it is not caught up)."""
+    job = await find(store, job_id)
+    changes: dict[str, Any] = {}
+    if prompt is not None:
+        changes["prompt"] = check_prompt(prompt)
+    now = clock.now()
+    if every is not None or timezone is not None:
+        if not job["cron"] and every is None:
+            raise ScheduleError("a one-shot prompt has no time zone to change; give it a schedule with 'every'", code="recurrence_invalid")
+        name = await _zone_name(store, timezone if timezone is not None else job["timezone"])
+        recurrence = Recurrence.parse(every if every is not None else (job["phrase"] or job["cron"]), name)
+        text = " ".join((every if every is not None else (job["phrase"] or job["cron"])).split())
+        changes.update(cron=recurrence.cron, timezone=name, phrase=text if text != recurrence.cron else None,
+                       due_at=iso(recurrence.next_after(now)), status="pending")
+    if paused is not None and bool(paused) != bool(job["paused"]):
+        changes["paused"] = 1 if paused else 0
+        if not paused and job["cron"] and "due_at" not in changes:
+            changes["due_at"] = iso(Recurrence(job["cron"], job["timezone"] or DEFAULT_TIMEZONE).next_after(now))
+    if changes:
+        await store.update_job(job["id"], changes)
+    fresh = await store.job(job["id"])
+    assert fresh is not None
+    return summary(fresh)
+
+
+async def delete(store: "ConversationStore", job_id: str) -> None:
+    job = await find(store, job_id)
+    await store.delete_job(job["id"])
+
+
+def preview(every: str, timezone: str, count: int = 3) -> dict[str, Any]:
+    recurrence = Recurrence.parse(every, timezone)
+    return {"cron": recurrence.cron, "timezone": recurrence.timezone, "next_runs": [iso(t) for t in recurrence.upcoming(clock.now(), count)]}
+
+
+class StartAtUnlock:
+    """A member's scheduled prompts run in their runtime, which otherwise starts at
+    their first chat: at unlock, a member with an active scheduled prompt gets it
+    started (in the background; the login does not wait). While a member is locked
+    nothing of theirs can run — their file cannot be read — so this is where the
+    catch-up rule applies after they were away: each job runs once, then on schedule."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def after_unlock(self, member_id: str) -> None:
+        task = asyncio.create_task(self._start(member_id), name=f"schedules-at-unlock:{member_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start(self, member_id: str) -> None:
+        try:
+            db = self.core.users.owner_db(member_id)
+            if db is None:
+                return
+            active = await db.run(
+                lambda c: c.execute("SELECT 1 FROM scheduled_jobs WHERE status IN ('pending', 'running') AND paused = 0 LIMIT 1").fetchone()
+            )
+            if active is not None:
+                await self.core.chat.runtime(await self.core.users.get(member_id))
+        except Exception:
+            log.exception("member %s: scheduled prompts could not be started at unlock", member_id)

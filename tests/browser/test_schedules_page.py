@@ -1,0 +1,116 @@
+"""The scheduled-prompts page in a real browser: create a recurring prompt from a
+phrase (with its preview), see its next run, pause and resume it, edit it, delete it;
+a job the agent created appears there too; and axe finds nothing, in English and German."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from playwright.async_api import expect
+
+from skald_host.core import schedules
+from skald_host.testing import Reply
+from skald_host.testing.host import MEMBER_PASSWORD
+
+from .kit import screenshot, sign_in
+from .test_accessibility import assert_no_violations
+
+
+@pytest.fixture(autouse=True)
+def reset_clock():
+    yield
+    schedules.clock.set(None)
+
+
+async def test_member_schedules_pauses_edits_and_deletes_a_recurring_prompt(skald, browser_pages):
+    host = await skald.start()
+    await host.admin()
+    server = await skald.model_server(Reply("Here is your plan."))
+    await host.use_model(server)
+    alice_api = await host.member("alice")
+    schedules.clock.set(dt.datetime(2026, 6, 1, 12, tzinfo=dt.timezone.utc))  # Monday 14:00 in Berlin
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    await page.get_by_role("navigation", name="Main navigation").get_by_role("link", name="Scheduled prompts", exact=True).click()
+    await expect(page.get_by_role("heading", name="Scheduled prompts", exact=True)).to_be_visible()
+    await expect(page.get_by_text("Nothing is scheduled yet.")).to_be_visible()
+
+    # Her time zone: saved in her own settings.
+    zone = page.get_by_test_id("schedule-zone").get_by_label("Time zone")
+    await zone.fill("Europe/Berlin")
+    await page.get_by_role("button", name="Save time zone").click()
+    await expect(page.get_by_test_id("schedule-zone").get_by_text("New scheduled prompts run in this time zone")).to_be_visible()
+    assert (await alice_api.get("/api/me/settings")).json()["settings"]["timezone"] == "Europe/Berlin"
+
+    # A phrase: the preview says what it means before it is saved.
+    form = page.get_by_test_id("schedule-new")
+    await form.get_by_label("Prompt").fill("Plan my day and tell me the weather.")
+    await form.get_by_label("When").fill("every weekday at 8")
+    await form.get_by_label("When").press("Tab")
+    await expect(page.get_by_test_id("schedule-preview")).to_contain_text("Cron 0 8 * * 1-5")
+    await form.get_by_role("button", name="Schedule").click()
+    rows = page.get_by_test_id("schedule-list").locator("tbody tr")
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_contain_text("every weekday at 8 (Europe/Berlin)")
+    await expect(rows.first).to_contain_text("Not run yet")
+    [job] = (await alice_api.get("/api/schedules")).json()["jobs"]
+    assert (job["cron"], job["timezone"], job["paused"]) == ("0 8 * * 1-5", "Europe/Berlin", False)
+    # The next run reads as Berlin's wall clock: Tuesday 08:00, whatever the browser's zone.
+    await expect(rows.first.locator("[data-cell=next]")).to_contain_text("08:00")
+    await expect(rows.first.locator("[data-cell=next]")).to_contain_text("Tue")
+    assert job["next_run"] == "2026-06-02T06:00:00.000000Z"
+
+    # Tuesday morning it runs; the page shows the result and Wednesday's run.
+    schedules.clock.set(dt.datetime(2026, 6, 2, 6, 0, 1, tzinfo=dt.timezone.utc))
+    rt = host.core.chat.live_runtime(alice_api.member["id"])
+    assert await rt.deliver_due_jobs() == 1
+    await page.reload()
+    await expect(rows.first.locator("[data-cell=last]")).to_contain_text("Delivered")
+    await expect(rows.first.locator("[data-cell=last]")).to_contain_text("08:00")  # when it ran, on Berlin's clock
+    await expect(rows.first.locator("[data-cell=next]")).to_contain_text("Wed")
+    await screenshot(page, "schedules-list")
+    await assert_no_violations(page, "schedules")
+
+    # Pause, then resume.
+    await rows.first.get_by_role("button", name="Pause: Plan my day and tell me the weather.").click()
+    await expect(rows.first.locator("[data-cell=next]")).to_have_text("Paused")
+    assert (await alice_api.get("/api/schedules")).json()["jobs"][0]["paused"] is True
+    await rows.first.get_by_role("button", name="Resume: Plan my day and tell me the weather.").click()
+    await expect(rows.first.locator("[data-cell=next]")).not_to_have_text("Paused")
+
+    # Edit: a new schedule, and an unreadable one is refused in her words.
+    await rows.first.get_by_role("link", name="Edit: Plan my day and tell me the weather.").click()
+    edit = page.get_by_test_id("schedule-edit")
+    await edit.get_by_label("When").fill("every blursday at 8")
+    await edit.get_by_role("button", name="Save").click()
+    await expect(edit.get_by_role("status")).to_contain_text("This schedule cannot be read")
+    await edit.get_by_label("When").fill("montags um 9:30")
+    await edit.get_by_role("button", name="Save").click()
+    await expect(rows.first).to_contain_text("montags um 9:30 (Europe/Berlin)")
+    assert (await alice_api.get("/api/schedules")).json()["jobs"][0]["cron"] == "30 9 * * 1"
+
+    # Delete, after confirming; the conversation stays.
+    await rows.first.get_by_role("button", name="Delete: Plan my day and tell me the weather.").click()
+    dialog = page.get_by_role("dialog")
+    await expect(dialog).to_contain_text("will no longer run")
+    await dialog.get_by_role("button", name="Delete").click()
+    await expect(page.get_by_text("Nothing is scheduled yet.")).to_be_visible()
+    assert (await alice_api.get("/api/schedules")).json()["jobs"] == []
+    assert job["conversation_id"] in [c["id"] for c in (await alice_api.get("/api/conversations")).json()["conversations"]]
+
+
+async def test_the_page_in_german_passes_axe(skald, browser_pages):
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("berta", locale="de")
+    api = await host.member("berta")
+    response = await api.post("/api/schedules", json={"prompt": "Wochenplan.", "every": "werktags um 8", "timezone": "Europe/Berlin"})
+    assert response.status_code == 201, response.text
+    page = await browser_pages.new(host.url)  # the sign-in form in English, then her German
+    await sign_in(page, "berta", MEMBER_PASSWORD)
+    await page.goto("/#schedules")
+    await expect(page.get_by_role("heading", name="Geplante Prompts", exact=True)).to_be_visible()
+    await expect(page.get_by_test_id("schedule-list")).to_contain_text("werktags um 8 (Europe/Berlin)")
+    await expect(page.get_by_role("button", name="Pausieren: Wochenplan.")).to_be_visible()
+    await assert_no_violations(page, "schedules (de)")

@@ -1,0 +1,176 @@
+// #schedules[?edit=<job id>]: the member's scheduled prompts — what runs when, next and
+// last, and pause, resume, edit and delete. The agent's tools reach the same jobs
+// (schedule_prompt, list/change/delete_scheduled_prompt). Times are shown in the
+// browser's locale; a recurring job runs on wall-clock time in its own time zone.
+import { api } from "../lib/api.js";
+import { el, link } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { busy, button, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+
+const browserZone = () => { try { return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"; } catch { return "UTC"; } };
+const zoneNames = () => { try { return Intl.supportedValuesOf("timeZone"); } catch { return []; } };
+const EXAMPLES = ["every weekday at 8", "every day at 7pm", "every monday at 9:30", "0 8 * * 1-5"];
+
+function zoneInput(name, value) {
+  const listId = "schedule-zones";
+  const input = el("input", { name, list: listId, maxlength: "64", autocomplete: "off", spellcheck: "false", props: { value } });
+  if (!document.getElementById(listId)) {
+    document.body.append(el("datalist", { id: listId }, ...zoneNames().map((zone) => el("option", { value: zone }))));
+  }
+  return input;
+}
+
+function zoneSection(zone, ctx) {
+  const input = zoneInput("timezone", zone || browserZone());
+  const submit = el("button", { class: "btn", type: "submit", text: t("schedules.zone_save") });
+  const status = statusLine();
+  const form = el("form", { class: "grid-form", novalidate: true, "data-testid": "schedule-zone" },
+    field(t("schedules.zone_label"), input, { hint: zone ? t("schedules.zone_hint") : t("schedules.zone_unset", { zone: browserZone() }) })[0],
+    el("div", { class: "actions" }, submit), el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    busy(submit, async () => {
+      const response = await api("PUT", "/api/me/settings", { timezone: input.value.trim() || null });
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    });
+  });
+  return section(t("schedules.zone_title"), form);
+}
+
+/** The create / edit form; `job` null for a new one. Shows what the schedule means
+ * (its cron and next runs) before it is saved. */
+function jobForm(ctx, zone, job = null) {
+  const prompt = el("textarea", { name: "prompt", rows: "3", maxlength: "20000", props: { value: job?.prompt || "" } });
+  const every = el("input", {
+    name: "every", maxlength: "200", autocomplete: "off", placeholder: EXAMPLES[0],
+    props: { value: job ? (job.phrase || job.cron || "") : "" },
+  });
+  const tz = zoneInput("job-timezone", job?.timezone || zone || browserZone());
+  const preview = el("p", { class: "hint", "data-testid": "schedule-preview", "aria-live": "polite" });
+  const submit = el("button", { class: "btn primary", type: "submit", text: job ? t("common.save") : t("schedules.create") });
+  const status = statusLine();
+  const showPreview = async () => {
+    const when = every.value.trim();
+    if (!when) { preview.textContent = ""; return; }
+    const response = await api("POST", "/api/schedules/preview", { every: when, timezone: tz.value.trim() || null });
+    preview.textContent = response.ok
+      ? t("schedules.preview", { cron: response.data.cron, runs: response.data.next_runs.map(formatDate).join(" · ") })
+      : errorText(response);
+  };
+  every.addEventListener("change", showPreview);
+  tz.addEventListener("change", showPreview);
+  const actions = el("div", { class: "actions span" }, submit,
+    job ? link("#schedules", t("common.cancel"), { class: "btn quiet" }) : null);
+  const form = el("form", { class: "grid-form", novalidate: true, "data-testid": job ? "schedule-edit" : "schedule-new" },
+    el("div", { class: "span" }, field(t("schedules.prompt_label"), prompt, { required: true, hint: t("schedules.prompt_hint") })[0]),
+    field(t("schedules.every_label"), every, { required: true, hint: t("schedules.every_hint", { examples: EXAMPLES.join(" · ") }) })[0],
+    field(t("schedules.job_zone_label"), tz)[0],
+    el("div", { class: "span" }, preview), actions, el("div", { class: "span" }, status.node));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    if (!prompt.value.trim()) { status.error(t("schedules.prompt_required")); prompt.focus(); return; }
+    if (!every.value.trim()) { status.error(t("schedules.every_required")); every.focus(); return; }
+    const body = { prompt: prompt.value, every: every.value.trim(), timezone: tz.value.trim() || null };
+    busy(submit, async () => {
+      const response = job
+        ? await api("PATCH", `/api/schedules/${encodeURIComponent(job.id)}`, body)
+        : await api("POST", "/api/schedules", body);
+      if (response.ok) ctx.navigate("#schedules"); else status.error(errorText(response));
+    });
+  });
+  return form;
+}
+
+function whenText(job) {
+  if (!job.recurring) return t("schedules.once");
+  return `${job.phrase || job.cron} (${job.timezone})`;
+}
+
+function lastText(job) {
+  if (!job.last_run_at) return t("schedules.never_run");
+  const result = job.last_status === "done" ? t("schedules.result_done") : t("schedules.result_failed");
+  return `${result} · ${inZone(job.last_run_at, job.timezone)}`;
+}
+
+/** A time as the job's own zone reads it (a recurring job runs on that wall clock). */
+function inZone(value, zone) {
+  if (!zone) return formatDate(value);
+  try {
+    return new Date(value).toLocaleString(document.documentElement.lang || undefined,
+      { timeZone: zone, weekday: "short", year: "numeric", month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  } catch { return formatDate(value); }
+}
+
+function nextText(job) {
+  if (job.paused) return t("schedules.paused");
+  if (job.next_run) return inZone(job.next_run, job.timezone);
+  return job.status === "cancelled" ? t("schedules.cancelled") : t("schedules.finished");
+}
+
+function jobRow(job, ctx) {
+  const status = statusLine();
+  const label = job.prompt.replace(/\s+/g, " ").trim();
+  const short = label.length > 80 ? `${label.slice(0, 79)}…` : label;
+  const active = job.status === "pending" || job.status === "running";
+  const toggle = job.recurring && active ? button(job.paused ? t("schedules.resume") : t("schedules.pause"), {
+    kind: "quiet small",
+    attrs: { "aria-label": `${job.paused ? t("schedules.resume") : t("schedules.pause")}: ${short}` },
+    onClick: async () => {
+      const response = await api("PATCH", `/api/schedules/${encodeURIComponent(job.id)}`, { paused: !job.paused });
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    },
+  }) : null;
+  const edit = job.recurring ? link(`#schedules?edit=${encodeURIComponent(job.id)}`, t("schedules.edit"),
+    { class: "btn quiet small", "aria-label": `${t("schedules.edit")}: ${short}` }) : null;
+  const remove = button(t("schedules.delete"), {
+    kind: "quiet small danger-text",
+    attrs: { "aria-label": `${t("schedules.delete")}: ${short}` },
+    onClick: async () => {
+      const ok = await confirmDialog({ title: t("schedules.delete_title"), message: t("schedules.delete_text", { prompt: short }), confirmLabel: t("schedules.delete") });
+      if (!ok) return;
+      const response = await api("DELETE", `/api/schedules/${encodeURIComponent(job.id)}`);
+      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+    },
+  });
+  return el("tr", { "data-job": job.id, "data-paused": String(job.paused) },
+    el("td", {}, el("span", { text: short }), el("br"),
+      link(`#chat/${encodeURIComponent(job.conversation_id)}`, t("schedules.open_conversation"),
+        { class: "muted", "aria-label": `${t("schedules.open_conversation")}: ${job.conversation_title || short}` })),
+    el("td", { text: whenText(job) }),
+    el("td", { "data-cell": "next", text: nextText(job) }),
+    el("td", { class: "wide-only", "data-cell": "last", text: lastText(job) }),
+    el("td", { class: "row-actions" }, toggle, edit, remove, status.node));
+}
+
+function jobsSection(jobs, ctx) {
+  if (!jobs.length) return section(t("schedules.list_title"), el("p", { class: "muted", text: t("schedules.none") }));
+  const head = el("tr", {}, ...[
+    ["schedules.col_prompt", ""], ["schedules.col_when", ""], ["schedules.col_next", ""],
+    ["schedules.col_last", "wide-only"], ["schedules.col_actions", "row-actions"],
+  ].map(([key, cls]) => el("th", { scope: "col", class: cls || null, text: t(key) })));
+  return section(t("schedules.list_title"),
+    el("div", { class: "table-wrap" }, el("table", { class: "table", "data-testid": "schedule-list" },
+      el("thead", {}, head), el("tbody", {}, ...jobs.map((job) => jobRow(job, ctx))))));
+}
+
+export async function renderSchedules(ctx) {
+  const page = el("div", { class: "page" }, pageHeader(t("schedules.title"), t("schedules.intro")));
+  const response = await api("GET", "/api/schedules");
+  if (!response.ok) {
+    page.append(section(null, notice("error", errorText(response))));
+    return page;
+  }
+  const { jobs, timezone } = response.data;
+  const editing = ctx.params.get("edit");
+  if (editing) {
+    const job = jobs.find((candidate) => candidate.id === editing);
+    page.append(job
+      ? section(t("schedules.edit_title"), jobForm(ctx, timezone, job))
+      : section(null, notice("error", t("error.not_found")), link("#schedules", t("schedules.back"))));
+    return page;
+  }
+  page.append(jobsSection(jobs, ctx), section(t("schedules.new_title"), jobForm(ctx, timezone)),
+    zoneSection(timezone, ctx), section(t("schedules.rules_title"), el("p", { class: "hint", text: t("schedules.rules") })));
+  return page;
+}
