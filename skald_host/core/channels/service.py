@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from skald_hookspecs.channels import Channel, ChannelRequestError, Delivery, MemberLocked
 from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
-from skald_host.core.channels.inbox import SealedInbox, current_conversation, start_conversation
+from skald_host.core.channels.inbox import SealedInbox, current_conversation, start_conversation, use_conversation
 from skald_host.core.channels.router import ChannelRouter
 from skald_host.core.files.service import FileError
 from skald_host.core.identity.users import Member, MemberNotFound
@@ -111,6 +111,59 @@ class ChannelService:
         except FileError as exc:
             raise ChannelRequestError(str(exc)) from None
         return {"path": saved.path, "mime": saved.mime, "size": saved.size}
+
+    # -- reading this source's conversations (spec 1.3) -----------------------------------
+
+    async def conversations(self, source: str, member_id: str, limit: Any) -> list[dict[str, Any]]:
+        runtime = await self._runtime(source, member_id)
+        limit = max(1, min(int(limit), 200)) if isinstance(limit, int) else 50
+        current = await current_conversation(runtime, source, create=False)
+        rows = await runtime.store.db.run(
+            lambda c: [
+                dict(r)
+                for r in c.execute(
+                    "SELECT id, title, created_at, updated_at FROM conversations WHERE source = ? ORDER BY updated_at DESC LIMIT ?",
+                    (source, limit),
+                )
+            ]
+        )
+        for row in rows:
+            row["running"] = runtime.running(row["id"])
+            row["current"] = row["id"] == current
+        return rows
+
+    async def _own_conversation(self, runtime: MemberRuntime, source: str, conversation_id: Any) -> dict[str, Any]:
+        """A conversation of this source in the member's file; the same refusal for one
+        of another source, of another member or of nobody."""
+        conversation = await runtime.store.conversation(conversation_id) if isinstance(conversation_id, str) else None
+        if conversation is None or conversation["source"] != source:
+            raise ChannelRequestError("no such conversation")
+        return conversation
+
+    async def conversation_messages(self, source: str, member_id: str, conversation_id: Any) -> Mapping[str, Any]:
+        runtime = await self._runtime(source, member_id)
+        conversation = await self._own_conversation(runtime, source, conversation_id)
+        messages = [
+            {"id": m["id"], "role": m["role"], "content": m["content"], "status": m["status"], "created_at": m["created_at"]}
+            for m in await runtime.store.transcript(conversation["id"])
+            if m["role"] in ("user", "assistant", "note")
+        ]
+        approvals = [
+            {"approval_id": a["id"], "tool": a.get("tool"), "arguments": a.get("arguments"), "expires_at": a.get("expires_at")}
+            for a in await runtime.store.pending_approvals()
+            if a["conversation_id"] == conversation["id"]
+        ]
+        return {
+            "conversation": {k: conversation[k] for k in ("id", "title", "created_at", "updated_at")},
+            "messages": messages,
+            "approvals": approvals,
+            "running": runtime.running(conversation["id"]),
+        }
+
+    async def use_conversation(self, source: str, member_id: str, conversation_id: Any) -> None:
+        runtime = await self._runtime(source, member_id)
+        conversation = await self._own_conversation(runtime, source, conversation_id)
+        await use_conversation(runtime, source, conversation["id"])
 
     async def member_locale(self, source: str, member_id: str) -> str:
         member = await self._member(source, member_id)
