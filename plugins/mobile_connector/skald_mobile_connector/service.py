@@ -241,12 +241,12 @@ class MobileService:
                 log.warning("mobile push to a device of member %s failed (%s)", member_id, type(exc).__name__)
 
     def _send_push(self, subscription: Mapping[str, Any]) -> None:
-        from py_vapid import Vapid01
+        from py_vapid import Vapid02
         from pywebpush import webpush
 
         endpoint = str(subscription["endpoint"])
         parts = urlsplit(endpoint)
-        vapid = Vapid01.from_pem(self._vapid_private_pem)
+        vapid = Vapid02.from_pem(self._vapid_private_pem)  # RFC 8292: "vapid t=…, k=…"
         claims = {"sub": "mailto:skald@localhost", "aud": f"{parts.scheme}://{parts.netloc}"}
         webpush(
             subscription_info={"endpoint": endpoint, "keys": dict(subscription["keys"])},
@@ -264,9 +264,9 @@ def _new_vapid_keys() -> dict[str, str]:
     import base64
 
     from cryptography.hazmat.primitives import serialization
-    from py_vapid import Vapid01
+    from py_vapid import Vapid02
 
-    vapid = Vapid01()
+    vapid = Vapid02()
     vapid.generate_keys()
     private_pem = vapid.private_pem().decode()
     raw = vapid.public_key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
