@@ -2,7 +2,7 @@
 // (drawn by the server with segno, shown as an <img> from a data: URL, which the CSP
 // allows), and the paired devices with name, platform and last seen, each unlinkable.
 // Everything goes in through textContent or attributes: a device name is data.
-import { el } from "/lib/dom.js";
+import { el } from "/ui/lib/dom.js";
 
 async function call(method, path) {
   const headers = { Accept: "application/json" };
