@@ -1,6 +1,6 @@
 """The mobile API end to end against a real host and the scripted model: chat with a
 streamed answer, approve and deny, stop, upload, the outbox a sleeping phone reads by
-cursor, the locked member told plainly, and another member's ids refused."""
+cursor, and the locked member told plainly (another member's ids: test_mobile_sweep.py)."""
 
 from __future__ import annotations
 
@@ -135,35 +135,3 @@ async def test_a_locked_member_is_told_so_plainly(setup):
     # Logging in on the web again opens it for the phone too.
     assert (await alice.login("alice", "member password for tests")).status_code == 200
     assert (await phone.get(f"{BASE}/conversations")).status_code == 200
-
-
-async def test_another_members_ids_are_refused_on_every_id_route(setup):
-    """Check C1 for the mobile routes: Bob's phone names Alice's conversation, approval
-    and device; every answer is a refusal, nothing of Alice's changes."""
-    alice = await setup.host.member("alice")
-    bob = await setup.host.member("bob")
-    alice_phone = await paired_device(setup, alice)
-    bob_phone = await paired_device(setup, bob)
-    setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("write_note", {"text": "secret"}),))])
-    conversation = await _new_conversation(alice_phone)
-    await alice_phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "note"})
-    for _ in range(200):
-        approvals = (await alice_phone.get(f"{BASE}/conversations/{conversation}")).json()["approvals"]
-        if approvals:
-            break
-        await asyncio.sleep(0.05)
-    approval_id = approvals[0]["approval_id"]
-    calls = [
-        ("GET", f"{BASE}/conversations/{conversation}", None),
-        ("POST", f"{BASE}/conversations/{conversation}/messages", {"text": "hijack"}),
-        ("POST", f"{BASE}/conversations/{conversation}/stop", None),
-        ("POST", f"{BASE}/approvals/{approval_id}", {"approve": True}),
-        ("DELETE", f"{BASE}/devices/{alice_phone.device_id}", None),
-    ]
-    for method, path, body in calls:
-        response = await bob_phone.request(method, path, json=body) if body is not None else await bob_phone.request(method, path)
-        assert response.status_code in (403, 404), (method, path, response.status_code, response.text)
-    assert setup.probe.notes == []
-    assert (await alice_phone.get(f"{BASE}/conversations/{conversation}")).json()["approvals"][0]["approval_id"] == approval_id
-    assert (await alice_phone.get(f"{BASE}/me")).status_code == 200
-    assert [c["id"] for c in (await bob_phone.get(f"{BASE}/conversations")).json()["conversations"]] == []
