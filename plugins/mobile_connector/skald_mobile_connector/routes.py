@@ -184,7 +184,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return fail("err_no_device", 404)
         current = service()
         if current is not None:
-            await current.forget_device(device_id)
+            await current.forget_device(member_id(), device_id)
             current.recheck_streams(member_id())  # an open stream of that device ends now
         return {"ok": True}
 
@@ -262,7 +262,9 @@ def build_blueprint(host: HostApi) -> Blueprint:
             locked = False
         except MemberLocked:
             locked = True
-        subscribed = caller.device_id is not None and isinstance(await host.kv_get(f"push:{caller.device_id}"), dict)
+        subscribed = False
+        if caller.device_id is not None and not locked:
+            subscribed = await current.subscription(caller.id, caller.device_id) is not None
         return {
             "member": {"id": caller.id, "display_name": caller.display_name},
             "device_id": caller.device_id,
@@ -434,7 +436,11 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if problem:
             return fail(problem, 400)
         keys = data["keys"]
-        await host.kv_set(f"push:{caller.device_id}", {"endpoint": data["endpoint"], "keys": {"p256dh": keys["p256dh"], "auth": keys["auth"]}})
+        subscription = {"endpoint": data["endpoint"], "keys": {"p256dh": keys["p256dh"], "auth": keys["auth"]}}
+        try:
+            await current.set_subscription(caller.id, caller.device_id, subscription)
+        except MemberLocked as exc:
+            return fail("locked", 423, lock_reason=exc.lock_reason)
         return {"ok": True}
 
     @blueprint.delete("/push")
@@ -442,8 +448,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
     async def unsubscribe_push() -> Any:
         """No more Web Push for this device."""
         caller = current_caller()
-        if caller is not None and caller.device_id is not None:
-            await host.kv_set(f"push:{caller.device_id}", None)
+        current = service()
+        if caller is not None and caller.device_id is not None and current is not None:
+            try:
+                await current.set_subscription(caller.id, caller.device_id, None)
+            except MemberLocked as exc:
+                return fail("locked", 423, lock_reason=exc.lock_reason)
         return {"ok": True}
 
     @blueprint.get("/stream")

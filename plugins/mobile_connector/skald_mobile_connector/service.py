@@ -203,9 +203,23 @@ class MobileService:
             after = 0
         await self.host.kv_set(f"cursor:{device_id}", after)
 
-    async def forget_device(self, device_id: str) -> None:
+    async def forget_device(self, member_id: str, device_id: str) -> None:
         await self.host.kv_set(f"cursor:{device_id}", None)
-        await self.host.kv_set(f"push:{device_id}", None)
+        try:
+            await self.set_subscription(member_id, device_id, None)
+        except MemberLocked:
+            pass  # it stays in their file, unused: pushes go only to live devices
+
+    # Push subscriptions live in the member's own file: the endpoint and its keys name
+    # the phone, and the registry is admin-readable. Nothing is pushed while the member
+    # is locked anyway (no turn runs then).
+
+    async def subscription(self, member_id: str, device_id: str) -> dict[str, Any] | None:
+        stored = await self.host.member_secret_get(member_id, f"push:{device_id}")
+        return json.loads(stored) if stored else None
+
+    async def set_subscription(self, member_id: str, device_id: str, subscription: Mapping[str, Any] | None) -> None:
+        await self.host.member_secret_set(member_id, f"push:{device_id}", json.dumps(dict(subscription)) if subscription else None)
 
     # -- Web Push ---------------------------------------------------------------------------------
 
@@ -231,8 +245,11 @@ class MobileService:
         """One content-free message to every live device of the member that subscribed.
         Revoked devices are not in ``device_tokens`` any more, so they hear nothing."""
         for device in await self.host.device_tokens(member_id):
-            subscription = await self.host.kv_get(f"push:{device['id']}")
-            if not isinstance(subscription, dict):
+            try:
+                subscription = await self.subscription(member_id, device["id"])
+            except MemberLocked:
+                return
+            if subscription is None:
                 continue
             try:
                 await asyncio.to_thread(self._send_push, subscription)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 
 import pytest
 
@@ -30,6 +31,12 @@ async def test_web_push_carries_nothing_but_that_something_is_new(setup):
         saved = await phone.put(f"{BASE}/push", json=subscription.as_json())
         assert saved.status_code == 200, saved.text
         assert (await phone.get(f"{BASE}/me")).json()["push"] is True
+        # The subscription names the phone: it is kept in the member's own file, not the registry.
+        db = sqlite3.connect(setup.host.settings.data_dir / "database" / "system.db")
+        try:
+            assert "alice-phone" not in "\n".join(db.iterdump())
+        finally:
+            db.close()
         await _ring(setup, alice, "CANARY-secret-laundry-text")
         (message,) = await service.wait("alice-phone")
         assert message.headers["content-encoding"] == "aes128gcm" and int(message.headers["ttl"]) > 0
