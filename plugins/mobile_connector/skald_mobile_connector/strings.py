@@ -68,6 +68,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "new_items": "New: {count}",
         "error": "Something went wrong: {message}",
         "empty": "No conversations yet. Start one.",
+        "voice_replies": "Read answers aloud",
+        "voice_sample": "Answers will be read aloud.",
     },
     "de": {
         "plugin.title": "Mobile App",
@@ -126,6 +128,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "new_items": "Neu: {count}",
         "error": "Etwas ist schiefgegangen: {message}",
         "empty": "Noch keine Unterhaltungen. Fang eine an.",
+        "voice_replies": "Antworten vorlesen",
+        "voice_sample": "Antworten werden vorgelesen.",
     },
 }
 

@@ -117,6 +117,13 @@ async def test_the_phone_app_pairs_chats_approves_stops_works_offline_and_is_ref
         await page.goto(f"{BASE}/app/#list")
         await page.wait_for_selector(".waited >> text=The laundry is done.")
 
+        # Voice replies: the settings switch speaks a sample through the server's TTS.
+        if shutil.which("espeak-ng"):
+            await page.goto(f"{BASE}/app/#settings")
+            await page.tap("input[name=voice]")
+            await page.wait_for_selector("body[data-spoke='1']")
+            assert await page.is_checked("input[name=voice]")
+
         # Unlinked from the web page: the phone is refused and back at pairing.
         me = await page.evaluate(f"fetch('{BASE}/me', {{headers: {{Authorization: 'Bearer ' + localStorage.getItem('skald.mobile.token')}}}}).then(r => r.json())")
         assert (await alice.delete(f"{BASE}/devices/{me['device_id']}")).status_code == 200

@@ -5,6 +5,7 @@ cursor, and the locked member told plainly (another member's ids: test_mobile_sw
 from __future__ import annotations
 
 import asyncio
+import shutil
 
 from skald_host.testing import Hang, Reply, ToolCall
 from mobile_support import BASE, MODEL, EventStream, paired_device
@@ -135,3 +136,14 @@ async def test_a_locked_member_is_told_so_plainly(setup):
     # Logging in on the web again opens it for the phone too.
     assert (await alice.login("alice", "member password for tests")).status_code == 200
     assert (await phone.get(f"{BASE}/conversations")).status_code == 200
+
+
+async def test_speech_speaks_with_the_members_voice_when_an_engine_is_installed(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    spoken = await phone.post(f"{BASE}/speech", json={"text": "Hello from the phone."})
+    if shutil.which("espeak-ng") is None:
+        assert spoken.status_code == 404 and spoken.json()["code"] == "no_voice"
+        return
+    assert spoken.status_code == 200 and spoken.headers["content-type"] == "audio/wav"
+    assert spoken.content[:4] == b"RIFF" and len(spoken.content) > 1000

@@ -15,6 +15,7 @@ const BASE = new URL("..", location.href).pathname.replace(/\/$/, ""); // /api/p
 const TOKEN_KEY = "skald.mobile.token";
 const CACHE_KEY = "skald.mobile.cache";
 const LOCALE_KEY = "skald.mobile.locale";
+const VOICE_KEY = "skald.mobile.voice";
 
 const view = document.getElementById("view");
 const banner = document.getElementById("banner");
@@ -333,6 +334,36 @@ async function chatScreen(id) {
   messagesBox.lastElementChild?.scrollIntoView({ block: "end" });
 }
 
+// Voice replies: the server speaks the answer with the member's voice (a TTS engine must
+// be installed); the audio is played through Web Audio from the fetched bytes, so no
+// media URL is needed (the CSP allows none but the server's own).
+let audio = null;
+
+async function speak(text) {
+  try {
+    const response = await fetch(`${BASE}/speech`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token()}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ text: text.slice(0, 5000) }),
+    });
+    if (!response.ok) {
+      const data = await response.json().catch(() => ({}));
+      throw new Error(data.error || `HTTP ${response.status}`);
+    }
+    audio = audio || new AudioContext();
+    const buffer = await audio.decodeAudioData(await response.arrayBuffer());
+    const source = audio.createBufferSource();
+    source.buffer = buffer;
+    source.connect(audio.destination);
+    source.start();
+    document.body.dataset.spoke = String(Number(document.body.dataset.spoke || 0) + 1);
+    return true;
+  } catch (error) {
+    toast(t("error", { message: error.message }));
+    return false;
+  }
+}
+
 // The read-only copy the app opens offline: refreshed whenever an answer lands.
 async function keepCopy(id) {
   try {
@@ -366,6 +397,11 @@ async function settingsScreen() {
     pushButton.hidden = true;
     pushLine.textContent = t("notifications_unavailable");
   } else if (me && me.push) pushLine.textContent = t("notifications_on");
+  const voice = el("input", { type: "checkbox", name: "voice", props: { checked: localStorage.getItem(VOICE_KEY) === "on" } });
+  voice.addEventListener("change", async () => {
+    if (voice.checked && !(await speak(t("voice_sample")))) voice.checked = false;
+    localStorage.setItem(VOICE_KEY, voice.checked ? "on" : "off");
+  });
   const unlink = el("button", {
     type: "button",
     class: "btn",
@@ -384,6 +420,7 @@ async function settingsScreen() {
   });
   view.replaceChildren(
     el("label", {}, t("language"), language),
+    el("label", { class: "row" }, voice, t("voice_replies")),
     el("h2", { text: t("notifications") }),
     pushButton,
     pushLine,
@@ -486,6 +523,7 @@ async function onEvent(event) {
         current.stream = null;
         setRunning(false);
         keepCopy(event.conversation_id);
+        if (event.kind === "answer" && localStorage.getItem(VOICE_KEY) === "on") speak(event.text);
       }
       break;
     case "approval":
