@@ -475,6 +475,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 return True
             return any(row["id"] == device for row in await host.device_tokens(who))
 
+        current.watch(who)
+
         async def events() -> AsyncIterator[bytes]:
             with current.stream(who) as queue:
                 try:

@@ -100,6 +100,7 @@ class MobileService:
         self.codes = PairingCodes()
         self._streams: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._watched: set[str] = set()
         self.vapid_public_key = ""
         self._vapid_private_pem = b""
         self.config: Mapping[str, Any] = {}
@@ -146,6 +147,20 @@ class MobileService:
                 queue.put_nowait(payload)
             except asyncio.QueueFull:  # a reader that stopped reading: it re-reads on reconnect
                 log.warning("mobile stream of member %s fell behind; an event was dropped from it", member_id)
+
+    def watch(self, member_id: str) -> None:
+        """Follow the member's bus once (until the plugin stops): when the host revokes
+        their sessions (password change, reset, deactivation), their open streams check
+        their device at once instead of at the next heartbeat."""
+        if member_id in self._watched:
+            return
+        self._watched.add(member_id)
+
+        async def on_event(event: Any) -> None:
+            if event.kind == "sessions_revoked":
+                self.recheck_streams(member_id)
+
+        self.host.subscribe_member(member_id, on_event)
 
     def recheck_streams(self, member_id: str) -> None:
         """Each open stream of the member checks at once that its device is still paired."""
