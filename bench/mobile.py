@@ -95,8 +95,11 @@ async def main() -> None:
                     await push.wait("bench", before + 1)
                     pushes.append((push.to("bench")[-1].at - started_wall) * 1000)
 
-                waiting = (await phone.get(f"{BASE}/notifications")).json()["notifications"]
-                print(f"outbox entries the phone can read: {sum(1 for n in waiting if n.get('text', '').startswith('result'))} (of the first 100 it is offered)")
+                kept, after = 0, 0
+                while page := await api.member_events(member_id, after=after, limit=1000):
+                    kept += sum(1 for e in page if e["kind"] == "outbox" and str(e["data"].get("text", "")).startswith("result"))
+                    after = page[-1]["id"]
+                print(f"outbox entries kept: {kept} of {EVENTS}; pushes received: {len(push.to('bench')) - EVENTS} of {EVENTS}")
                 print(_line("to the outbox entry", outbox, outbox_base) + f"  (target <= {TARGET_OUTBOX_MS:.0f} ms)")
                 print(_line("to the push leaving the host", pushes, push_base) + f"  (target p99 <= {TARGET_PUSH_P99_MS:.0f} ms)")
             finally:
