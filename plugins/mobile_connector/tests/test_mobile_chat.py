@@ -106,6 +106,11 @@ async def test_outbox_is_per_device_and_acknowledged_by_cursor(setup):
     assert [n["text"] for n in (await tablet.get(f"{BASE}/notifications")).json()["notifications"] if n["kind"] == "notification"] == ["The laundry is done."]
     # A cursor never goes back.
     assert (await phone.post(f"{BASE}/notifications/ack", json={"cursor": 0})).json() == {"cursor": note["cursor"]}
+    # What waits is in the member's own file: nothing of it in the registry or its WAL.
+    database = setup.host.settings.data_dir / "database"
+    for name in ("system.db", "system.db-wal"):
+        if (database / name).exists():
+            assert b"laundry" not in (database / name).read_bytes(), name
 
 
 async def test_upload_from_the_phone_is_attached_to_a_message(setup):
