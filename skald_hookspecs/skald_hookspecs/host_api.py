@@ -121,6 +121,26 @@ class HostApi(Protocol):
         """Make an existing conversation of this source the one ``send_message`` (and
         ``stop_turn``) act on from now. Since 1.3."""
 
+    # -- the member's projects, read-only (since 1.3) ---------------------------------------
+    #
+    # What the member's own project pages show, for a channel with a screen. Each
+    # raises ``MemberLocked`` while the member is locked (as the web needs a login),
+    # ``ChannelRequestError`` without this plugin's grant and for a project the member
+    # is not in ("no such project", whether it exists or not) or a path that leaves it.
+
+    async def member_projects(self, member_id: str) -> list[Mapping[str, Any]]:
+        """The projects the member belongs to: ``{"id", "title", "description",
+        "can_write", "created_at"}``. Since 1.3."""
+
+    async def project_files(self, member_id: str, project_id: str, path: str = "") -> Mapping[str, Any]:
+        """One folder of a project (``path`` relative to the project, ``""`` its top):
+        ``{"path", "entries": [{"name", "path", "kind", "is_dir", "size",
+        "modified_at"}]}``, folders first; links are listed, never followed. Since 1.3."""
+
+    async def read_project_file(self, member_id: str, project_id: str, path: str) -> Mapping[str, Any]:
+        """One file of a project: ``{"name", "size", "data"}`` (``data``: the bytes),
+        up to the host's viewing limit. Since 1.3."""
+
     # -- device tokens (since 1.3) -----------------------------------------------------------
     #
     # A plugin that pairs devices (``manages_own_access``) hands each one a durable

@@ -48,6 +48,8 @@ CONVERSATION = {
     "properties": {"id": TEXT, "title": TEXT, "created_at": TEXT, "updated_at": TEXT, "running": {"type": "boolean"}, "current": {"type": "boolean"}},
 }
 MESSAGE = {"type": "object", "properties": {"id": {"type": "integer"}, "role": TEXT, "content": TEXT, "status": TEXT, "created_at": TEXT}}
+PROJECT = {"type": "object", "properties": {"id": TEXT, "title": TEXT, "description": TEXT, "can_write": {"type": "boolean"}, "created_at": TEXT}}
+ENTRY = {"type": "object", "properties": {"name": TEXT, "path": TEXT, "kind": TEXT, "is_dir": {"type": "boolean"}, "size": {"type": ["integer", "null"]}, "modified_at": TEXT}}
 APPROVAL = {"type": "object", "properties": {"approval_id": TEXT, "tool": TEXT, "arguments": {}, "expires_at": TEXT}}
 #: Every event of ``GET /stream`` and of the outbox (``kind`` says which).
 EVENT = {
@@ -114,7 +116,11 @@ def build_blueprint(host: HostApi) -> Blueprint:
             message = str(exc)
             if message.startswith("no such"):
                 return {"error": message, "code": "not_found"}, 404
-            return {"error": message, "code": "refused"}, 403
+            if "may not use" in message:
+                return {"error": message, "code": "refused"}, 403
+            if "already" in message:
+                return {"error": message, "code": "conflict"}, 409
+            return {"error": message, "code": "bad_request"}, 400
 
     async def body() -> dict[str, Any]:
         data = await request.get_json()
@@ -379,6 +385,39 @@ def build_blueprint(host: HostApi) -> Blueprint:
             except TtsUnavailable as exc:
                 return {"error": str(exc), "code": "no_voice"}, 404
             return Response(audio, mimetype="audio/wav")
+
+        return await guarded(work())
+
+    @blueprint.get("/projects")
+    @returns(_obj({"projects": {"type": "array", "items": PROJECT}}))
+    @returns(ERROR, 423)
+    async def projects() -> Any:
+        """The member's projects, read-only."""
+
+        async def work() -> Any:
+            return {"projects": list(await host.member_projects(member_id()))}
+
+        return await guarded(work())
+
+    @blueprint.get("/projects/<project_id>/files")
+    @returns(_obj({"path": TEXT, "entries": {"type": "array", "items": ENTRY}}))
+    @returns(ERROR, 404)
+    async def project_files(project_id: str) -> Any:
+        """One folder of a project (``?path=`` inside it), folders first."""
+        return await guarded(host.project_files(member_id(), project_id, request.args.get("path", "")))
+
+    @blueprint.get("/projects/<project_id>/file")
+    @returns({"type": "string", "format": "binary"}, 200, "the file's bytes", content_types=("application/octet-stream",))
+    @returns(ERROR, 404)
+    async def project_file(project_id: str) -> Any:
+        """One file of a project (``?path=``), for the app's viewer: always a download,
+        never a page of ours."""
+
+        async def work() -> Any:
+            found = await host.read_project_file(member_id(), project_id, request.args.get("path", ""))
+            response = Response(found["data"], mimetype="application/octet-stream")
+            response.headers["Content-Disposition"] = "attachment"
+            return response
 
         return await guarded(work())
 

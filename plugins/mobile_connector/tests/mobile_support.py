@@ -94,6 +94,17 @@ async def paired_device(setup: Setup, browser: SkaldClient, name: str = "Pixel")
     return device
 
 
+async def project_with_a_file(member: SkaldClient) -> str:
+    """A project of ``member`` named Garden, with plans/beds.md in it."""
+    created = await member.post("/api/projects", json={"slug": "garden", "title": "Garden", "description": "Plans"})
+    assert created.status_code == 201, created.text
+    project_id = created.json()["id"]
+    assert (await member.post(f"/api/projects/{project_id}/files/folder", json={"path": "plans"})).status_code in (200, 201)
+    stored = await member.post(f"/api/projects/{project_id}/files/upload/plans/beds.md", content=b"# Beds\nTomatoes left.")
+    assert stored.status_code in (200, 201), stored.text
+    return project_id
+
+
 @dataclass
 class EventStream:
     """``GET /stream`` read in the background; ``events`` fills as they arrive."""

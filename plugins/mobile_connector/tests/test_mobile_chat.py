@@ -8,7 +8,7 @@ import asyncio
 import shutil
 
 from skald_host.testing import Hang, Reply, ToolCall
-from mobile_support import BASE, MODEL, EventStream, paired_device
+from mobile_support import BASE, MODEL, EventStream, paired_device, project_with_a_file
 
 
 async def _new_conversation(device) -> str:
@@ -64,7 +64,7 @@ async def test_approval_waits_in_the_outbox_is_approved_from_the_phone_and_a_tur
         await stream.wait_for("answer", text="Noted.")
         assert setup.probe.notes == ["milk"]
         again = await phone.post(f"{BASE}/approvals/{approval['approval_id']}", json={"approve": False})
-        assert again.status_code in (403, 404)
+        assert again.status_code == 409, again.text  # answered once, not twice
         # A turn that hangs: stop it from the phone.
         await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "think hard"})
         await stream.wait_for("typing", conversation_id=conversation)
@@ -152,3 +152,24 @@ async def test_speech_speaks_with_the_members_voice_when_an_engine_is_installed(
         return
     assert spoken.status_code == 200 and spoken.headers["content-type"] == "audio/wav"
     assert spoken.content[:4] == b"RIFF" and len(spoken.content) > 1000
+
+
+async def test_projects_are_readable_from_the_phone_and_nothing_outside_them(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    project_id = await project_with_a_file(alice)
+    projects = (await phone.get(f"{BASE}/projects")).json()["projects"]
+    assert [(p["id"], p["title"], p["description"]) for p in projects] == [(project_id, "Garden", "Plans")]
+    top = (await phone.get(f"{BASE}/projects/{project_id}/files")).json()
+    assert [(e["name"], e["is_dir"]) for e in top["entries"]] == [("plans", True)]
+    inner = (await phone.get(f"{BASE}/projects/{project_id}/files", params={"path": "plans"})).json()
+    assert [(e["name"], e["size"]) for e in inner["entries"]] == [("beds.md", 21)]
+    content = await phone.get(f"{BASE}/projects/{project_id}/file", params={"path": "plans/beds.md"})
+    assert content.status_code == 200 and content.content == b"# Beds\nTomatoes left."
+    assert content.headers["content-type"] == "application/octet-stream" and content.headers["content-disposition"] == "attachment"
+    for bad in ("../../system.db", "/etc/passwd", "plans/../../x", "plans/%2e%2e/x"):
+        refused = await phone.get(f"{BASE}/projects/{project_id}/file", params={"path": bad})
+        assert refused.status_code in (400, 404), (bad, refused.status_code)
+    assert (await phone.get(f"{BASE}/projects/{project_id}/file", params={"path": "plans"})).status_code == 404
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    assert (await phone.get(f"{BASE}/projects")).status_code == 423

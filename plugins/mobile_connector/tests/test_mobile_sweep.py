@@ -11,7 +11,7 @@ import pytest
 
 from skald_hookspecs import PUBLIC_ATTRIBUTE
 from skald_host.testing import Reply, ToolCall
-from mobile_support import BASE, MODEL, paired_device
+from mobile_support import BASE, MODEL, paired_device, project_with_a_file
 
 #: public: no credential; member: a session or one of this plugin's device tokens;
 #: browser: a session only (a phone cannot pair more phones); device: a device token only.
@@ -39,6 +39,9 @@ EXPECTED = {
     ("/push", "PUT"): "device",
     ("/push", "DELETE"): "member",
     ("/stream", "GET"): "member",
+    ("/projects", "GET"): "member",
+    ("/projects/<project_id>/files", "GET"): "member",
+    ("/projects/<project_id>/file", "GET"): "member",
 }
 
 #: Every route with an id in its path, and what Bob's phone sends with Alice's id.
@@ -48,6 +51,8 @@ IDOR_CASES = {
     ("/conversations/<conversation_id>/messages", "POST"): {"text": "hijack"},
     ("/conversations/<conversation_id>/stop", "POST"): None,
     ("/approvals/<approval_id>", "POST"): {"approve": True},
+    ("/projects/<project_id>/files", "GET"): None,
+    ("/projects/<project_id>/file", "GET"): {"params": {"path": "plans/beds.md"}},
 }
 
 
@@ -74,7 +79,7 @@ async def test_every_mobile_route_has_an_expected_access_level(setup):
 async def test_no_credential_gets_401_on_every_route_but_the_public_ones(setup):
     anonymous = setup.host.client()
     for (rule, method), level in EXPECTED.items():
-        path = BASE + rule.replace("<conversation_id>", "c").replace("<approval_id>", "a").replace("<device_id>", "d").replace("<name>", "app.js")
+        path = BASE + rule.replace("<conversation_id>", "c").replace("<approval_id>", "a").replace("<device_id>", "d").replace("<project_id>", "p").replace("<name>", "app.js")
         response = await anonymous.request(method, path)
         if level == "public":
             assert response.status_code != 401, (method, rule)
@@ -102,7 +107,12 @@ async def test_another_members_ids_are_refused_on_every_id_route_and_change_noth
         if before["approvals"]:
             break
         await asyncio.sleep(0.05)
-    ids = {"<conversation_id>": conversation, "<approval_id>": before["approvals"][0]["approval_id"], "<device_id>": alice_phone.device_id}
+    project_id = await project_with_a_file(alice)
+    assert (await alice_phone.get(f"{BASE}/projects/{project_id}/file", params={"path": "plans/beds.md"})).status_code == 200
+    ids = {
+        "<conversation_id>": conversation, "<approval_id>": before["approvals"][0]["approval_id"],
+        "<device_id>": alice_phone.device_id, "<project_id>": project_id,
+    }
     if alice_state == "locked":
         assert (await alice.post("/api/auth/logout")).status_code == 200
     for (rule, method), body in IDOR_CASES.items():
@@ -110,7 +120,12 @@ async def test_another_members_ids_are_refused_on_every_id_route_and_change_noth
         for placeholder, value in ids.items():
             path = path.replace(placeholder, value)
         for caller in (bob_phone, bob):
-            response = await (caller.request(method, path, json=body) if body is not None else caller.request(method, path))
+            if body is None:
+                response = await caller.request(method, path)
+            elif "params" in body:
+                response = await caller.request(method, path, params=body["params"])
+            else:
+                response = await caller.request(method, path, json=body)
             assert response.status_code in (403, 404), (alice_state, method, rule, response.status_code, response.text)
     assert setup.probe.notes == []
     assert [d["id"] for d in (await alice_phone.get(f"{BASE}/devices")).json()["devices"]] == [alice_phone.device_id]

@@ -185,6 +185,15 @@ class PluginHostApi:
     async def use_conversation(self, member_id: str, conversation_id: str) -> None:
         await self._core.channels.use_conversation(self.plugin_id, member_id, conversation_id)
 
+    async def member_projects(self, member_id: str) -> list[Mapping[str, Any]]:
+        return await self._core.channels.projects(self.plugin_id, member_id)
+
+    async def project_files(self, member_id: str, project_id: str, path: str = "") -> Mapping[str, Any]:
+        return await self._core.channels.project_files(self.plugin_id, member_id, project_id, path)
+
+    async def read_project_file(self, member_id: str, project_id: str, path: str) -> Mapping[str, Any]:
+        return await self._core.channels.read_project_file(self.plugin_id, member_id, project_id, path)
+
     # -- device tokens: a binding-managed plugin's paired devices (spec 1.3) ----------------
 
     async def _device_member(self, member_id: Any) -> Any:
