@@ -70,6 +70,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "empty": "No conversations yet. Start one.",
         "voice_replies": "Read answers aloud",
         "voice_sample": "Answers will be read aloud.",
+        "projects": "Projects",
+        "no_projects": "You are not in any project.",
+        "folder_empty": "This folder is empty.",
+        "cannot_show": "This file cannot be shown here ({size} bytes).",
     },
     "de": {
         "plugin.title": "Mobile App",
@@ -130,6 +134,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "empty": "Noch keine Unterhaltungen. Fang eine an.",
         "voice_replies": "Antworten vorlesen",
         "voice_sample": "Antworten werden vorgelesen.",
+        "projects": "Projekte",
+        "no_projects": "Du bist in keinem Projekt.",
+        "folder_empty": "Dieser Ordner ist leer.",
+        "cannot_show": "Diese Datei kann hier nicht gezeigt werden ({size} Bytes).",
     },
 }
 

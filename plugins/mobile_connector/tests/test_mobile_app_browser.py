@@ -1,6 +1,6 @@
 """The installed app end to end in a phone-sized, touch-enabled Chromium (Playwright):
-pair by code, chat with a streamed answer, approve, upload, stop, go offline and see the
-cached shell read-only, come back and see the notification that waited, unlink and be
+pair by code, chat with a streamed answer, approve, upload, stop, browse a project and
+view its files, go offline and see the cached shell read-only, come back and see the notification that waited, unlink and be
 refused. Every page is watched for uncaught errors, dialogs and CSP violations."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from skald_host.testing import Hang, Reply, ToolCall
-from mobile_support import BASE, MODEL, PLUGIN, pairing_code
+from mobile_support import BASE, MODEL, PLUGIN, pairing_code, project_with_a_file
 
 PHONE = {"width": 390, "height": 844}
 PNG = bytes.fromhex(
@@ -95,6 +95,23 @@ async def test_the_phone_app_pairs_chats_approves_stops_works_offline_and_is_ref
         await stop.wait_for(state="visible")
         await stop.tap()
         await stop.wait_for(state="hidden")
+
+        # The member's projects, read-only, and the file viewer (Markdown and an image).
+        project_id = await project_with_a_file(alice)
+        stored = await alice.post(f"/api/projects/{project_id}/files/upload/plans/bed.png", content=PNG)
+        assert stored.status_code in (200, 201), stored.text
+        await page.goto(f"{BASE}/app/#list")
+        await page.tap("button:has-text('Projects')")
+        await page.tap("#projects >> text=Garden")
+        await page.tap("#entries >> text=plans/")
+        await page.tap("#entries >> text=beds.md")
+        await page.wait_for_selector("#viewer :is(h1, h2, h3, h4) >> text=Beds")  # rendered as Markdown, not shown raw
+        await page.wait_for_selector("#viewer >> text=Tomatoes left.")
+        await page.tap("#back")
+        await page.tap("#entries >> text=bed.png")
+        image = page.locator("#viewer img")
+        await image.wait_for()
+        assert await image.evaluate("(img) => img.complete && img.naturalWidth === 1")
 
         # Offline: the cached shell shows the last conversations, read-only.
         await page.evaluate("navigator.serviceWorker.ready.then(() => true)")

@@ -202,7 +202,8 @@ async function listScreen() {
       handle(error);
     }
   });
-  view.replaceChildren(newButton, list);
+  const projectsButton = el("button", { type: "button", class: "btn", text: t("projects"), on: { click: () => (location.hash = "#projects") } });
+  view.replaceChildren(el("div", { class: "row" }, newButton, projectsButton), list);
   let conversations;
   try {
     conversations = (await call("GET", "/conversations")).conversations;
@@ -219,6 +220,81 @@ async function listScreen() {
         el("li", {}, el("a", { href: `#chat/${encodeURIComponent(c.id)}`, text: c.title || new Date(c.updated_at).toLocaleString(locale) })),
       ),
     );
+}
+
+// -- projects, read-only, and the file viewer -------------------------------------------------
+
+const IMAGE_TYPES = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", gif: "image/gif", webp: "image/webp", svg: "image/svg+xml" };
+const TEXT_EXTENSIONS = new Set(["txt", "md", "markdown", "csv", "json", "log", "py", "js", "ts", "html", "css", "yaml", "yml", "toml", "ini", "sh", "xml"]);
+const encodePath = (path) => path.split("/").map(encodeURIComponent).join("/");
+
+async function projectsScreen() {
+  screen(t("projects"), { backTo: "#list" });
+  const list = el("ul", { class: "list", id: "projects" });
+  view.replaceChildren(list);
+  try {
+    const { projects } = await call("GET", "/projects");
+    if (!projects.length) list.replaceChildren(el("li", { class: "muted", text: t("no_projects") }));
+    else list.replaceChildren(...projects.map((p) => el("li", {}, el("a", { href: `#project/${encodeURIComponent(p.id)}/`, text: p.title }))));
+  } catch (error) {
+    handle(error);
+  }
+}
+
+async function folderScreen(projectId, path) {
+  const up = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : "";
+  screen(path || t("projects"), { backTo: path ? `#project/${encodeURIComponent(projectId)}/${encodePath(up)}` : "#projects" });
+  const list = el("ul", { class: "list", id: "entries" });
+  view.replaceChildren(list);
+  try {
+    const { entries } = await call("GET", `/projects/${encodeURIComponent(projectId)}/files?path=${encodeURIComponent(path)}`);
+    if (!entries.length) list.replaceChildren(el("li", { class: "muted", text: t("folder_empty") }));
+    else
+      list.replaceChildren(
+        ...entries.map((entry) => {
+          const target = entry.is_dir ? `#project/${encodeURIComponent(projectId)}/${encodePath(entry.path)}` : `#file/${encodeURIComponent(projectId)}/${encodePath(entry.path)}`;
+          return el("li", {}, el("a", { href: target, text: entry.is_dir ? `${entry.name}/` : entry.name }));
+        }),
+      );
+  } catch (error) {
+    handle(error);
+  }
+}
+
+async function fileScreen(projectId, path) {
+  const folder = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : "";
+  screen(path.split("/").pop(), { backTo: `#project/${encodeURIComponent(projectId)}/${encodePath(folder)}` });
+  const body = el("div", { class: "viewer", id: "viewer" });
+  view.replaceChildren(body);
+  try {
+    const response = await fetch(`${BASE}/projects/${encodeURIComponent(projectId)}/file?path=${encodeURIComponent(path)}`, {
+      headers: { Authorization: `Bearer ${token()}` },
+    });
+    if (!response.ok) {
+      const data = await response.json().catch(() => ({}));
+      if (response.status === 401) throw new Refused(t("refused"));
+      if (response.status === 423) throw new Locked(data.error || t("locked"));
+      throw new Error(data.error || `HTTP ${response.status}`);
+    }
+    const bytes = await response.arrayBuffer();
+    const extension = (path.split(".").pop() || "").toLowerCase();
+    if (IMAGE_TYPES[extension]) {
+      // A data: URL (the CSP allows no other image source but ours); an image element
+      // never runs what an SVG carries.
+      const url = await new Promise((resolve) => {
+        const reader = new FileReader();
+        reader.onload = () => resolve(reader.result);
+        reader.readAsDataURL(new Blob([bytes], { type: IMAGE_TYPES[extension] }));
+      });
+      body.replaceChildren(el("img", { src: url, alt: path, class: "viewer-image" }));
+    } else if (TEXT_EXTENSIONS.has(extension)) {
+      const text = new TextDecoder().decode(bytes);
+      if (extension === "md" || extension === "markdown") body.replaceChildren(el("div", { class: "message assistant" }, ...renderMarkdown(text)));
+      else body.replaceChildren(el("pre", { text }));
+    } else body.replaceChildren(el("p", { class: "muted", text: t("cannot_show", { size: bytes.byteLength }) }));
+  } catch (error) {
+    handle(error);
+  }
 }
 
 function messageNode(message) {
@@ -576,6 +652,11 @@ async function route() {
   if (!token()) return pairScreen();
   if (hash.startsWith("#chat/")) return chatScreen(decodeURIComponent(hash.slice(6)));
   if (hash === "#settings") return settingsScreen();
+  if (hash === "#projects") return projectsScreen();
+  let match = hash.match(/^#project\/([^/]+)\/(.*)$/);
+  if (match) return folderScreen(decodeURIComponent(match[1]), match[2].split("/").map(decodeURIComponent).join("/"));
+  match = hash.match(/^#file\/([^/]+)\/(.+)$/);
+  if (match) return fileScreen(decodeURIComponent(match[1]), match[2].split("/").map(decodeURIComponent).join("/"));
   return listScreen();
 }
 
