@@ -404,7 +404,9 @@ async function chatScreen(id) {
     data = { messages: (cache().messages || {})[id] || [], approvals: [], running: false };
   }
   if (!current || current.id !== id) return;
-  messagesBox.replaceChildren(...data.messages.map(messageNode), ...data.approvals.map(approvalNode));
+  // A model round that only called tools has no words: nothing to show for it.
+  const shown = data.messages.filter((m) => String(m.content || "").trim());
+  messagesBox.replaceChildren(...shown.map(messageNode), ...data.approvals.map(approvalNode));
   composer.hidden = !online; // offline: read-only
   setRunning(data.running);
   messagesBox.lastElementChild?.scrollIntoView({ block: "end" });
