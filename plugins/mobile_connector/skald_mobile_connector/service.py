@@ -270,7 +270,17 @@ class MobileService:
                 await asyncio.to_thread(self._send_push, subscription)
                 self.push_log.append((device["id"], time.monotonic()))
             except Exception as exc:  # the push service's answer may quote nothing of ours, but log the type only
-                log.warning("mobile push to a device of member %s failed (%s)", member_id, type(exc).__name__)
+                status = getattr(exc, "status_code", None)
+                if status in (404, 410):
+                    # RFC 8030: the subscription is gone (the app was uninstalled, the
+                    # permission withdrawn); stop pushing to it. The outbox still waits.
+                    try:
+                        await self.set_subscription(member_id, device["id"], None)
+                    except MemberLocked:
+                        pass
+                    log.info("mobile push: a subscription of member %s expired; forgotten", member_id)
+                else:
+                    log.warning("mobile push to a device of member %s failed (%s)", member_id, type(exc).__name__)
 
     def _send_push(self, subscription: Mapping[str, Any]) -> None:
         from py_vapid import Vapid02

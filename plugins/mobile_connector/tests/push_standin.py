@@ -60,6 +60,8 @@ class PushStandIn:
     url: str = ""
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: Any = None
+    #: Endpoint names answered 410 Gone (the browser dropped the subscription).
+    gone: set[str] = field(default_factory=set)
 
     async def __aenter__(self) -> "PushStandIn":
         app = web.Application()
@@ -78,7 +80,7 @@ class PushStandIn:
     async def _push(self, request: web.Request) -> web.Response:
         self.received.append(Received(request.path, {k.lower(): v for k, v in request.headers.items()}, await request.read(), time.monotonic()))
         self._arrived.set()
-        return web.Response(status=201)
+        return web.Response(status=410 if request.match_info["name"] in self.gone else 201)
 
     def subscription(self, name: str) -> Subscription:
         return Subscription(f"{self.url}/push/{name}", ec.generate_private_key(ec.SECP256R1()), os.urandom(16))

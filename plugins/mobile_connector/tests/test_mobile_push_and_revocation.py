@@ -49,11 +49,23 @@ async def test_web_push_carries_nothing_but_that_something_is_new(setup):
         await setup.enable(False)
         await setup.enable(True)
         assert (await phone.get(f"{BASE}/me")).json()["vapid_public_key"] == public_key
+        # The push service says the subscription is gone: it is forgotten, the outbox still waits.
+        service.gone.add("alice-phone")
+        await _ring(setup, alice, "third")
+        await service.wait("alice-phone", 2)
+        for _ in range(50):
+            if (await phone.get(f"{BASE}/me")).json()["push"] is False:
+                break
+            await asyncio.sleep(0.05)
+        assert (await phone.get(f"{BASE}/me")).json()["push"] is False
+        assert "third" in [n.get("text") for n in (await phone.get(f"{BASE}/notifications")).json()["notifications"]]
+        service.gone.clear()
+        assert (await phone.put(f"{BASE}/push", json=subscription.as_json())).status_code == 200
         # Unsubscribed: no more pushes.
         assert (await phone.delete(f"{BASE}/push")).status_code == 200
         await _ring(setup, alice, "second")
         await asyncio.sleep(0.5)
-        assert len(service.to("alice-phone")) == 1
+        assert len(service.to("alice-phone")) == 2
 
 
 async def test_push_endpoints_must_be_https_unless_the_admin_allows_a_local_service(setup):
