@@ -46,6 +46,24 @@ def accepts(schema, *, content_type="application/json"):
     return mark
 
 
+RESPONSES_ATTRIBUTE = "_skald_responses"
+
+
+def returns(schema, status=200, description=None, *, content_types=("application/json",)):
+    """Document one answer of a route view (spec 1.3): its status, its JSON Schema and
+    the media types it comes as (``text/event-stream`` for a stream whose events the
+    schema describes). The host lists it in ``/api/openapi.json``; it checks nothing at
+    run time. Stack one per status."""
+
+    def mark(view):
+        responses = dict(getattr(view, RESPONSES_ATTRIBUTE, {}))
+        responses[status] = (dict(schema), description, tuple(content_types))
+        setattr(view, RESPONSES_ATTRIBUTE, responses)
+        return view
+
+    return mark
+
+
 from skald_hookspecs.types import (  # noqa: E402
     ICONS,
     ConfigField,
@@ -74,6 +92,7 @@ __all__ = [
     "hookimpl",
     "public",
     "accepts",
+    "returns",
     "ICONS",
     "ConfigField",
     "ConfigSet",

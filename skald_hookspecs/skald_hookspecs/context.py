@@ -13,13 +13,18 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Caller:
-    """The member behind the current request: ids and display data only."""
+    """The member behind the current request: ids and display data only.
+
+    ``device_id`` (since 1.3): set when the request was authenticated by a device token
+    this plugin issued (``HostApi.issue_device_token``), the id of that token; None for
+    a browser session."""
 
     id: str
     username: str
     display_name: str
     locale: str | None
     is_admin: bool
+    device_id: str | None = None
 
 
 _caller: ContextVar[Caller | None] = ContextVar("skald_caller", default=None)

@@ -98,6 +98,73 @@ class HostApi(Protocol):
     async def member_locale(self, member_id: str) -> str:
         """The member's UI locale (``en``, ``de``, ...), for strings the plugin sends."""
 
+    # -- this source's conversations, read back (since 1.3) --------------------------------
+    #
+    # A channel with its own screen (the mobile app) shows the member what they said
+    # there. Each raises ``MemberLocked`` while the member's file is closed and
+    # ``ChannelRequestError`` without this plugin's grant; only conversations whose
+    # source is this plugin are reachable (another's id reads as "no such
+    # conversation").
+
+    async def conversations(self, member_id: str, *, limit: int = 50) -> list[Mapping[str, Any]]:
+        """This source's conversations of the member, newest first: ``{"id", "title",
+        "created_at", "updated_at", "running", "current"}`` (``current``: the one
+        ``send_message`` goes to). ``limit`` 1-200. Since 1.3."""
+
+    async def conversation_messages(self, member_id: str, conversation_id: str) -> Mapping[str, Any]:
+        """One conversation of this source: ``{"conversation", "messages": [{"id",
+        "role", "content", "status", "created_at"}], "approvals": [{"approval_id",
+        "tool", "arguments", "expires_at"}], "running"}``; messages of the top-level
+        agent only, oldest first. Since 1.3."""
+
+    async def use_conversation(self, member_id: str, conversation_id: str) -> None:
+        """Make an existing conversation of this source the one ``send_message`` (and
+        ``stop_turn``) act on from now. Since 1.3."""
+
+    # -- the member's projects, read-only (since 1.3) ---------------------------------------
+    #
+    # What the member's own project pages show, for a channel with a screen. Each
+    # raises ``MemberLocked`` while the member is locked (as the web needs a login),
+    # ``ChannelRequestError`` without this plugin's grant and for a project the member
+    # is not in ("no such project", whether it exists or not) or a path that leaves it.
+
+    async def member_projects(self, member_id: str) -> list[Mapping[str, Any]]:
+        """The projects the member belongs to: ``{"id", "title", "description",
+        "can_write", "created_at"}``. Since 1.3."""
+
+    async def project_files(self, member_id: str, project_id: str, path: str = "") -> Mapping[str, Any]:
+        """One folder of a project (``path`` relative to the project, ``""`` its top):
+        ``{"path", "entries": [{"name", "path", "kind", "is_dir", "size",
+        "modified_at"}]}``, folders first; links are listed, never followed. Since 1.3."""
+
+    async def read_project_file(self, member_id: str, project_id: str, path: str) -> Mapping[str, Any]:
+        """One file of a project: ``{"name", "size", "data"}`` (``data``: the bytes),
+        up to the host's viewing limit. Since 1.3."""
+
+    # -- device tokens (since 1.3) -----------------------------------------------------------
+    #
+    # A plugin that pairs devices (``manages_own_access``) hands each one a durable
+    # bearer token. The host keeps only its hash, checks it in its one authentication
+    # path, accepts it on this plugin's own routes only (``current_caller().device_id``
+    # names the device) and deletes every token of a member whose sessions it revokes
+    # (password change, admin reset, deactivation, deletion). A device token unlocks
+    # nothing: a locked member's device gets ``MemberLocked`` from the calls above.
+
+    async def issue_device_token(self, member_id: str, label: Mapping[str, Any]) -> Mapping[str, str]:
+        """A new token for one of the member's devices: ``{"id", "token"}``. Show the
+        token to the device once; it is never readable again. ``label`` (JSON of at
+        most 2 KiB, e.g. name and platform) is metadata kept beside the hash:
+        admin-readable, never secrets. Raises ``ChannelRequestError`` for an unknown
+        or inactive member. Since 1.3."""
+
+    async def device_tokens(self, member_id: str) -> list[Mapping[str, Any]]:
+        """The member's live tokens of this plugin: ``{"id", "label", "created_at",
+        "last_seen_at"}`` (``last_seen_at`` to the minute), oldest first. Since 1.3."""
+
+    async def revoke_device_token(self, member_id: str, token_id: str) -> bool:
+        """Delete one of the member's tokens (unlink a device): the device's next
+        request is refused. False when there was no such token. Since 1.3."""
+
     async def seal_for_member(self, member_id: str, data: bytes) -> str:
         """Since 1.2. ``data`` sealed to the member's public inbox key (as the host seals
         a locked member's inbound messages): a printable string a plugin may keep in its

@@ -38,9 +38,13 @@ PLUGIN_PREFIX = "/api/plugin/"
 
 @dataclass(frozen=True)
 class Principal:
+    """``via="device"``: a device token a plugin issued (spec 1.3); such a principal
+    reaches only that plugin's routes and has no session (``session`` is None)."""
+
     member: Member
-    session: Session
-    via: Literal["cookie", "bearer"]
+    session: Session | None
+    via: Literal["cookie", "bearer", "device"]
+    device_id: str | None = None
 
 
 
@@ -130,12 +134,13 @@ def _credentials(req: Any) -> tuple[str | None, Literal["cookie", "bearer"]]:
 
 
 async def authenticate(req: Any) -> Principal | None:
-    """The single credential check: token → live session → active member."""
+    """The single credential check: token → live session (or, on a plugin's own
+    routes, a device token that plugin issued) → active member."""
     token, via = _credentials(req)
     core = current_app.config["SKALD_CORE"]
     session = await core.auth.resolve(token)
     if session is None:
-        return None
+        return await _device_principal(core, req, token) if via == "bearer" else None
     try:
         member = await core.users.get(session.member_id)
     except MemberNotFound:
@@ -144,6 +149,25 @@ async def authenticate(req: Any) -> Principal | None:
         await core.auth.revoke_member(session.member_id, "member inactive")
         return None
     return Principal(member, session, via)
+
+
+async def _device_principal(core: Any, req: Any, token: str | None) -> Principal | None:
+    """A device token is good for the routes of the plugin that issued it, nowhere
+    else: a phone's credential cannot reach the admin API or another plugin."""
+    plugin_id = _plugin_of(req.path)
+    if plugin_id is None:
+        return None
+    credential = await core.auth.devices.resolve(plugin_id, token)
+    if credential is None:
+        return None
+    try:
+        member = await core.users.get(credential.member_id)
+    except MemberNotFound:
+        return None
+    if not member.active:
+        await core.auth.revoke_member(member.id, "member inactive")
+        return None
+    return Principal(member, None, "device", credential.id)
 
 
 def same_origin(req: Any) -> bool:
@@ -184,6 +208,7 @@ async def gate_request() -> None:
     if principal is None:
         raise ApiError(401, "authentication required", code="authentication_required")
     if request.method not in SAFE_METHODS and principal.via == "cookie":
+        assert principal.session is not None
         if not same_origin(request) or not principal.session.check_csrf(request.headers.get(CSRF_HEADER)):
             raise ApiError(403, "missing or wrong CSRF token", code="csrf")
     if plugin_id is not None and not core.catalog.usable(principal.member, plugin_id):
@@ -192,7 +217,7 @@ async def gate_request() -> None:
     g.principal = principal
     if plugin_id is not None:
         member = principal.member
-        bind_caller(Caller(member.id, member.username, member.display_name, member.locale, member.is_admin))
+        bind_caller(Caller(member.id, member.username, member.display_name, member.locale, member.is_admin, principal.device_id))
 
 
 async def gate_websocket() -> None:
@@ -205,6 +230,6 @@ async def gate_websocket() -> None:
     if view is not None and getattr(view, PUBLIC_ATTRIBUTE, False):
         return
     principal = await authenticate(websocket)
-    if principal is None:
+    if principal is None or principal.session is None:
         raise ApiError(401, "authentication required", code="authentication_required")
     g.principal = principal

@@ -27,14 +27,13 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from quart import current_app, g, request
 
-from skald_hookspecs import REQUEST_BODY_ATTRIBUTE, accepts  # noqa: F401 - one marker for host and plugin views
+from skald_hookspecs import REQUEST_BODY_ATTRIBUTE, RESPONSES_ATTRIBUTE, accepts  # noqa: F401 - one marker for host and plugin views
 from skald_host.web.errors import ApiError
 
 log = logging.getLogger(__name__)
 
 MAX_DEPTH = 32
 JSON = "application/json"
-RESPONSES_ATTRIBUTE = "_skald_responses"
 QUERY_ATTRIBUTE = "_skald_query"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _UNREAD = object()

@@ -231,7 +231,7 @@ def _auth(view: Any, plugin_id: str | None) -> tuple[list[dict[str, list[str]]],
         words += f" and the capability `{action}`"
         extra["x-skald-capability"] = action
     if plugin_id is not None:
-        words += f"; the caller must be allowed to use the plugin `{plugin_id}`"
+        words += f"; the caller must be allowed to use the plugin `{plugin_id}` (a device token that plugin issued also serves as the bearer token)"
         extra["x-skald-plugin"] = plugin_id
     return [{"session": []}, {"bearer": []}], words + ".", extra
 

@@ -1,5 +1,6 @@
 """The revocation matrix (check A2) for the channels that exist today: the HTTP cookie,
-a bearer token, and an open WebSocket on each.
+a bearer token, an open WebSocket on each, and a device token a plugin issued (the
+mobile connector's, spec 1.3).
 
 After every event the next request on each channel is refused with 401, open sockets
 are closed with 1008 within a second, and the member is locked (their owner database
@@ -15,11 +16,33 @@ import time
 import pytest
 from websockets.exceptions import InvalidStatus
 
+from quart import Blueprint
+
+from skald_hookspecs import PluginInfo, current_caller, hookimpl
 from skald_host.core.identity.sessions import SessionStore
 from skald_host.testing.host import MEMBER_PASSWORD
 from web_support import POLICY_VIOLATION, close_code
 
 NEW_PASSWORD = "a brand new password 42"
+DEVICES = "revdevices"
+
+
+class DevicePlugin:
+    """A binding-managed plugin with one route, for the device-token row."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id=DEVICES, title="Devices", spec=">=1.3,<2", manages_own_access=True, grant_by_default=False)
+
+    @hookimpl
+    def register_routes(self, register, host) -> None:
+        blueprint = Blueprint(DEVICES, __name__)
+
+        @blueprint.get("/whoami")
+        async def whoami() -> dict:
+            return {"device_id": current_caller().device_id}
+
+        register(blueprint)
 
 
 async def _alice_on_every_channel(host):
@@ -73,10 +96,13 @@ async def _assert_refused(client) -> None:
 
 @pytest.mark.parametrize("event", EVENTS)
 async def test_event_ends_every_channel_of_the_member(skald, event):
-    host = await skald.start()
+    host = await skald.start(plugins=[DevicePlugin()], enable=[DEVICES])
     admin, cookie, bearer, alice_id = await _alice_on_every_channel(host)
     changer = await host.member("alice")  # the session that changes its own password
     assert host.core.users.is_unlocked(alice_id)
+    device = host.client()
+    device.bearer = (await host.core.host_api(DEVICES).issue_device_token(alice_id, {"name": "phone"}))["token"]
+    assert (await device.get(f"/api/plugin/{DEVICES}/whoami")).status_code == 200
 
     async with cookie.ws() as cookie_socket, bearer.ws() as bearer_socket:
         started = time.monotonic()
@@ -88,6 +114,7 @@ async def test_event_ends_every_channel_of_the_member(skald, event):
 
     await _assert_refused(cookie)
     await _assert_refused(bearer)
+    assert (await device.get(f"/api/plugin/{DEVICES}/whoami")).status_code == 401
     if event == "password change by the member":
         # The changing session stays, so the member stays unlocked for it.
         assert (await changer.get("/api/auth/session")).status_code == 200

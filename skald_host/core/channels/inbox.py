@@ -270,15 +270,20 @@ async def current_conversation(runtime: MemberRuntime, source: str, *, create: b
 
 async def start_conversation(runtime: MemberRuntime, source: str) -> str:
     conversation = await runtime.create_conversation(source=source)
+    await use_conversation(runtime, source, conversation["id"])
+    return conversation["id"]
+
+
+async def use_conversation(runtime: MemberRuntime, source: str, conversation_id: str) -> None:
+    """Make ``conversation_id`` the one this source's next messages go to."""
     setting = CURRENT_KEY.format(source=source)
     await runtime.store.db.transaction(
         lambda c: c.execute(
             "INSERT INTO member_settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET"
             " value = excluded.value, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
-            (setting, json.dumps(conversation["id"])),
+            (setting, json.dumps(conversation_id)),
         )
     )
-    return conversation["id"]
 
 
 async def deliver(runtime: MemberRuntime, source: str, text: str, attachments: list[str], key: str | None) -> str:

@@ -7,14 +7,18 @@ a revoked grant lands on the next call, with nothing pushed anywhere.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from skald_hookspecs.channels import Channel, ChannelRequestError, Delivery, MemberLocked
 from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
-from skald_host.core.channels.inbox import SealedInbox, current_conversation, start_conversation
+from skald_host.core.channels.inbox import SealedInbox, current_conversation, start_conversation, use_conversation
 from skald_host.core.channels.router import ChannelRouter
+from skald_host.core.files.paths import PathRefused, clean_relative, contain
 from skald_host.core.files.service import FileError
+from skald_host.core.folders import FolderAccess, FolderNotFound
+from skald_host.core.folders.listing import listing
 from skald_host.core.identity.users import Member, MemberNotFound
 
 if TYPE_CHECKING:
@@ -111,6 +115,109 @@ class ChannelService:
         except FileError as exc:
             raise ChannelRequestError(str(exc)) from None
         return {"path": saved.path, "mime": saved.mime, "size": saved.size}
+
+    # -- reading this source's conversations (spec 1.3) -----------------------------------
+
+    async def conversations(self, source: str, member_id: str, limit: Any) -> list[dict[str, Any]]:
+        runtime = await self._runtime(source, member_id)
+        limit = max(1, min(int(limit), 200)) if isinstance(limit, int) else 50
+        current = await current_conversation(runtime, source, create=False)
+        rows = await runtime.store.db.run(
+            lambda c: [
+                dict(r)
+                for r in c.execute(
+                    "SELECT id, title, created_at, updated_at FROM conversations WHERE source = ? ORDER BY updated_at DESC LIMIT ?",
+                    (source, limit),
+                )
+            ]
+        )
+        for row in rows:
+            row["running"] = runtime.running(row["id"])
+            row["current"] = row["id"] == current
+        return rows
+
+    async def _own_conversation(self, runtime: MemberRuntime, source: str, conversation_id: Any) -> dict[str, Any]:
+        """A conversation of this source in the member's file; the same refusal for one
+        of another source, of another member or of nobody."""
+        conversation = await runtime.store.conversation(conversation_id) if isinstance(conversation_id, str) else None
+        if conversation is None or conversation["source"] != source:
+            raise ChannelRequestError("no such conversation")
+        return conversation
+
+    async def conversation_messages(self, source: str, member_id: str, conversation_id: Any) -> Mapping[str, Any]:
+        runtime = await self._runtime(source, member_id)
+        conversation = await self._own_conversation(runtime, source, conversation_id)
+        messages = [
+            {"id": m["id"], "role": m["role"], "content": m["content"], "status": m["status"], "created_at": m["created_at"]}
+            for m in await runtime.store.transcript(conversation["id"])
+            if m["role"] in ("user", "assistant", "note")
+        ]
+        approvals = [
+            {"approval_id": a["id"], "tool": a.get("tool"), "arguments": a.get("arguments"), "expires_at": a.get("expires_at")}
+            for a in await runtime.store.pending_approvals()
+            if a["conversation_id"] == conversation["id"]
+        ]
+        return {
+            "conversation": {k: conversation[k] for k in ("id", "title", "created_at", "updated_at")},
+            "messages": messages,
+            "approvals": approvals,
+            "running": runtime.running(conversation["id"]),
+        }
+
+    async def use_conversation(self, source: str, member_id: str, conversation_id: Any) -> None:
+        runtime = await self._runtime(source, member_id)
+        conversation = await self._own_conversation(runtime, source, conversation_id)
+        await use_conversation(runtime, source, conversation["id"])
+
+    # -- the member's projects, read-only (spec 1.3) ---------------------------------------
+
+    async def _unlocked(self, source: str, member_id: Any) -> Member:
+        """As the web does: a member reaches projects with an open session, so a device
+        of a locked member is told to log in first."""
+        member = await self._member(source, member_id)
+        if not self.core.users.is_unlocked(member.id):
+            raise MemberLocked("log in on the web first: your private data is locked until you do", self.core.users.lock_reason(member.id))
+        return member
+
+    async def projects(self, source: str, member_id: str) -> list[dict[str, Any]]:
+        member = await self._unlocked(source, member_id)
+        return [
+            {k: v for k, v in p.summary(member.id).items() if k in ("id", "title", "description", "can_write", "created_at")}
+            for p in await self.core.folders.list_projects(member.id)
+        ]
+
+    async def _project_path(self, source: str, member_id: Any, project_id: Any, path: Any) -> tuple[FolderAccess, str, Any]:
+        member = await self._unlocked(source, member_id)
+        try:
+            access = await self.core.folders.project_access(member.id, project_id) if isinstance(project_id, str) else None
+        except FolderNotFound:
+            access = None
+        if access is None:
+            raise ChannelRequestError("no such project")
+        if path is not None and not isinstance(path, str):
+            raise ChannelRequestError("path must be text")
+        try:
+            rel = clean_relative(path or "")
+            rel_text = "" if str(rel) == "." else str(rel)
+            return access, rel_text, contain(access.host_path, rel_text)
+        except PathRefused as exc:
+            raise ChannelRequestError(str(exc)) from None
+
+    async def project_files(self, source: str, member_id: str, project_id: str, path: Any) -> Mapping[str, Any]:
+        _, rel, folder = await self._project_path(source, member_id, project_id, path)
+        if not folder.is_dir():
+            raise ChannelRequestError("no such folder")
+        return {"path": rel, "entries": await asyncio.to_thread(listing, folder, rel)}
+
+    async def read_project_file(self, source: str, member_id: str, project_id: str, path: Any) -> Mapping[str, Any]:
+        _, rel, file = await self._project_path(source, member_id, project_id, path)
+        if not rel or not file.is_file():
+            raise ChannelRequestError("no such file")
+        limit = self.core.settings.files.view_max_bytes
+        size = file.stat().st_size
+        if size > limit:
+            raise ChannelRequestError(f"the file is larger than the viewing limit of {limit} bytes")
+        return {"name": file.name, "size": size, "data": await asyncio.to_thread(file.read_bytes)}
 
     async def member_locale(self, source: str, member_id: str) -> str:
         member = await self._member(source, member_id)

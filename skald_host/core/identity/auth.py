@@ -15,6 +15,7 @@ from typing import Any
 from skald_hookspecs.events import UserEvent
 from skald_host.core.buses import Buses
 from skald_host.core.identity.crypto import CredentialError
+from skald_host.core.identity.device_tokens import DeviceTokens
 from skald_host.core.identity.sessions import Session, SessionStore
 from skald_host.core.identity.throttle import LoginThrottle
 from skald_host.core.identity.users import Member, UserManager
@@ -30,11 +31,14 @@ class LoginResult:
 
 
 class AuthService:
-    def __init__(self, users: UserManager, sessions: SessionStore, throttle: LoginThrottle, buses: Buses) -> None:
+    def __init__(
+        self, users: UserManager, sessions: SessionStore, throttle: LoginThrottle, buses: Buses, devices: DeviceTokens | None = None
+    ) -> None:
         self.users = users
         self.sessions = sessions
         self.throttle = throttle
         self.buses = buses
+        self.devices = devices or DeviceTokens(users.registry)
 
     async def login(self, username: Any, password: Any, address: str, kind: str = "web") -> LoginResult:
         """Verify, unlock, open a session. Raises ``LoginThrottled`` before any Argon2
@@ -76,12 +80,14 @@ class AuthService:
     async def revoke_member(self, member_id: str, reason: str, *, keep: Session | None = None) -> int:
         """End every session of a member and lock them, before the caller responds.
         With ``keep`` (a password change by the member), that one session survives and
-        the member stays unlocked."""
+        the member stays unlocked. Every device token of the member goes too (a paired
+        phone is a session that outlives restarts, and ends with the others)."""
+        devices = await self.devices.revoke_member(member_id)
         count = self.sessions.revoke_member(member_id, reason, keep=keep)
         self.buses.members.publish(UserEvent("sessions_revoked", member_id, {"reason": reason}))
         if keep is None:
             await self.users.lock(member_id)
-        log.info("member %s: %d session(s) revoked (%s)", member_id, count, reason)
+        log.info("member %s: %d session(s) and %d device(s) revoked (%s)", member_id, count, devices, reason)
         return count
 
     async def expire_idle(self) -> None:

@@ -174,6 +174,62 @@ class PluginHostApi:
     async def member_locale(self, member_id: str) -> str:
         return await self._core.channels.member_locale(self.plugin_id, member_id)
 
+    # -- this source's conversations, read back (spec 1.3) ----------------------------------
+
+    async def conversations(self, member_id: str, *, limit: int = 50) -> list[Mapping[str, Any]]:
+        return await self._core.channels.conversations(self.plugin_id, member_id, limit)
+
+    async def conversation_messages(self, member_id: str, conversation_id: str) -> Mapping[str, Any]:
+        return await self._core.channels.conversation_messages(self.plugin_id, member_id, conversation_id)
+
+    async def use_conversation(self, member_id: str, conversation_id: str) -> None:
+        await self._core.channels.use_conversation(self.plugin_id, member_id, conversation_id)
+
+    async def member_projects(self, member_id: str) -> list[Mapping[str, Any]]:
+        return await self._core.channels.projects(self.plugin_id, member_id)
+
+    async def project_files(self, member_id: str, project_id: str, path: str = "") -> Mapping[str, Any]:
+        return await self._core.channels.project_files(self.plugin_id, member_id, project_id, path)
+
+    async def read_project_file(self, member_id: str, project_id: str, path: str) -> Mapping[str, Any]:
+        return await self._core.channels.read_project_file(self.plugin_id, member_id, project_id, path)
+
+    # -- device tokens: a binding-managed plugin's paired devices (spec 1.3) ----------------
+
+    async def _device_member(self, member_id: Any) -> Any:
+        from skald_hookspecs.channels import ChannelRequestError
+
+        try:
+            member = await self._core.users.get(member_id) if isinstance(member_id, str) else None
+        except LookupError:
+            member = None
+        if member is None or not member.active or not self._core.catalog.usable(member, self.plugin_id):
+            raise ChannelRequestError("the member may not use this plugin")
+        return member
+
+    async def issue_device_token(self, member_id: str, label: Mapping[str, Any]) -> Mapping[str, str]:
+        from skald_hookspecs.channels import ChannelRequestError
+
+        member = await self._device_member(member_id)
+        if not isinstance(label, Mapping):
+            raise ChannelRequestError("label must be a mapping")
+        try:
+            token_id, token = await self._core.auth.devices.issue(self.plugin_id, member.id, label)
+        except ValueError as exc:
+            raise ChannelRequestError(str(exc)) from None
+        log.info("plugin %s: a device was paired for member %s", self.plugin_id, member.id)
+        return {"id": token_id, "token": token}
+
+    async def device_tokens(self, member_id: str) -> list[Mapping[str, Any]]:
+        if not isinstance(member_id, str):
+            return []
+        return await self._core.auth.devices.list(self.plugin_id, member_id)
+
+    async def revoke_device_token(self, member_id: str, token_id: str) -> bool:
+        if not isinstance(member_id, str) or not isinstance(token_id, str):
+            return False
+        return await self._core.auth.devices.revoke(self.plugin_id, member_id, token_id)
+
     # -- sealed to a member: a plugin's record of a member's words, unreadable in system.db --
 
     def _sealed_id(self) -> str:

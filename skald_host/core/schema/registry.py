@@ -396,5 +396,26 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 " ('list_scheduled_prompts', 'allow', 100, 'core.seed.rule.schedule_list', 1)",
             ),
         ),
+        Migration(
+            11,
+            "device tokens: credentials a binding-managed plugin issues to a member's paired device",
+            statements=(
+                # Only the SHA-256 of a token is kept (check A1): the registry is
+                # admin-readable and a copy of it must not sign anyone in. A token is
+                # valid for its plugin's routes alone; the host deletes a member's rows
+                # on every revocation (password change, reset, deactivation, end all
+                # sessions) and the cascade takes them with a deleted member.
+                """CREATE TABLE device_tokens (
+                    id TEXT PRIMARY KEY,
+                    plugin_id TEXT NOT NULL,
+                    member_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    token_hash TEXT NOT NULL UNIQUE,
+                    label TEXT NOT NULL DEFAULT '{}',
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    last_seen_at TEXT
+                )""",
+                "CREATE INDEX device_tokens_member ON device_tokens(plugin_id, member_id)",
+            ),
+        ),
     ),
 )

@@ -11,7 +11,6 @@ removed or renamed as a link and never followed out of the folder.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
 import secrets
 import shutil
@@ -24,6 +23,7 @@ from quart import Blueprint, Response, current_app, request
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.files.paths import PathRefused, clean_relative, contain
 from skald_host.core.folders import FolderAccess, FolderError
+from skald_host.core.folders.listing import MAX_LISTING, listing as _listing
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, TEXT, UPLOAD, accepts, field, json_object, obj, query
 from skald_host.web.errors import ApiError
@@ -32,7 +32,6 @@ from skald_host.web.routes.chat import runtime as chat_runtime
 bp = Blueprint("folders", __name__)
 
 PROJECT_AGENT = "project-coordinator"
-MAX_LISTING = 5000
 #: Made by the explorer inside a folder several members' sandboxes share: the folder's
 #: group (the sandboxes' shared group when the host runs as root) may work in them too.
 #: Nobody else reaches them: the data dir above is 0700.
@@ -265,32 +264,6 @@ def _entry_of(access: FolderAccess, rel: str, name: str = "path") -> tuple[Path,
     if not folder.is_dir():
         raise ApiError(404, f"no such folder: {pure.parent}", field=name, code="no_such_folder", values={"path": str(pure.parent)})
     return folder, pure.name
-
-
-def _stamp(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _listing(folder: Path, rel: str) -> list[dict[str, Any]]:
-    entries = []
-    with os.scandir(folder) as it:
-        for entry in it:
-            if len(entries) >= MAX_LISTING:
-                break
-            info = entry.stat(follow_symlinks=False)
-            kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "other"
-            entries.append(
-                {
-                    "name": entry.name,
-                    "path": f"{rel}/{entry.name}" if rel else entry.name,
-                    "kind": kind,
-                    "is_dir": kind == "dir",
-                    "size": info.st_size if kind == "file" else None,
-                    "modified_at": _stamp(info.st_mtime),
-                }
-            )
-    entries.sort(key=lambda e: (not e["is_dir"], e["name"].lower(), e["name"]))
-    return entries
 
 
 @bp.get("/api/projects/<project_id>/files")

@@ -1,0 +1,113 @@
+"""skald-mobile-connector: the phone app for Skald members.
+
+A binding-managed channel plugin (seed 001: ``manages_own_access``, absent from the
+grant lists, ``grant_by_default`` false): a member pairs a phone from the plugin's page
+with a short single-use code or its QR code, and the phone receives a device token the
+host keeps hashed and checks in its one authentication path (spec 1.3). The phone then
+talks to the mobile API under ``/api/plugin/mobile-connector/``: conversations of the
+``mobile-connector`` source, send, a stream of the turn, approve, stop, upload, and an
+outbox of notifications that waits, per device, until the device acknowledges it.
+
+It imports only the contract; segno and pywebpush are imported where they are used.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from skald_hookspecs import ChannelEvent, ConfigField, HostApi, I18nBundle, PluginInfo, WebPage, hookimpl
+from skald_mobile_connector.strings import STRINGS
+
+PLUGIN_ID = "mobile-connector"
+
+CONFIG_SCHEMA = (
+    ConfigField(
+        "public_url",
+        "url",
+        label="Public address",
+        description="The https address phones reach this server at (the QR code points there). Empty: the address of the page.",
+    ),
+    ConfigField(
+        "allow_http_push",
+        "boolean",
+        label="Allow push services over plain http",
+        description="For tests with a local push service only; real push services are https.",
+        default=False,
+    ),
+)
+
+
+class _Running:
+    """The service of the current enablement (``startup`` to ``shutdown``): the routes
+    and the channel resolve it per request, so a disabled plugin holds nothing."""
+
+    service: Any = None  # skald_mobile_connector.service.MobileService
+
+
+running = _Running()
+
+
+@hookimpl
+def plugin_info() -> PluginInfo:
+    return PluginInfo(
+        id=PLUGIN_ID,
+        title="Mobile app",
+        description="Use your assistant from your phone: pair it with a code, chat, approve, and get notified.",
+        icon="chat",
+        spec=">=1.3,<2",  # device tokens, conversations read back, returns()
+        config_schema=CONFIG_SCHEMA,
+        # A pairing is the binding: an admin grant would be a box that controls nothing.
+        manages_own_access=True,
+        grant_by_default=False,
+    )
+
+
+@hookimpl
+async def startup(host: HostApi) -> None:
+    from skald_mobile_connector.service import MobileService
+
+    service = MobileService(host)
+    await service.start()
+    running.service = service
+
+
+@hookimpl
+async def shutdown(reason: str) -> None:
+    service, running.service = running.service, None
+    if service is not None:
+        await service.stop()
+
+
+@hookimpl
+def register_routes(register: Callable[..., None], host: HostApi) -> None:
+    from skald_mobile_connector.routes import build_blueprint  # imports Quart: only now
+
+    register(build_blueprint(host))
+
+
+@hookimpl
+def register_web_pages(register: Callable[..., None]) -> None:
+    register(WebPage("main", "Mobile app", "page.js", icon="chat"))
+
+
+@hookimpl
+def register_i18n(register: Callable[..., None]) -> None:
+    register(I18nBundle(PLUGIN_ID, STRINGS))
+
+
+class MobileChannel:
+    """What the host calls with the member's answers, approvals and notifications: live
+    streams get everything, the outbox keeps what must wait for a sleeping phone."""
+
+    wants_partials = True
+
+    async def deliver(self, member_id: str, event: ChannelEvent) -> None:
+        service = running.service
+        if service is None:
+            raise RuntimeError("the mobile connector is not running")
+        await service.deliver(member_id, event)
+
+
+@hookimpl
+def register_channels(register: Callable[..., None]) -> None:
+    register(PLUGIN_ID, MobileChannel())

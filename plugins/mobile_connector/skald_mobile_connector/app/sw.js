@@ -1,0 +1,61 @@
+// The app's service worker: the shell (this app's files and the host's web libraries it
+// imports) is cached so the app opens without the server; a push shows a notification
+// that says only that something is new (the payload carries nothing else).
+const CACHE = "skald-mobile-v1";
+const SHELL = [
+  "./", "app.js", "app.css", "manifest.webmanifest", "icon.svg", "strings?locale=en", "strings?locale=de",
+  "/ui/lib/dom.js", "/ui/lib/markdown.js", "/ui/lib/i18n.js",
+  "/ui/vendor/marked/marked.esm.js", "/ui/vendor/dompurify/purify.es.js", "/ui/vendor/highlight/highlight.min.js",
+];
+const WORDS = {
+  en: { title: "Skald", body: "You have something new." },
+  de: { title: "Skald", body: "Es gibt etwas Neues für dich." },
+};
+
+self.addEventListener("install", (event) => {
+  event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll(SHELL)).then(() => self.skipWaiting()));
+});
+
+self.addEventListener("activate", (event) => {
+  event.waitUntil(
+    caches.keys().then((keys) => Promise.all(keys.filter((k) => k !== CACHE).map((k) => caches.delete(k)))).then(() => self.clients.claim()),
+  );
+});
+
+// Network first for the shell (a new version shows at once), the cache when offline.
+// Only the shell's own files: the API (and its endless stream) is never touched here;
+// the app keeps its own read-only copy of the last conversations.
+self.addEventListener("fetch", (event) => {
+  const url = new URL(event.request.url);
+  if (event.request.method !== "GET" || url.origin !== self.location.origin) return;
+  const shell = new Set(SHELL.map((path) => new URL(path, self.registration.scope).pathname));
+  if (!shell.has(url.pathname)) return;
+  event.respondWith(
+    fetch(event.request)
+      .then((response) => {
+        if (response.ok) {
+          const copy = response.clone();
+          caches.open(CACHE).then((cache) => cache.put(event.request, copy));
+        }
+        return response;
+      })
+      .catch(() => caches.match(event.request).then((hit) => hit || caches.match(new URL("./", self.registration.scope).href))),
+  );
+});
+
+self.addEventListener("push", (event) => {
+  const language = String(self.navigator.language || "en").slice(0, 2);
+  const words = WORDS[language] || WORDS.en;
+  event.waitUntil(
+    self.registration.showNotification(words.title, { body: words.body, icon: "icon.svg", tag: "skald-new" }).then(() =>
+      self.clients.matchAll({ type: "window" }).then((clients) => clients.forEach((client) => client.postMessage({ type: "push" }))),
+    ),
+  );
+});
+
+self.addEventListener("notificationclick", (event) => {
+  event.notification.close();
+  event.waitUntil(
+    self.clients.matchAll({ type: "window" }).then((clients) => (clients.length ? clients[0].focus() : self.clients.openWindow("./"))),
+  );
+});

@@ -1,0 +1,85 @@
+// The member's Mobile app page in the web shell: show a pairing code with its QR code
+// (drawn by the server with segno, shown as an <img> from a data: URL, which the CSP
+// allows), and the paired devices with name, platform and last seen, each unlinkable.
+// Everything goes in through textContent or attributes: a device name is data.
+import { el } from "/ui/lib/dom.js";
+
+async function call(method, path) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET") {
+    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
+    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
+  }
+  const response = await fetch(path, { method, headers });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+export default class MobilePairingPage extends HTMLElement {
+  async connectedCallback() {
+    this.base = `/api/plugin/${encodeURIComponent(this.getAttribute("plugin-id") || "mobile-connector")}`;
+    this.s = (await call("GET", `${this.base}/page/strings`)).strings;
+    const s = this.s;
+    this.codeBox = el("div", { class: "mobile-pairing" });
+    this.message = el("p", { class: "mobile-message", role: "status" });
+    this.list = el("ul", { class: "mobile-devices" });
+    this.replaceChildren(
+      el("h1", { text: s.page_title }),
+      el("p", { text: s.page_intro }),
+      el("button", { type: "button", class: "btn", text: s.page_new_code, on: { click: () => this.newCode() } }),
+      this.codeBox,
+      this.message,
+      el("h2", { text: s.page_devices }),
+      this.list,
+    );
+    await this.refresh();
+  }
+
+  async newCode() {
+    this.message.textContent = "";
+    try {
+      const pairing = await call("POST", `${this.base}/pairing`);
+      this.codeBox.replaceChildren(
+        el("img", { src: pairing.qr_svg, alt: pairing.pair_url, class: "mobile-qr", width: 220, height: 220 }),
+        el("p", { class: "mobile-code", text: pairing.code }),
+        el("p", { text: this.s.page_code_help }),
+        el("p", {}, el("a", { href: pairing.pair_url, text: this.s.page_open_app })),
+      );
+    } catch (error) {
+      this.message.textContent = error.message;
+    }
+  }
+
+  async refresh() {
+    try {
+      const { devices } = await call("GET", `${this.base}/devices`);
+      if (!devices.length) {
+        this.list.replaceChildren(el("li", { text: this.s.page_no_devices }));
+        return;
+      }
+      this.list.replaceChildren(
+        ...devices.map((device) =>
+          el(
+            "li",
+            { class: "mobile-device" },
+            el("strong", { text: device.name }),
+            ` ${device.platform} · ${this.s.page_last_seen.replace("{when}", new Date(device.last_seen_at).toLocaleString())} `,
+            el("button", { type: "button", class: "btn", text: this.s.page_unlink, on: { click: () => this.unlink(device.id) } }),
+          ),
+        ),
+      );
+    } catch (error) {
+      this.message.textContent = error.message;
+    }
+  }
+
+  async unlink(id) {
+    try {
+      await call("DELETE", `${this.base}/devices/${encodeURIComponent(id)}`);
+    } catch (error) {
+      this.message.textContent = error.message;
+    }
+    await this.refresh();
+  }
+}

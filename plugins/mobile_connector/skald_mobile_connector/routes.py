@@ -1,0 +1,552 @@
+"""The plugin's HTTP routes, mounted at ``/api/plugin/mobile-connector/`` behind the host's
+gate (a session or one of this plugin's device tokens; 404 while the plugin is disabled).
+
+- The member's page (browser session only): ``POST /pairing`` makes a code and its QR
+  code, ``GET /devices`` and ``DELETE /devices/<id>`` list and unlink paired phones.
+- The app shell (public: it holds nothing of anyone): ``/app/…`` and ``POST /pair``,
+  which trades a code for a device token once.
+- The mobile API (a device token, or a session): conversations, send, the event
+  stream, approve, stop, upload, the outbox and the push subscription.
+
+A locked member's phone gets 423 with ``code: "locked"`` and words that say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from importlib.resources import files
+from typing import Any, AsyncIterator
+
+from quart import Blueprint, Response, request
+
+from skald_hookspecs import ChannelRequestError, HostApi, MemberLocked, TtsUnavailable, accepts, current_caller, public, returns
+from skald_mobile_connector import PLUGIN_ID, running
+from skald_mobile_connector.service import PairingError, dumps
+from skald_mobile_connector.strings import APP_KEYS, PAGE_KEYS, STRINGS
+
+#: How often an idle stream re-checks that its device is still paired (a revocation by
+#: the host, such as a password change, reaches an open stream within this).
+STREAM_HEARTBEAT_SECONDS = 5.0
+MAX_TEXT = 100_000
+APP_FILES = {
+    "index.html": "text/html",
+    "app.js": "text/javascript",
+    "app.css": "text/css",
+    "sw.js": "text/javascript",
+    "manifest.webmanifest": "application/manifest+json",
+    "icon.svg": "image/svg+xml",
+}
+
+TEXT = {"type": "string"}
+ERROR = {"type": "object", "properties": {"error": TEXT, "code": TEXT, "lock_reason": TEXT}, "required": ["error"]}
+DEVICE = {
+    "type": "object",
+    "properties": {"id": TEXT, "name": TEXT, "platform": TEXT, "created_at": TEXT, "last_seen_at": TEXT, "current": {"type": "boolean"}},
+}
+CONVERSATION = {
+    "type": "object",
+    "properties": {"id": TEXT, "title": TEXT, "created_at": TEXT, "updated_at": TEXT, "running": {"type": "boolean"}, "current": {"type": "boolean"}},
+}
+MESSAGE = {"type": "object", "properties": {"id": {"type": "integer"}, "role": TEXT, "content": TEXT, "status": TEXT, "created_at": TEXT}}
+PROJECT = {"type": "object", "properties": {"id": TEXT, "title": TEXT, "description": TEXT, "can_write": {"type": "boolean"}, "created_at": TEXT}}
+ENTRY = {"type": "object", "properties": {"name": TEXT, "path": TEXT, "kind": TEXT, "is_dir": {"type": "boolean"}, "size": {"type": ["integer", "null"]}, "modified_at": TEXT}}
+APPROVAL = {"type": "object", "properties": {"approval_id": TEXT, "tool": TEXT, "arguments": {}, "expires_at": TEXT}}
+#: Every event of ``GET /stream`` and of the outbox (``kind`` says which).
+EVENT = {
+    "type": "object",
+    "description": (
+        "One event. kind: hello (the stream opened: cursor, locked), typing (a turn runs), partial (the answer so far, "
+        "whole text of the round), answer (the final text), approval (a tool call waits: approval_id, tool, arguments), "
+        "approval_resolved (data.status), notification (background work: text), error (the turn failed: text), "
+        "closed (the stream ends: the device was unlinked or the plugin stopped). answer, approval and notification "
+        "also wait in the outbox: cursor is their place there."
+    ),
+    "properties": {
+        "kind": {"enum": ["hello", "typing", "partial", "answer", "approval", "approval_resolved", "notification", "error", "closed"]},
+        "conversation_id": TEXT,
+        "text": TEXT,
+        "approval_id": TEXT,
+        "tool": TEXT,
+        "arguments": {"type": "object"},
+        "data": {"type": "object"},
+        "cursor": {"type": "integer"},
+        "locked": {"type": "boolean"},
+        "created_at": TEXT,
+    },
+    "required": ["kind"],
+}
+
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+def build_blueprint(host: HostApi) -> Blueprint:
+    blueprint = Blueprint(PLUGIN_ID, __name__)
+    package = files("skald_mobile_connector")
+    page_script = package.joinpath("page.js").read_text(encoding="utf-8")
+
+    def t(key: str, locale: str | None = None, **values: Any) -> str:
+        return host.translate(f"{PLUGIN_ID}.{key}", locale, **values)
+
+    def caller_locale() -> str | None:
+        caller = current_caller()
+        return caller.locale if caller else None
+
+    def fail(key: str, status: int, **extra: Any) -> tuple[dict[str, Any], int]:
+        return {"error": t(key, caller_locale()), "code": key.removeprefix("err_"), **extra}, status
+
+    def service() -> Any:
+        return running.service
+
+    def member_id() -> str:
+        caller = current_caller()
+        assert caller is not None  # every route below but the public ones has passed the gate
+        return caller.id
+
+    async def guarded(work: Any) -> Any:
+        """The member's state as answers: locked → 423 in plain words, a refusal → 4xx."""
+        if service() is None:
+            return fail("err_not_running", 503)
+        try:
+            return await work
+        except MemberLocked as exc:
+            return fail("locked", 423, lock_reason=exc.lock_reason)
+        except ChannelRequestError as exc:
+            message = str(exc)
+            if message.startswith("no such"):
+                return {"error": message, "code": "not_found"}, 404
+            if "may not use" in message:
+                return {"error": message, "code": "refused"}, 403
+            if "already" in message:
+                return {"error": message, "code": "conflict"}, 409
+            return {"error": message, "code": "bad_request"}, 400
+
+    async def body() -> dict[str, Any]:
+        data = await request.get_json()
+        return data if isinstance(data, dict) else {}
+
+    # -- the member's page in the browser ------------------------------------------------------
+
+    @blueprint.get("/page.js")
+    async def page_js() -> Response:
+        """The member's pairing page (an ES module the web shell mounts)."""
+        return Response(page_script, mimetype="text/javascript")
+
+    @blueprint.get("/page/strings")
+    @returns(_obj({"strings": {"type": "object"}}))
+    async def page_strings() -> Any:
+        """The pairing page's words in the caller's language."""
+        return {"strings": {key: t(key, caller_locale()) for key in PAGE_KEYS}}
+
+    @blueprint.post("/pairing")
+    @returns(_obj({"code": TEXT, "expires_in": {"type": "integer"}, "app_url": TEXT, "pair_url": TEXT, "qr_svg": TEXT}), 201)
+    @returns(ERROR, 403)
+    async def new_pairing() -> Any:
+        """A short single-use pairing code (10 minutes) and its QR code, for a browser
+        session only: a paired phone cannot pair more phones."""
+        import segno
+
+        caller = current_caller()
+        if caller is None or caller.device_id is not None:
+            return fail("err_browser_only", 403)
+        current = service()
+        if current is None:
+            return fail("err_not_running", 503)
+        code, ttl = current.codes.create(caller.id)
+        base = str(current.config.get("public_url") or request.host_url).rstrip("/")
+        app_url = f"{base}/api/plugin/{PLUGIN_ID}/app/"
+        pair_url = f"{app_url}#pair={code}"
+        qr = await asyncio.to_thread(lambda: segno.make(pair_url, error="m").svg_data_uri(scale=4, border=2))
+        return {"code": code, "expires_in": int(ttl), "app_url": app_url, "pair_url": pair_url, "qr_svg": qr}, 201
+
+    @blueprint.get("/devices")
+    @returns(_obj({"devices": {"type": "array", "items": DEVICE}}))
+    async def devices() -> Any:
+        """The caller's paired devices: name, platform, when paired and last seen."""
+        caller = current_caller()
+        assert caller is not None
+        rows = await host.device_tokens(caller.id)
+        return {
+            "devices": [
+                {
+                    "id": row["id"],
+                    "name": str(row["label"].get("name", "")),
+                    "platform": str(row["label"].get("platform", "")),
+                    "created_at": row["created_at"],
+                    "last_seen_at": row["last_seen_at"],
+                    "current": row["id"] == caller.device_id,
+                }
+                for row in rows
+            ]
+        }
+
+    @blueprint.delete("/devices/<device_id>")
+    @returns(_obj({"ok": {"type": "boolean"}}))
+    @returns(ERROR, 404)
+    async def unlink(device_id: str) -> Any:
+        """Unlink one of the caller's devices: its next request is refused."""
+        if not await host.revoke_device_token(member_id(), device_id):
+            return fail("err_no_device", 404)
+        current = service()
+        if current is not None:
+            await current.forget_device(member_id(), device_id)
+            current.recheck_streams(member_id())  # an open stream of that device ends now
+        return {"ok": True}
+
+    # -- the app shell (public) ----------------------------------------------------------------
+
+    @blueprint.get("/app/")
+    @public
+    async def app_index() -> Response:
+        """The installable app (HTML shell)."""
+        return _app_file("index.html")
+
+    @blueprint.get("/app/<name>")
+    @public
+    async def app_asset(name: str) -> Any:
+        """The app's script, styles, service worker, manifest and icon."""
+        if name not in APP_FILES:
+            return {"error": "not found"}, 404
+        return _app_file(name)
+
+    def _app_file(name: str) -> Response:
+        response = Response(package.joinpath("app", name).read_text(encoding="utf-8"), mimetype=APP_FILES[name])
+        if name == "sw.js":
+            response.headers["Service-Worker-Allowed"] = f"/api/plugin/{PLUGIN_ID}/app/"
+        return response
+
+    @blueprint.get("/app/strings")
+    @public
+    @returns(_obj({"locale": TEXT, "locales": {"type": "array", "items": TEXT}, "strings": {"type": "object"}}))
+    async def app_strings() -> Any:
+        """The app's words (``?locale=de``), English for a language it lacks."""
+        wanted = request.args.get("locale", "en")
+        locale = wanted if wanted in STRINGS else "en"
+        return {"locale": locale, "locales": sorted(STRINGS), "strings": {key: t(key, locale) for key in APP_KEYS}}
+
+    @blueprint.post("/pair")
+    @public
+    @accepts(_obj({"code": {"type": "string", "maxLength": 32}, "name": {"type": "string", "maxLength": 80}, "platform": {"type": "string", "maxLength": 40}}, ("code",)))
+    @returns(_obj({"token": TEXT, "device_id": TEXT}), 201)
+    @returns(ERROR, 400)
+    @returns(ERROR, 429)
+    async def pair() -> Any:
+        """Trade a pairing code for this device's token (shown once). Five wrong codes
+        in an hour from one address lock that address out."""
+        current = service()
+        if current is None:
+            return fail("err_not_running", 503)
+        data = await body()
+        locale = request.args.get("locale")
+        try:
+            owner = current.codes.redeem(data.get("code"), request.remote_addr or "?")
+        except PairingError as exc:
+            return {"error": t(exc.key, locale), "code": exc.key.removeprefix("err_")}, exc.status
+        label = {"name": str(data.get("name") or "Phone")[:80], "platform": str(data.get("platform") or "")[:40]}
+        try:
+            issued = await host.issue_device_token(owner, label)
+        except ChannelRequestError:
+            return {"error": t("err_code", locale), "code": "code"}, 400
+        await current.start_cursor(owner, issued["id"])
+        return {"token": issued["token"], "device_id": issued["id"]}, 201
+
+    # -- the mobile API ------------------------------------------------------------------------
+
+    @blueprint.get("/me")
+    @returns(_obj({"member": _obj({"id": TEXT, "display_name": TEXT}), "device_id": {"type": ["string", "null"]}, "locked": {"type": "boolean"}, "lock_message": TEXT, "vapid_public_key": TEXT, "push": {"type": "boolean"}}))
+    async def me() -> Any:
+        """Who this device speaks for, whether their data is readable now, and the
+        server's Web Push key."""
+        caller = current_caller()
+        assert caller is not None
+        current = service()
+        if current is None:
+            return fail("err_not_running", 503)
+        try:
+            await host.conversations(caller.id, limit=1)
+            locked = False
+        except MemberLocked:
+            locked = True
+        subscribed = False
+        if caller.device_id is not None and not locked:
+            subscribed = await current.subscription(caller.id, caller.device_id) is not None
+        return {
+            "member": {"id": caller.id, "display_name": caller.display_name},
+            "device_id": caller.device_id,
+            "locked": locked,
+            "lock_message": t("locked", caller.locale) if locked else "",
+            "vapid_public_key": current.vapid_public_key,
+            "push": subscribed,
+        }
+
+    @blueprint.get("/conversations")
+    @returns(_obj({"conversations": {"type": "array", "items": CONVERSATION}}))
+    @returns(ERROR, 423, "the member is locked: they must log in on the web first")
+    async def conversations() -> Any:
+        """The member's conversations of the mobile app, newest first."""
+
+        async def work() -> Any:
+            return {"conversations": list(await host.conversations(member_id()))}
+
+        return await guarded(work())
+
+    @blueprint.post("/conversations")
+    @returns(_obj({"id": TEXT}), 201)
+    @returns(ERROR, 423)
+    async def new_conversation() -> Any:
+        """Start a fresh conversation; the next message goes there."""
+
+        async def work() -> Any:
+            return {"id": await host.new_conversation(member_id())}, 201
+
+        return await guarded(work())
+
+    @blueprint.get("/conversations/<conversation_id>")
+    @returns(_obj({"conversation": CONVERSATION, "messages": {"type": "array", "items": MESSAGE}, "approvals": {"type": "array", "items": APPROVAL}, "running": {"type": "boolean"}}))
+    @returns(ERROR, 423)
+    async def conversation(conversation_id: str) -> Any:
+        """One conversation's messages and the approvals waiting in it."""
+        return await guarded(host.conversation_messages(member_id(), conversation_id))
+
+    @blueprint.post("/conversations/<conversation_id>/messages")
+    @accepts(_obj({
+        "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
+        "attachments": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+        "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 128},
+    }, ("text",)))
+    @returns(_obj({"status": TEXT, "conversation_id": TEXT, "reason": TEXT}), 202)
+    @returns(ERROR, 423)
+    async def send(conversation_id: str) -> Any:
+        """Send a message into a conversation; the answer arrives on ``GET /stream``.
+        The same ``idempotency_key`` twice stores it once."""
+        data = await body()
+
+        async def work() -> Any:
+            who = member_id()
+            await host.use_conversation(who, conversation_id)
+            delivery = await host.send_message(
+                who, data["text"], attachments=tuple(data.get("attachments") or ()), idempotency_key=data.get("idempotency_key")
+            )
+            if delivery.status == "refused":
+                return {"error": delivery.reason, "code": "refused"}, 400
+            return {"status": delivery.status, "conversation_id": delivery.conversation_id or conversation_id, "reason": delivery.reason}, 202
+
+        return await guarded(work())
+
+    @blueprint.post("/conversations/<conversation_id>/stop")
+    @returns(_obj({"stopped": {"type": "boolean"}}))
+    @returns(ERROR, 423)
+    async def stop(conversation_id: str) -> Any:
+        """Stop the running turn of this conversation (and everything it started)."""
+
+        async def work() -> Any:
+            who = member_id()
+            await host.use_conversation(who, conversation_id)
+            return {"stopped": await host.stop_turn(who)}
+
+        return await guarded(work())
+
+    @blueprint.post("/approvals/<approval_id>")
+    @accepts(_obj({"approve": {"type": "boolean"}}, ("approve",)))
+    @returns(_obj({"approval_id": TEXT, "decision": TEXT}))
+    @returns(ERROR, 423)
+    async def approve(approval_id: str) -> Any:
+        """Approve or deny a tool call that waits."""
+        data = await body()
+        return await guarded(host.resolve_approval(member_id(), approval_id, bool(data["approve"])))
+
+    @blueprint.post("/uploads")
+    @accepts({"type": "string", "format": "binary"}, content_type="application/octet-stream")
+    @returns(_obj({"path": TEXT, "mime": TEXT, "size": {"type": "integer"}}), 201)
+    async def upload() -> Any:
+        """Upload a photo or file (the raw bytes; ``?name=`` its file name,
+        ``?conversation_id=`` where it goes); attach the returned path to a message."""
+        name = request.args.get("name", "upload")[:200]
+        conversation_id = request.args.get("conversation_id") or None
+        data = await request.get_data()
+
+        async def work() -> Any:
+            return dict(await host.save_upload(member_id(), name, data, conversation_id=conversation_id)), 201
+
+        return await guarded(work())
+
+    @blueprint.post("/speech")
+    @accepts(_obj({"text": {"type": "string", "minLength": 1, "maxLength": 5000}}, ("text",)))
+    @returns({"type": "string", "format": "binary"}, 200, "WAV audio", content_types=("audio/wav",))
+    @returns(ERROR, 404, "no text-to-speech engine speaks the member's language")
+    async def speech() -> Any:
+        """Read a text aloud with the member's voice (when a TTS engine is installed)."""
+        data = await body()
+
+        async def work() -> Any:
+            try:
+                audio = await host.synthesize_speech(member_id(), data["text"], format="wav")
+            except TtsUnavailable as exc:
+                return {"error": str(exc), "code": "no_voice"}, 404
+            return Response(audio, mimetype="audio/wav")
+
+        return await guarded(work())
+
+    @blueprint.get("/projects")
+    @returns(_obj({"projects": {"type": "array", "items": PROJECT}}))
+    @returns(ERROR, 423)
+    async def projects() -> Any:
+        """The member's projects, read-only."""
+
+        async def work() -> Any:
+            return {"projects": list(await host.member_projects(member_id()))}
+
+        return await guarded(work())
+
+    @blueprint.get("/projects/<project_id>/files")
+    @returns(_obj({"path": TEXT, "entries": {"type": "array", "items": ENTRY}}))
+    @returns(ERROR, 404)
+    async def project_files(project_id: str) -> Any:
+        """One folder of a project (``?path=`` inside it), folders first."""
+        return await guarded(host.project_files(member_id(), project_id, request.args.get("path", "")))
+
+    @blueprint.get("/projects/<project_id>/file")
+    @returns({"type": "string", "format": "binary"}, 200, "the file's bytes", content_types=("application/octet-stream",))
+    @returns(ERROR, 404)
+    async def project_file(project_id: str) -> Any:
+        """One file of a project (``?path=``), for the app's viewer: always a download,
+        never a page of ours."""
+
+        async def work() -> Any:
+            found = await host.read_project_file(member_id(), project_id, request.args.get("path", ""))
+            response = Response(found["data"], mimetype="application/octet-stream")
+            response.headers["Content-Disposition"] = "attachment"
+            return response
+
+        return await guarded(work())
+
+    @blueprint.get("/notifications")
+    @returns(_obj({"notifications": {"type": "array", "items": EVENT}, "cursor": {"type": "integer"}}))
+    @returns(ERROR, 423)
+    async def notifications() -> Any:
+        """What waits for this device: the outbox after its acknowledged cursor (or
+        ``?after=``), oldest first."""
+        caller = current_caller()
+        assert caller is not None
+        after = request.args.get("after")
+        if after is not None and not after.isdigit():
+            return {"error": "after must be a whole number", "code": "bad_cursor"}, 400
+
+        async def work() -> Any:
+            device = caller.device_id or "browser"
+            current = service()
+            waiting = await current.waiting(caller.id, device, int(after) if after is not None else None)
+            return {"notifications": waiting, "cursor": await current.cursor(device)}
+
+        return await guarded(work())
+
+    @blueprint.post("/notifications/ack")
+    @accepts(_obj({"cursor": {"type": "integer", "minimum": 0}}, ("cursor",)))
+    @returns(_obj({"cursor": {"type": "integer"}}))
+    async def acknowledge() -> Any:
+        """This device has everything up to ``cursor``: it will not be offered again."""
+        caller = current_caller()
+        assert caller is not None
+        data = await body()
+        current = service()
+        if current is None:
+            return fail("err_not_running", 503)
+        return {"cursor": await current.acknowledge(caller.device_id or "browser", int(data["cursor"]))}
+
+    @blueprint.put("/push")
+    @accepts(_obj({
+        "endpoint": {"type": "string", "maxLength": 2000},
+        "keys": _obj({"p256dh": {"type": "string", "maxLength": 200}, "auth": {"type": "string", "maxLength": 100}}, ("p256dh", "auth")),
+    }, ("endpoint", "keys")))
+    @returns(_obj({"ok": {"type": "boolean"}}))
+    @returns(ERROR, 400)
+    async def subscribe_push() -> Any:
+        """Web Push for this device (the browser's PushSubscription); the payload says
+        only that something is new."""
+        caller = current_caller()
+        current = service()
+        if caller is None or caller.device_id is None:
+            return fail("err_device_only", 403)
+        if current is None:
+            return fail("err_not_running", 503)
+        data = await body()
+        problem = current.check_subscription(data)
+        if problem:
+            return fail(problem, 400)
+        keys = data["keys"]
+        subscription = {"endpoint": data["endpoint"], "keys": {"p256dh": keys["p256dh"], "auth": keys["auth"]}}
+        try:
+            await current.set_subscription(caller.id, caller.device_id, subscription)
+        except MemberLocked as exc:
+            return fail("locked", 423, lock_reason=exc.lock_reason)
+        return {"ok": True}
+
+    @blueprint.delete("/push")
+    @returns(_obj({"ok": {"type": "boolean"}}))
+    async def unsubscribe_push() -> Any:
+        """No more Web Push for this device."""
+        caller = current_caller()
+        current = service()
+        if caller is not None and caller.device_id is not None and current is not None:
+            try:
+                await current.set_subscription(caller.id, caller.device_id, None)
+            except MemberLocked as exc:
+                return fail("locked", 423, lock_reason=exc.lock_reason)
+        return {"ok": True}
+
+    @blueprint.get("/stream")
+    @returns(EVENT, 200, "Server-sent events, one JSON object per `data:` line", content_types=("text/event-stream",))
+    async def stream() -> Any:
+        """The member's live events (server-sent events over a plain GET, so a client
+        can send its device token in the Authorization header). Ends when the device is
+        unlinked, the member's access ends or the plugin stops."""
+        caller = current_caller()
+        current = service()
+        if caller is None or current is None:
+            return fail("err_not_running", 503)
+        who, device = caller.id, caller.device_id
+
+        async def still_allowed() -> bool:
+            if running.service is not current:
+                return False
+            if device is None:
+                return True
+            return any(row["id"] == device for row in await host.device_tokens(who))
+
+        current.watch(who)
+
+        async def events() -> AsyncIterator[bytes]:
+            with current.stream(who) as queue:
+                try:
+                    await host.conversations(who, limit=1)
+                    locked = False
+                except MemberLocked:
+                    locked = True
+                except ChannelRequestError:
+                    return
+                hello = {"kind": "hello", "locked": locked, "cursor": await current.cursor(device or "browser")}
+                yield f"data: {dumps(hello)}\n\n".encode()
+                while True:
+                    try:
+                        event = await asyncio.wait_for(queue.get(), STREAM_HEARTBEAT_SECONDS)
+                    except asyncio.TimeoutError:
+                        if not await still_allowed():
+                            yield f"data: {dumps({'kind': 'closed'})}\n\n".encode()
+                            return
+                        yield b": ping\n\n"
+                        continue
+                    if event.get("kind") == "closed" or not await still_allowed():
+                        yield f"data: {dumps({'kind': 'closed'})}\n\n".encode()
+                        return
+                    if event.get("kind") == "recheck":
+                        continue
+                    yield f"data: {dumps(event)}\n\n".encode()
+
+        response = Response(events(), mimetype="text/event-stream")
+        response.timeout = None  # a stream lives as long as the phone looks
+        response.headers["X-Accel-Buffering"] = "no"
+        return response
+
+    return blueprint
+

@@ -1,0 +1,319 @@
+"""The running connector: pairing codes, live streams, the per-device outbox and Web Push.
+
+- Pairing codes live in RAM only (a code is worth 10 minutes; a restart simply means
+  "show a new code"), keyed by their SHA-256, single use, and an address that guesses
+  wrong ``MAX_FAILURES`` times in an hour is refused before its code is looked at
+  (check A6).
+- The outbox is the member's own plugin event log (``HostApi.append_member_event``: in
+  their encrypted file, never in the registry); each device keeps its own acknowledged
+  cursor over it, so a phone that slept gets what it missed and nothing twice.
+- Web Push carries no content: a push service learns only that something is new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import json
+import logging
+import secrets
+import time
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Any, Iterator, Mapping
+from urllib.parse import urlsplit
+
+from skald_hookspecs import ChannelEvent, HostApi, MemberLocked
+
+log = logging.getLogger(__name__)
+
+CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32: 8 symbols carry 40 bits
+CODE_LENGTH = 8
+CODE_TTL_SECONDS = 600.0
+MAX_FAILURES = 5
+FAILURE_WINDOW_SECONDS = 3600.0
+#: What waits in the outbox for a phone that is not looking.
+OUTBOX_KINDS = frozenset({"approval", "notification", "answer"})
+OUTBOX_EVENT = "outbox"
+STREAM_QUEUE = 256
+#: The whole Web Push payload: nothing a push service could read beyond "something is new".
+PUSH_PAYLOAD = b'{"t":"new"}'
+PUSH_TTL_SECONDS = 24 * 3600
+
+
+class PairingError(Exception):
+    """``key``: the string key (``mobile-connector.<key>``) that says what went wrong."""
+
+    def __init__(self, key: str, status: int = 400) -> None:
+        super().__init__(key)
+        self.key = key
+        self.status = status
+
+
+def normalise_code(code: Any) -> str:
+    text = str(code or "").upper().replace("-", "").replace(" ", "")
+    return text.replace("O", "0").replace("I", "1").replace("L", "1")
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha256(f"skald-mobile-pairing\n{code}".encode()).hexdigest()
+
+
+class PairingCodes:
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self._clock = clock
+        self._codes: dict[str, tuple[str, float]] = {}
+        self._failures: dict[str, list[float]] = {}
+
+    def create(self, member_id: str) -> tuple[str, float]:
+        """A fresh code for the member; an earlier unused one of theirs stops working."""
+        now = self._clock()
+        self._codes = {d: v for d, v in self._codes.items() if v[0] != member_id and v[1] > now}
+        code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+        self._codes[_digest(code)] = (member_id, now + CODE_TTL_SECONDS)
+        return f"{code[:4]}-{code[4:]}", CODE_TTL_SECONDS
+
+    def redeem(self, code: Any, address: str) -> str:
+        now = self._clock()
+        recent = [t for t in self._failures.get(address, []) if now - t < FAILURE_WINDOW_SECONDS]
+        self._failures[address] = recent
+        if len(recent) >= MAX_FAILURES:
+            raise PairingError("err_too_many", 429)
+        found = self._codes.pop(_digest(normalise_code(code)), None)  # single use, right or expired
+        if found is None or found[1] <= now:
+            recent.append(now)
+            raise PairingError("err_code" if found is None else "err_expired", 400)
+        return found[0]
+
+
+def event_payload(event: ChannelEvent) -> dict[str, Any]:
+    data = asdict(event)
+    data["arguments"] = dict(event.arguments)
+    data["data"] = dict(event.data)
+    return {k: v for k, v in data.items() if v not in (None, "", {})} | {"kind": event.kind}
+
+
+class MobileService:
+    def __init__(self, host: HostApi) -> None:
+        self.host = host
+        self.codes = PairingCodes()
+        self._streams: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._watched: set[str] = set()
+        self.vapid_public_key = ""
+        self._vapid_private_pem = b""
+        self.config: Mapping[str, Any] = {}
+        #: For the bench and tests: when each push left the host (monotonic seconds).
+        self.push_log: list[tuple[str, float]] = []
+
+    async def start(self) -> None:
+        self.config = await self.host.get_config()
+        stored = await self.host.kv_get("vapid")
+        if not isinstance(stored, dict) or "private_pem" not in stored:
+            stored = await asyncio.to_thread(_new_vapid_keys)
+            await self.host.kv_set("vapid", stored)
+        self._vapid_private_pem = stored["private_pem"].encode()
+        self.vapid_public_key = stored["public_key"]
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for queues in self._streams.values():
+            for queue in queues:
+                queue.put_nowait({"kind": "closed"})
+        self._streams.clear()
+
+    # -- live streams ------------------------------------------------------------------------
+
+    @contextmanager
+    def stream(self, member_id: str) -> Iterator[asyncio.Queue[dict[str, Any]]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(STREAM_QUEUE)
+        self._streams.setdefault(member_id, set()).add(queue)
+        try:
+            yield queue
+        finally:
+            queues = self._streams.get(member_id)
+            if queues is not None:
+                queues.discard(queue)
+                if not queues:
+                    self._streams.pop(member_id, None)
+
+    def _fan_out(self, member_id: str, payload: dict[str, Any]) -> None:
+        for queue in list(self._streams.get(member_id, ())):
+            try:
+                queue.put_nowait(payload)
+            except asyncio.QueueFull:  # a reader that stopped reading: it re-reads on reconnect
+                log.warning("mobile stream of member %s fell behind; an event was dropped from it", member_id)
+
+    def watch(self, member_id: str) -> None:
+        """Follow the member's bus once (until the plugin stops): when the host revokes
+        their sessions (password change, reset, deactivation), their open streams check
+        their device at once instead of at the next heartbeat."""
+        if member_id in self._watched:
+            return
+        self._watched.add(member_id)
+
+        async def on_event(event: Any) -> None:
+            if event.kind == "sessions_revoked":
+                self.recheck_streams(member_id)
+
+        self.host.subscribe_member(member_id, on_event)
+
+    def recheck_streams(self, member_id: str) -> None:
+        """Each open stream of the member checks at once that its device is still paired."""
+        self._fan_out(member_id, {"kind": "recheck"})
+
+    # -- what the host delivers ---------------------------------------------------------------
+
+    async def deliver(self, member_id: str, event: ChannelEvent) -> None:
+        """Durable first: an event the phone must not miss is in the outbox (the member's
+        file) before any stream or push hears of it."""
+        payload = event_payload(event)
+        if event.kind in OUTBOX_KINDS:
+            try:
+                payload["cursor"] = await self.host.append_member_event(member_id, OUTBOX_EVENT, payload)
+            except MemberLocked:
+                log.warning("member %s is locked: a %s event could not be kept for their phone", member_id, event.kind)
+            else:
+                self._spawn(self.push(member_id))
+        self._fan_out(member_id, payload)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- the outbox -------------------------------------------------------------------------------
+
+    async def cursor(self, device_id: str) -> int:
+        value = await self.host.kv_get(f"cursor:{device_id}")
+        return value if isinstance(value, int) else 0
+
+    async def waiting(self, member_id: str, device_id: str, after: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        start = await self.cursor(device_id) if after is None else after
+        events = await self.host.member_events(member_id, after=start, limit=limit)
+        return [{"cursor": e["id"], "created_at": e["created_at"], **e["data"]} for e in events if e["kind"] == OUTBOX_EVENT]
+
+    async def acknowledge(self, device_id: str, cursor: int) -> int:
+        current = await self.cursor(device_id)
+        if cursor > current:
+            await self.host.kv_set(f"cursor:{device_id}", cursor)
+            return cursor
+        return current
+
+    async def start_cursor(self, member_id: str, device_id: str) -> None:
+        """A new phone starts after what already happened (it is not the member's inbox
+        of the past); a locked member's phone starts from the beginning."""
+        after = 0
+        try:
+            while True:
+                page = await self.host.member_events(member_id, after=after, limit=1000)
+                if not page:
+                    break
+                after = page[-1]["id"]
+        except MemberLocked:
+            after = 0
+        await self.host.kv_set(f"cursor:{device_id}", after)
+
+    async def forget_device(self, member_id: str, device_id: str) -> None:
+        await self.host.kv_set(f"cursor:{device_id}", None)
+        try:
+            await self.set_subscription(member_id, device_id, None)
+        except MemberLocked:
+            pass  # it stays in their file, unused: pushes go only to live devices
+
+    # Push subscriptions live in the member's own file: the endpoint and its keys name
+    # the phone, and the registry is admin-readable. Nothing is pushed while the member
+    # is locked anyway (no turn runs then).
+
+    async def subscription(self, member_id: str, device_id: str) -> dict[str, Any] | None:
+        stored = await self.host.member_secret_get(member_id, f"push:{device_id}")
+        return json.loads(stored) if stored else None
+
+    async def set_subscription(self, member_id: str, device_id: str, subscription: Mapping[str, Any] | None) -> None:
+        await self.host.member_secret_set(member_id, f"push:{device_id}", json.dumps(dict(subscription)) if subscription else None)
+
+    # -- Web Push ---------------------------------------------------------------------------------
+
+    def check_subscription(self, subscription: Mapping[str, Any]) -> str | None:
+        """Why a subscription is refused (a string key), or None. A push endpoint is a
+        URL the host will POST to: https only (the config may allow http for a local test
+        service), never an address of this machine or its network."""
+        parts = urlsplit(str(subscription.get("endpoint", "")))
+        insecure = bool(self.config.get("allow_http_push"))
+        if parts.scheme != "https" and not (insecure and parts.scheme == "http"):
+            return "err_push_endpoint"
+        host = parts.hostname or ""
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            address = None
+        if not host or host == "localhost" or (address is not None and not address.is_global):
+            if not insecure:
+                return "err_push_endpoint"
+        return None
+
+    async def push(self, member_id: str) -> None:
+        """One content-free message to every live device of the member that subscribed.
+        Revoked devices are not in ``device_tokens`` any more, so they hear nothing."""
+        for device in await self.host.device_tokens(member_id):
+            try:
+                subscription = await self.subscription(member_id, device["id"])
+            except MemberLocked:
+                return
+            if subscription is None:
+                continue
+            try:
+                await asyncio.to_thread(self._send_push, subscription)
+                self.push_log.append((device["id"], time.monotonic()))
+            except Exception as exc:  # the push service's answer may quote nothing of ours, but log the type only
+                status = getattr(exc, "status_code", None)
+                if status in (404, 410):
+                    # RFC 8030: the subscription is gone (the app was uninstalled, the
+                    # permission withdrawn); stop pushing to it. The outbox still waits.
+                    try:
+                        await self.set_subscription(member_id, device["id"], None)
+                    except MemberLocked:
+                        pass
+                    log.info("mobile push: a subscription of member %s expired; forgotten", member_id)
+                else:
+                    log.warning("mobile push to a device of member %s failed (%s)", member_id, type(exc).__name__)
+
+    def _send_push(self, subscription: Mapping[str, Any]) -> None:
+        from py_vapid import Vapid02
+        from pywebpush import webpush
+
+        endpoint = str(subscription["endpoint"])
+        parts = urlsplit(endpoint)
+        vapid = Vapid02.from_pem(self._vapid_private_pem)  # RFC 8292: "vapid t=…, k=…"
+        claims = {"sub": "mailto:skald@localhost", "aud": f"{parts.scheme}://{parts.netloc}"}
+        webpush(
+            subscription_info={"endpoint": endpoint, "keys": dict(subscription["keys"])},
+            data=PUSH_PAYLOAD,
+            vapid_private_key=vapid,
+            vapid_claims=claims,
+            ttl=PUSH_TTL_SECONDS,
+            timeout=10,
+        )
+
+
+def _new_vapid_keys() -> dict[str, str]:
+    """VAPID keys, made once at the plugin's first start (RFC 8292): the public key in
+    the applicationServerKey form the browser wants (uncompressed point, base64url)."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+    from py_vapid import Vapid02
+
+    vapid = Vapid02()
+    vapid.generate_keys()
+    private_pem = vapid.private_pem().decode()
+    raw = vapid.public_key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    return {"private_pem": private_pem, "public_key": base64.urlsafe_b64encode(raw).rstrip(b"=").decode()}
+
+
+def dumps(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False)

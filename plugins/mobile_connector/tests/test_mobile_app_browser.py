@@ -1,0 +1,151 @@
+"""The installed app end to end in a phone-sized, touch-enabled Chromium (Playwright):
+pair by code, chat with a streamed answer, approve, upload, stop, browse a project and
+view its files, go offline and see the cached shell read-only, come back and see the notification that waited, unlink and be
+refused. Every page is watched for uncaught errors, dialogs and CSP violations."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+
+from skald_host.testing import Hang, Reply, ToolCall
+from mobile_support import BASE, MODEL, PLUGIN, pairing_code, project_with_a_file
+
+PHONE = {"width": 390, "height": 844}
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4f50000000049454e44ae426082"
+)
+
+
+@pytest.fixture
+async def browser():
+    playwright_api = pytest.importorskip("playwright.async_api")
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("no chromium on PATH")
+    async with playwright_api.async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+async def test_the_phone_app_pairs_chats_approves_stops_works_offline_and_is_refused_after_unlink(setup, browser, tmp_path):
+    alice = await setup.host.member("alice", display_name="Alice")
+    await setup.host.allow_tool("ring")
+    assert (await alice.put("/api/me/home-source", json={"home_source": PLUGIN})).status_code == 200
+    context = await browser.new_context(
+        base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale="en-US", service_workers="allow"
+    )
+    problems: list[str] = []
+    page = await context.new_page()
+    page.set_default_timeout(10_000)
+    page.on("pageerror", lambda error: problems.append(f"error: {error}"))
+    page.on("dialog", lambda dialog: problems.append(f"dialog: {dialog.message}"))
+    page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text or "Refused to" in m.text else None)
+    try:
+        # Pair by code, typed on the phone.
+        await page.goto(f"{BASE}/app/")
+        code = await pairing_code(alice)
+        await page.fill("input[name=code]", code)
+        await page.fill("input[name=name]", "Test phone")
+        await page.tap("button[type=submit]")
+        await page.wait_for_selector("text=New chat")
+        devices = (await alice.get(f"{BASE}/devices")).json()["devices"]
+        assert [d["name"] for d in devices] == ["Test phone"]
+
+        # Chat with a streamed answer.
+        setup.model.script(MODEL, [Reply("First words of a long streamed answer that keeps coming for a while.", token_delay=0.15)])
+        await page.tap("text=New chat")
+        await page.wait_for_selector("textarea[name=text]")
+        await page.fill("textarea[name=text]", "hello phone")
+        await page.tap("button:has-text('Send')")
+        await page.wait_for_selector(".message.assistant.streaming")  # a partial arrived before the end
+        await page.wait_for_selector(".message.assistant:not(.streaming) >> text=keeps coming for a while")
+
+        # Approve a tool call from the card.
+        setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("write_note", {"text": "milk"}),)), Reply("Noted on your list.")])
+        await page.fill("textarea[name=text]", "note milk")
+        await page.tap("button:has-text('Send')")
+        await page.wait_for_selector(".approval >> text=write_note")
+        await page.tap(".approval button:has-text('Allow')")
+        await page.wait_for_selector("text=Noted on your list.")
+        assert setup.probe.notes == ["milk"]
+
+        # Attach a photo from the phone.
+        setup.model.script(MODEL, [Reply("What a photo.")])
+        photo = tmp_path / "photo.png"
+        photo.write_bytes(PNG)
+        await page.set_input_files("input[type=file]", str(photo))
+        await page.wait_for_selector("text=photo.png")
+        await page.fill("textarea[name=text]", "look at this")
+        await page.tap("button:has-text('Send')")
+        await page.wait_for_selector("text=What a photo.")
+        request = setup.model.requests[-1]
+        assert "image" in str(request.body) or "photo" in str(request.body)
+
+        # Stop a turn that hangs.
+        setup.model.script(MODEL, [Hang("thinking very hard")])
+        await page.fill("textarea[name=text]", "think")
+        await page.tap("button:has-text('Send')")
+        stop = page.locator("button:has-text('Stop')")
+        await stop.wait_for(state="visible")
+        await stop.tap()
+        await stop.wait_for(state="hidden")
+
+        # The member's projects, read-only, and the file viewer (Markdown and an image).
+        project_id = await project_with_a_file(alice)
+        stored = await alice.post(f"/api/projects/{project_id}/files/upload/plans/bed.png", content=PNG)
+        assert stored.status_code in (200, 201), stored.text
+        await page.goto(f"{BASE}/app/#list")
+        await page.tap("button:has-text('Projects')")
+        await page.tap("#projects >> text=Garden")
+        await page.tap("#entries >> text=plans/")
+        await page.tap("#entries >> text=beds.md")
+        await page.wait_for_selector("#viewer :is(h1, h2, h3, h4) >> text=Beds")  # rendered as Markdown, not shown raw
+        await page.wait_for_selector("#viewer >> text=Tomatoes left.")
+        await page.tap("#back")
+        await page.tap("#entries >> text=bed.png")
+        image = page.locator("#viewer img")
+        await image.wait_for()
+        assert await image.evaluate("(img) => img.complete && img.naturalWidth === 1")
+
+        # Offline: the cached shell shows the last conversations, read-only.
+        await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+        assert await page.evaluate("caches.keys().then((keys) => keys.length)") >= 1
+        await page.goto(f"{BASE}/app/#list")
+        await page.wait_for_selector("#conversations a")
+        await context.set_offline(True)
+        await page.reload()
+        await page.wait_for_selector("#banner >> text=Offline")
+        await page.wait_for_selector("#conversations a")
+        await page.tap("#conversations a")
+        await page.wait_for_selector("text=Noted on your list.")
+        assert await page.locator("form.composer").is_hidden()
+
+        # A notification while the phone is away waits, and shows when it comes back.
+        setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("ring", {"text": "The laundry is done."}),)), Reply("Told you.")])
+        await alice.chat("ring me")
+        await asyncio.sleep(0.3)
+        await context.set_offline(False)
+        await page.goto(f"{BASE}/app/#list")
+        await page.wait_for_selector(".waited >> text=The laundry is done.")
+
+        # Voice replies: the settings switch speaks a sample through the server's TTS.
+        if shutil.which("espeak-ng"):
+            await page.goto(f"{BASE}/app/#settings")
+            await page.tap("input[name=voice]")
+            await page.wait_for_selector("body[data-spoke='1']")
+            assert await page.is_checked("input[name=voice]")
+
+        # Unlinked from the web page: the phone is refused and back at pairing.
+        me = await page.evaluate(f"fetch('{BASE}/me', {{headers: {{Authorization: 'Bearer ' + localStorage.getItem('skald.mobile.token')}}}}).then(r => r.json())")
+        assert (await alice.delete(f"{BASE}/devices/{me['device_id']}")).status_code == 200
+        await page.wait_for_selector("text=This phone is no longer paired")
+        await page.wait_for_selector("input[name=code]")
+    finally:
+        await context.close()
+    assert problems == []

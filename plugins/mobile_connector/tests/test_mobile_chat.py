@@ -1,0 +1,175 @@
+"""The mobile API end to end against a real host and the scripted model: chat with a
+streamed answer, approve and deny, stop, upload, the outbox a sleeping phone reads by
+cursor, and the locked member told plainly (another member's ids: test_mobile_sweep.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+from skald_host.testing import Hang, Reply, ToolCall
+from mobile_support import BASE, MODEL, EventStream, paired_device, project_with_a_file
+
+
+async def _new_conversation(device) -> str:
+    response = await device.post(f"{BASE}/conversations")
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+async def test_chat_streams_the_answer_and_lists_the_conversation(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    setup.model.script(MODEL, [Reply("Hello from your phone assistant, streamed in many small pieces.", token_delay=0.15)])
+    conversation = await _new_conversation(phone)
+    async with EventStream(phone) as stream:
+        sent = await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "hi", "idempotency_key": "phone-msg-0001"})
+        assert sent.status_code == 202 and sent.json() == {"status": "accepted", "conversation_id": conversation, "reason": ""}
+        await stream.wait_for("partial", conversation_id=conversation)
+        answer = await stream.wait_for("answer", conversation_id=conversation)
+    assert answer["text"] == "Hello from your phone assistant, streamed in many small pieces."
+    assert stream.kinds().index("typing") < stream.kinds().index("partial") < stream.kinds().index("answer")
+    # The same key again stores nothing twice.
+    replay = await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "hi", "idempotency_key": "phone-msg-0001"})
+    assert replay.status_code == 202
+    read = (await phone.get(f"{BASE}/conversations/{conversation}")).json()
+    assert [(m["role"], m["content"]) for m in read["messages"]] == [("user", "hi"), ("assistant", answer["text"])]
+    listed = (await phone.get(f"{BASE}/conversations")).json()["conversations"]
+    assert [c["id"] for c in listed] == [conversation]
+    # The web's conversations are not the phone's.
+    web = await alice.post("/api/conversations", json={})
+    assert (await phone.get(f"{BASE}/conversations/{web.json()['id']}")).status_code == 404
+
+
+async def test_approval_waits_in_the_outbox_is_approved_from_the_phone_and_a_turn_stops(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("write_note", {"text": "milk"}),)), Reply("Noted."), Hang("thinking")])
+    conversation = await _new_conversation(phone)
+    # No stream open: the phone sleeps. The approval waits in its outbox.
+    await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "note milk"})
+    for _ in range(200):
+        waiting = (await phone.get(f"{BASE}/notifications")).json()["notifications"]
+        if any(n["kind"] == "approval" for n in waiting):
+            break
+        await asyncio.sleep(0.05)
+    approval = next(n for n in waiting if n["kind"] == "approval")
+    assert approval["tool"] == "write_note" and approval["arguments"] == {"text": "milk"} and approval["conversation_id"] == conversation
+    shown = (await phone.get(f"{BASE}/conversations/{conversation}")).json()["approvals"]
+    assert [a["approval_id"] for a in shown] == [approval["approval_id"]]
+    async with EventStream(phone) as stream:
+        decided = await phone.post(f"{BASE}/approvals/{approval['approval_id']}", json={"approve": True})
+        assert decided.status_code == 200 and decided.json()["decision"] == "approved"
+        await stream.wait_for("approval_resolved")
+        await stream.wait_for("answer", text="Noted.")
+        assert setup.probe.notes == ["milk"]
+        again = await phone.post(f"{BASE}/approvals/{approval['approval_id']}", json={"approve": False})
+        assert again.status_code == 409, again.text  # answered once, not twice
+        # A turn that hangs: stop it from the phone.
+        await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "think hard"})
+        await stream.wait_for("typing", conversation_id=conversation)
+        for _ in range(100):
+            if (await phone.get(f"{BASE}/conversations/{conversation}")).json()["running"]:
+                break
+            await asyncio.sleep(0.05)
+        stopped = await phone.post(f"{BASE}/conversations/{conversation}/stop")
+        assert stopped.status_code == 200 and stopped.json() == {"stopped": True}
+    for _ in range(100):
+        if not (await phone.get(f"{BASE}/conversations/{conversation}")).json()["running"]:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the turn still runs after stop")
+
+
+async def test_outbox_is_per_device_and_acknowledged_by_cursor(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice, "Phone")
+    tablet = await paired_device(setup, alice, "Tablet")
+    setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("ring", {"text": "The laundry is done."}),)), Reply("Told you.")])
+    await setup.host.allow_tool("ring")
+    # A background note of a web conversation reaches the member's home source.
+    home = await alice.put("/api/me/home-source", json={"home_source": "mobile-connector"})
+    assert home.status_code == 200, home.text
+    await alice.chat("ring me")
+    for _ in range(200):
+        waiting = (await phone.get(f"{BASE}/notifications")).json()["notifications"]
+        if any(n["kind"] == "notification" for n in waiting):
+            break
+        await asyncio.sleep(0.05)
+    note = next(n for n in waiting if n["kind"] == "notification")
+    assert note["text"] == "The laundry is done." and note["cursor"] > 0
+    acked = await phone.post(f"{BASE}/notifications/ack", json={"cursor": note["cursor"]})
+    assert acked.json() == {"cursor": note["cursor"]}
+    assert (await phone.get(f"{BASE}/notifications")).json()["notifications"] == []
+    # The tablet has not seen it: its own cursor.
+    assert [n["text"] for n in (await tablet.get(f"{BASE}/notifications")).json()["notifications"] if n["kind"] == "notification"] == ["The laundry is done."]
+    # A cursor never goes back.
+    assert (await phone.post(f"{BASE}/notifications/ack", json={"cursor": 0})).json() == {"cursor": note["cursor"]}
+    # What waits is in the member's own file: nothing of it in the registry or its WAL.
+    database = setup.host.settings.data_dir / "database"
+    for name in ("system.db", "system.db-wal"):
+        if (database / name).exists():
+            assert b"laundry" not in (database / name).read_bytes(), name
+
+
+async def test_upload_from_the_phone_is_attached_to_a_message(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    setup.model.script(MODEL, [Reply("Nice photo.")])
+    conversation = await _new_conversation(phone)
+    png = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4f50000000049454e44ae426082")
+    uploaded = await phone.post(f"{BASE}/uploads?name=photo.png&conversation_id={conversation}", content=png, headers={"Content-Type": "application/octet-stream"})
+    assert uploaded.status_code == 201, uploaded.text
+    saved = uploaded.json()
+    assert saved["mime"] == "image/png" and saved["size"] == len(png)
+    async with EventStream(phone) as stream:
+        sent = await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "look", "attachments": [saved["path"]]})
+        assert sent.status_code == 202, sent.text
+        await stream.wait_for("answer", text="Nice photo.")
+
+
+async def test_a_locked_member_is_told_so_plainly(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    assert (await alice.post("/api/auth/logout")).status_code == 200  # her last session: her file closes
+    refused = await phone.get(f"{BASE}/conversations")
+    assert refused.status_code == 423 and refused.json()["code"] == "locked"
+    assert "Log in to Skald on the web" in refused.json()["error"]
+    me = (await phone.get(f"{BASE}/me")).json()
+    assert me["locked"] is True and me["lock_message"]
+    # Logging in on the web again opens it for the phone too.
+    assert (await alice.login("alice", "member password for tests")).status_code == 200
+    assert (await phone.get(f"{BASE}/conversations")).status_code == 200
+
+
+async def test_speech_speaks_with_the_members_voice_when_an_engine_is_installed(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    spoken = await phone.post(f"{BASE}/speech", json={"text": "Hello from the phone."})
+    if shutil.which("espeak-ng") is None:
+        assert spoken.status_code == 404 and spoken.json()["code"] == "no_voice"
+        return
+    assert spoken.status_code == 200 and spoken.headers["content-type"] == "audio/wav"
+    assert spoken.content[:4] == b"RIFF" and len(spoken.content) > 1000
+
+
+async def test_projects_are_readable_from_the_phone_and_nothing_outside_them(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    project_id = await project_with_a_file(alice)
+    projects = (await phone.get(f"{BASE}/projects")).json()["projects"]
+    assert [(p["id"], p["title"], p["description"]) for p in projects] == [(project_id, "Garden", "Plans")]
+    top = (await phone.get(f"{BASE}/projects/{project_id}/files")).json()
+    assert [(e["name"], e["is_dir"]) for e in top["entries"]] == [("plans", True)]
+    inner = (await phone.get(f"{BASE}/projects/{project_id}/files", params={"path": "plans"})).json()
+    assert [(e["name"], e["size"]) for e in inner["entries"]] == [("beds.md", 21)]
+    content = await phone.get(f"{BASE}/projects/{project_id}/file", params={"path": "plans/beds.md"})
+    assert content.status_code == 200 and content.content == b"# Beds\nTomatoes left."
+    assert content.headers["content-type"] == "application/octet-stream" and content.headers["content-disposition"] == "attachment"
+    for bad in ("../../system.db", "/etc/passwd", "plans/../../x", "plans/%2e%2e/x"):
+        refused = await phone.get(f"{BASE}/projects/{project_id}/file", params={"path": bad})
+        assert refused.status_code in (400, 404), (bad, refused.status_code)
+    assert (await phone.get(f"{BASE}/projects/{project_id}/file", params={"path": "plans"})).status_code == 404
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    assert (await phone.get(f"{BASE}/projects")).status_code == 423

@@ -1,0 +1,101 @@
+"""The member's Mobile app page in the web shell: listed for every active member (the
+plugin is binding-managed), served as a module with no markup sink, and in a real
+browser it shows a code with its QR code, lists paired devices and unlinks one. The app
+speaks German to a German phone."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from skald_host.testing.host import MEMBER_PASSWORD
+from mobile_support import BASE, PLUGIN, paired_device
+
+MOUNT_PAGE = """async ([entry, pluginId]) => {
+    // What the shell's plugin-page-host does: import, register, mount with plugin-id.
+    const module = await import(entry);
+    customElements.define(`plugin-${pluginId}-main`, module.default);
+    const page = document.createElement(`plugin-${pluginId}-main`);
+    page.setAttribute("plugin-id", pluginId);
+    document.body.append(page);
+}"""
+
+
+@pytest.fixture
+async def browser():
+    playwright_api = pytest.importorskip("playwright.async_api")
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("no chromium on PATH")
+    async with playwright_api.async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+async def test_the_page_is_listed_for_any_member_and_served_without_markup_sinks(setup):
+    bob = await setup.host.member("bob")
+    pages = [(p["plugin_id"], p["page_id"]) for p in (await bob.get("/api/plugins/pages")).json()["pages"]]
+    assert (PLUGIN, "main") in pages
+    for path in (f"{BASE}/page.js", f"{BASE}/app/app.js", f"{BASE}/app/sw.js"):
+        script = await bob.get(path)
+        assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+        for sink in (".innerHTML", ".outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+            assert sink not in script.text, (path, sink)
+    manifest = await setup.host.client().get(f"{BASE}/app/manifest.webmanifest")
+    assert manifest.status_code == 200 and manifest.json()["display"] == "standalone"
+
+
+async def test_the_page_shows_a_code_and_qr_lists_devices_and_unlinks(setup, browser):
+    alice = await setup.host.member("alice")
+    await paired_device(setup, alice, "Old phone")
+    context = await browser.new_context(base_url=setup.host.url)
+    page = await context.new_page()
+    page.set_default_timeout(10_000)
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text or "Refused to" in m.text else None)
+    try:
+        await page.goto("/")
+        login = await page.evaluate(
+            """async ([user, password]) => (await fetch('/api/auth/login', {method: 'POST', headers: {'Content-Type': 'application/json'},
+            body: JSON.stringify({username: user, password: password})})).status""",
+            ["alice", MEMBER_PASSWORD],
+        )
+        assert login == 200
+        await page.goto("/api/health")
+        await page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", PLUGIN])
+        await page.wait_for_selector("text=Old phone")
+        await page.click("text=Show a pairing code")
+        code = await page.text_content(".mobile-code")
+        qr = page.locator("img.mobile-qr")
+        await qr.wait_for()
+        assert await qr.evaluate("(img) => img.complete && img.naturalWidth > 0")  # drawn, and allowed by the CSP
+        phone = setup.host.client()
+        paired = await phone.post(f"{BASE}/pair", json={"code": code, "name": "New phone", "platform": "ios"})
+        assert paired.status_code == 201
+        await page.evaluate("document.querySelector('plugin-mobile-connector-main').refresh()")
+        await page.wait_for_selector("text=New phone")
+        await page.click("li:has-text('Old phone') >> text=Unlink")
+        await page.wait_for_selector("text=Old phone", state="detached")
+        names = [d["name"] for d in (await alice.get(f"{BASE}/devices")).json()["devices"]]
+        assert names == ["New phone"]
+    finally:
+        await context.close()
+    assert problems == []
+
+
+async def test_the_app_speaks_german_to_a_german_phone(setup, browser):
+    context = await browser.new_context(base_url=setup.host.url, locale="de-DE", viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = await context.new_page()
+    try:
+        await page.goto(f"{BASE}/app/")
+        await page.wait_for_selector("text=Dieses Handy koppeln")
+        await page.fill("input[name=code]", "0000-0000")
+        await page.tap("button[type=submit]")
+        await page.wait_for_selector("text=Der Code stimmt nicht")
+    finally:
+        await context.close()

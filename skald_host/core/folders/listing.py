@@ -1,0 +1,40 @@
+"""One folder's entries as the explorers show them (the web's project files and a
+channel's read-only project view, spec 1.3): links are listed as links, never followed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+MAX_LISTING = 5000
+
+
+def stamp(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def listing(folder: Path, rel: str) -> list[dict[str, Any]]:
+    """Folders first, then by name; at most ``MAX_LISTING`` entries. Blocking: run it in
+    a thread."""
+    entries = []
+    with os.scandir(folder) as it:
+        for entry in it:
+            if len(entries) >= MAX_LISTING:
+                break
+            info = entry.stat(follow_symlinks=False)
+            kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "other"
+            entries.append(
+                {
+                    "name": entry.name,
+                    "path": f"{rel}/{entry.name}" if rel else entry.name,
+                    "kind": kind,
+                    "is_dir": kind == "dir",
+                    "size": info.st_size if kind == "file" else None,
+                    "modified_at": stamp(info.st_mtime),
+                }
+            )
+    entries.sort(key=lambda e: (not e["is_dir"], e["name"].lower(), e["name"]))
+    return entries
