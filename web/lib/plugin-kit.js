@@ -13,6 +13,12 @@ import { api, csrf, setCsrfToken } from "./api.js";
 import { el } from "./dom.js";
 import { currentLocale, errorString, t } from "./i18n.js";
 
+/** el("p", {class: "x", text: "…", on: {click}}, child, …): the shell's DOM builder. */
+export { el };
+/** renderMarkdown(text) → a sanitised fragment, MarkdownStream for text that grows as it
+ * streams: Markdown as the chat shows it (links checked, no raw HTML, code highlighted). */
+export { MarkdownStream, renderMarkdown } from "./markdown.js";
+
 /** A refused or failed call: `message` in the reader's words, with the answer's
  * `status`, stable `code`, `values` and offending `field` for a page that wants them. */
 export class KitError extends Error {

@@ -2,19 +2,7 @@
 // (drawn by the server with segno, shown as an <img> from a data: URL, which the CSP
 // allows), and the paired devices with name, platform and last seen, each unlinkable.
 // Everything goes in through textContent or attributes: a device name is data.
-import { el } from "/ui/lib/dom.js";
-
-async function call(method, path) {
-  const headers = { Accept: "application/json" };
-  if (method !== "GET") {
-    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
-    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
-  }
-  const response = await fetch(path, { method, headers });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
-  return data;
-}
+import { call, el } from "/ui/lib/plugin-kit.js";
 
 export default class MobilePairingPage extends HTMLElement {
   async connectedCallback() {

@@ -8,8 +8,7 @@
 // - The host's web libraries are imported, not copied: /ui/lib/dom.js builds every node
 //   (no innerHTML: data stays text) and /ui/lib/markdown.js renders answers (marked +
 //   DOMPurify, images never loaded).
-import { el } from "/ui/lib/dom.js";
-import { MarkdownStream, renderMarkdown } from "/ui/lib/markdown.js";
+import { el, MarkdownStream, renderMarkdown } from "/ui/lib/plugin-kit.js";
 
 const BASE = new URL("..", location.href).pathname.replace(/\/$/, ""); // /api/plugin/mobile-connector
 const TOKEN_KEY = "skald.mobile.token";
