@@ -386,5 +386,58 @@ REGISTRY_MIGRATIONS = MigrationSet(
             "seeded role labels and approval-rule notes as string keys, read in each reader's language",
             apply=_seed_texts_to_keys,
         ),
+        Migration(
+            10,
+            "supervision edges, review coverage, per-member agent intervals, reports for supervisors",
+            statements=(
+                # A directed edge between two members (seed 001 "Supervision + coverage"):
+                # whom a review looks at, and who may read what it produced.
+                """CREATE TABLE supervision (
+                    subject_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    supervisor_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    PRIMARY KEY (subject_user_id, supervisor_user_id),
+                    CHECK (subject_user_id <> supervisor_user_id)
+                )""",
+                "CREATE INDEX supervision_supervisor ON supervision(supervisor_user_id)",
+                # Per subject, how far a review has covered; advanced only by a completed
+                # pass, so a crash re-covers rather than skips.
+                """CREATE TABLE system_agent_coverage (
+                    agent_id TEXT NOT NULL,
+                    subject_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    covered_through TEXT NOT NULL,
+                    PRIMARY KEY (agent_id, subject_user_id)
+                )""",
+                # An admin's per-member interval for an agent: a row overrides, its
+                # absence inherits the instance value.
+                """CREATE TABLE system_agent_user_settings (
+                    agent_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    interval_seconds INTEGER NOT NULL CHECK (interval_seconds >= 60),
+                    PRIMARY KEY (agent_id, user_id)
+                )""",
+                # Reports written about a member for their supervisors (``audience``
+                # 'supervisors') or about the instance for its admins ('admins'): clear
+                # to the box owner, deliberately (they are its intended readers). Snapshot
+                # columns, no foreign keys: a report outlives a deleted producer.
+                """CREATE TABLE reports (
+                    id TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL,
+                    audience TEXT NOT NULL CHECK (audience IN ('supervisors', 'admins')),
+                    subject_user_id TEXT,
+                    producer_user_id TEXT,
+                    run_id TEXT,
+                    agent_id TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    summary TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    period_start TEXT,
+                    period_end TEXT,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    read_at TEXT
+                )""",
+                "CREATE INDEX reports_subject ON reports(subject_user_id, created_at)",
+            ),
+        ),
     ),
 )
