@@ -20,6 +20,7 @@ from skald_host.web.routes import (
     reference,
     setup,
     static,
+    system_agents,
     tts,
 )
 
@@ -43,5 +44,6 @@ BLUEPRINTS = (
     channels.bp,
     reference.bp,
     tts.bp,
+    system_agents.bp,
     static.bp,
 )
