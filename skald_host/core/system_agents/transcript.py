@@ -25,7 +25,7 @@ WHERE c.ephemeral = 0
   AND m.role IN ('user', 'assistant')
   AND m.variant = 0
   AND m.status IN ('complete', 'interrupted')
-  AND NOT (m.role = 'user' AND (m.idempotency_key LIKE 'job:%' OR substr(m.content, 1, ?) = ?))
+  AND NOT (m.role = 'user' AND (coalesce(m.idempotency_key, '') LIKE 'job:%' OR substr(m.content, 1, ?) = ?))
   AND trim(m.content) <> ''
   AND m.created_at >= ? AND m.created_at < ?
 ORDER BY c.created_at, m.conversation_id, m.id
