@@ -140,6 +140,9 @@ class SystemAgentScheduler:
         self.clock = clock
         self._pass = asyncio.Lock()  # one pass at a time: the loop's and a test's never overlap
         self._swept: set[tuple[str, str]] = set()
+        #: (agent, member) skips already logged: one INFO line when a member is found
+        #: locked, not one per pass while they stay locked.
+        self._skips_logged: set[tuple[str, str]] = set()
         self.wake = asyncio.Event()
 
     # -- the loop ---------------------------------------------------------------------------
@@ -187,8 +190,9 @@ class SystemAgentScheduler:
         if db is None:
             # The normal case, not an error: the only file that could record the skip is
             # the one that cannot be opened (seed 000).
-            log.info("system agent %s: member %s is locked; skipped", entry.id, member.id)
+            self._log_skip(entry.id, member.id, "system agent %s: member %s is locked; skipped")
             return Outcome(entry.id, member.id, None, "locked")
+        self._skips_logged.discard((entry.id, member.id))
         now = self.clock()
         interval = self.registry.instance_interval(entry, settings) if as_instance else await self.registry.interval_for(entry, member.id, settings)
         last = parse_iso(await db.run(lambda c: store.last_attempt(c, entry.id)))
@@ -202,8 +206,9 @@ class SystemAgentScheduler:
         its trace, notification and report land where someone can see them."""
         acting = next((m for m in members if m.active and m.is_admin and self.core.users.is_unlocked(m.id)), None)
         if acting is None:
-            log.info("system agent %s: no admin is logged in; skipped", entry.id)
+            self._log_skip(entry.id, "", "system agent %s: no admin is logged in%s; skipped")
             return Outcome(entry.id, None, None, "no_runtime")
+        self._skips_logged.discard((entry.id, ""))
         return await self._member_pass(entry, acting, settings, as_instance=True)
 
     async def _subject_pass(self, entry: RegisteredAgent, subject_id: str, members: list[Member], settings: dict[str, Any]) -> Outcome:
@@ -213,7 +218,7 @@ class SystemAgentScheduler:
         by_id = {m.id: m for m in members}
         acting = next((by_id[s] for s in supervisors if s in by_id and self.core.users.is_unlocked(s)), None)
         if acting is None:
-            log.info("system agent %s: no supervisor of member %s is logged in; skipped", entry.id, subject_id)
+            self._log_skip(entry.id, subject_id, "system agent %s: no supervisor of member %s is logged in; skipped")
             return Outcome(entry.id, None, subject_id, "no_runtime")
         now = self.clock()
         covered = parse_iso(await self.core.registry.run(lambda c: store.covered_through(c, entry.id, subject_id)))
@@ -232,8 +237,9 @@ class SystemAgentScheduler:
             except MemberError:
                 # Work over somebody else's history runs unattended only for a member who
                 # is not encrypted, and only while they are logged in for one who is.
-                log.info("system agent %s: member %s is locked and encrypted; skipped", entry.id, subject_id)
+                self._log_skip(entry.id, subject_id, "system agent %s: member %s is locked and encrypted; skipped")
                 return Outcome(entry.id, acting.id, subject_id, "locked")
+        self._skips_logged.discard((entry.id, subject_id))
         acting_db = self.core.users.owner_db(acting.id)
         if acting_db is None:
             if opened:
@@ -250,6 +256,11 @@ class SystemAgentScheduler:
             # a crash re-covers rather than skips.
             await self.core.registry.transaction(lambda c: store.set_covered_through(c, entry.id, subject_id, iso(now)))
         return Outcome(entry.id, acting.id, subject_id, result)  # type: ignore[arg-type]
+
+    def _log_skip(self, agent_id: str, who: str, message: str) -> None:
+        if (agent_id, who) not in self._skips_logged:
+            self._skips_logged.add((agent_id, who))
+            log.info(message, agent_id, who)
 
     # -- one pass ----------------------------------------------------------------------------
 
