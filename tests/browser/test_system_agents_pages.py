@@ -8,6 +8,7 @@ from __future__ import annotations
 from playwright.async_api import expect
 
 import skald_system_agents
+from skald_hookspecs import Report
 from skald_host.core.system_agents import store
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
@@ -43,12 +44,13 @@ async def test_supervision_reports_and_the_system_agents_page(skald, browser_pag
     await expect(admin_page.get_by_label("Hour of the night it runs (instance time zone)")).to_have_value("4")
     await screenshot(admin_page, "system-agents")
 
-    await host.core.registry.transaction(lambda c: store.insert_report(
-        c, kind="conversation_review", audience="supervisors", subject_user_id=kid["id"], agent_id="conversation_review",
-        title="A quiet day", summary="Homework and a game; nothing worrying.", body="# A quiet day\n\nHomework and a game; nothing worrying.",
-    ))
     parent_page = await browser_pages.new(host.url)
-    await sign_in(parent_page, "parent", MEMBER_PASSWORD)
+    await sign_in(parent_page, "parent", MEMBER_PASSWORD)  # a first login gives them a key reports are sealed to
+    await host.core.reports.file_shared(
+        "supervisors", [parent["id"]],
+        Report("A quiet day", "Homework and a game; nothing worrying.", "# A quiet day\n\nHomework and a game; nothing worrying."),
+        kind="conversation_review", subject_user_id=kid["id"], agent_id="conversation_review",
+    )
     await parent_page.goto("/#system-agents")
     await expect(parent_page.get_by_role("tab")).to_have_count(5)
     await expect(parent_page.get_by_text("Hour of the night it runs")).to_have_count(0)  # settings: admins only

@@ -78,6 +78,14 @@ async def test_two_supervisors_of_one_subject_yield_one_report_for_them_alone(se
     # Covered: the same night does not review twice.
     assert review_outcomes(await setup.tick()) == [(kid.member["id"], "not_due")]
 
+    # The words never sit in system.db in clear: each supervisor's copy is sealed to them.
+    await setup.core.registry.run(lambda c: c.execute("PRAGMA wal_checkpoint(FULL)").fetchall())
+    registry_files = [p for p in setup.core.settings.database_dir.iterdir() if p.name.startswith("system.db")]
+    for path in registry_files:
+        data = path.read_bytes()
+        for words in (b"Contact with a stranger", b"home address", "Contact with a stranger".encode("utf-16-le")):
+            assert words not in data, (path.name, words)
+
     # An edge removed, the report is no longer that supervisor's to read.
     await admin.put(f"/api/admin/members/{kid.member['id']}/supervisors", json={"supervisors": [parent2.member["id"]]})
     assert (await parent1.get("/api/reports")).json()["reports"] == []

@@ -417,9 +417,9 @@ REGISTRY_MIGRATIONS = MigrationSet(
                     PRIMARY KEY (agent_id, user_id)
                 )""",
                 # Reports written about a member for their supervisors (``audience``
-                # 'supervisors') or about the instance for its admins ('admins'): clear
-                # to the box owner, deliberately (they are its intended readers). Snapshot
-                # columns, no foreign keys: a report outlives a deleted producer.
+                # 'supervisors') or about the instance for its admins ('admins'). This row
+                # holds no words: snapshot columns (no foreign keys: a report outlives a
+                # deleted producer) and the shared read mark, first reader wins.
                 """CREATE TABLE reports (
                     id TEXT PRIMARY KEY,
                     kind TEXT NOT NULL,
@@ -428,15 +428,22 @@ REGISTRY_MIGRATIONS = MigrationSet(
                     producer_user_id TEXT,
                     run_id TEXT,
                     agent_id TEXT NOT NULL,
-                    title TEXT NOT NULL,
-                    summary TEXT NOT NULL,
-                    body TEXT NOT NULL,
                     period_start TEXT,
                     period_end TEXT,
                     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
                     read_at TEXT
                 )""",
                 "CREATE INDEX reports_subject ON reports(subject_user_id, created_at)",
+                # The words, once per reader, sealed to that reader's inbox key: what a
+                # review narrates of somebody's conversations never sits in this file in
+                # clear, and opens only in a session of its reader.
+                """CREATE TABLE report_copies (
+                    report_id TEXT NOT NULL REFERENCES reports(id) ON DELETE CASCADE,
+                    reader_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    sealed BLOB NOT NULL,
+                    PRIMARY KEY (report_id, reader_user_id)
+                )""",
+                "CREATE INDEX report_copies_reader ON report_copies(reader_user_id)",
             ),
         ),
     ),

@@ -112,10 +112,14 @@ class RunContext:
         )
         if scope == "per_member":
             return await self._db.transaction(lambda c: store.insert_report(c, audience="self", subject_user_id=self.member_id, **values))
-        audience = "supervisors" if scope == "per_subject" else "admins"
-        return await self._core.registry.transaction(
-            lambda c: store.insert_report(c, audience=audience, subject_user_id=self.subject_id, **values)
-        )
+        if scope == "per_subject":
+            audience = "supervisors"
+            readers = await self._core.registry.run(lambda c: store.supervisors_of(c, self.subject_id))
+        else:
+            audience = "admins"
+            readers = [m.id for m in await self._core.users.list() if m.active and m.is_admin]
+        meta = {k: v for k, v in values.items() if k not in ("title", "summary", "body")}
+        return await self._core.reports.file_shared(audience, readers, report, subject_user_id=self.subject_id, **meta)
 
     async def memo_get(self, key: str) -> Any:
         if self._memo is None:
