@@ -4,6 +4,7 @@ settings sets in agreement."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 
@@ -141,3 +142,18 @@ async def test_an_agent_without_its_settings_set_is_refused(skald):
     status = host.core.plugins.status("counting")
     assert status.state == "failed" and "ConfigSet with owner='counted'" in status.error
     assert host.core.system_agents.registry.entries == []
+
+
+async def test_the_loop_runs_passes_on_its_own(skald):
+    """With the loop on (production), a member who logs in is picked up at the next
+    wake-up: a wake-up brought forward here instead of waiting a minute."""
+    plugin = CountingAgents(unit="minutes", interval=5)
+    host = await skald.start(plugins=[plugin], enable=["counting"])
+    alice_id = (await host.member("alice")).member["id"]
+    for _ in range(100):
+        if (alice_id, None) in plugin.runs:
+            break
+        host.core.system_agents.wake.set()
+        await asyncio.sleep(0.05)
+    assert (alice_id, None) in plugin.runs
+    assert [r["status"] for r in await runs_in_file(host.core, alice_id)] == ["done"]
