@@ -17,8 +17,9 @@ Scopes:
 - ``instance``: ownerless work (the shared memory), run as the first unlocked admin.
 
 Settings: every agent has exactly one ``ConfigSet`` whose ``owner`` is the agent's id,
-with at least the fields ``enabled`` (boolean) and ``interval`` (integer, in the
-agent's ``interval_unit``); the host refuses a plugin whose agents and sets disagree.
+with at least the fields ``enabled`` (boolean) and, but for ``per_subject`` agents,
+``interval`` (integer, in the agent's ``interval_unit``); a ``per_subject`` agent may
+have ``run_at_hour`` (0-23). The host refuses a plugin whose agents and sets disagree.
 """
 
 from __future__ import annotations

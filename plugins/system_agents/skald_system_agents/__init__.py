@@ -135,30 +135,24 @@ async def review_run(ctx: SystemAgentContext) -> None:
 # -- registration: the agents and their settings, one set per agent -------------------------------
 
 
-def _settings(agent_id: str, title: str, unit: str, default: int, *extra: ConfigField) -> ConfigSet:
-    return ConfigSet(
-        id=agent_id,
-        title=title,
-        owner=agent_id,
-        fields=(
-            ConfigField("enabled", "boolean", "Enabled", default=True),
-            ConfigField("interval", "integer", f"Interval ({unit})", default=default, minimum=1, maximum=100000),
-            *extra,
-        ),
-    )
+def _settings(agent_id: str, title: str, *fields: ConfigField) -> ConfigSet:
+    return ConfigSet(id=agent_id, title=title, owner=agent_id, fields=(ConfigField("enabled", "boolean", "Enabled", default=True), *fields))
+
+
+def _interval(unit: str, default: int) -> ConfigField:
+    return ConfigField("interval", "integer", f"Interval ({unit})", default=default, minimum=1, maximum=100000)
 
 
 @hookimpl
 def register_config_sets(register: Callable[..., None]) -> None:
-    register(_settings("event_triage", "Event triage", "minutes", 5))
-    register(_settings("memory_lint_private", "Memory check", "days", 7))
-    register(_settings("memory_lint_shared", "Shared memory check", "days", 7))
-    register(
-        _settings(
-            "conversation_review", "Conversation review", "days", 1,
-            ConfigField("run_at_hour", "integer", "Hour of the night it runs (instance time zone)", default=4, minimum=0, maximum=23),
-        )
-    )
+    register(_settings("event_triage", "Event triage", _interval("minutes", 5)))
+    register(_settings("memory_lint_private", "Memory check", _interval("days", 7)))
+    register(_settings("memory_lint_shared", "Shared memory check", _interval("days", 7)))
+    # Once a night at an hour, not every so often: no interval.
+    register(_settings(
+        "conversation_review", "Conversation review",
+        ConfigField("run_at_hour", "integer", "Hour of the night it runs (instance time zone)", default=4, minimum=0, maximum=23),
+    ))
 
 
 @hookimpl

@@ -168,7 +168,7 @@ async def test_a_dst_skipped_hour_still_runs_once(setup, skald):
     """Europe/Berlin skips 02:00-03:00 on 29 March 2026: a review at 02:00 runs once that
     day (at 03:00 CEST), and once the next."""
     admin = await setup.host.admin()
-    await setup.core.instance_settings.save("conversation_review", {"enabled": True, "interval": 1, "run_at_hour": 2})
+    await setup.core.instance_settings.save("conversation_review", {"enabled": True, "run_at_hour": 2})
     kid, _ = await supervised(setup, "kid", "parent")
     kid_id = kid.member["id"]
     await setup.core.registry.transaction(lambda c: store.set_covered_through(c, "conversation_review", kid_id, "2026-03-28T01:30:00.000Z"))

@@ -83,7 +83,9 @@ def pair_agents_with_sets(
             )
             continue
         names = {f.name for f in owned[0].fields}
-        missing = [name for name in REQUIRED_FIELDS if name not in names]
+        # A per-subject agent comes due by its hour of the day, not by an interval.
+        required = ("enabled",) if agent.scope == "per_subject" else REQUIRED_FIELDS
+        missing = [name for name in required if name not in names]
         if missing:
             problems[contribution.plugin_id] = f"the settings of system agent {agent.id!r} lack the field(s) {', '.join(missing)}"
             continue
