@@ -22,7 +22,9 @@ function tabBar(agents, active) {
 function runsTable(runs, agents) {
   if (!runs.length) return el("p", { class: "muted", text: t("system_agents.no_runs") });
   const titles = new Map(agents.map((a) => [a.id, a.title]));
-  const stats = (run) => Object.entries(run.stats || {}).map(([k, v]) => `${k}: ${v}`).join(", ");
+  // An agent's own counters: named in the reader's words when the host knows the name.
+  const label = (key) => { const text = t(`system_agents.stat_${key}`); return text === `system_agents.stat_${key}` ? key : text; };
+  const stats = (run) => Object.entries(run.stats || {}).map(([k, v]) => `${label(k)}: ${v}`).join(", ");
   return el("div", { class: "table-wrap" }, el("table", { class: "table runs", "data-testid": "runs" },
     el("thead", {}, el("tr", {},
       el("th", { text: t("system_agents.agent") }), el("th", { text: t("system_agents.started") }),
