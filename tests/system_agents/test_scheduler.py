@@ -75,11 +75,15 @@ async def test_a_run_left_running_by_a_crash_is_swept_to_failed(skald):
     host, clock = await start(skald, plugin)
     alice_id = (await host.member("alice")).member["id"]
     db = host.core.users.owner_db(alice_id)
-    # What a process that died mid-pass leaves behind: an open run row.
+    # What a process that died mid-pass leaves behind: an open run row, and the pass's
+    # own conversation with the model.
     await db.transaction(lambda c: store.open_run(c, "counted", None, iso(clock.now)))
+    await host.core.chat.runtime(await host.core.users.get(alice_id))
+    await db.transaction(lambda c: c.execute("INSERT INTO conversations (id, agent_id, source, ephemeral) VALUES ('left', 'x', 'system:x', 1)"))
     await host.core.system_agents.tick()
     statuses = sorted((r["status"], r["error"] is not None) for r in await runs_in_file(host.core, alice_id))
     assert statuses == [("done", False), ("failed", True)]
+    assert await db.run(lambda c: c.execute("SELECT count(*) FROM conversations").fetchone()[0]) == 0
 
 
 async def test_a_failing_run_is_recorded_without_its_message(skald):

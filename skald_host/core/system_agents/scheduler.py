@@ -276,9 +276,11 @@ class SystemAgentScheduler:
         started = iso(self.clock())
         key = (entry.id, str(db.path))
         if key not in self._swept:
+            # Sequential and single-instance: no pass of this process is live here yet.
             swept = await db.transaction(lambda c: store.sweep_running(c, entry.id, started))
             if swept:
                 log.warning("system agent %s: %d run(s) left running by a stop were marked failed", entry.id, swept)
+            await db.transaction(store.sweep_ephemeral)
             self._swept.add(key)
         if mark_attempt:
             await db.transaction(lambda c: store.mark_attempt(c, entry.id, started))

@@ -56,6 +56,12 @@ def sweep_running(conn: Any, agent_id: str, at: str) -> int:
     ).rowcount
 
 
+def sweep_ephemeral(conn: Any) -> int:
+    """The conversations of passes a stop interrupted: never listed, never resumed by
+    recovery (it walks the listed ones), so nothing else would remove them."""
+    return conn.execute("DELETE FROM conversations WHERE ephemeral = 1").rowcount
+
+
 def open_run(conn: Any, agent_id: str, subject_id: str | None, at: str) -> str:
     run_id = uuid.uuid4().hex
     conn.execute(
