@@ -152,6 +152,24 @@ class TtsSettings:
 
 
 @dataclass(frozen=True)
+class SystemAgentSettings:
+    """The one scheduler of system agents (seed 000): ``time_zone`` is the instance's
+    (an IANA name), in which a daily agent's ``run_at_hour`` is read; ``run`` False
+    keeps the scheduler's loop from starting (a test drives its passes itself)."""
+
+    time_zone: str = "UTC"
+    run: bool = True
+
+    def __post_init__(self) -> None:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(self.time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise SettingsError(f"system_agents.time_zone: {self.time_zone!r} is not a time zone (e.g. Europe/Berlin)") from None
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("data")
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -164,6 +182,7 @@ class Settings:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     backup: BackupSettings = field(default_factory=BackupSettings)
     tts: TtsSettings = field(default_factory=TtsSettings)
+    system_agents: SystemAgentSettings = field(default_factory=SystemAgentSettings)
 
     @property
     def database_dir(self) -> Path:

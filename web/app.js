@@ -9,6 +9,7 @@ import { browserLocale, currentLocale, loadLocale, seeded, t } from "./lib/i18n.
 import { icon } from "./lib/icons.js";
 import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
 import { notice, pageHeader } from "./lib/ui.js";
+import * as socket from "./lib/socket.js";
 import { renderLogin, renderSetup } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
 import { renderApprovals } from "./pages/approvals.js";
@@ -24,6 +25,8 @@ import { renderSchedules } from "./pages/schedules.js";
 import { renderSettings } from "./pages/settings.js";
 import { renderProjects } from "./pages/projects.js";
 import { renderSharedFolders } from "./pages/shared-folders.js";
+import { renderReports } from "./pages/reports.js";
+import { renderSystemAgents } from "./pages/system-agents.js";
 
 const root = document.getElementById("app");
 
@@ -32,6 +35,8 @@ const HOST_PAGES = [
   { id: "projects", label: "nav.projects", render: renderProjects },
   { id: "memory", label: "nav.memory", render: renderMemory },
   { id: "schedules", label: "nav.schedules", render: renderSchedules, needs: "chat" },
+  { id: "reports", label: "nav.reports", render: renderReports },
+  { id: "system-agents", label: "nav.system_agents", render: renderSystemAgents },
   { id: "account", label: "nav.account", render: renderAccount },
 ];
 const ADMIN_PAGES = [
@@ -49,6 +54,17 @@ const HIDDEN_PAGES = [
 ];
 
 const state = { session: null, pages: [], navToken: 0, shell: null, chat: true };
+
+// Background work (a system agent) tells the member something while a page is open:
+// shown for a while, then gone; the same text reaches their home channel, if any.
+socket.onMessage((message) => {
+  if (message.type !== "event" || message.event?.kind !== "notification") return;
+  const text = String(message.event.data?.text || "");
+  if (!text) return;
+  const toast = el("p", { class: "notice toast", role: "status", "data-testid": "toast", text });
+  document.body.append(toast);
+  setTimeout(() => toast.remove(), 15000);
+});
 
 function parseHash() {
   const raw = location.hash.slice(1) || "chat";

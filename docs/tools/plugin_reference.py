@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 import skald_hookspecs
-from skald_hookspecs import PROJECT_NAME, channels, events, hookspecs, sandbox, tts, types
+from skald_hookspecs import PROJECT_NAME, channels, events, hookspecs, sandbox, system_agents, tts, types
 from skald_hookspecs.host_api import HostApi
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "plugins.md"
@@ -47,7 +47,7 @@ def defined_in(module: Any, keep: Callable[[Any], bool]) -> list[type]:
     return sorted(found, key=lambda cls: inspect.getsourcelines(cls)[1])
 
 
-CONTRACT_MODULES = (types, channels, sandbox, tts)
+CONTRACT_MODULES = (types, channels, sandbox, tts, system_agents)
 
 
 def contract_types() -> list[type]:
@@ -235,6 +235,9 @@ def reference() -> str:
         f"- `ENTRY_POINT_GROUP = {skald_hookspecs.ENTRY_POINT_GROUP!r}`: where installed plugins are found.",
         f"- `{signature(skald_hookspecs.public)}`: {paragraph(skald_hookspecs.public.__doc__)}",
         f"- `{signature(skald_hookspecs.accepts)}`: {paragraph(skald_hookspecs.accepts.__doc__)}",
+        f"- `{signature(skald_hookspecs.parse_report)}`: {paragraph(skald_hookspecs.parse_report.__doc__)}",
+        f"- `NOTHING_TO_REPORT = {skald_hookspecs.NOTHING_TO_REPORT!r}`: the final message of a system agent's turn"
+        " that files no report.",
         "",
         END,
     ]

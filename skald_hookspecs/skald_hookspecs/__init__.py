@@ -83,6 +83,7 @@ from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E4
 from skald_hookspecs.channels import Channel, ChannelEvent, ChannelRequestError, Delivery, MemberLocked  # noqa: E402
 from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxProcess, SandboxSpec, SandboxUnavailable  # noqa: E402
 from skald_hookspecs.tts import TtsEngine, TtsUnavailable, TtsVoice  # noqa: E402
+from skald_hookspecs.system_agents import NOTHING_TO_REPORT, Report, SystemAgentContext, parse_report  # noqa: E402
 
 __all__ = [
     "SPEC_VERSION",
@@ -99,6 +100,10 @@ __all__ = [
     "I18nBundle",
     "PluginInfo",
     "SystemAgent",
+    "SystemAgentContext",
+    "Report",
+    "parse_report",
+    "NOTHING_TO_REPORT",
     "Tool",
     "ToolContext",
     "ToolError",

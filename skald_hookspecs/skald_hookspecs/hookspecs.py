@@ -95,7 +95,13 @@ def register_config_sets(register: Callable[..., None]) -> None:
 @hookspec
 def register_system_agents(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute background agents run by the host's one scheduler: call
-    ``register(SystemAgent(...))``. Since 1.0."""
+    ``register(SystemAgent(...))`` (``skald_hookspecs.system_agents``), and register
+    one ``ConfigSet`` per agent whose ``owner`` is the agent's id, with the fields
+    ``enabled`` and (but for ``per_subject`` agents) ``interval``: a plugin whose agents
+    and sets disagree is refused.
+    Agents run only while their plugin is enabled and their ``enabled`` setting is on;
+    the scheduler calls ``has_work`` then ``run`` per member, subject or instance
+    (the scope). Since 1.0; the context, scopes and settings since 1.3."""
 
 
 @hookspec

@@ -206,6 +206,13 @@ class HostApi(Protocol):
         """This plugin's events of the member with an id above ``after``, oldest first:
         ``{"id", "kind", "data", "created_at"}``. Since 1.2."""
 
+    async def notify_member(self, member_id: str, text: str) -> bool:
+        """Tell a member something now, from background work: on the web (a notice in
+        the open page) and on their home source when that is a channel (Telegram,
+        mobile). ``text`` at most 4000 characters, in the member's language (see
+        ``member_locale``). Returns False for an unknown or inactive member. Needs this
+        plugin's grant unless it manages its own access. Since 1.3."""
+
     def unlocked_members(self) -> list[str]:
         """The members whose private files are open now (see ``member_unlocked``).
         Since 1.2."""

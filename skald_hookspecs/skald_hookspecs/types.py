@@ -259,16 +259,9 @@ class Tool:
     restart: Literal["rerun", "mark_interrupted"] = "mark_interrupted"
 
 
-@dataclass(frozen=True)
-class SystemAgent:
-    """Background work run by the host's one scheduler (seed 000)."""
-
-    id: str
-    title: str
-    interval_seconds: int
-    run: Callable[..., Awaitable[None]]
-    scope: Literal["instance", "per_member"] = "per_member"
-    extra: Mapping[str, Any] = field(default_factory=dict)
+# The system-agent contract lives in ``skald_hookspecs.system_agents`` (since 1.3, with
+# its context and reports); importable from here too, as it always was.
+from skald_hookspecs.system_agents import SystemAgent  # noqa: E402,F401
 
 
 # The speech contract lives in ``skald_hookspecs.tts`` (with its WAV format and the

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from skald_hookspecs.events import SystemEvent
+from skald_hookspecs.events import SystemEvent, UserEvent
 from skald_hookspecs.types import ConfigSet, I18nBundle, WebPage
 from skald_host.builtins import BUILTIN_PLUGINS
 from skald_host.core.agent.definitions import AgentCatalog
@@ -35,7 +35,7 @@ from skald_host.core.identity.crypto import KeyDerivation
 from skald_host.core.identity.role_store import RoleStore
 from skald_host.core.identity.sessions import SessionStore
 from skald_host.core.identity.throttle import LoginThrottle
-from skald_host.core.identity.users import UserManager, seed_new_plugin_grants
+from skald_host.core.identity.users import MemberNotFound, UserManager, seed_new_plugin_grants
 from skald_host.core.i18n import Strings
 from skald_host.core.memory.notes import MemoryService
 from skald_host.core.tts import TtsManager, validate_engine
@@ -47,6 +47,7 @@ from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
 from skald_host.core.storage import Database, StorageError, check_sqlcipher_build, secure_dir
 from skald_host.core.supervisor import Supervisor
+from skald_host.core.system_agents import AgentRegistry, ReportService, SystemAgentScheduler, pair_agents_with_sets, validate_agent
 from skald_host.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,8 @@ class Skald:
         self._folders: FolderService | None = None
         self._sandbox: SandboxManager | None = None
         self._tts: TtsManager | None = None
+        self._system_agents: SystemAgentScheduler | None = None
+        self.reports = ReportService(self)
 
     # -- accessors (the surface the web layer and HostApi are cut from) --------------
 
@@ -177,6 +180,11 @@ class Skald:
         return self._channels
 
     @property
+    def system_agents(self) -> SystemAgentScheduler:
+        assert self._system_agents is not None, "Skald.start() has not run"
+        return self._system_agents
+
+    @property
     def administration(self) -> MemberAdministration:
         return MemberAdministration(self.users, self.auth)
 
@@ -201,6 +209,7 @@ class Skald:
             await core._start()
             if start_plugins:
                 await core.start_enabled_plugins()
+                core.start_system_agents()
         except BaseException:
             await core.stop()
             raise
@@ -270,6 +279,11 @@ class Skald:
         self.config_sets = await self.plugins.collect(
             "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"
         )
+        agents = await self.plugins.collect("register_system_agents", validate_agent, key=lambda a: a.id, kind="system agent")
+        paired, disagreements = pair_agents_with_sets(agents, self.config_sets)
+        for plugin_id, problem in disagreements.items():
+            self.plugins.fail(plugin_id, f"register_system_agents: {problem}")
+        self._system_agents = SystemAgentScheduler(self, AgentRegistry(self, paired))
         self.supervisor.spawn("session-expiry", self._expire_sessions())
         log.info("skald core started (SQLCipher %s, %d plugin(s))", self.sqlcipher_version, len(self.plugins.statuses()))
 
@@ -352,6 +366,27 @@ class Skald:
             await self.start_plugin(plugin_id)
         else:
             await self.stop_plugin(plugin_id, reason="disabled")
+
+    def start_system_agents(self) -> None:
+        """The scheduler's loop, once the plugins have started (their agents run only
+        while their plugin is enabled: asked at every pass)."""
+        if self.settings.system_agents.run:
+            self.supervisor.spawn("system-agents", self.system_agents.run_forever(self.stopping))
+
+    async def notify_member(self, member_id: str, text: str) -> bool:
+        """Tell a member something from background work: the open web page (a
+        ``notification`` on their bus) and their home source when it is a channel.
+        False for an unknown or inactive member."""
+        try:
+            member = await self.users.get(member_id)
+        except MemberNotFound:
+            return False
+        if not member.active:
+            return False
+        text = str(text)[:4000]
+        self.buses.members.publish(UserEvent("notification", member_id, {"text": text}))
+        await self.channels.router.notify_home(member_id, text)
+        return True
 
     async def default_locale(self) -> str:
         """The instance's language, chosen at setup; a member's own locale wins."""

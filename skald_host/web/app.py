@@ -95,6 +95,7 @@ def create_app(
             await app.config.pop("SKALD_CORE").stop()
             raise
         core.backups.start_schedule()
+        core.start_system_agents()
         if control_socket:
             app.config["SKALD_CONTROL"] = await start_control_socket(core)
         settle_heap()

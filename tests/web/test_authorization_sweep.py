@@ -15,6 +15,7 @@ from websockets.exceptions import InvalidStatus
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from web_support import (
     NO_SUCH_ID,
+    own_report,
     PROBE,
     PROBE_SET,
     Probe,
@@ -125,6 +126,14 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/admin/members/<member_id>/end-sessions", "POST"): "admin",
     ("/api/admin/members/<member_id>/plugins", "GET"): "admin",
     ("/api/admin/members/<member_id>/plugins", "PUT"): "admin",
+    ("/api/admin/members/<member_id>/supervisors", "GET"): "admin",
+    ("/api/admin/members/<member_id>/supervisors", "PUT"): "admin",
+    ("/api/admin/members/<member_id>/agent-intervals", "GET"): "admin",
+    ("/api/admin/members/<member_id>/agent-intervals", "PUT"): "admin",
+    ("/api/system-agents", "GET"): "member",
+    ("/api/system-agents/runs", "GET"): "member",
+    ("/api/reports", "GET"): "member",
+    ("/api/reports/<where>/<report_id>/read", "POST"): "member",
     ("/api/admin/roles", "GET"): "admin",
     ("/api/admin/roles", "POST"): "admin",
     ("/api/admin/roles/<role_id>", "PATCH"): "admin",
@@ -172,6 +181,8 @@ BODIES: dict[tuple[str, str], dict] = {
     ("/api/admin/members/<member_id>", "PATCH"): {"display_name": "Swept"},
     ("/api/admin/members/<member_id>/reset-password", "POST"): {"new_password": "swept password 42", "confirm_data_loss": True},
     ("/api/admin/members/<member_id>/plugins", "PUT"): {"plugins": [PROBE]},
+    ("/api/admin/members/<member_id>/supervisors", "PUT"): {"supervisors": []},
+    ("/api/admin/members/<member_id>/agent-intervals", "PUT"): {"agent_id": "probe_agent", "interval": 10},
     ("/api/admin/roles", "POST"): {"id": "swept", "label": "Swept"},
     ("/api/admin/roles/<role_id>", "PATCH"): {"label": "Swept"},
     ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): {"enabled": True},
@@ -234,7 +245,7 @@ async def _install(skald, model_server):
     bob = await host.create_member("bob")
     assert (await admin.post("/api/admin/roles", json={"id": "spare", "label": "Spare"})).status_code == 201
     ids = {"member_id": bob["id"], "role_id": "spare", "plugin_id": PROBE, "set_id": PROBE_SET, "filename": "app.js"}
-    ids |= {"root": "user-memory", "key": "swept.md"}
+    ids |= {"root": "user-memory", "key": "swept.md", "where": "own", "report_id": NO_SUCH_ID}
     ids |= await admin_chat_objects(admin, model_server)
     ids |= await member_chat_objects(alice)
     ids |= await folder_objects(admin, alice)
@@ -362,7 +373,7 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
     assert response.status_code == 200, response.text
     ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": conversation_id}
     ids |= {"project_id": NO_SUCH_ID, "folder_id": NO_SUCH_ID}
-    ids |= {"root": "user-memory", "key": "diary.md"}
+    ids |= {"root": "user-memory", "key": "diary.md", "where": "own", "report_id": NO_SUCH_ID}
     get_routes = [key for key in EXPECTED if key[1] == "GET"]
     for phase in ("alice unlocked", "alice locked"):
         for rule, _ in get_routes:
@@ -380,12 +391,13 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
 #: A memory root and note key name a place in the caller's *own* store (the same key is
 #: a different note for each member), so they cannot name another's object; the
 #: cross-member case is tests/memory/test_memory_api.py.
-NOT_OBJECT_IDS = {"plugin_id", "root", "key"}
+NOT_OBJECT_IDS = {"plugin_id", "root", "key", "where"}
 
 #: One request per member route that takes an object id, made by B with A's ids. A new
 #: id-bearing route fails ``test_every_id_bearing_member_route_has_an_idor_case`` until
 #: it has a line here.
 IDOR_CASES: dict[tuple[str, str], dict | None] = {
+    ("/api/reports/<where>/<report_id>/read", "POST"): None,
     ("/api/conversations/<conversation_id>", "GET"): None,
     ("/api/conversations/<conversation_id>", "PATCH"): {"title": "hijacked"},
     ("/api/conversations/<conversation_id>", "DELETE"): None,
@@ -452,6 +464,7 @@ async def _two_members_with_chats(skald, model_server):
     theirs = await member_chat_objects(alice, title="alice's private title")
     theirs |= await folder_objects(admin, alice)
     theirs["member_id"] = alice.member["id"]  # a member of her project
+    theirs |= {"where": "own", "report_id": await own_report(host, alice.member["id"])}
     await member_chat_objects(bob)  # bob has objects of his own, so his file is not empty
     return host, alice, bob, theirs
 
@@ -463,6 +476,7 @@ async def _states(host, *clients) -> list:
 async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unlocked_and_locked(skald, model_server):
     host, alice, bob, theirs = await _two_members_with_chats(skald, model_server)
     unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "project_id": NO_SUCH_ID, "member_id": NO_SUCH_ID, "job_id": NO_SUCH_ID}
+    unknown |= {"where": "own", "report_id": NO_SUCH_ID}
     unknown |= {"target": theirs["target"], "folder_id": NO_SUCH_ID}
 
     async def sweep(phase: str) -> None:

@@ -14,6 +14,7 @@ from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from skald_host.web.auth import CSRF_HEADER
 from web_support import (
     NO_SUCH_ID,
+    own_report,
     PROBE,
     PROBE_SET,
     SAFE_METHODS,
@@ -88,6 +89,9 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/admin/members", "POST"): {"username": "mallory", "password": "mallory password 42"},
         ("/api/admin/members/<member_id>", "PATCH"): {"display_name": "forged"},
         ("/api/admin/members/<member_id>/plugins", "PUT"): {"plugins": []},
+        ("/api/admin/members/<member_id>/supervisors", "PUT"): {"supervisors": []},
+        ("/api/admin/members/<member_id>/agent-intervals", "PUT"): {"agent_id": "probe_agent", "interval": 10},
+        ("/api/reports/<where>/<report_id>/read", "POST"): None,
         ("/api/admin/members/<member_id>/reset-password", "POST"): {
             "new_password": "forged password 42",
             "confirm_data_loss": True,
@@ -142,7 +146,7 @@ PLACEHOLDER_IDS = {
     "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
     "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x", "job_id": NO_SUCH_ID,
     **dict.fromkeys(("regenerate_conversation_id", "edit_conversation_id", "version_conversation_id", "failed_conversation_id"), NO_SUCH_ID),
-    "edit_message_id": "1",
+    "edit_message_id": "1", "where": "own", "report_id": NO_SUCH_ID,
 }
 
 
@@ -159,6 +163,7 @@ async def _install(skald, model_server):
     ids |= await member_chat_objects(admin)
     ids |= await version_objects(admin)
     ids |= await folder_objects(admin, admin)
+    ids |= {"where": "own", "report_id": await own_report(host, admin.member["id"])}
     return host, admin, victim, ids
 
 
@@ -301,6 +306,11 @@ READ_ONLY_GET_ROUTES = {
     "/api/admin/shared-folders",
     "/api/admin/backups",
     "/api/admin/shared-folders/<folder_id>",
+    "/api/system-agents",
+    "/api/system-agents/runs",
+    "/api/reports",
+    "/api/admin/members/<member_id>/supervisors",
+    "/api/admin/members/<member_id>/agent-intervals",
 }
 
 

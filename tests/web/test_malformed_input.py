@@ -51,6 +51,8 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/admin/members/<member_id>", "PATCH"): ("role", "active", *PROFILE_FIELDS),
     ("/api/admin/members/<member_id>/reset-password", "POST"): ("new_password", "confirm_data_loss"),
     ("/api/admin/members/<member_id>/plugins", "PUT"): ("plugins",),
+    ("/api/admin/members/<member_id>/supervisors", "PUT"): ("supervisors",),
+    ("/api/admin/members/<member_id>/agent-intervals", "PUT"): ("agent_id", "interval"),
     ("/api/admin/roles", "POST"): ("id", "label", "attrs", "capabilities"),
     ("/api/admin/roles/<role_id>", "PATCH"): ("label", "attrs", "capabilities"),
     ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): ("enabled",),
@@ -90,6 +92,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
 #: Write routes that read no body (what they act on is in the path or the session).
 BODYLESS_ROUTES = {
     ("/api/auth/logout", "POST"),
+    ("/api/reports/<where>/<report_id>/read", "POST"),
     ("/api/admin/members/<member_id>/end-sessions", "POST"),
     ("/api/admin/backups", "POST"),
     ("/api/admin/members/<member_id>", "DELETE"),

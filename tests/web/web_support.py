@@ -12,7 +12,7 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosed
 
-from skald_hookspecs import PUBLIC_ATTRIBUTE, hookimpl
+from skald_hookspecs import PUBLIC_ATTRIBUTE, SystemAgent, hookimpl
 from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo
 from skald_host.testing import Reply, ScriptedError, ScriptedModelServer, ToolCall
 
@@ -23,11 +23,14 @@ POLICY_VIOLATION = 1008
 
 PROBE = "probe"
 PROBE_SET = "probe-set"
+PROBE_AGENT = "probe_agent"
 
 
 class Probe:
     """A plugin with an instance config (one secret field), a per-member config and a
-    general settings set, so every catalog route has a valid request to answer."""
+    general settings set, so every catalog route has a valid request to answer; and a
+    system agent whose interval may be set per member (off: it never runs), for the
+    member-interval routes."""
 
     @hookimpl
     def plugin_info(self) -> PluginInfo:
@@ -42,6 +45,16 @@ class Probe:
     @hookimpl
     def register_config_sets(self, register) -> None:
         register(ConfigSet(PROBE_SET, "Probe settings", (ConfigField("level", "integer"), ConfigField("token", secret=True))))
+        register(ConfigSet(PROBE_AGENT, "Probe agent", (
+            ConfigField("enabled", "boolean", default=False), ConfigField("interval", "integer", default=5),
+        ), owner=PROBE_AGENT))
+
+    @hookimpl
+    def register_system_agents(self, register) -> None:
+        async def idle(ctx) -> bool:
+            return False
+
+        register(SystemAgent(PROBE_AGENT, "Probe agent", 300, run=idle, has_work=idle, per_member_interval=True))
 
 
 def fill(rule: str, **values: str) -> str:
@@ -217,3 +230,12 @@ async def owner_dump(host: Any, member_id: str) -> dict[str, list[tuple]]:
         return {t: [tuple(r) for r in conn.execute(f'SELECT * FROM "{t}"{order[t]}')] for t in order}
 
     return await db.run(read)
+
+
+async def own_report(host: Any, member_id: str) -> str:
+    """A report in the member's own file, as a system agent files one; its id."""
+    from skald_host.core.system_agents import store
+
+    return await host.core.users.owner_db(member_id).transaction(
+        lambda c: store.insert_report(c, kind="test", audience="self", agent_id="test", title="Private", summary="s", body="b")
+    )

@@ -85,8 +85,12 @@ function privacySection() {
       t("account.privacy_can_providers"),
       t("account.privacy_can_code"),
     ];
+    const supervision = facts.supervision || { supervised: false };
     body.replaceChildren(
       el("p", { text: t("account.privacy_intro") }),
+      supervision.supervised ? part(t("account.supervision_title"),
+        el("p", { "data-testid": "supervised", text: t("account.supervision_text", { names: supervision.supervisors.join(", ") }) }),
+        el("p", { text: supervision.reviewed ? t("account.supervision_review") : t("account.supervision_no_review") })) : null,
       part(t("account.privacy_models_title"), el("p", { text: t("account.privacy_models_text") }), models),
       part(t("account.privacy_plugins_title"), el("p", { text: t("account.privacy_plugins_text") }), plugins),
       part(t("account.privacy_cannot_title"), list(cannot)),

@@ -165,6 +165,62 @@ async function pluginsSection(member) {
   return section(title, form);
 }
 
+/** Who supervises this member (the conversation review reports to them). */
+async function supervisionSection(member) {
+  const title = t("members.supervision_title");
+  const [current, all] = await Promise.all([
+    api("GET", `/api/admin/members/${encodeURIComponent(member.id)}/supervisors`), api("GET", "/api/admin/members")]);
+  if (!current.ok || !all.ok) return section(title, notice("error", errorText(current.ok ? all : current)));
+  const chosen = new Set(current.data.supervisors || []);
+  const boxes = (all.data.members || []).filter((m) => m.id !== member.id).map((m) => {
+    const [label, input] = checkbox(nameOf(m), { checked: chosen.has(m.id), name: "supervisor" });
+    input.value = m.id;
+    return { label, input };
+  });
+  const submit = el("button", { class: "btn primary", type: "submit", text: t("members.supervision_save") });
+  const status = statusLine();
+  const form = el("form", { class: "stack", novalidate: true, "data-testid": "supervision" },
+    el("p", { class: "hint", text: t("members.supervision_hint") }),
+    el("ul", { class: "checks" }, ...boxes.map((b) => el("li", {}, b.label))),
+    el("div", { class: "actions" }, submit), status.node);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    status.clear();
+    const wanted = boxes.filter((b) => b.input.checked).map((b) => b.input.value);
+    busy(submit, async () => {
+      const saved = await api("PUT", `/api/admin/members/${encodeURIComponent(member.id)}/supervisors`, { supervisors: wanted });
+      if (!saved.ok) { status.error(errorText(saved)); return; }
+      const kept = new Set(saved.data.supervisors || []);
+      for (const b of boxes) b.input.checked = kept.has(b.input.value);
+      status.ok(t("common.saved"));
+    });
+  });
+  return section(title, form);
+}
+
+/** Per-member intervals of the agents that allow one (event triage); empty inherits. */
+async function intervalsSection(member) {
+  const title = t("members.intervals_title");
+  const response = await api("GET", `/api/admin/members/${encodeURIComponent(member.id)}/agent-intervals`);
+  if (!response.ok) return section(title, notice("error", errorText(response)));
+  const intervals = response.data.intervals || [];
+  if (!intervals.length) { const empty = section(title); empty.hidden = true; return empty; }
+  const rows = intervals.map((item) => {
+    const input = el("input", { type: "text", inputmode: "numeric", name: item.agent_id, props: { value: item.interval ?? "" } });
+    const status = statusLine();
+    const label = t("members.interval_label", { agent: item.title, unit: t(`members.unit_${item.interval_unit}`), instance: item.instance_interval });
+    const save = button(t("common.save"), { onClick: () => busy(save, async () => {
+      status.clear();
+      const text = input.value.trim();
+      const interval = text === "" ? null : Number(text);
+      const saved = await api("PUT", `/api/admin/members/${encodeURIComponent(member.id)}/agent-intervals`, { agent_id: item.agent_id, interval });
+      if (saved.ok) status.ok(t("common.saved")); else status.error(errorText(saved));
+    }) });
+    return el("div", { class: "stack" }, field(label, input)[0], el("div", { class: "actions" }, save), status.node);
+  });
+  return section(title, el("p", { class: "hint", text: t("members.intervals_hint") }), ...rows);
+}
+
 function sessionsSection(member) {
   const count = el("p", { text: t("members.sessions_count", { count: member.sessions ?? 0 }) });
   const status = statusLine();
@@ -254,6 +310,8 @@ export async function renderMember(ctx) {
   return el("div", { class: "page" }, back, header,
     profileSection(member, roles, local, isSelf),
     await pluginsSection(member),
+    await supervisionSection(member),
+    await intervalsSection(member),
     sessionsSection(member),
     resetSection(member, isSelf),
     deleteSection(member, ctx, isSelf));

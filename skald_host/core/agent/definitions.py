@@ -8,6 +8,7 @@ meta.yaml::
     description: what list_agents shows
     kind: chat            # chat: a member's entry agent; task: callable by execute_task;
                           # project: the entry agent of a project chat, started from a project only
+                          # system: a system agent's pass, started by the host's scheduler only
     allow_tools: true     # false: a tool-less agent; its requests carry no tools at all
     tools: ["*"]          # names or fnmatch patterns of the tools offered
     model: null           # pin a model (name or id); else chosen by strength
@@ -91,8 +92,8 @@ def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDe
     if unknown:
         raise AgentError(f"{meta_path}: unknown key(s) {', '.join(sorted(unknown))}")
     kind = meta.get("kind", "task")
-    if kind not in ("chat", "task", "project"):
-        raise AgentError(f"{meta_path}: kind must be chat, task or project")
+    if kind not in ("chat", "task", "project", "system"):
+        raise AgentError(f"{meta_path}: kind must be chat, task, project or system")
     tools = meta.get("tools", ["*"])
     if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
         raise AgentError(f"{meta_path}: tools must be a list of names")

@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import ChatEvent, UserEvent
@@ -274,6 +274,9 @@ class MemberRuntime:
         self._scheduler: asyncio.Task[None] | None = None
         self._logging: set[asyncio.Task[None]] = set()
         self._logged_requests: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {}  # frame id -> its last logged request
+        #: Per conversation, ``<!-- KEY -->`` markers of the system prompt and their text:
+        #: a system agent's pass about somebody else (seed 001 "Per-pass prompt substitutions").
+        self.prompt_substitutions: dict[str, Mapping[str, str]] = {}
 
     @property
     def agents(self) -> AgentCatalog:
@@ -308,6 +311,10 @@ class MemberRuntime:
 
     def cancel_event(self, conversation_id: str) -> asyncio.Event:
         return self._cancel.setdefault(conversation_id, asyncio.Event())
+
+    def turn_task(self, conversation_id: str) -> "asyncio.Task[None] | None":
+        """The task of the conversation's running turn (a system agent's pass awaits it)."""
+        return self._live.get(conversation_id)
 
     def running(self, conversation_id: str) -> bool:
         task = self._live.get(conversation_id)
@@ -848,6 +855,8 @@ class MemberRuntime:
             self._prefix[key] = (cached[0], now)
             return cached[0]
         text = agent.prompt.replace("<!-- USER_PROFILE -->", self._profile()) + (f"\n\n{context}" if context else "")
+        for marker, value in self.prompt_substitutions.get(frame.conversation_id, {}).items():
+            text = text.replace(f"<!-- {marker} -->", value)
         text += await self._injected_memory(agent)
         for stale in [k for k, (_, used) in self._prefix.items() if now - used >= PREFIX_TTL_SECONDS]:
             del self._prefix[stale]  # rebuilt anyway if used again: not kept for every conversation ever seen
@@ -876,20 +885,7 @@ class MemberRuntime:
         )
 
     def _profile(self) -> str:
-        m = self.member
-        lines = [f"Name: {m.display_name or m.username}"]
-        if m.birthdate:
-            born = dt.date.fromisoformat(m.birthdate)
-            today = dt.date.today()
-            age = today.year - born.year - ((today.month, today.day) < (born.month, born.day))
-            lines.append(f"Date of birth: {m.birthdate} (age {age})")
-        else:
-            lines.append("Date of birth: unknown")
-        lines.append(f"Sex: {m.sex or 'not specified'}")
-        lines.append(f"Preferred language: {m.locale or 'not specified'}")
-        if m.notes:
-            lines.append(f"Notes: {m.notes}")
-        return "About the member you are talking with:\n" + "\n".join(lines)
+        return render_profile(self.member, "About the member you are talking with:")
 
     async def log_request(
         self,
@@ -1082,6 +1078,26 @@ class MemberRuntime:
             await self.store.set_job(job["id"], "failed")
             return
         await self.store.job_ran(job["id"], result, following, occurrence, schedules.iso(now))
+
+def render_profile(member: Member, heading: str) -> str:
+    """A member's profile for a system prompt: name, age, sex, language, notes. The
+    conversation's own member under ``<!-- USER_PROFILE -->``; a reviewed member's under
+    the review's own marker (seed 001 "Per-pass prompt substitutions")."""
+    m = member
+    lines = [f"Name: {m.display_name or m.username}"]
+    if m.birthdate:
+        born = dt.date.fromisoformat(m.birthdate)
+        today = dt.date.today()
+        age = today.year - born.year - ((today.month, today.day) < (born.month, born.day))
+        lines.append(f"Date of birth: {m.birthdate} (age {age})")
+    else:
+        lines.append("Date of birth: unknown")
+    lines.append(f"Sex: {m.sex or 'not specified'}")
+    lines.append(f"Preferred language: {m.locale or 'not specified'}")
+    if m.notes:
+        lines.append(f"Notes: {m.notes}")
+    return heading + "\n" + "\n".join(lines)
+
 
 def seconds_until(due_at: str | None) -> float:
     """How long the scheduler sleeps before the job due at ``due_at`` (ISO, UTC): a

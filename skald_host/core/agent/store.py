@@ -132,13 +132,16 @@ class ConversationStore:
 
     # -- conversations ------------------------------------------------------------
 
-    async def create_conversation(self, agent_id: str, *, source: str = "web", title: str = "") -> tuple[str, str]:
+    async def create_conversation(
+        self, agent_id: str, *, source: str = "web", title: str = "", ephemeral: bool = False
+    ) -> tuple[str, str]:
+        """``ephemeral``: a system agent's pass (never listed, never reviewed)."""
         conversation_id, frame_id = new_id(), new_id()
 
         def write(conn: Any) -> None:
             conn.execute(
-                "INSERT INTO conversations (id, source, agent_id, title) VALUES (?, ?, ?, ?)",
-                (conversation_id, source, agent_id, title),
+                "INSERT INTO conversations (id, source, agent_id, title, ephemeral) VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, source, agent_id, title, int(ephemeral)),
             )
             conn.execute(
                 "INSERT INTO frames (id, conversation_id, agent_id, depth) VALUES (?, ?, ?, 0)",
@@ -166,11 +169,14 @@ class ConversationStore:
 
         def read(conn: Any) -> list[dict[str, Any]]:
             if not search:
-                return [dict(r) for r in conn.execute("SELECT * FROM conversations ORDER BY updated_at DESC LIMIT ?", (limit,))]
+                return [dict(r) for r in conn.execute(
+                    "SELECT * FROM conversations WHERE ephemeral = 0 ORDER BY updated_at DESC LIMIT ?", (limit,)
+                )]
             _index_finished_messages(conn)
             pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             found = [dict(r) for r in conn.execute(
-                "SELECT * FROM conversations WHERE title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT ?", (pattern, limit),
+                "SELECT * FROM conversations WHERE ephemeral = 0 AND title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT ?",
+                (pattern, limit),
             )]
             words = fts_words(search)
             if words and len(found) < limit:
@@ -193,7 +199,8 @@ class ConversationStore:
                 ids = list(snippets)[: limit - len(found)]
                 if ids:
                     rows = conn.execute(
-                        f"SELECT * FROM conversations WHERE id IN ({','.join('?' * len(ids))}) ORDER BY updated_at DESC", ids
+                        f"SELECT * FROM conversations WHERE ephemeral = 0 AND id IN ({','.join('?' * len(ids))})"
+                        " ORDER BY updated_at DESC", ids
                     )
                     found += [dict(r) | {"snippet": snippets[r["id"]]} for r in rows]
             return found

@@ -251,6 +251,11 @@ class ChannelRouter:
 
     # -- delivery ---------------------------------------------------------------------------------
 
+    async def notify_home(self, member_id: str, text: str) -> None:
+        """Background work outside any conversation (a system agent) tells the member:
+        their home source gets a ``notification`` when it is a channel."""
+        await self._to_home(member_id, ChannelEvent("notification", None, text=text))
+
     async def _to_home(self, member_id: str, event: ChannelEvent) -> None:
         home = await self.home_source(member_id)
         if home in self.channels:

@@ -91,5 +91,9 @@ def agent_action(agent_id: str, kind: str) -> str:
 
 
 def may_start_agent(member: _Actor | None, agent_id: str, kind: str) -> bool:
-    """Whether ``member`` may start (or go on talking with) the ``kind`` agent ``agent_id``."""
+    """Whether ``member`` may start (or go on talking with) the ``kind`` agent ``agent_id``.
+    A ``system`` agent's conversation is started by the host's scheduler for the member
+    (never by them: ``create_conversation`` takes chat and project agents only)."""
+    if kind == "system":
+        return True
     return kind != "task" and allowed(member, agent_action(agent_id, kind))

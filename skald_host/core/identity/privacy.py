@@ -41,7 +41,25 @@ async def privacy_facts(core: Skald, member: Member, locale: str | None = None) 
         for status in core.plugins.statuses()
         if not status.builtin and status.info is not None and core.catalog.usable(member, status.id)
     ]
+    supervisors = await core.registry.run(
+        lambda c: c.execute(
+            "SELECT u.display_name, u.username FROM supervision s JOIN users u ON u.id = s.supervisor_user_id"
+            " WHERE s.subject_user_id = ? AND u.active = 1 ORDER BY u.created_at",
+            (member.id,),
+        ).fetchall()
+    )
+    reviewed = [
+        e.id for e in core.system_agents.registry.entries
+        if e.agent.scope == "per_subject" and await core.system_agents.registry.enabled(e)
+    ]
     return {
+        # A supervised member is told so, and what a review reads (seed 000): what they
+        # and their assistant said, never what tools did; its reports go to these people.
+        "supervision": {
+            "supervised": bool(supervisors),
+            "supervisors": [r[0] or r[1] for r in supervisors],
+            "reviewed": bool(supervisors) and bool(reviewed),
+        },
         "encrypted": member.encrypted,
         "chat": chats,
         "models": [

@@ -540,6 +540,17 @@ class UserManager:
         except Exception:
             log.exception("member %s: the inbox key could not be published", member_id)
 
+    async def open_unencrypted(self, member_id: str) -> Database:
+        """A member's file opened without their login, for work over it that runs
+        unattended (a supervisor's review, seed 000): only a member who chose no
+        encryption, whose password guards the session and not the data. An encrypted
+        member is refused (``MemberError``): there is no key to be had. The handle is
+        the caller's to close and is not "unlocked" to anything else."""
+        member = await self.get(member_id)
+        if member.encrypted:
+            raise MemberError("the member's file is encrypted; it opens only with their login")
+        return await Database.open(self.owner_path(member_id), key=None, migrations=OWNER_MIGRATIONS, create=False)
+
     def owner_db(self, member_id: str) -> Database | None:
         db = self._open.get(member_id)
         return db if db is not None and not db.closed else None

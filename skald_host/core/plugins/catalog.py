@@ -348,6 +348,12 @@ class InstanceSettings:
             "values": masked(config_set.fields, await self.values(config_set.id)),
         }
 
+    async def shown(self, set_id: str, locale: str | None = None) -> dict[str, Any]:
+        """One set as a settings form shows it (the system-agents page shows each
+        agent's own set beside its runs)."""
+        contribution = next(c for c in self._core.config_sets if c.value.id == set_id)
+        return await self._shown(contribution, locale)
+
     async def general(self, locale: str | None = None) -> list[dict[str, Any]]:
         return [await self._shown(c, locale) for c in self._core.config_sets if c.value.owner is None]
 

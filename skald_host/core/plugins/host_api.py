@@ -327,6 +327,14 @@ class PluginHostApi:
             lambda c: c.execute("INSERT INTO plugin_events (plugin_id, kind, data) VALUES (?, ?, ?)", (plugin_id, kind, blob)).lastrowid
         )
 
+    async def notify_member(self, member_id: str, text: str) -> bool:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("text must be non-empty")
+        status = self._core.plugins.status(self.plugin_id)
+        if not (status and status.info and (status.builtin or status.info.manages_own_access)) and not await self.member_has_grant(member_id):
+            return False
+        return await self._core.notify_member(member_id, text)
+
     async def member_events(self, member_id: str, *, after: int = 0, limit: int = 100) -> list[Mapping[str, Any]]:
         db, plugin_id = self._owner_db(member_id), self.plugin_id
         limit = max(1, min(int(limit), 1000))

@@ -243,5 +243,55 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE scheduled_jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0",
             ),
         ),
+        Migration(
+            11,
+            "system agents: attempt state, run log and own reports; ephemeral conversations",
+            statements=(
+                # When each agent last tried for this member (every pass, idle or not):
+                # what due-ness is measured from, so it survives a restart (seed 000).
+                # ``memo``: the agent's own small state (a cursor), JSON.
+                """CREATE TABLE system_agent_state (
+                    agent_id TEXT PRIMARY KEY,
+                    last_attempt_at TEXT NOT NULL,
+                    memo TEXT NOT NULL DEFAULT '{}'
+                )""",
+                # The run log, a history for the member (idle passes write nothing). A row
+                # left ``running`` by a crash is swept to ``failed`` by the next pass of the
+                # agent. ``stats``: the agent's counters, never contents.
+                """CREATE TABLE system_agent_runs (
+                    id TEXT PRIMARY KEY,
+                    agent_id TEXT NOT NULL,
+                    subject_user_id TEXT,
+                    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')),
+                    started_at TEXT NOT NULL,
+                    finished_at TEXT,
+                    stats TEXT NOT NULL DEFAULT '{}',
+                    error TEXT
+                )""",
+                "CREATE INDEX system_agent_runs_agent ON system_agent_runs(agent_id, started_at)",
+                # Reports (seed 001 "Reports"): the same table in the registry holds
+                # reports for a member's supervisors; here, the member's own.
+                """CREATE TABLE reports (
+                    id TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL,
+                    audience TEXT NOT NULL,
+                    subject_user_id TEXT,
+                    producer_user_id TEXT,
+                    run_id TEXT,
+                    agent_id TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    summary TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    period_start TEXT,
+                    period_end TEXT,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    read_at TEXT
+                )""",
+                "CREATE INDEX reports_created ON reports(created_at)",
+                # A system agent's pass talks with its model in a conversation of its own,
+                # deleted afterwards; never listed, never reviewed.
+                "ALTER TABLE conversations ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0",
+            ),
+        ),
     ),
 )

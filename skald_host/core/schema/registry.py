@@ -417,5 +417,65 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 "CREATE INDEX device_tokens_member ON device_tokens(plugin_id, member_id)",
             ),
         ),
+        Migration(
+            12,
+            "supervision edges, review coverage, per-member agent intervals, reports for supervisors",
+            statements=(
+                # A directed edge between two members (seed 001 "Supervision + coverage"):
+                # whom a review looks at, and who may read what it produced.
+                """CREATE TABLE supervision (
+                    subject_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    supervisor_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    PRIMARY KEY (subject_user_id, supervisor_user_id),
+                    CHECK (subject_user_id <> supervisor_user_id)
+                )""",
+                "CREATE INDEX supervision_supervisor ON supervision(supervisor_user_id)",
+                # Per subject, how far a review has covered; advanced only by a completed
+                # pass, so a crash re-covers rather than skips.
+                """CREATE TABLE system_agent_coverage (
+                    agent_id TEXT NOT NULL,
+                    subject_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    covered_through TEXT NOT NULL,
+                    PRIMARY KEY (agent_id, subject_user_id)
+                )""",
+                # An admin's per-member interval for an agent: a row overrides, its
+                # absence inherits the instance value.
+                """CREATE TABLE system_agent_user_settings (
+                    agent_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    interval_seconds INTEGER NOT NULL CHECK (interval_seconds >= 60),
+                    PRIMARY KEY (agent_id, user_id)
+                )""",
+                # Reports written about a member for their supervisors (``audience``
+                # 'supervisors') or about the instance for its admins ('admins'). This row
+                # holds no words: snapshot columns (no foreign keys: a report outlives a
+                # deleted producer) and the shared read mark, first reader wins.
+                """CREATE TABLE reports (
+                    id TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL,
+                    audience TEXT NOT NULL CHECK (audience IN ('supervisors', 'admins')),
+                    subject_user_id TEXT,
+                    producer_user_id TEXT,
+                    run_id TEXT,
+                    agent_id TEXT NOT NULL,
+                    period_start TEXT,
+                    period_end TEXT,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    read_at TEXT
+                )""",
+                "CREATE INDEX reports_subject ON reports(subject_user_id, created_at)",
+                # The words, once per reader, sealed to that reader's inbox key: what a
+                # review narrates of somebody's conversations never sits in this file in
+                # clear, and opens only in a session of its reader.
+                """CREATE TABLE report_copies (
+                    report_id TEXT NOT NULL REFERENCES reports(id) ON DELETE CASCADE,
+                    reader_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    sealed BLOB NOT NULL,
+                    PRIMARY KEY (report_id, reader_user_id)
+                )""",
+                "CREATE INDEX report_copies_reader ON report_copies(reader_user_id)",
+            ),
+        ),
     ),
 )

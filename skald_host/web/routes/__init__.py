@@ -21,6 +21,7 @@ from skald_host.web.routes import (
     schedules,
     setup,
     static,
+    system_agents,
     tts,
 )
 
@@ -45,5 +46,6 @@ BLUEPRINTS = (
     channels.bp,
     reference.bp,
     tts.bp,
+    system_agents.bp,
     static.bp,
 )

@@ -1,0 +1,338 @@
+"""The one scheduler of system agents (seed 000).
+
+Its wake-up decides nothing: ``base_tick`` only picks how often it looks, and whether an
+agent runs for a member is read from persisted state (``system_agent_state`` in their
+file; ``system_agent_coverage`` for a review), so a weekly agent comes due after a
+reboot. Sequential and single-instance at both levels (agents in order, then members in
+order), which is what makes the crash sweep safe. ``clock`` is what tests move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Mapping
+
+from skald_hookspecs.system_agents import Report
+from skald_host.core.identity.users import Member, MemberError
+from skald_host.core.storage import Database
+from skald_host.core.system_agents import store
+from skald_host.core.system_agents.registry import AgentRegistry, RegisteredAgent
+from skald_host.core.system_agents.timing import Clock, iso, most_recent_occurrence, parse_iso, system_clock
+from skald_host.core.system_agents.transcript import conversation_window, render
+
+if TYPE_CHECKING:
+    from skald_host.core.host import Skald
+
+log = logging.getLogger(__name__)
+
+#: A review's first window, when nothing was covered yet.
+FIRST_WINDOW = dt.timedelta(days=1)
+RUNS_SHOWN = 200
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one look at one agent for one member (or subject) came to; for tests and
+    the log. ``ran``/``failed`` wrote a run row; the others wrote none."""
+
+    agent_id: str
+    member_id: str | None
+    subject_id: str | None
+    result: Literal["ran", "failed", "idle", "not_due", "locked", "no_runtime"]
+
+
+class RunContext:
+    """``SystemAgentContext``: one pass of one agent for one member (or subject)."""
+
+    def __init__(
+        self, scheduler: "SystemAgentScheduler", entry: RegisteredAgent, member: Member, db: Database,
+        settings: Mapping[str, Any], now: dt.datetime, *, subject: Member | None = None,
+        subject_db: Database | None = None, window_start: dt.datetime | None = None,
+    ) -> None:
+        self._scheduler, self._core, self._entry = scheduler, scheduler.core, entry
+        self._member, self._db, self._subject, self._subject_db = member, db, subject, subject_db
+        self.agent_id = entry.id
+        self.member_id = member.id
+        self.subject_id = subject.id if subject else None
+        self.now = now
+        self.window_start = window_start
+        self.settings = dict(settings)
+        self.stats: dict[str, int] = {}
+        self.run_id: str | None = None
+        self._memo: dict[str, Any] | None = None
+
+    async def events(self, *, after: int = 0, limit: int = 100) -> list[Mapping[str, Any]]:
+        def read(conn: Any) -> list[dict[str, Any]]:
+            rows = conn.execute(
+                "SELECT id, plugin_id, kind, data, created_at FROM plugin_events WHERE id > ? ORDER BY id LIMIT ?",
+                (int(after), max(1, min(int(limit), 1000))),
+            )
+            return [dict(r) | {"data": json.loads(r["data"])} for r in rows]
+
+        return await self._db.run(read)
+
+    async def memory_notes(self, which: Literal["private", "shared"]) -> list[Mapping[str, str]]:
+        """Read-only by construction: a SELECT, and nothing here writes a note."""
+        db = self._db if which == "private" else self._core.registry
+        rows = await db.run(lambda c: c.execute("SELECT key, content FROM memory_docs ORDER BY key").fetchall())
+        root = "user-memory" if which == "private" else "shared-memory"
+        return [{"path": f"{root}/{r[0]}", "content": r[1]} for r in rows]
+
+    async def transcript(self) -> str:
+        if self._subject is None or self._subject_db is None:
+            return ""
+        start = iso(self.window_start or self.now - FIRST_WINDOW)
+        rows = await self._subject_db.run(lambda c: conversation_window(c, start, iso(self.now)))
+        self.stats["messages"] = len(rows)
+        return render(rows, self._subject.display_name or self._subject.username)
+
+    async def subject_profile(self) -> str:
+        if self._subject is None:
+            return ""
+        from skald_host.core.agent.runtime import render_profile
+
+        return render_profile(self._subject, "About the member whose conversations you review:")
+
+    async def run_turn(self, agent: str, message: str, *, substitutions: Mapping[str, str] | None = None) -> str:
+        return await self._scheduler.run_ephemeral_turn(self._member, self._entry, agent, message, substitutions or {})
+
+    async def notify(self, text: str) -> None:
+        await self._core.notify_member(self.member_id, text)
+
+    async def file_report(self, report: Report, *, kind: str) -> str:
+        scope = self._entry.agent.scope
+        values = dict(
+            kind=str(kind)[:100], agent_id=self.agent_id, run_id=self.run_id, producer_user_id=self.member_id,
+            title=report.title, summary=report.summary, body=report.body,
+            period_start=iso(self.window_start) if self.window_start else None, period_end=iso(self.now),
+        )
+        if scope == "per_member":
+            return await self._db.transaction(lambda c: store.insert_report(c, audience="self", subject_user_id=self.member_id, **values))
+        if scope == "per_subject":
+            audience = "supervisors"
+            readers = await self._core.registry.run(lambda c: store.supervisors_of(c, self.subject_id))
+        else:
+            audience = "admins"
+            readers = [m.id for m in await self._core.users.list() if m.active and m.is_admin]
+        meta = {k: v for k, v in values.items() if k not in ("title", "summary", "body")}
+        return await self._core.reports.file_shared(audience, readers, report, subject_user_id=self.subject_id, **meta)
+
+    async def memo_get(self, key: str) -> Any:
+        if self._memo is None:
+            self._memo = await self._db.run(lambda c: store.memo(c, self.agent_id))
+        return self._memo.get(key)
+
+    async def memo_set(self, key: str, value: Any) -> None:
+        if self._memo is None:
+            self._memo = await self._db.run(lambda c: store.memo(c, self.agent_id))
+        self._memo[key] = value
+        memo = dict(self._memo)
+        await self._db.transaction(lambda c: store.set_memo(c, self.agent_id, memo, iso(self.now)))
+
+    def translate(self, key: str, **values: Any) -> str:
+        return self._core.strings.translate(f"{self._entry.plugin_id}.{key}", self._member.locale, **values)
+
+
+class SystemAgentScheduler:
+    def __init__(self, core: "Skald", registry: AgentRegistry, clock: Clock = system_clock) -> None:
+        self.core = core
+        self.registry = registry
+        self.clock = clock
+        self._pass = asyncio.Lock()  # one pass at a time: the loop's and a test's never overlap
+        self._swept: set[tuple[str, str]] = set()
+        #: (agent, member) skips already logged: one INFO line when a member is found
+        #: locked, not one per pass while they stay locked.
+        self._skips_logged: set[tuple[str, str]] = set()
+        self.wake = asyncio.Event()
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run_forever(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            try:
+                await self.tick()
+                wait = await self.registry.base_tick()
+            except Exception:
+                log.exception("system agents: a pass failed")
+                wait = 60.0
+            self.wake.clear()
+            waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(self.wake.wait())]
+            try:
+                await asyncio.wait(waiters, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+
+    async def tick(self) -> list[Outcome]:
+        """One look at every enabled agent, sequentially."""
+        async with self._pass:
+            outcomes: list[Outcome] = []
+            members = await self.core.users.list()
+            for entry in self.registry.entries:
+                if not await self.registry.enabled(entry):
+                    continue
+                settings = await self.registry.settings(entry)
+                if entry.agent.scope == "per_member":
+                    for member in members:
+                        if member.active:
+                            outcomes.append(await self._member_pass(entry, member, settings))
+                elif entry.agent.scope == "instance":
+                    outcomes.append(await self._instance_pass(entry, members, settings))
+                else:
+                    for subject_id in await self.core.registry.run(store.subjects):
+                        outcomes.append(await self._subject_pass(entry, subject_id, members, settings))
+            return outcomes
+
+    # -- the three scopes ---------------------------------------------------------------------
+
+    async def _member_pass(self, entry: RegisteredAgent, member: Member, settings: dict[str, Any], *, as_instance: bool = False) -> Outcome:
+        db = self.core.users.owner_db(member.id)
+        if db is None:
+            # The normal case, not an error: the only file that could record the skip is
+            # the one that cannot be opened (seed 000).
+            self._log_skip(entry.id, member.id, "system agent %s: member %s is locked; skipped")
+            return Outcome(entry.id, member.id, None, "locked")
+        self._skips_logged.discard((entry.id, member.id))
+        now = self.clock()
+        interval = self.registry.instance_interval(entry, settings) if as_instance else await self.registry.interval_for(entry, member.id, settings)
+        last = parse_iso(await db.run(lambda c: store.last_attempt(c, entry.id)))
+        if last is not None and (now - last).total_seconds() < interval:
+            return Outcome(entry.id, member.id, None, "not_due")
+        context = RunContext(self, entry, member, db, settings, now)
+        return Outcome(entry.id, member.id, None, await self.run_and_record(entry, context, db, mark_attempt=True))
+
+    async def _instance_pass(self, entry: RegisteredAgent, members: list[Member], settings: dict[str, Any]) -> Outcome:
+        """Ownerless work runs as the first active unlocked admin (a stable choice), so
+        its trace, notification and report land where someone can see them."""
+        acting = next((m for m in members if m.active and m.is_admin and self.core.users.is_unlocked(m.id)), None)
+        if acting is None:
+            self._log_skip(entry.id, "", "system agent %s: no admin is logged in%s; skipped")
+            return Outcome(entry.id, None, None, "no_runtime")
+        self._skips_logged.discard((entry.id, ""))
+        return await self._member_pass(entry, acting, settings, as_instance=True)
+
+    async def _subject_pass(self, entry: RegisteredAgent, subject_id: str, members: list[Member], settings: dict[str, Any]) -> Outcome:
+        """Iterates over subjects, not supervisors: two supervisors of one subject yield
+        one review, run in whichever of them is unlocked, filed for all of them."""
+        supervisors = await self.core.registry.run(lambda c: store.supervisors_of(c, subject_id))
+        by_id = {m.id: m for m in members}
+        acting = next((by_id[s] for s in supervisors if s in by_id and self.core.users.is_unlocked(s)), None)
+        if acting is None:
+            self._log_skip(entry.id, subject_id, "system agent %s: no supervisor of member %s is logged in; skipped")
+            return Outcome(entry.id, None, subject_id, "no_runtime")
+        now = self.clock()
+        covered = parse_iso(await self.core.registry.run(lambda c: store.covered_through(c, entry.id, subject_id)))
+        hour = settings.get("run_at_hour")
+        hour = hour if isinstance(hour, int) and not isinstance(hour, bool) and 0 <= hour <= 23 else entry.run_at_hour
+        due_after = most_recent_occurrence(now, hour, self.core.settings.system_agents.time_zone)
+        if covered is not None and covered >= due_after:
+            return Outcome(entry.id, acting.id, subject_id, "not_due")
+        subject = by_id.get(subject_id)
+        if subject is None:
+            return Outcome(entry.id, acting.id, subject_id, "no_runtime")
+        subject_db, opened = self.core.users.owner_db(subject_id), False
+        if subject_db is None:
+            try:
+                subject_db, opened = await self.core.users.open_unencrypted(subject_id), True
+            except MemberError:
+                # Work over somebody else's history runs unattended only for a member who
+                # is not encrypted, and only while they are logged in for one who is.
+                self._log_skip(entry.id, subject_id, "system agent %s: member %s is locked and encrypted; skipped")
+                return Outcome(entry.id, acting.id, subject_id, "locked")
+        self._skips_logged.discard((entry.id, subject_id))
+        acting_db = self.core.users.owner_db(acting.id)
+        if acting_db is None:
+            if opened:
+                await subject_db.close()
+            return Outcome(entry.id, acting.id, subject_id, "locked")
+        try:
+            context = RunContext(self, entry, acting, acting_db, settings, now, subject=subject, subject_db=subject_db, window_start=covered)
+            result = await self.run_and_record(entry, context, acting_db, mark_attempt=False)
+        finally:
+            if opened:
+                await subject_db.close()
+        if result in ("ran", "idle"):
+            # Advanced only by a completed pass (or one that found nothing to cover), so
+            # a crash re-covers rather than skips.
+            await self.core.registry.transaction(lambda c: store.set_covered_through(c, entry.id, subject_id, iso(now)))
+        return Outcome(entry.id, acting.id, subject_id, result)  # type: ignore[arg-type]
+
+    def _log_skip(self, agent_id: str, who: str, message: str) -> None:
+        if (agent_id, who) not in self._skips_logged:
+            self._skips_logged.add((agent_id, who))
+            log.info(message, agent_id, who)
+
+    # -- one pass ----------------------------------------------------------------------------
+
+    async def run_and_record(self, entry: RegisteredAgent, context: RunContext, db: Database, *, mark_attempt: bool) -> str:
+        """Mark the attempt (always, even for an idle pass; not for a review, whose
+        due-ness is its coverage) → ``has_work`` (no: nothing written, or the run log
+        becomes a heartbeat) → open the run row → work → finish it. A row left
+        ``running`` by a crash is swept to failed before the agent's next pass here."""
+        started = iso(self.clock())
+        key = (entry.id, str(db.path))
+        if key not in self._swept:
+            # Sequential and single-instance: no pass of this process is live here yet.
+            swept = await db.transaction(lambda c: store.sweep_running(c, entry.id, started))
+            if swept:
+                log.warning("system agent %s: %d run(s) left running by a stop were marked failed", entry.id, swept)
+            await db.transaction(store.sweep_ephemeral)
+            self._swept.add(key)
+        if mark_attempt:
+            await db.transaction(lambda c: store.mark_attempt(c, entry.id, started))
+        try:
+            if entry.agent.has_work is not None and not await entry.agent.has_work(context):
+                return "idle"
+        except Exception as exc:
+            log.error("system agent %s: has_work failed (%s)", entry.id, type(exc).__name__)
+            return "failed"
+        run_id = await db.transaction(lambda c: store.open_run(c, entry.id, context.subject_id, started))
+        context.run_id = run_id
+        status, error = "done", None
+        try:
+            await entry.agent.run(context)
+        except Exception as exc:
+            # The type only: an exception's message may quote the member's words.
+            status, error = "failed", type(exc).__name__
+            log.error("system agent %s failed for member %s (%s)", entry.id, context.member_id, error)
+        stats = {k: int(v) for k, v in context.stats.items() if isinstance(v, (int, float))}
+        await db.transaction(lambda c: store.finish_run(c, run_id, status, iso(self.clock()), stats, error))
+        return "ran" if status == "done" else "failed"
+
+    async def run_ephemeral_turn(
+        self, member: Member, entry: RegisteredAgent, agent_id: str, message: str, substitutions: Mapping[str, str]
+    ) -> str:
+        """One unattended turn of a ``kind: system`` agent in a conversation of its own
+        in the acting member's file, deleted afterwards; its final assistant message."""
+        definition = self.core.chat.agents.get(agent_id)
+        if definition.kind != "system":
+            raise ValueError(f"agent {agent_id!r} is not a system agent (kind: system)")
+        runtime = await self.core.chat.runtime(member)
+        conversation_id, _ = await runtime.store.create_conversation(agent_id, source=f"system:{entry.id}", ephemeral=True)
+        runtime.prompt_substitutions[conversation_id] = dict(substitutions)
+        try:
+            await runtime.send(conversation_id, message, None, unattended=True)
+            task = runtime.turn_task(conversation_id)
+            if task is not None:
+                await asyncio.shield(task)
+            rows = await runtime.store.transcript(conversation_id)
+            answers = [r for r in rows if r["role"] == "assistant" and r["status"] == "complete" and r["content"].strip()]
+            if not answers:
+                raise RuntimeError("the model gave no answer")
+            return answers[-1]["content"]
+        finally:
+            runtime.prompt_substitutions.pop(conversation_id, None)
+            await runtime.store.delete(conversation_id)
+
+    # -- what members read ------------------------------------------------------------------------
+
+    async def runs_of(self, member_id: str, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """The caller's own run log (no admin override: everyone sees their own)."""
+        db = self.core.users.owner_db(member_id)
+        if db is None:
+            return []
+        return await db.run(lambda c: store.runs(c, agent_id, RUNS_SHOWN))

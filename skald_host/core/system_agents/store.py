@@ -1,0 +1,169 @@
+"""The scheduler's rows, as functions over a connection (each runs on its file's thread).
+
+Owner file (the acting member's): ``system_agent_state`` (the attempt marker, due-ness),
+``system_agent_runs`` (the run log, theirs alone), ``reports`` (their own). Registry:
+``supervision`` (the edges), ``system_agent_coverage`` (per-subject watermarks),
+``system_agent_user_settings`` (per-member intervals) and ``reports`` for supervisors
+and admins. Nothing here reads contents into system.db: a registry report is written
+for readers who may see it (seed 001 "Reports").
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+# -- owner: attempt state and memo -------------------------------------------------------
+
+
+def last_attempt(conn: Any, agent_id: str) -> str | None:
+    row = conn.execute("SELECT last_attempt_at FROM system_agent_state WHERE agent_id = ?", (agent_id,)).fetchone()
+    return row[0] if row else None
+
+
+def mark_attempt(conn: Any, agent_id: str, at: str) -> None:
+    conn.execute(
+        "INSERT INTO system_agent_state (agent_id, last_attempt_at) VALUES (?, ?)"
+        " ON CONFLICT (agent_id) DO UPDATE SET last_attempt_at = excluded.last_attempt_at",
+        (agent_id, at),
+    )
+
+
+def memo(conn: Any, agent_id: str) -> dict[str, Any]:
+    row = conn.execute("SELECT memo FROM system_agent_state WHERE agent_id = ?", (agent_id,)).fetchone()
+    return json.loads(row[0]) if row else {}
+
+
+def set_memo(conn: Any, agent_id: str, values: dict[str, Any], at: str) -> None:
+    conn.execute(
+        "INSERT INTO system_agent_state (agent_id, last_attempt_at, memo) VALUES (?, ?, ?)"
+        " ON CONFLICT (agent_id) DO UPDATE SET memo = excluded.memo",
+        (agent_id, at, json.dumps(values)),
+    )
+
+
+# -- owner: the run log ------------------------------------------------------------------
+
+
+def sweep_running(conn: Any, agent_id: str, at: str) -> int:
+    """Runs of this agent left ``running`` by a process that died mid-pass: failed.
+    Safe because the scheduler is sequential and single-instance: nothing else runs it."""
+    return conn.execute(
+        "UPDATE system_agent_runs SET status = 'failed', finished_at = ?, error = 'interrupted: the server stopped during the run'"
+        " WHERE agent_id = ? AND status = 'running'",
+        (at, agent_id),
+    ).rowcount
+
+
+def sweep_ephemeral(conn: Any) -> int:
+    """The conversations of passes a stop interrupted: never listed, never resumed by
+    recovery (it walks the listed ones), so nothing else would remove them."""
+    return conn.execute("DELETE FROM conversations WHERE ephemeral = 1").rowcount
+
+
+def open_run(conn: Any, agent_id: str, subject_id: str | None, at: str) -> str:
+    run_id = uuid.uuid4().hex
+    conn.execute(
+        "INSERT INTO system_agent_runs (id, agent_id, subject_user_id, status, started_at) VALUES (?, ?, ?, 'running', ?)",
+        (run_id, agent_id, subject_id, at),
+    )
+    return run_id
+
+
+def finish_run(conn: Any, run_id: str, status: str, at: str, stats: dict[str, int], error: str | None) -> None:
+    conn.execute(
+        "UPDATE system_agent_runs SET status = ?, finished_at = ?, stats = ?, error = ? WHERE id = ?",
+        (status, at, json.dumps(stats), error, run_id),
+    )
+
+
+def runs(conn: Any, agent_id: str | None, limit: int) -> list[dict[str, Any]]:
+    where, args = ("WHERE agent_id = ?", [agent_id]) if agent_id else ("", [])
+    rows = conn.execute(f"SELECT * FROM system_agent_runs {where} ORDER BY started_at DESC, rowid DESC LIMIT ?", (*args, limit))
+    return [dict(r) | {"stats": json.loads(r["stats"])} for r in rows]
+
+
+# -- reports (the same table in both homes) ------------------------------------------------
+
+REPORT_COLUMNS = (
+    "id", "kind", "audience", "subject_user_id", "producer_user_id", "run_id", "agent_id",
+    "title", "summary", "body", "period_start", "period_end", "created_at", "read_at",
+)
+
+
+def insert_report(conn: Any, **values: Any) -> str:
+    report_id = uuid.uuid4().hex
+    names = [name for name in REPORT_COLUMNS if name in values and name != "id"]
+    conn.execute(
+        f"INSERT INTO reports (id, {', '.join(names)}) VALUES (?, {', '.join('?' * len(names))})",
+        (report_id, *(values[n] for n in names)),
+    )
+    return report_id
+
+
+def mark_read(conn: Any, report_id: str, at: str) -> bool:
+    """First reader wins: acknowledgement is shared (two supervisors, one report, dealt
+    with once), so a later reader leaves the first one's time."""
+    return bool(conn.execute("UPDATE reports SET read_at = ? WHERE id = ? AND read_at IS NULL", (at, report_id)).rowcount)
+
+
+# -- registry: supervision, coverage, per-member intervals -----------------------------------
+
+
+def subjects(conn: Any) -> list[str]:
+    """Supervised members who are active, in a stable order."""
+    rows = conn.execute(
+        "SELECT DISTINCT s.subject_user_id FROM supervision s JOIN users u ON u.id = s.subject_user_id"
+        " WHERE u.active = 1 ORDER BY u.created_at, u.id"
+    )
+    return [r[0] for r in rows]
+
+
+def supervisors_of(conn: Any, subject_id: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT s.supervisor_user_id FROM supervision s JOIN users u ON u.id = s.supervisor_user_id"
+        " WHERE s.subject_user_id = ? AND u.active = 1 ORDER BY u.created_at, u.id",
+        (subject_id,),
+    )
+    return [r[0] for r in rows]
+
+
+def set_supervisors(conn: Any, subject_id: str, supervisor_ids: list[str]) -> None:
+    conn.execute("DELETE FROM supervision WHERE subject_user_id = ?", (subject_id,))
+    conn.executemany(
+        "INSERT INTO supervision (subject_user_id, supervisor_user_id) VALUES (?, ?)",
+        [(subject_id, s) for s in dict.fromkeys(supervisor_ids)],
+    )
+
+
+def covered_through(conn: Any, agent_id: str, subject_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT covered_through FROM system_agent_coverage WHERE agent_id = ? AND subject_user_id = ?", (agent_id, subject_id)
+    ).fetchone()
+    return row[0] if row else None
+
+
+def set_covered_through(conn: Any, agent_id: str, subject_id: str, at: str) -> None:
+    conn.execute(
+        "INSERT INTO system_agent_coverage (agent_id, subject_user_id, covered_through) VALUES (?, ?, ?)"
+        " ON CONFLICT (agent_id, subject_user_id) DO UPDATE SET covered_through = excluded.covered_through",
+        (agent_id, subject_id, at),
+    )
+
+
+def member_intervals(conn: Any, agent_id: str) -> dict[str, int]:
+    rows = conn.execute("SELECT user_id, interval_seconds FROM system_agent_user_settings WHERE agent_id = ?", (agent_id,))
+    return {r[0]: r[1] for r in rows}
+
+
+def set_member_interval(conn: Any, agent_id: str, member_id: str, seconds: int | None) -> None:
+    """A row is an override, its absence inheritance: clearing deletes the row."""
+    if seconds is None:
+        conn.execute("DELETE FROM system_agent_user_settings WHERE agent_id = ? AND user_id = ?", (agent_id, member_id))
+        return
+    conn.execute(
+        "INSERT INTO system_agent_user_settings (agent_id, user_id, interval_seconds) VALUES (?, ?, ?)"
+        " ON CONFLICT (agent_id, user_id) DO UPDATE SET interval_seconds = excluded.interval_seconds",
+        (agent_id, member_id, seconds),
+    )

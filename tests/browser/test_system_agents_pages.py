@@ -1,0 +1,71 @@
+"""Issue 22 in a real browser: the admin links a supervisor and sets a member's triage
+interval on the member's page; the system-agents page shows one tab per agent (settings
+for admins only); a supervisor reads a report, which marks it read; the supervised member
+is told, in German, who supervises them."""
+
+from __future__ import annotations
+
+from playwright.async_api import expect
+
+import skald_system_agents
+from skald_hookspecs import Report
+from skald_host.core.system_agents import store
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+
+from .kit import screenshot, sign_in
+
+
+async def test_supervision_reports_and_the_system_agents_page(skald, browser_pages):
+    host = await skald.start(plugins=[skald_system_agents], enable=["system_agents"], settings=skald.settings(system_agents={"run": False}))
+    await host.admin()
+    parent = await host.create_member("parent", display_name="Pat")
+    kid = await host.create_member("kid", display_name="Kid", locale="de", encrypted=False)
+
+    admin_page = await browser_pages.new(host.url)
+    await sign_in(admin_page, "admin", ADMIN_PASSWORD)
+    await admin_page.goto(f"/#members/{kid['id']}")
+    supervision = admin_page.get_by_test_id("supervision")
+    await supervision.get_by_label("Pat").check()
+    await supervision.get_by_role("button", name="Save supervisors").click()
+    await expect(supervision).to_contain_text("Saved.")
+    assert await host.core.registry.run(lambda c: store.supervisors_of(c, kid["id"])) == [parent["id"]]
+    interval = admin_page.get_by_label("Event triage (every … minutes; server: 5)")
+    await interval.fill("30")
+    await interval.locator("xpath=../following-sibling::div[@class='actions']").get_by_role("button", name="Save").click()
+    await expect(admin_page.get_by_text("Saved.").last).to_be_visible()
+    intervals = await host.core.registry.run(lambda c: store.member_intervals(c, "event_triage"))
+    assert intervals == {kid["id"]: 30 * 60}
+
+    await admin_page.goto("/#system-agents")
+    tabs = admin_page.get_by_role("tab")
+    await expect(tabs).to_have_text(["All", "Event triage", "Memory check", "Shared memory check", "Conversation review"])
+    await tabs.filter(has_text="Conversation review").click()
+    await expect(admin_page.get_by_role("heading", name="Conversation review", exact=True)).to_be_visible()
+    await expect(admin_page.get_by_label("Hour of the night it runs (instance time zone)")).to_have_value("4")
+    await screenshot(admin_page, "system-agents")
+
+    parent_page = await browser_pages.new(host.url)
+    await sign_in(parent_page, "parent", MEMBER_PASSWORD)  # a first login gives them a key reports are sealed to
+    await host.core.reports.file_shared(
+        "supervisors", [parent["id"]],
+        Report("A quiet day", "Homework and a game; nothing worrying.", "# A quiet day\n\nHomework and a game; nothing worrying."),
+        kind="conversation_review", subject_user_id=kid["id"], agent_id="conversation_review",
+    )
+    await parent_page.goto("/#system-agents")
+    await expect(parent_page.get_by_role("tab")).to_have_count(5)
+    await expect(parent_page.get_by_text("Hour of the night it runs")).to_have_count(0)  # settings: admins only
+    await parent_page.goto("/#reports")
+    report = parent_page.get_by_test_id("report")
+    await expect(report).to_have_attribute("data-read", "false")
+    await expect(report).to_contain_text("A quiet day")
+    await report.locator("summary").click()
+    await expect(report).to_have_attribute("data-read", "true")
+    await expect(parent_page.get_by_text("about Kid")).to_be_visible()
+    await screenshot(parent_page, "reports")
+
+    kid_page = await browser_pages.new(host.url)  # kid reads German: their own locale
+    await sign_in(kid_page, "kid", MEMBER_PASSWORD)
+    await kid_page.goto("/#account")
+    await expect(kid_page.get_by_test_id("supervised")).to_have_text("Deine Gespräche werden beaufsichtigt von: Pat.")
+    await kid_page.goto("/#reports")
+    await expect(kid_page.get_by_test_id("report")).to_have_count(0)

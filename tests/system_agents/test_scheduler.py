@@ -1,0 +1,163 @@
+"""The one scheduler (seed 000): due-ness from persisted state, run_and_record's order,
+the crash sweep, locked members skipped, disabled plugins silent, the registry and the
+settings sets in agreement."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+
+from skald_host.core.system_agents import store
+from skald_host.core.system_agents.registry import MAX_TICK_SECONDS, MIN_TICK_SECONDS
+from skald_host.core.system_agents.timing import iso
+from tests.system_agents.support import Clock, CountingAgents, runs_in_file
+
+NO_LOOP = {"run": False}  # the test drives the passes: nothing runs behind its back
+
+
+async def start(skald, plugin, settings=None):
+    host = await skald.start(plugins=[plugin], enable=["counting"], settings=settings or skald.settings(system_agents=NO_LOOP))
+    clock = Clock()
+    host.core.system_agents.clock = clock
+    return host, clock
+
+
+async def test_idle_passes_write_no_run_rows_but_advance_the_attempt(skald):
+    plugin = CountingAgents(unit="minutes", interval=5)
+    plugin.work = False
+    host, clock = await start(skald, plugin)
+    alice = await host.member("alice")
+    alice_id = alice.member["id"]
+    outcomes = [o for o in await host.core.system_agents.tick() if o.member_id == alice_id]
+    assert [o.result for o in outcomes] == ["idle"]
+    assert await runs_in_file(host.core, alice_id) == []
+    db = host.core.users.owner_db(alice_id)
+    assert await db.run(lambda c: store.last_attempt(c, "counted")) == iso(clock.now)
+    # Not due again until the interval passed, even with work now.
+    plugin.work = True
+    clock.advance(minutes=4)
+    assert [o.result for o in await host.core.system_agents.tick() if o.member_id == alice_id] == ["not_due"]
+    clock.advance(minutes=2)
+    assert [o.result for o in await host.core.system_agents.tick() if o.member_id == alice_id] == ["ran"]
+    runs = await runs_in_file(host.core, alice_id)
+    assert [(r["agent_id"], r["status"], r["stats"]) for r in runs] == [("counted", "done", {"seen": 1})]
+
+
+async def test_a_weekly_agent_stays_due_across_a_restart(skald):
+    """Due-ness is persisted, not counted from boot: a box rebooted every few days still
+    runs a weekly agent, and does not run it twice after a restart."""
+    settings = skald.settings(system_agents=NO_LOOP)
+    plugin = CountingAgents(unit="days", interval=7)
+    host, clock = await start(skald, plugin, settings)
+    alice_id = (await host.member("alice")).member["id"]
+    await host.core.system_agents.tick()
+    assert (alice_id, None) in plugin.runs
+    first = clock.now
+    await host.stop()
+
+    for days_later in (3, 6):  # reboots before the week is out: not due
+        host, clock = await start(skald, plugin, settings)
+        await host.member("alice")
+        clock.now = first + dt.timedelta(days=days_later)
+        assert [o.result for o in await host.core.system_agents.tick() if o.member_id == alice_id] == ["not_due"]
+        await host.stop()
+
+    host, clock = await start(skald, plugin, settings)
+    await host.member("alice")
+    clock.now = first + dt.timedelta(days=7, minutes=1)
+    assert [o.result for o in await host.core.system_agents.tick() if o.member_id == alice_id] == ["ran"]
+    assert plugin.runs.count((alice_id, None)) == 2
+
+
+async def test_a_run_left_running_by_a_crash_is_swept_to_failed(skald):
+    plugin = CountingAgents(unit="minutes", interval=5)
+    host, clock = await start(skald, plugin)
+    alice_id = (await host.member("alice")).member["id"]
+    db = host.core.users.owner_db(alice_id)
+    # What a process that died mid-pass leaves behind: an open run row, and the pass's
+    # own conversation with the model.
+    await db.transaction(lambda c: store.open_run(c, "counted", None, iso(clock.now)))
+    await host.core.chat.runtime(await host.core.users.get(alice_id))
+    await db.transaction(lambda c: c.execute("INSERT INTO conversations (id, agent_id, source, ephemeral) VALUES ('left', 'x', 'system:x', 1)"))
+    await host.core.system_agents.tick()
+    statuses = sorted((r["status"], r["error"] is not None) for r in await runs_in_file(host.core, alice_id))
+    assert statuses == [("done", False), ("failed", True)]
+    assert await db.run(lambda c: c.execute("SELECT count(*) FROM conversations").fetchone()[0]) == 0
+
+
+async def test_a_failing_run_is_recorded_without_its_message(skald):
+    plugin = CountingAgents(unit="minutes", interval=5, fail=True)
+    host, _ = await start(skald, plugin)
+    alice_id = (await host.member("alice")).member["id"]
+    await host.core.system_agents.tick()
+    [run] = await runs_in_file(host.core, alice_id)
+    assert run["status"] == "failed" and run["error"] == "RuntimeError"
+
+
+async def test_locked_members_are_skipped_with_an_info_line(skald, caplog):
+    plugin = CountingAgents(unit="minutes", interval=5)
+    host, _ = await start(skald, plugin)
+    bob = await host.create_member("bob")  # never logged in: locked
+    with caplog.at_level(logging.INFO, logger="skald_host.core.system_agents.scheduler"):
+        outcomes = await host.core.system_agents.tick()
+    assert [o.result for o in outcomes if o.member_id == bob["id"]] == ["locked"]
+    assert (bob["id"], None) not in plugin.runs
+    assert any("is locked; skipped" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
+
+
+async def test_a_disabled_plugin_runs_no_agent(skald):
+    plugin = CountingAgents(unit="minutes", interval=5)
+    host, _ = await start(skald, plugin)
+    await host.member("alice")
+    await host.core.set_plugin_enabled("counting", False)
+    assert await host.core.system_agents.tick() == []
+    assert plugin.runs == [] and plugin.looked == []
+    await host.core.set_plugin_enabled("counting", True)
+    assert plugin.runs == [] and any(o.result == "ran" for o in await host.core.system_agents.tick())
+
+
+async def test_the_enabled_setting_turns_one_agent_off(skald):
+    plugin = CountingAgents(unit="minutes", interval=5)
+    host, _ = await start(skald, plugin)
+    await host.member("alice")
+    await host.core.instance_settings.save("counted", {"enabled": False, "interval": 5})
+    assert await host.core.system_agents.tick() == []
+
+
+async def test_base_tick_is_the_shortest_interval_clamped(skald):
+    plugin = CountingAgents(unit="minutes", interval=5, per_member_interval=True)
+    host, _ = await start(skald, plugin)
+    registry = host.core.system_agents.registry
+    assert await registry.base_tick() == 300
+    await host.core.instance_settings.save("counted", {"enabled": True, "interval": 600})
+    assert await registry.base_tick() == MAX_TICK_SECONDS
+    # A per-member override shorter than the instance value brings the wake-up forward.
+    alice_id = (await host.member("alice")).member["id"]
+    await host.core.registry.transaction(lambda c: store.set_member_interval(c, "counted", alice_id, 120))
+    assert await registry.base_tick() == 120
+    await host.core.registry.transaction(lambda c: store.set_member_interval(c, "counted", alice_id, 60))
+    assert await registry.base_tick() == MIN_TICK_SECONDS
+
+
+async def test_an_agent_without_its_settings_set_is_refused(skald):
+    plugin = CountingAgents(with_settings=False)
+    host = await skald.start(plugins=[plugin], settings=skald.settings(system_agents=NO_LOOP, plugins={"strict": False}))
+    status = host.core.plugins.status("counting")
+    assert status.state == "failed" and "ConfigSet with owner='counted'" in status.error
+    assert host.core.system_agents.registry.entries == []
+
+
+async def test_the_loop_runs_passes_on_its_own(skald):
+    """With the loop on (production), a member who logs in is picked up at the next
+    wake-up: a wake-up brought forward here instead of waiting a minute."""
+    plugin = CountingAgents(unit="minutes", interval=5)
+    host = await skald.start(plugins=[plugin], enable=["counting"])
+    alice_id = (await host.member("alice")).member["id"]
+    for _ in range(100):
+        if (alice_id, None) in plugin.runs:
+            break
+        host.core.system_agents.wake.set()
+        await asyncio.sleep(0.05)
+    assert (alice_id, None) in plugin.runs
+    assert [r["status"] for r in await runs_in_file(host.core, alice_id)] == ["done"]

@@ -1,0 +1,74 @@
+// #system-agents: one tab per agent plus "All". A tab holds the agent's description,
+// its settings (admins only: the set the agent's plugin registered, saved like every
+// settings set) and the caller's own runs of it. The tab is the agent, not the kind of
+// information: "why did this do nothing last night?" is half schedule, half log.
+import { api } from "../lib/api.js";
+import { configForm } from "../lib/config-form.js";
+import { el } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js";
+
+const route = (tab) => `#system-agents${tab ? `/${encodeURIComponent(tab)}` : ""}`;
+
+function tabBar(agents, active) {
+  const tabs = [{ id: "", title: t("system_agents.all") }, ...agents];
+  return el("div", { class: "actions", role: "tablist", "aria-label": t("system_agents.title") },
+    ...tabs.map((tab) => el("a", {
+      href: route(tab.id), role: "tab", class: `btn ${tab.id === active ? "primary" : "quiet"}`,
+      "aria-selected": String(tab.id === active), "data-tab": tab.id || "all", text: tab.title,
+    })));
+}
+
+function runsTable(runs, agents) {
+  if (!runs.length) return el("p", { class: "muted", text: t("system_agents.no_runs") });
+  const titles = new Map(agents.map((a) => [a.id, a.title]));
+  // An agent's own counters: named in the reader's words when the host knows the name.
+  const label = (key) => { const text = t(`system_agents.stat_${key}`); return text === `system_agents.stat_${key}` ? key : text; };
+  const stats = (run) => Object.entries(run.stats || {}).map(([k, v]) => `${label(k)}: ${v}`).join(", ");
+  return el("div", { class: "table-wrap" }, el("table", { class: "table runs", "data-testid": "runs" },
+    el("thead", {}, el("tr", {},
+      el("th", { text: t("system_agents.agent") }), el("th", { text: t("system_agents.started") }),
+      el("th", { text: t("system_agents.status") }), el("th", { class: "wide-only", text: t("system_agents.stats") }))),
+    el("tbody", {}, ...runs.map((run) => el("tr", { "data-status": run.status },
+      el("td", { text: titles.get(run.agent_id) || run.agent_id }),
+      el("td", { text: formatDate(run.started_at) }),
+      el("td", { text: t(`system_agents.status_${run.status}`) + (run.error ? ` (${run.error})` : "") }),
+      el("td", { class: "wide-only", text: stats(run) }))))));
+}
+
+function agentCard(agent) {
+  const state = agent.enabled ? t("system_agents.enabled") : t("system_agents.disabled");
+  const card = section(agent.title,
+    el("p", { text: agent.description }),
+    el("p", { class: "hint", text: `${t(`system_agents.scope_${agent.scope}`)} · ${state}` }));
+  if (agent.settings) {
+    const set = agent.settings;
+    card.append(el("h3", { text: t("system_agents.settings") }), configForm({
+      fields: set.fields || [],
+      values: set.values || {},
+      save: async (values) => {
+        const saved = await api("PUT", `/api/admin/settings/${encodeURIComponent(set.id)}`, { values });
+        return { response: saved, values: saved.data?.values || {} };
+      },
+    }));
+  }
+  return card;
+}
+
+export async function renderSystemAgents(ctx) {
+  const active = ctx.rest[0] || "";
+  const [listed, runs] = await Promise.all([
+    api("GET", "/api/system-agents"),
+    api("GET", `/api/system-agents/runs${active ? `?agent=${encodeURIComponent(active)}` : ""}`),
+  ]);
+  const page = el("div", { class: "page" }, pageHeader(t("system_agents.title"), t("system_agents.intro")));
+  if (!listed.ok) { page.append(notice("error", errorText(listed))); return page; }
+  const agents = listed.data.agents || [];
+  if (!agents.length) { page.append(notice("info", t("system_agents.none"))); return page; }
+  page.append(tabBar(agents, active));
+  for (const agent of agents.filter((a) => !active || a.id === active)) page.append(agentCard(agent));
+  page.append(section(t("system_agents.runs_title"),
+    el("p", { class: "hint", text: t("system_agents.runs_hint") }),
+    runs.ok ? runsTable(runs.data.runs || [], agents) : notice("error", errorText(runs))));
+  return page;
+}
