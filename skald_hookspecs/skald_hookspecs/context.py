@@ -8,18 +8,25 @@ route, or outside a request, it is ``None``.
 from __future__ import annotations
 
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Caller:
-    """The member behind the current request: ids and display data only."""
+    """The member behind the current request: ids and display data only.
+    ``capabilities`` (since 1.3): their role's capabilities as of this request (an
+    admin holds every one implicitly: check ``is_admin`` too)."""
 
     id: str
     username: str
     display_name: str
     locale: str | None
     is_admin: bool
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+
+    def may(self, capability: str) -> bool:
+        """Whether the caller's role holds ``capability`` (admins hold all). Since 1.3."""
+        return self.is_admin or capability in self.capabilities
 
 
 _caller: ContextVar[Caller | None] = ContextVar("skald_caller", default=None)

@@ -26,7 +26,7 @@ import os
 import pathlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol, Sequence
 
 #: The icon names the web shell draws (Lucide's SVGs, vendored with their licence).
 ICONS: tuple[str, ...] = (
@@ -168,6 +168,19 @@ class TurnApi(Protocol):
 
     async def notify(self, text: str) -> None:
         """Tell the member something now, as a note in this conversation."""
+
+    async def ask(self, message: str, fields: Sequence[Mapping[str, Any]], *, timeout: float = 300.0) -> Mapping[str, Any]:
+        """Ask the member for input while the call waits: a card in the conversation
+        (and, for a channel's conversation, a ``question`` event to that channel) with
+        ``message`` and a form of flat ``fields``, each ``{"name", "type"`` (string,
+        number, integer, boolean)``, "title"?, "description"?, "required"?, "enum"?}``.
+        Returns ``{"action": "accept", "content": {name: value}}`` (values checked
+        against the fields), ``{"action": "decline"}``, or ``{"action": "cancel"}``
+        when ``timeout`` (seconds, at most an hour) passes or the turn is stopped.
+        The question and its answer live in RAM only: the answer is returned here and
+        stored and logged nowhere (it may be a secret). ``ValueError`` for bad fields.
+        The member answers in the chat, on a channel (``HostApi.answer_question``), or
+        on the asking plugin's own page through the same method. Since 1.3."""
 
     async def schedule(self, prompt: str, due_at: str) -> str:
         """Deliver ``prompt`` into this conversation at ``due_at`` (ISO 8601, UTC); returns the job id."""

@@ -192,7 +192,7 @@ async def gate_request() -> None:
     g.principal = principal
     if plugin_id is not None:
         member = principal.member
-        bind_caller(Caller(member.id, member.username, member.display_name, member.locale, member.is_admin))
+        bind_caller(Caller(member.id, member.username, member.display_name, member.locale, member.is_admin, frozenset(member.capabilities)))
 
 
 async def gate_websocket() -> None:

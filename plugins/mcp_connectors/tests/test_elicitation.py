@@ -35,13 +35,16 @@ async def test_a_servers_question_reaches_the_member_and_only_the_server_gets_th
     cid = await new_conversation(alice)
     await send(alice, cid, "Greet me.")
     asked = await eventually(lambda: pending(alice), what="the question to reach alice")
-    assert asked[0]["connector"] == "demo" and asked[0]["message"] == "What is your name?"
+    assert asked[0]["message"] == "The connector demo asks: What is your name?"
     assert [(f["name"], f["type"], f["required"]) for f in asked[0]["fields"]] == [("name", "string", True), ("pin", "integer", False)]
-    notes = [m for m in (await state(alice, cid))["messages"] if "asks: What is your name?" in str(m.get("content"))]
-    assert notes, "the member was told in the conversation"
+    # The same question is the conversation's card (TurnApi.ask), with the same id.
+    cards = (await state(alice, cid))["questions"]
+    assert [c["question_id"] for c in cards] == [asked[0]["id"]] and cards[0]["plugin"] == "mcp"
     assert await pending(bob) == []
     response = await bob.post(f"{BASE}/my/elicitations/{asked[0]['id']}", json={"action": "accept", "content": {"name": "Mallory"}})
     assert response.status_code == 404  # not bob's to answer
+    response = await bob.post(f"/api/questions/{asked[0]['id']}", json={"action": "accept", "content": {"name": "Mallory"}})
+    assert response.status_code == 404  # nor through the chat's route
 
     for bad, message in (({"action": "accept", "content": {}}, "Name is required"), ({"action": "accept", "content": {"name": "x", "pin": "abc"}}, "Pin must be of type integer"),
                          ({"action": "accept", "content": {"name": "x", "extra": 1}}, "not asked for"), ({"action": "maybe"}, "accept or decline")):
@@ -55,8 +58,11 @@ async def test_a_servers_question_reaches_the_member_and_only_the_server_gets_th
 
     await send(alice, cid, "Again.")
     asked = await eventually(lambda: pending(alice), what="the second question")
-    assert (await alice.post(f"{BASE}/my/elicitations/{asked[0]['id']}", json={"action": "decline"})).status_code == 200
+    # Declined from the conversation's card this time (the host's route).
+    response = await alice.post(f"/api/questions/{asked[0]['id']}", json={"action": "decline"})
+    assert response.status_code == 200, response.text
     assert calls(await finished(alice, cid))[-1]["result"] == "decline"
+    assert (await state(alice, cid))["questions"] == []
 
     # The answer was stored and logged nowhere but in the tool's result the server chose to return.
     assert CANARY not in caplog.text
