@@ -43,6 +43,34 @@ function pairs(text, separator) {
   return out;
 }
 
+/** One checkbox per member (who may use a connector or a template). ``access`` null:
+ * every member the plugin is granted to, shown as the "everyone" box. */
+function accessBoxes(members, access, save, everyone) {
+  const out = [];
+  if (everyone !== undefined) {
+    const label = node("label", undefined, "mcp-everyone");
+    const box = Object.assign(node("input"), { type: "checkbox", checked: access === null });
+    box.addEventListener("change", () => save(box.checked ? null : members.filter((m) => m.role !== "admin").map((m) => m.id)));
+    label.append(box, document.createTextNode(" " + everyone));
+    out.push(label, node("br"));
+    if (access === null) return out;
+  }
+  for (const member of members) {
+    const label = node("label");
+    const box = Object.assign(node("input"), { type: "checkbox", checked: access.includes(member.id) });
+    box.dataset.member = member.id;
+    box.addEventListener("change", () => {
+      const chosen = new Set(access);
+      if (box.checked) chosen.add(member.id);
+      else chosen.delete(member.id);
+      save([...chosen]);
+    });
+    label.append(box, document.createTextNode(" " + (member.display_name || member.username)));
+    out.push(label, node("br"));
+  }
+  return out;
+}
+
 export default class ConnectorsPage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "mcp";
@@ -112,7 +140,7 @@ export default class ConnectorsPage extends HTMLElement {
       form.dataset.name = t.name;
       form.append(node("strong", t.title), node("p", t.description));
       if (t.update_available) form.append(node("p", s.update_available, "mcp-update"));
-      if (!t.activated) {
+      if (!t.activated && mine.may_activate) {
         const inputs = {};
         for (const f of t.fields) {
           const label = node("label");
@@ -318,20 +346,8 @@ export default class ConnectorsPage extends HTMLElement {
       tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
       if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending"));
       const access = node("td");
-      for (const member of members) {
-        const label = node("label");
-        const box = node("input");
-        box.type = "checkbox";
-        box.checked = server.access.includes(member.id);
-        box.addEventListener("change", () => {
-          const chosen = new Set(server.access);
-          if (box.checked) chosen.add(member.id);
-          else chosen.delete(member.id);
-          this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: [...chosen] }));
-        });
-        label.append(box, document.createTextNode(" " + (member.display_name || member.username)));
-        access.append(label, node("br"));
-      }
+      access.append(...accessBoxes(members, server.access, (chosen) =>
+        this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: chosen }))));
       const actions = node("td");
       const restart = node("button", s.restart);
       restart.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/restart`)));
@@ -351,10 +367,10 @@ export default class ConnectorsPage extends HTMLElement {
       row.append(node("td", server.name), node("td", server.transport === "stdio" ? `stdio: ${server.command}` : server.url), state, tools, access, actions);
       table.append(row);
     }
-    return [node("h2", s.admin_title), table, this.form(members), ...(await this.adminCatalog())];
+    return [node("h2", s.admin_title), table, this.form(members), ...(await this.adminCatalog(members))];
   }
 
-  async adminCatalog() {
+  async adminCatalog(members) {
     // The catalog's templates and the sign-in providers, as JSON (the API's shapes: see
     // the plugin's README). A provider's client secret comes back masked.
     const s = this.s;
@@ -365,9 +381,19 @@ export default class ConnectorsPage extends HTMLElement {
       const list = node("ul");
       for (const row of rows) {
         const item = node("li", `${row.name} `);
+        item.dataset.name = row.name;
         const remove = node("button", s.remove);
         remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/${kind}/${encodeURIComponent(row.name)}`)));
-        item.append(remove, node("pre", JSON.stringify(row, null, 2)));
+        item.append(remove);
+        if (kind === "catalog") {
+          // Who may see and activate this template (per-template access).
+          const access = node("div", undefined, "mcp-template-access");
+          access.append(node("span", s.col_access + ": "), ...accessBoxes(members, row.access, (chosen) =>
+            this.act(() => call("PUT", `${this.base}/catalog/${encodeURIComponent(row.name)}/access`, { members: chosen })), s.everyone));
+          item.append(access);
+        }
+        const { access: _access, grant_by_default: _default, ...shown } = row;
+        item.append(node("pre", JSON.stringify(shown, null, 2)));
         list.append(item);
       }
       const form = node("form");

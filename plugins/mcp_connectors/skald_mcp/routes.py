@@ -272,13 +272,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @guarded("admin")
     async def put_template(runtime: Any, caller: Any, name: str) -> Any:
         """Add or update a template; a higher ``version`` is the update signal members
-        see beside their activation. ``access`` (member ids) and ``grant_by_default``
-        are read when the template is new (its birth: default access), as for a global
-        connector; later, ``PUT catalog/<name>/access`` changes who may use it."""
+        see beside their activation. At the template's birth (default access):
+        ``access``, the member ids who may use it (absent: every member the plugin is
+        granted to), and ``grant_by_default`` (a member created later receives it).
+        Later, ``PUT catalog/<name>/access`` changes who may use it."""
         body = await json_body()
         body.setdefault("name", name)
         new = name not in runtime.templates
-        members = members_of(body.pop("access", None))
+        access = body.pop("access", None)
+        members = None if access is None else members_of(access)
         by_default = body.pop("grant_by_default", True)
         if not isinstance(by_default, bool):
             raise SpecError("grant_by_default must be true or false")
@@ -296,12 +298,13 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.put("/catalog/<name>/access")
     @guarded("admin")
     async def set_template_access(runtime: Any, caller: Any, name: str) -> Any:
-        """``{"members": [...]}``: who may see and activate the template. Revoking it
-        withdraws the tools of activations made from it at once (checked per call)."""
+        """``{"members": [...]}``: who may see and activate the template (``null``:
+        every member the plugin is granted to). Revoking it withdraws the tools of
+        activations made from it at once (each call checks it)."""
         if name not in runtime.templates:
             return error("err_no_template", 404, name=name[:40])
-        members = members_of((await json_body()).get("members"))
-        await runtime.set_template_access(name, members)
+        chosen = (await json_body()).get("members")
+        await runtime.set_template_access(name, None if chosen is None else members_of(chosen))
         return runtime.template_status(name)
 
     @blueprint.delete("/catalog/<name>")

@@ -376,9 +376,11 @@ class Runtime:
         access = self.template_access.get(name, set())
         return access is None or member_id in access
 
-    async def set_template_access(self, name: str, members: set[str], by_default: bool | None = None) -> None:
+    async def set_template_access(self, name: str, members: set[str] | None, by_default: bool | None = None) -> None:
+        """``members``: who may use the template; None: every member the plugin is
+        granted to."""
         # Replaced in memory before anything awaits, like a global connector's grants.
-        self.template_access[name] = set(members)
+        self.template_access[name] = None if members is None else set(members)
         if by_default is not None:
             (self.template_defaults.add if by_default else self.template_defaults.discard)(name)
         await self._save_template_access()
