@@ -108,3 +108,32 @@ async def test_the_member_answers_on_the_page_in_a_browser(setup: Setup, browser
     await form.locator("button[type=submit]").click()
     assert calls(await finished(alice, cid))[-1]["result"] == "hello Ada (7)"
     await form.wait_for(state="detached", timeout=10_000)
+
+
+async def test_the_member_answers_the_card_in_the_conversation_in_a_browser(setup: Setup, browser):  # noqa: F811
+    """The question is a card in the chat (the host's, TurnApi.ask): it survives a
+    reload (it is listed with the conversation), and the answer reaches the server
+    (the server-side checks of bad answers: the first test)."""
+    alice = await setup.host.member("alice")
+    await setup.add_stdio(access=[alice.member["id"]])
+    await allow(setup.admin, "demo__*")
+    page = await browser.new_page(base_url=setup.host.url)
+    await page.goto("/")  # the login form, as a member signs in
+    await page.get_by_label("User name").fill("alice")
+    await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.locator("#sidebar").wait_for(state="attached")
+    setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("demo__ask", {})]), Reply("Greeted.")])
+    cid = await new_conversation(alice)
+    await page.goto(f"/#chat/{cid}")
+    await send(alice, cid, "Greet me.")
+    card = page.get_by_role("group", name="A question from a tool")
+    await card.wait_for(timeout=20_000)  # live, from the member's socket
+    assert "The connector demo asks: What is your name?" in await card.inner_text()
+    await page.reload()
+    await card.wait_for(timeout=20_000)
+    await card.locator("input[name=name]").fill("Ada")
+    await card.locator("input[name=pin]").fill("7")
+    await card.locator("button[type=submit]").click()
+    await card.locator(".approval-status.approved").wait_for(timeout=10_000)
+    assert calls(await finished(alice, cid))[-1]["result"] == "hello Ada (7)"
