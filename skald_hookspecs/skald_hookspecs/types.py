@@ -89,7 +89,13 @@ class WebPage:
     """An ES-module fragment the web shell mounts at ``#plugin/<id>/<page_id>``.
     ``entry`` is a path under the plugin's own router (``/api/plugin/<id>/<entry>``).
     ``title`` is the English text; ``page.<page_id>.title`` in the plugin's bundle
-    translates it. ``icon`` is one of ``ICONS``."""
+    translates it. ``icon`` is one of ``ICONS``.
+
+    ``slot`` (since 1.3): ``"sidebar"`` (a page of its own, listed in the sidebar) or
+    ``"member_admin"``: a section of a member's page in the admin's Members area
+    (``#members/<id>``), below the member's plugins, shown to admins only while the
+    plugin is enabled; the element is mounted with a ``member-id`` attribute too (a
+    connector's grants for that member, say)."""
 
     page_id: str
     title: str
@@ -97,6 +103,7 @@ class WebPage:
     icon: str = "puzzle"
     admin_only: bool = False
     priority: int = 100
+    slot: Literal["sidebar", "member_admin"] = "sidebar"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ REMOTE = "connectors.remote"
 def build_blueprint(host: HostApi) -> Blueprint:
     blueprint = Blueprint(PLUGIN_ID, __name__)
     script = files("skald_mcp").joinpath("page.js").read_text(encoding="utf-8")
+    member_script = files("skald_mcp").joinpath("member.js").read_text(encoding="utf-8")
 
     def strings(locale: str | None) -> dict[str, str]:
         return {key: host.translate(f"{PLUGIN_ID}.{key}", locale) for key in PAGE_KEYS}
@@ -91,6 +92,29 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.get("/page.js")
     async def page_js() -> Response:
         return Response(script, mimetype="text/javascript")
+
+    @blueprint.get("/member.js")
+    async def member_js() -> Response:
+        return Response(member_script, mimetype="text/javascript")
+
+    @blueprint.get("/members/<member_id>/grants")
+    @guarded("admin")
+    async def member_grants(runtime: Any, caller: Any, member_id: str) -> Any:
+        """For the member's page in the admin's Members area: each global connector and
+        whether the member may use it, and each template's access (``null``: everyone
+        with the plugin). Written through the same ``…/access`` routes as this page."""
+        strings = {key: host.translate(f"{PLUGIN_ID}.grants_{key}", caller.locale) for key in ("hint", "none", "everyone", "template")}
+        return {
+            "servers": [
+                {"name": name, "granted": member_id in runtime.access.get(name, ()), "access": sorted(runtime.access.get(name, ()))}
+                for name in sorted(runtime.specs)
+            ],
+            "templates": [
+                {"name": name, "title": runtime.templates[name].title, "granted": runtime.may_use_template(member_id, name), "access": runtime.template_status(name)["access"]}
+                for name in sorted(runtime.templates)
+            ],
+            "strings": strings,
+        }
 
     @blueprint.get("/mine")
     async def mine() -> Any:

@@ -112,3 +112,48 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
             return (await setup.host.core.host_api("mcp").member_secret_names(alice_id)) == []
 
         await eventually(gone, what="the activation to leave alice's file")
+
+
+async def test_the_admin_grants_a_connector_on_the_members_page_in_a_browser(setup: Setup, browser):
+    """The member's page in the admin's Members area has a Connectors section (the
+    plugin's ``member_admin`` page): ticking a global connector grants it, unticking
+    takes it away before the answer comes back; a template open to everyone says so.
+    Nobody's sidebar lists the section; a member's page list does not have it."""
+    from skald_mcp import running
+
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    await setup.add_stdio(access=[])
+    async with HttpDemo() as demo:
+        response = await setup.admin.put(f"{BASE}/catalog/web", json={"title": "Web demo", "transport": "http", "url": demo.url})
+        assert response.status_code == 200, response.text
+        pages = (await alice.get("/api/plugins/pages")).json()["pages"]
+        assert [p["page_id"] for p in pages if p["plugin_id"] == "mcp"] == ["connectors"]
+        page = await browser.new_page(base_url=setup.host.url)
+        await page.goto("/")
+        await page.get_by_label("User name").fill(setup.host.admin_username)
+        await page.get_by_label("Password", exact=True).fill(ADMIN_PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await page.locator("#sidebar").wait_for(state="attached")
+        await page.goto(f"/#members/{alice_id}")
+        grants = page.locator("ul.mcp-member-grants")
+        await grants.wait_for(timeout=20_000)
+        assert "open to everyone with the plugin" in await grants.inner_text()
+        box = grants.get_by_label("demo")
+        assert not await box.is_checked()
+        await box.check()
+        await eventually(lambda: _granted(running, alice_id), what="the grant from the member's page")
+        await grants.get_by_label("demo").wait_for()
+        await grants.get_by_label("demo").uncheck()
+        await eventually(lambda: _not_granted(running, alice_id), what="the revocation from the member's page")
+        # A section, not a page: the sidebar links the Connectors page only.
+        assert await page.locator('#sidebar a[href="#plugin/mcp/connectors"]').count() == 1
+        assert await page.locator('#sidebar a[href*="member-grants"]').count() == 0
+
+
+async def _granted(running, member_id: str) -> bool:
+    return member_id in running.runtime.access.get("demo", ())
+
+
+async def _not_granted(running, member_id: str) -> bool:
+    return member_id not in running.runtime.access.get("demo", ())
