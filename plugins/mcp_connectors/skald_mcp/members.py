@@ -38,7 +38,10 @@ class MemberConnectors:
         bearer: Callable[[str, dict[str, Any]], Awaitable[str | None]],
         elicit: Callable[[Any, str, Any], Awaitable[Any]] | None = None,
         may_use_template: Callable[[str, str], bool] = lambda member_id, name: True,
+        credential: Callable[[str, dict[str, Any], str], Awaitable[str]] | None = None,
     ) -> None:
+        #: (member id, record, deliver) -> a stdio OAuth connector's credential (oauth.py).
+        self._credential = credential
         self.host = host
         #: (member, template) -> whether the admin lets the member use it now.
         self._may_use_template = may_use_template
@@ -116,7 +119,10 @@ class MemberConnectors:
         template = self._templates().get(record["template"])
         if template is None:
             raise SpecError(f"the catalog no longer has {record['template']!r}")
-        bearer = await self._bearer(member_id, record) if template.oauth else None
+        if template.oauth and template.transport == "stdio":
+            bearer = await self._credential(member_id, record, template.oauth.get("deliver", "access_token"))
+        else:
+            bearer = await self._bearer(member_id, record) if template.oauth else None
         if record.pop("rotated", False):  # the provider rotated the refresh token
             await self.save(member_id, name, record)
         return activation_spec(template, name, record.get("values") or {}, bearer)

@@ -182,7 +182,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             values = parse_values(template, body.get("values"))
             record = {"kind": "catalog", "name": template.name, "template": template.name, "version": template.version, "values": values, "state": "ready"}
             if template.oauth:
-                record.update(state="needs_oauth", provider=template.oauth["provider"], resource=template.url)
+                record.update(state="needs_oauth", provider=template.oauth["provider"], resource=template.url)  # "" for stdio
             elif template.login == "qr":
                 record.update(state="needs_login")  # started now: it has to produce the QR code
         name = record["name"]
@@ -265,7 +265,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if template is None or not template.oauth:
             return {"error": "this connector does not sign in with OAuth"}, 400
         try:
-            url = runtime.oauth.start(caller.id, name, template.oauth["provider"], template.oauth["scopes"], template.url)
+            url = runtime.oauth.start(caller.id, name, template.oauth["provider"], template.oauth["scopes"], template.url)  # no resource for stdio
         except OAuthError as exc:
             return {"error": str(exc)}, 409
         return {"url": url}

@@ -307,7 +307,7 @@ class Runtime:
 
         self.oauth = OAuth(host)
         self.elicitations = Elicitations(host)
-        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer, self.elicitations.ask, self.may_use_template)
+        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer, self.elicitations.ask, self.may_use_template, self.oauth.credential)
 
     # -- state ---------------------------------------------------------------------------
 
