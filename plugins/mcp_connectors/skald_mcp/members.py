@@ -293,6 +293,7 @@ class MemberConnectors:
             "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
             "error": connection.error if connection else None,
             "login": self._login_kind(record),
+            "oauth": bool(record.get("provider")),
             "install": self.installs.get(member_id, {}).get(name),
             "tools": [tool_name(name, t.name) for t in tools if tool_name(name, t.name) in offered],
             "pending": [t.name for t in tools if pins.get(t.name) != definition_hash(t)] if pins else [],

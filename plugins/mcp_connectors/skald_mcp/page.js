@@ -79,10 +79,63 @@ export default class ConnectorsPage extends HTMLElement {
     await this.render();
   }
 
+  /** ``#plugin/<id>/connectors/<name>`` (or a ``connector`` attribute): one of the
+   * member's own connectors on a page of its own. */
+  detailName() {
+    if (this.hasAttribute("connector")) return this.getAttribute("connector");
+    const parts = location.hash.slice(1).split("/").map(decodeURIComponent);
+    return parts[0] === "plugin" && parts[1] === this.pluginId && parts[2] === "connectors" && parts[3] ? parts[3] : null;
+  }
+
+  detailLink(name) {
+    return `#plugin/${encodeURIComponent(this.pluginId)}/connectors/${encodeURIComponent(name)}`;
+  }
+
+  async renderDetail(name) {
+    // A connector's own page: its state and tools, changed tools to accept, and the
+    // sign-in panels (OAuth copy-paste, QR device login); deactivation.
+    const s = this.s;
+    const back = Object.assign(node("a", s.back, "mcp-back"), { href: `#plugin/${encodeURIComponent(this.pluginId)}/connectors` });
+    const c = await call("GET", `${this.base}/my/connectors/${encodeURIComponent(name)}`);
+    const box = node("section", undefined, "mcp-detail");
+    box.dataset.name = c.name;
+    box.append(node("h2", c.name), node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
+    if (c.template) box.append(node("p", `${s.from_template}: ${c.template} (v${c.version})`));
+    if (c.url) box.append(node("p", c.url));
+    if (c.error) box.append(node("div", c.error, "mcp-error"));
+    box.append(node("p", `${s.col_tools}: ${c.tools.join(", ") || "—"}`, "mcp-tools"));
+    if (c.pending.length) {
+      box.append(node("div", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending"));
+      const accept = node("button", s.accept);
+      accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
+      box.append(accept);
+    }
+    if (c.state === "needs_oauth" || c.oauth) box.append(this.oauthPanel(c.name));
+    if (c.login === "qr") box.append(this.qrPanel(c.name));
+    const remove = node("button", s.deactivate, "mcp-deactivate");
+    remove.addEventListener("click", async () => {
+      try {
+        await call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`);
+        location.hash = back.getAttribute("href");
+        if (this.hasAttribute("connector")) this.removeAttribute("connector");
+        await this.render();
+      } catch (error) {
+        this.message.textContent = error.message;
+      }
+    });
+    box.append(remove);
+    return [back, box];
+  }
+
   async render() {
     try {
       const mine = await call("GET", `${this.base}/mine`);
       this.s = mine.strings;
+      const name = this.detailName();
+      if (name) {
+        this.replaceChildren(node("h1", this.s.title), this.message, ...(await this.renderDetail(name)));
+        return;
+      }
       const parts = [node("h1", this.s.title), this.message, this.asks(), this.mine(mine.connectors), ...this.own(mine)];
       if (mine.is_admin) parts.push(...(await this.admin()));
       this.replaceChildren(...parts);
@@ -116,7 +169,14 @@ export default class ConnectorsPage extends HTMLElement {
     for (const c of mine.own) {
       const row = node("div", undefined, "mcp-own-connector");
       row.dataset.name = c.name;
-      row.append(node("strong", c.name), node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
+      const open = Object.assign(node("a", c.name, "mcp-open"), { href: this.detailLink(c.name) });
+      open.addEventListener("click", (event) => {
+        if (location.hash.startsWith(`#plugin/${this.pluginId}/`)) return; // the app routes it
+        event.preventDefault(); // mounted on its own (no router): show it in place
+        this.setAttribute("connector", c.name);
+        this.render();
+      });
+      row.append(open, node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
       if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools"));
       if (c.error) row.append(node("div", c.error, "mcp-error"));
       if (c.pending.length) {
@@ -125,8 +185,16 @@ export default class ConnectorsPage extends HTMLElement {
         accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
         row.append(accept);
       }
-      if (c.state === "needs_oauth") row.append(this.oauthPanel(c.name));
-      if (c.login === "qr") row.append(this.qrPanel(c.name));
+      if (c.state === "needs_oauth" || (c.login === "qr" && c.state !== "ready")) {
+        // Signing in is on the connector's own page.
+        row.append(Object.assign(node("a", c.state === "needs_oauth" ? s.sign_in : s.link_device, "mcp-sign-in-link"), { href: this.detailLink(c.name) }));
+        row.lastChild.addEventListener("click", (event) => {
+          if (location.hash.startsWith(`#plugin/${this.pluginId}/`)) return;
+          event.preventDefault();
+          this.setAttribute("connector", c.name);
+          this.render();
+        });
+      }
       const remove = node("button", s.deactivate, "mcp-deactivate");
       remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`)));
       row.append(remove);
