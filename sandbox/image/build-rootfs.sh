@@ -3,9 +3,9 @@
 # root filesystem with the packages in packages.txt, then `docker import` it with the
 # same entrypoint, environment and working directory the Dockerfile sets.
 #
-#   sandbox/image/build-rootfs.sh [TAG]     (default skald-sandbox:1; needs root)
+#   sandbox/image/build-rootfs.sh [TAG]     (default skald-sandbox:2; needs root)
 set -eu
-TAG="${1:-skald-sandbox:1}"
+TAG="${1:-skald-sandbox:2}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PACKAGES="$(grep -v '^#' "$HERE/packages.txt" | tr '\n' ',' | sed 's/,$//')"

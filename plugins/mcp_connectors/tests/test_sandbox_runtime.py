@@ -25,7 +25,7 @@ HOST_ONLY = os.path.dirname(os.path.abspath(__file__))  # exists on the host, no
 async def sandboxed(skald: SkaldHarness, request) -> AsyncIterator[Setup]:
     async with ScriptedModelServer(models=(MODEL,), api_key=API_KEY) as model:
         try:
-            settings = skald.settings(sandbox={"backend": request.param, "image": "skald-sandbox:1"})
+            settings = skald.settings(sandbox={"backend": request.param})  # the image: the settings' default
             host = await skald.start(settings=settings, use_entry_points=True, enable=["mcp"])
             try:
                 await host.core.sandbox.backend()
@@ -186,3 +186,33 @@ async def test_an_oauth_stdio_connector_gets_its_credential_by_environment_in_th
             given = json.loads(token)
             assert given["type"] == "authorized_user" and given["refresh_token"] in idp.refresh_tokens
             assert (given["client_id"], given["client_secret"]) == (CLIENT_ID, CLIENT_SECRET) and given["token_uri"].endswith("/token")
+
+
+async def test_a_node_connector_is_installed_with_npm_and_runs_in_the_sandbox(sandboxed: Setup):
+    """A local-script connector in JavaScript with a package.json and its lockfile: the
+    reconciler runs ``npm ci`` in the member's sandbox (offline here: the lockfile needs
+    nothing fetched) and the server runs on the sandbox's node. Where the sandbox has
+    no npm (bubblewrap on a host without it) the test says so and stops."""
+    from tiny_server import NODE_SOURCE, PACKAGE_JSON, PACKAGE_LOCK
+
+    setup = sandboxed
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    tools = (await setup.host.core.sandbox.execute(alice_id, "command -v node npm; python3 -m pip --version >/dev/null && echo pip")).output
+    if "npm" not in tools:
+        pytest.skip(f"no npm in this sandbox ({(await setup.host.core.sandbox.backend())[0]})")
+    assert "pip" in tools  # the image ships pip for requirements.txt too
+    files = {"server.js": NODE_SOURCE, "package.json": PACKAGE_JSON, "package-lock.json": PACKAGE_LOCK}
+    template = {"transport": "stdio", "command": "node", "args": ["server.js"], "files": files}
+    assert (await setup.admin.put(f"{BASE}/catalog/nodetiny", json=template)).status_code == 200
+    response = await alice.post(f"{BASE}/my/connectors", json={"template": "nodetiny"})
+    assert response.status_code == 201, response.text
+    assert response.json()["state"] == "ready" and response.json()["install"] == "installed", response.json()
+    await allow(setup.admin, "nodetiny__*")
+    setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("nodetiny__whoami", {})]), Reply("Done.")])
+    cid = await new_conversation(alice)
+    await send(alice, cid, "Who?")
+    whoami = json.loads(calls(await finished(alice, cid))[0]["result"])
+    spec = await setup.host.core.sandbox.spec_for(alice_id)
+    assert whoami["runtime"].startswith("node v") and whoami["uid"] == spec.uid
+    assert whoami["cwd"].endswith("/.skald-connectors/nodetiny")
