@@ -262,7 +262,7 @@ export default class ConnectorsPage extends HTMLElement {
         if (seen.has(e.id)) continue;
         const form = node("form", undefined, "mcp-ask");
         form.dataset.id = e.id;
-        form.append(node("h3", s.elicit_title), node("p", `${e.connector}: ${e.message}`));
+        form.append(node("h3", s.elicit_title), node("p", e.message));
         const inputs = {};
         for (const f of e.fields) {
           const label = node("label");
