@@ -75,6 +75,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/projects/<project_id>/files/rename", "POST"): ("from", "to"),
     ("/api/projects/<project_id>/files/delete", "POST"): ("path",),
     ("/api/approvals/<approval_id>", "POST"): ("decision",),
+    ("/api/questions/<question_id>", "POST"): ("action", "content"),
     ("/api/admin/models/providers", "POST"): ("name", "base_url", "api_key"),
     ("/api/admin/models/providers/<provider_id>", "PATCH"): ("name", "base_url", "api_key"),
     ("/api/admin/models/presets/apply", "POST"): ("name", "base_url", "api_key_from_environment"),
@@ -245,7 +246,7 @@ async def _chat_objects(admin) -> dict[str, str]:
     group = await admin.post("/api/admin/security-groups", json={"id": "fuzzers", "label": "Fuzzers"})
     assert group.status_code == 201
     return {
-        "conversation_id": conversation_id, "approval_id": NO_SUCH_ID, "provider_id": provider_id, "model_id": model_id,
+        "conversation_id": conversation_id, "approval_id": NO_SUCH_ID, "question_id": NO_SUCH_ID, "provider_id": provider_id, "model_id": model_id,
         "rule_id": str(rule.json()["id"]), "group_id": "fuzzers",
     }
 
