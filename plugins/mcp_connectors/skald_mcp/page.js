@@ -1,4 +1,5 @@
-// The Connectors page: one row per connector. A member sees the connectors granted to
+// The Connectors page: one row per connector (each of a member's own has a page of its own,
+// #plugin/<id>/connectors/<name>, with the OAuth and QR panels). A member sees the connectors granted to
 // them and their tools, their own connectors (deactivate, accept changed tools, the OAuth
 // sign-in panel), the catalog to activate from, and, when allowed, a form for their own
 // remote server; an admin also gets the management table (state, tools, who may
