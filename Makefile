@@ -9,7 +9,7 @@ EXAMPLE_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard examples/*/pyproject.to
 PLUGIN_TESTS := $(wildcard plugins/*/tests examples/*/tests)
 
 # The members' sandbox image (sandbox/image/); bump the tag when its packages change.
-SANDBOX_IMAGE ?= skald-sandbox:1
+SANDBOX_IMAGE ?= skald-sandbox:2
 
 SKALD_DATA_DIR ?= ./data
 SKALD_HOST ?= 127.0.0.1

@@ -107,7 +107,7 @@ class SandboxSettings:
     name, or ``none`` (``execute_cmd`` is refused). Limits apply per member sandbox."""
 
     backend: str = "auto"
-    image: str = "skald-sandbox:1"
+    image: str = "skald-sandbox:2"
     network: bool = False
     memory_mib: int = 1024
     cpus: float = 1.0

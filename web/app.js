@@ -135,7 +135,9 @@ function setMenu(open) {
 
 function renderPluginNav() {
   const { pluginSection, pluginList } = state.shell;
-  const pages = [...state.pages].sort((a, b) => (a.priority - b.priority) || String(a.title).localeCompare(String(b.title)));
+  // A section of another page (``slot``, e.g. a member's admin page) is no sidebar entry.
+  const pages = state.pages.filter((p) => (p.slot || "sidebar") === "sidebar")
+    .sort((a, b) => (a.priority - b.priority) || String(a.title).localeCompare(String(b.title)));
   pluginList.replaceChildren(...pages.map((p) => {
     const route = `#plugin/${encodeURIComponent(p.plugin_id)}/${encodeURIComponent(p.page_id)}`;
     const item = navLink(route, p.title, `plugin/${p.plugin_id}/${p.page_id}`);

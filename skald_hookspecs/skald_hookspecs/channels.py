@@ -7,6 +7,9 @@ speak as another source). Outbound, the host calls ``channel.deliver(member_id, 
 for what happens in that member's conversations whose source is this channel, and for
 background notifications when this channel is the member's home source.
 
+Since 1.3: ``question`` and ``question_resolved`` events (a tool asks the member for
+input, ``TurnApi.ask``); a channel that does not know them may ignore them.
+
 Since 1.2: a channel that sets ``wants_partials = True`` also receives ``partial``
 events while an answer streams (a channel without the attribute never sees one), and
 ``Delivery``/``MemberLocked`` say why a member is locked (``lock_reason``).
@@ -17,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
-ChannelEventKind = Literal["typing", "partial", "answer", "approval", "approval_resolved", "notification", "error"]
+ChannelEventKind = Literal[
+    "typing", "partial", "answer", "approval", "approval_resolved", "notification", "error", "question", "question_resolved"
+]
 
 #: ``Delivery.lock_reason``/``MemberLocked.lock_reason``: the member logged in since the
 #: host started and their last session ended since (logout, idle expiry, revocation) ...
@@ -43,6 +48,11 @@ class ChannelEvent:
     - ``approval_resolved``: that card is settled (``data["status"]``).
     - ``notification``: background work tells the member something (``text``).
     - ``error``: the turn failed; ``text`` says why in words fit for the member.
+    - ``question`` (since 1.3): a running tool asks the member for input; ``text`` is
+      the question, ``data`` ``{"question_id", "fields"}`` (as ``TurnApi.ask`` takes
+      them). Answer it with ``HostApi.answer_question``; never store or log the answer.
+    - ``question_resolved`` (since 1.3): that question is settled or gone
+      (``data["question_id"]``, ``data["status"]``: accept, decline or cancel).
     """
 
     kind: ChannelEventKind

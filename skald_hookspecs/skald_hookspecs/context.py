@@ -8,7 +8,7 @@ route, or outside a request, it is ``None``.
 from __future__ import annotations
 
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,10 @@ class Caller:
 
     ``device_id`` (since 1.3): set when the request was authenticated by a device token
     this plugin issued (``HostApi.issue_device_token``), the id of that token; None for
-    a browser session."""
+    a browser session.
+
+    ``capabilities`` (since 1.3): their role's capabilities as of this request (an
+    admin holds every one implicitly: check ``is_admin`` too)."""
 
     id: str
     username: str
@@ -25,6 +28,11 @@ class Caller:
     locale: str | None
     is_admin: bool
     device_id: str | None = None
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+
+    def may(self, capability: str) -> bool:
+        """Whether the caller's role holds ``capability`` (admins hold all). Since 1.3."""
+        return self.is_admin or capability in self.capabilities
 
 
 _caller: ContextVar[Caller | None] = ContextVar("skald_caller", default=None)

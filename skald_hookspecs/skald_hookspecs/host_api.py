@@ -86,6 +86,22 @@ class HostApi(Protocol):
         "decision"}``. An unknown, foreign or already answered card raises
         ``ChannelRequestError``."""
 
+    async def member_questions(self, member_id: str) -> list[Mapping[str, Any]]:
+        """The questions waiting for the member (``TurnApi.ask``) that this plugin may
+        answer (see ``answer_question``): ``{"question_id", "conversation_id",
+        "message", "fields"}``, for a page of the plugin's own. ``MemberLocked`` for a
+        locked member. Since 1.3."""
+
+    async def answer_question(self, member_id: str, question_id: str, action: str, content: Mapping[str, Any] | None = None) -> None:
+        """Answer a question a running tool asks the member (``TurnApi.ask``; a channel
+        receives it as a ``question`` event): ``action`` ``"accept"`` with ``content``
+        (field name -> value, checked against the question's fields) or ``"decline"``.
+        Allowed for a question of a conversation of this source (a channel) or one this
+        plugin's own tool asked (its own page). The answer goes to the waiting tool only,
+        never stored or logged. Raises ``ChannelRequestError`` for a bad answer (its
+        message says what was wrong; the question keeps waiting) and for an unknown,
+        foreign or settled question, ``MemberLocked`` for a locked member. Since 1.3."""
+
     async def save_upload(
         self, member_id: str, filename: str, data: bytes, *, conversation_id: str | None = None
     ) -> Mapping[str, Any]:

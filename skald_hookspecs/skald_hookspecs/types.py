@@ -26,7 +26,7 @@ import os
 import pathlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol, Sequence
 
 #: The icon names the web shell draws (Lucide's SVGs, vendored with their licence).
 ICONS: tuple[str, ...] = (
@@ -89,7 +89,13 @@ class WebPage:
     """An ES-module fragment the web shell mounts at ``#plugin/<id>/<page_id>``.
     ``entry`` is a path under the plugin's own router (``/api/plugin/<id>/<entry>``).
     ``title`` is the English text; ``page.<page_id>.title`` in the plugin's bundle
-    translates it. ``icon`` is one of ``ICONS``."""
+    translates it. ``icon`` is one of ``ICONS``.
+
+    ``slot`` (since 1.3): ``"sidebar"`` (a page of its own, listed in the sidebar) or
+    ``"member_admin"``: a section of a member's page in the admin's Members area
+    (``#members/<id>``), below the member's plugins, shown to admins only while the
+    plugin is enabled; the element is mounted with a ``member-id`` attribute too (a
+    connector's grants for that member, say)."""
 
     page_id: str
     title: str
@@ -97,6 +103,7 @@ class WebPage:
     icon: str = "puzzle"
     admin_only: bool = False
     priority: int = 100
+    slot: Literal["sidebar", "member_admin"] = "sidebar"
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,19 @@ class TurnApi(Protocol):
 
     async def notify(self, text: str) -> None:
         """Tell the member something now, as a note in this conversation."""
+
+    async def ask(self, message: str, fields: Sequence[Mapping[str, Any]], *, timeout: float = 300.0) -> Mapping[str, Any]:
+        """Ask the member for input while the call waits: a card in the conversation
+        (and, for a channel's conversation, a ``question`` event to that channel) with
+        ``message`` and a form of flat ``fields``, each ``{"name", "type"`` (string,
+        number, integer, boolean)``, "title"?, "description"?, "required"?, "enum"?}``.
+        Returns ``{"action": "accept", "content": {name: value}}`` (values checked
+        against the fields), ``{"action": "decline"}``, or ``{"action": "cancel"}``
+        when ``timeout`` (seconds, at most an hour) passes or the turn is stopped.
+        The question and its answer live in RAM only: the answer is returned here and
+        stored and logged nowhere (it may be a secret). ``ValueError`` for bad fields.
+        The member answers in the chat, on a channel (``HostApi.answer_question``), or
+        on the asking plugin's own page through the same method. Since 1.3."""
 
     async def schedule(self, prompt: str, due_at: str | None = None, *, every: str | None = None, timezone: str | None = None) -> str:
         """Deliver ``prompt`` into this conversation at ``due_at`` (ISO 8601, UTC), or

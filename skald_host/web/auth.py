@@ -217,7 +217,10 @@ async def gate_request() -> None:
     g.principal = principal
     if plugin_id is not None:
         member = principal.member
-        bind_caller(Caller(member.id, member.username, member.display_name, member.locale, member.is_admin, principal.device_id))
+        bind_caller(Caller(
+            member.id, member.username, member.display_name, member.locale, member.is_admin,
+            device_id=principal.device_id, capabilities=frozenset(member.capabilities),
+        ))
 
 
 async def gate_websocket() -> None:

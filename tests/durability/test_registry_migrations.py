@@ -145,7 +145,38 @@ async def test_roles_written_before_step_8_keep_their_agents_and_tools_and_the_r
     acting = {"projects.chat", "tools.shell", "tools.files.write", "tools.schedule", "tools.delegate"}
     for role_id in ("member", "teen"):
         assert acting <= roles[role_id].capabilities and roles[role_id].attrs.chat_agents == ("*",)
-    assert roles["teen"].capabilities - acting == {"chat.use"}
+    later = {"connectors.activate"}  # a later step's (tested below)
+    assert roles["teen"].capabilities - acting - later == {"chat.use"}
     assert not acting & roles["restricted"].capabilities
     assert roles["restricted"].attrs.chat_agents == ("companion",)
     assert roles["admin"].capabilities == frozenset()  # admins hold everything implicitly
+
+
+async def test_self_service_connectors_become_capabilities_and_upgrades_keep_what_the_switch_allowed(tmp_path):
+    """The step that makes self-service connectors role capabilities: every role but the
+    admin's keeps activating catalog templates (it was open to everyone granted the
+    plugin), and registering one's own remote server goes to those roles only where the
+    Connectors plugin's old switch allowed it. Nothing is written for the admin."""
+    from skald_host.core.identity.role_store import RoleStore
+
+    step = next(i for i, m in enumerate(REGISTRY_MIGRATIONS.steps) if "self-service connectors" in m.description)
+    for switch in (False, True):
+        path = tmp_path / str(switch) / "database" / "system.db"
+        before = MigrationSet(REGISTRY_MIGRATIONS.bucket, REGISTRY_MIGRATIONS.steps[:step])
+        registry = await Database.open(path, key=None, migrations=before, create=True)
+        await registry.transaction(
+            lambda c: (
+                c.execute("INSERT INTO roles (id, label, attrs) VALUES ('teen', 'Teen', '{}')"),
+                c.execute("INSERT INTO plugins (id, enabled, config) VALUES ('mcp', 1, ?)", (json.dumps({"members_add_remote": switch}),)),
+            )
+        )
+        await registry.close()
+        registry = await Database.open(path, key=None, migrations=REGISTRY_MIGRATIONS)
+        try:
+            roles = {r.id: r for r in await RoleStore(registry).list()}
+        finally:
+            await registry.close()
+        for role_id in ("member", "restricted", "teen"):
+            assert "connectors.activate" in roles[role_id].capabilities
+            assert ("connectors.remote" in roles[role_id].capabilities) is switch
+        assert roles["admin"].capabilities == frozenset()

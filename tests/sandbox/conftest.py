@@ -24,7 +24,7 @@ from skald_host.testing import SkaldHarness
 from .support import BACKENDS, Box, start_box
 
 ROOT = Path(__file__).resolve().parents[2]
-IMAGE = "skald-sandbox:1"
+IMAGE = "skald-sandbox:2"
 ENGINE_WAIT_SECONDS = 30
 
 

@@ -10,7 +10,7 @@ from skald_host.settings import SettingsError, load_settings
 
 def test_defaults_are_locked_down(tmp_path):
     box = load_settings(None, data_dir=tmp_path, environ={}).sandbox
-    assert (box.backend, box.network, box.image) == ("auto", False, "skald-sandbox:1")
+    assert (box.backend, box.network, box.image) == ("auto", False, "skald-sandbox:2")
     assert (box.exec_timeout_seconds, box.output_limit_bytes) == (120.0, 1024 * 1024)
     assert box.home_quota_mib == 2048
 

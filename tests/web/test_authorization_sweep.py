@@ -24,6 +24,7 @@ from web_support import (
     fill,
     is_public,
     member_chat_objects,
+    question_objects,
     folder_objects,
     owner_dump,
     registry_dump,
@@ -80,6 +81,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/file", "GET"): "member",
     ("/api/approvals", "GET"): "member",
     ("/api/approvals/<approval_id>", "POST"): "member",
+    ("/api/questions/<question_id>", "POST"): "member",
     # memory notes: the caller's own, or the shared pool (capability-gated in the service)
     ("/api/memory/<root>/notes", "GET"): "member",
     ("/api/memory/<root>/search", "GET"): "member",
@@ -192,6 +194,7 @@ BODIES: dict[tuple[str, str], dict] = {
     ("/api/conversations/<conversation_id>", "PATCH"): {"title": "swept"},
     ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "swept", "idempotency_key": "swept-message"},
     ("/api/approvals/<approval_id>", "POST"): {"decision": "deny"},
+    ("/api/questions/<question_id>", "POST"): {"action": "decline"},
     ("/api/projects", "POST"): {"slug": "swept"},
     ("/api/projects/<project_id>", "PATCH"): {"title": "Swept"},
     ("/api/projects/<project_id>/members", "POST"): {"username": "bob"},
@@ -249,6 +252,7 @@ async def _install(skald, model_server):
     ids |= await admin_chat_objects(admin, model_server)
     ids |= await member_chat_objects(alice)
     ids |= await folder_objects(admin, alice)
+    ids |= await question_objects(admin, alice)
     return host, admin, alice, ids
 
 
@@ -413,6 +417,7 @@ IDOR_CASES: dict[tuple[str, str], dict | None] = {
     ("/api/approvals/<approval_id>", "POST"): {"decision": "approve"},
     ("/api/schedules/<job_id>", "PATCH"): {"paused": True, "prompt": "hijacked"},
     ("/api/schedules/<job_id>", "DELETE"): None,
+    ("/api/questions/<question_id>", "POST"): {"action": "accept", "content": {"word": "hijacked"}},
     ("/api/projects/<project_id>", "GET"): None,
     ("/api/projects/<project_id>", "PATCH"): {"title": "hijacked"},
     ("/api/projects/<project_id>", "DELETE"): None,
@@ -457,12 +462,13 @@ async def test_every_id_bearing_member_route_has_an_idor_case(skald):
 
 
 async def _two_members_with_chats(skald, model_server):
-    host = await skald.start()
+    host = await skald.start(plugins=[Probe()], enable=[PROBE])
     admin = await host.admin()
     await admin_chat_objects(admin, model_server)
     alice, bob = await host.member("alice"), await host.member("bob")
     theirs = await member_chat_objects(alice, title="alice's private title")
     theirs |= await folder_objects(admin, alice)
+    theirs |= await question_objects(admin, alice)
     theirs["member_id"] = alice.member["id"]  # a member of her project
     theirs |= {"where": "own", "report_id": await own_report(host, alice.member["id"])}
     await member_chat_objects(bob)  # bob has objects of his own, so his file is not empty
@@ -477,7 +483,7 @@ async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unloc
     host, alice, bob, theirs = await _two_members_with_chats(skald, model_server)
     unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "project_id": NO_SUCH_ID, "member_id": NO_SUCH_ID, "job_id": NO_SUCH_ID}
     unknown |= {"where": "own", "report_id": NO_SUCH_ID}
-    unknown |= {"target": theirs["target"], "folder_id": NO_SUCH_ID}
+    unknown |= {"target": theirs["target"], "folder_id": NO_SUCH_ID, "question_id": NO_SUCH_ID}
 
     async def sweep(phase: str) -> None:
         for (rule, method), body in IDOR_CASES.items():

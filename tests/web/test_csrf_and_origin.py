@@ -25,6 +25,7 @@ from web_support import (
     folder_objects,
     is_public,
     member_chat_objects,
+    question_objects,
     registry_dump,
     version_objects,
 )
@@ -56,6 +57,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/conversations", "POST"): {"title": "forged"},
         ("/api/conversations/<conversation_id>", "PATCH"): {"title": "forged"},
         ("/api/approvals/<approval_id>", "POST"): {"decision": "deny"},
+        ("/api/questions/<question_id>", "POST"): {"action": "accept", "content": {"word": "forged"}},
         ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "forged"},
         ("/api/conversations/<conversation_id>/stop", "POST"): None,  # whatever the message started
         ("/api/conversations/<conversation_id>/compact", "POST"): None,
@@ -143,7 +145,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
 
 #: Ids that fill every route for the tests that never reach a handler.
 PLACEHOLDER_IDS = {
-    "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
+    "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "question_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
     "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x", "job_id": NO_SUCH_ID,
     **dict.fromkeys(("regenerate_conversation_id", "edit_conversation_id", "version_conversation_id", "failed_conversation_id"), NO_SUCH_ID),
     "edit_message_id": "1", "where": "own", "report_id": NO_SUCH_ID,
@@ -164,6 +166,7 @@ async def _install(skald, model_server):
     ids |= await version_objects(admin)
     ids |= await folder_objects(admin, admin)
     ids |= {"where": "own", "report_id": await own_report(host, admin.member["id"])}
+    ids |= await question_objects(admin, admin)
     return host, admin, victim, ids
 
 

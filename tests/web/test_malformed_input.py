@@ -80,6 +80,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/projects/<project_id>/files/rename", "POST"): ("from", "to"),
     ("/api/projects/<project_id>/files/delete", "POST"): ("path",),
     ("/api/approvals/<approval_id>", "POST"): ("decision",),
+    ("/api/questions/<question_id>", "POST"): ("action", "content"),
     ("/api/admin/models/providers", "POST"): ("name", "base_url", "api_key"),
     ("/api/admin/models/providers/<provider_id>", "PATCH"): ("name", "base_url", "api_key"),
     ("/api/admin/models/presets/apply", "POST"): ("name", "base_url", "api_key_from_environment"),
@@ -255,7 +256,7 @@ async def _chat_objects(admin) -> dict[str, str]:
     job = await admin.post("/api/schedules", json={"prompt": "Fuzzed.", "every": "every day at 8", "conversation_id": conversation_id})
     assert job.status_code == 201, job.text
     return {
-        "conversation_id": conversation_id, "approval_id": NO_SUCH_ID, "provider_id": provider_id, "model_id": model_id,
+        "conversation_id": conversation_id, "approval_id": NO_SUCH_ID, "question_id": NO_SUCH_ID, "provider_id": provider_id, "model_id": model_id,
         "rule_id": str(rule.json()["id"]), "group_id": "fuzzers", "job_id": job.json()["id"],
     }
 

@@ -22,6 +22,8 @@ PARAM = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 POLICY_VIOLATION = 1008
 
 PROBE = "probe"
+ASK_TOOL = "ask_sweep"
+ASKS = "Ask me something (a question card)."
 PROBE_SET = "probe-set"
 PROBE_AGENT = "probe_agent"
 
@@ -41,6 +43,18 @@ class Probe:
             config_schema=(ConfigField("greeting"), ConfigField("api_key", secret=True)),
             user_config_schema=(ConfigField("nickname"),),
         )
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        """A tool that asks the member (``TurnApi.ask``), so the question route has a
+        real question to answer; it waits until answered or its turn ends."""
+        from skald_hookspecs.types import Tool
+
+        async def ask(args, ctx) -> str:
+            answer = await ctx.turn.ask("Swept?", [{"name": "word", "type": "string"}], timeout=600)
+            return str(answer["action"])
+
+        register(Tool(ASK_TOOL, "Ask the member a question.", {"type": "object", "properties": {}}, ask))
 
     @hookimpl
     def register_config_sets(self, register) -> None:
@@ -123,6 +137,8 @@ def sweep_responder(request: Any) -> Reply | ScriptedError:
     last = request.messages[-1]
     if last.get("role") == "user" and last.get("content") == NEEDS_APPROVAL:
         return Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "swept", "in_minutes": 60})])
+    if last.get("role") == "user" and last.get("content") == ASKS:
+        return Reply(tool_calls=[ToolCall(ASK_TOOL, {})])
     if last.get("role") == "user" and last.get("content") == FAILS:
         return ScriptedError(401)
     return Reply("ok")
@@ -202,6 +218,25 @@ async def member_chat_objects(client: Any, title: str = "") -> dict[str, str]:
     response = await client.post("/api/schedules", json={"prompt": "Swept daily.", "every": "every day at 8", "conversation_id": conversation_id})
     assert response.status_code == 201, response.text
     return {"conversation_id": conversation_id, "approval_id": mine[0]["id"], "job_id": response.json()["id"]}
+
+
+async def question_objects(admin: Any, client: Any) -> dict[str, str]:
+    """A conversation of ``client``'s whose turn waits on a question of the probe's tool
+    (the probe plugin enabled, a model configured): the question route's object."""
+    response = await admin.post("/api/admin/approval-rules", json={"tool_pattern": ASK_TOOL, "action": "allow", "priority": 60})
+    assert response.status_code in (201, 409), response.text
+    response = await client.post("/api/conversations", json={})
+    assert response.status_code == 201, response.text
+    conversation_id = response.json()["id"]
+    response = await client.post(f"/api/conversations/{conversation_id}/messages", json={"text": ASKS})
+    assert response.status_code == 202, response.text
+    deadline = time.monotonic() + 10
+    while True:
+        questions = (await client.get(f"/api/conversations/{conversation_id}")).json()["questions"]
+        if questions:
+            return {"question_id": questions[0]["question_id"]}
+        assert time.monotonic() < deadline, "no question was asked"
+        await asyncio.sleep(0.02)
 
 
 async def folder_objects(admin: Any, client: Any) -> dict[str, str]:

@@ -1,4 +1,4 @@
-// <plugin-page-host plugin-id entry-url page-id page-title>: mounts a plugin's page.
+// <plugin-page-host plugin-id entry-url page-id page-title [member-id]>: mounts a plugin's page.
 // The page is an ES module served by the plugin's own router (same origin, so the
 // CSP's script-src 'self' admits it) whose default export is an HTMLElement class.
 // We register it under a tag derived from the plugin and page ids and mount it with
@@ -61,6 +61,8 @@ class PluginPageHost extends HTMLElement {
       const page = document.createElement(defineOnce(pluginId, pageId, PageClass));
       page.setAttribute("plugin-id", pluginId);
       page.setAttribute("page-id", pageId);
+      // A section of a member's admin page learns whose (WebPage.slot "member_admin").
+      if (this.hasAttribute("member-id")) page.setAttribute("member-id", this.getAttribute("member-id"));
       this.replaceChildren(page);
     } catch (error) {
       this.replaceChildren(el("div", { class: "notice error", role: "alert" },

@@ -129,6 +129,7 @@ export class Transcript {
     this.pending = new Map(); // idempotency key → bubble
     this.toolCards = new Map(); // call id → card
     this.approvals = new Map(); // approval id → panel
+    this.questions = new Map(); // question id → card (a tool asking the member, RAM only)
     this.subframes = new Map(); // a running sub-agent's frame id → its progress box
     this.subCalls = new Map(); // a sub-agent's call id → its step (where a deeper one shows)
     this.stream = null;
@@ -176,6 +177,7 @@ export class Transcript {
       if (meta) { meta.append(this.versionSwitch(versions)); meta.hidden = false; }
     }
     for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
+    for (const question of data.questions || []) this.questionAsked(question, { quiet: true });
     for (const queued of data.queued || []) {
       const bubble = this.userBubble(queued.content, { state: "queued", attachments: attachmentPaths(queued.attachments) });
       this.list.append(bubble.node);
@@ -736,6 +738,71 @@ export class Transcript {
   approvalResolved(data) {
     const panel = this.approvals.get(data.approval_id);
     if (panel?.pending) panel.resolve(data.decision);
+  }
+
+  // -- questions (a running tool asks the member for input: TurnApi.ask) -------------------------
+
+  /** A form card: the answer goes to the waiting tool only (never stored, never logged). */
+  questionAsked(question, { quiet = false } = {}) {
+    const id = question.question_id;
+    if (!id || this.questions.has(id)) return;
+    const status = el("p", { class: "approval-status", role: "status" });
+    const inputs = (question.fields || []).map((f) => {
+      const label = f.title || f.name;
+      let input;
+      if (f.type === "boolean") input = el("input", { type: "checkbox", name: f.name });
+      else if (f.enum) input = el("select", { name: f.name, required: f.required }, ...(f.required ? [] : [el("option", { value: "", text: "" })]), ...f.enum.map((v) => el("option", { value: v, text: v })));
+      else input = el("input", { type: f.type === "string" ? "text" : "number", step: f.type === "number" ? "any" : undefined, name: f.name, required: f.required, autocomplete: "off" });
+      return el("label", { class: f.type === "boolean" ? "field check" : "field" }, el("span", { text: label }), input,
+        f.description ? el("small", { class: "hint", text: f.description }) : null);
+    });
+    const send = button(t("chat.question_send"), { kind: "primary small", type: "submit" });
+    const decline = button(t("chat.question_decline"), { kind: "small", onClick: () => answer("decline") });
+    const actions = el("div", { class: "actions" }, send, decline);
+    const form = el("form", { class: "question-form", on: { submit: (e) => { e.preventDefault(); answer("accept"); } } }, ...inputs, actions);
+    const node = el("div", { class: "approval question", role: "group", "aria-label": t("chat.question_label"), "data-question-id": id },
+      el("p", { class: "approval-question", text: question.message || "" }), form, status);
+    const card = {
+      node, pending: true,
+      resolve: (outcome) => {
+        card.pending = false;
+        node.classList.add("resolved");
+        form.remove();
+        status.textContent = t(outcome === "accept" ? "chat.question_answered" : outcome === "decline" ? "chat.question_declined" : "chat.question_gone");
+        status.className = `approval-status ${outcome === "accept" ? "approved" : "denied"}`;
+      },
+    };
+    const answer = async (action) => {
+      const content = {};
+      if (action === "accept") {
+        for (const f of question.fields || []) {
+          const input = form.elements.namedItem(f.name);
+          if (f.type === "boolean") content[f.name] = input.checked;
+          else if (input.value !== "") content[f.name] = input.value;
+        }
+      }
+      send.disabled = decline.disabled = true;
+      status.textContent = "";
+      const outcome = await this.handlers.answer(id, action, content);
+      if (outcome.ok) {
+        card.resolve(action);
+        status.tabIndex = -1;
+        status.focus({ preventScroll: true });
+        return;
+      }
+      send.disabled = decline.disabled = false;
+      status.textContent = outcome.error;
+      status.className = "approval-status error";
+    };
+    this.questions.set(id, card);
+    const box = el("div", { class: "tool-card standalone" }, node);
+    if (quiet) this.list.append(box); else this.append(box);
+    this.placeActivity();
+  }
+
+  questionResolved(data) {
+    const card = this.questions.get(data.question_id);
+    if (card?.pending) card.resolve(data.status);
   }
 
   /** A turn that ended leaves no question open: its approvals expired with it. */

@@ -298,6 +298,7 @@ class ChatView {
     this.composer = composer(this);
     this.transcript = new Transcript({
       decide: (id, decision) => this.decide(id, decision),
+      answer: (id, action, content) => this.answer(id, action, content),
       retry: (trigger) => this.retry(trigger),
       regenerate: (trigger) => this.regenerate(trigger),
       showVersion: (variant) => this.showVersion(variant),
@@ -460,6 +461,12 @@ class ChatView {
     return response.ok ? { ok: true } : { ok: false, error: errorText(response) };
   }
 
+  async answer(questionId, action, content) {
+    const body = action === "accept" ? { action, content } : { action };
+    const response = await api("POST", `/api/questions/${encodeURIComponent(questionId)}`, body);
+    return response.ok ? { ok: true } : { ok: false, error: errorText(response) };
+  }
+
   async deleteConversation() {
     const ok = await confirmDialog({
       title: t("chat.delete_confirm_title", { title: titleOf(this.conversation) }),
@@ -542,6 +549,8 @@ class ChatView {
       // A sub-agent's progress shows in the card of the call that started it; what it
       // asks the member is a card of its own.
       if (data.type === "approval_required") tx.approvalRequired(data);
+      else if (data.type === "question") tx.questionAsked(data);
+      else if (data.type === "question_resolved") tx.questionResolved(data);
       else if (data.type === "agent_start") tx.subagentStarted(data);
       else if (data.type === "agent_done") tx.subagentDone(data);
       else if (data.type === "token") tx.subagentToken(data);
@@ -591,6 +600,12 @@ class ChatView {
         break;
       case "approval_resolved":
         tx.approvalResolved(data);
+        break;
+      case "question":
+        tx.questionAsked(data);
+        break;
+      case "question_resolved":
+        tx.questionResolved(data);
         break;
       case "notification":
         tx.note(data.content || "", "info", data.message_id);

@@ -298,6 +298,15 @@ function deleteSection(member, ctx, isSelf) {
   return section(title, el("p", { class: "hint", text: t("members.delete_hint") }), el("div", { class: "actions" }, remove), status.node);
 }
 
+/** What enabled plugins add to a member's admin page (WebPage.slot "member_admin"):
+ * a connector's grants, say; each mounted like a plugin page, told the member's id. */
+function pluginSections(member, ctx) {
+  const pages = (ctx.pages ? ctx.pages() : []).filter((p) => p.slot === "member_admin");
+  return pages.map((p) => section(p.title, el("plugin-page-host", {
+    "plugin-id": p.plugin_id, "page-id": p.page_id, "entry-url": p.entry_url, "page-title": p.title, "member-id": member.id,
+  })));
+}
+
 export async function renderMember(ctx) {
   const id = ctx.rest[0];
   const [response, roles] = await Promise.all([api("GET", `/api/admin/members/${encodeURIComponent(id)}`), loadRoles()]);
@@ -312,6 +321,7 @@ export async function renderMember(ctx) {
     await pluginsSection(member),
     await supervisionSection(member),
     await intervalsSection(member),
+    ...pluginSections(member, ctx),
     sessionsSection(member),
     resetSection(member, isSelf),
     deleteSection(member, ctx, isSelf));

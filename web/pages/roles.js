@@ -9,6 +9,7 @@ import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHe
 export const CAPABILITIES = [
   "chat.use", "memory.shared.read", "memory.shared.write", "projects.create", "projects.chat", "sandbox.network",
   "tools.shell", "tools.files.write", "tools.schedule", "tools.delegate",
+  "connectors.activate", "connectors.remote",
 ];
 
 function capabilityBoxes(selected, disabled) {

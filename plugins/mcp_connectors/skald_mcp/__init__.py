@@ -24,14 +24,9 @@ from skald_mcp.strings import STRINGS
 
 PLUGIN_ID = "mcp"
 
+#: Who may activate templates and register remote servers is a role capability
+#: (``connectors.activate``, ``connectors.remote``: the Roles page), no longer a switch here.
 CONFIG_SCHEMA = (
-    ConfigField(
-        "members_add_remote",
-        "boolean",
-        label="Members may add remote connectors",
-        description="Let members register their own streamable-HTTP MCP servers (never a command).",
-        default=False,
-    ),
     ConfigField(
         "allow_private_addresses",
         "boolean",
@@ -59,7 +54,7 @@ def plugin_info() -> PluginInfo:
         title="Connectors",
         description="Connect the assistant to MCP servers (connectors), granted per member.",
         icon="plug",
-        spec=">=1.2,<2",  # member_tools, member_unlocked/locking, member secrets and events
+        spec=">=1.3,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3)
         config_schema=CONFIG_SCHEMA,
         grant_by_default=True,
     )
@@ -119,6 +114,8 @@ def register_routes(register: Callable[..., None], host: HostApi) -> None:
 @hookimpl
 def register_web_pages(register: Callable[..., None]) -> None:
     register(WebPage("connectors", "Connectors", "page.js", icon="plug"))
+    # The member's connector grants, on their page in the admin's Members area (1.3).
+    register(WebPage("member-grants", "Connectors", "member.js", icon="plug", slot="member_admin"))
 
 
 @hookimpl

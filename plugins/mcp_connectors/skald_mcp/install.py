@@ -6,8 +6,10 @@ with ``files``): the template's files are copied into the member's sandbox, unde
 hash of the files changed. It runs inside the sandbox as the member (through
 ``HostApi.sandbox_spawn``), never with the host's Python; at activation and at every
 start of the member's runtime, where an unchanged connector is a hash match and nothing
-more. A failure (no pip in the sandbox, no network for it) is the connector's error,
-shown as it is.
+more. A failure (no pip or npm in the sandbox, no network for it) is the connector's
+error, shown as it is. The sandbox image (``sandbox/image/packages.txt``) ships pip,
+node and npm; fetching packages needs the sandbox's network (the instance's
+``sandbox.network``), or a requirements file or lockfile that needs nothing fetched.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ ROOT = ".skald-connectors"
 INSTALL_SECONDS = 600.0
 
 INSTALLER = r'''
-import json, os, shutil, subprocess, sys
+import importlib.util, json, os, shutil, subprocess, sys
 target, digest = sys.argv[1], sys.argv[2]
 files = json.loads(sys.stdin.read())
 stamp = os.path.join(target, ".skald-hash")
@@ -41,7 +43,9 @@ for rel, content in files.items():
     with open(path, "w") as f:
         f.write(content)
 error = None
-if "requirements.txt" in files:
+if "requirements.txt" in files and importlib.util.find_spec("pip") is None:
+    error = "pip is not installed in the sandbox"
+elif "requirements.txt" in files:
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--target", os.path.join(target, ".pydeps"),
                            "-r", os.path.join(target, "requirements.txt")], capture_output=True, text=True)
     if done.returncode:

@@ -37,8 +37,14 @@ class MemberConnectors:
         templates: Callable[[], dict[str, Template]],
         bearer: Callable[[str, dict[str, Any]], Awaitable[str | None]],
         elicit: Callable[[Any, str, Any], Awaitable[Any]] | None = None,
+        may_use_template: Callable[[str, str], bool] = lambda member_id, name: True,
+        credential: Callable[[str, dict[str, Any], str], Awaitable[str]] | None = None,
     ) -> None:
+        #: (member id, record, deliver) -> a stdio OAuth connector's credential (oauth.py).
+        self._credential = credential
         self.host = host
+        #: (member, template) -> whether the admin lets the member use it now.
+        self._may_use_template = may_use_template
         self._elicit = elicit
         self._templates = templates
         #: (member id, record) -> an access token for an OAuth record, or None (oauth.py).
@@ -113,7 +119,10 @@ class MemberConnectors:
         template = self._templates().get(record["template"])
         if template is None:
             raise SpecError(f"the catalog no longer has {record['template']!r}")
-        bearer = await self._bearer(member_id, record) if template.oauth else None
+        if template.oauth and template.transport == "stdio":
+            bearer = await self._credential(member_id, record, template.oauth.get("deliver", "access_token"))
+        else:
+            bearer = await self._bearer(member_id, record) if template.oauth else None
         if record.pop("rotated", False):  # the provider rotated the refresh token
             await self.save(member_id, name, record)
         return activation_spec(template, name, record.get("values") or {}, bearer)
@@ -210,7 +219,7 @@ class MemberConnectors:
             return
         pins = record.get("pins") or {}
         offered[name] = [
-            make_tool(name, t, lambda caller, _m=member_id, _n=name: caller == _m and _n in self.records.get(_m, {}), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n))
+            make_tool(name, t, lambda caller, _m=member_id, _n=name: caller == _m and self._usable(_m, _n), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n))
             for t in connection.tools
             if pins.get(t.name) == definition_hash(t) and t.name not in LOGIN_TOOLS
         ]
@@ -252,8 +261,16 @@ class MemberConnectors:
             await connection.call("logout", {})
         return await self.login_status(member_id, name)
 
+    def _usable(self, member_id: str, name: str) -> bool:
+        """The member's connector exists and, made from a template, the template is
+        still open to them (the admin may revoke it at any moment)."""
+        record = self.records.get(member_id, {}).get(name)
+        if record is None:
+            return False
+        return record.get("kind") != "catalog" or self._may_use_template(member_id, record.get("template") or "")
+
     def member_tools(self, member_id: str) -> list[Tool]:
-        return [t for tools in self._offered.get(member_id, {}).values() for t in tools]
+        return [t for name, tools in self._offered.get(member_id, {}).items() if self._usable(member_id, name) for t in tools]
 
     def _login_kind(self, record: dict[str, Any]) -> str:
         template = self._templates().get(record.get("template") or "")
@@ -276,6 +293,7 @@ class MemberConnectors:
             "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
             "error": connection.error if connection else None,
             "login": self._login_kind(record),
+            "oauth": bool(record.get("provider")),
             "install": self.installs.get(member_id, {}).get(name),
             "tools": [tool_name(name, t.name) for t in tools if tool_name(name, t.name) in offered],
             "pending": [t.name for t in tools if pins.get(t.name) != definition_hash(t)] if pins else [],

@@ -171,7 +171,7 @@ class OAuth:
             "state": state,
             "code_challenge": challenge,
             "code_challenge_method": "S256",
-            "resource": resource,
+            **({"resource": resource} if resource else {}),  # none for a stdio server (RFC 8707 wants a URI)
         }
         separator = "&" if "?" in provider["auth_url"] else "?"
         return f"{provider['auth_url']}{separator}{urlencode(query)}"
@@ -197,7 +197,7 @@ class OAuth:
             "code": code.strip(),
             "redirect_uri": flow.redirect_uri,
             "code_verifier": flow.verifier,
-            "resource": flow.resource,
+            **({"resource": flow.resource} if flow.resource else {}),
         }
         tokens = await self._token_request(provider, form)
         if not tokens.get("refresh_token"):
@@ -230,6 +230,29 @@ class OAuth:
         lifetime = float(lifetime) if isinstance(lifetime, (int, float)) and lifetime > 0 else 3600.0
         self._tokens[(member_id, connector)] = (str(tokens["access_token"]), time.monotonic() + lifetime - 30)
 
+    async def credential(self, member_id: str, record: dict[str, Any], deliver: str = "access_token") -> str:
+        """What a stdio server receives in its environment: the access token, or an
+        ``authorized_user`` JSON for a server that refreshes by itself (the provider's
+        client id and secret with the member's refresh token; seed 001's Google
+        shape). Only ever an environment value of the member's sandboxed process."""
+        if deliver != "authorized_user":
+            return str(await self.bearer(member_id, record))
+        refresh = record.get("refresh_token")
+        provider = self.providers.get(record.get("provider", ""))
+        if not refresh:
+            raise OAuthError("sign in first")
+        if provider is None:
+            raise OAuthError("the sign-in provider is gone; ask your administrator")
+        import json
+
+        return json.dumps({
+            "type": "authorized_user",
+            "client_id": provider["client_id"],
+            "client_secret": provider.get("client_secret", ""),
+            "refresh_token": refresh,
+            "token_uri": provider["token_url"],
+        })
+
     async def bearer(self, member_id: str, record: dict[str, Any]) -> str | None:
         """An access token for the member's OAuth connector: the one in RAM while it
         lasts, else one fetched with the refresh token from the member's file."""
@@ -243,7 +266,7 @@ class OAuth:
         provider = self.providers.get(record.get("provider", ""))
         if provider is None:
             raise OAuthError("the sign-in provider is gone; ask your administrator")
-        tokens = await self._token_request(provider, {"grant_type": "refresh_token", "refresh_token": refresh, "resource": record.get("resource", "")})
+        tokens = await self._token_request(provider, {"grant_type": "refresh_token", "refresh_token": refresh, **({"resource": record["resource"]} if record.get("resource") else {})})
         self._remember(member_id, name, tokens)
         if tokens.get("refresh_token") and tokens["refresh_token"] != refresh:
             record["refresh_token"] = tokens["refresh_token"]  # rotated: saved by the caller's next save

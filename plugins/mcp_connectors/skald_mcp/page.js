@@ -1,4 +1,5 @@
-// The Connectors page: one row per connector. A member sees the connectors granted to
+// The Connectors page: one row per connector (each of a member's own has a page of its own,
+// #plugin/<id>/connectors/<name>, with the OAuth and QR panels). A member sees the connectors granted to
 // them and their tools, their own connectors (deactivate, accept changed tools, the OAuth
 // sign-in panel), the catalog to activate from, and, when allowed, a form for their own
 // remote server; an admin also gets the management table (state, tools, who may
@@ -43,6 +44,34 @@ function pairs(text, separator) {
   return out;
 }
 
+/** One checkbox per member (who may use a connector or a template). ``access`` null:
+ * every member the plugin is granted to, shown as the "everyone" box. */
+function accessBoxes(members, access, save, everyone) {
+  const out = [];
+  if (everyone !== undefined) {
+    const label = node("label", undefined, "mcp-everyone");
+    const box = Object.assign(node("input"), { type: "checkbox", checked: access === null });
+    box.addEventListener("change", () => save(box.checked ? null : members.filter((m) => m.role !== "admin").map((m) => m.id)));
+    label.append(box, document.createTextNode(" " + everyone));
+    out.push(label, node("br"));
+    if (access === null) return out;
+  }
+  for (const member of members) {
+    const label = node("label");
+    const box = Object.assign(node("input"), { type: "checkbox", checked: access.includes(member.id) });
+    box.dataset.member = member.id;
+    box.addEventListener("change", () => {
+      const chosen = new Set(access);
+      if (box.checked) chosen.add(member.id);
+      else chosen.delete(member.id);
+      save([...chosen]);
+    });
+    label.append(box, document.createTextNode(" " + (member.display_name || member.username)));
+    out.push(label, node("br"));
+  }
+  return out;
+}
+
 export default class ConnectorsPage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "mcp";
@@ -51,10 +80,63 @@ export default class ConnectorsPage extends HTMLElement {
     await this.render();
   }
 
+  /** ``#plugin/<id>/connectors/<name>`` (or a ``connector`` attribute): one of the
+   * member's own connectors on a page of its own. */
+  detailName() {
+    if (this.hasAttribute("connector")) return this.getAttribute("connector");
+    const parts = location.hash.slice(1).split("/").map(decodeURIComponent);
+    return parts[0] === "plugin" && parts[1] === this.pluginId && parts[2] === "connectors" && parts[3] ? parts[3] : null;
+  }
+
+  detailLink(name) {
+    return `#plugin/${encodeURIComponent(this.pluginId)}/connectors/${encodeURIComponent(name)}`;
+  }
+
+  async renderDetail(name) {
+    // A connector's own page: its state and tools, changed tools to accept, and the
+    // sign-in panels (OAuth copy-paste, QR device login); deactivation.
+    const s = this.s;
+    const back = Object.assign(node("a", s.back, "mcp-back"), { href: `#plugin/${encodeURIComponent(this.pluginId)}/connectors` });
+    const c = await call("GET", `${this.base}/my/connectors/${encodeURIComponent(name)}`);
+    const box = node("section", undefined, "mcp-detail");
+    box.dataset.name = c.name;
+    box.append(node("h2", c.name), node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
+    if (c.template) box.append(node("p", `${s.from_template}: ${c.template} (v${c.version})`));
+    if (c.url) box.append(node("p", c.url));
+    if (c.error) box.append(node("div", c.error, "mcp-error"));
+    box.append(node("p", `${s.col_tools}: ${c.tools.join(", ") || "—"}`, "mcp-tools"));
+    if (c.pending.length) {
+      box.append(node("div", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending"));
+      const accept = node("button", s.accept);
+      accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
+      box.append(accept);
+    }
+    if (c.state === "needs_oauth" || c.oauth) box.append(this.oauthPanel(c.name));
+    if (c.login === "qr") box.append(this.qrPanel(c.name));
+    const remove = node("button", s.deactivate, "mcp-deactivate");
+    remove.addEventListener("click", async () => {
+      try {
+        await call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`);
+        location.hash = back.getAttribute("href");
+        if (this.hasAttribute("connector")) this.removeAttribute("connector");
+        await this.render();
+      } catch (error) {
+        this.message.textContent = error.message;
+      }
+    });
+    box.append(remove);
+    return [back, box];
+  }
+
   async render() {
     try {
       const mine = await call("GET", `${this.base}/mine`);
       this.s = mine.strings;
+      const name = this.detailName();
+      if (name) {
+        this.replaceChildren(node("h1", this.s.title), this.message, ...(await this.renderDetail(name)));
+        return;
+      }
       const parts = [node("h1", this.s.title), this.message, this.asks(), this.mine(mine.connectors), ...this.own(mine)];
       if (mine.is_admin) parts.push(...(await this.admin()));
       this.replaceChildren(...parts);
@@ -88,7 +170,14 @@ export default class ConnectorsPage extends HTMLElement {
     for (const c of mine.own) {
       const row = node("div", undefined, "mcp-own-connector");
       row.dataset.name = c.name;
-      row.append(node("strong", c.name), node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
+      const open = Object.assign(node("a", c.name, "mcp-open"), { href: this.detailLink(c.name) });
+      open.addEventListener("click", (event) => {
+        if (location.hash.startsWith(`#plugin/${this.pluginId}/`)) return; // the app routes it
+        event.preventDefault(); // mounted on its own (no router): show it in place
+        this.setAttribute("connector", c.name);
+        this.render();
+      });
+      row.append(open, node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
       if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools"));
       if (c.error) row.append(node("div", c.error, "mcp-error"));
       if (c.pending.length) {
@@ -97,8 +186,16 @@ export default class ConnectorsPage extends HTMLElement {
         accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
         row.append(accept);
       }
-      if (c.state === "needs_oauth") row.append(this.oauthPanel(c.name));
-      if (c.login === "qr") row.append(this.qrPanel(c.name));
+      if (c.state === "needs_oauth" || (c.login === "qr" && c.state !== "ready")) {
+        // Signing in is on the connector's own page.
+        row.append(Object.assign(node("a", c.state === "needs_oauth" ? s.sign_in : s.link_device, "mcp-sign-in-link"), { href: this.detailLink(c.name) }));
+        row.lastChild.addEventListener("click", (event) => {
+          if (location.hash.startsWith(`#plugin/${this.pluginId}/`)) return;
+          event.preventDefault();
+          this.setAttribute("connector", c.name);
+          this.render();
+        });
+      }
       const remove = node("button", s.deactivate, "mcp-deactivate");
       remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`)));
       row.append(remove);
@@ -112,7 +209,7 @@ export default class ConnectorsPage extends HTMLElement {
       form.dataset.name = t.name;
       form.append(node("strong", t.title), node("p", t.description));
       if (t.update_available) form.append(node("p", s.update_available, "mcp-update"));
-      if (!t.activated) {
+      if (!t.activated && mine.may_activate) {
         const inputs = {};
         for (const f of t.fields) {
           const label = node("label");
@@ -166,7 +263,7 @@ export default class ConnectorsPage extends HTMLElement {
         if (seen.has(e.id)) continue;
         const form = node("form", undefined, "mcp-ask");
         form.dataset.id = e.id;
-        form.append(node("h3", s.elicit_title), node("p", `${e.connector}: ${e.message}`));
+        form.append(node("h3", s.elicit_title), node("p", e.message));
         const inputs = {};
         for (const f of e.fields) {
           const label = node("label");
@@ -318,20 +415,8 @@ export default class ConnectorsPage extends HTMLElement {
       tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
       if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending"));
       const access = node("td");
-      for (const member of members) {
-        const label = node("label");
-        const box = node("input");
-        box.type = "checkbox";
-        box.checked = server.access.includes(member.id);
-        box.addEventListener("change", () => {
-          const chosen = new Set(server.access);
-          if (box.checked) chosen.add(member.id);
-          else chosen.delete(member.id);
-          this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: [...chosen] }));
-        });
-        label.append(box, document.createTextNode(" " + (member.display_name || member.username)));
-        access.append(label, node("br"));
-      }
+      access.append(...accessBoxes(members, server.access, (chosen) =>
+        this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: chosen }))));
       const actions = node("td");
       const restart = node("button", s.restart);
       restart.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/restart`)));
@@ -351,10 +436,10 @@ export default class ConnectorsPage extends HTMLElement {
       row.append(node("td", server.name), node("td", server.transport === "stdio" ? `stdio: ${server.command}` : server.url), state, tools, access, actions);
       table.append(row);
     }
-    return [node("h2", s.admin_title), table, this.form(members), ...(await this.adminCatalog())];
+    return [node("h2", s.admin_title), table, this.form(members), ...(await this.adminCatalog(members))];
   }
 
-  async adminCatalog() {
+  async adminCatalog(members) {
     // The catalog's templates and the sign-in providers, as JSON (the API's shapes: see
     // the plugin's README). A provider's client secret comes back masked.
     const s = this.s;
@@ -365,9 +450,19 @@ export default class ConnectorsPage extends HTMLElement {
       const list = node("ul");
       for (const row of rows) {
         const item = node("li", `${row.name} `);
+        item.dataset.name = row.name;
         const remove = node("button", s.remove);
         remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/${kind}/${encodeURIComponent(row.name)}`)));
-        item.append(remove, node("pre", JSON.stringify(row, null, 2)));
+        item.append(remove);
+        if (kind === "catalog") {
+          // Who may see and activate this template (per-template access).
+          const access = node("div", undefined, "mcp-template-access");
+          access.append(node("span", s.col_access + ": "), ...accessBoxes(members, row.access, (chosen) =>
+            this.act(() => call("PUT", `${this.base}/catalog/${encodeURIComponent(row.name)}/access`, { members: chosen })), s.everyone));
+          item.append(access);
+        }
+        const { access: _access, grant_by_default: _default, ...shown } = row;
+        item.append(node("pre", JSON.stringify(shown, null, 2)));
         list.append(item);
       }
       const form = node("form");

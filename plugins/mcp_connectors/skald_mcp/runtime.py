@@ -295,6 +295,11 @@ class Runtime:
         self.by_default: set[str] = set()
         #: The catalog: admin-vetted templates members activate (never live credentials).
         self.templates: dict[str, Any] = {}
+        #: Template -> the members who may see and activate it; None: every member the
+        #: plugin is granted to (templates from before per-template access existed).
+        self.template_access: dict[str, set[str] | None] = {}
+        #: Templates a member created later receives (default access, as for globals).
+        self.template_defaults: set[str] = set()
         from skald_mcp.members import MemberConnectors
         from skald_mcp.oauth import OAuth
 
@@ -302,7 +307,7 @@ class Runtime:
 
         self.oauth = OAuth(host)
         self.elicitations = Elicitations(host)
-        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer, self.elicitations.ask)
+        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer, self.elicitations.ask, self.may_use_template, self.oauth.credential)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -319,6 +324,9 @@ class Runtime:
         from skald_mcp.spec import template_from_json
 
         self.templates = {name: template_from_json(data) for name, data in (await self.host.kv_get("catalog") or {}).items()}
+        stored = await self.host.kv_get("catalog_access") or {}
+        self.template_access = {name: (set(stored[name]) if stored.get(name) is not None else None) for name in self.templates}
+        self.template_defaults = set(await self.host.kv_get("catalog_defaults") or ()) & set(self.templates)
         await self.oauth.load()
 
     async def _save(self) -> None:
@@ -332,11 +340,19 @@ class Runtime:
         received this plugin by default too (their role auto-grants: the host decided,
         and ``member_has_grant`` says so). Additive and best-effort, like the host's own
         seeding; a member created while the plugin is off is granted by hand."""
-        if not self.by_default or not await self.host.member_has_grant(member_id):
+        if not (self.by_default or self.template_defaults) or not await self.host.member_has_grant(member_id):
             return
         for name in self.by_default:
             self.access.setdefault(name, set()).add(member_id)
         await self._save()
+        opened = False
+        for name in self.template_defaults:
+            access = self.template_access.get(name)
+            if access is not None:
+                access.add(member_id)
+                opened = True
+        if opened:
+            await self._save_template_access()
 
     async def start_all(self) -> None:
         """Connect every connector in the background (a slow server must not hold the
@@ -349,6 +365,38 @@ class Runtime:
 
     async def save_catalog(self) -> None:
         await self.host.kv_set("catalog", {name: t.as_json() for name, t in self.templates.items()})
+
+    # -- per-template access ------------------------------------------------------------------
+
+    def may_use_template(self, member_id: str, name: str) -> bool:
+        """Whether the member may see, activate and use the template ``name`` (asked
+        per call too: a revoked template's tools stop at once). Deny by default."""
+        if name not in self.templates:
+            return False
+        access = self.template_access.get(name, set())
+        return access is None or member_id in access
+
+    async def set_template_access(self, name: str, members: set[str] | None, by_default: bool | None = None) -> None:
+        """``members``: who may use the template; None: every member the plugin is
+        granted to."""
+        # Replaced in memory before anything awaits, like a global connector's grants.
+        self.template_access[name] = None if members is None else set(members)
+        if by_default is not None:
+            (self.template_defaults.add if by_default else self.template_defaults.discard)(name)
+        await self._save_template_access()
+
+    async def forget_template(self, name: str) -> None:
+        self.template_access.pop(name, None)
+        self.template_defaults.discard(name)
+        await self._save_template_access()
+
+    async def _save_template_access(self) -> None:
+        await self.host.kv_set("catalog_access", {n: (sorted(a) if a is not None else None) for n, a in self.template_access.items()})
+        await self.host.kv_set("catalog_defaults", sorted(self.template_defaults))
+
+    def template_status(self, name: str) -> dict[str, Any]:
+        access = self.template_access.get(name, set())
+        return {**self.templates[name].as_json(), "access": sorted(access) if access is not None else None, "grant_by_default": name in self.template_defaults}
 
     async def stop_all(self) -> None:
         await self.members.stop_all()

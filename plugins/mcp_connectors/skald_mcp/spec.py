@@ -147,6 +147,11 @@ def tool_name(server: str, tool: str) -> str:
 # -- the catalog: admin-vetted templates a member activates --------------------------------
 
 FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+#: How an OAuth credential reaches a stdio server (in the environment variable the
+#: template names): the access token itself (fetched at every start), or an
+#: ``authorized_user`` JSON (client id and secret, refresh token, token URL) a server
+#: such as Google's libraries refreshes by itself.
+DELIVER = ("access_token", "authorized_user")
 MAX_FIELDS = 16
 MAX_TEXT = 500
 
@@ -179,7 +184,8 @@ class Template:
     version: int = 1
     #: ``{"provider": name, "scopes": [...]}``: the activation signs in with OAuth 2
     #: (authorization code + PKCE) at that provider; the access token is sent as
-    #: ``Authorization: Bearer``.
+    #: ``Authorization: Bearer`` (http), or for a stdio template with ``env`` and
+    #: ``deliver`` (``DELIVER``) the credential is put in that environment variable.
     oauth: Mapping[str, Any] | None = None
     #: ``"qr"``: the server produces its credential by pairing a device; it exposes
     #: ``login_status`` (and ``logout``), which Skald calls, never the agent.
@@ -276,15 +282,26 @@ def parse_template(body: Any) -> Template:
         raise SpecError("field names must differ")
     oauth = body.get("oauth")
     if oauth is not None:
-        if transport != "http" or not isinstance(oauth, dict) or set(oauth) - {"provider", "scopes"}:
-            raise SpecError("oauth is {provider, scopes} on an http template")
+        if not isinstance(oauth, dict) or set(oauth) - {"provider", "scopes", "env", "deliver"}:
+            raise SpecError("oauth is {provider, scopes} (and for a stdio template env and deliver)")
         provider = oauth.get("provider")
         scopes = oauth.get("scopes") or []
         if not isinstance(provider, str) or not NAME.match(provider):
             raise SpecError("oauth.provider must name a sign-in provider")
         if not isinstance(scopes, list) or not all(isinstance(x, str) and x and " " not in x and len(x) <= 200 for x in scopes) or len(scopes) > 32:
             raise SpecError("oauth.scopes must be a list of scope names")
-        oauth = {"provider": provider, "scopes": list(scopes)}
+        checked: dict[str, Any] = {"provider": provider, "scopes": list(scopes)}
+        if transport == "stdio":
+            # The credential reaches the server by environment, never as a file.
+            env, deliver = oauth.get("env"), oauth.get("deliver", "access_token")
+            if not isinstance(env, str) or not ENV_NAME.match(env):
+                raise SpecError("oauth.env must name the environment variable a stdio server reads its credential from")
+            if deliver not in DELIVER:
+                raise SpecError(f"oauth.deliver must be one of {', '.join(DELIVER)}")
+            checked.update(env=env, deliver=deliver)
+        elif "env" in oauth or "deliver" in oauth:
+            raise SpecError("an http template receives the access token as Authorization: Bearer (env and deliver are for stdio)")
+        oauth = checked
     login = body.get("login") or ""
     if login not in ("", "qr"):
         raise SpecError("login must be empty or 'qr'")
@@ -365,13 +382,18 @@ def parse_values(template: Template, values: Any) -> dict[str, str]:
 
 def activation_spec(template: Template, name: str, values: Mapping[str, str], bearer: str | None = None) -> ServerSpec:
     """The connectable spec of a member's activation: the template's address or
-    command with the member's values delivered as headers or environment."""
+    command with the member's values delivered as headers or environment. ``bearer``:
+    an OAuth template's credential (an http server's access token, or what a stdio
+    template's ``oauth.deliver`` asks for, put in ``oauth.env``)."""
     if template.transport == "http":
         headers = {f.header: f.format.replace("{value}", values[f.name]) for f in template.fields}
         if bearer is not None:
             headers["Authorization"] = f"Bearer {bearer}"
         return ServerSpec(name, "http", url=template.url, headers=headers)
-    return ServerSpec(name, "stdio", command=template.command, args=template.args, env={f.env: values[f.name] for f in template.fields})
+    env = {f.env: values[f.name] for f in template.fields}
+    if bearer is not None and template.oauth and template.oauth.get("env"):
+        env[template.oauth["env"]] = bearer
+    return ServerSpec(name, "stdio", command=template.command, args=template.args, env=env)
 
 
 def parse_remote(body: Mapping[str, Any]) -> ServerSpec:

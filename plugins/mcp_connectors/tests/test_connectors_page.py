@@ -112,3 +112,86 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
             return (await setup.host.core.host_api("mcp").member_secret_names(alice_id)) == []
 
         await eventually(gone, what="the activation to leave alice's file")
+
+
+async def test_the_admin_grants_a_connector_on_the_members_page_in_a_browser(setup: Setup, browser):
+    """The member's page in the admin's Members area has a Connectors section (the
+    plugin's ``member_admin`` page): ticking a global connector grants it, unticking
+    takes it away before the answer comes back; a template open to everyone says so.
+    Nobody's sidebar lists the section; a member's page list does not have it."""
+    from skald_mcp import running
+
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    await setup.add_stdio(access=[])
+    async with HttpDemo() as demo:
+        response = await setup.admin.put(f"{BASE}/catalog/web", json={"title": "Web demo", "transport": "http", "url": demo.url})
+        assert response.status_code == 200, response.text
+        pages = (await alice.get("/api/plugins/pages")).json()["pages"]
+        assert [p["page_id"] for p in pages if p["plugin_id"] == "mcp"] == ["connectors"]
+        page = await browser.new_page(base_url=setup.host.url)
+        await page.goto("/")
+        await page.get_by_label("User name").fill(setup.host.admin_username)
+        await page.get_by_label("Password", exact=True).fill(ADMIN_PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await page.locator("#sidebar").wait_for(state="attached")
+        await page.goto(f"/#members/{alice_id}")
+        grants = page.locator("ul.mcp-member-grants")
+        await grants.wait_for(timeout=20_000)
+        assert "open to everyone with the plugin" in await grants.inner_text()
+        box = grants.get_by_label("demo")
+        assert not await box.is_checked()
+        await box.check()
+        await eventually(lambda: _granted(running, alice_id), what="the grant from the member's page")
+        await grants.get_by_label("demo").wait_for()
+        await grants.get_by_label("demo").uncheck()
+        await eventually(lambda: _not_granted(running, alice_id), what="the revocation from the member's page")
+        # A section, not a page: the sidebar links the Connectors page only.
+        assert await page.locator('#sidebar a[href="#plugin/mcp/connectors"]').count() == 1
+        assert await page.locator('#sidebar a[href*="member-grants"]').count() == 0
+
+
+async def _granted(running, member_id: str) -> bool:
+    return member_id in running.runtime.access.get("demo", ())
+
+
+async def _not_granted(running, member_id: str) -> bool:
+    return member_id not in running.runtime.access.get("demo", ())
+
+
+async def test_a_connector_has_a_page_of_its_own_with_the_sign_in_panel_in_a_browser(setup: Setup, browser):
+    """``#plugin/mcp/connectors/<name>`` in the app: the row's Sign in link opens the
+    connector's own page, whose OAuth panel starts the flow and takes the pasted code;
+    the connector is then ready and its page says so."""
+    from oauth_standin import AuthorizationServer
+    from test_oauth import allow_private, browser as consent, put_provider
+
+    await allow_private(setup)
+    await setup.host.create_member("alice")
+    async with AuthorizationServer() as idp, HttpDemo() as demo:
+        assert (await put_provider(setup, idp.issuer)).status_code == 200
+        template = {"title": "Mail", "transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
+        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
+        page = await browser.new_page(base_url=setup.host.url)
+        page.on("popup", lambda popup: popup.close())  # the provider's page: the test plays the member's browser
+        await page.goto("/")
+        await page.get_by_label("User name").fill("alice")
+        await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await page.locator("#sidebar").wait_for(state="attached")
+        await page.goto("/#plugin/mcp/connectors")
+        await page.locator("form.mcp-template[data-name=mail] button[type=submit]").click()
+        await page.locator(".mcp-own-connector[data-name=mail] a.mcp-sign-in-link").click()
+        detail = page.locator("section.mcp-detail[data-name=mail]")
+        await detail.wait_for(timeout=10_000)
+        assert page.url.endswith("#plugin/mcp/connectors/mail")
+        await detail.locator("button.mcp-sign-in").click()
+        panel = detail.locator(".mcp-oauth[data-url]")
+        await panel.wait_for(timeout=10_000)
+        code = await consent(await panel.get_attribute("data-url"))
+        await detail.locator("input[name=code]").fill(code)
+        await detail.locator("button.mcp-complete").click()
+        await page.locator("section.mcp-detail[data-name=mail] .mcp-state").filter(has_text="running").wait_for(timeout=20_000)
+        assert "mail__echo" in await page.locator("section.mcp-detail .mcp-tools").inner_text()
+        await page.locator("a.mcp-back").click()
+        await page.locator(".mcp-own-connector[data-name=mail]").wait_for(timeout=10_000)

@@ -35,13 +35,16 @@ async def test_a_servers_question_reaches_the_member_and_only_the_server_gets_th
     cid = await new_conversation(alice)
     await send(alice, cid, "Greet me.")
     asked = await eventually(lambda: pending(alice), what="the question to reach alice")
-    assert asked[0]["connector"] == "demo" and asked[0]["message"] == "What is your name?"
+    assert asked[0]["message"] == "The connector demo asks: What is your name?"
     assert [(f["name"], f["type"], f["required"]) for f in asked[0]["fields"]] == [("name", "string", True), ("pin", "integer", False)]
-    notes = [m for m in (await state(alice, cid))["messages"] if "asks: What is your name?" in str(m.get("content"))]
-    assert notes, "the member was told in the conversation"
+    # The same question is the conversation's card (TurnApi.ask), with the same id.
+    cards = (await state(alice, cid))["questions"]
+    assert [c["question_id"] for c in cards] == [asked[0]["id"]] and cards[0]["plugin"] == "mcp"
     assert await pending(bob) == []
     response = await bob.post(f"{BASE}/my/elicitations/{asked[0]['id']}", json={"action": "accept", "content": {"name": "Mallory"}})
     assert response.status_code == 404  # not bob's to answer
+    response = await bob.post(f"/api/questions/{asked[0]['id']}", json={"action": "accept", "content": {"name": "Mallory"}})
+    assert response.status_code == 404  # nor through the chat's route
 
     for bad, message in (({"action": "accept", "content": {}}, "Name is required"), ({"action": "accept", "content": {"name": "x", "pin": "abc"}}, "Pin must be of type integer"),
                          ({"action": "accept", "content": {"name": "x", "extra": 1}}, "not asked for"), ({"action": "maybe"}, "accept or decline")):
@@ -55,8 +58,11 @@ async def test_a_servers_question_reaches_the_member_and_only_the_server_gets_th
 
     await send(alice, cid, "Again.")
     asked = await eventually(lambda: pending(alice), what="the second question")
-    assert (await alice.post(f"{BASE}/my/elicitations/{asked[0]['id']}", json={"action": "decline"})).status_code == 200
+    # Declined from the conversation's card this time (the host's route).
+    response = await alice.post(f"/api/questions/{asked[0]['id']}", json={"action": "decline"})
+    assert response.status_code == 200, response.text
     assert calls(await finished(alice, cid))[-1]["result"] == "decline"
+    assert (await state(alice, cid))["questions"] == []
 
     # The answer was stored and logged nowhere but in the tool's result the server chose to return.
     assert CANARY not in caplog.text
@@ -102,3 +108,32 @@ async def test_the_member_answers_on_the_page_in_a_browser(setup: Setup, browser
     await form.locator("button[type=submit]").click()
     assert calls(await finished(alice, cid))[-1]["result"] == "hello Ada (7)"
     await form.wait_for(state="detached", timeout=10_000)
+
+
+async def test_the_member_answers_the_card_in_the_conversation_in_a_browser(setup: Setup, browser):  # noqa: F811
+    """The question is a card in the chat (the host's, TurnApi.ask): it survives a
+    reload (it is listed with the conversation), and the answer reaches the server
+    (the server-side checks of bad answers: the first test)."""
+    alice = await setup.host.member("alice")
+    await setup.add_stdio(access=[alice.member["id"]])
+    await allow(setup.admin, "demo__*")
+    page = await browser.new_page(base_url=setup.host.url)
+    await page.goto("/")  # the login form, as a member signs in
+    await page.get_by_label("User name").fill("alice")
+    await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.locator("#sidebar").wait_for(state="attached")
+    setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("demo__ask", {})]), Reply("Greeted.")])
+    cid = await new_conversation(alice)
+    await page.goto(f"/#chat/{cid}")
+    await send(alice, cid, "Greet me.")
+    card = page.get_by_role("group", name="A question from a tool")
+    await card.wait_for(timeout=20_000)  # live, from the member's socket
+    assert "The connector demo asks: What is your name?" in await card.inner_text()
+    await page.reload()
+    await card.wait_for(timeout=20_000)
+    await card.locator("input[name=name]").fill("Ada")
+    await card.locator("input[name=pin]").fill("7")
+    await card.locator("button[type=submit]").click()
+    await card.locator(".approval-status.approved").wait_for(timeout=10_000)
+    assert calls(await finished(alice, cid))[-1]["result"] == "hello Ada (7)"

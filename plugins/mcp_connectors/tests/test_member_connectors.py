@@ -33,6 +33,14 @@ async def put_template(setup: Setup, url: str, **extra) -> None:
     assert response.status_code == 200, response.text
 
 
+async def grant_remote(setup: Setup) -> None:
+    """Registering one's own remote server is a role capability (``connectors.remote``)."""
+    roles = {r["id"]: r for r in (await setup.admin.get("/api/admin/roles")).json()["roles"]}
+    capabilities = sorted(set(roles["member"]["capabilities"]) | {"connectors.remote"})
+    response = await setup.admin.patch("/api/admin/roles/member", json={"capabilities": capabilities})
+    assert response.status_code == 200, response.text
+
+
 def clear_text_hits(root: Path, needle: bytes) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
@@ -116,13 +124,8 @@ async def test_members_cannot_give_a_command_and_remote_servers_need_the_admins_
     body = {"transport": "stdio", "command": sys.executable, "args": [DEMO]}
     assert (await alice.put(f"{BASE}/catalog/local", json=body)).status_code == 403
 
-    response = await setup.admin.put("/api/admin/plugins/mcp/config", json={"config": {"members_add_remote": True}})
-    assert response.status_code == 200, response.text
-
-    async def running() -> bool:
-        return (await alice.get(f"{BASE}/mine")).json().get("may_add_remote") is True
-
-    await eventually(running, what="the plugin to run with the new config")
+    await grant_remote(setup)
+    assert (await alice.get(f"{BASE}/mine")).json().get("may_add_remote") is True
     response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "x", "url": "https://example.org/mcp", "command": sys.executable}})
     assert response.status_code == 400 and "remote servers only" in response.json()["error"]
     for url in ("http://127.0.0.1:9/mcp", "http://[::1]:9/mcp", "http://169.254.169.254/mcp", "http://10.0.0.1/mcp", "http://[::ffff:127.0.0.1]/mcp", "http://localhost:9/mcp"):
@@ -131,9 +134,9 @@ async def test_members_cannot_give_a_command_and_remote_servers_need_the_admins_
     assert (await alice.get(f"{BASE}/my/connectors")).json()["connectors"] == []
 
     async with HttpDemo() as demo:
-        response = await setup.admin.put("/api/admin/plugins/mcp/config", json={"config": {"members_add_remote": True, "allow_private_addresses": True}})
-        assert response.status_code == 200, response.text
-        await eventually(running, what="the plugin to run with the new config")
+        from test_oauth import allow_private
+
+        await allow_private(setup)
         response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "mine", "url": demo.url, "headers": {"X-Key": "k1"}}})
         assert response.status_code == 201, response.text
         await allow(setup.admin, "mine__*")
@@ -183,13 +186,7 @@ async def test_a_members_remote_server_is_checked_on_every_connection_against_dn
     import socket
 
     alice = await setup.host.member("alice")
-    response = await setup.admin.put("/api/admin/plugins/mcp/config", json={"config": {"members_add_remote": True}})
-    assert response.status_code == 200, response.text
-
-    async def may_add() -> bool:
-        return (await alice.get(f"{BASE}/mine")).json().get("may_add_remote") is True
-
-    await eventually(may_add, what="the plugin to run with the new config")
+    await grant_remote(setup)
     real = socket.getaddrinfo
     answers = {"count": 0}
 
@@ -207,3 +204,74 @@ async def test_a_members_remote_server_is_checked_on_every_connection_against_dn
         assert response.status_code == 201, response.text
         assert response.json()["state"] == "failed" and "private or special address (127.0.0.1)" in str(response.json()["error"]), response.json()
         assert answers["count"] >= 2
+
+
+async def set_member_capabilities(setup: Setup, add: set[str] = frozenset(), remove: set[str] = frozenset()) -> None:
+    roles = {r["id"]: r for r in (await setup.admin.get("/api/admin/roles")).json()["roles"]}
+    capabilities = sorted((set(roles["member"]["capabilities"]) | set(add)) - set(remove))
+    response = await setup.admin.patch("/api/admin/roles/member", json={"capabilities": capabilities})
+    assert response.status_code == 200, response.text
+
+
+async def test_a_template_is_open_to_the_members_the_admin_chose_and_revoking_it_withdraws_its_tools_at_once(setup: Setup):
+    """Per-template access: a template given to alice alone is invisible to bob and
+    refused to him; alice's activation works until the admin takes the template from
+    her, and then a tool she was offered a moment before is refused when it runs (no
+    bus, no later round). A member created later receives a template marked
+    ``grant_by_default``. Without the role's ``connectors.activate`` nobody activates."""
+    from skald_hookspecs import ToolContext, ToolError
+
+    alice = await setup.host.member("alice")
+    bob = await setup.host.member("bob")
+    alice_id = alice.member["id"]
+    async with HttpDemo() as demo:
+        await put_template(setup, demo.url, access=[alice_id])
+        status = (await setup.admin.get(f"{BASE}/catalog")).json()["templates"][0]
+        assert status["access"] == [alice_id] and status["grant_by_default"] is True
+        assert (await bob.get(f"{BASE}/mine")).json()["catalog"] == []
+        response = await bob.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": "k"}})
+        assert response.status_code == 404
+        assert [t["name"] for t in (await alice.get(f"{BASE}/mine")).json()["catalog"]] == ["web"]
+        response = await alice.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": "k"}})
+        assert response.status_code == 201 and "web__echo" in response.json()["tools"], response.text
+
+        offered = {t.name: t for t in running.runtime.member_tools(alice_id)}
+        echo = offered["web__echo"]
+        assert await echo.run({"text": "hi"}, ToolContext(member_id=alice_id)) == "echo: hi"
+        response = await setup.admin.put(f"{BASE}/catalog/web/access", json={"members": [bob.member["id"]]})
+        assert response.status_code == 200 and response.json()["access"] == [bob.member["id"]]
+        # Synchronous: the answer above came after the in-memory set was replaced.
+        assert not any(t.name.startswith("web__") for t in running.runtime.member_tools(alice_id))
+        try:
+            await echo.run({"text": "hi"}, ToolContext(member_id=alice_id))
+            raise AssertionError("a revoked template's tool ran")
+        except ToolError as exc:
+            assert "not available" in str(exc)
+        assert (await alice.get(f"{BASE}/mine")).json()["catalog"] == []
+
+        # Default access for a member created later (the second moment).
+        await setup.admin.put(f"{BASE}/catalog/web/access", json={"members": []})
+        carol = await setup.host.member("carol")
+        await eventually(
+            lambda: _has(setup, carol.member["id"]), what="carol to receive the template marked grant_by_default"
+        )
+
+        # ``null``: every member the plugin is granted to.
+        response = await setup.admin.put(f"{BASE}/catalog/web/access", json={"members": None})
+        assert response.status_code == 200 and response.json()["access"] is None
+        assert [t["name"] for t in (await bob.get(f"{BASE}/mine")).json()["catalog"]] == ["web"]
+
+        # Activation is a role capability.
+        await set_member_capabilities(setup, remove={"connectors.activate"})
+        mine = (await bob.get(f"{BASE}/mine")).json()
+        assert mine["may_activate"] is False and mine["may_add_remote"] is False
+        response = await bob.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": "k"}})
+        assert response.status_code == 403 and "not allowed" in response.json()["error"]
+        await set_member_capabilities(setup, add={"connectors.activate"})
+        response = await bob.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": "k"}})
+        assert response.status_code == 201, response.text
+
+
+async def _has(setup: Setup, member_id: str) -> bool:
+    templates = (await setup.admin.get(f"{BASE}/catalog")).json()["templates"]
+    return member_id in (templates[0]["access"] or [])

@@ -73,7 +73,9 @@ async def test_the_qr_panel_shows_the_code_and_follows_the_link_in_a_browser(set
         await login(page, setup.host.url, "alice", MEMBER_PASSWORD)
         await page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", "mcp", "connectors"])
         await page.locator(f"{TAG} form.mcp-template[data-name=chat] button[type=submit]").click()
-        panel = page.locator(f"{TAG} .mcp-own-connector[data-name=chat] .mcp-qr")
+        # Linking the device is on the connector's own page.
+        await page.locator(f"{TAG} .mcp-own-connector[data-name=chat] a.mcp-sign-in-link").click()
+        panel = page.locator(f"{TAG} section.mcp-detail[data-name=chat] .mcp-qr")
         await panel.locator("img[src^='data:image/png;base64,']").wait_for(timeout=20_000)
         await phone_scans(demo.url)
         await page.locator(f"{TAG} .mcp-qr[data-state=ready]").wait_for(timeout=20_000)

@@ -25,7 +25,7 @@ HOST_ONLY = os.path.dirname(os.path.abspath(__file__))  # exists on the host, no
 async def sandboxed(skald: SkaldHarness, request) -> AsyncIterator[Setup]:
     async with ScriptedModelServer(models=(MODEL,), api_key=API_KEY) as model:
         try:
-            settings = skald.settings(sandbox={"backend": request.param, "image": "skald-sandbox:1"})
+            settings = skald.settings(sandbox={"backend": request.param})  # the image: the settings' default
             host = await skald.start(settings=settings, use_entry_points=True, enable=["mcp"])
             try:
                 await host.core.sandbox.backend()
@@ -144,3 +144,79 @@ async def test_template_files_are_validated(setup: Setup):
         assert response.status_code == 400 and message in response.json()["error"], (files, response.text)
     response = await setup.admin.put(f"{BASE}/catalog/t", json={"transport": "http", "url": "https://x.org", "files": {"a": ""}})
     assert response.status_code == 400 and "stdio" in response.json()["error"]
+
+
+@pytest.mark.parametrize("deliver", ["access_token", "authorized_user"])
+async def test_an_oauth_stdio_connector_gets_its_credential_by_environment_in_the_sandbox(sandboxed: Setup, deliver: str):
+    """A stdio template that signs in with OAuth: after the copy-paste flow, the
+    credential reaches the server in the sandbox as the environment variable the
+    template names (the access token, or an ``authorized_user`` JSON with the refresh
+    token for a server that refreshes by itself), never as a file."""
+    from test_oauth import allow_private, browser, put_provider
+    from oauth_standin import CLIENT_ID, CLIENT_SECRET, AuthorizationServer
+    from urllib.parse import parse_qs, urlsplit
+
+    setup = sandboxed
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    async with AuthorizationServer() as idp:
+        assert (await put_provider(setup, idp.issuer)).status_code == 200
+        template = {
+            "title": "Tiny mail", "transport": "stdio", "command": "/usr/bin/python3", "args": ["-c", SOURCE, HOST_ONLY],
+            "oauth": {"provider": "test-idp", "scopes": ["mail.read"], "env": "DEMO_TOKEN", "deliver": deliver},
+        }
+        response = await setup.admin.put(f"{BASE}/catalog/tiny", json=template)
+        assert response.status_code == 200, response.text
+        response = await alice.post(f"{BASE}/my/connectors", json={"template": "tiny"})
+        assert response.status_code == 201 and response.json()["state"] == "needs_oauth", response.text
+        url = (await alice.post(f"{BASE}/my/connectors/tiny/oauth/start")).json()["url"]
+        query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+        assert "resource" not in query  # a stdio server has no address to name
+        code = await browser(url)
+        response = await alice.post(f"{BASE}/my/connectors/tiny/oauth/complete", json={"state": query["state"], "code": code})
+        assert response.status_code == 200 and response.json()["state"] == "ready", response.text
+        await allow(setup.admin, "tiny__*")
+        setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("tiny__whoami", {})]), Reply("Done.")])
+        cid = await new_conversation(alice)
+        await send(alice, cid, "Who?")
+        token = json.loads(calls(await finished(alice, cid))[0]["result"])["token"]
+        if deliver == "access_token":
+            assert token == idp.access_tokens[-1]
+        else:
+            given = json.loads(token)
+            assert given["type"] == "authorized_user" and given["refresh_token"] in idp.refresh_tokens
+            assert (given["client_id"], given["client_secret"]) == (CLIENT_ID, CLIENT_SECRET) and given["token_uri"].endswith("/token")
+
+
+async def test_a_node_connector_is_installed_with_npm_and_runs_in_the_sandbox(sandboxed: Setup):
+    """A local-script connector in JavaScript with a package.json and its lockfile: the
+    reconciler runs ``npm ci`` in the member's sandbox (offline here: the lockfile needs
+    nothing fetched) and the server runs on the sandbox's node. The image ships node,
+    npm and pip; the bubblewrap backend runs the host's ``/usr`` instead (whose node may
+    not even start there: it cannot read the host's ``/etc/ssl/openssl.cnf`` inside
+    bwrap on this machine), so this is the Docker backend's test."""
+    from tiny_server import NODE_SOURCE, PACKAGE_JSON, PACKAGE_LOCK
+
+    setup = sandboxed
+    if (await setup.host.core.sandbox.backend())[0] != "docker":
+        pytest.skip("the sandbox image (Docker) is what ships node, npm and pip")
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    tools = (await setup.host.core.sandbox.execute(alice_id, "for t in node npm; do command -v $t; done; python3 -m pip --version >/dev/null && echo pip")).output
+    if "npm" not in tools:
+        pytest.skip(f"no npm in this sandbox ({(await setup.host.core.sandbox.backend())[0]})")
+    assert "pip" in tools  # the image ships pip for requirements.txt too
+    files = {"server.js": NODE_SOURCE, "package.json": PACKAGE_JSON, "package-lock.json": PACKAGE_LOCK}
+    template = {"transport": "stdio", "command": "node", "args": ["server.js"], "files": files}
+    assert (await setup.admin.put(f"{BASE}/catalog/nodetiny", json=template)).status_code == 200
+    response = await alice.post(f"{BASE}/my/connectors", json={"template": "nodetiny"})
+    assert response.status_code == 201, response.text
+    assert response.json()["state"] == "ready" and response.json()["install"] == "installed", response.json()
+    await allow(setup.admin, "nodetiny__*")
+    setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("nodetiny__whoami", {})]), Reply("Done.")])
+    cid = await new_conversation(alice)
+    await send(alice, cid, "Who?")
+    whoami = json.loads(calls(await finished(alice, cid))[0]["result"])
+    spec = await setup.host.core.sandbox.spec_for(alice_id)
+    assert whoami["runtime"].startswith("node v") and whoami["uid"] == spec.uid
+    assert whoami["cwd"].endswith("/.skald-connectors/nodetiny")

@@ -26,3 +26,22 @@ for line in sys.stdin:
     else:
         send({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "unknown method"}})
 '''
+
+#: The same server in JavaScript, for a local-script connector that runs on node with
+#: a package.json (``npm ci`` in the member's sandbox).
+NODE_SOURCE = r'''
+const readline = require("readline");
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+const TOOLS = [{name: "whoami", description: "Who and where this server runs.", inputSchema: {type: "object", properties: {}}}];
+readline.createInterface({input: process.stdin}).on("line", (line) => {
+  const m = JSON.parse(line);
+  if (m.id === undefined) return;
+  if (m.method === "initialize") send({jsonrpc: "2.0", id: m.id, result: {protocolVersion: m.params.protocolVersion, capabilities: {tools: {}}, serverInfo: {name: "tiny-node", version: "1"}}});
+  else if (m.method === "tools/list") send({jsonrpc: "2.0", id: m.id, result: {tools: TOOLS}});
+  else if (m.method === "tools/call") send({jsonrpc: "2.0", id: m.id, result: {content: [{type: "text", text: JSON.stringify({runtime: "node " + process.version, uid: process.getuid(), cwd: process.cwd()})}]}});
+  else if (m.method === "ping") send({jsonrpc: "2.0", id: m.id, result: {}});
+  else send({jsonrpc: "2.0", id: m.id, error: {code: -32601, message: "unknown method"}});
+});
+'''
+PACKAGE_JSON = '{"name": "tiny-node", "version": "1.0.0", "private": true}\n'
+PACKAGE_LOCK = '{"name": "tiny-node", "version": "1.0.0", "lockfileVersion": 3, "requires": true, "packages": {"": {"name": "tiny-node", "version": "1.0.0"}}}\n'

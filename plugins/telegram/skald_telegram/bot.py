@@ -488,6 +488,9 @@ class TelegramBot:
             await self._refuse_once(member_id, press.from_id, locale)
             return
         verb, _, short = press.data.partition(":")
+        if verb.startswith("q") and short:
+            await self._on_question_button(press, member_id, locale, verb[1:], short)
+            return
         entry = await self.host.kv_get(f"button:{short}") if verb in ("approve", "deny") and short else None
         if not isinstance(entry, dict) or entry.get("member_id") != member_id:
             await self.say(press.from_id, self.t("approval_gone", locale), member_id)
@@ -501,6 +504,41 @@ class TelegramBot:
             reply = self.t(locked_key(exc.lock_reason), locale)
         except Exception as exc:  # already answered elsewhere, expired, ...
             log.info("telegram: resolving an approval failed: %s", type(exc).__name__)
+            reply = self.t("approval_gone", locale)
+        if press.message_id is not None:
+            await self.outbox.put(press.from_id, Job("remove_buttons", member_id, None, {"message_id": press.message_id}))
+        await self.say(press.from_id, reply, member_id)
+
+    async def _on_question_button(self, press: ButtonPress, member_id: str, locale: str, choice: str, short: str) -> None:
+        """A button of a question card (``TurnApi.ask`` in a Telegram conversation):
+        ``d`` declines, ``<n>`` accepts with the card's ``n``-th answer. The answer goes
+        to the host and is kept nowhere here."""
+        entry = await self.host.kv_get(f"qbutton:{short}")
+        answers = None
+        if isinstance(entry, dict) and entry.get("member_id") == member_id:
+            try:
+                answers = json.loads(await self.host.open_for_member(member_id, str(entry.get("answers", ""))))
+            except MemberLocked as exc:
+                await self.say(press.from_id, self.t(locked_key(exc.lock_reason), locale), member_id)
+                return
+            except (ChannelRequestError, ValueError):
+                answers = None
+        if not isinstance(answers, list) or entry.get("member_id") != member_id or not (choice == "d" or (choice.isdigit() and int(choice) < len(answers))):
+            await self.say(press.from_id, self.t("approval_gone", locale), member_id)
+            return
+        await self.host.kv_set(f"qbutton:{short}", None)
+        await self.host.kv_set(f"qcard:{entry['question_id']}", None)  # settled here: no second edit
+        try:
+            if choice == "d":
+                await self.host.answer_question(member_id, entry["question_id"], "decline")
+                reply = self.t("question_declined", locale)
+            else:
+                await self.host.answer_question(member_id, entry["question_id"], "accept", answers[int(choice)])
+                reply = self.t("question_answered", locale)
+        except MemberLocked as exc:
+            reply = self.t(locked_key(exc.lock_reason), locale)
+        except Exception as exc:  # answered elsewhere, timed out, ...
+            log.info("telegram: answering a question failed: %s", type(exc).__name__)
             reply = self.t("approval_gone", locale)
         if press.message_id is not None:
             await self.outbox.put(press.from_id, Job("remove_buttons", member_id, None, {"message_id": press.message_id}))
@@ -535,6 +573,14 @@ class TelegramBot:
             await self.say(chat_id, self.t("error", locale, reason=reason), member_id)
         elif event.kind == "approval" and event.approval_id:
             await self._send_approval(member_id, chat_id, event, await self.locale_for(member_id))
+        elif event.kind == "question" and event.data.get("question_id"):
+            await self._send_question(member_id, chat_id, event, await self.locale_for(member_id))
+        elif event.kind == "question_resolved" and event.data.get("question_id"):
+            card = await self.host.kv_get(f"qcard:{event.data['question_id']}")
+            if isinstance(card, dict) and card.get("message_id"):
+                await self.host.kv_set(f"qcard:{event.data['question_id']}", None)
+                await self.host.kv_set(f"qbutton:{card.get('short')}", None)
+                await self.outbox.put(chat_id, Job("remove_buttons", member_id, None, {"message_id": int(card["message_id"])}))
         elif event.kind == "approval_resolved" and event.approval_id:
             card = await self.host.kv_get(f"card:{event.approval_id}")
             if isinstance(card, dict) and card.get("message_id"):
@@ -576,6 +622,51 @@ class TelegramBot:
         payload = {"text": text[:4000], "approve": self.t("approve", locale), "deny": self.t("deny", locale)}
         await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": event.approval_id}))
 
+    def _question_answers(self, fields: list[Any], locale: str) -> list[tuple[str, dict[str, Any]]]:
+        """The answers a question's buttons can give: none asked (OK), one yes/no
+        field, or one field of choices. A form that needs typing has none: the member
+        answers it in the app (or declines here)."""
+        required = [f for f in fields if isinstance(f, dict) and f.get("required")]
+        if not fields:
+            return [(self.t("question_ok", locale), {})]
+        if len(fields) != 1 or not isinstance(fields[0], dict) or len(required) > 1:
+            return []
+        field_ = fields[0]
+        if field_.get("type") == "boolean":
+            return [(self.t("question_yes", locale), {field_["name"]: True}), (self.t("question_no", locale), {field_["name"]: False})]
+        if field_.get("enum"):
+            return [(str(v)[:60], {field_["name"]: v}) for v in list(field_["enum"])[:8]]
+        return []
+
+    async def _send_question(self, member_id: str, chat_id: int, event: ChannelEvent, locale: str) -> None:
+        fields = list(event.data.get("fields") or ())
+        answers = self._question_answers(fields, locale)
+        short = secrets.token_urlsafe(9)
+        # The question's choices back the buttons, sealed to the member (the key-value
+        # store is in the admin-readable registry); never the member's typed answer.
+        sealed = await self.host.seal_for_member(member_id, json.dumps([a for _, a in answers]).encode())
+        await self.host.kv_set(f"qbutton:{short}", {"member_id": member_id, "question_id": event.data["question_id"], "answers": sealed})
+        text = event.text[:3500]
+        if not answers:
+            text += "\n\n" + self.t("question_in_app", locale)
+        buttons = [[label, f"q{index}:{short}"] for index, (label, _) in enumerate(answers)] + [[self.t("question_decline", locale), f"qd:{short}"]]
+        payload = {"text": text, "buttons": buttons}
+        await self.outbox.put(chat_id, Job("question", member_id, payload, {"short": short, "question_id": event.data["question_id"]}))
+
+    async def _run_question(self, queue: ChatQueue, job: Job, payload: Mapping[str, Any]) -> None:
+        chat_id = queue.chat_id
+        short = job.public.get("short")
+        rows = [[InlineKeyboardButton(str(label), callback_data=str(data))] for label, data in payload.get("buttons") or ()]
+        if await self.host.kv_get(f"qbutton:{short}") is None:
+            return  # answered in the app while the card waited
+        try:
+            sent = await self.outbox.call(
+                queue, lambda: self.bot.send_message(chat_id, str(payload.get("text", "")), reply_markup=InlineKeyboardMarkup(rows)), "sendMessage"
+            )
+        except BadRequest as exc:
+            raise Refused(f"sendMessage: {exc.message}") from None
+        await self.host.kv_set(f"qcard:{job.public.get('question_id')}", {"short": short, "message_id": sent.message_id})
+
     # -- running a queued job (the outbox's worker calls this, one job of a chat at a time) --
 
     async def _run(self, queue: ChatQueue, job: Job) -> None:
@@ -595,6 +686,8 @@ class TelegramBot:
             await self._send_pieces(queue, job, split_message(str(payload.get("text", ""))), markdown=True)
         elif job.kind == "approval":
             await self._run_approval(queue, job, payload)
+        elif job.kind == "question":
+            await self._run_question(queue, job, payload)
         elif job.kind == "voice":
             await self._run_voice(queue, job.member_id, payload)
         elif job.kind == "remove_buttons":

@@ -36,7 +36,17 @@ class NoteProbe:
             await ctx.turn.notify(str(args.get("text")))
             return "rung"
 
+        async def ask(args: Any, ctx: Any) -> str:
+            # A question to the member (TurnApi.ask): a card with buttons on Telegram.
+            if args.get("text"):
+                fields = [{"name": "city", "type": "string", "required": True}]
+            else:
+                fields = [{"name": "color", "type": "string", "enum": ["red", "green"], "required": True}]
+            answer = await ctx.turn.ask("Which one?", fields, timeout=30)
+            return f"{answer['action']} {dict(answer.get('content') or {})}"
+
         text = {"type": "object", "properties": {"text": {"type": "string"}}}
+        register(Tool("ask_member", "Ask the member.", text, ask))
         register(Tool("write_note", "Write a note.", text, run))
         register(Tool("ring", "Tell the member something now.", text, ring))
 

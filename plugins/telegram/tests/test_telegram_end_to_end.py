@@ -260,3 +260,47 @@ async def test_markdown_answers_are_sent_as_telegram_html_and_refused_markup_as_
     await setup.api.wait_for(lambda: "**Refused** markup" in setup.api.texts(ALICE_CHAT), what="the plain-text fallback")
     attempts = [c for c in setup.api.of("sendMessage", ALICE_CHAT) if "Refused" in str(c.params.get("text"))]
     assert [(c.params.get("parse_mode"), c.status) for c in attempts] == [("HTML", 400), (None, 200)]
+
+
+async def test_a_tools_question_is_answered_with_inline_buttons_and_a_form_is_left_to_the_app(setup):
+    """TurnApi.ask in a Telegram conversation: a choice becomes one button per option
+    (plus Decline); the pressed option reaches the tool, and the option list is kept
+    sealed, never in clear in the registry. A question that needs typing offers only
+    Decline and says to answer in the app; answered there, its buttons go away."""
+    await running(setup)
+    alice = await paired_member(setup)
+    rule = await setup.admin.post("/api/admin/approval-rules", json={"tool_pattern": "ask_member", "action": "allow", "priority": 50})
+    assert rule.status_code == 201, rule.text
+    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("ask_member", {})]), Reply("Chosen.")])
+    setup.api.send(ALICE_CHAT, "Pick a colour.")
+    card = await setup.api.wait_for(lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")], what="the question card")
+    buttons = [row[0] for row in card[0].params["reply_markup"]["inline_keyboard"]]
+    assert [b["text"] for b in buttons] == ["red", "green", "Decline"] and card[0].params["text"] == "Which one?"
+
+    def registry_values(conn) -> str:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return repr([conn.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables])
+
+    assert "green" not in await setup.host.core.registry.run(registry_values)
+    message_id = await setup.api.wait_for(lambda: card[0].result and card[0].result["message_id"])
+    setup.api.press(ALICE_CHAT, message_id, buttons[1]["callback_data"])
+    await setup.api.wait_for(lambda: "Chosen." in setup.api.texts(ALICE_CHAT), what="the answer after the choice")
+    conversation = (await alice.get("/api/conversations")).json()["conversations"][0]
+    messages = (await alice.get(f"/api/conversations/{conversation['id']}")).json()["messages"]
+    results = [c.get("result") for m in messages for c in (m.get("tool_calls") or [])]
+    assert "accept {'color': 'green'}" in results
+    await setup.api.wait_for(lambda: "Answered." in setup.api.texts(ALICE_CHAT), what="the outcome in the chat")
+
+    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("ask_member", {"text": "form"})]), Reply("Typed.")])
+    setup.api.send(ALICE_CHAT, "Ask me for a city.")
+    cards = await setup.api.wait_for(lambda: len([c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")]) == 2 and [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")], what="the second card")
+    second = cards[1]
+    assert [row[0]["text"] for row in second.params["reply_markup"]["inline_keyboard"]] == ["Decline"]
+    assert "Answer this in the app" in second.params["text"]
+    message_id = await setup.api.wait_for(lambda: second.result and second.result["message_id"])
+    questions = (await alice.get(f"/api/conversations/{conversation['id']}")).json()["questions"]
+    response = await alice.post(f"/api/questions/{questions[0]['question_id']}", json={"action": "accept", "content": {"city": "Oslo"}})
+    assert response.status_code == 200, response.text
+    await setup.api.wait_for(lambda: "Typed." in setup.api.texts(ALICE_CHAT), what="the answer after the app's form")
+    edits = await setup.api.wait_for(lambda: [e for e in setup.api.of("editMessageReplyMarkup", ALICE_CHAT) if e.params.get("message_id") == message_id], what="the card's buttons to go")
+    assert not edits[0].params.get("reply_markup")

@@ -36,13 +36,14 @@ import traceback
 import uuid
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.types import ToolContext, ToolError
 from skald_host.core import audit
 from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
+from skald_host.core.agent.questions import QuestionError
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame
 from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.identity.access import allowed, may_start_agent
@@ -163,6 +164,7 @@ class Scope:
     agent: AgentDefinition
     unattended: bool
     call_id: str | None = None  # the tool call this scope was handed to
+    plugin_id: str | None = None  # the plugin whose tool that call runs (None: the host's)
     #: Calls written as running with their assistant message, not yet started.
     admitted: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
     #: The tools the last model round of this scope offered (None: no round ran here,
@@ -199,6 +201,18 @@ class Scope:
         if self.settle is not None and self.call_id is not None:
             await self.settle(self.call_id)
         await self.kernel.runtime.notify(self.frame.conversation_id, text)
+
+    async def ask(self, message: str, fields: Sequence[Mapping[str, Any]], *, timeout: float = 300.0) -> Mapping[str, Any]:
+        if self.settle is not None and self.call_id is not None:
+            await self.settle(self.call_id)
+        runtime = self.kernel.runtime
+        try:
+            return await runtime.questions.ask(
+                self.frame.conversation_id, self.plugin_id, message, fields,
+                timeout=timeout, cancelled=runtime.cancel_event(self.frame.conversation_id),
+            )
+        except QuestionError as exc:
+            raise ValueError(str(exc)) from None
 
     # Scheduled prompts: the member's own, through the one service the schedules page uses.
 
@@ -883,7 +897,7 @@ class Kernel:
             frame_id=scope.frame.id,
             cancelled=self.runtime.cancel_event(scope.frame.conversation_id),
             host=plugin_api,
-            turn=dataclasses.replace(scope, call_id=call["id"]),
+            turn=dataclasses.replace(scope, call_id=call["id"], plugin_id=registered.plugin_id),
         )
         try:
             async with asyncio.timeout(self.chat.tool_timeout):

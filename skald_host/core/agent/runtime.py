@@ -26,6 +26,7 @@ from skald_hookspecs.events import ChatEvent, UserEvent
 from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
 from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
 from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending
+from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
@@ -264,6 +265,8 @@ class MemberRuntime:
         self.kernel = Kernel(self)
         self.waiters = ApprovalWaiters()
         self.pending_cards: dict[str, str] = {}
+        #: What tools ask the member while they run (``TurnApi.ask``): RAM only.
+        self.questions = Questions(self.emit)
         self.closed = False
         self.send_budget = SendBudget(chat.core.settings.chat.send_burst, chat.core.settings.chat.sends_per_second)
         self._live: dict[str, asyncio.Task[None]] = {}
@@ -295,6 +298,7 @@ class MemberRuntime:
 
     async def close(self) -> None:
         self.closed = True
+        self.questions.cancel_all()
         tasks = list(self._live.values()) + ([self._scheduler] if self._scheduler else [])
         for task in tasks:
             task.cancel()

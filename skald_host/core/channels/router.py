@@ -189,6 +189,15 @@ class ChannelRouter:
                 "approval_resolved", conversation_id, approval_id=data.get("approval_id"), data={"status": data.get("decision")}
             )
             await self.deliver(name, member_id, event)
+        elif kind == "question":
+            event = ChannelEvent(
+                "question", conversation_id, text=str(data.get("message", "")),
+                data={"question_id": data.get("question_id"), "fields": list(data.get("fields") or ())},
+            )
+            await self.deliver(name, member_id, event)
+        elif kind == "question_resolved":
+            event = ChannelEvent("question_resolved", conversation_id, data={"question_id": data.get("question_id"), "status": data.get("status")})
+            await self.deliver(name, member_id, event)
         elif kind == "error" and top:
             self._stop_typing(member_id, conversation_id)
             await self.deliver(name, member_id, ChannelEvent("error", conversation_id, text=str(data.get("error", ""))))

@@ -96,6 +96,37 @@ class ChannelService:
         except ChatError as exc:
             raise ChannelRequestError(str(exc)) from None
 
+    async def _may_answer(self, runtime: MemberRuntime, source: str, question: Any) -> bool:
+        """A question of this source's conversations (a channel answers what it was
+        shown) or one this plugin's own tool asked (its page answers for it)."""
+        if question is None:
+            return False
+        if question.plugin_id == source:
+            return True
+        conversation = await runtime.store.conversation(question.conversation_id)
+        return conversation is not None and conversation["source"] == source
+
+    async def member_questions(self, source: str, member_id: str) -> list[Mapping[str, Any]]:
+        runtime = await self._runtime(source, member_id)
+        out = []
+        for public in runtime.questions.pending():
+            if await self._may_answer(runtime, source, runtime.questions.get(public["question_id"])):
+                out.append({k: public[k] for k in ("question_id", "conversation_id", "message", "fields")})
+        return out
+
+    async def answer_question(self, source: str, member_id: str, question_id: Any, action: Any, content: Any) -> None:
+        from skald_host.core.agent.questions import QuestionError
+
+        runtime = await self._runtime(source, member_id)
+        if not await self._may_answer(runtime, source, runtime.questions.get(question_id)):
+            raise ChannelRequestError("no such question")
+        try:
+            runtime.questions.answer(question_id, action, content)
+        except LookupError as exc:
+            raise ChannelRequestError(str(exc)) from None
+        except QuestionError as exc:
+            raise ChannelRequestError(str(exc)) from None
+
     async def save_upload(
         self, source: str, member_id: str, filename: str, data: bytes, conversation_id: str | None
     ) -> Mapping[str, Any]:

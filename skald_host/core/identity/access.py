@@ -38,6 +38,8 @@ HOST_TOOL_CAPABILITIES = {
 #: Capabilities an admin may give a role; a role row naming anything else is refused.
 GRANTABLE = frozenset(
     {"chat.use", "memory.shared.read", "memory.shared.write", "projects.create", "projects.chat", "sandbox.network"}
+    # Self-service connectors (the Connectors plugin asks them through ``Caller``).
+    | {"connectors.activate", "connectors.remote"}
     | set(HOST_TOOL_CAPABILITIES.values())
 )
 

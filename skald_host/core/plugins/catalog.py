@@ -300,7 +300,8 @@ class PluginCatalog:
             page = contribution.value
             if not self.usable(member, contribution.plugin_id):
                 continue
-            if page.admin_only and not member.is_admin:
+            slot = getattr(page, "slot", "sidebar")
+            if (page.admin_only or slot != "sidebar") and not member.is_admin:
                 continue
             visible.append(
                 {
@@ -312,6 +313,7 @@ class PluginCatalog:
                     "admin_only": page.admin_only,
                     "entry_url": f"/api/plugin/{contribution.plugin_id}/{page.entry.lstrip('/')}",
                     "route": f"#plugin/{contribution.plugin_id}/{page.page_id}",
+                    "slot": slot,
                 }
             )
         return sorted(visible, key=lambda p: (p["priority"], p["title"]))

@@ -166,6 +166,12 @@ class PluginHostApi:
     async def resolve_approval(self, member_id: str, approval_id: str, approve: bool) -> Mapping[str, Any]:
         return await self._core.channels.resolve_approval(self.plugin_id, member_id, approval_id, approve)
 
+    async def member_questions(self, member_id: str) -> list[Mapping[str, Any]]:
+        return await self._core.channels.member_questions(self.plugin_id, member_id)
+
+    async def answer_question(self, member_id: str, question_id: str, action: str, content: Mapping[str, Any] | None = None) -> None:
+        await self._core.channels.answer_question(self.plugin_id, member_id, question_id, action, content)
+
     async def save_upload(
         self, member_id: str, filename: str, data: bytes, *, conversation_id: str | None = None
     ) -> Mapping[str, Any]:

@@ -92,6 +92,25 @@ def _role_agents_and_tool_capabilities(conn) -> None:
             conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES (?, ?)", (role_id, cap))
 
 
+def _connector_capabilities(conn) -> None:
+    """Self-service connectors become role capabilities (seed 001 "MCP connectors"):
+    ``connectors.activate`` (activate an admin-vetted catalog template) and
+    ``connectors.remote`` (register one's own remote MCP server). Upgrades lose nothing:
+    every role that is not the admin's gets ``connectors.activate`` (activating was open
+    to every member granted the plugin), and ``connectors.remote`` goes to those roles
+    only where the Connectors plugin's old instance switch (``members_add_remote``) was
+    on. Admins hold everything implicitly (no rows)."""
+    row = conn.execute("SELECT config FROM plugins WHERE id = 'mcp'").fetchone()
+    try:
+        remote = bool(json.loads(row[0] or "{}").get("members_add_remote")) if row else False
+    except ValueError:
+        remote = False
+    for (role_id,) in conn.execute("SELECT id FROM roles WHERE id != 'admin'").fetchall():
+        conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES (?, 'connectors.activate')", (role_id,))
+        if remote:
+            conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES (?, 'connectors.remote')", (role_id,))
+
+
 # Seeded role labels and approval-rule notes become string keys (``core.seed.*``), shown
 # in the reader's language; a label or note an admin has already changed stays as written.
 SEED_KEY_PREFIX = "core.seed."
@@ -476,6 +495,11 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 )""",
                 "CREATE INDEX report_copies_reader ON report_copies(reader_user_id)",
             ),
+        ),
+        Migration(
+            13,
+            "self-service connectors as role capabilities: activating a catalog template, registering a remote server",
+            apply=_connector_capabilities,
         ),
     ),
 )

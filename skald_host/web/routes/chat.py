@@ -31,6 +31,12 @@ MESSAGE = obj(
 )
 
 
+QUESTION = obj(
+    {"question_id": TEXT, "conversation_id": TEXT, "message": TEXT, "fields": array(obj({"name": TEXT, "type": TEXT}))},
+    {"plugin": nullable(TEXT)},
+)
+
+
 async def runtime() -> MemberRuntime:
     core = current_app.config["SKALD_CORE"]
     try:
@@ -97,7 +103,7 @@ async def create_conversation():
 
 
 @bp.get("/api/conversations/<conversation_id>")
-@returns(obj({"conversation": ref("Conversation"), "messages": array(ref("Message")), "queued": array(ref("QueuedMessage")), "running": BOOL, "approvals": array(ref("Approval"))}))
+@returns(obj({"conversation": ref("Conversation"), "messages": array(ref("Message")), "queued": array(ref("QueuedMessage")), "running": BOOL, "approvals": array(ref("Approval")), "questions": array(QUESTION)}))
 @requires("chat.use")
 async def get_conversation(conversation_id: str) -> dict:
     rt = await runtime()
@@ -112,6 +118,7 @@ async def get_conversation(conversation_id: str) -> dict:
         "queued": await rt.store.queued(conversation_id),
         "running": rt.running(conversation_id),
         "approvals": approvals,
+        "questions": rt.questions.pending(conversation_id),
     }
 
 
@@ -351,3 +358,23 @@ async def resolve_approval(approval_id: str) -> dict:
         return await rt.resolve_approval(approval_id, decision == "approve")
     except ChatError as exc:
         raise chat_error(exc) from None
+
+
+@bp.post("/api/questions/<question_id>")
+@accepts(obj({"action": one_of("accept", "decline")}, {"content": obj(description="field name -> value, for accept")}))
+@returns(obj({"question_id": TEXT, "action": one_of("accept", "decline")}))
+@requires("chat.use")
+async def answer_question(question_id: str) -> dict:
+    """Answer (or decline) what a running tool asks (``TurnApi.ask``). The answer goes
+    to the waiting tool only: it is stored and logged nowhere."""
+    from skald_host.core.agent.questions import QuestionError
+
+    data = await json_object()
+    rt = await runtime()
+    try:
+        rt.questions.answer(question_id, data.get("action"), data.get("content"))
+    except LookupError as exc:
+        raise ApiError(404, str(exc)) from None
+    except QuestionError as exc:
+        raise ApiError(400, str(exc)) from None
+    return {"question_id": question_id, "action": data["action"]}

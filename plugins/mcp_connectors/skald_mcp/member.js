@@ -1,0 +1,84 @@
+// A section of a member's page in the admin's Members area (WebPage slot
+// "member_admin"): the connectors this member may use. One checkbox per global
+// connector (its grants) and per catalog template the admin restricted (its access);
+// a template open to everyone with the plugin says so. Changing a box writes the same
+// grants as the Connectors page (one write path, so the two cannot disagree), and a
+// revocation takes effect before the answer comes back. Every text goes in through
+// textContent.
+
+function node(tag, text, className) {
+  const element = document.createElement(tag);
+  if (text !== undefined) element.textContent = text;
+  if (className) element.className = className;
+  return element;
+}
+
+async function call(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET") {
+    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
+    headers["Content-Type"] = "application/json";
+    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
+  }
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+export default class MemberConnectors extends HTMLElement {
+  async connectedCallback() {
+    this.base = `/api/plugin/${encodeURIComponent(this.getAttribute("plugin-id") || "mcp")}`;
+    this.memberId = this.getAttribute("member-id") || "";
+    this.message = node("p", "", "mcp-message");
+    await this.render();
+  }
+
+  async render() {
+    try {
+      const data = await call("GET", `${this.base}/members/${encodeURIComponent(this.memberId)}/grants`);
+      const s = data.strings;
+      const list = node("ul", undefined, "checks mcp-member-grants");
+      const box = (label, checked, path, access, note) => {
+        const item = node("li");
+        const wrap = node("label");
+        const input = Object.assign(node("input"), { type: "checkbox", checked });
+        input.addEventListener("change", async () => {
+          const chosen = new Set(access);
+          if (input.checked) chosen.add(this.memberId);
+          else chosen.delete(this.memberId);
+          this.message.textContent = "";
+          try {
+            await call("PUT", path, { members: [...chosen] });
+            await this.render();
+          } catch (error) {
+            this.message.textContent = error.message;
+          }
+        });
+        wrap.append(input, document.createTextNode(" " + label));
+        item.append(wrap);
+        if (note) item.append(node("span", " " + note, "muted"));
+        return item;
+      };
+      for (const c of data.servers) {
+        list.append(box(c.name, c.granted, `${this.base}/servers/${encodeURIComponent(c.name)}/access`, c.access));
+      }
+      for (const t of data.templates) {
+        if (t.access === null) {
+          const item = node("li");
+          item.append(node("span", `${t.title} (${t.name}) `), node("span", s.everyone, "muted"));
+          list.append(item);
+        } else {
+          list.append(box(`${t.title} (${t.name})`, t.granted, `${this.base}/catalog/${encodeURIComponent(t.name)}/access`, t.access, s.template));
+        }
+      }
+      const parts = [this.message];
+      if (!data.servers.length && !data.templates.length) parts.push(node("p", s.none, "muted"));
+      else parts.push(node("p", s.hint, "hint"), list);
+      this.replaceChildren(...parts);
+    } catch (error) {
+      this.message.textContent = error.message;
+      this.replaceChildren(this.message);
+    }
+  }
+}
