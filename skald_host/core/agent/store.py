@@ -365,6 +365,28 @@ class ConversationStore:
 
         return await self._write_rows(write)
 
+    async def add_continuation_trigger(self, frame: Frame, text: str, consume: Callable[[Any, int], object]) -> int | None:
+        """A continuation turn's hidden trigger (seed 004 §4.5), written with what it
+        delivers: ``consume(conn, message_id)`` marks the inbox events consumed in the
+        same transaction and raises to roll both back (a lost lease). Once committed,
+        the trigger is an unanswered message of the history: the turn that answers it
+        is the kernel's, and a crash before the answer is recovered like any other.
+        None when ``consume`` refused."""
+
+        def write(conn: Any) -> tuple[int, list[int]]:
+            message_id = conn.execute(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, origin) VALUES (?, ?, 'user', ?, 'agent_continuation')",
+                (frame.conversation_id, frame.id, text),
+            ).lastrowid
+            consume(conn, message_id)
+            conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
+            return message_id, [message_id]
+
+        try:
+            return await self._write_rows(write)
+        except LookupError:
+            return None
+
     def may_have_queued(self, conversation_id: str) -> bool:
         """Whether a message may have been queued since the conversation's last drain
         was submitted (only this class queues them)."""
@@ -732,7 +754,8 @@ class ConversationStore:
         frame = await self.root_frame(conversation_id)
 
         def read(conn: Any) -> list[dict[str, Any]]:
-            messages = [dict(r) for r in conn.execute("SELECT * FROM messages WHERE frame_id = ? ORDER BY id", (frame.id,))]
+            # A continuation's trigger is for the model, never the member's screen (seed 004 §4.5).
+            messages = [dict(r) for r in conn.execute("SELECT * FROM messages WHERE frame_id = ? AND origin IS NULL ORDER BY id", (frame.id,))]
             calls: dict[int, list[dict[str, Any]]] = {}
             for r in conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? ORDER BY message_id, seq", (frame.id,)):
                 calls.setdefault(r["message_id"], []).append(dict(r))
@@ -931,7 +954,7 @@ def _index_finished_messages(conn: Any) -> None:
     text no longer changes once they stopped streaming)."""
     conn.execute(
         "INSERT INTO messages_fts (rowid, content, conversation_id) SELECT id, content, conversation_id FROM messages"
-        " WHERE indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant') AND content != ''"
+        " WHERE indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant') AND content != '' AND origin IS NULL"
     )
     conn.execute("UPDATE messages SET indexed = 1 WHERE indexed = 0 AND status != 'streaming'")
 

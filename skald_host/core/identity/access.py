@@ -30,6 +30,7 @@ HOST_TOOL_CAPABILITIES = {
     "edit_file": "tools.files.write",
     "schedule_prompt": "tools.schedule",
     "execute_task": "tools.delegate",
+    "agent_task": "tools.delegate",
 }
 
 #: Capabilities an admin may give a role; a role row naming anything else is refused.
