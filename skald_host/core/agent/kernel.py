@@ -977,7 +977,7 @@ class Kernel:
         return "denied", "the approval does not match this call."
 
 def _run_summary(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row[k] for k in ("id", "agent_id", "mode", "status", "depth", "task", "parent_run_id", "created_at", "finished_at")}
+    return {k: row[k] for k in ("id", "agent_id", "mode", "status", "depth", "task", "caller_run_id", "created_at", "finished_at")}
 
 
 def _clip(result: str) -> str:

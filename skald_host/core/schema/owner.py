@@ -238,7 +238,7 @@ OWNER_MIGRATIONS = MigrationSet(
                     runtime_generation TEXT NOT NULL,
                     conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
                     tree_id TEXT NOT NULL,
-                    parent_run_id TEXT REFERENCES agent_runs(id) ON DELETE CASCADE,
+                    caller_run_id TEXT REFERENCES agent_runs(id) ON DELETE CASCADE,
                     ancestry TEXT NOT NULL DEFAULT '[]',
                     caller_agent_id TEXT NOT NULL,
                     caller_scope_id TEXT NOT NULL,
@@ -250,7 +250,7 @@ OWNER_MIGRATIONS = MigrationSet(
                     task TEXT NOT NULL,
                     budget TEXT NOT NULL DEFAULT '{}',
                     signal_contract TEXT,
-                    status TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'running', 'waiting_children',
+                    status TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'running', 'waiting_delegates',
                         'completed', 'failed', 'timed_out', 'cancelled', 'interrupted')),
                     result TEXT,
                     error TEXT,
@@ -264,7 +264,7 @@ OWNER_MIGRATIONS = MigrationSet(
                     finished_at TEXT
                 )""",
                 "CREATE INDEX agent_runs_conversation ON agent_runs(conversation_id, created_at)",
-                "CREATE INDEX agent_runs_live ON agent_runs(status) WHERE status IN ('queued', 'running', 'waiting_children')",
+                "CREATE INDEX agent_runs_live ON agent_runs(status) WHERE status IN ('queued', 'running', 'waiting_delegates')",
                 "CREATE INDEX agent_runs_tree ON agent_runs(tree_id)",
                 # NULL keys take no part (seed 004 §8.14): in SQLite every NULL is distinct,
                 # but a plain UNIQUE over a nullable column reads as a promise it is not.

@@ -3,8 +3,8 @@ records, the kernel runs the frames.
 
 Foreground: resolve every target (the graph and the limits refuse before any row is
 written, §8.7/§8.8), accept the batch as queued rows in one transaction, put a named
-caller in ``waiting_children`` (its step permit given back while it waits), run the
-children concurrently, answer in request order, and bring the caller back to
+caller in ``waiting_delegates`` (its step permit given back while it waits), run the
+delegated runs concurrently, answer in request order, and bring the caller back to
 ``running`` however the wait ended (§8.16).
 
 Background (the root only): a completion slot is reserved with the rows; the run's
@@ -100,7 +100,7 @@ def trigger_text(events: Sequence[dict[str, Any]]) -> str:
 
 class Permits:
     """Step permits: a run holds one of the host's and one of its conversation's while
-    it runs; a caller waiting for children gives both back (seed 004 §3.1 step 3)."""
+    it runs; a caller waiting for delegated runs gives both back (seed 004 §3.1 step 3)."""
 
     def __init__(self, host: asyncio.Semaphore, session: asyncio.Semaphore) -> None:
         self.host, self.session = host, session
@@ -225,7 +225,7 @@ class SubagentCoordinator:
                     await self._spawn(caller.frame, call_id or "", d, task, ctx)
             return [a.run_id for a in accepted]
         if run is not None:
-            await self.store.waiting_children(run.run_id, run.execution_id)
+            await self.store.waiting_delegates(run.run_id, run.execution_id)
             runtime.kernel.emit(caller.frame, "agent_waiting", run_id=run.run_id)
             self.permits(caller.frame.conversation_id).release()
         try:
@@ -274,17 +274,17 @@ class SubagentCoordinator:
             self._tasks.pop(ctx.run_id, None)
 
     async def _execute(
-        self, parent: "Frame", call_id: str, definition: AgentDefinition, task: str, frame_id: str | None, ctx: RunContext, *, unattended: bool,
+        self, above: "Frame", call_id: str, definition: AgentDefinition, task: str, frame_id: str | None, ctx: RunContext, *, unattended: bool,
     ) -> str:
         runtime = self.runtime
         store, kernel = runtime.store, runtime.kernel
-        permits = self.permits(parent.conversation_id)
+        permits = self.permits(above.conversation_id)
         await permits.acquire()
         try:
             if frame_id is not None:  # taken up again after a restart: its frame goes on
                 sub = await store.frame(frame_id)
             else:
-                sub = await store.open_subframe(parent, call_id, definition.id)
+                sub = await store.open_subframe(above, call_id, definition.id)
                 await store.add_user_message(sub, task, None)
             if not await self.store.started(ctx.run_id, ctx.execution_id, sub.id):
                 raise ToolError("this run was cancelled or taken over before it started")
@@ -350,9 +350,9 @@ class SubagentCoordinator:
         row = await self.store.run(run_id)
         if row is None or row["status"] in TERMINAL:
             return False
-        for child in await self.store.live_runs(row["conversation_id"]):
-            if child["parent_run_id"] == run_id:
-                await self.cancel_run(child["id"], suppress_continuation=suppress_continuation)
+        for below in await self.store.live_runs(row["conversation_id"]):
+            if below["caller_run_id"] == run_id:
+                await self.cancel_run(below["id"], suppress_continuation=suppress_continuation)
         done = await self.store.commit_terminal(
             run_id, None, "cancelled", error="cancelled", frame_status="cancelled", requires_continuation=not suppress_continuation
         )
@@ -371,7 +371,7 @@ class SubagentCoordinator:
         for row in await self.store.live_runs(conversation_id):
             if background_only and row["mode"] != "background":
                 continue
-            if row["parent_run_id"] is None and await self.cancel_run(row["id"], suppress_continuation=suppress_continuation):
+            if row["caller_run_id"] is None and await self.cancel_run(row["id"], suppress_continuation=suppress_continuation):
                 count += 1
         return count
 

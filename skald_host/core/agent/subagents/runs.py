@@ -26,10 +26,10 @@ from skald_host.core.storage import Database
 
 log = logging.getLogger(__name__)
 
-LIVE = ("queued", "running", "waiting_children")
+LIVE = ("queued", "running", "waiting_delegates")
 TERMINAL = ("completed", "failed", "timed_out", "cancelled", "interrupted")
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
-_LIVE_SQL = "('queued', 'running', 'waiting_children')"
+_LIVE_SQL = "('queued', 'running', 'waiting_delegates')"
 #: How much of a result an inbox payload carries (the whole is in agent_runs.result).
 PAYLOAD_RESULT_CHARS = 16_000
 
@@ -103,7 +103,7 @@ class RunStore:
     # -- accepting -------------------------------------------------------------------
 
     async def accept(
-        self, conversation_id: str, tree_id: str, parent_run_id: str | None, ancestry: Sequence[str], caller_agent_id: str,
+        self, conversation_id: str, tree_id: str, caller_run_id: str | None, ancestry: Sequence[str], caller_agent_id: str,
         caller_scope_id: str, runs: Sequence[NewRun], *, max_runs_per_tree: int, max_pending: int,
     ) -> list[Accepted]:
         """Write a batch of runs as queued, all or none (§3.1 step 2). A background run
@@ -137,11 +137,11 @@ class RunStore:
             for index, run in fresh:
                 run_id = new_id()
                 conn.execute(
-                    "INSERT INTO agent_runs (id, execution_id, runtime_generation, conversation_id, tree_id, parent_run_id, ancestry,"
+                    "INSERT INTO agent_runs (id, execution_id, runtime_generation, conversation_id, tree_id, caller_run_id, ancestry,"
                     " caller_agent_id, caller_scope_id, agent_id, definition_hash, model, mode, depth, task, budget, signal_contract,"
                     " idempotency_key, completion_slot_reserved) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        run_id, run_id, self.generation, conversation_id, tree_id, parent_run_id, json.dumps(list(ancestry)),
+                        run_id, run_id, self.generation, conversation_id, tree_id, caller_run_id, json.dumps(list(ancestry)),
                         caller_agent_id, caller_scope_id, run.agent_id, run.definition_hash, run.model, run.mode, run.depth, run.task,
                         json.dumps(run.budget), json.dumps(run.signal_contract) if run.signal_contract else None,
                         run.idempotency_key, int(run.mode == "background"),
@@ -189,12 +189,12 @@ class RunStore:
 
         return await self.db.transaction(write)
 
-    async def waiting_children(self, run_id: str, execution_id: str) -> bool:
-        return await self._transition(run_id, execution_id, "waiting_children", ("running",))
+    async def waiting_delegates(self, run_id: str, execution_id: str) -> bool:
+        return await self._transition(run_id, execution_id, "waiting_delegates", ("running",))
 
     async def running_again(self, run_id: str, execution_id: str) -> bool:
-        """§8.16: the symmetric half of ``waiting_children``."""
-        return await self._transition(run_id, execution_id, "running", ("waiting_children",))
+        """§8.16: the symmetric half of ``waiting_delegates``."""
+        return await self._transition(run_id, execution_id, "running", ("waiting_delegates",))
 
     async def commit_terminal(
         self, run_id: str, execution_id: str | None, status: str, *, result: str | None = None, error: str | None = None,
@@ -250,14 +250,14 @@ class RunStore:
 
     async def descends_from(self, run_id: str, ancestor_run_id: str) -> bool:
         """Whether ``run_id`` is ``ancestor_run_id`` or below it (§7), walking
-        ``parent_run_id`` up."""
+        ``caller_run_id`` up."""
 
         def read(conn: Any) -> bool:
             current, hops = run_id, 0
             while current is not None and hops < 64:
                 if current == ancestor_run_id:
                     return True
-                row = conn.execute("SELECT parent_run_id FROM agent_runs WHERE id = ?", (current,)).fetchone()
+                row = conn.execute("SELECT caller_run_id FROM agent_runs WHERE id = ?", (current,)).fetchone()
                 current, hops = (row[0] if row else None), hops + 1
             return False
 
