@@ -12,6 +12,7 @@ import { notice, pageHeader } from "./lib/ui.js";
 import { renderLogin, renderSetup } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
 import { renderApprovals } from "./pages/approvals.js";
+import { renderAgents } from "./pages/chat-agents.js";
 import { endChat, renderChat } from "./pages/chat.js";
 import { renderMember, renderMembers } from "./pages/members.js";
 import { renderMemory } from "./pages/memory.js";
@@ -30,6 +31,7 @@ const HOST_PAGES = [
   { id: "chat", label: "nav.chat", render: renderChat, needs: "chat" },
   { id: "projects", label: "nav.projects", render: renderProjects },
   { id: "memory", label: "nav.memory", render: renderMemory },
+  { id: "agents", label: "nav.agents", render: renderAgents, needs: "chat" },
   { id: "account", label: "nav.account", render: renderAccount },
 ];
 const ADMIN_PAGES = [
