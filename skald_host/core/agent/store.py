@@ -280,6 +280,28 @@ class ConversationStore:
         )
         return await self.frame(frame_id)
 
+    async def open_run_frame(self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, str], object]) -> Frame:
+        """A sub-agent run's frame with its task as the first message, written with
+        ``claim(conn, frame_id)`` (its run marked running in it; raises LookupError to
+        roll all back) in one transaction: three commits were one on the path of every
+        delegation (the sub-agent benchmark)."""
+        frame = Frame(new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
+        self._no_subframes.discard(caller.conversation_id)
+        self._writes += 1  # an open_frames read racing this must not conclude "none"
+
+        def write(conn: Any) -> list[Row]:
+            conn.execute(
+                "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth) VALUES (?, ?, ?, ?, ?, ?)",
+                (frame.id, frame.conversation_id, frame.caller_frame_id, call_id, agent_id, frame.depth),
+            )
+            claim(conn, frame.id)
+            return _reread(conn, [_insert_user_message(conn, frame, task, None)])
+
+        rows = await self.db.transaction(write)
+        self._writes += 1
+        self._keep(frame.id, rows)  # a new frame's whole history: its first round reads no file
+        return frame
+
     async def close_frame(self, frame_id: str, status: str, result: str) -> None:
         await self.db.transaction(
             lambda c: c.execute(
@@ -365,15 +387,22 @@ class ConversationStore:
 
         return await self._write_rows(write)
 
-    async def add_continuation_trigger(self, frame: Frame, text: str, consume: Callable[[Any, int], object]) -> int | None:
+    async def add_continuation_trigger(
+        self, frame: Frame, take: Callable[[Any], tuple[str, Callable[[Any, int], object]] | None]
+    ) -> int | None:
         """A continuation turn's hidden trigger (seed 004 §4.5), written with what it
-        delivers: ``consume(conn, message_id)`` marks the inbox events consumed in the
-        same transaction and raises to roll both back (a lost lease). Once committed,
-        the trigger is an unanswered message of the history: the turn that answers it
-        is the kernel's, and a crash before the answer is recovered like any other.
-        None when ``consume`` refused."""
+        delivers: ``take(conn)`` reads the due inbox events and returns the trigger's
+        text and ``consume(conn, message_id)``, which marks them consumed in the same
+        transaction (raising LookupError rolls both back). Once committed, the trigger
+        is an unanswered message of the history: the turn that answers it is the
+        kernel's, and a crash before the answer is recovered like any other. None when
+        there was nothing to take."""
 
-        def write(conn: Any) -> tuple[int, list[int]]:
+        def write(conn: Any) -> tuple[int | None, list[int]]:
+            taken = take(conn)
+            if taken is None:
+                return None, []
+            text, consume = taken
             message_id = conn.execute(
                 "INSERT INTO messages (conversation_id, frame_id, role, content, origin) VALUES (?, ?, 'user', ?, 'agent_continuation')",
                 (frame.conversation_id, frame.id, text),

@@ -33,7 +33,9 @@ from skald_host.core.agent.definitions import AgentDefinition
 from skald_host.core.agent.subagents.catalog import Generation, signal_contract
 from skald_host.core.agent.subagents.graph import DelegationRefused, resolve
 from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, OrchestrationLimits, run_limits
-from skald_host.core.agent.subagents.runs import TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume, new_id, recover
+from skald_host.core.agent.subagents.runs import (
+    TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume_pending, due_events, mark_started, new_id, recover,
+)
 
 if TYPE_CHECKING:
     from skald_host.core.agent.kernel import Scope
@@ -121,6 +123,7 @@ class Permits:
 class SubagentCoordinator:
     def __init__(self, runtime: "MemberRuntime", limits: OrchestrationLimits, host_permits: asyncio.Semaphore) -> None:
         self._runtime = weakref.ref(runtime)
+        self._member_id = getattr(runtime, "member_id", "?")
         self.limits = limits
         self.store = RunStore(runtime.store.db, generation=new_id())
         self._host_permits = host_permits
@@ -128,6 +131,8 @@ class SubagentCoordinator:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._wake = asyncio.Event()
         self._maybe_pending: set[str] = set()  # conversations that may have due inbox events
+        self._due_now: set[str] = set()  # woken for: driven without a read first
+        self._next_look = 0.0
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -167,6 +172,7 @@ class SubagentCoordinator:
         """Best effort (§4.6): losing one costs at most ``recheck_secs``."""
         if conversation_id is not None:
             self._maybe_pending.add(conversation_id)
+            self._due_now.add(conversation_id)
         self._wake.set()
 
     # -- delegation ------------------------------------------------------------------
@@ -283,11 +289,15 @@ class SubagentCoordinator:
         try:
             if frame_id is not None:  # taken up again after a restart: its frame goes on
                 sub = await store.frame(frame_id)
+                if not await self.store.started(ctx.run_id, ctx.execution_id, sub.id):
+                    raise ToolError("this run was cancelled or taken over before it started")
             else:
-                sub = await store.open_subframe(above, call_id, definition.id)
-                await store.add_user_message(sub, task, None)
-            if not await self.store.started(ctx.run_id, ctx.execution_id, sub.id):
-                raise ToolError("this run was cancelled or taken over before it started")
+                try:
+                    sub = await store.open_run_frame(
+                        above, call_id, definition.id, task, lambda conn, fid: mark_started(conn, ctx.run_id, ctx.execution_id, fid)
+                    )
+                except LookupError:
+                    raise ToolError("this run was cancelled or taken over before it started") from None
             kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=call_id or None, run_id=ctx.run_id, mode=ctx.mode)
             try:
                 async with asyncio.timeout(ctx.limits["timeout_secs"]):
@@ -308,11 +318,26 @@ class SubagentCoordinator:
                 await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed")
                 self._after_terminal(sub, definition, ctx, "failed")
                 raise
-            if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done"):
-                self._after_terminal(sub, definition, ctx, "completed")
+            if ctx.mode == "background":
+                if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done"):
+                    self._after_terminal(sub, definition, ctx, "completed")
+            else:
+                # Queued on the file before the caller's tool row (one queue, in order),
+                # not waited for: the caller's next request need not wait for this
+                # commit. Announced once committed.
+                committing = self.store.commit_terminal_queued(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done")
+                committing.add_done_callback(lambda f: self._committed(f, sub, definition, ctx))
             return clip_result(result, ctx.limits["max_result_chars"], ctx.run_id)
         finally:
             permits.release()
+
+    def _committed(self, done: "asyncio.Future[bool]", frame: "Frame", definition: AgentDefinition, ctx: RunContext) -> None:
+        if done.cancelled():
+            return
+        if done.exception() is not None:
+            log.error("member %s: the terminal state of run %s could not be written: %s", self._member_id, ctx.run_id, done.exception())
+        elif done.result() and self._runtime() is not None:
+            self._after_terminal(frame, definition, ctx, "completed")
 
     def _after_terminal(self, frame: "Frame", definition: AgentDefinition, ctx: RunContext, status: str) -> None:
         """Announced after the commit (durable first)."""
@@ -392,9 +417,21 @@ class SubagentCoordinator:
 
     async def deliver_due(self) -> int:
         """Start a continuation turn in each idle conversation with due events; a busy
-        one takes them at its turn's end (``deliver_between_turns``)."""
+        one takes them at its turn's end. A wake-up names its conversation, which is
+        driven at once (its turn finds nothing if nothing is due); the full look at
+        the inbox is the periodic one."""
         runtime = self.runtime
         started = 0
+        woken, self._due_now = self._due_now, set()
+        for conversation_id in woken:
+            if runtime.running(conversation_id):
+                self._due_now.add(conversation_id)  # its turn's end wakes the worker again
+            else:
+                runtime.drive(conversation_id, continuation=True)
+                started += 1
+        if time.monotonic() < self._next_look:
+            return started
+        self._next_look = time.monotonic() + self.limits.recheck_secs
         for conversation_id in await self.store.due_conversations(time.time()):
             self._maybe_pending.add(conversation_id)
             if not runtime.running(conversation_id):
@@ -420,24 +457,31 @@ class SubagentCoordinator:
         )
 
     async def deliver(self, frame: "Frame") -> bool:
-        """Claim the conversation's due events and write them as one hidden trigger,
+        """Take the conversation's due events and write them as one hidden trigger,
         consumed in the same transaction. False when there was nothing to deliver."""
         conversation_id = frame.conversation_id
         if conversation_id not in self._maybe_pending:
             return False
-        token, events = await self.store.claim(conversation_id, time.time(), self.limits.lease_secs)
-        if not events:
-            self._maybe_pending.discard(conversation_id)
-            return False
-        ids = [e["id"] for e in events]
+        taken: list[dict[str, Any]] = []
+
+        def take(conn: Any) -> tuple[str, Any] | None:
+            taken[:] = due_events(conn, conversation_id, time.time())
+            if not taken:
+                return None
+            ids = [e["id"] for e in taken]
+            return trigger_text(taken), lambda c, message_id: consume_pending(c, ids, message_id)
+
         try:
-            message_id = await self.runtime.store.add_continuation_trigger(frame, trigger_text(events), lambda conn, mid: consume(conn, token, ids, mid))
+            message_id = await self.runtime.store.add_continuation_trigger(frame, take)
         except Exception:
-            attempts = max(e["attempt_count"] for e in events)
-            await asyncio.shield(
-                self.store.release(token, ids, backoff_secs=BACKOFF_SECONDS * 2 ** (attempts - 1), max_attempts=self.limits.max_inbox_delivery_attempts)
-            )
+            if taken:
+                attempts = max(e["attempt_count"] for e in taken) + 1
+                await asyncio.shield(self.store.delivery_failed(
+                    [e["id"] for e in taken], backoff_secs=BACKOFF_SECONDS * 2 ** (attempts - 1), max_attempts=self.limits.max_inbox_delivery_attempts,
+                ))
             raise
+        if message_id is None:
+            self._maybe_pending.discard(conversation_id)
         return message_id is not None
 
     # -- authorization and the agent_task tool (§7) -----------------------------------

@@ -15,12 +15,13 @@ condition is the guard the seed's pitfalls ask for:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from skald_host.core.storage import Database
 
@@ -204,6 +205,20 @@ class RunStore:
         None: whichever attempt is current, for a cancel), its frame closed, and for a
         background run its reserved slot turned into a completion event. False: the run
         was terminal already or another attempt owns it — a late result, dropped."""
+        return await self.db.transaction(self._terminal(run_id, execution_id, status, result, error, frame_status, requires_continuation))
+
+    def commit_terminal_queued(
+        self, run_id: str, execution_id: str, status: str, *, result: str | None = None, frame_status: str | None = None,
+    ) -> "asyncio.Future[bool]":
+        """``commit_terminal``, queued on the file before this returns: committed before
+        any write submitted after it (the caller's tool result), not awaited by it."""
+        return self.db.transaction_queued(self._terminal(run_id, execution_id, status, result, None, frame_status, True))
+
+    @staticmethod
+    def _terminal(
+        run_id: str, execution_id: str | None, status: str, result: str | None, error: str | None, frame_status: str | None,
+        requires_continuation: bool,
+    ) -> Callable[[Any], bool]:
         assert status in TERMINAL
 
         def write(conn: Any) -> bool:
@@ -226,7 +241,7 @@ class RunStore:
                 _complete(conn, run_id, conversation_id, status, agent_id, task, result, error, json.loads(signals), requires_continuation)
             return True
 
-        return await self.db.transaction(write)
+        return write
 
     # -- reading ---------------------------------------------------------------------
 
@@ -368,6 +383,27 @@ class RunStore:
 
         return token, await self.db.transaction(write)
 
+    async def delivery_failed(self, event_ids: Sequence[int], *, backoff_secs: float, max_attempts: int) -> None:
+        """A delivery whose transaction failed (nothing of it was written): count the
+        attempt, try again after a backoff, dead-letter past the limit."""
+
+        def write(conn: Any) -> None:
+            marks = ",".join("?" * len(event_ids))
+            rows = conn.execute(
+                f"UPDATE agent_inbox_events SET attempt_count = attempt_count + 1, next_attempt_at = ?,"
+                f" status = CASE WHEN attempt_count + 1 >= ? THEN 'dead_letter' ELSE status END"
+                f" WHERE status = 'pending' AND id IN ({marks}) RETURNING conversation_id, status",
+                (time.time() + backoff_secs, max_attempts, *event_ids),
+            ).fetchall()
+            for conversation_id, status in rows:
+                if status == "dead_letter":
+                    conn.execute(
+                        "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
+                        (conversation_id,),
+                    )
+
+        await self.db.transaction(write)
+
     async def admit(self, token: str, event_ids: Sequence[int]) -> int:
         """Steer lane: leased → admitted, only what this claim holds."""
         marks = ",".join("?" * len(event_ids))
@@ -400,6 +436,48 @@ class RunStore:
             return len(released)
 
         return await self.db.transaction(write)
+
+
+def mark_started(conn: Any, run_id: str, execution_id: str, frame_id: str) -> None:
+    """Inside the frame's opening transaction: queued → running with its frame, for this
+    attempt only (§8.1); raises LookupError (rolling the frame back) otherwise."""
+    if conn.execute(
+        f"UPDATE agent_runs SET status = 'running', frame_id = ?, started_at = coalesce(started_at, {NOW}), revision = revision + 1"
+        " WHERE id = ? AND execution_id = ? AND status = 'queued' RETURNING id",
+        (frame_id, run_id, execution_id),
+    ).fetchone() is None:
+        raise LostLease("the run was cancelled or taken over before it started")
+
+
+def due_events(conn: Any, conversation_id: str, now: float, limit: int = 32) -> list[dict[str, Any]]:
+    """The conversation's due events, oldest first by (created_at, id) (§8.13), read in
+    the transaction that delivers them."""
+    return [
+        dict(r) for r in conn.execute(
+            "SELECT * FROM agent_inbox_events WHERE conversation_id = ? AND status = 'pending' AND next_attempt_at <= ?"
+            " ORDER BY created_at, id LIMIT ?",
+            (conversation_id, now, limit),
+        )
+    ]
+
+
+def consume_pending(conn: Any, event_ids: Sequence[int], message_id: int) -> None:
+    """The queue lane's delivery: events read in this same write transaction go from
+    pending to consumed with the trigger that carries them (the write lock is the
+    lease; nothing can take them in between)."""
+    marks = ",".join("?" * len(event_ids))
+    rows = conn.execute(
+        f"UPDATE agent_inbox_events SET status = 'consumed', attempt_count = attempt_count + 1, consumed_message_id = ?"
+        f" WHERE status = 'pending' AND id IN ({marks}) RETURNING conversation_id",
+        (message_id, *event_ids),
+    ).fetchall()
+    if len(rows) != len(event_ids):
+        raise LostLease()
+    for (conversation_id,) in rows:
+        conn.execute(
+            "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
+            (conversation_id,),
+        )
 
 
 def consume(conn: Any, token: str, event_ids: Sequence[int], message_id: int | None) -> bool:
