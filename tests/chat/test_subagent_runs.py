@@ -259,3 +259,23 @@ async def test_fifty_background_runs_and_competing_signals_lose_no_completion_an
     assert sorted(e["run_id"] for e in completions) == sorted(r.run_id for r in accepted)
     assert len(delivered) == len(set(delivered)) == len(rows)
     assert {e["status"] for e in rows} == {"consumed"} and await counters(db) == (0, 0)
+
+
+async def test_fair_scheduling_lets_the_inbox_in_after_a_burst_or_a_long_wait_and_not_before(db):
+    """§4.6: the member's queued turns go first, until ``max_user_turn_burst_before_inbox``
+    of them ran or the oldest event waited ``max_inbox_wait_secs``; with no event due,
+    never (and "no event" is None, not a wait since 1970, §8.12)."""
+    limits = OrchestrationLimits(max_user_turn_burst_before_inbox=4, max_inbox_wait_secs=30)
+    coordinator = SubagentCoordinator(_Runtime(db), limits, asyncio.Semaphore(6))  # type: ignore[arg-type]
+    assert await coordinator.oldest_wait(CID) is None  # not even asked: nothing was woken here
+    coordinator.wake(CID)
+    assert await coordinator.oldest_wait(CID) is None  # asked: no event
+    [run] = await accept(coordinator.store, new_run())
+    await coordinator.store.commit_terminal(run.run_id, run.execution_id, "completed", result="r")
+    coordinator.wake(CID)
+    waited = await coordinator.oldest_wait(CID)
+    assert waited is not None and 0 <= waited < 5
+    assert not coordinator.inbox_first(waited, user_turns=3)
+    assert coordinator.inbox_first(waited, user_turns=4)
+    assert coordinator.inbox_first(31.0, user_turns=0)
+    assert not coordinator.inbox_first(None, user_turns=10)

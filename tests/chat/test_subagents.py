@@ -409,3 +409,40 @@ async def test_signals_are_bounded_deduplicated_and_delivered_with_the_completio
     completion = await store.db.run(lambda c: c.execute("SELECT payload FROM agent_inbox_events WHERE event_type = 'completion'").fetchone()[0])
     signal_ids = await store.db.run(lambda c: [r[0] for r in c.execute("SELECT id FROM agent_inbox_events WHERE event_type = 'signal'")])
     assert json.loads(completion)["signal_ids"] == signal_ids and len(signal_ids) == 1
+
+
+async def test_a_locked_members_result_waits_in_their_file_until_they_log_in(chat):
+    """§4: the member logs out (their file locks) while a background run works; the
+    run cannot finish without them, and at their next login its outcome is delivered
+    once, from their own file."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        content = last(request)["content"]
+        if content == "Long task.":
+            return Hang(text="working")
+        if content.startswith(TRIGGER):
+            return Reply("While you were away: the task was interrupted.")
+        if last(request)["role"] == "tool":
+            return Reply("Started.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Long task.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.turn(cid)
+    await eventually(lambda: any(last(r)["content"] == "Long task." for r in chat.server.requests_for(MODEL_A)), what="the run's request")
+    assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
+    assert chat.host.core.chat.live_runtime(alice.member["id"]) is None
+    seen = len(chat.server.requests_for(MODEL_A))
+
+    again = await chat.host.member("alice")
+    async with ChatSocket(again) as sock:
+        await sock.wait_event(cid, "turn_finished", timeout=15)
+    after = chat.server.requests_for(MODEL_A)[seen:]
+    assert sum(1 for r in after if last(r)["content"].startswith(TRIGGER)) == 1
+    assert "status interrupted" in next(last(r)["content"] for r in after if last(r)["content"].startswith(TRIGGER))
+    assert (await messages(again, cid))[-1]["content"] == "While you were away: the task was interrupted."
+    assert [r["status"] for r in await runs(again, cid)] == ["interrupted"]
