@@ -280,11 +280,15 @@ class ConversationStore:
         )
         return await self.frame(frame_id)
 
-    async def open_run_frame(self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, str], object]) -> Frame:
+    async def open_run_frame(
+        self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, str], object], *, placeholder_model: str | None = None,
+    ) -> Frame:
         """A sub-agent run's frame with its task as the first message, written with
-        ``claim(conn, frame_id)`` (its run marked running in it; raises LookupError to
-        roll all back) in one transaction: three commits were one on the path of every
-        delegation (the sub-agent benchmark)."""
+        ``claim(conn, frame_id)`` (its run accepted and marked running in it; raising
+        rolls all back) in one transaction: five commits were one on the path of every
+        delegation (the sub-agent benchmark). ``placeholder_model``: the frame's first
+        round's streaming placeholder is written too, as a member's message writes its
+        turn's (``add_member_message``)."""
         frame = Frame(new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
         self._no_subframes.discard(caller.conversation_id)
         self._writes += 1  # an open_frames read racing this must not conclude "none"
@@ -295,7 +299,10 @@ class ConversationStore:
                 (frame.id, frame.conversation_id, frame.caller_frame_id, call_id, agent_id, frame.depth),
             )
             claim(conn, frame.id)
-            return _reread(conn, [_insert_user_message(conn, frame, task, None)])
+            written = [_insert_user_message(conn, frame, task, None)]
+            if placeholder_model:
+                written.append(_insert_placeholder(conn, frame, placeholder_model))
+            return _reread(conn, written)
 
         rows = await self.db.transaction(write)
         self._writes += 1

@@ -100,6 +100,10 @@ def trigger_text(events: Sequence[dict[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
+class _Existing(Exception):
+    """Raised in ``_single``'s transaction to roll its frame back: the run exists."""
+
+
 class Permits:
     """Step permits: a run holds one of the host's and one of its conversation's while
     it runs; a caller waiting for delegated runs gives both back (seed 004 §3.1 step 3)."""
@@ -213,14 +217,19 @@ class SubagentCoordinator:
             )
             for i, (d, (_, task), lim) in enumerate(zip(definitions, requests, limits))
         ]
-        try:
-            accepted = await self.store.accept(
-                caller.frame.conversation_id, tree_id, run.run_id if run else None, ancestry,
-                caller.agent.id if run else "root", caller.frame.id, new_runs,
-                max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
-            )
-        except (TreeFull, InboxFull) as exc:
-            raise DelegationRefused(str(exc)) from None
+        # One foreground run is accepted in the transaction that opens its frame
+        # (``_single``); a batch, or background runs, all together first.
+        single = mode == "foreground" and len(new_runs) == 1
+        accepted: list[Accepted] = []
+        if not single:
+            try:
+                accepted = await self.store.accept(
+                    caller.frame.conversation_id, tree_id, run.run_id if run else None, ancestry,
+                    caller.agent.id if run else "root", caller.frame.id, new_runs,
+                    max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
+                )
+            except (TreeFull, InboxFull) as exc:
+                raise DelegationRefused(str(exc)) from None
         contexts = [
             RunContext(a.run_id, a.execution_id, tree_id, ancestry + (d.id,), depth, mode, lim, nr.signal_contract)
             for a, d, lim, nr in zip(accepted, definitions, limits, new_runs)
@@ -235,10 +244,14 @@ class SubagentCoordinator:
             runtime.kernel.emit(caller.frame, "agent_waiting", run_id=run.run_id)
             self.permits(caller.frame.conversation_id).release()
         try:
-            tasks = [
-                asyncio.ensure_future(self._foreground(caller, call_id or "", d, task, a, ctx))
-                for a, d, ctx, (_, task) in zip(accepted, definitions, contexts, requests)
-            ]
+            if single:
+                template = RunContext("", "", tree_id, ancestry + (definitions[0].id,), depth, mode, limits[0], new_runs[0].signal_contract)
+                tasks = [asyncio.ensure_future(self._single(caller, call_id or "", definitions[0], requests[0][1], new_runs[0], template))]
+            else:
+                tasks = [
+                    asyncio.ensure_future(self._foreground(caller, call_id or "", d, task, a, ctx))
+                    for a, d, ctx, (_, task) in zip(accepted, definitions, contexts, requests)
+                ]
             outcomes = await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             if run is not None:  # §8.16: however the wait ended
@@ -261,6 +274,51 @@ class SubagentCoordinator:
         history = await self.runtime.store.history(frame.id)
         last_user = next((row["id"] for row in reversed(history) if row["role"] == "user"), 0)
         return f"{frame.id}:{last_user}"
+
+    async def _single(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, new_run: NewRun, template: RunContext) -> str:
+        """One foreground run: its row accepted, its frame opened with its task and the
+        run marked running, in one transaction (each commit is on the path of the
+        caller's answer). A retried call whose run exists already takes it up instead."""
+        runtime, run = self.runtime, caller.run
+        permits = self.permits(caller.frame.conversation_id)
+        await permits.acquire()
+        held = True
+        taken: list[Accepted] = []
+
+        def claim(conn: Any, frame_id: str) -> None:
+            taken[:] = self.store.accept_rows(
+                conn, caller.frame.conversation_id, template.tree_id, run.run_id if run else None, template.ancestry[:-1],
+                caller.agent.id if run else "root", caller.frame.id, [new_run],
+                max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
+            )
+            if taken[0].existing:
+                raise _Existing()
+            mark_started(conn, taken[0].run_id, taken[0].execution_id, frame_id)
+
+        try:
+            candidates = await self._first_models(definition)
+            try:
+                sub = await runtime.store.open_run_frame(
+                    caller.frame, call_id, definition.id, task, claim, placeholder_model=candidates[0].model if candidates else None,
+                )
+            except _Existing:
+                permits.release()
+                held = False
+                ctx = dataclasses.replace(template, run_id=taken[0].run_id, execution_id=taken[0].execution_id)
+                return await self._foreground(caller, call_id, definition, task, taken[0], ctx)
+            except (TreeFull, InboxFull) as exc:
+                raise DelegationRefused(str(exc)) from None
+            except LookupError:
+                raise ToolError("this run was cancelled or taken over before it started") from None
+            ctx = dataclasses.replace(template, run_id=taken[0].run_id, execution_id=taken[0].execution_id)
+            self._tasks[ctx.run_id] = asyncio.current_task()  # type: ignore[assignment]
+            try:
+                return await self._run_opened(sub, definition, ctx, unattended=caller.unattended, candidates=candidates)
+            finally:
+                self._tasks.pop(ctx.run_id, None)
+        finally:
+            if held:
+                permits.release()
 
     async def _foreground(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, accepted: Accepted, ctx: RunContext) -> str:
         if accepted.existing:
@@ -291,45 +349,64 @@ class SubagentCoordinator:
                 sub = await store.frame(frame_id)
                 if not await self.store.started(ctx.run_id, ctx.execution_id, sub.id):
                     raise ToolError("this run was cancelled or taken over before it started")
+                candidates = None
             else:
+                candidates = await self._first_models(definition)
                 try:
                     sub = await store.open_run_frame(
-                        above, call_id, definition.id, task, lambda conn, fid: mark_started(conn, ctx.run_id, ctx.execution_id, fid)
+                        above, call_id, definition.id, task, lambda conn, fid: mark_started(conn, ctx.run_id, ctx.execution_id, fid),
+                        placeholder_model=candidates[0].model if candidates else None,
                     )
                 except LookupError:
                     raise ToolError("this run was cancelled or taken over before it started") from None
-            kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=call_id or None, run_id=ctx.run_id, mode=ctx.mode)
-            try:
-                async with asyncio.timeout(ctx.limits["timeout_secs"]):
-                    result = await kernel.run_frame(sub, definition, unattended=unattended, run=ctx, max_rounds=ctx.limits["max_iterations"])
-            except TimeoutError:
-                error = f"the run did not finish within {ctx.limits['timeout_secs']} s"
-                await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "timed_out", error=error, frame_status="failed")
-                self._after_terminal(sub, definition, ctx, "timed_out")
-                raise ToolError(error) from None
-            except asyncio.CancelledError:
-                if not kernel.interrupted():
-                    await asyncio.shield(
-                        self.store.commit_terminal(ctx.run_id, ctx.execution_id, "cancelled", error="cancelled", frame_status="cancelled")
-                    )
-                    self._after_terminal(sub, definition, ctx, "cancelled")
-                raise
-            except Exception as exc:
-                await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed")
-                self._after_terminal(sub, definition, ctx, "failed")
-                raise
-            if ctx.mode == "background":
-                if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done"):
-                    self._after_terminal(sub, definition, ctx, "completed")
-            else:
-                # Queued on the file before the caller's tool row (one queue, in order),
-                # not waited for: the caller's next request need not wait for this
-                # commit. Announced once committed.
-                committing = self.store.commit_terminal_queued(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done")
-                committing.add_done_callback(lambda f: self._committed(f, sub, definition, ctx))
-            return clip_result(result, ctx.limits["max_result_chars"], ctx.run_id)
+            return await self._run_opened(sub, definition, ctx, unattended=unattended, candidates=candidates)
         finally:
             permits.release()
+
+    async def _first_models(self, definition: AgentDefinition) -> list[Any] | None:
+        """The models a new frame's first round tries (a sub-agent keeps its agent's
+        pin), chosen before the frame is written so its placeholder goes with it."""
+        return await self.runtime.chat.models.candidates(pin=definition.model, strength=definition.strength) or None
+
+    async def _run_opened(
+        self, sub: "Frame", definition: AgentDefinition, ctx: RunContext, *, unattended: bool, candidates: list[Any] | None = None,
+    ) -> str:
+        """The run's frame, its terminal state written however it ends (the caller
+        holds its permits). ``candidates``: the models its written placeholder names."""
+        kernel = self.runtime.kernel
+        call_id = sub.spawned_by_call_id
+        kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=call_id or None, run_id=ctx.run_id, mode=ctx.mode)
+        try:
+            async with asyncio.timeout(ctx.limits["timeout_secs"]):
+                result = await kernel.run_frame(
+                    sub, definition, unattended=unattended, run=ctx, max_rounds=ctx.limits["max_iterations"], candidates=candidates,
+                )
+        except TimeoutError:
+            error = f"the run did not finish within {ctx.limits['timeout_secs']} s"
+            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "timed_out", error=error, frame_status="failed")
+            self._after_terminal(sub, definition, ctx, "timed_out")
+            raise ToolError(error) from None
+        except asyncio.CancelledError:
+            if not kernel.interrupted():
+                await asyncio.shield(
+                    self.store.commit_terminal(ctx.run_id, ctx.execution_id, "cancelled", error="cancelled", frame_status="cancelled")
+                )
+                self._after_terminal(sub, definition, ctx, "cancelled")
+            raise
+        except Exception as exc:
+            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed")
+            self._after_terminal(sub, definition, ctx, "failed")
+            raise
+        if ctx.mode == "background":
+            if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done"):
+                self._after_terminal(sub, definition, ctx, "completed")
+        else:
+            # Queued on the file before the caller's tool row (one queue, in order),
+            # not waited for: the caller's next request need not wait for this
+            # commit. Announced once committed.
+            committing = self.store.commit_terminal_queued(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done")
+            committing.add_done_callback(lambda f: self._committed(f, sub, definition, ctx))
+        return clip_result(result, ctx.limits["max_result_chars"], ctx.run_id)
 
     def _committed(self, done: "asyncio.Future[bool]", frame: "Frame", definition: AgentDefinition, ctx: RunContext) -> None:
         if done.cancelled():

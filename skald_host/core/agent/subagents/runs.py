@@ -111,47 +111,57 @@ class RunStore:
         reserves its completion slot first; a batch that does not fit is refused whole.
         A run whose idempotency key is already stored is that run (a retried call)."""
 
-        def write(conn: Any) -> list[Accepted]:
-            accepted: list[Accepted | None] = []
-            fresh: list[tuple[int, NewRun]] = []
-            for index, run in enumerate(runs):
-                row = None
-                if run.idempotency_key is not None:
-                    row = conn.execute(
-                        "SELECT id, execution_id, status, result, frame_id FROM agent_runs"
-                        " WHERE conversation_id = ? AND caller_scope_id = ? AND idempotency_key = ?",
-                        (conversation_id, caller_scope_id, run.idempotency_key),
-                    ).fetchone()
-                if row is not None:
-                    accepted.append(Accepted(row[0], row[1], True, row[2], row[3], row[4]))
-                else:
-                    accepted.append(None)
-                    fresh.append((index, run))
-            if not fresh:
-                return accepted  # type: ignore[return-value]
-            in_tree = conn.execute("SELECT count(*) FROM agent_runs WHERE tree_id = ?", (tree_id,)).fetchone()[0]
-            if in_tree + len(fresh) > max_runs_per_tree:
-                raise TreeFull(f"this delegation tree already ran {in_tree} of at most {max_runs_per_tree} runs")
-            slots = sum(1 for _, run in fresh if run.mode == "background")
-            if slots and not _reserve(conn, conversation_id, slots, max_pending):
-                raise InboxFull("the conversation's inbox is full; wait for the running tasks to report")
-            for index, run in fresh:
-                run_id = new_id()
-                conn.execute(
-                    "INSERT INTO agent_runs (id, execution_id, runtime_generation, conversation_id, tree_id, caller_run_id, ancestry,"
-                    " caller_agent_id, caller_scope_id, agent_id, definition_hash, model, mode, depth, task, budget, signal_contract,"
-                    " idempotency_key, completion_slot_reserved) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        run_id, run_id, self.generation, conversation_id, tree_id, caller_run_id, json.dumps(list(ancestry)),
-                        caller_agent_id, caller_scope_id, run.agent_id, run.definition_hash, run.model, run.mode, run.depth, run.task,
-                        json.dumps(run.budget), json.dumps(run.signal_contract) if run.signal_contract else None,
-                        run.idempotency_key, int(run.mode == "background"),
-                    ),
-                )
-                accepted[index] = Accepted(run_id, run_id, False, "queued", None, None)
-            return accepted  # type: ignore[return-value]
+        return await self.db.transaction(
+            lambda conn: self.accept_rows(
+                conn, conversation_id, tree_id, caller_run_id, ancestry, caller_agent_id, caller_scope_id, runs,
+                max_runs_per_tree=max_runs_per_tree, max_pending=max_pending,
+            )
+        )
 
-        return await self.db.transaction(write)
+    def accept_rows(
+        self, conn: Any, conversation_id: str, tree_id: str, caller_run_id: str | None, ancestry: Sequence[str], caller_agent_id: str,
+        caller_scope_id: str, runs: Sequence[NewRun], *, max_runs_per_tree: int, max_pending: int,
+    ) -> list[Accepted]:
+        """``accept``'s statements, inside a caller's transaction (a single foreground
+        run is accepted in the transaction that opens its frame)."""
+        accepted: list[Accepted | None] = []
+        fresh: list[tuple[int, NewRun]] = []
+        for index, run in enumerate(runs):
+            row = None
+            if run.idempotency_key is not None:
+                row = conn.execute(
+                    "SELECT id, execution_id, status, result, frame_id FROM agent_runs"
+                    " WHERE conversation_id = ? AND caller_scope_id = ? AND idempotency_key = ?",
+                    (conversation_id, caller_scope_id, run.idempotency_key),
+                ).fetchone()
+            if row is not None:
+                accepted.append(Accepted(row[0], row[1], True, row[2], row[3], row[4]))
+            else:
+                accepted.append(None)
+                fresh.append((index, run))
+        if not fresh:
+            return accepted  # type: ignore[return-value]
+        in_tree = conn.execute("SELECT count(*) FROM agent_runs WHERE tree_id = ?", (tree_id,)).fetchone()[0]
+        if in_tree + len(fresh) > max_runs_per_tree:
+            raise TreeFull(f"this delegation tree already ran {in_tree} of at most {max_runs_per_tree} runs")
+        slots = sum(1 for _, run in fresh if run.mode == "background")
+        if slots and not _reserve(conn, conversation_id, slots, max_pending):
+            raise InboxFull("the conversation's inbox is full; wait for the running tasks to report")
+        for index, run in fresh:
+            run_id = new_id()
+            conn.execute(
+                "INSERT INTO agent_runs (id, execution_id, runtime_generation, conversation_id, tree_id, caller_run_id, ancestry,"
+                " caller_agent_id, caller_scope_id, agent_id, definition_hash, model, mode, depth, task, budget, signal_contract,"
+                " idempotency_key, completion_slot_reserved) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id, run_id, self.generation, conversation_id, tree_id, caller_run_id, json.dumps(list(ancestry)),
+                    caller_agent_id, caller_scope_id, run.agent_id, run.definition_hash, run.model, run.mode, run.depth, run.task,
+                    json.dumps(run.budget), json.dumps(run.signal_contract) if run.signal_contract else None,
+                    run.idempotency_key, int(run.mode == "background"),
+                ),
+            )
+            accepted[index] = Accepted(run_id, run_id, False, "queued", None, None)
+        return accepted  # type: ignore[return-value]
 
     async def new_attempt(self, run_id: str) -> str | None:
         """A fresh execution id for a live run taken up again (after a restart): the
