@@ -14,6 +14,7 @@ from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from skald_host.web.auth import CSRF_HEADER
 from web_support import (
     NO_SUCH_ID,
+    a_live_run,
     PROBE,
     PROBE_SET,
     SAFE_METHODS,
@@ -57,6 +58,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/approvals/<approval_id>", "POST"): {"decision": "deny"},
         ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "forged"},
         ("/api/conversations/<conversation_id>/stop", "POST"): None,  # whatever the message started
+        ("/api/agent-runs/<run_id>/cancel", "POST"): None,
         ("/api/conversations/<conversation_id>/compact", "POST"): None,
         ("/api/conversations/<conversation_id>/uploads", "POST"): None,  # an empty file named "upload"
         ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "forged"},
@@ -136,7 +138,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
 #: Ids that fill every route for the tests that never reach a handler.
 PLACEHOLDER_IDS = {
     "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
-    "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x",
+    "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x", "run_id": NO_SUCH_ID,
     **dict.fromkeys(("regenerate_conversation_id", "edit_conversation_id", "version_conversation_id", "failed_conversation_id"), NO_SUCH_ID),
     "edit_message_id": "1",
 }
@@ -155,6 +157,7 @@ async def _install(skald, model_server):
     ids |= await member_chat_objects(admin)
     ids |= await version_objects(admin)
     ids |= await folder_objects(admin, admin)
+    ids["run_id"] = await a_live_run(host, admin, ids["conversation_id"])
     return host, admin, victim, ids
 
 
@@ -296,6 +299,9 @@ READ_ONLY_GET_ROUTES = {
     "/api/admin/shared-folders",
     "/api/admin/backups",
     "/api/admin/shared-folders/<folder_id>",
+    "/api/conversations/<conversation_id>/runs",
+    "/api/agent-runs/<run_id>",
+    "/api/agent-definitions",
 }
 
 
@@ -328,7 +334,7 @@ async def test_get_routes_leave_the_registry_unchanged(skald):
     alice = await host.member("alice")
     folders = await folder_objects(admin, alice)
     before = await registry_dump(host)
-    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": NO_SUCH_ID}
+    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": NO_SUCH_ID, "run_id": NO_SUCH_ID}
     ids |= {"root": "shared-memory", "key": "index.md"}  # the pool that lives in system.db
     ids |= folders
     for rule in host.app.url_map.iter_rules():

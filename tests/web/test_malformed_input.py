@@ -93,6 +93,7 @@ BODYLESS_ROUTES = {
     ("/api/admin/roles/<role_id>", "DELETE"),
     ("/api/conversations/<conversation_id>", "DELETE"),
     ("/api/conversations/<conversation_id>/stop", "POST"),
+    ("/api/agent-runs/<run_id>/cancel", "POST"),
     ("/api/conversations/<conversation_id>/compact", "POST"),
     ("/api/conversations/<conversation_id>/retry", "POST"),
     ("/api/conversations/<conversation_id>/regenerate", "POST"),
@@ -246,7 +247,7 @@ async def _chat_objects(admin) -> dict[str, str]:
     assert group.status_code == 201
     return {
         "conversation_id": conversation_id, "approval_id": NO_SUCH_ID, "provider_id": provider_id, "model_id": model_id,
-        "rule_id": str(rule.json()["id"]), "group_id": "fuzzers",
+        "rule_id": str(rule.json()["id"]), "group_id": "fuzzers", "run_id": NO_SUCH_ID,
     }
 
 

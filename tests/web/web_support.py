@@ -213,3 +213,16 @@ async def owner_dump(host: Any, member_id: str) -> dict[str, list[tuple]]:
         return {t: [tuple(r) for r in conn.execute(f'SELECT * FROM "{t}"{order[t]}')] for t in order}
 
     return await db.run(read)
+
+
+async def a_live_run(host, client, conversation_id: str) -> str:
+    """A queued sub-agent run in the member's own file, written by the run store the
+    coordinator uses (a delegation would need a scripted model turn of its own)."""
+    from skald_host.core.agent.subagents.runs import NewRun
+
+    runtime = await host.core.chat.runtime(await host.core.users.get(client.member["id"]))
+    [accepted] = await runtime.subagents.store.accept(
+        conversation_id, "sweep-tree", None, (), "root", "sweep-frame", [NewRun("researcher", "0" * 64, None, "foreground", 1, "a task", {}, None, None)],
+        max_runs_per_tree=16, max_pending=128,
+    )
+    return accepted.run_id
