@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_DEPTH = 5
 CHECKPOINT_SECONDS = 0.5
 TOOL_RESULT_LIMIT = 64 * 1024
 SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not only with its result
