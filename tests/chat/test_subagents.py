@@ -446,3 +446,35 @@ async def test_a_locked_members_result_waits_in_their_file_until_they_log_in(cha
     assert "status interrupted" in next(last(r)["content"] for r in after if last(r)["content"].startswith(TRIGGER))
     assert (await messages(again, cid))[-1]["content"] == "While you were away: the task was interrupted."
     assert [r["status"] for r in await runs(again, cid)] == ["interrupted"]
+
+
+async def test_a_conversation_runs_at_most_four_delegates_at_once_and_answers_all_in_order(chat):
+    """§9: ``max_concurrent_runs_per_session`` (4) bounds the runs in flight; the rest
+    wait queued, none is refused, and the batch answers in request order."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    in_flight, most = 0, 0
+
+    async def respond(request):
+        nonlocal in_flight, most
+        content = last(request)["content"]
+        if content.startswith("Part "):
+            in_flight += 1
+            most = max(most, in_flight)
+            await asyncio.sleep(0.15)
+            in_flight -= 1
+            return Reply(f"done {content}")
+        if last(request)["role"] == "tool":
+            return Reply("All parts done.")
+        batch = {"tasks": [{"agent": "researcher", "task": f"Part {i}."} for i in range(6)]}
+        return Reply(tool_calls=[ToolCall("execute_task", batch)])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Six parts.")
+        await sock.turn(cid)
+    assert most == 4
+    result = tool_results(chat.server.requests_for(MODEL_A)[-1])[0]
+    assert [result.index(f"done Part {i}.") for i in range(6)] == sorted(result.index(f"done Part {i}.") for i in range(6))
+    assert [r["status"] for r in await runs(alice, cid)] == ["completed"] * 6
