@@ -378,7 +378,10 @@ class RunStore:
 
     async def claim(self, conversation_id: str, now: float, lease_secs: float, limit: int = 32, *, delivery: str | None = None) -> tuple[str, list[dict[str, Any]]]:
         """§4.3/§8.13: pending → leased, oldest first by (created_at, id), each with this
-        claim's token; an event another claim holds is not pending and is not taken."""
+        claim's token; an event another claim holds is not pending and is not taken.
+        The two-phase path a delivery that cannot hold the write lock needs (a steer
+        lane's admission); the queue lane reads and consumes in one transaction
+        (``due_events`` / ``consume_pending``), which is its own lease."""
         token = new_id()
 
         def write(conn: Any) -> list[dict[str, Any]]:
@@ -413,16 +416,6 @@ class RunStore:
                     )
 
         await self.db.transaction(write)
-
-    async def admit(self, token: str, event_ids: Sequence[int]) -> int:
-        """Steer lane: leased → admitted, only what this claim holds."""
-        marks = ",".join("?" * len(event_ids))
-        return await self.db.transaction(
-            lambda c: c.execute(
-                f"UPDATE agent_inbox_events SET status = 'admitted' WHERE lease_token = ? AND status = 'leased' AND id IN ({marks})",
-                (token, *event_ids),
-            ).rowcount
-        )
 
     async def release(self, token: str, event_ids: Sequence[int], *, backoff_secs: float, max_attempts: int) -> int:
         """leased/admitted → pending after a backoff, or dead-letter past the attempt
