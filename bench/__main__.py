@@ -1,9 +1,9 @@
 import asyncio
 import sys
 
-from bench import chat, logins, mcp, memory, mobile, plugins, sandbox, soak, storage, telegram, tts
+from bench import chat, logins, mcp, memory, mobile, plugins, sandbox, soak, storage, subagents, telegram, tts
 
-SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main, "memory": memory.main, "sandbox": sandbox.main, "soak": soak.main, "telegram": telegram.main, "plugins": plugins.main, "mcp": mcp.main, "tts": tts.main, "mobile": mobile.main}
+SUITES = {"storage": storage.main, "logins": logins.main, "chat": chat.main, "memory": memory.main, "sandbox": sandbox.main, "soak": soak.main, "telegram": telegram.main, "plugins": plugins.main, "mcp": mcp.main, "tts": tts.main, "mobile": mobile.main, "subagents": subagents.main}
 
 
 def main(argv: list[str]) -> int:

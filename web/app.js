@@ -13,6 +13,7 @@ import * as socket from "./lib/socket.js";
 import { renderLogin, renderSetup } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
 import { renderApprovals } from "./pages/approvals.js";
+import { renderAgents } from "./pages/chat-agents.js";
 import { endChat, renderChat } from "./pages/chat.js";
 import { renderMember, renderMembers } from "./pages/members.js";
 import { renderMemory } from "./pages/memory.js";
@@ -37,6 +38,7 @@ const HOST_PAGES = [
   { id: "schedules", label: "nav.schedules", render: renderSchedules, needs: "chat" },
   { id: "reports", label: "nav.reports", render: renderReports },
   { id: "system-agents", label: "nav.system_agents", render: renderSystemAgents },
+  { id: "agents", label: "nav.agents", render: renderAgents, needs: "chat" },
   { id: "account", label: "nav.account", render: renderAccount },
 ];
 const ADMIN_PAGES = [

@@ -129,7 +129,16 @@ def register_sandbox_backends(register: Callable[..., None]) -> None:
 
 @hookspec
 def register_agent_dirs(register: Callable[..., None]) -> None:
-    """Called once per plugin while the host starts, before any plugin starts. Contribute directories of agent definitions: call ``register(path)``. Since 1.0."""
+    """Called once per plugin while the host starts, before any plugin starts. Contribute directories of agent definitions: call ``register(path)``. Since 1.0.
+
+    Each definition is a folder ``<id>/`` with ``AGENT.md`` (the prompt) and ``meta.yaml``.
+    Since 1.3 a task agent's ``meta.yaml`` may also say ``delegates``, ``skills``, ``limits``
+    (``timeout_secs``, ``max_iterations``, ``max_result_chars``), ``signal`` (a contract for
+    ``emit_signal``), ``enabled`` and an inline ``provider`` + ``model`` pair. All
+    definitions (the host's and every plugin's) load as one generation, checked whole:
+    one bad file (an unknown key, an id that is not its folder's name, a reserved id,
+    a symlink, a file over 256 KiB, an unknown tool or delegate target) refuses the
+    generation, the last good one stays in use, and the admin's Helpers page says why."""
 
 
 @hookspec

@@ -80,6 +80,12 @@ class HostApi(Protocol):
         """Stop the running turn of the member's current conversation of this source;
         False when none runs."""
 
+    async def agent_tasks(self, member_id: str) -> Sequence[Mapping[str, Any]]:
+        """Since 1.3. The sub-agent runs of the member's current conversation of this
+        source that are still going or failed in the last day, newest first: each
+        ``{"id", "agent_id", "status", "task", "created_at"}`` (``task`` cut to 200
+        characters). Raises like ``stop_turn``."""
+
     async def resolve_approval(self, member_id: str, approval_id: str, approve: bool) -> Mapping[str, Any]:
         """Approve or deny one pending card of a conversation of this source (the
         ``approval_id`` of an ``approval`` event); returns ``{"approval_id",

@@ -170,8 +170,33 @@ class TurnApi(Protocol):
     depth: int  # 0 in a member's conversation, +1 per sub-agent level
     unattended: bool  # no member is there to answer an approval (a scheduled prompt)
 
-    async def delegate(self, agent_id: str, task: str) -> str:
-        """Run a task agent in a frame of its own and return its final answer."""
+    async def delegate(self, agent_id: str, task: str, *, mode: str = "foreground", limits: dict[str, Any] | None = None) -> str:
+        """Run a task agent in a frame of its own and return its final answer (clipped
+        to the agent's ``max_result_chars``; ``agent_run`` has all of it). Since 1.3:
+        ``mode="background"`` (the conversation's own agent only) returns at once with
+        the run id, and the result arrives in the conversation later; ``limits``
+        (``timeout_secs``, ``max_iterations``, ``max_result_chars``) can only narrow the
+        agent's own. A delegation the graph or a limit refuses raises ``ToolError``."""
+
+    async def delegate_batch(self, requests: list[tuple[str, str]], *, limits: dict[str, Any] | None = None) -> list[str]:
+        """Since 1.3. Several (agent_id, task) in the foreground, concurrently, answered in
+        request order; every target is checked before any runs."""
+
+    async def agent_runs(self) -> list[dict[str, Any]]:
+        """Since 1.3. The sub-agent runs this frame may see: the conversation's own agent
+        sees the conversation's, a sub-agent its own and its descendants."""
+
+    async def agent_run(self, run_id: str) -> dict[str, Any] | None:
+        """Since 1.3. One visible run with its whole ``result`` and ``error``; None when
+        it is not visible from here (a run id is not a credential)."""
+
+    async def cancel_agent_run(self, run_id: str) -> bool:
+        """Since 1.3. Cancel a visible live run and its descendants; False otherwise."""
+
+    async def emit_signal(self, key: str, severity: str, summary: str, details: Any = None, dedupe_key: str | None = None) -> str:
+        """Since 1.3. For a sub-agent whose definition has a ``signal`` contract: tell
+        the conversation's agent something before the run ends. Every bound of the
+        contract is enforced; raises ``ToolError`` when one is exceeded."""
 
     async def notify(self, text: str) -> None:
         """Tell the member something now, as a note in this conversation."""

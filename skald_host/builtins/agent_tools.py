@@ -5,6 +5,7 @@ only what ``ToolContext.turn`` offers every tool."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any, Mapping
 
 from skald_hookspecs import hookimpl
@@ -36,9 +37,60 @@ async def list_agents(args: Mapping[str, Any], ctx: ToolContext) -> str:
     return "\n".join(f"- {a['id']}: {a['title']} — {a['description']}" for a in agents)
 
 
+def _limits(args: Mapping[str, Any]) -> dict[str, Any] | None:
+    limits = args.get("limits")
+    if limits is None:
+        return None
+    if not isinstance(limits, dict):
+        raise ToolError("'limits' must be an object")
+    return dict(limits)
+
+
 async def execute_task(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    """One task (``agent`` + ``task``), or a batch (``tasks``) answered in request order."""
     assert ctx.turn is not None
-    return await ctx.turn.delegate(_text(args, "agent", 64), _text(args, "task"))
+    mode = args.get("mode", "foreground")
+    if "tasks" in args:
+        tasks = args["tasks"]
+        if not isinstance(tasks, list) or not tasks or len(tasks) > 8 or not all(isinstance(t, dict) for t in tasks):
+            raise ToolError("'tasks' must be a list of 1 to 8 objects with 'agent' and 'task'")
+        if mode != "foreground":
+            raise ToolError("a batch runs in the foreground; start background runs one at a time")
+        requests = [(_text(t, "agent", 64), _text(t, "task")) for t in tasks]
+        results = await ctx.turn.delegate_batch(requests, limits=_limits(args))
+        return "\n\n".join(f"[{i + 1}] {agent}:\n{result}" for i, ((agent, _), result) in enumerate(zip(requests, results)))
+    return await ctx.turn.delegate(_text(args, "agent", 64), _text(args, "task"), mode=mode, limits=_limits(args))
+
+
+async def agent_task(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    """Runs this agent may see (seed 004 §7): list them, read one's whole result, cancel one."""
+    assert ctx.turn is not None
+    action = args.get("action")
+    if action == "list":
+        runs = await ctx.turn.agent_runs()
+        if not runs:
+            return "No sub-agent runs in this conversation."
+        return "\n".join(f"- {r['id']} {r['agent_id']} ({r['mode']}): {r['status']} — {r['task'][:80]}" for r in runs)
+    run_id = _text(args, "run_id", 64)
+    if action in ("get", "get_result"):
+        run = await ctx.turn.agent_run(run_id)
+        if run is None:
+            raise ToolError("no such run here")
+        if action == "get_result":
+            return run["result"] if run["result"] is not None else f"The run has no result ({run['status']}{': ' + run['error'] if run['error'] else ''})."
+        return json.dumps({k: run[k] for k in ("id", "agent_id", "mode", "status", "task", "error", "created_at", "finished_at")})
+    if action == "cancel":
+        if not await ctx.turn.cancel_agent_run(run_id):
+            raise ToolError("no such live run here")
+        return f"Run {run_id} was cancelled."
+    raise ToolError("'action' must be list, get, get_result or cancel")
+
+
+async def emit_signal(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    return await ctx.turn.emit_signal(
+        args.get("key"), args.get("severity", "info"), args.get("summary"), args.get("details"), args.get("dedupe_key")  # type: ignore[arg-type]
+    )
 
 
 async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
@@ -141,7 +193,7 @@ TOOLS = (
     ),
     Tool(
         "list_agents",
-        "List the task agents execute_task can delegate to.",
+        "List the task agents execute_task can delegate to from here.",
         {"type": "object", "properties": {}},
         list_agents,
         concurrency_safe=True,
@@ -150,18 +202,56 @@ TOOLS = (
     Tool(
         "execute_task",
         "Delegate one self-contained task to a task agent and wait for its answer. Several"
-        " execute_task calls in one reply run in parallel.",
+        " execute_task calls in one reply run in parallel. mode 'background' (the conversation's own"
+        " agent only) returns at once; the result arrives in this conversation later by itself.",
         {
             "type": "object",
             "properties": {
                 "agent": {"type": "string", "description": "a task agent id from list_agents"},
                 "task": {"type": "string", "description": "everything the agent needs to know"},
+                "mode": {"type": "string", "enum": ["foreground", "background"]},
+                "tasks": {
+                    "type": "array", "description": "instead of agent/task: several tasks, answered in this order",
+                    "items": {"type": "object", "properties": {"agent": {"type": "string"}, "task": {"type": "string"}}},
+                },
+                "limits": {
+                    "type": "object", "description": "narrower limits than the agent's own (never wider)",
+                    "properties": {k: {"type": "integer"} for k in ("timeout_secs", "max_iterations", "max_result_chars")},
+                },
             },
-            "required": ["agent", "task"],
         },
         execute_task,
         concurrency_safe=True,
         restart="rerun",
+    ),
+    Tool(
+        "agent_task",
+        "Sub-agent runs of this conversation: action 'list', 'get' (state), 'get_result' (the whole"
+        " result, also when it was clipped for you) or 'cancel', with run_id.",
+        {
+            "type": "object",
+            "properties": {"action": {"type": "string", "enum": ["list", "get", "get_result", "cancel"]}, "run_id": {"type": "string"}},
+            "required": ["action"],
+        },
+        agent_task,
+        concurrency_safe=True,
+        restart="mark_interrupted",
+    ),
+    Tool(
+        "emit_signal",
+        "Tell the conversation's agent something before you finish (progress, a finding, a problem)."
+        " Bounded: few signals, short summary, small details; the same key is sent once per cooldown.",
+        {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string"}, "severity": {"type": "string"}, "summary": {"type": "string"},
+                "details": {}, "dedupe_key": {"type": "string"},
+            },
+            "required": ["key", "summary"],
+        },
+        emit_signal,
+        concurrency_safe=True,
+        restart="mark_interrupted",
     ),
     Tool(
         "schedule_prompt",

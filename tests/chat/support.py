@@ -217,7 +217,11 @@ def write_probe_agents(root: Path) -> Path:
     """A tool-less chat agent, a task agent that may delegate (to test the depth
     limit), and three tool-less task agents pinned to models of their own."""
     write_agent(root, "quiet", "You answer without tools.", title="Quiet", kind="chat", allow_tools=False, tools=["*"])
-    write_agent(root, "nester", "You delegate.", title="Nester", kind="task", allow_tools=True, tools=["execute_task"])
+    # A chain of distinct nesters (an agent never delegates to itself or an ancestor,
+    # seed 004 §2.2), each allowed any target, to reach the depth limit.
+    for level in range(1, 7):
+        write_agent(root, f"nester{level}", "You delegate.", title=f"Nester {level}", kind="task", allow_tools=True,
+                    tools=["execute_task"], delegates=["*"])
     for agent_id, model in PINNED.items():
         write_agent(root, agent_id, f"You are {agent_id}.", title=agent_id.title(), kind="task", allow_tools=False, model=model)
     return root

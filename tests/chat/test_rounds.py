@@ -193,9 +193,9 @@ async def test_parallel_delegate_batch_runs_concurrently_and_records_results_in_
 async def test_delegation_nesting_beyond_five_levels_is_an_error_result_not_a_crash(chat):
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
-    nest = Reply(tool_calls=[ToolCall("execute_task", {"agent": "nester", "task": "Go one level deeper."})])
+    nests = [Reply(tool_calls=[ToolCall("execute_task", {"agent": f"nester{level}", "task": "Go one level deeper."})]) for level in range(1, 7)]
     unwinding = [Reply(f"level {depth} done") for depth in range(5, -1, -1)]
-    chat.server.script(MODEL_A, [nest] * 6 + unwinding)  # the root and depths 1-5 each try to nest
+    chat.server.script(MODEL_A, nests + unwinding)  # the root and depths 1-5 each try to nest
     async with ChatSocket(alice) as sock:
         cid = await new_conversation(alice)
         await sock.send(cid, "Nest as deep as you can.")
@@ -232,12 +232,13 @@ async def test_only_tools_the_member_may_use_are_offered_and_others_are_refused(
     core = chat.host.core
     host_tools = {t.name for t in core.chat.tools.all() if core.plugins.status(t.plugin_id).builtin}
     assert {"notify", "list_agents", "execute_task", "schedule_prompt"} <= host_tools
-    assert offered == host_tools  # the host's own, not the probe's
+    # The host's own, not the probe's; emit_signal only ever in a run with a signal contract.
+    assert offered == host_tools - {"emit_signal"}
     assert "approval_required" not in types(events) and chat.probe.writes == []
     refused, listed = second.messages[-2:]
     assert "no tool named 'write_note'" in refused["content"]
     # list_agents shows task agents only, never a chat agent, and no agent of a plugin
-    # the member may not use (the probe's "nester").
+    # the member may not use (the probe's nesters).
     assert "researcher" in listed["content"] and "nester" not in listed["content"]
     assert "assistant" not in listed["content"] and "quiet" not in listed["content"]
 

@@ -16,6 +16,7 @@ from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from web_support import (
     NO_SUCH_ID,
     own_report,
+    a_live_run,
     PROBE,
     PROBE_SET,
     Probe,
@@ -78,6 +79,11 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/conversations/<conversation_id>/edit", "POST"): "member",
     ("/api/conversations/<conversation_id>/export", "GET"): "member",
     ("/api/conversations/<conversation_id>/uploads", "POST"): "member",
+    # sub-agent runs live in the member's own file too; definitions are the host's
+    ("/api/conversations/<conversation_id>/runs", "GET"): "member",
+    ("/api/agent-runs/<run_id>", "GET"): "member",
+    ("/api/agent-runs/<run_id>/cancel", "POST"): "member",
+    ("/api/agent-definitions", "GET"): "member",
     ("/api/file", "GET"): "member",
     ("/api/approvals", "GET"): "member",
     ("/api/approvals/<approval_id>", "POST"): "member",
@@ -253,6 +259,7 @@ async def _install(skald, model_server):
     ids |= await member_chat_objects(alice)
     ids |= await folder_objects(admin, alice)
     ids |= await question_objects(admin, alice)
+    ids["run_id"] = await a_live_run(host, alice, ids["conversation_id"])
     return host, admin, alice, ids
 
 
@@ -376,7 +383,7 @@ async def test_no_route_shows_the_admin_a_members_private_content_or_a_secret(sk
     response = await alice.put("/api/memory/user-memory/notes/diary.md", json={"content": canary})
     assert response.status_code == 200, response.text
     ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": conversation_id}
-    ids |= {"project_id": NO_SUCH_ID, "folder_id": NO_SUCH_ID}
+    ids |= {"project_id": NO_SUCH_ID, "folder_id": NO_SUCH_ID, "run_id": NO_SUCH_ID}
     ids |= {"root": "user-memory", "key": "diary.md", "where": "own", "report_id": NO_SUCH_ID}
     get_routes = [key for key in EXPECTED if key[1] == "GET"]
     for phase in ("alice unlocked", "alice locked"):
@@ -414,6 +421,9 @@ IDOR_CASES: dict[tuple[str, str], dict | None] = {
     ("/api/conversations/<conversation_id>/edit", "POST"): {"message_id": 1, "text": "edited by bob"},
     ("/api/conversations/<conversation_id>/export", "GET"): None,
     ("/api/conversations/<conversation_id>/uploads", "POST"): None,
+    ("/api/conversations/<conversation_id>/runs", "GET"): None,
+    ("/api/agent-runs/<run_id>", "GET"): None,
+    ("/api/agent-runs/<run_id>/cancel", "POST"): None,
     ("/api/approvals/<approval_id>", "POST"): {"decision": "approve"},
     ("/api/schedules/<job_id>", "PATCH"): {"paused": True, "prompt": "hijacked"},
     ("/api/schedules/<job_id>", "DELETE"): None,
@@ -471,6 +481,7 @@ async def _two_members_with_chats(skald, model_server):
     theirs |= await question_objects(admin, alice)
     theirs["member_id"] = alice.member["id"]  # a member of her project
     theirs |= {"where": "own", "report_id": await own_report(host, alice.member["id"])}
+    theirs["run_id"] = await a_live_run(host, alice, theirs["conversation_id"])
     await member_chat_objects(bob)  # bob has objects of his own, so his file is not empty
     return host, alice, bob, theirs
 
@@ -483,7 +494,7 @@ async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unloc
     host, alice, bob, theirs = await _two_members_with_chats(skald, model_server)
     unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "project_id": NO_SUCH_ID, "member_id": NO_SUCH_ID, "job_id": NO_SUCH_ID}
     unknown |= {"where": "own", "report_id": NO_SUCH_ID}
-    unknown |= {"target": theirs["target"], "folder_id": NO_SUCH_ID, "question_id": NO_SUCH_ID}
+    unknown |= {"target": theirs["target"], "folder_id": NO_SUCH_ID, "question_id": NO_SUCH_ID, "run_id": NO_SUCH_ID}
 
     async def sweep(phase: str) -> None:
         for (rule, method), body in IDOR_CASES.items():

@@ -15,6 +15,7 @@ from skald_host.web.auth import CSRF_HEADER
 from web_support import (
     NO_SUCH_ID,
     own_report,
+    a_live_run,
     PROBE,
     PROBE_SET,
     SAFE_METHODS,
@@ -60,6 +61,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/questions/<question_id>", "POST"): {"action": "accept", "content": {"word": "forged"}},
         ("/api/conversations/<conversation_id>/messages", "POST"): {"text": "forged"},
         ("/api/conversations/<conversation_id>/stop", "POST"): None,  # whatever the message started
+        ("/api/agent-runs/<run_id>/cancel", "POST"): None,
         ("/api/conversations/<conversation_id>/compact", "POST"): None,
         ("/api/schedules", "POST"): {"prompt": "forged", "every": "every day at 8"},
         ("/api/schedules/preview", "POST"): {"every": "every day at 8"},
@@ -146,7 +148,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
 #: Ids that fill every route for the tests that never reach a handler.
 PLACEHOLDER_IDS = {
     "member_id": "id", "conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "question_id": NO_SUCH_ID, "provider_id": "id", "model_id": "id",
-    "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x", "job_id": NO_SUCH_ID,
+    "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x", "job_id": NO_SUCH_ID, "run_id": NO_SUCH_ID,
     **dict.fromkeys(("regenerate_conversation_id", "edit_conversation_id", "version_conversation_id", "failed_conversation_id"), NO_SUCH_ID),
     "edit_message_id": "1", "where": "own", "report_id": NO_SUCH_ID,
 }
@@ -167,6 +169,7 @@ async def _install(skald, model_server):
     ids |= await folder_objects(admin, admin)
     ids |= {"where": "own", "report_id": await own_report(host, admin.member["id"])}
     ids |= await question_objects(admin, admin)
+    ids["run_id"] = await a_live_run(host, admin, ids["conversation_id"])
     return host, admin, victim, ids
 
 
@@ -314,6 +317,9 @@ READ_ONLY_GET_ROUTES = {
     "/api/reports",
     "/api/admin/members/<member_id>/supervisors",
     "/api/admin/members/<member_id>/agent-intervals",
+    "/api/conversations/<conversation_id>/runs",
+    "/api/agent-runs/<run_id>",
+    "/api/agent-definitions",
 }
 
 
@@ -346,7 +352,7 @@ async def test_get_routes_leave_the_registry_unchanged(skald):
     alice = await host.member("alice")
     folders = await folder_objects(admin, alice)
     before = await registry_dump(host)
-    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": NO_SUCH_ID}
+    ids = {"member_id": alice.member["id"], "plugin_id": PROBE, "filename": "app.js", "conversation_id": NO_SUCH_ID, "run_id": NO_SUCH_ID}
     ids |= {"root": "shared-memory", "key": "index.md"}  # the pool that lives in system.db
     ids |= folders
     for rule in host.app.url_map.iter_rules():

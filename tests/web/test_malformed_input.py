@@ -100,6 +100,7 @@ BODYLESS_ROUTES = {
     ("/api/admin/roles/<role_id>", "DELETE"),
     ("/api/conversations/<conversation_id>", "DELETE"),
     ("/api/conversations/<conversation_id>/stop", "POST"),
+    ("/api/agent-runs/<run_id>/cancel", "POST"),
     ("/api/conversations/<conversation_id>/compact", "POST"),
     ("/api/conversations/<conversation_id>/retry", "POST"),
     ("/api/conversations/<conversation_id>/regenerate", "POST"),
@@ -257,7 +258,7 @@ async def _chat_objects(admin) -> dict[str, str]:
     assert job.status_code == 201, job.text
     return {
         "conversation_id": conversation_id, "approval_id": NO_SUCH_ID, "question_id": NO_SUCH_ID, "provider_id": provider_id, "model_id": model_id,
-        "rule_id": str(rule.json()["id"]), "group_id": "fuzzers", "job_id": job.json()["id"],
+        "rule_id": str(rule.json()["id"]), "group_id": "fuzzers", "job_id": job.json()["id"], "run_id": NO_SUCH_ID,
     }
 
 

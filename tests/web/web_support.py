@@ -274,3 +274,16 @@ async def own_report(host: Any, member_id: str) -> str:
     return await host.core.users.owner_db(member_id).transaction(
         lambda c: store.insert_report(c, kind="test", audience="self", agent_id="test", title="Private", summary="s", body="b")
     )
+
+
+async def a_live_run(host, client, conversation_id: str) -> str:
+    """A queued sub-agent run in the member's own file, written by the run store the
+    coordinator uses (a delegation would need a scripted model turn of its own)."""
+    from skald_host.core.agent.subagents.runs import NewRun
+
+    runtime = await host.core.chat.runtime(await host.core.users.get(client.member["id"]))
+    [accepted] = await runtime.subagents.store.accept(
+        conversation_id, "sweep-tree", None, (), "root", "sweep-frame", [NewRun("researcher", "0" * 64, None, "foreground", 1, "a task", {}, None, None)],
+        max_runs_per_tree=16, max_pending=128,
+    )
+    return accepted.run_id

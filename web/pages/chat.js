@@ -8,6 +8,7 @@ import { el, link, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, notice, statusLine } from "../lib/ui.js";
+import { taskStrip } from "./chat-tasks.js";
 import { Transcript } from "./chat-transcript.js";
 
 const MAX_MESSAGE_CHARS = 100_000;
@@ -306,12 +307,13 @@ class ChatView {
     }, live.texts);
     this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
     this.noModel = status.models_configured ? null : modelNotice(ctx);
+    this.unsubscribe = [];
     this.root = this.build(loaded);
     this.list.render(conversations);
-    this.unsubscribe = [
+    this.unsubscribe.push(
       socket.onMessage((message) => { if (this.alive()) this.onMessage(message); }),
       socket.onState((state) => { if (this.alive()) this.onSocketState(state); }),
-    ];
+    );
     this.onSocketState(socket.connectionState());
   }
 
@@ -328,9 +330,11 @@ class ChatView {
       return page;
     }
     this.header = conversationHeader(this);
+    this.tasks = taskStrip(this.conversationId);
+    this.unsubscribe.push(this.tasks.dispose);
     this.transcript.load(loaded, socket.unacknowledged(this.conversationId));
     this.setRunning(Boolean(loaded.running));
-    main.append(...[this.header.node, this.noModel, this.transcript.node, this.connection, this.composer.node].filter(Boolean));
+    main.append(...[this.header.node, this.tasks.node, this.noModel, this.transcript.node, this.connection, this.composer.node].filter(Boolean));
     const page = el("div", { class: "chat-page has-conversation" }, this.list.node, main);
     requestAnimationFrame(() => {
       this.seen = page.isConnected;

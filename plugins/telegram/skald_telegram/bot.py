@@ -363,6 +363,9 @@ class TelegramBot:
             stopped = await self.host.stop_turn(member_id)
             await self.say(message.chat_id, self.t("stop_done" if stopped else "stop_none", locale), member_id)
             return
+        if command == "/tasks":
+            await self.say(message.chat_id, await self._tasks_text(member_id, locale), member_id)
+            return
         if command == "/voice":
             await self._voice_command(member_id, message, locale)
             return
@@ -387,6 +390,17 @@ class TelegramBot:
             await self.say(message.chat_id, self.t("not_delivered", locale, reason=delivery.reason), member_id)
         else:
             await self._refuse_once(member_id, message.chat_id, locale)
+
+    async def _tasks_text(self, member_id: str, locale: str) -> str:
+        """``/tasks``: the chat's task strip as text — running and recently failed runs."""
+        tasks = await self.host.agent_tasks(member_id)
+        if not tasks:
+            return self.t("tasks_none", locale)
+        lines = [self.t("tasks_header", locale)]
+        for task in tasks:
+            status = self.t(f"task_status_{task['status']}", locale)
+            lines.append(self.t("task_line", locale, agent=task["agent_id"], status=status, task=" ".join(task["task"].split())[:120]))
+        return "\n".join(lines)
 
     async def _voice_command(self, member_id: str, message: Inbound, locale: str) -> None:
         """``/voice on|off``: answers also as voice notes (kept in the plugin's store,

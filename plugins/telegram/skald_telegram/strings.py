@@ -38,7 +38,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         ),
         "help": (
             "Write to talk to your assistant. Photos, documents and voice notes are passed on.\n"
-            "/new starts a new conversation\n/stop stops the current answer\n/voice on also sends answers as voice notes\n/help shows this help"
+            "/new starts a new conversation\n/stop stops the current answer\n/tasks shows the helpers' tasks\n/voice on also sends answers as voice notes\n/help shows this help"
         ),
         "voice_on": "Answers now also come as voice notes. /voice off stops that.",
         "voice_off": "Answers come as text only.",
@@ -49,6 +49,16 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "new_done": "Started a new conversation.",
         "stop_done": "Stopped.",
         "stop_none": "Nothing is running right now.",
+        "tasks_none": "No helper is working on anything here, and nothing failed lately.",
+        "tasks_header": "Helpers' tasks in this conversation:",
+        "task_line": "• {agent}: {status} — {task}",
+        "task_status_queued": "waiting",
+        "task_status_running": "running",
+        "task_status_waiting_delegates": "waiting for helpers",
+        "task_status_failed": "failed",
+        "task_status_timed_out": "timed out",
+        "task_status_cancelled": "cancelled",
+        "task_status_interrupted": "interrupted",
         "approval_prompt": "Your assistant wants to use {tool}:\n{arguments}\n\nAllow it?",
         "approve": "Approve",
         "deny": "Deny",
@@ -115,7 +125,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         ),
         "help": (
             "Schreib, um mit deinem Assistenten zu sprechen. Fotos, Dokumente und Sprachnachrichten werden weitergegeben.\n"
-            "/new beginnt ein neues Gespräch\n/stop hält die laufende Antwort an\n/voice on schickt Antworten auch als Sprachnachricht\n/help zeigt diese Hilfe"
+            "/new beginnt ein neues Gespräch\n/stop hält die laufende Antwort an\n/tasks zeigt die Aufgaben der Helfer\n/voice on schickt Antworten auch als Sprachnachricht\n/help zeigt diese Hilfe"
         ),
         "voice_on": "Antworten kommen jetzt auch als Sprachnachricht. /voice off beendet das.",
         "voice_off": "Antworten kommen nur als Text.",
@@ -126,6 +136,16 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "new_done": "Neues Gespräch begonnen.",
         "stop_done": "Angehalten.",
         "stop_none": "Gerade läuft nichts.",
+        "tasks_none": "Hier arbeitet gerade kein Helfer, und zuletzt ist nichts fehlgeschlagen.",
+        "tasks_header": "Aufgaben der Helfer in diesem Gespräch:",
+        "task_line": "• {agent}: {status} — {task}",
+        "task_status_queued": "wartet",
+        "task_status_running": "läuft",
+        "task_status_waiting_delegates": "wartet auf Helfer",
+        "task_status_failed": "fehlgeschlagen",
+        "task_status_timed_out": "Zeit überschritten",
+        "task_status_cancelled": "abgebrochen",
+        "task_status_interrupted": "unterbrochen",
         "approval_prompt": "Dein Assistent möchte {tool} verwenden:\n{arguments}\n\nErlauben?",
         "approve": "Erlauben",
         "deny": "Ablehnen",

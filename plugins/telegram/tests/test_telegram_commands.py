@@ -81,3 +81,27 @@ async def test_an_unreachable_bot_api_server_fails_to_start_with_the_reason(setu
     status = setup.host.core.plugins.status("telegram")
     assert status.healthy is False and "cannot reach the Bot API at http://127.0.0.1:9" in status.error
     assert "standin-token" not in status.error
+
+
+async def test_tasks_lists_the_helpers_runs_of_the_current_conversation(setup: Setup):
+    """Issue 20: /tasks is the chat's task strip in text."""
+    await running(setup)
+    await paired_member(setup)
+    setup.api.send(ALICE_CHAT, "/tasks")
+    await setup.api.wait_for(lambda: "No helper is working on anything here, and nothing failed lately." in setup.api.texts(ALICE_CHAT))
+
+    def respond(request):
+        last = request.messages[-1]
+        if last["content"] == "Read the whole archive.":
+            return Hang(text="reading")
+        if last["role"] == "tool":
+            return Reply("The researcher is on it.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Read the whole archive.", "mode": "background"})])
+
+    setup.model.responder = respond
+    setup.api.send(ALICE_CHAT, "Research in the background.")
+    await setup.api.wait_for(lambda: "The researcher is on it." in setup.api.texts(ALICE_CHAT))
+    await setup.api.wait_for(lambda: any(r.messages[-1]["content"] == "Read the whole archive." for r in setup.model.requests_for(MODEL)))
+    setup.api.send(ALICE_CHAT, "/tasks")
+    listed = await setup.api.wait_for(lambda: [t for t in setup.api.texts(ALICE_CHAT) if t.startswith("Helpers' tasks")], what="the task list")
+    assert listed[0].splitlines()[1] == "• researcher: running — Read the whole archive."

@@ -14,18 +14,33 @@ meta.yaml::
     model: null           # pin a model (name or id); else chosen by strength
     strength: 50
     inject_memory: []     # memory files injected into the system prompt
+    # Named sub-agents (seed 004 §2.1), for kind: task:
+    id: researcher        # optional; must equal the folder's name
+    provider: null        # with model: an inline provider+model pair (both or neither)
+    delegates: [coder]    # absent: general-purpose only; []: none; ["*"]: any but itself
+    skills: []            # names the agent's skills are scoped to
+    limits: {timeout_secs: 900, max_iterations: 24, max_result_chars: 16000}
+    signal: {delivery: queue}   # optional: the run may call emit_signal (subagents.signals)
+    enabled: true         # false: kept on disk, shown to the admin, not delegated to
+
+A definition with an unknown key is refused; the fail-closed checks of a whole
+generation (symlinks, sizes, unknown tools or delegate targets) are in
+``subagents.catalog``.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
+import json
 import logging
 import re
 import time
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -36,6 +51,11 @@ log = logging.getLogger(__name__)
 # The repository's agents/, shipped inside the package (skald_host/_shipped/agents links to it).
 HOST_AGENTS = (Path(__file__).resolve().parents[2] / "_shipped" / "agents").resolve()
 _AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+KNOWN_KEYS = frozenset({
+    "title", "description", "kind", "allow_tools", "tools", "model", "strength", "inject_memory",
+    "id", "provider", "delegates", "skills", "limits", "signal", "enabled",
+})
+LIMIT_KEYS = frozenset({"timeout_secs", "max_iterations", "max_result_chars"})
 
 
 class AgentError(LookupError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
@@ -55,6 +75,16 @@ class AgentDefinition:
     inject_memory: tuple[str, ...]
     prompt: str
     directory: Path
+    provider: str | None = None
+    #: None: the field is absent (general-purpose only); () none; ("*",) any but itself.
+    delegates: tuple[str, ...] | None = None
+    skills: tuple[str, ...] = ()
+    limits: "Mapping[str, int]" = dataclasses.field(default_factory=dict)
+    signal: "Mapping[str, Any] | None" = None
+    enabled: bool = True
+    #: SHA-256 of the canonical metadata and the prompt: stored with every run, so a
+    #: run says which version of the definition it ran (seed 004 §2.1).
+    definition_hash: str = ""
 
     def offers(self, tool_name: str) -> bool:
         return self.allow_tools and _matches(self.tools, tool_name)
@@ -88,7 +118,7 @@ def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDe
     meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
     if not isinstance(meta, dict):
         raise AgentError(f"{meta_path}: expected a mapping")
-    unknown = set(meta) - {"title", "description", "kind", "allow_tools", "tools", "model", "strength", "inject_memory"}
+    unknown = set(meta) - KNOWN_KEYS
     if unknown:
         raise AgentError(f"{meta_path}: unknown key(s) {', '.join(sorted(unknown))}")
     kind = meta.get("kind", "task")
@@ -97,6 +127,29 @@ def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDe
     tools = meta.get("tools", ["*"])
     if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
         raise AgentError(f"{meta_path}: tools must be a list of names")
+    if "id" in meta and meta["id"] != directory.name:
+        raise AgentError(f"{meta_path}: id {meta['id']!r} does not match its folder {directory.name!r}")
+    if bool(meta.get("provider")) and not meta.get("model"):
+        raise AgentError(f"{meta_path}: provider and model come as a pair: provider without model")
+    delegates = meta.get("delegates")
+    if delegates is not None and (not isinstance(delegates, list) or not all(isinstance(d, str) for d in delegates)):
+        raise AgentError(f"{meta_path}: delegates must be a list of agent ids")
+    skills = meta.get("skills") or []
+    if not isinstance(skills, list) or not all(isinstance(k, str) for k in skills):
+        raise AgentError(f"{meta_path}: skills must be a list of names")
+    limits = meta.get("limits") or {}
+    if not isinstance(limits, dict) or set(limits) - LIMIT_KEYS:
+        raise AgentError(f"{meta_path}: limits may hold only {', '.join(sorted(LIMIT_KEYS))}")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in limits.values()):
+        raise AgentError(f"{meta_path}: limits must be positive whole numbers")
+    signal = meta.get("signal")
+    if signal is not None and not isinstance(signal, dict):
+        raise AgentError(f"{meta_path}: signal must be a mapping")
+    enabled = meta.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise AgentError(f"{meta_path}: enabled must be true or false")
+    prompt = prompt_path.read_text(encoding="utf-8")
+    canonical = json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str)
     return AgentDefinition(
         id=directory.name,
         title=str(meta.get("title") or directory.name),
@@ -107,8 +160,15 @@ def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDe
         model=meta.get("model") or None,
         strength=meta.get("strength"),
         inject_memory=tuple(meta.get("inject_memory") or ()),
-        prompt=prompt_path.read_text(encoding="utf-8"),
+        prompt=prompt,
         directory=directory,
+        provider=meta.get("provider") or None,
+        delegates=None if delegates is None else tuple(delegates),
+        skills=tuple(skills),
+        limits=dict(limits),
+        signal=dict(signal) if signal is not None else None,
+        enabled=enabled,
+        definition_hash=hashlib.sha256(f"{canonical}\n---\n{prompt}".encode()).hexdigest(),
     )
 
 
@@ -184,4 +244,4 @@ class AgentCatalog:
         return list(listed)
 
     def task_agents(self) -> list[AgentDefinition]:
-        return [a for a in self.all() if a.kind == "task"]
+        return [a for a in self.all() if a.kind == "task" and a.enabled]

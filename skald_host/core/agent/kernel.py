@@ -54,10 +54,10 @@ from skald_host.core.schedules import service as schedule_service
 
 if TYPE_CHECKING:
     from skald_host.core.agent.runtime import MemberRuntime
+    from skald_host.core.agent.subagents.coordinator import RunContext
 
 log = logging.getLogger(__name__)
 
-MAX_DEPTH = 5
 CHECKPOINT_SECONDS = 0.5
 TOOL_RESULT_LIMIT = 64 * 1024
 SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not only with its result
@@ -176,6 +176,8 @@ class Scope:
     #: itself (a sub-agent frame) or announces (a notification) must follow its row.
     settle: Callable[[str], Awaitable[str]] | None = dataclasses.field(default=None, repr=False, compare=False)
     reach: Callable[[], "Kernel"] = dataclasses.field(default=lambda: None, repr=False, compare=False)  # type: ignore[assignment, return-value]
+    #: The sub-agent run this frame is (None: the conversation's own agent, the root).
+    run: "RunContext | None" = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def kernel(self) -> "Kernel":
@@ -193,9 +195,39 @@ class Scope:
             audit.denied(runtime.member_id, f"action:{action}", via=via)
             raise AccessWithdrawn(f"access was withdrawn: the member's role does not allow {action}")
 
-    async def delegate(self, agent_id: str, task: str) -> str:
+    async def delegate(self, agent_id: str, task: str, *, mode: str = "foreground", limits: dict[str, Any] | None = None) -> str:
         self.require("tools.delegate", "delegate")
-        return await self.kernel.delegate(self, agent_id, task)
+        results = await self.kernel.runtime.subagents.delegate(self, [(agent_id, task)], mode=mode, asked=limits)
+        if mode == "background":
+            return (
+                f"Started in the background as run {results[0]}. Its result arrives in this conversation by itself when it"
+                " finishes; do not wait for it. agent_task shows its state."
+            )
+        return results[0]
+
+    async def delegate_batch(self, requests: list[tuple[str, str]], *, limits: dict[str, Any] | None = None) -> list[str]:
+        self.require("tools.delegate", "delegate")
+        return await self.kernel.runtime.subagents.delegate(self, requests, asked=limits)
+
+    async def agent_runs(self) -> list[dict[str, Any]]:
+        return [_run_summary(r) for r in await self.kernel.runtime.subagents.visible_runs(self)]
+
+    async def agent_run(self, run_id: str) -> dict[str, Any] | None:
+        row = await self.kernel.runtime.subagents.visible_run(self, run_id)
+        return None if row is None else {**_run_summary(row), "result": row["result"], "error": row["error"]}
+
+    async def cancel_agent_run(self, run_id: str) -> bool:
+        coordinator = self.kernel.runtime.subagents
+        if await coordinator.visible_run(self, run_id) is None:
+            return False
+        if self.run is not None and run_id == self.run.run_id:
+            return False  # a run does not cancel itself: it answers
+        return await coordinator.cancel_run(run_id)
+
+    async def emit_signal(self, key: str, severity: str, summary: str, details: Any = None, dedupe_key: str | None = None) -> str:
+        from skald_host.core.agent.subagents.signals import emit
+
+        return await emit(self, key, severity, summary, details, dedupe_key)
 
     async def notify(self, text: str) -> None:
         if self.settle is not None and self.call_id is not None:
@@ -237,7 +269,12 @@ class Scope:
         await schedule_service.delete(self.kernel.runtime.store, job_id)
 
     def agents(self) -> list[dict[str, Any]]:
-        return [a.summary() for a in self.kernel.runtime.agents.task_agents()]
+        """The agents this frame may delegate to (the graph, seed 004 §2.2)."""
+        from skald_host.core.agent.subagents.graph import delegate_targets
+
+        generation = self.kernel.runtime.subagent_generation()
+        caller = None if self.run is None else self.agent
+        return [a.summary() for a in delegate_targets(generation, caller, self.run.ancestry if self.run else ())]
 
     async def run_command(self, command: str, *, workdir: str | None = None, timeout: float | None = None) -> Any:
         self.require("tools.shell", "run_command")
@@ -279,15 +316,16 @@ class Kernel:
 
     async def run_frame(
         self, frame: Frame, agent: AgentDefinition, *, unattended: bool, candidates: list[ModelChoice] | None = None,
-        opening: Pending | None = None,
+        opening: Pending | None = None, run: "RunContext | None" = None, max_rounds: int | None = None,
     ) -> str:
         """``candidates``: the models chosen when the member's message was stored with
         this turn's placeholder, for the first round (no second read before its call).
         ``opening``: that message's write, still in flight (``Pending``)."""
-        scope = Scope(frame, agent, unattended, reach=lambda: self)
+        scope = Scope(frame, agent, unattended, reach=lambda: self, run=run)
         pending = opening
-        for index in range(self.chat.max_rounds):
-            another_round = index + 1 < self.chat.max_rounds
+        rounds = min(self.chat.max_rounds, max_rounds) if max_rounds else self.chat.max_rounds
+        for index in range(rounds):
+            another_round = index + 1 < rounds
             if pending is not None:
                 try:
                     outcome = await self.model_round(
@@ -323,7 +361,7 @@ class Kernel:
                 # the summary is the last row, and it must not start another round.
                 return outcome
             pending, candidates = outcome, outcome.candidates if outcome else None
-        text = f"Stopped after {self.chat.max_rounds} rounds without a final answer."
+        text = f"Stopped after {rounds} rounds without a final answer."
         await self.store.add_note(frame, text, status="error")
         self.emit(frame, "error", error=text)
         return text
@@ -359,6 +397,8 @@ class Kernel:
         memo = self._memo(frame)
         messages = project(system, history, images, memo)
         tools = self.runtime.offered_tools(agent)
+        if scope.run is None or not scope.run.signal_contract:
+            tools = [t for t in tools if t.name != "emit_signal"]  # only a run with a signal contract may signal (seed 004 §4.7)
         scope.round_tools = frozenset(t.name for t in tools)
         tools_wire = [t.wire for t in tools]
         messages_json = memo.wire_json(messages)
@@ -968,37 +1008,8 @@ class Kernel:
             return "denied", "the approval request expired."
         return "denied", "the approval does not match this call."
 
-    # -- sub-agents ------------------------------------------------------------------------
-
-    async def delegate(self, caller: Scope, agent_id: str, task: str) -> str:
-        if caller.depth + 1 > MAX_DEPTH:
-            raise ToolError(f"sub-agents may nest at most {MAX_DEPTH} levels deep")
-        try:
-            agent = self.runtime.agents.get(agent_id)
-        except AgentError:
-            raise ToolError(f"no task agent named {agent_id!r}; list_agents shows them") from None
-        if agent.kind != "task":
-            raise ToolError(f"{agent_id!r} is not a task agent; list_agents shows them")
-        call_id = caller.call_id
-        if call_id and caller.settle is not None:
-            call_id = await caller.settle(call_id)  # the frame names its call: the call is written first
-        sub = await self.store.subframe_of(call_id) if call_id else None  # recovery: resume it
-        if sub is None:
-            sub = await self.store.open_subframe(caller.frame, call_id or "", agent.id)
-            await self.store.add_user_message(sub, task, None)
-        self.emit(sub, "agent_start", agent=agent.id, spawned_by_call_id=call_id)
-        try:
-            result = await self.run_frame(sub, agent, unattended=caller.unattended)
-        except asyncio.CancelledError:
-            if not self.interrupted():
-                await asyncio.shield(self.store.close_frame(sub.id, "cancelled", ""))
-            raise
-        except Exception as exc:
-            await self.store.close_frame(sub.id, "failed", str(exc))
-            raise
-        await self.store.close_frame(sub.id, "done", result)
-        self.emit(sub, "agent_done", agent=agent.id)
-        return result
+def _run_summary(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in ("id", "agent_id", "mode", "status", "depth", "task", "caller_run_id", "created_at", "finished_at")}
 
 
 def _clip(result: str) -> str:

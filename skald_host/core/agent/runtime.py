@@ -29,6 +29,9 @@ from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, P
 from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame
+from skald_host.core.agent.subagents.catalog import Generation, SubagentCatalog
+from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, SubagentCoordinator, continuation_agent
+from skald_host.core.agent.subagents.limits import OrchestrationLimits
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
 from skald_host.core.files.media import describe_attachments
 from skald_host.core.files.paths import PathRefused
@@ -151,6 +154,10 @@ class ChatService:
         self.max_rounds = core.settings.chat.max_rounds
         self.tool_timeout = core.settings.chat.tool_timeout_seconds
         self.compact_after_tokens = core.settings.chat.compact_after_tokens
+        self.orchestration = OrchestrationLimits()
+        #: Step permits of every member's sub-agent runs together (seed 004 §9).
+        self.run_permits = asyncio.Semaphore(self.orchestration.max_concurrent_runs)
+        self.subagent_catalog = SubagentCatalog(agents, lambda: [t.name for t in tools.all()], self.orchestration)
         self._runtimes: dict[str, MemberRuntime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._context_providers: dict[str, Callable[[Member, str], Awaitable[str]]] = {}
@@ -263,6 +270,7 @@ class MemberRuntime:
         self.member_id = member.id
         self.store = store
         self.kernel = Kernel(self)
+        self.subagents = SubagentCoordinator(self, chat.orchestration, chat.run_permits)
         self.waiters = ApprovalWaiters()
         self.pending_cards: dict[str, str] = {}
         #: What tools ask the member while they run (``TurnApi.ask``): RAM only.
@@ -286,6 +294,11 @@ class MemberRuntime:
         """The agents this member may use: a plugin's only while it is usable by them."""
         return self.chat.agents.visible_to(lambda plugin_id: self.core.catalog.usable(self.member, plugin_id))
 
+    def subagent_generation(self) -> Generation:
+        """The definitions this member's delegations use: the current generation, a
+        plugin's only while this member may use the plugin."""
+        return self.chat.subagent_catalog.current().visible(lambda plugin_id: self.core.catalog.usable(self.member, plugin_id))
+
     @property
     def member_groups(self) -> frozenset[str]:
         return frozenset(self.member.role.attrs.permission_groups)
@@ -293,12 +306,14 @@ class MemberRuntime:
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        await self.subagents.start()  # stale runs interrupted before any conversation is driven again
         await self.recover()
         self._scheduler = asyncio.create_task(self._run_scheduler(), name=f"scheduler:{self.member_id}")
 
     async def close(self) -> None:
         self.closed = True
         self.questions.cancel_all()
+        await self.subagents.close()
         tasks = list(self._live.values()) + ([self._scheduler] if self._scheduler else [])
         for task in tasks:
             task.cancel()
@@ -530,8 +545,10 @@ class MemberRuntime:
     def drive(
         self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None,
         candidates: list[ModelChoice] | None = None, opening: Pending | None = None, drain_first: bool = False,
+        continuation: bool = False,
     ) -> None:
-        """Start a turn unless one runs. ``member``: the member as just read, for it;
+        """Start a turn unless one runs. ``continuation``: the turn delivers the
+        conversation's due sub-agent inbox events (none: no turn). ``member``: the member as just read, for it;
         ``candidates``: the models its placeholder was written for; ``opening``: that
         placeholder's write, still pending (``_send_opening``); ``drain_first``: the
         turn is for messages that may wait in the inbox (none: no turn)."""
@@ -539,12 +556,13 @@ class MemberRuntime:
             return
         self.cancel_event(conversation_id).clear()
         self._live[conversation_id] = asyncio.create_task(
-            self._drive(conversation_id, unattended, member, candidates, opening, drain_first), name=f"turn:{conversation_id}"
+            self._drive(conversation_id, unattended, member, candidates, opening, drain_first, continuation), name=f"turn:{conversation_id}"
         )
 
     async def _drive(
         self, conversation_id: str, unattended: bool, member: Awaitable[Member] | None = None,
         candidates: list[ModelChoice] | None = None, opening: Pending | None = None, drain_first: bool = False,
+        continuation: bool = False,
     ) -> None:
         quiet = False  # a turn that never started (its message was not stored) ends unannounced
         ended = False  # the turn ran to its end (not stopped, not failed)
@@ -566,6 +584,13 @@ class MemberRuntime:
                 if not self.store.may_have_queued(conversation_id):  # else: one came after that drain, again
                     quiet = ended = True
                     return
+            # A continuation's trigger goes after a settled history only: a conversation
+            # with unfinished work runs that first, and delivers at the turn's end.
+            if frame is not None and continuation and not await self._history_needs_work(conversation_id):
+                if not await self.subagents.deliver(frame):
+                    quiet = ended = True
+                    return
+            user_turns = 0
             while agent is not None:
                 if opening is not None:
                     opening.then(started)  # after the message's own announcement, before any token
@@ -592,11 +617,24 @@ class MemberRuntime:
                     member = None
                     started(0)
                     await self._settle_finished_subframes(frame)
-                    await self.kernel.run_frame(frame, agent, unattended=unattended, candidates=candidates)
+                    await self.kernel.run_frame(frame, await self._turn_agent(frame, agent), unattended=unattended, candidates=candidates)
                     candidates = None
-                moved = await self.store.drain_inbox(frame)
+                # Fair scheduling (seed 004 §4.6): the member's queued messages first,
+                # unless a burst of them ran or the oldest inbox event waited too long.
+                delivered = False
+                if self.subagents.inbox_first(await self.subagents.oldest_wait(conversation_id), user_turns):
+                    delivered = await self.subagents.deliver(frame)
+                moved = [] if delivered else await self.store.drain_inbox(frame)
+                if not moved and not delivered:
+                    delivered = await self.subagents.deliver(frame)
+                if delivered:
+                    user_turns = 0
+                    self.emit("turn_finished", conversation_id)
+                    unattended = False
+                    continue
                 if not moved:
                     break
+                user_turns += 1
                 # Each turn is announced as one: the queued messages start the next, and a
                 # client counting started/finished pairs must see this one end first.
                 self.emit("turn_finished", conversation_id)
@@ -656,6 +694,17 @@ class MemberRuntime:
                 # when it came) was not moved by it: it starts the next turn now.
                 if ended and self.store.may_have_queued(conversation_id):
                     self.drive(conversation_id, drain_first=True)
+                self.subagents.wake()  # an inbox event that waited for this turn goes now
+
+    async def _turn_agent(self, frame: Frame, agent: AgentDefinition) -> AgentDefinition:
+        """The agent of a root turn: a continuation turn (its last member-side message
+        is a hidden trigger) offers only the read-only tools (seed 004 §4.5), also when
+        recovery runs it after a crash."""
+        history = await self.store.history(frame.id)
+        last_user = next((row for row in reversed(history) if row["role"] == "user"), None)
+        if last_user is not None and last_user.get("origin") == CONTINUATION_ORIGIN:
+            return continuation_agent(agent)
+        return agent
 
     async def _settle_left_streams(self, conversation_id: str) -> None:
         """Rows a turn that the disk stopped could not end then (``_unsettled``)."""
@@ -688,6 +737,9 @@ class MemberRuntime:
     async def stop(self, conversation_id: str) -> bool:
         """Cancel the whole call tree of the conversation's running turn."""
         await self.conversation(conversation_id)
+        # Stop cascades to the conversation's background runs; their completions are
+        # written consumed, so nothing continues after a Stop (seed 004 §6).
+        await self.subagents.cancel_conversation(conversation_id, suppress_continuation=True, background_only=True)
         task = self._live.get(conversation_id)
         if task is None or task.done():
             return False

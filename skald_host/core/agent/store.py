@@ -287,6 +287,35 @@ class ConversationStore:
         )
         return await self.frame(frame_id)
 
+    async def open_run_frame(
+        self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, str], object], *, placeholder_model: str | None = None,
+    ) -> Frame:
+        """A sub-agent run's frame with its task as the first message, written with
+        ``claim(conn, frame_id)`` (its run accepted and marked running in it; raising
+        rolls all back) in one transaction: five commits were one on the path of every
+        delegation (the sub-agent benchmark). ``placeholder_model``: the frame's first
+        round's streaming placeholder is written too, as a member's message writes its
+        turn's (``add_member_message``)."""
+        frame = Frame(new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
+        self._no_subframes.discard(caller.conversation_id)
+        self._writes += 1  # an open_frames read racing this must not conclude "none"
+
+        def write(conn: Any) -> list[Row]:
+            conn.execute(
+                "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth) VALUES (?, ?, ?, ?, ?, ?)",
+                (frame.id, frame.conversation_id, frame.caller_frame_id, call_id, agent_id, frame.depth),
+            )
+            claim(conn, frame.id)
+            written = [_insert_user_message(conn, frame, task, None)]
+            if placeholder_model:
+                written.append(_insert_placeholder(conn, frame, placeholder_model))
+            return _reread(conn, written)
+
+        rows = await self.db.transaction(write)
+        self._writes += 1
+        self._keep(frame.id, rows)  # a new frame's whole history: its first round reads no file
+        return frame
+
     async def close_frame(self, frame_id: str, status: str, result: str) -> None:
         await self.db.transaction(
             lambda c: c.execute(
@@ -371,6 +400,35 @@ class ConversationStore:
             return message_id, [message_id]
 
         return await self._write_rows(write)
+
+    async def add_continuation_trigger(
+        self, frame: Frame, take: Callable[[Any], tuple[str, Callable[[Any, int], object]] | None]
+    ) -> int | None:
+        """A continuation turn's hidden trigger (seed 004 §4.5), written with what it
+        delivers: ``take(conn)`` reads the due inbox events and returns the trigger's
+        text and ``consume(conn, message_id)``, which marks them consumed in the same
+        transaction (raising LookupError rolls both back). Once committed, the trigger
+        is an unanswered message of the history: the turn that answers it is the
+        kernel's, and a crash before the answer is recovered like any other. None when
+        there was nothing to take."""
+
+        def write(conn: Any) -> tuple[int | None, list[int]]:
+            taken = take(conn)
+            if taken is None:
+                return None, []
+            text, consume = taken
+            message_id = conn.execute(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, origin) VALUES (?, ?, 'user', ?, 'agent_continuation')",
+                (frame.conversation_id, frame.id, text),
+            ).lastrowid
+            consume(conn, message_id)
+            conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
+            return message_id, [message_id]
+
+        try:
+            return await self._write_rows(write)
+        except LookupError:
+            return None
 
     def may_have_queued(self, conversation_id: str) -> bool:
         """Whether a message may have been queued since the conversation's last drain
@@ -739,7 +797,8 @@ class ConversationStore:
         frame = await self.root_frame(conversation_id)
 
         def read(conn: Any) -> list[dict[str, Any]]:
-            messages = [dict(r) for r in conn.execute("SELECT * FROM messages WHERE frame_id = ? ORDER BY id", (frame.id,))]
+            # A continuation's trigger is for the model, never the member's screen (seed 004 §4.5).
+            messages = [dict(r) for r in conn.execute("SELECT * FROM messages WHERE frame_id = ? AND origin IS NULL ORDER BY id", (frame.id,))]
             calls: dict[int, list[dict[str, Any]]] = {}
             for r in conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? ORDER BY message_id, seq", (frame.id,)):
                 calls.setdefault(r["message_id"], []).append(dict(r))
@@ -1005,7 +1064,7 @@ def _index_finished_messages(conn: Any) -> None:
     text no longer changes once they stopped streaming)."""
     conn.execute(
         "INSERT INTO messages_fts (rowid, content, conversation_id) SELECT id, content, conversation_id FROM messages"
-        " WHERE indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant') AND content != ''"
+        " WHERE indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant') AND content != '' AND origin IS NULL"
     )
     conn.execute("UPDATE messages SET indexed = 1 WHERE indexed = 0 AND status != 'streaming'")
 

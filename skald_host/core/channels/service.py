@@ -8,6 +8,7 @@ a revoked grant lands on the next call, with nothing pushed anywhere.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from skald_hookspecs.channels import Channel, ChannelRequestError, Delivery, MemberLocked
@@ -81,6 +82,16 @@ class ChannelService:
         runtime = await self._runtime(source, member_id)
         conversation_id = await current_conversation(runtime, source, create=False)
         return bool(conversation_id) and await runtime.stop(conversation_id)  # type: ignore[arg-type]
+
+    async def agent_tasks(self, source: str, member_id: str) -> list[dict[str, Any]]:
+        """The task strip of the source's current conversation, for a text channel."""
+        runtime = await self._runtime(source, member_id)
+        conversation_id = await current_conversation(runtime, source, create=False)
+        if not conversation_id:
+            return []
+        since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        rows = await runtime.subagents.store.runs(conversation_id, limit=20, live_or_failed_since=since)
+        return [{"id": r["id"], "agent_id": r["agent_id"], "status": r["status"], "task": r["task"][:200], "created_at": r["created_at"]} for r in rows]
 
     async def resolve_approval(self, source: str, member_id: str, approval_id: Any, approve: Any) -> Mapping[str, Any]:
         """Only a card of this source's conversations: a channel answers what it was shown."""

@@ -33,6 +33,7 @@ HOST_TOOL_CAPABILITIES = {
     "change_scheduled_prompt": "tools.schedule",
     "delete_scheduled_prompt": "tools.schedule",
     "execute_task": "tools.delegate",
+    "agent_task": "tools.delegate",
 }
 
 #: Capabilities an admin may give a role; a role row naming anything else is refused.

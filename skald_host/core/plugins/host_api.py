@@ -163,6 +163,9 @@ class PluginHostApi:
     async def stop_turn(self, member_id: str) -> bool:
         return await self._core.channels.stop_turn(self.plugin_id, member_id)
 
+    async def agent_tasks(self, member_id: str) -> Sequence[Mapping[str, Any]]:
+        return await self._core.channels.agent_tasks(self.plugin_id, member_id)
+
     async def resolve_approval(self, member_id: str, approval_id: str, approve: bool) -> Mapping[str, Any]:
         return await self._core.channels.resolve_approval(self.plugin_id, member_id, approval_id, approve)
 

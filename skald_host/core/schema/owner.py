@@ -293,5 +293,83 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE conversations ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0",
             ),
         ),
+        Migration(
+            12,
+            "named sub-agent runs, their durable inbox and per-conversation inbox capacity",
+            statements=(
+                # One row per delegation (seed 004 §5): written before it runs, its terminal
+                # state guarded by execution_id (a late, stale attempt writes nothing).
+                """CREATE TABLE agent_runs (
+                    id TEXT PRIMARY KEY,
+                    execution_id TEXT NOT NULL UNIQUE,
+                    runtime_generation TEXT NOT NULL,
+                    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                    tree_id TEXT NOT NULL,
+                    caller_run_id TEXT REFERENCES agent_runs(id) ON DELETE CASCADE,
+                    ancestry TEXT NOT NULL DEFAULT '[]',
+                    caller_agent_id TEXT NOT NULL,
+                    caller_scope_id TEXT NOT NULL,
+                    agent_id TEXT NOT NULL,
+                    definition_hash TEXT NOT NULL,
+                    model TEXT,
+                    mode TEXT NOT NULL CHECK (mode IN ('foreground', 'background')),
+                    depth INTEGER NOT NULL,
+                    task TEXT NOT NULL,
+                    budget TEXT NOT NULL DEFAULT '{}',
+                    signal_contract TEXT,
+                    status TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'running', 'waiting_delegates',
+                        'completed', 'failed', 'timed_out', 'cancelled', 'interrupted')),
+                    result TEXT,
+                    error TEXT,
+                    frame_id TEXT,
+                    idempotency_key TEXT,
+                    completion_slot_reserved INTEGER NOT NULL DEFAULT 0,
+                    emitted_signals TEXT NOT NULL DEFAULT '[]',
+                    revision INTEGER NOT NULL DEFAULT 0,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    started_at TEXT,
+                    finished_at TEXT
+                )""",
+                "CREATE INDEX agent_runs_conversation ON agent_runs(conversation_id, created_at)",
+                "CREATE INDEX agent_runs_live ON agent_runs(status) WHERE status IN ('queued', 'running', 'waiting_delegates')",
+                "CREATE INDEX agent_runs_tree ON agent_runs(tree_id)",
+                # NULL keys take no part (seed 004 §8.14): in SQLite every NULL is distinct,
+                # but a plain UNIQUE over a nullable column reads as a promise it is not.
+                """CREATE UNIQUE INDEX agent_runs_idempotency ON agent_runs(conversation_id, caller_scope_id, idempotency_key)
+                    WHERE idempotency_key IS NOT NULL""",
+                """CREATE TABLE agent_inbox_events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    run_id TEXT NOT NULL REFERENCES agent_runs(id) ON DELETE CASCADE,
+                    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                    event_type TEXT NOT NULL CHECK (event_type IN ('signal', 'completion')),
+                    event_key TEXT NOT NULL,
+                    delivery TEXT NOT NULL DEFAULT 'queue' CHECK (delivery IN ('queue', 'steer')),
+                    requires_continuation INTEGER NOT NULL DEFAULT 1,
+                    severity TEXT,
+                    payload TEXT NOT NULL,
+                    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'leased', 'admitted', 'consumed',
+                        'superseded', 'dead_letter')),
+                    attempt_count INTEGER NOT NULL DEFAULT 0,
+                    lease_token TEXT,
+                    lease_until REAL,
+                    next_attempt_at REAL NOT NULL DEFAULT 0,
+                    consumed_message_id INTEGER,
+                    created_at REAL NOT NULL,
+                    UNIQUE (run_id, event_type, event_key)
+                )""",
+                "CREATE INDEX agent_inbox_due ON agent_inbox_events(conversation_id, status, next_attempt_at)",
+                # The authoritative capacity count per conversation: every change is a
+                # conditional UPDATE (seed 004 §4.1), never an inferred COUNT(*).
+                """CREATE TABLE agent_session_state (
+                    conversation_id TEXT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+                    pending_event_count INTEGER NOT NULL DEFAULT 0,
+                    reserved_completion_slots INTEGER NOT NULL DEFAULT 0,
+                    revision INTEGER NOT NULL DEFAULT 0,
+                    updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                )""",
+                # A continuation turn's trigger: in the model's history, never on the member's screen.
+                "ALTER TABLE messages ADD COLUMN origin TEXT",
+            ),
+        ),
     ),
 )

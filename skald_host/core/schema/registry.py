@@ -501,5 +501,16 @@ REGISTRY_MIGRATIONS = MigrationSet(
             "self-service connectors as role capabilities: activating a catalog template, registering a remote server",
             apply=_connector_capabilities,
         ),
+        Migration(
+            14,
+            "approval rules for the sub-agent run tools: agent_task and emit_signal",
+            statements=(
+                # agent_task reads the member's own runs and cancels them; emit_signal
+                # writes into the member's own conversation's inbox, bounded by contract.
+                "INSERT INTO approval_rules (tool_pattern, action, priority, note, builtin) VALUES"
+                " ('agent_task', 'allow', 200, 'core.seed.rule.agent_task', 1),"
+                " ('emit_signal', 'allow', 200, 'core.seed.rule.emit_signal', 1)",
+            ),
+        ),
     ),
 )

@@ -113,6 +113,26 @@ class Database:
         """
         return await self._submit(partial(_run_in_transaction, fn))
 
+    def transaction_queued(self, fn: Callable[[Connection], T]) -> "asyncio.Future[T]":
+        """``transaction``, its place in the file's one queue taken before this returns:
+        a write that must be committed before whatever the caller writes next, without
+        the caller waiting for it (a sub-agent run's terminal state before its result's
+        tool row)."""
+        if self._closed:
+            raise StorageError(f"database is closed: {self._path}")
+        submitted = self._executor.submit(partial(_run_in_transaction, fn), self._conn)
+
+        async def outcome() -> T:
+            try:
+                return await asyncio.wrap_future(submitted)
+            except Exception as error:
+                failure = disk_failure(error, self._path)
+                if failure is None:
+                    raise
+                raise failure from error
+
+        return asyncio.ensure_future(outcome())
+
     async def pragmas(self) -> dict[str, str | int]:
         """The settings every connection must have, for the startup assertion and tests."""
 

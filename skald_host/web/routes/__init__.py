@@ -2,6 +2,7 @@
 
 from skald_host.web.routes import (
     admin_backups,
+    agent_runs,
     admin_members,
     admin_models,
     admin_plugins,
@@ -38,6 +39,7 @@ BLUEPRINTS = (
     admin_backups.bp,
     plugins.bp,
     chat.bp,
+    agent_runs.bp,
     memory.bp,
     schedules.bp,
     folders.bp,

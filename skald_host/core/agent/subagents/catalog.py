@@ -1,0 +1,265 @@
+"""Definition generations (seed 004 §2.2): every agent definition the host and its
+plugins ship, loaded together, checked together, and used as one immutable value.
+
+A generation with one bad definition is refused whole: the last good generation stays
+in use (hot reload never widens nor narrows what agents may do by half), and the
+reasons are kept for the admin's definitions page. Nothing is delegated before a first
+generation loaded: a host that cannot read its definitions fails closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import yaml
+
+from skald_host.core.agent.definitions import _AGENT_ID, AgentCatalog, AgentDefinition, AgentError, _parse
+from skald_host.core.agent.subagents.limits import GENERAL_PURPOSE, RESERVED_IDS, OrchestrationLimits
+
+log = logging.getLogger(__name__)
+
+SEVERITIES = ("info", "warning", "critical")
+SIGNAL_DEFAULTS: dict[str, Any] = {
+    "delivery": "queue",
+    "max_signals": 8,
+    "max_summary_chars": 280,
+    "max_key_chars": 64,
+    "max_payload_bytes": 4096,
+    "max_payload_depth": 4,
+    "min_interval_secs": 0,
+    "burst": 3,
+    "severities": list(SEVERITIES),
+    "cooldown_secs": 60,
+}
+#: How often the files are looked at again for a new generation.
+FRESH_SECONDS = 1.0
+_WILDCARDS = set("*?[")
+
+
+class GenerationRefused(AgentError):
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One loaded, checked set of definitions. ``owners`` maps an id to the plugin that
+    ships it (None: the host)."""
+
+    definitions: Mapping[str, AgentDefinition]
+    owners: Mapping[str, str | None]
+    fingerprint: tuple[Any, ...] = ()
+    loaded_at: float = field(default_factory=time.time)
+
+    def active(self, agent_id: str) -> AgentDefinition | None:
+        definition = self.definitions.get(agent_id)
+        return definition if definition is not None and definition.enabled and definition.kind == "task" else None
+
+    def task_agents(self) -> list[AgentDefinition]:
+        return sorted((d for d in self.definitions.values() if d.enabled and d.kind == "task"), key=lambda d: d.id)
+
+    def visible(self, usable: Callable[[str], bool]) -> "Generation":
+        """The generation as one member sees it: a plugin's definitions only while the
+        member may use the plugin."""
+        keep = {i: d for i, d in self.definitions.items() if self.owners.get(i) is None or usable(self.owners[i])}  # type: ignore[arg-type]
+        return Generation(keep, {i: self.owners.get(i) for i in keep}, self.fingerprint, self.loaded_at)
+
+
+def signal_contract(raw: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
+    """A definition's ``signal`` block with every bound filled in; unknown keys and
+    values out of range are refused (fail closed)."""
+    if raw is None:
+        return None
+    unknown = set(raw) - set(SIGNAL_DEFAULTS)
+    if unknown:
+        raise AgentError(f"{where}: unknown signal key(s) {', '.join(sorted(unknown))}")
+    contract = {**SIGNAL_DEFAULTS, **raw}
+    if contract["delivery"] not in ("queue", "steer"):
+        raise AgentError(f"{where}: signal.delivery must be queue or steer")
+    for key in ("max_signals", "max_summary_chars", "max_key_chars", "max_payload_bytes", "max_payload_depth", "burst"):
+        value = contract[key]
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 1_000_000:
+            raise AgentError(f"{where}: signal.{key} must be a positive whole number")
+    for key in ("min_interval_secs", "cooldown_secs"):
+        value = contract[key]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise AgentError(f"{where}: signal.{key} must be a number of seconds")
+    severities = contract["severities"]
+    if not isinstance(severities, list) or not severities or not set(severities) <= set(SEVERITIES):
+        raise AgentError(f"{where}: signal.severities must be a non-empty list of {', '.join(SEVERITIES)}")
+    return contract
+
+
+def _regular_file(path: Path, limit: int, errors: list[str]) -> bool:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(info.st_mode):
+        errors.append(f"{path}: a symbolic link is not a definition (copy the file)")
+        return False
+    if not stat.S_ISREG(info.st_mode):
+        errors.append(f"{path}: not a regular file")
+        return False
+    if info.st_size > limit:
+        errors.append(f"{path}: {info.st_size} bytes, more than the {limit} a definition file may have")
+        return False
+    return True
+
+
+def fingerprint(sources: Iterable[tuple[Path, str | None]]) -> tuple[Any, ...]:
+    """What changes when any definition file changes: names, sizes, mtimes."""
+    seen: list[Any] = []
+    for root, owner in sources:
+        try:
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except OSError:
+            seen.append((str(root), None))
+            continue
+        for entry in entries:
+            item: list[Any] = [str(root), owner, entry.name, entry.is_symlink()]
+            for name in ("meta.yaml", "AGENT.md"):
+                try:
+                    info = os.lstat(os.path.join(entry.path, name))
+                    item.append((name, info.st_mtime_ns, info.st_size, info.st_mode))
+                except OSError:
+                    item.append((name, None))
+            seen.append(tuple(item))
+    return tuple(seen)
+
+
+def load_generation(
+    sources: Iterable[tuple[Path, str | None]], tool_names: Iterable[str], limits: OrchestrationLimits = OrchestrationLimits()
+) -> Generation:
+    """Parse and check every definition of ``sources`` (later sources override earlier
+    ones of the same id, as plugins override the host); raises ``GenerationRefused``
+    with every reason found."""
+    sources = list(sources)
+    errors: list[str] = []
+    definitions: dict[str, AgentDefinition] = {}
+    owners: dict[str, str | None] = {}
+    tools = set(tool_names)
+    for root, owner in sources:
+        if not root.is_dir():
+            continue
+        for entry in sorted(root.iterdir()):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_symlink():
+                errors.append(f"{entry}: a symbolic link is not a definition folder")
+                continue
+            if not entry.is_dir():
+                continue
+            meta_path, prompt_path = entry / "meta.yaml", entry / "AGENT.md"
+            if not (_regular_file(meta_path, limits.max_definition_bytes, errors) & _regular_file(prompt_path, limits.max_definition_bytes, errors)):
+                if meta_path.exists() or prompt_path.exists():
+                    errors.append(f"{entry}: a definition needs both meta.yaml and AGENT.md as plain files")
+                continue
+            agent_id = entry.name
+            if not _AGENT_ID.match(agent_id) or not agent_id[0].isalpha():
+                errors.append(f"{entry}: an id starts with a lowercase letter and has at most 64 of a-z, 0-9, _ and -")
+                continue
+            if agent_id in RESERVED_IDS:
+                errors.append(f"{entry}: {agent_id!r} is reserved")
+                continue
+            try:
+                definition = _parse(entry, meta_path.stat().st_mtime_ns, prompt_path.stat().st_mtime_ns)
+                signal_contract(definition.signal, str(meta_path))
+            except (AgentError, OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+                errors.append(f"{entry}: {exc}")
+                continue
+            if not definition.prompt.strip():
+                errors.append(f"{prompt_path}: the prompt is empty")
+                continue
+            if len(definition.prompt) > limits.max_prompt_chars:
+                errors.append(f"{prompt_path}: the prompt has more than {limits.max_prompt_chars} characters")
+                continue
+            definitions[agent_id] = definition
+            owners[agent_id] = owner
+    for definition in definitions.values():
+        where = definition.directory / "meta.yaml"
+        for name in definition.tools:
+            if not _WILDCARDS & set(name) and name not in tools:
+                errors.append(f"{where}: no tool named {name!r} is registered")
+        for target in definition.delegates or ():
+            if target == "*":
+                if len(definition.delegates or ()) > 1:
+                    errors.append(f"{where}: delegates [\"*\"] stands alone")
+                continue
+            if target == definition.id:
+                errors.append(f"{where}: an agent cannot delegate to itself")
+            elif target not in definitions or definitions[target].kind != "task":
+                errors.append(f"{where}: delegate target {target!r} is not a task agent of this generation")
+    if GENERAL_PURPOSE not in definitions:
+        errors.append(f"the built-in {GENERAL_PURPOSE!r} definition is missing")
+    if errors:
+        raise GenerationRefused(errors)
+    return Generation(definitions, owners, fingerprint(sources))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    errors: tuple[str, ...]
+    at: float
+
+
+class SubagentCatalog:
+    """The current generation over an ``AgentCatalog``'s directories, looked at again
+    at most once a second. ``tool_names`` is asked at each reload (plugins register
+    tools at startup, so the first look is after them)."""
+
+    def __init__(
+        self, agents: AgentCatalog, tool_names: Callable[[], Iterable[str]], limits: OrchestrationLimits = OrchestrationLimits()
+    ) -> None:
+        self.agents = agents
+        self.tool_names = tool_names
+        self.limits = limits
+        self.good: Generation | None = None
+        self.refused: Refusal | None = None
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def current(self) -> Generation:
+        """The last good generation; raises ``GenerationRefused`` when there never was one."""
+        now = time.monotonic()
+        if now >= self._checked:
+            with self._lock:
+                if now >= self._checked:
+                    self._checked = now + FRESH_SECONDS
+                    self._reload()
+        if self.good is None:
+            raise GenerationRefused(list(self.refused.errors) if self.refused else ["no agent definitions loaded"])
+        return self.good
+
+    def reload(self) -> None:
+        """Look at the files now (the admin page's reload; tests)."""
+        with self._lock:
+            self._checked = time.monotonic() + FRESH_SECONDS
+            self._reload()
+
+    def _reload(self) -> None:
+        sources = list(self.agents.sources)
+        seen = fingerprint(sources)
+        if self.good is not None and self.good.fingerprint == seen:
+            return
+        if self.refused is not None and getattr(self, "_refused_fingerprint", None) == seen:
+            return
+        try:
+            generation = load_generation(sources, self.tool_names(), self.limits)
+        except GenerationRefused as exc:
+            self.refused = Refusal(tuple(exc.errors), time.time())
+            self._refused_fingerprint = seen
+            log.error(
+                "agent definitions refused (%s); %s", "; ".join(exc.errors),
+                "the previous generation stays in use" if self.good else "no sub-agent can be delegated to until this is fixed",
+            )
+            return
+        self.good, self.refused = generation, None

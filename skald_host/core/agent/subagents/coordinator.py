@@ -1,0 +1,580 @@
+"""One member's sub-agent runs (seed 004 §3, §4, §6, §7): the coordinator decides and
+records, the kernel runs the frames.
+
+Foreground: resolve every target (the graph and the limits refuse before any row is
+written, §8.7/§8.8), accept the batch as queued rows in one transaction, put a named
+caller in ``waiting_delegates`` (its step permit given back while it waits), run the
+delegated runs concurrently, answer in request order, and bring the caller back to
+``running`` however the wait ended (§8.16).
+
+Background (the root only): a completion slot is reserved with the rows; the run's
+terminal commit turns it into a completion event in the same transaction; the inbox
+worker claims due events and hands them to a continuation turn of the conversation,
+whose hidden trigger is written in the transaction that consumes them. A wake-up is
+only a hint (§8.4): the worker also looks every ``recheck_secs``.
+
+The coordinator reaches its runtime through a weak reference (§8.10): the runtime
+owns it, and a runtime that is gone must not be kept alive by its own helper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from skald_hookspecs.types import ToolError
+from skald_host.core.agent.definitions import AgentDefinition
+from skald_host.core.agent.subagents.catalog import Generation, signal_contract
+from skald_host.core.agent.subagents.graph import DelegationRefused, resolve
+from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, OrchestrationLimits, run_limits
+from skald_host.core.agent.subagents.runs import (
+    TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume_pending, due_events, mark_started, new_id, recover,
+)
+
+if TYPE_CHECKING:
+    from skald_host.core.agent.kernel import Scope
+    from skald_host.core.agent.runtime import MemberRuntime
+    from skald_host.core.agent.store import Frame
+
+log = logging.getLogger(__name__)
+
+CONTINUATION_ORIGIN = "agent_continuation"
+#: A failed delivery is tried again after this long, doubled per attempt.
+BACKOFF_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a sub-agent's frame carries (seed 004 §2.3)."""
+
+    run_id: str
+    execution_id: str
+    tree_id: str
+    ancestry: tuple[str, ...]  # the agents of the runs above and this one's own
+    depth: int
+    mode: str
+    limits: dict[str, int]
+    signal_contract: dict[str, Any] | None
+
+
+def clip_result(text: str, limit: int, run_id: str) -> str:
+    """§8.11: the model reads at most ``limit`` characters, and is told where the rest
+    is; the run row keeps every character. Python slices code points, so a clip never
+    splits a character (the seed's UTF-8 boundary bug cannot happen here; the test
+    checks it anyway)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[result clipped at {limit} of {len(text)} characters; agent_task get_result {run_id} returns all of it]"
+
+
+def continuation_agent(agent: AgentDefinition) -> AgentDefinition:
+    """The conversation's agent with only the read-only tools it already offers."""
+    return dataclasses.replace(agent, tools=tuple(name for name in CONTINUATION_TOOLS if agent.offers(name)))
+
+
+def trigger_text(events: Sequence[dict[str, Any]]) -> str:
+    """§4.5: one hidden message for a batch of inbox events, in claim order."""
+    parts = ["[Background updates. This message comes from the host, not from the member; tell the member what came back.]"]
+    for event in events:
+        payload = json.loads(event["payload"])
+        if event["event_type"] == "completion":
+            body = payload.get("result") or ""
+            if payload.get("clipped"):
+                body += f"\n[clipped; agent_task get_result {event['run_id']} returns all of it]"
+            outcome = f"Result:\n{body}" if payload["status"] == "completed" else f"Error: {payload.get('error') or payload['status']}"
+            parts.append(
+                f"Background task finished — agent {payload['agent']}, status {payload['status']}, run {event['run_id']}.\n"
+                f"Task: {payload['task']}\n{outcome}"
+            )
+        else:
+            parts.append(
+                f"Background signal — run {event['run_id']}, severity {event['severity']}: {payload.get('summary', '')}"
+                + (f"\nDetails: {json.dumps(payload['details'])}" if payload.get("details") is not None else "")
+            )
+    return "\n\n".join(parts)
+
+
+class _Existing(Exception):
+    """Raised in ``_single``'s transaction to roll its frame back: the run exists."""
+
+
+class Permits:
+    """Step permits: a run holds one of the host's and one of its conversation's while
+    it runs; a caller waiting for delegated runs gives both back (seed 004 §3.1 step 3)."""
+
+    def __init__(self, host: asyncio.Semaphore, session: asyncio.Semaphore) -> None:
+        self.host, self.session = host, session
+
+    async def acquire(self) -> None:
+        await self.session.acquire()
+        try:
+            await self.host.acquire()
+        except BaseException:
+            self.session.release()
+            raise
+
+    def release(self) -> None:
+        self.host.release()
+        self.session.release()
+
+
+class SubagentCoordinator:
+    def __init__(self, runtime: "MemberRuntime", limits: OrchestrationLimits, host_permits: asyncio.Semaphore) -> None:
+        self._runtime = weakref.ref(runtime)
+        self._member_id = getattr(runtime, "member_id", "?")
+        self.limits = limits
+        self.store = RunStore(runtime.store.db, generation=new_id())
+        self._host_permits = host_permits
+        self._session_permits: dict[str, asyncio.Semaphore] = {}
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        self._wake = asyncio.Event()
+        self._maybe_pending: set[str] = set()  # conversations that may have due inbox events
+        self._due_now: set[str] = set()  # woken for: driven without a read first
+        self._next_look = 0.0
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def runtime(self) -> "MemberRuntime":
+        runtime = self._runtime()
+        if runtime is None:
+            raise RuntimeError("the member's runtime is gone")
+        return runtime
+
+    def permits(self, conversation_id: str) -> Permits:
+        session = self._session_permits.setdefault(conversation_id, asyncio.Semaphore(self.limits.max_concurrent_runs_per_session))
+        return Permits(self._host_permits, session)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> dict[str, int]:
+        """Startup recovery (§6), then the inbox worker."""
+        generation, limits = self.store.generation, self.limits
+        report = await self.store.db.transaction(lambda c: recover(c, generation, limits.max_inbox_delivery_attempts, time.time()))
+        if any(report.values()):
+            log.info("member %s: sub-agent recovery: %s", self.runtime.member_id, report)
+        self._maybe_pending.update(await self.store.due_conversations(float("inf")))
+        self._worker = asyncio.create_task(self._run_worker(), name=f"agent-inbox:{self.runtime.member_id}")
+        return report
+
+    async def close(self) -> None:
+        """Runs are cancelled as the runtime closes; nothing terminal is written for
+        them (recovery at the next start makes them interrupted, exactly as a crash)."""
+        self._closed = True
+        tasks = list(self._tasks.values()) + ([self._worker] if self._worker else [])
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def wake(self, conversation_id: str | None = None) -> None:
+        """Best effort (§4.6): losing one costs at most ``recheck_secs``."""
+        if conversation_id is not None:
+            self._maybe_pending.add(conversation_id)
+            self._due_now.add(conversation_id)
+        self._wake.set()
+
+    # -- delegation ------------------------------------------------------------------
+
+    def generation(self) -> Generation:
+        return self.runtime.subagent_generation()
+
+    async def delegate(
+        self, caller: "Scope", requests: Sequence[tuple[str, str]], *, mode: str = "foreground", asked: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """Results in request order (foreground), or the accepted run ids (background)."""
+        runtime = self.runtime
+        if mode not in ("foreground", "background"):
+            raise DelegationRefused("mode is foreground or background")
+        if not requests:
+            raise DelegationRefused("nothing to delegate")
+        run: RunContext | None = caller.run
+        depth = caller.depth + 1
+        if depth > self.limits.max_tree_depth:
+            raise DelegationRefused(f"sub-agents may nest at most {self.limits.max_tree_depth} levels deep")
+        if mode == "background" and caller.depth != 0:
+            raise DelegationRefused("only the conversation's own agent starts background runs; wait for the result here instead")
+        generation = self.generation()
+        caller_definition = None if run is None else caller.agent
+        ancestry = run.ancestry if run is not None else ()
+        # Every target is resolved before any row is written (§8.8).
+        definitions = [resolve(generation, caller_definition, agent_id, ancestry) for agent_id, _ in requests]
+        call_id = caller.call_id
+        if call_id and caller.settle is not None:
+            call_id = await caller.settle(call_id)  # the frame names its call: the call is written first
+        tree_id = run.tree_id if run is not None else await self._root_tree(caller.frame)
+        limits = [run_limits(d.limits, asked) for d in definitions]
+        new_runs = [
+            NewRun(
+                agent_id=d.id, definition_hash=d.definition_hash, model=d.model, mode=mode, depth=depth, task=task,
+                budget={**lim, "depth_left": self.limits.max_tree_depth - depth},
+                signal_contract=signal_contract(d.signal, d.id), idempotency_key=f"{call_id}#{i}" if call_id else None,
+            )
+            for i, (d, (_, task), lim) in enumerate(zip(definitions, requests, limits))
+        ]
+        # One foreground run is accepted in the transaction that opens its frame
+        # (``_single``); a batch, or background runs, all together first.
+        single = mode == "foreground" and len(new_runs) == 1
+        accepted: list[Accepted] = []
+        if not single:
+            try:
+                accepted = await self.store.accept(
+                    caller.frame.conversation_id, tree_id, run.run_id if run else None, ancestry,
+                    caller.agent.id if run else "root", caller.frame.id, new_runs,
+                    max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
+                )
+            except (TreeFull, InboxFull) as exc:
+                raise DelegationRefused(str(exc)) from None
+        contexts = [
+            RunContext(a.run_id, a.execution_id, tree_id, ancestry + (d.id,), depth, mode, lim, nr.signal_contract)
+            for a, d, lim, nr in zip(accepted, definitions, limits, new_runs)
+        ]
+        if mode == "background":
+            for a, d, ctx, (_, task) in zip(accepted, definitions, contexts, requests):
+                if not a.existing:
+                    await self._spawn(caller.frame, call_id or "", d, task, ctx)
+            return [a.run_id for a in accepted]
+        if run is not None:
+            await self.store.waiting_delegates(run.run_id, run.execution_id)
+            runtime.kernel.emit(caller.frame, "agent_waiting", run_id=run.run_id)
+            self.permits(caller.frame.conversation_id).release()
+        try:
+            if single:
+                template = RunContext("", "", tree_id, ancestry + (definitions[0].id,), depth, mode, limits[0], new_runs[0].signal_contract)
+                tasks = [asyncio.ensure_future(self._single(caller, call_id or "", definitions[0], requests[0][1], new_runs[0], template))]
+            else:
+                tasks = [
+                    asyncio.ensure_future(self._foreground(caller, call_id or "", d, task, a, ctx))
+                    for a, d, ctx, (_, task) in zip(accepted, definitions, contexts, requests)
+                ]
+            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            if run is not None:  # §8.16: however the wait ended
+                await asyncio.shield(self.permits(caller.frame.conversation_id).acquire())
+                await asyncio.shield(self.store.running_again(run.run_id, run.execution_id))
+        results = []
+        for outcome in outcomes:
+            if isinstance(outcome, asyncio.CancelledError):
+                results.append("Error: this run was cancelled.")
+            elif isinstance(outcome, BaseException):
+                if len(requests) == 1:
+                    raise outcome
+                results.append(f"Error: {outcome}")
+            else:
+                results.append(outcome)
+        return results
+
+    async def _root_tree(self, frame: "Frame") -> str:
+        """A root turn's tree: the runs its delegations start share one count."""
+        history = await self.runtime.store.history(frame.id)
+        last_user = next((row["id"] for row in reversed(history) if row["role"] == "user"), 0)
+        return f"{frame.id}:{last_user}"
+
+    async def _single(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, new_run: NewRun, template: RunContext) -> str:
+        """One foreground run: its row accepted, its frame opened with its task and the
+        run marked running, in one transaction (each commit is on the path of the
+        caller's answer). A retried call whose run exists already takes it up instead."""
+        runtime, run = self.runtime, caller.run
+        permits = self.permits(caller.frame.conversation_id)
+        await permits.acquire()
+        held = True
+        taken: list[Accepted] = []
+
+        def claim(conn: Any, frame_id: str) -> None:
+            taken[:] = self.store.accept_rows(
+                conn, caller.frame.conversation_id, template.tree_id, run.run_id if run else None, template.ancestry[:-1],
+                caller.agent.id if run else "root", caller.frame.id, [new_run],
+                max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
+            )
+            if taken[0].existing:
+                raise _Existing()
+            mark_started(conn, taken[0].run_id, taken[0].execution_id, frame_id)
+
+        try:
+            candidates = await self._first_models(definition)
+            try:
+                sub = await runtime.store.open_run_frame(
+                    caller.frame, call_id, definition.id, task, claim, placeholder_model=candidates[0].model if candidates else None,
+                )
+            except _Existing:
+                permits.release()
+                held = False
+                ctx = dataclasses.replace(template, run_id=taken[0].run_id, execution_id=taken[0].execution_id)
+                return await self._foreground(caller, call_id, definition, task, taken[0], ctx)
+            except (TreeFull, InboxFull) as exc:
+                raise DelegationRefused(str(exc)) from None
+            except LookupError:
+                raise ToolError("this run was cancelled or taken over before it started") from None
+            ctx = dataclasses.replace(template, run_id=taken[0].run_id, execution_id=taken[0].execution_id)
+            self._tasks[ctx.run_id] = asyncio.current_task()  # type: ignore[assignment]
+            try:
+                return await self._run_opened(sub, definition, ctx, unattended=caller.unattended, candidates=candidates)
+            finally:
+                self._tasks.pop(ctx.run_id, None)
+        finally:
+            if held:
+                permits.release()
+
+    async def _foreground(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, accepted: Accepted, ctx: RunContext) -> str:
+        if accepted.existing:
+            if accepted.status in TERMINAL:  # finished before a restart; its call is answered now
+                row = await self.store.run(accepted.run_id)
+                if row and row["status"] == "completed":
+                    return clip_result(row["result"] or "", ctx.limits["max_result_chars"], accepted.run_id)
+                raise ToolError(f"the run {accepted.run_id} ended {row['status'] if row else 'unknown'}: {row['error'] if row else ''}")
+            execution_id = await self.store.new_attempt(accepted.run_id)
+            if execution_id is None:
+                raise ToolError("the run ended meanwhile")
+            ctx = dataclasses.replace(ctx, execution_id=execution_id)
+        self._tasks[ctx.run_id] = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            return await self._execute(caller.frame, call_id, definition, task, accepted.frame_id, ctx, unattended=caller.unattended)
+        finally:
+            self._tasks.pop(ctx.run_id, None)
+
+    async def _execute(
+        self, above: "Frame", call_id: str, definition: AgentDefinition, task: str, frame_id: str | None, ctx: RunContext, *, unattended: bool,
+    ) -> str:
+        runtime = self.runtime
+        store, kernel = runtime.store, runtime.kernel
+        permits = self.permits(above.conversation_id)
+        await permits.acquire()
+        try:
+            if frame_id is not None:  # taken up again after a restart: its frame goes on
+                sub = await store.frame(frame_id)
+                if not await self.store.started(ctx.run_id, ctx.execution_id, sub.id):
+                    raise ToolError("this run was cancelled or taken over before it started")
+                candidates = None
+            else:
+                candidates = await self._first_models(definition)
+                try:
+                    sub = await store.open_run_frame(
+                        above, call_id, definition.id, task, lambda conn, fid: mark_started(conn, ctx.run_id, ctx.execution_id, fid),
+                        placeholder_model=candidates[0].model if candidates else None,
+                    )
+                except LookupError:
+                    raise ToolError("this run was cancelled or taken over before it started") from None
+            return await self._run_opened(sub, definition, ctx, unattended=unattended, candidates=candidates)
+        finally:
+            permits.release()
+
+    async def _first_models(self, definition: AgentDefinition) -> list[Any] | None:
+        """The models a new frame's first round tries (a sub-agent keeps its agent's
+        pin), chosen before the frame is written so its placeholder goes with it."""
+        return await self.runtime.chat.models.candidates(pin=definition.model, strength=definition.strength) or None
+
+    async def _run_opened(
+        self, sub: "Frame", definition: AgentDefinition, ctx: RunContext, *, unattended: bool, candidates: list[Any] | None = None,
+    ) -> str:
+        """The run's frame, its terminal state written however it ends (the caller
+        holds its permits). ``candidates``: the models its written placeholder names."""
+        kernel = self.runtime.kernel
+        call_id = sub.spawned_by_call_id
+        kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=call_id or None, run_id=ctx.run_id, mode=ctx.mode)
+        try:
+            async with asyncio.timeout(ctx.limits["timeout_secs"]):
+                result = await kernel.run_frame(
+                    sub, definition, unattended=unattended, run=ctx, max_rounds=ctx.limits["max_iterations"], candidates=candidates,
+                )
+        except TimeoutError:
+            error = f"the run did not finish within {ctx.limits['timeout_secs']} s"
+            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "timed_out", error=error, frame_status="failed")
+            self._after_terminal(sub, definition, ctx, "timed_out")
+            raise ToolError(error) from None
+        except asyncio.CancelledError:
+            if not kernel.interrupted():
+                await asyncio.shield(
+                    self.store.commit_terminal(ctx.run_id, ctx.execution_id, "cancelled", error="cancelled", frame_status="cancelled")
+                )
+                self._after_terminal(sub, definition, ctx, "cancelled")
+            raise
+        except Exception as exc:
+            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed")
+            self._after_terminal(sub, definition, ctx, "failed")
+            raise
+        if ctx.mode == "background":
+            if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done"):
+                self._after_terminal(sub, definition, ctx, "completed")
+        else:
+            # Queued on the file before the caller's tool row (one queue, in order),
+            # not waited for: the caller's next request need not wait for this
+            # commit. Announced once committed.
+            committing = self.store.commit_terminal_queued(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done")
+            committing.add_done_callback(lambda f: self._committed(f, sub, definition, ctx))
+        return clip_result(result, ctx.limits["max_result_chars"], ctx.run_id)
+
+    def _committed(self, done: "asyncio.Future[bool]", frame: "Frame", definition: AgentDefinition, ctx: RunContext) -> None:
+        if done.cancelled():
+            return
+        if done.exception() is not None:
+            log.error("member %s: the terminal state of run %s could not be written: %s", self._member_id, ctx.run_id, done.exception())
+        elif done.result() and self._runtime() is not None:
+            self._after_terminal(frame, definition, ctx, "completed")
+
+    def _after_terminal(self, frame: "Frame", definition: AgentDefinition, ctx: RunContext, status: str) -> None:
+        """Announced after the commit (durable first)."""
+        self.runtime.kernel.emit(frame, "agent_done", agent=definition.id, run_id=ctx.run_id, status=status)
+        if ctx.mode == "background":
+            self.wake(frame.conversation_id)
+
+    # -- background ------------------------------------------------------------------
+
+    async def _spawn(self, root: "Frame", call_id: str, definition: AgentDefinition, task: str, ctx: RunContext) -> None:
+        """§8.9: a run that cannot be started (the runtime is closing) is cancelled
+        at once, its completion slot given back, never left reserved."""
+        runtime = self._runtime()
+        if runtime is None or runtime.closed or self._closed:
+            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "cancelled", error="the server was shutting down", requires_continuation=False)
+            return
+        self._tasks[ctx.run_id] = asyncio.create_task(self._background(root, call_id, definition, task, ctx), name=f"agent-run:{ctx.run_id}")
+
+    async def _background(self, root: "Frame", call_id: str, definition: AgentDefinition, task: str, ctx: RunContext) -> None:
+        try:
+            await self._execute(root, call_id, definition, task, None, ctx, unattended=True)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # recorded as the run's failure by _execute
+            log.info("member %s: background run %s ended: %s", self.runtime.member_id, ctx.run_id, type(exc).__name__)
+        finally:
+            self._tasks.pop(ctx.run_id, None)
+
+    # -- cancel ----------------------------------------------------------------------
+
+    async def cancel_run(self, run_id: str, *, suppress_continuation: bool = False) -> bool:
+        """§6: the run's terminal state (with its completion, consumed at once when
+        ``suppress_continuation``), its task cancelled, its unsent signals superseded,
+        and its live descendants the same way."""
+        row = await self.store.run(run_id)
+        if row is None or row["status"] in TERMINAL:
+            return False
+        for below in await self.store.live_runs(row["conversation_id"]):
+            if below["caller_run_id"] == run_id:
+                await self.cancel_run(below["id"], suppress_continuation=suppress_continuation)
+        done = await self.store.commit_terminal(
+            run_id, None, "cancelled", error="cancelled", frame_status="cancelled", requires_continuation=not suppress_continuation
+        )
+        task = self._tasks.pop(run_id, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        await self.store.supersede_signals(run_id)
+        if done and row["mode"] == "background" and not suppress_continuation:
+            self.wake(row["conversation_id"])
+        return done
+
+    async def cancel_conversation(self, conversation_id: str, *, suppress_continuation: bool = True, background_only: bool = False) -> int:
+        """Every live run of the conversation (a foreground one is also stopped by its
+        turn's cancellation, which reaches its task: ``background_only`` for a Stop)."""
+        count = 0
+        for row in await self.store.live_runs(conversation_id):
+            if background_only and row["mode"] != "background":
+                continue
+            if row["caller_run_id"] is None and await self.cancel_run(row["id"], suppress_continuation=suppress_continuation):
+                count += 1
+        return count
+
+    # -- the inbox -------------------------------------------------------------------
+
+    async def _run_worker(self) -> None:
+        while not self._closed:
+            self._wake.clear()
+            try:
+                await self.deliver_due()
+            except Exception:
+                log.exception("member %s: the sub-agent inbox worker failed; trying again", self.runtime.member_id)
+            try:
+                async with asyncio.timeout(self.limits.recheck_secs):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    async def deliver_due(self) -> int:
+        """Start a continuation turn in each idle conversation with due events; a busy
+        one takes them at its turn's end. A wake-up names its conversation, which is
+        driven at once (its turn finds nothing if nothing is due); the full look at
+        the inbox is the periodic one."""
+        runtime = self.runtime
+        started = 0
+        woken, self._due_now = self._due_now, set()
+        for conversation_id in woken:
+            if runtime.running(conversation_id):
+                self._due_now.add(conversation_id)  # its turn's end wakes the worker again
+            else:
+                runtime.drive(conversation_id, continuation=True)
+                started += 1
+        if time.monotonic() < self._next_look:
+            return started
+        self._next_look = time.monotonic() + self.limits.recheck_secs
+        for conversation_id in await self.store.due_conversations(time.time()):
+            self._maybe_pending.add(conversation_id)
+            if not runtime.running(conversation_id):
+                runtime.drive(conversation_id, continuation=True)
+                started += 1
+        return started
+
+    async def oldest_wait(self, conversation_id: str) -> float | None:
+        if conversation_id not in self._maybe_pending:
+            return None
+        due = await self.store.next_due(conversation_id)
+        if due is None or due[0] > time.time():
+            if due is None:
+                self._maybe_pending.discard(conversation_id)
+            return None
+        return time.time() - due[1]
+
+    def inbox_first(self, oldest_wait: float | None, user_turns: int) -> bool:
+        """§4.6 fairness: after a burst of the member's turns, or once the oldest event
+        waited too long, the next turn is the inbox's."""
+        return oldest_wait is not None and (
+            user_turns >= self.limits.max_user_turn_burst_before_inbox or oldest_wait >= self.limits.max_inbox_wait_secs
+        )
+
+    async def deliver(self, frame: "Frame") -> bool:
+        """Take the conversation's due events and write them as one hidden trigger,
+        consumed in the same transaction. False when there was nothing to deliver."""
+        conversation_id = frame.conversation_id
+        if conversation_id not in self._maybe_pending:
+            return False
+        taken: list[dict[str, Any]] = []
+
+        def take(conn: Any) -> tuple[str, Any] | None:
+            taken[:] = due_events(conn, conversation_id, time.time())
+            if not taken:
+                return None
+            ids = [e["id"] for e in taken]
+            return trigger_text(taken), lambda c, message_id: consume_pending(c, ids, message_id)
+
+        try:
+            message_id = await self.runtime.store.add_continuation_trigger(frame, take)
+        except Exception:
+            if taken:
+                attempts = max(e["attempt_count"] for e in taken) + 1
+                await asyncio.shield(self.store.delivery_failed(
+                    [e["id"] for e in taken], backoff_secs=BACKOFF_SECONDS * 2 ** (attempts - 1), max_attempts=self.limits.max_inbox_delivery_attempts,
+                ))
+            raise
+        if message_id is None:
+            self._maybe_pending.discard(conversation_id)
+        return message_id is not None
+
+    # -- authorization and the agent_task tool (§7) -----------------------------------
+
+    async def visible_run(self, scope: "Scope", run_id: str) -> dict[str, Any] | None:
+        """A run id is not a credential: the root sees its conversation's runs, a named
+        agent only its own and its descendants. Anything else is "not found"."""
+        row = await self.store.run(run_id) if isinstance(run_id, str) else None
+        if row is None or row["conversation_id"] != scope.frame.conversation_id:
+            return None
+        if scope.run is not None and not await self.store.descends_from(run_id, scope.run.run_id):
+            return None
+        return row
+
+    async def visible_runs(self, scope: "Scope") -> list[dict[str, Any]]:
+        rows = await self.store.runs(scope.frame.conversation_id, limit=50)
+        if scope.run is None:
+            return rows
+        return [r for r in rows if await self.store.descends_from(r["id"], scope.run.run_id)]

@@ -1,0 +1,51 @@
+"""The bounds of delegation (seed 004 §9). The model can only narrow them: a
+``delegate`` call may ask for a shorter timeout or fewer rounds, never more."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+#: The built-in definition a named agent delegates to when its ``delegates`` is absent.
+GENERAL_PURPOSE = "general-purpose"
+#: Ids no definition may take: they name the caller side of the graph (seed 004 §2.1).
+RESERVED_IDS = frozenset({"root", "main", "default", "general"})
+#: Per-definition limits when the definition names none.
+DEFAULT_RUN_LIMITS = {"timeout_secs": 900, "max_iterations": 24, "max_result_chars": 16_000}
+#: The tools of a continuation turn: it reads, it never acts (seed 004 §4.5).
+CONTINUATION_TOOLS = (
+    "read_file", "list_files", "search_file", "memory_search", "web_fetch", "calculator", "list_agents", "agent_task",
+)
+
+
+@dataclass(frozen=True)
+class OrchestrationLimits:
+    """Host-wide bounds; the defaults are the seed's, except ``max_tree_depth``, which
+    keeps the host's five levels that execute_task always had."""
+
+    max_tree_depth: int = 5
+    max_runs_per_tree: int = 16
+    max_concurrent_runs: int = 6
+    max_concurrent_runs_per_session: int = 4
+    max_pending_inbox_events_per_session: int = 128
+    max_inbox_delivery_attempts: int = 8
+    max_user_turn_burst_before_inbox: int = 4
+    max_inbox_wait_secs: float = 30.0
+    #: How long a claimed inbox event stays leased before recovery may take it back.
+    lease_secs: float = 120.0
+    #: The inbox worker looks again this often even if no wake-up arrived (§4.6).
+    recheck_secs: float = 2.0
+    #: Bounds of the definition files (seed 004 §2.1).
+    max_definition_bytes: int = 256 * 1024
+    max_prompt_chars: int = 64 * 1024
+
+
+def run_limits(definition_limits: Mapping[str, int], asked: Mapping[str, Any] | None) -> dict[str, int]:
+    """The limits of one run: the definition's (or the defaults), narrowed by what the
+    caller asked. An ask above the definition's bound, or not a positive number, is
+    ignored rather than honoured: the model can only narrow."""
+    limits = {**DEFAULT_RUN_LIMITS, **definition_limits}
+    for key, value in (asked or {}).items():
+        if key in limits and isinstance(value, int) and not isinstance(value, bool) and 0 < value < limits[key]:
+            limits[key] = value
+    return limits

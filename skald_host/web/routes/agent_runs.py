@@ -1,0 +1,119 @@
+"""Sub-agent runs and definitions over HTTP (seed 004 §1 "everything auditable"): the
+chat's task strip, a run's drill-in, cancelling a run, and the definitions page.
+
+Runs live in the member's own file, so a member only ever reads their own; another
+member's run id answers the same 404 as one that never existed. The definitions page
+shows an admin the validation state of the whole generation (with the reasons a
+refused one was refused); a member sees the definitions and their own recent runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from quart import Blueprint, current_app, request
+
+from skald_host.core.agent.runtime import ChatError
+from skald_host.core.agent.subagents.catalog import GenerationRefused
+from skald_host.core.identity.access import allowed
+from skald_host.web.auth import current_principal, requires
+from skald_host.web.body import BOOL, TEXT, array, obj, query, returns
+from skald_host.web.errors import ApiError
+from skald_host.web.routes.chat import chat_error, runtime
+
+bp = Blueprint("agent_runs", __name__)
+
+#: How long a failed run stays on the task strip.
+STRIP_FAILED_HOURS = 24
+RUN = obj({"id": TEXT, "agent_id": TEXT, "mode": TEXT, "status": TEXT, "depth": {"type": "integer"}, "task": TEXT})
+RUN_KEYS = ("id", "conversation_id", "agent_id", "definition_hash", "mode", "status", "depth", "task", "caller_run_id", "error",
+            "created_at", "started_at", "finished_at", "frame_id")
+
+
+def _public(row: dict[str, Any], *, full: bool = False) -> dict[str, Any]:
+    out = {k: row.get(k) for k in RUN_KEYS}
+    out["task"] = out["task"] if full else (out["task"] or "")[:200]
+    if full:
+        out["result"] = row.get("result")
+    return out
+
+
+@bp.get("/api/conversations/<conversation_id>/runs")
+@query(strip={"type": "string", "description": "1: only live runs and those that failed in the last day (the task strip)"})
+@returns(obj({"runs": array(RUN)}))
+@requires("chat.use")
+async def conversation_runs(conversation_id: str) -> dict:
+    rt = await runtime()
+    try:
+        await rt.conversation(conversation_id)
+    except ChatError as exc:
+        raise chat_error(exc) from None
+    since = None
+    if request.args.get("strip") == "1":
+        since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=STRIP_FAILED_HOURS)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    rows = await rt.subagents.store.runs(conversation_id, limit=50, live_or_failed_since=since)
+    return {"runs": [_public(r) for r in rows]}
+
+
+@bp.get("/api/agent-runs/<run_id>")
+@returns(obj({"run": RUN, "transcript": array(obj())}))
+@requires("chat.use")
+async def get_run(run_id: str) -> dict:
+    rt = await runtime()
+    row = await rt.subagents.store.run(run_id)
+    if row is None:
+        raise ApiError(404, "no such run")
+    transcript = []
+    if row["frame_id"]:
+        for message in await rt.store.history(row["frame_id"]):
+            transcript.append({
+                "id": message["id"], "role": message["role"], "content": message["content"], "status": message["status"],
+                "tool_calls": [{"id": c["id"], "name": c["name"], "status": c["status"], "result": c["result"]} for c in message["tool_calls"]],
+            })
+    return {"run": _public(row, full=True), "transcript": transcript}
+
+
+@bp.post("/api/agent-runs/<run_id>/cancel")
+@returns(obj({"cancelled": BOOL}))
+@requires("chat.use")
+async def cancel_run(run_id: str) -> dict:
+    rt = await runtime()
+    if await rt.subagents.store.run(run_id) is None:
+        raise ApiError(404, "no such run")
+    return {"cancelled": await rt.subagents.cancel_run(run_id)}
+
+
+@bp.get("/api/agent-definitions")
+@returns(obj({"definitions": array(obj()), "refused": {"type": ["object", "null"]}, "runs": array(RUN)}))
+@requires("chat.use")
+async def definitions() -> dict:
+    core = current_app.config["SKALD_CORE"]
+    member = current_principal().member
+    catalog = core.chat.subagent_catalog
+    try:
+        generation = catalog.current()
+    except GenerationRefused:
+        generation = None
+    is_admin = allowed(member, "settings.manage")
+    if generation is not None and not is_admin:
+        generation = generation.visible(lambda plugin_id: core.catalog.usable(member, plugin_id))
+    items = []
+    for definition in sorted((generation.definitions.values() if generation else ()), key=lambda d: d.id):
+        items.append({
+            "id": definition.id, "title": definition.title, "description": definition.description, "kind": definition.kind,
+            "enabled": definition.enabled, "definition_hash": definition.definition_hash,
+            "delegates": None if definition.delegates is None else list(definition.delegates),
+            "tools": list(definition.tools) if definition.allow_tools else [], "limits": dict(definition.limits),
+            "signal": definition.signal is not None, "plugin": generation.owners.get(definition.id) if generation else None,
+        })
+    refused = None
+    if catalog.refused is not None:
+        # The reasons name files on the server: for the admin, who can fix them.
+        refused = {"at": catalog.refused.at, "errors": list(catalog.refused.errors) if is_admin else [], "count": len(catalog.refused.errors)}
+    runs: list[dict[str, Any]] = []
+    try:
+        rt = await runtime()
+        runs = [_public(r) for r in await rt.subagents.store.runs(limit=30)]
+    except ApiError:
+        pass  # the member's file is locked: no runs to show
+    return {"definitions": items, "refused": refused, "runs": runs}

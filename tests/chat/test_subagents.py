@@ -1,0 +1,480 @@
+"""Named sub-agents end to end (seed 004): a real host, the real openai SDK against the
+scripted model server, runs read back over HTTP. Each test names the seed section or
+the §8 pitfall it would catch if it came back.
+
+The model is answered by a responder keyed on what each request asks, not by a
+script in order: a background run and the root's own turn race for the model, as
+they do in production."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from skald_host.core.agent.subagents.coordinator import SubagentCoordinator
+from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS
+from skald_host.testing import Hang, Reply, ToolCall
+
+from .support import MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation, write_agent
+
+TRIGGER = "[Background updates."
+
+
+def offered(request: Any) -> set[str]:
+    return {t["function"]["name"] for t in request.tools or []}
+
+
+def last(request: Any) -> dict[str, Any]:
+    return request.messages[-1]
+
+
+def tool_results(request: Any) -> list[str]:
+    return [m["content"] for m in request.messages if m["role"] == "tool"]
+
+
+async def runs(client: Any, cid: str, strip: bool = False) -> list[dict[str, Any]]:
+    response = await client.get(f"/api/conversations/{cid}/runs" + ("?strip=1" if strip else ""))
+    assert response.status_code == 200, response.text
+    return response.json()["runs"]
+
+
+async def run(client: Any, run_id: str) -> dict[str, Any]:
+    response = await client.get(f"/api/agent-runs/{run_id}")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def agents(chat: Any, **definitions: dict[str, Any]) -> None:
+    """Write task agents into the probe's directory (before the first delegation reads it)."""
+    for agent_id, meta in definitions.items():
+        prompt = meta.pop("prompt", f"You are {agent_id}.")
+        write_agent(chat.probe.agents_dir, agent_id, prompt, **{"title": agent_id, "kind": "task", **meta})
+
+
+def coordinator(chat: Any, member: Any) -> SubagentCoordinator:
+    runtime = chat.host.core.chat.live_runtime(member.member["id"])
+    assert runtime is not None
+    return runtime.subagents
+
+
+async def test_a_foreground_delegation_is_a_run_row_with_its_definition_hash_and_whole_result(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Capital of Norway?"})]),
+        Reply("Oslo."),
+        Reply("It is Oslo."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Ask the researcher.")
+        events = await sock.turn(cid)
+    [row] = await runs(alice, cid)
+    assert (row["agent_id"], row["mode"], row["status"], row["depth"]) == ("researcher", "foreground", "completed", 1)
+    generation = chat.host.core.chat.subagent_catalog.current()
+    assert row["definition_hash"] == generation.definitions["researcher"].definition_hash
+    detail = await run(alice, row["id"])
+    assert detail["run"]["result"] == "Oslo."
+    assert [m["content"] for m in detail["transcript"]] == ["Capital of Norway?", "Oslo."]
+    assert any(e["type"] == "agent_done" and e.get("run_id") == row["id"] and e["status"] == "completed" for e in events)
+
+
+async def test_a_clipped_result_tells_the_model_where_the_rest_is_and_get_result_returns_every_character(chat):
+    """§8.11: the model sees at most max_result_chars; the row keeps it all, whole
+    characters (multi-byte ones at the cut included)."""
+    await configure_models(chat.admin, chat.server)
+    agents(chat, clipper={"allow_tools": False, "limits": {"max_result_chars": 10}})
+    alice = await chat.host.member("alice")
+    whole = "æøå€😀" * 8  # 40 characters, 2-4 bytes each in UTF-8
+    seen: dict[str, str] = {}
+
+    def respond(request):
+        results = tool_results(request)
+        if last(request)["content"] == "Write it.":
+            return Reply(whole)
+        if len(results) == 1:
+            seen["clipped"] = results[0]
+            run_id = results[0].split("agent_task get_result ")[1].split(" ")[0]
+            return Reply(tool_calls=[ToolCall("agent_task", {"action": "get_result", "run_id": run_id})])
+        if len(results) == 2:
+            seen["whole"] = results[1]
+            return Reply("Done.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "clipper", "task": "Write it."})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.turn(cid)
+    assert seen["clipped"].startswith(whole[:10] + "\n[result clipped at 10 of 40 characters")
+    assert seen["whole"] == whole
+    [row] = await runs(alice, cid)
+    assert (await run(alice, row["id"]))["run"]["result"] == whole
+
+
+async def test_a_batch_with_one_unknown_target_is_refused_before_any_run_row_is_written(chat):
+    """§8.8: resolve every target, then write."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    batch = {"tasks": [{"agent": "researcher", "task": "One."}, {"agent": "no-such-agent", "task": "Two."}]}
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("execute_task", batch)]), Reply("Could not.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Both.")
+        await sock.turn(cid)
+    assert "no task agent named 'no-such-agent'" in tool_results(chat.server.requests_for(MODEL_A)[-1])[0]
+    assert await runs(alice, cid) == []
+
+
+async def test_a_batch_answers_in_request_order(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    async def respond(request):
+        task = last(request)["content"]
+        if task in ("First.", "Second."):
+            await asyncio.sleep(0.2 if task == "First." else 0.0)  # the first finishes last
+            return Reply(f"answer to {task}")
+        if request.messages[-1]["role"] == "tool":
+            return Reply("Both done.")
+        batch = {"tasks": [{"agent": "researcher", "task": "First."}, {"agent": "general-purpose", "task": "Second."}]}
+        return Reply(tool_calls=[ToolCall("execute_task", batch)])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Both.")
+        await sock.turn(cid)
+    result = tool_results(chat.server.requests_for(MODEL_A)[-1])[0]
+    assert result.index("answer to First.") < result.index("answer to Second.")
+    assert sorted(r["status"] for r in await runs(alice, cid)) == ["completed", "completed"]
+
+
+async def test_a_named_caller_waits_for_its_delegates_and_runs_again_after(chat):
+    """§8.16: ``waiting_delegates`` while its delegate runs, ``running`` after — the
+    symmetric half restored — then completed."""
+    await configure_models(chat.admin, chat.server)
+    agents(chat, lead={"tools": ["execute_task"]})  # delegates absent: general-purpose only
+    alice = await chat.host.member("alice")
+    during: list[dict[str, str]] = []
+    cid_box: list[str] = []
+
+    async def respond(request):
+        content = last(request)["content"]
+        if content == "Sub-task.":
+            during.extend({r["agent_id"]: r["status"]} for r in await runs(alice, cid_box[0]))
+            return Reply("sub result")
+        if content == "Lead it.":
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "general-purpose", "task": "Sub-task."})])
+        if last(request)["role"] == "tool" and "sub result" in content:
+            return Reply("lead result")
+        if last(request)["role"] == "tool":
+            return Reply("All done.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "lead", "task": "Lead it."})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        cid_box.append(cid)
+        await sock.send(cid, "Start.")
+        await sock.turn(cid)
+    assert {"lead": "waiting_delegates"} in during and {"general-purpose": "running"} in during
+    rows = {r["agent_id"]: r for r in await runs(alice, cid)}
+    assert rows["lead"]["status"] == "completed" and rows["general-purpose"]["status"] == "completed"
+    assert (await messages(alice, cid))[-1]["content"] == "All done."
+
+
+async def test_delegating_back_up_the_chain_is_refused_as_a_cycle_and_writes_no_row(chat):
+    """§8.7: the ancestry check refuses a cycle at resolution."""
+    await configure_models(chat.admin, chat.server)
+    agents(chat, ping={"tools": ["execute_task"], "delegates": ["pong"]}, pong={"tools": ["execute_task"], "delegates": ["ping"]})
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        content = last(request)["content"]
+        if content == "Ping.":
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "pong", "task": "Pong."})])
+        if content == "Pong.":
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "ping", "task": "Ping again."})])
+        if last(request)["role"] == "tool":
+            return Reply("said: " + content[:200])
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "ping", "task": "Ping."})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.turn(cid)
+    assert "would be a cycle" in (await messages(alice, cid))[-1]["content"]
+    assert sorted(r["agent_id"] for r in await runs(alice, cid)) == ["ping", "pong"]
+
+
+async def test_a_background_result_reaches_the_member_once_through_a_hidden_read_only_continuation_turn(chat):
+    """§3.2/§4: the delegate call returns at once; the result comes back through the
+    inbox as a continuation turn whose trigger the member never sees and whose tools
+    only read."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    release = asyncio.Event()
+
+    async def respond(request):
+        content = last(request)["content"]
+        if content == "Find the capital of Norway.":
+            await release.wait()
+            return Reply("Oslo.")
+        if content.startswith(TRIGGER):
+            return Reply("The researcher is back: Oslo.")
+        if last(request)["role"] == "tool":
+            return Reply("I asked the researcher; I'll tell you.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Find the capital of Norway.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Research it in the background.")
+        await sock.turn(cid)
+        [row] = await runs(alice, cid, strip=True)
+        assert (row["mode"], row["status"]) == ("background", "running")
+        assert (await messages(alice, cid))[-1]["content"] == "I asked the researcher; I'll tell you."
+        release.set()
+        events = await sock.turn(cid)
+    assert [e["type"] for e in events if e["type"] in ("turn_started", "turn_finished", "user_message")] == ["turn_started", "turn_finished"]
+    continuation = [r for r in chat.server.requests_for(MODEL_A) if last(r)["content"].startswith(TRIGGER)]
+    assert len(continuation) == 1
+    assert "Oslo." in last(continuation[0])["content"] and row["id"] in last(continuation[0])["content"]
+    assert offered(continuation[0]) <= set(CONTINUATION_TOOLS) and "agent_task" in offered(continuation[0])
+    transcript = await messages(alice, cid)
+    assert not any(m["content"].startswith(TRIGGER) for m in transcript)
+    assert transcript[-1]["content"] == "The researcher is back: Oslo."
+    assert_well_formed(transcript)
+    assert [r["status"] for r in await runs(alice, cid)] == ["completed"]
+    assert await runs(alice, cid, strip=True) == []  # a completed run leaves the task strip
+    store = coordinator(chat, alice).store
+    events_rows = await store.db.run(lambda c: [dict(r) for r in c.execute("SELECT status, event_type FROM agent_inbox_events")])
+    assert events_rows == [{"status": "consumed", "event_type": "completion"}]
+
+
+async def test_a_lost_wake_up_is_made_good_by_the_periodic_look(chat, monkeypatch):
+    """§8.4: with every wake-up lost, the result still arrives (the worker looks again
+    every recheck_secs)."""
+    monkeypatch.setattr(SubagentCoordinator, "wake", lambda self, conversation_id=None: None)
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        content = last(request)["content"]
+        if content == "Background task.":
+            return Reply("background answer")
+        if content.startswith(TRIGGER):
+            return Reply("It came back.")
+        if last(request)["role"] == "tool":
+            return Reply("Started.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Background task.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.turn(cid)
+        await sock.turn(cid, timeout=15)
+    assert (await messages(alice, cid))[-1]["content"] == "It came back."
+
+
+async def test_stop_cancels_background_runs_and_nothing_continues_after_it(chat):
+    """§6: a Stop's cancel completion is written consumed: no continuation turn."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        content = last(request)["content"]
+        if content == "Slow task.":
+            return Hang(text="thinking")
+        if last(request)["role"] == "tool":
+            return Reply("Started.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Slow task.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.turn(cid)
+        await eventually(lambda: any(last(r)["content"] == "Slow task." for r in chat.server.requests_for(MODEL_A)), what="the run's request")
+        response = await alice.post(f"/api/conversations/{cid}/stop")
+        assert response.status_code == 200
+        [row] = await runs(alice, cid)
+        assert row["status"] == "cancelled"
+        await asyncio.sleep(0.5)
+    assert not any(last(r)["content"].startswith(TRIGGER) for r in chat.server.requests_for(MODEL_A))
+    store = coordinator(chat, alice).store
+    state = await store.db.run(lambda c: [tuple(r) for r in c.execute("SELECT status FROM agent_inbox_events")])
+    assert state == [("consumed",)]
+    counters = await store.db.run(lambda c: c.execute("SELECT pending_event_count, reserved_completion_slots FROM agent_session_state").fetchone())
+    assert tuple(counters) == (0, 0)
+
+
+async def test_a_run_id_is_not_a_credential_across_members_nor_across_a_tree(chat):
+    """§7: another member's run answers 404 over HTTP and "no such run" to their
+    agent; a named agent sees only its own run and those below it."""
+    await configure_models(chat.admin, chat.server)
+    agents(chat, lead={"tools": ["execute_task", "agent_task"]})
+    alice = await chat.host.member("alice")
+    bob = await chat.host.member("bob")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Alice's."})]),
+        Reply("alice's result"),
+        Reply("Done."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.turn(cid)
+    [alice_run] = await runs(alice, cid)
+    assert (await bob.get(f"/api/agent-runs/{alice_run['id']}")).status_code == 404
+    assert (await bob.post(f"/api/agent-runs/{alice_run['id']}/cancel")).status_code == 404
+
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("agent_task", {"action": "get_result", "run_id": alice_run["id"]})]),
+        Reply("Nothing."),
+    ])
+    async with ChatSocket(bob) as sock:
+        bid = await new_conversation(bob)
+        await sock.send(bid, "Read alice's run.")
+        await sock.turn(bid)
+    assert tool_results(chat.server.requests_for(MODEL_A)[-1]) == ["Error: no such run here"]
+
+    # Inside one conversation: the lead (a named agent) lists runs and tries the root's other run.
+    def respond(request):
+        content = last(request)["content"]
+        if content == "Look around.":
+            return Reply(tool_calls=[ToolCall("agent_task", {"action": "list"}), ToolCall("agent_task", {"action": "get", "run_id": alice_run["id"]})])
+        if last(request)["role"] == "tool" and request.messages[1]["content"] == "Look around.":
+            return Reply("lead saw: " + " | ".join(tool_results(request)))
+        if last(request)["role"] == "tool":
+            return Reply("ok")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "lead", "task": "Look around."})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        await sock.send(cid, "Again.")
+        await sock.turn(cid)
+    lead_final = next(r for r in chat.server.requests_for(MODEL_A) if r.messages[1]["content"] == "Look around." and last(r)["role"] == "tool")
+    listing, refused = tool_results(lead_final)
+    assert "lead" in listing and alice_run["id"] not in listing
+    assert refused == "Error: no such run here"
+
+
+async def test_signals_are_bounded_deduplicated_and_delivered_with_the_completion(chat):
+    """§4.7/§8.15: the contract's bounds hold in the tool; one key once per cooldown
+    window; the completion lists the signal ids."""
+    await configure_models(chat.admin, chat.server)
+    agents(chat, watcher={"tools": ["emit_signal"], "signal": {"delivery": "queue", "max_signals": 2, "cooldown_secs": 3600, "severities": ["info"]}})
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        content = last(request)["content"]
+        if content == "Watch.":
+            calls = [
+                ToolCall("emit_signal", {"key": "progress", "severity": "info", "summary": "half way"}),
+                ToolCall("emit_signal", {"key": "progress", "severity": "info", "summary": "half way again"}),
+                ToolCall("emit_signal", {"key": "alarm", "severity": "critical", "summary": "not allowed"}),
+                ToolCall("emit_signal", {"key": "done", "severity": "info", "summary": "x" * 500}),
+            ]
+            return Reply(tool_calls=calls)
+        if request.messages[1]["content"] == "Watch." and last(request)["role"] == "tool":
+            return Reply("watched")
+        if content.startswith(TRIGGER):
+            return Reply("Noted.")
+        if last(request)["role"] == "tool":
+            return Reply("Started.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "watcher", "task": "Watch.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Watch it.")
+
+        def delivered() -> str:
+            return "\n".join(last(r)["content"] for r in chat.server.requests_for(MODEL_A) if last(r)["content"].startswith(TRIGGER))
+
+        await eventually(lambda: "watched" in delivered(), what="the completion's continuation")
+    watcher = next(r for r in chat.server.requests_for(MODEL_A) if r.messages[1]["content"] == "Watch." and last(r)["role"] == "tool")
+    first, duplicate, severity, too_long = tool_results(watcher)
+    assert first.startswith("Signal ") and "already sent in this cooldown window" in duplicate
+    assert "'severity' must be one of info" in severity and "'summary' must be text of at most 280" in too_long
+    assert delivered().count("half way") == 1
+    store = coordinator(chat, alice).store
+    completion = await store.db.run(lambda c: c.execute("SELECT payload FROM agent_inbox_events WHERE event_type = 'completion'").fetchone()[0])
+    signal_ids = await store.db.run(lambda c: [r[0] for r in c.execute("SELECT id FROM agent_inbox_events WHERE event_type = 'signal'")])
+    assert json.loads(completion)["signal_ids"] == signal_ids and len(signal_ids) == 1
+
+
+async def test_a_locked_members_result_waits_in_their_file_until_they_log_in(chat):
+    """§4: the member logs out (their file locks) while a background run works; the
+    run cannot finish without them, and at their next login its outcome is delivered
+    once, from their own file."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        content = last(request)["content"]
+        if content == "Long task.":
+            return Hang(text="working")
+        if content.startswith(TRIGGER):
+            return Reply("While you were away: the task was interrupted.")
+        if last(request)["role"] == "tool":
+            return Reply("Started.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Long task.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.turn(cid)
+    await eventually(lambda: any(last(r)["content"] == "Long task." for r in chat.server.requests_for(MODEL_A)), what="the run's request")
+    assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
+    assert chat.host.core.chat.live_runtime(alice.member["id"]) is None
+    seen = len(chat.server.requests_for(MODEL_A))
+
+    again = await chat.host.member("alice")
+    async with ChatSocket(again) as sock:
+        await sock.wait_event(cid, "turn_finished", timeout=15)
+    after = chat.server.requests_for(MODEL_A)[seen:]
+    assert sum(1 for r in after if last(r)["content"].startswith(TRIGGER)) == 1
+    assert "status interrupted" in next(last(r)["content"] for r in after if last(r)["content"].startswith(TRIGGER))
+    assert (await messages(again, cid))[-1]["content"] == "While you were away: the task was interrupted."
+    assert [r["status"] for r in await runs(again, cid)] == ["interrupted"]
+
+
+async def test_a_conversation_runs_at_most_four_delegates_at_once_and_answers_all_in_order(chat):
+    """§9: ``max_concurrent_runs_per_session`` (4) bounds the runs in flight; the rest
+    wait queued, none is refused, and the batch answers in request order."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    in_flight, most = 0, 0
+
+    async def respond(request):
+        nonlocal in_flight, most
+        content = last(request)["content"]
+        if content.startswith("Part "):
+            in_flight += 1
+            most = max(most, in_flight)
+            await asyncio.sleep(0.15)
+            in_flight -= 1
+            return Reply(f"done {content}")
+        if last(request)["role"] == "tool":
+            return Reply("All parts done.")
+        batch = {"tasks": [{"agent": "researcher", "task": f"Part {i}."} for i in range(6)]}
+        return Reply(tool_calls=[ToolCall("execute_task", batch)])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Six parts.")
+        await sock.turn(cid)
+    assert most == 4
+    result = tool_results(chat.server.requests_for(MODEL_A)[-1])[0]
+    assert [result.index(f"done Part {i}.") for i in range(6)] == sorted(result.index(f"done Part {i}.") for i in range(6))
+    assert [r["status"] for r in await runs(alice, cid)] == ["completed"] * 6

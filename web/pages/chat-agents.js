@@ -1,0 +1,43 @@
+// #agents: the named sub-agents this member's assistant can hand work to, whether the
+// definitions loaded (an admin sees why a generation was refused, with the files to
+// fix), and this member's own recent runs — never anyone else's.
+import { api } from "../lib/api.js";
+import { el, link } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js";
+import { taskStatus } from "./chat-tasks.js";
+
+function definitionCard(definition) {
+  const delegates = definition.delegates === null ? t("agents.delegates_default") : definition.delegates.length ? definition.delegates.join(", ") : t("agents.delegates_none");
+  return el("article", { class: "card agent-definition", "data-agent-id": definition.id },
+    el("h3", { text: definition.title || definition.id }),
+    el("p", { class: "muted small", text: definition.id + (definition.plugin ? ` · ${definition.plugin}` : "") }),
+    el("p", { text: definition.description }),
+    el("dl", { class: "facts" },
+      el("dt", { text: t("agents.state") }), el("dd", { text: definition.enabled ? t("agents.enabled") : t("agents.disabled") }),
+      el("dt", { text: t("agents.delegates") }), el("dd", { text: delegates }),
+      el("dt", { text: t("agents.hash") }), el("dd", {}, el("code", { text: definition.definition_hash.slice(0, 12) }))));
+}
+
+export async function renderAgents() {
+  const page = el("div", { class: "page agents-page" }, pageHeader(t("agents.title"), t("agents.intro")));
+  const response = await api("GET", "/api/agent-definitions");
+  if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
+  const { definitions, refused, runs } = response.data;
+  if (refused) {
+    const box = notice("error", t("agents.refused", { count: refused.count }));
+    if (refused.errors.length) box.append(el("ul", {}, ...refused.errors.map((e) => el("li", { text: e }))));
+    page.append(box);
+  } else {
+    page.append(notice("ok", t("agents.loaded")));
+  }
+  const tasks = definitions.filter((d) => d.kind === "task");
+  page.append(section(t("agents.definitions"), el("div", { class: "card-grid" }, ...tasks.map(definitionCard))));
+  const table = el("table", { class: "table agent-runs" },
+    el("thead", {}, el("tr", {}, ...["agents.run_agent", "agents.run_status", "agents.run_task", "agents.run_started"].map((k) => el("th", { text: t(k) })))),
+    el("tbody", {}, ...runs.map((run) => el("tr", { "data-run-id": run.id },
+      el("td", { text: run.agent_id }), el("td", { text: taskStatus(run.status) }),
+      el("td", {}, link(`#chat/${encodeURIComponent(run.conversation_id)}`, run.task)), el("td", { text: formatDate(run.created_at) })))));
+  page.append(section(t("agents.runs"), runs.length ? table : el("p", { class: "muted", text: t("agents.runs_none") })));
+  return page;
+}

@@ -1,0 +1,81 @@
+// The task strip of a conversation: its sub-agent runs that are still going and those
+// that failed lately (seed 004: "everything auditable"). Read from the server, so it
+// is the same after a reload; refreshed when a run starts or ends (socket events).
+// A run opens to its transcript; a live one can be cancelled.
+import { api } from "../lib/api.js";
+import { el } from "../lib/dom.js";
+import { t } from "../lib/i18n.js";
+import * as socket from "../lib/socket.js";
+import { button, errorText, statusLine } from "../lib/ui.js";
+
+const LIVE = new Set(["queued", "running", "waiting_delegates"]);
+const REFRESH_ON = new Set(["agent_start", "agent_done", "turn_finished", "cancelled"]);
+
+export const taskStatus = (status) => t(`chat.task_status_${status}`);
+
+function transcriptOf(detail) {
+  const list = el("ol", { class: "task-transcript" });
+  for (const message of detail.transcript || []) {
+    const item = el("li", { class: `task-message ${message.role}` },
+      el("span", { class: "task-role", text: message.role === "user" ? t("chat.task_asked") : t("chat.task_answered") }),
+      el("span", { class: "task-text", text: message.content || "" }));
+    for (const call of message.tool_calls || []) item.append(el("code", { class: "task-call", text: `${call.name}: ${call.status}` }));
+    list.append(item);
+  }
+  if (detail.run.error) list.append(el("li", { class: "task-message error", text: detail.run.error }));
+  return list;
+}
+
+export function taskStrip(conversationId) {
+  const list = el("ul", { class: "task-list" });
+  const status = statusLine();
+  const node = el("section", { class: "task-strip", "aria-label": t("chat.tasks_label"), hidden: true },
+    el("h2", { class: "task-strip-title", text: t("chat.tasks_label") }), list, status.node);
+  let timer = null;
+
+  const row = (run) => {
+    const details = el("details", { class: `task-item status-${run.status}`, "data-run-id": run.id });
+    const summary = el("summary", {},
+      el("span", { class: "task-agent", text: run.agent_id }),
+      el("span", { class: "task-state", text: taskStatus(run.status) }),
+      el("span", { class: "task-what", text: run.task }));
+    details.append(summary);
+    details.addEventListener("toggle", async () => {
+      if (!details.open || details.dataset.loaded) return;
+      const response = await api("GET", `/api/agent-runs/${encodeURIComponent(run.id)}`);
+      if (!response.ok) { status.error(errorText(response)); return; }
+      details.dataset.loaded = "1";
+      details.append(transcriptOf(response.data));
+    });
+    if (LIVE.has(run.status)) {
+      const cancel = button(t("chat.task_cancel"), { kind: "quiet small danger-text", onClick: async () => {
+        cancel.disabled = true;
+        const response = await api("POST", `/api/agent-runs/${encodeURIComponent(run.id)}/cancel`);
+        if (!response.ok) { cancel.disabled = false; status.error(errorText(response)); return; }
+        refresh();
+      } });
+      details.append(el("p", { class: "task-actions" }, cancel));
+    }
+    return el("li", {}, details);
+  };
+
+  const refresh = async () => {
+    const response = await api("GET", `/api/conversations/${encodeURIComponent(conversationId)}/runs?strip=1`);
+    if (!response.ok) { status.error(errorText(response)); return; }
+    status.clear();
+    const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.dataset.runId));
+    const runs = (response.data.runs || []).filter((r) => r.depth === 1 || !LIVE.has(r.status));
+    list.replaceChildren(...runs.map(row));
+    for (const details of list.querySelectorAll("details")) if (open.has(details.dataset.runId)) details.open = true;
+    node.hidden = runs.length === 0;
+  };
+
+  const off = socket.onMessage((message) => {
+    const data = message.type === "event" && message.event?.kind === "chat" ? message.event.data : null;
+    if (!data || data.conversation_id !== conversationId || !REFRESH_ON.has(data.type)) return;
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 150);
+  });
+  refresh();
+  return { node, refresh, dispose: () => { off(); clearTimeout(timer); } };
+}
