@@ -67,8 +67,15 @@ class PluginBrowser:
         (its module at ``/api/plugin/<plugin_id>/<entry>``)."""
         page = await self.new_page(**context)
         await self.sign_in(page, host, username, password)
-        await page.evaluate(MOUNT_PAGE, [f"/api/plugin/{plugin_id}/{entry}", plugin_id, page_id, tag_for(plugin_id, page_id)])
+        await self.mount(page, plugin_id, page_id, entry=entry)
         return page
+
+    async def mount(self, page: Any, plugin_id: str, page_id: str = "main", *, entry: str = "page.js") -> str:
+        """Mount the plugin's page in ``page`` (signed in already, say with listeners of
+        its own attached first); returns the tag it is mounted under."""
+        tag = tag_for(plugin_id, page_id)
+        await page.evaluate(MOUNT_PAGE, [f"/api/plugin/{plugin_id}/{entry}", plugin_id, page_id, tag])
+        return tag
 
 
 def chromium_executable() -> str | None:

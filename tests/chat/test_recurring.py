@@ -160,12 +160,16 @@ async def test_a_one_shot_row_from_before_the_migration_still_runs(tmp_path):
     before = MigrationSet(bucket="owner", steps=tuple(s for s in OWNER_MIGRATIONS.steps if s.version < ours.version))
     path, key = tmp_path / "member.db", b"k" * 32
     old = await Database.open(path, key=key, migrations=before, create=True)
-    store = ConversationStore(old)
-    cid, _ = await store.create_conversation("assistant", title="old")
+    # Rows as that version wrote them, in plain SQL: today's store writes columns that
+    # later steps added.
+    cid = "oldconversation1"
     await old.transaction(
-        lambda c: c.execute(
-            "INSERT INTO scheduled_jobs (id, conversation_id, prompt, due_at) VALUES ('oldjob01', ?, 'Feed the cat.', '2026-01-01T08:00:00.000000Z')",
-            (cid,),
+        lambda c: (
+            c.execute("INSERT INTO conversations (id, agent_id, title) VALUES (?, 'assistant', 'old')", (cid,)),
+            c.execute(
+                "INSERT INTO scheduled_jobs (id, conversation_id, prompt, due_at) VALUES ('oldjob01', ?, 'Feed the cat.', '2026-01-01T08:00:00.000000Z')",
+                (cid,),
+            ),
         )
     )
     await old.close()

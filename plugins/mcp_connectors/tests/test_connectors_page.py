@@ -5,7 +5,6 @@ descriptions are text, never markup."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 
 import pytest
@@ -13,14 +12,7 @@ import pytest
 from mcp_support import BASE, DEMO, HttpDemo, Setup, eventually
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
-MOUNT_PAGE = """async ([entry, pluginId, pageId]) => {
-    const module = await import(entry);
-    customElements.define(`plugin-${pluginId}-${pageId}`, module.default);
-    const page = document.createElement(`plugin-${pluginId}-${pageId}`);
-    page.setAttribute("plugin-id", pluginId);
-    document.body.append(page);
-}"""
-TAG = "plugin-mcp-connectors"
+TAG = "skald-p-mcp-connectors"  # as the shell (and the plugin_browser fixture) mounts it
 
 
 async def test_the_page_is_listed_for_members_and_served_as_a_module(setup: Setup):
@@ -33,37 +25,16 @@ async def test_the_page_is_listed_for_members_and_served_as_a_module(setup: Setu
         assert markup_sink not in script.text
 
 
-@pytest.fixture
-async def browser():
-    playwright_api = pytest.importorskip("playwright.async_api")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        pytest.skip("no chromium on PATH")
-    async with playwright_api.async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield browser
-        finally:
-            await browser.close()
 
 
-async def login(page, url: str, username: str, password: str) -> None:
-    await page.goto(url + "/")
-    status = await page.evaluate(
-        """async ([username, password]) => (await fetch("/api/auth/login", {method: "POST",
-            headers: {"Content-Type": "application/json"}, body: JSON.stringify({username, password})})).status""",
-        [username, password],
-    )
-    assert status == 200
 
-
-async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(setup: Setup, browser):
+async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(setup: Setup, plugin_browser):
     await setup.host.create_member("alice", display_name="Alice <img src=x onerror=alert(1)>")
-    admin_page = await browser.new_page()
+    admin_page = await plugin_browser.new_page()
     alerts: list[str] = []
     admin_page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
-    await login(admin_page, setup.host.url, setup.host.admin_username, ADMIN_PASSWORD)
-    await admin_page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", "mcp", "connectors"])
+    await plugin_browser.sign_in(admin_page, setup.host, setup.host.admin_username, ADMIN_PASSWORD)
+    await plugin_browser.mount(admin_page, "mcp", "connectors")
     form = f"{TAG} form.mcp-add"
     await admin_page.locator(f"{form} input[name=name]").wait_for(timeout=10_000)
     await admin_page.fill(f"{form} input[name=name]", "demo")
@@ -93,9 +64,7 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
     async with HttpDemo() as demo:
         template = {"title": "Web <b>demo</b>", "transport": "http", "url": demo.url, "fields": [{"name": "api_key", "label": "API key", "header": "X-Key"}]}
         assert (await setup.admin.put(f"{BASE}/catalog/web", json=template)).status_code == 200
-        page = await browser.new_page()
-        await login(page, setup.host.url, "alice", MEMBER_PASSWORD)
-        await page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", "mcp", "connectors"])
+        page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, "mcp", "connectors")
         await page.locator(f"{TAG} .mcp-connector").filter(has_text="demo__echo").wait_for(timeout=10_000)
         template_form = page.locator(f"{TAG} form.mcp-template[data-name=web]")
         await template_form.filter(has_text="Web <b>demo</b>").wait_for(timeout=10_000)
@@ -114,7 +83,7 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
         await eventually(gone, what="the activation to leave alice's file")
 
 
-async def test_the_admin_grants_a_connector_on_the_members_page_in_a_browser(setup: Setup, browser):
+async def test_the_admin_grants_a_connector_on_the_members_page_in_a_browser(setup: Setup, plugin_browser):
     """The member's page in the admin's Members area has a Connectors section (the
     plugin's ``member_admin`` page): ticking a global connector grants it, unticking
     takes it away before the answer comes back; a template open to everyone says so.
@@ -129,7 +98,7 @@ async def test_the_admin_grants_a_connector_on_the_members_page_in_a_browser(set
         assert response.status_code == 200, response.text
         pages = (await alice.get("/api/plugins/pages")).json()["pages"]
         assert [p["page_id"] for p in pages if p["plugin_id"] == "mcp"] == ["connectors"]
-        page = await browser.new_page(base_url=setup.host.url)
+        page = await plugin_browser.new_page(base_url=setup.host.url)
         await page.goto("/")
         await page.get_by_label("User name").fill(setup.host.admin_username)
         await page.get_by_label("Password", exact=True).fill(ADMIN_PASSWORD)
@@ -159,7 +128,7 @@ async def _not_granted(running, member_id: str) -> bool:
     return member_id not in running.runtime.access.get("demo", ())
 
 
-async def test_a_connector_has_a_page_of_its_own_with_the_sign_in_panel_in_a_browser(setup: Setup, browser):
+async def test_a_connector_has_a_page_of_its_own_with_the_sign_in_panel_in_a_browser(setup: Setup, plugin_browser):
     """``#plugin/mcp/connectors/<name>`` in the app: the row's Sign in link opens the
     connector's own page, whose OAuth panel starts the flow and takes the pasted code;
     the connector is then ready and its page says so."""
@@ -172,7 +141,7 @@ async def test_a_connector_has_a_page_of_its_own_with_the_sign_in_panel_in_a_bro
         assert (await put_provider(setup, idp.issuer)).status_code == 200
         template = {"title": "Mail", "transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
         assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
-        page = await browser.new_page(base_url=setup.host.url)
+        page = await plugin_browser.new_page(base_url=setup.host.url)
         page.on("popup", lambda popup: popup.close())  # the provider's page: the test plays the member's browser
         await page.goto("/")
         await page.get_by_label("User name").fill("alice")

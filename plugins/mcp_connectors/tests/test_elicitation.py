@@ -12,7 +12,7 @@ from pathlib import Path
 from mcp_support import BASE, Setup, allow, calls, eventually, finished, new_conversation, send, state
 from skald_host.testing import Reply, ToolCall
 from skald_host.testing.host import MEMBER_PASSWORD
-from test_connectors_page import MOUNT_PAGE, TAG, browser, login  # noqa: F401 - the browser fixture
+from test_connectors_page import TAG
 
 CANARY = "Zelda-7c1e-canary"
 
@@ -91,13 +91,11 @@ async def _empty(coro) -> bool:
     return await coro == []
 
 
-async def test_the_member_answers_on_the_page_in_a_browser(setup: Setup, browser):  # noqa: F811
+async def test_the_member_answers_on_the_page_in_a_browser(setup: Setup, plugin_browser):
     alice = await setup.host.member("alice")
     await setup.add_stdio(access=[alice.member["id"]])
     await allow(setup.admin, "demo__*")
-    page = await browser.new_page()
-    await login(page, setup.host.url, "alice", MEMBER_PASSWORD)
-    await page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", "mcp", "connectors"])
+    page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, "mcp", "connectors")
     setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("demo__ask", {})]), Reply("Greeted.")])
     cid = await new_conversation(alice)
     await send(alice, cid, "Greet me.")
@@ -110,14 +108,14 @@ async def test_the_member_answers_on_the_page_in_a_browser(setup: Setup, browser
     await form.wait_for(state="detached", timeout=10_000)
 
 
-async def test_the_member_answers_the_card_in_the_conversation_in_a_browser(setup: Setup, browser):  # noqa: F811
+async def test_the_member_answers_the_card_in_the_conversation_in_a_browser(setup: Setup, plugin_browser):
     """The question is a card in the chat (the host's, TurnApi.ask): it survives a
     reload (it is listed with the conversation), and the answer reaches the server
     (the server-side checks of bad answers: the first test)."""
     alice = await setup.host.member("alice")
     await setup.add_stdio(access=[alice.member["id"]])
     await allow(setup.admin, "demo__*")
-    page = await browser.new_page(base_url=setup.host.url)
+    page = await plugin_browser.new_page(base_url=setup.host.url)
     await page.goto("/")  # the login form, as a member signs in
     await page.get_by_label("User name").fill("alice")
     await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)

@@ -13,7 +13,7 @@ from mcp_support import BASE, HttpDemo, Setup, allow, eventually, finished, new_
 from skald_host.testing import Reply
 from skald_host.testing.host import MEMBER_PASSWORD
 from skald_mcp import running
-from test_connectors_page import MOUNT_PAGE, TAG, browser, login  # noqa: F401 - the browser fixture
+from test_connectors_page import TAG
 
 
 async def phone_scans(url: str) -> None:
@@ -65,13 +65,11 @@ async def test_bad_login_status_answers_are_errors_not_content(setup: Setup):
             parse_login_status(text)
 
 
-async def test_the_qr_panel_shows_the_code_and_follows_the_link_in_a_browser(setup: Setup, browser):  # noqa: F811
+async def test_the_qr_panel_shows_the_code_and_follows_the_link_in_a_browser(setup: Setup, plugin_browser):
     await setup.host.create_member("alice")
     async with HttpDemo() as demo:
         assert (await setup.admin.put(f"{BASE}/catalog/chat", json={"transport": "http", "url": demo.url, "login": "qr"})).status_code == 200
-        page = await browser.new_page()
-        await login(page, setup.host.url, "alice", MEMBER_PASSWORD)
-        await page.evaluate(MOUNT_PAGE, [f"{BASE}/page.js", "mcp", "connectors"])
+        page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, "mcp", "connectors")
         await page.locator(f"{TAG} form.mcp-template[data-name=chat] button[type=submit]").click()
         # Linking the device is on the connector's own page.
         await page.locator(f"{TAG} .mcp-own-connector[data-name=chat] a.mcp-sign-in-link").click()

@@ -19,18 +19,11 @@ PNG = bytes.fromhex(
 )
 
 
+
 @pytest.fixture
-async def browser():
-    playwright_api = pytest.importorskip("playwright.async_api")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        pytest.skip("no chromium on PATH")
-    async with playwright_api.async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield browser
-        finally:
-            await browser.close()
+def browser(plugin_browser):
+    """Chromium from the host's test kit (skipped where it is missing)."""
+    return plugin_browser.browser
 
 
 async def test_the_phone_app_pairs_chats_approves_stops_works_offline_and_is_refused_after_unlink(setup, browser, tmp_path):

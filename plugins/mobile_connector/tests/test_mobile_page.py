@@ -5,7 +5,6 @@ speaks German to a German phone."""
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
@@ -22,18 +21,11 @@ MOUNT_PAGE = """async ([entry, pluginId]) => {
 }"""
 
 
+
 @pytest.fixture
-async def browser():
-    playwright_api = pytest.importorskip("playwright.async_api")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        pytest.skip("no chromium on PATH")
-    async with playwright_api.async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield browser
-        finally:
-            await browser.close()
+def browser(plugin_browser):
+    """Chromium from the host's test kit (skipped where it is missing)."""
+    return plugin_browser.browser
 
 
 async def test_the_page_is_listed_for_any_member_and_served_without_markup_sinks(setup):

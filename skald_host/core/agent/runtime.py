@@ -312,8 +312,10 @@ class MemberRuntime:
 
     async def close(self) -> None:
         self.closed = True
-        self.questions.cancel_all()
         await self.subagents.close()
+        # No await between answering the waiting questions and cancelling the turns: a
+        # turn must not go on (and write) on a "cancel" answer while its member locks.
+        self.questions.cancel_all()
         tasks = list(self._live.values()) + ([self._scheduler] if self._scheduler else [])
         for task in tasks:
             task.cancel()
