@@ -237,3 +237,58 @@ async def test_stop_discards_the_steer_events_its_turn_owned_and_nothing_else(ch
     assert not delivered_as_last(chat, "half way")
     assert not any("half way" in m["content"] for r in chat.server.requests_for(MODEL_A) for m in r.messages if m["role"] == "user")
     await eventually(lambda: counters_match_rows(chat, alice), what="the counters")
+
+
+async def test_an_admitted_signal_left_by_a_stopping_server_is_delivered_once_after_the_restart(chat):
+    """§6/§8.5: the member's runtime closes (logout locks the file: the in-process
+    stand-in for a SIGKILL between admit and consume, which the subprocess crash tests
+    cannot script here: a steer contract needs a definition the subprocess server
+    does not have) while the signal is admitted into a running turn. Closing leaves
+    it admitted, as a crash would; recovery at the next login releases it, and it
+    reaches the model exactly once."""
+    await configure_models(chat.admin, chat.server)
+    agents(chat, watcher=watcher())
+    alice = await chat.host.member("alice")
+    life = 1
+
+    async def ready() -> bool:
+        statuses = await coordinator(chat, alice).store.db.run(lambda c: [r[0] for r in c.execute("SELECT status FROM agent_runs")])
+        return statuses == ["completed"] and any(e["status"] == "admitted" for e in await inbox(chat, alice))
+
+    async def respond(request):
+        mine = watcher_round(request, "half way")
+        if mine is not None:
+            return mine
+        if last(request)["role"] == "user" and last(request)["content"].startswith(TRIGGER):
+            return Reply("Noted.")
+        if last(request)["role"] == "tool" and life == 1:
+            await eventually(ready, what="the run finished and its signal admitted")
+            return Hang(text="thinking")
+        if last(request)["role"] == "tool":
+            return Reply("Done after the restart.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "watcher", "task": WATCH, "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Watch it.")
+        await eventually(ready, what="the run finished and its signal admitted")
+        await eventually(lambda: any(last(r)["role"] == "tool" and not is_watcher(r) for r in chat.server.requests_for(MODEL_A)),
+                         what="the root's hanging round")
+    life = 2
+    assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
+    assert chat.host.core.chat.live_runtime(alice.member["id"]) is None
+    assert not delivered_as_last(chat, "half way")
+
+    again = await chat.host.member("alice")
+    async with ChatSocket(again):
+        await eventually(lambda: delivered_as_last(chat, "half way"), what="the signal after the restart")
+
+        async def consumed() -> bool:
+            return all(e["status"] == "consumed" for e in await inbox(chat, again))
+
+        await eventually(consumed, what="every event consumed")
+    assert len(delivered_as_last(chat, "half way")) == 1
+    [signal] = [e for e in await inbox(chat, again) if e["event_type"] == "signal"]
+    assert await origin_of(chat, again, signal["consumed_message_id"]) in ("agent_continuation", "agent_steer")
+    assert await counters_match_rows(chat, again)
