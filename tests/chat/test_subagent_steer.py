@@ -11,11 +11,14 @@ inbox is read from the member's own file."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
+from skald_host.core.agent.subagents.runs import RunStore
 from skald_host.testing import Hang, Reply, ToolCall
 
 from .support import MODEL_A, ChatSocket, configure_models, eventually, messages, new_conversation
+from .test_subagent_runs import CID, accept, counters, db, events, new_run  # noqa: F401 (db: the fixture)
 from .test_subagents import TRIGGER, agents, coordinator, last
 
 WATCH = "Watch."
@@ -292,3 +295,25 @@ async def test_an_admitted_signal_left_by_a_stopping_server_is_delivered_once_af
     [signal] = [e for e in await inbox(chat, again) if e["event_type"] == "signal"]
     assert await origin_of(chat, again, signal["consumed_message_id"]) in ("agent_continuation", "agent_steer")
     assert await counters_match_rows(chat, again)
+
+
+async def test_admission_is_guarded_by_the_lease_token_and_each_way_out_keeps_the_count(db):
+    """§4.3 in the store: the steer claim takes only steer events; admit, discard and
+    release act only with the claim's token (a stale holder changes nothing); a
+    released event is pending again, a discarded one is off the capacity count."""
+    store = RunStore(db, generation="g")
+    [run] = await accept(store, new_run())
+    for key, delivery in (("s1", "steer"), ("q1", "queue"), ("s2", "steer")):
+        assert (await store.insert_signal(run.run_id, run.execution_id, f"signal:{key}:0", delivery, "info", {}, 128))[0] == "ok"
+    token, claimed = await store.claim(CID, time.time(), 60, delivery="steer")
+    steer_ids = [e["id"] for e in claimed]
+    assert [e["delivery"] for e in claimed] == ["steer", "steer"]
+    assert await store.admit("not-the-token", steer_ids) == []
+    assert await store.admit(token, steer_ids) == steer_ids
+    assert await store.discard_admitted("not-the-token", steer_ids[:1]) == 0
+    assert await store.discard_admitted(token, steer_ids[:1]) == 1
+    assert await store.release(token, steer_ids[1:], backoff_secs=0, max_attempts=8) == 1
+    by_id = {e["id"]: e for e in await events(db)}
+    assert [by_id[i]["status"] for i in steer_ids] == ["superseded", "pending"]
+    assert by_id[steer_ids[1]]["lease_token"] is None
+    assert await counters(db) == (2, 1)  # the queued signal and the released one; the completion slot still reserved

@@ -30,7 +30,7 @@ from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame
 from skald_host.core.agent.subagents.catalog import Generation, SubagentCatalog
-from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
+from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, STEER_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
 from skald_host.core.agent.subagents.limits import OrchestrationLimits
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
 from skald_host.core.files.media import describe_attachments
@@ -715,7 +715,8 @@ class MemberRuntime:
         is a hidden trigger) offers only the read-only tools (seed 004 §4.5), also when
         recovery runs it after a crash."""
         history = await self.store.history(frame.id)
-        last_user = next((row for row in reversed(history) if row["role"] == "user"), None)
+        # A steer trigger is written into a running turn: it does not start one.
+        last_user = next((row for row in reversed(history) if row["role"] == "user" and row.get("origin") != STEER_ORIGIN), None)
         if last_user is not None and last_user.get("origin") == CONTINUATION_ORIGIN:
             return continuation_agent(agent)
         return agent

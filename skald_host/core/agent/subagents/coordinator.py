@@ -233,7 +233,8 @@ class SubagentCoordinator:
         if conversation_id is not None:
             self._maybe_pending.add(conversation_id)
             self._due_now.add(conversation_id)
-            self._steer_hint.add(conversation_id)
+            if conversation_id in self._mailboxes:
+                self._steer_hint.add(conversation_id)
         self._wake.set()
 
     # -- the steer lane (§4.3/§4.4, §8.5/§8.6) ------------------------------------------
@@ -257,6 +258,7 @@ class SubagentCoordinator:
         mailbox.closed = True
         if self._mailboxes.get(mailbox.conversation_id) is mailbox:
             del self._mailboxes[mailbox.conversation_id]
+            self._steer_hint.discard(mailbox.conversation_id)
         held, mailbox.held = mailbox.held, []
         if not held or outcome == "interrupted":
             return
@@ -670,7 +672,8 @@ class SubagentCoordinator:
         self._next_look = time.monotonic() + self.limits.recheck_secs
         for conversation_id in await self.store.due_conversations(time.time()):
             self._maybe_pending.add(conversation_id)
-            self._steer_hint.add(conversation_id)  # a lost wake-up: the next boundary looks
+            if conversation_id in self._mailboxes:
+                self._steer_hint.add(conversation_id)  # a lost wake-up: the next boundary looks
             if not runtime.running(conversation_id):
                 runtime.drive(conversation_id, continuation=True)
                 started += 1
