@@ -724,7 +724,7 @@ class Kernel:
                 recorded.add_done_callback(lambda w: w.cancelled() or w.exception() is not None or announce(w.result()))
             return recorded
 
-        async def write(changes: list[tuple[str, str, str]], placeholder: tuple[Frame, str]) -> tuple[list[str], int]:
+        async def write(changes: list[tuple[str, str, str]], placeholder: tuple[Any, ...]) -> tuple[list[str], int]:
             if recorded is not None:
                 written = await recorded
                 return written, await self.store.set_calls([(i, s, r) for i, (_, s, r) in zip(written, changes)], placeholder=placeholder)  # type: ignore[return-value]
@@ -808,8 +808,14 @@ class Kernel:
             for c in last["tool_calls"]
         )
         changes = [(call["id"], status, result) for call, status, result in results]
+        # The safe boundary of a root turn (seed 004 §4.4): steer events its mailbox
+        # admitted go into history right ahead of the next round's placeholder, consumed
+        # in that same write. Not pipelined then: the request is built from the history
+        # as written (a steered round is rare; its read is the price).
+        steer = await self.runtime.subagents.steer(frame) if frame.depth == 0 else None
+        placeholder = (frame, candidates[0].model) if steer is None else (frame, candidates[0].model, steer.write)
 
-        async def set_calls(changes: list[tuple[str, str, str]], placeholder: tuple[Frame, str]) -> tuple[list[str], int]:
+        async def set_calls(changes: list[tuple[str, str, str]], placeholder: tuple[Any, ...]) -> tuple[list[str], int]:
             return [i for i, _, _ in changes], await self.store.set_calls(changes, placeholder=placeholder)  # type: ignore[return-value]
 
         async def record() -> None:
@@ -818,7 +824,7 @@ class Kernel:
             burst, one WebSocket message (a done-callback ran a loop pass later, after
             the socket had sent the first part on its own)."""
             try:
-                ids, placeholder_id = await (write or set_calls)(changes, (frame, candidates[0].model))
+                ids, placeholder_id = await (write or set_calls)(changes, placeholder)
             except BaseException as error:
                 abandoned = Abandoned("the calls' results could not be written", committed=False)
                 abandoned.__cause__ = error  # the turn ends saying why (a full disk, say)
@@ -831,7 +837,12 @@ class Kernel:
         def start() -> None:
             asyncio.ensure_future(record())
 
-        pending = Pending(history[:-1] + [MappingProxyType({**last, "tool_calls": calls})], start, candidates)
+        pending = Pending(history[:-1] + [MappingProxyType({**last, "tool_calls": calls})], None if steer else start, candidates)
+        if steer is not None:
+            await record()
+            if pending.placeholder_id is not None:
+                steer.delivered()
+                pending.history = (await self.store.history(frame.id))[:-1]  # up to its trigger, without the placeholder
         return pending
 
     async def _record(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:

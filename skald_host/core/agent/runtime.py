@@ -30,7 +30,7 @@ from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame
 from skald_host.core.agent.subagents.catalog import Generation, SubagentCatalog
-from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, SubagentCoordinator, continuation_agent
+from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, STEER_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
 from skald_host.core.agent.subagents.limits import OrchestrationLimits
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
 from skald_host.core.files.media import describe_attachments
@@ -568,6 +568,8 @@ class MemberRuntime:
     ) -> None:
         quiet = False  # a turn that never started (its message was not stored) ends unannounced
         ended = False  # the turn ran to its end (not stopped, not failed)
+        stopped = False
+        mailbox: TurnMailbox | None = None  # the running turn's steer lane (seed 004 §4.4)
 
         def started(_: int) -> None:
             self.emit("turn_started", conversation_id)
@@ -594,6 +596,8 @@ class MemberRuntime:
                     return
             user_turns = 0
             while agent is not None:
+                await self.subagents.close_turn(mailbox, "ended")  # a turn that went round again (below)
+                mailbox = self.subagents.open_turn(conversation_id)
                 if opening is not None:
                     opening.then(started)  # after the message's own announcement, before any token
                     try:
@@ -621,6 +625,9 @@ class MemberRuntime:
                     await self._settle_finished_subframes(frame)
                     await self.kernel.run_frame(frame, await self._turn_agent(frame, agent), unattended=unattended, candidates=candidates)
                     candidates = None
+                # What the turn was admitted and did not take goes back to the inbox
+                # before the queue lane looks (steer degrades to queue, §8.5).
+                await self.subagents.close_turn(mailbox, "ended")
                 # Fair scheduling (seed 004 §4.6): the member's queued messages first,
                 # unless a burst of them ran or the oldest inbox event waited too long.
                 delivered = False
@@ -652,6 +659,7 @@ class MemberRuntime:
                     quiet = True  # nothing of this turn was written
                     raise asyncio.CancelledError from None
             if not self.closed:  # closing interrupts a turn for recovery; it was not stopped
+                stopped = True
                 await asyncio.shield(self.store.settle_streams(conversation_id, "cancelled"))
                 self.emit("cancelled", conversation_id)
             raise
@@ -688,6 +696,12 @@ class MemberRuntime:
             log.exception("turn failed in a conversation of member %s", self.member_id)
             self.emit("error", conversation_id, error="the turn failed; see the server log")
         finally:
+            if mailbox is not None and not mailbox.closed:
+                outcome = "interrupted" if self.closed else "stopped" if stopped else "failed"
+                try:
+                    await asyncio.shield(self.subagents.close_turn(mailbox, outcome))
+                except Exception:  # left admitted: recovery releases it at the next start
+                    log.exception("member %s: a turn's steer events could not be given back", self.member_id)
             if not quiet:
                 self.emit("turn_finished", conversation_id)
             if self._live.get(conversation_id) is asyncio.current_task():
@@ -703,7 +717,8 @@ class MemberRuntime:
         is a hidden trigger) offers only the read-only tools (seed 004 §4.5), also when
         recovery runs it after a crash."""
         history = await self.store.history(frame.id)
-        last_user = next((row for row in reversed(history) if row["role"] == "user"), None)
+        # A steer trigger is written into a running turn: it does not start one.
+        last_user = next((row for row in reversed(history) if row["role"] == "user" and row.get("origin") != STEER_ORIGIN), None)
         if last_user is not None and last_user.get("origin") == CONTINUATION_ORIGIN:
             return continuation_agent(agent)
         return agent

@@ -417,10 +417,7 @@ class ConversationStore:
             if taken is None:
                 return None, []
             text, consume = taken
-            message_id = conn.execute(
-                "INSERT INTO messages (conversation_id, frame_id, role, content, origin) VALUES (?, ?, 'user', ?, 'agent_continuation')",
-                (frame.conversation_id, frame.id, text),
-            ).lastrowid
+            message_id = insert_trigger(conn, frame, text, "agent_continuation")
             consume(conn, message_id)
             conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
             return message_id, [message_id]
@@ -539,7 +536,7 @@ class ConversationStore:
         calls: list[tuple[str, str, str, str]],
         results: list[tuple[str, str]],
         request_log: tuple[str, dict[str, Any], str] | None,
-        placeholder: tuple[Frame, str],
+        placeholder: tuple[Any, ...],
     ) -> tuple[list[str], int]:
         """A round whose calls already ran, in one commit: what ``finish_assistant``
         writes, with each call's (status, result), and the next round's streaming
@@ -547,8 +544,8 @@ class ConversationStore:
 
         def write(conn: Any) -> tuple[tuple[list[str], int], list[int]]:
             ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", calls, request_log, 0, results, touch=False)
-            placeholder_id = _insert_placeholder(conn, *placeholder)
-            return (ids, placeholder_id), [message_id, placeholder_id]
+            written = _next_round(conn, placeholder)
+            return (ids, written[-1]), [message_id, *written]
 
         return await self._write_rows(write)
 
@@ -717,14 +714,14 @@ class ConversationStore:
         return [_call(r) for r in rows]
 
     async def set_call(
-        self, call_id: str, status: str, result: str | None = None, *, placeholder: tuple[Frame, str] | None = None
+        self, call_id: str, status: str, result: str | None = None, *, placeholder: tuple[Any, ...] | None = None
     ) -> int | None:
         """A call's new status; with ``placeholder`` (frame, model), the next round's
         streaming placeholder in the same commit, whose id is returned."""
         return await self.set_calls([(call_id, status, result)], placeholder=placeholder)
 
     async def set_calls(
-        self, changes: Sequence[tuple[str, str, str | None]], *, placeholder: tuple[Frame, str] | None = None
+        self, changes: Sequence[tuple[str, str, str | None]], *, placeholder: tuple[Any, ...] | None = None
     ) -> int | None:
         """Several calls' new (status, result) in one commit, with ``placeholder`` as
         ``set_call`` has it."""
@@ -740,8 +737,8 @@ class ConversationStore:
                 changed += [m for m in _message_of_call(conn, call_id) if m not in changed]
             if placeholder is None:
                 return None, changed
-            placeholder_id = _insert_placeholder(conn, *placeholder)
-            return placeholder_id, changed + [placeholder_id]
+            written = _next_round(conn, placeholder)
+            return written[-1], changed + written
 
         return await self._write_rows(write)
 
@@ -1043,6 +1040,25 @@ INSERT_CALL = (
     "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart, result, finished_at)"
     f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN {NOW} END)"
 )
+
+
+def insert_trigger(conn: Any, frame: Frame, text: str, origin: str) -> int:
+    """A hidden message the host writes for the model (seed 004 §4.5): in the model's
+    history, never on the member's screen (``origin`` is not NULL)."""
+    return conn.execute(
+        "INSERT INTO messages (conversation_id, frame_id, role, content, origin) VALUES (?, ?, 'user', ?, ?)",
+        (frame.conversation_id, frame.id, text, origin),
+    ).lastrowid
+
+
+def _next_round(conn: Any, placeholder: tuple[Any, ...]) -> list[int]:
+    """The next round's rows: ``placeholder`` is (frame, model) or (frame, model,
+    before), where ``before(conn)`` writes the messages that go ahead of the round's
+    placeholder (a steer lane's trigger, seed 004 §4.4) and returns their ids. The
+    placeholder's id is the last."""
+    frame, model, *rest = placeholder
+    ahead = list(rest[0](conn)) if rest and rest[0] is not None else []
+    return ahead + [_insert_placeholder(conn, frame, model)]
 
 
 def _insert_placeholder(conn: Any, frame: Frame, model: str) -> int:

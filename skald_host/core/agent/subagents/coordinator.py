@@ -34,8 +34,9 @@ from skald_host.core.agent.subagents.catalog import Generation, signal_contract
 from skald_host.core.agent.subagents.graph import DelegationRefused, resolve
 from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, OrchestrationLimits, run_limits
 from skald_host.core.agent.subagents.runs import (
-    TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume_pending, due_events, mark_started, new_id, recover,
+    TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume, consume_pending, due_events, mark_started, new_id, recover,
 )
+from skald_host.core.agent.store import insert_trigger
 
 if TYPE_CHECKING:
     from skald_host.core.agent.kernel import Scope
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONTINUATION_ORIGIN = "agent_continuation"
+#: A steer event's trigger, written into the running turn (not a continuation: the
+#: turn keeps its tools).
+STEER_ORIGIN = "agent_steer"
 #: A failed delivery is tried again after this long, doubled per attempt.
 BACKOFF_SECONDS = 1.0
 
@@ -100,6 +104,56 @@ def trigger_text(events: Sequence[dict[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
+@dataclass(eq=False)
+class TurnMailbox:
+    """The agent lane of one running root turn's mailbox (seed 004 §4.4): the steer
+    events admitted into this turn and not yet in its history, each with the lease
+    token that holds it. Its room is its own (``steer_mailbox_capacity``), apart from
+    the member's queued messages, which wait for the next turn."""
+
+    conversation_id: str
+    turn_id: str
+    capacity: int
+    held: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    reserved: int = 0  # slots taken by admissions still being written
+    closed: bool = False
+    #: One admission at a time; a round boundary waits for one under way.
+    admitting: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+
+    def reserve(self) -> bool:
+        if self.closed or len(self.held) + self.reserved >= self.capacity:
+            return False
+        self.reserved += 1
+        return True
+
+    def free(self) -> int:
+        return 0 if self.closed else max(0, self.capacity - len(self.held) - self.reserved)
+
+
+@dataclass(eq=False)
+class Steer:
+    """What a round boundary takes from its turn's mailbox: the trigger's text and
+    the write that puts it ahead of the next round's placeholder, consuming the events
+    by their lease tokens in that same transaction."""
+
+    frame: "Frame"
+    held: list[tuple[str, dict[str, Any]]]
+    mailbox: TurnMailbox
+
+    def write(self, conn: Any) -> list[int]:
+        message_id = insert_trigger(conn, self.frame, trigger_text([e for _, e in self.held]), STEER_ORIGIN)
+        tokens: dict[str, list[int]] = {}
+        for token, event in self.held:
+            tokens.setdefault(token, []).append(event["id"])
+        for token, ids in tokens.items():
+            consume(conn, token, ids, message_id)  # raises LostLease: the round's write rolls back whole
+        return [message_id]
+
+    def delivered(self) -> None:
+        """Committed: the events are the history's now, no longer the mailbox's."""
+        self.mailbox.held = [h for h in self.mailbox.held if h not in self.held]
+
+
 class _Existing(Exception):
     """Raised in ``_single``'s transaction to roll its frame back: the run exists."""
 
@@ -139,6 +193,8 @@ class SubagentCoordinator:
         self._next_look = 0.0
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
+        self._mailboxes: dict[str, TurnMailbox] = {}  # the running root turn's, per conversation
+        self._steer_hint: set[str] = set()  # conversations whose steer events may be pending
 
     @property
     def runtime(self) -> "MemberRuntime":
@@ -177,7 +233,109 @@ class SubagentCoordinator:
         if conversation_id is not None:
             self._maybe_pending.add(conversation_id)
             self._due_now.add(conversation_id)
+            if conversation_id in self._mailboxes:
+                self._steer_hint.add(conversation_id)
         self._wake.set()
+
+    # -- the steer lane (§4.3/§4.4, §8.5/§8.6) ------------------------------------------
+
+    def open_turn(self, conversation_id: str) -> TurnMailbox:
+        """A root turn starts: steer events may be admitted into it from now on."""
+        mailbox = TurnMailbox(conversation_id, new_id(), self.limits.steer_mailbox_capacity)
+        self._mailboxes[conversation_id] = mailbox
+        self._steer_hint.add(conversation_id)  # anything pending already may steer it
+        return mailbox
+
+    async def close_turn(self, mailbox: TurnMailbox | None, outcome: str) -> None:
+        """The turn ended (``ended``/``failed``), was stopped (``stopped``) or is being
+        interrupted by the runtime closing (``interrupted``). What it was admitted and
+        never took: released to pending by lease token, for the queue lane (steer
+        degrades to queue, never dropped); discarded with the turn on a Stop (§8.6:
+        a Stop discards the input the turn owns); left admitted when interrupted, for
+        recovery to release at the next start, as after a crash. Idempotent."""
+        if mailbox is None or mailbox.closed:
+            return
+        mailbox.closed = True
+        if self._mailboxes.get(mailbox.conversation_id) is mailbox:
+            del self._mailboxes[mailbox.conversation_id]
+            self._steer_hint.discard(mailbox.conversation_id)
+        held, mailbox.held = mailbox.held, []
+        if not held or outcome == "interrupted":
+            return
+        tokens: dict[str, list[int]] = {}
+        for token, event in held:
+            tokens.setdefault(token, []).append(event["id"])
+        for token, ids in tokens.items():
+            if outcome == "stopped":
+                await self.store.discard_admitted(token, ids)
+            else:
+                await self.store.release(token, ids, backoff_secs=0, max_attempts=self.limits.max_inbox_delivery_attempts)
+        if outcome != "stopped":
+            self.wake(mailbox.conversation_id)
+
+    async def admit_steer(self, conversation_id: str) -> int:
+        """Two-phase admission into the running turn: claim (pending → leased, with a
+        lease token), a slot in the turn's mailbox, then the DB admit (leased →
+        admitted). Each failure gives the events back to pending and wakes the queue
+        lane (§8.5). Claims no more than the mailbox has room for: what does not fit
+        stays pending and reaches the next turn as a continuation. The admitted count."""
+        mailbox = self._mailboxes.get(conversation_id)
+        if mailbox is None:
+            return 0
+        async with mailbox.admitting:
+            return await self._admit(mailbox)
+
+    async def _admit(self, mailbox: TurnMailbox) -> int:
+        conversation_id, limits = mailbox.conversation_id, self.limits
+        if mailbox.free() == 0:
+            return 0
+        try:
+            token, events = await self.store.claim(conversation_id, time.time(), limits.lease_secs, mailbox.free(), delivery="steer")
+        except Exception:
+            log.exception("member %s: claiming steer events failed; the queue lane delivers them", self._member_id)
+            self.wake(conversation_id)
+            return 0
+        if not events:
+            return 0
+        fits = [e for e in events if mailbox.reserve()]
+        spill = [e["id"] for e in events[len(fits):]]
+        admitted: list[int] = []
+        try:
+            if spill:  # the mailbox filled meanwhile: back to pending, for the queue lane
+                await self.store.release(token, spill, backoff_secs=0, max_attempts=limits.max_inbox_delivery_attempts)
+            if fits:
+                admitted = await self.store.admit(token, [e["id"] for e in fits])
+        except Exception:
+            log.exception("member %s: admitting steer events failed; the queue lane delivers them", self._member_id)
+            await asyncio.shield(self.store.release(token, [e["id"] for e in fits], backoff_secs=0, max_attempts=limits.max_inbox_delivery_attempts))
+            admitted = []
+        finally:
+            mailbox.reserved -= len(fits)
+        if mailbox.closed:  # the turn ended while this was written: not its input any more
+            if admitted:
+                await self.store.release(token, admitted, backoff_secs=0, max_attempts=limits.max_inbox_delivery_attempts)
+            admitted = []
+        mailbox.held += [(token, e) for e in fits if e["id"] in admitted]
+        if spill or len(admitted) < len(fits):
+            self.wake(conversation_id)
+        return len(admitted)
+
+    async def steer(self, frame: "Frame") -> Steer | None:
+        """The round boundary of a root turn asks its mailbox: the admitted events to
+        write ahead of the next round (admitting what may be pending first). None:
+        nothing (no DB access when nothing was signalled)."""
+        mailbox = self._mailboxes.get(frame.conversation_id)
+        if mailbox is None:
+            return None
+        if frame.conversation_id in self._steer_hint:
+            self._steer_hint.discard(frame.conversation_id)
+            await self.admit_steer(frame.conversation_id)
+        elif mailbox.admitting.locked():
+            async with mailbox.admitting:  # the worker's admission under way ends first
+                pass
+        if not mailbox.held:
+            return None
+        return Steer(frame, list(mailbox.held), mailbox)
 
     # -- delegation ------------------------------------------------------------------
 
@@ -272,7 +430,7 @@ class SubagentCoordinator:
     async def _root_tree(self, frame: "Frame") -> str:
         """A root turn's tree: the runs its delegations start share one count."""
         history = await self.runtime.store.history(frame.id)
-        last_user = next((row["id"] for row in reversed(history) if row["role"] == "user"), 0)
+        last_user = next((row["id"] for row in reversed(history) if row["role"] == "user" and row.get("origin") != STEER_ORIGIN), 0)
         return f"{frame.id}:{last_user}"
 
     async def _single(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, new_run: NewRun, template: RunContext) -> str:
@@ -503,6 +661,9 @@ class SubagentCoordinator:
         for conversation_id in woken:
             if runtime.running(conversation_id):
                 self._due_now.add(conversation_id)  # its turn's end wakes the worker again
+                if conversation_id in self._steer_hint and conversation_id in self._mailboxes:
+                    self._steer_hint.discard(conversation_id)
+                    await self.admit_steer(conversation_id)  # between rounds, taken at the next boundary
             else:
                 runtime.drive(conversation_id, continuation=True)
                 started += 1
@@ -511,6 +672,8 @@ class SubagentCoordinator:
         self._next_look = time.monotonic() + self.limits.recheck_secs
         for conversation_id in await self.store.due_conversations(time.time()):
             self._maybe_pending.add(conversation_id)
+            if conversation_id in self._mailboxes:
+                self._steer_hint.add(conversation_id)  # a lost wake-up: the next boundary looks
             if not runtime.running(conversation_id):
                 runtime.drive(conversation_id, continuation=True)
                 started += 1

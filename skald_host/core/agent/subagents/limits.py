@@ -31,6 +31,9 @@ class OrchestrationLimits:
     max_inbox_delivery_attempts: int = 8
     max_user_turn_burst_before_inbox: int = 4
     max_inbox_wait_secs: float = 30.0
+    #: The agent lane of a turn's mailbox: steer events admitted into one running turn
+    #: at most (its own room, apart from the member's queued messages, §4.4).
+    steer_mailbox_capacity: int = 8
     #: How long a claimed inbox event stays leased before recovery may take it back.
     lease_secs: float = 120.0
     #: The inbox worker looks again this often even if no wake-up arrived (§4.6).

@@ -417,6 +417,38 @@ class RunStore:
 
         await self.db.transaction(write)
 
+    async def admit(self, token: str, event_ids: Sequence[int]) -> list[int]:
+        """§4.3, steer only: leased → admitted, for events still held by ``token``.
+        The ids admitted (one another claim took meanwhile is not)."""
+        marks = ",".join("?" * len(event_ids))
+        rows = await self.db.transaction(
+            lambda c: c.execute(
+                f"UPDATE agent_inbox_events SET status = 'admitted' WHERE lease_token = ? AND status = 'leased' AND id IN ({marks}) RETURNING id",
+                (token, *event_ids),
+            ).fetchall()
+        )
+        return [r[0] for r in rows]
+
+    async def discard_admitted(self, token: str, event_ids: Sequence[int]) -> int:
+        """A Stop discards the input its turn owned (§8.6): admitted steer events still
+        held by ``token`` become superseded, off the conversation's capacity."""
+
+        def write(conn: Any) -> int:
+            marks = ",".join("?" * len(event_ids))
+            rows = conn.execute(
+                f"UPDATE agent_inbox_events SET status = 'superseded', lease_token = NULL, lease_until = NULL"
+                f" WHERE lease_token = ? AND status = 'admitted' AND id IN ({marks}) RETURNING conversation_id",
+                (token, *event_ids),
+            ).fetchall()
+            for (conversation_id,) in rows:
+                conn.execute(
+                    "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
+                    (conversation_id,),
+                )
+            return len(rows)
+
+        return await self.db.transaction(write)
+
     async def release(self, token: str, event_ids: Sequence[int], *, backoff_secs: float, max_attempts: int) -> int:
         """leased/admitted → pending after a backoff, or dead-letter past the attempt
         limit; only events still held by ``token`` (§8.13: never one another claim has
