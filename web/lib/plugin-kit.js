@@ -49,9 +49,11 @@ export async function call(method, path, body) {
   throw new KitError(message, { status: response.status, code: data.code || null, values: data.values || {}, field: data.field || null });
 }
 
-/** node("p", "Hello", {class: "greeting"}): an element whose text is set as text. */
+/** node("p", "Hello", "greeting") or node("p", "Hello", {class: "greeting", …}): an
+ * element whose text is set as text; the third argument is a class name or attributes. */
 export function node(tag, content, attrs = {}) {
-  return el(tag, content === undefined ? attrs : { ...attrs, text: content });
+  const given = typeof attrs === "string" ? { class: attrs } : attrs;
+  return el(tag, content === undefined ? given : { ...given, text: content });
 }
 
 /** The page's own string `key` for the reader's language out of `strings`

@@ -6,25 +6,7 @@
 // revocation takes effect before the answer comes back. Every text goes in through
 // textContent.
 
-function node(tag, text, className) {
-  const element = document.createElement(tag);
-  if (text !== undefined) element.textContent = text;
-  if (className) element.className = className;
-  return element;
-}
-
-async function call(method, path, body) {
-  const headers = { Accept: "application/json" };
-  if (method !== "GET") {
-    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
-    headers["Content-Type"] = "application/json";
-    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
-  }
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
-  return data;
-}
+import { call, node } from "/ui/lib/plugin-kit.js";
 
 export default class MemberConnectors extends HTMLElement {
   async connectedCallback() {

@@ -7,28 +7,10 @@
 // form to add one (a stdio command as an argv list, or a streamable-HTTP address).
 // Every text goes in through textContent: names and descriptions are data, not markup.
 
-function node(tag, text, className) {
-  const element = document.createElement(tag);
-  if (text !== undefined) element.textContent = text;
-  if (className) element.className = className;
-  return element;
-}
+import { call, node } from "/ui/lib/plugin-kit.js";
 
 function format(text, values) {
   return text.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
-}
-
-async function call(method, path, body) {
-  const headers = { Accept: "application/json" };
-  if (method !== "GET") {
-    const session = await fetch("/api/auth/session", { headers }).then((r) => r.json());
-    headers["Content-Type"] = "application/json";
-    if (session.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
-  }
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
-  return data;
 }
 
 function lines(text) {
