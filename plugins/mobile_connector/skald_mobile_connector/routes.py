@@ -8,7 +8,8 @@ gate (a session or one of this plugin's device tokens; 404 while the plugin is d
 - The mobile API (a device token, or a session): conversations, send, the event
   stream, approve, stop, upload, the outbox and the push subscription.
 
-A locked member's phone gets 423 with ``code: "locked"`` and words that say so.
+A locked member's phone gets 423 with ``code: "locked"`` and words that say so, except
+when it sends a message: that is sealed for their next login (202, ``status: "sealed"``).
 """
 
 from __future__ import annotations
@@ -315,22 +316,36 @@ def build_blueprint(host: HostApi) -> Blueprint:
         "attachments": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
         "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 128},
     }, ("text",)))
-    @returns(_obj({"status": TEXT, "conversation_id": TEXT, "reason": TEXT}), 202)
-    @returns(ERROR, 423)
+    @returns(_obj({"status": {"enum": ["accepted", "sealed"]}, "conversation_id": TEXT, "reason": TEXT, "notice": TEXT, "lock_reason": TEXT}), 202)
+    @returns(ERROR, 400)
     async def send(conversation_id: str) -> Any:
         """Send a message into a conversation; the answer arrives on ``GET /stream``.
-        The same ``idempotency_key`` twice stores it once."""
+        The same ``idempotency_key`` twice stores it once. While the member is locked the
+        message is accepted ``sealed`` (``notice`` says so in their language): it waits
+        sealed to them and is delivered once, at their next login on the web, into this
+        app's current conversation."""
         data = await body()
 
         async def work() -> Any:
             who = member_id()
-            await host.use_conversation(who, conversation_id)
+            try:
+                await host.use_conversation(who, conversation_id)
+            except MemberLocked:
+                # Her file is closed, so the conversation cannot be checked or chosen
+                # now: the host seals the message to her (nothing of it in clear in the
+                # registry) and delivers it once, at her next login, into this app's
+                # current conversation (the one the phone last sent into).
+                pass
             delivery = await host.send_message(
                 who, data["text"], attachments=tuple(data.get("attachments") or ()), idempotency_key=data.get("idempotency_key")
             )
             if delivery.status == "refused":
                 return {"error": delivery.reason, "code": "refused"}, 400
-            return {"status": delivery.status, "conversation_id": delivery.conversation_id or conversation_id, "reason": delivery.reason}, 202
+            answer = {"status": delivery.status, "conversation_id": delivery.conversation_id or conversation_id, "reason": delivery.reason}
+            if delivery.status == "sealed":
+                answer["notice"] = t("sealed_notice", caller_locale())
+                answer["lock_reason"] = delivery.lock_reason
+            return answer, 202
 
         return await guarded(work())
 

@@ -173,3 +173,38 @@ async def test_projects_are_readable_from_the_phone_and_nothing_outside_them(set
     assert (await phone.get(f"{BASE}/projects/{project_id}/file", params={"path": "plans"})).status_code == 404
     assert (await alice.post("/api/auth/logout")).status_code == 200
     assert (await phone.get(f"{BASE}/projects")).status_code == 423
+
+
+async def test_a_message_sent_while_locked_is_sealed_and_delivered_once_at_login(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    alice_id = (await phone.get(f"{BASE}/me")).json()["member"]["id"]
+    conversation = await _new_conversation(phone)  # the app's current conversation from now on
+    assert (await alice.post("/api/auth/logout")).status_code == 200  # her file closes
+    canary = "canary-3b7f written on the phone while locked"
+    setup.model.script(MODEL, [Reply("Read it after your login.")])
+    for _ in range(2):  # a retry with the same key is sealed once
+        sent = await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": canary, "idempotency_key": "phone-locked-0001"})
+        assert sent.status_code == 202, sent.text
+        assert sent.json()["status"] == "sealed" and "next sign in on the web" in sent.json()["notice"]
+    registry = setup.host.core.registry
+    waiting = await registry.run(lambda c: c.execute("SELECT count(*) FROM sealed_messages WHERE member_id = ?", (alice_id,)).fetchone()[0])
+    assert waiting == 1
+    # Nothing of the words in the registry's files, in clear.
+    files = list(setup.host.settings.database_dir.rglob("system.db*"))
+    assert files and all(b"canary-3b7f" not in path.read_bytes() for path in files)
+    # Still locked: reading is refused, so the message is not yet anywhere readable.
+    assert (await phone.get(f"{BASE}/conversations/{conversation}")).status_code == 423
+
+    assert (await alice.login("alice", "member password for tests")).status_code == 200
+    for _ in range(300):
+        read = (await phone.get(f"{BASE}/conversations/{conversation}")).json()
+        if any(m["role"] == "assistant" and m["content"] for m in read["messages"]):
+            break
+        await asyncio.sleep(0.05)
+    assert [(m["role"], m["content"]) for m in read["messages"]] == [("user", canary), ("assistant", "Read it after your login.")]
+    assert await registry.run(lambda c: c.execute("SELECT count(*) FROM sealed_messages").fetchone()[0]) == 0
+    # A later unlock delivers nothing again.
+    assert await setup.host.core.channels.inbox.deliver_sealed(alice_id) == 0
+    again = (await phone.get(f"{BASE}/conversations/{conversation}")).json()
+    assert [m["content"] for m in again["messages"]].count(canary) == 1
