@@ -467,7 +467,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         current = service()
         if current is None:
             return fail("err_not_running", 503)
-        return {"cursor": await current.acknowledge(caller.device_id or "browser", int(data["cursor"]))}
+        return {"cursor": await current.acknowledge(caller.id, caller.device_id or "browser", int(data["cursor"]))}
 
     @blueprint.put("/push")
     @accepts(_obj({

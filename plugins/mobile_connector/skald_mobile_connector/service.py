@@ -6,7 +6,9 @@
   (check A6).
 - The outbox is the member's own plugin event log (``HostApi.append_member_event``: in
   their encrypted file, never in the registry); each device keeps its own acknowledged
-  cursor over it, so a phone that slept gets what it missed and nothing twice.
+  cursor over it, so a phone that slept gets what it missed and nothing twice. What
+  every paired device acknowledged is deleted (``HostApi.prune_member_events``), and
+  the outbox is bounded by age and count whatever the acknowledgements say.
 - Web Push carries no content: a push service learns only that something is new.
 """
 
@@ -36,6 +38,13 @@ FAILURE_WINDOW_SECONDS = 3600.0
 #: What waits in the outbox for a phone that is not looking.
 OUTBOX_KINDS = frozenset({"approval", "notification", "answer"})
 OUTBOX_EVENT = "outbox"
+#: The outbox is pruned: what every paired device acknowledged goes, and whatever the
+#: acknowledgements say, nothing older than this and no more than this many per member
+#: (a phone that was lost and never unlinked cannot make it grow for ever).
+OUTBOX_MAX_AGE_DAYS = 30
+OUTBOX_MAX_PER_MEMBER = 1000
+#: Besides after each acknowledgement, the bounds are applied every this many appends.
+OUTBOX_PRUNE_EVERY = 50
 STREAM_QUEUE = 256
 #: The whole Web Push payload: nothing a push service could read beyond "something is new".
 PUSH_PAYLOAD = b'{"t":"new"}'
@@ -179,6 +188,8 @@ class MobileService:
                 log.warning("member %s is locked: a %s event could not be kept for their phone", member_id, event.kind)
             else:
                 self._spawn(self.push(member_id))
+                if payload["cursor"] % OUTBOX_PRUNE_EVERY == 0:
+                    self._spawn(self.prune(member_id))
         self._fan_out(member_id, payload)
 
     def _spawn(self, work: Any) -> None:
@@ -197,12 +208,33 @@ class MobileService:
         events = await self.host.member_events(member_id, after=start, limit=limit)
         return [{"cursor": e["id"], "created_at": e["created_at"], **e["data"]} for e in events if e["kind"] == OUTBOX_EVENT]
 
-    async def acknowledge(self, device_id: str, cursor: int) -> int:
+    async def acknowledge(self, member_id: str, device_id: str, cursor: int) -> int:
         current = await self.cursor(device_id)
         if cursor > current:
             await self.host.kv_set(f"cursor:{device_id}", cursor)
+            try:
+                await self.prune(member_id)
+            except MemberLocked:
+                pass  # pruned at a later acknowledgement
             return cursor
         return current
+
+    async def prune(self, member_id: str) -> int:
+        """Delete from the member's outbox what every paired device acknowledged, what
+        is older than ``OUTBOX_MAX_AGE_DAYS`` and what lies beyond the newest
+        ``OUTBOX_MAX_PER_MEMBER`` (one transaction in their file); how many went."""
+        from datetime import datetime, timedelta, timezone
+
+        devices = await self.host.device_tokens(member_id)
+        cursors = [await self.cursor(device["id"]) for device in devices]
+        oldest = (datetime.now(timezone.utc) - timedelta(days=OUTBOX_MAX_AGE_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return await self.host.prune_member_events(
+            member_id,
+            kind=OUTBOX_EVENT,
+            through_id=min(cursors) if cursors else None,  # no phone: only the bounds
+            before=oldest,
+            keep_last=OUTBOX_MAX_PER_MEMBER,
+        )
 
     async def start_cursor(self, member_id: str, device_id: str) -> None:
         """A new phone starts after what already happened (it is not the member's inbox
@@ -222,6 +254,7 @@ class MobileService:
         await self.host.kv_set(f"cursor:{device_id}", None)
         try:
             await self.set_subscription(member_id, device_id, None)
+            await self.prune(member_id)  # what only this phone had not acknowledged
         except MemberLocked:
             pass  # it stays in their file, unused: pushes go only to live devices
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 
+from skald_hookspecs import ChannelEvent
 from skald_host.testing import Hang, Reply, ToolCall
 from mobile_support import BASE, MODEL, EventStream, paired_device, project_with_a_file
 
@@ -106,6 +107,23 @@ async def test_outbox_is_per_device_and_acknowledged_by_cursor(setup):
     assert [n["text"] for n in (await tablet.get(f"{BASE}/notifications")).json()["notifications"] if n["kind"] == "notification"] == ["The laundry is done."]
     # A cursor never goes back.
     assert (await phone.post(f"{BASE}/notifications/ack", json={"cursor": 0})).json() == {"cursor": note["cursor"]}
+    # Pruned once every paired device acknowledged it, not before.
+    alice_id = (await phone.get(f"{BASE}/me")).json()["member"]["id"]
+    plugin_api = setup.host.core.host_api("mobile-connector")
+
+    async def kept() -> list[int]:
+        return [e["id"] for e in await plugin_api.member_events(alice_id, limit=1000)]
+
+    assert note["cursor"] in await kept()
+    assert (await tablet.post(f"{BASE}/notifications/ack", json={"cursor": note["cursor"]})).status_code == 200
+    assert note["cursor"] not in await kept() and all(i > note["cursor"] for i in await kept())
+    await setup.service.deliver(alice_id, ChannelEvent(kind="notification", text="The dryer too."))
+    latest = max(await kept())
+    await phone.post(f"{BASE}/notifications/ack", json={"cursor": latest})
+    assert latest in await kept()  # the tablet has not read it yet
+    # Unlinking the tablet leaves the phone as the only reader: what it read goes.
+    assert (await alice.delete(f"{BASE}/devices/{tablet.device_id}")).status_code == 200
+    assert [i for i in await kept() if i <= latest] == []
     # What waits is in the member's own file: nothing of it in the registry or its WAL.
     database = setup.host.settings.data_dir / "database"
     for name in ("system.db", "system.db-wal"):
