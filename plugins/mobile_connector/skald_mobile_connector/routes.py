@@ -234,14 +234,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @returns(ERROR, 429)
     async def pair() -> Any:
         """Trade a pairing code for this device's token (shown once). Five wrong codes
-        in an hour from one address lock that address out."""
+        aimed at one member's code burn that code (they show a new one); more than
+        thirty wrong codes a minute from anyone → 429 for the rest of that minute."""
         current = service()
         if current is None:
             return fail("err_not_running", 503)
         data = await body()
         locale = request.args.get("locale")
         try:
-            owner = current.codes.redeem(data.get("code"), request.remote_addr or "?")
+            owner = current.codes.redeem(data.get("code"))
         except PairingError as exc:
             return {"error": t(exc.key, locale), "code": exc.key.removeprefix("err_")}, exc.status
         label = {"name": str(data.get("name") or "Phone")[:80], "platform": str(data.get("platform") or "")[:40]}

@@ -23,7 +23,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "err_no_device": "No such device.",
         "err_code": "That code is not right. Show a new code on the Mobile app page and try again.",
         "err_expired": "That code has expired. Show a new code on the Mobile app page.",
-        "err_too_many": "Too many wrong codes. Wait an hour, then try again.",
+        "err_too_many": "Too many wrong codes right now. Wait a minute, then try again.",
         "err_push_endpoint": "This push service is not allowed.",
         # the member's page in the browser
         "page_title": "Mobile app",
@@ -91,7 +91,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "err_no_device": "Dieses Gerät gibt es nicht.",
         "err_code": "Der Code stimmt nicht. Lass dir auf der Seite „Mobile App“ einen neuen zeigen und versuch es noch einmal.",
         "err_expired": "Der Code ist abgelaufen. Lass dir auf der Seite „Mobile App“ einen neuen zeigen.",
-        "err_too_many": "Zu viele falsche Codes. Warte eine Stunde und versuch es dann noch einmal.",
+        "err_too_many": "Gerade zu viele falsche Codes. Warte eine Minute und versuch es dann noch einmal.",
         "err_push_endpoint": "Dieser Push-Dienst ist nicht erlaubt.",
         "page_title": "Mobile App",
         "page_intro": "Koppel dein Handy: Öffne die App auf dem Handy und scanne den Code oder tippe dort den kurzen Code ein.",
