@@ -226,3 +226,20 @@ async def test_a_message_sent_while_locked_is_sealed_and_delivered_once_at_login
     assert await setup.host.core.channels.inbox.deliver_sealed(alice_id) == 0
     again = (await phone.get(f"{BASE}/conversations/{conversation}")).json()
     assert [m["content"] for m in again["messages"]].count(canary) == 1
+
+
+async def test_the_outbox_is_bounded_even_when_a_phone_never_acknowledges(setup, monkeypatch):
+    from skald_mobile_connector import service as service_module
+
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)  # a phone that never acknowledges anything
+    alice_id = (await phone.get(f"{BASE}/me")).json()["member"]["id"]
+    for n in range(5):
+        await setup.service.deliver(alice_id, ChannelEvent(kind="notification", text=f"note {n}"))
+    plugin_api = setup.host.core.host_api("mobile-connector")
+    assert len(await plugin_api.member_events(alice_id, limit=1000)) == 5
+    monkeypatch.setattr(service_module, "OUTBOX_MAX_PER_MEMBER", 3)
+    assert await setup.service.prune(alice_id) == 2
+    assert [e["data"]["text"] for e in await plugin_api.member_events(alice_id, limit=1000)] == ["note 2", "note 3", "note 4"]
+    # What the phone reads is what is left, oldest first.
+    assert [n["text"] for n in (await phone.get(f"{BASE}/notifications")).json()["notifications"]] == ["note 2", "note 3", "note 4"]
