@@ -450,7 +450,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return {"error": "after must be a whole number", "code": "bad_cursor"}, 400
 
         async def work() -> Any:
-            device = caller.device_id or "browser"
+            device = caller.device_id or f"browser:{caller.id}"
             current = service()
             waiting = await current.waiting(caller.id, device, int(after) if after is not None else None)
             return {"notifications": waiting, "cursor": await current.cursor(device)}
@@ -468,7 +468,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         current = service()
         if current is None:
             return fail("err_not_running", 503)
-        return {"cursor": await current.acknowledge(caller.id, caller.device_id or "browser", int(data["cursor"]))}
+        return {"cursor": await current.acknowledge(caller.id, caller.device_id or f"browser:{caller.id}", int(data["cursor"]))}
 
     @blueprint.put("/push")
     @accepts(_obj({
@@ -541,7 +541,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     locked = True
                 except ChannelRequestError:
                     return
-                hello = {"kind": "hello", "locked": locked, "cursor": await current.cursor(device or "browser")}
+                hello = {"kind": "hello", "locked": locked, "cursor": await current.cursor(device or f"browser:{who}")}
                 yield f"data: {dumps(hello)}\n\n".encode()
                 while True:
                     try:

@@ -243,3 +243,10 @@ async def test_the_outbox_is_bounded_even_when_a_phone_never_acknowledges(setup,
     assert [e["data"]["text"] for e in await plugin_api.member_events(alice_id, limit=1000)] == ["note 2", "note 3", "note 4"]
     # What the phone reads is what is left, oldest first.
     assert [n["text"] for n in (await phone.get(f"{BASE}/notifications")).json()["notifications"]] == ["note 2", "note 3", "note 4"]
+
+
+async def test_a_browser_sessions_outbox_cursor_is_its_members_own(setup):
+    alice = await setup.host.member("alice")
+    bob = await setup.host.member("bob")
+    assert (await bob.post(f"{BASE}/notifications/ack", json={"cursor": 999})).json() == {"cursor": 999}
+    assert (await alice.get(f"{BASE}/notifications")).json()["cursor"] == 0  # Bob's reading is not hers
