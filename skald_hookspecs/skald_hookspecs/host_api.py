@@ -228,6 +228,23 @@ class HostApi(Protocol):
         """This plugin's events of the member with an id above ``after``, oldest first:
         ``{"id", "kind", "data", "created_at"}``. Since 1.2."""
 
+    async def prune_member_events(
+        self,
+        member_id: str,
+        *,
+        kind: str | None = None,
+        through_id: int | None = None,
+        before: str | None = None,
+        keep_last: int | None = None,
+    ) -> int:
+        """Delete this plugin's events of the member (never another plugin's), of
+        ``kind`` only when given, that match any of: an id up to ``through_id``
+        (what every reader has acknowledged), ``created_at`` before ``before`` (an
+        ISO-8601 UTC time such as ``2026-01-31T00:00:00Z``: an age bound), or not among
+        the newest ``keep_last`` (a count bound). At least one of the three is
+        required. One transaction; returns how many were deleted. Raises
+        ``MemberLocked`` while the member's file is closed. Since 1.3."""
+
     async def notify_member(self, member_id: str, text: str) -> bool:
         """Tell a member something now, from background work: on the web (a notice in
         the open page) and on their home source when that is a channel (Telegram,

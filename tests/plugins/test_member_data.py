@@ -114,3 +114,41 @@ async def test_member_data_is_refused_while_locked_and_for_bad_input(skald):
         await api.append_member_event(alice_id, "x", {})
     with pytest.raises(MemberLocked):
         await api.member_secret_set("no-such-member", "x", "y")
+
+
+async def test_prune_member_events_deletes_only_the_calling_plugins_events(skald):
+    probe, other = LifecycleProbe("lifeprobe"), LifecycleProbe("otherprobe")
+    host = await skald.start(plugins=[probe, other], enable=["lifeprobe", "otherprobe"])
+    await host.member("alice")
+    alice_id = (await host.core.users.find("alice")).id
+    api, other_api = host.core.host_api("lifeprobe"), host.core.host_api("otherprobe")
+    mine = [await api.append_member_event(alice_id, "outbox" if n % 2 == 0 else "log", {"n": n}) for n in range(6)]
+    theirs = [await other_api.append_member_event(alice_id, "outbox", {"n": n}) for n in range(3)]
+
+    async def ids(which: Any) -> list[int]:
+        return [e["id"] for e in await which.member_events(alice_id, limit=1000)]
+
+    # Another plugin pruning "everything up to my newest id" touches none of mine.
+    assert await other_api.prune_member_events(alice_id, through_id=max(mine + theirs)) == 3
+    assert await ids(api) == mine and await ids(other_api) == []
+
+    # By acknowledged id, one kind only: mine[0] and mine[2] are "outbox" events up to mine[3].
+    assert await api.prune_member_events(alice_id, kind="outbox", through_id=mine[3]) == 2
+    assert await ids(api) == [mine[1], mine[3], mine[4], mine[5]]
+    # A count bound: the newest two stay.
+    assert await api.prune_member_events(alice_id, keep_last=2) == 2
+    assert await ids(api) == [mine[4], mine[5]]
+    # An age bound: nothing is older than a day ago; everything is older than a minute ahead.
+    assert await api.prune_member_events(alice_id, before="2000-01-01T00:00:00Z") == 0
+    from datetime import datetime, timedelta, timezone
+
+    soon = (datetime.now(timezone.utc) + timedelta(minutes=1)).isoformat()
+    assert await api.prune_member_events(alice_id, before=soon) == 2
+    assert await ids(api) == []
+
+    for bad in ({}, {"through_id": -1}, {"keep_last": "3"}, {"before": "yesterday"}, {"before": "2026-01-01T00:00:00"}, {"kind": "", "through_id": 1}):
+        with pytest.raises(ValueError):
+            await api.prune_member_events(alice_id, **bad)
+    await host.core.users.lock(alice_id)
+    with pytest.raises(MemberLocked):
+        await api.prune_member_events(alice_id, through_id=1)

@@ -8,7 +8,8 @@ gate (a session or one of this plugin's device tokens; 404 while the plugin is d
 - The mobile API (a device token, or a session): conversations, send, the event
   stream, approve, stop, upload, the outbox and the push subscription.
 
-A locked member's phone gets 423 with ``code: "locked"`` and words that say so.
+A locked member's phone gets 423 with ``code: "locked"`` and words that say so, except
+when it sends a message: that is sealed for their next login (202, ``status: "sealed"``).
 """
 
 from __future__ import annotations
@@ -233,14 +234,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @returns(ERROR, 429)
     async def pair() -> Any:
         """Trade a pairing code for this device's token (shown once). Five wrong codes
-        in an hour from one address lock that address out."""
+        aimed at one member's code burn that code (they show a new one); more than
+        thirty wrong codes a minute from anyone → 429 for the rest of that minute."""
         current = service()
         if current is None:
             return fail("err_not_running", 503)
         data = await body()
         locale = request.args.get("locale")
         try:
-            owner = current.codes.redeem(data.get("code"), request.remote_addr or "?")
+            owner = current.codes.redeem(data.get("code"))
         except PairingError as exc:
             return {"error": t(exc.key, locale), "code": exc.key.removeprefix("err_")}, exc.status
         label = {"name": str(data.get("name") or "Phone")[:80], "platform": str(data.get("platform") or "")[:40]}
@@ -315,22 +317,36 @@ def build_blueprint(host: HostApi) -> Blueprint:
         "attachments": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
         "idempotency_key": {"type": "string", "minLength": 8, "maxLength": 128},
     }, ("text",)))
-    @returns(_obj({"status": TEXT, "conversation_id": TEXT, "reason": TEXT}), 202)
-    @returns(ERROR, 423)
+    @returns(_obj({"status": {"enum": ["accepted", "sealed"]}, "conversation_id": TEXT, "reason": TEXT, "notice": TEXT, "lock_reason": TEXT}), 202)
+    @returns(ERROR, 400)
     async def send(conversation_id: str) -> Any:
         """Send a message into a conversation; the answer arrives on ``GET /stream``.
-        The same ``idempotency_key`` twice stores it once."""
+        The same ``idempotency_key`` twice stores it once. While the member is locked the
+        message is accepted ``sealed`` (``notice`` says so in their language): it waits
+        sealed to them and is delivered once, at their next login on the web, into this
+        app's current conversation."""
         data = await body()
 
         async def work() -> Any:
             who = member_id()
-            await host.use_conversation(who, conversation_id)
+            try:
+                await host.use_conversation(who, conversation_id)
+            except MemberLocked:
+                # Her file is closed, so the conversation cannot be checked or chosen
+                # now: the host seals the message to her (nothing of it in clear in the
+                # registry) and delivers it once, at her next login, into this app's
+                # current conversation (the one the phone last sent into).
+                pass
             delivery = await host.send_message(
                 who, data["text"], attachments=tuple(data.get("attachments") or ()), idempotency_key=data.get("idempotency_key")
             )
             if delivery.status == "refused":
                 return {"error": delivery.reason, "code": "refused"}, 400
-            return {"status": delivery.status, "conversation_id": delivery.conversation_id or conversation_id, "reason": delivery.reason}, 202
+            answer = {"status": delivery.status, "conversation_id": delivery.conversation_id or conversation_id, "reason": delivery.reason}
+            if delivery.status == "sealed":
+                answer["notice"] = t("sealed_notice", caller_locale())
+                answer["lock_reason"] = delivery.lock_reason
+            return answer, 202
 
         return await guarded(work())
 
@@ -434,7 +450,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return {"error": "after must be a whole number", "code": "bad_cursor"}, 400
 
         async def work() -> Any:
-            device = caller.device_id or "browser"
+            device = caller.device_id or f"browser:{caller.id}"
             current = service()
             waiting = await current.waiting(caller.id, device, int(after) if after is not None else None)
             return {"notifications": waiting, "cursor": await current.cursor(device)}
@@ -452,7 +468,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         current = service()
         if current is None:
             return fail("err_not_running", 503)
-        return {"cursor": await current.acknowledge(caller.device_id or "browser", int(data["cursor"]))}
+        return {"cursor": await current.acknowledge(caller.id, caller.device_id or f"browser:{caller.id}", int(data["cursor"]))}
 
     @blueprint.put("/push")
     @accepts(_obj({
@@ -525,7 +541,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     locked = True
                 except ChannelRequestError:
                     return
-                hello = {"kind": "hello", "locked": locked, "cursor": await current.cursor(device or "browser")}
+                hello = {"kind": "hello", "locked": locked, "cursor": await current.cursor(device or f"browser:{who}")}
                 yield f"data: {dumps(hello)}\n\n".encode()
                 while True:
                     try:

@@ -1,12 +1,16 @@
 """The running connector: pairing codes, live streams, the per-device outbox and Web Push.
 
 - Pairing codes live in RAM only (a code is worth 10 minutes; a restart simply means
-  "show a new code"), keyed by their SHA-256, single use, and an address that guesses
-  wrong ``MAX_FAILURES`` times in an hour is refused before its code is looked at
-  (check A6).
+  "show a new code"), single use, their secret kept as a SHA-256. A code names its
+  pairing session, so wrong guesses count against the one member's code they aim at
+  (``MAX_FAILURES`` burn it) rather than against an address (behind a reverse proxy
+  every phone has the proxy's, and one guesser would lock everyone out); a global
+  limit a minute slows guessing at large (check A6).
 - The outbox is the member's own plugin event log (``HostApi.append_member_event``: in
   their encrypted file, never in the registry); each device keeps its own acknowledged
-  cursor over it, so a phone that slept gets what it missed and nothing twice.
+  cursor over it, so a phone that slept gets what it missed and nothing twice. What
+  every paired device acknowledged is deleted (``HostApi.prune_member_events``), and
+  the outbox is bounded by age and count whatever the acknowledgements say.
 - Web Push carries no content: a push service learns only that something is new.
 """
 
@@ -14,13 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import ipaddress
 import json
 import logging
 import secrets
 import time
+from collections import deque
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Mapping
 from urllib.parse import urlsplit
 
@@ -28,14 +34,30 @@ from skald_hookspecs import ChannelEvent, HostApi, MemberLocked
 
 log = logging.getLogger(__name__)
 
-CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32: 8 symbols carry 40 bits
-CODE_LENGTH = 8
+CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32: 5 bits a symbol
+#: A code is ``SSSS-XXXX-XXXX``: four symbols name the pairing session (20 bits, so the
+#: host knows which member's code a wrong guess was aimed at), eight are its secret
+#: (40 bits), compared in constant time.
+SESSION_LENGTH = 4
+SECRET_LENGTH = 8
 CODE_TTL_SECONDS = 600.0
+#: Wrong secrets against one pairing session burn its code: the member shows a new one.
 MAX_FAILURES = 5
-FAILURE_WINDOW_SECONDS = 3600.0
+#: Wrong codes from anyone, anywhere: past this many in a minute, ``/pair`` answers 429
+#: until the minute has passed. Not per address (behind a reverse proxy every phone
+#: shares the proxy's), and never for long: a guesser stalls pairing for a minute at most.
+GLOBAL_FAILURES = 30
+GLOBAL_WINDOW_SECONDS = 60.0
 #: What waits in the outbox for a phone that is not looking.
 OUTBOX_KINDS = frozenset({"approval", "notification", "answer"})
 OUTBOX_EVENT = "outbox"
+#: The outbox is pruned: what every paired device acknowledged goes, and whatever the
+#: acknowledgements say, nothing older than this and no more than this many per member
+#: (a phone that was lost and never unlinked cannot make it grow for ever).
+OUTBOX_MAX_AGE_DAYS = 30
+OUTBOX_MAX_PER_MEMBER = 1000
+#: Besides after each acknowledgement, the bounds are applied every this many appends.
+OUTBOX_PRUNE_EVERY = 50
 STREAM_QUEUE = 256
 #: The whole Web Push payload: nothing a push service could read beyond "something is new".
 PUSH_PAYLOAD = b'{"t":"new"}'
@@ -56,35 +78,66 @@ def normalise_code(code: Any) -> str:
     return text.replace("O", "0").replace("I", "1").replace("L", "1")
 
 
-def _digest(code: str) -> str:
-    return hashlib.sha256(f"skald-mobile-pairing\n{code}".encode()).hexdigest()
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(f"skald-mobile-pairing\n{secret}".encode()).digest()
+
+
+@dataclass
+class _Pairing:
+    member_id: str
+    digest: bytes
+    expires: float
+    failures: int = 0
 
 
 class PairingCodes:
+    """Codes in RAM, one live code per member. A wrong secret counts against the pairing
+    session it names (``MAX_FAILURES`` burn that code, whoever sent them); a code naming
+    no live session counts only towards the global limit (``GLOBAL_FAILURES`` a minute)."""
+
     def __init__(self, clock: Any = time.monotonic) -> None:
         self._clock = clock
-        self._codes: dict[str, tuple[str, float]] = {}
-        self._failures: dict[str, list[float]] = {}
+        self._sessions: dict[str, _Pairing] = {}
+        self._failures: deque[float] = deque()
 
     def create(self, member_id: str) -> tuple[str, float]:
         """A fresh code for the member; an earlier unused one of theirs stops working."""
         now = self._clock()
-        self._codes = {d: v for d, v in self._codes.items() if v[0] != member_id and v[1] > now}
-        code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-        self._codes[_digest(code)] = (member_id, now + CODE_TTL_SECONDS)
-        return f"{code[:4]}-{code[4:]}", CODE_TTL_SECONDS
+        self._sessions = {k: v for k, v in self._sessions.items() if v.member_id != member_id and v.expires > now}
+        while True:
+            session = "".join(secrets.choice(CODE_ALPHABET) for _ in range(SESSION_LENGTH))
+            if session not in self._sessions:
+                break
+        secret = "".join(secrets.choice(CODE_ALPHABET) for _ in range(SECRET_LENGTH))
+        self._sessions[session] = _Pairing(member_id, _digest(secret), now + CODE_TTL_SECONDS)
+        return f"{session}-{secret[:4]}-{secret[4:]}", CODE_TTL_SECONDS
 
-    def redeem(self, code: Any, address: str) -> str:
+    def _fail(self, now: float) -> None:
+        self._failures.append(now)
+
+    def redeem(self, code: Any) -> str:
         now = self._clock()
-        recent = [t for t in self._failures.get(address, []) if now - t < FAILURE_WINDOW_SECONDS]
-        self._failures[address] = recent
-        if len(recent) >= MAX_FAILURES:
+        while self._failures and now - self._failures[0] >= GLOBAL_WINDOW_SECONDS:
+            self._failures.popleft()
+        if len(self._failures) >= GLOBAL_FAILURES:
             raise PairingError("err_too_many", 429)
-        found = self._codes.pop(_digest(normalise_code(code)), None)  # single use, right or expired
-        if found is None or found[1] <= now:
-            recent.append(now)
-            raise PairingError("err_code" if found is None else "err_expired", 400)
-        return found[0]
+        text = normalise_code(code)
+        session, secret = text[:SESSION_LENGTH], text[SESSION_LENGTH:]
+        pairing = self._sessions.get(session) if len(text) == SESSION_LENGTH + SECRET_LENGTH else None
+        if pairing is None:
+            self._fail(now)
+            raise PairingError("err_code", 400)
+        if pairing.expires <= now:
+            del self._sessions[session]
+            raise PairingError("err_expired", 400)
+        if not hmac.compare_digest(pairing.digest, _digest(secret)):
+            self._fail(now)
+            pairing.failures += 1
+            if pairing.failures >= MAX_FAILURES:
+                del self._sessions[session]  # burnt: guessing at it is over
+            raise PairingError("err_code", 400)
+        del self._sessions[session]  # single use
+        return pairing.member_id
 
 
 def event_payload(event: ChannelEvent) -> dict[str, Any]:
@@ -179,6 +232,8 @@ class MobileService:
                 log.warning("member %s is locked: a %s event could not be kept for their phone", member_id, event.kind)
             else:
                 self._spawn(self.push(member_id))
+                if payload["cursor"] % OUTBOX_PRUNE_EVERY == 0:
+                    self._spawn(self.prune(member_id))
         self._fan_out(member_id, payload)
 
     def _spawn(self, work: Any) -> None:
@@ -197,12 +252,33 @@ class MobileService:
         events = await self.host.member_events(member_id, after=start, limit=limit)
         return [{"cursor": e["id"], "created_at": e["created_at"], **e["data"]} for e in events if e["kind"] == OUTBOX_EVENT]
 
-    async def acknowledge(self, device_id: str, cursor: int) -> int:
+    async def acknowledge(self, member_id: str, device_id: str, cursor: int) -> int:
         current = await self.cursor(device_id)
         if cursor > current:
             await self.host.kv_set(f"cursor:{device_id}", cursor)
+            try:
+                await self.prune(member_id)
+            except MemberLocked:
+                pass  # pruned at a later acknowledgement
             return cursor
         return current
+
+    async def prune(self, member_id: str) -> int:
+        """Delete from the member's outbox what every paired device acknowledged, what
+        is older than ``OUTBOX_MAX_AGE_DAYS`` and what lies beyond the newest
+        ``OUTBOX_MAX_PER_MEMBER`` (one transaction in their file); how many went."""
+        from datetime import datetime, timedelta, timezone
+
+        devices = await self.host.device_tokens(member_id)
+        cursors = [await self.cursor(device["id"]) for device in devices]
+        oldest = (datetime.now(timezone.utc) - timedelta(days=OUTBOX_MAX_AGE_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return await self.host.prune_member_events(
+            member_id,
+            kind=OUTBOX_EVENT,
+            through_id=min(cursors) if cursors else None,  # no phone: only the bounds
+            before=oldest,
+            keep_last=OUTBOX_MAX_PER_MEMBER,
+        )
 
     async def start_cursor(self, member_id: str, device_id: str) -> None:
         """A new phone starts after what already happened (it is not the member's inbox
@@ -222,6 +298,7 @@ class MobileService:
         await self.host.kv_set(f"cursor:{device_id}", None)
         try:
             await self.set_subscription(member_id, device_id, None)
+            await self.prune(member_id)  # what only this phone had not acknowledged
         except MemberLocked:
             pass  # it stays in their file, unused: pushes go only to live devices
 

@@ -142,3 +142,44 @@ async def test_the_phone_app_pairs_chats_approves_stops_works_offline_and_is_ref
     finally:
         await context.close()
     assert problems == []
+
+
+async def test_a_locked_member_can_still_write_and_the_app_says_when_it_arrives(setup, browser):
+    alice = await setup.host.member("alice", display_name="Alice")
+    context = await browser.new_context(base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale="en-US")
+    problems: list[str] = []
+    page = await context.new_page()
+    page.set_default_timeout(10_000)
+    page.on("pageerror", lambda error: problems.append(f"error: {error}"))
+    page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text or "Refused to" in m.text else None)
+    try:
+        await page.goto(f"{BASE}/app/")
+        await page.fill("input[name=code]", await pairing_code(alice))
+        await page.tap("button[type=submit]")
+        setup.model.script(MODEL, [Reply("Hello there.")])
+        await page.tap("text=New chat")
+        await page.fill("textarea[name=text]", "hello")
+        await page.tap("button:has-text('Send')")
+        await page.wait_for_selector("text=Hello there.")
+        conversation = await page.evaluate("JSON.parse(localStorage.getItem('skald.mobile.cache')).last")
+
+        assert (await alice.post("/api/auth/logout")).status_code == 200  # her file closes
+        await page.goto(f"{BASE}/app/#list")
+        await page.wait_for_selector(".locked >> text=Log in to Skald on the web")
+        setup.model.script(MODEL, [Reply("Welcome back; I read it.")])
+        await page.fill("textarea[name=text]", "canary-91c4 from a locked phone")
+        await page.tap("button:has-text('Send')")
+        await page.wait_for_selector(".sealed >> text=will be delivered when you next sign in on the web")
+        await page.wait_for_selector(".message >> text=canary-91c4 from a locked phone")
+
+        assert (await alice.login("alice", "member password for tests")).status_code == 200
+        for _ in range(300):
+            messages = (await alice.get(f"{BASE}/conversations/{conversation}")).json()["messages"]
+            if any(m["role"] == "assistant" and m["content"] == "Welcome back; I read it." for m in messages):
+                break
+            await asyncio.sleep(0.05)
+        assert [m["content"] for m in messages if m["role"] == "user"] == ["hello", "canary-91c4 from a locked phone"]
+        assert messages[-1]["content"] == "Welcome back; I read it."
+    finally:
+        await context.close()
+    assert problems == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 
+from skald_hookspecs import ChannelEvent
 from skald_host.testing import Hang, Reply, ToolCall
 from mobile_support import BASE, MODEL, EventStream, paired_device, project_with_a_file
 
@@ -106,6 +107,23 @@ async def test_outbox_is_per_device_and_acknowledged_by_cursor(setup):
     assert [n["text"] for n in (await tablet.get(f"{BASE}/notifications")).json()["notifications"] if n["kind"] == "notification"] == ["The laundry is done."]
     # A cursor never goes back.
     assert (await phone.post(f"{BASE}/notifications/ack", json={"cursor": 0})).json() == {"cursor": note["cursor"]}
+    # Pruned once every paired device acknowledged it, not before.
+    alice_id = (await phone.get(f"{BASE}/me")).json()["member"]["id"]
+    plugin_api = setup.host.core.host_api("mobile-connector")
+
+    async def kept() -> list[int]:
+        return [e["id"] for e in await plugin_api.member_events(alice_id, limit=1000)]
+
+    assert note["cursor"] in await kept()
+    assert (await tablet.post(f"{BASE}/notifications/ack", json={"cursor": note["cursor"]})).status_code == 200
+    assert note["cursor"] not in await kept() and all(i > note["cursor"] for i in await kept())
+    await setup.service.deliver(alice_id, ChannelEvent(kind="notification", text="The dryer too."))
+    latest = max(await kept())
+    await phone.post(f"{BASE}/notifications/ack", json={"cursor": latest})
+    assert latest in await kept()  # the tablet has not read it yet
+    # Unlinking the tablet leaves the phone as the only reader: what it read goes.
+    assert (await alice.delete(f"{BASE}/devices/{tablet.device_id}")).status_code == 200
+    assert [i for i in await kept() if i <= latest] == []
     # What waits is in the member's own file: nothing of it in the registry or its WAL.
     database = setup.host.settings.data_dir / "database"
     for name in ("system.db", "system.db-wal"):
@@ -173,3 +191,62 @@ async def test_projects_are_readable_from_the_phone_and_nothing_outside_them(set
     assert (await phone.get(f"{BASE}/projects/{project_id}/file", params={"path": "plans"})).status_code == 404
     assert (await alice.post("/api/auth/logout")).status_code == 200
     assert (await phone.get(f"{BASE}/projects")).status_code == 423
+
+
+async def test_a_message_sent_while_locked_is_sealed_and_delivered_once_at_login(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    alice_id = (await phone.get(f"{BASE}/me")).json()["member"]["id"]
+    conversation = await _new_conversation(phone)  # the app's current conversation from now on
+    assert (await alice.post("/api/auth/logout")).status_code == 200  # her file closes
+    canary = "canary-3b7f written on the phone while locked"
+    setup.model.script(MODEL, [Reply("Read it after your login.")])
+    for _ in range(2):  # a retry with the same key is sealed once
+        sent = await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": canary, "idempotency_key": "phone-locked-0001"})
+        assert sent.status_code == 202, sent.text
+        assert sent.json()["status"] == "sealed" and "next sign in on the web" in sent.json()["notice"]
+    registry = setup.host.core.registry
+    waiting = await registry.run(lambda c: c.execute("SELECT count(*) FROM sealed_messages WHERE member_id = ?", (alice_id,)).fetchone()[0])
+    assert waiting == 1
+    # Nothing of the words in the registry's files, in clear.
+    files = list(setup.host.settings.database_dir.rglob("system.db*"))
+    assert files and all(b"canary-3b7f" not in path.read_bytes() for path in files)
+    # Still locked: reading is refused, so the message is not yet anywhere readable.
+    assert (await phone.get(f"{BASE}/conversations/{conversation}")).status_code == 423
+
+    assert (await alice.login("alice", "member password for tests")).status_code == 200
+    for _ in range(300):
+        read = (await phone.get(f"{BASE}/conversations/{conversation}")).json()
+        if any(m["role"] == "assistant" and m["content"] for m in read["messages"]):
+            break
+        await asyncio.sleep(0.05)
+    assert [(m["role"], m["content"]) for m in read["messages"]] == [("user", canary), ("assistant", "Read it after your login.")]
+    assert await registry.run(lambda c: c.execute("SELECT count(*) FROM sealed_messages").fetchone()[0]) == 0
+    # A later unlock delivers nothing again.
+    assert await setup.host.core.channels.inbox.deliver_sealed(alice_id) == 0
+    again = (await phone.get(f"{BASE}/conversations/{conversation}")).json()
+    assert [m["content"] for m in again["messages"]].count(canary) == 1
+
+
+async def test_the_outbox_is_bounded_even_when_a_phone_never_acknowledges(setup, monkeypatch):
+    from skald_mobile_connector import service as service_module
+
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)  # a phone that never acknowledges anything
+    alice_id = (await phone.get(f"{BASE}/me")).json()["member"]["id"]
+    for n in range(5):
+        await setup.service.deliver(alice_id, ChannelEvent(kind="notification", text=f"note {n}"))
+    plugin_api = setup.host.core.host_api("mobile-connector")
+    assert len(await plugin_api.member_events(alice_id, limit=1000)) == 5
+    monkeypatch.setattr(service_module, "OUTBOX_MAX_PER_MEMBER", 3)
+    assert await setup.service.prune(alice_id) == 2
+    assert [e["data"]["text"] for e in await plugin_api.member_events(alice_id, limit=1000)] == ["note 2", "note 3", "note 4"]
+    # What the phone reads is what is left, oldest first.
+    assert [n["text"] for n in (await phone.get(f"{BASE}/notifications")).json()["notifications"]] == ["note 2", "note 3", "note 4"]
+
+
+async def test_a_browser_sessions_outbox_cursor_is_its_members_own(setup):
+    alice = await setup.host.member("alice")
+    bob = await setup.host.member("bob")
+    assert (await bob.post(f"{BASE}/notifications/ack", json={"cursor": 999})).json() == {"cursor": 999}
+    assert (await alice.get(f"{BASE}/notifications")).json()["cursor"] == 0  # Bob's reading is not hers

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import logging
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.channels import Delivery, MemberLocked
@@ -354,6 +355,49 @@ class PluginHostApi:
             ).fetchall()
         )
         return [{"id": r[0], "kind": r[1], "data": json.loads(r[2]), "created_at": r[3]} for r in rows]
+
+    async def prune_member_events(
+        self,
+        member_id: str,
+        *,
+        kind: str | None = None,
+        through_id: int | None = None,
+        before: str | None = None,
+        keep_last: int | None = None,
+    ) -> int:
+        if kind is not None:
+            _check_text(kind, "kind", MAX_EVENT_KIND)
+        for name, value in (("through_id", through_id), ("keep_last", keep_last)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be a whole number of at least 0")
+        if before is not None:
+            try:
+                moment = datetime.fromisoformat(before.replace("Z", "+00:00")) if isinstance(before, str) else None
+            except ValueError:
+                moment = None
+            if moment is None or moment.tzinfo is None:
+                raise ValueError("before must be an ISO-8601 time with its zone, such as 2026-01-31T00:00:00Z")
+            # created_at is stored as UTC text ('%Y-%m-%dT%H:%M:%fZ'): compare like with like.
+            before = moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        if through_id is None and before is None and keep_last is None:
+            raise ValueError("say what to prune: through_id, before or keep_last")
+        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        scope, params = "plugin_id = ?", [plugin_id]
+        if kind is not None:
+            scope += " AND kind = ?"
+            params.append(kind)
+        matches, match_params = [], []
+        if through_id is not None:
+            matches.append("id <= ?")
+            match_params.append(through_id)
+        if before is not None:
+            matches.append("created_at < ?")
+            match_params.append(before)
+        if keep_last is not None:
+            matches.append(f"id NOT IN (SELECT id FROM plugin_events WHERE {scope} ORDER BY id DESC LIMIT ?)")
+            match_params += [*params, keep_last]
+        sql = f"DELETE FROM plugin_events WHERE {scope} AND ({' OR '.join(matches)})"
+        return await db.transaction(lambda c: c.execute(sql, (*params, *match_params)).rowcount)
 
     def unlocked_members(self) -> list[str]:
         return list(self._core.users.unlocked_ids)

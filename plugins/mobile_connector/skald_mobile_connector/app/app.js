@@ -166,9 +166,30 @@ function platform() {
   return "web";
 }
 
+// Locked: nothing can be read, but a message can still be written. The server seals it
+// to the member and delivers it once, at their next login on the web, into this app's
+// conversation the phone last sent into (so that is where it is addressed).
 function lockedScreen(message) {
   screen(t("locked_title"));
-  view.replaceChildren(el("div", { class: "locked", role: "alert" }, el("p", { text: message })));
+  const text = el("textarea", { name: "text", rows: 2, placeholder: t("placeholder"), "aria-label": t("placeholder") });
+  const sent = el("div", { class: "messages", id: "messages" });
+  const composer = el("form", { class: "composer" }, text, el("button", { type: "submit", class: "btn primary", text: t("send") }));
+  composer.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const content = text.value.trim();
+    if (!content) return;
+    const target = cache().last || "current";
+    try {
+      const answer = await call("POST", `/conversations/${encodeURIComponent(target)}/messages`, { text: content, idempotency_key: `m-${crypto.randomUUID()}` });
+      text.value = "";
+      sent.append(messageNode({ role: "user", content }));
+      if (answer.status === "sealed") sent.append(el("p", { class: "muted sealed", role: "status", text: answer.notice || t("sealed_notice") }));
+      else route(); // unlocked meanwhile: it went straight in
+    } catch (error) {
+      handle(error);
+    }
+  });
+  view.replaceChildren(el("div", { class: "locked", role: "alert" }, el("p", { text: message }), el("p", { class: "muted", text: t("locked_write") })), sent, composer);
 }
 
 function refusedScreen() {
@@ -334,6 +355,7 @@ function approvalNode(approval) {
 
 async function chatScreen(id) {
   screen(t("app_title"), { backTo: "#list" });
+  remember((stored) => (stored.last = id));
   const messagesBox = el("div", { class: "messages", id: "messages" });
   const typing = el("p", { class: "typing", text: t("typing"), hidden: true });
   const text = el("textarea", { name: "text", rows: 1, placeholder: t("placeholder"), "aria-label": t("placeholder") });
