@@ -67,7 +67,7 @@ import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from skald_host.testing.model_server import RecordedRequest, Reply, ScriptedModelServer, ToolCall
 
@@ -590,9 +590,10 @@ class Helper:
         return out
 
 
-def helper_main() -> None:
+def helper_main(measure: Callable[[Helper, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None) -> None:
     """The helper process: prints the model server's URL, reads the plan (one JSON line),
-    measures, prints the results (one JSON line), and serves until stdin closes."""
+    measures (``Helper.run``, or ``measure``: bench/tts.py's relay under speech), prints
+    the results (one JSON line), and serves until stdin closes."""
 
     async def serve() -> None:
         model = await ModelProcess.start()
@@ -602,7 +603,7 @@ def helper_main() -> None:
             plan = json.loads(await loop.run_in_executor(None, sys.stdin.readline))
             helper = Helper(model)
             try:
-                results = await helper.run(plan)
+                results = await (measure(helper, plan) if measure else helper.run(plan))
             except Exception:  # noqa: BLE001 - the parent waits for one line: a failure must be that line
                 results = {"failed": traceback.format_exc()}
             await helper.sdk.close()
@@ -617,15 +618,20 @@ def helper_main() -> None:
 # -- the host process --------------------------------------------------------------------------
 
 
+async def configure_model(admin: Any, model_url: str) -> None:
+    """The scripted model server as the host's one model (bench/tts.py uses it too)."""
+    response = await admin.post("/api/admin/models/providers", json={"name": "scripted", "base_url": model_url, "api_key": "x"})
+    assert response.status_code == 201, response.text
+    response = await admin.post("/api/admin/models/entries", json={"provider_id": response.json()["id"], "model": MODEL})
+    assert response.status_code == 201, response.text
+
+
 async def _prepare(host: RunningHost, model_url: str) -> dict[str, Any]:
     """Model configured, members logged in, conversations (and histories) written."""
     from skald_host.core.agent.store import ConversationStore
 
     admin = await host.admin()
-    response = await admin.post("/api/admin/models/providers", json={"name": "scripted", "base_url": model_url, "api_key": "x"})
-    assert response.status_code == 201, response.text
-    response = await admin.post("/api/admin/models/entries", json={"provider_id": response.json()["id"], "model": MODEL})
-    assert response.status_code == 201, response.text
+    await configure_model(admin, model_url)
 
     async def member(name: str) -> Any:
         response = await admin.post("/api/admin/members", json={"username": name, "password": PASSWORD})

@@ -4,13 +4,14 @@ languages, German included, wherever Debian's ``espeak-ng`` package is installed
 the lowest: the host takes it for the languages no better engine speaks.
 
 Each synthesis is one ``espeak-ng`` process (the text on its stdin, never on its command
-line, so no text is ever read as an option or shows in ``ps``); the event loop only
-waits for it.
+line, so no text is ever read as an option or shows in ``ps``), at a lowered priority;
+the event loop only waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 from typing import Callable
@@ -20,6 +21,9 @@ from skald_hookspecs.tts import TtsUnavailable, TtsVoice
 from skald_hookspecs.types import PluginInfo
 
 ENGINE = "espeak-ng"
+#: How much lower a synthesis process's priority is than the host's (nice, 0..19): on 2
+#: cores the event loop (the chat's token stream) goes first.
+NICE = 10
 #: Longest a single sentence may take before the process is killed.
 TIMEOUT_SECONDS = 30.0
 MISSING = "espeak-ng is not installed on this machine (Debian/Ubuntu: apt-get install espeak-ng)"
@@ -48,6 +52,15 @@ def parse_voices(listing: str) -> list[TtsVoice]:
         if language not in chosen or code == best:
             chosen[language] = (code, name)
     return [TtsVoice(code, (language,), f"{name} (espeak-ng)") for language, (code, name) in sorted(chosen.items())]
+
+
+def lower_priority(pid: int) -> None:
+    """Lower a just-started synthesis process's priority (its first milliseconds may run
+    at the host's). Where that is not allowed, it runs as it is."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, NICE)
+    except (OSError, AttributeError):
+        pass
 
 
 class EspeakEngine:
@@ -90,6 +103,7 @@ class EspeakEngine:
             self.binary, "-v", voice, "-b", "1", "--stdout",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
+        lower_priority(process.pid)
         try:
             out, err = await asyncio.wait_for(process.communicate(text.encode("utf-8")), TIMEOUT_SECONDS)
         except BaseException:

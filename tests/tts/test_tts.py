@@ -288,6 +288,31 @@ async def test_espeak_missing_is_a_clear_health_message():
         await engine.synthesize("Hallo.", "de", "de")
 
 
+@needs_espeak
+async def test_espeak_runs_below_the_hosts_priority(tmp_path):
+    """On 2 cores a synthesis must not take the CPU from the event loop (the chat's
+    token stream): each espeak-ng process runs ``NICE`` steps below the host. The real
+    espeak-ng, behind a wrapper that first writes down its own nice value."""
+    import os
+    import shutil
+
+    from skald_host.builtins.tts_espeak import NICE, EspeakEngine
+
+    seen = tmp_path / "nice"
+    wrapper = tmp_path / "espeak-ng"
+    wrapper.write_text(f'#!/bin/sh\nsleep 0.2\nnice >> "{seen}"\nexec {shutil.which("espeak-ng")} "$@"\n')
+    wrapper.chmod(0o755)
+    engine = EspeakEngine(binary=str(wrapper))
+    await asyncio.to_thread(engine.probe)
+    assert engine.health() is None
+    seen.write_text("")  # the probe's own runs (--version, --voices) are not syntheses
+    wav = await engine.synthesize("Hallo Welt.", "de", "de")
+    assert wav[:4] == b"RIFF"
+    host_nice = os.getpriority(os.PRIO_PROCESS, 0)
+    assert seen.read_text().split() == [str(min(19, host_nice + NICE))]
+    assert os.getpriority(os.PRIO_PROCESS, 0) == host_nice  # the host itself keeps its own
+
+
 # -- the pieces an engine gets, the instance defaults, the registration check ----------------
 
 

@@ -1,12 +1,20 @@
 """The Kokoro engine: numpy, onnxruntime and kokoro-onnx are imported at the first
-synthesis, in a worker thread, never at the plugin's import or on the event loop."""
+synthesis, in a worker thread, never at the plugin's import or on the event loop.
+
+The model is built and run on a thread of its own whose scheduling priority is lowered
+(``NICE``; on Linux a thread's nice value is its own, and the threads onnxruntime starts
+from it inherit it). On 2 cores a synthesis takes a whole core for seconds; at the same
+priority it competes with the event loop and the chat's token stream stalls behind it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import os
 import threading
 import wave
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from skald_hookspecs.tts import TtsUnavailable, TtsVoice
@@ -20,6 +28,17 @@ ESPEAK = {"en": "en-us", "es": "es", "fr": "fr-fr", "hi": "hi", "it": "it", "pt"
 #: Languages a voice reads besides its own. Japanese needs a Japanese phonemiser the
 #: plugin does not ship, so the Japanese voices of the bundled pack read English.
 SPOKEN = set(ESPEAK)
+#: How much lower the synthesis thread's priority is than the host's (nice, 0..19).
+NICE = 10
+
+
+def lower_priority() -> None:
+    """The synthesis thread's initializer: on Linux ``nice`` changes the calling thread
+    only. Where it may not (no permission, another system), the thread runs as it is."""
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
 
 
 def voice_languages(name: str) -> tuple[str, ...]:
@@ -41,6 +60,7 @@ class KokoroEngine:
         self._kokoro: Any = None
         self._loading = asyncio.Lock()
         self._run = threading.Lock()  # one synthesis at a time: espeak's phonemiser is not thread-safe
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="kokoro", initializer=lower_priority)
 
     def configure(self, paths: Paths | None, problem: str | None, threads: int | None = None) -> None:
         self.paths, self.problem, self._kokoro = paths, problem, None
@@ -66,7 +86,7 @@ class KokoroEngine:
         async with self._loading:
             if self._kokoro is None:
                 try:
-                    self._kokoro = await asyncio.to_thread(self._build)
+                    self._kokoro = await asyncio.get_running_loop().run_in_executor(self._worker, self._build)
                 except ModelError as exc:
                     self.problem = str(exc)
                     raise TtsUnavailable(self.problem) from None
@@ -106,7 +126,7 @@ class KokoroEngine:
         espeak = "en-gb" if language == "en" and voice.startswith("b") else ESPEAK.get(language)
         if espeak is None:
             raise TtsUnavailable(f"Kokoro does not speak {language!r}")
-        return await asyncio.to_thread(self._speak, kokoro, text, voice, espeak)
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self._speak, kokoro, text, voice, espeak)
 
     def _speak(self, kokoro: Any, text: str, voice: str, espeak: str) -> bytes:
         import numpy as np

@@ -9,7 +9,9 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -124,6 +126,34 @@ async def test_synthesis_leaves_the_event_loop_free():
     assert wav[:4] == b"RIFF"
     # Blocking the loop would leave the ticker at 0 or 1 tick however long it took.
     assert took < 0.2 or ticks >= 3, (took, ticks)
+
+
+def _nice_of(thread_id: int) -> int:
+    """A thread's own nice value (Linux: ``/proc/self/task/<id>/stat``, field 19)."""
+    fields = Path(f"/proc/self/task/{thread_id}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[16])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads thread priorities from Linux's /proc")
+async def test_synthesis_runs_below_the_event_loops_priority():
+    """On 2 cores a synthesis takes a core for seconds: it runs on a thread of its own
+    ``NICE`` steps below the host's, so the chat's token stream goes first."""
+    engine = kokoro_engine.KokoroEngine()
+    await asyncio.to_thread(engine.configure, model.resolve(None, None, None), None)
+    loop_nice = _nice_of(threading.get_native_id())
+    ran_on = []
+    speak = engine._speak
+
+    def spy(*args):
+        ran_on.append(threading.get_native_id())
+        return speak(*args)
+
+    engine._speak = spy
+    wav = await engine.synthesize(ENGLISH, engine.voices()[0].id, "en")
+    assert wav[:4] == b"RIFF" and len(ran_on) == 1
+    assert ran_on[0] != threading.get_native_id()
+    assert _nice_of(ran_on[0]) == min(19, loop_nice + kokoro_engine.NICE)
+    assert _nice_of(threading.get_native_id()) == loop_nice
 
 
 async def test_a_bad_path_is_a_clear_health_message(skald, tmp_path):
