@@ -84,6 +84,15 @@ def _ensure_state(conn: Any, conversation_id: str) -> None:
     conn.execute("INSERT OR IGNORE INTO agent_session_state (conversation_id) VALUES (?)", (conversation_id,))
 
 
+def _left_inbox(conn: Any, conversation_ids: Sequence[str]) -> None:
+    """One event per id left the inbox (consumed, superseded, dead-lettered): its
+    conversation's pending count goes down with it, in the same transaction."""
+    conn.executemany(
+        "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
+        [(conversation_id,) for conversation_id in conversation_ids],
+    )
+
+
 def _reserve(conn: Any, conversation_id: str, slots: int, limit: int) -> bool:
     """§4.1: a conditional update, so two batches racing cannot both fit in one room."""
     _ensure_state(conn, conversation_id)
@@ -340,11 +349,7 @@ class RunStore:
                 " AND status IN ('pending', 'leased', 'admitted') RETURNING conversation_id",
                 (run_id,),
             ).fetchall()
-            for (conversation_id,) in rows:
-                conn.execute(
-                    "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
-                    (conversation_id,),
-                )
+            _left_inbox(conn, [c for (c,) in rows])
             return len(rows)
 
         return await self.db.transaction(write)
@@ -408,12 +413,7 @@ class RunStore:
                 f" WHERE status = 'pending' AND id IN ({marks}) RETURNING conversation_id, status",
                 (time.time() + backoff_secs, max_attempts, *event_ids),
             ).fetchall()
-            for conversation_id, status in rows:
-                if status == "dead_letter":
-                    conn.execute(
-                        "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
-                        (conversation_id,),
-                    )
+            _left_inbox(conn, [c for c, status in rows if status == "dead_letter"])
 
         await self.db.transaction(write)
 
@@ -440,11 +440,7 @@ class RunStore:
                 f" WHERE lease_token = ? AND status = 'admitted' AND id IN ({marks}) RETURNING conversation_id",
                 (token, *event_ids),
             ).fetchall()
-            for (conversation_id,) in rows:
-                conn.execute(
-                    "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
-                    (conversation_id,),
-                )
+            _left_inbox(conn, [c for (c,) in rows])
             return len(rows)
 
         return await self.db.transaction(write)
@@ -462,12 +458,7 @@ class RunStore:
                 f" AND id IN ({marks}) RETURNING conversation_id, status",
                 (max_attempts, time.time() + backoff_secs, token, *event_ids),
             ).fetchall()
-            for conversation_id, status in released:
-                if status == "dead_letter":
-                    conn.execute(
-                        "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
-                        (conversation_id,),
-                    )
+            _left_inbox(conn, [c for c, status in released if status == "dead_letter"])
             return len(released)
 
         return await self.db.transaction(write)
@@ -508,11 +499,7 @@ def consume_pending(conn: Any, event_ids: Sequence[int], message_id: int) -> Non
     ).fetchall()
     if len(rows) != len(event_ids):
         raise LostLease()
-    for (conversation_id,) in rows:
-        conn.execute(
-            "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
-            (conversation_id,),
-        )
+    _left_inbox(conn, [c for (c,) in rows])
 
 
 def consume(conn: Any, token: str, event_ids: Sequence[int], message_id: int | None) -> bool:
@@ -527,11 +514,7 @@ def consume(conn: Any, token: str, event_ids: Sequence[int], message_id: int | N
     ).fetchall()
     if len(rows) != len(event_ids):
         raise LostLease()
-    for (conversation_id,) in rows:
-        conn.execute(
-            "UPDATE agent_session_state SET pending_event_count = pending_event_count - 1, revision = revision + 1 WHERE conversation_id = ?",
-            (conversation_id,),
-        )
+    _left_inbox(conn, [c for (c,) in rows])
     return True
 
 
