@@ -170,6 +170,43 @@ class SystemAgentSettings:
 
 
 @dataclass(frozen=True)
+class SubagentSettings:
+    """The bounds of named sub-agents (seed 004 §9, its ``agent_orchestration``), with
+    the seed's defaults: how deep and how large one delegation tree may grow, how many
+    runs work at once on the instance and per conversation, how many undelivered
+    results and signals one conversation's inbox holds, how often a delivery is tried
+    before it is dead-lettered, and the fairness between a member's own turns and the
+    inbox (after ``max_user_turn_burst_before_inbox`` turns of theirs, or once the
+    oldest result waited ``max_inbox_wait_secs``, the next turn is the inbox's)."""
+
+    max_tree_depth: int = 4
+    max_runs_per_tree: int = 16
+    max_concurrent_runs: int = 6
+    max_concurrent_runs_per_session: int = 4
+    max_pending_inbox_events_per_session: int = 128
+    max_inbox_delivery_attempts: int = 8
+    max_user_turn_burst_before_inbox: int = 4
+    max_inbox_wait_secs: float = 30.0
+
+    def __post_init__(self) -> None:
+        bounds = {
+            "max_tree_depth": (1, 16),
+            "max_runs_per_tree": (1, 10_000),
+            "max_concurrent_runs": (1, 10_000),
+            "max_concurrent_runs_per_session": (1, 10_000),
+            "max_pending_inbox_events_per_session": (1, 100_000),
+            "max_inbox_delivery_attempts": (1, 1_000),
+            "max_user_turn_burst_before_inbox": (1, 1_000),
+        }
+        for name, (low, high) in bounds.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise SettingsError(f"subagents.{name}: must be a whole number from {low} to {high}, got {value!r}")
+        if isinstance(self.max_inbox_wait_secs, bool) or not 0 < self.max_inbox_wait_secs <= 86_400:
+            raise SettingsError(f"subagents.max_inbox_wait_secs: must be more than 0 and at most 86400 seconds, got {self.max_inbox_wait_secs!r}")
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("data")
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -183,6 +220,7 @@ class Settings:
     backup: BackupSettings = field(default_factory=BackupSettings)
     tts: TtsSettings = field(default_factory=TtsSettings)
     system_agents: SystemAgentSettings = field(default_factory=SystemAgentSettings)
+    subagents: SubagentSettings = field(default_factory=SubagentSettings)
 
     @property
     def database_dir(self) -> Path:

@@ -4,8 +4,9 @@ enabled, a scripted model server it reaches through the ``openai`` SDK, and the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
+import pytest
 import pytest_asyncio
 
 from skald_host.testing import RunningHost, ScriptedModelServer, SkaldClient, SkaldHarness
@@ -21,14 +22,21 @@ class Chat:
     probe: ChatProbe
 
 
+@pytest.fixture
+def chat_settings() -> dict[str, dict[str, Any]]:
+    """Settings sections the host of ``chat`` starts with; a test overrides it with
+    ``@pytest.mark.parametrize("chat_settings", [{"subagents": {...}}])``."""
+    return {}
+
+
 @pytest_asyncio.fixture
-async def chat(skald: SkaldHarness, tmp_path) -> AsyncIterator[Chat]:
+async def chat(skald: SkaldHarness, tmp_path, chat_settings) -> AsyncIterator[Chat]:
     """The model server outlives the host: the host is stopped first, so no turn of
     it is left talking to a closed server."""
     async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
         probe = ChatProbe(write_probe_agents(tmp_path / "agents"))
         try:
-            host = await skald.start(plugins=[probe], enable=[PROBE])
+            host = await skald.start(plugins=[probe], enable=[PROBE], settings=skald.settings(**chat_settings) if chat_settings else None)
             yield Chat(host, await host.admin(), server, probe)
         finally:
             await skald.close()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from openai._utils._json import openapi_dumps
 
 from skald_host.testing import Reply, ToolCall
@@ -190,23 +192,31 @@ async def test_parallel_delegate_batch_runs_concurrently_and_records_results_in_
     assert_well_formed(transcript)
 
 
-async def test_delegation_nesting_beyond_five_levels_is_an_error_result_not_a_crash(chat):
+@pytest.mark.parametrize(
+    ("chat_settings", "deepest_level"),
+    [({}, 4), ({"subagents": {"max_tree_depth": 2}}, 2)],
+    ids=["seed-default-4", "configured-2"],
+)
+async def test_delegation_nesting_beyond_the_configured_depth_is_an_error_result_not_a_crash(chat, deepest_level):
+    """§9 ``max_tree_depth``: the seed's 4 by default, and what the instance's
+    ``subagents`` settings say when they say otherwise."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
-    nests = [Reply(tool_calls=[ToolCall("execute_task", {"agent": f"nester{level}", "task": "Go one level deeper."})]) for level in range(1, 7)]
-    unwinding = [Reply(f"level {depth} done") for depth in range(5, -1, -1)]
-    chat.server.script(MODEL_A, nests + unwinding)  # the root and depths 1-5 each try to nest
+    nests = [Reply(tool_calls=[ToolCall("execute_task", {"agent": f"nester{level}", "task": "Go one level deeper."})])
+             for level in range(1, deepest_level + 2)]
+    unwinding = [Reply(f"level {depth} done") for depth in range(deepest_level, -1, -1)]
+    chat.server.script(MODEL_A, nests + unwinding)  # the root and every level each try to nest
     async with ChatSocket(alice) as sock:
         cid = await new_conversation(alice)
         await sock.send(cid, "Nest as deep as you can.")
         events = await sock.turn(cid)
     requests = chat.server.requests_for(MODEL_A)
-    assert len(requests) == 12 and chat.server.pending(MODEL_A) == 0
-    deepest = requests[6]  # depth 5, after its own attempt to go to depth 6
+    assert len(requests) == 2 * deepest_level + 2 and chat.server.pending(MODEL_A) == 0
+    deepest = requests[deepest_level + 1]  # the deepest level, after its own attempt to go one deeper
     assert deepest.messages[-1]["role"] == "tool"
-    assert "at most 5 levels deep" in deepest.messages[-1]["content"]
+    assert f"at most {deepest_level} levels deep" in deepest.messages[-1]["content"]
     assert [t["function"]["name"] for t in requests[1].tools] == ["execute_task"]  # the nester offers only that
-    assert max(e.get("depth", 0) for e in events) == 5
+    assert max(e.get("depth", 0) for e in events) == deepest_level
     assert "error" not in types(events)
     transcript = await messages(alice, cid)
     assert transcript[-1]["content"] == "level 0 done"

@@ -448,9 +448,13 @@ async def test_a_locked_members_result_waits_in_their_file_until_they_log_in(cha
     assert [r["status"] for r in await runs(again, cid)] == ["interrupted"]
 
 
-async def test_a_conversation_runs_at_most_four_delegates_at_once_and_answers_all_in_order(chat):
-    """§9: ``max_concurrent_runs_per_session`` (4) bounds the runs in flight; the rest
-    wait queued, none is refused, and the batch answers in request order."""
+@pytest.mark.parametrize(
+    ("chat_settings", "at_once"), [({}, 4), ({"subagents": {"max_concurrent_runs_per_session": 2}}, 2)], ids=["seed-default-4", "configured-2"],
+)
+async def test_a_conversation_runs_at_most_its_bound_of_delegates_at_once_and_answers_all_in_order(chat, at_once):
+    """§9: ``max_concurrent_runs_per_session`` (the seed's 4, or the instance's
+    ``subagents`` setting) bounds the runs in flight; the rest wait queued, none is
+    refused, and the batch answers in request order."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
     in_flight, most = 0, 0
@@ -474,7 +478,7 @@ async def test_a_conversation_runs_at_most_four_delegates_at_once_and_answers_al
         cid = await new_conversation(alice)
         await sock.send(cid, "Six parts.")
         await sock.turn(cid)
-    assert most == 4
+    assert most == at_once
     result = tool_results(chat.server.requests_for(MODEL_A)[-1])[0]
     assert [result.index(f"done Part {i}.") for i in range(6)] == sorted(result.index(f"done Part {i}.") for i in range(6))
     assert [r["status"] for r in await runs(alice, cid)] == ["completed"] * 6

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -229,3 +230,38 @@ def test_serve_with_a_bad_config_exits_2_with_a_configuration_error(tmp_path):
 def test_misspelt_section_environment_variable_is_refused_by_name(tmp_path):
     with pytest.raises(SettingsError, match="SKALD_KDF_MEMROY_KIB"):
         load_settings(None, data_dir=tmp_path, environ={"SKALD_KDF_MEMROY_KIB": "131072"})
+
+
+def test_sub_agent_bounds_default_to_the_seeds_and_reach_the_orchestration_limits(tmp_path):
+    """Seed 004 §9: the ``subagents`` section holds the delegation bounds; the
+    coordinator's limits are built from it."""
+    from skald_host.core.agent.subagents.limits import OrchestrationLimits
+
+    settings = load_settings(data_dir=tmp_path, environ={})
+    assert dataclasses.asdict(settings.subagents) == {
+        "max_tree_depth": 4, "max_runs_per_tree": 16, "max_concurrent_runs": 6, "max_concurrent_runs_per_session": 4,
+        "max_pending_inbox_events_per_session": 128, "max_inbox_delivery_attempts": 8, "max_user_turn_burst_before_inbox": 4,
+        "max_inbox_wait_secs": 30.0,
+    }
+    config = write_config(tmp_path / "skald.yml", "subagents: {max_runs_per_tree: 3, max_inbox_wait_secs: 2.5}\n")
+    changed = load_settings(config, data_dir=tmp_path, environ={"SKALD_SUBAGENTS_MAX_CONCURRENT_RUNS": "2"})
+    limits = OrchestrationLimits.from_settings(changed.subagents)
+    assert (limits.max_runs_per_tree, limits.max_inbox_wait_secs, limits.max_concurrent_runs, limits.max_tree_depth) == (3, 2.5, 2, 4)
+    assert OrchestrationLimits() == OrchestrationLimits.from_settings(settings.subagents)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("SKALD_SUBAGENTS_MAX_TREE_DEPTH", "0", r"^subagents\.max_tree_depth: must be a whole number from 1 to 16, got 0"),
+        ("SKALD_SUBAGENTS_MAX_TREE_DEPTH", "17", r"^subagents\.max_tree_depth: must be a whole number from 1 to 16"),
+        ("SKALD_SUBAGENTS_MAX_CONCURRENT_RUNS_PER_SESSION", "-1", r"^subagents\.max_concurrent_runs_per_session: must be a whole"),
+        ("SKALD_SUBAGENTS_MAX_PENDING_INBOX_EVENTS_PER_SESSION", "1.5", r"^subagents\.max_pending_inbox_events_per_session: expected a number"),
+        ("SKALD_SUBAGENTS_MAX_INBOX_WAIT_SECS", "0", r"^subagents\.max_inbox_wait_secs: must be more than 0"),
+        ("SKALD_SUBAGENTS_MAX_INBOX_WAIT_SECS", "nan", r"^subagents\.max_inbox_wait_secs: must be more than 0"),
+        ("SKALD_SUBAGENTS_MAX_INBOX_DELIVERY_ATTEMPTS", "many", r"^subagents\.max_inbox_delivery_attempts: expected a number"),
+    ],
+)
+def test_a_bad_sub_agent_bound_is_refused_naming_it(tmp_path, variable, value, message):
+    with pytest.raises(SettingsError, match=message):
+        load_settings(data_dir=tmp_path, environ={variable: value})

@@ -154,7 +154,7 @@ class ChatService:
         self.max_rounds = core.settings.chat.max_rounds
         self.tool_timeout = core.settings.chat.tool_timeout_seconds
         self.compact_after_tokens = core.settings.chat.compact_after_tokens
-        self.orchestration = OrchestrationLimits()
+        self.orchestration = OrchestrationLimits.from_settings(core.settings.subagents)
         #: Step permits of every member's sub-agent runs together (seed 004 §9).
         self.run_permits = asyncio.Semaphore(self.orchestration.max_concurrent_runs)
         self.subagent_catalog = SubagentCatalog(agents, lambda: [t.name for t in tools.all()], self.orchestration)

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from skald_host.settings import SubagentSettings
 
 #: The built-in definition a named agent delegates to when its ``delegates`` is absent.
 GENERAL_PURPOSE = "general-purpose"
@@ -18,19 +21,22 @@ CONTINUATION_TOOLS = (
 )
 
 
+_SEED = SubagentSettings()
+
+
 @dataclass(frozen=True)
 class OrchestrationLimits:
-    """Host-wide bounds; the defaults are the seed's, except ``max_tree_depth``, which
-    keeps the host's five levels that execute_task always had."""
+    """Host-wide bounds. The first eight are the instance's ``subagents`` settings
+    (seed 004 §9, defaults the seed's; ``from_settings``); the rest are the host's own."""
 
-    max_tree_depth: int = 5
-    max_runs_per_tree: int = 16
-    max_concurrent_runs: int = 6
-    max_concurrent_runs_per_session: int = 4
-    max_pending_inbox_events_per_session: int = 128
-    max_inbox_delivery_attempts: int = 8
-    max_user_turn_burst_before_inbox: int = 4
-    max_inbox_wait_secs: float = 30.0
+    max_tree_depth: int = _SEED.max_tree_depth
+    max_runs_per_tree: int = _SEED.max_runs_per_tree
+    max_concurrent_runs: int = _SEED.max_concurrent_runs
+    max_concurrent_runs_per_session: int = _SEED.max_concurrent_runs_per_session
+    max_pending_inbox_events_per_session: int = _SEED.max_pending_inbox_events_per_session
+    max_inbox_delivery_attempts: int = _SEED.max_inbox_delivery_attempts
+    max_user_turn_burst_before_inbox: int = _SEED.max_user_turn_burst_before_inbox
+    max_inbox_wait_secs: float = _SEED.max_inbox_wait_secs
     #: The agent lane of a turn's mailbox: steer events admitted into one running turn
     #: at most (its own room, apart from the member's queued messages, §4.4).
     steer_mailbox_capacity: int = 8
@@ -41,6 +47,11 @@ class OrchestrationLimits:
     #: Bounds of the definition files (seed 004 §2.1).
     max_definition_bytes: int = 256 * 1024
     max_prompt_chars: int = 64 * 1024
+
+    @classmethod
+    def from_settings(cls, settings: SubagentSettings) -> "OrchestrationLimits":
+        """The instance's configured bounds (validated when the settings loaded)."""
+        return cls(**dataclasses.asdict(settings))
 
 
 def run_limits(definition_limits: Mapping[str, int], asked: Mapping[str, Any] | None) -> dict[str, int]:
