@@ -134,11 +134,15 @@ def register_agent_dirs(register: Callable[..., None]) -> None:
     Each definition is a folder ``<id>/`` with ``AGENT.md`` (the prompt) and ``meta.yaml``.
     Since 1.3 a task agent's ``meta.yaml`` may also say ``delegates``, ``skills``, ``limits``
     (``timeout_secs``, ``max_iterations``, ``max_result_chars``), ``signal`` (a contract for
-    ``emit_signal``), ``enabled`` and an inline ``provider`` + ``model`` pair. All
-    definitions (the host's and every plugin's) load as one generation, checked whole:
-    one bad file (an unknown key, an id that is not its folder's name, a reserved id,
-    a symlink, a file over 256 KiB, an unknown tool or delegate target) refuses the
-    generation, the last good one stays in use, and the admin's Helpers page says why."""
+    ``emit_signal``), ``enabled`` and an inline ``provider`` + ``model`` pair (a provider
+    name and a model of the instance's model catalog; the agent's runs use that model
+    alone). A ``skills/`` folder beside the definitions holds skills, ``<name>.md`` each
+    (optional front matter: ``description``), which a definition's ``skills`` lets its
+    agent read with ``get_skill``. All definitions and skills (the host's and every
+    plugin's) load as one generation, checked whole: one bad file (an unknown key, an id
+    that is not its folder's name, a reserved id, a symlink, a file over 256 KiB, an
+    unknown tool, delegate target, skill or provider + model) refuses the generation,
+    the last good one stays in use, and the admin's Helpers page says why."""
 
 
 @hookspec

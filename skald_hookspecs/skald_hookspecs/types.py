@@ -198,6 +198,11 @@ class TurnApi(Protocol):
         the conversation's agent something before the run ends. Every bound of the
         contract is enforced; raises ``ToolError`` when one is exceeded."""
 
+    async def get_skill(self, name: str) -> str:
+        """Since 1.3. The whole text of one of the skills this frame's agent definition
+        names (``skills: [...]``; a skill is ``skills/<name>.md`` in an agent directory).
+        A skill outside that list, or unknown, raises ``ToolError``."""
+
     async def notify(self, text: str) -> None:
         """Tell the member something now, as a note in this conversation."""
 

@@ -1,4 +1,4 @@
-"""The host's own agent tools — notify, list_agents, the sync sub-agent delegate and
+"""The host's own agent tools — notify, list_agents, the sub-agent delegate, skills and
 scheduled prompts — registered through ``register_tools`` like any plugin's, using
 only what ``ToolContext.turn`` offers every tool."""
 
@@ -91,6 +91,11 @@ async def emit_signal(args: Mapping[str, Any], ctx: ToolContext) -> str:
     return await ctx.turn.emit_signal(
         args.get("key"), args.get("severity", "info"), args.get("summary"), args.get("details"), args.get("dedupe_key")  # type: ignore[arg-type]
     )
+
+
+async def get_skill(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    assert ctx.turn is not None
+    return await ctx.turn.get_skill(_text(args, "name", 64))
 
 
 async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
@@ -252,6 +257,14 @@ TOOLS = (
         emit_signal,
         concurrency_safe=True,
         restart="mark_interrupted",
+    ),
+    Tool(
+        "get_skill",
+        "Read one of your skills (the system prompt lists them) before a task it fits.",
+        {"type": "object", "properties": {"name": {"type": "string", "description": "a skill's name"}}, "required": ["name"]},
+        get_skill,
+        concurrency_safe=True,
+        restart="rerun",
     ),
     Tool(
         "schedule_prompt",

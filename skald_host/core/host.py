@@ -257,6 +257,7 @@ class Skald:
         for contribution in await self.plugins.collect("register_agent_dirs", _one(Path), kind="agent directory"):
             agents.add_directory(contribution.value, contribution.plugin_id)
         self._chat = ChatService(self, ToolRegistry(tools, builtin=self._is_builtin, plugins=self.plugins), agents)
+        await self._chat.models.read_known()  # before any definition generation loads: inline models are checked against it
         self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
         self._users.after_access_change.append(lambda member_id: self._chat.access_changed(member_id=member_id))  # type: ignore[union-attr]

@@ -242,8 +242,9 @@ async def test_only_tools_the_member_may_use_are_offered_and_others_are_refused(
     core = chat.host.core
     host_tools = {t.name for t in core.chat.tools.all() if core.plugins.status(t.plugin_id).builtin}
     assert {"notify", "list_agents", "execute_task", "schedule_prompt"} <= host_tools
-    # The host's own, not the probe's; emit_signal only ever in a run with a signal contract.
-    assert offered == host_tools - {"emit_signal"}
+    # The host's own, not the probe's; emit_signal only ever in a run with a signal
+    # contract, get_skill only to an agent with skills.
+    assert offered == host_tools - {"emit_signal", "get_skill"}
     assert "approval_required" not in types(events) and chat.probe.writes == []
     refused, listed = second.messages[-2:]
     assert "no tool named 'write_note'" in refused["content"]

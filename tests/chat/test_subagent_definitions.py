@@ -146,3 +146,81 @@ async def test_the_definitions_page_shows_the_admin_why_a_generation_was_refused
     assert "general-purpose" in [d["id"] for d in admin_view["definitions"]]  # the last good generation
     member_view = (await alice.get("/api/agent-definitions")).json()
     assert member_view["refused"]["errors"] == [] and member_view["refused"]["count"] >= 1
+
+
+FULL_TOOLS = TOOLS | {"notify", "list_agents", "memory_search", "list_files", "search_file", "show_file_to_user", "get_skill"}
+
+
+def skill(root: Path, name: str, text: str = "Do it well.\n") -> Path:
+    (root / "skills").mkdir(parents=True, exist_ok=True)
+    path = root / "skills" / f"{name}.md"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_an_inline_provider_and_model_must_be_in_the_model_catalog(tmp_path):
+    """§2.2: the pair names a model of the instance; anything else refuses the whole
+    generation, and so does a pair that cannot be checked (no catalog read)."""
+    write(tmp_path, "bound", provider="local", model="small")
+    known = {("local", "small"), ("cloud", "large")}
+    generation = load_generation(sources(tmp_path), FULL_TOOLS, known_models=known)
+    assert (generation.active("bound").provider, generation.active("bound").model) == ("local", "small")
+    write(tmp_path, "crossed", provider="local", model="large")
+    with pytest.raises(GenerationRefused, match="provider 'local' has no model 'large' in the model catalog"):
+        load_generation(sources(tmp_path), FULL_TOOLS, known_models=known)
+    with pytest.raises(GenerationRefused, match="the model catalog could not be read to check provider 'local'"):
+        load_generation(sources(tmp_path), FULL_TOOLS)
+
+
+def test_skills_load_from_the_skills_folder_and_a_plugin_overrides_the_hosts(tmp_path):
+    host, plugin = tmp_path / "host", tmp_path / "plugin"
+    write(host, "general-purpose", delegates=[])
+    skill(host, "summarize", "---\ndescription: Three lines,\n  each a verb\n---\nHost text.\n")
+    skill(host, "cite", "Cite sources.\n")
+    skill(plugin, "summarize", "Plugin text.\n")
+    write(plugin, "writer", skills=["summarize", "cite"])
+    generation = load_generation([(host, None), (plugin, "probe")], FULL_TOOLS)
+    assert "skills" not in generation.definitions  # the folder is never a definition
+    by_name = {s.name: s for s in generation.skills_of(generation.active("writer"))}
+    assert (by_name["summarize"].text, by_name["cite"].text) == ("Plugin text.", "Cite sources.")
+    assert generation.skills["cite"].description == "" and generation.skill_owners["summarize"] == "probe"
+    # A member who may not use the plugin sees neither its definitions nor its skills
+    # (an overridden skill is the plugin's, as an overridden definition is).
+    hidden = generation.visible(lambda plugin_id: False)
+    assert "writer" not in hidden.definitions and set(hidden.skills) == {"cite"}
+    host_only = load_generation([(host, None)], FULL_TOOLS)
+    assert host_only.skills["summarize"].description == "Three lines, each a verb"
+
+
+@pytest.mark.parametrize(
+    ("setup", "reason"),
+    [
+        (lambda r: write(r, "asker", skills=["nowhere"]), "no skill named 'nowhere'"),
+        (lambda r: (skill(r, "terse"), write(r, "mute", allow_tools=False, skills=["terse"])), "a tool-less agent (allow_tools: false) cannot call"),
+        (lambda r: skill(r, "odd", "---\ncolour: blue\n---\nText.\n"), "a skill's front matter may hold only description"),
+        (lambda r: skill(r, "open", "---\ndescription: never closed\nText.\n"), "the front matter has no closing ---"),
+        (lambda r: skill(r, "blank", "---\ndescription: nothing\n---\n  \n"), "the skill is empty"),
+        (lambda r: skill(r, "Upper"), "a skill's name starts with a lowercase letter"),
+        (lambda r: skill(r, "huge", "x" * (256 * 1024 + 1)), "more than the 262144"),
+        (lambda r: (skill(r, "real"), os.symlink(r / "skills" / "real.md", r / "skills" / "alias.md")), "a symbolic link is not a definition"),
+        (lambda r: ((r / "elsewhere").mkdir(), os.symlink(r / "elsewhere", r / "skills")), "a symbolic link is not a skills folder"),
+    ],
+)
+def test_one_bad_skill_or_skill_reference_refuses_the_whole_generation_saying_why(tmp_path, setup, reason):
+    write(tmp_path, "good")
+    setup(tmp_path)
+    with pytest.raises(GenerationRefused) as caught:
+        load_generation(sources(tmp_path), FULL_TOOLS)
+    assert reason in "\n".join(caught.value.errors)
+
+
+def test_a_skill_edit_is_a_new_generation_on_hot_reload(tmp_path):
+    skill(tmp_path, "summarize", "Version 1.\n")
+    write(tmp_path, "writer", skills=["summarize"])
+    catalog = SubagentCatalog(AgentCatalog([HOST_AGENTS]), lambda: FULL_TOOLS)
+    catalog.agents.add_directory(tmp_path, "probe")
+    assert catalog.current().skills["summarize"].text == "Version 1."
+    path = skill(tmp_path, "summarize", "Version two.\n")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    catalog.reload()
+    assert catalog.current().skills["summarize"].text == "Version two."

@@ -18,7 +18,7 @@ meta.yaml::
     id: researcher        # optional; must equal the folder's name
     provider: null        # with model: an inline provider+model pair (both or neither)
     delegates: [coder]    # absent: general-purpose only; []: none; ["*"]: any but itself
-    skills: []            # names the agent's skills are scoped to
+    skills: []            # the skills (skills/<name>.md of an agent directory) its get_skill may read
     limits: {timeout_secs: 900, max_iterations: 24, max_result_chars: 16000}
     signal: {delivery: queue}   # optional: the run may call emit_signal (subagents.signals)
     enabled: true         # false: kept on disk, shown to the admin, not delegated to
@@ -56,6 +56,9 @@ KNOWN_KEYS = frozenset({
     "id", "provider", "delegates", "skills", "limits", "signal", "enabled",
 })
 LIMIT_KEYS = frozenset({"timeout_secs", "max_iterations", "max_result_chars"})
+#: The folder of an agent directory that holds skills (``skills/<name>.md``), never
+#: an agent (seed 004 §2.1; loaded with the definitions by ``subagents.catalog``).
+SKILLS_FOLDER = "skills"
 
 
 class AgentError(LookupError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
@@ -193,7 +196,7 @@ class AgentCatalog:
         return [path for path, _ in self.sources]
 
     def _find(self, agent_id: str) -> Path | None:
-        if not _AGENT_ID.match(agent_id):
+        if not _AGENT_ID.match(agent_id) or agent_id == SKILLS_FOLDER:
             return None
         for root in reversed(self.directories):  # later (plugin) directories may override
             candidate = root / agent_id

@@ -229,6 +229,15 @@ class Scope:
 
         return await emit(self, key, severity, summary, details, dedupe_key)
 
+    async def get_skill(self, name: str) -> str:
+        """Seed 004 §2.1: a definition's ``skills`` are the scope of ``get_skill``."""
+        skills = {skill.name: skill for skill in self.kernel.runtime.skills_of(self.agent)}
+        skill = skills.get(name) if isinstance(name, str) else None
+        if skill is None:
+            known = ", ".join(skills) or "none"
+            raise ToolError(f"no skill named {name!r} here; this agent's skills: {known}")
+        return skill.text
+
     async def notify(self, text: str) -> None:
         if self.settle is not None and self.call_id is not None:
             await self.settle(self.call_id)
@@ -389,7 +398,7 @@ class Kernel:
         if candidates is None:
             # The models come from the registry's thread while the prompt is put together.
             candidates, system = await asyncio.gather(
-                self.chat.models.candidates(pin=await self.runtime.pin(frame, agent), strength=agent.strength, vision=bool(images)),
+                self.runtime.models_for(frame, agent, vision=bool(images)),
                 self.runtime.system_prompt(frame, agent),
             )
         else:
@@ -797,7 +806,7 @@ class Kernel:
         and the placeholder's id), when that message's own write is not done either."""
         frame, agent = scope.frame, scope.agent
         images = await turn_images(self.runtime.core, self.runtime.member_id, history)
-        candidates = await self.chat.models.candidates(pin=await self.runtime.pin(frame, agent), strength=agent.strength, vision=bool(images))
+        candidates = await self.runtime.models_for(frame, agent, vision=bool(images))
         if not candidates:
             raise NoModelConfigured("no model is configured")
         results = [(call, status, _clip(result)) for call, status, result in results]

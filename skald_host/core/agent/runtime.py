@@ -29,7 +29,7 @@ from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, P
 from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame
-from skald_host.core.agent.subagents.catalog import Generation, SubagentCatalog
+from skald_host.core.agent.subagents.catalog import Generation, GenerationRefused, Skill, SubagentCatalog
 from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, STEER_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
 from skald_host.core.agent.subagents.limits import OrchestrationLimits
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The tool that reads an agent's skills (the agent-tools plugin registers it).
+SKILL_TOOL = "get_skill"
 PREFIX_TTL_SECONDS = 20 * 60
 PREPARE_PROMPT_SECONDS = 2.0
 INJECTED_NOTE_CHARS = 16_000
@@ -73,6 +75,11 @@ class ChatError(ValueError, ToolError):  # a ToolError: its message is fit for t
         self.code = code
         self.status = status
         self.values = values or {}
+
+
+class ModelUnavailable(AgentError):
+    """An agent bound to one provider's model that the instance does not offer now;
+    the message says which and what to do (for the model, the member and the log)."""
 
 
 class ChatForbidden(ChatError):
@@ -157,7 +164,9 @@ class ChatService:
         self.orchestration = OrchestrationLimits.from_settings(core.settings.subagents)
         #: Step permits of every member's sub-agent runs together (seed 004 §9).
         self.run_permits = asyncio.Semaphore(self.orchestration.max_concurrent_runs)
-        self.subagent_catalog = SubagentCatalog(agents, lambda: [t.name for t in tools.all()], self.orchestration)
+        self.subagent_catalog = SubagentCatalog(
+            agents, lambda: [t.name for t in tools.all()], self.orchestration, known_models=lambda: self.models.known,
+        )
         self._runtimes: dict[str, MemberRuntime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._context_providers: dict[str, Callable[[Member, str], Awaitable[str]]] = {}
@@ -298,6 +307,16 @@ class MemberRuntime:
         """The definitions this member's delegations use: the current generation, a
         plugin's only while this member may use the plugin."""
         return self.chat.subagent_catalog.current().visible(lambda plugin_id: self.core.catalog.usable(self.member, plugin_id))
+
+    def skills_of(self, agent: AgentDefinition) -> list[Skill]:
+        """The skills ``agent`` may read (its definition's ``skills``), from the
+        current generation as this member sees it; none while no generation loaded."""
+        if not agent.skills:
+            return []
+        try:
+            return self.subagent_generation().skills_of(agent)
+        except GenerationRefused:
+            return []
 
     @property
     def member_groups(self) -> frozenset[str]:
@@ -524,6 +543,22 @@ class MemberRuntime:
             agent = self.agents.get(frame.agent_id)
         except AgentError:
             return None  # the turn says so
+        return await self.models_for(frame, agent, vision=vision)
+
+    async def models_for(self, frame: Frame, agent: AgentDefinition, *, vision: bool = False) -> list[ModelChoice]:
+        """The fallback chain of one of ``agent``'s requests in ``frame``. An agent
+        whose definition names an inline provider + model (seed 004 §2.1) gets that
+        model alone, and ``ModelUnavailable`` when the instance does not offer it now
+        (disabled or removed since its definitions loaded): it never falls back to
+        another provider's model."""
+        if agent.provider is not None:
+            chosen = await self.chat.models.candidates(pin=agent.model, provider=agent.provider, vision=vision)
+            if not chosen:
+                raise ModelUnavailable(
+                    f"the agent {agent.id!r} runs on model {agent.model!r} of provider {agent.provider!r}, which is not enabled"
+                    " on this instance; an admin enables it under Models"
+                )
+            return chosen
         return await self.chat.models.candidates(pin=await self.pin(frame, agent), strength=agent.strength, vision=vision)
 
     async def pin(self, frame: Frame, agent: AgentDefinition) -> str | None:
@@ -898,7 +933,11 @@ class MemberRuntime:
         if not agent.allow_tools:
             return []
         member = member or self.member
-        fixed = self.core.catalog.usable_tools(member, [t for t in self.chat.tools.all() if agent.offers(t.name)])
+        # get_skill is the agent's skills' own tool (seed 004 §2.1): offered with them
+        # whatever its tool patterns say, and never without them.
+        fixed = self.core.catalog.usable_tools(
+            member, [t for t in self.chat.tools.all() if (bool(agent.skills) if t.name == SKILL_TOOL else agent.offers(t.name))]
+        )
         usable = functools.partial(self.core.catalog.usable, member)
         # Plugins' per-member tools (the member_tools hook, spec 1.2: MCP connectors).
         return fixed + [t for t in self.chat.tools.member_tools(member.id, usable) if agent.offers(t.name)]
@@ -930,11 +969,20 @@ class MemberRuntime:
         text = agent.prompt.replace("<!-- USER_PROFILE -->", self._profile()) + (f"\n\n{context}" if context else "")
         for marker, value in self.prompt_substitutions.get(frame.conversation_id, {}).items():
             text = text.replace(f"<!-- {marker} -->", value)
-        text += await self._injected_memory(agent)
+        text += await self._injected_memory(agent) + self._skill_index(agent)
         for stale in [k for k, (_, used) in self._prefix.items() if now - used >= PREFIX_TTL_SECONDS]:
             del self._prefix[stale]  # rebuilt anyway if used again: not kept for every conversation ever seen
         self._prefix[key] = (text, now)
         return text
+
+    def _skill_index(self, agent: AgentDefinition) -> str:
+        """The agent's skills by name and description; their texts are read with
+        get_skill when a task calls for one, so a long skill costs nothing until then."""
+        skills = self.skills_of(agent)
+        if not skills:
+            return ""
+        lines = [f"- {skill.name}" + (f": {skill.description}" if skill.description else "") for skill in skills]
+        return "\n\n## Skills\nRead a skill with get_skill before a task it fits. Yours:\n" + "\n".join(lines)
 
     async def _injected_memory(self, agent: AgentDefinition) -> str:
         """The notes the agent's metadata names, read once with the rest of the frozen

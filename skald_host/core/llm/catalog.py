@@ -67,9 +67,24 @@ class ModelCatalog:
     def __init__(self, registry: Database) -> None:
         self.registry = registry
         self._enabled = KeptRead(self._read_enabled)
+        #: (provider name, model) of every model row, enabled or not, as of the last
+        #: write through this class (None: not read yet, ``read_known``). Synchronous
+        #: readers use it: agent definitions naming an inline provider + model are
+        #: checked against it when a generation loads (seed 004 §2.2).
+        self.known: frozenset[tuple[str, str]] | None = None
 
     async def _write(self, fn: Callable[[Any], Any]) -> None:
-        await self._enabled.write(self.registry.transaction(fn))
+        try:
+            await self._enabled.write(self.registry.transaction(fn))
+        finally:
+            await self.read_known()
+
+    async def read_known(self) -> frozenset[tuple[str, str]]:
+        rows = await self.registry.run(
+            lambda c: c.execute("SELECT p.name, m.model FROM llm_models m JOIN llm_providers p ON p.id = m.provider_id").fetchall()
+        )
+        self.known = frozenset((r[0], r[1]) for r in rows)
+        return self.known
 
     # -- providers -------------------------------------------------------------------
 
@@ -222,11 +237,18 @@ class ModelCatalog:
             raise ModelCatalogError("no such model")
         await self._write(lambda c: c.execute("DELETE FROM llm_models WHERE id = ?", (model_id,)))
 
-    async def candidates(self, *, pin: str | None = None, strength: int | None = None, vision: bool = False) -> list[ModelChoice]:
+    async def candidates(
+        self, *, pin: str | None = None, strength: int | None = None, vision: bool = False, provider: str | None = None,
+    ) -> list[ModelChoice]:
         """The fallback chain for one request: a pinned model first (by model name or
         id), then the others by priority, preferring those at or above the strength
-        asked for and, when images are sent, those that can see them."""
+        asked for and, when images are sent, those that can see them. With
+        ``provider`` (an agent's inline provider + model pair): that provider's
+        enabled ``pin`` model alone, with no fallback to another (empty when it is not
+        enabled): an agent bound to one provider never quietly talks to another."""
         choices = await self._enabled.get()
+        if provider is not None:
+            return [c for c in choices if provider in (c.provider_name, c.provider_id) and pin in (c.model, c.id)]
 
         def rank(choice: ModelChoice) -> tuple[int, int, int, int]:
             pinned = 0 if pin and pin in (choice.model, choice.id, choice.label) else 1

@@ -512,5 +512,13 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 " ('emit_signal', 'allow', 200, 'core.seed.rule.emit_signal', 1)",
             ),
         ),
+        Migration(
+            15,
+            "approval rule for get_skill: reading one of the agent's own skills has no effect",
+            statements=(
+                "INSERT INTO approval_rules (tool_pattern, action, priority, note, builtin) VALUES"
+                " ('get_skill', 'allow', 200, 'core.seed.rule.get_skill', 1)",
+            ),
+        ),
     ),
 )

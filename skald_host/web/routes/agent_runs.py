@@ -105,6 +105,7 @@ async def definitions() -> dict:
             "delegates": None if definition.delegates is None else list(definition.delegates),
             "tools": list(definition.tools) if definition.allow_tools else [], "limits": dict(definition.limits),
             "signal": definition.signal is not None, "plugin": generation.owners.get(definition.id) if generation else None,
+            "skills": list(definition.skills), "provider": definition.provider, "model": definition.model,
         })
     refused = None
     if catalog.refused is not None:

@@ -9,6 +9,7 @@ generation loaded: a host that cannot read its definitions fails closed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import stat
@@ -20,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from skald_host.core.agent.definitions import _AGENT_ID, AgentCatalog, AgentDefinition, AgentError, _parse
+from skald_host.core.agent.definitions import _AGENT_ID, SKILLS_FOLDER, AgentCatalog, AgentDefinition, AgentError, _parse
 from skald_host.core.agent.subagents.limits import GENERAL_PURPOSE, RESERVED_IDS, OrchestrationLimits
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,21 @@ FRESH_SECONDS = 1.0
 _WILDCARDS = set("*?[")
 
 
+_SKILL_KEYS = frozenset({"description"})
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A named text an agent reads when its task calls for it (seed 004 §2.1: a
+    definition's ``skills`` scope its ``get_skill``): ``skills/<name>.md`` in an agent
+    directory, with an optional front matter holding its ``description``."""
+
+    name: str
+    description: str
+    text: str
+    path: Path
+
+
 class GenerationRefused(AgentError):
     def __init__(self, errors: list[str]) -> None:
         super().__init__("; ".join(errors))
@@ -58,6 +74,8 @@ class Generation:
     owners: Mapping[str, str | None]
     fingerprint: tuple[Any, ...] = ()
     loaded_at: float = field(default_factory=time.time)
+    skills: Mapping[str, Skill] = field(default_factory=dict)
+    skill_owners: Mapping[str, str | None] = field(default_factory=dict)
 
     def active(self, agent_id: str) -> AgentDefinition | None:
         definition = self.definitions.get(agent_id)
@@ -70,7 +88,14 @@ class Generation:
         """The generation as one member sees it: a plugin's definitions only while the
         member may use the plugin."""
         keep = {i: d for i, d in self.definitions.items() if self.owners.get(i) is None or usable(self.owners[i])}  # type: ignore[arg-type]
-        return Generation(keep, {i: self.owners.get(i) for i in keep}, self.fingerprint, self.loaded_at)
+        skills = {n: k for n, k in self.skills.items() if self.skill_owners.get(n) is None or usable(self.skill_owners[n])}  # type: ignore[arg-type]
+        return Generation(
+            keep, {i: self.owners.get(i) for i in keep}, self.fingerprint, self.loaded_at, skills, {n: self.skill_owners.get(n) for n in skills},
+        )
+
+    def skills_of(self, agent: AgentDefinition) -> list[Skill]:
+        """The skills ``agent`` may read, in the order its definition names them."""
+        return [self.skills[name] for name in agent.skills if name in self.skills]
 
 
 def signal_contract(raw: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
@@ -115,6 +140,54 @@ def _regular_file(path: Path, limit: int, errors: list[str]) -> bool:
     return True
 
 
+def _load_skills(folder: Path, limits: OrchestrationLimits, errors: list[str]) -> dict[str, Skill]:
+    """Every ``<name>.md`` of one agent directory's ``skills/`` folder, checked as
+    strictly as a definition: plain files, bounded sizes, known front matter keys."""
+    found: dict[str, Skill] = {}
+    if folder.is_symlink():
+        errors.append(f"{folder}: a symbolic link is not a skills folder")
+        return found
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or path.suffix != ".md":
+            continue
+        if not _regular_file(path, limits.max_definition_bytes, errors):
+            continue
+        name = path.stem
+        if not _AGENT_ID.match(name) or not name[0].isalpha():
+            errors.append(f"{path}: a skill's name starts with a lowercase letter and has at most 64 of a-z, 0-9, _ and -")
+            continue
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(f"{path}: {exc}")
+            continue
+        description, text = "", raw
+        if raw.startswith("---\n"):
+            head, marker, body = raw[4:].partition("\n---\n")
+            if not marker:
+                errors.append(f"{path}: the front matter has no closing ---")
+                continue
+            try:
+                meta = yaml.safe_load(head) or {}
+            except yaml.YAMLError as exc:
+                errors.append(f"{path}: {exc}")
+                continue
+            if not isinstance(meta, dict) or set(meta) - _SKILL_KEYS:
+                errors.append(f"{path}: a skill's front matter may hold only {', '.join(sorted(_SKILL_KEYS))}")
+                continue
+            description, text = str(meta.get("description") or ""), body
+        if not text.strip():
+            errors.append(f"{path}: the skill is empty")
+            continue
+        if len(text) > limits.max_prompt_chars:
+            errors.append(f"{path}: the skill has more than {limits.max_prompt_chars} characters")
+            continue
+        found[name] = Skill(name, " ".join(description.split()), text.strip(), path)
+    return found
+
+
 def fingerprint(sources: Iterable[tuple[Path, str | None]]) -> tuple[Any, ...]:
     """What changes when any definition file changes: names, sizes, mtimes."""
     seen: list[Any] = []
@@ -126,7 +199,13 @@ def fingerprint(sources: Iterable[tuple[Path, str | None]]) -> tuple[Any, ...]:
             continue
         for entry in entries:
             item: list[Any] = [str(root), owner, entry.name, entry.is_symlink()]
-            for name in ("meta.yaml", "AGENT.md"):
+            names = ["meta.yaml", "AGENT.md"]
+            if entry.name == SKILLS_FOLDER:
+                try:
+                    names = sorted(os.listdir(entry.path))
+                except OSError:
+                    names = []
+            for name in names:
                 try:
                     info = os.lstat(os.path.join(entry.path, name))
                     item.append((name, info.st_mtime_ns, info.st_size, info.st_mode))
@@ -137,21 +216,30 @@ def fingerprint(sources: Iterable[tuple[Path, str | None]]) -> tuple[Any, ...]:
 
 
 def load_generation(
-    sources: Iterable[tuple[Path, str | None]], tool_names: Iterable[str], limits: OrchestrationLimits = OrchestrationLimits()
+    sources: Iterable[tuple[Path, str | None]], tool_names: Iterable[str], limits: OrchestrationLimits = OrchestrationLimits(),
+    known_models: Iterable[tuple[str, str]] | None = None,
 ) -> Generation:
-    """Parse and check every definition of ``sources`` (later sources override earlier
-    ones of the same id, as plugins override the host); raises ``GenerationRefused``
-    with every reason found."""
+    """Parse and check every definition and skill of ``sources`` (later sources
+    override earlier ones of the same id, as plugins override the host); raises
+    ``GenerationRefused`` with every reason found. ``known_models``: the (provider
+    name, model) pairs of the instance's model catalog, which an inline provider +
+    model pair must name (None: not known, so no such pair is accepted)."""
     sources = list(sources)
     errors: list[str] = []
     definitions: dict[str, AgentDefinition] = {}
     owners: dict[str, str | None] = {}
+    skills: dict[str, Skill] = {}
+    skill_owners: dict[str, str | None] = {}
     tools = set(tool_names)
     for root, owner in sources:
         if not root.is_dir():
             continue
         for entry in sorted(root.iterdir()):
             if entry.name.startswith("."):
+                continue
+            if entry.name == SKILLS_FOLDER:
+                for name, skill in _load_skills(entry, limits, errors).items():
+                    skills[name], skill_owners[name] = skill, owner
                 continue
             if entry.is_symlink():
                 errors.append(f"{entry}: a symbolic link is not a definition folder")
@@ -184,8 +272,22 @@ def load_generation(
                 continue
             definitions[agent_id] = definition
             owners[agent_id] = owner
+    models = None if known_models is None else set(known_models)
     for definition in definitions.values():
         where = definition.directory / "meta.yaml"
+        if definition.provider is not None:
+            if models is None:
+                errors.append(f"{where}: the model catalog could not be read to check provider {definition.provider!r}")
+            elif (definition.provider, definition.model) not in models:
+                errors.append(
+                    f"{where}: provider {definition.provider!r} has no model {definition.model!r} in the model catalog"
+                    " (an admin adds it under Models, or the definition names one that exists)"
+                )
+        for name in definition.skills:
+            if name not in skills:
+                errors.append(f"{where}: no skill named {name!r} (a skill is skills/{name}.md in an agent directory)")
+        if definition.skills and not definition.allow_tools:
+            errors.append(f"{where}: skills are read with the get_skill tool, which a tool-less agent (allow_tools: false) cannot call")
         for name in definition.tools:
             if not _WILDCARDS & set(name) and name not in tools:
                 errors.append(f"{where}: no tool named {name!r} is registered")
@@ -202,7 +304,7 @@ def load_generation(
         errors.append(f"the built-in {GENERAL_PURPOSE!r} definition is missing")
     if errors:
         raise GenerationRefused(errors)
-    return Generation(definitions, owners, fingerprint(sources))
+    return Generation(definitions, owners, fingerprint(sources), skills=skills, skill_owners=skill_owners)
 
 
 @dataclass(frozen=True)
@@ -217,11 +319,13 @@ class SubagentCatalog:
     tools at startup, so the first look is after them)."""
 
     def __init__(
-        self, agents: AgentCatalog, tool_names: Callable[[], Iterable[str]], limits: OrchestrationLimits = OrchestrationLimits()
+        self, agents: AgentCatalog, tool_names: Callable[[], Iterable[str]], limits: OrchestrationLimits = OrchestrationLimits(),
+        known_models: Callable[[], frozenset[tuple[str, str]] | None] = lambda: None,
     ) -> None:
         self.agents = agents
         self.tool_names = tool_names
         self.limits = limits
+        self.known_models = known_models
         self.good: Generation | None = None
         self.refused: Refusal | None = None
         self._checked = 0.0
@@ -247,13 +351,16 @@ class SubagentCatalog:
 
     def _reload(self) -> None:
         sources = list(self.agents.sources)
-        seen = fingerprint(sources)
+        models = self.known_models()
+        # A change of the model catalog is a new look too: a pair a definition names
+        # may have come or gone.
+        seen = (fingerprint(sources), models)
         if self.good is not None and self.good.fingerprint == seen:
             return
         if self.refused is not None and getattr(self, "_refused_fingerprint", None) == seen:
             return
         try:
-            generation = load_generation(sources, self.tool_names(), self.limits)
+            generation = dataclasses.replace(load_generation(sources, self.tool_names(), self.limits, models), fingerprint=seen)
         except GenerationRefused as exc:
             self.refused = Refusal(tuple(exc.errors), time.time())
             self._refused_fingerprint = seen

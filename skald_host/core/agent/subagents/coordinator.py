@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from skald_hookspecs.types import ToolError
-from skald_host.core.agent.definitions import AgentDefinition
+from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.subagents.catalog import Generation, signal_contract
 from skald_host.core.agent.subagents.graph import DelegationRefused, resolve
 from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, OrchestrationLimits, run_limits
@@ -360,8 +360,15 @@ class SubagentCoordinator:
         generation = self.generation()
         caller_definition = None if run is None else caller.agent
         ancestry = run.ancestry if run is not None else ()
-        # Every target is resolved before any row is written (§8.8).
+        # Every target is resolved before any row is written (§8.8), its model too:
+        # a definition bound to a provider's model the instance does not offer now is
+        # refused here, not as a failed run.
         definitions = [resolve(generation, caller_definition, agent_id, ancestry) for agent_id, _ in requests]
+        for definition in {d.id: d for d in definitions if d.provider is not None}.values():
+            try:
+                await runtime.models_for(caller.frame, definition)
+            except AgentError as exc:
+                raise DelegationRefused(str(exc)) from None
         call_id = caller.call_id
         if call_id and caller.settle is not None:
             call_id = await caller.settle(call_id)  # the frame names its call: the call is written first
@@ -523,7 +530,13 @@ class SubagentCoordinator:
 
     async def _first_models(self, definition: AgentDefinition) -> list[Any] | None:
         """The models a new frame's first round tries (a sub-agent keeps its agent's
-        pin), chosen before the frame is written so its placeholder goes with it."""
+        pin, or its inline provider + model alone), chosen before the frame is written
+        so its placeholder goes with it."""
+        if definition.provider is not None:
+            try:
+                return await self.runtime.models_for(None, definition)  # type: ignore[arg-type]  # a pair needs no frame
+            except AgentError:
+                return None  # gone since the delegation was checked: the run's first round fails, and says why
         return await self.runtime.chat.models.candidates(pin=definition.model, strength=definition.strength) or None
 
     async def _run_opened(
