@@ -449,12 +449,14 @@ async def test_a_locked_members_result_waits_in_their_file_until_they_log_in(cha
 
 
 @pytest.mark.parametrize(
-    ("chat_settings", "at_once"), [({}, 4), ({"subagents": {"max_concurrent_runs_per_session": 2}}, 2)], ids=["seed-default-4", "configured-2"],
+    ("chat_settings", "at_once"),
+    [({}, 4), ({"subagents": {"max_concurrent_runs_per_session": 2}}, 2), ({"subagents": {"max_concurrent_runs": 3}}, 3)],
+    ids=["seed-default-4", "configured-2-per-conversation", "configured-3-on-the-host"],
 )
 async def test_a_conversation_runs_at_most_its_bound_of_delegates_at_once_and_answers_all_in_order(chat, at_once):
-    """§9: ``max_concurrent_runs_per_session`` (the seed's 4, or the instance's
-    ``subagents`` setting) bounds the runs in flight; the rest wait queued, none is
-    refused, and the batch answers in request order."""
+    """§9: ``max_concurrent_runs_per_session`` and ``max_concurrent_runs`` (the seed's
+    4 and 6, or the instance's ``subagents`` settings) bound the runs in flight; the
+    rest wait queued, none is refused, and the batch answers in request order."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
     in_flight, most = 0, 0

@@ -541,9 +541,9 @@ class MemberRuntime:
         (models that see images first when the message carries some)."""
         try:
             agent = self.agents.get(frame.agent_id)
+            return await self.models_for(frame, agent, vision=vision)
         except AgentError:
             return None  # the turn says so
-        return await self.models_for(frame, agent, vision=vision)
 
     async def models_for(self, frame: Frame, agent: AgentDefinition, *, vision: bool = False) -> list[ModelChoice]:
         """The fallback chain of one of ``agent``'s requests in ``frame``. An agent
