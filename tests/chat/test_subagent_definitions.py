@@ -176,7 +176,7 @@ def test_skills_load_from_the_skills_folder_and_a_plugin_overrides_the_hosts(tmp
     host, plugin = tmp_path / "host", tmp_path / "plugin"
     write(host, "general-purpose", delegates=[])
     skill(host, "summarize", "---\ndescription: Three lines,\n  each a verb\n---\nHost text.\n")
-    skill(host, "cite", "Cite sources.\n")
+    skill(host, "cite", "---\r\ndescription: \r\n---\r\nCite sources.\r\n")
     skill(plugin, "summarize", "Plugin text.\n")
     write(plugin, "writer", skills=["summarize", "cite"])
     generation = load_generation([(host, None), (plugin, "probe")], FULL_TOOLS)

@@ -159,7 +159,7 @@ def _load_skills(folder: Path, limits: OrchestrationLimits, errors: list[str]) -
             errors.append(f"{path}: a skill's name starts with a lowercase letter and has at most 64 of a-z, 0-9, _ and -")
             continue
         try:
-            raw = path.read_text(encoding="utf-8")
+            raw = path.read_text(encoding="utf-8").replace("\r\n", "\n")  # a file saved on Windows has front matter too
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(f"{path}: {exc}")
             continue
