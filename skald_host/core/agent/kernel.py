@@ -154,6 +154,25 @@ class Pending:
         return await waiter
 
 
+class Ending:
+    """What ends the job a frame does (a sub-agent run's terminal state), written in
+    the commit of the frame's final answer: nothing is announced between the two (the
+    answer's ``done``, then the run's ``agent_done``), so they are one transaction —
+    one sync fewer on the path of every delegation. ``statements(content)``: what to
+    run in that transaction for this answer. ``joined`` once committed so, with
+    ``outcome`` what the statements returned; a frame that ends any other way (a
+    failure, a recovered answer) leaves it unjoined, and its owner writes the end
+    the separate way."""
+
+    def __init__(self, statements: Callable[[str], Callable[[Any], object]]) -> None:
+        self.statements = statements
+        self.joined = False
+        self.outcome: object = None
+
+    def committed(self, outcome: object) -> None:
+        self.joined, self.outcome = True, outcome
+
+
 @dataclass
 class Scope:
     """One frame being run: the TurnApi a tool sees. The kernel is reached through a
@@ -178,6 +197,8 @@ class Scope:
     reach: Callable[[], "Kernel"] = dataclasses.field(default=lambda: None, repr=False, compare=False)  # type: ignore[assignment, return-value]
     #: The sub-agent run this frame is (None: the conversation's own agent, the root).
     run: "RunContext | None" = dataclasses.field(default=None, repr=False, compare=False)
+    #: Written with the frame's final answer (``Ending``), when the frame has one.
+    ending: Ending | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def kernel(self) -> "Kernel":
@@ -317,11 +338,13 @@ class Kernel:
     async def run_frame(
         self, frame: Frame, agent: AgentDefinition, *, unattended: bool, candidates: list[ModelChoice] | None = None,
         opening: Pending | None = None, run: "RunContext | None" = None, max_rounds: int | None = None,
+        ending: Ending | None = None,
     ) -> str:
         """``candidates``: the models chosen when the member's message was stored with
         this turn's placeholder, for the first round (no second read before its call).
-        ``opening``: that message's write, still in flight (``Pending``)."""
-        scope = Scope(frame, agent, unattended, reach=lambda: self, run=run)
+        ``opening``: that message's write, still in flight (``Pending``). ``ending``:
+        written with the final answer, if a round gives one."""
+        scope = Scope(frame, agent, unattended, reach=lambda: self, run=run, ending=ending)
         pending = opening
         rounds = min(self.chat.max_rounds, max_rounds) if max_rounds else self.chat.max_rounds
         for index in range(rounds):
@@ -425,10 +448,14 @@ class Kernel:
             if following is not None:
                 await self.runtime.after_round(frame, turn)
                 return following
+        ending = scope.ending if not calls else None
+        outcome: list[object] = []
         call_ids = await self.store.finish_assistant(
             message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, request_log=request_log,
-            running=running,
+            running=running, also=None if ending is None else _collect(ending.statements(turn.content), outcome),
         )
+        if ending is not None:
+            ending.committed(outcome[0])
         scope.admitted.update(call_ids[:running])
         if request_log is not None:
             self.runtime.request_logged(frame, request_log[0], messages, tools_wire)
@@ -1018,6 +1045,13 @@ class Kernel:
         if status == "expired":
             return "denied", "the approval request expired."
         return "denied", "the approval does not match this call."
+
+def _collect(statements: Callable[[Any], object], into: list[object]) -> Callable[[Any], None]:
+    def run(conn: Any) -> None:
+        into.append(statements(conn))
+
+    return run
+
 
 def _run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("id", "agent_id", "mode", "status", "depth", "task", "caller_run_id", "created_at", "finished_at")}

@@ -516,15 +516,23 @@ class ConversationStore:
         calls: list[tuple[str, str, str, str]] = (),  # type: ignore[assignment]
         request_log: tuple[str, dict[str, Any], str] | None = None,
         running: int = 0,
+        also: Callable[[Any], object] | None = None,
     ) -> list[str]:
         """The round's authoritative result and its tool calls, in one transaction; call
         ids are allocated here, in call order. The round's request log (request id,
         request body, response body) rides in the same commit, encoded on the file's
         thread. The first ``running`` calls are written as started: the kernel admitted
-        them and runs them as soon as this commits (one sync fewer per tool round)."""
-        return await self._write_rows(
-            lambda conn: (_finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running), [message_id])
-        )
+        them and runs them as soon as this commits (one sync fewer per tool round).
+        ``also(conn)``: more statements for the same transaction (a sub-agent run's
+        terminal state with its frame's final answer, ``kernel.Ending``)."""
+
+        def write(conn: Any) -> tuple[list[str], list[int]]:
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running)
+            if also is not None:
+                also(conn)
+            return ids, [message_id]
+
+        return await self._write_rows(write)
 
     async def finish_round(
         self,

@@ -36,6 +36,7 @@ from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, Orchestra
 from skald_host.core.agent.subagents.runs import (
     TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume, consume_pending, due_events, mark_started, new_id, recover,
 )
+from skald_host.core.agent.kernel import Ending
 from skald_host.core.agent.store import insert_trigger
 
 if TYPE_CHECKING:
@@ -534,28 +535,44 @@ class SubagentCoordinator:
         kernel = self.runtime.kernel
         call_id = sub.spawned_by_call_id
         kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=call_id or None, run_id=ctx.run_id, mode=ctx.mode)
+        # The run's completed state (with, for a background run, its completion event)
+        # goes in the commit of the frame's final answer (seed 004 §4.2: still one
+        # transaction, guarded by the execution id).
+        ending = Ending(lambda content: RunStore.terminal_statements(ctx.run_id, ctx.execution_id, "completed", result=content, frame_status="done"))
         try:
             async with asyncio.timeout(ctx.limits["timeout_secs"]):
                 result = await kernel.run_frame(
                     sub, definition, unattended=unattended, run=ctx, max_rounds=ctx.limits["max_iterations"], candidates=candidates,
+                    ending=ending,
                 )
         except TimeoutError:
             error = f"the run did not finish within {ctx.limits['timeout_secs']} s"
-            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "timed_out", error=error, frame_status="failed")
-            self._after_terminal(sub, definition, ctx, "timed_out")
-            raise ToolError(error) from None
+            if not ending.joined and await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "timed_out", error=error, frame_status="failed"):
+                self._after_terminal(sub, definition, ctx, "timed_out")
+            if not ending.joined:
+                raise ToolError(error) from None
+            result = await self._answer_of(sub)
         except asyncio.CancelledError:
-            if not kernel.interrupted():
-                await asyncio.shield(
+            if not kernel.interrupted() and not ending.joined:
+                if await asyncio.shield(
                     self.store.commit_terminal(ctx.run_id, ctx.execution_id, "cancelled", error="cancelled", frame_status="cancelled")
-                )
-                self._after_terminal(sub, definition, ctx, "cancelled")
+                ):
+                    self._after_terminal(sub, definition, ctx, "cancelled")
+            elif ending.joined and ending.outcome:
+                self._after_terminal(sub, definition, ctx, "completed")
             raise
         except Exception as exc:
-            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed")
-            self._after_terminal(sub, definition, ctx, "failed")
+            if ending.joined:
+                if ending.outcome:
+                    self._after_terminal(sub, definition, ctx, "completed")
+                raise
+            if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed"):
+                self._after_terminal(sub, definition, ctx, "failed")
             raise
-        if ctx.mode == "background":
+        if ending.joined:
+            if ending.outcome:  # False: a late attempt's answer; the run's state is another attempt's
+                self._after_terminal(sub, definition, ctx, "completed")
+        elif ctx.mode == "background":
             if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done"):
                 self._after_terminal(sub, definition, ctx, "completed")
         else:
@@ -565,6 +582,12 @@ class SubagentCoordinator:
             committing = self.store.commit_terminal_queued(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done")
             committing.add_done_callback(lambda f: self._committed(f, sub, definition, ctx))
         return clip_result(result, ctx.limits["max_result_chars"], ctx.run_id)
+
+    async def _answer_of(self, frame: "Frame") -> str:
+        """The final answer a frame's run was completed with (a timeout that struck
+        right after that commit: the run is completed, its answer stands)."""
+        history = await self.runtime.store.history(frame.id)
+        return history[-1]["content"] if history else ""
 
     def _committed(self, done: "asyncio.Future[bool]", frame: "Frame", definition: AgentDefinition, ctx: RunContext) -> None:
         if done.cancelled():

@@ -233,6 +233,14 @@ class RunStore:
         any write submitted after it (the caller's tool result), not awaited by it."""
         return self.db.transaction_queued(self._terminal(run_id, execution_id, status, result, None, frame_status, True))
 
+    @classmethod
+    def terminal_statements(
+        cls, run_id: str, execution_id: str, status: str, *, result: str | None = None, frame_status: str | None = None,
+    ) -> Callable[[Any], bool]:
+        """``commit_terminal``'s statements, for a transaction that writes more (the
+        run frame's final answer, ``kernel.Ending``); they return what it returns."""
+        return cls._terminal(run_id, execution_id, status, result, None, frame_status, True)
+
     @staticmethod
     def _terminal(
         run_id: str, execution_id: str | None, status: str, result: str | None, error: str | None, frame_status: str | None,
