@@ -154,6 +154,35 @@ class Pending:
         return await waiter
 
 
+#: ``Scope.settle``'s answer when its ``also`` was not written with the round (the
+#: round was written already, or is being written): the caller writes it itself.
+NOT_JOINED = object()
+
+
+class _Refused:
+    """An ``also`` that raised inside a round's write: rolled back to its savepoint
+    (the round's rows stay), raised to its caller once the round has committed."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _in_savepoint(also: Callable[[Any, str], object], index: int, into: list[object]) -> Callable[[Any, list[str]], None]:
+    """``also`` for the round's write, on its call's written id: what it writes goes
+    or fails alone, the round's own rows are written either way."""
+
+    def run(conn: Any, ids: list[str]) -> None:
+        conn.execute("SAVEPOINT settle_also")
+        try:
+            into.append(also(conn, ids[index]))
+        except Exception as error:
+            conn.execute("ROLLBACK TO settle_also")
+            into.append(_Refused(error))
+        conn.execute("RELEASE settle_also")
+
+    return run
+
+
 class Ending:
     """What ends the job a frame does (a sub-agent run's terminal state), written in
     the commit of the frame's final answer: nothing is announced between the two (the
@@ -191,9 +220,11 @@ class Scope:
     #: one inside it that may not start now lost its access meanwhile.
     round_tools: frozenset[str] | None = dataclasses.field(default=None, repr=False, compare=False)
     #: While a round's calls run before it is written (``Kernel._overlapped_calls``):
-    #: writes it now and returns the call's id as written. What a call leaves tied to
-    #: itself (a sub-agent frame) or announces (a notification) must follow its row.
-    settle: Callable[[str], Awaitable[str]] | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: ``settle(call_id, also=None)`` writes it now and returns the call's id as
+    #: written, with what ``also(conn, written_id)`` returned when it ran in that same
+    #: transaction (else ``NOT_JOINED``). What a call leaves tied to itself (a sub-agent
+    #: frame) or announces (a notification) must follow its row.
+    settle: Callable[..., Awaitable[tuple[str, Any]]] | None = dataclasses.field(default=None, repr=False, compare=False)
     reach: Callable[[], "Kernel"] = dataclasses.field(default=lambda: None, repr=False, compare=False)  # type: ignore[assignment, return-value]
     #: The sub-agent run this frame is (None: the conversation's own agent, the root).
     run: "RunContext | None" = dataclasses.field(default=None, repr=False, compare=False)
@@ -740,13 +771,14 @@ class Kernel:
 
         recorded: asyncio.Future[list[str]] | None = None
 
-        def record() -> asyncio.Future[list[str]]:
-            """Write the message with its calls running (a slow call, or an early end)."""
+        def record(also: Callable[[Any, list[str]], None] | None = None) -> asyncio.Future[list[str]]:
+            """Write the message with its calls running (a slow call, an early end, or a
+            call's own write that must follow its row: ``settle``)."""
             nonlocal recorded
             if recorded is None:
                 recorded = asyncio.ensure_future(self.store.finish_assistant(
                     message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls,
-                    request_log=request_log, running=len(calls),
+                    request_log=request_log, running=len(calls), also=also,
                 ))
                 recorded.add_done_callback(lambda w: w.cancelled() or w.exception() is not None or announce(w.result()))
             return recorded
@@ -764,11 +796,21 @@ class Kernel:
 
         ran = False  # the calls have all returned: the round is written with their results
 
-        async def settle(call_id: str) -> str:
+        async def settle(call_id: str, also: Callable[[Any, str], object] | None = None) -> tuple[str, Any]:
+            """``also``: the call's first write (a sub-agent run's frame), joined with the
+            round's when that is not under way yet — the two announce nothing between
+            them, and a delegation's answer waits for each commit."""
             if ran or call_id not in ids:  # a tool's late use of its context: nothing left to write first
-                return call_id
-            written = await asyncio.shield(record())
-            return written[ids.index(call_id)]
+                return call_id, NOT_JOINED
+            index = ids.index(call_id)
+            joined: list[object] = []
+            joins = also is not None and recorded is None
+            written = await asyncio.shield(record(_in_savepoint(also, index, joined) if joins else None))  # type: ignore[arg-type]
+            if not joins:
+                return written[index], NOT_JOINED
+            if isinstance(joined[0], _Refused):
+                raise joined[0].error
+            return written[index], joined[0]
 
         slow = asyncio.get_running_loop().call_later(SLOW_CALL_SECONDS, record)
         scope.admitted.update(ids)
@@ -1046,8 +1088,8 @@ class Kernel:
             return "denied", "the approval request expired."
         return "denied", "the approval does not match this call."
 
-def _collect(statements: Callable[[Any], object], into: list[object]) -> Callable[[Any], None]:
-    def run(conn: Any) -> None:
+def _collect(statements: Callable[[Any], object], into: list[object]) -> Callable[[Any, list[str]], None]:
+    def run(conn: Any, ids: list[str]) -> None:
         into.append(statements(conn))
 
     return run

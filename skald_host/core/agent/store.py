@@ -288,30 +288,42 @@ class ConversationStore:
         return await self.frame(frame_id)
 
     async def open_run_frame(
-        self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, str], object], *, placeholder_model: str | None = None,
+        self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: str | None = None,
     ) -> Frame:
         """A sub-agent run's frame with its task as the first message, written with
-        ``claim(conn, frame_id)`` (its run accepted and marked running in it; raising
+        ``claim(conn, frame)`` (its run accepted and marked running in it; raising
         rolls all back) in one transaction: five commits were one on the path of every
         delegation (the sub-agent benchmark). ``placeholder_model``: the frame's first
         round's streaming placeholder is written too, as a member's message writes its
         turn's (``add_member_message``)."""
-        frame = Frame(new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
+        statements = self.run_frame_statements(caller, agent_id, task, claim, placeholder_model=placeholder_model)
+        return self.run_frame_opened(await self.db.transaction(lambda conn: statements(conn, call_id)))
+
+    def run_frame_statements(
+        self, caller: Frame, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: str | None = None,
+    ) -> Callable[[Any, str], tuple[Frame, list[Row]]]:
+        """``open_run_frame``'s statements, for a transaction that writes its call too
+        (``Scope.settle``): given the call's id as written. Hand what they return,
+        once committed, to ``run_frame_opened``."""
         self._no_subframes.discard(caller.conversation_id)
         self._writes += 1  # an open_frames read racing this must not conclude "none"
 
-        def write(conn: Any) -> list[Row]:
+        def write(conn: Any, call_id: str) -> tuple[Frame, list[Row]]:
+            frame = Frame(new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
             conn.execute(
                 "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth) VALUES (?, ?, ?, ?, ?, ?)",
                 (frame.id, frame.conversation_id, frame.caller_frame_id, call_id, agent_id, frame.depth),
             )
-            claim(conn, frame.id)
+            claim(conn, frame)
             written = [_insert_user_message(conn, frame, task, None)]
             if placeholder_model:
                 written.append(_insert_placeholder(conn, frame, placeholder_model))
-            return _reread(conn, written)
+            return frame, _reread(conn, written)
 
-        rows = await self.db.transaction(write)
+        return write
+
+    def run_frame_opened(self, opened: tuple[Frame, list[Row]]) -> Frame:
+        frame, rows = opened
         self._writes += 1
         self._keep(frame.id, rows)  # a new frame's whole history: its first round reads no file
         return frame
@@ -516,20 +528,21 @@ class ConversationStore:
         calls: list[tuple[str, str, str, str]] = (),  # type: ignore[assignment]
         request_log: tuple[str, dict[str, Any], str] | None = None,
         running: int = 0,
-        also: Callable[[Any], object] | None = None,
+        also: Callable[[Any, list[str]], object] | None = None,
     ) -> list[str]:
         """The round's authoritative result and its tool calls, in one transaction; call
         ids are allocated here, in call order. The round's request log (request id,
         request body, response body) rides in the same commit, encoded on the file's
         thread. The first ``running`` calls are written as started: the kernel admitted
         them and runs them as soon as this commits (one sync fewer per tool round).
-        ``also(conn)``: more statements for the same transaction (a sub-agent run's
-        terminal state with its frame's final answer, ``kernel.Ending``)."""
+        ``also(conn, call_ids)``: more statements for the same transaction (a sub-agent
+        run's terminal state with its frame's final answer, ``kernel.Ending``; a run's
+        frame with the call that opens it, ``Scope.settle``)."""
 
         def write(conn: Any) -> tuple[list[str], list[int]]:
             ids = _finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running)
             if also is not None:
-                also(conn)
+                also(conn, ids)
             return ids, [message_id]
 
         return await self._write_rows(write)

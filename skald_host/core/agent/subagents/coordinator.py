@@ -36,7 +36,7 @@ from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, Orchestra
 from skald_host.core.agent.subagents.runs import (
     TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume, consume_pending, due_events, mark_started, new_id, recover,
 )
-from skald_host.core.agent.kernel import Ending
+from skald_host.core.agent.kernel import NOT_JOINED, Ending
 from skald_host.core.agent.store import insert_trigger
 
 if TYPE_CHECKING:
@@ -364,8 +364,13 @@ class SubagentCoordinator:
         # Every target is resolved before any row is written (§8.8).
         definitions = [resolve(generation, caller_definition, agent_id, ancestry) for agent_id, _ in requests]
         call_id = caller.call_id
-        if call_id and caller.settle is not None:
-            call_id = await caller.settle(call_id)  # the frame names its call: the call is written first
+        # One foreground run is accepted in the transaction that opens its frame
+        # (``_single``), itself joined with its call's row when that is still unwritten;
+        # a batch, or background runs, all together first.
+        single = mode == "foreground" and len(requests) == 1
+        settle = caller.settle if call_id else None
+        if settle is not None and not single:
+            call_id, _ = await settle(call_id)  # the frame names its call: the call is written first
         tree_id = run.tree_id if run is not None else await self._root_tree(caller.frame)
         limits = [run_limits(d.limits, asked) for d in definitions]
         new_runs = [
@@ -376,9 +381,6 @@ class SubagentCoordinator:
             )
             for i, (d, (_, task), lim) in enumerate(zip(definitions, requests, limits))
         ]
-        # One foreground run is accepted in the transaction that opens its frame
-        # (``_single``); a batch, or background runs, all together first.
-        single = mode == "foreground" and len(new_runs) == 1
         accepted: list[Accepted] = []
         if not single:
             try:
@@ -405,7 +407,9 @@ class SubagentCoordinator:
         try:
             if single:
                 template = RunContext("", "", tree_id, ancestry + (definitions[0].id,), depth, mode, limits[0], new_runs[0].signal_contract)
-                tasks = [asyncio.ensure_future(self._single(caller, call_id or "", definitions[0], requests[0][1], new_runs[0], template))]
+                tasks = [asyncio.ensure_future(
+                    self._single(caller, call_id or "", definitions[0], requests[0][1], new_runs[0], template, settle=settle)
+                )]
             else:
                 tasks = [
                     asyncio.ensure_future(self._foreground(caller, call_id or "", d, task, a, ctx))
@@ -434,37 +438,52 @@ class SubagentCoordinator:
         last_user = next((row["id"] for row in reversed(history) if row["role"] == "user" and row.get("origin") != STEER_ORIGIN), 0)
         return f"{frame.id}:{last_user}"
 
-    async def _single(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, new_run: NewRun, template: RunContext) -> str:
+    async def _single(
+        self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, new_run: NewRun, template: RunContext,
+        *, settle: Any = None,
+    ) -> str:
         """One foreground run: its row accepted, its frame opened with its task and the
         run marked running, in one transaction (each commit is on the path of the
-        caller's answer). A retried call whose run exists already takes it up instead."""
+        caller's answer) — with ``settle`` (``Scope.settle``), the transaction that writes
+        the caller's round and this call in it, when that is not under way yet: the call
+        is written first either way, as the frame names it. A retried call whose run
+        exists already takes it up instead."""
         runtime, run = self.runtime, caller.run
         permits = self.permits(caller.frame.conversation_id)
         await permits.acquire()
         held = True
         taken: list[Accepted] = []
+        written = [call_id]
 
-        def claim(conn: Any, frame_id: str) -> None:
+        def claim(conn: Any, frame: "Frame") -> None:
+            written[0] = frame.spawned_by_call_id or ""
+            key = f"{written[0]}#0" if written[0] else None
             taken[:] = self.store.accept_rows(
                 conn, caller.frame.conversation_id, template.tree_id, run.run_id if run else None, template.ancestry[:-1],
-                caller.agent.id if run else "root", caller.frame.id, [new_run],
+                caller.agent.id if run else "root", caller.frame.id, [dataclasses.replace(new_run, idempotency_key=key)],
                 max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
             )
             if taken[0].existing:
                 raise _Existing()
-            mark_started(conn, taken[0].run_id, taken[0].execution_id, frame_id)
+            mark_started(conn, taken[0].run_id, taken[0].execution_id, frame.id)
 
         try:
             candidates = await self._first_models(definition)
+            placeholder_model = candidates[0].model if candidates else None
             try:
-                sub = await runtime.store.open_run_frame(
-                    caller.frame, call_id, definition.id, task, claim, placeholder_model=candidates[0].model if candidates else None,
-                )
+                opened: Any = NOT_JOINED
+                if settle is not None:
+                    statements = runtime.store.run_frame_statements(caller.frame, definition.id, task, claim, placeholder_model=placeholder_model)
+                    call_id, opened = await settle(call_id, statements)
+                if opened is NOT_JOINED:
+                    sub = await runtime.store.open_run_frame(caller.frame, call_id, definition.id, task, claim, placeholder_model=placeholder_model)
+                else:
+                    sub = runtime.store.run_frame_opened(opened)
             except _Existing:
                 permits.release()
                 held = False
                 ctx = dataclasses.replace(template, run_id=taken[0].run_id, execution_id=taken[0].execution_id)
-                return await self._foreground(caller, call_id, definition, task, taken[0], ctx)
+                return await self._foreground(caller, written[0], definition, task, taken[0], ctx)
             except (TreeFull, InboxFull) as exc:
                 raise DelegationRefused(str(exc)) from None
             except LookupError:
@@ -513,7 +532,7 @@ class SubagentCoordinator:
                 candidates = await self._first_models(definition)
                 try:
                     sub = await store.open_run_frame(
-                        above, call_id, definition.id, task, lambda conn, fid: mark_started(conn, ctx.run_id, ctx.execution_id, fid),
+                        above, call_id, definition.id, task, lambda conn, frame: mark_started(conn, ctx.run_id, ctx.execution_id, frame.id),
                         placeholder_model=candidates[0].model if candidates else None,
                     )
                 except LookupError:
