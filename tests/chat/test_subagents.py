@@ -9,6 +9,7 @@ they do in production."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -478,3 +479,70 @@ async def test_a_conversation_runs_at_most_four_delegates_at_once_and_answers_al
     result = tool_results(chat.server.requests_for(MODEL_A)[-1])[0]
     assert [result.index(f"done Part {i}.") for i in range(6)] == sorted(result.index(f"done Part {i}.") for i in range(6))
     assert [r["status"] for r in await runs(alice, cid)] == ["completed"] * 6
+
+
+async def test_a_delegating_turn_writes_the_run_frame_with_its_call_and_the_run_end_with_its_answer(chat):
+    """Fewer commits only by joining writes that announce nothing between them (the
+    delegation benchmark): the caller's round with its execute_task call, the run's
+    row and frame are one commit; the run's final answer and its completed state are
+    one commit. Five commits on the member's file, beside a direct loop's four."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Capital of Norway?"})]),
+        Reply("Oslo."),
+        Reply("It is Oslo."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        db = chat.host.core.chat.live_runtime(alice.member["id"]).store.db
+        commits: list[str] = []
+
+        def counting(original):
+            def counted(fn):
+                commits.append(getattr(fn, "__qualname__", repr(fn)))
+                return original(fn)
+            return counted
+
+        db.transaction, db.transaction_queued = counting(db.transaction), counting(db.transaction_queued)
+        try:
+            await sock.send(cid, "Ask the researcher.")
+            events = await sock.turn(cid)
+        finally:
+            del db.transaction, db.transaction_queued
+    [row] = await runs(alice, cid)
+    assert row["status"] == "completed"
+    # The member's message, the round with the call and the run's frame, the run's
+    # answer with its end, the caller's tool result with its next round, its answer;
+    # and at most the steer lane's empty look at the inbox (a read under the write lock).
+    assert len([c for c in commits if "claim" not in c]) == 5, commits
+    kinds = [e["type"] for e in events]
+    assert kinds.index("tool_start") < kinds.index("agent_start") < kinds.index("agent_done") < kinds.index("tool_done")
+
+
+async def test_a_run_refused_inside_its_calls_round_leaves_that_round_written(chat):
+    """The run's frame rides in its call's round under a savepoint: a refusal found in
+    that transaction (the tree is full, §9) rolls back the run alone; the round and
+    its call stay, and the call's result says why."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "First?"})]),
+        Reply("One."),
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Second?"})]),
+        Reply("Only one ran."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        coord = coordinator(chat, alice)
+        coord.limits = dataclasses.replace(coord.limits, max_runs_per_tree=1)
+        await sock.send(cid, "Ask twice.")
+        await sock.turn(cid)
+    [row] = await runs(alice, cid)
+    assert row["task"] == "First?"
+    transcript = await messages(alice, cid)
+    assert_well_formed(transcript)
+    calls = [c for m in transcript for c in m["tool_calls"]]
+    assert [c["status"] for c in calls] == ["done", "error"]
+    assert "at most 1 runs" in calls[1]["result"]
+    assert transcript[-1]["content"] == "Only one ran."
