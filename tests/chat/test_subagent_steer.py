@@ -10,6 +10,7 @@ inbox is read from the member's own file."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from typing import Any
@@ -200,12 +201,14 @@ async def test_a_turn_that_ends_before_its_admitted_signal_is_taken_releases_it_
     await eventually(lambda: counters_match_rows(chat, alice), what="the counters")
 
 
-async def test_stop_discards_the_steer_events_its_turn_owned_and_nothing_else(chat):
-    """§8.6: input ownership is exclusive. The admitted signal belongs to the stopped
-    turn and is discarded with it (superseded, off the capacity count, never
-    delivered); the finished run's completion was the next turn's (pending) and the
-    queue lane still delivers it. The run finished before the Stop, so the Stop's
-    cancel cascade (which supersedes a cancelled run's signals) does not touch it."""
+async def test_stop_discards_the_steer_events_its_turn_owned_and_the_next_turns_input(chat):
+    """§8.6: input ownership is exclusive, and a Stop discards both owners' input. The
+    admitted signal belongs to the stopped turn and is discarded with it (superseded,
+    off the capacity count, never delivered); the finished run's completion was the
+    next turn's (pending), and is consumed with no continuation (§6
+    suppress_continuation), its result kept on its run. The run finished before the
+    Stop, so the Stop's cancel cascade (which supersedes a cancelled run's signals)
+    does not touch it."""
     await configure_models(chat.admin, chat.server)
     agents(chat, watcher=watcher())
     alice = await chat.host.member("alice")
@@ -234,10 +237,15 @@ async def test_stop_discards_the_steer_events_its_turn_owned_and_nothing_else(ch
         await eventually(ready, what="the run finished and its signal admitted")
         response = await alice.post(f"/api/conversations/{cid}/stop")
         assert response.status_code == 200, response.text
-        await eventually(lambda: delivered_as_last(chat, "Background task finished"), what="the completion's continuation")
+        await sock.wait_event(cid, "turn_finished")
+        await asyncio.sleep(0.5)  # the turn's end woke the inbox worker: nothing is due
     events = {e["event_type"]: e for e in await inbox(chat, alice)}
     assert events["signal"]["status"] == "superseded"
+    assert (events["completion"]["status"], events["completion"]["requires_continuation"]) == ("consumed", 0)
+    assert not delivered_as_last(chat, "Background task finished")
     assert not delivered_as_last(chat, "half way")
+    [row] = await coordinator(chat, alice).store.runs(cid)
+    assert row["result"]
     assert not any("half way" in m["content"] for r in chat.server.requests_for(MODEL_A) for m in r.messages if m["role"] == "user")
     await eventually(lambda: counters_match_rows(chat, alice), what="the counters")
 

@@ -546,3 +546,45 @@ async def test_a_run_refused_inside_its_calls_round_leaves_that_round_written(ch
     assert [c["status"] for c in calls] == ["done", "error"]
     assert "at most 1 runs" in calls[1]["result"]
     assert transcript[-1]["content"] == "Only one ran."
+
+
+async def test_stop_discards_a_finished_background_result_waiting_for_its_continuation(chat):
+    """§8.6 with §6's suppress_continuation: a completion that came in while the turn
+    ran waits for the next turn; a Stop discards that turn's input, so it is consumed
+    with no continuation — its result kept on its run."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        content = last(request)["content"] or ""
+        if content == "Quick task.":
+            return Reply("Quick result.")
+        if content.startswith(TRIGGER):
+            return Reply("It came back.")
+        if last(request)["role"] == "tool":
+            return Hang(text="still talking")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Quick task.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.wait_event(cid, "token", depth=0)
+        [row] = await eventually(lambda: _completed(alice, cid), what="the background run's completion")
+        store = coordinator(chat, alice).store
+        events = lambda: store.db.run(lambda c: [tuple(r) for r in c.execute("SELECT status, requires_continuation FROM agent_inbox_events")])
+        assert await events() == [("pending", 1)]  # waiting for the running turn's end
+        assert (await sock.stop(cid))["stopped"] is True
+        await sock.turn(cid)
+        await asyncio.sleep(0.5)  # the turn's end woke the inbox worker: nothing to deliver
+        assert await events() == [("consumed", 0)]
+    assert not any((last(r)["content"] or "").startswith(TRIGGER) for r in chat.server.requests_for(MODEL_A))
+    counters = await store.db.run(lambda c: c.execute("SELECT pending_event_count, reserved_completion_slots FROM agent_session_state").fetchone())
+    assert tuple(counters) == (0, 0)
+    assert (await run(alice, row["id"]))["run"]["result"] == "Quick result."
+    assert not any(m["content"] == "It came back." for m in await messages(alice, cid))
+
+
+async def _completed(client: Any, cid: str) -> list[dict[str, Any]] | None:
+    rows = await runs(client, cid)
+    return rows if rows and rows[0]["status"] == "completed" else None

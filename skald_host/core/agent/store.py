@@ -447,22 +447,8 @@ class ConversationStore:
     async def drain_inbox(self, frame: Frame) -> list[int]:
         """Move queued messages into the conversation, oldest first, in one transaction."""
 
-        def move(conn: Any) -> list[int]:
-            rows = conn.execute(
-                "SELECT id, content, idempotency_key, attachments FROM inbox WHERE conversation_id = ? ORDER BY id", (frame.conversation_id,)
-            ).fetchall()
-            ids = []
-            for row in rows:
-                conn.execute("DELETE FROM inbox WHERE id = ?", (row[0],))
-                ids.append(
-                    conn.execute(
-                        "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key, attachments)"
-                        " VALUES (?, ?, 'user', ?, ?, ?)",
-                        (frame.conversation_id, frame.id, row[1], row[2], row[3]),
-                    ).lastrowid
-                )
-            if ids:
-                conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
+        def move(conn: Any) -> tuple[list[int], list[int]]:
+            ids = _move_queued(conn, frame)
             return ids, ids
 
         # Only this class queues messages, so an inbox nothing was queued in since its last
@@ -490,6 +476,38 @@ class ConversationStore:
             lambda c: c.execute("SELECT id FROM messages WHERE conversation_id = ? AND status = 'streaming'", (conversation_id,)).fetchall()
         )
         return [r[0] for r in rows]
+
+    async def stop_turn(self, frame: Frame, unanswered: str) -> tuple[list[int], int | None]:
+        """A Stop's one write (seed 004 §8.6: a Stop discards the input the stopped turn
+        owned and the next turn's FIFO, losslessly). The turn's streaming rows end
+        ``cancelled``; the member's messages queued for the next turn move into the
+        conversation, kept and shown, and are answered by a failed answer saying
+        ``unanswered`` — a turn that failed is what recovery leaves alone and what
+        Retry (``take_back_failure``) takes back to answer them; a new message is
+        answered after them. Returns the moved messages' ids and the failed answer's
+        (None: nothing was queued)."""
+
+        def write(conn: Any) -> tuple[tuple[list[int], int | None], list[int]]:
+            streaming = [r[0] for r in conn.execute(
+                "SELECT id FROM messages WHERE conversation_id = ? AND status = 'streaming'", (frame.conversation_id,)
+            )]
+            if streaming:
+                conn.execute(f"UPDATE messages SET status = 'cancelled' WHERE id IN ({','.join('?' * len(streaming))})", streaming)
+            moved = _move_queued(conn, frame)
+            failed = None
+            if moved:
+                failed = conn.execute(
+                    "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, 'assistant', ?, 'error')",
+                    (frame.conversation_id, frame.id, unanswered),
+                ).lastrowid
+            return (moved, failed), streaming + moved + ([failed] if failed else [])
+
+        self._inbox_clean.add(frame.conversation_id)  # as a drain: a message queued after this is submitted is not moved by it
+        try:
+            return await self._write_rows(write)
+        except BaseException:
+            self._inbox_clean.discard(frame.conversation_id)
+            raise
 
     async def settle_streams(self, conversation_id: str, status: str, only: Sequence[int] | None = None) -> None:
         """Give a still-streaming row of the conversation its end: a turn stopped or
@@ -1014,6 +1032,26 @@ class ConversationStore:
 
     async def log_payload(self, request_id: str, conversation_id: str, request: str, response: str | None) -> None:
         await self.db.run(lambda c: _insert_payload(c, request_id, conversation_id, request, response))
+
+
+def _move_queued(conn: Any, frame: Frame) -> list[int]:
+    """The conversation's queued messages into its history, oldest first; their ids."""
+    rows = conn.execute(
+        "SELECT id, content, idempotency_key, attachments FROM inbox WHERE conversation_id = ? ORDER BY id", (frame.conversation_id,)
+    ).fetchall()
+    ids = []
+    for row in rows:
+        conn.execute("DELETE FROM inbox WHERE id = ?", (row[0],))
+        ids.append(
+            conn.execute(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key, attachments)"
+                " VALUES (?, ?, 'user', ?, ?, ?)",
+                (frame.conversation_id, frame.id, row[1], row[2], row[3]),
+            ).lastrowid
+        )
+    if ids:
+        conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
+    return ids
 
 
 def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, attachments: str = "[]") -> int:

@@ -677,6 +677,18 @@ class SubagentCoordinator:
                 count += 1
         return count
 
+    async def discard_waiting(self, conversation_id: str) -> int:
+        """A Stop discards the conversation's next-turn input from the inbox (§8.6):
+        events waiting for a continuation leave the inbox without one (§6's
+        ``suppress_continuation``; a completion is consumed, its result kept on its run,
+        a signal superseded). Events a running turn holds are its own, discarded as
+        it closes (``close_turn``)."""
+        count = await self.store.discard_pending(conversation_id)
+        if count:
+            self._maybe_pending.discard(conversation_id)
+            self._due_now.discard(conversation_id)
+        return count
+
     # -- the inbox -------------------------------------------------------------------
 
     async def _run_worker(self) -> None:

@@ -453,6 +453,24 @@ class RunStore:
 
         return await self.db.transaction(write)
 
+    async def discard_pending(self, conversation_id: str) -> int:
+        """A Stop's discard of what waits for the conversation's next turn (§8.6, §6
+        ``suppress_continuation``): pending completions consumed with no continuation
+        (their results stay on their runs), pending signals superseded; off the
+        conversation's capacity in the same transaction. Leased or admitted events
+        are a claim's, released or discarded by it."""
+
+        def write(conn: Any) -> int:
+            rows = conn.execute(
+                "UPDATE agent_inbox_events SET status = CASE WHEN event_type = 'completion' THEN 'consumed' ELSE 'superseded' END,"
+                " requires_continuation = 0 WHERE conversation_id = ? AND status = 'pending' RETURNING conversation_id",
+                (conversation_id,),
+            ).fetchall()
+            _left_inbox(conn, [c for (c,) in rows])
+            return len(rows)
+
+        return await self.db.transaction(write)
+
     async def release(self, token: str, event_ids: Sequence[int], *, backoff_secs: float, max_attempts: int) -> int:
         """leased/admitted → pending after a backoff, or dead-letter past the attempt
         limit; only events still held by ``token`` (§8.13: never one another claim has
