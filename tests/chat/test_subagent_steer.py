@@ -306,9 +306,10 @@ async def test_an_admitted_signal_left_by_a_stopping_server_is_delivered_once_af
 
 
 async def test_admission_is_guarded_by_the_lease_token_and_each_way_out_keeps_the_count(db):
-    """§4.3 in the store: the steer claim takes only steer events; admit, discard and
-    release act only with the claim's token (a stale holder changes nothing); a
-    released event is pending again, a discarded one is off the capacity count."""
+    """§4.3 in the store: the steer claim takes only steer events; admit acts only
+    with the claim's token (a stale holder changes nothing) and binds each event to
+    its turn, by which a Stop discards and a close releases; a released event is
+    pending again, a discarded one is off the capacity count."""
     store = RunStore(db, generation="g")
     [run] = await accept(store, new_run())
     for key, delivery in (("s1", "steer"), ("q1", "queue"), ("s2", "steer")):
@@ -316,12 +317,15 @@ async def test_admission_is_guarded_by_the_lease_token_and_each_way_out_keeps_th
     token, claimed = await store.claim(CID, time.time(), 60, delivery="steer")
     steer_ids = [e["id"] for e in claimed]
     assert [e["delivery"] for e in claimed] == ["steer", "steer"]
-    assert await store.admit("not-the-token", steer_ids) == []
-    assert await store.admit(token, steer_ids) == steer_ids
-    assert await store.discard_admitted("not-the-token", steer_ids[:1]) == 0
-    assert await store.discard_admitted(token, steer_ids[:1]) == 1
-    assert await store.release(token, steer_ids[1:], backoff_secs=0, max_attempts=8) == 1
+    assert await store.admit("not-the-token", steer_ids, "turn-a") == []
+    assert await store.admit(token, steer_ids[:1], "turn-a") == steer_ids[:1]
+    assert await store.admit(token, steer_ids[1:], "turn-b") == steer_ids[1:]
+    assert [e["admitted_turn_id"] for e in await events(db) if e["id"] in steer_ids] == ["turn-a", "turn-b"]
+    assert await store.discard_turn("another-turn") == 0
+    assert await store.discard_turn("turn-a") == 1
+    assert await store.release_turn("turn-a", max_attempts=8) == 0  # discarded: not the turn's any more
+    assert await store.release_turn("turn-b", max_attempts=8) == 1
     by_id = {e["id"]: e for e in await events(db)}
     assert [by_id[i]["status"] for i in steer_ids] == ["superseded", "pending"]
-    assert by_id[steer_ids[1]]["lease_token"] is None
+    assert (by_id[steer_ids[1]]["lease_token"], by_id[steer_ids[1]]["admitted_turn_id"]) == (None, None)
     assert await counters(db) == (2, 1)  # the queued signal and the released one; the completion slot still reserved

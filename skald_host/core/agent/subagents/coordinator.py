@@ -38,6 +38,7 @@ from skald_host.core.agent.subagents.runs import (
 )
 from skald_host.core.agent.kernel import NOT_JOINED, Ending
 from skald_host.core.agent.store import insert_trigger
+from skald_host.core.faults import crash_point
 
 if TYPE_CHECKING:
     from skald_host.core.agent.kernel import Scope
@@ -118,6 +119,9 @@ class TurnMailbox:
     held: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
     reserved: int = 0  # slots taken by admissions still being written
     closed: bool = False
+    #: An admission into this turn was submitted: its close looks in the file for what
+    #: the turn still holds (a turn nothing was admitted into closes without a write).
+    admitting_began: bool = False
     #: One admission at a time; a round boundary waits for one under way.
     admitting: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
@@ -250,28 +254,23 @@ class SubagentCoordinator:
     async def close_turn(self, mailbox: TurnMailbox | None, outcome: str) -> None:
         """The turn ended (``ended``/``failed``), was stopped (``stopped``) or is being
         interrupted by the runtime closing (``interrupted``). What it was admitted and
-        never took: released to pending by lease token, for the queue lane (steer
-        degrades to queue, never dropped); discarded with the turn on a Stop (§8.6:
-        a Stop discards the input the turn owns); left admitted when interrupted, for
-        recovery to release at the next start, as after a crash. Idempotent."""
+        never took — found in the file by the turn's id, which the admission wrote —
+        is released to pending, for the queue lane (steer degrades to queue, never
+        dropped); discarded with the turn on a Stop (§8.6: a Stop discards the input
+        the turn owns); left admitted when interrupted, for recovery to release at the
+        next start, as after a crash. Idempotent."""
         if mailbox is None or mailbox.closed:
             return
         mailbox.closed = True
         if self._mailboxes.get(mailbox.conversation_id) is mailbox:
             del self._mailboxes[mailbox.conversation_id]
             self._steer_hint.discard(mailbox.conversation_id)
-        held, mailbox.held = mailbox.held, []
-        if not held or outcome == "interrupted":
+        mailbox.held = []
+        if not mailbox.admitting_began or outcome == "interrupted":
             return
-        tokens: dict[str, list[int]] = {}
-        for token, event in held:
-            tokens.setdefault(token, []).append(event["id"])
-        for token, ids in tokens.items():
-            if outcome == "stopped":
-                await self.store.discard_admitted(token, ids)
-            else:
-                await self.store.release(token, ids, backoff_secs=0, max_attempts=self.limits.max_inbox_delivery_attempts)
-        if outcome != "stopped":
+        if outcome == "stopped":
+            await self.store.discard_turn(mailbox.turn_id)
+        elif await self.store.release_turn(mailbox.turn_id, max_attempts=self.limits.max_inbox_delivery_attempts):
             self.wake(mailbox.conversation_id)
 
     async def admit_steer(self, conversation_id: str) -> int:
@@ -305,7 +304,10 @@ class SubagentCoordinator:
             if spill:  # the mailbox filled meanwhile: back to pending, for the queue lane
                 await self.store.release(token, spill, backoff_secs=0, max_attempts=limits.max_inbox_delivery_attempts)
             if fits:
-                admitted = await self.store.admit(token, [e["id"] for e in fits])
+                mailbox.admitting_began = True
+                admitted = await self.store.admit(token, [e["id"] for e in fits], mailbox.turn_id)
+                if admitted:
+                    crash_point("subagents.steer_admitted")  # durability tests: a SIGKILL with the event admitted into a live turn
         except Exception:
             log.exception("member %s: admitting steer events failed; the queue lane delivers them", self._member_id)
             await asyncio.shield(self.store.release(token, [e["id"] for e in fits], backoff_secs=0, max_attempts=limits.max_inbox_delivery_attempts))

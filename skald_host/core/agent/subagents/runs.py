@@ -425,28 +425,46 @@ class RunStore:
 
         await self.db.transaction(write)
 
-    async def admit(self, token: str, event_ids: Sequence[int]) -> list[int]:
-        """§4.3, steer only: leased → admitted, for events still held by ``token``.
-        The ids admitted (one another claim took meanwhile is not)."""
+    async def admit(self, token: str, event_ids: Sequence[int], turn_id: str) -> list[int]:
+        """§4.3, steer only: leased → admitted, bound to ``turn_id`` in the same
+        statement, for events still held by ``token``. The ids admitted (one another
+        claim took meanwhile is not)."""
         marks = ",".join("?" * len(event_ids))
         rows = await self.db.transaction(
             lambda c: c.execute(
-                f"UPDATE agent_inbox_events SET status = 'admitted' WHERE lease_token = ? AND status = 'leased' AND id IN ({marks}) RETURNING id",
-                (token, *event_ids),
+                f"UPDATE agent_inbox_events SET status = 'admitted', admitted_turn_id = ? WHERE lease_token = ? AND status = 'leased'"
+                f" AND id IN ({marks}) RETURNING id",
+                (turn_id, token, *event_ids),
             ).fetchall()
         )
         return [r[0] for r in rows]
 
-    async def discard_admitted(self, token: str, event_ids: Sequence[int]) -> int:
-        """A Stop discards the input its turn owned (§8.6): admitted steer events still
-        held by ``token`` become superseded, off the conversation's capacity."""
+    async def release_turn(self, turn_id: str, *, max_attempts: int) -> int:
+        """A turn closed: every event still admitted into it goes back to pending at
+        once (steer degrades to queue, §8.5), or to dead-letter past the attempt limit —
+        found by its turn in the file, whatever the process remembers."""
 
         def write(conn: Any) -> int:
-            marks = ",".join("?" * len(event_ids))
+            released = conn.execute(
+                "UPDATE agent_inbox_events SET status = CASE WHEN attempt_count >= ? THEN 'dead_letter' ELSE 'pending' END,"
+                " lease_token = NULL, lease_until = NULL, admitted_turn_id = NULL, next_attempt_at = ?"
+                " WHERE admitted_turn_id = ? AND status = 'admitted' RETURNING conversation_id, status",
+                (max_attempts, time.time(), turn_id),
+            ).fetchall()
+            _left_inbox(conn, [c for c, status in released if status == "dead_letter"])
+            return len(released)
+
+        return await self.db.transaction(write)
+
+    async def discard_turn(self, turn_id: str) -> int:
+        """A Stop discards the input its turn owned (§8.6): the events still admitted
+        into ``turn_id`` become superseded, off the conversation's capacity."""
+
+        def write(conn: Any) -> int:
             rows = conn.execute(
-                f"UPDATE agent_inbox_events SET status = 'superseded', lease_token = NULL, lease_until = NULL"
-                f" WHERE lease_token = ? AND status = 'admitted' AND id IN ({marks}) RETURNING conversation_id",
-                (token, *event_ids),
+                "UPDATE agent_inbox_events SET status = 'superseded', lease_token = NULL, lease_until = NULL"
+                " WHERE admitted_turn_id = ? AND status = 'admitted' RETURNING conversation_id",
+                (turn_id,),
             ).fetchall()
             _left_inbox(conn, [c for (c,) in rows])
             return len(rows)
@@ -480,7 +498,8 @@ class RunStore:
             marks = ",".join("?" * len(event_ids))
             released = conn.execute(
                 f"UPDATE agent_inbox_events SET status = CASE WHEN attempt_count >= ? THEN 'dead_letter' ELSE 'pending' END,"
-                f" lease_token = NULL, lease_until = NULL, next_attempt_at = ? WHERE lease_token = ? AND status IN ('leased', 'admitted')"
+                f" lease_token = NULL, lease_until = NULL, admitted_turn_id = NULL, next_attempt_at = ?"
+                f" WHERE lease_token = ? AND status IN ('leased', 'admitted')"
                 f" AND id IN ({marks}) RETURNING conversation_id, status",
                 (max_attempts, time.time() + backoff_secs, token, *event_ids),
             ).fetchall()
@@ -598,11 +617,13 @@ def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[s
         if row and row[1]:
             _complete(conn, run_id, row[0], "interrupted", row[2], row[3], None, "the server stopped while this ran", json.loads(row[4]), True)
         report["interrupted"] += 1
+    # Expired leases; and events admitted into a turn: every turn of an earlier process
+    # died with it (the turn each was bound to is in the row, §4.3).
     for status in ("leased", "admitted"):
         rows = conn.execute(
             "UPDATE agent_inbox_events SET status = CASE WHEN attempt_count >= ? THEN 'dead_letter' ELSE 'pending' END,"
-            " lease_token = NULL, lease_until = NULL, next_attempt_at = ? WHERE status = ? AND (? = 'admitted' OR lease_until < ?)"
-            " RETURNING status",
+            " lease_token = NULL, lease_until = NULL, admitted_turn_id = NULL, next_attempt_at = ?"
+            " WHERE status = ? AND (? = 'admitted' OR lease_until < ?) RETURNING status",
             (max_attempts, now, status, status, now),
         ).fetchall()
         for (new_status,) in rows:
