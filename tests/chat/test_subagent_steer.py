@@ -251,12 +251,10 @@ async def test_stop_discards_the_steer_events_its_turn_owned_and_the_next_turns_
 
 
 async def test_an_admitted_signal_left_by_a_stopping_server_is_delivered_once_after_the_restart(chat):
-    """§6/§8.5: the member's runtime closes (logout locks the file: the in-process
-    stand-in for a SIGKILL between admit and consume, which the subprocess crash tests
-    cannot script here: a steer contract needs a definition the subprocess server
-    does not have) while the signal is admitted into a running turn. Closing leaves
-    it admitted, as a crash would; recovery at the next login releases it, and it
-    reaches the model exactly once."""
+    """§6/§8.5: the member's runtime closes (logout locks the file) while the signal is
+    admitted into a running turn. Closing leaves it admitted, as a crash would (the
+    real SIGKILL is test_subagent_crash's); recovery at the next login releases it, and
+    it reaches the model exactly once."""
     await configure_models(chat.admin, chat.server)
     agents(chat, watcher=watcher())
     alice = await chat.host.member("alice")
