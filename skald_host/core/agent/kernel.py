@@ -193,13 +193,23 @@ class Ending:
     failure, a recovered answer) leaves it unjoined, and its owner writes the end
     the separate way."""
 
-    def __init__(self, statements: Callable[[str], Callable[[Any], object]]) -> None:
+    def __init__(
+        self, statements: Callable[[str], Callable[[Any], object]], *, queued: bool = False,
+        on_commit: Callable[[object], None] | None = None,
+    ) -> None:
         self.statements = statements
+        #: The frame's caller waits for its answer: the write is queued, not awaited
+        #: (``Kernel._final_queued``); ``joined`` from its submission.
+        self.queued = queued
         self.joined = False
         self.outcome: object = None
+        self._on_commit = on_commit
 
     def committed(self, outcome: object) -> None:
+        """The answer and the statements committed (after the answer's ``done``)."""
         self.joined, self.outcome = True, outcome
+        if self._on_commit is not None:
+            self._on_commit(outcome)
 
 
 @dataclass
@@ -481,12 +491,13 @@ class Kernel:
                 return following
         ending = scope.ending if not calls else None
         outcome: list[object] = []
+        also = None if ending is None else _collect(ending.statements(turn.content), outcome)
+        if ending is not None and ending.queued:
+            return self._final_queued(frame, turn, message_id, request_log, messages, tools_wire, ending, also, outcome)
         call_ids = await self.store.finish_assistant(
             message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, request_log=request_log,
-            running=running, also=None if ending is None else _collect(ending.statements(turn.content), outcome),
+            running=running, also=also,
         )
-        if ending is not None:
-            ending.committed(outcome[0])
         scope.admitted.update(call_ids[:running])
         if request_log is not None:
             self.runtime.request_logged(frame, request_log[0], messages, tools_wire)
@@ -496,8 +507,40 @@ class Kernel:
         else:
             self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
                       tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
+        if ending is not None:
+            ending.committed(outcome[0])
         await self.runtime.after_round(frame, turn)
         return None if call_ids else turn.content
+
+    def _final_queued(
+        self, frame: Frame, turn: ModelTurn, message_id: int, request_log: tuple[str, dict[str, Any], str] | None,
+        messages: list[dict[str, Any]], tools: list[dict[str, Any]], ending: Ending, also: Callable[[Any, list[str]], None],
+        outcome: list[object],
+    ) -> str:
+        """A final answer whose frame's caller waits for it (``Ending.queued``): its
+        write, with the run's end, takes its place in the file's one queue now and is
+        not awaited — the caller's next request goes out while it commits, and the
+        caller's own next write, queued behind it, cannot commit first. The answer's
+        ``done`` and the run's end are announced once it committed. (A subframe's round
+        runs no compaction: nothing of ``after_round`` is skipped.)"""
+        written = self.store.finish_assistant_queued(
+            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, request_log=request_log, also=also,
+        )
+        ending.joined = True  # written there, or not at all: its owner writes no end of its own
+
+        def landed(done: "asyncio.Future[list[str]]") -> None:
+            if done.cancelled() or done.exception() is not None:
+                log.error("member %s: a sub-agent's final answer could not be written: %s", self.runtime.member_id,
+                          "cancelled" if done.cancelled() else done.exception())
+                return
+            if request_log is not None:
+                self.runtime.request_logged(frame, request_log[0], messages, tools)
+            self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
+                      tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
+            ending.committed(outcome[0])
+
+        written.add_done_callback(landed)
+        return turn.content
 
     async def call_model(
         self, frame: Frame, candidates: list[ModelChoice], messages: list[dict[str, Any]], tools: list[dict[str, Any]],

@@ -565,6 +565,28 @@ class ConversationStore:
 
         return await self._write_rows(write)
 
+    def finish_assistant_queued(
+        self, message_id: int, *, content: str, reasoning: str, model: str, request_log: tuple[str, dict[str, Any], str] | None,
+        also: Callable[[Any, list[str]], object],
+    ) -> "asyncio.Future[list[str]]":
+        """A final answer (no calls) as ``finish_assistant`` writes it, its place in the
+        file's one queue taken before this returns (``Database.transaction_queued``):
+        committed before any write submitted after it, not awaited by its caller."""
+
+        def write(conn: Any) -> tuple[list[str], list[Row]]:
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", (), request_log, 0)
+            also(conn, ids)
+            return ids, _reread(conn, [message_id])
+
+        submitted = self.db.transaction_queued(write)
+
+        async def spliced() -> list[str]:
+            ids, rows = await submitted
+            self._splice(rows)
+            return ids
+
+        return asyncio.ensure_future(spliced())
+
     async def finish_round(
         self,
         message_id: int,

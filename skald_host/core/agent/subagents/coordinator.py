@@ -248,7 +248,8 @@ class SubagentCoordinator:
         """A root turn starts: steer events may be admitted into it from now on."""
         mailbox = TurnMailbox(conversation_id, new_id(), self.limits.steer_mailbox_capacity)
         self._mailboxes[conversation_id] = mailbox
-        self._steer_hint.add(conversation_id)  # anything pending already may steer it
+        if conversation_id in self._maybe_pending:  # anything pending already may steer it
+            self._steer_hint.add(conversation_id)  # (else no claim on the path of every turn's first boundary)
         return mailbox
 
     async def close_turn(self, mailbox: TurnMailbox | None, outcome: str) -> None:
@@ -559,7 +560,14 @@ class SubagentCoordinator:
         # The run's completed state (with, for a background run, its completion event)
         # goes in the commit of the frame's final answer (seed 004 §4.2: still one
         # transaction, guarded by the execution id).
-        ending = Ending(lambda content: RunStore.terminal_statements(ctx.run_id, ctx.execution_id, "completed", result=content, frame_status="done"))
+        # A foreground run's caller waits for its answer: that write is queued, and the
+        # caller's next request goes out while it commits (its next write queues behind
+        # it). The run's end is announced once committed either way.
+        ending = Ending(
+            lambda content: RunStore.terminal_statements(ctx.run_id, ctx.execution_id, "completed", result=content, frame_status="done"),
+            queued=ctx.mode == "foreground",
+            on_commit=lambda done: self._after_terminal(sub, definition, ctx, "completed") if done and self._runtime() is not None else None,
+        )
         try:
             async with asyncio.timeout(ctx.limits["timeout_secs"]):
                 result = await kernel.run_frame(
@@ -579,20 +587,15 @@ class SubagentCoordinator:
                     self.store.commit_terminal(ctx.run_id, ctx.execution_id, "cancelled", error="cancelled", frame_status="cancelled")
                 ):
                     self._after_terminal(sub, definition, ctx, "cancelled")
-            elif ending.joined and ending.outcome:
-                self._after_terminal(sub, definition, ctx, "completed")
             raise
         except Exception as exc:
             if ending.joined:
-                if ending.outcome:
-                    self._after_terminal(sub, definition, ctx, "completed")
                 raise
             if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed"):
                 self._after_terminal(sub, definition, ctx, "failed")
             raise
         if ending.joined:
-            if ending.outcome:  # False: a late attempt's answer; the run's state is another attempt's
-                self._after_terminal(sub, definition, ctx, "completed")
+            pass  # announced by its commit (``on_commit``; a late attempt's answer, False there, announces nothing)
         elif ctx.mode == "background":
             if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done"):
                 self._after_terminal(sub, definition, ctx, "completed")
