@@ -523,7 +523,8 @@ async def test_a_delegating_turn_writes_the_run_frame_with_its_call_and_the_run_
 async def test_a_run_refused_inside_its_calls_round_leaves_that_round_written(chat):
     """The run's frame rides in its call's round under a savepoint: a refusal found in
     that transaction (the tree is full, §9) rolls back the run alone; the round and
-    its call stay, and the call's result says why."""
+    its call stay, and the call's result says why. A run the tree has no room for
+    sends no request of its own before that write (the script has none to spare)."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
     chat.server.script(MODEL_A, [
@@ -588,3 +589,44 @@ async def test_stop_discards_a_finished_background_result_waiting_for_its_contin
 async def _completed(client: Any, cid: str) -> list[dict[str, Any]] | None:
     rows = await runs(client, cid)
     return rows if rows and rows[0]["status"] == "completed" else None
+
+
+async def test_a_delegated_runs_first_request_goes_out_while_its_frame_commits_and_nothing_of_it_is_announced_before(chat):
+    """The run's frame rides in its call's round write; its first request is built
+    from memory and sent meanwhile (as a member's first message's is), while its
+    tokens and its agent_start wait for that commit (never announced before the write)."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Capital of Norway?"})]),
+        Reply("Oslo."),
+        Reply("It is Oslo."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        db = chat.host.core.chat.live_runtime(alice.member["id"]).store.db
+        original, committed, submitted = db.transaction, [], []
+
+        async def slow_second(fn):
+            submitted.append(fn)
+            if len(submitted) == 2:  # the round with the call and the run's frame
+                await asyncio.sleep(0.3)
+            try:
+                return await original(fn)
+            finally:
+                committed.append(asyncio.get_running_loop().time())
+
+        db.transaction = slow_second  # type: ignore[method-assign]
+        try:
+            await sock.send(cid, "Ask the researcher.")
+            events = await sock.turn(cid)
+        finally:
+            del db.transaction
+    child_request = chat.server.requests_for(MODEL_A)[1]
+    assert child_request.messages[-1]["content"] == "Capital of Norway?"
+    frame_written = committed[1]
+    assert child_request.received_at < frame_written  # sent while its frame was being written
+    child_events = [e for e in events if e.get("depth") == 1 or e["type"] == "agent_start"]
+    assert child_events and all(e["_at"] >= frame_written for e in child_events)
+    [row] = await runs(alice, cid)
+    assert row["status"] == "completed" and (await run(alice, row["id"]))["run"]["result"] == "Oslo."

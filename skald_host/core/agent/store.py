@@ -289,6 +289,7 @@ class ConversationStore:
 
     async def open_run_frame(
         self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: str | None = None,
+        frame_id: str | None = None,
     ) -> Frame:
         """A sub-agent run's frame with its task as the first message, written with
         ``claim(conn, frame)`` (its run accepted and marked running in it; raising
@@ -296,20 +297,23 @@ class ConversationStore:
         delegation (the sub-agent benchmark). ``placeholder_model``: the frame's first
         round's streaming placeholder is written too, as a member's message writes its
         turn's (``add_member_message``)."""
-        statements = self.run_frame_statements(caller, agent_id, task, claim, placeholder_model=placeholder_model)
+        statements = self.run_frame_statements(caller, agent_id, task, claim, placeholder_model=placeholder_model, frame_id=frame_id)
         return self.run_frame_opened(await self.db.transaction(lambda conn: statements(conn, call_id)))
 
     def run_frame_statements(
         self, caller: Frame, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: str | None = None,
+        frame_id: str | None = None,
     ) -> Callable[[Any, str], tuple[Frame, list[Row]]]:
         """``open_run_frame``'s statements, for a transaction that writes its call too
         (``Scope.settle``): given the call's id as written. Hand what they return,
-        once committed, to ``run_frame_opened``."""
+        once committed, to ``run_frame_opened``. ``frame_id``: the frame's id, chosen
+        before the write (its first request goes out while it commits)."""
+        chosen = frame_id
         self._no_subframes.discard(caller.conversation_id)
         self._writes += 1  # an open_frames read racing this must not conclude "none"
 
         def write(conn: Any, call_id: str) -> tuple[Frame, list[Row]]:
-            frame = Frame(new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
+            frame = Frame(chosen or new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
             conn.execute(
                 "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth) VALUES (?, ?, ?, ?, ?, ?)",
                 (frame.id, frame.conversation_id, frame.caller_frame_id, call_id, agent_id, frame.depth),

@@ -26,7 +26,8 @@ import logging
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from skald_hookspecs.types import ToolError
 from skald_host.core.agent.definitions import AgentDefinition
@@ -36,14 +37,13 @@ from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, Orchestra
 from skald_host.core.agent.subagents.runs import (
     TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume, consume_pending, due_events, mark_started, new_id, recover,
 )
-from skald_host.core.agent.kernel import NOT_JOINED, Ending
-from skald_host.core.agent.store import insert_trigger
+from skald_host.core.agent.kernel import NOT_JOINED, Abandoned, Ending, Pending
+from skald_host.core.agent.store import Frame, insert_trigger
 from skald_host.core.faults import crash_point
 
 if TYPE_CHECKING:
     from skald_host.core.agent.kernel import Scope
     from skald_host.core.agent.runtime import MemberRuntime
-    from skald_host.core.agent.store import Frame
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,7 @@ class SubagentCoordinator:
         self._closed = False
         self._mailboxes: dict[str, TurnMailbox] = {}  # the running root turn's, per conversation
         self._steer_hint: set[str] = set()  # conversations whose steer events may be pending
+        self._tree_in_flight: dict[str, int] = {}  # single runs per tree whose accepting write may be under way
 
     @property
     def runtime(self) -> "MemberRuntime":
@@ -457,6 +458,7 @@ class SubagentCoordinator:
         held = True
         taken: list[Accepted] = []
         written = [call_id]
+        run_ids: list[str] | None = None  # chosen before the write when its first request goes out meanwhile
 
         def claim(conn: Any, frame: "Frame") -> None:
             written[0] = frame.spawned_by_call_id or ""
@@ -465,14 +467,23 @@ class SubagentCoordinator:
                 conn, caller.frame.conversation_id, template.tree_id, run.run_id if run else None, template.ancestry[:-1],
                 caller.agent.id if run else "root", caller.frame.id, [dataclasses.replace(new_run, idempotency_key=key)],
                 max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
+                run_ids=run_ids,
             )
             if taken[0].existing:
                 raise _Existing()
             mark_started(conn, taken[0].run_id, taken[0].execution_id, frame.id)
 
         try:
-            candidates = await self._first_models(definition)
+            self._tree_in_flight[template.tree_id] = self._tree_in_flight.get(template.tree_id, 0) + 1
+            if settle is not None:
+                candidates, in_tree = await asyncio.gather(self._first_models(definition), self.store.tree_count(template.tree_id))
+                room = in_tree + self._tree_in_flight[template.tree_id] <= self.limits.max_runs_per_tree
+            else:
+                candidates, room = await self._first_models(definition), False
             placeholder_model = candidates[0].model if candidates else None
+            if room and candidates:
+                run_ids = [new_id()]
+                return await self._single_opening(caller, call_id, definition, task, template, claim, written, candidates, settle, run_ids[0])
             try:
                 opened: Any = NOT_JOINED
                 if settle is not None:
@@ -500,6 +511,65 @@ class SubagentCoordinator:
         finally:
             if held:
                 permits.release()
+            left = self._tree_in_flight.get(template.tree_id, 1) - 1  # counted from the start of its try
+            if left > 0:
+                self._tree_in_flight[template.tree_id] = left
+            else:
+                self._tree_in_flight.pop(template.tree_id, None)
+
+    async def _single_opening(
+        self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, template: RunContext,
+        claim: Callable[[Any, "Frame"], None], written: list[str], candidates: list[Any], settle: Any, run_id: str,
+    ) -> str:
+        """``_single`` whose run, frame and first placeholder ride in the caller's round
+        write (``settle``), with the run's first request going out while that commits,
+        as a member's first message does (``Pending``): its tokens and its
+        ``agent_start`` wait for the commit. Only when the tree has room for it (the
+        one refusal that write can meet, §8.7; counted with the runs being written):
+        a refused run must cost no request. The run's and frame's ids are chosen
+        first, so that request is built before the write."""
+        runtime = self.runtime
+        frame_id = new_id()
+        placeholder_model = candidates[0].model
+        statements = runtime.store.run_frame_statements(caller.frame, definition.id, task, claim, placeholder_model=placeholder_model, frame_id=frame_id)
+        writing = asyncio.ensure_future(settle(call_id, statements))
+        sub = Frame(frame_id, caller.frame.conversation_id, caller.frame.id, call_id, definition.id, caller.frame.depth + 1, "open")
+        row = {"id": None, "frame_id": frame_id, "role": "user", "content": task, "attachments": "[]", "status": "complete", "tool_calls": ()}
+        opening = Pending([MappingProxyType(row)], None, candidates)
+
+        async def landed() -> None:
+            try:
+                call_written, opened = await writing
+                if opened is NOT_JOINED:  # the round was being written already: the frame on its own
+                    await runtime.store.open_run_frame(
+                        caller.frame, call_written, definition.id, task, claim, placeholder_model=placeholder_model, frame_id=frame_id,
+                    )
+                else:
+                    runtime.store.run_frame_opened(opened)
+                placeholder_id = (await runtime.store.history(frame_id))[-1]["id"]
+            except BaseException:
+                opening.abandon(Abandoned("the run's frame could not be written", committed=False))
+                raise
+            opening.confirm(placeholder_id)
+
+        landing = asyncio.ensure_future(landed())
+        landing.add_done_callback(lambda f: f.cancelled() or f.exception())  # raised below when it matters
+        ctx = dataclasses.replace(template, run_id=run_id, execution_id=run_id)
+        self._tasks[ctx.run_id] = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            return await self._run_opened(sub, definition, ctx, unattended=caller.unattended, candidates=candidates, opening=opening, call_id=written)
+        except Abandoned:
+            try:
+                await landing
+            except (TreeFull, InboxFull) as exc:
+                raise DelegationRefused(str(exc)) from None
+            except (_Existing, LookupError):
+                raise ToolError("this run was cancelled or taken over before it started") from None
+            raise
+        finally:
+            self._tasks.pop(ctx.run_id, None)
+            if not landing.done():
+                await asyncio.shield(landing)  # the write runs to its end: its rows are the caller's round
 
     async def _foreground(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, accepted: Accepted, ctx: RunContext) -> str:
         if accepted.existing:
@@ -551,12 +621,22 @@ class SubagentCoordinator:
 
     async def _run_opened(
         self, sub: "Frame", definition: AgentDefinition, ctx: RunContext, *, unattended: bool, candidates: list[Any] | None = None,
+        opening: Pending | None = None, call_id: list[str] | None = None,
     ) -> str:
         """The run's frame, its terminal state written however it ends (the caller
-        holds its permits). ``candidates``: the models its written placeholder names."""
+        holds its permits). ``candidates``: the models its written placeholder names.
+        ``opening``: the frame's write, still in flight (``_single_opening``; ``call_id``
+        holds the call's id as that write gives it)."""
         kernel = self.runtime.kernel
-        call_id = sub.spawned_by_call_id
-        kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=call_id or None, run_id=ctx.run_id, mode=ctx.mode)
+
+        def started(_: int) -> None:
+            spawned = call_id[0] if call_id is not None else sub.spawned_by_call_id
+            kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=spawned or None, run_id=ctx.run_id, mode=ctx.mode)
+
+        if opening is None:
+            started(0)
+        else:
+            opening.then(started)
         # The run's completed state (with, for a background run, its completion event)
         # goes in the commit of the frame's final answer (seed 004 §4.2: still one
         # transaction, guarded by the execution id).
@@ -572,7 +652,7 @@ class SubagentCoordinator:
             async with asyncio.timeout(ctx.limits["timeout_secs"]):
                 result = await kernel.run_frame(
                     sub, definition, unattended=unattended, run=ctx, max_rounds=ctx.limits["max_iterations"], candidates=candidates,
-                    ending=ending,
+                    ending=ending, opening=opening,
                 )
         except TimeoutError:
             error = f"the run did not finish within {ctx.limits['timeout_secs']} s"

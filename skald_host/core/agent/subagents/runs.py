@@ -130,9 +130,12 @@ class RunStore:
     def accept_rows(
         self, conn: Any, conversation_id: str, tree_id: str, caller_run_id: str | None, ancestry: Sequence[str], caller_agent_id: str,
         caller_scope_id: str, runs: Sequence[NewRun], *, max_runs_per_tree: int, max_pending: int,
+        run_ids: Sequence[str] | None = None,
     ) -> list[Accepted]:
         """``accept``'s statements, inside a caller's transaction (a single foreground
-        run is accepted in the transaction that opens its frame)."""
+        run is accepted in the transaction that opens its frame). ``run_ids``: the new
+        runs' ids (and first execution ids), chosen before the write (a run whose
+        first request goes out while it commits)."""
         accepted: list[Accepted | None] = []
         fresh: list[tuple[int, NewRun]] = []
         for index, run in enumerate(runs):
@@ -157,7 +160,7 @@ class RunStore:
         if slots and not _reserve(conn, conversation_id, slots, max_pending):
             raise InboxFull("the conversation's inbox is full; wait for the running tasks to report")
         for index, run in fresh:
-            run_id = new_id()
+            run_id = run_ids[index] if run_ids is not None else new_id()
             conn.execute(
                 "INSERT INTO agent_runs (id, execution_id, runtime_generation, conversation_id, tree_id, caller_run_id, ancestry,"
                 " caller_agent_id, caller_scope_id, agent_id, definition_hash, model, mode, depth, task, budget, signal_contract,"
@@ -171,6 +174,11 @@ class RunStore:
             )
             accepted[index] = Accepted(run_id, run_id, False, "queued", None, None)
         return accepted  # type: ignore[return-value]
+
+    async def tree_count(self, tree_id: str) -> int:
+        """The runs a delegation tree holds (a hint before a write: the accepting
+        transaction decides, §8.7)."""
+        return await self.db.run(lambda c: c.execute("SELECT count(*) FROM agent_runs WHERE tree_id = ?", (tree_id,)).fetchone()[0])
 
     async def new_attempt(self, run_id: str) -> str | None:
         """A fresh execution id for a live run taken up again (after a restart): the
