@@ -90,19 +90,19 @@ async def _turn(sock: Socket, client: Any, text: str) -> float:
 
 
 async def main() -> None:
-    from skald_host.core.agent.subagents.runs import RunStore
+    from skald_host.core.agent.subagents.coordinator import SubagentCoordinator
     from skald_host.testing.host import start_host, test_settings
 
     commits: dict[str, float] = {}
-    original = RunStore.commit_terminal
+    original = SubagentCoordinator._after_terminal
 
-    async def timed(self, run_id, execution_id, status, **kwargs):  # the moment the completion event is committed
-        done = await original(self, run_id, execution_id, status, **kwargs)
-        if done:
-            commits[run_id] = time.perf_counter()
-        return done
+    def timed(self, frame, definition, ctx, status):
+        # Called in the loop pass in which the terminal commit (with the completion
+        # event, and usually the run's final answer) returned, before the wake-up.
+        commits[ctx.run_id] = time.perf_counter()
+        return original(self, frame, definition, ctx, status)
 
-    RunStore.commit_terminal = timed  # type: ignore[method-assign]
+    SubagentCoordinator._after_terminal = timed  # type: ignore[method-assign]
     from skald_host.core.storage import Database
 
     counts = {"transaction": 0, "run": 0}
@@ -174,7 +174,7 @@ async def main() -> None:
                             latencies.append(at - commits[runs[0]["id"]])
             finally:
                 await host.stop()
-    RunStore.commit_terminal = original  # type: ignore[method-assign]
+    SubagentCoordinator._after_terminal = original  # type: ignore[method-assign]
     for name, method in originals.items():
         setattr(Database, name, method)
 

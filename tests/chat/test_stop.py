@@ -99,3 +99,47 @@ async def test_stop_reaches_a_sub_agent_streaming_in_its_own_frame(chat):
     transcript = await messages(alice, cid)
     assert transcript[1]["tool_calls"][0]["status"] == "cancelled"
     assert_well_formed(transcript)
+
+
+async def test_stop_keeps_the_queued_messages_unanswered_until_the_member_retries(chat):
+    """Seed 004 §8.6: a message sent while a turn runs waits for the next turn; a Stop
+    discards that turn as well — losslessly: the messages stay in the conversation,
+    answered by a failure the member can retry, and no turn answers them before."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Hang(text="thinking"), Reply("Both answered.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "First.")
+        await sock.wait_event(cid, "token")
+        assert (await sock.send(cid, "Second."))["queued"] is True
+        assert (await sock.send(cid, "Third."))["queued"] is True
+        assert [q["content"] for q in (await alice.get(f"/api/conversations/{cid}")).json()["queued"]] == ["Second.", "Third."]
+        assert (await sock.stop(cid))["stopped"] is True
+        events = await sock.turn(cid)
+        failure = next((e for e in events if e["type"] == "error"), None)
+        assert failure is not None and failure["code"] == "stopped_unanswered" and failure["retry"] is True
+        await asyncio.sleep(0.5)  # no turn starts for them
+        assert len(chat.server.requests_for(MODEL_A)) == 1
+        state = (await alice.get(f"/api/conversations/{cid}")).json()
+        assert state["queued"] == [] and state["running"] is False
+        assert [(m["role"], m["status"], m["content"]) for m in state["messages"]] == [
+            ("user", "complete", "First."),
+            ("assistant", "cancelled", "thinking"),
+            ("user", "complete", "Second."),
+            ("user", "complete", "Third."),
+            ("assistant", "error", failure["error"]),
+        ]
+        assert state["messages"][-1]["id"] == failure["message_id"]
+
+        # The member's Retry answers them; the failure never reaches the model.
+        assert (await alice.post(f"/api/conversations/{cid}/retry")).status_code == 202
+        await sock.turn(cid)
+    assert chat.server.requests_for(MODEL_A)[1].messages[1:] == [
+        {"role": "user", "content": "First."},
+        {"role": "user", "content": "Second."},
+        {"role": "user", "content": "Third."},
+    ]
+    transcript = await messages(alice, cid)
+    assert [m["content"] for m in transcript[2:]] == ["Second.", "Third.", "Both answered."]
+    assert_well_formed(transcript)

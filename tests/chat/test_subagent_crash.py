@@ -8,15 +8,21 @@ across both lives of the server is counted from outside the process that died.""
 
 from __future__ import annotations
 
+import signal
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 import pytest_asyncio
 
-from durability.helpers import Servers, create_member, setup_admin
+from durability.helpers import Servers, create_member, member_dek, owner_file, setup_admin
+from skald_host.core.schema import OWNER_MIGRATIONS
+from skald_host.core.storage import Database
 from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
-from .support import API_KEY, MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation
+from .support import (
+    API_KEY, MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation, write_agent,
+)
 
 PASSWORD = "alice's passphrase for sub-agent crash tests"
 TRIGGER = "[Background updates."
@@ -127,3 +133,115 @@ async def test_sigkill_during_the_continuation_turn_answers_its_trigger_once_aft
     assert_well_formed(transcript)
     [run] = (await alice.get(f"/api/conversations/{cid}/runs")).json()["runs"]
     assert run["status"] == "completed"
+
+
+# -- the steer lane (seed 004 §4.3/§4.4, §8.5) --------------------------------------------
+
+WATCH = "Watch."
+STEER_PLUGIN = '''"""A throwaway plugin, found through its entry point like an installed one: a task
+agent whose signal contract steers into the running turn."""
+from pathlib import Path
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import PluginInfo
+
+
+@hookimpl
+def plugin_info():
+    return PluginInfo(id="steerprobe", title="Steer probe", spec=">=1.0,<2")
+
+
+@hookimpl
+def register_agent_dirs(register):
+    register(Path(__file__).with_name("steerprobe_agents"))
+'''
+
+
+def steer_plugin(root: Path) -> dict[str, str]:
+    """The plugin as a distribution on the server's ``PYTHONPATH`` (no install into the
+    environment); the server's environment that finds it."""
+    site = root / "site"
+    (site / "steerprobe-0.1.dist-info").mkdir(parents=True)
+    (site / "steerprobe-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: steerprobe\nVersion: 0.1\n")
+    (site / "steerprobe-0.1.dist-info" / "entry_points.txt").write_text("[skald.plugins]\nsteerprobe = steerprobe\n")
+    (site / "steerprobe.py").write_text(STEER_PLUGIN)
+    write_agent(
+        site / "steerprobe_agents", "watcher", "You watch.", title="Watcher", kind="task", tools=["emit_signal"],
+        signal={"delivery": "steer", "cooldown_secs": 3600, "severities": ["info"]},
+    )
+    return {"PYTHONPATH": str(site)}
+
+
+def signal_triggers(request: Any) -> list[str]:
+    return [m["content"] for m in request.messages if m["role"] == "user" and m["content"].startswith(TRIGGER) and "half way" in m["content"]]
+
+
+async def owner_events(servers: Servers, member_id: str) -> list[dict[str, Any]]:
+    """The member's inbox rows, read from their file while no server runs."""
+    dek = await member_dek(servers.data_dir, member_id, PASSWORD)
+    db = await Database.open(owner_file(servers.data_dir, member_id), key=dek, migrations=OWNER_MIGRATIONS)
+    try:
+        return await db.run(lambda c: [dict(r) for r in c.execute("SELECT * FROM agent_inbox_events ORDER BY id")])
+    finally:
+        await db.close()
+
+
+async def test_sigkill_with_a_signal_admitted_into_the_running_turn_delivers_it_exactly_once(servers, model, tmp_path):
+    """§8.5: the server process is SIGKILLed the moment the steer signal's admission
+    into the running turn commits (before the turn takes it). The file then holds it
+    admitted, bound to a turn that died; startup recovery gives it back and it reaches
+    the model exactly once, in one trigger, answered once on the member's screen."""
+    env = steer_plugin(tmp_path)
+    life = 1
+
+    def respond(request):
+        if request.messages[1]["content"] == WATCH:  # the watcher's own frame
+            if last(request)["role"] == "tool":
+                return Reply("watched")
+            return Reply(tool_calls=[ToolCall("emit_signal", {"key": "k", "severity": "info", "summary": "half way"})])
+        if last(request)["content"].startswith(TRIGGER):
+            return Reply("Noted.")
+        if last(request)["role"] == "tool":
+            return Hang(text="thinking") if life == 1 else Reply("Done after the restart.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "watcher", "task": WATCH, "mode": "background"})])
+
+    server = await servers.start(crash_at="subagents.steer_admitted", extra_env=env)
+    admin = await setup_admin(server)
+    assert (await admin.put("/api/admin/plugins/steerprobe/enabled", json={"enabled": True})).status_code == 200
+    await configure_models(admin, model)
+    member_id = await create_member(admin, "alice", PASSWORD)
+    alice = await server.login("alice", PASSWORD)
+    model.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Watch it.")
+        await eventually(lambda: not server.running, timeout=20, what="the SIGKILL at the admission")
+    assert server.proc.returncode == -signal.SIGKILL
+    [signal_row] = [e for e in await owner_events(servers, member_id) if e["event_type"] == "signal"]
+    assert signal_row["status"] == "admitted" and signal_row["admitted_turn_id"]  # into a turn that died with the process
+    assert not any(signal_triggers(r) for r in model.requests_for(MODEL_A))
+    seen_before = len(model.requests_for(MODEL_A))
+
+    life = 2
+    again = await servers.start(extra_env=env)
+    alice = await again.login("alice", PASSWORD)
+    async with ChatSocket(alice):  # connecting resumes the member's chat
+
+        async def answered() -> bool:
+            return sum(m["content"] == "Noted." for m in await messages(alice, cid)) >= 1 and not (
+                await alice.get(f"/api/conversations/{cid}")
+            ).json()["running"]
+
+        await eventually(answered, timeout=20, what="the signal's delivery after the restart")
+    transcript = await messages(alice, cid)
+    again.kill()
+
+    after = model.requests_for(MODEL_A)[seen_before:]
+    told = [r for r in after if last(r)["content"].startswith(TRIGGER) and "half way" in last(r)["content"]]
+    assert len(told) == 1  # the moment the model was told, once
+    assert len(signal_triggers(after[-1])) <= 1 and all(len(signal_triggers(r)) <= 1 for r in after)  # never twice in one history
+    assert sum(m["content"] == "Noted." for m in transcript) == 1
+    assert not any(m["content"].startswith(TRIGGER) for m in transcript)
+    assert_well_formed(transcript)
+    [signal_row] = [e for e in await owner_events(servers, member_id) if e["event_type"] == "signal"]
+    assert (signal_row["status"], signal_row["admitted_turn_id"]) == ("consumed", None)

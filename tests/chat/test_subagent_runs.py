@@ -279,3 +279,36 @@ async def test_fair_scheduling_lets_the_inbox_in_after_a_burst_or_a_long_wait_an
     assert coordinator.inbox_first(waited, user_turns=4)
     assert coordinator.inbox_first(31.0, user_turns=0)
     assert not coordinator.inbox_first(None, user_turns=10)
+
+
+async def test_an_event_admitted_into_a_turn_that_died_is_pending_again_after_the_restart(tmp_path):
+    """§4.3/§6: admit writes the event's turn with it; a file closed with an event
+    admitted into a turn (the process died) is repaired by startup recovery: the
+    event is pending again, unbound, due at once, and the capacity count agrees."""
+    path, key = tmp_path / "owner.db", os.urandom(32)
+    first = await Database.open(path, key=key, migrations=OWNER_MIGRATIONS, create=True)
+    await first.transaction(lambda c: (
+        c.execute("INSERT INTO conversations (id, agent_id) VALUES (?, 'assistant')", (CID,)),
+        c.execute("INSERT INTO frames (id, conversation_id, agent_id, depth) VALUES ('root-frame', ?, 'assistant', 0)", (CID,)),
+    ))
+    old = RunStore(first, "gen-old")
+    [run] = await accept(old, new_run())
+    assert (await old.insert_signal(run.run_id, run.execution_id, "signal:k:0", "steer", "info", {"summary": "half way"}, 128))[0] == "ok"
+    token, [claimed] = await old.claim(CID, time.time(), 60, delivery="steer")
+    assert await old.admit(token, [claimed["id"]], "turn-of-the-dead-process") == [claimed["id"]]
+    [stored] = await events(first)
+    assert (stored["status"], stored["admitted_turn_id"]) == ("admitted", "turn-of-the-dead-process")
+    await first.close()
+
+    again = await Database.open(path, key=key, migrations=OWNER_MIGRATIONS)
+    try:
+        report = await again.transaction(lambda c: recover(c, "gen-new", 8, time.time()))
+        assert report["released"] == 1
+        signal = next(e for e in await events(again) if e["event_type"] == "signal")
+        assert (signal["status"], signal["admitted_turn_id"], signal["lease_token"]) == ("pending", None, None)
+        assert signal["next_attempt_at"] <= time.time()
+        # Pending again: the run's completion (the run died too) and the signal.
+        assert await counters(again) == (2, 0)
+        assert await RunStore(again, "gen-new").due_conversations(time.time()) == [CID]
+    finally:
+        await again.close()

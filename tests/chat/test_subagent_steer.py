@@ -10,6 +10,7 @@ inbox is read from the member's own file."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from typing import Any
@@ -200,12 +201,14 @@ async def test_a_turn_that_ends_before_its_admitted_signal_is_taken_releases_it_
     await eventually(lambda: counters_match_rows(chat, alice), what="the counters")
 
 
-async def test_stop_discards_the_steer_events_its_turn_owned_and_nothing_else(chat):
-    """§8.6: input ownership is exclusive. The admitted signal belongs to the stopped
-    turn and is discarded with it (superseded, off the capacity count, never
-    delivered); the finished run's completion was the next turn's (pending) and the
-    queue lane still delivers it. The run finished before the Stop, so the Stop's
-    cancel cascade (which supersedes a cancelled run's signals) does not touch it."""
+async def test_stop_discards_the_steer_events_its_turn_owned_and_the_next_turns_input(chat):
+    """§8.6: input ownership is exclusive, and a Stop discards both owners' input. The
+    admitted signal belongs to the stopped turn and is discarded with it (superseded,
+    off the capacity count, never delivered); the finished run's completion was the
+    next turn's (pending), and is consumed with no continuation (§6
+    suppress_continuation), its result kept on its run. The run finished before the
+    Stop, so the Stop's cancel cascade (which supersedes a cancelled run's signals)
+    does not touch it."""
     await configure_models(chat.admin, chat.server)
     agents(chat, watcher=watcher())
     alice = await chat.host.member("alice")
@@ -234,21 +237,24 @@ async def test_stop_discards_the_steer_events_its_turn_owned_and_nothing_else(ch
         await eventually(ready, what="the run finished and its signal admitted")
         response = await alice.post(f"/api/conversations/{cid}/stop")
         assert response.status_code == 200, response.text
-        await eventually(lambda: delivered_as_last(chat, "Background task finished"), what="the completion's continuation")
+        await sock.wait_event(cid, "turn_finished")
+        await asyncio.sleep(0.5)  # the turn's end woke the inbox worker: nothing is due
     events = {e["event_type"]: e for e in await inbox(chat, alice)}
     assert events["signal"]["status"] == "superseded"
+    assert (events["completion"]["status"], events["completion"]["requires_continuation"]) == ("consumed", 0)
+    assert not delivered_as_last(chat, "Background task finished")
     assert not delivered_as_last(chat, "half way")
+    [row] = await coordinator(chat, alice).store.runs(cid)
+    assert row["result"]
     assert not any("half way" in m["content"] for r in chat.server.requests_for(MODEL_A) for m in r.messages if m["role"] == "user")
     await eventually(lambda: counters_match_rows(chat, alice), what="the counters")
 
 
 async def test_an_admitted_signal_left_by_a_stopping_server_is_delivered_once_after_the_restart(chat):
-    """§6/§8.5: the member's runtime closes (logout locks the file: the in-process
-    stand-in for a SIGKILL between admit and consume, which the subprocess crash tests
-    cannot script here: a steer contract needs a definition the subprocess server
-    does not have) while the signal is admitted into a running turn. Closing leaves
-    it admitted, as a crash would; recovery at the next login releases it, and it
-    reaches the model exactly once."""
+    """§6/§8.5: the member's runtime closes (logout locks the file) while the signal is
+    admitted into a running turn. Closing leaves it admitted, as a crash would (the
+    real SIGKILL is test_subagent_crash's); recovery at the next login releases it, and
+    it reaches the model exactly once."""
     await configure_models(chat.admin, chat.server)
     agents(chat, watcher=watcher())
     alice = await chat.host.member("alice")
@@ -298,9 +304,10 @@ async def test_an_admitted_signal_left_by_a_stopping_server_is_delivered_once_af
 
 
 async def test_admission_is_guarded_by_the_lease_token_and_each_way_out_keeps_the_count(db):
-    """§4.3 in the store: the steer claim takes only steer events; admit, discard and
-    release act only with the claim's token (a stale holder changes nothing); a
-    released event is pending again, a discarded one is off the capacity count."""
+    """§4.3 in the store: the steer claim takes only steer events; admit acts only
+    with the claim's token (a stale holder changes nothing) and binds each event to
+    its turn, by which a Stop discards and a close releases; a released event is
+    pending again, a discarded one is off the capacity count."""
     store = RunStore(db, generation="g")
     [run] = await accept(store, new_run())
     for key, delivery in (("s1", "steer"), ("q1", "queue"), ("s2", "steer")):
@@ -308,12 +315,15 @@ async def test_admission_is_guarded_by_the_lease_token_and_each_way_out_keeps_th
     token, claimed = await store.claim(CID, time.time(), 60, delivery="steer")
     steer_ids = [e["id"] for e in claimed]
     assert [e["delivery"] for e in claimed] == ["steer", "steer"]
-    assert await store.admit("not-the-token", steer_ids) == []
-    assert await store.admit(token, steer_ids) == steer_ids
-    assert await store.discard_admitted("not-the-token", steer_ids[:1]) == 0
-    assert await store.discard_admitted(token, steer_ids[:1]) == 1
-    assert await store.release(token, steer_ids[1:], backoff_secs=0, max_attempts=8) == 1
+    assert await store.admit("not-the-token", steer_ids, "turn-a") == []
+    assert await store.admit(token, steer_ids[:1], "turn-a") == steer_ids[:1]
+    assert await store.admit(token, steer_ids[1:], "turn-b") == steer_ids[1:]
+    assert [e["admitted_turn_id"] for e in await events(db) if e["id"] in steer_ids] == ["turn-a", "turn-b"]
+    assert await store.discard_turn("another-turn") == 0
+    assert await store.discard_turn("turn-a") == 1
+    assert await store.release_turn("turn-a", max_attempts=8) == 0  # discarded: not the turn's any more
+    assert await store.release_turn("turn-b", max_attempts=8) == 1
     by_id = {e["id"]: e for e in await events(db)}
     assert [by_id[i]["status"] for i in steer_ids] == ["superseded", "pending"]
-    assert by_id[steer_ids[1]]["lease_token"] is None
+    assert (by_id[steer_ids[1]]["lease_token"], by_id[steer_ids[1]]["admitted_turn_id"]) == (None, None)
     assert await counters(db) == (2, 1)  # the queued signal and the released one; the completion slot still reserved

@@ -9,6 +9,7 @@ they do in production."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -484,3 +485,154 @@ async def test_a_conversation_runs_at_most_its_bound_of_delegates_at_once_and_an
     result = tool_results(chat.server.requests_for(MODEL_A)[-1])[0]
     assert [result.index(f"done Part {i}.") for i in range(6)] == sorted(result.index(f"done Part {i}.") for i in range(6))
     assert [r["status"] for r in await runs(alice, cid)] == ["completed"] * 6
+
+
+async def test_a_delegating_turn_writes_the_run_frame_with_its_call_and_the_run_end_with_its_answer(chat):
+    """Fewer commits only by joining writes that announce nothing between them (the
+    delegation benchmark): the caller's round with its execute_task call, the run's
+    row and frame are one commit; the run's final answer and its completed state are
+    one commit. Five commits on the member's file, beside a direct loop's four."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Capital of Norway?"})]),
+        Reply("Oslo."),
+        Reply("It is Oslo."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        db = chat.host.core.chat.live_runtime(alice.member["id"]).store.db
+        commits: list[str] = []
+
+        def counting(original):
+            def counted(fn):
+                commits.append(getattr(fn, "__qualname__", repr(fn)))
+                return original(fn)
+            return counted
+
+        db.transaction, db.transaction_queued = counting(db.transaction), counting(db.transaction_queued)
+        try:
+            await sock.send(cid, "Ask the researcher.")
+            events = await sock.turn(cid)
+        finally:
+            del db.transaction, db.transaction_queued
+    [row] = await runs(alice, cid)
+    assert row["status"] == "completed"
+    # The member's message, the round with the call and the run's frame, the run's
+    # answer with its end, the caller's tool result with its next round, its answer;
+    # no steer claim (nothing can be pending in the inbox of a conversation without runs).
+    assert len(commits) == 5 and not any("claim" in c for c in commits), commits
+    kinds = [e["type"] for e in events]
+    assert kinds.index("tool_start") < kinds.index("agent_start") < kinds.index("agent_done") < kinds.index("tool_done")
+
+
+async def test_a_run_refused_inside_its_calls_round_leaves_that_round_written(chat):
+    """The run's frame rides in its call's round under a savepoint: a refusal found in
+    that transaction (the tree is full, §9) rolls back the run alone; the round and
+    its call stay, and the call's result says why. A run the tree has no room for
+    sends no request of its own before that write (the script has none to spare)."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "First?"})]),
+        Reply("One."),
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Second?"})]),
+        Reply("Only one ran."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        coord = coordinator(chat, alice)
+        coord.limits = dataclasses.replace(coord.limits, max_runs_per_tree=1)
+        await sock.send(cid, "Ask twice.")
+        await sock.turn(cid)
+    [row] = await runs(alice, cid)
+    assert row["task"] == "First?"
+    transcript = await messages(alice, cid)
+    assert_well_formed(transcript)
+    calls = [c for m in transcript for c in m["tool_calls"]]
+    assert [c["status"] for c in calls] == ["done", "error"]
+    assert "at most 1 runs" in calls[1]["result"]
+    assert transcript[-1]["content"] == "Only one ran."
+
+
+async def test_stop_discards_a_finished_background_result_waiting_for_its_continuation(chat):
+    """§8.6 with §6's suppress_continuation: a completion that came in while the turn
+    ran waits for the next turn; a Stop discards that turn's input, so it is consumed
+    with no continuation — its result kept on its run."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        content = last(request)["content"] or ""
+        if content == "Quick task.":
+            return Reply("Quick result.")
+        if content.startswith(TRIGGER):
+            return Reply("It came back.")
+        if last(request)["role"] == "tool":
+            return Hang(text="still talking")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Quick task.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.wait_event(cid, "token", depth=0)
+        [row] = await eventually(lambda: _completed(alice, cid), what="the background run's completion")
+        store = coordinator(chat, alice).store
+        events = lambda: store.db.run(lambda c: [tuple(r) for r in c.execute("SELECT status, requires_continuation FROM agent_inbox_events")])
+        assert await events() == [("pending", 1)]  # waiting for the running turn's end
+        assert (await sock.stop(cid))["stopped"] is True
+        await sock.turn(cid)
+        await asyncio.sleep(0.5)  # the turn's end woke the inbox worker: nothing to deliver
+        assert await events() == [("consumed", 0)]
+    assert not any((last(r)["content"] or "").startswith(TRIGGER) for r in chat.server.requests_for(MODEL_A))
+    counters = await store.db.run(lambda c: c.execute("SELECT pending_event_count, reserved_completion_slots FROM agent_session_state").fetchone())
+    assert tuple(counters) == (0, 0)
+    assert (await run(alice, row["id"]))["run"]["result"] == "Quick result."
+    assert not any(m["content"] == "It came back." for m in await messages(alice, cid))
+
+
+async def _completed(client: Any, cid: str) -> list[dict[str, Any]] | None:
+    rows = await runs(client, cid)
+    return rows if rows and rows[0]["status"] == "completed" else None
+
+
+async def test_a_delegated_runs_first_request_goes_out_while_its_frame_commits_and_nothing_of_it_is_announced_before(chat):
+    """The run's frame rides in its call's round write; its first request is built
+    from memory and sent meanwhile (as a member's first message's is), while its
+    tokens and its agent_start wait for that commit (never announced before the write)."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Capital of Norway?"})]),
+        Reply("Oslo."),
+        Reply("It is Oslo."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        db = chat.host.core.chat.live_runtime(alice.member["id"]).store.db
+        original, committed, submitted = db.transaction, [], []
+
+        async def slow_second(fn):
+            submitted.append(fn)
+            if len(submitted) == 2:  # the round with the call and the run's frame
+                await asyncio.sleep(0.3)
+            try:
+                return await original(fn)
+            finally:
+                committed.append(asyncio.get_running_loop().time())
+
+        db.transaction = slow_second  # type: ignore[method-assign]
+        try:
+            await sock.send(cid, "Ask the researcher.")
+            events = await sock.turn(cid)
+        finally:
+            del db.transaction
+    child_request = chat.server.requests_for(MODEL_A)[1]
+    assert child_request.messages[-1]["content"] == "Capital of Norway?"
+    frame_written = committed[1]
+    assert child_request.received_at < frame_written  # sent while its frame was being written
+    child_events = [e for e in events if e.get("depth") == 1 or e["type"] == "agent_start"]
+    assert child_events and all(e["_at"] >= frame_written for e in child_events)
+    [row] = await runs(alice, cid)
+    assert row["status"] == "completed" and (await run(alice, row["id"]))["run"]["result"] == "Oslo."

@@ -154,6 +154,64 @@ class Pending:
         return await waiter
 
 
+#: ``Scope.settle``'s answer when its ``also`` was not written with the round (the
+#: round was written already, or is being written): the caller writes it itself.
+NOT_JOINED = object()
+
+
+class _Refused:
+    """An ``also`` that raised inside a round's write: rolled back to its savepoint
+    (the round's rows stay), raised to its caller once the round has committed."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _in_savepoint(also: Callable[[Any, str], object], index: int, into: list[object]) -> Callable[[Any, list[str]], None]:
+    """``also`` for the round's write, on its call's written id: what it writes goes
+    or fails alone, the round's own rows are written either way."""
+
+    def run(conn: Any, ids: list[str]) -> None:
+        conn.execute("SAVEPOINT settle_also")
+        try:
+            into.append(also(conn, ids[index]))
+        except Exception as error:
+            conn.execute("ROLLBACK TO settle_also")
+            into.append(_Refused(error))
+        conn.execute("RELEASE settle_also")
+
+    return run
+
+
+class Ending:
+    """What ends the job a frame does (a sub-agent run's terminal state), written in
+    the commit of the frame's final answer: nothing is announced between the two (the
+    answer's ``done``, then the run's ``agent_done``), so they are one transaction —
+    one sync fewer on the path of every delegation. ``statements(content)``: what to
+    run in that transaction for this answer. ``joined`` once committed so, with
+    ``outcome`` what the statements returned; a frame that ends any other way (a
+    failure, a recovered answer) leaves it unjoined, and its owner writes the end
+    the separate way."""
+
+    def __init__(
+        self, statements: Callable[[str], Callable[[Any], object]], *, queued: bool = False,
+        on_commit: Callable[[object], None] | None = None,
+    ) -> None:
+        self.statements = statements
+        #: The frame's caller waits for its answer: the write is queued, not awaited
+        #: (``Kernel._final_queued``); ``joined`` from its submission.
+        self.queued = queued
+        self.joined = False
+        self.outcome: object = None
+        self._on_commit = on_commit
+
+    def committed(self, outcome: object) -> None:
+        """The answer and the statements committed (after the answer's ``done``)."""
+        self.joined, self.outcome = True, outcome
+        if self._on_commit is not None:
+            self._on_commit(outcome)
+
+
 @dataclass
 class Scope:
     """One frame being run: the TurnApi a tool sees. The kernel is reached through a
@@ -172,12 +230,16 @@ class Scope:
     #: one inside it that may not start now lost its access meanwhile.
     round_tools: frozenset[str] | None = dataclasses.field(default=None, repr=False, compare=False)
     #: While a round's calls run before it is written (``Kernel._overlapped_calls``):
-    #: writes it now and returns the call's id as written. What a call leaves tied to
-    #: itself (a sub-agent frame) or announces (a notification) must follow its row.
-    settle: Callable[[str], Awaitable[str]] | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: ``settle(call_id, also=None)`` writes it now and returns the call's id as
+    #: written, with what ``also(conn, written_id)`` returned when it ran in that same
+    #: transaction (else ``NOT_JOINED``). What a call leaves tied to itself (a sub-agent
+    #: frame) or announces (a notification) must follow its row.
+    settle: Callable[..., Awaitable[tuple[str, Any]]] | None = dataclasses.field(default=None, repr=False, compare=False)
     reach: Callable[[], "Kernel"] = dataclasses.field(default=lambda: None, repr=False, compare=False)  # type: ignore[assignment, return-value]
     #: The sub-agent run this frame is (None: the conversation's own agent, the root).
     run: "RunContext | None" = dataclasses.field(default=None, repr=False, compare=False)
+    #: Written with the frame's final answer (``Ending``), when the frame has one.
+    ending: Ending | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def kernel(self) -> "Kernel":
@@ -326,11 +388,13 @@ class Kernel:
     async def run_frame(
         self, frame: Frame, agent: AgentDefinition, *, unattended: bool, candidates: list[ModelChoice] | None = None,
         opening: Pending | None = None, run: "RunContext | None" = None, max_rounds: int | None = None,
+        ending: Ending | None = None,
     ) -> str:
         """``candidates``: the models chosen when the member's message was stored with
         this turn's placeholder, for the first round (no second read before its call).
-        ``opening``: that message's write, still in flight (``Pending``)."""
-        scope = Scope(frame, agent, unattended, reach=lambda: self, run=run)
+        ``opening``: that message's write, still in flight (``Pending``). ``ending``:
+        written with the final answer, if a round gives one."""
+        scope = Scope(frame, agent, unattended, reach=lambda: self, run=run, ending=ending)
         pending = opening
         rounds = min(self.chat.max_rounds, max_rounds) if max_rounds else self.chat.max_rounds
         for index in range(rounds):
@@ -434,9 +498,14 @@ class Kernel:
             if following is not None:
                 await self.runtime.after_round(frame, turn)
                 return following
+        ending = scope.ending if not calls else None
+        outcome: list[object] = []
+        also = None if ending is None else _collect(ending.statements(turn.content), outcome)
+        if ending is not None and ending.queued:
+            return self._final_queued(frame, turn, message_id, request_log, messages, tools_wire, ending, also, outcome)
         call_ids = await self.store.finish_assistant(
             message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, request_log=request_log,
-            running=running,
+            running=running, also=also,
         )
         scope.admitted.update(call_ids[:running])
         if request_log is not None:
@@ -447,8 +516,40 @@ class Kernel:
         else:
             self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
                       tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
+        if ending is not None:
+            ending.committed(outcome[0])
         await self.runtime.after_round(frame, turn)
         return None if call_ids else turn.content
+
+    def _final_queued(
+        self, frame: Frame, turn: ModelTurn, message_id: int, request_log: tuple[str, dict[str, Any], str] | None,
+        messages: list[dict[str, Any]], tools: list[dict[str, Any]], ending: Ending, also: Callable[[Any, list[str]], None],
+        outcome: list[object],
+    ) -> str:
+        """A final answer whose frame's caller waits for it (``Ending.queued``): its
+        write, with the run's end, takes its place in the file's one queue now and is
+        not awaited — the caller's next request goes out while it commits, and the
+        caller's own next write, queued behind it, cannot commit first. The answer's
+        ``done`` and the run's end are announced once it committed. (A subframe's round
+        runs no compaction: nothing of ``after_round`` is skipped.)"""
+        written = self.store.finish_assistant_queued(
+            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, request_log=request_log, also=also,
+        )
+        ending.joined = True  # written there, or not at all: its owner writes no end of its own
+
+        def landed(done: "asyncio.Future[list[str]]") -> None:
+            if done.cancelled() or done.exception() is not None:
+                log.error("member %s: a sub-agent's final answer could not be written: %s", self.runtime.member_id,
+                          "cancelled" if done.cancelled() else done.exception())
+                return
+            if request_log is not None:
+                self.runtime.request_logged(frame, request_log[0], messages, tools)
+            self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
+                      tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
+            ending.committed(outcome[0])
+
+        written.add_done_callback(landed)
+        return turn.content
 
     async def call_model(
         self, frame: Frame, candidates: list[ModelChoice], messages: list[dict[str, Any]], tools: list[dict[str, Any]],
@@ -722,13 +823,14 @@ class Kernel:
 
         recorded: asyncio.Future[list[str]] | None = None
 
-        def record() -> asyncio.Future[list[str]]:
-            """Write the message with its calls running (a slow call, or an early end)."""
+        def record(also: Callable[[Any, list[str]], None] | None = None) -> asyncio.Future[list[str]]:
+            """Write the message with its calls running (a slow call, an early end, or a
+            call's own write that must follow its row: ``settle``)."""
             nonlocal recorded
             if recorded is None:
                 recorded = asyncio.ensure_future(self.store.finish_assistant(
                     message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls,
-                    request_log=request_log, running=len(calls),
+                    request_log=request_log, running=len(calls), also=also,
                 ))
                 recorded.add_done_callback(lambda w: w.cancelled() or w.exception() is not None or announce(w.result()))
             return recorded
@@ -746,11 +848,21 @@ class Kernel:
 
         ran = False  # the calls have all returned: the round is written with their results
 
-        async def settle(call_id: str) -> str:
+        async def settle(call_id: str, also: Callable[[Any, str], object] | None = None) -> tuple[str, Any]:
+            """``also``: the call's first write (a sub-agent run's frame), joined with the
+            round's when that is not under way yet — the two announce nothing between
+            them, and a delegation's answer waits for each commit."""
             if ran or call_id not in ids:  # a tool's late use of its context: nothing left to write first
-                return call_id
-            written = await asyncio.shield(record())
-            return written[ids.index(call_id)]
+                return call_id, NOT_JOINED
+            index = ids.index(call_id)
+            joined: list[object] = []
+            joins = also is not None and recorded is None
+            written = await asyncio.shield(record(_in_savepoint(also, index, joined) if joins else None))  # type: ignore[arg-type]
+            if not joins:
+                return written[index], NOT_JOINED
+            if isinstance(joined[0], _Refused):
+                raise joined[0].error
+            return written[index], joined[0]
 
         slow = asyncio.get_running_loop().call_later(SLOW_CALL_SECONDS, record)
         scope.admitted.update(ids)
@@ -1027,6 +1139,13 @@ class Kernel:
         if status == "expired":
             return "denied", "the approval request expired."
         return "denied", "the approval does not match this call."
+
+def _collect(statements: Callable[[Any], object], into: list[object]) -> Callable[[Any, list[str]], None]:
+    def run(conn: Any, ids: list[str]) -> None:
+        into.append(statements(conn))
+
+    return run
+
 
 def _run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("id", "agent_id", "mode", "status", "depth", "task", "caller_run_id", "created_at", "finished_at")}

@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 
 #: The tool that reads an agent's skills (the agent-tools plugin registers it).
 SKILL_TOOL = "get_skill"
+#: The failed answer under the member's messages a Stop left unanswered (stored as
+#: a failed turn's reason is; the live event's code ``stopped_unanswered`` is shown
+#: in the reader's language).
+STOPPED_UNANSWERED = "Not answered: the conversation was stopped. Retry to have these messages answered."
 PREFIX_TTL_SECONDS = 20 * 60
 PREPARE_PROMPT_SECONDS = 2.0
 INJECTED_NOTE_CHARS = 16_000
@@ -695,8 +699,7 @@ class MemberRuntime:
                     raise asyncio.CancelledError from None
             if not self.closed:  # closing interrupts a turn for recovery; it was not stopped
                 stopped = True
-                await asyncio.shield(self.store.settle_streams(conversation_id, "cancelled"))
-                self.emit("cancelled", conversation_id)
+                await asyncio.shield(self._stopped(conversation_id))
             raise
         except NoModelConfigured:
             # The member's message is answered by this failure (not left open for
@@ -743,9 +746,21 @@ class MemberRuntime:
                 self._live.pop(conversation_id, None)
                 # A message queued after the last drain was submitted (the turn still ran
                 # when it came) was not moved by it: it starts the next turn now.
-                if ended and self.store.may_have_queued(conversation_id):
+                if (ended or stopped) and self.store.may_have_queued(conversation_id):
                     self.drive(conversation_id, drain_first=True)
                 self.subagents.wake()  # an inbox event that waited for this turn goes now
+
+    async def _stopped(self, conversation_id: str) -> None:
+        """A Stop, written then announced: the turn's rows end cancelled, and the
+        member's messages that waited for the next turn stay in the conversation,
+        answered by a failure the member may retry (``ConversationStore.stop_turn``)."""
+        frame = await self.store.root_frame(conversation_id)
+        moved, failed = await self.store.stop_turn(frame, STOPPED_UNANSWERED)
+        self.emit("cancelled", conversation_id)
+        for message_id in moved:
+            self.emit("user_message", conversation_id, message_id=message_id)
+        if failed is not None:
+            self.emit("error", conversation_id, error=STOPPED_UNANSWERED, code="stopped_unanswered", message_id=failed, retry=True)
 
     async def _turn_agent(self, frame: Frame, agent: AgentDefinition) -> AgentDefinition:
         """The agent of a root turn: a continuation turn (its last member-side message
@@ -790,8 +805,13 @@ class MemberRuntime:
         """Cancel the whole call tree of the conversation's running turn."""
         await self.conversation(conversation_id)
         # Stop cascades to the conversation's background runs; their completions are
-        # written consumed, so nothing continues after a Stop (seed 004 §6).
+        # written consumed, so nothing continues after a Stop (seed 004 §6). What
+        # finished before it and waits for a continuation is the next turn's input,
+        # which a Stop discards too (§8.6): consumed without one, its result kept on
+        # its run (agent_task, the task strip). Before the turn is cancelled: its end
+        # wakes the inbox worker.
         await self.subagents.cancel_conversation(conversation_id, suppress_continuation=True, background_only=True)
+        await self.subagents.discard_waiting(conversation_id)
         task = self._live.get(conversation_id)
         if task is None or task.done():
             return False

@@ -288,30 +288,46 @@ class ConversationStore:
         return await self.frame(frame_id)
 
     async def open_run_frame(
-        self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, str], object], *, placeholder_model: str | None = None,
+        self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: str | None = None,
+        frame_id: str | None = None,
     ) -> Frame:
         """A sub-agent run's frame with its task as the first message, written with
-        ``claim(conn, frame_id)`` (its run accepted and marked running in it; raising
+        ``claim(conn, frame)`` (its run accepted and marked running in it; raising
         rolls all back) in one transaction: five commits were one on the path of every
         delegation (the sub-agent benchmark). ``placeholder_model``: the frame's first
         round's streaming placeholder is written too, as a member's message writes its
         turn's (``add_member_message``)."""
-        frame = Frame(new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
+        statements = self.run_frame_statements(caller, agent_id, task, claim, placeholder_model=placeholder_model, frame_id=frame_id)
+        return self.run_frame_opened(await self.db.transaction(lambda conn: statements(conn, call_id)))
+
+    def run_frame_statements(
+        self, caller: Frame, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: str | None = None,
+        frame_id: str | None = None,
+    ) -> Callable[[Any, str], tuple[Frame, list[Row]]]:
+        """``open_run_frame``'s statements, for a transaction that writes its call too
+        (``Scope.settle``): given the call's id as written. Hand what they return,
+        once committed, to ``run_frame_opened``. ``frame_id``: the frame's id, chosen
+        before the write (its first request goes out while it commits)."""
+        chosen = frame_id
         self._no_subframes.discard(caller.conversation_id)
         self._writes += 1  # an open_frames read racing this must not conclude "none"
 
-        def write(conn: Any) -> list[Row]:
+        def write(conn: Any, call_id: str) -> tuple[Frame, list[Row]]:
+            frame = Frame(chosen or new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
             conn.execute(
                 "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth) VALUES (?, ?, ?, ?, ?, ?)",
                 (frame.id, frame.conversation_id, frame.caller_frame_id, call_id, agent_id, frame.depth),
             )
-            claim(conn, frame.id)
+            claim(conn, frame)
             written = [_insert_user_message(conn, frame, task, None)]
             if placeholder_model:
                 written.append(_insert_placeholder(conn, frame, placeholder_model))
-            return _reread(conn, written)
+            return frame, _reread(conn, written)
 
-        rows = await self.db.transaction(write)
+        return write
+
+    def run_frame_opened(self, opened: tuple[Frame, list[Row]]) -> Frame:
+        frame, rows = opened
         self._writes += 1
         self._keep(frame.id, rows)  # a new frame's whole history: its first round reads no file
         return frame
@@ -435,22 +451,8 @@ class ConversationStore:
     async def drain_inbox(self, frame: Frame) -> list[int]:
         """Move queued messages into the conversation, oldest first, in one transaction."""
 
-        def move(conn: Any) -> list[int]:
-            rows = conn.execute(
-                "SELECT id, content, idempotency_key, attachments FROM inbox WHERE conversation_id = ? ORDER BY id", (frame.conversation_id,)
-            ).fetchall()
-            ids = []
-            for row in rows:
-                conn.execute("DELETE FROM inbox WHERE id = ?", (row[0],))
-                ids.append(
-                    conn.execute(
-                        "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key, attachments)"
-                        " VALUES (?, ?, 'user', ?, ?, ?)",
-                        (frame.conversation_id, frame.id, row[1], row[2], row[3]),
-                    ).lastrowid
-                )
-            if ids:
-                conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
+        def move(conn: Any) -> tuple[list[int], list[int]]:
+            ids = _move_queued(conn, frame)
             return ids, ids
 
         # Only this class queues messages, so an inbox nothing was queued in since its last
@@ -478,6 +480,38 @@ class ConversationStore:
             lambda c: c.execute("SELECT id FROM messages WHERE conversation_id = ? AND status = 'streaming'", (conversation_id,)).fetchall()
         )
         return [r[0] for r in rows]
+
+    async def stop_turn(self, frame: Frame, unanswered: str) -> tuple[list[int], int | None]:
+        """A Stop's one write (seed 004 §8.6: a Stop discards the input the stopped turn
+        owned and the next turn's FIFO, losslessly). The turn's streaming rows end
+        ``cancelled``; the member's messages queued for the next turn move into the
+        conversation, kept and shown, and are answered by a failed answer saying
+        ``unanswered`` — a turn that failed is what recovery leaves alone and what
+        Retry (``take_back_failure``) takes back to answer them; a new message is
+        answered after them. Returns the moved messages' ids and the failed answer's
+        (None: nothing was queued)."""
+
+        def write(conn: Any) -> tuple[tuple[list[int], int | None], list[int]]:
+            streaming = [r[0] for r in conn.execute(
+                "SELECT id FROM messages WHERE conversation_id = ? AND status = 'streaming'", (frame.conversation_id,)
+            )]
+            if streaming:
+                conn.execute(f"UPDATE messages SET status = 'cancelled' WHERE id IN ({','.join('?' * len(streaming))})", streaming)
+            moved = _move_queued(conn, frame)
+            failed = None
+            if moved:
+                failed = conn.execute(
+                    "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, 'assistant', ?, 'error')",
+                    (frame.conversation_id, frame.id, unanswered),
+                ).lastrowid
+            return (moved, failed), streaming + moved + ([failed] if failed else [])
+
+        self._inbox_clean.add(frame.conversation_id)  # as a drain: a message queued after this is submitted is not moved by it
+        try:
+            return await self._write_rows(write)
+        except BaseException:
+            self._inbox_clean.discard(frame.conversation_id)
+            raise
 
     async def settle_streams(self, conversation_id: str, status: str, only: Sequence[int] | None = None) -> None:
         """Give a still-streaming row of the conversation its end: a turn stopped or
@@ -516,15 +550,46 @@ class ConversationStore:
         calls: list[tuple[str, str, str, str]] = (),  # type: ignore[assignment]
         request_log: tuple[str, dict[str, Any], str] | None = None,
         running: int = 0,
+        also: Callable[[Any, list[str]], object] | None = None,
     ) -> list[str]:
         """The round's authoritative result and its tool calls, in one transaction; call
         ids are allocated here, in call order. The round's request log (request id,
         request body, response body) rides in the same commit, encoded on the file's
         thread. The first ``running`` calls are written as started: the kernel admitted
-        them and runs them as soon as this commits (one sync fewer per tool round)."""
-        return await self._write_rows(
-            lambda conn: (_finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running), [message_id])
-        )
+        them and runs them as soon as this commits (one sync fewer per tool round).
+        ``also(conn, call_ids)``: more statements for the same transaction (a sub-agent
+        run's terminal state with its frame's final answer, ``kernel.Ending``; a run's
+        frame with the call that opens it, ``Scope.settle``)."""
+
+        def write(conn: Any) -> tuple[list[str], list[int]]:
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running)
+            if also is not None:
+                also(conn, ids)
+            return ids, [message_id]
+
+        return await self._write_rows(write)
+
+    def finish_assistant_queued(
+        self, message_id: int, *, content: str, reasoning: str, model: str, request_log: tuple[str, dict[str, Any], str] | None,
+        also: Callable[[Any, list[str]], object],
+    ) -> "asyncio.Future[list[str]]":
+        """A final answer (no calls) as ``finish_assistant`` writes it, its place in the
+        file's one queue taken before this returns (``Database.transaction_queued``):
+        committed before any write submitted after it, not awaited by its caller."""
+
+        def write(conn: Any) -> tuple[list[str], list[Row]]:
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", (), request_log, 0)
+            also(conn, ids)
+            return ids, _reread(conn, [message_id])
+
+        submitted = self.db.transaction_queued(write)
+
+        async def spliced() -> list[str]:
+            ids, rows = await submitted
+            self._splice(rows)
+            return ids
+
+        return asyncio.ensure_future(spliced())
 
     async def finish_round(
         self,
@@ -993,6 +1058,26 @@ class ConversationStore:
 
     async def log_payload(self, request_id: str, conversation_id: str, request: str, response: str | None) -> None:
         await self.db.run(lambda c: _insert_payload(c, request_id, conversation_id, request, response))
+
+
+def _move_queued(conn: Any, frame: Frame) -> list[int]:
+    """The conversation's queued messages into its history, oldest first; their ids."""
+    rows = conn.execute(
+        "SELECT id, content, idempotency_key, attachments FROM inbox WHERE conversation_id = ? ORDER BY id", (frame.conversation_id,)
+    ).fetchall()
+    ids = []
+    for row in rows:
+        conn.execute("DELETE FROM inbox WHERE id = ?", (row[0],))
+        ids.append(
+            conn.execute(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, idempotency_key, attachments)"
+                " VALUES (?, ?, 'user', ?, ?, ?)",
+                (frame.conversation_id, frame.id, row[1], row[2], row[3]),
+            ).lastrowid
+        )
+    if ids:
+        conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
+    return ids
 
 
 def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, attachments: str = "[]") -> int:

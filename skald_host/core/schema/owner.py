@@ -371,5 +371,16 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE messages ADD COLUMN origin TEXT",
             ),
         ),
+        Migration(
+            13,
+            "the turn a steer event was admitted into",
+            statements=(
+                # Seed 004 §4.3: admit binds the event to its turn, in the admitting
+                # transaction, so a turn's close and startup recovery give back what that
+                # turn held from the file, not only from the process's memory.
+                "ALTER TABLE agent_inbox_events ADD COLUMN admitted_turn_id TEXT",
+                "CREATE INDEX agent_inbox_admitted ON agent_inbox_events(admitted_turn_id) WHERE admitted_turn_id IS NOT NULL",
+            ),
+        ),
     ),
 )

@@ -26,7 +26,8 @@ import logging
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from skald_hookspecs.types import ToolError
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
@@ -36,12 +37,13 @@ from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, Orchestra
 from skald_host.core.agent.subagents.runs import (
     TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume, consume_pending, due_events, mark_started, new_id, recover,
 )
-from skald_host.core.agent.store import insert_trigger
+from skald_host.core.agent.kernel import NOT_JOINED, Abandoned, Ending, Pending
+from skald_host.core.agent.store import Frame, insert_trigger
+from skald_host.core.faults import crash_point
 
 if TYPE_CHECKING:
     from skald_host.core.agent.kernel import Scope
     from skald_host.core.agent.runtime import MemberRuntime
-    from skald_host.core.agent.store import Frame
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,9 @@ class TurnMailbox:
     held: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
     reserved: int = 0  # slots taken by admissions still being written
     closed: bool = False
+    #: An admission into this turn was submitted: its close looks in the file for what
+    #: the turn still holds (a turn nothing was admitted into closes without a write).
+    admitting_began: bool = False
     #: One admission at a time; a round boundary waits for one under way.
     admitting: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
@@ -195,6 +200,7 @@ class SubagentCoordinator:
         self._closed = False
         self._mailboxes: dict[str, TurnMailbox] = {}  # the running root turn's, per conversation
         self._steer_hint: set[str] = set()  # conversations whose steer events may be pending
+        self._tree_in_flight: dict[str, int] = {}  # single runs per tree whose accepting write may be under way
 
     @property
     def runtime(self) -> "MemberRuntime":
@@ -243,34 +249,30 @@ class SubagentCoordinator:
         """A root turn starts: steer events may be admitted into it from now on."""
         mailbox = TurnMailbox(conversation_id, new_id(), self.limits.steer_mailbox_capacity)
         self._mailboxes[conversation_id] = mailbox
-        self._steer_hint.add(conversation_id)  # anything pending already may steer it
+        if conversation_id in self._maybe_pending:  # anything pending already may steer it
+            self._steer_hint.add(conversation_id)  # (else no claim on the path of every turn's first boundary)
         return mailbox
 
     async def close_turn(self, mailbox: TurnMailbox | None, outcome: str) -> None:
         """The turn ended (``ended``/``failed``), was stopped (``stopped``) or is being
         interrupted by the runtime closing (``interrupted``). What it was admitted and
-        never took: released to pending by lease token, for the queue lane (steer
-        degrades to queue, never dropped); discarded with the turn on a Stop (§8.6:
-        a Stop discards the input the turn owns); left admitted when interrupted, for
-        recovery to release at the next start, as after a crash. Idempotent."""
+        never took — found in the file by the turn's id, which the admission wrote —
+        is released to pending, for the queue lane (steer degrades to queue, never
+        dropped); discarded with the turn on a Stop (§8.6: a Stop discards the input
+        the turn owns); left admitted when interrupted, for recovery to release at the
+        next start, as after a crash. Idempotent."""
         if mailbox is None or mailbox.closed:
             return
         mailbox.closed = True
         if self._mailboxes.get(mailbox.conversation_id) is mailbox:
             del self._mailboxes[mailbox.conversation_id]
             self._steer_hint.discard(mailbox.conversation_id)
-        held, mailbox.held = mailbox.held, []
-        if not held or outcome == "interrupted":
+        mailbox.held = []
+        if not mailbox.admitting_began or outcome == "interrupted":
             return
-        tokens: dict[str, list[int]] = {}
-        for token, event in held:
-            tokens.setdefault(token, []).append(event["id"])
-        for token, ids in tokens.items():
-            if outcome == "stopped":
-                await self.store.discard_admitted(token, ids)
-            else:
-                await self.store.release(token, ids, backoff_secs=0, max_attempts=self.limits.max_inbox_delivery_attempts)
-        if outcome != "stopped":
+        if outcome == "stopped":
+            await self.store.discard_turn(mailbox.turn_id)
+        elif await self.store.release_turn(mailbox.turn_id, max_attempts=self.limits.max_inbox_delivery_attempts):
             self.wake(mailbox.conversation_id)
 
     async def admit_steer(self, conversation_id: str) -> int:
@@ -304,7 +306,10 @@ class SubagentCoordinator:
             if spill:  # the mailbox filled meanwhile: back to pending, for the queue lane
                 await self.store.release(token, spill, backoff_secs=0, max_attempts=limits.max_inbox_delivery_attempts)
             if fits:
-                admitted = await self.store.admit(token, [e["id"] for e in fits])
+                mailbox.admitting_began = True
+                admitted = await self.store.admit(token, [e["id"] for e in fits], mailbox.turn_id)
+                if admitted:
+                    crash_point("subagents.steer_admitted")  # durability tests: a SIGKILL with the event admitted into a live turn
         except Exception:
             log.exception("member %s: admitting steer events failed; the queue lane delivers them", self._member_id)
             await asyncio.shield(self.store.release(token, [e["id"] for e in fits], backoff_secs=0, max_attempts=limits.max_inbox_delivery_attempts))
@@ -370,8 +375,13 @@ class SubagentCoordinator:
             except AgentError as exc:
                 raise DelegationRefused(str(exc)) from None
         call_id = caller.call_id
-        if call_id and caller.settle is not None:
-            call_id = await caller.settle(call_id)  # the frame names its call: the call is written first
+        # One foreground run is accepted in the transaction that opens its frame
+        # (``_single``), itself joined with its call's row when that is still unwritten;
+        # a batch, or background runs, all together first.
+        single = mode == "foreground" and len(requests) == 1
+        settle = caller.settle if call_id else None
+        if settle is not None and not single:
+            call_id, _ = await settle(call_id)  # the frame names its call: the call is written first
         tree_id = run.tree_id if run is not None else await self._root_tree(caller.frame)
         limits = [run_limits(d.limits, asked) for d in definitions]
         new_runs = [
@@ -382,9 +392,6 @@ class SubagentCoordinator:
             )
             for i, (d, (_, task), lim) in enumerate(zip(definitions, requests, limits))
         ]
-        # One foreground run is accepted in the transaction that opens its frame
-        # (``_single``); a batch, or background runs, all together first.
-        single = mode == "foreground" and len(new_runs) == 1
         accepted: list[Accepted] = []
         if not single:
             try:
@@ -411,7 +418,9 @@ class SubagentCoordinator:
         try:
             if single:
                 template = RunContext("", "", tree_id, ancestry + (definitions[0].id,), depth, mode, limits[0], new_runs[0].signal_contract)
-                tasks = [asyncio.ensure_future(self._single(caller, call_id or "", definitions[0], requests[0][1], new_runs[0], template))]
+                tasks = [asyncio.ensure_future(
+                    self._single(caller, call_id or "", definitions[0], requests[0][1], new_runs[0], template, settle=settle)
+                )]
             else:
                 tasks = [
                     asyncio.ensure_future(self._foreground(caller, call_id or "", d, task, a, ctx))
@@ -440,37 +449,62 @@ class SubagentCoordinator:
         last_user = next((row["id"] for row in reversed(history) if row["role"] == "user" and row.get("origin") != STEER_ORIGIN), 0)
         return f"{frame.id}:{last_user}"
 
-    async def _single(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, new_run: NewRun, template: RunContext) -> str:
+    async def _single(
+        self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, new_run: NewRun, template: RunContext,
+        *, settle: Any = None,
+    ) -> str:
         """One foreground run: its row accepted, its frame opened with its task and the
         run marked running, in one transaction (each commit is on the path of the
-        caller's answer). A retried call whose run exists already takes it up instead."""
+        caller's answer) — with ``settle`` (``Scope.settle``), the transaction that writes
+        the caller's round and this call in it, when that is not under way yet: the call
+        is written first either way, as the frame names it. A retried call whose run
+        exists already takes it up instead."""
         runtime, run = self.runtime, caller.run
         permits = self.permits(caller.frame.conversation_id)
         await permits.acquire()
         held = True
         taken: list[Accepted] = []
+        written = [call_id]
+        run_ids: list[str] | None = None  # chosen before the write when its first request goes out meanwhile
 
-        def claim(conn: Any, frame_id: str) -> None:
+        def claim(conn: Any, frame: "Frame") -> None:
+            written[0] = frame.spawned_by_call_id or ""
+            key = f"{written[0]}#0" if written[0] else None
             taken[:] = self.store.accept_rows(
                 conn, caller.frame.conversation_id, template.tree_id, run.run_id if run else None, template.ancestry[:-1],
-                caller.agent.id if run else "root", caller.frame.id, [new_run],
+                caller.agent.id if run else "root", caller.frame.id, [dataclasses.replace(new_run, idempotency_key=key)],
                 max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
+                run_ids=run_ids,
             )
             if taken[0].existing:
                 raise _Existing()
-            mark_started(conn, taken[0].run_id, taken[0].execution_id, frame_id)
+            mark_started(conn, taken[0].run_id, taken[0].execution_id, frame.id)
 
         try:
-            candidates = await self._first_models(definition)
+            self._tree_in_flight[template.tree_id] = self._tree_in_flight.get(template.tree_id, 0) + 1
+            if settle is not None:
+                candidates, in_tree = await asyncio.gather(self._first_models(definition), self.store.tree_count(template.tree_id))
+                room = in_tree + self._tree_in_flight[template.tree_id] <= self.limits.max_runs_per_tree
+            else:
+                candidates, room = await self._first_models(definition), False
+            placeholder_model = candidates[0].model if candidates else None
+            if room and candidates:
+                run_ids = [new_id()]
+                return await self._single_opening(caller, call_id, definition, task, template, claim, written, candidates, settle, run_ids[0])
             try:
-                sub = await runtime.store.open_run_frame(
-                    caller.frame, call_id, definition.id, task, claim, placeholder_model=candidates[0].model if candidates else None,
-                )
+                opened: Any = NOT_JOINED
+                if settle is not None:
+                    statements = runtime.store.run_frame_statements(caller.frame, definition.id, task, claim, placeholder_model=placeholder_model)
+                    call_id, opened = await settle(call_id, statements)
+                if opened is NOT_JOINED:
+                    sub = await runtime.store.open_run_frame(caller.frame, call_id, definition.id, task, claim, placeholder_model=placeholder_model)
+                else:
+                    sub = runtime.store.run_frame_opened(opened)
             except _Existing:
                 permits.release()
                 held = False
                 ctx = dataclasses.replace(template, run_id=taken[0].run_id, execution_id=taken[0].execution_id)
-                return await self._foreground(caller, call_id, definition, task, taken[0], ctx)
+                return await self._foreground(caller, written[0], definition, task, taken[0], ctx)
             except (TreeFull, InboxFull) as exc:
                 raise DelegationRefused(str(exc)) from None
             except LookupError:
@@ -484,6 +518,65 @@ class SubagentCoordinator:
         finally:
             if held:
                 permits.release()
+            left = self._tree_in_flight.get(template.tree_id, 1) - 1  # counted from the start of its try
+            if left > 0:
+                self._tree_in_flight[template.tree_id] = left
+            else:
+                self._tree_in_flight.pop(template.tree_id, None)
+
+    async def _single_opening(
+        self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, template: RunContext,
+        claim: Callable[[Any, "Frame"], None], written: list[str], candidates: list[Any], settle: Any, run_id: str,
+    ) -> str:
+        """``_single`` whose run, frame and first placeholder ride in the caller's round
+        write (``settle``), with the run's first request going out while that commits,
+        as a member's first message does (``Pending``): its tokens and its
+        ``agent_start`` wait for the commit. Only when the tree has room for it (the
+        one refusal that write can meet, §8.7; counted with the runs being written):
+        a refused run must cost no request. The run's and frame's ids are chosen
+        first, so that request is built before the write."""
+        runtime = self.runtime
+        frame_id = new_id()
+        placeholder_model = candidates[0].model
+        statements = runtime.store.run_frame_statements(caller.frame, definition.id, task, claim, placeholder_model=placeholder_model, frame_id=frame_id)
+        writing = asyncio.ensure_future(settle(call_id, statements))
+        sub = Frame(frame_id, caller.frame.conversation_id, caller.frame.id, call_id, definition.id, caller.frame.depth + 1, "open")
+        row = {"id": None, "frame_id": frame_id, "role": "user", "content": task, "attachments": "[]", "status": "complete", "tool_calls": ()}
+        opening = Pending([MappingProxyType(row)], None, candidates)
+
+        async def landed() -> None:
+            try:
+                call_written, opened = await writing
+                if opened is NOT_JOINED:  # the round was being written already: the frame on its own
+                    await runtime.store.open_run_frame(
+                        caller.frame, call_written, definition.id, task, claim, placeholder_model=placeholder_model, frame_id=frame_id,
+                    )
+                else:
+                    runtime.store.run_frame_opened(opened)
+                placeholder_id = (await runtime.store.history(frame_id))[-1]["id"]
+            except BaseException:
+                opening.abandon(Abandoned("the run's frame could not be written", committed=False))
+                raise
+            opening.confirm(placeholder_id)
+
+        landing = asyncio.ensure_future(landed())
+        landing.add_done_callback(lambda f: f.cancelled() or f.exception())  # raised below when it matters
+        ctx = dataclasses.replace(template, run_id=run_id, execution_id=run_id)
+        self._tasks[ctx.run_id] = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            return await self._run_opened(sub, definition, ctx, unattended=caller.unattended, candidates=candidates, opening=opening, call_id=written)
+        except Abandoned:
+            try:
+                await landing
+            except (TreeFull, InboxFull) as exc:
+                raise DelegationRefused(str(exc)) from None
+            except (_Existing, LookupError):
+                raise ToolError("this run was cancelled or taken over before it started") from None
+            raise
+        finally:
+            self._tasks.pop(ctx.run_id, None)
+            if not landing.done():
+                await asyncio.shield(landing)  # the write runs to its end: its rows are the caller's round
 
     async def _foreground(self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, accepted: Accepted, ctx: RunContext) -> str:
         if accepted.existing:
@@ -519,7 +612,7 @@ class SubagentCoordinator:
                 candidates = await self._first_models(definition)
                 try:
                     sub = await store.open_run_frame(
-                        above, call_id, definition.id, task, lambda conn, fid: mark_started(conn, ctx.run_id, ctx.execution_id, fid),
+                        above, call_id, definition.id, task, lambda conn, frame: mark_started(conn, ctx.run_id, ctx.execution_id, frame.id),
                         placeholder_model=candidates[0].model if candidates else None,
                     )
                 except LookupError:
@@ -541,34 +634,62 @@ class SubagentCoordinator:
 
     async def _run_opened(
         self, sub: "Frame", definition: AgentDefinition, ctx: RunContext, *, unattended: bool, candidates: list[Any] | None = None,
+        opening: Pending | None = None, call_id: list[str] | None = None,
     ) -> str:
         """The run's frame, its terminal state written however it ends (the caller
-        holds its permits). ``candidates``: the models its written placeholder names."""
+        holds its permits). ``candidates``: the models its written placeholder names.
+        ``opening``: the frame's write, still in flight (``_single_opening``; ``call_id``
+        holds the call's id as that write gives it)."""
         kernel = self.runtime.kernel
-        call_id = sub.spawned_by_call_id
-        kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=call_id or None, run_id=ctx.run_id, mode=ctx.mode)
+
+        def started(_: int) -> None:
+            spawned = call_id[0] if call_id is not None else sub.spawned_by_call_id
+            kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=spawned or None, run_id=ctx.run_id, mode=ctx.mode)
+
+        if opening is None:
+            started(0)
+        else:
+            opening.then(started)
+        # The run's completed state (with, for a background run, its completion event)
+        # goes in the commit of the frame's final answer (seed 004 §4.2: still one
+        # transaction, guarded by the execution id).
+        # A foreground run's caller waits for its answer: that write is queued, and the
+        # caller's next request goes out while it commits (its next write queues behind
+        # it). The run's end is announced once committed either way.
+        ending = Ending(
+            lambda content: RunStore.terminal_statements(ctx.run_id, ctx.execution_id, "completed", result=content, frame_status="done"),
+            queued=ctx.mode == "foreground",
+            on_commit=lambda done: self._after_terminal(sub, definition, ctx, "completed") if done and self._runtime() is not None else None,
+        )
         try:
             async with asyncio.timeout(ctx.limits["timeout_secs"]):
                 result = await kernel.run_frame(
                     sub, definition, unattended=unattended, run=ctx, max_rounds=ctx.limits["max_iterations"], candidates=candidates,
+                    ending=ending, opening=opening,
                 )
         except TimeoutError:
             error = f"the run did not finish within {ctx.limits['timeout_secs']} s"
-            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "timed_out", error=error, frame_status="failed")
-            self._after_terminal(sub, definition, ctx, "timed_out")
-            raise ToolError(error) from None
+            if not ending.joined and await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "timed_out", error=error, frame_status="failed"):
+                self._after_terminal(sub, definition, ctx, "timed_out")
+            if not ending.joined:
+                raise ToolError(error) from None
+            result = await self._answer_of(sub)
         except asyncio.CancelledError:
-            if not kernel.interrupted():
-                await asyncio.shield(
+            if not kernel.interrupted() and not ending.joined:
+                if await asyncio.shield(
                     self.store.commit_terminal(ctx.run_id, ctx.execution_id, "cancelled", error="cancelled", frame_status="cancelled")
-                )
-                self._after_terminal(sub, definition, ctx, "cancelled")
+                ):
+                    self._after_terminal(sub, definition, ctx, "cancelled")
             raise
         except Exception as exc:
-            await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed")
-            self._after_terminal(sub, definition, ctx, "failed")
+            if ending.joined:
+                raise
+            if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=str(exc) or type(exc).__name__, frame_status="failed"):
+                self._after_terminal(sub, definition, ctx, "failed")
             raise
-        if ctx.mode == "background":
+        if ending.joined:
+            pass  # announced by its commit (``on_commit``; a late attempt's answer, False there, announces nothing)
+        elif ctx.mode == "background":
             if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done"):
                 self._after_terminal(sub, definition, ctx, "completed")
         else:
@@ -578,6 +699,12 @@ class SubagentCoordinator:
             committing = self.store.commit_terminal_queued(ctx.run_id, ctx.execution_id, "completed", result=result, frame_status="done")
             committing.add_done_callback(lambda f: self._committed(f, sub, definition, ctx))
         return clip_result(result, ctx.limits["max_result_chars"], ctx.run_id)
+
+    async def _answer_of(self, frame: "Frame") -> str:
+        """The final answer a frame's run was completed with (a timeout that struck
+        right after that commit: the run is completed, its answer stands)."""
+        history = await self.runtime.store.history(frame.id)
+        return history[-1]["content"] if history else ""
 
     def _committed(self, done: "asyncio.Future[bool]", frame: "Frame", definition: AgentDefinition, ctx: RunContext) -> None:
         if done.cancelled():
@@ -646,6 +773,18 @@ class SubagentCoordinator:
                 continue
             if row["caller_run_id"] is None and await self.cancel_run(row["id"], suppress_continuation=suppress_continuation):
                 count += 1
+        return count
+
+    async def discard_waiting(self, conversation_id: str) -> int:
+        """A Stop discards the conversation's next-turn input from the inbox (§8.6):
+        events waiting for a continuation leave the inbox without one (§6's
+        ``suppress_continuation``; a completion is consumed, its result kept on its run,
+        a signal superseded). Events a running turn holds are its own, discarded as
+        it closes (``close_turn``)."""
+        count = await self.store.discard_pending(conversation_id)
+        if count:
+            self._maybe_pending.discard(conversation_id)
+            self._due_now.discard(conversation_id)
         return count
 
     # -- the inbox -------------------------------------------------------------------

@@ -130,9 +130,12 @@ class RunStore:
     def accept_rows(
         self, conn: Any, conversation_id: str, tree_id: str, caller_run_id: str | None, ancestry: Sequence[str], caller_agent_id: str,
         caller_scope_id: str, runs: Sequence[NewRun], *, max_runs_per_tree: int, max_pending: int,
+        run_ids: Sequence[str] | None = None,
     ) -> list[Accepted]:
         """``accept``'s statements, inside a caller's transaction (a single foreground
-        run is accepted in the transaction that opens its frame)."""
+        run is accepted in the transaction that opens its frame). ``run_ids``: the new
+        runs' ids (and first execution ids), chosen before the write (a run whose
+        first request goes out while it commits)."""
         accepted: list[Accepted | None] = []
         fresh: list[tuple[int, NewRun]] = []
         for index, run in enumerate(runs):
@@ -157,7 +160,7 @@ class RunStore:
         if slots and not _reserve(conn, conversation_id, slots, max_pending):
             raise InboxFull("the conversation's inbox is full; wait for the running tasks to report")
         for index, run in fresh:
-            run_id = new_id()
+            run_id = run_ids[index] if run_ids is not None else new_id()
             conn.execute(
                 "INSERT INTO agent_runs (id, execution_id, runtime_generation, conversation_id, tree_id, caller_run_id, ancestry,"
                 " caller_agent_id, caller_scope_id, agent_id, definition_hash, model, mode, depth, task, budget, signal_contract,"
@@ -171,6 +174,11 @@ class RunStore:
             )
             accepted[index] = Accepted(run_id, run_id, False, "queued", None, None)
         return accepted  # type: ignore[return-value]
+
+    async def tree_count(self, tree_id: str) -> int:
+        """The runs a delegation tree holds (a hint before a write: the accepting
+        transaction decides, §8.7)."""
+        return await self.db.run(lambda c: c.execute("SELECT count(*) FROM agent_runs WHERE tree_id = ?", (tree_id,)).fetchone()[0])
 
     async def new_attempt(self, run_id: str) -> str | None:
         """A fresh execution id for a live run taken up again (after a restart): the
@@ -232,6 +240,14 @@ class RunStore:
         """``commit_terminal``, queued on the file before this returns: committed before
         any write submitted after it (the caller's tool result), not awaited by it."""
         return self.db.transaction_queued(self._terminal(run_id, execution_id, status, result, None, frame_status, True))
+
+    @classmethod
+    def terminal_statements(
+        cls, run_id: str, execution_id: str, status: str, *, result: str | None = None, frame_status: str | None = None,
+    ) -> Callable[[Any], bool]:
+        """``commit_terminal``'s statements, for a transaction that writes more (the
+        run frame's final answer, ``kernel.Ending``); they return what it returns."""
+        return cls._terminal(run_id, execution_id, status, result, None, frame_status, True)
 
     @staticmethod
     def _terminal(
@@ -417,28 +433,64 @@ class RunStore:
 
         await self.db.transaction(write)
 
-    async def admit(self, token: str, event_ids: Sequence[int]) -> list[int]:
-        """§4.3, steer only: leased → admitted, for events still held by ``token``.
-        The ids admitted (one another claim took meanwhile is not)."""
+    async def admit(self, token: str, event_ids: Sequence[int], turn_id: str) -> list[int]:
+        """§4.3, steer only: leased → admitted, bound to ``turn_id`` in the same
+        statement, for events still held by ``token``. The ids admitted (one another
+        claim took meanwhile is not)."""
         marks = ",".join("?" * len(event_ids))
         rows = await self.db.transaction(
             lambda c: c.execute(
-                f"UPDATE agent_inbox_events SET status = 'admitted' WHERE lease_token = ? AND status = 'leased' AND id IN ({marks}) RETURNING id",
-                (token, *event_ids),
+                f"UPDATE agent_inbox_events SET status = 'admitted', admitted_turn_id = ? WHERE lease_token = ? AND status = 'leased'"
+                f" AND id IN ({marks}) RETURNING id",
+                (turn_id, token, *event_ids),
             ).fetchall()
         )
         return [r[0] for r in rows]
 
-    async def discard_admitted(self, token: str, event_ids: Sequence[int]) -> int:
-        """A Stop discards the input its turn owned (§8.6): admitted steer events still
-        held by ``token`` become superseded, off the conversation's capacity."""
+    async def release_turn(self, turn_id: str, *, max_attempts: int) -> int:
+        """A turn closed: every event still admitted into it goes back to pending at
+        once (steer degrades to queue, §8.5), or to dead-letter past the attempt limit —
+        found by its turn in the file, whatever the process remembers."""
 
         def write(conn: Any) -> int:
-            marks = ",".join("?" * len(event_ids))
+            released = conn.execute(
+                "UPDATE agent_inbox_events SET status = CASE WHEN attempt_count >= ? THEN 'dead_letter' ELSE 'pending' END,"
+                " lease_token = NULL, lease_until = NULL, admitted_turn_id = NULL, next_attempt_at = ?"
+                " WHERE admitted_turn_id = ? AND status = 'admitted' RETURNING conversation_id, status",
+                (max_attempts, time.time(), turn_id),
+            ).fetchall()
+            _left_inbox(conn, [c for c, status in released if status == "dead_letter"])
+            return len(released)
+
+        return await self.db.transaction(write)
+
+    async def discard_turn(self, turn_id: str) -> int:
+        """A Stop discards the input its turn owned (§8.6): the events still admitted
+        into ``turn_id`` become superseded, off the conversation's capacity."""
+
+        def write(conn: Any) -> int:
             rows = conn.execute(
-                f"UPDATE agent_inbox_events SET status = 'superseded', lease_token = NULL, lease_until = NULL"
-                f" WHERE lease_token = ? AND status = 'admitted' AND id IN ({marks}) RETURNING conversation_id",
-                (token, *event_ids),
+                "UPDATE agent_inbox_events SET status = 'superseded', lease_token = NULL, lease_until = NULL"
+                " WHERE admitted_turn_id = ? AND status = 'admitted' RETURNING conversation_id",
+                (turn_id,),
+            ).fetchall()
+            _left_inbox(conn, [c for (c,) in rows])
+            return len(rows)
+
+        return await self.db.transaction(write)
+
+    async def discard_pending(self, conversation_id: str) -> int:
+        """A Stop's discard of what waits for the conversation's next turn (§8.6, §6
+        ``suppress_continuation``): pending completions consumed with no continuation
+        (their results stay on their runs), pending signals superseded; off the
+        conversation's capacity in the same transaction. Leased or admitted events
+        are a claim's, released or discarded by it."""
+
+        def write(conn: Any) -> int:
+            rows = conn.execute(
+                "UPDATE agent_inbox_events SET status = CASE WHEN event_type = 'completion' THEN 'consumed' ELSE 'superseded' END,"
+                " requires_continuation = 0 WHERE conversation_id = ? AND status = 'pending' RETURNING conversation_id",
+                (conversation_id,),
             ).fetchall()
             _left_inbox(conn, [c for (c,) in rows])
             return len(rows)
@@ -454,7 +506,8 @@ class RunStore:
             marks = ",".join("?" * len(event_ids))
             released = conn.execute(
                 f"UPDATE agent_inbox_events SET status = CASE WHEN attempt_count >= ? THEN 'dead_letter' ELSE 'pending' END,"
-                f" lease_token = NULL, lease_until = NULL, next_attempt_at = ? WHERE lease_token = ? AND status IN ('leased', 'admitted')"
+                f" lease_token = NULL, lease_until = NULL, admitted_turn_id = NULL, next_attempt_at = ?"
+                f" WHERE lease_token = ? AND status IN ('leased', 'admitted')"
                 f" AND id IN ({marks}) RETURNING conversation_id, status",
                 (max_attempts, time.time() + backoff_secs, token, *event_ids),
             ).fetchall()
@@ -572,11 +625,13 @@ def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[s
         if row and row[1]:
             _complete(conn, run_id, row[0], "interrupted", row[2], row[3], None, "the server stopped while this ran", json.loads(row[4]), True)
         report["interrupted"] += 1
+    # Expired leases; and events admitted into a turn: every turn of an earlier process
+    # died with it (the turn each was bound to is in the row, §4.3).
     for status in ("leased", "admitted"):
         rows = conn.execute(
             "UPDATE agent_inbox_events SET status = CASE WHEN attempt_count >= ? THEN 'dead_letter' ELSE 'pending' END,"
-            " lease_token = NULL, lease_until = NULL, next_attempt_at = ? WHERE status = ? AND (? = 'admitted' OR lease_until < ?)"
-            " RETURNING status",
+            " lease_token = NULL, lease_until = NULL, admitted_turn_id = NULL, next_attempt_at = ?"
+            " WHERE status = ? AND (? = 'admitted' OR lease_until < ?) RETURNING status",
             (max_attempts, now, status, status, now),
         ).fetchall()
         for (new_status,) in rows:
