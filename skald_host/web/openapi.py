@@ -153,6 +153,12 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "status": one_of("complete", "streaming", "interrupted", "cancelled", "error"),
             "model": NULLABLE_TEXT,
             "created_at": TIME,
+            "reason": nullable({
+                "type": "object",
+                "description": "why it failed, when the host has words for it: show error.<code> with values in the reader's language",
+                "properties": {"code": TEXT, "values": {"type": "object"}},
+                "required": ["code", "values"],
+            }),
             "tool_calls": array(ref("ToolCall")),
         }
     ),

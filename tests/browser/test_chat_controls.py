@@ -320,3 +320,20 @@ async def test_a_sub_agents_progress_shows_in_the_card_of_the_call_that_started_
         await expect(progress.locator(".sub-text")).to_contain_text("Oslo is the capital")
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("The researcher says: Oslo.")
         await expect(progress).to_contain_text("finished.")
+
+
+async def test_a_stored_failure_reads_in_the_members_language_after_a_reload(skald, browser_pages):
+    """A failed answer's reason is stored with its code: after a reload a German member
+    reads it in German, as the live event showed it, never the English stored text."""
+    host = await skald.start()
+    await host.create_member("greta", locale="de")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "greta", MEMBER_PASSWORD)
+    box = page.locator(".composer-input")
+    await box.fill("Hallo?")
+    await box.press("Enter")
+    failed = page.locator(".msg.assistant[data-status=error] .msg-body")
+    await expect(failed).to_have_text("Noch ist kein Modell eingerichtet. Ein Administrator kann eines auf der Seite Modelle hinzufügen.")
+    await page.reload()
+    await expect(failed).to_have_text("Noch ist kein Modell eingerichtet. Ein Administrator kann eines auf der Seite Modelle hinzufügen.")
+    await expect(page.locator(".msg.assistant")).not_to_contain_text("No model")

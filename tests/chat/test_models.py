@@ -76,6 +76,9 @@ async def test_unauthorized_model_does_not_fall_back_and_the_conversation_shows_
     assert chat.server.requests_for(MODEL_B) == []
     assistant = (await messages(alice, cid))[-1]
     assert (assistant["role"], assistant["status"]) == ("assistant", "error") and "401" in assistant["content"]
+    # Why, as a code and values the member's screen words in their language (live and stored alike).
+    assert error["code"] == "model_failed" and "401" in error["values"]["detail"]
+    assert assistant["reason"] == {"code": "model_failed", "values": error["values"]}
 
 
 async def test_wrong_api_key_is_a_401_from_the_provider_and_the_key_is_never_shown(chat):
@@ -108,6 +111,7 @@ async def test_without_a_model_the_chat_says_none_is_configured(chat):
     failed = (await messages(alice, cid))[-1]
     assert (failed["role"], failed["status"], failed["id"]) == ("assistant", "error", error["message_id"])
     assert "No model is configured" in failed["content"] and "Models page" in failed["content"]
+    assert failed["reason"] == {"code": "no_model", "values": {}}  # shown in the reader's language after a reload
     assert chat.server.requests == []
 
     await configure_models(chat.admin, chat.server)

@@ -131,6 +131,7 @@ async def test_stop_keeps_the_queued_messages_unanswered_until_the_member_retrie
             ("assistant", "error", failure["error"]),
         ]
         assert state["messages"][-1]["id"] == failure["message_id"]
+        assert state["messages"][-1]["reason"] == {"code": "stopped_unanswered", "values": {}}
 
         # The member's Retry answers them; the failure never reaches the model.
         assert (await alice.post(f"/api/conversations/{cid}/retry")).status_code == 202

@@ -8,7 +8,7 @@
 // rendered at most once per animation frame, and then only its last block
 // (MarkdownStream): the finished blocks are rendered once.
 import { el } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
+import { errorString, t } from "../lib/i18n.js";
 import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
 import { button } from "../lib/ui.js";
 import { addReadAloud } from "../lib/speech.js";
@@ -260,6 +260,9 @@ export class Transcript {
   // -- messages ---------------------------------------------------------------------------
 
   messageNode(message, live = false) {
+    if (message.reason) {  // a failure the host words in every language: in the reader's
+      message = { ...message, content: errorString(message.reason.code, message.reason.values) || message.content };
+    }
     if (message.role === "user") {
       const bubble = this.userBubble(message.content, { id: message.id, attachments: attachmentPaths(message.attachments) });
       return bubble.node;

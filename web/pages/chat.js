@@ -584,7 +584,7 @@ class ChatView {
         tx.note(t("chat.fallback", { failed: data.failed, next: data.next }), "info");
         break;
       case "error":
-        tx.failed(data, errorString(data.code) || data.error || t("chat.turn_failed"));
+        tx.failed(data, errorString(data.code, data.values) || data.error || t("chat.turn_failed"));
         if (data.code === "no_model" && !this.noModel) {
           this.noModel = modelNotice(this.ctx);
           this.header?.node.after(this.noModel);

@@ -44,7 +44,7 @@ from skald_host.core.agent.approvals import arguments_hash, decide, expired, exp
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.questions import QuestionError
-from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame
+from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame, reason_json
 from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.files.media import turn_images
@@ -435,8 +435,8 @@ class Kernel:
                 return outcome
             pending, candidates = outcome, outcome.candidates if outcome else None
         text = f"Stopped after {rounds} rounds without a final answer."
-        await self.store.add_note(frame, text, status="error")
-        self.emit(frame, "error", error=text)
+        await self.store.add_note(frame, text, status="error", reason=reason_json("round_limit", {"rounds": rounds}))
+        self.emit(frame, "error", error=text, code="round_limit", values={"rounds": rounds})
         return text
 
     async def model_round(
@@ -633,8 +633,12 @@ class Kernel:
                                   status=exc.status, reason=str(exc))
                         continue
                     text = f"The model could not answer ({exc})."
-                    await self.store.finish_assistant(message_id, content=text, reasoning="", model=choice.model, status="error")
-                    self.emit(frame, "error", message_id=message_id, error=text)
+                    reason = reason_json("model_failed", {"detail": str(exc)})
+                    await self.store.finish_assistant(
+                        message_id, content=text, reasoning="", model=choice.model, status="error",
+                        also=lambda conn, _ids: conn.execute("UPDATE messages SET reason = ? WHERE id = ?", (reason, message_id)),
+                    )
+                    self.emit(frame, "error", message_id=message_id, error=text, code="model_failed", values={"detail": str(exc)})
                     return None, message_id, None
                 await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False)
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}

@@ -28,7 +28,7 @@ from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, Age
 from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending
 from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
-from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame
+from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame, reason_json
 from skald_host.core.agent.subagents.catalog import Generation, GenerationRefused, Skill, SubagentCatalog
 from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, STEER_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
 from skald_host.core.agent.subagents.limits import OrchestrationLimits
@@ -707,13 +707,13 @@ class MemberRuntime:
             text = "No model is configured yet. An admin can add one on the Models page."
             await self._opening_written(opening)
             frame = await self.store.root_frame(conversation_id)
-            message_id = await self.store.fail_turn(frame, text)
+            message_id = await self.store.fail_turn(frame, text, reason_json("no_model"))
             await self.store.settle_streams(conversation_id, "error")
             self.emit("error", conversation_id, error=text, code="no_model", message_id=message_id, retry=True)
         except AgentError as exc:
             await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
-            self.emit("error", conversation_id, error=str(exc))
+            self.emit("error", conversation_id, error=str(exc), code="agent_failed", values={"detail": str(exc)})
         except DiskFailure as exc:
             # The disk refused a write (check G4): what was committed stays, the step
             # that failed was rolled back, and the member is told why, not "see the log".
@@ -732,7 +732,7 @@ class MemberRuntime:
             await self._opening_written(opening)
             await self.store.settle_streams(conversation_id, "error")
             log.exception("turn failed in a conversation of member %s", self.member_id)
-            self.emit("error", conversation_id, error="the turn failed; see the server log")
+            self.emit("error", conversation_id, error="the turn failed; see the server log", code="turn_failed")
         finally:
             if mailbox is not None and not mailbox.closed:
                 outcome = "interrupted" if self.closed else "stopped" if stopped else "failed"
@@ -755,7 +755,7 @@ class MemberRuntime:
         member's messages that waited for the next turn stay in the conversation,
         answered by a failure the member may retry (``ConversationStore.stop_turn``)."""
         frame = await self.store.root_frame(conversation_id)
-        moved, failed = await self.store.stop_turn(frame, STOPPED_UNANSWERED)
+        moved, failed = await self.store.stop_turn(frame, STOPPED_UNANSWERED, reason_json("stopped_unanswered"))
         self.emit("cancelled", conversation_id)
         for message_id in moved:
             self.emit("user_message", conversation_id, message_id=message_id)

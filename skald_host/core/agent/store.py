@@ -481,7 +481,7 @@ class ConversationStore:
         )
         return [r[0] for r in rows]
 
-    async def stop_turn(self, frame: Frame, unanswered: str) -> tuple[list[int], int | None]:
+    async def stop_turn(self, frame: Frame, unanswered: str, reason: str | None = None) -> tuple[list[int], int | None]:
         """A Stop's one write (seed 004 §8.6: a Stop discards the input the stopped turn
         owned and the next turn's FIFO, losslessly). The turn's streaming rows end
         ``cancelled``; the member's messages queued for the next turn move into the
@@ -501,8 +501,8 @@ class ConversationStore:
             failed = None
             if moved:
                 failed = conn.execute(
-                    "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, 'assistant', ?, 'error')",
-                    (frame.conversation_id, frame.id, unanswered),
+                    "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason) VALUES (?, ?, 'assistant', ?, 'error', ?)",
+                    (frame.conversation_id, frame.id, unanswered, reason),
                 ).lastrowid
             return (moved, failed), streaming + moved + ([failed] if failed else [])
 
@@ -614,17 +614,18 @@ class ConversationStore:
 
         return await self._write_rows(write)
 
-    async def add_note(self, frame: Frame, text: str, status: str = "complete") -> int:
+    async def add_note(self, frame: Frame, text: str, status: str = "complete", reason: str | None = None) -> int:
         """A message the host writes for the member's eyes (a notification, an error):
-        shown in the conversation, never sent to the model, never ending a round."""
+        shown in the conversation, never sent to the model, never ending a round.
+        ``reason``: its ``reason_json``, when the host has words for it in every language."""
         return await self.db.transaction(
             lambda c: c.execute(
-                "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, 'note', ?, ?)",
-                (frame.conversation_id, frame.id, text, status),
+                "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason) VALUES (?, ?, 'note', ?, ?, ?)",
+                (frame.conversation_id, frame.id, text, status, reason),
             ).lastrowid
         )
 
-    async def fail_turn(self, frame: Frame, text: str) -> int:
+    async def fail_turn(self, frame: Frame, text: str, reason: str | None = None) -> int:
         """A turn that failed before any model answered (none is configured): its
         streaming placeholder, or a new answer row, ends as ``error`` with the reason as
         its text. The member's message is then answered (by a failure), so recovery
@@ -635,11 +636,11 @@ class ConversationStore:
                 "SELECT id FROM messages WHERE frame_id = ? AND status = 'streaming' ORDER BY id DESC LIMIT 1", (frame.id,)
             ).fetchone()
             if row is not None:
-                conn.execute("UPDATE messages SET content = ?, reasoning = '', status = 'error' WHERE id = ?", (text, row[0]))
+                conn.execute("UPDATE messages SET content = ?, reasoning = '', status = 'error', reason = ? WHERE id = ?", (text, reason, row[0]))
                 return row[0], [row[0]]
             message_id = conn.execute(
-                "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, 'assistant', ?, 'error')",
-                (frame.conversation_id, frame.id, text),
+                "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason) VALUES (?, ?, 'assistant', ?, 'error', ?)",
+                (frame.conversation_id, frame.id, text, reason),
             ).lastrowid
             return message_id, [message_id]
 
@@ -868,6 +869,8 @@ class ConversationStore:
                 message["tool_calls"] = calls.get(message["id"], [])
                 message.pop("idempotency_key", None)
                 message.pop("indexed", None)
+                if message.get("reason"):
+                    message["reason"] = json.loads(message["reason"])
             return messages
 
         return await self.db.run(read)
@@ -1125,6 +1128,13 @@ INSERT_CALL = (
     "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart, result, finished_at)"
     f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN {NOW} END)"
 )
+
+
+def reason_json(code: str, values: Mapping[str, Any] | None = None) -> str:
+    """Why a message failed, stored beside its text: a stable code and its values, which
+    the member's screen words in the reader's language (``error.<code>``) after a reload
+    as it does live; the text stays for the model's context and for older clients."""
+    return json.dumps({"code": code, "values": dict(values or {})}, ensure_ascii=False)
 
 
 def insert_trigger(conn: Any, frame: Frame, text: str, origin: str) -> int:

@@ -382,5 +382,15 @@ OWNER_MIGRATIONS = MigrationSet(
                 "CREATE INDEX agent_inbox_admitted ON agent_inbox_events(admitted_turn_id) WHERE admitted_turn_id IS NOT NULL",
             ),
         ),
+        Migration(
+            14,
+            "why a message failed, as a code the reader's language words",
+            statements=(
+                # JSON {"code", "values"} (``store.reason_json``): a failed answer or an
+                # error note is shown after a reload in the reader's language, as the
+                # live event is; NULL for rows written before and for text without one.
+                "ALTER TABLE messages ADD COLUMN reason TEXT",
+            ),
+        ),
     ),
 )
