@@ -122,7 +122,7 @@ async def shutdown() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    _engine().configure(None, "the Kokoro plugin is stopped")
+    await _engine().close("the Kokoro plugin is stopped")
 
 
 @hookimpl

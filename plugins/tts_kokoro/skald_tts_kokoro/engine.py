@@ -86,13 +86,12 @@ class Worker:
         except (asyncio.TimeoutError, ValueError):
             hello = {}
         except BaseException:
-            worker.stop()
+            await worker.close()
             raise
         if not hello.get("ready"):
-            worker.stop()
+            await worker.close()
             if "failed" in hello:
                 raise ModelError(hello["failed"])
-            await asyncio.wait_for(process.wait(), 10)
             raise ModelError(f"the Kokoro worker process did not start (exit {process.returncode}): {worker.stderr_tail()}")
         worker._tasks.append(asyncio.create_task(worker._read()))
         return worker
@@ -156,6 +155,18 @@ class Worker:
                     pass
             raise
 
+    async def close(self) -> None:
+        """Ends the process and waits for it and its readers (on the worker's loop)."""
+        self.stop()
+        try:
+            await asyncio.wait_for(self.process.wait(), 10)
+        except asyncio.TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+
     def stop(self) -> None:
         """Ends the process (safe from any thread: a signal)."""
         if self.process.returncode is None:
@@ -196,6 +207,16 @@ class KokoroEngine:
                 self._names = voice_names(paths)
             except ModelError as exc:
                 self.problem = str(exc)
+
+    async def close(self, problem: str = "the Kokoro plugin is stopped") -> None:
+        """``configure(None, problem)`` that also waits for the worker to be gone."""
+        worker, starting = self._worker, self._starting
+        self.configure(None, problem)
+        if starting is not None and starting.get_loop() is asyncio.get_running_loop():
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+        if worker is not None and worker.loop is asyncio.get_running_loop():
+            await worker.close()
 
     def health(self) -> str | None:
         return self.problem or self.restarting
