@@ -330,17 +330,35 @@ def test_markdown_is_made_readable_and_split_into_sentences():
 
 
 
-def test_a_long_first_sentence_starts_with_its_first_clause():
-    from skald_host.core.tts.audio import quick_start
+def test_the_first_sentence_starts_with_a_short_unit_at_a_natural_boundary():
+    """The first audio waits only for a few words: the first sentence is cut at a clause
+    near ``FIRST_UNIT`` characters, else at a word boundary; its rest is cut once more
+    only when it would take longer to make than the first unit takes to play; every
+    later sentence stays whole."""
+    from skald_host.core.tts.audio import FIRST_UNIT, pause_after, quick_start
 
+    assert FIRST_UNIT == 24
+    bench = ["Here is what I found about your question.", "The library opens at nine in the morning on weekdays."]
+    assert quick_start(bench) == ["Here is what I found", "about your question.", bench[1]]
+    # A clause near the budget wins over a word cut.
+    assert quick_start(["Well, after all that, the second plan is the better one by far.", "Next."]) == [
+        "Well, after all that,", "the second plan is the better one by far.", "Next."
+    ]
     long = "After looking through everything you sent me this morning, I think the second plan is better."
     assert quick_start([long, "Short one."]) == [
-        "After looking through everything you sent me this morning,",
+        "After looking through",  # not "After looking through everything" (past the budget)
+        "everything you sent me this morning,",  # the long rest cut again, at its clause
         "I think the second plan is better.",
         "Short one.",
     ]
+    # A word of one or two letters is not left at the end of the first unit.
+    assert quick_start(["We looked at it in a hurry and it is fine now."]) == ["We looked at it in a hurry", "and it is fine now."]
     assert quick_start(["Short first, then more.", long]) == ["Short first, then more.", long]
-    assert quick_start(["x" * 200]) == ["x" * 200]  # no clause: left whole
+    assert quick_start(["x" * 200]) == ["x" * 200]  # no boundary: left whole
+    assert quick_start([]) == []
+    # The pause after a unit: a sentence's, a clause's, a breath inside a cut sentence.
+    assert pause_after("about your question.") == 0.25 and pause_after("this morning,") == 0.12
+    assert pause_after("Here is what I found") == 0.04 and pause_after('He said "no."') == 0.25
 
 
 async def test_the_instance_default_for_a_language_wins_over_the_better_engine(skald):

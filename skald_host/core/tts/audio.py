@@ -135,14 +135,59 @@ def sentences(text: str, limit: int = 300) -> list[str]:
     return [s for s in out if any(ch.isalnum() for ch in s)]
 
 
-def quick_start(pieces: list[str], limit: int = 80) -> list[str]:
-    """A long first sentence split at its first clause that leaves a usable piece: the
-    member hears something after a few words instead of after the whole sentence."""
-    if not pieces or len(pieces[0]) <= limit:
+#: The first unit's size in characters: about 1.5 s of speech, so the first audio waits
+#: only for a short synthesis while the rest is made during its playback.
+FIRST_UNIT = 24
+#: After each unit, silence by how the unit ends: a sentence, a clause, a word cut.
+PAUSES = {"sentence": 0.25, "clause": 0.12, "word": 0.04}
+_SENTENCE_MARK = re.compile(r"[.!?…。！？][\"')\]»”’]*$")
+_CLAUSE_MARK = re.compile(r"[,;:，；：][\"')\]»”’]*$")
+
+
+def pause_after(piece: str) -> float:
+    """The pause after a unit: full after a sentence, short at a clause, a breath where
+    a sentence was cut between words (it goes on in the next unit)."""
+    if _SENTENCE_MARK.search(piece):
+        return PAUSES["sentence"]
+    if _CLAUSE_MARK.search(piece):
+        return PAUSES["clause"]
+    return PAUSES["word"]
+
+
+def _cut(text: str, budget: int) -> tuple[str, str] | None:
+    """``text`` cut in two near ``budget`` characters at a natural boundary: the first
+    clause mark (, ; :) that ends between half and one and a half budgets, else the last
+    word boundary within the budget that does not leave a word of one or two letters
+    dangling at the end of the head, else the first one past it. The tail keeps at least
+    two words. None when there is no such cut."""
+    for match in _CLAUSE.finditer(text):
+        head, tail = text[: match.start()].strip(), text[match.end():].strip()
+        if budget // 2 <= len(head) <= budget * 3 // 2 and len(tail.split()) >= 2:
+            return head, tail
+    spaces = [m.start() for m in re.finditer(r" ", text) if len(text[m.end():].split()) >= 2 and m.start() >= budget // 2]
+    within = [i for i in spaces if i <= budget and len(text[:i].rsplit(" ", 1)[-1]) > 2]
+    beyond = [i for i in spaces if i > budget]
+    at = within[-1] if within else (beyond[0] if beyond else None)
+    if at is None:
+        return None
+    return text[:at].strip(), text[at + 1:].strip()
+
+
+def quick_start(pieces: list[str], budget: int = FIRST_UNIT) -> list[str]:
+    """The first sentence cut so the member hears something soon: a first unit of about
+    ``budget`` characters (a clause or a few words), then the rest of that sentence,
+    itself cut once more when it would take longer to make than the first unit takes
+    to play. Every later sentence stays whole, for its prosody."""
+    if not pieces or len(pieces[0]) <= budget * 3 // 2:
         return pieces
-    first = pieces[0]
-    for match in _CLAUSE.finditer(first):
-        head, tail = first[: match.start()].strip(), first[match.end():].strip()
-        if 20 <= len(head) <= limit and tail:
-            return [head, tail, *pieces[1:]]
-    return pieces
+    first = _cut(pieces[0], budget)
+    if first is None:
+        return pieces
+    head, tail = first
+    out = [head]
+    # Kokoro makes speech at ~0.7x real time: the tail is ready in time while it is
+    # at most ~1.5x the head (plus the pause).
+    room = max(budget, len(head) * 3 // 2)
+    second = _cut(tail, room) if len(tail) > room * 3 // 2 else None
+    out += list(second) if second else [tail]
+    return out + pieces[1:]
