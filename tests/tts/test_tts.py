@@ -356,9 +356,36 @@ def test_the_first_sentence_starts_with_a_short_unit_at_a_natural_boundary():
     assert quick_start(["Short first, then more.", long]) == ["Short first, then more.", long]
     assert quick_start(["x" * 200]) == ["x" * 200]  # no boundary: left whole
     assert quick_start([]) == []
+    assert quick_start(bench, rtf=0.02) == bench  # an engine far faster than real time: sentences whole
     # The pause after a unit: a sentence's, a clause's, a breath inside a cut sentence.
     assert pause_after("about your question.") == 0.25 and pause_after("this morning,") == 0.12
     assert pause_after("Here is what I found") == 0.04 and pause_after('He said "no."') == 0.25
+
+
+def test_with_the_engines_speed_each_unit_is_planned_to_be_ready_before_it_is_needed():
+    """With the engine's measured real-time factor, a unit that would not be made before
+    the audio ahead of it has played is cut (a clause, else a word boundary); units that
+    fit stay whole; no text is lost or reordered."""
+    from skald_host.core.tts.audio import CHARS_PER_SECOND, pause_after, quick_start
+
+    reply = [
+        "Here is what I found about your question.",
+        "The library opens at nine in the morning on weekdays.",
+        "On Saturdays it closes early, at two in the afternoon.",
+    ]
+    assert quick_start(reply, rtf=0.66) == [
+        "Here is what I found", "about your question.", "The library opens at nine in the morning", "on weekdays.", reply[2],
+    ]
+    assert quick_start(reply, rtf=0.85)[4:] == ["On Saturdays it closes early,", "at two in the afternoon."]  # at its clause
+    for rtf in (0.4, 0.66, 0.85, 1.0):  # slower than real time a gap comes sooner or later
+        units = quick_start(reply, rtf=rtf)
+        assert " ".join(units) == " ".join(reply)
+        lead = len(units[0]) / CHARS_PER_SECOND + pause_after(units[0])
+        for unit in units[1:]:
+            making = rtf * len(unit) / CHARS_PER_SECOND
+            assert making <= lead or len(unit.split()) <= 3, (rtf, unit, making, lead)
+            lead += len(unit) / CHARS_PER_SECOND + pause_after(unit) - making
+    assert quick_start(reply, rtf=0.3) == quick_start(reply)[:2] + reply[1:]  # fast enough: later sentences whole
 
 
 async def test_the_instance_default_for_a_language_wins_over_the_better_engine(skald):

@@ -38,6 +38,9 @@ SPOKEN = set(ESPEAK)
 #: Longest the worker may take to load the model (the first join of the packaged model
 #: reads and hashes ~90 MB).
 LOAD_TIMEOUT = 300.0
+#: Seconds of synthesis per second of speech before any is measured (one core of a small
+#: machine with other work on it); then each unit's real figure moves it.
+REALTIME_FACTOR = 0.8
 #: A worker dying this often in this many seconds is left down (a crash loop).
 MAX_DEATHS = 3
 DEATH_WINDOW = 60.0
@@ -59,6 +62,7 @@ class Worker:
 
     def __init__(self, process: asyncio.subprocess.Process, on_exit: Any) -> None:
         self.process = process
+        self.on_measure: Any = None
         self.loop = asyncio.get_running_loop()
         self.pending: dict[int, asyncio.Future[bytes]] = {}
         self.skipped = 0
@@ -125,6 +129,8 @@ class Worker:
                     future.set_exception(TtsUnavailable(f"Kokoro could not speak this: {header['error']}"))
                 else:
                     future.set_result(audio)
+                    if "took" in header and len(audio) > 44 and self.on_measure is not None:
+                        self.on_measure(header["took"], (len(audio) - 44) / 2 / int.from_bytes(audio[24:28], "little"))
         except (asyncio.IncompleteReadError, ValueError, KeyError):
             pass
         code = await self.process.wait()
@@ -190,6 +196,9 @@ class KokoroEngine:
         self._starting: asyncio.Task[Worker] | None = None
         self._deaths: list[float] = []
         self._generation = 0
+        #: Seconds of synthesis per second of speech on this machine now (a moving
+        #: average of the units made): the host cuts units to keep ahead of playback.
+        self.realtime_factor = REALTIME_FACTOR
 
     def configure(self, paths: Paths | None, problem: str | None, threads: int | None = None) -> None:
         """New paths (the plugin started) or none (it stopped): any worker is ended and
@@ -268,8 +277,13 @@ class KokoroEngine:
         if generation != self._generation:  # reconfigured while it loaded
             worker.stop()
             raise ModelError(self.problem or "the Kokoro plugin was reconfigured")
+        worker.on_measure = self._measured
         self._worker, self._starting, self.restarting = worker, None, None
         return worker
+
+    def _measured(self, took: float, seconds: float) -> None:
+        if seconds > 0.3:
+            self.realtime_factor = round(0.7 * self.realtime_factor + 0.3 * min(3.0, took / seconds), 3)
 
     def _exited(self, worker: Worker, message: str) -> None:
         """A worker ended: expected (``configure``) or not (a crash, the OOM killer)."""

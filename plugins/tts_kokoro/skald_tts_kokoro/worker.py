@@ -13,7 +13,7 @@ The pipe, one message a line of JSON (the text never appears on a command line):
   discards its audio).
 - stdout, to the host: ``{"ready": true, "voices": [...]}`` once the model is loaded (or
   ``{"failed": "why"}`` and exit), then per request ``{"id": n, "bytes": k}`` followed by
-  ``k`` bytes of 16-bit mono WAV, or ``{"id": n, "error": "why"}``, or
+  ``k`` bytes of 16-bit mono WAV (and ``"took"``: seconds it took), or ``{"id": n, "error": "why"}``, or
   ``{"id": n, "skipped": true}`` for a cancelled one.
 """
 
@@ -25,6 +25,7 @@ import os
 import queue
 import sys
 import threading
+import time
 import wave
 from typing import Any, BinaryIO
 
@@ -122,12 +123,13 @@ def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
         if skip:
             _send(stdout, {"id": request["id"], "skipped": True})
             continue
+        started = time.perf_counter()
         try:
             audio = speak(kokoro, request["text"], request["voice"], request["lang"])
         except Exception as exc:
             _send(stdout, {"id": request["id"], "error": f"{type(exc).__name__}: {exc}"})
             continue
-        _send(stdout, {"id": request["id"], "bytes": len(audio)}, audio)
+        _send(stdout, {"id": request["id"], "bytes": len(audio), "took": time.perf_counter() - started}, audio)
 
 
 def main() -> None:

@@ -157,15 +157,15 @@ def pause_after(piece: str) -> float:
 def _cut(text: str, budget: int) -> tuple[str, str] | None:
     """``text`` cut in two near ``budget`` characters at a natural boundary: the first
     clause mark (, ; :) that ends between half and one and a half budgets, else the last
-    word boundary within the budget that does not leave a word of one or two letters
-    dangling at the end of the head, else the first one past it. The tail keeps at least
+    word boundary within the budget that does not leave a short word (three letters or
+    fewer: mostly articles, prepositions, conjunctions) dangling at the end of the head, else the first one past it. The tail keeps at least
     two words. None when there is no such cut."""
     for match in _CLAUSE.finditer(text):
         head, tail = text[: match.start()].strip(), text[match.end():].strip()
         if budget // 2 <= len(head) <= budget * 3 // 2 and len(tail.split()) >= 2:
             return head, tail
     spaces = [m.start() for m in re.finditer(r" ", text) if len(text[m.end():].split()) >= 2 and m.start() >= budget // 2]
-    within = [i for i in spaces if i <= budget and len(text[:i].rsplit(" ", 1)[-1]) > 2]
+    within = [i for i in spaces if i <= budget and len(text[:i].rsplit(" ", 1)[-1]) > 3]
     beyond = [i for i in spaces if i > budget]
     at = within[-1] if within else (beyond[0] if beyond else None)
     if at is None:
@@ -173,21 +173,51 @@ def _cut(text: str, budget: int) -> tuple[str, str] | None:
     return text[:at].strip(), text[at + 1:].strip()
 
 
-def quick_start(pieces: list[str], budget: int = FIRST_UNIT) -> list[str]:
-    """The first sentence cut so the member hears something soon: a first unit of about
-    ``budget`` characters (a clause or a few words), then the rest of that sentence,
-    itself cut once more when it would take longer to make than the first unit takes
-    to play. Every later sentence stays whole, for its prosody."""
+#: How fast speech goes, to tell a unit's audio length from its text (Kokoro's English
+#: at speed 1: 15-19 characters a second; the low end, so playback is not overestimated).
+CHARS_PER_SECOND = 15.0
+
+
+def quick_start(pieces: list[str], budget: int = FIRST_UNIT, rtf: float | None = None) -> list[str]:
+    """The units an engine gets so the member hears something soon and then no gap.
+
+    The first sentence is cut into a first unit of about ``budget`` characters (a clause
+    or a few words) and its rest. With ``rtf`` (the engine's seconds of synthesis per
+    second of speech, as measured), every unit after the first is then checked against
+    the audio that will be buffered when its synthesis starts: a unit that would not be
+    ready before that audio has played is cut once more (a clause, else a word
+    boundary) near what can be made in time. A sentence that fits stays whole, for its
+    prosody. An engine many times faster than real time (``rtf`` below 0.3) gets the
+    sentences as they are. Without ``rtf``: the rest of the first sentence is cut again
+    only when it is much longer than the first unit, later sentences stay whole."""
+    if rtf is not None and rtf < 0.3:
+        return pieces
     if not pieces or len(pieces[0]) <= budget * 3 // 2:
+        head, rest = (pieces[0], pieces[1:]) if pieces else (None, [])
+    else:
+        first = _cut(pieces[0], budget)
+        head, rest = (first[0], [first[1], *pieces[1:]]) if first else (pieces[0], pieces[1:])
+    if head is None:
         return pieces
-    first = _cut(pieces[0], budget)
-    if first is None:
-        return pieces
-    head, tail = first
+    if rtf is None:
+        if len(rest) > len(pieces) - 1:  # the first sentence was cut: its rest is rest[0]
+            room = max(budget, len(head) * 3 // 2)
+            second = _cut(rest[0], room) if len(rest[0]) > room * 3 // 2 else None
+            rest = [*second, *rest[1:]] if second else rest
+        return [head, *rest]
     out = [head]
-    # Kokoro makes speech at ~0.7x real time: the tail is ready in time while it is
-    # at most ~1.5x the head (plus the pause).
-    room = max(budget, len(head) * 3 // 2)
-    second = _cut(tail, room) if len(tail) > room * 3 // 2 else None
-    out += list(second) if second else [tail]
-    return out + pieces[1:]
+    lead = len(head) / CHARS_PER_SECOND + pause_after(head)  # audio ahead when playback starts
+    queue = list(rest)
+    while queue:
+        unit = queue.pop(0)
+        making = rtf * len(unit) / CHARS_PER_SECOND
+        if making > lead:
+            affordable = int(lead * CHARS_PER_SECOND / rtf)
+            cut = _cut(unit, affordable) if affordable >= budget // 2 else None
+            if cut is not None and len(cut[0]) < len(unit):
+                unit = cut[0]
+                queue.insert(0, cut[1])
+                making = rtf * len(unit) / CHARS_PER_SECOND
+        out.append(unit)
+        lead += len(unit) / CHARS_PER_SECOND + pause_after(unit) - making
+    return out

@@ -209,12 +209,18 @@ class TtsManager:
         found = sentences(speakable(text))
         if not found:
             raise TextTooLong("there is nothing to read aloud in this text")
-        return quick_start(found)
+        return found
 
-    async def speak(self, member_id: str, choice: Choice, pieces: list[str], db: Any) -> AsyncIterator[Pcm]:
+    async def speak(self, member_id: str, choice: Choice, pieces: list[str], db: Any, *, quick: bool = True) -> AsyncIterator[Pcm]:
         """The audio of each piece in order, a pause after each but the last (shorter
-        where a sentence was cut: ``pause_after``).
+        where a sentence was cut: ``pause_after``). ``quick`` (a stream heard as it comes):
+        the sentences are first cut into units by ``quick_start`` with the engine's
+        measured ``realtime_factor`` (an optional engine attribute), so the first unit is
+        short and each next one is ready before the audio before it has played.
         One member may run ``tts.per_member`` of these at once; past that ``TtsBusy``."""
+        if quick:
+            rtf = getattr(choice.engine, "realtime_factor", None)
+            pieces = quick_start(pieces, rtf=float(rtf) if isinstance(rtf, (int, float)) else None)
         if self._running.get(member_id, 0) >= self.settings.per_member:
             raise TtsBusy("speech is already being made for you; wait for it to finish")
         self._running[member_id] = self._running.get(member_id, 0) + 1
@@ -264,7 +270,7 @@ class TtsManager:
         pieces = self.pieces(text)
         member = await self._core.users.get(member_id)
         choice = self.choose(locale, voice or await self.preferred_voice(db), member)
-        parts = [pcm async for pcm in self.speak(member_id, choice, pieces, db)]
+        parts = [pcm async for pcm in self.speak(member_id, choice, pieces, db, quick=False)]  # whole sentences: nobody hears it before the end
         pcm = Pcm(parts[0].rate, b"".join(p.frames for p in parts))
         return await asyncio.to_thread(to_ogg if format == "ogg" else wav_bytes, pcm)
 
