@@ -19,7 +19,7 @@ host runs alone in this process; the chat clients and the model server run in a 
 process, the member asking for speech in a process of its own (``speaker_main``).
 ``SKALD_BENCH_TTS_BLOCKS`` (default 2) sets the blocks per condition,
 ``SKALD_BENCH_TTS_ENGINES=kokoro`` the engines, ``SKALD_BENCH_TTS_ROUNDS`` (default 5)
-the rounds of the first part, ``SKALD_BENCH_TTS_RELAY=0`` skips the relay part."""
+the rounds of the first part, ``SKALD_BENCH_TTS_RELAY=0`` skips the relay part, ``SKALD_BENCH_TTS_FIRST=0`` the first."""
 
 from __future__ import annotations
 
@@ -290,6 +290,9 @@ def _relay_report(results: dict[str, Any], voices: dict[str, str], load_before: 
 
 
 async def main() -> None:
+    if os.environ.get("SKALD_BENCH_TTS_FIRST", "1") == "0":  # the relay part only
+        await relay_while_speaking()
+        return
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {os.cpu_count()} core(s), load average {load:.1f}; {ROUNDS} rounds after a warm-up round; cache off")
     try:

@@ -311,6 +311,38 @@ async def test_espeak_runs_below_the_hosts_priority(tmp_path):
     host_nice = os.getpriority(os.PRIO_PROCESS, 0)
     assert seen.read_text().split() == [str(min(19, host_nice + NICE))]
     assert os.getpriority(os.PRIO_PROCESS, 0) == host_nice  # the host itself keeps its own
+    await engine.close()
+
+
+@needs_espeak
+async def test_espeak_is_started_by_a_helper_process_that_comes_back_if_it_dies():
+    """The host forks nothing per sentence: one long-lived helper starts each espeak-ng.
+    Killed, the sentence in flight fails saying so, and the next starts a new helper."""
+    import os
+    import signal
+
+    from skald_host.builtins.tts_espeak import EspeakEngine
+
+    engine = EspeakEngine()
+    await asyncio.to_thread(engine.probe)
+    try:
+        first = await engine.synthesize("Hello there.", "en-us", "en")
+        helper = engine._helper
+        assert first[:4] == b"RIFF" and helper is not None
+        second = await engine.synthesize("Hello again.", "en-us", "en")
+        assert second[:4] == b"RIFF" and engine._helper is helper  # one helper for many sentences
+        os.kill(helper.pid, signal.SIGKILL)
+        await helper.wait()
+        third = await engine.synthesize("And once more.", "en-us", "en")
+        assert third[:4] == b"RIFF" and engine._helper.pid != helper.pid
+        helper = engine._helper
+        speaking = asyncio.create_task(engine.synthesize("A sentence in flight. " * 40, "en-us", "en"))
+        await asyncio.sleep(0.01)
+        os.kill(helper.pid, signal.SIGKILL)
+        with pytest.raises(TtsUnavailable, match="the espeak-ng helper process stopped"):
+            await speaking
+    finally:
+        await engine.close()
 
 
 # -- the pieces an engine gets, the instance defaults, the registration check ----------------
