@@ -59,7 +59,7 @@ CONFIG_SCHEMA = (
         "threads",
         "integer",
         label="Threads",
-        description="CPU threads one synthesis uses (1 suits 2 cores: the host runs two syntheses at once).",
+        description="CPU threads the worker process gives one synthesis (1 suits 2 cores: the other is the host's and the chat's).",
         default=1,
         minimum=1,
         maximum=16,
