@@ -10,7 +10,8 @@ shares a GIL with Kokoro's Python-side phonemiser and onnx glue.
 - If the worker dies, the requests in flight fail with a message that says so, the
   health says it is being restarted, and a new worker is started at once. Past
   ``MAX_DEATHS`` deaths in ``DEATH_WINDOW`` seconds it is left down and the health
-  says why (the last lines it wrote to stderr) until the plugin is restarted.
+  says so until the plugin is restarted. (A worker that fails to start says why with
+  the last lines of its stderr: no member's text has reached it then.)
 """
 
 from __future__ import annotations
@@ -135,8 +136,10 @@ class Worker:
             pass
         code = await self.process.wait()
         await asyncio.gather(*self._tasks[:1], return_exceptions=True)  # the rest of stderr
+        # Not its stderr: once members' texts have gone through it, what a library wrote
+        # there could quote one, and the health message reaches the admin and the logs.
         why = "killed by signal %d" % -code if code < 0 else f"exit {code}"
-        message = f"the Kokoro worker process stopped ({why}; {self.stderr_tail()})"
+        message = f"the Kokoro worker process stopped ({why})"
         for future in self.pending.values():
             if not future.done():
                 future.set_exception(WorkerDied(message))
