@@ -1,6 +1,8 @@
 """Speech (issue 24): time to first audio and real-time factor of ``/api/tts`` for a
 three-sentence reply, on a real host through the streamed route, the cache off (each
-round is synthesised). Kokoro for English, espeak-ng for German. Targets: first audio
+round is synthesised), and for each unit (the first sentence is cut into a short first
+unit and its rest) whether it was ready before the audio before it had played: a unit
+late is a gap the listener hears. Kokoro for English, espeak-ng for German. Targets: first audio
 at most 1.5 s on 2 cores, real-time factor at most 1.0 (synthesis time / audio length).
 The first round of each engine loads the model and is reported apart, not counted.
 
@@ -16,7 +18,8 @@ machine's other work takes from the clients shows in both. As in bench/chat.py t
 host runs alone in this process; the chat clients and the model server run in a helper
 process, the member asking for speech in a process of its own (``speaker_main``).
 ``SKALD_BENCH_TTS_BLOCKS`` (default 2) sets the blocks per condition,
-``SKALD_BENCH_TTS_ENGINES=kokoro`` the engines."""
+``SKALD_BENCH_TTS_ENGINES=kokoro`` the engines, ``SKALD_BENCH_TTS_ROUNDS`` (default 5)
+the rounds of the first part, ``SKALD_BENCH_TTS_RELAY=0`` skips the relay part, ``SKALD_BENCH_TTS_FIRST=0`` the first."""
 
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from skald_host.testing import SkaldHarness
 
 from bench.chat import PASSWORD, RELAY_DELAY, RELAY_TOKENS, RELAY_TURNS, REPO, Helper, MemberSocket, configure_model, cpu_seconds, p, probe
 
-ROUNDS = 3
+ROUNDS = int(os.environ.get("SKALD_BENCH_TTS_ROUNDS", "5"))
 TARGET_FIRST_AUDIO = 1.5
 TARGET_RTF = 1.0
 REPLIES = {
@@ -44,36 +47,64 @@ REPLIES = {
 }
 
 
-async def _round(client, text: str) -> tuple[float, float, float]:
-    """Seconds to the first audio sample, seconds in all, seconds of audio."""
+async def _round(client, text: str) -> tuple[float, float, float, list[tuple[float, float]]]:
+    """Seconds to the first audio sample, seconds in all, seconds of audio, and each
+    unit's (ready time, audio played before it once playback started at the first
+    audio): a unit arriving after the audio before it has been played is a gap heard."""
     started = time.perf_counter()
     first = None
     size = 0
+    arrivals: list[tuple[float, int]] = []
     async with client.http.stream("POST", "/api/tts", headers=client.headers("POST"), json={"text": text}) as response:
         response.raise_for_status()
         rate = None
         async for chunk in response.aiter_raw():
+            now = time.perf_counter() - started
+            if size >= 44 or size + len(chunk) > 44:
+                arrivals.append((now, max(size, 44)))
             size += len(chunk)
             if rate is None and size >= 28:
                 rate = int.from_bytes((chunk if len(chunk) >= 28 else b"")[24:28] or b"\0\0\0\0", "little") or None
             if first is None and size > 44:
-                first = time.perf_counter() - started
+                first = now
     total = time.perf_counter() - started
-    seconds = (size - 44) / 2 / (rate or 24000)
-    return first or total, total, seconds
+    rate = rate or 24000
+    seconds = (size - 44) / 2 / rate
+    # A unit is a run of chunks arriving together (the host sends each unit as it is made).
+    units: list[tuple[float, float]] = []
+    last = -1.0
+    for at, offset in arrivals:
+        if at - last > 0.03:
+            units.append((at, (offset - 44) / 2 / rate))
+        last = at
+    return first or total, total, seconds, units
+
+
+def _units_report(units: list[tuple[float, float]]) -> str:
+    """Each unit: when it was ready, when the audio before it ends playing, and the
+    margin (negative: the listener hears a gap)."""
+    start = units[0][0]
+    parts = [f"#1 ready {start:4.2f} s"]
+    for index, (ready, played) in enumerate(units[1:], 2):
+        parts.append(f"#{index} ready {ready:4.2f} s / needed {start + played:4.2f} s ({start + played - ready:+.2f})")
+    return "; ".join(parts)
+
+
+def _margin(units: list[tuple[float, float]]) -> float:
+    return min((units[0][0] + played - ready for ready, played in units[1:]), default=0.0)
 
 
 def _cpu_bound() -> None:
     """What an idle machine would do: the CPU time Kokoro spends per sentence on one
     thread (``thread_time``: time other processes take from us is not counted), as
     first audio (the first sentence) and real-time factor (CPU s per audio s)."""
-    from skald_tts_kokoro.engine import KokoroEngine
+    from skald_tts_kokoro.engine import voice_names
     from skald_tts_kokoro.model import resolve
+    from skald_tts_kokoro.worker import build
 
-    engine = KokoroEngine()
-    engine.configure(resolve(None, None, None), None, 1)
-    kokoro = engine._build()
-    voice = engine.voices()[0].id
+    paths = resolve(None, None, None)
+    kokoro = build({"model": None, "voices": str(paths.voices), "cache_dir": str(paths.cache_dir), "threads": 1})
+    voice = voice_names(paths)[0]
     kokoro.create("Warm up.", voice=voice, lang="en-us")
     cpu, audio, first = 0.0, 0.0, None
     for sentence in REPLIES["en"].split(". "):
@@ -259,6 +290,9 @@ def _relay_report(results: dict[str, Any], voices: dict[str, str], load_before: 
 
 
 async def main() -> None:
+    if os.environ.get("SKALD_BENCH_TTS_FIRST", "1") == "0":  # the relay part only
+        await relay_while_speaking()
+        return
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {os.cpu_count()} core(s), load average {load:.1f}; {ROUNDS} rounds after a warm-up round; cache off")
     try:
@@ -278,19 +312,26 @@ async def main() -> None:
                 if language == "de" and shutil.which("espeak-ng") is None:
                     print("de: espeak-ng is not installed; skipped")
                     continue
-                warm_first, warm_total, _ = await _round(client, text)
+                warm_first, warm_total, _, _ = await _round(client, text)
                 rounds = [await _round(client, text) for _ in range(ROUNDS)]
                 voice = (await client.post("/api/tts", json={"text": "Ok."})).headers.get("x-skald-voice")
                 first = statistics.median(r[0] for r in rounds)
+                first_p99 = p([r[0] for r in rounds], .99)
                 rtf = statistics.median(r[1] / r[2] for r in rounds)
                 audio = statistics.median(r[2] for r in rounds)
                 ok_first = "ok" if first <= TARGET_FIRST_AUDIO else "OVER target"
                 ok_rtf = "ok" if rtf <= TARGET_RTF else "OVER target"
                 print(
-                    f"{language} {voice:<16} first audio p50 {first:5.2f} s (target <= {TARGET_FIRST_AUDIO} s: {ok_first})   "
+                    f"{language} {voice:<16} first audio p50 {first:5.2f} s, p99 {first_p99:5.2f} s (target <= {TARGET_FIRST_AUDIO} s: {ok_first})   "
                     f"RTF p50 {rtf:4.2f} (target <= {TARGET_RTF}: {ok_rtf})   audio {audio:4.1f} s   "
                     f"warm-up round: first audio {warm_first:4.2f} s, all {warm_total:4.2f} s"
                 )
+                margins = [_margin(r[3]) for r in rounds]
+                late = [m for m in margins if m < 0]
+                print(f"   units ({len(rounds[0][3])}), the median round: {_units_report(sorted(rounds, key=lambda r: r[0])[len(rounds) // 2][3])}")
+                print(f"   each unit ready before the audio before it has played: {len(rounds) - len(late)} of {len(rounds)} rounds"
+                      + (f"; late by up to {-min(late) * 1e3:.0f} ms (a gap the listener hears)" if late else "; no gap"))
         finally:
             await harness.close()
-    await relay_while_speaking()
+    if os.environ.get("SKALD_BENCH_TTS_RELAY", "1") != "0":
+        await relay_while_speaking()

@@ -43,9 +43,13 @@ class TtsEngine(Protocol):
 
     Optional attributes, read when present: ``version`` (str, part of the host's cache
     key: change it when the same text would sound different), ``quality`` (int, higher
-    wins when several engines speak a language; default 0) and ``health()`` (``None``
-    when ready, else a message saying what is wrong; must be cheap: no model loading).
-    Since 1.2 (``synthesize`` alone since 1.0)."""
+    wins when several engines speak a language; default 0), ``health()`` (``None``
+    when ready, else a message saying what is wrong; must be cheap: no model loading) and
+    ``realtime_factor`` (float: seconds of synthesis per second of speech on this machine,
+    ideally measured as it runs; the host cuts a streamed reply into units that each
+    come ready before the audio ahead of them has played, and hands an engine below 0.3
+    whole sentences; absent: only the first sentence is cut short).
+    Since 1.2 (``synthesize`` alone since 1.0; ``realtime_factor`` unreleased)."""
 
     def voices(self) -> Sequence[TtsVoice]:
         """The voices this engine offers now."""

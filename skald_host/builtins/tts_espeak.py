@@ -4,26 +4,27 @@ languages, German included, wherever Debian's ``espeak-ng`` package is installed
 the lowest: the host takes it for the languages no better engine speaks.
 
 Each synthesis is one ``espeak-ng`` process (the text on its stdin, never on its command
-line, so no text is ever read as an option or shows in ``ps``), at a lowered priority;
-the event loop only waits for it.
+line, so no text is ever read as an option or shows in ``ps``), at a lowered priority,
+started by a small long-lived helper process (``tts_espeak_helper``), not by the host:
+the event loop writes one line and reads one answer per sentence.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import itertools
+import json
 import shutil
 import subprocess
-from typing import Callable
+import sys
+from typing import Any, Callable
 
 from skald_hookspecs import hookimpl
 from skald_hookspecs.tts import TtsUnavailable, TtsVoice
 from skald_hookspecs.types import PluginInfo
+from skald_host.builtins.tts_espeak_helper import NICE  # the helper lowers its own priority; each espeak-ng inherits it
 
 ENGINE = "espeak-ng"
-#: How much lower a synthesis process's priority is than the host's (nice, 0..19): on 2
-#: cores the event loop (the chat's token stream) goes first.
-NICE = 10
 #: Longest a single sentence may take before the process is killed.
 TIMEOUT_SECONDS = 30.0
 MISSING = "espeak-ng is not installed on this machine (Debian/Ubuntu: apt-get install espeak-ng)"
@@ -54,23 +55,23 @@ def parse_voices(listing: str) -> list[TtsVoice]:
     return [TtsVoice(code, (language,), f"{name} (espeak-ng)") for language, (code, name) in sorted(chosen.items())]
 
 
-def lower_priority(pid: int) -> None:
-    """Lower a just-started synthesis process's priority (its first milliseconds may run
-    at the host's). Where that is not allowed, it runs as it is."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, NICE)
-    except (OSError, AttributeError):
-        pass
-
-
 class EspeakEngine:
     quality = 0
+    #: Seconds of synthesis per second of speech (~0.01 here): the host hands it whole
+    #: sentences, no first unit cut short.
+    realtime_factor = 0.02
 
     def __init__(self, binary: str = "espeak-ng") -> None:
         self.binary = binary
         self.version = "espeak-ng"
         self._voices: list[TtsVoice] = []
         self._problem: str | None = "espeak-ng has not been probed yet"
+        self._helper: asyncio.subprocess.Process | None = None
+        self._helper_loop: asyncio.AbstractEventLoop | None = None
+        self._pending: dict[int, asyncio.Future[bytes]] = {}
+        self._ids = itertools.count(1)
+        self._starting = asyncio.Lock()
+        self._reader: asyncio.Task[None] | None = None
 
     def probe(self) -> None:
         """Blocking (a thread at startup): find the binary, its version and voices."""
@@ -99,21 +100,72 @@ class EspeakEngine:
             raise TtsUnavailable(self._problem)
         if voice not in {v.id for v in self._voices}:
             raise TtsUnavailable(f"espeak-ng has no voice {voice!r}")
-        process = await asyncio.create_subprocess_exec(
-            self.binary, "-v", voice, "-b", "1", "--stdout",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )
-        lower_priority(process.pid)
+        helper = await self._running_helper()
+        assert helper.stdin is not None
+        ident = next(self._ids)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._pending[ident] = future
+        request = {"id": ident, "binary": self.binary, "voice": voice, "text": text, "timeout": TIMEOUT_SECONDS}
+        helper.stdin.write(json.dumps(request).encode() + b"\n")
         try:
-            out, err = await asyncio.wait_for(process.communicate(text.encode("utf-8")), TIMEOUT_SECONDS)
-        except BaseException:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            raise
-        if process.returncode != 0 or not out.startswith(b"RIFF"):
-            raise TtsUnavailable(f"espeak-ng failed (exit {process.returncode}): {err.decode(errors='replace')[:200]}")
-        return out
+            return await asyncio.wait_for(future, TIMEOUT_SECONDS + 10)
+        finally:
+            self._pending.pop(ident, None)
+
+    async def _running_helper(self) -> asyncio.subprocess.Process:
+        """The helper process, started at the first synthesis and again if it died (or
+        belongs to an earlier event loop: a restarted host)."""
+        loop = asyncio.get_running_loop()
+        async with self._starting:
+            helper = self._helper
+            if helper is not None and helper.returncode is None and self._helper_loop is loop:
+                return helper
+            if helper is not None and helper.returncode is None:
+                helper.kill()
+            helper = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "skald_host.builtins.tts_espeak_helper",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            )
+            self._helper, self._helper_loop = helper, loop
+            self._reader = loop.create_task(self._read(helper))
+            return helper
+
+    async def _read(self, helper: asyncio.subprocess.Process) -> None:
+        stdout = helper.stdout
+        assert stdout is not None
+        try:
+            while line := await stdout.readline():
+                answer: dict[str, Any] = json.loads(line)
+                audio = await stdout.readexactly(answer["bytes"]) if "bytes" in answer else b""
+                future = self._pending.pop(answer.get("id"), None)
+                if future is None or future.done():
+                    continue
+                if "error" in answer:
+                    future.set_exception(TtsUnavailable(answer["error"]))
+                else:
+                    future.set_result(audio)
+        except (asyncio.IncompleteReadError, ValueError, KeyError):
+            pass
+        code = await helper.wait()
+        for future in list(self._pending.values()):
+            if not future.done():
+                future.set_exception(TtsUnavailable(f"the espeak-ng helper process stopped (exit {code}); it is started again at the next sentence"))
+        self._pending.clear()
+
+    async def close(self) -> None:
+        helper, reader = self._helper, self._reader
+        self._helper = self._reader = None
+        if helper is None or self._helper_loop is not asyncio.get_running_loop():
+            return
+        if helper.stdin is not None:
+            helper.stdin.close()
+        try:
+            await asyncio.wait_for(helper.wait(), 5)
+        except asyncio.TimeoutError:
+            helper.kill()
+            await helper.wait()
+        if reader is not None:
+            await asyncio.gather(reader, return_exceptions=True)
 
 
 engine = EspeakEngine()
@@ -133,6 +185,11 @@ def plugin_info() -> PluginInfo:
 @hookimpl
 async def startup() -> None:
     await asyncio.to_thread(engine.probe)
+
+
+@hookimpl
+async def shutdown() -> None:
+    await engine.close()
 
 
 @hookimpl

@@ -311,6 +311,38 @@ async def test_espeak_runs_below_the_hosts_priority(tmp_path):
     host_nice = os.getpriority(os.PRIO_PROCESS, 0)
     assert seen.read_text().split() == [str(min(19, host_nice + NICE))]
     assert os.getpriority(os.PRIO_PROCESS, 0) == host_nice  # the host itself keeps its own
+    await engine.close()
+
+
+@needs_espeak
+async def test_espeak_is_started_by_a_helper_process_that_comes_back_if_it_dies():
+    """The host forks nothing per sentence: one long-lived helper starts each espeak-ng.
+    Killed, the sentence in flight fails saying so, and the next starts a new helper."""
+    import os
+    import signal
+
+    from skald_host.builtins.tts_espeak import EspeakEngine
+
+    engine = EspeakEngine()
+    await asyncio.to_thread(engine.probe)
+    try:
+        first = await engine.synthesize("Hello there.", "en-us", "en")
+        helper = engine._helper
+        assert first[:4] == b"RIFF" and helper is not None
+        second = await engine.synthesize("Hello again.", "en-us", "en")
+        assert second[:4] == b"RIFF" and engine._helper is helper  # one helper for many sentences
+        os.kill(helper.pid, signal.SIGKILL)
+        await helper.wait()
+        third = await engine.synthesize("And once more.", "en-us", "en")
+        assert third[:4] == b"RIFF" and engine._helper.pid != helper.pid
+        helper = engine._helper
+        speaking = asyncio.create_task(engine.synthesize("A sentence in flight. " * 40, "en-us", "en"))
+        await asyncio.sleep(0.01)
+        os.kill(helper.pid, signal.SIGKILL)
+        with pytest.raises(TtsUnavailable, match="the espeak-ng helper process stopped"):
+            await speaking
+    finally:
+        await engine.close()
 
 
 # -- the pieces an engine gets, the instance defaults, the registration check ----------------
@@ -330,17 +362,62 @@ def test_markdown_is_made_readable_and_split_into_sentences():
 
 
 
-def test_a_long_first_sentence_starts_with_its_first_clause():
-    from skald_host.core.tts.audio import quick_start
+def test_the_first_sentence_starts_with_a_short_unit_at_a_natural_boundary():
+    """The first audio waits only for a few words: the first sentence is cut at a clause
+    near ``FIRST_UNIT`` characters, else at a word boundary; its rest is cut once more
+    only when it would take longer to make than the first unit takes to play; every
+    later sentence stays whole."""
+    from skald_host.core.tts.audio import FIRST_UNIT, pause_after, quick_start
 
+    assert FIRST_UNIT == 24
+    bench = ["Here is what I found about your question.", "The library opens at nine in the morning on weekdays."]
+    assert quick_start(bench) == ["Here is what I found", "about your question.", bench[1]]
+    # A clause near the budget wins over a word cut.
+    assert quick_start(["Well, after all that, the second plan is the better one by far.", "Next."]) == [
+        "Well, after all that,", "the second plan is the better one by far.", "Next."
+    ]
     long = "After looking through everything you sent me this morning, I think the second plan is better."
     assert quick_start([long, "Short one."]) == [
-        "After looking through everything you sent me this morning,",
+        "After looking through",  # not "After looking through everything" (past the budget)
+        "everything you sent me this morning,",  # the long rest cut again, at its clause
         "I think the second plan is better.",
         "Short one.",
     ]
+    # A word of one or two letters is not left at the end of the first unit.
+    assert quick_start(["We looked at it in a hurry and it is fine now."]) == ["We looked at it in a hurry", "and it is fine now."]
     assert quick_start(["Short first, then more.", long]) == ["Short first, then more.", long]
-    assert quick_start(["x" * 200]) == ["x" * 200]  # no clause: left whole
+    assert quick_start(["x" * 200]) == ["x" * 200]  # no boundary: left whole
+    assert quick_start([]) == []
+    assert quick_start(bench, rtf=0.02) == bench  # an engine far faster than real time: sentences whole
+    # The pause after a unit: a sentence's, a clause's, a breath inside a cut sentence.
+    assert pause_after("about your question.") == 0.25 and pause_after("this morning,") == 0.12
+    assert pause_after("Here is what I found") == 0.04 and pause_after('He said "no."') == 0.25
+
+
+def test_with_the_engines_speed_each_unit_is_planned_to_be_ready_before_it_is_needed():
+    """With the engine's measured real-time factor, a unit that would not be made before
+    the audio ahead of it has played is cut (a clause, else a word boundary); units that
+    fit stay whole; no text is lost or reordered."""
+    from skald_host.core.tts.audio import CHARS_PER_SECOND, pause_after, quick_start
+
+    reply = [
+        "Here is what I found about your question.",
+        "The library opens at nine in the morning on weekdays.",
+        "On Saturdays it closes early, at two in the afternoon.",
+    ]
+    assert quick_start(reply, rtf=0.66) == [
+        "Here is what I found", "about your question.", "The library opens at nine in the morning", "on weekdays.", reply[2],
+    ]
+    assert quick_start(reply, rtf=0.85)[4:] == ["On Saturdays it closes early,", "at two in the afternoon."]  # at its clause
+    for rtf in (0.4, 0.66, 0.85, 1.0):  # slower than real time a gap comes sooner or later
+        units = quick_start(reply, rtf=rtf)
+        assert " ".join(units) == " ".join(reply)
+        lead = len(units[0]) / CHARS_PER_SECOND + pause_after(units[0])
+        for unit in units[1:]:
+            making = rtf * len(unit) / CHARS_PER_SECOND
+            assert making <= lead or len(unit.split()) <= 3, (rtf, unit, making, lead)
+            lead += len(unit) / CHARS_PER_SECOND + pause_after(unit) - making
+    assert quick_start(reply, rtf=0.3) == quick_start(reply)[:2] + reply[1:]  # fast enough: later sentences whole
 
 
 async def test_the_instance_default_for_a_language_wins_over_the_better_engine(skald):

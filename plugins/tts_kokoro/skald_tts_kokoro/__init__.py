@@ -2,9 +2,10 @@
 
 A speech plugin installed as its own distribution and found through the entry point
 ``tts_kokoro = "skald_tts_kokoro"`` in the ``skald.plugins`` group. It imports only
-the contract (``skald_hookspecs``) here; numpy, onnxruntime and kokoro-onnx load at the
-first synthesis, in a worker thread, so the host's boot-time import of every plugin
-stays cheap (a test holds this module's import under 100 ms and onnxruntime out of it).
+the contract (``skald_hookspecs``) and the standard library; numpy, onnxruntime and
+kokoro-onnx load only in the engine's worker process (``worker.py``), so the host's
+boot-time import of every plugin stays cheap (a test holds this module's import under
+100 ms and onnxruntime out of it) and the host never runs Kokoro's Python under its GIL.
 
 - Engine ``kokoro`` (``register_tts_engines``): English, Spanish, French, Hindi,
   Italian, Portuguese and Chinese; not German (the host's espeak-ng engine speaks
@@ -58,7 +59,7 @@ CONFIG_SCHEMA = (
         "threads",
         "integer",
         label="Threads",
-        description="CPU threads one synthesis uses (1 suits 2 cores: the host runs two syntheses at once).",
+        description="CPU threads the worker process gives one synthesis (1 suits 2 cores: the other is the host's and the chat's).",
         default=1,
         minimum=1,
         maximum=16,
@@ -121,7 +122,7 @@ async def shutdown() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    _engine().configure(None, "the Kokoro plugin is stopped")
+    await _engine().close("the Kokoro plugin is stopped")
 
 
 @hookimpl

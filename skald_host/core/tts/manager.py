@@ -8,7 +8,9 @@ speaks for whom, and the sentence-by-sentence synthesis every caller shares.
   only while its plugin is enabled and healthy and its ``health()`` says ready.
 - The text is split into sentences; each goes to the engine on its own, inside one of
   ``tts.max_concurrent`` instance-wide slots, so the first sentence is heard while the
-  next is being made and two members' long replies take turns.
+  next is being made and two members' long replies take turns. The first sentence is
+  cut once or twice more (``quick_start``: a first unit of a few words), so the first
+  audio waits only for a short synthesis.
 - Each sentence's audio is cached in the member's own encrypted file (``tts_cache``),
   keyed by a hash of engine, engine version, voice and text, least recently used first
   out past ``tts.cache_mib``. Nothing is cached where the member's file is closed, and
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
 from skald_hookspecs.tts import TtsUnavailable, TtsVoice
 from skald_host.core.plugins.manager import Contribution, PluginError
-from skald_host.core.tts.audio import Pcm, quick_start, read_wav, sentences, silence, speakable, to_ogg, wav_bytes
+from skald_host.core.tts.audio import Pcm, pause_after, quick_start, read_wav, sentences, silence, speakable, to_ogg, wav_bytes
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -35,8 +37,6 @@ log = logging.getLogger(__name__)
 
 #: The member's private setting naming their voice (``<engine>:<voice>``).
 VOICE_SETTING = "tts.voice"
-#: Between two sentences, so they do not run together.
-PAUSE_SECONDS = 0.25
 #: How long a request waits for a synthesis slot before it is told the server is busy.
 SLOT_WAIT_SECONDS = 30.0
 
@@ -209,11 +209,18 @@ class TtsManager:
         found = sentences(speakable(text))
         if not found:
             raise TextTooLong("there is nothing to read aloud in this text")
-        return quick_start(found)
+        return found
 
-    async def speak(self, member_id: str, choice: Choice, pieces: list[str], db: Any) -> AsyncIterator[Pcm]:
-        """The audio of each piece in order (a short pause after each but the last).
+    async def speak(self, member_id: str, choice: Choice, pieces: list[str], db: Any, *, quick: bool = True) -> AsyncIterator[Pcm]:
+        """The audio of each piece in order, a pause after each but the last (shorter
+        where a sentence was cut: ``pause_after``). ``quick`` (a stream heard as it comes):
+        the sentences are first cut into units by ``quick_start`` with the engine's
+        measured ``realtime_factor`` (an optional engine attribute), so the first unit is
+        short and each next one is ready before the audio before it has played.
         One member may run ``tts.per_member`` of these at once; past that ``TtsBusy``."""
+        if quick:
+            rtf = getattr(choice.engine, "realtime_factor", None)
+            pieces = quick_start(pieces, rtf=float(rtf) if isinstance(rtf, (int, float)) else None)
         if self._running.get(member_id, 0) >= self.settings.per_member:
             raise TtsBusy("speech is already being made for you; wait for it to finish")
         self._running[member_id] = self._running.get(member_id, 0) + 1
@@ -221,7 +228,7 @@ class TtsManager:
             for index, piece in enumerate(pieces):
                 pcm = await self._piece(choice, piece, db)
                 if index < len(pieces) - 1:
-                    pcm = Pcm(pcm.rate, pcm.frames + silence(pcm.rate, PAUSE_SECONDS))
+                    pcm = Pcm(pcm.rate, pcm.frames + silence(pcm.rate, pause_after(piece)))
                 yield pcm
         finally:
             left = self._running.get(member_id, 1) - 1
@@ -263,7 +270,7 @@ class TtsManager:
         pieces = self.pieces(text)
         member = await self._core.users.get(member_id)
         choice = self.choose(locale, voice or await self.preferred_voice(db), member)
-        parts = [pcm async for pcm in self.speak(member_id, choice, pieces, db)]
+        parts = [pcm async for pcm in self.speak(member_id, choice, pieces, db, quick=False)]  # whole sentences: nobody hears it before the end
         pcm = Pcm(parts[0].rate, b"".join(p.frames for p in parts))
         return await asyncio.to_thread(to_ogg if format == "ogg" else wav_bytes, pcm)
 
