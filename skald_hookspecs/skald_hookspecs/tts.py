@@ -49,7 +49,7 @@ class TtsEngine(Protocol):
     ideally measured as it runs; the host cuts a streamed reply into units that each
     come ready before the audio ahead of them has played, and hands an engine below 0.3
     whole sentences; absent: only the first sentence is cut short).
-    Since 1.2 (``synthesize`` alone since 1.0; ``realtime_factor`` unreleased)."""
+    Since 1.2 (``synthesize`` alone since 1.0; ``realtime_factor`` since 1.4)."""
 
     def voices(self) -> Sequence[TtsVoice]:
         """The voices this engine offers now."""

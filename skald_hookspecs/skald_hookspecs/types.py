@@ -199,7 +199,7 @@ class TurnApi(Protocol):
         contract is enforced; raises ``ToolError`` when one is exceeded."""
 
     async def get_skill(self, name: str) -> str:
-        """Since 1.3. The whole text of one of the skills this frame's agent definition
+        """Since 1.4. The whole text of one of the skills this frame's agent definition
         names (``skills: [...]``; a skill is ``skills/<name>.md`` in an agent directory).
         A skill outside that list, or unknown, raises ``ToolError``."""
 
