@@ -109,6 +109,9 @@ async def test_admin_enables_configures_and_grants_plugin(skald, browser_pages):
     await admin.get_by_role("button", name="Save plugins").click()
     await expect(admin.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
     await admin.goto(f"/#members/{bob['id']}")
+    # A hash change re-renders in place: wait for bob's page, or the checkbox below is
+    # still alice's (just checked) and the test unchecks her grant instead.
+    await expect(admin.get_by_role("heading", name="Bob", exact=True)).to_be_visible()
     grant = admin.get_by_role("checkbox", name="Hello")
     await expect(grant).to_be_checked()
     await grant.uncheck()

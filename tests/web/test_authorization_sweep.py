@@ -514,10 +514,19 @@ async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unloc
     assert await _states(host, bob) == locked
 
     assert (await alice.login("alice", MEMBER_PASSWORD)).status_code == 200
-    # Her login counts one more opening of her file (check G6); nothing else changed.
+    # Her unlock starts her runtime, whose recovery (seed 004 §6) ends the run no
+    # process carried across the lock and counts her runs again: waited for, not raced.
+    await host.core.chat.runtime(await host.core.users.get(alice.member["id"]))
+    # Her login counts one more opening of her file (check G6); recovery did what it
+    # does to any run left live; nothing else changed.
     after = await owner_dump(host, alice.member["id"])
     assert after.pop("generation") == [(1, before[1]["generation"][0][1] + 1)]
-    assert after == {k: v for k, v in before[1].items() if k != "generation"}
+    recovered = ("agent_runs", "agent_session_state")
+    assert {k: v for k, v in after.items() if k not in recovered} == {k: v for k, v in before[1].items() if k not in recovered and k != "generation"}
+    db = host.core.users.owner_db(alice.member["id"])
+    runs = await db.run(lambda c: c.execute("SELECT id, status FROM agent_runs").fetchall())
+    assert [tuple(r) for r in runs] == [(theirs["run_id"], "interrupted")]
+    assert [row[1:4] for row in after["agent_session_state"]] == [(0, 0, 0)]  # nothing live, nothing reserved
     # A's turn is intact: the card still waits for A.
     assert [a["id"] for a in (await alice.get("/api/approvals")).json()["approvals"]] == [theirs["approval_id"]]
 

@@ -184,4 +184,6 @@ class StartAtUnlock:
             if active is not None:
                 await self.core.chat.runtime(await self.core.users.get(member_id))
         except Exception:
+            if not self.core.users.is_unlocked(member_id):
+                return  # locked again meanwhile (a quick logout): the next unlock starts them
             log.exception("member %s: scheduled prompts could not be started at unlock", member_id)
