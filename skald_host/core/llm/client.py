@@ -21,10 +21,10 @@ import aiohttp
 import anyio
 import openai
 import orjson
-from openai._streaming import SSEDecoder
 
 from skald_host.core.files.media import text_only
 from skald_host.core.llm.catalog import ModelChoice
+from skald_host.core.llm.sse import SSEParser
 
 try:  # the SDK's own HTTP library: httpx2 from openai 3, httpx before
     import httpx2 as http
@@ -170,17 +170,29 @@ class ModelClients:
             finally:
                 _ON_SENT.reset(sent)
             try:
-                async for event in SSEDecoder().aiter_bytes(response.aiter_bytes()):
-                    if event.data.startswith("[DONE]"):
-                        continue  # read to the end, so the connection goes back to the pool
-                    chunk = _loads(event.data)
-                    if not isinstance(chunk, dict):
-                        raise ModelError("the model sent a malformed stream chunk", None)
-                    if chunk.get("error"):
-                        error = chunk["error"]
-                        message = error.get("message") if isinstance(error, dict) else None
-                        raise ModelError(f"the model failed mid-stream: {message or 'an error occurred during streaming'}"[:500], None)
-                    self._chunk(turn, chunk, calls, started, on_delta)
+                # The body's bytes as they came off the socket (decoded only if the
+                # provider compressed them), each chunk's events handled together:
+                # their deltas reach ``on_delta`` joined, one per channel in turn.
+                identity = response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
+                parser = SSEParser()
+                deltas: list[list[str]] = []
+                async for raw in response.aiter_raw() if identity else response.aiter_bytes():
+                    for data in parser.feed(raw):
+                        if data.startswith("[DONE]"):
+                            continue  # read to the end, so the connection goes back to the pool
+                        chunk = _loads(data)
+                        if not isinstance(chunk, dict):
+                            raise ModelError("the model sent a malformed stream chunk", None)
+                        if chunk.get("error"):
+                            error = chunk["error"]
+                            message = error.get("message") if isinstance(error, dict) else None
+                            raise ModelError(f"the model failed mid-stream: {message or 'an error occurred during streaming'}"[:500], None)
+                        self._chunk(turn, chunk, calls, started, deltas)
+                    if deltas:
+                        if on_delta:
+                            for channel, *texts in deltas:
+                                on_delta(channel, "".join(texts))
+                        deltas.clear()
             finally:
                 await response.aclose()
         except openai.APIStatusError as exc:
@@ -201,9 +213,11 @@ class ModelClients:
         return turn
 
     def _chunk(
-        self, turn: ModelTurn, chunk: dict[str, Any], calls: dict[int, dict[str, Any]], started: float, on_delta: DeltaSink | None
+        self, turn: ModelTurn, chunk: dict[str, Any], calls: dict[int, dict[str, Any]], started: float, deltas: list[list[str]]
     ) -> None:
-        """One ``chat.completion.chunk``, as the OpenAI streaming format documents it."""
+        """One ``chat.completion.chunk``, as the OpenAI streaming format documents it.
+        Its text goes to ``deltas``: ``[channel, text, ...]`` runs, a run per channel in
+        the order they came (reasoning, then content, then reasoning again is three)."""
         usage = chunk.get("usage")
         if usage:
             turn.tokens_in = usage.get("prompt_tokens")
@@ -217,14 +231,18 @@ class ModelClients:
         if reasoning:
             self._first(turn, started)
             turn.reasoning += reasoning
-            if on_delta:
-                on_delta("reasoning", reasoning)
+            if deltas and deltas[-1][0] == "reasoning":
+                deltas[-1].append(reasoning)
+            else:
+                deltas.append(["reasoning", reasoning])
         content = delta.get("content")
         if content:
             self._first(turn, started)
             turn.content += content
-            if on_delta:
-                on_delta("content", content)
+            if deltas and deltas[-1][0] == "content":
+                deltas[-1].append(content)
+            else:
+                deltas.append(["content", content])
         for call in delta.get("tool_calls") or ():
             self._first(turn, started)
             slot = calls.setdefault(call.get("index", 0), {"id": None, "name": "", "arguments": ""})
