@@ -368,7 +368,8 @@ class Helper:
 
         content = wire_json(body)  # what the host sent, byte for byte: the same encoding, the same key order
         turn = Turn(time.perf_counter())
-        response = await self.sdk.post("/chat/completions", content=content, cast_to=http.Response, stream=True)
+        # The endpoint as the host names it, an absolute URL (``ModelClients.client``).
+        response = await self.sdk.post(f"{self.sdk.base_url}chat/completions", content=content, cast_to=http.Response, stream=True)
         try:
             parser = SSEParser()  # the host's reader, over the same raw bytes
             async for raw in response.aiter_raw():

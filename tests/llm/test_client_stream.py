@@ -29,10 +29,12 @@ class RawServer:
     def __init__(self) -> None:
         self.chunks: list[bytes] = []
         self.headers: dict[str, str] = {}
+        self.request_lines: list[bytes] = []
         self.server: asyncio.Server | None = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
+        self.request_lines.append(head.split(b"\r\n")[0])
         length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
         await reader.readexactly(length)
         extra = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())
@@ -61,8 +63,8 @@ async def raw_server() -> AsyncIterator[RawServer]:
         server.server.close()
 
 
-async def complete(server: RawServer) -> tuple[list[tuple[str, str]], str, str]:
-    choice = ModelChoice("m", "m", "m", "p", "p", server.url, "key", vision=False, strength=1, priority=1)
+async def complete(server: RawServer, url: str | None = None) -> tuple[list[tuple[str, str]], str, str]:
+    choice = ModelChoice("m", "m", "m", "p", "p", url or server.url, "key", vision=False, strength=1, priority=1)
     clients = ModelClients(timeout=10)
     deltas: list[tuple[str, str]] = []
     try:
@@ -121,3 +123,18 @@ async def test_invalid_utf8_is_a_malformed_stream_not_a_crash(raw_server):
     raw_server.chunks = [b"data: \xff\xfe\n\n"]
     with pytest.raises(ModelError, match="malformed"):
         await complete(raw_server)
+
+
+@pytest.mark.parametrize("suffix", ["", "/"])
+async def test_the_request_goes_to_the_base_urls_completions_endpoint(raw_server, suffix):
+    """The endpoint is passed to the SDK as an absolute URL (no join per request)."""
+    raw_server.chunks = [event({"content": "ok"}) + b"data: [DONE]\n\n"]
+    await complete(raw_server, raw_server.url + suffix)
+    assert raw_server.request_lines == [b"POST /v1/chat/completions HTTP/1.1"]
+
+
+async def test_a_base_url_with_a_query_keeps_it_on_the_endpoint(raw_server):
+    """``?api-version=``: the SDK's own joining sent ``/v1/?api-version=1chat/completions``."""
+    raw_server.chunks = [event({"content": "ok"}) + b"data: [DONE]\n\n"]
+    await complete(raw_server, raw_server.url + "?api-version=1")
+    assert raw_server.request_lines == [b"POST /v1/chat/completions?api-version=1 HTTP/1.1"]
