@@ -212,7 +212,7 @@ async def member_socket() -> None:
                 except Exception:  # a failed command is an answer, never the end of the socket
                     log.exception("websocket command %s failed", kind)
                     reply = {"type": "error", "error": "the command failed; see the server log", "code": "command_failed"}
-                await websocket.send(json.dumps(reply))
+                await websocket.send(encode(reply))  # an ack each message: orjson, as the events
             else:
                 await websocket.send(json.dumps({"type": "error", "error": "unknown or malformed message", "code": "socket_message_invalid"}))
 
