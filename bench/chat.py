@@ -1,7 +1,8 @@
 """Chat against the scripted model, each figure beside a direct ``openai`` SDK call to
 the same server for the same request, measured in the same run. The direct call takes
 the host's own SDK path (the SDK's aiohttp transport, ``post`` with the body's bytes as
-the host sent them, encoded before its clock starts, the stream read as SSE), so a
+the host sent them, encoded before its clock starts, the stream read by the host's SSE
+reader), so a
 difference is the host's work, its encoding of the body included; the SDK's typed
 ``create()`` is printed beside it, since its request transform alone costs more than
 the host at 1,000 messages.
@@ -362,24 +363,26 @@ class Helper:
         1,000 messages). ``create`` would add its typed transform of every message (~2
         ms at 10 messages, ~150 ms at 1,000) to the baseline only, and hide that much
         host time."""
-        from openai._streaming import SSEDecoder
-
         from skald_host.core.llm.client import http, wire_json
+        from skald_host.core.llm.sse import SSEParser
 
         content = wire_json(body)  # what the host sent, byte for byte: the same encoding, the same key order
         turn = Turn(time.perf_counter())
-        response = await self.sdk.post("/chat/completions", content=content, cast_to=http.Response, stream=True)
+        # The endpoint as the host names it, an absolute URL (``ModelClients.client``).
+        response = await self.sdk.post(f"{self.sdk.base_url}chat/completions", content=content, cast_to=http.Response, stream=True)
         try:
-            async for event in SSEDecoder().aiter_bytes(response.aiter_bytes()):
-                if event.data.startswith("[DONE]"):
-                    continue
-                choices = json.loads(event.data).get("choices")
-                content = choices[0].get("delta", {}).get("content") if choices else None
-                if content:
-                    arrived = time.perf_counter()
-                    turn.token_times.append(arrived)
-                    turn.first_token = turn.first_token or arrived
-                    turn.text += content
+            parser = SSEParser()  # the host's reader, over the same raw bytes
+            async for raw in response.aiter_raw():
+                for data in parser.feed(raw):
+                    if data.startswith("[DONE]"):
+                        continue
+                    choices = json.loads(data).get("choices")
+                    content = choices[0].get("delta", {}).get("content") if choices else None
+                    if content:
+                        arrived = time.perf_counter()
+                        turn.token_times.append(arrived)
+                        turn.first_token = turn.first_token or arrived
+                        turn.text += content
         finally:
             await response.aclose()
         turn.finished = time.perf_counter()

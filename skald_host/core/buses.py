@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 from typing import AsyncIterator, Generic, TypeVar
 
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent
@@ -33,9 +34,14 @@ class Subscription(Generic[T]):
         self._ready = asyncio.Event()
         self.lagged = 0
         self.closed = False
+        #: When the oldest event queued now was queued (``time.monotonic``): how long a
+        #: consumer took to come for it says how busy the loop is.
+        self.waiting_since = 0.0
 
     def _offer(self, event: T) -> None:
-        if len(self._queue) == self._queue.maxlen:
+        if not self._queue:
+            self.waiting_since = time.monotonic()
+        elif len(self._queue) == self._queue.maxlen:
             self.lagged += 1
         self._queue.append(event)
         self._ready.set()

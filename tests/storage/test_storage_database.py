@@ -336,3 +336,58 @@ def test_os_errors_of_the_disk_are_told_apart_from_other_failures():
     constraint = sqlite3.IntegrityError("UNIQUE constraint failed")
     constraint.sqlite_errorcode = sqlite3.SQLITE_CONSTRAINT_UNIQUE
     assert disk_failure(constraint, "f") is None
+
+
+async def test_jobs_run_in_the_order_submitted_awaited_or_queued(db_path, one_step):
+    """``run``, ``transaction`` and ``transaction_queued`` share the file's one queue."""
+    db = await Database.open(db_path, key=None, migrations=one_step, create=True)
+    order: list[int] = []
+
+    def job(index):
+        def step(conn):
+            order.append(index)
+            if index % 3 == 0:
+                conn.execute("INSERT INTO notes (body) VALUES (?)", (str(index),))
+        return step
+
+    waits = []
+    for index in range(60):
+        if index % 3 == 0:
+            waits.append(db.transaction_queued(job(index)))
+        elif index % 3 == 1:
+            waits.append(asyncio.ensure_future(db.transaction(job(index))))
+        else:
+            waits.append(asyncio.ensure_future(db.run(job(index))))
+        await asyncio.sleep(0)  # the task submits its job at its first step
+    await asyncio.gather(*waits)
+    assert order == list(range(60))
+    await db.close()
+
+
+async def test_a_cancelled_job_that_has_not_started_never_runs_and_one_running_finishes(db_path, one_step):
+    db = await Database.open(db_path, key=None, migrations=one_step, create=True)
+    started, release = threading.Event(), threading.Event()
+
+    def blocking(conn):
+        started.set()
+        release.wait(5)
+        conn.execute("INSERT INTO notes (body) VALUES ('running when cancelled')")
+
+    running = asyncio.ensure_future(db.transaction(blocking))
+    waiting = asyncio.ensure_future(db.transaction(lambda conn: conn.execute("INSERT INTO notes (body) VALUES ('never started')")))
+    await asyncio.to_thread(started.wait, 5)
+    running.cancel()
+    waiting.cancel()
+    release.set()
+    await asyncio.gather(running, waiting, return_exceptions=True)
+    assert running.cancelled() and waiting.cancelled()
+    assert await db.run(lambda conn: [r[0] for r in conn.execute("SELECT body FROM notes")]) == ["running when cancelled"]
+    await db.close()
+
+
+async def test_a_failing_job_raises_in_the_awaiting_task_and_the_next_job_runs(db_path, one_step):
+    db = await Database.open(db_path, key=None, migrations=one_step, create=True)
+    with pytest.raises(Exception, match="no such table"):
+        await db.run(lambda conn: conn.execute("SELECT * FROM missing"))
+    assert await db.run(lambda conn: conn.execute("SELECT 1").fetchone()[0]) == 1
+    await db.close()
