@@ -1,24 +1,35 @@
-"""One model call through the ``openai`` SDK, streamed.
+"""One model call, streamed: the provider's chat completions endpoint over HTTP.
+
+The streamed request goes straight through ``aiohttp`` (the HTTP library under the
+``openai`` SDK's own aiohttp transport, which the host used before): the body is bytes
+the host encoded, the answer is read as plain server-sent events (``sse``), so the
+SDK's request machinery had nothing left to do but cost. In the chat benchmark it did
+cost: per request a validated options model, header merging, an httpx request and
+response wrapped around aiohttp's, and per network chunk three async iterators nested;
+200 concurrent streams waited for it (time to first token p99 ~1.2 s -> ~0.76 s against
+~0.35 s for a direct client). The SDK stays where its typed answers are worth it: the
+model list of a connection test (``list_models``).
 
 Token deltas go to ``on_delta`` as a best-effort side channel; the returned
 ``ModelTurn`` is the authoritative result. Errors become ``ModelError`` carrying the
 real HTTP status, because retriability keys on the status, never on message text
 (a model name containing "404" must not change anything): 401/403/404/422 never fall
-back; 400, 429, 5xx and network failures do.
+back; 400, 429, 5xx and network failures do. Nothing here retries: a retry is the
+caller's deliberate, logged decision (a paid provider is never billed twice silently).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import ssl
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import aiohttp
-import anyio
 import openai
 import orjson
 
@@ -26,16 +37,13 @@ from skald_host.core.files.media import text_only
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.sse import SSEParser
 
-try:  # the SDK's own HTTP library: httpx2 from openai 3, httpx before
-    import httpx2 as http
-except ImportError:  # pragma: no cover - older SDKs
-    import httpx as http  # type: ignore[no-redef]
-
-#: What a broken body stream raises while it is read (the SDK maps these the same way;
-#: the aiohttp transport maps most of its own errors to these, not every one).
-STREAM_ERRORS = (http.RequestError, http.StreamError, anyio.EndOfStream, ssl.SSLError, aiohttp.ClientError)
+#: What a broken or stalled body stream raises while it is read.
+STREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ssl.SSLError, ConnectionError)
 
 NEVER_RETRY = frozenset({401, 403, 404, 422})
+
+#: Connections open at once to all providers together (the SDK's default too).
+CONNECTION_LIMIT = 1000
 
 DeltaSink = Callable[[str, str], None]  # (kind: "content" | "reasoning", text)
 
@@ -59,18 +67,20 @@ def _loads(text: str) -> Any:
         return json.loads(text)
 
 
-#: What the caller of ``complete`` wants called once its request is on its way.
-_ON_SENT: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("skald_model_request_sent", default=None)
+def _user_agent() -> str:
+    try:
+        return f"skald/{version('skald-host')}"
+    except PackageNotFoundError:
+        return "skald"
 
 
-async def _request_hook(_request: Any) -> None:
-    """httpx calls this just before the transport sends. The callback runs two loop
-    passes later, once the request is written: aiohttp writes the body from a task of
-    its own, whose first step (before Python 3.12's eager tasks) is the next pass."""
-    on_sent = _ON_SENT.get()
+async def _body_sent(_session: Any, context: SimpleNamespace, _params: Any) -> None:
+    """aiohttp's trace signal once the request's body is written to the socket: the
+    request's ``on_sent`` (once: a body written in parts would signal each)."""
+    on_sent = context.trace_request_ctx
     if on_sent is not None:
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, on_sent)
+        context.trace_request_ctx = None
+        on_sent()
 
 
 class ModelError(Exception):
@@ -104,41 +114,78 @@ class ModelTurn:
 
 
 class ModelClients:
-    """One SDK client per (base URL, key), shared by every member's requests: the SDK
-    pools connections, and a client holds no per-member state."""
+    """The HTTP connections to the model providers, shared by every member's requests
+    (they hold no per-member state): one ``aiohttp`` session for the streamed requests,
+    pooling connections per host, and one SDK client per (base URL, key) for listing
+    models."""
 
     def __init__(self, timeout: float = 600.0) -> None:
         self._clients: dict[tuple[str, str | None], openai.AsyncOpenAI] = {}
-        self._chat_urls: dict[tuple[str, str | None], str] = {}
+        self._endpoints: dict[tuple[str, str | None], tuple[str, dict[str, str]]] = {}
+        self._session: aiohttp.ClientSession | None = None
         self._timeout = timeout
 
     def client(self, choice: ModelChoice) -> openai.AsyncOpenAI:
+        """The SDK's client for ``choice``'s provider (its typed model list)."""
         key = (choice.base_url, choice.api_key)
         client = self._clients.get(key)
         if client is None:
             client = openai.AsyncOpenAI(
                 base_url=choice.base_url, api_key=choice.api_key or "not-needed", max_retries=0, timeout=self._timeout,
-                # The SDK's aiohttp transport (its ``aiohttp`` extra): the same client and
-                # requests, with aiohttp's C parser under them instead of httpcore and h11
-                # in Python. Measured in the chat benchmark: ~0.5 ms less host CPU per
-                # model round, time to first token p99 under 200 streams 1.5 s -> 0.9 s.
-                http_client=openai.DefaultAioHttpClient(timeout=self._timeout, event_hooks={"request": [_request_hook]}),
+                http_client=openai.DefaultAioHttpClient(timeout=self._timeout),
             )
             self._clients[key] = client
-            # The completions endpoint as an absolute URL, which the SDK takes as it is:
-            # a path relative to the base URL is parsed, joined and parsed again on
-            # every request (~5% of the loop's time in the chat benchmark's turns).
-            # A query in the base URL (``?api-version=``) stays the endpoint's query;
-            # the SDK's joining put the path after it.
-            path, _, query = str(client.base_url).partition("?")
-            self._chat_urls[key] = f"{path}chat/completions" + (f"?{query}" if query else "")
         return client
+
+    def _endpoint(self, choice: ModelChoice) -> tuple[str, dict[str, str]]:
+        """The completions endpoint of ``choice``'s provider and the request's headers,
+        worked out once per provider. The endpoint is the base URL's path with
+        ``chat/completions`` after it; a query in the base URL (``?api-version=``) stays
+        the endpoint's query."""
+        key = (choice.base_url, choice.api_key)
+        endpoint = self._endpoints.get(key)
+        if endpoint is None:
+            path, _, query = choice.base_url.partition("?")
+            url = path.rstrip("/") + "/chat/completions" + (f"?{query}" if query else "")
+            headers = {
+                "Authorization": f"Bearer {choice.api_key or 'not-needed'}",
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream",
+                "User-Agent": _user_agent(),
+            }
+            endpoint = self._endpoints[key] = (url, headers)
+        return endpoint
+
+    def _http(self) -> aiohttp.ClientSession:
+        """The session of the streamed requests, made on first use (inside the loop).
+        The SDK's transport settings: its timeout for connecting and for each read (a
+        stream may run long; a silent one ends after ``timeout``), certifi's roots, no
+        proxy from the environment, bytes as they came (decompressed only if the
+        provider compressed them)."""
+        if self._session is None or self._session.closed:
+            try:
+                import certifi
+
+                context = ssl.create_default_context(cafile=certifi.where())
+            except ImportError:  # pragma: no cover - certifi comes with the SDK
+                context = ssl.create_default_context()
+            trace = aiohttp.TraceConfig()
+            trace.on_request_chunk_sent.append(_body_sent)
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=CONNECTION_LIMIT, ssl=context),
+                timeout=aiohttp.ClientTimeout(total=None, connect=self._timeout, sock_connect=self._timeout, sock_read=self._timeout),
+                trace_configs=[trace],
+            )
+        return self._session
 
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
-        self._chat_urls.clear()
+        self._endpoints.clear()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def complete(
         self,
@@ -168,54 +215,49 @@ class ModelClients:
         body = b'{"model":%s,"messages":%s,"stream":true,"stream_options":{"include_usage":true}%s}' % (
             wire_json(choice.model), messages_json, b',"tools":' + tools_json if tools else b"",
         )
+        url, headers = self._endpoint(choice)
         try:
-            # Through the SDK's client (its pool, auth, headers, status errors), but with
-            # the body as it is and the stream read as plain SSE: ``create`` walks every
-            # message through its typed transform (~150 ms for 1,000 messages) and builds
-            # an object per chunk, work a relay does not need.
-            sent = _ON_SENT.set(on_sent)
-            try:
-                client = self.client(choice)
-                url = self._chat_urls[(choice.base_url, choice.api_key)]
-                response = await client.post(url, content=body, cast_to=http.Response, stream=True)
-            finally:
-                _ON_SENT.reset(sent)
-            try:
-                # The body's bytes as they came off the socket (decoded only if the
-                # provider compressed them), each chunk's events handled together:
-                # their deltas reach ``on_delta`` joined, one per channel in turn.
-                identity = response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
-                parser = SSEParser()
-                deltas: list[list[str]] = []
-                async for raw in response.aiter_raw() if identity else response.aiter_bytes():
-                    for data in parser.feed(raw):
-                        if data.startswith("[DONE]"):
-                            continue  # read to the end, so the connection goes back to the pool
-                        chunk = _loads(data)
-                        if not isinstance(chunk, dict):
-                            raise ModelError("the model sent a malformed stream chunk", None)
-                        if chunk.get("error"):
-                            error = chunk["error"]
-                            message = error.get("message") if isinstance(error, dict) else None
-                            raise ModelError(f"the model failed mid-stream: {message or 'an error occurred during streaming'}"[:500], None)
-                        self._chunk(turn, chunk, calls, started, deltas)
-                    if deltas:
-                        if on_delta:
-                            for channel, *texts in deltas:
-                                on_delta(channel, "".join(texts))
-                        deltas.clear()
-            finally:
-                await response.aclose()
-        except openai.APIStatusError as exc:
-            raise ModelError(_message(exc), exc.status_code) from None
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            response = await self._http().post(url, data=body, headers=headers, allow_redirects=False, trace_request_ctx=on_sent)
+        except asyncio.TimeoutError:
+            raise ModelError("the model could not be reached: it did not answer in time", None) from None
+        except (aiohttp.ClientError, ssl.SSLError, OSError) as exc:
             raise ModelError(f"the model could not be reached: {type(exc).__name__}", None) from None
+        whole = False  # read to its end: the connection goes back to the pool
+        try:
+            if response.status >= 300:
+                raise ModelError(_status_message(response.status, await _read_bounded(response)), response.status)
+            # The body's bytes as they came off the socket (decompressed only if the
+            # provider compressed them), each network chunk's events handled together:
+            # their deltas reach ``on_delta`` joined, one per channel in turn.
+            parser = SSEParser()
+            deltas: list[list[str]] = []
+            async for raw in response.content.iter_any():
+                for data in parser.feed(raw):
+                    if data.startswith("[DONE]"):
+                        continue  # read to the end, so the connection goes back to the pool
+                    chunk = _loads(data)
+                    if not isinstance(chunk, dict):
+                        raise ModelError("the model sent a malformed stream chunk", None)
+                    if chunk.get("error"):
+                        error = chunk["error"]
+                        message = error.get("message") if isinstance(error, dict) else None
+                        raise ModelError(f"the model failed mid-stream: {message or 'an error occurred during streaming'}"[:500], None)
+                    self._chunk(turn, chunk, calls, started, deltas)
+                if deltas:
+                    if on_delta:
+                        for channel, *texts in deltas:
+                            on_delta(channel, "".join(texts))
+                    deltas.clear()
+            whole = True
         except STREAM_ERRORS as exc:
             raise ModelError(f"the model's stream broke: {type(exc).__name__}", None) from None
         except (ValueError, TypeError, AttributeError) as exc:  # a chunk that is not the documented shape
             raise ModelError(f"the model sent a malformed stream chunk: {type(exc).__name__}", None) from None
-        except openai.APIError as exc:
-            raise ModelError(f"the model call failed: {exc.message}", None) from None
+        finally:
+            if whole:
+                response.release()
+            else:  # a stream left unread (a Stop, a failure): its connection is dropped, so the provider stops too
+                response.close()
         turn.tool_calls = [
             ToolCallRequest(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}")
             for index, slot in sorted(calls.items())
@@ -291,10 +333,34 @@ class ModelClients:
         return sorted(names)
 
 
-def _message(exc: openai.APIStatusError) -> str:
+async def _read_bounded(response: aiohttp.ClientResponse, limit: int = 65536) -> bytes:
+    """An error answer's body, at most ``limit`` bytes of it (what it says is in the
+    first few hundred)."""
+    body = b""
     try:
-        body = exc.response.json()
-        detail = body.get("error", {}).get("message") if isinstance(body, dict) else None
-    except (ValueError, json.JSONDecodeError, AttributeError):
+        while len(body) < limit and (chunk := await response.content.read(limit - len(body))):
+            body += chunk
+    except STREAM_ERRORS:
+        pass
+    return body
+
+
+def _status_message(status: int, body: bytes) -> str:
+    """An error answer said as the member's failure: its status and the provider's own
+    ``error.message`` when it sent one (OpenAI's error shape)."""
+    try:
+        parsed = json.loads(body)
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        detail = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
+    except (ValueError, UnicodeDecodeError):
         detail = None
-    return f"HTTP {exc.status_code}: {detail or 'the model refused the request'}"[:500]
+    return f"HTTP {status}: {detail or 'the model refused the request'}"[:500]
+
+
+def _message(exc: openai.APIStatusError) -> str:
+    """An SDK status error's message, as ``_status_message`` says a streamed one's."""
+    try:
+        body = exc.response.content
+    except Exception:  # noqa: BLE001 - a response without a readable body says its status
+        body = b""
+    return _status_message(exc.status_code, body)
