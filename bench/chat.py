@@ -339,7 +339,9 @@ class Helper:
         import openai
 
         self.model = model
-        # The host's transport (ModelClients.client): the baseline is the host's SDK path.
+        self.session: Any = None  # aiohttp's, as the host's ModelClients keeps one
+        self.headers = {"Authorization": "Bearer not-needed", "Content-Type": "application/json", "Accept": "text/event-stream"}
+        # The SDK's everyday call, for reference only (direct_typed).
         self.sdk = openai.AsyncOpenAI(
             base_url=model.base_url, api_key="not-needed", max_retries=0, timeout=120, http_client=openai.DefaultAioHttpClient(timeout=120)
         )
@@ -355,24 +357,24 @@ class Helper:
         return bodies
 
     async def direct(self, body: dict[str, Any]) -> Turn:
-        """The same request through the same SDK path the host takes (``post`` with the
-        body's bytes, the stream read as SSE): the difference is then the host's own
-        work. The bytes are the host's, encoded before the clock starts, so the host's
-        own encoding of its body counts as its work; a baseline that encoded the whole
-        body would charge itself what the host keeps from earlier rounds (~1.5 ms at
-        1,000 messages). ``create`` would add its typed transform of every message (~2
-        ms at 10 messages, ~150 ms at 1,000) to the baseline only, and hide that much
-        host time."""
-        from skald_host.core.llm.client import http, wire_json
+        """The same request through the same transport the host takes (one pooled
+        ``aiohttp`` session, the body's bytes posted, the raw stream read by the host's
+        SSE parser): the difference is then the host's own work. The bytes are the
+        host's, encoded before the clock starts, so the host's own encoding of its body
+        counts as its work; a baseline that encoded the whole body would charge itself
+        what the host keeps from earlier rounds (~1.5 ms at 1,000 messages). The SDK's
+        ``create`` would add its typed transform of every message (~2 ms at 10
+        messages, ~150 ms at 1,000) to the baseline only, and hide that much host time
+        (``direct_typed``, printed for reference)."""
+        from skald_host.core.llm.client import wire_json
         from skald_host.core.llm.sse import SSEParser
 
         content = wire_json(body)  # what the host sent, byte for byte: the same encoding, the same key order
         turn = Turn(time.perf_counter())
-        # The endpoint as the host names it, an absolute URL (``ModelClients.client``).
-        response = await self.sdk.post(f"{self.sdk.base_url}chat/completions", content=content, cast_to=http.Response, stream=True)
-        try:
+        async with self.http().post(f"{self.model.base_url}/chat/completions", data=content, headers=self.headers) as response:
+            response.raise_for_status()
             parser = SSEParser()  # the host's reader, over the same raw bytes
-            async for raw in response.aiter_raw():
+            async for raw in response.content.iter_any():
                 for data in parser.feed(raw):
                     if data.startswith("[DONE]"):
                         continue
@@ -383,10 +385,16 @@ class Helper:
                         turn.token_times.append(arrived)
                         turn.first_token = turn.first_token or arrived
                         turn.text += content
-        finally:
-            await response.aclose()
         turn.finished = time.perf_counter()
         return turn
+
+    def http(self) -> Any:
+        """The pooled session, made on first use (inside the running loop)."""
+        import aiohttp
+
+        if self.session is None:
+            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1000), timeout=aiohttp.ClientTimeout(total=120))
+        return self.session
 
     async def direct_typed(self, body: dict[str, Any]) -> Turn:
         """The SDK's everyday call, ``chat.completions.create``, for reference."""
@@ -610,6 +618,8 @@ def helper_main(measure: Callable[[Helper, dict[str, Any]], Awaitable[dict[str, 
             except Exception:  # noqa: BLE001 - the parent waits for one line: a failure must be that line
                 results = {"failed": traceback.format_exc()}
             await helper.sdk.close()
+            if helper.session is not None:
+                await helper.session.close()
             print(json.dumps(results), flush=True)
             await loop.run_in_executor(None, sys.stdin.read)
         finally:
