@@ -114,7 +114,6 @@ class TurnMailbox:
     the member's queued messages, which wait for the next turn."""
 
     conversation_id: str
-    turn_id: str
     capacity: int
     held: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
     reserved: int = 0  # slots taken by admissions still being written
@@ -124,6 +123,16 @@ class TurnMailbox:
     admitting_began: bool = False
     #: One admission at a time; a round boundary waits for one under way.
     admitting: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    _turn_id: str | None = None
+
+    @property
+    def turn_id(self) -> str:
+        """The id admissions are written under, made when the first one needs it: a
+        random id costs a system call (the GIL let go on a busy host) on the path of
+        every turn, and most turns admit nothing."""
+        if self._turn_id is None:
+            self._turn_id = new_id()
+        return self._turn_id
 
     def reserve(self) -> bool:
         if self.closed or len(self.held) + self.reserved >= self.capacity:
@@ -247,7 +256,7 @@ class SubagentCoordinator:
 
     def open_turn(self, conversation_id: str) -> TurnMailbox:
         """A root turn starts: steer events may be admitted into it from now on."""
-        mailbox = TurnMailbox(conversation_id, new_id(), self.limits.steer_mailbox_capacity)
+        mailbox = TurnMailbox(conversation_id, self.limits.steer_mailbox_capacity)
         self._mailboxes[conversation_id] = mailbox
         if conversation_id in self._maybe_pending:  # anything pending already may steer it
             self._steer_hint.add(conversation_id)  # (else no claim on the path of every turn's first boundary)
