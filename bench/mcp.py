@@ -7,16 +7,22 @@ tool its ``echo``. Three figures, medians of interleaved samples:
 
 - agent: a member's turn whose scripted model calls ``demo__echo`` (allowed by a rule)
   ``CALLS`` times; each call's ``tool_start`` to ``tool_done`` as the member's WebSocket
-  sees them: the gate, the call's state written to the member's SQLCipher file, the
-  plugin's tool through its long-lived session, the result stored and announced;
+  sees them: the call (admitted by the gate and written as running with its round),
+  the plugin's tool through its long-lived session, the result written to the
+  member's SQLCipher file with the next round's placeholder, and announced;
 - tool path: the same call in this process through what the kernel runs — the
   ``member_tools`` hook for the member's list, then ``Tool.run`` — without the store;
 - bare: ``Client.call_tool`` on an SDK session of its own to another process of the
   same server program.
 
-The agent figure includes the host's durable writes (two per call) that the bare SDK
-does not make, so a built-in tool's figure (``list_agents``) is printed beside it: what
-any tool call costs the host. The tool path is the connector's own overhead.
+The agent figure includes a durable write the bare SDK does not make, and whatever
+else the loop does meanwhile (the round's own events going out, the next request). So
+whole rounds are printed beside it, ``tool_done`` to ``tool_done``, with ``demo__echo``
+and with the built-in ``list_agents`` (rerun-safe: it runs before its round is
+written, so its start and end reach the socket together and only rounds can time
+it): their difference is what the MCP call adds to a round through the agent. The
+tool path is the connector's own overhead. The scripted model runs in a process of
+its own (``model_main``), as in bench/chat.py.
 
 Last, a per-member runtime's start at unlock: a member's stdio connector (the standard
 library server of the tests, ``tiny_server.py``) in their sandbox, from the login that
@@ -33,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from skald_host.testing import Reply, ScriptedModelServer, SkaldHarness, ToolCall
+from skald_host.testing import RecordedRequest, Reply, ScriptedModelServer, SkaldHarness, ToolCall
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "plugins" / "mcp_connectors" / "tests" / "demo_server.py"
@@ -70,17 +76,46 @@ async def _interleaved(host, member_id: str) -> tuple[list[float], list[float]]:
     return path, bare
 
 
-async def _agent(host, member, model: ScriptedModelServer, tool: str = "demo__echo", args: dict | None = None) -> list[float]:
-    """Per-call tool_start → tool_done of turns with CALLS calls each."""
+def _reply(request: RecordedRequest) -> Reply:
+    """The scripted model: the member's message names the tool and its arguments
+    (``tool {json}``); it calls that tool until the turn holds ``CALLS`` results, then
+    answers."""
+    tool, _, arguments = (request.last_user_text or "").partition(" ")
+    results = 0
+    for message in reversed(request.messages):
+        if message.get("role") == "user":
+            break
+        results += message.get("role") == "tool"
+    return Reply(tool_calls=[ToolCall(tool, json.loads(arguments))]) if results < CALLS else Reply("Done.")
+
+
+def model_main() -> None:
+    """The model server's process: prints its URL and serves until stdin closes. In
+    the host's own process it answered each next request while the measured call was
+    being recorded, on the same loop, and charged that to the agent's figure."""
+
+    async def serve() -> None:
+        async with ScriptedModelServer(models=(MODEL,), api_key=KEY, responder=_reply) as server:
+            print(server.base_url, flush=True)
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+    asyncio.run(serve())
+
+
+async def _agent(host, member, tool: str = "demo__echo", args: dict | None = None) -> tuple[list[float], list[float]]:
+    """Turns of CALLS calls each: per call, ``tool_start`` → ``tool_done``; and per
+    round, one ``tool_done`` to the next (the model's request and answer, the call, its
+    writes and events: a whole round)."""
     args = {"text": "bench"} if args is None else args
     samples: list[float] = []
+    rounds: list[float] = []
     response = await member.post("/api/conversations", json={"title": ""})
     cid = response.json()["id"]
     async with member.ws() as ws:
         for _ in range(max(1, ROUNDS // CALLS)):
-            model.script(MODEL, [Reply(tool_calls=[ToolCall(tool, args)]) for _ in range(CALLS)] + [Reply("Done.")])
-            await ws.send(json.dumps({"type": "send", "conversation_id": cid, "text": "Echo."}))
+            await ws.send(json.dumps({"type": "send", "conversation_id": cid, "text": f"{tool} {json.dumps(args)}"}))
             starts: dict[str, float] = {}
+            last_done: float | None = None
             while True:
                 frame = json.loads(await ws.recv())
                 now = time.perf_counter()
@@ -90,15 +125,18 @@ async def _agent(host, member, model: ScriptedModelServer, tool: str = "demo__ec
                     data = event.get("data") or {}
                     if data.get("type") == "tool_start":
                         starts[data["call_id"]] = now
-                    elif data.get("type") == "tool_done" and data["call_id"] in starts:
+                    if data.get("type") == "tool_done" and data["call_id"] in starts:
                         samples.append(now - starts.pop(data["call_id"]))
+                        if last_done is not None:
+                            rounds.append(now - last_done)
+                        last_done = now
                     elif data.get("type") == "tool_error":
                         raise RuntimeError(f"the call failed: {data.get('result')}")
                     elif data.get("type") == "turn_finished":
                         finished = True
                 if finished:
                     break
-    return samples
+    return samples, rounds
 
 
 def _line(name: str, samples: list[float], bare: float) -> None:
@@ -111,11 +149,17 @@ def _line(name: str, samples: list[float], bare: float) -> None:
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         harness = SkaldHarness(Path(tmp))
-        async with ScriptedModelServer(models=(MODEL,), api_key=KEY) as model:
+        model = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from bench.mcp import model_main; model_main()",
+            cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        assert model.stdin is not None and model.stdout is not None
+        model_url = (await model.stdout.readline()).decode().strip()
+        try:
             try:
                 host = await harness.start(use_entry_points=True, enable=["mcp"])
                 admin = await host.admin()
-                provider = await admin.post("/api/admin/models/providers", json={"name": "bench", "base_url": model.base_url, "api_key": KEY})
+                provider = await admin.post("/api/admin/models/providers", json={"name": "bench", "base_url": model_url, "api_key": KEY})
                 await admin.post("/api/admin/models/entries", json={"provider_id": provider.json()["id"], "model": MODEL, "priority": 1, "strength": 60})
                 await admin.post("/api/admin/approval-rules", json={"tool_pattern": "demo__*", "action": "allow", "priority": 50})
                 member = await host.member("bench")
@@ -125,19 +169,25 @@ async def main() -> None:
                     print(f"not measured: the connector did not start ({added.text})")
                     return
                 pid_before = await _pid(host, member.member["id"])
-                agent = await _agent(host, member, model)
-                builtin = await _agent(host, member, model, "list_agents", {})
+                agent, agent_rounds = await _agent(host, member)
+                _, builtin_rounds = await _agent(host, member, "list_agents", {})
                 path, bare = await _interleaved(host, member.member["id"])
                 pid_after = await _pid(host, member.member["id"])
                 bare_p50 = statistics.median(bare) * 1000
                 _line("agent", agent, bare_p50)
-                print(f"           (a built-in tool, list_agents, through the agent: p50 {statistics.median(builtin) * 1000:.2f} ms: the gate, the two durable writes and the events every call pays)")
+                echo_round, builtin_round = statistics.median(agent_rounds) * 1000, statistics.median(builtin_rounds) * 1000
+                print(f"           a whole round (model request and answer, the call, its writes and events), tool_done to tool_done:"
+                      f" p50 {echo_round:.2f} ms; with the built-in list_agents instead: {builtin_round:.2f} ms;"
+                      f" the MCP call's share of a round: {echo_round - builtin_round:.2f} ms ({(echo_round - builtin_round) / bare_p50:.2f}x bare)")
                 _line("tool path", path, bare_p50)
                 same = "yes" if pid_before == pid_after else "NO"
                 print(f"one server process for all {len(agent) + len(path) + 2} calls: {same} (pid {pid_before})")
                 await _unlock(host, admin)
             finally:
                 await harness.close()
+        finally:
+            model.stdin.close()
+            await asyncio.wait_for(model.wait(), 20)
 
 
 async def _unlock(host, admin) -> None:
