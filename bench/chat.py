@@ -1,9 +1,8 @@
-"""Chat against the scripted model, each figure beside a direct ``openai`` SDK call to
-the same server for the same request, measured in the same run. The direct call takes
-the host's own SDK path (the SDK's aiohttp transport, ``post`` with the body's bytes as
+"""Chat against the scripted model, each figure beside a direct call to the same
+server for the same request, measured in the same run. The direct call takes the
+host's own transport (one pooled ``aiohttp`` session, ``post`` with the body's bytes as
 the host sent them, encoded before its clock starts, the stream read by the host's SSE
-reader), so a
-difference is the host's work, its encoding of the body included; the SDK's typed
+reader), so a difference is the host's work, its encoding of the body included; the SDK's typed
 ``create()`` is printed beside it, since its request transform alone costs more than
 the host at 1,000 messages.
 ``SKALD_BENCH_SYNCHRONOUS=NORMAL`` runs the host with synchronous=NORMAL to show what
@@ -13,7 +12,7 @@ the durable default (FULL, check G1) costs.
   direct stream's first content chunk (target: p99 added <= 5 ms);
 - per-round loop overhead with a zero-latency model: a turn whose model makes N rounds
   (N-1 calls of ``list_agents``, allowed and free, then an answer) minus a one-round
-  turn, less the direct SDK time of its N-1 extra requests replayed byte for byte,
+  turn, less the direct time of its N-1 extra requests replayed byte for byte,
   divided by N-1: what one more round of the loop costs the host, in conversations of
   10, 100 and 1,000 stored messages (target: p50 <= 1 ms, and flat, read here as the
   1,000-message p50 within 1.5x of the 10-message one, or both under 0.5 ms);
@@ -22,7 +21,7 @@ the durable default (FULL, check G1) costs.
   histories: the round plus the turn's own work (the member's message received over the
   WebSocket, stored and acked, the answer stored before ``done``, the events out);
 - stream relay gap: gaps between tokens as a WebSocket client sees them vs as a direct
-  SDK client sees them (target: added p99 <= 2 ms), and the host's CPU per further
+  client sees them (target: added p99 <= 2 ms), and the host's CPU per further
   token of one stream (a 100-token turn less a one-token turn, one message each);
 - 200 concurrent streaming conversations (50 members x 4, each reply 30 tokens at a
   typical 40 tokens/s) without errors, time to first token p99 beside 200 concurrent
@@ -38,7 +37,7 @@ only those, e.g. under a profiler; the report prints what ran.
 
 Where things run. The host runs in this process (``start_host``), alone: the history
 conversations are written through its own ``ConversationStore`` on the member's open
-file, and nothing else shares its event loop. The clients (WebSocket and direct SDK)
+file, and nothing else shares its event loop. The clients (WebSocket and direct)
 run in a helper subprocess, and the scripted model server in a subprocess of its own
 (``ModelProcess``). A first version ran the clients in the host's process; on the
 2-core machine that charged the host's core for the clients' frame parsing and let the
@@ -229,7 +228,7 @@ def p(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-# -- the helper process: model server, WebSocket clients, direct SDK client ------------------
+# -- the helper process: model server, WebSocket clients, direct client ----------------------
 
 
 @dataclass
@@ -760,7 +759,7 @@ def report(results: dict[str, Any], setup_seconds: float, load_before: float) ->
         print(f"\ntime to first token, {TTFT_SAMPLES} sequential turns ({TTFT_TOKENS} tokens at {TTFT_DELAY * 1e3:g} ms,"
               " no first-token delay), ms:")
         print("                            p50        p99")
-        print(f"  direct SDK stream   {_ms(p(ttft['direct'], .5))}  {_ms(p(ttft['direct'], .99))}")
+        print(f"  direct stream       {_ms(p(ttft['direct'], .5))}  {_ms(p(ttft['direct'], .99))}")
         print(f"  WebSocket client    {_ms(p(ttft['host'], .5))}  {_ms(p(ttft['host'], .99))}")
         print(f"  difference          {_ms(p(ttft['host'], .5) - p(ttft['direct'], .5))}  {_ms(p(ttft['host'], .99) - p(ttft['direct'], .99))}")
         # Per pair (a host turn and the direct call right after it): a spike in one baseline
@@ -798,8 +797,8 @@ def report(results: dict[str, Any], setup_seconds: float, load_before: float) ->
             print(f"  {int(size):7d}  {r['request_bytes'][0] / 1024:5.0f} KiB {_ms(p(r['turn'], .5))}   {_ms(p(r['direct'], .5))}"
                   f"     {_ms(p(r['overhead'], .5))}     {_ms(p(r['overhead'], .99))}   ({_ms(p(r['typed'], .5))})")
         print("  (the round plus the turn's own work: the message in over the WebSocket, stored and acked, the answer"
-              " stored before done, the events out; direct: the host's own SDK path, post + SSE; the typed create()"
-              " only shows what the SDK's request transform would add to both)")
+              " stored before done, the events out; direct: the host's own transport, post + SSE; the SDK's typed create()"
+              " only shows what its request transform would add to both)")
         ratio = p(rounds[last]["overhead"], .5) / p(rounds[first]["overhead"], .5)
         print(f"  overhead p50, {last} vs {first} messages: {ratio:.2f}x")
 
@@ -807,7 +806,7 @@ def report(results: dict[str, Any], setup_seconds: float, load_before: float) ->
         relay = results["relay"]
         print(f"\nstream relay gap, {RELAY_TURNS} turns x {RELAY_TOKENS} tokens at {RELAY_DELAY * 1e3:g} ms, ms:")
         print("                            p50        p99        max")
-        for name, key in (("direct SDK stream ", "direct"), ("WebSocket client  ", "host")):
+        for name, key in (("direct stream     ", "direct"), ("WebSocket client  ", "host")):
             gaps = relay[key]
             print(f"  {name}  {_ms(p(gaps, .5))}  {_ms(p(gaps, .99))}  {_ms(max(gaps))}")
         added = p(relay["host"], .99) - p(relay["direct"], .99)
@@ -828,7 +827,7 @@ def report(results: dict[str, Any], setup_seconds: float, load_before: float) ->
               f" {CONVERSATIONS_PER_MEMBER}), {WAVES} waves, {LOAD_TOKENS} tokens at {LOAD_DELAY * 1e3:g} ms each, ms:")
         print("                            p50        p99   wave wall time")
         walls = ", ".join(f"{w:.2f}" for w in load["direct_wall"])
-        print(f"  direct SDK TTFT     {_ms(p(load['direct'], .5))}  {_ms(p(load['direct'], .99))}   {walls} s")
+        print(f"  direct TTFT         {_ms(p(load['direct'], .5))}  {_ms(p(load['direct'], .99))}   {walls} s")
         walls = ", ".join(f"{w:.2f}" for w in load["wall"])
         print(f"  WebSocket TTFT      {_ms(p(load['host'], .5))}  {_ms(p(load['host'], .99))}   {walls} s")
         for name, key in (("host process", "cpu"), ("clients' process", "helper_cpu"), ("model server's process", "model_cpu")):
