@@ -1,5 +1,5 @@
-"""``ModelClients.complete`` reading a stream through the real ``openai`` SDK from a raw
-HTTP server that sends exactly the bytes and the splits a test names: every token
+"""``ModelClients.complete`` reading a stream through the host's transport (one pooled
+``aiohttp`` session) from a raw HTTP server that sends exactly the bytes and the splits a test names: every token
 reaches ``on_delta`` once and in order, a network chunk's events reach it as one delta
 per channel, and a compressed stream reads the same."""
 
@@ -138,3 +138,46 @@ async def test_a_base_url_with_a_query_keeps_it_on_the_endpoint(raw_server):
     raw_server.chunks = [event({"content": "ok"}) + b"data: [DONE]\n\n"]
     await complete(raw_server, raw_server.url + "?api-version=1")
     assert raw_server.request_lines == [b"POST /v1/chat/completions?api-version=1 HTTP/1.1"]
+
+
+async def test_sequential_requests_share_one_pooled_connection_with_the_providers_headers():
+    """Keep-alive: a provider sees one TCP connection for a member's rounds, not one per
+    request (a TLS handshake each, against a paid API); each request carries the key."""
+    from skald_host.testing import ScriptedModelServer
+
+    async with ScriptedModelServer(models=("m",), api_key="sk-pool") as server:
+        server.script("m", ["one", "two", "three"])
+        choice = ModelChoice("m", "m", "m", "p", "p", server.base_url, "sk-pool", vision=False, strength=1, priority=1)
+        clients = ModelClients(timeout=10)
+        try:
+            answers = [(await clients.complete(choice, [{"role": "user", "content": "hi"}], [])).content for _ in range(3)]
+        finally:
+            await clients.close()
+        assert answers == ["one", "two", "three"]
+        assert server.connections_opened == 1
+        assert [r.headers["authorization"] for r in server.requests] == ["Bearer sk-pool"] * 3
+        assert all(r.headers["user-agent"].startswith("skald/") for r in server.requests)
+
+
+async def test_a_stream_left_unread_drops_its_connection_so_the_provider_stops():
+    """A Stop cancels the read: the connection is closed, not handed back to the pool
+    half-read, so the provider sees the client leave and stops generating."""
+    from skald_host.testing import Reply, ScriptedModelServer
+
+    async with ScriptedModelServer(models=("m",)) as server:
+        server.script("m", [Reply(text="slow " * 200, token_delay=0.02), "after"])
+        choice = ModelChoice("m", "m", "m", "p", "p", server.base_url, "k", vision=False, strength=1, priority=1)
+        clients = ModelClients(timeout=10)
+        started = asyncio.Event()
+        try:
+            task = asyncio.ensure_future(clients.complete(choice, [{"role": "user", "content": "hi"}], [], lambda c, t: started.set()))
+            await asyncio.wait_for(started.wait(), 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await server.wait_for_disconnects(1)
+            # The next request goes out on a fresh connection and reads whole.
+            assert (await clients.complete(choice, [{"role": "user", "content": "hi"}], [])).content == "after"
+        finally:
+            await clients.close()
+        assert server.connections_opened == 2
