@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -113,6 +114,21 @@ class ModelTurn:
     latency_ms: int = 0
 
 
+def trust_roots() -> ssl.SSLContext:
+    """certifi's roots, plus the files ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` name (httpx,
+    under the SDK, honours them too)."""
+    import certifi
+
+    context = ssl.create_default_context(cafile=certifi.where())
+    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    if (cafile and os.path.isfile(cafile)) or (capath and os.path.isdir(capath)):
+        context.load_verify_locations(
+            cafile=cafile if cafile and os.path.isfile(cafile) else None,
+            capath=capath if capath and os.path.isdir(capath) else None,
+        )
+    return context
+
+
 class ModelClients:
     """The HTTP connections to the model providers, shared by every member's requests
     (they hold no per-member state): one ``aiohttp`` session for the streamed requests,
@@ -161,14 +177,10 @@ class ModelClients:
         The SDK's transport settings: its timeout for connecting and for each read (a
         stream may run long; a silent one ends after ``timeout``), certifi's roots, no
         proxy from the environment, bytes as they came (decompressed only if the
-        provider compressed them)."""
+        provider compressed them). ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` add a private
+        CA (a model server inside the network), as they do for the SDK."""
         if self._session is None or self._session.closed:
-            try:
-                import certifi
-
-                context = ssl.create_default_context(cafile=certifi.where())
-            except ImportError:  # pragma: no cover - certifi comes with the SDK
-                context = ssl.create_default_context()
+            context = trust_roots()
             trace = aiohttp.TraceConfig()
             trace.on_request_chunk_sent.append(_body_sent)
             self._session = aiohttp.ClientSession(
