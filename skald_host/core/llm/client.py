@@ -137,6 +137,7 @@ class ModelClients:
         self._clients: dict[tuple[str, str | None], openai.AsyncOpenAI] = {}
         self._endpoints: dict[tuple[str, str | None], tuple[str, dict[str, str]]] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._opening = asyncio.Lock()  # one session, however many first requests race for it
         self._timeout = timeout
 
     def client(self, choice: ModelChoice) -> openai.AsyncOpenAI:
@@ -170,22 +171,25 @@ class ModelClients:
             endpoint = self._endpoints[key] = (url, headers)
         return endpoint
 
-    def _http(self) -> aiohttp.ClientSession:
+    async def _http(self) -> aiohttp.ClientSession:
         """The session of the streamed requests, made on first use (inside the loop).
         The SDK's transport settings: its timeout for connecting and for each read (a
         stream may run long; a silent one ends after ``timeout``), certifi's roots, no
         proxy from the environment, bytes as they came (decompressed only if the
         provider compressed them). ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` add a private
-        CA (a model server inside the network), as they do for the SDK."""
+        CA (a model server inside the network), as they do for the SDK. The roots are
+        parsed in a thread (~20 ms of CPU the loop's other members would wait for)."""
         if self._session is None or self._session.closed:
-            context = trust_roots()
-            trace = aiohttp.TraceConfig()
-            trace.on_request_chunk_sent.append(_body_sent)
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=CONNECTION_LIMIT, ssl=context),
-                timeout=aiohttp.ClientTimeout(total=None, connect=self._timeout, sock_connect=self._timeout, sock_read=self._timeout),
-                trace_configs=[trace],
-            )
+            async with self._opening:
+                if self._session is None or self._session.closed:
+                    context = await asyncio.to_thread(trust_roots)
+                    trace = aiohttp.TraceConfig()
+                    trace.on_request_chunk_sent.append(_body_sent)
+                    self._session = aiohttp.ClientSession(
+                        connector=aiohttp.TCPConnector(limit=CONNECTION_LIMIT, ssl=context),
+                        timeout=aiohttp.ClientTimeout(total=None, connect=self._timeout, sock_connect=self._timeout, sock_read=self._timeout),
+                        trace_configs=[trace],
+                    )
         return self._session
 
     async def close(self) -> None:
@@ -227,7 +231,7 @@ class ModelClients:
         )
         url, headers = self._endpoint(choice)
         try:
-            response = await self._http().post(url, data=body, headers=headers, allow_redirects=False, trace_request_ctx=on_sent)
+            response = await (await self._http()).post(url, data=body, headers=headers, allow_redirects=False, trace_request_ctx=on_sent)
         except asyncio.TimeoutError:
             raise ModelError("the model could not be reached: it did not answer in time", None) from None
         except (aiohttp.ClientError, ssl.SSLError, OSError) as exc:
