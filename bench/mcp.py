@@ -3,7 +3,8 @@ same server program (issue 21's target: at most 1.2x), and proof that no process
 spawned per call.
 
 The server is the connectors plugin's test server (``demo_server.py``, stdio) and the
-tool its ``echo``. Three figures, medians of interleaved samples:
+tool its ``echo``. Three figures, medians of interleaved samples. The scripted model and
+the member's WebSocket client run in processes of their own, as in bench/chat.py:
 
 - agent: a member's turn whose scripted model calls ``demo__echo`` (allowed by a rule)
   ``CALLS`` times; each call's ``tool_start`` to ``tool_done`` as the member's WebSocket
@@ -21,8 +22,7 @@ whole rounds are printed beside it, ``tool_done`` to ``tool_done``, with ``demo_
 and with the built-in ``list_agents`` (rerun-safe: it runs before its round is
 written, so its start and end reach the socket together and only rounds can time
 it): their difference is what the MCP call adds to a round through the agent. The
-tool path is the connector's own overhead. The scripted model runs in a process of
-its own (``model_main``), as in bench/chat.py.
+tool path is the connector's own overhead.
 
 Last, a per-member runtime's start at unlock: a member's stdio connector (the standard
 library server of the tests, ``tiny_server.py``) in their sandbox, from the login that
@@ -103,40 +103,63 @@ def model_main() -> None:
 
 
 async def _agent(host, member, tool: str = "demo__echo", args: dict | None = None) -> tuple[list[float], list[float]]:
-    """Turns of CALLS calls each: per call, ``tool_start`` → ``tool_done``; and per
-    round, one ``tool_done`` to the next (the model's request and answer, the call, its
-    writes and events: a whole round)."""
-    args = {"text": "bench"} if args is None else args
-    samples: list[float] = []
-    rounds: list[float] = []
+    """Turns of CALLS calls each, from the member's WebSocket in a process of its own
+    (``client_main``): per call, ``tool_start`` → ``tool_done``; and per round, one
+    ``tool_done`` to the next (the model's request and answer, the call, its writes and
+    events: a whole round). In this process the client's frame parsing ran on the
+    host's loop, inside the intervals it timed."""
     response = await member.post("/api/conversations", json={"title": ""})
-    cid = response.json()["id"]
-    async with member.ws() as ws:
-        for _ in range(max(1, ROUNDS // CALLS)):
-            await ws.send(json.dumps({"type": "send", "conversation_id": cid, "text": f"{tool} {json.dumps(args)}"}))
-            starts: dict[str, float] = {}
-            last_done: float | None = None
-            while True:
-                frame = json.loads(await ws.recv())
-                now = time.perf_counter()
-                events = frame.get("events") if frame.get("type") == "events" else [frame.get("event")] if frame.get("type") == "event" else []
-                finished = False
-                for event in events or ():
-                    data = event.get("data") or {}
-                    if data.get("type") == "tool_start":
-                        starts[data["call_id"]] = now
-                    if data.get("type") == "tool_done" and data["call_id"] in starts:
-                        samples.append(now - starts.pop(data["call_id"]))
-                        if last_done is not None:
-                            rounds.append(now - last_done)
-                        last_done = now
-                    elif data.get("type") == "tool_error":
-                        raise RuntimeError(f"the call failed: {data.get('result')}")
-                    elif data.get("type") == "turn_finished":
-                        finished = True
-                if finished:
-                    break
+    plan = {
+        "url": member.base_url, "headers": member.headers("GET"), "conversation": response.json()["id"],
+        "text": f"{tool} {json.dumps({'text': 'bench'} if args is None else args)}", "turns": max(1, ROUNDS // CALLS),
+    }
+    client = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from bench.mcp import client_main; client_main()",
+        cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await client.communicate(json.dumps(plan).encode() + b"\n")
+    if client.returncode != 0 or not out:
+        raise RuntimeError("the bench's WebSocket client failed; its traceback is above")
+    samples, rounds = json.loads(out)
     return samples, rounds
+
+
+def client_main() -> None:
+    """The member's WebSocket client: reads the plan (one JSON line), runs its turns,
+    prints ``[samples, rounds]`` (one JSON line)."""
+    from websockets.asyncio.client import connect
+
+    async def run() -> None:
+        plan = json.loads(sys.stdin.readline())
+        samples: list[float] = []
+        rounds: list[float] = []
+        url = plan["url"]
+        async with connect("ws" + url[4:] + "/api/ws", origin=url, additional_headers=plan["headers"], proxy=None) as ws:
+            for _ in range(plan["turns"]):
+                await ws.send(json.dumps({"type": "send", "conversation_id": plan["conversation"], "text": plan["text"]}))
+                starts: dict[str, float] = {}
+                last_done: float | None = None
+                finished = False
+                while not finished:
+                    frame = json.loads(await ws.recv())
+                    now = time.perf_counter()
+                    events = frame.get("events") if frame.get("type") == "events" else [frame.get("event")] if frame.get("type") == "event" else []
+                    for event in events or ():
+                        data = event.get("data") or {}
+                        if data.get("type") == "tool_start":
+                            starts[data["call_id"]] = now
+                        elif data.get("type") == "tool_done" and data["call_id"] in starts:
+                            samples.append(now - starts.pop(data["call_id"]))
+                            if last_done is not None:
+                                rounds.append(now - last_done)
+                            last_done = now
+                        elif data.get("type") == "tool_error":
+                            raise RuntimeError(f"the call failed: {data.get('result')}")
+                        elif data.get("type") == "turn_finished":
+                            finished = True
+        print(json.dumps([samples, rounds]), flush=True)
+
+    asyncio.run(run())
 
 
 def _line(name: str, samples: list[float], bare: float) -> None:
