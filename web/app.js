@@ -57,7 +57,7 @@ const HIDDEN_PAGES = [
 
 const state = { session: null, pages: [], navToken: 0, shell: null, chat: true };
 
-// Background work (a system agent) tells the member something while a page is open:
+// Background work (a system agent) tells the member something while any page is open:
 // shown for a while, then gone; the same text reaches their home channel, if any.
 socket.onMessage((message) => {
   if (message.type !== "event" || message.event?.kind !== "notification") return;
@@ -235,6 +235,9 @@ async function enterShell(known = null) {
   const [pages, chat] = await Promise.all([api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status"), loadMemberTheme()]);
   state.pages = pages.ok ? pages.data.pages || [] : [];
   state.chat = chat.status !== 403;
+  // The socket opens with the shell, whatever page the member lands on: a notification
+  // (the toast above) and messages queued in an earlier session need no visit to Chat.
+  if (state.chat) socket.connect(response.data.member.id);
   buildShell();
   await route({ focus: false });
 }

@@ -196,3 +196,26 @@ async def test_phone_sized_layout(skald, browser_pages):
     await screenshot(page, "menu-phone", full_page=False)
     await page.keyboard.press("Escape")
     await expect(nav).to_be_hidden()
+
+
+async def test_notification_toast_shows_on_a_page_that_never_opened_chat(skald, browser_pages):
+    """The chat socket opens with the shell: background work's notification reaches a
+    member who landed on another page (a reload there), not only one who visited Chat."""
+    host = await skald.start()
+    member = await host.create_member("nora", display_name="Nora")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "nora", MEMBER_PASSWORD)
+    await page.goto("/#account")
+    await page.reload()  # a fresh shell on the account page: the chat page never rendered
+    await expect(page.get_by_role("heading", name="My account")).to_be_visible()
+    toast = page.get_by_test_id("toast")
+    # A notification is not replayed: sent until the socket (opening meanwhile) carries one.
+    for _ in range(50):
+        assert await host.core.notify_member(member["id"], "Your weekly report is ready.")
+        try:
+            await expect(toast.first).to_have_text("Your weekly report is ready.", timeout=200)
+            break
+        except AssertionError:
+            continue
+    await expect(toast.first).to_be_visible()
+    assert await page.evaluate("location.hash") == "#account"
