@@ -54,3 +54,32 @@ async def test_an_answer_is_read_aloud_from_its_button(skald, browser_pages):
         # After a reload the stored answer has its button too.
         await page.reload()
         await expect(page.locator(".msg.assistant .read-aloud")).to_have_count(1)
+
+
+async def test_a_refused_reading_is_said_in_the_readers_language(skald, browser_pages):
+    """The server's refusal carries a code: a German member reads why in German, not
+    the English sentence the API also sends."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(settings=skald.settings(tts={"max_chars": 20}))
+        await configure_model(await host.admin(), server)
+        await host.create_member("greta", display_name="Greta")
+        server.script(MODEL, [Reply(text="Das Wetter ist heute schön und warm.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "greta", MEMBER_PASSWORD)
+        await page.goto("/#account")
+        await page.get_by_label("Interface language").select_option("de")
+        await expect(page.get_by_role("heading", name="Mein Konto", exact=True)).to_be_visible()
+        await page.goto("/#chat")
+        box = page.get_by_role("textbox", name="Nachricht")
+        await box.fill("Wie ist das Wetter?")
+        await box.press("Enter")
+        button = page.locator(".msg.assistant .read-aloud")
+        async with page.expect_response("**/api/tts") as answered:
+            await button.click()
+        response = await answered.value
+        assert response.status == 400
+        assert (await response.json())["code"] == "tts_too_long"
+        await expect(button).to_have_attribute("data-state", "failed")
+        await expect(button).to_have_attribute(
+            "title", "Vorlesen nicht möglich: Dieser Text hat 36 Zeichen; vorgelesen werden höchstens 20."
+        )

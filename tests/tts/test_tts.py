@@ -274,8 +274,8 @@ async def test_plugins_synthesize_through_the_host_api(skald):
     assert wav[:4] == b"RIFF"
     with pytest.raises(ChannelRequestError):
         await api.synthesize_speech("no-such-member", "Hallo.")
-    with pytest.raises(ChannelRequestError):
-        await api.synthesize_speech(greta.id, "x" * 10_000)
+    with pytest.raises(ChannelRequestError, match="^Dieser Text hat 10000 Zeichen; vorgelesen werden höchstens 4000.$"):
+        await api.synthesize_speech(greta.id, "x" * 10_000)  # said in greta's language: a channel shows it as it is
 
 
 async def test_espeak_missing_is_a_clear_health_message():

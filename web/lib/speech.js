@@ -5,7 +5,7 @@
 
 import { csrf } from "./api.js";
 import { el } from "./dom.js";
-import { t } from "./i18n.js";
+import { errorString, t } from "./i18n.js";
 
 let current = null;
 
@@ -51,7 +51,7 @@ export async function speak(text, { voice, locale, onEnd } = {}) {
   if (!response.ok) {
     const data = await response.json().catch(() => ({}));
     if (current === playing) stopSpeaking();
-    throw new Error(data.error || `HTTP ${response.status}`);
+    throw new Error(errorString(data.code, data.values) || data.error || `HTTP ${response.status}`);
   }
   const reader = response.body.getReader();
   let rate = 0;

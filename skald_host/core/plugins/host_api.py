@@ -412,13 +412,15 @@ class PluginHostApi:
     async def synthesize_speech(self, member_id: str, text: str, *, format: str = "ogg") -> bytes:
         from skald_hookspecs.channels import ChannelRequestError
         from skald_hookspecs.tts import TtsUnavailable
-        from skald_host.core.tts import NoVoice, TextTooLong, TtsBusy, no_voice_message
+        from skald_host.core.tts import NoVoice, SpeechRefused, no_voice_message
 
         locale = await self.member_locale(member_id)  # checks the member and this plugin's grant
         core = self._core
         try:
             return await core.tts.render(member_id, text, locale=locale, db=core.users.owner_db(member_id), format=format)
-        except (TextTooLong, TtsBusy, ValueError) as exc:
+        except SpeechRefused as exc:  # in the member's language: a channel shows it as it is
+            raise ChannelRequestError(core.strings.translate(f"core.error.{exc.code}", locale, **exc.values)) from None
+        except ValueError as exc:
             raise ChannelRequestError(str(exc)) from None
         except NoVoice as exc:
             raise TtsUnavailable(no_voice_message(core.strings, exc, locale)) from None

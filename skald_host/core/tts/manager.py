@@ -49,11 +49,22 @@ class NoVoice(Exception):
         self.language = language
 
 
-class TextTooLong(ValueError):
-    pass
+class SpeechRefused(Exception):
+    """A refusal the member sees: the message in English (the log, plugins, old
+    clients); ``code`` and ``values`` let the page say it in the reader's language
+    (``error.<code>`` in the locale files)."""
+
+    def __init__(self, message: str, *, code: str, values: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = values or {}
 
 
-class TtsBusy(Exception):
+class TextTooLong(SpeechRefused, ValueError):
+    """Longer than ``tts.max_chars``, or nothing in it to read aloud."""
+
+
+class TtsBusy(SpeechRefused):
     """Too many syntheses of this member at once, or no slot came free in time."""
 
 
@@ -205,10 +216,11 @@ class TtsManager:
 
     def pieces(self, text: str) -> list[str]:
         if len(text) > self.settings.max_chars:
-            raise TextTooLong(f"the text has {len(text)} characters; at most {self.settings.max_chars} are read aloud")
+            raise TextTooLong(f"the text has {len(text)} characters; at most {self.settings.max_chars} are read aloud",
+                              code="tts_too_long", values={"length": len(text), "limit": self.settings.max_chars})
         found = sentences(speakable(text))
         if not found:
-            raise TextTooLong("there is nothing to read aloud in this text")
+            raise TextTooLong("there is nothing to read aloud in this text", code="tts_nothing_to_read")
         return found
 
     async def speak(self, member_id: str, choice: Choice, pieces: list[str], db: Any, *, quick: bool = True) -> AsyncIterator[Pcm]:
@@ -222,7 +234,7 @@ class TtsManager:
             rtf = getattr(choice.engine, "realtime_factor", None)
             pieces = quick_start(pieces, rtf=float(rtf) if isinstance(rtf, (int, float)) else None)
         if self._running.get(member_id, 0) >= self.settings.per_member:
-            raise TtsBusy("speech is already being made for you; wait for it to finish")
+            raise TtsBusy("speech is already being made for you; wait for it to finish", code="tts_busy_member")
         self._running[member_id] = self._running.get(member_id, 0) + 1
         try:
             for index, piece in enumerate(pieces):
@@ -247,7 +259,7 @@ class TtsManager:
         try:
             await asyncio.wait_for(self._slots.acquire(), SLOT_WAIT_SECONDS)
         except asyncio.TimeoutError:
-            raise TtsBusy("the server is busy making speech; try again in a moment") from None
+            raise TtsBusy("the server is busy making speech; try again in a moment", code="tts_busy_server") from None
         try:
             data = await choice.engine.synthesize(text, choice.voice, choice.language)
         except TtsUnavailable:

@@ -89,13 +89,13 @@ async def speak() -> Any:
         stream = core.tts.speak(member_id, choice, pieces, db)
         first = await stream.__anext__()
     except TextTooLong as exc:
-        raise ApiError(400, str(exc), field="text") from None
+        raise ApiError.refusing(400, exc, field="text") from None
     except NoVoice as exc:
         raise ApiError(422, no_voice_message(core.strings, exc, ui_locale)) from None
     except TtsBusy as exc:
-        raise ApiError(429, str(exc), headers={"Retry-After": "5"}) from None
-    except TtsUnavailable as exc:
-        raise ApiError(503, str(exc)) from None
+        raise ApiError.refusing(429, exc, headers={"Retry-After": "5"}) from None
+    except TtsUnavailable as exc:  # its words are for the admin; the member reads that it failed
+        raise ApiError(503, str(exc), code="tts_engine_failed") from None
 
     async def body() -> AsyncIterator[bytes]:
         try:
