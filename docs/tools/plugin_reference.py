@@ -170,6 +170,13 @@ def type_section(cls: type, heading: str = "####") -> list[str]:
         annotation = str(field.type).replace("|", "\\|")
         row = f"| `{field.name}` | `{annotation}` | {field_default(field)} |"
         lines.append(row + (f" {comments.get(field.name, '')} |" if comments else ""))
+    # Alternative constructors (``I18nBundle.from_folder``) are part of the contract too.
+    made = [(name, member.__func__) for name, member in vars(cls).items() if isinstance(member, classmethod) and not name.startswith("_")]
+    if made:
+        lines += ["", "| made with | what it does |", "| --- | --- |"]
+        for _, fn in made:
+            cell = f"{cls.__name__}.{signature(fn, drop_self=True)}".replace('"', "").replace("|", "\\|")
+            lines.append(f"| `{cell}` | {paragraph(fn.__doc__)} |")
     return lines + [""]
 
 

@@ -159,6 +159,8 @@ async def test_plugin_the_host_cannot_accept_is_refused_by_name(skald, plugin, e
     status = status_named(host.core, type(plugin).__name__)
     assert status.state == "failed"
     assert status.error.startswith(expected_error), status.error
+    if isinstance(plugin, (FuturePlugin, BadSpecRange)):  # it said who it is: listed under its id
+        assert host.core.plugins.status(plugin.plugin_info().id) is status
     assert host.core.plugins.pm.get_plugin(status.id) is None  # never registered with pluggy
     assert plugin not in host.core.plugins.pm.get_plugins()
     await assert_host_and_bystanders_work(host, bystander)

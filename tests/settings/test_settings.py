@@ -265,3 +265,24 @@ def test_sub_agent_bounds_default_to_the_seeds_and_reach_the_orchestration_limit
 def test_a_bad_sub_agent_bound_is_refused_naming_it(tmp_path, variable, value, message):
     with pytest.raises(SettingsError, match=message):
         load_settings(data_dir=tmp_path, environ={variable: value})
+
+
+def test_the_readmes_configuration_example_loads_as_written(tmp_path):
+    """README.md's "Configuration" block is a file an admin copies: every key in it is a
+    setting this host knows (an unknown one stops the host), and the sections it shows
+    list every setting they have."""
+    import re
+
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "\nchat:" in b]
+    assert len(blocks) == 1, "README.md has one YAML block with the settings"
+    path = tmp_path / "skald.yaml"
+    path.write_text(blocks[0], encoding="utf-8")
+    settings = load_settings(path, data_dir=tmp_path / "data", environ={})
+    shown = yaml.safe_load(blocks[0])
+    for name in ("chat", "tts", "backup", "plugins"):
+        fields = {f.name for f in dataclasses.fields(getattr(settings, name))}
+        missing = fields - set(shown[name])
+        assert not missing, f"README.md's {name}: section lacks {sorted(missing)}"

@@ -7,6 +7,7 @@ import pytest
 
 from skald_hookspecs import PluginInfo, Tool, hookimpl
 from skald_host.testing import Reply, ToolCall
+from skald_host.testing.chat import wait_for_turn
 
 
 class Echo:
@@ -52,6 +53,12 @@ async def test_without_a_rule_a_plugins_tool_waits_for_the_members_approval(skal
     turn = await alice.chat("Echo hi")
     assert turn.waiting and turn.approvals[0]["tool"] == "echo_text"
     assert turn.tool_results[0].status == "awaiting_approval"
+    # Approved as docs/plugins.md says (§4), the same turn goes on and ends.
+    server.script(server.models[0], [Reply("Echoed.")])
+    approved = await alice.post(f"/api/approvals/{turn.approvals[0]['id']}", json={"decision": "approve"})
+    assert approved.status_code == 200, approved.text
+    turn = await wait_for_turn(alice, turn.conversation_id)
+    assert (turn.result("echo_text"), turn.text, turn.waiting) == ("hi", "Echoed.", False)
 
     await host.allow_tool("echo_*")
     server.script(server.models[0], [Reply(tool_calls=[ToolCall("echo_text", {"text": "hey"})]), Reply("Done.")])

@@ -88,8 +88,9 @@ def plugin_info() -> PluginInfo:
         title="Hello",
         description="Greets each member by name.",
         icon="hand",
-        # The SPEC_VERSION range this code was written for: 1.2 brought ToolError. A host
-        # that cannot satisfy it refuses the plugin by name instead of failing later.
+        # The SPEC_VERSION range this code was written for: 1.2 brought ToolError, 1.3 the
+        # page kit page.js imports. A host that cannot satisfy it refuses the plugin by
+        # name instead of failing later; the dependency in pyproject.toml says the same.
         spec=">=1.3,<2",
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,

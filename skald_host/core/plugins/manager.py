@@ -36,7 +36,10 @@ TOOL_FAILURES_KEPT = 20
 
 class PluginError(Exception):
     """A plugin misbehaved, or cannot be used as asked; the message names it. ``code`` and
-    ``values``, when given, let a client say it in its reader's language."""
+    ``values``, when given, let a client say it in its reader's language. ``plugin_id``:
+    the id a refused plugin gave in its ``plugin_info`` (it is listed under it)."""
+
+    plugin_id: str | None = None
 
     def __init__(self, message: str, *, code: str | None = None, values: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -243,6 +246,7 @@ class PluginManager:
             if self._strict:
                 raise StrictPluginFailure.of(cand.name, stage, exc) from exc
             status.error = str(exc) or type(exc).__name__
+            status.id = getattr(exc, "plugin_id", None) or status.id
             status.traceback = traceback.format_exc()
             log.error("plugin %s failed to load: %s", cand.name, status.error)
         self._record(status)
@@ -274,10 +278,13 @@ class PluginManager:
         try:
             ok = spec_satisfied(info.spec)
         except InvalidSpecifier:
-            raise PluginError(f"plugin {name!r} declares an invalid spec range {info.spec!r}") from None
-        if not ok:
-            raise PluginError(f"plugin {name!r} needs spec {info.spec}; this host provides {SPEC_VERSION}")
-        return info
+            refusal = PluginError(f"plugin {name!r} declares an invalid spec range {info.spec!r}")
+        else:
+            if ok:
+                return info
+            refusal = PluginError(f"plugin {name!r} needs spec {info.spec}; this host provides {SPEC_VERSION}")
+        refusal.plugin_id = info.id  # it said who it is: listed (and looked up) under that id
+        raise refusal
 
     def _check_hook_names(self, name: str, obj: Any) -> None:
         """A misspelt hookimpl would otherwise sit there unnoticed forever."""
