@@ -90,18 +90,20 @@ async def test_a_question_is_asked_answered_checked_and_kept_nowhere(asking, cap
         assert await chat.host.core.host_api(PROBE).member_questions(alice.member["id"]) == []
         assert [q["question_id"] for q in await chat.host.core.host_api(ASKER).member_questions(alice.member["id"])] == [qid]
 
-        for bad, words in (({"action": "accept", "content": {}}, "City is required"),
-                           ({"action": "accept", "content": {"city": "x", "nights": "two"}}, "Nights must be of type integer"),
-                           ({"action": "accept", "content": {"city": "x", "room": "suite"}}, "must be one of single, double"),
-                           ({"action": "accept", "content": {"city": "x", "pool": True}}, "not asked for: pool")):
+        for bad, words, code in (({"action": "accept", "content": {}}, "City is required", "question_required"),
+                                 ({"action": "accept", "content": {"city": "x", "nights": "two"}}, "Nights must be of type integer", "question_integer"),
+                                 ({"action": "accept", "content": {"city": "x", "room": "suite"}}, "must be one of single, double", "question_choice"),
+                                 ({"action": "accept", "content": {"city": "x", "pool": True}}, "not asked for: pool", "question_unknown")):
             response = await alice.post(f"/api/questions/{qid}", json=bad)
             assert response.status_code == 400 and words in response.text, (bad, response.text)
+            assert response.json()["code"] == code  # the card says it in the reader's language
         response = await alice.post(f"/api/questions/{qid}", json={"action": "accept", "content": {"city": CANARY, "nights": "3", "late": True, "room": "double"}})
         assert response.status_code == 200, response.text
         await sock.wait_event(cid, "question_resolved", question_id=qid, status="accept")
         await sock.turn(cid)
     assert results(await messages(alice, cid))[0] == f"accept [('city', '{CANARY}'), ('late', True), ('nights', 3), ('room', 'double')]"
-    assert (await alice.post(f"/api/questions/{qid}", json={"action": "decline"})).status_code == 404  # settled
+    settled = await alice.post(f"/api/questions/{qid}", json={"action": "decline"})
+    assert (settled.status_code, settled.json()["code"]) == (404, "question_gone")
 
     # The answer reached the tool, and through its result the model; the question
     # itself and the answer as such were written nowhere else, nor logged.

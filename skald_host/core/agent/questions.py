@@ -23,7 +23,21 @@ TYPES = ("string", "number", "integer", "boolean")
 
 
 class QuestionError(ValueError):
-    """A bad question or answer; the message says what was wrong (fit for the member)."""
+    """A bad question or answer; the message says what was wrong in English (fit for the
+    member, the tool and the log); ``code`` and ``values`` let the member's screen or
+    channel say it in their language (``error.<code>``)."""
+
+    def __init__(self, message: str, *, code: str = "question_invalid", values: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = values or {}
+
+
+class QuestionGone(LookupError):
+    """The question is not (or no longer) waiting: answered, declined, or its tool gave up."""
+
+    code = "question_gone"
+    values: dict[str, Any] = {}
 
 
 @dataclass
@@ -68,24 +82,29 @@ def check_fields(raw: Any) -> list[dict[str, Any]]:
 
 
 def _coerce(spec: Mapping[str, Any], value: Any) -> Any:
-    kind = spec["type"]
-    try:
-        if kind == "boolean":
-            if isinstance(value, bool):
-                return value
-            if value in ("true", "false"):
-                return value == "true"
-            raise ValueError
-        if kind in ("integer", "number"):
+    kind, named = spec["type"], {"field": spec["title"]}
+    wrong = f"{spec['title']} must be of type {kind}"
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        if value in ("true", "false"):
+            return value == "true"
+        raise QuestionError(wrong, code="question_boolean", values=named)
+    if kind in ("integer", "number"):
+        try:
             if isinstance(value, bool):
                 raise ValueError
             return int(value) if kind == "integer" else float(value)
-    except (TypeError, ValueError):
-        raise QuestionError(f"{spec['title']} must be of type {kind}") from None
+        except (TypeError, ValueError):
+            if kind == "integer":
+                raise QuestionError(wrong, code="question_integer", values=named) from None
+            raise QuestionError(wrong, code="question_number", values=named) from None
     if not isinstance(value, str) or len(value) > MAX_TEXT_ANSWER:
-        raise QuestionError(f"{spec['title']} must be text of at most {MAX_TEXT_ANSWER} characters")
+        raise QuestionError(f"{spec['title']} must be text of at most {MAX_TEXT_ANSWER} characters",
+                            code="question_too_long", values={"field": spec["title"], "limit": MAX_TEXT_ANSWER})
     if spec.get("enum") and value not in spec["enum"]:
-        raise QuestionError(f"{spec['title']} must be one of {', '.join(spec['enum'])}")
+        raise QuestionError(f"{spec['title']} must be one of {', '.join(spec['enum'])}",
+                            code="question_choice", values={"field": spec["title"], "choices": ", ".join(spec["enum"])})
     return value
 
 
@@ -101,13 +120,13 @@ def check_answer(question: Question, action: Any, content: Any) -> dict[str, Any
     known = {f["name"]: f for f in question.fields}
     unknown = set(content) - set(known)
     if unknown:
-        raise QuestionError(f"not asked for: {', '.join(sorted(unknown))}")
+        raise QuestionError(f"not asked for: {', '.join(sorted(unknown))}", code="question_unknown", values={"fields": ", ".join(sorted(unknown))})
     values: dict[str, Any] = {}
     for name, spec in known.items():
         value = content.get(name)
         if value is None or value == "":
             if spec["required"]:
-                raise QuestionError(f"{spec['title']} is required")
+                raise QuestionError(f"{spec['title']} is required", code="question_required", values={"field": spec["title"]})
             continue
         values[name] = _coerce(spec, value)
     return {"action": "accept", "content": values}
@@ -173,7 +192,7 @@ class Questions:
         waiting; ``QuestionError`` for a bad answer (the question keeps waiting)."""
         question = self.get(question_id)
         if question is None or question.future.done():
-            raise LookupError("this question is no longer waiting for an answer")
+            raise QuestionGone("this question is no longer waiting for an answer")
         question.future.set_result(check_answer(question, action, content))
 
     def cancel_all(self) -> None:

@@ -133,10 +133,10 @@ class ChannelService:
             raise ChannelRequestError("no such question")
         try:
             runtime.questions.answer(question_id, action, content)
-        except LookupError as exc:
-            raise ChannelRequestError(str(exc)) from None
-        except QuestionError as exc:
-            raise ChannelRequestError(str(exc)) from None
+        except (LookupError, QuestionError) as exc:  # in the member's language: a channel shows it as it is
+            locale = await self.member_locale(source, member_id)
+            code, values = getattr(exc, "code", "question_gone"), getattr(exc, "values", {})
+            raise ChannelRequestError(self.core.strings.translate(f"core.error.{code}", locale, **values)) from None
 
     async def save_upload(
         self, source: str, member_id: str, filename: str, data: bytes, conversation_id: str | None

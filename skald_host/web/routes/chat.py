@@ -374,7 +374,7 @@ async def answer_question(question_id: str) -> dict:
     try:
         rt.questions.answer(question_id, data.get("action"), data.get("content"))
     except LookupError as exc:
-        raise ApiError(404, str(exc)) from None
+        raise ApiError.refusing(404, exc) from None
     except QuestionError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise ApiError.refusing(400, exc) from None
     return {"question_id": question_id, "action": data["action"]}
