@@ -32,6 +32,31 @@ class Watch:
     def csp_violations(self) -> list[str]:
         return [m for m in self.console if "Content Security Policy" in m or "Refused to" in m]
 
+    @property
+    def stray_texts(self) -> list[str]:
+        return [m for m in self.console if STRAY_TEXT in m]
+
+
+#: A value the page printed instead of text: the DOM's ``append(null)`` writes "null",
+#: a missing field "undefined". Reported (as a console warning) by every page of every
+#: browser test, for the whole test, not only for the screen it ends on. Text inside
+#: code, pre and text fields is the member's or the model's, and may say "null".
+STRAY_TEXT = "stray text"
+STRAY_TEXT_WATCH = """(() => {
+  const printed = new Set(["null", "undefined", "[object Object]"]);
+  const mine = (text) => !text.parentElement?.closest("code, pre, textarea, [contenteditable]");
+  const report = (text) => console.warn(
+    `%STRAY% ${JSON.stringify(text.data)} in ${(text.parentElement?.outerHTML || "").slice(0, 300)}`);
+  const scan = (node) => {
+    if (node.nodeType === Node.TEXT_NODE) { if (printed.has(node.data.trim()) && mine(node)) report(node); return; }
+    if (node.nodeType !== Node.ELEMENT_NODE && node.nodeType !== Node.DOCUMENT_FRAGMENT_NODE) return;
+    const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+    for (let text = walker.nextNode(); text; text = walker.nextNode()) if (printed.has(text.data.trim()) && mine(text)) report(text);
+  };
+  new MutationObserver((records) => { for (const record of records) for (const node of record.addedNodes) scan(node); })
+    .observe(document, { childList: true, subtree: true });
+})();""".replace("%STRAY%", STRAY_TEXT)
+
 
 class BrowserPages:
     """Open watched pages, each in its own context (its own cookie jar)."""
@@ -43,6 +68,7 @@ class BrowserPages:
 
     async def new(self, base_url: str, *, viewport: dict[str, int] = DESKTOP, locale: str = "en-US") -> Any:
         context = await self.browser.new_context(base_url=base_url, viewport=viewport, locale=locale)
+        await context.add_init_script(STRAY_TEXT_WATCH)
         self._contexts.append(context)
         page = await context.new_page()
         page.set_default_timeout(5000)
@@ -79,3 +105,4 @@ async def browser_pages() -> AsyncIterator[BrowserPages]:
     assert watch.dialogs == [], f"JavaScript dialogs opened: {watch.dialogs}"
     assert watch.page_errors == [], f"uncaught errors in the page: {watch.page_errors}"
     assert watch.csp_violations == [], f"CSP violations: {watch.csp_violations}"
+    assert watch.stray_texts == [], f"the page printed a value instead of text: {watch.stray_texts}"

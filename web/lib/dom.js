@@ -22,8 +22,14 @@ export function el(tag, attrs = {}, ...children) {
     else if (value === true) node.setAttribute(name, "");
     else if (value !== false && value != null) node.setAttribute(name, String(value));
   }
-  node.append(...children.flat().filter((child) => child != null && child !== false));
+  node.append(...present(children));
   return node;
+}
+
+/** Children for the DOM's own `append` / `replaceChildren`: a missing one (null,
+ * undefined, false) left out, where the DOM would print it as the text "null". */
+export function present(...children) {
+  return children.flat(2).filter((child) => child != null && child !== false);
 }
 
 // Links are only ever built by the shell (hash routes from encodeURIComponent'd

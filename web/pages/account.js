@@ -1,6 +1,6 @@
 // #account: the member's own language and password, and who can read what of theirs.
 import { api } from "../lib/api.js";
-import { el } from "../lib/dom.js";
+import { el, present } from "../lib/dom.js";
 import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
 import { busy, errorText, field, pageHeader, section, statusLine } from "../lib/ui.js";
 
@@ -86,7 +86,7 @@ function privacySection() {
       t("account.privacy_can_code"),
     ];
     const supervision = facts.supervision || { supervised: false };
-    body.replaceChildren(
+    body.replaceChildren(...present(
       el("p", { text: t("account.privacy_intro") }),
       supervision.supervised ? part(t("account.supervision_title"),
         el("p", { "data-testid": "supervised", text: t("account.supervision_text", { names: supervision.supervisors.join(", ") }) }),
@@ -94,7 +94,7 @@ function privacySection() {
       part(t("account.privacy_models_title"), el("p", { text: t("account.privacy_models_text") }), models),
       part(t("account.privacy_plugins_title"), el("p", { text: t("account.privacy_plugins_text") }), plugins),
       part(t("account.privacy_cannot_title"), list(cannot)),
-      part(t("account.privacy_can_title"), list(can)));
+      part(t("account.privacy_can_title"), list(can))));
   });
   return block;
 }

@@ -4,7 +4,7 @@
 // socket comes back, the open conversation is read again from the server, so a turn
 // still running and the approvals still waiting show as they are.
 import { api, upload } from "../lib/api.js";
-import { el, link, uid } from "../lib/dom.js";
+import { el, link, present, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, notice, statusLine } from "../lib/ui.js";
@@ -80,12 +80,12 @@ function conversationList(view) {
   const render = (items) => {
     list.replaceChildren(...items.map((c) => {
       const anchor = link(chatRoute(c.id), "", { class: "conv-link", title: titleOf(c) });
-      anchor.append(
+      anchor.append(...present(
         el("span", { class: "conv-title", text: titleOf(c) }),
         el("span", { class: "conv-meta" },
           c.running ? el("span", { class: "running-dot", title: t("chat.running"), "aria-label": t("chat.running") }) : null,
           el("time", { datetime: c.updated_at, text: shortDate(c.updated_at) })),
-        c.snippet ? el("span", { class: "conv-snippet", text: c.snippet }) : null); // where the words were found
+        c.snippet ? el("span", { class: "conv-snippet", text: c.snippet }) : null)); // where the words were found
       if (c.id === view.conversationId) anchor.setAttribute("aria-current", "page");
       return el("li", { "data-conversation-id": c.id }, anchor);
     }));

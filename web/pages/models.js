@@ -5,7 +5,7 @@
 // answers "********" for a stored key, and the field stays empty unless replaced.
 import { api } from "../lib/api.js";
 import { MASK } from "../lib/config-form.js";
-import { el, uid } from "../lib/dom.js";
+import { el, present, uid } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
@@ -43,10 +43,10 @@ function testButton(provider, output) {
       discovered.set(provider.id, names);
       document.dispatchEvent(new CustomEvent("skald:models-discovered", { detail: provider.id }));
       output.className = "test-result ok";
-      output.replaceChildren(
+      output.replaceChildren(...present(
         el("strong", { text: t("models.test_ok", { count: names.length }) }),
         names.length ? el("span", { class: "model-names" }, ...names.slice(0, 40).map((n) => el("code", { text: n }))) : null,
-        names.length > 40 ? el("span", { class: "muted", text: ` ${t("models.test_more", { count: names.length - 40 })}` }) : null);
+        names.length > 40 ? el("span", { class: "muted", text: ` ${t("models.test_more", { count: names.length - 40 })}` }) : null));
     }),
     attrs: { "aria-label": `${t("models.test")}: ${provider.name}` },
   });
