@@ -5,6 +5,7 @@ that used to drop focus on <body>."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from playwright.async_api import expect
@@ -337,3 +338,31 @@ async def test_a_stored_failure_reads_in_the_members_language_after_a_reload(ska
     await page.reload()
     await expect(failed).to_have_text("Noch ist kein Modell eingerichtet. Ein Administrator kann eines auf der Seite Modelle hinzufügen.")
     await expect(page.locator(".msg.assistant")).not_to_contain_text("No model")
+
+
+async def test_a_message_just_sent_can_be_edited_without_a_reload(skald, browser_pages):
+    """Edit appears once the message is stored (its ack), not only on messages loaded
+    with the page: after a normal answer, and after Stop."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("ed")
+        server.script(MODEL, [Reply(text="Fine."), Reply(text=" ".join(["slow"] * 200), token_delay=0.05), Reply(text="Edited answer.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "ed", MEMBER_PASSWORD)
+        await send(page, "Hello")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Fine.")
+        mine = page.locator(".msg.user")
+        await expect(mine.first.get_by_role("button", name="Edit")).to_have_count(1)
+
+        await send(page, "Tell me a long story")
+        await expect(page.locator(".msg.assistant").last).to_have_class(re.compile(r"\bstreaming\b"))
+        await page.get_by_role("button", name="Stop").click()
+        await expect(page.locator(".msg.assistant").last).not_to_have_class(re.compile(r"\bstreaming\b"))
+        await expect(mine.last.get_by_role("button", name="Edit")).to_have_count(1)
+        await mine.last.get_by_role("button", name="Edit").click()
+        box = page.get_by_role("textbox", name="Edit your message")
+        await box.fill("A short one")
+        await page.get_by_role("button", name="Send edited").click()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Edited answer.")
+        await expect(mine.last.locator(".bubble")).to_have_text("A short one")

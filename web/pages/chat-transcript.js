@@ -292,14 +292,19 @@ export class Transcript {
     const bubbleBody = el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments));
     const meta = el("div", { class: "msg-meta user-meta" }, stateNode, copyButton(() => text, t("chat.copy_message"), "copy-message"));
     const node = el("article", { class: "msg user", "data-state": state }, bubbleBody, meta);
-    const bubble = { node, text, id, state, stateNode };
-    if (id != null && this.handlers.edit) {
-      const edit = button(t("chat.edit"), { kind: "quiet small edit-message", onClick: () => this.editForm(bubble, bubbleBody, meta, edit) });
-      meta.append(edit);
-    }
+    const bubble = { node, text, id, state, stateNode, body: bubbleBody, meta, edit: null };
+    this.offerEdit(bubble);
     this.setBubbleState(bubble, state);
     if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
     return bubble;
+  }
+
+  /** Edit, once the message is stored (it has an id): at once for a loaded one, at its
+   * ack for one just sent. */
+  offerEdit(bubble) {
+    if (bubble.id == null || bubble.edit || !this.handlers.edit) return;
+    bubble.edit = button(t("chat.edit"), { kind: "quiet small edit-message", onClick: () => this.editForm(bubble, bubble.body, bubble.meta, bubble.edit) });
+    bubble.meta.append(bubble.edit);
   }
 
   /** Edit a sent message in place; saving continues the conversation from it (the old
@@ -455,6 +460,7 @@ export class Transcript {
     bubble.node.dataset.messageId = id;
     this.messages.set(id, { node: bubble.node });
     this.setBubbleState(bubble, "sent");
+    this.offerEdit(bubble);
   }
 
   /** `user_message`: ours (adopt the pending bubble) or from elsewhere (a new one). */
