@@ -362,17 +362,19 @@ class Skald:
             raise PluginError(f"plugin {plugin_id!r} is built in; it cannot be disabled")
         grant_by_default = bool(status.info and _grants_by_default(status.info))
 
-        def write(conn: Any) -> None:
+        def write(conn: Any) -> list[str]:
             born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
             conn.execute(
                 "INSERT INTO plugins (id, enabled, grant_by_default) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE"
                 " SET enabled = excluded.enabled, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
                 (plugin_id, int(enabled), int(grant_by_default)),
             )
-            if born and grant_by_default:
-                seed_new_plugin_grants(conn, plugin_id)
+            return seed_new_plugin_grants(conn, plugin_id) if born and grant_by_default else []
 
-        await self.registry.transaction(write)
+        for member_id in await self.registry.transaction(write):
+            # Pushed like any grant: a runtime's member as known must not lag the file
+            # (its next request would go out twice, once built from the old grants).
+            await self.users.access_changed(member_id)
         self.plugins.set_enabled(plugin_id, enabled)
         self.buses.system.publish(SystemEvent("plugin_enabled" if enabled else "plugin_disabled", plugin_id))
         if enabled:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from skald_host.testing import Reply, ScriptedError
+from skald_hookspecs import PluginInfo, Tool, hookimpl
+from skald_host.testing import Reply, ScriptedError, ScriptedModelServer
 
-from .support import MODEL_A, MODEL_B, ChatSocket, configure_models, messages, new_conversation
+from .support import API_KEY, MODEL_A, MODEL_B, ChatSocket, configure_models, messages, new_conversation
 
 
 async def test_each_message_is_one_request_even_when_the_member_changes_between_turns(chat):
@@ -79,3 +80,45 @@ async def test_a_request_sent_again_is_logged_and_shown_to_the_member(chat, capl
     stored = await messages(alice, cid)
     assert [m["role"] for m in stored if m["role"] != "note"] == ["user", "assistant", "user", "assistant"]
     assert any(m["role"] == "note" and "sent to the model again" in m["content"] for m in stored)
+
+
+class Greeter:
+    """Installed, off until the admin enables it; its row's birth grants it to members
+    of auto-grant roles (seed 001 "Default access")."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="greeter", title="Greeter", spec=">=1.2,<2")
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        async def hello(args, ctx) -> str:
+            return "hi"
+
+        register(Tool(name="greeter_hello", description="Say hi.", parameters={"type": "object"}, run=hello))
+
+
+async def test_a_plugin_enabled_for_a_chatting_member_sends_their_next_message_once(skald, caplog):
+    """The grants the plugin's birth gives are pushed to live runtimes: the next turn's
+    request (built from the member as known) offers the new tool and goes out once —
+    found by a newcomer with Telegram, whose first message after enabling it went twice."""
+    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
+        host = await skald.start(plugins=[Greeter()])
+        admin = await host.admin()
+        await configure_models(admin, server)
+        alice = await host.member("alice")
+        server.responder = lambda request: Reply("ok " + request.last_user_text)
+        async with ChatSocket(alice) as sock:
+            cid = await new_conversation(alice)
+            await sock.send(cid, "First")
+            await sock.turn(cid)
+            response = await admin.put("/api/admin/plugins/greeter/enabled", json={"enabled": True})
+            assert response.status_code == 200, response.text
+            with caplog.at_level(logging.WARNING, logger="skald_host.core.agent.runtime"):
+                await sock.send(cid, "Second")
+                events = await sock.turn(cid)
+        assert not any(e.get("retry") for e in events), events
+        assert not any("sent again" in r.getMessage() for r in caplog.records), caplog.text
+        requests = server.requests_for(MODEL_A)
+        assert [r.last_user_text for r in requests] == ["First", "Second"]
+        assert "greeter_hello" in {t["function"]["name"] for t in requests[-1].tools}

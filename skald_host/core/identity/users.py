@@ -711,13 +711,17 @@ def _seed_new_member_grants(conn: Any, member_id: str, role_id: str) -> None:
     )
 
 
-def seed_new_plugin_grants(conn: Any, plugin_id: str) -> None:
+def seed_new_plugin_grants(conn: Any, plugin_id: str) -> list[str]:
     """Default access, the first of its two moments: a plugin's row is born, and every
-    member of a role with ``auto_grant`` receives it."""
+    member of a role with ``auto_grant`` receives it. Returns who did: once committed,
+    their access changed (``UserManager.access_changed``)."""
+    granted = []
     for member_id, attrs in conn.execute(
         "SELECT users.id, roles.attrs FROM users JOIN roles ON roles.id = users.role_id WHERE users.role_id != ?",
         (ADMIN_ROLE,),
     ).fetchall():
         if RoleAttrs.parse(attrs).auto_grant:
-            conn.execute("INSERT OR IGNORE INTO plugin_access (plugin_id, user_id) VALUES (?, ?)", (plugin_id, member_id))
+            if conn.execute("INSERT OR IGNORE INTO plugin_access (plugin_id, user_id) VALUES (?, ?)", (plugin_id, member_id)).rowcount:
+                granted.append(member_id)
+    return granted
 

@@ -121,7 +121,7 @@ class PluginCatalog:
         fresh = validate(info.config_schema, values, await self._config(plugin_id))
         blob = json.dumps(fresh)
 
-        def write(conn: Any) -> None:
+        def write(conn: Any) -> list[str]:
             born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
             conn.execute(
                 "INSERT INTO plugins (id, enabled, config, grant_by_default) VALUES (?, ?, ?, ?)"
@@ -132,9 +132,11 @@ class PluginCatalog:
             if born and _grants_by_default(info):
                 from skald_host.core.identity.users import seed_new_plugin_grants
 
-                seed_new_plugin_grants(conn, plugin_id)
+                return seed_new_plugin_grants(conn, plugin_id)
+            return []
 
-        await self._core.registry.transaction(write)
+        for member_id in await self._core.registry.transaction(write):
+            await self._core.users.access_changed(member_id)
         log.info("plugin %s configured", plugin_id)
         return masked(info.config_schema, fresh)
 
