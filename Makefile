@@ -31,11 +31,23 @@ uninstall-old: $(BIN)/python
 	  $(BIN)/python -m pip uninstall --quiet --yes skald; \
 	fi
 
-install: uninstall-old
-	$(BIN)/pip install --quiet -e ./skald_hookspecs -e . $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
+# pip runs again only when what it installs from changed (a pyproject.toml, this Makefile),
+# so a second `make run` starts at once; the installs are editable, so edits to the
+# sources need none. Twice quiet: setuptools' build warnings are not for the person
+# starting the server (errors still show).
+INSTALL_INPUTS := pyproject.toml skald_hookspecs/pyproject.toml Makefile $(addsuffix /pyproject.toml,$(PLUGIN_DIRS))
 
-install-test: uninstall-old
-	$(BIN)/pip install --quiet -e ./skald_hookspecs -e '.[test]' $(foreach d,$(PLUGIN_DIRS) $(EXAMPLE_DIRS),-e ./$(d))
+$(VENV)/.installed: $(INSTALL_INPUTS) | uninstall-old
+	$(BIN)/pip install --quiet --quiet -e ./skald_hookspecs -e . $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
+	@touch $@
+
+$(VENV)/.installed-test: $(INSTALL_INPUTS) $(addsuffix /pyproject.toml,$(EXAMPLE_DIRS)) | uninstall-old
+	$(BIN)/pip install --quiet --quiet -e ./skald_hookspecs -e '.[test]' $(foreach d,$(PLUGIN_DIRS) $(EXAMPLE_DIRS),-e ./$(d))
+	@touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
 
 ## Install everything and start the server on embedded defaults (data under ./data).
 run: install

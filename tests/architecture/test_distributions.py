@@ -8,6 +8,7 @@ is cleaned by the Makefile before it installs the new ones.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -114,7 +115,28 @@ def test_the_makefile_removes_the_old_skald_distribution_from_an_existing_venv(t
 
 def test_make_install_removes_the_old_distribution_before_installing():
     makefile = (ROOT / "Makefile").read_text()
-    for target in ("install:", "install-test:"):
-        line = next(l for l in makefile.splitlines() if l.startswith(target))
+    for stamp in ("$(VENV)/.installed:", "$(VENV)/.installed-test:"):  # what install and install-test make
+        line = next(l for l in makefile.splitlines() if l.startswith(stamp))
         assert "uninstall-old" in line, line
     assert "-e ./skald_hookspecs" in makefile
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_run_installs_again_only_when_a_pyproject_changed(tmp_path):
+    """A second ``make run`` starts the server without a pip run (~20-35 s before);
+    a pyproject.toml newer than the last install (a new dependency, a new entry
+    point) installs again."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    stamp = venv / ".installed"
+    stamp.write_text("")
+
+    def planned() -> str:
+        done = subprocess.run(["make", "-n", "-C", str(ROOT), "install", f"VENV={venv}"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "pip install" not in planned()
+    os.utime(stamp, (0, 0))  # older than every pyproject.toml
+    assert "pip install --quiet --quiet -e ./skald_hookspecs -e ." in planned()
