@@ -12,6 +12,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
     "en": {
         "plugin.title": "Connectors",
         "plugin.description": "Connect the assistant to MCP servers (connectors), granted per member.",
+        "config.allow_private_addresses.label": "Allow private addresses",
+        "config.allow_private_addresses.description": "Let members' connectors and sign-in discovery reach loopback and private-network addresses.",
         "page.connectors.title": "Connectors",
         "page.member-grants.title": "Connectors",
         "title": "Connectors",
@@ -82,6 +84,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
     "de": {
         "plugin.title": "Konnektoren",
         "plugin.description": "Verbindet den Assistenten mit MCP-Servern (Konnektoren), pro Mitglied freigegeben.",
+        "config.allow_private_addresses.label": "Private Adressen erlauben",
+        "config.allow_private_addresses.description": "Konnektoren der Mitglieder und die Anmelde-Erkennung dürfen Loopback- und Adressen im privaten Netz erreichen.",
         "page.connectors.title": "Konnektoren",
         "page.member-grants.title": "Konnektoren",
         "title": "Konnektoren",

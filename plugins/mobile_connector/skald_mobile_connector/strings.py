@@ -12,6 +12,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
     "en": {
         "plugin.title": "Mobile app",
         "plugin.description": "Use your assistant from your phone: pair it with a code, chat, approve, and get notified.",
+        "config.public_url.label": "Public address",
+        "config.public_url.description": "The https address phones reach this server at (the QR code points there). Empty: the address of the page.",
+        "config.allow_http_push.label": "Allow push services over plain http",
+        "config.allow_http_push.description": "For tests with a local push service only; real push services are https.",
         "page.main.title": "Mobile app",
         "locked": (
             "Your data is locked: the server restarted or you logged out everywhere, and your phone cannot unlock it. "
@@ -80,6 +84,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
     "de": {
         "plugin.title": "Mobile App",
         "plugin.description": "Nutze deinen Assistenten auf dem Handy: mit einem Code koppeln, chatten, freigeben und benachrichtigt werden.",
+        "config.public_url.label": "Öffentliche Adresse",
+        "config.public_url.description": "Die https-Adresse, unter der Handys diesen Server erreichen (dorthin zeigt der QR-Code). Leer: die Adresse dieser Seite.",
+        "config.allow_http_push.label": "Push-Dienste über einfaches http erlauben",
+        "config.allow_http_push.description": "Nur für Tests mit einem lokalen Push-Dienst; echte Push-Dienste nutzen https.",
         "page.main.title": "Mobile App",
         "locked": (
             "Deine Daten sind gesperrt: Der Server wurde neu gestartet oder du hast dich überall abgemeldet, und dein "
