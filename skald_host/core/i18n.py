@@ -55,6 +55,14 @@ class Strings:
         except (KeyError, IndexError, ValueError):
             return text
 
+    def shipped(self, key: str, text: str, locale: str | None) -> str:
+        """``text`` in ``locale`` when it is still the English the project shipped under
+        ``key`` (a definition file's title, say); an admin's own wording stays as written."""
+        english = self._table.get(FALLBACK_LOCALE, {}).get(key)
+        if english is None or text != english:
+            return text
+        return self._table.get(locale or FALLBACK_LOCALE, {}).get(key, text)
+
     def lookup(self, key: str, locale: str | None) -> str | None:
         """The text of a full key in ``locale`` or English, or None when nobody has it."""
         text = self._table.get(locale or FALLBACK_LOCALE, {}).get(key)

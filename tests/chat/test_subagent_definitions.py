@@ -224,3 +224,40 @@ def test_a_skill_edit_is_a_new_generation_on_hot_reload(tmp_path):
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
     catalog.reload()
     assert catalog.current().skills["summarize"].text == "Version two."
+
+
+def test_the_shipped_agents_have_their_english_and_german_in_the_locale_files():
+    """``core.agent.<id>.title`` / ``.description`` translate a shipped agent only while
+    its file still says the English shipped: the locale files' English must be the
+    files' own words, or no member would ever see the German."""
+    from skald_host.builtins.strings import LOCALES
+    from skald_hookspecs import I18nBundle
+
+    strings = I18nBundle.from_folder("core", LOCALES).strings
+    shipped = sorted(HOST_AGENTS.glob("*/meta.yaml"))
+    assert len(shipped) >= 5
+    for meta in shipped:
+        data = yaml.safe_load(meta.read_text(encoding="utf-8"))
+        for field in ("title", "description"):
+            key = f"agent.{data.get('id', meta.parent.name)}.{field}"
+            assert strings["en"].get(key) == data[field], f"{key}: en.json must say {data[field]!r}"
+            assert strings["de"].get(key) and strings["de"][key] != data[field], f"{key}: de.json lacks it"
+
+
+async def test_a_german_member_reads_the_shipped_agents_in_german_and_an_admins_wording_as_written(chat):
+    bert = await chat.host.member("bert", locale="de")
+    definitions = {d["id"]: d for d in (await bert.get("/api/agent-definitions")).json()["definitions"]}
+    assert definitions["general-purpose"]["title"] == "Allzweck"
+    assert definitions["researcher"]["description"].startswith("Bearbeitet eine gezielte Frage")
+    english = {d["id"]: d for d in (await chat.admin.get("/api/agent-definitions")).json()["definitions"]}
+    assert english["general-purpose"]["title"] == "General purpose"
+    agents = {a["id"]: a for a in (await bert.get("/api/chat/status")).json()["agents"]}
+    assert agents["assistant"]["title"] == "Assistent"
+    # A definition whose title the admin changed keeps their words in every language.
+    from skald_host.core.i18n import Strings
+    from skald_hookspecs import I18nBundle
+
+    strings = Strings([I18nBundle("core", {"en": {"agent.x.title": "Researcher"}, "de": {"agent.x.title": "Rechercheur"}})])
+    assert strings.shipped("core.agent.x.title", "Researcher", "de") == "Rechercheur"
+    assert strings.shipped("core.agent.x.title", "Our researcher", "de") == "Our researcher"
+    assert strings.shipped("core.agent.y.title", "Helper", "de") == "Helper"  # nothing shipped under that key

@@ -92,8 +92,15 @@ class AgentDefinition:
     def offers(self, tool_name: str) -> bool:
         return self.allow_tools and _matches(self.tools, tool_name)
 
-    def summary(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "description": self.description, "kind": self.kind}
+    def summary(self, strings: Any = None, locale: str | None = None) -> dict[str, Any]:
+        """With ``strings``: the shipped agents' title and description in ``locale``
+        (``core.agent.<id>.title`` / ``.description``), while their files still say the
+        English the project shipped."""
+        title, description = self.title, self.description
+        if strings is not None:
+            title = strings.shipped(f"core.agent.{self.id}.title", title, locale)
+            description = strings.shipped(f"core.agent.{self.id}.description", description, locale)
+        return {"id": self.id, "title": title, "description": description, "kind": self.kind}
 
 
 @functools.lru_cache(maxsize=4096)

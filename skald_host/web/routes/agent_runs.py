@@ -16,7 +16,7 @@ from quart import Blueprint, current_app, request
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.agent.subagents.catalog import GenerationRefused
 from skald_host.core.identity.access import allowed
-from skald_host.web.auth import current_principal, requires
+from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, TEXT, array, obj, query, returns
 from skald_host.web.errors import ApiError
 from skald_host.web.routes.chat import chat_error, runtime
@@ -98,9 +98,10 @@ async def definitions() -> dict:
     if generation is not None and not is_admin:
         generation = generation.visible(lambda plugin_id: core.catalog.usable(member, plugin_id))
     items = []
+    locale = await reader_locale()
     for definition in sorted((generation.definitions.values() if generation else ()), key=lambda d: d.id):
         items.append({
-            "id": definition.id, "title": definition.title, "description": definition.description, "kind": definition.kind,
+            **definition.summary(core.strings, locale),
             "enabled": definition.enabled, "definition_hash": definition.definition_hash,
             "delegates": None if definition.delegates is None else list(definition.delegates),
             "tools": list(definition.tools) if definition.allow_tools else [], "limits": dict(definition.limits),

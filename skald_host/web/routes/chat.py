@@ -11,7 +11,7 @@ from quart import Blueprint, Response, current_app, request
 
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.identity.access import may_start_agent
-from skald_host.web.auth import current_principal, requires
+from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, INT, JSON, TEXT, accepts, array, field, integer, json_object, nullable, obj, one_of, query, ref, returns, text
 from skald_host.web.errors import ApiError
 
@@ -57,13 +57,14 @@ async def status() -> dict:
     core = current_app.config["SKALD_CORE"]
     member = current_principal().member
     models = await core.chat.models.candidates()
+    locale = await reader_locale()
     return {
         "models_configured": bool(models),
         # What a conversation's model picker offers: every enabled model, by priority.
         "models": [{"id": m.id, "label": m.label, "provider": m.provider_name} for m in sorted(models, key=lambda m: (m.priority, m.label))],
         "default_agent": core.chat.default_agent(member),
         "agents": [
-            a.summary()
+            a.summary(core.strings, locale)
             for a in core.chat.agents.visible_to(lambda plugin_id: core.catalog.usable(member, plugin_id)).all()
             if a.kind == "chat" and may_start_agent(member, a.id, a.kind)
         ],
