@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from quart import Blueprint, Response, current_app, request
 
@@ -269,24 +270,43 @@ async def show_version(conversation_id: str) -> dict:
 
 
 EXPORT_FIELDS = ("id", "role", "content", "reasoning", "status", "model", "attachments", "variant", "branch_point", "created_at")
-ROLE_HEADINGS = {"user": "You", "assistant": "Assistant", "note": "Note", "summary": "Summary"}
 
 
-def _markdown_export(conversation: dict, messages: list[dict]) -> str:
-    lines = [f"# {conversation.get('title') or 'Conversation'}", "", f"Exported from Skald · {conversation.get('created_at', '')}", ""]
+def _markdown_export(conversation: dict, messages: list[dict], strings: Any, locale: str) -> str:
+    """The conversation as the member reads it, headings and states in their language."""
+    def say(key: str, **values: Any) -> str:
+        return strings.translate(f"core.{key}", locale, **values)
+
+    def state(key: str, status: str) -> str:
+        text = strings.lookup(f"core.{key}_{status}", locale)
+        return text if text is not None else status
+
+    title = conversation.get("title") or say("chat.untitled")
+    lines = [f"# {title}", "", say("export.from", date=conversation.get("created_at", "")), ""]
     for message in messages:
         if message.get("variant"):
             continue  # an earlier version of an answer: the JSON export has them
-        status = "" if message["status"] == "complete" else f" ({message['status']})"
-        lines += [f"## {ROLE_HEADINGS.get(message['role'], message['role'])}{status}", ""]
+        status = "" if message["status"] == "complete" else f" ({state('chat.status', message['status'])})"
+        role = strings.lookup(f"core.export.role_{message['role']}", locale) or message["role"]
+        lines += [f"## {role}{status}", ""]
         if message.get("reasoning"):
             lines += ["> " + line for line in message["reasoning"].splitlines()] + [""]
         lines += [message.get("content") or "", ""]
         for call in message.get("tool_calls") or ():
-            lines += [f"Tool call `{call['name']}` ({call['status']})", "", "```json", call.get("arguments") or "{}", "```", ""]
+            lines += [say("export.tool_call", name=f"`{call['name']}`", status=state("chat.tool", call["status"])), "",
+                      "```json", call.get("arguments") or "{}", "```", ""]
             if call.get("result"):
                 lines += ["```", call["result"], "```", ""]
     return "\n".join(lines)
+
+
+def _attachments(raw: Any) -> list[Any]:
+    """A message's attachments as a list (stored as JSON text)."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
 
 
 @bp.get("/api/conversations/<conversation_id>/export")
@@ -313,14 +333,14 @@ async def export(conversation_id: str):
         body = json.dumps({
             "conversation": {k: conversation.get(k) for k in ("id", "title", "agent_id", "source", "created_at", "updated_at")},
             "messages": [
-                {**{k: m.get(k) for k in EXPORT_FIELDS},
+                {**{k: m.get(k) for k in EXPORT_FIELDS}, "attachments": _attachments(m.get("attachments")),
                  "tool_calls": [{k: c.get(k) for k in ("id", "name", "arguments", "status", "result")} for c in m.get("tool_calls") or ()]}
                 for m in messages
             ],
         }, ensure_ascii=False, indent=2)
         mimetype = "application/json"
     else:
-        body, mimetype = _markdown_export(conversation, messages), "text/markdown"
+        body, mimetype = _markdown_export(conversation, messages, current_app.config["SKALD_CORE"].strings, await reader_locale()), "text/markdown"
     return Response(body, mimetype=mimetype, headers={
         "Content-Disposition": f'attachment; filename="{stem}.{kind}"', "Cache-Control": "no-store",
     })

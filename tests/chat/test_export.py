@@ -1,0 +1,33 @@
+"""A conversation exported as a file: Markdown in the reader's language, JSON with its
+structure (attachments a list, not text)."""
+
+from __future__ import annotations
+
+from skald_host.testing import Reply
+
+from .support import MODEL_A, ChatSocket, configure_models, new_conversation
+
+
+async def test_the_markdown_export_speaks_the_readers_language_and_the_json_keeps_lists(chat):
+    await configure_models(chat.admin, chat.server)
+    bert = await chat.host.member("bert", locale="de")
+    chat.server.script(MODEL_A, [Reply("Hallo Bert.")])
+    async with ChatSocket(bert) as sock:
+        cid = await new_conversation(bert, title="Gruß")
+        await sock.send(cid, "Hallo!")
+        await sock.turn(cid)
+    markdown = (await bert.get(f"/api/conversations/{cid}/export", params={"format": "md"})).text
+    assert markdown.startswith("# Gruß\n\nAus Skald exportiert · ")
+    assert "## Du\n\nHallo!" in markdown and "## Assistent\n\nHallo Bert." in markdown
+    assert "Exported" not in markdown and "## You" not in markdown
+    exported = (await bert.get(f"/api/conversations/{cid}/export", params={"format": "json"})).json()
+    assert [m["attachments"] for m in exported["messages"]] == [[], []]
+
+    alice = await chat.host.member("alice")
+    async with ChatSocket(alice) as sock:
+        other = await new_conversation(alice)
+        chat.server.script(MODEL_A, [Reply("Hi.")])
+        await sock.send(other, "Hi")
+        await sock.turn(other)
+    english = (await alice.get(f"/api/conversations/{other}/export")).text
+    assert "Exported from Skald · " in english and "## You\n\nHi" in english and "## Assistant\n\nHi." in english
