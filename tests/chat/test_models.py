@@ -77,8 +77,8 @@ async def test_unauthorized_model_does_not_fall_back_and_the_conversation_shows_
     assistant = (await messages(alice, cid))[-1]
     assert (assistant["role"], assistant["status"]) == ("assistant", "error") and "401" in assistant["content"]
     # Why, as a code and values the member's screen words in their language (live and stored alike).
-    assert error["code"] == "model_failed" and "401" in error["values"]["detail"]
-    assert assistant["reason"] == {"code": "model_failed", "values": error["values"]}
+    assert error["code"] == "model_refused" and error["values"]["status"] == 401 and "401" in error["values"]["detail"]
+    assert assistant["reason"] == {"code": "model_refused", "values": error["values"]}
 
 
 async def test_wrong_api_key_is_a_401_from_the_provider_and_the_key_is_never_shown(chat):
@@ -95,6 +95,26 @@ async def test_wrong_api_key_is_a_401_from_the_provider_and_the_key_is_never_sho
     provider = overview.json()["providers"][0]
     test = await chat.admin.post(f"/api/admin/models/providers/{provider['id']}/test")
     assert test.status_code == 200 and test.json()["ok"] is False and test.json()["status"] == 401
+    assert test.json()["code"] == "model_refused"
+
+
+async def test_testing_a_provider_where_nothing_listens_says_unreachable_at_once_not_timeout(chat):
+    """A refused connection is said as such (the SDK's transport calls it a timeout),
+    with a code the page words in the admin's language."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    created = await chat.admin.post("/api/admin/models/providers", json={"name": "nowhere", "base_url": f"http://127.0.0.1:{port}/v1"})
+    assert created.status_code == 201, created.text
+    started = time.monotonic()
+    test = await chat.admin.post(f"/api/admin/models/providers/{created.json()['id']}/test")
+    assert time.monotonic() - started < 9  # not the 10 s timeout
+    body = test.json()
+    assert (body["ok"], body["code"], body["status"]) == (False, "model_unreachable", None), body
+    assert "timeout" not in body["error"].lower()
 
 
 async def test_without_a_model_the_chat_says_none_is_configured(chat):

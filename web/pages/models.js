@@ -6,7 +6,7 @@
 import { api } from "../lib/api.js";
 import { MASK } from "../lib/config-form.js";
 import { el, present, uid } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
+import { errorString, t } from "../lib/i18n.js";
 import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 const enc = encodeURIComponent;
@@ -36,7 +36,7 @@ function testButton(provider, output) {
       if (!response.ok) { output.className = "test-result error"; output.textContent = errorText(response); return; }
       if (!response.data.ok) {
         output.className = "test-result error";
-        output.textContent = t("models.test_failed", { error: response.data.error || "" });
+        output.textContent = t("models.test_failed", { error: errorString(response.data.code, response.data.values) || response.data.error || "" });
         return;
       }
       const names = response.data.models || [];
@@ -192,7 +192,7 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
   async function loadNames() {
     const response = await api("POST", `/api/admin/models/providers/${enc(provider.value)}/test`);
     if (response.ok && response.data.ok) { discovered.set(provider.value, response.data.models || []); showNames(); }
-    else suggestions.textContent = response.ok ? t("models.test_failed", { error: response.data.error || "" }) : errorText(response);
+    else suggestions.textContent = response.ok ? t("models.test_failed", { error: errorString(response.data.code, response.data.values) || response.data.error || "" }) : errorText(response);
   }
   provider.addEventListener("change", showNames);
   const onDiscovered = (event) => {

@@ -633,12 +633,12 @@ class Kernel:
                                   status=exc.status, reason=str(exc))
                         continue
                     text = f"The model could not answer ({exc})."
-                    reason = reason_json("model_failed", {"detail": str(exc)})
+                    reason = reason_json(exc.code, exc.values)
                     await self.store.finish_assistant(
                         message_id, content=text, reasoning="", model=choice.model, status="error",
                         also=lambda conn, _ids: conn.execute("UPDATE messages SET reason = ? WHERE id = ?", (reason, message_id)),
                     )
-                    self.emit(frame, "error", message_id=message_id, error=text, code="model_failed", values={"detail": str(exc)})
+                    self.emit(frame, "error", message_id=message_id, error=text, code=exc.code, values=exc.values)
                     return None, message_id, None
                 await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False)
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}

@@ -86,9 +86,15 @@ async def _body_sent(_session: Any, context: SimpleNamespace, _params: Any) -> N
 
 
 class ModelError(Exception):
-    def __init__(self, message: str, status: int | None) -> None:
+    """A model call that failed: the message in English (the log, the model's own
+    context); ``code`` and ``values`` say it in the member's language (``error.<code>``;
+    ``values`` carry only the provider's own words and the HTTP status)."""
+
+    def __init__(self, message: str, status: int | None, *, code: str = "model_failed", values: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.code = code
+        self.values = {"detail": message, **(values or {})}
 
     @property
     def retriable(self) -> bool:
@@ -233,13 +239,13 @@ class ModelClients:
         try:
             response = await (await self._http()).post(url, data=body, headers=headers, allow_redirects=False, trace_request_ctx=on_sent)
         except asyncio.TimeoutError:
-            raise ModelError("the model could not be reached: it did not answer in time", None) from None
+            raise ModelError("the model could not be reached: it did not answer in time", None, code="model_timeout") from None
         except (aiohttp.ClientError, ssl.SSLError, OSError) as exc:
-            raise ModelError(f"the model could not be reached: {type(exc).__name__}", None) from None
+            raise ModelError(f"the model could not be reached: {type(exc).__name__}", None, code="model_unreachable") from None
         whole = False  # read to its end: the connection goes back to the pool
         try:
             if response.status >= 300:
-                raise ModelError(_status_message(response.status, await _read_bounded(response)), response.status)
+                raise _status_error(response.status, await _read_bounded(response))
             # The body's bytes as they came off the socket (decompressed only if the
             # provider compressed them), each network chunk's events handled together:
             # their deltas reach ``on_delta`` joined, one per channel in turn.
@@ -251,11 +257,12 @@ class ModelClients:
                         continue  # read to the end, so the connection goes back to the pool
                     chunk = _loads(data)
                     if not isinstance(chunk, dict):
-                        raise ModelError("the model sent a malformed stream chunk", None)
+                        raise ModelError("the model sent a malformed stream chunk", None, code="model_malformed")
                     if chunk.get("error"):
                         error = chunk["error"]
                         message = error.get("message") if isinstance(error, dict) else None
-                        raise ModelError(f"the model failed mid-stream: {message or 'an error occurred during streaming'}"[:500], None)
+                        raise ModelError(f"the model failed mid-stream: {message or 'an error occurred during streaming'}"[:500], None,
+                                         code="model_stream_error", values={"reason": str(message or "")[:400]})
                     self._chunk(turn, chunk, calls, started, deltas)
                 if deltas:
                     if on_delta:
@@ -264,9 +271,9 @@ class ModelClients:
                     deltas.clear()
             whole = True
         except STREAM_ERRORS as exc:
-            raise ModelError(f"the model's stream broke: {type(exc).__name__}", None) from None
+            raise ModelError(f"the model's stream broke: {type(exc).__name__}", None, code="model_stream_broke") from None
         except (ValueError, TypeError, AttributeError) as exc:  # a chunk that is not the documented shape
-            raise ModelError(f"the model sent a malformed stream chunk: {type(exc).__name__}", None) from None
+            raise ModelError(f"the model sent a malformed stream chunk: {type(exc).__name__}", None, code="model_malformed") from None
         finally:
             if whole:
                 response.release()
@@ -330,12 +337,22 @@ class ModelClients:
     async def list_models(self, choice: ModelChoice, timeout: float = 10.0) -> list[str]:
         """The provider's model names — a connection test, so it gives up quickly
         instead of hanging an admin page on an address that never answers."""
+        started = time.monotonic()
         try:
             page = await self.client(choice).with_options(timeout=timeout).models.list()
         except openai.APIStatusError as exc:
-            raise ModelError(_message(exc), exc.status_code) from None
+            try:
+                body = exc.response.content
+            except Exception:  # noqa: BLE001 - a response without a readable body says its status
+                body = b""
+            raise _status_error(exc.status_code, body) from None
         except openai.APIError as exc:
-            raise ModelError(f"the provider could not be reached: {type(exc).__name__}", None) from None
+            # The SDK's aiohttp transport calls a refused connection a ConnectTimeout: a
+            # "timeout" long before the timeout is a refusal, said as such.
+            if isinstance(exc, openai.APITimeoutError) and time.monotonic() - started >= timeout * 0.9:
+                raise ModelError("the provider did not answer in time", None, code="model_timeout") from None
+            why = str(exc.__cause__ or "")[:300] or type(exc).__name__  # "Cannot connect to host …": what the admin can act on
+            raise ModelError(f"the provider could not be reached: {why}", None, code="model_unreachable") from None
         # Some OpenAI-compatible servers leave out ``id`` (naming a model "name" or
         # "model") or send it null: a name is what the admin can type, never "null".
         names = set()
@@ -362,19 +379,22 @@ async def _read_bounded(response: aiohttp.ClientResponse, limit: int = 65536) ->
 def _status_message(status: int, body: bytes) -> str:
     """An error answer said as the member's failure: its status and the provider's own
     ``error.message`` when it sent one (OpenAI's error shape)."""
+    return f"HTTP {status}: {_provider_words(body) or 'the model refused the request'}"[:500]
+
+
+def _provider_words(body: bytes) -> str | None:
     try:
         parsed = json.loads(body)
         error = parsed.get("error") if isinstance(parsed, dict) else None
         detail = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
     except (ValueError, UnicodeDecodeError):
         detail = None
-    return f"HTTP {status}: {detail or 'the model refused the request'}"[:500]
+    return str(detail) if detail else None
 
 
-def _message(exc: openai.APIStatusError) -> str:
-    """An SDK status error's message, as ``_status_message`` says a streamed one's."""
-    try:
-        body = exc.response.content
-    except Exception:  # noqa: BLE001 - a response without a readable body says its status
-        body = b""
-    return _status_message(exc.status_code, body)
+def _status_error(status: int, body: bytes) -> ModelError:
+    """A refusal by status; the provider's own words (if any) travel as they are."""
+    words = _provider_words(body)
+    return ModelError(_status_message(status, body), status, code="model_refused",
+                      values={"status": status, "reason": f": {words[:400]}" if words else ""})
+

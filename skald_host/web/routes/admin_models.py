@@ -85,7 +85,7 @@ async def delete_provider(provider_id: str) -> dict:
 
 
 @bp.post("/api/admin/models/providers/<provider_id>/test")
-@returns(obj({"ok": BOOL}, {"models": array(TEXT), "error": TEXT, "status": {"type": "integer"}}))
+@returns(obj({"ok": BOOL}, {"models": array(TEXT), "error": TEXT, "status": {"type": "integer"}, "code": TEXT, "values": obj()}))
 @requires("models.manage")
 async def test_provider(provider_id: str) -> dict:
     """Test the connection: list the provider's models with the stored key."""
@@ -95,7 +95,7 @@ async def test_provider(provider_id: str) -> dict:
     try:
         names = await chat.clients.list_models(probe)
     except ModelError as exc:
-        return {"ok": False, "error": str(exc), "status": exc.status}
+        return {"ok": False, "error": str(exc), "status": exc.status, "code": exc.code, "values": exc.values}
     return {"ok": True, "models": names[:200]}
 
 
