@@ -75,11 +75,12 @@ async def test_a_request_sent_again_is_logged_and_shown_to_the_member(chat, capl
             events = await sock.turn(cid)
     notes = [e for e in events if e["type"] == "notification" and e.get("retry")]
     assert len(notes) == 1 and "sent to the model again" in notes[0]["content"]
+    assert notes[0]["code"] == "request_sent_again"  # the page says it in the member's language
     assert any("sent again" in r.getMessage() for r in caplog.records), caplog.text
     assert [r.last_user_text for r in chat.server.requests_for(MODEL_A)] == ["First", "Second", "Second"]
     stored = await messages(alice, cid)
     assert [m["role"] for m in stored if m["role"] != "note"] == ["user", "assistant", "user", "assistant"]
-    assert any(m["role"] == "note" and "sent to the model again" in m["content"] for m in stored)
+    assert any(m["role"] == "note" and "sent to the model again" in m["content"] and m["reason"]["code"] == "request_sent_again" for m in stored)
 
 
 class Greeter:

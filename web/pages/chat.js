@@ -612,7 +612,7 @@ class ChatView {
         tx.questionResolved(data);
         break;
       case "notification":
-        tx.note(data.content || "", "info", data.message_id);
+        tx.note(errorString(data.code, data.values) || data.content || "", "info", data.message_id);
         break;
       case "cancelled":
         tx.cancelled();

@@ -651,8 +651,9 @@ class MemberRuntime:
                             # A deliberate second request for the message: said to the
                             # member and in the log, never silent (a provider bills it).
                             text = f"The request was sent to the model again: {exc}."
-                            message_id = await self.store.add_note(frame, text)
-                            self.emit("notification", conversation_id, message_id=message_id, content=text, retry=True)
+                            message_id = await self.store.add_note(frame, text, reason=reason_json("request_sent_again"))
+                            self.emit("notification", conversation_id, message_id=message_id, content=text, retry=True,
+                                      code="request_sent_again", values={})
                             continue  # the plain way, from the stored history
                         quiet = ended = True  # a message queued meanwhile starts the next turn (below)
                         return
