@@ -146,3 +146,17 @@ def test_any_text_is_a_recurrence_or_a_refusal_never_a_crash(when):
     else:
         first = recurrence.next_after(utc(2026, 1, 1))
         assert following(recurrence, first, first) > first
+
+
+def test_the_schedule_forms_examples_parse_in_every_language():
+    """The Scheduled prompts page offers ``schedules.examples`` as the placeholder and
+    hint, in the reader's language: each must be a phrase (or cron) the server reads."""
+    from skald_host.builtins.strings import LOCALES
+    from skald_hookspecs import I18nBundle
+
+    strings = I18nBundle.from_folder("core", LOCALES).strings
+    for locale, table in strings.items():
+        examples = table["schedules.examples"].split(" · ")
+        assert len(examples) >= 3, locale
+        for example in examples:
+            Recurrence.parse(example, "Europe/Berlin")  # raises ScheduleError when unreadable

@@ -9,7 +9,8 @@ import { busy, button, confirmDialog, errorText, field, formatDate, notice, page
 
 const browserZone = () => { try { return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"; } catch { return "UTC"; } };
 const zoneNames = () => { try { return Intl.supportedValuesOf("timeZone"); } catch { return []; } };
-const EXAMPLES = ["every weekday at 8", "every day at 7pm", "every monday at 9:30", "0 8 * * 1-5"];
+// Phrases the server's grammar reads, in the reader's language (" · " between them).
+const examples = () => t("schedules.examples").split(" · ");
 
 function zoneInput(name, value) {
   const listId = "schedule-zones";
@@ -42,7 +43,7 @@ function zoneSection(zone, ctx) {
 function jobForm(ctx, zone, job = null) {
   const prompt = el("textarea", { name: "prompt", rows: "3", maxlength: "20000", props: { value: job?.prompt || "" } });
   const every = el("input", {
-    name: "every", maxlength: "200", autocomplete: "off", placeholder: EXAMPLES[0],
+    name: "every", maxlength: "200", autocomplete: "off", placeholder: examples()[0],
     props: { value: job ? (job.phrase || job.cron || "") : "" },
   });
   const tz = zoneInput("job-timezone", job?.timezone || zone || browserZone());
@@ -63,7 +64,7 @@ function jobForm(ctx, zone, job = null) {
     job ? link("#schedules", t("common.cancel"), { class: "btn quiet" }) : null);
   const form = el("form", { class: "grid-form", novalidate: true, "data-testid": job ? "schedule-edit" : "schedule-new" },
     el("div", { class: "span" }, field(t("schedules.prompt_label"), prompt, { required: true, hint: t("schedules.prompt_hint") })[0]),
-    field(t("schedules.every_label"), every, { required: true, hint: t("schedules.every_hint", { examples: EXAMPLES.join(" · ") }) })[0],
+    field(t("schedules.every_label"), every, { required: true, hint: t("schedules.every_hint", { examples: examples().join(" · ") }) })[0],
     field(t("schedules.job_zone_label"), tz)[0],
     el("div", { class: "span" }, preview), actions, el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
