@@ -31,6 +31,12 @@ async def status() -> dict:
             continue
         values = {"member": member.username}
         warnings.append({"id": "older_copy", "values": values, "text": core.strings.translate("core.warning.older_copy", **values)})
+    for plugin in core.plugins.statuses():
+        # A plugin that failed to load or to start: its card says why, and so does the
+        # instance's status, which otherwise said "no warnings" beside a broken plugin.
+        if plugin.state == "failed" or (core.plugins.is_enabled(plugin.id) and not plugin.healthy):
+            values = {"plugin": plugin.info.title if plugin.info else plugin.name, "error": plugin.error or ""}
+            warnings.append({"id": "plugin_failed", "values": values, "text": core.strings.translate("core.warning.plugin_failed", **values)})
     return {
         "version": host_version(),
         "sqlcipher": core.sqlcipher_version,
