@@ -36,8 +36,8 @@ const HOST_PAGES = [
   { id: "projects", label: "nav.projects", render: renderProjects },
   { id: "memory", label: "nav.memory", render: renderMemory },
   { id: "schedules", label: "nav.schedules", render: renderSchedules, needs: "chat" },
-  { id: "reports", label: "nav.reports", render: renderReports },
-  { id: "system-agents", label: "nav.system_agents", render: renderSystemAgents },
+  { id: "reports", label: "nav.reports", render: renderReports, needs: "system_agents" },
+  { id: "system-agents", label: "nav.system_agents", render: renderSystemAgents, needs: "system_agents" },
   { id: "agents", label: "nav.agents", render: renderAgents, needs: "chat" },
   { id: "account", label: "nav.account", render: renderAccount },
 ];
@@ -55,7 +55,7 @@ const HIDDEN_PAGES = [
   { id: "plugin", render: renderPluginPage },
 ];
 
-const state = { session: null, pages: [], navToken: 0, shell: null, chat: true };
+const state = { session: null, pages: [], navToken: 0, shell: null, chat: true, system_agents: true };
 
 // Background work (a system agent) tells the member something while any page is open:
 // shown for a while, then gone; the same text reaches their home channel, if any.
@@ -102,7 +102,7 @@ function buildShell() {
   const sidebar = el("nav", { id: "sidebar", class: "sidebar", "aria-label": t("nav.label") },
     el("p", { class: "brand", text: t("app.name") }),
     el("div", { class: "nav-section" }, el("ul", { class: "nav-list" },
-      ...HOST_PAGES.filter((p) => p.needs !== "chat" || state.chat).map((p) => navLink(`#${p.id}`, t(p.label), p.id)))),
+      ...HOST_PAGES.filter((p) => !p.needs || state[p.needs]).map((p) => navLink(`#${p.id}`, t(p.label), p.id)))),
     member.is_admin ? el("div", { class: "nav-section" },
       el("h2", { class: "nav-heading", text: t("nav.admin") }),
       el("ul", { class: "nav-list" }, ...ADMIN_PAGES.map((p) => navLink(`#${p.id}`, t(p.label), p.id)))) : null,
@@ -232,9 +232,13 @@ async function enterShell(known = null) {
   setCsrfToken(response.data.csrf_token);
   await loadLocale(response.data.locale || response.data.member.locale || browserLocale());
   // The session does not list capabilities; the chat status answers 403 without chat.use.
-  const [pages, chat] = await Promise.all([api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status"), loadMemberTheme()]);
+  // Reports and System agents are in the menu only while some system agent is there
+  // (the System agents plugin, or another's); a link to them still opens the page.
+  const [pages, chat, agents] = await Promise.all([
+    api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status"), api("GET", "/api/system-agents"), loadMemberTheme()]);
   state.pages = pages.ok ? pages.data.pages || [] : [];
   state.chat = chat.status !== 403;
+  state.system_agents = !agents.ok || (agents.data.agents || []).length > 0;
   // The socket opens with the shell, whatever page the member lands on: a notification
   // (the toast above) and messages queued in an earlier session need no visit to Chat.
   if (state.chat) socket.connect(response.data.member.id);

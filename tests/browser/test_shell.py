@@ -36,6 +36,8 @@ async def test_first_run_setup_then_login(skald, browser_pages):
     nav = page.get_by_role("navigation", name="Main navigation")
     for name in ("Chat", "My account", "Plugins", "Members", "Roles", "Settings"):
         await expect(nav.get_by_role("link", name=name, exact=True)).to_be_visible()
+    for name in ("Reports", "System agents"):  # no system agent here: not in the menu
+        await expect(nav.get_by_role("link", name=name, exact=True)).to_have_count(0)
     await page.reload()  # the session cookie carries over a reload
     await expect(page.get_by_role("heading", name="Hello, Ada Lovelace")).to_be_visible()
 

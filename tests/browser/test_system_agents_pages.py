@@ -51,6 +51,9 @@ async def test_supervision_reports_and_the_system_agents_page(skald, browser_pag
         Report("A quiet day", "Homework and a game; nothing worrying.", "# A quiet day\n\nHomework and a game; nothing worrying."),
         kind="conversation_review", subject_user_id=kid["id"], agent_id="conversation_review",
     )
+    nav = parent_page.get_by_role("navigation", name="Main navigation")
+    for name in ("Reports", "System agents"):  # in the menu while a system agent is there
+        await expect(nav.get_by_role("link", name=name, exact=True)).to_be_visible()
     await parent_page.goto("/#system-agents")
     await expect(parent_page.get_by_role("tab")).to_have_count(5)
     await expect(parent_page.get_by_text("Hour of the night it runs")).to_have_count(0)  # settings: admins only
