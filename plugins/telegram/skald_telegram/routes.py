@@ -48,8 +48,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
             "linked": linked,
             "chat_name": chat if linked else None,
             "bot_username": username,
+            # Not running (no token yet, or it failed to start): no bot answers, so the
+            # page does not send the member to write to one.
             "line": host.translate(
-                "telegram.page_linked" if linked else "telegram.page_unlinked",
+                "telegram.page_linked" if linked else "telegram.page_unlinked" if bot is not None else "telegram.page_not_running",
                 caller.locale,
                 chat=chat,
                 bot=f" @{username}" if username else "",

@@ -57,3 +57,14 @@ async def test_one_members_link_is_invisible_to_another(setup: Setup):
     assert mine["chat_name"] not in str(theirs)
     roster = (await setup.admin.get(PREFIX + "/roster")).json()["links"]
     assert [row["chat_id"] for row in roster] == [ALICE_CHAT]
+
+
+async def test_enabled_without_a_token_the_members_page_does_not_send_them_to_a_bot(setup: Setup):
+    """No token yet: the plugin is enabled but no bot runs, so the member's page says
+    so instead of 'write to the bot to get a pairing code' (in their language)."""
+    await setup.enable()
+    assert setup.host.core.plugins.status("telegram").healthy is False
+    bert = await setup.host.member("bert", locale="de")
+    status = (await bert.get(PREFIX + "/status")).json()
+    assert (status["running"], status["linked"]) == (False, False)
+    assert status["line"].startswith("Der Telegram-Bot läuft gerade nicht")
