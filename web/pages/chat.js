@@ -141,8 +141,9 @@ function composer(view) {
   // message is sent (into the conversation's uploads folder), then sent as their paths.
   const files = [];
   const picker = el("input", { type: "file", multiple: true, hidden: true, class: "attach-input", "aria-hidden": "true" });
-  const attach = button(t("chat.attach"), { kind: "quiet attach", onClick: () => picker.click() });
-  attach.setAttribute("aria-label", t("chat.attach"));
+  // On a phone only its icon shows (the label stays its accessible name), as for Send.
+  const attach = el("button", { class: "btn quiet attach", type: "button", "aria-label": t("chat.attach"), on: { click: () => picker.click() } },
+    el("span", { class: "icon attach-icon", "aria-hidden": "true" }), el("span", { class: "attach-text", text: t("chat.attach") }));
   const chips = el("ul", { class: "attachments", "aria-label": t("chat.attachments") });
   const renderChips = () => {
     chips.replaceChildren(...files.map((file, index) => el("li", { class: "attachment-chip" },
