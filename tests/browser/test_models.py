@@ -51,7 +51,14 @@ async def test_admin_sets_up_a_model_on_the_models_page_then_chats(skald, browse
         row = page.locator("tr[data-model='alpha-model']")
         await expect(row).to_contain_text("Alpha")
         await expect(row.locator(".tag")).to_have_text("On")
+        await expect(row.locator("code")).to_have_text("alpha-model")  # its own name under the label
         await expect(page.get_by_text("No model is enabled")).to_have_count(0)
+        # Without a label the model's name is said once, not "beta-model beta-model".
+        await page.get_by_label("Model name").fill("beta-model")
+        await page.get_by_role("button", name="Add model").click()
+        beta = page.locator("tr[data-model='beta-model']")
+        await expect(beta.locator(".model-label")).to_have_text("beta-model")
+        await expect(beta.locator("code")).to_have_count(0)
 
         await row.get_by_role("button", name="Edit: Alpha").click()
         edit = page.locator(".edit-row form")

@@ -256,7 +256,8 @@ function modelRows(model, providers, ctx) {
     },
   });
   const row = el("tr", { "data-model": model.model },
-    el("td", {}, el("span", { class: "model-label", text: model.label }), el("code", { class: "block-code muted", text: model.model })),
+    // The model's own name under its label, when the admin gave it one (not "x x").
+    el("td", {}, el("span", { class: "model-label", text: model.label }), model.label !== model.model ? el("code", { class: "block-code muted", text: model.model }) : null),
     el("td", { class: "wide-only", text: model.provider_name }),
     el("td", { class: "num", text: String(model.strength) }),
     el("td", { class: "num wide-only", text: String(model.priority) }),
