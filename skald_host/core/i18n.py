@@ -55,6 +55,11 @@ class Strings:
         except (KeyError, IndexError, ValueError):
             return text
 
+    def refusal(self, refused: Any, locale: str | None) -> str:
+        """A coded refusal (an exception with ``code`` and ``values``: ``error.<code>`` of
+        the core bundle) in ``locale``, for a channel, which shows text as it is."""
+        return self.translate(f"core.error.{refused.code}", locale, **(refused.values or {}))
+
     def shipped(self, key: str, text: str, locale: str | None) -> str:
         """``text`` in ``locale`` when it is still the English the project shipped under
         ``key`` (a definition file's title, say); an admin's own wording stays as written."""

@@ -126,17 +126,15 @@ class ChannelService:
         return out
 
     async def answer_question(self, source: str, member_id: str, question_id: Any, action: Any, content: Any) -> None:
-        from skald_host.core.agent.questions import QuestionError
+        from skald_host.core.agent.questions import QuestionError, QuestionGone
 
         runtime = await self._runtime(source, member_id)
         if not await self._may_answer(runtime, source, runtime.questions.get(question_id)):
             raise ChannelRequestError("no such question")
         try:
             runtime.questions.answer(question_id, action, content)
-        except (LookupError, QuestionError) as exc:  # in the member's language: a channel shows it as it is
-            locale = await self.member_locale(source, member_id)
-            code, values = getattr(exc, "code", "question_gone"), getattr(exc, "values", {})
-            raise ChannelRequestError(self.core.strings.translate(f"core.error.{code}", locale, **values)) from None
+        except (QuestionGone, QuestionError) as exc:  # in the member's language: a channel shows it as it is
+            raise ChannelRequestError(self.core.strings.refusal(exc, await self.member_locale(source, member_id))) from None
 
     async def save_upload(
         self, source: str, member_id: str, filename: str, data: bytes, conversation_id: str | None

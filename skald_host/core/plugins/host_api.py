@@ -419,7 +419,7 @@ class PluginHostApi:
         try:
             return await core.tts.render(member_id, text, locale=locale, db=core.users.owner_db(member_id), format=format)
         except SpeechRefused as exc:  # in the member's language: a channel shows it as it is
-            raise ChannelRequestError(core.strings.translate(f"core.error.{exc.code}", locale, **exc.values)) from None
+            raise ChannelRequestError(core.strings.refusal(exc, locale)) from None
         except ValueError as exc:
             raise ChannelRequestError(str(exc)) from None
         except NoVoice as exc:
