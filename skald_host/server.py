@@ -8,6 +8,7 @@ import asyncio
 import logging
 import resource
 import signal
+from typing import Any
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
@@ -45,6 +46,16 @@ def disable_core_dumps() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def _quiet_cancelled_connections(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Python 3.11's ``asyncio.start_server`` asks a cancelled connection task for its
+    exception (fixed in 3.12) and logs the CancelledError as an error with a traceback:
+    that is Hypercorn ending a connection still open at shutdown, not a fault."""
+    if isinstance(context.get("exception"), asyncio.CancelledError) and "connection_made" in repr(context.get("handle")):
+        log.debug("a connection still open at shutdown was closed")
+        return
+    loop.default_exception_handler(context)
+
+
 async def serve_forever(settings: Settings) -> None:
     app = create_app(settings, control_socket=True)
     stop = asyncio.Event()
@@ -53,8 +64,16 @@ async def serve_forever(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     scheme = "https" if settings.server.tls_cert else "http"
     log.info("skald listening on %s://%s:%d (data in %s)", scheme, settings.server.host, settings.server.port, settings.data_dir)
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        core = app.config.get("SKALD_CORE")
+        if core is not None:  # open sockets close now, not when the graceful timeout cuts them
+            core.announce_stop()
+
+    loop.set_exception_handler(_quiet_cancelled_connections)
     try:
-        await serve(app, hypercorn_config(settings), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+        await serve(app, hypercorn_config(settings), shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
     except LifespanFailureError:
         strict = app.config.get("SKALD_STARTUP_ERROR")
         if strict is None:

@@ -450,6 +450,11 @@ class Skald:
             except asyncio.TimeoutError:
                 await self.auth.expire_idle()
 
+    def announce_stop(self) -> None:
+        """The server is going down: member sockets close (1001) and background loops
+        end now, while the web server lets requests in flight finish; ``stop`` does the rest."""
+        self.stopping.set()
+
     async def stop(self) -> None:
         """Graceful shutdown: signal loops, join them, stop plugins, revoke every
         session, lock every member, close the registry. Safe to call twice."""

@@ -74,3 +74,44 @@ async def test_core_stop_locks_every_member_and_revokes_every_session(tmp_path):
     assert all(owner is not None and owner.closed for owner in owners)
     assert all(core.auth.sessions.resolve(result.token) is None for result in logins)
     assert core.registry.closed
+
+
+async def test_a_stop_closes_open_sockets_at_once_with_going_away_and_no_traceback(servers):
+    """An open browser tab must not hold the stop for Hypercorn's graceful timeout and
+    then be cut (1006) with a CancelledError traceback in the log: the socket is told
+    the server is going away (1001), and the browser reconnects to the next process."""
+    from websockets.exceptions import ConnectionClosed
+
+    server = await servers.start()
+    admin = await setup_admin(server)
+    async with admin.ws() as socket:
+        assert await server.terminate(timeout=STOP_TIMEOUT) == 0, server.output[-4000:]
+        try:
+            while True:
+                await socket.recv()
+        except ConnectionClosed as closed:
+            assert closed.rcvd is not None and closed.rcvd.code == 1001, closed
+    assert "Traceback" not in server.output and " ERROR " not in server.output, server.output[-4000:]
+
+
+def test_only_a_cancelled_connection_at_shutdown_is_kept_out_of_the_error_log(caplog):
+    """Python 3.11's start_server logs a connection task cancelled at shutdown as an
+    error; that one case is quiet, any other loop error still reaches the log."""
+    import asyncio
+    import logging
+
+    from skald_host.server import _quiet_cancelled_connections
+
+    loop = asyncio.new_event_loop()
+    try:
+        class Handle:
+            def __repr__(self) -> str:
+                return "<Handle StreamReaderProtocol.connection_made.<locals>.callback(<Task cancelled>)>"
+
+        with caplog.at_level(logging.DEBUG):
+            _quiet_cancelled_connections(loop, {"message": "Exception in callback", "exception": asyncio.CancelledError(), "handle": Handle()})
+            assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+            _quiet_cancelled_connections(loop, {"message": "Exception in callback", "exception": RuntimeError("real"), "handle": Handle()})
+            assert [r for r in caplog.records if r.levelno >= logging.ERROR and "Exception in callback" in r.getMessage()]
+    finally:
+        loop.close()
