@@ -269,9 +269,13 @@ async function start() {
   applyTheme();
   await loadLocale((navigator.language || "en").slice(0, 2));
   if (browserLocale() !== currentLocale()) await loadLocale(browserLocale());
-  const session = await api("GET", "/api/auth/session");
-  if (session.ok) return enterShell(session);
+  // Setup's status says whether a session is there: a visitor's first page asks
+  // /api/auth/session only with one, so the console shows no 401 for signing in.
   const setup = await api("GET", "/api/setup");
+  if (setup.data.signed_in) {
+    const session = await api("GET", "/api/auth/session");
+    if (session.ok) return enterShell(session);
+  }
   if (setup.data.needs_setup) renderSetup(root, () => enterShell());
   else showLogin();
 }

@@ -52,6 +52,15 @@ async def test_first_run_setup_then_login(skald, browser_pages):
     await expect(page.get_by_role("heading", name="Hello, Ada Lovelace")).to_be_visible()
     assert (await host.client().get("/api/setup")).json()["needs_setup"] is False
 
+    # A visitor's first page asks nothing that fails: the console shows no error (the
+    # browser reports every 401 there), and the sign-in form is what they get.
+    visitor = await browser_pages.new(host.url)
+    errors: list[str] = []
+    visitor.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    await visitor.goto("/")
+    await expect(visitor.get_by_role("heading", name="Sign in")).to_be_visible()
+    assert errors == [], errors
+
 
 async def test_admin_enables_configures_and_grants_plugin(skald, browser_pages):
     host = await skald.start(plugins=[PagePlugin(config_schema=HELLO_CONFIG)])

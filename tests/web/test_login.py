@@ -112,6 +112,10 @@ async def test_each_login_issues_a_new_token_and_a_logged_out_token_stays_dead(s
     assert second != first
     assert (await old.get("/api/auth/session")).status_code == 401
     assert (await client.get("/api/auth/session")).status_code == 200
+    # The first page's question (the web app asks the session only when there is one)
+    assert (await client.get("/api/setup")).json()["signed_in"] is True
+    assert (await old.get("/api/setup")).json()["signed_in"] is False
+    assert (await host.client().get("/api/setup")).json()["signed_in"] is False
 
 
 async def test_a_planted_pre_login_cookie_is_replaced_and_never_authenticates(skald):

@@ -5,7 +5,7 @@ from quart import Blueprint, current_app, jsonify, request
 from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.setup import AlreadySetUp, initialize_instance, needs_setup
 from skald_host.core.identity.users import MemberError
-from skald_host.web.auth import public, set_session_cookie
+from skald_host.web.auth import authenticate, public, set_session_cookie
 from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, ref, returns
 from skald_host.web.errors import ApiError
 
@@ -13,11 +13,18 @@ bp = Blueprint("setup", __name__)
 
 
 @bp.get("/api/setup")
-@returns(obj({"needs_setup": BOOL, "locales": array(TEXT)}))
+@returns(obj({"needs_setup": BOOL, "locales": array(TEXT), "signed_in": BOOL}))
 @public
 async def setup_status() -> dict:
+    """What the first page shows: setup, sign-in, or (``signed_in``: this request
+    carries a live session) the app, so a visitor's page never asks /api/auth/session
+    for a 401 the browser reports as an error."""
     core = current_app.config["SKALD_CORE"]
-    return {"needs_setup": await needs_setup(core.users), "locales": core.strings.locales}
+    return {
+        "needs_setup": await needs_setup(core.users),
+        "locales": core.strings.locales,
+        "signed_in": await authenticate(request) is not None,
+    }
 
 
 @bp.post("/api/setup")
