@@ -242,6 +242,19 @@ async def test_account_throttle_ignores_user_name_case(skald):
     assert (await client.login("aLiCe", MEMBER_PASSWORD)).status_code == 429
 
 
+async def test_account_throttle_counts_every_spelling_that_reaches_the_account(skald):
+    """Sign-in finds " gina", "gina\t" and the NFD spelling of a name as the account
+    itself, so the per-account limit counts them as that account, not as new ones."""
+    host = await skald.start(settings=skald.settings(auth={"login_failures_per_account": 3}))
+    await host.admin()
+    await host.create_member("zoé")
+    client = host.client()
+    for name in (" zoé", "zoé\t", "ZOE\u0301"):  # the last one decomposed: e + combining acute
+        assert (await client.login(name, "wrong password here")).status_code == 401
+    for name in ("zoé", "\u2003Zoé ", "zoe\u0301"):
+        assert (await client.login(name, MEMBER_PASSWORD)).status_code == 429, name
+
+
 async def test_failures_spread_over_many_accounts_hit_the_per_address_limit(skald):
     host = await skald.start(
         settings=skald.settings(auth={"login_failures_per_account": 10, "login_failures_per_address": 12})

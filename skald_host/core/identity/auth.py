@@ -18,7 +18,7 @@ from skald_host.core.identity.crypto import CredentialError
 from skald_host.core.identity.device_tokens import DeviceTokens
 from skald_host.core.identity.sessions import Session, SessionStore
 from skald_host.core.identity.throttle import LoginThrottle
-from skald_host.core.identity.users import Member, UserManager
+from skald_host.core.identity.users import Member, UserManager, username_key
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,14 @@ class AuthService:
         wrong-credential case, ``OwnerDatabaseUnavailable`` when the password was right
         but the member's file is gone."""
         account = username if isinstance(username, str) else ""
-        self.throttle.check(account, address)
+        key = username_key(account)  # every spelling that reaches one account counts as it
+        self.throttle.check(key, address)
         try:
             member, dek = await self.users.verify_password(account, password)
         except CredentialError:
-            self.throttle.failed(account, address)
+            self.throttle.failed(key, address)
             raise
-        self.throttle.succeeded(account)
+        self.throttle.succeeded(key)
         await self.users.unlock(member.id, dek)
         token, session = self.sessions.create(member.id, kind)  # type: ignore[arg-type]
         await self.users.record_login(member.id)

@@ -112,10 +112,16 @@ class Member:
         }
 
 
+def username_key(username: str) -> str:
+    """The account a typed name reaches (NFC, outer whitespace gone, lower case), valid
+    or not: the login limit counts per this key, so " Gina" is not a fresh account."""
+    return unicodedata.normalize("NFC", username).strip().lower()
+
+
 def normalize_username(username: str) -> str:
     if not isinstance(username, str):
         raise MemberError("user name must be text")
-    name = unicodedata.normalize("NFC", username).strip().lower()
+    name = username_key(username)
     if not _USERNAME.match(name):
         raise MemberError("user name must be 1-64 letters, digits or . _ - @", code="username_invalid")
     if not name.strip("."):
