@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Literal
 
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.sandbox import Mount
+from skald_host.core.faults import crash_point
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
 from skald_host.core.memory.notes import MEMORY_ROOTS, classify_memory  # noqa: F401 - MEMORY_ROOTS is re-exported for the sandbox
@@ -167,6 +168,9 @@ class FileService:
             return uids
 
         self._uids = await self._core.registry.transaction(allocate)
+        removed = await asyncio.to_thread(_remove_partial_uploads, self.root)
+        if removed:
+            log.info("removed %d partial upload(s) a stopped server left behind", removed)
 
     def uid_for(self, member_id: str) -> int:
         """Stable per member, unique, >= 20000. Known members are allocated at start; a
@@ -386,6 +390,7 @@ class FileService:
                 buffered += len(chunk)
                 if buffered >= CHUNK:
                     await flush()
+                    crash_point("upload.after_first_write")
             await flush()
             mime = sniff(head, complete=size <= len(head))
             self.own(fd, member_id)
@@ -418,6 +423,34 @@ class FileService:
                     pass
             path = contain(home, str(path.relative_to(Path(os.path.realpath(home)))))
         return path
+
+
+PARTIAL_UPLOAD = re.compile(r"\.part-[0-9a-f]{16}")
+
+
+def _remove_partial_uploads(root: Path) -> int:
+    """The ``.part-*`` files of uploads a killed server was writing (the file listing
+    hides them, the disk limit counted them). Only at start, when no upload runs;
+    ``homes/*/uploads/*/`` only, never following a link a sandbox may have made."""
+    removed = 0
+    for home in _dirs(root):
+        for uploads in _dirs(Path(home.path), UPLOADS_DIR):
+            for folder in _dirs(Path(uploads.path)):
+                with os.scandir(folder.path) as entries:
+                    partial = [e.path for e in entries if PARTIAL_UPLOAD.fullmatch(e.name) and e.is_file(follow_symlinks=False)]
+                for path in partial:
+                    os.unlink(path)
+                    removed += 1
+    return removed
+
+
+def _dirs(path: Path, name: str | None = None) -> list[os.DirEntry[str]]:
+    """Real directories (no links) in ``path``, or only the one called ``name``."""
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if (name is None or e.name == name) and e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
 
 
 async def _aiter(chunks: AsyncIterator[bytes] | bytes) -> AsyncIterator[bytes]:
