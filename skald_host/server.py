@@ -82,10 +82,26 @@ async def serve_forever(settings: Settings) -> None:
     log.info("skald stopped")
 
 
+def check_address(config: Config) -> None:
+    """Bind the addresses once before anything starts: a port in use is a one-line
+    ``StartupError``, not a traceback after the core and its plugins came up. (The
+    sockets are closed again for Hypercorn to bind; it sets SO_REUSEADDR.)"""
+    try:
+        sockets = config.create_sockets()
+    except OSError as exc:
+        raise StartupError(
+            f"cannot listen on {', '.join(config.bind)}: {exc.strerror or exc}"
+            " (is another server there? choose another port with --port or SKALD_PORT)"
+        ) from None
+    for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
+        sock.close()
+
+
 def run(settings: Settings) -> None:
     """Serve until stopped, holding the data dir for this process alone (raises
     DataDirBusy when another process has it)."""
     disable_core_dumps()
     secure_dir(settings.data_dir)
     with DataDirLock(settings.data_dir):
+        check_address(hypercorn_config(settings))
         asyncio.run(serve_forever(settings))

@@ -115,3 +115,25 @@ def test_only_a_cancelled_connection_at_shutdown_is_kept_out_of_the_error_log(ca
             assert [r for r in caplog.records if r.levelno >= logging.ERROR and "Exception in callback" in r.getMessage()]
     finally:
         loop.close()
+
+
+def test_a_port_in_use_is_one_line_and_starts_nothing(tmp_path):
+    """Found by a crash-kill probe: ``skald serve`` on a taken port printed a whole
+    traceback after starting the core and its plugins."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "SKALD_DATA_DIR": str(tmp_path / "data"), "SKALD_HOST": "127.0.0.1", "SKALD_PORT": str(port)}
+        done = subprocess.run([sys.executable, "-m", "skald_host", "serve"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("cannot start")]
+    assert lines == [f"cannot start: cannot listen on 127.0.0.1:{port}: Address already in use"
+                     " (is another server there? choose another port with --port or SKALD_PORT)"], done.stderr
+    assert "skald core started" not in done.stderr + done.stdout
