@@ -46,6 +46,7 @@ from skald_host.core.plugins.manager import Contribution, PluginError, PluginMan
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
 from skald_host.core.storage import Database, StorageError, check_sqlcipher_build, secure_dir
+from skald_host.core.storage.sealing import Sealer, seal_registry
 from skald_host.core.supervisor import Supervisor
 from skald_host.core.system_agents import AgentRegistry, ReportService, SystemAgentScheduler, pair_agents_with_sets, validate_agent
 from skald_host.settings import Settings
@@ -130,6 +131,8 @@ class Skald:
         self.catalog = PluginCatalog(self)
         self.instance_settings = InstanceSettings(self)
         self._registry: Database | None = None
+        #: Seals and opens the instance secrets stored in the registry (set at start).
+        self.sealer: Sealer | None = None
         self._users: UserManager | None = None
         self._auth: AuthService | None = None
         self._roles: RoleStore | None = None
@@ -241,6 +244,13 @@ class Skald:
         pragmas = await self._registry.pragmas()
         if pragmas["journal_mode"] != "wal" or pragmas["synchronous"] != 2:
             raise StartupError(f"system.db must run with journal_mode=wal and synchronous=FULL, got {pragmas}")
+        try:  # instance secrets: sealed before anything reads them (core/storage/sealing.py)
+            self.sealer = await asyncio.to_thread(Sealer.load_or_create, settings.data_dir)
+            sealed = await self._registry.transaction(lambda c: seal_registry(c, self.sealer))
+        except StorageError as exc:
+            raise StartupError(str(exc)) from None
+        if sealed:
+            log.info("sealed %d instance secret(s) an earlier version stored in clear", sealed)
 
         kdf = KeyDerivation(settings.kdf.params, permits=settings.kdf.concurrency)
         self._roles = RoleStore(self._registry)
@@ -402,6 +412,19 @@ class Skald:
         self.buses.members.publish(UserEvent("notification", member_id, {"text": text}))
         await self.channels.router.notify_home(member_id, text)
         return True
+
+    def sealed(self, table: str, column: str, row_id: str, text: str | None) -> str | None:
+        """``text`` as the registry stores an instance secret (core/storage/sealing.py)."""
+        assert self.sealer is not None, "the core is not started"
+        return self.sealer.seal(text, table, column, row_id)
+
+    def opened(self, table: str, column: str, row_id: str, stored: str | None) -> str | None:
+        assert self.sealer is not None, "the core is not started"
+        return self.sealer.open(stored, table, column, row_id)
+
+    def plugin_config(self, plugin_id: str, stored: str) -> dict[str, Any]:
+        """A plugin's instance settings as its ``plugins.config`` cell holds them."""
+        return json.loads(self.opened("plugins", "config", plugin_id, stored) or "{}")
 
     async def default_locale(self) -> str:
         """The instance's language, chosen at setup; a member's own locale wins."""

@@ -94,8 +94,18 @@ async def populate(servers: Servers) -> Scenario:
     assert (await server.client().login("alice", wrong_password)).status_code == 401
     assert (await get_settings(alice))["from.bearer"].endswith(canary)
 
+    # The instance's own secrets, which system.db holds sealed (check B1 names the bot token).
+    provider_key, bot_token = f"sk-{uuid.uuid4().hex}", f"123456:{uuid.uuid4().hex}"
+    response = await admin.post("/api/admin/models/providers", json={"name": "canary", "base_url": "http://127.0.0.1:9/v1", "api_key": provider_key})
+    assert response.status_code == 201, response.text
+    response = await admin.put("/api/admin/plugins/telegram/config", json={"config": {"bot_token": bot_token}})
+    assert response.status_code == 200, response.text
+    assert response.json()["config"]["bot_token"] != bot_token  # masked
+
     data_dir = servers.data_dir
     secrets = {
+        "the model provider's API key": text_forms(provider_key),
+        "the Telegram bot token": text_forms(bot_token),
         "alice's canary": text_forms(canary),
         "a wrong password tried at login": text_forms(wrong_password),
         "admin's DEK": key_forms(await member_dek(data_dir, admin.member["id"], ADMIN_PASSWORD)),

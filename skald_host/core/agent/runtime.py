@@ -156,7 +156,7 @@ class RequestLog:
 class ChatService:
     def __init__(self, core: "Skald", tools: ToolRegistry, agents: AgentCatalog) -> None:
         self.core = core
-        self.models = ModelCatalog(core.registry)
+        self.models = ModelCatalog(core.registry, core.sealer)
         self.clients = ModelClients()
         self.agents = agents
         self.tools = tools

@@ -16,6 +16,7 @@ from skald_host.core.plugins.config_schema import MASK
 from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 from skald_host.core.storage.kept import KeptRead
+from skald_host.core.storage.sealing import Sealer
 
 
 class ModelCatalogError(Refusal):
@@ -64,8 +65,9 @@ class ModelCatalog:
     class, so the enabled models a request chooses from are kept in memory between
     writes (``KeptRead``): every turn asks for them."""
 
-    def __init__(self, registry: Database) -> None:
+    def __init__(self, registry: Database, sealer: Sealer) -> None:
         self.registry = registry
+        self._sealer = sealer  # API keys are sealed in the registry (check B1)
         self._enabled = KeptRead(self._read_enabled)
         #: (provider name, model) of every model row, enabled or not, as of the last
         #: write through this class (None: not read yet, ``read_known``). Synchronous
@@ -106,7 +108,7 @@ class ModelCatalog:
                 raise ModelCatalogError(f"a provider named {name!r} exists already", code="provider_exists", name=name)
             conn.execute(
                 "INSERT INTO llm_providers (id, name, base_url, api_key) VALUES (?, ?, ?, ?)",
-                (provider_id, name, url, api_key or None),
+                (provider_id, name, url, self._seal_key(provider_id, api_key or None)),
             )
 
         await self._write(write)
@@ -129,7 +131,7 @@ class ModelCatalog:
             key = changes["api_key"]
             if key is not None and (not isinstance(key, str) or len(key) > 500):
                 raise ModelCatalogError("api_key must be text")
-            fields["api_key"] = key or None
+            fields["api_key"] = self._seal_key(provider_id, key or None)
         if fields:
             cols = ", ".join(f"{k} = ?" for k in fields)
 
@@ -154,7 +156,13 @@ class ModelCatalog:
         )
         if row is None:
             raise ModelCatalogError("no such provider")
-        return row[0], row[1]
+        return row[0], self._open_key(provider_id, row[1])
+
+    def _seal_key(self, provider_id: str, key: str | None) -> str | None:
+        return self._sealer.seal(key, "llm_providers", "api_key", provider_id)
+
+    def _open_key(self, provider_id: str, stored: str | None) -> str | None:
+        return self._sealer.open(stored, "llm_providers", "api_key", provider_id)
 
     # -- models ------------------------------------------------------------------------
 
@@ -268,7 +276,7 @@ class ModelCatalog:
         return [
             ModelChoice(
                 r["id"], r["model"], r["label"] or r["model"], r["provider_id"], r["provider_name"], r["base_url"],
-                r["api_key"], bool(r["vision"]), r["strength"], r["priority"],
+                self._open_key(r["provider_id"], r["api_key"]), bool(r["vision"]), r["strength"], r["priority"],
             )
             for r in rows
         ]

@@ -49,11 +49,11 @@ class PluginCatalog:
 
     async def _rows(self) -> dict[str, dict[str, Any]]:
         rows = await self._core.registry.run(lambda c: c.execute("SELECT id, enabled, config FROM plugins").fetchall())
-        return {r[0]: {"enabled": bool(r[1]), "config": json.loads(r[2])} for r in rows}
+        return {r[0]: {"enabled": bool(r[1]), "config": self._core.plugin_config(r[0], r[2])} for r in rows}
 
     async def _config(self, plugin_id: str) -> dict[str, Any]:
         row = await self._core.registry.run(lambda c: c.execute("SELECT config FROM plugins WHERE id = ?", (plugin_id,)).fetchone())
-        return json.loads(row[0]) if row else {}
+        return self._core.plugin_config(plugin_id, row[0]) if row else {}
 
     async def _holders(self) -> dict[str, int]:
         rows = await self._core.registry.run(
@@ -119,7 +119,7 @@ class PluginCatalog:
         field. The row is born here too if the plugin was never toggled (disabled)."""
         info = self._info(plugin_id)
         fresh = validate(info.config_schema, values, await self._config(plugin_id))
-        blob = json.dumps(fresh)
+        blob = self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh))
 
         def write(conn: Any) -> list[str]:
             born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
@@ -339,7 +339,7 @@ class InstanceSettings:
         row = await self._core.registry.run(
             lambda c: c.execute("SELECT value FROM config WHERE key = ?", (f"set:{set_id}",)).fetchone()
         )
-        return json.loads(row[0]) if row else {}
+        return json.loads(self._core.opened("config", "value", f"set:{set_id}", row[0])) if row else {}
 
     async def _shown(self, contribution: Any, locale: str | None) -> dict[str, Any]:
         config_set, strings = contribution.value, self._core.strings
@@ -372,7 +372,7 @@ class InstanceSettings:
         await self._core.registry.transaction(
             lambda c: c.execute(
                 "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (f"set:{set_id}", json.dumps(fresh)),
+                (f"set:{set_id}", self._core.sealed("config", "value", f"set:{set_id}", json.dumps(fresh))),
             )
         )
         return masked(config_set.fields, fresh)

@@ -56,7 +56,7 @@ class PluginHostApi:
             lambda c: c.execute("SELECT config FROM plugins WHERE id = ?", (self.plugin_id,)).fetchone()
         )
         defaults = {f.name: f.default for f in self._schema(False) if f.default is not None}
-        return {**defaults, **(json.loads(row[0]) if row else {})}
+        return {**defaults, **(self._core.plugin_config(self.plugin_id, row[0]) if row else {})}
 
     async def get_settings(self, set_id: str) -> Mapping[str, Any]:
         """A settings set of this plugin's own: stored values over the fields' defaults."""

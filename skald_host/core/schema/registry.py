@@ -229,7 +229,8 @@ REGISTRY_MIGRATIONS = MigrationSet(
             2,
             "model providers and models, request metadata, approval rules and security groups",
             statements=(
-                # api_key is an instance secret: write-only through every API, never logged.
+                # api_key is an instance secret: write-only through every API, never logged,
+                # stored sealed (core/storage/sealing.py).
                 """CREATE TABLE llm_providers (
                     id TEXT PRIMARY KEY,
                     name TEXT NOT NULL UNIQUE,
