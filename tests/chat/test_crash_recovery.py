@@ -22,6 +22,7 @@ import pytest
 import pytest_asyncio
 
 from durability.helpers import Servers, create_member, setup_admin
+from skald_host.core.agent.runtime import RESUMED_NOTE
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
 from .support import API_KEY, MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
@@ -173,8 +174,12 @@ async def test_kill_mid_stream_keeps_the_partial_as_interrupted_and_the_turn_con
     assert [(m["role"], m["status"], m["content"]) for m in transcript] == [
         ("user", "complete", "Tell me everything."),
         ("assistant", "interrupted", "the partial answer"),
+        ("note", "complete", RESUMED_NOTE),  # the second request for the message, never silent
         ("assistant", "complete", "A complete answer."),
     ]
+    assert transcript[2]["reason"] == {"code": "answer_resumed", "values": {}}
+    assert "resuming 2 conversation(s) after a restart, 2 with an answer cut off that is asked for again" in server.output
+    assert [m["role"] for m in await messages(alice, delegating)].count("note") == 1  # cut in its sub-agent's frame
     retried = [r for r in model.requests_for(MODEL_A)[3:] if r.messages[-1]["content"] == "Tell me everything."]
     assert [r.messages[1:] for r in retried] == [[{"role": "user", "content": "Tell me everything."}]]  # no partial
     # The sub-agent's frame was resumed as itself (its own prompt, no tools), not re-spawned.

@@ -54,6 +54,8 @@ SKILL_TOOL = "get_skill"
 #: The failed answer under the member's messages a Stop left unanswered (stored as
 #: a failed turn's reason is; the live event's code ``stopped_unanswered`` is shown
 #: in the reader's language).
+#: Recovery's note where an answer was cut off (``error.answer_resumed`` in the reader's language).
+RESUMED_NOTE = "The server stopped while this answer was being written; it is asked for again below, in a new request to the model."
 STOPPED_UNANSWERED = "Not answered: the conversation was stopped. Retry to have these messages answered."
 PREFIX_TTL_SECONDS = 20 * 60
 PREPARE_PROMPT_SECONDS = 2.0
@@ -847,7 +849,7 @@ class MemberRuntime:
         (seed 001 "Restart recovery"): a partial answer is marked interrupted; unfinished
         calls are re-gated and run, re-asked or marked interrupted by the kernel as it
         drives the conversation; queued messages start their turn."""
-        await self.store.mark_interrupted_streams()
+        cut = await self.store.mark_interrupted_streams(RESUMED_NOTE, reason_json("answer_resumed"))
         await self.store.remember_keys()
         resumed = []
         for conversation in await self.store.conversations(limit=10_000):
@@ -855,7 +857,10 @@ class MemberRuntime:
                 resumed.append(conversation["id"])
                 self.drive(conversation["id"])
         if resumed:
-            log.info("member %s: resuming %d conversation(s) after a restart", self.member_id, len(resumed))
+            # An answer cut mid-stream is asked for again: a second model request for
+            # the message, said in the log as in the conversation (a provider bills it).
+            log.info("member %s: resuming %d conversation(s) after a restart, %d with an answer cut off that is asked for again",
+                     self.member_id, len(resumed), len(cut))
         return resumed
 
     async def _needs_work(self, conversation_id: str) -> bool:

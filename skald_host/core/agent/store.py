@@ -751,11 +751,25 @@ class ConversationStore:
         finally:
             self.forget()
 
-    async def mark_interrupted_streams(self) -> int:
+    async def mark_interrupted_streams(self, note: str = "", reason: str | None = None) -> list[str]:
+        """Recovery: every answer a stopped server was writing ends as interrupted, and
+        (with ``note``) its conversation says so in a note, in the same transaction:
+        resuming asks the model again, which a member should never find silent. The
+        conversations it touched."""
+
+        def write(conn: Any) -> list[str]:
+            cut = [r[0] for r in conn.execute("SELECT DISTINCT conversation_id FROM messages WHERE status = 'streaming'")]
+            conn.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+            if note:
+                conn.executemany(
+                    "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason)"
+                    " SELECT conversation_id, id, 'note', ?, 'complete', ? FROM frames WHERE conversation_id = ? AND depth = 0",
+                    [(note, reason, conversation_id) for conversation_id in cut],
+                )
+            return cut
+
         try:
-            return await self.db.transaction(
-                lambda c: c.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'").rowcount
-            )
+            return await self.db.transaction(write)
         finally:
             self.forget()
 
