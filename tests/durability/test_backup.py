@@ -66,6 +66,10 @@ async def test_online_backup_under_load_restores_on_a_fresh_data_dir(servers, tm
     await put_settings(alice, {"secret": f"alice's secret {canary}"})
     bob_settings = await put_settings(bob, {"secret": f"bob's secret {bob_canary}", "colour": "green", "n": 7})
     assert (await bob.post("/api/auth/logout")).status_code in (200, 204)
+    provider_key = f"sk-{uuid.uuid4().hex}"  # an instance secret: sealed in system.db, opened after a restore
+    response = await admin.post("/api/admin/models/providers", json={"name": "p", "base_url": "http://127.0.0.1:9/v1", "api_key": provider_key})
+    assert response.status_code == 201, response.text
+    provider_id = response.json()["id"]
 
     acked = 0
     stop = asyncio.Event()
@@ -94,7 +98,8 @@ async def test_online_backup_under_load_restores_on_a_fresh_data_dir(servers, tm
 
     # Nothing private in clear in the backup (check B1's scan, the same forms).
     secrets = {"alice's canary": text_forms(canary), "bob's canary": text_forms(bob_canary),
-               "alice's password": text_forms(ALICE_PASSWORD), "bob's password": text_forms(BOB_PASSWORD)}
+               "alice's password": text_forms(ALICE_PASSWORD), "bob's password": text_forms(BOB_PASSWORD),
+               "the provider's API key": text_forms(provider_key)}
     assert scan(files_under(backup), secrets) == []
     assert not list(backup.rglob("*.db-shm")) and not list(backup.rglob("control.sock"))
 
@@ -120,6 +125,12 @@ async def test_online_backup_under_load_restores_on_a_fresh_data_dir(servers, tm
         assert login.status_code == 200
     finally:
         await second.aclose()
+    # The restored data dir's key opens the restored registry's sealed provider key.
+    from skald_host.core.storage.sealing import Sealer
+
+    stored = sqlite3.connect(fresh / "database" / "system.db").execute(
+        "SELECT api_key FROM llm_providers WHERE id = ?", (provider_id,)).fetchone()[0]
+    assert Sealer.load_or_create(fresh).open(stored, "llm_providers", "api_key", provider_id) == provider_key
 
 
 async def test_backup_api_lists_and_takes_and_is_admin_only(servers, tmp_path):
