@@ -58,6 +58,12 @@ async def test_the_viewer_serves_the_callers_own_files_with_safe_types(files):
     response = await files.alice.get("/api/file", params={"path": "~/user-memory/plan.md"})
     assert response.status_code == 200 and response.text == "the plan"
     assert not (home / "user-memory").exists()  # a note, never a file beside the store
+    # A note that is not there is a plain answer, as a missing file is, not a tool failure.
+    for read in (alice.read_text, alice.read_blob):
+        with pytest.raises(FileError, match=r"user-memory/nowhere\.md does not exist"):
+            await read("user-memory/nowhere.md")
+    response = await files.alice.get("/api/file", params={"path": "~/user-memory/nowhere.md"})
+    assert response.status_code == 404, response.text
 
 
 HOSTILE_QUERIES = [

@@ -64,6 +64,12 @@ class MemberFiles:
     def _notes(self, resolved: Resolved) -> Any:
         return self._core.memory.notes(self.member.id, resolved.memory_root)
 
+    async def _read_note(self, resolved: Resolved) -> str:
+        try:
+            return await self._notes(resolved).read(resolved.memory_key)
+        except FileNotFoundError:  # a missing note is the agent's answer, as a missing file is
+            raise FileError(f"{resolved.agent_path} does not exist") from None
+
     # -- reading ----------------------------------------------------------------------------
 
     async def read_text(self, path: str) -> str:
@@ -72,7 +78,7 @@ class MemberFiles:
         if resolved.kind == "memory":
             if not resolved.memory_key:
                 raise FileError(f"{resolved.agent_path} is a folder of notes; use list_files")
-            return await self._notes(resolved).read(resolved.memory_key)
+            return await self._read_note(resolved)
         if resolved.kind == "folders":
             raise FileError(f"{resolved.agent_path} is a folder; use list_files")
         limit = self._core.settings.files.read_max_bytes
@@ -104,7 +110,7 @@ class MemberFiles:
         if resolved.kind == "memory":
             if not resolved.memory_key:
                 raise FileError("that is a folder of notes")
-            text = await self._notes(resolved).read(resolved.memory_key)
+            text = await self._read_note(resolved)
             data = text.encode("utf-8")
             return FileBlob(resolved.memory_key.rsplit("/", 1)[-1], data, TEXT, len(data))
         if resolved.kind == "folders":
