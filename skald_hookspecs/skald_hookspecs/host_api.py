@@ -113,8 +113,11 @@ class HostApi(Protocol):
     ) -> Mapping[str, Any]:
         """Save a file the member sent through the host's one upload seam (size limit,
         collision-free name, sniffed type). Returns ``{"path", "mime", "size"}`` where
-        ``path`` is the agent path to pass as an attachment. Works for a locked member
-        too (the file waits under ``uploads/<plugin id>/``); a refused file raises
+        ``path`` is the agent path to pass as an attachment. ``conversation_id`` must be
+        one of this plugin's conversations of the member (else ``ChannelRequestError``
+        "no such conversation", as for any other id); without it the file goes to the
+        current one. Works for a locked member too, without ``conversation_id`` (the
+        file waits under ``uploads/<plugin id>/``); a refused file raises
         ``ChannelRequestError``."""
 
     async def member_locale(self, member_id: str) -> str:

@@ -127,6 +127,12 @@ async def test_another_members_ids_are_refused_on_every_id_route_and_change_noth
             else:
                 response = await caller.request(method, path, json=body)
             assert response.status_code in (403, 404), (alice_state, method, rule, response.status_code, response.text)
+    # The upload route names its conversation in the query: Alice's is refused as well.
+    for caller in (bob_phone, bob):
+        response = await caller.post(f"{BASE}/uploads", params={"name": "x.txt", "conversation_id": conversation},
+                                     content=b"hi", headers={"Content-Type": "application/octet-stream"})
+        assert response.status_code in (403, 404), (alice_state, response.status_code, response.text)
+    assert not (setup.host.core.files.home(bob.member["id"]) / "uploads" / conversation).exists()
     assert setup.probe.notes == []
     assert [d["id"] for d in (await alice_phone.get(f"{BASE}/devices")).json()["devices"]] == [alice_phone.device_id]
     if alice_state == "locked":

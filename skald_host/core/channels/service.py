@@ -139,13 +139,15 @@ class ChannelService:
     async def save_upload(
         self, source: str, member_id: str, filename: str, data: bytes, conversation_id: str | None
     ) -> Mapping[str, Any]:
-        """Into the given conversation's upload folder, else the source's current one;
-        for a locked member (whose conversations cannot be read) a folder named after
+        """Into the given conversation's upload folder (one of this source's, refused like
+        any other id otherwise), else the source's current one; for a locked member (whose conversations cannot be read) a folder named after
         the source, so a sealed message can carry the path."""
         member = await self._member(source, member_id)
         if not isinstance(data, (bytes, bytearray)) or not isinstance(filename, str):
             raise ChannelRequestError("save_upload takes a file name and the file's bytes")
-        if conversation_id is None:
+        if conversation_id is not None:  # a conversation of this source in the member's own file, as every read
+            await self._own_conversation(await self._runtime(source, member_id), source, conversation_id)
+        else:
             runtime = self.core.chat.live_runtime(member.id)
             if runtime is None and self.core.users.is_unlocked(member.id):
                 runtime = await self.core.chat.runtime(member)
