@@ -92,6 +92,37 @@ async def test_a_read_only_membership_refuses_writes_and_a_writable_one_takes_th
     assert (await box.run(box.bob, "ls shared/reference 2>&1; echo $?")).output.strip().endswith("2")
 
 
+async def test_what_the_server_put_in_a_folder_before_its_first_mount_is_the_members_too(box: Box, tmp_path):
+    """A project's web page uploads as the server (root, 0660, a folder of its own
+    0700) before any sandbox mounted the folder: the first mount gives it to the
+    folders' group, so members' sandboxes read and add to it. Found by a security
+    probe: "cat: Permission denied" on a file uploaded through the project page. A link
+    inside is never followed while doing so."""
+    folders = box.core.folders
+    shared = await folders.create_shared("library", "Library")
+    await folders.add_shared_member(shared.id, "alice", can_write=True)
+    path = {a.agent_prefix: a.host_path for a in await folders.memberships(box.alice)}["shared/library"]
+    (path / "plans").mkdir(mode=0o700)
+    (path / "plans" / "beds.md").write_text("raised beds")
+    os.chmod(path / "plans" / "beds.md", 0o660)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not shared")
+    os.chmod(outside, 0o600)
+    (path / "plans" / "link").symlink_to(outside)
+
+    result = await box.run(box.alice, "cat shared/library/plans/beds.md; echo; echo more > shared/library/plans/new.txt; echo wrote=$?")
+    assert "raised beds" in result.output and "wrote=0" in result.output, result.output
+    info = os.stat(outside)
+    assert (info.st_mode & 0o777, info.st_gid) == (0o600, 0)  # the link's target: untouched
+
+    # Written by the server after the mount (the agent's write_file): the members' at once.
+    from skald_host.core.files.ops import MemberFiles
+
+    await MemberFiles(box.core, await box.core.users.get(box.alice)).write_text("shared/library/later/notes.md", "by the agent")
+    result = await box.run(box.alice, "cat shared/library/later/notes.md; echo; echo x > shared/library/later/mine.txt; echo wrote=$?")
+    assert "by the agent" in result.output and "wrote=0" in result.output, result.output
+
+
 async def test_the_memory_roots_are_read_only_signposts_naming_the_tools(box: Box):
     result = await box.run(
         box.alice,

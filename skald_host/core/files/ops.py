@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from skald_host.core.files.paths import PathRefused, is_inside, make_dirs_inside, open_dir_inside, open_inside, read_all
 from skald_host.core.files.service import FileError, Resolved
 from skald_host.core.files.sniff import TEXT, sniff
+from skald_host.core.folders.service import SHARED_FILE_MODE, open_to_members
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -146,7 +147,9 @@ class MemberFiles:
         if target == resolved.base:
             raise FileError("that is a folder; name a file inside it")
         owner = self.member.id if is_inside(self._core.files.home(self.member.id), resolved.base) else None
-        on_create = (lambda p: self._core.files.own(p, owner)) if owner else None
+        # In the member's home: theirs. In a shared folder or project: its members' (the
+        # group and setgid the sandbox manager gives those folders), never root's alone.
+        on_create = (lambda p: self._core.files.own(p, owner)) if owner else open_to_members
         try:
             folder = make_dirs_inside(resolved.base, target.parent, on_create)
             dir_fd = open_dir_inside(resolved.base, folder)
@@ -166,7 +169,7 @@ class MemberFiles:
                 raise FileError(f"{resolved.agent_path} does not fit: your home has {max(room, 0)} bytes left under its disk limit")
             # Written beside the target and renamed over it: a reader never sees half a file.
             temp = f".{target.name[:200]}.{secrets.token_hex(4)}.tmp"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600 if owner else SHARED_FILE_MODE, dir_fd=dir_fd)
             try:
                 view = memoryview(data)
                 while view:

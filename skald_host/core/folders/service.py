@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,19 @@ from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 
 log = logging.getLogger(__name__)
+
+#: What the server makes inside a folder several members' sandboxes share: the folder's
+#: group (the sandboxes' shared group when the host runs as root, core/sandbox/manager.py)
+#: may work in it too. Nobody else reaches it: the data dir above is 0700.
+SHARED_DIR_MODE = 0o770
+SHARED_FILE_MODE = 0o660
+
+
+def open_to_members(folder: Path) -> None:
+    """A folder just made inside a shared folder or project: the group's bits (which
+    the umask took), keeping the setgid bit it inherited (which a plain chmod drops)."""
+    os.chmod(folder, (os.lstat(folder).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
+
 
 MEMBERSHIP_CHANGED = "folders.membership_changed"
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")

@@ -84,6 +84,8 @@ class SandboxManager:
         self._choosing = asyncio.Lock()
         self._member_locks: dict[str, asyncio.Lock] = {}
         self._ensured: dict[str, SandboxSpec] = {}
+        #: Membership folders whose contents were given to the folders' group this run.
+        self._shared: set[Path] = set()
         self._closing = False
         self.instance = ""
 
@@ -177,7 +179,7 @@ class SandboxManager:
         mounts = list(await files.sandbox_mounts(member_id))
         folders = [m.source for m in mounts if m.target != SANDBOX_HOME]
         if folders:
-            await asyncio.to_thread(_share_with_sandboxes, folders)
+            await asyncio.to_thread(_share_with_sandboxes, folders, self._shared)
         for root in MEMORY_ROOTS:
             mounts.append(Mount(Path(os.path.realpath(self.signposts / root)), f"{SANDBOX_HOME}/{root}", read_only=True))
         home = next(m.source for m in mounts if m.target == SANDBOX_HOME)
@@ -463,10 +465,14 @@ def _instance_id(conn: Any) -> str:
     return value
 
 
-def _share_with_sandboxes(folders: list[Path]) -> None:
+def _share_with_sandboxes(folders: list[Path], walked: set[Path]) -> None:
     """Give membership folders to ``FOLDERS_GID`` with the setgid bit, so files made in
-    them keep that group. Only root can, and only root needs to: an unprivileged host
-    runs every sandbox as itself."""
+    them keep that group, and what is already inside to the group too: a file the web
+    page uploaded before the folder was first mounted was the server's alone, and the
+    members' sandboxes could not read it. The contents once per folder and process
+    (``walked``): from then on what the server makes there is made the members' (0660,
+    0770 setgid), and the sandboxes work with umask 002. Only root can, and only root
+    needs to: an unprivileged host runs every sandbox as itself. Links are never followed."""
     if os.geteuid() != 0:
         return
     for folder in folders:
@@ -475,6 +481,34 @@ def _share_with_sandboxes(folders: list[Path]) -> None:
             os.chown(folder, info.st_uid, FOLDERS_GID, follow_symlinks=False)
         if (info.st_mode & 0o7777) != 0o2770:
             os.chmod(folder, 0o2770)
+        if folder in walked:
+            continue
+        # By descriptor, never by path: a sandbox can swap an entry for a link meanwhile.
+        for _, dirs, files, dir_fd in os.fwalk(folder, follow_symlinks=False):
+            for name in dirs + files:
+                _share_entry(dir_fd, name)
+        walked.add(folder)
+
+
+def _share_entry(dir_fd: int, name: str) -> None:
+    """One entry of a membership folder: the folders' group, and the owner's access
+    for it (a folder setgid, so what is made in it keeps the group)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:  # a link (ELOOP), gone meanwhile, or not openable: left as it is
+        return
+    try:
+        info = os.fstat(fd)
+        if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+            return
+        if info.st_gid != FOLDERS_GID:
+            os.fchown(fd, info.st_uid, FOLDERS_GID)
+        mode = stat.S_IMODE(info.st_mode)
+        wanted = mode | ((mode & 0o700) >> 3) | (stat.S_ISGID if stat.S_ISDIR(info.st_mode) else 0)
+        if wanted != mode:
+            os.fchmod(fd, wanted)
+    finally:
+        os.close(fd)
 
 
 def _prepare_mountpoints(home: Path, targets: list[str]) -> None:

@@ -24,6 +24,7 @@ from skald_host.core.agent.runtime import ChatError
 from skald_host.core.files.paths import PathRefused, clean_relative, contain
 from skald_host.core.folders import FolderAccess, FolderError
 from skald_host.core.folders.listing import MAX_LISTING, listing as _listing
+from skald_host.core.folders.service import SHARED_DIR_MODE, SHARED_FILE_MODE, open_to_members
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, TEXT, UPLOAD, accepts, field, json_object, obj, query
 from skald_host.web.errors import ApiError
@@ -32,11 +33,6 @@ from skald_host.web.routes.chat import runtime as chat_runtime
 bp = Blueprint("folders", __name__)
 
 PROJECT_AGENT = "project-coordinator"
-#: Made by the explorer inside a folder several members' sandboxes share: the folder's
-#: group (the sandboxes' shared group when the host runs as root) may work in them too.
-#: Nobody else reaches them: the data dir above is 0700.
-SHARED_DIR_MODE = 0o770
-SHARED_FILE_MODE = 0o660
 CHUNK = 1024 * 1024
 
 
@@ -375,8 +371,7 @@ async def make_project_folder(project_id: str) -> Any:
         os.mkdir(folder / leaf, SHARED_DIR_MODE)
     except FileExistsError:
         raise ApiError(409, f"{rel} already exists", field="path", code="exists_here", values={"name": rel}) from None
-    # the umask must not take the group's bits, nor chmod the inherited setgid bit
-    os.chmod(folder / leaf, (os.lstat(folder / leaf).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
+    open_to_members(folder / leaf)
     return {"path": rel}, 201
 
 
