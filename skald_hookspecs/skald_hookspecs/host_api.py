@@ -39,7 +39,10 @@ class HostApi(Protocol):
         """A value from this plugin's own small key-value store, or None."""
 
     async def kv_set(self, key: str, value: Any) -> None:
-        """Store a JSON-serialisable value in this plugin's key-value store."""
+        """Store a JSON-serialisable value in this plugin's key-value store (in the
+        instance registry, sealed with the instance key like the plugin's secret
+        settings: a plugin may keep its own keys here, never a member's private words:
+        those go through ``seal_for_member`` or ``member_secret_set``)."""
 
     async def member_has_grant(self, member_id: str) -> bool:
         """Whether the member may use this plugin right now (re-read on every call)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from skald_host.core.storage.sealing import kv_cell
 from skald_host.testing import Reply, ToolCall
 from telegram_standin import CHAT_INTERVAL, MESSAGE_METHODS
 from telegram_support import ALICE_CHAT, MODEL, Setup, paired_member, running
@@ -41,11 +42,12 @@ async def test_a_reply_survives_ten_flood_waits_and_a_restart_in_between(setup: 
     await setup.api.wait_for(lambda: len(floods(setup, ALICE_CHAT)) >= 4, timeout=30, what="four flood waits")
 
     # The reply waits in the plugin's store, sealed to the member: not in clear in system.db.
-    registry = setup.host.core.registry
-    stored = await registry.run(
-        lambda c: [r[0] for r in c.execute("SELECT value FROM plugin_kv WHERE plugin_id = 'telegram' AND key LIKE 'outbox:%'").fetchall()]
+    core = setup.host.core
+    rows = await core.registry.run(
+        lambda c: c.execute("SELECT key, value FROM plugin_kv WHERE plugin_id = 'telegram' AND key LIKE 'outbox:%'").fetchall()
     )
-    assert any("sealed1:" in value for value in stored), stored
+    stored = [core.opened("plugin_kv", "value", kv_cell("telegram", key), value) for key, value in rows]  # the instance's seal
+    assert any("sealed1:" in value for value in stored), stored  # inside it, the member's
     assert all("canary-5f1e" not in value for value in stored)
 
     settings = setup.host.settings
@@ -75,7 +77,7 @@ async def test_a_reply_survives_ten_flood_waits_and_a_restart_in_between(setup: 
     leftover = await host.core.registry.run(
         lambda c: c.execute("SELECT value FROM plugin_kv WHERE plugin_id = 'telegram' AND key = ?", (f"outbox:{ALICE_CHAT}",)).fetchone()
     )
-    assert leftover is None or json.loads(leftover[0]) is None
+    assert leftover is None or json.loads(host.core.opened("plugin_kv", "value", kv_cell("telegram", f"outbox:{ALICE_CHAT}"), leftover[0])) is None
 
 
 async def test_a_button_is_answered_at_once_during_its_chats_flood_wait_and_other_chats_go_on(setup: Setup):

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 
+from skald_host.core.storage.sealing import kv_cell
 from skald_host.testing import Reply, ToolCall
 from telegram_standin import TOKEN
 from telegram_support import ALICE_CHAT, MODEL, Setup, paired_member, pairing_code, running
@@ -31,9 +32,10 @@ async def test_pair_on_the_page_then_chat_and_see_the_scripted_answer(setup):
     assert "linked to your Skald account" in (await setup.api.wait_texts(ALICE_CHAT, 2))[1]
 
     # Only a hash of the code was stored, and it cannot be used twice.
-    stored = await setup.host.core.registry.run(
-        lambda c: [tuple(r) for r in c.execute("SELECT key, value FROM plugin_kv WHERE plugin_id = 'telegram'").fetchall()]
-    )
+    core = setup.host.core
+    stored = [(key, core.opened("plugin_kv", "value", kv_cell("telegram", key), value)) for key, value in await core.registry.run(
+        lambda c: c.execute("SELECT key, value FROM plugin_kv WHERE plugin_id = 'telegram'").fetchall()
+    )]
     assert any(key.startswith("code:") for key, _ in stored)
     assert code not in json.dumps(stored) and code.replace("-", "") not in json.dumps(stored)
 

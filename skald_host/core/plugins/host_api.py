@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.channels import Delivery, MemberLocked
 from skald_hookspecs.events import SystemEvent, UserEvent
+from skald_host.core.storage.sealing import kv_cell
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -90,10 +91,12 @@ class PluginHostApi:
         row = await self._core.registry.run(
             lambda c: c.execute("SELECT value FROM plugin_kv WHERE plugin_id = ? AND key = ?", (self.plugin_id, key)).fetchone()
         )
-        return json.loads(row[0]) if row else None
+        return json.loads(self._core.opened("plugin_kv", "value", kv_cell(self.plugin_id, key), row[0]) or "null") if row else None
 
     async def kv_set(self, key: str, value: Any) -> None:
-        blob = json.dumps(value)
+        """Sealed under the instance key like the plugin's settings: a plugin keeps its
+        own secrets here (the mobile connector's VAPID key)."""
+        blob = self._core.sealed("plugin_kv", "value", kv_cell(self.plugin_id, key), json.dumps(value))
         await self._core.registry.transaction(
             lambda c: c.execute(
                 "INSERT INTO plugin_kv (plugin_id, key, value) VALUES (?, ?, ?)"

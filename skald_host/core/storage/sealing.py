@@ -1,5 +1,6 @@
 """Instance secrets sealed at rest (check B1): a provider's API key, a plugin's
-instance settings (a Telegram bot token) and the settings sets plugins register live
+instance settings (a Telegram bot token), the settings sets plugins register and each
+plugin's own key-value store (the mobile connector's VAPID key) live
 in ``system.db``, which has no key of its own. They are stored there sealed with
 AES-256-GCM under the instance key, a file of its own in the data dir
 (``instance.key``, 0600), so a copy of ``system.db`` alone, a ``.dump`` pasted into an
@@ -29,12 +30,18 @@ KEY_FILE = "instance.key"
 PREFIX = "sealed:v1:"
 _NONCE = 12
 
-#: Registry cells that hold instance secrets: (table, id column, value column, rows).
+#: Registry cells that hold instance secrets: (table, the row's id, value column, rows).
 SEALED_CELLS: tuple[tuple[str, str, str, str], ...] = (
     ("llm_providers", "id", "api_key", "api_key IS NOT NULL"),
     ("plugins", "id", "config", "1"),
     ("config", "key", "value", "key LIKE 'set:%'"),
+    ("plugin_kv", "length(plugin_id) || ':' || plugin_id || '/' || key", "value", "1"),  # kv_cell
 )
+
+
+def kv_cell(plugin_id: str, key: str) -> str:
+    """The row id of a plugin's key-value entry, unambiguous whatever the two hold."""
+    return f"{len(plugin_id)}:{plugin_id}/{key}"
 
 
 class SealedValueError(StorageError):
