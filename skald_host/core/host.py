@@ -35,13 +35,13 @@ from skald_host.core.identity.crypto import KeyDerivation
 from skald_host.core.identity.role_store import RoleStore
 from skald_host.core.identity.sessions import SessionStore
 from skald_host.core.identity.throttle import LoginThrottle
-from skald_host.core.identity.users import MemberNotFound, UserManager, seed_new_plugin_grants
+from skald_host.core.identity.users import MemberNotFound, UserManager
 from skald_host.core.i18n import Strings
 from skald_host.core.memory.notes import MemoryService
 from skald_host.core.tts import TtsManager, validate_engine
 from skald_host.core.sandbox import SandboxManager, validate_backend
 from skald_host.core.plugins.host_api import PluginHostApi
-from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, _grants_by_default
+from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
@@ -370,21 +370,7 @@ class Skald:
             )
         if status.builtin:
             raise PluginError(f"plugin {plugin_id!r} is built in; it cannot be disabled")
-        grant_by_default = bool(status.info and _grants_by_default(status.info))
-
-        def write(conn: Any) -> list[str]:
-            born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
-            conn.execute(
-                "INSERT INTO plugins (id, enabled, grant_by_default) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE"
-                " SET enabled = excluded.enabled, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
-                (plugin_id, int(enabled), int(grant_by_default)),
-            )
-            return seed_new_plugin_grants(conn, plugin_id) if born and grant_by_default else []
-
-        for member_id in await self.registry.transaction(write):
-            # Pushed like any grant: a runtime's member as known must not lag the file
-            # (its next request would go out twice, once built from the old grants).
-            await self.users.access_changed(member_id)
+        await self.catalog.store_row(plugin_id, status.info, enabled=enabled)
         self.plugins.set_enabled(plugin_id, enabled)
         self.buses.system.publish(SystemEvent("plugin_enabled" if enabled else "plugin_disabled", plugin_id))
         if enabled:

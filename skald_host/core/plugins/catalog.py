@@ -114,29 +114,37 @@ class PluginCatalog:
         entry["settings_sets"] = await self._core.instance_settings.owned_by(plugin_id, locale)
         return entry
 
+    async def store_row(self, plugin_id: str, info: PluginInfo | None, *, enabled: bool | None = None, config: str | None = None) -> None:
+        """Write the plugin's row: its switch (``enabled``) or its sealed settings
+        (``config``). The row is born at the first of either; born with default access
+        (seed 001 "Default access"), its grants are seeded in the same transaction and
+        pushed like any grant: a runtime's member as known must not lag the file (its
+        next request would go out twice, once built from the old grants)."""
+        by_default = bool(info and _grants_by_default(info))
+        column = "enabled" if enabled is not None else "config"
+        switch = int(enabled if enabled is not None else self._core.plugins.is_enabled(plugin_id))
+        settings = config if config is not None else self._core.sealed("plugins", "config", plugin_id, "{}")  # a row born by its switch
+
+        def write(conn: Any) -> list[str]:
+            from skald_host.core.identity.users import seed_new_plugin_grants
+
+            born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
+            conn.execute(
+                "INSERT INTO plugins (id, enabled, config, grant_by_default) VALUES (?, ?, ?, ?)"
+                f" ON CONFLICT (id) DO UPDATE SET {column} = excluded.{column}, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
+                (plugin_id, switch, settings, int(by_default)),
+            )
+            return seed_new_plugin_grants(conn, plugin_id) if born and by_default else []
+
+        for member_id in await self._core.registry.transaction(write):
+            await self._core.users.access_changed(member_id)
+
     async def configure(self, plugin_id: str, values: Any) -> dict[str, Any]:
         """Validate against the plugin's schema and store; refused whole on any bad
         field. The row is born here too if the plugin was never toggled (disabled)."""
         info = self._info(plugin_id)
         fresh = validate(info.config_schema, values, await self._config(plugin_id))
-        blob = self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh))
-
-        def write(conn: Any) -> list[str]:
-            born = conn.execute("SELECT 1 FROM plugins WHERE id = ?", (plugin_id,)).fetchone() is None
-            conn.execute(
-                "INSERT INTO plugins (id, enabled, config, grant_by_default) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET config = excluded.config,"
-                " updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",
-                (plugin_id, int(self._core.plugins.is_enabled(plugin_id)), blob, int(_grants_by_default(info))),
-            )
-            if born and _grants_by_default(info):
-                from skald_host.core.identity.users import seed_new_plugin_grants
-
-                return seed_new_plugin_grants(conn, plugin_id)
-            return []
-
-        for member_id in await self._core.registry.transaction(write):
-            await self._core.users.access_changed(member_id)
+        await self.store_row(plugin_id, info, config=self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh)))
         log.info("plugin %s configured", plugin_id)
         return masked(info.config_schema, fresh)
 
