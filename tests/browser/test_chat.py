@@ -387,3 +387,33 @@ async def test_hostile_assistant_output_renders_inert(skald, browser_pages):
         await screenshot(page, "chat-xss")
         assert foreign == [], f"requests left the origin: {foreign}"
         assert browser_pages.watch.dialogs == []
+
+
+async def test_an_answer_cut_by_a_restart_shows_the_note_and_the_new_answer_not_an_empty_bubble(skald, browser_pages):
+    """What recovery leaves when a server stopped before the first word: an empty
+    interrupted answer, the note saying it is asked for again, the new answer (written
+    here as recovery writes them). The page shows the note and the answer only."""
+    from skald_host.core.agent.runtime import RESUMED_NOTE
+    from skald_host.core.agent.store import ConversationStore, reason_json
+
+    host = await skald.start()
+    client = await host.member("dana")
+    db = host.core.users.owner_db(client.member["id"])
+    store = ConversationStore(db)
+    conversation_id, _ = await store.create_conversation("assistant", title="After a restart")
+    frame = await store.root_frame(conversation_id)
+
+    def write(conn: Any) -> None:
+        rows = [("user", "Hello?", "complete", None), ("assistant", "", "interrupted", None),
+                ("note", RESUMED_NOTE, "complete", reason_json("answer_resumed")), ("assistant", "Here it is.", "complete", None)]
+        conn.executemany(
+            "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason) VALUES (?, ?, ?, ?, ?, ?)",
+            [(conversation_id, frame.id, *row) for row in rows])
+
+    await db.transaction(write)
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "dana", MEMBER_PASSWORD)
+    await page.goto(f"{host.url}/#chat/{conversation_id}")
+    await expect(page.get_by_text("Here it is.")).to_be_visible()
+    await expect(page.get_by_text(RESUMED_NOTE)).to_be_visible()
+    await expect(page.locator(".msg.assistant")).to_have_count(1)

@@ -70,6 +70,12 @@ const filesList = (paths) => (paths.length ? el("ul", { class: "msg-files" }, ..
  * after that point. Map: first row id → { list: variants oldest first (0 is the one
  * shown), current: its index }.
  */
+/** An answer that ended interrupted with nothing in it: no text, reasoning or call. */
+function cutBeforeAWord(message) {
+  return message.role === "assistant" && message.status === "interrupted" && !message.content
+    && !message.reasoning && !(message.tool_calls || []).length;
+}
+
 function branchesOf(messages) {
   const shown = messages.filter((m) => !m.variant);
   const starts = new Map(); // branch point → variant → its first row id
@@ -165,7 +171,9 @@ export class Transcript {
     this.running = Boolean(data.running);
     const all = data.messages || [];
     const branches = branchesOf(all);
-    const messages = all.filter((m) => !m.variant); // earlier versions are not shown, only flipped to
+    // Earlier versions are not shown, only flipped to; nor is an answer a stopped server
+    // cut before its first word (the note after it says so, and the answer follows).
+    const messages = all.filter((m) => !m.variant && !cutBeforeAWord(m));
     for (const message of messages) {
       const live = this.running && message.status === "streaming" && message === messages[messages.length - 1];
       const seen = live ? this.streamed.get(message.id) : null;
