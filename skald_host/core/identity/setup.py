@@ -41,13 +41,18 @@ async def initialize_instance(
         raise MemberError(f"locale must be one of {', '.join(locales)}", code="locale_unknown", locales=", ".join(locales))
     if not await needs_setup(users):
         raise AlreadySetUp("the instance is already set up", code="already_set_up")
+
+    def seed(conn: Any) -> None:
+        conn.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('default_locale', ?)", (json.dumps(locale),))
+
     try:
-        member = await users.register(
+        return await users.register(
             username,
             password,
             role_id=ADMIN_ROLE,
             encrypted=encrypted,
             only_if_empty=True,
+            also=seed,  # the instance's language with its first admin, never one without the other
             display_name=display_name or username,
             locale=locale,
         )
@@ -55,9 +60,3 @@ async def initialize_instance(
         if "already set up" in str(exc):
             raise AlreadySetUp(str(exc)) from None
         raise
-
-    def seed(conn: Any) -> None:
-        conn.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('default_locale', ?)", (json.dumps(locale),))
-
-    await users.registry.transaction(seed)
-    return member

@@ -271,11 +271,14 @@ class UserManager:
         role_id: str = "member",
         encrypted: bool = True,
         only_if_empty: bool = False,
+        also: Callable[[Any], None] | None = None,
         **profile: Any,
     ) -> Member:
         """Create a member and their owner file. ``only_if_empty`` makes the registry
         insert conditional on there being no member at all, atomically, which is what
-        keeps twenty concurrent first-run setups down to one admin."""
+        keeps twenty concurrent first-run setups down to one admin. ``also(conn)`` writes
+        in the member's own transaction (setup's instance defaults: never one without
+        the other)."""
         name = normalize_username(username)
         password = check_password_policy(password, user_name=name)
         profile = validate_profile(profile)
@@ -322,6 +325,8 @@ class UserManager:
             )
             conn.execute("UPDATE users SET inbox_public_key = ? WHERE id = ?", (inbox_public_key, member_id))
             _seed_new_member_grants(conn, member_id, role_id)
+            if also is not None:
+                also(conn)
             return True
 
         try:
