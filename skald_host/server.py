@@ -75,10 +75,12 @@ async def serve_forever(settings: Settings) -> None:
     try:
         await serve(app, hypercorn_config(settings), shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
     except LifespanFailureError:
-        strict = app.config.get("SKALD_STARTUP_ERROR")
-        if strict is None:
+        refused = app.config.get("SKALD_STARTUP_ERROR")
+        if refused is None:
             raise
-        raise StartupError(f"{strict} (SKALD_STRICT_PLUGINS=1 stops the host when a plugin fails)") from None
+        if isinstance(refused, StartupError):
+            raise StartupError(str(refused)) from None
+        raise StartupError(f"{refused} (SKALD_STRICT_PLUGINS=1 stops the host when a plugin fails)") from None
     log.info("skald stopped")
 
 

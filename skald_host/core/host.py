@@ -46,7 +46,7 @@ from skald_host.core.plugins.manager import Contribution, PluginError, PluginMan
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
 from skald_host.core.storage import Database, StorageError, check_sqlcipher_build, secure_dir
-from skald_host.core.storage.sealing import Sealer, seal_registry
+from skald_host.core.storage.sealing import Sealer, holds_sealed, seal_registry
 from skald_host.core.supervisor import Supervisor
 from skald_host.core.system_agents import AgentRegistry, ReportService, SystemAgentScheduler, pair_agents_with_sets, validate_agent
 from skald_host.settings import Settings
@@ -245,11 +245,15 @@ class Skald:
         if pragmas["journal_mode"] != "wal" or pragmas["synchronous"] != 2:
             raise StartupError(f"system.db must run with journal_mode=wal and synchronous=FULL, got {pragmas}")
         try:  # instance secrets: sealed before anything reads them (core/storage/sealing.py)
-            self.sealer = await asyncio.to_thread(Sealer.load_or_create, settings.data_dir)
+            create = not await self._registry.run(holds_sealed)
+            self.sealer = await asyncio.to_thread(Sealer.load_or_create, settings.data_dir, create=create)
             sealed = await self._registry.transaction(lambda c: seal_registry(c, self.sealer))
         except StorageError as exc:
             raise StartupError(str(exc)) from None
         if sealed:
+            # Now, not at the next stop: until the checkpoint the clear pages stay in the
+            # main file (and a killed earlier server's WAL holds its own clear frames).
+            await self._registry.run(lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
             log.info("sealed %d instance secret(s) an earlier version stored in clear", sealed)
 
         kdf = KeyDerivation(settings.kdf.params, permits=settings.kdf.concurrency)

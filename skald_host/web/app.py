@@ -14,7 +14,7 @@ from typing import Any
 from quart import Blueprint, Quart, request
 
 from skald_host.control import start_control_socket
-from skald_host.core.host import Skald, build_plugin_manager, settle_heap
+from skald_host.core.host import Skald, StartupError, build_plugin_manager, settle_heap
 from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPluginFailure
 from skald_host.settings import Settings
 from skald_host.web.auth import PLUGIN_PREFIX, gate_request, gate_websocket
@@ -72,9 +72,10 @@ def create_app(
     quart_log_exception = app.log_exception
 
     def log_exception(exc_info: Any) -> None:
-        # Strict mode's stop is one line (the plugin, the hook, where), said by whoever
-        # started the server (``StartupError``), not pages of the server's own traceback.
-        if not isinstance(exc_info[1], StrictPluginFailure):
+        # A refused start is one line (strict mode's plugin, hook and place; a data dir
+        # that cannot open), said by whoever started the server (``StartupError``), not
+        # pages of the server's own traceback.
+        if not isinstance(exc_info[1], (StrictPluginFailure, StartupError)):
             quart_log_exception(exc_info)
 
     app.log_exception = log_exception  # type: ignore[method-assign]
@@ -83,7 +84,7 @@ def create_app(
     async def start_core() -> None:
         try:
             core = await Skald.start(settings, manager, start_plugins=False)
-        except StrictPluginFailure as exc:
+        except (StrictPluginFailure, StartupError) as exc:
             app.config["SKALD_STARTUP_ERROR"] = exc
             raise
         app.config["SKALD_CORE"] = core

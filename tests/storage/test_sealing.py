@@ -52,11 +52,12 @@ async def test_secrets_an_earlier_version_stored_in_clear_are_sealed_at_the_next
         assert await core.host_api("mobile-connector").kv_get("vapid") == {"private_pem": pem}
         stored = await core.registry.run(lambda c: c.execute("SELECT config FROM plugins WHERE id = 'telegram'").fetchone()[0])
         assert stored.startswith(PREFIX)
+        running = database_bytes(data_dir)  # at once, not at the next stop (a kill may come first)
     finally:
         await core.stop()
-    on_disk = database_bytes(data_dir)
-    for clear in (key, token, chosen, pem):
-        assert clear.encode() not in on_disk, clear
+    for on_disk in (running, database_bytes(data_dir)):
+        for clear in (key, token, chosen, pem):
+            assert clear.encode() not in on_disk, clear
 
     core = await started(data_dir)  # sealed values are left as they are
     try:
@@ -65,17 +66,30 @@ async def test_secrets_an_earlier_version_stored_in_clear_are_sealed_at_the_next
         await core.stop()
 
 
-async def test_a_database_sealed_under_another_key_refuses_to_start_and_says_why(tmp_path):
+async def test_a_database_without_its_key_or_with_another_refuses_to_start_and_says_which(tmp_path):
     data_dir = tmp_path / "data"
     core = await started(data_dir)
     await core.registry.transaction(lambda c: c.execute(
         "INSERT INTO plugins (id, enabled, config) VALUES ('telegram', 0, ?)",
         (core.sealed("plugins", "config", "telegram", '{"bot_token": "t"}'),)))
     await core.stop()
-    (data_dir / KEY_FILE).unlink()  # system.db put back without its key: a new key is made
+    key = (data_dir / KEY_FILE).read_bytes()
 
+    (data_dir / KEY_FILE).unlink()  # system.db put back without its key
+    with pytest.raises(StartupError, match=rf"{KEY_FILE} is missing, and system.db holds the instance's secrets sealed with it"):
+        await started(data_dir)
+    assert not (data_dir / KEY_FILE).exists()  # no new key that would open nothing
+
+    Sealer.load_or_create(data_dir)  # another data dir's key
     with pytest.raises(StartupError, match=rf"plugins.config of 'telegram' does not open with this data dir's {KEY_FILE}"):
         await started(data_dir)
+
+    (data_dir / KEY_FILE).write_bytes(key)  # the right one put back: it starts
+    core = await started(data_dir)
+    try:
+        assert await core.catalog._config("telegram") == {"bot_token": "t"}
+    finally:
+        await core.stop()
 
 
 def test_a_sealed_value_opens_only_in_its_own_cell(tmp_path):
@@ -88,3 +102,30 @@ def test_a_sealed_value_opens_only_in_its_own_cell(tmp_path):
         sealer.open(sealed, "plugins", "config", "hello")  # moved to another plugin's row
     assert Sealer.load_or_create(tmp_path).open(sealed, "plugins", "config", "telegram") == "the token"  # the same key again
     assert sealer.open("written in clear", "plugins", "config", "telegram") == "written in clear"
+
+
+async def test_serve_says_a_missing_key_in_one_line(tmp_path):
+    """The upgrade probe saw three tracebacks around the reason; ``skald serve`` says it
+    in one line, like every refused start."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    data_dir = tmp_path / "data"
+    core = await started(data_dir)
+    await core.registry.transaction(lambda c: c.execute(
+        "INSERT INTO plugins (id, enabled, config) VALUES ('telegram', 0, ?)",
+        (core.sealed("plugins", "config", "telegram", "{}"),)))
+    await core.stop()
+    (data_dir / KEY_FILE).unlink()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "SKALD_DATA_DIR": str(data_dir), "SKALD_HOST": "127.0.0.1", "SKALD_PORT": str(port)}
+    done = subprocess.run([sys.executable, "-m", "skald_host", "serve"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("cannot start")]
+    assert lines == [f"cannot start: {data_dir / KEY_FILE} is missing, and system.db holds the instance's secrets"
+                     " sealed with it: put back the instance.key from the same data dir or backup as system.db"], done.stderr

@@ -53,9 +53,16 @@ class Sealer:
         self._aead = AESGCM(key)
 
     @classmethod
-    def load_or_create(cls, data_dir: Path) -> Sealer:
-        """The data dir's instance key, made (and synced) the first time. Blocking."""
+    def load_or_create(cls, data_dir: Path, *, create: bool = True) -> Sealer:
+        """The data dir's instance key, made (and synced) the first time. ``create``
+        False: the registry already holds sealed values, so a missing key is put back,
+        never replaced by a new one that opens nothing. Blocking."""
         path = data_dir / KEY_FILE
+        if not create and not path.exists():
+            raise StorageError(
+                f"{path} is missing, and system.db holds the instance's secrets sealed with it:"
+                " put back the instance.key from the same data dir or backup as system.db"
+            )
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
@@ -99,6 +106,14 @@ class Sealer:
 
 def _cell(table: str, column: str, row_id: str) -> bytes:
     return f"{table}.{column}:{row_id}".encode()
+
+
+def holds_sealed(conn: Any) -> bool:
+    """Whether any registry cell is sealed already (its key must then exist)."""
+    return any(
+        conn.execute(f"SELECT 1 FROM {table} WHERE {rows} AND {column} LIKE '{PREFIX}%' LIMIT 1").fetchone()
+        for table, _, column, rows in SEALED_CELLS
+    )
 
 
 def seal_registry(conn: Any, sealer: Sealer) -> int:
