@@ -70,8 +70,10 @@ class HostApi(Protocol):
         re-checked first (``refused`` without it, and for an unknown or inactive member
         or a malformed message; ``reason`` says which); a locked member's message is
         sealed and delivered at their next unlock (``sealed``). ``idempotency_key``
-        (scoped to this plugin, e.g. the update id) makes a replay store nothing twice,
-        sealed or not. Never raises for the member's state. Replies reach the plugin's
+        (1-200 characters, scoped to this plugin, e.g. the update id) makes a replay
+        store nothing twice, sealed or not; a replay is answered as a first delivery
+        would be now (``accepted``, or ``sealed`` while the member is locked).
+        Never raises for the member's state. Replies reach the plugin's
         channel through ``Channel.deliver``."""
 
     async def new_conversation(self, member_id: str) -> str:

@@ -10,7 +10,8 @@ Playwright once per test, or skips the test where either is missing::
         await page.locator("skald-p-my-plugin-main .greeting").wait_for()
 
 ``open`` signs the member in over HTTP in the page's own context (the session cookie is
-the browser's) and mounts the page as the shell's ``<plugin-page-host>`` does: it imports
+the browser's), loads the member's language as the shell does (their saved one, else
+the instance's), and mounts the page as the shell's ``<plugin-page-host>`` does: it imports
 the module from ``/api/plugin/<plugin>/<entry>``, defines its default export under the
 tag ``skald-p-<plugin>-<page>`` and mounts it with ``plugin-id`` and ``page-id``.
 """
@@ -22,6 +23,10 @@ import shutil
 from typing import Any
 
 MOUNT_PAGE = """async ([entry, pluginId, pageId, tag]) => {
+    // The member's language, as the shell takes it when it enters with a session.
+    const session = await (await fetch("/api/auth/session", {headers: {Accept: "application/json"}})).json();
+    const i18n = await import("/ui/lib/i18n.js");
+    await i18n.loadLocale(session.locale || session.member.locale || i18n.browserLocale());
     const module = await import(entry);
     if (!customElements.get(tag)) customElements.define(tag, module.default);
     const page = document.createElement(tag);

@@ -41,3 +41,15 @@ async def test_a_page_using_the_kit_writes_with_the_session_and_reads_refusals_i
     }
     assert (result["locale"], result["greeting"], result["fallback"]) == ("de", "Hallo, Bea!", "English only")
     assert (result["markup"], result["cls"]) == ("&lt;b&gt;plain&lt;/b&gt;", "x")  # text stays text
+
+
+async def test_the_plugin_browser_fixture_mounts_a_page_in_the_members_language(skald, plugin_browser):
+    """``plugin_browser.open`` mounts as the shell does, the member's saved language
+    included (a plugin author found the kit's ``locale()`` following the browser's)."""
+    from .kit import PagePlugin
+
+    host = await skald.start(plugins=[PagePlugin()], enable=["hello"])
+    await host.create_member("bea", locale="de")
+    page = await plugin_browser.open(host, "bea", MEMBER_PASSWORD, "hello", "main", locale="en-US")
+    seen = await page.evaluate('async () => [document.documentElement.lang, (await import("/ui/lib/plugin-kit.js")).locale()]')
+    assert seen == ["de", "de"]
