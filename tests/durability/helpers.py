@@ -42,6 +42,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def refused_serve(data_dir: Path, port: int) -> tuple[str, str]:
+    """``skald serve`` that must refuse to start: its one ``cannot start`` line, and its
+    whole output (exit code 1, no traceback in it)."""
+    env = {**os.environ, "SKALD_DATA_DIR": str(data_dir), "SKALD_HOST": "127.0.0.1", "SKALD_PORT": str(port)}
+    done = subprocess.run([sys.executable, "-m", "skald_host", "serve"], env=env, capture_output=True, text=True, timeout=120)
+    output = done.stderr + done.stdout
+    assert done.returncode == 1, output
+    assert "Traceback" not in output, output
+    lines = [line for line in done.stderr.splitlines() if line.startswith("cannot start")]
+    assert len(lines) == 1, output
+    return lines[0], output
+
+
 def server_env(tmp_dir: Path, crash_at: str | None = None) -> dict[str, str]:
     """The parent's environment without any SKALD_* setting, plus the KDF floor, a
     private TMPDIR (scanned by the B1 test) and the armed crash point."""

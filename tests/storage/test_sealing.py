@@ -15,6 +15,7 @@ from skald_host.core.host import Skald, StartupError, build_plugin_manager
 from skald_host.core.llm.catalog import ModelCatalog
 from skald_host.core.storage.sealing import KEY_FILE, PREFIX, SealedValueError, Sealer
 from skald_host.testing import test_settings as settings_in
+from tests.durability.helpers import free_port, refused_serve
 
 
 async def started(data_dir):
@@ -66,13 +67,18 @@ async def test_secrets_an_earlier_version_stored_in_clear_are_sealed_at_the_next
         await core.stop()
 
 
-async def test_a_database_without_its_key_or_with_another_refuses_to_start_and_says_which(tmp_path):
-    data_dir = tmp_path / "data"
+async def with_a_sealed_setting(data_dir):
+    """A data dir whose registry holds one sealed value (telegram's settings)."""
     core = await started(data_dir)
     await core.registry.transaction(lambda c: c.execute(
         "INSERT INTO plugins (id, enabled, config) VALUES ('telegram', 0, ?)",
         (core.sealed("plugins", "config", "telegram", '{"bot_token": "t"}'),)))
     await core.stop()
+
+
+async def test_a_database_without_its_key_or_with_another_refuses_to_start_and_says_which(tmp_path):
+    data_dir = tmp_path / "data"
+    await with_a_sealed_setting(data_dir)
     key = (data_dir / KEY_FILE).read_bytes()
 
     (data_dir / KEY_FILE).unlink()  # system.db put back without its key
@@ -92,6 +98,17 @@ async def test_a_database_without_its_key_or_with_another_refuses_to_start_and_s
         await core.stop()
 
 
+async def test_serve_says_a_missing_key_in_one_line(tmp_path):
+    """The upgrade probe saw three tracebacks around the reason; ``skald serve`` says it
+    in one line, like every refused start."""
+    data_dir = tmp_path / "data"
+    await with_a_sealed_setting(data_dir)
+    (data_dir / KEY_FILE).unlink()
+    line, _ = refused_serve(data_dir, free_port())
+    assert line == (f"cannot start: {data_dir / KEY_FILE} is missing, and system.db holds the instance's secrets"
+                    " sealed with it: put back the instance.key from the same data dir or backup as system.db")
+
+
 def test_a_sealed_value_opens_only_in_its_own_cell(tmp_path):
     sealer = Sealer.load_or_create(tmp_path)
     assert (tmp_path / KEY_FILE).stat().st_mode & 0o777 == 0o600
@@ -103,29 +120,3 @@ def test_a_sealed_value_opens_only_in_its_own_cell(tmp_path):
     assert Sealer.load_or_create(tmp_path).open(sealed, "plugins", "config", "telegram") == "the token"  # the same key again
     assert sealer.open("written in clear", "plugins", "config", "telegram") == "written in clear"
 
-
-async def test_serve_says_a_missing_key_in_one_line(tmp_path):
-    """The upgrade probe saw three tracebacks around the reason; ``skald serve`` says it
-    in one line, like every refused start."""
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    data_dir = tmp_path / "data"
-    core = await started(data_dir)
-    await core.registry.transaction(lambda c: c.execute(
-        "INSERT INTO plugins (id, enabled, config) VALUES ('telegram', 0, ?)",
-        (core.sealed("plugins", "config", "telegram", "{}"),)))
-    await core.stop()
-    (data_dir / KEY_FILE).unlink()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "SKALD_DATA_DIR": str(data_dir), "SKALD_HOST": "127.0.0.1", "SKALD_PORT": str(port)}
-    done = subprocess.run([sys.executable, "-m", "skald_host", "serve"], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr + done.stdout, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.startswith("cannot start")]
-    assert lines == [f"cannot start: {data_dir / KEY_FILE} is missing, and system.db holds the instance's secrets"
-                     " sealed with it: put back the instance.key from the same data dir or backup as system.db"], done.stderr
