@@ -10,6 +10,9 @@ beside the database (a restore needs it): keep backups as private as the data di
 Each sealed value names the cell it belongs to (table, column, row) as associated
 data: a value moved to another row does not open. Values written before sealing
 existed are read as they are and sealed at the next start (``seal_registry``).
+Registry migrations run before the key is loaded: a migration may not read these cells
+(the one that read ``plugins.config``, ``_connector_capabilities``, ran on every data
+dir before sealing existed).
 """
 
 from __future__ import annotations
