@@ -291,6 +291,7 @@ async def test_kill_after_the_message_and_its_placeholder_commit_answers_the_mes
     assert [(m["role"], m["status"], m["content"]) for m in transcript] == [
         ("user", "complete", "Are you there?"),
         ("assistant", "interrupted", ""),
+        ("note", "complete", RESUMED_NOTE),  # the model had the request: it is sent again, and said
         ("assistant", "complete", "Yes, here."),
     ]
     answered = model.requests_for(MODEL_A)[before + 1:]

@@ -30,6 +30,7 @@ from web_support import (
     owner_dump,
     registry_dump,
     route_methods,
+    settled,
 )
 
 EXPECTED: dict[tuple[str, str], str] = {
@@ -506,6 +507,13 @@ async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unloc
     before = await _states(host, alice, bob)
     await sweep("alice unlocked")
     assert await _states(host, alice, bob) == before
+
+    # Alice answers her own question now: a turn waiting on one when she logs out is
+    # resumed by her next login's recovery, in a race with the comparison below.
+    answered = await alice.post(f"/api/questions/{theirs['question_id']}", json={"action": "decline"})
+    assert answered.status_code == 200, answered.text
+    await settled(alice, theirs["question_conversation_id"])
+    before = await _states(host, alice, bob)
 
     assert (await alice.post("/api/auth/logout")).status_code == 200
     assert not host.core.users.is_unlocked(alice.member["id"])

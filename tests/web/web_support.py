@@ -234,7 +234,7 @@ async def question_objects(admin: Any, client: Any) -> dict[str, str]:
     while True:
         questions = (await client.get(f"/api/conversations/{conversation_id}")).json()["questions"]
         if questions:
-            return {"question_id": questions[0]["question_id"]}
+            return {"question_id": questions[0]["question_id"], "question_conversation_id": conversation_id}
         assert time.monotonic() < deadline, "no question was asked"
         await asyncio.sleep(0.02)
 
