@@ -5,6 +5,7 @@ planted in the folder pointing outside) refused with nothing written outside."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import httpx
@@ -205,3 +206,67 @@ async def test_an_upload_larger_than_the_json_body_cap_streams_to_disk(skald):
     assert response.status_code == 201, response.text
     assert response.json()["size"] == size
     assert (host.settings.data_dir / "projects" / owner.member["id"] / "big" / "big.bin").stat().st_size == size
+
+
+def _swap_after_check(monkeypatch, module, folder: Path, outside: Path) -> list[str]:
+    """The race a project member can run from their sandbox (renameat2 RENAME_EXCHANGE
+    in a loop), won every time: right after the route's containment check of a path
+    through ``a/``, ``a`` becomes a link out of the project. Deterministic here by
+    wrapping the check; the swap itself is real files. Returns the checked paths."""
+    from skald_host.core.files import paths
+
+    checked: list[str] = []
+
+    def contain_then_swap(base, relative, **kwargs):
+        found = paths.contain(base, relative, **kwargs)
+        checked.append(relative)
+        if relative.split("/")[0] == "a" and not (folder / "a").is_symlink():
+            os.rename(folder / "a", folder / "a-real")
+            os.symlink(outside, folder / "a")
+        return found
+
+    monkeypatch.setattr(module, "contain", contain_then_swap)
+    return checked
+
+
+def _restore(folder: Path) -> None:
+    if (folder / "a").is_symlink():
+        os.unlink(folder / "a")
+        os.rename(folder / "a-real", folder / "a")
+
+
+async def test_a_folder_swapped_for_a_link_after_the_check_leads_nowhere_outside(project, monkeypatch):
+    """Every explorer route uses what it checked through a descriptor re-checked after
+    opening, so winning the check/use race reads, writes, lists, renames and deletes
+    nothing outside the project (a security probe read the instance key this way)."""
+    from skald_host.web.routes import folders as routes
+
+    host, owner, pid, folder, outside = project
+    (outside / "victim").mkdir()
+    (outside / "victim" / "keep.txt").write_text("keep")
+    (outside / "movable.txt").write_text("stay put")
+    before_outside = _tree(outside)
+    base = f"/api/projects/{pid}/files"
+    checked = _swap_after_check(monkeypatch, routes, folder, outside)
+    for method, url, kwargs in (
+        ("GET", f"{base}?path=a", {}),
+        ("GET", f"{base}/content?path=a/secret.txt", {}),
+        ("POST", f"{base}/upload/a/PWNED.txt", {"content": b"written outside"}),
+        ("POST", f"{base}/folder", {"json": {"path": "a/made-outside"}}),
+        ("POST", f"{base}/rename", {"json": {"from": "a/movable.txt", "to": "stolen.txt"}}),
+        ("POST", f"{base}/rename", {"json": {"from": "inside.txt", "to": "a/moved.txt"}}),
+        ("POST", f"{base}/delete", {"json": {"path": "a/victim"}}),
+        ("POST", f"{base}/delete", {"json": {"path": "a/secret.txt"}}),
+    ):
+        (folder / "a").mkdir()
+        (folder / "a" / "secret.txt").write_text("decoy inside")
+        (folder / "inside.txt").write_text("inside")
+        checked.clear()
+        response = await owner.request(method, url, **kwargs)
+        assert checked and (folder / "a").is_symlink(), (url, "the swap did not happen: the test proves nothing")
+        assert response.status_code in (400, 404), (method, url, kwargs, response.status_code, response.text)
+        assert "not yours" not in response.text and "secret.txt" not in response.text
+        assert _tree(outside) == before_outside, (method, url, kwargs)
+        _restore(folder)
+        shutil.rmtree(folder / "a")
+    assert not (folder / "stolen.txt").exists()

@@ -250,3 +250,39 @@ async def test_a_browser_sessions_outbox_cursor_is_its_members_own(setup):
     bob = await setup.host.member("bob")
     assert (await bob.post(f"{BASE}/notifications/ack", json={"cursor": 999})).json() == {"cursor": 999}
     assert (await alice.get(f"{BASE}/notifications")).json()["cursor"] == 0  # Bob's reading is not hers
+
+
+async def test_a_project_folder_swapped_for_a_link_after_the_check_shows_nothing_outside(setup, monkeypatch, tmp_path):
+    """The phone's project viewer reads through a descriptor re-checked after opening:
+    a member's sandbox turning ``plans`` into a link out of the project right after the
+    host's containment check (deterministic here by wrapping the check; the swap is
+    real files) lists and reads nothing outside."""
+    from skald_host.core.channels import service
+    from skald_host.core.files import paths
+
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    project_id = await project_with_a_file(alice)
+    folder = setup.host.settings.data_dir / "projects" / alice.member["id"] / "garden"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "beds.md").write_text("not yours")
+    swapped: list[str] = []
+
+    def contain_then_swap(base, relative, **kwargs):
+        found = paths.contain(base, relative, **kwargs)
+        if relative.startswith("plans") and not (folder / "plans").is_symlink():
+            (folder / "plans").rename(folder / "plans-real")
+            (folder / "plans").symlink_to(outside)
+            swapped.append(relative)
+        return found
+
+    monkeypatch.setattr(service, "contain", contain_then_swap)
+    for url, params in ((f"{BASE}/projects/{project_id}/files", {"path": "plans"}), (f"{BASE}/projects/{project_id}/file", {"path": "plans/beds.md"})):
+        response = await phone.get(url, params=params)
+        assert swapped, "the swap did not happen: the test proves nothing"
+        assert response.status_code in (400, 404), (url, response.status_code, response.text)
+        assert "not yours" not in response.text and "beds.md" not in response.text
+        (folder / "plans").unlink()
+        (folder / "plans-real").rename(folder / "plans")
+        swapped.clear()

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
+import stat
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from skald_hookspecs.channels import Channel, ChannelRequestError, Delivery, MemberLocked
@@ -16,7 +19,7 @@ from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.channels.inbox import SealedInbox, current_conversation, start_conversation, use_conversation
 from skald_host.core.channels.router import ChannelRouter
-from skald_host.core.files.paths import PathRefused, clean_relative, contain
+from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside, open_inside, read_all
 from skald_host.core.files.service import FileError
 from skald_host.core.folders import FolderAccess, FolderNotFound
 from skald_host.core.folders.listing import listing
@@ -244,23 +247,51 @@ class ChannelService:
             return access, rel_text, contain(access.host_path, rel_text)
         except PathRefused as exc:
             raise ChannelRequestError(str(exc)) from None
+        except OSError:  # a link changed under ``realpath`` while it read the path
+            raise ChannelRequestError("no such file or folder") from None
 
     async def project_files(self, source: str, member_id: str, project_id: str, path: Any) -> Mapping[str, Any]:
-        _, rel, folder = await self._project_path(source, member_id, project_id, path)
-        if not folder.is_dir():
-            raise ChannelRequestError("no such folder")
-        return {"path": rel, "entries": await asyncio.to_thread(listing, folder, rel)}
+        access, rel, folder = await self._project_path(source, member_id, project_id, path)
+        # Listed and read through descriptors checked to be inside the project: its
+        # members' sandboxes may turn a checked folder into a link out of it meanwhile.
+        try:
+            fd = await asyncio.to_thread(open_dir_inside, access.host_path, folder)
+        except PathRefused as exc:
+            raise ChannelRequestError(str(exc)) from None
+        except OSError:
+            raise ChannelRequestError("no such folder") from None
+        try:
+            return {"path": rel, "entries": await asyncio.to_thread(listing, fd, rel)}
+        finally:
+            os.close(fd)
 
     async def read_project_file(self, source: str, member_id: str, project_id: str, path: Any) -> Mapping[str, Any]:
-        _, rel, file = await self._project_path(source, member_id, project_id, path)
-        if not rel or not file.is_file():
+        access, rel, file = await self._project_path(source, member_id, project_id, path)
+        if not rel:
             raise ChannelRequestError("no such file")
         limit = self.core.settings.files.view_max_bytes
-        size = file.stat().st_size
-        if size > limit:
-            raise ChannelRequestError(f"the file is larger than the viewing limit of {limit} bytes")
-        return {"name": file.name, "size": size, "data": await asyncio.to_thread(file.read_bytes)}
+        return await asyncio.to_thread(_read_project_file, access.host_path, file, limit)
 
     async def member_locale(self, source: str, member_id: str) -> str:
         member = await self._member(source, member_id)
         return member.locale or await self.core.default_locale()
+
+
+def _read_project_file(base: Path, file: Path, limit: int) -> Mapping[str, Any]:
+    """A project file's bytes, read from a descriptor checked to be a regular file
+    inside ``base`` (blocking: run it in a thread)."""
+    try:
+        fd = open_inside(base, file, os.O_RDONLY)
+    except PathRefused as exc:
+        raise ChannelRequestError(str(exc)) from None
+    except OSError:
+        raise ChannelRequestError("no such file") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ChannelRequestError("no such file")
+        if info.st_size > limit:
+            raise ChannelRequestError(f"the file is larger than the viewing limit of {limit} bytes")
+        return {"name": file.name, "size": info.st_size, "data": read_all(fd, limit)}
+    finally:
+        os.close(fd)

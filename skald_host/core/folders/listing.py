@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import stat
-from pathlib import Path
 from typing import Any
 
 MAX_LISTING = 5000
@@ -16,9 +15,10 @@ def stamp(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def listing(folder: Path, rel: str) -> list[dict[str, Any]]:
-    """Folders first, then by name; at most ``MAX_LISTING`` entries. Blocking: run it in
-    a thread."""
+def listing(folder: int, rel: str) -> list[dict[str, Any]]:
+    """The entries of the folder open as ``folder`` (a descriptor checked to be inside
+    its project: a name could have become a link out of it since the check). Folders
+    first, then by name; at most ``MAX_LISTING`` entries. Blocking: run it in a thread."""
     entries = []
     with os.scandir(folder) as it:
         for entry in it:

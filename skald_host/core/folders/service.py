@@ -47,6 +47,17 @@ def open_to_members(folder: Path) -> None:
     os.chmod(folder, (os.lstat(folder).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
 
 
+def open_to_members_at(parent: int, name: str) -> None:
+    """``open_to_members`` for the folder ``name`` just made in the folder open as
+    ``parent``: changed through its own descriptor, so a link swapped in under that
+    name is refused, never followed."""
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        os.fchmod(fd, (os.fstat(fd).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
+    finally:
+        os.close(fd)
+
+
 MEMBERSHIP_CHANGED = "folders.membership_changed"
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 MAX_TITLE = 200

@@ -3,28 +3,34 @@ and its chat source.
 
 A project id the caller is not in answers 404, exactly like an id that never existed
 (check C1); a member who may only read gets 403 on every change. Every path the
-explorer takes goes through ``contain`` (symlinks followed, fail-closed); a change
-acts on the last component itself, inside a contained parent, so a planted link is
-removed or renamed as a link and never followed out of the folder.
+explorer takes goes through ``contain`` (symlinks followed, fail-closed), and is then
+used only through a descriptor re-checked after it was opened (``open_inside``): a
+project's members can rename and link inside it from their sandboxes while a request
+runs, so a folder checked by name may be a link out of the project by the time it is
+used. A change acts on the last component itself, relative to its parent folder's
+descriptor, so a planted link is removed or renamed as a link and never followed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import secrets
 import shutil
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from quart import Blueprint, Response, current_app, request
 
 from skald_host.core.agent.runtime import ChatError
-from skald_host.core.files.paths import PathRefused, clean_relative, contain
+from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside, open_inside, read_all
 from skald_host.core.folders import FolderAccess, FolderError
 from skald_host.core.folders.listing import MAX_LISTING, listing as _listing
-from skald_host.core.folders.service import SHARED_DIR_MODE, SHARED_FILE_MODE, open_to_members
+from skald_host.core.folders.service import SHARED_DIR_MODE, SHARED_FILE_MODE, open_to_members_at
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, TEXT, UPLOAD, accepts, field, json_object, obj, query
 from skald_host.web.errors import ApiError
@@ -248,18 +254,42 @@ def _contained(access: FolderAccess, rel: str, name: str = "path") -> Path:
         return contain(access.host_path, rel)
     except PathRefused as exc:
         raise ApiError(400, str(exc), field=name) from None
+    except OSError:  # a link changed under ``realpath`` while it read the path
+        raise ApiError(404, f"no such file or folder: {rel or '/'}", field=name, code="no_such_entry", values={"path": rel or "/"}) from None
 
 
-def _entry_of(access: FolderAccess, rel: str, name: str = "path") -> tuple[Path, str]:
-    """The contained folder holding ``rel`` and its last component: changes act on
-    that name itself (a link is renamed or removed as a link, never followed)."""
+@contextmanager
+def _folder(access: FolderAccess, rel: str, name: str = "path") -> Iterator[int]:
+    """A descriptor of the project's folder ``rel``, opened and then checked to be
+    inside the project: what is done with it stays there, whatever is renamed meanwhile."""
+    path = _contained(access, rel, name)
+    try:
+        fd = open_dir_inside(access.host_path, path)
+    except PathRefused as exc:
+        raise ApiError(400, str(exc), field=name) from None
+    except OSError:  # missing, not a folder
+        raise ApiError(404, f"no such folder: {rel or '/'}", field=name, code="no_such_folder", values={"path": rel or "/"}) from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _split(rel: str, name: str = "path") -> tuple[str, str]:
+    """``rel``'s parent folder and last component: changes act on that name itself (a
+    link is renamed or removed as a link, never followed)."""
     if not rel:
         raise ApiError(400, "this acts on a file or folder inside the project, not on the project folder itself", field=name, code="not_the_root")
     pure = PurePosixPath(rel)
-    folder = _contained(access, str(pure.parent), name)
-    if not folder.is_dir():
-        raise ApiError(404, f"no such folder: {pure.parent}", field=name, code="no_such_folder", values={"path": str(pure.parent)})
-    return folder, pure.name
+    parent = str(pure.parent)
+    return ("" if parent == "." else parent), pure.name
+
+
+def _lstat_at(folder: int, leaf: str) -> os.stat_result | None:
+    try:
+        return os.stat(leaf, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
 
 
 @bp.get("/api/projects/<project_id>/files")
@@ -267,10 +297,8 @@ def _entry_of(access: FolderAccess, rel: str, name: str = "path") -> tuple[Path,
 async def list_project_files(project_id: str) -> dict:
     access = await _access(project_id, write=False)
     rel = _relative(request.args.get("path"))
-    folder = _contained(access, rel)
-    if not folder.is_dir():
-        raise ApiError(404, f"no such folder: {rel or '/'}", field="path", code="no_such_folder", values={"path": rel or "/"})
-    entries = await asyncio.to_thread(_listing, folder, rel)
+    with _folder(access, rel) as folder:
+        entries = await asyncio.to_thread(_listing, folder, rel)
     return {
         "path": rel,
         "agent_path": f"{access.agent_prefix}/{rel}".rstrip("/"),
@@ -286,17 +314,35 @@ async def download_project_file(project_id: str) -> Any:
     """The file's bytes as a download: never rendered by the browser as a page of ours."""
     access = await _access(project_id, write=False)
     rel = _relative(request.args.get("path"))
-    path = _contained(access, rel)
-    if not rel or not path.is_file():
-        raise ApiError(404, f"no such file: {rel or '/'}", field="path", code="no_such_file", values={"path": rel or "/"})
     limit = _core().settings.files.view_max_bytes
-    size = path.stat().st_size
-    if size > limit:
-        raise ApiError(413, f"the file is larger than the download limit of {limit} bytes", code="download_too_large", values={"limit": limit})
-    data = await asyncio.to_thread(path.read_bytes)
+    data = await asyncio.to_thread(_read_file, access, rel, limit)
     response = Response(data, mimetype="application/octet-stream")
-    response.headers["Content-Disposition"] = _attachment(path.name)
+    response.headers["Content-Disposition"] = _attachment(PurePosixPath(rel).name)
     return response
+
+
+def _read_file(access: FolderAccess, rel: str, limit: int) -> bytes:
+    """The bytes of the project's file ``rel``, read from a descriptor checked to be a
+    regular file inside the project (blocking: run it in a thread)."""
+    missing = ApiError(404, f"no such file: {rel or '/'}", field="path", code="no_such_file", values={"path": rel or "/"})
+    if not rel:
+        raise missing
+    path = _contained(access, rel)
+    try:
+        fd = open_inside(access.host_path, path, os.O_RDONLY)
+    except PathRefused as exc:
+        raise ApiError(400, str(exc), field="path") from None
+    except OSError:
+        raise missing from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise missing
+        if info.st_size > limit:
+            raise ApiError(413, f"the file is larger than the download limit of {limit} bytes", code="download_too_large", values={"limit": limit})
+        return read_all(fd, limit)
+    finally:
+        os.close(fd)
 
 
 def _attachment(name: str) -> str:
@@ -313,22 +359,24 @@ async def upload_project_file(project_id: str, target: str) -> Any:
     the upload cap enforced while streaming; an existing name is refused, never replaced."""
     access = await _access(project_id, write=True)
     rel = _relative(target, "target")
-    folder, leaf = _entry_of(access, rel, "target")
+    parent, leaf = _split(rel, "target")
     # The app's request class lets this route's body reach the upload cap (files.py's
     # UPLOAD_ROUTE); the cap is enforced here again while streaming, for chunked bodies.
     limit = _core().settings.files.upload_max_bytes
     if (request.content_length or 0) > limit:
         raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes", code="upload_too_large", values={"limit": limit})
-    size = await _stream_into(folder, leaf, limit)
+    with _folder(access, parent, "target") as folder:
+        size = await _stream_into(folder, leaf, limit)
     return {"path": rel, "size": size}, 201
 
 
-async def _stream_into(folder: Path, name: str, limit: int) -> int:
-    temp = folder / f".upload-{secrets.token_hex(8)}.part"
-    final = folder / name
-    if os.path.lexists(final):
+async def _stream_into(folder: int, name: str, limit: int) -> int:
+    """The body into ``folder`` (a checked descriptor) as ``name``, through a temporary
+    file beside it, linked under its name only once whole."""
+    temp = f".upload-{secrets.token_hex(8)}.part"
+    if _lstat_at(folder, name) is not None:
         raise ApiError(409, f"{name} already exists here", field="target", code="exists_here", values={"name": name})
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, SHARED_FILE_MODE)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, SHARED_FILE_MODE, dir_fd=folder)
     size = 0
     try:
         os.fchmod(fd, SHARED_FILE_MODE)
@@ -339,15 +387,15 @@ async def _stream_into(folder: Path, name: str, limit: int) -> int:
             await asyncio.to_thread(_write_all, fd, chunk)
         os.close(fd)
         fd = -1
-        try:
-            os.link(temp, final, follow_symlinks=False)  # never replaces what appeared meanwhile
+        try:  # never replaces what appeared meanwhile
+            os.link(temp, name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
         except FileExistsError:
             raise ApiError(409, f"{name} already exists here", field="target", code="exists_here", values={"name": name}) from None
     finally:
         if fd >= 0:
             os.close(fd)
         try:
-            os.unlink(temp)
+            os.unlink(temp, dir_fd=folder)
         except FileNotFoundError:
             pass
     return size
@@ -366,12 +414,13 @@ async def make_project_folder(project_id: str) -> Any:
     data = await json_object()
     _only(data, {"path"})
     rel = _relative(field(data, "path", str))
-    folder, leaf = _entry_of(access, rel)
-    try:
-        os.mkdir(folder / leaf, SHARED_DIR_MODE)
-    except FileExistsError:
-        raise ApiError(409, f"{rel} already exists", field="path", code="exists_here", values={"name": rel}) from None
-    open_to_members(folder / leaf)
+    parent, leaf = _split(rel)
+    with _folder(access, parent) as folder:
+        try:
+            os.mkdir(leaf, SHARED_DIR_MODE, dir_fd=folder)
+        except FileExistsError:
+            raise ApiError(409, f"{rel} already exists", field="path", code="exists_here", values={"name": rel}) from None
+        open_to_members_at(folder, leaf)
     return {"path": rel}, 201
 
 
@@ -383,16 +432,19 @@ async def rename_project_file(project_id: str) -> dict:
     _only(data, {"from", "to"})
     source_rel = _relative(field(data, "from", str), "from")
     target_rel = _relative(field(data, "to", str), "to")
-    source_folder, source_leaf = _entry_of(access, source_rel, "from")
-    target_folder, target_leaf = _entry_of(access, target_rel, "to")
-    source, target = source_folder / source_leaf, target_folder / target_leaf
-    if not os.path.lexists(source):
-        raise ApiError(404, f"no such file or folder: {source_rel}", field="from", code="no_such_entry", values={"path": source_rel})
-    if os.path.lexists(target):
-        raise ApiError(409, f"{target_rel} already exists", field="to", code="exists_here", values={"name": target_rel})
-    if stat.S_ISDIR(os.lstat(source).st_mode) and (target == source or source in target.parents):
-        raise ApiError(400, "a folder cannot move into itself", field="to", code="move_into_itself")
-    os.rename(source, target)
+    (source_parent, source_leaf), (target_parent, target_leaf) = _split(source_rel, "from"), _split(target_rel, "to")
+    with _folder(access, source_parent, "from") as source, _folder(access, target_parent, "to") as target:
+        found = _lstat_at(source, source_leaf)
+        if found is None:
+            raise ApiError(404, f"no such file or folder: {source_rel}", field="from", code="no_such_entry", values={"path": source_rel})
+        if _lstat_at(target, target_leaf) is not None:
+            raise ApiError(409, f"{target_rel} already exists", field="to", code="exists_here", values={"name": target_rel})
+        try:
+            os.rename(source_leaf, target_leaf, src_dir_fd=source, dst_dir_fd=target)
+        except OSError as exc:
+            if stat.S_ISDIR(found.st_mode) and exc.errno == errno.EINVAL:  # the kernel's word for a folder moved below itself
+                raise ApiError(400, "a folder cannot move into itself", field="to", code="move_into_itself") from None
+            raise
     return {"from": source_rel, "to": target_rel}
 
 
@@ -403,14 +455,14 @@ async def delete_project_file(project_id: str) -> dict:
     data = await json_object()
     _only(data, {"path"})
     rel = _relative(field(data, "path", str))
-    folder, leaf = _entry_of(access, rel)
-    target = folder / leaf
-    try:
-        mode = os.lstat(target).st_mode
-    except FileNotFoundError:
-        raise ApiError(404, f"no such file or folder: {rel}", field="path", code="no_such_entry", values={"path": rel}) from None
-    if stat.S_ISDIR(mode):
-        await asyncio.to_thread(shutil.rmtree, target)  # does not follow links inside
-    else:
-        os.unlink(target)
+    parent, leaf = _split(rel)
+    with _folder(access, parent) as folder:
+        found = _lstat_at(folder, leaf)
+        if found is None:
+            raise ApiError(404, f"no such file or folder: {rel}", field="path", code="no_such_entry", values={"path": rel})
+        if stat.S_ISDIR(found.st_mode):
+            # By descriptor all the way down: follows no link, inside or at the top.
+            await asyncio.to_thread(shutil.rmtree, leaf, dir_fd=folder)
+        else:
+            os.unlink(leaf, dir_fd=folder)
     return {"deleted": rel}
