@@ -188,3 +188,26 @@ async def test_uploads_need_the_callers_own_conversation_and_a_readable_name(fil
         await anonymous.aclose()
     bob = await files.member("bob")
     assert not (files.core.files.home(bob.id) / "uploads" / alice_cid).exists()
+
+
+async def test_an_uploads_folder_made_a_link_from_the_sandbox_is_refused_not_followed(files, tmp_path):
+    """The sandbox owns the home: it can turn ``~/uploads`` (or a conversation's folder
+    in it) into a link. The upload is refused with the reason; nothing is made or
+    given to the member's uid where the link points."""
+    alice = await files.member("alice")
+    cid = await new_conversation(files.alice)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    home = files.core.files.home(alice.id)
+    for link in (home / "uploads", home / "uploads" / cid):
+        if (home / "uploads").is_symlink():
+            (home / "uploads").unlink()
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(outside)
+        response = await upload(files.alice, cid, "photo.png", PNG, "image/png")
+        assert response.status_code == 400, response.text
+        assert "is not a folder" in response.json()["error"]
+        assert list(outside.iterdir()) == []
+        link.unlink()
+    response = await upload(files.alice, cid, "photo.png", PNG, "image/png")
+    assert response.status_code == 201, response.text

@@ -358,8 +358,7 @@ class FileService:
         limit = self.settings.upload_max_bytes
         room = await asyncio.to_thread(self.home_room, member_id)
         home = self.home(member_id)
-        folder = await asyncio.to_thread(self._upload_dir, home, member_id, conversation_id)
-        dir_fd = await asyncio.to_thread(open_dir_inside, home, folder)
+        folder, dir_fd = await asyncio.to_thread(self._upload_dir, home, member_id, conversation_id)
         temp = f".part-{secrets.token_hex(8)}"
         fd = -1
         try:
@@ -411,18 +410,30 @@ class FileService:
         host_path = folder / final
         return SavedUpload(f"{UPLOADS_DIR}/{conversation_id}/{final}", host_path, mime, size, mime in IMAGE_TYPES)
 
-    def _upload_dir(self, home: Path, member_id: str, conversation_id: str) -> Path:
-        path = home
+    def _upload_dir(self, home: Path, member_id: str, conversation_id: str) -> tuple[Path, int]:
+        """``~/uploads/<conversation>/`` and a descriptor of it, made where missing.
+        Walked by descriptor from the home's own, one name at a time, never through a
+        link: the member's sandbox can rename and link in the home while this runs, so
+        a folder checked by name could be made or given to the member somewhere else."""
+        root = Path(os.path.realpath(home))
+        fd = open_dir_inside(home, root)
         for part in (UPLOADS_DIR, conversation_id):
-            path = contain(path, part)
-            if not path.is_dir():
-                try:
-                    path.mkdir(mode=0o700)
-                    self.own(path, member_id)
-                except FileExistsError:
-                    pass
-            path = contain(home, str(path.relative_to(Path(os.path.realpath(home)))))
-        return path
+            try:
+                os.mkdir(part, 0o700, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError:  # a link (ELOOP) or a file (ENOTDIR) under that name
+                name = UPLOADS_DIR if part == UPLOADS_DIR else f"{UPLOADS_DIR}/{conversation_id}"
+                raise FileError(f"~/{name} is not a folder; move what is there away and upload again") from None
+            finally:
+                os.close(fd)
+            if made:
+                self.own(child, member_id)
+            fd = child
+        return root / UPLOADS_DIR / conversation_id, fd
 
 
 PARTIAL_UPLOAD = re.compile(r"\.part-[0-9a-f]{16}")
