@@ -66,3 +66,42 @@ async def test_graceful_restart_keeps_partial_answers_pending_approvals_and_runn
     assert chat.probe.wait_cancelled == 1 and not chat.probe.release.is_set()  # "wait" was not run again
     for transcript in (stream, approved, waited):
         assert_well_formed(transcript)
+
+
+async def test_a_graceful_stop_during_a_foreground_run_takes_the_run_up_again_after_the_restart(chat, skald):
+    """A stop while the caller waits on a foreground sub-agent cancels the run, but the
+    member did not: the caller's call must not be answered "cancelled" (terminal, and
+    the caller would answer from it). After the restart the run is taken up, as after
+    a crash, and the caller answers from its real result."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def before_the_stop(request):
+        if request.last_user_text == "Delegate it.":
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Research slowly."})])
+        return Hang(text="the partial research", token_delay=0.02)
+
+    chat.server.responder = before_the_stop
+    async with ChatSocket(alice) as sock:
+        delegating = await new_conversation(alice)
+        await sock.send(delegating, "Delegate it.")
+        await sock.wait_event(delegating, "token", depth=1, delta=" research")
+    await chat.host.stop()
+
+    def after_the_restart(request):
+        last = request.messages[-1]
+        if last["role"] == "tool":
+            return Reply("The researcher found: " + last["content"])
+        return Reply("Research result." if last["content"] == "Research slowly." else "A complete answer.")
+
+    chat.server.responder = after_the_restart
+    host = await skald.start(plugins=[chat.probe], settings=chat.host.settings, enable=[PROBE])
+    alice = await host.member("alice")
+    async with ChatSocket(alice) as sock:
+        await sock.wait_event(delegating, "turn_finished")
+    delegated = await messages(alice, delegating)
+    call = delegated[1]["tool_calls"][0]
+    assert (call["status"], call["result"]) == ("done", "Research result."), call
+    assert delegated[-1]["content"] == "The researcher found: Research result."
+    assert not any("cancelled" in (m["content"] or "") for m in delegated)
+    assert_well_formed(delegated)

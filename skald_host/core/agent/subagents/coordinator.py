@@ -440,6 +440,12 @@ class SubagentCoordinator:
             if run is not None:  # §8.16: however the wait ended
                 await asyncio.shield(self.permits(caller.frame.conversation_id).acquire())
                 await asyncio.shield(self.store.running_again(run.run_id, run.execution_id))
+        if runtime.kernel.interrupted() and any(isinstance(o, asyncio.CancelledError) for o in outcomes):
+            # The server stopping (or the file locking) cancelled the runs, not the member:
+            # the call stays unfinished, as after a crash, for recovery to take the runs up
+            # again. Answering it "cancelled" would be terminal, and the caller would go on
+            # from an error no one asked for.
+            raise asyncio.CancelledError
         results = []
         for outcome in outcomes:
             if isinstance(outcome, asyncio.CancelledError):
