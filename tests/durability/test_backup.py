@@ -393,3 +393,27 @@ async def test_a_backup_never_goes_into_a_folder_the_server_writes(skald):
     # A configured backup.dir there is refused when the settings load, before any start.
     with pytest.raises(SettingsError, match="backup.dir: backups cannot go into .*homes/ in the data dir is the server's"):
         load_settings(None, data_dir=host.core.settings.data_dir, environ={}, overrides={"backup": {"dir": "homes/backups"}})
+
+
+async def test_a_backup_a_killed_server_left_unfinished_is_removed_at_the_next_start(skald):
+    """It holds the wrapped keys and every member's file and ``--list`` does not show
+    it: with no schedule, no later backup would ever remove it."""
+    from skald_host.core.backups.service import NAME_PREFIX, PARTIAL_SUFFIX
+
+    host = await skald.start()
+    await host.admin()
+    settings = host.settings
+    root = host.core.backups.root
+    await host.stop()
+    unfinished = root / f"{NAME_PREFIX}20261203T101010000000Z{PARTIAL_SUFFIX}"
+    (unfinished / "data" / "database").mkdir(parents=True)
+    (unfinished / "data" / "database" / "system.db").write_bytes(b"half a copy")
+    finished = root / f"{NAME_PREFIX}20261203T090909000000Z"
+    finished.mkdir()
+    host = await skald.start(settings=settings)
+    for _ in range(100):
+        if not unfinished.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert not unfinished.exists()
+    assert finished.is_dir()  # a finished one is the admin's to keep

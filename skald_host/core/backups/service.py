@@ -118,8 +118,20 @@ class BackupService:
 
     def start_schedule(self) -> None:
         """Called by the server once it serves (not by CLI commands that start the core)."""
+        self._core.supervisor.spawn("unfinished-backups", self.remove_unfinished())
         if self._core.settings.backup.every_hours > 0:
             self._core.supervisor.spawn("scheduled-backups", self.run_schedule())
+
+    async def remove_unfinished(self) -> None:
+        """The unfinished backup a killed server was taking: a full copy of the wrapped
+        keys and every member's file, which ``--list`` does not show, left until the
+        next backup (never, with no schedule). Under the backup lock, as ``take``."""
+        if self._running.locked():
+            return  # a backup already started: it removes them itself
+        async with self._running:
+            removed = await asyncio.to_thread(_remove_partials, self.root, make=False)
+        if removed:
+            log.info("removed %d unfinished backup(s) a stopped server left behind", removed)
 
     async def run_schedule(self) -> None:
         """Take one every ``backup.every_hours``, counted from the newest one there, so
@@ -215,13 +227,19 @@ def _member_ids(registry_copy: Path) -> list[str]:
         conn.close()
 
 
-def _remove_partials(root: Path) -> None:
-    """Unfinished backups of a run that crashed (none runs now: we hold the lock).
-    A missing ``root`` is made private; an existing one is the admin's (``--to /tmp``)
-    and keeps its mode: each backup in it is private itself."""
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+def _remove_partials(root: Path, *, make: bool = True) -> int:
+    """Unfinished backups of a run that crashed (none runs now: we hold the lock); how
+    many. A missing ``root`` is made private (``make``); an existing one is the admin's
+    (``--to /tmp``) and keeps its mode: each backup in it is private itself."""
+    if make:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    elif not root.is_dir():
+        return 0
+    removed = 0
     for path in root.glob(NAME_PREFIX + "*" + PARTIAL_SUFFIX):
         shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
 
 
 def _prune(root: Path, keep: int) -> None:
