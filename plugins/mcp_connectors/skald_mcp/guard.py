@@ -22,9 +22,25 @@ from urllib.parse import urlsplit
 from skald_mcp.spec import SpecError
 
 
+#: IPv6 prefixes that carry an IPv4 address in their last 32 bits, which a translator
+#: on the path delivers to: NAT64's well-known and local-use prefixes (RFC 6052, 8215)
+#: and the deprecated IPv4-compatible form. ``is_global`` judges the IPv6 address, so
+#: ``64:ff9b::a00:1`` would pass as public while it reaches 10.0.0.1.
+EMBEDDING = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96"))
+
+
+def _carried(address: Any) -> list[Any]:
+    """The address and every IPv4 address it carries (mapped, 6to4, Teredo's client,
+    NAT64, IPv4-compatible): each must be public."""
+    if address.version == 4:
+        return [address]
+    carried = [address.ipv4_mapped, address.sixtofour, address.teredo[1] if address.teredo else None]
+    carried += [ipaddress.IPv4Address(int(address) & 0xFFFFFFFF) for network in EMBEDDING if address in network]
+    return [address, *(a for a in carried if a is not None)]
+
+
 def _refuse(host: str, address: Any) -> None:
-    mapped = getattr(address, "ipv4_mapped", None)
-    if not (mapped or address).is_global:
+    if not all(a.is_global for a in _carried(address)):
         raise SpecError(f"{host} points at a private or special address ({address}); only public servers may be added here")
 
 

@@ -128,7 +128,9 @@ async def test_members_cannot_give_a_command_and_remote_servers_need_the_admins_
     assert (await alice.get(f"{BASE}/mine")).json().get("may_add_remote") is True
     response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "x", "url": "https://example.org/mcp", "command": sys.executable}})
     assert response.status_code == 400 and "remote servers only" in response.json()["error"]
-    for url in ("http://127.0.0.1:9/mcp", "http://[::1]:9/mcp", "http://169.254.169.254/mcp", "http://10.0.0.1/mcp", "http://[::ffff:127.0.0.1]/mcp", "http://localhost:9/mcp"):
+    for url in ("http://127.0.0.1:9/mcp", "http://[::1]:9/mcp", "http://169.254.169.254/mcp", "http://10.0.0.1/mcp", "http://[::ffff:127.0.0.1]/mcp", "http://localhost:9/mcp",
+                # IPv4 carried in IPv6 that a translator delivers: NAT64 (both prefixes), 6to4, IPv4-compatible
+                "http://[64:ff9b::a9fe:a9fe]/mcp", "http://[64:ff9b:1::a00:1]/mcp", "http://[2002:7f00:1::1]/mcp", "http://[::a00:1]/mcp"):
         response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "mine", "url": url}})
         assert response.status_code == 400 and "private or special address" in response.json()["error"], (url, response.text)
     assert (await alice.get(f"{BASE}/my/connectors")).json()["connectors"] == []
