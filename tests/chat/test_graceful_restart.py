@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from skald_host.core.agent.runtime import RESUMED_NOTE
 from skald_host.testing import Hang, Reply, ToolCall
 
 from .support import PROBE, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation
@@ -58,7 +59,13 @@ async def test_graceful_restart_keeps_partial_answers_pending_approvals_and_runn
         await sock.wait_event(approving, "turn_finished")
 
     stream = await messages(alice, streaming)
-    assert [(m["status"], m["content"]) for m in stream[1:]] == [("interrupted", "half an answer"), ("complete", "The whole answer.")]
+    # Asked for again after the restart, and said so in the conversation, as after a crash.
+    assert [(m["role"], m["status"], m["content"]) for m in stream[1:]] == [
+        ("assistant", "interrupted", "half an answer"),
+        ("note", "complete", RESUMED_NOTE),
+        ("assistant", "complete", "The whole answer."),
+    ]
+    assert stream[2]["reason"] == {"code": "answer_resumed", "values": {}}
     approved = await messages(alice, approving)
     assert approved[1]["tool_calls"][0]["status"] == "done" and chat.probe.writes == [{"text": "later"}]
     waited = await messages(alice, waiting)

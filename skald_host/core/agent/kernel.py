@@ -644,7 +644,6 @@ class Kernel:
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
                 return turn, message_id, (request_id, self.runtime.request_body(frame, messages, tools), json.dumps(response))
         except asyncio.CancelledError:
-            status = "interrupted" if self.interrupted() else "cancelled"
             if message_id is None and pending is not None:
                 pending.start()
                 try:  # the placeholder's write is in flight: it is the row to end
@@ -653,11 +652,18 @@ class Kernel:
                     pass  # no row was written for this round
             if message_id is None:
                 raise
-            await asyncio.shield(
-                self.store.finish_assistant(
-                    message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status=status  # type: ignore[arg-type]
+            if self.interrupted():
+                # The server stopping (or the file locking): the partial is kept and the
+                # row left streaming, exactly as a crash leaves it, so recovery ends it as
+                # interrupted with its note in one place — the answer is asked for again
+                # then, which the member must never find silent.
+                await asyncio.shield(self.store.checkpoint(message_id, partial["content"], partial["reasoning"]))
+            else:
+                await asyncio.shield(
+                    self.store.finish_assistant(
+                        message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status="cancelled"
+                    )
                 )
-            )
             raise
         finally:
             if saver is not None:
