@@ -47,10 +47,19 @@ export function button(text, { kind = "", type = "button", onClick, disabled = f
   return el("button", { class: `btn ${kind}`.trim(), type, disabled, on: onClick ? { click: onClick } : {}, text, ...attrs });
 }
 
-/** Disable a form's submit button while `work` runs. */
+/**
+ * Disable a form's submit button while `work` runs. Disabling the focused button drops
+ * focus to <body> (a keyboard or screen reader user loses their place), so it gets the
+ * focus back after, unless the work put it somewhere else.
+ */
 export async function busy(buttonNode, work) {
+  const hadFocus = document.activeElement === buttonNode;
   buttonNode.disabled = true;
-  try { return await work(); } finally { buttonNode.disabled = false; }
+  try { return await work(); } finally {
+    buttonNode.disabled = false;
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (hadFocus && lost && buttonNode.isConnected) buttonNode.focus();
+  }
 }
 
 /**
