@@ -92,6 +92,10 @@ async def test_outbox_is_per_device_and_acknowledged_by_cursor(setup):
     # A background note of a web conversation reaches the member's home source.
     home = await alice.put("/api/me/home-source", json={"home_source": "mobile-connector"})
     assert home.status_code == 200, home.text
+    assert home.json()["titles"] == {"mobile-connector": "Mobile app"}
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    # The account page offers it in the member's language, as the catalog names it.
+    assert (await alice.get("/api/me/home-source")).json()["titles"] == {"mobile-connector": "Mobile App"}
     await alice.chat("ring me")
     for _ in range(200):
         waiting = (await phone.get(f"{BASE}/notifications")).json()["notifications"]

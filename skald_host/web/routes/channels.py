@@ -2,7 +2,7 @@
 
 from quart import Blueprint, current_app
 
-from skald_host.web.auth import current_principal
+from skald_host.web.auth import current_principal, reader_locale
 from skald_host.web.body import TEXT, accepts, json_object, obj
 from skald_host.web.errors import ApiError
 
@@ -14,10 +14,11 @@ async def _state() -> dict:
     member = await core.users.get(current_principal().member.id)
     router = core.channels.router
     choices = router.usable(member)
+    locale = await reader_locale()
     titles = {}
-    for name in choices:
+    for name in choices:  # in the reader's language, as the plugin's catalog entry says it
         status = core.plugins.status(name)
-        titles[name] = status.info.title if status and status.info else name
+        titles[name] = core.strings.plugin_text(name, "plugin.title", locale, status.info.title) if status and status.info else name
     return {"home_source": await router.home_source(member.id), "choices": ["web", *choices], "titles": titles}
 
 
