@@ -424,15 +424,15 @@ class FileService:
             except FileExistsError:
                 made = False
             try:
-                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             except OSError:  # a link (ELOOP) or a file (ENOTDIR) under that name
                 name = UPLOADS_DIR if part == UPLOADS_DIR else f"{UPLOADS_DIR}/{conversation_id}"
                 raise FileError(f"~/{name} is not a folder; move what is there away and upload again") from None
             finally:
                 os.close(fd)
             if made:
-                self.own(child, member_id)
-            fd = child
+                self.own(inner, member_id)
+            fd = inner
         return root / UPLOADS_DIR / conversation_id, fd
 
 

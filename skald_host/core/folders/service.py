@@ -47,11 +47,11 @@ def open_to_members(folder: Path) -> None:
     os.chmod(folder, (os.lstat(folder).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
 
 
-def open_to_members_at(parent: int, name: str) -> None:
+def open_to_members_at(folder: int, name: str) -> None:
     """``open_to_members`` for the folder ``name`` just made in the folder open as
-    ``parent``: changed through its own descriptor, so a link swapped in under that
+    ``folder``: changed through its own descriptor, so a link swapped in under that
     name is refused, never followed."""
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
     try:
         os.fchmod(fd, (os.fstat(fd).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
     finally:

@@ -281,8 +281,8 @@ def _split(rel: str, name: str = "path") -> tuple[str, str]:
     if not rel:
         raise ApiError(400, "this acts on a file or folder inside the project, not on the project folder itself", field=name, code="not_the_root")
     pure = PurePosixPath(rel)
-    parent = str(pure.parent)
-    return ("" if parent == "." else parent), pure.name
+    holder = str(pure.parent)
+    return ("" if holder == "." else holder), pure.name
 
 
 def _lstat_at(folder: int, leaf: str) -> os.stat_result | None:
@@ -359,13 +359,13 @@ async def upload_project_file(project_id: str, target: str) -> Any:
     the upload cap enforced while streaming; an existing name is refused, never replaced."""
     access = await _access(project_id, write=True)
     rel = _relative(target, "target")
-    parent, leaf = _split(rel, "target")
+    holder, leaf = _split(rel, "target")
     # The app's request class lets this route's body reach the upload cap (files.py's
     # UPLOAD_ROUTE); the cap is enforced here again while streaming, for chunked bodies.
     limit = _core().settings.files.upload_max_bytes
     if (request.content_length or 0) > limit:
         raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes", code="upload_too_large", values={"limit": limit})
-    with _folder(access, parent, "target") as folder:
+    with _folder(access, holder, "target") as folder:
         size = await _stream_into(folder, leaf, limit)
     return {"path": rel, "size": size}, 201
 
@@ -414,8 +414,8 @@ async def make_project_folder(project_id: str) -> Any:
     data = await json_object()
     _only(data, {"path"})
     rel = _relative(field(data, "path", str))
-    parent, leaf = _split(rel)
-    with _folder(access, parent) as folder:
+    holder, leaf = _split(rel)
+    with _folder(access, holder) as folder:
         try:
             os.mkdir(leaf, SHARED_DIR_MODE, dir_fd=folder)
         except FileExistsError:
@@ -432,8 +432,8 @@ async def rename_project_file(project_id: str) -> dict:
     _only(data, {"from", "to"})
     source_rel = _relative(field(data, "from", str), "from")
     target_rel = _relative(field(data, "to", str), "to")
-    (source_parent, source_leaf), (target_parent, target_leaf) = _split(source_rel, "from"), _split(target_rel, "to")
-    with _folder(access, source_parent, "from") as source, _folder(access, target_parent, "to") as target:
+    (source_holder, source_leaf), (target_holder, target_leaf) = _split(source_rel, "from"), _split(target_rel, "to")
+    with _folder(access, source_holder, "from") as source, _folder(access, target_holder, "to") as target:
         found = _lstat_at(source, source_leaf)
         if found is None:
             raise ApiError(404, f"no such file or folder: {source_rel}", field="from", code="no_such_entry", values={"path": source_rel})
@@ -455,8 +455,8 @@ async def delete_project_file(project_id: str) -> dict:
     data = await json_object()
     _only(data, {"path"})
     rel = _relative(field(data, "path", str))
-    parent, leaf = _split(rel)
-    with _folder(access, parent) as folder:
+    holder, leaf = _split(rel)
+    with _folder(access, holder) as folder:
         found = _lstat_at(folder, leaf)
         if found is None:
             raise ApiError(404, f"no such file or folder: {rel}", field="path", code="no_such_entry", values={"path": rel})
