@@ -1,9 +1,12 @@
 """Events on the host's three buses (seed 001, "Event-driven coupling").
 
 - ``ChatEvent`` on the chat bus: user message, assistant response, compaction done.
-- ``SystemEvent`` on the system bus: instance facts (member created/deleted/
-  active-changed, plugin enabled, config updated, ...). Best-effort: a subscriber that
-  falls behind loses the oldest events, so never put an access revocation on a bus.
+- ``SystemEvent`` on the system bus: instance facts, by ``kind``: ``member_created``,
+  ``member_deleted``, ``member_active_changed``, ``plugin_enabled``,
+  ``plugin_disabled`` (``subject_id`` the member or plugin). No event says a
+  plugin's or a settings set's config changed: read the config when you use it.
+  Best-effort: a subscriber that falls behind loses the oldest events, so never put
+  an access revocation on a bus.
 - ``UserEvent`` on a member's own bus: what their open clients are shown.
 
 Payloads carry ids and metadata, never message text of another member, never secrets.

@@ -148,9 +148,12 @@ def register_agent_dirs(register: Callable[..., None]) -> None:
 @hookspec
 def user_config_updated(member_id: str, values: dict, host: Any) -> None:
     """A member saved this plugin's per-member config; ``values`` were validated
-    against the plugin's ``user_config_schema``. The default impl only stores them;
-    a plugin overrides it to act (Telegram turns a pairing code into a binding).
-    May be async. Since 1.0."""
+    against the plugin's ``user_config_schema`` and are the whole config (what was
+    stored merged with what the member sent). Implementing it takes over storing:
+    the host stores nothing itself, so keep what should be kept with
+    ``host.set_user_config(member_id, values)`` (which replaces the stored config).
+    Raise ``ValueError("for the member")`` to refuse. Without it, the values are
+    stored as they are. May be async. Since 1.0."""
 
 
 @hookspec

@@ -133,7 +133,10 @@ class SystemAgentContext(Protocol):
         """Keep a JSON value for the next pass (in the member's own file)."""
 
     def translate(self, key: str, **values: Any) -> str:
-        """An i18n string in the member's language."""
+        """An i18n string of the agent's plugin in the member's language: ``"digest"``
+        reads the bundle key ``"<plugin id>.digest"``, and a key that already starts
+        with ``"<plugin id>."`` is taken as it is (as ``HostApi.translate`` takes
+        it). A key the bundles lack comes back as the key itself."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from skald_host.core.i18n import Strings
 from skald_host.core.memory.notes import MemoryService
 from skald_host.core.tts import TtsManager, validate_engine
 from skald_host.core.sandbox import SandboxManager, validate_backend
+from skald_host.core.plugins.failures import record_failure
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure
@@ -426,16 +427,25 @@ class Skald:
             if plugin_id in self._started:
                 try:
                     await self.plugins.call_one("member_unlocked", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
-                except Exception:
-                    log.exception("plugin %s: member_unlocked failed for member %s", plugin_id, member_id)
+                except Exception as exc:
+                    self._hook_failed(plugin_id, "member_unlocked", exc)
 
     async def _plugins_member_locking(self, member_id: str) -> None:
         for plugin_id in self.plugins.implementers("member_locking"):
             if plugin_id in self._started:
                 try:
                     await self.plugins.call_one("member_locking", plugin_id, member_id=member_id)
-                except Exception:
-                    log.exception("plugin %s: member_locking failed for member %s", plugin_id, member_id)
+                except Exception as exc:
+                    self._hook_failed(plugin_id, "member_locking", exc)
+
+    def _hook_failed(self, plugin_id: str, hook: str, exc: Exception) -> None:
+        """A per-member hook's failure: the member's unlock or lock goes on; the admin
+        sees it on the plugin's page (its message withheld: the hook had a member's id)."""
+        if isinstance(exc, TimeoutError):
+            exc = TimeoutError(f"{hook} did not finish within {self.plugins.hook_timeout:g} s")
+            record_failure(self.plugins, plugin_id, f"hook {hook}", exc, say=True)
+        else:
+            record_failure(self.plugins, plugin_id, f"hook {hook}", exc)
 
     def host_api(self, plugin_id: str) -> PluginHostApi:
         """The plugin's HostApi: the one it was started with, else a fresh one."""

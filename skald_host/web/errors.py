@@ -14,12 +14,16 @@ blueprint may handle its own errors first.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
-from quart import Quart, jsonify, request
+from quart import Quart, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from skald_host.core.plugins.failures import record_failure, withheld_traceback
 from skald_host.core.storage import DiskFailure, DiskFull, disk_failure
+
+PLUGIN_ROUTES = "/api/plugin/"
 
 log = logging.getLogger(__name__)
 
@@ -123,5 +127,23 @@ def install_error_handlers(app: Quart) -> None:
         failure = disk_failure(exc, "a file") if isinstance(exc, OSError) else None  # an upload's write, say
         if failure is not None:
             return storage_failure_response(failure)
-        log.error("unhandled error on %s %s", request.method, request.path, exc_info=exc)
-        return error_response(500, "internal error", code="internal_error")
+        # Under an error id, frames and type only: the message may quote what a member
+        # sent (privacy: nothing a member writes reaches a log line). A plugin's route
+        # failing is listed on that plugin's page, as its tools' failures are.
+        plugin_id = _plugin_of(request.path)
+        where = f"route {request.method} {request.path}"
+        if plugin_id is not None:
+            error_id = record_failure(current_app.config["SKALD_CORE"].plugins, plugin_id, where, exc)
+        else:
+            error_id = uuid.uuid4().hex[:12]
+            log.error("unhandled error on %s, error id %s\n%s", where.removeprefix("route "), error_id, withheld_traceback(exc))
+        return error_response(500, "internal error", code="internal_error", values={"error_id": error_id})
+
+
+def _plugin_of(path: str) -> str | None:
+    """The plugin whose router serves ``path`` (``/api/plugin/<id>/...``), if any."""
+    if not path.startswith(PLUGIN_ROUTES):
+        return None
+    plugin_id = path[len(PLUGIN_ROUTES):].split("/", 1)[0]
+    core = current_app.config.get("SKALD_CORE")
+    return plugin_id if core is not None and core.plugins.status(plugin_id) is not None else None

@@ -61,11 +61,11 @@ async def test_a_tool_error_reaches_the_model_in_the_tools_own_words(skald):
     host, turn, seen_by_model = await run_tool(skald, "worded")
     assert seen_by_model == "Error: no city called 'Atlantis'"
     assert turn.tool_results[0].status == "error"
-    assert list(host.core.plugins.status("faulty").tool_failures) == []  # worded failures are no incident
+    assert list(host.core.plugins.status("faulty").failures) == []  # worded failures are no incident
 
 
 async def test_any_other_exception_reaches_the_model_as_an_error_id_and_the_traceback_goes_to_the_admin(skald, caplog):
-    caplog.set_level(logging.ERROR, logger="skald_host.core.agent.kernel")
+    caplog.set_level(logging.ERROR, logger="skald_host.core.plugins.failures")
     host, turn, seen_by_model = await run_tool(skald, "crashes")
 
     match = re.fullmatch(r"Error: the tool failed \(error id ([0-9a-f]{12})\); .*", seen_by_model)
@@ -89,7 +89,7 @@ async def test_any_other_exception_reaches_the_model_as_an_error_id_and_the_trac
 async def test_a_wrong_return_type_is_a_clear_error_not_silently_encoded(skald):
     host, turn, seen_by_model = await run_tool(skald, "returns_dict")
     assert seen_by_model.startswith("Error: the tool failed (error id ") and "temperature" not in seen_by_model
-    [failure] = host.core.plugins.status("faulty").tool_failures
+    [failure] = host.core.plugins.status("faulty").failures
     assert "TypeError: tool 'returns_dict' returned dict; a tool returns str or None" in failure["traceback"]
 
 
@@ -231,3 +231,66 @@ async def test_an_owned_settings_set_is_on_its_plugins_page_and_readable_through
 
     with pytest.raises(KeyError):
         await host.core.host_api("other").get_settings("configured-limits")  # not its set
+
+
+class Hooked:
+    """A plugin failing outside its tools: at a member's unlock (raising, or too slow)
+    and in a route of its router."""
+
+    def __init__(self, plugin_id: str, *, slow: bool = False) -> None:
+        self.id, self.slow = plugin_id, slow
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id=self.id, title=self.id, spec=">=1.2,<2")
+
+    @hookimpl
+    async def member_unlocked(self, member_id, host) -> None:
+        if self.slow:
+            import asyncio
+
+            await asyncio.sleep(30)
+        raise RuntimeError(f"{SECRET} for {member_id}")
+
+    @hookimpl
+    def register_routes(self, register, host) -> None:
+        from quart import Blueprint
+
+        bp = Blueprint(f"{self.id}_routes", __name__)
+
+        @bp.get("/boom")
+        async def boom():
+            raise RuntimeError(SECRET)
+
+        register(bp)
+
+
+async def test_a_hooks_and_a_routes_failures_are_on_the_plugins_page_under_an_error_id_without_their_message(skald, caplog):
+    """One failure policy for every hook, as for tools: the member's login and the
+    client's request go on with a generic answer; the admin finds the frames under an
+    error id on the plugin's page; the message (a member's words, maybe) is nowhere."""
+    caplog.set_level(logging.INFO)
+    host = await skald.start(plugins=[Hooked("hooked"), Hooked("sleepy", slow=True)], enable=["hooked", "sleepy"],
+                             settings=skald.settings(plugins={"hook_timeout_seconds": 0.5}))
+    admin = await host.admin()
+    alice = await host.member("alice")  # logged in: member_unlocked ran, failed and timed out
+    answer = await alice.get("/api/plugin/hooked/boom")
+    assert answer.status_code == 500 and answer.json()["code"] == "internal_error"
+    route_error_id = answer.json()["values"]["error_id"]
+    assert SECRET not in answer.text
+
+    hooked = (await admin.get("/api/admin/plugins/hooked")).json()
+    by_where = {f["where"]: f for f in hooked["failures"]}
+    assert set(by_where) == {"hook member_unlocked", "route GET /api/plugin/hooked/boom"}
+    assert by_where["route GET /api/plugin/hooked/boom"]["error_id"] == route_error_id
+    assert "in member_unlocked" in by_where["hook member_unlocked"]["traceback"]
+    assert "in boom" in by_where["route GET /api/plugin/hooked/boom"]["traceback"]
+    assert hooked["tool_failures"] == []  # the tools' alone, as before
+    timed_out = (await admin.get("/api/admin/plugins/sleepy")).json()["failures"]  # the admin's login and Alice's
+    assert len(timed_out) == 2 and all(f["where"] == "hook member_unlocked" for f in timed_out)
+    assert all("did not finish within 0.5 s" in f["traceback"] for f in timed_out)
+
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert route_error_id in logged and "in boom" in logged
+    assert SECRET not in logged and SECRET not in str(hooked)
+    assert "failures" not in (await admin.get("/api/admin/plugins")).json()["plugins"][0]  # the detail's, not the list's

@@ -92,7 +92,12 @@ async def test_a_failing_run_is_recorded_without_its_message(skald):
     alice_id = (await host.member("alice")).member["id"]
     await host.core.system_agents.tick()
     [run] = await runs_in_file(host.core, alice_id)
-    assert run["status"] == "failed" and run["error"] == "RuntimeError"
+    assert run["status"] == "failed" and run["error"].startswith("RuntimeError (error id ")
+    # The admin finds its traceback on the plugin's page under that id, its message withheld.
+    [failure] = [f for f in host.core.plugins.status("counting").failures if f["error_id"] in run["error"]]
+    assert failure["where"] == "system agent counted"
+    assert "in run" in failure["traceback"]
+    assert failure["traceback"].splitlines()[-1] == "RuntimeError (message withheld: it may hold a member's data)"
 
 
 async def test_locked_members_are_skipped_with_an_info_line(skald, caplog):
@@ -161,3 +166,25 @@ async def test_the_loop_runs_passes_on_its_own(skald):
         await asyncio.sleep(0.05)
     assert (alice_id, None) in plugin.runs
     assert [r["status"] for r in await runs_in_file(host.core, alice_id)] == ["done"]
+
+
+async def test_an_agent_translates_its_own_keys_short_or_whole(skald):
+    """``ctx.translate("digest")`` and ``ctx.translate("counting.digest")`` read the same
+    string of the agent's plugin in the member's language (a plugin author wrote the
+    whole key, as ``HostApi.translate`` takes it, and got "counting.counting.digest")."""
+    from skald_hookspecs import I18nBundle, hookimpl
+
+    class Translating(CountingAgents):
+        @hookimpl
+        def register_i18n(self, register) -> None:
+            register(I18nBundle("counting", {"en": {"digest": "Your digest"}, "de": {"digest": "Deine Übersicht"}}))
+
+        async def run(self, ctx):
+            await super().run(ctx)
+            self.said = (ctx.translate("digest"), ctx.translate("counting.digest"))
+
+    plugin = Translating(unit="minutes", interval=5)
+    host, _ = await start(skald, plugin)
+    await host.member("alice", locale="de")
+    await host.core.system_agents.tick()
+    assert plugin.said == ("Deine Übersicht", "Deine Übersicht")

@@ -1,5 +1,5 @@
 // #plugin-detail?id=<id> (admins): one plugin's summary, a failed plugin's traceback
-// and its tools' latest failures (by error id, as the model and the log name them),
+// and its code's latest failures (by error id, as the model and the log name them),
 // its instance settings and the settings sets it owns, and the read-only roster of
 // who holds it. Grants are edited on each member's page, the one write path.
 import { api } from "../lib/api.js";
@@ -63,7 +63,7 @@ function settingsSetSections(plugin) {
 const traceback = (text) => el("pre", { class: "traceback", text });
 
 function problemsSection(plugin) {
-  const failures = plugin.tool_failures || [];
+  const failures = plugin.failures || plugin.tool_failures || [];
   if (!plugin.traceback && !failures.length) return null;
   const parts = [];
   if (plugin.traceback) {
@@ -72,7 +72,7 @@ function problemsSection(plugin) {
   if (failures.length) {
     parts.push(el("p", { class: "hint", text: t("plugin.tool_failures_hint") }));
     parts.push(el("ul", { class: "plain tool-failures" }, ...failures.slice().reverse().map((f) => el("li", { "data-error-id": f.error_id },
-      el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.tool} · ${f.at}`), traceback(f.traceback))))));
+      el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.where || f.tool} · ${f.at}`), traceback(f.traceback))))));
   }
   return section(t("plugin.problems_title"), ...parts);
 }

@@ -32,7 +32,6 @@ import json
 import logging
 import random
 import time
-import traceback
 import uuid
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -50,6 +49,7 @@ from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
+from skald_host.core.plugins.failures import record_failure
 from skald_host.core.schedules import service as schedule_service
 
 if TYPE_CHECKING:
@@ -1104,16 +1104,10 @@ class Kernel:
 
     def _tool_failed(self, registered: RegisteredTool, exc: BaseException, *, say: bool = False) -> str:
         """An unexpected failure: the model reads a generic line with an error id; the
-        log and the plugin's page get the traceback. Its frames and the exception's type,
-        not its message (which may carry a member's words) unless ``say``: the host wrote it."""
-        error_id = uuid.uuid4().hex[:12]
-        frames = "".join(traceback.format_list(traceback.extract_tb(exc.__traceback__))) if exc.__traceback__ else ""
-        head = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
-        text = f"Traceback (most recent call last):\n{frames}{head}" + (f": {exc}" if say else " (message withheld: it may hold a member's data)")
-        log.error("tool %s (plugin %s) failed, error id %s\n%s", registered.tool.name, registered.plugin_id, error_id, text)
-        self.runtime.core.plugins.record_tool_failure(
-            registered.plugin_id,
-            {"error_id": error_id, "tool": registered.tool.name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "traceback": text},
+        log and the plugin's page get the traceback, its message withheld unless ``say``
+        (the host wrote it)."""
+        error_id = record_failure(
+            self.runtime.core.plugins, registered.plugin_id, f"tool {registered.tool.name}", exc, say=say, tool=registered.tool.name,
         )
         return f"Error: the tool failed (error id {error_id}); the admin can look it up on the plugin's page."
 

@@ -82,6 +82,7 @@ class PluginCatalog:
             entry = self._localize(status.as_dict(), locale)
             entry.pop("traceback", None)  # on the detail and in /api/admin/plugins.json
             entry.pop("tool_failures", None)
+            entry.pop("failures", None)
             entry["enabled"] = self._core.plugins.is_enabled(status.id)
             entry["configurable"] = bool(status.info and status.info.config_schema)
             entry["icon"] = status.info.icon if status.info else "puzzle"

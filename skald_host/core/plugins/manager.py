@@ -31,7 +31,7 @@ from skald_host.core.asyncutil import await_me_maybe
 log = logging.getLogger(__name__)
 
 State = Literal["loaded", "disabled", "failed", "blocked"]
-TOOL_FAILURES_KEPT = 20
+FAILURES_KEPT = 20
 
 
 class PluginError(Exception):
@@ -79,9 +79,10 @@ class PluginStatus:
     info: PluginInfo | None = None
     healthy: bool = True
     started: bool = False
-    # The latest failures of this plugin's tools (newest last): what the admin sees on
-    # the plugin's page. Frames and exception type only, never the message (a member's data).
-    tool_failures: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=TOOL_FAILURES_KEPT))
+    # The latest unexpected failures of this plugin's code — tools, hooks, system agents,
+    # routes — newest last (``failures.record_failure``): what the admin sees on the
+    # plugin's page. Frames and exception type only, never the message (a member's data).
+    failures: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=FAILURES_KEPT))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -97,7 +98,8 @@ class PluginStatus:
             "traceback": self.traceback,
             "import_ms": round(self.import_ms, 1),
             "healthy": self.healthy,
-            "tool_failures": list(self.tool_failures),
+            "failures": list(self.failures),
+            "tool_failures": [f for f in self.failures if "tool" in f],  # the tools' alone, as the page listed them first
             "title": self.info.title if self.info else self.name,
             "description": self.info.description if self.info else "",
         }
@@ -318,11 +320,11 @@ class PluginManager:
         status = self._status.get(plugin_id)
         return bool(status and status.state == "loaded")
 
-    def record_tool_failure(self, plugin_id: str, failure: dict[str, Any]) -> None:
-        """Keep a tool's failure (error id, tool, time, traceback) for the plugin's page."""
+    def record_failure(self, plugin_id: str, failure: dict[str, Any]) -> None:
+        """Keep a failure (error id, where, time, traceback) for the plugin's page."""
         status = self._status.get(plugin_id)
         if status is not None:
-            status.tool_failures.append(failure)
+            status.failures.append(failure)
 
     def fail(self, plugin_id: str, error: str, tb: str | None = None) -> None:
         status = self._status.get(plugin_id)

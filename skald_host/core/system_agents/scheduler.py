@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping
 from skald_hookspecs.system_agents import Report
 from skald_host.core.identity.users import Member, MemberError
 from skald_host.core.storage import Database
+from skald_host.core.plugins.failures import record_failure
 from skald_host.core.system_agents import store
 from skald_host.core.system_agents.registry import AgentRegistry, RegisteredAgent
 from skald_host.core.system_agents.timing import Clock, iso, most_recent_occurrence, parse_iso, system_clock
@@ -134,7 +135,8 @@ class RunContext:
         await self._db.transaction(lambda c: store.set_memo(c, self.agent_id, memo, iso(self.now)))
 
     def translate(self, key: str, **values: Any) -> str:
-        return self._core.strings.translate(f"{self._entry.plugin_id}.{key}", self._member.locale, **values)
+        own = f"{self._entry.plugin_id}."
+        return self._core.strings.translate(key if key.startswith(own) else own + key, self._member.locale, **values)
 
 
 class SystemAgentScheduler:
@@ -288,7 +290,7 @@ class SystemAgentScheduler:
             if entry.agent.has_work is not None and not await entry.agent.has_work(context):
                 return "idle"
         except Exception as exc:
-            log.error("system agent %s: has_work failed (%s)", entry.id, type(exc).__name__)
+            record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc)
             return "failed"
         run_id = await db.transaction(lambda c: store.open_run(c, entry.id, context.subject_id, started))
         context.run_id = run_id
@@ -296,9 +298,10 @@ class SystemAgentScheduler:
         try:
             await entry.agent.run(context)
         except Exception as exc:
-            # The type only: an exception's message may quote the member's words.
-            status, error = "failed", type(exc).__name__
-            log.error("system agent %s failed for member %s (%s)", entry.id, context.member_id, error)
+            # The type and the error id the plugin's page lists its traceback under; not
+            # the message, which may quote the member's words.
+            error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id}", exc)
+            status, error = "failed", f"{type(exc).__name__} (error id {error_id})"
         stats = {k: int(v) for k, v in context.stats.items() if isinstance(v, (int, float))}
         await db.transaction(lambda c: store.finish_run(c, run_id, status, iso(self.clock()), stats, error))
         return "ran" if status == "done" else "failed"

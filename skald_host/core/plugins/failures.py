@@ -1,0 +1,42 @@
+"""A plugin's unexpected failure, said one way wherever it happened — a tool, a hook,
+a system agent, a route of its router: under an error id, its frames and exception
+type go to the log and to the plugin's page (``failures``); its message does not,
+since it may carry a member's words, unless the host wrote it (``say``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+import uuid
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from skald_host.core.plugins.manager import PluginManager
+
+log = logging.getLogger(__name__)
+
+
+def withheld_traceback(exc: BaseException, *, say: bool = False) -> str:
+    """The traceback of ``exc``: frames and the exception's type, its message only if ``say``."""
+    frames = "".join(traceback.format_list(traceback.extract_tb(exc.__traceback__))) if exc.__traceback__ else ""
+    head = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+    return f"Traceback (most recent call last):\n{frames}{head}" + (f": {exc}" if say else " (message withheld: it may hold a member's data)")
+
+
+def record_failure(
+    plugins: PluginManager | None, plugin_id: str, where: str, exc: BaseException, *, say: bool = False, tool: str | None = None,
+) -> str:
+    """Log the failure and keep it for the plugin's page; its error id, for whoever
+    tells someone that it failed (the model, a client, a run's row)."""
+    error_id = uuid.uuid4().hex[:12]
+    text = withheld_traceback(exc, say=say)
+    log.error("plugin %s: %s failed, error id %s\n%s", plugin_id, where, error_id, text)
+    failure: dict[str, Any] = {
+        "error_id": error_id, "where": where, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "traceback": text,
+    }
+    if tool is not None:
+        failure["tool"] = tool
+    if plugins is not None:
+        plugins.record_failure(plugin_id, failure)
+    return error_id
