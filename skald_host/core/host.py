@@ -40,7 +40,7 @@ from skald_host.core.i18n import Strings
 from skald_host.core.memory.notes import MemoryService
 from skald_host.core.tts import TtsManager, validate_engine
 from skald_host.core.sandbox import SandboxManager, validate_backend
-from skald_host.core.plugins.failures import record_failure
+from skald_host.core.plugins.failures import record_failure, withheld_traceback
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure
@@ -347,12 +347,15 @@ class Skald:
             await api.close()
             message = f"startup did not finish within {self.plugins.hook_timeout:g} s" if isinstance(exc, asyncio.TimeoutError) else f"startup: {exc}"
             status.healthy, status.error = False, message
+            # No member is involved at startup: the message is the plugin's own, shown whole.
+            status.traceback = None if isinstance(exc, asyncio.TimeoutError) else withheld_traceback(exc, say=True)
             log.error("plugin %s failed to start: %s", plugin_id, message)
             if self.settings.plugins.strict:
                 raise StrictPluginFailure.of(plugin_id, "startup", exc) from exc
             return False
         self._started[plugin_id] = _Started(api)
         status.started, status.healthy = True, True
+        status.error = status.traceback = None  # an earlier startup's failure is over
         return True
 
     async def set_plugin_enabled(self, plugin_id: str, enabled: bool) -> None:

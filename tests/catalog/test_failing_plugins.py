@@ -97,3 +97,31 @@ async def test_a_plugin_that_fails_registering_is_never_started_even_if_enabled(
     assert (await admin.get("/api/plugin/flaky/ping")).status_code == 404
     await second.stop()
     assert log == []  # registration comes before any startup: a failed plugin never runs
+
+
+class NeedsAKey(Routed):
+    """Starts only once the admin gave it its key (a setting it cannot run without)."""
+
+    def __init__(self, plugin_id: str) -> None:
+        from skald_hookspecs import ConfigField
+
+        super().__init__(plugin_id, config_schema=(ConfigField("api_key", "secret", label="API key"),))
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        if not (await host.get_config()).get("api_key"):
+            raise RuntimeError("set the API key first")
+
+
+async def test_saving_the_settings_of_a_plugin_whose_startup_failed_starts_it_again(skald):
+    host = await skald.start(plugins=[NeedsAKey("keyed")], enable=["keyed"])
+    admin = await host.admin()
+    detail = (await admin.get("/api/admin/plugins/keyed")).json()
+    assert (detail["healthy"], detail["error"]) == (False, "startup: set the API key first")
+    assert "in startup" in detail["traceback"] and "RuntimeError: set the API key first" in detail["traceback"]
+
+    saved = await admin.put("/api/admin/plugins/keyed/config", json={"config": {"api_key": "sk-1"}})
+    assert saved.status_code == 200, saved.text
+    entry = await catalog_entry(admin, "keyed")
+    assert (entry["state"], entry["enabled"], entry["healthy"], entry["error"]) == ("loaded", True, True, None)
+    assert (await admin.get("/api/admin/plugins/keyed")).json()["traceback"] is None

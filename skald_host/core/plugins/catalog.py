@@ -147,6 +147,10 @@ class PluginCatalog:
         fresh = validate(info.config_schema, values, await self._config(plugin_id))
         await self.store_row(plugin_id, info, config=self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh)))
         log.info("plugin %s configured", plugin_id)
+        status = self._core.plugins.status(plugin_id)
+        if status is not None and not status.healthy and self._core.plugins.is_enabled(plugin_id):
+            # Its startup failed, most often for want of these settings: try it again.
+            await self._core.start_plugin(plugin_id)
         return masked(info.config_schema, fresh)
 
     async def roster(self, plugin_id: str) -> list[dict[str, Any]]:
