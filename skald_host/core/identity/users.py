@@ -33,6 +33,7 @@ from skald_host.core.identity.sealing import ensure_inbox_key
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
 from skald_host.core.refusal import Refusal
 from skald_host.core.schema import OWNER_MIGRATIONS
+from skald_host.core.storage.permissions import fsync_dir
 from skald_host.core.storage import (
     Database,
     DatabaseMissing,
@@ -202,6 +203,11 @@ class UserManager:
         if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
             raise MemberNotFound("no such member")
         return self.database_dir / f"{member_id}.db"
+
+    def reset_path(self, member_id: str) -> Path:
+        """Where an admin reset builds the member's new, empty file: it takes the place
+        of the old one only after the registry holds the new password."""
+        return self.owner_path(member_id).with_name(f"{member_id}.db.reset")
 
     # -- reading ---------------------------------------------------------------
 
@@ -434,14 +440,20 @@ class UserManager:
         path = self.owner_path(member_id)
         old = None
         if member.encrypted:
-            old = quarantine(path, "admin-reset") if path.exists() else None
+            # The new file is made beside the old one, which stays in place (and opens
+            # with the old password) until the registry holds the new one: a crash on
+            # the way loses neither. After the commit it is swapped in here, or, after a
+            # crash, at the member's next login (``_finish_reset``).
+            fresh = self.reset_path(member_id)
+            remove_database_files(fresh)  # a reset cut short before the commit
             dek, sealed = await self.kdf.seal_new(new_password, member_id)
             credentials = sealed.to_json()
-            owner = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=True)
+            owner = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=True)
             try:
                 inbox_public_key = (await ensure_inbox_key(owner)).public
             finally:
                 await owner.close()
+            crash_point("admin_reset.before_commit")
         else:
             # Not keyed by the password: the member keeps their data.
             credentials = (await self.kdf.make_verifier(new_password, member_id)).to_json()
@@ -461,8 +473,38 @@ class UserManager:
                 conn.execute("DELETE FROM sealed_messages WHERE member_id = ?", (member_id,))
 
         await self.registry.transaction(update)
+        crash_point("admin_reset.after_commit")
+        if member.encrypted:
+            old = await asyncio.to_thread(self._swap_in_reset, member_id)
         log.warning("member %s: password reset by an admin; previous database quarantined", member_id)
         return old
+
+    def _swap_in_reset(self, member_id: str) -> Path | None:
+        """The reset's new file in the old one's place (the old one quarantined);
+        where the old one went. Blocking: run it in a thread."""
+        path, fresh = self.owner_path(member_id), self.reset_path(member_id)
+        old = quarantine(path, "admin-reset") if path.exists() else None
+        crash_point("admin_reset.after_quarantine")
+        fresh.rename(path)
+        fsync_dir(self.database_dir)
+        return old
+
+    async def _finish_reset(self, member_id: str, dek: bytes | None) -> None:
+        """At login: an admin reset a crash cut short. Its new file opens with the key
+        the registry's password gives only if the reset was committed: then it takes
+        the old file's place. Otherwise it is the leftover of a reset that never
+        happened, and goes."""
+        fresh = self.reset_path(member_id)
+        try:
+            probe = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
+        except (DatabaseMissing, DatabaseUnreadable, StorageError):
+            log.warning("member %s: removed the new file of an admin reset that was not committed", member_id)
+            await asyncio.to_thread(remove_database_files, fresh)
+            return
+        await probe.close()
+        moved = await asyncio.to_thread(self._swap_in_reset, member_id)
+        log.warning("member %s: an admin reset cut short by a stop is complete%s", member_id,
+                    f"; previous database quarantined as {moved.name}" if moved else "")
 
     # -- unlock / lock -------------------------------------------------------------
 
@@ -475,6 +517,8 @@ class UserManager:
             if existing is not None and not existing.closed:
                 return existing
             path = self.owner_path(member_id)
+            if dek is not None and self.reset_path(member_id).exists():
+                await self._finish_reset(member_id, dek)
             try:
                 db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
             except DatabaseMissing:
@@ -703,7 +747,9 @@ class UserManager:
                 orphans.append(path.stem)
                 log.warning("owner file %s has no member; quarantined", path.name)
         for member_id in sorted(ids):
-            if not self.owner_path(member_id).exists():
+            if self.reset_path(member_id).exists():
+                log.warning("member %s: an admin reset was cut short by a stop; it completes at their next login", member_id)
+            elif not self.owner_path(member_id).exists():
                 missing.append(member_id)
                 log.error("member %s has no private database file; an admin reset will create an empty one", member_id)
         return {"quarantined": orphans, "missing": missing}

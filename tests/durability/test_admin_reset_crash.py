@@ -1,0 +1,46 @@
+"""An admin reset of an encrypted member survives a SIGKILL at any point: up to the
+registry's commit the member keeps their old password and their data, untouched;
+from the commit on the new password opens the new, empty file, and the old one is in
+quarantine, still openable with the old password (found by a crash probe: the old
+file used to be moved aside before the new key existed, so a kill in between left
+the old password refused with "your previous data is lost" while it was intact)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from .helpers import ADMIN_PASSWORD, create_member, crash_during, database_dir, get_settings, put_settings, setup_admin
+
+OLD, NEW = "alice's first passphrase 7", "alice's passphrase after the reset 8"
+POINTS = ["admin_reset.before_commit", "admin_reset.after_commit", "admin_reset.after_quarantine"]
+
+
+@pytest.mark.parametrize("point", POINTS)
+async def test_an_admin_reset_killed_midway_loses_neither_password_nor_data(servers, point):
+    server = await servers.start()
+    admin = await setup_admin(server)
+    alice_id = await create_member(admin, "alice", OLD)
+    alice = await server.login("alice", OLD)
+    expected = await put_settings(alice, {"note": f"CANARY-{uuid.uuid4()}"})
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    assert await server.terminate() == 0
+
+    armed = await servers.start(crash_at=point)
+    admin = await armed.login("admin", ADMIN_PASSWORD)
+    await crash_during(armed, admin.post(
+        f"/api/admin/members/{alice_id}/reset-password", json={"new_password": NEW, "confirm_data_loss": True},
+    ))
+
+    server = await servers.start()
+    committed = point != "admin_reset.before_commit"
+    statuses = {label: (await server.client().login("alice", password)).status_code for label, password in (("old", OLD), ("new", NEW))}
+    assert statuses == ({"old": 401, "new": 200} if committed else {"old": 200, "new": 401}), statuses
+    alice = await server.login("alice", NEW if committed else OLD)
+    assert await get_settings(alice) == ({} if committed else expected)
+    files = {p.name for p in database_dir(servers.data_dir).iterdir() if p.name.startswith(alice_id)}
+    assert f"{alice_id}.db" in files and not any(".reset" in name for name in files), files  # in place, or gone
+    quarantined = list((database_dir(servers.data_dir) / "quarantine").glob(f"{alice_id}.*admin-reset.db"))
+    assert len(quarantined) == (1 if committed else 0)
+    assert "Traceback" not in server.output
