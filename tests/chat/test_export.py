@@ -3,6 +3,9 @@ structure (attachments a list, not text)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+
 from skald_host.testing import Reply
 
 from .support import MODEL_A, ChatSocket, configure_models, new_conversation
@@ -30,4 +33,6 @@ async def test_the_markdown_export_speaks_the_readers_language_and_the_json_keep
         await sock.send(other, "Hi")
         await sock.turn(other)
     english = (await alice.get(f"/api/conversations/{other}/export")).text
+    stamp = re.search(r"Exported from Skald · (\S+)", english).group(1)
+    assert abs((dt.datetime.now(dt.UTC) - dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)).total_seconds()) < 120
     assert "Exported from Skald · " in english and "## You\n\nHi" in english and "## Assistant\n\nHi." in english

@@ -4,6 +4,7 @@ member's ids answer the same 404 as ids that never existed (check C1)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from typing import Any
@@ -282,7 +283,8 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
         return text if text is not None else status
 
     title = conversation.get("title") or say("chat.untitled")
-    lines = [f"# {title}", "", say("export.from", date=conversation.get("created_at", "")), ""]
+    exported_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the export's own moment, as the line says
+    lines = [f"# {title}", "", say("export.from", date=exported_at), ""]
     for message in messages:
         if message.get("variant"):
             continue  # an earlier version of an answer: the JSON export has them
