@@ -9,6 +9,13 @@
 
 import { call, node } from "/ui/lib/plugin-kit.js";
 
+/** A control with its visible label (a placeholder is no label: it goes once typed in). */
+function labelled(text, control) {
+  const label = node("label", undefined, "mcp-field");
+  label.append(node("span", text), control);
+  return label;
+}
+
 function format(text, values) {
   return text.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
 }
@@ -216,7 +223,7 @@ export default class ConnectorsPage extends HTMLElement {
       const name = Object.assign(node("input"), { name: "name", maxLength: 24, placeholder: s.name });
       const url = Object.assign(node("input"), { name: "url", placeholder: s.url });
       const headers = Object.assign(node("textarea"), { name: "headers", placeholder: s.headers });
-      form.append(name, url, headers, Object.assign(node("button", s.add), { type: "submit" }));
+      form.append(labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), Object.assign(node("button", s.add), { type: "submit" }));
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         const remote = { name: name.value.trim(), url: url.value.trim(), headers: pairs(headers.value, ":") };
@@ -361,7 +368,7 @@ export default class ConnectorsPage extends HTMLElement {
     complete.addEventListener("click", () =>
       this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/complete`, { state, code: code.value.trim() })),
     );
-    panel.append(start, code, complete);
+    panel.append(start, labelled(s.paste_code, code), complete);
     return panel;
   }
 
@@ -450,7 +457,7 @@ export default class ConnectorsPage extends HTMLElement {
       const form = node("form");
       const name = Object.assign(node("input"), { name: "name", maxLength: 24, placeholder: s.name });
       const body = Object.assign(node("textarea"), { name: "body", rows: 6, cols: 60, placeholder: "{ }" });
-      form.append(name, node("br"), body, node("br"), Object.assign(node("button", s.save), { type: "submit" }));
+      form.append(labelled(s.name, name), node("br"), labelled(s.template_json, body), node("br"), Object.assign(node("button", s.save), { type: "submit" }));
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         this.act(async () => {

@@ -158,7 +158,7 @@ async def test_a_connector_has_a_page_of_its_own_with_the_sign_in_panel_in_a_bro
         panel = detail.locator(".mcp-oauth[data-url]")
         await panel.wait_for(timeout=10_000)
         code = await consent(await panel.get_attribute("data-url"))
-        await detail.locator("input[name=code]").fill(code)
+        await detail.get_by_label("Paste the code the sign-in page showed").fill(code)  # labelled, not only a placeholder
         await detail.locator("button.mcp-complete").click()
         await page.locator("section.mcp-detail[data-name=mail] .mcp-state").filter(has_text="running").wait_for(timeout=20_000)
         assert "mail__echo" in await page.locator("section.mcp-detail .mcp-tools").inner_text()
