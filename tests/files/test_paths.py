@@ -180,6 +180,39 @@ async def test_a_link_swapped_in_after_the_check_is_refused_by_the_open(files, t
         open_inside(home, home / "sub", os.O_RDONLY | os.O_DIRECTORY)
 
 
+async def test_folders_made_for_a_write_never_land_where_a_swapped_link_points(files, tmp_path, monkeypatch):
+    """The race a sandbox can run on the agent's write: right after the path was
+    checked, a folder on the way becomes a link out of the home. Before, the missing
+    folders were made by name (outside, and handed to the member's uid); now they are
+    made by descriptor from the home's own, and the link is refused."""
+    from skald_host.core.files import paths
+
+    alice = await files.member("alice")
+    home = files.core.files.home(alice.id)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (home / "a").mkdir()
+    checked = home / "a" / "new" / "deeper"
+    opened = paths.open_dir_inside
+
+    def swap_then_open(base, path):  # the last check passed; the walk starts: the sandbox wins
+        (home / "a").rename(home / "a-real")
+        (home / "a").symlink_to(outside)
+        return opened(base, path)
+
+    monkeypatch.setattr(paths, "open_dir_inside", swap_then_open)
+    made: list[int] = []
+    with pytest.raises(paths.PathRefused, match="a is not a folder"):
+        paths.open_dirs_inside(home, checked, made.append)
+    assert list(outside.iterdir()) == [] and made == []
+    monkeypatch.setattr(paths, "open_dir_inside", opened)
+    (home / "a").unlink()
+    (home / "a-real").rename(home / "a")
+    fd = paths.open_dirs_inside(home, checked, made.append)
+    os.close(fd)
+    assert (home / "a" / "new" / "deeper").is_dir() and len(made) == 2
+
+
 async def test_one_member_cannot_reach_anothers_home(files):
     alice, bob = await files.member("alice"), await files.member("bob")
     bob_fs = await tools(files, "bob")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skald_host.core.files.paths import PathRefused, is_inside, make_dirs_inside, open_dir_inside, open_inside, read_all
+from skald_host.core.files.paths import PathRefused, is_inside, open_dirs_inside, open_inside, read_all
 from skald_host.core.files.service import FileError, Resolved
 from skald_host.core.files.sniff import TEXT, sniff
 from skald_host.core.folders.service import SHARED_FILE_MODE, open_to_members
@@ -149,10 +149,9 @@ class MemberFiles:
         owner = self.member.id if is_inside(self._core.files.home(self.member.id), resolved.base) else None
         # In the member's home: theirs. In a shared folder or project: its members' (the
         # group and setgid the sandbox manager gives those folders), never root's alone.
-        on_create = (lambda p: self._core.files.own(p, owner)) if owner else open_to_members
+        on_create = (lambda fd: self._core.files.own(fd, owner)) if owner else open_to_members
         try:
-            folder = make_dirs_inside(resolved.base, target.parent, on_create)
-            dir_fd = open_dir_inside(resolved.base, folder)
+            dir_fd = open_dirs_inside(resolved.base, target.parent, on_create)
         except PathRefused as exc:
             raise FileError(str(exc)) from None
         try:

@@ -127,26 +127,33 @@ def open_dir_inside(base: Path, path: Path) -> int:
     return open_inside(base, path, os.O_RDONLY | os.O_DIRECTORY)
 
 
-def make_dirs_inside(base: Path, path: Path, on_create=None) -> Path:
-    """Create the missing folders from ``base`` down to ``path`` one at a time, checking
-    containment of each after it exists (a component replaced by a symlink between
-    ``contain`` and here is caught). ``on_create(path)`` runs for each new folder."""
+def open_dirs_inside(base: Path, path: Path, on_create=None) -> int:
+    """A descriptor of the folder ``path`` (already ``contain``-ed), the missing folders
+    from ``base`` down to it made one at a time. Walked by descriptor from ``base``'s
+    own, never through a link: a sandbox renaming and linking inside ``base`` while this
+    runs can neither have a folder made elsewhere nor have one there handed over.
+    ``on_create(fd)`` runs for each new folder, with its descriptor."""
     root = Path(os.path.realpath(base))
     target = Path(os.path.realpath(path))
     if target != root and root not in target.parents:
         raise PathRefused("path leaves its folder")
-    current = root
-    for part in target.relative_to(root).parts:
-        current = current / part
-        if not current.exists():
+    fd = open_dir_inside(root, root)
+    try:
+        for part in target.relative_to(root).parts:
             try:
-                current.mkdir(mode=0o700)
-                if on_create is not None:
-                    on_create(current)
+                os.mkdir(part, 0o700, dir_fd=fd)
+                made = True
             except FileExistsError:
-                pass
-        if not current.is_dir():
-            raise PathRefused(f"{part} is not a folder")
-        if not is_inside(root, current):
-            raise PathRefused("path leaves its folder")
-    return current
+                made = False
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError:  # a link (ELOOP) or a file (ENOTDIR) under that name
+                raise PathRefused(f"{part} is not a folder") from None
+            os.close(fd)
+            fd = inner
+            if made and on_create is not None:
+                on_create(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -41,19 +41,19 @@ SHARED_DIR_MODE = 0o770
 SHARED_FILE_MODE = 0o660
 
 
-def open_to_members(folder: Path) -> None:
-    """A folder just made inside a shared folder or project: the group's bits (which
-    the umask took), keeping the setgid bit it inherited (which a plain chmod drops)."""
-    os.chmod(folder, (os.lstat(folder).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
+def open_to_members(folder: int) -> None:
+    """A folder just made inside a shared folder or project, open as ``folder``: the
+    group's bits (which the umask took), keeping the setgid bit it inherited (which a
+    plain chmod drops). By descriptor: the name may have become a link meanwhile."""
+    os.fchmod(folder, (os.fstat(folder).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
 
 
 def open_to_members_at(folder: int, name: str) -> None:
     """``open_to_members`` for the folder ``name`` just made in the folder open as
-    ``folder``: changed through its own descriptor, so a link swapped in under that
-    name is refused, never followed."""
+    ``folder``: opened without following a link swapped in under that name."""
     fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
     try:
-        os.fchmod(fd, (os.fstat(fd).st_mode & stat.S_ISGID) | SHARED_DIR_MODE)
+        open_to_members(fd)
     finally:
         os.close(fd)
 
