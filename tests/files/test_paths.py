@@ -213,6 +213,32 @@ async def test_folders_made_for_a_write_never_land_where_a_swapped_link_points(f
     assert (home / "a" / "new" / "deeper").is_dir() and len(made) == 2
 
 
+async def test_a_listing_never_names_what_a_swapped_link_points_at(files, tmp_path, monkeypatch):
+    """list_files checks the folder, then lists it: a sandbox swapping it for a link in
+    between got the names and sizes of a folder outside listed. It is now listed
+    through a descriptor re-checked after opening."""
+    from skald_host.core.files import ops
+
+    alice = await tools(files, "alice")
+    home = files.core.files.home((await files.member("alice")).id)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "not-yours.txt").write_text("x")
+    await alice.write_text("a/mine.txt", "mine")
+    opened = ops.open_dir_inside
+
+    def swap_then_open(base, path):
+        if path.name == "a" and not (home / "a").is_symlink():
+            (home / "a").rename(home / "a-real")
+            (home / "a").symlink_to(outside)
+        return opened(base, path)
+
+    monkeypatch.setattr(ops, "open_dir_inside", swap_then_open)
+    listed = await alice.list("a")
+    assert (home / "a").is_symlink(), "the swap did not happen: the test proves nothing"
+    assert not any("not-yours" in entry["path"] for entry in listed), listed
+
+
 async def test_one_member_cannot_reach_anothers_home(files):
     alice, bob = await files.member("alice"), await files.member("bob")
     bob_fs = await tools(files, "bob")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skald_host.core.files.paths import PathRefused, is_inside, open_dirs_inside, open_inside, read_all
+from skald_host.core.files.paths import PathRefused, is_inside, open_dir_inside, open_dirs_inside, open_inside, read_all
 from skald_host.core.files.service import FileError, Resolved
 from skald_host.core.files.sniff import TEXT, sniff
 from skald_host.core.folders.service import SHARED_FILE_MODE, open_to_members
@@ -380,24 +380,39 @@ def _list_host(resolved: Resolved, recursive: bool) -> list[dict[str, Any]]:
     while pending and len(entries) < LIST_LIMIT:
         folder = pending.pop(0)
         try:
-            inside = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
-        except OSError:
+            # Listed through a descriptor checked to be inside: a folder checked by
+            # name may be a link out of it by now (a sandbox renames and links freely).
+            fd = open_dir_inside(resolved.base, folder)
+        except (OSError, PathRefused):
             continue
-        for entry in inside:
-            if entry.name.startswith(".part-"):
-                continue
-            path = Path(entry.path)
-            is_link = entry.is_symlink()
-            is_dir = entry.is_dir(follow_symlinks=False)
-            item = {"path": _agent_path_below(resolved, path), "is_dir": is_dir, "size": None if is_dir or is_link else entry.stat(follow_symlinks=False).st_size}
-            if is_link:
-                item["symlink"] = True
-            entries.append(item)
-            if recursive and is_dir and is_inside(resolved.base, path):
-                pending.append(path)
-            if len(entries) >= LIST_LIMIT:
-                break
+        try:
+            _list_folder(resolved, folder, fd, recursive, entries, pending)
+        finally:
+            os.close(fd)
     return entries
+
+
+def _list_folder(
+    resolved: Resolved, folder: Path, fd: int, recursive: bool, entries: list[dict[str, Any]], pending: list[Path],
+) -> None:
+    try:
+        inside = sorted(os.scandir(fd), key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+    except OSError:
+        return
+    for entry in inside:
+        if entry.name.startswith(".part-"):
+            continue
+        path = folder / entry.name
+        is_link = entry.is_symlink()
+        is_dir = entry.is_dir(follow_symlinks=False)
+        item = {"path": _agent_path_below(resolved, path), "is_dir": is_dir, "size": None if is_dir or is_link else entry.stat(follow_symlinks=False).st_size}
+        if is_link:
+            item["symlink"] = True
+        entries.append(item)
+        if recursive and is_dir:
+            pending.append(path)
+        if len(entries) >= LIST_LIMIT:
+            break
 
 
 def _grep_host(resolved: Resolved, regex: re.Pattern[str], glob: str | None) -> tuple[list[tuple[str, int, str]], bool]:
