@@ -188,3 +188,16 @@ async def test_an_agent_translates_its_own_keys_short_or_whole(skald):
     await host.member("alice", locale="de")
     await host.core.system_agents.tick()
     assert plugin.said == ("Deine Übersicht", "Deine Übersicht")
+
+
+async def test_a_member_sees_no_agent_of_a_plugin_that_is_off(skald):
+    """The shell shows Reports and System agents to a member only while some agent's
+    plugin runs; the admin sees every agent, to turn it on."""
+    host = await skald.start(plugins=[CountingAgents()], settings=skald.settings(system_agents=NO_LOOP))  # not enabled
+    admin = await host.admin()
+    alice = await host.member("alice")
+    assert (await alice.get("/api/system-agents")).json()["agents"] == []
+    [agent] = (await admin.get("/api/system-agents")).json()["agents"]
+    assert (agent["id"], agent["enabled"]) == ("counted", False)
+    assert (await admin.put("/api/admin/plugins/counting/enabled", json={"enabled": True})).status_code == 200
+    assert [a["id"] for a in (await alice.get("/api/system-agents")).json()["agents"]] == ["counted"]

@@ -59,10 +59,14 @@ async def _agent_view(entry: Any, admin: bool, locale: str) -> dict[str, Any]:
 @bp.get("/api/system-agents")
 @returns(obj({"agents": array(AGENT)}))
 async def list_agents() -> dict:
-    """Settings are resolved for an admin only; null for everyone else."""
+    """Every agent for an admin, who turns them on and off, with its settings; for
+    everyone else the agents whose plugin runs (the shell's menu shows Reports and
+    System agents only when there are some), settings null."""
     member = current_principal().member
     locale = await reader_locale()
-    return {"agents": [await _agent_view(e, member.is_admin, locale) for e in _core().system_agents.registry.entries]}
+    registry = _core().system_agents.registry
+    entries = [e for e in registry.entries if member.is_admin or registry.plugin_running(e)]
+    return {"agents": [await _agent_view(e, member.is_admin, locale) for e in entries]}
 
 
 @bp.get("/api/system-agents/runs")
