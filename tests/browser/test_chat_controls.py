@@ -288,6 +288,8 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         await expect(page.get_by_role("status").filter(has_text="The next answer comes from this model")).to_be_visible()
         await send(page, "Again")
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
+        # Each answer says which model wrote it by the label the member picked it by.
+        await expect(page.locator(".msg.assistant .msg-meta .model").last).to_have_text("Other")
         await page.reload()
         await expect(page.get_by_label("Model", exact=True)).to_have_value(response.json()["id"])
         await page.set_viewport_size(PHONE)  # the header with its picker, export and actions fits a phone

@@ -379,7 +379,8 @@ export class Transcript {
         const done = status !== "streaming" && view.text;
         meta.replaceChildren(...[
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
-          model ? el("span", { class: "model", text: model }) : null,
+          // A round of tool calls alone has no words to credit: no model line under its cards.
+          model && (view.text || status === "error") ? el("span", { class: "model", text: this.handlers.modelLabel?.(model) || model, title: model }) : null,
           done ? copyButton(() => view.text, t("chat.copy_message"), "copy-message") : null,
           status === "error" && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
         ].filter(Boolean));

@@ -305,6 +305,8 @@ class ChatView {
       regenerate: (trigger) => this.regenerate(trigger),
       showVersion: (variant) => this.showVersion(variant),
       edit: (messageId, text) => this.edit(messageId, text),
+      // An answer names the model it came from; the member knows it by its label.
+      modelLabel: (name) => (status.models || []).find((m) => m.model === name)?.label || name,
     }, live.texts);
     this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
     this.noModel = status.models_configured ? null : modelNotice(ctx);

@@ -63,7 +63,9 @@ async def status() -> dict:
     return {
         "models_configured": bool(models),
         # What a conversation's model picker offers: every enabled model, by priority.
-        "models": [{"id": m.id, "label": m.label, "provider": m.provider_name} for m in sorted(models, key=lambda m: (m.priority, m.label))],
+        # ``model`` is the name an answer's ``model`` field carries: the shell says its label.
+        "models": [{"id": m.id, "model": m.model, "label": m.label, "provider": m.provider_name}
+                   for m in sorted(models, key=lambda m: (m.priority, m.label))],
         "default_agent": core.chat.default_agent(member),
         "agents": [
             a.summary(core.strings, locale)
