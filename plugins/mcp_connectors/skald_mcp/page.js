@@ -399,7 +399,7 @@ export default class ConnectorsPage extends HTMLElement {
       const row = node("tr", undefined, "mcp-server");
       row.dataset.name = server.name;
       const state = node("td", s["state_" + server.state] || server.state);
-      if (server.error) state.title = server.error;
+      if (server.error) state.append(node("div", server.error, "mcp-error"));  // why, where the admin looks: not only in the log
       const tools = node("td");
       tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
       if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending"));

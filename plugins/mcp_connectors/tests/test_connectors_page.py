@@ -30,6 +30,9 @@ async def test_the_page_is_listed_for_members_and_served_as_a_module(setup: Setu
 
 async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(setup: Setup, plugin_browser):
     await setup.host.create_member("alice", display_name="Alice <img src=x onerror=alert(1)>")
+    # A server that cannot start: the table says why, not only the server log.
+    dead = {"name": "dead", "transport": "stdio", "command": sys.executable, "args": ["-c", "raise SystemExit(3)"], "access": []}
+    assert (await setup.admin.post(f"{BASE}/servers", json=dead)).json()["state"] == "failed"
     admin_page = await plugin_browser.new_page()
     alerts: list[str] = []
     admin_page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
@@ -44,6 +47,9 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
     row = admin_page.locator(f"{TAG} tr.mcp-server[data-name=demo]")
     await row.filter(has_text="demo__echo").wait_for(timeout=20_000)
     await row.filter(has_text="running").wait_for(timeout=10_000)
+    reason = (await setup.admin.get(f"{BASE}/servers")).json()["servers"]
+    reason = next(s["error"] for s in reason if s["name"] == "dead")
+    assert reason and await admin_page.locator(f"{TAG} tr.mcp-server[data-name=dead] .mcp-error").inner_text() == reason
     assert await admin_page.locator(f"{TAG} img").count() == 0 and alerts == []  # a display name is text
 
     catalog = admin_page.locator(f"{TAG} section.mcp-admin-catalog form")
@@ -59,7 +65,7 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
 
     servers = (await setup.admin.get(f"{BASE}/servers")).json()["servers"]
     alice_id = (await setup.host.core.users.find("alice")).id
-    assert servers[0]["access"] == [alice_id]  # default access at birth: every member
+    assert next(s for s in servers if s["name"] == "demo")["access"] == [alice_id]  # default access at birth: every member
 
     async with HttpDemo() as demo:
         template = {"title": "Web <b>demo</b>", "transport": "http", "url": demo.url, "fields": [{"name": "api_key", "label": "API key", "header": "X-Key"}]}
