@@ -174,6 +174,10 @@ async def test_every_page_of_the_shell_in_german_shows_no_english(skald, browser
     await expect(public.get_by_role("alert")).to_have_text(
         "Dieses Passwort ist zu verbreitet: Es steht in Listen geknackter Passwörter. Bitte ein anderes wählen."
     )
+    # ... and marked on the field it is about, which takes the focus, as the page's own checks do.
+    password = public.get_by_label("Passwort", exact=True)
+    await expect(password).to_have_attribute("aria-invalid", "true")
+    await expect(password).to_be_focused()
     await assert_german(public, "setup", set())
 
     api = await host.setup_admin("ada")

@@ -80,8 +80,12 @@ export function renderSetup(root, onDone, kept = null) {
       username: data.get("username"), display_name: data.get("display_name"), password: data.get("password"),
       locale: data.get("locale"), encrypted: data.get("encrypted") === "on",
     });
-    if (response.status === 201) { setCsrfToken(response.data.csrf_token); await onDone(); }
-    else error.textContent = errorText(response);
+    if (response.status === 201) { setCsrfToken(response.data.csrf_token); await onDone(); return; }
+    error.textContent = errorText(response);
+    // The server's refusal of one field (a breached password, a taken name) is marked on
+    // that field and takes the focus there, as the form's own checks do.
+    const name = response.data?.field;
+    if (name && form.elements.namedItem(name)) { fieldError(form, name, errorText(response)); form.elements.namedItem(name).focus(); }
   }));
   if (kept) {
     const form = root.querySelector("form");

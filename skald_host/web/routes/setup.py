@@ -49,8 +49,10 @@ async def run_setup():
         )
     except AlreadySetUp:
         raise ApiError(409, "the instance is already set up", code="already_set_up") from None
-    except (PasswordRejected, MemberError) as exc:
-        raise ApiError.refusing(400, exc) from None
+    except PasswordRejected as exc:
+        raise ApiError.refusing(400, exc, field="password") from None  # the form marks that field
+    except MemberError as exc:
+        raise ApiError.refusing(400, exc, field="username" if "username" in (exc.code or "") else None) from None
     result = await core.auth.login(username, password, request.remote_addr or "unknown")
     response = jsonify({"member": member.summary(), "csrf_token": result.session.csrf_token})
     response.status_code = 201
