@@ -48,7 +48,7 @@ async def test_a_refusal_answers_with_its_code_and_values(skald):
     client = host.client()
     short = await client.post("/api/setup", json={"username": "admin", "password": "short"})
     assert short.status_code == 400
-    assert short.json() == {"error": "password must be at least 8 characters", "code": "password_too_short", "values": {"minimum": 8}}
+    assert short.json() == {"error": "password must be at least 8 characters", "code": "password_too_short", "values": {"minimum": 8}, "field": "password"}
     missing = await client.post("/api/setup", json={"username": "admin"})
     assert missing.json() == {"error": "'password' is required", "code": "field_required", "field": "password", "values": {"field": "password"}}
     bad_name = await client.post("/api/setup", json={"username": "no spaces", "password": "a long enough password 1"})
