@@ -101,4 +101,4 @@ async def test_chat_refusals_answer_with_codes_over_http_and_the_socket(skald):
             pass
     assert (reply["type"], reply["code"]) == ("error", "conversation_not_found")
     german = I18nBundle.from_folder("core", LOCALES).strings["de"]
-    assert german["error.conversation_not_found"] == "Diese Unterhaltung gibt es nicht (mehr)."
+    assert german["error.conversation_not_found"] == "Dieses Gespräch gibt es nicht (mehr)."
