@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import socket
 from pathlib import Path
 from typing import Any, Iterable
@@ -103,6 +104,19 @@ class RunningHost:
         response = await admin.post("/api/admin/approval-rules", json={"tool_pattern": pattern, "action": "allow", "priority": 50})
         assert response.status_code == 201, response.text
         return response.json()["id"]
+
+    async def run_system_agents(self, *, later_by: dt.timedelta | None = None) -> list[Any]:
+        """One pass of the system-agent scheduler now, as its loop makes them: every
+        enabled agent that is due runs, for each member whose file is open (logged in).
+        Returns an outcome per agent and member: ``agent_id``, ``member_id``,
+        ``subject_id`` and ``result`` (``ran``, ``failed``, ``idle``, ``not_due``,
+        ``locked``). An agent that ran is not due again until its interval passed:
+        ``later_by`` moves the scheduler's clock that far ahead first (it stays there)."""
+        scheduler = self.core.system_agents
+        if later_by:
+            earlier = scheduler.clock
+            scheduler.clock = lambda: earlier() + later_by
+        return await scheduler.tick()
 
     async def stop(self) -> None:
         for client in self._clients:

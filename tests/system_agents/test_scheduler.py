@@ -201,3 +201,16 @@ async def test_a_member_sees_no_agent_of_a_plugin_that_is_off(skald):
     assert (agent["id"], agent["enabled"]) == ("counted", False)
     assert (await admin.put("/api/admin/plugins/counting/enabled", json={"enabled": True})).status_code == 200
     assert [a["id"] for a in (await alice.get("/api/system-agents")).json()["agents"]] == ["counted"]
+
+
+async def test_the_kit_runs_a_pass_now_and_moves_the_clock_for_the_next(skald):
+    """``host.run_system_agents()``, for plugin authors' tests: a pass as the loop makes
+    them, and ``later_by`` to find an agent that ran due again."""
+    plugin = CountingAgents(unit="days", interval=7)
+    host = await skald.start(plugins=[plugin], enable=["counting"], settings=skald.settings(system_agents=NO_LOOP))
+    alice_id = (await host.member("alice")).member["id"]
+    mine = lambda outcomes: [o.result for o in outcomes if o.member_id == alice_id]  # noqa: E731
+    assert mine(await host.run_system_agents()) == ["ran"]
+    assert mine(await host.run_system_agents()) == ["not_due"]
+    assert mine(await host.run_system_agents(later_by=dt.timedelta(days=7, minutes=1))) == ["ran"]
+    assert [member for member, _ in plugin.runs].count(alice_id) == 2
