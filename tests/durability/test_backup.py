@@ -302,6 +302,53 @@ async def test_links_in_a_home_are_kept_as_links_never_followed(skald, tmp_path)
     assert os.readlink(restored / "homes" / bob.member["id"] / "escape") == str(secret)
 
 
+async def test_entries_swapped_for_links_while_copied_are_never_followed(skald, tmp_path, monkeypatch):
+    """The race a member's sandbox can run against a backup (renameat2 in a loop), won
+    every time here: right after the backup looked at a file, a folder and a FIFO's
+    place, each becomes a link out of the home. Nothing outside is copied (the probe
+    got root-only files into backups as the member's own), the FIFO does not hang it,
+    and a tree nested too deep or named too long is skipped and said, not the end."""
+    from skald_host.core.backups import archive
+
+    host = await skald.start()
+    await host.admin()
+    bob = await host.member("bob")
+    home = host.core.files.home(bob.member["id"])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("NOT-IN-ANY-BACKUP")
+    (home / "file.txt").write_text("decoy")
+    (home / "folder").mkdir()
+    (home / "folder" / "inner.txt").write_text("decoy")
+    deep = home / "deep"
+    for _ in range(archive.MAX_DEPTH + 5):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    real_stat = os.stat
+    swapped: list[str] = []
+
+    def stat_then_swap(path, *args, dir_fd=None, follow_symlinks=True):
+        found = real_stat(path, *args, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+        if dir_fd is not None and path in ("file.txt", "folder") and path not in swapped:
+            here = home / path
+            if here.exists() and not here.is_symlink():
+                here.rename(home / f"{path}.real")
+                here.symlink_to(outside / "secret.txt" if path == "file.txt" else outside)
+                swapped.append(path)
+        return found
+
+    monkeypatch.setattr(archive.os, "stat", stat_then_swap)
+    info = await host.core.backups.take()
+    monkeypatch.setattr(archive.os, "stat", real_stat)
+    assert sorted(swapped) == ["file.txt", "folder"], "the swaps did not happen: the test proves nothing"
+    leaked = [p for p in info.path.rglob("*") if p.is_file() and not p.is_symlink() and b"NOT-IN-ANY-BACKUP" in p.read_bytes()]
+    assert leaked == []
+    reasons = {item["path"].split("/", 2)[-1]: item["reason"] for item in info.skipped}
+    assert reasons["file.txt"].startswith("cannot copy") and reasons["folder"].startswith("cannot copy"), info.skipped
+    assert any(reason == f"nested deeper than {archive.MAX_DEPTH} folders" for reason in reasons.values())
+    assert verify(info.path).files == info.files
+
+
 def nested_backups(backup: Path) -> list[str]:
     """Entries of ``backup``'s manifest that are (or are inside) another backup."""
     manifest = json.loads((backup / "manifest.json").read_text())

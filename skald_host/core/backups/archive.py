@@ -69,46 +69,105 @@ def backup_name(now: datetime | None = None) -> str:
     return NAME_PREFIX + (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%fZ")
 
 
+#: Folders nested deeper than this are not copied (and said so): the walk holds one
+#: descriptor per level, and a tree that deep is a member's doing, never the host's.
+MAX_DEPTH = 200
+_NO_FOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def copy_tree(source: Path, target: Path, *, exclude: Callable[[str], bool] = lambda _: False) -> list[dict[str, str]]:
     """Copy the tree under ``source`` into the existing directory ``target``, keeping
     modes (and owners, as root). Links are copied as links, never followed: a member's
     home may hold one to anywhere. ``exclude`` gets paths relative to ``source``.
-    Returns what could not be copied, each with the reason."""
+    Returns what could not be copied, each with the reason.
+
+    Walked by descriptor, never by name: a member's sandbox renames and links in their
+    home while this runs, so an entry checked by name may be a link to anywhere when it
+    is opened (a security probe had host files copied into backups, as the member's own,
+    by swapping links in a loop). Each entry is opened from its folder's descriptor with
+    ``O_NOFOLLOW`` and judged by what was opened; a FIFO or device is never opened. An
+    entry that cannot be copied (a name too long, a tree too deep) is skipped and said,
+    never the end of the backup."""
     skipped: list[dict[str, str]] = []
+    try:
+        root = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return skipped
+    # One frame per open folder on the way down: its descriptor, its relative path,
+    # the names still to copy, and what it was (its metadata is set once it is filled).
+    frames: list[tuple[int, str, list[str], os.stat_result | None]] = []
 
-    def walk(directory: Path, relative: str) -> None:
+    def enter(fd: int, relative: str, info: os.stat_result | None) -> None:
         try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except FileNotFoundError:
-            return  # removed while we were copying (a deleted folder)
-        except PermissionError as error:
+            names = sorted(os.listdir(fd), reverse=True)
+        except OSError as error:
             skipped.append({"path": relative or ".", "reason": f"cannot list: {error.strerror}"})
-            return
-        for entry in entries:
-            rel = f"{relative}/{entry.name}" if relative else entry.name
-            if exclude(rel):
-                continue
-            destination = target / rel
-            try:
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISLNK(info.st_mode):
-                    os.symlink(os.readlink(entry.path), destination)
-                elif stat.S_ISDIR(info.st_mode):
-                    destination.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
-                    walk(Path(entry.path), rel)
-                elif stat.S_ISREG(info.st_mode):
-                    copy_private(Path(entry.path), destination)
-                else:
-                    skipped.append({"path": rel, "reason": "not a regular file, directory or link"})
-                    continue
-                _keep_metadata(destination, info)
-            except FileNotFoundError:
-                continue  # gone since the listing: it was not there to keep
-            except PermissionError as error:
-                skipped.append({"path": rel, "reason": f"cannot read: {error.strerror}"})
+            names = []
+        frames.append((fd, relative, names, info))
 
-    walk(source, "")
+    enter(root, "", None)
+    while frames:
+        fd, relative, names, info = frames[-1]
+        if not names:
+            frames.pop()
+            os.close(fd)
+            if info is not None:
+                _keep_metadata(target / relative, info)
+            continue
+        name = names.pop()
+        rel = f"{relative}/{name}" if relative else name
+        if exclude(rel):
+            continue
+        try:
+            inner = _copy_entry(fd, name, target / rel, rel, skipped, deep=len(frames) > MAX_DEPTH)
+        except FileNotFoundError:
+            continue  # gone since the listing: it was not there to keep
+        except OSError as error:  # a link swapped in (ELOOP), a name too long, no permission...
+            skipped.append({"path": rel, "reason": f"cannot copy: {error.strerror or type(error).__name__}"})
+            continue
+        if inner is not None:
+            enter(inner[0], rel, inner[1])
     return skipped
+
+
+def _copy_entry(
+    folder: int, name: str, destination: Path, rel: str, skipped: list[dict[str, str]], *, deep: bool,
+) -> tuple[int, os.stat_result] | None:
+    """Copy one entry of the folder open as ``folder``; for a folder, its descriptor and
+    what it is, for the walk to enter."""
+    info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(name, dir_fd=folder), destination)
+        _keep_metadata(destination, info)
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        if deep:
+            skipped.append({"path": rel, "reason": f"nested deeper than {MAX_DEPTH} folders"})
+            return None
+        fd = os.open(name, _NO_FOLLOW | os.O_DIRECTORY, dir_fd=folder)
+        try:
+            opened = os.fstat(fd)
+            destination.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, opened
+    if not stat.S_ISREG(info.st_mode):
+        skipped.append({"path": rel, "reason": "not a regular file, directory or link"})
+        return None
+    # O_NONBLOCK: a FIFO swapped in after the stat must not hang the backup.
+    fd = os.open(name, _NO_FOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=folder)
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            skipped.append({"path": rel, "reason": "not a regular file, directory or link"})
+            return None
+        os.set_blocking(fd, True)
+        copy_private(fd, destination)
+    finally:
+        os.close(fd)
+    _keep_metadata(destination, opened)
+    return None
 
 
 def _keep_metadata(path: Path, info: os.stat_result) -> None:

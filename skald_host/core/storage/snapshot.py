@@ -21,10 +21,11 @@ DURABLE_SIDECARS = ("-wal", "-journal")
 COPY_CHUNK = 1 << 20
 
 
-def copy_private(source: Path, destination: Path) -> None:
-    """Copy ``source`` into a new 0o600 file, flushed to disk; never overwrite."""
+def copy_private(source: Path | int, destination: Path) -> None:
+    """Copy ``source`` (a path, or a descriptor the caller opened and keeps) into a new
+    0o600 file, flushed to disk; never overwrite."""
     fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    with os.fdopen(fd, "wb") as target, open(source, "rb") as origin:
+    with os.fdopen(fd, "wb") as target, open(source, "rb", closefd=not isinstance(source, int)) as origin:
         shutil.copyfileobj(origin, target, COPY_CHUNK)
         target.flush()
         os.fsync(target.fileno())
