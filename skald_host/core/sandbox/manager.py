@@ -515,23 +515,30 @@ def _prepare_mountpoints(home: Path, targets: list[str]) -> None:
     """Make the folders that mounts inside the home land on, and refuse a symlink on
     the way. The member can plant ``~/shared -> /somewhere`` from inside the sandbox;
     a backend creating ``~/shared/X`` as root through it would write outside the home
-    (bubblewrap resolves destinations with the host's view while it sets up)."""
+    (bubblewrap resolves destinations with the host's view while it sets up). Walked
+    by descriptor from the home's own: checking each name and then making the next one
+    by path let a sandbox swapping a link in between have root make folders anywhere
+    (a security probe hit it once every 4 s)."""
     for target in targets:
         relative = PurePosixPath(target).relative_to(SANDBOX_HOME)
-        path = home
-        for part in relative.parts:
-            path = path / part
-            try:
-                info = os.lstat(path)
-            except FileNotFoundError:
+        fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            done: list[str] = []
+            for part in relative.parts:
+                done.append(part)
                 try:
-                    os.mkdir(path, 0o755)
-                    continue
-                except FileExistsError:  # a command starting at the same moment made it
-                    info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-                shown = "~/" + str(path.relative_to(home))
-                raise SandboxUnavailable(
-                    f"{shown} in your home is not a folder, but {target.replace(SANDBOX_HOME, '~', 1)} is mounted there;"
-                    f" move {shown} away and try again"
-                )
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:  # there already, or a command starting at the same moment made it
+                    pass
+                try:
+                    inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError:  # a link (ELOOP) or not a folder (ENOTDIR)
+                    shown = "~/" + "/".join(done)
+                    raise SandboxUnavailable(
+                        f"{shown} in your home is not a folder, but {target.replace(SANDBOX_HOME, '~', 1)} is mounted there;"
+                        f" move {shown} away and try again"
+                    ) from None
+                os.close(fd)
+                fd = inner
+        finally:
+            os.close(fd)
