@@ -239,6 +239,34 @@ async def test_a_listing_never_names_what_a_swapped_link_points_at(files, tmp_pa
     assert not any("not-yours" in entry["path"] for entry in listed), listed
 
 
+async def test_a_folder_on_the_way_swapped_for_a_link_is_not_even_opened_through(files, tmp_path, monkeypatch):
+    """open_inside used to open the whole path and check what it got: a folder on the
+    way swapped for a link had the server open whatever it pointed at (a device's open
+    alone can act), then refuse. It now walks from the base, following no link."""
+    from skald_host.core.files import paths
+
+    home = files.core.files.home((await files.member("alice")).id)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "canary.txt").write_text("outside")
+    (home / "sub").symlink_to(outside)  # swapped in after the path was checked
+    real_open = os.open
+    reached: list[str] = []
+
+    def watching_open(path, flags, mode=0o777, *, dir_fd=None):
+        fd = real_open(path, flags, mode, dir_fd=dir_fd)
+        where = os.readlink(f"/proc/self/fd/{fd}")
+        if where.startswith(str(outside)):
+            reached.append(where)
+        return fd
+
+    monkeypatch.setattr(paths.os, "open", watching_open)
+    with pytest.raises(paths.PathRefused, match="leaves its folder"):
+        paths.open_inside(home, home / "sub" / "canary.txt", os.O_RDONLY)
+    monkeypatch.setattr(paths.os, "open", real_open)
+    assert reached == []
+
+
 async def test_one_member_cannot_reach_anothers_home(files):
     alice, bob = await files.member("alice"), await files.member("bob")
     bob_fs = await tools(files, "bob")
@@ -330,3 +358,15 @@ async def test_a_long_file_is_read_by_line_ranges_even_past_the_read_cap(files):
     (home / "medium.txt").write_text("\n".join(lines[:2000]))
     text = await read_file({"path": "medium.txt"}, ctx)
     assert text.startswith(lines[0]) and text.endswith("Read more with start_line/end_line.]") and len(text) < 50_000
+
+
+async def test_overwriting_a_file_keeps_its_permission_bits_but_never_setuid_or_setgid(files):
+    """A member's file made setuid from the sandbox and overwritten by the agent: in a
+    shared folder the new file is root's, so it must not carry the bit (probe)."""
+    alice = await tools(files, "alice")
+    home = files.core.files.home((await files.member("alice")).id)
+    await alice.write_text("tool.sh", "echo one")
+    os.chmod(home / "tool.sh", 0o6755)
+    await alice.write_text("tool.sh", "echo two")
+    assert (home / "tool.sh").read_text() == "echo two"
+    assert (home / "tool.sh").stat().st_mode & 0o7777 == 0o755

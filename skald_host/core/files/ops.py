@@ -174,7 +174,9 @@ class MemberFiles:
                 while view:
                     view = view[os.write(fd, view):]
                 if existing is not None:
-                    os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+                    # Its permission bits, never setuid/setgid/sticky: in a shared folder
+                    # the new file is root's, and would carry a member's setuid bit.
+                    os.fchmod(fd, stat.S_IMODE(existing.st_mode) & 0o777)
                 if owner:
                     self._core.files.own(fd, owner)
             finally:

@@ -86,27 +86,49 @@ def _fd_path(fd: int) -> Path:
 
 
 def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
-    """Open ``path`` (already ``contain``-ed) without following a symlink in its last
-    component, then re-check that what was opened is inside ``base``. Closes the
-    TOCTOU window between ``contain`` and the open: a link swapped in after the check
-    is refused by ``O_NOFOLLOW``, a directory swapped above it by the re-check."""
+    """Open ``path`` (already ``contain``-ed, so free of links when it was checked)
+    one component at a time from ``base``'s descriptor, none of them followed if it is
+    a link by now: a link swapped in after the check is refused before anything it
+    points at is opened (a device's open alone can act). What was opened is re-checked
+    to be inside ``base`` and to be a regular file or a folder."""
+    root = Path(os.path.realpath(base))
     try:
-        # O_NONBLOCK: a FIFO planted from the sandbox must not hang the reader.
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+        parts = path.relative_to(root).parts
+    except ValueError:
+        raise PathRefused("path leaves its folder") from None
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a folder on the way became a link (or a file)
+                    raise PathRefused("path leaves its folder") from None
+                raise
+            os.close(fd)
+            fd = inner
+        if parts:
+            # O_NONBLOCK: a FIFO planted from the sandbox must not hang the reader.
+            last = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY, mode, dir_fd=fd)
+        else:
+            last, fd = fd, -1
     except OSError as exc:
         # ELOOP: the last component is a symlink; ENOTDIR too when a folder was asked for.
         if exc.errno == errno.ELOOP or exc.errno == errno.ENOTDIR and os.path.islink(path):
             raise PathRefused("path is a symbolic link") from None
         raise
-    if not is_inside(base, _fd_path(fd)):
-        os.close(fd)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if not is_inside(base, _fd_path(last)):
+        os.close(last)
         raise PathRefused("path leaves its folder")
-    kind = os.fstat(fd).st_mode
+    kind = os.fstat(last).st_mode
     if not (stat.S_ISREG(kind) or stat.S_ISDIR(kind)):
-        os.close(fd)
+        os.close(last)
         raise PathRefused("path is not a regular file or folder")
-    os.set_blocking(fd, True)
-    return fd
+    os.set_blocking(last, True)
+    return last
 
 
 def read_all(fd: int, limit: int) -> bytes:

@@ -304,6 +304,8 @@ class FileService:
             host = contain(home, str(rel))
         except PathRefused as exc:
             raise FileError(str(exc)) from None
+        except OSError:  # a link changed under ``realpath`` while it read the path
+            raise FileError(f"{'/'.join(parts)} changed while it was looked up; try again") from None
         return Resolved("host", "/".join(parts) or "~", host_path=host, base=Path(os.path.realpath(home)))
 
     async def _resolve_membership(self, member: "Member", parts: tuple[str, ...], *, write: bool) -> Resolved:
@@ -324,6 +326,8 @@ class FileService:
             host = contain(access.host_path, tail)
         except PathRefused as exc:
             raise FileError(str(exc)) from None
+        except OSError:  # a link changed under ``realpath`` while it read the path
+            raise FileError(f"{'/'.join(parts)} changed while it was looked up; try again") from None
         return Resolved(
             "host", "/".join(parts), host_path=host, base=Path(os.path.realpath(access.host_path)),
             read_only=not access.can_write, title=access.title,
