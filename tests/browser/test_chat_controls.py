@@ -158,6 +158,60 @@ async def test_keyboard_focus_never_drops_to_body(skald, browser_pages):
         await expect(page.get_by_role("textbox", name="Message")).to_be_focused()
 
 
+async def test_a_stopped_approval_the_export_menu_and_a_long_code_line(skald, browser_pages):
+    """From the second browser probe: a card whose turn was stopped said "Approved." and
+    dropped the focus; choosing an export dropped it too; on a phone one long code line
+    made the whole transcript scroll sideways."""
+    notes = NotesPlugin()
+    long_line = "    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)  # " + "x" * 40
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[notes], enable=["notes"])
+        await configure_model(await host.admin(), server)
+        ivy = await host.member("ivy")
+        server.script(MODEL, [
+            Reply(tool_calls=[ToolCall("write_note", {"path": "notes/a.txt", "text": "a"})]),
+            Reply(text=f"Here:\n\n```python\ndef fibonacci(n):\n{long_line}\n```\n\nDone."),
+        ])
+        page = await browser_pages.new(host.url, viewport=PHONE)
+        await sign_in(page, "ivy", MEMBER_PASSWORD)
+        await send(page, "Write a note")
+        await page.wait_for_url("**/#chat/*")
+        conversation = page.url.rsplit("/", 1)[-1]
+        approval = page.get_by_role("group", name="Approval for write_note")
+        await approval.get_by_role("button", name="Approve").focus()
+        # Stopped elsewhere (another tab) while the card waits, its Approve button focused.
+        assert (await ivy.post(f"/api/conversations/{conversation}/stop")).status_code == 200
+        status = page.locator(".approval-status")
+        await expect(status).to_have_text("No longer waiting for an answer.")
+        await expect(status).to_be_focused()
+        assert notes.calls == []
+
+        await send(page, "Show me code")
+        await expect(page.locator(".msg.assistant .msg-body").last).to_contain_text("Done.")
+        sideways = await page.evaluate("(() => { const t = document.querySelector('.transcript') || document.querySelector('main'); return t.scrollWidth - t.clientWidth; })()")
+        assert sideways <= 0, f"the transcript scrolls sideways by {sideways}px on a phone"
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], width
+
+        await page.set_viewport_size({"width": 1280, "height": 900})
+        summary = page.locator(".conv-export summary")
+        await summary.focus()
+        await page.keyboard.press("Enter")
+        markdown = page.get_by_role("link", name="Markdown")
+        await markdown.focus()
+        async with page.expect_download():
+            await page.keyboard.press("Enter")
+        await expect(summary).to_be_focused()
+
+        # The dark theme's Delete in the confirm dialog: dark ink on its light red (axe).
+        from .test_accessibility import assert_no_violations
+
+        await page.evaluate("document.documentElement.dataset.theme = 'dark'")
+        await page.get_by_role("button", name="Delete").first.click()
+        await expect(page.get_by_role("dialog")).to_be_visible()
+        await assert_no_violations(page, "the delete dialog, dark theme")
+
+
 class NeedsToken(PagePlugin):
     """Like the Telegram plugin: starting without its token fails, saying so."""
 

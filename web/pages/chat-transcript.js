@@ -158,8 +158,19 @@ export class Transcript {
 
   append(node) {
     this.list.append(node);
+    this.pruneRetry();
     this.placeActivity();
     this.follow();
+  }
+
+  /** Retry answers the conversation's last turn: its button stays on the last answer
+   * only (an older failed answer's Retry would hide the newer one, then fail). */
+  pruneRetry() {
+    const answers = this.list.querySelectorAll(".msg.assistant");
+    const last = answers[answers.length - 1];
+    for (const retry of this.list.querySelectorAll(".msg.assistant .retry")) {
+      if (retry.closest(".msg.assistant") !== last) retry.remove();
+    }
   }
 
   // -- whole conversations --------------------------------------------------------------
@@ -191,6 +202,7 @@ export class Transcript {
       this.list.append(bubble.node);
     }
     for (const item of unacknowledged) this.addPending(item, { quiet: true });
+    this.pruneRetry();
     this.placeActivity();
     this.placeTurnActions();
     this.stick = wasStuck;
@@ -330,7 +342,7 @@ export class Transcript {
       save.disabled = true;
       const outcome = await this.handlers.edit(bubble.id, input.value);
       save.disabled = false;
-      if (!outcome.ok) status.textContent = outcome.error;
+      if (!outcome.ok) { status.textContent = outcome.error; input.focus(); }  // the text to change, not <body>
     });
     input.addEventListener("keydown", (event) => { if (event.key === "Escape") { event.stopPropagation(); close(); } });
     bubbleBody.replaceWith(form);
@@ -633,7 +645,10 @@ export class Transcript {
     card.set(status, data.result);
     if (status !== "awaiting_approval") {
       for (const panel of this.approvals.values()) {
-        if (panel.callId === data.call_id && panel.pending) panel.resolve(status === "denied" ? "denied" : "approved");
+        // A call stopped or cut while its card waited was never approved: the card says
+        // it is no longer waiting, not "Approved".
+        const outcome = status === "denied" ? "denied" : ["cancelled", "interrupted", "expired"].includes(status) ? "expired" : "approved";
+        if (panel.callId === data.call_id && panel.pending) panel.resolve(outcome);
       }
     }
     this.follow();
@@ -715,12 +730,14 @@ export class Transcript {
       node, callId, pending: true,
       resolve: (decision) => {
         panel.pending = false;
+        const hadFocus = node.contains(document.activeElement);  // settled elsewhere (another tab, a stop)
         node.classList.add("resolved");
         actions.remove();
         question.remove();
         node.querySelector(".tool-args")?.remove();
         status.textContent = decisionLabel(decision);
         status.className = `approval-status ${decision === "deny" || decision === "denied" ? "denied" : decision === "expired" ? "expired" : "approved"}`;
+        if (hadFocus) { status.tabIndex = -1; status.focus({ preventScroll: true }); }  // never lost to <body>
         this.placeActivity();
       },
     };

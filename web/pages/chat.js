@@ -149,7 +149,13 @@ function composer(view) {
     chips.replaceChildren(...files.map((file, index) => el("li", { class: "attachment-chip" },
       el("span", { class: "attachment-name", text: file.name }),
       button("×", { kind: "quiet small", attrs: { "aria-label": t("chat.attachment_remove", { name: file.name }) },
-        onClick: () => { files.splice(index, 1); renderChips(); sync(); } }))));
+        onClick: () => {
+          files.splice(index, 1);
+          renderChips();
+          sync();
+          // The chip and its button are gone: the next chip's remove button, else the composer.
+          (chips.querySelectorAll(".attachment-chip button")[Math.min(index, files.length - 1)] || text).focus();
+        } }))));
     chips.hidden = !files.length;
   };
   const add = (list) => { for (const file of list) files.push(file); renderChips(); sync(); };
@@ -220,7 +226,10 @@ function conversationHeader(view) {
     el("ul", { class: "export-menu" },
       el("li", {}, el("a", { href: exportUrl("md"), download: "", text: t("chat.export_markdown") })),
       el("li", {}, el("a", { href: exportUrl("json"), download: "", text: t("chat.export_json") }))));
-  exports.addEventListener("click", (event) => { if (event.target.closest("a")) exports.open = false; });
+  exports.addEventListener("click", (event) => {
+    // Closing hides the focused link: the focus goes back to the menu's button.
+    if (event.target.closest("a")) { exports.open = false; exports.querySelector("summary").focus(); }
+  });
   exports.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && exports.open) { event.stopPropagation(); exports.open = false; exports.querySelector("summary").focus(); }
   });
@@ -269,9 +278,11 @@ function modelPicker(view, status) {
     ...models.map((m) => el("option", { value: m.id, text: m.label })));
   select.value = models.some((m) => m.id === view.conversation.model) ? view.conversation.model : "";
   select.addEventListener("change", async () => {
+    const hadFocus = document.activeElement === select;
     select.disabled = true;
     const response = await api("PATCH", `/api/conversations/${encodeURIComponent(view.conversation.id)}`, { model: select.value || null });
     select.disabled = false;
+    if (hadFocus) select.focus();  // disabling it dropped the focus to <body>
     if (!response.ok) { status.error(errorText(response)); select.value = view.conversation.model || ""; return; }
     view.conversation.model = response.data.model;
     status.ok(t("chat.model_chosen"));
@@ -428,7 +439,12 @@ class ChatView {
     const last = this.transcript.lastUserId();
     if (last != null) this.transcript.truncate(last, { after: true }); // the failure goes before the new answer shows
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/retry`);
-    if (!response.ok) { this.composer.status.error(errorText(response)); await this.reload(); return; }
+    if (!response.ok) {
+      this.composer.status.error(errorText(response));
+      await this.reload();
+      this.composer.text.focus({ preventScroll: true });  // its button went with the reload
+      return;
+    }
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
   }
@@ -439,7 +455,12 @@ class ChatView {
     // Off the screen before the new answer's first token can show (it may come before the reply).
     if (last != null) this.transcript.truncate(last, { after: true });
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/regenerate`);
-    if (!response.ok) { this.composer.status.error(errorText(response)); await this.reload(); return; }
+    if (!response.ok) {
+      this.composer.status.error(errorText(response));
+      await this.reload();
+      this.composer.text.focus({ preventScroll: true });  // its button went with the reload
+      return;
+    }
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
     // When the new answer is done, the versions are read again (now, if it is done already).
