@@ -70,6 +70,7 @@ async def serve_forever(settings: Settings) -> None:
         core = app.config.get("SKALD_CORE")
         if core is not None:  # open sockets close now, not when the graceful timeout cuts them
             core.announce_stop()
+            await core.interrupt_turns()  # and no turn goes on acting through the graceful wait
 
     loop.set_exception_handler(_quiet_cancelled_connections)
     try:

@@ -481,10 +481,20 @@ class Skald:
         end now, while the web server lets requests in flight finish; ``stop`` does the rest."""
         self.stopping.set()
 
+    async def interrupt_turns(self) -> None:
+        """Cut every running turn now, as interrupted (what a restart resumes), before
+        anything else stops: a turn left running through the web server's graceful wait
+        started new tool calls and model rounds after the signal, and one whose plugin
+        stopped under it recorded the call as the tool's failure (crash probe). No
+        runtime starts again once ``stopping`` is set."""
+        if self._chat is not None:
+            await self._chat.close()
+
     async def stop(self) -> None:
         """Graceful shutdown: signal loops, join them, stop plugins, revoke every
         session, lock every member, close the registry. Safe to call twice."""
         self.stopping.set()
+        await self.interrupt_turns()  # first: a turn's tool may use what a plugin's shutdown ends
         await self.supervisor.join_all(10.0)
         for plugin_id in list(self._started):
             await self.stop_plugin(plugin_id, reason="stopping")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from skald_hookspecs import PluginInfo, Tool, hookimpl
 from skald_host.core.agent.runtime import RESUMED_NOTE
 from skald_host.testing import Hang, Reply, ToolCall
 
@@ -112,3 +113,59 @@ async def test_a_graceful_stop_during_a_foreground_run_takes_the_run_up_again_af
     assert delegated[-1]["content"] == "The researcher found: Research result."
     assert not any("cancelled" in (m["content"] or "") for m in delegated)
     assert_well_formed(delegated)
+
+
+class SessionTool:
+    """Like a connector: its tool runs on a session the plugin's shutdown closes, and a
+    call in flight then fails with the session's own error."""
+
+    def __init__(self) -> None:
+        self.closed = asyncio.Event()
+        self.running = asyncio.Event()
+        self.after_stop: list[str] = []
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="session", title="Session", spec=">=1.2,<2")
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        async def remote(args, ctx):
+            self.running.set()
+            await self.closed.wait()
+            raise RuntimeError("the session was closed under the call")
+
+        register(Tool("remote_call", "A call on a session.", {"type": "object", "properties": {}}, remote))
+
+    @hookimpl
+    def shutdown(self) -> None:
+        self.closed.set()
+
+
+async def test_a_graceful_stop_interrupts_a_call_before_its_plugin_stops(chat, skald):
+    """Turns are cut before plugins stop: a connector's shutdown closing the session of
+    a call in flight made the call the tool's failure (an error id on the plugin's page,
+    and one more model round during the stop), where kill -9 left it interrupted."""
+    session = SessionTool()
+    await configure_models(chat.admin, chat.server)
+    await chat.host.stop()
+    host = await skald.start(plugins=[chat.probe, session], settings=chat.host.settings, enable=[PROBE, "session"])
+    await allow_tool(await host.admin(), "remote_call")
+    alice = await host.member("alice")
+    chat.server.responder = lambda request: Reply("After the call.") if request.messages[-1]["role"] == "tool" else Reply(
+        tool_calls=[ToolCall("remote_call", {})])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Call it.")
+        await asyncio.wait_for(session.running.wait(), 10)
+    asked = len(chat.server.requests)
+    status = host.core.plugins.status("session")
+    await host.stop()
+    assert len(chat.server.requests) == asked  # no model round during the stop
+    assert list(status.failures) == []
+    host = await skald.start(plugins=[chat.probe, SessionTool()], settings=chat.host.settings, enable=[PROBE, "session"])
+    alice = await host.member("alice")
+    async with ChatSocket(alice) as sock:
+        await sock.wait_event(cid, "turn_finished")
+    call = (await messages(alice, cid))[1]["tool_calls"][0]
+    assert call["status"] == "interrupted", call

@@ -204,6 +204,9 @@ class ChatService:
                 # pushed since (a WebSocket reads its member once, at connect), and
                 # every change of a member is pushed (``access_changed``).
                 return runtime
+            if self.core.stopping.is_set():
+                # Its turns were interrupted for the restart to resume: none starts now.
+                raise ChatError("the server is stopping; try again in a moment", code="server_stopping", status=503)
             db = self.core.users.owner_db(member.id)
             if db is None:
                 raise ChatError("your private database is locked; log in again", code="member_locked", status=423)
