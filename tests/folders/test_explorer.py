@@ -270,3 +270,23 @@ async def test_a_folder_swapped_for_a_link_after_the_check_leads_nowhere_outside
         _restore(folder)
         shutil.rmtree(folder / "a")
     assert not (folder / "stolen.txt").exists()
+
+
+async def test_an_upload_a_killed_server_left_is_hidden_and_removed_at_the_next_start(skald, tmp_path):
+    """A project upload is written beside its target under a temporary name; kill -9
+    mid-upload left it there for good, listed to every member (crash probe)."""
+    host = await skald.start()
+    await host.admin()
+    owner = await host.member("olga")
+    pid = (await owner.post("/api/projects", json={"slug": "notes", "title": "Notes"})).json()["id"]
+    assert (await owner.post(f"/api/projects/{pid}/files/folder", json={"path": "drafts"})).status_code == 201
+    folder = host.settings.data_dir / "projects" / owner.member["id"] / "notes"
+    left = folder / "drafts" / ".part-0123456789abcdef"
+    left.write_bytes(b"half an upload")
+    (folder / "drafts" / ".part-notes.txt").write_text("a member's own file, not ours")
+    listed = (await owner.get(f"/api/projects/{pid}/files", params={"path": "drafts"})).json()["entries"]
+    assert [e["name"] for e in listed] == [".part-notes.txt"]
+    settings = host.settings
+    await host.stop()
+    await skald.start(settings=settings)
+    assert not left.exists() and (folder / "drafts" / ".part-notes.txt").exists()

@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -38,6 +39,7 @@ from skald_hookspecs.sandbox import Mount
 from skald_host.core.faults import crash_point
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
+from skald_host.core.folders.listing import PARTIAL_UPLOAD
 from skald_host.core.memory.notes import MEMORY_ROOTS, classify_memory  # noqa: F401 - MEMORY_ROOTS is re-exported for the sandbox
 
 if TYPE_CHECKING:
@@ -169,6 +171,7 @@ class FileService:
 
         self._uids = await self._core.registry.transaction(allocate)
         removed = await asyncio.to_thread(_remove_partial_uploads, self.root)
+        removed += await asyncio.to_thread(_remove_partial_project_uploads, self._core.settings.data_dir / "projects")
         if removed:
             log.info("removed %d partial upload(s) a stopped server left behind", removed)
 
@@ -440,7 +443,6 @@ class FileService:
         return root / UPLOADS_DIR / conversation_id, fd
 
 
-PARTIAL_UPLOAD = re.compile(r"\.part-[0-9a-f]{16}")
 
 
 def _remove_partial_uploads(root: Path) -> int:
@@ -456,6 +458,29 @@ def _remove_partial_uploads(root: Path) -> int:
                 for path in partial:
                     os.unlink(path)
                     removed += 1
+    return removed
+
+
+def _remove_partial_project_uploads(root: Path) -> int:
+    """The same for the project explorer's uploads, which are written beside their
+    target anywhere in a project (``projects/<owner>/<slug>/**``). Walked by descriptor
+    (``fwalk`` checks each folder it enters is the one it listed), removed by name
+    relative to it: a sandbox left running by the killed server cannot redirect it."""
+    removed = 0
+    for owner in _dirs(root):
+        for project in _dirs(Path(owner.path)):
+            try:
+                for _, _, files, folder in os.fwalk(project.path, follow_symlinks=False):
+                    for name in files:
+                        if PARTIAL_UPLOAD.fullmatch(name):
+                            try:
+                                if stat.S_ISREG(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+                                    os.unlink(name, dir_fd=folder)
+                                    removed += 1
+                            except FileNotFoundError:
+                                pass
+            except (OSError, RecursionError) as exc:  # a tree nested past Python's limit: what was walked is clean
+                log.warning("partial uploads in a project could not all be looked for: %s", type(exc).__name__)
     return removed
 
 

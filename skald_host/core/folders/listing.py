@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import stat
 from typing import Any
 
 MAX_LISTING = 5000
+#: An upload being written beside its target (``.part-<16 hex>``): never listed.
+PARTIAL_UPLOAD = re.compile(r"\.part-[0-9a-f]{16}")
 
 
 def stamp(seconds: float) -> str:
@@ -24,6 +27,8 @@ def listing(folder: int, rel: str) -> list[dict[str, Any]]:
         for entry in it:
             if len(entries) >= MAX_LISTING:
                 break
+            if PARTIAL_UPLOAD.fullmatch(entry.name):
+                continue  # an upload being written (or one a killed server left, removed at start)
             info = entry.stat(follow_symlinks=False)
             kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "other"
             entries.append(

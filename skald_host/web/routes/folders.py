@@ -373,7 +373,7 @@ async def upload_project_file(project_id: str, target: str) -> Any:
 async def _stream_into(folder: int, name: str, limit: int) -> int:
     """The body into ``folder`` (a checked descriptor) as ``name``, through a temporary
     file beside it, linked under its name only once whole."""
-    temp = f".upload-{secrets.token_hex(8)}.part"
+    temp = f".part-{secrets.token_hex(8)}"  # as a chat upload's: hidden from listings, removed at start after a crash
     if _lstat_at(folder, name) is not None:
         raise ApiError(409, f"{name} already exists here", field="target", code="exists_here", values={"name": name})
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, SHARED_FILE_MODE, dir_fd=folder)
