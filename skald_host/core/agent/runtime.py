@@ -55,7 +55,10 @@ SKILL_TOOL = "get_skill"
 #: a failed turn's reason is; the live event's code ``stopped_unanswered`` is shown
 #: in the reader's language).
 #: Recovery's note where an answer was cut off (``error.answer_resumed`` in the reader's language).
-RESUMED_NOTE = "The server stopped while this answer was being written; it is asked for again below, in a new request to the model."
+RESUMED_NOTE = (
+    "This answer was cut off while it was being written (the server stopped, or you logged out);"
+    " it is asked for again below, in a new request to the model."
+)
 STOPPED_UNANSWERED = "Not answered: the conversation was stopped. Retry to have these messages answered."
 PREFIX_TTL_SECONDS = 20 * 60
 PREPARE_PROMPT_SECONDS = 2.0
