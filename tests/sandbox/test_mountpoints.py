@@ -39,3 +39,31 @@ def test_a_folder_swapped_for_a_link_on_the_way_is_refused_and_nothing_is_made_o
     (home / "shared").unlink()
     _prepare_mountpoints(home, [f"{SANDBOX_HOME}/shared/pictures", f"{SANDBOX_HOME}/projects/olga/notes"])
     assert (home / "shared" / "pictures").is_dir() and (home / "projects" / "olga" / "notes").is_dir()
+
+
+def test_the_disk_use_of_a_home_never_walks_a_folder_swapped_for_a_link(tmp_path, monkeypatch):
+    """home_usage lists a folder, then walks into what it listed: a folder swapped for
+    a link to ``/`` in between had the host's whole disk walked (and counted against
+    the member). Each folder opened must be the one its listing showed."""
+    from skald_host.core.sandbox import quota
+
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    (home / "a").mkdir(parents=True)
+    (home / "a" / "mine.bin").write_bytes(b"m" * 4096)
+    outside.mkdir()
+    (outside / "big.bin").write_bytes(b"x" * (1 << 20))
+    baseline = quota.home_usage(home)
+    real_open, real_scandir = os.open, os.scandir
+
+    def swap(target) -> None:  # the listing saw a folder; the sandbox wins before it is entered
+        if isinstance(target, str) and target.endswith("/a") and not (home / "a").is_symlink():
+            (home / "a").rename(home / "a-real")
+            (home / "a").symlink_to(outside)
+
+    monkeypatch.setattr(quota.os, "open", lambda target, *a, **k: (swap(target), real_open(target, *a, **k))[1])
+    monkeypatch.setattr(quota.os, "scandir", lambda target: (swap(target), real_scandir(target))[1])
+    swapped = quota.home_usage(home)
+    monkeypatch.setattr(quota.os, "open", real_open)
+    monkeypatch.setattr(quota.os, "scandir", real_scandir)
+    assert (home / "a").is_symlink(), "the swap did not happen: the test proves nothing"
+    assert baseline < (1 << 19) and swapped <= baseline  # the outside megabyte was not walked into

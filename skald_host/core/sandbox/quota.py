@@ -59,40 +59,51 @@ KILLED = (
 def home_usage(home: Path | str, stop_above: int | None = None) -> int:
     """Bytes the files under ``home`` occupy on disk, symlinks not followed. With
     ``stop_above`` the walk ends as soon as the total passes it (the caller only
-    needs to know that it did), which keeps a check of a full home cheap."""
+    needs to know that it did), which keeps a check of a full home cheap.
+
+    Each folder is opened (one at a time) and must be the very folder its listing
+    showed (device and inode): the sandbox renames and links in the home while this
+    runs, and a folder swapped for a link to ``/`` had the host's whole disk walked."""
     total = 0
     seen: set[tuple[int, int]] = set()
-    pending = [os.fspath(home)]
     try:
-        device = os.stat(pending[0]).st_dev
+        top = os.stat(home)
     except OSError:
         return 0
+    device = top.st_dev
+    pending = [(os.fspath(home), (top.st_dev, top.st_ino))]
     while pending:
-        folder = pending.pop()
+        folder, expected = pending.pop()
         try:
-            entries = os.scandir(folder)
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
-            continue  # vanished meanwhile, or unreadable to the host
-        with entries:
-            for entry in entries:
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISDIR(info.st_mode):
-                    if info.st_dev == device:  # a filesystem mounted below is not the home's
-                        pending.append(entry.path)
-                    total += info.st_blocks * 512
-                elif info.st_nlink > 1:
-                    key = (info.st_dev, info.st_ino)
-                    if key in seen:
+            continue  # vanished meanwhile, became a link, or unreadable to the host
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != expected:
+                continue  # not the folder that was listed: something was swapped in
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
                         continue
-                    seen.add(key)
-                    total += info.st_blocks * 512
-                else:
-                    total += info.st_blocks * 512
-                if stop_above is not None and total > stop_above:
-                    return total
+                    if stat.S_ISDIR(info.st_mode):
+                        if info.st_dev == device:  # a filesystem mounted below is not the home's
+                            pending.append((f"{folder}/{entry.name}", (info.st_dev, info.st_ino)))
+                        total += info.st_blocks * 512
+                    elif info.st_nlink > 1:
+                        key = (info.st_dev, info.st_ino)
+                        if key in seen:
+                            continue
+                        seen.add(key)
+                        total += info.st_blocks * 512
+                    else:
+                        total += info.st_blocks * 512
+                    if stop_above is not None and total > stop_above:
+                        return total
+        finally:
+            os.close(fd)
     return total
 
 
