@@ -267,11 +267,13 @@ async def test_a_turn_failed_without_a_model_offers_retry_that_answers_it_once(s
         await expect(failed.locator(".msg-body")).to_contain_text("No model is configured yet.")
         await configure_model(admin, server)
         server.script(MODEL, [Reply(text="Hello, Ivy.")])
-        await page.reload()  # still failed, still offered for Retry; nothing ran by itself
+        # Still failed, still offered for Retry; nothing ran by itself.
         await expect(failed.get_by_role("button", name="Retry")).to_be_visible()
+        await expect(page.locator(".no-model")).to_be_visible()
         assert server.requests_for(MODEL) == []
         await failed.get_by_role("button", name="Retry").click()
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Hello, Ivy.")
+        await expect(page.locator(".no-model")).to_have_count(0)  # a model answered: the notice is past
         await expect(page.locator(".msg.assistant[data-status=error]")).to_have_count(0)
         await expect(page.locator(".msg.assistant")).to_have_count(1)
         assert len(server.requests_for(MODEL)) == 1

@@ -595,6 +595,7 @@ class ChatView {
         if (this.needsReload) this.reload();
         break;
       case "token":
+        if (this.noModel) { this.noModel.remove(); this.noModel = null; }  // a model answers now: the notice is past
         tx.token(data);
         break;
       case "done":
