@@ -31,6 +31,11 @@ async def test_an_answer_is_read_aloud_from_its_button(skald, browser_pages):
         button = page.locator(".msg.assistant .read-aloud")
         await expect(button).to_have_count(1)
         await expect(button).to_have_attribute("aria-label", "Read aloud")
+        # A drawn icon, not an emoji (which showed as an empty box without an emoji font).
+        assert (await button.inner_text()).strip() == ""
+        mask = await button.locator(".speaker-icon").evaluate("(n) => getComputedStyle(n).maskImage || getComputedStyle(n).webkitMaskImage")
+        assert "/ui/vendor/lucide/shell/volume-2.svg" in mask, mask
+        assert (await page.request.get("/ui/vendor/lucide/shell/volume-2.svg")).headers["content-type"].startswith("image/svg+xml")
 
         async with page.expect_response("**/api/tts") as answered:
             await button.click()

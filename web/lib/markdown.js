@@ -218,7 +218,12 @@ function addCodeCopy(pre) {
   name.className = "code-language";
   name.textContent = language;
   head.append(name, copyButton(() => code?.textContent || "", t("chat.copy_code"), "copy-code"));
-  pre.prepend(head);
+  // Beside the <pre>, not in it: a <pre> holds phrasing content only, and a screen
+  // reader read "python Copy code" as the code's first line.
+  const block = document.createElement("div");
+  block.className = "md-code-block";
+  pre.replaceWith(block);
+  block.append(head, pre);
 }
 
 // -- rendering ---------------------------------------------------------------------------

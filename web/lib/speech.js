@@ -106,11 +106,14 @@ export function addReadAloud(meta, content, status) {
   meta.querySelector(".read-aloud")?.remove();
   if (status !== "complete" || !content || !String(content).trim()) return;
   const label = t("tts.read_aloud");
-  const node = el("button", { class: "btn small read-aloud", type: "button", title: label, "aria-label": label, text: "🔊" });
-  const idle = () => { node.textContent = "🔊"; node.setAttribute("aria-label", label); node.title = label; node.dataset.state = "idle"; };
+  // Drawn icons, not the 🔊/⏹ emoji: a machine without an emoji font showed an empty box.
+  const speaker = el("span", { class: "icon speaker-icon", "aria-hidden": "true" });
+  const stop = el("span", { class: "icon stop-icon", "aria-hidden": "true" });
+  const node = el("button", { class: "btn small read-aloud", type: "button", title: label, "aria-label": label }, speaker);
+  const idle = () => { node.replaceChildren(speaker); node.setAttribute("aria-label", label); node.title = label; node.dataset.state = "idle"; };
   node.addEventListener("click", async () => {
     if (node.dataset.state === "playing") { stopSpeaking(); return; }
-    node.textContent = "⏹";
+    node.replaceChildren(stop);
     node.dataset.state = "playing";
     node.setAttribute("aria-label", t("tts.stop"));
     node.title = t("tts.stop");
