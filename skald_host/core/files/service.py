@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Literal
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.sandbox import Mount
 from skald_host.core.faults import crash_point
-from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside
+from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dirs_inside
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
 from skald_host.core.folders.listing import PARTIAL_UPLOAD
 from skald_host.core.memory.notes import MEMORY_ROOTS, classify_memory  # noqa: F401 - MEMORY_ROOTS is re-exported for the sandbox
@@ -418,29 +418,15 @@ class FileService:
         return SavedUpload(f"{UPLOADS_DIR}/{conversation_id}/{final}", host_path, mime, size, mime in IMAGE_TYPES)
 
     def _upload_dir(self, home: Path, member_id: str, conversation_id: str) -> tuple[Path, int]:
-        """``~/uploads/<conversation>/`` and a descriptor of it, made where missing.
-        Walked by descriptor from the home's own, one name at a time, never through a
-        link: the member's sandbox can rename and link in the home while this runs, so
-        a folder checked by name could be made or given to the member somewhere else."""
-        root = Path(os.path.realpath(home))
-        fd = open_dir_inside(home, root)
-        for part in (UPLOADS_DIR, conversation_id):
-            try:
-                os.mkdir(part, 0o700, dir_fd=fd)
-                made = True
-            except FileExistsError:
-                made = False
-            try:
-                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            except OSError:  # a link (ELOOP) or a file (ENOTDIR) under that name
-                name = UPLOADS_DIR if part == UPLOADS_DIR else f"{UPLOADS_DIR}/{conversation_id}"
-                raise FileError(f"~/{name} is not a folder; move what is there away and upload again") from None
-            finally:
-                os.close(fd)
-            if made:
-                self.own(inner, member_id)
-            fd = inner
-        return root / UPLOADS_DIR / conversation_id, fd
+        """``~/uploads/<conversation>/`` and a descriptor of it, made where missing (and
+        given to the member). By descriptor from the home's own (``open_dirs_inside``):
+        the member's sandbox can rename and link in the home while this runs, so a
+        folder checked by name could be made or given to the member somewhere else."""
+        folder = Path(os.path.realpath(home)) / UPLOADS_DIR / conversation_id
+        try:
+            return folder, open_dirs_inside(home, folder, lambda fd: self.own(fd, member_id))
+        except (PathRefused, NotADirectoryError):  # a link out of the home, or a file, on the way
+            raise FileError(f"~/{UPLOADS_DIR}/{conversation_id} is not a folder; move what is there away and upload again") from None
 
 
 
