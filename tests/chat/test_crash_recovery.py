@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 
 from durability.helpers import Servers, create_member, setup_admin
-from skald_host.core.agent.runtime import RESUMED_NOTE
+from skald_host.core.agent.runtime import RESUME_LIMIT, RESUMED_NOTE
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
 from .support import API_KEY, MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
@@ -190,6 +190,44 @@ async def test_kill_mid_stream_keeps_the_partial_as_interrupted_and_the_turn_con
     assert delegated[1]["tool_calls"][0]["status"] == "done" and delegated[1]["tool_calls"][0]["result"] == "Research result."
     assert delegated[-1]["content"] == "The researcher found: Research result."
     await all_well_formed(alice)
+
+
+async def test_an_answer_cut_off_at_every_start_is_asked_for_three_times_then_fails_with_retry(servers, model, distribution):
+    """A crash loop (a server killed while it writes the same answer, start after start)
+    must not bill the provider on every start: recovery asks again RESUME_LIMIT times,
+    then the turn fails, saying why, and the member's Retry asks again."""
+    server, _, alice = await first_run(servers, model)
+    model.responder = lambda request: Hang(text="a partial", token_delay=0.01)
+
+    def asked() -> int:
+        return sum(1 for r in model.requests_for(MODEL_A) if r.messages[-1]["content"] == "Answer this.")
+
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Answer this.")
+        await eventually(lambda: asked() == 1, what="the first request")
+    for times in range(2, RESUME_LIMIT + 2):
+        server, alice = await restart(servers, server)
+        async with ChatSocket(alice):  # connecting resumes the member's chat
+            await eventually(lambda: asked() == times, what=f"request {times}, asked for again")
+    server, alice = await restart(servers, server)
+    async with ChatSocket(alice):
+        await eventually(lambda: "are not asked for again (Retry asks)" in server.output, what="recovery giving up")
+    transcript = await messages(alice, cid)
+    assert asked() == RESUME_LIMIT + 1
+    assert [(m["role"], m["status"]) for m in transcript] == [("user", "complete")] + [
+        ("assistant", "interrupted"), ("note", "complete")] * RESUME_LIMIT + [("assistant", "error")]
+    assert transcript[-1]["reason"] == {"code": "resume_limit", "values": {"times": RESUME_LIMIT + 1}}
+    assert_well_formed(transcript)
+
+    model.responder = lambda request: Reply("At last.")
+    async with ChatSocket(alice) as sock:
+        response = await alice.post(f"/api/conversations/{cid}/retry")
+        assert response.status_code == 202, response.text
+        await sock.wait_event(cid, "turn_finished")
+    assert asked() == RESUME_LIMIT + 2
+    assert [(m["role"], m["status"], m["content"]) for m in await messages(alice, cid)] == [
+        ("user", "complete", "Answer this."), ("assistant", "complete", "At last.")]
 
 
 async def test_kill_mid_side_effecting_call_marks_it_interrupted_never_reruns_it_and_reruns_a_read(servers, model, distribution):

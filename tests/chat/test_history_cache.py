@@ -112,7 +112,7 @@ async def run_operations(path: Path, operations: list[str]) -> None:
                 if operation == "restart":  # a restart is a new runtime: a new store, then recovery
                     store = ConversationStore(db)
                     await assert_fresh(store, db, frames)
-                await store.mark_interrupted_streams()
+                await store.mark_interrupted_streams()  # (resumed, given up): not looked at here
                 streaming.clear()
             elif operation == "subframe":
                 sub = await store.open_subframe(root, calls[-1] if calls else "", "researcher")

@@ -59,6 +59,15 @@ RESUMED_NOTE = (
     "This answer was cut off while it was being written (the server stopped, or you logged out);"
     " it is asked for again below, in a new request to the model."
 )
+#: How many times recovery asks again for one answer cut off by stops: a server that
+#: dies while writing it (out of memory, a crash loop) must not bill the provider on
+#: every start. The next cut ends the turn as failed, with Retry.
+RESUME_LIMIT = 2
+RESUME_GIVEN_UP = (
+    "This answer was cut off again while it was being written; it was asked for {times} times in all and"
+    " is not asked for again by itself, so that a server that keeps stopping does not bill the model again"
+    " and again. Retry to ask again."
+)
 STOPPED_UNANSWERED = "Not answered: the conversation was stopped. Retry to have these messages answered."
 PREFIX_TTL_SECONDS = 20 * 60
 PREPARE_PROMPT_SECONDS = 2.0
@@ -855,7 +864,13 @@ class MemberRuntime:
         (seed 001 "Restart recovery"): a partial answer is marked interrupted; unfinished
         calls are re-gated and run, re-asked or marked interrupted by the kernel as it
         drives the conversation; queued messages start their turn."""
-        cut = await self.store.mark_interrupted_streams(RESUMED_NOTE, reason_json("answer_resumed"))
+        cut, given_up = await self.store.mark_interrupted_streams(
+            RESUMED_NOTE, reason_json("answer_resumed"),
+            give_up=(RESUME_LIMIT, RESUME_GIVEN_UP.format(times=RESUME_LIMIT + 1), lambda times: reason_json("resume_limit", {"times": times})),
+        )
+        if given_up:
+            log.warning("member %s: %d answer(s) cut off %d times in a row are not asked for again (Retry asks)",
+                        self.member_id, len(given_up), RESUME_LIMIT + 1)
         await self.store.remember_keys()
         resumed = []
         for conversation in await self.store.conversations(limit=10_000):

@@ -658,8 +658,8 @@ class ConversationStore:
 
     async def take_back_failure(self, frame: Frame) -> bool:
         """Retry: remove the failed end of the frame's history — an answer that failed
-        without calling a tool, and the error notes after the member's last message — so
-        that the member's message is unanswered again. False when the history does not
+        without calling a tool, with the notes and the cut-off answers before it after the
+        member's last message — so that the member's message is unanswered again. False when the history does not
         end in a failure (nothing changes)."""
 
         def write(conn: Any) -> bool:
@@ -669,7 +669,11 @@ class ConversationStore:
             after = conn.execute(
                 "SELECT id, role, status FROM messages WHERE frame_id = ? AND id > ? AND variant = 0 ORDER BY id", (frame.id, last_user)
             ).fetchall()
-            if not after or any(r[2] != "error" or r[1] not in ("assistant", "note") for r in after):
+            # A failure, and what led to it: answers cut off and asked for again (recovery's
+            # notes), none of which called a tool.
+            if not after or after[-1][2] != "error" or any(
+                r[1] not in ("assistant", "note") or (r[1] == "assistant" and r[2] not in ("error", "interrupted")) for r in after
+            ):
                 return False
             ids = [r[0] for r in after]
             if conn.execute(
@@ -751,22 +755,55 @@ class ConversationStore:
         finally:
             self.forget()
 
-    async def mark_interrupted_streams(self, note: str = "", reason: str | None = None) -> list[str]:
+    async def mark_interrupted_streams(
+        self, note: str = "", reason: str | None = None, *, give_up: tuple[int, str, Callable[[int], str]] | None = None
+    ) -> tuple[list[str], list[str]]:
         """Recovery: every answer a stopped server was writing ends as interrupted, and
         (with ``note``) its conversation says so in a note, in the same transaction:
-        resuming asks the model again, which a member should never find silent. The
-        conversations it touched."""
+        resuming asks the model again, which a member should never find silent.
 
-        def write(conn: Any) -> list[str]:
+        ``give_up`` is (limit, text, reason of a count): a turn whose answer was already
+        asked for again ``limit`` times (that many ``reason`` notes after the member's
+        message) is not asked again but fails, its answer row saying so, so that a server
+        that dies on every start does not bill the provider on every start; the member's
+        Retry asks again. Only an answer of the conversation's top frame counts: a
+        sub-agent's frame is resumed by its run. Returns (the conversations to resume,
+        those given up)."""
+
+        def write(conn: Any) -> tuple[list[str], list[str]]:
             cut = [r[0] for r in conn.execute("SELECT DISTINCT conversation_id FROM messages WHERE status = 'streaming'")]
+            given_up = []
+            if give_up is not None and reason is not None:
+                limit, text, limit_reason = give_up
+                for conversation_id in cut:
+                    root = conn.execute("SELECT id FROM frames WHERE conversation_id = ? AND depth = 0", (conversation_id,)).fetchone()
+                    streaming = conn.execute(
+                        "SELECT max(id) FROM messages WHERE frame_id = ? AND status = 'streaming'", (root[0],)
+                    ).fetchone()[0] if root else None
+                    if streaming is None:
+                        continue
+                    last_user = conn.execute(
+                        "SELECT coalesce(max(id), 0) FROM messages WHERE frame_id = ? AND role = 'user' AND variant = 0", (root[0],)
+                    ).fetchone()[0]
+                    times = conn.execute(
+                        "SELECT count(*) FROM messages WHERE frame_id = ? AND role = 'note' AND reason = ? AND id > ? AND variant = 0",
+                        (root[0], reason, last_user),
+                    ).fetchone()[0]
+                    if times >= limit:
+                        conn.execute(
+                            "UPDATE messages SET content = ?, reasoning = '', status = 'error', reason = ? WHERE id = ?",
+                            (text, limit_reason(times + 1), streaming),
+                        )
+                        given_up.append(conversation_id)
             conn.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+            resumed = [c for c in cut if c not in given_up]
             if note:
                 conn.executemany(
                     "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason)"
                     " SELECT conversation_id, id, 'note', ?, 'complete', ? FROM frames WHERE conversation_id = ? AND depth = 0",
-                    [(note, reason, conversation_id) for conversation_id in cut],
+                    [(note, reason, conversation_id) for conversation_id in resumed],
                 )
-            return cut
+            return resumed, given_up
 
         try:
             return await self.db.transaction(write)
