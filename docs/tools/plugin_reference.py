@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 import skald_hookspecs
-from skald_hookspecs import PROJECT_NAME, channels, events, hookspecs, sandbox, system_agents, tts, types
+from skald_hookspecs import PROJECT_NAME, channels, events, hookspecs, net, sandbox, system_agents, tts, types
 from skald_hookspecs.host_api import HostApi
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "plugins.md"
@@ -47,7 +47,7 @@ def defined_in(module: Any, keep: Callable[[Any], bool]) -> list[type]:
     return sorted(found, key=lambda cls: inspect.getsourcelines(cls)[1])
 
 
-CONTRACT_MODULES = (types, channels, sandbox, tts, system_agents)
+CONTRACT_MODULES = (types, channels, sandbox, tts, system_agents, net)
 
 
 def contract_types() -> list[type]:

@@ -54,7 +54,7 @@ def plugin_info() -> PluginInfo:
         title="Connectors",
         description="Connect the assistant to MCP servers (connectors), granted per member.",
         icon="plug",
-        spec=">=1.3,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3)
+        spec=">=1.5,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3); net (1.5)
         config_schema=CONFIG_SCHEMA,
         grant_by_default=True,
     )

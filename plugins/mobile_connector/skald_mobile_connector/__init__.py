@@ -54,7 +54,7 @@ def plugin_info() -> PluginInfo:
         title="Mobile app",
         description="Use your assistant from your phone: pair it with a code, chat, approve, and get notified.",
         icon="chat",
-        spec=">=1.3,<2",  # the plugin page kit, device tokens, conversations read back, returns()
+        spec=">=1.5,<2",  # the plugin page kit, device tokens, conversations read back, returns(); net (1.5)
         config_schema=CONFIG_SCHEMA,
         # A pairing is the binding: an admin grant would be a box that controls nothing.
         manages_own_access=True,

@@ -487,7 +487,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if current is None:
             return fail("err_not_running", 503)
         data = await body()
-        problem = current.check_subscription(data)
+        problem = await current.check_subscription(data)
         if problem:
             return fail(problem, 400)
         keys = data["keys"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
@@ -31,6 +30,7 @@ from typing import Any, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from skald_hookspecs import ChannelEvent, HostApi, MemberLocked
+from skald_hookspecs.net import AddressRefused, public_addresses, public_addresses_now
 
 log = logging.getLogger(__name__)
 
@@ -315,21 +315,22 @@ class MobileService:
 
     # -- Web Push ---------------------------------------------------------------------------------
 
-    def check_subscription(self, subscription: Mapping[str, Any]) -> str | None:
+    async def check_subscription(self, subscription: Mapping[str, Any]) -> str | None:
         """Why a subscription is refused (a string key), or None. A push endpoint is a
-        URL the host will POST to: https only (the config may allow http for a local test
-        service), never an address of this machine or its network."""
+        URL the host will POST to: https only, and its name must resolve to public
+        addresses only, never this machine or its network (the config may allow plain
+        http and a private address, for a local test service). The addresses are
+        checked again on every push (``_send_push``): a name may point elsewhere later."""
         parts = urlsplit(str(subscription.get("endpoint", "")))
         insecure = bool(self.config.get("allow_http_push"))
         if parts.scheme != "https" and not (insecure and parts.scheme == "http"):
             return "err_push_endpoint"
-        host = parts.hostname or ""
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            address = None
-        if not host or host == "localhost" or (address is not None and not address.is_global):
-            if not insecure:
+        if not parts.hostname:
+            return "err_push_endpoint"
+        if not insecure:
+            try:
+                await public_addresses(parts.hostname, parts.port or 443)
+            except (AddressRefused, ValueError):
                 return "err_push_endpoint"
         return None
 
@@ -369,12 +370,66 @@ class MobileService:
         claims = {"sub": "mailto:skald@localhost", "aud": f"{parts.scheme}://{parts.netloc}"}
         webpush(
             subscription_info={"endpoint": endpoint, "keys": dict(subscription["keys"])},
+            requests_session=_push_session(private_allowed=bool(self.config.get("allow_http_push"))),
             data=PUSH_PAYLOAD,
             vapid_private_key=vapid,
             vapid_claims=claims,
             ttl=PUSH_TTL_SECONDS,
             timeout=10,
         )
+
+
+def _push_session(*, private_allowed: bool) -> Any:
+    """The ``requests`` session a push goes out through: every connection it opens goes
+    to an address checked public just before (``skald_hookspecs.net``), never to the
+    name resolved again, so a push endpoint whose name now points at this machine or its
+    network (DNS rebinding) reaches nothing; TLS still verifies the certificate against
+    the name. No redirect is followed and no proxy from the environment is used (it
+    would be the peer, unchecked). ``private_allowed``: the admin's test setting."""
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+    from urllib3.exceptions import NewConnectionError
+    from urllib3.util import connection
+
+    class Pinned:
+        def _new_conn(self) -> Any:
+            try:
+                addresses = public_addresses_now(self._dns_host, self.port)  # type: ignore[attr-defined]
+            except AddressRefused as exc:
+                raise NewConnectionError(self, str(exc)) from None  # type: ignore[arg-type]
+            return connection.create_connection(
+                (str(addresses[0]), self.port),  # type: ignore[attr-defined]
+                self.timeout,  # type: ignore[attr-defined]
+                source_address=self.source_address,  # type: ignore[attr-defined]
+                socket_options=self.socket_options,  # type: ignore[attr-defined]
+            )
+
+    class PinnedHTTP(Pinned, HTTPConnection):
+        pass
+
+    class PinnedHTTPS(Pinned, HTTPSConnection):
+        pass
+
+    class PinnedHTTPPool(HTTPConnectionPool):
+        ConnectionCls = PinnedHTTP
+
+    class PinnedHTTPSPool(HTTPSConnectionPool):
+        ConnectionCls = PinnedHTTPS
+
+    class PinnedAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": PinnedHTTPPool, "https": PinnedHTTPSPool}
+
+    session = requests.Session()
+    session.trust_env = False
+    session.max_redirects = 0
+    if not private_allowed:
+        session.mount("http://", PinnedAdapter())
+        session.mount("https://", PinnedAdapter())
+    return session
 
 
 def _new_vapid_keys() -> dict[str, str]:

@@ -75,12 +75,40 @@ async def test_push_endpoints_must_be_https_unless_the_admin_allows_a_local_serv
     await setup.enable(False)
     await setup.enable(True)
     keys = {"p256dh": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM", "auth": "tBHItJI5svbpez7KI4CCXg"}
-    for endpoint in ("http://push.example/x", "https://127.0.0.1/x", "https://10.1.2.3/x", "https://localhost/x", "file:///etc/passwd"):
+    # The address the name resolves to is what counts (check F2), not the URL's text:
+    # 127.1, 2130706433 and 0x7f.1 are names the resolver answers with 127.0.0.1.
+    for endpoint in ("http://push.example/x", "https://127.0.0.1/x", "https://10.1.2.3/x", "https://localhost/x", "file:///etc/passwd",
+                     "https://127.1/x", "https://2130706433/x", "https://0x7f.1/x", "https://[::ffff:127.0.0.1]/x",
+                     "https://[64:ff9b::a00:1]/x", "https://169.254.169.254/x", "https://nothing.invalid/x", "https:///x"):
         refused = await phone.put(f"{BASE}/push", json={"endpoint": endpoint, "keys": keys})
         assert refused.status_code == 400, endpoint
-    assert (await phone.put(f"{BASE}/push", json={"endpoint": "https://push.example/x", "keys": keys})).status_code == 200
+    assert (await phone.put(f"{BASE}/push", json={"endpoint": "https://8.8.8.8/x", "keys": keys})).status_code == 200
     # A browser session has no device to push to.
-    assert (await alice.put(f"{BASE}/push", json={"endpoint": "https://push.example/x", "keys": keys})).status_code == 403
+    assert (await alice.put(f"{BASE}/push", json={"endpoint": "https://8.8.8.8/x", "keys": keys})).status_code == 403
+
+
+async def test_a_push_never_connects_to_a_private_address_even_to_an_endpoint_accepted_earlier(setup, caplog):
+    """The check is made again on every connection: an endpoint whose name points at
+    this machine by now (DNS rebinding; here: accepted while the admin allowed a local
+    service, then that setting off) gets no connection, and the failure is logged."""
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    await setup.host.allow_tool("ring")
+    assert (await alice.put("/api/me/home-source", json={"home_source": PLUGIN})).status_code == 200
+    async with PushStandIn() as service:
+        assert (await phone.put(f"{BASE}/push", json=service.subscription("alice-phone").as_json())).status_code == 200
+        await _ring(setup, alice, "first")
+        await service.wait("alice-phone", 1)
+        await setup.configure(allow_http_push=False)
+        await setup.enable(False)
+        await setup.enable(True)
+        await _ring(setup, alice, "second")
+        for _ in range(100):
+            if "mobile push to a device of member" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+        assert len(service.to("alice-phone")) == 1  # the second push reached nothing
+        assert "failed (ConnectionError)" in caplog.text
 
 
 @pytest.mark.parametrize("event", ["unlink", "unlink from the phone", "deactivate", "password change", "admin reset", "end sessions"])
