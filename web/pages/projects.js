@@ -41,7 +41,7 @@ function createForm(ctx) {
   const form = el("form", { class: "grid-form", novalidate: true },
     field(t("projects.title_label"), title, { required: true })[0],
     field(t("projects.slug_label"), slug, { required: true, hint: t("projects.slug_hint") })[0],
-    el("div", { class: "span" }, field(t("projects.description_label"), description)[0]),
+    el("div", { class: "span" }, field(t("projects.description_label"), description, { hint: t("projects.registry_hint") })[0]),
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -111,7 +111,7 @@ function editForm(project, ctx) {
   const form = el("form", { class: "grid-form", novalidate: true },
     el("h3", { class: "subhead span", text: t("projects.edit") }),
     field(t("projects.title_label"), title)[0],
-    el("div", { class: "span" }, field(t("projects.description_label"), description)[0]),
+    el("div", { class: "span" }, field(t("projects.description_label"), description, { hint: t("projects.registry_hint") })[0]),
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
