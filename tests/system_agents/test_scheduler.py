@@ -86,6 +86,42 @@ async def test_a_run_left_running_by_a_crash_is_swept_to_failed(skald):
     assert await db.run(lambda c: c.execute("SELECT count(*) FROM conversations").fetchone()[0]) == 0
 
 
+async def test_a_run_a_stop_cut_off_is_owed_at_the_next_start_once_not_an_interval_later(skald):
+    """A daily agent cut off by a restart runs at the next start, not a day later; cut
+    off twice in a row (a server that dies in it), it waits for its interval."""
+    settings = skald.settings(system_agents=NO_LOOP)
+    plugin = CountingAgents(unit="days", interval=1)
+    host, clock = await start(skald, plugin, settings)
+    alice_id = (await host.member("alice")).member["id"]
+    db = host.core.users.owner_db(alice_id)
+    # What a stop mid-run leaves: the attempt marked, the run row still open.
+    await db.transaction(lambda c: store.mark_attempt(c, "counted", iso(clock.now)))
+    await db.transaction(lambda c: store.open_run(c, "counted", None, iso(clock.now)))
+    clock.advance(minutes=1)
+    assert [o.result for o in await host.core.system_agents.tick() if o.member_id == alice_id] == ["ran"]
+    assert [r["status"] for r in await runs_in_file(host.core, alice_id)].count("failed") == 1
+
+    clock.advance(days=1, minutes=1)
+    await db.transaction(lambda c: store.mark_attempt(c, "counted", iso(clock.now)))
+    await db.transaction(lambda c: store.open_run(c, "counted", None, iso(clock.now)))
+    await host.stop()
+    host, clock2 = await start(skald, plugin, settings)
+    clock2.now = clock.now + dt.timedelta(minutes=1)
+    await host.member("alice")
+    db = host.core.users.owner_db(alice_id)
+    assert [o.result for o in await host.core.system_agents.tick() if o.member_id == alice_id] == ["ran"]  # owed
+
+    # Cut off, swept at the next start, and its owed run cut off again (a server that
+    # dies in it): this time it waits for the day.
+    for _ in range(2):
+        clock2.advance(minutes=1)
+        await db.transaction(lambda c: store.sweep_running(c, "counted", iso(clock2.now)))
+        await db.transaction(lambda c: store.mark_attempt(c, "counted", iso(clock2.now)))
+        await db.transaction(lambda c: store.open_run(c, "counted", None, iso(clock2.now)))
+    clock2.advance(minutes=1)
+    assert [o.result for o in await host.core.system_agents.tick() if o.member_id == alice_id] == ["not_due"]
+
+
 async def test_a_failing_run_is_recorded_without_its_message(skald):
     plugin = CountingAgents(unit="minutes", interval=5, fail=True)
     host, _ = await start(skald, plugin)

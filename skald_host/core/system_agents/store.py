@@ -17,7 +17,21 @@ from typing import Any
 # -- owner: attempt state and memo -------------------------------------------------------
 
 
+#: A run's error when a stop (or a crash) cut it off.
+INTERRUPTED = "interrupted: the server stopped during the run"
+
+
 def last_attempt(conn: Any, agent_id: str) -> str | None:
+    """When the agent's pass was last attempted (due again an interval later), or None:
+    never, or its last run was cut off by a stop (a row left ``running``) and is owed
+    now rather than an interval later. Once: a run cut off twice in a row (a server
+    that dies in it) waits for its interval like any other, billing nothing more."""
+    if conn.execute("SELECT 1 FROM system_agent_runs WHERE agent_id = ? AND status = 'running' LIMIT 1", (agent_id,)).fetchone():
+        before = conn.execute(
+            "SELECT error FROM system_agent_runs WHERE agent_id = ? AND status != 'running' ORDER BY started_at DESC LIMIT 1", (agent_id,)
+        ).fetchone()
+        if before is None or before[0] != INTERRUPTED:
+            return None
     row = conn.execute("SELECT last_attempt_at FROM system_agent_state WHERE agent_id = ?", (agent_id,)).fetchone()
     return row[0] if row else None
 
@@ -50,9 +64,8 @@ def sweep_running(conn: Any, agent_id: str, at: str) -> int:
     """Runs of this agent left ``running`` by a process that died mid-pass: failed.
     Safe because the scheduler is sequential and single-instance: nothing else runs it."""
     return conn.execute(
-        "UPDATE system_agent_runs SET status = 'failed', finished_at = ?, error = 'interrupted: the server stopped during the run'"
-        " WHERE agent_id = ? AND status = 'running'",
-        (at, agent_id),
+        "UPDATE system_agent_runs SET status = 'failed', finished_at = ?, error = ? WHERE agent_id = ? AND status = 'running'",
+        (at, INTERRUPTED, agent_id),
     ).rowcount
 
 
