@@ -771,7 +771,13 @@ class ConversationStore:
         those given up)."""
 
         def write(conn: Any) -> tuple[list[str], list[str]]:
-            cut = [r[0] for r in conn.execute("SELECT DISTINCT conversation_id FROM messages WHERE status = 'streaming'")]
+            # Only a stream of a frame still open is asked for again: a background run's
+            # frame, closed as interrupted by the runs' own recovery, is not resumed, so
+            # its conversation gets no note saying it is.
+            cut = [r[0] for r in conn.execute(
+                "SELECT DISTINCT m.conversation_id FROM messages m JOIN frames f ON f.id = m.frame_id"
+                " WHERE m.status = 'streaming' AND f.status = 'open'"
+            )]
             given_up = []
             if give_up is not None and reason is not None:
                 limit, text, limit_reason = give_up
