@@ -36,7 +36,7 @@ async def test_the_task_strip_survives_a_reload_drills_in_and_cancels(skald, bro
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("I handed it to the researcher.")
         strip = page.get_by_role("region", name="Tasks")
         item = strip.locator(".task-item")
-        await expect(item).to_contain_text("researcher")
+        await expect(item).to_contain_text("Researcher")
         await expect(item).to_contain_text("Running")
         await page.reload()
         await expect(item).to_contain_text("Running")

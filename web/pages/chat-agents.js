@@ -5,7 +5,7 @@ import { api } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js";
-import { taskStatus } from "./chat-tasks.js";
+import { knowAgentTitles, taskStatus } from "./chat-tasks.js";
 
 function definitionCard(definition) {
   const delegates = definition.delegates === null ? t("agents.delegates_default") : definition.delegates.length ? definition.delegates.join(", ") : t("agents.delegates_none");
@@ -24,6 +24,8 @@ export async function renderAgents() {
   const response = await api("GET", "/api/agent-definitions");
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
   const { definitions, refused, runs } = response.data;
+  knowAgentTitles(definitions);
+  const titleOf = (agentId) => definitions.find((d) => d.id === agentId)?.title || agentId;
   if (refused) {
     const box = notice("error", t("agents.refused", { count: refused.count }));
     if (refused.errors.length) box.append(el("ul", {}, ...refused.errors.map((e) => el("li", { text: e }))));
@@ -36,7 +38,7 @@ export async function renderAgents() {
   const table = el("table", { class: "table agent-runs" },
     el("thead", {}, el("tr", {}, ...["agents.run_agent", "agents.run_status", "agents.run_task", "agents.run_started"].map((k) => el("th", { text: t(k) })))),
     el("tbody", {}, ...runs.map((run) => el("tr", { "data-run-id": run.id },
-      el("td", { text: run.agent_id }), el("td", { text: taskStatus(run.status) }),
+      el("td", { text: titleOf(run.agent_id) }), el("td", { text: taskStatus(run.status) }),
       el("td", {}, link(`#chat/${encodeURIComponent(run.conversation_id)}`, run.task)), el("td", { text: formatDate(run.created_at) })))));
   page.append(section(t("agents.runs"), runs.length ? table : el("p", { class: "muted", text: t("agents.runs_none") })));
   return page;

@@ -4,7 +4,7 @@
 // A run opens to its transcript; a live one can be cancelled.
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
+import { currentLocale, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, errorText, statusLine } from "../lib/ui.js";
 
@@ -12,6 +12,41 @@ const LIVE = new Set(["queued", "running", "waiting_delegates"]);
 const REFRESH_ON = new Set(["agent_start", "agent_done", "turn_finished", "cancelled"]);
 
 export const taskStatus = (status) => t(`chat.task_status_${status}`);
+export const isLive = (status) => LIVE.has(status);
+
+// An agent's title in the reader's language, as the Helpers page shows it (the
+// definitions carry it; a plugin's agent is titled in the plugin's own bundle, so the
+// UI strings alone can't say it). Read once per page and language; an agent that is
+// not listed, or a failed read, shows its id.
+let titles = null; // { locale, read: Promise<Map<agent id, title>> }
+
+function agentTitles() {
+  const locale = currentLocale();
+  if (titles?.locale !== locale) {
+    const entry = { locale };
+    entry.read = api("GET", "/api/agent-definitions").then((response) => {
+      if (!response.ok) { if (titles === entry) titles = null; return new Map(); } // asked again next time
+      return new Map((response.data.definitions || []).map((d) => [d.id, d.title || d.id]));
+    });
+    titles = entry;
+  }
+  return titles.read;
+}
+
+/** The Helpers page read the definitions already: the chat need not ask again. */
+export function knowAgentTitles(definitions) {
+  titles = { locale: currentLocale(), read: Promise.resolve(new Map(definitions.map((d) => [d.id, d.title || d.id]))) };
+}
+
+/** Write an agent's name with `write(name)`: its id at once (nothing waits for the
+ * read), its title as soon as that is known. */
+export function showAgentTitle(agentId, write) {
+  write(agentId);
+  agentTitles().then((known) => {
+    const title = known.get(agentId);
+    if (title && title !== agentId) write(title);
+  });
+}
 
 function transcriptOf(detail) {
   const list = el("ol", { class: "task-transcript" });
@@ -27,6 +62,7 @@ function transcriptOf(detail) {
 }
 
 export function taskStrip(conversationId) {
+  agentTitles(); // read alongside the runs, so a row is titled before it paints
   const list = el("ul", { class: "task-list" });
   const status = statusLine();
   const node = el("section", { class: "task-strip", "aria-label": t("chat.tasks_label"), hidden: true },
@@ -35,8 +71,10 @@ export function taskStrip(conversationId) {
 
   const row = (run) => {
     const details = el("details", { class: `task-item status-${run.status}`, "data-run-id": run.id });
+    const agent = el("span", { class: "task-agent" });
+    showAgentTitle(run.agent_id, (name) => { agent.textContent = name; });
     const summary = el("summary", {},
-      el("span", { class: "task-agent", text: run.agent_id }),
+      agent,
       el("span", { class: "task-state", text: taskStatus(run.status) }),
       el("span", { class: "task-what", text: run.task }));
     details.append(summary);
@@ -59,15 +97,18 @@ export function taskStrip(conversationId) {
     return el("li", {}, details);
   };
 
+  /** Read the strip again; resolves to every run read (the live ones at every depth,
+   * which the transcript rebuilds its progress boxes from), or null. */
   const refresh = async () => {
     const response = await api("GET", `/api/conversations/${encodeURIComponent(conversationId)}/runs?strip=1`);
-    if (!response.ok) { status.error(errorText(response)); return; }
+    if (!response.ok) { status.error(errorText(response)); return null; }
     status.clear();
     const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.dataset.runId));
     const runs = (response.data.runs || []).filter((r) => r.depth === 1 || !LIVE.has(r.status));
     list.replaceChildren(...runs.map(row));
     for (const details of list.querySelectorAll("details")) if (open.has(details.dataset.runId)) details.open = true;
     node.hidden = runs.length === 0;
+    return response.data.runs || [];
   };
 
   const off = socket.onMessage((message) => {
@@ -76,6 +117,6 @@ export function taskStrip(conversationId) {
     clearTimeout(timer);
     timer = setTimeout(refresh, 150);
   });
-  refresh();
-  return { node, refresh, dispose: () => { off(); clearTimeout(timer); } };
+  const ready = refresh();
+  return { node, refresh, ready, dispose: () => { off(); clearTimeout(timer); } };
 }

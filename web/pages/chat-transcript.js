@@ -12,6 +12,7 @@ import { errorString, t } from "../lib/i18n.js";
 import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
 import { button } from "../lib/ui.js";
 import { addReadAloud } from "../lib/speech.js";
+import { isLive, showAgentTitle } from "./chat-tasks.js";
 
 function messageStatusLabel(status) {
   if (status === "interrupted") return t("chat.status_interrupted");
@@ -62,6 +63,16 @@ function attachmentPaths(raw) {
   return Array.isArray(list) ? list.map((a) => (typeof a === "string" ? a : a?.path)).filter((p) => typeof p === "string") : [];
 }
 const filesList = (paths) => (paths.length ? el("ul", { class: "msg-files" }, ...paths.map((p) => el("li", {}, fileLink(p)))) : null);
+
+/** The server's copy of a text (`known`, checkpointed every half second) and the
+ * deltas heard since the page listened (`heard`), which may repeat its end: joined
+ * with that overlap once. */
+function joinOverlap(known, heard) {
+  for (let k = Math.min(known.length, heard.length); k > 0; k--) {
+    if (known.endsWith(heard.slice(0, k))) return known + heard.slice(k);
+  }
+  return known + heard;
+}
 
 /**
  * The versions to flip between, by the message each starts at: an earlier version
@@ -126,6 +137,7 @@ export class Transcript {
       el("span", { class: "visually-hidden", text: t("chat.working") }));
     this.node.append(this.list);
     this.openDetails = new Set(); // reasoning blocks and tool cards the member opened
+    this.loads = 0; // renders of a whole conversation: a restore answers the one it was read for
     this.reset();
     this.node.addEventListener("scroll", () => { this.stick = this.nearBottom(); }, { passive: true });
   }
@@ -138,6 +150,8 @@ export class Transcript {
     this.questions = new Map(); // question id → card (a tool asking the member, RAM only)
     this.subframes = new Map(); // a running sub-agent's frame id → its progress box
     this.subCalls = new Map(); // a sub-agent's call id → its step (where a deeper one shows)
+    this.subBoxes = new Map(); // frame id → its box on screen, working or done
+    this.held = null; // frame id → what its events said before its box was rebuilt (restoreSubagents)
     this.stream = null;
     this.running = false;
     this.stick = true;
@@ -179,6 +193,8 @@ export class Transcript {
   load(data, unacknowledged = []) {
     const wasStuck = this.stick || !this.list.childElementCount;
     this.reset();
+    this.loads += 1;
+    this.held = new Map(); // until restoreSubagents: the sub-agents' boxes are not back yet
     this.running = Boolean(data.running);
     const all = data.messages || [];
     const branches = branchesOf(all);
@@ -657,38 +673,79 @@ export class Transcript {
   // -- sub-agents ------------------------------------------------------------------------------
 
   /** `agent_start` of a sub-agent (execute_task): its progress shows in the card of the
-   * call that started it — its steps, and the tail of what it writes — while it works. */
+   * call that started it — its steps, and the tail of what it writes — while it works.
+   * Returns its box, or null where its call is not on screen. */
   subagentStarted(data) {
+    const shown = this.subBoxes.get(data.frame_id);
+    if (shown) {
+      if (!this.subframes.has(data.frame_id)) {  // a run taken up again after a restart: the same frame goes on
+        shown.state.textContent = t("chat.subagent_working");
+        shown.box.classList.remove("done");
+        this.subframes.set(data.frame_id, shown);
+      }
+      return null;
+    }
     const host = this.toolCards.get(data.spawned_by_call_id)?.node || this.subCalls.get(data.spawned_by_call_id);
-    if (!host || this.subframes.has(data.frame_id)) return;
-    const name = t("chat.subagent", { agent: data.agent });
+    if (!host) return null;
+    const head = el("strong");
     const state = el("span", { class: "sub-state", text: t("chat.subagent_working") });
     const steps = el("ul", { class: "sub-steps" });
     const text = el("p", { class: "sub-text", hidden: true });
-    const box = el("div", { class: "subagent", role: "group", "aria-label": name, "data-frame-id": data.frame_id },
-      el("p", { class: "sub-head" }, el("strong", { text: name }), " ", state), steps, text);
+    const box = el("div", { class: "subagent", role: "group", "data-frame-id": data.frame_id },
+      el("p", { class: "sub-head" }, head, " ", state), steps, text);
+    showAgentTitle(data.agent, (agent) => {
+      const name = t("chat.subagent", { agent });
+      head.textContent = name;
+      box.setAttribute("aria-label", name);
+    });
     host.append(box);
-    this.subframes.set(data.frame_id, { box, state, steps, text, content: "", pending: false });
+    const sub = { box, state, steps, text, content: "", pending: false };
+    this.subframes.set(data.frame_id, sub);
+    this.subBoxes.set(data.frame_id, sub);
     this.follow();
+    return sub;
+  }
+
+  /** What a sub-agent's event says before its box is rebuilt after a (re)load: kept
+   * for restoreSubagents, which continues the box with it. Null when not restoring. */
+  heldFor(frameId) {
+    if (!this.held || !frameId) return null;
+    if (!this.held.has(frameId)) this.held.set(frameId, { texts: new Map(), steps: new Map(), done: false });
+    return this.held.get(frameId);
   }
 
   subagentToken(data) {
+    if (data.channel === "reasoning") return;
     const sub = this.subframes.get(data.frame_id);
-    if (!sub || data.channel === "reasoning") return;
+    if (!sub) {
+      const held = this.heldFor(data.frame_id);
+      const id = Number(data.message_id);
+      if (held) held.texts.set(id, (held.texts.get(id) || "") + (data.delta || ""));
+      return;
+    }
     sub.content += data.delta || "";
     if (sub.pending) return;
     sub.pending = true;
     nextFrame(() => {
       sub.pending = false;
-      const tail = sub.content.length > 240 ? `…${sub.content.slice(-240)}` : sub.content;
-      sub.text.textContent = tail;
-      sub.text.hidden = !tail;
+      this.showSubagentText(sub);
     });
+  }
+
+  showSubagentText(sub) {
+    const tail = sub.content.length > 240 ? `…${sub.content.slice(-240)}` : sub.content;
+    sub.text.textContent = tail;
+    sub.text.hidden = !tail;
   }
 
   subagentStep(data, status) {
     const sub = this.subframes.get(data.frame_id);
-    if (!sub || !data.call_id) return;
+    if (!data.call_id) return;
+    if (!sub) {
+      const held = this.heldFor(data.frame_id);
+      if (held) held.steps.set(data.call_id, { name: held.steps.get(data.call_id)?.name || data.name, status });
+      return;
+    }
     let step = this.subCalls.get(data.call_id);
     if (!step) {
       step = el("li", { class: "sub-step" }, el("code", { text: data.name || "" }), " ", el("span", { class: "badge" }));
@@ -703,10 +760,45 @@ export class Transcript {
 
   subagentDone(data) {
     const sub = this.subframes.get(data.frame_id);
-    if (!sub) return;
+    if (!sub) {
+      const held = this.heldFor(data.frame_id);
+      if (held) held.done = true;
+      return;
+    }
     sub.state.textContent = t("chat.subagent_done");
     sub.box.classList.add("done");
     this.subframes.delete(data.frame_id);
+  }
+
+  /**
+   * After a (re)load, the boxes of the sub-agent runs still working, which only a live
+   * `agent_start` makes: each in the card (or the caller's step, for a nested run) of
+   * the call that started it, callers first, with its steps and the tail of its text as
+   * the server has it (a streaming answer as last checkpointed), then what its events
+   * said while that was read — so the events that follow continue it.
+   * @param {number} load this.loads when the runs were asked for (a newer render waits for its own)
+   * @param {Array|null} runs [{run, transcript}] as GET /api/agent-runs/<id> answers
+   */
+  restoreSubagents(load, runs) {
+    if (load !== this.loads) return;
+    const held = this.held || new Map();
+    this.held = null;
+    for (const { run, transcript } of [...(runs || [])].sort((a, b) => a.run.depth - b.run.depth)) {
+      if (!run.frame_id || !isLive(run.status) || this.subBoxes.has(run.frame_id)) continue;
+      const sub = this.subagentStarted({ frame_id: run.frame_id, spawned_by_call_id: run.spawned_by_call_id, agent: run.agent_id });
+      if (!sub) continue;
+      const early = held.get(run.frame_id) || { texts: new Map(), steps: new Map(), done: false };
+      const answers = (transcript || []).filter((m) => m.role === "assistant");
+      const stored = new Set(answers.map((m) => Number(m.id)));
+      sub.content = answers.map((m) => joinOverlap(m.content || "", early.texts.get(Number(m.id)) || "")).join("")
+        + [...early.texts].filter(([id]) => !stored.has(id)).map(([, text]) => text).join("");
+      this.showSubagentText(sub);
+      const step = (callId, name, status) => this.subagentStep({ frame_id: run.frame_id, call_id: callId, name }, status);
+      for (const message of answers) for (const call of message.tool_calls || []) step(call.id, call.name, call.status);
+      for (const [callId, { name, status }] of early.steps) step(callId, name, status);
+      if (early.done) this.subagentDone({ frame_id: run.frame_id });
+    }
+    this.follow();
   }
 
   // -- approvals ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import { el, link, present, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, notice, statusLine } from "../lib/ui.js";
-import { taskStrip } from "./chat-tasks.js";
+import { isLive, taskStrip } from "./chat-tasks.js";
 import { Transcript } from "./chat-transcript.js";
 
 const MAX_MESSAGE_CHARS = 100_000;
@@ -347,6 +347,7 @@ class ChatView {
     this.tasks = taskStrip(this.conversationId);
     this.unsubscribe.push(this.tasks.dispose);
     this.transcript.load(loaded, socket.unacknowledged(this.conversationId));
+    this.restoreSubagents(this.tasks.ready);
     this.setRunning(Boolean(loaded.running));
     main.append(...[this.header.node, this.tasks.node, this.noModel, this.transcript.node, this.connection, this.composer.node].filter(Boolean));
     const page = el("div", { class: "chat-page has-conversation" }, this.list.node, main);
@@ -523,6 +524,24 @@ class ChatView {
     this.transcript.load(response.data, socket.unacknowledged(this.conversationId));
     this.setRunning(Boolean(response.data.running));
     this.replay(events);
+    this.restoreSubagents(this.tasks.refresh());
+  }
+
+  /** The progress of the sub-agents still working, which the render just made lacks (a
+   * live `agent_start` makes it): from the runs the task strip reads, each live run's
+   * transcript so far. Their events meanwhile wait in the transcript. */
+  async restoreSubagents(reading) {
+    const load = this.transcript.loads;
+    let details = [];
+    try {
+      const runs = (await reading) || [];
+      details = await Promise.all(runs.filter((run) => run.frame_id && isLive(run.status)).map(async (run) => {
+        const response = await api("GET", `/api/agent-runs/${encodeURIComponent(run.id)}`);
+        return response.ok ? response.data : null;
+      }));
+    } finally {
+      this.transcript.restoreSubagents(load, details.filter(Boolean)); // held events stop being held either way
+    }
   }
 
   /** Events that arrived while the conversation was read, applied to the new render. */

@@ -25,13 +25,18 @@ bp = Blueprint("agent_runs", __name__)
 
 #: How long a failed run stays on the task strip.
 STRIP_FAILED_HOURS = 24
-RUN = obj({"id": TEXT, "agent_id": TEXT, "mode": TEXT, "status": TEXT, "depth": {"type": "integer"}, "task": TEXT})
+RUN = obj(
+    {"id": TEXT, "agent_id": TEXT, "mode": TEXT, "status": TEXT, "depth": {"type": "integer"}, "task": TEXT},
+    {"frame_id": TEXT, "spawned_by_call_id": TEXT},
+)
 RUN_KEYS = ("id", "conversation_id", "agent_id", "definition_hash", "mode", "status", "depth", "task", "caller_run_id", "error",
             "created_at", "started_at", "finished_at", "frame_id")
 
 
-def _public(row: dict[str, Any], *, full: bool = False) -> dict[str, Any]:
+def _public(row: dict[str, Any], *, full: bool = False, spawned_by: dict[str, str | None] | None = None) -> dict[str, Any]:
     out = {k: row.get(k) for k in RUN_KEYS}
+    if spawned_by is not None:
+        out["spawned_by_call_id"] = spawned_by.get(row.get("frame_id") or "")
     out["task"] = out["task"] if full else (out["task"] or "")[:200]
     if full:
         out["result"] = row.get("result")
@@ -52,7 +57,22 @@ async def conversation_runs(conversation_id: str) -> dict:
     if request.args.get("strip") == "1":
         since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=STRIP_FAILED_HOURS)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     rows = await rt.subagents.store.runs(conversation_id, limit=50, live_or_failed_since=since)
-    return {"runs": [_public(r) for r in rows]}
+    spawned_by = await _spawning_calls(rt, conversation_id, rows)
+    return {"runs": [_public(r, spawned_by=spawned_by) for r in rows]}
+
+
+async def _spawning_calls(rt: Any, conversation_id: str, rows: list[dict[str, Any]]) -> dict[str, str | None]:
+    """The call each run's frame was started by, by frame id: after a reload the chat
+    rebuilds a running sub-agent's progress inside that call's card (its live
+    ``agent_start`` names the call; the run row does not). The open frames come in one
+    read (none at all for a conversation that never delegated); a closed one is read
+    alone — the strip lists few of those."""
+    frames = {frame.id: frame.spawned_by_call_id for frame in await rt.store.open_frames(conversation_id)}
+    for row in rows:
+        frame_id = row.get("frame_id")
+        if frame_id and frame_id not in frames:
+            frames[frame_id] = (await rt.store.frame(frame_id)).spawned_by_call_id
+    return frames
 
 
 @bp.get("/api/agent-runs/<run_id>")
@@ -64,13 +84,15 @@ async def get_run(run_id: str) -> dict:
     if row is None:
         raise ApiError(404, "no such run")
     transcript = []
+    spawned_by: dict[str, str | None] = {}
     if row["frame_id"]:
+        spawned_by[row["frame_id"]] = (await rt.store.frame(row["frame_id"])).spawned_by_call_id
         for message in await rt.store.history(row["frame_id"]):
             transcript.append({
                 "id": message["id"], "role": message["role"], "content": message["content"], "status": message["status"],
                 "tool_calls": [{"id": c["id"], "name": c["name"], "status": c["status"], "result": c["result"]} for c in message["tool_calls"]],
             })
-    return {"run": _public(row, full=True), "transcript": transcript}
+    return {"run": _public(row, full=True, spawned_by=spawned_by), "transcript": transcript}
 
 
 @bp.post("/api/agent-runs/<run_id>/cancel")
