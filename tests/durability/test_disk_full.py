@@ -71,6 +71,7 @@ async def test_a_full_disk_refuses_writes_with_507_and_everything_works_again_on
         await socket.turn(conversation_id)
         files_before = database_files(host)
 
+        asked = len(server.requests_for(MODEL_A))
         filler = fill(small_disk)
         # Its commit appends to the write-ahead log: a frame the full disk has no page for.
         text = "written while the disk is full"
@@ -88,6 +89,10 @@ async def test_a_full_disk_refuses_writes_with_507_and_everything_works_again_on
         refused = await socket.send(conversation_id, text, key="key-while-full-01")
         assert refused["type"] == "error" and refused["code"] == "disk_full" and refused["retry_after"] > 0
         assert refused["idempotency_key"] == "key-while-full-01"
+        for n in range(4):  # fresh messages on a settled history, the turn's fast path
+            assert (await socket.send(conversation_id, f"also refused {n}", key=f"key-while-full-1{n}"))["code"] == "disk_full"
+        # Nothing that was not stored reached the (paid) model.
+        assert len(server.requests_for(MODEL_A)) == asked
 
         response = await admin.post("/api/admin/members", json={"username": "bob", "password": "a long enough password 1"})
         assert response.status_code == 507, response.text

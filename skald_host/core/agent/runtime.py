@@ -17,6 +17,7 @@ import functools
 import json
 import logging
 import math
+import os
 import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
@@ -69,6 +70,9 @@ RESUME_GIVEN_UP = (
     " and again. Retry to ask again."
 )
 STOPPED_UNANSWERED = "Not answered: the conversation was stopped. Retry to have these messages answered."
+#: Below this much free space on the member's disk, a turn's first request waits for
+#: its message to commit instead of going out beside the commit (``_room_to_write``).
+OVERLAP_MIN_FREE_BYTES = 8 * 1024 * 1024
 PREFIX_TTL_SECONDS = 20 * 60
 PREPARE_PROMPT_SECONDS = 2.0
 INJECTED_NOTE_CHARS = 16_000
@@ -461,7 +465,8 @@ class MemberRuntime:
         # A retry must not reach the model: the turn starts before its message commits
         # only for a key not seen lately (the write still decides, in its transaction).
         surely_new = self.store.key_surely_new(idempotency_key)
-        settled = None if queued or not candidates or described or not surely_new else self.store.settled_history(frame)
+        overlap = not (queued or not candidates or described or not surely_new) and self._room_to_write()
+        settled = self.store.settled_history(frame) if overlap else None
         def write() -> Awaitable[dict[str, Any]]:
             return self.store.add_member_message(
                 frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
@@ -486,6 +491,16 @@ class MemberRuntime:
             drain_first=stored["queued"],
         )
         return ack
+
+    def _room_to_write(self) -> bool:
+        """Whether the member's disk has room enough that the message's commit cannot
+        fail for space: only then may the turn's first request go out beside it. A
+        message a full disk refuses must not have reached the (paid) model."""
+        try:
+            disk = os.statvfs(self.store.db.path.parent)
+        except OSError:
+            return False
+        return disk.f_bavail * disk.f_frsize >= OVERLAP_MIN_FREE_BYTES
 
     async def _send_opening(
         self, frame: Frame, text: str, write: Callable[[], Awaitable[dict[str, Any]]], member: Callable[[], asyncio.Future[Member]],
