@@ -32,7 +32,11 @@ function summary(plugin) {
 
 function configSection(plugin) {
   const schema = plugin.config_schema || [];
-  if (!schema.length) return section(t("plugin.config_title"), el("p", { class: "muted", text: t("plugin.no_config") }));
+  if (!schema.length) {
+    // Its settings sets are its settings (a card each, below): "no settings" would contradict them.
+    if (plugin.settings_sets?.length) return null;
+    return section(t("plugin.config_title"), el("p", { class: "muted", text: t("plugin.no_config") }));
+  }
   if (plugin.state === "failed" || plugin.state === "blocked") {
     return section(t("plugin.config_title"), notice("info", t("plugin.config_unavailable")));
   }

@@ -13,6 +13,8 @@ export function renderPluginPage({ rest, pages }) {
   const host = el("plugin-page-host", {
     "plugin-id": page.plugin_id, "page-id": page.page_id, "entry-url": page.entry_url, "page-title": page.title,
   });
+  // The page's one h1 is this header (the page's title, translated by the plugin's
+  // bundle): a plugin's page starts at h2, so the title is never said twice.
   const header = pageHeader(page.title);
   header.querySelector("h1").prepend(icon(page.icon));
   return el("div", { class: "page plugin-page" }, header, host);

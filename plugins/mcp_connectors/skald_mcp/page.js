@@ -6,15 +6,38 @@
 // use each connector as checkboxes, restart / accept changed tools / remove) and the
 // form to add one (a stdio command as an argv list, or a streamable-HTTP address).
 // Every text goes in through textContent: names and descriptions are data, not markup.
+// The shell's page header is the page's one h1 (its title); sections here are cards
+// with an h2, in the shell's own classes (card, btn, table, muted), so the page looks
+// like the rest of the app.
 
 import { call, node } from "/ui/lib/plugin-kit.js";
 
-/** A control with its visible label (a placeholder is no label: it goes once typed in). */
+let fieldCount = 0;
+
+/** A control with its visible label (a placeholder is no label: it goes once typed in),
+ * as the shell's forms have them: a ``field`` with a label for the control. */
 function labelled(text, control) {
-  const label = node("label", undefined, "mcp-field");
-  label.append(node("span", text), control);
-  return label;
+  if (!control.id) control.id = `mcp-field-${(fieldCount += 1)}`;
+  const field = node("div", undefined, "field mcp-field");
+  field.append(Object.assign(node("label", text), { htmlFor: control.id }), control);
+  return field;
 }
+
+/** A shell button: ``btn`` plus ``kind`` ("primary", "small", ...) and the page's own class. */
+function button(text, kind = "", className = "") {
+  return node("button", text, { class: ["btn", kind, className].filter(Boolean).join(" "), type: "button" });
+}
+
+/** A card with its h2, as the shell's own sections. */
+function card(className, title, ...children) {
+  const box = node("section", undefined, `card ${className}`);
+  if (title) box.append(node("h2", title));
+  box.append(...children);
+  return box;
+}
+
+/** The "none yet" line of an empty list or table. */
+const none = (text) => node("p", text, "muted mcp-none");
 
 function format(text, values) {
   return text.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
@@ -38,15 +61,15 @@ function pairs(text, separator) {
 function accessBoxes(members, access, save, everyone) {
   const out = [];
   if (everyone !== undefined) {
-    const label = node("label", undefined, "mcp-everyone");
+    const label = node("label", undefined, "check small mcp-everyone");
     const box = Object.assign(node("input"), { type: "checkbox", checked: access === null });
     box.addEventListener("change", () => save(box.checked ? null : members.filter((m) => m.role !== "admin").map((m) => m.id)));
-    label.append(box, document.createTextNode(" " + everyone));
-    out.push(label, node("br"));
+    label.append(box, node("span", everyone));
+    out.push(label);
     if (access === null) return out;
   }
   for (const member of members) {
-    const label = node("label");
+    const label = node("label", undefined, "check small");
     const box = Object.assign(node("input"), { type: "checkbox", checked: access.includes(member.id) });
     box.dataset.member = member.id;
     box.addEventListener("change", () => {
@@ -55,8 +78,8 @@ function accessBoxes(members, access, save, everyone) {
       else chosen.delete(member.id);
       save([...chosen]);
     });
-    label.append(box, document.createTextNode(" " + (member.display_name || member.username)));
-    out.push(label, node("br"));
+    label.append(box, node("span", member.display_name || member.username));
+    out.push(label);
   }
   return out;
 }
@@ -65,7 +88,8 @@ export default class ConnectorsPage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "mcp";
     this.base = `/api/plugin/${encodeURIComponent(this.pluginId)}`;
-    this.message = node("p", "", "mcp-message");
+    this.classList.add("page"); // the shell's page grid: cards one under the other
+    this.message = node("p", "", { class: "mcp-message form-status error", role: "alert" });
     await this.render();
   }
 
@@ -87,22 +111,21 @@ export default class ConnectorsPage extends HTMLElement {
     const s = this.s;
     const back = Object.assign(node("a", s.back, "mcp-back"), { href: `#plugin/${encodeURIComponent(this.pluginId)}/connectors` });
     const c = await call("GET", `${this.base}/my/connectors/${encodeURIComponent(name)}`);
-    const box = node("section", undefined, "mcp-detail");
+    const box = card("mcp-detail", c.name, node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
     box.dataset.name = c.name;
-    box.append(node("h2", c.name), node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
-    if (c.template) box.append(node("p", `${s.from_template}: ${c.template} (v${c.version})`));
-    if (c.url) box.append(node("p", c.url));
-    if (c.error) box.append(node("div", c.error, "mcp-error"));
+    if (c.template) box.append(node("p", `${s.from_template}: ${c.template} (v${c.version})`, "muted"));
+    if (c.url) box.append(node("p", c.url, "muted"));
+    if (c.error) box.append(node("p", c.error, "mcp-error error-text"));
     box.append(node("p", `${s.col_tools}: ${c.tools.join(", ") || "—"}`, "mcp-tools"));
     if (c.pending.length) {
-      box.append(node("div", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending"));
-      const accept = node("button", s.accept);
+      box.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"));
+      const accept = button(s.accept, "primary");
       accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
       box.append(accept);
     }
     if (c.state === "needs_oauth" || c.oauth) box.append(this.oauthPanel(c.name));
     if (c.login === "qr") box.append(this.qrPanel(c.name));
-    const remove = node("button", s.deactivate, "mcp-deactivate");
+    const remove = button(s.deactivate, "", "mcp-deactivate");
     remove.addEventListener("click", async () => {
       try {
         await call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`);
@@ -113,8 +136,11 @@ export default class ConnectorsPage extends HTMLElement {
         this.message.textContent = error.message;
       }
     });
-    box.append(remove);
-    return [back, box];
+    box.append(node("div", undefined, "actions"));
+    box.lastChild.append(remove);
+    const backLine = node("p", undefined, "back");
+    backLine.append(back);
+    return [backLine, box];
   }
 
   async render() {
@@ -123,11 +149,13 @@ export default class ConnectorsPage extends HTMLElement {
       this.s = mine.strings;
       const name = this.detailName();
       if (name) {
-        this.replaceChildren(node("h1", this.s.title), this.message, ...(await this.renderDetail(name)));
+        this.replaceChildren(this.message, ...(await this.renderDetail(name)));
         return;
       }
-      const parts = [node("h1", this.s.title), this.message, this.asks(), this.mine(mine.connectors), ...this.own(mine)];
-      if (mine.is_admin) parts.push(...(await this.admin()));
+      // The admin's servers first: what the empty "available to you" line says depends on them.
+      const servers = mine.is_admin ? (await call("GET", `${this.base}/servers`)).servers : null;
+      const parts = [this.message, this.asks(), this.mine(mine.connectors, servers), ...this.own(mine)];
+      if (mine.is_admin) parts.push(...(await this.admin(servers)));
       this.replaceChildren(...parts);
     } catch (error) {
       this.message.textContent = error.message;
@@ -135,16 +163,20 @@ export default class ConnectorsPage extends HTMLElement {
     }
   }
 
-  mine(connectors) {
-    const box = node("section", undefined, "mcp-mine");
+  /** The connectors granted to the reader. ``servers``: the admin's list (null for a
+   * member), so an admin is not told to ask their administrator. */
+  mine(connectors, servers) {
+    const s = this.s;
+    const box = card("mcp-mine", s.mine_title);
     if (connectors.length === 0) {
-      box.append(node("p", this.s.mine_empty));
+      const empty = servers === null ? s.mine_empty : servers.length ? s.mine_empty_admin_access : s.mine_empty_admin;
+      box.append(none(empty));
       return box;
     }
-    box.append(node("p", this.s.mine_intro));
-    const list = node("ul");
+    box.append(node("p", s.mine_intro, "hint"));
+    const list = node("ul", undefined, "roster");
     for (const c of connectors) {
-      const item = node("li", `${c.name} (${this.s["state_" + c.state] || c.state}): ${c.tools.join(", ")}`, "mcp-connector");
+      const item = node("li", `${c.name} (${s["state_" + c.state] || c.state}): ${c.tools.join(", ")}`, "mcp-connector");
       list.append(item);
     }
     box.append(list);
@@ -154,10 +186,10 @@ export default class ConnectorsPage extends HTMLElement {
   own(mine) {
     const s = this.s;
     const out = [];
-    const box = node("section", undefined, "mcp-own");
-    box.append(node("h2", s.own_title));
+    const ownList = node("ul", undefined, "roster");
+    const box = card("mcp-own", s.own_title, mine.own.length ? ownList : none(s.own_none));
     for (const c of mine.own) {
-      const row = node("div", undefined, "mcp-own-connector");
+      const row = node("li", undefined, "mcp-own-connector");
       row.dataset.name = c.name;
       const open = Object.assign(node("a", c.name, "mcp-open"), { href: this.detailLink(c.name) });
       open.addEventListener("click", (event) => {
@@ -167,69 +199,73 @@ export default class ConnectorsPage extends HTMLElement {
         this.render();
       });
       row.append(open, node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
-      if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools"));
-      if (c.error) row.append(node("div", c.error, "mcp-error"));
+      if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools muted"));
+      if (c.error) row.append(node("p", c.error, "mcp-error error-text"));
+      const actions = node("div", undefined, "actions");
       if (c.pending.length) {
-        row.append(node("div", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending"));
-        const accept = node("button", s.accept);
+        row.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"));
+        const accept = button(s.accept, "small primary");
         accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
-        row.append(accept);
+        actions.append(accept);
       }
       if (c.state === "needs_oauth" || (c.login === "qr" && c.state !== "ready")) {
         // Signing in is on the connector's own page.
-        row.append(Object.assign(node("a", c.state === "needs_oauth" ? s.sign_in : s.link_device, "mcp-sign-in-link"), { href: this.detailLink(c.name) }));
-        row.lastChild.addEventListener("click", (event) => {
+        actions.append(Object.assign(node("a", c.state === "needs_oauth" ? s.sign_in : s.link_device, "btn small primary mcp-sign-in-link"), { href: this.detailLink(c.name) }));
+        actions.lastChild.addEventListener("click", (event) => {
           if (location.hash.startsWith(`#plugin/${this.pluginId}/`)) return;
           event.preventDefault();
           this.setAttribute("connector", c.name);
           this.render();
         });
       }
-      const remove = node("button", s.deactivate, "mcp-deactivate");
+      const remove = button(s.deactivate, "small", "mcp-deactivate");
       remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`)));
-      row.append(remove);
-      box.append(row);
+      actions.append(remove);
+      row.append(actions);
+      ownList.append(row);
     }
     out.push(box);
-    const catalog = node("section", undefined, "mcp-catalog");
-    catalog.append(node("h2", s.catalog_title));
+    const templates = node("ul", undefined, "roster");
+    const catalog = card("mcp-catalog", s.catalog_title, mine.catalog.length ? templates : none(s.catalog_none));
     for (const t of mine.catalog) {
-      const form = node("form", undefined, "mcp-template");
+      const form = node("form", undefined, "stack mcp-template");
       form.dataset.name = t.name;
-      form.append(node("strong", t.title), node("p", t.description));
-      if (t.update_available) form.append(node("p", s.update_available, "mcp-update"));
+      form.append(node("strong", t.title), node("p", t.description, "muted"));
+      if (t.update_available) form.append(node("p", s.update_available, "mcp-update hint"));
       if (!t.activated && mine.may_activate) {
         const inputs = {};
         for (const f of t.fields) {
-          const label = node("label");
           const input = Object.assign(node("input"), { name: f.name, type: f.secret ? "password" : "text", autocomplete: "off" });
           inputs[f.name] = input;
-          label.append(node("span", f.label + " "), input);
-          form.append(label, node("br"));
+          form.append(labelled(f.label, input));
         }
-        form.append(Object.assign(node("button", s.activate), { type: "submit" }));
+        form.append(node("div", undefined, "actions"));
+        form.lastChild.append(Object.assign(button(s.activate, "primary"), { type: "submit" }));
         form.addEventListener("submit", (event) => {
           event.preventDefault();
           const values = Object.fromEntries(Object.entries(inputs).map(([k, input]) => [k, input.value]));
           this.act(() => call("POST", `${this.base}/my/connectors`, { template: t.name, values }));
         });
       }
-      catalog.append(form);
+      const item = node("li");
+      item.append(form);
+      templates.append(item);
     }
     out.push(catalog);
     if (mine.may_add_remote) {
-      const form = node("form", undefined, "mcp-remote");
-      form.append(node("h2", s.remote_title));
-      const name = Object.assign(node("input"), { name: "name", maxLength: 24, placeholder: s.name });
-      const url = Object.assign(node("input"), { name: "url", placeholder: s.url });
-      const headers = Object.assign(node("textarea"), { name: "headers", placeholder: s.headers });
-      form.append(labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), Object.assign(node("button", s.add), { type: "submit" }));
+      const form = node("form", undefined, "stack mcp-remote");
+      const name = Object.assign(node("input"), { name: "name", maxLength: 24 });
+      const url = Object.assign(node("input"), { name: "url", type: "url", placeholder: "https://" });
+      const headers = Object.assign(node("textarea"), { name: "headers" });
+      const add = Object.assign(button(s.add, "primary"), { type: "submit" });
+      form.append(labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), node("div", undefined, "actions"));
+      form.lastChild.append(add);
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         const remote = { name: name.value.trim(), url: url.value.trim(), headers: pairs(headers.value, ":") };
         this.act(() => call("POST", `${this.base}/my/connectors`, { remote }));
       });
-      out.push(form);
+      out.push(card("mcp-remote-card", s.remote_title, form));
     }
     return out;
   }
@@ -238,7 +274,8 @@ export default class ConnectorsPage extends HTMLElement {
     // What a connector asks during a call (elicitation): polled; the answer goes to the
     // server and is kept nowhere.
     const s = this.s;
-    const box = node("section", undefined, "mcp-asks");
+    const box = node("section", undefined, "mcp-asks stack");
+    box.hidden = true; // no empty gap in the page while nothing asks
     const seen = new Map();
     const draw = (items) => {
       const ids = new Set(items.map((e) => e.id));
@@ -250,12 +287,11 @@ export default class ConnectorsPage extends HTMLElement {
       }
       for (const e of items) {
         if (seen.has(e.id)) continue;
-        const form = node("form", undefined, "mcp-ask");
+        const form = node("form", undefined, "card stack mcp-ask");
         form.dataset.id = e.id;
-        form.append(node("h3", s.elicit_title), node("p", e.message));
+        form.append(node("h2", s.elicit_title), node("p", e.message));
         const inputs = {};
         for (const f of e.fields) {
-          const label = node("label");
           let input;
           if (f.enum) {
             input = node("select");
@@ -266,14 +302,17 @@ export default class ConnectorsPage extends HTMLElement {
           }
           input.name = f.name;
           inputs[f.name] = [f, input];
-          label.append(node("span", f.title + " "), input);
-          form.append(label, node("br"));
+          form.append(labelled(f.title, input));
         }
-        const decline = Object.assign(node("button", s.elicit_decline), { type: "button", className: "mcp-ask-decline" });
-        form.append(Object.assign(node("button", s.elicit_accept), { type: "submit" }), decline);
+        const decline = button(s.elicit_decline, "", "mcp-ask-decline");
+        form.append(node("div", undefined, "actions"));
+        form.lastChild.append(Object.assign(button(s.elicit_accept, "primary"), { type: "submit" }), decline);
         const send = (body) =>
           call("POST", `${this.base}/my/elicitations/${encodeURIComponent(e.id)}`, body).then(
-            () => form.remove(),
+            () => {
+              form.remove();
+              box.hidden = !box.children.length;
+            },
             (error) => (this.message.textContent = error.message),
           );
         form.addEventListener("submit", (event) => {
@@ -289,6 +328,7 @@ export default class ConnectorsPage extends HTMLElement {
         seen.set(e.id, form);
         box.append(form);
       }
+      box.hidden = !box.children.length;
     };
     const poll = async () => {
       if (!box.isConnected) return; // re-rendered or left: a newer box polls
@@ -307,12 +347,12 @@ export default class ConnectorsPage extends HTMLElement {
     // The device login: poll login/status, show the QR code while the server wants a
     // scan (a PNG data URL only), and offer to link another device once linked.
     const s = this.s;
-    const panel = node("div", undefined, "mcp-qr");
+    const panel = node("div", undefined, "stack mcp-qr");
     const line = node("p", "", "mcp-qr-state");
     const image = node("img");
     image.alt = s.qr_alt;
     image.hidden = true;
-    const reset = node("button", s.login_reset, "mcp-login-reset");
+    const reset = button(s.login_reset, "", "mcp-login-reset");
     reset.hidden = true;
     const path = `${this.base}/my/connectors/${encodeURIComponent(name)}/login`;
     const show = (status) => {
@@ -350,10 +390,10 @@ export default class ConnectorsPage extends HTMLElement {
   oauthPanel(name) {
     // The copy-paste flow: open the provider's page, approve, paste the code it shows.
     const s = this.s;
-    const panel = node("div", undefined, "mcp-oauth");
-    const start = node("button", s.sign_in, "mcp-sign-in");
-    const code = Object.assign(node("input"), { name: "code", autocomplete: "off", placeholder: s.paste_code });
-    const complete = node("button", s.complete, "mcp-complete");
+    const panel = node("div", undefined, "stack mcp-oauth");
+    const start = button(s.sign_in, "primary", "mcp-sign-in");
+    const code = Object.assign(node("input"), { name: "code", autocomplete: "off" });
+    const complete = button(s.complete, "", "mcp-complete");
     let state = null;
     start.addEventListener("click", async () => {
       try {
@@ -368,7 +408,11 @@ export default class ConnectorsPage extends HTMLElement {
     complete.addEventListener("click", () =>
       this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/complete`, { state, code: code.value.trim() })),
     );
-    panel.append(start, labelled(s.paste_code, code), complete);
+    const startLine = node("div", undefined, "actions");
+    startLine.append(start);
+    const completeLine = node("div", undefined, "actions");
+    completeLine.append(complete);
+    panel.append(startLine, labelled(s.paste_code, code), completeLine);
     return panel;
   }
 
@@ -382,40 +426,42 @@ export default class ConnectorsPage extends HTMLElement {
     }
   }
 
-  async admin() {
+  async admin(servers) {
     const s = this.s;
-    const { servers } = await call("GET", `${this.base}/servers`);
     let members = [];
     try {
       members = (await call("GET", "/api/admin/members")).members;
     } catch (error) {
       // the table still works without names
     }
-    const table = node("table", undefined, "mcp-servers");
+    const table = node("table", undefined, "table mcp-servers");
     const head = node("tr");
-    for (const title of [s.col_name, s.col_kind, s.col_state, s.col_tools, s.col_access, ""]) head.append(node("th", title));
-    table.append(head);
+    for (const title of [s.col_name, s.col_kind, s.col_state, s.col_tools, s.col_access]) head.append(node("th", title, { scope: "col" }));
+    head.append(node("th", s.col_actions, { scope: "col", class: "row-actions" }));
+    const body = node("tbody");
+    table.append(node("thead"), body);
+    table.firstChild.append(head);
     for (const server of servers) {
       const row = node("tr", undefined, "mcp-server");
       row.dataset.name = server.name;
       const state = node("td", s["state_" + server.state] || server.state);
-      if (server.error) state.append(node("div", server.error, "mcp-error"));  // why, where the admin looks: not only in the log
+      if (server.error) state.append(node("div", server.error, "mcp-error error-text small"));  // why, where the admin looks: not only in the log
       const tools = node("td");
       tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
-      if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending"));
+      if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending hint"));
       const access = node("td");
       access.append(...accessBoxes(members, server.access, (chosen) =>
         this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: chosen }))));
-      const actions = node("td");
-      const restart = node("button", s.restart);
+      const actions = node("td", undefined, "row-actions");
+      const restart = button(s.restart, "small");
       restart.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/restart`)));
       actions.append(restart);
       if (server.pending.length) {
-        const accept = node("button", s.accept);
+        const accept = button(s.accept, "small primary");
         accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/accept`)));
         actions.append(accept);
       }
-      const remove = node("button", s.remove);
+      const remove = button(s.remove, "small danger-text");
       remove.addEventListener("click", () => {
         if (window.confirm(format(s.confirm_remove, { name: server.name }))) {
           this.act(() => call("DELETE", `${this.base}/servers/${encodeURIComponent(server.name)}`));
@@ -423,9 +469,15 @@ export default class ConnectorsPage extends HTMLElement {
       });
       actions.append(remove);
       row.append(node("td", server.name), node("td", server.transport === "stdio" ? `stdio: ${server.command}` : server.url), state, tools, access, actions);
-      table.append(row);
+      body.append(row);
     }
-    return [node("h2", s.admin_title), table, this.form(members), ...(await this.adminCatalog(members))];
+    const wrap = node("div", undefined, "table-wrap");
+    wrap.append(table);
+    return [
+      card("mcp-admin", s.admin_title, servers.length ? wrap : none(s.servers_none)),
+      card("mcp-add-card", s.add_title, this.form(members)),
+      ...(await this.adminCatalog(members)),
+    ];
   }
 
   async adminCatalog(members) {
@@ -434,19 +486,20 @@ export default class ConnectorsPage extends HTMLElement {
     const s = this.s;
     const [{ templates }, { providers }] = await Promise.all([call("GET", `${this.base}/catalog`), call("GET", `${this.base}/providers`)]);
     const editor = (title, kind, rows, className) => {
-      const box = node("section", undefined, className);
-      box.append(node("h2", title));
-      const list = node("ul");
+      const list = node("ul", undefined, "roster");
+      const box = card(className, title, rows.length ? list : none(kind === "catalog" ? s.templates_none : s.providers_none));
       for (const row of rows) {
-        const item = node("li", `${row.name} `);
+        const item = node("li", undefined, "stack");
         item.dataset.name = row.name;
-        const remove = node("button", s.remove);
+        const remove = button(s.remove, "small danger-text");
         remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/${kind}/${encodeURIComponent(row.name)}`)));
-        item.append(remove);
+        const top = node("div", undefined, "actions");
+        top.append(node("strong", row.name), remove);
+        item.append(top);
         if (kind === "catalog") {
           // Who may see and activate this template (per-template access).
           const access = node("div", undefined, "mcp-template-access");
-          access.append(node("span", s.col_access + ": "), ...accessBoxes(members, row.access, (chosen) =>
+          access.append(node("span", s.col_access, "label-text"), ...accessBoxes(members, row.access, (chosen) =>
             this.act(() => call("PUT", `${this.base}/catalog/${encodeURIComponent(row.name)}/access`, { members: chosen })), s.everyone));
           item.append(access);
         }
@@ -454,10 +507,11 @@ export default class ConnectorsPage extends HTMLElement {
         item.append(node("pre", JSON.stringify(shown, null, 2)));
         list.append(item);
       }
-      const form = node("form");
-      const name = Object.assign(node("input"), { name: "name", maxLength: 24, placeholder: s.name });
+      const form = node("form", undefined, "stack");
+      const name = Object.assign(node("input"), { name: "name", maxLength: 24 });
       const body = Object.assign(node("textarea"), { name: "body", rows: 6, cols: 60, placeholder: "{ }" });
-      form.append(labelled(s.name, name), node("br"), labelled(s.template_json, body), node("br"), Object.assign(node("button", s.save), { type: "submit" }));
+      form.append(labelled(s.name, name), labelled(s.template_json, body), node("div", undefined, "actions"));
+      form.lastChild.append(Object.assign(button(s.save, "primary"), { type: "submit" }));
       form.addEventListener("submit", (event) => {
         event.preventDefault();
         this.act(async () => {
@@ -470,7 +524,7 @@ export default class ConnectorsPage extends HTMLElement {
           await call("PUT", `${this.base}/${kind}/${encodeURIComponent(name.value.trim())}`, parsed);
         });
       });
-      box.append(list, form);
+      box.append(form);
       return box;
     };
     return [editor(s.catalog_admin_title, "catalog", templates, "mcp-admin-catalog"), editor(s.providers_title, "providers", providers, "mcp-admin-providers")];
@@ -478,24 +532,32 @@ export default class ConnectorsPage extends HTMLElement {
 
   form(members) {
     const s = this.s;
-    const form = node("form", undefined, "mcp-add");
-    const field = (label, input) => {
-      const wrap = node("label");
-      wrap.append(node("span", label), input);
-      form.append(wrap, node("br"));
+    const form = node("form", undefined, "stack mcp-add");
+    const shown = {}; // transport → the fields only it uses
+    const field = (label, input, only) => {
+      const wrap = labelled(label, input);
+      if (only) (shown[only] ||= []).push(wrap);
+      form.append(wrap);
       return input;
     };
     const name = field(s.name, Object.assign(node("input"), { name: "name", maxLength: 24 }));
     const transport = field(s.transport, node("select"));
     transport.name = "transport";
     for (const value of ["stdio", "http"]) transport.append(Object.assign(node("option", value), { value }));
-    const command = field(s.command, Object.assign(node("input"), { name: "command" }));
-    const args = field(s.args, Object.assign(node("textarea"), { name: "args" }));
-    const env = field(s.env, Object.assign(node("textarea"), { name: "env" }));
-    const url = field(s.url, Object.assign(node("input"), { name: "url" }));
-    const headers = field(s.headers, Object.assign(node("textarea"), { name: "headers" }));
-    const submit = Object.assign(node("button", s.add), { type: "submit" });
-    form.append(submit);
+    const command = field(s.command, Object.assign(node("input"), { name: "command" }), "stdio");
+    const args = field(s.args, Object.assign(node("textarea"), { name: "args" }), "stdio");
+    const env = field(s.env, Object.assign(node("textarea"), { name: "env" }), "stdio");
+    const url = field(s.url, Object.assign(node("input"), { name: "url", type: "url", placeholder: "https://" }), "http");
+    const headers = field(s.headers, Object.assign(node("textarea"), { name: "headers" }), "http");
+    // Only the fields of the chosen kind: a command means nothing to an HTTP connector.
+    const showKind = () => {
+      for (const [kind, wraps] of Object.entries(shown)) for (const wrap of wraps) wrap.hidden = kind !== transport.value;
+    };
+    transport.addEventListener("change", showKind);
+    showKind();
+    const submit = Object.assign(button(s.add, "primary"), { type: "submit" });
+    form.append(node("div", undefined, "actions"));
+    form.lastChild.append(submit);
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const body = { name: name.value.trim(), transport: transport.value };

@@ -2,6 +2,8 @@
 // (drawn by the server with segno, shown as an <img> from a data: URL, which the CSP
 // allows), and the paired devices with name, platform and last seen, each unlinkable.
 // Everything goes in through textContent or attributes: a device name is data.
+// The shell's page header is the page's one h1 (its title); the page is two cards in
+// the shell's classes.
 import { call, el } from "/ui/lib/plugin-kit.js";
 
 export default class MobilePairingPage extends HTMLElement {
@@ -9,17 +11,18 @@ export default class MobilePairingPage extends HTMLElement {
     this.base = `/api/plugin/${encodeURIComponent(this.getAttribute("plugin-id") || "mobile-connector")}`;
     this.s = (await call("GET", `${this.base}/page/strings`)).strings;
     const s = this.s;
-    this.codeBox = el("div", { class: "mobile-pairing" });
-    this.message = el("p", { class: "mobile-message", role: "status" });
-    this.list = el("ul", { class: "mobile-devices" });
+    this.classList.add("page");
+    this.codeBox = el("div", { class: "mobile-pairing stack" });
+    this.message = el("p", { class: "mobile-message form-status", role: "status" });
+    this.list = el("ul", { class: "mobile-devices roster" });
     this.replaceChildren(
-      el("h1", { text: s.page_title }),
-      el("p", { text: s.page_intro }),
-      el("button", { type: "button", class: "btn", text: s.page_new_code, on: { click: () => this.newCode() } }),
-      this.codeBox,
-      this.message,
-      el("h2", { text: s.page_devices }),
-      this.list,
+      el("section", { class: "card" },
+        el("p", { text: s.page_intro }),
+        el("div", { class: "actions" },
+          el("button", { type: "button", class: "btn primary", text: s.page_new_code, on: { click: () => this.newCode() } })),
+        this.codeBox,
+        this.message),
+      el("section", { class: "card" }, el("h2", { text: s.page_devices }), this.list),
     );
     await this.refresh();
   }
@@ -43,7 +46,7 @@ export default class MobilePairingPage extends HTMLElement {
     try {
       const { devices } = await call("GET", `${this.base}/devices`);
       if (!devices.length) {
-        this.list.replaceChildren(el("li", { text: this.s.page_no_devices }));
+        this.list.replaceChildren(el("li", { class: "muted", text: this.s.page_no_devices }));
         return;
       }
       this.list.replaceChildren(
@@ -53,7 +56,7 @@ export default class MobilePairingPage extends HTMLElement {
             { class: "mobile-device" },
             el("strong", { text: device.name }),
             ` ${device.platform} · ${this.s.page_last_seen.replace("{when}", new Date(device.last_seen_at).toLocaleString())} `,
-            el("button", { type: "button", class: "btn", text: this.s.page_unlink, on: { click: () => this.unlink(device.id) } }),
+            el("button", { type: "button", class: "btn small", text: this.s.page_unlink, on: { click: () => this.unlink(device.id) } }),
           ),
         ),
       );

@@ -3,35 +3,36 @@
 // the member's language); pairing and unlinking go through the host's per-member config
 // write, PUT /api/plugins/<id>/my-config, which the plugin turns into a binding.
 // Every text goes in through textContent: a chat name is data, not markup.
+// The shell's page header is the page's one h1; this page is one card in the shell's classes.
 
 import { call, node } from "/ui/lib/plugin-kit.js";
 
 export default class TelegramPage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "telegram";
-    this.heading = node("h1", "Telegram");
-    this.line = node("p");
-    this.line.className = "telegram-status";
-    this.message = node("p");
-    this.message.className = "telegram-message";
-    this.code = node("input");
-    this.code.name = "code";
-    this.code.maxLength = 32;
-    this.code.autocomplete = "off";
-    this.codeLabel = node("label");
-    this.linkButton = node("button", "Link");
-    this.linkButton.type = "submit";
-    this.form = node("form");
-    this.form.append(this.codeLabel, this.code, this.linkButton);
+    this.classList.add("page");
+    this.line = node("p", undefined, "telegram-status");
+    this.message = node("p", undefined, { class: "telegram-message form-status", role: "status" });
+    this.code = node("input", undefined, { id: "telegram-code", name: "code", maxlength: 32, autocomplete: "off" });
+    this.codeLabel = node("label", undefined, { for: "telegram-code" });
+    this.linkButton = node("button", "Link", { class: "btn primary", type: "submit" });
+    const field = node("div", undefined, "field");
+    field.append(this.codeLabel, this.code);
+    const actions = node("div", undefined, "actions");
+    actions.append(this.linkButton);
+    this.form = node("form", undefined, "stack");
+    this.form.append(field, actions);
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.save({ code: this.code.value });
     });
-    this.unlinkButton = node("button", "Unlink");
-    this.unlinkButton.type = "button";
-    this.unlinkButton.className = "telegram-unlink";
+    this.unlinkButton = node("button", "Unlink", { class: "btn telegram-unlink", type: "button" });
     this.unlinkButton.addEventListener("click", () => this.save({ unlink: true }));
-    this.replaceChildren(this.heading, this.line, this.form, this.unlinkButton, this.message);
+    this.unlinkLine = node("div", undefined, "actions");
+    this.unlinkLine.append(this.unlinkButton);
+    const card = node("section", undefined, "card");
+    card.append(this.line, this.form, this.unlinkLine, this.message);
+    this.replaceChildren(card);
     await this.refresh();
   }
 
@@ -39,13 +40,12 @@ export default class TelegramPage extends HTMLElement {
     try {
       const status = await call("GET", `/api/plugin/${encodeURIComponent(this.pluginId)}/status`);
       const s = status.strings;
-      this.heading.textContent = s.page_title;
-      this.codeLabel.textContent = `${s.page_code} `;
+      this.codeLabel.textContent = s.page_code;
       this.linkButton.textContent = s.page_link;
       this.unlinkButton.textContent = s.page_unlink;
       this.line.textContent = status.line;
       this.form.hidden = status.linked;
-      this.unlinkButton.hidden = !status.linked;
+      this.unlinkLine.hidden = !status.linked;
       this.strings = s;
     } catch (error) {
       this.line.textContent = error.message;

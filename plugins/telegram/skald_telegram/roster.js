@@ -1,9 +1,12 @@
 // The admin's roster: which member linked which Telegram chat, since when. Read-only;
 // grants are written on each member's page. Names come from the admin's member list.
+// The shell's page header is the page's one h1 (its title); the roster is a card with
+// the shell's table, or its "nobody yet" line.
 
-function node(tag, text) {
+function node(tag, text, className) {
   const element = document.createElement(tag);
   if (text !== undefined) element.textContent = text;
+  if (className) element.className = className;
   return element;
 }
 
@@ -17,15 +20,14 @@ async function get(path) {
 export default class TelegramRoster extends HTMLElement {
   async connectedCallback() {
     const pluginId = this.getAttribute("plugin-id") || "telegram";
-    const heading = node("h1", "Telegram");
-    const body = node("div");
-    this.replaceChildren(heading, body);
+    this.classList.add("page");
+    const body = node("section", undefined, "card");
+    this.replaceChildren(body);
     try {
       const roster = await get(`/api/plugin/${encodeURIComponent(pluginId)}/roster`);
       const s = roster.strings;
-      heading.textContent = s.roster_title;
       if (roster.links.length === 0) {
-        body.replaceChildren(node("p", s.roster_empty));
+        body.replaceChildren(node("p", s.roster_empty, "muted"));
         return;
       }
       const names = {};
@@ -35,10 +37,12 @@ export default class TelegramRoster extends HTMLElement {
       } catch (error) {
         // the ids still identify the members
       }
-      const table = node("table");
+      const table = node("table", undefined, "table");
       const head = node("tr");
       for (const title of [s.roster_member, s.roster_chat, s.roster_since]) head.append(node("th", title));
-      table.append(head);
+      const rows = node("tbody");
+      table.append(node("thead"), rows);
+      table.firstChild.append(head);
       for (const link of roster.links) {
         const row = node("tr");
         row.className = "telegram-link";
@@ -47,11 +51,13 @@ export default class TelegramRoster extends HTMLElement {
         anchor.href = `#users/${encodeURIComponent(link.member_id)}`;
         member.append(anchor);
         row.append(member, node("td", link.chat_name || String(link.chat_id)), node("td", link.linked_at || ""));
-        table.append(row);
+        rows.append(row);
       }
-      body.replaceChildren(table);
+      const wrap = node("div", undefined, "table-wrap");
+      wrap.append(table);
+      body.replaceChildren(wrap);
     } catch (error) {
-      body.replaceChildren(node("p", error.message));
+      body.replaceChildren(node("p", error.message, "error-text"));
     }
   }
 }

@@ -2,7 +2,8 @@
 // the host's list, so espeak-ng's voices are here too), the one chosen (saved in the
 // member's private settings as `tts.voice`, PUT /api/me/settings) and a sample button
 // that plays through the shared reader (/ui/lib/speech.js, streamed from POST /api/tts).
-// Every text goes in through textContent.
+// Every text goes in through textContent. The shell's page header is the page's one h1
+// (its title); the picker is a card in the shell's classes.
 
 import { call, node } from "/ui/lib/plugin-kit.js";
 import { speak, stopSpeaking } from "/ui/lib/speech.js";
@@ -10,21 +11,20 @@ import { speak, stopSpeaking } from "/ui/lib/speech.js";
 export default class KokoroVoicePage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "tts_kokoro";
-    this.heading = node("h1");
-    this.intro = node("p");
-    this.label = node("label");
-    this.select = node("select");
-    this.select.name = "voice";
-    this.languages = node("p");
-    this.languages.className = "tts-languages";
-    this.sample = node("button");
-    this.sample.type = "button";
-    this.sample.className = "btn tts-sample";
-    this.message = node("p");
-    this.message.className = "tts-message";
-    this.message.setAttribute("role", "status");
-    this.label.append(this.select);
-    this.replaceChildren(this.heading, this.intro, this.label, this.languages, this.sample, this.message);
+    this.classList.add("page");
+    this.intro = node("p", undefined, "tts-intro");
+    this.select = node("select", undefined, { id: "tts-voice", name: "voice" });
+    this.label = node("label", undefined, { for: "tts-voice" });
+    this.languages = node("p", undefined, "hint tts-languages");
+    this.sample = node("button", undefined, { type: "button", class: "btn tts-sample" });
+    this.message = node("p", undefined, { class: "form-status tts-message", role: "status" });
+    const field = node("div", undefined, "field");
+    field.append(this.label, this.select, this.languages);
+    const actions = node("div", undefined, "actions");
+    actions.append(this.sample);
+    const card = node("section", undefined, "card");
+    card.append(this.intro, field, actions, this.message);
+    this.replaceChildren(card);
     this.select.addEventListener("change", () => this.save());
     this.sample.addEventListener("click", () => this.playSample());
     await this.refresh();
@@ -49,10 +49,35 @@ export default class KokoroVoicePage extends HTMLElement {
       this.message.textContent = error.message;
       return;
     }
-    const language = (name) => this.strings[`core.tts.lang.${name}`] || name;
-    this.heading.textContent = this.s("page_title");
+    // A language's name in the reader's language: the host's string, else the browser's
+    // own list (espeak-ng speaks ~100 languages the bundles do not name), else the code.
+    let names = null;
+    try {
+      names = new Intl.DisplayNames([this.listing.locale || "en"], { type: "language", fallback: "none" });
+    } catch (error) {
+      // an old browser: the bundles' names and the codes
+    }
+    const named = (code) => {
+      try {
+        return names?.of(code);
+      } catch (error) {
+        return undefined; // not a language tag Intl accepts
+      }
+    };
+    const language = (code) => this.strings[`core.tts.lang.${code}`] || named(code) || code;
+    // espeak-ng's voices are titled by its English language name ("Arabic (espeak-ng)"):
+    // named here from the voice's own code (en-us, cmn) or its language, in the reader's words.
+    // Its name is then its language, so the option does not say the language twice.
+    const optionText = (engine, voice) => {
+      const spoken = voice.languages.map(language).join(", ");
+      if (engine.engine !== "espeak-ng") return `${voice.title} — ${spoken}`;
+      const code = voice.id.slice(engine.engine.length + 1);
+      const own = voice.languages[0];
+      const name = named(code) || (own && (this.strings[`core.tts.lang.${own}`] || named(own)));
+      return name ? `${name} (espeak-ng)` : voice.title; // a language the browser cannot name: espeak-ng's own name
+    };
     this.intro.textContent = this.s("page_intro");
-    this.label.prepend(`${this.s("voice")} `);
+    this.label.textContent = this.s("voice");
     this.sample.textContent = this.s("sample");
     const automatic = node("option", this.s("automatic"));
     automatic.value = "";
@@ -63,7 +88,7 @@ export default class KokoroVoicePage extends HTMLElement {
       const group = document.createElement("optgroup");
       group.label = engine.engine;
       for (const voice of engine.voices) {
-        const option = node("option", `${voice.title} — ${voice.languages.map(language).join(", ")}`);
+        const option = node("option", optionText(engine, voice));
         option.value = voice.id;
         group.append(option);
         this.voices.set(voice.id, voice);

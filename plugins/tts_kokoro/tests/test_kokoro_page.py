@@ -27,7 +27,7 @@ async def test_a_member_picks_a_voice_and_hears_a_sample(skald, plugin_browser):
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     root = page.locator("skald-p-tts-kokoro-voices")
-    await root.locator("h1").filter(has_text="Stimme").wait_for(timeout=10_000)
+    await root.locator("label").filter(has_text="Stimme").wait_for(timeout=10_000)  # the title is the shell's header
     values = await root.locator("select option").evaluate_all("options => options.map(o => o.value)")
     assert values[0] == "" and "kokoro:jf_alpha" in values and "espeak-ng:de" in values
 
