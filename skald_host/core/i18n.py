@@ -94,9 +94,11 @@ class Strings:
         return out
 
     def missing(self) -> Mapping[str, list[str]]:
+        """Per locale, the keys it lacks: English's, and, under English, those another
+        locale has and English lacks (its readers would see the bare key). A language's
+        own name (``core.locale.<code>``) lives in its own file alone."""
         english = set(self._table.get(FALLBACK_LOCALE, {}))
-        return {
-            locale: sorted(english - set(strings))
-            for locale, strings in sorted(self._table.items())
-            if locale != FALLBACK_LOCALE and english - set(strings)
-        }
+        others = {locale: set(strings) for locale, strings in self._table.items() if locale != FALLBACK_LOCALE}
+        gaps = {locale: english - keys for locale, keys in others.items()}
+        gaps[FALLBACK_LOCALE] = {key for locale, keys in others.items() for key in keys - {f"core.locale.{locale}"}} - english
+        return {locale: sorted(keys) for locale, keys in sorted(gaps.items()) if keys}

@@ -132,13 +132,13 @@ async def test_failed_plugin_shows_red_dot_with_error(skald, browser_pages):
     dot = card.locator(".health-dot")
     await expect(card.locator(".state-label")).to_have_text("Failed")
     await expect(dot).to_have_class("health-dot red")
-    await expect(dot).to_have_attribute("title", f"Failed: register_web_pages: {error}")
+    await expect(dot).to_have_attribute("title", f"Failed: register_web_pages: RuntimeError: {error}")
     await expect(card.get_by_role("switch", name="Enabled")).to_be_disabled()
     detail = card.locator(".health-detail")
     await expect(detail).to_be_hidden()
     await dot.click()
     await expect(detail).to_be_visible()
-    await expect(detail).to_contain_text(f"register_web_pages: {error}")
+    await expect(detail).to_contain_text(f"register_web_pages: RuntimeError: {error}")
     await expect(dot).to_have_attribute("aria-expanded", "true")
     await page.keyboard.press("Enter")  # the dot keeps focus: the keyboard toggles it too
     await expect(detail).to_be_hidden()
@@ -149,7 +149,7 @@ async def test_failed_plugin_shows_red_dot_with_error(skald, browser_pages):
 
     await card.get_by_role("link", name="Details: Broken widget").click()
     await expect(page.get_by_role("heading", name="Broken widget")).to_be_visible()
-    await expect(page.locator(".facts")).to_contain_text(f"register_web_pages: {error}")
+    await expect(page.locator(".facts")).to_contain_text(f"register_web_pages: RuntimeError: {error}")
     traceback = page.locator(".plugin-traceback pre.traceback")  # the admin's detail has it (issue 18), folded
     await expect(traceback).to_be_hidden()
     await page.locator(".plugin-traceback summary").click()

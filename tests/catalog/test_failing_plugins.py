@@ -32,7 +32,7 @@ async def test_a_plugin_whose_routes_hook_raises_is_failed_while_the_others_serv
     alice = await host.member("alice")
 
     broken, garbage = await catalog_entry(admin, "broken"), await catalog_entry(admin, "garbage")
-    assert (broken["state"], broken["healthy"], broken["error"]) == ("failed", False, "register_routes: routes exploded")
+    assert (broken["state"], broken["healthy"], broken["error"]) == ("failed", False, "register_routes: RuntimeError: routes exploded")
     assert (garbage["state"], garbage["error"]) == ("failed", "register_routes: register() expects one Quart Blueprint")
     detail = (await admin.get("/api/admin/plugins/broken")).json()  # the admin's detail has the traceback
     assert "RuntimeError: routes exploded" in detail["traceback"] and "register_routes" in detail["traceback"]

@@ -117,7 +117,7 @@ async def test_enabling_a_plugin_that_failed_to_load_raises_its_real_error(skald
     with pytest.raises(PluginLoadFailed) as raised:
         await skald.start(plugins=[ToolsExplode()], enable=["faulty"])
     message = str(raised.value)
-    assert "plugin 'faulty' is failed: register_tools: tool table is corrupt" in message
+    assert "plugin 'faulty' is failed: register_tools: ValueError: tool table is corrupt" in message
     assert "Traceback" in message and "ValueError: tool table is corrupt" in message
 
 

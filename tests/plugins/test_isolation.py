@@ -223,9 +223,9 @@ async def test_plugin_raising_in_register_i18n_is_failed_and_cannot_be_enabled(s
     status = host.core.plugins.status("exploding-bundle")
     assert status.state == "failed"
     assert status.healthy is False
-    assert status.error == "register_i18n: bundle exploded"
+    assert status.error == "register_i18n: RuntimeError: bundle exploded"
     assert "bundle exploded" in status.traceback
-    with pytest.raises(PluginError, match=r"plugin 'exploding-bundle' failed to load \(register_i18n: bundle exploded\); fix it and restart"):
+    with pytest.raises(PluginError, match=r"plugin 'exploding-bundle' failed to load \(register_i18n: RuntimeError: bundle exploded\); fix it and restart"):
         await host.core.set_plugin_enabled("exploding-bundle", True)
     await assert_host_and_bystanders_work(host, bystander)
 

@@ -23,7 +23,7 @@ export async function statusBlock() {
   const missing = Object.entries(status.missing_translations || {});
   for (const [locale, keys] of missing) {
     block.append(el("details", { class: "notice warning" },
-      el("summary", { text: t("status.missing_translations", { language: localeName(locale), count: keys.length }) }),
+      el("summary", { text: t(locale === "en" ? "status.missing_english" : "status.missing_translations", { language: localeName(locale), count: keys.length }) }),
       el("ul", { class: "plain keys" }, ...keys.map((key) => el("li", {}, el("code", { text: key }))))));
   }
   if (!(status.warnings || []).length && !missing.length) block.append(notice("ok", t("status.all_good")));

@@ -50,6 +50,7 @@ from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
 from skald_host.core.plugins.failures import record_failure
+from skald_host.core.plugins.manager import LoopWatch
 from skald_host.core.schedules import service as schedule_service
 
 if TYPE_CHECKING:
@@ -1081,9 +1082,10 @@ class Kernel:
             host=plugin_api,
             turn=dataclasses.replace(scope, call_id=call["id"], plugin_id=registered.plugin_id),
         )
+        watch = LoopWatch()  # a tool that blocks holds up every member: the timeout cannot cut it off, the log says so
         try:
             async with asyncio.timeout(self.chat.tool_timeout):
-                result = await registered.tool.run(arguments, ctx)
+                result = await watch.steps(registered.tool.run(arguments, ctx))
         except asyncio.CancelledError:
             raise
         except TimeoutError:
@@ -1092,6 +1094,8 @@ class Kernel:
             return "error", f"Error: {exc}" if str(exc) else "Error: the tool failed."
         except Exception as exc:  # a tool's failure is the tool's result, never the turn's end
             return "error", self._tool_failed(registered, exc)
+        finally:
+            watch.warn_if_slow(registered.plugin_id, f"tool {registered.tool.name}")
         if result is None:
             return "done", ""
         if not isinstance(result, str):

@@ -7,6 +7,7 @@ agent offers the name."""
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -14,6 +15,7 @@ from typing import Any, Callable
 from skald_hookspecs.types import Tool
 from skald_host.core.identity.access import HOST_TOOL_CAPABILITIES
 from skald_host.core.llm.client import wire_json
+from skald_host.core.plugins.failures import record_failure
 from skald_host.core.plugins.manager import PluginError
 
 log = logging.getLogger(__name__)
@@ -56,11 +58,20 @@ def validate_tool(plugin_id: str, args: tuple[Any, ...]) -> Tool:
         raise PluginError(f"tool name {tool.name!r} must be 1-{MAX_TOOL_NAME} letters, digits, '_' or '-'")
     if not isinstance(tool.parameters, dict) or tool.parameters.get("type") != "object":
         raise PluginError(f"tool {tool.name!r}: parameters must be a JSON schema object")
-    if not callable(tool.run):
-        raise PluginError(f"tool {tool.name!r}: run must be an async callable")
+    if not _is_async_callable(tool.run):
+        raise PluginError(f"tool {tool.name!r}: run must be an async callable (async def)")
     if tool.restart not in ("rerun", "mark_interrupted"):
         raise PluginError(f"tool {tool.name!r}: restart must be 'rerun' or 'mark_interrupted'")
     return tool
+
+
+def _is_async_callable(run: Any) -> bool:
+    """Whether calling ``run`` gives something to await: refused at registration, a
+    plain ``def`` would only fail at its first call, with a TypeError nobody can read.
+    An object (a ``functools.partial``'s as well) is asked about its ``__call__``."""
+    while isinstance(run, functools.partial):
+        run = run.func
+    return inspect.iscoroutinefunction(run) or inspect.iscoroutinefunction(getattr(run, "__call__", None))
 
 
 class ToolRegistry:
@@ -79,6 +90,9 @@ class ToolRegistry:
         #: (plugin id, tool name) -> the last RegisteredTool built for a member tool,
         #: reused while the plugin hands back the same Tool (its wire stays encoded).
         self._member_cache: dict[tuple[str, str], RegisteredTool] = {}
+        #: The plugins whose member_tools last returned something other than a list: told
+        #: once on their page, not in every round, until they return a list again.
+        self._misshapen: set[str] = set()
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
@@ -92,8 +106,8 @@ class ToolRegistry:
         """What the plugins the member may use (``usable(plugin_id)``) offer this member
         now, through ``member_tools``. Asked in every round and before a call runs, so a
         tool a plugin withdraws is gone at once. A plugin that raises or returns
-        something invalid contributes nothing this round (logged); a name already taken
-        by a fixed tool, or by an earlier plugin, is dropped."""
+        something invalid contributes nothing this round (on its page); a name already
+        taken by a fixed tool, or by an earlier plugin, is dropped."""
         if self._plugins is None:
             return []
         out: list[RegisteredTool] = []
@@ -103,10 +117,14 @@ class ToolRegistry:
                 continue
             try:
                 results = self._plugins.call_now("member_tools", plugin_id, member_id=member_id)
-            except Exception:
-                log.exception("plugin %s: member_tools failed", plugin_id)
+            except Exception as exc:  # its message may quote the member's data: withheld
+                record_failure(self._plugins, plugin_id, "hook member_tools", exc)
                 continue
             for result in results:
+                if result is not None and not isinstance(result, (list, tuple)):
+                    self._refuse_shape(plugin_id, result)
+                    continue
+                self._misshapen.discard(plugin_id)
                 for tool in result or ():
                     try:
                         validate_tool(plugin_id, (tool,))
@@ -123,3 +141,15 @@ class ToolRegistry:
                     out.append(cached)
         out.sort(key=lambda t: t.name)
         return out
+
+    def _refuse_shape(self, plugin_id: str, result: Any) -> None:
+        """A result that is not a list would be iterated item by item (a string letter
+        by letter), each refused on its own: one clear line instead, once."""
+        if inspect.iscoroutine(result):
+            result.close()  # an ``async def member_tools``: closed, so Python does not also warn it was never awaited
+        if plugin_id in self._misshapen:
+            return
+        self._misshapen.add(plugin_id)
+        hint = " (member_tools must be a plain def)" if inspect.iscoroutine(result) else ""
+        wrong = PluginError(f"member_tools returned {type(result).__name__}; expected a list of Tool{hint}")
+        record_failure(self._plugins, plugin_id, "hook member_tools", wrong, say=True)

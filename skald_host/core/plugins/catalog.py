@@ -17,6 +17,7 @@ from skald_hookspecs.types import PluginInfo
 from skald_host.core.identity.access import allowed, plugin_action
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.plugins.config_schema import ConfigInvalid, masked, schema_json, validate
+from skald_host.core.plugins.failures import record_failure
 from skald_host.core.plugins.manager import PluginError, PluginStatus
 
 if TYPE_CHECKING:
@@ -302,8 +303,8 @@ class PluginCatalog:
                 raise
             except ValueError as exc:  # a plugin refusing the value says why
                 raise CatalogError(str(exc)) from None
-            except Exception as exc:
-                log.error("plugin %s: user_config_updated failed: %s", plugin_id, exc)
+            except Exception as exc:  # its message may quote the values the member sent: withheld
+                record_failure(self._core.plugins, plugin_id, "hook user_config_updated", exc, say=isinstance(exc, PluginError))
                 raise CatalogError(f"plugin {plugin_id!r} could not apply the settings") from None
         else:
             await self._core.host_api(plugin_id).set_user_config(member.id, fresh)

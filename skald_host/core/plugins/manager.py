@@ -11,7 +11,9 @@ a status with the error and traceback for the catalog page, and the host keeps g
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import os
 import re
 import time
 import traceback
@@ -24,6 +26,7 @@ import pluggy
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+import skald_hookspecs
 from skald_hookspecs import ENTRY_POINT_GROUP, PROJECT_NAME, SPEC_VERSION, hookspecs
 from skald_hookspecs.types import PluginInfo
 from skald_host.core.asyncutil import await_me_maybe
@@ -32,6 +35,13 @@ log = logging.getLogger(__name__)
 
 State = Literal["loaded", "disabled", "failed", "blocked"]
 FAILURES_KEPT = 20
+#: A hook or tool that holds the event loop this long in one stretch is logged: while it
+#: held it, the server answered nobody.
+SLOW_STRETCH_SECONDS = 0.5
+
+_HOST_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))  # skald_host/
+_HOST_CODE = (_HOST_ROOT + os.sep, os.path.dirname(skald_hookspecs.__file__) + os.sep)
+_BUILTINS = os.path.join(_HOST_ROOT, "builtins") + os.sep  # plugins, though shipped with the host
 
 
 class PluginError(Exception):
@@ -54,11 +64,98 @@ class StrictPluginFailure(PluginError):
     @classmethod
     def of(cls, plugin: str, where: str, exc: BaseException) -> "StrictPluginFailure":
         frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
-        at = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if isinstance(exc, asyncio.TimeoutError):
-            what = "it did not finish in time"
+        place = _deepest_plugin_frame(frames)
+        at = f" (at {place.filename}:{place.lineno})" if place else ""
+        what = "it did not finish in time" if isinstance(exc, asyncio.TimeoutError) else described(exc)
         return cls(f"plugin {plugin!r} failed in {where}: {what}{at}")
+
+
+class HookBlocked(PluginError):
+    """A plugin's code held the event loop past the hook timeout. Code that never yields
+    cannot be cut off (the timeout only fires once it does), so the host finds out
+    afterwards and treats it as a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"blocked the server for {seconds:.1f} s"
+            " (a hook must not block: make it async and await, or run blocking work in a thread)"
+        )
+
+
+def described(exc: BaseException) -> str:
+    """An exception as a status line says it: its type, so ``KeyError('x')`` does not
+    read as a bare ``'x'``, then its message."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSummary | None:
+    """Where the plugin's own code failed: the deepest frame outside the host and the
+    contract, since the last frame is often the host's line refusing what the plugin
+    registered. The last frame when no frame is the plugin's."""
+    for frame in reversed(frames):
+        if frame.filename.startswith(_BUILTINS) or not frame.filename.startswith(_HOST_CODE):
+            return frame
+    return frames[-1] if frames else None
+
+
+class LoopWatch:
+    """The longest stretch a plugin's code held the event loop without yielding, over a
+    synchronous call and each step of the awaitable it returns. asyncio cannot
+    interrupt such a stretch, so the host can only notice afterwards, and say so."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+
+    def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return function(*args)
+        finally:
+            self.note(time.perf_counter() - started)
+
+    def steps(self, value: Any) -> Any:
+        """``value`` with each of its steps timed when it is awaitable; else itself."""
+        return _TimedSteps(value, self) if inspect.isawaitable(value) else value
+
+    def warn_if_slow(self, plugin_id: str, what: str) -> None:
+        if self.longest > SLOW_STRETCH_SECONDS:
+            log.warning(
+                "plugin %s: %s held the event loop for %.1f s at a stretch, and the server answered nobody meanwhile"
+                " (await instead of blocking, or run blocking work in a thread)", plugin_id, what, self.longest,
+            )
+
+    def note(self, seconds: float) -> None:
+        self.longest = max(self.longest, seconds)
+
+
+class _TimedSteps:
+    """An awaitable driven step by step, each step timed: a step is one stretch of the
+    plugin's code between two suspensions."""
+
+    def __init__(self, awaitable: Any, watch: LoopWatch) -> None:
+        self._awaitable = awaitable
+        self._watch = watch
+
+    def __await__(self) -> Any:
+        inner = self._awaitable.__await__()
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            started = time.perf_counter()
+            try:
+                suspended_on = inner.send(sent) if thrown is None else inner.throw(thrown)
+            except StopIteration as finished:
+                return finished.value
+            finally:
+                self._watch.note(time.perf_counter() - started)
+            sent, thrown = None, None
+            try:
+                sent = yield suspended_on
+            except GeneratorExit:
+                inner.close()
+                raise
+            except BaseException as exc:  # a cancellation, say: the inner awaitable must see it
+                thrown = exc
 
 
 @dataclass
@@ -346,8 +443,15 @@ class PluginManager:
     def call_now(self, hook_name: str, plugin_id: str, **kwargs: Any) -> list[Any]:
         """Call a synchronous hook on one plugin, in the caller's thread: for hooks on a
         hot path that must return what the plugin already holds (``member_tools``).
-        Exceptions propagate to the caller."""
-        return [impl.function(*[kwargs[a] for a in impl.argnames]) for impl in self._impls(hook_name, plugin_id)]
+        Exceptions propagate to the caller; a slow call is logged."""
+        results = []
+        for impl in self._impls(hook_name, plugin_id):
+            watch = LoopWatch()
+            try:
+                results.append(watch.call(impl.function, *[kwargs[a] for a in impl.argnames]))
+            finally:
+                watch.warn_if_slow(plugin_id, f"hook {hook_name}")
+        return results
 
     def implementers(self, hook_name: str) -> list[str]:
         """The loaded plugins that implement ``hook_name`` (enabled or not)."""
@@ -356,11 +460,21 @@ class PluginManager:
     async def call_one(self, hook_name: str, plugin_id: str, **kwargs: Any) -> list[Any]:
         """Call ``hook_name`` on one plugin, bounded by the hook timeout. Exceptions
         propagate to the caller, which decides what failing means there."""
-        results = []
-        for impl in self._impls(hook_name, plugin_id):
-            args = [kwargs[a] for a in impl.argnames]
-            results.append(await asyncio.wait_for(await_me_maybe(impl.function(*args)), self.hook_timeout))
-        return results
+        return [await self._bounded(impl, hook_name, [kwargs[a] for a in impl.argnames]) for impl in self._impls(hook_name, plugin_id)]
+
+    async def _bounded(self, impl: Any, hook_name: str, args: list[Any]) -> Any:
+        """One hookimpl's result within the hook timeout. The timeout cannot cut off code
+        that blocks (a plain ``def`` sleeping, an ``async def`` that never awaits), so the
+        longest blocking stretch is measured too: logged past ``SLOW_STRETCH_SECONDS``,
+        a failure (``HookBlocked``) past the timeout."""
+        watch = LoopWatch()
+        try:
+            result = await asyncio.wait_for(await_me_maybe(watch.steps(watch.call(impl.function, *args))), self.hook_timeout)
+        finally:
+            watch.warn_if_slow(impl.plugin_name, f"hook {hook_name}")
+        if watch.longest > self.hook_timeout:
+            raise HookBlocked(watch.longest)
+        return result
 
     async def collect(
         self,
@@ -394,14 +508,16 @@ class PluginManager:
 
             try:
                 available = {"register": register, **(extra(plugin_id) if extra else {})}
-                args = [available[a] for a in impl.argnames]
-                await asyncio.wait_for(await_me_maybe(impl.function(*args)), self.hook_timeout)
+                await self._bounded(impl, hook_name, [available[a] for a in impl.argnames])
             except Exception as exc:
                 if self._strict:
                     raise StrictPluginFailure.of(plugin_id, hook_name, exc) from exc
-                message = f"{hook_name}: {exc}" if str(exc) else f"{hook_name}: {type(exc).__name__}"
                 if isinstance(exc, asyncio.TimeoutError):
                     message = f"{hook_name} did not finish within {self.hook_timeout:g} s"
+                elif isinstance(exc, PluginError) and str(exc):  # the host's own words on what was wrong
+                    message = f"{hook_name}: {exc}"
+                else:
+                    message = f"{hook_name}: {described(exc)}"
                 self.fail(plugin_id, message, traceback.format_exc())
                 continue
             for c in mine:

@@ -1,0 +1,299 @@
+"""What a plugin author gets told when a hook misbehaves in ways a timeout or an
+exception handler cannot see by itself: a hook that blocks the event loop (a plain
+``def`` that sleeps), a registration error's exception type, the place in the plugin's
+code in strict mode, a ``Tool.run`` that is not async, and a ``member_tools`` hook that
+raises with a member's data in its message or returns something that is not a list.
+
+Built from the throwaway-plugin helpers of ``test_isolation.py``."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import re
+import time
+from typing import Any
+
+import pytest
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import I18nBundle, PluginInfo, Tool
+from skald_host.core.agent.tools import ToolRegistry, validate_tool
+from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPluginFailure
+
+from .test_isolation import Bystander, _validate_tool, info
+
+BLOCKED = re.escape(" (a hook must not block: make it async and await, or run blocking work in a thread)")
+MEMBER_WORDS = "Aunt Ingrid's diagnosis 7f3c"
+
+
+def held_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "held the event loop" in r.getMessage()]
+
+
+# -- a hook that blocks the event loop ------------------------------------------------------
+
+
+class SyncStartup:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("sync-sleeper")
+
+    @hookimpl
+    def startup(self, host) -> None:
+        time.sleep(0.8)
+
+
+class AsyncStartupThatNeverAwaits:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("async-sleeper")
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        time.sleep(0.8)
+
+
+class BrieflySlowStartup:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("brief-sleeper")
+
+    @hookimpl
+    def startup(self, host) -> None:
+        time.sleep(0.6)
+
+
+@pytest.mark.parametrize("plugin", [SyncStartup(), AsyncStartupThatNeverAwaits()], ids=["def", "async-def"])
+async def test_a_startup_that_blocks_past_the_hook_timeout_leaves_the_plugin_unhealthy(skald, caplog, plugin):
+    caplog.set_level(logging.WARNING)
+    plugin_id = plugin.plugin_info().id
+    host = await skald.start(plugins=[plugin], settings=skald.settings(plugins={"hook_timeout_seconds": 0.5}))
+
+    await host.core.set_plugin_enabled(plugin_id, True)
+
+    status = host.core.plugins.status(plugin_id)
+    assert (status.healthy, status.started) == (False, False)
+    assert re.fullmatch(r"startup: blocked the server for 0\.[89] s" + BLOCKED, status.error), status.error
+    assert any(line.startswith(f"plugin {plugin_id}: hook startup held the event loop for 0.") for line in held_warnings(caplog))
+
+
+async def test_a_sync_hook_that_blocks_briefly_is_logged_and_the_plugin_stays_healthy(skald, caplog):
+    caplog.set_level(logging.WARNING)
+    host = await skald.start(plugins=[BrieflySlowStartup()])
+
+    await host.core.set_plugin_enabled("brief-sleeper", True)
+
+    status = host.core.plugins.status("brief-sleeper")
+    assert (status.healthy, status.started, status.error) == (True, True, None)
+    assert [line.split(" for ")[0] for line in held_warnings(caplog)] == ["plugin brief-sleeper: hook startup held the event loop"]
+
+
+class BlockingBundle:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("blocking-bundle")
+
+    @hookimpl
+    def register_i18n(self, register) -> None:
+        time.sleep(0.5)
+        register(I18nBundle("blocking-bundle", {"en": {"late": "too late"}}))
+
+
+async def test_a_register_hook_that_blocks_past_the_hook_timeout_fails_the_plugin(caplog):
+    caplog.set_level(logging.WARNING)
+    manager = PluginManager(extra=[BlockingBundle()], use_entry_points=False, hook_timeout=0.3)
+    manager.load()
+
+    accepted = await manager.collect("register_i18n", lambda plugin_id, args: args[0], kind="bundle")
+
+    assert accepted == []
+    status = manager.status("blocking-bundle")
+    assert status.state == "failed"
+    assert re.fullmatch(r"register_i18n: blocked the server for 0\.[5-9] s" + BLOCKED, status.error), status.error
+    assert any(line.startswith("plugin blocking-bundle: hook register_i18n held the event loop") for line in held_warnings(caplog))
+
+
+async def test_a_quick_hook_is_not_reported(caplog):
+    caplog.set_level(logging.WARNING)
+    manager = PluginManager(extra=[Bystander()], use_entry_points=False)
+    manager.load()
+    await manager.collect("register_i18n", lambda plugin_id, args: args[0])
+    await manager.call_one("startup", "bystander", host=None)
+    assert held_warnings(caplog) == []
+
+
+# -- registration errors name the exception's type ---------------------------------------
+
+
+class KeyErrorPages:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("key-error-pages")
+
+    @hookimpl
+    def register_web_pages(self, register) -> None:
+        raise KeyError("x")
+
+
+async def test_a_registration_error_names_the_exception_type():
+    manager = PluginManager(extra=[KeyErrorPages()], use_entry_points=False)
+    manager.load()
+
+    await manager.collect("register_web_pages", lambda plugin_id, args: args[0], kind="page")
+
+    assert manager.status("key-error-pages").error == "register_web_pages: KeyError: 'x'"
+
+
+# -- strict mode points into the plugin's code ----------------------------------------------
+
+
+class DuplicateTools:
+    """Registers the same tool twice: the host's own check refuses the second."""
+
+    line = 0
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("duplicate-tools")
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        register(_tool("twice"))
+        DuplicateTools.line = inspect.currentframe().f_lineno + 1
+        register(_tool("twice"))
+
+
+async def test_strict_mode_reports_the_plugins_line_not_the_hosts_validation():
+    manager = PluginManager(extra=[DuplicateTools()], use_entry_points=False, strict=True)
+    manager.load()
+
+    with pytest.raises(StrictPluginFailure) as raised:
+        await manager.collect("register_tools", _validate_tool, key=lambda tool: tool.name, kind="tool")
+
+    assert str(raised.value).endswith(f" (at {__file__}:{DuplicateTools.line})"), str(raised.value)
+
+
+# -- Tool.run must be async -------------------------------------------------------------------
+
+
+async def _async_run(args: Any, ctx: Any) -> str:
+    return "ok"
+
+
+def _sync_run(args: Any, ctx: Any) -> str:
+    return "ok"
+
+
+class _AsyncCallable:
+    async def __call__(self, args: Any, ctx: Any) -> str:
+        return "ok"
+
+
+class _SyncCallable:
+    def __call__(self, args: Any, ctx: Any) -> str:
+        return "ok"
+
+
+def _tool(name: str, run: Any = _async_run) -> Tool:
+    return Tool(name=name, description=name, parameters={"type": "object"}, run=run)
+
+
+@pytest.mark.parametrize(
+    "run", [_async_run, functools.partial(_async_run), _AsyncCallable(), functools.partial(_AsyncCallable())],
+    ids=["async-def", "partial", "async-call-object", "partial-of-object"],
+)
+def test_an_async_tool_run_is_accepted(run):
+    assert validate_tool("p", (_tool("fine", run),)).name == "fine"
+
+
+@pytest.mark.parametrize("run", [_sync_run, _SyncCallable(), functools.partial(_sync_run), lambda args, ctx: "ok"],
+                         ids=["def", "sync-call-object", "partial", "lambda"])
+def test_a_sync_tool_run_is_refused_at_registration(run):
+    with pytest.raises(PluginError, match=r"^tool 'plain': run must be an async callable \(async def\)$"):
+        validate_tool("p", (_tool("plain", run),))
+
+
+class SyncRunTool:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("sync-run")
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        register(_tool("plain", _sync_run))
+
+
+async def test_a_plugin_registering_a_sync_run_is_failed_with_a_readable_error():
+    manager = PluginManager(extra=[SyncRunTool()], use_entry_points=False)
+    manager.load()
+
+    assert await manager.collect("register_tools", validate_tool, key=lambda tool: tool.name, kind="tool") == []
+
+    assert manager.status("sync-run").error == "register_tools: tool 'plain': run must be an async callable (async def)"
+
+
+# -- member_tools failures: withheld, on the plugin's page, said once ----------------------------
+
+
+class MemberToolsOf:
+    """``member_tools`` answers with ``result`` or, when it is an exception, raises it."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.calls = 0
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("member-tooler", spec=">=1.2,<2")
+
+    @hookimpl
+    def member_tools(self, member_id: str) -> Any:
+        self.calls += 1
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+def registry_with(plugin: MemberToolsOf) -> tuple[ToolRegistry, PluginManager]:
+    manager = PluginManager(extra=[plugin], use_entry_points=False)
+    manager.load()
+    return ToolRegistry([], plugins=manager), manager
+
+
+def test_a_raising_member_tools_is_on_the_plugins_page_with_its_message_withheld(caplog):
+    caplog.set_level(logging.DEBUG)
+    registry, manager = registry_with(MemberToolsOf(RuntimeError(f"cannot list tools for {MEMBER_WORDS}")))
+
+    assert registry.member_tools("m-1", usable=lambda plugin_id: True) == []
+
+    failures = list(manager.status("member-tooler").failures)
+    assert [f["where"] for f in failures] == ["hook member_tools"]
+    assert "RuntimeError (message withheld" in failures[0]["traceback"]
+    assert MEMBER_WORDS not in failures[0]["traceback"]
+    assert MEMBER_WORDS not in caplog.text
+    assert failures[0]["error_id"] in caplog.text
+
+
+def test_a_member_tools_returning_a_string_is_refused_in_one_line_once(caplog):
+    caplog.set_level(logging.DEBUG)
+    plugin = MemberToolsOf("not tools")
+    registry, manager = registry_with(plugin)
+
+    for _ in range(3):  # three model rounds
+        assert registry.member_tools("m-1", usable=lambda plugin_id: True) == []
+
+    assert plugin.calls == 3
+    failures = list(manager.status("member-tooler").failures)
+    assert len(failures) == 1
+    assert failures[0]["traceback"].endswith("PluginError: member_tools returned str; expected a list of Tool")
+    assert "register() expects one Tool" not in caplog.text
+    assert caplog.text.count("member_tools returned str") == 1
+
+    plugin.result = [_tool("fixed")]  # mended: offered again; a later relapse is told again
+    assert [t.name for t in registry.member_tools("m-1", usable=lambda plugin_id: True)] == ["fixed"]
+    plugin.result = 42
+    registry.member_tools("m-1", usable=lambda plugin_id: True)
+    latest = manager.status("member-tooler").failures[-1]
+    assert latest["traceback"].endswith("PluginError: member_tools returned int; expected a list of Tool")
