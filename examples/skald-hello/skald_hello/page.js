@@ -12,7 +12,7 @@ import { call, node } from "/ui/lib/plugin-kit.js";
 export default class HelloPage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "hello";
-    this.heading = node("h1", "Hello");
+    this.heading = node("h2", "Hello"); // the shell's header above the page is its one h1
     this.line = node("p");
     this.line.className = "hello-greeting";
     this.nickname = node("input");
