@@ -12,6 +12,7 @@ from websockets.exceptions import InvalidStatus
 
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from skald_host.web.auth import CSRF_HEADER
+from skald_host.web.routes.setup import setup_host_trusted
 from web_support import (
     NO_SUCH_ID,
     own_report,
@@ -257,6 +258,27 @@ async def test_public_setup_refuses_a_foreign_origin(skald):
     assert response.headers.get_list("set-cookie") == []
     assert await host.core.users.count() == 0
     assert (await client.get("/api/setup")).json()["needs_setup"] is True
+
+
+async def test_setup_refuses_a_stranger_s_domain_pointed_at_the_server(skald):
+    """DNS rebinding: a page on evil.example makes its name resolve to this server; its
+    requests carry Host and Origin evil.example and so pass the same-origin check. On a
+    fresh install setup would hand it the first admin: it is served only by an address
+    no stranger controls."""
+    host = await skald.start()
+    client = host.client()
+    body = {"username": "admin", "password": ADMIN_PASSWORD}
+    port = host.url.rsplit(":", 1)[1]
+    for name in ("evil.example", "rebind.attacker.test", "127.0.0.1.nip.io"):
+        response = await client.post("/api/setup", json=body, headers={"Host": f"{name}:{port}", "Origin": f"http://{name}:{port}"})
+        assert response.status_code == 403 and response.json()["code"] == "setup_host_refused", (name, response.text)
+        assert response.headers.get_list("set-cookie") == []
+    assert await host.core.users.count() == 0
+    for name in ("skald", "skald.local", "box.home.arpa", "localhost", "[::1]", "192.168.1.20"):
+        assert setup_host_trusted(f"{name}:{port}", None), name
+    assert setup_host_trusted("skald.example.org", "https://skald.example.org") and not setup_host_trusted("skald.example.org", None)
+    response = await client.post("/api/setup", json=body, headers={"Origin": host.url})
+    assert response.status_code == 201, response.text
 
 
 #: The GET routes, each reviewed as not changing state. A new GET route fails

@@ -1,4 +1,8 @@
-"""First-run setup over HTTP: served only while no member exists."""
+"""First-run setup over HTTP: served only while no member exists, and only to a browser
+that reached the server by an address no stranger can point at it (DNS rebinding)."""
+
+import ipaddress
+from urllib.parse import urlsplit
 
 from quart import Blueprint, current_app, jsonify, request
 
@@ -10,6 +14,30 @@ from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, 
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("setup", __name__)
+
+#: Names that resolve only inside the network the server is in: a stranger's domain
+#: cannot be one of them.
+LOCAL_SUFFIXES = (".localhost", ".local", ".lan", ".home.arpa", ".internal")
+
+
+def setup_host_trusted(host_header: str, public_url: str | None) -> bool:
+    """Whether the first admin may be created through a request addressed to
+    ``host_header``. A page on a stranger's domain can make that domain resolve to this
+    server (DNS rebinding): its requests then carry its own name as Host and Origin,
+    pass the same-origin check, and on a fresh install would create the first admin.
+    An IP address, a single-label or local name, or the configured public URL's host
+    cannot be such a domain."""
+    name = (urlsplit(f"//{host_header}").hostname or "").rstrip(".").lower()
+    if not name:
+        return False
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    if "." not in name or name == "localhost" or name.endswith(LOCAL_SUFFIXES):
+        return True
+    return bool(public_url) and name == (urlsplit(public_url).hostname or "").lower()
 
 
 @bp.get("/api/setup")
@@ -31,9 +59,15 @@ async def setup_status() -> dict:
 @accepts(obj({"username": TEXT, "password": TEXT}, {"display_name": TEXT, "locale": TEXT, "encrypted": BOOL}))
 @returns(obj({"member": ref("Member"), "csrf_token": TEXT}), 201, "set up; the first admin is logged in (cookie)")
 @returns(ref("Error"), 409, "the instance is already set up")
+@returns(ref("Error"), 403, "reached by a name that is not this server's own (see setup_host_trusted)")
 @public
 async def run_setup():
     core = current_app.config["SKALD_CORE"]
+    if not setup_host_trusted(request.headers.get("Host", ""), current_app.config["SKALD_SETTINGS"].server.public_url):
+        raise ApiError(
+            403, "first-run setup is served only at this server's IP address, localhost, a local name or server.public_url;"
+            " open it by one of those", code="setup_host_refused",
+        )
     data = await json_object()
     username = field(data, "username", str)
     password = field(data, "password", str)
