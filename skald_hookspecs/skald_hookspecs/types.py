@@ -283,6 +283,22 @@ class ToolError(Exception):
     plugin's page in the catalog, for the admin. Since 1.2."""
 
 
+class NotReady(Exception):
+    """Raise from ``startup`` when the plugin cannot run until the admin does something
+    (a setting is missing, a service refused the credentials): the plugin is marked
+    unhealthy, as for any failure of ``startup``, and its catalog card and the server's
+    status say why in the reader's language. ``key`` is a string of the plugin's own
+    ``I18nBundle`` (``"error.no_token"`` for ``<bundle>.error.no_token``) and ``values``
+    fill its ``{placeholders}``; the message, in English, is what the log and
+    ``skald plugins`` show, and what a reader sees when the bundle lacks the key.
+    Since 1.5."""
+
+    def __init__(self, message: str, *, key: str | None = None, values: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.values = dict(values or {})
+
+
 class ToolRun(Protocol):
     def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Awaitable[str | None]: ...
 

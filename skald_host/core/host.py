@@ -19,7 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from skald_hookspecs.events import SystemEvent, UserEvent
-from skald_hookspecs.types import ConfigSet, I18nBundle, WebPage
+from skald_hookspecs.types import ConfigSet, I18nBundle, NotReady, WebPage
 from skald_host.builtins import BUILTIN_PLUGINS
 from skald_host.core.agent.definitions import AgentCatalog
 from skald_host.core.backups import BackupService
@@ -347,6 +347,7 @@ class Skald:
             await api.close()
             message = f"startup did not finish within {self.plugins.hook_timeout:g} s" if isinstance(exc, asyncio.TimeoutError) else f"startup: {exc}"
             status.healthy, status.error = False, message
+            status.error_key, status.error_values = (exc.key, exc.values) if isinstance(exc, NotReady) and exc.key else (None, {})
             # No member is involved at startup: the message is the plugin's own, shown whole.
             status.traceback = None if isinstance(exc, asyncio.TimeoutError) else withheld_traceback(exc, say=True)
             log.error("plugin %s failed to start: %s", plugin_id, message)
@@ -355,7 +356,7 @@ class Skald:
             return False
         self._started[plugin_id] = _Started(api)
         status.started, status.healthy = True, True
-        status.error = status.traceback = None  # an earlier startup's failure is over
+        status.error = status.traceback = status.error_key = None  # an earlier startup's failure is over
         return True
 
     async def set_plugin_enabled(self, plugin_id: str, enabled: bool) -> None:

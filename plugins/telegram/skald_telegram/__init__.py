@@ -68,7 +68,7 @@ def plugin_info() -> PluginInfo:
         title="Telegram",
         description="Talk to your assistant from Telegram: link a chat with a one-time code.",
         icon="send",
-        spec=">=1.3,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit
+        spec=">=1.5,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
         # A normal grant: the admin decides who may use Telegram, and every message

@@ -19,6 +19,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from skald_hookspecs import NotReady
+
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
@@ -65,7 +67,7 @@ class BotConfig:
     def from_config(cls, config: Mapping[str, Any]) -> "BotConfig":
         token = str(config.get("bot_token") or "").strip()
         if not token:
-            raise RuntimeError("no bot token is configured: set one on the plugin's settings page")
+            raise NotReady("no bot token is configured: set one on the plugin's settings page", key="error.no_token")
         mode = str(config.get("mode") or "polling")
         made = cls(
             token=token,
@@ -76,7 +78,7 @@ class BotConfig:
             poll_timeout=int(config.get("poll_timeout_seconds") or 25),
         )
         if mode == "webhook" and not (made.webhook_url and made.webhook_secret):
-            raise RuntimeError("webhook mode needs both a webhook URL and a webhook secret token")
+            raise NotReady("webhook mode needs both a webhook URL and a webhook secret token", key="error.webhook_incomplete")
         return made
 
 
@@ -158,11 +160,16 @@ class TelegramBot:
                 await self.bot.delete_webhook()
         except InvalidToken:
             await self._close_connection()
-            raise RuntimeError("Telegram refused the bot token (getMe answered 401 Unauthorized): check it on the settings page") from None
+            raise NotReady(
+                "Telegram refused the bot token (getMe answered 401 Unauthorized): check it on the settings page", key="error.token_refused"
+            ) from None
         except TelegramError as exc:
             await self._close_connection()
             reason = exc.message.replace(self.config.token, "<bot-token>")
-            raise RuntimeError(f"cannot reach the Bot API at {self.config.api_base_url}: {reason}") from None
+            raise NotReady(
+                f"cannot reach the Bot API at {self.config.api_base_url}: {reason}", key="error.unreachable",
+                values={"url": self.config.api_base_url, "reason": reason},
+            ) from None
         seen = await self.host.kv_get("recent_updates")
         self._seen = [i for i in seen if isinstance(i, int)] if isinstance(seen, list) else []
         await self.outbox.restore()  # what a previous run could not send yet

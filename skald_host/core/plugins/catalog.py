@@ -74,7 +74,25 @@ class PluginCatalog:
         """A status entry's title and description in the reader's language."""
         entry["title"] = self._text(entry["id"], "plugin.title", locale, entry["title"])
         entry["description"] = self._text(entry["id"], "plugin.description", locale, entry["description"])
+        status = self._core.plugins.status(entry["id"])
+        if status is not None and status.error_key:
+            entry["error"] = self.error_text(status, locale)
+        entry.pop("error_key", None)
+        entry.pop("error_values", None)
         return entry
+
+    def error_text(self, status: Any, locale: str | None) -> str | None:
+        """Why the plugin is not running, in the reader's language when the plugin said
+        it with a string of its own (``NotReady``), else as it was said."""
+        if not status.error_key:
+            return status.error
+        text = self._core.strings.plugin_text(status.id, status.error_key, locale, "")
+        if not text:
+            return status.error
+        try:
+            return text.format(**status.error_values)
+        except (KeyError, IndexError, ValueError):
+            return text
 
     async def list(self, locale: str | None = None) -> list[dict[str, Any]]:
         rows, holders = await self._rows(), await self._holders()

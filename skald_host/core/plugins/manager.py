@@ -171,6 +171,10 @@ class PluginStatus:
     spec: str | None = None
     hooks: list[str] = field(default_factory=list)
     error: str | None = None
+    # The plugin's own string for ``error`` (``NotReady``'s key and values): shown in the
+    # reader's language, ``error`` where the plugin has no translation.
+    error_key: str | None = None
+    error_values: dict[str, Any] = field(default_factory=dict)
     traceback: str | None = None
     import_ms: float = 0.0
     info: PluginInfo | None = None

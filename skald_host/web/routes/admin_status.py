@@ -4,7 +4,7 @@ from quart import Blueprint, current_app, request
 
 from skald_host.core.host import host_version
 from skald_host.core.identity.users import MemberNotFound
-from skald_host.web.auth import requires, transport_is_secure
+from skald_host.web.auth import reader_locale, requires, transport_is_secure
 
 bp = Blueprint("admin_status", __name__)
 
@@ -21,6 +21,7 @@ async def plugins() -> dict:
 @requires("instance.status")
 async def status() -> dict:
     core = current_app.config["SKALD_CORE"]
+    locale = await reader_locale()
     warnings = []
     if not transport_is_secure(request):
         warnings.append({"id": "insecure_transport", "text": core.strings.translate("core.warning.insecure_transport")})
@@ -35,7 +36,8 @@ async def status() -> dict:
         # A plugin that failed to load or to start: its card says why, and so does the
         # instance's status, which otherwise said "no warnings" beside a broken plugin.
         if plugin.state == "failed" or (core.plugins.is_enabled(plugin.id) and not plugin.healthy):
-            values = {"plugin": plugin.info.title if plugin.info else plugin.name, "error": plugin.error or ""}
+            title = core.strings.plugin_text(plugin.id, "plugin.title", locale, plugin.info.title if plugin.info else plugin.name)
+            values = {"plugin": title, "error": core.catalog.error_text(plugin, locale) or ""}
             warnings.append({"id": "plugin_failed", "values": values, "text": core.strings.translate("core.warning.plugin_failed", **values)})
     return {
         "version": host_version(),
