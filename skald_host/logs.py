@@ -6,11 +6,25 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import os
+import sys
 
 from skald_host.core.storage import secure_dir
 from skald_host.settings import Settings
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class LogFileHandler(logging.handlers.RotatingFileHandler):
+    """The log file, which lives on the data dir's disk: when that disk is full (or
+    failing) a line is lost, said once on stderr, not with a traceback per line."""
+
+    _complained = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if not self._complained:
+            self._complained = True
+            error = sys.exc_info()[1]
+            print(f"skald: cannot write the log file {self.baseFilename} ({error}); lines go to stderr only", file=sys.stderr)
 
 
 def configure_logging(settings: Settings) -> None:
@@ -24,7 +38,7 @@ def configure_logging(settings: Settings) -> None:
     if settings.log.file is not None:
         path = settings.resolve(settings.log.file)
         secure_dir(path.parent)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8")
+        handler = LogFileHandler(path, maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8")
         handler.setFormatter(logging.Formatter(FORMAT))
         root.addHandler(handler)
         os.chmod(path, 0o600)

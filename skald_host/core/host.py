@@ -46,7 +46,7 @@ from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
-from skald_host.core.storage import Database, StorageError, check_sqlcipher_build, secure_dir
+from skald_host.core.storage import Database, DiskFailure, StorageError, check_sqlcipher_build, secure_dir
 from skald_host.core.storage.sealing import Sealer, holds_sealed, seal_registry
 from skald_host.core.supervisor import Supervisor
 from skald_host.core.system_agents import AgentRegistry, ReportService, SystemAgentScheduler, pair_agents_with_sets, validate_agent
@@ -239,9 +239,14 @@ class Skald:
             raise StartupError(str(exc)) from None
         secure_dir(settings.data_dir)
         secure_dir(settings.database_dir)
-        self._registry = await Database.open(
-            settings.database_dir / "system.db", key=None, migrations=REGISTRY_MIGRATIONS, create=True
-        )
+        try:
+            self._registry = await Database.open(
+                settings.database_dir / "system.db", key=None, migrations=REGISTRY_MIGRATIONS, create=True
+            )
+        except DiskFailure as exc:
+            raise StartupError(f"{exc}; free space on (or repair) the disk that holds {settings.data_dir}, then start again") from None
+        except StorageError as exc:
+            raise StartupError(str(exc)) from None
         pragmas = await self._registry.pragmas()
         if pragmas["journal_mode"] != "wal" or pragmas["synchronous"] != 2:
             raise StartupError(f"system.db must run with journal_mode=wal and synchronous=FULL, got {pragmas}")

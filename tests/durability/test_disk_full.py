@@ -31,6 +31,7 @@ from tests.chat.support import (
 )
 from tests.channels.support import CHANNEL, RecordingChannel
 from tests.disk import fill
+from tests.durability.helpers import free_port, refused_serve
 
 
 @dataclass
@@ -169,3 +170,17 @@ async def test_a_channel_message_the_full_disk_refused_is_not_kept_and_the_sende
     [conversation] = await store.conversations()
     rows = await store.history((await store.root_frame(conversation["id"])).id)
     assert [(m["role"], m["content"]) for m in rows] == [("user", "sent while the disk is full"), ("assistant", "Stored now.")]
+
+
+async def test_a_server_started_on_a_full_disk_says_so_in_one_line_and_never_blames_the_key(skald, small_disk):
+    """Opening a database in WAL mode needs room for its -shm file; on a full disk that
+    fails as an I/O error, which read as "wrong key, or the file is corrupt: quarantine
+    it" (crash probe): advice that would set a healthy file aside."""
+    host = await skald.start(settings=skald.settings("disk/data"))
+    data_dir = host.settings.data_dir
+    await skald.close()
+    filler = fill(small_disk)
+    line, output = refused_serve(data_dir, free_port())
+    assert "the disk is full" in line and "free space" in line, line
+    assert "wrong key" not in output and "quarantine" not in output
+    filler.unlink()

@@ -9,6 +9,7 @@ Runs on the database's worker thread (see ``database.py``). The order matters:
 4. the pragmas every connection must have (DESIGN: WAL; durability; no temp files).
 """
 
+import os
 import sqlite3
 from pathlib import Path
 from types import ModuleType
@@ -16,7 +17,7 @@ from typing import Any
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
-from .errors import DatabaseMissing, DatabaseUnreadable, StorageError
+from .errors import DatabaseMissing, DatabaseUnreadable, DiskFull, StorageError, disk_failure
 from .permissions import create_private_file, secure_dir
 
 # sqlite3.Connection or sqlcipher3.dbapi2.Connection: the same DB-API surface, no common base.
@@ -68,7 +69,12 @@ def open_connection(path: Path, *, key: bytes | None, create: bool, verify_pages
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except module.DatabaseError:
+        except module.DatabaseError as error:
+            # A disk that refuses the -wal and -shm files is no wrong key: advice to
+            # quarantine a healthy file would be the worst one.
+            failing = disk_failure(error, path)
+            if failing is not None:
+                raise (DiskFull(f"the disk is full: {path} cannot be opened (SQLite needs room beside it)") if _disk_full(path) else failing) from None
             # `from None`: the driver's text adds nothing and nothing key-derived may leak.
             raise DatabaseUnreadable(
                 f"cannot read database {path}: wrong key, or the file is corrupt or not a "
@@ -83,6 +89,15 @@ def open_connection(path: Path, *, key: bytes | None, create: bool, verify_pages
     except BaseException:
         conn.close()
         raise
+
+
+def _disk_full(path: Path) -> bool:
+    """Whether no byte is left on the disk holding ``path`` (an open in WAL mode then
+    fails as an I/O error, not as SQLITE_FULL)."""
+    try:
+        return os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _verify_pages(conn: Connection, path: Path, *, encrypted: bool) -> None:

@@ -40,7 +40,10 @@ class DataDirLock:
             os.close(fd)
             raise DataDirBusy(self.path.parent, pid) from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass  # the pid only names the holder in a refusal; the lock is the flock (a full disk says so later, once)
         self._fd = fd
         return self
 
