@@ -55,3 +55,22 @@ async def test_search_finds_words_of_any_message_in_the_members_own_conversation
     assert [c["id"] for c in await search(alice, "quinoa")] == [money]  # the stopped answer is kept, and found
     assert (await alice.delete(f"/api/conversations/{money}")).status_code == 200
     assert await search(alice, "quinoa") == []
+
+
+async def test_a_match_only_in_an_earlier_version_says_so_and_one_on_screen_comes_first(chat):
+    """Regenerated, the old answer is kept as an earlier version: search still finds its
+    words, but says they are in an earlier version (opened, the conversation shows the
+    new answer); words on screen are quoted from the answer shown."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply("Elephants never forget."), Reply("Elephants are large; owls are wise.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Tell me about animals")
+        await sock.turn(cid)
+        assert (await alice.post(f"/api/conversations/{cid}/regenerate")).status_code == 202
+        await sock.turn(cid)
+    [hit] = await search(alice, "forget")
+    assert (hit["snippet"], hit["snippet_in_earlier_version"]) == ("Elephants never forget.", True)
+    [hit] = await search(alice, "elephants")
+    assert (hit["snippet"], hit["snippet_in_earlier_version"]) == ("Elephants are large; owls are wise.", False)

@@ -85,7 +85,7 @@ function conversationList(view) {
         el("span", { class: "conv-meta" },
           c.running ? el("span", { class: "running-dot", title: t("chat.running"), "aria-label": t("chat.running") }) : null,
           el("time", { datetime: c.updated_at, text: shortDate(c.updated_at) })),
-        c.snippet ? el("span", { class: "conv-snippet", text: c.snippet }) : null)); // where the words were found
+        c.snippet ? el("span", { class: "conv-snippet", text: c.snippet_in_earlier_version ? t("chat.search_in_earlier_version", { snippet: c.snippet }) : c.snippet }) : null)); // where the words were found
       if (c.id === view.conversationId) anchor.setAttribute("aria-current", "page");
       return el("li", { "data-conversation-id": c.id }, anchor);
     }));

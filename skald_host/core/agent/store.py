@@ -165,7 +165,8 @@ class ConversationStore:
     async def conversations(self, search: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         """Newest first. ``search``: those whose title contains it (``%`` and ``_`` are
         literal), then those whose messages hold all its words (FTS5, each word as a
-        prefix), each of the latter with a ``snippet`` around the best match."""
+        prefix), each of the latter with a ``snippet`` around the best match (and
+        ``snippet_in_earlier_version`` when the words are only in a version not shown)."""
 
         def read(conn: Any) -> list[dict[str, Any]]:
             if not search:
@@ -187,22 +188,25 @@ class ConversationStore:
                 for word in words:
                     ids_here = {r[0] for r in conn.execute("SELECT conversation_id FROM messages_fts WHERE messages_fts MATCH ?", (word,))}
                     matching = ids_here if matching is None else matching & ids_here
-                snippets: dict[str, str] = {}
+                # A match in the version on screen first; one only in an earlier version (a
+                # regenerated answer, an edited branch) says so: opened, it is not shown.
+                snippets: dict[str, tuple[str, bool]] = {}
                 for query in (" ".join(words), words[0]):
-                    for conversation_id, snippet in conn.execute(
-                        "SELECT conversation_id, snippet(messages_fts, 0, '', '', '…', 12) FROM messages_fts"
-                        " WHERE messages_fts MATCH ? ORDER BY rank LIMIT 1000",
+                    for conversation_id, snippet, earlier in conn.execute(
+                        "SELECT f.conversation_id, snippet(messages_fts, 0, '', '', '…', 12), m.variant != 0"
+                        " FROM messages_fts f JOIN messages m ON m.id = f.rowid"
+                        " WHERE messages_fts MATCH ? ORDER BY m.variant != 0, f.rank LIMIT 1000",
                         (query,),
                     ):
                         if conversation_id in (matching or ()) and conversation_id not in seen:
-                            snippets.setdefault(conversation_id, snippet)
+                            snippets.setdefault(conversation_id, (snippet, bool(earlier)))
                 ids = list(snippets)[: limit - len(found)]
                 if ids:
                     rows = conn.execute(
                         f"SELECT * FROM conversations WHERE ephemeral = 0 AND id IN ({','.join('?' * len(ids))})"
                         " ORDER BY updated_at DESC", ids
                     )
-                    found += [dict(r) | {"snippet": snippets[r["id"]]} for r in rows]
+                    found += [dict(r) | {"snippet": snippets[r["id"]][0], "snippet_in_earlier_version": snippets[r["id"]][1]} for r in rows]
             return found
 
         return await (self.db.transaction(read) if search else self.db.run(read))
