@@ -189,7 +189,10 @@ class HostApi(Protocol):
 
     async def device_tokens(self, member_id: str) -> list[Mapping[str, Any]]:
         """The member's live tokens of this plugin: ``{"id", "label", "created_at",
-        "last_seen_at"}`` (``last_seen_at`` to the minute), oldest first. Since 1.3."""
+        "last_seen_at", "used"}`` (``last_seen_at`` to the minute, ``created_at`` until
+        first used), oldest first. ``used`` (since 1.5) is False for a token no request
+        has carried yet: a pairing whose answer never reached the device (a crash, a
+        dropped connection) leaves one. Since 1.3."""
 
     async def revoke_device_token(self, member_id: str, token_id: str) -> bool:
         """Delete one of the member's tokens (unlink a device): the device's next

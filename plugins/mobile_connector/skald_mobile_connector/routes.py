@@ -15,8 +15,9 @@ when it sends a message: that is sealed for their next login (202, ``status: "se
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta, timezone
 from importlib.resources import files
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 from quart import Blueprint, Response, request
 
@@ -28,6 +29,8 @@ from skald_mobile_connector.strings import APP_KEYS, PAGE_KEYS, STRINGS
 #: How often an idle stream re-checks that its device is still paired (a revocation by
 #: the host, such as a password change, reaches an open stream within this).
 STREAM_HEARTBEAT_SECONDS = 5.0
+#: A paired token no request carried for this long never reached its phone.
+UNFINISHED_PAIRING_MINUTES = 10
 MAX_TEXT = 100_000
 APP_FILES = {
     "index.html": "text/html",
@@ -167,7 +170,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         """The caller's paired devices: name, platform, when paired and last seen."""
         caller = current_caller()
         assert caller is not None
-        rows = await host.device_tokens(caller.id)
+        rows = await forget_unfinished_pairings(caller.id)
         return {
             "devices": [
                 {
@@ -252,6 +255,23 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return {"error": t("err_code", locale), "code": "code"}, 400
         await current.start_cursor(owner, issued["id"])
         return {"token": issued["token"], "device_id": issued["id"]}, 201
+
+    async def forget_unfinished_pairings(member: str) -> list[Mapping[str, Any]]:
+        """The member's devices, less those whose pairing never finished: a token no
+        request has carried for ``UNFINISHED_PAIRING_MINUTES`` (the app asks ``/me`` at
+        once) never reached its phone (the server died, the connection dropped before
+        the answer), so it is revoked rather than listed as a paired phone."""
+        cutoff = (datetime.now(timezone.utc) - timedelta(minutes=UNFINISHED_PAIRING_MINUTES)).strftime("%Y-%m-%dT%H:%M:%S")
+        kept = []
+        for row in await host.device_tokens(member):
+            if row.get("used") is False and str(row["created_at"])[:19] < cutoff:
+                await host.revoke_device_token(member, row["id"])
+                current = service()
+                if current is not None:
+                    await current.forget_device(member, row["id"])
+                continue
+            kept.append(row)
+        return kept
 
     # -- the mobile API ------------------------------------------------------------------------
 

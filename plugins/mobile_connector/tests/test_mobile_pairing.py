@@ -105,3 +105,22 @@ async def test_the_plugin_manages_its_own_access_and_is_never_granted_by_default
     # Any active member may pair: the pairing is the binding.
     device = await paired_device(setup, bob)
     assert (await device.get(f"{BASE}/conversations")).status_code == 200
+
+
+async def test_a_pairing_whose_answer_never_reached_the_phone_is_not_listed_as_a_paired_phone(setup, monkeypatch):
+    """The server died (or the connection dropped) after it issued the token and before
+    the phone read it (crash probe: 2 of 3 such kills): that token no request carries is
+    revoked once the pairing had time to finish, not listed as a paired phone."""
+    from skald_mobile_connector import routes
+
+    alice = await setup.host.member("alice")
+    used = await paired_device(setup, alice, "Pixel")
+    assert (await used.get(f"{BASE}/me")).status_code == 200
+    lost = await paired_device(setup, alice, "Lost")  # its answer "never arrived": nothing uses it
+    listed = (await alice.get(f"{BASE}/devices")).json()["devices"]
+    assert [d["name"] for d in listed] == ["Pixel", "Lost"]  # it may still be on its way
+    monkeypatch.setattr(routes, "UNFINISHED_PAIRING_MINUTES", -1)  # later: its time to finish is over
+    listed = (await alice.get(f"{BASE}/devices")).json()["devices"]
+    assert [d["name"] for d in listed] == ["Pixel"]
+    assert (await lost.get(f"{BASE}/me")).status_code == 401  # revoked, not only hidden
+    assert (await used.get(f"{BASE}/me")).status_code == 200

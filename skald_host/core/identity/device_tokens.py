@@ -90,7 +90,7 @@ class DeviceTokens:
                 (plugin_id, member_id),
             ).fetchall()
         )
-        return [{"id": r[0], "label": json.loads(r[1]), "created_at": r[2], "last_seen_at": r[3] or r[2]} for r in rows]
+        return [{"id": r[0], "label": json.loads(r[1]), "created_at": r[2], "last_seen_at": r[3] or r[2], "used": r[3] is not None} for r in rows]
 
     async def revoke(self, plugin_id: str, member_id: str, token_id: str) -> bool:
         count = await self.registry.transaction(
