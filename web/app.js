@@ -209,10 +209,41 @@ async function route({ focus = true } = {}) {
     content.removeAttribute("aria-busy");
   }
   if (token !== state.navToken) return; // a newer navigation won
+  const kept = focus ? null : focusedControl(content);
   content.replaceChildren(node);
+  if (kept) refocus(content, kept);
   const heading = content.querySelector("h1");
   document.title = heading ? `${heading.textContent} · ${t("app.name")}` : t("app.name");
   if (focus) content.focus({ preventScroll: false });
+}
+
+/** What a page's re-render (``ctx.rerender``, after an add or a save) must not lose: the
+ * control that had focus, named by what a new render of it keeps (its tag and name or
+ * label, and its place among its like), or null when focus was not in the page. */
+function focusedControl(content) {
+  // A button busy() disabled while its request ran has lost focus to <body> already:
+  // the control focused last in the page stands for it.
+  let active = document.activeElement;
+  if (!active || active === document.body) active = lastFocused;
+  if (!active || active === content || !content.contains(active)) return null;
+  const like = (node) => node.tagName === active.tagName && sameName(node, active);
+  return { tag: active.tagName, name: controlName(active), index: [...content.querySelectorAll(active.tagName)].filter(like).indexOf(active) };
+}
+
+let lastFocused = null;
+document.addEventListener("focusin", (event) => { lastFocused = event.target; });
+
+const controlName = (node) => node.getAttribute("name") || node.getAttribute("aria-label") || node.textContent.trim().slice(0, 80);
+const sameName = (a, b) => controlName(a) === controlName(b);
+
+/** Focus the re-rendered page's counterpart of ``kept``; else its heading, so that focus
+ * never falls back to <body> (a screen reader would start over at the top). */
+function refocus(content, kept) {
+  const twins = [...content.querySelectorAll(kept.tag)].filter((node) => controlName(node) === kept.name && !node.disabled);
+  const target = twins[Math.min(Math.max(kept.index, 0), twins.length - 1)];
+  if (target) { target.focus({ preventScroll: true }); return; }
+  const heading = content.querySelector("h1");
+  if (heading) { heading.tabIndex = -1; heading.focus({ preventScroll: true }); } else content.focus({ preventScroll: true });
 }
 
 /** The language changed: new strings, then the whole shell again (no reload). */
@@ -263,7 +294,12 @@ async function logout() {
 
 whenSessionLost(() => showLogin(t("login.session_ended")));
 window.addEventListener("hashchange", () => route());
-document.addEventListener("keydown", (event) => { if (event.key === "Escape") setMenu(false); });
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || state.shell?.menuButton.getAttribute("aria-expanded") !== "true") return;
+  const inMenu = state.shell.sidebar.contains(document.activeElement);
+  setMenu(false);
+  if (inMenu) state.shell.menuButton.focus(); // not lost to <body> with the menu it was in
+});
 
 async function start() {
   applyTheme();

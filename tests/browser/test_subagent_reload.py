@@ -53,12 +53,15 @@ async def test_a_reload_while_a_sub_agent_writes_rebuilds_its_box_which_goes_on_
         await expect(box).to_have_attribute("aria-label", "Unteragent Rechercheur")
         await expect(box.locator(".sub-text")).to_contain_text("w3 ")
         await expect(box).not_to_have_class(re.compile(r"\bdone\b"))
+        # Busy while it streams: inside the live log, its text is not read out again each frame.
+        await expect(box).to_have_attribute("aria-busy", "true")
         await expect(page.get_by_role("region", name="Aufgaben").locator(".task-agent")).to_have_text("Rechercheur")
 
         # The live events go on in the rebuilt box, to its end.
         await expect(box.locator(".sub-text")).to_contain_text("w69 Ende.", timeout=15_000)
         await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur fertig.")
         await expect(box).to_have_class(re.compile(r"\bdone\b"))
+        await expect(box).not_to_have_attribute("aria-busy", "true")
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Der Rechercheur sagt: Oslo.")
         tail = await box.locator(".sub-text").text_content()
         assert tail.count("w68 ") == 1 and tail.count("Ende.") == 1, f"the box repeats what it had: {tail!r}"

@@ -50,4 +50,5 @@ async def test_the_task_strip_survives_a_reload_drills_in_and_cancels(skald, bro
         await expect(page.get_by_role("heading", name="Helpers", level=1)).to_be_visible()
         await expect(page.locator(".agent-definition[data-agent-id='general-purpose']")).to_be_visible()
         await expect(page.locator("table.agent-runs tbody tr")).to_have_count(1)
+        await expect(page.locator(".table-wrap > table.agent-runs")).to_have_count(1)  # scrolls in its card on a phone, not the page
         await expect(page.locator("table.agent-runs tbody tr")).to_contain_text("Cancelled")

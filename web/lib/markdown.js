@@ -224,6 +224,11 @@ function addCodeCopy(pre) {
   block.className = "md-code-block";
   pre.replaceWith(block);
   block.append(head, pre);
+  // A long line scrolls sideways: focusable, so a keyboard scrolls it too (WCAG 2.1.1;
+  // axe scrollable-region-focusable), and named for the screen reader that lands there.
+  pre.tabIndex = 0;
+  pre.setAttribute("role", "region");
+  pre.setAttribute("aria-label", language ? t("chat.code_named", { language }) : t("chat.code"));
 }
 
 // -- rendering ---------------------------------------------------------------------------

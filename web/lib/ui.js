@@ -87,10 +87,12 @@ export function formatDate(value) {
   return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString(document.documentElement.lang || undefined);
 }
 
+/** A size in the reader's number format ("901,1 KiB" in German). */
 export function formatSize(bytes) {
   if (bytes == null) return "";
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  if (bytes < 1024 ** 3) return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-  return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+  const number = (value, digits) => value.toLocaleString(document.documentElement.lang || undefined, { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  if (bytes < 1024) return `${number(bytes, 0)} B`;
+  if (bytes < 1024 * 1024) return `${number(bytes / 1024, 1)} KiB`;
+  if (bytes < 1024 ** 3) return `${number(bytes / 1024 / 1024, 1)} MiB`;
+  return `${number(bytes / 1024 ** 3, 2)} GiB`;
 }

@@ -40,6 +40,6 @@ export async function renderAgents() {
     el("tbody", {}, ...runs.map((run) => el("tr", { "data-run-id": run.id },
       el("td", { text: titleOf(run.agent_id) }), el("td", { text: taskStatus(run.status) }),
       el("td", {}, link(`#chat/${encodeURIComponent(run.conversation_id)}`, run.task)), el("td", { text: formatDate(run.created_at) })))));
-  page.append(section(t("agents.runs"), runs.length ? table : el("p", { class: "muted", text: t("agents.runs_none") })));
+  page.append(section(t("agents.runs"), runs.length ? el("div", { class: "table-wrap" }, table) : el("p", { class: "muted", text: t("agents.runs_none") })));
   return page;
 }

@@ -132,9 +132,12 @@ export class Transcript {
     this.streamed = streamed;
     this.node = el("div", { class: "transcript", role: "log", "aria-live": "polite", "aria-relevant": "additions", tabindex: "0", "aria-label": t("chat.transcript") });
     this.list = el("div", { class: "transcript-inner" });
-    this.activity = el("div", { class: "activity", role: "status" },
-      el("span", { class: "dots", "aria-hidden": "true" }, el("span"), el("span"), el("span")),
-      el("span", { class: "visually-hidden", text: t("chat.working") }));
+    // The dots are for the eye: moved about inside the live log they were read out as
+    // "working" after every answer. A turn's start and end are said once, by `announcer`
+    // (outside the log: the page places it after `node`).
+    this.activity = el("div", { class: "activity", "aria-hidden": "true" },
+      el("span", { class: "dots" }, el("span"), el("span"), el("span")));
+    this.announcer = el("p", { class: "visually-hidden", role: "status" });
     this.node.append(this.list);
     this.openDetails = new Set(); // reasoning blocks and tool cards the member opened
     this.loads = 0; // renders of a whole conversation: a restore answers the one it was read for
@@ -226,6 +229,9 @@ export class Transcript {
   }
 
   setRunning(running) {
+    if (running !== this.running) {
+      this.announcer.textContent = t(running ? "chat.working" : "chat.turn_ended");
+    }
     this.running = running;
     if (!running && this.stream) this.finishStream({ status: this.stream.status || "interrupted" });
     this.placeActivity();
@@ -290,7 +296,8 @@ export class Transcript {
     const busyTool = [...this.toolCards.values()].some((c) => c.status === "running");
     const waiting = [...this.approvals.values()].some((p) => p.pending);
     const show = this.running && !this.stream && !busyTool && !waiting;
-    if (show) this.list.append(this.activity); else this.activity.remove();
+    if (!show) this.activity.remove();
+    else if (this.list.lastElementChild !== this.activity) this.list.append(this.activity);
   }
 
   // -- messages ---------------------------------------------------------------------------
@@ -691,7 +698,9 @@ export class Transcript {
     const state = el("span", { class: "sub-state", text: t("chat.subagent_working") });
     const steps = el("ul", { class: "sub-steps" });
     const text = el("p", { class: "sub-text", hidden: true });
-    const box = el("div", { class: "subagent", role: "group", "data-frame-id": data.frame_id },
+    // Busy while it works: inside the transcript's live log, its text rewritten each frame
+    // would be read out again and again; it is announced once, done.
+    const box = el("div", { class: "subagent", role: "group", "aria-busy": "true", "data-frame-id": data.frame_id },
       el("p", { class: "sub-head" }, head, " ", state), steps, text);
     showAgentTitle(data.agent, (agent) => {
       const name = t("chat.subagent", { agent });
@@ -767,6 +776,7 @@ export class Transcript {
     }
     sub.state.textContent = t("chat.subagent_done");
     sub.box.classList.add("done");
+    sub.box.removeAttribute("aria-busy");
     this.subframes.delete(data.frame_id);
   }
 

@@ -349,7 +349,7 @@ class ChatView {
     this.transcript.load(loaded, socket.unacknowledged(this.conversationId));
     this.restoreSubagents(this.tasks.ready);
     this.setRunning(Boolean(loaded.running));
-    main.append(...[this.header.node, this.tasks.node, this.noModel, this.transcript.node, this.connection, this.composer.node].filter(Boolean));
+    main.append(...[this.header.node, this.tasks.node, this.noModel, this.transcript.node, this.transcript.announcer, this.connection, this.composer.node].filter(Boolean));
     const page = el("div", { class: "chat-page has-conversation" }, this.list.node, main);
     requestAnimationFrame(() => {
       this.seen = page.isConnected;
