@@ -94,3 +94,19 @@ async def test_on_an_idle_loop_each_token_event_goes_out_at_once(skald):
     deltas = [f"t{i} " for i in range(40)]
     frames, _ = await _publish_and_receive(host, member, deltas, lambda: asyncio.sleep(0))
     assert frames >= len(deltas) * 0.7, f"{frames} frames for {len(deltas)} deltas: held back"
+
+
+async def test_the_ui_is_revalidated_on_every_load_so_an_upgrade_shows_at_once(skald):
+    """The page and its modules keep their addresses from one version to the next:
+    cached for hours, an upgraded server's page ran yesterday's modules beside today's
+    (upgrade probe). The browser asks again each time, and an unchanged file is a 304."""
+    host = await skald.start()
+    client = host.client()
+    for path in ("/", "/ui/app.js", "/ui/pages/chat.js", "/ui/app.css"):
+        first = await client.get(path)
+        assert first.status_code == 200, path
+        assert first.headers["cache-control"] == "no-cache", path
+        validators = {k: v for k, v in (("If-None-Match", first.headers.get("etag")), ("If-Modified-Since", first.headers.get("last-modified"))) if v}
+        assert validators, path
+        again = await client.get(path, headers=validators)
+        assert again.status_code == 304, (path, again.status_code)
