@@ -17,6 +17,8 @@ host's boot-time import of every installed plugin stays cheap.
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 from typing import Any, Callable, Mapping
 
 from skald_hookspecs import ChannelEvent, ConfigField, HostApi, I18nBundle, PluginInfo, Tool, ToolContext, WebPage, hookimpl
@@ -79,6 +81,9 @@ def plugin_info() -> PluginInfo:
 
 @hookimpl
 async def startup(host: HostApi) -> None:
+    # python-telegram-bot and httpx take ~0.5 s to import: in a thread, not on the
+    # server's event loop (which would answer nobody meanwhile).
+    await asyncio.to_thread(importlib.import_module, "skald_telegram.bot")
     from skald_telegram.bot import BotConfig, TelegramBot
 
     config = BotConfig.from_config(await host.get_config())
