@@ -72,3 +72,12 @@ async def test_a_turn_is_announced_once_and_a_wide_code_block_is_reachable_by_ke
         await assert_no_violations(page, "a conversation with a wide code block")
         size = await page.evaluate("async () => (await import('/ui/lib/ui.js')).formatSize(922726)")
         assert size == "901,1 KiB"
+
+
+async def test_the_chat_start_page_is_ready_to_type_on_a_desktop(skald, browser_pages):
+    host = await skald.start()
+    await host.create_member("erin", display_name="Erin")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "erin", MEMBER_PASSWORD)
+    await expect(page.get_by_role("heading", name="Hello, Erin")).to_be_visible()
+    await expect(page.get_by_role("textbox", name="Message")).to_be_focused()

@@ -340,7 +340,11 @@ class ChatView {
         this.connection, this.composer.node);
       // The list comes first in both pages, so it keeps its place in the tab order.
       const page = el("div", { class: "chat-page" }, this.list.node, main);
-      requestAnimationFrame(() => { this.seen = page.isConnected; });
+      requestAnimationFrame(() => {
+        this.seen = page.isConnected;
+        // As in a conversation: ready to type (not on a phone, where it opens the keyboard).
+        if (!narrow() && page.isConnected) this.composer.text.focus({ preventScroll: true });
+      });
       return page;
     }
     this.header = conversationHeader(this);
