@@ -42,3 +42,22 @@ async def test_folder_paths_are_decided_by_the_seeded_rules(skald, tool, path, e
     rules = await RuleStore(host.core.registry).rules()
     arguments = {} if path is None else {"path": path}
     assert decide(rules, tool, arguments, frozenset()) == expected
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["secret/plan.md", "~/secret/plan.md", "/home/member/secret/plan.md", "//home/member/secret/plan.md",
+     "/home//member/secret/plan.md", "/home/member/./secret/plan.md", "./~/secret/plan.md"],
+)
+async def test_an_admin_s_path_rule_judges_every_spelling_of_the_file_the_tool_reaches(skald, spelling):
+    """The file tools reach ``secret/plan.md`` through every spelling below (the home's
+    sandbox path, doubled slashes); a rule on ``secret/*`` must judge them all as that
+    file (security probe: ``/home/member/…`` slipped past deny rules as a sandbox path)."""
+    from skald_host.core.agent.approvals import Rule, normalise_path
+    from skald_host.core.files.service import home_relative
+
+    host = await skald.start()
+    deny = Rule(id=0, tool_pattern="write_file", path_class="secret/*", group_id=None, action="deny", priority=1, note="")
+    rules = [deny, *await RuleStore(host.core.registry).rules()]
+    assert decide(rules, "write_file", {"path": spelling}, frozenset()) == "deny"
+    assert normalise_path(spelling) == home_relative(spelling) == "secret/plan.md"

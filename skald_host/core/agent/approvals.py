@@ -24,6 +24,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from skald_host.core.files.service import home_relative
 from skald_host.core.memory.notes import NoteError, classify_memory
 from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
@@ -84,10 +85,9 @@ def normalise_path(raw: Any) -> str | None:
         return None
     if memory is not None:
         return "/".join(part for part in memory if part)
-    path = unicodedata.normalize("NFKC", raw).strip()
-    for prefix in ("~/", "./"):
-        while path.startswith(prefix):
-            path = path[len(prefix):]
+    # The spelling the file tools resolve (home_relative): `/home/member/shared/x` and
+    # `//home/member/shared/x` reach `shared/x`, and a rule must judge them as that.
+    path = home_relative(unicodedata.normalize("NFKC", raw).strip())
     if "\x00" in path:
         return None
     absolute = path.startswith("/")

@@ -126,6 +126,17 @@ def sanitize_filename(name: str) -> str:
     return f"{stem}.{ext}" if ext else stem
 
 
+def home_relative(path: str) -> str:
+    """An agent path in the one spelling the resolver and the approval rules both read:
+    runs of slashes collapsed, an absolute path's ``.`` and ``..`` resolved, the home's
+    spellings (``~/``, ``./``, ``/home/member/``) removed. ``//home/member/shared/x`` is
+    ``shared/x``, the file it reaches: a rule on ``shared/*`` must judge it as that."""
+    path = re.sub(r"/{2,}", "/", path)
+    if path.startswith("/"):
+        path = os.path.normpath(path)
+    return _strip_home(path)
+
+
 def _strip_home(path: str, spellings: tuple[str, ...] = ("./", "~/", SANDBOX_HOME + "/")) -> str:
     """Remove home spellings; ``~``/``/home/member`` alone mean the home itself."""
     while True:
@@ -287,7 +298,7 @@ class FileService:
         if memory is not None:
             root, key = memory
             return Resolved("memory", f"{root}/{key}".rstrip("/"), memory_root=root, memory_key=key)
-        relative = _strip_home(path)
+        relative = home_relative(path)
         if relative.startswith("/"):
             try:
                 clean_relative(relative.lstrip("/"))
