@@ -200,3 +200,25 @@ async def test_notes_are_read_as_the_conversation_is_created_not_on_its_first_me
         await sock.turn(cid)
     prompt = memhost.server.requests_for(MODEL_A)[0].messages[0]["content"]
     assert "CREATED-MARK" in prompt and "EDITED-MARK" not in prompt
+
+
+async def test_a_role_without_shared_memory_is_told_so_plainly_not_as_the_tool_s_failure(memhost):
+    """read_file or list_files on shared-memory by a role without memory.shared.read:
+    a refusal the model can read, not 'the tool failed (error id …)' with a traceback
+    recorded as the plugin's failure (security probe)."""
+    alice = await memhost.host.member("alice")
+    await put(alice, SHARED, "rota.md", "SHARED-ROTA")
+    kid = await memhost.restricted("kid")
+    memhost.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("read_file", {"path": "shared-memory/rota.md"}), ToolCall("list_files", {"path": "shared-memory"})]),
+        Reply("I cannot."),
+    ])
+    async with ChatSocket(kid) as sock:
+        cid = await new_conversation(kid)
+        await sock.send(cid, "Read the shared rota")
+        await sock.turn(cid)
+    results = [m["content"] for m in memhost.server.requests_for(MODEL_A)[1].messages if m["role"] == "tool"]
+    assert len(results) == 2
+    for result in results:
+        assert "you may not read shared memory" in result and "error id" not in result and "SHARED-ROTA" not in result
+    assert [f for f in memhost.host.core.plugins.status("fs-tools").failures] == []

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from skald_hookspecs.types import ToolError
 from skald_host.core.identity.access import allowed
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
 from skald_host.core.storage import Database
@@ -41,8 +42,10 @@ class NoteError(ValueError):
     """A note request that cannot be done (bad key, too large…); the message says why."""
 
 
-class NoteAccessDenied(PermissionError):
-    """The member may not use the shared pool this way (a missing capability)."""
+class NoteAccessDenied(PermissionError, ToolError):
+    """The member may not use the shared pool this way (a missing capability). A
+    ``ToolError`` too: a file tool that meets it says so to the model, plainly, rather
+    than failing as the tool's own bug (an error id, a traceback for the admin)."""
 
 
 @dataclass(frozen=True)
