@@ -28,6 +28,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from quart import current_app, g, request
 
 from skald_hookspecs import REQUEST_BODY_ATTRIBUTE, RESPONSES_ATTRIBUTE, accepts  # noqa: F401 - one marker for host and plugin views
+from skald_host.core.identity.access import allowed
 from skald_host.web.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -201,6 +202,10 @@ async def read_body() -> None:
         return
     if declared is None and request.path.startswith("/api/plugin/"):
         return  # the plugin reads its own body (through ``loads``, by get_json)
+    action = getattr(view, "_skald_action", None)
+    principal = g.get("principal")
+    if action is not None and principal is not None and not allowed(principal.member, action):
+        return  # refused by the view's own gate (403) before anything of its body is judged
     try:
         data = loads(await request.get_data(as_text=False))
     except BodyError as exc:

@@ -327,3 +327,15 @@ async def test_plugin_list_shows_the_builtin_strings_plugin_loaded(skald):
     response = await admin.put("/api/admin/plugins/strings/enabled", json={"enabled": False})
     assert response.status_code == 400
     assert (await admin.get("/api/i18n")).json()["strings"]["core.app.name"] == "Skald"
+
+
+async def test_a_member_is_refused_an_admin_route_before_its_body_is_judged(skald):
+    """403 whatever the body: a non-admin learned nothing of what an admin route wants
+    (security probe: an empty body answered 400 naming the missing field)."""
+    host = await skald.start()
+    await host.admin()
+    member = await host.member("kid", role="restricted")
+    for method, path in (("POST", "/api/admin/members"), ("PUT", "/api/admin/plugins/x0/enabled"), ("POST", "/api/admin/roles")):
+        for body in ({}, {"username": 5}, []):
+            response = await member.request(method, path, json=body)
+            assert response.status_code == 403 and response.json()["code"] == "forbidden", (path, body, response.text)
