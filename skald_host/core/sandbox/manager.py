@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: ``backend: auto`` tries these in order; the first whose ``available()`` is None wins.
 AUTO_ORDER = ("docker", "bubblewrap")
+#: Where no command may run from (``sandbox_path``).
+PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev")
 INSTANCE_KEY = "sandbox.instance"
 #: The group every sandbox user with a membership has: shared folders and projects are
 #: ``root:FOLDERS_GID 2770``, so each member's own uid can work in the ones mounted
@@ -309,7 +311,12 @@ class SandboxManager:
         if resolved.kind == "memory":
             raise ValueError("workdir: memory notes are not files in the sandbox; use the memory tools")
         if resolved.kind == "sandbox":
-            return resolved.sandbox_path or SANDBOX_HOME
+            target = resolved.sandbox_path or SANDBOX_HOME
+            if any(target == root or target.startswith(root + "/") for root in PSEUDO_FILESYSTEMS):
+                # A working directory in /proc is how CVE-2024-21626 (runc < 1.1.12) let a
+                # process out of its container: refused whatever runc the host has.
+                raise ValueError(f"workdir: {target} is not a folder to work in")
+            return target
         if resolved.kind == "host" and resolved.host_path is not None and not resolved.host_path.is_dir():
             raise ValueError(f"workdir: {workdir} is not a folder")
         if resolved.agent_path in ("", "~", "."):
