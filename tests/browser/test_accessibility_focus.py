@@ -81,3 +81,21 @@ async def test_the_chat_start_page_is_ready_to_type_on_a_desktop(skald, browser_
     await sign_in(page, "erin", MEMBER_PASSWORD)
     await expect(page.get_by_role("heading", name="Hello, Erin")).to_be_visible()
     await expect(page.get_by_role("textbox", name="Message")).to_be_focused()
+
+
+async def test_a_long_model_label_does_not_push_a_phone_page_sideways(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL, "second-model"), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
+        label = "Model B, with a long label to see how the picker wraps on a small screen"
+        added = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "second-model", "label": label, "priority": 90000})
+        assert added.status_code == 201, added.text
+        member = await host.member("erin")
+        cid = (await member.post("/api/conversations", json={})).json()["id"]
+        page = await browser_pages.new(host.url, viewport=PHONE)
+        await sign_in(page, "erin", MEMBER_PASSWORD)
+        await page.goto(f"/#chat/{cid}")
+        await expect(page.locator("select.model-select")).to_be_visible()
+        assert await page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -415,7 +415,12 @@ async def test_a_message_just_sent_can_be_edited_without_a_reload(skald, browser
 
         await send(page, "Tell me a long story")
         await expect(page.locator(".msg.assistant").last).to_have_class(re.compile(r"\bstreaming\b"))
-        # While a turn runs nothing offers to edit (the server would refuse it: 409).
+        # While a turn runs nothing offers to edit (the server would refuse it: 409),
+        # also on a page loaded mid-turn.
+        await expect(mine.first.get_by_role("button", name="Edit")).to_have_count(0)
+        await page.reload()
+        await expect(page.locator(".msg.assistant").last).to_have_class(re.compile(r"\bstreaming\b"))
+        await expect(page.get_by_role("button", name="Stop")).to_be_visible()
         await expect(mine.first.get_by_role("button", name="Edit")).to_have_count(0)
         await page.get_by_role("button", name="Stop").click()
         await expect(page.locator(".msg.assistant").last).not_to_have_class(re.compile(r"\bstreaming\b"))

@@ -354,7 +354,9 @@ class ChatView {
     this.restoreSubagents(this.tasks.ready);
     this.setRunning(Boolean(loaded.running));
     main.append(...[this.header.node, this.tasks.node, this.noModel, this.transcript.node, this.transcript.announcer, this.connection, this.composer.node].filter(Boolean));
-    const page = el("div", { class: "chat-page has-conversation" }, this.list.node, main);
+    // `running` on the page itself: setRunning above ran before this.root was this page,
+    // and the CSS that hides Edit and the version arrows during a turn reads it.
+    const page = el("div", { class: `chat-page has-conversation${this.running ? " running" : ""}` }, this.list.node, main);
     requestAnimationFrame(() => {
       this.seen = page.isConnected;
       this.transcript.follow(true);
