@@ -44,7 +44,7 @@ export default class TelegramPage extends HTMLElement {
       this.linkButton.textContent = s.page_link;
       this.unlinkButton.textContent = s.page_unlink;
       this.line.textContent = status.line;
-      this.form.hidden = status.linked;
+      this.form.hidden = status.linked || !status.running; // no code to link while the bot is not running
       this.unlinkLine.hidden = !status.linked;
       this.strings = s;
     } catch (error) {

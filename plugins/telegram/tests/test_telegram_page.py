@@ -57,3 +57,13 @@ async def test_the_admin_sees_who_is_linked_on_the_roster_in_a_browser(setup: Se
     assert await row.count() == 1
     cells = await row.first.locator("td").all_text_contents()
     assert cells[:2] == ["Alice Example", "Ali"]
+
+
+async def test_while_the_bot_is_not_running_the_page_offers_no_code_form(setup: Setup, plugin_browser):
+    """Enabled without a token: the page says the bot cannot give a code, and offers no
+    field to type one (a code sent anyway was refused with 400: newcomer walk)."""
+    await setup.enable()
+    await setup.host.create_member("alice", display_name="Alice")
+    page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, "telegram", "main")
+    await page.locator("skald-p-telegram-main .telegram-status").wait_for(timeout=10_000)
+    assert await page.locator("skald-p-telegram-main input[name=code]").is_hidden()
