@@ -36,3 +36,16 @@ async def test_the_markdown_export_speaks_the_readers_language_and_the_json_keep
     stamp = re.search(r"Exported from Skald · (\S+)", english).group(1)
     assert abs((dt.datetime.now(dt.UTC) - dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)).total_seconds()) < 120
     assert "Exported from Skald · " in english and "## You\n\nHi" in english and "## Assistant\n\nHi." in english
+
+
+def test_a_code_block_left_open_is_closed_and_a_result_with_fences_cannot_break_out():
+    """An answer stopped inside a code block, or a tool result holding ``` lines, turned
+    every later section of the Markdown export into code (newcomer walk)."""
+    from skald_host.web.routes.chat import closed_fences, fence
+
+    stopped = "Here:\n\n```python\nprint('line"
+    assert closed_fences(stopped) == stopped + "\n```"
+    whole = "```\na\n```\ntext\n~~~~\nx\n~~~~"
+    assert closed_fences(whole) == whole
+    assert closed_fences("````md\n```\ninner\n```") == "````md\n```\ninner\n```\n````"
+    assert fence("plain") == "```" and fence("a ``` b") == "````" and fence("`````x") == "``````"

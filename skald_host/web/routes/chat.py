@@ -295,13 +295,37 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
         lines += [f"## {role}{status}", ""]
         if message.get("reasoning"):
             lines += ["> " + line for line in message["reasoning"].splitlines()] + [""]
-        lines += [message.get("content") or "", ""]
+        lines += [closed_fences(message.get("content") or ""), ""]
         for call in message.get("tool_calls") or ():
+            arguments = call.get("arguments") or "{}"
             lines += [say("export.tool_call", name=f"`{call['name']}`", status=state("chat.tool", call["status"])), "",
-                      "```json", call.get("arguments") or "{}", "```", ""]
+                      fence(arguments) + "json", arguments, fence(arguments), ""]
             if call.get("result"):
-                lines += ["```", call["result"], "```", ""]
+                lines += [fence(call["result"]), call["result"], fence(call["result"]), ""]
     return "\n".join(lines)
+
+
+def fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text``, so that the text
+    cannot close it (CommonMark: a closing fence is at least as long as the opening)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def closed_fences(text: str) -> str:
+    """A message's Markdown with a code block it left open closed (an answer stopped
+    mid-block): else every later section of the export would read as code."""
+    opened: str | None = None
+    for line in text.splitlines():
+        marker = re.match(r" {0,3}(`{3,}|~{3,})", line)
+        if marker is None:
+            continue
+        run = marker.group(1)
+        if opened is None:
+            opened = run
+        elif run[0] == opened[0] and len(run) >= len(opened) and not line.strip()[len(run):].strip():
+            opened = None
+    return text if opened is None else f"{text}\n{opened}"
 
 
 def _attachments(raw: Any) -> list[Any]:
