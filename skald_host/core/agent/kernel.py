@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 CHECKPOINT_SECONDS = 0.5
 TOOL_RESULT_LIMIT = 64 * 1024
 SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not only with its result
+#: A call that was running when the server stopped, and is not run again.
+RESTARTED_NOT_RERUN = "the server restarted while this ran; it was not run again because it may already have had its effect."
 
 
 class NoModelConfigured(RuntimeError, ToolError):  # a sub-agent's turn may hit it: the model reads it
@@ -1011,6 +1013,11 @@ class Kernel:
             if scope.round_tools is not None and call["name"] not in scope.round_tools:
                 registered = None  # the model named a tool its round did not offer
         if registered is None:
+            if call["status"] == "running" and call["id"] not in scope.admitted:
+                # Running when the server stopped, and its tool not back (yet): a
+                # connector's tools come only once it has started again. Judged as any
+                # call that may have had its effect, never as the model's mistake.
+                return "interrupted", RESTARTED_NOT_RERUN
             return "error", f"Error: there is no tool named {call['name']!r} here."
         try:
             arguments = json.loads(call["arguments"] or "{}")
@@ -1021,7 +1028,7 @@ class Kernel:
         admitted = call["id"] in scope.admitted
         scope.admitted.discard(call["id"])
         if call["status"] == "running" and not admitted and registered.tool.restart == "mark_interrupted":
-            return "interrupted", "the server restarted while this ran; it was not run again because it may already have had its effect."
+            return "interrupted", RESTARTED_NOT_RERUN
         withdrawn = self._withdrawn(scope, call, registered)
         if withdrawn is not None:  # not asked for: an approval could not make it run
             if call["status"] == "awaiting_approval":
