@@ -210,13 +210,19 @@ async def test_an_answer_cut_off_at_every_start_is_asked_for_three_times_then_fa
         server, alice = await restart(servers, server)
         async with ChatSocket(alice):  # connecting resumes the member's chat
             await eventually(lambda: asked() == times, what=f"request {times}, asked for again")
+
+    async def checkpointed() -> bool:
+        return (await messages(alice, cid))[-1]["content"] == "a partial"
+
+    await eventually(checkpointed, what="the third partial answer to be checkpointed")
     server, alice = await restart(servers, server)
     async with ChatSocket(alice):
         await eventually(lambda: "are not asked for again (Retry asks)" in server.output, what="recovery giving up")
     transcript = await messages(alice, cid)
     assert asked() == RESUME_LIMIT + 1
     assert [(m["role"], m["status"]) for m in transcript] == [("user", "complete")] + [
-        ("assistant", "interrupted"), ("note", "complete")] * RESUME_LIMIT + [("assistant", "error")]
+        ("assistant", "interrupted"), ("note", "complete")] * RESUME_LIMIT + [("assistant", "interrupted"), ("assistant", "error")]
+    assert transcript[-2]["content"] == "a partial"  # the third cut's partial answer is kept too
     assert transcript[-1]["reason"] == {"code": "resume_limit", "values": {"times": RESUME_LIMIT + 1}}
     assert_well_formed(transcript)
 

@@ -800,12 +800,14 @@ class ConversationStore:
                         (root[0], reason, last_user),
                     ).fetchone()[0]
                     if times >= limit:
-                        conn.execute(
-                            "UPDATE messages SET content = ?, reasoning = '', status = 'error', reason = ? WHERE id = ?",
-                            (text, limit_reason(times + 1), streaming),
-                        )
-                        given_up.append(conversation_id)
+                        given_up.append((conversation_id, root[0], limit_reason(times + 1)))
             conn.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
+            # Its partial answer stays, interrupted like the others; the failure follows it.
+            conn.executemany(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason) VALUES (?, ?, 'assistant', ?, 'error', ?)",
+                [(conversation_id, frame_id, give_up[1], why) for conversation_id, frame_id, why in given_up],
+            )
+            given_up = [conversation_id for conversation_id, _, _ in given_up]
             resumed = [c for c in cut if c not in given_up]
             if note:
                 conn.executemany(
