@@ -74,15 +74,6 @@ async def test_a_turn_is_announced_once_and_a_wide_code_block_is_reachable_by_ke
         assert size == "901,1 KiB"
 
 
-async def test_the_chat_start_page_is_ready_to_type_on_a_desktop(skald, browser_pages):
-    host = await skald.start()
-    await host.create_member("erin", display_name="Erin")
-    page = await browser_pages.new(host.url)
-    await sign_in(page, "erin", MEMBER_PASSWORD)
-    await expect(page.get_by_role("heading", name="Hello, Erin")).to_be_visible()
-    await expect(page.get_by_role("textbox", name="Message")).to_be_focused()
-
-
 async def test_a_long_model_label_does_not_push_a_phone_page_sideways(skald, browser_pages):
     async with ScriptedModelServer(models=(MODEL, "second-model"), api_key="sk-test") as server:
         host = await skald.start()

@@ -340,11 +340,8 @@ class ChatView {
         this.connection, this.composer.node);
       // The list comes first in both pages, so it keeps its place in the tab order.
       const page = el("div", { class: "chat-page" }, this.list.node, main);
-      requestAnimationFrame(() => {
-        this.seen = page.isConnected;
-        // As in a conversation: ready to type (not on a phone, where it opens the keyboard).
-        if (!narrow() && page.isConnected) this.composer.text.focus({ preventScroll: true });
-      });
+      // Focus stays where the route put it: a keyboard's first Tab from there is the skip link.
+      requestAnimationFrame(() => { this.seen = page.isConnected; });
       return page;
     }
     this.header = conversationHeader(this);
