@@ -1,10 +1,12 @@
 // The app's service worker: the shell (this app's files and the host's web libraries it
 // imports) is cached so the app opens without the server; a push shows a notification
 // that says only that something is new (the payload carries nothing else).
-const CACHE = "skald-mobile-v1";
+// Every module the app imports, all the way down (the host sends them no-cache: offline,
+// only this cache has them).
+const CACHE = "skald-mobile-v2";
 const SHELL = [
   "./", "app.js", "app.css", "manifest.webmanifest", "icon.svg", "strings?locale=en", "strings?locale=de",
-  "/ui/lib/dom.js", "/ui/lib/markdown.js", "/ui/lib/i18n.js",
+  "/ui/lib/plugin-kit.js", "/ui/lib/api.js", "/ui/lib/dom.js", "/ui/lib/markdown.js", "/ui/lib/i18n.js",
   "/ui/vendor/marked/marked.esm.js", "/ui/vendor/dompurify/purify.es.js", "/ui/vendor/highlight/highlight.min.js",
 ];
 const WORDS = {
