@@ -85,6 +85,7 @@ async def test_member_schedules_pauses_edits_and_deletes_a_recurring_prompt(skal
     await edit.get_by_label("When").fill("every blursday at 8")
     await edit.get_by_role("button", name="Save").click()
     await expect(edit.get_by_role("status")).to_contain_text("This schedule cannot be read")
+    await expect(edit.get_by_text("This schedule cannot be read")).to_have_count(1)  # the preview does not say it again
     await edit.get_by_label("When").fill("montags um 9:30")
     await edit.get_by_role("button", name="Save").click()
     await expect(rows.first).to_contain_text("montags um 9:30 (Europe/Berlin)")

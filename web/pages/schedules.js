@@ -50,10 +50,13 @@ function jobForm(ctx, zone, job = null) {
   const preview = el("p", { class: "hint", "data-testid": "schedule-preview", "aria-live": "polite" });
   const submit = el("button", { class: "btn primary", type: "submit", text: job ? t("common.save") : t("schedules.create") });
   const status = statusLine();
+  // The preview and the form's status may both judge the same "When": a refusal
+  // reads once, in the status after a save, in the preview before one.
   const showPreview = async () => {
     const when = every.value.trim();
     if (!when) { preview.textContent = ""; return; }
     const response = await api("POST", "/api/schedules/preview", { every: when, timezone: tz.value.trim() || null });
+    if (!response.ok && status.node.textContent === errorText(response)) { preview.textContent = ""; return; }
     preview.textContent = response.ok
       ? t("schedules.preview", { cron: response.data.cron, runs: response.data.next_runs.map(formatDate).join(" · ") })
       : errorText(response);
@@ -77,7 +80,9 @@ function jobForm(ctx, zone, job = null) {
       const response = job
         ? await api("PATCH", `/api/schedules/${encodeURIComponent(job.id)}`, body)
         : await api("POST", "/api/schedules", body);
-      if (response.ok) ctx.navigate("#schedules"); else status.error(errorText(response));
+      if (response.ok) { ctx.navigate("#schedules"); return; }
+      status.error(errorText(response));
+      if (preview.textContent === status.node.textContent) preview.textContent = "";
     });
   });
   return form;
