@@ -130,3 +130,38 @@ async def test_a_failing_or_disabled_plugin_offers_no_member_tool(dyn):
         await sock.send(cid, "Three.")
         await sock.turn(cid)
         assert "dyn_echo" not in offered_names(chat) and "write_note" in offered_names(chat)
+
+
+async def test_a_card_from_before_a_restart_waits_for_its_member_tool_to_come_back(skald, tmp_path):
+    """A connector's tools come back only once it has started again, after the recovery
+    that shows its card. Approving that card then runs the tool; it is not answered
+    "no tool named" before the member has even decided."""
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
+        agents = write_probe_agents(tmp_path / "agents")
+        dynamic = MemberToolsProbe()
+        host = await skald.start(plugins=[ChatProbe(agents), dynamic], enable=[PROBE, DYNAMIC])
+        admin = await host.admin()
+        await configure_models(admin, server)
+        alice = await host.member("alice")
+        dynamic.offered[alice.member["id"]] = [dynamic.tool("dyn_send")]
+        server.script(MODEL_A, [Reply(tool_calls=[ToolCall("dyn_send", {"text": "x"})])])
+        async with ChatSocket(alice) as sock:
+            cid = await new_conversation(alice)
+            await sock.send(cid, "Send x.")
+            card = await sock.wait_event(cid, "approval_required")
+        await host.stop()
+
+        restarted = MemberToolsProbe()  # its tools not there yet: the plugin is still starting them
+        server.script(MODEL_A, [Reply("Sent.")])
+        host = await skald.start(plugins=[ChatProbe(agents), restarted], settings=host.settings, enable=[PROBE, DYNAMIC])
+        alice = await host.member("alice")
+        async with ChatSocket(alice) as sock:
+            again = await sock.wait_event(cid, "approval_required")
+            assert again["approval_id"] == card["approval_id"]
+            restarted.offered[alice.member["id"]] = [restarted.tool("dyn_send")]  # started meanwhile
+            await sock.approve(card["approval_id"])
+            await sock.wait_event(cid, "turn_finished")
+        assert restarted.calls == [(alice.member["id"], {"text": "x"})]
+        call = (await messages(alice, cid))[1]["tool_calls"][0]
+        assert (call["status"], call["result"]) == ("done", "dyn_send ran for 'x'")
+        await skald.close()

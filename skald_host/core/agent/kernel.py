@@ -1000,18 +1000,17 @@ class Kernel:
         """Run one call through the gate; its outcome (status, result). ``offered``:
         the tools of the round that proposed the call, which it runs right after (its
         start is then announced by whoever writes it: it is not written yet)."""
-        if offered is not None:
-            registered = offered.get(call["name"])
-        else:
-            registered = self.chat.tools.get(call["name"])
-            if registered is None:
-                # A plugin's per-member tool (the member_tools hook), asked again now: it
-                # may have been withdrawn since the round.
-                registered = next((t for t in self.runtime.offered_tools(scope.agent) if t.name == call["name"]), None)
-            if registered is not None and not scope.agent.offers(registered.name):
-                registered = None
-            if scope.round_tools is not None and call["name"] not in scope.round_tools:
-                registered = None  # the model named a tool its round did not offer
+        registered = offered.get(call["name"]) if offered is not None else self._lookup(scope, call["name"])
+        decided = False  # the member approved this call before its tool was looked up again
+        if registered is None and offered is None and call["status"] == "awaiting_approval" and self._may_come_back(scope, call["name"]):
+            # A card raised before a restart whose tool is not back yet: a plugin's
+            # per-member tools (a connector's) come only once it has started again, which
+            # the recovering turn does not wait for. The member decides first; the tool
+            # is looked up as the call starts.
+            verdict = await self._recovered_approval(scope, call)
+            if verdict is not None:
+                return verdict
+            registered, decided = self._lookup(scope, call["name"]), True
         if registered is None:
             if call["status"] == "running" and call["id"] not in scope.admitted:
                 # Running when the server stopped, and its tool not back (yet): a
@@ -1037,17 +1036,10 @@ class Kernel:
                     self.emit(scope.frame, "approval_resolved", approval_id=approval["id"], decision="expired")
             return withdrawn
 
-        if admitted:
-            verdict = None  # the gate allowed it as the round was written, as running
+        if admitted or decided:
+            verdict = None  # the gate allowed it as the round was written, as running; or the member did
         elif call["status"] == "awaiting_approval":
-            args_hash = arguments_hash(arguments)
-            # Recovery: the card was raised before a restart; it reappears on the
-            # member's screen (seed 001 "Restart recovery", step 2) while this waits.
-            approval = await self.store.approval_for_call(call["id"])
-            if approval is not None and approval["status"] == "pending" and not scope.unattended:
-                self.emit(scope.frame, "approval_required", approval_id=approval["id"], call_id=call["id"], name=call["name"],
-                          arguments=call["arguments"])
-            verdict = await self._await_approval(scope, call, approval, args_hash)
+            verdict = await self._recovered_approval(scope, call)
         else:
             decision = decide(await self.chat.rules.rules(), call["name"], arguments, self.runtime.member_groups)
             if decision == "deny":
@@ -1121,6 +1113,38 @@ class Kernel:
             self.runtime.core.plugins, registered.plugin_id, f"tool {registered.tool.name}", exc, say=say, tool=registered.tool.name,
         )
         return f"Error: the tool failed (error id {error_id}); the admin can look it up on the plugin's page."
+
+    def _lookup(self, scope: Scope, name: str) -> RegisteredTool | None:
+        """The tool a call of ``name`` runs in this frame now, or None."""
+        registered = self.chat.tools.get(name)
+        if registered is None:
+            # A plugin's per-member tool (the member_tools hook), asked again now: it
+            # may have been withdrawn since the round.
+            registered = next((t for t in self.runtime.offered_tools(scope.agent) if t.name == name), None)
+        if registered is not None and not scope.agent.offers(registered.name):
+            return None
+        if scope.round_tools is not None and name not in scope.round_tools:
+            return None  # the model named a tool its round did not offer
+        return registered
+
+    def _may_come_back(self, scope: Scope, name: str) -> bool:
+        """A tool missing now that this frame could be offered later: not refused by
+        its agent or its round, and not one of the fixed tools (those are all there)."""
+        return self.chat.tools.get(name) is None and scope.agent.offers(name) and (scope.round_tools is None or name in scope.round_tools)
+
+    async def _recovered_approval(self, scope: Scope, call: dict[str, Any]) -> tuple[str, str] | None:
+        """A call awaiting approval when the server stopped: its card reappears on the
+        member's screen (seed 001 "Restart recovery", step 2) while this waits; as
+        ``_await_approval`` answers."""
+        try:
+            arguments = json.loads(call["arguments"] or "{}")
+        except ValueError:
+            return "error", "Error: the arguments are not valid JSON."
+        approval = await self.store.approval_for_call(call["id"])
+        if approval is not None and approval["status"] == "pending" and not scope.unattended:
+            self.emit(scope.frame, "approval_required", approval_id=approval["id"], call_id=call["id"], name=call["name"],
+                      arguments=call["arguments"])
+        return await self._await_approval(scope, call, approval, arguments_hash(arguments))
 
     async def _await_approval(
         self, scope: Scope, call: dict[str, Any], approval: dict[str, Any] | None, args_hash: str
