@@ -179,3 +179,20 @@ async def test_a_symlink_planted_where_a_membership_mounts_is_refused_not_follow
     box.core.files.home(box.alice).joinpath("shared").unlink()
     result = await box.run(box.alice, "ls -d shared/pictures")
     assert result.output == "shared/pictures\n"
+
+
+async def test_the_file_viewer_reads_a_sandbox_that_is_up_and_never_starts_one(box):
+    """``GET /api/file`` changes nothing (SECURITY-CHECKS A4): a sandbox path is read
+    from a sandbox the member's commands started, never by starting one."""
+    alice = await box.host.member("alice")
+    response = await alice.get("/api/file", params={"path": "/etc/hostname"})
+    assert response.status_code == 404 and "not running" in response.json()["error"], response.text
+    assert not box.core.sandbox.is_up(box.alice)
+    _, backend = await box.core.sandbox.backend()
+    assert box.alice not in await backend.existing(box.core.sandbox.instance)
+    await box.run(box.alice, "echo shown > /tmp/out.txt")
+    response = await alice.get("/api/file", params={"path": "/tmp/out.txt"})
+    if box.backend == "docker":
+        assert response.status_code == 200 and response.content == b"shown\n", response.text
+    else:  # bubblewrap's sandbox is one per command: read from, it has no /tmp of before
+        assert "not running" not in response.text and "No such file" in response.text, response.text

@@ -104,8 +104,10 @@ class MemberFiles:
             return lines[start - 1:end], len(lines)
         return await asyncio.to_thread(_read_host_lines, resolved, start, end)
 
-    async def read_blob(self, path: str) -> FileBlob:
-        """The viewer's read: any type, up to the viewer's cap."""
+    async def read_blob(self, path: str, *, start_sandbox: bool = True) -> FileBlob:
+        """The viewer's read: any type, up to the viewer's cap. Without
+        ``start_sandbox`` (a GET, which changes nothing) a sandbox path is read only
+        from a sandbox that is up."""
         resolved = await self.resolve(path)
         limit = self._core.settings.files.view_max_bytes
         if resolved.kind == "memory":
@@ -117,6 +119,8 @@ class MemberFiles:
         if resolved.kind == "folders":
             raise FileError("that is a folder")
         if resolved.kind == "sandbox":
+            if not start_sandbox and not self._sandbox().is_up(self.member.id):
+                raise FileError("no such file now: your sandbox is not running (it starts with the next command the assistant runs)")
             data = await self._sandbox_read(resolved.sandbox_path or "/", limit)
             return FileBlob((resolved.sandbox_path or "file").rsplit("/", 1)[-1], data, sniff(data[:8192], complete=len(data) <= 8192), len(data))
         data = await asyncio.to_thread(_read_host, resolved, limit)

@@ -323,6 +323,11 @@ class SandboxManager:
             return SANDBOX_HOME
         return f"{SANDBOX_HOME}/{resolved.agent_path}"
 
+    def is_up(self, member_id: str) -> bool:
+        """Whether the member's sandbox was built and not removed since: what may be
+        read from it without starting it."""
+        return member_id in self._ensured
+
     async def remove(self, member_id: str) -> None:
         self._ensured.pop(member_id, None)
         try:

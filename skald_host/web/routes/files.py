@@ -108,7 +108,7 @@ async def view_file() -> Any:
         raise ApiError(400, "path is required", field="path")
     files = MemberFiles(core, current_principal().member)
     try:
-        blob = await files.read_blob(path)
+        blob = await files.read_blob(path, start_sandbox=False)
     except Exception as exc:  # re-raised by _files_error unless it is a known refusal
         raise _files_error(exc) from None
     if blob.mime in IMAGE_TYPES:
