@@ -10,7 +10,7 @@ from playwright.async_api import expect
 from skald_host.testing import Reply, ScriptedModelServer
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
-from .kit import PHONE, sign_in
+from .kit import PHONE, screenshot, sign_in
 from .test_accessibility import assert_no_violations
 from .test_chat import MODEL, configure_model
 
@@ -90,3 +90,28 @@ async def test_a_long_model_label_does_not_push_a_phone_page_sideways(skald, bro
         await page.goto(f"/#chat/{cid}")
         await expect(page.locator("select.model-select")).to_be_visible()
         assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+async def test_a_tool_card_waiting_for_approval_reads_on_one_line_per_part_on_a_phone_in_german(skald, browser_pages):
+    """"Braucht deine Zustimmung" is a long badge: the card's header wraps around it,
+    never squeezing "Werkzeug" and the tool's name into a letter per line."""
+    from skald_host.testing import ToolCall
+
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        server.script(MODEL, [Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "Plan.", "every": "every weekday at 8"})])])
+        await host.create_member("berta", locale="de")
+        page = await browser_pages.new(host.url, viewport=PHONE)
+        await sign_in(page, "berta", MEMBER_PASSWORD)
+        await page.get_by_role("textbox", name="Nachricht").fill("Plane meinen Tag.")
+        await page.keyboard.press("Enter")
+        await expect(page.locator(".badge.tool-awaiting_approval")).to_be_visible()
+        for part in (".tool-details > summary .tool-label", ".tool-details > summary .tool-name"):
+            lines = await page.locator(part).first.evaluate(
+                "(n) => Math.round(n.getBoundingClientRect().height / parseFloat(getComputedStyle(n).lineHeight || '20'))"
+            )
+            assert lines <= 1, (part, lines)
+        assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+        await screenshot(page, "tool-card-awaiting-approval-phone-de", full_page=False)
