@@ -8,6 +8,7 @@ Built from the throwaway-plugin helpers of ``test_isolation.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -77,6 +78,37 @@ async def test_a_startup_that_blocks_past_the_hook_timeout_leaves_the_plugin_unh
     assert (status.healthy, status.started) == (False, False)
     assert re.fullmatch(r"startup: blocked the server for 0\.[89] s" + BLOCKED, status.error), status.error
     assert any(line.startswith(f"plugin {plugin_id}: hook startup held the event loop for 0.") for line in held_warnings(caplog))
+
+
+class LongSyncStartup(SyncStartup):
+    @hookimpl
+    def startup(self, host) -> None:
+        time.sleep(1.5)
+
+
+class PatientStartup:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("patient")
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        await asyncio.sleep(0.6)  # within its 1 s, however long another plugin held the loop
+
+
+async def test_a_startup_that_blocks_at_boot_fails_only_its_own_plugin(skald):
+    """Every plugin's ``startup`` runs side by side at boot: the one that blocks the
+    loop fails, and the time it held does not count against the others' limits."""
+    settings = skald.settings(plugins={"hook_timeout_seconds": 1.0})
+    host = await skald.start(plugins=[PatientStartup(), LongSyncStartup()], settings=settings, enable=["patient", "sync-sleeper"])
+    await host.stop()
+    host = await skald.start(plugins=[PatientStartup(), LongSyncStartup()], settings=settings)  # both enabled: started at boot
+
+    patient = host.core.plugins.status("patient")
+    assert (patient.healthy, patient.started, patient.error) == (True, True, None)
+    blocked = host.core.plugins.status("sync-sleeper")
+    assert (blocked.healthy, blocked.started) == (False, False)
+    assert blocked.error.startswith("startup: blocked the server for 1."), blocked.error
 
 
 async def test_a_sync_hook_that_blocks_briefly_is_logged_and_the_plugin_stays_healthy(skald, caplog):

@@ -98,6 +98,11 @@ def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSumm
     return frames[-1] if frames else None
 
 
+#: Seconds plugin code has held the event loop, all plugins together, since the host's
+#: process started: a hook's time limit does not count another plugin's stretches.
+_held_by_plugins = 0.0
+
+
 class LoopWatch:
     """The longest stretch a plugin's code held the event loop without yielding, over a
     synchronous call and each step of the awaitable it returns. asyncio cannot
@@ -105,6 +110,7 @@ class LoopWatch:
 
     def __init__(self) -> None:
         self.longest = 0.0
+        self.total = 0.0
 
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
         started = time.perf_counter()
@@ -125,7 +131,32 @@ class LoopWatch:
             )
 
     def note(self, seconds: float) -> None:
+        global _held_by_plugins
         self.longest = max(self.longest, seconds)
+        self.total += seconds
+        _held_by_plugins += seconds
+
+    async def within(self, awaitable: Any, seconds: float) -> Any:
+        """``awaitable``'s result, or TimeoutError once it has had ``seconds`` of the
+        loop's time that no other plugin held: hooks run side by side (every plugin's
+        ``startup`` at boot), and one that blocks must not time out the others."""
+        loop = asyncio.get_running_loop()
+        started, held_before = loop.time(), _held_by_plugins
+        async with asyncio.timeout(None) as limit:
+
+            def check() -> None:
+                others = _held_by_plugins - held_before - self.total
+                deadline = started + seconds + max(others, 0.0)
+                if loop.time() >= deadline:
+                    limit.reschedule(loop.time())
+                else:
+                    timer[0] = loop.call_at(deadline, check)
+
+            timer = [loop.call_at(started + seconds, check)]
+            try:
+                return await awaitable
+            finally:
+                timer[0].cancel()
 
 
 class _TimedSteps:
@@ -473,7 +504,7 @@ class PluginManager:
         a failure (``HookBlocked``) past the timeout."""
         watch = LoopWatch()
         try:
-            result = await asyncio.wait_for(await_me_maybe(watch.steps(watch.call(impl.function, *args))), self.hook_timeout)
+            result = await watch.within(await_me_maybe(watch.steps(watch.call(impl.function, *args))), self.hook_timeout)
         finally:
             watch.warn_if_slow(impl.plugin_name, f"hook {hook_name}")
         if watch.longest > self.hook_timeout:
