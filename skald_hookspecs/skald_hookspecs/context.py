@@ -20,7 +20,10 @@ class Caller:
     a browser session.
 
     ``capabilities`` (since 1.3): their role's capabilities as of this request (an
-    admin holds every one implicitly: check ``is_admin`` too)."""
+    admin holds every one implicitly: check ``is_admin`` too).
+
+    ``locale``: the language the member reads the shell in: their own choice, else the
+    instance's (chosen at setup). Translate with it (``HostApi.translate``)."""
 
     id: str
     username: str

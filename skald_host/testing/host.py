@@ -50,9 +50,12 @@ class RunningHost:
         self._clients.append(client)
         return client
 
-    async def setup_admin(self, username: str = "admin", password: str = ADMIN_PASSWORD) -> SkaldClient:
+    async def setup_admin(self, username: str = "admin", password: str = ADMIN_PASSWORD, locale: str | None = None) -> SkaldClient:
+        """First-run setup; ``locale``: the language chosen on the setup page, which is
+        the admin's and the instance's (a member without one of their own reads it)."""
         client = self.client()
-        response = await client.post("/api/setup", json={"username": username, "password": password})
+        body = {"username": username, "password": password, **({"locale": locale} if locale else {})}
+        response = await client.post("/api/setup", json=body)
         assert response.status_code == 201, response.text
         client.csrf_token = response.json()["csrf_token"]
         client.member = response.json()["member"]

@@ -218,7 +218,7 @@ async def gate_request() -> None:
     if plugin_id is not None:
         member = principal.member
         bind_caller(Caller(
-            member.id, member.username, member.display_name, member.locale, member.is_admin,
+            member.id, member.username, member.display_name, await reader_locale(), member.is_admin,
             device_id=principal.device_id, capabilities=frozenset(member.capabilities),
         ))
 

@@ -226,6 +226,26 @@ async def test_an_agent_translates_its_own_keys_short_or_whole(skald):
     assert plugin.said == ("Deine Übersicht", "Deine Übersicht")
 
 
+async def test_an_agent_translates_for_a_member_without_a_language_in_the_instances(skald):
+    from skald_hookspecs import I18nBundle, hookimpl
+
+    class Translating(CountingAgents):
+        @hookimpl
+        def register_i18n(self, register) -> None:
+            register(I18nBundle("counting", {"en": {"digest": "Your digest"}, "de": {"digest": "Deine Übersicht"}}))
+
+        async def run(self, ctx):
+            await super().run(ctx)
+            self.said = ctx.translate("digest")
+
+    plugin = Translating(unit="minutes", interval=5)
+    host, _ = await start(skald, plugin)
+    await host.setup_admin(locale="de")  # the instance's language: German
+    await host.member("alice")  # none of her own
+    await host.core.system_agents.tick()
+    assert plugin.said == "Deine Übersicht"
+
+
 async def test_a_member_sees_no_agent_of_a_plugin_that_is_off(skald):
     """The shell shows Reports and System agents to a member only while some agent's
     plugin runs; the admin sees every agent, to turn it on."""

@@ -52,9 +52,10 @@ class RunContext:
     def __init__(
         self, scheduler: "SystemAgentScheduler", entry: RegisteredAgent, member: Member, db: Database,
         settings: Mapping[str, Any], now: dt.datetime, *, subject: Member | None = None,
-        subject_db: Database | None = None, window_start: dt.datetime | None = None,
+        subject_db: Database | None = None, window_start: dt.datetime | None = None, locale: str = "en",
     ) -> None:
         self._scheduler, self._core, self._entry = scheduler, scheduler.core, entry
+        self._locale = locale  # the member's language: their own, else the instance's
         self._member, self._db, self._subject, self._subject_db = member, db, subject, subject_db
         self.agent_id = entry.id
         self.member_id = member.id
@@ -136,7 +137,7 @@ class RunContext:
 
     def translate(self, key: str, **values: Any) -> str:
         own = f"{self._entry.plugin_id}."
-        return self._core.strings.translate(key if key.startswith(own) else own + key, self._member.locale, **values)
+        return self._core.strings.translate(key if key.startswith(own) else own + key, self._locale, **values)
 
 
 class SystemAgentScheduler:
@@ -204,7 +205,7 @@ class SystemAgentScheduler:
         last = parse_iso(await db.run(lambda c: store.last_attempt(c, entry.id)))
         if last is not None and (now - last).total_seconds() < interval:
             return Outcome(entry.id, member.id, None, "not_due")
-        context = RunContext(self, entry, member, db, settings, now)
+        context = RunContext(self, entry, member, db, settings, now, locale=member.locale or await self.core.default_locale())
         return Outcome(entry.id, member.id, None, await self.run_and_record(entry, context, db, mark_attempt=True))
 
     async def _instance_pass(self, entry: RegisteredAgent, members: list[Member], settings: dict[str, Any]) -> Outcome:
@@ -252,7 +253,10 @@ class SystemAgentScheduler:
                 await subject_db.close()
             return Outcome(entry.id, acting.id, subject_id, "locked")
         try:
-            context = RunContext(self, entry, acting, acting_db, settings, now, subject=subject, subject_db=subject_db, window_start=covered)
+            context = RunContext(
+                self, entry, acting, acting_db, settings, now, subject=subject, subject_db=subject_db, window_start=covered,
+                locale=acting.locale or await self.core.default_locale(),
+            )
             result = await self.run_and_record(entry, context, acting_db, mark_attempt=False)
         finally:
             if opened:
