@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from skald_host.testing import Hang, Reply, ToolCall
+from skald_hookspecs import PluginInfo, Tool, hookimpl
+from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
-from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation, types
+from .support import ALL_MODELS, API_KEY, MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation, types
 
 
 async def test_stop_during_a_stream_closes_the_model_stream_and_records_the_partial_text_as_cancelled(chat):
@@ -144,3 +145,54 @@ async def test_stop_keeps_the_queued_messages_unanswered_until_the_member_retrie
     transcript = await messages(alice, cid)
     assert [m["content"] for m in transcript[2:]] == ["Second.", "Third.", "Both answered."]
     assert_well_formed(transcript)
+
+
+class PoliteTool:
+    """A tool that honours a stop the way an author would write it: it waits on
+    ``ctx.cancelled``, catches its own cancellation, and returns a sentence."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="polite", title="Polite", spec=">=1.0,<2")
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        register(Tool("ponder", "Ponder for a while.", {"type": "object", "properties": {}}, self.run))
+
+    async def run(self, args, ctx) -> str:
+        self.started.set()
+        try:
+            await asyncio.wait_for(ctx.cancelled.wait(), 30)
+        except asyncio.CancelledError:
+            pass
+        return "Stopped pondering early."
+
+
+async def test_stop_ends_the_turn_even_when_the_tool_catches_it_and_returns(skald, tmp_path):
+    """The model is not asked again after a stop, whether the tool was cut off or
+    noticed the stop and returned (it must not do better by ignoring the stop)."""
+    polite = PoliteTool()
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
+        host = await skald.start(plugins=[polite], enable=["polite"])
+        admin = await host.admin()
+        await configure_models(admin, server)
+        await allow_tool(admin, "ponder")
+        alice = await host.member("alice")
+        server.script(MODEL_A, [Reply(tool_calls=[ToolCall("ponder", {})]), Reply("after stop (should never be asked)")])
+        async with ChatSocket(alice) as sock:
+            cid = await new_conversation(alice)
+            await sock.send(cid, "Ponder.")
+            await asyncio.wait_for(polite.started.wait(), 10)
+            response = await alice.post(f"/api/conversations/{cid}/stop")
+            assert response.json() == {"stopped": True}
+            events = await sock.turn(cid)
+        assert "cancelled" in types(events)
+        assert len(server.requests_for(MODEL_A)) == 1
+        transcript = await messages(alice, cid)
+        assert transcript[1]["tool_calls"][0]["status"] == "cancelled"
+        assert not any("should never be asked" in (m["content"] or "") for m in transcript)
+        assert_well_formed(transcript)
+        await skald.close()

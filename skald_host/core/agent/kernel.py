@@ -1095,6 +1095,11 @@ class Kernel:
             return "error", self._tool_failed(registered, exc)
         finally:
             watch.warn_if_slow(registered.plugin_id, f"tool {registered.tool.name}")
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            # The tool caught its cancellation (a stop, the server stopping) and returned:
+            # the turn still ends here, as for a tool that was cut off.
+            raise asyncio.CancelledError
         if result is None:
             return "done", ""
         if not isinstance(result, str):
