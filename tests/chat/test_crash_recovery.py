@@ -12,6 +12,7 @@ outside the process that died. The scripted model server runs in the test proces
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import textwrap
@@ -234,6 +235,48 @@ async def test_an_answer_cut_off_at_every_start_is_asked_for_three_times_then_fa
     assert asked() == RESUME_LIMIT + 2
     assert [(m["role"], m["status"], m["content"]) for m in await messages(alice, cid)] == [
         ("user", "complete", "Answer this."), ("assistant", "complete", "At last.")]
+
+
+async def test_a_sub_agents_answer_cut_off_at_every_start_is_given_up_like_the_top_frames(servers, model, distribution):
+    """The crash loop of the test above, inside a delegation: the researcher's answer
+    is asked for again RESUME_LIMIT times, then the turn fails with Retry. Each start
+    used to bill the provider for the researcher again, without end."""
+    server, _, alice = await first_run(servers, model)
+
+    def respond(request):
+        if request.messages[-1]["content"] == "Delegate it.":
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Research slowly."})])
+        return Hang(text="the partial research", token_delay=0.01)
+
+    model.responder = respond
+
+    def asked() -> int:
+        return sum(1 for r in model.requests_for(MODEL_A) if r.messages[-1]["content"] == "Research slowly.")
+
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Delegate it.")
+        await eventually(lambda: asked() == 1, what="the researcher's first request")
+    for times in range(2, RESUME_LIMIT + 2):
+        server, alice = await restart(servers, server)
+        async with ChatSocket(alice):
+            await eventually(lambda: asked() == times, what=f"the researcher's request {times}, asked for again")
+    server, alice = await restart(servers, server)
+    async with ChatSocket(alice):
+        await eventually(lambda: "are not asked for again (Retry asks)" in server.output, what="recovery giving up")
+    transcript = await messages(alice, cid)
+    assert asked() == RESUME_LIMIT + 1
+    assert transcript[-1]["role"] == "assistant" and transcript[-1]["status"] == "error"
+    assert transcript[-1]["reason"] == {"code": "resume_limit", "values": {"times": RESUME_LIMIT + 1}}
+    assert transcript[1]["tool_calls"][0]["status"] == "interrupted"
+    assert not (await alice.get(f"/api/conversations/{cid}")).json()["running"]
+    assert_well_formed(transcript)
+    server, alice = await restart(servers, server)  # and nothing is asked at the next start either
+    async with ChatSocket(alice):
+        await alice.get(f"/api/conversations/{cid}")  # the member's chat is up: recovery has run
+        await asyncio.sleep(1)  # what it would have started had a second to ask
+    assert asked() == RESUME_LIMIT + 1
+    assert "resuming" not in server.output
 
 
 async def test_kill_mid_side_effecting_call_marks_it_interrupted_never_reruns_it_and_reruns_a_read(servers, model, distribution):

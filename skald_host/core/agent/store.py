@@ -770,9 +770,10 @@ class ConversationStore:
         asked for again ``limit`` times (that many ``reason`` notes after the member's
         message) is not asked again but fails, its answer row saying so, so that a server
         that dies on every start does not bill the provider on every start; the member's
-        Retry asks again. Only an answer of the conversation's top frame counts: a
-        sub-agent's frame is resumed by its run. Returns (the conversations to resume,
-        those given up)."""
+        Retry asks again. A cut in a sub-agent's frame counts as the turn's (its note is
+        the top frame's); giving it up also ends the delegation: its frames fail, its runs
+        and the calls waiting on them are interrupted. Returns (the conversations to
+        resume, those given up)."""
 
         def write(conn: Any) -> tuple[list[str], list[str]]:
             # Only a stream of a frame still open is asked for again: a background run's
@@ -787,10 +788,7 @@ class ConversationStore:
                 limit, text, limit_reason = give_up
                 for conversation_id in cut:
                     root = conn.execute("SELECT id FROM frames WHERE conversation_id = ? AND depth = 0", (conversation_id,)).fetchone()
-                    streaming = conn.execute(
-                        "SELECT max(id) FROM messages WHERE frame_id = ? AND status = 'streaming'", (root[0],)
-                    ).fetchone()[0] if root else None
-                    if streaming is None:
+                    if root is None:
                         continue
                     last_user = conn.execute(
                         "SELECT coalesce(max(id), 0) FROM messages WHERE frame_id = ? AND role = 'user' AND variant = 0", (root[0],)
@@ -801,6 +799,7 @@ class ConversationStore:
                     ).fetchone()[0]
                     if times >= limit:
                         given_up.append((conversation_id, root[0], limit_reason(times + 1)))
+                        _end_delegations(conn, conversation_id, text)
             conn.execute("UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'")
             # Its partial answer stays, interrupted like the others; the failure follows it.
             conn.executemany(
@@ -1299,3 +1298,26 @@ def _message_of_call(conn: Any, call_id: str) -> list[int]:
     row = conn.execute("SELECT message_id FROM tool_calls WHERE id = ?", (call_id,)).fetchone()
     return [row[0]] if row else []
 
+
+def _end_delegations(conn: Any, conversation_id: str, why: str) -> None:
+    """A given-up turn's open sub-agent frames fail, their runs are interrupted, and
+    every call still waiting (the ``execute_task`` that spawned them) is interrupted:
+    nothing of the turn is taken up again at the next start."""
+    frames = [r[0] for r in conn.execute(
+        "SELECT id FROM frames WHERE conversation_id = ? AND depth > 0 AND status = 'open'", (conversation_id,)
+    )]
+    if not frames:
+        return
+    marks = ",".join("?" * len(frames))
+    conn.execute(
+        f"UPDATE frames SET status = 'failed', result = 'interrupted', closed_at = {NOW} WHERE id IN ({marks})", frames
+    )
+    conn.execute(
+        f"UPDATE agent_runs SET status = 'interrupted', error = ?, finished_at = {NOW}, revision = revision + 1"
+        f" WHERE frame_id IN ({marks}) AND status IN ('queued', 'running', 'waiting_delegates')", (why, *frames),
+    )
+    conn.execute(
+        f"UPDATE tool_calls SET status = 'interrupted', result = ?, finished_at = {NOW}"
+        " WHERE conversation_id = ? AND status IN ('requested', 'awaiting_approval', 'running')", (why, conversation_id),
+    )
+    conn.execute("UPDATE approvals SET status = 'expired' WHERE conversation_id = ? AND status = 'pending'", (conversation_id,))
