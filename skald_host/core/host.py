@@ -12,6 +12,7 @@ import asyncio
 import json
 import gc
 import logging
+import os
 import sys
 from pathlib import Path
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from skald_hookspecs.events import SystemEvent, UserEvent
-from skald_hookspecs.types import ConfigSet, I18nBundle, NotReady, WebPage
+from skald_hookspecs.types import NotReady
 from skald_host.builtins import BUILTIN_PLUGINS
 from skald_host.core.agent.definitions import AgentCatalog
 from skald_host.core.backups import BackupService
@@ -42,7 +43,8 @@ from skald_host.core.tts import TtsManager, validate_engine
 from skald_host.core.sandbox import SandboxManager, validate_backend
 from skald_host.core.plugins.failures import record_failure, withheld_traceback
 from skald_host.core.plugins.host_api import PluginHostApi
-from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog
+from skald_host.core.plugins.bundles import add_bundles, bundle_validator
+from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, validate_config_set, validate_web_page
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
@@ -281,9 +283,8 @@ class Skald:
 
         self.plugins.load()
         await self._apply_enabled_flags()
-        for contribution in await self.plugins.collect("register_i18n", _validate_bundle, kind="bundle"):
-            self.strings.add(contribution.value)
-        self.web_pages = await self.plugins.collect("register_web_pages", _one(WebPage), kind="page")
+        add_bundles(self.strings, await self.plugins.collect("register_i18n", bundle_validator(self.plugins), kind="bundle"), self.plugins)
+        self.web_pages = await self.plugins.collect("register_web_pages", validate_web_page, kind="page")
         tools = await self.plugins.collect("register_tools", validate_tool, key=lambda t: t.name, kind="tool")
         agents = AgentCatalog()
         for contribution in await self.plugins.collect("register_agent_dirs", _one(Path), kind="agent directory"):
@@ -310,7 +311,7 @@ class Skald:
         self._users.after_unlock.append(StartAtUnlock(self).after_unlock)
         self._users.before_lock.append(self._plugins_member_locking)
         self.config_sets = await self.plugins.collect(
-            "register_config_sets", _one(ConfigSet), key=lambda s: s.id, kind="settings set"
+            "register_config_sets", validate_config_set, key=lambda s: s.id, kind="settings set"
         )
         agents = await self.plugins.collect("register_system_agents", validate_agent, key=lambda a: a.id, kind="system agent")
         paired, disagreements = pair_agents_with_sets(agents, self.config_sets)
@@ -319,6 +320,12 @@ class Skald:
         self._system_agents = SystemAgentScheduler(self, AgentRegistry(self, paired))
         self.supervisor.spawn("session-expiry", self._expire_sessions())
         log.info("skald core started (SQLCipher %s, %d plugin(s))", self.sqlcipher_version, len(self.plugins.statuses()))
+        try:
+            full = os.statvfs(settings.data_dir).f_bavail == 0
+        except OSError:
+            full = False
+        if full:  # it reads; what would write answers "disk full" until space is freed (no restart needed)
+            log.warning("the disk is full: %s can store nothing until space is freed", settings.data_dir)
 
     def _is_builtin(self, plugin_id: str) -> bool:
         status = self.plugins.status(plugin_id)
@@ -447,14 +454,14 @@ class Skald:
                 except Exception as exc:
                     self._hook_failed(plugin_id, "member_locking", exc)
 
-    def _hook_failed(self, plugin_id: str, hook: str, exc: Exception) -> None:
-        """A per-member hook's failure: the member's unlock or lock goes on; the admin
-        sees it on the plugin's page (its message withheld: the hook had a member's id)."""
+    def _hook_failed(self, plugin_id: str, hook: str, exc: Exception) -> str:
+        """A hook's failure after startup (a per-member hook's, ``shutdown``'s): what
+        called it goes on; the admin sees it on the plugin's page (its message withheld:
+        a per-member hook had a member's id). Its error id."""
         if isinstance(exc, TimeoutError):
             exc = TimeoutError(f"{hook} did not finish within {self.plugins.hook_timeout:g} s")
-            record_failure(self.plugins, plugin_id, f"hook {hook}", exc, say=True)
-        else:
-            record_failure(self.plugins, plugin_id, f"hook {hook}", exc)
+            return record_failure(self.plugins, plugin_id, f"hook {hook}", exc, say=True)
+        return record_failure(self.plugins, plugin_id, f"hook {hook}", exc, say=isinstance(exc, PluginError))
 
     def host_api(self, plugin_id: str) -> PluginHostApi:
         """The plugin's HostApi: the one it was started with, else a fresh one."""
@@ -466,14 +473,18 @@ class Skald:
         started = self._started.pop(plugin_id, None)
         if started is None:
             return
+        failed: str | None = None
         try:
             await self.plugins.call_one("shutdown", plugin_id, reason=reason)
         except Exception as exc:
-            log.error("plugin %s failed to stop cleanly: %s", plugin_id, exc)
+            what = "did not finish in time" if isinstance(exc, TimeoutError) else f"raised {type(exc).__name__}"
+            failed = f"shutdown {what} (error id {self._hook_failed(plugin_id, 'shutdown', exc)}); what it started may still run"
         await started.host_api.close()
         status = self.plugins.status(plugin_id)
         if status:
             status.started = False
+            if failed:  # unhealthy until a startup succeeds again; the traceback is in its failures
+                status.healthy, status.error, status.error_key = False, failed, None
 
     async def _expire_sessions(self) -> None:
         while not self.stopping.is_set():
@@ -532,15 +543,3 @@ def _one(kind: type) -> Any:
 
     return validate
 
-
-def _validate_bundle(plugin_id: str, args: tuple[Any, ...]) -> I18nBundle:
-    if len(args) != 1 or not isinstance(args[0], I18nBundle):
-        raise PluginError("register() expects one I18nBundle")
-    bundle = args[0]
-    for locale, strings in bundle.strings.items():
-        if not isinstance(locale, str) or not isinstance(strings, dict) and not hasattr(strings, "items"):
-            raise PluginError(f"bundle {bundle.domain!r}: locale {locale!r} must map keys to text")
-        for key, text in strings.items():
-            if not isinstance(key, str) or not isinstance(text, str):
-                raise PluginError(f"bundle {bundle.domain!r}: {locale}/{key!r} must be text")
-    return bundle

@@ -184,3 +184,30 @@ async def test_a_server_started_on_a_full_disk_says_so_in_one_line_and_never_bla
     assert "the disk is full" in line and "free space" in line, line
     assert "wrong key" not in output and "quarantine" not in output
     filler.unlink()
+
+
+async def test_a_server_killed_then_started_on_a_full_disk_starts_and_says_the_disk_is_full(small_disk):
+    """After a kill -9 the databases' -shm files are still there, so the files open on a
+    full disk; the start then saved a member's uid map again, unchanged, which failed,
+    and the server exited with a traceback (crash probe). It starts, says the disk is
+    full, refuses what would write with "disk full", and works once space is freed."""
+    from tests.durability.helpers import ADMIN_PASSWORD, ServerProcess, create_member, setup_admin
+
+    data_dir = small_disk / "data"
+    server = await ServerProcess(data_dir, small_disk.parent, "before-the-kill").start()
+    try:
+        admin = await setup_admin(server)
+        await create_member(admin, "alice", "alice's passphrase on a small disk")
+    finally:
+        server.kill()
+    filler = fill(small_disk)
+    server = await ServerProcess(data_dir, small_disk.parent, "on-a-full-disk").start()
+    try:
+        assert "Traceback" not in server.output, server.output
+        assert "the disk is full: " in server.output, server.output
+        refused = await server.client().login("admin", ADMIN_PASSWORD)
+        assert refused.status_code == 507 and refused.json()["code"] == "disk_full", refused.text
+        filler.unlink()
+        assert (await server.client().login("admin", ADMIN_PASSWORD)).status_code == 200
+    finally:
+        server.kill()

@@ -41,6 +41,7 @@ from skald_host.core.files.paths import PathRefused, clean_relative, contain, op
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
 from skald_host.core.folders.listing import PARTIAL_UPLOAD
 from skald_host.core.memory.notes import MEMORY_ROOTS, classify_memory  # noqa: F401 - MEMORY_ROOTS is re-exported for the sandbox
+from skald_host.core.storage.errors import DiskFailure
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -163,24 +164,20 @@ class FileService:
     # -- members' ids and homes -------------------------------------------------------------
 
     async def start(self) -> None:
-        """Load the uid map and give every member without one a uid, in one transaction."""
+        """Load the uid map and give every member without one a uid."""
         self.root.mkdir(mode=0o711, parents=True, exist_ok=True)
         os.chmod(self.root, 0o711)
         members = await self._core.registry.run(lambda c: [r[0] for r in c.execute("SELECT id FROM users").fetchall()])
 
-        def allocate(conn: Any) -> dict[str, int]:
+        def stored(conn: Any) -> dict[str, int]:
             row = conn.execute("SELECT value FROM config WHERE key = ?", (UIDS_KEY,)).fetchone()
-            uids = {str(k): int(v) for k, v in (json.loads(row[0]) if row else {}).items()}
-            for member_id in members:
-                if member_id not in uids:
-                    uids[member_id] = max(uids.values(), default=FIRST_UID - 1) + 1
-            conn.execute(
-                "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (UIDS_KEY, json.dumps(uids)),
-            )
-            return uids
+            return {str(k): int(v) for k, v in (json.loads(row[0]) if row else {}).items()}
 
-        self._uids = await self._core.registry.transaction(allocate)
+        # Read, not written: a start that changes nothing must start on a full disk. A
+        # member without a uid yet gets one as a new member does (stored in the background).
+        self._uids = await self._core.registry.run(stored)
+        for member_id in members:
+            self.uid_for(member_id)
         removed = await asyncio.to_thread(_remove_partial_uploads, self.root)
         removed += await asyncio.to_thread(_remove_partial_project_uploads, self._core.settings.data_dir / "projects")
         if removed:
@@ -216,6 +213,8 @@ class FileService:
 
         try:
             await self._core.registry.transaction(write)
+        except DiskFailure as exc:  # kept in memory; the next start allocates it again, in the same order
+            log.warning("the sandbox uid of a member could not be stored: %s", exc)
         except Exception:
             log.exception("the sandbox uid of a member could not be stored")
 
