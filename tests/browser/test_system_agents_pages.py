@@ -37,7 +37,7 @@ async def test_supervision_reports_and_the_system_agents_page(skald, browser_pag
     assert intervals == {kid["id"]: 30 * 60}
 
     await admin_page.goto("/#system-agents")
-    tabs = admin_page.get_by_role("tab")
+    tabs = admin_page.get_by_role("navigation", name="System agents").get_by_role("link")
     await expect(tabs).to_have_text(["All", "Event triage", "Memory check", "Shared memory check", "Conversation review"])
     await tabs.filter(has_text="Conversation review").click()
     await expect(admin_page.get_by_role("heading", name="Conversation review", exact=True)).to_be_visible()
@@ -55,7 +55,7 @@ async def test_supervision_reports_and_the_system_agents_page(skald, browser_pag
     for name in ("Reports", "System agents"):  # in the menu while a system agent is there
         await expect(nav.get_by_role("link", name=name, exact=True)).to_be_visible()
     await parent_page.goto("/#system-agents")
-    await expect(parent_page.get_by_role("tab")).to_have_count(5)
+    await expect(parent_page.get_by_role("navigation", name="System agents").get_by_role("link")).to_have_count(5)
     await expect(parent_page.get_by_text("Hour of the night it runs")).to_have_count(0)  # settings: admins only
     await parent_page.goto("/#reports")
     report = parent_page.get_by_test_id("report")

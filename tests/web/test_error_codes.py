@@ -102,3 +102,25 @@ async def test_chat_refusals_answer_with_codes_over_http_and_the_socket(skald):
     assert (reply["type"], reply["code"]) == ("error", "conversation_not_found")
     german = I18nBundle.from_folder("core", LOCALES).strings["de"]
     assert german["error.conversation_not_found"] == "Dieses Gespräch gibt es nicht (mehr)."
+
+
+async def test_role_refusals_answer_with_codes_and_the_field_they_are_about(skald):
+    """The roles page says these in the reader's language, beside the input (a German
+    admin used to read "a role 'familie' exists already")."""
+    host = await skald.start()
+    admin = await host.admin()
+    bad_id = await admin.post("/api/admin/roles", json={"id": "", "label": "Familie"})
+    assert (bad_id.status_code, bad_id.json()["code"], bad_id.json()["field"]) == (400, "role_id_invalid", "id")
+    created = await admin.post("/api/admin/roles", json={"id": "familie", "label": "Familie"})
+    assert created.status_code == 201, created.text
+    again = await admin.post("/api/admin/roles", json={"id": "familie", "label": "Familie"})
+    assert (again.status_code, again.json()["code"], again.json()["values"], again.json()["field"]) == (
+        400, "role_exists", {"field": "id", "name": "familie"}, "id")
+    long_label = await admin.patch("/api/admin/roles/familie", json={"label": "x" * 65})
+    assert (long_label.json()["code"], long_label.json()["values"]) == ("length_between", {"field": "label", "limit": 64})
+    missing = await admin.patch("/api/admin/roles/nobody", json={"label": "X"})
+    assert (missing.status_code, missing.json()["code"]) == (404, "role_not_found")
+    preset = await admin.delete("/api/admin/roles/member")
+    assert (preset.status_code, preset.json()["code"]) == (400, "role_preset_kept")
+    german = I18nBundle.from_folder("core", LOCALES).strings["de"]
+    assert german["error.role_exists"].format(name="familie") == "Eine Rolle familie gibt es schon."

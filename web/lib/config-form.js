@@ -3,7 +3,7 @@
 // ("retries: must be a whole number") and the message is shown under that field.
 import { el, uid } from "./dom.js";
 import { errorString, t } from "./i18n.js";
-import { busy, errorText, statusLine } from "./ui.js";
+import { busy, clearFieldErrors, errorText, markField, statusLine } from "./ui.js";
 
 export const MASK = "********";
 
@@ -17,6 +17,13 @@ function hintFor(spec) {
   return parts.join(" ");
 }
 
+/** A choice in the reader's words: the text the host sends for it in `choice_labels`
+ * (from the plugin's bundle), else the value itself, which is what is stored. */
+const choiceText = (spec, choice) => {
+  const text = spec.choice_labels?.[choice];
+  return typeof text === "string" && text ? text : choice;
+};
+
 function buildControl(spec, value, id) {
   if (spec.type === "boolean") {
     return el("input", { id, type: "checkbox", name: spec.name, props: { checked: value === true } });
@@ -24,7 +31,7 @@ function buildControl(spec, value, id) {
   if (spec.type === "choice") {
     const select = el("select", { id, name: spec.name },
       spec.required ? null : el("option", { value: "", text: t("config.not_set") }),
-      ...(spec.choices || []).map((choice) => el("option", { value: choice, text: choice })));
+      ...(spec.choices || []).map((choice) => el("option", { value: choice, text: choiceText(spec, choice) })));
     select.value = value ?? "";
     return select;
   }
@@ -94,7 +101,7 @@ export function configForm(options) {
     const wrapper = spec.type === "boolean"
       ? el("div", { class: "field" }, el("label", { class: "check", for: id }, control, label), hint, errorNode)
       : el("div", { class: "field" }, el("label", { for: id }, label), control, hint, ...extras, errorNode);
-    rows.set(spec.name, { spec, control, errorNode, clearBox });
+    rows.set(spec.name, { spec, control, clearBox });
     form.append(wrapper);
   }
 
@@ -102,14 +109,9 @@ export function configForm(options) {
   form.append(el("div", { class: "actions" }, submit), status.node);
   if (savedNote) status.ok(t("common.saved"));
 
-  const clearErrors = () => {
-    for (const row of rows.values()) { row.errorNode.textContent = ""; row.control.removeAttribute("aria-invalid"); }
-    status.clear();
-  };
-
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    clearErrors();
+    clearFieldErrors(form, status);
     const outgoing = {};
     for (const [name, row] of rows) outgoing[name] = readValue(row.spec, row.control, stored[name], row.clearBox);
     busy(submit, async () => {
@@ -124,15 +126,9 @@ export function configForm(options) {
       const message = errorText(response);
       const match = /^([^:]+): (.+)$/s.exec(response.data?.error || "");
       const row = rows.get(response.data?.field) || (match && rows.get(match[1]));
-      if (row) {
-        // The reason in the reader's words when the code has them ("Muss eine Zahl sein.").
-        row.errorNode.textContent = errorString(response.data?.code, response.data?.values) || (match ? match[2] : message);
-        row.control.setAttribute("aria-invalid", "true");
-        row.control.focus();
-        status.error(t("config.fix_field", { field: row.spec.label || row.spec.name }));
-      } else {
-        status.error(message);
-      }
+      // The reason in the reader's words when the code has them ("Muss eine Zahl sein.").
+      const reason = row && (errorString(response.data?.code, response.data?.values) || (match ? match[2] : message));
+      if (!row || !markField(form, status, row.spec.name, reason)) status.error(message);
     });
   });
   return form;

@@ -29,6 +29,93 @@ export function statusLine() {
   return { node, ok: (text) => set("ok", text), error: (text) => set("error", text), clear: () => set("", "") };
 }
 
+/** The words a control's visible label shows (not its " *" required marker). */
+function visibleLabel(control) {
+  const label = control.labels?.[0];
+  if (!label) return control.getAttribute("aria-label") || control.name;
+  const copy = label.cloneNode(true);
+  copy.querySelectorAll("input, select, textarea, .required, [aria-hidden=true]").forEach((node) => node.remove());
+  return copy.textContent.trim() || control.name;
+}
+
+/** The control of a form named `name` that can take the focus, or null. */
+function namedControl(form, name) {
+  const control = name ? form.elements.namedItem(name) : null;
+  return control instanceof HTMLElement && !control.disabled ? control : null;
+}
+
+/** Undo markField: no control of the form marked wrong, the status line empty. */
+export function clearFieldErrors(form, status = null) {
+  for (const control of form.querySelectorAll("[aria-invalid]")) control.removeAttribute("aria-invalid");
+  for (const node of form.querySelectorAll(".field-error")) {
+    if (!node.hasAttribute("data-added")) { node.textContent = ""; continue; }
+    for (const control of form.querySelectorAll(`[aria-describedby~="${node.id}"]`)) {
+      const rest = control.getAttribute("aria-describedby").split(/\s+/).filter((id) => id && id !== node.id);
+      if (rest.length) control.setAttribute("aria-describedby", rest.join(" ")); else control.removeAttribute("aria-describedby");
+    }
+    node.remove();
+  }
+  status?.clear();
+}
+
+/**
+ * Mark the form's control `name` wrong, the way every form does it: `message` under
+ * the control (its description), aria-invalid, the focus on it, and the status line
+ * naming it by its visible label, since a reason alone ("Must be 1-200 characters.")
+ * does not say which field. False, changing nothing, when the form has no such control
+ * that can take the focus.
+ */
+export function markField(form, status, name, message) {
+  const control = namedControl(form, name);
+  if (!control) return false;
+  if (!control.id) control.id = uid("field");
+  let node = form.querySelector(`[id="${control.id}-error"]`);
+  if (!node) {
+    node = el("p", { class: "field-error", id: `${control.id}-error`, "data-added": "" });
+    const wrapper = control.closest(".field");
+    if (wrapper && form.contains(wrapper)) wrapper.append(node); else control.after(node);
+  }
+  const described = (control.getAttribute("aria-describedby") || "").split(/\s+/).filter(Boolean);
+  if (!described.includes(node.id)) control.setAttribute("aria-describedby", [...described, node.id].join(" "));
+  node.textContent = message;
+  control.setAttribute("aria-invalid", "true");
+  status.error(t("config.fix_field", { field: visibleLabel(control) }));
+  control.focus();
+  return true;
+}
+
+/**
+ * A failed request of a form: a refusal of one field (the API names it in `field`, or
+ * in `values.field`) is marked on that field (markField), in the reader's words with
+ * the field called by its label; anything else goes to the status line. Marks of an
+ * earlier try are cleared first.
+ */
+export function showFormError(form, status, response) {
+  clearFieldErrors(form, status);
+  const data = response.data || {};
+  const control = namedControl(form, data.field || data.values?.field);
+  if (control) {
+    const reason = errorString(data.code, { ...data.values, field: visibleLabel(control) }) || data.error || errorText(response);
+    if (markField(form, status, control.name, reason)) return;
+  }
+  status.error(errorText(response));
+}
+
+/**
+ * Escape inside `node` (an inline editor, a disclosure) calls `close`, the keyboard's
+ * way out beside the Cancel button or a second click; `close` puts the focus back on
+ * what opened it. It returns false when nothing was open: then the Escape goes on to
+ * the shell (which closes the phone menu with it), else it stops here.
+ */
+export function closeOnEscape(node, close) {
+  node.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+    if (close() === false) return;
+    event.preventDefault();
+    event.stopPropagation();
+  });
+}
+
 /** A label + control pair; returns [wrapper, control]. */
 export function field(labelText, control, { hint, required } = {}) {
   if (!control.id) control.id = uid();

@@ -6,7 +6,9 @@
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { seeded, t, unseeded } from "../lib/i18n.js";
-import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import {
+  busy, button, checkbox, clearFieldErrors, closeOnEscape, confirmDialog, errorText, field, notice, pageHeader, section, showFormError, statusLine,
+} from "../lib/ui.js";
 
 const ACTIONS = ["allow", "require", "deny"];
 
@@ -46,7 +48,7 @@ function ruleForm(groups, ctx, rule = null, onCancel = null) {
     el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     const text = priority.value.trim();
     const body = {
       path_class: pathClass.value.trim() || null, action: action.value,
@@ -58,9 +60,10 @@ function ruleForm(groups, ctx, rule = null, onCancel = null) {
       const response = rule
         ? await api("PATCH", `/api/admin/approval-rules/${rule.id}`, body)
         : await api("POST", "/api/admin/approval-rules", body);
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
     });
   });
+  if (onCancel) closeOnEscape(form, onCancel);
   return form;
 }
 
@@ -176,12 +179,12 @@ function groupForm(ctx) {
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     busy(submit, async () => {
       const response = await api("POST", "/api/admin/security-groups", {
         id: id.value.trim(), label: label.value.trim(), description: description.value.trim(),
       });
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
     });
   });
   return form;

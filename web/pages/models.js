@@ -7,7 +7,9 @@ import { api } from "../lib/api.js";
 import { MASK } from "../lib/config-form.js";
 import { el, present, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
-import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import {
+  busy, button, checkbox, clearFieldErrors, closeOnEscape, confirmDialog, errorText, field, notice, pageHeader, section, showFormError, statusLine,
+} from "../lib/ui.js";
 
 const enc = encodeURIComponent;
 
@@ -72,14 +74,16 @@ function providerEditForm(provider, ctx, cancel) {
     el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
+    clearFieldErrors(form, status);
     const body = { name: name.value.trim(), base_url: url.value.trim() };
     if (clear.checked) body.api_key = null;
     else if (key.value) body.api_key = key.value;
     busy(save, async () => {
       const response = await api("PATCH", `/api/admin/models/providers/${enc(provider.id)}`, body);
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
     });
   });
+  closeOnEscape(form, cancel);
   return form;
 }
 
@@ -90,7 +94,11 @@ function providerCard(provider, ctx, modelCount) {
     el("dt", { text: t("models.base_url") }), el("dd", {}, el("code", { text: provider.base_url })),
     el("dt", { text: t("models.api_key") }), el("dd", { text: provider.api_key === MASK ? t("models.key_stored") : t("models.key_none") }),
     el("dt", { text: t("models.models_count") }), el("dd", { text: String(modelCount) }));
-  const edit = button(t("models.edit"), { kind: "quiet small", onClick: () => body.replaceChildren(providerEditForm(provider, ctx, () => body.replaceChildren(...view))) });
+  const closeEdit = () => { body.replaceChildren(...view); edit.focus(); };
+  const edit = button(t("models.edit"), {
+    kind: "quiet small",
+    onClick: () => { body.replaceChildren(providerEditForm(provider, ctx, closeEdit)); body.querySelector("input[name=name]")?.focus(); },
+  });
   const remove = button(t("models.delete"), {
     kind: "quiet small danger-text",
     attrs: { "aria-label": `${t("models.delete")}: ${provider.name}` },
@@ -124,12 +132,12 @@ function providerForm(ctx) {
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     busy(submit, async () => {
       const response = await api("POST", "/api/admin/models/providers", {
         name: name.value.trim(), base_url: url.value.trim(), api_key: key.value || null,
       });
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
     });
   });
   return form;
@@ -215,7 +223,7 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
     el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     const body = {
       label: label.value.trim() || null, strength: readInt(strength), priority: readInt(priority),
       vision: vision.checked, enabled: enabled.checked,
@@ -224,10 +232,11 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
       const response = model
         ? await api("PATCH", `/api/admin/models/entries/${enc(model.id)}`, body)
         : await api("POST", "/api/admin/models/entries", { provider_id: provider.value, model: name.value.trim(), ...body });
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
     });
   });
   showNames();
+  if (onCancel) closeOnEscape(form, onCancel);
   return form;
 }
 

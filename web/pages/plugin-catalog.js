@@ -5,7 +5,7 @@ import { api } from "../lib/api.js";
 import { el, link, uid } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import { icon } from "../lib/icons.js";
-import { errorText, notice, pageHeader } from "../lib/ui.js";
+import { closeOnEscape, errorText, notice, pageHeader } from "../lib/ui.js";
 
 /** green: running; red: failed or unhealthy; grey: off or blocked. */
 export function health(plugin) {
@@ -30,11 +30,11 @@ function healthDot(plugin) {
     type: "button", class: `health-dot ${color}`, title: plugin.error ? `${label}: ${plugin.error}` : label,
     "aria-label": t("plugin.health_label", { state: label }), "aria-expanded": "false", "aria-controls": detailId,
   });
-  dot.addEventListener("click", () => {
-    const open = detail.hidden;
-    detail.hidden = !open;
-    dot.setAttribute("aria-expanded", String(open));
-  });
+  const show = (open) => { detail.hidden = !open; dot.setAttribute("aria-expanded", String(open)); };
+  dot.addEventListener("click", () => show(detail.hidden));
+  const close = () => { if (detail.hidden) return false; show(false); dot.focus(); return true; };
+  closeOnEscape(dot, close);
+  closeOnEscape(detail, close);
   return { dot, detail, label };
 }
 

@@ -3,7 +3,9 @@
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { seeded, t, unseeded } from "../lib/i18n.js";
-import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import {
+  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, notice, pageHeader, section, showFormError, statusLine,
+} from "../lib/ui.js";
 
 /** The capabilities a role may be given (skald_host.core.identity.access.GRANTABLE). */
 export const CAPABILITIES = [
@@ -55,13 +57,13 @@ function roleCard(role, ctx) {
     actions, status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     const body = { label: unseeded(role.label, label.value.trim()) };
     if (!isAdmin) body.attrs = { auto_grant: autoGrant.checked, chat_agents: agents.value.split(",").map((a) => a.trim()).filter(Boolean) };
     if (!isAdmin) body.capabilities = boxes.filter((b) => b.input.checked).map((b) => b.input.value);
     busy(submit, async () => {
       const response = await api("PATCH", `/api/admin/roles/${encodeURIComponent(role.id)}`, body);
-      if (!response.ok) { status.error(errorText(response)); return; }
+      if (!response.ok) { showFormError(form, status, response); return; }
       heading.textContent = seeded(response.data.label);
       status.ok(t("common.saved"));
     });
@@ -87,13 +89,13 @@ function createForm(ctx) {
     capabilityFieldset(boxes), el("div", { class: "actions" }, submit), status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     busy(submit, async () => {
       const response = await api("POST", "/api/admin/roles", {
         id: id.value.trim(), label: label.value.trim(), attrs: { auto_grant: autoGrant.checked },
         capabilities: boxes.filter((b) => b.input.checked).map((b) => b.input.value),
       });
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
     });
   });
   return form;

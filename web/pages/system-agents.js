@@ -1,7 +1,8 @@
-// #system-agents: one tab per agent plus "All". A tab holds the agent's description,
-// its settings (admins only: the set the agent's plugin registered, saved like every
-// settings set) and the caller's own runs of it. The tab is the agent, not the kind of
-// information: "why did this do nothing last night?" is half schedule, half log.
+// #system-agents: one tab per agent plus "All" (links, see agentNav). A tab holds the
+// agent's description, its settings (admins only: the set the agent's plugin
+// registered, saved like every settings set) and the caller's own runs of it. The tab is
+// the agent, not the kind of information: "why did this do nothing last night?" is half
+// schedule, half log.
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el } from "../lib/dom.js";
@@ -10,12 +11,15 @@ import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js
 
 const route = (tab) => `#system-agents${tab ? `/${encodeURIComponent(tab)}` : ""}`;
 
-function tabBar(agents, active) {
+/** The "tabs" are links to the page of one agent (each its own address, to bookmark or
+ * go back to), so they are a navigation with the current one marked, not an ARIA
+ * tablist: that would promise arrow keys and a tab panel, and links are reached with Tab. */
+function agentNav(agents, active) {
   const tabs = [{ id: "", title: t("system_agents.all") }, ...agents];
-  return el("div", { class: "actions", role: "tablist", "aria-label": t("system_agents.title") },
+  return el("nav", { class: "actions", "aria-label": t("system_agents.title") },
     ...tabs.map((tab) => el("a", {
-      href: route(tab.id), role: "tab", class: `btn ${tab.id === active ? "primary" : "quiet"}`,
-      "aria-selected": String(tab.id === active), "data-tab": tab.id || "all", text: tab.title,
+      href: route(tab.id), class: `btn ${tab.id === active ? "primary" : "quiet"}`,
+      "aria-current": tab.id === active ? "page" : null, "data-tab": tab.id || "all", text: tab.title,
     })));
 }
 
@@ -65,7 +69,7 @@ export async function renderSystemAgents(ctx) {
   if (!listed.ok) { page.append(notice("error", errorText(listed))); return page; }
   const agents = listed.data.agents || [];
   if (!agents.length) { page.append(notice("info", t("system_agents.none"))); return page; }
-  page.append(tabBar(agents, active));
+  page.append(agentNav(agents, active));
   for (const agent of agents.filter((a) => !active || a.id === active)) page.append(agentCard(agent));
   page.append(section(t("system_agents.runs_title"),
     el("p", { class: "hint", text: t("system_agents.runs_hint") }),

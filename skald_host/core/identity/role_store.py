@@ -19,7 +19,9 @@ _AGENT_PATTERN = re.compile(r"^[a-z0-9*?_-]{1,64}$")
 
 
 class RoleError(MemberError):
-    pass
+    """A role request that cannot be done. Each carries a code (and the offending
+    ``field`` among its values) so the roles page says it in its reader's language
+    beside the input it is about."""
 
 
 def _attrs(raw: Any, base: RoleAttrs | None = None) -> RoleAttrs:
@@ -41,9 +43,12 @@ def _attrs(raw: Any, base: RoleAttrs | None = None) -> RoleAttrs:
         raise RoleError("attrs.chat_agent must be an agent id")
     agents = merged["chat_agents"]
     if not isinstance(agents, list) or not all(isinstance(a, str) and _AGENT_PATTERN.match(a) for a in agents):
-        raise RoleError("attrs.chat_agents must be a list of agent ids (or patterns such as '*')")
+        raise RoleError("attrs.chat_agents must be a list of agent ids (or patterns such as '*')", code="chat_agents_invalid", field="chat_agents")
     if not any(fnmatch.fnmatchcase(merged["chat_agent"], a) for a in agents):
-        raise RoleError("attrs.chat_agent must be one of attrs.chat_agents: members land on it")
+        raise RoleError(
+            "attrs.chat_agent must be one of attrs.chat_agents: members land on it",
+            code="chat_agent_not_listed", field="chat_agents", agent=merged["chat_agent"],
+        )
     groups = merged["permission_groups"]
     if not isinstance(groups, list) or not all(isinstance(x, str) and len(x) <= 64 for x in groups):
         raise RoleError("attrs.permission_groups must be a list of group names")
@@ -84,19 +89,19 @@ class RoleStore:
     async def get(self, role_id: str) -> Role:
         role = await self.registry.run(lambda c: self._read(c, role_id))
         if role is None:
-            raise RoleError(f"no such role {role_id!r}")
+            raise RoleError(f"no such role {role_id!r}", code="role_not_found", name=role_id)
         return role
 
     async def create(self, role_id: Any, label: Any, attrs: Any = None, capabilities: Any = None) -> Role:
         if not isinstance(role_id, str) or not _ROLE_ID.match(role_id):
-            raise RoleError("id must be 2-32 lower-case letters, digits, '-' or '_', starting with a letter")
+            raise RoleError("id must be 2-32 lower-case letters, digits, '-' or '_', starting with a letter", code="role_id_invalid", field="id")
         if not isinstance(label, str) or not label.strip() or len(label) > 64:
-            raise RoleError("label must be 1-64 characters")
+            raise RoleError("label must be 1-64 characters", code="length_between", field="label", limit=64)
         parsed, caps = _attrs(attrs), _capabilities(capabilities or [])
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM roles WHERE id = ?", (role_id,)).fetchone():
-                raise RoleError(f"a role {role_id!r} exists already")
+                raise RoleError(f"a role {role_id!r} exists already", code="role_exists", field="id", name=role_id)
             conn.execute("INSERT INTO roles (id, label, attrs) VALUES (?, ?, ?)", (role_id, label.strip(), parsed.to_json()))
             conn.executemany("INSERT INTO role_capabilities VALUES (?, ?)", [(role_id, c) for c in sorted(caps)])
 
@@ -106,7 +111,7 @@ class RoleStore:
     async def update(self, role_id: str, *, label: Any = None, attrs: Any = None, capabilities: Any = None) -> Role:
         current = await self.get(role_id)
         if label is not None and (not isinstance(label, str) or not label.strip() or len(label) > 64):
-            raise RoleError("label must be 1-64 characters")
+            raise RoleError("label must be 1-64 characters", code="length_between", field="label", limit=64)
         parsed = _attrs(attrs, current.attrs)
         caps = None if capabilities is None else _capabilities(capabilities)
         if role_id == ADMIN_ROLE and caps:
@@ -133,11 +138,11 @@ class RoleStore:
         def write(conn: Any) -> None:
             row = conn.execute("SELECT builtin FROM roles WHERE id = ?", (role_id,)).fetchone()
             if row is None:
-                raise RoleError(f"no such role {role_id!r}")
+                raise RoleError(f"no such role {role_id!r}", code="role_not_found", name=role_id)
             if row[0]:
-                raise RoleError("preset roles cannot be deleted")
+                raise RoleError("preset roles cannot be deleted", code="role_preset_kept")
             if conn.execute("SELECT 1 FROM users WHERE role_id = ? LIMIT 1", (role_id,)).fetchone():
-                raise RoleError("the role still has members; move them to another role first")
+                raise RoleError("the role still has members; move them to another role first", code="role_has_members")
             conn.execute("DELETE FROM roles WHERE id = ?", (role_id,))
 
         await self.registry.transaction(write)

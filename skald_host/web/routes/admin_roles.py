@@ -18,8 +18,8 @@ async def _guard(coro):
     try:
         return await coro
     except RoleError as exc:
-        status = 404 if str(exc).startswith("no such role") else 400
-        raise ApiError.refusing(status, exc) from None
+        field = exc.values.get("field")  # the input the form marks
+        raise ApiError.refusing(404 if exc.code == "role_not_found" else 400, exc, field=field if isinstance(field, str) else None) from None
 
 
 @bp.get("/api/admin/roles")
