@@ -21,7 +21,7 @@ async def test_member_creates_edits_searches_and_deletes_a_note(skald, browser_p
     await sign_in(page, "alice", MEMBER_PASSWORD)
     await page.get_by_role("navigation", name="Main navigation").get_by_role("link", name="Memory", exact=True).click()
     await expect(page.get_by_role("heading", name="Memory", exact=True)).to_be_visible()
-    await expect(page.get_by_role("tab", name="My notes")).to_have_attribute("aria-selected", "true")
+    await expect(page.get_by_role("link", name="My notes", exact=True)).to_have_attribute("aria-current", "page")
     await expect(page.get_by_text("No notes yet.")).to_be_visible()
 
     # Create.
@@ -52,11 +52,11 @@ async def test_member_creates_edits_searches_and_deletes_a_note(skald, browser_p
     await expect(page.get_by_text("No note matches.")).to_be_visible()
 
     # The shared tab shows the shared pool.
-    await page.get_by_role("tab", name="Shared notes").click()
+    await page.get_by_role("link", name="Shared notes", exact=True).click()
     await expect(page.get_by_test_id("memory-list").get_by_role("link", name="rota.md")).to_be_visible()
 
     # Delete, after confirming.
-    await page.get_by_role("tab", name="My notes").click()
+    await page.get_by_role("link", name="My notes", exact=True).click()
     await page.get_by_test_id("memory-list").get_by_role("link", name="plans/garden.md").click()
     await page.get_by_role("button", name="Delete").click()
     dialog = page.get_by_role("dialog")
@@ -73,5 +73,6 @@ async def test_the_restricted_role_sees_why_the_shared_tab_is_closed(skald, brow
     page = await browser_pages.new(host.url)
     await sign_in(page, "kid", MEMBER_PASSWORD)
     await page.goto("/#memory/shared")
-    await expect(page.get_by_role("tab", name="Geteilte Notizen")).to_have_attribute("aria-selected", "true")
+    await expect(page.get_by_role("link", name="Geteilte Notizen", exact=True)).to_have_attribute("aria-current", "page")
+    await expect(page.get_by_role("tab")).to_have_count(0)  # links between addresses, not tabs promising arrow keys
     await expect(page.get_by_role("alert")).to_have_text("you may not read shared memory")

@@ -19,11 +19,13 @@ const route = (tab, params = {}) => {
   return `#memory/${tab}${query ? `?${query}` : ""}`;
 };
 
+/** Links between the two note collections (each its own address): a nav, not a
+ * tablist, which would promise arrow keys and a tab panel. */
 function tabBar(active) {
-  return el("div", { class: "actions", role: "tablist", "aria-label": t("memory.title") },
+  return el("nav", { class: "actions", "aria-label": t("memory.title") },
     ...TABS.map((tab) => el("a", {
-      href: route(tab.id), role: "tab", class: `btn ${tab.id === active.id ? "primary" : "quiet"}`,
-      "aria-selected": String(tab.id === active.id), "data-tab": tab.id, text: t(tab.label),
+      href: route(tab.id), class: `btn ${tab.id === active.id ? "primary" : "quiet"}`,
+      "aria-current": tab.id === active.id ? "page" : null, "data-tab": tab.id, text: t(tab.label),
     })));
 }
 
