@@ -13,6 +13,7 @@ TLS still verifies the certificate against the name.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,14 +21,23 @@ from skald_hookspecs.net import AddressRefused, public_addresses
 
 from skald_mcp.spec import SpecError
 
+#: How ``skald_hookspecs.net.check_address`` names the address it refused.
+PRIVATE_ADDRESS = re.compile(r"private or special address \(([^)]*)\)")
+
 
 async def check_public(url: str) -> None:
     """Raise ``SpecError`` unless every address ``url``'s host resolves to is public."""
     parts = urlsplit(url)
+    host = parts.hostname or ""
     try:
-        await public_addresses(parts.hostname or "", parts.port or (443 if url.startswith("https") else 80))
+        await public_addresses(host, parts.port or (443 if url.startswith("https") else 80))
     except AddressRefused as exc:
-        raise SpecError(str(exc)) from None
+        # The contract's refusal carries no code, only its English sentence: the
+        # address it names is all the page needs to say it in the reader's words.
+        private = PRIVATE_ADDRESS.search(str(exc))
+        if private:
+            raise SpecError(code="private_address", field="url", host=host[:100], address=private.group(1)) from None
+        raise SpecError(code="address_unresolved", field="url", host=host[:100]) from None
 
 
 def guarded_client(headers: dict[str, str]) -> Any:

@@ -138,7 +138,7 @@ class MemberConnectors:
             spec = await self.spec(member_id, name, record)
         except Exception as exc:  # noqa: BLE001 - a template gone, a token refused: a state
             connection = Connection(ServerSpec(name, "http", url=""), on_change=lambda c: None)
-            connection.state, connection.error = "failed", str(exc) or type(exc).__name__
+            connection.fail(exc, as_said=True)
             self.connections.setdefault(member_id, {})[name] = connection
             return connection
 
@@ -160,7 +160,7 @@ class MemberConnectors:
                     self.installs.setdefault(member_id, {})[name] = await install.reconcile(self.host, member_id, name, template.files)
                 except Exception as exc:  # noqa: BLE001 - the connector's error, shown as it is
                     failed = Connection(spec, on_change=lambda c: None)
-                    failed.state, failed.error = "failed", str(exc) or type(exc).__name__
+                    failed.fail(exc, as_said=True)
                     self.connections.setdefault(member_id, {})[name] = failed
                     return failed
                 workdir = install.folder(name)
@@ -292,6 +292,7 @@ class MemberConnectors:
             "url": record.get("url"),
             "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
             "error": connection.error if connection else None,
+            "cause": connection.cause if connection else None,
             "login": self._login_kind(record),
             "oauth": bool(record.get("provider")),
             "install": self.installs.get(member_id, {}).get(name),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlencode
 
-from skald_mcp.spec import NAME, SpecError, _text, parse_url
+from skald_mcp.spec import NAME, SpecError, _text, parse_url, unknown_fields
 
 STATE_SECONDS = 600
 MAX_FLOWS = 1000
@@ -62,10 +62,10 @@ def parse_provider(body: Any, keep: Mapping[str, Any] | None = None) -> dict[str
         raise SpecError("the body must be a JSON object")
     unknown = set(body) - {"name", "issuer", "auth_url", "token_url", "client_id", "client_secret", "redirect_uri", "extra_params"}
     if unknown:
-        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     name = body.get("name")
     if not isinstance(name, str) or not NAME.match(name):
-        raise SpecError("name must be 1-24 lower-case letters, digits or '-', starting with a letter")
+        raise SpecError(code="name_invalid", field="name")
     secret = body.get("client_secret")
     if secret == "********" and keep is not None:
         secret = keep.get("client_secret", "")

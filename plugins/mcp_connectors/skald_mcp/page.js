@@ -28,12 +28,31 @@ function button(text, kind = "", className = "") {
   return node("button", text, { class: ["btn", kind, className].filter(Boolean).join(" "), type: "button" });
 }
 
-/** A card with its h2, as the shell's own sections. */
+/** A card with its h2, as the shell's own sections. The heading can take the focus:
+ * where it goes when the control an action started from is gone after the re-render
+ * (a removed connector's row). */
 function card(className, title, ...children) {
   const box = node("section", undefined, `card ${className}`);
-  if (title) box.append(node("h2", title));
+  if (title) box.append(node("h2", title, { tabindex: "-1", "data-focus": `heading:${className}` }));
   box.append(...children);
   return box;
+}
+
+/** A form's or a section's own status line, beside what the reader acted on: one line
+ * at the page's top is off screen on a phone when the form is at the bottom. It can
+ * take the focus, so an error with no field to point at is still where the reader is. */
+function statusLine() {
+  return node("p", "", { id: `mcp-status-${(fieldCount += 1)}`, class: "form-status error mcp-status", role: "status", "aria-live": "polite", tabindex: "-1" });
+}
+
+/** Stable keys (``<prefix>:<name>``, a button by its text: buttons have no name) on a
+ * container's controls, so the focus finds its counterpart after the page is drawn again. */
+function keyControls(container, prefix) {
+  for (const control of container.querySelectorAll("input, select, textarea, button")) {
+    const own = control.name || (control.tagName === "BUTTON" ? control.textContent : control.type);
+    if (!control.dataset.focus) control.dataset.focus = `${prefix}:${own}`;
+  }
+  return container;
 }
 
 /** The "none yet" line of an empty list or table. */
@@ -47,13 +66,23 @@ function lines(text) {
   return text.split("\n").map((l) => l.trim()).filter(Boolean);
 }
 
+/** ``Name<separator>value`` lines as ``{values}``, or ``{bad}``: the first line that is
+ * not one, by its number and first word (not the whole line: it may hold the secret).
+ * Dropping such a line would add the connector without the header the admin
+ * believes is set. A header needs a value; an environment variable may be empty. */
 function pairs(text, separator) {
-  const out = {};
-  for (const line of lines(text)) {
+  const values = {};
+  const numbered = text.split("\n").map((line, index) => [index + 1, line.trim()]);
+  for (const [number, line] of numbered.filter(([, line]) => line)) {
     const at = line.indexOf(separator);
-    if (at > 0) out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    const name = at > 0 ? line.slice(0, at).trim() : "";
+    const value = at > 0 ? line.slice(at + 1).trim() : "";
+    if (!name || /\s/.test(name) || (separator === ":" && !value)) {
+      return { bad: { number, start: (line.split(/[\s:=]/)[0] || "…").slice(0, 40) } };
+    }
+    values[name] = value;
   }
-  return out;
+  return { values };
 }
 
 /** One checkbox per member (who may use a connector or a template). ``access`` null:
@@ -89,7 +118,8 @@ export default class ConnectorsPage extends HTMLElement {
     this.pluginId = this.getAttribute("plugin-id") || "mcp";
     this.base = `/api/plugin/${encodeURIComponent(this.pluginId)}`;
     this.classList.add("page"); // the shell's page grid: cards one under the other
-    this.message = node("p", "", { class: "mcp-message form-status error", role: "alert" });
+    // The page's own line: for what belongs to no form (the page could not be loaded).
+    this.message = node("p", "", { id: `mcp-message-${(fieldCount += 1)}`, class: "mcp-message form-status error", role: "alert", tabindex: "-1" });
     await this.render();
   }
 
@@ -111,33 +141,35 @@ export default class ConnectorsPage extends HTMLElement {
     const s = this.s;
     const back = Object.assign(node("a", s.back, "mcp-back"), { href: `#plugin/${encodeURIComponent(this.pluginId)}/connectors` });
     const c = await call("GET", `${this.base}/my/connectors/${encodeURIComponent(name)}`);
-    const box = card("mcp-detail", c.name, node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
+    const status = statusLine();
+    const box = card("mcp-detail", c.name, status, node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
     box.dataset.name = c.name;
     if (c.template) box.append(node("p", `${s.from_template}: ${c.template} (v${c.version})`, "muted"));
     if (c.url) box.append(node("p", c.url, "muted"));
-    if (c.error) box.append(node("p", c.error, "mcp-error error-text"));
+    if (c.error) box.append(this.failure(c));
     box.append(node("p", `${s.col_tools}: ${c.tools.join(", ") || "—"}`, "mcp-tools"));
     if (c.pending.length) {
       box.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"));
       const accept = button(s.accept, "primary");
-      accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
+      accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`), { status }));
       box.append(accept);
     }
-    if (c.state === "needs_oauth" || c.oauth) box.append(this.oauthPanel(c.name));
+    if (c.state === "needs_oauth" || c.oauth) box.append(this.oauthPanel(c.name, status));
     if (c.login === "qr") box.append(this.qrPanel(c.name));
     const remove = button(s.deactivate, "", "mcp-deactivate");
-    remove.addEventListener("click", async () => {
-      try {
-        await call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`);
-        location.hash = back.getAttribute("href");
-        if (this.hasAttribute("connector")) this.removeAttribute("connector");
-        await this.render();
-      } catch (error) {
-        this.message.textContent = error.message;
-      }
-    });
+    remove.addEventListener("click", () =>
+      this.act(
+        async () => {
+          await call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`);
+          location.hash = back.getAttribute("href");
+          if (this.hasAttribute("connector")) this.removeAttribute("connector");
+        },
+        { status, focus: "heading:mcp-own" }, // back on the list, where the connector was
+      ),
+    );
     box.append(node("div", undefined, "actions"));
     box.lastChild.append(remove);
+    keyControls(box, `detail:${c.name}`);
     const backLine = node("p", undefined, "back");
     backLine.append(back);
     return [backLine, box];
@@ -187,7 +219,8 @@ export default class ConnectorsPage extends HTMLElement {
     const s = this.s;
     const out = [];
     const ownList = node("ul", undefined, "roster");
-    const box = card("mcp-own", s.own_title, mine.own.length ? ownList : none(s.own_none));
+    const ownStatus = statusLine();
+    const box = card("mcp-own", s.own_title, ownStatus, mine.own.length ? ownList : none(s.own_none));
     for (const c of mine.own) {
       const row = node("li", undefined, "mcp-own-connector");
       row.dataset.name = c.name;
@@ -198,14 +231,15 @@ export default class ConnectorsPage extends HTMLElement {
         this.setAttribute("connector", c.name);
         this.render();
       });
+      open.dataset.focus = `own-open:${c.name}`;
       row.append(open, node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
       if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools muted"));
-      if (c.error) row.append(node("p", c.error, "mcp-error error-text"));
+      if (c.error) row.append(this.failure(c));
       const actions = node("div", undefined, "actions");
       if (c.pending.length) {
         row.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"));
         const accept = button(s.accept, "small primary");
-        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`)));
+        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`), { status: ownStatus }));
         actions.append(accept);
       }
       if (c.state === "needs_oauth" || (c.login === "qr" && c.state !== "ready")) {
@@ -219,9 +253,11 @@ export default class ConnectorsPage extends HTMLElement {
         });
       }
       const remove = button(s.deactivate, "small", "mcp-deactivate");
-      remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`)));
+      remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`), { status: ownStatus }));
       actions.append(remove);
       row.append(actions);
+      keyControls(actions, `own:${c.name}`);
+      for (const link of actions.querySelectorAll("a")) link.dataset.focus = `own-sign-in:${c.name}`;
       ownList.append(row);
     }
     out.push(box);
@@ -239,12 +275,14 @@ export default class ConnectorsPage extends HTMLElement {
           inputs[f.name] = input;
           form.append(labelled(f.label, input));
         }
-        form.append(node("div", undefined, "actions"));
-        form.lastChild.append(Object.assign(button(s.activate, "primary"), { type: "submit" }));
+        const status = statusLine();
+        form.append(node("div", undefined, "actions"), status);
+        form.querySelector(".actions").append(Object.assign(button(s.activate, "primary"), { type: "submit" }));
+        keyControls(form, `template:${t.name}`);
         form.addEventListener("submit", (event) => {
           event.preventDefault();
           const values = Object.fromEntries(Object.entries(inputs).map(([k, input]) => [k, input.value]));
-          this.act(() => call("POST", `${this.base}/my/connectors`, { template: t.name, values }));
+          this.act(() => call("POST", `${this.base}/my/connectors`, { template: t.name, values }), { status, fields: inputs });
         });
       }
       const item = node("li");
@@ -258,12 +296,16 @@ export default class ConnectorsPage extends HTMLElement {
       const url = Object.assign(node("input"), { name: "url", type: "url", placeholder: "https://" });
       const headers = Object.assign(node("textarea"), { name: "headers" });
       const add = Object.assign(button(s.add, "primary"), { type: "submit" });
-      form.append(labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), node("div", undefined, "actions"));
-      form.lastChild.append(add);
+      const status = statusLine();
+      form.append(labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), node("div", undefined, "actions"), status);
+      form.querySelector(".actions").append(add);
+      keyControls(form, "remote");
       form.addEventListener("submit", (event) => {
         event.preventDefault();
-        const remote = { name: name.value.trim(), url: url.value.trim(), headers: pairs(headers.value, ":") };
-        this.act(() => call("POST", `${this.base}/my/connectors`, { remote }));
+        const given = pairs(headers.value, ":");
+        if (given.bad) return this.refuse(status, format(s.bad_header_line, given.bad), headers);
+        const remote = { name: name.value.trim(), url: url.value.trim(), headers: given.values };
+        this.act(() => call("POST", `${this.base}/my/connectors`, { remote }), { status, fields: { name, url, headers } });
       });
       out.push(card("mcp-remote-card", s.remote_title, form));
     }
@@ -305,15 +347,16 @@ export default class ConnectorsPage extends HTMLElement {
           form.append(labelled(f.title, input));
         }
         const decline = button(s.elicit_decline, "", "mcp-ask-decline");
-        form.append(node("div", undefined, "actions"));
-        form.lastChild.append(Object.assign(button(s.elicit_accept, "primary"), { type: "submit" }), decline);
+        const status = statusLine();
+        form.append(node("div", undefined, "actions"), status);
+        form.querySelector(".actions").append(Object.assign(button(s.elicit_accept, "primary"), { type: "submit" }), decline);
         const send = (body) =>
           call("POST", `${this.base}/my/elicitations/${encodeURIComponent(e.id)}`, body).then(
             () => {
               form.remove();
               box.hidden = !box.children.length;
             },
-            (error) => (this.message.textContent = error.message),
+            (error) => this.refuse(status, error.message),
           );
         form.addEventListener("submit", (event) => {
           event.preventDefault();
@@ -387,7 +430,7 @@ export default class ConnectorsPage extends HTMLElement {
     return panel;
   }
 
-  oauthPanel(name) {
+  oauthPanel(name, status) {
     // The copy-paste flow: open the provider's page, approve, paste the code it shows.
     const s = this.s;
     const panel = node("div", undefined, "stack mcp-oauth");
@@ -402,11 +445,11 @@ export default class ConnectorsPage extends HTMLElement {
         panel.dataset.url = url;
         window.open(url, "_blank", "noopener");
       } catch (error) {
-        this.message.textContent = error.message;
+        this.refuse(status, error.message);
       }
     });
     complete.addEventListener("click", () =>
-      this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/complete`, { state, code: code.value.trim() })),
+      this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/complete`, { state, code: code.value.trim() }), { status, fields: { code } }),
     );
     const startLine = node("div", undefined, "actions");
     startLine.append(start);
@@ -416,14 +459,103 @@ export default class ConnectorsPage extends HTMLElement {
     return panel;
   }
 
-  async act(work) {
-    this.message.textContent = "";
+  /** Run ``work`` (a call), then draw the page again. A refusal goes to ``status``
+   * (the form's or section's own line) and the focus to the field it names, one of
+   * ``fields`` (``"*"``: the field for any name not listed, a JSON text's), else to
+   * the line. After the re-render the focus is back on the counterpart of the control
+   * it was on, else on ``focus`` or the heading of the section it was in: drawing the
+   * page anew would otherwise leave it on the body, and a keyboard user at the top. */
+  async act(work, { status = this.message, fields = {}, focus = null } = {}) {
+    status.textContent = "";
+    for (const field of Object.values(fields)) field.removeAttribute("aria-invalid");
+    const active = this.contains(document.activeElement) ? document.activeElement : null;
+    const heading = active?.closest("section")?.querySelector(":scope > h2");
+    const keys = [active?.dataset.focus, focus, heading?.dataset.focus].filter(Boolean);
     try {
       await work();
-      await this.render();
     } catch (error) {
-      this.message.textContent = error.message;
+      this.refuse(status, error.message, error.field ? fields[error.field] || fields["*"] : null);
+      return;
     }
+    await this.render();
+    if (keys.length) this.refocus(keys);
+  }
+
+  /** Say why on ``status`` and take the reader there: to ``field``, marked invalid and
+   * described by the line, or to the line itself. */
+  refuse(status, text, field = null) {
+    status.textContent = text;
+    if (field) {
+      field.setAttribute("aria-invalid", "true");
+      field.setAttribute("aria-describedby", status.id);
+    }
+    (field || status).focus();
+  }
+
+  /** The focus onto the first of ``keys`` (``data-focus``) still on the page, or the
+   * page's message when only that is left. */
+  refocus(keys) {
+    for (const key of keys) {
+      const target = this.querySelector(`[data-focus="${CSS.escape(key)}"]`);
+      if (target && !target.closest("[hidden]")) {
+        target.focus();
+        return;
+      }
+    }
+    if (this.message.textContent) this.message.focus();
+  }
+
+  /** Why a connector failed: a sentence for its cause in the reader's words, the
+   * technical detail (secrets masked by the server) folded under it. An error without
+   * a cause is the plugin's own sentence, shown as it is. */
+  failure(connector) {
+    const s = this.s;
+    const box = node("div", undefined, "mcp-error error-text small");
+    if (!connector.cause) {
+      box.textContent = connector.error;
+      return box;
+    }
+    const details = node("details", undefined, "mcp-error-detail");
+    details.append(node("summary", s.technical_detail), node("code", connector.error));
+    box.append(node("span", s["cause_" + connector.cause] || s.cause_other, "mcp-cause"), details);
+    return box;
+  }
+
+  /** An in-page confirmation: the page kit (the contract) offers none, and
+   * ``window.confirm`` is neither translated nor styled (the shell's ``confirm``
+   * dialog class gives it the app's look). True when confirmed; Cancel and Escape
+   * answer false. Either way the focus is back on ``opener`` before the answer, so
+   * what follows (a re-render) starts from there. */
+  confirm(opener, { title, message, confirmLabel }) {
+    return new Promise((resolve) => {
+      const s = this.s;
+      const heading = node("h2", title, { id: `mcp-dialog-${(fieldCount += 1)}` });
+      const text = node("p", message, { id: `mcp-dialog-${(fieldCount += 1)}` });
+      const dialog = node("dialog", undefined, { class: "confirm mcp-confirm", "aria-labelledby": heading.id, "aria-describedby": text.id });
+      const cancel = button(s.cancel, "quiet", "mcp-confirm-cancel");
+      const confirmed = button(confirmLabel, "danger", "mcp-confirm-ok");
+      let answered = false;
+      const finish = (answer) => {
+        if (answered) return;
+        answered = true;
+        dialog.close();
+        dialog.remove();
+        if (opener.isConnected) opener.focus();
+        resolve(answer);
+      };
+      cancel.addEventListener("click", () => finish(false));
+      confirmed.addEventListener("click", () => finish(true));
+      dialog.addEventListener("cancel", (event) => {
+        event.preventDefault();
+        finish(false);
+      });
+      const actions = node("div", undefined, "actions");
+      actions.append(cancel, confirmed);
+      dialog.append(heading, text, actions);
+      this.append(dialog);
+      dialog.showModal();
+      cancel.focus(); // the harmless answer first
+    });
   }
 
   async admin(servers) {
@@ -434,6 +566,7 @@ export default class ConnectorsPage extends HTMLElement {
     } catch (error) {
       // the table still works without names
     }
+    const status = statusLine(); // the table's actions' (restart, access, remove)
     const table = node("table", undefined, "table mcp-servers");
     const head = node("tr");
     for (const title of [s.col_name, s.col_kind, s.col_state, s.col_tools, s.col_access]) head.append(node("th", title, { scope: "col" }));
@@ -445,26 +578,31 @@ export default class ConnectorsPage extends HTMLElement {
       const row = node("tr", undefined, "mcp-server");
       row.dataset.name = server.name;
       const state = node("td", s["state_" + server.state] || server.state);
-      if (server.error) state.append(node("div", server.error, "mcp-error error-text small"));  // why, where the admin looks: not only in the log
+      if (server.error) state.append(this.failure(server)); // why, where the admin looks: not only in the log
       const tools = node("td");
       tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
       if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending hint"));
       const access = node("td");
       access.append(...accessBoxes(members, server.access, (chosen) =>
-        this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: chosen }))));
+        this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: chosen }), { status })));
+      for (const box of access.querySelectorAll("input")) box.dataset.focus = `access:${server.name}:${box.dataset.member}`;
       const actions = node("td", undefined, "row-actions");
-      const restart = button(s.restart, "small");
-      restart.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/restart`)));
+      const restart = button(s.restart, "small", "mcp-restart");
+      restart.dataset.focus = `restart:${server.name}`;
+      restart.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/restart`), { status }));
       actions.append(restart);
       if (server.pending.length) {
         const accept = button(s.accept, "small primary");
-        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/accept`)));
+        accept.dataset.focus = `accept:${server.name}`;
+        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/accept`), { status }));
         actions.append(accept);
       }
-      const remove = button(s.remove, "small danger-text");
-      remove.addEventListener("click", () => {
-        if (window.confirm(format(s.confirm_remove, { name: server.name }))) {
-          this.act(() => call("DELETE", `${this.base}/servers/${encodeURIComponent(server.name)}`));
+      const remove = button(s.remove, "small danger-text", "mcp-remove");
+      remove.dataset.focus = `remove:${server.name}`;
+      remove.addEventListener("click", async () => {
+        const message = format(s.confirm_remove, { name: server.name });
+        if (await this.confirm(remove, { title: s.confirm_remove_title, message, confirmLabel: s.remove })) {
+          this.act(() => call("DELETE", `${this.base}/servers/${encodeURIComponent(server.name)}`), { status });
         }
       });
       actions.append(remove);
@@ -474,7 +612,7 @@ export default class ConnectorsPage extends HTMLElement {
     const wrap = node("div", undefined, "table-wrap");
     wrap.append(table);
     return [
-      card("mcp-admin", s.admin_title, servers.length ? wrap : none(s.servers_none)),
+      card("mcp-admin", s.admin_title, status, servers.length ? wrap : none(s.servers_none)),
       card("mcp-add-card", s.add_title, this.form(members)),
       ...(await this.adminCatalog(members)),
     ];
@@ -487,12 +625,14 @@ export default class ConnectorsPage extends HTMLElement {
     const [{ templates }, { providers }] = await Promise.all([call("GET", `${this.base}/catalog`), call("GET", `${this.base}/providers`)]);
     const editor = (title, kind, rows, className) => {
       const list = node("ul", undefined, "roster");
-      const box = card(className, title, rows.length ? list : none(kind === "catalog" ? s.templates_none : s.providers_none));
+      const listStatus = statusLine();
+      const box = card(className, title, listStatus, rows.length ? list : none(kind === "catalog" ? s.templates_none : s.providers_none));
       for (const row of rows) {
         const item = node("li", undefined, "stack");
         item.dataset.name = row.name;
         const remove = button(s.remove, "small danger-text");
-        remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/${kind}/${encodeURIComponent(row.name)}`)));
+        remove.dataset.focus = `${kind}-remove:${row.name}`;
+        remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/${kind}/${encodeURIComponent(row.name)}`), { status: listStatus }));
         const top = node("div", undefined, "actions");
         top.append(node("strong", row.name), remove);
         item.append(top);
@@ -500,7 +640,8 @@ export default class ConnectorsPage extends HTMLElement {
           // Who may see and activate this template (per-template access).
           const access = node("div", undefined, "mcp-template-access");
           access.append(node("span", s.col_access, "label-text"), ...accessBoxes(members, row.access, (chosen) =>
-            this.act(() => call("PUT", `${this.base}/catalog/${encodeURIComponent(row.name)}/access`, { members: chosen })), s.everyone));
+            this.act(() => call("PUT", `${this.base}/catalog/${encodeURIComponent(row.name)}/access`, { members: chosen }), { status: listStatus }), s.everyone));
+          for (const box of access.querySelectorAll("input")) box.dataset.focus = `${kind}-access:${row.name}:${box.dataset.member || "everyone"}`;
           item.append(access);
         }
         const { access: _access, grant_by_default: _default, ...shown } = row;
@@ -510,19 +651,21 @@ export default class ConnectorsPage extends HTMLElement {
       const form = node("form", undefined, "stack");
       const name = Object.assign(node("input"), { name: "name", maxLength: 24 });
       const body = Object.assign(node("textarea"), { name: "body", rows: 6, cols: 60, placeholder: "{ }" });
-      form.append(labelled(s.name, name), labelled(s.template_json, body), node("div", undefined, "actions"));
-      form.lastChild.append(Object.assign(button(s.save, "primary"), { type: "submit" }));
+      const status = statusLine();
+      form.append(labelled(s.name, name), labelled(s.template_json, body), node("div", undefined, "actions"), status);
+      form.querySelector(".actions").append(Object.assign(button(s.save, "primary"), { type: "submit" }));
+      keyControls(form, kind);
       form.addEventListener("submit", (event) => {
         event.preventDefault();
-        this.act(async () => {
-          let parsed;
-          try {
-            parsed = JSON.parse(body.value || "{}");
-          } catch (error) {
-            throw new Error(`JSON: ${error.message}`);
-          }
-          await call("PUT", `${this.base}/${kind}/${encodeURIComponent(name.value.trim())}`, parsed);
-        });
+        let parsed;
+        try {
+          parsed = JSON.parse(body.value || "{}");
+        } catch (error) {
+          // The browser's own message is in the browser's language, not the reader's.
+          return this.refuse(status, s.invalid_json, body);
+        }
+        // Every field but the name is in the JSON text.
+        this.act(() => call("PUT", `${this.base}/${kind}/${encodeURIComponent(name.value.trim())}`, parsed), { status, fields: { name, "*": body } });
       });
       box.append(form);
       return box;
@@ -556,17 +699,22 @@ export default class ConnectorsPage extends HTMLElement {
     transport.addEventListener("change", showKind);
     showKind();
     const submit = Object.assign(button(s.add, "primary"), { type: "submit" });
-    form.append(node("div", undefined, "actions"));
-    form.lastChild.append(submit);
+    const status = statusLine();
+    form.append(node("div", undefined, "actions"), status);
+    form.querySelector(".actions").append(submit);
+    keyControls(form, "add");
     form.addEventListener("submit", (event) => {
       event.preventDefault();
+      const stdio = transport.value === "stdio";
+      const given = stdio ? pairs(env.value, "=") : pairs(headers.value, ":");
+      if (given.bad) return this.refuse(status, format(stdio ? s.bad_env_line : s.bad_header_line, given.bad), stdio ? env : headers);
       const body = { name: name.value.trim(), transport: transport.value };
-      if (transport.value === "stdio") Object.assign(body, { command: command.value.trim(), args: lines(args.value), env: pairs(env.value, "=") });
-      else Object.assign(body, { url: url.value.trim(), headers: pairs(headers.value, ":") });
+      if (stdio) Object.assign(body, { command: command.value.trim(), args: lines(args.value), env: given.values });
+      else Object.assign(body, { url: url.value.trim(), headers: given.values });
       // Default access at the connector's birth: every member, as for a plugin; the
       // admin's job is removal.
       body.access = members.filter((m) => m.role !== "admin").map((m) => m.id);
-      this.act(() => call("POST", `${this.base}/servers`, body));
+      this.act(() => call("POST", `${this.base}/servers`, body), { status, fields: { name, command, args, env, url, headers } });
     });
     return form;
   }

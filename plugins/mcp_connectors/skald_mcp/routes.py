@@ -19,7 +19,7 @@ from skald_hookspecs import ChannelRequestError, HostApi, current_caller
 from skald_mcp import PLUGIN_ID, running
 from skald_mcp.members import MemberConnectors
 from skald_mcp.oauth import OAuthError, parse_provider, public_provider
-from skald_mcp.spec import SpecError, parse_remote, parse_spec, parse_template, parse_values
+from skald_mcp.spec import SpecError, parse_remote, parse_spec, parse_template, parse_values, unknown_fields
 from skald_mcp.strings import PAGE_KEYS
 
 
@@ -39,7 +39,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
 
     def error(key: str, status: int, **values: Any) -> tuple[dict[str, str], int]:
         caller = current_caller()
-        return {"error": host.translate(f"{PLUGIN_ID}.{key}", caller.locale if caller else None, **values)}, status
+        return {"error": host.translate(f"{PLUGIN_ID}.{key}", caller.locale if caller else None, **values), "code": f"{PLUGIN_ID}.{key}"}, status
+
+    def refused(exc: SpecError) -> tuple[dict[str, Any], int]:
+        """A ``SpecError`` as a 400: a coded one in the caller's language, with its
+        code (``mcp.err_…``, never one of the host's) and the field at fault."""
+        if not exc.code:
+            return {"error": str(exc)}, 400
+        body, status = error(f"err_{exc.code}", 400, **exc.values)
+        return {**body, "values": exc.values, "field": exc.field or None}, status
 
     def guarded(who: str, *, own: bool = False, server: bool = False) -> Callable[[Any], Any]:
         """The checks every route makes, once: ``who`` is ``"admin"`` or ``"member"``
@@ -70,7 +78,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 try:
                     return await view(runtime, caller, **path)
                 except SpecError as exc:
-                    return {"error": str(exc)}, 400
+                    return refused(exc)
 
             return checked
 
@@ -172,7 +180,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             record = {"kind": "remote", "name": spec.name, "url": spec.url, "headers": dict(spec.headers), "state": "ready"}
         else:
             if set(body) - {"template", "values"}:
-                raise SpecError(f"unknown field(s): {', '.join(sorted(set(body) - {'template', 'values'}))}")
+                raise unknown_fields(set(body) - {"template", "values"})
             if not caller.may(ACTIVATE):
                 return error("err_no_activate", 403)
             name = body.get("template") if isinstance(body.get("template"), str) else None

@@ -83,6 +83,9 @@ class Connection:
         self._spawn = spawn
         self.state = "stopped"  # starting | ready | failed | stopped
         self.error: str | None = None
+        #: The failure in a word the page has a sentence for (``FAILURE_CAUSES``);
+        #: ``error`` keeps the technical detail.
+        self.cause: str | None = None
         self.tools: list[Any] = []
         self.discarded = 0  # notifications the global runtime dropped
         self._on_change = on_change
@@ -97,7 +100,7 @@ class Connection:
 
     async def start(self, wait: float | None = CONNECT_SECONDS) -> None:
         """Start the session; with ``wait``, until it is ready or has failed."""
-        self.state, self.error = "starting", None
+        self.state, self.error, self.cause = "starting", None, None
         self._stop.clear()
         self._ready.clear()
         self._task = asyncio.create_task(self._run(), name=f"mcp:{self.spec.name}")
@@ -105,9 +108,9 @@ class Connection:
             try:
                 await asyncio.wait_for(self._ready.wait(), wait)
             except TimeoutError:
-                self.state, self.error = "failed", f"the server did not answer within {wait:g} s"
+                self.fail(TimeoutError(f"the server did not answer within {wait:g} s"))
                 await self.stop()
-                self.state, self.error = "failed", f"the server did not answer within {wait:g} s"
+                self.fail(TimeoutError(f"the server did not answer within {wait:g} s"))
 
     def _transport(self) -> Any:
         from mcp import StdioServerParameters
@@ -151,15 +154,23 @@ class Connection:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a dead server is a state, never the host's crash
-            self.error = _describe(exc)
+            self.fail(exc)
             log.warning("connector %s: %s", self.spec.name, self.error)
-            self.state = "failed"
         finally:
             self._client = None
             if self.state != "failed":
                 self.state = "stopped"
             self._ready.set()
             self._on_change(self)
+
+    def fail(self, exc: BaseException, *, as_said: bool = False) -> None:
+        """Failed, with why: its cause for the page's sentence, and the technical
+        detail with the connector's own secrets (environment, headers) masked, since
+        an error may quote what it was given. ``as_said``: the plugin's own refusal,
+        a sentence already, so without its class name."""
+        self.state, self.cause = "failed", failure_cause(exc)
+        detail = (str(exc) or type(exc).__name__) if as_said else _describe(exc)
+        self.error = redact(detail, [*self.spec.env.values(), *self.spec.headers.values()])
 
     async def stop(self) -> None:
         self._stop.set()
@@ -263,6 +274,41 @@ def make_tool(
         return await current.call(remote, args, ctx.cancelled, ctx)
 
     return Tool(tool_name(server, remote), f"[{server}] {description}", schema, run)
+
+
+#: The failures the page explains in a sentence (``cause_<name>`` in strings.py),
+#: each with the exception classes it is known by, by name: the SDK's HTTP clients
+#: (httpx, httpx2) have their own classes of the same names.
+FAILURE_CAUSES = (
+    ("command_not_found", ("FileNotFoundError", "NotADirectoryError", "PermissionError")),
+    ("timeout", ("TimeoutError", "TimeoutException")),
+    ("connection_failed", ("ConnectionError", "ConnectError", "gaierror")),
+)
+
+
+def failure_cause(exc: BaseException) -> str:
+    """The first known cause in ``exc`` (a group's members and what they were raised
+    from included), else ``"other"``."""
+    seen: list[BaseException] = [exc]
+    while seen:
+        current = seen.pop(0)
+        names = {cls.__name__ for cls in type(current).__mro__}
+        for cause, known in FAILURE_CAUSES:
+            if names.intersection(known):
+                return cause
+        if isinstance(current, BaseExceptionGroup):
+            seen.extend(current.exceptions)
+        seen.extend(e for e in (current.__cause__, current.__context__) if e is not None and e not in seen)
+    return "other"
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret value masked, and each long word of one: an error
+    may quote the token of ``Bearer <token>`` alone."""
+    words = {value for value in secrets if len(value) >= 4} | {w for value in secrets for w in value.split() if len(w) >= 8}
+    for word in sorted(words, key=len, reverse=True):
+        text = text.replace(word, "********")
+    return text
 
 
 def _describe(exc: BaseException) -> str:
@@ -522,6 +568,7 @@ class Runtime:
             **self.specs[name].public(),
             "state": connection.state if connection else "stopped",
             "error": connection.error if connection else None,
+            "cause": connection.cause if connection else None,
             "tools": [
                 {"name": t.name, "exposed_as": tool_name(name, t.name), "description": t.description or "", "offered": tool_name(name, t.name) in offered}
                 for t in (connection.tools if connection else ())

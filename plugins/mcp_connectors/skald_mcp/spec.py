@@ -23,7 +23,16 @@ SEPARATOR = "__"
 
 
 class SpecError(ValueError):
-    """Bad input, with a message that says what was wrong (shown as it is)."""
+    """Bad input, with a message that says what was wrong. With a ``code`` the message
+    is the string ``err_<code>`` of strings.py, so the routes can answer it in the
+    caller's language (``str()`` stays English, for logs and tests); ``field`` names
+    the input at fault, for the page to focus. Without one it is shown as it is."""
+
+    def __init__(self, message: str = "", *, code: str = "", field: str = "", **values: Any) -> None:
+        from skald_mcp.strings import STRINGS
+
+        self.code, self.field, self.values = code, field, values
+        super().__init__(message or STRINGS["en"][f"err_{code}"].format(**values))
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,15 @@ class ServerSpec:
         return out
 
 
+def _listed(names: set[Any]) -> str:
+    """Field names from the caller's body, cut short: they are echoed in the answer."""
+    return ", ".join(sorted(str(n)[:40] for n in names)[:10])
+
+
+def unknown_fields(names: set[Any]) -> SpecError:
+    return SpecError(code="unknown_fields", fields=_listed(names))
+
+
 def _strings(value: Any, what: str, *, limit: int) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -70,16 +88,18 @@ def _strings(value: Any, what: str, *, limit: int) -> tuple[str, ...]:
 
 
 def _mapping(value: Any, what: str, key: re.Pattern[str]) -> dict[str, str]:
+    """``env`` or ``headers``: a header line without its colon must be refused here
+    too, not dropped, or the admin believes a credential is set that is not."""
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise SpecError(f"{what} must be an object of names to strings")
+        raise SpecError(code=f"{what}_not_object", field=what)
     out = {}
     for k, v in value.items():
         if not isinstance(k, str) or not key.match(k):
-            raise SpecError(f"{what}: {k!r} is not a valid name")
-        if not isinstance(v, str) or len(v) > MAX_VALUE or "\x00" in v or "\n" in v:
-            raise SpecError(f"{what}: the value of {k!r} must be a single-line string of at most {MAX_VALUE} characters")
+            raise SpecError(code=f"{what}_name_invalid", field=what, name=str(k)[:60])
+        if not isinstance(v, str) or len(v) > MAX_VALUE or "\x00" in v or "\n" in v or "\r" in v:
+            raise SpecError(code=f"{what}_value_invalid", field=what, name=k, limit=MAX_VALUE)
         out[k] = v
     return out
 
@@ -91,10 +111,10 @@ def parse_spec(body: Any, *, keep: ServerSpec | None = None) -> ServerSpec:
         raise SpecError("the body must be a JSON object")
     unknown = set(body) - {"name", "transport", "command", "args", "env", "url", "headers"}
     if unknown:
-        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     name = body.get("name")
     if not isinstance(name, str) or not NAME.match(name):
-        raise SpecError("name must be 1-24 lower-case letters, digits or '-', starting with a letter")
+        raise SpecError(code="name_invalid", field="name")
     transport = body.get("transport")
     if transport not in TRANSPORTS:
         raise SpecError(f"transport must be one of {', '.join(TRANSPORTS)}")
@@ -115,7 +135,7 @@ def parse_spec(body: Any, *, keep: ServerSpec | None = None) -> ServerSpec:
         raise SpecError("an http connector needs a url")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SpecError("url must be an http:// or https:// address")
+        raise SpecError(code="url_scheme", field="url", what="url")
     if parts.username or parts.password:
         raise SpecError("put credentials in a header, not in the url")
     if body.get("command") or body.get("args") or body.get("env"):
@@ -231,11 +251,9 @@ def _text(body: Mapping[str, Any], key: str, *, required: bool = False, limit: i
 
 
 def parse_url(url: Any, what: str = "url") -> str:
-    if not isinstance(url, str) or len(url) > MAX_VALUE:
-        raise SpecError(f"{what} must be an http:// or https:// address")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SpecError(f"{what} must be an http:// or https:// address")
+    parts = urlsplit(url) if isinstance(url, str) and len(url) <= MAX_VALUE else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(code="url_scheme", field=what, what=what)
     if parts.username or parts.password:
         raise SpecError(f"{what}: put credentials in a header, not in the address")
     return url
@@ -246,10 +264,10 @@ def parse_template(body: Any) -> Template:
         raise SpecError("the body must be a JSON object")
     unknown = set(body) - {"name", "title", "description", "transport", "url", "command", "args", "fields", "version", "oauth", "login", "files"}
     if unknown:
-        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     name = body.get("name")
     if not isinstance(name, str) or not NAME.match(name):
-        raise SpecError("name must be 1-24 lower-case letters, digits or '-', starting with a letter")
+        raise SpecError(code="name_invalid", field="name")
     transport = body.get("transport")
     if transport not in TRANSPORTS:
         raise SpecError(f"transport must be one of {', '.join(TRANSPORTS)}")
@@ -401,7 +419,7 @@ def parse_remote(body: Mapping[str, Any]) -> ServerSpec:
     command: members cannot start programs."""
     unknown = set(body) - {"name", "url", "headers"}
     if unknown:
-        raise SpecError(f"unknown field(s): {', '.join(sorted(unknown))} (members register remote servers only: name, url, headers)")
+        raise SpecError(code="unknown_fields_remote", fields=_listed(unknown))
     return parse_spec({"name": body.get("name"), "transport": "http", "url": body.get("url"), "headers": body.get("headers")})
 
 

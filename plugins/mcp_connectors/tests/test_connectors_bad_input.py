@@ -4,6 +4,7 @@ cannot start is a state on the page, never the host's crash."""
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -90,3 +91,81 @@ def test_every_string_is_in_english_and_german():
 
     assert set(STRINGS["en"]) == set(STRINGS["de"])
     assert all(STRINGS["de"][key].strip() and STRINGS["de"][key] != STRINGS["en"][key] or key in ("name", "col_name") for key in STRINGS["en"])
+
+
+async def test_a_german_admin_reads_refusals_in_german_with_a_code_and_the_field(setup: Setup):
+    """Each refusal from the checks has a stable code and the reader's language; the
+    page cannot translate an English sentence it does not know."""
+    assert (await setup.admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    refusals = [
+        ("post", "/servers", {"name": "Demo", "transport": "stdio", "command": "x"}, "mcp.err_name_invalid", "name", "Kleinbuchstaben"),
+        ("post", "/servers", {"name": "demo", "transport": "http", "url": "ftp://x"}, "mcp.err_url_scheme", "url", "https://-Adresse"),
+        ("post", "/servers", {"name": "demo", "transport": "stdio", "command": "x", "shell": True}, "mcp.err_unknown_fields", None, "unbekannte Felder: shell"),
+        ("post", "/servers", {"name": "demo", "transport": "http", "url": "https://example.org/", "headers": {"X-Probe wert": "1"}}, "mcp.err_headers_name_invalid", "headers", "kein gültiger Header-Name"),
+        ("post", "/servers", {"name": "demo", "transport": "http", "url": "https://example.org/", "headers": "X-Probe wert"}, "mcp.err_headers_not_object", "headers", "Header müssen"),
+        ("post", "/servers", {"name": "demo", "transport": "stdio", "command": "x", "env": {"A": "1\n2"}}, "mcp.err_env_value_invalid", "env", "einzeiligen Wert"),
+        ("put", "/catalog/search", {"transport": "http", "url": "ftp://x"}, "mcp.err_url_scheme", "url", "https://-Adresse"),
+        ("put", "/providers/idp", {"foo": 1}, "mcp.err_unknown_fields", None, "unbekannte Felder: foo"),
+        ("put", "/providers/Idp", {"client_id": "c"}, "mcp.err_name_invalid", "name", "Kleinbuchstaben"),
+    ]
+    for method, path, body, code, field, german in refusals:
+        response = await getattr(setup.admin, method)(f"{BASE}{path}", json=body)
+        answer = response.json()
+        assert response.status_code == 400 and answer["code"] == code and answer["field"] == field, (path, body, answer)
+        assert german in answer["error"], (path, body, answer)
+    assert (await setup.admin.get(f"{BASE}/servers")).json()["servers"] == []
+
+
+async def test_a_member_reads_the_private_address_refusal_in_german(setup: Setup):
+    from test_member_connectors import grant_remote
+
+    await grant_remote(setup)
+    alice = await setup.host.member("alice")
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": "http://127.0.0.1:9/mcp"}})
+    answer = response.json()
+    assert response.status_code == 400 and answer["code"] == "mcp.err_private_address", answer
+    assert answer["error"] == "127.0.0.1 zeigt auf eine private oder besondere Adresse (127.0.0.1); hier dürfen nur öffentliche Server genutzt werden."
+    response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": "https://x.example/", "command": "sh"}})
+    assert response.json()["code"] == "mcp.err_unknown_fields_remote" and "unbekannte Felder: command" in response.json()["error"]
+
+
+async def test_a_failed_connector_names_its_cause_beside_the_technical_detail(setup: Setup):
+    """The page explains a cause in a sentence of the reader's language; the detail
+    stays for the admin who wants it."""
+    body = {"name": "missing", "transport": "stdio", "command": "/nonexistent/bin", "access": []}
+    failed = (await setup.admin.post(f"{BASE}/servers", json=body)).json()
+    assert failed["state"] == "failed" and failed["cause"] == "command_not_found" and "/nonexistent/bin" in failed["error"], failed
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    body = {"name": "closed", "transport": "http", "url": f"http://127.0.0.1:{port}/mcp", "access": []}
+    failed = (await setup.admin.post(f"{BASE}/servers", json=body)).json()
+    assert failed["state"] == "failed" and failed["cause"] == "connection_failed" and "ConnectError" in failed["error"], failed
+
+
+def test_failure_causes_are_found_inside_groups_and_chains():
+    from skald_mcp.runtime import failure_cause
+
+    class ConnectError(Exception):  # httpx's and httpx2's, known by name
+        pass
+
+    assert failure_cause(ExceptionGroup("task group", [FileNotFoundError(2, "No such file", "/x")])) == "command_not_found"
+    try:
+        try:
+            raise ConnectError("All connection attempts failed")
+        except ConnectError:
+            raise RuntimeError("session ended") from None
+    except RuntimeError as wrapped:
+        assert failure_cause(wrapped) == "connection_failed"
+    assert failure_cause(TimeoutError()) == "timeout"
+    assert failure_cause(ValueError("odd")) == "other"
+
+
+def test_the_failure_detail_masks_the_connectors_secrets():
+    from skald_mcp.runtime import Connection
+
+    spec = parse_spec({"name": "demo", "transport": "http", "url": "https://example.org/", "headers": {"Authorization": "Bearer geheim-token-42"}})
+    connection = Connection(spec, on_change=lambda c: None)
+    connection.fail(RuntimeError("401 for Bearer geheim-token-42"))
+    assert "geheim-token-42" not in connection.error and connection.error == "RuntimeError: 401 for ********"

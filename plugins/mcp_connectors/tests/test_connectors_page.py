@@ -49,7 +49,9 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
     await row.filter(has_text="running").wait_for(timeout=10_000)
     reason = (await setup.admin.get(f"{BASE}/servers")).json()["servers"]
     reason = next(s["error"] for s in reason if s["name"] == "dead")
-    assert reason and await admin_page.locator(f"{TAG} tr.mcp-server[data-name=dead] .mcp-error").inner_text() == reason
+    # A sentence for the cause, the server's own words folded under it.
+    assert reason and await admin_page.locator(f"{TAG} tr.mcp-server[data-name=dead] .mcp-error .mcp-cause").inner_text()
+    assert await admin_page.locator(f"{TAG} tr.mcp-server[data-name=dead] .mcp-error details code").text_content() == reason
     assert await admin_page.locator(f"{TAG} img").count() == 0 and alerts == []  # a display name is text
 
     catalog = admin_page.locator(f"{TAG} section.mcp-admin-catalog form")
@@ -60,7 +62,7 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
     await catalog.locator("input[name=name]").fill("broken")
     await catalog.locator("textarea[name=body]").fill('{"transport": "http", "url": "ftp://x"}')
     await catalog.locator("button[type=submit]").click()
-    await admin_page.locator(f"{TAG} .mcp-message").filter(has_text="http:// or https://").wait_for(timeout=10_000)
+    await catalog.locator(".mcp-status").filter(has_text="http:// or https://").wait_for(timeout=10_000)  # beside its form
     assert (await setup.admin.delete(f"{BASE}/catalog/search")).status_code == 200
 
     servers = (await setup.admin.get(f"{BASE}/servers")).json()["servers"]
