@@ -42,6 +42,12 @@ class ConfigField:
 
     ``secret`` fields are write-only: the host stores them but only ever returns them
     masked, so a settings page cannot leak a bot token or an API key.
+
+    The host checks a schema when the plugin registers it and fails the plugin, naming
+    the field, for a ``type`` other than the six, a ``"choice"`` without ``choices``, a
+    ``default`` the field's own checks refuse (outside ``minimum``/``maximum``, longer
+    than ``max_length``, not one of ``choices``), ``minimum`` above ``maximum``, or two
+    fields of one name in one schema.
     """
 
     name: str
@@ -87,7 +93,9 @@ class PluginInfo:
 @dataclass(frozen=True)
 class WebPage:
     """An ES-module fragment the web shell mounts at ``#plugin/<id>/<page_id>``.
-    ``entry`` is a path under the plugin's own router (``/api/plugin/<id>/<entry>``).
+    ``entry`` is a path under the plugin's own router (``/api/plugin/<id>/<entry>``):
+    a relative path such as ``"page.js"``; a URL, a leading ``/``, a ``..`` segment or a
+    backslash is refused at registration and fails the plugin.
     ``title`` is the English text; ``page.<page_id>.title`` in the plugin's bundle
     translates it. ``icon`` is one of ``ICONS``.
 
@@ -108,7 +116,10 @@ class WebPage:
 
 @dataclass(frozen=True)
 class I18nBundle:
-    """UI strings of one domain (usually the plugin id): ``{locale: {key: text}}``.
+    """UI strings of one domain: ``{locale: {key: text}}``. The domain is the registering
+    plugin's id, or ``"core"`` to add to the host's strings (a language): another
+    plugin's domain fails the plugin, and a ``core`` string the host already has is
+    never replaced (dropped, and logged).
 
     Keep the texts in per-locale JSON files that translators edit with ordinary tools,
     and build the bundle with :meth:`from_folder`; adding a language is adding a file."""

@@ -12,7 +12,7 @@ the fallback; the host's built-ins keep theirs in the core bundle as
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from skald_hookspecs.types import I18nBundle
 
@@ -22,6 +22,7 @@ FALLBACK_LOCALE = "en"
 class Strings:
     def __init__(self, bundles: Iterable[I18nBundle] = ()) -> None:
         self._table: dict[str, dict[str, str]] = {}
+        self._expected: list[Callable[[], Iterable[tuple[str, ...]]]] = []
         for bundle in bundles:
             self.add(bundle)
 
@@ -30,6 +31,17 @@ class Strings:
             target = self._table.setdefault(locale, {})
             for key, text in strings.items():
                 target[f"{bundle.domain}.{key}"] = text
+
+    def has(self, key: str, locale: str) -> bool:
+        """Whether ``locale`` itself has the full ``key`` (no fallback)."""
+        return key in self._table.get(locale, {})
+
+    def expect(self, keys: Callable[[], Iterable[tuple[str, ...]]]) -> None:
+        """Keys the host will look up that no bundle is known to carry (a ``NotReady``'s
+        key, say), asked whenever ``missing`` is: each item the full keys any one of
+        which would do, the first its name. One English has none of is listed under
+        English."""
+        self._expected.append(keys)
 
     @property
     def locales(self) -> list[str]:
@@ -95,10 +107,13 @@ class Strings:
 
     def missing(self) -> Mapping[str, list[str]]:
         """Per locale, the keys it lacks: English's, and, under English, those another
-        locale has and English lacks (its readers would see the bare key). A language's
-        own name (``core.locale.<code>``) lives in its own file alone."""
+        locale has and English lacks (its readers would see the bare key) and the keys
+        given to ``expect`` that no bundle has. A language's own name (``core.locale.<code>``)
+        lives in its own file alone."""
         english = set(self._table.get(FALLBACK_LOCALE, {}))
         others = {locale: set(strings) for locale, strings in self._table.items() if locale != FALLBACK_LOCALE}
         gaps = {locale: english - keys for locale, keys in others.items()}
         gaps[FALLBACK_LOCALE] = {key for locale, keys in others.items() for key in keys - {f"core.locale.{locale}"}} - english
+        for source in self._expected:
+            gaps[FALLBACK_LOCALE] |= {wanted[0] for wanted in source() if wanted and not english.intersection(wanted)}
         return {locale: sorted(keys) for locale, keys in sorted(gaps.items()) if keys}

@@ -221,7 +221,7 @@ class NeedsToken(PagePlugin):
 
 
 async def test_setup_keeps_typed_fields_across_a_language_change_and_checks_them_first(skald, browser_pages):
-    host = await skald.start(plugins=[NeedsToken("bot", title="Bot", config_schema=(ConfigField("token", "secret", label="Token", required=True),))])
+    host = await skald.start(plugins=[NeedsToken("bot", title="Bot", config_schema=(ConfigField("token", "string", label="Token", required=True, secret=True),))])
     page = await browser_pages.new(host.url)
     await page.goto("/")
     await page.get_by_label("User name").fill("ada")

@@ -148,3 +148,61 @@ def test_the_tutorial_shows_a_whole_plugin_whose_end_to_end_test_is_six_lines_at
     first = tests[tests.index("async def test_the_agent_rolls_dice") :].split("\n\n\n")[0]
     assert len(first.strip().splitlines()) - 1 <= 6
     assert ".chat(" in first and "allow_tool" in first
+
+
+# -- what the prose promises ------------------------------------------------------------------
+
+
+def prose() -> str:
+    """The whole document with its lines joined, so a phrase is found across a wrap."""
+    return " ".join(doc_text().split())
+
+
+async def test_the_approval_rule_shown_is_one_the_admin_api_takes(skald):
+    import json
+
+    [request] = [b for b in code_blocks(doc_text(), "http") if "/api/admin/approval-rules" in b]
+    head, body = request.split("\n\n", 1)
+    method, path = head.splitlines()[0].split()
+    rule = json.loads(body)
+    assert (method, rule["tool_pattern"], rule["action"]) == ("POST", "roll_dice", "allow")
+
+    host = await skald.start()
+    created = await (await host.admin()).post(path, json=rule)
+    assert created.status_code == 201, created.text
+    assert {k: created.json()[k] for k in rule} == rule
+
+
+def test_the_german_title_shown_is_the_examples():
+    namespace: dict = {}
+    source = (EXAMPLE / "skald_hello" / "__init__.py").read_text(encoding="utf-8")
+    exec(compile(source.split("\nclass _Running")[0], "skald_hello", "exec"), namespace)  # the constants, not the hooks
+    german = namespace["STRINGS"]["de"]
+    section = prose()[prose().index("The API answers these in the reader's language") :][:600]
+    titles = re.findall(r'"title": "([^"]+)"', section)
+    assert titles and all(title == german["title"] for title in titles), (titles, german["title"])
+
+
+async def test_saving_a_healthy_plugins_settings_runs_no_hook_as_the_docs_say(skald):
+    from skald_hookspecs import ConfigField, hookimpl
+
+    from .support import Routed
+
+    class Counting(Routed):
+        starts = 0
+
+        @hookimpl
+        async def startup(self, host) -> None:
+            Counting.starts += 1
+
+    plugin = Counting("counting", config_schema=(ConfigField("greeting"),))
+    host = await skald.start(plugins=[plugin], enable=["counting"])
+    saved = await (await host.admin()).put("/api/admin/plugins/counting/config", json={"config": {"greeting": "Moin"}})
+    assert saved.status_code == 200, saved.text
+    assert Counting.starts == 1
+    assert (await host.core.host_api("counting").get_config())["greeting"] == "Moin"
+
+    text = prose()
+    assert "Saving the plugin's settings runs `startup` again" not in text
+    assert "A healthy plugin is neither restarted nor told when the admin saves its settings" in text
+    assert "the next `host.get_config()` returns the new values" in text

@@ -105,7 +105,7 @@ class NeedsAKey(Routed):
     def __init__(self, plugin_id: str) -> None:
         from skald_hookspecs import ConfigField
 
-        super().__init__(plugin_id, config_schema=(ConfigField("api_key", "secret", label="API key"),))
+        super().__init__(plugin_id, config_schema=(ConfigField("api_key", "string", label="API key", secret=True),))
 
     @hookimpl
     async def startup(self, host) -> None:

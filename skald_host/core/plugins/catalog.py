@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
+from urllib.parse import unquote, urlsplit
 
-from skald_hookspecs.types import PluginInfo
+from skald_hookspecs.types import ConfigSet, PluginInfo, WebPage
 from skald_host.core.identity.access import allowed, plugin_action
 from skald_host.core.identity.users import Member, MemberNotFound
-from skald_host.core.plugins.config_schema import ConfigInvalid, masked, schema_json, validate
+from skald_host.core.plugins.config_schema import ConfigInvalid, SchemaInvalid, check_schema, masked, schema_json, validate
 from skald_host.core.plugins.failures import record_failure
 from skald_host.core.plugins.manager import PluginError, PluginStatus
 
@@ -33,6 +34,15 @@ class CatalogError(ValueError):
 class PluginCatalog:
     def __init__(self, core: "Skald") -> None:
         self._core = core
+        core.strings.expect(self._error_keys)
+
+    def _error_keys(self) -> Iterator[tuple[str, ...]]:
+        """The strings ``error_text`` will look up (a ``NotReady``'s key), each as the
+        full keys that would do: a key no bundle has falls back to the English message,
+        and the admin's list of missing translations must name it."""
+        for status in self._core.plugins.statuses():
+            if status.error_key:
+                yield (f"{status.id}.{status.error_key}", f"core.builtin.{status.id}.{status.error_key}")
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -410,8 +420,61 @@ class InstanceSettings:
         return masked(config_set.fields, fresh)
 
 
+def validate_web_page(plugin_id: str, args: tuple[Any, ...]) -> WebPage:
+    """A ``register_web_pages`` value. Its ``entry`` is loaded by the shell as
+    ``/api/plugin/<id>/<entry>`` into the member's session: anything but a plain path
+    inside the plugin's own routes (another site's script, ``../../admin/…``) would run
+    there as code the plugin does not own."""
+    if len(args) != 1 or not isinstance(args[0], WebPage):
+        raise PluginError("register() expects one WebPage")
+    page = args[0]
+    problem = _entry_problem(page.entry)
+    if problem:
+        raise PluginError(
+            f"page {page.page_id!r}: entry {page.entry!r} {problem}; give a relative path inside the plugin's own routes,"
+            f" like 'page.js' (served as /api/plugin/{plugin_id}/page.js)"
+        )
+    return page
+
+
+def _entry_problem(entry: Any) -> str | None:
+    if not isinstance(entry, str) or not entry.strip():
+        return "is not a path"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in entry):  # a URL parser drops tabs and newlines: '.\n.' is '..'
+        return "contains a control character"
+    try:
+        parts = urlsplit(entry)
+    except ValueError:
+        return "is not a path"
+    if parts.scheme or parts.netloc or entry.startswith("//"):
+        return "is a URL, not a path"
+    path = unquote(parts.path)  # a browser reads '%2e%2e' as '..'
+    if "\\" in entry or "\\" in path:
+        return "contains a backslash"
+    if entry.startswith("/"):
+        return "starts with a slash"
+    if ".." in path.split("/"):
+        return "has a '..' segment"
+    return None
+
+
+def validate_config_set(plugin_id: str, args: tuple[Any, ...]) -> ConfigSet:
+    """A ``register_config_sets`` value, its fields checked as a plugin's schemas are."""
+    if len(args) != 1 or not isinstance(args[0], ConfigSet):
+        raise PluginError("register() expects one ConfigSet")
+    config_set = args[0]
+    try:
+        check_schema(config_set.fields, f"settings set {config_set.id!r}")
+    except SchemaInvalid as exc:
+        raise PluginError(str(exc)) from None
+    return config_set
+
+
 def _grants_by_default(info: PluginInfo) -> bool:
     return info.grant_by_default and not info.manages_own_access
 
 
-__all__ = ["PluginCatalog", "InstanceSettings", "CatalogError", "ConfigInvalid", "MemberNotFound", "PluginError"]
+__all__ = [
+    "PluginCatalog", "InstanceSettings", "CatalogError", "ConfigInvalid", "MemberNotFound", "PluginError",
+    "validate_config_set", "validate_web_page",
+]

@@ -3,12 +3,19 @@
 One implementation for instance config, per-member config and settings sets. Secrets
 are write-only: they are stored, handed to the plugin, and only ever come back as
 ``MASK``; sending ``MASK`` (or leaving the field out) keeps the stored value.
+
+A schema itself is checked when the plugin registers it (``check_schema``): a field of
+an unknown type would be validated as text, a choice without choices could never be
+saved, a default outside its bounds is a value the admin could not save back, and two
+fields of one name would share one stored value.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, get_args, get_type_hints
 from urllib.parse import urlsplit
 
 from skald_hookspecs.types import ConfigField
@@ -26,6 +33,60 @@ class ConfigInvalid(Refusal):
         super().__init__(f"{field}: {reason}", code=f"config_{why}", **values)
         self.field = field
         self.reason = reason
+
+
+#: The field types a schema may use, read from the contract's own ``Literal``.
+FIELD_TYPES: tuple[str, ...] = get_args(get_type_hints(ConfigField)["type"])
+
+
+class SchemaInvalid(ValueError):
+    """A ``ConfigField`` schema a plugin declared cannot work; the message names the
+    schema and the field, and says what to change."""
+
+
+def check_schema(fields: Any, where: str) -> None:
+    """Refuse a schema that cannot work as declared. ``where`` names it in the message
+    (``config_schema``, ``settings set 'x'``)."""
+    if not isinstance(fields, (tuple, list)):
+        raise SchemaInvalid(f"{where} must be a tuple of ConfigField, not {type(fields).__name__}")
+    seen: set[str] = set()
+    for field in fields:
+        if not isinstance(field, ConfigField):
+            raise SchemaInvalid(f"{where}: {field!r} is not a ConfigField")
+        problem = _schema_problem(field)
+        if problem:
+            raise SchemaInvalid(f"{where}: field {field.name!r} {problem}")
+        if field.name in seen:
+            raise SchemaInvalid(f"{where}: field {field.name!r} is declared twice: give each field a name of its own")
+        seen.add(field.name)
+
+
+def _schema_problem(field: ConfigField) -> str | None:
+    if not isinstance(field.name, str) or not field.name.strip():
+        return "has no name: the first argument of ConfigField is the field's name"
+    if field.type not in FIELD_TYPES:
+        near = difflib.get_close_matches(str(field.type), FIELD_TYPES, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        return f"has the unknown type {field.type!r}{hint}: use one of {', '.join(FIELD_TYPES)}"
+    if field.type == "choice":
+        if not isinstance(field.choices, (tuple, list)) or not field.choices:
+            return "is a choice without choices: give choices=(...), the values the admin may pick"
+        if not all(isinstance(choice, str) for choice in field.choices):
+            return "has a choice that is not text: every choice must be a str"
+    for bound in ("minimum", "maximum"):
+        value = getattr(field, bound)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+            return f"has a {bound} that is not a number: {value!r}"
+    if field.minimum is not None and field.maximum is not None and field.minimum > field.maximum:
+        return f"has minimum {field.minimum:g} above its maximum {field.maximum:g}"
+    if field.max_length is not None and (isinstance(field.max_length, bool) or not isinstance(field.max_length, int) or field.max_length < 1):
+        return f"has max_length {field.max_length!r}: give a whole number of at least 1"
+    if field.default is not None:
+        try:  # the default is a value like any other: one the admin could not save back is a bug
+            _check(dataclasses.replace(field, required=False), field.default)
+        except ConfigInvalid as exc:
+            return f"has the default {field.default!r}, which its own checks refuse ({exc.reason}): change the default or the field"
+    return None
 
 
 def _check(field: ConfigField, value: Any) -> Any:

@@ -30,6 +30,7 @@ import skald_hookspecs
 from skald_hookspecs import ENTRY_POINT_GROUP, PROJECT_NAME, SPEC_VERSION, hookspecs
 from skald_hookspecs.types import PluginInfo
 from skald_host.core.asyncutil import await_me_maybe
+from skald_host.core.plugins.config_schema import SchemaInvalid, check_schema
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,13 @@ FAILURES_KEPT = 20
 #: A hook or tool that holds the event loop this long in one stretch is logged: while it
 #: held it, the server answered nobody.
 SLOW_STRETCH_SECONDS = 0.5
+
+#: Hooks the host calls without awaiting, on a hot path, and why: an ``async def`` impl
+#: would hand back a coroutine there, found out only in every model round. Refused at load.
+SYNCHRONOUS_HOOKS = {
+    "member_tools": "it is asked in every model round and must return the tools the plugin already holds in memory;"
+    " fetch them in startup or a background task, then return them from a plain def",
+}
 
 _HOST_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))  # skald_host/
 _HOST_CODE = (_HOST_ROOT + os.sep, os.path.dirname(skald_hookspecs.__file__) + os.sep)
@@ -68,6 +76,21 @@ class StrictPluginFailure(PluginError):
         at = f" (at {place.filename}:{place.lineno})" if place else ""
         what = "it did not finish in time" if isinstance(exc, asyncio.TimeoutError) else described(exc)
         return cls(f"plugin {plugin!r} failed in {where}: {what}{at}")
+
+
+class ReturnedInsteadOfRegistering(PluginError):
+    """A ``register_*`` hook returned its contribution instead of passing it to
+    ``register``: the host would ignore it, and the plugin would run without it (every
+    route a 404) with nothing logged."""
+
+    def __init__(self, hook_name: str, value: Any) -> None:
+        kind = type(value).__name__
+        article = "an" if kind[:1].upper() in "AEIOU" else "a"
+        if isinstance(value, (list, tuple, set, dict)):
+            call = "call register(...) once for each item instead"
+        else:
+            call = f"call register({kind.lower()}) instead"
+        super().__init__(f"{hook_name} returned {article} {kind}: {call}; the return value is ignored")
 
 
 class HookBlocked(PluginError):
@@ -414,14 +437,23 @@ class PluginManager:
         except InvalidSpecifier:
             refusal = PluginError(f"plugin {name!r} declares an invalid spec range {info.spec!r}")
         else:
-            if ok:
-                return info
-            refusal = PluginError(f"plugin {name!r} needs spec {info.spec}; this host provides {SPEC_VERSION}")
+            if not ok:
+                refusal = PluginError(f"plugin {name!r} needs spec {info.spec}; this host provides {SPEC_VERSION}")
+            else:
+                try:  # a bad schema would otherwise surface only when the admin saves, or never
+                    check_schema(info.config_schema, "config_schema")
+                    check_schema(info.user_config_schema, "user_config_schema")
+                except SchemaInvalid as exc:
+                    refusal = PluginError(f"plugin {name!r}: {exc}")
+                else:
+                    return info
         refusal.plugin_id = info.id  # it said who it is: listed (and looked up) under that id
         raise refusal
 
     def _check_hook_names(self, name: str, obj: Any) -> None:
-        """A misspelt hookimpl would otherwise sit there unnoticed forever."""
+        """A misspelt hookimpl would otherwise sit there unnoticed forever, and an
+        ``async def`` impl of a hook the host calls without awaiting (``SYNCHRONOUS_HOOKS``)
+        would fail at every call instead of once, here."""
         known = set(self.pm.hook.__dict__)
         for attr in dir(obj):
             opts = getattr(getattr(obj, attr, None), f"{PROJECT_NAME}_impl", None)
@@ -431,6 +463,9 @@ class PluginManager:
             hook = (opts.get("specname") if isinstance(opts, dict) else None) or attr
             if hook not in known:
                 raise PluginError(f"plugin {name!r} implements unknown hook {hook!r} (misspelt? see skald_hookspecs.hookspecs)")
+            function = getattr(obj, attr)
+            if hook in SYNCHRONOUS_HOOKS and (inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function)):
+                raise PluginError(f"plugin {name!r}: {hook} must be synchronous, not async def: {SYNCHRONOUS_HOOKS[hook]}")
 
     # -- state -----------------------------------------------------------------
 
@@ -524,8 +559,9 @@ class PluginManager:
         that plugin. ``validate(plugin_id, args)`` turns the callback's arguments into
         the registered value or raises; ``key`` names a value for duplicate checks;
         ``extra(plugin_id)`` supplies further hook arguments for that plugin.
-        A plugin whose hook raises, times out, registers invalid data or a duplicate
-        is marked failed and contributes nothing; the others go on."""
+        A plugin whose hook raises, times out, registers invalid data or a duplicate,
+        or returns something (its contribution, most often, instead of passing it to
+        ``register``) is marked failed and contributes nothing; the others go on."""
         accepted: list[Contribution] = []
         owners: dict[str, str] = {}
         for impl in self._impls(hook_name):
@@ -543,12 +579,16 @@ class PluginManager:
 
             try:
                 available = {"register": register, **(extra(plugin_id) if extra else {})}
-                await self._bounded(impl, hook_name, [available[a] for a in impl.argnames])
+                returned = await self._bounded(impl, hook_name, [available[a] for a in impl.argnames])
+                if returned is not None:
+                    raise ReturnedInsteadOfRegistering(hook_name, returned)
             except Exception as exc:
                 if self._strict:
                     raise StrictPluginFailure.of(plugin_id, hook_name, exc) from exc
                 if isinstance(exc, asyncio.TimeoutError):
                     message = f"{hook_name} did not finish within {self.hook_timeout:g} s"
+                elif isinstance(exc, ReturnedInsteadOfRegistering):  # it names the hook itself
+                    message = str(exc)
                 elif isinstance(exc, PluginError) and str(exc):  # the host's own words on what was wrong
                     message = f"{hook_name}: {exc}"
                 else:

@@ -1,0 +1,106 @@
+"""Whose strings a plugin may register, and which strings the admin is told are missing.
+
+A plugin's bundle for its own domain is its own; one for another plugin's domain (or
+a domain that is nobody's) fails the plugin, enabled or not: it would show that plugin's
+catalog card, pages and errors in the impostor's words. A bundle for ``core`` may add
+a language but never replace the core's words or make up a built-in's: such strings
+are dropped, and the log names the plugin. A ``NotReady`` key no bundle has is listed
+among the missing translations."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import I18nBundle, NotReady
+
+from .support import Routed, catalog_entry
+
+
+class Bundled(Routed):
+    def __init__(self, plugin_id: str, *bundles: I18nBundle) -> None:
+        super().__init__(plugin_id)
+        self.bundles = bundles
+
+    @hookimpl
+    def register_i18n(self, register: Callable[..., None]) -> None:
+        for bundle in self.bundles:
+            register(bundle)
+
+
+async def test_a_bundle_for_another_plugins_domain_fails_the_plugin_and_changes_nothing(skald):
+    impostor = Bundled("impostor", I18nBundle("impostor", {"en": {"hello": "Hi"}}), I18nBundle("jotter", {"en": {"plugin.title": "SPOOFED"}}))
+    squatter = Bundled("squatter", I18nBundle("future-plugin", {"en": {"plugin.title": "Mine now"}}))
+    host = await skald.start(plugins=[Routed("jotter"), impostor, squatter], enable=["jotter"])  # the impostors stay disabled
+    admin = await host.admin()
+
+    assert (await catalog_entry(admin, "impostor"))["error"] == (
+        "register_i18n: bundle domain 'jotter' belongs to the plugin 'jotter': a plugin registers its strings under"
+        " its own id (I18nBundle('impostor', ...)), and may add a language to the host's with the domain 'core'"
+    )
+    squatted = await catalog_entry(admin, "squatter")
+    assert squatted["state"] == "failed" and squatted["error"].startswith("register_i18n: bundle domain 'future-plugin' is not this plugin's id: ")
+    jotter = await catalog_entry(admin, "jotter")
+    assert (jotter["title"], jotter["state"], jotter["healthy"]) == ("Jotter", "loaded", True)
+    strings = (await admin.get("/api/i18n", params={"locale": "en"})).json()["strings"]
+    assert "jotter.plugin.title" not in strings and "impostor.hello" not in strings  # a failed plugin contributes nothing
+    assert (await host.client().get("/health")).json() == {"status": "ok"}
+
+
+async def test_a_core_bundle_adds_a_language_but_never_replaces_the_cores_strings(skald, caplog):
+    caplog.set_level(logging.WARNING)
+    linguist = Bundled(
+        "linguist",
+        I18nBundle(
+            "core",
+            {
+                "en": {"error.config_required": "SPOOFED", "builtin.jotter.plugin.title": "SPOOFED JOTTER"},
+                "de": {"nav.chat": "GEFÄLSCHT"},
+                "fr": {"locale.fr": "Français", "nav.chat": "Discussion", "builtin.strings.plugin.title": "Langue de l'interface"},
+            },
+        ),
+    )
+    host = await skald.start(plugins=[Routed("jotter"), linguist], enable=["jotter"])  # linguist stays disabled
+    admin = await host.admin()
+
+    assert (await catalog_entry(admin, "linguist"))["state"] == "disabled"  # not failed: it added a language
+    english = (await admin.get("/api/i18n", params={"locale": "en"})).json()["strings"]
+    german = (await admin.get("/api/i18n", params={"locale": "de"})).json()["strings"]
+    french = (await admin.get("/api/i18n", params={"locale": "fr"})).json()["strings"]
+    assert english["core.error.config_required"] == "is required"
+    assert german["core.nav.chat"] != "GEFÄLSCHT"
+    assert (french["core.nav.chat"], french["core.locale.fr"]) == ("Discussion", "Français")
+    assert french["core.builtin.strings.plugin.title"] == "Langue de l'interface"  # a translation of a built-in's title
+    assert (await catalog_entry(admin, "jotter"))["title"] == "Jotter"  # no title made up for another plugin
+
+    [warning] = [r.getMessage() for r in caplog.records if "'core' bundle dropped" in r.getMessage()]
+    assert warning.startswith("plugin linguist: 3 string(s) of its 'core' bundle dropped")
+    assert "en/error.config_required" in warning and "en/builtin.jotter.plugin.title" in warning and "de/nav.chat" in warning
+
+
+class NotReadyYet(Routed):
+    def __init__(self, plugin_id: str, *bundles: I18nBundle) -> None:
+        super().__init__(plugin_id)
+        self.bundles = bundles
+
+    @hookimpl
+    def register_i18n(self, register: Callable[..., None]) -> None:
+        for bundle in self.bundles:
+            register(bundle)
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        raise NotReady("no token is set", key="error.no_token")
+
+
+async def test_a_not_ready_key_no_bundle_has_is_listed_as_a_missing_translation(skald):
+    translated = I18nBundle("ready-soon", {"en": {"error.no_token": "Set a token first."}})
+    host = await skald.start(plugins=[NotReadyYet("untranslated"), NotReadyYet("ready-soon", translated)], enable=["untranslated", "ready-soon"])
+    admin = await host.admin()
+
+    status = (await admin.get("/api/admin/status")).json()
+    assert "untranslated.error.no_token" in status["missing_translations"]["en"]
+    assert "ready-soon.error.no_token" not in status["missing_translations"].get("en", [])
+    assert (await catalog_entry(admin, "untranslated"))["error"] == "startup: no token is set"  # English, as documented
+    assert (await catalog_entry(admin, "ready-soon"))["error"] == "Set a token first."

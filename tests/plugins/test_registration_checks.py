@@ -1,0 +1,244 @@
+"""What a plugin declares is checked when it registers, not when it is first used: a
+config schema that cannot work, a ``register_*`` hook that returns its contribution
+instead of registering it, an ``async def member_tools`` and a page entry outside the
+plugin's own routes each fail that plugin, with a message saying what to change, while
+the host and the other plugins keep serving."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from quart import Blueprint
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo, Tool, WebPage
+from skald_host.core.plugins.manager import PluginManager
+
+from .test_isolation import Bystander, assert_host_and_bystanders_work, info
+
+
+def loaded(*plugins: Any) -> PluginManager:
+    manager = PluginManager(extra=plugins, use_entry_points=False)
+    manager.load()
+    return manager
+
+
+# -- config schemas -------------------------------------------------------------------------
+
+
+class Configured:
+    def __init__(self, plugin_id: str, **schemas: Any) -> None:
+        self.info = info(plugin_id, **schemas)
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return self.info
+
+
+BAD_FIELDS = {
+    "unknown type": (
+        (ConfigField("n", "int", default=3),),  # type: ignore[arg-type]
+        "field 'n' has the unknown type 'int' (did you mean 'integer'?): use one of string, integer, number, boolean, choice, url",
+    ),
+    "choice without choices": (
+        (ConfigField("level", "choice"),),
+        "field 'level' is a choice without choices: give choices=(...), the values the admin may pick",
+    ),
+    "default outside the bounds": (
+        (ConfigField("count", "integer", default=500, maximum=10),),
+        "field 'count' has the default 500, which its own checks refuse (must be at most 10): change the default or the field",
+    ),
+    "a name twice": (
+        (ConfigField("token"), ConfigField("token", secret=True)),
+        "field 'token' is declared twice: give each field a name of its own",
+    ),
+}
+
+
+@pytest.mark.parametrize("schema", ["config_schema", "user_config_schema"])
+@pytest.mark.parametrize("case", BAD_FIELDS, ids=list(BAD_FIELDS))
+def test_a_schema_that_cannot_work_fails_its_plugin_at_load_naming_the_field(case: str, schema: str) -> None:
+    fields, problem = BAD_FIELDS[case]
+    manager = loaded(Configured("schemed", **{schema: fields}), Bystander())
+
+    status = manager.status("schemed")
+    assert (status.state, status.error) == ("failed", f"plugin 'Configured': {schema}: {problem}")
+    assert manager.status("bystander").state == "disabled"  # loaded, waiting to be enabled
+
+
+def test_a_schema_that_can_work_is_accepted() -> None:
+    fields = (
+        ConfigField("mode", "choice", choices=("fast", "slow"), default="fast"),
+        ConfigField("count", "integer", default=5, minimum=1, maximum=10),
+        ConfigField("name", "string", required=True, default=""),
+        ConfigField("site", "url", default="https://example.org"),
+    )
+    assert loaded(Configured("fine", config_schema=fields)).status("fine").state == "disabled"
+
+
+class RegistersASet:
+    def __init__(self, plugin_id: str, config_set: ConfigSet) -> None:
+        self.plugin_id, self.config_set = plugin_id, config_set
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info(self.plugin_id)
+
+    @hookimpl
+    def register_config_sets(self, register) -> None:
+        register(self.config_set)
+
+
+async def test_a_bad_field_of_a_settings_set_fails_its_plugin_and_the_host_serves(skald):
+    broken = RegistersASet("leveled", ConfigSet("levels", "Levels", (ConfigField("level", "choice"),)))
+    bystander = Bystander()
+    host = await skald.start(plugins=[broken, bystander])
+
+    status = host.core.plugins.status("leveled")
+    assert (status.state, status.error) == (
+        "failed",
+        "register_config_sets: settings set 'levels': field 'level' is a choice without choices:"
+        " give choices=(...), the values the admin may pick",
+    )
+    assert "levels" not in {c.value.id for c in host.core.config_sets}
+    await assert_host_and_bystanders_work(host, bystander)
+
+
+async def test_the_catalog_card_of_a_plugin_with_a_bad_schema_says_what_to_change(skald):
+    host = await skald.start(plugins=[Configured("schemed", config_schema=(ConfigField("n", "int", default=3),))])  # type: ignore[arg-type]
+    admin = await host.admin()
+
+    card = {p["id"]: p for p in (await admin.get("/api/admin/plugins")).json()["plugins"]}["schemed"]
+    assert card["state"] == "failed"
+    assert "config_schema: field 'n' has the unknown type 'int'" in card["error"]
+    assert (await host.client().get("/health")).json() == {"status": "ok"}
+
+
+# -- a register_* hook that returns instead of registering -------------------------------------
+
+
+class ReturnsItsBlueprint:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("returner")
+
+    @hookimpl
+    def register_routes(self, register) -> Blueprint:
+        blueprint = Blueprint("returner", __name__)
+
+        @blueprint.get("/ping")
+        async def ping() -> dict[str, str]:
+            return {"pong": "yes"}
+
+        return blueprint  # meant: register(blueprint)
+
+
+async def test_a_routes_hook_returning_its_blueprint_fails_the_plugin_saying_to_call_register(skald):
+    bystander = Bystander()
+    host = await skald.start(plugins=[ReturnsItsBlueprint(), bystander])
+    admin = await host.admin()
+
+    status = host.core.plugins.status("returner")
+    assert (status.state, status.error) == (
+        "failed", "register_routes returned a Blueprint: call register(blueprint) instead; the return value is ignored",
+    )
+    assert (await admin.get("/api/plugin/returner/ping")).status_code == 404
+    await assert_host_and_bystanders_work(host, bystander)
+
+
+async def _noop(args: Any, ctx: Any) -> str:
+    return "ok"
+
+
+class ReturnsItsTools:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("tool-returner")
+
+    @hookimpl
+    async def register_tools(self, register) -> list[Tool]:
+        return [Tool("noop", "does nothing", {"type": "object"}, _noop)]
+
+
+async def test_any_register_hook_returning_a_value_fails_the_plugin_and_keeps_nothing() -> None:
+    manager = loaded(ReturnsItsTools(), Bystander())
+
+    assert await manager.collect("register_tools", lambda plugin_id, args: args[0]) == []
+    status = manager.status("tool-returner")
+    assert (status.state, status.error) == (
+        "failed", "register_tools returned a list: call register(...) once for each item instead; the return value is ignored",
+    )
+    assert manager.status("bystander").state == "disabled"
+
+
+# -- member_tools must be synchronous ------------------------------------------------------------
+
+
+class AsyncMemberTools:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("async-tools")
+
+    @hookimpl
+    async def member_tools(self, member_id: str) -> list[Tool]:
+        return []
+
+
+async def test_an_async_member_tools_is_refused_when_the_plugin_loads(skald):
+    bystander = Bystander()
+    host = await skald.start(plugins=[AsyncMemberTools(), bystander])
+
+    status = host.core.plugins.status("async-tools")
+    assert status.state == "failed"
+    assert status.error.startswith("plugin 'AsyncMemberTools': member_tools must be synchronous, not async def: ")
+    assert "return them from a plain def" in status.error
+    assert "async-tools" not in host.core.plugins.implementers("member_tools")
+    await assert_host_and_bystanders_work(host, bystander)
+
+
+# -- a page's entry stays inside the plugin's own routes -----------------------------------------
+
+REFUSED_ENTRIES = {
+    "https://evil.example/x.js": "is a URL, not a path",
+    "//evil.example/x.js": "is a URL, not a path",
+    "javascript:alert(1)": "is a URL, not a path",
+    "../../admin/x.js": "has a '..' segment",
+    "static/../../admin/x.js": "has a '..' segment",
+    "%2e%2e/%2e%2e/admin/x.js": "has a '..' segment",
+    ".\n./admin/x.js": "contains a control character",
+    "/api/admin/x.js": "starts with a slash",
+    "static\\page.js": "contains a backslash",
+    "": "is not a path",
+}
+
+
+class Paged:
+    def __init__(self, plugin_id: str, entry: str) -> None:
+        self.plugin_id, self.entry = plugin_id, entry
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info(self.plugin_id)
+
+    @hookimpl
+    def register_web_pages(self, register) -> None:
+        register(WebPage("main", "Main", self.entry))
+
+
+async def test_a_page_entry_outside_the_plugins_own_routes_fails_the_plugin(skald):
+    refused = {f"paged{n}": entry for n, entry in enumerate(REFUSED_ENTRIES)}
+    accepted = {"plain": "page.js", "nested": "static/v2/page.js?v=3"}
+    bystander = Bystander()
+    host = await skald.start(plugins=[*(Paged(p, e) for p, e in {**refused, **accepted}.items()), bystander])
+
+    for plugin_id, entry in refused.items():
+        status = host.core.plugins.status(plugin_id)
+        assert (status.state, status.error) == (
+            "failed",
+            f"register_web_pages: page 'main': entry {entry!r} {REFUSED_ENTRIES[entry]}; give a relative path inside"
+            f" the plugin's own routes, like 'page.js' (served as /api/plugin/{plugin_id}/page.js)",
+        ), entry
+    pages = {c.plugin_id: c.value.entry for c in host.core.web_pages if c.plugin_id in {**refused, **accepted}}
+    assert pages == accepted
+    await assert_host_and_bystanders_work(host, bystander)
