@@ -14,6 +14,7 @@ plugin's own ``I18nBundle`` (domain = the plugin id) when it has one, under thes
 - ``config.<field>.label``, ``config.<field>.description``: ``PluginInfo.config_schema``
 - ``user_config.<field>.label``, ``user_config.<field>.description``: ``user_config_schema``
 - ``set.<set id>.title``, ``set.<set id>.<field>.label``, ``set.<set id>.<field>.description``: a ``ConfigSet``
+- ``<prefix>.<field>.choice.<value>`` (``config``, ``user_config``, ``set.<set id>``): one value of a ``choice`` field as the form shows it (the value itself is what is stored)
 
 Icons (``PluginInfo.icon``, ``WebPage.icon``) are one of ``ICONS``; another name is
 drawn as ``"puzzle"``.

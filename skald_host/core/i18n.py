@@ -96,12 +96,18 @@ class Strings:
 
     def fields(self, plugin_id: str, prefix: str, schema: list[dict[str, Any]], locale: str | None) -> list[dict[str, Any]]:
         """A config schema (as ``schema_json`` gives it) with each field's label and hint
-        under ``<prefix>.<field name>.label`` / ``.description`` in the reader's locale."""
+        under ``<prefix>.<field name>.label`` / ``.description`` in the reader's locale,
+        and a ``choice`` field's values under ``<prefix>.<field name>.choice.<value>``
+        (``choice_labels``; the value itself where the plugin has no words for it)."""
         out = []
         for entry in schema:
             entry = dict(entry)
             for part in ("label", "description"):
                 entry[part] = self.plugin_text(plugin_id, f"{prefix}.{entry['name']}.{part}", locale, entry[part])
+            if entry.get("choices"):
+                entry["choice_labels"] = {
+                    str(c): self.plugin_text(plugin_id, f"{prefix}.{entry['name']}.choice.{c}", locale, str(c)) for c in entry["choices"]
+                }
             out.append(entry)
         return out
 

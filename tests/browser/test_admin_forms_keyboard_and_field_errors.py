@@ -5,13 +5,12 @@ values shown raw in settings forms."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from playwright.async_api import expect
 
 import skald_system_agents
-from skald_hookspecs import ConfigField
+from skald_hookspecs import ConfigField, I18nBundle, hookimpl
 from skald_host.testing.host import ADMIN_PASSWORD
 
 from .kit import PagePlugin, sign_in
@@ -155,24 +154,21 @@ async def test_the_system_agents_are_a_navigation_of_links_with_the_current_one_
     await assert_no_violations(page, "system agents, one agent")
 
 
+class RelayWithChoiceWords(PagePlugin):
+    """Its bundle has words for one of its choices (``config.mode.choice.polling``)."""
+
+    @hookimpl
+    def register_i18n(self, register: Any) -> None:
+        register(I18nBundle("relay", {"en": {"config.mode.choice.polling": "Long polling"}, "de": {"config.mode.choice.polling": "Abfragen"}}))
+
+
 async def test_a_settings_choice_is_shown_in_the_readers_words_and_stored_as_its_value(skald, browser_pages):
     mode = ConfigField("mode", "choice", label="Mode", choices=("polling", "webhook"), default="polling")
-    host = await skald.start(plugins=[PagePlugin("relay", config_schema=(mode,))], enable=["relay"])
+    host = await skald.start(plugins=[RelayWithChoiceWords("relay", config_schema=(mode,))], enable=["relay"])
     client = await host.admin()
     page = await browser_pages.new(host.url)
     await sign_in(page, "admin", ADMIN_PASSWORD)
-
-    async def with_choice_labels(route: Any) -> None:
-        # What the host sends once it translates choices from the plugin's bundle
-        # (`config.mode.choice.polling`, ...); "webhook" has no text and stays as it is.
-        response = await route.fetch()
-        plugin = await response.json()
-        for spec in plugin["config_schema"]:
-            if spec["name"] == "mode":
-                spec["choice_labels"] = {"polling": "Long polling"}
-        await route.fulfill(response=response, body=json.dumps(plugin))
-
-    await page.route("**/api/admin/plugins/relay", with_choice_labels)
+    # "webhook" has no words in the bundle: it stays as it is.
     await page.goto("/#plugin-detail?id=relay")
     select = page.get_by_label("Mode")
     await expect(select.locator("option")).to_have_text(["— not set —", "Long polling", "webhook"])
