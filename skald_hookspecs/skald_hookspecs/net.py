@@ -34,7 +34,16 @@ EMBEDDING = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "64:ff9b:1::
 
 
 class AddressRefused(ValueError):
-    """A host that does not resolve, or resolves to an address that is not public."""
+    """A host that does not resolve, or resolves to an address that is not public.
+    ``str()`` is an English sentence; ``reason`` (since 1.6) says why in a form a
+    plugin can translate: ``"private"`` (``host`` resolved to ``address``, which is not
+    public), ``"unresolved"`` or ``"no_host"``."""
+
+    def __init__(self, message: str, *, reason: str = "unresolved", host: str = "", address: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.host = host
+        self.address = address
 
 
 def carried(address: Address) -> list[Address]:
@@ -57,23 +66,26 @@ def is_public(address: Address) -> bool:
 def check_address(host: str, address: Address) -> None:
     """Raise ``AddressRefused`` unless ``address`` (what ``host`` resolved to) is public."""
     if not is_public(address):
-        raise AddressRefused(f"{host} points at a private or special address ({address}); only public servers may be used here")
+        raise AddressRefused(
+            f"{host} points at a private or special address ({address}); only public servers may be used here",
+            reason="private", host=host, address=str(address),
+        )
 
 
 def public_addresses_now(host: str, port: int) -> list[Address]:
     """``public_addresses`` for a thread that may block (it resolves the name)."""
     if not host:
-        raise AddressRefused("the address names no host")
+        raise AddressRefused("the address names no host", reason="no_host")
     try:
         addresses: list[Address] = [ipaddress.ip_address(host.strip("[]"))]
     except ValueError:
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (OSError, UnicodeError):
-            raise AddressRefused(f"the address {host!r} does not resolve") from None
+            raise AddressRefused(f"the address {host!r} does not resolve", host=host) from None
         addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     if not addresses:
-        raise AddressRefused(f"the address {host!r} does not resolve")
+        raise AddressRefused(f"the address {host!r} does not resolve", host=host)
     for address in addresses:
         check_address(host, address)
     return addresses

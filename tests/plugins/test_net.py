@@ -25,10 +25,20 @@ def test_every_private_or_special_form_is_refused_naming_the_address(host):
 
 
 def test_a_name_that_does_not_resolve_and_an_empty_host_are_refused():
-    with pytest.raises(AddressRefused, match="does not resolve"):
+    with pytest.raises(AddressRefused, match="does not resolve") as unresolved:
         public_addresses_now("nothing.invalid", 443)
-    with pytest.raises(AddressRefused, match="names no host"):
+    assert (unresolved.value.reason, unresolved.value.host, unresolved.value.address) == ("unresolved", "nothing.invalid", None)
+    with pytest.raises(AddressRefused, match="names no host") as empty:
         public_addresses_now("", 443)
+    assert empty.value.reason == "no_host"
+
+
+def test_a_refusal_says_why_in_a_form_a_plugin_can_translate():
+    """Since 1.6: ``reason`` and the address, not only an English sentence to parse."""
+    with pytest.raises(AddressRefused) as refused:
+        public_addresses_now("localhost", 443)
+    assert refused.value.reason == "private" and refused.value.host == "localhost"
+    assert refused.value.address in ("127.0.0.1", "::1")
 
 
 async def test_a_public_address_passes_and_is_returned_to_connect_to():

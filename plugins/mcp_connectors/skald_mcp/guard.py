@@ -13,17 +13,12 @@ TLS still verifies the certificate against the name.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from skald_hookspecs.net import AddressRefused, public_addresses
 
 from skald_mcp.spec import SpecError
-
-#: How ``skald_hookspecs.net.check_address`` names the address it refused.
-PRIVATE_ADDRESS = re.compile(r"private or special address \(([^)]*)\)")
-
 
 async def check_public(url: str) -> None:
     """Raise ``SpecError`` unless every address ``url``'s host resolves to is public."""
@@ -32,11 +27,8 @@ async def check_public(url: str) -> None:
     try:
         await public_addresses(host, parts.port or (443 if url.startswith("https") else 80))
     except AddressRefused as exc:
-        # The contract's refusal carries no code, only its English sentence: the
-        # address it names is all the page needs to say it in the reader's words.
-        private = PRIVATE_ADDRESS.search(str(exc))
-        if private:
-            raise SpecError(code="private_address", field="url", host=host[:100], address=private.group(1)) from None
+        if exc.reason == "private":
+            raise SpecError(code="private_address", field="url", host=host[:100], address=exc.address or "") from None
         raise SpecError(code="address_unresolved", field="url", host=host[:100]) from None
 
 
