@@ -131,8 +131,11 @@ def register_sandbox_backends(register: Callable[..., None]) -> None:
 def register_agent_dirs(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute directories of agent definitions: call ``register(path)``. Since 1.0.
 
-    Each definition is a folder ``<id>/`` with ``AGENT.md`` (the prompt) and ``meta.yaml``.
-    Since 1.3 a task agent's ``meta.yaml`` may also say ``delegates``, ``skills``, ``limits``
+    Each definition is a folder ``<id>/`` with ``AGENT.md`` (the prompt) and ``meta.yaml``,
+    whose keys are ``title``, ``description``, ``kind`` (``chat`` or ``task``),
+    ``allow_tools`` and ``tools`` (names or patterns such as ``"*"``), ``model`` or
+    ``strength``, ``inject_memory`` and ``id`` (its folder's name, if given); copy one
+    from the host's ``agents/`` folder to start. Since 1.3 a task agent's ``meta.yaml`` may also say ``delegates``, ``skills``, ``limits``
     (``timeout_secs``, ``max_iterations``, ``max_result_chars``), ``signal`` (a contract for
     ``emit_signal``), ``enabled`` and an inline ``provider`` + ``model`` pair (a provider
     name and a model of the instance's model catalog; the agent's runs use that model
@@ -142,7 +145,10 @@ def register_agent_dirs(register: Callable[..., None]) -> None:
     plugin's) load as one generation, checked whole: one bad file (an unknown key, an id
     that is not its folder's name, a reserved id, a symlink, a file over 256 KiB, an
     unknown tool, delegate target, skill or provider + model) refuses the generation,
-    the last good one stays in use, and the admin's Helpers page says why."""
+    the last good one stays in use, and the admin's Helpers page says why. At boot, with
+    no good one yet, a plugin's folders at fault are left out instead (the plugin is
+    marked failed, saying why) and the other definitions are used. A disabled plugin's
+    folders are checked too: its definitions reach no one until it is enabled."""
 
 
 @hookspec

@@ -4,7 +4,11 @@ reach no one)."""
 
 from __future__ import annotations
 
-from .support import PROBE, new_conversation
+from pathlib import Path
+
+from skald_hookspecs import PluginInfo, hookimpl
+
+from .support import PROBE, new_conversation, write_agent
 
 
 async def test_a_plugins_agents_disappear_while_it_is_disabled_or_not_granted(chat):
@@ -24,3 +28,32 @@ async def test_a_plugins_agents_disappear_while_it_is_disabled_or_not_granted(ch
     assert "quiet" not in [a["id"] for a in (await alice.get("/api/chat/status")).json()["agents"]]
     # The host's own agents never depend on a plugin.
     assert "assistant" in [a["id"] for a in (await alice.get("/api/chat/status")).json()["agents"]]
+
+
+class BrokenAgents:
+    """A plugin whose one agent folder has a typo in its meta.yaml."""
+
+    def __init__(self, root: Path) -> None:
+        write_agent(root, "typo", "You help.", title="Typo", kind="task", colour="blue")  # unknown key
+        self.root = root
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="broken-agents", title="Broken agents", spec=">=1.0,<2")
+
+    @hookimpl
+    def register_agent_dirs(self, register) -> None:
+        register(self.root)
+
+
+async def test_one_plugins_bad_definition_leaves_out_its_folder_not_everyones_helpers(skald, tmp_path):
+    """At boot there is no last good generation to keep: a typo in a plugin's folder
+    (even a disabled plugin's) used to refuse every definition, the host's too."""
+    host = await skald.start(plugins=[BrokenAgents(tmp_path / "agents")])  # installed, not enabled
+    admin = await host.admin()
+    listed = (await admin.get("/api/agent-definitions")).json()
+    ids = [d["id"] for d in listed["definitions"]]
+    assert "general-purpose" in ids and "typo" not in ids, listed
+    assert listed["refused"] is not None and "colour" in " ".join(listed["refused"]["errors"])
+    status = host.core.plugins.status("broken-agents")
+    assert status.state == "failed" and "colour" in status.error and "register_agent_dirs" in status.error

@@ -188,6 +188,7 @@ class ChatService:
         self.run_permits = asyncio.Semaphore(self.orchestration.max_concurrent_runs)
         self.subagent_catalog = SubagentCatalog(
             agents, lambda: [t.name for t in tools.all()], self.orchestration, known_models=lambda: self.models.known,
+            plugin_refused=lambda plugin_id, errors: core.plugins.fail(plugin_id, "register_agent_dirs: " + "; ".join(errors)),
         )
         self._runtimes: dict[str, MemberRuntime] = {}
         self._locks: dict[str, asyncio.Lock] = {}

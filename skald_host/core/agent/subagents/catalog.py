@@ -321,11 +321,13 @@ class SubagentCatalog:
     def __init__(
         self, agents: AgentCatalog, tool_names: Callable[[], Iterable[str]], limits: OrchestrationLimits = OrchestrationLimits(),
         known_models: Callable[[], frozenset[tuple[str, str]] | None] = lambda: None,
+        plugin_refused: Callable[[str, list[str]], None] = lambda plugin_id, errors: None,
     ) -> None:
         self.agents = agents
         self.tool_names = tool_names
         self.limits = limits
         self.known_models = known_models
+        self.plugin_refused = plugin_refused  # a plugin whose definitions are left out: its card says why
         self.good: Generation | None = None
         self.refused: Refusal | None = None
         self._checked = 0.0
@@ -363,6 +365,23 @@ class SubagentCatalog:
             generation = dataclasses.replace(load_generation(sources, self.tool_names(), self.limits, models), fingerprint=seen)
         except GenerationRefused as exc:
             self.refused = Refusal(tuple(exc.errors), time.time())
+            # With no last good generation to keep (at boot), a plugin's folder at fault
+            # is left out, not everyone's helpers with it: the rest is checked again.
+            # Later, the last good one stays whole (an edit is taken all or nothing).
+            blamed = _blame(sources, exc.errors) if self.good is None else {}
+            if blamed:
+                try:
+                    kept = [source for source in sources if source[1] not in blamed]
+                    generation = dataclasses.replace(load_generation(kept, self.tool_names(), self.limits, models), fingerprint=seen)
+                except GenerationRefused:
+                    pass
+                else:
+                    log.error("agent definitions of plugin(s) %s refused (%s); the others are in use",
+                              ", ".join(sorted(blamed)), "; ".join(exc.errors))
+                    for plugin_id, errors in blamed.items():
+                        self.plugin_refused(plugin_id, errors)
+                    self.good = generation
+                    return
             self._refused_fingerprint = seen
             log.error(
                 "agent definitions refused (%s); %s", "; ".join(exc.errors),
@@ -370,3 +389,15 @@ class SubagentCatalog:
             )
             return
         self.good, self.refused = generation, None
+
+
+def _blame(sources: list[tuple[Path, str | None]], errors: Iterable[str]) -> dict[str, list[str]]:
+    """The plugins whose folders the refusal's errors name (each error starts with the
+    path it is about), with their errors."""
+    blamed: dict[str, list[str]] = {}
+    for error in errors:
+        for root, owner in sources:
+            if owner is not None and error.startswith(f"{root}/"):
+                blamed.setdefault(owner, []).append(error)
+                break
+    return blamed
