@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from playwright.async_api import expect
+from typing import Any
 
-from skald_hookspecs.types import ConfigField, ConfigSet
+from playwright.async_api import expect
+from quart import Blueprint
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import ConfigField, ConfigSet, WebPage
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
-from .kit import PagePlugin, screenshot, sign_in
+from .kit import PAGE_MODULE, PagePlugin, screenshot, sign_in
 
 IMG = "<img src=x onerror=alert(1)>"
 SCRIPT = "<script>alert(1)</script>"
@@ -160,3 +164,38 @@ async def test_failed_plugin_shows_red_dot_with_error(skald, browser_pages):
     alert = page.locator("plugin-page-host").get_by_role("alert")
     await expect(alert).to_contain_text("The page “Nowhere” could not be loaded.")
     await expect(alert).to_contain_text("missing.js")
+
+
+class MisservedPage(PagePlugin):
+    """Its page module is served as text/html (a Quart view returning a str), and a
+    second page names a module its router does not have."""
+
+    @hookimpl
+    def register_routes(self, register: Any) -> None:
+        blueprint = Blueprint("test_misserved", __name__)
+
+        @blueprint.get("/page.js")
+        async def page_module() -> str:
+            return PAGE_MODULE  # Quart serves a str as text/html
+
+        register(blueprint)
+
+    @hookimpl
+    def register_web_pages(self, register: Any) -> None:
+        register(WebPage("main", "Misserved", "page.js"))
+        register(WebPage("gone", "Gone", "gone.js"))
+
+
+async def test_a_page_module_that_cannot_run_says_why_not_just_failed_to_fetch(skald, browser_pages):
+    """The browser says only "Failed to fetch dynamically imported module"; the cause
+    (a content type it refuses, a 404) was in its console alone."""
+    host = await skald.start(plugins=[MisservedPage("misserved", title="Misserved")], enable=["misserved"])
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#plugin/misserved/main")
+    alert = page.get_by_role("alert")
+    await expect(alert).to_contain_text("served as “text/html”")
+    await expect(alert).to_contain_text("text/javascript")
+    await page.goto("/#plugin/misserved/gone")
+    await expect(page.get_by_role("alert")).to_contain_text("HTTP 404")

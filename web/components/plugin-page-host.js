@@ -37,6 +37,21 @@ function defineOnce(pluginId, pageId, PageClass) {
   return tag;
 }
 
+/** Why a module did not load when the browser only says "Failed to fetch dynamically
+ * imported module" (the cause is in the console alone): its HTTP status, or the
+ * content type a browser refuses to run. Null when the fetch tells nothing more. */
+async function diagnose(url) {
+  if (!url) return null;
+  try {
+    const response = await fetch(url, { credentials: "same-origin" });
+    if (!response.ok) return t("pluginpage.module_status", { status: response.status, url: new URL(url).pathname });
+    const type = (response.headers.get("content-type") || "").split(";")[0].trim();
+    return /javascript|ecmascript/i.test(type) ? null : t("pluginpage.module_type", { type: type || "?" });
+  } catch {
+    return null;
+  }
+}
+
 class PluginPageHost extends HTMLElement {
   connectedCallback() {
     if (this.started) return;
@@ -65,9 +80,10 @@ class PluginPageHost extends HTMLElement {
       if (this.hasAttribute("member-id")) page.setAttribute("member-id", this.getAttribute("member-id"));
       this.replaceChildren(page);
     } catch (error) {
+      const why = await diagnose(entryUrl(this.getAttribute("entry-url"), pluginId)) || error?.message || String(error);
       this.replaceChildren(el("div", { class: "notice error", role: "alert" },
         el("strong", { text: t("pluginpage.failed", { title }) }),
-        el("p", { class: "detail", text: error?.message || String(error) })));
+        el("p", { class: "detail", text: why })));
     } finally {
       this.removeAttribute("aria-busy");
     }
