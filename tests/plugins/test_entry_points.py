@@ -198,7 +198,8 @@ def test_plugin_raising_at_import_is_failed_with_its_error_and_the_others_are_li
     assert broken["state"] == "failed"
     assert broken["id"] == "testbroken"
     assert broken["version"] == "1.2.3"
-    assert broken["error"] == "skald_testplugin_broken cannot find its widget library"
+    assert broken["error"].startswith("import: RuntimeError: skald_testplugin_broken cannot find its widget library (at ")
+    assert broken["error"].endswith("skald_testplugin_broken/__init__.py:1)"), broken["error"]  # where, in the plugin's code
     assert "RuntimeError" in broken["traceback"]
     assert rows["skald-testplugin-ok"]["state"] == "disabled"
     strings = [r for r in default_listing if r["id"] == "strings"]

@@ -50,6 +50,7 @@ SYNCHRONOUS_HOOKS = {
 _HOST_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))  # skald_host/
 _HOST_CODE = (_HOST_ROOT + os.sep, os.path.dirname(skald_hookspecs.__file__) + os.sep)
 _BUILTINS = os.path.join(_HOST_ROOT, "builtins") + os.sep  # plugins, though shipped with the host
+_PLUGGY = os.path.dirname(pluggy.__file__) + os.sep
 
 
 class PluginError(Exception):
@@ -71,11 +72,17 @@ class StrictPluginFailure(PluginError):
 
     @classmethod
     def of(cls, plugin: str, where: str, exc: BaseException) -> "StrictPluginFailure":
-        frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
-        place = _deepest_plugin_frame(frames)
-        at = f" (at {place.filename}:{place.lineno})" if place else ""
-        what = "it did not finish in time" if isinstance(exc, asyncio.TimeoutError) else described(exc)
-        return cls(f"plugin {plugin!r} failed in {where}: {what}{at}")
+        return cls(f"plugin {plugin!r} failed in {where}: {located(exc)}")
+
+
+def located(exc: BaseException) -> str:
+    """A failure and where in the plugin's own code it happened: ``ModuleNotFoundError:
+    No module named 'x' (at .../plugin.py:9)``."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    place = _deepest_plugin_frame(frames)
+    at = f" (at {place.filename}:{place.lineno})" if place else ""
+    what = "it did not finish in time" if isinstance(exc, asyncio.TimeoutError) else described(exc)
+    return what + at
 
 
 class ReturnedInsteadOfRegistering(PluginError):
@@ -116,6 +123,8 @@ def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSumm
     contract, since the last frame is often the host's line refusing what the plugin
     registered. The last frame when no frame is the plugin's."""
     for frame in reversed(frames):
+        if frame.filename.startswith(("<", _PLUGGY)):  # importlib's frozen frames, pluggy's own
+            continue
         if frame.filename.startswith(_BUILTINS) or not frame.filename.startswith(_HOST_CODE):
             return frame
     return frames[-1] if frames else None
@@ -403,6 +412,8 @@ class PluginManager:
             if self._strict:
                 raise StrictPluginFailure.of(cand.name, stage, exc) from exc
             status.error = str(exc) or type(exc).__name__
+            if stage == "import":  # "No module named 'x'" alone says neither what failed nor where
+                status.error = f"import: {located(exc)}"
             status.id = getattr(exc, "plugin_id", None) or status.id
             status.traceback = traceback.format_exc()
             log.error("plugin %s failed to load: %s", cand.name, status.error)
