@@ -53,3 +53,33 @@ async def test_the_plugin_browser_fixture_mounts_a_page_in_the_members_language(
     page = await plugin_browser.open(host, "bea", MEMBER_PASSWORD, "hello", "main", locale="en-US")
     seen = await page.evaluate('async () => [document.documentElement.lang, (await import("/ui/lib/plugin-kit.js")).locale()]')
     assert seen == ["de", "de"]
+
+
+async def test_the_kits_confirm_asks_in_the_shells_dialog_and_gives_the_focus_back(skald, browser_pages):
+    """Since 1.6: a page asks before a removal without ``window.confirm`` (neither
+    translated nor styled) or a dialog of its own."""
+    from playwright.async_api import expect
+
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("bea", locale="de")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "bea", MEMBER_PASSWORD)
+    ask = """async () => {
+        const kit = await import("/ui/lib/plugin-kit.js");
+        const opener = document.createElement("button");
+        opener.textContent = "Entfernen";
+        document.querySelector("#content").append(opener);
+        opener.focus();
+        window.answer = kit.confirm({ title: "Liste entfernen?", message: "Sie ist dann weg.", confirmLabel: "Entfernen" });
+    }"""
+    await page.evaluate(ask)
+    dialog = page.get_by_role("dialog", name="Liste entfernen?")
+    await expect(dialog).to_contain_text("Sie ist dann weg.")
+    await expect(dialog.get_by_role("button", name="Abbrechen")).to_be_focused()  # the harmless answer first, in German
+    await page.keyboard.press("Escape")
+    assert await page.evaluate("window.answer") is False
+    assert await page.evaluate("document.activeElement.textContent") == "Entfernen"  # back where it was
+    await page.evaluate(ask)
+    await dialog.get_by_role("button", name="Entfernen").click()
+    assert await page.evaluate("window.answer") is True

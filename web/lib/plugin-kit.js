@@ -12,6 +12,7 @@
 import { api, csrf, setCsrfToken } from "./api.js";
 import { el } from "./dom.js";
 import { currentLocale, errorString, t } from "./i18n.js";
+import { confirmDialog } from "./ui.js";
 
 /** el("p", {class: "x", text: "…", on: {click}}, child, …): the shell's DOM builder. */
 export { el };
@@ -66,3 +67,14 @@ export function text(strings, key, values = {}) {
 
 /** The reader's language ("de"), as the shell shows it. */
 export const locale = () => currentLocale();
+
+/** Ask before what cannot be undone, in the shell's own dialog (translated Cancel,
+ * Escape closes it): resolves to true when confirmed. The focus goes back to what had
+ * it, so what follows starts from there. `confirmLabel` names the action ("Remove");
+ * `danger` (default true) colours it. Since spec 1.6. */
+export async function confirm({ title, message, confirmLabel, danger = true }) {
+  const opener = document.activeElement;
+  const confirmed = await confirmDialog({ title, message, confirmLabel, danger });
+  if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
+  return confirmed;
+}

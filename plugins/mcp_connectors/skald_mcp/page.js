@@ -10,7 +10,7 @@
 // with an h2, in the shell's own classes (card, btn, table, muted), so the page looks
 // like the rest of the app.
 
-import { call, node } from "/ui/lib/plugin-kit.js";
+import { call, confirm, node } from "/ui/lib/plugin-kit.js";
 
 let fieldCount = 0;
 
@@ -521,43 +521,6 @@ export default class ConnectorsPage extends HTMLElement {
     return box;
   }
 
-  /** An in-page confirmation: the page kit (the contract) offers none, and
-   * ``window.confirm`` is neither translated nor styled (the shell's ``confirm``
-   * dialog class gives it the app's look). True when confirmed; Cancel and Escape
-   * answer false. Either way the focus is back on ``opener`` before the answer, so
-   * what follows (a re-render) starts from there. */
-  confirm(opener, { title, message, confirmLabel }) {
-    return new Promise((resolve) => {
-      const s = this.s;
-      const heading = node("h2", title, { id: `mcp-dialog-${(fieldCount += 1)}` });
-      const text = node("p", message, { id: `mcp-dialog-${(fieldCount += 1)}` });
-      const dialog = node("dialog", undefined, { class: "confirm mcp-confirm", "aria-labelledby": heading.id, "aria-describedby": text.id });
-      const cancel = button(s.cancel, "quiet", "mcp-confirm-cancel");
-      const confirmed = button(confirmLabel, "danger", "mcp-confirm-ok");
-      let answered = false;
-      const finish = (answer) => {
-        if (answered) return;
-        answered = true;
-        dialog.close();
-        dialog.remove();
-        if (opener.isConnected) opener.focus();
-        resolve(answer);
-      };
-      cancel.addEventListener("click", () => finish(false));
-      confirmed.addEventListener("click", () => finish(true));
-      dialog.addEventListener("cancel", (event) => {
-        event.preventDefault();
-        finish(false);
-      });
-      const actions = node("div", undefined, "actions");
-      actions.append(cancel, confirmed);
-      dialog.append(heading, text, actions);
-      this.append(dialog);
-      dialog.showModal();
-      cancel.focus(); // the harmless answer first
-    });
-  }
-
   async admin(servers) {
     const s = this.s;
     let members = [];
@@ -601,7 +564,7 @@ export default class ConnectorsPage extends HTMLElement {
       remove.dataset.focus = `remove:${server.name}`;
       remove.addEventListener("click", async () => {
         const message = format(s.confirm_remove, { name: server.name });
-        if (await this.confirm(remove, { title: s.confirm_remove_title, message, confirmLabel: s.remove })) {
+        if (await confirm({ title: s.confirm_remove_title, message, confirmLabel: s.remove })) {
           this.act(() => call("DELETE", `${this.base}/servers/${encodeURIComponent(server.name)}`), { status });
         }
       });

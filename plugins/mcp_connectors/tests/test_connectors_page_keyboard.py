@@ -132,7 +132,7 @@ async def test_removing_asks_in_an_in_page_dialog_that_escape_closes(setup: Setu
     remove = page.locator(f"{TAG} tr.mcp-server[data-name=demo]").get_by_role("button", name=DE["remove"])
     await remove.focus()
     await remove.press("Enter")
-    dialog = page.locator(f"{TAG} dialog.mcp-confirm[open]")
+    dialog = page.locator("dialog.confirm[open]")  # the page kit's (the shell's) dialog
     await dialog.wait_for(timeout=5_000)
     assert await dialog.locator("h2").inner_text() == DE["confirm_remove_title"]
     assert DE["confirm_remove"].format(name="demo") in await dialog.inner_text()
