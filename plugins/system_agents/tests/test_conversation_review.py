@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from skald_host.core.system_agents import store
 from skald_host.core.system_agents.timing import iso
 from skald_host.testing import Reply, ToolCall
@@ -180,6 +182,37 @@ async def test_a_dst_skipped_hour_still_runs_once(setup, skald):
     # and moves the watermark all the same.
     assert results == ["not_due", "idle", "not_due", "not_due", "idle", "not_due"]
     assert admin  # the admin set the hour
+
+
+async def test_a_review_covers_nothing_from_before_the_supervisor_was_named_and_the_member_is_told(setup, skald):
+    """An admin naming a supervisor (themselves, say) must not read the day before it:
+    the first window reached a day back. The member is told at once, not only on My
+    account."""
+    import asyncio
+
+    server = await skald.model_server(Reply("Noted."), Reply("Noted too."), Reply(REVIEW))
+    await setup.host.use_model(server)
+    admin = await setup.host.admin()
+    await setup.host.member("parent", display_name="Parent")
+    kid = await setup.host.member("kid", display_name="Kid")
+    await kid.chat("my diary before any supervision: OLD-DIARY-LINE")
+    events = setup.core.buses.members.subscribe(kid.member["id"])
+    parent_id = (await setup.core.users.find("parent")).id
+    put = await admin.put(f"/api/admin/members/{kid.member['id']}/supervisors", json={"supervisors": [parent_id]})
+    assert put.status_code == 200, put.text
+    told = await asyncio.wait_for(events.__anext__(), 5)
+    assert told.kind == "notification" and "Parent" in told.data["text"] and "supervised" in told.data["text"]
+    await kid.chat("said while supervised: NEW-LINE")
+    just_after_now(setup)
+    assert review_outcomes(await setup.tick()) == [(kid.member["id"], "ran")]
+    reviewed = server.requests[-1].last_user_text
+    assert "NEW-LINE" in reviewed and "OLD-DIARY-LINE" not in reviewed
+    # Saving the same supervisor again neither tells the member again nor moves the start.
+    assert (await admin.put(f"/api/admin/members/{kid.member['id']}/supervisors", json={"supervisors": [parent_id]})).status_code == 200
+    with pytest.raises(asyncio.TimeoutError):
+        while True:
+            extra = await asyncio.wait_for(events.__anext__(), 0.5)
+            assert extra.kind != "notification", extra
 
 
 async def test_a_supervised_member_is_told_so_on_their_privacy_page(setup):

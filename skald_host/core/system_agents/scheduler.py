@@ -252,9 +252,15 @@ class SystemAgentScheduler:
             if opened:
                 await subject_db.close()
             return Outcome(entry.id, acting.id, subject_id, "locked")
+        # Never before the latest supervisor was named: the first window used to reach a
+        # day back, into conversations held before the member could know.
+        start = covered or now - FIRST_WINDOW
+        since = parse_iso(await self.core.registry.run(lambda c: store.supervised_since(c, subject_id)))
+        if since is not None and start < since <= now:
+            start = since
         try:
             context = RunContext(
-                self, entry, acting, acting_db, settings, now, subject=subject, subject_db=subject_db, window_start=covered,
+                self, entry, acting, acting_db, settings, now, subject=subject, subject_db=subject_db, window_start=start,
                 locale=acting.locale or await self.core.default_locale(),
             )
             result = await self.run_and_record(entry, context, acting_db, mark_attempt=False)

@@ -142,12 +142,28 @@ def supervisors_of(conn: Any, subject_id: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def set_supervisors(conn: Any, subject_id: str, supervisor_ids: list[str]) -> None:
-    conn.execute("DELETE FROM supervision WHERE subject_user_id = ?", (subject_id,))
+def set_supervisors(conn: Any, subject_id: str, supervisor_ids: list[str]) -> list[str]:
+    """Replace the subject's supervisors; an edge that stays keeps its ``created_at``
+    (a review never looks back before the latest one). Returns the ones added."""
+    wanted = list(dict.fromkeys(supervisor_ids))
+    before = {r[0] for r in conn.execute("SELECT supervisor_user_id FROM supervision WHERE subject_user_id = ?", (subject_id,))}
     conn.executemany(
-        "INSERT INTO supervision (subject_user_id, supervisor_user_id) VALUES (?, ?)",
-        [(subject_id, s) for s in dict.fromkeys(supervisor_ids)],
+        "DELETE FROM supervision WHERE subject_user_id = ? AND supervisor_user_id = ?", [(subject_id, s) for s in before - set(wanted)]
     )
+    added = [s for s in wanted if s not in before]
+    conn.executemany("INSERT INTO supervision (subject_user_id, supervisor_user_id) VALUES (?, ?)", [(subject_id, s) for s in added])
+    return added
+
+
+def supervised_since(conn: Any, subject_id: str) -> str | None:
+    """When the subject's latest current supervisor was named: what a review may cover
+    starts there at the earliest (a supervisor reads nothing from before they were)."""
+    row = conn.execute(
+        "SELECT max(s.created_at) FROM supervision s JOIN users u ON u.id = s.supervisor_user_id"
+        " WHERE s.subject_user_id = ? AND u.active = 1",
+        (subject_id,),
+    ).fetchone()
+    return row[0] if row else None
 
 
 def covered_through(conn: Any, agent_id: str, subject_id: str) -> str | None:

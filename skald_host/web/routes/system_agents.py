@@ -140,8 +140,16 @@ async def put_supervisors(member_id: str) -> dict:
         if supervisor_id == member_id:
             raise ApiError(400, "a member cannot supervise themselves", field="supervisors", code="supervise_self")
         await _member(supervisor_id)
-    await _core().registry.transaction(lambda c: store.set_supervisors(c, member_id, ids))
-    return {"supervisors": await _core().registry.run(lambda c: store.supervisors_of(c, member_id))}
+    core = _core()
+    added = await core.registry.transaction(lambda c: store.set_supervisors(c, member_id, ids))
+    if added:
+        # The member learns it at once (their open page, their channel), not only by
+        # looking at My account; a review covers nothing from before this moment.
+        subject = await core.users.get(member_id)
+        names = ", ".join([(await core.users.get(s)).display_name for s in added])
+        locale = subject.locale or await core.default_locale()
+        await core.notify_member(member_id, core.strings.translate("core.account.supervision_added", locale, names=names))
+    return {"supervisors": await core.registry.run(lambda c: store.supervisors_of(c, member_id))}
 
 
 INTERVAL = obj({"agent_id": TEXT, "title": TEXT, "interval_unit": TEXT, "interval": nullable(INT), "instance_interval": INT})
