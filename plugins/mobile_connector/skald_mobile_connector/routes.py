@@ -247,7 +247,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
         try:
             owner = current.codes.redeem(data.get("code"))
         except PairingError as exc:
-            return {"error": t(exc.key, locale), "code": exc.key.removeprefix("err_")}, exc.status
+            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
+            return {"error": t(exc.key, locale), "code": exc.key.removeprefix("err_")}, exc.status, headers
         label = {"name": str(data.get("name") or "Phone")[:80], "platform": str(data.get("platform") or "")[:40]}
         try:
             issued = await host.issue_device_token(owner, label)

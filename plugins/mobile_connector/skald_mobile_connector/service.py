@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import secrets
 import time
 from collections import deque
@@ -67,10 +68,11 @@ PUSH_TTL_SECONDS = 24 * 3600
 class PairingError(Exception):
     """``key``: the string key (``mobile-connector.<key>``) that says what went wrong."""
 
-    def __init__(self, key: str, status: int = 400) -> None:
+    def __init__(self, key: str, status: int = 400, retry_after: int | None = None) -> None:
         super().__init__(key)
         self.key = key
         self.status = status
+        self.retry_after = retry_after  # seconds, for a 429's Retry-After
 
 
 def normalise_code(code: Any) -> str:
@@ -120,7 +122,7 @@ class PairingCodes:
         while self._failures and now - self._failures[0] >= GLOBAL_WINDOW_SECONDS:
             self._failures.popleft()
         if len(self._failures) >= GLOBAL_FAILURES:
-            raise PairingError("err_too_many", 429)
+            raise PairingError("err_too_many", 429, retry_after=max(1, math.ceil(GLOBAL_WINDOW_SECONDS - (now - self._failures[0]))))
         text = normalise_code(code)
         session, secret = text[:SESSION_LENGTH], text[SESSION_LENGTH:]
         pairing = self._sessions.get(session) if len(text) == SESSION_LENGTH + SECRET_LENGTH else None

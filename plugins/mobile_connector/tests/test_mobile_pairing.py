@@ -73,6 +73,7 @@ async def test_five_wrong_codes_burn_that_code_only_and_a_flood_is_slowed_for_a_
     carols_phone = setup.host.client()
     slowed = await carols_phone.post(f"{BASE}/pair", json={"code": carols_code})
     assert slowed.status_code == 429 and slowed.json()["code"] == "too_many" and "minute" in slowed.json()["error"]
+    assert 1 <= int(slowed.headers["Retry-After"]) <= 60  # when to try again, as every 429 of the server says
     clock = codes._clock
     codes._clock = lambda: clock() + 61
     try:
