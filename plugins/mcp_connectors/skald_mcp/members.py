@@ -118,7 +118,7 @@ class MemberConnectors:
             return ServerSpec(name, "http", url=record["url"], headers=record.get("headers") or {})
         template = self._templates().get(record["template"])
         if template is None:
-            raise SpecError(f"the catalog no longer has {record['template']!r}")
+            raise SpecError(code="template_gone", template=repr(record["template"]))
         if template.oauth and template.transport == "stdio":
             bearer = await self._credential(member_id, record, template.oauth.get("deliver", "access_token"))
         else:
@@ -233,14 +233,15 @@ class MemberConnectors:
 
     # -- QR / device login (the login_status contract) -------------------------------------
 
-    async def login_status(self, member_id: str, name: str) -> dict[str, Any]:
+    async def login_status(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
         """Ask the connector's ``login_status`` (starting it if it is not running); on
-        ``ready`` the connector's tools are offered from now on."""
+        ``ready`` the connector's tools are offered from now on. ``say``: how a coded
+        refusal reads (``Connection.said_error``)."""
         connection = self.connections.get(member_id, {}).get(name)
         if connection is None or connection.state not in ("ready", "starting"):
             connection = await self.connect(member_id, name)
         if connection is None or connection.state != "ready":
-            return {"state": "connecting", "qr": None, "message": (connection.error if connection else "") or ""}
+            return {"state": "connecting", "qr": None, "message": (connection.said_error(say) if connection else "") or ""}
         status = parse_login_status(await connection.call("login_status", {}))
         record = self.records[member_id][name]
         wanted = "ready" if status["state"] == "ready" else "needs_login"
@@ -250,7 +251,7 @@ class MemberConnectors:
             self._rebuild(member_id, name)
         return status
 
-    async def login_reset(self, member_id: str, name: str) -> dict[str, Any]:
+    async def login_reset(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
         """Sign the device out (the connector's ``logout``) to link another one."""
         connection = self.connections.get(member_id, {}).get(name)
         record = self.records[member_id][name]
@@ -259,7 +260,7 @@ class MemberConnectors:
         self._rebuild(member_id, name)
         if connection is not None and connection.state == "ready":
             await connection.call("logout", {})
-        return await self.login_status(member_id, name)
+        return await self.login_status(member_id, name, say)
 
     def _usable(self, member_id: str, name: str) -> bool:
         """The member's connector exists and, made from a template, the template is
@@ -276,7 +277,9 @@ class MemberConnectors:
         template = self._templates().get(record.get("template") or "")
         return template.login if template is not None else ""
 
-    def status(self, member_id: str, name: str) -> dict[str, Any]:
+    def status(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
+        """The connector as the member's page shows it; ``say``: how a coded refusal it
+        failed with reads (``Connection.said_error``)."""
         record = self.records.get(member_id, {}).get(name) or {}
         connection = self.connections.get(member_id, {}).get(name)
         pins = record.get("pins") or {}
@@ -291,7 +294,7 @@ class MemberConnectors:
             "version": record.get("version"),
             "url": record.get("url"),
             "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
-            "error": connection.error if connection else None,
+            "error": connection.said_error(say) if connection else None,
             "cause": connection.cause if connection else None,
             "login": self._login_kind(record),
             "oauth": bool(record.get("provider")),

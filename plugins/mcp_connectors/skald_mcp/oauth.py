@@ -33,8 +33,10 @@ MAX_FLOWS = 1000
 TOKEN_SECONDS = 20.0
 
 
-class OAuthError(Exception):
-    """A sign-in step failed; the message says why (shown to the member)."""
+class OAuthError(SpecError):
+    """A sign-in step failed; shown to the member, so it is coded as a ``SpecError`` is
+    (``OAuthError(code=..., **values)``, the text ``err_<code>`` of strings.py) and the
+    routes answer it in the member's language."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ def parse_provider(body: Any, keep: Mapping[str, Any] | None = None) -> dict[str
     """A provider from the admin's form, without discovery (``issuer`` is resolved by
     ``OAuth.discover``). A masked secret keeps the stored one."""
     if not isinstance(body, dict):
-        raise SpecError("the body must be a JSON object")
+        raise SpecError(code="body_not_object")
     unknown = set(body) - {"name", "issuer", "auth_url", "token_url", "client_id", "client_secret", "redirect_uri", "extra_params"}
     if unknown:
         raise unknown_fields(unknown)
@@ -71,10 +73,10 @@ def parse_provider(body: Any, keep: Mapping[str, Any] | None = None) -> dict[str
         secret = keep.get("client_secret", "")
     extra = body.get("extra_params") or {}
     if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(k) <= 100 and len(v) <= 500 for k, v in extra.items()):
-        raise SpecError("extra_params must be an object of names to strings")
+        raise SpecError(code="extra_params_invalid", field="extra_params")
     reserved = {"response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "resource"}
     if reserved & set(extra):
-        raise SpecError(f"extra_params may not set {', '.join(sorted(reserved & set(extra)))}")
+        raise SpecError(code="extra_params_reserved", field="extra_params", names=", ".join(sorted(reserved & set(extra))))
     provider = {
         "name": name,
         "issuer": _text(body, "issuer", limit=2000),
@@ -136,9 +138,9 @@ class OAuth:
         except (httpx.HTTPError, ValueError):
             metadata = None
         if not isinstance(metadata, dict):
-            raise SpecError(f"no OAuth metadata at {url}")
+            raise SpecError(code="oauth_no_metadata", field="issuer", url=url[:300])
         if "S256" not in (metadata.get("code_challenge_methods_supported") or []):
-            raise SpecError("the provider's metadata does not offer PKCE with S256 (code_challenge_methods_supported); it is refused")
+            raise SpecError(code="oauth_no_pkce", field="issuer")
         provider = dict(provider)
         provider["auth_url"] = parse_url(metadata.get("authorization_endpoint"), "authorization_endpoint")
         provider["token_url"] = parse_url(metadata.get("token_endpoint"), "token_endpoint")
@@ -155,10 +157,10 @@ class OAuth:
     def start(self, member_id: str, connector: str, provider_name: str, scopes: list[str], resource: str) -> str:
         provider = self.providers.get(provider_name)
         if provider is None or not provider.get("auth_url"):
-            raise OAuthError(f"the sign-in provider {provider_name!r} is not set up; ask your administrator")
+            raise OAuthError(code="oauth_provider_not_set_up", provider=repr(provider_name))
         self._expire()
         if len(self._flows) >= MAX_FLOWS:
-            raise OAuthError("too many sign-ins are in progress; try again in a few minutes")
+            raise OAuthError(code="oauth_busy")
         verifier, challenge = pkce_pair()
         state = secrets.token_urlsafe(32)
         self._flows[state] = Flow(member_id, connector, provider_name, verifier, provider["redirect_uri"], resource, time.monotonic())
@@ -182,16 +184,16 @@ class OAuth:
         self._expire()
         flow = self._flows.get(state) if isinstance(state, str) else None
         if flow is None or flow.member_id != member_id or flow.connector != connector:
-            raise OAuthError("this sign-in is unknown, expired or already used; start it again")
+            raise OAuthError(code="oauth_state_unknown")
         del self._flows[state]
         return flow
 
     async def exchange(self, flow: Flow, code: Any) -> dict[str, Any]:
         if not isinstance(code, str) or not code.strip() or len(code) > 4096:
-            raise OAuthError("paste the code the sign-in page showed")
+            raise OAuthError(code="oauth_code_missing", field="code")
         provider = self.providers.get(flow.provider)
         if provider is None:
-            raise OAuthError("the sign-in provider is gone; ask your administrator")
+            raise OAuthError(code="oauth_provider_gone")
         form = {
             "grant_type": "authorization_code",
             "code": code.strip(),
@@ -201,7 +203,7 @@ class OAuth:
         }
         tokens = await self._token_request(provider, form)
         if not tokens.get("refresh_token"):
-            raise OAuthError("the provider returned no refresh token (for Google: access_type=offline and prompt=consent)")
+            raise OAuthError(code="oauth_no_refresh_token")
         self._remember(flow.member_id, flow.connector, tokens)
         return tokens
 
@@ -215,14 +217,14 @@ class OAuth:
             async with httpx.AsyncClient(timeout=TOKEN_SECONDS, follow_redirects=False) as client:
                 response = await client.post(provider["token_url"], data=form, headers={"Accept": "application/json"})
         except httpx.HTTPError as exc:
-            raise OAuthError(f"the provider could not be reached ({type(exc).__name__})") from None
+            raise OAuthError(code="oauth_unreachable", reason=type(exc).__name__) from None
         try:
             body = response.json()
         except ValueError:
             body = {}
         if response.status_code != 200 or not isinstance(body, dict) or not body.get("access_token"):
             reason = body.get("error") if isinstance(body, dict) else None
-            raise OAuthError(f"the provider refused the sign-in ({reason or response.status_code})")
+            raise OAuthError(code="oauth_refused", reason=str(reason or response.status_code)[:100])
         return body
 
     def _remember(self, member_id: str, connector: str, tokens: Mapping[str, Any]) -> None:
@@ -240,9 +242,9 @@ class OAuth:
         refresh = record.get("refresh_token")
         provider = self.providers.get(record.get("provider", ""))
         if not refresh:
-            raise OAuthError("sign in first")
+            raise OAuthError(code="oauth_sign_in_first")
         if provider is None:
-            raise OAuthError("the sign-in provider is gone; ask your administrator")
+            raise OAuthError(code="oauth_provider_gone")
         import json
 
         return json.dumps({
@@ -262,10 +264,10 @@ class OAuth:
             return cached[0]
         refresh = record.get("refresh_token")
         if not refresh:
-            raise OAuthError("sign in first")
+            raise OAuthError(code="oauth_sign_in_first")
         provider = self.providers.get(record.get("provider", ""))
         if provider is None:
-            raise OAuthError("the sign-in provider is gone; ask your administrator")
+            raise OAuthError(code="oauth_provider_gone")
         tokens = await self._token_request(provider, {"grant_type": "refresh_token", "refresh_token": refresh, **({"resource": record["resource"]} if record.get("resource") else {})})
         self._remember(member_id, name, tokens)
         if tokens.get("refresh_token") and tokens["refresh_token"] != refresh:

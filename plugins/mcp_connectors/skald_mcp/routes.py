@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 
 from quart import Blueprint, Response, request
 
-from skald_hookspecs import ChannelRequestError, HostApi, current_caller
+from skald_hookspecs import ChannelRequestError, HostApi, ToolError, current_caller
 from skald_mcp import PLUGIN_ID, running
 from skald_mcp.members import MemberConnectors
 from skald_mcp.oauth import OAuthError, parse_provider, public_provider
@@ -41,13 +41,20 @@ def build_blueprint(host: HostApi) -> Blueprint:
         caller = current_caller()
         return {"error": host.translate(f"{PLUGIN_ID}.{key}", caller.locale if caller else None, **values), "code": f"{PLUGIN_ID}.{key}"}, status
 
-    def refused(exc: SpecError) -> tuple[dict[str, Any], int]:
-        """A ``SpecError`` as a 400: a coded one in the caller's language, with its
-        code (``mcp.err_…``, never one of the host's) and the field at fault."""
+    def refused(exc: SpecError, status: int = 400) -> tuple[dict[str, Any], int]:
+        """A ``SpecError`` (an ``OAuthError`` too) as an answer, 400 unless said: a
+        coded one in the caller's language, with its code (``mcp.err_…``, never one of
+        the host's) and the field at fault."""
         if not exc.code:
-            return {"error": str(exc)}, 400
-        body, status = error(f"err_{exc.code}", 400, **exc.values)
+            return {"error": str(exc)}, status
+        body, status = error(f"err_{exc.code}", status, **exc.values)
         return {**body, "values": exc.values, "field": exc.field or None}, status
+
+    def said(exc: SpecError) -> str:
+        """A coded refusal a connector failed with, as its status shows it: in the
+        caller's language, like ``refused``."""
+        caller = current_caller()
+        return host.translate(f"{PLUGIN_ID}.err_{exc.code}", caller.locale if caller else None, **exc.values)
 
     def guarded(who: str, *, own: bool = False, server: bool = False) -> Callable[[Any], Any]:
         """The checks every route makes, once: ``who`` is ``"admin"`` or ``"member"``
@@ -87,14 +94,14 @@ def build_blueprint(host: HostApi) -> Blueprint:
     async def json_body() -> Any:
         body = await request.get_json(silent=True)
         if not isinstance(body, dict):
-            raise SpecError("the body must be a JSON object")
+            raise SpecError(code="body_not_object")
         return body
 
     def members_of(value: Any) -> set[str]:
         if value is None:
             return set()
         if not isinstance(value, list) or not all(isinstance(m, str) and 0 < len(m) <= 64 for m in value) or len(value) > 10_000:
-            raise SpecError("members must be a list of member ids")
+            raise SpecError(code="members_invalid")
         return set(value)
 
     @blueprint.get("/page.js")
@@ -138,7 +145,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     status = runtime.status(name)
                     rows.append({"name": name, "state": status["state"], "tools": [t["exposed_as"] for t in status["tools"] if t["offered"]]})
             members: MemberConnectors = runtime.members
-            own = [members.status(caller.id, name) for name in sorted(members.records.get(caller.id, {}))]
+            own = [members.status(caller.id, name, said) for name in sorted(members.records.get(caller.id, {}))]
             for name, template in sorted(runtime.templates.items()):
                 if not runtime.may_use_template(caller.id, name) and not caller.is_admin:
                     continue
@@ -169,7 +176,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         body = await json_body()
         if "remote" in body:
             if set(body) != {"remote"} or not isinstance(body["remote"], dict):
-                raise SpecError("give either remote or template and values")
+                raise SpecError(code="remote_or_template")
             if not caller.may(REMOTE):
                 return error("err_no_remote", 403)
             spec = parse_remote(body["remote"])
@@ -199,19 +206,19 @@ def build_blueprint(host: HostApi) -> Blueprint:
         await members.save(caller.id, name, record)
         if record["state"] in ("ready", "needs_login"):
             await members.connect(caller.id, name)
-        return members.status(caller.id, name), 201
+        return members.status(caller.id, name, said), 201
 
     @blueprint.get("/my/connectors")
     @guarded("member")
     async def own(runtime: Any, caller: Any) -> Any:
         members: MemberConnectors = runtime.members
-        return {"connectors": [members.status(caller.id, name) for name in sorted(members.records.get(caller.id, {}))]}
+        return {"connectors": [members.status(caller.id, name, said) for name in sorted(members.records.get(caller.id, {}))]}
 
     @blueprint.get("/my/connectors/<name>")
     @guarded("member", own=True)
     async def own_one(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
         """One of the caller's connectors, for its own page."""
-        return runtime.members.status(caller.id, name)
+        return runtime.members.status(caller.id, name, said)
 
     @blueprint.delete("/my/connectors/<name>")
     @guarded("member", own=True)
@@ -224,7 +231,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @guarded("member", own=True)
     async def accept_own(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
         await runtime.members.accept(caller.id, name)
-        return runtime.members.status(caller.id, name)
+        return runtime.members.status(caller.id, name, said)
 
     @blueprint.get("/my/connectors/<name>/login/status")
     @guarded("member", own=True)
@@ -232,17 +239,21 @@ def build_blueprint(host: HostApi) -> Blueprint:
         """The QR / device login: ``{state, qr?, message}`` from the connector's
         ``login_status`` tool, polled by the page."""
         try:
-            return await runtime.members.login_status(caller.id, name)
-        except (SpecError, RuntimeError) as exc:
-            return {"error": str(exc)}, 502
+            return await runtime.members.login_status(caller.id, name, said)
+        except SpecError as exc:
+            return refused(exc, 502)
+        except (RuntimeError, ToolError) as exc:  # the connector's own words, or its session gone
+            return error("err_login_failed", 502, detail=str(exc)[:500])
 
     @blueprint.post("/my/connectors/<name>/login/reset")
     @guarded("member", own=True)
     async def login_reset(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
         try:
-            return await runtime.members.login_reset(caller.id, name)
-        except (SpecError, RuntimeError) as exc:
-            return {"error": str(exc)}, 502
+            return await runtime.members.login_reset(caller.id, name, said)
+        except SpecError as exc:
+            return refused(exc, 502)
+        except (RuntimeError, ToolError) as exc:
+            return error("err_login_failed", 502, detail=str(exc)[:500])
 
     @blueprint.get("/my/elicitations")
     @guarded("member")
@@ -271,11 +282,11 @@ def build_blueprint(host: HostApi) -> Blueprint:
     async def oauth_start(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
         template = runtime.templates.get(record.get("template") or "")
         if template is None or not template.oauth:
-            return {"error": "this connector does not sign in with OAuth"}, 400
+            return error("err_not_oauth", 400)
         try:
             url = runtime.oauth.start(caller.id, name, template.oauth["provider"], template.oauth["scopes"], template.url)  # no resource for stdio
         except OAuthError as exc:
-            return {"error": str(exc)}, 409
+            return refused(exc, 409)
         return {"url": url}
 
     @blueprint.post("/my/connectors/<name>/oauth/complete")
@@ -287,11 +298,11 @@ def build_blueprint(host: HostApi) -> Blueprint:
             flow = runtime.oauth.take(caller.id, name, body.get("state"))
             tokens = await runtime.oauth.exchange(flow, body.get("code"))
         except OAuthError as exc:
-            return {"error": str(exc)}, 400
+            return refused(exc)
         record = {**record, "refresh_token": tokens["refresh_token"], "state": "ready"}
         await runtime.members.save(caller.id, name, record)
         await runtime.members.connect(caller.id, name)
-        return runtime.members.status(caller.id, name)
+        return runtime.members.status(caller.id, name, said)
 
     # -- the catalog and the sign-in providers (admin) ----------------------------------------
 
@@ -315,10 +326,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
         members = None if access is None else members_of(access)
         by_default = body.pop("grant_by_default", True)
         if not isinstance(by_default, bool):
-            raise SpecError("grant_by_default must be true or false")
+            raise SpecError(code="grant_by_default_invalid", field="grant_by_default")
         template = parse_template(body)
         if template.name != name:
-            return {"error": "the name in the body differs from the address"}, 400
+            raise SpecError(code="name_differs", field="name")
         if template.oauth and template.oauth["provider"] not in runtime.oauth.providers:
             return error("err_no_provider", 400, name=template.oauth["provider"])
         runtime.templates[name] = template
@@ -363,7 +374,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         body.setdefault("name", name)
         provider = parse_provider(body, keep=runtime.oauth.providers.get(name))
         if provider["name"] != name:
-            raise SpecError("the name in the body differs from the address")
+            raise SpecError(code="name_differs", field="name")
         provider = await runtime.oauth.discover(provider, allow_private=bool(config.get("allow_private_addresses")))
         runtime.oauth.providers[name] = provider
         await runtime.oauth.save()
@@ -389,7 +400,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         members = members_of(body.pop("access", None))
         by_default = body.pop("grant_by_default", True)
         if not isinstance(by_default, bool):
-            raise SpecError("grant_by_default must be true or false")
+            raise SpecError(code="grant_by_default_invalid", field="grant_by_default")
         spec = parse_spec(body)
         if spec.name in runtime.specs:
             return error("err_exists", 409, name=spec.name)
@@ -403,7 +414,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         body.setdefault("name", name)
         spec = parse_spec(body, keep=runtime.specs[name])
         if spec.name != name:
-            return {"error": "a connector cannot be renamed; add a new one"}, 400
+            raise SpecError(code="no_rename", field="name")
         await runtime.replace(spec)
         return runtime.status(name)
 

@@ -86,6 +86,9 @@ class Connection:
         #: The failure in a word the page has a sentence for (``FAILURE_CAUSES``);
         #: ``error`` keeps the technical detail.
         self.cause: str | None = None
+        #: The plugin's own coded refusal it failed with (a ``SpecError`` with a
+        #: ``code``), so a route can say it in the reader's language (``said_error``).
+        self.refusal: Any = None
         self.tools: list[Any] = []
         self.discarded = 0  # notifications the global runtime dropped
         self._on_change = on_change
@@ -100,7 +103,7 @@ class Connection:
 
     async def start(self, wait: float | None = CONNECT_SECONDS) -> None:
         """Start the session; with ``wait``, until it is ready or has failed."""
-        self.state, self.error, self.cause = "starting", None, None
+        self.state, self.error, self.cause, self.refusal = "starting", None, None, None
         self._stop.clear()
         self._ready.clear()
         self._task = asyncio.create_task(self._run(), name=f"mcp:{self.spec.name}")
@@ -169,8 +172,16 @@ class Connection:
         an error may quote what it was given. ``as_said``: the plugin's own refusal,
         a sentence already, so without its class name."""
         self.state, self.cause = "failed", failure_cause(exc)
+        self.refusal = exc if as_said and getattr(exc, "code", "") else None
         detail = (str(exc) or type(exc).__name__) if as_said else _describe(exc)
         self.error = redact(detail, [*self.spec.env.values(), *self.spec.headers.values()])
+
+    def said_error(self, say: Callable[[Any], str] = str) -> str | None:
+        """``error`` for a reader: a coded refusal in the words ``say`` gives it (the
+        routes': the caller's language), masked as ``error`` is."""
+        if self.refusal is None:
+            return self.error
+        return redact(say(self.refusal), [*self.spec.env.values(), *self.spec.headers.values()])
 
     async def stop(self) -> None:
         self._stop.set()

@@ -78,12 +78,12 @@ def _strings(value: Any, what: str, *, limit: int) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SpecError(f"{what} must be a list of strings")
+        raise SpecError(code="list_not_strings", field=what, what=what)
     if len(value) > limit:
-        raise SpecError(f"{what} may have at most {limit} items")
+        raise SpecError(code="list_too_long", field=what, what=what, limit=limit)
     for item in value:
         if len(item) > MAX_VALUE or "\x00" in item:
-            raise SpecError(f"{what}: an item is too long or contains a NUL byte")
+            raise SpecError(code="list_item_invalid", field=what, what=what)
     return tuple(value)
 
 
@@ -108,7 +108,7 @@ def parse_spec(body: Any, *, keep: ServerSpec | None = None) -> ServerSpec:
     """A spec from an admin's JSON body. ``keep``: the stored spec being edited, whose
     masked secrets (``"********"``) stand for the values already stored."""
     if not isinstance(body, dict):
-        raise SpecError("the body must be a JSON object")
+        raise SpecError(code="body_not_object")
     unknown = set(body) - {"name", "transport", "command", "args", "env", "url", "headers"}
     if unknown:
         raise unknown_fields(unknown)
@@ -117,7 +117,7 @@ def parse_spec(body: Any, *, keep: ServerSpec | None = None) -> ServerSpec:
         raise SpecError(code="name_invalid", field="name")
     transport = body.get("transport")
     if transport not in TRANSPORTS:
-        raise SpecError(f"transport must be one of {', '.join(TRANSPORTS)}")
+        raise SpecError(code="transport_invalid", field="transport", choices=", ".join(TRANSPORTS))
     env = _mapping(body.get("env"), "env", ENV_NAME)
     headers = _mapping(body.get("headers"), "headers", HEADER_NAME)
     if keep is not None:
@@ -126,20 +126,20 @@ def parse_spec(body: Any, *, keep: ServerSpec | None = None) -> ServerSpec:
     if transport == "stdio":
         command = body.get("command")
         if not isinstance(command, str) or not command.strip() or len(command) > MAX_VALUE or "\x00" in command:
-            raise SpecError("a stdio connector needs a command (the program to start, without arguments)")
+            raise SpecError(code="command_missing", field="command")
         if body.get("url") or body.get("headers"):
-            raise SpecError("url and headers are for http connectors")
+            raise SpecError(code="http_fields_on_stdio", field="url")
         return ServerSpec(name, transport, command=command, args=_strings(body.get("args"), "args", limit=MAX_ARGS), env=env)
     url = body.get("url")
     if not isinstance(url, str) or len(url) > MAX_VALUE:
-        raise SpecError("an http connector needs a url")
+        raise SpecError(code="url_missing", field="url")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SpecError(code="url_scheme", field="url", what="url")
     if parts.username or parts.password:
-        raise SpecError("put credentials in a header, not in the url")
+        raise SpecError(code="url_credentials", field="url")
     if body.get("command") or body.get("args") or body.get("env"):
-        raise SpecError("command, args and env are for stdio connectors")
+        raise SpecError(code="stdio_fields_on_http", field="command")
     return ServerSpec(name, transport, url=url, headers=headers)
 
 
@@ -244,9 +244,9 @@ def _text(body: Mapping[str, Any], key: str, *, required: bool = False, limit: i
     if value is None:
         value = ""
     if not isinstance(value, str) or len(value) > limit or "\x00" in value:
-        raise SpecError(f"{key} must be a string of at most {limit} characters")
+        raise SpecError(code="text_invalid", field=key, key=key, limit=limit)
     if required and not value.strip():
-        raise SpecError(f"{key} is required")
+        raise SpecError(code="text_required", field=key, key=key)
     return value
 
 
@@ -255,13 +255,13 @@ def parse_url(url: Any, what: str = "url") -> str:
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise SpecError(code="url_scheme", field=what, what=what)
     if parts.username or parts.password:
-        raise SpecError(f"{what}: put credentials in a header, not in the address")
+        raise SpecError(code="address_credentials", field=what, what=what)
     return url
 
 
 def parse_template(body: Any) -> Template:
     if not isinstance(body, dict):
-        raise SpecError("the body must be a JSON object")
+        raise SpecError(code="body_not_object")
     unknown = set(body) - {"name", "title", "description", "transport", "url", "command", "args", "fields", "version", "oauth", "login", "files"}
     if unknown:
         raise unknown_fields(unknown)
@@ -270,72 +270,72 @@ def parse_template(body: Any) -> Template:
         raise SpecError(code="name_invalid", field="name")
     transport = body.get("transport")
     if transport not in TRANSPORTS:
-        raise SpecError(f"transport must be one of {', '.join(TRANSPORTS)}")
+        raise SpecError(code="transport_invalid", field="transport", choices=", ".join(TRANSPORTS))
     version = body.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= 1_000_000:
-        raise SpecError("version must be a whole number from 1")
+        raise SpecError(code="version_invalid", field="version")
     raw_fields = body.get("fields") or []
     if not isinstance(raw_fields, list) or len(raw_fields) > MAX_FIELDS:
-        raise SpecError(f"fields must be a list of at most {MAX_FIELDS}")
+        raise SpecError(code="fields_invalid", field="fields", limit=MAX_FIELDS)
     fields = []
     for raw in raw_fields:
         if not isinstance(raw, dict) or set(raw) - {"name", "label", "secret", "header", "format", "env"}:
-            raise SpecError("each field is an object with name, label, secret and header/format (http) or env (stdio)")
+            raise SpecError(code="field_shape", field="fields")
         fname = raw.get("name")
         if not isinstance(fname, str) or not FIELD_NAME.match(fname):
-            raise SpecError("a field name must be 1-32 lower-case letters, digits or '_'")
+            raise SpecError(code="field_name_invalid", field="fields")
         secret = raw.get("secret", True)
         if not isinstance(secret, bool):
-            raise SpecError(f"field {fname}: secret must be true or false")
+            raise SpecError(code="field_secret_invalid", field="fields", name=fname)
         header, fmt, env = _text(raw, "header"), _text(raw, "format") or "{value}", _text(raw, "env")
         if transport == "http":
             if not HEADER_NAME.match(header) or env:
-                raise SpecError(f"field {fname}: an http template delivers each value as a header (header, format)")
+                raise SpecError(code="field_header_needed", field="fields", name=fname)
             if "{value}" not in fmt:
-                raise SpecError(f"field {fname}: format must contain {{value}}")
+                raise SpecError(code="field_format_invalid", field="fields", name=fname)
         elif not ENV_NAME.match(env) or header:
-            raise SpecError(f"field {fname}: a stdio template delivers each value as an environment variable (env)")
+            raise SpecError(code="field_env_needed", field="fields", name=fname)
         fields.append(TemplateField(fname, _text(raw, "label") or fname, secret, header, fmt, env))
     if len({f.name for f in fields}) != len(fields):
-        raise SpecError("field names must differ")
+        raise SpecError(code="field_names_repeated", field="fields")
     oauth = body.get("oauth")
     if oauth is not None:
         if not isinstance(oauth, dict) or set(oauth) - {"provider", "scopes", "env", "deliver"}:
-            raise SpecError("oauth is {provider, scopes} (and for a stdio template env and deliver)")
+            raise SpecError(code="oauth_shape", field="oauth", keys="{provider, scopes}")  # a value: a text without values is not formatted
         provider = oauth.get("provider")
         scopes = oauth.get("scopes") or []
         if not isinstance(provider, str) or not NAME.match(provider):
-            raise SpecError("oauth.provider must name a sign-in provider")
+            raise SpecError(code="oauth_provider_invalid", field="oauth")
         if not isinstance(scopes, list) or not all(isinstance(x, str) and x and " " not in x and len(x) <= 200 for x in scopes) or len(scopes) > 32:
-            raise SpecError("oauth.scopes must be a list of scope names")
+            raise SpecError(code="oauth_scopes_invalid", field="oauth")
         checked: dict[str, Any] = {"provider": provider, "scopes": list(scopes)}
         if transport == "stdio":
             # The credential reaches the server by environment, never as a file.
             env, deliver = oauth.get("env"), oauth.get("deliver", "access_token")
             if not isinstance(env, str) or not ENV_NAME.match(env):
-                raise SpecError("oauth.env must name the environment variable a stdio server reads its credential from")
+                raise SpecError(code="oauth_env_invalid", field="oauth")
             if deliver not in DELIVER:
-                raise SpecError(f"oauth.deliver must be one of {', '.join(DELIVER)}")
+                raise SpecError(code="oauth_deliver_invalid", field="oauth", choices=", ".join(DELIVER))
             checked.update(env=env, deliver=deliver)
         elif "env" in oauth or "deliver" in oauth:
-            raise SpecError("an http template receives the access token as Authorization: Bearer (env and deliver are for stdio)")
+            raise SpecError(code="oauth_env_on_http", field="oauth")
         oauth = checked
     login = body.get("login") or ""
     if login not in ("", "qr"):
-        raise SpecError("login must be empty or 'qr'")
+        raise SpecError(code="login_invalid", field="login")
     if login and oauth:
-        raise SpecError("a template signs in with OAuth or a QR code, not both")
+        raise SpecError(code="login_and_oauth", field="login")
     files = _files(body.get("files"))
     if files and transport != "stdio":
-        raise SpecError("files are for stdio templates (a local script run in the member's sandbox)")
+        raise SpecError(code="files_on_http", field="files")
     common = dict(files=files, login=login, name=name, title=_text(body, "title") or name, description=_text(body, "description", limit=2000), fields=tuple(fields), version=version, oauth=oauth)
     if transport == "http":
         if body.get("command") or body.get("args"):
-            raise SpecError("command and args are for stdio templates")
+            raise SpecError(code="template_command_on_http", field="command")
         return Template(transport="http", url=parse_url(body.get("url")), **common)
     command = body.get("command")
     if not isinstance(command, str) or not command.strip() or len(command) > MAX_VALUE:
-        raise SpecError("a stdio template needs a command (the program to start, without arguments)")
+        raise SpecError(code="template_command_missing", field="command")
     return Template(transport="stdio", command=command, args=_strings(body.get("args"), "args", limit=MAX_ARGS), **common)
 
 
@@ -348,16 +348,16 @@ def _files(value: Any) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict) or len(value) > MAX_FILES:
-        raise SpecError(f"files must be an object of at most {MAX_FILES} paths to text")
+        raise SpecError(code="files_invalid", field="files", limit=MAX_FILES)
     total = 0
     for path, content in value.items():
         if not isinstance(path, str) or not FILE_PATH.match(path) or ".." in path.split("/"):
-            raise SpecError(f"files: {str(path)[:60]!r} is not a plain relative path")
+            raise SpecError(code="file_path_invalid", field="files", path=repr(str(path)[:60]))
         if not isinstance(content, str) or "\x00" in content:
-            raise SpecError(f"files: {path} must be text")
+            raise SpecError(code="file_not_text", field="files", path=path)
         total += len(content.encode())
     if total > MAX_FILES_BYTES:
-        raise SpecError(f"files may hold at most {MAX_FILES_BYTES // 1024} KiB")
+        raise SpecError(code="files_too_large", field="files", limit=MAX_FILES_BYTES // 1024)
     return dict(value)
 
 
@@ -383,17 +383,17 @@ def parse_values(template: Template, values: Any) -> dict[str, str]:
     if values is None:
         values = {}
     if not isinstance(values, dict):
-        raise SpecError("values must be an object of field names to strings")
+        raise SpecError(code="values_not_object")
     unknown = set(values) - {f.name for f in template.fields}
     if unknown:
-        raise SpecError(f"{template.name} does not ask for: {', '.join(sorted(unknown))}")
+        raise SpecError(code="values_unknown", template=template.name, names=_listed(unknown))
     out = {}
     for f in template.fields:
         value = values.get(f.name)
         if not isinstance(value, str) or not value.strip():
-            raise SpecError(f"{f.label or f.name} is required")
+            raise SpecError(code="value_required", field=f.name, label=f.label or f.name)
         if len(value) > MAX_VALUE or "\n" in value or "\r" in value or "\x00" in value:
-            raise SpecError(f"{f.label or f.name} must be a single line of at most {MAX_VALUE} characters")
+            raise SpecError(code="value_invalid", field=f.name, label=f.label or f.name, limit=MAX_VALUE)
         out[f.name] = value.strip()
     return out
 
@@ -436,9 +436,9 @@ def parse_login_status(text: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except ValueError:
-        raise SpecError("the connector's login_status did not answer JSON") from None
+        raise SpecError(code="login_status_not_json") from None
     if not isinstance(data, dict) or data.get("state") not in LOGIN_STATES:
-        raise SpecError("the connector's login_status answered an unknown state")
+        raise SpecError(code="login_status_unknown")
     qr = data.get("qr")
     message = data.get("message")
     return {
