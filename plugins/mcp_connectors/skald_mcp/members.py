@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable
 
 from skald_hookspecs import MemberLocked, Tool
 from skald_mcp.runtime import CONNECT_SECONDS, Connection, definition_hash, make_tool
-from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, parse_login_status
+from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, destination, parse_login_status
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,10 @@ class MemberConnectors:
         elicit: Callable[[Any, str, Any], Awaitable[Any]] | None = None,
         may_use_template: Callable[[str, str], bool] = lambda member_id, name: True,
         credential: Callable[[str, dict[str, Any], str], Awaitable[str]] | None = None,
+        provider: Callable[[str], Any] = lambda name: None,
     ) -> None:
+        #: A sign-in service's settings by name (oauth.py), for the record's pinned destination.
+        self._provider = provider
         #: (member id, record, deliver) -> a stdio OAuth connector's credential (oauth.py).
         self._credential = credential
         self.host = host
@@ -119,6 +122,13 @@ class MemberConnectors:
         template = self._templates().get(record["template"])
         if template is None:
             raise SpecError(code="template_gone", template=repr(record["template"]))
+        pinned = record.get("destination")
+        current = destination(template, self._provider(template.oauth["provider"]) if template.oauth else None)
+        if pinned is None:  # activated before destinations were pinned: pinned as it is now
+            record["destination"] = current
+            await self.save(member_id, name, record)
+        elif pinned != current:  # before any token request or value leaves for the new place
+            raise SpecError(code="destination_changed", template=repr(template.name))
         if template.oauth and template.transport == "stdio":
             bearer = await self._credential(member_id, record, template.oauth.get("deliver", "access_token"))
         else:

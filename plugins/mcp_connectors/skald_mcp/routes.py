@@ -19,7 +19,7 @@ from skald_hookspecs import ChannelRequestError, HostApi, ToolError, current_cal
 from skald_mcp import PLUGIN_ID, running
 from skald_mcp.members import MemberConnectors
 from skald_mcp.oauth import OAuthError, parse_provider, public_provider
-from skald_mcp.spec import SpecError, parse_remote, parse_spec, parse_template, parse_values, unknown_fields
+from skald_mcp.spec import SpecError, destination, parse_remote, parse_spec, parse_template, parse_values, unknown_fields
 from skald_mcp.strings import PAGE_KEYS
 
 
@@ -195,7 +195,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
             if template is None:
                 return error("err_no_template", 404, name=str(body.get("template"))[:40])
             values = parse_values(template, body.get("values"))
-            record = {"kind": "catalog", "name": template.name, "template": template.name, "version": template.version, "values": values, "state": "ready"}
+            record = {
+                "kind": "catalog", "name": template.name, "template": template.name, "version": template.version, "values": values,
+                "state": "ready", "destination": destination(template, runtime.oauth.providers.get(template.oauth["provider"]) if template.oauth else None),
+            }
             if template.oauth:
                 record.update(state="needs_oauth", provider=template.oauth["provider"], resource=template.url)  # "" for stdio
             elif template.login == "qr":
@@ -299,7 +302,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
             tokens = await runtime.oauth.exchange(flow, body.get("code"))
         except OAuthError as exc:
             return refused(exc)
-        record = {**record, "refresh_token": tokens["refresh_token"], "state": "ready"}
+        # Signing in is consent to where the template and its sign-in service are now.
+        template = runtime.templates.get(record.get("template") or "")
+        pinned = destination(template, runtime.oauth.providers.get(template.oauth["provider"])) if template and template.oauth else record.get("destination")
+        record = {**record, "refresh_token": tokens["refresh_token"], "state": "ready", "destination": pinned}
         await runtime.members.save(caller.id, name, record)
         await runtime.members.connect(caller.id, name)
         return runtime.members.status(caller.id, name, said)

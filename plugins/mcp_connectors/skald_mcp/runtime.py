@@ -364,7 +364,10 @@ class Runtime:
 
         self.oauth = OAuth(host)
         self.elicitations = Elicitations(host)
-        self.members = MemberConnectors(host, lambda: self.templates, self.oauth.bearer, self.elicitations.ask, self.may_use_template, self.oauth.credential)
+        self.members = MemberConnectors(
+            host, lambda: self.templates, self.oauth.bearer, self.elicitations.ask, self.may_use_template, self.oauth.credential,
+            provider=lambda name: self.oauth.providers.get(name),  # the dict is replaced on load
+        )
 
     # -- state ---------------------------------------------------------------------------
 

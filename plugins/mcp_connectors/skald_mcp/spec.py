@@ -7,6 +7,8 @@ becomes the prefix of its tools' names, ``<name>__<tool>``, so it is short and p
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -396,6 +398,25 @@ def parse_values(template: Template, values: Any) -> dict[str, str]:
             raise SpecError(code="value_invalid", field=f.name, label=f.label or f.name, limit=MAX_VALUE)
         out[f.name] = value.strip()
     return out
+
+
+def destination(template: Template, provider: Mapping[str, Any] | None = None) -> str:
+    """Where an activation's values and credentials go, as a digest pinned in the
+    member's record when they activate or sign in: the address or the command, which
+    field goes where, and the sign-in service's token endpoint (where the refresh token
+    is sent). Should the admin change any of it later, nothing of the member's is sent
+    until the member activates or signs in again (a changed template must not carry
+    their key, or their refresh token, to a new place unasked). A local script's files
+    are not part of it: a new version of them is the catalog's update, installed in the
+    member's sandbox at their next login."""
+    oauth = template.oauth or {}
+    where = {
+        "transport": template.transport, "url": template.url, "command": template.command, "args": list(template.args),
+        "fields": [[f.name, f.header, f.format, f.env] for f in template.fields],
+        "oauth": [oauth.get("provider"), oauth.get("env"), oauth.get("deliver")],
+        "provider": [(provider or {}).get("token_url"), (provider or {}).get("client_id")],
+    }
+    return hashlib.sha256(json.dumps(where, sort_keys=True).encode()).hexdigest()
 
 
 def activation_spec(template: Template, name: str, values: Mapping[str, str], bearer: str | None = None) -> ServerSpec:

@@ -277,3 +277,25 @@ async def test_a_template_is_open_to_the_members_the_admin_chose_and_revoking_it
 async def _has(setup: Setup, member_id: str) -> bool:
     templates = (await setup.admin.get(f"{BASE}/catalog")).json()["templates"]
     return member_id in (templates[0]["access"] or [])
+
+
+async def test_a_template_moved_elsewhere_gets_no_members_key_until_they_activate_it_again(setup: Setup):
+    """The admin re-saving a template with another address (a tempted admin) used to
+    send every member's key there at their next login."""
+    bob = await setup.host.member("bob")
+    async with HttpDemo() as demo, HttpDemo() as elsewhere:
+        await put_template(setup, demo.url)
+        assert (await bob.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": SECRET}})).status_code == 201
+        await put_template(setup, elsewhere.url)  # same name, same version: only the address moved
+        await setup.host.core.users.lock(bob.member["id"])
+        bob = await setup.host.member("bob")
+
+        async def refused() -> bool:
+            rows = (await bob.get(f"{BASE}/my/connectors")).json()["connectors"]
+            return bool(rows) and rows[0]["state"] == "failed" and "different address" in (rows[0]["error"] or "")
+
+        await eventually(refused, what="the moved template to be refused")
+        # Activated again, by the member, it goes where the template now points.
+        assert (await bob.delete(f"{BASE}/my/connectors/web")).status_code in (200, 204)
+        again = await bob.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": SECRET}})
+        assert again.status_code == 201 and again.json()["state"] == "ready", again.text

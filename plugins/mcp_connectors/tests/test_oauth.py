@@ -162,3 +162,39 @@ async def test_an_expired_state_is_refused(setup: Setup):
         response = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
         assert response.status_code == 400 and "expired" in response.json()["error"]
         assert idp.token_requests == []  # nothing was sent to the provider
+
+
+async def test_a_changed_sign_in_service_gets_no_refresh_token_until_the_member_signs_in_again(setup: Setup):
+    """The admin pointing the provider at another token endpoint (check: a tempted
+    admin) used to receive the member's refresh token at their next login. Nothing of
+    the member's leaves for the new place until they sign in there themselves."""
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    async with AuthorizationServer() as first, AuthorizationServer() as second, HttpDemo() as demo:
+        assert (await put_provider(setup, first.issuer)).status_code == 200
+        template = {"transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
+        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
+        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+        url = (await alice.post(f"{BASE}/my/connectors/mail/oauth/start")).json()["url"]
+        state = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}["state"]
+        done = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": await browser(url)})
+        assert done.json()["state"] == "ready", done.text
+
+        assert (await put_provider(setup, second.issuer)).status_code == 200  # the same name, another service
+        await setup.host.core.users.lock(alice_id)
+        alice = await setup.host.member("alice")
+
+        async def refused() -> bool:
+            rows = (await alice.get(f"{BASE}/my/connectors")).json()["connectors"]
+            return bool(rows) and rows[0]["state"] == "failed" and "different address or sign-in service" in (rows[0]["error"] or "")
+
+        await eventually(refused, what="the connector to refuse its changed sign-in service")
+        assert second.token_requests == []  # the refresh token never went there
+
+        # Signing in there is the member's consent: it works again.
+        url = (await alice.post(f"{BASE}/my/connectors/mail/oauth/start")).json()["url"]
+        assert url.startswith(second.issuer)
+        state = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}["state"]
+        done = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": await browser(url)})
+        assert done.json()["state"] == "ready", done.text
