@@ -132,7 +132,9 @@ def register_agent_dirs(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute directories of agent definitions: call ``register(path)``. Since 1.0.
 
     Each definition is a folder ``<id>/`` with ``AGENT.md`` (the prompt) and ``meta.yaml``,
-    whose keys are ``title``, ``description``, ``kind`` (``chat`` or ``task``),
+    whose keys are ``title``, ``description``, ``kind`` (``chat``: members talk with it;
+    ``task``: others delegate to it; ``system``: a system agent's ``run_turn`` uses it;
+    ``project`` is the host's project chat),
     ``allow_tools`` and ``tools`` (names or patterns such as ``"*"``), ``model`` or
     ``strength``, ``inject_memory`` and ``id`` (its folder's name, if given); copy one
     from the host's ``agents/`` folder to start. Since 1.3 a task agent's ``meta.yaml`` may also say ``delegates``, ``skills``, ``limits``

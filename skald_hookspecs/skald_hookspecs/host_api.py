@@ -259,7 +259,7 @@ class HostApi(Protocol):
     async def notify_member(self, member_id: str, text: str) -> bool:
         """Tell a member something now, from background work: on the web (a notice in
         the open page) and on their home source when that is a channel (Telegram,
-        mobile). ``text`` at most 4000 characters, in the member's language (see
+        mobile). ``text`` at most 4000 characters (longer is cut there), in the member's language (see
         ``member_locale``). Returns False for an unknown or inactive member. Needs this
         plugin's grant unless it manages its own access. Since 1.3."""
 

@@ -50,6 +50,8 @@ async def test_one_plugins_bad_definition_leaves_out_its_folder_not_everyones_he
     """At boot there is no last good generation to keep: a typo in a plugin's folder
     (even a disabled plugin's) used to refuse every definition, the host's too."""
     host = await skald.start(plugins=[BrokenAgents(tmp_path / "agents")])  # installed, not enabled
+    status = host.core.plugins.status("broken-agents")
+    assert status.state == "failed", "marked at boot, before anything asked for the definitions"
     admin = await host.admin()
     listed = (await admin.get("/api/agent-definitions")).json()
     ids = [d["id"] for d in listed["definitions"]]

@@ -11,6 +11,7 @@ that is not answered within its timeout, or whose turn is stopped, ends as ``can
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -92,9 +93,12 @@ def _coerce(spec: Mapping[str, Any], value: Any) -> Any:
         raise QuestionError(wrong, code="question_boolean", values=named)
     if kind in ("integer", "number"):
         try:
-            if isinstance(value, bool):
+            if isinstance(value, bool) or isinstance(value, float) and not (math.isfinite(value) and (kind == "number" or value.is_integer())):
+                raise ValueError  # 2.5 is no whole number: never quietly 2
+            number = int(value) if kind == "integer" else float(value)
+            if isinstance(number, float) and not math.isfinite(number):
                 raise ValueError
-            return int(value) if kind == "integer" else float(value)
+            return number
         except (TypeError, ValueError):
             if kind == "integer":
                 raise QuestionError(wrong, code="question_integer", values=named) from None
