@@ -365,7 +365,10 @@ class Skald:
             status.error_key, status.error_values = (exc.key, exc.values) if isinstance(exc, NotReady) and exc.key else (None, {})
             # No member is involved at startup: the message is the plugin's own, shown whole.
             status.traceback = None if isinstance(exc, asyncio.TimeoutError) else withheld_traceback(exc, say=True)
-            log.error("plugin %s failed to start: %s", plugin_id, message)
+            if isinstance(exc, NotReady):  # waiting for the admin (a setting), not a fault
+                log.warning("plugin %s is not ready: %s", plugin_id, message)
+            else:
+                log.error("plugin %s failed to start: %s", plugin_id, message)
             if self.settings.plugins.strict:
                 raise StrictPluginFailure.of(plugin_id, "startup", exc) from exc
             return False

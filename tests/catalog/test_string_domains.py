@@ -104,3 +104,15 @@ async def test_a_not_ready_key_no_bundle_has_is_listed_as_a_missing_translation(
     assert "ready-soon.error.no_token" not in status["missing_translations"].get("en", [])
     assert (await catalog_entry(admin, "untranslated"))["error"] == "startup: no token is set"  # English, as documented
     assert (await catalog_entry(admin, "ready-soon"))["error"] == "Set a token first."
+
+
+async def test_a_plugin_waiting_for_a_setting_is_a_warning_in_the_log_not_an_error(skald, caplog):
+    """NotReady is a state the admin resolves (a token to set), said on the card: an
+    ERROR line at every start read like a crash (upgrade probe: "no error in the log")."""
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    await skald.start(plugins=[NotReadyYet("ready-soon")], enable=["ready-soon"])
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if "ready-soon" in r.getMessage()]
+    assert (logging.WARNING, "plugin ready-soon is not ready: startup: no token is set") in lines
+    assert not [line for level, line in lines if level >= logging.ERROR], lines

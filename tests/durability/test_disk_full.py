@@ -207,6 +207,7 @@ async def test_a_server_killed_then_started_on_a_full_disk_starts_and_says_the_d
         assert "the disk is full: " in server.output, server.output
         refused = await server.client().login("admin", ADMIN_PASSWORD)
         assert refused.status_code == 507 and refused.json()["code"] == "disk_full", refused.text
+        assert "Traceback" not in server.output, server.output  # said in a line, not a stack per login
         filler.unlink()
         assert (await server.client().login("admin", ADMIN_PASSWORD)).status_code == 200
     finally:

@@ -38,6 +38,7 @@ from skald_host.core.storage import (
     Database,
     DatabaseMissing,
     DatabaseUnreadable,
+    DiskFailure,
     StorageError,
     copy_closed_database,
     quarantine,
@@ -577,6 +578,8 @@ class UserManager:
             await self.registry.transaction(
                 lambda c: c.execute("UPDATE users SET owner_generation = ? WHERE id = ?", (opened, member_id))
             )
+        except DiskFailure as exc:  # the disk is full: said at start and by every write, once here
+            log.warning("member %s: the file's open counter could not be kept: %s", member_id, exc)
         except Exception:
             log.exception("member %s: the file's open counter could not be kept", member_id)
 
