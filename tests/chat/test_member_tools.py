@@ -5,6 +5,8 @@ never shadow a fixed tool, and vanish with the plugin."""
 
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any, AsyncIterator, Mapping
 
 import pytest_asyncio
@@ -158,8 +160,9 @@ async def test_a_card_from_before_a_restart_waits_for_its_member_tool_to_come_ba
         async with ChatSocket(alice) as sock:
             again = await sock.wait_event(cid, "approval_required")
             assert again["approval_id"] == card["approval_id"]
+            await sock.approve(card["approval_id"])  # at once: the plugin has not offered it yet
+            await asyncio.sleep(0.3)
             restarted.offered[alice.member["id"]] = [restarted.tool("dyn_send")]  # started meanwhile
-            await sock.approve(card["approval_id"])
             await sock.wait_event(cid, "turn_finished")
         assert restarted.calls == [(alice.member["id"], {"text": "x"})]
         call = (await messages(alice, cid))[1]["tool_calls"][0]

@@ -62,6 +62,10 @@ log = logging.getLogger(__name__)
 CHECKPOINT_SECONDS = 0.5
 TOOL_RESULT_LIMIT = 64 * 1024
 SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not only with its result
+#: How long an approved call from before a restart waits for its tool to be offered
+#: again (a connector starting at the member's login), and how often it looks.
+TOOL_RETURN_SECONDS = 30.0
+TOOL_RETURN_POLL_SECONDS = 0.1
 #: A call that was running when the server stopped, and is not run again.
 RESTARTED_NOT_RERUN = "the server restarted while this ran; it was not run again because it may already have had its effect."
 
@@ -1010,7 +1014,7 @@ class Kernel:
             verdict = await self._recovered_approval(scope, call)
             if verdict is not None:
                 return verdict
-            registered, decided = self._lookup(scope, call["name"]), True
+            registered, decided = await self._lookup_when_back(scope, call["name"]), True
         if registered is None:
             if call["status"] == "running" and call["id"] not in scope.admitted:
                 # Running when the server stopped, and its tool not back (yet): a
@@ -1130,6 +1134,14 @@ class Kernel:
             return None
         if scope.round_tools is not None and name not in scope.round_tools:
             return None  # the model named a tool its round did not offer
+        return registered
+
+    async def _lookup_when_back(self, scope: Scope, name: str) -> RegisteredTool | None:
+        """The tool once it is offered again, waiting up to ``TOOL_RETURN_SECONDS``: a
+        member approving the moment the server is back beats their connector's start."""
+        deadline = asyncio.get_running_loop().time() + TOOL_RETURN_SECONDS
+        while (registered := self._lookup(scope, name)) is None and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(TOOL_RETURN_POLL_SECONDS)
         return registered
 
     def _may_come_back(self, scope: Scope, name: str) -> bool:
