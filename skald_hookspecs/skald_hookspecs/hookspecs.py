@@ -147,10 +147,10 @@ def register_agent_dirs(register: Callable[..., None]) -> None:
     plugin's) load as one generation, checked whole: one bad file (an unknown key, an id
     that is not its folder's name, a reserved id, a symlink, a file over 256 KiB, an
     unknown tool, delegate target, skill or provider + model) refuses the generation,
-    the last good one stays in use, and the admin's Helpers page says why. At boot, with
-    no good one yet, a plugin's folders at fault are left out instead (the plugin is
-    marked failed, saying why) and the other definitions are used. A disabled plugin's
-    folders are checked too: its definitions reach no one until it is enabled."""
+    the last good one stays in use, and the admin's Helpers page says why. When there is
+    no good one yet (the first read after a start), a plugin's folders at fault are left
+    out instead (its page lists why) and the other definitions are used. A disabled
+    plugin's folders are checked too: its definitions reach no one until it is enabled."""
 
 
 @hookspec

@@ -291,9 +291,6 @@ class Skald:
             agents.add_directory(contribution.value, contribution.plugin_id)
         self._chat = ChatService(self, ToolRegistry(tools, builtin=self._is_builtin, plugins=self.plugins), agents)
         await self._chat.models.read_known()  # before any definition generation loads: inline models are checked against it
-        # Read now, not at the first delegation: a plugin whose agent folder is refused
-        # shows failed from the start (and cannot be enabled as if it were fine).
-        await asyncio.to_thread(self._chat.subagent_catalog.reload)
         self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
         self._users.after_access_change.append(lambda member_id: self._chat.access_changed(member_id=member_id))  # type: ignore[union-attr]

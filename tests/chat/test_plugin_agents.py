@@ -50,12 +50,12 @@ async def test_one_plugins_bad_definition_leaves_out_its_folder_not_everyones_he
     """At boot there is no last good generation to keep: a typo in a plugin's folder
     (even a disabled plugin's) used to refuse every definition, the host's too."""
     host = await skald.start(plugins=[BrokenAgents(tmp_path / "agents")])  # installed, not enabled
-    status = host.core.plugins.status("broken-agents")
-    assert status.state == "failed", "marked at boot, before anything asked for the definitions"
     admin = await host.admin()
     listed = (await admin.get("/api/agent-definitions")).json()
     ids = [d["id"] for d in listed["definitions"]]
     assert "general-purpose" in ids and "typo" not in ids, listed
     assert listed["refused"] is not None and "colour" in " ".join(listed["refused"]["errors"])
-    status = host.core.plugins.status("broken-agents")
-    assert status.state == "failed" and "colour" in status.error and "register_agent_dirs" in status.error
+    # The plugin's page says why (its failures); its other parts are left alone: the
+    # same refusal may come from a model pair the admin has not added yet.
+    [failure] = host.core.plugins.status("broken-agents").failures
+    assert failure["where"] == "agent definitions" and "colour" in failure["traceback"]

@@ -26,6 +26,7 @@ from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import ChatEvent, UserEvent
 from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
 from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
+from skald_host.core.plugins.failures import record_failure
 from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending
 from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
@@ -188,7 +189,9 @@ class ChatService:
         self.run_permits = asyncio.Semaphore(self.orchestration.max_concurrent_runs)
         self.subagent_catalog = SubagentCatalog(
             agents, lambda: [t.name for t in tools.all()], self.orchestration, known_models=lambda: self.models.known,
-            plugin_refused=lambda plugin_id, errors: core.plugins.fail(plugin_id, "register_agent_dirs: " + "; ".join(errors)),
+            plugin_refused=lambda plugin_id, errors: record_failure(
+                core.plugins, plugin_id, "agent definitions", AgentError("; ".join(errors)), say=True,
+            ),
         )
         self._runtimes: dict[str, MemberRuntime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
