@@ -268,7 +268,8 @@ async def test_a_sub_agents_answer_cut_off_at_every_start_is_given_up_like_the_t
     assert asked() == RESUME_LIMIT + 1
     assert transcript[-1]["role"] == "assistant" and transcript[-1]["status"] == "error"
     assert transcript[-1]["reason"] == {"code": "resume_limit", "values": {"times": RESUME_LIMIT + 1}}
-    assert transcript[1]["tool_calls"][0]["status"] == "interrupted"
+    delegations = [c for m in transcript for c in (m.get("tool_calls") or []) if c["name"] == "execute_task"]
+    assert delegations and all(c["status"] == "interrupted" for c in delegations), transcript
     assert not (await alice.get(f"/api/conversations/{cid}")).json()["running"]
     assert_well_formed(transcript)
     server, alice = await restart(servers, server)  # and nothing is asked at the next start either
