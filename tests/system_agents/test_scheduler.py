@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import logging
 
+from skald_hookspecs import I18nBundle, hookimpl
 from skald_host.core.system_agents import store
 from skald_host.core.system_agents.registry import MAX_TICK_SECONDS, MIN_TICK_SECONDS
 from skald_host.core.system_agents.timing import iso
@@ -204,21 +205,22 @@ async def test_the_loop_runs_passes_on_its_own(skald):
     assert [r["status"] for r in await runs_in_file(host.core, alice_id)] == ["done"]
 
 
+class Translating(CountingAgents):
+    """Counts, and says its own ``digest`` string as the pass read it, short and whole."""
+
+    @hookimpl
+    def register_i18n(self, register) -> None:
+        register(I18nBundle("counting", {"en": {"digest": "Your digest"}, "de": {"digest": "Deine Übersicht"}}))
+
+    async def run(self, ctx):
+        await super().run(ctx)
+        self.said = (ctx.translate("digest"), ctx.translate("counting.digest"))
+
+
 async def test_an_agent_translates_its_own_keys_short_or_whole(skald):
     """``ctx.translate("digest")`` and ``ctx.translate("counting.digest")`` read the same
     string of the agent's plugin in the member's language (a plugin author wrote the
     whole key, as ``HostApi.translate`` takes it, and got "counting.counting.digest")."""
-    from skald_hookspecs import I18nBundle, hookimpl
-
-    class Translating(CountingAgents):
-        @hookimpl
-        def register_i18n(self, register) -> None:
-            register(I18nBundle("counting", {"en": {"digest": "Your digest"}, "de": {"digest": "Deine Übersicht"}}))
-
-        async def run(self, ctx):
-            await super().run(ctx)
-            self.said = (ctx.translate("digest"), ctx.translate("counting.digest"))
-
     plugin = Translating(unit="minutes", interval=5)
     host, _ = await start(skald, plugin)
     await host.member("alice", locale="de")
@@ -227,23 +229,12 @@ async def test_an_agent_translates_its_own_keys_short_or_whole(skald):
 
 
 async def test_an_agent_translates_for_a_member_without_a_language_in_the_instances(skald):
-    from skald_hookspecs import I18nBundle, hookimpl
-
-    class Translating(CountingAgents):
-        @hookimpl
-        def register_i18n(self, register) -> None:
-            register(I18nBundle("counting", {"en": {"digest": "Your digest"}, "de": {"digest": "Deine Übersicht"}}))
-
-        async def run(self, ctx):
-            await super().run(ctx)
-            self.said = ctx.translate("digest")
-
     plugin = Translating(unit="minutes", interval=5)
     host, _ = await start(skald, plugin)
     await host.setup_admin(locale="de")  # the instance's language: German
     await host.member("alice")  # none of her own
     await host.core.system_agents.tick()
-    assert plugin.said == "Deine Übersicht"
+    assert plugin.said[0] == "Deine Übersicht"
 
 
 async def test_a_member_sees_no_agent_of_a_plugin_that_is_off(skald):
