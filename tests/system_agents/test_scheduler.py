@@ -123,6 +123,43 @@ async def test_a_run_a_stop_cut_off_is_owed_at_the_next_start_once_not_an_interv
     assert [o.result for o in await host.core.system_agents.tick() if o.member_id == alice_id] == ["not_due"]
 
 
+async def test_a_run_a_stop_cut_off_reads_as_failed_at_once_and_a_live_one_as_running(skald):
+    """The run log a member reads (through the API) never shows a run a stop cut off as
+    still running until the agent's next pass sweeps it; the run in progress now does."""
+
+    class Waiting(CountingAgents):
+        def __init__(self) -> None:
+            super().__init__(unit="minutes", interval=5)
+            self.inside, self.go_on = asyncio.Event(), asyncio.Event()
+            self.waiting_for = ""
+
+        async def run(self, ctx):
+            if ctx.member_id == self.waiting_for:
+                self.inside.set()
+                await self.go_on.wait()
+
+    plugin = Waiting()
+    host, clock = await start(skald, plugin)
+    alice = await host.member("alice")
+    plugin.waiting_for = alice.member["id"]
+    db = host.core.users.owner_db(alice.member["id"])
+    await db.transaction(lambda c: store.open_run(c, "counted", None, iso(clock.now)))  # what a stop leaves
+
+    async def statuses() -> list[tuple[str, str | None]]:
+        response = await alice.get("/api/system-agents/runs")
+        assert response.status_code == 200, response.text
+        return [(r["status"], r["error"]) for r in response.json()["runs"]]
+
+    assert await statuses() == [("failed", store.INTERRUPTED)]
+    clock.advance(minutes=1)
+    tick = asyncio.ensure_future(host.core.system_agents.tick())
+    await asyncio.wait_for(plugin.inside.wait(), 10)
+    assert await statuses() == [("running", None), ("failed", store.INTERRUPTED)]
+    plugin.go_on.set()
+    await tick
+    assert await statuses() == [("done", None), ("failed", store.INTERRUPTED)]
+
+
 async def test_a_failing_run_is_recorded_without_its_message(skald):
     plugin = CountingAgents(unit="minutes", interval=5, fail=True)
     host, _ = await start(skald, plugin)

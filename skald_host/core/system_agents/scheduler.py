@@ -147,6 +147,9 @@ class SystemAgentScheduler:
         self.clock = clock
         self._pass = asyncio.Lock()  # one pass at a time: the loop's and a test's never overlap
         self._swept: set[tuple[str, str]] = set()
+        #: Run rows a pass of this process has open: any other ``running`` row was cut
+        #: off by a stop, and reads as the sweep will write it.
+        self._live_runs: set[str] = set()
         #: (agent, member) skips already logged: one INFO line when a member is found
         #: locked, not one per pass while they stay locked.
         self._skips_logged: set[tuple[str, str]] = set()
@@ -303,17 +306,21 @@ class SystemAgentScheduler:
             record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc)
             return "failed"
         run_id = await db.transaction(lambda c: store.open_run(c, entry.id, context.subject_id, started))
-        context.run_id = run_id
-        status, error = "done", None
+        self._live_runs.add(run_id)
         try:
-            await entry.agent.run(context)
-        except Exception as exc:
-            # The type and the error id the plugin's page lists its traceback under; not
-            # the message, which may quote the member's words.
-            error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id}", exc)
-            status, error = "failed", f"{type(exc).__name__} (error id {error_id})"
-        stats = {k: int(v) for k, v in context.stats.items() if isinstance(v, (int, float))}
-        await db.transaction(lambda c: store.finish_run(c, run_id, status, iso(self.clock()), stats, error))
+            context.run_id = run_id
+            status, error = "done", None
+            try:
+                await entry.agent.run(context)
+            except Exception as exc:
+                # The type and the error id the plugin's page lists its traceback under; not
+                # the message, which may quote the member's words.
+                error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id}", exc)
+                status, error = "failed", f"{type(exc).__name__} (error id {error_id})"
+            stats = {k: int(v) for k, v in context.stats.items() if isinstance(v, (int, float))}
+            await db.transaction(lambda c: store.finish_run(c, run_id, status, iso(self.clock()), stats, error))
+        finally:
+            self._live_runs.discard(run_id)
         return "ran" if status == "done" else "failed"
 
     async def run_ephemeral_turn(
@@ -348,4 +355,9 @@ class SystemAgentScheduler:
         db = self.core.users.owner_db(member_id)
         if db is None:
             return []
-        return await db.run(lambda c: store.runs(c, agent_id, RUNS_SHOWN))
+        rows = await db.run(lambda c: store.runs(c, agent_id, RUNS_SHOWN))
+        for row in rows:
+            if row["status"] == "running" and row["id"] not in self._live_runs:
+                # Cut off by a stop; the agent's next pass writes this same sweep.
+                row.update(status="failed", error=store.INTERRUPTED)
+        return rows
