@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,39 @@ async def test_a_membership_change_remounts_the_running_sandbox(docker_box: Box,
     docker_box.core.buses.system.publish(SystemEvent("folders.membership_changed", alice))
     await asyncio.sleep(0.5)
     assert inspect(docker_engine, alice)["Id"] == attrs["Id"]  # nothing changed: nothing rebuilt
+
+
+@pytest.mark.parametrize("ending", ["stop", "logout"])
+async def test_a_container_still_being_built_when_the_command_is_cancelled_does_not_outlive_it(
+    docker_box: Box, docker_engine, monkeypatch, ending: str
+):
+    """The build runs in a thread no cancellation stops. A command cancelled while its
+    container is being made (a Stop, the member's logout, the server stopping) keeps the
+    member's lock until the build ended, so the removal that follows finds the container
+    instead of letting it appear afterwards and outlive the member's session and the
+    server (it did, and later tests saw its processes under a reused uid). The build is
+    slowed in its thread so the cancel lands inside it every time."""
+    import threading
+
+    backend = (await docker_box.core.sandbox.backend())[1]
+    building = threading.Event()
+    original = backend._ensure
+
+    def slow_ensure(spec):
+        building.set()
+        time.sleep(2.0)
+        return original(spec)
+
+    monkeypatch.setattr(backend, "_ensure", slow_ensure)
+    command = asyncio.ensure_future(docker_box.run(docker_box.alice, "true"))
+    while not building.is_set():
+        await asyncio.sleep(0.02)
+    command.cancel()
+    if ending == "stop":
+        await docker_box.host.stop()
+    else:
+        await docker_box.core.sandbox.before_lock(docker_box.alice)
+    with pytest.raises(asyncio.CancelledError):
+        await command
+    await asyncio.sleep(2.5)  # past the build, had anything been left to it
+    await eventually_gone(docker_engine, docker_box.alice, within=1.0)

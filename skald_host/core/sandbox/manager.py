@@ -86,6 +86,8 @@ class SandboxManager:
         self._choosing = asyncio.Lock()
         self._member_locks: dict[str, asyncio.Lock] = {}
         self._ensured: dict[str, SandboxSpec] = {}
+        #: Members whose sandbox is being built right now (``close`` removes theirs too).
+        self._building: set[str] = set()
         #: Membership folders whose contents were given to the folders' group this run.
         self._shared: set[Path] = set()
         self._closing = False
@@ -210,13 +212,16 @@ class SandboxManager:
         spec = spec or await self.spec_for(member_id)
         lock = self._member_locks.setdefault(member_id, asyncio.Lock())
         async with lock:
+            self._building.add(member_id)
             try:
-                await backend.ensure(spec)
+                await _to_the_end(asyncio.ensure_future(backend.ensure(spec)))
             except SandboxUnavailable:
                 raise
             except Exception as exc:
                 log.error("sandbox of a member could not be built: %s", exc)
                 raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from exc
+            finally:
+                self._building.discard(member_id)
             self._ensured[member_id] = spec
         return spec
 
@@ -368,7 +373,7 @@ class SandboxManager:
         if self._chosen is None:
             return  # no backend was ever chosen: nothing was built
         _, backend = self._chosen
-        members = set(self._ensured)
+        members = set(self._ensured) | self._building
         try:
             members |= set(await asyncio.wait_for(backend.existing(self.instance), CLOSE_SECONDS))
         except Exception as exc:
@@ -418,6 +423,25 @@ class SandboxManager:
             # Remount now rather than at the next command, so the explorer and the
             # sandbox agree at once (seed: refresh_user_mounts without a re-login).
             await self.ensure(member_id)
+
+
+async def _to_the_end(build: "asyncio.Future[Any]") -> Any:
+    """Awaits ``build`` until it ended even when the caller is cancelled meanwhile (a
+    Stop, a logout, the server stopping), then passes the cancellation on. A build runs
+    in a thread that no cancellation stops: were the member's lock let go before it
+    ended, a removal taking the lock next would find nothing yet, and the container the
+    thread then made would outlive its member's session and the server."""
+    cancelled = False
+    while not build.done():
+        try:
+            await asyncio.wait({build})
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not build.cancelled():
+            build.exception()  # retrieved, so a failure after the cancel is not reported as lost
+        raise asyncio.CancelledError
+    return build.result()
 
 
 class _Watchdog:
