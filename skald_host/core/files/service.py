@@ -29,6 +29,7 @@ import re
 import secrets
 import shutil
 import stat
+import threading
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -156,6 +157,10 @@ class FileService:
         self.root = core.settings.data_dir / "homes"
         self._uids: dict[str, int] = {}
         self._persisting: set[asyncio.Task[None]] = set()
+        #: ``uid_for`` is reached from worker threads too (an upload's quota walk makes
+        #: the home): allocation is locked, and the write is handed to the loop.
+        self._allocating = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def _core(self) -> "Skald":
@@ -175,7 +180,12 @@ class FileService:
 
         # Read, not written: a start that changes nothing must start on a full disk. A
         # member without a uid yet gets one as a new member does (stored in the background).
+        self._loop = asyncio.get_running_loop()
         self._uids = await self._core.registry.run(stored)
+        unsaved = [m for m in members if m not in self._uids]
+        for member_id, uid in (await asyncio.to_thread(self._owners_of_homes, unsaved)).items():
+            self._uids[member_id] = uid
+            self._persist_later(member_id, uid)
         for member_id in members:
             self.uid_for(member_id)
         removed = await asyncio.to_thread(_remove_partial_uploads, self.root)
@@ -191,15 +201,50 @@ class FileService:
         uid = self._uids.get(member_id)
         if uid is not None:
             return uid
-        uid = max(self._uids.values(), default=FIRST_UID - 1) + 1
-        self._uids[member_id] = uid
-        try:
-            task = asyncio.get_running_loop().create_task(self._persist_uid(member_id, uid))
-        except RuntimeError:
-            return uid
-        self._persisting.add(task)
-        task.add_done_callback(self._persisting.discard)
+        with self._allocating:
+            uid = self._uids.get(member_id)
+            if uid is not None:
+                return uid
+            uid = max(self._uids.values(), default=FIRST_UID - 1) + 1
+            self._uids[member_id] = uid
+        self._persist_later(member_id, uid)
         return uid
+
+    def _persist_later(self, member_id: str, uid: int) -> None:
+        """Stores a new allocation in the background, from the loop or from a worker
+        thread alike (a uid handed out and never stored went to someone else at the
+        next start, and its member's sandbox could no longer open their own home)."""
+        def schedule() -> None:
+            task = asyncio.get_running_loop().create_task(self._persist_uid(member_id, uid))
+            self._persisting.add(task)
+            task.add_done_callback(self._persisting.discard)
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._loop is None or self._loop.is_closed():
+                log.warning("the sandbox uid of a member was allocated with no server running to store it")
+                return
+            self._loop.call_soon_threadsafe(schedule)
+        else:
+            schedule()
+
+    def _owners_of_homes(self, member_ids: list[str]) -> dict[str, int]:
+        """The uid owning each of these members' homes, where it is a sandbox uid no
+        stored member holds: an allocation an earlier version made and never stored
+        (it lost allocations made from a worker thread). Reused, so the files stay the
+        member's own; blocking (stat)."""
+        taken = set(self._uids.values())
+        found: dict[str, int] = {}
+        for member_id in member_ids:
+            try:
+                uid = (self.root / member_id).stat(follow_symlinks=False).st_uid
+            except OSError:
+                continue
+            if uid >= FIRST_UID and uid not in taken:
+                found[member_id] = uid
+                taken.add(uid)
+        return found
 
     async def _persist_uid(self, member_id: str, uid: int) -> None:
         def write(conn: Any) -> None:
