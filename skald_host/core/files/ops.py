@@ -37,6 +37,8 @@ GREP_FILE_BYTES = 2 * 1024 * 1024
 LINE_CHARS = 2000
 RANGE_BYTES = 48 * 1024  # what one ranged read returns at most (the kernel caps a result at 64 KiB)
 SANDBOX_TIMEOUT = 30.0
+#: What the sandbox prints instead of a file's base64 (whose alphabet has no colon).
+MISSING_MARK, FOLDER_MARK = "skald:missing", "skald:folder"
 SANDBOX_WRITE_BYTES = 64 * 1024  # the content travels as one argument (Linux caps one at 128 KiB)
 
 
@@ -285,7 +287,18 @@ class MemberFiles:
         return result.output
 
     async def _sandbox_read(self, sandbox_path: str, limit: int) -> bytes:
-        output = await self._sandbox_run(f"base64 -w0 -- {shlex.quote(sandbox_path)}", limit * 4 // 3 + 16)
+        quoted = shlex.quote(sandbox_path)
+        # Told apart in the sandbox, so a missing file reads as one (a 404 on the web)
+        # rather than as base64's own complaint.
+        output = await self._sandbox_run(
+            f"if [ ! -e {quoted} ]; then echo {MISSING_MARK}; elif [ -d {quoted} ]; then echo {FOLDER_MARK};"
+            f" else base64 -w0 -- {quoted}; fi",
+            limit * 4 // 3 + 16,
+        )
+        if output.strip() == MISSING_MARK:
+            raise FileError(f"{sandbox_path} does not exist")
+        if output.strip() == FOLDER_MARK:
+            raise FileError(f"{sandbox_path} is a folder; use list_files")
         try:
             return base64.b64decode(output.strip(), validate=True)
         except ValueError:
