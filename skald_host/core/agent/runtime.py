@@ -1032,7 +1032,7 @@ class MemberRuntime:
         if cached is not None and now - cached[1] < PREFIX_TTL_SECONDS:
             self._prefix[key] = (cached[0], now)
             return cached[0]
-        text = agent.prompt.replace("<!-- USER_PROFILE -->", self._profile()) + (f"\n\n{context}" if context else "")
+        text = agent.prompt.replace("<!-- USER_PROFILE -->", await self._profile()) + (f"\n\n{context}" if context else "")
         for marker, value in self.prompt_substitutions.get(frame.conversation_id, {}).items():
             text = text.replace(f"<!-- {marker} -->", value)
         text += await self._injected_memory(agent) + self._skill_index(agent)
@@ -1071,8 +1071,9 @@ class MemberRuntime:
             + "\n\n".join(notes)
         )
 
-    def _profile(self) -> str:
-        return render_profile(self.member, "About the member you are talking with:")
+    async def _profile(self) -> str:
+        language = self.member.locale or await self.core.default_locale()
+        return render_profile(self.member, "About the member you are talking with:", language)
 
     async def log_request(
         self,
@@ -1266,10 +1267,11 @@ class MemberRuntime:
             return
         await self.store.job_ran(job["id"], result, following, occurrence, schedules.iso(now))
 
-def render_profile(member: Member, heading: str) -> str:
+def render_profile(member: Member, heading: str, language: str) -> str:
     """A member's profile for a system prompt: name, age, sex, language, notes. The
     conversation's own member under ``<!-- USER_PROFILE -->``; a reviewed member's under
-    the review's own marker (seed 001 "Per-pass prompt substitutions")."""
+    the review's own marker (seed 001 "Per-pass prompt substitutions"). ``language`` is
+    the one they read the shell in: their own, else the instance's."""
     m = member
     lines = [f"Name: {m.display_name or m.username}"]
     if m.birthdate:
@@ -1280,7 +1282,7 @@ def render_profile(member: Member, heading: str) -> str:
     else:
         lines.append("Date of birth: unknown")
     lines.append(f"Sex: {m.sex or 'not specified'}")
-    lines.append(f"Preferred language: {m.locale or 'not specified'}")
+    lines.append(f"Preferred language: {language}")
     if m.notes:
         lines.append(f"Notes: {m.notes}")
     return heading + "\n" + "\n".join(lines)

@@ -97,7 +97,8 @@ class RunContext:
             return ""
         from skald_host.core.agent.runtime import render_profile
 
-        return render_profile(self._subject, "About the member whose conversations you review:")
+        language = self._subject.locale or await self._core.default_locale()
+        return render_profile(self._subject, "About the member whose conversations you review:", language)
 
     async def run_turn(self, agent: str, message: str, *, substitutions: Mapping[str, str] | None = None) -> str:
         return await self._scheduler.run_ephemeral_turn(self._member, self._entry, agent, message, substitutions or {})
