@@ -5,10 +5,11 @@ owner files closed)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import resource
 import signal
-from typing import Any
+from typing import Any, Iterable
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
@@ -41,6 +42,77 @@ def hypercorn_config(settings: Settings) -> Config:
     return config
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address as a hop of X-Forwarded-For may write it: bare, ``[v6]:port`` or
+    ``v4:port``; an IPv4-mapped IPv6 address as the IPv4 one."""
+    text = text.strip().strip('"')
+    if text.startswith("["):
+        text = text[1:].partition("]")[0]
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def forwarded_client(peer: str, forwarded_for: Iterable[str], trusted: tuple[Network, ...]) -> str:
+    """The client's address: the peer's, unless the peer is a trusted proxy; then the
+    rightmost X-Forwarded-For hop that is not itself a trusted proxy. Hops left of it
+    were written by the client and prove nothing; a hop that is no address ends the
+    walk at the last trusted one."""
+    current = _ip(peer)
+    if current is None or not any(current in network for network in trusted):
+        return peer
+    hops = [hop for value in forwarded_for for hop in value.split(",")]
+    for hop in reversed(hops):
+        address = _ip(hop)
+        if address is None:
+            break
+        current = address
+        if not any(address in network for network in trusted):
+            break
+    return str(current)
+
+
+class TrustedProxies:
+    """ASGI middleware that puts the client's address (``forwarded_client``) into the
+    scope, so every reader of ``request.remote_addr`` — the login limits, the first
+    run's sign-in, plugins — gets the same one. Hypercorn's ``ProxyFixMiddleware`` does
+    not fit: it trusts the headers of any peer (a count of hops, not addresses) and also
+    rewrites the scheme and Host from X-Forwarded-Proto/-Host, which would let a client
+    choose the Host that first-run setup checks."""
+
+    def __init__(self, app: Any, trusted: tuple[Network, ...]) -> None:
+        self.app = app
+        self.trusted = trusted
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        peer = scope.get("client")
+        if scope["type"] in ("http", "websocket") and peer:
+            forwarded = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"x-forwarded-for"]
+            client = forwarded_client(peer[0], forwarded, self.trusted)
+            if client != peer[0]:
+                scope = {**scope, "client": (client, 0)}
+        await self.app(scope, receive, send)
+
+
+def behind_trusted_proxies(app: Any, settings: Settings) -> Any:
+    """``app`` with the client's address resolved when ``server.trusted_proxies`` lists
+    any (nothing changes without them). Every server of the app — ``skald serve``, the
+    test host — passes it through here."""
+    trusted = settings.server.trusted_proxy_networks
+    if trusted:
+        app.asgi_app = TrustedProxies(app.asgi_app, trusted)
+    return app
+
+
 def disable_core_dumps() -> None:
     """A core file would hold decrypted pages and keys in the clear (check B1)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -63,7 +135,12 @@ async def serve_forever(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     scheme = "https" if settings.server.tls_cert else "http"
-    log.info("skald listening on %s://%s:%d (data in %s)", scheme, settings.server.host, settings.server.port, settings.data_dir)
+
+    @app.before_serving
+    async def announce() -> None:
+        """Registered after ``create_app``'s core start, so it runs only once that succeeded:
+        a refused start says ``cannot start``, never ``listening`` first."""
+        log.info("skald listening on %s://%s:%d (data in %s)", scheme, settings.server.host, settings.server.port, settings.data_dir)
 
     async def shutdown_trigger() -> None:
         await stop.wait()
@@ -74,7 +151,7 @@ async def serve_forever(settings: Settings) -> None:
 
     loop.set_exception_handler(_quiet_cancelled_connections)
     try:
-        await serve(app, hypercorn_config(settings), shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+        await serve(behind_trusted_proxies(app, settings), hypercorn_config(settings), shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
     except LifespanFailureError:
         refused = app.config.get("SKALD_STARTUP_ERROR")
         if refused is None:

@@ -9,6 +9,7 @@ weaker key nobody asked for.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import stat
 import types
@@ -39,6 +40,23 @@ class ServerSettings:
     # header_timeout_seconds is dropped, one whose body stalls gets 408.
     header_timeout_seconds: float = 5.0
     body_timeout_seconds: float = 30.0
+    # Reverse proxies (addresses or CIDRs) whose X-Forwarded-For names the client: the
+    # login limits count per client, and behind a proxy every client has its address.
+    # A peer not listed here is the client, whatever headers it sends.
+    trusted_proxies: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for entry in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise SettingsError(
+                    f"server.trusted_proxies: {entry!r} is not an address or network (e.g. 127.0.0.1, 10.0.0.0/8, ::1)"
+                ) from None
+
+    @property
+    def trusted_proxy_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        return tuple(ipaddress.ip_network(entry.strip(), strict=False) for entry in self.trusted_proxies)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from quart import Quart
 
 from skald_host.core.host import Skald, build_plugin_manager
 from skald_host.settings import Settings, load_settings
-from skald_host.server import hypercorn_config
+from skald_host.server import behind_trusted_proxies, hypercorn_config
 from skald_host.testing.client import SkaldClient
 from skald_host.web.app import create_app
 
@@ -147,7 +147,7 @@ async def start_host(
     config.bind = [f"fd://{sock.detach()}"]  # Hypercorn owns the descriptor from here
     config.graceful_timeout = 1.0
     stop = asyncio.Event()
-    task = asyncio.create_task(serve(app, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
+    task = asyncio.create_task(serve(behind_trusted_proxies(app, settings), config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
     for _ in range(500):
         if app.config.get("SKALD_READY") or task.done():
             break

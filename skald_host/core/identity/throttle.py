@@ -1,16 +1,33 @@
-"""Failed-login limits per account and per client address (check A3).
+"""Failed-login limits per account and per client (check A3).
 
 Sliding windows in RAM: after ``limit`` failures inside ``window`` seconds, further
 attempts are refused with the seconds until the oldest failure ages out, *before* any
 Argon2 work is spent on them. A success clears the account's failures, not the
-address's, so one valid account cannot launder guesses against others.
+client's, so one valid account cannot launder guesses against others.
+
+The client is its network address, unless it shows a *device token* for the account it
+names (OWASP's "device cookies"): a browser that signed in to that account before then
+counts under its own key instead. Without this, anyone sharing the address (a NAT, or a
+reverse proxy not listed in ``server.trusted_proxies``) could spray made-up names until
+the address is refused and keep every member at it from signing in. The address limit
+stays for everyone else: it is what bounds the Argon2 work a flood of unknown names
+costs and how many accounts one address may spray, and it cannot spare only the names
+that exist without telling a guesser which ones do.
 """
 
 from __future__ import annotations
 
+import base64
 import collections
+import hashlib
+import hmac
+import secrets
 import time
 from typing import Callable
+
+#: Device tokens one browser keeps (one per account signed in there); the oldest goes.
+DEVICE_TOKENS_KEPT = 8
+_DEVICE_PREFIX = "device:"
 
 
 class LoginThrottled(Exception):
@@ -62,6 +79,9 @@ class LoginThrottle:
         self._accounts = _Window(per_account, window_seconds)
         self._addresses = _Window(per_address, window_seconds)
         self._clock = clock
+        # In RAM like the sessions: a restart ends every device token, and a browser
+        # earns a new one at its next sign-in.
+        self._device_key = secrets.token_bytes(32)
         self.enabled = True
 
     def check(self, account: str, address: str) -> None:
@@ -79,3 +99,48 @@ class LoginThrottle:
 
     def succeeded(self, account: str) -> None:
         self._accounts.clear(account.lower())
+
+    def client(self, account: str, address: str, device_tokens: str | None) -> str:
+        """The key an attempt on ``account`` counts under: the device when one of
+        ``device_tokens`` (the cookie's value) was issued for this account, else the
+        address. A token for another account changes nothing."""
+        nonce = self._device_for(account, device_tokens)
+        return f"{_DEVICE_PREFIX}{nonce}" if nonce else address
+
+    def remember_device(self, account: str, device_tokens: str | None) -> str:
+        """The cookie value after a sign-in to ``account``: the browser's token for it
+        (kept if it had a valid one, so its failures stay counted; minted otherwise)
+        last, after its tokens for other accounts, at most ``DEVICE_TOKENS_KEPT``."""
+        tokens = _split(device_tokens)
+        mine = [t for t in tokens if self._token_nonce(account, t)]
+        others = [t for t in tokens if t not in mine]
+        if mine:
+            token = mine[0]
+        else:
+            nonce = secrets.token_urlsafe(12)
+            token = f"{nonce}.{self._sign(account, nonce)}"
+        return "~".join([*others[-(DEVICE_TOKENS_KEPT - 1):], token])
+
+    def _device_for(self, account: str, device_tokens: str | None) -> str | None:
+        for token in _split(device_tokens):
+            nonce = self._token_nonce(account, token)
+            if nonce:
+                return nonce
+        return None
+
+    def _token_nonce(self, account: str, token: str) -> str | None:
+        nonce, _, signature = token.partition(".")
+        if nonce and signature and hmac.compare_digest(signature.encode(), self._sign(account, nonce).encode()):
+            return nonce
+        return None
+
+    def _sign(self, account: str, nonce: str) -> str:
+        message = f"{account.lower()}\0{nonce}".encode()
+        digest = hmac.new(self._device_key, message, hashlib.sha256).digest()[:18]  # 144 bits
+        return base64.urlsafe_b64encode(digest).decode()
+
+
+def _split(device_tokens: str | None) -> list[str]:
+    if not device_tokens:
+        return []
+    return [t for t in device_tokens.split("~") if t][: DEVICE_TOKENS_KEPT * 2]

@@ -5,7 +5,7 @@ from quart import Blueprint, current_app, jsonify, request
 from skald_host.core.identity.crypto import CredentialError
 from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.throttle import LoginThrottled
-from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
+from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable, username_key
 from skald_host.web.auth import clear_session_cookie, current_principal, public, set_session_cookie, transport_is_secure
 from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, ref, returns
 from skald_host.web.errors import ApiError
@@ -26,6 +26,21 @@ LOGIN = {
 # One status and one body for every wrong-credential case (check A3).
 INVALID_LOGIN = "invalid user name or password"
 
+# A browser's device tokens (skald_host/core/identity/throttle.py): proof that it signed
+# in to an account before, so a flood of failures from its address does not keep it
+# out. Sent to the login and password routes only.
+SECURE_DEVICE_COOKIE = "__Host-skald_device"
+PLAIN_DEVICE_COOKIE = "skald_device"
+DEVICE_COOKIE_DAYS = 365
+
+
+def _device_tokens() -> str | None:
+    return request.cookies.get(SECURE_DEVICE_COOKIE) or request.cookies.get(PLAIN_DEVICE_COOKIE)
+
+
+def _throttled(exc: LoginThrottled) -> ApiError:
+    return ApiError(429, "too many failed logins; try again later", headers={"Retry-After": str(exc.retry_after)}, code="login_throttled", values={"seconds": exc.retry_after})
+
 
 @bp.post("/api/auth/login")
 @accepts(LOGIN)
@@ -37,12 +52,13 @@ async def login():
     mode = data.get("session", "cookie")
     if mode not in ("cookie", "bearer"):
         raise ApiError(400, "'session' must be 'cookie' or 'bearer'")
+    username = data.get("username")
+    account = username_key(username) if isinstance(username, str) else ""
+    client = core.auth.throttle.client(account, request.remote_addr or "unknown", _device_tokens())
     try:
-        result = await core.auth.login(
-            data.get("username"), data.get("password"), request.remote_addr or "unknown", "web" if mode == "cookie" else "bearer"
-        )
+        result = await core.auth.login(username, data.get("password"), client, "web" if mode == "cookie" else "bearer")
     except LoginThrottled as exc:
-        raise ApiError(429, "too many failed logins; try again later", headers={"Retry-After": str(exc.retry_after)}, code="login_throttled", values={"seconds": exc.retry_after}) from None
+        raise _throttled(exc) from None
     except CredentialError:
         raise ApiError(401, INVALID_LOGIN, code="login_failed") from None
     except OwnerDatabaseUnavailable as exc:
@@ -52,6 +68,16 @@ async def login():
         return {**body, "token": result.token}
     response = jsonify({**body, "csrf_token": result.session.csrf_token})
     set_session_cookie(response, result.token)
+    secure = transport_is_secure(request)
+    response.set_cookie(
+        SECURE_DEVICE_COOKIE if secure else PLAIN_DEVICE_COOKIE,
+        core.auth.throttle.remember_device(account, _device_tokens()),
+        max_age=DEVICE_COOKIE_DAYS * 24 * 3600,
+        secure=secure,
+        httponly=True,
+        samesite="Strict",
+        path="/",
+    )
     return response
 
 
@@ -85,14 +111,26 @@ async def session() -> dict:
 @returns(ref("Ok"))
 async def change_password() -> dict:
     """The member changes their own password: the same DEK is re-wrapped, every other
-    session of theirs ends, this one stays."""
+    session of theirs ends, this one stays.
+
+    A wrong current password is a failed login of the account (the same limits, the
+    same 429), and a throttled account is refused before any Argon2 work: a session
+    must not be a way to guess the password without limit."""
     core = current_app.config["SKALD_CORE"]
     data = await json_object()
     current = field(data, "current_password", str)
     new = field(data, "new_password", str)
+    principal = current_principal()
+    throttle = core.auth.throttle
+    account = username_key(principal.member.username)
+    client = throttle.client(account, request.remote_addr or "unknown", _device_tokens())
     try:
-        await core.auth.change_password(current_principal().session, current, new)
+        throttle.check(account, client)
+        await core.auth.change_password(principal.session, current, new)
+    except LoginThrottled as exc:
+        raise _throttled(exc) from None
     except CredentialError:
+        throttle.failed(account, client)
         raise ApiError(403, "the current password is wrong", field="current_password", code="current_password_wrong") from None
     except (PasswordRejected, MemberError) as exc:
         raise ApiError.refusing(400, exc) from None
