@@ -110,7 +110,7 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         except (PasswordRejected, MemberError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(f"created admin {member.username!r} in {settings.data_dir.resolve()}. Start the server with 'make run' and sign in.")
+        print(f"created admin {member.username!r} in {settings.data_dir.resolve()}. Start the server on it with 'skald serve' (pip install) or 'make run' (source checkout) and sign in.")
         return 0
 
     return asyncio.run(_with_core(settings, go))

@@ -54,7 +54,14 @@ class HostApi(Protocol):
         """Receive one member's events until the plugin stops."""
 
     def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
-        """An i18n string of the merged bundles, English when the locale lacks it."""
+        """An i18n string of the merged bundles in ``locale`` (None: English), English
+        when the locale lacks it. ``key`` is the full key, ``"<plugin id>.<key>"`` (any
+        plugin's, or the host's ``"core.<key>"``), taken as it is: unlike
+        ``SystemAgentContext.translate``, which puts its own plugin's ``"<plugin id>."``
+        before a key that lacks it and reads the member's language. A key no bundle has
+        comes back as the key itself. ``values`` fill the ``{name}`` placeholders; when
+        one of them has no value (or none are given) the text comes back unformatted,
+        every ``{name}`` left in it."""
 
     async def send_message(
         self,

@@ -126,7 +126,7 @@ async def test_a_plugin_that_failed_before_naming_itself_is_shown_by_its_module_
         await skald.start(plugins=[InfoExplodes()], enable=["exploding"])
     message = str(raised.value)
     assert "plugin 'exploding' did not load" in message
-    assert "InfoExplodes is failed: the info service is down" in message and "RuntimeError" in message
+    assert "InfoExplodes is failed: plugin_info: RuntimeError: the info service is down" in message
 
 
 # -- strict mode: one line ----------------------------------------------------------------------

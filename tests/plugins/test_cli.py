@@ -53,7 +53,10 @@ def test_setup_check_exits_1_before_setup_and_0_after(tmp_path):
         cwd=tmp_path, stdin="a long enough admin password\n",
     )
     assert created.returncode == 0, created.stderr
-    assert f"created admin 'admin' in {where}." in created.stdout
+    assert created.stdout == (
+        f"created admin 'admin' in {where}. Start the server on it with 'skald serve' (pip install)"
+        " or 'make run' (source checkout) and sign in.\n"
+    )
 
     after = skald("setup", "--data-dir", data, "--check", cwd=tmp_path)
     assert after.returncode == 0, after.stderr

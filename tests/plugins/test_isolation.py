@@ -90,12 +90,12 @@ async def test_plugin_raising_in_plugin_info_is_listed_failed_in_the_catalog(ska
 
     status = status_named(host.core, "ExplodingInfo")
     assert status.state == "failed"
-    assert status.error == "info exploded"
+    assert status.error == "plugin_info: RuntimeError: info exploded"
     assert "RuntimeError: info exploded" in status.traceback
     admin = await host.admin()
     catalog = {p["id"]: p for p in (await admin.get("/api/admin/plugins")).json()["plugins"]}
     assert catalog["ExplodingInfo"]["state"] == "failed"
-    assert catalog["ExplodingInfo"]["error"] == "info exploded"
+    assert catalog["ExplodingInfo"]["error"] == "plugin_info: RuntimeError: info exploded"
     assert catalog["bystander"]["state"] == "disabled"
     assert catalog["strings"]["state"] == "loaded"
     await assert_host_and_bystanders_work(host, bystander)

@@ -38,6 +38,7 @@ import logging
 import re
 import time
 import dataclasses
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -122,6 +123,13 @@ def _load(directory: Path) -> AgentDefinition:
     return _parse(directory, meta_path.stat().st_mtime_ns, prompt_path.stat().st_mtime_ns)
 
 
+def _with_suggestion(key: str) -> str:
+    """An unknown key with the known one it is most likely a typo of: ``allow_tool``
+    is one letter from working, and the message should say which."""
+    close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
+    return f"{key} (did you mean {close[0]!r}?)" if close else key
+
+
 @functools.lru_cache(maxsize=256)
 def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDefinition:
     meta_path, prompt_path = directory / "meta.yaml", directory / "AGENT.md"
@@ -130,7 +138,7 @@ def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDe
         raise AgentError(f"{meta_path}: expected a mapping")
     unknown = set(meta) - KNOWN_KEYS
     if unknown:
-        raise AgentError(f"{meta_path}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise AgentError(f"{meta_path}: unknown key(s) {', '.join(_with_suggestion(str(key)) for key in sorted(unknown, key=str))}")
     kind = meta.get("kind", "task")
     if kind not in ("chat", "task", "project", "system"):
         raise AgentError(f"{meta_path}: kind must be chat, task, project or system")

@@ -11,6 +11,8 @@ a status with the error and traceback for the catalog page, and the host keeps g
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import difflib
 import inspect
 import logging
 import os
@@ -27,6 +29,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 import skald_hookspecs
+import skald_hookspecs.channels
+import skald_hookspecs.system_agents
+import skald_hookspecs.tts
+import skald_hookspecs.types
 from skald_hookspecs import ENTRY_POINT_GROUP, PROJECT_NAME, SPEC_VERSION, hookspecs
 from skald_hookspecs.types import PluginInfo
 from skald_host.core.asyncutil import await_me_maybe
@@ -78,11 +84,16 @@ class StrictPluginFailure(PluginError):
 def located(exc: BaseException) -> str:
     """A failure and where in the plugin's own code it happened: ``ModuleNotFoundError:
     No module named 'x' (at .../plugin.py:9)``."""
+    what = "it did not finish in time" if isinstance(exc, asyncio.TimeoutError) else described(exc)
+    return what + place_of(exc)
+
+
+def place_of(exc: BaseException) -> str:
+    """`` (at .../plugin.py:9)``: where in the plugin's own code ``exc`` was raised,
+    for a log line to point at; empty when it carries no traceback."""
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     place = _deepest_plugin_frame(frames)
-    at = f" (at {place.filename}:{place.lineno})" if place else ""
-    what = "it did not finish in time" if isinstance(exc, asyncio.TimeoutError) else described(exc)
-    return what + at
+    return f" (at {place.filename}:{place.lineno})" if place else ""
 
 
 class ReturnedInsteadOfRegistering(PluginError):
@@ -115,7 +126,28 @@ class HookBlocked(PluginError):
 def described(exc: BaseException) -> str:
     """An exception as a status line says it: its type, so ``KeyError('x')`` does not
     read as a bare ``'x'``, then its message."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {exc}{_keyword_hint(exc)}" if str(exc) else type(exc).__name__
+
+
+_UNEXPECTED_KEYWORD = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'$")
+#: The contract's types a plugin builds by keyword (``ConfigField(choices=...)``).
+_CONTRACT_TYPES = {
+    cls.__name__: cls
+    for module in (skald_hookspecs.types, skald_hookspecs.channels, skald_hookspecs.system_agents, skald_hookspecs.tts)
+    for cls in vars(module).values()
+    if dataclasses.is_dataclass(cls) and isinstance(cls, type) and cls.__module__ == module.__name__
+}
+
+
+def _keyword_hint(exc: BaseException) -> str:
+    """`` (did you mean 'choices'?)`` for a misspelt keyword of one of the contract's
+    types: Python names the keyword it refused, not the one that was meant."""
+    match = _UNEXPECTED_KEYWORD.match(str(exc)) if isinstance(exc, TypeError) else None
+    cls = _CONTRACT_TYPES.get(match[1]) if match else None
+    if cls is None:
+        return ""
+    close = difflib.get_close_matches(match[2], [f.name for f in dataclasses.fields(cls)], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSummary | None:
@@ -411,12 +443,17 @@ class PluginManager:
         except Exception as exc:
             if self._strict:
                 raise StrictPluginFailure.of(cand.name, stage, exc) from exc
+            status.healthy = False
             status.error = str(exc) or type(exc).__name__
             if stage == "import":  # "No module named 'x'" alone says neither what failed nor where
                 status.error = f"import: {located(exc)}"
+            elif stage == "plugin_info" and not isinstance(exc, PluginError):  # the plugin's own code raised
+                status.error = f"plugin_info: {described(exc)}"
             status.id = getattr(exc, "plugin_id", None) or status.id
             status.traceback = traceback.format_exc()
-            log.error("plugin %s failed to load: %s", cand.name, status.error)
+            # The import's error has its place already; a PluginError here is the host's refusal, raised in no code of the plugin.
+            at = "" if stage == "import" or isinstance(exc, PluginError) else place_of(exc)
+            log.error("plugin %s failed to load: %s%s", cand.name, status.error, at)
         self._record(status)
 
     def _record(self, status: PluginStatus) -> None:
@@ -504,12 +541,14 @@ class PluginManager:
         if status is not None:
             status.failures.append(failure)
 
-    def fail(self, plugin_id: str, error: str, tb: str | None = None) -> None:
+    def fail(self, plugin_id: str, error: str, tb: str | None = None, *, at: str = "") -> None:
+        """Mark the plugin failed; ``at`` (``place_of`` its exception) goes to the log
+        line only, as the admin's page has the whole traceback."""
         status = self._status.get(plugin_id)
         if status is None:
             return
         status.state, status.error, status.traceback, status.healthy = "failed", error, tb, False
-        log.error("plugin %s failed: %s", plugin_id, error)
+        log.error("plugin %s failed: %s%s", plugin_id, error, at)
 
     # -- calling hooks, one plugin at a time -------------------------------------
 
@@ -604,7 +643,7 @@ class PluginManager:
                     message = f"{hook_name}: {exc}"
                 else:
                     message = f"{hook_name}: {described(exc)}"
-                self.fail(plugin_id, message, traceback.format_exc())
+                self.fail(plugin_id, message, traceback.format_exc(), at="" if isinstance(exc, asyncio.TimeoutError) else place_of(exc))
                 continue
             for c in mine:
                 if key is not None:

@@ -261,7 +261,10 @@ def load_generation(
             try:
                 definition = _parse(entry, meta_path.stat().st_mtime_ns, prompt_path.stat().st_mtime_ns)
                 signal_contract(definition.signal, str(meta_path))
-            except (AgentError, OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            except AgentError as exc:  # it names its meta.yaml already
+                errors.append(str(exc))
+                continue
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
                 errors.append(f"{entry}: {exc}")
                 continue
             if not definition.prompt.strip():

@@ -1,0 +1,122 @@
+"""How a plugin's load failure reads: never ``healthy`` once failed, the hook it came
+from and the keyword that was meant in its error, and where in its code in the log."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo, Tool
+
+from .test_isolation import info
+
+
+class WantsTheFuture:
+    """Refused at ``plugin_info``: a spec range this host cannot satisfy."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("future", spec=">=2,<3")
+
+
+class MisspeltHook:
+    """Refused for a hook that does not exist."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("misspelt")
+
+    @hookimpl
+    def register_toolz(self, register) -> None:
+        pass
+
+
+class ToolsRaise:
+    """Fails in a ``register_*`` hook."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("broken")
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        {}["missing"]  # the KeyError
+
+
+@pytest.mark.parametrize("plugin_id", ["future", "misspelt", "broken"])
+async def test_a_failed_plugin_never_reads_healthy(skald, plugin_id):
+    host = await skald.start(plugins=[WantsTheFuture(), MisspeltHook(), ToolsRaise()])
+    admin = await host.admin()
+
+    detail = (await admin.get(f"/api/admin/plugins/{plugin_id}")).json()
+    listed = {p["id"]: p for p in (await admin.get("/api/admin/plugins")).json()["plugins"]}[plugin_id]
+
+    assert (detail["state"], detail["healthy"]) == ("failed", False)
+    assert (listed["state"], listed["healthy"]) == ("failed", False)
+
+
+class MisspeltFieldInInfo:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("typo-info", config_schema=(ConfigField("speed", "choice", choice=("fast", "slow")),))  # the TypeError
+
+
+class MisspeltFieldInSet:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("typo-set")
+
+    @hookimpl
+    def register_config_sets(self, register) -> None:
+        register(ConfigSet(id="typo-set", title="Typo", fields=(ConfigField("speed", "choice", choice=("fast", "slow")),)))
+
+
+MISSPELT = "TypeError: ConfigField.__init__() got an unexpected keyword argument 'choice' (did you mean 'choices'?)"
+
+
+async def test_a_misspelt_keyword_names_the_hook_and_the_keyword_meant(skald):
+    host = await skald.start(plugins=[MisspeltFieldInInfo(), MisspeltFieldInSet()])
+    admin = await host.admin()
+
+    in_info = (await admin.get("/api/admin/plugins/MisspeltFieldInInfo")).json()
+    in_set = (await admin.get("/api/admin/plugins/typo-set")).json()
+
+    assert (in_info["state"], in_info["error"]) == ("failed", f"plugin_info: {MISSPELT}")
+    assert (in_set["state"], in_set["error"]) == ("failed", f"register_config_sets: {MISSPELT}")
+
+
+class MisspeltToolKeyword:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("typo-tool")
+
+    @hookimpl
+    def register_tools(self, register) -> None:
+        register(Tool(name="t", description="d", parameter={}, fn=lambda: None))
+
+
+async def test_a_keyword_like_no_field_is_named_without_a_guess(skald):
+    host = await skald.start(plugins=[MisspeltToolKeyword()])
+
+    error = host.core.plugins.status("typo-tool").error
+
+    assert error.startswith("register_tools: TypeError: Tool.__init__() got an unexpected keyword argument")
+    assert error.endswith("(did you mean 'parameters'?)")
+
+
+def _line_of(comment: str) -> int:
+    """The line of this file that ends with ``comment``."""
+    lines = open(__file__, encoding="utf-8").read().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if line.endswith(comment))
+
+
+async def test_the_log_line_of_a_failed_plugin_says_where_in_its_code(skald, caplog):
+    caplog.set_level(logging.ERROR, logger="skald_host.core.plugins.manager")
+
+    await skald.start(plugins=[ToolsRaise(), MisspeltFieldInInfo()])
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "skald_host.core.plugins.manager"]
+    assert f"plugin broken failed: register_tools: KeyError: 'missing' (at {__file__}:{_line_of('# the KeyError')})" in lines
+    assert f"plugin MisspeltFieldInInfo failed to load: plugin_info: {MISSPELT} (at {__file__}:{_line_of('# the TypeError')})" in lines
