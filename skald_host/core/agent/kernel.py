@@ -46,6 +46,7 @@ from skald_host.core.agent.questions import QuestionError
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame, reason_json
 from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.identity.access import allowed, may_start_agent
+from skald_host.core.faults import crash_point
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
@@ -1189,7 +1190,14 @@ class Kernel:
                 self.runtime.pending_cards.pop(approval["id"], None)
         if status == "approved" and approval["args_hash"] == args_hash:
             if await self.store.consume_approval(approval["id"], args_hash):
+                crash_point("approval.after_consume")
                 return None
+        if status == "used" and approval["args_hash"] == args_hash and call["status"] == "awaiting_approval":
+            # Spent by this very call, which had not started when the server stopped: a
+            # call's start is written after its approval is spent, and before its tool
+            # runs. The member approved it; it runs now, once.
+            log.info("an approved call that had not started when the server stopped runs now")
+            return None
         if status == "denied":
             return "denied", "the member declined."
         if status == "expired":

@@ -1,0 +1,72 @@
+"""SIGKILL right after a member approved a call, before its start was written (the
+approval is spent first, the call's start written next, its tool run after that): after
+the restart the approved call runs, once. It used to end as "the approval does not match
+this call" and the tool never ran (found by a crash-kill run, 6 of 6).
+
+The server is a real subprocess killed outright at the named point; the scripted model
+server runs in the test process, so what it was sent spans both lives of the server."""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+import pytest_asyncio
+
+from durability.helpers import Servers, create_member, setup_admin
+from skald_host.testing import Reply, ScriptedModelServer, ToolCall
+
+from .support import API_KEY, MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation
+
+PASSWORD = "alice's passphrase for the approval crash test"
+
+
+@pytest_asyncio.fixture
+async def model() -> AsyncIterator[ScriptedModelServer]:
+    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def servers(tmp_path, monkeypatch) -> AsyncIterator[Servers]:
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    factory = Servers(tmp_path)
+    try:
+        yield factory
+    finally:
+        await factory.close()
+
+
+async def test_a_call_approved_just_before_a_kill_runs_once_after_the_restart(servers: Servers, model: ScriptedModelServer):
+    server = await servers.start(crash_at="approval.after_consume")
+    admin = await setup_admin(server)
+    await configure_models(admin, model)
+    response = await admin.post("/api/admin/approval-rules", json={"tool_pattern": "write_file", "action": "require", "priority": 100})
+    assert response.status_code == 201, response.text
+    alice_id = await create_member(admin, "alice", PASSWORD)
+    alice = await server.login("alice", PASSWORD)
+
+    def respond(request: Any) -> Reply:
+        if request.messages[-1]["role"] == "tool":
+            return Reply("Written.")
+        return Reply(tool_calls=[ToolCall("write_file", {"path": "approved.txt", "content": "approved words\n"})])
+
+    model.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write it down.")
+        card = await sock.wait_event(cid, "approval_required")
+        await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
+    await eventually(lambda: not server.running, what="the server to kill itself after spending the approval")
+    written = servers.data_dir / "homes" / alice_id / "approved.txt"
+    assert not written.exists()
+
+    again = await servers.start()
+    alice = await again.login("alice", PASSWORD)
+    async with ChatSocket(alice) as sock:  # connecting resumes the member's chat
+        await sock.wait_event(cid, "turn_finished", timeout=20)
+    transcript = await messages(alice, cid)
+    [call] = [c for m in transcript for c in m.get("tool_calls") or ()]
+    assert call["status"] == "done", call
+    assert written.read_text() == "approved words\n"
+    assert [m["content"] for m in transcript if m["role"] == "assistant"][-1] == "Written."
+    assert_well_formed(transcript)
