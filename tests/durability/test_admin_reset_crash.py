@@ -44,3 +44,38 @@ async def test_an_admin_reset_killed_midway_loses_neither_password_nor_data(serv
     quarantined = list((database_dir(servers.data_dir) / "quarantine").glob(f"{alice_id}.*admin-reset.db"))
     assert len(quarantined) == (1 if committed else 0)
     assert "Traceback" not in server.output
+
+
+@pytest.mark.parametrize("point", [*POINTS, "admin_reset.after_set_aside"])
+async def test_an_admin_reset_killed_midway_never_shows_the_old_home_or_folders_to_the_new_password(servers, point):
+    server = await servers.start()
+    admin = await setup_admin(server)
+    alice_id = await create_member(admin, "alice", OLD)
+    await create_member(admin, "bob", OLD)
+    bob = await server.login("bob", OLD)
+    project = (await bob.post("/api/projects", json={"slug": "garden", "title": "Garden"})).json()["id"]
+    assert (await bob.post(f"/api/projects/{project}/members", json={"username": "alice"})).status_code == 201
+    canary = f"CANARY-{uuid.uuid4()}"
+    home = servers.data_dir / "homes" / alice_id
+    home.mkdir(mode=0o700, exist_ok=True)
+    (home / "diary.txt").write_text(canary)
+    assert await server.terminate() == 0
+
+    armed = await servers.start(crash_at=point)
+    admin = await armed.login("admin", ADMIN_PASSWORD)
+    await crash_during(armed, admin.post(
+        f"/api/admin/members/{alice_id}/reset-password", json={"new_password": NEW, "confirm_data_loss": True},
+    ))
+
+    server = await servers.start()
+    committed = point != "admin_reset.before_commit"
+    alice = await server.login("alice", NEW if committed else OLD)
+    diary = await alice.get("/api/file?path=diary.txt")
+    projects = [p["id"] for p in (await alice.get("/api/projects")).json()["projects"]]
+    if committed:
+        assert (diary.status_code, projects) == (404, [])
+        [old_home] = (database_dir(servers.data_dir) / "quarantine").glob(f"{alice_id}.*admin-reset.home")
+        assert (old_home / "diary.txt").read_text() == canary
+    else:
+        assert (diary.status_code, diary.text, projects) == (200, canary, [project])
+    assert "Traceback" not in server.output

@@ -97,10 +97,6 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/admin/members/<member_id>/supervisors", "PUT"): {"supervisors": []},
         ("/api/admin/members/<member_id>/agent-intervals", "PUT"): {"agent_id": "probe_agent", "interval": 10},
         ("/api/reports/<where>/<report_id>/read", "POST"): None,
-        ("/api/admin/members/<member_id>/reset-password", "POST"): {
-            "new_password": "forged password 42",
-            "confirm_data_loss": True,
-        },
         ("/api/admin/members/<member_id>/end-sessions", "POST"): None,
         ("/api/admin/backups", "POST"): None,
         ("/api/admin/plugins/<plugin_id>/config", "PUT"): {"config": {"greeting": "forged"}},
@@ -120,6 +116,11 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/projects/<project_id>", "DELETE"): None,
         ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "DELETE"): None,
         ("/api/admin/shared-folders/<folder_id>", "DELETE"): None,
+        # After the member's folder memberships are written to: a data-losing reset ends them.
+        ("/api/admin/members/<member_id>/reset-password", "POST"): {
+            "new_password": "forged password 42",
+            "confirm_data_loss": True,
+        },
         ("/api/admin/members/<member_id>", "DELETE"): None,
         ("/api/auth/password", "POST"): {"current_password": ADMIN_PASSWORD, "new_password": "a new admin password 42"},
         ("/api/auth/logout", "POST"): None,

@@ -41,8 +41,10 @@ from skald_host.core.faults import crash_point
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dirs_inside
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
 from skald_host.core.folders.listing import PARTIAL_UPLOAD
+from skald_host.core.identity.users import MemberError
 from skald_host.core.memory.notes import MEMORY_ROOTS, classify_memory  # noqa: F401 - MEMORY_ROOTS is re-exported for the sandbox
 from skald_host.core.storage.errors import DiskFailure
+from skald_host.core.storage.permissions import fsync_dir
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -296,6 +298,50 @@ class FileService:
         if path.is_dir() and not path.is_symlink():
             await asyncio.to_thread(shutil.rmtree, path)
             log.info("home of deleted member %s removed", member_id)
+
+    # -- a data-losing password reset (``ResetParticipant``) ---------------------------------
+    # The home holds the member's uploads and the agent's files in clear, readable by
+    # whoever signs in with the new password (the admin who chose it, say). It follows
+    # the old database into the quarantine, for the operator; ``home`` makes a fresh one,
+    # the member's sandbox uid's, on first use.
+
+    async def check_set_aside(self, member_id: str, quarantine_dir: Path) -> None:
+        home = self.root / safe_id(member_id, "member id")
+
+        def other_disk() -> bool:
+            return home.is_dir() and not home.is_symlink() and os.stat(home).st_dev != os.stat(quarantine_dir).st_dev
+
+        if await asyncio.to_thread(other_disk):
+            raise MemberError(
+                "the member's home folder is on another disk than the quarantine, where a reset moves it: "
+                "nothing was changed; the operator must put homes/ and database/ on one disk first",
+                code="reset_set_aside_impossible",
+            )
+
+    def withdraw(self, conn: Any, member_id: str) -> None:
+        """The home is not in the registry."""
+
+    async def set_aside(self, member_id: str, stem: Path) -> None:
+        moved = await asyncio.to_thread(self.set_aside_home, member_id, stem)
+        if moved is not None:
+            log.info("home of member %s set aside as %s", member_id, moved.name)
+
+    def set_aside_home(self, member_id: str, stem: Path) -> Path | None:
+        """Move the home to ``<stem>.home`` (a counter added rather than overwriting);
+        None when there is none (moved by an earlier run, or never made). One rename,
+        on one disk (checked before the reset's commit): there is no half-moved home."""
+        home = self.root / safe_id(member_id, "member id")
+        if not os.path.lexists(home):
+            return None
+        target = stem.with_name(stem.name + ".home")
+        counter = 0
+        while os.path.lexists(target):
+            counter += 1
+            target = stem.with_name(f"{stem.name}.{counter}.home")
+        os.rename(home, target)
+        fsync_dir(target.parent)
+        fsync_dir(self.root)
+        return target
 
     def own(self, path: Path | int, member_id: str) -> None:
         """Give a file the host created to the member's sandbox uid (root only), so the

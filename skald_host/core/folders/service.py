@@ -9,6 +9,10 @@ The file namespace does not need the event: it asks ``memberships`` on every cal
 Deleting a folder or project moves its content into ``<data_dir>/trash/`` (named by
 time, kind, slug and id) instead of removing it: it may be someone's only copy, and
 the operator decides when it is really gone.
+
+An admin password reset that loses a member's data ends all of that account's
+memberships (``withdraw``); a project it owned with others stays theirs, its owner no
+longer a member of it until invited back.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from typing import Any
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import SystemEvent
 from skald_host.core.buses import Buses
-from skald_host.core.identity.users import UserManager
+from skald_host.core.identity.users import MemberError, UserManager
 from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
+from skald_host.core.storage.permissions import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -528,9 +533,12 @@ class FolderService:
                 "SELECT 1 FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member.id)
             ).fetchone():
                 raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username", code="already_member", name=member.username)
+            # The owner, invited back after a data-losing reset ended their membership,
+            # is a write-member again: the owner always is.
+            owner = conn.execute("SELECT 1 FROM projects WHERE id = ? AND owner_id = ?", (project_id, member.id)).fetchone()
             conn.execute(
                 "INSERT INTO project_members (project_id, member_id, can_write) VALUES (?, ?, ?)",
-                (project_id, member.id, int(bool(can_write))),
+                (project_id, member.id, int(bool(can_write) or owner is not None)),
             )
 
         await self.registry.transaction(write)
@@ -596,6 +604,88 @@ class FolderService:
             log.exception("cleaning up the projects of a deleted member failed")
             return
         self._announce(remaining, "owner_deleted", "project", "")
+
+    # -- a data-losing password reset (``ResetParticipant``) ------------------------------
+    # The new password may be the admin's choice, so whoever holds it starts with no
+    # folder: every membership of the account ends with its data. Projects it owns that
+    # others belong to stay theirs, where they are (their work is in them); the account
+    # is simply no longer a member, and can be invited back. A project only the account
+    # was in is the account's own files: it goes to the quarantine with the home.
+
+    def _owned_path(self, member_id: str) -> Path:
+        return self.data_dir / "projects" / member_id
+
+    async def _private_project_slugs(self, member_id: str) -> list[str]:
+        return await self.registry.run(
+            lambda c: [
+                r[0]
+                for r in c.execute(
+                    "SELECT slug FROM projects p WHERE owner_id = ? AND NOT EXISTS"
+                    " (SELECT 1 FROM project_members m WHERE m.project_id = p.id AND m.member_id != ?)",
+                    (member_id, member_id),
+                )
+            ]
+        )
+
+    async def check_set_aside(self, member_id: str, quarantine_dir: Path) -> None:
+        slugs = await self._private_project_slugs(member_id)
+        folders = [self.project_path(member_id, slug) for slug in slugs]
+
+        def other_disk() -> bool:
+            target = os.stat(quarantine_dir).st_dev
+            return any(os.path.isdir(f) and os.stat(f).st_dev != target for f in folders)
+
+        if await asyncio.to_thread(other_disk):
+            raise MemberError(
+                "the member's projects are on another disk than the quarantine, where a reset moves them: "
+                "nothing was changed; the operator must put them on one disk first",
+                code="reset_set_aside_impossible",
+            )
+
+    def withdraw(self, conn: Any, member_id: str) -> None:
+        conn.execute("DELETE FROM shared_folder_members WHERE member_id = ?", (member_id,))
+        conn.execute(
+            "DELETE FROM projects WHERE owner_id = ? AND NOT EXISTS"
+            " (SELECT 1 FROM project_members m WHERE m.project_id = projects.id AND m.member_id != ?)",
+            (member_id, member_id),
+        )
+        conn.execute("DELETE FROM project_members WHERE member_id = ?", (member_id,))
+
+    async def set_aside(self, member_id: str, stem: Path) -> None:
+        """The folders of the account's own projects that no longer have a row (the
+        reset's commit deleted them): found on disk, so a second run after a stop
+        moves what the first did not."""
+        kept = set(
+            await self.registry.run(
+                lambda c: [r[0] for r in c.execute("SELECT slug FROM projects WHERE owner_id = ?", (member_id,))]
+            )
+        )
+        moved = await asyncio.to_thread(self._set_aside_projects, member_id, kept, stem)
+        if moved is not None:
+            log.info("projects only member %s was in set aside as %s", member_id, moved)
+        # Their sandbox went with the lock; a new one mounts what is left (nothing).
+        self._announce({member_id}, "reset", "all", "")
+
+    def _set_aside_projects(self, member_id: str, kept: set[str], stem: Path) -> Path | None:
+        owned = self._owned_path(member_id)
+        if owned.is_symlink() or not owned.is_dir():
+            return None
+        leftovers = sorted(p for p in owned.iterdir() if p.name not in kept)
+        if not leftovers:
+            return None
+        target = stem.with_name(stem.name + ".projects")
+        target.mkdir(mode=0o700, exist_ok=True)  # a second run adds to the first's
+        for folder in leftovers:
+            destination = target / folder.name
+            counter = 0
+            while os.path.lexists(destination):
+                counter += 1
+                destination = target / f"{folder.name}.{counter}"
+            os.rename(folder, destination)  # one disk: checked before the reset's commit
+        fsync_dir(target)
+        fsync_dir(target.parent)
+        fsync_dir(owned)
+        return target
 
     # -- the project chat source -----------------------------------------------------
 

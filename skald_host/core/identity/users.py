@@ -22,7 +22,7 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from skald_hookspecs.events import SystemEvent
 from skald_host.core.buses import Buses
@@ -45,6 +45,7 @@ from skald_host.core.storage import (
     remove_database_files,
     secure_dir,
 )
+from skald_host.core.storage.quarantine import QUARANTINE_DIR
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,35 @@ class MemberError(Refusal):
 
 class MemberNotFound(MemberError):
     pass
+
+
+class ResetIncomplete(MemberError):
+    """A data-losing admin reset that committed (the new password is set) but could not
+    yet take away what the old password's holder reached on disk. The account stays
+    closed (its sign-in completes the reset) until it can: never half a reset that
+    shows the old files to the new password."""
+
+
+class ResetParticipant(Protocol):
+    """Something besides the member's database that an account reaches and a
+    data-losing admin reset takes away (their home, their folders). The new password
+    may be the admin's choice: nothing the old password's holder kept or was given may
+    be shown to it (SECURITY.md, "Password reset")."""
+
+    async def check_set_aside(self, member_id: str, quarantine_dir: Path) -> None:
+        """Before anything changes: raise ``MemberError`` when ``set_aside`` could not
+        move what it holds into ``quarantine_dir`` (another disk, say), so the reset is
+        refused whole instead of stopping half done."""
+
+    def withdraw(self, conn: Any, member_id: str) -> None:
+        """In the registry transaction that commits the reset: end what the account
+        was given in the registry (memberships)."""
+
+    async def set_aside(self, member_id: str, stem: Path) -> None:
+        """After the commit, before the reset counts as done: move what the account
+        holds on disk to ``stem`` plus a suffix of the participant's own, kept for the
+        operator. Idempotent: run again at the member's next sign-in after a stop or a
+        failure midway, so what was already moved is not looked for again."""
 
 
 class OwnerDatabaseUnavailable(Exception):
@@ -199,6 +229,9 @@ class UserManager:
         # the member as last read (their running turns) reads them again. A direct
         # call, never a bus: authorization is pushed.
         self.after_access_change: list[Callable[[str], Awaitable[None]]] = []
+        # What a data-losing admin reset takes away besides the database (the home, the
+        # folders), in this order: they register themselves when they are made.
+        self.reset_participants: list[ResetParticipant] = []
 
     def owner_path(self, member_id: str) -> Path:
         if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
@@ -429,10 +462,16 @@ class UserManager:
     async def reset_password(self, member_id: str, new_password: str) -> Path | None:
         """Admin reset. For an encrypted member the old key went with the old password,
         so they get a new empty database and the old file is kept, unreadable, in
-        quarantine; returns its new path. The caller has already revoked the member's
-        sessions and locked them."""
+        quarantine; returns its new path. What else the old password's holder reached
+        goes with it (``reset_participants``): their home is moved beside the old file,
+        their shared folders and projects end. The caller has already revoked the
+        member's sessions and locked them (which removed their sandbox, and with it the
+        old home's mount)."""
         async with self.membership_changes:
             return await self._reset_password(member_id, new_password)
+
+    def quarantine_dir(self) -> Path:
+        return self.database_dir / QUARANTINE_DIR
 
     async def _reset_password(self, member_id: str, new_password: str) -> Path | None:
         member = await self.get(member_id)
@@ -441,6 +480,11 @@ class UserManager:
         path = self.owner_path(member_id)
         old = None
         if member.encrypted:
+            # Refused whole, before anything changes, when what goes with the data
+            # could not follow it into the quarantine.
+            quarantine_dir = await asyncio.to_thread(secure_dir, self.quarantine_dir())
+            for participant in self.reset_participants:
+                await participant.check_set_aside(member_id, quarantine_dir)
             # The new file is made beside the old one, which stays in place (and opens
             # with the old password) until the registry holds the new one: a crash on
             # the way loses neither. After the commit it is swapped in here, or, after a
@@ -456,7 +500,7 @@ class UserManager:
                 await owner.close()
             crash_point("admin_reset.before_commit")
         else:
-            # Not keyed by the password: the member keeps their data.
+            # Not keyed by the password: the member keeps their data, home and folders.
             credentials = (await self.kdf.make_verifier(new_password, member_id)).to_json()
             inbox_public_key = None
             if not path.exists():
@@ -467,6 +511,10 @@ class UserManager:
             conn.execute("UPDATE users SET credentials = ?, updated_at = ? WHERE id = ?", (credentials, _now(), member_id))
             if member.encrypted:  # a new file, opened never
                 conn.execute("UPDATE users SET owner_generation = 0 WHERE id = ?", (member_id,))
+                # With the new password: whoever holds it starts with nothing (the
+                # memberships end with the data, in the same commit).
+                for participant in self.reset_participants:
+                    participant.withdraw(conn, member_id)
             if inbox_public_key is not None:
                 # The new file has a new inbox key: what was sealed to the old one can
                 # never be opened, so it goes with the old file.
@@ -476,25 +524,56 @@ class UserManager:
         await self.registry.transaction(update)
         crash_point("admin_reset.after_commit")
         if member.encrypted:
-            old = await asyncio.to_thread(self._swap_in_reset, member_id)
-        log.warning("member %s: password reset by an admin; previous database quarantined", member_id)
+            # Under the unlock lock: a sign-in with the new password racing this waits,
+            # and then finds the reset complete (or completes it itself).
+            async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
+                old = await self._complete_reset(member_id)
+            log.warning("member %s: password reset by an admin; previous database and home quarantined", member_id)
+        else:
+            log.warning("member %s: password reset by an admin; data kept (not encrypted)", member_id)
         return old
 
-    def _swap_in_reset(self, member_id: str) -> Path | None:
-        """The reset's new file in the old one's place (the old one quarantined);
-        where the old one went. Blocking: run it in a thread."""
+    async def _complete_reset(self, member_id: str) -> Path | None:
+        """The committed reset made real on disk: the old file quarantined, what else
+        the account reached set aside beside it, then the new file in the old one's
+        place. The new file (``reset_path``) is the mark of a reset not yet complete and
+        goes last: after a stop or a failure at any step, the member's next sign-in
+        runs this again (``_finish_reset``) before anything of theirs opens. Returns
+        where the old file went (None when an earlier run moved it already)."""
         path, fresh = self.owner_path(member_id), self.reset_path(member_id)
-        old = quarantine(path, "admin-reset") if path.exists() else None
+        old = await asyncio.to_thread(quarantine, path, "admin-reset") if path.exists() else None
         crash_point("admin_reset.after_quarantine")
-        fresh.rename(path)
-        fsync_dir(self.database_dir)
+        if old is not None:
+            stem = old.with_name(old.name.removesuffix(".db"))
+        else:  # moved before a stop: what is still to move gets a name of its own time
+            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            stem = self.quarantine_dir() / f"{member_id}.{stamp}.admin-reset"
+        for participant in self.reset_participants:
+            try:
+                await participant.set_aside(member_id, stem)
+            except Exception as exc:  # the detail (paths) is the operator's, in the log
+                log.exception("member %s: an admin reset could not set aside what the account reached", member_id)
+                reason = getattr(exc, "strerror", None) or type(exc).__name__
+                raise ResetIncomplete(
+                    "the new password is set and the previous data is lost, but the member's home folder or "
+                    f"projects could not be moved to the quarantine ({reason}). The member cannot sign in until they "
+                    "are: fix the disk (see the server log); their next sign-in then completes the reset",
+                    code="reset_incomplete",
+                ) from None
+        crash_point("admin_reset.after_set_aside")
+
+        def swap_in() -> None:
+            fresh.rename(path)
+            fsync_dir(self.database_dir)
+
+        await asyncio.to_thread(swap_in)
         return old
 
     async def _finish_reset(self, member_id: str, dek: bytes | None) -> None:
-        """At login: an admin reset a crash cut short. Its new file opens with the key
-        the registry's password gives only if the reset was committed: then it takes
-        the old file's place. Otherwise it is the leftover of a reset that never
-        happened, and goes."""
+        """At login: an admin reset a crash (or a failure) cut short. Its new file
+        opens with the key the registry's password gives only if the reset was
+        committed: then it is completed. Otherwise it is the leftover of a reset that
+        never happened, and goes. Runs under the member's unlock lock."""
         fresh = self.reset_path(member_id)
         try:
             probe = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
@@ -503,8 +582,13 @@ class UserManager:
             await asyncio.to_thread(remove_database_files, fresh)
             return
         await probe.close()
-        moved = await asyncio.to_thread(self._swap_in_reset, member_id)
-        log.warning("member %s: an admin reset cut short by a stop is complete%s", member_id,
+        try:
+            moved = await self._complete_reset(member_id)
+        except ResetIncomplete:
+            raise OwnerDatabaseUnavailable(
+                "an admin reset of your password is not complete yet; an admin must look at the server log"
+            ) from None
+        log.warning("member %s: an admin reset cut short is complete%s", member_id,
                     f"; previous database quarantined as {moved.name}" if moved else "")
 
     # -- unlock / lock -------------------------------------------------------------

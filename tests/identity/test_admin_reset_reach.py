@@ -1,0 +1,232 @@
+"""An admin reset that loses an encrypted member's data takes away everything the old
+password's holder could reach, not only the database: the home (uploads, the agent's
+files) goes to the quarantine beside the old database, and the account's shared
+folders and projects end. The admin chooses the new password and could sign in with
+it: nothing of the member's, or of anyone who shared with them, may be shown then.
+A reset without data loss (a member without encryption) keeps everything."""
+
+from __future__ import annotations
+
+import errno
+import os
+from urllib.parse import quote
+
+import pytest
+
+from skald_host.core.files.service import FileService
+
+from tests.chat.support import new_conversation
+
+NEW = "a fresh passphrase after the reset 9"
+
+
+async def _upload(client, conversation_id: str, name: str, body: bytes) -> str:
+    response = await client.post(
+        f"/api/conversations/{conversation_id}/uploads",
+        content=body,
+        headers={"X-Filename": quote(name), "Content-Type": "text/plain"},
+    )
+    assert response.status_code == 201, response.text
+    return response.json()["path"]
+
+
+async def _reset(admin, member_id: str):
+    return await admin.post(
+        f"/api/admin/members/{member_id}/reset-password", json={"new_password": NEW, "confirm_data_loss": True}
+    )
+
+
+async def _project(owner, slug: str, file_body: bytes, *, share_with: str | None = None) -> str:
+    response = await owner.post("/api/projects", json={"slug": slug, "title": slug})
+    assert response.status_code == 201, response.text
+    pid = response.json()["id"]
+    assert (await owner.post(f"/api/projects/{pid}/files/upload/secret.txt", content=file_body)).status_code == 201
+    if share_with is not None:
+        response = await owner.post(f"/api/projects/{pid}/members", json={"username": share_with, "can_write": True})
+        assert response.status_code == 201, response.text
+    return pid
+
+
+def _quarantine(host, member_id: str, what: str) -> list:
+    return sorted((host.settings.data_dir / "database" / "quarantine").glob(f"{member_id}.*.admin-reset.{what}"))
+
+
+async def test_a_data_losing_reset_sets_the_home_aside_beside_the_old_database(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    bob = await host.member("bob")
+    bob_id = bob.member["id"]
+    cid = await new_conversation(bob)
+    upload = await _upload(bob, cid, "diary.txt", b"dear diary")
+    (host.core.files.home(bob_id) / "agent-notes.txt").write_text("written by the agent")
+    assert (await bob.get(f"/api/file?path={quote(upload)}")).status_code == 200
+
+    response = await _reset(admin, bob_id)
+    assert response.status_code == 200, response.text
+    assert response.json()["data_lost"] is True
+
+    bob = host.client()
+    assert (await bob.login("bob", NEW)).status_code == 200
+    assert (await bob.get(f"/api/file?path={quote(upload)}")).status_code == 404
+    assert (await bob.get("/api/file?path=agent-notes.txt")).status_code == 404
+    home = host.core.files.home(bob_id)
+    assert list(home.iterdir()) == [] and home.stat().st_mode & 0o777 == 0o700
+    if os.geteuid() == 0:  # fresh, and the member's sandbox uid's, as a new member's home
+        assert home.stat().st_uid == host.core.files.uid_for(bob_id)
+
+    [database] = _quarantine(host, bob_id, "db")
+    [old_home] = _quarantine(host, bob_id, "home")
+    assert old_home.name == database.name.removesuffix(".db") + ".home"  # one reset, one name
+    assert (old_home / upload).read_bytes() == b"dear diary"  # kept for the operator, out of reach
+    assert (old_home / "agent-notes.txt").read_text() == "written by the agent"
+
+
+async def test_a_data_losing_reset_ends_the_accounts_shared_folders_and_others_projects(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    alice = await host.member("alice")
+    bob = await host.member("bob")
+    bob_id = bob.member["id"]
+    pid = await _project(alice, "garden", b"alice's secret", share_with="bob")
+    folder = (await admin.post("/api/admin/shared-folders", json={"slug": "recipes", "title": "Recipes"})).json()
+    assert (await admin.post(f"/api/admin/shared-folders/{folder['id']}/members", json={"username": "bob"})).status_code in (200, 201)
+    (host.settings.data_dir / "shared" / "recipes" / "soup.txt").write_text("grandma's soup")
+    assert (await bob.get(f"/api/projects/{pid}/files/content?path=secret.txt")).status_code == 200
+    assert (await bob.get("/api/file?path=shared/recipes/soup.txt")).status_code == 200
+
+    assert (await _reset(admin, bob_id)).status_code == 200
+
+    bob = host.client()
+    assert (await bob.login("bob", NEW)).status_code == 200
+    assert (await bob.get("/api/projects")).json()["projects"] == []
+    assert (await bob.get(f"/api/projects/{pid}")).status_code == 404
+    assert (await bob.get(f"/api/projects/{pid}/files/content?path=secret.txt")).status_code in (403, 404)
+    assert (await bob.get("/api/file?path=shared/recipes/soup.txt")).status_code == 404
+    assert await host.core.folders.memberships(bob_id) == []
+    # Alice keeps her project; bob can be invited again.
+    assert (await alice.get(f"/api/projects/{pid}/files/content?path=secret.txt")).status_code == 200
+    members = [m["username"] for m in (await alice.get(f"/api/projects/{pid}")).json()["members"]]
+    assert members == ["alice"]
+    response = await alice.post(f"/api/projects/{pid}/members", json={"username": "bob"})
+    assert response.status_code == 201, response.text
+
+
+async def test_a_data_losing_reset_leaves_the_accounts_own_projects_to_their_other_members(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    alice = await host.member("alice")
+    bob = await host.member("bob")
+    bob_id = bob.member["id"]
+    shared = await _project(bob, "band", b"our setlist", share_with="alice")
+    private = await _project(bob, "letters", b"bob's letters")
+
+    assert (await _reset(admin, bob_id)).status_code == 200
+
+    bob = host.client()
+    assert (await bob.login("bob", NEW)).status_code == 200
+    assert (await bob.get("/api/projects")).json()["projects"] == []
+    for pid in (shared, private):
+        assert (await bob.get(f"/api/projects/{pid}/files/content?path=secret.txt")).status_code in (403, 404)
+    # What alice shares with the account stays hers to share: she keeps the project.
+    assert (await alice.get(f"/api/projects/{shared}/files/content?path=secret.txt")).status_code == 200
+    # The project only bob was in is gone from the registry; its folder is with the home.
+    [old_projects] = _quarantine(host, bob_id, "projects")
+    assert (old_projects / "letters" / "secret.txt").read_bytes() == b"bob's letters"
+    assert not (host.settings.data_dir / "projects" / bob_id / "letters").exists()
+    # The new account starts over: the old slug is free, in a new, empty folder.
+    response = await bob.post("/api/projects", json={"slug": "letters", "title": "Letters"})
+    assert response.status_code == 201, response.text
+    assert (await bob.get(f"/api/projects/{response.json()['id']}/files")).json()["entries"] == []
+
+
+async def test_only_a_data_losing_reset_takes_the_files_one_without_data_loss_keeps_them(skald):
+    host = await skald.start()
+    admin = await host.admin()
+    alice = await host.member("alice")
+    clients = {"carl": await host.member("carl", encrypted=False), "dora": await host.member("dora")}
+    pid = await _project(alice, "garden", b"alice's plan", share_with="carl")
+    assert (await alice.post(f"/api/projects/{pid}/members", json={"username": "dora"})).status_code == 201
+    uploads = {}
+    for name, client in clients.items():
+        uploads[name] = await _upload(client, await new_conversation(client), "list.txt", f"{name}'s list".encode())
+        response = await admin.post(
+            f"/api/admin/members/{client.member['id']}/reset-password", json={"new_password": NEW, "confirm_data_loss": True}
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["data_lost"] is (name == "dora")
+
+    seen = {}
+    for name in clients:
+        client = host.client()
+        assert (await client.login(name, NEW)).status_code == 200
+        upload = await client.get(f"/api/file?path={quote(uploads[name])}")
+        projects = [p["id"] for p in (await client.get("/api/projects")).json()["projects"]]
+        content = await client.get(f"/api/projects/{pid}/files/content?path=secret.txt")
+        seen[name] = (upload.status_code, upload.content if upload.status_code == 200 else None, projects, content.status_code)
+    assert seen["carl"] == (200, b"carl's list", [pid], 200)  # not encrypted: nothing was lost
+    assert seen["dora"] == (404, None, [], 404)
+    assert _quarantine(host, clients["carl"].member["id"], "home") == []
+    assert len(_quarantine(host, clients["dora"].member["id"], "home")) == 1
+
+
+async def test_a_reset_whose_home_cannot_be_set_aside_says_so_and_keeps_the_files_out_of_reach(skald, monkeypatch):
+    host = await skald.start()
+    admin = await host.admin()
+    bob = await host.member("bob")
+    bob_id = bob.member["id"]
+    cid = await new_conversation(bob)
+    upload = await _upload(bob, cid, "diary.txt", b"dear diary")
+    original = FileService.set_aside_home
+
+    def failing(self, member_id, stem):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(FileService, "set_aside_home", failing)
+    response = await _reset(admin, bob_id)
+    assert response.status_code >= 400
+    assert response.json()["code"] == "reset_incomplete"
+    assert "home" in response.json()["error"]
+
+    # Until the home is set aside the new password opens nothing (and the old one is gone).
+    for password in (NEW, "member password for tests"):
+        client = host.client()
+        assert (await client.login("bob", password)).status_code in (401, 409)
+        assert (await client.get(f"/api/file?path={quote(upload)}")).status_code == 401
+
+    # Once the disk lets it, the member's next sign-in completes the reset.
+    monkeypatch.setattr(FileService, "set_aside_home", original)
+    bob = host.client()
+    assert (await bob.login("bob", NEW)).status_code == 200
+    assert (await bob.get(f"/api/file?path={quote(upload)}")).status_code == 404
+    [old_home] = _quarantine(host, bob_id, "home")
+    assert (old_home / upload).read_bytes() == b"dear diary"
+
+
+async def test_a_reset_refuses_before_changing_anything_when_the_home_is_on_another_disk(skald, monkeypatch):
+    host = await skald.start()
+    admin = await host.admin()
+    bob = await host.member("bob")
+    bob_id = bob.member["id"]
+    cid = await new_conversation(bob)
+    upload = await _upload(bob, cid, "diary.txt", b"dear diary")
+    home = host.core.files.home(bob_id)
+    real_stat = os.stat
+
+    def other_disk(path, *args, **kwargs):
+        result = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == os.fspath(home):
+            values = list(result)
+            values[2] = result.st_dev + 1  # st_dev
+            return os.stat_result(values)
+        return result
+
+    monkeypatch.setattr(os, "stat", other_disk)
+    response = await _reset(admin, bob_id)
+    monkeypatch.setattr(os, "stat", real_stat)
+    assert response.status_code == 400
+    assert response.json()["code"] == "reset_set_aside_impossible"
+    # Nothing changed: the old password still opens the data and the files.
+    bob = host.client()
+    assert (await bob.login("bob", "member password for tests")).status_code == 200
+    assert (await bob.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"
+    assert _quarantine(host, bob_id, "db") == [] and _quarantine(host, bob_id, "home") == []
