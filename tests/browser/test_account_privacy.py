@@ -51,3 +51,22 @@ async def test_each_member_sees_who_receives_their_conversations(skald, browser_
     await expect(privacy).not_to_contain_text("Helper tools")
     await expect(privacy.locator("li").first).to_have_text("Home box (http://10.0.0.5:8000): llama-local")
     await expect(privacy.get_by_role("heading", name="Was der Admin lesen kann")).to_be_visible()
+
+
+async def test_the_password_form_tells_a_password_manager_whose_password_it_is(skald, browser_pages):
+    """Chrome: "Password forms should have (optionally hidden) username fields". The form
+    carries the member's name, hidden, as autocomplete=username, before the password
+    fields (as a password manager reads a sign-in form), and the name is its default
+    value, so the form's reset after a change keeps it."""
+    host = await skald.start()
+    await host.create_member("berta", locale="de")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "berta", MEMBER_PASSWORD)
+    await page.goto("/#account")
+    form = page.locator("form", has=page.get_by_role("button", name="Passwort ändern"))
+    username = form.locator("input[autocomplete=username]")
+    await expect(username).to_have_value("berta")
+    await expect(username).to_be_hidden()
+    assert await form.evaluate("f => [f.elements[0].autocomplete, f.elements[1].autocomplete]") == ["username", "current-password"]
+    await form.evaluate("f => f.reset()")
+    await expect(username).to_have_value("berta")

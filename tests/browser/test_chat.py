@@ -5,6 +5,7 @@ output that must stay inert (checks E3, F1)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -209,7 +210,7 @@ async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser
         admin = await host.admin()
         carol = await host.core.users.find("carol")
         assert (await admin.post(f"/api/admin/members/{carol.id}/end-sessions")).status_code == 200
-        await expect(page.get_by_text("Your session has ended. Please sign in again.")).to_be_visible()
+        await expect(page.get_by_text("Your session has ended (you signed out elsewhere, it expired, or the server restarted). Please sign in again.")).to_be_visible()
         await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
 
 
@@ -417,3 +418,52 @@ async def test_an_answer_cut_by_a_restart_shows_the_note_and_the_new_answer_not_
     await expect(page.get_by_text("Here it is.")).to_be_visible()
     await expect(page.get_by_text(RESUMED_NOTE)).to_be_visible()
     await expect(page.locator(".msg.assistant")).to_have_count(1)
+
+
+async def test_a_search_result_opens_at_the_message_that_matched(skald, browser_pages):
+    """Not at the end of a long conversation: the matching message is scrolled to,
+    marked for a moment and focused (a keyboard goes on from there)."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        filler = " ".join(["Lorem ipsum dolor sit amet."] * 25)
+        server.responder = lambda request: Reply(text=f"Antwort. {filler}")
+        member = await host.member("dora", locale="de")
+        first = await member.chat("Eine Frage zu Tieren")
+        await member.chat("Wie schlafen Pinguine im Winter?", conversation=first.conversation_id)
+        for n in range(8):
+            await member.chat(f"Frage {n}", conversation=first.conversation_id)
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "dora", MEMBER_PASSWORD)
+        search = page.get_by_role("searchbox", name="Gespräche durchsuchen")
+        await search.fill("pinguine")
+        await page.locator(".conv-list .conv-snippet").first.wait_for()
+        await page.locator(".conv-list a").first.click()
+        hit = page.locator(".msg.user", has_text="Wie schlafen Pinguine im Winter?")
+        await expect(hit).to_be_focused()
+        await expect(hit).to_have_class(re.compile(r"\bsearch-hit\b"))
+        await expect(hit).to_be_in_viewport()
+        await expect(page.locator(".msg.assistant").last).not_to_be_in_viewport()
+        await expect(hit).not_to_have_class(re.compile(r"\bsearch-hit\b"), timeout=5000)  # marked briefly
+
+
+async def test_an_unreachable_server_is_said_without_a_stale_nothing_matches(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        server.responder = lambda request: Reply(text="Ja.")
+        member = await host.member("emil", locale="de")
+        await member.chat("Äpfel und Birnen")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "emil", MEMBER_PASSWORD)
+        search = page.get_by_role("searchbox", name="Gespräche durchsuchen")
+        await search.fill("kirschen")
+        await expect(page.get_by_text("Kein Gespräch passt dazu.")).to_be_visible()
+        await page.route("**/api/conversations*", lambda route: route.abort())  # the server is gone
+        await search.fill("")
+        await expect(page.locator(".conv-sidebar")).to_contain_text("Der Server ist nicht erreichbar.")
+        await expect(page.get_by_text("Kein Gespräch passt dazu.")).to_be_hidden()
+        await page.unroute("**/api/conversations*")
+        await search.fill("äpfel")
+        await expect(page.locator(".conv-list").get_by_role("link", name="Äpfel und Birnen")).to_be_visible()
+        await expect(page.locator(".conv-sidebar")).not_to_contain_text("Der Server ist nicht erreichbar.")

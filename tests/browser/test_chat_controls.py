@@ -56,6 +56,14 @@ async def test_rendering_copy_export_theme_and_the_header_title(skald, browser_p
         await expect(body.locator("h2")).to_have_text("A heading")
         await expect(body.locator("h3")).to_have_text("Second level")
         await expect(body.locator("table td").first).to_have_text("a")
+        # "|---:|" right-aligns its column, through a class (no style gets past the sanitiser).
+        await expect(body.locator("table td").nth(1)).to_have_css("text-align", "right")
+        await expect(body.locator("table th").nth(1)).to_have_css("text-align", "right")
+        await expect(body.locator("table td").first).to_have_css("text-align", "left")
+        # HTML shown as text: its URL is linked up to the quote, not "…x.png%22%3E".
+        shown = body.get_by_role("link", name="http://example.com/x.png", exact=True)
+        await expect(shown).to_have_attribute("href", "http://example.com/x.png")
+        await expect(body).to_contain_text('HTML stays text: <img src="http://example.com/x.png">')
         await expect(body.get_by_role("checkbox", name="done", exact=True)).to_be_checked()
         await expect(body.get_by_role("checkbox", name="open", exact=True)).not_to_be_checked()
         await expect(body.locator("code.language-python .hljs-keyword").first).to_have_text("def")
@@ -341,9 +349,18 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         await send(page, "Hi")
         await expect(page.locator(".msg.assistant .msg-body")).to_have_text(f"{MODEL} here.")
         await page.get_by_label("Model", exact=True).select_option(label="Other")
-        await expect(page.get_by_role("status").filter(has_text="The next answer comes from this model")).to_be_visible()
+        chosen = page.get_by_role("status").filter(has_text="The next answer comes from this model")
+        await expect(chosen).to_be_visible()
+        await expect(chosen).to_have_attribute("aria-live", "polite")
         await send(page, "Again")
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
+        # Said once: gone when that answer started, not news under the picker turn after turn.
+        await expect(page.locator(".conv-header")).not_to_contain_text("The next answer comes from this model")
+        # Chosen again and not followed by a message: it goes by itself after a few seconds.
+        await page.get_by_label("Model", exact=True).select_option(index=0)
+        await expect(chosen).to_be_visible()
+        await expect(page.locator(".conv-header")).not_to_contain_text("The next answer comes from this model", timeout=12000)
+        await page.get_by_label("Model", exact=True).select_option(label="Other")
         # Each answer says which model wrote it by the label the member picked it by.
         await expect(page.locator(".msg.assistant .msg-meta .model").last).to_have_text("Other")
         await page.reload()
@@ -432,3 +449,63 @@ async def test_a_message_just_sent_can_be_edited_without_a_reload(skald, browser
         await page.get_by_role("button", name="Send edited").click()
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Edited answer.")
         await expect(mine.last.locator(".bubble")).to_have_text("A short one")
+
+
+async def test_an_unreachable_model_tells_a_member_what_they_can_do_and_an_admin_where_to_look(skald, browser_pages):
+    """The provider's address is the admin's to fix: a member reads "try again later or
+    tell an administrator", live and after a reload; the admin keeps the provider hint."""
+    host = await skald.start()
+    admin = await host.admin()
+    provider = await admin.post("/api/admin/models/providers", json={"name": "Lokal", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-test"})
+    assert provider.status_code == 201, provider.text
+    entry = await admin.post("/api/admin/models/entries", json={"provider_id": provider.json()["id"], "model": "gone", "priority": 1})
+    assert entry.status_code == 201, entry.text
+    await host.create_member("greta", locale="de")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "greta", MEMBER_PASSWORD)
+    box = page.locator(".composer-input")
+    await box.fill("Hallo?")
+    await box.press("Enter")
+    member_text = "Das Modell war nicht erreichbar. Versuch es bitte später noch einmal, oder sag einem Administrator Bescheid, wenn es so bleibt."
+    failed = page.locator(".msg.assistant[data-status=error] .msg-body")
+    await expect(failed).to_have_text(member_text)
+    await page.reload()
+    await expect(failed).to_have_text(member_text)
+
+    admin_page = await browser_pages.new(host.url)
+    await sign_in(admin_page, "admin", ADMIN_PASSWORD)
+    await send(admin_page, "Anyone?")
+    await expect(admin_page.locator(".msg.assistant[data-status=error] .msg-body")).to_have_text(
+        "The model could not be reached. Is the provider's address right, and is it running?")
+
+
+async def test_an_answer_without_words_offers_nothing_to_copy_or_read_aloud(skald, browser_pages):
+    """A round of tool calls alone (no text) shows its cards, not "Kopieren" and "Vorlesen"
+    for nothing; the answer after it, with words, has both. Live and after a reload."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[NotesPlugin()], enable=["notes"])
+        await configure_model(await host.admin(), server)
+        await host.create_member("tove", locale="de")
+        server.script(MODEL, [
+            Reply(text="", tool_calls=[ToolCall("write_note", {"path": "a.md", "text": "x"})]),
+            Reply(text="Notiert."),
+        ])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "tove", MEMBER_PASSWORD)
+        box = page.locator(".composer-input")
+        await box.fill("Schreib eine Notiz")
+        await box.press("Enter")
+        answers = page.locator(".msg.assistant")
+        await page.get_by_role("button", name="Erlauben").click()  # asked first: settled after the answer
+        await expect(answers.last.locator(".msg-body")).to_have_text("Notiert.")
+        await expect(answers.last).to_have_attribute("data-status", "complete")
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+                await expect(answers.last.locator(".msg-body")).to_have_text("Notiert.")
+            tool_only = answers.filter(has=page.locator(".tool-list > *")).first
+            await expect(tool_only).to_contain_text("write_note")
+            await expect(tool_only.get_by_role("button", name="Kopieren")).to_have_count(0)
+            await expect(tool_only.get_by_role("button", name="Vorlesen")).to_have_count(0)
+            await expect(answers.last.get_by_role("button", name="Kopieren")).to_have_count(1)
+            await expect(answers.last.get_by_role("button", name="Vorlesen")).to_have_count(1)

@@ -31,7 +31,7 @@ async def test_admin_enables_configures_and_grants_the_installed_example_plugin(
     await sign_in(admin, "admin", ADMIN_PASSWORD)
     await admin.goto("/#plugins")
     card = admin.locator("[data-plugin=hello]")
-    await card.get_by_role("switch", name="Enabled").check()
+    await card.get_by_role("switch", name="Enable").check()
     await expect(card.locator(".state-label")).to_have_text("Running")
 
     await card.get_by_role("link", name="Configure: Hello").click()
@@ -55,6 +55,6 @@ async def test_admin_enables_configures_and_grants_the_installed_example_plugin(
     assert (await bob_page.request.get("/api/plugin/hello/greeting")).status == 403
 
     await admin.goto("/#plugins")
-    await admin.locator("[data-plugin=hello]").get_by_role("switch", name="Enabled").uncheck()
+    await admin.locator("[data-plugin=hello]").get_by_role("switch", name="Enable").uncheck()
     await expect(admin.locator("[data-plugin=hello] .state-label")).to_have_text("Off")
     assert (await alice_page.request.get("/api/plugin/hello/greeting")).status == 404

@@ -30,7 +30,11 @@ async def test_member_creates_edits_searches_and_deletes_a_note(skald, browser_p
     await page.get_by_label("Content").fill("Plant tomatoes in May.")
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_role("heading", name="plans/garden.md")).to_be_visible()
+    await expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()  # a new note too, on its page
     assert (await alice_api.get("/api/memory/user-memory/notes/plans/garden.md")).json()["content"] == "Plant tomatoes in May."
+    await page.reload()  # said once, not again on coming back
+    await expect(page.get_by_role("heading", name="plans/garden.md")).to_be_visible()
+    await expect(page.get_by_role("status").filter(has_text="Saved.")).to_have_count(0)
 
     # Edit.
     await page.get_by_label("Content").fill("Plant tomatoes and basil in May.")
@@ -76,3 +80,17 @@ async def test_the_restricted_role_sees_why_the_shared_tab_is_closed(skald, brow
     await expect(page.get_by_role("link", name="Geteilte Notizen", exact=True)).to_have_attribute("aria-current", "page")
     await expect(page.get_by_role("tab")).to_have_count(0)  # links between addresses, not tabs promising arrow keys
     await expect(page.get_by_role("alert")).to_have_text("you may not read shared memory")
+
+
+async def test_a_german_member_reads_gespeichert_after_saving_a_new_note(skald, browser_pages):
+    host = await skald.start()
+    await host.create_member("berta", locale="de")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "berta", MEMBER_PASSWORD)
+    await page.goto("/#memory")
+    await page.get_by_test_id("memory-new").click()
+    await page.get_by_test_id("memory-editor").get_by_role("textbox").first.fill("einkauf.md")
+    await page.get_by_test_id("memory-editor").locator("textarea").fill("Milch")
+    await page.get_by_role("button", name="Speichern").click()
+    await expect(page.get_by_role("heading", name="einkauf.md")).to_be_visible()
+    await expect(page.get_by_role("status").filter(has_text="Gespeichert.")).to_be_visible()

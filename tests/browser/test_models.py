@@ -40,7 +40,7 @@ async def test_admin_sets_up_a_model_on_the_models_page_then_chats(skald, browse
         test = provider.get_by_role("button", name="Test connection")
         await test.focus()
         await test.press("Enter")  # by keyboard: the button is busy meanwhile, and keeps the focus after
-        await expect(provider.locator(".test-result")).to_contain_text("Connected: 2 model(s) offered.")
+        await expect(provider.locator(".test-result")).to_contain_text("Connected: 2 models offered.")
         await expect(test).to_be_focused()
         await expect(provider.locator(".model-names")).to_contain_text("alpha-model")
 
@@ -234,3 +234,22 @@ async def test_admin_edits_a_roles_chat_agents_and_acting_tool_capabilities_on_t
     await expect(restricted.locator(".form-status")).to_have_text("Please check “Chat agents”.")
     await expect(restricted.get_by_label("Chat agents")).to_have_accessible_description("The list must include companion: members of the role start there.")
     await expect(restricted.get_by_label("Chat agents")).to_be_focused()
+
+
+async def test_a_german_admin_reads_real_plurals_after_the_connection_test(skald, browser_pages):
+    from .test_admin_forms_keyboard_and_field_errors import german_admin
+
+    async with ScriptedModelServer(models=("alpha-model", "beta-model")) as two, ScriptedModelServer(models=("solo-model",)) as one:
+        host, client, page = await german_admin(skald, browser_pages)
+        for name, server in (("Zwei", two), ("Eins", one)):
+            response = await client.post("/api/admin/models/providers", json={"name": name, "base_url": server.base_url, "api_key": "sk-test"})
+            assert response.status_code == 201, response.text
+        await page.goto("/#models")
+        pair, single = page.locator("[data-provider='Zwei']"), page.locator("[data-provider='Eins']")
+        await pair.get_by_role("button", name="Verbindung testen").click()
+        await expect(pair.locator(".test-result")).to_contain_text("Verbunden: 2 Modelle angeboten.")
+        await single.get_by_role("button", name="Verbindung testen").click()
+        await expect(single.locator(".test-result")).to_contain_text("Verbunden: 1 Modell angeboten.")
+        await expect(page.locator("main")).not_to_contain_text("Modell(e)")
+        await page.get_by_label("Anbieter").first.select_option(label="Zwei")
+        await expect(page.get_by_text("2 Namen aus dem Verbindungstest werden beim Tippen vorgeschlagen.")).to_be_visible()

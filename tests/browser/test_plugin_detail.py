@@ -65,3 +65,13 @@ async def test_a_tools_failure_and_a_failed_plugins_traceback_are_on_their_pages
     await page.goto("/#plugin-detail?id=broken")
     await page.locator(".plugin-traceback summary").click()
     await expect(page.locator(".plugin-traceback pre.traceback")).to_contain_text(f"RuntimeError: {error}")
+
+
+async def test_an_unknown_plugin_is_refused_in_the_readers_language(skald, browser_pages):
+    from .test_admin_forms_keyboard_and_field_errors import german_admin
+
+    _, _, page = await german_admin(skald, browser_pages)
+    await page.goto("/#plugin-detail?id=mobile")
+    await expect(page.get_by_role("heading", name="Plugin nicht gefunden")).to_be_visible()
+    await expect(page.locator(".notice.error, [role=alert]").first).to_contain_text("Es ist kein Plugin mobile installiert.")
+    await expect(page.locator("main")).not_to_contain_text("no plugin")

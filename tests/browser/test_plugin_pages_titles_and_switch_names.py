@@ -83,14 +83,22 @@ async def test_each_enable_switch_is_named_with_its_plugin(skald, browser_pages)
     page = await browser_pages.new(host.url)
     await sign_in(page, "admin", ADMIN_PASSWORD)
     await page.goto("/#plugins")
-    await expect(page.get_by_role("switch", name="Enabled: Hello", exact=True)).to_have_count(1)
-    await expect(page.get_by_role("switch", name="Enabled: Weather", exact=True)).to_have_count(1)
-    await expect(page.locator("[data-plugin=hello] .switch-row label")).to_have_text("Enabled")  # the visible word stays
+    await expect(page.get_by_role("switch", name="Enable Hello", exact=True)).to_have_count(1)
+    await expect(page.get_by_role("switch", name="Enable Weather", exact=True)).to_have_count(1)
+    await expect(page.locator("[data-plugin=hello] .switch-row label")).to_have_text("Enable")  # an action, not a state
 
     me = admin_api.member["id"]
     assert (await admin_api.patch(f"/api/admin/members/{me}", json={"locale": "de"})).status_code == 200
     await page.reload()
-    await expect(page.get_by_role("switch", name="Aktiviert: Weather", exact=True)).to_have_count(1)
+    # An off plugin's switch claims nothing: it is named for what it does, and says "off" as a switch.
+    weather = page.get_by_role("switch", name="Weather aktivieren", exact=True)
+    await expect(weather).to_have_count(1)
+    await expect(weather).not_to_be_checked()
+    await expect(page.locator("[data-plugin=weather] .switch-row label")).to_have_text("Aktivieren")
+    await expect(page.locator("[data-plugin=weather] .switch-row")).not_to_contain_text("Aktiviert")
+    await weather.check()
+    await expect(page.get_by_role("switch", name="Weather aktivieren", exact=True)).to_be_checked()
+    assert await page.get_by_role("switch", name="Weather aktivieren", exact=True).get_attribute("role") == "switch"
 
 
 async def test_a_plugin_whose_settings_are_settings_sets_is_not_said_to_have_none(skald, browser_pages):

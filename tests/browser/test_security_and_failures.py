@@ -137,7 +137,7 @@ async def test_failed_plugin_shows_red_dot_with_error(skald, browser_pages):
     await expect(card.locator(".state-label")).to_have_text("Failed")
     await expect(dot).to_have_class("health-dot red")
     await expect(dot).to_have_attribute("title", f"Failed: register_web_pages: RuntimeError: {error}")
-    await expect(card.get_by_role("switch", name="Enabled")).to_be_disabled()
+    await expect(card.get_by_role("switch", name="Enable")).to_be_disabled()
     detail = card.locator(".health-detail")
     await expect(detail).to_be_hidden()
     await dot.click()

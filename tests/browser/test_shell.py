@@ -75,7 +75,7 @@ async def test_admin_enables_configures_and_grants_plugin(skald, browser_pages):
     await admin.goto("/#plugins")
     card = admin.locator("[data-plugin=hello]")
     await expect(card.locator(".state-label")).to_have_text("Off")
-    await card.get_by_role("switch", name="Enabled").check()
+    await card.get_by_role("switch", name="Enable").check()
     await expect(card.locator(".state-label")).to_have_text("Running")
     await expect(admin.locator("[data-plugin=hello] .health-dot")).to_have_class("health-dot green")
     await screenshot(admin, "catalog-desktop")
@@ -146,7 +146,7 @@ async def test_admin_enables_configures_and_grants_plugin(skald, browser_pages):
     assert (await bob_page.request.get("/api/plugin/hello/page.js")).status == 403
 
     await admin.goto("/#plugins")
-    await admin.locator("[data-plugin=hello]").get_by_role("switch", name="Enabled").uncheck()
+    await admin.locator("[data-plugin=hello]").get_by_role("switch", name="Enable").uncheck()
     await expect(admin.locator("[data-plugin=hello] .state-label")).to_have_text("Off")
     assert (await alice_page.request.get("/api/plugin/hello/page.js")).status == 404
     await alice_page.get_by_role("navigation").get_by_role("link", name="My account").click()

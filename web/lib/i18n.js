@@ -26,16 +26,30 @@ export function browserLocale() {
 export const currentLocale = () => locale;
 export const availableLocales = () => [...locales];
 
-/** t("members.title"), t("login.throttled", {seconds: 30}); a missing key shows itself. */
+/** The key to read for `count` things: `<key>.one` / `<key>.other` (any category of
+ * Intl.PluralRules for the locale: zero, one, two, few, many, other) when the bundle has
+ * them, `.other` when the locale's category is missing, else the key itself. */
+function pluralKey(key, count) {
+  if (typeof count !== "number" || !(`core.${key}.other` in strings)) return key;
+  const category = new Intl.PluralRules(locale).select(count);
+  return `core.${key}.${category}` in strings ? `${key}.${category}` : `${key}.other`;
+}
+
+/** t("members.title"), t("login.throttled", {seconds: 30}); a missing key shows itself.
+ * With a numeric `values.count` a key may have plural forms (see pluralKey). */
 export function t(key, values = {}) {
+  key = pluralKey(key, values?.count);
   const text = strings[`core.${key}`] ?? key;
   return text.replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
 }
 
 /** The reader's words for an API error code ({"code": "password_too_short",
- * "values": {...}}), or null when there are none (then show the server's message). */
-export function errorString(code, values = {}) {
+ * "values": {...}}), or null when there are none (then show the server's message).
+ * `admin: false`: the reader cannot fix the cause (a provider's address), so a code's
+ * `error.<code>.member` wording, when there is one, says what they can do instead. */
+export function errorString(code, values = {}, { admin = true } = {}) {
   if (!code || !(`core.error.${code}` in strings)) return null;
+  if (!admin && `core.error.${code}.member` in strings) return t(`error.${code}.member`, values || {});
   return t(`error.${code}`, values || {});
 }
 

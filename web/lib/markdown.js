@@ -16,7 +16,7 @@
 //
 // Streaming (MarkdownStream): the blocks an answer has finished are rendered once and
 // kept; only the last block, still growing, is rendered again on each update.
-import { Marked } from "../vendor/marked/marked.esm.js";
+import { Marked, Tokenizer } from "../vendor/marked/marked.esm.js";
 import DOMPurify from "../vendor/dompurify/purify.es.js";
 import hljs from "../vendor/highlight/highlight.min.js";
 import { t } from "./i18n.js";
@@ -71,13 +71,30 @@ const mathInline = {
 
 let highlighting = true; // off for the block still streaming: highlighted once, when it is done
 
+/** A bare URL in the text, as GFM finds it, but ending before a quote or ">": with HTML
+ * shown as text, `<img src="http://x/y.png">` must not link "http://x/y.png%22%3E". */
+function bareUrl(src) {
+  const token = Tokenizer.prototype.url.call(this, src);
+  if (!token || token.href.startsWith("mailto:")) return token;
+  const end = token.raw.search(/["<>]/);
+  if (end < 0) return token;
+  let raw = token.raw.slice(0, end);
+  for (let before = null; before !== raw;) {
+    before = raw;
+    raw = this.rules.inline._backpedal.exec(raw)?.[0] ?? "";
+  }
+  if (!/^(https?:\/\/|www\.)[^/]/i.test(raw) || /^(https?:\/\/|www\.)$/i.test(raw)) return undefined;
+  const href = /^www\./i.test(raw) ? `http://${raw}` : raw;
+  return { ...token, raw, text: raw, href, tokens: [{ type: "text", raw, text: raw }] };
+}
+
 function createMarked() {
   const marked = new Marked({ gfm: true, breaks: true });
   marked.use({
     extensions: [mathBlock, mathInline],
     // No HTML in answers at all: "<div>" is text like any other, so it neither swallows
     // the markdown after it (as an HTML block would) nor becomes markup.
-    tokenizer: { html: () => undefined, tag: () => undefined },
+    tokenizer: { html: () => undefined, tag: () => undefined, url: bareUrl },
     renderer: {
       html: ({ text }) => escape(text),
       heading({ tokens, depth }) {
@@ -95,6 +112,13 @@ function createMarked() {
         const label = text ? t("chat.image_alt", { alt: text }) : t("chat.image");
         const url = href ? `<span class="md-image-url">${escape(href)}</span>` : "";
         return `<span class="md-image" title="${escape(t("chat.image_not_loaded"))}"><span class="md-image-label">${escape(label)}</span>${url}</span>`;
+      },
+      // A column's alignment ("|---:|") as a class: DOMPurify keeps classes and drops
+      // `align`, and no answer gets to set a style of its own.
+      tablecell({ tokens, header, align }) {
+        const tag = header ? "th" : "td";
+        const aligned = ["left", "center", "right"].includes(align) ? ` class="md-align-${align}"` : "";
+        return `<${tag}${aligned}>${this.parser.parseInline(tokens)}</${tag}>\n`;
       },
       code({ text, lang }) {
         const language = /^[\w+-]{1,30}$/.test(lang || "") ? lang.toLowerCase() : "";

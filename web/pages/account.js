@@ -99,13 +99,18 @@ function privacySection() {
   return block;
 }
 
-function passwordSection() {
+function passwordSection(member) {
+  // Whose password this is, for the browser's password manager (it saves and fills a
+  // new password under a user name; Chrome asks for one in every password form).
+  // Hidden from everyone, the reader included: the page says whose account it is.
+  const username = el("input", { type: "text", name: "username", autocomplete: "username", hidden: true, readonly: true, value: member?.username || "" });
   const current = el("input", { type: "password", name: "current_password", autocomplete: "current-password", required: true });
   const fresh = el("input", { type: "password", name: "new_password", autocomplete: "new-password", required: true, minlength: "8" });
   const repeat = el("input", { type: "password", name: "repeat", autocomplete: "new-password", required: true });
   const submit = el("button", { class: "btn primary", type: "submit", text: t("account.password_submit") });
   const status = statusLine();
   const form = el("form", { class: "stack", novalidate: true },
+    username,
     field(t("account.password_current"), current)[0],
     field(t("account.password_new"), fresh)[0],
     field(t("account.password_repeat"), repeat)[0],
@@ -139,5 +144,5 @@ export function renderAccount(ctx) {
     languageSection(ctx),
     homeSourceSection(),
     privacySection(),
-    passwordSection());
+    passwordSection(m));
 }

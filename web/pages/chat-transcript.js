@@ -173,6 +173,30 @@ export class Transcript {
     if (this.stick) this.node.scrollTop = this.node.scrollHeight;
   }
 
+  /** A search result opened (#chat/<id>?find=words): the message that holds every word
+   * (as the search matched them, each as a word's start) scrolled to, marked for a
+   * moment and focused, so a keyboard goes on from there. The earliest such message;
+   * `snippet` (the text the list showed, "…" cut) prefers the one it came from.
+   * False when none does (then the conversation opens at its end, as usual). */
+  reveal(words, snippet = "") {
+    const wanted = String(words || "").toLocaleLowerCase().split(/\s+/).filter(Boolean);
+    if (!wanted.length) return false;
+    const starts = (text, word) => text.includes(word) && new RegExp(`(^|[^\\p{L}\\p{N}])${word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "u").test(text);
+    const nodes = [...this.list.querySelectorAll(".msg[data-message-id]")];
+    const holding = nodes.filter((node) => { const text = node.textContent.toLocaleLowerCase(); return wanted.every((word) => starts(text, word)); });
+    const core = String(snippet || "").replace(/…/g, " ").trim().toLocaleLowerCase();
+    const node = holding.find((n) => core && n.textContent.toLocaleLowerCase().includes(core)) || holding[0];
+    if (!node) return false;
+    this.stick = false;
+    node.tabIndex = -1;
+    node.scrollIntoView({ block: "center" });
+    node.focus({ preventScroll: true });
+    node.classList.add("search-hit");
+    setTimeout(() => node.classList.remove("search-hit"), 2500);
+    node.addEventListener("blur", () => node.removeAttribute("tabindex"), { once: true });
+    return true;
+  }
+
   append(node) {
     this.list.append(node);
     this.pruneRetry();
@@ -304,7 +328,7 @@ export class Transcript {
 
   messageNode(message, live = false) {
     if (message.reason) {  // a failure the host words in every language: in the reader's
-      message = { ...message, content: errorString(message.reason.code, message.reason.values) || message.content };
+      message = { ...message, content: errorString(message.reason.code, message.reason.values, { admin: this.handlers.admin !== false }) || message.content };
     }
     if (message.role === "user") {
       const bubble = this.userBubble(message.content, { id: message.id, attachments: attachmentPaths(message.attachments) });

@@ -79,7 +79,10 @@ function conversationList(view) {
 
   const render = (items) => {
     list.replaceChildren(...items.map((c) => {
-      const anchor = link(chatRoute(c.id), "", { class: "conv-link", title: titleOf(c) });
+      // A result found in the messages opens at the message that matched (reveal()).
+      const query = c.snippet ? search.value.trim() : "";
+      const target = query ? `${chatRoute(c.id)}?${new URLSearchParams({ find: query, snippet: c.snippet_in_earlier_version ? "" : c.snippet })}` : chatRoute(c.id);
+      const anchor = link(target, "", { class: "conv-link", title: titleOf(c) });
       anchor.append(...present(
         el("span", { class: "conv-title", text: titleOf(c) }),
         el("span", { class: "conv-meta" },
@@ -96,7 +99,14 @@ function conversationList(view) {
   const refresh = async () => {
     const query = search.value.trim();
     const response = await api("GET", `/api/conversations${query ? `?search=${encodeURIComponent(query)}` : ""}`);
-    if (!response.ok) { status.error(errorText(response)); return; }
+    if (!response.ok) {
+      status.error(errorText(response));
+      // The list's "nothing matches" belonged to the last answer, not to this search:
+      // beside "the server is unreachable" it read as a result.
+      empty.textContent = "";
+      empty.hidden = true;
+      return;
+    }
     status.clear();
     view.conversations = response.data.conversations || [];
     render(view.conversations);
@@ -265,7 +275,25 @@ function conversationHeader(view) {
 
   const node = el("header", { class: "conv-header" },
     el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, modelPicker(view, status), status.node);
-  return { node, heading, renaming: () => !titleRow.isConnected };
+  return { node, heading, renaming: () => !titleRow.isConnected, answerStarted: () => settleChoice(status) };
+}
+
+// The picker's "the next answer comes from this model" is said once (the polite status
+// line) and goes when that answer starts, or after a while: left under the picker it
+// read as news turn after turn.
+const CHOICE_SHOWN_MS = 8000;
+const choiceTimers = new WeakMap();
+
+function confirmChoice(status) {
+  clearTimeout(choiceTimers.get(status));
+  status.ok(t("chat.model_chosen"));
+  choiceTimers.set(status, setTimeout(() => settleChoice(status), CHOICE_SHOWN_MS));
+}
+
+function settleChoice(status) {
+  clearTimeout(choiceTimers.get(status));
+  choiceTimers.delete(status);
+  if (status.node.textContent === t("chat.model_chosen")) status.clear();
 }
 
 /** The model this conversation tries first, among the enabled ones (with more than one). */
@@ -285,7 +313,7 @@ function modelPicker(view, status) {
     if (hadFocus) select.focus();  // disabling it dropped the focus to <body>
     if (!response.ok) { status.error(errorText(response)); select.value = view.conversation.model || ""; return; }
     view.conversation.model = response.data.model;
-    status.ok(t("chat.model_chosen"));
+    confirmChoice(status);
   });
   return el("p", { class: "conv-model" }, el("label", { for: id, text: t("chat.model_label") }), select);
 }
@@ -318,6 +346,7 @@ class ChatView {
       edit: (messageId, text) => this.edit(messageId, text),
       // An answer names the model it came from; the member knows it by its label.
       modelLabel: (name) => (status.models || []).find((m) => m.model === name)?.label || name,
+      admin: ctx.member.is_admin === true,
     }, live.texts);
     this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
     this.noModel = status.models_configured ? null : modelNotice(ctx);
@@ -357,6 +386,9 @@ class ChatView {
     requestAnimationFrame(() => {
       this.seen = page.isConnected;
       this.transcript.follow(true);
+      // Opened from a search result: at the message that matched, not at the end.
+      const found = this.ctx.params?.get("find");
+      if (found && page.isConnected && this.transcript.reveal(found, this.ctx.params.get("snippet") || "")) return;
       if (!narrow() && page.isConnected) this.composer.text.focus({ preventScroll: true });
     });
     return page;
@@ -570,7 +602,7 @@ class ChatView {
     }
     if (message.type === "error" && message.idempotency_key) {
       if (message.retry_after > 0) this.transcript.sendRetrying(message.idempotency_key, message.code);
-      else this.transcript.sendFailed(message.idempotency_key, errorString(message.code, message.values) || message.error || "");
+      else this.transcript.sendFailed(message.idempotency_key, errorString(message.code, message.values, { admin: this.ctx.member.is_admin === true }) || message.error || "");
       return;
     }
     if (message.type !== "event" || message.event?.kind !== "chat") return;
@@ -613,6 +645,7 @@ class ChatView {
         if (!tx.userMessage(data)) this.needsReload = true;
         break;
       case "turn_started":
+        this.header?.answerStarted();
         this.setRunning(true);
         if (this.needsReload) this.reload();
         break;
@@ -631,7 +664,7 @@ class ChatView {
         tx.note(t("chat.fallback", { failed: data.failed, next: data.next }), "info");
         break;
       case "error":
-        tx.failed(data, errorString(data.code, data.values) || data.error || t("chat.turn_failed"));
+        tx.failed(data, errorString(data.code, data.values, { admin: this.ctx.member.is_admin === true }) || data.error || t("chat.turn_failed"));
         if (data.code === "no_model" && !this.noModel) {
           this.noModel = modelNotice(this.ctx);
           this.header?.node.after(this.noModel);

@@ -60,6 +60,10 @@ async function listSection(tab, ctx, query) {
   return section(query ? t("memory.results", { query }) : null, el("ul", { class: "plain", "data-testid": "memory-list" }, ...items));
 }
 
+// A new note is saved, then opened on its own page: that page says "Saved." (once; a
+// reload of it does not), as the form would have.
+let justCreated = null;
+
 function editor(tab, ctx, note) {
   const isNew = note === null;
   const key = el("input", { name: "key", maxlength: "300", required: true, autocomplete: "off", props: { value: isNew ? "" : note.key } });
@@ -89,10 +93,15 @@ function editor(tab, ctx, note) {
     busy(submit, async () => {
       const response = await api("PUT", notesApi(tab.root, name), { content: content.value });
       if (!response.ok) { status.error(errorText(response)); return; }
-      if (isNew) ctx.navigate(route(tab.id, { key: response.data.key }));
+      if (isNew) { justCreated = `${tab.root}/${response.data.key}`; ctx.navigate(route(tab.id, { key: response.data.key })); }
       else status.ok(t("memory.saved"));
     });
   });
+  if (!isNew && justCreated === `${tab.root}/${note.key}`) {
+    justCreated = null;
+    // Said once the page is in place: a live region filled before it is shown is not read out.
+    requestAnimationFrame(() => status.ok(t("memory.saved")));
+  }
   return section(isNew ? t("memory.new") : note.key, form);
 }
 

@@ -53,11 +53,14 @@ function enableSwitch(plugin, onChanged) {
     if (!response.ok) { input.checked = !input.checked; error.textContent = errorText(response); return; }
     onChanged(response.data);
   });
-  // The visible label says "Enabled"; its accessible name says which plugin too, so a
-  // screen reader's list of switches is not a column of identical "Enabled". It starts
-  // with the visible word (WCAG 2.5.3, label in name: "click Enabled" still works).
+  // The label names the action ("Enable"), never a state: "Enabled" beside a switch that
+  // is off read as a claim. On or off is the switch's own (role=switch: aria-checked from
+  // `checked`); the status beside the dot says it in words. The accessible name says
+  // which plugin too ("Enable Weather", "Weather aktivieren"), so a screen reader's list
+  // of switches is not a column of identical words, and it holds the visible word
+  // (WCAG 2.5.3, label in name: "click Enable" still works).
   input.setAttribute("aria-label", t("plugin.enable_switch", { plugin: plugin.title || plugin.id }));
-  return el("div", { class: "switch-row" }, input, el("label", { for: id, text: t("plugin.enabled") }), error);
+  return el("div", { class: "switch-row" }, input, el("label", { for: id, text: t("plugin.enable") }), error);
 }
 
 function pluginCard(plugin, ctx, { changed = false } = {}) {

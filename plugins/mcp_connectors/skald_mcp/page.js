@@ -14,6 +14,13 @@ import { call, confirm, node } from "/ui/lib/plugin-kit.js";
 
 let fieldCount = 0;
 
+// What the admin's JSON boxes take, as an example: the API's shapes (the plugin's README).
+// JSON is no one's language: these stay as written in every locale.
+const JSON_EXAMPLES = {
+  catalog: '{"title": "Wiki", "transport": "http", "url": "https://wiki.example/mcp", "fields": [{"name": "token", "label": "API key", "header": "Authorization", "format": "Bearer {value}"}]}',
+  providers: '{"issuer": "https://login.example", "client_id": "…", "client_secret": "…", "redirect_uri": "https://login.example/code"}',
+};
+
 /** A control with its visible label (a placeholder is no label: it goes once typed in),
  * as the shell's forms have them: a ``field`` with a label for the control. */
 function labelled(text, control) {
@@ -297,7 +304,7 @@ export default class ConnectorsPage extends HTMLElement {
       const headers = Object.assign(node("textarea"), { name: "headers" });
       const add = Object.assign(button(s.add, "primary"), { type: "submit" });
       const status = statusLine();
-      form.append(labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), node("div", undefined, "actions"), status);
+      form.append(node("p", s.remote_hint, "hint"), labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), node("div", undefined, "actions"), status);
       form.querySelector(".actions").append(add);
       keyControls(form, "remote");
       form.addEventListener("submit", (event) => {
@@ -575,7 +582,7 @@ export default class ConnectorsPage extends HTMLElement {
     const wrap = node("div", undefined, "table-wrap");
     wrap.append(table);
     return [
-      card("mcp-admin", s.admin_title, status, servers.length ? wrap : none(s.servers_none)),
+      card("mcp-admin", s.admin_title, node("p", s.admin_intro, "hint mcp-intro"), status, servers.length ? wrap : none(s.servers_none)),
       card("mcp-add-card", s.add_title, this.form(members)),
       ...(await this.adminCatalog(members)),
     ];
@@ -613,9 +620,14 @@ export default class ConnectorsPage extends HTMLElement {
       }
       const form = node("form", undefined, "stack");
       const name = Object.assign(node("input"), { name: "name", maxLength: 24 });
-      const body = Object.assign(node("textarea"), { name: "body", rows: 6, cols: 60, placeholder: "{ }" });
+      const body = Object.assign(node("textarea"), { name: "body", rows: 6, cols: 60, placeholder: JSON_EXAMPLES[kind] });
+      // What the box takes, with an example that stays when the box is typed in (the
+      // placeholder goes): said with the box (aria-describedby), as a field's hint.
+      const hint = node("p", undefined, { id: `mcp-hint-${(fieldCount += 1)}`, class: "hint" });
+      hint.append(`${kind === "catalog" ? s.template_json_hint : s.provider_json_hint} `, node("code", JSON_EXAMPLES[kind]));
+      body.setAttribute("aria-describedby", hint.id);
       const status = statusLine();
-      form.append(labelled(s.name, name), labelled(s.template_json, body), node("div", undefined, "actions"), status);
+      form.append(labelled(s.name, name), labelled(s.template_json, body), hint, node("div", undefined, "actions"), status);
       form.querySelector(".actions").append(Object.assign(button(s.save, "primary"), { type: "submit" }));
       keyControls(form, kind);
       form.addEventListener("submit", (event) => {
@@ -639,6 +651,7 @@ export default class ConnectorsPage extends HTMLElement {
   form(members) {
     const s = this.s;
     const form = node("form", undefined, "stack mcp-add");
+    form.append(node("p", s.add_hint, "hint"));
     const shown = {}; // transport → the fields only it uses
     const field = (label, input, only) => {
       const wrap = labelled(label, input);

@@ -172,3 +172,29 @@ async def test_a_connector_has_a_page_of_its_own_with_the_sign_in_panel_in_a_bro
         assert "mail__echo" in await page.locator("section.mcp-detail .mcp-tools").inner_text()
         await page.locator("a.mcp-back").click()
         await page.locator(".mcp-own-connector[data-name=mail]").wait_for(timeout=10_000)
+
+
+async def test_the_admin_page_says_what_each_form_is_for_in_german(setup: Setup, plugin_browser):
+    """An intro, and a line per form and JSON box (how "Add a connector" differs from
+    "Add your own remote connector", what the template and provider boxes take, with an
+    example that stays once the box is typed in), in the reader's language."""
+    me = setup.admin.member["id"]
+    assert (await setup.admin.patch(f"/api/admin/members/{me}", json={"locale": "de"})).status_code == 200
+    page = await plugin_browser.new_page(locale="de-DE")
+    await plugin_browser.sign_in(page, setup.host, setup.host.admin_username, ADMIN_PASSWORD)
+    await plugin_browser.mount(page, "mcp", "connectors")
+    admin = page.locator(f"{TAG} section.mcp-admin")
+    await admin.locator(".mcp-intro").wait_for(timeout=10_000)
+    assert (await admin.locator(".mcp-intro").inner_text()).startswith("Konnektoren sind MCP-Server, deren Werkzeuge der Assistent nutzen kann.")
+    add = page.locator(f"{TAG} section.mcp-add-card")
+    assert "Für alle, die du in der Tabelle oben zulässt" in await add.locator("p.hint").first.inner_text()
+    catalog = page.locator(f"{TAG} section.mcp-admin-catalog textarea[name=body]")
+    described = await catalog.evaluate("box => document.getElementById(box.getAttribute('aria-describedby')).textContent")
+    assert described.startswith("Was ein Mitglied einschaltet:") and '"transport": "http"' in described
+    assert await catalog.get_attribute("placeholder") != "{ }"
+    providers = page.locator(f"{TAG} section.mcp-admin-providers textarea[name=body]")
+    described = await providers.evaluate("box => document.getElementById(box.getAttribute('aria-describedby')).textContent")
+    assert described.startswith("Ein OAuth-Anmeldedienst") and '"client_id"' in described
+    remote = page.locator(f"{TAG} section.mcp-remote-card")
+    if await remote.count():  # shown where the admin's role may add remote connectors
+        assert (await remote.locator("p.hint").inner_text()).startswith("Nur für dich:")

@@ -17,13 +17,18 @@ def _core():
     return current_app.config["SKALD_CORE"]
 
 
-async def _guard(coro):
+async def _guard(coro, plugin_id: str | None = None):
+    """``plugin_id``: the plugin the URL names, so "no such plugin" gets its error code
+    and a reader sees it in their language rather than the catalog's English message."""
     try:
         return await coro
     except MemberNotFound:
         raise ApiError(404, "no such member") from None
     except CatalogError as exc:
-        raise ApiError.refusing(404 if str(exc).startswith(("no plugin", "no settings set")) else 400, exc) from None
+        error = ApiError.refusing(404 if str(exc).startswith(("no plugin", "no settings set")) else 400, exc)
+        if plugin_id is not None and error.code is None and str(exc).startswith("no plugin"):
+            error.code, error.values = "plugin_unknown", {"plugin": plugin_id}
+        raise error from None
     except ConfigInvalid as exc:
         raise ApiError.refusing(400, exc) from None
     except PluginError as exc:
@@ -39,7 +44,7 @@ async def list_plugins() -> dict:
 @bp.get("/api/admin/plugins/<plugin_id>")
 @requires("plugins.manage")
 async def plugin_detail(plugin_id: str) -> dict:
-    return await _guard(_core().catalog.detail(plugin_id, await reader_locale()))
+    return await _guard(_core().catalog.detail(plugin_id, await reader_locale()), plugin_id)
 
 
 @bp.put("/api/admin/plugins/<plugin_id>/enabled")
@@ -48,8 +53,8 @@ async def plugin_detail(plugin_id: str) -> dict:
 async def set_enabled(plugin_id: str) -> dict:
     data = await json_object()
     enabled = field(data, "enabled", bool)
-    await _guard(_core().set_plugin_enabled(plugin_id, enabled))
-    return await _guard(_core().catalog.detail(plugin_id, await reader_locale()))
+    await _guard(_core().set_plugin_enabled(plugin_id, enabled), plugin_id)
+    return await _guard(_core().catalog.detail(plugin_id, await reader_locale()), plugin_id)
 
 
 @bp.put("/api/admin/plugins/<plugin_id>/config")
@@ -58,13 +63,13 @@ async def set_enabled(plugin_id: str) -> dict:
 async def configure(plugin_id: str) -> dict:
     data = await json_object()
     values = field(data, "config", dict)
-    return {"config": await _guard(_core().catalog.configure(plugin_id, values))}
+    return {"config": await _guard(_core().catalog.configure(plugin_id, values), plugin_id)}
 
 
 @bp.get("/api/admin/plugins/<plugin_id>/access")
 @requires("plugins.manage")
 async def roster(plugin_id: str) -> dict:
-    return {"members": await _guard(_core().catalog.roster(plugin_id))}
+    return {"members": await _guard(_core().catalog.roster(plugin_id), plugin_id)}
 
 
 @bp.get("/api/admin/members/<member_id>/plugins")

@@ -24,7 +24,11 @@ async def save_my_config(plugin_id: str) -> dict:
     try:
         values = await core.catalog.save_my_config(current_principal().member, plugin_id, field(data, "config", dict))
     except CatalogError as exc:
-        raise ApiError.refusing(404 if str(exc).startswith("no plugin") else 400, exc) from None
+        unknown = str(exc).startswith("no plugin")
+        error = ApiError.refusing(404 if unknown else 400, exc)
+        if unknown and error.code is None:  # in the reader's language, as the admin routes say it
+            error.code, error.values = "plugin_unknown", {"plugin": plugin_id}
+        raise error from None
     except ConfigInvalid as exc:
         raise ApiError.refusing(400, exc) from None
     return {"config": values}
