@@ -443,6 +443,15 @@ class Skald:
         row = await self.registry.run(lambda c: c.execute("SELECT value FROM config WHERE key = 'default_locale'").fetchone())
         return json.loads(row[0]) if row else "en"
 
+    async def set_default_locale(self, locale: str) -> None:
+        """The admin changes the instance's language (one of ``strings.locales``): what
+        members on "the instance's default" read, and what the model is told of them."""
+        if locale not in self.strings.locales:
+            raise ValueError(f"locale must be one of {', '.join(self.strings.locales)}")
+        await self.registry.transaction(
+            lambda c: c.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('default_locale', ?)", (json.dumps(locale),))
+        )
+
     async def _plugins_member_unlocked(self, member_id: str) -> None:
         for plugin_id in self.plugins.implementers("member_unlocked"):
             if plugin_id in self._started:

@@ -102,6 +102,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/admin/plugins/<plugin_id>/config", "PUT"): {"config": {"greeting": "forged"}},
         ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): {"enabled": False},
         ("/api/admin/settings/<set_id>", "PUT"): {"values": {"level": 3}},
+        ("/api/admin/language", "PUT"): {"locale": "en"},
         ("/api/admin/roles", "POST"): {"id": "forged", "label": "Forged"},
         ("/api/admin/roles/<role_id>", "PATCH"): {"label": "Forged"},
         ("/api/admin/roles/<role_id>", "DELETE"): None,
@@ -310,6 +311,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/admin/plugins/<plugin_id>",
     "/api/admin/plugins/<plugin_id>/access",
     "/api/admin/settings",
+    "/api/admin/language",
     "/api/admin/status",
     "/api/ws",
     # chat: reads of the member's own file. The first of them builds the member's chat

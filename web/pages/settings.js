@@ -4,7 +4,7 @@ import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el } from "../lib/dom.js";
 import { localeName, t } from "../lib/i18n.js";
-import { busy, button, errorText, formatDate, formatSize, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import { busy, button, errorText, field, formatDate, formatSize, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 /** The admin status block: warnings first, then the facts. */
 export async function statusBlock() {
@@ -72,12 +72,34 @@ export async function backupsBlock() {
   return block;
 }
 
+/** The instance's language: what members who chose none read, and what the model is
+ *  told of them. Chosen at setup; changed here. */
+async function languageBlock() {
+  const response = await api("GET", "/api/admin/language");
+  if (!response.ok) return section(t("settings.language_title"), notice("error", errorText(response)));
+  const select = el("select", { name: "instance_locale" },
+    ...response.data.locales.map((code) => el("option", { value: code, text: localeName(code) })));
+  select.value = response.data.locale;
+  const status = statusLine();
+  const [wrapper] = field(t("settings.language"), select, { hint: t("settings.language_hint") });
+  select.addEventListener("change", async () => {
+    status.clear();
+    select.disabled = true;
+    const saved = await api("PUT", "/api/admin/language", { locale: select.value });
+    select.disabled = false;
+    if (!saved.ok) { status.error(errorText(saved)); return; }
+    status.ok(t("settings.language_saved", { language: localeName(saved.data.locale) }));
+  });
+  return section(t("settings.language_title"), el("div", { class: "stack" }, wrapper, status.node));
+}
+
 export async function renderSettings() {
-  const [response, status, backups] = await Promise.all([api("GET", "/api/admin/settings"), statusBlock(), backupsBlock()]);
-  const page = el("div", { class: "page" }, pageHeader(t("settings.title"), t("settings.intro")), status, backups);
+  const [response, status, backups, language] = await Promise.all([
+    api("GET", "/api/admin/settings"), statusBlock(), backupsBlock(), languageBlock(),
+  ]);
+  const page = el("div", { class: "page" }, pageHeader(t("settings.title"), t("settings.intro")), status, language, backups);
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
   const sets = response.data.sets || [];
-  if (!sets.length) page.append(section(t("settings.general"), el("p", { class: "muted", text: t("settings.empty") })));
   for (const set of sets) {
     page.append(section(set.title, el("p", { class: "hint", text: t("settings.from_plugin", { plugin: set.plugin_id }) }), configForm({
       fields: set.fields || [],

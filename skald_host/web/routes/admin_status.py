@@ -5,6 +5,8 @@ from quart import Blueprint, current_app, request
 from skald_host.core.host import host_version
 from skald_host.core.identity.users import MemberNotFound
 from skald_host.web.auth import reader_locale, requires, transport_is_secure
+from skald_host.web.body import TEXT, accepts, array, field, json_object, obj, returns
+from skald_host.web.errors import ApiError
 
 bp = Blueprint("admin_status", __name__)
 
@@ -47,3 +49,28 @@ async def status() -> dict:
         "missing_translations": core.strings.missing(),
         "background_tasks": core.supervisor.names,
     }
+
+
+@bp.get("/api/admin/language")
+@requires("settings.manage")
+@returns(obj({"locale": TEXT, "locales": array(TEXT)}))
+async def instance_language() -> dict:
+    """The instance's language (chosen at setup) and the languages there are."""
+    core = current_app.config["SKALD_CORE"]
+    return {"locale": await core.default_locale(), "locales": core.strings.locales}
+
+
+@bp.put("/api/admin/language")
+@accepts(obj({"locale": TEXT}))
+@requires("settings.manage")
+@returns(obj({"locale": TEXT}))
+async def set_instance_language() -> dict:
+    """Change the instance's language: members who chose none read it, and the model is
+    told it of them."""
+    core = current_app.config["SKALD_CORE"]
+    locale = field(await json_object(), "locale", str)
+    if locale not in core.strings.locales:
+        raise ApiError(400, f"locale must be one of {', '.join(core.strings.locales)}", field="locale", code="locale_unknown",
+                       values={"locales": ", ".join(core.strings.locales)})
+    await core.set_default_locale(locale)
+    return {"locale": locale}
