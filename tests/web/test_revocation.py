@@ -125,6 +125,25 @@ async def test_event_ends_every_channel_of_the_member(skald, event):
         assert host.core.auth.sessions.count_for(alice_id) == 0
 
 
+async def test_the_session_a_password_change_keeps_keeps_its_socket_and_is_not_told_it_ended(skald):
+    """The changing session's socket stays open and hears no ``sessions_revoked``: the
+    shell read that event as its own end and showed the sign-in page after every
+    password change, though the page says this session stays signed in."""
+    host = await skald.start()
+    other = await host.member("alice")
+    changer = await host.member("alice")
+    async with changer.ws() as kept, other.ws() as ended:
+        response = await _change(None, None, changer)
+        assert response.status_code == 200, response.text
+        assert await close_code(ended) == POLICY_VIOLATION
+        await kept.send('{"type": "ping"}')
+        heard = []
+        while "pong" not in (frame := await asyncio.wait_for(kept.recv(), 5)):
+            heard.append(frame)
+        assert not any("sessions_revoked" in frame for frame in heard), heard
+    assert (await changer.get("/api/auth/session")).status_code == 200
+
+
 async def test_logout_ends_only_that_session_and_the_last_one_locks(skald):
     host = await skald.start()
     _, cookie, bearer, alice_id = await _alice_on_every_channel(host)

@@ -12,7 +12,7 @@ export const csrf = () => csrfToken;
 /** Called once when a member request answers 401: the session ended elsewhere. */
 export const whenSessionLost = (handler) => { onSessionLost = handler; };
 
-/** The member socket learnt that the session ended (close 1008, sessions_revoked). */
+/** The member socket learnt that the session ended (close 1008). */
 export function signalSessionLost() {
   if (!csrfToken || !onSessionLost) return;
   csrfToken = null;

@@ -9,7 +9,7 @@
 // An error that says `retry_after` (the server could not store it: a full disk, or too
 // many messages at once) keeps the message in the outbox, and it is sent again after
 // that many seconds.
-// A close with 1008 (or a sessions_revoked event) means the session ended: sign-in.
+// A close with 1008 means the session ended: sign-in.
 import { api, signalSessionLost } from "./api.js";
 
 const PING_MS = 25_000;
@@ -111,14 +111,7 @@ function open() {
     }
     // Events queued together on the server arrive as one "events" message, in order.
     const events = message.type === "events" && Array.isArray(message.events) ? message.events.map((event) => ({ type: "event", event })) : [message];
-    for (const item of events) {
-      if (item.type === "event" && item.event?.kind === "sessions_revoked") {
-        stop();
-        signalSessionLost();
-        return;
-      }
-      dispatch(item);
-    }
+    for (const item of events) dispatch(item);
   });
   ws.addEventListener("close", async (event) => {
     if (socket !== ws) return;

@@ -191,7 +191,11 @@ async def member_socket() -> None:
             if time.monotonic() - subscription.waiting_since > BUSY_SECONDS:
                 for _ in range(COALESCE_ITERATIONS):
                     await asyncio.sleep(0)  # other streams' chunks of these passes join the frame
-            await websocket.send(encode(batch(coalesce_tokens([event, *subscription.drain()]))))
+            # Not "sessions_revoked": a socket whose own session ended is closed with 1008
+            # (``revoked``), and the one a password change keeps must not read it as its end.
+            events = [e for e in coalesce_tokens([event, *subscription.drain()]) if e.kind != "sessions_revoked"]
+            if events:
+                await websocket.send(encode(batch(events)))
 
     async def inbound() -> None:
         while True:
