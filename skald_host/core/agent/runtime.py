@@ -58,7 +58,7 @@ SKILL_TOOL = "get_skill"
 #: in the reader's language).
 #: Recovery's note where an answer was cut off (``error.answer_resumed`` in the reader's language).
 RESUMED_NOTE = (
-    "This answer was cut off while it was being written (the server stopped, or you logged out);"
+    "An answer here was cut off before it was finished (the server stopped, or you logged out);"
     " it is asked for again below, in a new request to the model."
 )
 #: How many times recovery asks again for one answer cut off by stops: a server that
