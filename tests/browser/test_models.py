@@ -253,3 +253,55 @@ async def test_a_german_admin_reads_real_plurals_after_the_connection_test(skald
         await expect(page.locator("main")).not_to_contain_text("Modell(e)")
         await page.get_by_label("Anbieter").first.select_option(label="Zwei")
         await expect(page.get_by_text("2 Namen aus dem Verbindungstest werden beim Tippen vorgeschlagen.")).to_be_visible()
+
+
+async def test_admin_adds_the_names_the_connection_test_offered_with_one_button_each(skald, browser_pages):
+    async with ScriptedModelServer(models=("alpha-model", "beta-model")) as server:
+        host = await skald.start()
+        api = await host.admin()
+        response = await api.post("/api/admin/models/providers", json={"name": "Scripted", "base_url": server.base_url, "api_key": "sk-test"})
+        assert response.status_code == 201, response.text
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "admin", ADMIN_PASSWORD)
+        await page.goto("/#models")
+        provider = page.locator("[data-provider='Scripted']")
+        await provider.get_by_role("button", name="Test connection").click()
+        await expect(provider.locator(".test-result")).to_contain_text("Connected: 2 models offered.")
+
+        add_alpha = provider.get_by_role("button", name="Add alpha-model", exact=True)
+        await expect(add_alpha).to_have_text("Add")
+        await screenshot(page, "models-offered-names")
+        await add_alpha.focus()
+        await add_alpha.press("Enter")
+        row = page.locator("tr[data-model='alpha-model']")
+        await expect(row.locator(".model-label")).to_have_text("alpha-model")
+        await expect(row.locator(".tag")).to_have_text("On")
+        # Added: its name stays listed without a button; focus goes to the next name's.
+        await expect(provider.locator(".model-names")).to_contain_text("alpha-model")
+        await expect(provider.get_by_role("button", name="Add alpha-model", exact=True)).to_have_count(0)
+        add_beta = provider.get_by_role("button", name="Add beta-model", exact=True)
+        await expect(add_beta).to_be_focused()
+        await add_beta.click()
+        await expect(page.locator("tr[data-model='beta-model']")).to_have_count(1)
+        await expect(provider.locator(".offered-add")).to_have_count(0)
+        await expect(provider.get_by_role("button", name="Test connection")).to_be_focused()
+        models = (await api.get("/api/admin/models")).json()["models"]
+        assert sorted(m["model"] for m in models) == ["alpha-model", "beta-model"]
+        assert {m["provider_name"] for m in models} == {"Scripted"}
+
+
+async def test_a_german_admin_adds_an_offered_model_by_its_german_button(skald, browser_pages):
+    from .test_admin_forms_keyboard_and_field_errors import german_admin
+
+    async with ScriptedModelServer(models=("alpha-model", "beta-model")) as server:
+        host, client, page = await german_admin(skald, browser_pages)
+        response = await client.post("/api/admin/models/providers", json={"name": "Zwei", "base_url": server.base_url, "api_key": "sk-test"})
+        assert response.status_code == 201, response.text
+        await page.goto("/#models")
+        provider = page.locator("[data-provider='Zwei']")
+        await provider.get_by_role("button", name="Verbindung testen").click()
+        add = provider.get_by_role("button", name="beta-model hinzufügen", exact=True)
+        await expect(add).to_have_text("Hinzufügen")
+        await add.click()
+        await expect(page.locator("tr[data-model='beta-model']")).to_have_count(1)
+        await expect(provider.get_by_role("button", name="alpha-model hinzufügen", exact=True)).to_be_visible()

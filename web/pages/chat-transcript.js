@@ -57,12 +57,24 @@ const SHOWN_FILE = "\u{1f4ce} ";
 const fileUrl = (path) => `/api/file?path=${encodeURIComponent(path)}`;
 const fileLink = (path) => el("a", { class: "file-link", href: fileUrl(path), target: "_blank", rel: "noopener", text: path.split("/").pop() || path, title: path });
 const looksLikeImage = (path) => /\.(png|jpe?g|gif|webp)$/i.test(path);
-function attachmentPaths(raw) {
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+/** A message's attachments as { path, mime }: a stored one says the type the server sniffed
+ * from its bytes; one just sent is a bare path, its type guessed from the name. */
+function attachmentsOf(raw) {
   let list = raw;
   if (typeof raw === "string") { try { list = JSON.parse(raw); } catch { list = []; } }
-  return Array.isArray(list) ? list.map((a) => (typeof a === "string" ? a : a?.path)).filter((p) => typeof p === "string") : [];
+  if (!Array.isArray(list)) return [];
+  return list.map((a) => (typeof a === "string" ? { path: a } : { path: a?.path, mime: a?.mime })).filter((a) => typeof a.path === "string");
 }
-const filesList = (paths) => (paths.length ? el("ul", { class: "msg-files" }, ...paths.map((p) => el("li", {}, fileLink(p)))) : null);
+const isImage = (file) => (typeof file.mime === "string" ? IMAGE_TYPES.has(file.mime) : looksLikeImage(file.path));
+/** An image as a thumbnail that opens it, named by its file name; any other file as a link. */
+function attachmentLink(file) {
+  if (!isImage(file)) return fileLink(file.path);
+  const name = file.path.split("/").pop() || file.path;
+  return el("a", { class: "file-link file-thumb", href: fileUrl(file.path), target: "_blank", rel: "noopener", title: file.path },
+    el("img", { class: "attachment-thumb", src: fileUrl(file.path), alt: name, loading: "lazy", decoding: "async" }));
+}
+const filesList = (files) => (files.length ? el("ul", { class: "msg-files" }, ...files.map((f) => el("li", {}, attachmentLink(f)))) : null);
 
 /** The server's copy of a text (`known`, checkpointed every half second) and the
  * deltas heard since the page listened (`heard`), which may repeat its end: joined
@@ -241,7 +253,7 @@ export class Transcript {
     for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
     for (const question of data.questions || []) this.questionAsked(question, { quiet: true });
     for (const queued of data.queued || []) {
-      const bubble = this.userBubble(queued.content, { state: "queued", attachments: attachmentPaths(queued.attachments) });
+      const bubble = this.userBubble(queued.content, { state: "queued", attachments: attachmentsOf(queued.attachments) });
       this.list.append(bubble.node);
     }
     for (const item of unacknowledged) this.addPending(item, { quiet: true });
@@ -331,7 +343,7 @@ export class Transcript {
       message = { ...message, content: errorString(message.reason.code, message.reason.values, { admin: this.handlers.admin !== false }) || message.content };
     }
     if (message.role === "user") {
-      const bubble = this.userBubble(message.content, { id: message.id, attachments: attachmentPaths(message.attachments) });
+      const bubble = this.userBubble(message.content, { id: message.id, attachments: attachmentsOf(message.attachments) });
       return bubble.node;
     }
     if (message.role === "note") return this.noteNode(message.content, message.status === "error" ? "error" : "info", message.id);
@@ -482,7 +494,7 @@ export class Transcript {
 
   /** A message in the outbox: shown at once, confirmed by its ack. */
   addPending(item, { quiet = false } = {}) {
-    const bubble = this.userBubble(item.text, { state: "sending", attachments: attachmentPaths(item.attachments) });
+    const bubble = this.userBubble(item.text, { state: "sending", attachments: attachmentsOf(item.attachments) });
     bubble.key = item.idempotency_key;
     this.pending.set(item.idempotency_key, bubble);
     if (quiet) this.list.append(bubble.node); else this.append(bubble.node);
@@ -538,7 +550,7 @@ export class Transcript {
     if (typeof data.content !== "string") return false; // moved from the queue: the caller reloads
     const mine = [...this.pending.values()].find((b) => b.id == null && b.text === data.content);
     if (mine) { this.adopt(mine, id); return true; }
-    this.append(this.userBubble(data.content, { id, attachments: attachmentPaths(data.attachments) }).node);
+    this.append(this.userBubble(data.content, { id, attachments: attachmentsOf(data.attachments) }).node);
     return true;
   }
 

@@ -135,6 +135,34 @@ function shortDate(value) {
 
 // -- the composer ----------------------------------------------------------------------------------
 
+// A chosen image shows as a thumbnail before it is sent. It is not uploaded yet, so it is
+// read as a data: URL (the CSP's img-src allows 'self' and data:, not blob:); a large
+// one stays a chip rather than be held in memory twice.
+const THUMBNAIL_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+const THUMBNAIL_MAX_BYTES = 8 * 1024 * 1024;
+const thumbnails = new WeakMap(); // File → Promise of its data: URL, read once
+
+function showThumbnail(item, file) {
+  if (!thumbnails.has(file)) {
+    thumbnails.set(file, new Promise((resolve) => {
+      const reader = new FileReader();
+      reader.addEventListener("load", () => resolve(typeof reader.result === "string" ? reader.result : null));
+      reader.addEventListener("error", () => resolve(null));
+      reader.readAsDataURL(file);
+    }));
+  }
+  const image = el("img", { class: "attachment-thumb", alt: file.name, title: file.name, loading: "lazy", decoding: "async" });
+  const name = item.querySelector(".attachment-name");
+  thumbnails.get(file).then((url) => {
+    if (!url || !item.isConnected) return;
+    // Not an image after all (the browser guessed the type from the name): a chip again.
+    image.addEventListener("error", () => { item.classList.replace("attachment-image", "attachment-chip"); image.replaceWith(name); }, { once: true });
+    image.src = url;
+    item.classList.replace("attachment-chip", "attachment-image");
+    name.replaceWith(image);
+  });
+}
+
 function composer(view) {
   const text = el("textarea", {
     class: "composer-input", rows: "1", maxlength: String(MAX_MESSAGE_CHARS), "aria-label": t("chat.message"),
@@ -156,16 +184,20 @@ function composer(view) {
     el("span", { class: "icon attach-icon", "aria-hidden": "true" }), el("span", { class: "attach-text", text: t("chat.attach") }));
   const chips = el("ul", { class: "attachments", "aria-label": t("chat.attachments") });
   const renderChips = () => {
-    chips.replaceChildren(...files.map((file, index) => el("li", { class: "attachment-chip" },
-      el("span", { class: "attachment-name", text: file.name }),
-      button("×", { kind: "quiet small", attrs: { "aria-label": t("chat.attachment_remove", { name: file.name }) },
-        onClick: () => {
-          files.splice(index, 1);
-          renderChips();
-          sync();
-          // The chip and its button are gone: the next chip's remove button, else the composer.
-          (chips.querySelectorAll(".attachment-chip button")[Math.min(index, files.length - 1)] || text).focus();
-        } }))));
+    chips.replaceChildren(...files.map((file, index) => {
+      const item = el("li", { class: "attachment-chip" },
+        el("span", { class: "attachment-name", text: file.name }),
+        button("×", { kind: "quiet small", attrs: { "aria-label": t("chat.attachment_remove", { name: file.name }) },
+          onClick: () => {
+            files.splice(index, 1);
+            renderChips();
+            sync();
+            // The chip and its button are gone: the next chip's remove button, else the composer.
+            (chips.querySelectorAll("li button")[Math.min(index, files.length - 1)] || text).focus();
+          } }));
+      if (THUMBNAIL_TYPES.has(file.type) && file.size <= THUMBNAIL_MAX_BYTES) showThumbnail(item, file);
+      return item;
+    }));
     chips.hidden = !files.length;
   };
   const add = (list) => { for (const file of list) files.push(file); renderChips(); sync(); };

@@ -28,7 +28,44 @@ function readInt(input) {
 
 // -- providers -----------------------------------------------------------------------------
 
-function testButton(provider, output) {
+/** The names the provider's test offered, each not yet added with an "Add" button that
+ * adds it as the model form would (the catalog's defaults), then shows the new list. */
+function offeredNames(provider, names, added, ctx, status) {
+  const addButton = (name) => {
+    const add = button(t("models.add_offered"), {
+      kind: "small",
+      attrs: { "aria-label": t("models.add_offered_name", { model: name }) },
+      onClick: () => busy(add, async () => {
+        status.clear();
+        const card = add.closest(".provider-card");
+        const index = card ? [...card.querySelectorAll(".offered-add")].indexOf(add) : 0;
+        const response = await api("POST", "/api/admin/models/entries", { provider_id: provider.id, model: name });
+        if (!response.ok) { status.error(errorText(response)); return; }
+        await ctx.rerender();
+        // Its button is gone with the re-render: the next name's, else the test's, keeps the place.
+        const again = [...document.querySelectorAll(".provider-card")].find((node) => node.dataset.provider === provider.name);
+        const rest = again ? [...again.querySelectorAll(".offered-add")] : [];
+        (rest[Math.min(index, rest.length - 1)] || again?.querySelector(".provider-test"))?.focus();
+      }),
+    });
+    add.classList.add("offered-add");
+    return add;
+  };
+  return el("span", { class: "model-names" }, ...names.slice(0, 40).map((n) => (added.has(n)
+    ? el("code", { text: n })
+    : el("span", { class: "offered-name" }, el("code", { text: n }), addButton(n)))));
+}
+
+/** The test's answer: how many names, and the names (again after a re-render). */
+function showOffered(output, provider, names, added, ctx, status) {
+  output.className = "test-result ok";
+  output.replaceChildren(...present(
+    el("strong", { text: t("models.test_ok", { count: names.length }) }),
+    names.length ? offeredNames(provider, names, added, ctx, status) : null,
+    names.length > 40 ? el("span", { class: "muted", text: ` ${t("models.test_more", { count: names.length - 40 })}` }) : null));
+}
+
+function testButton(provider, output, added, ctx, status) {
   const test = button(t("models.test"), {
     kind: "small",
     onClick: () => busy(test, async () => {
@@ -44,14 +81,11 @@ function testButton(provider, output) {
       const names = response.data.models || [];
       discovered.set(provider.id, names);
       document.dispatchEvent(new CustomEvent("skald:models-discovered", { detail: provider.id }));
-      output.className = "test-result ok";
-      output.replaceChildren(...present(
-        el("strong", { text: t("models.test_ok", { count: names.length }) }),
-        names.length ? el("span", { class: "model-names" }, ...names.slice(0, 40).map((n) => el("code", { text: n }))) : null,
-        names.length > 40 ? el("span", { class: "muted", text: ` ${t("models.test_more", { count: names.length - 40 })}` }) : null));
+      showOffered(output, provider, names, added, ctx, status);
     }),
     attrs: { "aria-label": `${t("models.test")}: ${provider.name}` },
   });
+  test.classList.add("provider-test");
   return test;
 }
 
@@ -87,9 +121,12 @@ function providerEditForm(provider, ctx, cancel) {
   return form;
 }
 
-function providerCard(provider, ctx, modelCount) {
+function providerCard(provider, ctx, own) {
+  const modelCount = own.length;
+  const added = new Set(own.map((m) => m.model));
   const output = el("div", { class: "test-result", role: "status", "aria-live": "polite" });
   const status = statusLine();
+  if (discovered.has(provider.id)) showOffered(output, provider, discovered.get(provider.id), added, ctx, status);
   const facts = el("dl", { class: "facts compact" },
     el("dt", { text: t("models.base_url") }), el("dd", {}, el("code", { text: provider.base_url })),
     el("dt", { text: t("models.api_key") }), el("dd", { text: provider.api_key === MASK ? t("models.key_stored") : t("models.key_none") }),
@@ -113,7 +150,7 @@ function providerCard(provider, ctx, modelCount) {
       if (response.ok) ctx.rerender(); else status.error(errorText(response));
     },
   });
-  const view = [facts, el("div", { class: "actions" }, testButton(provider, output), edit, remove), output, status.node];
+  const view = [facts, el("div", { class: "actions" }, testButton(provider, output, added, ctx, status), edit, remove), output, status.node];
   const body = el("div", { class: "provider-body" }, ...view);
   return el("article", { class: "card provider-card", "data-provider": provider.name },
     el("h3", { class: "provider-name", text: provider.name }), body);
@@ -303,11 +340,11 @@ export async function renderModels(ctx) {
   const models = overview.data.models || [];
   if (!models.some((m) => m.enabled)) page.append(notice("warning", t("models.none_enabled")));
   if (presets.ok && (presets.data.presets || []).length) page.append(presetsSection(presets.data.presets, providers, ctx));
-  const count = (id) => models.filter((m) => m.provider_id === id).length;
+  const own = (id) => models.filter((m) => m.provider_id === id);
   page.append(
     section(t("models.providers_title"),
       el("p", { class: "hint", text: t("models.providers_intro") }),
-      providers.length ? el("div", { class: "card-grid providers" }, ...providers.map((p) => providerCard(p, ctx, count(p.id))))
+      providers.length ? el("div", { class: "card-grid providers" }, ...providers.map((p) => providerCard(p, ctx, own(p.id))))
         : el("p", { class: "muted", text: t("models.providers_none") }),
       el("h3", { class: "subhead", text: t("models.provider_add_title") }),
       providerForm(ctx)),
