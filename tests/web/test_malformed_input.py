@@ -58,6 +58,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): ("enabled",),
     ("/api/admin/plugins/<plugin_id>/config", "PUT"): ("config",),
     ("/api/admin/settings/<set_id>", "PUT"): ("values",),
+    ("/api/admin/language", "PUT"): ("locale",),
     # chat (before the model routes: a fuzzed provider must not be what a turn calls)
     ("/api/conversations", "POST"): ("title", "agent"),
     ("/api/conversations/<conversation_id>", "PATCH"): ("title", "model"),

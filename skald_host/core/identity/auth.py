@@ -47,14 +47,30 @@ class AuthService:
         but the member's file is gone."""
         account = username if isinstance(username, str) else ""
         key = username_key(account)  # every spelling that reaches one account counts as it
-        self.throttle.check(key, address)
+        attempt = self.throttle.begin(key, address)
         try:
-            member, dek = await self.users.verify_password(account, password)
-        except CredentialError:
-            self.throttle.failed(key, address)
-            raise
-        self.throttle.succeeded(key)
+            # A password changed or reset while this one was checked may have been the
+            # old one: no session from it (one made during a change would outlive it, and
+            # a reset's would open the old file). Checked once more against what is
+            # current, so the new password racing the change's commit still signs in.
+            for _ in range(2):
+                mark = self.users.credentials_mark()
+                try:
+                    member, dek = await self.users.verify_password(account, password)
+                except CredentialError:
+                    attempt.failed()
+                    raise
+                if not self.users.credentials_changed_since(member.id, mark):
+                    break
+            else:
+                raise CredentialError()
+            attempt.succeeded()
+        finally:
+            attempt.release()
         await self.users.unlock(member.id, dek)
+        if self.users.credentials_changed_since(member.id, mark):
+            await self._lock_if_no_sessions(member.id)
+            raise CredentialError()
         token, session = self.sessions.create(member.id, kind)  # type: ignore[arg-type]
         await self.users.record_login(member.id)
         log.info("member %s logged in (%s)", member.id, kind)

@@ -21,6 +21,7 @@ import base64
 import collections
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from typing import Callable
@@ -52,10 +53,14 @@ class _Window:
             self._hits.pop(key, None)
         return hits
 
-    def retry_after(self, key: str, now: float) -> int:
+    def retry_after(self, key: str, now: float, pending: int = 0) -> int:
+        """Seconds until one more attempt may start, counting ``pending`` attempts not
+        answered yet as failures (they may be)."""
         hits = self._live(key, now)
-        if len(hits) < self.limit:
+        if len(hits) + pending < self.limit:
             return 0
+        if len(hits) < self.limit:
+            return 1  # held by attempts still being checked: soon either way
         return max(1, int(self.window - (now - hits[0])) + 1)
 
     def add(self, key: str, now: float) -> None:
@@ -82,23 +87,31 @@ class LoginThrottle:
         # In RAM like the sessions: a restart ends every device token, and a browser
         # earns a new one at its next sign-in.
         self._device_key = secrets.token_bytes(32)
+        #: Attempts admitted and not answered yet, per account and per client.
+        self._pending: collections.Counter[tuple[str, str]] = collections.Counter()
         self.enabled = True
 
-    def check(self, account: str, address: str) -> None:
-        if not self.enabled:
-            return
-        now = self._clock()
-        wait = max(self._accounts.retry_after(account.lower(), now), self._addresses.retry_after(address, now))
-        if wait:
-            raise LoginThrottled(wait)
+    def begin(self, account: str, address: str) -> "Attempt":
+        """Admit one attempt, or raise ``LoginThrottled``. Admitted, it counts against
+        both limits at once, as a failure would, until it is answered: the Argon2 work
+        that checks it takes long enough for a burst of parallel guesses to be admitted
+        all together otherwise (they were)."""
+        account = account.lower()
+        if self.enabled:
+            now = self._clock()
+            wait = max(
+                self._accounts.retry_after(account, now, self._pending[("account", account)]),
+                self._addresses.retry_after(address, now, self._pending[("address", address)]),
+            )
+            if wait:
+                raise LoginThrottled(wait)
+        return Attempt(self, account, address)
 
-    def failed(self, account: str, address: str) -> None:
-        now = self._clock()
-        self._accounts.add(account.lower(), now)
-        self._addresses.add(address, now)
-
-    def succeeded(self, account: str) -> None:
-        self._accounts.clear(account.lower())
+    def _hold(self, account: str, address: str, change: int) -> None:
+        for key in (("account", account), ("address", address)):
+            self._pending[key] += change
+            if self._pending[key] <= 0:
+                del self._pending[key]
 
     def client(self, account: str, address: str, device_tokens: str | None) -> str:
         """The key an attempt on ``account`` counts under: the device when one of
@@ -140,7 +153,45 @@ class LoginThrottle:
         return base64.urlsafe_b64encode(digest).decode()
 
 
+#: A token as ``remember_device`` makes it: a 12-byte nonce and a 144-bit signature.
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]{24}")
+
+
 def _split(device_tokens: str | None) -> list[str]:
+    """The well-formed tokens of a cookie value, at most twice as many as are kept:
+    anything else (a planted or oversized cookie) is neither checked nor sent back."""
     if not device_tokens:
         return []
-    return [t for t in device_tokens.split("~") if t][: DEVICE_TOKENS_KEPT * 2]
+    return [t for t in device_tokens[:4096].split("~") if _TOKEN.fullmatch(t)][: DEVICE_TOKENS_KEPT * 2]
+
+
+class Attempt:
+    """One admitted attempt (``LoginThrottle.begin``): answered once, as a failure, a
+    success (which clears the account's failures) or neither (``release``, e.g. an
+    error that was no verdict on the password); ``release`` after an answer does
+    nothing, so callers release in ``finally``."""
+
+    def __init__(self, throttle: LoginThrottle, account: str, address: str) -> None:
+        self._throttle, self._account, self._address = throttle, account, address
+        self._open = True
+        throttle._hold(account, address, +1)
+
+    def failed(self) -> None:
+        if self._settle():
+            now = self._throttle._clock()
+            self._throttle._accounts.add(self._account, now)
+            self._throttle._addresses.add(self._address, now)
+
+    def succeeded(self) -> None:
+        if self._settle():
+            self._throttle._accounts.clear(self._account)
+
+    def release(self) -> None:
+        self._settle()
+
+    def _settle(self) -> bool:
+        if not self._open:
+            return False
+        self._open = False
+        self._throttle._hold(self._account, self._address, -1)
+        return True

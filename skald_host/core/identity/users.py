@@ -230,8 +230,27 @@ class UserManager:
         # call, never a bus: authorization is pushed.
         self.after_access_change: list[Callable[[str], Awaitable[None]]] = []
         # What a data-losing admin reset takes away besides the database (the home, the
-        # folders), in this order: they register themselves when they are made.
+        # folders), in this order (the composition root lists them).
         self.reset_participants: list[ResetParticipant] = []
+        # Password changes and resets, counted as they start and as they commit: a
+        # sign-in that checked a password while the member's changed is refused
+        # (``credentials_changed_since``) rather than keep a session the change meant to end.
+        self._credential_changes = 0
+        self._credentials_changed: dict[str, int] = {}
+
+    def credentials_mark(self) -> int:
+        """Where the count of password changes stands; a sign-in takes it before it
+        checks the password."""
+        return self._credential_changes
+
+    def credentials_changed_since(self, member_id: str, mark: int) -> bool:
+        """Whether the member's password was changed or reset (begun or committed) since
+        ``mark``: what was checked against it may be the old one."""
+        return self._credentials_changed.get(member_id, 0) > mark
+
+    def _credentials_changing(self, member_id: str) -> None:
+        self._credential_changes += 1
+        self._credentials_changed[member_id] = self._credential_changes
 
     def owner_path(self, member_id: str) -> Path:
         if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
@@ -437,6 +456,7 @@ class UserManager:
             raise CredentialError()
         new = check_password_policy(new, user_name=member.username)
         kind, credentials = await self._credentials(member_id)
+        self._credentials_changing(member_id)
         crash_point("password_change.before_kdf")
         dek = await self._open_credentials(member_id, kind, credentials, current)
         if kind == "sealed_dek":
@@ -454,7 +474,9 @@ class UserManager:
             crash_point("password_change.in_transaction")
             return count
 
-        if await self.registry.transaction(update) != 1:
+        committed = await self.registry.transaction(update)
+        self._credentials_changing(member_id)
+        if committed != 1:
             raise MemberError("the password was changed concurrently; try again", code="try_again")
         crash_point("password_change.after_commit")
         log.info("member %s changed their password", member_id)
@@ -476,6 +498,7 @@ class UserManager:
     async def _reset_password(self, member_id: str, new_password: str) -> Path | None:
         member = await self.get(member_id)
         new_password = check_password_policy(new_password, user_name=member.username)
+        self._credentials_changing(member_id)
         await self.lock(member_id)
         path = self.owner_path(member_id)
         old = None
@@ -522,11 +545,18 @@ class UserManager:
                 conn.execute("DELETE FROM sealed_messages WHERE member_id = ?", (member_id,))
 
         await self.registry.transaction(update)
+        self._credentials_changing(member_id)
         crash_point("admin_reset.after_commit")
         if member.encrypted:
             # Under the unlock lock: a sign-in with the new password racing this waits,
-            # and then finds the reset complete (or completes it itself).
+            # and then finds the reset complete (or completes it itself). A connection a
+            # sign-in with the old password opened meanwhile (it is refused: the
+            # credentials changed under it) is to the old file: closed before the swap,
+            # so that nobody is handed it as the member's file.
             async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
+                stale = self._open.pop(member_id, None)
+                if stale is not None:
+                    await stale.close()
                 old = await self._complete_reset(member_id)
             log.warning("member %s: password reset by an admin; previous database and home quarantined", member_id)
         else:

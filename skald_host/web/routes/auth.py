@@ -125,13 +125,16 @@ async def change_password() -> dict:
     account = username_key(principal.member.username)
     client = throttle.client(account, request.remote_addr or "unknown", _device_tokens())
     try:
-        throttle.check(account, client)
-        await core.auth.change_password(principal.session, current, new)
+        attempt = throttle.begin(account, client)
     except LoginThrottled as exc:
         raise _throttled(exc) from None
+    try:
+        await core.auth.change_password(principal.session, current, new)
     except CredentialError:
-        throttle.failed(account, client)
+        attempt.failed()
         raise ApiError(403, "the current password is wrong", field="current_password", code="current_password_wrong") from None
     except (PasswordRejected, MemberError) as exc:
         raise ApiError.refusing(400, exc) from None
+    finally:
+        attempt.release()  # a right current password clears nothing: no success counted
     return {"ok": True}
