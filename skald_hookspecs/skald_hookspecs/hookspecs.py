@@ -190,6 +190,19 @@ def member_unlocked(member_id: str, host: Any) -> None:
 
 
 @hookspec
+def member_reset(member_id: str, host: Any) -> None:
+    """Called when an admin reset the password of a member whose data was encrypted
+    with it, for each started plugin: their data was set aside, and the account starts
+    over in the hands of whoever holds the new password (the admin who chose it among
+    them). Drop what binds the account to identities outside the server (a linked chat,
+    a login the plugin keeps for them), so that nothing the member sends from there
+    reaches the new holder and nothing reaches the member from the account. The
+    member's sessions and device tokens are already gone. Awaited within the reset's
+    request, bounded by the hook timeout; a failure is logged and the reset stands.
+    Since 1.7."""
+
+
+@hookspec
 def member_locking(member_id: str) -> None:
     """Called when a member's private file is about to close (logout of the last
     session, deactivation, deletion), for each started plugin: stop what runs for that

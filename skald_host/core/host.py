@@ -312,6 +312,7 @@ class Skald:
         # A member's recurring prompts run from their unlock, not from their first chat.
         self._users.after_unlock.append(StartAtUnlock(self).after_unlock)
         self._users.before_lock.append(self._plugins_member_locking)
+        self._users.after_reset.append(self._plugins_member_reset)  # contract 1.7
         self.config_sets = await self.plugins.collect(
             "register_config_sets", validate_config_set, key=lambda s: s.id, kind="settings set"
         )
@@ -467,6 +468,14 @@ class Skald:
                     await self.plugins.call_one("member_locking", plugin_id, member_id=member_id)
                 except Exception as exc:
                     self._hook_failed(plugin_id, "member_locking", exc)
+
+    async def _plugins_member_reset(self, member_id: str) -> None:
+        for plugin_id in self.plugins.implementers("member_reset"):
+            if plugin_id in self._started:
+                try:
+                    await self.plugins.call_one("member_reset", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
+                except Exception as exc:
+                    self._hook_failed(plugin_id, "member_reset", exc)
 
     def _hook_failed(self, plugin_id: str, hook: str, exc: Exception) -> str:
         """A hook's failure after startup (a per-member hook's, ``shutdown``'s): what

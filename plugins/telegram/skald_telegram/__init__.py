@@ -70,7 +70,7 @@ def plugin_info() -> PluginInfo:
         title="Telegram",
         description="Talk to your assistant from Telegram: link a chat with a one-time code.",
         icon="send",
-        spec=">=1.5,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady
+        spec=">=1.7,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady; 1.7: member_reset
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
         # A normal grant: the admin decides who may use Telegram, and every message
@@ -171,6 +171,19 @@ def register_tools(register: Callable[..., None]) -> None:
             run=_pair_tool,
         )
     )
+
+
+@hookimpl
+async def member_reset(member_id: str, host: HostApi) -> None:
+    """The account starts over in other hands (an admin reset the password): the
+    member's chat is theirs, not the account's, so it is unlinked (and told so)."""
+    bot = running.bot
+    if bot is not None:
+        await bot.unlink(member_id)
+    else:
+        from skald_telegram.pairing import Pairing
+
+        await Pairing(host).unlink(member_id)
 
 
 @hookimpl

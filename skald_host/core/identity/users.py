@@ -232,6 +232,10 @@ class UserManager:
         # What a data-losing admin reset takes away besides the database (the home, the
         # folders), in this order (the composition root lists them).
         self.reset_participants: list[ResetParticipant] = []
+        # Called with a member id once a data-losing reset is complete: what binds the
+        # account to outside identities (a plugin's linked chat) is dropped before the
+        # reset's request answers. A direct call, never a bus: it ends access.
+        self.after_reset: list[Callable[[str], Awaitable[None]]] = []
         # Password changes and resets, counted as they start and as they commit: a
         # sign-in that checked a password while the member's changed is refused
         # (``credentials_changed_since``) rather than keep a session the change meant to end.
@@ -559,6 +563,11 @@ class UserManager:
                     await stale.close()
                 old = await self._complete_reset(member_id)
             log.warning("member %s: password reset by an admin; previous database and home quarantined", member_id)
+            for callback in self.after_reset:
+                try:
+                    await callback(member_id)
+                except Exception:
+                    log.exception("after-reset callback failed for member %s", member_id)
         else:
             log.warning("member %s: password reset by an admin; data kept (not encrypted)", member_id)
         return old
