@@ -8,32 +8,15 @@ server runs in the test process, so what it was sent spans both lives of the ser
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
-
-import pytest_asyncio
+from typing import Any
 
 from durability.helpers import Servers, create_member, setup_admin
 from skald_host.testing import Reply, ScriptedModelServer, ToolCall
 
-from .support import API_KEY, MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation
+from .support import MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation
+from .test_subagent_crash import model, servers  # noqa: F401 - the same fixtures: a model server outliving two servers
 
 PASSWORD = "alice's passphrase for the approval crash test"
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def servers(tmp_path, monkeypatch) -> AsyncIterator[Servers]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    factory = Servers(tmp_path)
-    try:
-        yield factory
-    finally:
-        await factory.close()
 
 
 async def test_a_call_approved_just_before_a_kill_runs_once_after_the_restart(servers: Servers, model: ScriptedModelServer):
