@@ -51,9 +51,12 @@ async def test_member_attaches_an_image_and_a_text_file_and_the_agent_reads_them
         await page.wait_for_url("**/#chat/*")
         await expect(page.locator(".msg.assistant").last).to_contain_text("feed the kitten at six", timeout=15000)
         await expect(chips).to_have_count(0)
-        # The member's bubble lists what was sent; each opens in the viewer.
+        # The member's bubble lists what was sent, the image as its thumbnail (named by
+        # its alt text); each opens in the viewer.
         files = page.locator(".msg.user .msg-files a")
-        await expect(files).to_have_text(["cat.png", "todo.txt"])
+        await expect(files).to_have_count(2)
+        await expect(files.nth(0).get_by_role("img", name="cat.png")).to_be_visible()
+        await expect(files.nth(1)).to_have_text("todo.txt")
         href = await files.nth(1).get_attribute("href")
         assert href.startswith("/api/file?path=uploads%2F") and href.endswith("todo.txt")
         viewed = await page.request.get(href)
