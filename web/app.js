@@ -287,6 +287,10 @@ function showLogin(message = "", { forget = false } = {}) {
 }
 
 async function logout() {
+  // The socket goes first: the server closes it (1008) as it ends the session, and that
+  // close must not draw a "session ended" sign-in form that this one then replaces,
+  // emptying what the member has begun to type there.
+  endChat({ forget: true });
   await api("POST", "/api/auth/logout");
   setCsrfToken(null);
   showLogin("", { forget: true });
