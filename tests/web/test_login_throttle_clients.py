@@ -12,6 +12,7 @@ import ipaddress
 
 import pytest
 
+from skald_host.core.identity.throttle import address_key
 from skald_host.server import forwarded_client
 from skald_host.settings import SettingsError, load_settings
 from skald_host.testing.host import MEMBER_PASSWORD
@@ -148,6 +149,35 @@ async def test_forwarded_address_is_ignored_from_a_peer_that_is_not_a_trusted_pr
     for n in range(3):
         assert (await login(client, f"made-up-{n}", WRONG, forwarded_for=f"203.0.113.{n}")).status_code == 401
     assert (await login(client, "alice", MEMBER_PASSWORD, forwarded_for="203.0.113.99")).status_code == 429
+
+
+async def test_addresses_in_one_ipv6_64_share_one_budget_and_another_64_has_its_own(skald):
+    """One home line owns a /64: a fresh address from it per guess is the same client.
+    The zone id and the IPv4-mapped spelling are no way out either."""
+    host = await skald.start(
+        settings=skald.settings(
+            server={"trusted_proxies": ["127.0.0.1"]},
+            auth={"login_failures_per_account": 10, "login_failures_per_address": 3},
+        )
+    )
+    await host.admin()
+    await host.create_member("alice")
+    proxy = host.client()
+    for n, address in enumerate(("2001:db8:1:2::1", "2001:db8:1:2:ffff::7", "2001:db8:1:2:abcd:1:2:3")):
+        assert (await login(proxy, f"made-up-{n}", WRONG, forwarded_for=address)).status_code == 401
+    refused = await login(proxy, "alice", MEMBER_PASSWORD, forwarded_for="2001:db8:1:2:9:9:9:9")
+    assert refused.status_code == 429 and refused.json()["code"] == "login_throttled"
+    assert (await login(proxy, "alice", MEMBER_PASSWORD, forwarded_for="2001:db8:1:3::1")).status_code == 200
+
+
+def test_address_key_counts_ipv6_by_its_64_and_leaves_the_rest_as_given():
+    assert address_key("2001:db8:1:2:3:4:5:6") == address_key("2001:DB8:1:2::9") == "2001:db8:1:2::/64"
+    assert address_key("2001:db8:1:3::1") != address_key("2001:db8:1:2::1")
+    assert address_key("fe80::1%eth0") == address_key("fe80::2%wlan0") == address_key("fe80::1") == "fe80::/64"
+    assert address_key("::ffff:203.0.113.5") == address_key("203.0.113.5") == "203.0.113.5"
+    assert address_key("203.0.113.6") != address_key("203.0.113.5")  # IPv4 stays per address
+    for given in ("unknown", "device:abc123", "not:an:address", ""):
+        assert address_key(given) == given
 
 
 def test_forwarded_client_takes_the_rightmost_hop_that_is_not_a_trusted_proxy():

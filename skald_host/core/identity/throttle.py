@@ -5,14 +5,15 @@ attempts are refused with the seconds until the oldest failure ages out, *before
 Argon2 work is spent on them. A success clears the account's failures, not the
 client's, so one valid account cannot launder guesses against others.
 
-The client is its network address, unless it shows a *device token* for the account it
-names (OWASP's "device cookies"): a browser that signed in to that account before then
-counts under its own key instead. Without this, anyone sharing the address (a NAT, or a
-reverse proxy not listed in ``server.trusted_proxies``) could spray made-up names until
-the address is refused and keep every member at it from signing in. The address limit
-stays for everyone else: it is what bounds the Argon2 work a flood of unknown names
-costs and how many accounts one address may spray, and it cannot spare only the names
-that exist without telling a guesser which ones do.
+The client is its network address (an IPv6 one by its /64, ``address_key``), unless it
+shows a *device token* for the account it names (OWASP's "device cookies"): a browser
+that signed in to that account before then counts under its own key instead. Without
+this, anyone sharing the address (a NAT, or a reverse proxy not listed in
+``server.trusted_proxies``) could spray made-up names until the address is refused and
+keep every member at it from signing in. The address limit stays for everyone else: it
+is what bounds the Argon2 work a flood of unknown names costs and how many accounts one
+address may spray, and it cannot spare only the names that exist without telling a
+guesser which ones do.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import base64
 import collections
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets
 import time
@@ -29,6 +31,25 @@ from typing import Callable
 #: Device tokens one browser keeps (one per account signed in there); the oldest goes.
 DEVICE_TOKENS_KEPT = 8
 _DEVICE_PREFIX = "device:"
+
+
+def address_key(address: str) -> str:
+    """The key a client address counts under in the per-address window. Every IPv6
+    line is handed a /64 at least, so keyed by its full address one host would own
+    2^64 fresh budgets: it counts as its /64. An IPv4-mapped address is the IPv4
+    client it carries, and a zone id (``fe80::1%eth0``) names the interface, not
+    another client. Device keys, and anything that is no address, count as given."""
+    if address.startswith(_DEVICE_PREFIX):
+        return address
+    try:
+        ip = ipaddress.ip_address(address.partition("%")[0] if ":" in address else address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv4Address):
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((ip, 64), strict=False))
 
 
 class LoginThrottled(Exception):
@@ -97,6 +118,7 @@ class LoginThrottle:
         that checks it takes long enough for a burst of parallel guesses to be admitted
         all together otherwise (they were)."""
         account = account.lower()
+        address = address_key(address)
         if self.enabled:
             now = self._clock()
             wait = max(
