@@ -197,7 +197,8 @@ def member_reset(member_id: str, host: Any) -> None:
     them). Drop what binds the account to identities outside the server (a linked chat,
     a login the plugin keeps for them), so that nothing the member sends from there
     reaches the new holder and nothing reaches the member from the account. The
-    member's sessions and device tokens are already gone. Awaited within the reset's
+    member's sessions and device tokens are already gone, and so is what the host
+    stored as their per-member config (``get_user_config`` answers the defaults). Awaited within the reset's
     request, bounded by the hook timeout; a failure is logged and the reset stands.
     Since 1.7."""
 

@@ -280,7 +280,7 @@ class Skald:
         self._users.after_delete.append(self._files.remove_home)
         self._folders = FolderService(self._registry, self._users, self.buses, settings.data_dir)
         # What a data-losing password reset takes out of the account's reach, in this order.
-        self._users.reset_participants.extend([self._files, self._folders])
+        self._users.reset_participants.extend([self._files, self._folders, self.catalog])
         self.supervisor.spawn("folders-member-deletions", self._folders.follow_member_deletions(self.stopping))
 
         self.plugins.load()

@@ -13,8 +13,11 @@ from urllib.parse import quote
 
 import pytest
 
+from skald_hookspecs.types import ConfigField
 from skald_host.core.files.service import FileService
+from skald_host.testing.host import MEMBER_PASSWORD
 
+from tests.catalog.support import Routed
 from tests.chat.support import new_conversation
 
 NEW = "a fresh passphrase after the reset 9"
@@ -167,6 +170,40 @@ async def test_only_a_data_losing_reset_takes_the_files_one_without_data_loss_ke
     assert seen["dora"] == (404, None, [], 404)
     assert _quarantine(host, clients["carl"].member["id"], "home") == []
     assert len(_quarantine(host, clients["dora"].member["id"], "home")) == 1
+
+
+async def test_a_data_losing_reset_clears_the_accounts_plugin_settings_and_keeps_its_supervisors(skald):
+    """Per-member plugin settings were chosen by the old password's holder (a webhook
+    that receives the member's notes, say): the account starting over must not send
+    there. A password change, or a reset without data loss, keeps them; supervision
+    is the admin's and stays either way."""
+    hook = Routed("hook", user_config_schema=(ConfigField("webhook_url", "string"),))
+    host = await skald.start(plugins=[hook], enable=["hook"])
+    admin = await host.admin()
+    alice = await host.member("alice")
+    clients = {"carl": await host.member("carl", encrypted=False), "dora": await host.member("dora"), "eve": await host.member("eve")}
+    for name, client in clients.items():
+        saved = await client.put("/api/plugins/hook/my-config", json={"config": {"webhook_url": f"https://{name}.example/in"}})
+        assert saved.status_code == 200, saved.text
+        supervised = await admin.put(f"/api/admin/members/{client.member['id']}/supervisors", json={"supervisors": [alice.member["id"]]})
+        assert supervised.status_code == 200, supervised.text
+
+    for name in ("carl", "dora"):
+        assert (await _reset(admin, clients[name].member["id"])).json()["data_lost"] is (name == "dora")
+    changed = await clients["eve"].post("/api/auth/password", json={"current_password": MEMBER_PASSWORD, "new_password": NEW})
+    assert changed.status_code == 200, changed.text
+
+    seen = {}
+    for name, client in clients.items():
+        client = host.client()
+        assert (await client.login(name, NEW)).status_code == 200
+        mine = {p["id"]: p for p in (await client.get("/api/plugins/mine")).json()["plugins"]}["hook"]
+        supervisors = (await admin.get(f"/api/admin/members/{clients[name].member['id']}/supervisors")).json()["supervisors"]
+        seen[name] = (mine["user_config"], mine["configured"], supervisors)
+    assert seen["dora"] == ({"webhook_url": None}, False, [alice.member["id"]])
+    assert await host.core.host_api("hook").get_user_config(clients["dora"].member["id"]) == {}
+    for name in ("carl", "eve"):
+        assert seen[name] == ({"webhook_url": f"https://{name}.example/in"}, True, [alice.member["id"]]), name
 
 
 async def test_a_reset_whose_home_cannot_be_set_aside_says_so_and_keeps_the_files_out_of_reach(skald, monkeypatch):

@@ -230,7 +230,8 @@ class UserManager:
         # call, never a bus: authorization is pushed.
         self.after_access_change: list[Callable[[str], Awaitable[None]]] = []
         # What a data-losing admin reset takes away besides the database (the home, the
-        # folders), in this order (the composition root lists them).
+        # folders, per-member plugin settings), in this order (the composition root
+        # lists them).
         self.reset_participants: list[ResetParticipant] = []
         # Called with a member id once a data-losing reset is complete: what binds the
         # account to outside identities (a plugin's linked chat) is dropped before the
@@ -490,7 +491,7 @@ class UserManager:
         so they get a new empty database and the old file is kept, unreadable, in
         quarantine; returns its new path. What else the old password's holder reached
         goes with it (``reset_participants``): their home is moved beside the old file,
-        their shared folders and projects end. The caller has already revoked the
+        their shared folders and projects end, their plugin settings are deleted. The caller has already revoked the
         member's sessions and locked them (which removed their sandbox, and with it the
         old home's mount)."""
         async with self.membership_changes:

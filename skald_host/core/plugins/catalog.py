@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import unquote, urlsplit
 
@@ -337,6 +338,21 @@ class PluginCatalog:
         else:
             await self._core.host_api(plugin_id).set_user_config(member.id, fresh)
         return masked(info.user_config_schema, await self._user_config(plugin_id, member.id))
+
+    # -- a data-losing password reset (``ResetParticipant``) ---------------------------------
+    # Per-member config was set by whoever held the old password (a webhook, an account
+    # on another service): the account starting over must not send to it. Admin-set
+    # rows (grants, supervision) stay: the reset takes what the account did, not what
+    # was done to it.
+
+    async def check_set_aside(self, member_id: str, quarantine_dir: Path) -> None:
+        """Nothing of the catalog's is on disk."""
+
+    def withdraw(self, conn: Any, member_id: str) -> None:
+        conn.execute("DELETE FROM plugin_user_configs WHERE user_id = ?", (member_id,))
+
+    async def set_aside(self, member_id: str, stem: Path) -> None:
+        """Nothing of the catalog's is on disk."""
 
     def pages(self, member: Member, locale: str | None = None) -> list[dict[str, Any]]:
         visible = []
