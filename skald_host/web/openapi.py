@@ -153,6 +153,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "status": one_of("complete", "streaming", "interrupted", "cancelled", "error"),
             "model": NULLABLE_TEXT,
             "created_at": TIME,
+            "idempotency_key": {**NULLABLE_TEXT, "description": "a member's message: the key its client sent it with"},
             "reason": nullable({
                 "type": "object",
                 "description": "why it failed, when the host has words for it: show error.<code> with values in the reader's language",
@@ -163,7 +164,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         }
     ),
     "QueuedMessage": _record(
-        {"id": INT, "content": TEXT, "attachments": NULLABLE_TEXT, "created_at": TIME},
+        {"id": INT, "content": TEXT, "attachments": NULLABLE_TEXT, "created_at": TIME,
+         "idempotency_key": {**NULLABLE_TEXT, "description": "the key its client sent it with"}},
         description="A message stored while a turn ran; the next turn takes it.",
     ),
     "Approval": _record(

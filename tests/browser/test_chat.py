@@ -112,6 +112,71 @@ async def test_member_sees_tokens_stream_then_the_final_answer(skald, browser_pa
         await screenshot(phone, "chat-phone", full_page=False)
 
 
+async def test_a_message_stored_before_its_ack_comes_back_is_drawn_once(skald, browser_pages):
+    """The interleaving the first test met once in CI, forced: the new conversation is
+    read after the member's message is stored but before the socket's ack reaches the
+    page. The read has the stored copy, the outbox still the message: one bubble, then
+    as now (the ack, a reload of the tab with the message still unacknowledged)."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("alice", display_name="Alice")
+        server.responder = lambda request: Reply(text="Hello Alice.")
+        page = await browser_pages.new(host.url)
+        sockets: list[Any] = []
+        held: list[tuple[Any, str]] = []  # the acks, kept from the page until released
+        acked = asyncio.Event()
+        release = False
+
+        async def route(ws: Any) -> None:
+            to_server = ws.connect_to_server()
+
+            def from_server(message: str | bytes) -> None:
+                if not release and isinstance(message, str) and '"type":"ack"' in message.replace(" ", ""):
+                    held.append((ws, message))
+                    acked.set()
+                else:
+                    ws.send(message)
+
+            to_server.on_message(from_server)
+            sockets.append(ws)
+
+        async def read_once_stored(request_route: Any) -> None:
+            if request_route.request.method == "GET":
+                await asyncio.wait_for(acked.wait(), 10)  # the message is committed: the read has it
+            await request_route.continue_()
+
+        await page.route_web_socket("**/api/ws", route)
+        await page.route(lambda url: re.search(r"/api/conversations/[^/?#]+$", urlsplit(url).path) is not None, read_once_stored)
+        await sign_in(page, "alice", MEMBER_PASSWORD)
+        await send(page, "Only once, please")
+        await page.wait_for_url("**/#chat/*")
+        user = page.locator(".msg.user")
+        await expect(page.locator(".msg.user[data-message-id]")).to_have_count(1)  # the stored copy is drawn ...
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Hello Alice.")
+        await expect(user).to_have_count(1)  # ... and the outbox's is that one, not a second
+        await expect(user.locator(".bubble")).to_have_text("Only once, please")
+        assert held, "the ack was not held back: the interleaving was not forced"
+
+        # A reload while it is still unacknowledged: the outbox (sessionStorage) sends it
+        # again (stored once), and the page reads it stored: still one.
+        await page.reload()
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Hello Alice.")
+        await expect(user).to_have_count(1)
+        release = True
+        for ws, message in held:
+            if ws is sockets[-1]:
+                ws.send(message)
+        await page.wait_for_timeout(300)  # what the acks draw, they have drawn by now
+        await expect(user).to_have_count(1)
+        await expect(user).not_to_have_attribute("data-state", "sending")
+        assert await page.evaluate("Object.keys(sessionStorage).filter((k) => k.startsWith('skald.outbox.')).length") == 0
+        await page.reload()
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Hello Alice.")
+        await expect(user).to_have_count(1)
+        await expect(user.locator(".bubble")).to_have_text("Only once, please")
+
+
 async def test_tool_call_waits_for_approval_and_survives_reloads(skald, browser_pages):
     notes = NotesPlugin()
     async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:

@@ -158,7 +158,7 @@ export class Transcript {
   }
 
   reset() {
-    this.messages = new Map(); // message id → {node, parts}
+    this.messages = new Map(); // message id → {node}, and the member's bubble for theirs
     this.pending = new Map(); // idempotency key → bubble
     this.toolCards = new Map(); // call id → card
     this.approvals = new Map(); // approval id → panel
@@ -252,11 +252,22 @@ export class Transcript {
     }
     for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
     for (const question of data.questions || []) this.questionAsked(question, { quiet: true });
+    const drawn = new Map(); // idempotency key → the bubble this read drew for it
+    for (const message of all) { // an earlier version is stored too, only not drawn (null)
+      if (message.role === "user" && message.idempotency_key) drawn.set(message.idempotency_key, this.messages.get(Number(message.id))?.bubble || null);
+    }
     for (const queued of data.queued || []) {
       const bubble = this.userBubble(queued.content, { state: "queued", attachments: attachmentsOf(queued.attachments) });
       this.list.append(bubble.node);
+      if (queued.idempotency_key) drawn.set(queued.idempotency_key, bubble);
     }
-    for (const item of unacknowledged) this.addPending(item, { quiet: true });
+    // A message still in the outbox may be stored already, its ack on the way: then this
+    // read drew it (stored or queued), and that bubble is the one its ack confirms.
+    for (const item of unacknowledged) {
+      const copy = drawn.get(item.idempotency_key);
+      if (copy) { copy.key = item.idempotency_key; this.pending.set(item.idempotency_key, copy); }
+      else if (copy === undefined) this.addPending(item, { quiet: true });
+    }
     this.pruneRetry();
     this.placeActivity();
     this.placeTurnActions();
@@ -374,7 +385,7 @@ export class Transcript {
     const bubble = { node, text, id, state, stateNode, body: bubbleBody, meta, edit: null };
     this.offerEdit(bubble);
     this.setBubbleState(bubble, state);
-    if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node }); }
+    if (id != null) { node.dataset.messageId = id; this.messages.set(Number(id), { node, bubble }); }
     return bubble;
   }
 
@@ -538,7 +549,7 @@ export class Transcript {
   adopt(bubble, id) {
     bubble.id = id;
     bubble.node.dataset.messageId = id;
-    this.messages.set(id, { node: bubble.node });
+    this.messages.set(id, { node: bubble.node, bubble });
     this.setBubbleState(bubble, "sent");
     this.offerEdit(bubble);
   }

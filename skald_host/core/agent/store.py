@@ -918,7 +918,9 @@ class ConversationStore:
             self._history.popitem(last=False)
 
     async def transcript(self, conversation_id: str) -> list[dict[str, Any]]:
-        """The root frame's messages for the member's screen (every status shown)."""
+        """The root frame's messages for the member's screen (every status shown). A
+        member's message keeps the idempotency key their client sent it with: a screen
+        that still holds it unacknowledged knows it is this one, not another to draw."""
         frame = await self.root_frame(conversation_id)
 
         def read(conn: Any) -> list[dict[str, Any]]:
@@ -929,7 +931,6 @@ class ConversationStore:
                 calls.setdefault(r["message_id"], []).append(dict(r))
             for message in messages:
                 message["tool_calls"] = calls.get(message["id"], [])
-                message.pop("idempotency_key", None)
                 message.pop("indexed", None)
                 if message.get("reason"):
                     message["reason"] = json.loads(message["reason"])
@@ -940,7 +941,8 @@ class ConversationStore:
     async def queued(self, conversation_id: str) -> list[dict[str, Any]]:
         rows = await self.db.run(
             lambda c: c.execute(
-                "SELECT id, content, attachments, created_at FROM inbox WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+                "SELECT id, content, attachments, created_at, idempotency_key FROM inbox WHERE conversation_id = ? ORDER BY id",
+                (conversation_id,),
             ).fetchall()
         )
         return [dict(r) for r in rows]
