@@ -51,16 +51,45 @@ USER_CONFIG_SCHEMA = (
 )
 
 #: Keys become ``hello.<key>`` in the merged string table; German falls back to
-#: English key by key.
+#: English key by key. What the shell shows of the plugin outside its page (the catalog
+#: card, the settings forms, the menu and the header above the page) is looked up under
+#: the host's well-known keys: ``plugin.title``, ``plugin.description``,
+#: ``config.<field>.label`` / ``.description``, ``user_config.<field>.label`` /
+#: ``.description`` and ``page.<page_id>.title``. The texts in ``plugin_info``,
+#: ``CONFIG_SCHEMA`` and ``register_web_pages`` are only the fallback for a key no bundle
+#: has, so the English here says the same. The rest are the page's own strings, which it
+#: reads through its route.
 STRINGS: Mapping[str, Mapping[str, str]] = {
     "en": {
-        "title": "Hello",
+        "plugin.title": "Hello",
+        "plugin.description": "Greets each member by name.",
+        "page.main.title": "Hello",
+        "config.greeting.label": "Greeting",
+        "config.greeting.description": "The word members are greeted with. Leave empty for the member's language default.",
+        "config.shout.label": "Shout",
+        "config.shout.description": "Greet in capital letters.",
+        "config.api_token.label": "API token",
+        "config.api_token.description": "A token for an upstream greeting service (stored, never shown again).",
+        "user_config.nickname.label": "Nickname",
+        "user_config.nickname.description": "What the greeting calls you.",
         "greeting": "Hello",
+        "save": "Save",
         "not_running": "The Hello plugin is not running.",
     },
     "de": {
-        "title": "Hallo",
+        "plugin.title": "Hallo",
+        "plugin.description": "Begrüßt jedes Mitglied mit seinem Namen.",
+        "page.main.title": "Hallo",
+        "config.greeting.label": "Gruß",
+        "config.greeting.description": "Das Wort, mit dem Mitglieder begrüßt werden. Leer lassen für den Gruß in der Sprache des Mitglieds.",
+        "config.shout.label": "Rufen",
+        "config.shout.description": "In Großbuchstaben grüßen.",
+        "config.api_token.label": "API-Token",
+        "config.api_token.description": "Ein Token für einen Begrüßungsdienst im Netz (wird gespeichert und nie wieder angezeigt).",
+        "user_config.nickname.label": "Spitzname",
+        "user_config.nickname.description": "Wie dich der Gruß nennt.",
         "greeting": "Hallo",
+        "save": "Speichern",
         "not_running": "Das Hallo-Plugin läuft nicht.",
     },
 }

@@ -12,16 +12,21 @@ import { call, node } from "/ui/lib/plugin-kit.js";
 export default class HelloPage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "hello";
-    this.heading = node("h2", "Hello"); // the shell's header above the page is its one h1
+    // Every word comes from the plugin's strings, in the member's language, through
+    // its route (showGreeting); until then the elements stay empty.
+    this.heading = node("h2"); // the shell's header above the page is its one h1
     this.line = node("p");
     this.line.className = "hello-greeting";
     this.nickname = node("input");
     this.nickname.name = "nickname";
     this.nickname.maxLength = 40;
-    const save = node("button", "OK");
-    save.type = "submit";
+    this.save = node("button");
+    this.save.type = "submit";
+    this.label = node("span");
+    const field = node("label"); // wrapping the input names it for screen readers
+    field.append(this.label, " ", this.nickname);
     this.form = node("form");
-    this.form.append(node("label", "Nickname "), this.nickname, save);
+    this.form.append(field, this.save);
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.saveNickname();
@@ -35,6 +40,8 @@ export default class HelloPage extends HTMLElement {
       const data = await call("GET", `/api/plugin/${encodeURIComponent(this.pluginId)}/greeting`);
       this.heading.textContent = data.title;
       this.line.textContent = data.greeting;
+      this.label.textContent = data.strings.nickname;
+      this.save.textContent = data.strings.save;
     } catch (error) {
       this.line.textContent = error.message;
     }

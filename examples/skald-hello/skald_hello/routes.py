@@ -36,7 +36,13 @@ def build_blueprint() -> Blueprint:
                 name=member.display_name or member.username,
                 default=host.translate("hello.greeting", member.locale),
             ),
-            "title": host.translate("hello.title", member.locale),
+            "title": host.translate("hello.page.main.title", member.locale),
+            # The page's own words: it holds keys, never English of its own. The
+            # nickname's label is the one the member's settings form shows.
+            "strings": {
+                "nickname": host.translate("hello.user_config.nickname.label", member.locale),
+                "save": host.translate("hello.save", member.locale),
+            },
             # Reading a secret is fine; sending it to a browser never is.
             "token_configured": bool(config.get("api_token")),
         }

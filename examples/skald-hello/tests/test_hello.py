@@ -126,6 +126,38 @@ async def test_a_member_sets_a_nickname_and_is_greeted_in_german(skald):
     assert (body["title"], body["greeting"]) == ("Hallo", "Hallo, Ali!")
 
 
+async def test_a_german_reader_sees_the_catalog_card_settings_menu_and_page_in_german(skald):
+    host = await skald.start(plugins=[skald_hello], enable=["hello"])
+    admin = await host.admin()
+    assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+
+    card = next(p for p in (await admin.get("/api/admin/plugins")).json()["plugins"] if p["id"] == "hello")
+    assert (card["title"], card["description"]) == ("Hallo", "Begrüßt jedes Mitglied mit seinem Namen.")
+    detail = (await admin.get("/api/admin/plugins/hello")).json()
+    assert detail["title"] == "Hallo"
+    assert [(f["label"], f["description"]) for f in detail["config_schema"]] == [
+        ("Gruß", "Das Wort, mit dem Mitglieder begrüßt werden. Leer lassen für den Gruß in der Sprache des Mitglieds."),
+        ("Rufen", "In Großbuchstaben grüßen."),
+        ("API-Token", "Ein Token für einen Begrüßungsdienst im Netz (wird gespeichert und nie wieder angezeigt)."),
+    ]
+    member_form = [("Spitzname", "Wie dich der Gruß nennt.")]
+    assert [(f["label"], f["description"]) for f in detail["user_config_schema"]] == member_form
+    assert [p["title"] for p in detail["pages"]] == ["Hallo"]
+
+    alice = await host.member("alice")
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    mine = next(p for p in (await alice.get("/api/plugins/mine")).json()["plugins"] if p["id"] == "hello")
+    assert (mine["title"], mine["description"]) == ("Hallo", "Begrüßt jedes Mitglied mit seinem Namen.")
+    assert [(f["label"], f["description"]) for f in mine["user_config_schema"]] == member_form
+    assert [p["title"] for p in (await alice.get("/api/plugins/pages")).json()["pages"]] == ["Hallo"]  # the menu
+    page = (await alice.get("/api/plugin/hello/greeting")).json()
+    assert (page["title"], page["strings"]) == ("Hallo", {"nickname": "Spitzname", "save": "Speichern"})
+
+    # Nothing of the plugin's falls back to English for lack of a German key.
+    missing = (await admin.get("/api/admin/status")).json()["missing_translations"]
+    assert [key for keys in missing.values() for key in keys if key.startswith("hello.")] == []
+
+
 async def test_startup_and_shutdown_count_in_the_plugins_store(skald):
     host = await skald.start(plugins=[skald_hello], enable=["hello"])
     store = host.core.host_api("hello")
