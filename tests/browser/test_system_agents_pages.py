@@ -72,3 +72,24 @@ async def test_supervision_reports_and_the_system_agents_page(skald, browser_pag
     await expect(kid_page.get_by_test_id("supervised")).to_have_text("Deine Gespräche werden beaufsichtigt von: Pat.")
     await kid_page.goto("/#reports")
     await expect(kid_page.get_by_test_id("report")).to_have_count(0)
+
+
+async def test_the_agents_of_a_plugin_that_is_off_say_so(skald, browser_pages):
+    """An admin sees the agents of an installed plugin that is off, to set them up
+    beforehand: each says that nothing of it runs until the plugin is on, and links to
+    the plugin; once it is on, the notice goes."""
+    host = await skald.start(plugins=[skald_system_agents], settings=skald.settings(system_agents={"run": False}))
+    admin = await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#system-agents/conversation_review")
+    await expect(page.get_by_role("heading", name="Conversation review", exact=True)).to_be_visible()
+    off = page.get_by_role("status").filter(has_text="Its plugin is off")
+    await expect(off).to_have_count(1)
+    await off.get_by_role("link", name="Open the plugin").click()
+    await expect(page).to_have_url(f"{host.url}/#plugin-detail?id=system_agents")
+
+    assert (await admin.put("/api/admin/plugins/system_agents/enabled", json={"enabled": True})).status_code == 200
+    await page.goto("/#system-agents/conversation_review")
+    await expect(page.get_by_label("Hour of the night it runs (instance time zone)")).to_be_visible()
+    await expect(page.get_by_text("Its plugin is off")).to_have_count(0)

@@ -5,7 +5,7 @@
 // schedule, half log.
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
-import { el } from "../lib/dom.js";
+import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js";
 
@@ -45,6 +45,12 @@ function agentCard(agent) {
   const card = section(agent.title,
     el("p", { text: agent.description }),
     el("p", { class: "hint", text: `${t(`system_agents.scope_${agent.scope}`)} · ${state}` }));
+  // An admin sees the agents of a plugin that is off (to set them up beforehand): say
+  // that nothing runs until it is on, rather than show settings that look live.
+  if (agent.settings && !agent.plugin_running) {
+    card.append(el("p", { class: "notice info", role: "status" }, t("system_agents.plugin_off"), " ",
+      link(`#plugin-detail?id=${encodeURIComponent(agent.plugin_id)}`, t("system_agents.plugin_off_link"))));
+  }
   if (agent.settings) {
     const set = agent.settings;
     card.append(el("h3", { text: t("system_agents.settings") }), configForm({

@@ -24,6 +24,7 @@ bp = Blueprint("system_agents", __name__)
 AGENT = obj({
     "id": TEXT, "plugin_id": TEXT, "title": TEXT, "description": TEXT, "scope": TEXT, "interval_unit": TEXT,
     "per_member_interval": BOOL, "enabled": BOOL, "settings": nullable(OBJECT),
+    "plugin_running": {**BOOL, "description": "false: its plugin is off, so it does not run whatever `enabled` says"},
 })
 RUN = obj({"id": ID, "agent_id": TEXT, "status": TEXT, "started_at": TEXT, "finished_at": nullable(TEXT), "stats": OBJECT, "error": nullable(TEXT)})
 REPORT = obj({
@@ -53,6 +54,7 @@ async def _agent_view(entry: Any, admin: bool, locale: str) -> dict[str, Any]:
         "per_member_interval": entry.agent.per_member_interval,
         "enabled": await registry.enabled(entry),
         "settings": settings,
+        "plugin_running": registry.plugin_running(entry),
     }
 
 
