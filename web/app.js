@@ -316,8 +316,11 @@ async function start() {
     const session = await api("GET", "/api/auth/session");
     if (session.ok) return enterShell(session);
   }
-  if (setup.data.needs_setup) renderSetup(root, () => enterShell());
-  else showLogin();
+  // The setup page speaks the browser's language and offers the others; sign-in speaks
+  // the instance's, as the app after it does for a member who chose none of their own.
+  if (setup.data.needs_setup) return renderSetup(root, () => enterShell());
+  if (setup.data.locale && setup.data.locale !== currentLocale()) await loadLocale(setup.data.locale);
+  showLogin();
 }
 
 start();

@@ -350,3 +350,13 @@ async def test_non_string_credentials_get_the_generic_401_not_a_500(skald):
     for body in NON_STRING_CREDENTIALS:
         response = await client.post("/api/auth/login", json=body)
         assert (response.status_code, response.content) == (401, reference.content), body
+
+
+async def test_the_setup_status_names_the_instance_language_the_sign_in_page_speaks(skald):
+    host = await skald.start()
+    visitor = host.client()
+    assert (await visitor.get("/api/setup")).json()["locale"] == "en"  # before setup: nothing chosen yet
+    admin = await host.admin()
+    assert (await admin.put("/api/admin/language", json={"locale": "de"})).status_code == 200
+    status = (await visitor.get("/api/setup")).json()
+    assert (status["needs_setup"], status["signed_in"], status["locale"]) == (False, False, "de")

@@ -10,7 +10,7 @@ from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.setup import AlreadySetUp, initialize_instance, needs_setup
 from skald_host.core.identity.users import MemberError
 from skald_host.web.auth import authenticate, public, set_session_cookie
-from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, ref, returns
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("setup", __name__)
@@ -41,16 +41,22 @@ def setup_host_trusted(host_header: str, public_url: str | None) -> bool:
 
 
 @bp.get("/api/setup")
-@returns(obj({"needs_setup": BOOL, "locales": array(TEXT), "signed_in": BOOL}))
+@returns(obj({
+    "needs_setup": BOOL, "locales": array(TEXT), "signed_in": BOOL,
+    "locale": text(description="the instance's language, which the sign-in page speaks ('en' before setup)"),
+}))
 @public
 async def setup_status() -> dict:
     """What the first page shows: setup, sign-in, or (``signed_in``: this request
     carries a live session) the app, so a visitor's page never asks /api/auth/session
-    for a 401 the browser reports as an error."""
+    for a 401 the browser reports as an error. ``locale``: the sign-in page is in the
+    instance's language, as everything after it is for a member on the default; in the
+    browser's, a German household met an English form after every restart."""
     core = current_app.config["SKALD_CORE"]
     return {
         "needs_setup": await needs_setup(core.users),
         "locales": core.strings.locales,
+        "locale": await core.default_locale(),
         "signed_in": await authenticate(request) is not None,
     }
 
