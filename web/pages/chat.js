@@ -17,6 +17,7 @@ const titleOf = (c) => (c?.title || "").trim() || t("chat.untitled");
 const narrow = () => window.matchMedia("(max-width: 700px)").matches;
 
 let current = null; // the chat view on screen; a newer one replaces it
+let focusComposer = false; // "New conversation" opened the fresh composer: the next start page focuses it
 
 /**
  * The text streamed so far per assistant message, kept for every conversation while
@@ -73,7 +74,7 @@ function conversationList(view) {
   const search = el("input", {
     type: "search", class: "conv-search", placeholder: t("chat.search"), "aria-label": t("chat.search"), maxlength: "200", autocomplete: "off",
   });
-  const fresh = button(t("chat.new"), { kind: "primary new-conversation", onClick: () => view.newConversation(fresh) });
+  const fresh = button(t("chat.new"), { kind: "primary new-conversation", onClick: () => view.newConversation() });
   fresh.prepend(el("span", { class: "plus", "aria-hidden": "true" }));
   const status = statusLine();
 
@@ -328,7 +329,9 @@ function settleChoice(status) {
   if (status.node.textContent === t("chat.model_chosen")) status.clear();
 }
 
-/** The model this conversation tries first, among the enabled ones (with more than one). */
+/** The model this conversation tries first, among the enabled ones (with more than one).
+ * On the fresh composer there is no conversation yet: the choice stays in the page
+ * (view.draftModel) until the first message creates one. */
 function modelPicker(view, status) {
   const models = view.chatStatus?.models || [];
   if (models.length < 2) return null;
@@ -336,8 +339,10 @@ function modelPicker(view, status) {
   const select = el("select", { id, class: "model-select" },
     el("option", { value: "", text: t("chat.model_automatic") }),
     ...models.map((m) => el("option", { value: m.id, text: m.label })));
-  select.value = models.some((m) => m.id === view.conversation.model) ? view.conversation.model : "";
+  const chosen = view.conversation ? view.conversation.model : view.draftModel;
+  select.value = models.some((m) => m.id === chosen) ? chosen : "";
   select.addEventListener("change", async () => {
+    if (!view.conversation) { view.draftModel = select.value || null; confirmChoice(status); return; }
     const hadFocus = document.activeElement === select;
     select.disabled = true;
     const response = await api("PATCH", `/api/conversations/${encodeURIComponent(view.conversation.id)}`, { model: select.value || null });
@@ -365,6 +370,8 @@ class ChatView {
     this.conversations = conversations;
     this.conversation = loaded?.conversation || null;
     this.conversationId = this.conversation?.id || null;
+    this.draftModel = null; // the fresh composer's model choice, applied when its first message creates the conversation
+    this.started = null; // { id, model }: created by a first message not sent yet (an upload failed), reused by the next try
     this.seen = false;
     this.needsReload = false;
     this.list = conversationList(this);
@@ -396,13 +403,22 @@ class ChatView {
     const main = el("section", { class: "conv-main" });
     if (!this.conversation) {
       const name = this.ctx.member.display_name || this.ctx.member.username;
+      const choice = statusLine();
+      const picker = modelPicker(this, choice);
       main.append(el("div", { class: "chat-welcome" },
-        el("h1", { text: t("chat.title", { name }) }), el("p", { class: "intro", text: t("chat.intro") }), this.noModel),
+        el("h1", { text: t("chat.title", { name }) }), el("p", { class: "intro", text: t("chat.intro") }),
+        picker, picker && choice.node, this.noModel),
         this.connection, this.composer.node);
       // The list comes first in both pages, so it keeps its place in the tab order.
       const page = el("div", { class: "chat-page" }, this.list.node, main);
-      // Focus stays where the route put it: a keyboard's first Tab from there is the skip link.
-      requestAnimationFrame(() => { this.seen = page.isConnected; });
+      // Focus stays where the route put it (a keyboard's first Tab from there is the skip
+      // link), unless "New conversation" brought the member here to write.
+      const focus = focusComposer;
+      focusComposer = false;
+      requestAnimationFrame(() => {
+        this.seen = page.isConnected;
+        if (focus && page.isConnected) this.composer.text.focus({ preventScroll: true });
+      });
       return page;
     }
     this.header = conversationHeader(this);
@@ -454,12 +470,29 @@ class ChatView {
 
   // -- actions ------------------------------------------------------------------------------
 
-  async newConversation(trigger) {
-    trigger.disabled = true;
-    const response = await api("POST", "/api/conversations", {});
-    trigger.disabled = false;
-    if (!response.ok) { this.composer.status.error(errorText(response)); return; }
-    this.ctx.navigate(chatRoute(response.data.id));
+  /** The fresh composer, as in other chat apps: nothing is stored until the first message
+   * (send()), so clicks that are never followed by one leave no empty conversations behind. */
+  newConversation() {
+    if (!this.conversationId) { this.composer.text.focus(); return; }  // it is open already, with what was typed
+    focusComposer = true;
+    this.ctx.navigate("#chat");
+  }
+
+  /** The conversation the fresh composer's first message goes to: created now, with the
+   * model picked there. Kept until that message is sent, so a retry after a failed upload
+   * (or a refused model) does not create a second one. */
+  async startConversation() {
+    if (!this.started) {
+      const response = await api("POST", "/api/conversations", {});
+      if (!response.ok) { this.composer.status.error(errorText(response)); return null; }
+      this.started = { id: response.data.id, model: null };
+    }
+    if (this.draftModel !== this.started.model) {
+      const response = await api("PATCH", `/api/conversations/${encodeURIComponent(this.started.id)}`, { model: this.draftModel });
+      if (!response.ok) { this.composer.status.error(errorText(response)); return null; }
+      this.started.model = this.draftModel;
+    }
+    return this.started.id;
   }
 
   /** Upload the chosen files into the conversation; their agent paths, or null. */
@@ -479,12 +512,12 @@ class ChatView {
   /** Queue the message in the outbox (sent now, or when the socket is back). */
   async send(text, files = []) {
     if (!this.conversationId) {
-      const response = await api("POST", "/api/conversations", {});
-      if (!response.ok) { this.composer.status.error(errorText(response)); return false; }
-      const attachments = await this.uploadAll(response.data.id, files);
+      const id = await this.startConversation();
+      if (!id) return false;
+      const attachments = await this.uploadAll(id, files);
       if (attachments === null) return false;
-      socket.sendChat(response.data.id, text, attachments);
-      this.ctx.navigate(chatRoute(response.data.id));
+      socket.sendChat(id, text, attachments);
+      this.ctx.navigate(chatRoute(id));
       return true;
     }
     const attachments = await this.uploadAll(this.conversationId, files);

@@ -1,0 +1,81 @@
+""""New conversation" opens a fresh composer and stores nothing: the conversation is
+created by its first message (as in other chat apps), so clicks never followed by one
+leave no empty "New conversation" entries behind. What the fresh composer offers
+before that message (the model picker) is kept in the page and applied then."""
+
+from __future__ import annotations
+
+from playwright.async_api import expect
+
+from skald_host.testing import Reply, ScriptedModelServer
+from skald_host.testing.host import MEMBER_PASSWORD
+
+from .kit import screenshot, sign_in
+from .test_chat import MODEL, configure_model, send
+
+
+async def test_new_conversation_clicked_three_times_stores_none_until_the_first_message(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        member = await host.member("alice", display_name="Alice")
+        server.responder = lambda request: Reply(text="Hello Alice.")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "alice", MEMBER_PASSWORD)
+        fresh = page.get_by_role("button", name="New conversation")
+        message = page.get_by_role("textbox", name="Message")
+        for _ in range(3):
+            await fresh.click()
+            await expect(message).to_be_focused()
+        await page.reload()
+        await expect(page.get_by_role("heading", name="Hello, Alice")).to_be_visible()
+        await expect(page.locator(".conv-list li")).to_have_count(0)
+        assert (await member.get("/api/conversations")).json()["conversations"] == []
+
+        # Written from the fresh composer: one conversation, holding the message.
+        await fresh.click()
+        await expect(message).to_be_focused()
+        await page.keyboard.type("First words")
+        await page.keyboard.press("Enter")
+        await page.wait_for_url("**/#chat/*")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Hello Alice.")
+        listed = (await member.get("/api/conversations")).json()["conversations"]
+        assert len(listed) == 1, listed
+        opened = (await member.get(f"/api/conversations/{listed[0]['id']}")).json()
+        assert [m["content"] for m in opened["messages"] if m["role"] == "user"] == ["First words"]
+
+        # From an open conversation, the button leaves it for the fresh composer, focused.
+        await fresh.click()
+        await page.wait_for_url("**/#chat")
+        await expect(message).to_be_focused()
+        await expect(message).to_have_value("")
+        await page.reload()
+        await expect(page.locator(".conv-list li")).to_have_count(1)
+        assert len((await member.get("/api/conversations")).json()["conversations"]) == 1
+
+
+async def test_the_model_picked_on_the_fresh_composer_answers_the_first_message(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL, "other-model"), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
+        other = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "other-model", "label": "Other", "priority": 90000})
+        assert other.status_code == 201, other.text
+        member = await host.member("kim")
+        server.responder = lambda request: Reply(text=f"{request.model} here.")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "kim", MEMBER_PASSWORD)
+        await page.get_by_role("button", name="New conversation").click()
+        await page.get_by_label("Model", exact=True).select_option(label="Other")
+        await expect(page.get_by_role("status").filter(has_text="The next answer comes from this model")).to_be_visible()
+        assert (await member.get("/api/conversations")).json()["conversations"] == []  # chosen, still nothing stored
+        await screenshot(page, "chat-fresh-composer-picker")
+        await send(page, "Hi")
+        await page.wait_for_url("**/#chat/*")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("other-model here.")
+        assert server.requests_for("other-model")[0].last_user_text == "Hi"
+        listed = (await member.get("/api/conversations")).json()["conversations"]
+        assert len(listed) == 1, listed
+        assert (await member.get(f"/api/conversations/{listed[0]['id']}")).json()["conversation"]["model"] == other.json()["id"]
+        await expect(page.get_by_label("Model", exact=True)).to_have_value(other.json()["id"])
