@@ -5,7 +5,7 @@
 import "./components/plugin-page-host.js";
 import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
 import { el, link } from "./lib/dom.js";
-import { browserLocale, currentLocale, loadLocale, seeded, t } from "./lib/i18n.js";
+import { availableLocales, browserLocale, currentLocale, lastShownLocale, loadLocale, seeded, t } from "./lib/i18n.js";
 import { icon } from "./lib/icons.js";
 import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
 import { notice, pageHeader } from "./lib/ui.js";
@@ -307,6 +307,7 @@ document.addEventListener("keydown", (event) => {
 
 async function start() {
   applyTheme();
+  const shown = lastShownLocale();
   await loadLocale((navigator.language || "en").slice(0, 2));
   if (browserLocale() !== currentLocale()) await loadLocale(browserLocale());
   // Setup's status says whether a session is there: a visitor's first page asks
@@ -316,10 +317,14 @@ async function start() {
     const session = await api("GET", "/api/auth/session");
     if (session.ok) return enterShell(session);
   }
-  // The setup page speaks the browser's language and offers the others; sign-in speaks
-  // the instance's, as the app after it does for a member who chose none of their own.
+  // The setup page speaks the browser's language and offers the others. Sign-in speaks
+  // what this browser last showed (the member's language, after a restart too), else the
+  // browser's, else the instance's: never a language the reader did not ask for when
+  // the instance has theirs.
   if (setup.data.needs_setup) return renderSetup(root, () => enterShell());
-  if (setup.data.locale && setup.data.locale !== currentLocale()) await loadLocale(setup.data.locale);
+  const offered = availableLocales();
+  const wanted = (offered.includes(shown) && shown) || browserLocale(null) || setup.data.locale;
+  if (wanted && wanted !== currentLocale()) await loadLocale(wanted);
   showLogin();
 }
 

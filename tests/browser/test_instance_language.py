@@ -28,11 +28,11 @@ async def test_the_admin_sets_the_instance_language_and_members_on_the_default_r
     await expect(page.get_by_role("status").filter(has_text="Saved: the instance now speaks")).to_be_visible()
     assert (await admin.get("/api/admin/language")).json()["locale"] == "de"
 
-    alice = await browser_pages.new(host.url)
-    await sign_in_german(alice, "alice")
+    alice = await browser_pages.new(host.url)  # an English browser: its sign-in page is English
+    await sign_in(alice, "alice", MEMBER_PASSWORD)
     await expect(alice.get_by_role("navigation").get_by_role("link", name="Mein Konto")).to_be_visible()
     bob = await browser_pages.new(host.url)
-    await sign_in_german(bob, "bob")
+    await sign_in(bob, "bob", MEMBER_PASSWORD)
     await expect(bob.get_by_role("navigation").get_by_role("link", name="My account")).to_be_visible()
 
     refused = await admin.put("/api/admin/language", json={"locale": "xx"})
@@ -42,30 +42,27 @@ async def test_the_admin_sets_the_instance_language_and_members_on_the_default_r
     assert (await admin.get("/api/admin/language")).json()["locale"] == "de"
 
 
-async def sign_in_german(page: Any, username: str) -> None:
-    """Sign in on the form the instance's language draws (German here)."""
-    await page.goto("/")
-    await page.get_by_label("Benutzername").fill(username)
-    await page.get_by_label("Passwort", exact=True).fill(MEMBER_PASSWORD)
-    await page.get_by_role("button", name="Anmelden").click()
-    await page.locator("#sidebar").wait_for(state="attached")
-
-
-async def test_the_sign_in_page_speaks_the_instance_language_not_the_browsers(skald, browser_pages):
+async def test_the_sign_in_page_speaks_what_the_browser_last_showed_else_its_own_language_else_the_instances(skald, browser_pages):
+    """A newcomer set up a German instance, then met an English sign-in page after a
+    restart, in a browser that had shown them German all along."""
     host = await skald.start()
     admin = await host.admin()
     assert (await admin.put("/api/admin/language", json={"locale": "de"})).status_code == 200
-    await host.create_member("bob", locale="en")
+    await host.create_member("alice")  # no language of her own: the instance's
+
+    french = await browser_pages.new(host.url, locale="fr-FR")  # a language the instance has not
+    await french.goto("/")
+    await expect(french.get_by_role("heading", name="Anmelden")).to_be_visible()
+    await expect(french.locator("html")).to_have_attribute("lang", "de")
 
     page = await browser_pages.new(host.url, locale="en-US")
     await page.goto("/")
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    nav = page.get_by_role("navigation", name="Hauptnavigation")
+    await expect(nav.get_by_role("link", name="Mein Konto")).to_be_visible()
+    await nav.get_by_role("button", name="Abmelden").click()
+    await expect(page.get_by_role("heading", name="Anmelden")).to_be_visible()
+    await page.reload()  # as after a restart: the language this browser showed her
     await expect(page.get_by_role("heading", name="Anmelden")).to_be_visible()
     await expect(page.get_by_label("Benutzername")).to_be_visible()
-    await expect(page.get_by_label("Passwort", exact=True)).to_be_visible()
-    await expect(page.locator("html")).to_have_attribute("lang", "de")
-    await page.reload()
-    await expect(page.get_by_role("heading", name="Anmelden")).to_be_visible()
-
-    # Signed in, a member's own language wins, as before.
-    await sign_in_german(page, "bob")
-    await expect(page.get_by_role("navigation").get_by_role("link", name="My account")).to_be_visible()

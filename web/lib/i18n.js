@@ -12,15 +12,25 @@ export async function loadLocale(wanted) {
   locale = data.locale || "en";
   locales = data.locales || ["en"];
   document.documentElement.lang = locale;
+  try { localStorage.setItem(SHOWN_KEY, locale); } catch { /* storage off: nothing remembered */ }
+}
+
+// The language this browser last showed the app in: its next sign-in page speaks it, so
+// a member reading German meets a German form after a restart, not the browser's English.
+const SHOWN_KEY = "skald.locale";
+
+/** The language last shown in this browser (read before anything loads one). */
+export function lastShownLocale() {
+  try { return localStorage.getItem(SHOWN_KEY); } catch { return null; }
 }
 
 /** The browser's preferred language if the host has it, else English. */
-export function browserLocale() {
+export function browserLocale(otherwise = "en") {
   for (const tag of navigator.languages || [navigator.language || "en"]) {
     const short = String(tag).slice(0, 2).toLowerCase();
     if (locales.includes(short)) return short;
   }
-  return "en";
+  return otherwise;
 }
 
 export const currentLocale = () => locale;
