@@ -213,6 +213,29 @@ async def test_member_view_reports_sessions_and_unlock_state_but_no_content(skal
     assert (view["unlocked"], view["sessions"]) == (False, 0)
 
 
+async def test_a_preset_role_label_is_answered_in_the_readers_language_not_as_its_key(skald):
+    """Preset role labels are stored as ``core.seed.role.*`` keys; every answer that shows
+    a member's ``role_label`` says it in the reader's words (the create answer said the key)."""
+    host = await skald.start()
+    admin = await host.admin()
+    created = (await _create(admin, username="alice", role="member")).json()
+    assert created["role_label"] == "Member"
+    assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    assert (await _create(admin, username="bert", role="restricted")).json()["role_label"] == "Kinder"
+    assert (await admin.get(f"/api/admin/members/{created['id']}")).json()["role_label"] == "Mitglied"
+    patched = await admin.patch(f"/api/admin/members/{created['id']}", json={"role": "restricted"})
+    assert patched.json()["role_label"] == "Kinder"
+    listed = {m["username"]: m["role_label"] for m in (await admin.get("/api/admin/members")).json()["members"]}
+    assert listed == {"admin": "Administrator", "alice": "Kinder", "bert": "Kinder"}
+    assert (await admin.get("/api/auth/session")).json()["member"]["role_label"] == "Administrator"
+    # The roles API keeps the key: its label is what the admin edits and sends back.
+    roles = {r["id"]: r["label"] for r in (await admin.get("/api/admin/roles")).json()["roles"]}
+    assert roles["member"] == "core.seed.role.member"
+    # An admin's own wording is shown as written.
+    assert (await admin.patch("/api/admin/roles/member", json={"label": "Erwachsene"})).status_code == 200
+    assert (await _create(admin, username="carl", role="member")).json()["role_label"] == "Erwachsene"
+
+
 # -- roles ---------------------------------------------------------------------------------
 
 

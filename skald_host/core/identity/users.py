@@ -33,6 +33,7 @@ from skald_host.core.identity.sealing import ensure_inbox_key
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
 from skald_host.core.refusal import Refusal
 from skald_host.core.schema import OWNER_MIGRATIONS
+from skald_host.core.schema.registry import SEED_KEY_PREFIX
 from skald_host.core.storage.permissions import fsync_dir
 from skald_host.core.storage import (
     Database,
@@ -125,13 +126,20 @@ class Member:
     def capabilities(self) -> frozenset[str]:
         return self.role.capabilities
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, strings: Any = None, locale: str | None = None) -> dict[str, Any]:
+        """With ``strings``: a preset role's label, stored as a ``core.seed.`` key, in
+        ``locale``, as the shell's ``seeded()`` shows it: a client of the API reads the
+        words, not the key; an admin's own wording stays as written. The roles API keeps
+        the key, as that label is edited and sent back."""
+        role_label = self.role.label
+        if strings is not None and role_label.startswith(SEED_KEY_PREFIX):
+            role_label = strings.lookup(role_label, locale) or role_label
         return {
             "id": self.id,
             "username": self.username,
             "display_name": self.display_name,
             "role": self.role.id,
-            "role_label": self.role.label,
+            "role_label": role_label,
             "is_admin": self.is_admin,
             "active": self.active,
             "encrypted": self.encrypted,

@@ -4,7 +4,7 @@ from quart import Blueprint, current_app
 
 from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.users import PROFILE_FIELDS, MemberError, MemberNotFound
-from skald_host.web.auth import current_principal, requires
+from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, INT, TEXT, accepts, array, field, json_object, nullable, obj, ref, returns
 from skald_host.web.errors import ApiError
 
@@ -16,10 +16,11 @@ def _core():
     return current_app.config["SKALD_CORE"]
 
 
-def _view(member) -> dict:
+def _view(member, locale: str) -> dict:
+    """``locale``: the reader's (``reader_locale``), for a preset role's label."""
     core = _core()
     return {
-        **member.summary(),
+        **member.summary(core.strings, locale),
         "unlocked": core.users.is_unlocked(member.id),
         "sessions": core.auth.sessions.count_for(member.id),
     }
@@ -38,7 +39,8 @@ async def _guard(coro):
 @returns(obj({"members": array(ref("MemberAdminView"))}))
 @requires("members.manage")
 async def list_members() -> dict:
-    return {"members": [_view(m) for m in await _core().users.list()]}
+    locale = await reader_locale()
+    return {"members": [_view(m, locale) for m in await _core().users.list()]}
 
 
 @bp.post("/api/admin/members")
@@ -60,14 +62,14 @@ async def create_member():
             **profile,
         )
     )
-    return _view(member), 201
+    return _view(member, await reader_locale()), 201
 
 
 @bp.get("/api/admin/members/<member_id>")
 @returns(ref("MemberAdminView"))
 @requires("members.manage")
 async def get_member(member_id: str) -> dict:
-    return _view(await _guard(_core().users.get(member_id)))
+    return _view(await _guard(_core().users.get(member_id)), await reader_locale())
 
 
 @bp.patch("/api/admin/members/<member_id>")
@@ -88,7 +90,7 @@ async def update_member(member_id: str) -> dict:
             **profile,
         )
     )
-    return _view(member)
+    return _view(member, await reader_locale())
 
 
 @bp.delete("/api/admin/members/<member_id>")

@@ -63,7 +63,7 @@ async def login():
         raise ApiError(401, INVALID_LOGIN, code="login_failed") from None
     except OwnerDatabaseUnavailable as exc:
         raise ApiError.refusing(409, exc) from None
-    body = {"member": result.member.summary()}
+    body = {"member": result.member.summary(core.strings, result.member.locale or await core.default_locale())}
     if mode == "bearer":
         return {**body, "token": result.token}
     response = jsonify({**body, "csrf_token": result.session.csrf_token})
@@ -96,12 +96,13 @@ async def logout():
 async def session() -> dict:
     principal = current_principal()
     core = current_app.config["SKALD_CORE"]
+    locale = principal.member.locale or await core.default_locale()
     return {
-        "member": principal.member.summary(),
+        "member": principal.member.summary(core.strings, locale),
         "capabilities": sorted(principal.member.capabilities) if not principal.member.is_admin else ["*"],
         "csrf_token": principal.session.csrf_token if principal.via == "cookie" else None,
         "unlocked": core.users.is_unlocked(principal.member.id),
-        "locale": principal.member.locale or await core.default_locale(),
+        "locale": locale,
         "secure_transport": transport_is_secure(request),
     }
 

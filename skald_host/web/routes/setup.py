@@ -94,7 +94,7 @@ async def run_setup():
     except MemberError as exc:
         raise ApiError.refusing(400, exc, field="username" if "username" in (exc.code or "") else None) from None
     result = await core.auth.login(username, password, request.remote_addr or "unknown")
-    response = jsonify({"member": member.summary(), "csrf_token": result.session.csrf_token})
+    response = jsonify({"member": member.summary(core.strings, member.locale or await core.default_locale()), "csrf_token": result.session.csrf_token})
     response.status_code = 201
     set_session_cookie(response, result.token)
     return response
