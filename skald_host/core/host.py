@@ -364,7 +364,9 @@ class Skald:
             status.healthy, status.error = False, message
             status.error_key, status.error_values = (exc.key, exc.values) if isinstance(exc, NotReady) and exc.key else (None, {})
             # No member is involved at startup: the message is the plugin's own, shown whole.
-            status.traceback = None if isinstance(exc, asyncio.TimeoutError) else withheld_traceback(exc, say=True)
+            # A NotReady is a state the admin resolves, not a fault: its message says
+            # everything, and a traceback beside it read like a crash.
+            status.traceback = None if isinstance(exc, (asyncio.TimeoutError, NotReady)) else withheld_traceback(exc, say=True)
             if isinstance(exc, NotReady):  # waiting for the admin (a setting), not a fault
                 log.warning("plugin %s is not ready: %s", plugin_id, message)
             else:

@@ -116,3 +116,27 @@ async def test_a_plugin_waiting_for_a_setting_is_a_warning_in_the_log_not_an_err
     lines = [(r.levelno, r.getMessage()) for r in caplog.records if "ready-soon" in r.getMessage()]
     assert (logging.WARNING, "plugin ready-soon is not ready: startup: no token is set") in lines
     assert not [line for level, line in lines if level >= logging.ERROR], lines
+
+
+class CrashingStartup(Routed):
+    @hookimpl
+    async def startup(self, host) -> None:
+        raise RuntimeError("cannot reach the widget service")
+
+
+async def test_a_not_ready_plugins_page_shows_its_message_and_no_traceback(skald):
+    """NotReady is the documented "not configured yet": the admin's plugin page says the
+    message in their language, without a traceback that reads like a crash. A real crash
+    at startup keeps its traceback there."""
+    translated = I18nBundle("ready-soon", {"en": {"error.no_token": "Set a token first."}, "de": {"error.no_token": "Erst ein Token setzen."}})
+    host = await skald.start(plugins=[NotReadyYet("ready-soon", translated), CrashingStartup("crashing")], enable=["ready-soon", "crashing"])
+    admin = await host.admin()
+
+    detail = (await admin.get("/api/admin/plugins/ready-soon")).json()
+    assert (detail["healthy"], detail["error"], detail["traceback"]) == (False, "Set a token first.", None)
+    assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    assert (await admin.get("/api/admin/plugins/ready-soon")).json()["error"] == "Erst ein Token setzen."
+
+    crashed = (await admin.get("/api/admin/plugins/crashing")).json()
+    assert crashed["error"] == "startup: cannot reach the widget service"
+    assert "RuntimeError: cannot reach the widget service" in crashed["traceback"]
