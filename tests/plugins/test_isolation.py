@@ -143,11 +143,11 @@ class WrongInfoType:
 @pytest.mark.parametrize(
     "plugin, expected_error",
     [
-        (FuturePlugin(), f"plugin 'FuturePlugin' needs spec >=2,<3; this host provides {SPEC_VERSION}"),
+        (FuturePlugin(), f"plugin 'future' needs spec >=2,<3; this host provides {SPEC_VERSION}"),
         (Anonymous(), "plugin 'Anonymous' has no @hookimpl plugin_info()"),
         (UndecoratedInfo(), "plugin 'UndecoratedInfo' has no @hookimpl plugin_info()"),
-        (Misspelt(), "plugin 'Misspelt' implements unknown hook 'regster_tools'"),
-        (BadSpecRange(), "plugin 'BadSpecRange' declares an invalid spec range 'one point oh'"),
+        (Misspelt(), "plugin 'misspelt' implements unknown hook 'regster_tools'"),
+        (BadSpecRange(), "plugin 'bad-range' declares an invalid spec range 'one point oh'"),
         (WrongInfoType(), "plugin 'WrongInfoType': plugin_info() returned dict, expected PluginInfo"),
     ],
     ids=["spec-too-new", "no-plugin-info", "plugin-info-not-a-hookimpl", "misspelt-hook", "invalid-spec", "info-not-plugininfo"],
@@ -614,7 +614,7 @@ async def test_hookimpl_with_a_specname_is_accepted_and_a_misspelt_specname_refu
     assert [(c.plugin_id, c.value.domain) for c in accepted] == [("specnamed", "specnamed")]
     refused = manager.status("misspelt-specname")
     assert refused.state == "failed"
-    assert refused.error.startswith("plugin 'MisspeltSpecname' implements unknown hook 'regster_i18n'")
+    assert refused.error.startswith("plugin 'misspelt-specname' implements unknown hook 'regster_i18n'")
 
 
 class telegram:  # noqa: N801 - named like an entry point, which is what the block list matches

@@ -63,7 +63,7 @@ def test_a_schema_that_cannot_work_fails_its_plugin_at_load_naming_the_field(cas
     manager = loaded(Configured("schemed", **{schema: fields}), Bystander())
 
     status = manager.status("schemed")
-    assert (status.state, status.error) == ("failed", f"plugin 'Configured': {schema}: {problem}")
+    assert (status.state, status.error) == ("failed", f"plugin 'schemed': {schema}: {problem}")
     assert manager.status("bystander").state == "disabled"  # loaded, waiting to be enabled
 
 
@@ -113,6 +113,32 @@ async def test_the_catalog_card_of_a_plugin_with_a_bad_schema_says_what_to_chang
     assert card["state"] == "failed"
     assert "config_schema: field 'n' has the unknown type 'int'" in card["error"]
     assert (await host.client().get("/health")).json() == {"status": "ok"}
+
+
+class Q(Configured):
+    """Named nothing like its id, as a plugin given to the host as an object may be."""
+
+
+def test_a_refusal_names_the_plugin_by_its_id_not_by_its_class(caplog) -> None:
+    """The catalog card, the log and a strict start all say ``wx2``, the id the admin
+    reads on the card; the class name ``Q`` told them nothing."""
+    from skald_host.core.plugins.manager import StrictPluginFailure
+
+    schema = (ConfigField("units", "int"),)  # type: ignore[arg-type]
+    manager = loaded(Q("wx2", config_schema=schema))
+    status = manager.status("wx2")
+    assert status.state == "failed"
+    assert status.error.startswith("plugin 'wx2': config_schema: field 'units' has the unknown type 'int'"), status.error
+    assert "'Q'" not in status.error
+    assert any(r.getMessage().startswith("plugin wx2 failed to load: plugin 'wx2': ") for r in caplog.records)
+    with pytest.raises(StrictPluginFailure, match="^plugin 'wx2' failed in plugin_info: "):
+        PluginManager(extra=[Q("wx2", config_schema=schema)], use_entry_points=False, strict=True).load()
+
+    class Misspelt(Q):
+        @hookimpl
+        def regster_tools(self, register: Any) -> None: ...
+
+    assert loaded(Misspelt("wx3")).status("wx3").error.startswith("plugin 'wx3' implements unknown hook 'regster_tools'")
 
 
 # -- a register_* hook that returns instead of registering -------------------------------------
@@ -191,7 +217,7 @@ async def test_an_async_member_tools_is_refused_when_the_plugin_loads(skald):
 
     status = host.core.plugins.status("async-tools")
     assert status.state == "failed"
-    assert status.error.startswith("plugin 'AsyncMemberTools': member_tools must be synchronous, not async def: ")
+    assert status.error.startswith("plugin 'async-tools': member_tools must be synchronous, not async def: ")
     assert "return them from a plain def" in status.error
     assert "async-tools" not in host.core.plugins.implementers("member_tools")
     await assert_host_and_bystanders_work(host, bystander)

@@ -435,25 +435,25 @@ class PluginManager:
                     f"plugin {cand.name!r} uses the id {info.id!r} already taken by {other.name!r}"
                     f"{f' ({other.distribution})' if other.distribution else ''}"
                 )
-            self._check_hook_names(cand.name, obj)
+            self._check_hook_names(info.id, obj)
             self.pm.register(obj, name=info.id)
             self._objects[info.id] = obj
             status.hooks = sorted(h.name for h in (self.pm.get_hookcallers(obj) or []))
             status.state = "loaded" if cand.builtin else "disabled"
         except Exception as exc:
+            status.id = getattr(exc, "plugin_id", None) or status.id
             if self._strict:
-                raise StrictPluginFailure.of(cand.name, stage, exc) from exc
+                raise StrictPluginFailure.of(status.id, stage, exc) from exc
             status.healthy = False
             status.error = str(exc) or type(exc).__name__
             if stage == "import":  # "No module named 'x'" alone says neither what failed nor where
                 status.error = f"import: {located(exc)}"
             elif stage == "plugin_info" and not isinstance(exc, PluginError):  # the plugin's own code raised
                 status.error = f"plugin_info: {described(exc)}"
-            status.id = getattr(exc, "plugin_id", None) or status.id
             status.traceback = traceback.format_exc()
             # The import's error has its place already; a PluginError here is the host's refusal, raised in no code of the plugin.
             at = "" if stage == "import" or isinstance(exc, PluginError) else place_of(exc)
-            log.error("plugin %s failed to load: %s%s", cand.name, status.error, at)
+            log.error("plugin %s failed to load: %s%s", status.id, status.error, at)
         self._record(status)
 
     def _record(self, status: PluginStatus) -> None:
@@ -480,19 +480,21 @@ class PluginManager:
             raise PluginError(f"plugin {name!r}: plugin_info() returned {type(info).__name__}, expected PluginInfo")
         if not info.id or not info.id.replace("-", "").replace("_", "").isalnum() or info.id != info.id.lower():
             raise PluginError(f"plugin {name!r}: id {info.id!r} must be lower-case letters, digits, '-' or '_'")
+        # From here on the plugin has said who it is: messages name it by that id, the
+        # one its catalog card shows, not by the class or module it was found as.
         try:
             ok = spec_satisfied(info.spec)
         except InvalidSpecifier:
-            refusal = PluginError(f"plugin {name!r} declares an invalid spec range {info.spec!r}")
+            refusal = PluginError(f"plugin {info.id!r} declares an invalid spec range {info.spec!r}")
         else:
             if not ok:
-                refusal = PluginError(f"plugin {name!r} needs spec {info.spec}; this host provides {SPEC_VERSION}")
+                refusal = PluginError(f"plugin {info.id!r} needs spec {info.spec}; this host provides {SPEC_VERSION}")
             else:
                 try:  # a bad schema would otherwise surface only when the admin saves, or never
                     check_schema(info.config_schema, "config_schema")
                     check_schema(info.user_config_schema, "user_config_schema")
                 except SchemaInvalid as exc:
-                    refusal = PluginError(f"plugin {name!r}: {exc}")
+                    refusal = PluginError(f"plugin {info.id!r}: {exc}")
                 else:
                     return info
         refusal.plugin_id = info.id  # it said who it is: listed (and looked up) under that id
