@@ -164,15 +164,20 @@ class RelayWithChoiceWords(PagePlugin):
 
 async def test_a_settings_choice_is_shown_in_the_readers_words_and_stored_as_its_value(skald, browser_pages):
     mode = ConfigField("mode", "choice", label="Mode", choices=("polling", "webhook"), default="polling")
-    host = await skald.start(plugins=[RelayWithChoiceWords("relay", config_schema=(mode,))], enable=["relay"])
+    fallback = ConfigField("fallback", "choice", label="Fallback", choices=("polling", "webhook"))
+    host = await skald.start(plugins=[RelayWithChoiceWords("relay", config_schema=(mode, fallback))], enable=["relay"])
     client = await host.admin()
     page = await browser_pages.new(host.url)
     await sign_in(page, "admin", ADMIN_PASSWORD)
-    # "webhook" has no words in the bundle: it stays as it is.
+    # "webhook" has no words in the bundle: it stays as it is. A field with a default
+    # offers no "not set" (unset is the default); an optional one without a default does.
     await page.goto("/#plugin-detail?id=relay")
     select = page.get_by_label("Mode")
-    await expect(select.locator("option")).to_have_text(["— not set —", "Long polling", "webhook"])
+    await expect(select.locator("option")).to_have_text(["Long polling", "webhook"])
+    await expect(select).to_have_value("polling")
+    await expect(page.get_by_label("Fallback").locator("option")).to_have_text(["— not set —", "polling", "webhook"])
+    await expect(page.get_by_label("Fallback")).to_have_value("")
     await select.select_option(label="webhook")
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
-    assert (await client.get("/api/admin/plugins/relay")).json()["config"]["mode"] == "webhook"
+    assert (await client.get("/api/admin/plugins/relay")).json()["config"] == {"mode": "webhook", "fallback": None}

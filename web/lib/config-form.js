@@ -29,10 +29,14 @@ function buildControl(spec, value, id) {
     return el("input", { id, type: "checkbox", name: spec.name, props: { checked: value === true } });
   }
   if (spec.type === "choice") {
+    // "Not set" only where unset is a state of its own: a field with a default reads
+    // unset as that default (the server drops the value, the plugin gets the default),
+    // so offering both showed one setting twice under two names.
+    const unsettable = !spec.required && spec.default == null;
     const select = el("select", { id, name: spec.name },
-      spec.required ? null : el("option", { value: "", text: t("config.not_set") }),
+      unsettable ? el("option", { value: "", text: t("config.not_set") }) : null,
       ...(spec.choices || []).map((choice) => el("option", { value: choice, text: choiceText(spec, choice) })));
-    select.value = value ?? "";
+    select.value = value ?? spec.default ?? "";
     return select;
   }
   if (spec.secret) {
