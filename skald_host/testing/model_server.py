@@ -31,7 +31,12 @@ Command line (the model server in another process)::
 
     python -m skald_host.testing.model_server --port 0 --script-file script.json
 
-prints the base URL on one line and serves until SIGTERM. The script file::
+prints the base URL on one line and serves until SIGTERM. With ``--log-requests`` it
+also prints a line per request it gets, to see what the host sent (``request_line``)::
+
+    POST /v1/chat/completions model=test-model messages=3 tools=roll_dice,remember
+
+The script file::
 
     {
       "models": ["model-a"],              optional; default: the keys of "script", else test-model
@@ -221,6 +226,8 @@ class ScriptedModelServer:
         self.host = host
         self.port = port
         self.requests: list[RecordedRequest] = []
+        #: Called with each request as it is recorded (the command line's ``--log-requests``).
+        self.on_request: Callable[[RecordedRequest], None] | None = None
         self.active_streams = 0
         self.peak_active_streams = 0
         #: Responses the client walked away from (closed the connection mid-answer).
@@ -354,6 +361,8 @@ class ScriptedModelServer:
             raw=http.body,
         )
         self.requests.append(recorded)
+        if self.on_request is not None:
+            self.on_request(recorded)
         self._notify()
         return recorded
 
@@ -787,6 +796,15 @@ def server_from_script_file(
     return server
 
 
+def request_line(request: RecordedRequest) -> str:
+    """One request as ``--log-requests`` prints it: which model, how many messages and
+    which tools the host offered (the question a plugin author trying a tool by hand
+    has: did my tool reach the model?). Never the messages' text or the headers."""
+    functions = [tool.get("function") if isinstance(tool, dict) else None for tool in request.tools]
+    names = [str(f.get("name", "?")) if isinstance(f, dict) else "?" for f in functions]
+    return f"{request.method} {request.path} model={request.model} messages={len(request.messages)} tools={','.join(names) or '-'}"
+
+
 async def _serve_until_terminated(server: ScriptedModelServer) -> None:
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -804,6 +822,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port; the base URL is printed")
     parser.add_argument("--api-key", help="require 'Authorization: Bearer <key>'")
+    parser.add_argument(
+        "--log-requests", action="store_true", help="print each request's model, message count and tool names"
+    )
     args = parser.parse_args(argv)
     if args.script_file:
         server = server_from_script_file(args.script_file, api_key=args.api_key, host=args.host, port=args.port)
@@ -812,6 +833,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         server = ScriptedModelServer(
             api_key=args.api_key, responder=echo_last_user_message, host=args.host, port=args.port
         )
+    if args.log_requests:
+        server.on_request = lambda request: print(request_line(request), flush=True)
     asyncio.run(_serve_until_terminated(server))
 
 

@@ -437,3 +437,31 @@ def test_the_command_line_serves_a_script_file_until_sigterm(tmp_path):
         finally:
             if process.poll() is None:
                 process.kill()
+
+
+def test_log_requests_prints_what_the_host_sent_each_time(tmp_path):
+    """A plugin author trying a tool by hand sees whether it was offered to the model."""
+    command = [sys.executable, "-m", "skald_host.testing.model_server", "--port", "0", "--log-requests"]
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        try:
+            base_url = process.stdout.readline().strip()
+            assert base_url.startswith("http://127.0.0.1:"), process.stderr.read()
+            tools = [
+                {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+                for name in ("roll_dice", "greet")
+            ]
+            with openai.OpenAI(base_url=base_url, api_key="x", max_retries=0) as client:
+                messages = [{"role": "system", "content": "Be brief."}, *user("secret words")]
+                answer = client.chat.completions.create(model="test-model", messages=messages, tools=tools)
+                assert answer.choices[0].message.content == "secret words"  # still the echo server
+                client.chat.completions.create(model="test-model", messages=user("hi"))
+            first, second = process.stdout.readline().strip(), process.stdout.readline().strip()
+            assert first == "POST /v1/chat/completions model=test-model messages=2 tools=roll_dice,greet"
+            assert second == "POST /v1/chat/completions model=test-model messages=1 tools=-"
+            process.send_signal(signal.SIGTERM)
+            rest, _ = process.communicate(timeout=10)
+            assert process.returncode == 0
+            assert "secret words" not in first + second + rest  # the messages' text is never printed
+        finally:
+            if process.poll() is None:
+                process.kill()
