@@ -48,6 +48,9 @@ async def test_admin_enables_configures_and_grants_the_installed_example_plugin(
     await sign_in(alice_page, "alice", MEMBER_PASSWORD)
     await alice_page.get_by_role("navigation").get_by_role("link", name="Hello").click()
     await expect(alice_page.locator(".hello-greeting")).to_have_text("Good morning, Alice!")
+    # The shell's header shows the page's title; the page does not repeat it.
+    await expect(alice_page.get_by_role("heading", name="Hello", exact=True)).to_have_count(1)
+    await expect(alice_page.locator("h1", has_text="Hello")).to_have_count(1)
 
     bob_page = await browser_pages.new(host.url)
     await sign_in(bob_page, "bob", MEMBER_PASSWORD)

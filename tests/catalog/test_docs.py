@@ -113,6 +113,21 @@ def test_the_code_shown_is_the_examples_code():
     assert tool in source
 
 
+def test_the_page_shown_reads_what_the_examples_route_answers():
+    """The walk-through's page.js and routes.py are excerpts: what the page reads of the
+    route's answer (``data.greeting``) must be what the example's page reads and its route
+    answers, so an answer field dropped from the example (``title``) leaves the guide too."""
+    shown_page = next(b for b in code_blocks(walk_through(), "js") if "HelloPage" in b)
+    shown_route = next(b for b in code_blocks(walk_through(), "python") if "def build_blueprint" in b)
+    page = (EXAMPLE / "skald_hello" / "page.js").read_text(encoding="utf-8")
+    route = (EXAMPLE / "skald_hello" / "routes.py").read_text(encoding="utf-8")
+    answered = set(re.findall(r'^\s*[{(]?"(\w+)": ', route, flags=re.M))
+    assert set(re.findall(r'[{(]?"(\w+)": ', shown_route)) <= answered | {"error"}
+    read = set(re.findall(r"data\.(\w+)", page))
+    assert read and read <= answered, (read, answered)
+    assert set(re.findall(r"data\.(\w+)", shown_page)) <= read
+
+
 def test_the_packaging_shown_is_the_examples_packaging():
     pyproject = (EXAMPLE / "pyproject.toml").read_text(encoding="utf-8")
     shown = next(b for b in code_blocks(walk_through(), "toml") if "skald.plugins" in b)

@@ -13,8 +13,8 @@ export default class HelloPage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "hello";
     // Every word comes from the plugin's strings, in the member's language, through
-    // its route (showGreeting); until then the elements stay empty.
-    this.heading = node("h2"); // the shell's header above the page is its one h1
+    // its route (showGreeting); until then the elements stay empty. No heading of its
+    // own: the shell's header above the page already shows its title, as its one h1.
     this.line = node("p");
     this.line.className = "hello-greeting";
     this.nickname = node("input");
@@ -31,14 +31,13 @@ export default class HelloPage extends HTMLElement {
       event.preventDefault();
       this.saveNickname();
     });
-    this.replaceChildren(this.heading, this.line, this.form);
+    this.replaceChildren(this.line, this.form);
     await Promise.all([this.showGreeting(), this.showNickname()]);
   }
 
   async showGreeting() {
     try {
       const data = await call("GET", `/api/plugin/${encodeURIComponent(this.pluginId)}/greeting`);
-      this.heading.textContent = data.title;
       this.line.textContent = data.greeting;
       this.label.textContent = data.strings.nickname;
       this.save.textContent = data.strings.save;

@@ -36,7 +36,6 @@ def build_blueprint() -> Blueprint:
                 name=member.display_name or member.username,
                 default=host.translate("hello.greeting", member.locale),
             ),
-            "title": host.translate("hello.page.main.title", member.locale),
             # The page's own words: it holds keys, never English of its own. The
             # nickname's label is the one the member's settings form shows.
             "strings": {
