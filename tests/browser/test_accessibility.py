@@ -12,7 +12,7 @@ from playwright.async_api import expect
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
-from .kit import DESKTOP, PHONE, sign_in
+from .kit import DESKTOP, PHONE, screenshot, sign_in
 from .test_chat import MODEL, NotesPlugin, configure_model, send
 
 AXE = Axe()
@@ -100,9 +100,29 @@ async def test_every_page_passes_axe_at_wcag_21_aa_on_desktop_and_phone_in_engli
         await walk(german, "member de", routes)
 
 
-async def sign_in_german(page: Any) -> None:
+async def sign_in_german(page: Any, username: str = "erin", password: str = MEMBER_PASSWORD) -> None:
     await page.goto("/")
-    await page.get_by_label("Benutzername").fill("erin")
-    await page.get_by_label("Passwort", exact=True).fill(MEMBER_PASSWORD)
+    await page.get_by_label("Benutzername").fill(username)
+    await page.get_by_label("Passwort", exact=True).fill(password)
     await page.get_by_role("button", name="Anmelden").click()
     await page.locator("#sidebar").wait_for(state="attached")
+
+
+async def test_the_system_agents_of_a_plugin_that_is_off_pass_axe_on_desktop_and_phone_in_english_and_german(skald, browser_pages):
+    """The notice an agent of a plugin that is off shows (with its "Open the plugin"
+    link) is part of the page axe checks, on "All" and on the agent's own tab."""
+    import skald_system_agents
+
+    host = await skald.start(plugins=[skald_system_agents], settings=skald.settings(system_agents={"run": False}))
+    admin_api = await host.admin()
+    routes = ["#system-agents", "#system-agents/conversation_review"]
+    for locale, link_text in (("en", "Open the plugin"), ("de", "Plugin öffnen")):
+        response = await admin_api.put("/api/me/locale", json={"locale": locale})
+        assert response.status_code == 200, response.text
+        for viewport_name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+            page = await browser_pages.new(host.url, viewport=viewport, locale="de-DE" if locale == "de" else "en-US")
+            await (sign_in_german(page, "admin", ADMIN_PASSWORD) if locale == "de" else sign_in(page, "admin", ADMIN_PASSWORD))
+            await page.goto(f"/{routes[1]}")
+            await expect(page.get_by_role("status").get_by_role("link", name=link_text)).to_be_visible()
+            await walk(page, f"plugin off {locale} {viewport_name}", routes)
+            await screenshot(page, f"system-agents-plugin-off-{locale}-{viewport_name}")

@@ -10,8 +10,8 @@ from playwright.async_api import expect
 from skald_host.testing import Reply, ScriptedModelServer
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
-from .kit import PHONE, screenshot, sign_in
-from .test_accessibility import assert_no_violations
+from .kit import DESKTOP, PHONE, screenshot, sign_in
+from .test_accessibility import assert_no_violations, sign_in_german
 from .test_chat import MODEL, configure_model
 
 FOCUSED_IN_PAGE = "() => { const a = document.activeElement; return !!a && a !== document.body && document.querySelector('#content').contains(a); }"
@@ -115,3 +115,71 @@ async def test_a_tool_card_waiting_for_approval_reads_on_one_line_per_part_on_a_
             assert lines <= 1, (part, lines)
         assert await page.evaluate("document.documentElement.scrollWidth") <= 390
         await screenshot(page, "tool-card-awaiting-approval-phone-de", full_page=False)
+
+
+async def focus_by_keyboard(page, target, key: str = "Tab", presses: int = 40) -> None:
+    """Press ``key`` until ``target`` has the focus, as a keyboard user would get there."""
+    for _ in range(presses):
+        if await target.evaluate("(node) => node === document.activeElement"):
+            return
+        await page.keyboard.press(key)
+    focused = await page.evaluate("document.activeElement.outerHTML.slice(0, 200)")
+    raise AssertionError(f"{presses} × {key} never reached {target}; the focus is on {focused}")
+
+
+FRESH_COMPOSER_WORDS = {
+    "en": {"new": "New conversation", "message": "Message", "model": "Model", "chosen": "The next answer comes from this model"},
+    "de": {"new": "Neues Gespräch", "message": "Nachricht", "model": "Modell", "chosen": "Die nächste Antwort kommt von diesem Modell"},
+}
+
+
+async def test_the_fresh_composer_and_its_model_picker_pass_axe_and_work_by_keyboard_in_english_and_german(skald, browser_pages):
+    """From the chat page a keyboard reaches "New conversation"; Enter puts the focus in
+    the message box; the model picker beside it has a visible label that is its name and
+    the focus ring every control has; a model chosen with the arrow keys is confirmed in
+    the status line, as in the conversation's header. axe finds nothing at each step."""
+    async with ScriptedModelServer(models=(MODEL, "second-model"), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
+        second = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "second-model", "label": "Second", "priority": 90000})
+        assert second.status_code == 201, second.text  # two models: the fresh composer offers the picker
+        for locale, username in (("en", "erin"), ("de", "jonas")):
+            words = FRESH_COMPOSER_WORDS[locale]
+            member = await host.member(username, locale=locale)
+            conversation = (await member.post("/api/conversations", json={})).json()["id"]
+            for viewport_name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+                where = f"fresh composer {locale} {viewport_name}"
+                page = await browser_pages.new(host.url, viewport=viewport, locale="de-DE" if locale == "de" else "en-US")
+                await (sign_in_german(page, username) if locale == "de" else sign_in(page, username, MEMBER_PASSWORD))
+                fresh = page.get_by_role("button", name=words["new"])
+                message = page.get_by_role("textbox", name=words["message"])
+                if viewport is DESKTOP:  # from an open conversation (a phone shows no list beside it)
+                    await page.goto(f"/#chat/{conversation}")
+                    await expect(message).to_be_focused()
+                    await focus_by_keyboard(page, fresh, "Shift+Tab")
+                else:
+                    await page.goto("/#chat")
+                    await page.locator("#content h1").first.wait_for()
+                    await focus_by_keyboard(page, fresh)
+                await page.keyboard.press("Enter")
+                await page.wait_for_url("**/#chat")
+                await expect(message).to_be_focused()
+                await assert_no_violations(page, where)
+
+                picker = page.get_by_role("combobox", name=words["model"], exact=True)
+                await expect(page.locator(".chat-welcome label", has_text=words["model"])).to_be_visible()
+                await focus_by_keyboard(page, picker, "Shift+Tab", presses=4)
+                ring = await picker.evaluate("(n) => { const s = getComputedStyle(n); return [s.outlineStyle, s.outlineWidth, s.boxShadow]; }")
+                assert (ring[0] != "none" and ring[1] != "0px") or ring[2] != "none", (where, ring)  # an outline or the inputs' ring
+                await page.keyboard.press("ArrowDown")
+                await expect(picker).not_to_have_value("")  # from "Automatic" to the first model
+                await expect(page.get_by_role("status").filter(has_text=words["chosen"])).to_be_visible()
+                await expect(picker).to_be_focused()
+                await assert_no_violations(page, f"{where}, a model chosen")
+                await page.emulate_media(color_scheme="dark")  # the theme "like the system" follows
+                await assert_no_violations(page, f"{where}, a model chosen, dark")
+                await page.emulate_media(color_scheme="light")
+                await screenshot(page, f"fresh-composer-{locale}-{viewport_name}", full_page=False)
+                await focus_by_keyboard(page, message, presses=4)  # and on, forward, to the message box
