@@ -255,7 +255,9 @@ async def test_a_german_admin_reads_real_plurals_after_the_connection_test(skald
         await expect(page.get_by_text("2 Namen aus dem Verbindungstest werden beim Tippen vorgeschlagen.")).to_be_visible()
 
 
-async def test_admin_adds_the_names_the_connection_test_offered_with_one_button_each(skald, browser_pages):
+async def test_add_on_a_name_the_connection_test_offered_fills_the_model_form_with_it(skald, browser_pages):
+    """"Add" used to add the name at once, without the form's settings (can it see
+    images?); filling the form then said the model already existed. It fills the form."""
     async with ScriptedModelServer(models=("alpha-model", "beta-model")) as server:
         host = await skald.start()
         api = await host.admin()
@@ -273,20 +275,35 @@ async def test_admin_adds_the_names_the_connection_test_offered_with_one_button_
         await screenshot(page, "models-offered-names")
         await add_alpha.focus()
         await add_alpha.press("Enter")
+        form = page.locator("form.model-form")
+        name = form.get_by_label("Model name")
+        await expect(name).to_be_focused()
+        await expect(name).to_have_value("alpha-model")
+        await expect(form.get_by_label("Provider")).to_have_value(response.json()["id"])
+        assert (await api.get("/api/admin/models")).json()["models"] == []  # not added yet: the admin finishes the form
+        vision = form.get_by_label("Can see images")
+        for _ in range(8):  # by keyboard, from the name on
+            if await vision.evaluate("n => n === document.activeElement"):
+                break
+            await page.keyboard.press("Tab")
+        await expect(vision).to_be_focused()
+        await page.keyboard.press("Space")
+        await form.get_by_role("button", name="Add model").click()
         row = page.locator("tr[data-model='alpha-model']")
         await expect(row.locator(".model-label")).to_have_text("alpha-model")
+        await expect(row).to_contain_text("Yes")
         await expect(row.locator(".tag")).to_have_text("On")
-        # Added: its name stays listed without a button; focus goes to the next name's.
+        # Added: its name stays listed without a button.
         await expect(provider.locator(".model-names")).to_contain_text("alpha-model")
         await expect(provider.get_by_role("button", name="Add alpha-model", exact=True)).to_have_count(0)
-        add_beta = provider.get_by_role("button", name="Add beta-model", exact=True)
-        await expect(add_beta).to_be_focused()
-        await add_beta.click()
+
+        await provider.get_by_role("button", name="Add beta-model", exact=True).click()
+        await expect(form.get_by_label("Model name")).to_have_value("beta-model")
+        await form.get_by_role("button", name="Add model").click()
         await expect(page.locator("tr[data-model='beta-model']")).to_have_count(1)
         await expect(provider.locator(".offered-add")).to_have_count(0)
-        await expect(provider.get_by_role("button", name="Test connection")).to_be_focused()
         models = (await api.get("/api/admin/models")).json()["models"]
-        assert sorted(m["model"] for m in models) == ["alpha-model", "beta-model"]
+        assert sorted((m["model"], m["vision"]) for m in models) == [("alpha-model", True), ("beta-model", False)]
         assert {m["provider_name"] for m in models} == {"Scripted"}
 
 
@@ -303,5 +320,9 @@ async def test_a_german_admin_adds_an_offered_model_by_its_german_button(skald, 
         add = provider.get_by_role("button", name="beta-model hinzufügen", exact=True)
         await expect(add).to_have_text("Hinzufügen")
         await add.click()
-        await expect(page.locator("tr[data-model='beta-model']")).to_have_count(1)
+        form = page.locator("form.model-form")
+        await expect(form.get_by_label("Modellname")).to_have_value("beta-model")
+        await form.get_by_label("Kann Bilder sehen").check()
+        await form.get_by_role("button", name="Modell hinzufügen").click()
+        await expect(page.locator("tr[data-model='beta-model']")).to_contain_text("Ja")
         await expect(provider.get_by_role("button", name="alpha-model hinzufügen", exact=True)).to_be_visible()

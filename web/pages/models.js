@@ -29,24 +29,15 @@ function readInt(input) {
 // -- providers -----------------------------------------------------------------------------
 
 /** The names the provider's test offered, each not yet added with an "Add" button that
- * adds it as the model form would (the catalog's defaults), then shows the new list. */
-function offeredNames(provider, names, added, ctx, status) {
+ * puts it into the model form below, focused there: a model is added in one place, with
+ * what only the admin knows (whether it can see images, its label) set before it exists.
+ * Added at once, it had none of that, and the form then said it already existed. */
+function offeredNames(provider, names, added) {
   const addButton = (name) => {
     const add = button(t("models.add_offered"), {
       kind: "small",
       attrs: { "aria-label": t("models.add_offered_name", { model: name }) },
-      onClick: () => busy(add, async () => {
-        status.clear();
-        const card = add.closest(".provider-card");
-        const index = card ? [...card.querySelectorAll(".offered-add")].indexOf(add) : 0;
-        const response = await api("POST", "/api/admin/models/entries", { provider_id: provider.id, model: name });
-        if (!response.ok) { status.error(errorText(response)); return; }
-        await ctx.rerender();
-        // Its button is gone with the re-render: the next name's, else the test's, keeps the place.
-        const again = [...document.querySelectorAll(".provider-card")].find((node) => node.dataset.provider === provider.name);
-        const rest = again ? [...again.querySelectorAll(".offered-add")] : [];
-        (rest[Math.min(index, rest.length - 1)] || again?.querySelector(".provider-test"))?.focus();
-      }),
+      onClick: () => document.dispatchEvent(new CustomEvent("skald:model-offered", { detail: { provider: provider.id, model: name } })),
     });
     add.classList.add("offered-add");
     return add;
@@ -57,15 +48,15 @@ function offeredNames(provider, names, added, ctx, status) {
 }
 
 /** The test's answer: how many names, and the names (again after a re-render). */
-function showOffered(output, provider, names, added, ctx, status) {
+function showOffered(output, provider, names, added) {
   output.className = "test-result ok";
   output.replaceChildren(...present(
     el("strong", { text: t("models.test_ok", { count: names.length }) }),
-    names.length ? offeredNames(provider, names, added, ctx, status) : null,
+    names.length ? offeredNames(provider, names, added) : null,
     names.length > 40 ? el("span", { class: "muted", text: ` ${t("models.test_more", { count: names.length - 40 })}` }) : null));
 }
 
-function testButton(provider, output, added, ctx, status) {
+function testButton(provider, output, added) {
   const test = button(t("models.test"), {
     kind: "small",
     onClick: () => busy(test, async () => {
@@ -81,7 +72,7 @@ function testButton(provider, output, added, ctx, status) {
       const names = response.data.models || [];
       discovered.set(provider.id, names);
       document.dispatchEvent(new CustomEvent("skald:models-discovered", { detail: provider.id }));
-      showOffered(output, provider, names, added, ctx, status);
+      showOffered(output, provider, names, added);
     }),
     attrs: { "aria-label": `${t("models.test")}: ${provider.name}` },
   });
@@ -126,7 +117,7 @@ function providerCard(provider, ctx, own) {
   const added = new Set(own.map((m) => m.model));
   const output = el("div", { class: "test-result", role: "status", "aria-live": "polite" });
   const status = statusLine();
-  if (discovered.has(provider.id)) showOffered(output, provider, discovered.get(provider.id), added, ctx, status);
+  if (discovered.has(provider.id)) showOffered(output, provider, discovered.get(provider.id), added);
   const facts = el("dl", { class: "facts compact" },
     el("dt", { text: t("models.base_url") }), el("dd", {}, el("code", { text: provider.base_url })),
     el("dt", { text: t("models.api_key") }), el("dd", { text: provider.api_key === MASK ? t("models.key_stored") : t("models.key_none") }),
@@ -150,7 +141,7 @@ function providerCard(provider, ctx, own) {
       if (response.ok) ctx.rerender(); else status.error(errorText(response));
     },
   });
-  const view = [facts, el("div", { class: "actions" }, testButton(provider, output, added, ctx, status), edit, remove), output, status.node];
+  const view = [facts, el("div", { class: "actions" }, testButton(provider, output, added), edit, remove), output, status.node];
   const body = el("div", { class: "provider-body" }, ...view);
   return el("article", { class: "card provider-card", "data-provider": provider.name },
     el("h3", { class: "provider-name", text: provider.name }), body);
@@ -246,6 +237,16 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
     showNames();
   };
   document.addEventListener("skald:models-discovered", onDiscovered);
+  const onOffered = (event) => {
+    if (!form.isConnected) { document.removeEventListener("skald:model-offered", onOffered); return; }
+    provider.value = event.detail.provider;
+    name.value = event.detail.model;
+    showNames();
+    clearFieldErrors(form, status);
+    name.scrollIntoView({ block: "center" });
+    name.focus({ preventScroll: true });
+  };
+  if (!model) document.addEventListener("skald:model-offered", onOffered);
 
   const nameField = field(t("models.model_name"), name, { required: true })[0];
   nameField.append(names, el("div", { class: "inline-hint" }, suggestions, load));
