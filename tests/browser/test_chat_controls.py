@@ -509,3 +509,58 @@ async def test_an_answer_without_words_offers_nothing_to_copy_or_read_aloud(skal
             await expect(tool_only.get_by_role("button", name="Vorlesen")).to_have_count(0)
             await expect(answers.last.get_by_role("button", name="Kopieren")).to_have_count(1)
             await expect(answers.last.get_by_role("button", name="Vorlesen")).to_have_count(1)
+
+
+async def test_a_stopped_answer_names_its_model_live_as_after_a_reload(skald, browser_pages):
+    """The turn's `cancelled` names no model: the live view showed "Stopped" alone, a
+    reload "Stopped test-model"."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("una")
+        server.script(MODEL, [Hang(text="slowly slowly slowly", token_delay=0.1)])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "una", MEMBER_PASSWORD)
+        await send(page, "Tell me slowly")
+        answer = page.locator(".msg.assistant")
+        await expect(answer.locator(".msg-body")).to_contain_text("slowly")
+        await page.get_by_role("button", name="Stop").click()
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+            await expect(answer).to_have_attribute("data-status", "cancelled")
+            await expect(answer.locator(".msg-meta .badge")).to_have_text("Stopped")
+            await expect(answer.locator(".msg-meta .model")).to_have_text(MODEL)
+
+
+async def test_an_answer_waiting_for_an_approval_offers_copy_and_read_aloud_only_once_finished(skald, browser_pages):
+    """The words above an approval card are not the answer yet: no Copy or Read aloud
+    while the card waits, live or after a reload; both once the turn has answered."""
+    notes = NotesPlugin()
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[notes], enable=["notes"])
+        await configure_model(await host.admin(), server)
+        await host.create_member("vera")
+        server.script(MODEL, [
+            Reply(text="Let me write that down.", tool_calls=[ToolCall("write_note", {"path": "a.md", "text": "x"})]),
+            Reply(text="Written."),
+        ])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "vera", MEMBER_PASSWORD)
+        await send(page, "Write a note")
+        approval = page.get_by_role("group", name="Approval for write_note")
+        round_ = page.locator(".msg.assistant").filter(has_text="Let me write that down.")
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+            await expect(approval).to_be_visible()
+            await expect(round_.locator(".msg-body")).to_have_text("Let me write that down.")
+            await expect(round_.get_by_role("button", name="Copy")).to_have_count(0)
+            await expect(round_.get_by_role("button", name="Read aloud")).to_have_count(0)
+        await approval.get_by_role("button", name="Approve").click()
+        final = page.locator(".msg.assistant").last
+        await expect(final.locator(".msg-body")).to_have_text("Written.")
+        for answer in (round_, final):
+            await expect(answer.get_by_role("button", name="Copy")).to_have_count(1)
+            await expect(answer.get_by_role("button", name="Read aloud")).to_have_count(1)
+        assert len(notes.calls) == 1

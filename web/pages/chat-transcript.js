@@ -168,6 +168,7 @@ export class Transcript {
     this.subBoxes = new Map(); // frame id → its box on screen, working or done
     this.held = null; // frame id → what its events said before its box was rebuilt (restoreSubagents)
     this.stream = null;
+    this.unsettled = new Set(); // views of the running turn's rounds that called tools: finished at its end
     this.running = false;
     this.stick = true;
     this.list.replaceChildren();
@@ -240,12 +241,13 @@ export class Transcript {
     // Earlier versions are not shown, only flipped to; nor is an answer a stopped server
     // cut before its first word (the note after it says so, and the answer follows).
     const messages = all.filter((m) => !m.variant && !cutBeforeAWord(m));
-    for (const message of messages) {
+    const turnStart = messages.findLastIndex((m) => m.role === "user");
+    messages.forEach((message, index) => {
       const live = this.running && message.status === "streaming" && message === messages[messages.length - 1];
       const seen = live ? this.streamed.get(message.id) : null;
       const whole = seen && seen.content.length >= (message.content || "").length ? { ...message, ...seen } : message;
-      this.list.append(this.messageNode(whole, live));
-    }
+      this.list.append(this.messageNode(whole, live, this.running && index > turnStart));
+    });
     for (const [id, versions] of branches) {
       const meta = this.messages.get(Number(id))?.node.querySelector(".msg-meta");
       if (meta) { meta.append(this.versionSwitch(versions)); meta.hidden = false; }
@@ -281,6 +283,7 @@ export class Transcript {
     }
     this.running = running;
     if (!running && this.stream) this.finishStream({ status: this.stream.status || "interrupted" });
+    if (!running) this.settleRounds();
     this.placeActivity();
     this.placeTurnActions();
   }
@@ -349,7 +352,8 @@ export class Transcript {
 
   // -- messages ---------------------------------------------------------------------------
 
-  messageNode(message, live = false) {
+  /** `inRunningTurn`: the message belongs to the turn still running (a reload mid-turn). */
+  messageNode(message, live = false, inRunningTurn = false) {
     if (message.reason) {  // a failure the host words in every language: in the reader's
       message = { ...message, content: errorString(message.reason.code, message.reason.values, { admin: this.handlers.admin !== false }) || message.content };
     }
@@ -368,8 +372,7 @@ export class Transcript {
     view.setContent(message.content || "");
     for (const call of message.tool_calls || []) view.tools.append(this.toolCard(call));
     const status = live ? "streaming" : message.status === "streaming" ? "interrupted" : message.status;
-    view.setStatus(status, message.model);
-    addReadAloud(view.meta, message.content, status);
+    this.showStatus(view, status, message.model, inRunningTurn && status === "complete" && (message.tool_calls || []).length > 0);
     if (live) {
       this.stream = { id: message.id, view, content: message.content || "", reasoning: message.reasoning || "", timer: null };
       view.node.classList.add("streaming");
@@ -455,10 +458,14 @@ export class Transcript {
         reasoning.hidden = !text;
         markdownInto(reasoningBody, text);
       },
-      setStatus: (status, model) => {
+      /** `unsettled`: a round that called tools while its turn runs on: its words are
+       * not the turn's answer yet, so nothing to copy or read aloud (`settleRounds`). */
+      setStatus: (status, model, { unsettled = false } = {}) => {
+        view.status = status;
+        view.model = model;
         node.dataset.status = status || "complete";
         const label = messageStatusLabel(status);
-        const done = status !== "streaming" && view.text;
+        const done = status !== "streaming" && view.text && !unsettled;
         meta.replaceChildren(...[
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
           // A round of tool calls alone has no words to credit: no model line under its cards.
@@ -608,21 +615,20 @@ export class Transcript {
   }
 
   /** Finish the open bubble in place: with the event's text when there is one. */
-  finishStream({ content, reasoning, status = "complete", model } = {}) {
+  finishStream({ content, reasoning, status = "complete", model, unsettled } = {}) {
     const stream = this.stream;
     if (!stream) return;
     stream.timer = null;
     this.stream = null;
-    this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model });
+    this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model, unsettled });
   }
 
-  settle(view, { content, reasoning, status, model }) {
+  settle(view, { content, reasoning, status, model, unsettled = false }) {
     view.node.classList.remove("streaming", "reasoning-only");
     view.node.removeAttribute("aria-busy");
     view.setReasoning(reasoning);
     view.setContent(content);
-    view.setStatus(status, model);
-    addReadAloud(view.meta, content, status);
+    this.showStatus(view, status, model, unsettled);
     this.placeActivity();
     this.follow();
   }
@@ -638,10 +644,30 @@ export class Transcript {
     return view;
   }
 
+  /** The view's status line, and Read aloud when it is finished: a round that called
+   * tools (`unsettled`) waits for its turn's end, when `settleRounds` adds both. */
+  showStatus(view, status, model, unsettled = false) {
+    view.setStatus(status, model, { unsettled });
+    if (unsettled) this.unsettled.add(view);
+    else { this.unsettled.delete(view); addReadAloud(view.meta, view.text, status); }
+  }
+
+  /** The turn ended: its rounds that called tools are finished answers now. */
+  settleRounds() {
+    for (const view of this.unsettled) {
+      if (!view.node.isConnected) continue;
+      const versions = view.meta.querySelector(".versions"); // drawn by a read mid-turn: kept
+      this.showStatus(view, view.status, view.model);
+      if (versions) { view.meta.append(versions); view.meta.hidden = false; }
+    }
+    this.unsettled.clear();
+  }
+
   /** `done` or `assistant`: the complete message. */
   finished(data, toolCalls = []) {
     const view = this.settleMessage(Number(data.message_id), {
       content: data.content || "", reasoning: data.reasoning || "", status: "complete", model: data.model,
+      unsettled: toolCalls.length > 0 && this.running,
     });
     for (const call of toolCalls) {
       if (!this.toolCards.has(call.id)) view.tools.append(this.toolCard({ ...call, status: "requested" }));
@@ -659,6 +685,12 @@ export class Transcript {
     this.messages.delete(stream.id);
     stream.view.node.remove();
     this.placeActivity();
+  }
+
+  /** `answer_cancelled`: the answer a Stop cut, with the model that wrote it (the
+   * turn's `cancelled` that follows names none). */
+  answerCancelled(data) {
+    if (this.stream?.id === Number(data.message_id)) this.finishStream({ status: "cancelled", model: data.model });
   }
 
   cancelled() {

@@ -40,7 +40,7 @@ socket.onMessage((message) => {
     entry[data.channel === "reasoning" ? "reasoning" : "content"] += data.delta || "";
     live.texts.set(data.message_id, entry);
     if (live.texts.size > 64) live.texts.delete(live.texts.keys().next().value);
-  } else if (["done", "assistant", "model_fallback", "error"].includes(data.type)) live.texts.delete(data.message_id);
+  } else if (["done", "assistant", "answer_cancelled", "model_fallback", "error"].includes(data.type)) live.texts.delete(data.message_id);
 });
 
 /**
@@ -758,6 +758,9 @@ class ChatView {
         break;
       case "notification":
         tx.note(errorString(data.code, data.values) || data.content || "", "info", data.message_id);
+        break;
+      case "answer_cancelled":
+        tx.answerCancelled(data);
         break;
       case "cancelled":
         tx.cancelled();

@@ -672,6 +672,10 @@ class Kernel:
                         message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status="cancelled"
                     )
                 )
+                # Written, then announced with its model as ``done`` is, so the stopped
+                # answer reads "Stopped <model>" live as it does after a reload; the
+                # turn's own ``cancelled`` follows once the whole call tree has stopped.
+                self.emit(frame, "answer_cancelled", message_id=message_id, model=candidates[0].model)
             raise
         finally:
             if saver is not None:
