@@ -557,6 +557,8 @@ async def test_an_answer_waiting_for_an_approval_offers_copy_and_read_aloud_only
             await expect(round_.locator(".msg-body")).to_have_text("Let me write that down.")
             await expect(round_.get_by_role("button", name="Copy")).to_have_count(0)
             await expect(round_.get_by_role("button", name="Read aloud")).to_have_count(0)
+            # Its words are credited to their model live as after a reload.
+            await expect(round_.locator(".msg-meta .model")).to_have_attribute("title", MODEL)
         await approval.get_by_role("button", name="Approve").click()
         final = page.locator(".msg.assistant").last
         await expect(final.locator(".msg-body")).to_have_text("Written.")

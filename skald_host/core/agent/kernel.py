@@ -519,7 +519,7 @@ class Kernel:
         if request_log is not None:
             self.runtime.request_logged(frame, request_log[0], messages, tools_wire)
         if call_ids:
-            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning,
+            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
                       tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(call_ids, calls)])
         else:
             self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
@@ -838,7 +838,7 @@ class Kernel:
             """The message and its calls' start, once committed."""
             if request_log is not None:
                 self.runtime.request_logged(frame, request_log[0], messages, tools)
-            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning,
+            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
                       tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(written, calls)])
             for i, c in zip(written, calls):
                 self.emit(frame, "tool_start", call_id=i, name=c[1], arguments=c[2])
