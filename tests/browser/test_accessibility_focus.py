@@ -12,7 +12,7 @@ from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
 from .kit import DESKTOP, PHONE, screenshot, sign_in
 from .test_accessibility import assert_no_violations, sign_in_german
-from .test_chat import MODEL, configure_model
+from .test_chat import MODEL, add_model, configure_model
 
 FOCUSED_IN_PAGE = "() => { const a = document.activeElement; return !!a && a !== document.body && document.querySelector('#content').contains(a); }"
 
@@ -79,10 +79,7 @@ async def test_a_long_model_label_does_not_push_a_phone_page_sideways(skald, bro
         host = await skald.start()
         admin = await host.admin()
         await configure_model(admin, server)
-        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
-        label = "Model B, with a long label to see how the picker wraps on a small screen"
-        added = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "second-model", "label": label, "priority": 90000})
-        assert added.status_code == 201, added.text
+        await add_model(admin, "second-model", "Model B, with a long label to see how the picker wraps on a small screen")
         member = await host.member("erin")
         cid = (await member.post("/api/conversations", json={})).json()["id"]
         page = await browser_pages.new(host.url, viewport=PHONE)
@@ -142,9 +139,7 @@ async def test_the_fresh_composer_and_its_model_picker_pass_axe_and_work_by_keyb
         host = await skald.start()
         admin = await host.admin()
         await configure_model(admin, server)
-        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
-        second = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "second-model", "label": "Second", "priority": 90000})
-        assert second.status_code == 201, second.text  # two models: the fresh composer offers the picker
+        await add_model(admin, "second-model", "Second")  # two models: the fresh composer offers the picker
         for locale, username in (("en", "erin"), ("de", "jonas")):
             words = FRESH_COMPOSER_WORDS[locale]
             member = await host.member(username, locale=locale)

@@ -50,6 +50,15 @@ async def configure_model(api: Any, server: ScriptedModelServer) -> None:
     assert model.status_code == 201, model.text
 
 
+async def add_model(api: Any, model: str, label: str) -> dict[str, Any]:
+    """A second model on the provider ``configure_model`` added, tried after the first
+    (with two, the chat offers a model picker); its entry."""
+    provider = (await api.get("/api/admin/models")).json()["providers"][0]["id"]
+    added = await api.post("/api/admin/models/entries", json={"provider_id": provider, "model": model, "label": label, "priority": 90000})
+    assert added.status_code == 201, added.text
+    return added.json()
+
+
 async def send(page: Any, text: str) -> None:
     box = page.get_by_role("textbox", name="Message")
     await box.fill(text)

@@ -17,7 +17,7 @@ from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
 from .kit import PHONE, PagePlugin, screenshot, sign_in
 from .test_accessibility import RICH_ANSWER
-from .test_chat import MODEL, NotesPlugin, configure_model, send
+from .test_chat import MODEL, NotesPlugin, add_model, configure_model, send
 
 FOCUSED = "() => { const a = document.activeElement; return a ? [a.tagName, a.className, a.getAttribute('aria-label') || a.textContent.slice(0, 40)] : null; }"
 
@@ -339,9 +339,7 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         host = await skald.start()
         admin = await host.admin()
         await configure_model(admin, server)
-        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
-        response = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "other-model", "label": "Other", "priority": 90000})
-        assert response.status_code == 201, response.text
+        other = await add_model(admin, "other-model", "Other")
         await host.create_member("kim")
         server.responder = lambda request: Reply(text=f"{request.model} here.")
         page = await browser_pages.new(host.url)
@@ -364,7 +362,7 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         # Each answer says which model wrote it by the label the member picked it by.
         await expect(page.locator(".msg.assistant .msg-meta .model").last).to_have_text("Other")
         await page.reload()
-        await expect(page.get_by_label("Model", exact=True)).to_have_value(response.json()["id"])
+        await expect(page.get_by_label("Model", exact=True)).to_have_value(other["id"])
         await page.set_viewport_size(PHONE)  # the header with its picker, export and actions fits a phone
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("other-model here.")
         width = await page.evaluate("document.documentElement.scrollWidth")

@@ -11,7 +11,7 @@ from skald_host.testing import Reply, ScriptedModelServer
 from skald_host.testing.host import MEMBER_PASSWORD
 
 from .kit import screenshot, sign_in
-from .test_chat import MODEL, configure_model, send
+from .test_chat import MODEL, add_model, configure_model, send
 
 
 async def test_new_conversation_clicked_three_times_stores_none_until_the_first_message(skald, browser_pages):
@@ -59,9 +59,7 @@ async def test_the_model_picked_on_the_fresh_composer_answers_the_first_message(
         host = await skald.start()
         admin = await host.admin()
         await configure_model(admin, server)
-        provider = (await admin.get("/api/admin/models")).json()["providers"][0]["id"]
-        other = await admin.post("/api/admin/models/entries", json={"provider_id": provider, "model": "other-model", "label": "Other", "priority": 90000})
-        assert other.status_code == 201, other.text
+        other = await add_model(admin, "other-model", "Other")
         member = await host.member("kim")
         server.responder = lambda request: Reply(text=f"{request.model} here.")
         page = await browser_pages.new(host.url)
@@ -77,5 +75,5 @@ async def test_the_model_picked_on_the_fresh_composer_answers_the_first_message(
         assert server.requests_for("other-model")[0].last_user_text == "Hi"
         listed = (await member.get("/api/conversations")).json()["conversations"]
         assert len(listed) == 1, listed
-        assert (await member.get(f"/api/conversations/{listed[0]['id']}")).json()["conversation"]["model"] == other.json()["id"]
-        await expect(page.get_by_label("Model", exact=True)).to_have_value(other.json()["id"])
+        assert (await member.get(f"/api/conversations/{listed[0]['id']}")).json()["conversation"]["model"] == other["id"]
+        await expect(page.get_by_label("Model", exact=True)).to_have_value(other["id"])
