@@ -4,6 +4,7 @@ that used to drop focus on <body>."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -529,6 +530,31 @@ async def test_a_stopped_answer_names_its_model_live_as_after_a_reload(skald, br
             await expect(answer).to_have_attribute("data-status", "cancelled")
             await expect(answer.locator(".msg-meta .badge")).to_have_text("Stopped")
             await expect(answer.locator(".msg-meta .model")).to_have_text(MODEL)
+
+
+async def test_an_answer_stopped_before_its_first_word_shows_live_as_after_a_reload(skald, browser_pages):
+    """Its row is stored as a stopped answer with no words: the live view drew no bubble
+    for it, a reload an empty "Stopped" one (no model line: it wrote nothing)."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("uwe")
+        server.script(MODEL, [Hang()])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "uwe", MEMBER_PASSWORD)
+        await send(page, "Think hard first")
+        for _ in range(200):  # the request reached the model: the answer's row is written with it
+            if server.requests_for(MODEL):
+                break
+            await asyncio.sleep(0.05)
+        await page.get_by_role("button", name="Stop").click()
+        answer = page.locator(".msg.assistant")
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+            await expect(answer).to_have_count(1)
+            await expect(answer).to_have_attribute("data-status", "cancelled")
+            await expect(answer.locator(".msg-meta .badge")).to_have_text("Stopped")
 
 
 async def test_an_answer_waiting_for_an_approval_offers_copy_and_read_aloud_only_once_finished(skald, browser_pages):
