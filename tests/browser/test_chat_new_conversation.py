@@ -63,6 +63,8 @@ async def test_the_model_picked_on_the_fresh_composer_answers_the_first_message(
         member = await host.member("kim")
         server.responder = lambda request: Reply(text=f"{request.model} here.")
         page = await browser_pages.new(host.url)
+        writes: list[str] = []
+        page.on("request", lambda r: writes.append(f"{r.method} {r.url}") if "/api/conversations" in r.url and r.method != "GET" else None)
         await sign_in(page, "kim", MEMBER_PASSWORD)
         await page.get_by_role("button", name="New conversation").click()
         await page.get_by_label("Model", exact=True).select_option(label="Other")
@@ -76,4 +78,5 @@ async def test_the_model_picked_on_the_fresh_composer_answers_the_first_message(
         listed = (await member.get("/api/conversations")).json()["conversations"]
         assert len(listed) == 1, listed
         assert (await member.get(f"/api/conversations/{listed[0]['id']}")).json()["conversation"]["model"] == other["id"]
+        assert writes == [f"POST {host.url}/api/conversations"], writes  # created with its model: no PATCH after
         await expect(page.get_by_label("Model", exact=True)).to_have_value(other["id"])

@@ -290,3 +290,24 @@ async def test_a_conversation_uses_the_model_its_member_picked_the_others_stay_f
     assert (await alice.patch(f"/api/conversations/{picked}", json={})).status_code == 400
     bob = await chat.host.member("bob")
     assert (await bob.patch(f"/api/conversations/{picked}", json={"model": ids[MODEL_B]})).status_code == 404
+
+
+async def test_a_conversation_created_with_a_model_uses_it_and_a_model_not_enabled_creates_nothing(chat):
+    """The fresh composer's picker: the model goes with the create, one request."""
+    ids = await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply(f"{request.model} answers")
+    created = await alice.post("/api/conversations", json={"model": ids[MODEL_B]})
+    assert created.status_code == 201 and created.json()["model"] == ids[MODEL_B], created.text
+    default = await alice.post("/api/conversations", json={"model": None})
+    assert default.status_code == 201 and default.json()["model"] is None
+    async with ChatSocket(alice) as sock:
+        for cid in (created.json()["id"], default.json()["id"]):
+            await sock.send(cid, "Who answers?")
+            await sock.turn(cid)
+    assert [m["content"] for m in await messages(alice, created.json()["id"]) if m["role"] == "assistant"] == [f"{MODEL_B} answers"]
+    assert [m["content"] for m in await messages(alice, default.json()["id"]) if m["role"] == "assistant"] == [f"{MODEL_A} answers"]
+    wrong = await alice.post("/api/conversations", json={"model": "no-such-model"})
+    assert wrong.status_code == 400 and wrong.json()["code"] == "model_not_enabled", wrong.text
+    assert (await alice.post("/api/conversations", json={"model": 7})).status_code == 400
+    assert len((await alice.get("/api/conversations")).json()["conversations"]) == 2  # the refused ones stored nothing

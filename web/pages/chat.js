@@ -480,12 +480,12 @@ class ChatView {
 
   /** The conversation the fresh composer's first message goes to: created now, with the
    * model picked there. Kept until that message is sent, so a retry after a failed upload
-   * (or a refused model) does not create a second one. */
+   * does not create a second one (a model picked after that is set on it). */
   async startConversation() {
     if (!this.started) {
-      const response = await api("POST", "/api/conversations", {});
+      const response = await api("POST", "/api/conversations", { model: this.draftModel });
       if (!response.ok) { this.composer.status.error(errorText(response)); return null; }
-      this.started = { id: response.data.id, model: null };
+      this.started = { id: response.data.id, model: this.draftModel };
     }
     if (this.draftModel !== this.started.model) {
       const response = await api("PATCH", `/api/conversations/${encodeURIComponent(this.started.id)}`, { model: this.draftModel });

@@ -391,7 +391,11 @@ class MemberRuntime:
 
     # -- conversations ----------------------------------------------------------------------
 
-    async def create_conversation(self, agent_id: str | None = None, title: str = "", source: str = "web") -> dict[str, Any]:
+    async def create_conversation(
+        self, agent_id: str | None = None, title: str = "", source: str = "web", model_id: str | None = None
+    ) -> dict[str, Any]:
+        """``model_id``: the enabled model it uses first (None: the agent's choice), as
+        ``choose_model`` sets it later, written with the conversation."""
         agent_id = agent_id or self.chat.default_agent(self.member)
         try:
             agent = self.agents.get(agent_id)
@@ -403,7 +407,8 @@ class MemberRuntime:
         if agent.kind != wanted:
             raise ChatError(f"{agent_id!r} is not a {wanted} agent", code=f"agent_not_{wanted}", values={"agent": agent_id})
         self.check_agent(agent, via="new_conversation")
-        conversation_id, _ = await self.store.create_conversation(agent.id, source=source, title=title)
+        await self._check_model(model_id)
+        conversation_id, _ = await self.store.create_conversation(agent.id, source=source, title=title, model=model_id)
         await self._prepare_prompt(await self.store.root_frame(conversation_id), agent)
         return await self.store.conversation(conversation_id)  # type: ignore[return-value]
 
@@ -614,10 +619,14 @@ class MemberRuntime:
         """Pick the model a conversation uses first (None: the agent's choice), among
         the enabled ones; the others stay its fallbacks."""
         await self.conversation(conversation_id)
-        if model_id is not None and not any(c.id == model_id for c in await self.chat.models.candidates()):
-            raise ChatError("no such model is enabled", code="model_not_enabled")
+        await self._check_model(model_id)
         await self.store.choose_model(conversation_id, model_id)
         return await self.conversation(conversation_id)
+
+    async def _check_model(self, model_id: str | None) -> None:
+        """A conversation's own model is one of the enabled ones (None: none chosen)."""
+        if model_id is not None and not any(c.id == model_id for c in await self.chat.models.candidates()):
+            raise ChatError("no such model is enabled", code="model_not_enabled")
 
     def drive(
         self, conversation_id: str, *, unattended: bool = False, member: Awaitable[Member] | None = None,

@@ -133,15 +133,16 @@ class ConversationStore:
     # -- conversations ------------------------------------------------------------
 
     async def create_conversation(
-        self, agent_id: str, *, source: str = "web", title: str = "", ephemeral: bool = False
+        self, agent_id: str, *, source: str = "web", title: str = "", ephemeral: bool = False, model: str | None = None
     ) -> tuple[str, str]:
-        """``ephemeral``: a system agent's pass (never listed, never reviewed)."""
+        """``ephemeral``: a system agent's pass (never listed, never reviewed); ``model``:
+        the model it uses first (``choose_model``)."""
         conversation_id, frame_id = new_id(), new_id()
 
         def write(conn: Any) -> None:
             conn.execute(
-                "INSERT INTO conversations (id, source, agent_id, title, ephemeral) VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, source, agent_id, title, int(ephemeral)),
+                "INSERT INTO conversations (id, source, agent_id, title, ephemeral, model) VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, source, agent_id, title, int(ephemeral), model),
             )
             conn.execute(
                 "INSERT INTO frames (id, conversation_id, agent_id, depth) VALUES (?, ?, ?, 0)",
@@ -152,7 +153,7 @@ class ConversationStore:
         # Known without a read from here on: an empty history, no sub-agent frame,
         # nothing queued. The first message of a new conversation is the commonest one.
         self._roots[conversation_id] = Frame(frame_id, conversation_id, None, None, agent_id, 0, "open")
-        self._models[conversation_id] = None
+        self._models[conversation_id] = model
         self._keep(frame_id, [])
         self._no_subframes.add(conversation_id)
         self._inbox_clean.add(conversation_id)

@@ -91,17 +91,23 @@ async def list_conversations() -> dict:
 
 
 @bp.post("/api/conversations")
-@accepts(obj(optional={"title": text(200), "agent": text(description="a chat agent id (GET /api/chat/status); default: the role's")}))
+@accepts(obj(optional={
+    "title": text(200), "agent": text(description="a chat agent id (GET /api/chat/status); default: the role's"),
+    "model": nullable(text(200, description="the enabled model's id it uses first; absent or null: the agent's choice")),
+}))
 @returns(ref("Conversation"), 201)
 @requires("chat.use")
 async def create_conversation():
+    """A new conversation; ``model`` picks its model as PATCH does, in the same write, so
+    a model picked before the first message costs no second request."""
     data = await json_object()
     title = field(data, "title", str, required=False, default="")
     if len(title) > 200:
         raise ApiError(400, "title is longer than 200 characters", field="title", code="too_long", values={"limit": 200})
+    model = field(data, "model", str, required=False)
     rt = await runtime()
     try:
-        conversation = await rt.create_conversation(field(data, "agent", str, required=False), title=title)
+        conversation = await rt.create_conversation(field(data, "agent", str, required=False), title=title, model_id=model)
     except ChatError as exc:
         raise chat_error(exc) from None
     return conversation, 201
