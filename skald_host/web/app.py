@@ -17,7 +17,7 @@ from skald_host.control import start_control_socket
 from skald_host.core.host import Skald, StartupError, build_plugin_manager, settle_heap
 from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPluginFailure
 from skald_host.settings import Settings
-from skald_host.web.auth import PLUGIN_PREFIX, gate_request, gate_websocket
+from skald_host.web.auth import PLUGIN_PREFIX, audit_plugin_refusal, gate_request, gate_websocket
 from skald_host.web.body import JSONProvider, json_error_request_class, read_body
 from skald_host.web.errors import install_error_handlers
 from skald_host.web.routes import BLUEPRINTS
@@ -119,6 +119,7 @@ def create_app(
         response.headers.setdefault("X-Frame-Options", "DENY")
         if request.path.startswith(PLUGIN_PREFIX):
             response.headers["Cache-Control"] = "no-cache"
+            audit_plugin_refusal(response)
         elif request.path.startswith("/api/"):
             response.headers["Cache-Control"] = "no-store"
         return response

@@ -223,6 +223,16 @@ async def gate_request() -> None:
         ))
 
 
+def audit_plugin_refusal(response: Any) -> None:
+    """``after_request``: a plugin route's own 403 (its admin-only page, a capability it
+    checks itself) is an audit line as the host's own refusals are, so no plugin can
+    forget one. The gate's refusals are written where they happen (no principal is
+    bound then): one line each."""
+    principal = g.get("principal")
+    if response.status_code == 403 and principal is not None and request.path.startswith(PLUGIN_PREFIX):
+        audit.denied(principal.member.id, f"plugin-route:{_plugin_of(request.path)}", **_where())
+
+
 async def gate_websocket() -> None:
     """``before_websocket``: refuse the handshake before anything is processed when
     the Origin is foreign or the caller has no session (check A4)."""
