@@ -13,6 +13,14 @@ from skald_host.settings import Settings
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
+#: Client libraries whose INFO and DEBUG lines carry what members wrote or chose: every
+#: request's URL (httpx at INFO: a member's connector address, keys in its query
+#: included), request bodies (openai at DEBUG: the messages), frames (websockets),
+#: updates (python-telegram-bot). They log from WARNING up whatever ``log.level`` is.
+PRIVATE_LIBRARY_LOGGERS = (
+    "httpx", "httpx2", "httpcore", "httpcore2", "urllib3", "openai", "mcp", "websockets", "telegram", "hpack",
+)
+
 
 class LogFileHandler(logging.handlers.RotatingFileHandler):
     """The log file, which lives on the data dir's disk: when that disk is full (or
@@ -30,6 +38,8 @@ class LogFileHandler(logging.handlers.RotatingFileHandler):
 def configure_logging(settings: Settings) -> None:
     root = logging.getLogger()
     root.setLevel(settings.log.level.upper())
+    for name in PRIVATE_LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     for handler in list(root.handlers):
         root.removeHandler(handler)
     stream = logging.StreamHandler()

@@ -181,6 +181,7 @@ class MemberConnectors:
         # A member's own server: checked on every connection, unless the admin allows
         # private addresses (the flag is read at each connect).
         connection.public_only = record["kind"] == "remote" and not (await self.host.get_config()).get("allow_private_addresses")
+        connection.private = True
         self.connections.setdefault(member_id, {})[name] = connection
         await connection.start(wait=wait)
         if name not in self.records.get(member_id, {}):

@@ -78,6 +78,9 @@ class Connection:
         self._inflight: list[Any] = []
         #: A member's own remote server: every connection must reach a public address.
         self.public_only = False
+        #: A member's own connector: its name and address are theirs, so the log (which
+        #: the admin reads) names neither, and says a failure by its cause alone.
+        self.private = False
         #: For a member's stdio connector: starts its command in the member's sandbox
         #: (``HostApi.sandbox_spawn``); the host never runs a member's command itself.
         self._spawn = spawn
@@ -158,7 +161,7 @@ class Connection:
             raise
         except BaseException as exc:  # noqa: BLE001 - a dead server is a state, never the host's crash
             self.fail(exc)
-            log.warning("connector %s: %s", self.spec.name, self.error)
+            log.warning("connector %s: %s", *self._logged(self.error))
         finally:
             self._client = None
             if self.state != "failed":
@@ -175,6 +178,11 @@ class Connection:
         self.refusal = exc if as_said and getattr(exc, "code", "") else None
         detail = (str(exc) or type(exc).__name__) if as_said else _describe(exc)
         self.error = redact(detail, [*self.spec.env.values(), *self.spec.headers.values()])
+
+    def _logged(self, detail: str | None) -> tuple[str, str | None]:
+        """The connector and a failure's detail as a log line may say them: a member's
+        own by neither name nor detail (an error may quote its address, key and all)."""
+        return ("of a member", self.cause) if self.private else (self.spec.name, detail)
 
     def said_error(self, say: Callable[[Any], str] = str) -> str | None:
         """``error`` for a reader: a coded refusal in the words ``say`` gives it (the
@@ -237,7 +245,7 @@ class Connection:
         try:
             await self._list_tools()
         except Exception as exc:  # noqa: BLE001
-            log.warning("connector %s: listing tools failed: %s", self.spec.name, _describe(exc))
+            log.warning("connector %s: listing tools failed: %s", *self._logged(_describe(exc)))
             return
         self._on_change(self)
 

@@ -299,3 +299,26 @@ async def test_a_template_moved_elsewhere_gets_no_members_key_until_they_activat
         assert (await bob.delete(f"{BASE}/my/connectors/web")).status_code in (200, 204)
         again = await bob.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": SECRET}})
         assert again.status_code == 201 and again.json()["state"] == "ready", again.text
+
+
+async def test_a_members_failing_connector_is_logged_without_its_name_or_address(setup: Setup, caplog):
+    """The log is the admin's to read: a member's connector name and address are theirs
+    (keys often ride in the address's query), so its failure is logged by cause alone."""
+    import logging
+    import socket
+
+    from test_oauth import allow_private
+
+    alice = await setup.host.member("alice")
+    await grant_remote(setup)
+    await allow_private(setup)
+    with socket.socket() as closed:  # a port nothing listens on: the connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    caplog.set_level(logging.INFO, logger="skald_mcp")
+    response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "bank-7d1f", "url": f"http://127.0.0.1:{port}/mcp?key=KEY7d1f"}})
+    assert response.status_code == 201, response.text
+    assert response.json()["state"] == "failed", response.json()
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("skald_mcp")]
+    assert any(line.startswith("connector of a member: ") for line in lines), lines
+    assert not [line for line in lines if "7d1f" in line], lines
