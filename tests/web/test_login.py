@@ -119,6 +119,41 @@ async def test_each_login_issues_a_new_token_and_a_logged_out_token_stays_dead(s
     assert (await host.client().get("/api/setup")).json()["signed_in"] is False
 
 
+async def test_signing_in_again_ends_the_session_the_browser_had(skald):
+    """Check A1: the token from before a sign-in is refused after it, also when it was a
+    live session (the browser's cookie is replaced, so nothing could end it later). A
+    failed sign-in leaves it as it was; another member signing in on that browser ends
+    the first one's session and locks their file when it was their last."""
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("alice")
+    await host.create_member("bob")
+    client = host.client()
+    assert (await client.login("alice", MEMBER_PASSWORD)).status_code == 200
+    first = client.session_token
+    alice_id = (await client.get("/api/auth/session")).json()["member"]["id"]
+
+    assert (await client.login("alice", "not her password")).status_code == 401
+    assert client.session_token == first
+    assert (await client.get("/api/auth/session")).status_code == 200
+
+    assert (await client.login("alice", MEMBER_PASSWORD)).status_code == 200
+    second = client.session_token
+    assert second != first
+    old = host.client()
+    old.cookies[SECURE_COOKIE] = first
+    assert (await old.get("/api/auth/session")).status_code == 401
+    assert (await client.get("/api/auth/session")).status_code == 200
+    assert host.core.users.owner_db(alice_id) is not None  # her own new session keeps her file open
+
+    assert (await client.login("bob", MEMBER_PASSWORD)).status_code == 200
+    earlier = host.client()
+    earlier.cookies[SECURE_COOKIE] = second
+    assert (await earlier.get("/api/auth/session")).status_code == 401
+    assert (await client.get("/api/auth/session")).json()["member"]["username"] == "bob"
+    assert host.core.users.owner_db(alice_id) is None  # her last session ended: her file is locked
+
+
 async def test_a_planted_pre_login_cookie_is_replaced_and_never_authenticates(skald):
     """Session fixation: a cookie the attacker chose before the login must not become
     the victim's session."""

@@ -6,7 +6,7 @@ from skald_host.core.identity.crypto import CredentialError
 from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.throttle import LoginThrottled
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable, username_key
-from skald_host.web.auth import clear_session_cookie, current_principal, public, set_session_cookie, transport_is_secure
+from skald_host.web.auth import clear_session_cookie, cookie_name, current_principal, public, set_session_cookie, transport_is_secure
 from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, ref, returns
 from skald_host.web.errors import ApiError
 
@@ -55,6 +55,10 @@ async def login():
     username = data.get("username")
     account = username_key(username) if isinstance(username, str) else ""
     client = core.auth.throttle.client(account, request.remote_addr or "unknown", _device_tokens())
+    # The session this browser's cookie holds, if live: the new cookie replaces it, so
+    # it ends with the login (check A1: no token from before a sign-in works after it;
+    # nothing could log it out once its cookie is gone). A failed login keeps it.
+    replaced = await core.auth.resolve(request.cookies.get(cookie_name(request))) if mode == "cookie" else None
     try:
         result = await core.auth.login(username, data.get("password"), client, "web" if mode == "cookie" else "bearer")
     except LoginThrottled as exc:
@@ -66,6 +70,8 @@ async def login():
     body = {"member": result.member.summary(core.strings, result.member.locale or await core.default_locale())}
     if mode == "bearer":
         return {**body, "token": result.token}
+    if replaced is not None:
+        await core.auth.logout(replaced)  # after the new one exists: signing in again as oneself keeps the file open
     response = jsonify({**body, "csrf_token": result.session.csrf_token})
     set_session_cookie(response, result.token)
     secure = transport_is_secure(request)
