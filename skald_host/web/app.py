@@ -50,6 +50,10 @@ def create_app(
 ) -> Quart:
     """``control_socket``: also listen on ``<data dir>/control.sock`` (``skald serve``)."""
     app = Quart("skald_host")
+    # A path's doubled slash is part of what was asked (a note named "/etc/passwd" is
+    # ``notes//etc/passwd``): answered by the route, with the API's JSON 400, not
+    # redirected as an HTML 308 to another name a client may then follow.
+    app.url_map.merge_slashes = False
     app.config.update(
         SKALD_SETTINGS=settings,
         SKALD_WEB_DIR=web_dir or WEB_DIR,

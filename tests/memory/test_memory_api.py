@@ -79,6 +79,10 @@ async def test_bad_input_gets_a_clear_error_and_stores_nothing(memhost):
     assert response.status_code == 400 and "empty" in response.json()["error"]
     response = await alice.get("/api/memory/elsewhere/notes")
     assert response.status_code == 404 and "no memory root" in response.json()["error"]
+    # A name starting with "/" is no note's: a JSON refusal, never an HTML redirect to
+    # the doubled slash merged away ("etc/passwd"), which a client would follow and write.
+    response = await alice.put(f"{MINE}/notes/%2Fetc%2Fpasswd", json={"content": "x"})
+    assert response.status_code == 404 and response.json()["code"] == "not_found", response.text
     assert await keys(alice, MINE) == []
 
 
