@@ -45,9 +45,11 @@ def shutdown(reason: str) -> None:
     """The plugin was disabled or the host is stopping: stop everything started in
     ``startup``. May be async. Bounded by the hook timeout. ``reason`` says which:
     ``"disabled"`` (an admin turned the plugin off: also undo what it registered
-    outside the host, such as a webhook, which would otherwise keep being called) or
-    ``"stopping"`` (the host stops and starts it again with the next start). An impl
-    may leave ``reason`` out. Since 1.0; ``reason`` since 1.1."""
+    outside the host, such as a webhook, which would otherwise keep being called),
+    ``"stopping"`` (the host stops and starts it again with the next start) or
+    ``"reconfigured"`` (an admin saved changed settings: ``startup`` follows at once,
+    on the new values; treat it as ``"stopping"``). An impl may leave ``reason`` out.
+    Since 1.0; ``reason`` since 1.1; ``"reconfigured"`` since 1.8."""
 
 
 @hookspec

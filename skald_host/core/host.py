@@ -129,6 +129,7 @@ class Skald:
         self.strings = Strings()
         self.sqlcipher_version = ""
         self._started: dict[str, _Started] = {}
+        self._lifecycle: dict[str, asyncio.Lock] = {}  # per plugin: a restart's stop and start together
         self.web_pages: list[Contribution] = []
         self.config_sets: list[Contribution] = []
         self.catalog = PluginCatalog(self)
@@ -492,6 +493,16 @@ class Skald:
         """The plugin's HostApi: the one it was started with, else a fresh one."""
         started = self._started.get(plugin_id)
         return started.host_api if started else PluginHostApi(plugin_id, self)
+
+    async def restart_plugin(self, plugin_id: str) -> bool:
+        """A running plugin whose settings changed: ``shutdown("reconfigured")``, then
+        ``startup`` on the new values, one restart at a time per plugin (two saves in a
+        row must not interleave their stops and starts)."""
+        async with self._lifecycle.setdefault(plugin_id, asyncio.Lock()):
+            if plugin_id not in self._started:
+                return False
+            await self.stop_plugin(plugin_id, reason="reconfigured")
+            return await self.start_plugin(plugin_id)
 
     async def stop_plugin(self, plugin_id: str, *, reason: str) -> None:
         """``reason``: what the plugin's ``shutdown`` is told ("disabled" or "stopping")."""

@@ -198,26 +198,41 @@ def test_the_german_title_shown_is_the_examples():
     assert titles and all(title == german["page.main.title"] for title in titles), (titles, german["page.main.title"])
 
 
-async def test_saving_a_healthy_plugins_settings_runs_no_hook_as_the_docs_say(skald):
+async def test_saving_changed_settings_restarts_a_running_plugin_on_them_as_the_docs_say(skald):
+    """What only ``startup`` reads (a bot's token) takes effect when saved: the plugin is
+    told ``reconfigured`` and started on the new values; the same values again restart
+    nothing, and a disabled plugin is not started by a save."""
     from skald_hookspecs import ConfigField, hookimpl
 
     from .support import Routed
 
-    class Counting(Routed):
-        starts = 0
+    class Remembering(Routed):
+        seen: list[str] = []
 
         @hookimpl
         async def startup(self, host) -> None:
-            Counting.starts += 1
+            Remembering.seen.append(f"start:{(await host.get_config())['greeting']}")
 
-    plugin = Counting("counting", config_schema=(ConfigField("greeting"),))
-    host = await skald.start(plugins=[plugin], enable=["counting"])
-    saved = await (await host.admin()).put("/api/admin/plugins/counting/config", json={"config": {"greeting": "Moin"}})
+        @hookimpl
+        def shutdown(self, reason: str) -> None:
+            Remembering.seen.append(f"shutdown:{reason}")
+
+    plugin = Remembering("remembering", config_schema=(ConfigField("greeting", default="Hello"),))
+    host = await skald.start(plugins=[plugin], enable=["remembering"])
+    admin = await host.admin()
+    assert Remembering.seen == ["start:Hello"]
+    saved = await admin.put("/api/admin/plugins/remembering/config", json={"config": {"greeting": "Moin"}})
     assert saved.status_code == 200, saved.text
-    assert Counting.starts == 1
-    assert (await host.core.host_api("counting").get_config())["greeting"] == "Moin"
+    assert Remembering.seen == ["start:Hello", "shutdown:reconfigured", "start:Moin"]
+    assert (await admin.get("/api/admin/plugins")).status_code == 200
+    assert host.core.plugins.status("remembering").healthy
+    again = await admin.put("/api/admin/plugins/remembering/config", json={"config": {"greeting": "Moin"}})
+    assert again.status_code == 200 and Remembering.seen[-1] == "start:Moin" and len(Remembering.seen) == 3
+    assert (await admin.put("/api/admin/plugins/remembering/enabled", json={"enabled": False})).status_code == 200
+    assert (await admin.put("/api/admin/plugins/remembering/config", json={"config": {"greeting": "Hej"}})).status_code == 200
+    assert Remembering.seen == ["start:Hello", "shutdown:reconfigured", "start:Moin", "shutdown:disabled"]
 
     text = prose()
-    assert "Saving the plugin's settings runs `startup` again" not in text
-    assert "A healthy plugin is neither restarted nor told when the admin saves its settings" in text
+    assert "A running plugin whose settings the admin changed is restarted (since 1.8)" in text
+    assert "`shutdown(\"reconfigured\")`, then `startup`" in text
     assert "the next `host.get_config()` returns the new values" in text

@@ -174,13 +174,19 @@ class PluginCatalog:
         """Validate against the plugin's schema and store; refused whole on any bad
         field. The row is born here too if the plugin was never toggled (disabled)."""
         info = self._info(plugin_id)
-        fresh = validate(info.config_schema, values, await self._config(plugin_id))
+        previous = await self._config(plugin_id)
+        fresh = validate(info.config_schema, values, previous)
         await self.store_row(plugin_id, info, config=self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh)))
         log.info("plugin %s configured", plugin_id)
         status = self._core.plugins.status(plugin_id)
-        if status is not None and not status.healthy and self._core.plugins.is_enabled(plugin_id):
-            # Its startup failed, most often for want of these settings: try it again.
-            await self._core.start_plugin(plugin_id)
+        if status is not None and self._core.plugins.is_enabled(plugin_id):
+            if not status.healthy:
+                # Its startup failed, most often for want of these settings: try it again.
+                await self._core.start_plugin(plugin_id)
+            elif fresh != previous:
+                # Running on the old values: what only ``startup`` applies (a bot's token, a
+                # public address) must not be "Saved." and ignored.
+                await self._core.restart_plugin(plugin_id)
         return masked(info.config_schema, fresh)
 
     async def roster(self, plugin_id: str) -> list[dict[str, Any]]:
