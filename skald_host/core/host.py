@@ -33,6 +33,7 @@ from skald_host.core.files.service import FileService
 from skald_host.core.identity.administration import MemberAdministration
 from skald_host.core.identity.auth import AuthService
 from skald_host.core.identity.crypto import KeyDerivation
+from skald_host.core.identity.device_tokens import DeviceTokens
 from skald_host.core.identity.role_store import RoleStore
 from skald_host.core.identity.sessions import SessionStore
 from skald_host.core.identity.throttle import LoginThrottle
@@ -274,7 +275,7 @@ class Skald:
             settings.auth.login_failures_per_address,
             settings.auth.login_window_minutes * 60,
         )
-        self._auth = AuthService(self._users, sessions, throttle, self.buses)
+        self._auth = AuthService(self._users, sessions, throttle, self.buses, DeviceTokens(self._users.registry, self.sealer))
         await self._users.reconcile()
         self._files = FileService(self)
         await self._files.start()

@@ -84,6 +84,7 @@ async def test_device_token_reaches_its_plugin_only_and_is_stored_hashed(devices
     finally:
         registry.close()
     assert issued["token"] not in dump and hashlib.sha256(issued["token"].encode()).hexdigest() in dump
+    assert "Pixel" not in dump  # the phone's name (often its owner's) is sealed like the registry's secrets
     # Another member's device id cannot be revoked by naming it under another member.
     bob = await channels.host.member("bob")
     assert await plugin.api.revoke_device_token(bob.member["id"], issued["id"]) is False

@@ -32,13 +32,13 @@ class LoginResult:
 
 class AuthService:
     def __init__(
-        self, users: UserManager, sessions: SessionStore, throttle: LoginThrottle, buses: Buses, devices: DeviceTokens | None = None
+        self, users: UserManager, sessions: SessionStore, throttle: LoginThrottle, buses: Buses, devices: DeviceTokens
     ) -> None:
         self.users = users
         self.sessions = sessions
         self.throttle = throttle
         self.buses = buses
-        self.devices = devices or DeviceTokens(users.registry)
+        self.devices = devices
 
     async def login(self, username: Any, password: Any, address: str, kind: str = "web") -> LoginResult:
         """Verify, unlock, open a session. Raises ``LoginThrottled`` before any Argon2

@@ -8,6 +8,8 @@ password login, so a device of a locked member is told that, never handed data.
 - 256 bits from ``secrets``; only the SHA-256 is stored (check A1).
 - Scoped: a token opens its issuing plugin's routes (``/api/plugin/<id>/``) and no
   other route of the host.
+- The label (a phone's name, often its owner's: "Alice's iPhone") is sealed under the
+  instance key like the registry's secrets, so ``sqlite3 system.db`` shows none.
 - Revoked with the member's sessions (``AuthService.revoke_member``: password change,
   admin reset, deactivation, deletion, "end all sessions"), by the plugin per device
   (unlink), and by the row cascade when the member is deleted.
@@ -22,6 +24,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from skald_host.core.storage.sealing import Sealer
 
 #: ``last_seen_at`` is written at most this often per device: a phone polling every
 #: few seconds must not turn every read into a registry write.
@@ -42,8 +46,9 @@ class DeviceCredential:
 
 
 class DeviceTokens:
-    def __init__(self, registry: Any) -> None:
+    def __init__(self, registry: Any, sealer: Sealer) -> None:
         self.registry = registry
+        self.sealer = sealer
         self._touched: dict[str, float] = {}
 
     async def issue(self, plugin_id: str, member_id: str, label: Mapping[str, Any]) -> tuple[str, str]:
@@ -55,7 +60,7 @@ class DeviceTokens:
         await self.registry.transaction(
             lambda c: c.execute(
                 "INSERT INTO device_tokens (id, plugin_id, member_id, token_hash, label) VALUES (?, ?, ?, ?, ?)",
-                (token_id, plugin_id, member_id, _digest(token), blob),
+                (token_id, plugin_id, member_id, _digest(token), self.sealer.seal(blob, "device_tokens", "label", token_id)),
             )
         )
         return token_id, token
@@ -90,7 +95,11 @@ class DeviceTokens:
                 (plugin_id, member_id),
             ).fetchall()
         )
-        return [{"id": r[0], "label": json.loads(r[1]), "created_at": r[2], "last_seen_at": r[3] or r[2], "used": r[3] is not None} for r in rows]
+        return [
+            {"id": r[0], "label": json.loads(self.sealer.open(r[1], "device_tokens", "label", r[0]) or "{}"), "created_at": r[2],
+             "last_seen_at": r[3] or r[2], "used": r[3] is not None}
+            for r in rows
+        ]
 
     async def revoke(self, plugin_id: str, member_id: str, token_id: str) -> bool:
         count = await self.registry.transaction(

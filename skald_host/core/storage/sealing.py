@@ -39,6 +39,7 @@ SEALED_CELLS: tuple[tuple[str, str, str, str], ...] = (
     ("plugins", "id", "config", "1"),
     ("config", "key", "value", "key LIKE 'set:%'"),
     ("plugin_kv", "length(plugin_id) || ':' || plugin_id || '/' || key", "value", "1"),  # kv_cell
+    ("device_tokens", "id", "label", "1"),  # a paired phone's name: often its owner's
 )
 
 
