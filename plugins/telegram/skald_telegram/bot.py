@@ -13,11 +13,13 @@ import asyncio
 import html
 import json
 import logging
+import re
 import secrets
 import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from skald_hookspecs import NotReady
 
@@ -52,6 +54,8 @@ DEFAULT_API = "https://api.telegram.org"
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's own getFile limit
 RECENT_UPDATES = 1000
 ALLOWED_UPDATES = ["message", "callback_query"]
+#: setWebhook's rule for ``secret_token``, as the setting's help text says it.
+WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 @dataclass(frozen=True)
@@ -77,9 +81,27 @@ class BotConfig:
             webhook_secret=str(config.get("webhook_secret") or ""),
             poll_timeout=int(config.get("poll_timeout_seconds") or 25),
         )
-        if mode == "webhook" and not (made.webhook_url and made.webhook_secret):
-            raise NotReady("webhook mode needs both a webhook URL and a webhook secret token", key="error.webhook_incomplete")
+        if mode == "webhook":
+            _check_webhook(made.webhook_url, made.webhook_secret)
         return made
+
+
+def _check_webhook(url: str, secret: str) -> None:
+    """Webhook settings the card must name before any call: the schema can only say
+    "a URL" and "at most 256 characters", and Telegram would take a webhook it never
+    calls (an http address) or refuse the secret with an unhelpful 400."""
+    if not url and not secret:
+        raise NotReady("webhook mode needs both a webhook URL and a webhook secret token", key="error.webhook_incomplete")
+    if not url:
+        raise NotReady("webhook mode needs a webhook URL: the public https address of /api/plugin/telegram/webhook", key="error.webhook_no_url")
+    if not secret:
+        raise NotReady("webhook mode needs a webhook secret token", key="error.webhook_no_secret")
+    if urlsplit(url).scheme != "https":
+        raise NotReady(
+            f"the webhook URL must be an https address (Telegram calls no other): {url}", key="error.webhook_not_https", values={"url": url}
+        )
+    if not WEBHOOK_SECRET.fullmatch(secret):
+        raise NotReady("the webhook secret token may hold only 1-256 of A-Z a-z 0-9 _ -", key="error.webhook_secret_invalid")
 
 
 #: Telegram drops a callback query's answer 15 s after the press; kept a little shorter.
@@ -118,6 +140,7 @@ class TelegramBot:
         self.username: str | None = None
         self._streams: dict[int, Stream] = {}  # chat -> the answer being streamed there
         self._finals: dict[str, Stream] = {}  # final answer's job id -> the stream it ends
+        self._stopped: dict[int, str | None] = {}  # chat -> the conversation whose turn /stop ended
         self._presses: set[asyncio.Task[None]] = set()  # button presses, off the poller
         self._guard_logs()  # before the Bot exists: its constructor logs its URLs
         self._poller: asyncio.Task[None] | None = None
@@ -327,6 +350,14 @@ class TelegramBot:
                 self._finals[job.id] = stream
         await self.outbox.put(chat_id, job)
 
+    async def _keep_stopped_answer(self, chat_id: int, member_id: str) -> None:
+        """A stopped turn sends no answer, so its streamed message would stay the raw
+        Markdown it streamed as: what was said so far is finished as an answer is."""
+        stream = self._streams.get(chat_id)
+        if stream is not None and stream.text.strip():
+            self._stopped[chat_id] = stream.conversation_id
+            await self.say_markdown(chat_id, member_id, stream.text, stream.conversation_id)
+
     def t(self, key: str, locale: str, **values: Any) -> str:
         return self.host.translate(f"telegram.{key}", locale, **values)
 
@@ -368,6 +399,8 @@ class TelegramBot:
             return
         if command == "/stop":
             stopped = await self.host.stop_turn(member_id)
+            if stopped:
+                await self._keep_stopped_answer(message.chat_id, member_id)
             await self.say(message.chat_id, self.t("stop_done" if stopped else "stop_none", locale), member_id)
             return
         if command == "/tasks":
@@ -574,6 +607,8 @@ class TelegramBot:
             log.debug("telegram: %s event for a member without a linked chat dropped", event.kind)
             return
         if event.kind == "typing":
+            if chat_id in self._stopped and self._stopped[chat_id] == event.conversation_id:
+                del self._stopped[chat_id]  # a new turn: its partials start a new message
             if self.outbox.pending(chat_id, "typing") is None and chat_id not in self._streams:
                 self.outbox.put_nowait(chat_id, Job("typing", member_id))
         elif event.kind == "partial":
@@ -615,6 +650,8 @@ class TelegramBot:
         edit waits in the queue (later text replaces earlier), and the queue's pacing
         keeps it to one call a second. Plain text while it streams: half-written
         Markdown would flicker; the final answer is formatted."""
+        if chat_id in self._stopped and self._stopped[chat_id] == event.conversation_id:
+            return  # the stopped turn's last partial, sent before the host saw the stop
         stream = self._streams.get(chat_id)
         if stream is None or stream.conversation_id != event.conversation_id:
             stream = self._streams[chat_id] = Stream(event.conversation_id)

@@ -2,12 +2,21 @@
 // grants are written on each member's page. Names come from the admin's member list.
 // The shell's page header is the page's one h1 (its title); the roster is a card with
 // the shell's table, or its "nobody yet" line.
+import { locale } from "/ui/lib/plugin-kit.js";
 
 function node(tag, text, className) {
   const element = document.createElement(tag);
   if (text !== undefined) element.textContent = text;
   if (className) element.className = className;
   return element;
+}
+
+/** In the reader's language: the stored ISO time ("2026-12-04T23:22:54Z") is no date
+ * an admin reads. */
+function since(iso) {
+  const date = new Date(iso);
+  if (!iso || Number.isNaN(date.getTime())) return iso || "";
+  return new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeStyle: "short" }).format(date);
 }
 
 async function get(path) {
@@ -50,7 +59,7 @@ export default class TelegramRoster extends HTMLElement {
         const anchor = node("a", names[link.member_id] || link.member_id);
         anchor.href = `#users/${encodeURIComponent(link.member_id)}`;
         member.append(anchor);
-        row.append(member, node("td", link.chat_name || String(link.chat_id)), node("td", link.linked_at || ""));
+        row.append(member, node("td", link.chat_name || String(link.chat_id)), node("td", since(link.linked_at)));
         rows.append(row);
       }
       const wrap = node("div", undefined, "table-wrap");

@@ -151,7 +151,7 @@ async def test_malformed_updates_do_not_stop_the_poller(setup: Setup):
 
 async def test_webhook_calls_need_the_secret_token(setup: Setup):
     secret = "webhook-secret_A6-check"
-    webhook_url = setup.host.url + "/api/plugin/telegram/webhook"
+    webhook_url = "https://skald.example/api/plugin/telegram/webhook"  # Telegram's side: the test calls the host itself
     await setup.configure(mode="webhook", webhook_url=webhook_url, webhook_secret=secret)
     await setup.enable()
     assert setup.host.core.plugins.status("telegram").healthy, setup.host.core.plugins.status("telegram").error
@@ -181,7 +181,7 @@ async def test_webhook_calls_need_the_secret_token(setup: Setup):
 
 
 async def test_disabling_the_plugin_removes_its_webhook_at_telegram_and_a_host_restart_does_not(setup: Setup):
-    webhook = {"mode": "webhook", "webhook_url": setup.host.url + "/api/plugin/telegram/webhook", "webhook_secret": "webhook-secret_B7"}
+    webhook = {"mode": "webhook", "webhook_url": "https://skald.example/api/plugin/telegram/webhook", "webhook_secret": "webhook-secret_B7"}
     await setup.configure(**webhook)
     await setup.enable()
     assert len(setup.api.of("setWebhook")) == 1 and setup.api.of("deleteWebhook") == []

@@ -3,6 +3,10 @@ approval, a failed turn, and a member who reads German."""
 
 from __future__ import annotations
 
+import asyncio
+
+import skald_telegram
+from skald_hookspecs import ChannelEvent
 from skald_host.testing import Hang, Reply, ScriptedError, ToolCall
 from telegram_support import ALICE_CHAT, MODEL, Setup, paired_member, running
 
@@ -33,6 +37,41 @@ async def test_help_new_and_stop(setup: Setup):
     await setup.model.wait_for_disconnects(1)
     setup.api.send(ALICE_CHAT, "/stop")
     await setup.api.wait_for(lambda: "Nothing is running right now." in setup.api.texts(ALICE_CHAT))
+
+
+async def test_a_stopped_answer_is_formatted_as_a_finished_one(setup: Setup):
+    """/stop: the host sends no answer, so the plugin finishes what was said so far;
+    a last partial of the stopped turn opens no new message, the next turn streams."""
+    await running(setup)
+    alice = await paired_member(setup)
+    said = "## Section 1\n\n**paragraph 1** is here"
+    setup.model.script(MODEL, [Hang(text=said)])
+    setup.api.send(ALICE_CHAT, "Write a long report.")
+    streamed = await setup.api.wait_for(
+        lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.result and str(c.params.get("text")).startswith("## Section 1")],
+        what="the streamed message",
+    )
+    message_id = streamed[0].result["message_id"]
+    await setup.api.wait_for(lambda: setup.api.messages[message_id]["text"] == said, what="the whole text, raw while it streams")
+    setup.api.send(ALICE_CHAT, "/stop")
+    await setup.api.wait_for(lambda: "Stopped." in setup.api.texts(ALICE_CHAT), what="the stop confirmation")
+    await setup.api.wait_for(
+        lambda: setup.api.messages[message_id]["text"] == "<b>Section 1</b>\n\n<b>paragraph 1</b> is here", what="the stopped answer formatted"
+    )
+    edit = [c for c in setup.api.of("editMessageText", ALICE_CHAT) if c.params.get("message_id") == message_id][-1]
+    assert edit.params.get("parse_mode") == "HTML"
+
+    conversation_id = (await alice.get("/api/conversations")).json()["conversations"][0]["id"]
+    member_id = await skald_telegram.running.bot.pairing.member_for_chat(ALICE_CHAT)
+    sends = len(setup.api.of("sendMessage", ALICE_CHAT))
+    await skald_telegram.running.bot.deliver(member_id, ChannelEvent("partial", conversation_id, text=said + " and more"))
+    await asyncio.sleep(1.5)
+    assert len(setup.api.of("sendMessage", ALICE_CHAT)) == sends
+
+    setup.model.script(MODEL, [Reply("**Next** " + " ".join(f"w{i}" for i in range(20)), token_delay=0.1)])
+    setup.api.send(ALICE_CHAT, "Go on.")
+    await setup.api.wait_for(lambda: any(t.startswith("<b>Next</b>") for t in setup.api.texts(ALICE_CHAT)), timeout=30, what="the next answer")
+    assert not setup.api.of("sendMessage", ALICE_CHAT)[-1].params.get("parse_mode")  # it streamed into its message
 
 
 async def test_a_denied_tool_call_and_a_failed_turn(setup: Setup):
@@ -68,11 +107,37 @@ async def test_a_member_who_reads_german_is_answered_in_german(setup: Setup):
     assert (await setup.api.wait_texts(6601, 1))[0].startswith("Hallo! Dieser Bot ist der Telegram-Zugang")
 
 
-async def test_webhook_mode_without_a_secret_fails_to_start_with_the_reason(setup: Setup):
-    await setup.configure(mode="webhook", webhook_url="https://skald.example/api/plugin/telegram/webhook")
+async def test_webhook_settings_the_help_calls_invalid_fail_to_start_naming_the_setting(setup: Setup):
+    """The schema cannot refuse them (it knows no pattern and no "https only"), so the
+    card says which setting is wrong, and Telegram is never given them."""
+    url = "https://skald.example/api/plugin/telegram/webhook"
+    cases = [
+        ({"webhook_url": None, "webhook_secret": None}, "webhook mode needs both a webhook URL and a webhook secret token",
+         "Der Webhook-Modus braucht in den Einstellungen eine Webhook-URL und ein geheimes Webhook-Token."),
+        ({"webhook_url": None, "webhook_secret": "good_secret-1"}, "webhook mode needs a webhook URL",
+         "Der Webhook-Modus braucht eine Webhook-URL"),
+        ({"webhook_url": url, "webhook_secret": None}, "webhook mode needs a webhook secret token",
+         "Der Webhook-Modus braucht ein geheimes Webhook-Token"),
+        ({"webhook_url": "http://skald.example/api/plugin/telegram/webhook", "webhook_secret": "good_secret-1"},
+         "the webhook URL must be an https address", "Die Webhook-URL muss eine https-Adresse sein"),
+        ({"webhook_url": url, "webhook_secret": "bad secret!"}, "the webhook secret token may hold only 1-256 of A-Z a-z 0-9 _ -",
+         "Das geheime Webhook-Token darf nur 1-256 Zeichen"),
+    ]
+    await setup.configure(mode="webhook")
     await setup.enable()
-    status = setup.host.core.plugins.status("telegram")
-    assert status.healthy is False and "webhook mode needs both a webhook URL and a webhook secret token" in status.error
+    assert (await setup.admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    for settings, english, german in cases:
+        await setup.configure(mode="webhook", **settings)  # a plugin that failed to start is started again
+        status = setup.host.core.plugins.status("telegram")
+        assert status.healthy is False and english in status.error, (settings, status.error)
+        assert "bad secret" not in status.error
+        card = (await setup.admin.get("/api/admin/plugins/telegram")).json()
+        assert card["error"].startswith(german), (settings, card["error"])
+    assert setup.api.of("setWebhook") == []
+
+    await setup.configure(mode="webhook", webhook_url=url, webhook_secret="good_secret-1")
+    assert setup.host.core.plugins.status("telegram").healthy, setup.host.core.plugins.status("telegram").error
+    assert [c.params["url"] for c in setup.api.of("setWebhook")] == [url]
 
 
 async def test_an_unreachable_bot_api_server_fails_to_start_with_the_reason(setup: Setup):

@@ -4,6 +4,8 @@ own UI tests)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from telegram_support import ALICE_CHAT, Setup, pairing_code, running
 
@@ -57,6 +59,23 @@ async def test_the_admin_sees_who_is_linked_on_the_roster_in_a_browser(setup: Se
     assert await row.count() == 1
     cells = await row.first.locator("td").all_text_contents()
     assert cells[:2] == ["Alice Example", "Ali"]
+
+
+async def test_the_roster_says_since_when_in_the_admin_s_language(setup: Setup, plugin_browser):
+    """Not the stored ISO time: a German admin reads a German date."""
+    await running(setup)
+    alice = await setup.host.member("alice", display_name="Alice Example")
+    code = await pairing_code(setup, ALICE_CHAT, first_name="Ali")
+    assert (await alice.put("/api/plugins/telegram/my-config", json={"config": {"code": code}})).status_code == 200
+    linked_at = (await setup.admin.get("/api/plugin/telegram/roster")).json()["links"][0]["linked_at"]
+    assert (await setup.admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    page = await plugin_browser.open(
+        setup.host, "admin", ADMIN_PASSWORD, "telegram", "roster", entry="roster.js", locale="en-US", timezone_id="UTC"
+    )
+    row = page.locator("skald-p-telegram-roster tr.telegram-link")
+    await row.first.wait_for(timeout=10_000)
+    since = (await row.first.locator("td").all_text_contents())[2]
+    assert since == dt.datetime.strptime(linked_at, "%Y-%m-%dT%H:%M:%SZ").strftime("%d.%m.%Y, %H:%M")
 
 
 async def test_while_the_bot_is_not_running_the_page_offers_no_code_form(setup: Setup, plugin_browser):
