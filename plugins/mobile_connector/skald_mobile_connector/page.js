@@ -4,7 +4,10 @@
 // Everything goes in through textContent or attributes: a device name is data.
 // The shell's page header is the page's one h1 (its title); the page is two cards in
 // the shell's classes.
-import { call, el } from "/ui/lib/plugin-kit.js";
+import { call, el, locale } from "/ui/lib/plugin-kit.js";
+
+// In the reader's language, not the browser's: a German page said "12/4/2026, 11:26 PM".
+const when = (iso) => new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeStyle: "short" }).format(new Date(iso));
 
 export default class MobilePairingPage extends HTMLElement {
   async connectedCallback() {
@@ -55,7 +58,7 @@ export default class MobilePairingPage extends HTMLElement {
             "li",
             { class: "mobile-device" },
             el("strong", { text: device.name }),
-            ` ${device.platform} · ${this.s.page_last_seen.replace("{when}", new Date(device.last_seen_at).toLocaleString())} `,
+            ` ${device.platform} · ${this.s.page_last_seen.replace("{when}", when(device.last_seen_at))} `,
             el("button", { type: "button", class: "btn small", text: this.s.page_unlink, on: { click: () => this.unlink(device.id) } }),
           ),
         ),

@@ -5,11 +5,12 @@ speaks German to a German phone."""
 
 from __future__ import annotations
 
+import datetime as dt
 
 import pytest
 
 from skald_host.testing.host import MEMBER_PASSWORD
-from mobile_support import BASE, PLUGIN, paired_device
+from mobile_support import BASE, PLUGIN, paired_device, pairing_code
 
 MOUNT_PAGE = """async ([entry, pluginId]) => {
     // What the shell's plugin-page-host does: import, register, mount with plugin-id.
@@ -91,3 +92,33 @@ async def test_the_app_speaks_german_to_a_german_phone(setup, browser):
         await page.wait_for_selector("text=Der Code stimmt nicht")
     finally:
         await context.close()
+
+
+async def test_the_app_s_back_button_is_named_in_the_app_s_language(setup, browser):
+    """"‹" alone is read as nothing (or "single left angle quote") by a screen reader."""
+    alice = await setup.host.member("alice")
+    context = await browser.new_context(base_url=setup.host.url, locale="de-DE", viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = await context.new_page()
+    page.set_default_timeout(10_000)
+    try:
+        await page.goto(f"{BASE}/app/")
+        await page.fill("input[name=code]", await pairing_code(alice))
+        await page.tap("button[type=submit]")
+        await page.get_by_role("button", name="Einstellungen").tap()
+        await page.get_by_role("button", name="Zurück").tap()
+        await page.get_by_role("button", name="Einstellungen").wait_for()
+    finally:
+        await context.close()
+
+
+async def test_the_page_says_when_a_device_was_last_seen_in_the_member_s_language(setup, plugin_browser):
+    """Not the browser's format: a German page read "12/4/2026, 11:26:26 PM"."""
+    alice = await setup.host.member("alice")
+    await paired_device(setup, alice, "Old phone")
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    last_seen = (await alice.get(f"{BASE}/devices")).json()["devices"][0]["last_seen_at"]
+    page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, PLUGIN, "main", locale="en-US", timezone_id="UTC")
+    device = page.locator("li.mobile-device").filter(has_text="Old phone")
+    await device.wait_for(timeout=10_000)
+    german = dt.datetime.fromisoformat(last_seen).strftime("%d.%m.%Y, %H:%M")  # UTC, as the browser is told
+    assert f"zuletzt gesehen {german}" in await device.text_content()

@@ -109,6 +109,7 @@ function screen(heading, { backTo = null, settings = true } = {}) {
   title.textContent = heading;
   back.hidden = !backTo;
   back.onclick = backTo ? () => (location.hash = backTo) : null;
+  back.setAttribute("aria-label", t("back"));  // "‹" alone is no name a screen reader can say
   settingsButton.hidden = !settings || !token();
   settingsButton.setAttribute("aria-label", t("settings"));
   settingsButton.onclick = () => (location.hash = "#settings");
