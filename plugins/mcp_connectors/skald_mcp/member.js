@@ -2,9 +2,9 @@
 // "member_admin"): the connectors this member may use. One checkbox per global
 // connector (its grants) and per catalog template the admin restricted (its access);
 // a template open to everyone with the plugin says so. Changing a box writes the same
-// grants as the Connectors page (one write path, so the two cannot disagree), and a
-// revocation takes effect before the answer comes back. Every text goes in through
-// textContent.
+// grants as the Connectors page (one write path, so the two cannot disagree), this
+// member's alone, and a revocation takes effect before the answer comes back. Every
+// text goes in through textContent.
 
 import { call, node } from "/ui/lib/plugin-kit.js";
 
@@ -21,17 +21,16 @@ export default class MemberConnectors extends HTMLElement {
       const data = await call("GET", `${this.base}/members/${encodeURIComponent(this.memberId)}/grants`);
       const s = data.strings;
       const list = node("ul", undefined, "checks mcp-member-grants");
-      const box = (label, checked, path, access, note) => {
+      // A box grants or revokes this member alone (``…/access/<member>``): sending the
+      // list this page saw would undo another member's grant made since it was drawn.
+      const box = (label, checked, path, note) => {
         const item = node("li");
         const wrap = node("label");
         const input = Object.assign(node("input"), { type: "checkbox", checked });
         input.addEventListener("change", async () => {
-          const chosen = new Set(access);
-          if (input.checked) chosen.add(this.memberId);
-          else chosen.delete(this.memberId);
           this.message.textContent = "";
           try {
-            await call("PUT", path, { members: [...chosen] });
+            await call(input.checked ? "PUT" : "DELETE", `${path}/${encodeURIComponent(this.memberId)}`);
             await this.render();
           } catch (error) {
             this.message.textContent = error.message;
@@ -43,7 +42,7 @@ export default class MemberConnectors extends HTMLElement {
         return item;
       };
       for (const c of data.servers) {
-        list.append(box(c.name, c.granted, `${this.base}/servers/${encodeURIComponent(c.name)}/access`, c.access));
+        list.append(box(c.name, c.granted, `${this.base}/servers/${encodeURIComponent(c.name)}/access`));
       }
       for (const t of data.templates) {
         if (t.access === null) {
@@ -51,7 +50,7 @@ export default class MemberConnectors extends HTMLElement {
           item.append(node("span", `${t.title} (${t.name}) `), node("span", s.everyone, "muted"));
           list.append(item);
         } else {
-          list.append(box(`${t.title} (${t.name})`, t.granted, `${this.base}/catalog/${encodeURIComponent(t.name)}/access`, t.access, s.template));
+          list.append(box(`${t.title} (${t.name})`, t.granted, `${this.base}/catalog/${encodeURIComponent(t.name)}/access`, s.template));
         }
       }
       const parts = [this.message];

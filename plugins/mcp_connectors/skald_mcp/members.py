@@ -19,12 +19,14 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from skald_hookspecs import MemberLocked, Tool
-from skald_mcp.runtime import CONNECT_SECONDS, Connection, definition_hash, make_tool
-from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, destination, parse_login_status
+from skald_mcp.runtime import CONNECT_SECONDS, Connection, definition_hash, make_tool, withheld
+from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, destination, parse_login_status, parse_values
 
 log = logging.getLogger(__name__)
 
 PREFIX = "connector:"
+#: How often a QR connector waiting for its device is asked whether it is linked.
+LOGIN_POLL_SECONDS = 2.0
 
 
 class MemberConnectors:
@@ -58,6 +60,8 @@ class MemberConnectors:
         self._tasks: set[asyncio.Task[Any]] = set()
         #: member -> connector -> the reconciler's last answer (installed | unchanged).
         self.installs: dict[str, dict[str, str]] = {}
+        #: (member, connector) -> the connection whose device login is being followed.
+        self._login_watch: dict[tuple[str, str], Connection] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -216,6 +220,8 @@ class MemberConnectors:
             # activated; later changes wait for the member to accept them.
             record["pins"] = {t.name: definition_hash(t) for t in connection.tools}
             self._spawn(self.save(member_id, name, record))
+        if connection.state == "ready" and record.get("state") == "needs_login":
+            self._watch_login(member_id, name, connection)
         self._rebuild(member_id, name)
 
     def _rebuild(self, member_id: str, name: str) -> None:
@@ -254,13 +260,41 @@ class MemberConnectors:
         if connection is None or connection.state != "ready":
             return {"state": "connecting", "qr": None, "message": (connection.said_error(say) if connection else "") or ""}
         status = parse_login_status(await connection.call("login_status", {}))
-        record = self.records[member_id][name]
+        await self._apply_login(member_id, name, status)
+        return status
+
+    async def _apply_login(self, member_id: str, name: str, status: dict[str, Any]) -> None:
+        record = self.records.get(member_id, {}).get(name)
+        if record is None:
+            return
         wanted = "ready" if status["state"] == "ready" else "needs_login"
         if record.get("state") != wanted:
             record["state"] = wanted
             await self.save(member_id, name, record)
             self._rebuild(member_id, name)
-        return status
+
+    def _watch_login(self, member_id: str, name: str, connection: Connection) -> None:
+        if self._login_watch.get((member_id, name)) is not connection:
+            self._login_watch[(member_id, name)] = connection
+            self._spawn(self._follow_login(member_id, name, connection))
+
+    async def _follow_login(self, member_id: str, name: str, connection: Connection) -> None:
+        """The phone links the device and tells Skald nothing: ask ``login_status``
+        until it says ready, so the state and the tools follow the login itself, not a
+        page that happens to be open and polling."""
+        try:
+            while self.connections.get(member_id, {}).get(name) is connection and connection.state == "ready":
+                record = self.records.get(member_id, {}).get(name)
+                if record is None or record.get("state") != "needs_login":
+                    return
+                try:
+                    await self._apply_login(member_id, name, parse_login_status(await connection.call("login_status", {})))
+                except Exception as exc:  # noqa: BLE001 - asked again at the next turn of the loop
+                    log.info("a connector's login_status failed: %s", type(exc).__name__)
+                await asyncio.sleep(LOGIN_POLL_SECONDS)
+        finally:
+            if self._login_watch.get((member_id, name)) is connection:
+                del self._login_watch[(member_id, name)]
 
     async def login_reset(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
         """Sign the device out (the connector's ``logout``) to link another one."""
@@ -271,6 +305,7 @@ class MemberConnectors:
         self._rebuild(member_id, name)
         if connection is not None and connection.state == "ready":
             await connection.call("logout", {})
+            self._watch_login(member_id, name, connection)
         return await self.login_status(member_id, name, say)
 
     def _usable(self, member_id: str, name: str) -> bool:
@@ -288,23 +323,67 @@ class MemberConnectors:
         template = self._templates().get(record.get("template") or "")
         return template.login if template is not None else ""
 
+    # -- a newer version of the template ------------------------------------------------
+
+    def _destination(self, template: Template) -> str:
+        return destination(template, self._provider(template.oauth["provider"]) if template.oauth else None)
+
+    def update_offer(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The template's newer version, if there is one: its ``version``, whether it
+        ``moved`` (sends the member's values or sign-in somewhere else than where they
+        agreed to: then they give them again, as at an activation) and the ``fields``
+        to fill in for that."""
+        template = self._templates().get(record.get("template") or "")
+        if record.get("kind") != "catalog" or template is None or template.version <= (record.get("version") or 0):
+            return None
+        moved = record.get("destination") not in (None, self._destination(template))
+        fields = [{"name": f.name, "label": f.label, "secret": f.secret} for f in template.fields] if moved else []
+        return {"version": template.version, "moved": moved, "fields": fields}
+
+    async def update(self, member_id: str, name: str, template: Template, values: Any = None) -> None:
+        """Re-activate on the template's newer version: the stored values are kept when
+        they go where they went before; a moved template takes them anew (``values``),
+        and an OAuth or QR one signs in again, never carrying the old credential over."""
+        record = self.records[member_id][name]
+        offer = self.update_offer(record)
+        moved = bool(offer and offer["moved"])
+        updated = {
+            **record, "version": template.version, "destination": self._destination(template),
+            "values": parse_values(template, values if moved else record.get("values")),
+        }
+        if moved and template.oauth:
+            updated.pop("refresh_token", None)
+            updated.update(state="needs_oauth", provider=template.oauth["provider"], resource=template.url)
+        elif moved and template.login == "qr":
+            updated["state"] = "needs_login"
+        await self.disconnect(member_id, name)
+        await self.save(member_id, name, updated)
+        if updated.get("state", "ready") in ("ready", "needs_login"):
+            await self.connect(member_id, name)
+
     def status(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
         """The connector as the member's page shows it; ``say``: how a coded refusal it
-        failed with reads (``Connection.said_error``)."""
+        failed with reads (``Connection.said_error``). A template the admin took away
+        reads ``withdrawn``, without tools: it runs still, but its tools reach nobody (a
+        failure, such as the template gone at the next start, says itself instead)."""
         record = self.records.get(member_id, {}).get(name) or {}
         connection = self.connections.get(member_id, {}).get(name)
         pins = record.get("pins") or {}
-        tools = connection.tools if connection is not None and connection.state == "ready" else []
+        failed = connection is not None and connection.state == "failed"
+        withdrawn = record.get("kind") == "catalog" and not self._usable(member_id, name) and not failed
+        tools = connection.tools if connection is not None and connection.state == "ready" and not withdrawn else []
         offered = {t.name for t in self._offered.get(member_id, {}).get(name, ())}
         from skald_mcp.spec import tool_name
 
+        state = record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped")
         return {
             "name": name,
             "kind": record.get("kind"),
             "template": record.get("template"),
             "version": record.get("version"),
+            "update": None if withdrawn else self.update_offer(record),
             "url": record.get("url"),
-            "state": record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped"),
+            "state": "withdrawn" if withdrawn else state,
             "error": connection.said_error(say) if connection else None,
             "cause": connection.cause if connection else None,
             "login": self._login_kind(record),
@@ -312,4 +391,5 @@ class MemberConnectors:
             "install": self.installs.get(member_id, {}).get(name),
             "tools": [tool_name(name, t.name) for t in tools if tool_name(name, t.name) in offered],
             "pending": [t.name for t in tools if pins.get(t.name) != definition_hash(t)] if pins else [],
+            "pending_tools": withheld(tools, pins) if pins else [],
         }

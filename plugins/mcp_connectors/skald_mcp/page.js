@@ -93,13 +93,17 @@ function pairs(text, separator) {
 }
 
 /** One checkbox per member (who may use a connector or a template). ``access`` null:
- * every member the plugin is granted to, shown as the "everyone" box. */
-function accessBoxes(members, access, save, everyone) {
+ * every member the plugin is granted to, shown as the "everyone" box. A member's box
+ * calls ``toggle(memberId, checked)``, which changes that one member only: sending the
+ * whole list this page saw would undo a change made since it was drawn (another tab,
+ * another admin). ``saveAll`` is the "everyone" box's: null, or every member listed
+ * (the admin too: the admin holds every plugin). */
+function accessBoxes(members, access, toggle, saveAll, everyone) {
   const out = [];
   if (everyone !== undefined) {
     const label = node("label", undefined, "check small mcp-everyone");
     const box = Object.assign(node("input"), { type: "checkbox", checked: access === null });
-    box.addEventListener("change", () => save(box.checked ? null : members.filter((m) => m.role !== "admin").map((m) => m.id)));
+    box.addEventListener("change", () => saveAll(box.checked ? null : members.map((m) => m.id)));
     label.append(box, node("span", everyone));
     out.push(label);
     if (access === null) return out;
@@ -108,12 +112,7 @@ function accessBoxes(members, access, save, everyone) {
     const label = node("label", undefined, "check small");
     const box = Object.assign(node("input"), { type: "checkbox", checked: access.includes(member.id) });
     box.dataset.member = member.id;
-    box.addEventListener("change", () => {
-      const chosen = new Set(access);
-      if (box.checked) chosen.add(member.id);
-      else chosen.delete(member.id);
-      save([...chosen]);
-    });
+    box.addEventListener("change", () => toggle(member.id, box.checked));
     label.append(box, node("span", member.display_name || member.username));
     out.push(label);
   }
@@ -152,27 +151,28 @@ export default class ConnectorsPage extends HTMLElement {
     const box = card("mcp-detail", c.name, status, node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
     box.dataset.name = c.name;
     if (c.template) box.append(node("p", `${s.from_template}: ${c.template} (v${c.version})`, "muted"));
+    // The admin took the template away: it is not "running" for the member any more.
+    if (c.state === "withdrawn") box.append(node("p", s.withdrawn_notice, "mcp-withdrawn hint"));
+    if (c.update) box.append(this.updateForm(c, status));
     if (c.url) box.append(node("p", c.url, "muted"));
     if (c.error) box.append(this.failure(c));
     box.append(node("p", `${s.col_tools}: ${c.tools.join(", ") || "—"}`, "mcp-tools"));
     if (c.pending.length) {
-      box.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"));
+      box.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"), this.withheld(c.pending_tools));
       const accept = button(s.accept, "primary");
       accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`), { status }));
       box.append(accept);
     }
-    if (c.state === "needs_oauth" || c.oauth) box.append(this.oauthPanel(c.name, status));
-    if (c.login === "qr") box.append(this.qrPanel(c.name));
+    // Signed in and running: say so, with a way to sign in again, not the code form.
+    if (c.state === "needs_oauth" || (c.oauth && c.state !== "ready")) box.append(this.oauthPanel(c.name, status));
+    else if (c.oauth) box.append(this.signedIn(c.name, status));
+    if (c.login === "qr") box.append(this.qrPanel(c.name, c.state));
     const remove = button(s.deactivate, "", "mcp-deactivate");
     remove.addEventListener("click", () =>
-      this.act(
-        async () => {
-          await call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`);
-          location.hash = back.getAttribute("href");
-          if (this.hasAttribute("connector")) this.removeAttribute("connector");
-        },
-        { status, focus: "heading:mcp-own" }, // back on the list, where the connector was
-      ),
+      this.deactivate(c.name, status, async () => {
+        location.hash = back.getAttribute("href");
+        if (this.hasAttribute("connector")) this.removeAttribute("connector");
+      }),
     );
     box.append(node("div", undefined, "actions"));
     box.lastChild.append(remove);
@@ -180,6 +180,80 @@ export default class ConnectorsPage extends HTMLElement {
     const backLine = node("p", undefined, "back");
     backLine.append(back);
     return [backLine, box];
+  }
+
+  /** Deactivate the member's connector ``name`` once they confirm: it deletes its
+   * values, stored key and sign-in, which one stray click must not do. */
+  async deactivate(name, status, after = async () => {}) {
+    const s = this.s;
+    const message = format(s.confirm_deactivate, { name });
+    if (!(await confirm({ title: s.confirm_deactivate_title, message, confirmLabel: s.deactivate }))) return;
+    await this.act(
+      async () => {
+        await call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(name)}`);
+        await after();
+      },
+      { status, focus: "heading:mcp-own" }, // back on the list, where the connector was
+    );
+  }
+
+  /** What each withheld tool now says and takes, shown before anyone accepts it (a
+   * name alone is accepting blind): its description and input schema, as text. */
+  withheld(tools) {
+    const s = this.s;
+    const list = node("ul", undefined, "stack mcp-withheld");
+    for (const t of tools || []) {
+      const item = node("li", undefined, "mcp-withheld-tool");
+      item.dataset.tool = t.name;
+      item.append(
+        node("strong", t.name),
+        node("p", `${s.tool_description}: ${t.description || "—"}`, "mcp-withheld-description"),
+        node("p", s.tool_schema, "muted small"),
+        node("pre", JSON.stringify(t.input_schema, null, 2), "mcp-withheld-schema"),
+      );
+      list.append(item);
+    }
+    return list;
+  }
+
+  /** The template's newer version: update in place, keeping the member's values where
+   * they go as before; a template that moved asks for them again (its fields). */
+  updateForm(c, status) {
+    const s = this.s;
+    const form = node("form", undefined, "stack mcp-update");
+    form.append(node("p", format(s.update_to, { version: c.update.version, current: c.version }), "hint"));
+    if (c.update.moved) form.append(node("p", s.update_moved, "hint"));
+    const inputs = {};
+    for (const f of c.update.fields) {
+      const input = Object.assign(node("input"), { name: f.name, type: f.secret ? "password" : "text", autocomplete: "off" });
+      inputs[f.name] = input;
+      form.append(labelled(f.label || f.name, input));
+    }
+    form.append(node("div", undefined, "actions"));
+    form.lastChild.append(Object.assign(button(s.update, "primary", "mcp-update-button"), { type: "submit" }));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const values = Object.fromEntries(Object.entries(inputs).map(([k, input]) => [k, input.value]));
+      const body = c.update.moved ? { values } : {};
+      this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/update`, body), { status, fields: inputs });
+    });
+    return form;
+  }
+
+  /** After a sign-in: a line that says so and a way to sign in again (the code form,
+   * shown on demand). */
+  signedIn(name, status) {
+    const s = this.s;
+    const box = node("div", undefined, "stack mcp-signed-in");
+    const again = button(s.sign_in_again, "", "mcp-sign-in-again");
+    again.addEventListener("click", () => {
+      const panel = this.oauthPanel(name, status);
+      box.replaceWith(panel);
+      panel.querySelector("button")?.focus();
+    });
+    box.append(node("p", s.signed_in, "mcp-signed-in-line"), node("div", undefined, "actions"));
+    box.lastChild.append(again);
+    return box;
   }
 
   async render() {
@@ -242,9 +316,11 @@ export default class ConnectorsPage extends HTMLElement {
       row.append(open, node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
       if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools muted"));
       if (c.error) row.append(this.failure(c));
+      if (c.state === "withdrawn") row.append(node("p", s.withdrawn_notice, "mcp-withdrawn hint"));
+      if (c.update) row.append(node("p", format(s.update_to, { version: c.update.version, current: c.version }), "mcp-update hint"));
       const actions = node("div", undefined, "actions");
       if (c.pending.length) {
-        row.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"));
+        row.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"), this.withheld(c.pending_tools));
         const accept = button(s.accept, "small primary");
         accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`), { status: ownStatus }));
         actions.append(accept);
@@ -260,7 +336,7 @@ export default class ConnectorsPage extends HTMLElement {
         });
       }
       const remove = button(s.deactivate, "small", "mcp-deactivate");
-      remove.addEventListener("click", () => this.act(() => call("DELETE", `${this.base}/my/connectors/${encodeURIComponent(c.name)}`), { status: ownStatus }));
+      remove.addEventListener("click", () => this.deactivate(c.name, ownStatus));
       actions.append(remove);
       row.append(actions);
       keyControls(actions, `own:${c.name}`);
@@ -275,7 +351,19 @@ export default class ConnectorsPage extends HTMLElement {
       form.dataset.name = t.name;
       form.append(node("strong", t.title), node("p", t.description, "muted"));
       if (t.update_available) form.append(node("p", s.update_available, "mcp-update hint"));
-      if (!t.activated && mine.may_activate) {
+      if (t.activated) {
+        // Activated already: say so, and lead to the activation (its page has the update).
+        const line = node("div", undefined, "actions");
+        const open = Object.assign(node("a", t.update_available ? s.update : s.open_connector, "btn small mcp-open-active"), { href: this.detailLink(t.name) });
+        open.addEventListener("click", (event) => {
+          if (location.hash.startsWith(`#plugin/${this.pluginId}/`)) return; // the app routes it
+          event.preventDefault();
+          this.setAttribute("connector", t.name);
+          this.render();
+        });
+        line.append(node("span", s.active, "badge mcp-active"), open);
+        form.append(line);
+      } else if (mine.may_activate) {
         const inputs = {};
         for (const f of t.fields) {
           const input = Object.assign(node("input"), { name: f.name, type: f.secret ? "password" : "text", autocomplete: "off" });
@@ -393,9 +481,11 @@ export default class ConnectorsPage extends HTMLElement {
     return box;
   }
 
-  qrPanel(name) {
+  qrPanel(name, drawnState) {
     // The device login: poll login/status, show the QR code while the server wants a
-    // scan (a PNG data URL only), and offer to link another device once linked.
+    // scan (a PNG data URL only), and offer to link another device once linked. Linked
+    // (or unlinked) since the page was drawn: the page is drawn again, so its state and
+    // tools say so too (``drawnState``: the connector's state the page shows).
     const s = this.s;
     const panel = node("div", undefined, "stack mcp-qr");
     const line = node("p", "", "mcp-qr-state");
@@ -418,7 +508,10 @@ export default class ConnectorsPage extends HTMLElement {
       try {
         const status = await call("GET", `${path}/status`);
         show(status);
-        if (status.state === "ready") return;
+        if (status.state === "ready") {
+          if (drawnState === "needs_login") this.act(async () => {});
+          return;
+        }
       } catch (error) {
         line.textContent = error.message;
       }
@@ -427,7 +520,7 @@ export default class ConnectorsPage extends HTMLElement {
     reset.addEventListener("click", async () => {
       try {
         show(await call("POST", `${path}/reset`));
-        setTimeout(poll, 1500);
+        this.act(async () => {}); // no longer linked: the page's state and tools follow
       } catch (error) {
         line.textContent = error.message;
       }
@@ -551,10 +644,10 @@ export default class ConnectorsPage extends HTMLElement {
       if (server.error) state.append(this.failure(server)); // why, where the admin looks: not only in the log
       const tools = node("td");
       tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
-      if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending hint"));
+      if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending hint"), this.withheld(server.pending_tools));
       const access = node("td");
-      access.append(...accessBoxes(members, server.access, (chosen) =>
-        this.act(() => call("PUT", `${this.base}/servers/${encodeURIComponent(server.name)}/access`, { members: chosen }), { status })));
+      const one = (memberId) => `${this.base}/servers/${encodeURIComponent(server.name)}/access/${encodeURIComponent(memberId)}`;
+      access.append(...accessBoxes(members, server.access, (memberId, checked) => this.act(() => call(checked ? "PUT" : "DELETE", one(memberId)), { status })));
       for (const box of access.querySelectorAll("input")) box.dataset.focus = `access:${server.name}:${box.dataset.member}`;
       const actions = node("td", undefined, "row-actions");
       const restart = button(s.restart, "small", "mcp-restart");
@@ -609,8 +702,10 @@ export default class ConnectorsPage extends HTMLElement {
         if (kind === "catalog") {
           // Who may see and activate this template (per-template access).
           const access = node("div", undefined, "mcp-template-access");
-          access.append(node("span", s.col_access, "label-text"), ...accessBoxes(members, row.access, (chosen) =>
-            this.act(() => call("PUT", `${this.base}/catalog/${encodeURIComponent(row.name)}/access`, { members: chosen }), { status: listStatus }), s.everyone));
+          const path = `${this.base}/catalog/${encodeURIComponent(row.name)}/access`;
+          const toggle = (memberId, checked) => this.act(() => call(checked ? "PUT" : "DELETE", `${path}/${encodeURIComponent(memberId)}`), { status: listStatus });
+          const saveAll = (chosen) => this.act(() => call("PUT", path, { members: chosen }), { status: listStatus });
+          access.append(node("span", s.col_access, "label-text"), ...accessBoxes(members, row.access, toggle, saveAll, s.everyone));
           for (const box of access.querySelectorAll("input")) box.dataset.focus = `${kind}-access:${row.name}:${box.dataset.member || "everyone"}`;
           item.append(access);
         }
@@ -687,9 +782,10 @@ export default class ConnectorsPage extends HTMLElement {
       const body = { name: name.value.trim(), transport: transport.value };
       if (stdio) Object.assign(body, { command: command.value.trim(), args: lines(args.value), env: given.values });
       else Object.assign(body, { url: url.value.trim(), headers: given.values });
-      // Default access at the connector's birth: every member, as for a plugin; the
+      // Default access at the connector's birth: every member, as for a plugin, the
+      // admin included (the admin holds every plugin, and sees every template); the
       // admin's job is removal.
-      body.access = members.filter((m) => m.role !== "admin").map((m) => m.id);
+      body.access = members.map((m) => m.id);
       this.act(() => call("POST", `${this.base}/servers`, body), { status, fields: { name, command, args, env, url, headers } });
     });
     return form;

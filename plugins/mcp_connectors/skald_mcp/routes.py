@@ -236,6 +236,25 @@ def build_blueprint(host: HostApi) -> Blueprint:
         await runtime.members.accept(caller.id, name)
         return runtime.members.status(caller.id, name, said)
 
+    @blueprint.post("/my/connectors/<name>/update")
+    @guarded("member", own=True)
+    async def update_own(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
+        """Re-activate on the template's newer version (``{"values"}`` only when the
+        update moved it elsewhere: see ``MemberConnectors.update_offer``)."""
+        template = runtime.templates.get(record.get("template") or "")
+        if record.get("kind") != "catalog" or template is None or not (caller.is_admin or runtime.may_use_template(caller.id, template.name)):
+            return error("err_no_template", 404, name=str(record.get("template") or name)[:40])
+        if runtime.members.update_offer(record) is None:
+            return error("err_up_to_date", 409, name=name)
+        body = await request.get_json(silent=True)
+        body = {} if body is None else body
+        if not isinstance(body, dict):
+            raise SpecError(code="body_not_object")
+        if set(body) - {"values"}:
+            raise unknown_fields(set(body) - {"values"})
+        await runtime.members.update(caller.id, name, template, body.get("values"))
+        return runtime.members.status(caller.id, name, said)
+
     @blueprint.get("/my/connectors/<name>/login/status")
     @guarded("member", own=True)
     async def login_status(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
@@ -356,6 +375,20 @@ def build_blueprint(host: HostApi) -> Blueprint:
         await runtime.set_template_access(name, None if chosen is None else members_of(chosen))
         return runtime.template_status(name)
 
+    @blueprint.route("/catalog/<name>/access/<member_id>", methods=["PUT", "DELETE"])
+    @guarded("admin")
+    async def set_template_member(runtime: Any, caller: Any, name: str, member_id: str) -> Any:
+        """Open (PUT) or close (DELETE) the template to one member, the others untouched,
+        as for a connector's grants. Closing a template open to everyone to one member
+        is refused: it would have to invent the list of all the others."""
+        if name not in runtime.templates:
+            return error("err_no_template", 404, name=name[:40])
+        (member,) = members_of([member_id])
+        if request.method == "DELETE" and runtime.template_status(name)["access"] is None:
+            return error("err_template_open_to_everyone", 409, name=name)
+        await runtime.set_template_member(name, member, request.method == "PUT")
+        return runtime.template_status(name)
+
     @blueprint.delete("/catalog/<name>")
     @guarded("admin")
     async def delete_template(runtime: Any, caller: Any, name: str) -> Any:
@@ -442,6 +475,16 @@ def build_blueprint(host: HostApi) -> Blueprint:
         members = members_of((await json_body()).get("members"))
         await runtime.set_access(name, members)
         return {"name": name, "access": sorted(members)}
+
+    @blueprint.route("/servers/<name>/access/<member_id>", methods=["PUT", "DELETE"])
+    @guarded("admin", server=True)
+    async def set_member_access(runtime: Any, caller: Any, name: str, member_id: str) -> Any:
+        """Grant (PUT) or revoke (DELETE) one member, the others untouched: what the pages'
+        checkboxes send, so a page drawn before someone else's change cannot undo it
+        (``PUT …/access`` replaces the whole list, for API clients that mean that)."""
+        (member,) = members_of([member_id])
+        await runtime.set_member_access(name, member, request.method == "PUT")
+        return {"name": name, "access": sorted(runtime.access.get(name, ()))}
 
     @blueprint.post("/servers/<name>/accept")
     @guarded("admin", server=True)

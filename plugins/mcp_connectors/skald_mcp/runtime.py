@@ -42,6 +42,16 @@ def definition_hash(tool: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def withheld(tools: list[Any], pins: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The definitions of the tools a pin withholds (new, or changed since pinned), as
+    the page shows them before anyone accepts: accepting a name alone is accepting blind."""
+    return [
+        {"name": t.name, "description": t.description or "", "input_schema": t.input_schema or {}}
+        for t in tools
+        if pins.get(t.name) != definition_hash(t)
+    ]
+
+
 def result_text(result: Any) -> str:
     """A ``CallToolResult`` as the text the model reads."""
     parts: list[str] = []
@@ -453,6 +463,17 @@ class Runtime:
             (self.template_defaults.add if by_default else self.template_defaults.discard)(name)
         await self._save_template_access()
 
+    async def set_template_member(self, name: str, member_id: str, allowed: bool) -> None:
+        """Open or close the template to one member, the others untouched (see
+        ``set_member_access``). Open to everyone (None) already includes them; closing
+        it to one member of everyone is the caller's refusal to make."""
+        access = self.template_access.get(name, set())
+        if access is None:
+            return
+        (access.add if allowed else access.discard)(member_id)
+        self.template_access[name] = access
+        await self._save_template_access()
+
     async def forget_template(self, name: str) -> None:
         self.template_access.pop(name, None)
         self.template_defaults.discard(name)
@@ -523,6 +544,13 @@ class Runtime:
         # awaited, so a revoked member's next round (and any call of theirs) no
         # longer sees the connector — nothing rides a bus.
         self.access[name] = set(members)
+        await self._save()
+
+    async def set_member_access(self, name: str, member_id: str, allowed: bool) -> None:
+        """Grant or revoke one member, leaving the others as they are now: a page drawn
+        before someone else's change must not undo it by sending the whole list it saw.
+        Synchronous like ``set_access``."""
+        (self.access.setdefault(name, set()).add if allowed else self.access.setdefault(name, set()).discard)(member_id)
         await self._save()
 
     async def accept(self, name: str) -> None:
@@ -596,6 +624,7 @@ class Runtime:
                 for t in (connection.tools if connection else ())
             ],
             "pending": self.pending(name),
+            "pending_tools": withheld(connection.tools if connection else [], self.pins.get(name, {})),
             "access": sorted(self.access.get(name, ())),
             "grant_by_default": name in self.by_default,
             "discarded_notifications": connection.discarded if connection else 0,

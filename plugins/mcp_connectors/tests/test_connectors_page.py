@@ -67,7 +67,9 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
 
     servers = (await setup.admin.get(f"{BASE}/servers")).json()["servers"]
     alice_id = (await setup.host.core.users.find("alice")).id
-    assert next(s for s in servers if s["name"] == "demo")["access"] == [alice_id]  # default access at birth: every member
+    # Default access at birth: every member, the admin included (the admin holds every plugin).
+    assert next(s for s in servers if s["name"] == "demo")["access"] == sorted([alice_id, setup.admin.member["id"]])
+    await admin_page.locator(f"{TAG} .mcp-connector").filter(has_text="demo__echo").wait_for(timeout=10_000)
 
     async with HttpDemo() as demo:
         template = {"title": "Web <b>demo</b>", "transport": "http", "url": demo.url, "fields": [{"name": "api_key", "label": "API key", "header": "X-Key"}]}
@@ -83,6 +85,7 @@ async def test_admin_adds_a_connector_and_a_member_activates_one_in_a_browser(se
         await own.filter(has_text="web__echo").wait_for(timeout=20_000)
         assert await page.locator(f"{TAG} form.mcp-admin, {TAG} form.mcp-add").count() == 0  # no admin form for a member
         await own.locator("button.mcp-deactivate").click()
+        await page.locator("dialog.confirm[open]").get_by_role("button", name="Deactivate").click()  # asked first
         await own.wait_for(state="detached", timeout=10_000)
 
         async def gone() -> bool:
@@ -170,6 +173,11 @@ async def test_a_connector_has_a_page_of_its_own_with_the_sign_in_panel_in_a_bro
         await detail.locator("button.mcp-complete").click()
         await page.locator("section.mcp-detail[data-name=mail] .mcp-state").filter(has_text="running").wait_for(timeout=20_000)
         assert "mail__echo" in await page.locator("section.mcp-detail .mcp-tools").inner_text()
+        # Signed in: said so, and the code form only when the member asks to sign in again.
+        assert await detail.locator(".mcp-signed-in").filter(has_text="Signed in.").count() == 1
+        assert await detail.locator("input[name=code]").count() == 0
+        await detail.locator("button.mcp-sign-in-again").click()
+        await detail.locator(".mcp-oauth button.mcp-sign-in").wait_for(timeout=5_000)
         await page.locator("a.mcp-back").click()
         await page.locator(".mcp-own-connector[data-name=mail]").wait_for(timeout=10_000)
 

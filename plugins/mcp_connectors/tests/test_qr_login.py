@@ -77,6 +77,10 @@ async def test_the_qr_panel_shows_the_code_and_follows_the_link_in_a_browser(set
         await panel.locator("img[src^='data:image/png;base64,']").wait_for(timeout=20_000)
         await phone_scans(demo.url)
         await page.locator(f"{TAG} .mcp-qr[data-state=ready]").wait_for(timeout=20_000)
+        # The page's own lines follow the link, not only the panel.
+        detail = page.locator(f"{TAG} section.mcp-detail[data-name=chat]")
+        await detail.locator(".mcp-state").filter(has_text="running").wait_for(timeout=20_000)
+        await detail.locator(".mcp-tools").filter(has_text="chat__echo").wait_for(timeout=10_000)
         assert await panel.locator("img").is_hidden()
         await panel.locator("button.mcp-login-reset").click()
         await page.locator(f"{TAG} .mcp-qr[data-state=need_scan]").wait_for(timeout=20_000)
