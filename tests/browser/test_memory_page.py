@@ -94,3 +94,41 @@ async def test_a_german_member_reads_gespeichert_after_saving_a_new_note(skald, 
     await page.get_by_role("button", name="Speichern").click()
     await expect(page.get_by_role("heading", name="einkauf.md")).to_be_visible()
     await expect(page.get_by_role("status").filter(has_text="Gespeichert.")).to_be_visible()
+
+
+async def test_a_new_note_never_replaces_one_and_a_name_leaving_its_folder_is_refused(skald, browser_pages):
+    host = await skald.start()
+    await host.admin()
+    alice_api = await host.member("alice")
+    assert (await alice_api.put("/api/memory/user-memory/notes/plans.md", json={"content": "Keep me."})).status_code == 200
+    requests: list[str] = []
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    page.on("request", lambda request: requests.append(f"{request.method} {request.url}") if "/api/memory/" in request.url else None)
+    await page.goto(f"{host.url}/#memory/mine?new=1")
+
+    # A name already taken: said so, and the note is as it was.
+    await page.get_by_label("Name").fill("plans.md")
+    await page.get_by_label("Content").fill("Overwritten.")
+    await page.get_by_role("button", name="Save").click()
+    await expect(page.get_by_role("status").filter(has_text="A note called plans.md already exists.")).to_be_visible()
+    assert (await alice_api.get("/api/memory/user-memory/notes/plans.md")).json()["content"] == "Keep me."
+    assert not [r for r in requests if r.startswith("PUT")]
+
+    # A name with a ".." part or a leading "/": refused before any request.
+    for name in ("../escape.md", "a/../b.md", "/root.md"):
+        requests.clear()
+        await page.get_by_label("Name").fill(name)
+        await page.get_by_role("button", name="Save").click()
+        await expect(page.get_by_role("status").filter(has_text="may not start with “/” or have “..” as a part")).to_be_visible()
+        assert requests == [], name
+    assert [n["key"] for n in (await alice_api.get("/api/memory/user-memory/notes")).json()["notes"]] == ["plans.md"]
+
+    # A free name is created; an existing note's editor still saves over it.
+    await page.get_by_label("Name").fill("ideas.md")
+    await page.get_by_role("button", name="Save").click()
+    await expect(page.get_by_role("heading", name="ideas.md")).to_be_visible()
+    await page.get_by_label("Content").fill("Second thoughts.")
+    await page.get_by_role("button", name="Save").click()
+    await expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
+    assert (await alice_api.get("/api/memory/user-memory/notes/ideas.md")).json()["content"] == "Second thoughts."

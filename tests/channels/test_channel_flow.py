@@ -261,7 +261,8 @@ async def test_home_source_brings_notes_and_scheduled_results_to_the_channel(cha
 
     channels.server.script(
         MODEL_A,
-        [Reply(tool_calls=[ToolCall("notify", {"message": "Tea is ready"})]), Reply("I told you."), Reply("Water them now.")],
+        [Reply(tool_calls=[ToolCall("notify", {"message": "Tea is ready"})]), Reply("I told you."), Reply("Water them now."),
+         Reply("Jetzt gießen.")],
     )
     async with ChatSocket(alice) as sock:
         cid = await new_conversation(alice)
@@ -276,6 +277,14 @@ async def test_home_source_brings_notes_and_scheduled_results_to_the_channel(cha
         await runtime.deliver_due_jobs()
         result = await channels.channel.wait_for("notification", text="Water them now.")
         assert result.conversation_id == cid
+        # A German member's scheduled prompt reads "[Geplant] …": its answer goes home all the same.
+        admin = await channels.host.admin()
+        assert (await admin.patch(f"/api/admin/members/{member_id}", json={"locale": "de"})).status_code == 200
+        await runtime.store.schedule(cid, "Gieß die Pflanzen.", "2000-01-01T00:00:00.000000Z")
+        await runtime.deliver_due_jobs()
+        result = await channels.channel.wait_for("notification", text="Jetzt gießen.")
+        assert result.conversation_id == cid
+        assert channels.server.requests_for(MODEL_A)[-1].last_user_text.startswith("[Geplant] ")
 
     # Back to the web: nothing more reaches the channel.
     assert (await alice.put("/api/me/home-source", json={"home_source": "web"})).status_code == 200

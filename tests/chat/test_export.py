@@ -49,3 +49,25 @@ def test_a_code_block_left_open_is_closed_and_a_result_with_fences_cannot_break_
     assert closed_fences(whole) == whole
     assert closed_fences("````md\n```\ninner\n```") == "````md\n```\ninner\n```\n````"
     assert fence("plain") == "```" and fence("a ``` b") == "````" and fence("`````x") == "``````"
+
+
+async def test_the_markdown_export_lists_the_files_a_message_carried(chat):
+    await configure_models(chat.admin, chat.server)
+    bert = await chat.host.member("bert", locale="de")
+    cid = await new_conversation(bert, title="Rechnung")
+    uploaded = await bert.post(f"/api/conversations/{cid}/uploads", content=b"total: 12 EUR\n",
+                               headers={"X-Filename": "rechnung.txt", "Content-Type": "text/plain"})
+    assert uploaded.status_code == 201, uploaded.text
+    path = uploaded.json()["path"]
+    chat.server.script(MODEL_A, [Reply("12 Euro.")])
+    async with ChatSocket(bert) as sock:
+        await sock.command(type="send", conversation_id=cid, text="Wie viel?", attachments=[path])
+        await sock.turn(cid)
+    markdown = (await bert.get(f"/api/conversations/{cid}/export")).text
+    assert f"## Du\n\nWie viel?\n\nAngehängte Dateien:\n\n- `rechnung.txt` (`{path}`)\n" in markdown, markdown
+
+
+def test_a_file_name_with_backticks_stays_inline_code():
+    from skald_host.web.routes.chat import code
+
+    assert code("a.txt") == "`a.txt`" and code("a`b.txt") == "``a`b.txt``" and code("`x") == "`` `x ``"

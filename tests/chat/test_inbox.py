@@ -203,8 +203,9 @@ async def test_a_turn_refused_before_its_request_went_out_still_stores_and_acks_
     transcript = await messages(alice, cid)
     assert [(m["role"], m["status"], m["content"]) for m in transcript] == [
         ("user", "complete", "First."), ("assistant", "complete", "Fine."),
-        ("user", "complete", "Second."), ("assistant", "error", ""),
+        ("user", "complete", "Second."), ("assistant", "error", "you are no longer part of this"),
     ]
+    assert transcript[-1]["reason"]["code"] == "agent_failed"  # worded in the reader's language after a reload too
     assert len(chat.server.requests_for(MODEL_A)) == 1  # the refused turn never asked the model
 
 

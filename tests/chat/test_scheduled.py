@@ -31,6 +31,19 @@ async def test_scheduled_prompt_left_running_by_a_crash_is_delivered_once(chat):
     assert await runtime.store.due_jobs("2999-01-01T00:00:00.000000Z") == []
 
 
+async def test_the_scheduled_marker_is_in_the_members_language(chat):
+    await configure_models(chat.admin, chat.server)
+    bert = await chat.host.member("bert", locale="de")
+    cid = await new_conversation(bert)
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(bert.member["id"]))
+    await runtime.store.schedule(cid, "Erinnerung: Pflanzen gießen.", "2000-01-01T00:00:00.000000Z")
+    chat.server.script(MODEL_A, [Reply("Gieß die Pflanzen.")])
+    async with ChatSocket(bert) as sock:
+        await runtime.deliver_due_jobs()
+        await sock.wait_event(cid, "turn_finished")
+    assert [(m["role"], m["content"]) for m in await messages(bert, cid)][0] == ("user", "[Geplant] Erinnerung: Pflanzen gießen.")
+
+
 async def test_a_prompt_scheduled_for_soon_is_delivered_when_due_without_polling(chat):
     """The scheduler sleeps until the next job is due and wakes when one is scheduled:
     a prompt due in a second arrives about then, by the scheduler alone (the earlier

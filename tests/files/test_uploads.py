@@ -211,3 +211,20 @@ async def test_an_uploads_folder_made_a_link_from_the_sandbox_is_refused_not_fol
         link.unlink()
     response = await upload(files.alice, cid, "photo.png", PNG, "image/png")
     assert response.status_code == 201, response.text
+
+
+async def test_an_upload_over_the_limit_is_refused_with_the_limit_named(files):
+    cid = await new_conversation(files.alice)
+    limit = files.core.settings.files.upload_max_bytes
+    response = await upload(files.alice, cid, "huge.bin", b"h" * (limit + 1))
+    assert response.status_code == 413
+    assert (response.json()["code"], response.json()["values"]) == ("upload_too_large", {"limit": limit, "size": "256 KiB"})
+    for locale, words in (("en", "upload limit of 256 KiB"), ("de", "Upload-Grenze von 256 KiB")):
+        text = files.core.strings.lookup("core.error.upload_too_large", locale).format(**response.json()["values"])
+        assert words in text, text
+
+
+def test_a_limit_reads_in_the_largest_whole_unit():
+    from skald_host.web.routes.files import size_text
+
+    assert [size_text(n) for n in (512, 256 * 1024, 256 * 1024**2, 1536 * 1024**2)] == ["512 B", "256 KiB", "256 MiB", "1.5 GiB"]

@@ -294,3 +294,25 @@ async def test_deleting_an_owner_trashes_their_projects_and_tells_the_members(sk
     assert not (host.settings.data_dir / "projects" / olga.member["id"]).exists()
     [trashed] = (host.settings.data_dir / "trash").iterdir()
     assert (trashed / "garden" / "plan.txt").read_text() == "beds"
+
+
+async def test_a_member_named_as_the_lists_show_them_with_an_at_sign_is_found(skald):
+    host = await skald.start()
+    await host.admin()
+    carl, _berta = await host.member("carl"), await host.member("berta")
+    pid = (await carl.post("/api/projects", json={"slug": "shed", "title": "Shed"})).json()["id"]
+    response = await carl.post(f"/api/projects/{pid}/members", json={"username": " @berta", "can_write": False})
+    assert response.status_code in (200, 201), response.text
+    assert "berta" in [m["username"] for m in (await carl.get(f"/api/projects/{pid}")).json()["members"]]
+    for unknown in ("@nobody", "@"):
+        response = await carl.post(f"/api/projects/{pid}/members", json={"username": unknown, "can_write": False})
+        assert (response.status_code, response.json()["code"], response.json()["field"]) == (400, "no_such_member", "username")
+
+
+async def test_a_project_that_is_not_there_is_refused_with_a_code_the_page_translates(skald):
+    host = await skald.start()
+    await host.admin()
+    carl = await host.member("carl")
+    response = await carl.get(f"/api/projects/{'0' * 32}")
+    assert (response.status_code, response.json()["code"]) == (404, "no_such_project")
+    assert host.core.strings.lookup("core.error.no_such_project", "de").startswith("Dieses Projekt gibt es nicht")

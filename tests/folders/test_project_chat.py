@@ -12,6 +12,7 @@ from tests.chat.support import (
     MODEL_A,
     ChatSocket,
     configure_models,
+    messages,
 )
 
 
@@ -64,7 +65,13 @@ async def test_a_project_chat_carries_the_project_context_and_stops_when_members
             events = await sock.turn(conversation["id"])
             errors = [e for e in events if e["type"] == "error"]
             assert errors and "not a member of this project" in errors[0]["error"], events
+            assert (errors[0]["code"], errors[0]["values"]) == ("project_left", {})  # worded in the reader's language
             assert len(server.requests) == sent  # the model was never asked
+        # After a reload the failure says the same, with a Retry: its reason is stored.
+        failed = (await messages(rita, conversation["id"]))[-1]
+        assert (failed["status"], failed["id"]) == ("error", errors[0]["message_id"])
+        assert failed["reason"] == {"code": "project_left", "values": {}}
+        assert host.core.strings.lookup("core.error.project_left", "de").startswith("Du bist nicht mehr Mitglied")
         assert (await rita.get(f"/api/conversations/{conversation['id']}")).status_code == 200
 
         # the coordinator cannot be started without a project (it would know nothing of it)

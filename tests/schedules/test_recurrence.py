@@ -53,7 +53,7 @@ def test_phrases_map_to_cron(phrase, cron):
 
 @pytest.mark.parametrize(
     "phrase",
-    ["", "tomorrow", "every blursday at 8", "every day at 25", "every day at 13pm", "every 7 minutes", "every 1 minutes",
+    ["", "tomorrow", "every blursday at 8", "every day at 25", "every day at 13pm", "every 7 minutes", "every 0 minutes",
      "every month on the 31st at 9", "every day", "0 8 * * 1-5"],
 )
 def test_what_the_grammar_does_not_know_is_none(phrase):
@@ -77,6 +77,13 @@ def test_unknown_time_zones_and_too_frequent_schedules_are_refused():
         Recurrence.parse("* * * * *", BERLIN)
     assert refused.value.code == "recurrence_too_often"
     Recurrence.parse("*/5 * * * *", BERLIN)  # the shortest allowed
+
+
+@pytest.mark.parametrize("phrase", ["every 2 minutes", "alle 2 Minuten", "every 1 minutes", "every minute", "jede Minute"])
+def test_a_phrase_too_frequent_is_refused_as_too_often_not_as_unreadable(phrase):
+    with pytest.raises(ScheduleError) as refused:
+        Recurrence.parse(phrase, BERLIN)
+    assert refused.value.code == "recurrence_too_often"
 
 
 def test_wall_clock_time_in_the_members_zone_summer_and_winter():

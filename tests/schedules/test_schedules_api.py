@@ -93,3 +93,17 @@ async def test_a_member_may_keep_a_bounded_number_of_recurring_prompts(skald, mo
     assert len((await alice.get("/api/conversations")).json()["conversations"]) == 2  # none made for the refused one
     assert (await alice.delete(f"/api/schedules/{ids[0]}")).status_code == 200
     assert (await alice.post("/api/schedules", json={"prompt": "p2", "every": "every day at 8"})).status_code == 201
+
+
+async def test_an_unknown_time_zone_setting_is_refused_and_the_saved_one_stays(skald):
+    host = await skald.start()
+    await host.admin()
+    alice = await host.member("alice")
+    assert (await alice.put("/api/me/settings", json={"timezone": "Europe/Berlin"})).status_code == 200
+    for bad in ("Nowhere/Land", "", 5):
+        response = await alice.put("/api/me/settings", json={"timezone": bad})
+        assert response.status_code == 400, bad
+        assert (response.json()["code"], response.json()["field"]) == ("timezone_unknown", "timezone")
+    assert (await alice.get("/api/me/settings")).json()["settings"]["timezone"] == "Europe/Berlin"
+    assert (await alice.get("/api/schedules")).json()["timezone"] == "Europe/Berlin"
+    assert (await alice.put("/api/me/settings", json={"timezone": None})).status_code == 200  # unsetting stays possible

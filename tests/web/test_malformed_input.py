@@ -42,7 +42,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/setup", "POST"): ("username", "password", "display_name", "locale", "encrypted"),
     ("/api/auth/login", "POST"): ("username", "password", "session"),
     ("/api/auth/password", "POST"): ("current_password", "new_password"),
-    ("/api/me/settings", "PUT"): ("theme", "a.b-c_d", "x" * 65),
+    ("/api/me/settings", "PUT"): ("theme", "timezone", "a.b-c_d", "x" * 65),
     ("/api/me/locale", "PUT"): ("locale",),
     ("/api/tts", "POST"): ("text", "voice", "format", "locale"),
     ("/api/me/home-source", "PUT"): ("home_source",),

@@ -13,6 +13,9 @@ const TABS = [
 ];
 
 const encodeKey = (key) => key.split("/").map(encodeURIComponent).join("/");
+// A name the browser would rewrite in the URL ("a/../b" becomes "b") or the store would
+// clamp ("../x" becomes "x"): refused here, before a note is written under another name.
+const unsafeKey = (key) => key.startsWith("/") || key.split("/").some((part) => part.trim() === "..");
 const notesApi = (root, key) => `/api/memory/${root}/notes${key === undefined ? "" : `/${encodeKey(key)}`}`;
 const route = (tab, params = {}) => {
   const query = new URLSearchParams(params).toString();
@@ -90,7 +93,13 @@ function editor(tab, ctx, note) {
     status.clear();
     const name = key.value.trim();
     if (!name) { status.error(t("memory.key_required")); key.focus(); return; }
+    if (isNew && unsafeKey(name)) { status.error(t("memory.key_invalid")); key.focus(); return; }
     busy(submit, async () => {
+      if (isNew) {  // "New note" never replaces one: the PUT below would, silently
+        const existing = await api("GET", notesApi(tab.root, name));
+        if (existing.ok) { status.error(t("memory.exists", { key: existing.data.key })); key.focus(); return; }
+        if (existing.status !== 404) { status.error(errorText(existing)); return; }
+      }
       const response = await api("PUT", notesApi(tab.root, name), { content: content.value });
       if (!response.ok) { status.error(errorText(response)); return; }
       if (isNew) { justCreated = `${tab.root}/${response.data.key}`; ctx.navigate(route(tab.id, { key: response.data.key })); }

@@ -63,7 +63,14 @@ SKILLS_FOLDER = "skills"
 
 
 class AgentError(LookupError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
-    pass
+    """An agent that cannot run; the message in English (the model, the log). With a
+    ``code``, a turn it ends is worded in the member's language (``error.<code>`` with
+    ``values``), live and after a reload."""
+
+    def __init__(self, message: str = "", *, code: str | None = None, values: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = values or {}
 
 
 @dataclass(frozen=True)

@@ -476,6 +476,9 @@ class MemberRuntime:
         surely_new = self.store.key_surely_new(idempotency_key)
         overlap = not (queued or not candidates or described or not surely_new) and self._room_to_write()
         settled = self.store.settled_history(frame) if overlap else None
+        # A scheduled prompt's (its key says so): its answer also goes to the member's home source.
+        scheduled = bool(idempotency_key and idempotency_key.startswith(schedules.SCHEDULED_KEY))
+
         def write() -> Awaitable[dict[str, Any]]:
             return self.store.add_member_message(
                 frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
@@ -483,7 +486,7 @@ class MemberRuntime:
             )
 
         if settled is not None:
-            return await self._send_opening(frame, text, write, member, candidates, settled, unattended)  # type: ignore[arg-type]
+            return await self._send_opening(frame, text, write, member, candidates, settled, unattended, scheduled)  # type: ignore[arg-type]
         stored = await write()
         if stored["duplicate"]:
             if stored["conversation_id"] != conversation_id:
@@ -491,7 +494,7 @@ class MemberRuntime:
             return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
         ack = {"conversation_id": conversation_id, "queued": stored["queued"], "message_id": stored["message_id"]}
         if not stored["queued"]:
-            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described)
+            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described, scheduled=scheduled)
         self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
         # Queued while a turn ran: if that turn ended meanwhile, the next one starts here,
         # from the inbox.
@@ -513,7 +516,7 @@ class MemberRuntime:
 
     async def _send_opening(
         self, frame: Frame, text: str, write: Callable[[], Awaitable[dict[str, Any]]], member: Callable[[], asyncio.Future[Member]],
-        candidates: list[ModelChoice], settled: list[Any], unattended: bool,
+        candidates: list[ModelChoice], settled: list[Any], unattended: bool, scheduled: bool,
     ) -> dict[str, Any]:
         """``send`` for a message that starts a turn on a settled history: the turn's
         first request goes out while the message (with the turn's placeholder) commits,
@@ -543,7 +546,7 @@ class MemberRuntime:
             if stored["duplicate"]:
                 opening.abandon(Abandoned("a retry of a stored message", committed=False))
                 return stored
-            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=[])
+            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=[], scheduled=scheduled)
             self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
             try:
                 fresh = await member()
@@ -757,9 +760,14 @@ class MemberRuntime:
             await self.store.settle_streams(conversation_id, "error")
             self.emit("error", conversation_id, error=text, code="no_model", message_id=message_id, retry=True)
         except AgentError as exc:
+            # Answered by this failure, its reason stored as the no-model one is: a
+            # reload shows the same words, in the reader's language, and a Retry.
+            code, values = (exc.code, exc.values) if exc.code else ("agent_failed", {"detail": str(exc)})
             await self._opening_written(opening)
+            frame = await self.store.root_frame(conversation_id)
+            message_id = await self.store.fail_turn(frame, str(exc), reason_json(code, values))
             await self.store.settle_streams(conversation_id, "error")
-            self.emit("error", conversation_id, error=str(exc), code="agent_failed", values={"detail": str(exc)})
+            self.emit("error", conversation_id, error=str(exc), code=code, values=values, message_id=message_id, retry=True)
         except DiskFailure as exc:
             # The disk refused a write (check G4): what was committed stays, the step
             # that failed was rolled back, and the member is told why, not "see the log".
@@ -1249,12 +1257,18 @@ class MemberRuntime:
                 continue
             await self.store.set_job(job["id"], "running")
             try:
-                await self.send(job["conversation_id"], f"[Scheduled] {job['prompt']}", f"job:{job['id']}", unattended=True)
+                await self.send(job["conversation_id"], f"{await self._scheduled_marker()} {job['prompt']}", f"{schedules.SCHEDULED_KEY}{job['id']}", unattended=True)
             except ChatError:
                 await self.store.set_job(job["id"], "failed")
                 continue
             await self.store.set_job(job["id"], "done")
         return len(jobs)
+
+    async def _scheduled_marker(self) -> str:
+        """The marker before a scheduled prompt, in the member's language: it is stored
+        in their conversation, where they read it (README "Scheduled prompts")."""
+        language = self.member.locale or await self.core.default_locale()
+        return self.core.strings.lookup("core.schedules.marker", language) or "[Scheduled]"
 
     async def deliver_recurring(self, job: dict[str, Any], now: dt.datetime) -> None:
         """One occurrence of a recurring job, however many were missed (the catch-up
@@ -1264,7 +1278,7 @@ class MemberRuntime:
         if job["status"] != "running":
             await self.store.set_job(job["id"], "running")
         try:
-            await self.send(job["conversation_id"], f"[Scheduled] {job['prompt']}", f"job:{job['id']}:{occurrence}", unattended=True)
+            await self.send(job["conversation_id"], f"{await self._scheduled_marker()} {job['prompt']}", f"{schedules.SCHEDULED_KEY}{job['id']}:{occurrence}", unattended=True)
             result = "done"
         except ChatError:
             result = "failed"

@@ -29,8 +29,6 @@ TYPING_INTERVAL_SECONDS = 4.0
 DELIVER_TIMEOUT_SECONDS = 30.0
 #: A streaming answer reaches a channel that wants partials at most this often.
 PARTIAL_INTERVAL_SECONDS = 0.5
-#: The runtime's marker on a scheduled prompt's message (``deliver_due_jobs``).
-SCHEDULED_PREFIX = "[Scheduled] "
 
 
 def validate_channel(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, Channel]:
@@ -151,7 +149,7 @@ class ChannelRouter:
             return
         # A conversation of the web: only background work crosses to the home source.
         key = (member_id, conversation_id)
-        if kind == "user_message" and str(data.get("content", "")).startswith(SCHEDULED_PREFIX):
+        if kind == "user_message" and data.get("scheduled"):
             self._scheduled.add(key)
         elif kind == "notification":
             await self._to_home(member_id, ChannelEvent("notification", conversation_id, text=str(data.get("content", ""))))

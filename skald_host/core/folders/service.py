@@ -304,7 +304,7 @@ class FolderService:
         for access in await self.memberships(member_id):
             if access.kind == "project" and access.id == project_id:
                 return access
-        raise FolderNotFound("no such project")
+        raise FolderNotFound("no such project", code="no_such_project")
 
     # -- shared folders (admin) ------------------------------------------------------
 
@@ -369,7 +369,9 @@ class FolderService:
     async def _member_by_username(self, username: Any) -> Any:
         if not isinstance(username, str) or not username.strip():
             raise FolderError("username must be a member's user name", field="username")
-        member = await self.users.find(username)
+        # The member lists show names as "@berta": a name typed as it is shown is found.
+        name = username.strip().removeprefix("@")
+        member = await self.users.find(name) if name else None
         if member is None:
             raise FolderError(f"no member is called {username.strip()[:64]!r}", field="username", code="no_such_member", name=username.strip()[:64])
         return member
@@ -469,7 +471,7 @@ class FolderService:
 
         project = await self.registry.run(read)
         if project is None or project.member(caller_id) is None:
-            raise FolderNotFound("no such project")
+            raise FolderNotFound("no such project", code="no_such_project")
         return project
 
     async def _writable_project(self, project_id: str, caller_id: str) -> Project:
@@ -528,7 +530,7 @@ class FolderService:
 
         def write(conn: Any) -> None:  # checked and written in one transaction: no race
             if conn.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is None:
-                raise FolderNotFound("no such project")
+                raise FolderNotFound("no such project", code="no_such_project")
             if conn.execute(
                 "SELECT 1 FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member.id)
             ).fetchone():
@@ -698,7 +700,9 @@ class FolderService:
         try:
             project = await self.get_project(project_id, member.id)
         except FolderNotFound:
-            raise AgentError("you are not a member of this project (any more), so this conversation cannot go on") from None
+            raise AgentError(
+                "you are not a member of this project (any more), so this conversation cannot go on", code="project_left"
+            ) from None
         me = project.member(member.id)
         members = ", ".join(
             f"{m.username}{' (owner)' if m.is_owner else ''}: {'can write' if m.can_write else 'read only'}" for m in project.members

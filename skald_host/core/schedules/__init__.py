@@ -39,6 +39,12 @@ from croniter import CroniterError, croniter
 
 from skald_host.core.refusal import Refusal
 
+#: A scheduled prompt's message is the one whose idempotency key starts so
+#: (``deliver_due_jobs``), and its ``user_message`` event says ``scheduled``: its
+#: visible marker ("[Scheduled]", "[Geplant]") follows the member's language, so the
+#: text is no test of it.
+SCHEDULED_KEY = "job:"
+
 UTC = dt.timezone.utc
 #: The shortest interval a recurring prompt may have: each run is a model turn.
 MIN_INTERVAL = dt.timedelta(minutes=5)
@@ -128,7 +134,9 @@ def phrase_to_cron(phrase: str) -> str | None:
 
     The grammar, English and German (case and commas do not matter):
 
-    - ``every N minutes`` / ``alle N Minuten``            → ``*/N * * * *`` (N ≥ 5, divides 60)
+    - ``every N minutes`` / ``alle N Minuten``            → ``*/N * * * *`` (N divides 60; below 5
+      the recurrence is then refused as too often, not as unreadable)
+    - ``every minute`` / ``jede Minute``                  → ``* * * * *`` (refused the same way)
     - ``every hour`` / ``hourly`` / ``stündlich``         → ``0 * * * *``
     - ``every N hours`` / ``alle N Stunden``              → ``0 */N * * *``
     - ``<days> at <time>``, where <days> is ``every day``/``daily``/``täglich``/
@@ -143,10 +151,12 @@ def phrase_to_cron(phrase: str) -> str | None:
         return None
     if text in ("every hour", "hourly", "stündlich", "stuendlich", "jede stunde", "each hour"):
         return "0 * * * *"
+    if text in ("every minute", "each minute", "jede minute", "minütlich", "minuetlich"):
+        return "* * * * *"
     match = re.fullmatch(r"(?:every|each|alle) (\d{1,2}) (?:minutes|mins|min|minuten)", text)
     if match:
         n = int(match.group(1))
-        return f"*/{n} * * * *" if n >= 5 and 60 % n == 0 else None
+        return f"*/{n} * * * *" if n >= 1 and 60 % n == 0 else None
     match = re.fullmatch(r"(?:every|each|alle) (\d{1,2}) (?:hours|hrs|stunden)", text)
     if match:
         n = int(match.group(1))

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from skald_host.core.channels.router import SCHEDULED_PREFIX
+from skald_host.core.schedules import SCHEDULED_KEY
+
+#: The English marker scheduled prompts carried before it followed the member's
+#: language; such rows also have a job key, but a review window may reach older ones.
+LEGACY_SCHEDULED_PREFIX = "[Scheduled] "
 
 WINDOW_SQL = """
 SELECT m.id, m.conversation_id, m.role, m.content, m.created_at, c.title
@@ -25,7 +29,7 @@ WHERE c.ephemeral = 0
   AND m.role IN ('user', 'assistant')
   AND m.variant = 0
   AND m.status IN ('complete', 'interrupted')
-  AND NOT (m.role = 'user' AND (coalesce(m.idempotency_key, '') LIKE 'job:%' OR substr(m.content, 1, ?) = ?))
+  AND NOT (m.role = 'user' AND (substr(coalesce(m.idempotency_key, ''), 1, ?) = ? OR substr(m.content, 1, ?) = ?))
   AND trim(m.content) <> ''
   AND m.created_at >= ? AND m.created_at < ?
 ORDER BY c.created_at, m.conversation_id, m.id
@@ -34,7 +38,9 @@ ORDER BY c.created_at, m.conversation_id, m.id
 
 def conversation_window(conn: Any, start: str, end: str) -> list[dict[str, Any]]:
     """The messages of ``[start, end)`` (ISO, UTC) that a review may read."""
-    return [dict(r) for r in conn.execute(WINDOW_SQL, (len(SCHEDULED_PREFIX), SCHEDULED_PREFIX, start, end))]
+    return [dict(r) for r in conn.execute(
+        WINDOW_SQL, (len(SCHEDULED_KEY), SCHEDULED_KEY, len(LEGACY_SCHEDULED_PREFIX), LEGACY_SCHEDULED_PREFIX, start, end)
+    )]
 
 
 def render(rows: list[dict[str, Any]], subject_name: str) -> str:

@@ -302,6 +302,10 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
         if message.get("reasoning"):
             lines += ["> " + line for line in message["reasoning"].splitlines()] + [""]
         lines += [closed_fences(message.get("content") or ""), ""]
+        files = [a for a in _attachments(message.get("attachments")) if isinstance(a, dict)]
+        if files:  # the JSON export has them; without them "You" reads as if nothing was sent
+            lines += [say("export.attachments"), ""]
+            lines += [f"- {code(str(a.get('name') or ''))} ({code(str(a.get('path') or ''))})" for a in files] + [""]
         for call in message.get("tool_calls") or ():
             arguments = call.get("arguments") or "{}"
             lines += [say("export.tool_call", name=f"`{call['name']}`", status=state("chat.tool", call["status"])), "",
@@ -316,6 +320,13 @@ def fence(text: str) -> str:
     cannot close it (CommonMark: a closing fence is at least as long as the opening)."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     return "`" * max(3, longest + 1)
+
+
+def code(text: str) -> str:
+    """``text`` as inline code that no backtick in it can end (a file name may hold one)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    tick = "`" * (longest + 1)
+    return f"{tick} {text} {tick}" if text.startswith("`") or text.endswith("`") else f"{tick}{text}{tick}"
 
 
 def closed_fences(text: str) -> str:

@@ -20,6 +20,7 @@ from urllib.parse import quote, unquote
 
 from quart import Blueprint, Response, current_app, request
 from quart.wrappers import Request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.files.ops import MemberFiles
@@ -53,6 +54,23 @@ def request_class(upload_max_bytes: int) -> type[Request]:
             super().__init__(method, scheme, path, *args, **kwargs)
 
     return SkaldRequest
+
+
+def size_text(size: int) -> str:
+    """A byte count as a person reads a limit ("256 MiB"): the refusal names it."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} B"
+
+
+def upload_too_large(limit: int) -> ApiError:
+    """The one refusal of an upload over the cap, chat or project: with the cap in the
+    values, since "too large" alone leaves the member guessing how large may be."""
+    return ApiError(
+        413, f"the file is larger than the upload limit of {limit} bytes ({size_text(limit)})",
+        code="upload_too_large", values={"limit": limit, "size": size_text(limit)},
+    )
 
 
 def _files_error(exc: Exception) -> ApiError:
@@ -90,10 +108,15 @@ async def upload(conversation_id: str) -> Any:
         filename = unquote(raw_name, errors="strict")
     except UnicodeDecodeError:
         raise ApiError(400, f"{FILENAME_HEADER} is not percent-encoded UTF-8", field="filename") from None
+    limit = core.settings.files.upload_max_bytes
+    if (request.content_length or 0) > limit:
+        raise upload_too_large(limit)
     try:
         saved = await core.files.save_upload(
             member.id, conversation_id, filename, request.body, declared_type=request.headers.get("Content-Type")
         )
+    except RequestEntityTooLarge:  # a chunked body past the cap, cut by the request class
+        raise upload_too_large(limit) from None
     except (FileError, PathRefused) as exc:
         raise _files_error(exc) from None
     return saved.summary(), 201

@@ -35,6 +35,7 @@ from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, TEXT, UPLOAD, accepts, field, json_object, obj, query
 from skald_host.web.errors import ApiError
 from skald_host.web.routes.chat import runtime as chat_runtime
+from skald_host.web.routes.files import upload_too_large
 
 bp = Blueprint("folders", __name__)
 
@@ -364,7 +365,7 @@ async def upload_project_file(project_id: str, target: str) -> Any:
     # UPLOAD_ROUTE); the cap is enforced here again while streaming, for chunked bodies.
     limit = _core().settings.files.upload_max_bytes
     if (request.content_length or 0) > limit:
-        raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes", code="upload_too_large", values={"limit": limit})
+        raise upload_too_large(limit)
     with _folder(access, holder, "target") as folder:
         size = await _stream_into(folder, leaf, limit)
     return {"path": rel, "size": size}, 201
@@ -383,7 +384,7 @@ async def _stream_into(folder: int, name: str, limit: int) -> int:
         async for chunk in request.body:
             size += len(chunk)
             if size > limit:
-                raise ApiError(413, f"the file is larger than the upload limit of {limit} bytes", code="upload_too_large", values={"limit": limit})
+                raise upload_too_large(limit)
             await asyncio.to_thread(_write_all, fd, chunk)
         os.close(fd)
         fd = -1

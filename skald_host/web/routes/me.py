@@ -8,6 +8,8 @@ from quart import Blueprint, current_app, request
 
 from skald_host.core.i18n import FALLBACK_LOCALE
 from skald_host.core.identity.privacy import privacy_facts
+from skald_host.core.schedules import ScheduleError, zone
+from skald_host.core.schedules.service import TIMEZONE_SETTING
 from skald_host.web.auth import current_principal, public, reader_locale
 from skald_host.web.body import OBJECT, TEXT, accepts, BodyError, json_object, loads, obj, query, returns
 from skald_host.web.errors import ApiError
@@ -65,6 +67,13 @@ async def put_settings() -> dict:
             raise ApiError(400, f"setting name {key[:64]!r} must be 1-64 letters, digits, '.', '_' or '-'")
         if len(json.dumps(value)) > MAX_VALUE_BYTES:
             raise ApiError(400, f"setting {key!r} is larger than {MAX_VALUE_BYTES} bytes")
+    if data.get(TIMEZONE_SETTING) is not None:
+        # Checked here, not when read: a bad name stored would quietly become UTC for
+        # every scheduled prompt, and the member's valid zone would be gone.
+        try:
+            zone(data[TIMEZONE_SETTING])
+        except ScheduleError as exc:
+            raise ApiError.refusing(400, exc, field=TIMEZONE_SETTING) from None
 
     def write(conn) -> int:
         for key, value in data.items():
