@@ -80,3 +80,35 @@ async def test_the_model_picked_on_the_fresh_composer_answers_the_first_message(
         assert (await member.get(f"/api/conversations/{listed[0]['id']}")).json()["conversation"]["model"] == other["id"]
         assert writes == [f"POST {host.url}/api/conversations"], writes  # created with its model: no PATCH after
         await expect(page.get_by_label("Model", exact=True)).to_have_value(other["id"])
+
+
+async def test_a_message_sent_right_after_new_conversation_never_lands_in_the_old_one(skald, browser_pages):
+    """The old page's composer stays on screen until the fresh one renders: a message
+    sent in the same moment as the click (no wait between them) starts the new
+    conversation."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        member = await host.member("bea")
+        server.responder = lambda request: Reply(text="Noted.")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "bea", MEMBER_PASSWORD)
+        await send(page, "Old topic")
+        await page.wait_for_url("**/#chat/*")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Noted.")
+        old = page.url.split("#chat/")[1]
+        await page.evaluate("""() => {
+          document.querySelector(".new-conversation").click();
+          const text = document.querySelector(".composer-input");
+          text.value = "New topic";
+          text.dispatchEvent(new Event("input"));
+          text.closest("form").requestSubmit();
+        }""")
+        await page.wait_for_url(lambda url: "#chat/" in url and not url.endswith(old))
+        await expect(page.locator(".msg.user")).to_have_count(1)
+        await expect(page.locator(".msg.user")).to_contain_text("New topic")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Noted.")
+        listed = (await member.get("/api/conversations")).json()["conversations"]
+        assert len(listed) == 2, listed
+        kept = (await member.get(f"/api/conversations/{old}")).json()
+        assert [m["content"] for m in kept["messages"] if m["role"] == "user"] == ["Old topic"]

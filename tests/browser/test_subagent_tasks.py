@@ -4,6 +4,8 @@ the Helpers page lists the definitions and the member's own runs."""
 
 from __future__ import annotations
 
+import asyncio
+
 from playwright.async_api import expect
 
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
@@ -52,3 +54,104 @@ async def test_the_task_strip_survives_a_reload_drills_in_and_cancels(skald, bro
         await expect(page.locator("table.agent-runs tbody tr")).to_have_count(1)
         await expect(page.locator(".table-wrap > table.agent-runs")).to_have_count(1)  # scrolls in its card on a phone, not the page
         await expect(page.locator("table.agent-runs tbody tr")).to_contain_text("Cancelled")
+
+
+async def test_a_cancelled_task_says_stopped_in_its_box_live_and_after_a_reload_in_german(skald, browser_pages):
+    """The cancel from the strip ends the box at once (no reload), in the words of the
+    strip and the reader's language; after a reload the box is still there, with what
+    the run wrote, and the run's drill-in says why it ended in German too."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("jonas", locale="de")
+
+        def respond(request):
+            last = request.messages[-1]
+            if last["content"] == TASK:
+                return Hang(text="liest die Berichte")
+            if last["role"] == "tool" or last["content"].startswith("[Background updates."):
+                return Reply("Der Rechercheur ist dran.")
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": TASK, "mode": "background"})])
+
+        server.responder = respond
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "jonas", MEMBER_PASSWORD)
+        composer = page.locator(".composer-input")
+        await composer.fill("Recherchiere die Berichte im Hintergrund.")
+        await composer.press("Enter")
+        box = page.locator(".tool-card", has=page.locator("code.tool-name", has_text="execute_task")).locator(".subagent")
+        await expect(box.locator(".sub-text")).to_have_text("liest die Berichte")
+        await expect(box).to_have_attribute("aria-busy", "true")
+        item = page.get_by_role("region", name="Aufgaben").locator(".task-item")
+        await item.locator("summary").click()
+        await item.locator(".task-actions button").click()
+        await expect(item).to_contain_text("Abgebrochen")
+
+        await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur gestoppt.")
+        await expect(box).not_to_have_attribute("aria-busy", "true")
+
+        await page.reload()
+        await expect(box).to_have_count(1)
+        await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur gestoppt.")
+        await expect(box.locator(".sub-text")).to_have_text("liest die Berichte")
+        await expect(box).not_to_have_attribute("aria-busy", "true")
+        await item.locator("summary").click()
+        await expect(item.locator(".task-transcript .error")).to_have_text("Die Aufgabe wurde abgebrochen.")
+
+
+#: What a run taken up after a restart writes.
+AGAIN = "researching again: " + " ".join(f"w{n}" for n in range(25))
+
+
+async def test_a_run_taken_up_after_a_restart_shows_its_new_text_not_the_cut_one_before_it(skald, browser_pages):
+    """A restart cuts a foreground sub-agent mid-answer; the run taken up again writes
+    its answer anew. Its box, rebuilt when the page opens, says the run finished and
+    holds the new answer, not the cut one joined to it ("researchingresearching")."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        member = await host.member("ines")
+
+        def before_the_stop(request):
+            if request.last_user_text == "Delegate it.":
+                return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": TASK})])
+            return Hang(text="researching", token_delay=0.02)
+
+        server.responder = before_the_stop
+        conversation = (await member.post("/api/conversations", json={})).json()["id"]
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "ines", MEMBER_PASSWORD)
+        await page.goto(f"{host.url}/#chat/{conversation}")
+        await expect(page.locator(".conv-heading")).to_be_visible()
+        await send(page, "Delegate it.")
+        card = page.locator(".tool-card", has=page.locator("code.tool-name", has_text="execute_task"))
+        approval = card.locator(".approval")
+        await expect(card.locator(".subagent").or_(approval).first).to_be_visible()
+        if await approval.is_visible():
+            await approval.locator("button.primary").click()
+        await expect(card.locator(".subagent .sub-text")).to_have_text("researching")
+        await host.stop()
+
+        def after_the_restart(request):
+            last = request.messages[-1]
+            if last["role"] == "tool":
+                return Reply("The researcher found: " + last["content"])
+            return Reply(AGAIN if last["content"] == TASK else "A complete answer.")
+
+        server.responder = after_the_restart
+        host = await skald.start(settings=host.settings)
+        # The member's runtime takes the run up and finishes it; then the page opens.
+        member = await host.member("ines")
+        for _ in range(200):
+            messages = (await member.get(f"/api/conversations/{conversation}")).json()["messages"]
+            if messages[-1]["content"] == f"The researcher found: {AGAIN}":
+                break
+            await asyncio.sleep(0.05)
+        await page.goto(f"{host.url}/#chat/{conversation}")
+        await page.get_by_label("User name").fill("ines")  # the restart ended the session (and the host's port changed)
+        await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text(f"The researcher found: {AGAIN}")
+        box = card.locator(".subagent")
+        await expect(box.locator(".sub-head")).to_have_text("Sub-agent Researcher finished.")
+        await expect(box.locator(".sub-text")).to_have_text(AGAIN)

@@ -316,6 +316,32 @@ async def test_stop_cancels_background_runs_and_nothing_continues_after_it(chat)
     assert tuple(counters) == (0, 0)
 
 
+async def test_cancelling_a_background_run_announces_its_end_like_any_other(chat):
+    """The cancel commits the run's end, so its task's commit announces nothing: without
+    the cancel's own ``agent_done`` the chat's box of the run stays "working"."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        if last(request)["content"] == "Slow task.":
+            return Hang(text="thinking")
+        if last(request)["role"] == "tool":
+            return Reply("Started.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Slow task.", "mode": "background"})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go.")
+        await sock.turn(cid)
+        started = await sock.wait_event(cid, "agent_start")
+        response = await alice.post(f"/api/agent-runs/{started['run_id']}/cancel")
+        assert response.json() == {"cancelled": True}
+        done = await sock.wait_event(cid, "agent_done", run_id=started["run_id"])
+    assert (done["status"], done["frame_id"], done["depth"]) == ("cancelled", started["frame_id"], 1)
+    assert sum(e["type"] == "agent_done" for e in sock.events) == 1
+
+
 async def test_a_run_id_is_not_a_credential_across_members_nor_across_a_tree(chat):
     """§7: another member's run answers 404 over HTTP and "no such run" to their
     agent; a named agent sees only its own run and those below it."""

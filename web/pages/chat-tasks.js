@@ -48,6 +48,17 @@ export function showAgentTitle(agentId, write) {
   });
 }
 
+/** A run's error in the reader's language where the host wrote it (the coordinator
+ * records these few in English); anything else (a model's or tool's message) as it came. */
+function runError(error) {
+  if (error === "cancelled") return t("chat.task_error_cancelled");
+  if (error === "the server was shutting down") return t("chat.task_error_shutting_down");
+  if (error === "the server stopped while this ran") return t("chat.task_error_server_stopped");
+  const timeout = /^the run did not finish within (\d+(?:\.\d+)?) s$/.exec(error);
+  if (timeout) return t("chat.task_error_timed_out", { seconds: timeout[1] });
+  return error;
+}
+
 function transcriptOf(detail) {
   const list = el("ol", { class: "task-transcript" });
   for (const message of detail.transcript || []) {
@@ -57,7 +68,7 @@ function transcriptOf(detail) {
     for (const call of message.tool_calls || []) item.append(el("code", { class: "task-call", text: `${call.name}: ${call.status}` }));
     list.append(item);
   }
-  if (detail.run.error) list.append(el("li", { class: "task-message error", text: detail.run.error }));
+  if (detail.run.error) list.append(el("li", { class: "task-message error", text: runError(detail.run.error) }));
   return list;
 }
 
@@ -97,8 +108,7 @@ export function taskStrip(conversationId) {
     return el("li", {}, details);
   };
 
-  /** Read the strip again; resolves to every run read (the live ones at every depth,
-   * which the transcript rebuilds its progress boxes from), or null. */
+  /** Read the strip again; resolves to every run read, or null. */
   const refresh = async () => {
     const response = await api("GET", `/api/conversations/${encodeURIComponent(conversationId)}/runs?strip=1`);
     if (!response.ok) { status.error(errorText(response)); return null; }
@@ -117,6 +127,6 @@ export function taskStrip(conversationId) {
     clearTimeout(timer);
     timer = setTimeout(refresh, 150);
   });
-  const ready = refresh();
-  return { node, refresh, ready, dispose: () => { off(); clearTimeout(timer); } };
+  refresh();
+  return { node, refresh, dispose: () => { off(); clearTimeout(timer); } };
 }

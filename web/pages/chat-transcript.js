@@ -76,6 +76,17 @@ function attachmentLink(file) {
 }
 const filesList = (files) => (files.length ? el("ul", { class: "msg-files" }, ...files.map((f) => el("li", {}, attachmentLink(f)))) : null);
 
+/** How a sub-agent run can end (its run's terminal states), each said in its box. */
+const ENDINGS = ["completed", "cancelled", "failed", "timed_out", "interrupted"];
+
+function endingLabel(status) {
+  if (status === "cancelled") return t("chat.subagent_cancelled");
+  if (status === "failed") return t("chat.subagent_failed");
+  if (status === "timed_out") return t("chat.subagent_timed_out");
+  if (status === "interrupted") return t("chat.subagent_interrupted");
+  return t("chat.subagent_done");
+}
+
 /** The server's copy of a text (`known`, checkpointed every half second) and the
  * deltas heard since the page listened (`heard`), which may repeat its end: joined
  * with that overlap once. */
@@ -766,7 +777,8 @@ export class Transcript {
     if (shown) {
       if (!this.subframes.has(data.frame_id)) {  // a run taken up again after a restart: the same frame goes on
         shown.state.textContent = t("chat.subagent_working");
-        shown.box.classList.remove("done");
+        shown.box.classList.remove("done", ...ENDINGS.map((status) => `ended-${status}`));
+        shown.box.setAttribute("aria-busy", "true");
         this.subframes.set(data.frame_id, shown);
       }
       return null;
@@ -787,7 +799,8 @@ export class Transcript {
       box.setAttribute("aria-label", name);
     });
     host.append(box);
-    const sub = { box, state, steps, text, content: "", pending: false };
+    // parts: message id → its text; cut: ids of messages a restart interrupted (subagentText).
+    const sub = { box, state, steps, text, parts: new Map(), cut: new Set(), pending: false };
     this.subframes.set(data.frame_id, sub);
     this.subBoxes.set(data.frame_id, sub);
     this.follow();
@@ -798,7 +811,7 @@ export class Transcript {
    * for restoreSubagents, which continues the box with it. Null when not restoring. */
   heldFor(frameId) {
     if (!this.held || !frameId) return null;
-    if (!this.held.has(frameId)) this.held.set(frameId, { texts: new Map(), steps: new Map(), done: false });
+    if (!this.held.has(frameId)) this.held.set(frameId, { texts: new Map(), steps: new Map(), done: null });
     return this.held.get(frameId);
   }
 
@@ -811,7 +824,8 @@ export class Transcript {
       if (held) held.texts.set(id, (held.texts.get(id) || "") + (data.delta || ""));
       return;
     }
-    sub.content += data.delta || "";
+    const id = Number(data.message_id);
+    sub.parts.set(id, (sub.parts.get(id) || "") + (data.delta || ""));
     if (sub.pending) return;
     sub.pending = true;
     nextFrame(() => {
@@ -820,8 +834,17 @@ export class Transcript {
     });
   }
 
+  /** A box's text: its messages' texts in order. A message a restart cut (stored
+   * interrupted) gives way to any that follows it: the run taken up again writes its
+   * answer anew, and joined they read "…researchingresearching…". */
+  subagentText(sub) {
+    const ids = [...sub.parts.keys()];
+    return ids.filter((id, index) => !(sub.cut.has(id) && index < ids.length - 1)).map((id) => sub.parts.get(id)).join("");
+  }
+
   showSubagentText(sub) {
-    const tail = sub.content.length > 240 ? `…${sub.content.slice(-240)}` : sub.content;
+    const content = this.subagentText(sub);
+    const tail = content.length > 240 ? `…${content.slice(-240)}` : content;
     sub.text.textContent = tail;
     sub.text.hidden = !tail;
   }
@@ -846,25 +869,29 @@ export class Transcript {
     step.dataset.status = status;
   }
 
+  /** `agent_done`: the box says how the run ended, as the task strip does (a stopped
+   * run is not "finished"). */
   subagentDone(data) {
     const sub = this.subframes.get(data.frame_id);
+    const status = ENDINGS.includes(data.status) ? data.status : "completed";
     if (!sub) {
       const held = this.heldFor(data.frame_id);
-      if (held) held.done = true;
+      if (held) held.done = status;
       return;
     }
-    sub.state.textContent = t("chat.subagent_done");
-    sub.box.classList.add("done");
+    sub.state.textContent = endingLabel(status);
+    sub.box.classList.add("done", `ended-${status}`);
     sub.box.removeAttribute("aria-busy");
     this.subframes.delete(data.frame_id);
   }
 
   /**
-   * After a (re)load, the boxes of the sub-agent runs still working, which only a live
+   * After a (re)load, the boxes of the conversation's sub-agent runs, which only a live
    * `agent_start` makes: each in the card (or the caller's step, for a nested run) of
    * the call that started it, callers first, with its steps and the tail of its text as
    * the server has it (a streaming answer as last checkpointed), then what its events
-   * said while that was read — so the events that follow continue it.
+   * said while that was read — so the events that follow continue it. A finished run's
+   * box says how it ended, as it did live.
    * @param {number} load this.loads when the runs were asked for (a newer render waits for its own)
    * @param {Array|null} runs [{run, transcript}] as GET /api/agent-runs/<id> answers
    */
@@ -873,19 +900,22 @@ export class Transcript {
     const held = this.held || new Map();
     this.held = null;
     for (const { run, transcript } of [...(runs || [])].sort((a, b) => a.run.depth - b.run.depth)) {
-      if (!run.frame_id || !isLive(run.status) || this.subBoxes.has(run.frame_id)) continue;
+      if (!run.frame_id || this.subBoxes.has(run.frame_id)) continue;
       const sub = this.subagentStarted({ frame_id: run.frame_id, spawned_by_call_id: run.spawned_by_call_id, agent: run.agent_id });
       if (!sub) continue;
-      const early = held.get(run.frame_id) || { texts: new Map(), steps: new Map(), done: false };
+      const early = held.get(run.frame_id) || { texts: new Map(), steps: new Map(), done: null };
       const answers = (transcript || []).filter((m) => m.role === "assistant");
-      const stored = new Set(answers.map((m) => Number(m.id)));
-      sub.content = answers.map((m) => joinOverlap(m.content || "", early.texts.get(Number(m.id)) || "")).join("")
-        + [...early.texts].filter(([id]) => !stored.has(id)).map(([, text]) => text).join("");
+      for (const m of answers) {
+        sub.parts.set(Number(m.id), joinOverlap(m.content || "", early.texts.get(Number(m.id)) || ""));
+        if (m.status === "interrupted") sub.cut.add(Number(m.id));
+      }
+      for (const [id, text] of early.texts) if (!sub.parts.has(id)) sub.parts.set(id, text);
       this.showSubagentText(sub);
       const step = (callId, name, status) => this.subagentStep({ frame_id: run.frame_id, call_id: callId, name }, status);
       for (const message of answers) for (const call of message.tool_calls || []) step(call.id, call.name, call.status);
       for (const [callId, { name, status }] of early.steps) step(callId, name, status);
-      if (early.done) this.subagentDone({ frame_id: run.frame_id });
+      const ended = isLive(run.status) ? early.done : run.status;
+      if (ended) this.subagentDone({ frame_id: run.frame_id, status: ended });
     }
     this.follow();
   }

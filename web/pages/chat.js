@@ -425,7 +425,7 @@ class ChatView {
     this.tasks = taskStrip(this.conversationId);
     this.unsubscribe.push(this.tasks.dispose);
     this.transcript.load(loaded, socket.unacknowledged(this.conversationId));
-    this.restoreSubagents(this.tasks.ready);
+    this.restoreSubagents();
     this.setRunning(Boolean(loaded.running));
     main.append(...[this.header.node, this.tasks.node, this.noModel, this.transcript.node, this.transcript.announcer, this.connection, this.composer.node].filter(Boolean));
     // `running` on the page itself: setRunning above ran before this.root was this page,
@@ -474,6 +474,13 @@ class ChatView {
    * (send()), so clicks that are never followed by one leave no empty conversations behind. */
   newConversation() {
     if (!this.conversationId) { this.composer.text.focus(); return; }  // it is open already, with what was typed
+    // This page's composer stays on screen until the fresh one renders: from the click
+    // on it is the fresh composer too, so a message sent meanwhile starts the new
+    // conversation instead of going to the one being left.
+    this.conversation = null;
+    this.conversationId = null;
+    this.composer.text.value = "";
+    this.composer.text.dispatchEvent(new Event("input"));
     focusComposer = true;
     this.ctx.navigate("#chat");
   }
@@ -624,18 +631,27 @@ class ChatView {
     this.transcript.load(response.data, socket.unacknowledged(this.conversationId));
     this.setRunning(Boolean(response.data.running));
     this.replay(events);
-    this.restoreSubagents(this.tasks.refresh());
+    this.tasks.refresh();
+    this.restoreSubagents();
   }
 
-  /** The progress of the sub-agents still working, which the render just made lacks (a
-   * live `agent_start` makes it): from the runs the task strip reads, each live run's
-   * transcript so far. Their events meanwhile wait in the transcript. */
-  async restoreSubagents(reading) {
+  /** The sub-agents' boxes, which the render just made lacks (a live `agent_start` makes
+   * them): from the conversation's runs (not the strip's, which leaves out the completed
+   * ones), each run's transcript so far — a live run's, and a finished one's whose call
+   * is on screen, so a reload shows what the live view showed. Their events meanwhile
+   * wait in the transcript. */
+  async restoreSubagents() {
     const load = this.transcript.loads;
     let details = [];
     try {
-      const runs = (await reading) || [];
-      details = await Promise.all(runs.filter((run) => run.frame_id && isLive(run.status)).map(async (run) => {
+      const response = await api("GET", `/api/conversations/${encodeURIComponent(this.conversationId)}/runs`);
+      const runs = response.ok ? response.data.runs || [] : [];
+      const shown = new Set(); // runs whose box can be rebuilt: a nested one's caller has one
+      for (const run of [...runs].sort((a, b) => a.depth - b.depth)) {
+        const host = run.depth === 1 ? this.transcript.toolCards.has(run.spawned_by_call_id) : shown.has(run.caller_run_id);
+        if (run.frame_id && (host || isLive(run.status))) shown.add(run.id);
+      }
+      details = await Promise.all(runs.filter((run) => shown.has(run.id)).map(async (run) => {
         const response = await api("GET", `/api/agent-runs/${encodeURIComponent(run.id)}`);
         return response.ok ? response.data : null;
       }));

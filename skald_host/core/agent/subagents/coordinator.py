@@ -771,6 +771,8 @@ class SubagentCoordinator:
         done = await self.store.commit_terminal(
             run_id, None, "cancelled", error="cancelled", frame_status="cancelled", requires_continuation=not suppress_continuation
         )
+        if done:
+            await self._announce_cancelled(row)
         task = self._tasks.pop(run_id, None)
         if task is not None and task is not asyncio.current_task():
             task.cancel()
@@ -778,6 +780,17 @@ class SubagentCoordinator:
         if done and row["mode"] == "background" and not suppress_continuation:
             self.wake(row["conversation_id"])
         return done
+
+    async def _announce_cancelled(self, row: dict[str, Any]) -> None:
+        """A cancel commits the run's end here, so its task's own commit finds it ended
+        and announces nothing: announced here as other endings are, or the chat's box
+        of the run stays "working" until a reload. A run that never started has no
+        frame, and no box."""
+        runtime = self._runtime()
+        if runtime is None or not row["frame_id"]:
+            return
+        frame = await runtime.store.frame(row["frame_id"])
+        runtime.kernel.emit(frame, "agent_done", agent=row["agent_id"], run_id=row["id"], status="cancelled")
 
     async def cancel_conversation(self, conversation_id: str, *, suppress_continuation: bool = True, background_only: bool = False) -> int:
         """Every live run of the conversation (a foreground one is also stopped by its
