@@ -49,6 +49,11 @@ class ConfigField:
     ``default`` the field's own checks refuse (outside ``minimum``/``maximum``, longer
     than ``max_length``, not one of ``choices``), ``minimum`` above ``maximum``, or two
     fields of one name in one schema.
+
+    ``pattern`` (since 1.8): a regular expression (Python's ``re``) the whole text of a
+    ``string`` or ``url`` field must match when it is set (``r"https://\\S+"``,
+    ``r"[A-Za-z0-9_-]{1,256}"``); say the form in words in ``description``, which is what
+    the admin reads beside the refusal. One that does not compile fails the plugin.
     """
 
     name: str
@@ -62,6 +67,7 @@ class ConfigField:
     minimum: float | None = None
     maximum: float | None = None
     max_length: int | None = None
+    pattern: str | None = None
 
 
 @dataclass(frozen=True)

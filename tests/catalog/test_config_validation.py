@@ -19,9 +19,12 @@ SCHEMA = (
     ConfigField("endpoint", "url"),
     ConfigField("flag", "boolean"),
     ConfigField("token", "string", secret=True),
+    ConfigField("code", "string", pattern=r"[a-z]{2,4}"),
+    ConfigField("hook", "url", pattern=r"https://\S+"),
 )
 
-GOOD = {"name": "ok", "count": 3, "ratio": 0.5, "mode": "fast", "endpoint": "https://example.org/x", "flag": True}
+GOOD = {"name": "ok", "count": 3, "ratio": 0.5, "mode": "fast", "endpoint": "https://example.org/x", "flag": True,
+        "code": "abc", "hook": "https://example.org/hook"}
 
 
 class Shaped(Routed):
@@ -48,6 +51,9 @@ BAD_VALUES = [
     pytest.param("endpoint", "https://", "must be an http(s) URL", id="no host"),
     pytest.param("name", "x" * 11, "must be at most 10 characters", id="too long"),
     pytest.param("name", ["a"], "must be text", id="list as text"),
+    pytest.param("code", "ABC", "does not have the form its hint describes", id="outside the pattern"),
+    pytest.param("code", "abcde", "does not have the form its hint describes", id="the pattern matches the whole text"),
+    pytest.param("hook", "http://example.org/hook", "does not have the form its hint describes", id="a url outside its pattern"),
 ]
 
 

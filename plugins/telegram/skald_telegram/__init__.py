@@ -35,8 +35,10 @@ CONFIG_SCHEMA = (
         description="Leave empty for Telegram's own (https://api.telegram.org); set it for a self-hosted Bot API server.",
     ),
     ConfigField("mode", "choice", label="Mode", description="Long polling needs no public address; a webhook does.", choices=("polling", "webhook"), default="polling"),
-    ConfigField("webhook_url", "url", label="Webhook URL", description="The public https address of /api/plugin/telegram/webhook (webhook mode only)."),
-    ConfigField("webhook_secret", "string", label="Webhook secret token", description="Telegram sends it with every webhook call (1-256 of A-Z a-z 0-9 _ -).", secret=True, max_length=256),
+    ConfigField("webhook_url", "url", label="Webhook URL", description="The public https address of /api/plugin/telegram/webhook (webhook mode only).",
+                pattern=r"https://\S+"),
+    ConfigField("webhook_secret", "string", label="Webhook secret token", description="Telegram sends it with every webhook call (1-256 of A-Z a-z 0-9 _ -).",
+                secret=True, max_length=256, pattern=r"[A-Za-z0-9_-]{1,256}"),
     ConfigField("poll_timeout_seconds", "integer", label="Long-poll timeout (seconds)", default=25, minimum=1, maximum=50),
 )
 
@@ -70,7 +72,7 @@ def plugin_info() -> PluginInfo:
         title="Telegram",
         description="Talk to your assistant from Telegram: link a chat with a one-time code.",
         icon="send",
-        spec=">=1.7,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady; 1.7: member_reset
+        spec=">=1.8,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady; 1.7: member_reset; 1.8: ConfigField.pattern
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
         # A normal grant: the admin decides who may use Telegram, and every message

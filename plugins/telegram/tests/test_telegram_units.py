@@ -120,3 +120,22 @@ def test_importing_the_plugin_is_cheap():
     seconds, heavy = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
     assert heavy == []
     assert seconds < 0.5
+
+
+def test_webhook_values_stored_before_the_fields_had_patterns_still_keep_the_bot_from_starting():
+    """A data dir from before contract 1.8 may hold an http address or a bad secret: the
+    save-time check never saw them, so the start refuses them, naming the setting."""
+    import pytest
+
+    from skald_hookspecs import NotReady
+    from skald_telegram.bot import BotConfig
+
+    base = {"bot_token": "1:x", "mode": "webhook"}
+    for stored, key in (
+        ({"webhook_url": "http://skald.example/api/plugin/telegram/webhook", "webhook_secret": "good_secret-1"}, "error.webhook_not_https"),
+        ({"webhook_url": "https://skald.example/api/plugin/telegram/webhook", "webhook_secret": "bad secret!"}, "error.webhook_secret_invalid"),
+    ):
+        with pytest.raises(NotReady) as refused:
+            BotConfig.from_config({**base, **stored})
+        assert refused.value.key == key
+    assert BotConfig.from_config({**base, "webhook_url": "https://skald.example/w", "webhook_secret": "good_secret-1"}).mode == "webhook"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 from typing import Any, Iterable, Mapping, get_args, get_type_hints
 from urllib.parse import urlsplit
 
@@ -81,6 +82,15 @@ def _schema_problem(field: ConfigField) -> str | None:
         return f"has minimum {field.minimum:g} above its maximum {field.maximum:g}"
     if field.max_length is not None and (isinstance(field.max_length, bool) or not isinstance(field.max_length, int) or field.max_length < 1):
         return f"has max_length {field.max_length!r}: give a whole number of at least 1"
+    if field.pattern is not None:
+        if field.type not in ("string", "url"):
+            return f"has a pattern but is of type {field.type!r}: a pattern checks the text of a string or url field"
+        try:
+            re.compile(field.pattern) if isinstance(field.pattern, str) else None
+        except re.error as exc:
+            return f"has a pattern that is no regular expression ({exc}): {field.pattern!r}"
+        if not isinstance(field.pattern, str):
+            return f"has the pattern {field.pattern!r}: give a regular expression as text"
     if field.default is not None:
         try:  # the default is a value like any other: one the admin could not save back is a bug
             _check(dataclasses.replace(field, required=False), field.default)
@@ -122,6 +132,8 @@ def _check(field: ConfigField, value: Any) -> Any:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigInvalid(name, "must be an http(s) URL", "url")
+    if field.pattern is not None and value and re.fullmatch(field.pattern, value) is None:
+        raise ConfigInvalid(name, "does not have the form its hint describes", "pattern")
     if field.required and not value.strip():
         raise ConfigInvalid(name, "is required", "required")
     return value
@@ -180,6 +192,7 @@ def schema_json(fields: Iterable[ConfigField]) -> list[dict[str, Any]]:
             "minimum": f.minimum,
             "maximum": f.maximum,
             "max_length": f.max_length,
+            "pattern": f.pattern,
         }
         for f in fields
     ]
