@@ -228,3 +228,19 @@ def test_a_limit_reads_in_the_largest_whole_unit():
     from skald_host.web.routes.files import size_text
 
     assert [size_text(n) for n in (512, 256 * 1024, 256 * 1024**2, 1536 * 1024**2)] == ["512 B", "256 KiB", "256 MiB", "1.5 GiB"]
+
+
+async def test_an_upload_that_does_not_fit_the_home_says_how_much_room_is_left(skald):
+    """Under the upload cap but over what the member's home may still hold: a code and
+    the room left, in the member's language, not the English message alone."""
+    settings = skald.settings(files={"upload_max_bytes": 8 * 1024 * 1024}, sandbox={"home_quota_mib": 1})
+    host = await skald.start(settings=settings)
+    await host.admin()
+    alice = await host.member("alice")
+    cid = await new_conversation(alice)
+    response = await upload(alice, cid, "big.bin", b"b" * (2 * 1024 * 1024))
+    assert response.status_code == 413, response.text
+    body = response.json()
+    assert body["code"] == "home_full" and body["values"]["left"].endswith(("KiB", "MiB", " B")), body
+    text = host.core.strings.lookup("core.error.home_full", "de").format(**body["values"])
+    assert text.startswith("Die Datei passt nicht mehr") and body["values"]["left"] in text

@@ -66,7 +66,13 @@ class FileError(ValueError, ToolError):  # a ToolError: its message is fit for t
 
 
 class UploadTooLarge(FileError):
-    pass
+    """``limit``: the upload cap it passed, or None when it is the member's home that is
+    full (``left`` bytes to go), so the refusal can say which in the member's language."""
+
+    def __init__(self, message: str, *, limit: int | None = None, left: int = 0) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.left = max(left, 0)
 
 
 @dataclass(frozen=True)
@@ -488,9 +494,9 @@ class FileService:
                     continue
                 size += len(chunk)
                 if size > limit:
-                    raise UploadTooLarge(f"the file is larger than the upload limit of {limit} bytes")
+                    raise UploadTooLarge(f"the file is larger than the upload limit of {limit} bytes", limit=limit)
                 if size > room:
-                    raise UploadTooLarge(f"the file does not fit: your home has {max(room, 0)} bytes left under its disk limit")
+                    raise UploadTooLarge(f"the file does not fit: your home has {max(room, 0)} bytes left under its disk limit", left=room)
                 if len(head) < 8192:
                     head += chunk[: 8192 - len(head)]
                 buffer.append(bytes(chunk))

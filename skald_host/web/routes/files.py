@@ -76,7 +76,9 @@ def upload_too_large(limit: int) -> ApiError:
 def _files_error(exc: Exception) -> ApiError:
     message = str(exc) or type(exc).__name__
     if isinstance(exc, UploadTooLarge):
-        return ApiError(413, message)
+        if exc.limit is not None:
+            return upload_too_large(exc.limit)
+        return ApiError(413, message, code="home_full", values={"left": size_text(exc.left)})
     if isinstance(exc, (FileNotFoundError,)):
         return ApiError(404, "no such file")
     if isinstance(exc, NoteAccessDenied):
