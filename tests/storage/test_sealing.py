@@ -34,30 +34,33 @@ async def test_secrets_an_earlier_version_stored_in_clear_are_sealed_at_the_next
     core = await started(data_dir)
     await core.stop()
     key, token, chosen = f"sk-{uuid.uuid4().hex}", f"123456:{uuid.uuid4().hex}", f"set-{uuid.uuid4().hex}"
-    pem = f"PEM-{uuid.uuid4().hex}"
+    pem, phone = f"PEM-{uuid.uuid4().hex}", f"Phone-{uuid.uuid4().hex}"
     conn = sqlite3.connect(data_dir / "database" / "system.db")  # as the earlier version wrote them
     with conn:
         conn.execute("INSERT INTO llm_providers (id, name, base_url, api_key) VALUES ('p1', 'old', 'http://127.0.0.1:9/v1', ?)", (key,))
         conn.execute("INSERT INTO plugins (id, enabled, config) VALUES ('telegram', 0, ?)", (f'{{"bot_token": "{token}"}}',))
         conn.execute("INSERT INTO config (key, value) VALUES ('set:example', ?)", (f'{{"choice": "{chosen}"}}',))
         conn.execute("INSERT INTO plugin_kv (plugin_id, key, value) VALUES ('mobile-connector', 'vapid', ?)", (f'{{"private_pem": "{pem}"}}',))
+        conn.execute("INSERT INTO device_tokens (id, plugin_id, member_id, token_hash, label) VALUES ('d1', 'mobile-connector', 'm1', 'h1', ?)",
+                     (f'{{"name": "{phone}"}}',))  # no such member: this raw connection enforces no foreign key
     conn.close()
     assert token.encode() in database_bytes(data_dir)  # the positive control of the scan below
 
     core = await started(data_dir)
     try:
-        assert "sealed 4 instance secret(s) an earlier version stored in clear" in caplog.text
+        assert "sealed 5 instance secret(s) an earlier version stored in clear" in caplog.text
         assert await ModelCatalog(core.registry, core.sealer).provider_secret("p1") == ("http://127.0.0.1:9/v1", key)
         assert await core.catalog._config("telegram") == {"bot_token": token}
         assert await core.instance_settings.values("example") == {"choice": chosen}
         assert await core.host_api("mobile-connector").kv_get("vapid") == {"private_pem": pem}
+        assert [d["label"] for d in await core.auth.devices.list("mobile-connector", "m1")] == [{"name": phone}]
         stored = await core.registry.run(lambda c: c.execute("SELECT config FROM plugins WHERE id = 'telegram'").fetchone()[0])
         assert stored.startswith(PREFIX)
         running = database_bytes(data_dir)  # at once, not at the next stop (a kill may come first)
     finally:
         await core.stop()
     for on_disk in (running, database_bytes(data_dir)):
-        for clear in (key, token, chosen, pem):
+        for clear in (key, token, chosen, pem, phone):
             assert clear.encode() not in on_disk, clear
 
     core = await started(data_dir)  # sealed values are left as they are
