@@ -237,8 +237,51 @@ async def test_tool_call_waits_for_approval_and_survives_reloads(skald, browser_
         await expect(reasoning).not_to_have_attribute("open", "")
         await reasoning.locator("summary").click()
         await expect(reasoning).to_contain_text("A note is the right place.")
-        await expect(page.get_by_role("group", name="Approval for write_note")).to_have_count(0)
+        # The answered card is back as it ended live: its outcome, nothing left to press.
+        answered = page.get_by_role("group", name="Approval for write_note")
+        await expect(answered.locator(".approval-status")).to_have_text("Approved.")
+        await expect(answered.get_by_role("button")).to_have_count(0)
         assert server.pending(MODEL) == 0
+
+
+async def test_answered_approval_cards_say_the_same_after_a_reload_in_each_language(skald, browser_pages):
+    """An approved and a denied card end as a short note; a reload draws both notes from
+    history, in the member's language, quietly (the focus stays where the page puts it)."""
+    notes = NotesPlugin()
+    words = {
+        "en": {"label": "Approval for write_note", "approve": "Approve", "deny": "Deny", "outcomes": ["Approved.", "Denied."], "badges": ["Done", "Denied"]},
+        "de": {"label": "Zustimmung für write_note", "approve": "Erlauben", "deny": "Ablehnen", "outcomes": ["Erlaubt.", "Abgelehnt."], "badges": ["Erledigt", "Abgelehnt"]},
+    }
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[notes], enable=["notes"])
+        await configure_model(await host.admin(), server)
+        for locale, said in words.items():
+            username = f"reader-{locale}"
+            await host.create_member(username, locale=locale)
+            server.script(MODEL, [
+                Reply(tool_calls=[ToolCall("write_note", {"path": "notes/a.txt", "text": "a"})]),
+                Reply(tool_calls=[ToolCall("write_note", {"path": "notes/b.txt", "text": "b"})]),
+                Reply(text=f"One of two ({locale})."),
+            ])
+            page = await browser_pages.new(host.url)
+            await sign_in(page, username, MEMBER_PASSWORD)
+            composer = page.locator(".composer-input")
+            await composer.fill("Write notes a and b")
+            await composer.press("Enter")
+            cards = page.get_by_role("group", name=said["label"])
+            await cards.first.get_by_role("button", name=said["approve"]).click()
+            await expect(cards).to_have_count(2)
+            await cards.nth(1).get_by_role("button", name=said["deny"]).click()
+            await expect(page.locator(".msg.assistant .msg-body").last).to_have_text(f"One of two ({locale}).")
+            for reload in (False, True):
+                if reload:
+                    await page.reload()
+                    await expect(page.locator(".msg.assistant .msg-body").last).to_have_text(f"One of two ({locale}).")
+                await expect(cards.locator(".approval-status")).to_have_text(said["outcomes"])
+                await expect(cards.get_by_role("button")).to_have_count(0)
+                await expect(page.locator(".tool-card .badge")).to_have_text(said["badges"])
+            await expect(page.locator(".approval-status:focus")).to_have_count(0)  # drawn quietly
+        assert [c["path"] for c in notes.calls] == ["notes/a.txt", "notes/a.txt"]
 
 
 async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser_pages):

@@ -10,7 +10,7 @@ import json
 
 from skald_host.testing import Reply, ToolCall
 
-from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation, types
+from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, conversation, messages, new_conversation, types
 
 
 def write(text: str) -> Reply:
@@ -87,6 +87,35 @@ async def test_denied_call_is_reported_to_the_model_which_continues(chat):
     assert transcript[1]["tool_calls"][0]["status"] == "denied"
     assert transcript[-1]["content"] == "Understood, I did not write it."
     assert (await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})).status_code == 409
+
+
+async def test_a_conversation_lists_its_answered_approvals_for_its_member_only(chat):
+    """A reloaded screen draws each answered card as it ended live, from
+    ``resolved_approvals``; a waiting card is not in it, and another member's read of
+    the conversation is the 404 of an id that never existed."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    bob = await chat.host.member("bob")
+    chat.server.script(MODEL_A, [write("a"), write("b"), Reply("One written, one not.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write notes a and b.")
+        first = await sock.wait_event(cid, "approval_required")
+        waiting = await conversation(alice, cid)
+        assert [a["id"] for a in waiting["approvals"]] == [first["approval_id"]] and waiting["resolved_approvals"] == []
+        await sock.approve(first["approval_id"])
+        second = await sock.wait_event(cid, "approval_required", start=sock.events.index(first) + 1)
+        await sock.approve(second["approval_id"], "deny")
+        await sock.turn(cid)
+    read = await conversation(alice, cid)
+    assert read["approvals"] == []
+    assert [(a["id"], a["tool_call_id"], a["tool"], a["status"]) for a in read["resolved_approvals"]] == [
+        (first["approval_id"], first["call_id"], "write_note", "used"),
+        (second["approval_id"], second["call_id"], "write_note", "denied"),
+    ]
+    assert all(a["resolved_at"] for a in read["resolved_approvals"])
+    refused = await bob.get(f"/api/conversations/{cid}")
+    assert refused.status_code == 404 and "resolved_approvals" not in refused.text
 
 
 async def test_unattended_scheduled_turn_denies_what_needs_approval_without_asking(chat):

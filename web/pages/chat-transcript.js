@@ -263,6 +263,17 @@ export class Transcript {
       const meta = this.messages.get(Number(id))?.node.querySelector(".msg-meta");
       if (meta) { meta.append(this.versionSwitch(versions)); meta.hidden = false; }
     }
+    // Answered cards say what they said live. A call of a drawn message has its card
+    // here; one of an earlier version is not shown (nor is its card); any other call is a
+    // sub-agent's, whose card stood on its own: it stands before the first message after it.
+    const rootCalls = new Set(all.flatMap((m) => (m.tool_calls || []).map((call) => call.id)));
+    for (const approval of data.resolved_approvals || []) {
+      const ownCard = !this.toolCards.has(approval.tool_call_id);
+      if (ownCard && rootCalls.has(approval.tool_call_id)) continue;
+      const after = ownCard ? messages.find((m) => m.created_at > approval.created_at) : null;
+      const before = after ? this.list.querySelector(`[data-message-id="${Number(after.id)}"]`) : null;
+      this.approvalRequired(approval, { quiet: true, decided: approval.status, before });
+    }
     for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
     for (const question of data.questions || []) this.questionAsked(question, { quiet: true });
     const drawn = new Map(); // idempotency key → the bubble this read drew for it
@@ -922,8 +933,10 @@ export class Transcript {
 
   // -- approvals ----------------------------------------------------------------------------------
 
-  /** A card asking the member; inside the call's tool card when it is on screen. */
-  approvalRequired(approval, { quiet = false } = {}) {
+  /** A card asking the member; inside the call's tool card when it is on screen.
+   * `decided`: a stored answer (a reload), drawn as its card ended live; the call keeps
+   * the status history gives it. `before`: where a quiet card of its own goes. */
+  approvalRequired(approval, { quiet = false, decided = null, before = null } = {}) {
     const id = approval.approval_id || approval.id;
     const callId = approval.call_id || approval.tool_call_id;
     const name = approval.name || approval.tool;
@@ -970,15 +983,16 @@ export class Transcript {
     this.approvals.set(id, panel);
     const card = this.toolCards.get(callId);
     if (card) {
-      card.set("awaiting_approval");
+      if (!decided) card.set("awaiting_approval");
       card.node.append(node);
       if (!quiet) this.follow();
     } else {
       const standalone = el("div", { class: "tool-card standalone", "data-call-id": callId },
         el("p", { class: "tool-standalone-head" }, el("span", { class: "tool-icon", "aria-hidden": "true" }), el("code", { class: "tool-name", text: name })), node);
-      if (quiet) this.list.append(standalone); else this.append(standalone);
+      if (quiet) this.list.insertBefore(standalone, before); else this.append(standalone);
     }
-    this.placeActivity();
+    if (decided) panel.resolve(decided);
+    else this.placeActivity();
   }
 
   approvalResolved(data) {

@@ -1002,6 +1002,19 @@ class ConversationStore:
         )
         return [dict(r) for r in rows]
 
+    async def resolved_approvals(self, conversation_id: str) -> list[dict[str, Any]]:
+        """A conversation's answered approvals: a reloaded screen shows each card's outcome
+        as the live one did. ``status IN`` with the conversation lets the (status,
+        conversation_id) index answer, so a long conversation costs one indexed query."""
+        rows = await self.db.run(
+            lambda c: c.execute(
+                "SELECT id, tool_call_id, tool, status, created_at, resolved_at FROM approvals"
+                " WHERE status IN ('approved', 'denied', 'expired', 'used') AND conversation_id = ? ORDER BY created_at",
+                (conversation_id,),
+            ).fetchall()
+        )
+        return [dict(r) for r in rows]
+
     # -- scheduled prompts -----------------------------------------------------------------
 
     async def schedule(

@@ -14,7 +14,7 @@ from quart import Blueprint, Response, current_app, request
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.identity.access import may_start_agent
 from skald_host.web.auth import current_principal, reader_locale, requires
-from skald_host.web.body import BOOL, INT, JSON, TEXT, accepts, array, field, integer, json_object, nullable, obj, one_of, query, ref, returns, text
+from skald_host.web.body import BOOL, INT, JSON, TEXT, TIME, accepts, array, field, integer, json_object, nullable, obj, one_of, query, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("chat", __name__)
@@ -113,8 +113,17 @@ async def create_conversation():
     return conversation, 201
 
 
+RESOLVED_APPROVAL = obj(
+    {"id": TEXT, "tool_call_id": TEXT, "tool": TEXT, "status": one_of("approved", "denied", "expired", "used"), "created_at": TIME, "resolved_at": nullable(TIME)},
+    description="An approval already answered (used: approved, and the call ran); resolved_at is null where a stop or restart expired it.",
+)
+
+
 @bp.get("/api/conversations/<conversation_id>")
-@returns(obj({"conversation": ref("Conversation"), "messages": array(ref("Message")), "queued": array(ref("QueuedMessage")), "running": BOOL, "approvals": array(ref("Approval")), "questions": array(QUESTION)}))
+@returns(obj({
+    "conversation": ref("Conversation"), "messages": array(ref("Message")), "queued": array(ref("QueuedMessage")), "running": BOOL,
+    "approvals": array(ref("Approval")), "resolved_approvals": array(RESOLVED_APPROVAL), "questions": array(QUESTION),
+}))
 @requires("chat.use")
 async def get_conversation(conversation_id: str) -> dict:
     rt = await runtime()
@@ -129,6 +138,8 @@ async def get_conversation(conversation_id: str) -> dict:
         "queued": await rt.store.queued(conversation_id),
         "running": rt.running(conversation_id),
         "approvals": approvals,
+        # Answered cards are history too: without them a reload loses "Approved." (live and reload agree).
+        "resolved_approvals": await rt.store.resolved_approvals(conversation_id),
         "questions": rt.questions.pending(conversation_id),
     }
 
