@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from skald_hookspecs import MemberLocked, Tool
-from skald_mcp.runtime import CONNECT_SECONDS, Connection, definition_hash, make_tool, withheld
+from skald_mcp.runtime import CONNECT_SECONDS, Connection, accepted_pins, definition_hash, make_tool, withheld
 from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, destination, parse_login_status, parse_values
 
 log = logging.getLogger(__name__)
@@ -241,10 +241,12 @@ class MemberConnectors:
             if pins.get(t.name) == definition_hash(t) and t.name not in LOGIN_TOOLS
         ]
 
-    async def accept(self, member_id: str, name: str) -> None:
+    async def accept(self, member_id: str, name: str, shown: Mapping[str, str]) -> None:
+        """The member vetted the withheld tools ``shown`` as their page showed them
+        (``accepted_pins``; ``ReviewOutdated`` when one changed since)."""
         connection = self.connections.get(member_id, {}).get(name)
         record = self.records[member_id][name]
-        record["pins"] = {t.name: definition_hash(t) for t in (connection.tools if connection else ())}
+        record["pins"] = accepted_pins(connection.tools if connection else [], record.get("pins") or {}, shown)
         await self.save(member_id, name, record)
         self._rebuild(member_id, name)
 

@@ -47,9 +47,12 @@ function card(className, title, ...children) {
 
 /** A form's or a section's own status line, beside what the reader acted on: one line
  * at the page's top is off screen on a phone when the form is at the bottom. It can
- * take the focus, so an error with no field to point at is still where the reader is. */
-function statusLine() {
-  return node("p", "", { id: `mcp-status-${(fieldCount += 1)}`, class: "form-status error mcp-status", role: "status", "aria-live": "polite", tabindex: "-1" });
+ * take the focus, so an error with no field to point at is still where the reader is.
+ * ``key`` finds its counterpart once the page is drawn again (``act``'s ``redraw``). */
+function statusLine(key = "") {
+  const line = node("p", "", { id: `mcp-status-${(fieldCount += 1)}`, class: "form-status error mcp-status", role: "status", "aria-live": "polite", tabindex: "-1" });
+  if (key) line.dataset.status = key;
+  return line;
 }
 
 /** Stable keys (``<prefix>:<name>``, a button by its text: buttons have no name) on a
@@ -147,7 +150,7 @@ export default class ConnectorsPage extends HTMLElement {
     const s = this.s;
     const back = Object.assign(node("a", s.back, "mcp-back"), { href: `#plugin/${encodeURIComponent(this.pluginId)}/connectors` });
     const c = await call("GET", `${this.base}/my/connectors/${encodeURIComponent(name)}`);
-    const status = statusLine();
+    const status = statusLine("detail");
     const box = card("mcp-detail", c.name, status, node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
     box.dataset.name = c.name;
     if (c.template) box.append(node("p", `${s.from_template}: ${c.template} (v${c.version})`, "muted"));
@@ -160,7 +163,7 @@ export default class ConnectorsPage extends HTMLElement {
     if (c.pending.length) {
       box.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"), this.withheld(c.pending_tools));
       const accept = button(s.accept, "primary");
-      accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`), { status }));
+      accept.addEventListener("click", () => this.accept(`${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`, c.pending_tools, status));
       box.append(accept);
     }
     // Signed in and running: say so, with a way to sign in again, not the code form.
@@ -195,6 +198,14 @@ export default class ConnectorsPage extends HTMLElement {
       },
       { status, focus: "heading:mcp-own" }, // back on the list, where the connector was
     );
+  }
+
+  /** Accept the withheld ``tools`` as this page shows them: each with the hash it was
+   * drawn at, so a tool the server changed again since is refused (409), not accepted
+   * unseen; the page is then drawn again with what the tools say now, and says why. */
+  accept(path, tools, status) {
+    const shown = Object.fromEntries((tools || []).map((t) => [t.name, t.hash]));
+    return this.act(() => call("POST", path, { tools: shown }), { status, redraw: true });
   }
 
   /** What each withheld tool now says and takes, shown before anyone accepts it (a
@@ -300,7 +311,7 @@ export default class ConnectorsPage extends HTMLElement {
     const s = this.s;
     const out = [];
     const ownList = node("ul", undefined, "roster");
-    const ownStatus = statusLine();
+    const ownStatus = statusLine("own");
     const box = card("mcp-own", s.own_title, ownStatus, mine.own.length ? ownList : none(s.own_none));
     for (const c of mine.own) {
       const row = node("li", undefined, "mcp-own-connector");
@@ -322,7 +333,7 @@ export default class ConnectorsPage extends HTMLElement {
       if (c.pending.length) {
         row.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"), this.withheld(c.pending_tools));
         const accept = button(s.accept, "small primary");
-        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`), { status: ownStatus }));
+        accept.addEventListener("click", () => this.accept(`${this.base}/my/connectors/${encodeURIComponent(c.name)}/accept`, c.pending_tools, ownStatus));
         actions.append(accept);
       }
       if (c.state === "needs_oauth" || (c.login === "qr" && c.state !== "ready")) {
@@ -565,7 +576,7 @@ export default class ConnectorsPage extends HTMLElement {
    * the line. After the re-render the focus is back on the counterpart of the control
    * it was on, else on ``focus`` or the heading of the section it was in: drawing the
    * page anew would otherwise leave it on the body, and a keyboard user at the top. */
-  async act(work, { status = this.message, fields = {}, focus = null } = {}) {
+  async act(work, { status = this.message, fields = {}, focus = null, redraw = false } = {}) {
     status.textContent = "";
     for (const field of Object.values(fields)) field.removeAttribute("aria-invalid");
     const active = this.contains(document.activeElement) ? document.activeElement : null;
@@ -574,6 +585,13 @@ export default class ConnectorsPage extends HTMLElement {
     try {
       await work();
     } catch (error) {
+      if (redraw && error.status === 409) {
+        // Refused because what the page showed is out of date: show it as it is now,
+        // and say why on the same section's line of the new drawing.
+        const key = status.dataset.status;
+        await this.render();
+        status = (key && this.querySelector(`[data-status="${CSS.escape(key)}"]`)) || this.message;
+      }
       this.refuse(status, error.message, error.field ? fields[error.field] || fields["*"] : null);
       return;
     }
@@ -629,7 +647,7 @@ export default class ConnectorsPage extends HTMLElement {
     } catch (error) {
       // the table still works without names
     }
-    const status = statusLine(); // the table's actions' (restart, access, remove)
+    const status = statusLine("servers"); // the table's actions' (restart, access, accept, remove)
     const table = node("table", undefined, "table mcp-servers");
     const head = node("tr");
     for (const title of [s.col_name, s.col_kind, s.col_state, s.col_tools, s.col_access]) head.append(node("th", title, { scope: "col" }));
@@ -657,7 +675,7 @@ export default class ConnectorsPage extends HTMLElement {
       if (server.pending.length) {
         const accept = button(s.accept, "small primary");
         accept.dataset.focus = `accept:${server.name}`;
-        accept.addEventListener("click", () => this.act(() => call("POST", `${this.base}/servers/${encodeURIComponent(server.name)}/accept`), { status }));
+        accept.addEventListener("click", () => this.accept(`${this.base}/servers/${encodeURIComponent(server.name)}/accept`, server.pending_tools, status));
         actions.append(accept);
       }
       const remove = button(s.remove, "small danger-text", "mcp-remove");

@@ -19,6 +19,7 @@ from skald_hookspecs import ChannelRequestError, HostApi, ToolError, current_cal
 from skald_mcp import PLUGIN_ID, running
 from skald_mcp.members import MemberConnectors
 from skald_mcp.oauth import OAuthError, parse_provider, public_provider
+from skald_mcp.runtime import ReviewOutdated
 from skald_mcp.spec import SpecError, destination, parse_remote, parse_spec, parse_template, parse_values, unknown_fields
 from skald_mcp.strings import PAGE_KEYS
 
@@ -27,6 +28,8 @@ from skald_mcp.strings import PAGE_KEYS
 #: admin-vetted catalog template, and registering one's own remote server.
 ACTIVATE = "connectors.activate"
 REMOTE = "connectors.remote"
+#: The most tools one accept may name (a server listing more is accepted in parts).
+MAX_ACCEPTED = 1000
 
 
 def build_blueprint(host: HostApi) -> Blueprint:
@@ -96,6 +99,32 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if not isinstance(body, dict):
             raise SpecError(code="body_not_object")
         return body
+
+    async def shown_tools() -> dict[str, str]:
+        """What an accept vouches for: ``{"tools": {<tool>: <hash>}}``, each withheld tool
+        with the ``hash`` its ``pending_tools`` entry showed. Required, with no default:
+        without it the accept would pin whatever the server lists when the request
+        arrives, a definition changed after the page was drawn included."""
+        body = await request.get_json(silent=True)
+        body = {} if body is None else body
+        if not isinstance(body, dict):
+            raise SpecError(code="body_not_object")
+        if set(body) - {"tools"}:
+            raise unknown_fields(set(body) - {"tools"})
+        tools = body.get("tools")
+        if tools is None:
+            raise SpecError(code="accept_tools_missing", field="tools")
+        if (
+            not isinstance(tools, dict) or not 0 < len(tools) <= MAX_ACCEPTED
+            or not all(isinstance(h, str) and 0 < len(n) <= 256 and 0 < len(h) <= 128 for n, h in tools.items())
+        ):
+            raise SpecError(code="accept_tools_invalid", field="tools", limit=MAX_ACCEPTED)
+        return tools
+
+    def outdated(exc: ReviewOutdated) -> tuple[dict[str, str], int]:
+        """An accept naming a tool changed since the page showed it: 409, nothing
+        pinned, for the page to draw the tool as it is now."""
+        return error("err_tools_changed", 409, tools=", ".join(exc.tools)[:500])
 
     def members_of(value: Any) -> set[str]:
         if value is None:
@@ -233,7 +262,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/my/connectors/<name>/accept")
     @guarded("member", own=True)
     async def accept_own(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
-        await runtime.members.accept(caller.id, name)
+        """``{"tools": {<tool>: <hash>}}``: the withheld tools as the page showed them."""
+        shown = await shown_tools()
+        try:
+            await runtime.members.accept(caller.id, name, shown)
+        except ReviewOutdated as exc:
+            return outdated(exc)
         return runtime.members.status(caller.id, name, said)
 
     @blueprint.post("/my/connectors/<name>/update")
@@ -489,7 +523,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/servers/<name>/accept")
     @guarded("admin", server=True)
     async def accept(runtime: Any, caller: Any, name: str) -> Any:
-        await runtime.accept(name)
+        """``{"tools": {<tool>: <hash>}}``: the withheld tools as the page showed them."""
+        shown = await shown_tools()
+        try:
+            await runtime.accept(name, shown)
+        except ReviewOutdated as exc:
+            return outdated(exc)
         return runtime.status(name)
 
     return blueprint

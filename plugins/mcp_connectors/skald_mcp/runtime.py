@@ -44,12 +44,39 @@ def definition_hash(tool: Any) -> str:
 
 def withheld(tools: list[Any], pins: Mapping[str, str]) -> list[dict[str, Any]]:
     """The definitions of the tools a pin withholds (new, or changed since pinned), as
-    the page shows them before anyone accepts: accepting a name alone is accepting blind."""
+    the page shows them before anyone accepts: accepting a name alone is accepting blind.
+    Each carries the ``hash`` it would be pinned at, which the accept sends back
+    (``accepted_pins``): the proof of which definition was looked at."""
+    hashes = [(t, definition_hash(t)) for t in tools]
     return [
-        {"name": t.name, "description": t.description or "", "input_schema": t.input_schema or {}}
-        for t in tools
-        if pins.get(t.name) != definition_hash(t)
+        {"name": t.name, "description": t.description or "", "input_schema": t.input_schema or {}, "hash": current}
+        for t, current in hashes
+        if pins.get(t.name) != current
     ]
+
+
+class ReviewOutdated(Exception):
+    """An accept named tools as a page showed them, and the server has changed (or
+    dropped) some of them since: pinning them now would accept a definition nobody saw."""
+
+    def __init__(self, tools: list[str]) -> None:
+        super().__init__(f"changed since they were shown: {', '.join(tools)}")
+        self.tools = tools
+
+
+def accepted_pins(tools: list[Any], pins: Mapping[str, str], shown: Mapping[str, str]) -> dict[str, str]:
+    """The pins after accepting ``shown`` (tool -> the ``hash`` its ``withheld`` entry
+    showed): each pinned at that hash, only if the server's tool has it now, else
+    ``ReviewOutdated`` and nothing changes. Pinning the tools as they are when the click
+    arrives let a server change a tool between the page's drawing and the click and have
+    the newer version accepted unseen. A withheld tool the accept does not name stays
+    withheld; a pin of a tool the server no longer lists is dropped (vetted afresh if it
+    comes back), as accepting always did."""
+    current = {t.name: definition_hash(t) for t in tools}
+    outdated = sorted(name for name, shown_hash in shown.items() if current.get(name) != shown_hash)
+    if outdated:
+        raise ReviewOutdated(outdated)
+    return {name: shown.get(name) or pins[name] for name in current if name in shown or name in pins}
 
 
 def result_text(result: Any) -> str:
@@ -553,10 +580,11 @@ class Runtime:
         (self.access.setdefault(name, set()).add if allowed else self.access.setdefault(name, set()).discard)(member_id)
         await self._save()
 
-    async def accept(self, name: str) -> None:
-        """The admin vetted the connector's current tools: pin them as they are now."""
+    async def accept(self, name: str, shown: Mapping[str, str]) -> None:
+        """The admin vetted the withheld tools ``shown`` as their page showed them
+        (``accepted_pins``; ``ReviewOutdated`` when one changed since)."""
         connection = self.connections.get(name)
-        self.pins[name] = {t.name: definition_hash(t) for t in (connection.tools if connection else ())}
+        self.pins[name] = accepted_pins(connection.tools if connection else [], self.pins.get(name, {}), shown)
         self._rebuild(name)
         await self._save()
 

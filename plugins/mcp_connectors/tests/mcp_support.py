@@ -52,6 +52,12 @@ class Setup:
         return [m["content"] for m in self.model.requests_for(MODEL)[-1].messages if m["role"] == "tool"]
 
 
+def shown(status: dict[str, Any]) -> dict[str, Any]:
+    """An accept's body as the page sends it: each withheld tool of ``status`` (a status
+    answer, as the page was drawn from) with the hash it was shown at."""
+    return {"tools": {t["name"]: t.get("hash") for t in status["pending_tools"]}}
+
+
 async def configure_model(admin: SkaldClient, server: ScriptedModelServer) -> None:
     response = await admin.post("/api/admin/models/providers", json={"name": "scripted", "base_url": server.base_url, "api_key": API_KEY})
     assert response.status_code == 201, response.text

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from mcp_support import BASE, HttpDemo, Setup, allow, calls, card, decide, eventually, finished, new_conversation, send
+from mcp_support import BASE, HttpDemo, Setup, allow, calls, card, decide, eventually, finished, new_conversation, send, shown
 from skald_host.testing import Reply, ToolCall
 
 
@@ -109,7 +109,7 @@ async def test_a_tool_that_appears_at_runtime_is_withheld_until_the_admin_accept
     await eventually(listed, what="the new tool to be listed (tools/list_changed)")
     assert "demo__double" not in {t["exposed_as"] for t in (await setup.server("demo"))["tools"] if t["offered"]}
 
-    response = await setup.admin.post(f"{BASE}/servers/demo/accept")
+    response = await setup.admin.post(f"{BASE}/servers/demo/accept", json=shown(await setup.server("demo")))
     assert response.status_code == 200 and response.json()["pending"] == []
     await send(alice, cid, "Double 21.")
     messages = await finished(alice, cid)
@@ -177,7 +177,7 @@ async def test_a_tool_whose_definition_changes_is_withheld_until_the_admin_accep
     await finished(alice, cid)
     assert "demo__echo" not in setup.offered() and "demo__pid" in setup.offered()
 
-    assert (await setup.admin.post(f"{BASE}/servers/demo/accept")).status_code == 200
+    assert (await setup.admin.post(f"{BASE}/servers/demo/accept", json=shown(await setup.server("demo")))).status_code == 200
     await send(alice, cid, "Echo now.")
     messages = await finished(alice, cid)
     wire = next(t for t in setup.model.requests_for("model-mcp")[-2].tools if t["function"]["name"] == "demo__echo")

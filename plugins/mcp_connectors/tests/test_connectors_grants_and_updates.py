@@ -7,7 +7,7 @@ version is an update in place; deactivating asks first."""
 from __future__ import annotations
 
 from mcp import Client
-from mcp_support import BASE, HttpDemo, Setup, eventually
+from mcp_support import BASE, HttpDemo, Setup, eventually, shown
 from skald_hookspecs import ToolContext
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from skald_mcp import running
@@ -66,6 +66,133 @@ async def test_withheld_tools_show_their_new_description_and_schema(setup: Setup
     (echo,) = await eventually(withheld, what="the changed tool to be withheld")
     assert echo["name"] == "echo" and "also send it to an attacker" in echo["description"]
     assert "loud" in echo["input_schema"]["properties"]
+
+
+async def _mutate(member_id: str, tool: str) -> None:
+    """The server changes ``echo`` (again): a new definition at each call."""
+    mutate = next(t for t in running.runtime.member_tools(member_id) if t.name == tool)
+    assert await mutate.run({}, ToolContext(member_id=member_id)) == "mutated"
+
+
+def _withheld_at(change: int):
+    """A check that a status answer withholds ``echo`` as its ``change``-th version."""
+    return lambda status: any(t["name"] == "echo" and f"(change {change})" in t["description"] for t in status["pending_tools"])
+
+
+async def test_an_admins_accept_pins_the_tools_the_page_showed_and_refuses_a_change_made_since(setup: Setup):
+    """The race: the page is drawn with echo's first change, the server changes echo
+    again, the click arrives: nothing is pinned (409), echo stays withheld; the page,
+    drawn again, accepts what it now shows."""
+    alice_id = (await setup.host.member("alice")).member["id"]
+    await setup.add_stdio(access=[alice_id])
+    accept = f"{BASE}/servers/demo/accept"
+    await _mutate(alice_id, "demo__mutate")
+    drawn = await eventually(lambda: _first(setup.server("demo"), _withheld_at(1)), what="the first change to be withheld")
+    await _mutate(alice_id, "demo__mutate")
+    await eventually(lambda: _first(setup.server("demo"), _withheld_at(2)), what="the second change to be listed")
+    pins = dict(running.runtime.pins["demo"])
+
+    response = await setup.admin.post(accept, json=shown(drawn))
+    assert response.status_code == 409 and response.json()["code"] == "mcp.err_tools_changed", response.text
+    assert "changed again since the page was drawn (echo)" in response.json()["error"]
+    assert running.runtime.pins["demo"] == pins and "demo__echo" not in {t.name for t in running.runtime.member_tools(alice_id)}
+    # An API client that names nothing is refused too: it would accept blind.
+    response = await setup.admin.post(accept)
+    assert response.status_code == 400 and response.json()["code"] == "mcp.err_accept_tools_missing" and response.json()["field"] == "tools"
+    assert running.runtime.pins["demo"] == pins
+
+    response = await setup.admin.post(accept, json=shown(await setup.server("demo")))
+    assert response.status_code == 200 and response.json()["pending"] == [], response.text
+    (echo,) = [t for t in running.runtime.member_tools(alice_id) if t.name == "demo__echo"]
+    assert "(change 2)" in echo.description
+
+
+async def test_a_members_accept_pins_the_tools_their_page_showed_and_refuses_a_change_made_since(setup: Setup):
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    async with HttpDemo() as demo:
+        await put_template(setup, demo.url)
+        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": "k"}})).status_code == 201
+        status = lambda: _json(alice.get(f"{BASE}/my/connectors/web"))  # noqa: E731
+        await _mutate(alice_id, "web__mutate")
+        drawn = await eventually(lambda: _first(status(), _withheld_at(1)), what="the first change to be withheld")
+        await _mutate(alice_id, "web__mutate")
+        await eventually(lambda: _first(status(), _withheld_at(2)), what="the second change to be listed")
+        pins = dict(running.runtime.members.records[alice_id]["web"]["pins"])
+
+        response = await alice.post(f"{BASE}/my/connectors/web/accept", json=shown(drawn))
+        assert response.status_code == 409 and response.json()["code"] == "mcp.err_tools_changed", response.text
+        assert "seit dem Anzeigen der Seite wieder geändert (echo)" in response.json()["error"]  # in the reader's language
+        assert running.runtime.members.records[alice_id]["web"]["pins"] == pins
+        assert "web__echo" not in {t.name for t in running.runtime.member_tools(alice_id)}
+        response = await alice.post(f"{BASE}/my/connectors/web/accept", json={})
+        assert response.status_code == 400 and response.json()["field"] == "tools"
+
+        response = await alice.post(f"{BASE}/my/connectors/web/accept", json=shown(await status()))
+        assert response.status_code == 200 and response.json()["pending"] == [] and "web__echo" in response.json()["tools"], response.text
+        (echo,) = [t for t in running.runtime.member_tools(alice_id) if t.name == "web__echo"]
+        assert "(change 2)" in echo.description
+
+
+async def test_an_accept_clicked_after_the_tool_changed_again_shows_the_new_version_in_a_browser(setup: Setup, plugin_browser):
+    """The admin's table: the click after a second change is refused, says why, and the
+    row shows the second version; clicking again accepts it."""
+    alice_id = (await setup.host.member("alice")).member["id"]
+    await setup.add_stdio(access=[alice_id])
+    await _mutate(alice_id, "demo__mutate")
+    await eventually(lambda: _first(setup.server("demo"), _withheld_at(1)), what="the first change to be withheld")
+    page = await plugin_browser.open(setup.host, setup.host.admin_username, ADMIN_PASSWORD, "mcp", "connectors")
+    row = page.locator(f"{TAG} tr.mcp-server[data-name=demo]")
+    description = row.locator(".mcp-withheld-tool[data-tool=echo] .mcp-withheld-description")
+    await description.filter(has_text="(change 1)").wait_for(timeout=10_000)
+    await _mutate(alice_id, "demo__mutate")
+    await eventually(lambda: _first(setup.server("demo"), _withheld_at(2)), what="the second change to be listed")
+
+    await row.get_by_role("button", name="Accept changed tools").click()
+    await page.locator(f"{TAG} .mcp-status[data-status=servers]").filter(has_text="changed again since the page was drawn").wait_for(timeout=10_000)
+    await description.filter(has_text="(change 2)").wait_for(timeout=10_000)
+    assert "demo__echo" not in {t.name for t in running.runtime.member_tools(alice_id)}
+    await row.get_by_role("button", name="Accept changed tools").click()
+    await row.locator(".mcp-withheld-tool").wait_for(state="detached", timeout=10_000)
+    assert "demo__echo" in {t.name for t in running.runtime.member_tools(alice_id)}
+
+
+async def test_a_member_accepts_their_connectors_changed_tools_on_its_page_in_a_browser(setup: Setup, plugin_browser):
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    async with HttpDemo() as demo:
+        await put_template(setup, demo.url)
+        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "web", "values": {"api_key": "k"}})).status_code == 201
+        await _mutate(alice_id, "web__mutate")
+        await eventually(lambda: running.runtime.members.status(alice_id, "web")["pending"], what="echo to be withheld")
+        page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, "mcp", "connectors")
+        own = page.locator(f"{TAG} .mcp-own-connector[data-name=web]")
+        await own.locator(".mcp-withheld-tool[data-tool=echo]").filter(has_text="(change 1)").wait_for(timeout=10_000)
+        await _mutate(alice_id, "web__mutate")
+        await eventually(lambda: "(change 2)" in str(running.runtime.members.status(alice_id, "web")["pending_tools"]), what="the second change")
+
+        await own.get_by_role("button", name="Accept changed tools").click()
+        await page.locator(f"{TAG} .mcp-status[data-status=own]").filter(has_text="changed again since the page was drawn").wait_for(timeout=10_000)
+        await own.locator(".mcp-withheld-tool[data-tool=echo]").filter(has_text="(change 2)").wait_for(timeout=10_000)
+        await own.locator("a.mcp-open").click()  # the connector's own page accepts as well
+        detail = page.locator(f"{TAG} section.mcp-detail[data-name=web]")
+        await detail.get_by_role("button", name="Accept changed tools").click()
+        await detail.locator(".mcp-withheld-tool").wait_for(state="detached", timeout=10_000)
+        await detail.locator(".mcp-tools").filter(has_text="web__echo").wait_for(timeout=10_000)
+        assert "web__echo" in {t.name for t in running.runtime.member_tools(alice_id)}
+
+
+async def _json(response):
+    answer = await response
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+async def _first(status, check):
+    """The status answer once ``check`` holds for it, else None (for ``eventually``)."""
+    body = await status
+    return body if check(body) else None
 
 
 async def test_a_device_linked_while_nobody_looks_makes_the_connector_ready(setup: Setup):
