@@ -403,6 +403,7 @@ class Skald:
             raise PluginError(f"plugin {plugin_id!r} is built in; it cannot be disabled")
         await self.catalog.store_row(plugin_id, status.info, enabled=enabled)
         self.plugins.set_enabled(plugin_id, enabled)
+        log.info("plugin %s %s", plugin_id, "enabled" if enabled else "disabled")
         self.buses.system.publish(SystemEvent("plugin_enabled" if enabled else "plugin_disabled", plugin_id))
         if enabled:
             await self.start_plugin(plugin_id)

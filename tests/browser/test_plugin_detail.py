@@ -75,3 +75,38 @@ async def test_an_unknown_plugin_is_refused_in_the_readers_language(skald, brows
     await expect(page.get_by_role("heading", name="Plugin nicht gefunden")).to_be_visible()
     await expect(page.locator(".notice.error, [role=alert]").first).to_contain_text("Es ist kein Plugin mobile installiert.")
     await expect(page.locator("main")).not_to_contain_text("no plugin")
+
+
+class Keyed:
+    """Runs only with a key: saving the form restarts it (contract 1.8), into health or
+    out of it."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="keyed", title="Keyed", spec=">=1.8,<2", config_schema=(
+            ConfigField("api_key", "string", label="API key", description="The service's key.", secret=True),))
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        from skald_hookspecs import NotReady
+
+        if not (await host.get_config()).get("api_key"):
+            raise NotReady("set an API key")
+
+
+async def test_the_state_shown_follows_a_save_that_restarts_the_plugin(skald, browser_pages):
+    host = await skald.start(plugins=[Keyed()], enable=["keyed"])
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#plugin-detail?id=keyed")
+    summary = page.locator(".plugin-state")
+    await expect(summary).to_contain_text("set an API key")
+    await page.get_by_label("API key").fill("k-1")
+    await page.get_by_role("button", name="Save").click()
+    await expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
+    await expect(summary).not_to_contain_text("set an API key")  # healthy now: the page says so without a reload
+    assert host.core.plugins.status("keyed").healthy
+    await page.get_by_label("Remove the stored value").check()
+    await page.get_by_role("button", name="Save").click()
+    await expect(summary).to_contain_text("set an API key")  # the save stopped it: said at once, not "Running"

@@ -30,7 +30,10 @@ function summary(plugin) {
   return section(t("plugin.summary"), facts);
 }
 
-function configSection(plugin) {
+/** `refresh`: redraws the plugin's state after a save, which may have restarted it
+ * (since contract 1.8) into health or out of it: "Saved." beside a stale "Running"
+ * told the admin nothing of a save that broke the plugin. */
+function configSection(plugin, refresh) {
   const schema = plugin.config_schema || [];
   if (!schema.length) {
     // Its settings sets are its settings (a card each, below): "no settings" would contradict them.
@@ -45,6 +48,7 @@ function configSection(plugin) {
     values: plugin.config || {},
     save: async (values) => {
       const response = await api("PUT", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/config`, { config: values });
+      if (response.ok) await refresh();
       return { response, values: response.data?.config || {} };
     },
   }));
@@ -105,13 +109,17 @@ export async function renderPluginDetail({ params }) {
     return el("div", { class: "page" }, back(), pageHeader(t("plugin.not_found")), notice("error", errorText(response)));
   }
   const plugin = response.data;
+  const state = el("div", { class: "plugin-state" }, summary(plugin), problemsSection(plugin));
+  const refresh = async () => {
+    const fresh = await api("GET", `/api/admin/plugins/${encodeURIComponent(id)}`);
+    if (fresh.ok) state.replaceChildren(...[summary(fresh.data), problemsSection(fresh.data)].filter(Boolean));
+  };
   return el("div", { class: "page" },
     back(),
     pageHeader(plugin.title || plugin.id, plugin.description),
     plugin.enabled || plugin.builtin ? null : notice("info", t("plugin.disabled_note")),
-    summary(plugin),
-    problemsSection(plugin),
-    configSection(plugin),
+    state,
+    configSection(plugin, refresh),
     ...settingsSetSections(plugin),
     await rosterSection(plugin));
 }

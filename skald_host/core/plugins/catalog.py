@@ -177,16 +177,18 @@ class PluginCatalog:
         previous = await self._config(plugin_id)
         fresh = validate(info.config_schema, values, previous)
         await self.store_row(plugin_id, info, config=self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh)))
-        log.info("plugin %s configured", plugin_id)
         status = self._core.plugins.status(plugin_id)
-        if status is not None and self._core.plugins.is_enabled(plugin_id):
-            if not status.healthy:
-                # Its startup failed, most often for want of these settings: try it again.
-                await self._core.start_plugin(plugin_id)
-            elif fresh != previous:
-                # Running on the old values: what only ``startup`` applies (a bot's token, a
-                # public address) must not be "Saved." and ignored.
-                await self._core.restart_plugin(plugin_id)
+        if status is not None and self._core.plugins.is_enabled(plugin_id) and not status.healthy:
+            # Its startup failed, most often for want of these settings: try it again.
+            log.info("plugin %s configured; starting it again", plugin_id)
+            await self._core.start_plugin(plugin_id)
+        elif status is not None and self._core.plugins.is_enabled(plugin_id) and fresh != previous:
+            # Running on the old values: what only ``startup`` applies (a bot's token, a
+            # public address) must not be "Saved." and ignored.
+            log.info("plugin %s configured; restarting it on the new values", plugin_id)
+            await self._core.restart_plugin(plugin_id)
+        else:
+            log.info("plugin %s configured%s", plugin_id, "" if fresh != previous else " (nothing changed)")
         return masked(info.config_schema, fresh)
 
     async def roster(self, plugin_id: str) -> list[dict[str, Any]]:
