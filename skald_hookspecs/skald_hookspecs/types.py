@@ -53,7 +53,8 @@ class ConfigField:
     ``pattern`` (since 1.8): a regular expression (Python's ``re``) the whole text of a
     ``string`` or ``url`` field must match when it is set (``r"https://\\S+"``,
     ``r"[A-Za-z0-9_-]{1,256}"``); say the form in words in ``description``, which is what
-    the admin reads beside the refusal. One that does not compile fails the plugin.
+    the admin reads beside the refusal. One that does not compile, or a pattern without
+    a ``description``, fails the plugin.
     """
 
     name: str

@@ -19,8 +19,8 @@ SCHEMA = (
     ConfigField("endpoint", "url"),
     ConfigField("flag", "boolean"),
     ConfigField("token", "string", secret=True),
-    ConfigField("code", "string", pattern=r"[a-z]{2,4}"),
-    ConfigField("hook", "url", pattern=r"https://\S+"),
+    ConfigField("code", "string", description="Two to four small letters.", pattern=r"[a-z]{2,4}"),
+    ConfigField("hook", "url", description="An https address.", pattern=r"https://\S+"),
 )
 
 GOOD = {"name": "ok", "count": 3, "ratio": 0.5, "mode": "fast", "endpoint": "https://example.org/x", "flag": True,

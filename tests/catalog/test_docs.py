@@ -198,7 +198,7 @@ def test_the_german_title_shown_is_the_examples():
     assert titles and all(title == german["page.main.title"] for title in titles), (titles, german["page.main.title"])
 
 
-async def test_saving_changed_settings_restarts_a_running_plugin_on_them_as_the_docs_say(skald):
+async def test_saving_changed_settings_restarts_a_running_plugin_on_them_as_the_docs_say(skald, caplog):
     """What only ``startup`` reads (a bot's token) takes effect when saved: the plugin is
     told ``reconfigured`` and started on the new values; the same values again restart
     nothing, and a disabled plugin is not started by a save."""
@@ -217,6 +217,9 @@ async def test_saving_changed_settings_restarts_a_running_plugin_on_them_as_the_
         def shutdown(self, reason: str) -> None:
             Remembering.seen.append(f"shutdown:{reason}")
 
+    import logging
+
+    caplog.set_level(logging.INFO, logger="skald_host")
     plugin = Remembering("remembering", config_schema=(ConfigField("greeting", default="Hello"),))
     host = await skald.start(plugins=[plugin], enable=["remembering"])
     admin = await host.admin()
@@ -231,8 +234,23 @@ async def test_saving_changed_settings_restarts_a_running_plugin_on_them_as_the_
     assert (await admin.put("/api/admin/plugins/remembering/enabled", json={"enabled": False})).status_code == 200
     assert (await admin.put("/api/admin/plugins/remembering/config", json={"config": {"greeting": "Hej"}})).status_code == 200
     assert Remembering.seen == ["start:Hello", "shutdown:reconfigured", "start:Moin", "shutdown:disabled"]
+    logged = [r.getMessage() for r in caplog.records if "plugin remembering" in r.getMessage()]
+    assert logged[-4:] == [  # the admin's log says what each save and switch did
+        "plugin remembering configured; restarting it on the new values", "plugin remembering configured (nothing changed)",
+        "plugin remembering disabled", "plugin remembering configured",
+    ], logged
 
     text = prose()
     assert "A running plugin whose settings the admin changed is restarted (since 1.8)" in text
     assert "`shutdown(\"reconfigured\")`, then `startup`" in text
     assert "the next `host.get_config()` returns the new values" in text
+
+
+def test_the_host_version_the_guide_names_is_this_hosts():
+    """The guide said "this host: 1.7" after the contract moved on: its examples of the
+    spec check must name the version a reader's host provides."""
+    from skald_hookspecs import SPEC_VERSION
+
+    text = prose()
+    assert f"(this host: `{SPEC_VERSION}`)" in text and f"this host provides {SPEC_VERSION}" in text
+    assert f"this host provides spec **{SPEC_VERSION}**" in text

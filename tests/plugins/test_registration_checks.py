@@ -54,15 +54,19 @@ BAD_FIELDS = {
         "field 'token' is declared twice: give each field a name of its own",
     ),
     "a pattern that does not compile": (
-        (ConfigField("code", pattern="[a-z"),),
+        (ConfigField("code", description="Small letters.", pattern="[a-z"),),
         "field 'code' has a pattern that is no regular expression (unterminated character set at position 0): '[a-z'",
     ),
     "a pattern on a number": (
-        (ConfigField("count", "integer", pattern=r"\d+"),),
+        (ConfigField("count", "integer", description="A number.", pattern=r"\d+"),),
         "field 'count' has a pattern but is of type 'integer': a pattern checks the text of a string or url field",
     ),
+    "a pattern without a description": (
+        (ConfigField("code", pattern="[a-z]+"),),
+        "field 'code' has a pattern but no description: say the form it asks for in words there (a refused value points at it)",
+    ),
     "a default the pattern refuses": (
-        (ConfigField("code", default="ABC", pattern="[a-z]+"),),
+        (ConfigField("code", default="ABC", description="Small letters.", pattern="[a-z]+"),),
         "field 'code' has the default 'ABC', which its own checks refuse (does not have the form its hint describes): change the default or the field",
     ),
 }

@@ -91,6 +91,8 @@ def _schema_problem(field: ConfigField) -> str | None:
             return f"has a pattern that is no regular expression ({exc}): {field.pattern!r}"
         if not isinstance(field.pattern, str):
             return f"has the pattern {field.pattern!r}: give a regular expression as text"
+        if not (isinstance(field.description, str) and field.description.strip()):
+            return "has a pattern but no description: say the form it asks for in words there (a refused value points at it)"
     if field.default is not None:
         try:  # the default is a value like any other: one the admin could not save back is a bug
             _check(dataclasses.replace(field, required=False), field.default)
