@@ -10,7 +10,7 @@ import { icon } from "./lib/icons.js";
 import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
 import { notice, pageHeader } from "./lib/ui.js";
 import * as socket from "./lib/socket.js";
-import { renderLogin, renderSetup } from "./pages/auth.js";
+import { renderLogin, renderSetup, renderSetupRefused } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
 import { renderApprovals } from "./pages/approvals.js";
 import { renderAgents } from "./pages/chat-agents.js";
@@ -124,7 +124,9 @@ function buildShell() {
     el("header", { class: "topbar" }, menuButton, el("span", { class: "brand", text: t("app.name") })),
     el("div", { class: "sidebar-column" }, sidebar),
     el("div", { class: "main-column" }, banner, content));
-  state.shell = { menuButton, sidebar, content, pluginSection, pluginList };
+  // What the phone's open menu covers: inert while it is open (see setMenu).
+  const behind = [skip, shell.querySelector(".main-column")];
+  state.shell = { menuButton, sidebar, content, pluginSection, pluginList, behind };
   root.replaceChildren(shell);
   renderPluginNav();
 }
@@ -133,7 +135,23 @@ function setMenu(open) {
   if (!state.shell) return;
   state.shell.menuButton.setAttribute("aria-expanded", String(open));
   state.shell.sidebar.classList.toggle("open", open);
+  // On a phone the open menu covers the page: Tab must not wander to controls nobody
+  // can see, nor a screen reader read them.
+  for (const node of state.shell.behind) node.inert = open;
 }
+
+const menuOpen = () => state.shell?.menuButton.getAttribute("aria-expanded") === "true";
+
+/** The open menu's tab stops: its button, then what the sidebar shows. */
+function menuStops() {
+  const { menuButton, sidebar } = state.shell;
+  const controls = sidebar.querySelectorAll("a[href], button, select, input, textarea, [tabindex]:not([tabindex='-1'])");
+  return [menuButton, ...[...controls].filter((node) => !node.disabled && node.getClientRects().length > 0)];
+}
+
+// The menu is a phone's: one that stays open past a widening window would keep the
+// page inert behind a sidebar that no longer covers it.
+matchMedia("(max-width: 700px)").addEventListener("change", (event) => { if (!event.matches) setMenu(false); });
 
 function renderPluginNav() {
   const { pluginSection, pluginList } = state.shell;
@@ -248,7 +266,10 @@ function refocus(content, kept) {
 
 /** The language changed: new strings, then the whole shell again (no reload). */
 async function relocalize(locale) {
-  await loadLocale(locale);
+  // The server words a preset role's label in the member's language: read it again, or
+  // the sidebar and My account keep the old language's "Member" until a reload.
+  const [, session] = await Promise.all([loadLocale(locale), api("GET", "/api/auth/session")]);
+  if (session.ok) Object.assign(state.session.member, session.data.member);
   state.session.locale = locale;
   buildShell();
   await route({ focus: false });
@@ -256,7 +277,9 @@ async function relocalize(locale) {
 
 // -- session ------------------------------------------------------------------------
 
-async function enterShell(known = null) {
+/** The shell for a signed-in member. ``focus``: the member came from the sign-in or setup
+ * form, which the shell replaces: the page takes the focus, as on navigation, not <body>. */
+async function enterShell(known = null, { focus = false } = {}) {
   const response = known || await api("GET", "/api/auth/session");
   if (!response.ok) return showLogin();
   state.session = response.data;
@@ -274,7 +297,7 @@ async function enterShell(known = null) {
   // (the toast above) and messages queued in an earlier session need no visit to Chat.
   if (state.chat) socket.connect(response.data.member.id);
   buildShell();
-  await route({ focus: false });
+  await route({ focus });
 }
 
 function showLogin(message = "", { forget = false } = {}) {
@@ -283,7 +306,7 @@ function showLogin(message = "", { forget = false } = {}) {
   state.shell = null;
   state.pages = [];
   document.title = t("app.name");
-  renderLogin(root, () => enterShell(), message);
+  renderLogin(root, () => enterShell(null, { focus: true }), message);
 }
 
 async function logout() {
@@ -299,10 +322,18 @@ async function logout() {
 whenSessionLost(() => showLogin(t("login.session_ended")));
 window.addEventListener("hashchange", () => route());
 document.addEventListener("keydown", (event) => {
-  if (event.key !== "Escape" || state.shell?.menuButton.getAttribute("aria-expanded") !== "true") return;
-  const inMenu = state.shell.sidebar.contains(document.activeElement);
-  setMenu(false);
-  if (inMenu) state.shell.menuButton.focus(); // not lost to <body> with the menu it was in
+  if (!menuOpen()) return;
+  if (event.key === "Escape") {
+    setMenu(false);
+    state.shell.menuButton.focus(); // not lost to <body> with the menu it was in
+    return;
+  }
+  if (event.key !== "Tab") return;
+  // Focus goes round the open menu and its button; the page behind is inert.
+  const stops = menuStops();
+  const at = stops.indexOf(document.activeElement);
+  const next = event.shiftKey ? (at <= 0 ? stops.at(-1) : null) : (at === stops.length - 1 || at < 0 ? stops[0] : null);
+  if (next) { event.preventDefault(); next.focus(); }
 });
 
 async function start() {
@@ -321,7 +352,8 @@ async function start() {
   // what this browser last showed (the member's language, after a restart too), else the
   // browser's, else the instance's: never a language the reader did not ask for when
   // the instance has theirs.
-  if (setup.data.needs_setup) return renderSetup(root, () => enterShell());
+  if (setup.data.needs_setup && setup.data.setup_allowed === false) return renderSetupRefused(root);
+  if (setup.data.needs_setup) return renderSetup(root, () => enterShell(null, { focus: true }));
   const offered = availableLocales();
   const wanted = (offered.includes(shown) && shown) || browserLocale(null) || setup.data.locale;
   if (wanted && wanted !== currentLocale()) await loadLocale(wanted);

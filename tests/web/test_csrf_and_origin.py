@@ -283,6 +283,18 @@ async def test_setup_refuses_a_stranger_s_domain_pointed_at_the_server(skald):
     assert response.status_code == 201, response.text
 
 
+async def test_the_setup_status_says_whether_this_host_name_may_set_up(skald):
+    """The page opened by a refused name shows the refusal at once, not a form that
+    cannot succeed: the status answers with the check the setup itself makes."""
+    host = await skald.start()
+    client = host.client()
+    port = host.url.rsplit(":", 1)[1]
+    refused = (await client.get("/api/setup", headers={"Host": f"evil.example:{port}"})).json()
+    assert refused["needs_setup"] is True and refused["setup_allowed"] is False
+    assert (await client.get("/api/setup")).json()["setup_allowed"] is True
+    assert (await client.get("/api/setup", headers={"Host": f"skald.local:{port}"})).json()["setup_allowed"] is True
+
+
 #: The GET routes, each reviewed as not changing state. A new GET route fails
 #: ``test_no_view_serves_get_and_a_write`` until it is checked and added here.
 READ_ONLY_GET_ROUTES = {

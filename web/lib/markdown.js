@@ -59,12 +59,16 @@ const mathInline = {
   level: "inline",
   start: (src) => src.match(/\$|\\\(/)?.index,
   tokenizer(src) {
+    // $$…$$ inside a line is display math too: else the rule below took "$\int…$" out
+    // of it and left a "$" on each side.
+    const display = /^\$\$(?!\$)((?:\\.|[^\\$])+?)\$\$(?!\$)/.exec(src);
+    if (display && display[1].trim()) return { type: "mathInline", raw: display[0], tex: display[1].trim(), display: true };
     // $x$ but not "$5 and $6": no space inside the dollars, no digit right after the closing one.
     const match = /^\$(?!\s)((?:\\.|[^\\\n$])+?)(?<!\s)\$(?!\d)/.exec(src) || /^\\\(((?:\\.|[^\\\n])+?)\\\)/.exec(src);
     if (match) return { type: "mathInline", raw: match[0], tex: match[1] };
     return undefined;
   },
-  renderer: (token) => `<span class="md-math" data-tex="${escape(token.tex)}">${escape(token.tex)}</span>`,
+  renderer: (token) => `<span class="md-math${token.display ? " display" : ""}" data-tex="${escape(token.tex)}">${escape(token.tex)}</span>`,
 };
 
 // -- marked, with the renderers that keep the rules above -----------------------------

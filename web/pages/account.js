@@ -2,7 +2,7 @@
 import { api } from "../lib/api.js";
 import { el, present } from "../lib/dom.js";
 import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
-import { busy, errorText, field, pageHeader, section, statusLine } from "../lib/ui.js";
+import { busy, clearFieldErrors, errorText, field, markField, pageHeader, section, statusLine } from "../lib/ui.js";
 
 function languageSection(ctx) {
   const member = ctx.member;
@@ -118,13 +118,14 @@ function passwordSection(member) {
     el("div", { class: "actions" }, submit), status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     if (!current.value || !fresh.value) { status.error(t("account.password_missing")); return; }
     if (fresh.value !== repeat.value) { status.error(t("setup.mismatch")); return; }
     busy(submit, async () => {
       const response = await api("POST", "/api/auth/password", { current_password: current.value, new_password: fresh.value });
       if (response.ok) { form.reset(); status.ok(t("account.password_changed")); }
-      else if (response.status === 403) status.error(t("account.password_wrong"));
+      // Marked on the field that is wrong, which takes the focus: not left on "Repeat".
+      else if (response.status === 403) markField(form, status, "current_password", t("account.password_wrong"));
       else status.error(errorText(response));
     });
   });

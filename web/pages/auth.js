@@ -96,6 +96,16 @@ export function renderSetup(root, onDone, kept = null) {
   root.querySelector("input")?.focus();
 }
 
+/** First run, opened by a name the server refuses setup through (GET /api/setup's
+ * `setup_allowed`): the refusal at once, not a form that cannot succeed. */
+export function renderSetupRefused(root) {
+  root.replaceChildren(el("main", { class: "auth-screen" },
+    el("div", { class: "card auth-card" },
+      el("p", { class: "brand-mark", text: t("app.name") }),
+      el("h1", { text: t("setup.title") }),
+      el("p", { class: "notice error", "data-testid": "setup-refused", text: t("error.setup_host_refused") }))));
+}
+
 /** Sign in; `message` explains why we are here (e.g. the session ended). */
 export function renderLogin(root, onDone, message = "") {
   root.replaceChildren(authCard("login.title", null, [

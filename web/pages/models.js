@@ -125,6 +125,7 @@ function providerCard(provider, ctx, own) {
   const closeEdit = () => { body.replaceChildren(...view); edit.focus(); };
   const edit = button(t("models.edit"), {
     kind: "quiet small",
+    attrs: { "aria-label": `${t("models.edit")}: ${provider.name}` },
     onClick: () => { body.replaceChildren(providerEditForm(provider, ctx, closeEdit)); body.querySelector("input[name=name]")?.focus(); },
   });
   const remove = button(t("models.delete"), {

@@ -40,10 +40,16 @@ def setup_host_trusted(host_header: str, public_url: str | None) -> bool:
     return bool(public_url) and name == (urlsplit(public_url).hostname or "").lower()
 
 
+def _host_trusted() -> bool:
+    """setup_host_trusted for this request: one check for the status and the setup itself."""
+    return setup_host_trusted(request.headers.get("Host", ""), current_app.config["SKALD_SETTINGS"].server.public_url)
+
+
 @bp.get("/api/setup")
 @returns(obj({
     "needs_setup": BOOL, "locales": array(TEXT), "signed_in": BOOL,
     "locale": text(description="the instance's language, which the sign-in page speaks ('en' before setup)"),
+    "setup_allowed": {**BOOL, "description": "false: POST /api/setup refuses this request's host name (see setup_host_trusted)"},
 }))
 @public
 async def setup_status() -> dict:
@@ -51,10 +57,13 @@ async def setup_status() -> dict:
     carries a live session) the app, so a visitor's page never asks /api/auth/session
     for a 401 the browser reports as an error. ``locale``: the sign-in page is in the
     instance's language, as everything after it is for a member on the default; in the
-    browser's, a German household met an English form after every restart."""
+    browser's, a German household met an English form after every restart.
+    ``setup_allowed``: the page opened by a refused name says so at once, not after a
+    form that cannot succeed has been filled in."""
     core = current_app.config["SKALD_CORE"]
     return {
         "needs_setup": await needs_setup(core.users),
+        "setup_allowed": _host_trusted(),
         "locales": core.strings.locales,
         "locale": await core.default_locale(),
         "signed_in": await authenticate(request) is not None,
@@ -69,7 +78,7 @@ async def setup_status() -> dict:
 @public
 async def run_setup():
     core = current_app.config["SKALD_CORE"]
-    if not setup_host_trusted(request.headers.get("Host", ""), current_app.config["SKALD_SETTINGS"].server.public_url):
+    if not _host_trusted():
         raise ApiError(
             403, "first-run setup is served only at this server's IP address, localhost, a local name or server.public_url;"
             " open it by one of those", code="setup_host_refused",
