@@ -277,9 +277,9 @@ async function relocalize(locale) {
 
 // -- session ------------------------------------------------------------------------
 
-/** The shell for a signed-in member. ``focus``: the member came from the sign-in or setup
- * form, which the shell replaces: the page takes the focus, as on navigation, not <body>. */
-async function enterShell(known = null, { focus = false } = {}) {
+/** The shell for a signed-in member. Focus is left at the document's start, as after a
+ * page load: the first Tab reaches the skip link, then the menu. */
+async function enterShell(known = null) {
   const response = known || await api("GET", "/api/auth/session");
   if (!response.ok) return showLogin();
   state.session = response.data;
@@ -297,7 +297,7 @@ async function enterShell(known = null, { focus = false } = {}) {
   // (the toast above) and messages queued in an earlier session need no visit to Chat.
   if (state.chat) socket.connect(response.data.member.id);
   buildShell();
-  await route({ focus });
+  await route({ focus: false });
 }
 
 function showLogin(message = "", { forget = false } = {}) {
@@ -306,7 +306,7 @@ function showLogin(message = "", { forget = false } = {}) {
   state.shell = null;
   state.pages = [];
   document.title = t("app.name");
-  renderLogin(root, () => enterShell(null, { focus: true }), message);
+  renderLogin(root, () => enterShell(), message);
 }
 
 async function logout() {
@@ -353,7 +353,7 @@ async function start() {
   // browser's, else the instance's: never a language the reader did not ask for when
   // the instance has theirs.
   if (setup.data.needs_setup && setup.data.setup_allowed === false) return renderSetupRefused(root);
-  if (setup.data.needs_setup) return renderSetup(root, () => enterShell(null, { focus: true }));
+  if (setup.data.needs_setup) return renderSetup(root, () => enterShell());
   const offered = availableLocales();
   const wanted = (offered.includes(shown) && shown) || browserLocale(null) || setup.data.locale;
   if (wanted && wanted !== currentLocale()) await loadLocale(wanted);

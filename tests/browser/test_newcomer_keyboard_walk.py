@@ -77,7 +77,9 @@ async def test_display_math_inside_a_line_has_no_stray_dollars_and_prices_stay_t
     assert (await page.evaluate(render, "$$\na^2\n$$"))[0] == ["a^2", True]  # a block still
 
 
-async def test_focus_goes_to_the_page_after_setup_and_after_sign_in(skald, browser_pages):
+async def test_the_skip_link_is_the_first_stop_after_setup_and_after_sign_in(skald, browser_pages):
+    """The form the shell replaces took the focus with it: the shell starts as a loaded
+    page does, its first Tab stop the skip link (not a control halfway down)."""
     host = await skald.start()
     page = await browser_pages.new(host.url)
     await page.goto("/")
@@ -86,14 +88,16 @@ async def test_focus_goes_to_the_page_after_setup_and_after_sign_in(skald, brows
     await page.get_by_label("Repeat password").fill(ADMIN_PASSWORD)
     await page.get_by_role("button", name="Create administrator").click()
     await expect(page.locator("#sidebar")).to_be_attached()
-    await expect(page.locator("#content")).to_be_focused()
+    await page.keyboard.press("Tab")
+    await expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
 
     await page.get_by_role("button", name="Sign out").click()
     await page.get_by_label("User name").fill("ada")
     await page.get_by_label("Password", exact=True).fill(ADMIN_PASSWORD)
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.locator("#sidebar")).to_be_attached()
-    await expect(page.locator("#content")).to_be_focused()
+    await page.keyboard.press("Tab")
+    await expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
 
 
 async def test_a_wrong_current_password_takes_the_focus_to_that_field(skald, browser_pages):
