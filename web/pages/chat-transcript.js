@@ -35,8 +35,11 @@ function toolStatusLabel(status) {
   }
 }
 
+const approvedDecision = (decision) => decision === "approved" || decision === "approve" || decision === "used";
+
 function decisionLabel(decision) {
-  if (decision === "approved" || decision === "approve" || decision === "used") return t("chat.approval_approved");
+  if (decision === "withdrawn") return t("chat.approval_withdrawn");
+  if (approvedDecision(decision)) return t("chat.approval_approved");
   if (decision === "denied" || decision === "deny") return t("chat.approval_denied");
   return t("chat.approval_expired");
 }
@@ -259,6 +262,7 @@ export class Transcript {
       const whole = seen && seen.content.length >= (message.content || "").length ? { ...message, ...seen } : message;
       this.list.append(this.messageNode(whole, live, this.running && index > turnStart));
     });
+    for (const message of messages) if (message.role === "note") this.placeFallback(message.id, message.reason);
     for (const [id, versions] of branches) {
       const meta = this.messages.get(Number(id))?.node.querySelector(".msg-meta");
       if (meta) { meta.append(this.versionSwitch(versions)); meta.hidden = false; }
@@ -300,9 +304,6 @@ export class Transcript {
   }
 
   setRunning(running) {
-    if (running !== this.running) {
-      this.announcer.textContent = t(running ? "chat.working" : "chat.turn_ended");
-    }
     this.running = running;
     if (!running && this.stream) this.finishStream({ status: this.stream.status || "interrupted" });
     if (!running) this.settleRounds();
@@ -370,6 +371,22 @@ export class Transcript {
     const show = this.running && !this.stream && !busyTool && !waiting;
     if (!show) this.activity.remove();
     else if (this.list.lastElementChild !== this.activity) this.list.append(this.activity);
+    this.announce(waiting);
+  }
+
+  /** The status line, from the state on screen rather than from the events that led
+   * there, so a reload says what the live page said: a turn that waits for the member
+   * says so, and one whose answer failed is not "done". Said again only when it changes. */
+  announce(waiting) {
+    let key = "";
+    if (this.running) key = waiting ? "chat.waiting_for_approval" : "chat.working";
+    else {
+      const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.matches(".note.info")).pop();
+      // The member's own message last: its answer has not begun, nothing is done yet.
+      if (last && !last.matches(".user")) key = last.matches(".note.error") || last.dataset.status === "error" ? "chat.turn_failed" : "chat.turn_ended";
+    }
+    const text = key ? t(key) : "";
+    if (this.announcer.textContent !== text) this.announcer.textContent = text;
   }
 
   // -- messages ---------------------------------------------------------------------------
@@ -439,7 +456,14 @@ export class Transcript {
       save.disabled = false;
       if (!outcome.ok) { status.textContent = outcome.error; input.focus(); }  // the text to change, not <body>
     });
-    input.addEventListener("keydown", (event) => { if (event.key === "Escape") { event.stopPropagation(); close(); } });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") { event.stopPropagation(); close(); return; }
+      // As in the composer, whose hint the member has read: Enter sends, Shift+Enter a new line.
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
+        event.preventDefault();
+        if (!save.disabled) form.requestSubmit();
+      }
+    });
     bubbleBody.replaceWith(form);
     meta.hidden = true;
     input.focus();
@@ -709,6 +733,23 @@ export class Transcript {
     this.placeActivity();
   }
 
+  /** `model_fallback`: its note, stored before it was announced (`note_id`), worded
+   * as history words it, where a reload draws it: before the answer it is about. */
+  fallback(data) {
+    const text = errorString(data.code, data.values, { admin: this.handlers.admin !== false }) || t("chat.fallback", { failed: data.failed, next: data.next });
+    this.note(text, "info", data.note_id ?? null);
+    if (data.note_id != null) this.placeFallback(data.note_id, { code: data.code, values: data.values });
+  }
+
+  /** A fallback's note is written after the answer's row (the row exists before its
+   * model is asked), yet it happened before that answer: it goes before it. */
+  placeFallback(noteId, reason) {
+    if (reason?.code !== "model_fallback") return;
+    const note = this.messages.get(Number(noteId))?.node;
+    const answer = this.messages.get(Number(reason.values?.message_id))?.node;
+    if (note && answer?.parentNode === this.list) answer.before(note);
+  }
+
   /** `answer_cancelled`: the answer a Stop cut, with the model that wrote it (the
    * turn's `cancelled` that follows names none). */
   answerCancelled(data) {
@@ -728,7 +769,7 @@ export class Transcript {
       this.note(text, "error");
       return;
     }
-    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: "error" });
+    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: "error", model: data.model });
   }
 
   // -- tool calls -------------------------------------------------------------------------------
@@ -772,7 +813,9 @@ export class Transcript {
         // A call stopped or cut while its card waited was never approved: the card says
         // it is no longer waiting, not "Approved".
         const outcome = status === "denied" ? "denied" : ["cancelled", "interrupted", "expired"].includes(status) ? "expired" : "approved";
-        if (panel.callId === data.call_id && panel.pending) panel.resolve(outcome);
+        if (panel.callId !== data.call_id) continue;
+        if (panel.pending) panel.resolve(outcome);
+        else if (status === "denied") panel.resolve(panel.decision);  // approved, then refused as it started: the card says why
       }
     }
     this.follow();
@@ -952,15 +995,20 @@ export class Transcript {
       actions, status);
     const panel = {
       node, callId, pending: true,
-      resolve: (decision) => {
+      resolve: (decided) => {
+        // Approved, yet the call was denied: the host asks again as a call starts, and the
+        // member's access had gone meanwhile. "Approved." beside "Denied" said neither why
+        // nor that nothing ran.
+        const decision = approvedDecision(decided) && this.toolCards.get(callId)?.status === "denied" ? "withdrawn" : decided;
         panel.pending = false;
+        panel.decision = decision;
         const hadFocus = node.contains(document.activeElement);  // settled elsewhere (another tab, a stop)
         node.classList.add("resolved");
         actions.remove();
         question.remove();
         node.querySelector(".tool-args")?.remove();
         status.textContent = decisionLabel(decision);
-        status.className = `approval-status ${decision === "deny" || decision === "denied" ? "denied" : decision === "expired" ? "expired" : "approved"}`;
+        status.className = `approval-status ${["deny", "denied", "withdrawn"].includes(decision) ? "denied" : decision === "expired" ? "expired" : "approved"}`;
         if (hadFocus) { status.tabIndex = -1; status.focus({ preventScroll: true }); }  // never lost to <body>
         this.placeActivity();
       },

@@ -136,6 +136,29 @@ function shortDate(value) {
 
 // -- the composer ----------------------------------------------------------------------------------
 
+// What the member typed and has not sent, per conversation: kept in this tab's
+// sessionStorage, so a session that ends (a restart, an expiry) and the sign-in after it
+// lose nothing; never in localStorage, which outlives the tab on a shared computer.
+// Gone when it is sent, and at sign-out (forgetDrafts).
+const DRAFT_PREFIX = "skald.draft.";
+const draftKey = (view) => `${DRAFT_PREFIX}${view.ctx.member.id}.${view.conversationId || ""}`;
+
+function keepDraft(key, value) {
+  try {
+    if (value) sessionStorage.setItem(key, value); else sessionStorage.removeItem(key);
+  } catch { /* storage full or off: the draft stays on this page only */ }
+}
+
+function draftOf(key) {
+  try { return sessionStorage.getItem(key) || ""; } catch { return ""; }
+}
+
+function forgetDrafts() {
+  try {
+    for (const key of Object.keys(sessionStorage)) if (key.startsWith(DRAFT_PREFIX)) sessionStorage.removeItem(key);
+  } catch { /* storage off: nothing was kept */ }
+}
+
 // A chosen image shows as a thumbnail before it is sent. It is not uploaded yet, so it is
 // read as a data: URL (the CSP's img-src allows 'self' and data:, not blob:); a large
 // one stays a chip rather than be held in memory twice.
@@ -169,6 +192,7 @@ function composer(view) {
     class: "composer-input", rows: "1", maxlength: String(MAX_MESSAGE_CHARS), "aria-label": t("chat.message"),
     placeholder: t("chat.placeholder"), enterkeyhint: "send",
   });
+  text.value = draftOf(draftKey(view));
   const send = el("button", { class: "btn primary send", type: "submit", "aria-label": t("chat.send"), title: t("chat.send") },
     el("span", { class: "send-icon", "aria-hidden": "true" }), el("span", { class: "send-text", text: t("chat.send") }));
   let stopPressed = false; // Stop hides itself when the turn ends: focus goes to the message box, not <body>
@@ -216,7 +240,7 @@ function composer(view) {
     add(event.dataTransfer.files);
   });
   const sync = () => { send.disabled = !text.value.trim() && !files.length; };
-  text.addEventListener("input", sync);
+  text.addEventListener("input", () => { sync(); keepDraft(draftKey(view), text.value); });
   text.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
       event.preventDefault();
@@ -228,12 +252,13 @@ function composer(view) {
     event.preventDefault();
     const value = text.value;
     if ((!value.trim() && !files.length) || sending) return;
+    const draft = draftKey(view); // the start page's, even once the conversation it starts is open
     status.clear();
     sending = true;
     try {
       const chosen = files.splice(0);
       if (await view.send(value.trim() ? value : t("chat.attached_only"), chosen)) {
-        if (text.value === value) text.value = "";
+        if (text.value === value) { text.value = ""; keepDraft(draft, ""); }
       } else {
         files.unshift(...chosen);
         text.focus();
@@ -479,7 +504,7 @@ class ChatView {
     // conversation instead of going to the one being left.
     this.conversation = null;
     this.conversationId = null;
-    this.composer.text.value = "";
+    this.composer.text.value = draftOf(draftKey(this)); // the fresh composer's own draft, if one was begun there
     this.composer.text.dispatchEvent(new Event("input"));
     focusComposer = true;
     this.ctx.navigate("#chat");
@@ -742,7 +767,7 @@ class ChatView {
         break;
       case "model_fallback":
         tx.dropStream(data.message_id);
-        tx.note(t("chat.fallback", { failed: data.failed, next: data.next }), "info");
+        tx.fallback(data);
         break;
       case "error":
         tx.failed(data, errorString(data.code, data.values, { admin: this.ctx.member.is_admin === true }) || data.error || t("chat.turn_failed"));
@@ -826,10 +851,11 @@ export async function renderChat(ctx) {
   return current.root;
 }
 
-/** The shell signs out: close the socket (and forget unsent messages on purpose). */
+/** The shell signs out: close the socket (and forget unsent messages and drafts on purpose). */
 export function endChat({ forget = false } = {}) {
   current?.dispose();
   current = null;
   socket.stop({ forget });
+  if (forget) forgetDrafts();
 }
 

@@ -634,19 +634,30 @@ class Kernel:
                         nxt = candidates[index + 1]
                         partial["content"] = partial["reasoning"] = ""
                         # A second request for the same round, to another model: shown to
-                        # the member (model_fallback) and logged, never silent.
-                        log.warning("member %s: model %s failed (HTTP %s); the request goes to %s",
-                                    self.runtime.member_id, choice.model, exc.status, nxt.model)
+                        # the member and logged, never silent. The note is history, written
+                        # before it is announced, so a reload shows what the live page did
+                        # (it names the answer it goes before: that row was written first).
+                        log.warning("member %s: model %s failed (%s); the request goes to %s",
+                                    self.runtime.member_id, choice.model, _failure(exc), nxt.model)
+                        values = {"failed": choice.label, "next": nxt.label, "message_id": message_id}
+                        note_id = await self.store.add_note(
+                            frame, f"{choice.label} did not answer; trying {nxt.label}.", reason=reason_json("model_fallback", values),
+                        )
                         self.emit(frame, "model_fallback", message_id=message_id, failed=choice.label, next=nxt.label,
-                                  status=exc.status, reason=str(exc))
+                                  status=exc.status, reason=str(exc), note_id=note_id, code="model_fallback", values=values)
                         continue
+                    # The last model tried failed too (or may not be retried): the answer
+                    # fails, said in the log as every fallback before it was.
+                    log.warning("member %s: model %s failed (%s); %s", self.runtime.member_id, choice.model, _failure(exc),
+                                "no other model is left to try: the answer failed" if exc.retriable else "not retried: the answer failed")
                     text = f"The model could not answer ({exc})."
                     reason = reason_json(exc.code, exc.values)
                     await self.store.finish_assistant(
                         message_id, content=text, reasoning="", model=choice.model, status="error",
                         also=lambda conn, _ids: conn.execute("UPDATE messages SET reason = ? WHERE id = ?", (reason, message_id)),
                     )
-                    self.emit(frame, "error", message_id=message_id, error=text, code=exc.code, values=exc.values)
+                    # With its model, as ``done`` is: "Failed <model>" live as after a reload.
+                    self.emit(frame, "error", message_id=message_id, error=text, code=exc.code, values=exc.values, model=choice.model)
                     return None, message_id, None
                 await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False)
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
@@ -1207,6 +1218,15 @@ class Kernel:
         if status == "expired":
             return "denied", "the approval request expired."
         return "denied", "the approval does not match this call."
+
+
+def _failure(exc: ModelError) -> str:
+    """A model's failure as the log says it: its HTTP status when it answered, else what
+    happened (a refused connection has no status; "HTTP None" said nothing)."""
+    if exc.status is not None:
+        return f"HTTP {exc.status}"
+    return "could not be reached" if exc.code == "model_unreachable" else exc.code
+
 
 def _collect(statements: Callable[[Any], object], into: list[object]) -> Callable[[Any, list[str]], None]:
     def run(conn: Any, ids: list[str]) -> None:

@@ -1,0 +1,148 @@
+"""What the chat says live is what it says after a reload: an approval whose access was
+withdrawn, a model fallback and the failed answer after it, the status line; and the
+composer's habits: Enter sends an edit, a draft outlives the session in its tab."""
+
+from __future__ import annotations
+
+import socket
+
+from playwright.async_api import expect
+
+from skald_host.testing import Reply, ScriptedError, ScriptedModelServer, ToolCall
+from skald_host.testing.host import MEMBER_PASSWORD
+
+from .kit import sign_in
+from .test_chat import MODEL, NotesPlugin, configure_model, send
+
+STATUS_LINE = ".conv-main > p.visually-hidden[role='status']"
+
+
+async def test_an_approval_whose_access_was_withdrawn_says_why_live_and_after_a_reload(skald, browser_pages):
+    notes = NotesPlugin()
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[notes], enable=["notes"])
+        admin = await host.admin()
+        await configure_model(admin, server)
+        await host.create_member("dora")
+        server.script(MODEL, [Reply(tool_calls=[ToolCall("write_note", {"path": "notes/a.txt", "text": "a"})]), Reply(text="It did not run.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "dora", MEMBER_PASSWORD)
+        await send(page, "Write a note")
+        approval = page.get_by_role("group", name="Approval for write_note")
+        await expect(approval).to_be_visible()
+        # Waiting for the member is said, live and after a reload alike.
+        await expect(page.locator(STATUS_LINE)).to_have_text("The assistant waits for your approval.")
+        await page.reload()
+        await expect(page.locator(STATUS_LINE)).to_have_text("The assistant waits for your approval.")
+
+        assert (await admin.put("/api/admin/plugins/notes/enabled", json={"enabled": False})).status_code == 200
+        await page.get_by_role("group", name="Approval for write_note").get_by_role("button", name="Approve").click()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("It did not run.")
+        said = "Approved, but your access to this tool was withdrawn: it did not run."
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+                await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("It did not run.")
+            card = page.locator(".tool-card", has=page.locator("code.tool-name", has_text="write_note"))
+            await expect(card.locator(".badge")).to_have_text("Denied")
+            await expect(card.locator(".approval-status")).to_have_text(said)
+            await expect(card.locator(".approval-status")).to_have_class("approval-status denied")
+        assert notes.calls == []
+
+
+async def test_a_fallback_and_the_failed_answer_after_it_read_the_same_after_a_reload(skald, browser_pages):
+    with socket.socket() as probe:  # a port nothing listens on: that model cannot be reached
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with ScriptedModelServer(models=("backup",)) as server:
+        host = await skald.start()
+        api = await host.admin()
+        gone = (await api.post("/api/admin/models/providers", json={"name": "Gone", "base_url": f"http://127.0.0.1:{port}/v1"})).json()
+        scripted = (await api.post("/api/admin/models/providers", json={"name": "Scripted", "base_url": server.base_url})).json()
+        for provider, name, label, priority in ((gone, "gone", "Gone model", 1), (scripted, "backup", "Backup", 2)):
+            body = {"provider_id": provider["id"], "model": name, "label": label, "priority": priority}
+            assert (await api.post("/api/admin/models/entries", json=body)).status_code == 201
+        await host.create_member("erin")
+        server.script("backup", [ScriptedError(500)])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "erin", MEMBER_PASSWORD)
+        await send(page, "Who answers?")
+        failed = page.locator(".msg.assistant").last
+        await expect(failed).to_have_attribute("data-status", "error")
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+                await expect(failed).to_have_attribute("data-status", "error")
+            # The note, then the answer it led to; the answer names the model that failed.
+            await expect(page.locator(".msg:not(.user)")).to_have_count(2)
+            await expect(page.locator(".msg:not(.user)").first).to_have_text("Gone model did not answer; trying Backup.")
+            await expect(failed.locator(".msg-meta .badge")).to_have_text("Failed")
+            await expect(failed.locator(".msg-meta .model")).to_have_text("Backup")
+            await expect(page.locator(STATUS_LINE)).to_have_text("The answer failed.")
+
+
+async def test_enter_sends_an_edited_message_and_shift_enter_starts_a_new_line(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("finn")
+        server.script(MODEL, [Reply(text="First answer."), Reply(text="Edited answer.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "finn", MEMBER_PASSWORD)
+        await send(page, "Hello")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First answer.")
+        await expect(page.locator(STATUS_LINE)).to_have_text("The assistant is done.")
+
+        mine = page.locator(".msg.user")
+        await mine.get_by_role("button", name="Edit").click()
+        box = page.get_by_role("textbox", name="Edit your message")
+        await box.press("Escape")  # still cancels
+        await expect(box).to_have_count(0)
+        await mine.get_by_role("button", name="Edit").click()
+        await box.fill("Hello")
+        await box.press("Shift+Enter")
+        await box.type("again")
+        await expect(box).to_have_value("Hello\nagain")
+        await box.press("Enter")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Edited answer.")
+        await expect(page.locator(".msg.user .bubble")).to_have_text("Hello\nagain")
+        assert server.requests_for(MODEL)[-1].messages[-1]["content"] == "Hello\nagain"
+
+
+async def test_an_unsent_draft_survives_the_session_in_this_tab_and_goes_when_sent_or_at_sign_out(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        await host.create_member("gina")
+        server.script(MODEL, [Reply(text="Noted.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "gina", MEMBER_PASSWORD)
+        await send(page, "Start")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Noted.")
+        composer = page.get_by_role("textbox", name="Message")
+        await composer.fill("half a thought")
+
+        # The session ends (as when the server restarts); signing in again on this page.
+        gina = await host.core.users.find("gina")
+        assert (await admin.post(f"/api/admin/members/{gina.id}/end-sessions")).status_code == 200
+        await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+        await page.get_by_label("User name").fill("gina")
+        await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(composer).to_have_value("half a thought")
+        assert await page.evaluate("Object.keys(localStorage).filter((k) => k.includes('draft')).length") == 0
+
+        # Sent: gone from the tab's storage; typed again, then signed out: gone too.
+        server.script(MODEL, [Reply(text="Got it.")])
+        await composer.press("Enter")
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Got it.")
+        await page.reload()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Got it.")
+        await expect(composer).to_have_value("")
+        await composer.fill("a secret")
+        await page.reload()
+        await expect(composer).to_have_value("a secret")
+        await page.get_by_role("button", name="Sign out").click()
+        await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+        assert await page.evaluate("Object.keys(sessionStorage).filter((k) => k.includes('draft')).length") == 0

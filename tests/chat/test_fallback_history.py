@@ -1,0 +1,51 @@
+"""A model fallback is history, not only an event: its note is stored (before it is
+announced) and names the answer it led to, the failed answer names the model that
+failed live as stored, and the log says what happened to each model."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+from skald_host.testing import ScriptedError
+
+from .support import MODEL_B, ChatSocket, configure_models, messages, new_conversation, types
+
+
+async def test_a_fallback_from_an_unreachable_model_is_a_stored_note_and_every_failure_is_logged(chat, caplog):
+    caplog.set_level(logging.WARNING, logger="skald_host")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    nowhere = await chat.admin.post("/api/admin/models/providers", json={"name": "nowhere", "base_url": f"http://127.0.0.1:{port}/v1"})
+    assert nowhere.status_code == 201, nowhere.text
+    entry = {"provider_id": nowhere.json()["id"], "model": "gone", "label": "Gone model", "priority": 1}
+    assert (await chat.admin.post("/api/admin/models/entries", json=entry)).status_code == 201
+    await configure_models(chat.admin, chat.server, ())  # the scripted provider, its model tried second:
+    scripted = (await chat.admin.get("/api/admin/models")).json()["providers"][-1]["id"]
+    entry = {"provider_id": scripted, "model": MODEL_B, "priority": 2}
+    assert (await chat.admin.post("/api/admin/models/entries", json=entry)).status_code == 201
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_B, [ScriptedError(500)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Anyone there?")
+        events = await sock.turn(cid)
+
+    fallback = next(e for e in events if e["type"] == "model_fallback")
+    error = next(e for e in events if e["type"] == "error")
+    assert types(events).index("model_fallback") < types(events).index("error")
+    assert error["model"] == MODEL_B  # live as stored: "Failed <model>"
+
+    transcript = await messages(alice, cid)
+    answer = next(m for m in transcript if m["role"] == "assistant")
+    note = next(m for m in transcript if m["role"] == "note")
+    assert (answer["status"], answer["model"]) == ("error", MODEL_B)
+    assert note["id"] == fallback["note_id"]
+    assert note["reason"] == {"code": "model_fallback", "values": {"failed": "Gone model", "next": MODEL_B, "message_id": answer["id"]}}
+    assert note["content"] == f"Gone model did not answer; trying {MODEL_B}."
+
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"model gone failed (could not be reached); the request goes to {MODEL_B}" in line for line in said), said
+    assert any(f"model {MODEL_B} failed (HTTP 500); no other model is left to try" in line for line in said), said
+    assert not any("HTTP None" in line for line in said)
