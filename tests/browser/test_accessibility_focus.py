@@ -33,21 +33,6 @@ async def test_adding_on_an_admin_page_keeps_focus_in_the_page(skald, browser_pa
     assert await page.evaluate(FOCUSED_IN_PAGE), await page.evaluate("document.activeElement.outerHTML.slice(0, 200)")
 
 
-async def test_escape_closes_the_phone_menu_and_gives_focus_back_to_its_button(skald, browser_pages):
-    host = await skald.start()
-    await host.create_member("erin")
-    page = await browser_pages.new(host.url, viewport=PHONE)
-    await sign_in(page, "erin", MEMBER_PASSWORD)
-    menu = page.get_by_role("button", name="Menu")
-    await menu.focus()
-    await menu.press("Enter")
-    await expect(menu).to_have_attribute("aria-expanded", "true")
-    await page.keyboard.press("Tab")
-    await page.keyboard.press("Escape")
-    await expect(menu).to_have_attribute("aria-expanded", "false")
-    await expect(menu).to_be_focused()
-
-
 async def test_a_turn_is_announced_once_and_a_wide_code_block_is_reachable_by_keyboard(skald, browser_pages):
     wide = "x = [" + ", ".join(str(n) for n in range(400)) + "]"
     async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
