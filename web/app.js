@@ -14,7 +14,7 @@ import { renderLogin, renderSetup, renderSetupRefused } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
 import { renderApprovals } from "./pages/approvals.js";
 import { renderAgents } from "./pages/chat-agents.js";
-import { endChat, renderChat } from "./pages/chat.js";
+import { draftsFor, endChat, renderChat } from "./pages/chat.js";
 import { renderMember, renderMembers } from "./pages/members.js";
 import { renderMemory } from "./pages/memory.js";
 import { renderModels } from "./pages/models.js";
@@ -283,6 +283,7 @@ async function enterShell(known = null) {
   const response = known || await api("GET", "/api/auth/session");
   if (!response.ok) return showLogin();
   state.session = response.data;
+  draftsFor(response.data.member.id);
   setCsrfToken(response.data.csrf_token);
   await loadLocale(response.data.locale || response.data.member.locale || browserLocale());
   // The session does not list capabilities; the chat status answers 403 without chat.use.

@@ -146,3 +146,18 @@ async def test_an_unsent_draft_survives_the_session_in_this_tab_and_goes_when_se
         await page.get_by_role("button", name="Sign out").click()
         await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
         assert await page.evaluate("Object.keys(sessionStorage).filter((k) => k.includes('draft')).length") == 0
+
+        # A session that ends on its own keeps the draft, but another member signing in on
+        # this tab does not find it in its storage.
+        await host.create_member("hugo")
+        await sign_in(page, "gina", MEMBER_PASSWORD)
+        await composer.fill("gina's own words")
+        await page.reload()
+        await expect(composer).to_have_value("gina's own words")
+        assert (await admin.post(f"/api/admin/members/{gina.id}/end-sessions")).status_code == 200
+        await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+        await page.get_by_label("User name").fill("hugo")
+        await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(composer).to_have_value("")
+        assert await page.evaluate("Object.values(sessionStorage).filter((v) => v.includes('own words')).length") == 0

@@ -153,10 +153,20 @@ function draftOf(key) {
   try { return sessionStorage.getItem(key) || ""; } catch { return ""; }
 }
 
-function forgetDrafts() {
+/** ``memberId``: keep that member's drafts, drop everyone else's (none: drop all). */
+function forgetDrafts(memberId = null) {
+  const kept = memberId == null ? null : `${DRAFT_PREFIX}${memberId}.`;
   try {
-    for (const key of Object.keys(sessionStorage)) if (key.startsWith(DRAFT_PREFIX)) sessionStorage.removeItem(key);
+    for (const key of Object.keys(sessionStorage)) {
+      if (key.startsWith(DRAFT_PREFIX) && !(kept && key.startsWith(kept))) sessionStorage.removeItem(key);
+    }
   } catch { /* storage off: nothing was kept */ }
+}
+
+/** A member signed in on this tab: drafts another member left here when their session
+ * ended on its own (no sign-out cleared them) are not theirs to find in its storage. */
+export function draftsFor(memberId) {
+  forgetDrafts(memberId);
 }
 
 // A chosen image shows as a thumbnail before it is sent. It is not uploaded yet, so it is
