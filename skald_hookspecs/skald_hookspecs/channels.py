@@ -7,6 +7,9 @@ speak as another source). Outbound, the host calls ``channel.deliver(member_id, 
 for what happens in that member's conversations whose source is this channel, and for
 background notifications when this channel is the member's home source.
 
+Since 1.9: ``stopped`` (the member stopped the turn, from any surface); a channel that
+does not know it may ignore it.
+
 Since 1.3: ``question`` and ``question_resolved`` events (a tool asks the member for
 input, ``TurnApi.ask``); a channel that does not know them may ignore them.
 
@@ -21,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
 ChannelEventKind = Literal[
-    "typing", "partial", "answer", "approval", "approval_resolved", "notification", "error", "question", "question_resolved"
+    "typing", "partial", "answer", "approval", "approval_resolved", "notification", "error", "question", "question_resolved",
+    "stopped",
 ]
 
 #: ``Delivery.lock_reason``/``MemberLocked.lock_reason``: the member logged in since the
@@ -53,6 +57,11 @@ class ChannelEvent:
       them). Answer it with ``HostApi.answer_question``; never store or log the answer.
     - ``question_resolved`` (since 1.3): that question is settled or gone
       (``data["question_id"]``, ``data["status"]``: accept, decline or cancel).
+    - ``stopped`` (since 1.9): the member stopped the turn (on this channel or another
+      surface, e.g. the web); no ``answer`` follows. ``text`` is what the answer had
+      said when it was stopped (empty if it had said nothing), kept in the
+      conversation as a stopped answer: a channel that showed ``partial`` text
+      finishes that message with it, as it would an ``answer``.
     """
 
     kind: ChannelEventKind

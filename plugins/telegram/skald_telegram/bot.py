@@ -140,7 +140,7 @@ class TelegramBot:
         self.username: str | None = None
         self._streams: dict[int, Stream] = {}  # chat -> the answer being streamed there
         self._finals: dict[str, Stream] = {}  # final answer's job id -> the stream it ends
-        self._stopped: dict[int, str | None] = {}  # chat -> the conversation whose turn /stop ended
+        self._stopped: dict[int, str | None] = {}  # chat -> the conversation whose turn was stopped
         self._presses: set[asyncio.Task[None]] = set()  # button presses, off the poller
         self._guard_logs()  # before the Bot exists: its constructor logs its URLs
         self._poller: asyncio.Task[None] | None = None
@@ -350,13 +350,18 @@ class TelegramBot:
                 self._finals[job.id] = stream
         await self.outbox.put(chat_id, job)
 
-    async def _keep_stopped_answer(self, chat_id: int, member_id: str) -> None:
-        """A stopped turn sends no answer, so its streamed message would stay the raw
-        Markdown it streamed as: what was said so far is finished as an answer is."""
+    async def _finish_stopped(self, chat_id: int, member_id: str, event: ChannelEvent) -> None:
+        """A stopped turn (by /stop here or from the web) sends no answer, so its
+        streamed message would stay the raw Markdown it streamed as: what the answer
+        kept is finished as an answer is, and its last partials are ignored."""
+        self._stopped[chat_id] = event.conversation_id
         stream = self._streams.get(chat_id)
-        if stream is not None and stream.text.strip():
-            self._stopped[chat_id] = stream.conversation_id
-            await self.say_markdown(chat_id, member_id, stream.text, stream.conversation_id)
+        streamed = stream.text if stream is not None and stream.conversation_id == event.conversation_id else ""
+        text = event.text if event.text.strip() else streamed
+        if text.strip():
+            await self.say_markdown(chat_id, member_id, text, event.conversation_id)
+        else:
+            self._end_stream(chat_id, event.conversation_id)
 
     def t(self, key: str, locale: str, **values: Any) -> str:
         return self.host.translate(f"telegram.{key}", locale, **values)
@@ -398,9 +403,7 @@ class TelegramBot:
             await self.say(message.chat_id, self.t("new_done", locale), member_id)
             return
         if command == "/stop":
-            stopped = await self.host.stop_turn(member_id)
-            if stopped:
-                await self._keep_stopped_answer(message.chat_id, member_id)
+            stopped = await self.host.stop_turn(member_id)  # its message is finished on ``stopped``
             await self.say(message.chat_id, self.t("stop_done" if stopped else "stop_none", locale), member_id)
             return
         if command == "/tasks":
@@ -622,6 +625,8 @@ class TelegramBot:
                 # After the text, through the same outbox: sealed, paced, kept over a restart.
                 locale = await self.locale_for(member_id)
                 await self.outbox.put(chat_id, Job("voice", member_id, {"text": event.text, "locale": locale}))
+        elif event.kind == "stopped":
+            await self._finish_stopped(chat_id, member_id, event)
         elif event.kind == "error":
             self._end_stream(chat_id, event.conversation_id)
             locale = await self.locale_for(member_id)

@@ -74,6 +74,31 @@ async def test_a_stopped_answer_is_formatted_as_a_finished_one(setup: Setup):
     assert not setup.api.of("sendMessage", ALICE_CHAT)[-1].params.get("parse_mode")  # it streamed into its message
 
 
+async def test_a_turn_stopped_from_the_web_finishes_its_telegram_message(setup: Setup):
+    """The member stops a Telegram conversation's turn in the browser: the host tells
+    the channel (``stopped``, contract 1.9) with what the answer kept, and the message
+    that streamed raw is finished as an answer is, not left half-formatted."""
+    await running(setup)
+    alice = await paired_member(setup)
+    said = "## Plan\n\n**first** step"
+    setup.model.script(MODEL, [Hang(text=said)])
+    setup.api.send(ALICE_CHAT, "Make a plan.")
+    streamed = await setup.api.wait_for(
+        lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.result and str(c.params.get("text")).startswith("## Plan")],
+        what="the streamed message",
+    )
+    message_id = streamed[0].result["message_id"]
+    await setup.api.wait_for(lambda: setup.api.messages[message_id]["text"] == said, what="the whole text, raw while it streams")
+
+    conversation_id = (await alice.get("/api/conversations")).json()["conversations"][0]["id"]
+    stopped = await alice.post(f"/api/conversations/{conversation_id}/stop")
+    assert stopped.status_code == 200 and stopped.json() == {"stopped": True}, stopped.text
+    await setup.api.wait_for(
+        lambda: setup.api.messages[message_id]["text"] == "<b>Plan</b>\n\n<b>first</b> step", what="the stopped answer formatted"
+    )
+    assert not any(str(c.params.get("text")).startswith("<b>Plan") for c in setup.api.of("sendMessage", ALICE_CHAT))  # edited, not sent again
+
+
 async def test_a_denied_tool_call_and_a_failed_turn(setup: Setup):
     await running(setup)
     await paired_member(setup)

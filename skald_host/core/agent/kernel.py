@@ -686,7 +686,9 @@ class Kernel:
                 # Written, then announced with its model as ``done`` is, so the stopped
                 # answer reads "Stopped <model>" live as it does after a reload; the
                 # turn's own ``cancelled`` follows once the whole call tree has stopped.
-                self.emit(frame, "answer_cancelled", message_id=message_id, model=candidates[0].model)
+                # ``content`` is for channels: one that streamed the answer finishes it
+                # with what was kept (the web already holds the text).
+                self.emit(frame, "answer_cancelled", message_id=message_id, model=candidates[0].model, content=partial["content"])
             raise
         finally:
             if saver is not None:

@@ -63,6 +63,8 @@ class ChannelRouter:
         self._scheduled: set[tuple[str, str]] = set()
         # (member, conversation) -> the streaming round's text so far and its flusher.
         self._partials: dict[tuple[str, str], _Partial] = {}
+        # (member, conversation) -> what a stopped answer kept, until the turn's ``cancelled``.
+        self._stopped_text: dict[tuple[str, str], str] = {}
 
     # -- who may use which channel ----------------------------------------------------------
 
@@ -142,7 +144,7 @@ class ChannelRouter:
             return
         source = await self._source(member_id, conversation_id)
         top = not data.get("depth")
-        if source in self.channels and top and kind in ("done", "assistant", "error", "turn_finished", "cancelled"):
+        if source in self.channels and top and kind in ("done", "assistant", "answer_cancelled", "error", "turn_finished", "cancelled"):
             self._drop_partial((member_id, conversation_id))  # the round is over: no late partial
         if source in self.channels:
             await self._on_channel_event(source, member_id, conversation_id, kind, data, top)
@@ -165,8 +167,15 @@ class ChannelRouter:
         if kind == "turn_started":
             await self.deliver(name, member_id, ChannelEvent("typing", conversation_id))
             self._start_typing(name, member_id, conversation_id)
-        elif kind in ("turn_finished", "cancelled"):
+        elif kind == "answer_cancelled" and top:
+            self._stopped_text[(member_id, conversation_id)] = str(data.get("content", ""))
+        elif kind == "cancelled":
             self._stop_typing(member_id, conversation_id)
+            text = self._stopped_text.pop((member_id, conversation_id), "")
+            await self.deliver(name, member_id, ChannelEvent("stopped", conversation_id, text=text))
+        elif kind == "turn_finished":
+            self._stop_typing(member_id, conversation_id)
+            self._stopped_text.pop((member_id, conversation_id), None)
         elif kind == "done" and top:
             self._stop_typing(member_id, conversation_id)
             await self.deliver(name, member_id, ChannelEvent("answer", conversation_id, text=str(data.get("content", ""))))
