@@ -74,6 +74,10 @@ async def test_graceful_restart_keeps_partial_answers_pending_approvals_and_runn
     assert chat.probe.wait_cancelled == 1 and not chat.probe.release.is_set()  # "wait" was not run again
     for transcript in (stream, approved, waited):
         assert_well_formed(transcript)
+    # The request the stop cut is in the request log as interrupted (written before the
+    # server stopped): the one recovery made again is a repeat to see, never a silent one.
+    statuses = await host.core.registry.run(lambda c: [r[0] for r in c.execute("SELECT status FROM llm_requests")])
+    assert statuses.count("interrupted") == 1 and "stopped" not in statuses
 
 
 async def test_a_graceful_stop_during_a_foreground_run_takes_the_run_up_again_after_the_restart(chat, skald):

@@ -9,7 +9,9 @@ import asyncio
 from skald_hookspecs import PluginInfo, Tool, hookimpl
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
-from .support import ALL_MODELS, API_KEY, MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation, types
+from .support import (
+    ALL_MODELS, API_KEY, MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation, types,
+)
 
 
 async def test_stop_during_a_stream_closes_the_model_stream_and_records_the_partial_text_as_cancelled(chat):
@@ -40,6 +42,16 @@ async def test_stop_during_a_stream_closes_the_model_stream_and_records_the_part
         {"role": "user", "content": "Something short, then."},
     ]
     assert (await messages(alice, cid))[-1]["content"] == "A fresh answer."
+
+    # The cut request may be billed all the same: the request log says it was stopped.
+    async def logged() -> list:
+        rows = await chat.host.core.registry.run(
+            lambda c: c.execute("SELECT model, status, http_status, tokens_out FROM llm_requests ORDER BY created_at, rowid").fetchall()
+        )
+        return rows if len(rows) == 2 else []
+
+    rows = [tuple(r) for r in await eventually(logged, what="two request rows")]
+    assert rows[0] == (MODEL_A, "stopped", None, None) and rows[1][:3] == (MODEL_A, "ok", 200)
 
 
 async def test_stop_during_a_running_tool_cancels_it_and_calls_no_model_again(chat):

@@ -618,6 +618,7 @@ class Kernel:
                 if message_id is not None:
                     await self.store.checkpoint(message_id, partial["content"], partial["reasoning"])
 
+        sent: tuple[str, ModelChoice, float] | None = None  # the request under way, for its log row if it is cut
         try:
             for index, choice in enumerate(candidates):
                 # An id for the request log, not a secret: ``uuid4`` reads os.urandom,
@@ -626,9 +627,11 @@ class Kernel:
                 # loop thread's samples with the benchmark's 200 streams).
                 request_id = f"{random.getrandbits(128):032x}"
                 started = time.perf_counter()
+                sent = (request_id, choice, started)
                 try:
                     turn = await self._complete(choice, messages, tools, on_delta, pending if message_id is None else None, images, encoded)
                 except ModelError as exc:
+                    sent = None
                     await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, exc, started)
                     if exc.retriable and index + 1 < len(candidates):
                         nxt = candidates[index + 1]
@@ -659,10 +662,20 @@ class Kernel:
                     # With its model, as ``done`` is: "Failed <model>" live as after a reload.
                     self.emit(frame, "error", message_id=message_id, error=text, code=exc.code, values=exc.values, model=choice.model)
                     return None, message_id, None
+                sent = None
                 await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False)
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
                 return turn, message_id, (request_id, self.runtime.request_body(frame, messages, tools), json.dumps(response))
         except asyncio.CancelledError:
+            if sent is not None:
+                # A request cut by a Stop or by the server stopping may be billed all the
+                # same (and recovery asks again after a stop): it is logged as what
+                # became of it, so a repeat is never a silent one.
+                request_id, choice, started = sent
+                await self.runtime.log_request(
+                    request_id, frame, choice.model, messages, tools, None, None, started,
+                    status="interrupted" if self.interrupted() else "stopped",
+                )
             if message_id is None and pending is not None:
                 pending.start()
                 try:  # the placeholder's write is in flight: it is the row to end

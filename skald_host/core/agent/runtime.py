@@ -1104,18 +1104,21 @@ class MemberRuntime:
         started: float,
         *,
         payload: bool = True,
+        status: str | None = None,
     ) -> None:
         """Metadata to the registry; bodies only to the member's own file. Written in
         the background: nothing the member sees waits for the log (closing the runtime
         does, ``flush_logs``). ``payload`` False: the bodies go with the round's answer
-        (``finish_assistant``)."""
+        (``finish_assistant``). ``status``: a request with neither an answer nor an
+        error, cut short (``stopped``, ``interrupted``)."""
         latency = int((time.perf_counter() - started) * 1000)
 
         async def write() -> None:
             try:
                 await self.chat.request_log.add(
                     (
-                        request_id, self.member_id, model, "error" if error else "ok", error.status if error else 200,
+                        request_id, self.member_id, model, status or ("error" if error else "ok"),
+                        None if status else error.status if error else 200,
                         turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
                         turn.first_token_ms if turn else None,
                     )
