@@ -39,20 +39,28 @@ async def test_help_new_and_stop(setup: Setup):
     await setup.api.wait_for(lambda: "Nothing is running right now." in setup.api.texts(ALICE_CHAT))
 
 
+async def streaming_raw(setup: Setup, asked: str, said: str) -> int:
+    """A turn whose answer says ``said`` and then hangs, streamed into one Telegram
+    message as raw text: that message's id."""
+    setup.model.script(MODEL, [Hang(text=said)])
+    setup.api.send(ALICE_CHAT, asked)
+    first_line = said.splitlines()[0]
+    streamed = await setup.api.wait_for(
+        lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.result and str(c.params.get("text")).startswith(first_line)],
+        what="the streamed message",
+    )
+    message_id = streamed[0].result["message_id"]
+    await setup.api.wait_for(lambda: setup.api.messages[message_id]["text"] == said, what="the whole text, raw while it streams")
+    return message_id
+
+
 async def test_a_stopped_answer_is_formatted_as_a_finished_one(setup: Setup):
     """/stop: the host sends no answer, so the plugin finishes what was said so far;
     a last partial of the stopped turn opens no new message, the next turn streams."""
     await running(setup)
     alice = await paired_member(setup)
     said = "## Section 1\n\n**paragraph 1** is here"
-    setup.model.script(MODEL, [Hang(text=said)])
-    setup.api.send(ALICE_CHAT, "Write a long report.")
-    streamed = await setup.api.wait_for(
-        lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.result and str(c.params.get("text")).startswith("## Section 1")],
-        what="the streamed message",
-    )
-    message_id = streamed[0].result["message_id"]
-    await setup.api.wait_for(lambda: setup.api.messages[message_id]["text"] == said, what="the whole text, raw while it streams")
+    message_id = await streaming_raw(setup, "Write a long report.", said)
     setup.api.send(ALICE_CHAT, "/stop")
     await setup.api.wait_for(lambda: "Stopped." in setup.api.texts(ALICE_CHAT), what="the stop confirmation")
     await setup.api.wait_for(
@@ -80,15 +88,7 @@ async def test_a_turn_stopped_from_the_web_finishes_its_telegram_message(setup: 
     that streamed raw is finished as an answer is, not left half-formatted."""
     await running(setup)
     alice = await paired_member(setup)
-    said = "## Plan\n\n**first** step"
-    setup.model.script(MODEL, [Hang(text=said)])
-    setup.api.send(ALICE_CHAT, "Make a plan.")
-    streamed = await setup.api.wait_for(
-        lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.result and str(c.params.get("text")).startswith("## Plan")],
-        what="the streamed message",
-    )
-    message_id = streamed[0].result["message_id"]
-    await setup.api.wait_for(lambda: setup.api.messages[message_id]["text"] == said, what="the whole text, raw while it streams")
+    message_id = await streaming_raw(setup, "Make a plan.", "## Plan\n\n**first** step")
 
     conversation_id = (await alice.get("/api/conversations")).json()["conversations"][0]["id"]
     stopped = await alice.post(f"/api/conversations/{conversation_id}/stop")
