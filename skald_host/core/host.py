@@ -379,6 +379,7 @@ class Skald:
         self._started[plugin_id] = _Started(api)
         status.started, status.healthy = True, True
         status.error = status.traceback = status.error_key = None  # an earlier startup's failure is over
+        self.wake_system_agents()  # its agents, if it has any, run from now
         return True
 
     async def set_plugin_enabled(self, plugin_id: str, enabled: bool) -> None:
@@ -409,6 +410,13 @@ class Skald:
             await self.start_plugin(plugin_id)
         else:
             await self.stop_plugin(plugin_id, reason="disabled")
+
+    def wake_system_agents(self) -> None:
+        """Something an agent's schedule reads changed (its plugin started or stopped,
+        a setting or an interval was saved): the scheduler looks again now, not at the
+        end of a sleep that may be 15 minutes long."""
+        if self._system_agents is not None:
+            self._system_agents.wake.set()
 
     def start_system_agents(self) -> None:
         """The scheduler's loop, once the plugins have started (their agents run only
@@ -518,6 +526,7 @@ class Skald:
             what = "did not finish in time" if isinstance(exc, TimeoutError) else f"raised {type(exc).__name__}"
             failed = f"shutdown {what} (error id {self._hook_failed(plugin_id, 'shutdown', exc)}); what it started may still run"
         await started.host_api.close()
+        self.wake_system_agents()
         status = self.plugins.status(plugin_id)
         if status:
             status.started = False

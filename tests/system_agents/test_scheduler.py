@@ -242,6 +242,26 @@ async def test_the_loop_runs_passes_on_its_own(skald):
     assert [r["status"] for r in await runs_in_file(host.core, alice_id)] == ["done"]
 
 
+async def test_enabling_the_plugin_wakes_a_scheduler_that_found_nothing_to_run(skald):
+    """With no agent enabled the loop sleeps 15 minutes; enabling the agent's plugin
+    from the catalog must not wait for the end of that sleep (a probe waited 5 minutes
+    for a 1-minute agent's first run)."""
+    plugin = CountingAgents(unit="minutes", interval=1)
+    host = await skald.start(plugins=[plugin])  # the loop on, the plugin off
+    alice_id = (await host.member("alice")).member["id"]
+    for _ in range(40):  # the loop's first pass, which finds nothing and goes to sleep
+        await asyncio.sleep(0.05)
+    assert plugin.runs == [] and await host.core.system_agents.registry.base_tick() == MAX_TICK_SECONDS
+    admin = await host.admin()
+    enabled = await admin.put("/api/admin/plugins/counting/enabled", json={"enabled": True})
+    assert enabled.status_code == 200, enabled.text
+    for _ in range(200):
+        if (alice_id, None) in plugin.runs:
+            break
+        await asyncio.sleep(0.05)
+    assert (alice_id, None) in plugin.runs
+
+
 class Translating(CountingAgents):
     """Counts, and says its own ``digest`` string as the pass read it, short and whole."""
 

@@ -441,6 +441,7 @@ class InstanceSettings:
                 (f"set:{set_id}", self._core.sealed("config", "value", f"set:{set_id}", json.dumps(fresh))),
             )
         )
+        self._core.wake_system_agents()  # an agent's set: turned on, or a shorter interval
         return masked(config_set.fields, fresh)
 
 

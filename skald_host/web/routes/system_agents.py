@@ -203,5 +203,5 @@ async def put_interval(member_id: str) -> dict:
     interval = field(data, "interval", int, required=False)
     seconds = None if interval is None else max(60, interval * entry.unit_seconds)
     await core.registry.transaction(lambda c: store.set_member_interval(c, entry.id, member_id, seconds))
-    core.system_agents.wake.set()  # a shorter interval may bring the next wake-up forward
+    core.wake_system_agents()  # a shorter interval may bring the next wake-up forward
     return {"intervals": await _intervals(member_id)}
