@@ -46,7 +46,7 @@ from skald_host.core.plugins.failures import record_failure, withheld_traceback
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.bundles import add_bundles, bundle_validator
 from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, validate_config_set, validate_web_page
-from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure
+from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure, described, place_of
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
 from skald_host.core.storage import Database, DiskFailure, StorageError, check_sqlcipher_build, secure_dir
@@ -362,7 +362,10 @@ class Skald:
             await self.plugins.call_one("startup", plugin_id, host=api)
         except Exception as exc:
             await api.close()
-            message = f"startup did not finish within {self.plugins.hook_timeout:g} s" if isinstance(exc, asyncio.TimeoutError) else f"startup: {exc}"
+            if isinstance(exc, asyncio.TimeoutError):
+                message = f"startup did not finish within {self.plugins.hook_timeout:g} s"
+            else:  # NotReady: the plugin's own words (PluginError: the host's); anything else says its type (``KeyError: 'token'``)
+                message = f"startup: {exc}" if isinstance(exc, (NotReady, PluginError)) else f"startup: {described(exc)}"
             status.healthy, status.error = False, message
             status.error_key, status.error_values = (exc.key, exc.values) if isinstance(exc, NotReady) and exc.key else (None, {})
             # No member is involved at startup: the message is the plugin's own, shown whole.
@@ -372,7 +375,7 @@ class Skald:
             if isinstance(exc, NotReady):  # waiting for the admin (a setting), not a fault
                 log.warning("plugin %s is not ready: %s", plugin_id, message)
             else:
-                log.error("plugin %s failed to start: %s", plugin_id, message)
+                log.error("plugin %s failed to start: %s%s", plugin_id, message, place_of(exc))
             if self.settings.plugins.strict:
                 raise StrictPluginFailure.of(plugin_id, "startup", exc) from exc
             return False

@@ -52,13 +52,20 @@ async def test_a_plugin_whose_routes_hook_raises_is_failed_while_the_others_serv
     assert "broken" not in {p["id"] for p in (await alice.get("/api/plugins/mine")).json()["plugins"]}
 
 
-async def test_a_plugin_whose_startup_raises_is_unhealthy_and_stays_enabled(skald):
+async def test_a_plugin_whose_startup_raises_is_unhealthy_and_stays_enabled(skald, caplog):
     host = await skald.start(plugins=[StartupExplodes("sulky"), Routed("alpha")], enable=["sulky", "alpha"])
     admin = await host.admin()
 
     sulky = await catalog_entry(admin, "sulky")
     assert (sulky["state"], sulky["enabled"], sulky["healthy"]) == ("loaded", True, False)
-    assert sulky["error"] == "startup: cannot reach the upstream"
+    # Its type, as every other hook's failure says it (a KeyError read as a bare 'token'),
+    # and the log line points at the line of the plugin that raised.
+    assert sulky["error"] == "startup: RuntimeError: cannot reach the upstream"
+    assert any(
+        r.getMessage().startswith("plugin sulky failed to start: startup: RuntimeError: cannot reach the upstream (at ")
+        and f"{__file__}:{StartupExplodes.startup.__code__.co_firstlineno + 2})" in r.getMessage()
+        for r in caplog.records
+    )
     assert (await catalog_entry(admin, "alpha"))["healthy"] is True
     # Routes are mounted at boot whatever startup did: handlers tolerate "not running".
     assert (await admin.get("/api/plugin/sulky/ping")).status_code == 200
@@ -117,7 +124,7 @@ async def test_saving_the_settings_of_a_plugin_whose_startup_failed_starts_it_ag
     host = await skald.start(plugins=[NeedsAKey("keyed")], enable=["keyed"])
     admin = await host.admin()
     detail = (await admin.get("/api/admin/plugins/keyed")).json()
-    assert (detail["healthy"], detail["error"]) == (False, "startup: set the API key first")
+    assert (detail["healthy"], detail["error"]) == (False, "startup: RuntimeError: set the API key first")
     assert "in startup" in detail["traceback"] and "RuntimeError: set the API key first" in detail["traceback"]
 
     saved = await admin.put("/api/admin/plugins/keyed/config", json={"config": {"api_key": "sk-1"}})

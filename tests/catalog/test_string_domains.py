@@ -138,5 +138,5 @@ async def test_a_not_ready_plugins_page_shows_its_message_and_no_traceback(skald
     assert (await admin.get("/api/admin/plugins/ready-soon")).json()["error"] == "Erst ein Token setzen."
 
     crashed = (await admin.get("/api/admin/plugins/crashing")).json()
-    assert crashed["error"] == "startup: cannot reach the widget service"
+    assert crashed["error"] == "startup: RuntimeError: cannot reach the widget service"
     assert "RuntimeError: cannot reach the widget service" in crashed["traceback"]

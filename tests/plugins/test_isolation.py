@@ -314,11 +314,11 @@ async def test_plugin_raising_in_startup_is_unhealthy_and_the_host_goes_on(skald
     status = host.core.plugins.status("exploding-startup")
     assert status.healthy is False
     assert status.started is False
-    assert status.error == "startup: cannot reach the widget service"
+    assert status.error == "startup: RuntimeError: cannot reach the widget service"
     assert status.as_dict()["healthy"] is False
     # The instance's status names it too (it said "no warnings" beside a broken plugin).
     warnings = (await (await host.admin()).get("/api/admin/status")).json()["warnings"]
-    assert {"id": "plugin_failed", "values": {"plugin": "Exploding-Startup", "error": "startup: cannot reach the widget service"}}.items() <= next(
+    assert {"id": "plugin_failed", "values": {"plugin": "Exploding-Startup", "error": "startup: RuntimeError: cannot reach the widget service"}}.items() <= next(
         w for w in warnings if w["id"] == "plugin_failed").items()
     await assert_host_and_bystanders_work(host, bystander)
 
