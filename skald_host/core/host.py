@@ -45,7 +45,7 @@ from skald_host.core.sandbox import SandboxManager, validate_backend
 from skald_host.core.plugins.failures import record_failure, withheld_traceback
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.bundles import add_bundles, bundle_validator
-from skald_host.core.plugins.catalog import InstanceSettings, PluginCatalog, validate_config_set, validate_web_page
+from skald_host.core.plugins.catalog import NEEDS_SETTINGS, InstanceSettings, PluginCatalog, validate_config_set, validate_web_page
 from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure, described, place_of
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
@@ -359,6 +359,9 @@ class Skald:
             return False
         api = PluginHostApi(plugin_id, self)
         try:
+            missing = await self.catalog.missing_settings(plugin_id)
+            if missing:  # its startup would only fail on them, reading like a crash
+                raise NotReady(f"needs its settings first: {', '.join(missing)}", key=NEEDS_SETTINGS, values={"fields": missing})
             await self.plugins.call_one("startup", plugin_id, host=api)
         except Exception as exc:
             await api.close()

@@ -132,3 +132,45 @@ async def test_saving_the_settings_of_a_plugin_whose_startup_failed_starts_it_ag
     entry = await catalog_entry(admin, "keyed")
     assert (entry["state"], entry["enabled"], entry["healthy"], entry["error"]) == ("loaded", True, True, None)
     assert (await admin.get("/api/admin/plugins/keyed")).json()["traceback"] is None
+
+
+class RequiresAKey(Routed):
+    """Declares its key ``required``, and reads it in startup as if it were there."""
+
+    started = 0
+
+    def __init__(self, plugin_id: str) -> None:
+        from skald_hookspecs import ConfigField
+
+        super().__init__(plugin_id, config_schema=(ConfigField("api_key", "string", label="API key", secret=True, required=True),))
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        assert (await host.get_config())["api_key"]
+        RequiresAKey.started += 1
+
+    @hookimpl
+    def register_i18n(self, register) -> None:
+        from skald_hookspecs import I18nBundle
+
+        register(I18nBundle("needy", {"de": {"config.api_key.label": "API-Schlüssel"}}))
+
+
+async def test_a_plugin_whose_required_setting_is_empty_waits_for_it_instead_of_crashing(skald):
+    """Enabled before its required key is set: its startup is not run (it would crash on
+    the missing value, "startup: KeyError: 'api_key'"); the card says which settings it
+    needs, by their labels in the reader's language, and saving them starts it."""
+    RequiresAKey.started = 0
+    host = await skald.start(plugins=[RequiresAKey("needy")], enable=["needy"])
+    admin = await host.admin()
+    entry = await catalog_entry(admin, "needy")
+    assert (entry["enabled"], entry["healthy"]) == (True, False)
+    assert entry["error"] == "Needs its settings first: API key. Fill them in on its settings page."
+    status = host.core.plugins.status("needy")
+    assert host.core.catalog.error_text(status, "de") == "Braucht zuerst seine Einstellungen: API-Schlüssel. Trag sie auf seiner Einstellungsseite ein."
+    assert status.traceback is None and RequiresAKey.started == 0
+
+    saved = await admin.put("/api/admin/plugins/needy/config", json={"config": {"api_key": "sk-1"}})
+    assert saved.status_code == 200, saved.text
+    entry = await catalog_entry(admin, "needy")
+    assert (entry["healthy"], entry["error"], RequiresAKey.started) == (True, None, 1)

@@ -32,6 +32,12 @@ class CatalogError(ValueError):
     """A catalog request that cannot be done; the message says why."""
 
 
+#: A plugin's status while a ``required`` setting of its own has no value: the host does
+#: not run its ``startup`` (which would fail on the missing value, as a crash), and says
+#: which settings, by their labels in the reader's language (a core string).
+NEEDS_SETTINGS = "core.plugin.needs_settings"
+
+
 class PluginCatalog:
     def __init__(self, core: "Skald") -> None:
         self._core = core
@@ -42,7 +48,9 @@ class PluginCatalog:
         full keys that would do: a key no bundle has falls back to the English message,
         and the admin's list of missing translations must name it."""
         for status in self._core.plugins.statuses():
-            if status.error_key:
+            if status.error_key == NEEDS_SETTINGS:
+                yield (NEEDS_SETTINGS,)
+            elif status.error_key:
                 yield (f"{status.id}.{status.error_key}", f"core.builtin.{status.id}.{status.error_key}")
 
     # -- helpers ---------------------------------------------------------------------
@@ -97,6 +105,11 @@ class PluginCatalog:
         it with a string of its own (``NotReady``), else as it was said."""
         if not status.error_key:
             return status.error
+        if status.error_key == NEEDS_SETTINGS:
+            labels = self._core.strings.fields(status.id, "config", schema_json(status.info.config_schema), locale)
+            names = {f["name"]: f["label"] for f in labels}
+            fields = ", ".join(names.get(name, name) for name in status.error_values.get("fields", ()))
+            return self._core.strings.translate(NEEDS_SETTINGS, locale, fields=fields)
         text = self._core.strings.plugin_text(status.id, status.error_key, locale, "")
         if not text:
             return status.error
@@ -169,6 +182,16 @@ class PluginCatalog:
 
         for member_id in await self._core.registry.transaction(write):
             await self._core.users.access_changed(member_id)
+
+    async def missing_settings(self, plugin_id: str) -> list[str]:
+        """The plugin's ``required`` settings that have no value yet (stored or default),
+        by name: until they have one, its ``startup`` is not run (``NEEDS_SETTINGS``)."""
+        info = self._info(plugin_id)
+        stored = await self._config(plugin_id)
+        return [
+            f.name for f in info.config_schema
+            if f.required and stored.get(f.name) in (None, "") and f.default in (None, "")
+        ]
 
     async def configure(self, plugin_id: str, values: Any) -> dict[str, Any]:
         """Validate against the plugin's schema and store; refused whole on any bad
