@@ -18,7 +18,7 @@ from skald_host.core.host import Skald, StartupError, build_plugin_manager, sett
 from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPluginFailure
 from skald_host.settings import Settings
 from skald_host.web.auth import PLUGIN_PREFIX, audit_plugin_refusal, gate_request, gate_websocket
-from skald_host.web.body import JSONProvider, json_error_request_class, read_body
+from skald_host.web.body import JSONProvider, json_error_request_class, read_body, settle_unread_body
 from skald_host.web.errors import install_error_handlers
 from skald_host.web.routes import BLUEPRINTS
 from skald_host.web.routes.files import request_class as upload_request_class
@@ -69,6 +69,7 @@ def create_app(
     install_error_handlers(app)
     app.before_request(gate_request)
     app.before_request(read_body)  # after the gate: nothing of a refused request's body is read
+    app.after_request(settle_unread_body)  # ... but a small one is dropped after the answer: the connection stays
     app.before_websocket(gate_websocket)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)

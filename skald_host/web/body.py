@@ -17,6 +17,7 @@ answer goes out as ``null`` (logged with its path), never as invalid JSON.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -213,6 +214,36 @@ async def read_body() -> None:
     g._skald_body = data
     if declared is not None:
         check(data, declared[0])
+
+
+#: A request answered before its body was read (the gate's 401 or 403, a disabled
+#: plugin's 404) still has that body on its way. Unread, the server drops the connection
+#: after the answer without saying ``Connection: close``, and the client's next request
+#: on it fails with no answer at all (a browser whose session expired met a network
+#: error instead of the 401 that sends it to sign-in). A small body is read and dropped,
+#: keeping the connection; a large one is not (an unsigned request must not make the
+#: server take megabytes), and the answer says the connection closes.
+DRAIN_BYTES = 64 * 1024
+DRAIN_SECONDS = 2.0
+
+
+async def settle_unread_body(response: Any) -> Any:
+    """``after_request``: see ``DRAIN_BYTES``."""
+    length, chunked = request.content_length, "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    if not length and not chunked:
+        return response
+    complete = getattr(request.body, "_complete", None)  # Quart's ``Body``: set once the whole body came
+    if complete is None or complete.is_set():
+        return response
+    if length is not None and length <= DRAIN_BYTES:
+        try:
+            async with asyncio.timeout(DRAIN_SECONDS):
+                await request.body
+            return response
+        except Exception:  # too slow, or more than it said: not worth keeping the connection
+            pass
+    response.headers["Connection"] = "close"
+    return response
 
 
 def _validator(schema: dict[str, Any]) -> Draft202012Validator:
