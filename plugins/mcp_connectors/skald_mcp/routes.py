@@ -40,7 +40,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
     def strings(locale: str | None) -> dict[str, str]:
         return {key: host.translate(f"{PLUGIN_ID}.{key}", locale) for key in PAGE_KEYS}
 
-    def error(key: str, status: int, **values: Any) -> tuple[dict[str, str], int]:
+    def error(key: str, status: int, /, **values: Any) -> tuple[dict[str, str], int]:
         caller = current_caller()
         return {"error": host.translate(f"{PLUGIN_ID}.{key}", caller.locale if caller else None, **values), "code": f"{PLUGIN_ID}.{key}"}, status
 

@@ -246,9 +246,9 @@ def _text(body: Mapping[str, Any], key: str, *, required: bool = False, limit: i
     if value is None:
         value = ""
     if not isinstance(value, str) or len(value) > limit or "\x00" in value:
-        raise SpecError(code="text_invalid", field=key, key=key, limit=limit)
+        raise SpecError(code="text_invalid", field=key, name=key, limit=limit)
     if required and not value.strip():
-        raise SpecError(code="text_required", field=key, key=key)
+        raise SpecError(code="text_required", field=key, name=key)
     return value
 
 

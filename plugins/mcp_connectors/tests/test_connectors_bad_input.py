@@ -107,6 +107,11 @@ async def test_a_german_admin_reads_refusals_in_german_with_a_code_and_the_field
         ("put", "/catalog/search", {"transport": "http", "url": "ftp://x"}, "mcp.err_url_scheme", "url", "https://-Adresse"),
         ("put", "/providers/idp", {"foo": 1}, "mcp.err_unknown_fields", None, "unbekannte Felder: foo"),
         ("put", "/providers/Idp", {"client_id": "c"}, "mcp.err_name_invalid", "name", "Kleinbuchstaben"),
+        # A text field's refusals name the field: they were a 500 (its name collided
+        # with the translation's own argument).
+        ("put", "/providers/idp", {"auth_url": "https://a.example/auth", "token_url": "https://a.example/token"}, "mcp.err_text_required", "client_id", "client_id ist erforderlich"),
+        ("put", "/providers/idp", {"client_id": "c", "issuer": 5}, "mcp.err_text_invalid", "issuer", "issuer muss eine Zeichenkette"),
+        ("put", "/catalog/search", {"transport": "http", "url": "https://x.example/mcp", "title": 5}, "mcp.err_text_invalid", "title", "title muss"),
     ]
     for method, path, body, code, field, german in refusals:
         response = await getattr(setup.admin, method)(f"{BASE}{path}", json=body)
