@@ -110,3 +110,51 @@ async def test_the_state_shown_follows_a_save_that_restarts_the_plugin(skald, br
     await page.get_by_label("Remove the stored value").check()
     await page.get_by_role("button", name="Save").click()
     await expect(summary).to_contain_text("set an API key")  # the save stopped it: said at once, not "Running"
+
+
+async def test_a_failed_plugins_page_says_it_failed_and_what_to_do_not_to_turn_it_on(skald, browser_pages):
+    error = "the widget registry is unreachable"
+    host = await skald.start(plugins=[PagePlugin("broken", title="Broken widget", fail_pages=error)])
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#plugin-detail?id=broken")
+
+    await expect(page.get_by_role("heading", name="Broken widget")).to_be_visible()
+    await expect(page.get_by_role("alert")).to_have_text(
+        f"This plugin failed to load (register_web_pages: RuntimeError: {error}), so nobody can use it"
+        " and it cannot be turned on. Fix the error, then restart Skald."
+    )
+    await expect(page.locator("main")).not_to_contain_text("turn it on")
+
+
+class Regional:
+    """A required key and a region of a set form: both wrong in one save."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="regional", title="Regional", spec=">=1.2,<2", config_schema=(
+            ConfigField("api_key", "string", label="API key", required=True, secret=True),
+            ConfigField("region", "string", label="Region", description="Two small letters.", pattern=r"[a-z]{2}"),
+            ConfigField("note", "string", label="Note"),
+        ))
+
+
+async def test_one_save_marks_every_refused_field_and_stores_nothing(skald, browser_pages):
+    host = await skald.start(plugins=[Regional()], enable=["regional"])
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#plugin-detail?id=regional")
+    await page.get_by_label("Region").fill("EU")
+    await page.get_by_label("Note").fill("kept nowhere")
+    await page.get_by_role("button", name="Save").click()
+
+    key, region = page.get_by_label("API key"), page.get_by_label("Region")
+    await expect(key).to_have_attribute("aria-invalid", "true")
+    await expect(key).to_have_accessible_description("is required")
+    await expect(region).to_have_attribute("aria-invalid", "true")
+    await expect(region).to_have_accessible_description("Two small letters. does not have the form its hint describes")
+    await expect(page.get_by_label("Note")).not_to_have_attribute("aria-invalid", "true")
+    await expect(key).to_be_focused()  # the first, as for any refusal
+    assert await host.core.host_api("regional").get_config() == {}

@@ -69,7 +69,8 @@ async def test_a_bad_value_is_refused_naming_the_field_and_nothing_is_half_writt
         refused = await admin.put(path, json={key: {"name": "changed", field: value}})
         assert refused.status_code == 400, (path, refused.text)
         body = refused.json()
-        assert body.pop("code").startswith("config_") and set(body) - {"values"} == {"error", "field"}, body
+        assert body["errors"] == [{key: body.get(key, {}) for key in ("field", "error", "code", "values")}], body  # the one refusal
+        assert body.pop("code").startswith("config_") and set(body) - {"values", "errors"} == {"error", "field"}, body
         assert (body["error"], body["field"]) == (f"{field}: {reason}", field)
 
     assert await registry_dump(host) == before
@@ -168,3 +169,31 @@ async def test_settings_sets_without_an_owner_appear_on_the_general_settings_pag
     assert (await alice.get("/api/admin/settings")).status_code == 403
     assert (await alice.put("/api/admin/settings/shaped-general", json={"values": {"count": 5}})).status_code == 403
     assert (await host.core.instance_settings.values("shaped-general"))["count"] == 4
+
+
+class Keyed(Routed):
+    def __init__(self) -> None:
+        super().__init__("keyed", config_schema=(
+            ConfigField("api_key", "string", label="API key", required=True, secret=True),
+            ConfigField("region", "string", label="Region", description="Two small letters.", pattern=r"[a-z]{2}"),
+            ConfigField("retries", "integer", label="Retries", minimum=0, maximum=5),
+        ))
+
+
+async def test_every_bad_field_is_named_in_one_refusal_and_nothing_is_stored(skald):
+    host = await skald.start(plugins=[Keyed()], enable=["keyed"])
+    admin = await host.admin()
+    before = await registry_dump(host)
+
+    refused = await admin.put("/api/admin/plugins/keyed/config", json={"config": {"api_key": None, "region": "EU", "retries": 2, "x": 1}})
+
+    assert refused.status_code == 400, refused.text
+    body = refused.json()
+    assert body["errors"] == [
+        {"field": "x", "error": "x: is not a setting of this plugin", "code": "config_unknown", "values": {}},
+        {"field": "api_key", "error": "api_key: is required", "code": "config_required", "values": {}},
+        {"field": "region", "error": "region: does not have the form its hint describes", "code": "config_pattern", "values": {}},
+    ]
+    assert {k: body[k] for k in ("field", "error", "code")} == {"field": "x", "error": "x: is not a setting of this plugin", "code": "config_unknown"}
+    assert await registry_dump(host) == before
+    assert await host.core.host_api("keyed").get_config() == {}

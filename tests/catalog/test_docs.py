@@ -254,3 +254,16 @@ def test_the_host_version_the_guide_names_is_this_hosts():
     text = prose()
     assert f"(this host: `{SPEC_VERSION}`)" in text and f"this host provides {SPEC_VERSION}" in text
     assert f"this host provides spec **{SPEC_VERSION}**" in text
+
+
+def test_the_system_agent_example_labels_its_settings():
+    """An author copies the example: a field without a label shows its bare name
+    ("interval") on the plugin's page and the System agents page, in every language."""
+    [block] = [b for b in code_blocks(doc_text(), "python") if "register(SystemAgent(" in b]
+    example: dict = {"__name__": "digest_example"}
+    exec(compile(block, str(DOC), "exec"), example)
+    sets: list = []
+    example["register_config_sets"](sets.append)
+
+    fields = [field for config_set in sets for field in config_set.fields]
+    assert fields and [field.name for field in fields if not field.label] == []

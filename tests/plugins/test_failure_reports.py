@@ -3,12 +3,14 @@ from and the keyword that was meant in its error, and where in its code in the l
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 import pytest
 
 from skald_hookspecs import hookimpl
 from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo, Tool
+from skald_host.core.plugins.manager import PluginManager, StrictPluginFailure
 
 from .test_isolation import info
 
@@ -120,3 +122,66 @@ async def test_the_log_line_of_a_failed_plugin_says_where_in_its_code(skald, cap
     lines = [r.getMessage() for r in caplog.records if r.name == "skald_host.core.plugins.manager"]
     assert f"plugin broken failed: register_tools: KeyError: 'missing' (at {__file__}:{_line_of('# the KeyError')})" in lines
     assert f"plugin MisspeltFieldInInfo failed to load: plugin_info: {MISSPELT} (at {__file__}:{_line_of('# the TypeError')})" in lines
+
+
+# -- a refusal of the plugin's function points at the function -------------------------------
+
+
+class WrongArgument:
+    """Its ``startup`` asks for ``hostapi``; the hook passes ``host``."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("badsig")
+
+    @hookimpl
+    def startup(self, hostapi) -> None:
+        pass
+
+
+class ReturnsItsBlueprint:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("returner")
+
+    @hookimpl
+    def register_routes(self, register):
+        from quart import Blueprint
+
+        return Blueprint("returner", __name__)  # meant: register(blueprint)
+
+
+def _defined_at(function) -> str:
+    return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
+
+
+WRONG_ARGUMENT = "startup(hostapi): the hook takes (host); 'hostapi' is not one of its arguments"
+RETURNED = "register_routes returned a Blueprint: call register(blueprint) instead; the return value is ignored"
+
+
+async def test_a_hook_asking_for_an_argument_it_is_not_passed_says_which_and_where(skald, caplog):
+    caplog.set_level(logging.ERROR, logger="skald_host.core.plugins.manager")
+
+    host = await skald.start(plugins=[WrongArgument(), ReturnsItsBlueprint()])
+
+    assert (host.core.plugins.status("badsig").state, host.core.plugins.status("badsig").error) == ("failed", WRONG_ARGUMENT)
+    lines = [r.getMessage() for r in caplog.records if r.name == "skald_host.core.plugins.manager"]
+    assert f"plugin badsig failed to load: {WRONG_ARGUMENT} (at {_defined_at(WrongArgument.startup)})" in lines
+    assert f"plugin returner failed: {RETURNED} (at {_defined_at(ReturnsItsBlueprint.register_routes)})" in lines
+
+
+async def test_strict_mode_names_the_hook_and_the_plugins_function_it_refused():
+    with pytest.raises(StrictPluginFailure) as wrong_argument:
+        PluginManager(extra=[WrongArgument()], use_entry_points=False, strict=True).load()
+    returner = PluginManager(extra=[ReturnsItsBlueprint()], use_entry_points=False, strict=True)
+    returner.load()
+    with pytest.raises(StrictPluginFailure) as returned:
+        await returner.collect("register_routes", lambda plugin_id, args: args[0], extra=lambda plugin_id: {"host": None})
+
+    assert str(wrong_argument.value) == (
+        f"plugin 'badsig' failed in registration: PluginError: {WRONG_ARGUMENT} (at {_defined_at(WrongArgument.startup)})"
+    )
+    assert str(returned.value) == (
+        f"plugin 'returner' failed in register_routes: ReturnedInsteadOfRegistering: {RETURNED}"
+        f" (at {_defined_at(ReturnsItsBlueprint.register_routes)})"
+    )

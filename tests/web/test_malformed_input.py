@@ -268,8 +268,11 @@ def assert_well_formed_error(response, what: str) -> None:
     assert "Traceback" not in response.text, what
     if response.status_code >= 400:
         body = response.json()
-        assert set(body) <= {"error", "code", "values", "field"} and isinstance(body["error"], str), f"{what}: {response.text[:300]}"
+        assert set(body) <= {"error", "code", "values", "field", "errors"} and isinstance(body["error"], str), f"{what}: {response.text[:300]}"
         assert isinstance(body["code"], str) and isinstance(body.get("values", {}), dict), f"{what}: {response.text[:300]}"
+        # A settings form's refusal lists every bad field, each in the same shape (the first is the body's own).
+        for each in body.get("errors", ()):
+            assert set(each) == {"error", "code", "values", "field"} and isinstance(each["values"], dict), f"{what}: {response.text[:300]}"
 
 
 async def test_every_write_route_is_fuzzed_or_known_to_read_no_body(fuzz):

@@ -5,8 +5,8 @@
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el, link } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
-import { errorText, notice, pageHeader, section } from "../lib/ui.js";
+import { errorString, t } from "../lib/i18n.js";
+import { errorText, markField, notice, pageHeader, section } from "../lib/ui.js";
 import { health, stateLabel } from "./plugin-catalog.js";
 
 const back = () => el("p", { class: "back" }, link("#plugins", t("plugin.back")));
@@ -30,6 +30,27 @@ function summary(plugin) {
   return section(t("plugin.summary"), facts);
 }
 
+/** What the admin can do about the plugin being unusable: turn it on in the catalog
+ * only when it is merely off. A failed or blocked plugin's switch cannot be turned on;
+ * it needs a fix (or the server's settings changed) and a restart. */
+function unusableNote(plugin) {
+  if (plugin.state === "failed") return notice("error", t("plugin.failed_note", { error: plugin.error || "" }));
+  if (plugin.state === "blocked") return notice("info", t("plugin.blocked_note"));
+  return plugin.enabled || plugin.builtin ? null : notice("info", t("plugin.disabled_note"));
+}
+
+/** configForm marks the refusal's first field; a save may have refused several
+ * (`errors`), and the admin should not find the next one only at the next save. The
+ * others are marked first, so the first field keeps the focus and the status line. */
+function markTheOtherFields(holder, response) {
+  const form = holder.querySelector("form.config-form");
+  if (!form) return;
+  const quiet = { error() {} };
+  for (const problem of (response.data?.errors || []).slice(1)) {
+    markField(form, quiet, problem.field, errorString(problem.code, problem.values) || problem.error);
+  }
+}
+
 /** `refresh`: redraws the plugin's state after a save, which may have restarted it
  * (since contract 1.8) into health or out of it: "Saved." beside a stale "Running"
  * told the admin nothing of a save that broke the plugin. */
@@ -43,28 +64,33 @@ function configSection(plugin, refresh) {
   if (plugin.state === "failed" || plugin.state === "blocked") {
     return section(t("plugin.config_title"), notice("info", t("plugin.config_unavailable")));
   }
-  return section(t("plugin.config_title"), configForm({
+  const holder = section(t("plugin.config_title"), configForm({
     fields: schema,
     values: plugin.config || {},
     save: async (values) => {
       const response = await api("PUT", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/config`, { config: values });
-      if (response.ok) await refresh();
+      if (response.ok) await refresh(); else markTheOtherFields(holder, response);
       return { response, values: response.data?.config || {} };
     },
   }));
+  return holder;
 }
 
 // Settings sets the plugin registered with an `owner`: shown here rather than on the
 // general settings page, saved through the same route.
 function settingsSetSections(plugin) {
-  return (plugin.settings_sets || []).map((set) => section(set.title, configForm({
-    fields: set.fields || [],
-    values: set.values || {},
-    save: async (values) => {
-      const saved = await api("PUT", `/api/admin/settings/${encodeURIComponent(set.id)}`, { values });
-      return { response: saved, values: saved.data?.values || {} };
-    },
-  })));
+  return (plugin.settings_sets || []).map((set) => {
+    const holder = section(set.title, configForm({
+      fields: set.fields || [],
+      values: set.values || {},
+      save: async (values) => {
+        const saved = await api("PUT", `/api/admin/settings/${encodeURIComponent(set.id)}`, { values });
+        if (!saved.ok) markTheOtherFields(holder, saved);
+        return { response: saved, values: saved.data?.values || {} };
+      },
+    }));
+    return holder;
+  });
 }
 
 // Text only (textContent): a traceback can quote anything.
@@ -117,7 +143,7 @@ export async function renderPluginDetail({ params }) {
   return el("div", { class: "page" },
     back(),
     pageHeader(plugin.title || plugin.id, plugin.description),
-    plugin.enabled || plugin.builtin ? null : notice("info", t("plugin.disabled_note")),
+    unusableNote(plugin),
     state,
     configSection(plugin, refresh),
     ...settingsSetSections(plugin),

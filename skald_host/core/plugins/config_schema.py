@@ -28,12 +28,15 @@ MAX_TEXT = 4096
 
 class ConfigInvalid(Refusal):
     """A value was refused; the message names the field and the reason, the code
-    (``config_<why>``) says the reason in any language."""
+    (``config_<why>``) says the reason in any language. ``problems``: this refusal and
+    those of the other fields refused with it (``validate`` checks them all), so a form
+    can mark every bad field after one save, not one per save."""
 
     def __init__(self, field: str, reason: str, why: str = "invalid", **values: Any) -> None:
         super().__init__(f"{field}: {reason}", code=f"config_{why}", **values)
         self.field = field
         self.reason = reason
+        self.problems: list[ConfigInvalid] = [self]
 
 
 #: The field types a schema may use, read from the contract's own ``Literal``.
@@ -143,28 +146,38 @@ def _check(field: ConfigField, value: Any) -> Any:
 
 def validate(fields: Iterable[ConfigField], values: Any, existing: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The new stored config: ``existing`` updated with ``values``. Unknown keys and
-    bad values are refused whole (nothing half-written)."""
+    bad values are refused whole (nothing half-written): the first refusal is raised,
+    carrying every field's (``problems``: unknown keys, then in the schema's order)."""
     if not isinstance(values, Mapping):
         raise ConfigInvalid("config", "must be an object of field values", "object")
     schema = {f.name: f for f in fields}
-    unknown = sorted(set(values) - set(schema))
-    if unknown:
-        raise ConfigInvalid(unknown[0], "is not a setting of this plugin", "unknown")
+    problems = [ConfigInvalid(name, "is not a setting of this plugin", "unknown") for name in sorted(set(values) - set(schema))]
     result = dict(existing or {})
-    for name, value in values.items():
-        field = schema[name]
-        if field.secret and value == MASK:
-            continue
-        if value is None:
-            if field.required:
-                raise ConfigInvalid(name, "is required", "required")
-            result.pop(name, None)
-            continue
-        result[name] = _check(field, value)
     for field in schema.values():
-        if field.required and result.get(field.name) in (None, "") and field.default in (None, ""):
-            raise ConfigInvalid(field.name, "is required", "required")
+        try:
+            if field.name in values:
+                _take(field, values[field.name], result)
+            if field.required and result.get(field.name) in (None, "") and field.default in (None, ""):
+                raise ConfigInvalid(field.name, "is required", "required")
+        except ConfigInvalid as problem:
+            problems.append(problem)
+    if problems:
+        problems[0].problems = problems
+        raise problems[0]
     return result
+
+
+def _take(field: ConfigField, value: Any, result: dict[str, Any]) -> None:
+    """``value`` into ``result``: ``None`` removes the field's value, a secret's ``MASK``
+    keeps the stored one."""
+    if field.secret and value == MASK:
+        return
+    if value is None:
+        if field.required:
+            raise ConfigInvalid(field.name, "is required", "required")
+        result.pop(field.name, None)
+        return
+    result[field.name] = _check(field, value)
 
 
 def masked(fields: Iterable[ConfigField], values: Mapping[str, Any]) -> dict[str, Any]:

@@ -62,14 +62,20 @@ _PLUGGY = os.path.dirname(pluggy.__file__) + os.sep
 class PluginError(Exception):
     """A plugin misbehaved, or cannot be used as asked; the message names it. ``code`` and
     ``values``, when given, let a client say it in its reader's language. ``plugin_id``:
-    the id a refused plugin gave in its ``plugin_info`` (it is listed under it)."""
+    the id a refused plugin gave in its ``plugin_info`` (it is listed under it).
+    ``function``: the plugin's function the refusal is about (a hook's signature, what it
+    returned), raised where no frame of the plugin's code is: the log line and strict mode
+    point at its definition rather than at the host's line that refused it."""
 
     plugin_id: str | None = None
 
-    def __init__(self, message: str, *, code: str | None = None, values: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, values: dict[str, Any] | None = None, function: Any = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.values = values or {}
+        self.place = definition_of(function) if function is not None else None
 
 
 class StrictPluginFailure(PluginError):
@@ -90,10 +96,23 @@ def located(exc: BaseException) -> str:
 
 def place_of(exc: BaseException) -> str:
     """`` (at .../plugin.py:9)``: where in the plugin's own code ``exc`` was raised,
-    for a log line to point at; empty when it carries no traceback."""
+    for a log line to point at; empty when it carries no traceback. A ``PluginError``
+    is the host's refusal: it points at the plugin's function it names, or at the
+    plugin's line that passed what was refused, never at the host's line refusing it."""
+    if isinstance(exc, PluginError) and exc.place:
+        return f" (at {exc.place})"
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     place = _deepest_plugin_frame(frames)
+    if place is not None and isinstance(exc, PluginError) and not _is_plugin_code(place.filename):
+        return ""
     return f" (at {place.filename}:{place.lineno})" if place else ""
+
+
+def definition_of(function: Any) -> str | None:
+    """``.../plugin.py:12``: where a function is defined, or None for a callable
+    without code of its own (a builtin, a C extension's)."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else None
 
 
 class ReturnedInsteadOfRegistering(PluginError):
@@ -101,14 +120,14 @@ class ReturnedInsteadOfRegistering(PluginError):
     ``register``: the host would ignore it, and the plugin would run without it (every
     route a 404) with nothing logged."""
 
-    def __init__(self, hook_name: str, value: Any) -> None:
+    def __init__(self, hook_name: str, value: Any, function: Any = None) -> None:
         kind = type(value).__name__
         article = "an" if kind[:1].upper() in "AEIOU" else "a"
         if isinstance(value, (list, tuple, set, dict)):
             call = "call register(...) once for each item instead"
         else:
             call = f"call register({kind.lower()}) instead"
-        super().__init__(f"{hook_name} returned {article} {kind}: {call}; the return value is ignored")
+        super().__init__(f"{hook_name} returned {article} {kind}: {call}; the return value is ignored", function=function)
 
 
 class HookBlocked(PluginError):
@@ -116,10 +135,11 @@ class HookBlocked(PluginError):
     cannot be cut off (the timeout only fires once it does), so the host finds out
     afterwards and treats it as a timeout."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, function: Any = None) -> None:
         super().__init__(
             f"blocked the server for {seconds:.1f} s"
-            " (a hook must not block: make it async and await, or run blocking work in a thread)"
+            " (a hook must not block: make it async and await, or run blocking work in a thread)",
+            function=function,
         )
 
 
@@ -150,6 +170,26 @@ def _keyword_hint(exc: BaseException) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _check_arguments(hook: str, function: Any, spec: Any) -> None:
+    """Refuse an impl asking for an argument its hook does not pass (``startup(hostapi)``
+    for ``startup(host)``), saying which and what the hook passes. Like pluggy, only
+    arguments without a default count: the host passes nothing else."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: pluggy's own check decides
+        return
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    asked = [p.name for p in parameters if p.kind in positional and p.default is inspect.Parameter.empty]
+    passed = [*spec.argnames, *spec.kwargnames]
+    unknown = [a for a in asked if a not in passed]
+    if not unknown:
+        return
+    takes = f"takes ({', '.join(passed)})" if passed else "takes no arguments"
+    names = ", ".join(repr(a) for a in unknown)
+    verdict = "is not one of its arguments" if len(unknown) == 1 else "are not among its arguments"
+    raise PluginError(f"{hook}({', '.join(p.name for p in parameters)}): the hook {takes}; {names} {verdict}", function=function)
+
+
 def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSummary | None:
     """Where the plugin's own code failed: the deepest frame outside the host and the
     contract, since the last frame is often the host's line refusing what the plugin
@@ -157,9 +197,14 @@ def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSumm
     for frame in reversed(frames):
         if frame.filename.startswith(("<", _PLUGGY)):  # importlib's frozen frames, pluggy's own
             continue
-        if frame.filename.startswith(_BUILTINS) or not frame.filename.startswith(_HOST_CODE):
+        if _is_plugin_code(frame.filename):
             return frame
     return frames[-1] if frames else None
+
+
+def _is_plugin_code(filename: str) -> bool:
+    """A file of a plugin: a built-in plugin's, or any outside the host, the contract and pluggy."""
+    return filename.startswith(_BUILTINS) or not filename.startswith((*_HOST_CODE, "<", _PLUGGY))
 
 
 #: Seconds plugin code has held the event loop, all plugins together, since the host's
@@ -435,7 +480,7 @@ class PluginManager:
                     f"plugin {cand.name!r} uses the id {info.id!r} already taken by {other.name!r}"
                     f"{f' ({other.distribution})' if other.distribution else ''}"
                 )
-            self._check_hook_names(info.id, obj)
+            self._check_hookimpls(info.id, obj)
             self.pm.register(obj, name=info.id)
             self._objects[info.id] = obj
             status.hooks = sorted(h.name for h in (self.pm.get_hookcallers(obj) or []))
@@ -451,8 +496,7 @@ class PluginManager:
             elif stage == "plugin_info" and not isinstance(exc, PluginError):  # the plugin's own code raised
                 status.error = f"plugin_info: {described(exc)}"
             status.traceback = traceback.format_exc()
-            # The import's error has its place already; a PluginError here is the host's refusal, raised in no code of the plugin.
-            at = "" if stage == "import" or isinstance(exc, PluginError) else place_of(exc)
+            at = "" if stage == "import" else place_of(exc)  # the import's error has its place already
             log.error("plugin %s failed to load: %s%s", status.id, status.error, at)
         self._record(status)
 
@@ -500,10 +544,11 @@ class PluginManager:
         refusal.plugin_id = info.id  # it said who it is: listed (and looked up) under that id
         raise refusal
 
-    def _check_hook_names(self, name: str, obj: Any) -> None:
+    def _check_hookimpls(self, name: str, obj: Any) -> None:
         """A misspelt hookimpl would otherwise sit there unnoticed forever, and an
         ``async def`` impl of a hook the host calls without awaiting (``SYNCHRONOUS_HOOKS``)
-        would fail at every call instead of once, here."""
+        would fail at every call instead of once, here. An argument the hook does not
+        have is pluggy's refusal too, but in pluggy's words and pointing into pluggy."""
         known = set(self.pm.hook.__dict__)
         for attr in dir(obj):
             opts = getattr(getattr(obj, attr, None), f"{PROJECT_NAME}_impl", None)
@@ -511,11 +556,14 @@ class PluginManager:
                 continue
             # ``@hookimpl(specname=...)`` names the hook itself; the attribute is free.
             hook = (opts.get("specname") if isinstance(opts, dict) else None) or attr
-            if hook not in known:
-                raise PluginError(f"plugin {name!r} implements unknown hook {hook!r} (misspelt? see skald_hookspecs.hookspecs)")
             function = getattr(obj, attr)
+            if hook not in known:
+                raise PluginError(
+                    f"plugin {name!r} implements unknown hook {hook!r} (misspelt? see skald_hookspecs.hookspecs)", function=function
+                )
             if hook in SYNCHRONOUS_HOOKS and (inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function)):
-                raise PluginError(f"plugin {name!r}: {hook} must be synchronous, not async def: {SYNCHRONOUS_HOOKS[hook]}")
+                raise PluginError(f"plugin {name!r}: {hook} must be synchronous, not async def: {SYNCHRONOUS_HOOKS[hook]}", function=function)
+            _check_arguments(hook, function, getattr(self.pm.hook, hook).spec)
 
     # -- state -----------------------------------------------------------------
 
@@ -595,7 +643,7 @@ class PluginManager:
         finally:
             watch.warn_if_slow(impl.plugin_name, f"hook {hook_name}")
         if watch.longest > self.hook_timeout:
-            raise HookBlocked(watch.longest)
+            raise HookBlocked(watch.longest, impl.function)
         return result
 
     async def collect(
@@ -633,7 +681,7 @@ class PluginManager:
                 available = {"register": register, **(extra(plugin_id) if extra else {})}
                 returned = await self._bounded(impl, hook_name, [available[a] for a in impl.argnames])
                 if returned is not None:
-                    raise ReturnedInsteadOfRegistering(hook_name, returned)
+                    raise ReturnedInsteadOfRegistering(hook_name, returned, impl.function)
             except Exception as exc:
                 if self._strict:
                     raise StrictPluginFailure.of(plugin_id, hook_name, exc) from exc

@@ -1,7 +1,9 @@
 """Admin API for the plugin catalog: list, detail, enable, configure, roster, and a
 member's grants (the one write path for grants)."""
 
-from quart import Blueprint, current_app
+from typing import Any
+
+from quart import Blueprint, current_app, jsonify
 
 from skald_host.core.identity.users import MemberNotFound
 from skald_host.core.plugins.catalog import CatalogError, ConfigInvalid
@@ -29,10 +31,18 @@ async def _guard(coro, plugin_id: str | None = None):
         if plugin_id is not None and error.code is None and str(exc).startswith("no plugin"):
             error.code, error.values = "plugin_unknown", {"plugin": plugin_id}
         raise error from None
-    except ConfigInvalid as exc:
-        raise ApiError.refusing(400, exc) from None
     except PluginError as exc:
         raise ApiError.refusing(404 if exc.code == "plugin_unknown" else 409 if exc.code in ("plugin_failed", "plugin_blocked") else 400, exc) from None
+
+
+@bp.errorhandler(ConfigInvalid)
+async def config_refused(exc: ConfigInvalid) -> Any:
+    """A 400 naming every refused field in ``errors``, so the form marks them all after
+    one save; the first is also the answer itself, in the shape of every API error."""
+    errors = [{"field": p.field, "error": str(p), "code": p.code, "values": p.values} for p in exc.problems]
+    response = jsonify({**errors[0], "errors": errors})
+    response.status_code = 400
+    return response
 
 
 @bp.get("/api/admin/plugins")
