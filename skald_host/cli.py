@@ -120,6 +120,12 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     settings = _settings(args)
 
     async def go(core: Any) -> list[dict[str, Any]]:
+        from skald_host.web.app import create_app, mount_plugin_routes
+
+        # The server fails a plugin whose routes cannot be mounted, as it builds its web
+        # app: mounted here too (nothing is served), or this table would call "disabled"
+        # a plugin the catalog page calls failed.
+        await mount_plugin_routes(create_app(settings, plugins=core.plugins), core)
         return [s.as_dict() for s in core.plugins.statuses()]
 
     rows = asyncio.run(_with_core(settings, go))
@@ -127,12 +133,18 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     columns = ("id", "state", "version", "distribution", "spec", "hooks", "error")
-    table = [[str(r["id"]), r["state"], r["version"] or "", r["distribution"] or "", r["spec"] or "", ",".join(r["hooks"]), (r["error"] or "").splitlines()[0] if r["error"] else ""] for r in rows]
+    table = [[str(r["id"]), r["state"], r["version"] or "", r["distribution"] or "", r["spec"] or "", ",".join(r["hooks"]), _one_line(r["error"])] for r in rows]
     widths = [max(len(c), *(len(t[i]) for t in table)) if table else len(c) for i, c in enumerate(columns)]
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)))
     for t in table:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
     return 0
+
+
+def _one_line(text: str | None) -> str:
+    """A multi-line error on one table row, whole: its first line alone can be only the
+    heading (pluggy's ``Plugin 'x' for hook 'startup'``) of what was wrong."""
+    return " ".join(line.strip() for line in (text or "").splitlines() if line.strip())
 
 
 def _print_backup(info: dict[str, Any]) -> None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 KDF_FLOOR_ENV = {"SKALD_KDF_MEMORY_KIB": "19456", "SKALD_KDF_TIME_COST": "2", "SKALD_KDF_PARALLELISM": "1"}
 
 
-def skald(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def skald(*args: str, cwd: Path, stdin: str | None = None, site: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``site``: a directory of installed plugins (``installed``) the process also sees."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
     env.update(KDF_FLOOR_ENV)
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
     return subprocess.run(
         [sys.executable, "-m", "skald_host", *args],
         input=stdin,
@@ -89,3 +94,89 @@ def test_setup_offers_the_languages_the_locale_files_have(tmp_path):
     assert "error: locale must be one of de, en" in refused.stderr.splitlines()
     created = skald(*args, "--locale", "de", cwd=tmp_path, stdin="a long enough admin password\n")
     assert created.returncode == 0, created.stderr
+
+
+# -- the table says what the server would -----------------------------------------------------
+
+PROBLEM_PLUGINS = {
+    # register_routes runs as the web app is built: the server fails this plugin there.
+    "returner": '''
+        from quart import Blueprint
+        from skald_hookspecs import hookimpl
+        from skald_hookspecs.types import PluginInfo
+
+        @hookimpl
+        def plugin_info():
+            return PluginInfo(id="returner", title="Returner", spec=">=1,<2")
+
+        @hookimpl
+        def register_routes(register):
+            return Blueprint("returner", __name__)
+    ''',
+    # An argument the hook does not pass: said in the host's words, on one line.
+    "badsig": '''
+        from skald_hookspecs import hookimpl
+        from skald_hookspecs.types import PluginInfo
+
+        @hookimpl
+        def plugin_info():
+            return PluginInfo(id="badsig", title="Bad signature", spec=">=1,<2")
+
+        @hookimpl
+        def startup(hostapi):
+            pass
+    ''',
+    # pluggy's refusal, several lines long: its first line says only which hook.
+    "unwrapped": '''
+        from skald_hookspecs import hookimpl
+        from skald_hookspecs.types import PluginInfo
+
+        @hookimpl
+        def plugin_info():
+            return PluginInfo(id="unwrapped", title="Unwrapped", spec=">=1,<2")
+
+        @hookimpl(wrapper=True)
+        def register_tools(register):
+            return None
+    ''',
+}
+
+
+def installed(root: Path, modules: dict[str, str]) -> Path:
+    """Each module an installed ``skald.plugins`` entry point (one dist-info on a path)."""
+    site = root / "site"
+    info = site / "skald_problem_plugins-0.1.dist-info"
+    info.mkdir(parents=True)
+    for name, source in modules.items():
+        (site / f"{name}.py").write_text(textwrap.dedent(source))
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: skald-problem-plugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[skald.plugins]\n" + "".join(f"{name} = {name}\n" for name in modules))
+    return site
+
+
+def test_plugins_command_fails_a_plugin_whose_routes_the_server_would_refuse(tmp_path):
+    site = installed(tmp_path, {"returner": PROBLEM_PLUGINS["returner"]})
+
+    result = skald("plugins", "--json", "--data-dir", str(tmp_path / "data"), cwd=tmp_path, site=site)
+
+    assert result.returncode == 0, result.stderr
+    returner = next(row for row in json.loads(result.stdout) if row["id"] == "returner")
+    assert (returner["state"], returner["error"]) == (
+        "failed", "register_routes returned a Blueprint: call register(blueprint) instead; the return value is ignored",
+    )
+
+
+def test_plugins_table_shows_each_error_whole_on_one_line(tmp_path):
+    site = installed(tmp_path, {"badsig": PROBLEM_PLUGINS["badsig"], "unwrapped": PROBLEM_PLUGINS["unwrapped"]})
+
+    result = skald("plugins", "--data-dir", str(tmp_path / "data"), cwd=tmp_path, site=site)
+
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.rstrip() for line in result.stdout.splitlines()[1:]}
+    assert rows["badsig"].split()[1] == "failed"
+    assert rows["badsig"].endswith("startup(hostapi): the hook takes (host); 'hostapi' is not one of its arguments"), rows["badsig"]
+    assert rows["unwrapped"].split()[1] == "failed"
+    assert rows["unwrapped"].endswith(
+        "Plugin 'unwrapped' for hook 'register_tools' hookimpl definition: register_tools(register)"
+        " Declared as wrapper=True or hookwrapper=True but function is not a generator function"
+    ), rows["unwrapped"]
