@@ -13,11 +13,12 @@ blueprint may handle its own errors first.
 
 from __future__ import annotations
 
+import html
 import logging
 import uuid
 from typing import Any
 
-from quart import Quart, current_app, jsonify, request
+from quart import Quart, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from skald_host.core.plugins.failures import record_failure, withheld_traceback
@@ -116,6 +117,8 @@ def install_error_handlers(app: Quart) -> None:
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> Any:
         status = exc.code or 500
+        if status == 404 and "SKALD_CORE" in current_app.config and _is_page_navigation():
+            return await _not_found_page()
         return error_response(status, _GENERIC.get(status, "request failed"), code=GENERIC_CODES.get(status))
 
     @app.errorhandler(DiskFailure)
@@ -138,6 +141,64 @@ def install_error_handlers(app: Quart) -> None:
             error_id = uuid.uuid4().hex[:12]
             log.error("unhandled error on %s, error id %s\n%s", where.removeprefix("route "), error_id, withheld_traceback(exc))
         return error_response(500, "internal error", code="internal_error", values={"error_id": error_id})
+
+
+def _is_page_navigation() -> bool:
+    """A person typed or followed an address (a mistyped ``/einstellungen``): they get a
+    page to read, with a way home. The API, and any script that does not ask for HTML
+    first (``fetch`` sends ``*/*``), keeps the JSON answer it parses."""
+    return (
+        request.method in ("GET", "HEAD")
+        and not request.path.startswith("/api/")
+        and request.accept_mimetypes.best_match(["application/json", "text/html"]) == "text/html"
+    )
+
+
+async def _page_locale(core: Any) -> str:
+    """The language the shell would speak to this reader: the signed-in member's (theirs,
+    else the instance's), else the browser's first one the host has, else the instance's.
+    No gate ran for a path outside ``/api/``, so the session is looked up here."""
+    from skald_host.web.auth import authenticate  # auth.py imports this module
+
+    principal = await authenticate(request)
+    if principal is not None:
+        return principal.member.locale or await core.default_locale()
+    return request.accept_languages.best_match(core.strings.locales) or await core.default_locale()
+
+
+async def _not_found_page() -> Any:
+    """404 as a small page in the app's stylesheet (the sign-in screen's card), in the
+    reader's language, with a link to the start page; words from the core bundle's
+    ``not_found_page.*``. Only text goes in, escaped."""
+    core = current_app.config["SKALD_CORE"]
+    locale = await _page_locale(core)
+
+    def say(key: str) -> str:
+        return html.escape(core.strings.translate(f"core.{key}", locale))
+
+    page = f"""<!doctype html>
+<html lang="{html.escape(locale)}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>{say("not_found_page.title")} · {say("app.name")}</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/ui/app.css">
+</head>
+<body>
+<main class="auth-screen">
+<div class="card auth-card">
+<p class="brand-mark">{say("app.name")}</p>
+<h1>{say("not_found_page.title")}</h1>
+<p class="intro">{say("not_found_page.text")}</p>
+<p><a class="btn primary" href="/">{say("not_found_page.home")}</a></p>
+</div>
+</main>
+</body>
+</html>
+"""
+    return Response(page, status=404, content_type="text/html; charset=utf-8")
 
 
 def _plugin_of(path: str) -> str | None:
