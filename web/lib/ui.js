@@ -150,13 +150,21 @@ export async function busy(buttonNode, work) {
 }
 
 /**
+ * A modal <dialog> and the heading that names it (aria-labelledby): without a name a
+ * screen reader announces only "dialog" as it opens. The caller places the heading.
+ */
+export function titledDialog(title) {
+  const heading = el("h2", { id: uid("dlg"), text: title });
+  return { dialog: el("dialog", { class: "confirm", "aria-labelledby": heading.id }), heading };
+}
+
+/**
  * An in-page confirmation (a <dialog>, not window.confirm, so it can say enough and
  * be styled and translated). Resolves true when confirmed.
  */
 export function confirmDialog({ title, message, confirmLabel, danger = true }) {
   return new Promise((resolve) => {
-    const dialog = el("dialog", { class: "confirm", "aria-labelledby": uid("dlg") });
-    const heading = el("h2", { id: dialog.getAttribute("aria-labelledby"), text: title });
+    const { dialog, heading } = titledDialog(title);
     const finish = (value) => { dialog.close(); dialog.remove(); resolve(value); };
     const cancel = button(t("common.cancel"), { kind: "quiet", onClick: () => finish(false) });
     const confirm = button(confirmLabel, { kind: danger ? "danger" : "primary", onClick: () => finish(true) });

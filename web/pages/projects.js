@@ -5,7 +5,7 @@
 import { api, upload } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, formatSize, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, formatSize, notice, pageHeader, section, statusLine, titledDialog } from "../lib/ui.js";
 
 const projectRoute = (id, path = "") => `#projects/${encodeURIComponent(id)}${path ? `?path=${encodeURIComponent(path)}` : ""}`;
 const projectApi = (id, rest = "") => `/api/projects/${encodeURIComponent(id)}${rest}`;
@@ -212,11 +212,11 @@ function fileRow(project, entry, ctx, status) {
 /** Ask for a new name in an in-page dialog (like confirmDialog); resolves null on cancel. */
 function renameDialog(current) {
   return new Promise((resolve) => {
-    const dialog = el("dialog", { class: "confirm" });
+    const { dialog, heading } = titledDialog(t("projects.rename_named", { name: current }));
     const input = el("input", { name: "name", maxlength: "255", props: { value: current } });
     const finish = (value) => { dialog.close(); dialog.remove(); resolve(value); };
     const form = el("form", { class: "stack", novalidate: true },
-      el("h2", { text: t("projects.rename_named", { name: current }) }),
+      heading,
       field(t("projects.rename_prompt"), input)[0],
       el("div", { class: "actions" },
         button(t("common.cancel"), { kind: "quiet", onClick: () => finish(null) }),

@@ -2,6 +2,9 @@
 // (drawn by the server with segno, shown as an <img> from a data: URL, which the CSP
 // allows), and the paired devices with name, platform and last seen, each unlinkable.
 // Everything goes in through textContent or attributes: a device name is data.
+// The code appears in a polite live region: focus stays on the button that asked for
+// it, so without one a screen reader said nothing. The QR image is named by what it is;
+// its alt was the pairing address, read out character by character.
 // The shell's page header is the page's one h1 (its title); the page is two cards in
 // the shell's classes.
 import { call, el, locale } from "/ui/lib/plugin-kit.js";
@@ -15,7 +18,7 @@ export default class MobilePairingPage extends HTMLElement {
     this.s = (await call("GET", `${this.base}/page/strings`)).strings;
     const s = this.s;
     this.classList.add("page");
-    this.codeBox = el("div", { class: "mobile-pairing stack" });
+    this.codeBox = el("div", { class: "mobile-pairing stack", "aria-live": "polite" });
     this.message = el("p", { class: "mobile-message form-status", role: "status" });
     this.list = el("ul", { class: "mobile-devices roster" });
     this.replaceChildren(
@@ -35,7 +38,7 @@ export default class MobilePairingPage extends HTMLElement {
     try {
       const pairing = await call("POST", `${this.base}/pairing`);
       this.codeBox.replaceChildren(
-        el("img", { src: pairing.qr_svg, alt: pairing.pair_url, class: "mobile-qr", width: 220, height: 220 }),
+        el("img", { src: pairing.qr_svg, alt: this.s.page_qr_alt, class: "mobile-qr", width: 220, height: 220 }),
         el("p", { class: "mobile-code", text: pairing.code }),
         el("p", { text: this.s.page_code_help }),
         el("p", {}, el("a", { href: pairing.pair_url, text: this.s.page_open_app })),

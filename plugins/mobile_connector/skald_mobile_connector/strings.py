@@ -34,6 +34,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "page_intro": "Pair your phone: open the app on your phone and scan the code, or type the short code there.",
         "page_new_code": "Show a pairing code",
         "page_code_help": "Single use, valid for 10 minutes.",
+        "page_qr_alt": "QR code to pair a phone",
         "page_open_app": "Open the app on this phone",
         "page_devices": "Paired devices",
         "page_no_devices": "No device is paired.",
@@ -105,6 +106,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "page_intro": "Koppel dein Handy: Öffne die App auf dem Handy und scanne den Code oder tippe dort den kurzen Code ein.",
         "page_new_code": "Kopplungscode zeigen",
         "page_code_help": "Nur einmal gültig, 10 Minuten lang.",
+        "page_qr_alt": "QR-Code zum Koppeln eines Handys",
         "page_open_app": "App auf diesem Handy öffnen",
         "page_devices": "Gekoppelte Geräte",
         "page_no_devices": "Kein Gerät ist gekoppelt.",
@@ -154,7 +156,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
 }
 
 PAGE_KEYS = (
-    "page_title", "page_intro", "page_new_code", "page_code_help", "page_open_app", "page_devices", "page_no_devices",
+    "page_title", "page_intro", "page_new_code", "page_code_help", "page_qr_alt", "page_open_app", "page_devices", "page_no_devices",
     "page_unlink", "page_last_seen",
 )
 APP_KEYS = tuple(
