@@ -12,6 +12,13 @@ export default class MemberConnectors extends HTMLElement {
   async connectedCallback() {
     this.base = `/api/plugin/${encodeURIComponent(this.getAttribute("plugin-id") || "mcp")}`;
     this.memberId = this.getAttribute("member-id") || "";
+    if (!this.memberId) {
+      // Opened by its address (#plugin/mcp/member-grants), not as a section of a member's
+      // page: there is no member to show (asking with an empty id answered "Not found").
+      // The Members list is where each member's page, with this section, opens.
+      location.replace("#members");
+      return;
+    }
     this.message = node("p", "", "mcp-message");
     await this.render();
   }
