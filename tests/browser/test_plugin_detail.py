@@ -158,3 +158,16 @@ async def test_one_save_marks_every_refused_field_and_stores_nothing(skald, brow
     await expect(page.get_by_label("Note")).not_to_have_attribute("aria-invalid", "true")
     await expect(key).to_be_focused()  # the first, as for any refusal
     assert await host.core.host_api("regional").get_config() == {}
+
+
+async def test_a_built_in_plugins_page_says_every_member_may_use_it(skald, browser_pages):
+    """Not the grant list, which named only the admin while every member's requests
+    carried the built-in tools (a newcomer probe)."""
+    host = await skald.start()
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#plugin-detail?id=agent-tools")
+    roster = page.locator("section", has=page.get_by_role("heading", name="Who can use it"))
+    await expect(roster).to_contain_text("Built into Skald: every active member may use it.")
+    await expect(roster.get_by_role("listitem")).to_have_count(0)  # no grant list beside it

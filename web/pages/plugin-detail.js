@@ -114,6 +114,9 @@ function problemsSection(plugin) {
 async function rosterSection(plugin) {
   const title = t("plugin.roster_title");
   if (plugin.manages_own_access) return section(title, el("p", { class: "muted", text: t("plugin.roster_own_access") }));
+  // Never in a grant list (part of the host): listing grants showed only the admin,
+  // while every member's requests carried its tools.
+  if (plugin.builtin) return section(title, el("p", { class: "muted", text: t("plugin.roster_builtin") }));
   if (plugin.state === "failed" || plugin.state === "blocked") return section(title, el("p", { class: "muted", text: t("plugin.roster_unavailable") }));
   const response = await api("GET", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/access`);
   if (!response.ok) return section(title, notice("error", errorText(response)));
