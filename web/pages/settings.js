@@ -30,6 +30,7 @@ export async function statusBlock() {
   block.append(el("dl", { class: "facts" },
     el("dt", { text: t("status.version") }), el("dd", { text: status.version || "—" }),
     el("dt", { text: t("status.sqlcipher") }), el("dd", { text: status.sqlcipher || "—" }),
+    el("dt", { text: t("status.sandbox") }), el("dd", { text: status.sandbox || t("status.no_sandbox", { reason: status.sandbox_refusal || "" }) }),
     el("dt", { text: t("status.unlocked") }), el("dd", { text: String(status.members_unlocked ?? 0) })));
   return block;
 }

@@ -151,6 +151,15 @@ class SandboxManager:
             raise SandboxUnavailable(self._refusal or "no sandbox backend")
         return self._chosen
 
+    async def in_use(self) -> tuple[str | None, str | None]:
+        """For the instance's status (two backends' cards are both green, and only one
+        runs commands): the plugin whose backend it is, or why none can run here."""
+        try:
+            name, _ = await self.backend()
+        except SandboxUnavailable as exc:
+            return None, str(exc)
+        return self._backends[name].plugin_id, None
+
     async def _choose(self) -> tuple[tuple[str, SandboxBackend] | None, str | None]:
         wanted = self.settings.backend.strip().lower()
         if wanted == "none":

@@ -41,8 +41,13 @@ async def status() -> dict:
             title = core.strings.plugin_text(plugin.id, "plugin.title", locale, plugin.info.title if plugin.info else plugin.name)
             values = {"plugin": title, "error": core.catalog.error_text(plugin, locale) or ""}
             warnings.append({"id": "plugin_failed", "values": values, "text": core.strings.translate("core.warning.plugin_failed", **values)})
+    plugin_id, sandbox_refusal = await core.sandbox.in_use()
+    backend = core.plugins.status(plugin_id) if plugin_id else None
     return {
         "version": host_version(),
+        # Which backend commands run in (its plugin's title), or why none can.
+        "sandbox": core.strings.plugin_text(backend.id, "plugin.title", locale, backend.info.title) if backend and backend.info else None,
+        "sandbox_refusal": sandbox_refusal,
         "sqlcipher": core.sqlcipher_version,
         "members_unlocked": len(core.users.unlocked_ids),
         "warnings": warnings,
