@@ -45,7 +45,10 @@ class ChannelEvent:
       round, not a delta; the host coalesces them (at most one every
       ``PARTIAL_INTERVAL_SECONDS`` of the router, half a second) and the ``answer``
       that follows is authoritative. A round with tool calls is followed by a new round
-      whose partials start again from empty.
+      whose partials start again from empty; since 1.9 such a round's last ``partial``
+      is its whole text (sent as the round ends, however short it was), and
+      ``data["message_id"]`` names the round's answer, so a channel can tell a new
+      round from more of the same one.
     - ``answer``: a turn finished; ``text`` is the authoritative final answer.
     - ``approval``: a tool call waits for the member (``approval_id``, ``tool``,
       ``arguments``); resolve it with ``HostApi.resolve_approval``.

@@ -8,7 +8,7 @@ import pytest
 
 from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED, ChannelRequestError, MemberLocked
 from skald_host.core.channels import router as router_module
-from skald_host.testing import Reply
+from skald_host.testing import Reply, ToolCall
 from tests.chat.support import MODEL_A
 
 WORDS = [f"word{i:02d} " for i in range(30)]
@@ -38,6 +38,25 @@ async def test_partials_reach_only_a_channel_that_wants_them_coalesced_and_befor
     assert all(final.startswith(t) for t in texts) and texts == sorted(texts, key=len)
     assert events.index(answer) > max(events.index(p) for p in partials)  # never a partial after the answer
     assert router_module.PARTIAL_INTERVAL_SECONDS == 0.5
+
+
+async def test_a_round_that_ends_in_tool_calls_sends_its_whole_text_and_names_its_answer(channels):
+    """A quick round ("Let me look.", then a tool) ended before the half-second flush:
+    its words never reached the channel (a phone showed only the final answer). It is
+    sent whole as the round ends; each partial names its answer, so the next round's
+    text is told apart from more of the same (contract 1.9)."""
+    alice = await channels.host.member("alice")
+    member_id, api, channel = alice.member["id"], channels.channel.api, channels.channel
+    channel.wants_partials = True
+    channels.server.script(MODEL_A, [Reply("Let me look.", tool_calls=[ToolCall("list_agents", {})]), Reply("".join(WORDS), token_delay=0.05)])
+    await api.send_message(member_id, "Which helpers are there?")
+    answer = await channel.wait_for("answer", timeout=20)
+    events = [e for _, e in channel.events]
+    partials = [e for e in events if e.kind == "partial"]
+    assert partials[0].text == "Let me look." and partials[0].data["message_id"]
+    later = [p for p in partials if p.text != "Let me look."]
+    assert later and all(p.data["message_id"] != partials[0].data["message_id"] for p in later)
+    assert answer.text == "".join(WORDS) and events.index(answer) > events.index(partials[-1])
 
 
 async def test_a_plugins_sealed_box_opens_only_for_it_the_member_and_while_unlocked(channels):

@@ -167,6 +167,12 @@ class ChannelRouter:
         if kind == "turn_started":
             await self.deliver(name, member_id, ChannelEvent("typing", conversation_id))
             self._start_typing(name, member_id, conversation_id)
+        elif kind == "assistant" and top and str(data.get("content") or "").strip() and getattr(self.channels[name], "wants_partials", False) is True:
+            # A round that ends in tool calls: its words as they ended. Its flush was
+            # dropped with the round, and one quicker than the flush interval was never
+            # seen at all (a phone missed "Let me write it." before the tool ran).
+            event = ChannelEvent("partial", conversation_id, text=str(data["content"]), data={"message_id": data.get("message_id")})
+            await self.deliver(name, member_id, event)
         elif kind == "answer_cancelled" and top:
             self._stopped_text[(member_id, conversation_id)] = str(data.get("content", ""))
         elif kind == "cancelled":
@@ -239,7 +245,7 @@ class ChannelRouter:
         finally:
             partial.flusher = None
         if self._partials.get(key) is partial and partial.text.strip():
-            await self.deliver(name, key[0], ChannelEvent("partial", key[1], text=partial.text))
+            await self.deliver(name, key[0], ChannelEvent("partial", key[1], text=partial.text, data={"message_id": partial.message_id}))
 
     def _drop_partial(self, key: tuple[str, str]) -> None:
         partial = self._partials.pop(key, None)
