@@ -43,20 +43,25 @@ socket.onMessage((message) => {
   } else if (["done", "assistant", "answer_cancelled", "model_fallback", "error"].includes(data.type)) live.texts.delete(data.message_id);
 });
 
+/** The chat events the conversation list follows, of every conversation (ChatView.onEvent). */
+const LIST_EVENTS = new Set(["turn_started", "turn_finished", "user_message"]);
+
 /**
- * The chat events of one conversation that arrive while it is being read: replayed
- * onto the fresh render, so nothing that happens between the server's snapshot and
- * the view listening is lost (a turn that ends right then would otherwise look like
- * it runs forever). Every event is safe to see twice; tokens are left out, the live
- * texts above cover them.
+ * The chat events of one conversation (and the list's, of every conversation) that
+ * arrive while it is being read: replayed onto the fresh render, so nothing that
+ * happens between the server's snapshot and the view listening is lost (a turn that
+ * ends right then would otherwise look like it runs forever, in the transcript and in
+ * the list read with it). Every event is safe to see twice; tokens are left out, the
+ * live texts above cover them.
  */
 function recordEvents(conversationId) {
   const seen = [];
   const off = socket.onMessage((message) => {
     const data = message.type === "event" && message.event?.kind === "chat" ? message.event.data : null;
+    if (!data) return;
     // A root answer's tokens are in the server's copy of its message; a sub-agent's are
     // only in the events, so they are kept for the replay.
-    if (data && data.conversation_id === conversationId && (data.type !== "token" || (data.depth ?? 0) > 0)) seen.push(data);
+    if (LIST_EVENTS.has(data.type) || (data.conversation_id === conversationId && (data.type !== "token" || (data.depth ?? 0) > 0))) seen.push(data);
   });
   return () => { off(); return seen; };
 }
@@ -97,9 +102,18 @@ function conversationList(view) {
     empty.hidden = items.length > 0;
   };
 
+  // A list answer is the server's state when it was asked. Answers can arrive out of
+  // order, and after a turn's start or end reached the page: only the newest read is
+  // drawn, and a turn event heard since it was asked wins over its `running` (else a
+  // read made mid-turn and answered after turn_finished left the dot on for good).
+  let reads = 0;
+  const heardSinceRead = new Map(); // conversation id → running, as turn events said
   const refresh = async () => {
+    const read = ++reads;
+    heardSinceRead.clear();
     const query = search.value.trim();
     const response = await api("GET", `/api/conversations${query ? `?search=${encodeURIComponent(query)}` : ""}`);
+    if (read !== reads) return;
     if (!response.ok) {
       status.error(errorText(response));
       // The list's "nothing matches" belonged to the last answer, not to this search:
@@ -109,7 +123,8 @@ function conversationList(view) {
       return;
     }
     status.clear();
-    view.conversations = response.data.conversations || [];
+    view.conversations = (response.data.conversations || [])
+      .map((c) => (heardSinceRead.has(c.id) ? { ...c, running: heardSinceRead.get(c.id) } : c));
     render(view.conversations);
     view.titleChanged?.();
   };
@@ -119,6 +134,7 @@ function conversationList(view) {
     el("h2", { class: "visually-hidden", text: t("chat.conversations") }),
     fresh, search, status.node, list, empty);
   return { node, render, refresh, setRunning: (id, running) => {
+    heardSinceRead.set(id, running);
     const item = view.conversations.find((c) => c.id === id);
     if (item && item.running !== running) { item.running = running; render(view.conversations); }
   } };
@@ -697,7 +713,7 @@ class ChatView {
 
   /** Events that arrived while the conversation was read, applied to the new render. */
   replay(events) {
-    for (const data of events) this.onChatEvent(data);
+    for (const data of events) this.onEvent(data);
   }
 
   // -- events ------------------------------------------------------------------------------------
@@ -722,14 +738,19 @@ class ChatView {
       return;
     }
     if (message.type !== "event" || message.event?.kind !== "chat") return;
-    const data = message.event.data || {};
-    if (data.type === "turn_started" || data.type === "turn_finished") this.list.setRunning(data.conversation_id, data.type === "turn_started");
-    if (data.type === "user_message" || data.type === "turn_finished") this.refreshList();
-    if (data.conversation_id !== this.conversationId) return;
-    this.onChatEvent(data);
+    this.onEvent(message.event.data || {});
   }
 
-  refreshList = debounce(() => this.list.refresh(), 400);
+  /** One chat event, live or replayed: the list follows every conversation's turns,
+   * the transcript the open one's events. */
+  onEvent(data) {
+    if (data.type === "turn_started" || data.type === "turn_finished") this.list.setRunning(data.conversation_id, data.type === "turn_started");
+    if (data.type === "user_message" || data.type === "turn_finished") this.refreshList();
+    if (data.conversation_id === this.conversationId) this.onChatEvent(data);
+  }
+
+  // A view already replaced reads nothing more: its list is off the screen.
+  refreshList = debounce(() => { if (this.alive()) this.list.refresh(); }, 400);
 
   /** The list was read again: a title the first message gave is the header's too. */
   titleChanged() {
@@ -834,7 +855,7 @@ class ChatView {
 export async function renderChat(ctx) {
   const id = ctx.rest[0] || null;
   socket.connect(ctx.member.id);
-  const missed = id ? recordEvents(id) : () => [];
+  const missed = recordEvents(id);
   const [status, conversations, loaded] = await Promise.all([
     api("GET", "/api/chat/status"),
     api("GET", "/api/conversations"),
