@@ -169,6 +169,14 @@ export class Transcript {
     this.loads = 0; // renders of a whole conversation: a restore answers the one it was read for
     this.reset();
     this.node.addEventListener("scroll", () => { this.stick = this.nearBottom(); }, { passive: true });
+    // What grows after it was drawn and followed — math once KaTeX and then its fonts
+    // arrive, a thumbnail once loaded — or a transcript that gets shorter (a taller
+    // composer) left a reader at the end short of it (the answer's Regenerate hidden):
+    // while they are at the end, they stay there; growth does not scroll, so `stick`
+    // still says where they were.
+    const keepAtEnd = new ResizeObserver(() => this.follow());
+    keepAtEnd.observe(this.list);
+    keepAtEnd.observe(this.node);
   }
 
   reset() {
