@@ -30,7 +30,7 @@ async def test_first_run_setup_then_login(skald, browser_pages):
     await page.get_by_label("Password", exact=True).fill(ADMIN_PASSWORD)
     await page.get_by_label("Repeat password").fill("something else")
     await page.get_by_role("button", name="Create administrator").click()
-    await expect(page.get_by_role("alert")).to_have_text("The passwords do not match.")
+    await expect(page.get_by_label("Repeat password")).to_have_accessible_description("The passwords do not match.")
     await page.get_by_label("Repeat password").fill(ADMIN_PASSWORD)
     await page.get_by_role("button", name="Create administrator").click()
 

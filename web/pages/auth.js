@@ -25,6 +25,25 @@ function fieldError(form, name, message) {
 
 const USERNAME = /^[\p{L}\p{N}_.@-]{1,64}$/u;
 
+// "This tab was signed in": set by a sign-in or the setup here, kept over reloads in
+// the tab's sessionStorage (a flag, nothing secret). A page that loads to the sign-in
+// form with it set had a session the server no longer knows (a restart locks everyone,
+// or a sign-out elsewhere), and says so; a first visit does not.
+const SIGNED_IN = "skald.signedIn";
+
+function rememberSignedIn() {
+  try { sessionStorage.setItem(SIGNED_IN, "1"); } catch { /* storage off: no notice after a restart */ }
+}
+
+/** Whether the tab was signed in; forgotten as it is asked, so it is said once. */
+function takeSignedIn() {
+  try {
+    const was = sessionStorage.getItem(SIGNED_IN) === "1";
+    sessionStorage.removeItem(SIGNED_IN);
+    return was;
+  } catch { return false; }
+}
+
 function authCard(titleKey, introKey, fields, submitKey, onSubmit, before = null) {
   const error = el("p", { class: "error", role: "alert" });
   const submit = el("button", { class: "btn primary wide", type: "submit", text: t(submitKey) });
@@ -74,18 +93,20 @@ export function renderSetup(root, onDone, kept = null) {
       password_repeat: password && data.get("password_repeat") !== password ? t("setup.mismatch") : "",
     };
     for (const [name, message] of Object.entries(problems)) fieldError(form, name, message);
+    // A field's problem is said once, under it: the focus lands there and reads it as the
+    // field's description. The form's alert is for what belongs to no field.
     const first = Object.keys(problems).find((name) => problems[name]);
-    if (first) { error.textContent = problems[first]; form.elements.namedItem(first).focus(); return; }
+    if (first) { form.elements.namedItem(first).focus(); return; }
     const response = await api("POST", "/api/setup", {
       username: data.get("username"), display_name: data.get("display_name"), password: data.get("password"),
       locale: data.get("locale"), encrypted: data.get("encrypted") === "on",
     });
-    if (response.status === 201) { setCsrfToken(response.data.csrf_token); await onDone(); return; }
-    error.textContent = errorText(response);
+    if (response.status === 201) { rememberSignedIn(); setCsrfToken(response.data.csrf_token); await onDone(); return; }
     // The server's refusal of one field (a breached password, a taken name) is marked on
     // that field and takes the focus there, as the form's own checks do.
     const name = response.data?.field;
     if (name && form.elements.namedItem(name)) { fieldError(form, name, errorText(response)); form.elements.namedItem(name).focus(); }
+    else error.textContent = errorText(response);
   }));
   if (kept) {
     const form = root.querySelector("form");
@@ -108,12 +129,16 @@ export function renderSetupRefused(root) {
 
 /** Sign in; `message` explains why we are here (e.g. the session ended). */
 export function renderLogin(root, onDone, message = "") {
+  // An empty root: the page has just loaded. Later the form replaces the shell, after a
+  // sign-out here (nothing to explain) or an ended session (`message` says so).
+  const justLoaded = !root.firstElementChild;
+  if (takeSignedIn() && justLoaded && !message) message = t("login.session_ended");
   root.replaceChildren(authCard("login.title", null, [
     ...input("login.username", "username", "text", { autocomplete: "username" }),
     ...input("login.password", "password", "password", { autocomplete: "current-password" }),
   ], "login.submit", async (data, error) => {
     const response = await api("POST", "/api/auth/login", { username: data.get("username"), password: data.get("password") });
-    if (response.status === 200) { setCsrfToken(response.data.csrf_token); await onDone(); }
+    if (response.status === 200) { rememberSignedIn(); setCsrfToken(response.data.csrf_token); await onDone(); }
     else if (response.status === 429) error.textContent = t("login.throttled", { seconds: response.headers.get("Retry-After") || "60" });
     else if (response.status === 401) error.textContent = t("login.failed");
     else error.textContent = errorText(response);
