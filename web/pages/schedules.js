@@ -1,7 +1,8 @@
 // #schedules[?edit=<job id>]: the member's scheduled prompts — what runs when, next and
 // last, and pause, resume, edit and delete. The agent's tools reach the same jobs
-// (schedule_prompt, list/change/delete_scheduled_prompt). Times are shown in the
-// browser's locale; a recurring job runs on wall-clock time in its own time zone.
+// (schedule_prompt, list/change/delete_scheduled_prompt). Every time on the page is
+// written one way (zoned) and names its zone: a recurring job's own (it runs on that
+// wall clock), else the member's, else the browser's.
 import { api } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
@@ -9,6 +10,23 @@ import { busy, button, confirmDialog, errorText, field, formatDate, notice, page
 
 const browserZone = () => { try { return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"; } catch { return "UTC"; } };
 const zoneNames = () => { try { return Intl.supportedValuesOf("timeZone"); } catch { return []; } };
+/** The zone a job's times are read in; `memberZone` is the member's setting (or null). */
+const jobZone = (job, memberZone) => job.timezone || memberZone || browserZone();
+
+/** A time in `zone`, with the zone's short name ("Tue, 6/2/2026, 08:30 GMT+9"): one
+ * column can hold jobs of different zones, and one-off jobs have none of their own. */
+function zoned(value, zone) {
+  const date = new Date(value);
+  if (!value || Number.isNaN(date.getTime())) return formatDate(value);
+  const options = { weekday: "short", year: "numeric", month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit", timeZoneName: "short" };
+  const locale = document.documentElement.lang || undefined;
+  try {
+    return date.toLocaleString(locale, { ...options, timeZone: zone });
+  } catch { // a zone this browser does not know: its own clock, still named
+    return date.toLocaleString(locale, options);
+  }
+}
+
 // Phrases the server's grammar reads, in the reader's language (" · " between them).
 const examples = () => t("schedules.examples").split(" · ");
 
@@ -58,7 +76,7 @@ function jobForm(ctx, zone, job = null) {
     const response = await api("POST", "/api/schedules/preview", { every: when, timezone: tz.value.trim() || null });
     if (!response.ok && status.node.textContent === errorText(response)) { preview.textContent = ""; return; }
     preview.textContent = response.ok
-      ? t("schedules.preview", { cron: response.data.cron, runs: response.data.next_runs.map(formatDate).join(" · ") })
+      ? t("schedules.preview", { cron: response.data.cron, runs: response.data.next_runs.map((run) => zoned(run, response.data.timezone)).join(" · ") })
       : errorText(response);
   };
   every.addEventListener("change", showPreview);
@@ -93,28 +111,20 @@ function whenText(job) {
   return `${job.phrase || job.cron} (${job.timezone})`;
 }
 
-function lastText(job) {
+function lastText(job, zone) {
   if (!job.last_run_at) return t("schedules.never_run");
   const result = job.last_status === "done" ? t("schedules.result_done") : t("schedules.result_failed");
-  return `${result} · ${inZone(job.last_run_at, job.timezone)}`;
+  return `${result} · ${zoned(job.last_run_at, zone)}`;
 }
 
-/** A time as the job's own zone reads it (a recurring job runs on that wall clock). */
-function inZone(value, zone) {
-  if (!zone) return formatDate(value);
-  try {
-    return new Date(value).toLocaleString(document.documentElement.lang || undefined,
-      { timeZone: zone, weekday: "short", year: "numeric", month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" });
-  } catch { return formatDate(value); }
-}
-
-function nextText(job) {
+function nextText(job, zone) {
   if (job.paused) return t("schedules.paused");
-  if (job.next_run) return inZone(job.next_run, job.timezone);
+  if (job.next_run) return zoned(job.next_run, zone);
   return job.status === "cancelled" ? t("schedules.cancelled") : t("schedules.finished");
 }
 
-function jobRow(job, ctx) {
+function jobRow(job, ctx, memberZone) {
+  const zone = jobZone(job, memberZone);
   const status = statusLine();
   const label = job.prompt.replace(/\s+/g, " ").trim();
   const short = label.length > 80 ? `${label.slice(0, 79)}…` : label;
@@ -144,12 +154,12 @@ function jobRow(job, ctx) {
       link(`#chat/${encodeURIComponent(job.conversation_id)}`, t("schedules.open_conversation"),
         { class: "muted", "aria-label": `${t("schedules.open_conversation")}: ${job.conversation_title || short}` })),
     el("td", { text: whenText(job) }),
-    el("td", { "data-cell": "next", text: nextText(job) }),
-    el("td", { class: "wide-only", "data-cell": "last", text: lastText(job) }),
+    el("td", { "data-cell": "next", text: nextText(job, zone) }),
+    el("td", { class: "wide-only", "data-cell": "last", text: lastText(job, zone) }),
     el("td", { class: "row-actions" }, toggle, edit, remove, status.node));
 }
 
-function jobsSection(jobs, ctx) {
+function jobsSection(jobs, ctx, memberZone) {
   if (!jobs.length) return section(t("schedules.list_title"), el("p", { class: "muted", text: t("schedules.none") }));
   const head = el("tr", {}, ...[
     ["schedules.col_prompt", ""], ["schedules.col_when", ""], ["schedules.col_next", ""],
@@ -157,7 +167,7 @@ function jobsSection(jobs, ctx) {
   ].map(([key, cls]) => el("th", { scope: "col", class: cls || null, text: t(key) })));
   return section(t("schedules.list_title"),
     el("div", { class: "table-wrap" }, el("table", { class: "table", "data-testid": "schedule-list" },
-      el("thead", {}, head), el("tbody", {}, ...jobs.map((job) => jobRow(job, ctx))))));
+      el("thead", {}, head), el("tbody", {}, ...jobs.map((job) => jobRow(job, ctx, memberZone))))));
 }
 
 export async function renderSchedules(ctx) {
@@ -176,7 +186,7 @@ export async function renderSchedules(ctx) {
       : section(null, notice("error", t("error.not_found")), link("#schedules", t("schedules.back"))));
     return page;
   }
-  page.append(jobsSection(jobs, ctx), section(t("schedules.new_title"), jobForm(ctx, timezone)),
+  page.append(jobsSection(jobs, ctx, timezone), section(t("schedules.new_title"), jobForm(ctx, timezone)),
     zoneSection(timezone, ctx), section(t("schedules.rules_title"), el("p", { class: "hint", text: t("schedules.rules") })));
   return page;
 }
