@@ -45,7 +45,7 @@ function pluralKey(key, count) {
   return `core.${key}.${category}` in strings ? `${key}.${category}` : `${key}.other`;
 }
 
-/** t("members.title"), t("login.throttled", {seconds: 30}); a missing key shows itself.
+/** t("members.title"), t("error.login_throttled", {seconds: 30}); a missing key shows itself.
  * With a numeric `values.count` a key may have plural forms (see pluralKey). */
 export function t(key, values = {}) {
   key = pluralKey(key, values?.count);
@@ -56,11 +56,19 @@ export function t(key, values = {}) {
 /** The reader's words for an API error code ({"code": "password_too_short",
  * "values": {...}}), or null when there are none (then show the server's message).
  * `admin: false`: the reader cannot fix the cause (a provider's address), so a code's
- * `error.<code>.member` wording, when there is one, says what they can do instead. */
+ * `error.<code>.member` wording, when there is one, says what they can do instead.
+ * A wait of a minute or more (`values.seconds`) is said in whole minutes, rounded up,
+ * by a code's `error.<code>.minutes` forms where it has them: "in 893 seconds" asked
+ * the reader to do the arithmetic. */
 export function errorString(code, values = {}, { admin = true } = {}) {
   if (!code || !(`core.error.${code}` in strings)) return null;
-  if (!admin && `core.error.${code}.member` in strings) return t(`error.${code}.member`, values || {});
-  return t(`error.${code}`, values || {});
+  values = values || {};
+  if (!admin && `core.error.${code}.member` in strings) return t(`error.${code}.member`, values);
+  const seconds = Number(values.seconds);
+  if (seconds >= 60 && `core.error.${code}.minutes.other` in strings) {
+    return t(`error.${code}.minutes`, { ...values, count: Math.ceil(seconds / 60) });
+  }
+  return t(`error.${code}`, values);
 }
 
 /** A language's own name ("Deutsch"), falling back to its code. */

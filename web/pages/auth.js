@@ -139,7 +139,6 @@ export function renderLogin(root, onDone, message = "") {
   ], "login.submit", async (data, error) => {
     const response = await api("POST", "/api/auth/login", { username: data.get("username"), password: data.get("password") });
     if (response.status === 200) { rememberSignedIn(); setCsrfToken(response.data.csrf_token); await onDone(); }
-    else if (response.status === 429) error.textContent = t("login.throttled", { seconds: response.headers.get("Retry-After") || "60" });
     else if (response.status === 401) error.textContent = t("login.failed");
     else error.textContent = errorText(response);
   }, message ? el("p", { class: "notice info", role: "status", text: message }) : null));
