@@ -54,7 +54,9 @@ def plugin_info() -> PluginInfo:
         title="Mobile app",
         description="Use your assistant from your phone: pair it with a code, chat, approve, and get notified.",
         icon="chat",
-        spec=">=1.5,<2",  # the plugin page kit, device tokens, conversations read back, returns(); net (1.5)
+        # The plugin page kit, device tokens, conversations read back, returns(); net (1.5);
+        # the kit's confirm (1.6); stopped and the partials' message_id (1.9).
+        spec=">=1.9,<2",
         config_schema=CONFIG_SCHEMA,
         # A pairing is the binding: an admin grant would be a box that controls nothing.
         manages_own_access=True,
@@ -88,6 +90,22 @@ def register_routes(register: Callable[..., None], host: HostApi) -> None:
 @hookimpl
 def register_web_pages(register: Callable[..., None]) -> None:
     register(WebPage("main", "Mobile app", "page.js", icon="chat"))
+
+
+@hookimpl
+def member_unlocked(member_id: str) -> None:
+    """A phone on the locked screen goes on once the member logged in on the web."""
+    service = running.service
+    if service is not None:
+        service.lock_changed(member_id, locked=False)
+
+
+@hookimpl
+def member_locking(member_id: str) -> None:
+    """An open app says at once that the member's data is locked, not at its next request."""
+    service = running.service
+    if service is not None:
+        service.lock_changed(member_id, locked=True)
 
 
 @hookimpl

@@ -7,10 +7,16 @@
 // its alt was the pairing address, read out character by character.
 // The shell's page header is the page's one h1 (its title); the page is two cards in
 // the shell's classes.
-import { call, el, locale } from "/ui/lib/plugin-kit.js";
+// Unlinking asks first (the shell's dialog: Escape cancels, focus goes back), and each
+// Unlink button is named with its device: a list of identical "Unlink" buttons read out
+// alone said nothing of which phone went.
+import { call, confirm, el, locale } from "/ui/lib/plugin-kit.js";
 
 // In the reader's language, not the browser's: a German page said "12/4/2026, 11:26 PM".
 const when = (iso) => new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeStyle: "short" }).format(new Date(iso));
+// A device's name put into one of the page's strings; a function, so a name with "$&"
+// in it is put in as written.
+const named = (template, device) => template.replace(/\{name\}/g, () => device.name);
 
 export default class MobilePairingPage extends HTMLElement {
   async connectedCallback() {
@@ -28,7 +34,7 @@ export default class MobilePairingPage extends HTMLElement {
           el("button", { type: "button", class: "btn primary", text: s.page_new_code, on: { click: () => this.newCode() } })),
         this.codeBox,
         this.message),
-      el("section", { class: "card" }, el("h2", { text: s.page_devices }), this.list),
+      el("section", { class: "card" }, (this.devicesHeading = el("h2", { text: s.page_devices, tabindex: "-1" })), this.list),
     );
     await this.refresh();
   }
@@ -62,7 +68,13 @@ export default class MobilePairingPage extends HTMLElement {
             { class: "mobile-device" },
             el("strong", { text: device.name }),
             ` ${device.platform} · ${this.s.page_last_seen.replace("{when}", when(device.last_seen_at))} `,
-            el("button", { type: "button", class: "btn small", text: this.s.page_unlink, on: { click: () => this.unlink(device.id) } }),
+            el("button", {
+              type: "button",
+              class: "btn small",
+              text: this.s.page_unlink,
+              "aria-label": named(this.s.page_unlink_device, device),
+              on: { click: () => this.unlink(device) },
+            }),
           ),
         ),
       );
@@ -71,12 +83,20 @@ export default class MobilePairingPage extends HTMLElement {
     }
   }
 
-  async unlink(id) {
+  async unlink(device) {
+    const confirmed = await confirm({
+      title: named(this.s.page_unlink_title, device),
+      message: named(this.s.page_unlink_message, device),
+      confirmLabel: this.s.page_unlink,
+    });
+    if (!confirmed) return;
     try {
-      await call("DELETE", `${this.base}/devices/${encodeURIComponent(id)}`);
+      await call("DELETE", `${this.base}/devices/${encodeURIComponent(device.id)}`);
     } catch (error) {
       this.message.textContent = error.message;
     }
     await this.refresh();
+    // Its button went with it: the list's heading takes the focus, not the page's end.
+    if (!this.contains(document.activeElement)) this.devicesHeading.focus();
   }
 }

@@ -59,14 +59,16 @@ APPROVAL = {"type": "object", "properties": {"approval_id": TEXT, "tool": TEXT, 
 EVENT = {
     "type": "object",
     "description": (
-        "One event. kind: hello (the stream opened: cursor, locked), typing (a turn runs), partial (the answer so far, "
-        "whole text of the round), answer (the final text), approval (a tool call waits: approval_id, tool, arguments), "
+        "One event. kind: hello (the stream opened, or the member's data was unlocked or locked since: cursor, locked), "
+        "typing (a turn runs), partial (the answer so far, whole text of the round; data.message_id names the round, a "
+        "new one is a new answer after tool calls), answer (the final text), stopped (the member stopped the turn: text "
+        "is what the answer had said; no answer follows), approval (a tool call waits: approval_id, tool, arguments), "
         "approval_resolved (data.status), notification (background work: text), error (the turn failed: text), "
         "closed (the stream ends: the device was unlinked or the plugin stopped). answer, approval and notification "
         "also wait in the outbox: cursor is their place there."
     ),
     "properties": {
-        "kind": {"enum": ["hello", "typing", "partial", "answer", "approval", "approval_resolved", "notification", "error", "closed"]},
+        "kind": {"enum": ["hello", "typing", "partial", "answer", "stopped", "approval", "approval_resolved", "notification", "error", "closed"]},
         "conversation_id": TEXT,
         "text": TEXT,
         "approval_id": TEXT,
@@ -536,8 +538,9 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @returns(EVENT, 200, "Server-sent events, one JSON object per `data:` line", content_types=("text/event-stream",))
     async def stream() -> Any:
         """The member's live events (server-sent events over a plain GET, so a client
-        can send its device token in the Authorization header). Ends when the device is
-        unlinked, the member's access ends or the plugin stops."""
+        can send its device token in the Authorization header). A fresh ``hello`` says
+        when the member's data was unlocked (they logged in on the web) or locked since.
+        Ends when the device is unlinked, the member's access ends or the plugin stops."""
         caller = current_caller()
         current = service()
         if caller is None or current is None:
@@ -553,6 +556,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
 
         current.watch(who)
 
+        async def hello(locked: bool) -> bytes:
+            payload = {"kind": "hello", "locked": locked, "cursor": await current.cursor(device or f"browser:{who}")}
+            return f"data: {dumps(payload)}\n\n".encode()
+
         async def events() -> AsyncIterator[bytes]:
             with current.stream(who) as queue:
                 try:
@@ -562,8 +569,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     locked = True
                 except ChannelRequestError:
                     return
-                hello = {"kind": "hello", "locked": locked, "cursor": await current.cursor(device or f"browser:{who}")}
-                yield f"data: {dumps(hello)}\n\n".encode()
+                yield await hello(locked)
                 while True:
                     try:
                         event = await asyncio.wait_for(queue.get(), STREAM_HEARTBEAT_SECONDS)
@@ -577,6 +583,9 @@ def build_blueprint(host: HostApi) -> Blueprint:
                         yield f"data: {dumps({'kind': 'closed'})}\n\n".encode()
                         return
                     if event.get("kind") == "recheck":
+                        continue
+                    if event.get("kind") == "lock_changed":
+                        yield await hello(bool(event["locked"]))
                         continue
                     yield f"data: {dumps(event)}\n\n".encode()
 

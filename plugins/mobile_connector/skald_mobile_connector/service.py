@@ -221,6 +221,13 @@ class MobileService:
         """Each open stream of the member checks at once that its device is still paired."""
         self._fan_out(member_id, {"kind": "recheck"})
 
+    def lock_changed(self, member_id: str, locked: bool) -> None:
+        """The member's file opened (a login on the web) or is closing: each open stream
+        of theirs says so with a fresh ``hello``. A phone showing "locked" has nothing
+        else to wait on (its requests were refused), so without this it stayed locked
+        after the member did what it asked."""
+        self._fan_out(member_id, {"kind": "lock_changed", "locked": locked})
+
     # -- what the host delivers ---------------------------------------------------------------
 
     async def deliver(self, member_id: str, event: ChannelEvent) -> None:

@@ -39,6 +39,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "page_devices": "Paired devices",
         "page_no_devices": "No device is paired.",
         "page_unlink": "Unlink",
+        "page_unlink_device": "Unlink {name}",
+        "page_unlink_title": "Unlink {name}?",
+        "page_unlink_message": "{name} will no longer reach your assistant. To use it again, pair it with a new code.",
         "page_last_seen": "last seen {when}",
         # the app
         "app_title": "Skald",
@@ -59,6 +62,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "approved": "Allowed",
         "denied": "Denied",
         "typing": "The assistant is writing…",
+        "stopped": "Stopped",
         "offline": "Offline: showing your last conversations, read-only.",
         "locked_title": "Your data is locked",
         "sealed_notice": "Sent. It will be delivered when you next sign in on the web.",
@@ -111,6 +115,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "page_devices": "Gekoppelte Geräte",
         "page_no_devices": "Kein Gerät ist gekoppelt.",
         "page_unlink": "Entkoppeln",
+        "page_unlink_device": "{name} entkoppeln",
+        "page_unlink_title": "{name} entkoppeln?",
+        "page_unlink_message": "{name} erreicht deinen Assistenten danach nicht mehr. Um es wieder zu nutzen, koppel es mit einem neuen Code.",
         "page_last_seen": "zuletzt gesehen {when}",
         "app_title": "Skald",
         "pair_title": "Dieses Handy koppeln",
@@ -130,6 +137,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "approved": "Erlaubt",
         "denied": "Abgelehnt",
         "typing": "Der Assistent schreibt …",
+        "stopped": "Gestoppt",
         "offline": "Offline: Du siehst deine letzten Gespräche, nur zum Lesen.",
         "locked_title": "Deine Daten sind gesperrt",
         "sealed_notice": "Gesendet. Die Nachricht wird zugestellt, sobald du dich das nächste Mal im Web anmeldest.",
@@ -157,7 +165,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
 
 PAGE_KEYS = (
     "page_title", "page_intro", "page_new_code", "page_code_help", "page_qr_alt", "page_open_app", "page_devices", "page_no_devices",
-    "page_unlink", "page_last_seen",
+    "page_unlink", "page_unlink_device", "page_unlink_title", "page_unlink_message", "page_last_seen",
 )
 APP_KEYS = tuple(
     key for key in STRINGS["en"] if not key.startswith(("plugin.", "page.", "page_", "err_"))

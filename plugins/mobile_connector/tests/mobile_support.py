@@ -141,11 +141,13 @@ class EventStream:
     def kinds(self) -> list[str]:
         return [e["kind"] for e in self.events]
 
-    async def wait_for(self, kind: str, timeout: float = 15.0, **match: Any) -> dict[str, Any]:
+    async def wait_for(self, kind: str, timeout: float = 15.0, after: int = 0, **match: Any) -> dict[str, Any]:
+        """The first event of ``kind`` matching ``match`` among the events from index
+        ``after`` on (``len(stream.events)`` before an action: one that it caused)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            for event in self.events:
+            for event in self.events[after:]:
                 if event["kind"] == kind and all(event.get(k) == v for k, v in match.items()):
                     return event
             if self.ended.is_set() and kind != "closed":

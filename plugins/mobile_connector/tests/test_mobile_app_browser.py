@@ -183,3 +183,121 @@ async def test_a_locked_member_can_still_write_and_the_app_says_when_it_arrives(
     finally:
         await context.close()
     assert problems == []
+
+
+async def _paired_app(setup, browser, member, problems: list[str]):
+    """A phone-sized page with the app paired to ``member``, on its conversation list."""
+    context = await browser.new_context(base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale="en-US")
+    page = await context.new_page()
+    page.set_default_timeout(10_000)
+    page.on("pageerror", lambda error: problems.append(f"error: {error}"))
+    page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text or "Refused to" in m.text else None)
+    await page.goto(f"{BASE}/app/")
+    await page.fill("input[name=code]", await pairing_code(member))
+    await page.tap("button[type=submit]")
+    await page.wait_for_selector("text=New chat")
+    return context, page
+
+
+async def _send(page, text: str) -> None:
+    await page.fill("textarea[name=text]", text)
+    await page.tap("button:has-text('Send')")
+    await page.wait_for_selector(f".message.user >> text={text}")
+
+
+async def _shown_messages(page) -> list[str]:
+    """The chat's bubbles in order, each by its first line (a stopped answer's label below)."""
+    return await page.locator("#messages .message").evaluate_all("(nodes) => nodes.map((n) => n.innerText.split('\\n')[0].trim())")
+
+
+async def test_the_locked_app_goes_on_by_itself_when_the_member_logs_in_on_the_web(setup, browser):
+    alice = await setup.host.member("alice", display_name="Alice")
+    problems: list[str] = []
+    context, page = await _paired_app(setup, browser, alice, problems)
+    try:
+        assert (await alice.post("/api/auth/logout")).status_code == 200  # her file closes
+        await page.goto(f"{BASE}/app/#list")
+        await page.wait_for_selector(".locked >> text=Log in to Skald on the web")
+        # The app is left open; the member logs in on the web.
+        assert (await alice.login("alice", "member password for tests")).status_code == 200
+        await page.wait_for_selector("text=New chat", timeout=20_000)
+        assert await page.locator(".locked").count() == 0
+        # And the other way: logged out everywhere, the open app says so by itself.
+        assert (await alice.post("/api/auth/logout")).status_code == 200
+        await page.wait_for_selector(".locked >> text=Log in to Skald on the web", timeout=20_000)
+    finally:
+        await context.close()
+    assert problems == []
+
+
+async def test_words_before_a_tool_call_keep_their_bubble_and_a_stop_on_the_web_ends_the_answer(setup, browser):
+    alice = await setup.host.member("alice", display_name="Alice")
+    await setup.host.allow_tool("write_note")
+    problems: list[str] = []
+    context, page = await _paired_app(setup, browser, alice, problems)
+    try:
+        await page.tap("text=New chat")
+        await page.wait_for_selector("textarea[name=text]")
+        # A new round after the tool call streams into a bubble of its own ...
+        setup.model.script(MODEL, [
+            Reply("Let me write it.", tool_calls=(ToolCall("write_note", {"text": "milk"}),)),
+            Reply("I wrote it down just now, as you asked me to.", token_delay=0.15),
+        ])
+        await _send(page, "note milk")
+        await page.wait_for_selector(".message.assistant:not(.streaming) >> text=as you asked me to.")
+        # ... and so does one that ends before it sent a partial.
+        setup.model.script(MODEL, [Reply("One moment.", tool_calls=(ToolCall("write_note", {"text": "eggs"}),)), Reply("Done.")])
+        await _send(page, "note eggs")
+        await page.wait_for_selector(".message.assistant >> text=Done.")
+        expected = ["note milk", "Let me write it.", "I wrote it down just now, as you asked me to.", "note eggs", "One moment.", "Done."]
+        assert await _shown_messages(page) == expected
+
+        # Stopped on the web while the answer streams: it ends with what it had said,
+        # marked stopped, and the app no longer shows it running.
+        setup.model.script(MODEL, [Hang("thinking very hard")])
+        await _send(page, "think")
+        await page.wait_for_selector(".message.assistant.streaming >> text=thinking very hard")
+        conversation = await page.evaluate("JSON.parse(localStorage.getItem('skald.mobile.cache')).last")
+        assert (await alice.post(f"/api/conversations/{conversation}/stop")).json() == {"stopped": True}
+        stopped = page.locator(".message.assistant.stopped")
+        await stopped.wait_for()
+        assert "thinking very hard" in await stopped.inner_text() and "Stopped" in await stopped.inner_text()
+        await page.locator("button:has-text('Stop')").wait_for(state="hidden")
+        assert await page.locator(".typing").is_hidden() and await page.locator(".streaming").count() == 0
+        live = await _shown_messages(page)
+        assert live == [*expected, "think", "thinking very hard"]
+
+        # A reload shows the same.
+        await page.reload()
+        await page.wait_for_selector(".message.assistant.stopped >> text=thinking very hard")
+        assert await _shown_messages(page) == live
+    finally:
+        await context.close()
+    assert problems == []
+
+
+async def test_a_message_sent_while_an_approval_waits_shows_below_the_answer_it_waited_for(setup, browser):
+    alice = await setup.host.member("alice", display_name="Alice")
+    problems: list[str] = []
+    context, page = await _paired_app(setup, browser, alice, problems)
+    try:
+        setup.model.script(MODEL, [
+            Reply(tool_calls=(ToolCall("write_note", {"text": "milk"}),)),
+            Reply("Noted milk on your list, as you asked.", token_delay=0.1),
+            Reply("Eggs noted too."),
+        ])
+        await page.tap("text=New chat")
+        await page.wait_for_selector("textarea[name=text]")
+        await _send(page, "note milk")
+        await page.wait_for_selector(".approval >> text=write_note")
+        await _send(page, "and eggs")  # queued behind the turn that waits
+        await page.tap(".approval button:has-text('Allow')")
+        await page.wait_for_selector(".message.assistant >> text=Eggs noted too.")
+        live = await _shown_messages(page)
+        assert live == ["note milk", "Noted milk on your list, as you asked.", "and eggs", "Eggs noted too."]
+        await page.reload()
+        await page.wait_for_selector(".message.assistant >> text=Eggs noted too.")
+        assert await _shown_messages(page) == live
+    finally:
+        await context.close()
+    assert problems == []

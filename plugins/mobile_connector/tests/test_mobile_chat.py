@@ -69,18 +69,56 @@ async def test_approval_waits_in_the_outbox_is_approved_from_the_phone_and_a_tur
         # A turn that hangs: stop it from the phone.
         await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "think hard"})
         await stream.wait_for("typing", conversation_id=conversation)
+        await stream.wait_for("partial", conversation_id=conversation, text="thinking")
         for _ in range(100):
             if (await phone.get(f"{BASE}/conversations/{conversation}")).json()["running"]:
                 break
             await asyncio.sleep(0.05)
         stopped = await phone.post(f"{BASE}/conversations/{conversation}/stop")
         assert stopped.status_code == 200 and stopped.json() == {"stopped": True}
+        # No answer follows a stop: the stream says it stopped, with what it had said.
+        await stream.wait_for("stopped", conversation_id=conversation, text="thinking")
     for _ in range(100):
         if not (await phone.get(f"{BASE}/conversations/{conversation}")).json()["running"]:
             break
         await asyncio.sleep(0.05)
     else:
         raise AssertionError("the turn still runs after stop")
+
+
+async def test_partials_name_their_round_and_the_words_before_a_tool_call_reach_the_phone(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    await setup.host.allow_tool("ring")
+    setup.model.script(MODEL, [
+        Reply("Let me ring you.", tool_calls=(ToolCall("ring", {"text": "Ring ring."}),)),
+        Reply("I rang you just now, as you asked me to.", token_delay=0.15),
+    ])
+    conversation = await _new_conversation(phone)
+    async with EventStream(phone) as stream:
+        await phone.post(f"{BASE}/conversations/{conversation}/messages", json={"text": "ring me"})
+        await stream.wait_for("answer", conversation_id=conversation)
+    partials = [e for e in stream.events if e["kind"] == "partial"]
+    first = next(e for e in partials if e["text"] == "Let me ring you.")
+    later = [e for e in partials if e["text"].startswith("I rang")]
+    assert first["data"]["message_id"] and later
+    assert {e["data"]["message_id"] for e in later} == {later[0]["data"]["message_id"]} != {first["data"]["message_id"]}
+
+
+async def test_the_stream_says_when_the_member_s_data_is_unlocked_and_locked_again(setup):
+    """A phone on the locked screen has nothing else to wait on: a fresh hello tells it
+    that the member logged in on the web (and, the other way, that they logged out)."""
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    async with EventStream(phone) as stream:
+        assert stream.events[0]["locked"] is True
+        seen = len(stream.events)
+        assert (await alice.login("alice", "member password for tests")).status_code == 200
+        await stream.wait_for("hello", after=seen, locked=False)
+        seen = len(stream.events)
+        assert (await alice.post("/api/auth/logout")).status_code == 200
+        await stream.wait_for("hello", after=seen, locked=True)
 
 
 async def test_outbox_is_per_device_and_acknowledged_by_cursor(setup):

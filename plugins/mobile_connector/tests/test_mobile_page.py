@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from playwright.async_api import expect
 
 from skald_host.testing.host import MEMBER_PASSWORD
 from mobile_support import BASE, PLUGIN, paired_device, pairing_code
@@ -73,6 +74,7 @@ async def test_the_page_shows_a_code_and_qr_lists_devices_and_unlinks(setup, bro
         await page.evaluate("document.querySelector('plugin-mobile-connector-main').refresh()")
         await page.wait_for_selector("text=New phone")
         await page.click("li:has-text('Old phone') >> text=Unlink")
+        await page.get_by_role("dialog").get_by_role("button", name="Unlink", exact=True).click()
         await page.wait_for_selector("text=Old phone", state="detached")
         names = [d["name"] for d in (await alice.get(f"{BASE}/devices")).json()["devices"]]
         assert names == ["New phone"]
@@ -122,3 +124,30 @@ async def test_the_page_says_when_a_device_was_last_seen_in_the_member_s_languag
     await device.wait_for(timeout=10_000)
     german = dt.datetime.fromisoformat(last_seen).strftime("%d.%m.%Y, %H:%M")  # UTC, as the browser is told
     assert f"zuletzt gesehen {german}" in await device.text_content()
+
+
+async def test_unlink_asks_first_and_each_button_names_its_device_in_the_member_s_language(setup, plugin_browser):
+    """One click unlinked a phone, and every button was read out as the same "Unlink"."""
+    alice = await setup.host.member("alice")
+    await paired_device(setup, alice, "Old phone")
+    await paired_device(setup, alice, "New phone")
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, PLUGIN, "main", locale="de-DE")
+    page.set_default_timeout(10_000)
+    unlink_old = page.get_by_role("button", name="Old phone entkoppeln", exact=True)
+    await expect(page.get_by_role("button", name="New phone entkoppeln", exact=True)).to_be_visible()
+    await unlink_old.click()
+    dialog = page.get_by_role("dialog", name="Old phone entkoppeln?", exact=True)
+    await expect(dialog).to_be_visible()
+    await page.keyboard.press("Escape")  # cancels: nothing unlinked, the focus back where it was
+    await expect(dialog).to_be_hidden()
+    await expect(unlink_old).to_be_focused()
+
+    async def names() -> list[str]:
+        return sorted(d["name"] for d in (await alice.get(f"{BASE}/devices")).json()["devices"])
+
+    assert await names() == ["New phone", "Old phone"]
+    await unlink_old.click()
+    await dialog.get_by_role("button", name="Entkoppeln", exact=True).click()
+    await expect(unlink_old).to_have_count(0)
+    assert await names() == ["New phone"]

@@ -27,8 +27,9 @@ let locale = "en";
 let locales = ["en", "de"];
 let me = null;
 let online = true;
-let current = null; // the open conversation: {id, messagesBox, stream, streamBody, approvals}
+let current = null; // the open conversation: {id, messagesBox, typing, stop, running, streamBody, stream, streamRound, streamText}
 let streamAbort = null;
+let lockedShown = false; // the locked screen is up: the stream's hello says when to leave it
 
 const t = (key, values = {}) => String(words[key] ?? key).replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
 const token = () => localStorage.getItem(TOKEN_KEY);
@@ -115,6 +116,7 @@ function screen(heading, { backTo = null, settings = true } = {}) {
   settingsButton.onclick = () => (location.hash = "#settings");
   if (current && current.stream) current.stream = null;
   current = null;
+  lockedShown = false;
 }
 
 function pairScreen(code = "", reason = "") {
@@ -172,6 +174,7 @@ function platform() {
 // conversation the phone last sent into (so that is where it is addressed).
 function lockedScreen(message) {
   screen(t("locked_title"));
+  lockedShown = true;
   const text = el("textarea", { name: "text", rows: 2, placeholder: t("placeholder"), "aria-label": t("placeholder") });
   const sent = el("div", { class: "messages", id: "messages" });
   const composer = el("form", { class: "composer" }, text, el("button", { type: "submit", class: "btn primary", text: t("send") }));
@@ -319,9 +322,17 @@ async function fileScreen(projectId, path) {
 }
 
 function messageNode(message) {
-  const node = el("div", { class: `message ${message.role}` });
-  if (message.role === "assistant") node.append(...renderMarkdown(message.content));
+  return fillMessage(el("div", { class: `message ${message.role}` }), message);
+}
+
+// One rendering of a message for a reload and for an answer that ends live, so both
+// read the same: a stopped answer says so under its words, as the web's chat does.
+function fillMessage(node, message) {
+  if (message.role === "assistant") node.replaceChildren(...renderMarkdown(message.content));
   else node.textContent = message.content;
+  const stopped = message.status === "cancelled";
+  node.classList.toggle("stopped", stopped);
+  if (stopped) node.append(el("p", { class: "message-status", text: t("stopped") }));
   return node;
 }
 
@@ -368,7 +379,7 @@ async function chatScreen(id) {
   const stop = el("button", { type: "button", class: "btn", text: t("stop"), hidden: true });
   const composer = el("form", { class: "composer" }, attach, file, text, stop, send);
   view.replaceChildren(messagesBox, typing, attachedLine, composer);
-  current = { id, messagesBox, typing, stop, streamBody: null, stream: null };
+  current = { id, messagesBox, typing, stop, running: false, streamBody: null, stream: null, streamRound: null, streamText: "" };
 
   file.addEventListener("change", async () => {
     for (const chosen of file.files) {
@@ -388,12 +399,8 @@ async function chatScreen(id) {
   stop.addEventListener("click", async () => {
     try {
       const { stopped } = await call("POST", `/conversations/${encodeURIComponent(id)}/stop`);
-      // A stopped turn sends no answer: the stop's own reply is the end of it.
-      if (stopped) {
-        setRunning(false);
-        if (current && current.streamBody) current.streamBody.classList.remove("streaming");
-        if (current) current.streamBody = null;
-      }
+      // The stream's "stopped" finishes the answer with what it had said.
+      if (stopped) setRunning(false);
     } catch (error) {
       handle(error);
     }
@@ -403,13 +410,21 @@ async function chatScreen(id) {
     const content = text.value.trim();
     if (!content) return;
     const key = `m-${crypto.randomUUID()}`;
-    messagesBox.append(messageNode({ role: "user", content }));
+    const sent = messageNode({ role: "user", content });
+    // Sent while a turn runs, it waits for the next turn: what this turn still says
+    // goes above it (placeInTurn), as the server stores it and a reload shows it.
+    const queued = current.running;
+    sent.classList.toggle("queued", queued);
+    messagesBox.append(sent);
     text.value = "";
+    // Running from now, not from the server's reply: a quick answer can come before
+    // it, and must not be followed by a running state that nothing ends.
+    setRunning(true);
     try {
       await call("POST", `/conversations/${encodeURIComponent(id)}/messages`, { text: content, attachments: attached.splice(0), idempotency_key: key });
       attachedLine.textContent = "";
-      setRunning(true);
     } catch (error) {
+      setRunning(queued);
       handle(error);
     }
   });
@@ -479,6 +494,7 @@ async function keepCopy(id) {
 
 function setRunning(running) {
   if (!current) return;
+  current.running = running;
   current.typing.hidden = !running;
   current.stop.hidden = !running;
 }
@@ -593,41 +609,47 @@ async function onEvent(event) {
   const here = current && event.conversation_id === current.id;
   switch (event.kind) {
     case "hello":
-      if (event.locked) return lockedScreen(me?.lock_message || t("locked"));
+      // Also sent again when the member's data is unlocked (a login on the web) or locked.
+      if (event.locked) {
+        if (!lockedShown) lockedScreen(me?.lock_message || t("locked"));
+        return;
+      }
+      if (lockedShown) await leaveLocked();
       return catchUp();
     case "closed":
       return; // the loop re-asks /me: a revoked device lands on the pairing screen
     case "typing":
       if (here) setRunning(true);
       return;
-    case "partial":
+    case "partial": {
       if (!here) return;
+      // A new round after tool calls is a new answer: the words said before the tools
+      // ran stay in their own bubble, as a reload shows them.
+      const round = event.data?.message_id ?? null;
+      if (current.streamBody && round !== current.streamRound) endAnswer(current.streamText);
       if (!current.streamBody) {
         current.streamBody = el("div", { class: "message assistant streaming" });
         current.stream = new MarkdownStream(current.streamBody);
-        current.messagesBox.append(current.streamBody);
+        current.streamRound = round;
+        placeInTurn(current.streamBody);
       }
       current.stream.update(event.text);
+      current.streamText = event.text;
       current.streamBody.scrollIntoView({ block: "end" });
       return;
+    }
     case "answer":
     case "error":
       if (here) {
-        if (!current.streamBody) {
-          current.streamBody = el("div", { class: "message assistant" });
-          current.messagesBox.append(current.streamBody);
-        }
-        current.streamBody.classList.remove("streaming");
-        current.streamBody.replaceChildren(...renderMarkdown(event.text));
-        current.streamBody = null;
-        current.stream = null;
-        setRunning(false);
-        keepCopy(event.conversation_id);
+        endTurn(event.text);
         if (event.kind === "answer" && localStorage.getItem(VOICE_KEY) === "on") speak(event.text);
       }
       break;
+    case "stopped":
+      if (here) endTurn(event.text, "cancelled"); // what the stopped answer had said
+      return;
     case "approval":
-      if (here && !current.messagesBox.querySelector(`[data-approval="${CSS.escape(event.approval_id)}"]`)) current.messagesBox.append(approvalNode(event));
+      if (here && !current.messagesBox.querySelector(`[data-approval="${CSS.escape(event.approval_id)}"]`)) placeInTurn(approvalNode(event));
       else if (!here) toast(t("approval_wants", { tool: event.tool }));
       break;
     case "approval_resolved":
@@ -639,6 +661,47 @@ async function onEvent(event) {
       return;
   }
   if (event.cursor) await acknowledge(event.cursor);
+}
+
+// What the running turn shows goes before the messages queued behind it (sent while it
+// ran): they start the next turn, so a reload shows them after this turn's answer.
+function placeInTurn(node) {
+  current.messagesBox.insertBefore(node, current.messagesBox.querySelector(".message.user.queued"));
+}
+
+// The streaming answer ends as a reload shows it: `text` rendered, `status` marked (an
+// empty answer leaves no bubble: a reload shows none).
+function endAnswer(text, status = "complete") {
+  let node = current.streamBody;
+  current.streamBody = current.stream = current.streamRound = null;
+  current.streamText = "";
+  if (!String(text || "").trim()) return node?.remove();
+  if (!node) placeInTurn((node = el("div", { class: "message assistant" })));
+  node.classList.remove("streaming");
+  fillMessage(node, { role: "assistant", content: text, status });
+}
+
+// The turn is over with its last answer's `text`. A streaming bubble whose words that
+// text does not go on from shows an earlier round (the last one ended before it sent a
+// partial): it stays as it was, complete, and the text gets its own. The messages
+// queued behind the turn are the next turn's (all of them: the server moves every
+// queued message into it).
+function endTurn(text = "", status = "complete") {
+  if (!text.trim().startsWith(current.streamText.trim())) endAnswer(current.streamText);
+  endAnswer(text, status);
+  current.messagesBox.querySelectorAll(".message.user.queued").forEach((node) => node.classList.remove("queued"));
+  setRunning(false);
+  keepCopy(current.id);
+}
+
+// The member logged in on the web while the locked screen was up: go on where the app was.
+async function leaveLocked() {
+  try {
+    me = await call("GET", "/me");
+  } catch (error) {
+    return handle(error);
+  }
+  await route();
 }
 
 // What waited while the phone was away: shown once, then acknowledged by cursor.
