@@ -172,3 +172,25 @@ async def test_rule_changes_on_the_admin_api_apply_to_the_very_next_call(chat):
         assert (await chat.admin.delete("/api/admin/security-groups/writers")).status_code == 200
         assert [r for r in (await chat.admin.get("/api/admin/approval-rules")).json()["rules"] if r["group_id"] == "writers"] == []
     assert chat.probe.writes == [{"text": "a"}]
+
+
+async def test_a_rule_made_to_refuse_while_the_card_waits_wins_over_the_members_approval(chat, caplog):
+    """An admin probe: the rule was changed to Refuse while the member's card waited,
+    the member then approved, and the file was written. The rules are asked again once
+    the member answers; a refusal wins over an approval asked under the old rule."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [write("after the change"), Reply("It was refused.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        card = await sock.wait_event(cid, "approval_required")
+        refuse = await chat.admin.post("/api/admin/approval-rules", json={"tool_pattern": "write_note", "action": "deny", "priority": 50})
+        assert refuse.status_code == 201, refuse.text
+        assert (await sock.approve(card["approval_id"], "approve"))["decision"] == "approved"
+        events = await sock.turn(cid)
+    assert chat.probe.writes == []
+    assert "tool_denied" in types(events)
+    call = (await messages(alice, cid))[1]["tool_calls"][0]
+    assert (call["status"], call["result"]) == ("denied", "a rule denies this tool here.")
+    assert any(r.name == "skald.audit" and "rule:write_note" in r.getMessage() for r in caplog.records)

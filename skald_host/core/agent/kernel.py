@@ -1071,6 +1071,7 @@ class Kernel:
                     self.emit(scope.frame, "approval_resolved", approval_id=approval["id"], decision="expired")
             return withdrawn
 
+        waited = decided or call["status"] == "awaiting_approval"  # for the member's OK: the rules may have changed since
         if admitted or decided:
             verdict = None  # the gate allowed it as the round was written, as running; or the member did
         elif call["status"] == "awaiting_approval":
@@ -1088,10 +1089,16 @@ class Kernel:
                           arguments=call["arguments"])
                 approval = await self.store.approval(approval_id)
                 verdict = await self._await_approval(scope, call, approval, args_hash)
+                waited = True
             else:
                 verdict = None
         if verdict is not None:
             return verdict
+        if waited and decide(await self.chat.rules.rules(), call["name"], arguments, self.runtime.member_groups) == "deny":
+            # A rule made to refuse it while the card waited: the member's OK was asked
+            # under the old rule, and a refusal wins over it.
+            audit.denied(self.runtime.member_id, f"rule:{call['name']}", via="tool_start", tool=call["name"])
+            return "denied", "a rule denies this tool here."
         # Access may have gone while the call waited (for an approval, for its turn in
         # the batch, for the server): asked again as it starts.
         withdrawn = self._withdrawn(scope, call, registered)
