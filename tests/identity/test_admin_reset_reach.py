@@ -140,6 +140,11 @@ async def test_a_data_losing_reset_leaves_the_accounts_own_projects_to_their_oth
     response = await bob.post("/api/projects", json={"slug": "letters", "title": "Letters"})
     assert response.status_code == 201, response.text
     assert (await bob.get(f"/api/projects/{response.json()['id']}/files")).json()["entries"] == []
+    # The shared one still holds its name: said as such, not "you already have" a
+    # project he cannot see (an admin probe met the bare conflict).
+    taken = await bob.post("/api/projects", json={"slug": "band", "title": "Band"})
+    assert (taken.status_code, taken.json()["code"], taken.json()["field"]) == (409, "project_exists_withdrawn", "slug")
+    assert "ask one of them to invite you back" in taken.json()["error"]
 
 
 async def test_only_a_data_losing_reset_takes_the_files_one_without_data_loss_keeps_them(skald):

@@ -488,6 +488,18 @@ class FolderService:
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM projects WHERE owner_id = ? AND slug = ?", (owner_id, slug)).fetchone():
+                if not conn.execute(
+                    "SELECT 1 FROM projects p JOIN project_members m ON m.project_id = p.id"
+                    " WHERE p.owner_id = ? AND p.slug = ? AND m.member_id = ?", (owner_id, slug, owner_id)
+                ).fetchone():
+                    # Theirs before an admin reset their password (``withdraw``): its other
+                    # members kept it, and it still holds the name. Said, not a bare conflict
+                    # with a project they cannot see.
+                    raise FolderConflict(
+                        f"a project named {slug!r} you owned before your password was reset is still kept by its other"
+                        " members; ask one of them to invite you back, or choose another name",
+                        field="slug", code="project_exists_withdrawn", name=slug,
+                    )
                 raise FolderConflict(f"you already have a project named {slug!r}", field="slug", code="project_exists", name=slug)
             conn.execute(
                 "INSERT INTO projects (id, owner_id, slug, title, description) VALUES (?, ?, ?, ?, ?)",
