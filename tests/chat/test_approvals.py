@@ -192,5 +192,6 @@ async def test_a_rule_made_to_refuse_while_the_card_waits_wins_over_the_members_
     assert chat.probe.writes == []
     assert "tool_denied" in types(events)
     call = (await messages(alice, cid))[1]["tool_calls"][0]
-    assert (call["status"], call["result"]) == ("denied", "a rule denies this tool here.")
+    assert (call["status"], call["result"], call["result_code"]) == ("denied", "a rule denies this tool here.", "rule")
+    assert [e["result_code"] for e in events if e["type"] == "tool_denied"] == ["rule"]  # said in the reader's language
     assert any(r.name == "skald.audit" and "rule:write_note" in r.getMessage() for r in caplog.records)

@@ -21,6 +21,13 @@ function messageStatusLabel(status) {
   return "";
 }
 
+/** A call's result as the member reads it: one the host wrote (a rule refused it, the
+ * approval expired, ...) in the reader's language by its `result_code`; a tool's own
+ * result as it is. */
+function resultText(call) {
+  return call.result_code ? t(`chat.call_result.${call.result_code}`) : call.result;
+}
+
 function toolStatusLabel(status) {
   switch (status) {
     case "requested": return t("chat.tool_requested");
@@ -807,7 +814,7 @@ export class Transcript {
         this.placeActivity();
       },
     };
-    card.set(call.status || "requested", call.result);
+    card.set(call.status || "requested", resultText(call));
     this.toolCards.set(call.id, card);
     return node;
   }
@@ -815,7 +822,7 @@ export class Transcript {
   toolUpdate(data, status) {
     const card = this.toolCards.get(data.call_id);
     if (!card) return;
-    card.set(status, data.result);
+    card.set(status, resultText(data));
     if (status !== "awaiting_approval") {
       for (const panel of this.approvals.values()) {
         // A call stopped or cut while its card waited was never approved: the card says

@@ -43,7 +43,7 @@ from skald_host.core.agent.approvals import arguments_hash, decide, expired, exp
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.questions import QuestionError
-from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, TERMINAL_CALL_STATES, Frame, reason_json
+from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, HOST_RESULTS, TERMINAL_CALL_STATES, Frame, reason_json, result_code
 from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.faults import crash_point
@@ -68,7 +68,7 @@ SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not o
 TOOL_RETURN_SECONDS = 30.0
 TOOL_RETURN_POLL_SECONDS = 0.1
 #: A call that was running when the server stopped, and is not run again.
-RESTARTED_NOT_RERUN = "the server restarted while this ran; it was not run again because it may already have had its effect."
+RESTARTED_NOT_RERUN = HOST_RESULTS["restarted"]
 
 
 class NoModelConfigured(RuntimeError, ToolError):  # a sub-agent's turn may hit it: the model reads it
@@ -81,10 +81,7 @@ class AccessWithdrawn(PermissionError):
 
 
 #: The result of a call whose tool the member may no longer use when it is to start.
-WITHDRAWN = (
-    "access to this tool was withdrawn (the member's role, grants or the plugin changed since it"
-    " was proposed); it did not run."
-)
+WITHDRAWN = HOST_RESULTS["withdrawn"]
 
 
 class Abandoned(Exception):
@@ -808,7 +805,7 @@ class Kernel:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 if not self.interrupted():
                     for call in pending:
-                        await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
+                        await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", HOST_RESULTS["stopped"]))
                 raise
             for call, (status, result) in zip(pending[:-1], outcomes):  # recorded in call order
                 await self._record(scope, call, status, result)
@@ -818,7 +815,7 @@ class Kernel:
                     status, result = await self.execute_one(scope, call)
                 except asyncio.CancelledError:
                     if not self.interrupted():
-                        await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", "stopped"))
+                        await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", HOST_RESULTS["stopped"]))
                     raise
                 outcomes.append((status, result))
                 if call is not pending[-1]:
@@ -952,7 +949,7 @@ class Kernel:
                     self._announce_result(scope, {**call, "id": i}, status, _clip(result))
             if not self.interrupted():
                 for i in written:
-                    await asyncio.shield(self._record_if_unfinished(scope, i, "cancelled", "stopped"))
+                    await asyncio.shield(self._record_if_unfinished(scope, i, "cancelled", HOST_RESULTS["stopped"]))
             raise
 
     async def _record_and_continue(
@@ -1021,7 +1018,7 @@ class Kernel:
 
     def _announce_result(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:
         kind = {"done": "tool_done", "denied": "tool_denied", "cancelled": "tool_cancelled"}.get(status, "tool_error")
-        self.emit(scope.frame, kind, call_id=call["id"], name=call["name"], status=status, result=result[:4000])
+        self.emit(scope.frame, kind, call_id=call["id"], name=call["name"], status=status, result=result[:4000], result_code=result_code(result))
 
     async def _record_if_unfinished(self, scope: Scope, call_id: str, status: str, result: str) -> None:
         row = await self.store.call(call_id)
@@ -1079,10 +1076,10 @@ class Kernel:
         else:
             decision = decide(await self.chat.rules.rules(), call["name"], arguments, self.runtime.member_groups)
             if decision == "deny":
-                return "denied", "a rule denies this tool here."
+                return "denied", HOST_RESULTS["rule"]
             if decision == "require":
                 if scope.unattended:
-                    return "denied", "this needs the member's approval and nobody is there to give it."
+                    return "denied", HOST_RESULTS["unattended"]
                 args_hash = arguments_hash(arguments)  # what an approval is bound to (only a call that asks needs it)
                 approval_id = await self.store.request_approval(call["id"], scope.frame.conversation_id, call["name"], args_hash, expiry())
                 self.emit(scope.frame, "approval_required", approval_id=approval_id, call_id=call["id"], name=call["name"],
@@ -1098,7 +1095,7 @@ class Kernel:
             # A rule made to refuse it while the card waited: the member's OK was asked
             # under the old rule, and a refusal wins over it.
             audit.denied(self.runtime.member_id, f"rule:{call['name']}", via="tool_start", tool=call["name"])
-            return "denied", "a rule denies this tool here."
+            return "denied", HOST_RESULTS["rule"]
         # Access may have gone while the call waited (for an approval, for its turn in
         # the batch, for the server): asked again as it starts.
         withdrawn = self._withdrawn(scope, call, registered)
@@ -1207,7 +1204,7 @@ class Kernel:
         """None to run the call; else its terminal outcome. The approval must be for
         these exact arguments and is consumed by this one call."""
         if approval is None:
-            return "denied", "the approval request was lost."
+            return "denied", HOST_RESULTS["lost"]
         status = approval["status"]
         if status == "pending" and expired(approval["expires_at"]):
             await self.store.resolve_approval(approval["id"], "expired")
@@ -1215,7 +1212,7 @@ class Kernel:
         if status == "pending":
             if scope.unattended:
                 await self.store.resolve_approval(approval["id"], "expired")
-                return "denied", "this needs the member's approval and nobody is there to give it."
+                return "denied", HOST_RESULTS["unattended"]
             self.runtime.pending_cards[approval["id"]] = scope.frame.conversation_id
             try:
                 status = await self.runtime.waiters.wait(approval["id"])
@@ -1236,10 +1233,10 @@ class Kernel:
             log.info("an approved call that had not started when the server stopped runs now")
             return None
         if status == "denied":
-            return "denied", "the member declined."
+            return "denied", HOST_RESULTS["declined"]
         if status == "expired":
-            return "denied", "the approval request expired."
-        return "denied", "the approval does not match this call."
+            return "denied", HOST_RESULTS["expired"]
+        return "denied", HOST_RESULTS["mismatch"]
 
 
 def _failure(exc: ModelError) -> str:

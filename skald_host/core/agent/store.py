@@ -24,6 +24,30 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from skald_host.core.storage import Database
 
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
+
+#: The host's own results of a call that did not run (or not to its end), in English as
+#: the model reads them, by the code a screen says them with in its reader's language
+#: (``chat.call_result.<code>``): a German member read "a rule denies this tool here."
+HOST_RESULTS = {
+    "rule": "a rule denies this tool here.",
+    "unattended": "this needs the member's approval and nobody is there to give it.",
+    "declined": "the member declined.",
+    "expired": "the approval request expired.",
+    "lost": "the approval request was lost.",
+    "mismatch": "the approval does not match this call.",
+    "withdrawn": (
+        "access to this tool was withdrawn (the member's role, grants or the plugin changed since it"
+        " was proposed); it did not run."
+    ),
+    "restarted": "the server restarted while this ran; it was not run again because it may already have had its effect.",
+    "stopped": "stopped",
+}
+_RESULT_CODES = {text: code for code, text in HOST_RESULTS.items()}
+
+
+def result_code(result: Any) -> str | None:
+    """The code of a call's result when the host wrote it (``HOST_RESULTS``), else None."""
+    return _RESULT_CODES.get(result) if isinstance(result, str) else None
 #: Frames whose history is kept in memory per member, the most recently read ones: the
 #: conversations a member is in and their sub-agent frames. Each costs its whole
 #: history (rows, their wire form, the last request), so the bound is what keeps a
@@ -929,7 +953,7 @@ class ConversationStore:
             messages = [dict(r) for r in conn.execute("SELECT * FROM messages WHERE frame_id = ? AND origin IS NULL ORDER BY id", (frame.id,))]
             calls: dict[int, list[dict[str, Any]]] = {}
             for r in conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? ORDER BY message_id, seq", (frame.id,)):
-                calls.setdefault(r["message_id"], []).append(dict(r))
+                calls.setdefault(r["message_id"], []).append({**r, "result_code": result_code(r["result"])})
             for message in messages:
                 message["tool_calls"] = calls.get(message["id"], [])
                 message.pop("indexed", None)

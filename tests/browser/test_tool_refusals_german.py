@@ -1,0 +1,34 @@
+"""A call the host refused is said in the reader's language: a German member read "a
+rule denies this tool here." in her tool card (an admin probe). The model still reads
+the English; the card says the host's words by their code, live and after a reload."""
+
+from __future__ import annotations
+
+from playwright.async_api import expect
+
+from skald_host.testing import Reply, ScriptedModelServer, ToolCall
+from skald_host.testing.host import MEMBER_PASSWORD
+
+from .kit import sign_in
+from .test_chat import MODEL, configure_model
+
+
+async def test_a_refused_call_reads_in_german_live_and_after_a_reload(skald, browser_pages):
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        rule = await admin.post("/api/admin/approval-rules", json={"tool_pattern": "schedule_prompt", "action": "deny", "priority": 50})
+        assert rule.status_code == 201, rule.text
+        server.script(MODEL, [Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "Plan.", "every": "every weekday at 8"})]), Reply("Geht nicht.")])
+        await host.create_member("berta", locale="de")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "berta", MEMBER_PASSWORD)
+        await page.get_by_role("textbox", name="Nachricht").fill("Plane meinen Tag.")
+        await page.keyboard.press("Enter")
+        for _ in range(2):  # live, then as a reload reads it
+            card = page.locator(".tool-details").first
+            await expect(card.locator(".badge.tool-denied")).to_be_visible()
+            await card.locator("summary").first.click()
+            await expect(card.locator(".tool-result")).to_have_text("Eine Regel verweigert dieses Werkzeug hier.")
+            await page.reload()
