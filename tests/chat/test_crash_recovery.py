@@ -179,7 +179,7 @@ async def test_kill_mid_stream_keeps_the_partial_as_interrupted_and_the_turn_con
         ("assistant", "complete", "A complete answer."),
     ]
     assert transcript[2]["reason"] == {"code": "answer_resumed", "values": {}}
-    assert "resuming 2 conversation(s) after a restart, 2 with an answer cut off that is asked for again" in server.output
+    assert "resuming 2 interrupted conversation(s) (a restart, or their file locked), 2 with an answer cut off that is asked for again" in server.output
     assert [m["role"] for m in await messages(alice, delegating)].count("note") == 1  # cut in its sub-agent's frame
     retried = [r for r in model.requests_for(MODEL_A)[3:] if r.messages[-1]["content"] == "Tell me everything."]
     assert [r.messages[1:] for r in retried] == [[{"role": "user", "content": "Tell me everything."}]]  # no partial

@@ -58,7 +58,7 @@ SKILL_TOOL = "get_skill"
 #: in the reader's language).
 #: Recovery's note where an answer was cut off (``error.answer_resumed`` in the reader's language).
 RESUMED_NOTE = (
-    "An answer here was cut off before it was finished (the server stopped, or you logged out);"
+    "An answer here was cut off before it was finished (the server stopped, or your session ended);"
     " it is asked for again below, in a new request to the model."
 )
 #: How many times recovery asks again for one answer cut off by stops: a server that
@@ -916,7 +916,7 @@ class MemberRuntime:
         if resumed:
             # An answer cut mid-stream is asked for again: a second model request for
             # the message, said in the log as in the conversation (a provider bills it).
-            log.info("member %s: resuming %d conversation(s) after a restart, %d with an answer cut off that is asked for again",
+            log.info("member %s: resuming %d interrupted conversation(s) (a restart, or their file locked), %d with an answer cut off that is asked for again",
                      self.member_id, len(resumed), len(cut))
         return resumed
 
