@@ -81,6 +81,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "notes": NULLABLE_TEXT,
             "created_at": TIME,
             "last_login_at": NULLABLE_TIME,
+            "data_reset_at": {**NULLABLE_TIME, "description": "when an admin's password reset lost their data (set aside on the server), if it did"},
         },
         description="A member as the admin and the member themself see them: metadata only.",
     ),

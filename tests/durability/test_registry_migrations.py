@@ -74,6 +74,7 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path):
     assert after.pop("home_source") == "web"
     assert len(after.pop("inbox_public_key")) == 32
     assert after.pop("owner_generation") == 1  # the file was opened once since
+    assert after.pop("data_reset_at") is None  # no admin reset lost their data
     assert after == before
 
 

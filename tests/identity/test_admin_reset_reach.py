@@ -101,6 +101,9 @@ async def test_a_data_losing_reset_ends_the_accounts_shared_folders_and_others_p
 
     bob = host.client()
     assert (await bob.login("bob", NEW)).status_code == 200
+    # He is told why his account is empty (the start page says it), not left to guess.
+    assert (await bob.get("/api/auth/session")).json()["member"]["data_reset_at"] is not None
+    assert (await alice.get("/api/auth/session")).json()["member"]["data_reset_at"] is None
     assert (await bob.get("/api/projects")).json()["projects"] == []
     assert (await bob.get(f"/api/projects/{pid}")).status_code == 404
     assert (await bob.get(f"/api/projects/{pid}/files/content?path=secret.txt")).status_code in (403, 404)
@@ -173,6 +176,8 @@ async def test_only_a_data_losing_reset_takes_the_files_one_without_data_loss_ke
         seen[name] = (upload.status_code, upload.content if upload.status_code == 200 else None, projects, content.status_code)
     assert seen["carl"] == (200, b"carl's list", [pid], 200)  # not encrypted: nothing was lost
     assert seen["dora"] == (404, None, [], 404)
+    reset_at = {m["username"]: m["data_reset_at"] for m in (await admin.get("/api/admin/members")).json()["members"]}
+    assert reset_at["carl"] is None and reset_at["dora"] is not None  # only a reset that lost data is said
     assert _quarantine(host, clients["carl"].member["id"], "home") == []
     assert len(_quarantine(host, clients["dora"].member["id"], "home")) == 1
 

@@ -7,7 +7,7 @@ import { api, upload } from "../lib/api.js";
 import { el, link, present, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
-import { button, confirmDialog, errorText, notice, statusLine } from "../lib/ui.js";
+import { button, confirmDialog, errorText, formatDate, notice, statusLine } from "../lib/ui.js";
 import { isLive, taskStrip } from "./chat-tasks.js";
 import { Transcript } from "./chat-transcript.js";
 
@@ -413,6 +413,14 @@ function modelNotice(ctx) {
   return box;
 }
 
+/** An admin's password reset lost what the member had (their old file could not be
+ * opened with the new password): said on the empty start page, instead of an account
+ * that is simply empty, until the member has a conversation again. */
+function dataResetNotice(member, conversations) {
+  if (!member.data_reset_at || conversations.length) return null;
+  return el("p", { class: "notice info data-reset", role: "status", text: t("chat.data_reset", { date: formatDate(member.data_reset_at) }) });
+}
+
 class ChatView {
   constructor(ctx, status, conversations, loaded) {
     this.ctx = ctx;
@@ -458,7 +466,7 @@ class ChatView {
       const picker = modelPicker(this, choice);
       main.append(el("div", { class: "chat-welcome" },
         el("h1", { text: t("chat.title", { name }) }), el("p", { class: "intro", text: t("chat.intro") }),
-        picker, picker && choice.node, this.noModel),
+        dataResetNotice(this.ctx.member, this.conversations), picker, picker && choice.node, this.noModel),
         this.connection, this.composer.node);
       // The list comes first in both pages, so it keeps its place in the tab order.
       const page = el("div", { class: "chat-page" }, this.list.node, main);

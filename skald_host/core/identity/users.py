@@ -117,6 +117,9 @@ class Member:
     created_at: str
     last_login_at: str | None
     plugin_grants: frozenset[str] = frozenset()
+    #: When an admin's password reset lost their data (their old file set aside): they
+    #: are told, instead of finding an empty account with no reason given.
+    data_reset_at: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -149,6 +152,7 @@ class Member:
             "notes": self.notes,
             "created_at": self.created_at,
             "last_login_at": self.last_login_at,
+            "data_reset_at": self.data_reset_at,
         }
 
 
@@ -296,6 +300,7 @@ class UserManager:
             notes=row["notes"],
             created_at=row["created_at"],
             last_login_at=row["last_login_at"],
+            data_reset_at=row["data_reset_at"],
             plugin_grants=frozenset(
                 r[0] for r in conn.execute("SELECT plugin_id FROM plugin_access WHERE user_id = ?", (row["id"],))
             ),
@@ -546,7 +551,7 @@ class UserManager:
         def update(conn: Any) -> None:
             conn.execute("UPDATE users SET credentials = ?, updated_at = ? WHERE id = ?", (credentials, _now(), member_id))
             if member.encrypted:  # a new file, opened never
-                conn.execute("UPDATE users SET owner_generation = 0 WHERE id = ?", (member_id,))
+                conn.execute("UPDATE users SET owner_generation = 0, data_reset_at = ? WHERE id = ?", (_now(), member_id))
                 # With the new password: whoever holds it starts with nothing (the
                 # memberships end with the data, in the same commit).
                 for participant in self.reset_participants:

@@ -521,5 +521,10 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 " ('get_skill', 'allow', 200, 'core.seed.rule.get_skill', 1)",
             ),
         ),
+        Migration(
+            16,
+            "when an admin's password reset lost a member's data: the member is told at their next sign-in",
+            statements=("ALTER TABLE users ADD COLUMN data_reset_at TEXT",),
+        ),
     ),
 )
