@@ -79,7 +79,8 @@ async def test_config_is_validated_and_the_error_names_the_field(skald):
 
     refused = await admin.put("/api/admin/plugins/hello/config", json={"config": {"greeting": "Hi", "shout": "yes"}})
     assert refused.status_code == 400
-    assert refused.json() == {"error": "shout: must be true or false", "field": "shout", "code": "config_boolean"}
+    first = {"error": "shout: must be true or false", "field": "shout", "code": "config_boolean", "values": {}}
+    assert refused.json() == {**first, "errors": [first]}  # every refused field is listed; here one
     assert await host.core.host_api("hello").get_config() == before  # refused whole: "Hi" was not stored
 
     saved = await admin.put("/api/admin/plugins/hello/config", json={"config": {"greeting": "Hi", "shout": True}})
