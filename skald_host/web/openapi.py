@@ -61,6 +61,11 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "field": {"type": "string", "description": "the path of the offending input field (a.b[2]), when there is one"},
             "code": {"type": "string", "description": "stable: the shell shows the string core.error.<code> in the reader's language"},
             "values": {"type": "object", "description": "what fills that string's placeholders"},
+            "errors": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "a settings save only: every refused field, each in this shape (the first is also the answer itself)",
+            },
         },
         "required": ["error", "code"],
         "description": "Every error of the API has this shape.",
