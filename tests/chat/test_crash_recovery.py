@@ -127,6 +127,17 @@ async def restart(servers: Servers, server) -> Any:
     return again, await again.login("alice", PASSWORD)
 
 
+def interrupted_rows(data_dir: Path) -> int:
+    """Request log rows of requests cut short, read beside the running server."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"{(data_dir / 'database' / 'system.db').absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM llm_requests WHERE status = 'interrupted'").fetchone()[0]
+    finally:
+        conn.close()
+
+
 def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -180,6 +191,9 @@ async def test_kill_mid_stream_keeps_the_partial_as_interrupted_and_the_turn_con
     ]
     assert transcript[2]["reason"] == {"code": "answer_resumed", "values": {}}
     assert "resuming 2 interrupted conversation(s) (a restart, or their file locked), 2 with an answer cut off that is asked for again" in server.output
+    # The two requests the kill cut are rows of the request log, as their repeats are (a
+    # provider may bill both): recovery writes them, nothing could before the kill.
+    await eventually(lambda: interrupted_rows(servers.data_dir) == 2, what="the cut requests' rows")
     assert [m["role"] for m in await messages(alice, delegating)].count("note") == 1  # cut in its sub-agent's frame
     retried = [r for r in model.requests_for(MODEL_A)[3:] if r.messages[-1]["content"] == "Tell me everything."]
     assert [r.messages[1:] for r in retried] == [[{"role": "user", "content": "Tell me everything."}]]  # no partial

@@ -11,7 +11,7 @@ from skald_hookspecs import PluginInfo, Tool, hookimpl
 from skald_host.core.agent.runtime import RESUMED_NOTE
 from skald_host.testing import Hang, Reply, ToolCall
 
-from .support import PROBE, ChatSocket, allow_tool, assert_well_formed, configure_models, messages, new_conversation
+from .support import PROBE, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
 
 
 async def test_graceful_restart_keeps_partial_answers_pending_approvals_and_running_calls_for_recovery(chat, skald):
@@ -74,9 +74,13 @@ async def test_graceful_restart_keeps_partial_answers_pending_approvals_and_runn
     assert chat.probe.wait_cancelled == 1 and not chat.probe.release.is_set()  # "wait" was not run again
     for transcript in (stream, approved, waited):
         assert_well_formed(transcript)
-    # The request the stop cut is in the request log as interrupted (written before the
-    # server stopped): the one recovery made again is a repeat to see, never a silent one.
-    statuses = await host.core.registry.run(lambda c: [r[0] for r in c.execute("SELECT status FROM llm_requests")])
+    # The request the stop cut is in the request log as interrupted (recovery writes it,
+    # as after a crash): the one it made again is a repeat to see, never a silent one.
+    async def interrupted() -> list[str]:
+        statuses = await host.core.registry.run(lambda c: [r[0] for r in c.execute("SELECT status FROM llm_requests")])
+        return statuses if "interrupted" in statuses else []
+
+    statuses = await eventually(interrupted, what="the cut request's row")
     assert statuses.count("interrupted") == 1 and "stopped" not in statuses
 
 

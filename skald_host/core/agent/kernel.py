@@ -664,15 +664,12 @@ class Kernel:
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
                 return turn, message_id, (request_id, self.runtime.request_body(frame, messages, tools), json.dumps(response))
         except asyncio.CancelledError:
-            if sent is not None:
-                # A request cut by a Stop or by the server stopping may be billed all the
-                # same (and recovery asks again after a stop): it is logged as what
-                # became of it, so a repeat is never a silent one.
+            if sent is not None and not self.interrupted():
+                # A request the member's Stop cut may be billed all the same: it is logged
+                # as stopped. One the server's stop cut is left streaming for recovery,
+                # which logs it (as it does one a crash cut) as it asks again.
                 request_id, choice, started = sent
-                await self.runtime.log_request(
-                    request_id, frame, choice.model, messages, tools, None, None, started,
-                    status="interrupted" if self.interrupted() else "stopped",
-                )
+                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, None, started, status="stopped")
             if message_id is None and pending is not None:
                 pending.start()
                 try:  # the placeholder's write is in flight: it is the row to end

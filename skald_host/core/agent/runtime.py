@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import random
 import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
@@ -487,22 +488,32 @@ class MemberRuntime:
 
         if settled is not None:
             return await self._send_opening(frame, text, write, member, candidates, settled, unattended, scheduled)  # type: ignore[arg-type]
-        stored = await write()
-        if stored["duplicate"]:
-            if stored["conversation_id"] != conversation_id:
-                raise ChatError("this idempotency key was used for another conversation", code="idempotency_key_reused")
-            return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
-        ack = {"conversation_id": conversation_id, "queued": stored["queued"], "message_id": stored["message_id"]}
-        if not stored["queued"]:
-            self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described, scheduled=scheduled)
-        self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
-        # Queued while a turn ran: if that turn ended meanwhile, the next one starts here,
-        # from the inbox.
-        self.drive(
-            conversation_id, unattended=unattended, member=member(), candidates=candidates if stored.get("placeholder_id") else None,
-            drain_first=stored["queued"],
-        )
-        return ack
+
+        async def store_then_start() -> dict[str, Any]:
+            """Runs to its end even if the sender goes away (a socket closed mid-send):
+            the write commits in the store's thread regardless, and a message stored
+            with no turn started was left unanswered, its placeholder streaming, while
+            the resend of its key was acknowledged as a duplicate (a crash-kill probe)."""
+            stored = await write()
+            if stored["duplicate"]:
+                if stored["conversation_id"] != conversation_id:
+                    raise ChatError("this idempotency key was used for another conversation", code="idempotency_key_reused")
+                return {"conversation_id": conversation_id, "duplicate": True, "queued": stored["queued"], "message_id": stored["message_id"]}
+            ack = {"conversation_id": conversation_id, "queued": stored["queued"], "message_id": stored["message_id"]}
+            if not stored["queued"]:
+                self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described, scheduled=scheduled)
+            self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
+            # Queued while a turn ran: if that turn ended meanwhile, the next one starts here,
+            # from the inbox.
+            self.drive(
+                conversation_id, unattended=unattended, member=member(), candidates=candidates if stored.get("placeholder_id") else None,
+                drain_first=stored["queued"],
+            )
+            return ack
+
+        storing = asyncio.ensure_future(store_then_start())
+        storing.add_done_callback(lambda f: f.cancelled() or f.exception())  # a sender gone: its failure is nobody's to read
+        return await asyncio.shield(storing)
 
     def _room_to_write(self) -> bool:
         """Whether the member's disk has room enough that the message's commit cannot
@@ -900,6 +911,11 @@ class MemberRuntime:
         (seed 001 "Restart recovery"): a partial answer is marked interrupted; unfinished
         calls are re-gated and run, re-asked or marked interrupted by the kernel as it
         drives the conversation; queued messages start their turn."""
+        for model in await self.store.cut_requests():
+            # A request cut by a crash or a stop of the server may be billed, and resuming
+            # asks again: both are rows of the request log, the repeat never silent.
+            await self.log_request(f"{random.getrandbits(128):032x}", None, model, [], [], None, None, time.perf_counter(),
+                                   payload=False, status="interrupted")
         cut, given_up = await self.store.mark_interrupted_streams(
             RESUMED_NOTE, reason_json("answer_resumed"),
             give_up=(RESUME_LIMIT, RESUME_GIVEN_UP.format(times=RESUME_LIMIT + 1), lambda times: reason_json("resume_limit", {"times": times})),
@@ -1095,7 +1111,7 @@ class MemberRuntime:
     async def log_request(
         self,
         request_id: str,
-        frame: Frame,
+        frame: Frame | None,
         model: str,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
@@ -1110,8 +1126,9 @@ class MemberRuntime:
         the background: nothing the member sees waits for the log (closing the runtime
         does, ``flush_logs``). ``payload`` False: the bodies go with the round's answer
         (``finish_assistant``). ``status``: a request with neither an answer nor an
-        error, cut short (``stopped``, ``interrupted``)."""
-        latency = int((time.perf_counter() - started) * 1000)
+        error, cut short (``stopped``, ``interrupted``: recovery's, with no frame and no
+        timing of its own)."""
+        latency = None if frame is None else int((time.perf_counter() - started) * 1000)
 
         async def write() -> None:
             try:

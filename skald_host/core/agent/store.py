@@ -784,6 +784,13 @@ class ConversationStore:
         finally:
             self.forget()
 
+    async def cut_requests(self) -> list[str]:
+        """Recovery, before ``mark_interrupted_streams``: the model of each answer a
+        stopped server was streaming (a frame still open), one per request cut short."""
+        return await self.db.run(lambda conn: [r[0] or "" for r in conn.execute(
+            "SELECT m.model FROM messages m JOIN frames f ON f.id = m.frame_id WHERE m.status = 'streaming' AND f.status = 'open'"
+        )])
+
     async def mark_interrupted_streams(
         self, note: str = "", reason: str | None = None, *, give_up: tuple[int, str, Callable[[int], str]] | None = None
     ) -> tuple[list[str], list[str]]:
