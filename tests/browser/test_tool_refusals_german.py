@@ -32,3 +32,25 @@ async def test_a_refused_call_reads_in_german_live_and_after_a_reload(skald, bro
             await card.locator("summary").first.click()
             await expect(card.locator(".tool-result")).to_have_text("Eine Regel verweigert dieses Werkzeug hier.")
             await page.reload()
+
+
+async def test_an_approval_a_rule_then_refused_says_the_rule_not_withdrawn_access(skald, browser_pages):
+    """The admin made a rule refuse the tool while the member's card waited: her Allow
+    ends in the rule's refusal, and the card says that, not that her access was
+    withdrawn (it was not)."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_model(admin, server)
+        server.script(MODEL, [Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "Plan.", "every": "every weekday at 8"})]), Reply("Geht nicht.")])
+        await host.create_member("berta", locale="de")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "berta", MEMBER_PASSWORD)
+        await page.get_by_role("textbox", name="Nachricht").fill("Plane meinen Tag.")
+        await page.keyboard.press("Enter")
+        allow = page.get_by_role("button", name="Erlauben")
+        await expect(allow).to_be_visible()
+        rule = await admin.post("/api/admin/approval-rules", json={"tool_pattern": "schedule_prompt", "action": "deny", "priority": 50})
+        assert rule.status_code == 201, rule.text
+        await allow.click()
+        await expect(page.locator(".approval-status")).to_have_text("Erlaubt, aber eine Regel verweigert dieses Werkzeug jetzt hier: es lief nicht.")

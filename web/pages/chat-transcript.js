@@ -46,6 +46,7 @@ const approvedDecision = (decision) => decision === "approved" || decision === "
 
 function decisionLabel(decision) {
   if (decision === "withdrawn") return t("chat.approval_withdrawn");
+  if (decision === "refused_by_rule") return t("chat.approval_refused_by_rule");
   if (approvedDecision(decision)) return t("chat.approval_approved");
   if (decision === "denied" || decision === "deny") return t("chat.approval_denied");
   return t("chat.approval_expired");
@@ -805,8 +806,9 @@ export class Transcript {
     this.remember(details, `t:${call.id}`);
     const card = {
       node, details, status: call.status,
-      set: (next, text) => {
+      set: (next, text, code) => {
         card.status = next;
+        card.code = code;
         node.dataset.status = next;
         status.className = `badge tool-${next}`;
         status.textContent = toolStatusLabel(next);
@@ -814,7 +816,7 @@ export class Transcript {
         this.placeActivity();
       },
     };
-    card.set(call.status || "requested", resultText(call));
+    card.set(call.status || "requested", resultText(call), call.result_code);
     this.toolCards.set(call.id, card);
     return node;
   }
@@ -822,7 +824,7 @@ export class Transcript {
   toolUpdate(data, status) {
     const card = this.toolCards.get(data.call_id);
     if (!card) return;
-    card.set(status, resultText(data));
+    card.set(status, resultText(data), data.result_code);
     if (status !== "awaiting_approval") {
       for (const panel of this.approvals.values()) {
         // A call stopped or cut while its card waited was never approved: the card says
@@ -1012,9 +1014,11 @@ export class Transcript {
       node, callId, pending: true,
       resolve: (decided) => {
         // Approved, yet the call was denied: the host asks again as a call starts, and the
-        // member's access had gone meanwhile. "Approved." beside "Denied" said neither why
-        // nor that nothing ran.
-        const decision = approvedDecision(decided) && this.toolCards.get(callId)?.status === "denied" ? "withdrawn" : decided;
+        // member's access had gone meanwhile, or a rule now refuses it. "Approved." beside
+        // "Denied" said neither why nor that nothing ran.
+        const card = this.toolCards.get(callId);
+        const refused = approvedDecision(decided) && card?.status === "denied";
+        const decision = refused ? (card.code === "rule" ? "refused_by_rule" : "withdrawn") : decided;
         panel.pending = false;
         panel.decision = decision;
         const hadFocus = node.contains(document.activeElement);  // settled elsewhere (another tab, a stop)
@@ -1023,7 +1027,7 @@ export class Transcript {
         question.remove();
         node.querySelector(".tool-args")?.remove();
         status.textContent = decisionLabel(decision);
-        status.className = `approval-status ${["deny", "denied", "withdrawn"].includes(decision) ? "denied" : decision === "expired" ? "expired" : "approved"}`;
+        status.className = `approval-status ${["deny", "denied", "withdrawn", "refused_by_rule"].includes(decision) ? "denied" : decision === "expired" ? "expired" : "approved"}`;
         if (hadFocus) { status.tabIndex = -1; status.focus({ preventScroll: true }); }  // never lost to <body>
         this.placeActivity();
       },
