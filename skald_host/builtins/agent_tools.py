@@ -128,7 +128,8 @@ async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
 
 
 def _line(job: Mapping[str, Any]) -> str:
-    when = f"every {job['phrase'] or job['cron']} (cron {job['cron']}, {job['timezone']})" if job["recurring"] else "once"
+    # The phrase is the member's own words ("every weekday at 8"): it says "every" itself.
+    when = f"{job['phrase'] or 'cron'} (cron {job['cron']}, {job['timezone']})" if job["recurring"] else "once"
     state = "paused" if job["paused"] else job["status"]
     last = f"{job['last_status']} at {job['last_run_at']}" if job["last_run_at"] else "never run"
     prompt = " ".join(job["prompt"].split())

@@ -233,7 +233,7 @@ async def test_the_agent_creates_lists_pauses_and_deletes_recurring_prompts_with
         await sock.send(cid, "What is scheduled?")
         await sock.turn(cid)  # listing asks nobody (a built-in allow rule)
         assert not [e for e in sock.events[start:] if e.get("type") == "approval_required"]
-        assert listed[0].startswith(f"- {job['id'][:8]} [pending] every werktags um 7:30 (cron 30 7 * * 1-5, {BERLIN})")
+        assert listed[0].startswith(f"- {job['id'][:8]} [pending] werktags um 7:30 (cron 30 7 * * 1-5, {BERLIN})")
 
         start = len(sock.events)
         await sock.send(cid, "Pause it.")
