@@ -232,7 +232,12 @@ async function route({ focus = true } = {}) {
   if (kept) refocus(content, kept);
   const heading = content.querySelector("h1");
   document.title = heading ? `${heading.textContent} · ${t("app.name")}` : t("app.name");
-  if (focus) content.focus({ preventScroll: false });
+  if (focus) {
+    // A new page starts at its top: letting focus scroll it put its title under the
+    // phone's sticky top bar.
+    content.focus({ preventScroll: true });
+    window.scrollTo(0, 0);
+  }
 }
 
 /** What a page's re-render (``ctx.rerender``, after an add or a save) must not lose: the
