@@ -301,3 +301,24 @@ async def test_a_message_sent_while_an_approval_waits_shows_below_the_answer_it_
     finally:
         await context.close()
     assert problems == []
+
+
+async def test_a_long_answer_ending_in_math_is_followed_to_its_end(setup, browser):
+    """The answer is redrawn whole as it ends, and its math grows once KaTeX arrives:
+    the view stopped 355 px short of the formula (a regression walk)."""
+    alice = await setup.host.member("alice", display_name="Alice")
+    long = " ".join(f"Sentence {i} of the long answer." for i in range(60))
+    setup.model.script(MODEL, [Reply(long + "\n\n$$\\int_0^1 x\\,dx = \\frac{1}{2}$$", token_delay=0.001)])
+    problems: list[str] = []
+    context, page = await _paired_app(setup, browser, alice, problems)
+    try:
+        await page.tap("text=New chat")
+        await page.wait_for_selector("textarea[name=text]")
+        await _send(page, "Explain it at length.")
+        await page.wait_for_selector("#messages .message.assistant:not(.streaming) .katex")
+        await page.wait_for_function(
+            "() => { const v = document.getElementById('view'); return v.scrollHeight - v.scrollTop - v.clientHeight < 4; }"
+        )
+    finally:
+        await context.close()
+    assert problems == []

@@ -17,6 +17,12 @@ const LOCALE_KEY = "skald.mobile.locale";
 const VOICE_KEY = "skald.mobile.voice";
 
 const view = document.getElementById("view");
+// Whether the reader is at the end of what the view shows: growth after it was drawn
+// (math typeset once KaTeX arrives, an answer redrawn whole as it ends) keeps them
+// there; one who scrolled up stays where they are. Growth itself fires no scroll.
+let atEnd = true;
+view.addEventListener("scroll", () => { atEnd = view.scrollHeight - view.scrollTop - view.clientHeight < 48; }, { passive: true });
+const keepAtEnd = new ResizeObserver(() => { if (atEnd) view.scrollTop = view.scrollHeight; });
 const banner = document.getElementById("banner");
 const title = document.getElementById("title");
 const back = document.getElementById("back");
@@ -369,6 +375,9 @@ async function chatScreen(id) {
   screen(t("app_title"), { backTo: "#list" });
   remember((stored) => (stored.last = id));
   const messagesBox = el("div", { class: "messages", id: "messages" });
+  keepAtEnd.disconnect();
+  keepAtEnd.observe(messagesBox);
+  atEnd = true;
   const typing = el("p", { class: "typing", text: t("typing"), hidden: true });
   const text = el("textarea", { name: "text", rows: 1, placeholder: t("placeholder"), "aria-label": t("placeholder") });
   const file = el("input", { type: "file", name: "file", accept: "image/*,*/*", hidden: true });
