@@ -17,6 +17,8 @@ const when = (iso) => new Intl.DateTimeFormat(locale(), { dateStyle: "medium", t
 // A device's name put into one of the page's strings; a function, so a name with "$&"
 // in it is put in as written.
 const named = (template, device) => template.replace(/\{name\}/g, () => device.name);
+/** How often a shown code asks whether a phone used it. */
+const PAIRING_POLL_MS = 2000;
 
 export default class MobilePairingPage extends HTMLElement {
   async connectedCallback() {
@@ -49,14 +51,38 @@ export default class MobilePairingPage extends HTMLElement {
         el("p", { text: this.s.page_code_help }),
         el("p", {}, el("a", { href: pairing.pair_url, text: this.s.page_open_app })),
       );
+      this.watchPairing(pairing.expires_in);
     } catch (error) {
       this.message.textContent = error.message;
     }
   }
 
+  /** While a code is shown, the devices are asked for every few seconds: the phone that
+   * uses it appears here, and the used code goes (the page stayed on a spent code). */
+  async watchPairing(seconds) {
+    const token = (this.watching = {});
+    const known = new Set((await this.devices()).map((d) => d.id));
+    const until = Date.now() + Math.max(1, Number(seconds) || 600) * 1000;
+    while (this.watching === token && this.isConnected && Date.now() < until) {
+      await new Promise((resolve) => setTimeout(resolve, PAIRING_POLL_MS));
+      const fresh = (await this.devices().catch(() => [])).find((d) => !known.has(d.id));
+      if (fresh && this.watching === token) {
+        this.watching = null;
+        this.codeBox.replaceChildren();
+        this.message.textContent = named(this.s.page_paired, fresh);
+        await this.refresh();
+        return;
+      }
+    }
+  }
+
+  async devices() {
+    return (await call("GET", `${this.base}/devices`)).devices;
+  }
+
   async refresh() {
     try {
-      const { devices } = await call("GET", `${this.base}/devices`);
+      const devices = await this.devices();
       if (!devices.length) {
         this.list.replaceChildren(el("li", { class: "muted", text: this.s.page_no_devices }));
         return;

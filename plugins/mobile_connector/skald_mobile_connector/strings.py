@@ -40,6 +40,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "page_no_devices": "No device is paired.",
         "page_unlink": "Unlink",
         "page_unlink_device": "Unlink {name}",
+        "page_paired": "Paired: {name}.",
         "page_unlink_title": "Unlink {name}?",
         "page_unlink_message": "{name} will no longer reach your assistant. To use it again, pair it with a new code.",
         "page_last_seen": "last seen {when}",
@@ -116,6 +117,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "page_no_devices": "Kein Gerät ist gekoppelt.",
         "page_unlink": "Entkoppeln",
         "page_unlink_device": "{name} entkoppeln",
+        "page_paired": "Gekoppelt: {name}.",
         "page_unlink_title": "{name} entkoppeln?",
         "page_unlink_message": "{name} erreicht deinen Assistenten danach nicht mehr. Um es wieder zu nutzen, koppel es mit einem neuen Code.",
         "page_last_seen": "zuletzt gesehen {when}",
@@ -165,7 +167,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
 
 PAGE_KEYS = (
     "page_title", "page_intro", "page_new_code", "page_code_help", "page_qr_alt", "page_open_app", "page_devices", "page_no_devices",
-    "page_unlink", "page_unlink_device", "page_unlink_title", "page_unlink_message", "page_last_seen",
+    "page_unlink", "page_unlink_device", "page_unlink_title", "page_unlink_message", "page_last_seen", "page_paired",
 )
 APP_KEYS = tuple(
     key for key in STRINGS["en"] if not key.startswith(("plugin.", "page.", "page_", "err_"))

@@ -71,8 +71,10 @@ async def test_the_page_shows_a_code_and_qr_lists_devices_and_unlinks(setup, bro
         phone = setup.host.client()
         paired = await phone.post(f"{BASE}/pair", json={"code": code, "name": "New phone", "platform": "ios"})
         assert paired.status_code == 201
-        await page.evaluate("document.querySelector('plugin-mobile-connector-main').refresh()")
-        await page.wait_for_selector("text=New phone")
+        # The page sees the phone that used its code by itself, and the spent code goes.
+        await page.wait_for_selector("text=Paired: New phone.")
+        await page.wait_for_selector("li.mobile-device >> text=New phone")
+        assert await page.locator(".mobile-code").count() == 0
         await page.click("li:has-text('Old phone') >> text=Unlink")
         await page.get_by_role("dialog").get_by_role("button", name="Unlink", exact=True).click()
         await page.wait_for_selector("text=Old phone", state="detached")
