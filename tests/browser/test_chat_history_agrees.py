@@ -109,6 +109,16 @@ async def test_enter_sends_an_edited_message_and_shift_enter_starts_a_new_line(s
         assert server.requests_for(MODEL)[-1].messages[-1]["content"] == "Hello\nagain"
 
 
+async def session_ends_then_signs_in(page, admin, member_id: str, username: str) -> None:
+    """The member's session ends (as when the server restarts) and ``username`` signs
+    in on this very page, without a reload (``sign_in`` opens the start page first)."""
+    assert (await admin.post(f"/api/admin/members/{member_id}/end-sessions")).status_code == 200
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await page.get_by_label("User name").fill(username)
+    await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
+    await page.get_by_role("button", name="Sign in").click()
+
+
 async def test_an_unsent_draft_survives_the_session_in_this_tab_and_goes_when_sent_or_at_sign_out(skald, browser_pages):
     async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
         host = await skald.start()
@@ -125,11 +135,7 @@ async def test_an_unsent_draft_survives_the_session_in_this_tab_and_goes_when_se
 
         # The session ends (as when the server restarts); signing in again on this page.
         gina = await host.core.users.find("gina")
-        assert (await admin.post(f"/api/admin/members/{gina.id}/end-sessions")).status_code == 200
-        await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
-        await page.get_by_label("User name").fill("gina")
-        await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
-        await page.get_by_role("button", name="Sign in").click()
+        await session_ends_then_signs_in(page, admin, gina.id, "gina")
         await expect(composer).to_have_value("half a thought")
         assert await page.evaluate("Object.keys(localStorage).filter((k) => k.includes('draft')).length") == 0
 
@@ -154,10 +160,6 @@ async def test_an_unsent_draft_survives_the_session_in_this_tab_and_goes_when_se
         await composer.fill("gina's own words")
         await page.reload()
         await expect(composer).to_have_value("gina's own words")
-        assert (await admin.post(f"/api/admin/members/{gina.id}/end-sessions")).status_code == 200
-        await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
-        await page.get_by_label("User name").fill("hugo")
-        await page.get_by_label("Password", exact=True).fill(MEMBER_PASSWORD)
-        await page.get_by_role("button", name="Sign in").click()
+        await session_ends_then_signs_in(page, admin, gina.id, "hugo")
         await expect(composer).to_have_value("")
         assert await page.evaluate("Object.values(sessionStorage).filter((v) => v.includes('own words')).length") == 0
