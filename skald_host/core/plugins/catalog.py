@@ -292,20 +292,20 @@ class PluginCatalog:
             return member.active
         return allowed(member, plugin_action(plugin_id))
 
-    def _running(self, plugin_id: str) -> bool:
-        """A tool is offered only while its plugin runs: one whose startup failed or
+    def _tools_usable(self, member: Member, plugin_id: str) -> bool:
+        """The member may use the plugin, and it runs: one whose startup failed or that
         waits for its settings (red on its card) has nothing behind its tools (the
         model was offered Telegram's pairing tool while the bot had no token)."""
         status = self._core.plugins.status(plugin_id)
-        return status is not None and status.started
+        return status is not None and status.started and self.usable(member, plugin_id)
 
     def tool_refusal(self, member: Member, tool: Any) -> str | None:
         """Why ``member`` may not use a registered tool now, as the audit names it
-        (``plugin:<id>``: the plugin is disabled or not granted; ``action:<capability>``:
+        (``plugin:<id>``: the plugin is disabled, not running or not granted; ``action:<capability>``:
         the role lacks the tool's capability), or None: they may. Memory only (the
         member as last read or pushed, the plugins' flags), so it is asked every round
         and again as each call starts."""
-        if not self.usable(member, tool.plugin_id) or not self._running(tool.plugin_id):
+        if not self._tools_usable(member, tool.plugin_id):
             return plugin_action(tool.plugin_id)
         if tool.capability is not None and not allowed(member, tool.capability):
             return f"action:{tool.capability}"
@@ -319,7 +319,7 @@ class PluginCatalog:
         for tool in tools:
             usable = plugins.get(tool.plugin_id)
             if usable is None:
-                usable = plugins[tool.plugin_id] = self.usable(member, tool.plugin_id) and self._running(tool.plugin_id)
+                usable = plugins[tool.plugin_id] = self._tools_usable(member, tool.plugin_id)
             if usable and (tool.capability is None or allowed(member, tool.capability)):
                 out.append(tool)
         return out
