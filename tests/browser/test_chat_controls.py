@@ -342,6 +342,7 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         admin = await host.admin()
         await configure_model(admin, server)
         other = await add_model(admin, "other-model", "Other")
+        await add_model(admin, "third-model", "Third")  # the picker stays when Other goes
         await host.create_member("kim")
         server.responder = lambda request: Reply(text=f"{request.model} here.")
         page = await browser_pages.new(host.url)
@@ -370,6 +371,16 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], f"the conversation scrolls sideways on a phone ({width}px)"
         await screenshot(page, "chat-phone-picker", full_page=False)
+        # The admin disables the model the conversation was sent to: the picker says so
+        # instead of showing "Automatic", and the next answer comes from the automatic choice.
+        disabled = await admin.patch(f"/api/admin/models/entries/{other['id']}", json={"enabled": False})
+        assert disabled.status_code == 200, disabled.text
+        await page.reload()
+        picker = page.get_by_label("Model", exact=True)
+        await expect(picker).to_have_value(other["id"])
+        await expect(picker.locator("option:checked")).to_have_text("No longer available (answers come from the automatic choice)")
+        await send(page, "Once more")
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text(f"{MODEL} here.")
 
 
 async def test_a_sub_agents_progress_shows_in_the_card_of_the_call_that_started_it(skald, browser_pages):

@@ -391,7 +391,12 @@ function modelPicker(view, status) {
     el("option", { value: "", text: t("chat.model_automatic") }),
     ...models.map((m) => el("option", { value: m.id, text: m.label })));
   const chosen = view.conversation ? view.conversation.model : view.draftModel;
-  select.value = models.some((m) => m.id === chosen) ? chosen : "";
+  if (chosen && !models.some((m) => m.id === chosen)) {
+    // Picked once, then disabled or removed by an admin: said here, not shown as
+    // "Automatic" while the answers quietly come from another model.
+    select.append(el("option", { value: chosen, disabled: true, text: t("chat.model_unavailable") }));
+  }
+  select.value = chosen || "";
   select.addEventListener("change", async () => {
     if (!view.conversation) { view.draftModel = select.value || null; confirmChoice(status); return; }
     const hadFocus = document.activeElement === select;
