@@ -532,7 +532,8 @@ async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unloc
     # does to any run left live; nothing else changed.
     after = await owner_dump(host, alice.member["id"])
     assert after.pop("generation") == [(1, before[1]["generation"][0][1] + 1)]
-    recovered = ("agent_runs", "agent_session_state")
+    # (and gave the registry the request log's rows her file carried, emptying them there)
+    recovered = ("agent_runs", "agent_session_state", "request_log_outbox")
     assert {k: v for k, v in after.items() if k not in recovered} == {k: v for k, v in before[1].items() if k not in recovered and k != "generation"}
     db = host.core.users.owner_db(alice.member["id"])
     runs = await db.run(lambda c: c.execute("SELECT id, status FROM agent_runs").fetchall())

@@ -36,6 +36,7 @@ from skald_host.core.agent.subagents.catalog import Generation, GenerationRefuse
 from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, STEER_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
 from skald_host.core.agent.subagents.limits import OrchestrationLimits
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
+from skald_host.core.faults import crash_point
 from skald_host.core.files.media import describe_attachments
 from skald_host.core.files.paths import PathRefused
 from skald_host.core.files.service import FileError
@@ -113,6 +114,11 @@ class ChatForbidden(ChatError):
         super().__init__(message, code=code, status=403, values=values)
 
 
+def _registry_now() -> str:
+    """Now as the registry's ``created_at`` defaults write it (UTC, milliseconds)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
 class RequestLog:
     """Request metadata for the registry, written in batches: each round adds a row,
     and one commit (one sync of system.db) for the rows of ``GATHER_SECONDS`` beats one
@@ -126,6 +132,12 @@ class RequestLog:
     INSERT = (
         "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+
+    RESTORE = (
+        "INSERT OR IGNORE INTO llm_requests"
+        " (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     def __init__(self, registry: Any) -> None:
@@ -153,12 +165,18 @@ class RequestLog:
             self._writer = asyncio.create_task(self._write())
         await written
 
+    async def restore(self, entries: list[dict[str, Any]]) -> None:
+        """Rows a member's file carried through a crash (``store.RequestOutbox``), at
+        the time they were made; those the registry has already are left as they are."""
+        await self.registry.transaction(lambda c: c.executemany(self.RESTORE, [(*e["row"], e["at"]) for e in entries]))
+
     async def _write(self) -> None:
         try:
             await asyncio.wait_for(self._hurry.wait(), self.GATHER_SECONDS)
         except TimeoutError:
             pass
         self._hurry.clear()
+        crash_point("request_log.before_write")
         while self._waiting:
             batch, self._waiting = self._waiting, []
             try:
@@ -911,6 +929,10 @@ class MemberRuntime:
         (seed 001 "Restart recovery"): a partial answer is marked interrupted; unfinished
         calls are re-gated and run, re-asked or marked interrupted by the kernel as it
         drives the conversation; queued messages start their turn."""
+        carried = await self.store.outbox_rows()
+        if carried:  # rows a crash kept from the registry (it ignores those it has)
+            await self.chat.request_log.restore([json.loads(entry) for _, entry in carried])
+            await self.store.empty_outbox([request_id for request_id, _ in carried])
         for model in await self.store.cut_requests():
             # A request cut by a crash or a stop of the server may be billed, and resuming
             # asks again: both are rows of the request log, the repeat never silent.
@@ -1127,19 +1149,22 @@ class MemberRuntime:
         does, ``flush_logs``). ``payload`` False: the bodies go with the round's answer
         (``finish_assistant``). ``status``: a request with neither an answer nor an
         error, cut short (``stopped``, ``interrupted``: recovery's, with no frame and no
-        timing of its own)."""
+        timing of its own). The row also rides in the member's next commit of history
+        until the registry has it (``store.RequestOutbox``): a crash while the registry
+        gathers rows loses none."""
         latency = None if frame is None else int((time.perf_counter() - started) * 1000)
+        row = (
+            request_id, self.member_id, model, status or ("error" if error else "ok"),
+            None if status else error.status if error else 200,
+            turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
+            turn.first_token_ms if turn else None,
+        )
+        self.store.outbox.add(request_id, json.dumps({"row": row, "at": _registry_now()}))
 
         async def write() -> None:
             try:
-                await self.chat.request_log.add(
-                    (
-                        request_id, self.member_id, model, status or ("error" if error else "ok"),
-                        None if status else error.status if error else 200,
-                        turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
-                        turn.first_token_ms if turn else None,
-                    )
-                )
+                await self.chat.request_log.add(row)
+                self.store.outbox.logged(request_id)
                 if not payload:
                     return
                 response = None

@@ -101,9 +101,58 @@ def _call(row: Any) -> CallRow:
     return CallRow(row["id"], row["message_id"], row["frame_id"], row["seq"], row["name"], row["arguments"], row["status"], row["result"], row["restart"])
 
 
+class RequestOutbox:
+    """The request log's rows on their way to the registry, carried into the member's
+    own file by the next commit of history. The registry gathers rows for a moment
+    (``runtime.RequestLog``), so a crash in that moment lost the rows of requests a
+    provider had received: a Stop's request, a round whose answer was already
+    written. A commit the round makes anyway takes them along (no commit of its own),
+    and recovery gives the registry the ones it lacks. Rows the registry has are taken
+    out of the file by a later commit, or by the next recovery.
+
+    Lives on the event loop's thread: a commit takes a snapshot as it is submitted,
+    and ``carried`` is told what of it the commit wrote."""
+
+    def __init__(self) -> None:
+        self._unlogged: dict[str, str] = {}  # request id -> its row as JSON, in neither place yet
+        self._boxed: set[str] = set()  # in the file, not yet in the registry
+        self._unbox: list[str] = []  # in the file and in the registry: the next commit drops them
+
+    def add(self, request_id: str, entry: str) -> None:
+        self._unlogged[request_id] = entry
+
+    def logged(self, request_id: str) -> None:
+        """The registry has committed it."""
+        if self._unlogged.pop(request_id, None) is None and request_id in self._boxed:
+            self._boxed.discard(request_id)
+            self._unbox.append(request_id)
+
+    def snapshot(self) -> tuple[list[tuple[str, str]], list[str]] | None:
+        if not self._unlogged and not self._unbox:
+            return None
+        return list(self._unlogged.items()), list(self._unbox)
+
+    @staticmethod
+    def write(conn: Any, snapshot: tuple[list[tuple[str, str]], list[str]]) -> None:
+        rows, unbox = snapshot
+        conn.executemany("INSERT OR IGNORE INTO request_log_outbox (request_id, entry) VALUES (?, ?)", rows)
+        conn.executemany("DELETE FROM request_log_outbox WHERE request_id = ?", [(r,) for r in unbox])
+
+    def carried(self, snapshot: tuple[list[tuple[str, str]], list[str]]) -> None:
+        rows, unbox = snapshot
+        for request_id, _ in rows:
+            if self._unlogged.pop(request_id, None) is not None:
+                self._boxed.add(request_id)
+            else:  # the registry committed it while this commit was under way
+                self._unbox.append(request_id)
+        dropped = set(unbox)
+        self._unbox = [r for r in self._unbox if r not in dropped]
+
+
 class ConversationStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.outbox = RequestOutbox()
         self._history: OrderedDict[str, list[Row]] = OrderedDict()  # frame id -> history(), as a fresh read returns it
         self._writes = 0  # history-changing writes seen; a read racing one is not kept
         self._roots: dict[str, Frame] = {}  # a conversation's root frame never changes
@@ -150,9 +199,41 @@ class ConversationStore:
             result, message_ids = fn(conn)
             return result, _reread(conn, message_ids)
 
-        result, rows = await self.db.transaction(write)
+        result, rows = await self._carrying(write)
         self._splice(rows)
         return result
+
+    async def _carrying(self, fn: Callable[[Any], T]) -> T:
+        """A transaction of history that takes the request log's waiting rows along
+        (``RequestOutbox``)."""
+        snapshot = self.outbox.snapshot()
+        if snapshot is None:
+            return await self.db.transaction(fn)
+        result = await self.db.transaction(_with_outbox(fn, snapshot))
+        self.outbox.carried(snapshot)
+        return result
+
+    def _carrying_queued(self, fn: Callable[[Any], T]) -> "asyncio.Future[T]":
+        """``_carrying``, its place in the file's queue taken before this returns."""
+        snapshot = self.outbox.snapshot()
+        if snapshot is None:
+            return self.db.transaction_queued(fn)
+        submitted = self.db.transaction_queued(_with_outbox(fn, snapshot))
+
+        async def carried() -> T:
+            result = await submitted
+            self.outbox.carried(snapshot)
+            return result
+
+        return asyncio.ensure_future(carried())
+
+    async def outbox_rows(self) -> list[tuple[str, str]]:
+        """Recovery: the request log's rows the file carries (some the registry may lack)."""
+        return await self.db.run(lambda c: [tuple(r) for r in c.execute("SELECT request_id, entry FROM request_log_outbox")])
+
+    async def empty_outbox(self, request_ids: Sequence[str]) -> None:
+        """Recovery, once the registry holds them."""
+        await self.db.transaction(lambda c: c.executemany("DELETE FROM request_log_outbox WHERE request_id = ?", [(r,) for r in request_ids]))
 
     # -- conversations ------------------------------------------------------------
 
@@ -611,7 +692,7 @@ class ConversationStore:
             also(conn, ids)
             return ids, _reread(conn, [message_id])
 
-        submitted = self.db.transaction_queued(write)
+        submitted = self._carrying_queued(write)
 
         async def spliced() -> list[str]:
             ids, rows = await submitted
@@ -647,7 +728,7 @@ class ConversationStore:
         """A message the host writes for the member's eyes (a notification, an error):
         shown in the conversation, never sent to the model, never ending a round.
         ``reason``: its ``reason_json``, when the host has words for it in every language."""
-        return await self.db.transaction(
+        return await self._carrying(
             lambda c: c.execute(
                 "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason) VALUES (?, ?, 'note', ?, ?, ?)",
                 (frame.conversation_id, frame.id, text, status, reason),
@@ -849,7 +930,7 @@ class ConversationStore:
             return resumed, given_up
 
         try:
-            return await self.db.transaction(write)
+            return await self._carrying(write)
         finally:
             self.forget()
 
@@ -1170,6 +1251,15 @@ class ConversationStore:
 
     async def log_payload(self, request_id: str, conversation_id: str, request: str, response: str | None) -> None:
         await self.db.run(lambda c: _insert_payload(c, request_id, conversation_id, request, response))
+
+
+def _with_outbox(fn: Callable[[Any], T], snapshot: tuple[list[tuple[str, str]], list[str]]) -> Callable[[Any], T]:
+    def write(conn: Any) -> T:
+        result = fn(conn)
+        RequestOutbox.write(conn, snapshot)
+        return result
+
+    return write
 
 
 def _move_queued(conn: Any, frame: Frame) -> list[int]:

@@ -392,5 +392,18 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE messages ADD COLUMN reason TEXT",
             ),
         ),
+        Migration(
+            15,
+            "the request log's rows on their way to the registry",
+            statements=(
+                # ``store.RequestOutbox``: a row of the registry's request log (metadata
+                # only, as JSON) rides in the round's commit until the registry has it;
+                # recovery gives the registry those a crash kept from it.
+                """CREATE TABLE request_log_outbox (
+                    request_id TEXT PRIMARY KEY,
+                    entry TEXT NOT NULL
+                )""",
+            ),
+        ),
     ),
 )
