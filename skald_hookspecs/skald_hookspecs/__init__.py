@@ -9,7 +9,7 @@ major version, a hook or argument added bumps the minor).
 
 import pluggy
 
-SPEC_VERSION = "1.9"
+SPEC_VERSION = "1.10"
 PROJECT_NAME = "skald"
 ENTRY_POINT_GROUP = "skald.plugins"
 
@@ -37,7 +37,16 @@ def accepts(schema, *, content_type="application/json"):
     field) and lists the schema in the HTTP API reference (``/api/openapi.json``). A
     view that must check something before any of the body is read (a webhook's
     secret) declares nothing and reads the body itself. ``content_type`` other than
-    JSON (a raw file upload) is documented only, never read by the host."""
+    JSON (a raw file upload) is documented only, never read by the host.
+
+    Since 1.10, a file upload: a body declared as ``{"type": "string", "format":
+    "binary"}`` (or with ``contentMediaType``) with a ``content_type`` other than JSON,
+    on a ``POST`` or ``PUT`` route, may be as large as the host's upload limit
+    (``files.upload_max_bytes``, as the web's own uploads) instead of its general body
+    limit (``server.max_body_bytes``). A larger one is refused as the host's uploads
+    are: 413 with ``code`` ``upload_too_large`` and the limit in ``values`` (``limit`` in
+    bytes, ``size`` in words), before the view runs when its ``Content-Length`` says
+    so, else when the view reads past the limit."""
 
     def mark(view):
         setattr(view, REQUEST_BODY_ATTRIBUTE, (dict(schema), content_type))

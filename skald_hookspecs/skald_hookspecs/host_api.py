@@ -42,7 +42,8 @@ class HostApi(Protocol):
         """Store a JSON-serialisable value in this plugin's key-value store (in the
         instance registry, sealed with the instance key like the plugin's secret
         settings: a plugin may keep its own keys here, never a member's private words:
-        those go through ``seal_for_member`` or ``member_secret_set``)."""
+        those go through ``seal_for_member`` or ``member_secret_set``). ``None``
+        removes the key (since 1.10; before, a JSON null was stored under it)."""
 
     async def member_has_grant(self, member_id: str) -> bool:
         """Whether the member may use this plugin right now (re-read on every call)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from quart import Blueprint, Quart, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from skald_host.control import start_control_socket
 from skald_host.core.host import Skald, StartupError, build_plugin_manager, settle_heap
@@ -19,8 +20,9 @@ from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPl
 from skald_host.settings import Settings
 from skald_host.web.auth import PLUGIN_PREFIX, audit_plugin_refusal, gate_request, gate_websocket
 from skald_host.web.body import JSONProvider, json_error_request_class, read_body, settle_unread_body
-from skald_host.web.errors import install_error_handlers
+from skald_host.web.errors import GENERIC_CODES, error_response, install_error_handlers
 from skald_host.web.routes import BLUEPRINTS
+from skald_host.web.routes.files import PluginUploads, plugin_upload_refusal, refuse_oversized_plugin_upload
 from skald_host.web.routes.files import request_class as upload_request_class
 
 log = logging.getLogger(__name__)
@@ -62,12 +64,23 @@ def create_app(
         PROVIDE_AUTOMATIC_OPTIONS=True,
         JSON_SORT_KEYS=False,
     )
-    app.request_class = json_error_request_class(upload_request_class(settings.files.upload_max_bytes))
+    # Which plugin routes are file uploads is known once their blueprints are mounted.
+    app.extensions["skald_plugin_uploads"] = plugin_uploads = PluginUploads()
+    app.request_class = json_error_request_class(upload_request_class(settings.files.upload_max_bytes, plugin_uploads))
     app.json = JSONProvider(app)  # one JSON reader and writer: no NaN in or out (skald_host/web/body.py)
     manager = plugins or build_plugin_manager(settings)
 
     install_error_handlers(app)
+
+    @app.errorhandler(RequestEntityTooLarge)
+    async def body_too_large(exc: RequestEntityTooLarge) -> Any:
+        refusal = plugin_upload_refusal()
+        if refusal is not None:  # a plugin's file upload cut at the upload limit
+            return await app.handle_user_exception(refusal)
+        return error_response(413, "request body too large", code=GENERIC_CODES[413])
+
     app.before_request(gate_request)
+    app.before_request(refuse_oversized_plugin_upload)  # after the gate, as the host's upload views check it
     app.before_request(read_body)  # after the gate: nothing of a refused request's body is read
     app.after_request(settle_unread_body)  # ... but a small one is dropped after the answer: the connection stays
     app.before_websocket(gate_websocket)
@@ -153,3 +166,4 @@ async def mount_plugin_routes(app: Quart, core: Skald) -> None:
             )
         except Exception as exc:
             core.plugins.fail(contribution.plugin_id, f"register_routes: the blueprint could not be mounted: {exc}")
+    app.extensions["skald_plugin_uploads"].mount(app)

@@ -168,6 +168,18 @@ def json_error_request_class(base: type) -> type:
     field), instead of a bare "bad request"."""
 
     class JsonRequest(base):  # type: ignore[misc, valid-type]
+        async def get_json(self, force: bool = False, silent: bool = False, cache: bool = True) -> Any:
+            # Quart decodes the body as text before its try: a body that is not UTF-8
+            # escaped as a UnicodeDecodeError, a 500 (and ``silent`` did not catch it).
+            if force or self.is_json:
+                try:
+                    (await self.get_data(cache=cache, as_text=False)).decode("utf-8")
+                except UnicodeDecodeError:
+                    if silent:
+                        return None
+                    raise BodyError("request body must be UTF-8 JSON").api_error() from None
+            return await super().get_json(force=force, silent=silent, cache=cache)
+
         def on_json_loading_failed(self, error: Exception) -> Any:
             if isinstance(error, BodyError):
                 raise error.api_error()

@@ -136,3 +136,13 @@ async def test_a_websocket_message_goes_through_the_same_reader(skald):
         assert strict_json(await ws.recv()) == {"type": "error", "error": "unknown or malformed message", "code": "socket_message_invalid"}
         await ws.send('{"type": "ping", "at": 1.5}')
         assert strict_json(await ws.recv()) == {"type": "pong"}
+
+
+async def test_a_plugins_get_json_refuses_a_body_that_is_not_utf8_with_the_hosts_400(skald):
+    """Quart decodes the body before its own error handling: without the host's reader
+    a body that is not UTF-8 was a 500, even for ``get_json(silent=True)``."""
+    host = await skald.start(plugins=[Numbers()], enable=["numbers"])
+    admin = await host.admin()
+    response = await admin.post("/api/plugin/numbers/echo", content=b'{"a": "\xff"}', headers={"Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "body_invalid" and "UTF-8" in response.json()["error"]

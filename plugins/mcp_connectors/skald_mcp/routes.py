@@ -94,8 +94,16 @@ def build_blueprint(host: HostApi) -> Blueprint:
 
         return wrap
 
+    async def read_body() -> Any:
+        """The body through the host's one JSON reader (whatever its content type, as the
+        host's own routes read theirs); None when empty. A body it cannot read (not
+        JSON, not UTF-8, a NaN, nested too deep) is refused right there with the host's
+        400, which says what is wrong and names the field: never "the body must be an
+        object", and never read as ``{}`` (the client would hear a field is missing)."""
+        return await request.get_json(force=True)
+
     async def json_body() -> Any:
-        body = await request.get_json(silent=True)
+        body = await read_body()
         if not isinstance(body, dict):
             raise SpecError(code="body_not_object")
         return body
@@ -105,7 +113,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         with the ``hash`` its ``pending_tools`` entry showed. Required, with no default:
         without it the accept would pin whatever the server lists when the request
         arrives, a definition changed after the page was drawn included."""
-        body = await request.get_json(silent=True)
+        body = await read_body()
         body = {} if body is None else body
         if not isinstance(body, dict):
             raise SpecError(code="body_not_object")
@@ -280,7 +288,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return error("err_no_template", 404, name=str(record.get("template") or name)[:40])
         if runtime.members.update_offer(record) is None:
             return error("err_up_to_date", 409, name=name)
-        body = await request.get_json(silent=True)
+        body = await read_body()
         body = {} if body is None else body
         if not isinstance(body, dict):
             raise SpecError(code="body_not_object")

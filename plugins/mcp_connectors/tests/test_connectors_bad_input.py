@@ -174,3 +174,28 @@ def test_the_failure_detail_masks_the_connectors_secrets():
     connection = Connection(spec, on_change=lambda c: None)
     connection.fail(RuntimeError("401 for Bearer geheim-token-42"))
     assert "geheim-token-42" not in connection.error and connection.error == "RuntimeError: 401 for ********"
+
+
+UNREADABLE = [
+    # (body, what the host's one JSON reader says, the field it names)
+    (b'{"remote": {"name": "y", "url": "http://127.0.0.1:8623/", "headers": {"a": NaN}}}', "finite", "remote.headers.a"),
+    (b'{"remote": {"name": "y",', "not valid JSON", None),
+    (b'{"remote": "\xff\xfe"}', "UTF-8", None),
+    (b"[" * 40 + b"]" * 40, "nested deeper", None),
+]
+
+
+@pytest.mark.parametrize(("body", "said", "field"), UNREADABLE)
+async def test_an_unreadable_body_gets_the_hosts_own_refusal_naming_what_is_wrong(setup: Setup, body, said, field):
+    """Not "the body must be a JSON object" (nor, for an accept, "tools is missing"):
+    the host's reader says what is wrong and where (SECURITY.md, "one JSON reader")."""
+    await setup.add_stdio()
+    headers = {"Content-Type": "application/json"}
+    for method, path in [("post", "/my/connectors"), ("post", "/servers"), ("put", "/servers/demo"), ("put", "/servers/demo/access"), ("post", "/servers/demo/accept")]:
+        response = await setup.admin.request(method.upper(), f"{BASE}{path}", content=body, headers=headers)
+        assert response.status_code == 400, (path, response.text)
+        answer = response.json()
+        assert not answer["code"].startswith("mcp."), (path, answer)
+        assert said in answer["error"], (path, answer)
+        assert answer.get("field") == field, (path, answer)
+    assert [s["name"] for s in (await setup.admin.get(f"{BASE}/servers")).json()["servers"]] == ["demo"]

@@ -256,6 +256,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             issued = await host.issue_device_token(owner, label)
         except ChannelRequestError:
             return {"error": t("err_code", locale), "code": "code"}, 400
+        await current.remember_devices(owner, [issued["id"]])
         await current.start_cursor(owner, issued["id"])
         return {"token": issued["token"], "device_id": issued["id"]}, 201
 
@@ -274,6 +275,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     await current.forget_device(member, row["id"])
                 continue
             kept.append(row)
+        current = service()
+        if current is not None:  # the state of a device the host revoked goes too
+            await current.remember_devices(member, [str(row["id"]) for row in kept])
+            await current.forget_revoked(member)
         return kept
 
     # -- the mobile API ------------------------------------------------------------------------

@@ -12,6 +12,13 @@
   every paired device acknowledged is deleted (``HostApi.prune_member_events``), and
   the outbox is bounded by age and count whatever the acknowledgements say.
 - Web Push carries no content: a push service learns only that something is new.
+- A device's stored state (its cursor, its push subscription) ends with its token, however
+  the token went: unlinked here, or revoked by the host with the member's sessions
+  (password change, reset, deactivation, "end sessions", deletion). The contract has no
+  hook for the latter, so the plugin keeps an index of the devices it paired and drops
+  the state of those whose token is gone: when the member's bus says their sessions were
+  revoked, when the system bus says they were deactivated or deleted, when their devices
+  are listed and at start (a bus is best-effort: the last two catch what it lost).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Mapping
 from urllib.parse import urlsplit
 
-from skald_hookspecs import ChannelEvent, HostApi, MemberLocked
+from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked
 from skald_hookspecs.net import AddressRefused, public_addresses, public_addresses_now
 
 log = logging.getLogger(__name__)
@@ -63,6 +70,10 @@ STREAM_QUEUE = 256
 #: The whole Web Push payload: nothing a push service could read beyond "something is new".
 PUSH_PAYLOAD = b'{"t":"new"}'
 PUSH_TTL_SECONDS = 24 * 3600
+#: The key-value row indexing the paired devices, ``{member id: [device id, ...]}``: ids
+#: only (the registry is admin-readable), so a device's state can be found once its
+#: token is gone.
+DEVICES_KEY = "devices"
 
 
 class PairingError(Exception):
@@ -156,6 +167,7 @@ class MobileService:
         self._streams: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watched: set[str] = set()
+        self._index_lock = asyncio.Lock()  # the index is read, changed and written whole
         self.vapid_public_key = ""
         self._vapid_private_pem = b""
         self.config: Mapping[str, Any] = {}
@@ -170,6 +182,10 @@ class MobileService:
             await self.host.kv_set("vapid", stored)
         self._vapid_private_pem = stored["private_pem"].encode()
         self.vapid_public_key = stored["public_key"]
+        self.host.subscribe_system(self._on_system_event)
+        for member_id in await self._device_index():
+            self.watch(member_id)
+            self._spawn(self.forget_revoked(member_id))  # revoked while the plugin was not running
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -214,8 +230,16 @@ class MobileService:
         async def on_event(event: Any) -> None:
             if event.kind == "sessions_revoked":
                 self.recheck_streams(member_id)
+                await self.forget_revoked(member_id)  # the host took their device tokens with them
 
         self.host.subscribe_member(member_id, on_event)
+
+    async def _on_system_event(self, event: Any) -> None:
+        """A member deactivated or deleted lost every device token: their devices'
+        state goes (``device_tokens`` refuses such a member, so it cannot be compared)."""
+        gone = event.kind == "member_deleted" or (event.kind == "member_active_changed" and not event.data.get("active", True))
+        if gone and event.subject_id:
+            await self.forget_revoked(event.subject_id, gone=True)
 
     def recheck_streams(self, member_id: str) -> None:
         """Each open stream of the member checks at once that its device is still paired."""
@@ -305,11 +329,58 @@ class MobileService:
 
     async def forget_device(self, member_id: str, device_id: str) -> None:
         await self.host.kv_set(f"cursor:{device_id}", None)
+        async with self._index_lock:
+            index = await self._device_index()
+            kept = [known for known in index.get(member_id, []) if known != device_id]
+            if kept != index.get(member_id, []):
+                await self._store_index({**index, member_id: kept})
         try:
             await self.set_subscription(member_id, device_id, None)
             await self.prune(member_id)  # what only this phone had not acknowledged
-        except MemberLocked:
+        except ChannelRequestError:  # locked, deactivated or deleted
             pass  # it stays in their file, unused: pushes go only to live devices
+
+    # -- which devices have state here --------------------------------------------------------
+
+    async def _device_index(self) -> dict[str, list[str]]:
+        stored = await self.host.kv_get(DEVICES_KEY)
+        return {str(k): [str(d) for d in v] for k, v in stored.items() if isinstance(v, list)} if isinstance(stored, dict) else {}
+
+    async def _store_index(self, index: Mapping[str, list[str]]) -> None:
+        await self.host.kv_set(DEVICES_KEY, {member: devices for member, devices in index.items() if devices})
+
+    async def remember_devices(self, member_id: str, device_ids: list[str]) -> None:
+        """These devices of the member have (or will have) state here: their cursor, a
+        push subscription. A device paired before the index existed joins it when its
+        member's devices are listed."""
+        async with self._index_lock:
+            index = await self._device_index()
+            known = index.get(member_id, [])
+            added = [d for d in device_ids if d not in known]
+            if added:
+                await self._store_index({**index, member_id: [*known, *added]})
+        self.watch(member_id)
+
+    async def forget_revoked(self, member_id: str, *, gone: bool = False) -> int:
+        """Drop the state of the member's devices whose token no longer exists (``gone``:
+        the member was deactivated or deleted, so none does); how many. A member who
+        may not use the plugin now (no grant) keeps it: their tokens may still exist."""
+        known = (await self._device_index()).get(member_id, [])
+        if not known:
+            return 0
+        if gone:
+            live: set[str] = set()
+        else:
+            try:
+                live = {str(row["id"]) for row in await self.host.device_tokens(member_id)}
+            except ChannelRequestError:
+                return 0  # decided by the system event that says why, if any
+        revoked = [device_id for device_id in known if device_id not in live]
+        for device_id in revoked:
+            await self.forget_device(member_id, device_id)
+        if revoked:
+            log.info("mobile: the state of %d revoked device(s) of member %s was dropped", len(revoked), member_id)
+        return len(revoked)
 
     # Push subscriptions live in the member's own file: the endpoint and its keys name
     # the phone, and the registry is admin-readable. Nothing is pushed while the member

@@ -5,6 +5,7 @@ cursor, and the locked member told plainly (another member's ids: test_mobile_sw
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 
 from skald_hookspecs import ChannelEvent
@@ -328,3 +329,46 @@ async def test_a_project_folder_swapped_for_a_link_after_the_check_shows_nothing
         (folder / "plans").unlink()
         (folder / "plans-real").rename(folder / "plans")
         swapped.clear()
+
+
+async def test_a_phone_uploads_what_the_web_takes_and_is_told_the_limit_past_it(setup):
+    """A phone's file may be as large as a web upload (``files.upload_max_bytes``), not
+    the general body limit (``server.max_body_bytes``, 10 MiB): the route declares a
+    file body (contract 1.10). Past the upload limit it gets the web's own refusal,
+    with the limit named."""
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    conversation = await _new_conversation(phone)
+    settings = setup.host.core.settings
+    size = 11 * 1024 * 1024
+    assert settings.server.max_body_bytes < size < settings.files.upload_max_bytes
+    headers = {"Content-Type": "application/octet-stream"}
+    uploaded = await phone.post(f"{BASE}/uploads?name=big.bin&conversation_id={conversation}", content=b"\0" * size, headers=headers)
+    assert uploaded.status_code == 201, uploaded.text
+    assert uploaded.json()["size"] == size
+    web = await alice.post(f"/api/conversations/{(await alice.post('/api/conversations', json={})).json()['id']}/uploads",
+                           content=b"\0" * size, headers={**headers, "X-Filename": "big.bin"})
+    assert web.status_code == 201, web.text  # the same file, the same answer on the web
+
+    limit = settings.files.upload_max_bytes
+    status, refused = await _announce_only(setup, phone, f"{BASE}/uploads?name=huge.bin&conversation_id={conversation}", limit + 1)
+    assert status == 413, refused
+    assert refused["code"] == "upload_too_large"
+    assert refused["values"] == {"limit": limit, "size": "256 MiB"}
+    assert "256 MiB" in refused["error"]
+
+
+async def _announce_only(setup, device, path: str, length: int) -> tuple[int, dict]:
+    """Send a request head announcing ``length`` bytes and no body; the status and the
+    JSON answer (a server that waited for the body would never answer)."""
+    host, port = setup.host.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = {"Host": f"{host}:{port}", "Content-Length": str(length), "Content-Type": "application/octet-stream", **device.headers("POST")}
+    writer.write((f"POST {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n").encode())
+    await writer.drain()
+    try:
+        status = int((await asyncio.wait_for(reader.readline(), 10)).split()[1])
+        answer = await asyncio.wait_for(reader.read(), 10)  # the server closes: the body it announced never came
+    finally:
+        writer.close()
+    return status, json.loads(answer.split(b"\r\n\r\n", 1)[1])

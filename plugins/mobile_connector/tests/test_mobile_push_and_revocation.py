@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from typing import Any
 
 import pytest
 
@@ -165,3 +166,63 @@ async def test_disabled_plugin_answers_404_on_every_route_and_sends_no_push(setu
         await alice.chat("ring me")
         await asyncio.sleep(0.5)
         assert service.received == []
+
+
+async def _state_of(setup, device_id: str) -> tuple[Any, bool]:
+    """What the plugin keeps of a device in the registry: its cursor, and whether its
+    index of paired devices still names it."""
+    host = setup.service.host
+    index = await host.kv_get("devices") or {}
+    return await host.kv_get(f"cursor:{device_id}"), any(device_id in devices for devices in index.values())
+
+
+async def _eventually_forgotten(setup, device_id: str) -> None:
+    for _ in range(200):
+        if await _state_of(setup, device_id) == (None, False):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError(f"the revoked device's state stayed: {await _state_of(setup, device_id)}")
+    # Gone, not a row holding null (kv_set(key, None) removes the key since spec 1.10).
+    rows = await setup.host.core.registry.run(
+        lambda c: c.execute("SELECT count(*) FROM plugin_kv WHERE key = ?", (f"cursor:{device_id}",)).fetchone()[0]
+    )
+    assert rows == 0, "the revoked device's cursor is still a row of system.db"
+
+
+@pytest.mark.parametrize("event", ["password change", "deactivate", "admin reset", "end sessions", "delete"])
+async def test_a_device_the_host_revokes_loses_its_stored_state(setup, event):
+    """Not only an unlink: however the host revoked the device's token, its cursor
+    (and push subscription) go with it, and nothing of it waits in the registry."""
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    member_id = alice.member["id"]
+    subscribed = await phone.put(f"{BASE}/push", json={"endpoint": "http://127.0.0.1:9/push", "keys": {"p256dh": "x", "auth": "y"}})
+    assert subscribed.status_code == 200, subscribed.text
+    assert (await _state_of(setup, phone.device_id))[0] is not None  # paired: its cursor is kept
+    if event == "password change":
+        response = await alice.post("/api/auth/password", json={"current_password": "member password for tests", "new_password": "another good password 9"})
+    elif event == "deactivate":
+        response = await setup.admin.patch(f"/api/admin/members/{member_id}", json={"active": False})
+    elif event == "admin reset":
+        response = await setup.admin.post(f"/api/admin/members/{member_id}/reset-password", json={"new_password": "reset by the admin 12", "confirm_data_loss": True})
+    elif event == "end sessions":
+        response = await setup.admin.post(f"/api/admin/members/{member_id}/end-sessions")
+    else:
+        response = await setup.admin.delete(f"/api/admin/members/{member_id}")
+    assert response.status_code == 200, response.text
+    await _eventually_forgotten(setup, phone.device_id)
+    if event == "password change":  # still signed in on the web: the subscription in her file went too
+        assert await setup.service.subscription(member_id, phone.device_id) is None
+
+
+async def test_a_device_revoked_while_the_plugin_was_stopped_loses_its_state_at_start(setup):
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    tablet = await paired_device(setup, alice, "Tablet")
+    await setup.enable(False)
+    response = await alice.post("/api/auth/password", json={"current_password": "member password for tests", "new_password": "another good password 9"})
+    assert response.status_code == 200, response.text
+    await setup.enable(True)
+    await _eventually_forgotten(setup, phone.device_id)
+    await _eventually_forgotten(setup, tablet.device_id)

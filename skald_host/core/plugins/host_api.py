@@ -95,7 +95,13 @@ class PluginHostApi:
 
     async def kv_set(self, key: str, value: Any) -> None:
         """Sealed under the instance key like the plugin's settings: a plugin keeps its
-        own secrets here (the mobile connector's VAPID key)."""
+        own secrets here (the mobile connector's VAPID key). ``None`` removes the key:
+        state a plugin lets go of (a device unlinked) leaves no row behind."""
+        if value is None:
+            await self._core.registry.transaction(
+                lambda c: c.execute("DELETE FROM plugin_kv WHERE plugin_id = ? AND key = ?", (self.plugin_id, key))
+            )
+            return
         blob = self._core.sealed("plugin_kv", "value", kv_cell(self.plugin_id, key), json.dumps(value))
         await self._core.registry.transaction(
             lambda c: c.execute(

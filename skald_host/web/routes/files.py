@@ -20,7 +20,8 @@ from urllib.parse import quote, unquote
 
 from quart import Blueprint, Response, current_app, request
 from quart.wrappers import Request
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.routing import Map, Rule
 
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.files.ops import MemberFiles
@@ -29,8 +30,8 @@ from skald_host.core.files.service import FileError, UploadTooLarge
 from skald_host.core.files.sniff import IMAGE_TYPES, TEXT
 from skald_host.core.identity.users import OwnerDatabaseUnavailable
 from skald_host.core.memory.notes import NoteAccessDenied, NoteError
-from skald_host.web.auth import current_principal, requires
-from skald_host.web.body import UPLOAD, accepts, query, ref, returns
+from skald_host.web.auth import PLUGIN_PREFIX, current_principal, requires
+from skald_host.web.body import JSON, UPLOAD, accepts, declared_body, query, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("files", __name__)
@@ -42,18 +43,91 @@ FILENAME_HEADER = "X-Filename"
 MAX_FILENAME_HEADER = 2048
 
 
-def request_class(upload_max_bytes: int) -> type[Request]:
-    """The app's request class: the upload route may carry a body up to the upload
-    limit (every other route keeps ``server.max_body_bytes``). A ``Content-Length``
-    above it is refused before a byte is read; a chunked body is cut by the seam."""
+#: The methods a plugin's file upload may use (contract 1.10).
+PLUGIN_UPLOAD_METHODS = frozenset({"POST", "PUT"})
+
+
+def is_file_upload(view: Any) -> bool:
+    """Whether a view declared its body as a file (contract 1.10): ``@accepts`` with a
+    binary string (``format: binary``, or ``contentMediaType`` as OpenAPI 3.1 writes a
+    file) and a content type other than JSON. Such a body may be as large as an upload."""
+    declared = declared_body(view)
+    if declared is None or declared[1] == JSON:
+        return False
+    schema = declared[0]
+    return schema.get("type") == "string" and (schema.get("format") == "binary" or "contentMediaType" in schema)
+
+
+class PluginUploads:
+    """The plugin routes that are file uploads, known before routing: the request class
+    is built before a request is matched to a view, and the size it may reach is part of
+    building it. Filled once the plugins' blueprints are mounted (``app.mount_plugin_routes``),
+    from the views' own ``@accepts``, so any plugin gets the upload limit the same way,
+    and no plugin is named here."""
+
+    def __init__(self) -> None:
+        self._map: Map | None = None
+
+    def mount(self, app: Any) -> None:
+        rules = [
+            Rule(rule.rule, methods=rule.methods, endpoint=rule.endpoint)
+            for rule in app.url_map.iter_rules()
+            if rule.rule.startswith(PLUGIN_PREFIX)
+            and (rule.methods or set()) & PLUGIN_UPLOAD_METHODS
+            and is_file_upload(app.view_functions.get(rule.endpoint))
+        ]
+        self._map = Map(rules, converters=app.url_map.converters, merge_slashes=False) if rules else None
+
+    def match(self, method: str, path: str) -> bool:
+        if self._map is None or method not in PLUGIN_UPLOAD_METHODS or not path.startswith(PLUGIN_PREFIX):
+            return False
+        try:
+            self._map.bind("localhost").match(path, method)
+        except HTTPException:  # not one of them (404, 405, a redirect to a slash)
+            return False
+        return True
+
+
+def request_class(upload_max_bytes: int, plugin_uploads: PluginUploads | None = None) -> type[Request]:
+    """The app's request class: the upload routes, the host's and a plugin's declared
+    file uploads (``plugin_uploads``), may carry a body up to the upload limit (every
+    other route keeps ``server.max_body_bytes``). A ``Content-Length`` above it is
+    refused before a byte is read; a chunked body is cut by the seam."""
 
     class SkaldRequest(Request):
         def __init__(self, method: str, scheme: str, path: str, *args: Any, **kwargs: Any) -> None:
-            if method == "POST" and UPLOAD_ROUTE.match(path):
+            if (method == "POST" and UPLOAD_ROUTE.match(path)) or (plugin_uploads is not None and plugin_uploads.match(method, path)):
                 kwargs["max_content_length"] = upload_max_bytes
             super().__init__(method, scheme, path, *args, **kwargs)
 
     return SkaldRequest
+
+
+def plugin_upload_view() -> bool:
+    """Whether this request is for a plugin's declared file upload (after routing)."""
+    rule = request.url_rule
+    if rule is None or not request.path.startswith(PLUGIN_PREFIX) or request.method not in PLUGIN_UPLOAD_METHODS:
+        return False
+    return is_file_upload(current_app.view_functions.get(rule.endpoint))
+
+
+async def refuse_oversized_plugin_upload() -> None:
+    """``before_request`` after the gate: a plugin's file upload whose declared length is
+    over the upload limit gets the same refusal as the host's own upload routes (naming
+    the limit), before its view runs."""
+    if request.content_length and plugin_upload_view():
+        limit = current_app.config["SKALD_SETTINGS"].files.upload_max_bytes
+        if request.content_length > limit:
+            raise upload_too_large(limit)
+
+
+def plugin_upload_refusal() -> ApiError | None:
+    """A body cut at its limit while a view read it (a chunked body says no length up
+    front): on a plugin's file upload, the upload refusal naming the limit; None
+    elsewhere (the generic 413)."""
+    if plugin_upload_view():
+        return upload_too_large(current_app.config["SKALD_SETTINGS"].files.upload_max_bytes)
+    return None
 
 
 def size_text(size: int) -> str:

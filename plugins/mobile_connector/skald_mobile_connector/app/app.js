@@ -67,7 +67,7 @@ async function call(method, path, body, { raw = false, headers = {} } = {}) {
   const data = await response.json().catch(() => ({}));
   if (response.status === 401) throw new Refused(t("refused"));
   if (response.status === 423) throw new Locked(data.error || t("locked"));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  if (!response.ok) throw Object.assign(new Error(data.error || `HTTP ${response.status}`), { code: data.code, values: data.values });
   return data;
 }
 
@@ -400,7 +400,9 @@ async function chatScreen(id) {
         attached.push(saved.path);
         attachedLine.textContent = attached.map((p) => p.split("/").pop()).join(", ");
       } catch (error) {
-        handle(error);
+        // The server names its limit (upload_too_large): say it in the reader's words.
+        if (error.code === "upload_too_large") toast(t("upload_too_large", { name: chosen.name, size: error.values?.size ?? "" }));
+        else handle(error);
       }
     }
     file.value = "";
