@@ -132,12 +132,20 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    columns = ("id", "state", "version", "distribution", "spec", "hooks", "error")
-    table = [[str(r["id"]), r["state"], r["version"] or "", r["distribution"] or "", r["spec"] or "", ",".join(r["hooks"]), _one_line(r["error"])] for r in rows]
+    columns = ("id", "state", "version", "distribution", "spec", "hooks")
+    table = [[str(r["id"]), r["state"], r["version"] or "", r["distribution"] or "", r["spec"] or "", ",".join(r["hooks"])] for r in rows]
     widths = [max(len(c), *(len(t[i]) for t in table)) if table else len(c) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)))
-    for t in table:
-        print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for t, r in zip(table, rows):
+        print("  ".join(v.ljust(w) for v, w in zip(t, widths)).rstrip())
+        if r["error"]:  # on a line of its own: after the hooks column it ran off the screen
+            print(f"    error: {_one_line(r['error'])}")
+    # This command loads plugins to list them but runs no startup (it would open their
+    # connections, their bots): a startup's failure is the server's to report.
+    print(
+        "Plugins were loaded here, not started: a plugin listed as loaded may still fail in its startup;"
+        " the server's catalog page and log say so."
+    )
     return 0
 
 

@@ -56,7 +56,8 @@ def shutdown(reason: str) -> None:
 def register_tools(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute LLM tools: call ``register(Tool(...))`` for each. A name another
     plugin already registered is refused with both plugins named. Tools reach a
-    member only while the plugin is enabled and granted to them. A tool's ``run``
+    member only while the plugin is enabled, running (its ``startup`` succeeded) and
+    granted to them. A tool's ``run``
     returns ``str`` (or ``None``); anything else fails the call. Raise ``ToolError``
     for a failure the model should read; any other exception reaches the model as a
     generic failure with an error id, its traceback goes to the log and the plugin's

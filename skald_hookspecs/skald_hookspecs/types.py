@@ -308,9 +308,11 @@ class NotReady(Exception):
     unhealthy, as for any failure of ``startup``, and its catalog card and the server's
     status say why in the reader's language. ``key`` is a string of the plugin's own
     ``I18nBundle`` (``"error.no_token"`` for ``<bundle>.error.no_token``) and ``values``
-    fill its ``{placeholders}``; the message, in English, is what the log and
-    ``skald plugins`` show, and what a reader sees when the bundle lacks the key.
-    Since 1.5."""
+    fill its ``{placeholders}``. The plugin stays enabled but does not run: its tools
+    are not offered and its system agents do not run; its routes and pages still
+    answer. The message, in English, is what the log shows (``skald plugins`` starts
+    no plugin, so never shows it), and what a reader sees when the bundle lacks the
+    key. Since 1.5."""
 
     def __init__(self, message: str, *, key: str | None = None, values: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)

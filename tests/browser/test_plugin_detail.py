@@ -61,6 +61,10 @@ async def test_a_tools_failure_and_a_failed_plugins_traceback_are_on_their_pages
     await failure.locator("summary").click()
     await expect(failure.locator("pre.traceback")).to_contain_text("KeyError")
     await expect(failure.locator("pre.traceback")).not_to_contain_text("private words")
+    await expect(page.get_by_test_id("failures-since-start")).to_have_text(  # the list is in memory: said so
+        "This list holds the latest failures since the server last started: a restart empties it."
+        " The server's log keeps every one, under its error id."
+    )
 
     await page.goto("/#plugin-detail?id=broken")
     await page.locator(".plugin-traceback summary").click()

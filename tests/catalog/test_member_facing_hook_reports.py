@@ -35,9 +35,13 @@ async def test_a_failing_user_config_updated_is_on_the_plugins_page_and_its_mess
 
     refused = await alice.put("/api/plugins/fails-to-apply/my-config", json={"config": {"nickname": NICKNAME}})
 
-    assert (refused.status_code, refused.json()) == (400, {"error": "plugin 'fails-to-apply' could not apply the settings", "code": "http_400"})
-    assert NICKNAME not in caplog.text
     failures = (await admin.get("/api/admin/plugins/fails-to-apply")).json()["failures"]
+    error_id = failures[0]["error_id"]
+    assert (refused.status_code, refused.json()) == (400, {
+        "error": f"plugin 'fails-to-apply' could not apply the settings (error id {error_id})",
+        "code": "plugin_settings_not_applied", "values": {"plugin": "fails-to-apply", "error_id": error_id},
+    })
+    assert NICKNAME not in caplog.text
     assert [f["where"] for f in failures] == ["hook user_config_updated"]
     assert "RuntimeError (message withheld" in failures[0]["traceback"] and NICKNAME not in failures[0]["traceback"]
     assert failures[0]["error_id"] in caplog.text

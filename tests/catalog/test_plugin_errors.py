@@ -4,6 +4,7 @@ real load error, and strict mode's one line."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -42,13 +43,17 @@ class Tools:
         async def returns_none(args, ctx):
             return None
 
-        for name, run in [("worded", worded), ("crashes", crashes), ("returns_dict", returns_dict), ("returns_none", returns_none)]:
+        async def hangs(args, ctx):
+            await asyncio.sleep(30)  # the wait
+
+        tools = [("worded", worded), ("crashes", crashes), ("returns_dict", returns_dict), ("returns_none", returns_none), ("hangs", hangs)]
+        for name, run in tools:
             register(Tool(name=name, description=name, parameters={"type": "object", "properties": {}}, run=run))
 
 
-async def run_tool(skald, tool: str):
-    host = await skald.start(plugins=[Tools()], enable=["faulty"])
-    server = await skald.model_server(Reply(tool_calls=[ToolCall(tool, {})]), Reply("I see."))
+async def run_tool(skald, tool: str, arguments: dict | None = None, **settings):
+    host = await skald.start(plugins=[Tools()], enable=["faulty"], settings=skald.settings(**settings) if settings else None)
+    server = await skald.model_server(Reply(tool_calls=[ToolCall(tool, arguments or {})]), Reply("I see."))
     await host.use_model(server)
     await host.allow_tool(tool)
     turn = await (await host.member("alice")).chat(f"use {tool}")
@@ -91,6 +96,23 @@ async def test_a_wrong_return_type_is_a_clear_error_not_silently_encoded(skald):
     assert seen_by_model.startswith("Error: the tool failed (error id ") and "temperature" not in seen_by_model
     [failure] = host.core.plugins.status("faulty").failures
     assert "TypeError: tool 'returns_dict' returned dict; a tool returns str or None" in failure["traceback"]
+
+
+async def test_a_tool_timeout_is_logged_and_listed_on_the_plugins_page_without_its_arguments(skald, caplog):
+    """The model was told, and the admin had no trace of it, where a crash shows in both."""
+    caplog.set_level(logging.WARNING, logger="skald_host.core.plugins.failures")
+    host, turn, seen_by_model = await run_tool(skald, "hangs", {"city": SECRET}, chat={"tool_timeout_seconds": 0.3})
+
+    match = re.fullmatch(r"Error: the tool did not finish within 0.3 s \(error id ([0-9a-f]{12})\)\.", seen_by_model)
+    assert match, seen_by_model
+    [failure] = host.core.plugins.status("faulty").failures
+    assert (failure["error_id"], failure["tool"], failure["where"]) == (match.group(1), "hangs", "tool hangs")
+    assert failure["traceback"].endswith("TimeoutError: tool hangs did not finish within 0.3 s")
+    assert "# the wait" in failure["traceback"]  # where it was waiting when it was cut off
+    [record] = [r for r in caplog.records if match.group(1) in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert "plugin faulty: tool hangs failed" in record.getMessage() and "within 0.3 s" in record.getMessage()
+    assert SECRET not in record.getMessage() and SECRET not in str(failure)
 
 
 async def test_none_is_an_empty_result(skald):

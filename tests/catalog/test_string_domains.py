@@ -140,3 +140,22 @@ async def test_a_not_ready_plugins_page_shows_its_message_and_no_traceback(skald
     crashed = (await admin.get("/api/admin/plugins/crashing")).json()
     assert crashed["error"] == "startup: RuntimeError: cannot reach the widget service"
     assert "RuntimeError: cannot reach the widget service" in crashed["traceback"]
+
+
+class SlowStartup(Routed):
+    @hookimpl
+    async def startup(self, host) -> None:
+        import asyncio
+
+        await asyncio.sleep(30)
+
+
+async def test_a_startup_that_timed_out_is_said_on_the_card_in_the_readers_language(skald):
+    host = await skald.start(plugins=[SlowStartup("slow")], enable=["slow"], settings=skald.settings(plugins={"hook_timeout_seconds": 0.3}))
+    admin = await host.admin()
+    assert (await catalog_entry(admin, "slow"))["error"].startswith("Its startup did not finish within 0.3 s.")
+
+    assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+
+    assert (await catalog_entry(admin, "slow"))["error"].startswith("Sein Start wurde nicht innerhalb von 0.3 s fertig.")
+    assert host.core.plugins.status("slow").error == "startup did not finish within 0.3 s"  # the log's, in English

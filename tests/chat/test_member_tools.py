@@ -12,6 +12,7 @@ from typing import Any, AsyncIterator, Mapping
 import pytest_asyncio
 
 from skald_hookspecs import PluginInfo, Tool, ToolContext, hookimpl
+from skald_hookspecs.types import NotReady
 from skald_host.testing import Reply, ScriptedModelServer, SkaldHarness, ToolCall
 
 from .conftest import Chat
@@ -132,6 +133,33 @@ async def test_a_failing_or_disabled_plugin_offers_no_member_tool(dyn):
         await sock.send(cid, "Three.")
         await sock.turn(cid)
         assert "dyn_echo" not in offered_names(chat) and "write_note" in offered_names(chat)
+
+
+class NotReadyMemberTools(MemberToolsProbe):
+    @hookimpl
+    async def startup(self, host: Any) -> None:
+        raise NotReady("the upstream refused the token")
+
+
+async def test_an_enabled_plugin_that_is_not_running_offers_no_member_tool(skald, tmp_path):
+    """The rule of registered tools: enabled is not enough, it must be running (the
+    model was offered tools whose calls could only be refused as withdrawn)."""
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
+        probe, dynamic = ChatProbe(write_probe_agents(tmp_path / "agents")), NotReadyMemberTools()
+        try:
+            host = await skald.start(plugins=[probe, dynamic], enable=[PROBE, DYNAMIC])
+            chat = Chat(host, await host.admin(), server, probe)
+            await configure_models(chat.admin, server)
+            alice = await host.member("alice")
+            dynamic.offered[alice.member["id"]] = [dynamic.tool("dyn_echo")]
+            server.script(MODEL_A, [Reply("one")])
+            async with ChatSocket(alice) as sock:
+                cid = await new_conversation(alice)
+                await sock.send(cid, "One.")
+                await sock.turn(cid)
+            assert "dyn_echo" not in offered_names(chat) and "write_note" in offered_names(chat)
+        finally:
+            await skald.close()
 
 
 async def test_a_card_from_before_a_restart_waits_for_its_member_tool_to_come_back(skald, tmp_path):

@@ -34,7 +34,7 @@ def test_plugins_command_prints_a_table_with_the_builtin_strings_loaded(tmp_path
 
     assert result.returncode == 0, result.stderr
     header, *rows = result.stdout.splitlines()
-    assert header.split() == ["ID", "STATE", "VERSION", "DISTRIBUTION", "SPEC", "HOOKS", "ERROR"]
+    assert header.split() == ["ID", "STATE", "VERSION", "DISTRIBUTION", "SPEC", "HOOKS"]  # an error goes under its row
     strings = [row.split() for row in rows if row.split()[:1] == ["strings"]]
     assert len(strings) == 1
     assert strings[0][1] == "loaded"
@@ -142,15 +142,17 @@ PROBLEM_PLUGINS = {
 }
 
 
-def installed(root: Path, modules: dict[str, str]) -> Path:
-    """Each module an installed ``skald.plugins`` entry point (one dist-info on a path)."""
+def installed(root: Path, modules: dict[str, str], entry_points: dict[str, str] | None = None) -> Path:
+    """Each module an installed ``skald.plugins`` entry point (one dist-info on a path);
+    ``entry_points``: name = value lines of their own, for a module that is not there."""
     site = root / "site"
     info = site / "skald_problem_plugins-0.1.dist-info"
     info.mkdir(parents=True)
     for name, source in modules.items():
         (site / f"{name}.py").write_text(textwrap.dedent(source))
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: skald-problem-plugins\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[skald.plugins]\n" + "".join(f"{name} = {name}\n" for name in modules))
+    declared = {**{name: name for name in modules}, **(entry_points or {})}
+    (info / "entry_points.txt").write_text("[skald.plugins]\n" + "".join(f"{name} = {value}\n" for name, value in declared.items()))
     return site
 
 
@@ -166,17 +168,52 @@ def test_plugins_command_fails_a_plugin_whose_routes_the_server_would_refuse(tmp
     )
 
 
-def test_plugins_table_shows_each_error_whole_on_one_line(tmp_path):
+def errors_under_rows(stdout: str) -> dict[str, str]:
+    """Each plugin's error, from the indented line under its row."""
+    lines = stdout.splitlines()
+    return {
+        lines[number - 1].split()[0]: line.strip().removeprefix("error: ")
+        for number, line in enumerate(lines) if line.startswith("    error: ")
+    }
+
+
+def test_plugins_table_shows_each_error_whole_on_a_line_of_its_own(tmp_path):
+    """The hooks column is wide: an error at the end of the row went off the screen."""
     site = installed(tmp_path, {"badsig": PROBLEM_PLUGINS["badsig"], "unwrapped": PROBLEM_PLUGINS["unwrapped"]})
 
     result = skald("plugins", "--data-dir", str(tmp_path / "data"), cwd=tmp_path, site=site)
 
     assert result.returncode == 0, result.stderr
-    rows = {line.split()[0]: line.rstrip() for line in result.stdout.splitlines()[1:]}
-    assert rows["badsig"].split()[1] == "failed"
-    assert rows["badsig"].endswith("startup(hostapi): the hook takes (host); 'hostapi' is not one of its arguments"), rows["badsig"]
-    assert rows["unwrapped"].split()[1] == "failed"
-    assert rows["unwrapped"].endswith(
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:] if line[:1].strip()}
+    assert rows["badsig"][1] == rows["unwrapped"][1] == "failed"
+    errors = errors_under_rows(result.stdout)
+    assert errors["badsig"] == "startup(hostapi): the hook takes (host); 'hostapi' is not one of its arguments"
+    assert errors["unwrapped"] == (
         "Plugin 'unwrapped' for hook 'register_tools' hookimpl definition: register_tools(register)"
         " Declared as wrapper=True or hookwrapper=True but function is not a generator function"
-    ), rows["unwrapped"]
+    )
+    assert "strings" not in errors
+
+
+def test_plugins_table_says_its_plugins_were_not_started(tmp_path):
+    result = skald("plugins", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "Plugins were loaded here, not started: a plugin listed as loaded may still fail in its startup;"
+        " the server's catalog page and log say so."
+    )
+
+
+def test_an_entry_point_naming_a_missing_module_says_which_and_no_place_in_the_standard_library(tmp_path):
+    site = installed(tmp_path, {}, entry_points={"p3bad": "p3bad.does_not_exist"})
+
+    result = skald("plugins", "--json", "--data-dir", str(tmp_path / "data"), cwd=tmp_path, site=site)
+
+    assert result.returncode == 0, result.stderr
+    p3bad = next(row for row in json.loads(result.stdout) if row["id"] == "p3bad")
+    assert (p3bad["state"], p3bad["error"]) == (
+        "failed",
+        'import of entry point p3bad = "p3bad.does_not_exist" ([project.entry-points."skald.plugins"] of skald-problem-plugins):'
+        " ModuleNotFoundError: No module named 'p3bad'",
+    )

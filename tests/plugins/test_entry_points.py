@@ -198,7 +198,11 @@ def test_plugin_raising_at_import_is_failed_with_its_error_and_the_others_are_li
     assert broken["state"] == "failed"
     assert broken["id"] == "testbroken"
     assert broken["version"] == "1.2.3"
-    assert broken["error"].startswith("import: RuntimeError: skald_testplugin_broken cannot find its widget library (at ")
+    assert broken["error"].startswith(
+        'import of entry point testbroken = "skald_testplugin_broken"'
+        ' ([project.entry-points."skald.plugins"] of skald-testplugin-broken):'
+        " RuntimeError: skald_testplugin_broken cannot find its widget library (at "
+    )
     assert broken["error"].endswith("skald_testplugin_broken/__init__.py:1)"), broken["error"]  # where, in the plugin's code
     assert "RuntimeError" in broken["traceback"]
     assert rows["skald-testplugin-ok"]["state"] == "disabled"

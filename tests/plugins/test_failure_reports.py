@@ -3,6 +3,7 @@ from and the keyword that was meant in its error, and where in its code in the l
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 
@@ -185,3 +186,43 @@ async def test_strict_mode_names_the_hook_and_the_plugins_function_it_refused():
         f"plugin 'returner' failed in register_routes: ReturnedInsteadOfRegistering: {RETURNED}"
         f" (at {_defined_at(ReturnsItsBlueprint.register_routes)})"
     )
+
+
+async def test_a_misspelt_hook_name_suggests_the_hook_meant(skald):
+    host = await skald.start(plugins=[MisspeltHook()])
+
+    error = host.core.plugins.status("misspelt").error
+
+    assert error == "plugin 'misspelt' implements unknown hook 'register_toolz' (did you mean 'register_tools'? see skald_hookspecs.hookspecs)"
+
+
+# -- the place in a failure's log line is the plugin's own code, or none ------------------------
+
+
+class SlowStartup:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("slow-start")
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        await asyncio.sleep(30)
+
+
+async def test_a_startup_timeout_names_no_place_in_the_standard_library(skald, caplog):
+    caplog.set_level(logging.ERROR, logger="skald_host.core.host")
+    host = await skald.start(plugins=[SlowStartup()], settings=skald.settings(plugins={"hook_timeout_seconds": 0.3}))
+
+    await host.core.set_plugin_enabled("slow-start", True)
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "skald_host.core.host"]
+    assert lines == ["plugin slow-start failed to start: startup did not finish within 0.3 s"], lines
+
+
+def test_a_missing_module_names_no_place_in_the_standard_library():
+    manager = PluginManager(builtins=["skald_no_such_plugin_module"], use_entry_points=False)  # a module by name
+    manager.load()
+
+    error = manager.status("skald_no_such_plugin_module").error
+
+    assert error == "import: ModuleNotFoundError: No module named 'skald_no_such_plugin_module'"

@@ -8,7 +8,7 @@ import asyncio
 import datetime as dt
 import logging
 
-from skald_hookspecs import I18nBundle, hookimpl
+from skald_hookspecs import I18nBundle, NotReady, hookimpl
 from skald_host.core.system_agents import store
 from skald_host.core.system_agents.registry import MAX_TICK_SECONDS, MIN_TICK_SECONDS
 from skald_host.core.system_agents.timing import iso
@@ -305,6 +305,36 @@ async def test_a_member_sees_no_agent_of_a_plugin_that_is_off(skald):
     assert (agent["id"], agent["enabled"]) == ("counted", False)
     assert (await admin.put("/api/admin/plugins/counting/enabled", json={"enabled": True})).status_code == 200
     assert [a["id"] for a in (await alice.get("/api/system-agents")).json()["agents"]] == ["counted"]
+
+
+class NotReadyAgents(CountingAgents):
+    """Enabled, but its startup waits for a token."""
+
+    @hookimpl
+    def register_i18n(self, register) -> None:
+        register(I18nBundle("counting", {"en": {"error.no_token": "Set a token first."}, "de": {"error.no_token": "Erst ein Token setzen."}}))
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        raise NotReady("no token is set", key="error.no_token")
+
+
+async def test_an_enabled_plugin_that_is_not_running_is_told_apart_from_a_disabled_one(skald):
+    """"Its plugin is off" sent the admin to a switch that was already on."""
+    plugin = NotReadyAgents(unit="minutes", interval=5)
+    host, _ = await start(skald, plugin)
+    admin = await host.admin()
+    alice = await host.member("alice")
+    assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+
+    [agent] = (await admin.get("/api/system-agents")).json()["agents"]
+    assert (agent["plugin_enabled"], agent["plugin_running"], agent["plugin_error"]) == (True, False, "Erst ein Token setzen.")
+    assert (await alice.get("/api/system-agents")).json()["agents"] == []
+    assert await host.core.system_agents.tick() == [] and plugin.looked == []  # none of its agents runs
+
+    await host.core.set_plugin_enabled("counting", False)
+    [agent] = (await admin.get("/api/system-agents")).json()["agents"]
+    assert (agent["plugin_enabled"], agent["plugin_running"], agent["plugin_error"]) == (False, False, None)
 
 
 async def test_the_kit_runs_a_pass_now_and_moves_the_clock_for_the_next(skald):

@@ -105,6 +105,8 @@ function problemsSection(plugin) {
   }
   if (failures.length) {
     parts.push(el("p", { class: "hint", text: t("plugin.tool_failures_hint") }));
+    // Kept in memory: "the latest failures" read as all of them, and a restart empties it.
+    parts.push(el("p", { class: "hint", "data-testid": "failures-since-start", text: t("plugin.failures_since_start") }));
     parts.push(el("ul", { class: "plain tool-failures" }, ...failures.slice().reverse().map((f) => el("li", { "data-error-id": f.error_id },
       el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.where || f.tool} · ${f.at}`), traceback(f.traceback))))));
   }

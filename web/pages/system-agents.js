@@ -45,10 +45,15 @@ function agentCard(agent) {
   const card = section(agent.title,
     el("p", { text: agent.description }),
     el("p", { class: "hint", text: `${t(`system_agents.scope_${agent.scope}`)} · ${state}` }));
-  // An admin sees the agents of a plugin that is off (to set them up beforehand): say
-  // that nothing runs until it is on, rather than show settings that look live.
+  // An admin sees the agents of a plugin that does not run (to set them up beforehand):
+  // say that nothing runs, rather than show settings that look live, and why: off, or on
+  // but failed to start ("until an admin enables it" sent them to a switch already on).
   if (agent.settings && !agent.plugin_running) {
-    card.append(el("p", { class: "notice info", role: "status" }, t("system_agents.plugin_off"), " ",
+    let why = t("system_agents.plugin_off");
+    if (agent.plugin_enabled) {
+      why = agent.plugin_error ? t("system_agents.plugin_not_running", { reason: agent.plugin_error }) : t("system_agents.plugin_not_running_unsaid");
+    }
+    card.append(el("p", { class: "notice info", role: "status", "data-testid": "plugin-not-running" }, why, " ",
       link(`#plugin-detail?id=${encodeURIComponent(agent.plugin_id)}`, t("system_agents.plugin_off_link"))));
   }
   if (agent.settings) {

@@ -1123,8 +1123,8 @@ class Kernel:
                 result = await watch.steps(registered.tool.run(arguments, ctx))
         except asyncio.CancelledError:
             raise
-        except TimeoutError:
-            return "error", f"Error: the tool did not finish within {self.chat.tool_timeout:g} s."
+        except TimeoutError as exc:
+            return "error", self._tool_timed_out(registered, exc)
         except ToolError as exc:  # a failure the tool worded for the model
             return "error", f"Error: {exc}" if str(exc) else "Error: the tool failed."
         except Exception as exc:  # a tool's failure is the tool's result, never the turn's end
@@ -1154,6 +1154,19 @@ class Kernel:
             self.runtime.core.plugins, registered.plugin_id, f"tool {registered.tool.name}", exc, say=say, tool=registered.tool.name,
         )
         return f"Error: the tool failed (error id {error_id}); the admin can look it up on the plugin's page."
+
+    def _tool_timed_out(self, registered: RegisteredTool, exc: TimeoutError) -> str:
+        """A call past the tool timeout: on the plugin's page and in the log like a crash
+        (the admin had no trace of it), at WARNING; the frames are where the tool was
+        waiting when it was cut off, and the arguments (the member's words) are nowhere."""
+        seconds = f"{self.chat.tool_timeout:g}"
+        cut_off = exc.__context__ if isinstance(exc.__context__, asyncio.CancelledError) else exc
+        stuck = TimeoutError(f"tool {registered.tool.name} did not finish within {seconds} s").with_traceback(cut_off.__traceback__)
+        error_id = record_failure(
+            self.runtime.core.plugins, registered.plugin_id, f"tool {registered.tool.name}", stuck, say=True,
+            tool=registered.tool.name, level=logging.WARNING,
+        )
+        return f"Error: the tool did not finish within {seconds} s (error id {error_id})."
 
     def _lookup(self, scope: Scope, name: str) -> RegisteredTool | None:
         """The tool a call of ``name`` runs in this frame now, or None."""

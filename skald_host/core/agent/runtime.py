@@ -1059,8 +1059,9 @@ class MemberRuntime:
         fixed = self.core.catalog.usable_tools(
             member, [t for t in self.chat.tools.all() if (bool(agent.skills) if t.name == SKILL_TOOL else agent.offers(t.name))]
         )
-        usable = functools.partial(self.core.catalog.usable, member)
-        # Plugins' per-member tools (the member_tools hook, spec 1.2: MCP connectors).
+        # Plugins' per-member tools (the member_tools hook, spec 1.2: MCP connectors),
+        # by the same rule as registered tools: granted, and the plugin running.
+        usable = functools.partial(self.core.catalog.tools_usable, member)
         return fixed + [t for t in self.chat.tools.member_tools(member.id, usable) if agent.offers(t.name)]
 
     async def _prepare_prompt(self, frame: Frame, agent: AgentDefinition) -> None:

@@ -21,6 +21,7 @@ from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.plugins.config_schema import ConfigInvalid, SchemaInvalid, check_schema, masked, schema_json, validate
 from skald_host.core.plugins.failures import record_failure
 from skald_host.core.plugins.manager import PluginError, PluginStatus
+from skald_host.core.refusal import Refusal
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -28,14 +29,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class CatalogError(ValueError):
-    """A catalog request that cannot be done; the message says why."""
+class CatalogError(Refusal):
+    """A catalog request that cannot be done; the message says why, and a ``code``, when
+    it has one, says it in the reader's language."""
 
 
 #: A plugin's status while a ``required`` setting of its own has no value: the host does
 #: not run its ``startup`` (which would fail on the missing value, as a crash), and says
 #: which settings, by their labels in the reader's language (a core string).
 NEEDS_SETTINGS = "core.plugin.needs_settings"
+#: A plugin whose ``startup`` ran past the hook timeout (``values``: ``seconds``): the
+#: host's words, so a core string says them in the reader's language.
+STARTUP_TIMED_OUT = "core.plugin.startup_timed_out"
+#: The host's own reasons, core strings; any other key is the plugin's (``NotReady``).
+HOST_REASONS = (NEEDS_SETTINGS, STARTUP_TIMED_OUT)
 
 
 class PluginCatalog:
@@ -48,8 +55,8 @@ class PluginCatalog:
         full keys that would do: a key no bundle has falls back to the English message,
         and the admin's list of missing translations must name it."""
         for status in self._core.plugins.statuses():
-            if status.error_key == NEEDS_SETTINGS:
-                yield (NEEDS_SETTINGS,)
+            if status.error_key in HOST_REASONS:
+                yield (status.error_key,)
             elif status.error_key:
                 yield (f"{status.id}.{status.error_key}", f"core.builtin.{status.id}.{status.error_key}")
 
@@ -102,7 +109,8 @@ class PluginCatalog:
 
     def error_text(self, status: Any, locale: str | None) -> str | None:
         """Why the plugin is not running, in the reader's language when the plugin said
-        it with a string of its own (``NotReady``), else as it was said."""
+        it with a string of its own (``NotReady``) or the host with a core string
+        (``NEEDS_SETTINGS``, ``STARTUP_TIMED_OUT``), else as it was said."""
         if not status.error_key:
             return status.error
         if status.error_key == NEEDS_SETTINGS:
@@ -110,6 +118,8 @@ class PluginCatalog:
             names = {f["name"]: f["label"] for f in labels}
             fields = ", ".join(names.get(name, name) for name in status.error_values.get("fields", ()))
             return self._core.strings.translate(NEEDS_SETTINGS, locale, fields=fields)
+        if status.error_key in HOST_REASONS:
+            return self._core.strings.translate(status.error_key, locale, **status.error_values)
         text = self._core.strings.plugin_text(status.id, status.error_key, locale, "")
         if not text:
             return status.error
@@ -292,7 +302,7 @@ class PluginCatalog:
             return member.active
         return allowed(member, plugin_action(plugin_id))
 
-    def _tools_usable(self, member: Member, plugin_id: str) -> bool:
+    def tools_usable(self, member: Member, plugin_id: str) -> bool:
         """The member may use the plugin, and it runs: one whose startup failed or that
         waits for its settings (red on its card) has nothing behind its tools (the
         model was offered Telegram's pairing tool while the bot had no token)."""
@@ -305,7 +315,7 @@ class PluginCatalog:
         the role lacks the tool's capability), or None: they may. Memory only (the
         member as last read or pushed, the plugins' flags), so it is asked every round
         and again as each call starts."""
-        if not self._tools_usable(member, tool.plugin_id):
+        if not self.tools_usable(member, tool.plugin_id):
             return plugin_action(tool.plugin_id)
         if tool.capability is not None and not allowed(member, tool.capability):
             return f"action:{tool.capability}"
@@ -319,7 +329,7 @@ class PluginCatalog:
         for tool in tools:
             usable = plugins.get(tool.plugin_id)
             if usable is None:
-                usable = plugins[tool.plugin_id] = self._tools_usable(member, tool.plugin_id)
+                usable = plugins[tool.plugin_id] = self.tools_usable(member, tool.plugin_id)
             if usable and (tool.capability is None or allowed(member, tool.capability)):
                 out.append(tool)
         return out
@@ -371,8 +381,11 @@ class PluginCatalog:
             except ValueError as exc:  # a plugin refusing the value says why
                 raise CatalogError(str(exc)) from None
             except Exception as exc:  # its message may quote the values the member sent: withheld
-                record_failure(self._core.plugins, plugin_id, "hook user_config_updated", exc, say=isinstance(exc, PluginError))
-                raise CatalogError(f"plugin {plugin_id!r} could not apply the settings") from None
+                error_id = record_failure(self._core.plugins, plugin_id, "hook user_config_updated", exc, say=isinstance(exc, PluginError))
+                raise CatalogError(
+                    f"plugin {plugin_id!r} could not apply the settings (error id {error_id})",
+                    code="plugin_settings_not_applied", plugin=plugin_id, error_id=error_id,
+                ) from None
         else:
             await self._core.host_api(plugin_id).set_user_config(member.id, fresh)
         return masked(info.user_config_schema, await self._user_config(plugin_id, member.id))

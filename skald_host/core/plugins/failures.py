@@ -26,12 +26,15 @@ def withheld_traceback(exc: BaseException, *, say: bool = False) -> str:
 
 def record_failure(
     plugins: PluginManager | None, plugin_id: str, where: str, exc: BaseException, *, say: bool = False, tool: str | None = None,
+    level: int = logging.ERROR,
 ) -> str:
     """Log the failure and keep it for the plugin's page; its error id, for whoever
-    tells someone that it failed (the model, a client, a run's row)."""
+    tells someone that it failed (the model, a client, a run's row). ``level``: a
+    WARNING for what may be the world's fault rather than a bug (a tool that ran out
+    of time waiting on a slow service)."""
     error_id = uuid.uuid4().hex[:12]
     text = withheld_traceback(exc, say=say)
-    log.error("plugin %s: %s failed, error id %s\n%s", plugin_id, where, error_id, text)
+    log.log(level, "plugin %s: %s failed, error id %s\n%s", plugin_id, where, error_id, text)
     failure: dict[str, Any] = {
         "error_id": error_id, "where": where, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "traceback": text,
     }

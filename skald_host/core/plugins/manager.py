@@ -17,6 +17,7 @@ import inspect
 import logging
 import os
 import re
+import sysconfig
 import time
 import traceback
 from collections import deque
@@ -57,6 +58,9 @@ _HOST_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))  # skal
 _HOST_CODE = (_HOST_ROOT + os.sep, os.path.dirname(skald_hookspecs.__file__) + os.sep)
 _BUILTINS = os.path.join(_HOST_ROOT, "builtins") + os.sep  # plugins, though shipped with the host
 _PLUGGY = os.path.dirname(pluggy.__file__) + os.sep
+_ENTRY_POINTS = os.path.dirname(importlib_metadata.__file__) + os.sep  # what ``ep.load()`` runs before the plugin's module
+_STANDARD_LIBRARY = tuple({sysconfig.get_paths()[name] + os.sep for name in ("stdlib", "platstdlib")})
+_SITE_PACKAGES = re.compile(r"[/\\](site|dist)-packages[/\\]")
 
 
 class PluginError(Exception):
@@ -103,8 +107,6 @@ def place_of(exc: BaseException) -> str:
         return f" (at {exc.place})"
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     place = _deepest_plugin_frame(frames)
-    if place is not None and isinstance(exc, PluginError) and not _is_plugin_code(place.filename):
-        return ""
     return f" (at {place.filename}:{place.lineno})" if place else ""
 
 
@@ -166,8 +168,16 @@ def _keyword_hint(exc: BaseException) -> str:
     cls = _CONTRACT_TYPES.get(match[1]) if match else None
     if cls is None:
         return ""
-    close = difflib.get_close_matches(match[2], [f.name for f in dataclasses.fields(cls)], n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    meant = did_you_mean(match[2], [f.name for f in dataclasses.fields(cls)])
+    return f" ({meant})" if meant else ""
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``did you mean 'choices'?`` for the one of ``known`` closest to a misspelt
+    ``word``, or empty when none is close: a refusal that names only the wrong word
+    leaves the author to find the right one in the contract."""
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f"did you mean {close[0]!r}?" if close else ""
 
 
 def _check_arguments(hook: str, function: Any, spec: Any) -> None:
@@ -191,20 +201,23 @@ def _check_arguments(hook: str, function: Any, spec: Any) -> None:
 
 
 def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSummary | None:
-    """Where the plugin's own code failed: the deepest frame outside the host and the
-    contract, since the last frame is often the host's line refusing what the plugin
-    registered. The last frame when no frame is the plugin's."""
-    for frame in reversed(frames):
-        if frame.filename.startswith(("<", _PLUGGY)):  # importlib's frozen frames, pluggy's own
-            continue
-        if _is_plugin_code(frame.filename):
-            return frame
-    return frames[-1] if frames else None
+    """Where the plugin's own code failed: the deepest frame outside the host, the
+    contract and the standard library, since the last frame is often the host's line
+    refusing what the plugin registered, or importlib's and asyncio's (a missing module,
+    a timeout). None when no frame is the plugin's: a place in the standard library
+    sent the author looking in the wrong file."""
+    return next((frame for frame in reversed(frames) if _is_plugin_code(frame.filename)), None)
 
 
 def _is_plugin_code(filename: str) -> bool:
-    """A file of a plugin: a built-in plugin's, or any outside the host, the contract and pluggy."""
-    return filename.startswith(_BUILTINS) or not filename.startswith((*_HOST_CODE, "<", _PLUGGY))
+    """A file of a plugin: a built-in plugin's, or any outside the host, the contract,
+    what loads plugins (pluggy, importlib_metadata) and the standard library (whose
+    own ``site-packages`` holds plugins)."""
+    if filename.startswith(_BUILTINS):
+        return True
+    if filename.startswith((*_HOST_CODE, "<", _PLUGGY, _ENTRY_POINTS)):
+        return False
+    return not filename.startswith(_STANDARD_LIBRARY) or _SITE_PACKAGES.search(filename) is not None
 
 
 #: Seconds plugin code has held the event loop, all plugins together, since the host's
@@ -323,6 +336,7 @@ class PluginStatus:
     # The latest unexpected failures of this plugin's code — tools, hooks, system agents,
     # routes — newest last (``failures.record_failure``): what the admin sees on the
     # plugin's page. Frames and exception type only, never the message (a member's data).
+    # In memory, so since the process started: the log keeps every one by its error id.
     failures: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=FAILURES_KEPT))
 
     def as_dict(self) -> dict[str, Any]:
@@ -361,12 +375,24 @@ class _Candidate:
     load: Callable[[], Any]
     distribution: str | None = None
     version: str | None = None
+    # ``name = "value"`` as the package's pyproject declares it: a failed import names
+    # the line to look at, since the module it could not find may be the line's typo.
+    entry_point: str | None = None
 
 
 def _normalise(name: str) -> str:
     """PEP 503 normalisation, so 'Skald_Telegram', 'skald.telegram' and 'skald-telegram'
     name the same distribution on a block list."""
     return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+def _import_of(cand: _Candidate) -> str:
+    """What was imported, as its author declared it: ``import of entry point p = "p.plugin"
+    ([project.entry-points."skald.plugins"] of skald-p)``."""
+    if cand.entry_point is None:
+        return "import"
+    declared = f'[project.entry-points."{ENTRY_POINT_GROUP}"]' + (f" of {cand.distribution}" if cand.distribution else "")
+    return f"import of entry point {cand.entry_point} ({declared})"
 
 
 def spec_satisfied(spec: str) -> bool:
@@ -423,6 +449,7 @@ class PluginManager:
                         ep.load,
                         dist.name if dist else None,
                         dist.version if dist else None,
+                        f'{ep.name} = "{ep.value}"',
                     )
                 )
         return found
@@ -492,7 +519,7 @@ class PluginManager:
             status.healthy = False
             status.error = str(exc) or type(exc).__name__
             if stage == "import":  # "No module named 'x'" alone says neither what failed nor where
-                status.error = f"import: {located(exc)}"
+                status.error = f"{_import_of(cand)}: {located(exc)}"
             elif stage == "plugin_info" and not isinstance(exc, PluginError):  # the plugin's own code raised
                 status.error = f"plugin_info: {described(exc)}"
             status.traceback = traceback.format_exc()
@@ -558,8 +585,9 @@ class PluginManager:
             hook = (opts.get("specname") if isinstance(opts, dict) else None) or attr
             function = getattr(obj, attr)
             if hook not in known:
+                meant = did_you_mean(hook, (h for h in known if not h.startswith("_"))) or "misspelt?"
                 raise PluginError(
-                    f"plugin {name!r} implements unknown hook {hook!r} (misspelt? see skald_hookspecs.hookspecs)", function=function
+                    f"plugin {name!r} implements unknown hook {hook!r} ({meant} see skald_hookspecs.hookspecs)", function=function
                 )
             if hook in SYNCHRONOUS_HOOKS and (inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function)):
                 raise PluginError(f"plugin {name!r}: {hook} must be synchronous, not async def: {SYNCHRONOUS_HOOKS[hook]}", function=function)

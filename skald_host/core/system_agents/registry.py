@@ -102,9 +102,24 @@ class AgentRegistry:
         return next((e for e in self.entries if e.id == agent_id), None)
 
     def plugin_running(self, entry: RegisteredAgent) -> bool:
-        """The agent's plugin is enabled and started: disabled, nothing of it runs."""
+        """The agent's plugin is enabled and started: disabled, or enabled but its
+        ``startup`` failed, timed out or waits for settings, none of its agents runs."""
         status = self.core.plugins.status(entry.plugin_id)
         return bool(status and status.state == "loaded" and status.started and status.healthy)
+
+    def plugin_enabled(self, entry: RegisteredAgent) -> bool:
+        """The admin turned the agent's plugin on, whether or not it runs: "an admin must
+        enable it" sent the admin to a switch already on."""
+        return self.core.plugins.is_enabled(entry.plugin_id)
+
+    def plugin_error(self, entry: RegisteredAgent, locale: str | None) -> str | None:
+        """Why the agent's plugin, enabled, does not run, in the reader's language when
+        the plugin or the host has the words (``PluginCatalog.error_text``); None when it
+        runs, is off, or nobody said why."""
+        status = self.core.plugins.status(entry.plugin_id)
+        if status is None or not self.plugin_enabled(entry) or self.plugin_running(entry):
+            return None
+        return self.core.catalog.error_text(status, locale) or None
 
     async def settings(self, entry: RegisteredAgent) -> dict[str, Any]:
         defaults = {f.name: f.default for f in entry.config_set.fields if f.default is not None}

@@ -24,7 +24,13 @@ bp = Blueprint("system_agents", __name__)
 AGENT = obj({
     "id": TEXT, "plugin_id": TEXT, "title": TEXT, "description": TEXT, "scope": TEXT, "interval_unit": TEXT,
     "per_member_interval": BOOL, "enabled": BOOL, "settings": nullable(OBJECT),
-    "plugin_running": {**BOOL, "description": "false: its plugin is off, so it does not run whatever `enabled` says"},
+    "plugin_running": {**BOOL, "description": "false: its plugin is off or not running, so it does not run whatever `enabled` says"},
+    "plugin_enabled": {**BOOL, "description": "its plugin is turned on; with `plugin_running` false, it failed to start or is not ready"},
+    "plugin_error": {
+        **nullable(TEXT),
+        "description": "admins only: why its plugin, enabled, does not run (its startup failed, timed out or waits for settings),"
+        " in the reader's language where the plugin or the host has the words; null otherwise",
+    },
 })
 RUN = obj({"id": ID, "agent_id": TEXT, "status": TEXT, "started_at": TEXT, "finished_at": nullable(TEXT), "stats": OBJECT, "error": nullable(TEXT)})
 REPORT = obj({
@@ -55,6 +61,8 @@ async def _agent_view(entry: Any, admin: bool, locale: str) -> dict[str, Any]:
         "enabled": await registry.enabled(entry),
         "settings": settings,
         "plugin_running": registry.plugin_running(entry),
+        "plugin_enabled": registry.plugin_enabled(entry),
+        "plugin_error": registry.plugin_error(entry, locale) if admin else None,  # the plugin's startup error is the admin's
     }
 
 
