@@ -13,7 +13,7 @@ from skald_host.core import schedules
 from skald_host.testing import Reply
 from skald_host.testing.host import MEMBER_PASSWORD
 
-from .kit import screenshot, sign_in
+from .kit import DESKTOP, PHONE, screenshot, sign_in
 from .test_accessibility import assert_no_violations
 
 
@@ -115,3 +115,49 @@ async def test_the_page_in_german_passes_axe(skald, browser_pages):
     await expect(page.get_by_test_id("schedule-list")).to_contain_text("werktags um 8 (Europe/Berlin)")
     await expect(page.get_by_role("button", name="Pausieren: Wochenplan.")).to_be_visible()
     await assert_no_violations(page, "schedules (de)")
+
+
+# Each action of each row, where it is drawn, and how wide the page is.
+ROW_ACTIONS = """() => ({
+  width: innerWidth,
+  page: document.documentElement.scrollWidth,
+  actions: [...document.querySelectorAll("[data-testid=schedule-list] tbody .row-actions .btn")].map((node) => {
+    const box = node.getBoundingClientRect();
+    return { name: node.getAttribute("aria-label"), left: Math.round(box.left), right: Math.round(box.right) };
+  }),
+})"""
+
+
+async def test_on_a_phone_every_row_action_is_on_the_screen(skald, browser_pages):
+    """At 390 px the table ran off the screen and clipped Pause, Edit and Delete: a row
+    reads as a stack there, its actions under it, with no sideways scroll."""
+    host = await skald.start()
+    await host.admin()
+    api = await host.member("alice")
+    for prompt in ("Plan my day and tell me the weather, with a long prompt that wraps.", "Weekly review."):
+        response = await api.post("/api/schedules", json={"prompt": prompt, "every": "every weekday at 8", "timezone": "Europe/Berlin"})
+        assert response.status_code == 201, response.text
+    page = await browser_pages.new(host.url, viewport=PHONE)
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    await page.goto("/#schedules")
+    rows = page.get_by_test_id("schedule-list").locator("tbody tr")
+    await expect(rows).to_have_count(2)
+    await screenshot(page, "schedules-phone")
+    drawn = await page.evaluate(ROW_ACTIONS)
+    assert len(drawn["actions"]) == 6, drawn
+    assert drawn["page"] <= PHONE["width"], drawn
+    outside = [a for a in drawn["actions"] if a["left"] < 0 or a["right"] > PHONE["width"]]
+    assert outside == [], drawn
+    # They still work from there.
+    plan = rows.filter(has_text="Plan my day")
+    await plan.get_by_role("button", name="Pause: Plan my day").click()
+    await expect(plan.locator("[data-cell=next]")).to_have_text("Paused")
+    await assert_no_violations(page, "schedules (phone)")
+
+    # On a desktop it is the table it was: one row a line, its actions side by side at the right.
+    await page.set_viewport_size(DESKTOP)
+    assert await page.get_by_test_id("schedule-list").evaluate("(table) => getComputedStyle(table).display") == "table"
+    await expect(page.get_by_role("columnheader", name="Actions")).to_be_visible()
+    drawn = await page.evaluate(ROW_ACTIONS)
+    first = drawn["actions"][:3]
+    assert len({a["name"].split(":")[0] for a in first}) == 3 and first[0]["right"] <= first[1]["left"] <= first[1]["right"] <= first[2]["left"], drawn

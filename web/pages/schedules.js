@@ -153,9 +153,10 @@ function jobRow(job, ctx, memberZone) {
     el("td", {}, el("span", { text: short }), el("br"),
       link(`#chat/${encodeURIComponent(job.conversation_id)}`, t("schedules.open_conversation"),
         { class: "muted", "aria-label": `${t("schedules.open_conversation")}: ${job.conversation_title || short}` })),
-    el("td", { text: whenText(job) }),
-    el("td", { "data-cell": "next", text: nextText(job, zone) }),
-    el("td", { class: "wide-only", "data-cell": "last", text: lastText(job, zone) }),
+    // data-label: a phone shows the rows stacked, each value under its column's name (app.css).
+    el("td", { "data-label": t("schedules.col_when"), text: whenText(job) }),
+    el("td", { "data-cell": "next", "data-label": t("schedules.col_next"), text: nextText(job, zone) }),
+    el("td", { class: "wide-only", "data-cell": "last", "data-label": t("schedules.col_last"), text: lastText(job, zone) }),
     el("td", { class: "row-actions" }, toggle, edit, remove, status.node));
 }
 
@@ -166,7 +167,7 @@ function jobsSection(jobs, ctx, memberZone) {
     ["schedules.col_last", "wide-only"], ["schedules.col_actions", "row-actions"],
   ].map(([key, cls]) => el("th", { scope: "col", class: cls || null, text: t(key) })));
   return section(t("schedules.list_title"),
-    el("div", { class: "table-wrap" }, el("table", { class: "table", "data-testid": "schedule-list" },
+    el("div", { class: "table-wrap" }, el("table", { class: "table stack-on-phone", "data-testid": "schedule-list" },
       el("thead", {}, head), el("tbody", {}, ...jobs.map((job) => jobRow(job, ctx, memberZone))))));
 }
 

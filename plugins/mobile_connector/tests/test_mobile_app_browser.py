@@ -322,3 +322,59 @@ async def test_a_long_answer_ending_in_math_is_followed_to_its_end(setup, browse
     finally:
         await context.close()
     assert problems == []
+
+
+# Where the chat's composer ends and what is drawn below it, at the phone's viewport.
+COMPOSER_EDGE = """() => {
+  const box = document.querySelector("form.composer").getBoundingClientRect();
+  const below = document.elementFromPoint(innerWidth / 2, innerHeight - 2);
+  return { bottom: Math.round(box.bottom), height: innerHeight, under: !!below?.closest("form.composer") };
+}"""
+
+
+async def test_the_composer_sits_flush_with_the_bottom_of_the_phone_screen(setup, browser):
+    """It stood 12 px above the bottom (the view's padding), the chat scrolling by under it,
+    and in a new chat it stood under the last message, mid-screen."""
+    alice = await setup.host.member("alice", display_name="Alice")
+    problems: list[str] = []
+    context, page = await _paired_app(setup, browser, alice, problems)
+    try:
+        await page.tap("text=New chat")
+        await page.wait_for_selector("textarea[name=text]")
+        assert await page.evaluate(COMPOSER_EDGE) == {"bottom": PHONE["height"], "height": PHONE["height"], "under": True}
+
+        # A chat longer than the screen: the composer stays at the bottom, nothing shows under it.
+        setup.model.script(MODEL, [Reply(" ".join(f"Line {i} of a long answer." for i in range(120)))])
+        await _send(page, "Say a lot.")
+        await page.wait_for_selector(".message.assistant >> text=Line 119 of a long answer.")
+        await page.evaluate("document.getElementById('view').scrollTop = 400")
+        assert await page.evaluate(COMPOSER_EDGE) == {"bottom": PHONE["height"], "height": PHONE["height"], "under": True}
+    finally:
+        await context.close()
+    assert problems == []
+
+
+async def test_the_attach_button_draws_a_paperclip_not_an_emoji(setup, browser):
+    """"📎" alone is a box on a phone without an emoji font: the button draws its icon."""
+    alice = await setup.host.member("alice", display_name="Alice")
+    problems: list[str] = []
+    context, page = await _paired_app(setup, browser, alice, problems)
+    try:
+        await page.tap("text=New chat")
+        attach = page.get_by_role("button", name="Attach a photo or file", exact=True)
+        await attach.wait_for()
+        drawn = await attach.evaluate(
+            """(button) => {
+              const svg = button.querySelector("svg");
+              const box = svg?.getBoundingClientRect();
+              return { text: button.textContent.trim(), svg: !!svg, hidden: svg?.getAttribute("aria-hidden"),
+                       stroke: svg && getComputedStyle(svg).stroke, color: getComputedStyle(button).color,
+                       size: box ? [Math.round(box.width), Math.round(box.height)] : null };
+            }"""
+        )
+        assert (drawn["text"], drawn["svg"], drawn["hidden"]) == ("", True, "true"), drawn
+        assert drawn["stroke"] == drawn["color"], drawn  # the button's text colour, in either theme
+        assert drawn["size"][0] >= 16 and drawn["size"][1] >= 16, drawn
+    finally:
+        await context.close()
+    assert problems == []

@@ -15,6 +15,7 @@ const TOKEN_KEY = "skald.mobile.token";
 const CACHE_KEY = "skald.mobile.cache";
 const LOCALE_KEY = "skald.mobile.locale";
 const VOICE_KEY = "skald.mobile.voice";
+const SVG = "http://www.w3.org/2000/svg";
 
 const view = document.getElementById("view");
 // Whether the reader is at the end of what the view shows: growth after it was drawn
@@ -112,8 +113,9 @@ async function loadWords(wanted) {
 
 // -- screens ------------------------------------------------------------------------------
 
-function screen(heading, { backTo = null, settings = true } = {}) {
+function screen(heading, { backTo = null, settings = true, chat = false } = {}) {
   title.textContent = heading;
+  view.classList.toggle("chat", chat); // the composer ends the view (app.css: main.chat)
   back.hidden = !backTo;
   back.onclick = backTo ? () => (location.hash = backTo) : null;
   back.setAttribute("aria-label", t("back"));  // "‹" alone is no name a screen reader can say
@@ -179,7 +181,7 @@ function platform() {
 // to the member and delivers it once, at their next login on the web, into this app's
 // conversation the phone last sent into (so that is where it is addressed).
 function lockedScreen(message) {
-  screen(t("locked_title"));
+  screen(t("locked_title"), { chat: true });
   lockedShown = true;
   const text = el("textarea", { name: "text", rows: 2, placeholder: t("placeholder"), "aria-label": t("placeholder") });
   const sent = el("div", { class: "messages", id: "messages" });
@@ -371,8 +373,19 @@ function approvalNode(approval) {
   return card;
 }
 
+// Drawn, not typed: "📎" is a box on a phone without an emoji font. Lucide's paperclip
+// (ISC, as the web's icons in web/vendor/lucide/), stroked in the button's text colour.
+function paperclip() {
+  const svg = document.createElementNS(SVG, "svg");
+  const path = document.createElementNS(SVG, "path");
+  path.setAttribute("d", "m16 6-8.414 8.586a2 2 0 0 0 2.829 2.829l8.414-8.586a4 4 0 1 0-5.657-5.657l-8.379 8.551a6 6 0 1 0 8.485 8.485l8.379-8.551");
+  for (const [name, value] of Object.entries({ viewBox: "0 0 24 24", "aria-hidden": "true", focusable: "false" })) svg.setAttribute(name, value);
+  svg.append(path);
+  return svg;
+}
+
 async function chatScreen(id) {
-  screen(t("app_title"), { backTo: "#list" });
+  screen(t("app_title"), { backTo: "#list", chat: true });
   remember((stored) => (stored.last = id));
   const messagesBox = el("div", { class: "messages", id: "messages" });
   keepAtEnd.disconnect();
@@ -383,7 +396,7 @@ async function chatScreen(id) {
   const file = el("input", { type: "file", name: "file", accept: "image/*,*/*", hidden: true });
   const attached = [];
   const attachedLine = el("p", { class: "muted" });
-  const attach = el("button", { type: "button", class: "btn", text: "📎", "aria-label": t("attach"), on: { click: () => file.click() } });
+  const attach = el("button", { type: "button", class: "btn icon-only", "aria-label": t("attach"), on: { click: () => file.click() } }, paperclip());
   const send = el("button", { type: "submit", class: "btn primary", text: t("send") });
   const stop = el("button", { type: "button", class: "btn", text: t("stop"), hidden: true });
   const composer = el("form", { class: "composer" }, attach, file, text, stop, send);
