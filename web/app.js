@@ -99,14 +99,17 @@ function buildShell() {
   const pluginList = el("ul", { class: "nav-list" });
   const pluginSection = el("div", { class: "nav-section", hidden: true },
     el("h2", { class: "nav-heading", text: t("nav.plugin_pages") }), pluginList);
+  // The links scroll in their own box and the footer sits below it: pinned over one
+  // scrolling sidebar, the footer covered the last links, focused ones too.
   const sidebar = el("nav", { id: "sidebar", class: "sidebar", "aria-label": t("nav.label") },
     el("p", { class: "brand", text: t("app.name") }),
-    el("div", { class: "nav-section" }, el("ul", { class: "nav-list" },
-      ...HOST_PAGES.filter((p) => !p.needs || state[p.needs]).map((p) => navLink(`#${p.id}`, t(p.label), p.id)))),
-    member.is_admin ? el("div", { class: "nav-section" },
-      el("h2", { class: "nav-heading", text: t("nav.admin") }),
-      el("ul", { class: "nav-list" }, ...ADMIN_PAGES.map((p) => navLink(`#${p.id}`, t(p.label), p.id)))) : null,
-    pluginSection,
+    el("div", { class: "sidebar-links" },
+      el("div", { class: "nav-section" }, el("ul", { class: "nav-list" },
+        ...HOST_PAGES.filter((p) => !p.needs || state[p.needs]).map((p) => navLink(`#${p.id}`, t(p.label), p.id)))),
+      member.is_admin ? el("div", { class: "nav-section" },
+        el("h2", { class: "nav-heading", text: t("nav.admin") }),
+        el("ul", { class: "nav-list" }, ...ADMIN_PAGES.map((p) => navLink(`#${p.id}`, t(p.label), p.id)))) : null,
+      pluginSection),
     el("div", { class: "nav-footer" },
       el("p", { class: "who" }, el("span", { class: "who-name", text: member.display_name || member.username }),
         el("span", { class: "who-role", text: seeded(member.role_label || member.role) })),
@@ -189,9 +192,12 @@ function markActive(where) {
   }
 }
 
-function context(where) {
+/** `arrived`: the member has just signed in (or set up this instance): the page puts
+ * the focus on its first task, as a chat page on the message box. */
+function context(where, { arrived = false } = {}) {
   return {
     ...where,
+    arrived,
     session: state.session,
     member: state.session.member,
     pages: () => state.pages,
@@ -202,7 +208,7 @@ function context(where) {
   };
 }
 
-async function route({ focus = true } = {}) {
+async function route({ focus = true, arrived = false } = {}) {
   if (!state.shell) return;
   const token = ++state.navToken;
   const where = parseHash();
@@ -220,7 +226,7 @@ async function route({ focus = true } = {}) {
   } else {
     content.setAttribute("aria-busy", "true");
     try {
-      node = await page.render(context(where));
+      node = await page.render(context(where, { arrived }));
     } catch (error) {
       node = el("div", {}, pageHeader(t("common.failed_page")), notice("error", error?.message || String(error)));
     }
@@ -282,9 +288,11 @@ async function relocalize(locale) {
 
 // -- session ------------------------------------------------------------------------
 
-/** The shell for a signed-in member. Focus is left at the document's start, as after a
- * page load: the first Tab reaches the skip link, then the menu. */
-async function enterShell(known = null) {
+/** The shell for a signed-in member. After a page load (`arrived` false) the focus is
+ * left at the document's start, as a browser leaves it: the first Tab reaches the skip
+ * link. After a sign-in or the setup the form that had the focus is gone: the focus goes
+ * where a navigation puts it (the page, or the chat's message box), not to <body>. */
+async function enterShell(known = null, { arrived = false } = {}) {
   const response = known || await api("GET", "/api/auth/session");
   if (!response.ok) return showLogin();
   state.session = response.data;
@@ -303,7 +311,7 @@ async function enterShell(known = null) {
   // (the toast above) and messages queued in an earlier session need no visit to Chat.
   if (state.chat) socket.connect(response.data.member.id);
   buildShell();
-  await route({ focus: false });
+  await route({ focus: arrived, arrived });
 }
 
 function showLogin(message = "", { forget = false } = {}) {
@@ -312,7 +320,7 @@ function showLogin(message = "", { forget = false } = {}) {
   state.shell = null;
   state.pages = [];
   document.title = t("app.name");
-  renderLogin(root, () => enterShell(), message);
+  renderLogin(root, () => enterShell(null, { arrived: true }), message);
 }
 
 async function logout() {
@@ -359,7 +367,7 @@ async function start() {
   // browser's, else the instance's: never a language the reader did not ask for when
   // the instance has theirs.
   if (setup.data.needs_setup && setup.data.setup_allowed === false) return renderSetupRefused(root);
-  if (setup.data.needs_setup) return renderSetup(root, () => enterShell());
+  if (setup.data.needs_setup) return renderSetup(root, () => enterShell(null, { arrived: true }));
   const offered = availableLocales();
   const wanted = (offered.includes(shown) && shown) || browserLocale(null) || setup.data.locale;
   if (wanted && wanted !== currentLocale()) await loadLocale(wanted);

@@ -181,3 +181,46 @@ async def test_a_settings_choice_is_shown_in_the_readers_words_and_stored_as_its
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
     assert (await client.get("/api/admin/plugins/relay")).json()["config"] == {"mode": "webhook", "fallback": None}
+
+
+async def test_a_refused_member_field_is_marked_named_and_focused_when_adding_and_editing(skald, browser_pages):
+    """"Add a member" said every refusal in one red line under its button, the focus left
+    there, and an empty user name "may have 1-64 letters…": each is said at its field now,
+    which takes the focus, and an empty name is required."""
+    host = await skald.start()
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#members")
+    form = page.locator("form").filter(has=page.get_by_role("button", name="Add member"))
+    username, password = form.get_by_label("User name"), form.get_by_role("textbox", name="Password")
+    status = form.locator(".form-status")
+    await form.get_by_role("button", name="Add member").click()
+    await assert_marked(page, username, "User name is required.")
+    await expect(status).to_have_text("Please check “User name”.")
+    await username.fill("...")
+    await password.fill("a long enough password")
+    await form.get_by_role("button", name="Add member").click()
+    await assert_marked(page, username, "The user name may have 1-64 letters, digits or . _ - @, and not only dots.")
+    await username.fill("admin")
+    await form.get_by_role("button", name="Add member").click()
+    await assert_marked(page, username, "The user name admin is taken.")
+    await username.fill("erin")
+    await password.fill("short")
+    await form.get_by_role("button", name="Add member").click()
+    await assert_marked(page, password, "The password must have at least 8 characters.")
+    await expect(username).not_to_have_attribute("aria-invalid", "true")  # the last try's mark is gone
+    await password.fill("a long enough password")
+    await form.get_by_role("button", name="Add member").click()
+    await expect(page.get_by_role("heading", name="erin")).to_be_visible()
+
+    profile = page.locator("form").filter(has=page.get_by_label("Birth date"))
+    birthdate = profile.get_by_label("Birth date")
+    await birthdate.fill("2999-01-01")
+    await profile.get_by_role("button", name="Save").click()
+    await assert_marked(page, birthdate, "The birth date must be a real date in the past (YYYY-MM-DD).")
+    await expect(profile.locator(".form-status")).to_have_text("Please check “Birth date”.")
+    await birthdate.fill("1990-05-01")
+    await profile.get_by_role("button", name="Save").click()
+    await expect(profile.locator(".form-status")).to_have_text("Saved.")
+    await expect(birthdate).not_to_have_attribute("aria-invalid", "true")

@@ -15,6 +15,8 @@ from .kit import sign_in
 from .test_chat import MODEL, NotesPlugin, configure_model, send
 
 STATUS_LINE = ".conv-main > p.visually-hidden[role='status']"
+#: The colour of failures, as computed.
+DANGER = "() => { const p = document.createElement('p'); p.style.color = 'var(--danger)'; document.body.append(p); const c = getComputedStyle(p).color; p.remove(); return c; }"
 
 
 async def test_an_approval_whose_access_was_withdrawn_says_why_live_and_after_a_reload(skald, browser_pages):
@@ -163,3 +165,38 @@ async def test_an_unsent_draft_survives_the_session_in_this_tab_and_goes_when_se
         await session_ends_then_signs_in(page, admin, gina.id, "hugo")
         await expect(composer).to_have_value("")
         assert await page.evaluate("Object.values(sessionStorage).filter((v) => v.includes('own words')).length") == 0
+
+
+async def test_a_message_a_stop_left_unanswered_reads_as_stopped_not_failed_live_and_after_a_reload(skald, browser_pages):
+    """Stop while a second message waited for the first answer: it was marked "Failed" in
+    red and the status line said "The answer failed." Nothing failed; the member stopped
+    it. It reads as not answered, with Retry to have it answered."""
+    from skald_host.testing import Hang
+
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("gus")
+        server.script(MODEL, [Hang(text="I am thinking very slowly about this question", token_delay=0.1), Reply(text="Both answered.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "gus", MEMBER_PASSWORD)
+        await send(page, "Take your time")
+        await expect(page.locator(".msg.assistant .msg-body")).to_contain_text("I am thinking")
+        await send(page, "And another thing")
+        await expect(page.get_by_text("Queued: it is answered after the current answer.")).to_be_visible()
+        await page.get_by_role("button", name="Stop").click()
+        unanswered = page.locator(".msg.assistant").last
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+            await expect(unanswered).to_have_attribute("data-status", "unanswered")
+            await expect(unanswered.locator(".msg-body")).to_have_text(
+                "Not answered: the conversation was stopped. Retry to have these messages answered.")
+            await expect(unanswered.locator(".msg-meta .badge")).to_have_text("Not answered")
+            assert await unanswered.evaluate("n => getComputedStyle(n).borderLeftColor") != await page.evaluate(DANGER), "drawn as a failure"
+            await expect(page.locator(STATUS_LINE)).to_have_text("The conversation was stopped.")
+            await expect(page.locator(".msg.assistant[data-status=error]")).to_have_count(0)
+            await expect(unanswered.get_by_role("button", name="Retry")).to_be_visible()
+        await unanswered.get_by_role("button", name="Retry").click()
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Both answered.")
+        await expect(page.locator(STATUS_LINE)).to_have_text("The assistant is done.")

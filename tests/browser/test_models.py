@@ -255,9 +255,11 @@ async def test_a_german_admin_reads_real_plurals_after_the_connection_test(skald
         await expect(page.get_by_text("2 Namen aus dem Verbindungstest werden beim Tippen vorgeschlagen.")).to_be_visible()
 
 
-async def test_add_on_a_name_the_connection_test_offered_fills_the_model_form_with_it(skald, browser_pages):
-    """"Add" used to add the name at once, without the form's settings (can it see
-    images?); filling the form then said the model already existed. It fills the form."""
+async def test_add_on_a_name_the_connection_test_offered_adds_that_model_and_says_so(skald, browser_pages):
+    """"Add" beside a name the test offered only filled the model form below: nothing was
+    added until "Add model" there was found and pressed. It adds the model (the provider
+    tested, its name as its label), lists it, says so and goes on to the next name; Edit
+    in its row sets what the form would have."""
     async with ScriptedModelServer(models=("alpha-model", "beta-model")) as server:
         host = await skald.start()
         api = await host.admin()
@@ -275,36 +277,31 @@ async def test_add_on_a_name_the_connection_test_offered_fills_the_model_form_wi
         await screenshot(page, "models-offered-names")
         await add_alpha.focus()
         await add_alpha.press("Enter")
-        form = page.locator("form.model-form")
-        name = form.get_by_label("Model name")
-        await expect(name).to_be_focused()
-        await expect(name).to_have_value("alpha-model")
-        await expect(form.get_by_label("Provider")).to_have_value(response.json()["id"])
-        assert (await api.get("/api/admin/models")).json()["models"] == []  # not added yet: the admin finishes the form
-        vision = form.get_by_label("Can see images")
-        for _ in range(8):  # by keyboard, from the name on
-            if await vision.evaluate("n => n === document.activeElement"):
-                break
-            await page.keyboard.press("Tab")
-        await expect(vision).to_be_focused()
-        await page.keyboard.press("Space")
-        await form.get_by_role("button", name="Add model").click()
         row = page.locator("tr[data-model='alpha-model']")
         await expect(row.locator(".model-label")).to_have_text("alpha-model")
-        await expect(row).to_contain_text("Yes")
         await expect(row.locator(".tag")).to_have_text("On")
-        # Added: its name stays listed without a button.
+        await expect(provider.locator(".form-status")).to_have_text(
+            "alpha-model is now one of the chat models. With Edit in its row you can give it a label or say that it can see images.")
+        # Added: its name stays listed without a button; the focus is on the next one.
         await expect(provider.locator(".model-names")).to_contain_text("alpha-model")
         await expect(provider.get_by_role("button", name="Add alpha-model", exact=True)).to_have_count(0)
+        add_beta = provider.get_by_role("button", name="Add beta-model", exact=True)
+        await expect(add_beta).to_be_focused()
+        await expect(page.locator("form.model-form").get_by_label("Model name")).to_have_value("")  # the form is for other names
+        models = (await api.get("/api/admin/models")).json()["models"]
+        assert [(m["model"], m["label"], m["provider_name"], m["enabled"]) for m in models] == [("alpha-model", "alpha-model", "Scripted", True)]
 
-        await provider.get_by_role("button", name="Add beta-model", exact=True).click()
-        await expect(form.get_by_label("Model name")).to_have_value("beta-model")
-        await form.get_by_role("button", name="Add model").click()
+        await page.keyboard.press("Enter")
         await expect(page.locator("tr[data-model='beta-model']")).to_have_count(1)
         await expect(provider.locator(".offered-add")).to_have_count(0)
+        await expect(provider.get_by_role("button", name="Test connection")).to_be_focused()  # nothing left to add
+        await page.locator("tr[data-model='alpha-model']").get_by_role("button", name="Edit: alpha-model").click()
+        edit = page.locator(".edit-row form")
+        await edit.get_by_label("Can see images").check()
+        await edit.get_by_role("button", name="Save").click()
+        await expect(page.locator("tr[data-model='alpha-model']")).to_contain_text("Yes")
         models = (await api.get("/api/admin/models")).json()["models"]
         assert sorted((m["model"], m["vision"]) for m in models) == [("alpha-model", True), ("beta-model", False)]
-        assert {m["provider_name"] for m in models} == {"Scripted"}
 
 
 async def test_a_german_admin_adds_an_offered_model_by_its_german_button(skald, browser_pages):
@@ -320,9 +317,32 @@ async def test_a_german_admin_adds_an_offered_model_by_its_german_button(skald, 
         add = provider.get_by_role("button", name="beta-model hinzufügen", exact=True)
         await expect(add).to_have_text("Hinzufügen")
         await add.click()
-        form = page.locator("form.model-form")
-        await expect(form.get_by_label("Modellname")).to_have_value("beta-model")
-        await form.get_by_label("Kann Bilder sehen").check()
-        await form.get_by_role("button", name="Modell hinzufügen").click()
-        await expect(page.locator("tr[data-model='beta-model']")).to_contain_text("Ja")
-        await expect(provider.get_by_role("button", name="alpha-model hinzufügen", exact=True)).to_be_visible()
+        await expect(page.locator("tr[data-model='beta-model']")).to_contain_text("Nein")
+        await expect(provider.locator(".form-status")).to_contain_text("beta-model ist jetzt eines der Modelle für den Chat.")
+        await expect(provider.get_by_role("button", name="alpha-model hinzufügen", exact=True)).to_be_focused()
+
+
+async def test_a_models_edit_and_delete_show_on_a_phone_without_sideways_scrolling(skald, browser_pages):
+    """At 390 px the chat models table hid each row's Edit and Delete off to the right
+    of a wrapper that scrolled sideways, with no scrollbar to say so."""
+    host = await skald.start()
+    api = await host.admin()
+    provider = await api.post("/api/admin/models/providers", json={"name": "Lokal", "base_url": "http://127.0.0.1:9/v1"})
+    assert provider.status_code == 201, provider.text
+    entry = await api.post("/api/admin/models/entries", json={"provider_id": provider.json()["id"], "model": "a-model-with-a-rather-long-name", "label": "Everyday"})
+    assert entry.status_code == 201, entry.text
+    phone = await browser_pages.new(host.url, viewport=PHONE)
+    await sign_in(phone, "admin", ADMIN_PASSWORD)
+    await phone.goto("/#models")
+    row = phone.locator("tr[data-model='a-model-with-a-rather-long-name']")
+    wrap = phone.locator(".table-wrap").filter(has=row)
+    assert await wrap.evaluate("w => w.scrollWidth <= w.clientWidth"), "the models table scrolls sideways"
+    for name in ("Edit: Everyday", "Delete: Everyday"):
+        button = row.get_by_role("button", name=name)
+        await button.scroll_into_view_if_needed()
+        await expect(button).to_be_in_viewport(ratio=1)
+        box, frame = await button.bounding_box(), await wrap.bounding_box()
+        assert box["x"] >= frame["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"], (name, box, frame)
+    await expect(row).to_contain_text("Lokal")  # the provider, under its column's name
+    await row.get_by_role("button", name="Edit: Everyday").click()
+    await expect(phone.locator(".edit-row form").get_by_label("Label")).to_be_focused()

@@ -1,6 +1,7 @@
 """What a newcomer's keyboard walk through the README found: a role label left in the
 old language, Tab escaping the phone menu, stray dollars around math, focus dropped to
-<body> after setup, sign-in and a wrong current password, an Edit button that named no
+<body> after setup, sign-in (a later probe: to the page's first task, not only off
+<body>) and a wrong current password, an Edit button that named no
 provider, and a setup form that could not succeed on a refused host name."""
 
 from __future__ import annotations
@@ -77,9 +78,11 @@ async def test_display_math_inside_a_line_has_no_stray_dollars_and_prices_stay_t
     assert (await page.evaluate(render, "$$\na^2\n$$"))[0] == ["a^2", True]  # a block still
 
 
-async def test_the_skip_link_is_the_first_stop_after_setup_and_after_sign_in(skald, browser_pages):
-    """The form the shell replaces took the focus with it: the shell starts as a loaded
-    page does, its first Tab stop the skip link (not a control halfway down)."""
+async def test_focus_goes_to_the_pages_first_task_after_setup_and_after_sign_in(skald, browser_pages):
+    """The form the shell replaced took the focus with it, to <body>: a screen reader
+    started over at the top. After creating the administrator and after a sign-in the
+    focus is where a navigation puts it: in the chat's message box on the chat page, on
+    the page itself (its main region) elsewhere."""
     host = await skald.start()
     page = await browser_pages.new(host.url)
     await page.goto("/")
@@ -88,16 +91,25 @@ async def test_the_skip_link_is_the_first_stop_after_setup_and_after_sign_in(ska
     await page.get_by_label("Repeat password").fill(ADMIN_PASSWORD)
     await page.get_by_role("button", name="Create administrator").click()
     await expect(page.locator("#sidebar")).to_be_attached()
-    await page.keyboard.press("Tab")
-    await expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    await expect(page.get_by_role("textbox", name="Message")).to_be_focused()
 
     await page.get_by_role("button", name="Sign out").click()
     await page.get_by_label("User name").fill("ada")
     await page.get_by_label("Password", exact=True).fill(ADMIN_PASSWORD)
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.locator("#sidebar")).to_be_attached()
-    await page.keyboard.press("Tab")
-    await expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    await expect(page.get_by_role("textbox", name="Message")).to_be_focused()
+
+    await page.goto("/#members")
+    await page.get_by_role("button", name="Sign out").click()
+    # The Members page has its own "User name" and "Password" fields: fill the sign-in form's.
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await page.get_by_label("User name").fill("ada")
+    await page.get_by_label("Password", exact=True).fill(ADMIN_PASSWORD)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("heading", name="Members")).to_be_visible()
+    await expect(page.locator("#content")).to_be_focused()
+    assert await page.evaluate(ACTIVE) == "content"
 
 
 async def test_a_wrong_current_password_takes_the_focus_to_that_field(skald, browser_pages):

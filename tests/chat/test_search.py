@@ -74,3 +74,28 @@ async def test_a_match_only_in_an_earlier_version_says_so_and_one_on_screen_come
     assert (hit["snippet"], hit["snippet_in_earlier_version"]) == ("Elephants never forget.", True)
     [hit] = await search(alice, "elephants")
     assert (hit["snippet"], hit["snippet_in_earlier_version"]) == ("Elephants are large; owls are wise.", False)
+
+
+async def test_a_snippet_shows_the_words_of_a_markdown_answer_not_its_syntax(chat):
+    """A hit in an answer written in Markdown showed "# Hello Here is a **table**: | a |
+    b | |---|---|…" in the list: the snippet is plain words."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    answer = (
+        "# Hello\n\nHere is a **table** with _emphasis_ and `code` and a [link](https://example.com):\n\n"
+        "| a | b |\n|---|:---:|\n| 1 | 2 |\n\n> quoted\n\n- first item\n1. numbered\n\n~~gone~~ snake_case_name 2 * 3"
+    )
+    chat.server.script(MODEL_A, [Reply(answer)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Show me")
+        await sock.turn(cid)
+    [hit] = await search(alice, "hello")
+    snippet = hit["snippet"]
+    for syntax in ("#", "**", "|", "---", "`", "](", "https://", "> ", "~~", "_emphasis_"):
+        assert syntax not in snippet, (syntax, snippet)
+    assert snippet.startswith("Hello Here is a table with emphasis and code and a link"), snippet
+    [hit] = await search(alice, "snake")
+    assert "snake_case_name 2 * 3" in hit["snippet"] and "gone" in hit["snippet"] and "~" not in hit["snippet"], hit["snippet"]
+    [hit] = await search(alice, "quoted")
+    assert "quoted first item numbered" in hit["snippet"], hit["snippet"]

@@ -18,8 +18,19 @@ function messageStatusLabel(status) {
   if (status === "interrupted") return t("chat.status_interrupted");
   if (status === "cancelled") return t("chat.status_cancelled");
   if (status === "error") return t("chat.status_error");
+  if (status === "unanswered") return t("chat.status_unanswered");
   return "";
 }
+
+/** The answer a Stop wrote under the member's messages that waited for the next turn:
+ * stored as a failed answer (what Retry takes back to answer them), yet nothing failed,
+ * the member stopped it. Shown as "unanswered", not as "error", live (its event's code)
+ * and from history (its reason's) alike. */
+const STOPPED_UNANSWERED = "stopped_unanswered";
+const shownStatus = (status, code) => (status === "error" && code === STOPPED_UNANSWERED ? "unanswered" : status);
+
+/** An answer Retry may ask for again: one that failed, or one a Stop left unanswered. */
+const retryable = (status) => status === "error" || status === "unanswered";
 
 /** A call's result as the member reads it: one the host wrote (a rule refused it, the
  * approval expired, ...) in the reader's language by its `result_code`; a tool's own
@@ -371,7 +382,7 @@ export class Transcript {
     this.turnActions = null;
     if (this.running || !this.handlers.regenerate) return;
     const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.classList.contains("note")).pop();
-    if (!last?.classList.contains("assistant") || last.dataset.status === "error") return;
+    if (!last?.classList.contains("assistant") || retryable(last.dataset.status)) return;
     const actions = el("span", { class: "turn-actions" },
       button(t("chat.regenerate"), { kind: "quiet small regenerate", onClick: (event) => this.handlers.regenerate(event.currentTarget) }));
     const meta = last.querySelector(".msg-meta");
@@ -399,7 +410,10 @@ export class Transcript {
     else {
       const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.matches(".note.info")).pop();
       // The member's own message last: its answer has not begun, nothing is done yet.
-      if (last && !last.matches(".user")) key = last.matches(".note.error") || last.dataset.status === "error" ? "chat.turn_failed" : "chat.turn_ended";
+      if (last && !last.matches(".user")) {
+        key = last.matches(".note.error") || last.dataset.status === "error" ? "chat.turn_failed"
+          : last.dataset.status === "unanswered" ? "chat.turn_stopped" : "chat.turn_ended";
+      }
     }
     const text = key ? t(key) : "";
     if (this.announcer.textContent !== text) this.announcer.textContent = text;
@@ -426,7 +440,7 @@ export class Transcript {
     view.setReasoning(message.reasoning || "");
     view.setContent(message.content || "");
     for (const call of message.tool_calls || []) view.tools.append(this.toolCard(call));
-    const status = live ? "streaming" : message.status === "streaming" ? "interrupted" : message.status;
+    const status = live ? "streaming" : message.status === "streaming" ? "interrupted" : shownStatus(message.status, message.reason?.code);
     this.showStatus(view, status, message.model, inRunningTurn && status === "complete" && (message.tool_calls || []).length > 0);
     if (live) {
       this.stream = { id: message.id, view, content: message.content || "", reasoning: message.reasoning || "", timer: null };
@@ -531,9 +545,9 @@ export class Transcript {
         meta.replaceChildren(...[
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
           // A round of tool calls alone has no words to credit: no model line under its cards.
-          model && (view.text || status === "error") ? el("span", { class: "model", text: this.handlers.modelLabel?.(model) || model, title: model }) : null,
+          model && (view.text || retryable(status)) ? el("span", { class: "model", text: this.handlers.modelLabel?.(model) || model, title: model }) : null,
           done ? copyButton(() => view.text, t("chat.copy_message"), "copy-message") : null,
-          status === "error" && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
+          retryable(status) && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
         ].filter(Boolean));
         meta.hidden = !meta.childElementCount;
       },
@@ -785,7 +799,7 @@ export class Transcript {
       this.note(text, "error");
       return;
     }
-    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: "error", model: data.model });
+    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: shownStatus("error", data.code), model: data.model });
   }
 
   // -- tool calls -------------------------------------------------------------------------------

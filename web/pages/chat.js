@@ -476,8 +476,9 @@ class ChatView {
       // The list comes first in both pages, so it keeps its place in the tab order.
       const page = el("div", { class: "chat-page" }, this.list.node, main);
       // Focus stays where the route put it (a keyboard's first Tab from there is the skip
-      // link), unless "New conversation" brought the member here to write.
-      const focus = focusComposer;
+      // link), unless "New conversation" brought the member here to write, or they have
+      // just signed in to write (on a phone the keyboard would cover the page at once).
+      const focus = focusComposer || (this.ctx.arrived && !narrow());
       focusComposer = false;
       requestAnimationFrame(() => {
         this.seen = page.isConnected;

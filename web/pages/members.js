@@ -4,7 +4,9 @@
 import { api } from "../lib/api.js";
 import { el, link, uid } from "../lib/dom.js";
 import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
-import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import {
+  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, showFormError, statusLine,
+} from "../lib/ui.js";
 
 const memberRoute = (id) => `#members/${encodeURIComponent(id)}`;
 const nameOf = (m) => m.display_name || m.username;
@@ -63,14 +65,15 @@ function createForm(roles, ctx) {
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     busy(submit, async () => {
       const response = await api("POST", "/api/admin/members", {
         username: username.value.trim(), password: password.value, display_name: displayName.value.trim(),
         role: role.value, locale: locale.value || null, encrypted: encrypted.checked,
       });
+      // A refused field (the server names it) is marked there and takes the focus.
       if (response.ok) ctx.navigate(memberRoute(response.data.id));
-      else status.error(errorText(response));
+      else showFormError(form, status, response);
     });
   });
   return form;
@@ -110,7 +113,7 @@ function profileSection(member, roles, ctx, isSelf) {
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
     const body = {
       display_name: displayName.value.trim(), locale: locale.value || null, birthdate: birthdate.value || null,
       sex: sex.value.trim() || null, notes: notes.value, role: role.value,
@@ -118,7 +121,7 @@ function profileSection(member, roles, ctx, isSelf) {
     if (!isSelf) body.active = active.checked;
     busy(submit, async () => {
       const response = await api("PATCH", `/api/admin/members/${encodeURIComponent(member.id)}`, body);
-      if (!response.ok) { status.error(errorText(response)); return; }
+      if (!response.ok) { showFormError(form, status, response); return; }
       Object.assign(member, response.data);
       ctx.header.querySelector("h1").textContent = nameOf(member);
       ctx.header.querySelector(".intro").textContent = `@${member.username} · ${seeded(member.role_label || member.role)}`;

@@ -16,6 +16,10 @@ const enc = encodeURIComponent;
 /** Model names a provider's test returned, per provider id, for the model form. */
 const discovered = new Map();
 
+/** The offered name an "Add" just added ({ provider, model, index }): the card drawn
+ * again after it says so and puts the focus on the next offered name. */
+let justAdded = null;
+
 function numberInput(name, value, { min, max }) {
   return el("input", { type: "number", name, min: String(min), max: String(max), step: "1", inputmode: "numeric", props: { value: String(value) } });
 }
@@ -29,15 +33,23 @@ function readInt(input) {
 // -- providers -----------------------------------------------------------------------------
 
 /** The names the provider's test offered, each not yet added with an "Add" button that
- * puts it into the model form below, focused there: a model is added in one place, with
- * what only the admin knows (whether it can see images, its label) set before it exists.
- * Added at once, it had none of that, and the form then said it already existed. */
-function offeredNames(provider, names, added) {
+ * adds it: the provider just tested, its name as its label, the form's defaults. A button
+ * that only filled the form below left the admin to find and press "Add model" as well
+ * (a newcomer probe); the form stays for a name not offered, and Edit in the model's row
+ * sets what only the admin knows (its label, whether it can see images). */
+function offeredNames(provider, names, added, ctx, status) {
   const addButton = (name) => {
     const add = button(t("models.add_offered"), {
       kind: "small",
       attrs: { "aria-label": t("models.add_offered_name", { model: name }) },
-      onClick: () => document.dispatchEvent(new CustomEvent("skald:model-offered", { detail: { provider: provider.id, model: name } })),
+      onClick: () => busy(add, async () => {
+        status.clear();
+        const index = [...add.closest(".model-names").querySelectorAll(".offered-add")].indexOf(add);
+        const response = await api("POST", "/api/admin/models/entries", { provider_id: provider.id, model: name });
+        if (!response.ok) { status.error(errorText(response)); return; }
+        justAdded = { provider: provider.id, model: name, index };
+        await ctx.rerender();
+      }),
     });
     add.classList.add("offered-add");
     return add;
@@ -48,15 +60,15 @@ function offeredNames(provider, names, added) {
 }
 
 /** The test's answer: how many names, and the names (again after a re-render). */
-function showOffered(output, provider, names, added) {
+function showOffered(output, provider, names, added, ctx, status) {
   output.className = "test-result ok";
   output.replaceChildren(...present(
     el("strong", { text: t("models.test_ok", { count: names.length }) }),
-    names.length ? offeredNames(provider, names, added) : null,
+    names.length ? offeredNames(provider, names, added, ctx, status) : null,
     names.length > 40 ? el("span", { class: "muted", text: ` ${t("models.test_more", { count: names.length - 40 })}` }) : null));
 }
 
-function testButton(provider, output, added) {
+function testButton(provider, output, added, ctx, status) {
   const test = button(t("models.test"), {
     kind: "small",
     onClick: () => busy(test, async () => {
@@ -72,7 +84,7 @@ function testButton(provider, output, added) {
       const names = response.data.models || [];
       discovered.set(provider.id, names);
       document.dispatchEvent(new CustomEvent("skald:models-discovered", { detail: provider.id }));
-      showOffered(output, provider, names, added);
+      showOffered(output, provider, names, added, ctx, status);
     }),
     attrs: { "aria-label": `${t("models.test")}: ${provider.name}` },
   });
@@ -117,7 +129,7 @@ function providerCard(provider, ctx, own) {
   const added = new Set(own.map((m) => m.model));
   const output = el("div", { class: "test-result", role: "status", "aria-live": "polite" });
   const status = statusLine();
-  if (discovered.has(provider.id)) showOffered(output, provider, discovered.get(provider.id), added);
+  if (discovered.has(provider.id)) showOffered(output, provider, discovered.get(provider.id), added, ctx, status);
   const facts = el("dl", { class: "facts compact" },
     el("dt", { text: t("models.base_url") }), el("dd", {}, el("code", { text: provider.base_url })),
     el("dt", { text: t("models.api_key") }), el("dd", { text: provider.api_key === MASK ? t("models.key_stored") : t("models.key_none") }),
@@ -142,8 +154,21 @@ function providerCard(provider, ctx, own) {
       if (response.ok) ctx.rerender(); else status.error(errorText(response));
     },
   });
-  const view = [facts, el("div", { class: "actions" }, testButton(provider, output, added), edit, remove), output, status.node];
+  const test = testButton(provider, output, added, ctx, status);
+  const view = [facts, el("div", { class: "actions" }, test, edit, remove), output, status.node];
   const body = el("div", { class: "provider-body" }, ...view);
+  if (justAdded?.provider === provider.id) {
+    const { model, index } = justAdded;
+    justAdded = null;
+    // Once the page is drawn: a status line filled before it is shown is not announced,
+    // and the re-render puts the focus back first (the Add pressed is gone with its name).
+    requestAnimationFrame(() => {
+      if (!body.isConnected) return;
+      status.ok(t("models.offered_added", { model }));
+      const next = [...output.querySelectorAll(".offered-add")];
+      (next[Math.min(index, next.length - 1)] || test).focus();
+    });
+  }
   return el("article", { class: "card provider-card", "data-provider": provider.name },
     el("h3", { class: "provider-name", text: provider.name }), body);
 }
@@ -238,16 +263,6 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
     showNames();
   };
   document.addEventListener("skald:models-discovered", onDiscovered);
-  const onOffered = (event) => {
-    if (!form.isConnected) { document.removeEventListener("skald:model-offered", onOffered); return; }
-    provider.value = event.detail.provider;
-    name.value = event.detail.model;
-    showNames();
-    clearFieldErrors(form, status);
-    name.scrollIntoView({ block: "center" });
-    name.focus({ preventScroll: true });
-  };
-  if (!model) document.addEventListener("skald:model-offered", onOffered);
 
   const nameField = field(t("models.model_name"), name, { required: true })[0];
   nameField.append(names, el("div", { class: "inline-hint" }, suggestions, load));
@@ -303,14 +318,17 @@ function modelRows(model, providers, ctx) {
       if (response.ok) ctx.rerender(); else status.error(errorText(response));
     },
   });
+  // data-label: a phone shows each row stacked, a value under its column's name, and the
+  // actions on a line of their own (app.css .stack-on-phone): side by side, Edit and
+  // Delete were off to the right of a wrapper that scrolled sideways.
   const row = el("tr", { "data-model": model.model },
     // The model's own name under its label, when the admin gave it one (not "x x").
     el("td", {}, el("span", { class: "model-label", text: model.label }), model.label !== model.model ? el("code", { class: "block-code muted", text: model.model }) : null),
-    el("td", { class: "wide-only", text: model.provider_name }),
-    el("td", { class: "num", text: String(model.strength) }),
-    el("td", { class: "num wide-only", text: String(model.priority) }),
-    el("td", { class: "wide-only", text: model.vision ? t("common.yes") : t("common.no") }),
-    el("td", {}, el("span", { class: `tag ${model.enabled ? "on" : "off"}`, text: model.enabled ? t("models.on") : t("models.off") })),
+    el("td", { class: "wide-only", "data-label": t("models.provider"), text: model.provider_name }),
+    el("td", { class: "num", "data-label": t("models.strength"), text: String(model.strength) }),
+    el("td", { class: "num wide-only", "data-label": t("models.priority"), text: String(model.priority) }),
+    el("td", { class: "wide-only", "data-label": t("models.vision"), text: model.vision ? t("common.yes") : t("common.no") }),
+    el("td", { "data-label": t("models.state") }, el("span", { class: `tag ${model.enabled ? "on" : "off"}`, text: model.enabled ? t("models.on") : t("models.off") })),
     el("td", { class: "row-actions" }, edit, remove, status.node));
   return [row, editRow];
 }
@@ -323,7 +341,7 @@ function modelsSection(models, providers, ctx) {
       ["models.model", ""], ["models.provider", "wide-only"], ["models.strength", "num"], ["models.priority", "num wide-only"],
       ["models.vision", "wide-only"], ["models.state", ""], ["models.actions", "row-actions"],
     ].map(([key, cls]) => el("th", { scope: "col", class: cls || null, text: t(key) })));
-    parts.push(el("div", { class: "table-wrap" }, el("table", { class: "table models-table" },
+    parts.push(el("div", { class: "table-wrap" }, el("table", { class: "table models-table stack-on-phone" },
       el("thead", {}, head), el("tbody", {}, ...models.flatMap((m) => modelRows(m, providers, ctx))))));
   }
   if (providers.length) {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -305,7 +306,7 @@ class ConversationStore:
                         (query,),
                     ):
                         if conversation_id in (matching or ()) and conversation_id not in seen:
-                            snippets.setdefault(conversation_id, (snippet, bool(earlier)))
+                            snippets.setdefault(conversation_id, (plain_words(snippet), bool(earlier)))
                 ids = list(snippets)[: limit - len(found)]
                 if ids:
                     rows = conn.execute(
@@ -1383,6 +1384,29 @@ def fts_words(text: str) -> list[str]:
     """A member's search words as FTS5 queries: each word quoted (no operator of FTS5's
     syntax can be typed by accident) and matched as a prefix."""
     return ['"' + w.replace('"', '""') + '"*' for w in text.split() if w.strip('"*')][:12]
+
+
+#: Markdown's syntax in a search snippet, and what is left of it: the list showed a hit
+#: in an answer as "# Hello Here is a **table**: | a | b | |---|---|…" (a newcomer
+#: probe). Words stay: "2 * 3" and snake_case keep their marks, a cut link its text.
+_MARKDOWN_SYNTAX = tuple((re.compile(pattern), replacement) for pattern, replacement in (
+    (r"!?\[([^\]\n]*)\]\([^)\n]*\)?", r"\1"),  # a link or an image: its words
+    (r"\[([^\]\n]*)$", r"\1"),  # a link the snippet's end cut
+    (r"^([^\[\n]*?)\]\([^)\s]*\)?", r"\1"),  # a link whose start the snippet's start cut
+    (r"(?m)^[ \t]{0,3}(?:#{1,6}|>+|[-*+]|\d{1,9}[.)])[ \t]+", ""),  # a heading's, quote's or list item's mark
+    (r"\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?", " "),  # a table's rule row, a rule
+    (r"\|", " "),  # table cells
+    (r"`+|\*\*|__|~~", ""),  # code, strong, struck
+    (r"(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])|(?<!\w)_(?=\S)|(?<=\S)_(?!\w)", ""),  # emphasis
+    (r"\s+", " "),
+))
+
+
+def plain_words(markdown: str) -> str:
+    """A snippet of Markdown as the words a reader sees (one line)."""
+    for pattern, replacement in _MARKDOWN_SYNTAX:
+        markdown = pattern.sub(replacement, markdown)
+    return markdown.strip()
 
 
 def _last_user_message(conn: Any, frame: Frame) -> int | None:

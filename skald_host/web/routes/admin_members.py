@@ -26,13 +26,33 @@ def _view(member, locale: str) -> dict:
     }
 
 
-async def _guard(coro):
+#: The form field a refusal is about, by its code: the admin's form marks that field and
+#: moves the focus there (``showFormError``), as setup's form does.
+_REFUSED_FIELD = {
+    "username_invalid": "username", "username_taken": "username",
+    "birthdate_invalid": "birthdate", "locale_invalid": "locale",
+}
+
+
+async def _guard(coro, password_field: str = "password"):
+    """``password_field``: the request's field a refused password was given in."""
     try:
         return await coro
     except MemberNotFound:
         raise ApiError(404, "no such member") from None
-    except (PasswordRejected, MemberError) as exc:
-        raise ApiError.refusing(400, exc) from None
+    except PasswordRejected as exc:
+        raise ApiError.refusing(400, exc, field=password_field) from None
+    except MemberError as exc:
+        raise ApiError.refusing(400, exc, field=_REFUSED_FIELD.get(exc.code or "")) from None
+
+
+def _username(data: dict) -> str:
+    """The new member's user name; an empty one is missing, not malformed: "may have
+    1-64 letters…" did not tell the admin that they had left the field empty."""
+    username = field(data, "username", str)
+    if not username.strip():
+        raise ApiError(400, "a user name is required", field="username", code="field_required", values={"field": "username"})
+    return username
 
 
 @bp.get("/api/admin/members")
@@ -55,7 +75,7 @@ async def create_member():
     profile = {k: field(data, k, str, required=False) for k in PROFILE_FIELDS if k in data}
     member = await _guard(
         _core().administration.create(
-            field(data, "username", str),
+            _username(data),
             field(data, "password", str),
             role_id=field(data, "role", str, required=False, default="member"),
             encrypted=field(data, "encrypted", bool, required=False, default=True),
@@ -117,7 +137,7 @@ async def reset_password(member_id: str) -> dict:
             "this member's data is encrypted with their password: a reset gives them a new, empty database "
             "and their previous data is lost. Send confirm_data_loss: true to proceed.",
         )
-    quarantined = await _guard(_core().administration.reset_password(member_id, password))
+    quarantined = await _guard(_core().administration.reset_password(member_id, password), password_field="new_password")
     return {"ok": True, "data_lost": member.encrypted, "quarantined_file": quarantined.name if quarantined else None}
 
 
