@@ -53,6 +53,9 @@ async def test_a_refusal_answers_with_its_code_and_values(skald):
     assert missing.json() == {"error": "'password' is required", "code": "field_required", "field": "password", "values": {"field": "password"}}
     bad_name = await client.post("/api/setup", json={"username": "no spaces", "password": "a long enough password 1"})
     assert bad_name.json()["code"] == "username_invalid"
+    # An empty name is missing, not malformed, on setup as on the admin's form.
+    empty_name = await client.post("/api/setup", json={"username": "  ", "password": "a long enough password 1"})
+    assert empty_name.json() == {"error": "a user name is required", "code": "field_required", "field": "username", "values": {"field": "username"}}
 
     admin = await host.admin()
     await host.create_member("alice")

@@ -166,6 +166,8 @@ def normalize_username(username: str) -> str:
     if not isinstance(username, str):
         raise MemberError("user name must be text")
     name = username_key(username)
+    if not name.strip():  # missing, not malformed: "must be 1-64 letters…" did not say it was left empty
+        raise MemberError("a user name is required", code="field_required", field="username")
     if not _USERNAME.match(name):
         raise MemberError("user name must be 1-64 letters, digits or . _ - @", code="username_invalid")
     if not name.strip("."):

@@ -43,16 +43,7 @@ async def _guard(coro, password_field: str = "password"):
     except PasswordRejected as exc:
         raise ApiError.refusing(400, exc, field=password_field) from None
     except MemberError as exc:
-        raise ApiError.refusing(400, exc, field=_REFUSED_FIELD.get(exc.code or "")) from None
-
-
-def _username(data: dict) -> str:
-    """The new member's user name; an empty one is missing, not malformed: "may have
-    1-64 letters…" did not tell the admin that they had left the field empty."""
-    username = field(data, "username", str)
-    if not username.strip():
-        raise ApiError(400, "a user name is required", field="username", code="field_required", values={"field": "username"})
-    return username
+        raise ApiError.refusing(400, exc, field=_REFUSED_FIELD.get(exc.code or "") or exc.values.get("field")) from None
 
 
 @bp.get("/api/admin/members")
@@ -75,7 +66,7 @@ async def create_member():
     profile = {k: field(data, k, str, required=False) for k in PROFILE_FIELDS if k in data}
     member = await _guard(
         _core().administration.create(
-            _username(data),
+            field(data, "username", str),
             field(data, "password", str),
             role_id=field(data, "role", str, required=False, default="member"),
             encrypted=field(data, "encrypted", bool, required=False, default=True),

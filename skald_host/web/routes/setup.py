@@ -101,7 +101,7 @@ async def run_setup():
     except PasswordRejected as exc:
         raise ApiError.refusing(400, exc, field="password") from None  # the form marks that field
     except MemberError as exc:
-        raise ApiError.refusing(400, exc, field="username" if "username" in (exc.code or "") else None) from None
+        raise ApiError.refusing(400, exc, field="username" if "username" in (exc.code or "") or exc.values.get("field") == "username" else None) from None
     result = await core.auth.login(username, password, request.remote_addr or "unknown")
     response = jsonify({"member": member.summary(core.strings, member.locale or await core.default_locale()), "csrf_token": result.session.csrf_token})
     response.status_code = 201
