@@ -100,7 +100,8 @@ function buildShell() {
   const pluginSection = el("div", { class: "nav-section", hidden: true },
     el("h2", { class: "nav-heading", text: t("nav.plugin_pages") }), pluginList);
   // The links scroll in their own box and the footer sits below it: pinned over one
-  // scrolling sidebar, the footer covered the last links, focused ones too.
+  // scrolling sidebar, the footer covered the last links, focused ones too. On a short
+  // screen the whole sidebar scrolls instead (app.css), or the links had no room.
   const sidebar = el("nav", { id: "sidebar", class: "sidebar", "aria-label": t("nav.label") },
     el("p", { class: "brand", text: t("app.name") }),
     el("div", { class: "sidebar-links" },

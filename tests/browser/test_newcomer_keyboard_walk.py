@@ -11,6 +11,7 @@ from playwright.async_api import async_playwright, expect
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
 from .kit import CHROMIUM, CHROMIUM_ARGS, PHONE, sign_in
+from .test_admin_forms_keyboard_and_field_errors import assert_marked
 
 ACTIVE = "() => document.activeElement === document.body ? 'body' : (document.activeElement.id || document.activeElement.tagName)"
 
@@ -127,6 +128,34 @@ async def test_a_wrong_current_password_takes_the_focus_to_that_field(skald, bro
     await expect(page.get_by_text("The current password is wrong.")).to_be_visible()
     await expect(current).to_be_focused()
     await expect(current).to_have_attribute("aria-invalid", "true")
+
+
+async def test_every_refused_new_password_is_marked_at_its_field_on_my_account(skald, browser_pages):
+    """Changing one's own password marked only a wrong current password; an empty,
+    mismatched or breached new one was a status line, the focus left on the button."""
+    host = await skald.start()
+    await host.create_member("erin")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "erin", MEMBER_PASSWORD)
+    await page.goto("/#account")
+    form = page.locator("form").filter(has=page.get_by_role("button", name="Change password"))
+    current, fresh = form.get_by_label("Current password"), form.get_by_label("New password", exact=True)
+    repeat, submit, status = form.get_by_label("Repeat new password"), form.get_by_role("button", name="Change password"), form.locator(".form-status")
+    await current.fill(MEMBER_PASSWORD)
+    await submit.click()
+    await assert_marked(page, fresh, "Enter your current and your new password.")
+    await expect(status).to_have_text("Please check “New password”.")
+    await fresh.fill("a new password 42")
+    await repeat.fill("a new password 43")
+    await submit.click()
+    await assert_marked(page, repeat, "The passwords do not match.")
+    await expect(fresh).not_to_have_attribute("aria-invalid", "true")
+    await fresh.fill("password")
+    await repeat.fill("password")
+    await submit.click()
+    await assert_marked(page, fresh, "This password is too common: it appears in lists of breached passwords. Choose another.")
+    await expect(status).to_have_text("Please check “New password”.")
+    await expect(form.locator("[aria-invalid]")).to_have_count(1)
 
 
 async def test_a_provider_s_edit_button_names_the_provider_in_english_and_german(skald, browser_pages):

@@ -15,6 +15,7 @@ from skald_host.testing.host import MEMBER_PASSWORD
 
 from .kit import DESKTOP, PHONE, screenshot, sign_in
 from .test_accessibility import assert_no_violations
+from .test_admin_forms_keyboard_and_field_errors import assert_marked
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +85,8 @@ async def test_member_schedules_pauses_edits_and_deletes_a_recurring_prompt(skal
     edit = page.get_by_test_id("schedule-edit")
     await edit.get_by_label("When").fill("every blursday at 8")
     await edit.get_by_role("button", name="Save").click()
-    await expect(edit.get_by_role("status")).to_contain_text("This schedule cannot be read")
+    await expect(edit.get_by_role("status")).to_have_text("Please check “When”.")  # the reason at the field
+    await expect(edit.locator(".field-error")).to_contain_text("This schedule cannot be read")
     await expect(edit.get_by_text("This schedule cannot be read")).to_have_count(1)  # the preview does not say it again
     await edit.get_by_label("When").fill("montags um 9:30")
     await edit.get_by_role("button", name="Save").click()
@@ -115,6 +117,37 @@ async def test_the_page_in_german_passes_axe(skald, browser_pages):
     await expect(page.get_by_test_id("schedule-list")).to_contain_text("werktags um 8 (Europe/Berlin)")
     await expect(page.get_by_role("button", name="Pausieren: Wochenplan.")).to_be_visible()
     await assert_no_violations(page, "schedules (de)")
+
+
+async def test_a_refused_prompt_or_when_is_marked_named_and_focused_at_its_field(skald, browser_pages):
+    """An empty prompt took the focus but was not marked wrong, and an unreadable "When"
+    was a status line with the focus left on the button: each is marked at its field
+    now (the API names no field for "When"; its code does)."""
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("alice")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    await page.goto("/#schedules")
+    form = page.get_by_test_id("schedule-new")
+    prompt, when, status = form.get_by_label("Prompt"), form.get_by_label("When"), form.locator(".form-status")
+    await form.get_by_role("button", name="Schedule").click()
+    await assert_marked(page, prompt, "Write the prompt.")
+    await expect(status).to_have_text("Please check “Prompt”.")
+    await prompt.fill("Plan my day.")
+    await form.get_by_role("button", name="Schedule").click()
+    await assert_marked(page, when, "Say when it should run.")
+    await expect(prompt).not_to_have_attribute("aria-invalid", "true")
+    await when.fill("whenever you like")
+    await form.get_by_role("button", name="Schedule").click()
+    unreadable = "This schedule cannot be read. Use a phrase such as “every weekday at 8” or a cron expression such as “0 8 * * 1-5”."
+    await assert_marked(page, when, unreadable)
+    await expect(status).to_have_text("Please check “When”.")
+    await expect(form.get_by_text("This schedule cannot be read")).to_have_count(1)  # not again in the preview
+    await assert_no_violations(page, "schedules, a refused When")
+    await when.fill("every weekday at 8")
+    await form.get_by_role("button", name="Schedule").click()
+    await expect(page.get_by_test_id("schedule-list").locator("tbody tr")).to_have_count(1)
 
 
 # Each action of each row, where it is drawn, and how wide the page is.
@@ -161,3 +194,24 @@ async def test_on_a_phone_every_row_action_is_on_the_screen(skald, browser_pages
     drawn = await page.evaluate(ROW_ACTIONS)
     first = drawn["actions"][:3]
     assert len({a["name"].split(":")[0] for a in first}) == 3 and first[0]["right"] <= first[1]["left"] <= first[1]["right"] <= first[2]["left"], drawn
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, {"width": 1366, "height": 768}], ids=["1280", "1366"])
+async def test_a_prompt_of_one_long_word_wraps_and_keeps_the_actions_on_the_screen(skald, browser_pages, viewport):
+    """A prompt of 300 x's grew the table to 1207 px at 1366x768 and pushed Pause, Edit
+    and Delete off the screen: the prompt breaks anywhere now."""
+    host = await skald.start()
+    await host.admin()
+    api = await host.member("alice")
+    response = await api.post("/api/schedules", json={"prompt": "x" * 300, "every": "every weekday at 8", "timezone": "Europe/Berlin"})
+    assert response.status_code == 201, response.text
+    page = await browser_pages.new(host.url, viewport=viewport)
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    await page.goto("/#schedules")
+    await expect(page.get_by_test_id("schedule-list").locator("tbody tr")).to_have_count(1)
+    drawn = await page.evaluate(ROW_ACTIONS)
+    assert len(drawn["actions"]) == 3, drawn
+    assert drawn["page"] <= viewport["width"], drawn
+    assert [a for a in drawn["actions"] if a["left"] < 0 or a["right"] > viewport["width"]] == [], drawn
+    table = await page.get_by_test_id("schedule-list").evaluate("(t) => [t.scrollWidth, t.parentElement.clientWidth]")
+    assert table[0] <= table[1], table  # no sideways scroll in its box either

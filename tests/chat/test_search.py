@@ -99,3 +99,23 @@ async def test_a_snippet_shows_the_words_of_a_markdown_answer_not_its_syntax(cha
     assert "snake_case_name 2 * 3" in hit["snippet"] and "gone" in hit["snippet"] and "~" not in hit["snippet"], hit["snippet"]
     [hit] = await search(alice, "quoted")
     assert "quoted first item numbered" in hit["snippet"], hit["snippet"]
+
+    # Code, escapes, tasks and fences: `__init__` lost its underscores (__ went
+    # everywhere), \*stars\* became \stars\, and [x] and ```python stayed.
+    chat.server.script(MODEL_A, [Reply(
+        "Call `__init__` with `a | b` before my__var and __strong__ words.\n\n\\*literal stars\\* and a back\\\\slash\n\n"
+        "- [x] shipped release\n- [ ] pending notes\n\n```python\nprint(fenced)\n```\n\n~~~\nechoed tilde\n~~~"
+    )])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "More")
+        await sock.turn(cid)
+    [hit] = await search(alice, "call")
+    assert hit["snippet"].startswith("Call __init__ with a | b before my__var and strong words."), hit["snippet"]
+    [hit] = await search(alice, "literal slash")
+    assert "*literal stars* and a back\\slash" in hit["snippet"], hit["snippet"]
+    [hit] = await search(alice, "shipped")
+    assert "shipped release pending notes print(fenced" in hit["snippet"] and "[" not in hit["snippet"], hit["snippet"]
+    [hit] = await search(alice, "fenced")
+    assert "print(fenced) echoed tilde" in hit["snippet"], hit["snippet"]
+    assert "python" not in hit["snippet"] and "`" not in hit["snippet"] and "~" not in hit["snippet"], hit["snippet"]

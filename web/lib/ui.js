@@ -88,12 +88,13 @@ export function markField(form, status, name, message) {
  * A failed request of a form: a refusal of one field (the API names it in `field`, or
  * in `values.field`) is marked on that field (markField), in the reader's words with
  * the field called by its label; anything else goes to the status line. Marks of an
- * earlier try are cleared first.
+ * earlier try are cleared first. `fieldFor(code)` names the field of a refusal whose
+ * answer names none (an API that refuses by code only, as the schedules' does).
  */
-export function showFormError(form, status, response) {
+export function showFormError(form, status, response, { fieldFor = () => null } = {}) {
   clearFieldErrors(form, status);
   const data = response.data || {};
-  const control = namedControl(form, data.field || data.values?.field);
+  const control = namedControl(form, data.field || data.values?.field || (data.code ? fieldFor(data.code) : null));
   if (control) {
     const reason = errorString(data.code, { ...data.values, field: visibleLabel(control) }) || data.error || errorText(response);
     if (markField(form, status, control.name, reason)) return;

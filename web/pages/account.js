@@ -2,7 +2,7 @@
 import { api } from "../lib/api.js";
 import { el, present } from "../lib/dom.js";
 import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
-import { busy, clearFieldErrors, errorText, field, markField, pageHeader, section, statusLine } from "../lib/ui.js";
+import { busy, clearFieldErrors, errorText, field, markField, pageHeader, section, showFormError, statusLine } from "../lib/ui.js";
 
 function languageSection(ctx) {
   const member = ctx.member;
@@ -119,14 +119,16 @@ function passwordSection(member) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearFieldErrors(form, status);
-    if (!current.value || !fresh.value) { status.error(t("account.password_missing")); return; }
-    if (fresh.value !== repeat.value) { status.error(t("setup.mismatch")); return; }
+    // Every refusal is marked on the field that is wrong, which takes the focus: not
+    // left on "Repeat" or the button.
+    if (!current.value || !fresh.value) { markField(form, status, current.value ? "new_password" : "current_password", t("account.password_missing")); return; }
+    if (fresh.value !== repeat.value) { markField(form, status, "repeat", t("setup.mismatch")); return; }
     busy(submit, async () => {
       const response = await api("POST", "/api/auth/password", { current_password: current.value, new_password: fresh.value });
       if (response.ok) { form.reset(); status.ok(t("account.password_changed")); }
-      // Marked on the field that is wrong, which takes the focus: not left on "Repeat".
       else if (response.status === 403) markField(form, status, "current_password", t("account.password_wrong"));
-      else status.error(errorText(response));
+      // The policy's refusals (password_common, password_too_short, ...) name no field.
+      else showFormError(form, status, response);
     });
   });
   return section(t("account.password_title"), form);

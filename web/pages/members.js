@@ -5,7 +5,7 @@ import { api } from "../lib/api.js";
 import { el, link, uid } from "../lib/dom.js";
 import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
 import {
-  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, showFormError, statusLine,
+  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, formatDate, markField, notice, pageHeader, section, showFormError, statusLine,
 } from "../lib/ui.js";
 
 const memberRoute = (id) => `#members/${encodeURIComponent(id)}`;
@@ -263,15 +263,17 @@ function resetSection(member, isSelf) {
   const form = el("form", { class: "stack", novalidate: true }, ...parts, el("div", { class: "actions" }, submit), status.node);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    status.clear();
-    if (!password.value) { status.error(t("members.password_missing")); return; }
-    if (password.value !== repeat.value) { status.error(t("setup.mismatch")); return; }
+    clearFieldErrors(form, status);
+    // Each refusal at its field, which takes the focus (a breached password too: the
+    // API names new_password).
+    if (!password.value) { markField(form, status, "new_password", t("members.password_missing")); return; }
+    if (password.value !== repeat.value) { markField(form, status, "repeat", t("setup.mismatch")); return; }
     if (member.encrypted && !confirm.checked) { status.error(t("members.reset_need_confirm")); return; }
     await busy(submit, async () => {
       const response = await api("POST", `/api/admin/members/${encodeURIComponent(member.id)}/reset-password`, {
         new_password: password.value, confirm_data_loss: member.encrypted ? confirm.checked : false,
       });
-      if (!response.ok) { status.error(errorText(response)); return; }
+      if (!response.ok) { showFormError(form, status, response); return; }
       form.reset();
       status.ok(response.data.data_lost ? t("members.reset_done_lost") : t("members.reset_done"));
     });

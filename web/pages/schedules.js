@@ -6,7 +6,9 @@
 import { api } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { busy, button, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import {
+  busy, button, clearFieldErrors, confirmDialog, errorText, field, formatDate, markField, notice, pageHeader, section, showFormError, statusLine,
+} from "../lib/ui.js";
 
 const browserZone = () => { try { return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"; } catch { return "UTC"; } };
 const zoneNames = () => { try { return Intl.supportedValuesOf("timeZone"); } catch { return []; } };
@@ -29,6 +31,12 @@ function zoned(value, zone) {
 
 // Phrases the server's grammar reads, in the reader's language (" · " between them).
 const examples = () => t("schedules.examples").split(" · ");
+
+// The form's field a refusal is about: the schedules' API refuses by code alone.
+const REFUSED_FIELD = {
+  prompt_empty: "prompt", too_long: "prompt",
+  recurrence_invalid: "every", recurrence_too_often: "every", timezone_unknown: "job-timezone",
+};
 
 function zoneInput(name, value) {
   const listId = "schedule-zones";
@@ -68,13 +76,15 @@ function jobForm(ctx, zone, job = null) {
   const preview = el("p", { class: "hint", "data-testid": "schedule-preview", "aria-live": "polite" });
   const submit = el("button", { class: "btn primary", type: "submit", text: job ? t("common.save") : t("schedules.create") });
   const status = statusLine();
-  // The preview and the form's status may both judge the same "When": a refusal
-  // reads once, in the status after a save, in the preview before one.
+  // The preview and the form's refusal (at its field, or in the status) may both judge
+  // the same "When": a refusal reads once, at the field after a save, in the preview
+  // before one.
+  const saidByForm = (text) => [status.node, ...form.querySelectorAll(".field-error")].some((node) => node.textContent === text);
   const showPreview = async () => {
     const when = every.value.trim();
     if (!when) { preview.textContent = ""; return; }
     const response = await api("POST", "/api/schedules/preview", { every: when, timezone: tz.value.trim() || null });
-    if (!response.ok && status.node.textContent === errorText(response)) { preview.textContent = ""; return; }
+    if (!response.ok && saidByForm(errorText(response))) { preview.textContent = ""; return; }
     preview.textContent = response.ok
       ? t("schedules.preview", { cron: response.data.cron, runs: response.data.next_runs.map((run) => zoned(run, response.data.timezone)).join(" · ") })
       : errorText(response);
@@ -90,17 +100,17 @@ function jobForm(ctx, zone, job = null) {
     el("div", { class: "span" }, preview), actions, el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
-    if (!prompt.value.trim()) { status.error(t("schedules.prompt_required")); prompt.focus(); return; }
-    if (!every.value.trim()) { status.error(t("schedules.every_required")); every.focus(); return; }
+    clearFieldErrors(form, status);
+    if (!prompt.value.trim()) { markField(form, status, "prompt", t("schedules.prompt_required")); return; }
+    if (!every.value.trim()) { markField(form, status, "every", t("schedules.every_required")); return; }
     const body = { prompt: prompt.value, every: every.value.trim(), timezone: tz.value.trim() || null };
     busy(submit, async () => {
       const response = job
         ? await api("PATCH", `/api/schedules/${encodeURIComponent(job.id)}`, body)
         : await api("POST", "/api/schedules", body);
       if (response.ok) { ctx.navigate("#schedules"); return; }
-      status.error(errorText(response));
-      if (preview.textContent === status.node.textContent) preview.textContent = "";
+      showFormError(form, status, response, { fieldFor: (code) => REFUSED_FIELD[code] || null });
+      if (saidByForm(preview.textContent)) preview.textContent = "";
     });
   });
   return form;
@@ -150,7 +160,7 @@ function jobRow(job, ctx, memberZone) {
     },
   });
   return el("tr", { "data-job": job.id, "data-paused": String(job.paused) },
-    el("td", {}, el("span", { text: short }), el("br"),
+    el("td", { class: "prompt-cell" }, el("span", { text: short }), el("br"),
       link(`#chat/${encodeURIComponent(job.conversation_id)}`, t("schedules.open_conversation"),
         { class: "muted", "aria-label": `${t("schedules.open_conversation")}: ${job.conversation_title || short}` })),
     // data-label: a phone shows the rows stacked, each value under its column's name (app.css).

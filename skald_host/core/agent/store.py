@@ -1389,24 +1389,40 @@ def fts_words(text: str) -> list[str]:
 #: Markdown's syntax in a search snippet, and what is left of it: the list showed a hit
 #: in an answer as "# Hello Here is a **table**: | a | b | |---|---|…" (a newcomer
 #: probe). Words stay: "2 * 3" and snake_case keep their marks, a cut link its text.
+#: What is set aside before the syntax goes, kept as written: a code span's text
+#: (`__init__` is not emphasis) and a backslash-escaped character (\* is a star).
+_VERBATIM = re.compile(r"(`+)([^\n]+?)(?<!`)\1(?!`)|\\([!-/:-@\[-`{-~])")
+_SET_ASIDE = re.compile(r"\x00(\d+)\x01")
 _MARKDOWN_SYNTAX = tuple((re.compile(pattern), replacement) for pattern, replacement in (
     (r"!?\[([^\]\n]*)\]\([^)\n]*\)?", r"\1"),  # a link or an image: its words
     (r"\[([^\]\n]*)$", r"\1"),  # a link the snippet's end cut
     (r"^([^\[\n]*?)\]\([^)\s]*\)?", r"\1"),  # a link whose start the snippet's start cut
-    (r"(?m)^[ \t]{0,3}(?:#{1,6}|>+|[-*+]|\d{1,9}[.)])[ \t]+", ""),  # a heading's, quote's or list item's mark
+    # a heading's, quote's or list item's mark, and a task's [x] / [ ] after the last
+    (r"(?m)^[ \t]{0,3}(?:#{1,6}|>+|(?:[-*+]|\d{1,9}[.)])(?:[ \t]+\[[ xX]\])?)[ \t]+", ""),
     (r"\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?", " "),  # a table's rule row, a rule
     (r"\|", " "),  # table cells
-    (r"`+|\*\*|__|~~", ""),  # code, strong, struck
-    (r"(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])|(?<!\w)_(?=\S)|(?<=\S)_(?!\w)", ""),  # emphasis
-    (r"\s+", " "),
+    (r"`+|\*\*|~~", ""),  # a code span the snippet cut, strong, struck
+    # emphasis: * or _ / __ at a word's edge, never inside one (snake_case, my__name)
+    (r"(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])|(?<!\w)__?(?=[^\s_])|(?<=[^\s_])__?(?!\w)", ""),
 ))
+#: A code fence's line (``` or ~~~ and its info string, "```python"): gone first, or its
+#: backticks would read as a code span.
+_FENCE_LINE = re.compile(r"(?m)^[ \t]{0,3}(?:`{3,}[^`\n]*|~{3,}[^\n]*)$")
+_SPACES = re.compile(r"\s+")
 
 
 def plain_words(markdown: str) -> str:
     """A snippet of Markdown as the words a reader sees (one line)."""
+    verbatim: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        verbatim.append(match[2] if match[1] else match[3])
+        return f"\x00{len(verbatim) - 1}\x01"
+
+    text = _VERBATIM.sub(set_aside, _FENCE_LINE.sub("", markdown.replace("\x00", "")))
     for pattern, replacement in _MARKDOWN_SYNTAX:
-        markdown = pattern.sub(replacement, markdown)
-    return markdown.strip()
+        text = pattern.sub(replacement, text)
+    return _SPACES.sub(" ", _SET_ASIDE.sub(lambda match: verbatim[int(match[1])], text)).strip()
 
 
 def _last_user_message(conn: Any, frame: Frame) -> int | None:

@@ -140,7 +140,9 @@ async def change_password() -> dict:
     except CredentialError:
         attempt.failed()
         raise ApiError(403, "the current password is wrong", field="current_password", code="current_password_wrong") from None
-    except (PasswordRejected, MemberError) as exc:
+    except PasswordRejected as exc:
+        raise ApiError.refusing(400, exc, field="new_password") from None  # the form marks that field
+    except MemberError as exc:
         raise ApiError.refusing(400, exc) from None
     finally:
         attempt.release()  # a right current password clears nothing: no success counted
