@@ -151,9 +151,12 @@ class HostApi(Protocol):
 
     async def conversation_messages(self, member_id: str, conversation_id: str) -> Mapping[str, Any]:
         """One conversation of this source: ``{"conversation", "messages": [{"id",
-        "role", "content", "status", "created_at"}], "approvals": [{"approval_id",
+        "role", "content", "status", "created_at", "reason"}], "approvals": [{"approval_id",
         "tool", "arguments", "expires_at"}], "running"}``; messages of the top-level
-        agent only, oldest first. Since 1.3."""
+        agent only, oldest first. Since 1.3. ``reason`` (since 1.10): ``{"code",
+        "values"}`` for a message the host wrote for a cause it words in every language
+        (``stopped_unanswered``, ``answer_resumed``, ...; ``content`` is its English
+        text), so a screen shows it in its reader's language; ``None`` otherwise."""
 
     async def use_conversation(self, member_id: str, conversation_id: str) -> None:
         """Make an existing conversation of this source the one ``send_message`` (and

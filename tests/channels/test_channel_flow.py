@@ -248,6 +248,31 @@ async def test_stop_turn_stops_the_channel_conversation_and_typing_repeats_while
     assert channels.channel.kinds()[settled:] == []  # typing stopped with the turn
 
 
+async def test_the_read_back_gives_a_message_the_host_wrote_its_reason_code(channels):
+    """A Stop leaves a queued message unanswered under an English answer; the read-back
+    names its reason, so a channel's screen words it in its reader's language (the phone
+    showed the English sentence, with the web's "Retry", in a German app)."""
+    alice = await channels.host.member("alice")
+    member_id, api = alice.member["id"], channels.channel.api
+    channels.server.script(MODEL_A, [Hang(text="thinking")])
+    first = await api.send_message(member_id, "Take your time", idempotency_key="reason-1")
+    await channels.channel.wait_for("typing")
+    await api.send_message(member_id, "and then this", idempotency_key="reason-2")  # queued behind the turn
+    assert await api.stop_turn(member_id) is True
+    read = {}
+
+    async def unanswered() -> bool:
+        read["messages"] = (await api.conversation_messages(member_id, first.conversation_id))["messages"]
+        return any(m["reason"] for m in read["messages"])
+
+    await eventually(unanswered, what="the unanswered answer")
+    messages = read["messages"]
+    assert [m["reason"] for m in messages if m["role"] == "user"] == [None, None]
+    failed = [m for m in messages if m["reason"]]
+    assert [(m["role"], m["status"], m["reason"]) for m in failed] == [("assistant", "error", {"code": "stopped_unanswered", "values": {}})]
+    assert failed[0]["content"].startswith("Not answered")  # the English text stays, for the model
+
+
 async def test_home_source_brings_notes_and_scheduled_results_to_the_channel(channels):
     alice = await channels.host.member("alice")
     member_id = alice.member["id"]

@@ -51,7 +51,10 @@ CONVERSATION = {
     "type": "object",
     "properties": {"id": TEXT, "title": TEXT, "created_at": TEXT, "updated_at": TEXT, "running": {"type": "boolean"}, "current": {"type": "boolean"}},
 }
-MESSAGE = {"type": "object", "properties": {"id": {"type": "integer"}, "role": TEXT, "content": TEXT, "status": TEXT, "created_at": TEXT}}
+#: ``reason``: why the host wrote this message (a Stop left it unanswered, an answer cut
+#: off was asked for again), for the app to word in the member's language; null for others.
+REASON = {"type": ["object", "null"], "properties": {"code": TEXT, "values": {"type": "object"}}}
+MESSAGE = {"type": "object", "properties": {"id": {"type": "integer"}, "role": TEXT, "content": TEXT, "status": TEXT, "created_at": TEXT, "reason": REASON}}
 PROJECT = {"type": "object", "properties": {"id": TEXT, "title": TEXT, "description": TEXT, "can_write": {"type": "boolean"}, "created_at": TEXT}}
 ENTRY = {"type": "object", "properties": {"name": TEXT, "path": TEXT, "kind": TEXT, "is_dir": {"type": "boolean"}, "size": {"type": ["integer", "null"]}, "modified_at": TEXT}}
 APPROVAL = {"type": "object", "properties": {"approval_id": TEXT, "tool": TEXT, "arguments": {}, "expires_at": TEXT}}

@@ -193,7 +193,12 @@ class ChannelService:
         runtime = await self._runtime(source, member_id)
         conversation = await self._own_conversation(runtime, source, conversation_id)
         messages = [
-            {"id": m["id"], "role": m["role"], "content": m["content"], "status": m["status"], "created_at": m["created_at"]}
+            # ``reason`` (since 1.10): the stored text is English, for the model; a screen
+            # words a message that has one in its reader's language, as the web does.
+            {
+                "id": m["id"], "role": m["role"], "content": m["content"], "status": m["status"], "created_at": m["created_at"],
+                "reason": {"code": m["reason"].get("code"), "values": m["reason"].get("values") or {}} if m.get("reason") else None,
+            }
             for m in await runtime.store.transcript(conversation["id"])
             if m["role"] in ("user", "assistant", "note")
         ]

@@ -7,14 +7,20 @@
 //   server (the service worker caches the shell).
 // - The host's web libraries are imported, not copied: /ui/lib/dom.js builds every node
 //   (no innerHTML: data stays text) and /ui/lib/markdown.js renders answers (marked +
-//   DOMPurify, images never loaded).
+//   DOMPurify, images never loaded). That renderer words its own parts (a code block's
+//   Copy button, an image it does not load) through the host's /ui/lib/i18n.js, so the
+//   app loads that module's table (the host's public /api/i18n) in its own language too:
+//   without it they read as their keys ("chat.copy_code").
 import { el, MarkdownStream, renderMarkdown } from "/ui/lib/plugin-kit.js";
+import { errorString as sharedErrorText, loadLocale as loadSharedWords } from "/ui/lib/i18n.js";
 
 const BASE = new URL("..", location.href).pathname.replace(/\/$/, ""); // /api/plugin/mobile-connector
 const TOKEN_KEY = "skald.mobile.token";
 const CACHE_KEY = "skald.mobile.cache";
 const LOCALE_KEY = "skald.mobile.locale";
 const VOICE_KEY = "skald.mobile.voice";
+const OUTBOX_KEY = "skald.mobile.outbox"; // messages the server does not have yet (see "the outbox")
+const DRAFTS_KEY = "skald.mobile.drafts"; // refused ones, back for their chat's composer
 const SVG = "http://www.w3.org/2000/svg";
 
 const view = document.getElementById("view");
@@ -73,9 +79,12 @@ async function call(method, path, body, { raw = false, headers = {} } = {}) {
 }
 
 function setOnline(value) {
+  const back = value && !online;
   online = value;
   document.body.classList.toggle("offline", !value);
   showBanner();
+  showOnline();
+  if (back) flushOutbox(); // what waited goes now
 }
 
 function showBanner(text) {
@@ -107,6 +116,11 @@ async function loadWords(wanted) {
     locales = data.locales;
   } catch {
     words = words || {};
+  }
+  try {
+    await loadSharedWords(locale);
+  } catch {
+    /* offline and never cached: the renderer's few labels read as their keys */
   }
   document.documentElement.lang = locale;
 }
@@ -204,8 +218,15 @@ function lockedScreen(message) {
   view.replaceChildren(el("div", { class: "locked", role: "alert" }, el("p", { text: message }), el("p", { class: "muted", text: t("locked_write") })), sent, composer);
 }
 
+// No longer paired: nothing of the member stays on this phone, not the copy of their
+// conversations, nor what waited to be sent (their server will never take it now).
+function forgetEverything() {
+  for (const key of [TOKEN_KEY, CACHE_KEY, OUTBOX_KEY, DRAFTS_KEY]) localStorage.removeItem(key);
+  clearTimeout(retryTimer);
+}
+
 function refusedScreen() {
-  localStorage.removeItem(TOKEN_KEY);
+  forgetEverything();
   stopStream();
   pairScreen("", t("refused"));
 }
@@ -330,18 +351,73 @@ async function fileScreen(projectId, path) {
 }
 
 function messageNode(message) {
-  return fillMessage(el("div", { class: `message ${message.role}` }), message);
+  const node = fillMessage(el("div", { class: `message ${message.role}` }), message);
+  if (message.key) node.dataset.key = message.key;
+  return node;
+}
+
+// Words the host wrote for a cause it names (a Stop left queued messages unanswered, an
+// answer cut off was asked for again) are stored in English, with the cause's code: the
+// app says them in its reader's language. Its own words where the web's would offer what
+// the phone has not (the web's "Retry"); the host's (`error.<code>`) for any other cause.
+function reasonText(message) {
+  const code = message.reason?.code;
+  if (!code) return message.content;
+  if (`reason_${code}` in words) return t(`reason_${code}`, message.reason.values || {});
+  return sharedErrorText(code, message.reason.values || {}, { admin: false }) || message.content;
 }
 
 // One rendering of a message for a reload and for an answer that ends live, so both
 // read the same: a stopped answer says so under its words, as the web's chat does.
 function fillMessage(node, message) {
-  if (message.role === "assistant") node.replaceChildren(...renderMarkdown(message.content));
-  else node.textContent = message.content;
+  const content = reasonText(message);
+  if (message.role === "assistant" && !message.reason) node.replaceChildren(...renderMarkdown(content));
+  else node.textContent = content;
+  node.classList.toggle("failed", Boolean(message.reason));
+  // What the member attached, by name: the words alone did not say a photo went with them.
+  if (message.files?.length) node.append(el("ul", { class: "files" }, ...message.files.map((name) => el("li", { text: name }))));
   const stopped = message.status === "cancelled";
   node.classList.toggle("stopped", stopped);
   if (stopped) node.append(el("p", { class: "message-status", text: t("stopped") }));
+  if (message.sendAgain) {
+    node.append(el("button", { type: "button", class: "btn send-again", text: t("send_again"), on: { click: () => message.sendAgain() } }));
+  }
   return node;
+}
+
+// What a settled approval's card says instead of its buttons.
+function settledText(status) {
+  if (status === "approved" || status === "approve" || status === "used") return t("approved");
+  if (status === "denied" || status === "deny") return t("denied");
+  if (status === "expired") return t("approval_expired");
+  if (status === "stopped") return t("approval_stopped"); // the app's own: its turn was stopped
+  return t("approval_settled");
+}
+
+function settleCard(card, status) {
+  if (!card || card.classList.contains("settled")) return;
+  card.classList.add("settled");
+  card.replaceChildren(...[...card.children].filter((child) => !child.matches(".row")), el("p", { class: "muted decision", text: settledText(status) }));
+}
+
+// A call's arguments as the member reads them: one "name: value" line each (a value that
+// is not text in its JSON form), not the raw JSON object.
+function argumentList(args) {
+  if (typeof args === "string") {
+    try {
+      args = JSON.parse(args);
+    } catch {
+      return el("p", { class: "arguments", text: args });
+    }
+  }
+  if (!args || typeof args !== "object" || Array.isArray(args)) return el("p", { class: "arguments", text: JSON.stringify(args) });
+  const entries = Object.entries(args);
+  if (!entries.length) return null;
+  return el(
+    "dl",
+    { class: "arguments" },
+    ...entries.flatMap(([name, value]) => [el("dt", { text: name }), el("dd", { text: typeof value === "string" ? value : JSON.stringify(value, null, 1) })]),
+  );
 }
 
 function approvalNode(approval) {
@@ -351,8 +427,10 @@ function approvalNode(approval) {
     buttons.querySelectorAll("button").forEach((b) => (b.disabled = true));
     try {
       await call("POST", `/approvals/${encodeURIComponent(approval.approval_id)}`, { approve });
-      card.replaceChildren(el("p", { class: "muted", text: approve ? t("approved") : t("denied") }));
+      settleCard(card, approve ? "approved" : "denied");
     } catch (error) {
+      // Settled meanwhile elsewhere (the web, a Stop, its time ran out): the card says so.
+      if (error.code === "conflict" || error.code === "not_found") return settleCard(card, "settled");
       buttons.querySelectorAll("button").forEach((b) => (b.disabled = false));
       handle(error);
     }
@@ -361,15 +439,7 @@ function approvalNode(approval) {
     el("button", { type: "button", class: "btn primary", text: t("approve"), on: { click: () => decide(true) } }),
     el("button", { type: "button", class: "btn", text: t("deny"), on: { click: () => decide(false) } }),
   );
-  let args = approval.arguments;
-  if (typeof args === "string") {
-    try {
-      args = JSON.parse(args);
-    } catch {
-      /* shown as written */
-    }
-  }
-  card.append(el("p", { text: t("approval_wants", { tool: approval.tool }) }), el("pre", { text: JSON.stringify(args, null, 2) }), buttons);
+  card.append(el("p", { text: t("approval_wants", { tool: approval.tool }) }), argumentList(approval.arguments) || "", buttons);
   return card;
 }
 
@@ -384,8 +454,119 @@ function paperclip() {
   return svg;
 }
 
+// -- the outbox: messages the server does not have yet -----------------------------------------
+//
+// A message goes into the outbox, with its idempotency key and its uploaded attachments,
+// before it is sent, and leaves it only when the server has it (the same key twice is
+// stored once, so one whose answer was lost is safely sent again) or refused it: then its
+// words and attachments go back to its composer and the member is told. While the
+// server cannot be reached it stays, marked "waiting to send" (after a reload too), and
+// goes by itself when the server answers again. Nothing typed is ever silently lost.
+
+function outbox() {
+  try {
+    return JSON.parse(localStorage.getItem(OUTBOX_KEY) || "[]");
+  } catch {
+    return [];
+  }
+}
+
+function saveOutbox(items) {
+  if (items.length) localStorage.setItem(OUTBOX_KEY, JSON.stringify(items));
+  else localStorage.removeItem(OUTBOX_KEY);
+}
+
+// A refused message whose chat is not open waits for it here ({conversation id: item}).
+function drafts() {
+  try {
+    return JSON.parse(localStorage.getItem(DRAFTS_KEY) || "{}");
+  } catch {
+    return {};
+  }
+}
+
+let flushing = null;
+let retryTimer = null;
+let retryDelay = 2000;
+
+/** Send what waits, oldest first; one that cannot go yet holds the rest (their order is the conversation's). */
+function flushOutbox() {
+  if (!token()) return Promise.resolve();
+  // Let go in .finally, after it is set: an empty outbox finishes before the assignment.
+  flushing ||= sendWaiting().finally(() => (flushing = null));
+  return flushing;
+}
+
+async function sendWaiting() {
+  for (let item = outbox()[0]; item; item = outbox()[0]) if (!(await deliver(item))) return;
+  retryDelay = 2000;
+}
+
+const pendingBubble = (key) => current?.messagesBox.querySelector(`.message.user[data-key="${CSS.escape(key)}"]`) || null;
+
+function markWaiting(bubble, waiting) {
+  if (!bubble) return;
+  bubble.classList.toggle("waiting", waiting);
+  const note = bubble.querySelector(".waiting-note");
+  if (waiting && !note) bubble.append(el("p", { class: "message-status waiting-note", text: t("waiting_to_send") }));
+  else if (!waiting) note?.remove();
+}
+
+/** true: this item is done with (sent, or refused and given back); false: it waits. */
+async function deliver(item) {
+  const here = () => current && current.id === item.conversation_id;
+  // Sent while a turn runs, it waits for the next turn: what this turn still says goes
+  // above it (placeInTurn), as the server stores it and a reload shows it.
+  const queued = here() ? current.running : false;
+  pendingBubble(item.key)?.classList.toggle("queued", queued);
+  // Running from now, not from the server's reply: a quick answer can come before it,
+  // and must not be followed by a running state that nothing ends.
+  if (here()) setRunning(true);
+  try {
+    const answer = await call("POST", `/conversations/${encodeURIComponent(item.conversation_id)}/messages`, {
+      text: item.text,
+      attachments: item.attachments.map((a) => a.path),
+      idempotency_key: item.key,
+    });
+    saveOutbox(outbox().filter((i) => i.key !== item.key));
+    markWaiting(pendingBubble(item.key), false);
+    if (answer.status === "sealed") toast(answer.notice || t("sealed_notice"));
+    return true;
+  } catch (error) {
+    if (here()) setRunning(queued);
+    if (error instanceof Offline) {
+      markWaiting(pendingBubble(item.key), true);
+      clearTimeout(retryTimer);
+      retryTimer = setTimeout(flushOutbox, retryDelay);
+      retryDelay = Math.min(retryDelay * 2, 30_000);
+      return false;
+    }
+    if (error instanceof Refused || error instanceof Locked) {
+      handle(error);
+      return false;
+    }
+    saveOutbox(outbox().filter((i) => i.key !== item.key));
+    giveBack(item, error);
+    return true;
+  }
+}
+
+// Refused by the server: the bubble goes, its words and attachments go back to be sent
+// again or changed, and the member is told it was not sent.
+function giveBack(item, error) {
+  pendingBubble(item.key)?.remove();
+  if (current && current.id === item.conversation_id && current.restore) current.restore(item);
+  else {
+    const waiting = drafts();
+    waiting[item.conversation_id] = item;
+    localStorage.setItem(DRAFTS_KEY, JSON.stringify(waiting));
+  }
+  toast(t("not_sent", { message: error.message }));
+}
+
 async function chatScreen(id) {
-  screen(t("app_title"), { backTo: "#list", chat: true });
+  const known = (cache().conversations || []).find((c) => c.id === id);
+  screen(known?.title || t("app_title"), { backTo: "#list", chat: true });
   remember((stored) => (stored.last = id));
   const messagesBox = el("div", { class: "messages", id: "messages" });
   keepAtEnd.disconnect();
@@ -394,14 +575,52 @@ async function chatScreen(id) {
   const typing = el("p", { class: "typing", text: t("typing"), hidden: true });
   const text = el("textarea", { name: "text", rows: 1, placeholder: t("placeholder"), "aria-label": t("placeholder") });
   const file = el("input", { type: "file", name: "file", accept: "image/*,*/*", hidden: true });
-  const attached = [];
-  const attachedLine = el("p", { class: "muted" });
+  const attached = []; // {path, name}: uploaded, not sent yet
+  const attachedList = el("ul", { class: "attached", hidden: true });
   const attach = el("button", { type: "button", class: "btn icon-only", "aria-label": t("attach"), on: { click: () => file.click() } }, paperclip());
   const send = el("button", { type: "submit", class: "btn primary", text: t("send") });
   const stop = el("button", { type: "button", class: "btn", text: t("stop"), hidden: true });
   const composer = el("form", { class: "composer" }, attach, file, text, stop, send);
-  view.replaceChildren(messagesBox, typing, attachedLine, composer);
-  current = { id, messagesBox, typing, stop, running: false, streamBody: null, stream: null, streamRound: null, streamText: "" };
+  view.replaceChildren(messagesBox, typing, attachedList, composer);
+
+  // Each chosen attachment by name, with its own remove button.
+  const drawAttached = () => {
+    attachedList.hidden = !attached.length;
+    attachedList.replaceChildren(
+      ...attached.map((one) =>
+        el(
+          "li",
+          {},
+          el("span", { text: one.name }),
+          el("button", {
+            type: "button",
+            class: "btn icon-only remove",
+            text: "×",
+            "aria-label": t("remove_attachment", { name: one.name }),
+            on: {
+              click: () => {
+                attached.splice(attached.indexOf(one), 1);
+                drawAttached();
+              },
+            },
+          }),
+        ),
+      ),
+    );
+  };
+  const restore = (item) => {
+    text.value = [item.typed, text.value].filter(Boolean).join("\n");
+    attached.unshift(...item.attachments);
+    drawAttached();
+  };
+  current = { id, messagesBox, typing, stop, running: false, streamBody: null, stream: null, streamRound: null, streamText: "", restore, composer, send, attach };
+  const draft = drafts()[id];
+  if (draft) {
+    restore(draft);
+    const waiting = drafts();
+    delete waiting[id];
+    localStorage.setItem(DRAFTS_KEY, JSON.stringify(waiting));
+  }
 
   file.addEventListener("change", async () => {
     for (const chosen of file.files) {
@@ -410,8 +629,8 @@ async function chatScreen(id) {
           raw: true,
           headers: { "Content-Type": "application/octet-stream" },
         });
-        attached.push(saved.path);
-        attachedLine.textContent = attached.map((p) => p.split("/").pop()).join(", ");
+        attached.push({ path: saved.path, name: chosen.name }); // as the member knows it
+        drawAttached();
       } catch (error) {
         // The server names its limit (upload_too_large): say it in the reader's words.
         if (error.code === "upload_too_large") toast(t("upload_too_large", { name: chosen.name, size: error.values?.size ?? "" }));
@@ -424,33 +643,36 @@ async function chatScreen(id) {
     try {
       const { stopped } = await call("POST", `/conversations/${encodeURIComponent(id)}/stop`);
       // The stream's "stopped" finishes the answer with what it had said.
-      if (stopped) setRunning(false);
+      if (stopped) {
+        setRunning(false);
+        withdrawApprovals();
+      }
     } catch (error) {
       handle(error);
     }
   });
-  composer.addEventListener("submit", async (event) => {
+  const submit = (typed, files) => {
+    const item = {
+      key: `m-${crypto.randomUUID()}`,
+      conversation_id: id,
+      typed,
+      // Files alone go with the words the web sends for them (its chat.attached_only).
+      text: typed || t("attached_only"),
+      attachments: files,
+    };
+    saveOutbox([...outbox(), item]);
+    messagesBox.append(messageNode({ role: "user", content: item.text, files: files.map((a) => a.name), key: item.key }));
+    if (!online) markWaiting(pendingBubble(item.key), true);
+    flushOutbox();
+  };
+  current.submit = submit;
+  composer.addEventListener("submit", (event) => {
     event.preventDefault();
-    const content = text.value.trim();
-    if (!content) return;
-    const key = `m-${crypto.randomUUID()}`;
-    const sent = messageNode({ role: "user", content });
-    // Sent while a turn runs, it waits for the next turn: what this turn still says
-    // goes above it (placeInTurn), as the server stores it and a reload shows it.
-    const queued = current.running;
-    sent.classList.toggle("queued", queued);
-    messagesBox.append(sent);
+    const typed = text.value.trim();
+    if (!typed && !attached.length) return;
+    submit(typed, attached.splice(0));
     text.value = "";
-    // Running from now, not from the server's reply: a quick answer can come before
-    // it, and must not be followed by a running state that nothing ends.
-    setRunning(true);
-    try {
-      await call("POST", `/conversations/${encodeURIComponent(id)}/messages`, { text: content, attachments: attached.splice(0), idempotency_key: key });
-      attachedLine.textContent = "";
-    } catch (error) {
-      setRunning(queued);
-      handle(error);
-    }
+    drawAttached();
   });
 
   let data;
@@ -465,12 +687,46 @@ async function chatScreen(id) {
     data = { messages: (cache().messages || {})[id] || [], approvals: [], running: false };
   }
   if (!current || current.id !== id) return;
-  // A model round that only called tools has no words: nothing to show for it.
-  const shown = data.messages.filter((m) => String(m.content || "").trim());
-  messagesBox.replaceChildren(...shown.map(messageNode), ...data.approvals.map(approvalNode));
-  composer.hidden = !online; // offline: read-only
+  if (data.conversation?.title) title.textContent = data.conversation.title;
+  draw(data);
+  composer.hidden = !online; // opened offline: read-only until the server answers again
+  showOnline();
   setRunning(data.running);
   messagesBox.lastElementChild?.scrollIntoView({ block: "end" });
+  flushOutbox();
+}
+
+// The conversation as the server has it, then what this phone has not handed over yet.
+function draw(data) {
+  // A model round that only called tools has no words: nothing to show for it.
+  const shown = data.messages.filter((m) => String(m.content || "").trim());
+  const nodes = shown.map((message, index) => {
+    if (message.reason?.code !== "stopped_unanswered" || !online) return messageNode(message);
+    // Not answered because of a Stop: the member's messages it was for, sent again as new.
+    let first = index;
+    while (first > 0 && shown[first - 1].role === "user") first -= 1;
+    const again = shown.slice(first, index).map((m) => m.content).join("\n\n");
+    return messageNode(again ? { ...message, sendAgain: () => current?.submit?.(again, []) } : message);
+  });
+  const waiting = outbox()
+    .filter((item) => item.conversation_id === current.id)
+    .map((item) => messageNode({ role: "user", content: item.text, files: item.attachments.map((a) => a.name), key: item.key }));
+  current.messagesBox.replaceChildren(...nodes, ...data.approvals.map(approvalNode), ...waiting);
+  waiting.forEach((bubble) => markWaiting(bubble, true));
+}
+
+// A Stop withdraws what its turn asked: the cards say so instead of offering buttons
+// that would only be told the approval is gone.
+function withdrawApprovals() {
+  current?.messagesBox.querySelectorAll(".approval:not(.settled)").forEach((card) => settleCard(card, "stopped"));
+}
+
+// Offline, Send and attach wait (what is typed stays in the box); back online they work again.
+function showOnline() {
+  if (!current?.composer) return;
+  current.send.disabled = !online;
+  current.attach.disabled = !online;
+  if (online) current.composer.hidden = false;
 }
 
 // Voice replies: the server speaks the answer with the member's voice (a TTS engine must
@@ -503,14 +759,16 @@ async function speak(text) {
   }
 }
 
-// The read-only copy the app opens offline: refreshed whenever an answer lands.
-async function keepCopy(id) {
+// The read-only copy the app opens offline: refreshed whenever an answer lands
+// (`redraw`: and the open chat drawn from it).
+async function keepCopy(id, redraw = false) {
   try {
     const data = await call("GET", `/conversations/${encodeURIComponent(id)}`);
     remember((stored) => {
       stored.messages = stored.messages || {};
       stored.messages[id] = data.messages;
     });
+    if (redraw && current && current.id === id && !current.running) draw(data);
   } catch {
     /* the copy stays as it was */
   }
@@ -553,7 +811,6 @@ async function settingsScreen() {
         } catch {
           /* already unlinked */
         }
-        localStorage.removeItem(CACHE_KEY);
         refusedScreen();
       },
     },
@@ -663,20 +920,30 @@ async function onEvent(event) {
       return;
     }
     case "answer":
-    case "error":
       if (here) {
         endTurn(event.text);
-        if (event.kind === "answer" && localStorage.getItem(VOICE_KEY) === "on") speak(event.text);
+        if (localStorage.getItem(VOICE_KEY) === "on") speak(event.text);
       }
       break;
+    case "error":
+      // Its text is the host's English; the stored message names its cause (a Stop left
+      // queued messages unanswered, ...): the conversation is drawn again from the
+      // server, so it reads as after a reload, in the member's language.
+      if (here) endTurn(event.text, "complete", { redraw: true });
+      break;
     case "stopped":
-      if (here) endTurn(event.text, "cancelled"); // what the stopped answer had said
+      if (here) {
+        endTurn(event.text, "cancelled"); // what the stopped answer had said
+        withdrawApprovals();
+      }
       return;
     case "approval":
       if (here && !current.messagesBox.querySelector(`[data-approval="${CSS.escape(event.approval_id)}"]`)) placeInTurn(approvalNode(event));
       else if (!here) toast(t("approval_wants", { tool: event.tool }));
       break;
     case "approval_resolved":
+      // Settled elsewhere (the web), or its time ran out: the card stops offering buttons.
+      if (here) settleCard(current.messagesBox.querySelector(`[data-approval="${CSS.escape(event.approval_id || "")}"]`), event.data?.status);
       return;
     case "notification":
       toast(event.text);
@@ -710,12 +977,12 @@ function endAnswer(text, status = "complete") {
 // partial): it stays as it was, complete, and the text gets its own. The messages
 // queued behind the turn are the next turn's (all of them: the server moves every
 // queued message into it).
-function endTurn(text = "", status = "complete") {
+function endTurn(text = "", status = "complete", { redraw = false } = {}) {
   if (!text.trim().startsWith(current.streamText.trim())) endAnswer(current.streamText);
   endAnswer(text, status);
   current.messagesBox.querySelectorAll(".message.user.queued").forEach((node) => node.classList.remove("queued"));
   setRunning(false);
-  keepCopy(current.id);
+  keepCopy(current.id, redraw);
 }
 
 // The member logged in on the web while the locked screen was up: go on where the app was.
@@ -790,6 +1057,8 @@ async function start() {
 
 window.addEventListener("hashchange", route);
 window.addEventListener("online", () => start());
+// The phone lost its network: an open stream may not notice for a while, the page does.
+window.addEventListener("offline", () => setOnline(false));
 if ("serviceWorker" in navigator) {
   navigator.serviceWorker.register("sw.js", { scope: "./" }).catch(() => {});
   navigator.serviceWorker.addEventListener("message", (event) => {

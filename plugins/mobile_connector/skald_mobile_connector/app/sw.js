@@ -3,9 +3,11 @@
 // that says only that something is new (the payload carries nothing else).
 // Every module the app imports, all the way down (the host sends them no-cache: offline,
 // only this cache has them).
-const CACHE = "skald-mobile-v3";
+const CACHE = "skald-mobile-v4";
+// The host's string table (/api/i18n) too: the shared Markdown renderer words its code
+// blocks' and images' labels from it.
 const SHELL = [
-  "./", "app.js", "app.css", "manifest.webmanifest", "icon.svg", "strings?locale=en", "strings?locale=de",
+  "./", "app.js", "app.css", "manifest.webmanifest", "icon.svg", "strings?locale=en", "strings?locale=de", "/api/i18n?locale=en", "/api/i18n?locale=de",
   "/ui/lib/plugin-kit.js", "/ui/lib/api.js", "/ui/lib/dom.js", "/ui/lib/markdown.js", "/ui/lib/i18n.js", "/ui/lib/ui.js",
   "/ui/vendor/marked/marked.esm.js", "/ui/vendor/dompurify/purify.es.js", "/ui/vendor/highlight/highlight.min.js",
 ];
@@ -25,7 +27,8 @@ self.addEventListener("activate", (event) => {
 });
 
 // Network first for the shell (a new version shows at once), the cache when offline.
-// Only the shell's own files: the API (and its endless stream) is never touched here;
+// Only the shell's own files and the public string table: the API (and its endless
+// stream) is never touched here;
 // the app keeps its own read-only copy of the last conversations.
 self.addEventListener("fetch", (event) => {
   const url = new URL(event.request.url);
