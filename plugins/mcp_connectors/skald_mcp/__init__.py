@@ -115,7 +115,7 @@ def register_routes(register: Callable[..., None], host: HostApi) -> None:
 def register_web_pages(register: Callable[..., None]) -> None:
     register(WebPage("connectors", "Connectors", "page.js", icon="plug"))
     # The member's connector grants, on their page in the admin's Members area (1.3).
-    register(WebPage("member-grants", "Connectors", "member.js", icon="plug", slot="member_admin"))
+    register(WebPage("member-grants", "Connector access", "member.js", icon="plug", slot="member_admin"))
 
 
 @hookimpl

@@ -382,6 +382,8 @@ class MemberConnectors:
             "name": name,
             "kind": record.get("kind"),
             "template": record.get("template"),
+            #: What the catalog calls it (the id is a key, not a name anyone reads).
+            "template_title": getattr(self._templates().get(record.get("template") or ""), "title", None),
             "version": record.get("version"),
             "update": None if withdrawn else self.update_offer(record),
             "url": record.get("url"),

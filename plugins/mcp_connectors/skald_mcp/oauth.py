@@ -201,7 +201,14 @@ class OAuth:
             "code_verifier": flow.verifier,
             **({"resource": flow.resource} if flow.resource else {}),
         }
-        tokens = await self._token_request(provider, form)
+        try:
+            tokens = await self._token_request(provider, form)
+        except OAuthError as exc:
+            if exc.code == "oauth_refused" and exc.values.get("reason") == "invalid_grant":
+                # The flow was taken (single-use) before the code was sent: pasting again
+                # cannot work; a new sign-in can.
+                raise OAuthError(code="oauth_code_refused") from None
+            raise
         if not tokens.get("refresh_token"):
             raise OAuthError(code="oauth_no_refresh_token")
         self._remember(flow.member_id, flow.connector, tokens)

@@ -153,7 +153,7 @@ export default class ConnectorsPage extends HTMLElement {
     const status = statusLine("detail");
     const box = card("mcp-detail", c.name, status, node("p", `${s.col_state}: ${s["state_" + c.state] || c.state}`, "mcp-state"));
     box.dataset.name = c.name;
-    if (c.template) box.append(node("p", `${s.from_template}: ${c.template} (v${c.version})`, "muted"));
+    if (c.template) box.append(node("p", `${s.from_template}: ${c.template_title || c.template} (v${c.version})`, "muted"));
     // The admin took the template away: it is not "running" for the member any more.
     if (c.state === "withdrawn") box.append(node("p", s.withdrawn_notice, "mcp-withdrawn hint"));
     if (c.update) box.append(this.updateForm(c, status));
@@ -300,7 +300,9 @@ export default class ConnectorsPage extends HTMLElement {
     box.append(node("p", s.mine_intro, "hint"));
     const list = node("ul", undefined, "roster");
     for (const c of connectors) {
-      const item = node("li", `${c.name} (${s["state_" + c.state] || c.state}): ${c.tools.join(", ")}`, "mcp-connector");
+      const tools = c.tools.length ? `: ${c.tools.join(", ")}` : "";
+      const item = node("li", `${c.name} (${s["state_" + c.state] || c.state})${tools}`, "mcp-connector");
+      if (c.reason) item.append(node("p", c.reason, "mcp-unavailable hint"));
       list.append(item);
     }
     box.append(list);

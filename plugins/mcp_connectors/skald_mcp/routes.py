@@ -21,7 +21,7 @@ from skald_mcp.members import MemberConnectors
 from skald_mcp.oauth import OAuthError, parse_provider, public_provider
 from skald_mcp.runtime import ReviewOutdated
 from skald_mcp.spec import SpecError, destination, parse_remote, parse_spec, parse_template, parse_values, unknown_fields
-from skald_mcp.strings import PAGE_KEYS
+from skald_mcp.strings import PAGE_KEYS, STRINGS
 
 
 #: The role capabilities of self-service (seed 001 "MCP connectors"): activating an
@@ -44,20 +44,30 @@ def build_blueprint(host: HostApi) -> Blueprint:
         caller = current_caller()
         return {"error": host.translate(f"{PLUGIN_ID}.{key}", caller.locale if caller else None, **values), "code": f"{PLUGIN_ID}.{key}"}, status
 
+    def labelled(values: dict[str, Any], locale: str | None) -> dict[str, Any]:
+        """A refusal's ``what`` (the field at fault, a JSON key) as its label in the
+        reader's language, where the page has one (``label_<key>``)."""
+        what = values.get("what")
+        if isinstance(what, str) and f"label_{what}" in STRINGS["en"]:
+            return {**values, "what": host.translate(f"{PLUGIN_ID}.label_{what}", locale)}
+        return values
+
     def refused(exc: SpecError, status: int = 400) -> tuple[dict[str, Any], int]:
         """A ``SpecError`` (an ``OAuthError`` too) as an answer, 400 unless said: a
         coded one in the caller's language, with its code (``mcp.err_…``, never one of
         the host's) and the field at fault."""
         if not exc.code:
             return {"error": str(exc)}, status
-        body, status = error(f"err_{exc.code}", status, **exc.values)
+        caller = current_caller()
+        body, status = error(f"err_{exc.code}", status, **labelled(exc.values, caller.locale if caller else None))
         return {**body, "values": exc.values, "field": exc.field or None}, status
 
     def said(exc: SpecError) -> str:
         """A coded refusal a connector failed with, as its status shows it: in the
         caller's language, like ``refused``."""
         caller = current_caller()
-        return host.translate(f"{PLUGIN_ID}.err_{exc.code}", caller.locale if caller else None, **exc.values)
+        locale = caller.locale if caller else None
+        return host.translate(f"{PLUGIN_ID}.err_{exc.code}", locale, **labelled(exc.values, locale))
 
     def guarded(who: str, *, own: bool = False, server: bool = False) -> Callable[[Any], Any]:
         """The checks every route makes, once: ``who`` is ``"admin"`` or ``"member"``
@@ -180,7 +190,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
             for name in sorted(runtime.specs):
                 if caller.id in runtime.access.get(name, ()):
                     status = runtime.status(name)
-                    rows.append({"name": name, "state": status["state"], "tools": [t["exposed_as"] for t in status["tools"] if t["offered"]]})
+                    # Why it failed is the admin's to read (it may quote their command or
+                    # environment): the member reads that it is unavailable, and who knows why.
+                    reason = host.translate(f"{PLUGIN_ID}.mine_unavailable", caller.locale) if status["state"] == "failed" else None
+                    rows.append({"name": name, "state": status["state"], "tools": [t["exposed_as"] for t in status["tools"] if t["offered"]], "reason": reason})
             members: MemberConnectors = runtime.members
             own = [members.status(caller.id, name, said) for name in sorted(members.records.get(caller.id, {}))]
             for name, template in sorted(runtime.templates.items()):
@@ -220,7 +233,13 @@ def build_blueprint(host: HostApi) -> Blueprint:
             if not config.get("allow_private_addresses"):
                 from skald_mcp.guard import check_public
 
-                await check_public(spec.url)
+                try:
+                    await check_public(spec.url)
+                except SpecError as exc:
+                    if exc.code != "private_address":
+                        raise
+                    # A member cannot change it, but can ask for it by its name.
+                    raise SpecError(code="private_address_member", field="url", **exc.values) from None
             record = {"kind": "remote", "name": spec.name, "url": spec.url, "headers": dict(spec.headers), "state": "ready"}
         else:
             if set(body) - {"template", "values"}:

@@ -19,6 +19,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from typing import Any, Awaitable, Callable, Mapping
 
 from skald_hookspecs import Tool, ToolContext, ToolError
@@ -138,12 +139,17 @@ class Connection:
         self._stop = asyncio.Event()
         self._ready = asyncio.Event()
         self._refreshing: asyncio.Task[None] | None = None
+        #: One reconnect at a time: the calls that found the session gone together
+        #: share the new one.
+        self._reconnecting = asyncio.Lock()
+        self._retired = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self, wait: float | None = CONNECT_SECONDS) -> None:
         """Start the session; with ``wait``, until it is ready or has failed."""
         self.state, self.error, self.cause, self.refusal = "starting", None, None, None
+        self._retired = False
         self._stop.clear()
         self._ready.clear()
         self._task = asyncio.create_task(self._run(), name=f"mcp:{self.spec.name}")
@@ -152,7 +158,7 @@ class Connection:
                 await asyncio.wait_for(self._ready.wait(), wait)
             except TimeoutError:
                 self.fail(TimeoutError(f"the server did not answer within {wait:g} s"))
-                await self.stop()
+                await self._halt()
                 self.fail(TimeoutError(f"the server did not answer within {wait:g} s"))
 
     def _transport(self) -> Any:
@@ -229,6 +235,12 @@ class Connection:
         return redact(say(self.refusal), [*self.spec.env.values(), *self.spec.headers.values()])
 
     async def stop(self) -> None:
+        """Stop for good: a call that finds the session lost afterwards reconnects
+        nothing (the connector was removed, replaced or its member's file closed)."""
+        self._retired = True
+        await self._halt()
+
+    async def _halt(self) -> None:
         self._stop.set()
         task, self._task = self._task, None
         if self._refreshing is not None:
@@ -287,16 +299,72 @@ class Connection:
         self._on_change(self)
 
     async def call(self, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None = None, ctx: Any = None) -> str:
-        client = self._client
-        if client is None or self.state != "ready":
-            raise ToolError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
         if ctx is not None:
             self._inflight.append(ctx)
         try:
-            return await self._call(client, tool, arguments, cancelled)
+            client = self._client
+            vetted = next((definition_hash(t) for t in self.tools if t.name == tool), None)
+            if client is not None and self.state == "ready" and _transport_closed(client):
+                # The server went away (a stdio process that exited) before this call
+                # was sent: it never saw it, so a new session serves it.
+                client = await self._reconnect(client)
+                if client is not None:
+                    self._same_tool(tool, vetted)
+            if client is None or self.state != "ready":
+                raise ToolError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
+            try:
+                return await self._call(client, tool, arguments, cancelled)
+            except Exception as exc:
+                if _session_gone(exc):
+                    # The server no longer knows the session (it restarted): it refused
+                    # the request before running the tool, so the one retry cannot run
+                    # it twice. Never after a tool error, a timeout or a broken stream.
+                    client = await self._reconnect(client)
+                    if client is None:
+                        raise ToolError(self._unreachable()) from None
+                    self._same_tool(tool, vetted)
+                    return await self._call(client, tool, arguments, cancelled)
+                if _connection_closed(exc):
+                    # Closed while the call was out: it may have run, so it is not
+                    # repeated; the next call finds a new session.
+                    await self._reconnect(client)
+                    raise ToolError(f"the connection to the connector {self.spec.name!r} broke during the call; it may or may not have run") from None
+                raise
+        except Exception as exc:
+            error = _protocol_error(exc)
+            if error is None:
+                raise
+            # The SDK's own error, in its words: a sentence for the model, not a withheld traceback.
+            raise ToolError(f"the connector {self.spec.name!r} answered: {error.message or error.code}") from None
         finally:
             if ctx is not None:
                 self._inflight.remove(ctx)
+
+    async def _reconnect(self, lost: Any) -> Any:
+        """A new session in place of ``lost`` (once for the calls that found it gone
+        together), with the tool list listed again; the new client, or None when the
+        server cannot be reached (the connector then reads failed, with why)."""
+        async with self._reconnecting:
+            if self._retired or (self._client is not None and self._client is not lost):
+                # Stopped for good, or another call has reconnected it meanwhile.
+                return self._client if self.state == "ready" else None
+            log.info("connector %s: the session was lost, reconnecting", self._logged(None)[0])
+            await self._halt()
+            await self.start()
+            if self.state != "ready":
+                log.warning("connector %s: reconnecting failed: %s", *self._logged(self.error))
+                return None
+            return self._client
+
+    def _same_tool(self, tool: str, vetted: str | None) -> None:
+        """After a reconnect the server lists its tools anew: a call goes on only to
+        the definition it was offered with (a changed one waits to be accepted)."""
+        current = next((definition_hash(t) for t in self.tools if t.name == tool), None)
+        if vetted is None or current != vetted:
+            raise ToolError(f"the tool {tool!r} of the connector {self.spec.name!r} changed when it reconnected; it waits to be accepted")
+
+    def _unreachable(self) -> str:
+        return f"the connector {self.spec.name!r} lost its session and could not reconnect ({self.error or self.state})"
 
     async def _call(self, client: Any, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None) -> str:
         # Awaited directly: stopping the turn cancels the task running this call (the
@@ -308,6 +376,48 @@ class Connection:
             # The server's own words about its tool's failure are meant for the model.
             raise ToolError(text or "the connector reported an error")
         return text
+
+
+def _protocol_error(exc: BaseException) -> Any:
+    """The JSON-RPC error (``ErrorData``) an SDK ``MCPError`` carries, else None."""
+    from mcp.shared.exceptions import MCPError
+
+    return exc.error if isinstance(exc, MCPError) else None
+
+
+#: How servers say a session id is unknown to them: the SDK's server ("Session not
+#: found", HTTP 404), the SDK's client for a bare 404 ("Session terminated"), others.
+_SESSION_GONE = re.compile(r"session (not found|terminated|expired)|(unknown|expired|invalid) session", re.IGNORECASE)
+
+
+def _session_gone(exc: BaseException) -> bool:
+    """The server refused the request because it no longer knows the session: the
+    tool did not run. A timeout or a broken stream is never this."""
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    error = _protocol_error(exc)
+    if error is None or error.code in (CONNECTION_CLOSED,):
+        return False
+    if error.code == REQUEST_TIMEOUT and not _SESSION_GONE.search(error.message or ""):
+        return False  # the SDK's own timeout (some servers reuse the code for a lost session)
+    return bool(_SESSION_GONE.search(error.message or ""))
+
+
+def _connection_closed(exc: BaseException) -> bool:
+    from mcp_types import CONNECTION_CLOSED
+
+    error = _protocol_error(exc)
+    return error is not None and error.code == CONNECTION_CLOSED
+
+
+def _transport_closed(client: Any) -> bool:
+    """Whether the session's transport has closed (its receive loop saw the end: a
+    stdio server that exited). The SDK keeps no public flag for it, so its
+    dispatcher's is read; an SDK upgrade that renames it needs a look (as guard.py's
+    reach into the HTTP pool does). Unknown reads as open: the call then fails as it
+    would have, and is not repeated."""
+    dispatcher = getattr(getattr(client, "_session", None), "_dispatcher", None)
+    return getattr(dispatcher, "_closed", False) is True
 
 
 def make_tool(

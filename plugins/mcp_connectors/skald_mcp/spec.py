@@ -294,7 +294,8 @@ def parse_template(body: Any) -> Template:
             if not HEADER_NAME.match(header) or env:
                 raise SpecError(code="field_header_needed", field="fields", name=fname)
             if "{value}" not in fmt:
-                raise SpecError(code="field_format_invalid", field="fields", name=fname)
+                # Named by its label, as the admin wrote it for readers (the key is the fallback).
+                raise SpecError(code="field_format_invalid", field="fields", name=_text(raw, "label") or fname)
         elif not ENV_NAME.match(env) or header:
             raise SpecError(code="field_env_needed", field="fields", name=fname)
         fields.append(TemplateField(fname, _text(raw, "label") or fname, secret, header, fmt, env))

@@ -13,6 +13,8 @@ streamable HTTP with ``http PORT``.
 - ``header(name)``: the HTTP request header ``name`` the call came with.
 - ``ask()``: asks the member for a name and a PIN (elicitation).
 - ``fail()``: answers with ``isError``.
+- ``crash()``: the server process exits in the middle of the call (a call that breaks
+  after the server received it, which must never be sent again).
 """
 
 from __future__ import annotations
@@ -154,6 +156,13 @@ async def sleep(seconds: float) -> str:
 def fail() -> str:
     """Always fails."""
     raise ValueError("the demo tool failed on purpose")
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the server process in the middle of the call."""
+    counter["calls"] += 1
+    os._exit(3)
 
 
 if __name__ == "__main__":

@@ -129,8 +129,13 @@ async def test_a_member_reads_the_private_address_refusal_in_german(setup: Setup
     assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
     response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": "http://127.0.0.1:9/mcp"}})
     answer = response.json()
-    assert response.status_code == 400 and answer["code"] == "mcp.err_private_address", answer
-    assert answer["error"] == "127.0.0.1 zeigt auf eine private oder besondere Adresse (127.0.0.1); hier dürfen nur öffentliche Server genutzt werden."
+    # A member cannot change the setting, so the refusal names it (by its label, in German).
+    assert response.status_code == 400 and answer["code"] == "mcp.err_private_address_member", answer
+    assert answer["error"].startswith("127.0.0.1 zeigt auf eine private oder besondere Adresse (127.0.0.1); hier dürfen nur öffentliche Server genutzt werden")
+    assert "„Private Adressen erlauben“" in answer["error"]
+    response = await setup.host.member("bob")
+    english = await response.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": "http://127.0.0.1:9/mcp"}})
+    assert "an administrator turns on “Allow private addresses”" in english.json()["error"], english.text
     response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": "https://x.example/", "command": "sh"}})
     assert response.json()["code"] == "mcp.err_unknown_fields_remote" and "unbekannte Felder: command" in response.json()["error"]
 

@@ -45,7 +45,7 @@ async def test_a_german_admin_reads_the_connector_and_template_checks_in_german(
     await refused(await admin.put(f"{BASE}/catalog/t", json={**template, "oauth": []}), 400,
                   "oauth_shape", "oauth ist {provider, scopes} (und bei einer stdio-Vorlage env und deliver).", "oauth")
     await refused(await admin.put(f"{BASE}/catalog/t", json={**template, "fields": [{"name": "k", "header": "X-K", "format": "plain"}]}), 400,
-                  "field_format_invalid", "Feld k: format muss {value} enthalten.", "fields")
+                  "field_format_invalid", "Feld „k“: format muss {value} enthalten.", "fields")
     await refused(await admin.put(f"{BASE}/catalog/t", json={"transport": "stdio", "command": "x", "files": {"../up": "x"}}), 400,
                   "file_path_invalid", "files: '../up' ist kein einfacher relativer Pfad.", "files")
     assert (await admin.get(f"{BASE}/servers")).json()["servers"] == [] and (await admin.get(f"{BASE}/catalog")).json()["templates"] == []
