@@ -123,7 +123,10 @@ async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
         if due.tzinfo is None:
             raise ToolError("'at' must include a time zone offset")
     due_utc = due.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    job_id = await ctx.turn.schedule(prompt, due_utc)
+    try:
+        job_id = await ctx.turn.schedule(prompt, due_utc)
+    except ValueError as exc:  # a time in the past, say: the model reads why and can ask again
+        raise ToolError(str(exc)) from None
     return f"Scheduled for {due_utc} (job {job_id[:8]})."
 
 

@@ -70,16 +70,42 @@ async def test_member_creates_edits_searches_and_deletes_a_note(skald, browser_p
     assert (await alice_api.get("/api/memory/user-memory/notes")).json()["notes"] == []
 
 
-async def test_the_restricted_role_sees_why_the_shared_tab_is_closed(skald, browser_pages):
+async def test_the_restricted_role_is_not_offered_the_shared_tab_and_reads_why_in_its_language(skald, browser_pages):
+    """A role without shared memory is not offered its tab (nor its "New note"); the
+    address typed anyway answers with the reason in the member's language."""
     host = await skald.start()
     await host.admin()
     await host.create_member("kid", role="restricted", locale="de")  # signs in on the English form, then German
     page = await browser_pages.new(host.url)
     await sign_in(page, "kid", MEMBER_PASSWORD)
+    await page.goto("/#memory")
+    await expect(page.get_by_role("link", name="Meine Notizen", exact=True)).to_have_attribute("aria-current", "page")
+    await expect(page.get_by_test_id("memory-new")).to_be_visible()  # her own notes: hers to write
+    await expect(page.get_by_role("link", name="Geteilte Notizen", exact=True)).to_have_count(0)
     await page.goto("/#memory/shared")
     await expect(page.get_by_role("link", name="Geteilte Notizen", exact=True)).to_have_attribute("aria-current", "page")
     await expect(page.get_by_role("tab")).to_have_count(0)  # links between addresses, not tabs promising arrow keys
-    await expect(page.get_by_role("alert")).to_have_text("you may not read shared memory")
+    await expect(page.get_by_role("alert")).to_have_text("Deine Rolle erlaubt dir nicht, die geteilten Notizen zu lesen.")
+
+
+async def test_a_role_that_may_read_but_not_change_shared_notes_gets_no_new_note_or_save_there(skald, browser_pages):
+    host = await skald.start()
+    await host.admin()
+    alice_api = await host.member("alice")
+    assert (await alice_api.put("/api/memory/shared-memory/notes/rota.md", json={"content": "Who waters the garden"})).status_code == 200
+    await host.core.registry.transaction(
+        lambda c: c.execute("DELETE FROM role_capabilities WHERE role_id = 'member' AND capability = 'memory.shared.write'")
+    )
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "alice", MEMBER_PASSWORD)
+    await page.goto("/#memory/shared")
+    await expect(page.get_by_test_id("memory-list").get_by_role("link", name="rota.md")).to_be_visible()
+    await expect(page.get_by_test_id("memory-new")).to_have_count(0)
+    await page.get_by_test_id("memory-list").get_by_role("link", name="rota.md").click()
+    await expect(page.get_by_label("Content")).to_have_value("Who waters the garden")
+    await expect(page.get_by_label("Content")).not_to_be_editable()
+    await expect(page.get_by_role("button", name="Save")).to_have_count(0)
+    await expect(page.get_by_role("button", name="Delete")).to_have_count(0)
 
 
 async def test_a_german_member_reads_gespeichert_after_saving_a_new_note(skald, browser_pages):

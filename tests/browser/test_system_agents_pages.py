@@ -122,3 +122,26 @@ async def test_the_agents_of_a_plugin_that_is_on_but_not_running_say_why_in_the_
     await expect(notice).to_have_text("Sein Plugin ist eingeschaltet, läuft aber nicht: Erst ein Token setzen. Plugin öffnen")
     await notice.get_by_role("link", name="Plugin öffnen").click()
     await expect(page).to_have_url(f"{host.url}/#plugin-detail?id=counting")
+
+
+async def test_an_emptied_interval_is_refused_at_its_field_naming_the_default(skald, browser_pages):
+    """An empty Interval read "Saved." while the server dropped it and put the agent back
+    on its default: refused at the field, the interval the admin set kept."""
+    host = await skald.start(plugins=[skald_system_agents], enable=["system_agents"], settings=skald.settings(system_agents={"run": False}))
+    await host.admin()
+    await host.core.instance_settings.save("memory_lint_private", {"enabled": True, "interval": 3})
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#system-agents/memory_lint_private")
+    interval = page.get_by_label("Interval (days)")
+    await expect(interval).to_have_value("3")
+    await interval.fill("")
+    await page.get_by_role("button", name="Save").click()
+    await expect(interval).to_have_attribute("aria-invalid", "true")
+    await expect(interval).to_have_accessible_description("Between 1 and 100000. Interval (days) is required; its default is 7.")
+    await expect(page.get_by_text("Saved.")).to_have_count(0)
+    assert (await host.core.instance_settings.values("memory_lint_private"))["interval"] == 3
+    await interval.fill("14")
+    await page.get_by_role("button", name="Save").click()
+    await expect(page.get_by_text("Saved.")).to_be_visible()
+    assert (await host.core.instance_settings.values("memory_lint_private"))["interval"] == 14

@@ -6,6 +6,7 @@ never shadow a fixed tool, and vanish with the plugin."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from typing import Any, AsyncIterator, Mapping
 
@@ -13,6 +14,7 @@ import pytest_asyncio
 
 from skald_hookspecs import PluginInfo, Tool, ToolContext, hookimpl
 from skald_hookspecs.types import NotReady
+from skald_host.core.agent.store import HOST_RESULTS
 from skald_host.testing import Reply, ScriptedModelServer, SkaldHarness, ToolCall
 
 from .conftest import Chat
@@ -93,7 +95,10 @@ async def test_member_tools_reach_only_their_member_and_run_through_the_gate(dyn
     assert "dyn_echo" not in offered_names(chat)
 
 
-async def test_a_withdrawn_member_tool_is_refused_even_after_its_approval(dyn):
+async def test_a_withdrawn_member_tool_is_refused_even_after_its_approval(dyn, caplog):
+    """Revoked while its card waited (a connector's access taken away): refused as a
+    withdrawn tool with an audit line, never "there is no tool named" to the model."""
+    caplog.set_level(logging.WARNING, logger="skald.audit")
     chat, dynamic = dyn
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
@@ -106,10 +111,47 @@ async def test_a_withdrawn_member_tool_is_refused_even_after_its_approval(dyn):
         assert card["name"] == "dyn_send"
         dynamic.offered[alice.member["id"]] = []  # revoked while the card waits
         await sock.approve(card["approval_id"])
-        await sock.turn(cid)
+        events = await sock.turn(cid)
     assert dynamic.calls == []
     call = (await messages(alice, cid))[1]["tool_calls"][0]
-    assert call["status"] == "error" and "no tool named 'dyn_send'" in call["result"]
+    assert (call["status"], call["result"]) == ("denied", HOST_RESULTS["withdrawn"])
+    denied = [e for e in events if e["type"] == "tool_denied"]
+    assert [e["result_code"] for e in denied] == ["withdrawn"]  # the card says it in its reader's language
+    assert [m["content"] for m in chat.server.requests_for(MODEL_A)[-1].messages if m["role"] == "tool"] == ["Denied: " + HOST_RESULTS["withdrawn"]]
+    assert any(
+        r.name == "skald.audit" and "tool:dyn_send" in r.getMessage() and f"member={alice.member['id']}" in r.getMessage()
+        for r in caplog.records
+    ), caplog.text
+
+
+async def test_a_member_tool_withdrawn_before_its_turn_in_the_batch_is_refused_as_withdrawn(dyn, caplog):
+    """The round offered both tools; the first one's run withdraws the second (a plugin
+    stopping, a grant revoked meanwhile): the second is refused with an audit line."""
+    caplog.set_level(logging.WARNING, logger="skald.audit")
+    chat, dynamic = dyn
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    member_id = alice.member["id"]
+    second = dynamic.tool("dyn_second")
+
+    async def withdraw_second(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        dynamic.offered[member_id] = [t for t in dynamic.offered[member_id] if t.name != "dyn_second"]
+        return "first ran"
+
+    dynamic.offered[member_id] = [Tool("dyn_first", "The first tool.", OBJ, withdraw_second), second]
+    await allow_tool(chat.admin, "dyn_first")
+    await allow_tool(chat.admin, "dyn_second")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("dyn_first", {"text": "a"}), ToolCall("dyn_second", {"text": "b"})]), Reply("Done."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Both.")
+        await sock.turn(cid)
+    assert dynamic.calls == []
+    calls = (await messages(alice, cid))[1]["tool_calls"]
+    assert [(c["status"], c["result"]) for c in calls] == [("done", "first ran"), ("denied", HOST_RESULTS["withdrawn"])]
+    assert any(r.name == "skald.audit" and "tool:dyn_second" in r.getMessage() for r in caplog.records), caplog.text
 
 
 async def test_a_failing_or_disabled_plugin_offers_no_member_tool(dyn):

@@ -67,6 +67,27 @@ async def test_a_prompt_scheduled_for_soon_is_delivered_when_due_without_polling
     ]
 
 
+async def test_a_one_off_prompt_in_the_past_is_refused_to_the_model_saying_what_now_is(chat):
+    """A model that got the year wrong is told the time is past and what now is (in the
+    member's time zone); nothing is scheduled, nothing fires."""
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "schedule_prompt")
+    alice = await chat.host.member("alice")
+    assert (await alice.put("/api/me/settings", json={"timezone": "Europe/Berlin"})).status_code == 200
+    schedule = Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "past prompt", "at": "2020-01-01T00:00:00Z"})])
+    chat.server.script(MODEL_A, [schedule, Reply("That time is past.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Remind me on new year's day 2020.")
+        await sock.turn(cid)
+    call = (await messages(alice, cid))[1]["tool_calls"][0]
+    assert call["status"] == "error", call
+    assert call["result"].startswith("Error: the time 2020-01-01 01:00 (Europe/Berlin) is in the past: it is now "), call["result"]
+    assert "(Europe/Berlin); give a time after now" in call["result"]
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))
+    assert await runtime.store.jobs() == []
+
+
 def test_the_scheduler_sleeps_until_the_next_job_and_retries_an_overdue_one_after_a_pause():
     soon = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert 25 < seconds_until(soon) <= 30

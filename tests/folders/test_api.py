@@ -316,3 +316,34 @@ async def test_a_project_that_is_not_there_is_refused_with_a_code_the_page_trans
     response = await carl.get(f"/api/projects/{'0' * 32}")
     assert (response.status_code, response.json()["code"]) == (404, "no_such_project")
     assert host.core.strings.lookup("core.error.no_such_project", "de").startswith("Dieses Projekt gibt es nicht")
+
+
+async def test_a_blank_or_unreadable_title_is_refused_with_values_for_every_placeholder(skald):
+    """A title of two spaces read "{field} must not be empty": the refusal names its
+    field, and its values fill every placeholder of its English and German strings."""
+    import re
+
+    from skald_hookspecs import I18nBundle
+    from skald_host.builtins.strings import LOCALES
+
+    host = await skald.start()
+    admin = await host.admin()
+    ann = await host.member("ann")
+    strings = I18nBundle.from_folder("core", LOCALES).strings
+    project = (await ann.post("/api/projects", json={"slug": "garden", "title": "Garden"})).json()
+    refusals = [
+        await ann.post("/api/projects", json={"slug": "plans", "title": "  "}),
+        await ann.patch(f"/api/projects/{project['id']}", json={"title": "  "}),
+        await ann.patch(f"/api/projects/{project['id']}", json={"description": "bell \x07"}),
+        await admin.post("/api/admin/shared-folders", json={"slug": "docs", "title": "  "}),
+        await admin.post("/api/admin/shared-folders", json={"slug": "docs", "title": "tab\x1b"}),
+    ]
+    for response in refusals:
+        body = response.json()
+        assert response.status_code == 400 and body["code"] in ("field_required", "control_characters"), body
+        assert body["field"] in ("title", "description") and body["values"]["field"] == body["field"], body
+        for locale in ("en", "de"):
+            string = strings[locale][f"error.{body['code']}"]
+            assert set(re.findall(r"\{(\w+)\}", string)) <= set(body["values"]), (locale, string, body)
+    assert [p["slug"] for p in (await ann.get("/api/projects")).json()["projects"]] == ["garden"]
+    assert (await ann.get(f"/api/projects/{project['id']}")).json()["title"] == "Garden"

@@ -140,3 +140,33 @@ async def test_admin_shares_a_folder_on_the_shared_folders_page(skald, browser_p
 
 async def _can_write(host, member_id: str) -> bool:
     return any(a.can_write for a in await host.core.folders.memberships(member_id))
+
+
+async def test_a_blank_project_title_is_marked_at_its_field_in_the_readers_language(skald, browser_pages):  # noqa: F811
+    """A title of two spaces read "{field} must not be empty": now the title is marked,
+    and the reason names it by its label, in German for a German member."""
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("berta", locale="de")
+    berta = await host.member("berta")
+    project = (await berta.post("/api/projects", json={"slug": "garten", "title": "Garten"})).json()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "berta", MEMBER_PASSWORD)
+
+    await page.goto(f"{host.url}/#projects")
+    await page.get_by_label("Titel").fill("  ")
+    await page.get_by_role("button", name="Projekt anlegen").click()
+    title = page.get_by_label("Titel")
+    await expect(title).to_have_attribute("aria-invalid", "true")
+    await expect(title).to_have_accessible_description("Titel ist erforderlich.")
+
+    await page.goto(f"{host.url}/#projects/{project['id']}")
+    await expect(page.get_by_role("heading", name="Garten", exact=True)).to_be_visible()
+    title = page.get_by_label("Titel")
+    await expect(title).to_have_value("Garten")
+    await title.fill("  ")
+    await page.get_by_role("button", name="Speichern").click()
+    await expect(title).to_have_attribute("aria-invalid", "true")
+    await expect(title).to_have_accessible_description("Titel ist erforderlich.")
+    await expect(page.get_by_role("status").filter(has_text="Bitte prüfe „Titel“.")).to_be_visible()
+    assert (await berta.get(f"/api/projects/{project['id']}")).json()["title"] == "Garten"

@@ -5,10 +5,13 @@ that never reaches system.db, its WAL or a log line."""
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 
 import pytest
 
+from skald_hookspecs import I18nBundle
+from skald_host.builtins.strings import LOCALES
 from skald_host.core.identity.users import OwnerDatabaseUnavailable
 from skald_host.core.memory.notes import NoteAccessDenied
 from skald_host.logs import FORMAT
@@ -86,6 +89,21 @@ async def test_bad_input_gets_a_clear_error_and_stores_nothing(memhost):
     assert await keys(alice, MINE) == []
 
 
+async def test_a_note_too_large_is_refused_with_a_code_whose_values_fill_its_strings(memhost):
+    """A German member read "a note may be at most 256 KiB; this one is 292 KiB": the
+    refusal has a code and values, and both bundles say it with every placeholder filled."""
+    alice = await memhost.host.member("alice")
+    response = await alice.put(f"{MINE}/notes/big.md", json={"content": "x" * (300 * 1000)})
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert (body["code"], body["values"]) == ("note_too_large", {"limit": 256, "size": 293})
+    strings = I18nBundle.from_folder("core", LOCALES).strings
+    for locale in ("en", "de"):
+        string = strings[locale]["error.note_too_large"]
+        assert set(re.findall(r"\{(\w+)\}", string)) == set(body["values"]), (locale, string)
+    assert await keys(alice, MINE) == []
+
+
 async def test_the_restricted_role_may_not_read_or_write_shared_memory(memhost):
     alice = await memhost.host.member("alice")
     assert (await alice.put(f"{SHARED}/notes/index.md", json={"content": "for everyone"})).status_code == 200
@@ -96,10 +114,10 @@ async def test_the_restricted_role_may_not_read_or_write_shared_memory(memhost):
         ("GET", f"{SHARED}/notes/index.md", None),
     ):
         response = await kid.request(method, path, json=body)
-        assert response.status_code == 403 and response.json() == {"error": "you may not read shared memory", "code": "http_403"}, path
+        assert response.status_code == 403 and response.json() == {"error": "you may not read shared memory", "code": "memory_shared_read_forbidden"}, path
     for method, path, body in (("PUT", f"{SHARED}/notes/index.md", {"content": "overwritten"}), ("DELETE", f"{SHARED}/notes/index.md", None)):
         response = await kid.request(method, path, json=body)
-        assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory", "code": "http_403"}, path
+        assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory", "code": "memory_shared_write_forbidden"}, path
     assert (await alice.get(f"{SHARED}/notes/index.md")).json()["content"] == "for everyone"
     # Their own notes work as for anyone.
     assert (await kid.put(f"{MINE}/notes/index.md", json={"content": "my pony"})).status_code == 200
@@ -127,7 +145,7 @@ async def test_taking_the_write_capability_away_lands_on_the_next_call(memhost):
         lambda c: c.execute("DELETE FROM role_capabilities WHERE role_id = 'member' AND capability = 'memory.shared.write'")
     )
     response = await bob.put(f"{SHARED}/notes/a.md", json={"content": "two"})
-    assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory", "code": "http_403"}
+    assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory", "code": "memory_shared_write_forbidden"}
     assert (await bob.get(f"{SHARED}/notes/a.md")).json()["content"] == "one"
 
 

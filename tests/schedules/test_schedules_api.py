@@ -107,3 +107,35 @@ async def test_an_unknown_time_zone_setting_is_refused_and_the_saved_one_stays(s
     assert (await alice.get("/api/me/settings")).json()["settings"]["timezone"] == "Europe/Berlin"
     assert (await alice.get("/api/schedules")).json()["timezone"] == "Europe/Berlin"
     assert (await alice.put("/api/me/settings", json={"timezone": None})).status_code == 200  # unsetting stays possible
+
+
+async def test_a_one_off_time_in_the_past_is_refused_with_now_in_the_members_zone(skald):
+    """A one-shot time more than a minute back would fire at once (a model that got the
+    year wrong): refused, with a code whose values fill the en and de strings."""
+    import json
+    import re
+    from pathlib import Path
+
+    from skald_host.core.schedules import ScheduleError, service
+
+    host = await skald.start()
+    await host.admin()
+    alice = await host.member("alice")
+    assert (await alice.put("/api/me/settings", json={"timezone": "Europe/Berlin"})).status_code == 200
+    schedules.clock.set(dt.datetime(2026, 7, 1, 12, tzinfo=UTC))
+    rt = await host.core.chat.runtime(await host.core.users.get(alice.member["id"]))
+    conversation = await rt.create_conversation(title="reminders")
+    with pytest.raises(ScheduleError) as refused:
+        await service.create(rt.store, conversation["id"], "past prompt", at="2020-01-01T00:00:00Z")
+    assert refused.value.code == "schedule_in_past"
+    assert refused.value.values == {"at": "2020-01-01 01:00", "now": "2026-07-01 14:00", "timezone": "Europe/Berlin"}
+    assert "in the past" in str(refused.value) and "it is now 2026-07-01 14:00 (Europe/Berlin)" in str(refused.value)
+    locales = Path(service.__file__).parents[2] / "builtins" / "locales"
+    for locale in ("en", "de"):
+        string = json.loads((locales / f"{locale}.json").read_text())["error.schedule_in_past"]
+        assert set(re.findall(r"\{(\w+)\}", string)) <= set(refused.value.values), (locale, string)
+    assert await service.listing(rt.store) == []  # nothing was stored
+
+    # Within the minute of grace ("now", a few seconds old on arrival): kept, due at once.
+    job = await service.create(rt.store, conversation["id"], "now", at="2026-07-01T11:59:30Z")
+    assert job["next_run"] == "2026-07-01T11:59:30.000000Z"

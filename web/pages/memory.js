@@ -1,7 +1,10 @@
 // #memory[/mine|/shared][?key=<note>|?new=1|?q=<words>]: the notes the assistant keeps.
 // "Mine" are the member's private notes (their own file); "shared" is the pool every
 // member with the capability reads. The server decides who may read or change the
-// shared pool (403 with its reason); the page shows that reason rather than guessing.
+// shared pool (403 with its reason, which the page shows); the page only leaves out
+// what the member's role (the session's capabilities) does not let them use: the
+// shared tab without memory.shared.read, "New note", Save and Delete there without
+// memory.shared.write.
 import { api } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
@@ -9,8 +12,16 @@ import { busy, button, confirmDialog, errorText, field, formatDate, notice, page
 
 const TABS = [
   { id: "mine", root: "user-memory", label: "memory.tab_mine" },
-  { id: "shared", root: "shared-memory", label: "memory.tab_shared" },
+  { id: "shared", root: "shared-memory", label: "memory.tab_shared", read: "memory.shared.read", write: "memory.shared.write" },
 ];
+
+// The capabilities as of sign-in (an admin's: "*"); a role changed since is still
+// refused by the server, and said so.
+const may = (ctx, capability) => {
+  if (!capability) return true;
+  const capabilities = ctx.session?.capabilities || [];
+  return capabilities.includes("*") || capabilities.includes(capability);
+};
 
 const encodeKey = (key) => key.split("/").map(encodeURIComponent).join("/");
 // A name the browser would rewrite in the URL ("a/../b" becomes "b") or the store would
@@ -24,9 +35,9 @@ const route = (tab, params = {}) => {
 
 /** Links between the two note collections (each its own address): a nav, not a
  * tablist, which would promise arrow keys and a tab panel. */
-function tabBar(active) {
+function tabBar(active, ctx) {
   return el("nav", { class: "actions", "aria-label": t("memory.title") },
-    ...TABS.map((tab) => el("a", {
+    ...TABS.filter((tab) => tab.id === active.id || may(ctx, tab.read)).map((tab) => el("a", {
       href: route(tab.id), class: `btn ${tab.id === active.id ? "primary" : "quiet"}`,
       "aria-current": tab.id === active.id ? "page" : null, "data-tab": tab.id, text: t(tab.label),
     })));
@@ -39,7 +50,7 @@ function searchForm(tab, ctx, query) {
     field(t("memory.search_label"), input)[0],
     el("div", { class: "actions" }, submit,
       query ? link(route(tab.id), t("memory.search_clear"), { class: "btn quiet" }) : null,
-      link(route(tab.id, { new: "1" }), t("memory.new"), { class: "btn", "data-testid": "memory-new" })));
+      may(ctx, tab.write) ? link(route(tab.id, { new: "1" }), t("memory.new"), { class: "btn", "data-testid": "memory-new" }) : null));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const words = input.value.trim();
@@ -72,10 +83,12 @@ function editor(tab, ctx, note) {
   const key = el("input", { name: "key", maxlength: "300", required: true, autocomplete: "off", props: { value: isNew ? "" : note.key } });
   if (!isNew) key.readOnly = true;
   const content = el("textarea", { name: "content", rows: "16", props: { value: isNew ? "" : note.content } });
+  const writable = may(ctx, tab.write);  // a shared note the role may read, not change: shown, not offered to save
+  if (!isNew && !writable) content.readOnly = true;
   const submit = el("button", { class: "btn primary", type: "submit", text: t("common.save") });
   const status = statusLine();
-  const actions = el("div", { class: "actions span" }, submit, link(route(tab.id), t("memory.back"), { class: "btn quiet" }));
-  if (!isNew) {
+  const actions = el("div", { class: "actions span" }, isNew || writable ? submit : null, link(route(tab.id), t("memory.back"), { class: "btn quiet" }));
+  if (!isNew && writable) {
     actions.append(button(t("memory.delete"), { kind: "danger", onClick: async () => {
       const ok = await confirmDialog({ title: t("memory.delete_title"), message: t("memory.delete_text", { key: note.key }), confirmLabel: t("memory.delete") });
       if (!ok) return;
@@ -117,7 +130,7 @@ function editor(tab, ctx, note) {
 export async function renderMemory(ctx) {
   const tab = TABS.find((candidate) => candidate.id === ctx.rest[0]) || TABS[0];
   const page = el("div", { class: "page", "data-memory-tab": tab.id },
-    pageHeader(t("memory.title"), t("memory.intro")), tabBar(tab));
+    pageHeader(t("memory.title"), t("memory.intro")), tabBar(tab, ctx));
   const key = ctx.params.get("key");
   if (ctx.params.get("new")) {
     page.append(editor(tab, ctx, null));

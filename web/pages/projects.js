@@ -5,7 +5,10 @@
 import { api, upload } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { busy, button, checkbox, confirmDialog, errorText, field, formatDate, formatSize, notice, pageHeader, section, statusLine, titledDialog } from "../lib/ui.js";
+import {
+  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, formatDate, formatSize, markField, notice, pageHeader, section,
+  showFormError, statusLine, titledDialog,
+} from "../lib/ui.js";
 
 const projectRoute = (id, path = "") => `#projects/${encodeURIComponent(id)}${path ? `?path=${encodeURIComponent(path)}` : ""}`;
 const projectApi = (id, rest = "") => `/api/projects/${encodeURIComponent(id)}${rest}`;
@@ -45,11 +48,13 @@ function createForm(ctx) {
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
+    // A blank title is said at the title, not as the short name it leaves empty.
+    if (!title.value.trim()) { markField(form, status, "title", t("error.field_required", { field: t("projects.title_label") })); return; }
     busy(submit, async () => {
       const response = await api("POST", "/api/projects", { title: title.value.trim(), slug: slug.value.trim(), description: description.value });
       if (response.ok) ctx.navigate(projectRoute(response.data.id));
-      else status.error(errorText(response));
+      else showFormError(form, status, response);
     });
   });
   return form;
@@ -118,7 +123,7 @@ function editForm(project, ctx) {
     busy(submit, async () => {
       const response = await api("PATCH", projectApi(project.id), { title: title.value, description: description.value });
       if (response.ok) ctx.rerender();
-      else status.error(errorText(response));
+      else showFormError(form, status, response);  // the refused field marked, called by its label
     });
   });
   return form;

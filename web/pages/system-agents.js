@@ -62,6 +62,17 @@ function agentCard(agent) {
       fields: set.fields || [],
       values: set.values || {},
       save: async (values) => {
+        // An emptied Interval is dropped by the server, which puts the agent back on its
+        // default under a "Saved.": refused here, at the field, naming that default, so
+        // the admin types the interval they mean (the default too, if that is it).
+        const interval = (set.fields || []).find((spec) => spec.name === "interval");
+        if (interval && values.interval == null) {
+          const label = interval.label || interval.name;
+          const error = interval.default == null
+            ? t("error.field_required", { field: label })
+            : t("system_agents.interval_required", { field: label, default: interval.default });
+          return { response: { ok: false, status: 400, data: { error, field: "interval" } }, values: set.values || {} };
+        }
         const saved = await api("PUT", `/api/admin/settings/${encodeURIComponent(set.id)}`, { values });
         return { response: saved, values: saved.data?.values || {} };
       },

@@ -83,7 +83,7 @@ async def test_grants_filter_per_member_and_a_revoke_lands_before_a_waiting_call
     await setup.set_access("demo", [])
     await decide(alice, pending["id"])
     done = calls(await finished(alice, cid))
-    assert done[0]["status"] == "error" and "no tool named 'demo__calls'" in done[0]["result"]
+    assert done[0]["status"] == "denied" and "access to this tool was withdrawn" in done[0]["result"]
 
     # The server never served it: granted again, its first counted call is 1.
     await setup.set_access("demo", [alice.member["id"]])

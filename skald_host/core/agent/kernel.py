@@ -1046,6 +1046,13 @@ class Kernel:
                 # connector's tools come only once it has started again. Judged as any
                 # call that may have had its effect, never as the model's mistake.
                 return "interrupted", RESTARTED_NOT_RERUN
+            if decided or (scope.round_tools is not None and call["name"] in scope.round_tools and self.chat.tools.get(call["name"]) is None):
+                # A plugin's per-member tool offered for this round (or whose card was
+                # raised) and not offered to the member now: its access went (a
+                # connector revoked, the plugin stopped), refused as a withdrawn
+                # registered tool is, with its audit line. Not the model's mistake.
+                audit.denied(self.runtime.member_id, f"tool:{call['name']}", via="tool_start", tool=call["name"])
+                return "denied", WITHDRAWN
             return "error", f"Error: there is no tool named {call['name']!r} here."
         try:
             arguments = json.loads(call["arguments"] or "{}")
@@ -1102,7 +1109,8 @@ class Kernel:
             # A member tool (member_tools hook) is asked for again after the gate: it may
             # have been withdrawn (access revoked) while its card waited.
             if not any(t.name == registered.name for t in self.runtime.offered_tools(scope.agent)):
-                return "error", f"Error: there is no tool named {call['name']!r} here."
+                audit.denied(self.runtime.member_id, f"tool:{call['name']}", via="tool_start", tool=call["name"], plugin=registered.plugin_id)
+                return "denied", WITHDRAWN
 
         if not admitted:
             await self.store.set_call(call["id"], "running")

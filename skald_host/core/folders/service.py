@@ -199,16 +199,26 @@ def validate_slug(value: Any) -> str:
     return value
 
 
+def _naming(error: FolderError) -> FolderError:
+    """``error`` with its field among its values, for strings that say "{field} …"
+    (FolderError's own ``field`` keyword cannot also be a value)."""
+    error.values["field"] = error.field
+    return error
+
+
 def validate_title(value: Any, *, field: str = "title", limit: int = MAX_TITLE, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise FolderError(f"{field} must be text", field=field)
     text = unicodedata.normalize("NFC", value).strip()
+    # ``field`` is a value too: the strings say "{field} …", which a form fills with the
+    # field's label in its reader's language (a title of two spaces read "{field} must
+    # not be empty"). Blank is missing, as on every other form: field_required.
     if not text and not allow_empty:
-        raise FolderError(f"{field} must not be empty", field=field, code="empty")
+        raise _naming(FolderError(f"{field} must not be empty", field=field, code="field_required"))
     if len(text) > limit:
         raise FolderError(f"{field} must be at most {limit} characters", field=field, code="too_long", limit=limit)
     if any(unicodedata.category(ch) == "Cc" and ch not in "\n\t" for ch in text) or (field == "title" and "\n" in text):
-        raise FolderError(f"{field} contains control characters", field=field, code="control_characters")
+        raise _naming(FolderError(f"{field} contains control characters", field=field, code="control_characters"))
     return text
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from skald_hookspecs.types import ToolError
 from skald_host.core.identity.access import allowed
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
+from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 
 if TYPE_CHECKING:
@@ -38,14 +39,21 @@ SHARED_READ = "memory.shared.read"
 SHARED_WRITE = "memory.shared.write"
 
 
-class NoteError(ValueError):
-    """A note request that cannot be done (bad key, too large…); the message says why."""
+class NoteError(Refusal):
+    """A note request that cannot be done (bad key, too large…); the message says why,
+    its ``code`` (when it has one) says it in the reader's language."""
 
 
 class NoteAccessDenied(PermissionError, ToolError):
     """The member may not use the shared pool this way (a missing capability). A
     ``ToolError`` too: a file tool that meets it says so to the model, plainly, rather
-    than failing as the tool's own bug (an error id, a traceback for the admin)."""
+    than failing as the tool's own bug (an error id, a traceback for the admin).
+    ``code``: as a ``Refusal``'s, so the memory page says it in its reader's language."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -164,7 +172,8 @@ class NoteStore:
             raise NoteError("a note may not contain a NUL byte")
         size = len(text.encode("utf-8"))
         if size > MAX_NOTE_BYTES:
-            raise NoteError(f"a note may be at most {MAX_NOTE_BYTES // 1024} KiB; this one is {size // 1024} KiB")
+            limit, kib = MAX_NOTE_BYTES // 1024, -(-size // 1024)  # rounded up: 256 KiB and a byte is not "256 KiB"
+            raise NoteError(f"a note may be at most {limit} KiB; this one is {kib} KiB", code="note_too_large", limit=limit, size=kib)
         await self._guard(SHARED_WRITE)
 
         def upsert(conn: Any) -> NoteInfo:
@@ -264,8 +273,9 @@ class MemoryService:
             except MemberError:
                 member = None
             if not allowed(member, action):
-                verb = "read" if action == SHARED_READ else "change"
-                raise NoteAccessDenied(f"you may not {verb} shared memory")
+                if action == SHARED_READ:
+                    raise NoteAccessDenied("you may not read shared memory", code="memory_shared_read_forbidden")
+                raise NoteAccessDenied("you may not change shared memory", code="memory_shared_write_forbidden")
 
         return guard
 

@@ -5,6 +5,7 @@ way both the REST routes (the schedules page) and the agent's tools (through
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,10 @@ DEFAULT_TIMEZONE = "UTC"
 MAX_PROMPT = 20_000
 #: Active recurring prompts a member may have: each run is a model turn.
 MAX_RECURRING = 100
+#: How far in the past a one-shot time may lie and still run (at once): a time the
+#: member just said ("now") is a few seconds old when it arrives. Further back is a
+#: mistake (a model that got the year wrong) that would fire at once, so it is refused.
+PAST_GRACE = dt.timedelta(minutes=1)
 log = logging.getLogger(__name__)
 
 
@@ -100,10 +105,26 @@ async def create(
     else:
         if not at:
             raise ScheduleError("say when: a time, or how often", code="recurrence_invalid")
-        job_id = await store.schedule(conversation_id, prompt, iso(parse_iso(at)))
+        job_id = await store.schedule(conversation_id, prompt, iso(await _not_past(store, parse_iso(at))))
     job = await store.job(job_id)
     assert job is not None
     return summary(job)
+
+
+async def _not_past(store: "ConversationStore", due: dt.datetime) -> dt.datetime:
+    """``due``, unless it lies more than ``PAST_GRACE`` before now: refused saying both
+    times in the member's time zone (UTC if they set none), so whoever asked (the
+    model, the member) can tell what is wrong and pick a time after now."""
+    now = clock.now()
+    if due >= now - PAST_GRACE:
+        return due
+    name = await member_timezone(store) or DEFAULT_TIMEZONE
+    local = zone(name)
+    asked, current = (f"{t.astimezone(local):%Y-%m-%d %H:%M}" for t in (due, now))
+    raise ScheduleError(
+        f"the time {asked} ({name}) is in the past: it is now {current} ({name}); give a time after now",
+        code="schedule_in_past", at=asked, now=current, timezone=name,
+    )
 
 
 async def listing(store: "ConversationStore") -> list[dict[str, Any]]:
