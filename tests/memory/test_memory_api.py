@@ -119,6 +119,9 @@ async def test_the_restricted_role_may_not_read_or_write_shared_memory(memhost):
         response = await kid.request(method, path, json=body)
         assert response.status_code == 403 and response.json() == {"error": "you may not change shared memory", "code": "memory_shared_write_forbidden"}, path
     assert (await alice.get(f"{SHARED}/notes/index.md")).json()["content"] == "for everyone"
+    # The file viewer's route says the same, with its code (the reader's language).
+    response = await kid.get("/api/file", params={"path": "shared-memory/index.md"})
+    assert (response.status_code, response.json().get("code")) == (403, "memory_shared_read_forbidden"), response.text
     # Their own notes work as for anyone.
     assert (await kid.put(f"{MINE}/notes/index.md", json={"content": "my pony"})).status_code == 200
     assert await keys(kid, MINE) == ["index.md"]

@@ -156,12 +156,12 @@ def _files_error(exc: Exception) -> ApiError:
     if isinstance(exc, (FileNotFoundError,)):
         return ApiError(404, "no such file")
     if isinstance(exc, NoteAccessDenied):
-        return ApiError(403, message)
+        return ApiError.refusing(403, exc)  # its code: the reader's language
     if isinstance(exc, OwnerDatabaseUnavailable):
         return ApiError(423, message)
     if isinstance(exc, (FileError, NoteError, PathRefused)):
         missing = "does not exist" in message or message.startswith("no such")
-        return ApiError(404 if missing else 400, message)
+        return ApiError.refusing(404 if missing else 400, exc)
     raise exc
 
 
