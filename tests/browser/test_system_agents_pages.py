@@ -8,10 +8,10 @@ from __future__ import annotations
 from playwright.async_api import expect
 
 import skald_system_agents
-from skald_hookspecs import I18nBundle, NotReady, Report, hookimpl
+from skald_hookspecs import Report
 from skald_host.core.system_agents import store
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
-from tests.system_agents.support import CountingAgents
+from tests.system_agents.support import CountingAgents, NotReadyAgents
 
 from .kit import screenshot, sign_in
 
@@ -96,22 +96,10 @@ async def test_the_agents_of_a_plugin_that_is_off_say_so(skald, browser_pages):
     await expect(page.get_by_text("Its plugin is off")).to_have_count(0)
 
 
-class WaitsForItsToken(CountingAgents):
-    """Enabled, but its startup waits for a token: its agent runs no more than if it were off."""
-
-    @hookimpl
-    def register_i18n(self, register) -> None:
-        register(I18nBundle("counting", {"en": {"error.no_token": "Set a token first."}, "de": {"error.no_token": "Erst ein Token setzen."}}))
-
-    @hookimpl
-    async def startup(self, host) -> None:
-        raise NotReady("no token is set", key="error.no_token")
-
-
 async def test_the_agents_of_a_plugin_that_is_on_but_not_running_say_why_in_the_readers_language(skald, browser_pages):
     """"Its plugin is off: nothing runs until an admin enables it" sent the admin to a
     switch that was already on."""
-    host = await skald.start(plugins=[WaitsForItsToken()], enable=["counting"], settings=skald.settings(system_agents={"run": False}))
+    host = await skald.start(plugins=[NotReadyAgents()], enable=["counting"], settings=skald.settings(system_agents={"run": False}))
     admin = await host.admin()
     assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
     page = await browser_pages.new(host.url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Callable
 
-from skald_hookspecs import ConfigField, ConfigSet, PluginInfo, SystemAgent, hookimpl
+from skald_hookspecs import ConfigField, ConfigSet, I18nBundle, NotReady, PluginInfo, SystemAgent, hookimpl
 
 UTC = dt.timezone.utc
 
@@ -70,3 +70,16 @@ class CountingAgents:
 
 async def runs_in_file(core: Any, member_id: str) -> list[dict[str, Any]]:
     return await core.system_agents.runs_of(member_id)
+
+
+class NotReadyAgents(CountingAgents):
+    """Enabled, but its startup waits for a token: its agent runs no more than if it
+    were off, and the pages say why in the reader's language."""
+
+    @hookimpl
+    def register_i18n(self, register) -> None:
+        register(I18nBundle("counting", {"en": {"error.no_token": "Set a token first."}, "de": {"error.no_token": "Erst ein Token setzen."}}))
+
+    @hookimpl
+    async def startup(self, host) -> None:
+        raise NotReady("no token is set", key="error.no_token")

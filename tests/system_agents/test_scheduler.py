@@ -8,11 +8,11 @@ import asyncio
 import datetime as dt
 import logging
 
-from skald_hookspecs import I18nBundle, NotReady, hookimpl
+from skald_hookspecs import I18nBundle, hookimpl
 from skald_host.core.system_agents import store
 from skald_host.core.system_agents.registry import MAX_TICK_SECONDS, MIN_TICK_SECONDS
 from skald_host.core.system_agents.timing import iso
-from tests.system_agents.support import Clock, CountingAgents, runs_in_file
+from tests.system_agents.support import Clock, CountingAgents, NotReadyAgents, runs_in_file
 
 NO_LOOP = {"run": False}  # the test drives the passes: nothing runs behind its back
 
@@ -305,18 +305,6 @@ async def test_a_member_sees_no_agent_of_a_plugin_that_is_off(skald):
     assert (agent["id"], agent["enabled"]) == ("counted", False)
     assert (await admin.put("/api/admin/plugins/counting/enabled", json={"enabled": True})).status_code == 200
     assert [a["id"] for a in (await alice.get("/api/system-agents")).json()["agents"]] == ["counted"]
-
-
-class NotReadyAgents(CountingAgents):
-    """Enabled, but its startup waits for a token."""
-
-    @hookimpl
-    def register_i18n(self, register) -> None:
-        register(I18nBundle("counting", {"en": {"error.no_token": "Set a token first."}, "de": {"error.no_token": "Erst ein Token setzen."}}))
-
-    @hookimpl
-    async def startup(self, host) -> None:
-        raise NotReady("no token is set", key="error.no_token")
 
 
 async def test_an_enabled_plugin_that_is_not_running_is_told_apart_from_a_disabled_one(skald):

@@ -6,6 +6,7 @@ and an unlinked phone keeps nothing of the member (a probe of the app found each
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -28,6 +29,19 @@ TARGETS_AND_WIDTH = """() => ({
 @pytest.fixture
 def browser(plugin_browser):
     return plugin_browser.browser
+
+
+@contextlib.asynccontextmanager
+async def _app(setup, browser, member):
+    """The member's paired app in a phone's browser context; at the end no page error
+    or failed request was seen (``_paired_app`` collects them)."""
+    problems: list[str] = []
+    context, page = await _paired_app(setup, browser, member, problems)
+    try:
+        yield context, page
+    finally:
+        await context.close()
+    assert problems == []
 
 
 async def _new_chat(page) -> str:
@@ -56,9 +70,7 @@ async def _photo(page, tmp_path) -> None:
 
 async def test_a_message_sent_while_the_server_is_away_waits_with_its_photo_and_goes_when_it_is_back(setup, browser, tmp_path):
     alice = await setup.host.member("alice", display_name="Alice")
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, alice, problems)
-    try:
+    async with _app(setup, browser, alice) as (context, page):
         conversation = await _new_chat(page)
         await _photo(page, tmp_path)
         await page.route(SENDS, lambda route: route.abort("internetdisconnected"))
@@ -84,16 +96,11 @@ async def test_a_message_sent_while_the_server_is_away_waits_with_its_photo_and_
         assert await _user_messages(alice, conversation) == ["canary-7f3 look at this"]  # once
         assert _with_photo(setup.model.requests[-1])  # the photo went with it
         assert await page.evaluate("localStorage.getItem('skald.mobile.outbox')") is None
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def test_a_message_the_server_refuses_goes_back_to_the_composer_with_its_photo(setup, browser, tmp_path):
     alice = await setup.host.member("alice", display_name="Alice")
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, alice, problems)
-    try:
+    async with _app(setup, browser, alice) as (context, page):
         conversation = await _new_chat(page)
         await _photo(page, tmp_path)
         refusal = json.dumps({"error": "this conversation is closed", "code": "refused"})
@@ -113,16 +120,11 @@ async def test_a_message_the_server_refuses_goes_back_to_the_composer_with_its_p
         await page.wait_for_selector(".message.assistant >> text=Kept.")
         assert await _user_messages(alice, conversation) == ["canary-2b1 keep me"]
         assert _with_photo(setup.model.requests[-1])
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def test_the_composer_waits_while_offline_and_works_again_when_back(setup, browser):
     alice = await setup.host.member("alice", display_name="Alice")
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, alice, problems)
-    try:
+    async with _app(setup, browser, alice) as (context, page):
         await _new_chat(page)
         send = page.locator("button:has-text('Send')")
         await context.set_offline(True)
@@ -132,16 +134,11 @@ async def test_the_composer_waits_while_offline_and_works_again_when_back(setup,
         await page.wait_for_selector("#banner", state="hidden", timeout=15_000)
         await page.wait_for_function("() => !document.querySelector('form.composer button[type=submit]').disabled")
         assert await page.locator("form.composer").is_visible()
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def test_files_go_without_words_show_on_their_bubble_and_can_be_taken_off_before(setup, browser, tmp_path):
     alice = await setup.host.member("alice", display_name="Alice")
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, alice, problems)
-    try:
+    async with _app(setup, browser, alice) as (context, page):
         conversation = await _new_chat(page)
         # Chosen, then taken off: the message goes without it.
         await _photo(page, tmp_path)
@@ -163,16 +160,11 @@ async def test_files_go_without_words_show_on_their_bubble_and_can_be_taken_off_
         bubble = page.locator(".message.user", has_text="(attached files)")
         assert "photo.png" in await bubble.inner_text()
         assert await _user_messages(alice, conversation) == ["just words", "(attached files)"]
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def test_approval_cards_follow_a_decision_on_the_web_and_a_stop(setup, browser):
     alice = await setup.host.member("alice", display_name="Alice")
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, alice, problems)
-    try:
+    async with _app(setup, browser, alice) as (context, page):
         conversation = await _new_chat(page)
         assert (await alice.patch(f"/api/conversations/{conversation}", json={"title": "Shopping list"})).status_code == 200
         await page.reload()
@@ -202,16 +194,11 @@ async def test_approval_cards_follow_a_decision_on_the_web_and_a_stop(setup, bro
         await second.locator("text=No longer asked: the conversation was stopped.").wait_for()
         assert await second.locator("button").count() == 0
         assert setup.probe.notes == ["milk"]
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def test_the_app_says_the_renderers_and_the_hosts_words_in_german(setup, browser):
     alice = await setup.host.member("alice", display_name="Alice")
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, alice, problems)
-    try:
+    async with _app(setup, browser, alice) as (context, page):
         conversation = await _new_chat(page)
         await page.evaluate("localStorage.setItem('skald.mobile.locale', 'de')")
         await page.reload()
@@ -252,16 +239,11 @@ async def test_the_app_says_the_renderers_and_the_hosts_words_in_german(setup, b
         await page.reload()
         await page.wait_for_selector(".message.note >> text=Eine Antwort hier wurde unterbrochen")
         assert "cut off" not in await page.locator("#messages").inner_text()
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def test_an_unlinked_phone_keeps_nothing_of_the_member(setup, browser):
     alice = await setup.host.member("alice", display_name="Alice")
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, alice, problems)
-    try:
+    async with _app(setup, browser, alice) as (context, page):
         await _new_chat(page)
         setup.model.script(MODEL, [Reply("canary-c41 secret answer")])
         await _send(page, "canary-c41 secret question")
@@ -279,6 +261,3 @@ async def test_an_unlinked_phone_keeps_nothing_of_the_member(setup, browser):
         await page.wait_for_selector("text=This phone is no longer paired", timeout=20_000)
         left = await page.evaluate("JSON.stringify(Object.fromEntries(Object.entries(localStorage)))")
         assert "canary-c41" not in left and "skald.mobile.token" not in left, left
-    finally:
-        await context.close()
-    assert problems == []
