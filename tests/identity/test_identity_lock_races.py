@@ -62,3 +62,34 @@ async def test_a_backup_copy_and_a_lock_never_overlap(tmp_path):
     finally:
         await users.lock_all()
         await registry.close()
+
+
+async def test_a_chat_runtime_asked_for_while_the_member_locks_is_refused_and_never_outlives_the_file(skald):
+    """A phone polling while its member logged out on the web made a chat runtime on the
+    file being closed (between the chat's before-lock step and the close): the member's
+    next login found that runtime, its file closed, and every read failed. Asked for
+    while the lock runs, it is refused as locked; the next login gets a working one."""
+    from skald_host.core.agent.runtime import ChatError
+
+    host = await skald.start()
+    alice = await host.member("alice")
+    member_id = alice.member["id"]
+    core = host.core
+    asked: list[str] = []
+
+    async def phone_asks_meanwhile(locking_id: str) -> None:  # after the chat's own before-lock step
+        try:
+            await core.chat.runtime(await core.users.get(locking_id))
+            asked.append("built")
+        except ChatError as exc:
+            asked.append(exc.code)
+
+    core.users.before_lock.append(phone_asks_meanwhile)
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    assert asked == ["member_locked"]
+    core.users.before_lock.remove(phone_asks_meanwhile)
+
+    assert (await alice.login("alice", "member password for tests")).status_code == 200
+    runtime = await core.chat.runtime(await core.users.get(member_id))
+    assert not runtime.store.db.closed
+    assert (await alice.get("/api/conversations")).status_code == 200

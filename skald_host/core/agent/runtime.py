@@ -238,16 +238,22 @@ class ChatService:
         lock = self._locks.setdefault(member.id, asyncio.Lock())
         async with lock:
             runtime = self._runtimes.get(member.id)
-            if runtime is not None and not runtime.closed:
+            if runtime is not None and not runtime.closed and not runtime.store.db.closed:
                 # Not replaced by ``member``: a caller's copy may be older than the one
                 # pushed since (a WebSocket reads its member once, at connect), and
                 # every change of a member is pushed (``access_changed``).
                 return runtime
+            if runtime is not None and not runtime.closed:  # its file closed under it: never used again
+                self._runtimes.pop(member.id, None)
+                try:
+                    await runtime.close()
+                except Exception:  # its file is gone: what it could not write, recovery redoes
+                    log.exception("closing the chat runtime of member %s after its file closed failed", member.id)
             if self.core.stopping.is_set():
                 # Its turns were interrupted for the restart to resume: none starts now.
                 raise ChatError("the server is stopping; try again in a moment", code="server_stopping", status=503)
             db = self.core.users.owner_db(member.id)
-            if db is None:
+            if db is None or self.core.users.is_locking(member.id):
                 raise ChatError("your private database is locked; log in again", code="member_locked", status=423)
             runtime = MemberRuntime(self, member, ConversationStore(db))
             self._runtimes[member.id] = runtime

@@ -231,6 +231,9 @@ class UserManager:
         # (their chat turns) stops first. A direct call, never a bus: locking is part
         # of revocation.
         self.before_lock: list[Callable[[str], Awaitable[None]]] = []
+        #: Members whose lock has begun: their file is still open for the callbacks
+        #: above, but nothing new may start on it (``is_locking``).
+        self._locking: set[str] = set()
         # Called with a member id right after their file opened (not on a repeat
         # unlock): the sealed inbox delivers what arrived while they were locked.
         self.after_unlock: list[Callable[[str], Awaitable[None]]] = []
@@ -765,19 +768,29 @@ class UserManager:
         return [m for m in self._open if self.is_unlocked(m)]
 
     async def lock(self, member_id: str) -> None:
-        for callback in self.before_lock:
-            try:
-                await callback(member_id)
-            except Exception:
-                log.exception("before-lock callback failed for member %s", member_id)
-        # Under the unlock lock: a backup copying the file as closed, or an unlock
-        # opening it, never overlaps the close.
-        async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
-            db = self._open.pop(member_id, None)
-            if db is not None:
-                await db.close()
-                self._locked_after_use.add(member_id)
-                log.info("member %s locked", member_id)
+        self._locking.add(member_id)
+        try:
+            for callback in self.before_lock:
+                try:
+                    await callback(member_id)
+                except Exception:
+                    log.exception("before-lock callback failed for member %s", member_id)
+            # Under the unlock lock: a backup copying the file as closed, or an unlock
+            # opening it, never overlaps the close.
+            async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
+                db = self._open.pop(member_id, None)
+                if db is not None:
+                    await db.close()
+                    self._locked_after_use.add(member_id)
+                    log.info("member %s locked", member_id)
+        finally:
+            self._locking.discard(member_id)
+
+    def is_locking(self, member_id: str) -> bool:
+        """The member's lock has begun and their file is about to close: a chat runtime
+        built now on it would outlive it (a phone asking meanwhile made one whose file
+        then closed, and the member's next login found it dead)."""
+        return member_id in self._locking
 
     async def snapshot_owner(self, member_id: str, destination: Path) -> None:
         """Copy the member's file for a backup, as it is: open or closed, encrypted
