@@ -106,6 +106,19 @@ async def test_a_not_ready_key_no_bundle_has_is_listed_as_a_missing_translation(
     assert (await catalog_entry(admin, "ready-soon"))["error"] == "Set a token first."
 
 
+async def test_the_status_warning_about_a_plugin_reads_whole_in_the_admins_language(skald):
+    """The warning's own words came in English around a German reason (newcomer
+    probe: "The plugin Telegram is not working: Telegram hat das Bot-Token abgelehnt")."""
+    translated = I18nBundle("ready-soon", {"en": {"error.no_token": "Set a token first."}, "de": {"error.no_token": "Erst ein Token setzen."}})
+    host = await skald.start(plugins=[NotReadyYet("ready-soon", translated)], enable=["ready-soon"])
+    admin = await host.admin()
+    assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+
+    warnings = (await admin.get("/api/admin/status")).json()["warnings"]
+    texts = [w["text"] for w in warnings if w["id"] == "plugin_failed"]
+    assert texts == ["Das Plugin Ready-Soon funktioniert nicht: Erst ein Token setzen. Seine Karte im Katalog sagt mehr."], texts
+
+
 async def test_a_plugin_waiting_for_a_setting_is_a_warning_in_the_log_not_an_error(skald, caplog):
     """NotReady is a state the admin resolves (a token to set), said on the card: an
     ERROR line at every start read like a crash (upgrade probe: "no error in the log")."""

@@ -26,21 +26,21 @@ async def status() -> dict:
     locale = await reader_locale()
     warnings = []
     if not transport_is_secure(request):
-        warnings.append({"id": "insecure_transport", "text": core.strings.translate("core.warning.insecure_transport")})
+        warnings.append({"id": "insecure_transport", "text": core.strings.translate("core.warning.insecure_transport", locale)})
     for member_id in list(core.users.older_copies):
         try:
             member = await core.users.get(member_id)
         except MemberNotFound:
             continue
         values = {"member": member.username}
-        warnings.append({"id": "older_copy", "values": values, "text": core.strings.translate("core.warning.older_copy", **values)})
+        warnings.append({"id": "older_copy", "values": values, "text": core.strings.translate("core.warning.older_copy", locale, **values)})
     for plugin in core.plugins.statuses():
         # A plugin that failed to load or to start: its card says why, and so does the
         # instance's status, which otherwise said "no warnings" beside a broken plugin.
         if plugin.state == "failed" or (core.plugins.is_enabled(plugin.id) and not plugin.healthy):
             title = core.strings.plugin_text(plugin.id, "plugin.title", locale, plugin.info.title if plugin.info else plugin.name)
             values = {"plugin": title, "error": core.catalog.error_text(plugin, locale) or ""}
-            warnings.append({"id": "plugin_failed", "values": values, "text": core.strings.translate("core.warning.plugin_failed", **values)})
+            warnings.append({"id": "plugin_failed", "values": values, "text": core.strings.translate("core.warning.plugin_failed", locale, **values)})
     plugin_id, sandbox_refusal = await core.sandbox.in_use()
     backend = core.plugins.status(plugin_id) if plugin_id else None
     return {
