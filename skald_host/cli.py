@@ -164,23 +164,36 @@ def _print_backup(info: dict[str, Any]) -> None:
 def _cmd_backup(args: argparse.Namespace) -> int:
     """Through the running server when there is one (only it can copy the files it
     holds open consistently), else with the data dir held for this process."""
-    from skald_host.control import ask
-    from skald_host.core.backups import BackupError
+    from skald_host.control import REPLY_TIMEOUT_SECONDS, ask
+    from skald_host.core.backups import BackupError, list_backups
     from skald_host.core.storage.data_dir_lock import DataDirBusy, holder
 
     settings = _settings(args)
     to = Path(args.to).resolve() if args.to else None
+    root = to or settings.resolve(settings.backup.dir)
     if args.list:
-        from skald_host.core.backups import list_backups
-
-        for backup in list_backups(to or settings.resolve(settings.backup.dir)):
+        _say_unfinished(_unfinished(settings, root))
+        backups = list_backups(root)
+        for backup in backups:
             _print_backup(backup.as_dict())
+        if not backups:
+            print(f"no backups in {root}" + ("" if root.is_dir() else " (it does not exist)"))
         return 0
-    if holder(settings.data_dir):
+    pid = holder(settings.data_dir)
+    if pid:
+        kept = _unfinished(settings, root)
+        _say_unfinished(kept)
+        finished = {b.path.name for b in list_backups(root)}
         try:
             reply = asyncio.run(ask(settings.data_dir, {"command": "backup", "to": str(to) if to else None}))
+        except TimeoutError:
+            print(
+                f"error: the server running on {settings.data_dir} did not answer within {REPLY_TIMEOUT_SECONDS:.0f} s;"
+                f" it may still be taking the backup: see '{_backup_command(args, '--list')}' later", file=sys.stderr,
+            )
+            return 1
         except OSError as error:
-            print(f"error: the server running on {settings.data_dir} does not answer on its control socket: {error}", file=sys.stderr)
+            print(_server_lost(args, settings, root, pid, error, {u.path.name for u in kept}, finished), file=sys.stderr)
             return 1
         if not reply.get("ok"):
             print(f"error: {reply.get('error')}", file=sys.stderr)
@@ -190,6 +203,7 @@ def _cmd_backup(args: argparse.Namespace) -> int:
     if not (settings.database_dir / "system.db").exists():
         print(f"error: {settings.data_dir} holds no Skald data (no database/system.db)", file=sys.stderr)
         return 2
+    _say_unfinished(_unfinished(settings, root))
 
     async def go(core: Any) -> Any:
         return await core.backups.take(to)
@@ -201,6 +215,105 @@ def _cmd_backup(args: argparse.Namespace) -> int:
         return 1
     _print_backup(info.as_dict())
     return 0
+
+
+def _unfinished(settings: Settings, root: Path) -> list[Any]:
+    """Remove the unfinished backups in ``root`` that no backup writes any more (a
+    server killed while taking one leaves it), keep those being written: the server's
+    own clean-up (``remove_partials``), which reaches only ``backup.dir`` at a restart.
+    Nothing is touched in a folder backups cannot go into: a folder there named like
+    one is a member's."""
+    from skald_host.core.backups import BackupError, remove_partials
+    from skald_host.core.backups.service import check_backup_root
+
+    try:
+        check_backup_root(settings.data_dir, root)
+    except BackupError:
+        return []
+    return remove_partials(root, make=False)
+
+
+def _say_unfinished(found: list[Any]) -> None:
+    for item in found:
+        if item.removed:
+            print(
+                f"removed the unfinished backup {item.path} ({_amount(item.bytes)}): the backup writing it stopped"
+                " before it was whole (a server or 'skald backup' killed while taking it); it is no backup", file=sys.stderr,
+            )
+        else:
+            print(f"kept the unfinished backup {item.path} ({_amount(item.bytes)}): {item.reason}", file=sys.stderr)
+
+
+def _server_lost(
+    args: argparse.Namespace, settings: Settings, root: Path, pid: int, error: OSError, kept: set[str], finished: set[str],
+) -> str:
+    """What to say when the server gave no answer: whether a backup was made, what is
+    left of it in ``root`` (the unfinished copy a killed server was writing is removed
+    here: its restart cleans only ``backup.dir``), and what to do."""
+    import time
+
+    from skald_host.core.backups import list_backups
+    from skald_host.core.storage.data_dir_lock import holder
+
+    who = f"the server (process {pid})" if pid > 0 else "the server"
+    again = _backup_command(args)
+    deadline = time.monotonic() + 5.0  # its socket closes a moment before the kernel drops its lock
+    while holder(settings.data_dir) == pid and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if holder(settings.data_dir) == pid:
+        return (
+            f"error: {who} running on {settings.data_dir} does not answer on its control socket: {error}.\n"
+            f"No backup was made. A server that is stopping removes its unfinished copy itself; see its log,"
+            f" start it again if it stopped, and run '{again}' again."
+        )
+    lines = [f"error: {who} running on {settings.data_dir} stopped while taking the backup ({error})."]
+    made = [b for b in list_backups(root) if b.path.name not in finished]
+    if made:
+        lines.append(
+            f"It stopped after the backup was whole, before confirming it: {made[0].path} is there."
+            f" Check it with 'skald restore {made[0].path} --check'."
+        )
+        return "\n".join([*lines, "Start the server again (skald serve, or its service)."])
+    ours: dict[str, Any] = {}
+    for _ in range(40):  # the kernel drops its lock on the unfinished copy as the process goes
+        for item in _unfinished(settings, root):
+            if item.path.name not in kept:
+                ours[item.path.name] = item  # one removed is not found again
+        if not any(item.being_written for item in ours.values()):
+            break
+        time.sleep(0.05)
+    lines[0] += " No backup was made."
+    for item in ours.values():
+        if item.removed:
+            lines.append(f"The unfinished copy it was writing, {item.path} ({_amount(item.bytes)}), was removed.")
+        else:
+            lines.append(
+                f"Its unfinished copy {item.path} ({_amount(item.bytes)}) is left: {item.reason};"
+                f" '{_backup_command(args, '--list')}' removes it once no backup writes it."
+            )
+    if not ours:
+        lines.append(f"It left nothing in {root}.")
+    lines.append(f"Start the server again (skald serve, or its service) and run '{again}' again.")
+    return "\n".join(lines)
+
+
+def _backup_command(args: argparse.Namespace, *more: str) -> str:
+    import shlex
+
+    words = ["skald", "backup", *more]
+    for flag, value in (("--config", args.config), ("--data-dir", args.data_dir), ("--to", args.to)):
+        if value:
+            words += [flag, value]
+    return shlex.join(words)
+
+
+def _amount(size: int) -> str:
+    if size < 1000:
+        return f"{size} bytes"
+    for unit, scale in (("kB", 10**3), ("MB", 10**6), ("GB", 10**9)):
+        if size < scale * 1000 or unit == "GB":
+            return f"{size / scale:.0f} {unit}" if size >= scale * 10 else f"{size / scale:.1f} {unit}"
+    raise AssertionError("unreachable")
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:

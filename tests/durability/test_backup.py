@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -464,3 +466,136 @@ async def test_a_backup_a_killed_server_left_unfinished_is_removed_at_the_next_s
         await asyncio.sleep(0.05)
     assert not unfinished.exists()
     assert finished.is_dir()  # a finished one is the admin's to keep
+
+
+# -- a server killed under ``skald backup``, and the unfinished backups it leaves --------------
+
+
+def write_big(path: Path, size: int) -> None:
+    chunk = os.urandom(1 << 20)
+    with open(path, "wb") as handle:
+        for _ in range(size >> 20):
+            handle.write(chunk)
+
+
+def killed_writer(root: Path) -> Path:
+    """An unfinished backup whose writer was SIGKILLed while filling it (a process of
+    its own, marked as the server marks one)."""
+    script = (
+        "import os, sys, time; from pathlib import Path; from skald_host.core.backups.service import start_partial;"
+        "p, _ = start_partial(Path(sys.argv[1])); (p / 'data').mkdir(); (p / 'data' / 'half').write_bytes(b'x' * 4096);"
+        "print(p, flush=True); time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        path = Path(proc.stdout.readline().strip())
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL and path.name.endswith(".partial") and path.is_dir(), path
+    return path
+
+
+async def test_a_server_killed_under_skald_backup_says_no_backup_was_made_and_leaves_nothing(servers, tmp_path):
+    """The crash-kill probe: the server SIGKILLed while it takes ``skald backup --to
+    DIR`` of a large home. The CLI says plainly that no backup was made and what to do,
+    and removes the unfinished copy the server was writing (a restart cleans only
+    ``backup.dir``), never the one another backup run is writing into DIR meanwhile."""
+    from skald_host.core.backups.service import start_partial
+
+    server = await servers.start(crash_at="backup.before_manifest")
+    admin = await setup_admin(server)
+    bob_id = await create_member(admin, "bob", BOB_PASSWORD)
+    home = servers.data_dir / "homes" / bob_id
+    home.mkdir(parents=True, exist_ok=True)
+    write_big(home / "big.bin", 48 << 20)
+    target = tmp_path / "x"
+    target.mkdir()
+    other, writing = start_partial(target)  # another backup run, writing into DIR now
+    try:
+        done = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(servers.data_dir), "--to", str(target))
+        assert await server.wait_exit() == -signal.SIGKILL, server.output[-4000:]
+        assert done.returncode == 1, done.stderr
+        error = done.stderr
+        assert f"error: the server (process {server.pid}) running on {servers.data_dir} stopped while taking the backup" in error
+        assert "No backup was made." in error
+        removed = re.search(r"The unfinished copy it was writing, (\S+) \((\d+) MB\), was removed\.", error)
+        assert removed is not None, error
+        assert Path(removed[1]).parent == target and int(removed[2]) >= 50  # the big file was in it
+        assert f"Start the server again (skald serve, or its service) and run 'skald backup --data-dir {servers.data_dir} --to {target}' again." in error
+        assert sorted(target.iterdir()) == [other]  # nothing of it left; the other run's copy untouched
+        assert f"kept the unfinished backup {other}" in error and "a backup is writing it now" in error
+    finally:
+        os.close(writing)
+
+
+async def test_list_and_the_next_backup_remove_what_a_killed_backup_left_never_one_being_written(servers, tmp_path):
+    """When nobody removed it (the CLI was gone too, or a scheduled or offline backup
+    into DIR was killed), ``--list`` and the next ``skald backup`` into DIR say what
+    they find and remove it, with the clean-up the server runs in ``backup.dir``: an
+    unfinished backup whose writer was killed goes, one being written stays."""
+    from skald_host.core.backups.service import start_partial
+
+    target = tmp_path / "x"
+    target.mkdir()
+    stale = killed_writer(target)
+    live, writing = start_partial(target)
+    try:
+        listed = await asyncio.to_thread(skald, tmp_path, "backup", "--list", "--to", str(target))
+        assert listed.returncode == 0, listed.stderr
+        assert f"removed the unfinished backup {stale} (4.1 kB): the backup writing it stopped before it was whole" in listed.stderr
+        assert f"kept the unfinished backup {live} (0 bytes): a backup is writing it now" in listed.stderr
+        assert not stale.exists() and live.is_dir()
+
+        server = await servers.start()
+        await setup_admin(server)
+        stale = killed_writer(target)
+        done = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(servers.data_dir), "--to", str(target))
+        assert done.returncode == 0, done.stderr
+        assert f"removed the unfinished backup {stale}" in done.stderr and not stale.exists()
+        assert live.is_dir()
+        backup = [p for p in target.iterdir() if not p.name.endswith(".partial")]
+        assert len(backup) == 1 and not (backup[0] / ".writing").exists()  # a finished one carries no mark
+        assert verify(backup[0]).files > 0
+    finally:
+        os.close(writing)
+    listed = await asyncio.to_thread(skald, tmp_path, "backup", "--list", "--to", str(target))
+    assert f"removed the unfinished backup {live}" in listed.stderr and not live.exists()
+    assert listed.stdout.startswith(f"{backup[0]}: 1 member(s)"), listed.stdout
+
+
+async def test_list_says_when_a_folder_holds_no_backups(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    listed = await asyncio.to_thread(skald, tmp_path, "backup", "--list", "--to", str(empty))
+    assert (listed.returncode, listed.stdout, listed.stderr) == (0, f"no backups in {empty}\n", "")
+    nowhere = tmp_path / "nowhere"
+    listed = await asyncio.to_thread(skald, tmp_path, "backup", "--list", "--to", str(nowhere))
+    assert (listed.returncode, listed.stdout) == (0, f"no backups in {nowhere} (it does not exist)\n")
+    assert not nowhere.exists()
+
+
+async def test_a_server_keeps_an_unfinished_backup_another_run_is_writing(skald, tmp_path):
+    """Neither a backup nor a restart removes an unfinished backup whose writer runs
+    (another server backing up into the same folder); both remove one whose writer is
+    gone."""
+    from skald_host.core.backups.service import start_partial
+
+    host = await skald.start(settings=skald.settings(backup={"dir": str(tmp_path / "shared")}))
+    await host.admin()
+    root = host.core.backups.root
+    root.mkdir(parents=True, exist_ok=True)
+    live, writing = start_partial(root)
+    gone, closed = start_partial(root)
+    os.close(closed)  # as the kernel does when its writer is killed
+    try:
+        info = await host.core.backups.take()
+        assert live.is_dir() and not gone.exists()
+        assert not (info.path / ".writing").exists()
+        await host.core.backups.remove_unfinished()
+        assert live.is_dir()
+    finally:
+        os.close(writing)
+    await host.core.backups.remove_unfinished()
+    assert not live.exists()

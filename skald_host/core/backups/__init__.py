@@ -2,6 +2,8 @@
 running core, ``archive.py`` is the format on disk, verification and restore."""
 
 from .archive import BackupBusy, BackupError, BackupInfo, list_backups, restore, verify
-from .service import BackupService
+from .service import BackupService, Unfinished, remove_partials
 
-__all__ = ["BackupBusy", "BackupError", "BackupInfo", "BackupService", "list_backups", "restore", "verify"]
+__all__ = [
+    "BackupBusy", "BackupError", "BackupInfo", "BackupService", "Unfinished", "list_backups", "remove_partials", "restore", "verify",
+]

@@ -6,17 +6,26 @@ a copy under the unlock lock for a closed one), while deletes and admin resets w
 (``UserManager.membership_changes``), so every member in the copied registry has a
 file made with the key the registry wraps. A member created meanwhile is in neither.
 The other files (homes, folders, quarantine) are copied file by file as they are.
+
+A backup is written as ``skald-backup-<stamp>.partial`` and renamed when whole. Its
+writer holds an ``flock`` on the ``.writing`` file inside it until then; the kernel
+drops it when the writer dies, so anyone (the next backup, a restart, ``skald backup
+--list``) tells an unfinished backup a killed server left from one being written now.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import fcntl
 import logging
+import os
 import re
 import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +44,7 @@ from skald_host.core.backups.archive import (
     now_iso,
     write_manifest,
 )
+from skald_host.core.faults import crash_point
 from skald_host.core.storage.data_dir_lock import RUNTIME_FILES
 from skald_host.core.storage.permissions import fsync_dir, secure_dir
 
@@ -69,18 +79,25 @@ class BackupService:
             root = root or self.root
             check_backup_root(self._core.settings.data_dir, root)
             started = time.monotonic()
-            await asyncio.to_thread(_remove_partials, root)
-            staging = root / (backup_name() + PARTIAL_SUFFIX)
+            _log_unfinished(await asyncio.to_thread(remove_partials, root), "that stopped before they were whole")
             try:
-                info = await self._take(staging)
-                final = staging.with_name(staging.name.removesuffix(PARTIAL_SUFFIX))
-                staging.rename(final)
-                fsync_dir(root)
-            except BaseException as error:
-                await asyncio.to_thread(shutil.rmtree, staging, True)
-                if isinstance(error, (BackupError, asyncio.CancelledError, KeyboardInterrupt)):
-                    raise
-                raise BackupError(f"the backup failed and was removed: {error}") from error
+                staging, writing = await asyncio.to_thread(start_partial, root)
+            except OSError as error:
+                raise BackupError(f"the backup cannot be started in {root}: {error}") from error
+            try:
+                try:
+                    info = await self._take(staging)
+                    final = staging.with_name(staging.name.removesuffix(PARTIAL_SUFFIX))
+                    staging.rename(final)
+                    fsync_dir(root)
+                except BaseException as error:
+                    await asyncio.to_thread(shutil.rmtree, staging, True)
+                    if isinstance(error, (BackupError, asyncio.CancelledError, KeyboardInterrupt)):
+                        raise
+                    raise BackupError(f"the backup failed and was removed: {error}") from error
+                (final / WRITING).unlink(missing_ok=True)  # whole now: the mark goes, then the lock
+            finally:
+                os.close(writing)
             info = BackupInfo(final, info.created_at, info.files, info.bytes, info.members, info.skipped)
             log.info(
                 "backup %s taken: %d members, %d files, %d bytes, %.1f s%s", final.name, info.members, info.files,
@@ -111,6 +128,7 @@ class BackupService:
         left_out, earlier = _left_out(core, (self.root, staging.parent))
         skipped = missing + await asyncio.to_thread(copy_tree, data_dir, staging / DATA, exclude=left_out)
         skipped += earlier
+        crash_point("backup.before_manifest")  # durability tests: killed with every file copied, none summed
         return await asyncio.to_thread(
             write_manifest, staging, created_at=created_at, members=members, skipped=skipped,
             extra={"skald_version": host_version(), "registry_schema": core.registry.schema_version},
@@ -124,14 +142,13 @@ class BackupService:
 
     async def remove_unfinished(self) -> None:
         """The unfinished backup a killed server was taking: a full copy of the wrapped
-        keys and every member's file, which ``--list`` does not show, left until the
-        next backup (never, with no schedule). Under the backup lock, as ``take``."""
+        keys and every member's file, left until the next backup (never, with no
+        schedule). Under the backup lock, as ``take``."""
         if self._running.locked():
             return  # a backup already started: it removes them itself
         async with self._running:
-            removed = await asyncio.to_thread(_remove_partials, self.root, make=False)
-        if removed:
-            log.info("removed %d unfinished backup(s) a stopped server left behind", removed)
+            found = await asyncio.to_thread(remove_partials, self.root, make=False)
+        _log_unfinished(found, "a stopped server left behind")
 
     async def run_schedule(self) -> None:
         """Take one every ``backup.every_hours``, counted from the newest one there, so
@@ -227,19 +244,114 @@ def _member_ids(registry_copy: Path) -> list[str]:
         conn.close()
 
 
-def _remove_partials(root: Path, *, make: bool = True) -> int:
-    """Unfinished backups of a run that crashed (none runs now: we hold the lock); how
-    many. A missing ``root`` is made private (``make``); an existing one is the admin's
+#: Inside an unfinished backup: its writer holds an ``flock`` on it (see the module doc).
+WRITING = ".writing"
+
+
+def start_partial(root: Path) -> tuple[Path, int]:
+    """A new, empty unfinished backup in the existing ``root``, and the descriptor that
+    marks it as being written for as long as it is open (close it when the backup is
+    renamed or removed). It never exists unmarked: it is made under a hidden name,
+    marked, then renamed into place (a writer killed in between leaves that hidden
+    folder, empty)."""
+    staging = root / (backup_name() + PARTIAL_SUFFIX)
+    hidden = root / ("." + staging.name)
+    hidden.mkdir(mode=0o700)
+    writing = -1
+    try:
+        os.chmod(hidden, 0o700)
+        writing = os.open(hidden / WRITING, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(writing, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:  # a file system without locks: every look there fails alike, and keeps it
+            log.warning("%s cannot be marked as being written (%s): nothing removes it while unfinished", staging, error.strerror)
+        os.rename(hidden, staging)
+    except BaseException:
+        if writing >= 0:
+            os.close(writing)
+        shutil.rmtree(hidden, ignore_errors=True)
+        raise
+    return staging, writing
+
+
+#: Why ``remove_partials`` keeps an unfinished backup whose writer runs.
+BEING_WRITTEN = "a backup is writing it now"
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """An unfinished backup ``remove_partials`` found: ``removed`` (no backup writes it
+    any more), or kept, with ``reason``. ``bytes``: what it held when found."""
+
+    path: Path
+    bytes: int
+    removed: bool
+    reason: str = ""
+
+    @property
+    def being_written(self) -> bool:
+        return self.reason == BEING_WRITTEN
+
+
+def remove_partials(root: Path, *, make: bool = True) -> list[Unfinished]:
+    """Remove the unfinished backups in ``root`` whose writer is gone (a server or a
+    ``skald backup`` killed while taking them); keep, and return as kept, one being
+    written now (by this server, another one, or an offline ``skald backup``: its writer
+    holds the lock on its ``.writing``) and one whose lock cannot be tested. The one
+    clean-up of unfinished backups: before each backup, at each start (``backup.dir``),
+    and in the CLI (``--list``, ``skald backup``, after the server died under it).
+
+    A missing ``root`` is made private (``make``); an existing one is the admin's
     (``--to /tmp``) and keeps its mode: each backup in it is private itself."""
     if make:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     elif not root.is_dir():
-        return 0
-    removed = 0
-    for path in root.glob(NAME_PREFIX + "*" + PARTIAL_SUFFIX):
-        shutil.rmtree(path, ignore_errors=True)
-        removed += 1
-    return removed
+        return []
+    found: list[Unfinished] = []
+    for path in sorted(root.glob(NAME_PREFIX + "*" + PARTIAL_SUFFIX)):
+        if path.is_symlink() or not path.is_dir():
+            continue
+        size = _tree_bytes(path)
+        try:
+            mark = os.open(path / WRITING, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            mark = -1  # made by a version that did not mark them: removed, as it did
+        except OSError as error:
+            found.append(Unfinished(path, size, False, f"cannot tell whether a backup is still writing it: {path / WRITING}: {error.strerror}"))
+            continue
+        try:
+            if mark >= 0:
+                fcntl.flock(mark, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while it goes: nobody takes it up again
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError as error:
+            busy = error.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+            reason = BEING_WRITTEN if busy else f"cannot tell whether a backup is still writing it: {error.strerror}"
+            found.append(Unfinished(path, size, False, reason))
+            continue
+        finally:
+            if mark >= 0:
+                os.close(mark)
+        found.append(Unfinished(path, size, not path.exists(), "" if not path.exists() else "it could not be removed whole"))
+    return found
+
+
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for directory, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def _log_unfinished(found: list[Unfinished], where: str) -> None:
+    removed = [u for u in found if u.removed]
+    if removed:
+        log.info("removed %d unfinished backup(s) %s: %s", len(removed), where, ", ".join(str(u.path) for u in removed))
+    for kept in (u for u in found if not u.removed and not u.being_written):
+        log.warning("unfinished backup %s kept: %s", kept.path, kept.reason)
 
 
 def _prune(root: Path, keep: int) -> None:
