@@ -143,7 +143,10 @@ class MemberConnectors:
 
     # -- sessions ---------------------------------------------------------------------------
 
-    async def connect(self, member_id: str, name: str, wait: float | None = CONNECT_SECONDS) -> Connection | None:
+    async def connect(self, member_id: str, name: str, wait: float | None = CONNECT_SECONDS, *, resume: bool = False) -> Connection | None:
+        """The member's connector ``name`` on a new session (the one there is stops
+        first). ``resume``: in place of one that was reconnecting by itself
+        (``Connection.start``)."""
         record = self.records.get(member_id, {}).get(name)
         if record is None:
             return None
@@ -187,7 +190,7 @@ class MemberConnectors:
         connection.public_only = record["kind"] == "remote" and not (await self.host.get_config()).get("allow_private_addresses")
         connection.private = True
         self.connections.setdefault(member_id, {})[name] = connection
-        await connection.start(wait=wait)
+        await connection.start(wait=wait, resume=resume)
         if name not in self.records.get(member_id, {}):
             # The member's file closed (or the connector was removed) while it started.
             await connection.stop()
@@ -195,6 +198,19 @@ class MemberConnectors:
                 del self.connections[member_id][name]
             return None
         return connection
+
+    async def restart(self, member_id: str, name: str) -> Connection | None:
+        """The member's Restart: a new session in place of the one there is (failed,
+        reconnecting in the background, or running), as the admin's Restart of a global
+        connector (``Runtime.restart``). One that waits for its sign-in has nothing to
+        start: ``SpecError`` (sign in first)."""
+        record = self.records.get(member_id, {}).get(name)
+        if record is None:
+            return None
+        if record.get("state", "ready") not in ("ready", "needs_login"):
+            raise SpecError(code="oauth_sign_in_first")
+        previous = self.connections.get(member_id, {}).get(name)
+        return await self.connect(member_id, name, resume=previous is not None and previous.state == "reconnecting")
 
     async def _append(self, member_id: str, data: dict[str, Any]) -> None:
         try:
@@ -257,7 +273,8 @@ class MemberConnectors:
         ``ready`` the connector's tools are offered from now on. ``say``: how a coded
         refusal reads (``Connection.said_error``)."""
         connection = self.connections.get(member_id, {}).get(name)
-        if connection is None or connection.state not in ("ready", "starting"):
+        # Reconnecting by itself: asked again once it is back, not started anew here.
+        if connection is None or connection.state not in ("ready", "starting", "reconnecting"):
             connection = await self.connect(member_id, name)
         if connection is None or connection.state != "ready":
             return {"state": "connecting", "qr": None, "message": (connection.said_error(say) if connection else "") or ""}

@@ -1,7 +1,7 @@
 // The Connectors page: one row per connector (each of a member's own has a page of its own,
 // #plugin/<id>/connectors/<name>, with the OAuth and QR panels). A member sees the connectors granted to
-// them and their tools, their own connectors (deactivate, accept changed tools, the OAuth
-// sign-in panel), the catalog to activate from, and, when allowed, a form for their own
+// them and their tools, their own connectors (restart, deactivate, accept changed tools,
+// the OAuth sign-in panel), the catalog to activate from, and, when allowed, a form for their own
 // remote server; an admin also gets the management table (state, tools, who may
 // use each connector as checkboxes, restart / accept changed tools / remove) and the
 // form to add one (a stdio command as an argv list, or a streamable-HTTP address).
@@ -159,6 +159,7 @@ export default class ConnectorsPage extends HTMLElement {
     if (c.update) box.append(this.updateForm(c, status));
     if (c.url) box.append(node("p", c.url, "muted"));
     if (c.error) box.append(this.failure(c));
+    if (c.state === "reconnecting") box.append(this.reconnecting());
     box.append(node("p", `${s.col_tools}: ${c.tools.join(", ") || "—"}`, "mcp-tools"));
     if (c.pending.length) {
       box.append(node("p", format(s.pending, { tools: c.pending.join(", ") }), "mcp-pending hint"), this.withheld(c.pending_tools));
@@ -178,11 +179,25 @@ export default class ConnectorsPage extends HTMLElement {
       }),
     );
     box.append(node("div", undefined, "actions"));
+    if (c.state !== "needs_oauth") box.lastChild.append(this.restartOwn(c.name, status));
     box.lastChild.append(remove);
     keyControls(box, `detail:${c.name}`);
     const backLine = node("p", undefined, "back");
     backLine.append(back);
     return [backLine, box];
+  }
+
+  /** The Restart of the member's own connector ``name``: a new session, as the admin's
+   * Restart of a global one (a failed one, or one reconnecting by itself, at once). */
+  restartOwn(name, status) {
+    const restart = button(this.s.restart, "small", "mcp-restart");
+    restart.addEventListener("click", () => this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/restart`), { status }));
+    return restart;
+  }
+
+  /** What "reconnecting" means: the session was lost and comes back by itself. */
+  reconnecting() {
+    return node("p", this.s.reconnecting_notice, "mcp-reconnecting hint");
   }
 
   /** Deactivate the member's connector ``name`` once they confirm: it deletes its
@@ -329,6 +344,7 @@ export default class ConnectorsPage extends HTMLElement {
       row.append(open, node("span", ` (${s["state_" + c.state] || c.state}) `, "mcp-state"));
       if (c.tools.length) row.append(node("span", c.tools.join(", "), "mcp-tools muted"));
       if (c.error) row.append(this.failure(c));
+      if (c.state === "reconnecting") row.append(this.reconnecting());
       if (c.state === "withdrawn") row.append(node("p", s.withdrawn_notice, "mcp-withdrawn hint"));
       if (c.update) row.append(node("p", format(s.update_to, { version: c.update.version, current: c.version }), "mcp-update hint"));
       const actions = node("div", undefined, "actions");
@@ -348,6 +364,7 @@ export default class ConnectorsPage extends HTMLElement {
           this.render();
         });
       }
+      if (c.state !== "needs_oauth") actions.append(this.restartOwn(c.name, ownStatus));
       const remove = button(s.deactivate, "small", "mcp-deactivate");
       remove.addEventListener("click", () => this.deactivate(c.name, ownStatus));
       actions.append(remove);
@@ -662,6 +679,7 @@ export default class ConnectorsPage extends HTMLElement {
       row.dataset.name = server.name;
       const state = node("td", s["state_" + server.state] || server.state);
       if (server.error) state.append(this.failure(server)); // why, where the admin looks: not only in the log
+      if (server.state === "reconnecting") state.append(this.reconnecting());
       const tools = node("td");
       tools.append(node("div", server.tools.filter((t) => t.offered).map((t) => t.exposed_as).join(", ")));
       if (server.pending.length) tools.append(node("div", format(s.pending, { tools: server.pending.join(", ") }), "mcp-pending hint"), this.withheld(server.pending_tools));

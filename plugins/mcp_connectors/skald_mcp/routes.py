@@ -192,7 +192,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     status = runtime.status(name)
                     # Why it failed is the admin's to read (it may quote their command or
                     # environment): the member reads that it is unavailable, and who knows why.
-                    reason = host.translate(f"{PLUGIN_ID}.mine_unavailable", caller.locale) if status["state"] == "failed" else None
+                    reasons = {"failed": "mine_unavailable", "reconnecting": "mine_reconnecting"}
+                    reason = host.translate(f"{PLUGIN_ID}.{reasons[status['state']]}", caller.locale) if status["state"] in reasons else None
                     rows.append({"name": name, "state": status["state"], "tools": [t["exposed_as"] for t in status["tools"] if t["offered"]], "reason": reason})
             members: MemberConnectors = runtime.members
             own = [members.status(caller.id, name, said) for name in sorted(members.records.get(caller.id, {}))]
@@ -295,6 +296,18 @@ def build_blueprint(host: HostApi) -> Blueprint:
             await runtime.members.accept(caller.id, name, shown)
         except ReviewOutdated as exc:
             return outdated(exc)
+        return runtime.members.status(caller.id, name, said)
+
+    @blueprint.post("/my/connectors/<name>/restart")
+    @guarded("member", own=True)
+    async def restart_own(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
+        """Start the caller's own connector anew, as ``servers/<name>/restart`` does a
+        global one (the caller's own only: another's name is unknown here). One that
+        waits for its sign-in answers 409 (sign in first)."""
+        try:
+            await runtime.members.restart(caller.id, name)
+        except SpecError as exc:
+            return refused(exc, 409)
         return runtime.members.status(caller.id, name, said)
 
     @blueprint.post("/my/connectors/<name>/update")

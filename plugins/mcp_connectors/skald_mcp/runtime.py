@@ -11,6 +11,12 @@ Tool pinning (check E5, "a tool definition that changes after approval"): the to
 connector has when the admin adds it are pinned by the hash of their definition; a tool
 that appears later, or whose definition changes, is withheld from every member until
 the admin accepts it on the Connectors page.
+
+A lost session (a server redeployed, a stdio process that died) is reconnected by the
+call that finds it gone; when that reconnect fails, the connection reads
+``reconnecting`` and keeps trying in the background (``RETRY_DELAYS``) until it is ready
+again or stopped. A connector that never was ready (its command, address or sign-in is
+wrong) is not retried: only a session that was there and went.
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ CONNECT_SECONDS = 20.0
 STOP_SECONDS = 5.0
 MAX_DESCRIPTION = 2000
 MAX_RESULT = 100_000
+#: The waits (seconds) between the background reconnect attempts of a connection whose
+#: session was lost and whose reconnect failed; the last repeats until it is back. Read
+#: at each wait, so a test may patch it.
+RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 5.0, 15.0, 30.0, 60.0)
 
 
 def definition_hash(tool: Any) -> str:
@@ -122,7 +132,7 @@ class Connection:
         #: For a member's stdio connector: starts its command in the member's sandbox
         #: (``HostApi.sandbox_spawn``); the host never runs a member's command itself.
         self._spawn = spawn
-        self.state = "stopped"  # starting | ready | failed | stopped
+        self.state = "stopped"  # starting | ready | reconnecting | failed | stopped
         self.error: str | None = None
         #: The failure in a word the page has a sentence for (``FAILURE_CAUSES``);
         #: ``error`` keeps the technical detail.
@@ -143,13 +153,25 @@ class Connection:
         #: share the new one.
         self._reconnecting = asyncio.Lock()
         self._retired = False
+        #: The background reconnect loop of a lost session (``_retry``): one at most.
+        self._retrying: asyncio.Task[None] | None = None
+        #: This start stands for a session that was lost (a Restart of a connector that
+        #: was reconnecting): if it fails, it keeps trying, as the loop it replaced did.
+        self._resume = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, wait: float | None = CONNECT_SECONDS) -> None:
-        """Start the session; with ``wait``, until it is ready or has failed."""
-        self.state, self.error, self.cause, self.refusal = "starting", None, None, None
+    async def start(self, wait: float | None = CONNECT_SECONDS, *, resume: bool = False) -> None:
+        """Start the session; with ``wait``, until it is ready or has failed. An
+        attempt of the background reconnect keeps reading ``reconnecting``, with the
+        last failure's cause, until it is ready. ``resume``: in place of a session that
+        was lost and is being reconnected (a Restart meanwhile): failing, it keeps
+        trying in the background. A first start that fails is never retried (its
+        command, address or sign-in is what is wrong)."""
+        if self._retrying is None:
+            self.state, self.error, self.cause, self.refusal = "starting", None, None, None
         self._retired = False
+        self._resume = resume
         self._stop.clear()
         self._ready.clear()
         self._task = asyncio.create_task(self._run(), name=f"mcp:{self.spec.name}")
@@ -160,6 +182,8 @@ class Connection:
                 self.fail(TimeoutError(f"the server did not answer within {wait:g} s"))
                 await self._halt()
                 self.fail(TimeoutError(f"the server did not answer within {wait:g} s"))
+                if resume:
+                    self._keep_trying()
 
     def _transport(self) -> Any:
         from mcp import StdioServerParameters
@@ -196,18 +220,25 @@ class Connection:
             ) as client:
                 self._client = client
                 await self._list_tools()
-                self.state = "ready"
+                self.state, self.error, self.cause, self.refusal = "ready", None, None, None
+                self._resume = False
                 self._ready.set()
                 self._on_change(self)
                 await self._stop.wait()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a dead server is a state, never the host's crash
+            # A session that was ready and ended by itself (not stopped) was lost; so
+            # was the one a resumed start stands for.
+            lost = (self.state == "ready" or self._resume) and not self._stop.is_set() and not self._retired
             self.fail(exc)
-            log.warning("connector %s: %s", *self._logged(self.error))
+            if self._retrying is None:  # an attempt of the background reconnect: ``_retry`` says it
+                log.warning("connector %s: %s", *self._logged(self.error))
+            if lost:
+                self._keep_trying()
         finally:
             self._client = None
-            if self.state != "failed":
+            if self.state not in ("failed", "reconnecting"):
                 self.state = "stopped"
             self._ready.set()
             self._on_change(self)
@@ -216,8 +247,9 @@ class Connection:
         """Failed, with why: its cause for the page's sentence, and the technical
         detail with the connector's own secrets (environment, headers) masked, since
         an error may quote what it was given. ``as_said``: the plugin's own refusal,
-        a sentence already, so without its class name."""
-        self.state, self.cause = "failed", failure_cause(exc)
+        a sentence already, so without its class name. While the background reconnect
+        runs, it still reads ``reconnecting`` (with this failure's cause)."""
+        self.state, self.cause = ("reconnecting" if self._retrying is not None else "failed"), failure_cause(exc)
         self.refusal = exc if as_said and getattr(exc, "code", "") else None
         detail = (str(exc) or type(exc).__name__) if as_said else _describe(exc)
         self.error = redact(detail, [*self.spec.env.values(), *self.spec.headers.values()])
@@ -236,9 +268,16 @@ class Connection:
 
     async def stop(self) -> None:
         """Stop for good: a call that finds the session lost afterwards reconnects
-        nothing (the connector was removed, replaced or its member's file closed)."""
+        nothing, and the background reconnect ends (the connector was removed,
+        replaced or restarted, or its member's file closed)."""
         self._retired = True
+        retrying, self._retrying = self._retrying, None
+        if retrying is not None and retrying is not asyncio.current_task():
+            retrying.cancel()
+            await asyncio.gather(retrying, return_exceptions=True)
         await self._halt()
+        if self.state == "reconnecting":
+            self.state = "stopped"
 
     async def _halt(self) -> None:
         self._stop.set()
@@ -249,9 +288,58 @@ class Connection:
             return
         try:
             await asyncio.wait_for(asyncio.shield(task), STOP_SECONDS)
+        except asyncio.CancelledError:
+            task.cancel()  # the halt itself was cancelled (a stop): leave no session behind
+            raise
         except (TimeoutError, Exception):
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    # -- the background reconnect ------------------------------------------------------------
+
+    def _keep_trying(self) -> None:
+        """The lost session could not be had again: read ``reconnecting`` and try in
+        the background until it is back (``_retry``). Once: a loop already running is
+        the one; never after ``stop``."""
+        if self._retired or self._retrying is not None:
+            return
+        self.state = "reconnecting"
+        self._retrying = asyncio.create_task(self._retry(), name=f"mcp-retry:{self.spec.name}")
+        log.info("connector %s: the server cannot be reached; trying again in the background", self._logged(None)[0])
+        self._on_change(self)
+
+    async def _retry(self) -> None:
+        attempt = 0
+        try:
+            while not self._retired:
+                delays = RETRY_DELAYS
+                delay = delays[min(attempt, len(delays) - 1)]
+                await asyncio.sleep(delay)
+                attempt += 1
+                async with self._reconnecting:
+                    if self._retired:
+                        return
+                    await self._halt()
+                    if self._retired:
+                        return
+                    await self.start()
+                if self.state == "ready":
+                    self._retrying = None
+                    log.info("connector %s: reconnected (attempt %d)", self._logged(None)[0], attempt)
+                    return
+                self.state = "reconnecting"  # whatever the attempt ended as
+                if attempt <= len(delays) or attempt % 10 == 0:  # not a line a minute for a server gone for days
+                    who, why = self._logged(self.error)
+                    log.info("connector %s: reconnect attempt %d failed: %s", who, attempt, why)
+        except Exception as exc:  # noqa: BLE001 - never a loop that died and a state that says it runs
+            if self._retrying is asyncio.current_task():
+                self._retrying = None
+                self.fail(exc)
+                log.warning("connector %s: reconnecting stopped: %s", *self._logged(self.error))
+                self._on_change(self)
+        finally:
+            if self._retrying is asyncio.current_task():
+                self._retrying = None
 
     # -- the session ------------------------------------------------------------------------
 
@@ -302,6 +390,10 @@ class Connection:
         if ctx is not None:
             self._inflight.append(ctx)
         try:
+            if self.state == "reconnecting":
+                # Its server went away and the connector is trying to reach it again:
+                # said at once, not waited for.
+                raise ToolError(self._reconnecting_sentence())
             client = self._client
             vetted = next((definition_hash(t) for t in self.tools if t.name == tool), None)
             if client is not None and self.state == "ready" and _transport_closed(client):
@@ -310,6 +402,8 @@ class Connection:
                 client = await self._reconnect(client)
                 if client is not None:
                     self._same_tool(tool, vetted)
+            if self.state == "reconnecting":
+                raise ToolError(self._reconnecting_sentence())
             if client is None or self.state != "ready":
                 raise ToolError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
             try:
@@ -321,7 +415,7 @@ class Connection:
                     # it twice. Never after a tool error, a timeout or a broken stream.
                     client = await self._reconnect(client)
                     if client is None:
-                        raise ToolError(self._unreachable()) from None
+                        raise ToolError(self._reconnecting_sentence() if self.state == "reconnecting" else self._unreachable()) from None
                     self._same_tool(tool, vetted)
                     return await self._call(client, tool, arguments, cancelled)
                 if _connection_closed(exc):
@@ -343,16 +437,24 @@ class Connection:
     async def _reconnect(self, lost: Any) -> Any:
         """A new session in place of ``lost`` (once for the calls that found it gone
         together), with the tool list listed again; the new client, or None when the
-        server cannot be reached (the connector then reads failed, with why)."""
+        server cannot be reached (the connector then reads reconnecting, with why, and
+        keeps trying in the background: ``_keep_trying``)."""
+        if self._retrying is not None:
+            return None  # the background reconnect is at it: this call does not wait
         async with self._reconnecting:
-            if self._retired or (self._client is not None and self._client is not lost):
-                # Stopped for good, or another call has reconnected it meanwhile.
+            if self._retired or self._retrying is not None or (self._client is not None and self._client is not lost):
+                # Stopped for good, the background reconnect is at it, or another call
+                # has reconnected it meanwhile.
                 return self._client if self.state == "ready" else None
             log.info("connector %s: the session was lost, reconnecting", self._logged(None)[0])
             await self._halt()
+            if self._retired:
+                return None  # stopped while the old session closed
             await self.start()
             if self.state != "ready":
                 log.warning("connector %s: reconnecting failed: %s", *self._logged(self.error))
+                if not self._retired:
+                    self._keep_trying()
                 return None
             return self._client
 
@@ -365,6 +467,12 @@ class Connection:
 
     def _unreachable(self) -> str:
         return f"the connector {self.spec.name!r} lost its session and could not reconnect ({self.error or self.state})"
+
+    def _reconnecting_sentence(self) -> str:
+        return (
+            f"the connector {self.spec.name!r} lost its connection to its server and is reconnecting by itself "
+            f"({self.error or 'not reachable yet'}); it can be used again once it is back"
+        )
 
     async def _call(self, client: Any, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None) -> str:
         # Awaited directly: stopping the turn cancels the task running this call (the
@@ -632,10 +740,10 @@ class Runtime:
         if self._pin_writes:
             await asyncio.gather(*self._pin_writes, return_exceptions=True)
 
-    async def _connect(self, spec: ServerSpec, wait: float | None = CONNECT_SECONDS) -> Connection:
+    async def _connect(self, spec: ServerSpec, wait: float | None = CONNECT_SECONDS, *, resume: bool = False) -> Connection:
         connection = Connection(spec, on_change=self._changed, elicit=self.elicitations.ask)
         self.connections[spec.name] = connection
-        await connection.start(wait=wait)
+        await connection.start(wait=wait, resume=resume)
         return connection
 
     # -- admin operations -------------------------------------------------------------------
@@ -658,8 +766,12 @@ class Runtime:
         return await self._connect(spec)
 
     async def restart(self, name: str) -> Connection:
+        """A new session now. One that was reconnecting by itself and still cannot
+        reach its server goes on trying (``Connection.start``'s ``resume``)."""
+        previous = self.connections.get(name)
+        resume = previous is not None and previous.state == "reconnecting"
         await self._disconnect(name)
-        return await self._connect(self.specs[name])
+        return await self._connect(self.specs[name], resume=resume)
 
     async def remove(self, name: str) -> None:
         self.specs.pop(name)

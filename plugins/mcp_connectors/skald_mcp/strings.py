@@ -212,6 +212,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "sign_in_again": "Sign in again",
         "confirm_deactivate_title": "Deactivate connector?",
         "confirm_deactivate": "Deactivate {name}? Its values, your stored key and your sign-in are deleted; to use it again, you activate it anew.",
+        "state_reconnecting": "reconnecting",
+        "reconnecting_notice": "The connection to its server was lost. It reconnects by itself as soon as the server answers again; Restart tries at once.",
+        "mine_reconnecting": "Not available for the moment: the connection to its server was lost, and it reconnects by itself.",
     },
     "de": {
         "plugin.title": "Konnektoren",
@@ -416,6 +419,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "sign_in_again": "Erneut anmelden",
         "confirm_deactivate_title": "Konnektor deaktivieren?",
         "confirm_deactivate": "{name} deaktivieren? Seine Werte, dein gespeicherter Schlüssel und deine Anmeldung werden gelöscht; um ihn wieder zu nutzen, aktivierst du ihn neu.",
+        "state_reconnecting": "verbindet sich neu",
+        "reconnecting_notice": "Die Verbindung zu seinem Server ist abgebrochen. Er verbindet sich von selbst neu, sobald der Server wieder antwortet; „Neu starten“ versucht es sofort.",
+        "mine_reconnecting": "Gerade kurz nicht verfügbar: Die Verbindung zu seinem Server ist abgebrochen, er verbindet sich von selbst neu.",
     },
 }
 

@@ -15,6 +15,12 @@ streamable HTTP with ``http PORT``.
 - ``fail()``: answers with ``isError``.
 - ``crash()``: the server process exits in the middle of the call (a call that breaks
   after the server received it, which must never be sent again).
+- ``hold(marker, seconds)``: writes its process id to the file ``marker``, then sleeps
+  (a call a test knows the server is running, to stop the server under it).
+
+Started with the environment variable ``DEMO_STARTS_FILE``, each start appends a line
+to that file; with ``DEMO_DOWN_FILE``, it exits at once while that file exists (a
+server that cannot be started for a while: being redeployed).
 """
 
 from __future__ import annotations
@@ -22,6 +28,13 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+
+if __name__ == "__main__":  # before the SDK is imported: a server that cannot start stops at once
+    if os.environ.get("DEMO_STARTS_FILE"):
+        with open(os.environ["DEMO_STARTS_FILE"], "a") as starts:
+            starts.write(f"{os.getpid()}\n")
+    if os.environ.get("DEMO_DOWN_FILE") and os.path.exists(os.environ["DEMO_DOWN_FILE"]):
+        sys.exit(4)
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
@@ -156,6 +169,17 @@ async def sleep(seconds: float) -> str:
 def fail() -> str:
     """Always fails."""
     raise ValueError("the demo tool failed on purpose")
+
+
+@server.tool()
+async def hold(marker: str, seconds: float) -> str:
+    """Write the process id to the file marker, then sleep (a call to stop the server under)."""
+    import anyio
+
+    with open(marker, "w") as file:
+        file.write(str(os.getpid()))
+    await anyio.sleep(seconds)
+    return "held"
 
 
 @server.tool()
