@@ -43,7 +43,24 @@ class HostApi(Protocol):
         instance registry, sealed with the instance key like the plugin's secret
         settings: a plugin may keep its own keys here, never a member's private words:
         those go through ``seal_for_member`` or ``member_secret_set``). ``None``
-        removes the key (since 1.10; before, a JSON null was stored under it)."""
+        removes the key (since 1.10; before, a JSON null was stored under it).
+        A ``kv_get`` then a ``kv_set`` of what it read (a counter) loses what another
+        call wrote in between: change a value with ``kv_update``."""
+
+    async def kv_update(self, key: str, update: Callable[[Any], Any]) -> Any:
+        """Change one value of this plugin's key-value store atomically and return the
+        new value. ``update`` is a plain function (not async) that gets the current
+        value (``None`` when the key is missing) and returns the new one (``None``
+        removes the key): ``await host.kv_update("count", lambda n: (n or 0) + 1)``.
+        No other ``kv_update`` (nor ``kv_set``) of this plugin on the same key in this
+        host lands between its read and its write, so concurrent updates are never
+        lost. ``update`` runs on the server's event loop: keep it quick, never block in
+        it. When it raises (or returns something that is not JSON-serialisable), the
+        value stays as it was and the exception reaches the caller. Since 1.11."""
+
+    async def kv_keys(self, prefix: str = "") -> list[str]:
+        """The keys of this plugin's key-value store that start with ``prefix``
+        (all of them by default), sorted; never another plugin's. Since 1.11."""
 
     async def member_has_grant(self, member_id: str) -> bool:
         """Whether the member may use this plugin right now (re-read on every call)."""

@@ -45,8 +45,8 @@ from skald_host.core.sandbox import SandboxManager, validate_backend
 from skald_host.core.plugins.failures import record_failure, withheld_traceback
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.bundles import add_bundles, bundle_validator
-from skald_host.core.plugins.catalog import NEEDS_SETTINGS, STARTUP_TIMED_OUT, InstanceSettings, PluginCatalog, validate_config_set, validate_web_page
-from skald_host.core.plugins.manager import Contribution, PluginError, PluginManager, StrictPluginFailure, described, place_of
+from skald_host.core.plugins.catalog import NEEDS_SETTINGS, STARTUP_BLOCKED, STARTUP_TIMED_OUT, InstanceSettings, PluginCatalog, validate_config_set, validate_web_page
+from skald_host.core.plugins.manager import Contribution, HookBlocked, PluginError, PluginManager, StrictPluginFailure, described, place_of
 from skald_host.core.schema import REGISTRY_MIGRATIONS
 from skald_host.core.schedules.service import StartAtUnlock
 from skald_host.core.storage import Database, DiskFailure, StorageError, check_sqlcipher_build, secure_dir
@@ -373,6 +373,8 @@ class Skald:
             status.error_key, status.error_values = (exc.key, exc.values) if isinstance(exc, NotReady) and exc.key else (None, {})
             if isinstance(exc, asyncio.TimeoutError):  # the host's words: the card says them in the reader's language
                 status.error_key, status.error_values = STARTUP_TIMED_OUT, {"seconds": f"{self.plugins.hook_timeout:g}"}
+            elif isinstance(exc, HookBlocked):  # the host's words too (a German admin read them in English)
+                status.error_key, status.error_values = STARTUP_BLOCKED, {"seconds": exc.seconds, "timeout": f"{self.plugins.hook_timeout:g}"}
             # No member is involved at startup: the message is the plugin's own, shown whole.
             # A NotReady is a state the admin resolves, not a fault: its message says
             # everything, and a traceback beside it read like a crash.

@@ -1,7 +1,7 @@
 // The plugin page kit: what a plugin's page imports from the shell instead of writing its
 // own fetch wrapper, DOM helper and string lookup (since spec 1.3).
 //
-//   import { call, node, text, KitError } from "/lib/plugin-kit.js";
+//   import { call, upload, node, text, KitError } from "/lib/plugin-kit.js";
 //
 // It is the shell's own code under a stable name: calls carry the member's session and
 // the shell's CSRF token, a 401 ends the session in the shell as any other request does,
@@ -9,7 +9,7 @@
 // for its code. Only the names exported here are the contract; the shell's other modules
 // may change. Everything a page puts on screen goes in as text, never as markup.
 
-import { api, csrf, setCsrfToken } from "./api.js";
+import { api, csrf, setCsrfToken, signalSessionLost } from "./api.js";
 import { el } from "./dom.js";
 import { currentLocale, errorString, t } from "./i18n.js";
 import { confirmDialog } from "./ui.js";
@@ -33,21 +33,56 @@ export class KitError extends Error {
   }
 }
 
-/** JSON over fetch with the member's session: resolves to the answer's body, or
- * throws a KitError (status 0 when the server could not be reached). */
-export async function call(method, path, body) {
-  if (method !== "GET" && !csrf()) {
-    // Mounted outside the shell (which learns the token at sign-in): ask the session.
-    const session = await api("GET", "/api/auth/session");
-    if (session.ok) setCsrfToken(session.data.csrf_token);
-  }
-  const response = await api(method, path, body);
+/** The session's CSRF token for a write. Mounted outside the shell (which learns it at
+ * sign-in), the page asks the session for it. */
+async function ensureCsrf() {
+  if (csrf()) return;
+  const session = await api("GET", "/api/auth/session");
+  if (session.ok) setCsrfToken(session.data.csrf_token);
+}
+
+/** The answer's body, or a KitError in the reader's words. */
+function answered(response) {
   if (response.ok) return response.data;
   const data = response.data || {};
   const message = response.status === 0
     ? t("common.offline")
     : (errorString(data.code, data.values) || data.error || `HTTP ${response.status}`);
   throw new KitError(message, { status: response.status, code: data.code || null, values: data.values || {}, field: data.field || null });
+}
+
+/** JSON over fetch with the member's session: resolves to the answer's body, or
+ * throws a KitError (status 0 when the server could not be reached). */
+export async function call(method, path, body) {
+  if (method !== "GET") await ensureCsrf();
+  return answered(await api(method, path, body));
+}
+
+/** Send a file (a File from an <input type="file"> or a drop, or any Blob) as the raw
+ * body of a plugin route that declares one, `@accepts({"type": "string", "format":
+ * "binary"}, content_type=...)`: with the member's session and CSRF token, as `call`.
+ * The body's `Content-Type` is `type`, else the file's own, else
+ * application/octet-stream; a File's name goes in the `X-Filename` header,
+ * percent-encoded UTF-8 (`filename` overrides it), as the shell's own uploads send it.
+ * `method` is "POST" (default) or "PUT". Resolves to the answer's JSON body, or throws
+ * a KitError like `call` (a file over the host's limit: code `upload_too_large`, its
+ * message naming the limit in the reader's language). Since spec 1.11. */
+export async function upload(path, file, { method = "POST", type, filename } = {}) {
+  if (!(file instanceof Blob)) throw new TypeError("upload(path, file): file must be a File or Blob");
+  await ensureCsrf();
+  const headers = { Accept: "application/json", "Content-Type": type || file.type || "application/octet-stream" };
+  const name = filename ?? file.name;
+  if (name) headers["X-Filename"] = encodeURIComponent(name);
+  if (csrf()) headers["X-CSRF-Token"] = csrf();
+  let response;
+  try {
+    response = await fetch(path, { method, headers, credentials: "same-origin", body: file });
+  } catch (error) {
+    return answered({ ok: false, status: 0, data: { error: error.message } });
+  }
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 401) signalSessionLost(); // the session ended: the shell shows its sign-in, as for any request
+  return answered({ ok: response.ok, status: response.status, data });
 }
 
 /** node("p", "Hello", "greeting") or node("p", "Hello", {class: "greeting", …}): an

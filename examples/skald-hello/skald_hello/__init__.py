@@ -118,27 +118,32 @@ def plugin_info() -> PluginInfo:
         description="Greets each member by name.",
         icon="hand",
         # The SPEC_VERSION range this code was written for: 1.2 brought ToolError, 1.3 the
-        # page kit page.js imports. A host that cannot satisfy it refuses the plugin by
-        # name instead of failing later; the dependency in pyproject.toml says the same.
-        spec=">=1.3,<2",
+        # page kit page.js imports, 1.11 kv_update. A host that cannot satisfy it refuses
+        # the plugin by name instead of failing later; the dependency in pyproject.toml
+        # says the same.
+        spec=">=1.11,<2",
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
     )
 
 
+def plus_one(count: int | None) -> int:
+    return (count or 0) + 1
+
+
 @hookimpl
 async def startup(host: HostApi) -> None:
     running.host = host
-    starts = await host.kv_get("starts") or 0
-    await host.kv_set("starts", starts + 1)
+    # kv_update (spec 1.11), not kv_get then kv_set: a read then a write loses an update
+    # another call made in between; kv_update applies plus_one under the key's lock.
+    await host.kv_update("starts", plus_one)
 
 
 @hookimpl
 async def shutdown() -> None:
     host, running.host = running.host, None
     if host is not None:
-        stops = await host.kv_get("stops") or 0
-        await host.kv_set("stops", stops + 1)
+        await host.kv_update("stops", plus_one)
 
 
 @hookimpl

@@ -169,6 +169,17 @@ async def test_startup_and_shutdown_count_in_the_plugins_store(skald):
     assert (await store.kv_get("starts"), await store.kv_get("stops")) == (2, 1)
 
 
+async def test_the_start_counter_loses_no_start_that_ran_at_the_same_time(skald):
+    """Counted with ``kv_update``: a ``kv_get`` then a ``kv_set`` of what it read lost
+    every start that read the same old value (twenty at once stored a handful)."""
+    import asyncio
+
+    host = await skald.start(plugins=[skald_hello], enable=["hello"])
+    store = host.core.host_api("hello")
+    await asyncio.gather(*(skald_hello.startup(store) for _ in range(20)))
+    assert await store.kv_get("starts") == 21
+
+
 async def test_the_page_is_listed_and_served_as_a_javascript_module(skald):
     host = await skald.start(plugins=[skald_hello], enable=["hello"])
     alice = await host.member("alice")

@@ -41,8 +41,11 @@ NEEDS_SETTINGS = "core.plugin.needs_settings"
 #: A plugin whose ``startup`` ran past the hook timeout (``values``: ``seconds``): the
 #: host's words, so a core string says them in the reader's language.
 STARTUP_TIMED_OUT = "core.plugin.startup_timed_out"
+#: A plugin whose ``startup`` held the event loop past the hook timeout (``HookBlocked``;
+#: ``values``: ``seconds``, as measured, and ``timeout``): the host's words too.
+STARTUP_BLOCKED = "core.plugin.startup_blocked"
 #: The host's own reasons, core strings; any other key is the plugin's (``NotReady``).
-HOST_REASONS = (NEEDS_SETTINGS, STARTUP_TIMED_OUT)
+HOST_REASONS = (NEEDS_SETTINGS, STARTUP_TIMED_OUT, STARTUP_BLOCKED)
 
 
 class PluginCatalog:
@@ -91,6 +94,18 @@ class PluginCatalog:
         )
         return {r[0]: r[1] for r in rows}
 
+    def _chosen(self, status: PluginStatus, rows: dict[str, dict[str, Any]]) -> bool:
+        """``enabled`` as the admin chose it. A loaded plugin's switch is its state; a
+        failed or blocked one has no switch state (``state`` says why it does not run),
+        but the admin's choice is kept in its row and applies again once it loads: report
+        that, not ``false`` (an enabled plugin that failed to load read as disabled,
+        then came back enabled after the fix and a restart). Without a row: built-ins
+        are on, the rest off, as at boot."""
+        if status.state in ("loaded", "disabled"):
+            return self._core.plugins.is_enabled(status.id)
+        row = rows.get(status.id)
+        return row["enabled"] if row is not None else status.builtin
+
     # -- admin ---------------------------------------------------------------------------
 
     def _text(self, plugin_id: str, key: str, locale: str | None, default: str) -> str:
@@ -110,7 +125,7 @@ class PluginCatalog:
     def error_text(self, status: Any, locale: str | None) -> str | None:
         """Why the plugin is not running, in the reader's language when the plugin said
         it with a string of its own (``NotReady``) or the host with a core string
-        (``NEEDS_SETTINGS``, ``STARTUP_TIMED_OUT``), else as it was said."""
+        (``NEEDS_SETTINGS``, ``STARTUP_TIMED_OUT``, ``STARTUP_BLOCKED``), else as it was said."""
         if not status.error_key:
             return status.error
         if status.error_key == NEEDS_SETTINGS:
@@ -136,7 +151,7 @@ class PluginCatalog:
             entry.pop("traceback", None)  # on the detail and in /api/admin/plugins.json
             entry.pop("tool_failures", None)
             entry.pop("failures", None)
-            entry["enabled"] = self._core.plugins.is_enabled(status.id)
+            entry["enabled"] = self._chosen(status, rows)
             entry["configurable"] = bool(status.info and status.info.config_schema)
             entry["icon"] = status.info.icon if status.info else "puzzle"
             entry["manages_own_access"] = bool(status.info and status.info.manages_own_access)
@@ -148,7 +163,8 @@ class PluginCatalog:
     async def detail(self, plugin_id: str, locale: str | None = None) -> dict[str, Any]:
         status = self._status(plugin_id)
         entry = self._localize(status.as_dict(), locale)  # the traceback included: this is the admin's view (plugins.manage)
-        entry["enabled"] = self._core.plugins.is_enabled(plugin_id)
+        row = await self._core.registry.run(lambda c: c.execute("SELECT enabled FROM plugins WHERE id = ?", (plugin_id,)).fetchone())
+        entry["enabled"] = self._chosen(status, {plugin_id: {"enabled": bool(row[0])}} if row else {})
         info = status.info
         fields = self._core.strings.fields
         entry["config_schema"] = fields(plugin_id, "config", schema_json(info.config_schema), locale) if info else []

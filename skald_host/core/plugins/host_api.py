@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import inspect
 import json
 import logging
+import weakref
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
@@ -29,6 +31,58 @@ MAX_MEMBER_BLOB = 64 * 1024
 def _check_text(value: Any, what: str, limit: int) -> None:
     if not isinstance(value, str) or not 0 < len(value) <= limit:
         raise ValueError(f"{what} must be a string of 1-{limit} characters")
+
+
+class _KeyLocks:
+    """One ``asyncio.Lock`` per (plugin, key) for the whole host, whichever
+    ``PluginHostApi`` asks (a plugin's started one, or a fresh one from
+    ``Skald.host_api``), held around a ``kv_update``'s read and write and a ``kv_set``'s
+    write. A lock is dropped when nobody holds or waits for it, so keys a plugin used
+    once leave nothing behind."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+
+    def __call__(self, plugin_id: str, key: str) -> "_Held":
+        return _Held(self, (plugin_id, key))
+
+
+class _Held:
+    def __init__(self, locks: _KeyLocks, name: tuple[str, str]) -> None:
+        self._locks, self._name = locks, name
+
+    async def __aenter__(self) -> None:
+        table = self._locks._locks
+        lock, users = table.get(self._name) or (asyncio.Lock(), 0)
+        table[self._name] = (lock, users + 1)
+        try:
+            await lock.acquire()
+        except BaseException:  # cancelled while waiting: no longer a user
+            self._release_user()
+            raise
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self._locks._locks[self._name][0].release()
+        self._release_user()
+
+    def _release_user(self) -> None:
+        table = self._locks._locks
+        lock, users = table[self._name]
+        if users <= 1:
+            del table[self._name]
+        else:
+            table[self._name] = (lock, users - 1)
+
+
+#: The host's kv locks, one table per host (a test process runs several hosts).
+_KV_LOCKS: "weakref.WeakKeyDictionary[Any, _KeyLocks]" = weakref.WeakKeyDictionary()
+
+
+def _kv_locks(core: Any) -> _KeyLocks:
+    locks = _KV_LOCKS.get(core)
+    if locks is None:
+        locks = _KV_LOCKS[core] = _KeyLocks()
+    return locks
 
 
 class PluginHostApi:
@@ -96,7 +150,38 @@ class PluginHostApi:
     async def kv_set(self, key: str, value: Any) -> None:
         """Sealed under the instance key like the plugin's settings: a plugin keeps its
         own secrets here (the mobile connector's VAPID key). ``None`` removes the key:
-        state a plugin lets go of (a device unlinked) leaves no row behind."""
+        state a plugin lets go of (a device unlinked) leaves no row behind. Never between
+        a ``kv_update``'s read and write of the same key (it would be lost)."""
+        async with _kv_locks(self._core)(self.plugin_id, key):
+            await self._kv_write(key, value)
+
+    async def kv_update(self, key: str, update: Callable[[Any], Any]) -> Any:
+        """Read, ``update``, write, under the host's lock of this plugin's key (spec
+        1.11): a read-modify-write of ``kv_get`` and ``kv_set`` lost concurrent updates
+        (20 counting calls stored 3). ``update`` is the plugin's plain function, called
+        on the loop; its exception, or a value JSON cannot store, leaves the value as
+        it was (nothing is written before both succeeded)."""
+        if not callable(update):
+            raise TypeError("kv_update takes a function from the old value to the new one")
+        async with _kv_locks(self._core)(self.plugin_id, key):
+            new = update(await self.kv_get(key))
+            if inspect.isawaitable(new):
+                if inspect.iscoroutine(new):
+                    new.close()  # never awaited: no "was never awaited" warning on top
+                raise TypeError("kv_update's update must be a plain function, not async: it returned an awaitable")
+            await self._kv_write(key, new)
+            return new
+
+    async def kv_keys(self, prefix: str = "") -> list[str]:
+        """This plugin's keys starting with ``prefix``, sorted (spec 1.11)."""
+        if not isinstance(prefix, str):
+            raise TypeError("prefix must be a string")
+        rows = await self._core.registry.run(
+            lambda c: c.execute("SELECT key FROM plugin_kv WHERE plugin_id = ?", (self.plugin_id,)).fetchall()
+        )
+        return sorted(r[0] for r in rows if r[0].startswith(prefix))
+
+    async def _kv_write(self, key: str, value: Any) -> None:
         if value is None:
             await self._core.registry.transaction(
                 lambda c: c.execute("DELETE FROM plugin_kv WHERE plugin_id = ? AND key = ?", (self.plugin_id, key))

@@ -143,6 +143,9 @@ class HookBlocked(PluginError):
             " (a hook must not block: make it async and await, or run blocking work in a thread)",
             function=function,
         )
+        #: How long it held the loop, as the message says it: the host's card words it
+        #: in the reader's language from this (``catalog.STARTUP_BLOCKED``).
+        self.seconds = f"{seconds:.1f}"
 
 
 def described(exc: BaseException) -> str:

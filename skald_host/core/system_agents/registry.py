@@ -87,7 +87,12 @@ def pair_agents_with_sets(
         required = ("enabled",) if agent.scope == "per_subject" else REQUIRED_FIELDS
         missing = [name for name in required if name not in names]
         if missing:
-            problems[contribution.plugin_id] = f"the settings of system agent {agent.id!r} lack the field(s) {', '.join(missing)}"
+            # Where to fix it: the set is registered elsewhere (register_config_sets), and
+            # the message names the hook it is reported under (register_system_agents).
+            problems[contribution.plugin_id] = (
+                f"the settings of system agent {agent.id!r} lack the field(s) {', '.join(missing)}:"
+                f" add them to the ConfigSet {owned[0].id!r} it registers in register_config_sets"
+            )
             continue
         paired.append(RegisteredAgent(contribution.plugin_id, agent, owned[0]))
     return [p for p in paired if p.plugin_id not in problems], problems
