@@ -4,11 +4,11 @@
 // through textContent or attribute/property setters (see lib/dom.js).
 import "./components/plugin-page-host.js";
 import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
-import { el, link } from "./lib/dom.js";
+import { el, link, uid } from "./lib/dom.js";
 import { availableLocales, browserLocale, currentLocale, lastShownLocale, loadLocale, seeded, t } from "./lib/i18n.js";
 import { icon } from "./lib/icons.js";
 import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
-import { notice, pageHeader } from "./lib/ui.js";
+import { busy, errorText, notice, pageHeader } from "./lib/ui.js";
 import * as socket from "./lib/socket.js";
 import { renderLogin, renderSetup, renderSetupRefused } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
@@ -55,14 +55,17 @@ const HIDDEN_PAGES = [
   { id: "plugin", render: renderPluginPage },
 ];
 
-const state = { session: null, pages: [], navToken: 0, shell: null, chat: true, system_agents: true };
+const state = { session: null, pages: [], navToken: 0, shell: null, chat: true, system_agents: true, supervision: null };
 
 // Background work (a system agent) tells the member something while any page is open:
 // shown for a while, then gone; the same text reaches their home channel, if any.
-socket.onMessage((message) => {
+socket.onMessage(async (message) => {
   if (message.type !== "event" || message.event?.kind !== "notification") return;
   const text = String(message.event.data?.text || "");
   if (!text) return;
+  // A supervisor named just now stays above the page until OK (see supervisionNotice),
+  // not only for the toast's 15 seconds: the same words need no toast as well.
+  if (await refreshSupervision() && state.shell?.supervision?.querySelector("p")?.textContent === text) return;
   const toast = el("p", { class: "notice toast", role: "status", "data-testid": "toast", text });
   document.body.append(toast);
   setTimeout(() => toast.remove(), 15000);
@@ -123,16 +126,66 @@ function buildShell() {
     on: { click: (event) => { event.preventDefault(); content.focus(); } },
   });
   const banner = state.session.secure_transport === false ? notice("warning", t("warning.insecure_transport")) : null;
+  const supervision = supervisionNotice();
   const shell = el("div", { class: "shell" },
     skip,
     el("header", { class: "topbar" }, menuButton, el("span", { class: "brand", text: t("app.name") })),
     el("div", { class: "sidebar-column" }, sidebar),
-    el("div", { class: "main-column" }, banner, content));
+    el("div", { class: "main-column" }, banner, supervision, content));
   // What the phone's open menu covers: inert while it is open (see setMenu).
   const behind = [skip, shell.querySelector(".main-column")];
-  state.shell = { menuButton, sidebar, content, pluginSection, pluginList, behind };
+  state.shell = { menuButton, sidebar, content, pluginSection, pluginList, behind, supervision };
   root.replaceChildren(shell);
   renderPluginNav();
+}
+
+/** Who started supervising the member since they last said OK (README: the member is
+ * told): the live notice reaches an open page or a home channel only, so one signed out
+ * then reads it here at their next sign-in, in their language, until OK. OK passes back
+ * the time the server gave: a supervisor named after it is still to be told. */
+function supervisionNotice() {
+  const news = state.supervision;
+  if (!news?.added?.length) return null;
+  const words = el("p", { id: uid("supervision"), text: t("account.supervision_added", { names: news.added.join(", ") }) });
+  const failed = el("p", { class: "form-status error", role: "alert" });
+  const ok = el("button", { class: "btn small", type: "button", text: t("common.ok"), "aria-describedby": words.id });
+  ok.addEventListener("click", () => busy(ok, async () => {
+    const response = await api("POST", "/api/me/supervision/seen", { through: news.added_through });
+    if (!response.ok) { failed.textContent = errorText(response); return; }
+    state.supervision = response.data;
+    placeSupervisionNotice({ focus: true });
+  }));
+  return el("div", { class: "notice info supervision-added", role: "status", "data-testid": "supervision-added" },
+    words, el("div", { class: "actions" }, ok), failed);
+}
+
+/** Put the notice as state.supervision has it above the page (or take it away). With
+ * `focus` (its OK was pressed, and is gone): a newer notice's OK, else the page's
+ * heading, never <body>. */
+function placeSupervisionNotice({ focus = false } = {}) {
+  if (!state.shell) return;
+  const before = state.shell.supervision;
+  const node = supervisionNotice();
+  if (before && node) before.replaceWith(node);
+  else if (before) before.remove();
+  else if (node) state.shell.content.before(node);
+  state.shell.supervision = node;
+  if (!focus) return;
+  const heading = state.shell.content.querySelector("h1");
+  const target = node?.querySelector("button") || heading || state.shell.content;
+  if (target === heading) heading.tabIndex = -1;
+  target.focus({ preventScroll: true });
+}
+
+/** Read again who is still to be told of (a notification came: it may be that a
+ * supervisor was named now). True when the notice shows. */
+async function refreshSupervision() {
+  if (!state.shell) return false;
+  const response = await api("GET", "/api/me/privacy");
+  if (!response.ok || !state.shell) return false;
+  state.supervision = response.data.supervision_news;
+  placeSupervisionNotice();
+  return Boolean(state.shell.supervision);
 }
 
 function setMenu(open) {
@@ -303,9 +356,13 @@ async function enterShell(known = null, { arrived = false } = {}) {
   // The session does not list capabilities; the chat status answers 403 without chat.use.
   // Reports and System agents are in the menu only while some system agent is there
   // (the System agents plugin, or another's); a link to them still opens the page.
-  const [pages, chat, agents] = await Promise.all([
-    api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status"), api("GET", "/api/system-agents"), loadMemberTheme()]);
+  // Who started supervising them while they were away is said above every page (see
+  // supervisionNotice), from what My account reads too.
+  const [pages, chat, agents, privacy] = await Promise.all([
+    api("GET", "/api/plugins/pages"), api("GET", "/api/chat/status"), api("GET", "/api/system-agents"), api("GET", "/api/me/privacy"),
+    loadMemberTheme()]);
   state.pages = pages.ok ? pages.data.pages || [] : [];
+  state.supervision = privacy.ok ? privacy.data.supervision_news : null;
   state.chat = chat.status !== 403;
   state.system_agents = !agents.ok || (agents.data.agents || []).length > 0;
   // The socket opens with the shell, whatever page the member lands on: a notification

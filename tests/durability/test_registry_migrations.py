@@ -75,6 +75,7 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path):
     assert len(after.pop("inbox_public_key")) == 32
     assert after.pop("owner_generation") == 1  # the file was opened once since
     assert after.pop("data_reset_at") is None  # no admin reset lost their data
+    assert after.pop("supervision_seen_at") is None  # never told of a supervisor yet
     assert after == before
 
 
@@ -181,3 +182,47 @@ async def test_self_service_connectors_become_capabilities_and_upgrades_keep_wha
             assert "connectors.activate" in roles[role_id].capabilities
             assert ("connectors.remote" in roles[role_id].capabilities) is switch
         assert roles["admin"].capabilities == frozenset()
+
+
+async def test_a_member_supervised_before_the_upgrade_is_told_once_at_their_next_sign_in(tmp_path):
+    """The step that keeps when a member last acknowledged who supervises them, on a
+    registry the version before wrote (every step but it): the edges and their times
+    are kept, nobody has acknowledged anything, so a member supervised then is told at
+    their next sign-in (that version told only an open page or a home channel), and an
+    acknowledgement keeps the edge's time, no text."""
+    from skald_host.core.system_agents import store
+
+    step = next(i for i, m in enumerate(REGISTRY_MIGRATIONS.steps) if "acknowledged who supervises them" in m.description)
+    assert step == len(REGISTRY_MIGRATIONS.steps) - 1  # the latest: "the version before" is every step but it
+    path = tmp_path / "database" / "system.db"
+    before = MigrationSet(REGISTRY_MIGRATIONS.bucket, REGISTRY_MIGRATIONS.steps[:step])
+    registry = await Database.open(path, key=None, migrations=before, create=True)
+    subject, supervisor, other = "a" * 32, "b" * 32, "c" * 32
+    await registry.transaction(
+        lambda c: (
+            c.executemany(
+                "INSERT INTO users (id, username, display_name, role_id, encrypted, credential_kind, credentials)"
+                " VALUES (?, ?, ?, 'member', 0, 'verifier', '{}')",
+                [(subject, "kid", "Kid"), (supervisor, "pat", "Pat"), (other, "ann", "Ann")],
+            ),
+            c.execute(
+                "INSERT INTO supervision (subject_user_id, supervisor_user_id, created_at) VALUES (?, ?, '2026-01-02T03:04:05.678Z')",
+                (subject, supervisor),
+            ),
+        )
+    )
+    await registry.close()
+    assert user_version(path) == step
+
+    registry = await Database.open(path, key=None, migrations=REGISTRY_MIGRATIONS)
+    try:
+        assert registry.schema_version == REGISTRY_MIGRATIONS.latest
+        news = await registry.run(lambda c: store.unacknowledged_supervisors(c, subject))
+        assert news == [(supervisor, "2026-01-02T03:04:05.678Z")]
+        assert await registry.run(lambda c: store.unacknowledged_supervisors(c, other)) == []
+        await registry.transaction(lambda c: store.acknowledge_supervision(c, subject, "2026-01-02T03:04:05.678Z"))
+        assert await registry.run(lambda c: store.unacknowledged_supervisors(c, subject)) == []
+        seen = await registry.run(lambda c: c.execute("SELECT id, supervision_seen_at FROM users ORDER BY id").fetchall())
+        assert [tuple(r) for r in seen] == [(subject, "2026-01-02T03:04:05.678Z"), (supervisor, None), (other, None)]
+    finally:
+        await registry.close()

@@ -55,6 +55,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/me/locale", "PUT"): {"locale": "de"},
         ("/api/tts", "POST"): {"text": "Forged speech."},
         ("/api/me/home-source", "PUT"): {"home_source": "web"},
+        ("/api/me/supervision/seen", "POST"): {"through": "2026-01-02T03:04:05.678Z"},
         ("/api/plugins/<plugin_id>/my-config", "PUT"): {"config": {"nickname": "forged"}},
         ("/api/conversations", "POST"): {"title": "forged"},
         ("/api/conversations/<conversation_id>", "PATCH"): {"title": "forged"},

@@ -46,6 +46,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/me/locale", "PUT"): ("locale",),
     ("/api/tts", "POST"): ("text", "voice", "format", "locale"),
     ("/api/me/home-source", "PUT"): ("home_source",),
+    ("/api/me/supervision/seen", "POST"): ("through",),
     ("/api/plugins/<plugin_id>/my-config", "PUT"): ("config",),
     ("/api/admin/members", "POST"): ("username", "password", "role", "encrypted", *PROFILE_FIELDS),
     ("/api/admin/members/<member_id>", "PATCH"): ("role", "active", *PROFILE_FIELDS),

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from skald_host.core.identity.access import allowed
+from skald_host.core.identity.users import MemberNotFound
+from skald_host.core.system_agents import store
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -60,6 +62,9 @@ async def privacy_facts(core: Skald, member: Member, locale: str | None = None) 
             "supervisors": [r[0] or r[1] for r in supervisors],
             "reviewed": bool(supervisors) and bool(reviewed),
         },
+        # Of them, who was named since the member last said OK to being told (the web
+        # shell shows it above its pages until they do).
+        "supervision_news": await supervision_news(core, member.id),
         "encrypted": member.encrypted,
         "chat": chats,
         "models": [
@@ -68,3 +73,20 @@ async def privacy_facts(core: Skald, member: Member, locale: str | None = None) 
         ],
         "plugins": sorted(plugins, key=lambda p: p["title"].casefold()),
     }
+
+
+async def supervision_news(core: Skald, member_id: str) -> dict[str, Any]:
+    """Who started supervising the member since they last acknowledged it (the web
+    shows it until they do: told live only on an open page or a home channel, a member
+    signed out then learned nothing), and the latest such naming, which
+    their acknowledgement passes back. system.db keeps only a time for it
+    (``users.supervision_seen_at``, compared with ``supervision.created_at``), no words."""
+    news = await core.registry.run(lambda c: store.unacknowledged_supervisors(c, member_id))
+    names = []
+    for supervisor_id, _ in news:
+        try:
+            supervisor = await core.users.get(supervisor_id)
+        except MemberNotFound:  # deleted since: no longer a supervisor either
+            continue
+        names.append(supervisor.display_name or supervisor.username)
+    return {"added": names, "added_through": max((at for _, at in news), default=None)}

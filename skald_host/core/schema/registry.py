@@ -526,5 +526,13 @@ REGISTRY_MIGRATIONS = MigrationSet(
             "when an admin's password reset lost a member's data: the member is told at their next sign-in",
             statements=("ALTER TABLE users ADD COLUMN data_reset_at TEXT",),
         ),
+        Migration(
+            17,
+            "when a member last acknowledged who supervises them: a supervisor named later is shown at their next sign-in",
+            # A time only, compared with supervision.created_at; no text. Empty on an
+            # upgrade: a member supervised before it is told once more (the version
+            # before told only an open page or a home channel, so maybe never).
+            statements=("ALTER TABLE users ADD COLUMN supervision_seen_at TEXT",),
+        ),
     ),
 )

@@ -155,6 +155,34 @@ def set_supervisors(conn: Any, subject_id: str, supervisor_ids: list[str]) -> li
     return added
 
 
+def unacknowledged_supervisors(conn: Any, subject_id: str) -> list[tuple[str, str]]:
+    """The subject's current supervisors named after the subject last acknowledged being
+    told (``users.supervision_seen_at``; never: all of them), as (supervisor id,
+    ``created_at``) in the order ``supervisors_of`` gives."""
+    rows = conn.execute(
+        "SELECT s.supervisor_user_id, s.created_at FROM supervision s"
+        " JOIN users u ON u.id = s.supervisor_user_id JOIN users m ON m.id = s.subject_user_id"
+        " WHERE s.subject_user_id = ? AND u.active = 1 AND s.created_at > coalesce(m.supervision_seen_at, '')"
+        " ORDER BY u.created_at, u.id",
+        (subject_id,),
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+def acknowledge_supervision(conn: Any, subject_id: str, through: str) -> None:
+    """The subject has been told of their supervisors named up to ``through`` (the
+    latest time they were shown): one named after it is still to be told. What is kept
+    is that edge's own ``created_at``, never later than now, and never moves back."""
+    row = conn.execute(
+        "SELECT max(created_at) FROM supervision WHERE subject_user_id = ? AND created_at <= ?", (subject_id, through)
+    ).fetchone()
+    if row and row[0]:
+        conn.execute(
+            "UPDATE users SET supervision_seen_at = ? WHERE id = ? AND coalesce(supervision_seen_at, '') < ?",
+            (row[0], subject_id, row[0]),
+        )
+
+
 def supervised_since(conn: Any, subject_id: str) -> str | None:
     """When the subject's latest current supervisor was named: what a review may cover
     starts there at the earliest (a supervisor reads nothing from before they were)."""

@@ -7,11 +7,12 @@ import logging
 from quart import Blueprint, current_app, request
 
 from skald_host.core.i18n import FALLBACK_LOCALE
-from skald_host.core.identity.privacy import privacy_facts
+from skald_host.core.identity.privacy import privacy_facts, supervision_news
 from skald_host.core.schedules import ScheduleError, zone
 from skald_host.core.schedules.service import TIMEZONE_SETTING
+from skald_host.core.system_agents import store
 from skald_host.web.auth import current_principal, public, reader_locale
-from skald_host.web.body import OBJECT, TEXT, accepts, BodyError, json_object, loads, obj, query, returns
+from skald_host.web.body import OBJECT, TEXT, TIME, accepts, array, BodyError, json_object, loads, nullable, obj, query, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("me", __name__)
@@ -100,6 +101,25 @@ async def privacy() -> dict:
     them, and whether their private database is encrypted: from their access now."""
     core = current_app.config["SKALD_CORE"]
     return await privacy_facts(core, current_principal().member, await reader_locale())
+
+
+SUPERVISION_NEWS = obj({"added": array(TEXT, description="names of the supervisors still to be told of"), "added_through": nullable(TIME)})
+#: A time as ``added_through`` gives it (``supervision.created_at``).
+SEEN_THROUGH = text(40, pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$", description="added_through, as /api/me/privacy gave it")
+
+
+@bp.post("/api/me/supervision/seen")
+@accepts(obj({"through": SEEN_THROUGH}, extra=False))
+@returns(SUPERVISION_NEWS)
+async def supervision_seen() -> dict:
+    """The member has read who started supervising them, up to ``through`` (the
+    ``added_through`` of /api/me/privacy): the notice goes; a supervisor named later is
+    still told. Only one's own: the member is the session's."""
+    core = current_app.config["SKALD_CORE"]
+    member_id = current_principal().member.id
+    through = (await json_object())["through"]
+    await core.registry.transaction(lambda c: store.acknowledge_supervision(c, member_id, through))
+    return await supervision_news(core, member_id)
 
 
 @bp.put("/api/me/locale")
