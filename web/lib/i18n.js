@@ -71,6 +71,12 @@ export function errorString(code, values = {}, { admin = true } = {}) {
   return t(`error.${code}`, values);
 }
 
+/** A plugin's own string (`<plugin id>.<key>` in the merged table: its bundle's key,
+ * in the reader's language, English underneath), or null when the plugin has none. */
+export function pluginString(pluginId, key) {
+  return strings[`${pluginId}.${key}`] ?? null;
+}
+
 /** A language's own name ("Deutsch"), falling back to its code. */
 export function localeName(code) {
   const key = `core.locale.${code}`;

@@ -5,7 +5,7 @@
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el, link } from "../lib/dom.js";
-import { errorString, t } from "../lib/i18n.js";
+import { errorString, pluginString, t } from "../lib/i18n.js";
 import { errorText, markField, notice, pageHeader, section } from "../lib/ui.js";
 import { health, stateLabel } from "./plugin-catalog.js";
 
@@ -115,7 +115,14 @@ function problemsSection(plugin) {
 
 async function rosterSection(plugin) {
   const title = t("plugin.roster_title");
-  if (plugin.manages_own_access) return section(title, el("p", { class: "muted", text: t("plugin.roster_own_access") }));
+  if (plugin.manages_own_access) {
+    // No grant list applies (the access API names only the admins, who hold every
+    // plugin): say who reaches it, and how the plugin decides, in its own words
+    // (its string `plugin.access`) when it has them.
+    const own = pluginString(plugin.id, "plugin.access");
+    return section(title, el("p", { class: "muted", text: t("plugin.roster_own_access") }),
+      own ? el("p", { "data-testid": "plugin-access", text: own }) : null);
+  }
   // Never in a grant list (part of the host): listing grants showed only the admin,
   // while every member's requests carried its tools.
   if (plugin.builtin) return section(title, el("p", { class: "muted", text: t("plugin.roster_builtin") }));

@@ -15,22 +15,20 @@ when it sends a message: that is sealed for their next login (202, ``status: "se
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
 from importlib.resources import files
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator
 
 from quart import Blueprint, Response, request
 
 from skald_hookspecs import ChannelRequestError, HostApi, MemberLocked, TtsUnavailable, accepts, current_caller, public, returns
 from skald_mobile_connector import PLUGIN_ID, running
-from skald_mobile_connector.service import PairingError, dumps
+from skald_mobile_connector.service import DRAFT_KEY_MAX, PairingError, dumps
+from skald_mobile_connector.service import unfinished_pairing
 from skald_mobile_connector.strings import APP_KEYS, PAGE_KEYS, STRINGS
 
 #: How often an idle stream re-checks that its device is still paired (a revocation by
 #: the host, such as a password change, reaches an open stream within this).
 STREAM_HEARTBEAT_SECONDS = 5.0
-#: A paired token no request carried for this long never reached its phone.
-UNFINISHED_PAIRING_MINUTES = 10
 MAX_TEXT = 100_000
 APP_FILES = {
     "index.html": "text/html",
@@ -162,6 +160,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         current = service()
         if current is None:
             return fail("err_not_running", 503)
+        await current.tidy_devices(caller.id)  # a pairing of theirs that never finished goes now
         code, ttl = current.codes.create(caller.id)
         base = str(current.config.get("public_url") or request.host_url).rstrip("/")
         app_url = f"{base}/api/plugin/{PLUGIN_ID}/app/"
@@ -172,10 +171,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.get("/devices")
     @returns(_obj({"devices": {"type": "array", "items": DEVICE}}))
     async def devices() -> Any:
-        """The caller's paired devices: name, platform, when paired and last seen."""
+        """The caller's paired devices: name, platform, when paired and last seen. A read
+        only (check A4): a pairing that never finished is left out, and revoked where
+        state changes anyway (``MobileService.tidy_devices``)."""
         caller = current_caller()
         assert caller is not None
-        rows = await forget_unfinished_pairings(caller.id)
+        rows = [row for row in await host.device_tokens(caller.id) if not unfinished_pairing(row)]
         return {
             "devices": [
                 {
@@ -201,6 +202,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if current is not None:
             await current.forget_device(member_id(), device_id)
             current.recheck_streams(member_id())  # an open stream of that device ends now
+            await current.tidy_devices(member_id())
         return {"ok": True}
 
     # -- the app shell (public) ----------------------------------------------------------------
@@ -261,28 +263,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return {"error": t("err_code", locale), "code": "code"}, 400
         await current.remember_devices(owner, [issued["id"]])
         await current.start_cursor(owner, issued["id"])
+        await current.tidy_devices(owner)
         return {"token": issued["token"], "device_id": issued["id"]}, 201
-
-    async def forget_unfinished_pairings(member: str) -> list[Mapping[str, Any]]:
-        """The member's devices, less those whose pairing never finished: a token no
-        request has carried for ``UNFINISHED_PAIRING_MINUTES`` (the app asks ``/me`` at
-        once) never reached its phone (the server died, the connection dropped before
-        the answer), so it is revoked rather than listed as a paired phone."""
-        cutoff = (datetime.now(timezone.utc) - timedelta(minutes=UNFINISHED_PAIRING_MINUTES)).strftime("%Y-%m-%dT%H:%M:%S")
-        kept = []
-        for row in await host.device_tokens(member):
-            if row.get("used") is False and str(row["created_at"])[:19] < cutoff:
-                await host.revoke_device_token(member, row["id"])
-                current = service()
-                if current is not None:
-                    await current.forget_device(member, row["id"])
-                continue
-            kept.append(row)
-        current = service()
-        if current is not None:  # the state of a device the host revoked goes too
-            await current.remember_devices(member, [str(row["id"]) for row in kept])
-            await current.forget_revoked(member)
-        return kept
 
     # -- the mobile API ------------------------------------------------------------------------
 
@@ -317,7 +299,9 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @returns(_obj({"conversations": {"type": "array", "items": CONVERSATION}}))
     @returns(ERROR, 423, "the member is locked: they must log in on the web first")
     async def conversations() -> Any:
-        """The member's conversations of the mobile app, newest first."""
+        """The member's conversations started in the mobile app, newest first. Only
+        these: the contract lets a channel read and continue its own conversations
+        (``HostApi.conversations``), so those begun on the web are not listed."""
 
         async def work() -> Any:
             return {"conversations": list(await host.conversations(member_id()))}
@@ -325,13 +309,22 @@ def build_blueprint(host: HostApi) -> Blueprint:
         return await guarded(work())
 
     @blueprint.post("/conversations")
+    @accepts({
+        "type": ["object", "null"],
+        "properties": {"draft": {"type": "string", "minLength": 8, "maxLength": DRAFT_KEY_MAX, "pattern": "^[A-Za-z0-9_-]+$"}},
+    })
     @returns(_obj({"id": TEXT}), 201)
     @returns(ERROR, 423)
     async def new_conversation() -> Any:
-        """Start a fresh conversation; the next message goes there."""
+        """Start a fresh conversation; the next message goes there. The app asks for one
+        only when the first message of its "New chat" is sent (until then the chat is a
+        draft on the phone, as on the web, so a chat left without a word leaves nothing
+        behind); ``draft``, the app's key for that draft, answers the same conversation
+        when it is asked again (a phone that never got the answer)."""
+        draft = (await body()).get("draft")
 
         async def work() -> Any:
-            return {"id": await host.new_conversation(member_id())}, 201
+            return {"id": await service().start_conversation(member_id(), draft)}, 201
 
         return await guarded(work())
 

@@ -17,8 +17,13 @@
   (password change, reset, deactivation, "end sessions", deletion). The contract has no
   hook for the latter, so the plugin keeps an index of the devices it paired and drops
   the state of those whose token is gone: when the member's bus says their sessions were
-  revoked, when the system bus says they were deactivated or deleted, when their devices
-  are listed and at start (a bus is best-effort: the last two catch what it lost).
+  revoked, when the system bus says they were deactivated or deleted, and in
+  ``tidy_devices`` (a bus is best-effort: that catches what it lost).
+- ``tidy_devices`` also revokes a pairing that never finished (a token issued whose
+  answer never reached its phone). It runs where state changes anyway: a pairing
+  started or completed, a device unlinked, and the plugin's own sweep (at start and every
+  ``SWEEP_SECONDS``). Never on a GET (check A4): the device list leaves such a token out
+  of its answer and writes nothing.
 """
 
 from __future__ import annotations
@@ -74,6 +79,16 @@ PUSH_TTL_SECONDS = 24 * 3600
 #: only (the registry is admin-readable), so a device's state can be found once its
 #: token is gone.
 DEVICES_KEY = "devices"
+#: A paired token no request carried for this long never reached its phone (the app asks
+#: ``/me`` at once): the server died, or the connection dropped before the answer.
+UNFINISHED_PAIRING_MINUTES = 10
+#: How often the plugin tidies the devices of every member it paired one for.
+SWEEP_SECONDS = 300.0
+#: How long the conversation a chat of the app's started from a draft is remembered under
+#: that draft's key (``MobileService.start_conversation``): long enough for a phone to send
+#: again a request whose answer it never got.
+DRAFT_TTL_SECONDS = 3600.0
+DRAFT_KEY_MAX = 64
 
 
 class PairingError(Exception):
@@ -153,6 +168,16 @@ class PairingCodes:
         return pairing.member_id
 
 
+def unfinished_pairing(row: Mapping[str, Any]) -> bool:
+    """A device token whose pairing never finished: no request carried it in the
+    ``UNFINISHED_PAIRING_MINUTES`` since it was issued. Not a paired phone: the device
+    list leaves it out, ``tidy_devices`` revokes it."""
+    from datetime import datetime, timedelta, timezone
+
+    cutoff = (datetime.now(timezone.utc) - timedelta(minutes=UNFINISHED_PAIRING_MINUTES)).strftime("%Y-%m-%dT%H:%M:%S")
+    return row.get("used") is False and str(row["created_at"])[:19] < cutoff
+
+
 def event_payload(event: ChannelEvent) -> dict[str, Any]:
     data = asdict(event)
     data["arguments"] = dict(event.arguments)
@@ -173,6 +198,9 @@ class MobileService:
         self.config: Mapping[str, Any] = {}
         #: For the bench and tests: when each push left the host (monotonic seconds).
         self.push_log: list[tuple[str, float]] = []
+        #: (member id, draft key) -> (conversation id, monotonic time it was made).
+        self._drafts: dict[tuple[str, str], tuple[str, float]] = {}
+        self._drafts_lock = asyncio.Lock()
 
     async def start(self) -> None:
         self.config = await self.host.get_config()
@@ -185,7 +213,7 @@ class MobileService:
         self.host.subscribe_system(self._on_system_event)
         for member_id in await self._device_index():
             self.watch(member_id)
-            self._spawn(self.forget_revoked(member_id))  # revoked while the plugin was not running
+        self._spawn(self._sweep())  # at once: revoked while the plugin was not running
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -274,6 +302,27 @@ class MobileService:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    # -- a chat started from a draft -----------------------------------------------------------
+
+    async def start_conversation(self, member_id: str, draft: str | None = None) -> str:
+        """A fresh conversation for the member (the one their next message goes to). The
+        app opens "New chat" as a draft and asks for the conversation only when its first
+        message is sent, so a chat left without a word leaves nothing in the member's
+        list. ``draft`` (the app's key for that draft) makes asking twice answer the same
+        conversation: a phone whose answer was lost asks again, and must not leave an
+        empty one behind. Kept in RAM for ``DRAFT_TTL_SECONDS``."""
+        if not draft:
+            return await self.host.new_conversation(member_id)
+        async with self._drafts_lock:
+            now = time.monotonic()
+            self._drafts = {k: v for k, v in self._drafts.items() if now - v[1] < DRAFT_TTL_SECONDS}
+            known = self._drafts.get((member_id, draft))
+            if known is not None:
+                return known[0]
+            conversation_id = await self.host.new_conversation(member_id)
+            self._drafts[(member_id, draft)] = (conversation_id, now)
+            return conversation_id
+
     # -- the outbox -------------------------------------------------------------------------------
 
     async def cursor(self, device_id: str) -> int:
@@ -360,6 +409,43 @@ class MobileService:
             if added:
                 await self._store_index({**index, member_id: [*known, *added]})
         self.watch(member_id)
+
+    async def tidy_devices(self, member_id: str) -> None:
+        """Revoke the member's pairings that never finished (``unfinished_pairing``),
+        index the devices they have (one paired before the index existed joins it) and
+        drop the state of those whose token the host revoked. A write: called where state
+        changes anyway and by the sweep, never by a GET."""
+        try:
+            rows = await self.host.device_tokens(member_id)
+        except ChannelRequestError:
+            return  # deactivated or deleted: the system event that says so decides
+        kept = []
+        for row in rows:
+            if unfinished_pairing(row):
+                await self.host.revoke_device_token(member_id, row["id"])
+                await self.forget_device(member_id, str(row["id"]))
+                log.info("mobile: a pairing of member %s that never reached its phone was revoked", member_id)
+                continue
+            kept.append(str(row["id"]))
+        if kept:
+            await self.remember_devices(member_id, kept)
+        await self.forget_revoked(member_id)
+
+    async def _sweep(self) -> None:
+        """The plugin's own background pass: at start, then every ``SWEEP_SECONDS``, each
+        member it paired a device for is tidied (``tidy_devices``)."""
+        while True:
+            try:
+                members = list(await self._device_index())
+            except Exception:
+                log.exception("mobile: the index of paired devices could not be read")
+                members = []
+            for member_id in members:
+                try:
+                    await self.tidy_devices(member_id)
+                except Exception:  # one member's failure must not end the sweep for all
+                    log.exception("mobile: the devices of member %s could not be tidied", member_id)
+            await asyncio.sleep(SWEEP_SECONDS)
 
     async def forget_revoked(self, member_id: str, *, gone: bool = False) -> int:
         """Drop the state of the member's devices whose token no longer exists (``gone``:

@@ -12,6 +12,13 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
     "en": {
         "plugin.title": "Mobile app",
         "plugin.description": "Use your assistant from your phone: pair it with a code, chat, approve, and get notified.",
+        # The admin's plugin page ("Who can use it"): no grant list applies to this plugin.
+        "plugin.access": (
+            "Every active member, in every role (Children too), may pair a phone on the Mobile app page: no grant and "
+            "no role limits it. Each member sees and unlinks their own paired phones there; no page lists every "
+            "member's phones. Deactivating a member, changing or resetting their password, or ending their sessions "
+            "unlinks all their phones."
+        ),
         "config.public_url.label": "Public address",
         "config.public_url.description": "The https address phones reach this server at (the QR code points there). Empty: the address of the page.",
         "config.allow_http_push.label": "Allow push services over plain http",
@@ -50,6 +57,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "pair_intro": "On a computer, open Skald, go to the Mobile app page and show a pairing code. Type it here.",
         "pair_code": "Pairing code",
         "pair_name": "Name of this phone",
+        "phone_name": "Phone",
+        "android_phone_name": "Android phone",
         "pair_button": "Pair",
         "conversations": "Conversations",
         "new_chat": "New chat",
@@ -80,7 +89,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "back": "Back",
         "new_items": "New: {count}",
         "error": "Something went wrong: {message}",
-        "empty": "No conversations yet. Start one.",
+        "empty": (
+            "No conversations started in this app yet. The app shows only the conversations you start here; "
+            "those you started on the web stay on the web. Start one with New chat."
+        ),
         "voice_replies": "Read answers aloud",
         "voice_sample": "Answers will be read aloud.",
         "projects": "Projects",
@@ -101,6 +113,12 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
     "de": {
         "plugin.title": "Mobile App",
         "plugin.description": "Nutze deinen Assistenten auf dem Handy: mit einem Code koppeln, chatten, freigeben und benachrichtigt werden.",
+        "plugin.access": (
+            "Jedes aktive Mitglied, in jeder Rolle (auch Kinder), kann auf der Seite „Mobile App“ ein Handy koppeln: "
+            "Keine Freigabe und keine Rolle schränkt das ein. Dort sieht jedes Mitglied seine eigenen gekoppelten Handys "
+            "und kann sie entkoppeln; keine Seite listet die Handys aller Mitglieder. Ein Mitglied zu deaktivieren, sein "
+            "Passwort zu ändern oder zurückzusetzen oder seine Sitzungen zu beenden, entkoppelt alle seine Handys."
+        ),
         "config.public_url.label": "Öffentliche Adresse",
         "config.public_url.description": "Die https-Adresse, unter der Handys diesen Server erreichen (dorthin zeigt der QR-Code). Leer: die Adresse dieser Seite.",
         "config.allow_http_push.label": "Push-Dienste über einfaches http erlauben",
@@ -137,6 +155,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "pair_intro": "Öffne Skald auf einem Computer, geh zur Seite „Mobile App“ und lass dir einen Kopplungscode zeigen. Tippe ihn hier ein.",
         "pair_code": "Kopplungscode",
         "pair_name": "Name dieses Handys",
+        "phone_name": "Handy",
+        "android_phone_name": "Android-Handy",
         "pair_button": "Koppeln",
         "conversations": "Gespräche",
         "new_chat": "Neuer Chat",
@@ -167,7 +187,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "back": "Zurück",
         "new_items": "Neu: {count}",
         "error": "Etwas ist schiefgegangen: {message}",
-        "empty": "Noch keine Gespräche. Fang eins an.",
+        "empty": (
+            "Noch keine Gespräche in dieser App begonnen. Die App zeigt nur die Gespräche, die du hier beginnst; "
+            "die im Web begonnenen bleiben im Web. Fang eins an mit „Neuer Chat“."
+        ),
         "voice_replies": "Antworten vorlesen",
         "voice_sample": "Antworten werden vorgelesen.",
         "projects": "Projekte",

@@ -44,10 +44,16 @@ async def _app(setup, browser, member):
     assert problems == []
 
 
-async def _new_chat(page) -> str:
+async def _new_chat(page) -> None:
+    """A new chat: a draft on the phone until its first message is sent."""
     await page.tap("text=New chat")
     await page.wait_for_selector("textarea[name=text]")
-    return await page.evaluate("location.hash.slice(6)")
+
+
+async def _conversation(page) -> str:
+    """The open chat's conversation, made by its first message (the address names it from then)."""
+    await page.wait_for_function("() => location.hash.startsWith('#chat/')")
+    return await page.evaluate("decodeURIComponent(location.hash.slice(6))")
 
 
 async def _user_messages(member, conversation: str) -> list[str]:
@@ -71,13 +77,14 @@ async def _photo(page, tmp_path) -> None:
 async def test_a_message_sent_while_the_server_is_away_waits_with_its_photo_and_goes_when_it_is_back(setup, browser, tmp_path):
     alice = await setup.host.member("alice", display_name="Alice")
     async with _app(setup, browser, alice) as (context, page):
-        conversation = await _new_chat(page)
+        await _new_chat(page)
         await _photo(page, tmp_path)
         await page.route(SENDS, lambda route: route.abort("internetdisconnected"))
         await page.fill("textarea[name=text]", "canary-7f3 look at this")
         await page.tap("button:has-text('Send')")
         waiting = page.locator(".message.user.waiting", has_text="canary-7f3 look at this")
         await waiting.wait_for()
+        conversation = await _conversation(page)
         assert "Waiting to send" in await waiting.inner_text() and "photo.png" in await waiting.inner_text()
         await page.wait_for_selector("#banner >> text=Offline")
         # Not shown as running, and Send waits while the server cannot be reached.
@@ -101,13 +108,14 @@ async def test_a_message_sent_while_the_server_is_away_waits_with_its_photo_and_
 async def test_a_message_the_server_refuses_goes_back_to_the_composer_with_its_photo(setup, browser, tmp_path):
     alice = await setup.host.member("alice", display_name="Alice")
     async with _app(setup, browser, alice) as (context, page):
-        conversation = await _new_chat(page)
+        await _new_chat(page)
         await _photo(page, tmp_path)
         refusal = json.dumps({"error": "this conversation is closed", "code": "refused"})
         await page.route(SENDS, lambda route: route.fulfill(status=400, content_type="application/json", body=refusal))
         await page.fill("textarea[name=text]", "canary-2b1 keep me")
         await page.tap("button:has-text('Send')")
         await page.wait_for_selector(".toast >> text=Not sent: this conversation is closed")
+        conversation = await _conversation(page)
         assert await page.locator(".message.user").count() == 0
         assert await page.input_value("textarea[name=text]") == "canary-2b1 keep me"
         assert await page.locator("ul.attached >> text=photo.png").count() == 1
@@ -139,7 +147,7 @@ async def test_the_composer_waits_while_offline_and_works_again_when_back(setup,
 async def test_files_go_without_words_show_on_their_bubble_and_can_be_taken_off_before(setup, browser, tmp_path):
     alice = await setup.host.member("alice", display_name="Alice")
     async with _app(setup, browser, alice) as (context, page):
-        conversation = await _new_chat(page)
+        await _new_chat(page)
         # Chosen, then taken off: the message goes without it.
         await _photo(page, tmp_path)
         remove = page.get_by_role("button", name="Remove photo.png", exact=True)
@@ -149,6 +157,7 @@ async def test_files_go_without_words_show_on_their_bubble_and_can_be_taken_off_
         setup.model.script(MODEL, [Reply("No photo here.")])
         await _send(page, "just words")
         await page.wait_for_selector("text=No photo here.")
+        conversation = await _conversation(page)
         assert not _with_photo(setup.model.requests[-1])
 
         # A photo alone, no words: sent with the web's placeholder, its name on the bubble.
@@ -165,13 +174,15 @@ async def test_files_go_without_words_show_on_their_bubble_and_can_be_taken_off_
 async def test_approval_cards_follow_a_decision_on_the_web_and_a_stop(setup, browser):
     alice = await setup.host.member("alice", display_name="Alice")
     async with _app(setup, browser, alice) as (context, page):
-        conversation = await _new_chat(page)
+        await _new_chat(page)
+        setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("write_note", {"text": "milk"}),)), Reply("Noted.")])
+        await _send(page, "note milk")
+        await page.locator(".approval button:has-text('Allow')").wait_for()
+        conversation = await _conversation(page)
         assert (await alice.patch(f"/api/conversations/{conversation}", json={"title": "Shopping list"})).status_code == 200
         await page.reload()
         await page.wait_for_selector("#title >> text=Shopping list")  # not "Skald"
 
-        setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("write_note", {"text": "milk"}),)), Reply("Noted.")])
-        await _send(page, "note milk")
         card = page.locator(".approval").first
         await card.locator("button:has-text('Allow')").wait_for()
         # The arguments as the member reads them, not raw JSON.
@@ -199,7 +210,7 @@ async def test_approval_cards_follow_a_decision_on_the_web_and_a_stop(setup, bro
 async def test_the_app_says_the_renderers_and_the_hosts_words_in_german(setup, browser):
     alice = await setup.host.member("alice", display_name="Alice")
     async with _app(setup, browser, alice) as (context, page):
-        conversation = await _new_chat(page)
+        await _new_chat(page)
         await page.evaluate("localStorage.setItem('skald.mobile.locale', 'de')")
         await page.reload()
         await page.wait_for_selector("textarea[placeholder='Nachricht schreiben']")
@@ -207,6 +218,7 @@ async def test_the_app_says_the_renderers_and_the_hosts_words_in_german(setup, b
         # A code block and an image: the shared renderer's labels, not its keys.
         setup.model.script(MODEL, [Reply("Hier:\n\n```python\nprint(1)\n```\n\n![eine Katze](https://example.org/cat.png)")])
         await _send(page, "zeig es")
+        conversation = await _conversation(page)
         answer = page.locator(".message.assistant", has_text="print(1)")
         await answer.wait_for()
         await answer.locator(".copy-code").tap()

@@ -5,6 +5,7 @@ the device list with name, platform and last seen; binding-managed access."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import sqlite3
@@ -108,11 +109,25 @@ async def test_the_plugin_manages_its_own_access_and_is_never_granted_by_default
     assert (await device.get(f"{BASE}/conversations")).status_code == 200
 
 
+async def _registry_state(setup) -> tuple[list, list]:
+    """What a request could have changed in system.db for the plugin: its device tokens
+    and its key-value rows (the device index, the cursors)."""
+
+    def read(conn):
+        tokens = conn.execute("SELECT * FROM device_tokens ORDER BY id").fetchall()
+        kv = conn.execute("SELECT * FROM plugin_kv WHERE plugin_id = ? ORDER BY key", (PLUGIN,)).fetchall()
+        return [tuple(r) for r in tokens], [tuple(r) for r in kv]
+
+    return await setup.host.core.registry.run(read)
+
+
 async def test_a_pairing_whose_answer_never_reached_the_phone_is_not_listed_as_a_paired_phone(setup, monkeypatch):
     """The server died (or the connection dropped) after it issued the token and before
     the phone read it (crash probe: 2 of 3 such kills): that token no request carries is
-    revoked once the pairing had time to finish, not listed as a paired phone."""
-    from skald_mobile_connector import routes
+    left out of the device list once the pairing had time to finish, and revoked where
+    state changes anyway (a new pairing, an unlink, the plugin's sweep), never by the
+    GET that lists the devices (check A4)."""
+    from skald_mobile_connector import service
 
     alice = await setup.host.member("alice")
     used = await paired_device(setup, alice, "Pixel")
@@ -120,8 +135,49 @@ async def test_a_pairing_whose_answer_never_reached_the_phone_is_not_listed_as_a
     lost = await paired_device(setup, alice, "Lost")  # its answer "never arrived": nothing uses it
     listed = (await alice.get(f"{BASE}/devices")).json()["devices"]
     assert [d["name"] for d in listed] == ["Pixel", "Lost"]  # it may still be on its way
-    monkeypatch.setattr(routes, "UNFINISHED_PAIRING_MINUTES", -1)  # later: its time to finish is over
+    monkeypatch.setattr(service, "UNFINISHED_PAIRING_MINUTES", -1)  # later: its time to finish is over
+    before = await _registry_state(setup)
     listed = (await alice.get(f"{BASE}/devices")).json()["devices"]
-    assert [d["name"] for d in listed] == ["Pixel"]
+    assert [d["name"] for d in listed] == ["Pixel"]  # not a paired phone
+    assert await _registry_state(setup) == before  # the GET wrote nothing: the token is hidden, not revoked
+    # A new pairing changes state anyway: the unfinished one is revoked then.
+    await pairing_code(alice)
     assert (await lost.get(f"{BASE}/me")).status_code == 401  # revoked, not only hidden
     assert (await used.get(f"{BASE}/me")).status_code == 200
+
+
+async def test_the_plugins_own_sweep_revokes_a_pairing_that_never_finished(setup, monkeypatch):
+    """Also for a member who never pairs or unlinks again: the plugin's background pass
+    (at its start, then every ``SWEEP_SECONDS``) revokes the unfinished pairing."""
+    from skald_mobile_connector import service
+
+    alice = await setup.host.member("alice")
+    lost = await paired_device(setup, alice, "Lost")
+    monkeypatch.setattr(service, "UNFINISHED_PAIRING_MINUTES", -1)
+    monkeypatch.setattr(service, "SWEEP_SECONDS", 0.05)
+    await setup.enable(False)
+    await setup.enable(True)
+    for _ in range(200):
+        if not await setup.host.core.host_api(PLUGIN).device_tokens(alice.member["id"]):
+            break
+        await asyncio.sleep(0.05)
+    assert await setup.host.core.host_api(PLUGIN).device_tokens(alice.member["id"]) == []
+    assert (await lost.get(f"{BASE}/me")).status_code == 401
+
+
+async def test_listing_the_devices_changes_nothing(setup):
+    """Check A4 for the device list, which the pairing page asks for every few seconds:
+    however the devices stand (one used, one whose pairing is under way, one unlinked
+    behind the plugin's back), the GET answers and system.db is as it was."""
+    alice = await setup.host.member("alice")
+    used = await paired_device(setup, alice, "Pixel")
+    assert (await used.get(f"{BASE}/me")).status_code == 200
+    await paired_device(setup, alice, "Tablet")  # not used yet
+    gone = await paired_device(setup, alice, "Old")
+    assert await setup.host.core.auth.devices.revoke(PLUGIN, alice.member["id"], gone.device_id)  # the host, not the plugin
+    before = await _registry_state(setup)
+    for _ in range(3):
+        response = await alice.get(f"{BASE}/devices")
+        assert response.status_code == 200, response.text
+        assert [d["name"] for d in response.json()["devices"]] == ["Pixel", "Tablet"]
+    assert await _registry_state(setup) == before

@@ -162,7 +162,7 @@ function pairScreen(code = "", reason = "") {
       const response = await fetch(`${BASE}/pair?locale=${locale}`, {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "application/json" },
-        body: JSON.stringify({ code: codeInput.value, name: nameInput.value || "Phone", platform: platform() }),
+        body: JSON.stringify({ code: codeInput.value, name: nameInput.value || t("phone_name"), platform: platform() }),
       });
       const data = await response.json().catch(() => ({}));
       if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
@@ -177,11 +177,12 @@ function pairScreen(code = "", reason = "") {
   view.replaceChildren(form);
 }
 
+// The name the pairing form offers, in the app's language: the page lists the device by it.
 function guessName() {
   const ua = navigator.userAgent;
   if (/iPhone/.test(ua)) return "iPhone";
-  if (/Android/.test(ua)) return "Android phone";
-  return "Phone";
+  if (/Android/.test(ua)) return t("android_phone_name");
+  return t("phone_name");
 }
 
 function platform() {
@@ -246,15 +247,10 @@ function toast(text) {
 async function listScreen() {
   screen(t("conversations"));
   const list = el("ul", { class: "list", id: "conversations" });
+  // A draft, as the web's new chat: the conversation is made when its first message is
+  // sent, so one left without a word leaves nothing in the member's list (chatScreen).
   const newButton = el("button", { type: "button", class: "btn primary", text: t("new_chat"), disabled: !online });
-  newButton.addEventListener("click", async () => {
-    try {
-      const { id } = await call("POST", "/conversations");
-      location.hash = `#chat/${encodeURIComponent(id)}`;
-    } catch (error) {
-      handle(error);
-    }
-  });
+  newButton.addEventListener("click", () => (location.hash = "#new"));
   const projectsButton = el("button", { type: "button", class: "btn", text: t("projects"), on: { click: () => (location.hash = "#projects") } });
   view.replaceChildren(el("div", { class: "row" }, newButton, projectsButton), list);
   let conversations;
@@ -564,10 +560,15 @@ function giveBack(item, error) {
   toast(t("not_sent", { message: error.message }));
 }
 
+// `id` null: a new chat (#new), a draft until its first message is sent, as the web's
+// new chat is. Only then is its conversation made (startDraft), so a chat left without a
+// word leaves no empty conversation in the member's list; files chosen meanwhile wait on
+// the phone and are uploaded into it then.
 async function chatScreen(id) {
-  const known = (cache().conversations || []).find((c) => c.id === id);
-  screen(known?.title || t("app_title"), { backTo: "#list", chat: true });
-  remember((stored) => (stored.last = id));
+  const known = id ? (cache().conversations || []).find((c) => c.id === id) : null;
+  screen(known?.title || (id ? t("app_title") : t("new_chat")), { backTo: "#list", chat: true });
+  if (id) remember((stored) => (stored.last = id));
+  const draftKey = id ? null : `d-${crypto.randomUUID()}`; // asked twice, the server makes it once
   const messagesBox = el("div", { class: "messages", id: "messages" });
   keepAtEnd.disconnect();
   keepAtEnd.observe(messagesBox);
@@ -575,7 +576,7 @@ async function chatScreen(id) {
   const typing = el("p", { class: "typing", text: t("typing"), hidden: true });
   const text = el("textarea", { name: "text", rows: 1, placeholder: t("placeholder"), "aria-label": t("placeholder") });
   const file = el("input", { type: "file", name: "file", accept: "image/*,*/*", hidden: true });
-  const attached = []; // {path, name}: uploaded, not sent yet
+  const attached = []; // {path, name}: uploaded, not sent yet ({file, name} in a draft: not uploaded yet)
   const attachedList = el("ul", { class: "attached", hidden: true });
   const attach = el("button", { type: "button", class: "btn icon-only", "aria-label": t("attach"), on: { click: () => file.click() } }, paperclip());
   const send = el("button", { type: "submit", class: "btn primary", text: t("send") });
@@ -614,7 +615,7 @@ async function chatScreen(id) {
     drawAttached();
   };
   current = { id, messagesBox, typing, stop, running: false, streamBody: null, stream: null, streamRound: null, streamText: "", restore, composer, send, attach };
-  const draft = drafts()[id];
+  const draft = id ? drafts()[id] : null;
   if (draft) {
     restore(draft);
     const waiting = drafts();
@@ -622,23 +623,58 @@ async function chatScreen(id) {
     localStorage.setItem(DRAFTS_KEY, JSON.stringify(waiting));
   }
 
+  // One file into the conversation's uploads: {path, name}, or null (said why).
+  const upload = async (chosen) => {
+    try {
+      const saved = await call("POST", `/uploads?name=${encodeURIComponent(chosen.name)}&conversation_id=${encodeURIComponent(id)}`, chosen, {
+        raw: true,
+        headers: { "Content-Type": "application/octet-stream" },
+      });
+      return { path: saved.path, name: chosen.name }; // as the member knows it
+    } catch (error) {
+      // The server names its limit (upload_too_large): say it in the reader's words.
+      if (error.code === "upload_too_large") toast(t("upload_too_large", { name: chosen.name, size: error.values?.size ?? "" }));
+      else handle(error);
+      return null;
+    }
+  };
   file.addEventListener("change", async () => {
     for (const chosen of file.files) {
-      try {
-        const saved = await call("POST", `/uploads?name=${encodeURIComponent(chosen.name)}&conversation_id=${encodeURIComponent(id)}`, chosen, {
-          raw: true,
-          headers: { "Content-Type": "application/octet-stream" },
-        });
-        attached.push({ path: saved.path, name: chosen.name }); // as the member knows it
-        drawAttached();
-      } catch (error) {
-        // The server names its limit (upload_too_large): say it in the reader's words.
-        if (error.code === "upload_too_large") toast(t("upload_too_large", { name: chosen.name, size: error.values?.size ?? "" }));
-        else handle(error);
-      }
+      const saved = id ? await upload(chosen) : { file: chosen, name: chosen.name }; // a draft has no uploads folder yet
+      if (saved) attached.push(saved);
+      drawAttached();
     }
     file.value = "";
   });
+  // The draft's first message: its conversation is made now (the draft's key makes a
+  // second ask answer the same one), the screen and its address become that
+  // conversation's, and the files chosen meanwhile are uploaded into it. false: nothing
+  // was sent (offline, locked, refused, a file refused); what was typed and chosen stays.
+  const startDraft = async () => {
+    if (!id) {
+      try {
+        id = (await call("POST", "/conversations", { draft: draftKey })).id;
+      } catch (error) {
+        const typed = text.value;
+        await handle(error);
+        const lockedBox = lockedShown && view.querySelector("textarea[name=text]");
+        if (lockedBox) lockedBox.value = typed; // locked meanwhile: the words go on to its composer
+        return false;
+      }
+      if (current?.composer === composer) {
+        current.id = id;
+        history.replaceState(null, "", `#chat/${encodeURIComponent(id)}`);
+      }
+      remember((stored) => (stored.last = id));
+    }
+    for (const one of attached.filter((a) => a.file)) {
+      const saved = await upload(one.file);
+      if (!saved) return false;
+      attached.splice(attached.indexOf(one), 1, saved);
+      drawAttached();
+    }
+    return true;
+  };
   stop.addEventListener("click", async () => {
     try {
       const { stopped } = await call("POST", `/conversations/${encodeURIComponent(id)}/stop`);
@@ -666,8 +702,18 @@ async function chatScreen(id) {
     flushOutbox();
   };
   current.submit = submit;
-  composer.addEventListener("submit", (event) => {
+  let starting = false; // a draft's conversation is being made: Send waits for it
+  composer.addEventListener("submit", async (event) => {
     event.preventDefault();
+    if (starting || (!text.value.trim() && !attached.length)) return;
+    if (!id || attached.some((one) => one.file)) {
+      starting = true;
+      send.disabled = true;
+      const started = await startDraft();
+      starting = false;
+      send.disabled = !online;
+      if (!started) return;
+    }
     const typed = text.value.trim();
     if (!typed && !attached.length) return;
     submit(typed, attached.splice(0));
@@ -675,16 +721,18 @@ async function chatScreen(id) {
     drawAttached();
   });
 
-  let data;
-  try {
-    data = await call("GET", `/conversations/${encodeURIComponent(id)}`);
-    remember((stored) => {
-      stored.messages = stored.messages || {};
-      stored.messages[id] = data.messages;
-    });
-  } catch (error) {
-    if (!(error instanceof Offline)) return handle(error);
-    data = { messages: (cache().messages || {})[id] || [], approvals: [], running: false };
+  let data = { messages: [], approvals: [], running: false }; // a draft: nothing yet
+  if (id) {
+    try {
+      data = await call("GET", `/conversations/${encodeURIComponent(id)}`);
+      remember((stored) => {
+        stored.messages = stored.messages || {};
+        stored.messages[id] = data.messages;
+      });
+    } catch (error) {
+      if (!(error instanceof Offline)) return handle(error);
+      data = { messages: (cache().messages || {})[id] || [], approvals: [], running: false };
+    }
   }
   if (!current || current.id !== id) return;
   if (data.conversation?.title) title.textContent = data.conversation.title;
@@ -916,7 +964,10 @@ async function onEvent(event) {
       }
       current.stream.update(event.text);
       current.streamText = event.text;
-      current.streamBody.scrollIntoView({ block: "end" });
+      // Followed to the view's very end (the typing line below it too), and only for a
+      // reader who is there: lining up the answer's own bottom left the view short of
+      // its end, so it stopped following the rest of the answer.
+      if (atEnd) view.scrollTop = view.scrollHeight;
       return;
     }
     case "answer":
@@ -1029,6 +1080,7 @@ async function route() {
   if (hash.startsWith("#pair=")) return pairScreen(decodeURIComponent(hash.slice(6)));
   if (!token()) return pairScreen();
   if (hash.startsWith("#chat/")) return chatScreen(decodeURIComponent(hash.slice(6)));
+  if (hash === "#new") return chatScreen(null);
   if (hash === "#settings") return settingsScreen();
   if (hash === "#projects") return projectsScreen();
   let match = hash.match(/^#project\/([^/]+)\/(.*)$/);
