@@ -47,6 +47,7 @@ from skald_host.core.storage import (
     secure_dir,
 )
 from skald_host.core.storage.quarantine import QUARANTINE_DIR
+from skald_host.core.text import letter_scripts, mixes_scripts, skeleton
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,50 @@ def normalize_username(username: str) -> str:
         # "." and ".." name folders in paths built from user names (projects/<owner>/…).
         raise MemberError("user name must contain something besides dots", code="username_invalid")
     return name
+
+
+def check_new_username(name: str) -> None:
+    """A name a new account may take (``name`` as ``normalize_username`` returned it),
+    beyond its form: none that passes for another. Refused are compatibility characters
+    (full-width "ａｄｍｉｎ", ligatures, superscripts: the NFKC form differs) and letters
+    of scripts that do not belong together ("аdmin" with a Cyrillic "а"); digits and
+    ``. _ - @`` belong to no script. Only for new names: an existing account signs in
+    under whatever it was created with."""
+    compatible = unicodedata.normalize("NFKC", name)
+    if compatible != name:
+        odd = next((ch for ch in name if unicodedata.normalize("NFKC", ch) != ch), name[0])
+        raise MemberError(
+            f"user name contains {odd!r}, a compatibility form of {unicodedata.normalize('NFKC', odd)!r} (full-width,"
+            " a ligature, a superscript…); type it as an ordinary character",
+            code="username_compatibility_form", char=odd,
+        )
+    if mixes_scripts(name):
+        scripts = ", ".join(script.title() for script in letter_scripts(name))
+        raise MemberError(
+            f"user name mixes letters of different scripts ({scripts}), so it could pass for another name;"
+            " use letters of one script",
+            code="username_mixed_scripts", scripts=scripts,
+        )
+
+
+def _look_alike(conn: Any, name: str) -> str | None:
+    """An existing member's user name that reads as ``name`` (one confusable
+    ``skeleton``: "асе" in Cyrillic beside "ace", "admın" or "adrnin" beside "admin"), other
+    than ``name``."""
+    wanted = skeleton(name)
+    for (existing,) in conn.execute("SELECT username FROM users"):
+        if existing != name and skeleton(existing) == wanted:
+            return existing
+    return None
+
+
+def _refuse_look_alike(conn: Any, name: str) -> None:
+    existing = _look_alike(conn, name)
+    if existing is not None:
+        raise MemberError(
+            f"the user name {name!r} looks the same as the member {existing!r}'s; choose one that cannot be mistaken for it",
+            code="username_confusable", name=existing,
+        )
 
 
 def validate_profile(fields: dict[str, Any]) -> dict[str, Any]:
@@ -362,6 +407,7 @@ class UserManager:
         in the member's own transaction (setup's instance defaults: never one without
         the other)."""
         name = normalize_username(username)
+        check_new_username(name)
         password = check_password_policy(password, user_name=name)
         profile = validate_profile(profile)
 
@@ -370,6 +416,7 @@ class UserManager:
                 raise MemberError(f"no such role {role_id!r}")
             if conn.execute("SELECT 1 FROM users WHERE username = ?", (name,)).fetchone():
                 raise MemberError(f"the user name {name!r} is taken", code="username_taken", name=name)
+            _refuse_look_alike(conn, name)
 
         await self.registry.run(precheck)
         member_id = uuid.uuid4().hex
@@ -397,6 +444,7 @@ class UserManager:
                 return False
             if conn.execute("SELECT 1 FROM users WHERE username = ?", (name,)).fetchone():
                 raise MemberError(f"the user name {name!r} is taken", code="username_taken", name=name)
+            _refuse_look_alike(conn, name)  # again in the insert's transaction: two look-alikes racing
             conn.execute(
                 "INSERT INTO users (id, username, display_name, role_id, encrypted, credential_kind, credentials,"
                 " locale, birthdate, sex, notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

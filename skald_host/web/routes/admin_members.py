@@ -29,7 +29,8 @@ def _view(member, locale: str) -> dict:
 #: The form field a refusal is about, by its code: the admin's form marks that field and
 #: moves the focus there (``showFormError``), as setup's form does.
 _REFUSED_FIELD = {
-    "username_invalid": "username", "username_taken": "username",
+    "username_invalid": "username", "username_taken": "username", "username_compatibility_form": "username",
+    "username_mixed_scripts": "username", "username_confusable": "username",
     "birthdate_invalid": "birthdate", "locale_invalid": "locale",
 }
 

@@ -1,0 +1,148 @@
+"""Small text rules shared by the core: which characters a name may not hide, a title
+made safe to show on one line, and what a name looks like to a reader (its scripts and
+its confusable skeleton).
+
+A format character (Unicode category Cf: a bidi override such as U+202E, a zero-width
+space, a BOM) shows nothing itself but changes how the text around it reads: a note
+named "\\u202egnp.md" shows as "dm.png". Control characters (Cc), private-use (Co) and
+surrogate (Cs) code points and the line and paragraph separators (Zl, Zp) have no
+business in a one-line name either. Two joiners are kept where they are part of
+ordinary writing: the zero-width joiner inside an emoji sequence (👩‍💻) and both joiners
+between letters of the scripts that use them (Persian, the Indic scripts).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+
+_ZWNJ, _ZWJ = "\u200c", "\u200d"
+#: Scripts whose ordinary spelling uses the zero-width (non-)joiner between letters.
+_JOINING_SCRIPTS = frozenset({
+    "ARABIC", "SYRIAC", "NKO", "MONGOLIAN", "DEVANAGARI", "BENGALI", "GURMUKHI", "GUJARATI", "ORIYA",
+    "TAMIL", "TELUGU", "KANNADA", "MALAYALAM", "SINHALA",
+})
+
+
+def _script_word(ch: str) -> str:
+    return unicodedata.name(ch, "").split(" ", 1)[0]
+
+
+def _emoji(ch: str, *, before: bool) -> bool:
+    category = unicodedata.category(ch)
+    if category == "So":
+        return True
+    # What may end the emoji before a joiner: a skin tone (Sk) or the emoji presentation selector.
+    return before and (ch == "\ufe0f" or (category == "Sk" and 0x1F3FB <= ord(ch) <= 0x1F3FF))
+
+
+def _joining_letter(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "LM" and _script_word(ch) in _JOINING_SCRIPTS
+
+
+def _wanted_joiner(text: str, index: int) -> bool:
+    ch = text[index]
+    if ch not in (_ZWNJ, _ZWJ) or index == 0 or index + 1 >= len(text):
+        return False
+    before, after = text[index - 1], text[index + 1]
+    if ch == _ZWJ and _emoji(before, before=True) and _emoji(after, before=False):
+        return True
+    return _joining_letter(before) and _joining_letter(after)
+
+
+def hidden_character(text: str) -> str | None:
+    """The first character of ``text`` that a one-line name may not hold (see the
+    module's docstring), or None."""
+    for index, ch in enumerate(text):
+        if unicodedata.category(ch) in HIDDEN_CATEGORIES and not _wanted_joiner(text, index):
+            return ch
+    return None
+
+
+def code_point(ch: str) -> str:
+    """``U+202E``: how a refusal names a character that cannot be shown."""
+    return f"U+{ord(ch):04X}"
+
+
+def clean_title(value: Any) -> str:
+    """A title as it is stored and shown: NFC; format characters (Cf: bidi overrides,
+    zero-width spaces, a BOM) and lone surrogates dropped; control characters, private
+    use, line and paragraph separators and every run of white space a single space; no
+    white space at either end. "a\\r\\nX-Injected: 1" → "a X-Injected: 1"."""
+    if not isinstance(value, str):
+        return ""
+    text = unicodedata.normalize("NFC", value)
+    kept = []
+    for index, ch in enumerate(text):
+        category = unicodedata.category(ch)
+        if category in HIDDEN_CATEGORIES and not _wanted_joiner(text, index):
+            if category in ("Cf", "Cs"):
+                continue
+            ch = " "
+        kept.append(ch)
+    return " ".join("".join(kept).split())
+
+
+# -- what a name looks like ----------------------------------------------------------------
+
+#: Scripts that may share one name (UTS #39 "highly restrictive"): Japanese writes Han,
+#: Hiragana and Katakana together, Korean Han and Hangul, Chinese Han and Bopomofo, each
+#: with Latin. Any other mix of scripts in a name is refused.
+_SCRIPTS_TOGETHER = (
+    frozenset({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}),
+    frozenset({"LATIN", "HAN", "HANGUL"}),
+    frozenset({"LATIN", "HAN", "BOPOMOFO"}),
+)
+_SCRIPT_ALIASES = {"CJK": "HAN", "KATAKANA-HIRAGANA": "KATAKANA", "HALFWIDTH": "KATAKANA", "IDEOGRAPHIC": "HAN"}
+
+
+def letter_scripts(text: str) -> list[str]:
+    """The scripts of the letters of ``text`` in the order they first appear (digits,
+    punctuation and symbols belong to none), named by the first word of each letter's
+    Unicode name: "LATIN", "CYRILLIC", "GREEK", "HAN" …"""
+    seen: list[str] = []
+    for ch in text:
+        if not unicodedata.category(ch).startswith("L"):
+            continue
+        word = _script_word(ch) or "UNKNOWN"
+        script = _SCRIPT_ALIASES.get(word, word)
+        if script not in seen:
+            seen.append(script)
+    return seen
+
+
+def mixes_scripts(text: str) -> bool:
+    """Whether ``text`` has letters of scripts that do not belong together (Latin with
+    Cyrillic or Greek, say), so that it may pass for a name in another script."""
+    scripts = set(letter_scripts(text))
+    return len(scripts) > 1 and not any(scripts <= allowed for allowed in _SCRIPTS_TOGETHER)
+
+
+#: Letters that look like a Latin one in lower case (UTS #39 confusables, the common
+#: ones): Cyrillic, Greek, Armenian, and Latin letters of other shapes.
+_LOOK_ALIKES = str.maketrans({
+    # Cyrillic
+    "а": "a", "с": "c", "ԁ": "d", "е": "e", "ё": "ë", "һ": "h", "і": "i", "ї": "ï", "ј": "j", "ӏ": "l", "п": "n",
+    "о": "o", "р": "p", "ԛ": "q", "г": "r", "ѕ": "s", "ѵ": "v", "ԝ": "w", "х": "x", "у": "y", "ү": "y", "з": "3",
+    "б": "6",
+    # Greek
+    "α": "a", "ϲ": "c", "η": "n", "ι": "i", "ϳ": "j", "ν": "v", "ο": "o", "ρ": "p", "υ": "u", "χ": "x", "γ": "y",
+    "ω": "w",
+    # Armenian
+    "ա": "w", "զ": "q", "հ": "h", "ո": "n", "ս": "u", "օ": "o", "ց": "g",
+    # Latin letters of other shapes, and digits that pass for letters
+    "ı": "i", "ɩ": "i", "ɑ": "a", "ɡ": "g", "ʟ": "l", "ɴ": "n", "ʀ": "r", "ꜱ": "s", "ᴠ": "v", "ᴡ": "w", "ᴢ": "z",
+    "0": "o", "1": "l",
+})
+
+
+def skeleton(text: str) -> str:
+    """What ``text`` looks like, for telling whether two names would be mistaken for
+    each other: NFKC, case folded, look-alike letters mapped to the Latin letter they
+    pass for (Cyrillic "а" → "a", Greek "ο" → "o", "0" → "o", "1" → "l"), "rn" → "m".
+    Two names with one skeleton read as the same name."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    mapped = unicodedata.normalize("NFKC", folded.translate(_LOOK_ALIKES))
+    return mapped.replace("rn", "m")
