@@ -104,6 +104,31 @@ async def test_a_note_too_large_is_refused_with_a_code_whose_values_fill_its_str
     assert await keys(alice, MINE) == []
 
 
+async def test_a_note_name_with_a_bidi_override_or_an_invisible_character_is_refused(memhost):
+    """"\u202egnp.md" shows as "dm.png": a name that hides characters, or reorders the
+    ones around it, is refused with a code both bundles say; ordinary names in any
+    language (umlauts, CJK, emoji, an emoji sequence, Persian with its joiner) are kept."""
+    from urllib.parse import quote
+
+    alice = await memhost.host.member("alice")
+    strings = I18nBundle.from_folder("core", LOCALES).strings
+    for hidden in ("\u202e", "\u2066", "\u200b", "\u2060", "\ufeff", "\u00ad", "\u2028", "\u2029", "\x85", "\ue000", "\U000e0041"):
+        response = await alice.put(f"{MINE}/notes/" + quote(f"a{hidden}gnp.md"), json={"content": "t"})
+        assert response.status_code == 400, (hidden, response.text)
+        body = response.json()
+        assert body["code"] == "note_key_hidden_character" and body["values"] == {"char": f"U+{ord(hidden):04X}"}, body
+        assert "control characters" in body["error"]
+    assert await keys(alice, MINE) == []
+    for locale in ("en", "de"):
+        assert set(re.findall(r"\{(\w+)\}", strings[locale]["error.note_key_hidden_character"])) == {"char"}
+
+    names = ["Grüße/übersicht.md", "日本語のメモ.md", "🌱 garden.md", "👩\u200d💻 work.md", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.md"]
+    for name in names:
+        response = await alice.put(f"{MINE}/notes/" + quote(name), json={"content": "t"})
+        assert response.status_code == 200 and response.json()["key"] == name, (name, response.text)
+    assert sorted(await keys(alice, MINE)) == sorted(names)
+
+
 async def test_the_restricted_role_may_not_read_or_write_shared_memory(memhost):
     alice = await memhost.host.member("alice")
     assert (await alice.put(f"{SHARED}/notes/index.md", json={"content": "for everyone"})).status_code == 200

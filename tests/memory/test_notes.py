@@ -96,6 +96,17 @@ async def test_limits_have_clear_errors(store: NoteStore) -> None:
     assert [n.key for n in await store.list()] == ["exact.md"]
 
 
+async def test_a_note_stored_under_a_hidden_character_before_can_still_be_read_and_deleted(store: NoteStore) -> None:
+    """Writing refuses the name; a note an older version stored under it is not
+    stranded: it opens and deletes as before."""
+    with pytest.raises(NoteError, match="invisible formatting characters \\(U\\+202E\\)") as refused:
+        await store.write("\u202egnp.md", "x")
+    assert refused.value.code == "note_key_hidden_character" and refused.value.values == {"char": "U+202E"}
+    await store.db.transaction(lambda c: c.execute("INSERT INTO memory_docs (key, content) VALUES (?, 'old')", ("\u202egnp.md",)))
+    assert await store.read("\u202egnp.md") == "old"
+    assert await store.delete("\u202egnp.md") is True
+
+
 async def test_search_ranks_more_and_closer_matches_first(store: NoteStore) -> None:
     await store.write("weak.md", "The garden needs water. " + "Unrelated filler words about the week. " * 20)
     await store.write("strong.md", "Garden plan: the garden beds, garden tools and garden water schedule.")

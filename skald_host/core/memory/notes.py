@@ -19,6 +19,7 @@ from skald_host.core.identity.access import allowed
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
 from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
+from skald_host.core.text import code_point, hidden_character
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -126,6 +127,21 @@ def note_key(key: Any) -> str:
     return normal
 
 
+def new_note_key(key: Any) -> str:
+    """``note_key`` for a note being written: besides, no character that hides itself
+    or changes how the name around it reads (a bidi override, a zero-width space, a
+    control character or line separator: ``hidden_character``). Only for writing, so a
+    note stored under such a name before can still be opened and deleted."""
+    normal = note_key(key)
+    hidden = hidden_character(normal)
+    if hidden is not None:
+        raise NoteError(
+            f"a note key may not contain control characters or invisible formatting characters ({code_point(hidden)})",
+            code="note_key_hidden_character", char=code_point(hidden),
+        )
+    return normal
+
+
 def fts_terms(query: Any) -> list[str]:
     """The member's words as FTS5 terms that cannot be a syntax error: each quoted
     (quotes doubled), so FTS operators are searched as words, and matched as a prefix
@@ -165,7 +181,7 @@ class NoteStore:
 
     async def write(self, key: str, text: str) -> NoteInfo:
         """Create or replace the note; returns what was stored (its normalised key)."""
-        key = note_key(key)
+        key = new_note_key(key)
         if not isinstance(text, str):
             raise NoteError("a note's content must be text")
         if "\x00" in text:
