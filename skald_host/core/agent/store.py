@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from skald_host.core.storage import Database
+from skald_host.core.text import clean_title
 
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
 
@@ -243,6 +244,7 @@ class ConversationStore:
     ) -> tuple[str, str]:
         """``ephemeral``: a system agent's pass (never listed, never reviewed); ``model``:
         the model it uses first (``choose_model``)."""
+        title = clean_title(title)
         conversation_id, frame_id = new_id(), new_id()
 
         def write(conn: Any) -> None:
@@ -331,6 +333,7 @@ class ConversationStore:
         self._models[conversation_id] = model
 
     async def rename(self, conversation_id: str, title: str) -> bool:
+        title = clean_title(title)
         return bool(
             await self.db.transaction(
                 lambda c: c.execute(f"UPDATE conversations SET title = ?, updated_at = {NOW} WHERE id = ?", (title, conversation_id)).rowcount
@@ -465,6 +468,7 @@ class ConversationStore:
         is written in this commit too — one sync fewer before the first token; its id is
         ``placeholder_id``. A crash after the commit leaves what a crash after
         ``start_assistant`` does: recovery marks the row interrupted and answers."""
+        title = clean_title(title)
 
         def write(conn: Any) -> dict[str, Any]:
             row = conn.execute("SELECT id, conversation_id FROM messages WHERE idempotency_key = ?", (key,)).fetchone() if key else None
