@@ -133,3 +133,31 @@ async def test_an_emptied_interval_is_refused_at_its_field_naming_the_default(sk
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_text("Saved.")).to_be_visible()
     assert (await host.core.instance_settings.values("memory_lint_private"))["interval"] == 14
+
+
+async def test_a_run_the_model_failed_says_why_in_the_readers_language(skald, browser_pages):
+    """"RuntimeError (error id fcbf71caab28)" told a member nothing: a run the host knows
+    the reason of says it in their words (a member is told what they can do, not to check
+    the provider's address); one that failed unexpectedly keeps its error id."""
+    from skald_host.core.system_agents.scheduler import _stored_error
+    from skald_host.core.system_agents.timing import iso
+    import datetime as dt
+
+    host = await skald.start(plugins=[CountingAgents(unit="minutes", interval=5)], enable=["counting"], settings=skald.settings(system_agents={"run": False}))
+    await host.admin()
+    await host.member("gina", locale="de")
+    db = host.core.users.owner_db((await host.core.users.find("gina")).id)
+    now = dt.datetime.now(dt.timezone.utc)
+    for minutes, error in ((2, _stored_error("model_unreachable", {}, "the model failed: it could not be reached")), (1, "RuntimeError (error id 0123456789ab)")):
+        started = iso(now - dt.timedelta(minutes=minutes))
+        run_id = await db.transaction(lambda c, started=started: store.open_run(c, "counted", None, started))
+        await db.transaction(lambda c, run_id=run_id, error=error: store.finish_run(c, run_id, "failed", iso(now), {}, error))
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "gina", MEMBER_PASSWORD)
+    await page.goto("/#system-agents")
+    rows = page.get_by_test_id("runs").locator("tbody tr")
+    await expect(rows).to_have_count(2)
+    await expect(rows.nth(1)).to_contain_text(
+        "fehlgeschlagen (Das Modell war nicht erreichbar. Versuch es bitte später noch einmal, oder sag einem Administrator Bescheid, wenn es so bleibt.)"
+    )
+    await expect(rows.nth(0)).to_contain_text("fehlgeschlagen (RuntimeError (error id 0123456789ab))")

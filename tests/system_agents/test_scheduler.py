@@ -151,6 +151,8 @@ async def test_a_run_a_stop_cut_off_reads_as_failed_at_once_and_a_live_one_as_ru
         return [(r["status"], r["error"]) for r in response.json()["runs"]]
 
     assert await statuses() == [("failed", store.INTERRUPTED)]
+    [cut] = (await alice.get("/api/system-agents/runs")).json()["runs"]
+    assert cut["error_code"] == "system_agent_interrupted"  # said in the reader's language
     clock.advance(minutes=1)
     tick = asyncio.ensure_future(host.core.system_agents.tick())
     await asyncio.wait_for(plugin.inside.wait(), 10)
@@ -167,6 +169,7 @@ async def test_a_failing_run_is_recorded_without_its_message(skald):
     await host.core.system_agents.tick()
     [run] = await runs_in_file(host.core, alice_id)
     assert run["status"] == "failed" and run["error"].startswith("RuntimeError (error id ")
+    assert (run["error_code"], run["error_values"]) == (None, {})  # unexpected: no words of the host's for it
     # The admin finds its traceback on the plugin's page under that id, its message withheld.
     [failure] = [f for f in host.core.plugins.status("counting").failures if f["error_id"] in run["error"]]
     assert failure["where"] == "system agent counted"

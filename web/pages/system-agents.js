@@ -6,7 +6,7 @@
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el, link } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
+import { errorString, t } from "../lib/i18n.js";
 import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js";
 
 const route = (tab) => `#system-agents${tab ? `/${encodeURIComponent(tab)}` : ""}`;
@@ -23,7 +23,12 @@ function agentNav(agents, active) {
     })));
 }
 
-function runsTable(runs, agents) {
+/** Why a run failed, in the reader's words when the host knows the reason (no model,
+ * the model failed: `error_code`, as the chat says it; a member is told what they can
+ * do, not to check the provider's address), else as recorded (an error id). */
+const runError = (run, admin) => (run.error_code && errorString(run.error_code, run.error_values || {}, { admin })) || run.error;
+
+function runsTable(runs, agents, admin) {
   if (!runs.length) return el("p", { class: "muted", text: t("system_agents.no_runs") });
   const titles = new Map(agents.map((a) => [a.id, a.title]));
   // An agent's own counters: named in the reader's words when the host knows the name.
@@ -36,7 +41,7 @@ function runsTable(runs, agents) {
     el("tbody", {}, ...runs.map((run) => el("tr", { "data-status": run.status },
       el("td", { text: titles.get(run.agent_id) || run.agent_id }),
       el("td", { text: formatDate(run.started_at) }),
-      el("td", { text: t(`system_agents.status_${run.status}`) + (run.error ? ` (${run.error})` : "") }),
+      el("td", { text: t(`system_agents.status_${run.status}`) + (run.error ? ` (${runError(run, admin)})` : "") }),
       el("td", { class: "wide-only", text: stats(run) }))))));
 }
 
@@ -95,6 +100,6 @@ export async function renderSystemAgents(ctx) {
   for (const agent of agents.filter((a) => !active || a.id === active)) page.append(agentCard(agent));
   page.append(section(t("system_agents.runs_title"),
     el("p", { class: "hint", text: t("system_agents.runs_hint") }),
-    runs.ok ? runsTable(runs.data.runs || [], agents) : notice("error", errorText(runs))));
+    runs.ok ? runsTable(runs.data.runs || [], agents, ctx.member?.is_admin === true) : notice("error", errorText(runs))));
   return page;
 }

@@ -35,6 +35,79 @@ FIRST_WINDOW = dt.timedelta(days=1)
 RUNS_SHOWN = 200
 
 
+#: The model's failures a run names by the chat's own code (``error.<code>``), with the
+#: values its words need and nothing else: never the provider's words (``reason``,
+#: ``detail``), which may quote what was sent.
+MODEL_FAILURES = {
+    "model_unreachable": "it could not be reached",
+    "model_timeout": "it did not answer in time",
+    "model_refused": "it refused the request",
+    "model_stream_broke": "its answer broke off",
+    "model_malformed": "its answer could not be read",
+}
+#: Any other failure of the model, or an answer with no words.
+NO_ANSWER = "model_no_answer"
+
+
+class TurnFailed(RuntimeError):
+    """A system agent's turn ended without an answer for a reason the host knows (no
+    model is configured, the model failed): ``code`` and ``values`` say it in the
+    member's language (``error.<code>``), as the chat does. A ``RuntimeError``, as the
+    failure was before: an agent that catches that still does."""
+
+    def __init__(self, message: str, code: str, values: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = dict(values or {})
+
+
+def turn_failure(answer: Mapping[str, Any] | None) -> RuntimeError:
+    """Why a turn whose last answer row is ``answer`` gave no answer: a ``TurnFailed``
+    for what the host recorded a reason for, else a plain ``RuntimeError`` (unexpected:
+    its error id leads to the traceback)."""
+    if answer is None:
+        return RuntimeError("the model gave no answer")
+    reason = answer.get("reason") if isinstance(answer.get("reason"), dict) else {}
+    code = str(reason.get("code") or "")
+    if answer.get("status") == "complete":
+        return TurnFailed("the model gave no answer", NO_ANSWER)
+    if answer.get("status") != "error" or not code:
+        return RuntimeError("the model gave no answer")
+    if code == "no_model":
+        return TurnFailed("no model is configured", "no_model")
+    if code in MODEL_FAILURES:
+        values: dict[str, Any] = {}
+        status = (reason.get("values") or {}).get("status")
+        if code == "model_refused":
+            values = {"status": status if isinstance(status, int) else "?", "reason": ""}
+        words = MODEL_FAILURES[code] + (f" (HTTP {values['status']})" if values else "")
+        return TurnFailed(f"the model failed: {words}", code, values)
+    if code.startswith("model_"):
+        return TurnFailed("the model failed", NO_ANSWER)
+    return RuntimeError("the model gave no answer")
+
+
+def _stored_error(code: str, values: Mapping[str, Any], text: str) -> str:
+    """A known failure as the run row keeps it: its words and its code, read back by
+    ``runs_of`` (a plain text, the error id of an unexpected one, is kept as it is)."""
+    return json.dumps({"code": code, "values": dict(values), "text": text}, ensure_ascii=False)
+
+
+def _error_view(row: dict[str, Any]) -> None:
+    """``error`` as words, with ``error_code`` and ``error_values`` for the page to say
+    them in the reader's language (null: it has only the words)."""
+    error, code, values = row.get("error"), None, {}
+    if isinstance(error, str) and error.startswith("{"):
+        try:
+            stored = json.loads(error)
+            error, code, values = str(stored["text"]), str(stored["code"]), dict(stored.get("values") or {})
+        except (ValueError, KeyError, TypeError):
+            pass
+    elif error == store.INTERRUPTED:
+        code = "system_agent_interrupted"
+    row.update(error=error, error_code=code, error_values=values)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one look at one agent for one member (or subject) came to; for tests and
@@ -313,6 +386,10 @@ class SystemAgentScheduler:
             status, error = "done", None
             try:
                 await entry.agent.run(context)
+            except TurnFailed as exc:
+                # Not the plugin's bug (no traceback): the reason in plain words and its code.
+                log.warning("system agent %s: a run for member %s failed: %s", entry.id, context.member_id, exc)
+                status, error = "failed", _stored_error(exc.code, exc.values, str(exc))
             except Exception as exc:
                 # The type and the error id the plugin's page lists its traceback under; not
                 # the message, which may quote the member's words.
@@ -343,7 +420,7 @@ class SystemAgentScheduler:
             rows = await runtime.store.transcript(conversation_id)
             answers = [r for r in rows if r["role"] == "assistant" and r["status"] == "complete" and r["content"].strip()]
             if not answers:
-                raise RuntimeError("the model gave no answer")
+                raise turn_failure(next((r for r in reversed(rows) if r["role"] == "assistant"), None))
             return answers[-1]["content"]
         finally:
             runtime.prompt_substitutions.pop(conversation_id, None)
@@ -361,4 +438,5 @@ class SystemAgentScheduler:
             if row["status"] == "running" and row["id"] not in self._live_runs:
                 # Cut off by a stop; the agent's next pass writes this same sweep.
                 row.update(status="failed", error=store.INTERRUPTED)
+            _error_view(row)
         return rows

@@ -32,7 +32,13 @@ AGENT = obj({
         " in the reader's language where the plugin or the host has the words; null otherwise",
     },
 })
-RUN = obj({"id": ID, "agent_id": TEXT, "status": TEXT, "started_at": TEXT, "finished_at": nullable(TEXT), "stats": OBJECT, "error": nullable(TEXT)})
+#: ``error``: why a run failed, in English; ``error_code`` and ``error_values`` (when the
+#: host knows the reason: no model, the model failed, a stop) say it in the reader's
+#: language (``error.<code>``). An unexpected failure has only its type and error id.
+RUN = obj({
+    "id": ID, "agent_id": TEXT, "status": TEXT, "started_at": TEXT, "finished_at": nullable(TEXT), "stats": OBJECT, "error": nullable(TEXT),
+    "error_code": nullable(TEXT), "error_values": OBJECT,
+})
 REPORT = obj({
     "id": ID, "where": one_of("own", "shared"), "kind": TEXT, "agent_id": TEXT, "title": TEXT, "summary": TEXT, "body": TEXT,
     "subject": nullable(TEXT), "created_at": TEXT, "read_at": nullable(TEXT), "period_start": nullable(TEXT), "period_end": nullable(TEXT),
