@@ -8,7 +8,7 @@ import { el, link, present, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, formatDate, notice, statusLine } from "../lib/ui.js";
-import { isLive, taskStrip } from "./chat-tasks.js";
+import { isLive, showAgentTitle, taskStrip } from "./chat-tasks.js";
 import { Transcript } from "./chat-transcript.js";
 
 const MAX_MESSAGE_CHARS = 100_000;
@@ -18,6 +18,10 @@ const narrow = () => window.matchMedia("(max-width: 700px)").matches;
 
 let current = null; // the chat view on screen; a newer one replaces it
 let focusComposer = false; // "New conversation" opened the fresh composer: the next start page focuses it
+let deletedElsewhere = false; // the conversation on screen was deleted elsewhere: the next start page says so
+// `branch_changed` events already acted on: a read replays what it heard meanwhile
+// (recordEvents), and one event must not be acted on twice, nor counted twice as this tab's own.
+const branchEvents = new WeakSet();
 
 /**
  * The text streamed so far per assistant message, kept for every conversation while
@@ -44,7 +48,7 @@ socket.onMessage((message) => {
 });
 
 /** The chat events the conversation list follows, of every conversation (ChatView.onEvent). */
-const LIST_EVENTS = new Set(["turn_started", "turn_finished", "user_message"]);
+const LIST_EVENTS = new Set(["turn_started", "turn_finished", "user_message", "conversation_changed", "conversation_deleted"]);
 
 /**
  * The chat events of one conversation (and the list's, of every conversation) that
@@ -108,6 +112,7 @@ function conversationList(view) {
   // read made mid-turn and answered after turn_finished left the dot on for good).
   let reads = 0;
   const heardSinceRead = new Map(); // conversation id → running, as turn events said
+  const gone = new Set(); // deleted (here or elsewhere): a read answered after that does not bring them back
   const refresh = async () => {
     const read = ++reads;
     heardSinceRead.clear();
@@ -124,6 +129,7 @@ function conversationList(view) {
     }
     status.clear();
     view.conversations = (response.data.conversations || [])
+      .filter((c) => !gone.has(c.id))
       .map((c) => (heardSinceRead.has(c.id) ? { ...c, running: heardSinceRead.get(c.id) } : c));
     render(view.conversations);
     view.titleChanged?.();
@@ -137,6 +143,16 @@ function conversationList(view) {
     heardSinceRead.set(id, running);
     const item = view.conversations.find((c) => c.id === id);
     if (item && item.running !== running) { item.running = running; render(view.conversations); }
+  }, changed: (data) => {
+    // Renamed or given another model (here or elsewhere): shown at once, in its place;
+    // the read after it (ChatView.onEvent) puts it where the list orders it.
+    const item = view.conversations.find((c) => c.id === data.conversation_id);
+    if (item) { item.title = data.title; item.model = data.model; render(view.conversations); }
+  }, removed: (id) => {
+    gone.add(id);
+    if (!view.conversations.some((c) => c.id === id)) return;
+    view.conversations = view.conversations.filter((c) => c.id !== id);
+    render(view.conversations);
   } };
 }
 
@@ -234,6 +250,14 @@ function composer(view) {
   const attach = el("button", { class: "btn quiet attach", type: "button", "aria-label": t("chat.attach"), on: { click: () => picker.click() } },
     el("span", { class: "icon attach-icon", "aria-hidden": "true" }), el("span", { class: "attach-text", text: t("chat.attach") }));
   const chips = el("ul", { class: "attachments", "aria-label": t("chat.attachments") });
+  // The file an upload error is about: the error goes when that file is removed.
+  let failed = null; // { file, text }
+  const fileFailed = (file, message) => { failed = { file, text: message }; status.error(message); };
+  const forgetFailure = (file) => {
+    if (!failed || failed.file !== file) return;
+    if (status.node.textContent === failed.text) status.clear();
+    failed = null;
+  };
   const renderChips = () => {
     chips.replaceChildren(...files.map((file, index) => {
       const item = el("li", { class: "attachment-chip" },
@@ -241,6 +265,7 @@ function composer(view) {
         button("×", { kind: "quiet small", attrs: { "aria-label": t("chat.attachment_remove", { name: file.name }) },
           onClick: () => {
             files.splice(index, 1);
+            forgetFailure(file);
             renderChips();
             sync();
             // The chip and its button are gone: the next chip's remove button, else the composer.
@@ -280,6 +305,7 @@ function composer(view) {
     if ((!value.trim() && !files.length) || sending) return;
     const draft = draftKey(view); // the start page's, even once the conversation it starts is open
     status.clear();
+    failed = null;
     sending = true;
     try {
       const chosen = files.splice(0);
@@ -302,7 +328,7 @@ function composer(view) {
     if (!running) stopPressed = false;
     stop.hidden = !running;
   };
-  return { node: form, text, send, stop, status, setRunning };
+  return { node: form, text, send, stop, status, setRunning, fileFailed };
 }
 
 // -- one conversation ----------------------------------------------------------------------------------
@@ -357,9 +383,41 @@ function conversationHeader(view) {
     input.select();
   }
 
+  const picker = modelPicker(view, status);
   const node = el("header", { class: "conv-header" },
-    el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, modelPicker(view, status), status.node);
-  return { node, heading, renaming: () => !titleRow.isConnected, answerStarted: () => settleChoice(status) };
+    el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, projectLine(view.conversation), picker, status.node);
+  /** view.conversation changed elsewhere (another tab, another device): its title and model shown. */
+  const update = () => {
+    heading.textContent = titleOf(view.conversation);
+    document.title = `${heading.textContent} · ${t("app.name")}`;
+    const select = picker?.querySelector("select");
+    if (select && !select.disabled) showChoice(select, view.chatStatus?.models || [], view.conversation.model);
+  };
+  return { node, heading, update, renaming: () => !titleRow.isConnected, answerStarted: () => settleChoice(status) };
+}
+
+/** A project's conversation ("Chat in this project") says so under its title: the
+ * project's name, a link back to it, and the agent it talks to. Its `source` is
+ * "project:<id>"; the name is read from the member's projects (one they left, or one
+ * deleted, is said to be gone). Null for any other conversation. */
+function projectLine(conversation) {
+  const source = conversation?.source || "";
+  if (!source.startsWith("project:")) return null;
+  const id = source.slice("project:".length);
+  const place = el("span", { class: "conv-project-name" });
+  const agent = el("span", { class: "conv-project-agent" });
+  const line = el("p", { class: "conv-project hint" }, el("span", { text: t("chat.project_label") }), " ", place, agent);
+  line.hidden = true; // shown once the project's name is known: no bare "Project:"
+  if (conversation.agent_id) {
+    showAgentTitle(conversation.agent_id, (name) => { agent.textContent = ` · ${t("chat.project_agent", { agent: name })}`; });
+  }
+  api("GET", `/api/projects/${encodeURIComponent(id)}`).then((response) => {
+    if (response.ok && response.data?.title) place.replaceChildren(link(`#projects/${encodeURIComponent(id)}`, response.data.title));
+    else if (response.status === 404 || response.status === 403) place.textContent = t("chat.project_gone");
+    else return;
+    line.hidden = false;
+  });
+  return line;
 }
 
 // The picker's "the next answer comes from this model" is said once (the polite status
@@ -390,13 +448,7 @@ function modelPicker(view, status) {
   const select = el("select", { id, class: "model-select" },
     el("option", { value: "", text: t("chat.model_automatic") }),
     ...models.map((m) => el("option", { value: m.id, text: m.label })));
-  const chosen = view.conversation ? view.conversation.model : view.draftModel;
-  if (chosen && !models.some((m) => m.id === chosen)) {
-    // Picked once, then disabled or removed by an admin: said here, not shown as
-    // "Automatic" while the answers quietly come from another model.
-    select.append(el("option", { value: chosen, disabled: true, text: t("chat.model_unavailable") }));
-  }
-  select.value = chosen || "";
+  showChoice(select, models, view.conversation ? view.conversation.model : view.draftModel);
   select.addEventListener("change", async () => {
     if (!view.conversation) { view.draftModel = select.value || null; confirmChoice(status); return; }
     const hadFocus = document.activeElement === select;
@@ -409,6 +461,17 @@ function modelPicker(view, status) {
     confirmChoice(status);
   });
   return el("p", { class: "conv-model" }, el("label", { for: id, text: t("chat.model_label") }), select);
+}
+
+/** The picker shows `chosen` (null: automatic). */
+function showChoice(select, models, chosen) {
+  select.querySelector("option.model-unavailable")?.remove();
+  if (chosen && !models.some((m) => m.id === chosen)) {
+    // Picked once, then disabled or removed by an admin: said here, not shown as
+    // "Automatic" while the answers quietly come from another model.
+    select.append(el("option", { value: chosen, disabled: true, class: "model-unavailable", text: t("chat.model_unavailable") }));
+  }
+  select.value = chosen || "";
 }
 
 function modelNotice(ctx) {
@@ -438,6 +501,12 @@ class ChatView {
     this.started = null; // { id, model }: created by a first message not sent yet (an upload failed), reused by the next try
     this.seen = false;
     this.needsReload = false;
+    this.readWhenDone = false; // a change elsewhere started a turn: read the conversation again when it ends
+    this.reads = 0; // reads of the conversation: only the newest is drawn (two may overlap)
+    // This tab's own regenerates, edits, version flips and retries whose `branch_changed`
+    // has not come back yet: it reads their result itself (keeping the focus where it put it).
+    this.ownChanges = 0;
+    this.deleting = null; // the conversation this tab is deleting: its own deletion, not news from elsewhere
     this.list = conversationList(this);
     this.composer = composer(this);
     this.transcript = new Transcript({
@@ -469,8 +538,11 @@ class ChatView {
       const name = this.ctx.member.display_name || this.ctx.member.username;
       const choice = statusLine();
       const picker = modelPicker(this, choice);
+      const deleted = deletedElsewhere ? notice("info", t("chat.deleted_elsewhere")) : null;
+      deletedElsewhere = false;
+      if (deleted) deleted.classList.add("deleted-elsewhere");
       main.append(el("div", { class: "chat-welcome" },
-        el("h1", { text: t("chat.title", { name }) }), el("p", { class: "intro", text: t("chat.intro") }),
+        el("h1", { text: t("chat.title", { name }) }), deleted, el("p", { class: "intro", text: t("chat.intro") }),
         dataResetNotice(this.ctx.member, this.conversations), picker, picker && choice.node, this.noModel),
         this.connection, this.composer.node);
       // The list comes first in both pages, so it keeps its place in the tab order.
@@ -574,7 +646,7 @@ class ChatView {
       this.composer.status.ok(t("chat.uploading", { name: file.name }));
       const response = await upload(`/api/conversations/${encodeURIComponent(conversationId)}/uploads`, file,
         { "X-Filename": encodeURIComponent(file.name) });
-      if (!response.ok) { this.composer.status.error(`${file.name}: ${errorText(response)}`); return null; }
+      if (!response.ok) { this.composer.fileFailed(file, `${file.name}: ${errorText(response)}`); return null; }
       paths.push(response.data.path);
     }
     this.composer.status.clear();
@@ -607,12 +679,19 @@ class ChatView {
     if (!response.ok) this.composer.status.error(errorText(response));
   }
 
+  /** One of this tab's own changes of what the conversation shows was refused: no event comes of it. */
+  refused() {
+    this.ownChanges = Math.max(0, this.ownChanges - 1);
+  }
+
   async retry(trigger) {
     trigger.disabled = true;
+    this.ownChanges += 1;
     const last = this.transcript.lastUserId();
     if (last != null) this.transcript.truncate(last, { after: true }); // the failure goes before the new answer shows
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/retry`);
     if (!response.ok) {
+      this.refused();
       this.composer.status.error(errorText(response));
       await this.reload();
       this.composer.text.focus({ preventScroll: true });  // its button went with the reload
@@ -624,11 +703,13 @@ class ChatView {
 
   async regenerate(trigger) {
     trigger.disabled = true;
+    this.ownChanges += 1;
     const last = this.transcript.lastUserId();
     // Off the screen before the new answer's first token can show (it may come before the reply).
     if (last != null) this.transcript.truncate(last, { after: true });
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/regenerate`);
     if (!response.ok) {
+      this.refused();
       this.composer.status.error(errorText(response));
       await this.reload();
       this.composer.text.focus({ preventScroll: true });  // its button went with the reload
@@ -641,8 +722,9 @@ class ChatView {
   }
 
   async edit(messageId, text) {
+    this.ownChanges += 1;
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/edit`, { message_id: messageId, text });
-    if (!response.ok) return { ok: false, error: errorText(response) };
+    if (!response.ok) { this.refused(); return { ok: false, error: errorText(response) }; }
     this.transcript.truncate(messageId); // the old branch goes from the screen (kept as a version)
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
@@ -651,8 +733,9 @@ class ChatView {
   }
 
   async showVersion(variant) {
+    this.ownChanges += 1;
     const response = await api("PUT", `/api/conversations/${encodeURIComponent(this.conversationId)}/version`, { variant });
-    if (!response.ok) { this.composer.status.error(errorText(response)); return; }
+    if (!response.ok) { this.refused(); this.composer.status.error(errorText(response)); return; }
     await this.reload();
     this.transcript.node.querySelector(".versions .version-at")?.closest(".versions")?.querySelector("button:not(:disabled)")?.focus({ preventScroll: true });
   }
@@ -675,25 +758,33 @@ class ChatView {
       confirmLabel: t("chat.delete"),
     });
     if (!ok) return;
+    this.deleting = this.conversationId;
     const response = await api("DELETE", `/api/conversations/${encodeURIComponent(this.conversationId)}`);
-    if (response.ok) this.ctx.navigate("#chat");
-    else this.composer.status.error(errorText(response));
+    if (response.ok) { this.list.removed(this.deleting); this.gone(); return; }  // gone already if its event came first
+    this.deleting = null;
+    this.composer.status.error(errorText(response));
   }
 
-  /** Read the open conversation again: after a reconnect, or when events can't say enough. */
+  /** Read the open conversation again: after a reconnect, or when events can't say enough.
+   * A reader scrolled up stays where they were; the composer (a draft) is not touched. */
   async reload() {
     if (!this.conversationId) return;
     this.needsReload = false;
+    const read = ++this.reads;
     const missed = recordEvents(this.conversationId);
     const response = await api("GET", `/api/conversations/${encodeURIComponent(this.conversationId)}`);
     const events = missed();
+    if (read !== this.reads) return; // a newer read, begun after this one, draws the conversation
     if (!response.ok) {
-      if (response.status === 404) this.ctx.navigate("#chat");
+      if (response.status === 404 && this.alive()) this.gone();
       return;
     }
     this.conversation = response.data.conversation;
-    this.header.heading.textContent = titleOf(this.conversation);
-    this.transcript.load(response.data, socket.unacknowledged(this.conversationId));
+    this.header.update();
+    const tx = this.transcript;
+    const kept = tx.stick ? null : tx.node.scrollTop;
+    tx.load(response.data, socket.unacknowledged(this.conversationId));
+    if (kept !== null) { tx.node.scrollTop = kept; tx.stick = tx.nearBottom(); }
     this.setRunning(Boolean(response.data.running));
     this.replay(events);
     this.tasks.refresh();
@@ -725,6 +816,32 @@ class ChatView {
     }
   }
 
+  /** The conversation on screen is gone (deleted in another tab or on another device):
+   * the start page, which says so; what was typed here is the fresh composer's, unless
+   * that has a draft of its own. */
+  gone() {
+    const id = this.conversationId;
+    if (!id || current !== this) return;
+    if (this.deleting !== id) {
+      deletedElsewhere = true;
+      const draft = this.composer.text.value;
+      const fresh = `${DRAFT_PREFIX}${this.ctx.member.id}.`;
+      if (draft.trim() && !draftOf(fresh)) keepDraft(fresh, draft);
+    }
+    keepDraft(draftKey(this), "");
+    this.conversation = null;
+    this.conversationId = null;
+    this.ctx.navigate("#chat");
+  }
+
+  /** A regenerate, an edit, a version or a retry elsewhere changed what the conversation
+   * shows: read again, as a reload would show it; when it starts a turn (`reason` other than
+   * "version"), again once that turn ends, for the new answer's versions. */
+  branchChanged(data) {
+    if (data.reason !== "version") this.readWhenDone = true;
+    this.reload();
+  }
+
   /** Events that arrived while the conversation was read, applied to the new render. */
   replay(events) {
     for (const data of events) this.onEvent(data);
@@ -735,6 +852,7 @@ class ChatView {
   onMessage(message) {
     if (message.type === "socket_open") {
       // Whatever happened before the socket listened is only in the server's state.
+      this.ownChanges = 0; // their events, if any were lost, are in what this reads
       this.reload();
       if (message.reconnected) this.list.refresh();
       return;
@@ -760,6 +878,8 @@ class ChatView {
   onEvent(data) {
     if (data.type === "turn_started" || data.type === "turn_finished") this.list.setRunning(data.conversation_id, data.type === "turn_started");
     if (data.type === "user_message" || data.type === "turn_finished") this.refreshList();
+    if (data.type === "conversation_changed") { this.list.changed(data); this.refreshList(); }
+    if (data.type === "conversation_deleted") this.list.removed(data.conversation_id);
     if (data.conversation_id === this.conversationId) this.onChatEvent(data);
   }
 
@@ -856,9 +976,24 @@ class ChatView {
         this.needsReload = true;
         if (!this.running) this.reload();
         break;
+      case "branch_changed":
+        // This tab's own change reads the result itself; another's is read here.
+        if (branchEvents.has(data)) break;
+        branchEvents.add(data);
+        if (this.ownChanges > 0) this.ownChanges -= 1; else this.branchChanged(data);
+        break;
+      case "conversation_changed":
+        if (!this.conversation) break;
+        this.conversation.title = data.title;
+        this.conversation.model = data.model;
+        this.header?.update();
+        break;
+      case "conversation_deleted":
+        this.gone();
+        break;
       case "turn_finished":
         this.setRunning(false);
-        if (this.needsReload) this.reload();
+        if (this.needsReload || this.readWhenDone) { this.readWhenDone = false; this.reload(); }
         break;
       default:
         break;

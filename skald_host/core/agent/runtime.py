@@ -659,7 +659,37 @@ class MemberRuntime:
         await self.conversation(conversation_id)
         await self._check_model(model_id)
         await self.store.choose_model(conversation_id, model_id)
-        return await self.conversation(conversation_id)
+        conversation = await self.conversation(conversation_id)
+        self.conversation_changed(conversation)
+        return conversation
+
+    async def rename(self, conversation_id: str, title: str) -> dict[str, Any]:
+        """Give a conversation a new title; announced once written."""
+        await self.conversation(conversation_id)
+        await self.store.rename(conversation_id, title)
+        conversation = await self.conversation(conversation_id)
+        self.conversation_changed(conversation)
+        return conversation
+
+    async def delete(self, conversation_id: str) -> None:
+        """Stop the conversation's turn and delete it; announced once deleted, so that
+        every other open client (another tab, another device) lets it go."""
+        await self.stop(conversation_id)
+        if await self.store.delete(conversation_id):
+            self.emit("conversation_deleted", conversation_id)
+
+    def conversation_changed(self, conversation: Mapping[str, Any]) -> None:
+        """What the member's other open clients show of a conversation besides its
+        messages (its title, its model) changed: said after the write, whole, so that
+        any one of these events brings a client up to date."""
+        self.emit("conversation_changed", conversation["id"], title=conversation.get("title") or "",
+                  model=conversation.get("model"), updated_at=conversation.get("updated_at"))
+
+    def branch_changed(self, conversation_id: str, reason: str, **data: Any) -> None:
+        """The messages a conversation shows changed other than by a message added at
+        its end (a regenerate, an edit, a version flipped to, a failure retried): said
+        after the write; a client showing it reads it again, as a reload would."""
+        self.emit("branch_changed", conversation_id, reason=reason, **data)
 
     async def _check_model(self, model_id: str | None) -> None:
         """A conversation's own model is one of the enabled ones (None: none chosen)."""
@@ -989,6 +1019,7 @@ class MemberRuntime:
         if not await self.store.keep_as_version(frame):
             raise ChatError("the last message of this conversation has no answer to regenerate", code="nothing_to_regenerate", status=409)
         log.info("member %s: the member regenerates an answer", self.member_id)
+        self.branch_changed(conversation_id, "regenerate")
         self.drive(conversation_id)
 
     async def edit(self, conversation_id: str, message_id: int, text: str) -> int:
@@ -1001,6 +1032,7 @@ class MemberRuntime:
         if not new_id:
             raise ChatError("this message was already summarised by a compaction: it can no longer be edited", code="message_compacted", status=409)
         log.info("member %s: the member edits a message and continues from it", self.member_id)
+        self.branch_changed(conversation_id, "edit", message_id=new_id, edited_id=message_id)
         self.drive(conversation_id)
         return new_id
 
@@ -1008,6 +1040,7 @@ class MemberRuntime:
         frame = await self._idle_root(conversation_id)
         if not await self.store.show_version(frame, variant):
             raise ChatError("no such version in this conversation", code="version_not_found", status=404)
+        self.branch_changed(conversation_id, "version", variant=variant)
 
     async def _idle_root(self, conversation_id: str) -> Frame:
         """The root frame of a conversation whose turn has ended, nothing waiting on it."""
@@ -1028,6 +1061,7 @@ class MemberRuntime:
         if not await self.store.take_back_failure(frame):
             raise ChatError("the last turn of this conversation did not fail", code="turn_not_failed", status=409)
         log.info("member %s: the member retries a failed turn", self.member_id)
+        self.branch_changed(conversation_id, "retry")
         self.drive(conversation_id)
 
     # -- what a turn needs --------------------------------------------------------------------

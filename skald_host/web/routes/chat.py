@@ -160,14 +160,14 @@ async def rename_conversation(conversation_id: str) -> dict:
     model = field(data, "model", str, required=False)
     rt = await runtime()
     try:
-        await rt.conversation(conversation_id)
+        conversation = await rt.conversation(conversation_id)
         if "model" in data:
-            await rt.choose_model(conversation_id, model)
+            conversation = await rt.choose_model(conversation_id, model)
+        if title is not None:  # each announced to the member's other clients once written
+            conversation = await rt.rename(conversation_id, title.strip())
     except ChatError as exc:
         raise chat_error(exc) from None
-    if title is not None:
-        await rt.store.rename(conversation_id, title.strip())
-    return await rt.store.conversation(conversation_id)  # type: ignore[return-value]
+    return conversation
 
 
 @bp.delete("/api/conversations/<conversation_id>")
@@ -176,10 +176,9 @@ async def rename_conversation(conversation_id: str) -> dict:
 async def delete_conversation(conversation_id: str) -> dict:
     rt = await runtime()
     try:
-        await rt.stop(conversation_id)
+        await rt.delete(conversation_id)  # its turn stopped first; announced once deleted
     except ChatError as exc:
         raise chat_error(exc) from None
-    await rt.store.delete(conversation_id)
     return {"ok": True}
 
 
