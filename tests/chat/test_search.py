@@ -42,6 +42,7 @@ async def test_search_finds_words_of_any_message_in_the_members_own_conversation
     assert await search(alice, "sunny budget") == []
     for hostile in ('"', "NEAR(a b)", "a OR", "*", "-x", "col:rhubarb", "(", "'"):
         assert isinstance(await search(alice, hostile), list)  # typed words, never FTS syntax
+    assert [c["id"] for c in await search(alice, "sunny\x00spot")] == [garden]  # a NUL was a 500 (FTS5 refuses it)
     assert [c["id"] for c in await search(bob, "rhubarb")] == [theirs]
 
     # A streaming answer is found once it is complete, not from its checkpoints.

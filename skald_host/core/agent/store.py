@@ -283,10 +283,13 @@ class ConversationStore:
                     "SELECT * FROM conversations WHERE ephemeral = 0 ORDER BY updated_at DESC LIMIT ?", (limit,)
                 )]
             _index_finished_messages(conn)
-            pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            # The title as typed, or with "ss" for "ß" and back (as the words below).
+            patterns = ["%" + spelled.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+                        for spelled in sharp_s_spellings(search)]
             found = [dict(r) for r in conn.execute(
-                "SELECT * FROM conversations WHERE ephemeral = 0 AND title LIKE ? ESCAPE '\\' ORDER BY updated_at DESC LIMIT ?",
-                (pattern, limit),
+                "SELECT * FROM conversations WHERE ephemeral = 0 AND ("
+                + " OR ".join(["title LIKE ? ESCAPE '\\'"] * len(patterns)) + ") ORDER BY updated_at DESC LIMIT ?",
+                (*patterns, limit),
             )]
             words = fts_words(search)
             if words and len(found) < limit:
@@ -300,7 +303,7 @@ class ConversationStore:
                 # A match in the version on screen first; one only in an earlier version (a
                 # regenerated answer, an edited branch) says so: opened, it is not shown.
                 snippets: dict[str, tuple[str, bool]] = {}
-                for query in (" ".join(words), words[0]):
+                for query in (" AND ".join(words), words[0]):
                     for conversation_id, snippet, earlier in conn.execute(
                         "SELECT f.conversation_id, snippet(messages_fts, 0, '', '', '…', 12), m.variant != 0"
                         " FROM messages_fts f JOIN messages m ON m.id = f.rowid"
@@ -1386,8 +1389,41 @@ def _index_finished_messages(conn: Any) -> None:
 
 def fts_words(text: str) -> list[str]:
     """A member's search words as FTS5 queries: each word quoted (no operator of FTS5's
-    syntax can be typed by accident) and matched as a prefix."""
-    return ['"' + w.replace('"', '""') + '"*' for w in text.split() if w.strip('"*')][:12]
+    syntax can be typed by accident) and matched as a prefix. A word with "ss" or "ß"
+    is its spellings with either, OR-ed ("strasse" finds "Straße", "größe" "Grösse"):
+    the index folds accents (unicode61, remove_diacritics), not "ß"."""
+    words = [w for w in text.replace("\x00", " ").split() if w.strip('"*')][:12]  # FTS5 refuses a NUL
+    terms = []
+    for word in words:
+        quoted = ['"' + v.replace('"', '""') + '"*' for v in sharp_s_spellings(word)]
+        terms.append(quoted[0] if len(quoted) == 1 else "(" + " OR ".join(quoted) + ")")
+    return terms
+
+
+_SHARP_S = re.compile(r"ss|ß|ẞ", re.IGNORECASE)
+#: Spellings of one word tried at most (each "ss"/"ß" either way: 2 ** 3); a word with
+#: more has three: as typed, every one as "ß", every one as "ss".
+MAX_SHARP_S_SPELLINGS = 8
+
+
+def sharp_s_spellings(word: str) -> list[str]:
+    """``word`` as typed first, then as spelled with "ß" for "ss" and "ss" for "ß"
+    (Swiss German, a keyboard without "ß"), each occurrence either way."""
+    parts = _SHARP_S.split(word)
+    if len(parts) == 1:
+        return [word]
+    found = _SHARP_S.findall(word)
+    choices = [(mark, "ss" if mark.lower() != "ss" else "ß") for mark in found]
+    if 2 ** len(choices) > MAX_SHARP_S_SPELLINGS:
+        picks = [list(found), ["ß" if m.lower() == "ss" else m for m in found], ["ss" if m.lower() != "ss" else m for m in found]]
+    else:
+        picks = [[c[(n >> i) & 1] for i, c in enumerate(choices)] for n in range(2 ** len(choices))]
+    spellings: list[str] = []
+    for pick in picks:
+        spelled = parts[0] + "".join(mark + part for mark, part in zip(pick, parts[1:]))
+        if spelled not in spellings:
+            spellings.append(spelled)
+    return spellings
 
 
 #: Markdown's syntax in a search snippet, and what is left of it: the list showed a hit
