@@ -10,10 +10,22 @@
 // many messages at once) keeps the message in the outbox, and it is sent again after
 // that many seconds.
 // A close with 1008 means the session ended: sign-in.
+// A connection can die without a close (the network gone, a laptop asleep, a proxy that
+// dropped it): the socket stays OPEN and nothing arrives. So every ping expects an
+// answer (the server's pong, or any message) within PONG_TIMEOUT_MS; without one the
+// socket is given up and reconnected, as after a close.
 import { api, signalSessionLost } from "./api.js";
 
 const PING_MS = 25_000;
+const PONG_TIMEOUT_MS = 10_000;
 const MAX_BACKOFF_MS = 15_000;
+
+/** The heartbeat's intervals; a test shortens them by setting `window.__skaldSocketTimings`
+ * ({ pingMs, pongTimeoutMs }) before the page loads. */
+function timing(name, otherwise) {
+  const value = window.__skaldSocketTimings?.[name];
+  return Number.isFinite(value) && value > 0 ? value : otherwise;
+}
 
 const listeners = new Set();
 const stateListeners = new Set();
@@ -24,6 +36,7 @@ let attempt = 0;
 let everOpened = false;
 let retryTimer = null;
 let pingTimer = null;
+let pongTimer = null; // set while a ping waits for its answer
 let storageKey = null;
 let outbox = new Map(); // idempotency_key → {conversation_id, text, idempotency_key, created}
 const retries = new Map(); // idempotency_key → timer of a send the server could not store yet
@@ -98,10 +111,20 @@ function open() {
     setState("open");
     for (const item of outbox.values()) transmit(item);
     clearInterval(pingTimer);
-    pingTimer = setInterval(() => { if (ws.readyState === WebSocket.OPEN) ws.send('{"type":"ping"}'); }, PING_MS);
+    clearTimeout(pongTimer);
+    pongTimer = null;
+    pingTimer = setInterval(() => {
+      if (ws.readyState !== WebSocket.OPEN) return;
+      ws.send('{"type":"ping"}');
+      // No answer in time: the connection is dead though the socket says OPEN.
+      if (!pongTimer) pongTimer = setTimeout(() => lost(ws), timing("pongTimeoutMs", PONG_TIMEOUT_MS));
+    }, timing("pingMs", PING_MS));
     dispatch({ type: "socket_open", reconnected });
   });
   ws.addEventListener("message", (event) => {
+    if (socket !== ws) return; // one given up as dead: its late messages are not news
+    clearTimeout(pongTimer); // anything at all says the connection lives
+    pongTimer = null;
     let message;
     try { message = JSON.parse(event.data); } catch { return; }
     if (!message || typeof message !== "object") return;
@@ -117,6 +140,8 @@ function open() {
     if (socket !== ws) return;
     socket = null;
     clearInterval(pingTimer);
+    clearTimeout(pongTimer);
+    pongTimer = null;
     if (!wanted) return;
     if (event.code === 1008) { stop(); signalSessionLost(); return; }
     setState("reconnecting");
@@ -128,6 +153,22 @@ function open() {
     }
     scheduleRetry();
   });
+}
+
+/** A socket that stopped answering: closed without waiting for a close that a dead
+ * connection may never deliver, and reconnected at once (then with backoff). */
+function lost(ws) {
+  if (socket !== ws) return;
+  socket = null;
+  clearInterval(pingTimer);
+  clearTimeout(pongTimer);
+  pongTimer = null;
+  try { ws.close(4000, "no answer to ping"); } catch { /* closing already */ }
+  if (!wanted) return;
+  setState("reconnecting");
+  dispatch({ type: "socket_closed" });
+  attempt = 0;
+  scheduleRetry();
 }
 
 /** Open the socket for this signed-in member (idempotent). */
@@ -143,6 +184,8 @@ export function stop({ forget = false } = {}) {
   wanted = false;
   clearTimeout(retryTimer);
   clearInterval(pingTimer);
+  clearTimeout(pongTimer);
+  pongTimer = null;
   for (const timer of retries.values()) clearTimeout(timer);
   retries.clear();
   const ws = socket;

@@ -410,9 +410,13 @@ export class Transcript {
     else {
       const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.matches(".note.info")).pop();
       // The member's own message last: its answer has not begun, nothing is done yet.
+      // Each ending said as what it is: a stopped or cut answer is not "done".
       if (last && !last.matches(".user")) {
-        key = last.matches(".note.error") || last.dataset.status === "error" ? "chat.turn_failed"
-          : last.dataset.status === "unanswered" ? "chat.turn_stopped" : "chat.turn_ended";
+        const status = last.dataset.status;
+        key = last.matches(".note.error") || status === "error" ? "chat.turn_failed"
+          : status === "unanswered" ? "chat.turn_stopped"
+            : status === "cancelled" ? "chat.turn_cancelled"
+              : status === "interrupted" ? "chat.turn_interrupted" : "chat.turn_ended";
       }
     }
     const text = key ? t(key) : "";

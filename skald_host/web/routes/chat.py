@@ -7,7 +7,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import unicodedata
 from typing import Any
+from urllib.parse import quote
 
 from quart import Blueprint, Response, current_app, request
 
@@ -309,9 +311,10 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
         status = "" if message["status"] == "complete" else f" ({state('chat.status', message['status'])})"
         role = strings.lookup(f"core.export.role_{message['role']}", locale) or message["role"]
         lines += [f"## {role}{status}", ""]
-        if message.get("reasoning"):
-            lines += ["> " + line for line in message["reasoning"].splitlines()] + [""]
-        lines += [closed_fences(message.get("content") or ""), ""]
+        if message.get("reasoning"):  # labelled and quoted: not read as part of the answer
+            reasoning = shifted_headings(message["reasoning"]).splitlines()
+            lines += [f"> **{say('export.reasoning')}**", ">"] + [f"> {line}" if line else ">" for line in reasoning] + [""]
+        lines += [shifted_headings(closed_fences(message.get("content") or "")), ""]
         files = [a for a in _attachments(message.get("attachments")) if isinstance(a, dict)]
         if files:  # the JSON export has them; without them "You" reads as if nothing was sent
             lines += [say("export.attachments"), ""]
@@ -355,6 +358,73 @@ def closed_fences(text: str) -> str:
     return text if opened is None else f"{text}\n{opened}"
 
 
+#: A message's own headings sit under its section ("## You", "## Assistant", under the
+#: title's "#"): its "#" becomes "###", and so on, at most "######".
+HEADING_SHIFT = 2
+_ATX_HEADING = re.compile(r"( {0,3})(#{1,6})(?=[ \t]|$)")
+
+
+def shifted_headings(text: str, by: int = HEADING_SHIFT) -> str:
+    """``text``'s ATX headings (outside code fences) ``by`` levels down, capped at six,
+    so that the answer's outline nests under the export's own headings."""
+    opened: str | None = None
+    out = []
+    for line in text.split("\n"):
+        marker = re.match(r" {0,3}(`{3,}|~{3,})", line)
+        if marker is not None:
+            run = marker.group(1)
+            if opened is None:
+                opened = run
+            elif run[0] == opened[0] and len(run) >= len(opened) and not line.strip()[len(run):].strip():
+                opened = None
+        elif opened is None and (heading := _ATX_HEADING.match(line)):
+            level = min(6, len(heading.group(2)) + by)
+            line = f"{heading.group(1)}{'#' * level}{line[heading.end():]}"
+        out.append(line)
+    return "\n".join(out)
+
+
+#: The longest file name stem (in characters) an export is offered under.
+FILE_STEM_CHARS = 60
+
+
+def _name_chars(text: str) -> str:
+    """``text`` with every run of characters that are not letters or digits (of any
+    script, with their combining marks), ".", "_" or "-" made one "-": no quote, slash,
+    control or format character is left."""
+    kept = (c if c.isalnum() or c in "._-" or unicodedata.category(c).startswith("M") else "-" for c in text)
+    return re.sub(r"-{2,}", "-", "".join(kept))
+
+
+def file_stem(title: str) -> str:
+    """The export's file name stem from the conversation's title: its words in any
+    script ("Rezept-Käsekuchen-Tipps"), at most ``FILE_STEM_CHARS`` characters."""
+    stem = _name_chars(unicodedata.normalize("NFC", title))
+    stem = stem.strip("-.")[:FILE_STEM_CHARS].strip("-.")
+    return stem or "conversation"
+
+
+#: Latin letters that NFKD does not take apart, for the ASCII fallback ("Straße" is
+#: "Strasse" there, not "Strae").
+_ASCII_LETTERS = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O",
+                                "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "Th"})
+
+
+def content_disposition(name: str) -> str:
+    """``attachment`` under ``name`` (from ``file_stem``), as RFC 6266 says: an ASCII
+    ``filename`` for every client, and the name itself as ``filename*`` (RFC 5987,
+    UTF-8, percent-encoded) when it is not ASCII (werkzeug's ``send_file`` does the same)."""
+    name = _name_chars(name).strip("-.") or "conversation"
+    if name.isascii():
+        return f'attachment; filename="{name}"'
+    stem, dot, ext = name.rpartition(".")
+    simple = unicodedata.normalize("NFKD", (stem if dot else name).translate(_ASCII_LETTERS))
+    simple = simple.encode("ascii", "ignore").decode("ascii")
+    simple = re.sub(r"[^A-Za-z0-9._-]+", "-", simple).strip("-.") or "conversation"
+    fallback = f"{simple}.{ext}" if dot and ext.isascii() else simple
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
 def _attachments(raw: Any) -> list[Any]:
     """A message's attachments as a list (stored as JSON text)."""
     try:
@@ -383,12 +453,12 @@ async def export(conversation_id: str):
     except ChatError as exc:
         raise chat_error(exc) from None
     messages = await rt.store.transcript(conversation_id)
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", conversation.get("title") or "conversation").strip("-.")[:60] or "conversation"
+    stem = file_stem(conversation.get("title") or "")
     if kind == "json":
         body = json.dumps({
             "conversation": {k: conversation.get(k) for k in ("id", "title", "agent_id", "source", "created_at", "updated_at")},
             "messages": [
-                {**{k: m.get(k) for k in EXPORT_FIELDS}, "attachments": _attachments(m.get("attachments")),
+                {**{k: m.get(k) for k in EXPORT_FIELDS}, "current": not m.get("variant"), "attachments": _attachments(m.get("attachments")),
                  "tool_calls": [{k: c.get(k) for k in ("id", "name", "arguments", "status", "result")} for c in m.get("tool_calls") or ()]}
                 for m in messages
             ],
@@ -397,7 +467,7 @@ async def export(conversation_id: str):
     else:
         body, mimetype = _markdown_export(conversation, messages, current_app.config["SKALD_CORE"].strings, await reader_locale()), "text/markdown"
     return Response(body, mimetype=mimetype, headers={
-        "Content-Disposition": f'attachment; filename="{stem}.{kind}"', "Cache-Control": "no-store",
+        "Content-Disposition": content_disposition(f"{stem}.{kind}"), "Cache-Control": "no-store",
     })
 
 
