@@ -251,6 +251,57 @@ async def test_an_answer_cut_off_at_every_start_is_asked_for_three_times_then_fa
         ("user", "complete", "Answer this."), ("assistant", "complete", "At last.")]
 
 
+async def test_a_message_queued_behind_an_answer_given_up_waits_for_its_retry(servers, model, distribution):
+    """The crash loop above with a message queued behind the cut answer: recovery gave
+    up, then answered the queued message at once, so the failure was no longer the
+    last turn and its Retry was refused (crash-kill probe: the first question was never
+    answered). The queued message now waits; Retry answers the first, then it."""
+    server, _, alice = await first_run(servers, model)
+    model.responder = lambda request: Hang(text="a partial", token_delay=0.01)
+
+    def asked(text: str) -> int:
+        return sum(1 for r in model.requests_for(MODEL_A) if r.messages[-1]["content"] == text)
+
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "First question.")
+        await eventually(lambda: asked("First question.") == 1, what="the first request")
+        ack = await sock.send(cid, "Second question.")
+        assert ack["queued"], ack
+    for times in range(2, RESUME_LIMIT + 2):
+        server, alice = await restart(servers, server)
+        async with ChatSocket(alice):
+            await eventually(lambda: asked("First question.") == times, what=f"request {times}, asked for again")
+
+    async def checkpointed() -> bool:
+        return (await messages(alice, cid))[-1]["content"] == "a partial"
+
+    await eventually(checkpointed, what="the last partial answer to be checkpointed")
+    server, alice = await restart(servers, server)
+    async with ChatSocket(alice):
+        await eventually(lambda: "are not asked for again (Retry asks)" in server.output, what="recovery giving up")
+        await asyncio.sleep(0.5)  # time for a wrongly started turn to ask
+    assert asked("Second question.") == 0  # waiting behind the failure, not answered past it
+    transcript = await messages(alice, cid)
+    assert transcript[-1]["reason"] == {"code": "resume_limit", "values": {"times": RESUME_LIMIT + 1}}
+
+    model.responder = lambda request: Reply(f"Answer to: {request.last_user_text}")
+    async with ChatSocket(alice) as sock:
+        response = await alice.post(f"/api/conversations/{cid}/retry")
+        assert response.status_code == 202, response.text
+        await eventually(lambda: asked("Second question.") == 1, what="the queued message's turn after the retried one")
+        await sock.wait_event(cid, "turn_finished")
+    await eventually(lambda: messages_done(alice, cid), what="both answers stored")
+    assert [(m["role"], m["content"]) for m in await messages(alice, cid)] == [
+        ("user", "First question."), ("assistant", "Answer to: First question."),
+        ("user", "Second question."), ("assistant", "Answer to: Second question.")]
+
+
+async def messages_done(client, conversation_id: str) -> bool:
+    rows = await messages(client, conversation_id)
+    return bool(rows) and rows[-1]["role"] == "assistant" and rows[-1]["status"] == "complete" and len(rows) >= 4
+
+
 async def test_a_sub_agents_answer_cut_off_at_every_start_is_given_up_like_the_top_frames(servers, model, distribution):
     """The crash loop of the test above, inside a delegation: the researcher's answer
     is asked for again RESUME_LIMIT times, then the turn fails with Retry. Each start

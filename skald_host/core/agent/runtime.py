@@ -995,7 +995,21 @@ class MemberRuntime:
         return resumed
 
     async def _needs_work(self, conversation_id: str) -> bool:
-        return bool(await self.store.queued(conversation_id)) or await self._history_needs_work(conversation_id)
+        if await self._history_needs_work(conversation_id):
+            return True
+        # Queued messages start their turn, unless the answer before them was given up
+        # (cut off at start after start): they wait behind its Retry. Answered now, they
+        # would make that failure no longer the last turn, and Retry could not ask again.
+        return bool(await self.store.queued(conversation_id)) and not await self._given_up(conversation_id)
+
+    async def _given_up(self, conversation_id: str) -> bool:
+        """Whether the conversation ends in an answer recovery gave up (``resume_limit``)."""
+        history = await self.store.history((await self.store.root_frame(conversation_id)).id)
+        last = history[-1] if history else None
+        if last is None or last["role"] != "assistant" or last["status"] != "error" or not last.get("reason"):
+            return False
+        reason = last["reason"]
+        return (json.loads(reason) if isinstance(reason, str) else reason).get("code") == "resume_limit"
 
     async def _history_needs_work(self, conversation_id: str) -> bool:
         """Whether the stored conversation is unfinished (the inbox aside)."""
