@@ -281,7 +281,16 @@ export class Transcript {
     const branches = branchesOf(all);
     // Earlier versions are not shown, only flipped to; nor is an answer a stopped server
     // cut before its first word (the note after it says so, and the answer follows).
-    const messages = all.filter((m) => !m.variant && !cutBeforeAWord(m));
+    const messages = [];
+    all.filter((m) => !m.variant).forEach((m, index, shown) => {
+      if (cutBeforeAWord(m)) return;
+      if (m.role === "note" && m.reason?.code === "answer_resumed" && index > 0 && cutBeforeAWord(shown[index - 1])) {
+        // Its cut answer is not shown: the note says the answer had not begun, not that
+        // one "here" was cut off (a crash-kill probe looked for it above).
+        m = { ...m, reason: { ...m.reason, code: "answer_resumed_unstarted" } };
+      }
+      messages.push(m);
+    });
     const turnStart = messages.findLastIndex((m) => m.role === "user");
     messages.forEach((message, index) => {
       const live = this.running && message.status === "streaming" && message === messages[messages.length - 1];
