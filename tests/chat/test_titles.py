@@ -54,4 +54,11 @@ async def test_titles_hold_no_bidi_override_invisible_or_control_character(chat)
         first = await new_conversation(alice)
         await sock.send(first, "\u202eevil\u200b plan\x1b[2J for\u2028spring")
         await sock.turn(first)
-    assert await title(first) == "evil plan [2J for spring"
+    assert await title(first) == "evil plan 2J for spring"  # (a lone "[" reads as Markdown)
+    chat.server.responder = lambda request: Reply("ok")
+    async with ChatSocket(alice) as sock:
+        marked = await new_conversation(alice)
+        await sock.send(marked, "Hello **world**, see [the list](https://example.org) and `plan.md`")
+        await sock.turn(marked)
+    # The words a reader sees, not the Markdown (newcomer probe: "Hello **world**" in the sidebar).
+    assert await title(marked) == "Hello world, see the list and plan.md"
