@@ -13,6 +13,7 @@ between letters of the scripts that use them (Persian, the Indic scripts).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Any
 
@@ -146,3 +147,29 @@ def skeleton(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text).casefold()
     mapped = unicodedata.normalize("NFKC", folded.translate(_LOOK_ALIKES))
     return mapped.replace("rn", "m")
+
+
+_SHARP_S = re.compile(r"ss|ß|ẞ", re.IGNORECASE)
+#: Spellings of one word tried at most (each "ss"/"ß" either way: 2 ** 3); a word with
+#: more has three: as typed, every one as "ß", every one as "ss".
+MAX_SHARP_S_SPELLINGS = 8
+
+
+def sharp_s_spellings(word: str) -> list[str]:
+    """``word`` as typed first, then as spelled with "ß" for "ss" and "ss" for "ß"
+    (Swiss German, a keyboard without "ß"), each occurrence either way."""
+    parts = _SHARP_S.split(word)
+    if len(parts) == 1:
+        return [word]
+    found = _SHARP_S.findall(word)
+    choices = [(mark, "ss" if mark.lower() != "ss" else "ß") for mark in found]
+    if 2 ** len(choices) > MAX_SHARP_S_SPELLINGS:
+        picks = [list(found), ["ß" if m.lower() == "ss" else m for m in found], ["ss" if m.lower() != "ss" else m for m in found]]
+    else:
+        picks = [[c[(n >> i) & 1] for i, c in enumerate(choices)] for n in range(2 ** len(choices))]
+    spellings: list[str] = []
+    for pick in picks:
+        spelled = parts[0] + "".join(mark + part for mark, part in zip(pick, parts[1:]))
+        if spelled not in spellings:
+            spellings.append(spelled)
+    return spellings

@@ -47,7 +47,8 @@ async def test_ss_finds_sharp_s_and_sharp_s_finds_ss(chat):
 
 
 def test_the_spellings_of_a_word_are_bounded():
-    from skald_host.core.agent.store import MAX_SHARP_S_SPELLINGS, fts_words, sharp_s_spellings
+    from skald_host.core.agent.store import fts_words
+    from skald_host.core.text import MAX_SHARP_S_SPELLINGS, sharp_s_spellings
 
     assert sharp_s_spellings("Strasse") == ["Strasse", "Straße"]
     assert sharp_s_spellings("Größe") == ["Größe", "Grösse"]

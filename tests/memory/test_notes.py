@@ -125,6 +125,15 @@ async def test_search_prefix_and_key_and_diacritics(store: NoteStore) -> None:
     assert [h.key for h in await store.search("jurgen cafe")] == ["people.md"]
 
 
+async def test_search_finds_sharp_s_and_ss_either_way(store: NoteStore) -> None:
+    """As the conversation search does: the index folds accents, not "ß" (member walk)."""
+    await store.write("home.md", "We live on Schloßstraße.")
+    await store.write("sizes.md", "Shoe Grösse 42.")
+    assert [h.key for h in await store.search("schlossstrasse")] == ["home.md"]
+    assert [h.key for h in await store.search("größe")] == ["sizes.md"]
+    assert [h.key for h in await store.search('strasse" OR "x')] == []  # the spellings stay quoted words
+
+
 @pytest.mark.parametrize("query", ['"', 'a"b', "NOT", "AND OR", "(x", "x*", "col:umn", "^start", "-", "NEAR(a b)"])
 async def test_search_with_fts_syntax_does_not_raise(store: NoteStore, query: str) -> None:
     """Each term is quoted: syntax is searched for as words, or refused as a NoteError

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from skald_host.core.storage import Database
-from skald_host.core.text import clean_title
+from skald_host.core.text import clean_title, sharp_s_spellings
 
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
 
@@ -1398,32 +1398,6 @@ def fts_words(text: str) -> list[str]:
         quoted = ['"' + v.replace('"', '""') + '"*' for v in sharp_s_spellings(word)]
         terms.append(quoted[0] if len(quoted) == 1 else "(" + " OR ".join(quoted) + ")")
     return terms
-
-
-_SHARP_S = re.compile(r"ss|ß|ẞ", re.IGNORECASE)
-#: Spellings of one word tried at most (each "ss"/"ß" either way: 2 ** 3); a word with
-#: more has three: as typed, every one as "ß", every one as "ss".
-MAX_SHARP_S_SPELLINGS = 8
-
-
-def sharp_s_spellings(word: str) -> list[str]:
-    """``word`` as typed first, then as spelled with "ß" for "ss" and "ss" for "ß"
-    (Swiss German, a keyboard without "ß"), each occurrence either way."""
-    parts = _SHARP_S.split(word)
-    if len(parts) == 1:
-        return [word]
-    found = _SHARP_S.findall(word)
-    choices = [(mark, "ss" if mark.lower() != "ss" else "ß") for mark in found]
-    if 2 ** len(choices) > MAX_SHARP_S_SPELLINGS:
-        picks = [list(found), ["ß" if m.lower() == "ss" else m for m in found], ["ss" if m.lower() != "ss" else m for m in found]]
-    else:
-        picks = [[c[(n >> i) & 1] for i, c in enumerate(choices)] for n in range(2 ** len(choices))]
-    spellings: list[str] = []
-    for pick in picks:
-        spelled = parts[0] + "".join(mark + part for mark, part in zip(pick, parts[1:]))
-        if spelled not in spellings:
-            spellings.append(spelled)
-    return spellings
 
 
 #: Markdown's syntax in a search snippet, and what is left of it: the list showed a hit

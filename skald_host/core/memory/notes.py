@@ -19,7 +19,7 @@ from skald_host.core.identity.access import allowed
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable
 from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
-from skald_host.core.text import code_point, hidden_character
+from skald_host.core.text import code_point, hidden_character, sharp_s_spellings
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -145,14 +145,20 @@ def new_note_key(key: Any) -> str:
 def fts_terms(query: Any) -> list[str]:
     """The member's words as FTS5 terms that cannot be a syntax error: each quoted
     (quotes doubled), so FTS operators are searched as words, and matched as a prefix
-    ("garden" finds "gardening", in any language, which a stemmer would not)."""
+    ("garden" finds "gardening", in any language, which a stemmer would not). A word
+    with "ss" or "ß" is its spellings with either, OR-ed, as the conversation search
+    has it ("strasse" finds "Straße": the index folds accents, not "ß")."""
     if not isinstance(query, str):
         raise NoteError("the search query must be text")
     # A term with no letter or digit holds no token; FTS5 would reject it.
     terms = [t for t in unicodedata.normalize("NFKC", query).replace("\x00", " ").split() if any(ch.isalnum() for ch in t)]
     if not terms:
         raise NoteError("the search query is empty")
-    return ['"' + term.replace('"', '""') + '"*' for term in terms[:32]]
+    grouped = []
+    for term in terms[:32]:
+        quoted = ['"' + spelled.replace('"', '""') + '"*' for spelled in sharp_s_spellings(term)]
+        grouped.append(quoted[0] if len(quoted) == 1 else "(" + " OR ".join(quoted) + ")")
+    return grouped
 
 
 Guard = Callable[[str], Awaitable[None]]
