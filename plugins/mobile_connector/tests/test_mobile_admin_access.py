@@ -19,8 +19,9 @@ async def test_a_member_of_the_restricted_role_may_pair_a_phone_which_the_access
     child = await setup.host.member("kim", role="restricted")
     phone = await paired_device(setup, child)
     assert (await phone.get(f"{BASE}/me")).status_code == 200
-    roster = (await setup.admin.get(f"/api/admin/plugins/{PLUGIN}/access")).json()["members"]
-    assert [m["username"] for m in roster] == ["admin"]  # the host's list: the admins only
+    access = (await setup.admin.get(f"/api/admin/plugins/{PLUGIN}/access")).json()
+    assert [m["username"] for m in access["members"]] == ["admin"]  # the host's list: the admins only
+    assert access["manages_own_access"] is True  # ... and it says why (security sweep)
 
 
 def test_the_plugin_says_who_may_use_it_in_both_languages():

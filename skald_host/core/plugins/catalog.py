@@ -240,6 +240,9 @@ class PluginCatalog:
             log.info("plugin %s configured%s", plugin_id, "" if fresh != previous else " (nothing changed)")
         return masked(info.config_schema, fresh)
 
+    def manages_own_access(self, plugin_id: str) -> bool:
+        return bool(self._info(plugin_id).manages_own_access)
+
     async def roster(self, plugin_id: str) -> list[dict[str, Any]]:
         """Who holds the plugin (read-only; grants are edited on each member's page)."""
         info = self._info(plugin_id)

@@ -79,7 +79,10 @@ async def configure(plugin_id: str) -> dict:
 @bp.get("/api/admin/plugins/<plugin_id>/access")
 @requires("plugins.manage")
 async def roster(plugin_id: str) -> dict:
-    return {"members": await _guard(_core().catalog.roster(plugin_id), plugin_id)}
+    """The members holding the plugin; ``manages_own_access``: the plugin decides itself
+    who may use it (no grant applies), so ``members`` names only the admins."""
+    members = await _guard(_core().catalog.roster(plugin_id), plugin_id)
+    return {"members": members, "manages_own_access": _core().catalog.manages_own_access(plugin_id)}
 
 
 @bp.get("/api/admin/members/<member_id>/plugins")
