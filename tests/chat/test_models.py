@@ -220,6 +220,27 @@ async def test_a_turn_that_failed_without_a_model_stays_failed_after_a_restart_u
     assert len(chat.server.requests) == 1
 
 
+async def test_retry_works_after_every_model_of_the_fallback_chain_failed(chat):
+    """The fallback's note is written after the failed answer's row (the row exists
+    before the request), so the history ends in the note: Retry refused 'did not fail'
+    beside an answer marked Failed (rewalk probe)."""
+    await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [ScriptedError(503)])
+    chat.server.script(MODEL_B, [ScriptedError(503)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Anyone?")
+        assert "model_fallback" in types(await sock.turn(cid))
+        assert [m["role"] for m in await messages(alice, cid)][-2:] == ["assistant", "note"]  # the shape that was refused
+        chat.server.responder = lambda request: Reply("Here now.")
+        response = await alice.post(f"/api/conversations/{cid}/retry")
+        assert response.status_code == 202, response.text
+        await sock.turn(cid)
+    assert [(m["role"], m["status"], m["content"]) for m in await messages(alice, cid)] == [
+        ("user", "complete", "Anyone?"), ("assistant", "complete", "Here now.")]
+
+
 async def test_recovery_leaves_alone_a_failure_an_earlier_version_recorded_as_a_note(chat, skald):
     """Data written before failed turns became failed answers: the member's message
     followed by an error note is a failed turn, not an interrupted one."""

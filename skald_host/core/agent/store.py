@@ -788,8 +788,12 @@ class ConversationStore:
                 "SELECT id, role, status FROM messages WHERE frame_id = ? AND id > ? AND variant = 0 ORDER BY id", (frame.id, last_user)
             ).fetchall()
             # A failure, and what led to it: answers cut off and asked for again (recovery's
-            # notes), none of which called a tool.
-            if not after or after[-1][2] != "error" or any(
+            # notes), none of which called a tool. The failed answer may be followed by
+            # its fallback notes (written after its row, which exists before the request),
+            # or be an error note itself (an earlier version's).
+            answers = [r for r in after if r[1] == "assistant"]
+            failed = bool(after) and (after[-1][2] == "error" or (bool(answers) and answers[-1][2] == "error"))
+            if not after or not failed or any(
                 r[1] not in ("assistant", "note") or (r[1] == "assistant" and r[2] not in ("error", "interrupted")) for r in after
             ):
                 return False
