@@ -70,7 +70,16 @@ class BrowserPages:
         context = await self.browser.new_context(base_url=base_url, viewport=viewport, locale=locale)
         await context.add_init_script(STRAY_TEXT_WATCH)
         self._contexts.append(context)
-        page = await context.new_page()
+        return self._watched(await context.new_page())
+
+    async def new_tab(self, page: Any) -> Any:
+        """Another tab of ``page``'s browser (its session), at ``page``'s address, watched alike."""
+        tab = self._watched(await page.context.new_page())
+        await tab.goto(page.url)
+        await tab.locator("#sidebar").wait_for(state="attached")
+        return tab
+
+    def _watched(self, page: Any) -> Any:
         page.set_default_timeout(5000)
 
         async def on_dialog(dialog: Any) -> None:

@@ -32,26 +32,9 @@ SHOWN = """() => [...document.querySelectorAll('.transcript .msg.user, .transcri
 LINES = "\n\n".join(f"Line {n} of the answer." for n in range(40))
 
 
-async def second_tab(browser_pages: Any, page: Any) -> Any:
-    """Another tab of ``page``'s browser (its session), watched as ``browser_pages`` watches its pages."""
-    tab = await page.context.new_page()
-    tab.set_default_timeout(5000)
-
-    async def on_dialog(dialog: Any) -> None:
-        browser_pages.watch.dialogs.append(f"{dialog.type}: {dialog.message}")
-        await dialog.dismiss()
-
-    tab.on("dialog", on_dialog)
-    tab.on("console", lambda message: browser_pages.watch.console.append(f"{message.type}: {message.text}"))
-    tab.on("pageerror", lambda error: browser_pages.watch.page_errors.append(str(error)))
-    await tab.goto(page.url)
-    await tab.locator("#sidebar").wait_for(state="attached")
-    return tab
-
-
 async def as_reloaded(browser_pages: Any, page: Any) -> list[Any]:
     """What a fresh tab shows of ``page``'s conversation (a reload, without touching ``page``)."""
-    fresh = await second_tab(browser_pages, page)
+    fresh = await browser_pages.new_tab(page)
     await expect(fresh.locator(".transcript .msg.assistant").last).to_have_attribute("data-status", "complete")
     await expect(fresh.locator(".chat-page.running")).to_have_count(0)
     shown = await fresh.evaluate(SHOWN)
@@ -102,7 +85,7 @@ async def two_tabs(skald: Any, browser_pages: Any) -> AsyncIterator[Tabs]:
         await send(a, "A haiku, please")
         await expect(a.locator(".msg.assistant .msg-body").last).to_contain_text("Take 2: A haiku, please")
         await expect(a.locator(".msg.assistant").last).to_have_attribute("data-status", "complete")
-        b = await second_tab(browser_pages, a)
+        b = await browser_pages.new_tab(a)
         await expect(b.locator(".msg.assistant .msg-body").last).to_contain_text("Take 2: A haiku, please")
         yield Tabs(host, server, a, b, a.url.rsplit("/", 1)[-1], other)
 
