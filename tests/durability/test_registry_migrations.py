@@ -31,7 +31,7 @@ def first_version(migrations: MigrationSet) -> MigrationSet:
     return MigrationSet(migrations.bucket, migrations.steps[:1])
 
 
-async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path):
+async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path, caplog):
     database_dir = tmp_path / "database"
     path = database_dir / "system.db"
     kdf = KeyDerivation(KDF_FLOOR)
@@ -56,9 +56,12 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path):
     before = _user_row(path, member_id)
 
     upgraded = with_extra_step(REGISTRY_MIGRATIONS, "ALTER TABLE users ADD COLUMN test_nickname TEXT")
+    caplog.set_level("INFO", logger="skald_host.core.storage.migrations")
     registry = await Database.open(path, key=None, migrations=upgraded)
     try:
         assert registry.schema_version == upgraded.latest == REGISTRY_MIGRATIONS.latest + 1
+        # Said in the log: from this start on, an earlier version refuses the data dir (upgrade probe).
+        assert f"database moved from schema version 1 to {upgraded.latest}" in caplog.text
         users = UserManager(registry, database_dir, kdf, Buses())
         member, unsealed = await users.verify_password("alice", PASSWORD)
         assert (member.id, member.display_name, unsealed) == (member_id, "Alice", dek)

@@ -6,11 +6,14 @@ commits together with its version bump, so a crash leaves the file at a version 
 schema it really has, and the next open resumes from there.
 """
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .connection import Connection, rollback_quietly
 from .errors import SchemaTooNew, StorageError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,9 @@ def apply_migrations(conn: Connection, migration_set: MigrationSet) -> tuple[int
             _apply_step(conn, migration_set.bucket, step)
     finally:
         conn.execute(f"PRAGMA foreign_keys = {int(foreign_keys)}")
+    if current:  # not a new file: the upgrade is said, since an earlier Skald refuses it from now on
+        log.info("the %s database moved from schema version %d to %d (an earlier Skald can no longer open it)",
+                 migration_set.bucket, current, latest)
     return current, latest
 
 
