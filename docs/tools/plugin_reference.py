@@ -128,7 +128,10 @@ def signature(fn: Callable[..., Any], *, drop_self: bool = False) -> str:
     if drop_self:
         sig = sig.replace(parameters=list(sig.parameters.values())[1:])
     prefix = "async " if inspect.iscoroutinefunction(fn) else ""
-    return f"{prefix}{fn.__name__}{sig}".replace("'", "")
+    # Quotes of string annotations go; a string default keeps its (double) quotes: the
+    # empty prefix of kv_keys read "prefix: str = )".
+    text = re.sub(r"= '([^']*)'", r'= "\1"', str(sig))
+    return f"{prefix}{fn.__name__}{text}".replace("'", "")
 
 
 def hook_section(fn: Callable[..., Any]) -> list[str]:

@@ -231,8 +231,9 @@ class HostApi(Protocol):
         a locked member's inbound messages): a printable string a plugin may keep in its
         key-value store, which lives in the admin-readable registry, without keeping the
         member's words there in clear. Works whether the member is locked or not; only
-        this plugin can open it, for this member. Raises ``ChannelRequestError`` when the
-        member has no inbox key yet (never logged in)."""
+        this plugin can open it, for this member. Raises ``ChannelRequestError`` for an
+        unknown member, or for one without an inbox key: a member created by a version
+        before 1.2 who has not logged in since (members get theirs when created)."""
 
     async def open_for_member(self, member_id: str, sealed: str) -> bytes:
         """Since 1.2. What ``seal_for_member`` sealed, opened with the member's private

@@ -311,6 +311,14 @@ def build_document(app: Quart, enabled: Any) -> dict[str, Any]:
             if body is not None and method in ("POST", "PUT", "PATCH", "DELETE"):
                 schema, content_type = body
                 operation["requestBody"] = {"required": True, "content": {content_type: {"schema": schema}}}
+                responses = operation["responses"]
+                default = responses.pop("default")
+                responses.setdefault("413", {  # the host's own refusal, before the view runs
+                    **default,
+                    "description": "the file is larger than the upload limit (`upload_too_large`)" if schema.get("format") == "binary"
+                    else "the body is larger than `server.max_body_bytes` (`request_body_too_large`)",
+                })
+                responses["default"] = default
             paths.setdefault(path, {})[method.lower()] = operation
     return {
         "openapi": OPENAPI_VERSION,

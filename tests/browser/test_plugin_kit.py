@@ -145,7 +145,8 @@ UPLOAD_WITH_THE_KIT = """async () => {
     };
     const tooLarge = await refused(kit.upload("/api/plugin/uploads/files", new Blob([new Uint8Array(4096)])));
     const notAFile = await refused(kit.upload("/api/plugin/uploads/files", "just text"));
-    return { sent, photo, tooLarge, notAFile };
+    const withGet = await refused(kit.upload("/api/plugin/uploads/files", file, { method: "GET" }));
+    return { sent, photo, tooLarge, notAFile, withGet };
 }"""
 
 
@@ -174,3 +175,6 @@ async def test_a_page_outside_the_shell_uploads_a_file_with_the_kit_and_reads_re
         "code": "upload_too_large", "values": {"limit": 1024, "size": "1 KiB"},
     }
     assert result["notAFile"]["name"] == "TypeError"
+    # A GET carries no body: said so, not "the server cannot be reached" (second plugin-author probe).
+    assert (result["withGet"]["name"], result["withGet"]["message"]) == (
+        "TypeError", "upload(path, file, {method}): method must be POST or PUT, not GET")

@@ -133,3 +133,13 @@ async def test_every_other_plugin_route_keeps_the_body_limit(skald):
     # The upload route's own path, asked another way, is not an upload.
     response = await admin.request("PUT", "/api/plugin/files-probe/items/a/file", content=body)
     assert response.status_code in (405, 413), response.text
+
+
+async def test_the_api_document_lists_the_refusal_of_a_file_too_large(skald):
+    """Its 413 was missing from /api/openapi.json (second plugin-author probe)."""
+    host, admin = await start(skald)
+    paths = (await admin.get("/api/openapi.json")).json()["paths"]
+    upload = paths["/api/plugin/files-probe/items/{item}/file"]["post"]["responses"]
+    assert "upload_too_large" in upload["413"]["description"], upload
+    assert "request_body_too_large" in paths["/api/plugin/files-probe/text"]["post"]["responses"]["413"]["description"]
+    assert list(upload)[-1] == "default"

@@ -69,6 +69,9 @@ export async function call(method, path, body) {
  * message naming the limit in the reader's language). Since spec 1.11. */
 export async function upload(path, file, { method = "POST", type, filename } = {}) {
   if (!(file instanceof Blob)) throw new TypeError("upload(path, file): file must be a File or Blob");
+  // A body goes with POST or PUT only: fetch refuses another, which read as "the server
+  // cannot be reached" (a plugin author's GET).
+  if (method !== "POST" && method !== "PUT") throw new TypeError(`upload(path, file, {method}): method must be POST or PUT, not ${method}`);
   await ensureCsrf();
   const headers = { Accept: "application/json", "Content-Type": type || file.type || "application/octet-stream" };
   const name = filename ?? file.name;
