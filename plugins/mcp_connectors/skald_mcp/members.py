@@ -210,7 +210,8 @@ class MemberConnectors:
         if record.get("state", "ready") not in ("ready", "needs_login"):
             raise SpecError(code="oauth_sign_in_first")
         previous = self.connections.get(member_id, {}).get(name)
-        return await self.connect(member_id, name, resume=previous is not None and previous.state == "reconnecting")
+        # One that was working (or coming back) keeps trying if its server is away now.
+        return await self.connect(member_id, name, resume=previous is not None and previous.state in ("ready", "reconnecting"))
 
     async def _append(self, member_id: str, data: dict[str, Any]) -> None:
         try:

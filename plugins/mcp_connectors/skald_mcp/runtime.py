@@ -766,10 +766,11 @@ class Runtime:
         return await self._connect(spec)
 
     async def restart(self, name: str) -> Connection:
-        """A new session now. One that was reconnecting by itself and still cannot
-        reach its server goes on trying (``Connection.start``'s ``resume``)."""
+        """A new session now. One that was working, or reconnecting by itself, and
+        cannot reach its server now goes on trying (``Connection.start``'s ``resume``):
+        a Restart pressed during an outage must not leave it failed for good."""
         previous = self.connections.get(name)
-        resume = previous is not None and previous.state == "reconnecting"
+        resume = previous is not None and previous.state in ("ready", "reconnecting")
         await self._disconnect(name)
         return await self._connect(self.specs[name], resume=resume)
 

@@ -213,6 +213,30 @@ async def test_a_member_restarts_their_own_connector_and_no_one_elses(setup: Set
     assert not [line for line in lines if "home" in line or str(demo.port) in line], lines
 
 
+async def test_a_restart_pressed_while_the_server_is_away_keeps_trying_until_it_is_back(setup: Setup, quick_retries):
+    """Restart of a connector that still read ready (nobody had called it since its
+    server went away) was a first start: it failed and stayed failed for good, where
+    leaving it alone would have brought it back (second security probe)."""
+    await grant_remote(setup)
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    await allow(setup.admin, "home__*")
+    async with HttpDemo() as demo:
+        response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": demo.url}})
+        assert response.status_code == 201 and response.json()["state"] == "ready", response.text
+        await demo.__aexit__()
+        response = await alice.post(f"{BASE}/my/connectors/home/restart")
+        assert response.status_code == 200 and response.json()["state"] == "reconnecting", response.text
+        await demo.__aenter__()
+
+        async def back() -> bool:
+            return (await alice.get(f"{BASE}/my/connectors/home")).json()["state"] == "ready"
+
+        await eventually(back, what="the connector back by itself after the Restart")
+        done = await turn(setup, alice, call("home__echo", text="again"))
+        assert [(c["status"], c["result"]) for c in done] == [("done", "echo: again")]
+
+
 def retrying() -> set[str]:
     """The background reconnects running now, by their tasks' names."""
     return {t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("mcp-retry:") and not t.done()}
