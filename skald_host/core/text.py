@@ -133,10 +133,27 @@ _LOOK_ALIKES = str.maketrans({
     "ω": "w",
     # Armenian
     "ա": "w", "զ": "q", "հ": "h", "ո": "n", "ս": "u", "օ": "o", "ց": "g",
-    # Latin letters of other shapes, and digits that pass for letters
-    "ı": "i", "ɩ": "i", "ɑ": "a", "ɡ": "g", "ʟ": "l", "ɴ": "n", "ʀ": "r", "ꜱ": "s", "ᴠ": "v", "ᴡ": "w", "ᴢ": "z",
+    "ь": "b",
+    # Cherokee (case folded to its capitals), by the Latin letter each passes for
+    "Ꭰ": "d", "Ꭱ": "r", "Ꭲ": "t", "Ꭵ": "i", "Ꭹ": "y", "Ꭺ": "a", "Ꭻ": "j", "Ꭼ": "e", "Ꮃ": "w", "Ꮇ": "m", "Ꮋ": "h",
+    "Ꮎ": "o", "Ꮐ": "g", "Ꮒ": "h", "Ꮓ": "z", "Ꮟ": "b", "Ꮢ": "r", "Ꮩ": "v", "Ꮪ": "s", "Ꮮ": "l", "Ꮯ": "c", "Ꮲ": "p",
+    "Ꮶ": "k", "Ᏼ": "b",
+    # Latin letters of other shapes, and digits that pass for letters (small capitals,
+    # dotless letters and letters with a stroke or hook: by name, ``_latin_base``)
+    "ı": "i", "ɩ": "i", "ɑ": "a", "ɡ": "g", "ƅ": "b",
     "0": "o", "1": "l",
 })
+
+#: A Latin letter's plain form by its Unicode name: "LATIN LETTER SMALL CAPITAL A",
+#: "LATIN SMALL LETTER DOTLESS J", "LATIN SMALL LETTER B WITH HOOK" (what NFKC leaves).
+_LATIN_BASE = re.compile(r"^LATIN (?:SMALL |CAPITAL )?LETTER (?:SMALL CAPITAL |DOTLESS )?([A-Z])(?: WITH .+)?$")
+
+
+def _latin_base(ch: str) -> str:
+    if unicodedata.decomposition(ch):
+        return ch  # an accent one sees ("é"): another name, as NFKC keeps it
+    match = _LATIN_BASE.match(unicodedata.name(ch, ""))
+    return match.group(1).lower() if match else ch
 
 
 def skeleton(text: str) -> str:
@@ -144,8 +161,8 @@ def skeleton(text: str) -> str:
     each other: NFKC, case folded, look-alike letters mapped to the Latin letter they
     pass for (Cyrillic "а" → "a", Greek "ο" → "o", "0" → "o", "1" → "l"), "rn" → "m".
     Two names with one skeleton read as the same name."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    mapped = unicodedata.normalize("NFKC", folded.translate(_LOOK_ALIKES))
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_LOOK_ALIKES)
+    mapped = unicodedata.normalize("NFKC", "".join(_latin_base(ch) if ord(ch) > 127 else ch for ch in folded))
     return mapped.replace("rn", "m")
 
 
