@@ -311,7 +311,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/conversations")
     @accepts({
         "type": ["object", "null"],
-        "properties": {"draft": {"type": "string", "minLength": 8, "maxLength": DRAFT_KEY_MAX, "pattern": "^[A-Za-z0-9_-]+$"}},
+        "properties": {"draft": {"type": ["string", "null"], "minLength": 8, "maxLength": DRAFT_KEY_MAX, "pattern": "^[A-Za-z0-9_-]+$"}},
+        "additionalProperties": False,  # a misspelt field is refused, not ignored
     })
     @returns(_obj({"id": TEXT}), 201)
     @returns(ERROR, 423)

@@ -69,6 +69,10 @@ async def test_a_draft_asked_for_twice_makes_one_conversation(setup):
     plain = await phone.post(f"{BASE}/conversations")  # no draft key: a fresh one, as before
     assert plain.status_code == 201 and plain.json()["id"] not in (first.json()["id"], other.json()["id"])
     assert (await phone.post(f"{BASE}/conversations", json={"draft": "bad key!"})).status_code == 400
+    # No key is no key, and a misspelt field is refused (second security sweep).
+    assert (await phone.post(f"{BASE}/conversations", json={"draft": None})).status_code == 201
+    refused = await phone.post(f"{BASE}/conversations", json={"draft": "d-7c1e2a90-draft", "member_id": "x"})
+    assert refused.status_code == 400 and refused.json().get("field") == "member_id", refused.text
 
 
 async def test_a_member_with_only_web_conversations_is_told_the_app_shows_those_started_in_it(setup, browser):
