@@ -91,7 +91,9 @@ class MemberConnectors:
         for name, record in list(mine.items()):
             # A QR connector runs before its login too: it has to produce the code.
             if record.get("state", "ready") in ("ready", "needs_login"):
-                await self.connect(member_id, name, wait=None)
+                # One that was working keeps trying if its server is away at this unlock
+                # (a crash-kill probe found it failed for good after a restart).
+                await self.connect(member_id, name, wait=None, resume=record.get("state", "ready") == "ready")
 
     async def locking(self, member_id: str) -> None:
         """Stop the member's sessions and forget their records (and tokens) in RAM."""

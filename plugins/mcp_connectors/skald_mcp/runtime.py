@@ -682,7 +682,9 @@ class Runtime:
         plugin's start past the host's hook timeout), and the own connectors of the
         members who are unlocked already."""
         for spec in self.specs.values():
-            await self._connect(spec, wait=None)
+            # Added and saved before: a server that is not up yet (it starts after the
+            # host) is tried again in the background, not left failed until a Restart.
+            await self._connect(spec, wait=None, resume=True)
         for member_id in self.host.unlocked_members():
             self.members.unlocked(member_id)
 

@@ -237,6 +237,33 @@ async def test_a_restart_pressed_while_the_server_is_away_keeps_trying_until_it_
         assert [(c["status"], c["result"]) for c in done] == [("done", "echo: again")]
 
 
+async def test_a_connector_whose_server_is_away_when_its_member_signs_in_again_comes_back_by_itself(setup: Setup, quick_retries):
+    """At an unlock (after a restart, say) a member's connector that was working starts
+    again; with its server away it read failed for good (crash-kill probe), where a
+    session lost while running keeps trying."""
+    await grant_remote(setup)
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    await allow(setup.admin, "home__*")
+    async with HttpDemo() as demo:
+        response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": demo.url}})
+        assert response.status_code == 201 and response.json()["state"] == "ready", response.text
+        await demo.__aexit__()
+        await setup.host.core.users.lock(alice_id)
+        alice = await setup.host.member("alice")  # signs in again: her connectors start
+
+        await eventually(lambda: state_is(alice, "reconnecting"), what="the connector trying again in the background")
+        await demo.__aenter__()
+        await eventually(lambda: state_is(alice, "ready"), what="the connector back by itself")
+        done = await turn(setup, alice, call("home__echo", text="again"))
+        assert [(c["status"], c["result"]) for c in done] == [("done", "echo: again")]
+
+
+async def state_is(client, wanted: str) -> bool:
+    return (await client.get(f"{BASE}/my/connectors/home")).json()["state"] == wanted
+
+
 def retrying() -> set[str]:
     """The background reconnects running now, by their tasks' names."""
     return {t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("mcp-retry:") and not t.done()}
