@@ -539,6 +539,41 @@ async def test_an_answer_cut_by_a_restart_shows_the_note_and_the_new_answer_not_
     await expect(page.locator(".msg.assistant")).to_have_count(1)
 
 
+async def test_a_regenerate_cut_before_its_first_word_keeps_its_version_switcher(skald, browser_pages):
+    """A regenerate killed at once leaves the new version starting with an empty
+    interrupted answer, which the page hides; the switcher was drawn on it and went
+    with it, so the earlier answer could not be reached (crash-kill probe)."""
+    from skald_host.core.agent.runtime import RESUMED_NOTE
+    from skald_host.core.agent.store import ConversationStore, reason_json
+
+    host = await skald.start()
+    client = await host.member("dana")
+    db = host.core.users.owner_db(client.member["id"])
+    store = ConversationStore(db)
+    conversation_id, _ = await store.create_conversation("assistant", title="Regenerated, then cut")
+    frame = await store.root_frame(conversation_id)
+
+    def write(conn: Any) -> None:
+        def add(role: str, content: str, status: str, reason: str | None = None, variant: int = 0, point: int | None = None) -> int:
+            return conn.execute(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason, variant, branch_point)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (conversation_id, frame.id, role, content, status, reason, variant, point),
+            ).lastrowid
+
+        question = add("user", "Hello?", "complete")
+        add("assistant", "The first answer.", "complete", variant=1, point=question)
+        add("assistant", "", "interrupted")
+        add("note", RESUMED_NOTE, "complete", reason_json("answer_resumed"))
+        add("assistant", "The second answer.", "complete")
+
+    await db.transaction(write)
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "dana", MEMBER_PASSWORD)
+    await page.goto(f"{host.url}/#chat/{conversation_id}")
+    answer = page.locator(".msg.assistant", has_text="The second answer.")
+    await expect(answer.locator(".versions")).to_contain_text("2 / 2")
+
+
 async def test_a_search_result_opens_at_the_message_that_matched(skald, browser_pages):
     """Not at the end of a long conversation: the matching message is scrolled to,
     marked for a moment and focused (a keyboard goes on from there)."""

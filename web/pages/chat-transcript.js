@@ -145,7 +145,9 @@ function branchesOf(messages) {
   const branches = new Map();
   for (const [point, variants] of starts) {
     if (point && !shown.some((m) => m.id === point)) continue; // it branches off a version not shown
-    const first = shown.find((m) => m.id > point);
+    // Not an answer a crash cut before its first word, nor a note: neither is drawn,
+    // and the switcher went with it (a regenerate killed at once lost its versions).
+    const first = shown.find((m) => m.id > point && !cutBeforeAWord(m) && m.role !== "note");
     if (first) variants.set(0, first.id);
     const list = [...variants.keys()].sort((a, b) => variants.get(a) - variants.get(b));
     const at = first ? first.id : null;
