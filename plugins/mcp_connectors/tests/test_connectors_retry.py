@@ -45,6 +45,18 @@ def no_background_retry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mcp_runtime, "RETRY_DELAYS", (3600.0,), raising=False)
 
 
+async def home_of(setup: Setup, member: str, url: str):
+    """``member`` (signed in) with their own remote connector ``home`` at ``url``, ready:
+    the remote capability, private addresses and its tools allowed."""
+    await grant_remote(setup)
+    await allow_private(setup)
+    await allow(setup.admin, "home__*")
+    client = await setup.host.member(member)
+    response = await client.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": url}})
+    assert response.status_code == 201 and response.json()["state"] == "ready", response.text
+    return client
+
+
 async def held(setup: Setup, client, tool: str, marker: Path) -> str:
     """A turn whose call of ``tool`` (the demo's ``hold``) the server is running when this
     returns: the call wrote its process id to ``marker``. The conversation's id."""
@@ -217,13 +229,8 @@ async def test_a_restart_pressed_while_the_server_is_away_keeps_trying_until_it_
     """Restart of a connector that still read ready (nobody had called it since its
     server went away) was a first start: it failed and stayed failed for good, where
     leaving it alone would have brought it back (second security probe)."""
-    await grant_remote(setup)
-    await allow_private(setup)
-    alice = await setup.host.member("alice")
-    await allow(setup.admin, "home__*")
     async with HttpDemo() as demo:
-        response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": demo.url}})
-        assert response.status_code == 201 and response.json()["state"] == "ready", response.text
+        alice = await home_of(setup, "alice", demo.url)
         await demo.__aexit__()
         response = await alice.post(f"{BASE}/my/connectors/home/restart")
         assert response.status_code == 200 and response.json()["state"] == "reconnecting", response.text
@@ -241,14 +248,9 @@ async def test_a_connector_whose_server_is_away_when_its_member_signs_in_again_c
     """At an unlock (after a restart, say) a member's connector that was working starts
     again; with its server away it read failed for good (crash-kill probe), where a
     session lost while running keeps trying."""
-    await grant_remote(setup)
-    await allow_private(setup)
-    alice = await setup.host.member("alice")
-    alice_id = alice.member["id"]
-    await allow(setup.admin, "home__*")
     async with HttpDemo() as demo:
-        response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": demo.url}})
-        assert response.status_code == 201 and response.json()["state"] == "ready", response.text
+        alice = await home_of(setup, "alice", demo.url)
+        alice_id = alice.member["id"]
         await demo.__aexit__()
         await setup.host.core.users.lock(alice_id)
         alice = await setup.host.member("alice")  # signs in again: her connectors start
@@ -294,13 +296,8 @@ async def test_the_background_reconnect_ends_when_the_members_file_locks_or_the_
 
 
 async def test_the_page_shows_reconnecting_and_a_member_restarts_their_connector_in_a_browser(setup: Setup, no_background_retry, plugin_browser):
-    await grant_remote(setup)
-    await allow_private(setup)
-    alice = await setup.host.member("alice")
-    await allow(setup.admin, "home__*")
     async with HttpDemo() as demo:
-        response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": demo.url}})
-        assert response.status_code == 201, response.text
+        alice = await home_of(setup, "alice", demo.url)
         await demo.__aexit__()
         await turn(setup, alice, call("home__echo", text="x"))
         assert (await alice.get(f"{BASE}/my/connectors/home")).json()["state"] == "reconnecting"
