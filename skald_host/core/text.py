@@ -166,6 +166,13 @@ def skeleton(text: str) -> str:
     return mapped.replace("rn", "m")
 
 
+def search_form(text: str | None) -> str:
+    """``text`` as a search compares it: case folded ("ß" as "ss"), accents dropped
+    ("Café" as "cafe", "Größe" as "grosse"), as the message index folds its words."""
+    decomposed = unicodedata.normalize("NFKD", text or "")
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+
+
 _SHARP_S = re.compile(r"ss|ß|ẞ", re.IGNORECASE)
 #: Spellings of one word tried at most (each "ss"/"ß" either way: 2 ** 3); a word with
 #: more has three: as typed, every one as "ß", every one as "ss".

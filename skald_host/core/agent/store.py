@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from skald_host.core.storage import Database
-from skald_host.core.text import clean_title, sharp_s_spellings
+from skald_host.core.text import clean_title, search_form, sharp_s_spellings
 
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
 
@@ -272,8 +272,8 @@ class ConversationStore:
         return dict(row) if row else None
 
     async def conversations(self, search: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """Newest first. ``search``: those whose title contains it (``%`` and ``_`` are
-        literal), then those whose messages hold all its words (FTS5, each word as a
+        """Newest first. ``search``: those whose title contains it (folded: ``search_form``;
+        ``%`` and ``_`` are literal), then those whose messages hold all its words (FTS5, each word as a
         prefix), each of the latter with a ``snippet`` around the best match (and
         ``snippet_in_earlier_version`` when the words are only in a version not shown)."""
 
@@ -283,13 +283,13 @@ class ConversationStore:
                     "SELECT * FROM conversations WHERE ephemeral = 0 ORDER BY updated_at DESC LIMIT ?", (limit,)
                 )]
             _index_finished_messages(conn)
-            # The title as typed, or with "ss" for "ß" and back (as the words below).
-            patterns = ["%" + spelled.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-                        for spelled in sharp_s_spellings(search)]
+            # The title folded as the words below are (case, accents, "ß" as "ss"); SQLite's
+            # LIKE folds the case of ASCII letters only ("käse" missed "Käsekuchen").
+            conn.create_function("search_form", 1, search_form, deterministic=True)
             found = [dict(r) for r in conn.execute(
-                "SELECT * FROM conversations WHERE ephemeral = 0 AND ("
-                + " OR ".join(["title LIKE ? ESCAPE '\\'"] * len(patterns)) + ") ORDER BY updated_at DESC LIMIT ?",
-                (*patterns, limit),
+                "SELECT * FROM conversations WHERE ephemeral = 0 AND instr(search_form(title), ?) > 0"
+                " ORDER BY updated_at DESC LIMIT ?",
+                (search_form(search), limit),
             )]
             words = fts_words(search)
             if words and len(found) < limit:
