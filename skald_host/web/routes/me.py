@@ -3,6 +3,7 @@ their data, and UI strings."""
 
 import json
 import logging
+from datetime import datetime
 
 from quart import Blueprint, current_app, request
 
@@ -118,6 +119,10 @@ async def supervision_seen() -> dict:
     core = current_app.config["SKALD_CORE"]
     member_id = current_principal().member.id
     through = (await json_object())["through"]
+    try:
+        datetime.fromisoformat(through)
+    except ValueError:  # the pattern's shape with no such day or time ("2026-13-45T99:99:99Z")
+        raise ApiError(400, "'through' is not a time that exists", field="through", code="field_invalid", values={"field": "through"}) from None
     await core.registry.transaction(lambda c: store.acknowledge_supervision(c, member_id, through))
     return await supervision_news(core, member_id)
 
