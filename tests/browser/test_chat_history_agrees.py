@@ -8,7 +8,7 @@ import socket
 
 from playwright.async_api import expect
 
-from skald_host.testing import Reply, ScriptedError, ScriptedModelServer, ToolCall
+from skald_host.testing import Hang, Reply, ScriptedError, ScriptedModelServer, ToolCall
 from skald_host.testing.host import MEMBER_PASSWORD
 
 from .kit import sign_in
@@ -109,6 +109,72 @@ async def test_enter_sends_an_edited_message_and_shift_enter_starts_a_new_line(s
         await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Edited answer.")
         await expect(page.locator(".msg.user .bubble")).to_have_text("Hello\nagain")
         assert server.requests_for(MODEL)[-1].messages[-1]["content"] == "Hello\nagain"
+
+
+#: Counts, from now on, the most answers the transcript showed at once.
+COUNT_ANSWERS = """() => { window.mostAnswers = 0; const list = document.querySelector('.transcript');
+  new MutationObserver(() => { window.mostAnswers = Math.max(window.mostAnswers, list.querySelectorAll('.msg.assistant').length); })
+    .observe(list, { childList: true, subtree: true }); }"""
+
+
+async def test_an_edit_never_shows_its_new_answer_under_the_old_one(skald, browser_pages):
+    """On a slow device the new answer's first words can arrive before the edit's own
+    reply is read: they showed under the old answer until then (seen as a flaky test
+    in CI). The old answers go before the request. The browser's CPU is slowed through
+    the DevTools protocol to stand in for that device."""
+    edited = "Edited answer, a few words longer, so that it streams for a while."
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("finn")
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "finn", MEMBER_PASSWORD)
+        for attempt in range(3):  # the race is likelier with each, not certain in one
+            server.script(MODEL, [Reply(text="First answer."), Reply(text=edited, token_delay=0.02)])
+            await page.get_by_role("button", name="New conversation").click()
+            await send(page, f"Hello {attempt}")
+            await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First answer.")
+            cdp = await page.context.new_cdp_session(page)
+            await cdp.send("Emulation.setCPUThrottlingRate", {"rate": 8})
+            await page.locator(".msg.user").get_by_role("button", name="Edit").click()
+            await page.get_by_role("textbox", name="Edit your message").fill(f"Hello again {attempt}")
+            await page.evaluate(COUNT_ANSWERS)
+            await page.get_by_role("textbox", name="Edit your message").press("Enter")
+            await expect(page.locator(".msg.assistant")).to_have_count(1)
+            await expect(page.locator(".msg.assistant .msg-body")).to_have_text(edited, timeout=20_000)
+            await cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
+            assert await page.evaluate("window.mostAnswers") == 1
+
+
+async def test_a_refused_edit_puts_back_the_answers_it_took_and_says_why(skald, browser_pages):
+    """The answers after an edited message leave the screen before the edit is sent;
+    when the server refuses it (here: a turn that another client of the member
+    started meanwhile), they come back, and the form keeps the text with the reason."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        other_client = await host.member("finn")
+        server.script(MODEL, [Reply(text="First answer."), Hang(text="Still thinking")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "finn", MEMBER_PASSWORD)
+        await send(page, "Hello")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First answer.")
+        conversation_id = page.url.rsplit("/", 1)[-1]
+        await page.locator(".msg.user").get_by_role("button", name="Edit").click()
+        box = page.get_by_role("textbox", name="Edit your message")
+        await box.fill("Hello, edited")
+
+        sent = await other_client.post(f"/api/conversations/{conversation_id}/messages", json={"text": "Meanwhile"})
+        assert sent.status_code == 202, sent.text
+        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Still thinking")
+        await box.press("Enter")
+        await expect(page.locator(".edit-form [role='status']")).to_have_text("An answer is still being written in this conversation.")
+        await expect(box).to_have_value("Hello, edited")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text(["First answer.", "Still thinking"])
+        await expect(page.locator(".msg.user .bubble")).to_have_text(["Meanwhile"])  # the first is the form
+        assert (await other_client.post(f"/api/conversations/{conversation_id}/stop")).status_code == 200
+        await expect(page.locator(".msg.assistant")).to_have_count(2)
+        assert len(server.requests_for(MODEL)) == 2  # the edit asked for nothing
 
 
 async def session_ends_then_signs_in(page, admin, member_id: str, username: str) -> None:

@@ -362,15 +362,18 @@ export class Transcript {
 
   /** Take rows off the screen from the message `id` on (or, with `after`, from the one
    * after it): what a regenerate or an edit is about to replace, so the new answer never
-   * shows under the old one. A failure reads the conversation again. */
+   * shows under the old one. What it took, for `restore` when the change is refused
+   * (or a failure reads the conversation again). */
   truncate(id, { after = false } = {}) {
+    const taken = { rows: [], stream: this.stream, turnActions: this.turnActions };
     const start = this.messages.get(Number(id))?.node;
-    if (!start) return;
+    if (!start) return taken;
     let node = after ? start.nextElementSibling : start;
     while (node) {
       const next = node.nextElementSibling;
       if (node !== this.activity) {
         const removed = Number(node.dataset.messageId);
+        taken.rows.push({ node, id: removed, entry: this.messages.get(removed) });
         if (!Number.isNaN(removed)) this.messages.delete(removed);
         node.remove();
       }
@@ -379,6 +382,20 @@ export class Transcript {
     this.stream = null;
     this.turnActions = null;
     this.placeActivity();
+    return taken;
+  }
+
+  /** Put back what `truncate` took: the change it made room for was refused. */
+  restore(taken) {
+    const at = this.activity?.parentNode === this.list ? this.activity : null;
+    for (const { node, id, entry } of taken.rows) {
+      this.list.insertBefore(node, at);
+      if (entry) this.messages.set(id, entry);
+    }
+    if (!this.stream) this.stream = taken.stream;
+    if (!this.turnActions) this.turnActions = taken.turnActions;
+    this.placeActivity();
+    this.placeTurnActions();
   }
 
   /** The id of the last message of the member's on screen. */

@@ -723,8 +723,11 @@ class ChatView {
 
   async edit(messageId, text) {
     this.ownChanges += 1;
+    // The answers after it go before the new answer's first token can show (it may come
+    // before the reply); the message itself, with the form that says a refusal, stays.
+    const taken = this.transcript.truncate(messageId, { after: true });
     const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/edit`, { message_id: messageId, text });
-    if (!response.ok) { this.refused(); return { ok: false, error: errorText(response) }; }
+    if (!response.ok) { this.refused(); this.transcript.restore(taken); return { ok: false, error: errorText(response) }; }
     this.transcript.truncate(messageId); // the old branch goes from the screen (kept as a version)
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
