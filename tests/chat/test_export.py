@@ -71,3 +71,28 @@ def test_a_file_name_with_backticks_stays_inline_code():
     from skald_host.web.routes.chat import code
 
     assert code("a.txt") == "`a.txt`" and code("a`b.txt") == "``a`b.txt``" and code("`x") == "`` `x ``"
+
+
+async def test_the_markdown_export_says_the_hosts_own_results_in_the_readers_language(chat):
+    """A declined call's result is the host's English line for the model ("the member
+    declined."); the screen says it in the reader's language, and so does the export
+    (a German member's export had the English line under "Werkzeugaufruf … (Abgelehnt)")."""
+    from skald_host.testing import ToolCall
+
+    await configure_models(chat.admin, chat.server)
+    bert = await chat.host.member("bert", locale="de")
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("write_note", {"text": "geheim"})]), Reply("Gut, nicht geschrieben.")])
+    async with ChatSocket(bert) as sock:
+        cid = await new_conversation(bert)
+        await sock.send(cid, "Schreib eine Notiz.")
+        card = await sock.wait_event(cid, "approval_required")
+        assert (await sock.approve(card["approval_id"], "deny"))["decision"] == "denied"
+        await sock.turn(cid)
+    markdown = (await bert.get(f"/api/conversations/{cid}/export", params={"format": "md"})).text
+    assert "Werkzeugaufruf `write_note` (Abgelehnt)" in markdown, markdown
+    assert "Abgelehnt." in markdown.split("Werkzeugaufruf", 1)[1]
+    assert "declined" not in markdown, markdown
+    # The JSON export keeps what the model read.
+    exported = (await bert.get(f"/api/conversations/{cid}/export", params={"format": "json"})).json()
+    [call] = [c for m in exported["messages"] for c in m["tool_calls"]]
+    assert call["status"] == "denied" and "declined" in call["result"]

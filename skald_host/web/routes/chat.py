@@ -14,6 +14,7 @@ from urllib.parse import quote
 from quart import Blueprint, Response, current_app, request
 
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
+from skald_host.core.agent.store import result_code
 from skald_host.core.identity.access import may_start_agent
 from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, INT, JSON, TEXT, TIME, accepts, array, field, integer, json_object, nullable, obj, one_of, query, ref, returns, text
@@ -323,8 +324,12 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
             arguments = call.get("arguments") or "{}"
             lines += [say("export.tool_call", name=f"`{call['name']}`", status=state("chat.tool", call["status"])), "",
                       fence(arguments) + "json", arguments, fence(arguments), ""]
-            if call.get("result"):
-                lines += [fence(call["result"]), call["result"], fence(call["result"]), ""]
+            # What the host itself answered for a call that did not run (to its end), as
+            # the screen says it: in the reader's language; a tool's own result as it is.
+            host_result = result_code(call.get("result"))
+            result = (strings.lookup(f"core.chat.call_result.{host_result}", locale) if host_result else None) or call.get("result")
+            if result:
+                lines += [fence(result), result, fence(result), ""]
     return "\n".join(lines)
 
 
