@@ -150,6 +150,70 @@ async def test_a_data_losing_reset_leaves_the_accounts_own_projects_to_their_oth
     assert "ask one of them to invite you back" in taken.json()["error"]
 
 
+async def test_a_project_its_owner_lost_to_a_reset_can_be_deleted_by_its_writers_and_goes_with_its_last_member(skald):
+    """After a reset the owner is out of the project; its other members kept it, but only
+    the owner could delete it, and the last one could leave it: nobody was in it any
+    more, its files stayed on disk for ever and its name stayed taken with a message
+    naming "its other members" (two-member probe)."""
+    host = await skald.start()
+    admin = await host.admin()
+    alice = await host.member("alice")
+    carl = await host.member("carl")
+    bob = await host.member("bob")
+    bob_id = bob.member["id"]
+    band = await _project(bob, "band", b"our setlist", share_with="alice")
+    assert (await bob.post(f"/api/projects/{band}/members", json={"username": "carl", "can_write": False})).status_code == 201
+    choir = await _project(bob, "choir", b"the choir's notes", share_with="alice")
+    assert (await _reset(admin, bob_id)).status_code == 200
+    bob = host.client()
+    assert (await bob.login("bob", NEW)).status_code == 200
+
+    # Ownerless: a member who writes may delete it (the API says so), a reader may not.
+    seen = (await alice.get(f"/api/projects/{band}")).json()
+    assert (seen["is_owner"], seen["can_delete"]) == (False, True)
+    assert (await carl.get(f"/api/projects/{band}")).json()["can_delete"] is False
+    refused = await carl.delete(f"/api/projects/{band}")
+    assert (refused.status_code, refused.json()["code"]) == (403, "owner_only")
+    assert (await alice.delete(f"/api/projects/{band}")).status_code == 200
+    assert (await carl.get(f"/api/projects/{band}")).status_code == 404
+    assert not (host.settings.data_dir / "projects" / bob_id / "band").exists()
+
+    # The last member leaving deletes it, its folder with it: the name is free again.
+    folder = host.settings.data_dir / "projects" / bob_id / "choir"
+    assert folder.exists()
+    assert (await alice.delete(f"/api/projects/{choir}/members/{alice.member['id']}")).status_code == 200
+    assert not folder.exists()
+    assert await host.core.registry.run(lambda c: c.execute("SELECT count(*) FROM projects WHERE id = ?", (choir,)).fetchone()[0]) == 0
+    again = await bob.post("/api/projects", json={"slug": "choir", "title": "Choir"})
+    assert again.status_code == 201, again.text
+    assert (await bob.get(f"/api/projects/{again.json()['id']}/files")).json()["entries"] == []
+    # The owner themself, while in it, still cannot be the last to leave.
+    refused = await bob.delete(f"/api/projects/{again.json()['id']}/members/{bob_id}")
+    assert (refused.status_code, refused.json()["code"]) == (400, "owner_stays")
+
+
+async def test_a_memberless_project_an_earlier_version_left_gives_its_name_back_and_shows_nothing_of_it(skald):
+    """Before the fix the last member could leave an ownerless project: such a row, with
+    nobody in it, may be in a data dir. Its owner's new project of that name starts
+    empty; the old folder goes to the trash first."""
+    host = await skald.start()
+    admin = await host.admin()
+    alice = await host.member("alice")
+    bob = await host.member("bob")
+    bob_id = bob.member["id"]
+    old = await _project(bob, "band", b"our setlist", share_with="alice")
+    assert (await _reset(admin, bob_id)).status_code == 200
+    # As the earlier version left it: the last member's row deleted, nothing else.
+    await host.core.registry.run(lambda c: c.execute("DELETE FROM project_members WHERE project_id = ?", (old,)))
+    bob = host.client()
+    assert (await bob.login("bob", NEW)).status_code == 200
+    response = await bob.post("/api/projects", json={"slug": "band", "title": "Band"})
+    assert response.status_code == 201, response.text
+    assert (await bob.get(f"/api/projects/{response.json()['id']}/files")).json()["entries"] == []
+    trashed = list((host.settings.data_dir / "trash").glob("*-project-band-*"))
+    assert [(t / "secret.txt").read_bytes() for t in trashed] == [b"our setlist"]
+
+
 async def test_only_a_data_losing_reset_takes_the_files_one_without_data_loss_keeps_them(skald):
     host = await skald.start()
     admin = await host.admin()

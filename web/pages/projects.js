@@ -86,7 +86,7 @@ function detailsSection(project, ctx) {
     else status.error(errorText(response));
   }) });
   const actions = el("div", { class: "actions" }, chat);
-  if (project.is_owner) {
+  if (project.can_delete) { // the owner; or, once the owner is gone from it, a member who writes
     actions.append(button(t("projects.delete"), { kind: "danger", onClick: async () => {
       const ok = await confirmDialog({ title: t("projects.delete_title"), message: t("projects.delete_text", { title: project.title }), confirmLabel: t("projects.delete") });
       if (!ok) return;
@@ -94,9 +94,11 @@ function detailsSection(project, ctx) {
       if (response.ok) ctx.navigate("#projects");
       else status.error(errorText(response));
     } }));
-  } else {
+  }
+  if (!project.is_owner) {
+    const last = project.members.length === 1; // leaving deletes it: nobody else could reach it
     actions.append(button(t("projects.leave"), { kind: "quiet", onClick: async () => {
-      const ok = await confirmDialog({ title: t("projects.leave_title"), message: t("projects.leave_text", { title: project.title }), confirmLabel: t("projects.leave") });
+      const ok = await confirmDialog({ title: t("projects.leave_title"), message: t(last ? "projects.leave_last_text" : "projects.leave_text", { title: project.title }), confirmLabel: t("projects.leave") });
       if (!ok) return;
       const response = await api("DELETE", projectApi(project.id, `/members/${encodeURIComponent(ctx.member.id)}`));
       if (response.ok) ctx.navigate("#projects");

@@ -171,6 +171,14 @@ class Project:
     def member(self, member_id: str) -> FolderMember | None:
         return next((m for m in self.members if m.member_id == member_id), None)
 
+    def may_delete(self, caller_id: str) -> bool:
+        """The owner deletes; once the owner is no longer in it (a password reset ended
+        their membership), any member who may write: else nobody could."""
+        me = self.member(caller_id)
+        if me is None:
+            return False
+        return caller_id == self.owner_id or (self.member(self.owner_id) is None and me.can_write)
+
     def summary(self, caller_id: str) -> dict[str, Any]:
         me = self.member(caller_id)
         return {
@@ -183,6 +191,7 @@ class Project:
             "agent_path": self.agent_path,
             "is_owner": caller_id == self.owner_id,
             "can_write": bool(me and me.can_write),
+            "can_delete": self.may_delete(caller_id),
             "members": [m.summary() for m in self.members],
         }
 
@@ -495,6 +504,7 @@ class FolderService:
         title = validate_title(title if title is not None else slug)
         description = validate_title(description if description is not None else "", field="description", limit=MAX_DESCRIPTION, allow_empty=True)
         project_id = _new_id()
+        await self._clear_memberless(owner_id, slug)
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM projects WHERE owner_id = ? AND slug = ?", (owner_id, slug)).fetchone():
@@ -523,6 +533,22 @@ class FolderService:
         log.info("project %s created", project_id)
         return await self.get_project(project_id, owner_id)
 
+    async def _clear_memberless(self, owner_id: str, slug: str) -> None:
+        """A project nobody is in any more (its last member left before that deleted it)
+        gives its name back: its folder to the trash first, so that none of what its
+        members wrote shows in the new one, then its row."""
+        found = await self.registry.run(lambda c: c.execute(
+            "SELECT id FROM projects p WHERE owner_id = ? AND slug = ?"
+            " AND NOT EXISTS (SELECT 1 FROM project_members m WHERE m.project_id = p.id)", (owner_id, slug),
+        ).fetchone())
+        if found is None:
+            return
+        moved = self._to_trash(self.project_path(owner_id, slug), "project", slug, found[0])
+        await self.registry.run(lambda c: c.execute(
+            "DELETE FROM projects WHERE id = ? AND NOT EXISTS (SELECT 1 FROM project_members WHERE project_id = ?)", (found[0], found[0]),
+        ))
+        log.info("project %s deleted: nobody was in it; content moved to %s", found[0], moved)
+
     async def update_project(self, project_id: str, caller_id: str, *, title: Any = None, description: Any = None) -> Project:
         await self._writable_project(project_id, caller_id)
         changes: dict[str, str] = {}
@@ -536,9 +562,9 @@ class FolderService:
         return await self.get_project(project_id, caller_id)
 
     async def delete_project(self, project_id: str, caller_id: str) -> Path | None:
-        """Only the owner deletes; the folder goes to the trash."""
+        """The owner deletes (``Project.may_delete``); the folder goes to the trash."""
         project = await self.get_project(project_id, caller_id)
-        if caller_id != project.owner_id:
+        if not project.may_delete(caller_id):
             raise FolderForbidden("only the project's owner can delete it", code="owner_only")
         await self.registry.run(lambda c: c.execute("DELETE FROM projects WHERE id = ?", (project_id,)))
         moved = self._to_trash(self.project_path(project.owner_id, project.slug), "project", project.slug, project.id)
@@ -597,10 +623,20 @@ class FolderService:
             raise FolderNotFound("that member is not in this project")
         if target.is_owner:
             raise FolderError("the owner cannot be removed; delete the project instead", field="member", code="owner_stays")
-        await self.registry.run(
-            lambda c: c.execute("DELETE FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member_id))
-        )
+        def write(conn: Any) -> bool:
+            conn.execute("DELETE FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member_id))
+            if conn.execute("SELECT 1 FROM project_members WHERE project_id = ? LIMIT 1", (project_id,)).fetchone():
+                return False
+            # The last one left a project its owner is no longer in: nobody could reach,
+            # delete or rename it, and it would hold its owner's name for ever.
+            conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
+            return True
+
+        emptied = await self.registry.transaction(write)
         self._announce({member_id}, "removed", "project", project_id)
+        if emptied:
+            moved = self._to_trash(self.project_path(project.owner_id, project.slug), "project", project.slug, project.id)
+            log.info("project %s deleted: its last member left; content moved to %s", project_id, moved)
         if member_id == caller_id:
             return None
         return await self.get_project(project_id, caller_id)
