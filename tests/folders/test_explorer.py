@@ -290,3 +290,27 @@ async def test_an_upload_a_killed_server_left_is_hidden_and_removed_at_the_next_
     await host.stop()
     await skald.start(settings=settings)
     assert not left.exists() and (folder / "drafts" / ".part-notes.txt").exists()
+
+
+async def test_a_name_the_server_keeps_for_uploads_being_written_is_refused(skald):
+    """An upload, a new folder or a rename to ``.part-<16 hex>`` was accepted, listed to
+    nobody and removed at the next start as a crashed upload (two-member probe). A name
+    that only starts like one is a member's own."""
+    host = await skald.start()
+    await host.admin()
+    owner = await host.member("olga")
+    pid = (await owner.post("/api/projects", json={"slug": "notes", "title": "Notes"})).json()["id"]
+    assert (await owner.post(f"/api/projects/{pid}/files/upload/kept.txt", content=b"mine")).status_code == 201
+    reserved = ".part-0000000000000000"
+    for response, field in (
+        (await owner.post(f"/api/projects/{pid}/files/upload/{reserved}", content=b"lost at the next start"), "target"),
+        (await owner.post(f"/api/projects/{pid}/files/folder", json={"path": f"sub/{reserved}"}), "path"),
+        (await owner.post(f"/api/projects/{pid}/files/rename", json={"from": "kept.txt", "to": reserved}), "to"),
+    ):
+        assert (response.status_code, response.json()["code"], response.json()["field"]) == (400, "name_reserved", field), response.text
+    folder = host.settings.data_dir / "projects" / owner.member["id"] / "notes"
+    assert sorted(p.name for p in folder.iterdir()) == ["kept.txt"]
+    for own in (".part-notes.txt", ".part-0123", ".part-0000000000000000.txt"):
+        assert (await owner.post(f"/api/projects/{pid}/files/upload/{own}", content=b"x")).status_code == 201, own
+    listed = {e["name"] for e in (await owner.get(f"/api/projects/{pid}/files")).json()["entries"]}
+    assert listed == {"kept.txt", ".part-notes.txt", ".part-0123", ".part-0000000000000000.txt"}

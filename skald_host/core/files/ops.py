@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from skald_host.core.files.paths import PathRefused, is_inside, open_dir_inside, open_dirs_inside, open_inside, read_all
 from skald_host.core.files.service import FileError, Resolved
 from skald_host.core.files.sniff import TEXT, sniff
+from skald_host.core.folders.listing import PARTIAL_UPLOAD
 from skald_host.core.folders.service import SHARED_FILE_MODE, open_to_members
 
 if TYPE_CHECKING:
@@ -419,7 +420,7 @@ def _list_folder(
     except OSError:
         return
     for entry in inside:
-        if entry.name.startswith(".part-"):
+        if PARTIAL_UPLOAD.fullmatch(entry.name):  # an upload being written
             continue
         path = folder / entry.name
         is_link = entry.is_symlink()

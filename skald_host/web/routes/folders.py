@@ -29,7 +29,7 @@ from quart import Blueprint, Response, current_app, request
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside, open_inside, read_all
 from skald_host.core.folders import FolderAccess, FolderError
-from skald_host.core.folders.listing import MAX_LISTING, listing as _listing
+from skald_host.core.folders.listing import MAX_LISTING, PARTIAL_UPLOAD, listing as _listing
 from skald_host.core.folders.service import SHARED_DIR_MODE, SHARED_FILE_MODE, open_to_members_at
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, TEXT, UPLOAD, accepts, field, json_object, obj, query
@@ -286,6 +286,14 @@ def _split(rel: str, name: str = "path") -> tuple[str, str]:
     return ("" if holder == "." else holder), pure.name
 
 
+def _new_name(leaf: str, name: str) -> str:
+    """``leaf`` as the name of something new: not one the server keeps for an upload
+    being written (``.part-<16 hex>``), which no listing shows and a start removes."""
+    if PARTIAL_UPLOAD.fullmatch(leaf):
+        raise ApiError(400, f"{leaf} is a name the server keeps for uploads being written", field=name, code="name_reserved", values={"name": leaf})
+    return leaf
+
+
 def _lstat_at(folder: int, leaf: str) -> os.stat_result | None:
     try:
         return os.stat(leaf, dir_fd=folder, follow_symlinks=False)
@@ -361,6 +369,7 @@ async def upload_project_file(project_id: str, target: str) -> Any:
     access = await _access(project_id, write=True)
     rel = _relative(target, "target")
     holder, leaf = _split(rel, "target")
+    _new_name(leaf, "target")
     # The app's request class lets this route's body reach the upload cap (files.py's
     # UPLOAD_ROUTE); the cap is enforced here again while streaming, for chunked bodies.
     limit = _core().settings.files.upload_max_bytes
@@ -416,6 +425,7 @@ async def make_project_folder(project_id: str) -> Any:
     _only(data, {"path"})
     rel = _relative(field(data, "path", str))
     holder, leaf = _split(rel)
+    _new_name(leaf, "path")
     with _folder(access, holder) as folder:
         try:
             os.mkdir(leaf, SHARED_DIR_MODE, dir_fd=folder)
@@ -434,6 +444,7 @@ async def rename_project_file(project_id: str) -> dict:
     source_rel = _relative(field(data, "from", str), "from")
     target_rel = _relative(field(data, "to", str), "to")
     (source_holder, source_leaf), (target_holder, target_leaf) = _split(source_rel, "from"), _split(target_rel, "to")
+    _new_name(target_leaf, "to")
     with _folder(access, source_holder, "from") as source, _folder(access, target_holder, "to") as target:
         found = _lstat_at(source, source_leaf)
         if found is None:
