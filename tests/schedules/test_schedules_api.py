@@ -50,6 +50,9 @@ async def test_refusals_carry_codes_and_the_members_zone_is_the_default(skald):
     # Its conversation was made for it, titled after the prompt.
     conversations = (await alice.get("/api/conversations")).json()["conversations"]
     assert [(c["id"], c["title"]) for c in conversations] == [(job["conversation_id"], "Stand-up notes.")]
+    # The answer names it as the list does (it said "" until the list was read again).
+    assert job["conversation_title"] == "Stand-up notes."
+    assert (await alice.get("/api/schedules")).json()["jobs"] == [job]
 
     # An edit of the time zone alone keeps the schedule and moves the next run.
     response = await alice.patch(f"/api/schedules/{job['id']}", json={"timezone": "Asia/Tokyo"})

@@ -1217,12 +1217,15 @@ class ConversationStore:
         if len(job_id) < 6:
             return None
 
+        # With its conversation's title, as ``jobs`` gives it (a new job's answer had none).
+        select = "SELECT j.*, c.title AS conversation_title FROM scheduled_jobs j LEFT JOIN conversations c ON c.id = j.conversation_id"
+
         def read(c: Any) -> list[Any]:
-            row = c.execute("SELECT * FROM scheduled_jobs WHERE id = ?", (job_id,)).fetchone()
+            row = c.execute(f"{select} WHERE j.id = ?", (job_id,)).fetchone()
             if row is not None:
                 return [row]
             pattern = job_id.replace("\\", "").replace("%", "").replace("_", "") + "%"
-            return c.execute("SELECT * FROM scheduled_jobs WHERE id LIKE ? LIMIT 2", (pattern,)).fetchall()
+            return c.execute(f"{select} WHERE j.id LIKE ? LIMIT 2", (pattern,)).fetchall()
 
         rows = await self.db.run(read)
         return dict(rows[0]) if len(rows) == 1 else None
