@@ -199,6 +199,9 @@ async def test_a_disabled_engine_is_not_used(skald):
     await host.core.set_plugin_enabled(SCRIPTED, False)
     listing = (await member.get("/api/tts/voices")).json()
     scripted = next(e for e in listing["engines"] if e["engine"] == "scripted")
+    assert scripted["ready"] is False and scripted["health_code"] == "tts_engine_unavailable"  # why: the admin's
+    listing = (await (await host.admin()).get("/api/tts/voices")).json()
+    scripted = next(e for e in listing["engines"] if e["engine"] == "scripted")
     assert scripted["ready"] is False and "not enabled" in scripted["health"]
     response = await member.post("/api/tts", json={"text": "Hello there."})
     assert response.headers["x-skald-voice"].startswith("espeak-ng:")  # the fallback speaks English too
@@ -482,3 +485,69 @@ async def test_the_mobile_app_gets_a_voice_note_with_its_bearer_token(skald):
     assert response.status_code == 200 and response.headers["content-type"] == "audio/ogg"
     samples, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
     assert 0.3 <= len(samples) / rate <= 1.5 and rms(samples) > 1000
+
+
+# -- why an engine cannot speak: the admin's words, never a member's ---------------------------
+
+#: What an engine says when its model is broken: the admin's path and the library's text.
+ADMIN_ONLY = (
+    "the Kokoro model could not be loaded: InvalidProtobuf: [ONNXRuntimeError] : 7 : INVALID_PROTOBUF : "
+    "Load model from /srv/admin-only/garbage.onnx failed:Protobuf parsing failed."
+)
+
+
+class BrokenEngine(ScriptedEngine):
+    """Its model did not load (``health()`` says so), or it says nothing of it until it
+    is asked to speak (``failing``)."""
+
+    def __init__(self, failing: bool = False) -> None:
+        super().__init__()
+        self.failing = failing
+
+    def health(self) -> str | None:
+        return None if self.failing else ADMIN_ONLY
+
+    async def synthesize(self, text: str, voice: str, locale: str) -> bytes:
+        self.calls.append((text, voice, locale))
+        raise TtsUnavailable(ADMIN_ONLY)
+
+
+async def test_why_an_engine_is_not_ready_is_said_to_the_admin_only(skald):
+    """A member read the admin's model path and onnxruntime's error on the Voice page;
+    they read that the engine is not available, in their language."""
+    host = await start(skald, BrokenEngine())
+    for name, locale in (("ada", "en"), ("greta", "de")):
+        member = await host.member(name, locale=locale)
+        response = await member.get("/api/tts/voices")
+        assert "/srv/admin-only" not in response.text and "ONNXRuntimeError" not in response.text
+        scripted = next(e for e in response.json()["engines"] if e["engine"] == "scripted")
+        assert scripted["ready"] is False and scripted["voices"] == []
+        assert scripted["health"] == "the voice engine 'scripted' is not available right now"
+        assert (scripted["health_code"], scripted["health_values"]) == ("tts_engine_unavailable", {"engine": "scripted"})
+        strings = (await member.get(f"/api/i18n?locale={locale}")).json()["strings"]
+        said = strings["core.error.tts_engine_unavailable"].format(**scripted["health_values"])
+        assert said == {"en": "The voice engine scripted is not available right now.", "de": "Die Sprachausgabe scripted ist gerade nicht verfügbar."}[locale]
+    admin = await host.admin()
+    scripted = next(e for e in (await admin.get("/api/tts/voices")).json()["engines"] if e["engine"] == "scripted")
+    assert scripted["ready"] is False and scripted["health"] == ADMIN_ONLY and "health_code" not in scripted
+
+
+async def test_why_an_engine_failed_to_speak_is_said_to_the_admin_only(skald):
+    """An engine that says it is ready but cannot speak: the 503 of /api/tts and what a
+    plugin (Telegram, the mobile app) gets from HostApi.synthesize_speech name neither
+    the admin's files nor the library's error; the admin's own 503 does."""
+    engine = BrokenEngine(failing=True)
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    for fmt in ("wav", "ogg"):
+        response = await member.post("/api/tts", json={"text": "Hello there.", "voice": "scripted:tone", "format": fmt})
+        assert response.status_code == 503 and response.json()["code"] == "tts_engine_failed"
+        assert "/srv/admin-only" not in response.text and "ONNXRuntimeError" not in response.text, response.text
+    ada = await host.core.users.find("ada")
+    with pytest.raises(TtsUnavailable) as refused:
+        await host.core.host_api(SCRIPTED).synthesize_speech(ada.id, "Hello there.")
+    assert "/srv/admin-only" not in str(refused.value) and "scripted" in str(refused.value)
+    admin = await host.admin()
+    response = await admin.post("/api/tts", json={"text": "Hello there.", "voice": "scripted:tone"})
+    assert response.status_code == 503 and response.json() == {"error": ADMIN_ONLY, "code": "tts_engine_failed"}
+    assert len(engine.calls) == 4

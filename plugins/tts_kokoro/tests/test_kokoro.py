@@ -245,6 +245,10 @@ async def test_a_bad_path_is_a_clear_health_message(skald, tmp_path):
     member = await host.member("ada")
     listing = (await member.get("/api/tts/voices")).json()
     kokoro = next(e for e in listing["engines"] if e["engine"] == "kokoro")
+    assert kokoro["ready"] is False and kokoro["health_code"] == "tts_engine_unavailable"  # why: the admin's
+    assert str(tmp_path) not in json.dumps(listing)
+    listing = (await admin.get("/api/tts/voices")).json()
+    kokoro = next(e for e in listing["engines"] if e["engine"] == "kokoro")
     assert kokoro["ready"] is False and "voices_path" in kokoro["health"]
     if shutil.which("espeak-ng"):
         response = await member.post("/api/tts", json={"text": ENGLISH})
@@ -259,8 +263,73 @@ async def test_a_file_that_is_no_voice_pack_is_a_clear_health_message(skald, tmp
 
 
 async def test_a_bad_model_path_is_a_clear_health_message(skald, tmp_path):
-    _, _, detail = await start(skald, {"model_path": str(tmp_path / "model.onnx")})
+    host, admin, detail = await start(skald, {"model_path": str(tmp_path / "model.onnx")})
     assert detail["healthy"] is False and "model_path" in detail["error"] and "is not a file" in detail["error"]
+    member = await host.member("ada")
+    response = await member.get("/api/tts/voices")
+    assert str(tmp_path) not in response.text and "model_path" not in response.text  # the admin's file
+    kokoro = next(e for e in response.json()["engines"] if e["engine"] == "kokoro")
+    assert (kokoro["ready"], kokoro["health_code"], kokoro["health_values"]) == (False, "tts_engine_unavailable", {"engine": "kokoro"})
+    kokoro = next(e for e in (await admin.get("/api/tts/voices")).json()["engines"] if e["engine"] == "kokoro")
+    assert f"model_path {str(tmp_path / 'model.onnx')!r} is not a file" in kokoro["health"]
+
+
+def protobuf_garbage(path: Path) -> Path:
+    """A file shaped like an ONNX model (an ir_version and a graph field, to its end)
+    whose graph onnxruntime cannot parse: it passes the start's look at the file and
+    fails only when the model loads ("INVALID_PROTOBUF : Load model from ... failed")."""
+    junk = b"\xff" * 64
+    path.write_bytes(b"\x08\x07" + b"\x3a" + bytes([len(junk)]) + junk)
+    return path
+
+
+async def test_a_file_that_is_no_onnx_model_fails_the_start_with_the_reason(skald, tmp_path):
+    """A corrupt model file showed "Running" and healthy on the admin's card while the
+    background load failed and speech fell back to espeak-ng unexplained: the start
+    now looks at the file and fails with the reason, as for a missing file."""
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"this is not an onnx model, just some text " * 100)
+    host, admin, detail = await start(skald, {"model_path": str(garbage)})  # preload on: the default
+    assert detail["healthy"] is False, detail
+    assert f"model_path {str(garbage)!r} is not an ONNX model" in detail["error"] and model.MODEL_FILE in detail["error"]
+    card = next(p for p in (await admin.get("/api/admin/plugins")).json()["plugins"] if p["id"] == PLUGIN)
+    assert card["healthy"] is False and "is not an ONNX model" in card["error"]
+    member = await host.member("ada")
+    response = await member.get("/api/tts/voices")
+    assert str(tmp_path) not in response.text
+    kokoro = next(e for e in response.json()["engines"] if e["engine"] == "kokoro")
+    assert kokoro["ready"] is False and kokoro["health_code"] == "tts_engine_unavailable"
+
+
+def test_the_start_looks_at_the_model_file_without_onnxruntime(tmp_path):
+    empty, text, cut = tmp_path / "empty.onnx", tmp_path / "text.onnx", tmp_path / "cut.onnx"
+    empty.write_bytes(b"")
+    text.write_text("not an onnx model")
+    cut.write_bytes(protobuf_garbage(tmp_path / "whole.onnx").read_bytes()[:-10])  # an incomplete copy
+    for path, why in ((empty, "empty"), (text, "no protobuf data"), (cut, "incomplete copy")):
+        with pytest.raises(model.ModelError, match=f"model_path .* is not an ONNX model .*{why}"):
+            model.resolve(str(path), None, None)
+    assert model.onnx_problem(protobuf_garbage(tmp_path / "shaped.onnx")) is None  # only onnxruntime knows
+
+
+async def test_a_model_onnxruntime_refuses_at_load_is_said_to_the_admin_only(skald, tmp_path):
+    """The load fails in the background (preload) or at the first synthesis: a member
+    reads that Kokoro is not available, never the admin's path or onnxruntime's words."""
+    broken = protobuf_garbage(tmp_path / "garbage.onnx")
+    import skald_tts_kokoro
+
+    host, admin, detail = await start(skald, {"model_path": str(broken), "preload": False})
+    assert detail["healthy"] is True  # the file looks like a model: only loading it tells
+    member = await host.member("ada")
+    response = await member.post("/api/tts", json={"text": ENGLISH, "voice": "kokoro:" + skald_tts_kokoro._engine().voices()[0].id})
+    assert response.status_code == 503 and response.json()["code"] == "tts_engine_failed"
+    assert str(tmp_path) not in response.text and "ONNXRuntime" not in response.text, response.text
+    response = await member.get("/api/tts/voices")
+    assert str(tmp_path) not in response.text and "ONNXRuntime" not in response.text, response.text
+    kokoro = next(e for e in response.json()["engines"] if e["engine"] == "kokoro")
+    assert kokoro["ready"] is False and kokoro["health_code"] == "tts_engine_unavailable"
+    kokoro = next(e for e in (await admin.get("/api/tts/voices")).json()["engines"] if e["engine"] == "kokoro")
+    assert "could not be loaded" in kokoro["health"] and "INVALID_PROTOBUF" in kokoro["health"] and str(broken) in kokoro["health"]
 
 
 def test_a_missing_model_package_says_what_to_install(monkeypatch):
@@ -279,12 +348,12 @@ def test_a_damaged_packaged_model_is_refused(monkeypatch, tmp_path):
 def test_the_packaged_model_is_joined_and_checked(tmp_path):
     path = model.joined_model(tmp_path)
     assert path.stat().st_size > 80_000_000 and model._sha256(path) == model.MODEL_SHA256
+    assert model.onnx_problem(path) is None  # the real model passes the start's look at a model_path
     assert model.joined_model(tmp_path) == path  # the second use re-checks and keeps it
 
 
 async def test_a_model_onnxruntime_refuses_makes_the_engine_unhealthy(tmp_path):
-    broken = tmp_path / "model.onnx"
-    broken.write_bytes(b"not an onnx model")
+    broken = protobuf_garbage(tmp_path / "model.onnx")
     engine = kokoro_engine.KokoroEngine()
     await asyncio.to_thread(engine.configure, model.resolve(str(broken), None, None), None)
     from skald_hookspecs import TtsUnavailable

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from skald_host.testing.host import MEMBER_PASSWORD
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
 
 
@@ -50,3 +50,24 @@ async def test_a_member_picks_a_voice_and_hears_a_sample(skald, plugin_browser):
     assert response.headers["x-skald-voice"] == "espeak-ng:de"
     assert json.loads(response.request.post_data)["text"].startswith("Hallo!")
     assert errors == []
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+async def test_a_broken_model_is_said_plainly_to_a_member_and_in_full_to_the_admin(skald, plugin_browser, tmp_path):
+    """The Voice page printed the admin's model path and onnxruntime's error to every
+    member; a member reads that Kokoro is not available, in their language."""
+    missing = tmp_path / "nowhere" / "kokoro.onnx"
+    host = await skald.start(use_entry_points=True, enable=["tts_kokoro"])
+    admin = await host.admin()
+    response = await admin.put("/api/admin/plugins/tts_kokoro/config", json={"config": {"model_path": str(missing)}})
+    assert response.status_code == 200, response.text
+    await host.member("greta", locale="de")
+
+    page = await plugin_browser.open(host, "greta", MEMBER_PASSWORD, "tts_kokoro", "voices")
+    message = page.locator("skald-p-tts-kokoro-voices .tts-message")
+    await message.filter(has_text="Die Sprachausgabe kokoro ist gerade nicht verfügbar.").wait_for(timeout=10_000)
+    assert str(tmp_path) not in await message.inner_text() and "model_path" not in await page.content()
+
+    page = await plugin_browser.open(host, "admin", ADMIN_PASSWORD, "tts_kokoro", "voices")
+    message = page.locator("skald-p-tts-kokoro-voices .tts-message")
+    await message.filter(has_text=f"model_path {str(missing)!r} is not a file").wait_for(timeout=10_000)

@@ -5,7 +5,10 @@ speaks for whom, and the sentence-by-sentence synthesis every caller shares.
   takes the member's own choice (``tts.voice`` in their private settings) when it speaks
   that language, else the instance default for it (``tts.defaults``: ``de=espeak-ng:de``),
   else the first voice of the best engine (``quality``) that speaks it. An engine counts
-  only while its plugin is enabled and healthy and its ``health()`` says ready.
+  only while its plugin is enabled and healthy and its ``health()`` says ready. Why one
+  is not (its plugin's error, its ``health()``) and why a synthesis failed are the
+  engine's words for the admin, which may name the admin's files and the libraries'
+  errors: a member reads only that the engine is not available or failed.
 - The text is split into sentences; each goes to the engine on its own, inside one of
   ``tts.max_concurrent`` instance-wide slots, so the first sentence is heard while the
   next is being made and two members' long replies take turns. The first sentence is
@@ -68,6 +71,23 @@ class TtsBusy(SpeechRefused):
     """Too many syntheses of this member at once, or no slot came free in time."""
 
 
+class EngineFailed(TtsUnavailable):
+    """An engine could not speak. Its own message (``detail``) is in words for the
+    admin and may name the admin's files and the libraries' errors (a model path,
+    onnxruntime's text): only an admin reads it. ``str()`` names the engine alone, fit
+    for any member, a channel or a plugin (``HostApi.synthesize_speech``)."""
+
+    def __init__(self, engine: str, detail: str) -> None:
+        super().__init__(f"the speech engine {engine!r} could not speak")
+        self.engine = engine
+        self.detail = detail
+
+
+def withheld(name: str) -> SpeechRefused:
+    """What a member reads of an engine that is not ready, instead of its reason."""
+    return SpeechRefused(f"the voice engine {name!r} is not available right now", code="tts_engine_unavailable", values={"engine": name})
+
+
 def no_voice_message(strings: Any, exc: NoVoice, locale: str) -> str:
     """'No voice speaks German here…' in the member's language."""
     name = strings.translate(f"core.tts.lang.{exc.language}", locale)
@@ -123,7 +143,8 @@ class TtsManager:
     # -- what there is -----------------------------------------------------------------------
 
     def health(self, name: str) -> str | None:
-        """None when the engine may speak now, else why not (for the admin)."""
+        """None when the engine may speak now, else why not: for the admin only (an
+        engine's reason may name the admin's files and the libraries' errors)."""
         plugin_id, engine = self._engines[name]
         if not self._core.plugins.is_enabled(plugin_id):
             return f"the plugin {plugin_id!r} is not enabled"
@@ -151,26 +172,31 @@ class TtsManager:
 
     def catalog(self, member: Any = None) -> list[dict[str, Any]]:
         """Every engine the member may use, with its state and voices, best first (the
-        voice picker's list)."""
+        voice picker's list). An engine that is not ready says why (``health``) to an
+        admin (or without ``member``); anyone else reads only that it is not available,
+        with ``health_code`` and ``health_values`` to say so in their language."""
+        detailed = member is None or bool(getattr(member, "is_admin", False))
         out = []
         for name in self._ranked():
             plugin_id, engine = self._engines[name]
             if self._core.plugins.is_enabled(plugin_id) and not self._may(member, name):
                 continue
             problem = self.health(name)
-            out.append(
-                {
-                    "engine": name,
-                    "plugin_id": plugin_id,
-                    "version": str(getattr(engine, "version", "0")),
-                    "ready": problem is None,
-                    "health": problem,
-                    "voices": [
-                        {"id": f"{name}:{v.id}", "title": v.title or v.id, "languages": list(v.languages)}
-                        for v in (self._voices(name) if problem is None else [])
-                    ],
-                }
-            )
+            entry = {
+                "engine": name,
+                "plugin_id": plugin_id,
+                "version": str(getattr(engine, "version", "0")),
+                "ready": problem is None,
+                "health": problem,
+                "voices": [
+                    {"id": f"{name}:{v.id}", "title": v.title or v.id, "languages": list(v.languages)}
+                    for v in (self._voices(name) if problem is None else [])
+                ],
+            }
+            if problem is not None and not detailed:
+                refusal = withheld(name)
+                entry.update(health=str(refusal), health_code=refusal.code, health_values=refusal.values)
+            out.append(entry)
         return out
 
     def _ranked(self) -> list[str]:
@@ -262,15 +288,15 @@ class TtsManager:
             raise TtsBusy("the server is busy making speech; try again in a moment", code="tts_busy_server") from None
         try:
             data = await choice.engine.synthesize(text, choice.voice, choice.language)
-        except TtsUnavailable:
-            raise
+        except TtsUnavailable as exc:  # its words are the admin's: ``detail``
+            raise EngineFailed(choice.engine_name, str(exc)) from exc
         except Exception as exc:
             log.warning("TTS engine %s failed on a sentence: %s", choice.engine_name, type(exc).__name__)
-            raise TtsUnavailable(f"the speech engine {choice.engine_name!r} failed: {type(exc).__name__}") from exc
+            raise EngineFailed(choice.engine_name, f"the speech engine {choice.engine_name!r} failed: {type(exc).__name__}") from exc
         finally:
             self._slots.release()
         if not isinstance(data, (bytes, bytearray)):
-            raise TtsUnavailable(f"the speech engine {choice.engine_name!r} returned no audio")
+            raise EngineFailed(choice.engine_name, f"the speech engine {choice.engine_name!r} returned no audio")
         pcm = await asyncio.to_thread(read_wav, bytes(data))
         await self._cache_put(db, key, pcm)
         return pcm

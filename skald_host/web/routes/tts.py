@@ -7,6 +7,11 @@ is made) or, with ``"format": "ogg"``, one OGG/Opus file. The text travels in th
 never in the URL, so no access log holds it. Errors come before the first byte of audio
 as the API's JSON error: 400 (empty or too long), 422 (no voice speaks the member's
 language), 429 (too many at once), 503 (the engine cannot speak).
+
+Why an engine is not ready or failed is said to an admin only: the engine's words
+(``health``, a 503's ``error``) may name the admin's files and the libraries' errors.
+Anyone else reads that it is not available (``health_code`` ``tts_engine_unavailable``)
+or failed (``tts_engine_failed``).
 """
 
 from __future__ import annotations
@@ -94,8 +99,9 @@ async def speak() -> Any:
         raise ApiError(422, no_voice_message(core.strings, exc, ui_locale)) from None
     except TtsBusy as exc:
         raise ApiError.refusing(429, exc, headers={"Retry-After": "5"}) from None
-    except TtsUnavailable as exc:  # its words are for the admin; the member reads that it failed
-        raise ApiError(503, str(exc), code="tts_engine_failed") from None
+    except TtsUnavailable as exc:  # its words are for the admin; a member reads that it failed
+        detail = getattr(exc, "detail", None) or str(exc)
+        raise ApiError(503, detail if current_principal().member.is_admin else "the speech engine failed", code="tts_engine_failed") from None
 
     async def body() -> AsyncIterator[bytes]:
         try:
