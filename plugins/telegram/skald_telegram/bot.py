@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from skald_hookspecs import NotReady
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
-from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
@@ -107,6 +107,23 @@ def _check_webhook(url: str, secret: str) -> None:
 #: Telegram drops a callback query's answer 15 s after the press; kept a little shorter.
 CALLBACK_ANSWER_SECONDS = 12.0
 
+#: The first connection attempt runs inside ``startup`` (the host's 5 s hook timeout);
+#: one that takes longer goes on in the background, as a network error does.
+FIRST_ATTEMPT_SECONDS = 3.0
+#: Connecting again after a network error at start: 1 s, doubling, at most a minute.
+CONNECT_RETRY_FIRST_SECONDS = 1.0
+CONNECT_RETRY_MAX_SECONDS = 60.0
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure that goes away by itself (the network, a timeout, the server not up
+    yet or answering 5xx, a flood wait): worth trying again without the admin. A 400
+    (PTB's ``BadRequest`` is a ``NetworkError``), a refused token or an answer that is
+    not the Bot API's are the admin's to fix."""
+    if isinstance(exc, BadRequest):
+        return False
+    return isinstance(exc, (NetworkError, RetryAfter, TimeoutError, OSError))
+
 
 def _is_unchanged(exc: BadRequest) -> bool:
     return "not modified" in exc.message.lower()
@@ -146,6 +163,13 @@ class TelegramBot:
         self._poller: asyncio.Task[None] | None = None
         self._waiting = False  # the poller waits (long poll or back-off): safe to cancel
         self._stopping = False
+        # Connecting: set once getMe (and the webhook call) succeeded; the outbox waits
+        # for it. Until then ``_connector`` tries again in the background.
+        self._connected = asyncio.Event()
+        self._connector: asyncio.Task[None] | None = None
+        self._attempts = 0
+        self._unreachable = ""  # why the latest attempt failed (token redacted)
+        self._problem: NotReady | None = None  # a background attempt the admin must fix
         self._seen: list[int] = []  # processed update ids, persisted
         self._in_flight: set[int] = set()
         self.bot = Bot(
@@ -170,7 +194,28 @@ class TelegramBot:
         if quiet.getEffectiveLevel() < logging.INFO:
             quiet.setLevel(logging.INFO)
 
-    async def start(self) -> None:
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def connection(self) -> dict[str, Any]:
+        """For the plugin's pages (the contract has no way to tell the host's card that a
+        started plugin is still connecting): ``connected``; ``connecting`` with the
+        latest reason while the background attempts go on; ``failed`` with the plugin's
+        string when a later attempt met what the admin must fix (a refused token)."""
+        if self.connected:
+            return {"state": "connected"}
+        if self._problem is not None:
+            return {"state": "failed", "key": self._problem.key, "values": dict(self._problem.values), "message": str(self._problem)}
+        return {"state": "connecting", "url": self.config.api_base_url, "reason": self._unreachable, "attempts": self._attempts}
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self.config.token, "<bot-token>")
+
+    async def _connect(self) -> None:
+        """getMe, then the webhook set (or removed, for polling). Raises ``NotReady``
+        for what the admin must fix; a transient failure (``_transient``) as it is."""
+        self._attempts += 1
         try:
             await self.bot.initialize()  # getMe: a wrong token fails here, with a 401
             me = self.bot.bot
@@ -182,22 +227,94 @@ class TelegramBot:
             else:  # getUpdates is refused while a webhook is set
                 await self.bot.delete_webhook()
         except InvalidToken:
-            await self._close_connection()
             raise NotReady(
                 "Telegram refused the bot token (getMe answered 401 Unauthorized): check it on the settings page", key="error.token_refused"
             ) from None
         except TelegramError as exc:
-            await self._close_connection()
-            reason = exc.message.replace(self.config.token, "<bot-token>")
+            if _transient(exc):
+                raise
+            reason = self._redact(exc.message)
             raise NotReady(
-                f"cannot reach the Bot API at {self.config.api_base_url}: {reason}", key="error.unreachable",
+                f"the Bot API at {self.config.api_base_url} refused to start the bot: {reason}", key="error.api_refused",
                 values={"url": self.config.api_base_url, "reason": reason},
             ) from None
+
+    def _reason(self, exc: BaseException) -> str:
+        if isinstance(exc, TelegramError):
+            return self._redact(exc.message)
+        if isinstance(exc, TimeoutError):
+            return "no answer in time"
+        return self._redact(type(exc).__name__)
+
+    async def start(self) -> None:
+        """Connect once, within the host's hook timeout. What the admin must fix (a
+        refused token, an answer that is not the Bot API's) raises ``NotReady``. A
+        network error or a timeout does not: the bot starts without its connection and
+        keeps trying in the background (``_keep_connecting``), polling from the first
+        attempt that succeeds; updates sent meanwhile wait at Telegram until then."""
+        try:
+            await asyncio.wait_for(self._connect(), FIRST_ATTEMPT_SECONDS)
+        except NotReady:
+            await self._close_connection()
+            raise
+        except Exception as exc:
+            if not _transient(exc):
+                await self._close_connection()
+                raise
+            self._unreachable = self._reason(exc)
+            log.warning(
+                "telegram: cannot reach the Bot API at %s yet (%s): starting without it and trying again in the background",
+                self.config.api_base_url, self._unreachable,
+            )
+        else:
+            self._connected.set()
         seen = await self.host.kv_get("recent_updates")
         self._seen = [i for i in seen if isinstance(i, int)] if isinstance(seen, list) else []
-        await self.outbox.restore()  # what a previous run could not send yet
-        if self.mode == "polling":
+        await self.outbox.restore()  # what a previous run could not send yet (sent once connected)
+        if self.connected:
+            self._begin()
+        else:
+            self._connector = asyncio.create_task(self._keep_connecting(), name="telegram:connect")
+
+    def _begin(self) -> None:
+        """Connected: intake starts (the poller; a webhook needs nothing here)."""
+        if self.mode == "polling" and not self._stopping and self._poller is None:
             self._poller = asyncio.create_task(self._poll(), name="telegram:poller")
+
+    async def _keep_connecting(self) -> None:
+        """Try again after 1 s, doubling up to a minute, until connected, stopped (the
+        task is cancelled) or refused for a reason the admin must fix."""
+        delay = CONNECT_RETRY_FIRST_SECONDS
+        while not self._stopping:
+            await asyncio.sleep(delay)
+            try:
+                await self._connect()
+            except NotReady as exc:
+                self._problem = exc
+                log.error("telegram: the Bot API at %s answered, but the bot cannot start: %s", self.config.api_base_url, exc)
+                return
+            except Exception as exc:
+                if not _transient(exc):
+                    self._problem = NotReady(f"the bot could not start: {type(exc).__name__}")
+                    log.error("telegram: connecting to the Bot API failed: %s", type(exc).__name__)
+                    return
+                self._unreachable = self._reason(exc)
+                if isinstance(exc, RetryAfter):
+                    delay = max(delay, retry_after_seconds(exc))
+                else:
+                    delay = min(CONNECT_RETRY_MAX_SECONDS, delay * 2)
+                log.warning(
+                    "telegram: still cannot reach the Bot API at %s (%s): trying again in %.0f s",
+                    self.config.api_base_url, self._unreachable, delay,
+                )
+                continue
+            if self._stopping:
+                return
+            log.info("telegram: connected to the Bot API at %s (attempt %d)", self.config.api_base_url, self._attempts)
+            self._unreachable = ""
+            self._connected.set()
+            self._begin()
+            return
 
     async def stop(self, *, forget_webhook: bool = False) -> None:
         """Within the host's hook timeout: an update being handled may finish (a
@@ -205,6 +322,10 @@ class TelegramBot:
         ``forget_webhook``: remove the webhook at Telegram (the plugin was disabled).
         What is still waiting stays stored and is sent after the next start."""
         self._stopping = True
+        if self._connector is not None:  # still trying to connect: no more attempts
+            self._connector.cancel()
+            await asyncio.gather(self._connector, return_exceptions=True)
+            self._connector = None
         if self._poller is not None:
             if self._waiting:
                 self._poller.cancel()
@@ -217,7 +338,8 @@ class TelegramBot:
             await asyncio.wait(self._presses, timeout=0.5)
             for press in self._presses:
                 press.cancel()
-        await self.outbox.drain(timeout=1.5)
+        if self.connected:  # never connected: nothing could leave, it all stays stored
+            await self.outbox.drain(timeout=1.5)
         await self.outbox.close()
         if forget_webhook and self.mode == "webhook":
             try:
@@ -733,6 +855,9 @@ class TelegramBot:
     # -- running a queued job (the outbox's worker calls this, one job of a chat at a time) --
 
     async def _run(self, queue: ChatQueue, job: Job) -> None:
+        # Not connected yet (the Bot API unreachable at start): the job waits, and is
+        # kept (and stored) should the bot stop first.
+        await self._connected.wait()
         chat_id = queue.chat_id
         if job.member_id is not None and job.kind != "typing" and await self.pairing.chat_for_member(job.member_id) != chat_id:
             log.info("telegram: a %s for chat %s dropped: the chat is no longer linked to its member", job.kind, chat_id)
@@ -856,6 +981,16 @@ class TelegramBot:
         binding = await self.pairing.redeem(member_id, typed)
         locale = await self.locale_for(member_id)
         await self.say(binding["chat_id"], self.t("linked", locale), member_id)
+        replaced = binding.get("replaced_chat_id")
+        if replaced is not None:
+            # The member's previous chat lost the link to this one: told so (as an
+            # unlink is), once the new link is written; a failure here undoes nothing.
+            try:
+                await self.outbox.forget(replaced, member_id)
+                self._streams.pop(replaced, None)
+                await self.say(replaced, self.t("moved", locale))  # not the member's any more: memory only
+            except Exception as exc:
+                log.warning("telegram: telling chat %s that the account moved to another chat failed: %s", replaced, type(exc).__name__)
         return binding
 
     async def unlink(self, member_id: str) -> None:

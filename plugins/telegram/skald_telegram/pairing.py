@@ -131,17 +131,22 @@ class Pairing:
             return await self._bind(member_id, int(entry["chat_id"]), str(entry.get("chat_name", "")), now)
 
     async def _bind(self, member_id: str, chat_id: int, chat_name: str, now: float) -> dict[str, Any]:
+        """The binding as stored, and in ``replaced_chat_id`` the member's previous chat
+        when this one takes its place (the caller tells that chat; None otherwise)."""
         links = await self.links()
+        replaced: int | None = None
         for key, link in list(links.items()):
             if key == str(chat_id) or link.get("member_id") == member_id:
                 del links[key]
                 if link.get("member_id") != member_id:  # the chat moves to a new member
                     await self.host.set_user_config(link["member_id"], {"linked": False})
+                elif key != str(chat_id):  # the member's other chat: it loses the link
+                    replaced = int(key)
         links[str(chat_id)] = {"member_id": member_id, "chat_name": chat_name, "linked_at": _iso(now)}
         await self.host.kv_set("links", links)
         binding = {"linked": True, "chat_id": chat_id, "chat_name": chat_name}
         await self.host.set_user_config(member_id, binding)
-        return binding
+        return {**binding, "replaced_chat_id": replaced}
 
     async def unlink(self, member_id: str) -> int | None:
         """Forget the member's chat; the chat id it had, if any."""

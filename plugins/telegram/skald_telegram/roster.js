@@ -35,6 +35,14 @@ export default class TelegramRoster extends HTMLElement {
     try {
       const roster = await get(`/api/plugin/${encodeURIComponent(pluginId)}/roster`);
       const s = roster.strings;
+      // Started but not connected to the Bot API (still trying, or refused later on):
+      // the host's card cannot say so, this page does.
+      const line = roster.connection && roster.connection.line;
+      if (line) {
+        const notice = node("section", undefined, "card");
+        notice.append(node("p", line, "telegram-connection error-text"));
+        this.prepend(notice);
+      }
       if (roster.links.length === 0) {
         body.replaceChildren(node("p", s.roster_empty, "muted"));
         return;

@@ -43,15 +43,21 @@ def build_blueprint(host: HostApi) -> Blueprint:
         linked = bool(mine.get("linked"))
         chat = str(mine.get("chat_name") or "")
         username = bot.username if bot is not None else None
+        connected = bot is not None and bot.connected
         return {
             "running": bot is not None,
+            "connected": connected,
             "linked": linked,
             "chat_name": chat if linked else None,
             "bot_username": username,
-            # Not running (no token yet, or it failed to start): no bot answers, so the
-            # page does not send the member to write to one.
+            # Not running (no token yet, or it failed to start), or still connecting to
+            # the Bot API: no bot answers now, so the page does not send the member to
+            # write to one (a code they already have still links the chat).
             "line": host.translate(
-                "telegram.page_linked" if linked else "telegram.page_unlinked" if bot is not None else "telegram.page_not_running",
+                "telegram.page_linked" if linked
+                else "telegram.page_unlinked" if connected
+                else "telegram.page_connecting" if bot is not None
+                else "telegram.page_not_running",
                 caller.locale,
                 chat=chat,
                 bot=f" @{username}" if username else "",
@@ -70,7 +76,29 @@ def build_blueprint(host: HostApi) -> Blueprint:
             {"member_id": link.get("member_id"), "chat_id": int(chat_id), "chat_name": link.get("chat_name"), "linked_at": link.get("linked_at")}
             for chat_id, link in (links.items() if isinstance(links, dict) else ())
         ]
-        return {"links": sorted(rows, key=lambda r: str(r["linked_at"])), "strings": strings(ROSTER_KEYS, caller.locale)}
+        return {
+            "links": sorted(rows, key=lambda r: str(r["linked_at"])),
+            "connection": connection(caller.locale),
+            "strings": strings(ROSTER_KEYS, caller.locale),
+        }
+
+    def connection(locale: str | None) -> dict[str, Any]:
+        """The bot's connection to the Bot API, for the admin: the host's card only
+        knows that ``startup`` succeeded, not that the bot is still trying to connect."""
+        bot = running.bot
+        if bot is None:
+            return {"state": "not_running", "line": None}
+        state = bot.connection()
+        if state["state"] == "connecting":
+            line = " ".join((
+                host.translate("telegram.error.unreachable", locale, url=state["url"], reason=state["reason"]),
+                host.translate("telegram.connecting", locale, attempts=state["attempts"]),
+            ))
+        elif state["state"] == "failed":
+            line = host.translate(f"telegram.{state['key']}", locale, **state["values"]) if state.get("key") else state["message"]
+        else:
+            line = None
+        return {"state": state["state"], "line": line}
 
     @blueprint.post("/webhook")
     @public

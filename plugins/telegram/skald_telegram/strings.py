@@ -22,6 +22,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "error.webhook_secret_invalid": "The webhook secret token may hold only 1-256 of A-Z a-z 0-9 _ -: change it in the settings.",
         "error.token_refused": "Telegram refused the bot token (401 Unauthorized): check it in the settings.",
         "error.unreachable": "Cannot reach the Bot API at {url}: {reason}",
+        "error.api_refused": "The Bot API at {url} refused to start the bot: {reason}",
+        "connecting": "The bot keeps trying by itself ({attempts} attempts so far) and starts as soon as the server answers; messages written meanwhile are fetched then.",
         "config.bot_token.label": "Bot token",
         "config.bot_token.description": "The token @BotFather gave you (stored, never shown again).",
         "config.api_base_url.label": "Bot API server",
@@ -49,6 +51,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "pair_wait": "I sent you a pairing code a moment ago: enter it on the Telegram page in Skald. Write again in a minute for a new code.",
         "linked": "This chat is now linked to your Skald account. Just write to talk to your assistant. /help shows what I can do.",
         "unlinked": "This chat is no longer linked to a Skald account.",
+        "moved": "This chat is no longer linked to your Skald account: the account is now linked to another Telegram chat.",
         "refused": "You can no longer use the assistant through Telegram. Ask your administrator if you think this is a mistake.",
         "locked": (
             "Please log in to Skald on the web first: your account has been locked since the server restarted. "
@@ -113,6 +116,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "page_linked": "Linked to the Telegram chat “{chat}”.",
         "page_unlinked": "Not linked. Write to the bot{bot} in Telegram to get a pairing code, then enter it here.",
         "page_not_running": "The Telegram bot is not running right now, so it cannot give you a pairing code. An administrator can see why on the plugin's page.",
+        "page_connecting": "Not linked. The Telegram bot cannot reach Telegram right now and keeps trying: write to it for a pairing code once it is back.",
         "page_code": "Pairing code",
         "page_link": "Link",
         "page_unlink": "Unlink",
@@ -136,6 +140,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "error.webhook_secret_invalid": "Das geheime Webhook-Token darf nur 1-256 Zeichen aus A-Z a-z 0-9 _ - enthalten: Ändere es in den Einstellungen.",
         "error.token_refused": "Telegram hat das Bot-Token abgelehnt (401 Unauthorized): Prüfe es in den Einstellungen.",
         "error.unreachable": "Die Bot-API unter {url} ist nicht erreichbar: {reason}",
+        "error.api_refused": "Die Bot-API unter {url} hat den Start des Bots abgelehnt: {reason}",
+        "connecting": "Der Bot versucht es selbst weiter (bisher {attempts} Versuche) und startet, sobald der Server antwortet; inzwischen geschriebene Nachrichten holt er dann ab.",
         "config.bot_token.label": "Bot-Token",
         "config.bot_token.description": "Das Token, das dir @BotFather gegeben hat (wird gespeichert und nie wieder angezeigt).",
         "config.api_base_url.label": "Bot-API-Server",
@@ -163,6 +169,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "pair_wait": "Ich habe dir gerade einen Kopplungscode geschickt: gib ihn auf der Telegram-Seite in Skald ein. Schreib in einer Minute erneut für einen neuen Code.",
         "linked": "Dieser Chat ist jetzt mit deinem Skald-Konto verbunden. Schreib einfach, um mit deinem Assistenten zu sprechen. /help zeigt, was ich kann.",
         "unlinked": "Dieser Chat ist nicht mehr mit einem Skald-Konto verbunden.",
+        "moved": "Dieser Chat ist nicht mehr mit deinem Skald-Konto verbunden: Das Konto ist jetzt mit einem anderen Telegram-Chat verbunden.",
         "refused": "Du kannst den Assistenten nicht mehr über Telegram nutzen. Frag deine Administratorin oder deinen Administrator, falls das ein Irrtum ist.",
         "locked": (
             "Bitte melde dich zuerst im Web bei Skald an: dein Konto ist seit dem Neustart des Servers gesperrt. "
@@ -227,6 +234,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "page_linked": "Verbunden mit dem Telegram-Chat „{chat}“.",
         "page_unlinked": "Nicht verbunden. Schreib dem Bot{bot} in Telegram, um einen Kopplungscode zu erhalten, und gib ihn hier ein.",
         "page_not_running": "Der Telegram-Bot läuft gerade nicht und kann dir deshalb keinen Kopplungscode geben. Ein Administrator sieht auf der Seite des Plugins, warum.",
+        "page_connecting": "Nicht verbunden. Der Telegram-Bot erreicht Telegram gerade nicht und versucht es weiter: Schreib ihm für einen Kopplungscode, sobald er wieder erreichbar ist.",
         "page_code": "Kopplungscode",
         "page_link": "Verbinden",
         "page_unlink": "Trennen",

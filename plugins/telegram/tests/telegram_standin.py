@@ -114,8 +114,10 @@ class TelegramHtml(HTMLParser):
 
 
 class BotApiStandIn:
-    def __init__(self, token: str = TOKEN) -> None:
+    def __init__(self, token: str = TOKEN, *, port: int = 0) -> None:
         self.token = token
+        self.port = port  # 0: any free port; a fixed one to come up where a bot already looks
+        self.url = f"http://127.0.0.1:{port}" if port else ""
         self.calls: list[Call] = []
         self.updates: list[dict[str, Any]] = []
         self.files: dict[str, bytes] = {}
@@ -405,7 +407,7 @@ class BotApiStandIn:
     async def __aenter__(self) -> "BotApiStandIn":
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", self.port))
         sock.listen(64)
         sock.set_inheritable(True)
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -166,12 +166,16 @@ async def test_webhook_settings_the_help_calls_invalid_are_refused_or_fail_to_st
     assert [c.params["url"] for c in setup.api.of("setWebhook")] == [url]
 
 
-async def test_an_unreachable_bot_api_server_fails_to_start_with_the_reason(setup: Setup):
+async def test_an_unreachable_bot_api_server_is_tried_again_and_the_admin_s_page_says_why(setup: Setup):
+    """Not a NotReady (the host would never try again): the bot starts and keeps
+    connecting in the background (test_telegram_connect_retry.py has the rest)."""
     await setup.configure(api_base_url="http://127.0.0.1:9")  # the discard port: nothing listens
     await setup.enable()
     status = setup.host.core.plugins.status("telegram")
-    assert status.healthy is False and "cannot reach the Bot API at http://127.0.0.1:9" in status.error
-    assert "standin-token" not in status.error
+    assert status.healthy is True, status.error
+    connection = (await setup.admin.get("/api/plugin/telegram/roster")).json()["connection"]
+    assert connection["state"] == "connecting" and connection["line"].startswith("Cannot reach the Bot API at http://127.0.0.1:9: ")
+    assert "standin-token" not in connection["line"]
 
 
 async def test_tasks_lists_the_helpers_runs_of_the_current_conversation(setup: Setup):
