@@ -9,7 +9,7 @@ major version, a hook or argument added bumps the minor).
 
 import pluggy
 
-SPEC_VERSION = "1.11"
+SPEC_VERSION = "1.12"
 PROJECT_NAME = "skald"
 ENTRY_POINT_GROUP = "skald.plugins"
 
@@ -46,7 +46,9 @@ def accepts(schema, *, content_type="application/json"):
     limit (``server.max_body_bytes``). A larger one is refused as the host's uploads
     are: 413 with ``code`` ``upload_too_large`` and the limit in ``values`` (``limit`` in
     bytes, ``size`` in words), before the view runs when its ``Content-Length`` says
-    so, else when the view reads past the limit."""
+    so, else when the view reads past the limit: whole (``get_data``) or, since 1.12,
+    in chunks (``async for chunk in request.body``, or ``request.body`` handed to
+    ``HostApi.save_upload``), every chunk read counting toward it."""
 
     def mark(view):
         setattr(view, REQUEST_BODY_ATTRIBUTE, (dict(schema), content_type))

@@ -7,7 +7,7 @@ serves every database from a worker thread.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, AsyncIterable, Awaitable, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from skald_hookspecs.channels import Delivery
 
@@ -139,7 +139,7 @@ class HostApi(Protocol):
         foreign or settled question, ``MemberLocked`` for a locked member. Since 1.3."""
 
     async def save_upload(
-        self, member_id: str, filename: str, data: bytes, *, conversation_id: str | None = None
+        self, member_id: str, filename: str, data: bytes | AsyncIterable[bytes], *, conversation_id: str | None = None
     ) -> Mapping[str, Any]:
         """Save a file the member sent through the host's one upload seam (size limit,
         collision-free name, sniffed type). Returns ``{"path", "mime", "size"}`` where
@@ -148,7 +148,17 @@ class HostApi(Protocol):
         "no such conversation", as for any other id); without it the file goes to the
         current one. Works for a locked member too, without ``conversation_id`` (the
         file waits under ``uploads/<plugin id>/``); a refused file raises
-        ``ChannelRequestError``."""
+        ``ChannelRequestError``. Since 1.12 ``data`` may also be an async iterable of
+        ``bytes`` chunks, such as a file route's ``request.body``: the host writes each
+        chunk to disk as it comes and never holds the whole file, so a route hands over
+        an upload as large as ``files.upload_max_bytes`` without reading it into memory
+        first. The host pulls the chunks only after the checks above passed. A file is
+        kept only once all of it arrived: past the upload limit (or the member's disk
+        limit) it raises ``ChannelRequestError`` as for bytes; an exception the iterable
+        raises (a body cut off, or a file route's body read past the upload limit)
+        reaches the caller as it is; either way nothing of the file is left. Let a
+        route's body-read exception propagate out of the view: the host answers it with
+        its uploads' 413 ``upload_too_large`` (see ``accepts``)."""
 
     async def member_locale(self, member_id: str) -> str:
         """The member's UI locale (``en``, ``de``, ...), for strings the plugin sends."""

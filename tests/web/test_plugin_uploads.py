@@ -122,6 +122,52 @@ async def test_a_plugin_upload_over_the_limit_is_refused_with_the_limit_named(sk
     assert (await admin.get("/api/auth/session")).status_code == 200
 
 
+async def test_a_plugin_upload_read_in_chunks_is_cut_at_the_limit_too(skald):
+    """Contract 1.12: a view that streams its body (``async for chunk in request.body``,
+    or hands it to ``HostApi.save_upload``) is cut past the upload limit as one that
+    reads it whole. Quart counted only what it held at once, so a chunked body read as
+    it came ran on past the limit unnoticed (the probe's view counted all of it)."""
+    host, admin = await start(skald)
+    address, port = host.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(address, int(port))
+    head = {"Host": f"{address}:{port}", "Transfer-Encoding": "chunked", "Content-Type": "image/jpeg", **admin.headers("PUT")}
+    writer.write(("PUT /api/plugin/files-probe/photo HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n").encode())
+    answer = b""
+    try:
+        for _ in range(UPLOAD_LIMIT // 16384 * 2):  # as a slow network sends: the view reads each piece as it comes
+            writer.write(f"{16384:x}\r\n".encode() + b"y" * 16384 + b"\r\n")
+            await writer.drain()
+            try:
+                answer = await asyncio.wait_for(reader.read(65536), 0.02)
+            except asyncio.TimeoutError:
+                continue
+            break
+        else:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.read(65536), 10)
+    except (ConnectionResetError, BrokenPipeError):
+        answer = b""
+    finally:
+        writer.close()
+    if answer:  # else the server's close overtook its answer
+        status_line, _, rest = answer.partition(b"\r\n")
+        headers, _, body = rest.partition(b"\r\n\r\n")
+        assert int(status_line.split()[1]) == 413, answer
+        if b"chunked" in headers.lower():
+            size, _, tail = body.partition(b"\r\n")
+            body = tail[: int(size, 16)]
+        refused_as_an_upload(json.loads(body))
+    assert (await admin.get("/api/auth/session")).status_code == 200
+
+    async def chunks():  # up to the limit, in chunks (no length up front): read whole
+        for _ in range(UPLOAD_LIMIT // 16384):
+            yield b"y" * 16384
+
+    response = await admin.put("/api/plugin/files-probe/photo", content=chunks(), headers={"Content-Type": "image/jpeg"})
+    assert response.status_code == 200 and response.json() == {"size": UPLOAD_LIMIT}, response.text
+
+
 async def test_every_other_plugin_route_keeps_the_body_limit(skald):
     host, admin = await start(skald)
     body = b"x" * (BODY_LIMIT * 2)

@@ -56,8 +56,8 @@ def plugin_info() -> PluginInfo:
         icon="chat",
         # The plugin page kit, device tokens, conversations read back, returns(); net (1.5);
         # the kit's confirm (1.6); stopped and the partials' message_id (1.9); uploads up
-        # to the host's upload limit (1.10).
-        spec=">=1.10,<2",
+        # to the host's upload limit (1.10), streamed to save_upload (1.12).
+        spec=">=1.12,<2",
         config_schema=CONFIG_SCHEMA,
         # A pairing is the binding: an admin grant would be a box that controls nothing.
         manages_own_access=True,

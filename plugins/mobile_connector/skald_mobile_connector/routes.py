@@ -405,10 +405,13 @@ def build_blueprint(host: HostApi) -> Blueprint:
         ``?conversation_id=`` where it goes); attach the returned path to a message."""
         name = request.args.get("name", "upload")[:200]
         conversation_id = request.args.get("conversation_id") or None
-        data = await request.get_data()
 
         async def work() -> Any:
-            return dict(await host.save_upload(member_id(), name, data, conversation_id=conversation_id)), 201
+            # The body's chunks, written by the host as they come (contract 1.12): never
+            # the whole file in memory. Read past the upload limit, the body raises what
+            # the host answers with its 413 ``upload_too_large`` (not caught here), and
+            # a body cut off leaves no file.
+            return dict(await host.save_upload(member_id(), name, request.body, conversation_id=conversation_id)), 201
 
         return await guarded(work())
 

@@ -140,14 +140,18 @@ class ChannelService:
             raise ChannelRequestError(self.core.strings.refusal(exc, await self.member_locale(source, member_id))) from None
 
     async def save_upload(
-        self, source: str, member_id: str, filename: str, data: bytes, conversation_id: str | None
+        self, source: str, member_id: str, filename: str, data: Any, conversation_id: str | None
     ) -> Mapping[str, Any]:
         """Into the given conversation's upload folder (one of this source's, refused like
         any other id otherwise), else the source's current one; for a locked member (whose conversations cannot be read) a folder named after
-        the source, so a sealed message can carry the path."""
+        the source, so a sealed message can carry the path. ``data`` is the file's bytes
+        or (spec 1.12) an async iterable of its chunks, streamed to disk by the seam and
+        pulled only once the checks passed; what the iterable raises reaches the caller
+        (the seam removes the partial file)."""
         member = await self._member(source, member_id)
-        if not isinstance(data, (bytes, bytearray)) or not isinstance(filename, str):
-            raise ChannelRequestError("save_upload takes a file name and the file's bytes")
+        streamed = not isinstance(data, (bytes, bytearray)) and hasattr(data, "__aiter__")
+        if not (streamed or isinstance(data, (bytes, bytearray))) or not isinstance(filename, str):
+            raise ChannelRequestError("save_upload takes a file name and the file's bytes (or an async iterable of them)")
         if conversation_id is not None:  # a conversation of this source in the member's own file, as every read
             await self._own_conversation(await self._runtime(source, member_id), source, conversation_id)
         else:
@@ -156,7 +160,7 @@ class ChannelService:
                 runtime = await self.core.chat.runtime(member)
             conversation_id = (await current_conversation(runtime, source) if runtime else None) or source
         try:
-            saved = await self.core.files.save_upload(member.id, conversation_id, filename, bytes(data))
+            saved = await self.core.files.save_upload(member.id, conversation_id, filename, _chunks_of(data) if streamed else bytes(data))
         except FileError as exc:
             raise ChannelRequestError(str(exc)) from None
         return {"path": saved.path, "mime": saved.mime, "size": saved.size}
@@ -300,3 +304,12 @@ def _read_project_file(base: Path, file: Path, limit: int) -> Mapping[str, Any]:
         return {"name": file.name, "size": info.st_size, "data": read_all(fd, limit)}
     finally:
         os.close(fd)
+
+
+async def _chunks_of(data: Any) -> Any:
+    """A plugin's upload stream (spec 1.12), chunk by chunk, each one checked to be bytes:
+    the seam writes them as they come and removes the partial file if this raises."""
+    async for chunk in data:
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise ChannelRequestError("save_upload takes a file name and the file's bytes (or an async iterable of them)")
+        yield chunk

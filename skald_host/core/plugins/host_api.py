@@ -10,7 +10,7 @@ import json
 import logging
 import weakref
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterable, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.channels import Delivery, MemberLocked
 from skald_hookspecs.events import SystemEvent, UserEvent
@@ -271,7 +271,7 @@ class PluginHostApi:
         await self._core.channels.answer_question(self.plugin_id, member_id, question_id, action, content)
 
     async def save_upload(
-        self, member_id: str, filename: str, data: bytes, *, conversation_id: str | None = None
+        self, member_id: str, filename: str, data: bytes | AsyncIterable[bytes], *, conversation_id: str | None = None
     ) -> Mapping[str, Any]:
         return await self._core.channels.save_upload(self.plugin_id, member_id, filename, data, conversation_id)
 

@@ -20,6 +20,7 @@ from urllib.parse import quote, unquote
 
 from quart import Blueprint, Response, current_app, request
 from quart.wrappers import Request
+from quart.wrappers.request import Body
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
 
@@ -88,16 +89,42 @@ class PluginUploads:
         return True
 
 
+class CountedBody(Body):
+    """A body whose limit counts every byte read, whole or in chunks. Quart's own counts
+    only what it holds at once: a view that streams it (``async for chunk in
+    request.body``) clears what it read, so a chunked body could run on past the limit
+    unnoticed. Past the limit it raises ``RequestEntityTooLarge`` as a whole read does,
+    and takes nothing more in."""
+
+    def __init__(self, expected_content_length: int | None, max_content_length: int | None) -> None:
+        super().__init__(expected_content_length, max_content_length)
+        self._read = 0
+
+    async def __anext__(self) -> bytes:
+        data = await super().__anext__()
+        self._read += len(data)
+        if self._max_content_length is not None and self._read > self._max_content_length:
+            self._must_raise = RequestEntityTooLarge()  # and ``append`` drops what still comes
+            self.clear()  # left incomplete: the answer closes the connection (``settle_unread_body``)
+            raise self._must_raise
+        return data
+
+
 def request_class(upload_max_bytes: int, plugin_uploads: PluginUploads | None = None) -> type[Request]:
     """The app's request class: the upload routes, the host's and a plugin's declared
     file uploads (``plugin_uploads``), may carry a body up to the upload limit (every
     other route keeps ``server.max_body_bytes``). A ``Content-Length`` above it is
-    refused before a byte is read; a chunked body is cut by the seam."""
+    refused before a byte is read; a chunked body is cut by the seam (the host's
+    routes) or, a plugin's, as its view reads past the limit, streamed or whole
+    (``CountedBody``; the app answers that with the uploads' refusal)."""
 
     class SkaldRequest(Request):
         def __init__(self, method: str, scheme: str, path: str, *args: Any, **kwargs: Any) -> None:
-            if (method == "POST" and UPLOAD_ROUTE.match(path)) or (plugin_uploads is not None and plugin_uploads.match(method, path)):
+            if method == "POST" and UPLOAD_ROUTE.match(path):
                 kwargs["max_content_length"] = upload_max_bytes
+            elif plugin_uploads is not None and plugin_uploads.match(method, path):
+                kwargs["max_content_length"] = upload_max_bytes
+                self.body_class = CountedBody
             super().__init__(method, scheme, path, *args, **kwargs)
 
     return SkaldRequest
