@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 import skald_hookspecs
-from skald_hookspecs import PROJECT_NAME, channels, events, hookspecs, net, sandbox, system_agents, tts, types
+from skald_hookspecs import PROJECT_NAME, channels, context, events, hookspecs, net, sandbox, system_agents, tts, types
 from skald_hookspecs.host_api import HostApi
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "plugins.md"
@@ -47,12 +47,12 @@ def defined_in(module: Any, keep: Callable[[Any], bool]) -> list[type]:
     return sorted(found, key=lambda cls: inspect.getsourcelines(cls)[1])
 
 
-CONTRACT_MODULES = (types, channels, sandbox, tts, system_agents, net)
+CONTRACT_MODULES = (types, context, channels, sandbox, tts, system_agents, net)
 
 
 def contract_types() -> list[type]:
-    """The frozen values of the contract: every dataclass of ``types``, ``channels``
-    and ``sandbox``."""
+    """The frozen values of the contract: every dataclass of ``CONTRACT_MODULES``
+    (``Caller`` of ``context`` among them)."""
     return [cls for module in CONTRACT_MODULES for cls in defined_in(module, dataclasses.is_dataclass)]
 
 
@@ -180,6 +180,13 @@ def type_section(cls: type, heading: str = "####") -> list[str]:
         for _, fn in made:
             cell = f"{cls.__name__}.{signature(fn, drop_self=True)}".replace('"', "").replace("|", "\\|")
             lines.append(f"| `{cell}` | {paragraph(fn.__doc__)} |")
+    # Its methods (``Caller.may``) too.
+    methods = [fn for name, fn in vars(cls).items() if inspect.isfunction(fn) and not name.startswith("_")]
+    if methods:
+        lines += ["", "| method | what it does |", "| --- | --- |"]
+        for fn in methods:
+            cell = signature(fn, drop_self=True).replace("|", "\\|")
+            lines.append(f"| `{cell}` | {paragraph(fn.__doc__)} |")
     return lines + [""]
 
 
@@ -245,9 +252,13 @@ def reference() -> str:
         f"- `ENTRY_POINT_GROUP = {skald_hookspecs.ENTRY_POINT_GROUP!r}`: where installed plugins are found.",
         f"- `{signature(skald_hookspecs.public)}`: {paragraph(skald_hookspecs.public.__doc__)}",
         f"- `{signature(skald_hookspecs.accepts)}`: {paragraph(skald_hookspecs.accepts.__doc__)}",
+        f"- `{signature(skald_hookspecs.returns)}`: {paragraph(skald_hookspecs.returns.__doc__)}",
+        f"- `{signature(skald_hookspecs.current_caller)}`: {paragraph(skald_hookspecs.current_caller.__doc__)}",
         f"- `{signature(skald_hookspecs.parse_report)}`: {paragraph(skald_hookspecs.parse_report.__doc__)}",
         f"- `NOTHING_TO_REPORT = {skald_hookspecs.NOTHING_TO_REPORT!r}`: the final message of a system agent's turn"
         " that files no report.",
+        "- `ICONS`: the icon names the web shell draws (`PluginInfo.icon`, `WebPage.icon`; another name is drawn as"
+        f" `\"puzzle\"`): {', '.join(f'`{name}`' for name in skald_hookspecs.ICONS)}.",
         "",
         END,
     ]

@@ -42,6 +42,10 @@ _caller: ContextVar[Caller | None] = ContextVar("skald_caller", default=None)
 
 
 def current_caller() -> Caller | None:
+    """The member behind the request being served, in a handler of the plugin's routes
+    (``/api/plugin/<id>/…``): bound by the host after it checked the session, the
+    plugin's enabled flag and the grant. ``None`` on a ``@public`` route and outside a
+    request (a tool, a hook, a system agent: those are handed their member)."""
     return _caller.get()
 
 

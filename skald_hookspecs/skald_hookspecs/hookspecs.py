@@ -139,8 +139,9 @@ def register_agent_dirs(register: Callable[..., None]) -> None:
     ``task``: others delegate to it; ``system``: a system agent's ``run_turn`` uses it;
     ``project`` is the host's project chat),
     ``allow_tools`` and ``tools`` (names or patterns such as ``"*"``), ``model`` or
-    ``strength``, ``inject_memory`` and ``id`` (its folder's name, if given); copy one
-    from the host's ``agents/`` folder to start. Since 1.3 a task agent's ``meta.yaml`` may also say ``delegates``, ``skills``, ``limits``
+    ``strength``, ``inject_memory`` and ``id`` (its folder's name, if given); copy a chat
+    or task agent from the host's ``agents/`` folder to start (it has no system agent:
+    the guide's "System agents" shows a ``kind: system`` one's ``meta.yaml``). Since 1.3 a task agent's ``meta.yaml`` may also say ``delegates``, ``skills``, ``limits``
     (``timeout_secs``, ``max_iterations``, ``max_result_chars``), ``signal`` (a contract for
     ``emit_signal``), ``enabled`` and an inline ``provider`` + ``model`` pair (a provider
     name and a model of the instance's model catalog; the agent's runs use that model

@@ -123,3 +123,10 @@ class Strings:
         for source in self._expected:
             gaps[FALLBACK_LOCALE] |= {wanted[0] for wanted in source() if wanted and not english.intersection(wanted)}
         return {locale: sorted(keys) for locale, keys in sorted(gaps.items()) if keys}
+
+    def missing_everywhere(self) -> list[str]:
+        """The keys given to ``expect`` that no locale has at all (a ``NotReady``'s key
+        no bundle carries): listed under English by ``missing`` too, but every reader,
+        English or not, sees the text the plugin gave with it instead."""
+        found = set().union(*self._table.values()) if self._table else set()
+        return sorted({wanted[0] for source in self._expected for wanted in source() if wanted and not found.intersection(wanted)})

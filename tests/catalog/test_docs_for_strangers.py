@@ -53,3 +53,77 @@ def test_the_shipping_steps_say_skald_plugins_needs_the_server_stopped():
     quoted = re.search(r"\(`('skald plugins' needs the server stopped)`\)", step)
     assert quoted and quoted[1] in _busy_message("plugins", RuntimeError("busy"))
     assert "Then restart the host. `skald plugins` lists the plugin as `disabled`" not in text
+
+
+# -- a second stranger: three plugins written from the guide alone -----------------------------
+
+
+def test_the_model_server_by_hand_says_it_needs_the_test_extra():
+    """``python -m skald_host.testing.model_server`` imports the test kit (httpx): in a
+    venv with skald-host installed as "Shipping" says, it stopped at ModuleNotFoundError."""
+    import importlib.util
+
+    text = doc_text()
+    command = ".venv/bin/python -m skald_host.testing.model_server --port 8091 --api-key sk-test"
+    before = text[: text.index(command)]
+    assert before.rstrip().endswith(".venv/bin/pip install -e '/path/to/skald[test]'   # or 'skald-host[test]' from an index that carries it")
+    assert "`ModuleNotFoundError: No module named 'httpx'` until you install the extra" in " ".join(before[-600:].split())
+    client = importlib.util.find_spec("skald_host.testing.client")
+    assert client is not None and "import httpx" in open(client.origin, encoding="utf-8").read()  # what the extra brings
+
+
+def test_the_tutorial_says_register_i18n_hands_its_bundle_to_register():
+    text = prose()
+    assert "register_i18n(I18nBundle(" not in text
+    assert 'implement the hook `register_i18n(register)` and call `register(I18nBundle("dice", {"en": {...}, "de": {...}}))` in it' in text
+
+
+def test_the_guide_says_a_plugins_strings_have_no_plural_forms_and_what_to_do(tmp_path):
+    """A German count read "1 Notizen": only ``{name}`` placeholders were documented. The
+    host has no plural forms for a plugin's strings (the shell's own ``.one``/``.other``
+    are its own): the guide says so and shows a key per form. Should the host ever pick
+    forms itself, this fails, and the guide must say how."""
+    from skald_host.core.i18n import Strings
+    from skald_hookspecs import I18nBundle
+
+    text = prose()
+    assert "**Counts: a plugin's strings have no plural forms.**" in text
+    [strings] = [b for b in code_blocks(doc_text(), "json") if '"notes.one"' in b]
+    [python] = [b for b in code_blocks(doc_text(), "python") if '"dice.notes.one"' in b]
+    bundle = I18nBundle("dice", {"de": __import__("json").loads(strings), "en": {"notes.one": "{count} note", "notes.other": "{count} notes"}})
+    table = Strings([bundle])
+    assert table.translate("dice.notes", "de", count=1) == "dice.notes"  # no form is picked by the number
+    choose, say = python.strip().splitlines()  # the key by the count, then the text
+    for count, expected in ((1, "1 Notiz"), (3, "3 Notizen")):
+        namespace = {"count": count, "host": type("Host", (), {"translate": staticmethod(table.translate)})(),
+                     "current_caller": lambda: type("Caller", (), {"locale": "de"})()}
+        exec(choose, namespace)
+        assert eval(say, namespace) == expected
+    kit = (EXAMPLE.parents[1] / "web" / "lib" / "plugin-kit.js").read_text(encoding="utf-8")
+    assert "PluralRules" not in kit  # the kit's text() fills placeholders only
+
+
+def test_the_system_agent_meta_shown_is_one_the_loader_takes(tmp_path):
+    """``register_agent_dirs`` said "copy one from the host's agents/ folder", which holds
+    no ``kind: system`` agent, and the guide showed no ``meta.yaml`` for one."""
+    import yaml
+
+    from skald_host.core.agent.definitions import HOST_AGENTS
+    from skald_host.core.agent.subagents.catalog import load_generation
+
+    [meta] = re.findall(r"<!-- system-agent-meta: (\S+) -->\n```yaml\n(.*?)```", doc_text(), flags=re.S)
+    agent_id, shown = meta
+    folder = tmp_path / "agents" / agent_id
+    folder.mkdir(parents=True)
+    (folder / "meta.yaml").write_text(shown, encoding="utf-8")
+    (folder / "AGENT.md").write_text("Write a digest of the events, or answer NOTHING_TO_REPORT.", encoding="utf-8")
+    host_tools = {t for m in HOST_AGENTS.glob("*/meta.yaml") for t in (yaml.safe_load(m.read_text(encoding="utf-8")) or {}).get("tools", [])}
+
+    generation = load_generation([(HOST_AGENTS, None), (tmp_path / "agents", "digest-plugin")], host_tools)
+
+    definition = generation.definitions[agent_id]
+    assert (definition.kind, definition.allow_tools, definition.tools) == ("system", False, ())
+    shipped = (EXAMPLE.parents[1] / "plugins/system_agents/skald_system_agents/agents/event-triage/meta.yaml").read_text(encoding="utf-8")
+    assert set(yaml.safe_load(shown)) == set(yaml.safe_load(shipped))  # the shape the shipped system agents have
+    assert "kind: system" not in "".join(m.read_text(encoding="utf-8") for m in HOST_AGENTS.glob("*/meta.yaml"))
+    assert "copy one from the host's ``agents/`` folder to start." not in doc_text()

@@ -106,6 +106,22 @@ async def test_a_not_ready_key_no_bundle_has_is_listed_as_a_missing_translation(
     assert (await catalog_entry(admin, "ready-soon"))["error"] == "Set a token first."
 
 
+async def test_a_key_no_language_has_is_told_apart_from_one_only_english_lacks(skald):
+    """A ``NotReady`` key no bundle has is missing in every language: every reader sees
+    the plugin's own message, so the status lists it as such (``missing_everywhere``),
+    not as a text \"only in other languages\". It stays under ``missing_translations``
+    [\"en\"] as before; a key only German has is missing in English alone."""
+    german_only = I18nBundle("german-only", {"en": {"plugin.title": "German only"}, "de": {"error.no_token": "Erst ein Token setzen."}})
+    host = await skald.start(plugins=[NotReadyYet("untranslated"), NotReadyYet("german-only", german_only)], enable=["untranslated", "german-only"])
+    admin = await host.admin()
+
+    status = (await admin.get("/api/admin/status")).json()
+    assert {"untranslated.error.no_token", "german-only.error.no_token"} <= set(status["missing_translations"]["en"])
+    assert "untranslated.error.no_token" in status["missing_everywhere"]
+    assert "german-only.error.no_token" not in status["missing_everywhere"]
+    assert set(status["missing_everywhere"]) <= set(status["missing_translations"]["en"])
+
+
 async def test_the_status_warning_about_a_plugin_reads_whole_in_the_admins_language(skald):
     """The warning's own words came in English around a German reason (newcomer
     probe: "The plugin Telegram is not working: Telegram hat das Bot-Token abgelehnt")."""
@@ -116,7 +132,18 @@ async def test_the_status_warning_about_a_plugin_reads_whole_in_the_admins_langu
 
     warnings = (await admin.get("/api/admin/status")).json()["warnings"]
     texts = [w["text"] for w in warnings if w["id"] == "plugin_failed"]
-    assert texts == ["Das Plugin Ready-Soon funktioniert nicht: Erst ein Token setzen. Seine Karte im Katalog sagt mehr."], texts
+    assert texts == ["Das Plugin Ready-Soon funktioniert nicht (seine Karte im Katalog sagt mehr): Erst ein Token setzen."], texts
+
+
+async def test_the_status_warning_ends_with_the_error_whatever_the_error_ends_with(skald):
+    """A plugin's error has no closing full stop (\"startup: no token is set\"): put before
+    the warning's last sentence, it read as a run-on one. The error comes last."""
+    host = await skald.start(plugins=[NotReadyYet("untranslated")], enable=["untranslated"])
+    admin = await host.admin()
+
+    warnings = (await admin.get("/api/admin/status")).json()["warnings"]
+    texts = [w["text"] for w in warnings if w["id"] == "plugin_failed"]
+    assert texts == ["The plugin Untranslated is not working (its card in the catalog says more): startup: no token is set"], texts
 
 
 async def test_a_plugin_waiting_for_a_setting_is_a_warning_in_the_log_not_an_error(skald, caplog):

@@ -226,3 +226,54 @@ def test_a_missing_module_names_no_place_in_the_standard_library():
     error = manager.status("skald_no_such_plugin_module").error
 
     assert error == "import: ModuleNotFoundError: No module named 'skald_no_such_plugin_module'"
+
+
+# -- a file that does not compile: its full path and line, as for any other failure ---------
+
+
+SYNTAX_ERROR = """\
+from skald_hookspecs import PluginInfo, hookimpl
+
+
+@hookimpl
+def plugin_info():
+    await something()
+"""
+
+
+def _package(root, name: str, files: dict[str, str]):
+    package = root / name
+    package.mkdir()
+    for file, source in files.items():
+        (package / file).write_text(source, encoding="utf-8")
+    return package
+
+
+def test_a_syntax_error_names_the_whole_path_and_line_in_the_log_and_in_strict_mode(tmp_path, monkeypatch, caplog):
+    """Python's message names the file's base name only (``(__init__.py, line 6)``), and
+    no frame of the traceback is the plugin's: the log line said no "(at …)" at all."""
+    caplog.set_level(logging.ERROR, logger="skald_host.core.plugins.manager")
+    package = _package(tmp_path, "skald_syntax_error_plugin", {"__init__.py": SYNTAX_ERROR})
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    PluginManager(builtins=["skald_syntax_error_plugin"], use_entry_points=False).load()
+
+    [line] = [r.getMessage() for r in caplog.records if "skald_syntax_error_plugin failed to load" in r.getMessage()]
+    assert line.startswith("plugin skald_syntax_error_plugin failed to load: import: SyntaxError: 'await' outside"), line
+    assert line.endswith(f" (at {package / '__init__.py'}:6)"), line
+    with pytest.raises(StrictPluginFailure) as raised:
+        PluginManager(builtins=["skald_syntax_error_plugin"], use_entry_points=False, strict=True).load()
+    assert str(raised.value).endswith(f" (at {package / '__init__.py'}:6)"), str(raised.value)
+
+
+def test_a_syntax_error_in_a_module_the_plugin_imports_names_that_module(tmp_path, monkeypatch):
+    """Not the plugin's line that imported it: the line that does not compile."""
+    package = _package(tmp_path, "skald_syntax_error_deeper", {"__init__.py": "from . import tools  # noqa\n", "tools.py": "\n\ndef f(:\n    pass\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    manager = PluginManager(builtins=["skald_syntax_error_deeper"], use_entry_points=False)
+    manager.load()
+
+    error = manager.status("skald_syntax_error_deeper").error
+
+    assert error.startswith("import: SyntaxError: "), error
+    assert error.endswith(f" (at {package / 'tools.py'}:3)"), error

@@ -63,8 +63,22 @@ function enableSwitch(plugin, onChanged) {
   return el("div", { class: "switch-row" }, input, el("label", { for: id, text: t("plugin.enable") }), error);
 }
 
+/** " · 3 problems" beside the state, a link to the plugin's page, whose Problems list
+ * them: hooks that failed after startup (member_unlocked, shutdown), routes, tools.
+ * The plugin may well be running, so the dot stays as it is; only under Details did
+ * the admin learn of them. Null when there are none. */
+function problemsLink(plugin, to) {
+  const count = plugin.problems || 0;
+  if (!count) return null;
+  const text = t("plugin.problems", { count });
+  return el("span", { class: "state-problems" }, " · ", link(to, text, {
+    "aria-label": t("plugin.problems_label", { problems: text, plugin: plugin.title || plugin.id }),
+  }));
+}
+
 function pluginCard(plugin, ctx, { changed = false } = {}) {
   const { dot, detail, label } = healthDot(plugin);
+  const to = `#plugin-detail?id=${encodeURIComponent(plugin.id)}`;
   // A plugin that failed says why on its card (a missing setting, say), not only
   // behind its dot or on its detail page; right after the switch, it is announced.
   const red = health(plugin) === "red" && plugin.error;
@@ -76,14 +90,14 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
   const card = el("article", { class: `card plugin-card state-${plugin.state}`, "data-plugin": plugin.id },
     el("header", { class: "plugin-head" },
       el("h2", {}, icon(plugin.icon), el("span", { text: plugin.title || plugin.id })),
-      el("div", { class: "health" }, dot, el("span", { class: "state-label", text: label }))),
+      el("div", { class: "health" }, dot, el("span", { class: "state-label", text: label }), problemsLink(plugin, to))),
     meta,
     el("p", { class: "description", text: plugin.description || t("plugin.no_description") }),
     problem, detail);
   const footer = el("footer", { class: "plugin-foot" });
   if (!plugin.builtin) {
     footer.append(enableSwitch(plugin, (fresh) => {
-      Object.assign(plugin, { enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error });
+      Object.assign(plugin, { enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error, problems: fresh.problems });
       const next = pluginCard(plugin, ctx, { changed: true });
       card.replaceWith(next);
       next.querySelector("input.switch")?.focus(); // keep the keyboard where it was
@@ -92,7 +106,6 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
   } else {
     footer.append(el("span", { class: "muted small", text: t("plugin.always_on") }));
   }
-  const to = `#plugin-detail?id=${encodeURIComponent(plugin.id)}`;
   footer.append(link(to, plugin.configurable ? t("plugin.configure") : t("plugin.details"), {
     class: red && plugin.configurable ? "btn primary" : "btn", "aria-label": `${plugin.configurable ? t("plugin.configure") : t("plugin.details")}: ${plugin.title || plugin.id}`,
   }));

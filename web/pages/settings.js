@@ -21,10 +21,16 @@ export async function statusBlock() {
     block.append(notice("warning", text));
   }
   const missing = Object.entries(status.missing_translations || {});
-  for (const [locale, keys] of missing) {
-    block.append(el("details", { class: "notice warning" },
-      el("summary", { text: t(locale === "en" ? "status.missing_english" : "status.missing_translations", { language: localeName(locale), count: keys.length }) }),
-      el("ul", { class: "plain keys" }, ...keys.map((key) => el("li", {}, el("code", { text: key }))))));
+  const keyList = (summary, keys) => el("details", { class: "notice warning" }, el("summary", { text: summary }),
+    el("ul", { class: "plain keys" }, ...keys.map((key) => el("li", {}, el("code", { text: key })))));
+  // A key no language has (a plugin's NotReady key no bundle carries) is listed under
+  // English too, but no reader meets a gap there: each sees the plugin's own text.
+  const everywhere = new Set(status.missing_everywhere || []);
+  if (everywhere.size) block.append(keyList(t("status.missing_everywhere", { count: everywhere.size }), [...everywhere]));
+  for (const [locale, all] of missing) {
+    const keys = locale === "en" ? all.filter((key) => !everywhere.has(key)) : all;
+    if (!keys.length) continue;
+    block.append(keyList(t(locale === "en" ? "status.missing_english" : "status.missing_translations", { language: localeName(locale), count: keys.length }), keys));
   }
   if (!(status.warnings || []).length && !missing.length) block.append(notice("ok", t("status.all_good")));
   block.append(el("dl", { class: "facts" },

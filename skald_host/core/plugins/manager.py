@@ -105,6 +105,10 @@ def place_of(exc: BaseException) -> str:
     plugin's line that passed what was refused, never at the host's line refusing it."""
     if isinstance(exc, PluginError) and exc.place:
         return f" (at {exc.place})"
+    # A file that does not compile is no frame of the traceback (that ends in importlib):
+    # the error itself says which file and line, its message only the file's base name.
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno and _is_plugin_code(exc.filename):
+        return f" (at {exc.filename}:{exc.lineno})"
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     place = _deepest_plugin_frame(frames)
     return f" (at {place.filename}:{place.lineno})" if place else ""
@@ -357,6 +361,7 @@ class PluginStatus:
             "import_ms": round(self.import_ms, 1),
             "healthy": self.healthy,
             "failures": list(self.failures),
+            "problems": len(self.failures),  # what the catalog's card counts (it gets no list)
             "tool_failures": [f for f in self.failures if "tool" in f],  # the tools' alone, as the page listed them first
             "title": self.info.title if self.info else self.name,
             "description": self.info.description if self.info else "",

@@ -52,6 +52,9 @@ async def status() -> dict:
         "members_unlocked": len(core.users.unlocked_ids),
         "warnings": warnings,
         "missing_translations": core.strings.missing(),
+        # Those of missing_translations["en"] that no language has: readers see the
+        # plugin's own text there, not a bare key.
+        "missing_everywhere": core.strings.missing_everywhere(),
         "background_tasks": core.supervisor.names,
     }
 
