@@ -326,3 +326,26 @@ class HostApi(Protocol):
         this plugin's grant, for an unknown member or a text over the length limit, and
         ``TtsUnavailable`` when no enabled engine speaks the member's language (its
         message says so). Since 1.2."""
+
+    # -- the plugin's own health, after startup (since 1.12) ---------------------------------
+
+    def set_degraded(self, reason: str | None, *, key: str | None = None, values: Mapping[str, Any] | None = None) -> None:
+        """Tell the admin that the plugin runs but something keeps it from doing its job
+        right now (a service it cannot reach and keeps retrying, a model that failed to
+        load); ``None`` once it works again. Its catalog card then reads "Running ·
+        <reason>" with an amber dot (not the red of a failed start), so does its page in
+        the catalog, and ``GET /api/admin/status`` lists it among its warnings. Nothing
+        else changes: the plugin stays started and healthy, and its tools, channels and
+        system agents go on. As for ``NotReady``: ``reason`` (at most 1000 characters,
+        longer is cut) is in English, what the log says (once per change, never
+        ``values``: keep secrets out of the reason) and what a reader sees when the
+        plugin's bundle lacks ``key``; ``key`` is a string of the plugin's own
+        ``I18nBundle`` (``"error.unreachable"`` for ``<bundle>.error.unreachable``),
+        shown in the reader's language with ``values`` filling its ``{placeholders}``
+        (a key no bundle has is listed among the missing translations). Plain (not
+        async) and cheap: call it from any task of the plugin on the server's event
+        loop, as often as it likes (the same reason again changes nothing). Kept in
+        memory only: cleared when the plugin stops, is disabled or starts again; a call
+        after the plugin stopped (from a task it left running) is ignored. What the
+        admin must fix before the plugin can run at all is a ``NotReady`` from
+        ``startup``. ``ValueError`` for an empty ``reason`` or ``key``. Since 1.12."""

@@ -312,7 +312,9 @@ class NotReady(Exception):
     are not offered and its system agents do not run; its routes and pages still
     answer. The message, in English, is what the log shows (``skald plugins`` starts
     no plugin, so never shows it), and what a reader sees when the bundle lacks the
-    key. Since 1.5."""
+    key. A plugin that runs but cannot do its job for now (a service it keeps retrying,
+    a model that failed to load in the background) says so with
+    ``HostApi.set_degraded`` instead (since 1.12). Since 1.5."""
 
     def __init__(self, message: str, *, key: str | None = None, values: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)

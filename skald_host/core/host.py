@@ -357,7 +357,8 @@ class Skald:
         status = self.plugins.status(plugin_id)
         if status is None or status.state != "loaded" or plugin_id in self._started:
             return False
-        api = PluginHostApi(plugin_id, self)
+        api = PluginHostApi(plugin_id, self, starting=True)
+        status.set_degraded(None)  # an earlier run's reason: this run says its own (HostApi.set_degraded)
         try:
             missing = await self.catalog.missing_settings(plugin_id)
             if missing:  # its startup would only fail on them, reading like a crash
@@ -365,6 +366,7 @@ class Skald:
             await self.plugins.call_one("startup", plugin_id, host=api)
         except Exception as exc:
             await api.close()
+            status.set_degraded(None)  # it does not run: its error says why
             if isinstance(exc, asyncio.TimeoutError):
                 message = f"startup did not finish within {self.plugins.hook_timeout:g} s"
             else:  # NotReady: the plugin's own words (PluginError: the host's); anything else says its type (``KeyError: 'token'``)
@@ -540,6 +542,7 @@ class Skald:
         status = self.plugins.status(plugin_id)
         if status:
             status.started = False
+            status.set_degraded(None)  # said of the run that ended (HostApi.set_degraded)
             if failed:  # unhealthy until a startup succeeds again; the traceback is in its failures
                 status.healthy, status.error, status.error_key = False, failed, None
 

@@ -17,7 +17,7 @@ WEB = Path(__file__).resolve().parents[2] / "web"
 # Keys built at run time (t(`plugin.state.${state}`), route tables) are listed here.
 DYNAMIC = {
     *(f"plugin.state.{s}" for s in ("loaded", "disabled", "failed", "blocked", "unhealthy")),
-    *(f"plugin.state_help.{c}" for c in ("green", "grey", "red")),
+    *(f"plugin.state_help.{c}" for c in ("green", "amber", "grey", "red")),
     *(f"capability.{c}" for c in ("chat.use", "memory.shared.read", "memory.shared.write", "projects.create", "sandbox.network")),
     *(f"nav.{n}" for n in ("chat", "account", "plugins", "members", "roles", "settings")),
     *(f"locale.{code}" for code in ("en", "de")),

@@ -7,15 +7,18 @@ import { t } from "../lib/i18n.js";
 import { icon } from "../lib/icons.js";
 import { closeOnEscape, errorText, notice, pageHeader } from "../lib/ui.js";
 
-/** green: running; red: failed or unhealthy; grey: off or blocked. */
+/** green: running; amber: running, but it says something keeps it from its job now
+ * (`degraded`, HostApi.set_degraded); red: failed or unhealthy; grey: off or blocked. */
 export function health(plugin) {
   if (plugin.state === "failed" || (plugin.state === "loaded" && plugin.healthy === false)) return "red";
+  if (plugin.state === "loaded" && plugin.degraded) return "amber";
   if (plugin.state === "loaded") return "green";
   return "grey";
 }
 
 export function stateLabel(plugin) {
   if (plugin.state === "loaded" && plugin.healthy === false) return t("plugin.state.unhealthy");
+  if (health(plugin) === "amber") return t("plugin.state.degraded", { reason: plugin.degraded });
   return t(`plugin.state.${plugin.state}`);
 }
 
@@ -87,17 +90,21 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
     plugin.version ? el("span", { text: t("plugin.version", { version: plugin.version }) }) : null,
     plugin.builtin ? el("span", { class: "tag", text: t("plugin.builtin") }) : null,
     plugin.manages_own_access ? el("span", { class: "tag", text: t("plugin.own_access") }) : null);
+  // Amber: its state says why in the plugin's words, too long for the title's line.
+  const amber = health(plugin) === "amber";
   const card = el("article", { class: `card plugin-card state-${plugin.state}`, "data-plugin": plugin.id },
-    el("header", { class: "plugin-head" },
+    el("header", { class: amber ? "plugin-head stacked" : "plugin-head" },
       el("h2", {}, icon(plugin.icon), el("span", { text: plugin.title || plugin.id })),
-      el("div", { class: "health" }, dot, el("span", { class: "state-label", text: label }), problemsLink(plugin, to))),
+      el("div", { class: amber ? "health amber" : "health" }, dot, el("span", { class: "state-label", text: label }), problemsLink(plugin, to))),
     meta,
     el("p", { class: "description", text: plugin.description || t("plugin.no_description") }),
     problem, detail);
   const footer = el("footer", { class: "plugin-foot" });
   if (!plugin.builtin) {
     footer.append(enableSwitch(plugin, (fresh) => {
-      Object.assign(plugin, { enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error, problems: fresh.problems });
+      Object.assign(plugin, {
+        enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error, degraded: fresh.degraded, problems: fresh.problems,
+      });
       const next = pluginCard(plugin, ctx, { changed: true });
       card.replaceWith(next);
       next.querySelector("input.switch")?.focus(); // keep the keyboard where it was

@@ -17,7 +17,7 @@ function summary(plugin) {
   add(t("plugin.id"), el("code", { text: plugin.id }));
   add(t("plugin.version_label"), plugin.version || "—");
   add(t("plugin.package"), plugin.distribution);
-  add(t("plugin.state"), el("span", { class: "health" },
+  add(t("plugin.state"), el("span", { class: health(plugin) === "amber" ? "health amber" : "health" },
     el("span", { class: `health-dot static ${health(plugin)}`, "aria-hidden": "true" }), stateLabel(plugin)));
   if (plugin.error) add(t("plugin.error"), el("span", { class: "error-text", text: plugin.error }));
   if (plugin.pages?.length) {

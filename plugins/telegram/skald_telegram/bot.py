@@ -199,10 +199,10 @@ class TelegramBot:
         return self._connected.is_set()
 
     def connection(self) -> dict[str, Any]:
-        """For the plugin's pages (the contract has no way to tell the host's card that a
-        started plugin is still connecting): ``connected``; ``connecting`` with the
-        latest reason while the background attempts go on; ``failed`` with the plugin's
-        string when a later attempt met what the admin must fix (a refused token)."""
+        """For the plugin's pages (the host's card says it too: ``_tell_the_card``):
+        ``connected``; ``connecting`` with the latest reason while the background
+        attempts go on; ``failed`` with the plugin's string when a later attempt met what
+        the admin must fix (a refused token)."""
         if self.connected:
             return {"state": "connected"}
         if self._problem is not None:
@@ -239,6 +239,23 @@ class TelegramBot:
                 values={"url": self.config.api_base_url, "reason": reason},
             ) from None
 
+    def _tell_the_card(self) -> None:
+        """Started but not connected (or connected again): what the host's catalog card
+        says beside "Running" (``HostApi.set_degraded``, contract 1.12), as
+        ``connection`` says it on the plugin's pages. A refused token ends the attempts
+        and cannot fail a ``startup`` that returned: the card names it until the admin
+        fixes the setting (which starts the plugin again)."""
+        if self.connected:
+            self.host.set_degraded(None)
+        elif self._problem is not None:
+            self.host.set_degraded(str(self._problem), key=self._problem.key, values=self._problem.values)
+        else:
+            url = self.config.api_base_url
+            self.host.set_degraded(
+                f"cannot reach the Bot API at {url} ({self._unreachable}): trying again by itself",
+                key="degraded.unreachable", values={"url": url, "reason": self._unreachable},
+            )
+
     def _reason(self, exc: BaseException) -> str:
         if isinstance(exc, TelegramError):
             return self._redact(exc.message)
@@ -266,6 +283,7 @@ class TelegramBot:
                 "telegram: cannot reach the Bot API at %s yet (%s): starting without it and trying again in the background",
                 self.config.api_base_url, self._unreachable,
             )
+            self._tell_the_card()
         else:
             self._connected.set()
         seen = await self.host.kv_get("recent_updates")
@@ -292,13 +310,17 @@ class TelegramBot:
             except NotReady as exc:
                 self._problem = exc
                 log.error("telegram: the Bot API at %s answered, but the bot cannot start: %s", self.config.api_base_url, exc)
+                self._tell_the_card()
                 return
             except Exception as exc:
                 if not _transient(exc):
-                    self._problem = NotReady(f"the bot could not start: {type(exc).__name__}")
-                    log.error("telegram: connecting to the Bot API failed: %s", type(exc).__name__)
+                    error = type(exc).__name__
+                    self._problem = NotReady(f"the bot could not start: {error}", key="error.start_failed", values={"error": error})
+                    log.error("telegram: connecting to the Bot API failed: %s", error)
+                    self._tell_the_card()
                     return
                 self._unreachable = self._reason(exc)
+                self._tell_the_card()
                 if isinstance(exc, RetryAfter):
                     delay = max(delay, retry_after_seconds(exc))
                 else:
@@ -313,6 +335,7 @@ class TelegramBot:
             log.info("telegram: connected to the Bot API at %s (attempt %d)", self.config.api_base_url, self._attempts)
             self._unreachable = ""
             self._connected.set()
+            self._tell_the_card()
             self._begin()
             return
 

@@ -83,8 +83,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
         }
 
     def connection(locale: str | None) -> dict[str, Any]:
-        """The bot's connection to the Bot API, for the admin: the host's card only
-        knows that ``startup`` succeeded, not that the bot is still trying to connect."""
+        """The bot's connection to the Bot API, for the admin, in more words than the
+        host's card gives it (``TelegramBot._tell_the_card``): the attempts so far."""
         bot = running.bot
         if bot is None:
             return {"state": "not_running", "line": None}

@@ -3,7 +3,9 @@ boot, a self-hosted server that comes up after Skald): the bot starts anyway and
 trying in the background, 1 s doubling to a minute, and polls from the first attempt
 that succeeds, with no settings save. What the admin must fix (a refused token) stays
 ``NotReady`` with its reason and is not tried again; disabling the plugin or saving its
-settings ends the attempts. And a member who links a second chat: the first one is told."""
+settings ends the attempts. Meanwhile the host's catalog card says it (contract 1.12,
+``HostApi.set_degraded``): running, amber, with the reason, cleared once connected.
+And a member who links a second chat: the first one is told."""
 
 from __future__ import annotations
 
@@ -33,6 +35,17 @@ def alive(name: str) -> list[asyncio.Task]:
     return [t for t in asyncio.all_tasks() if t.get_name() == name and not t.done()]
 
 
+async def card(setup: Setup, locale: str = "en") -> dict:
+    """The plugin's entry of the admin's catalog (``GET /api/admin/plugins``), in ``locale``."""
+    return next(p for p in await setup.host.core.catalog.list(locale) if p["id"] == "telegram")
+
+
+async def api_card(setup: Setup) -> dict:
+    response = await setup.admin.get("/api/admin/plugins")
+    assert response.status_code == 200, response.text
+    return next(p for p in response.json()["plugins"] if p["id"] == "telegram")
+
+
 async def retrying(setup: Setup, *, attempts: int = 2):
     """The running bot once at least ``attempts`` connection attempts failed."""
     bot = skald_telegram.running.bot
@@ -57,6 +70,14 @@ async def test_a_bot_api_server_that_comes_up_after_the_start_is_polled_without_
     assert connection["state"] == "connecting", connection
     assert connection["line"].startswith(f"Cannot reach the Bot API at {url}: ") and "keeps trying by itself" in connection["line"]
     assert TOKEN not in connection["line"] and "standin-token" not in connection["line"]
+    # So does the host's catalog card: still running and healthy, but amber, with why.
+    listed = await api_card(setup)
+    assert (listed["state"], listed["healthy"], listed["error"]) == ("loaded", True, None)
+    assert listed["degraded"].startswith(f"Cannot reach the Bot API at {url} (") and listed["degraded"].endswith("): the bot keeps trying by itself.")
+    assert TOKEN not in listed["degraded"] and "standin-token" not in listed["degraded"]
+    assert (await setup.admin.get("/api/admin/plugins/telegram")).json()["degraded"] == listed["degraded"]
+    assert (await card(setup, "de"))["degraded"].startswith(f"Die Bot-API unter {url} ist nicht erreichbar (")
+    assert "plugin_degraded" in [w["id"] for w in (await setup.admin.get("/api/admin/status")).json()["warnings"]]
     bert = await setup.host.member("bert", locale="de")
     mine = (await bert.get("/api/plugin/telegram/status")).json()
     assert mine["connected"] is False and mine["line"].startswith("Nicht verbunden. Der Telegram-Bot erreicht Telegram gerade nicht")
@@ -70,6 +91,7 @@ async def test_a_bot_api_server_that_comes_up_after_the_start_is_polled_without_
         assert bot.connected and skald_telegram.running.bot is bot and alive("telegram:connect") == []
         assert len(alive("telegram:poller")) == 1
         assert (await setup.admin.get("/api/plugin/telegram/roster")).json()["connection"] == {"state": "connected", "line": None}
+        assert (await api_card(setup))["degraded"] is None  # green again
 
         # And it converses as a bot that connected at once does.
         late_setup = dataclasses.replace(setup, api=late)
@@ -99,6 +121,11 @@ async def test_a_refused_token_stays_not_ready_with_its_reason_and_is_not_tried_
         await late.wait_for(lambda: bot.connection()["state"] == "failed", timeout=CONNECT_TIMEOUT, what="the refusal")
         connection = (await setup.admin.get("/api/plugin/telegram/roster")).json()["connection"]
         assert connection == {"state": "failed", "line": "Telegram refused the bot token (401 Unauthorized): check it in the settings."}
+        # Its startup returned long ago: the card names the refused token beside "Running".
+        listed = await api_card(setup)
+        assert (listed["state"], listed["healthy"]) == ("loaded", True)
+        assert listed["degraded"] == "Telegram refused the bot token (401 Unauthorized): check it in the settings."
+        assert (await card(setup, "de"))["degraded"] == "Telegram hat das Bot-Token abgelehnt (401 Unauthorized): Prüfe es in den Einstellungen."
         await asyncio.sleep(PAST_TWO_RETRIES)
         assert len(late.of("getMe")) == 1 and late.of("getUpdates") == [] and alive("telegram:connect") == []
 
@@ -108,7 +135,8 @@ async def test_disabling_or_saving_the_settings_while_retrying_ends_the_attempts
     await setup.configure(api_base_url=f"http://127.0.0.1:{first}")
     await setup.enable()
     await retrying(setup)
-    await setup.enable(False)
+    assert (await api_card(setup))["degraded"]
+    assert (await setup.enable(False))["degraded"] is None  # disabled: nothing keeps it from a job it no longer does
     assert skald_telegram.running.bot is None and alive("telegram:connect") == [] and alive("telegram:poller") == []
     async with BotApiStandIn(port=first) as late:
         await asyncio.sleep(PAST_TWO_RETRIES)
@@ -122,6 +150,7 @@ async def test_disabling_or_saving_the_settings_while_retrying_ends_the_attempts
     await setup.configure()  # the stand-in that is up
     new = skald_telegram.running.bot
     assert new is not old and new.connected and not old.connected
+    assert (await api_card(setup))["degraded"] is None  # the old run's reason went with it
     assert alive("telegram:connect") == [] and len(alive("telegram:poller")) == 1
     code = await pairing_code(setup, 6002)
     assert code

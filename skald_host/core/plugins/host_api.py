@@ -26,6 +26,8 @@ SEALED_PREFIX = "sealed1:"
 MAX_SECRET_NAME = 200
 MAX_EVENT_KIND = 100
 MAX_MEMBER_BLOB = 64 * 1024
+#: ``set_degraded``'s reason, as a catalog card can show it (longer is cut).
+MAX_DEGRADED_REASON = 1000
 
 
 def _check_text(value: Any, what: str, limit: int) -> None:
@@ -90,10 +92,15 @@ class PluginHostApi:
     field, so a plugin that records the data it is handed (check D2's spy) finds ids
     and its own config — not the registry connection or other members' files."""
 
-    def __init__(self, plugin_id: str, core: "Skald") -> None:
+    def __init__(self, plugin_id: str, core: "Skald", *, starting: bool = False) -> None:
         self.plugin_id = plugin_id
         self._reach = lambda: core
         self._tasks: list[asyncio.Task[Any]] = []
+        # The HostApi a ``startup`` is given speaks for the plugin from that startup on
+        # (``set_degraded`` before the host marks it started); any other, only while it
+        # runs. A closed one (its run stopped) never again.
+        self._starting = starting
+        self._closed = False
 
     @property
     def _core(self) -> "Skald":
@@ -519,7 +526,31 @@ class PluginHostApi:
         except NoVoice as exc:
             raise TtsUnavailable(no_voice_message(core.strings, exc, locale)) from None
 
+    def set_degraded(self, reason: str | None, *, key: str | None = None, values: Mapping[str, Any] | None = None) -> None:
+        """In memory on the plugin's status (``PluginStatus.degraded``); the log says
+        each change once, the English reason only (``values`` may hold anything)."""
+        if reason is not None:
+            if not isinstance(reason, str) or not reason.strip():
+                raise ValueError("reason must be a non-empty string, or None once the plugin works again")
+            reason = " ".join(reason.split())  # one line in the log, whatever it was given
+            if len(reason) > MAX_DEGRADED_REASON:
+                reason = reason[: MAX_DEGRADED_REASON - 1] + "…"
+            if key is not None and (not isinstance(key, str) or not key.strip()):
+                raise ValueError("key must be a non-empty string (a string of the plugin's own bundle), or None")
+            if values is not None and not isinstance(values, Mapping):
+                raise ValueError("values must be a mapping of the key's placeholders, or None")
+        status = self._core.plugins.status(self.plugin_id)
+        if status is None or self._closed or not (self._starting or status.started):
+            return  # its run is over (a task it left behind), or it never started
+        if reason is None:
+            if status.set_degraded(None):
+                log.info("plugin %s can do its job again", self.plugin_id)
+            return
+        if status.set_degraded(reason, key, dict(values or {})):
+            log.warning("plugin %s runs but cannot do its job: %s", self.plugin_id, reason)
+
     async def close(self) -> None:
+        self._closed = True
         for task in self._tasks:
             task.cancel()
         if self._tasks:

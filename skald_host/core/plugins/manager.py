@@ -335,6 +335,13 @@ class PluginStatus:
     # reader's language, ``error`` where the plugin has no translation.
     error_key: str | None = None
     error_values: dict[str, Any] = field(default_factory=dict)
+    # Running but kept from its job for now (``HostApi.set_degraded``, contract 1.12):
+    # the plugin's English reason, its own string for it and that string's values.
+    # In memory; cleared when the plugin stops or starts again. Never an ``error``: the
+    # plugin stays started and healthy.
+    degraded: str | None = None
+    degraded_key: str | None = None
+    degraded_values: dict[str, Any] = field(default_factory=dict)
     traceback: str | None = None
     import_ms: float = 0.0
     info: PluginInfo | None = None
@@ -345,6 +352,15 @@ class PluginStatus:
     # plugin's page. Frames and exception type only, never the message (a member's data).
     # In memory, so since the process started: the log keeps every one by its error id.
     failures: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=FAILURES_KEPT))
+
+    def set_degraded(self, reason: str | None, key: str | None = None, values: dict[str, Any] | None = None) -> bool:
+        """Record (or with ``None`` clear) why the running plugin cannot do its job;
+        True when the reason changed (what the log says once)."""
+        changed = reason != self.degraded
+        self.degraded = reason
+        self.degraded_key = key if reason is not None else None
+        self.degraded_values = dict(values or {}) if reason is not None else {}
+        return changed
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -357,6 +373,7 @@ class PluginStatus:
             "spec": self.spec,
             "hooks": list(self.hooks),
             "error": self.error,
+            "degraded": self.degraded,  # the English reason; the catalog says it in the reader's language
             "traceback": self.traceback,
             "import_ms": round(self.import_ms, 1),
             "healthy": self.healthy,

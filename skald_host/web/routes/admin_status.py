@@ -41,6 +41,11 @@ async def status() -> dict:
             title = core.strings.plugin_text(plugin.id, "plugin.title", locale, plugin.info.title if plugin.info else plugin.name)
             values = {"plugin": title, "error": core.catalog.error_text(plugin, locale) or ""}
             warnings.append({"id": "plugin_failed", "values": values, "text": core.strings.translate("core.warning.plugin_failed", locale, **values)})
+        elif plugin.started and plugin.degraded and core.plugins.is_enabled(plugin.id):
+            # Running, but it said something keeps it from its job (HostApi.set_degraded).
+            title = core.strings.plugin_text(plugin.id, "plugin.title", locale, plugin.info.title if plugin.info else plugin.name)
+            values = {"plugin": title, "reason": core.catalog.degraded_text(plugin, locale) or ""}
+            warnings.append({"id": "plugin_degraded", "values": values, "text": core.strings.translate("core.warning.plugin_degraded", locale, **values)})
     plugin_id, sandbox_refusal = await core.sandbox.in_use()
     backend = core.plugins.status(plugin_id) if plugin_id else None
     return {
