@@ -8,7 +8,7 @@ import { el, link, uid } from "./lib/dom.js";
 import { availableLocales, browserLocale, currentLocale, lastShownLocale, loadLocale, seeded, t } from "./lib/i18n.js";
 import { icon } from "./lib/icons.js";
 import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
-import { busy, errorText, notice, pageHeader } from "./lib/ui.js";
+import { busy, errorText, notice, pageHeader, sayIn } from "./lib/ui.js";
 import * as socket from "./lib/socket.js";
 import { renderLogin, renderSetup, renderSetupRefused } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
@@ -256,13 +256,26 @@ function context(where, { arrived = false } = {}) {
     member: state.session.member,
     pages: () => state.pages,
     refreshNav,
-    rerender: () => route({ focus: false }),
+    // After an add, a save or a delete: see Afterwards (the focus, what is said).
+    rerender: (after = null) => route({ focus: false, after }),
     relocalize,
     navigate: (hash) => { if (location.hash === hash) route(); else location.hash = hash; },
   };
 }
 
-async function route({ focus = true, arrived = false } = {}) {
+/**
+ * @typedef {string | ((content: HTMLElement) => Element | null | undefined)} Place
+ *   A CSS selector within the page, or a function finding the element in it.
+ * @typedef {object} Afterwards What a page's re-render after an add, a save or a delete
+ *   does besides drawing it again (``ctx.rerender(after)``):
+ * @property {Place | Place[]} [focus] Where the focus goes (the first place found that
+ *   can take it: the row added or edited, the next row after a delete, a heading), when
+ *   it was in the page; else the counterpart of the control that had it (refocus).
+ * @property {Place} [status] The status line (role=status) that says `say`.
+ * @property {string} [say] The outcome ("Rule added."), said once the page is drawn.
+ */
+
+async function route({ focus = true, arrived = false, after = null } = {}) {
   if (!state.shell) return;
   const token = ++state.navToken;
   const where = parseHash();
@@ -289,7 +302,8 @@ async function route({ focus = true, arrived = false } = {}) {
   if (token !== state.navToken) return; // a newer navigation won
   const kept = focus ? null : focusedControl(content);
   content.replaceChildren(node);
-  if (kept) refocus(content, kept);
+  if (kept) refocus(content, kept, after?.focus);
+  if (after?.say) announce(content, after.status, after.say);
   const heading = content.querySelector("h1");
   document.title = heading ? `${heading.textContent} · ${t("app.name")}` : t("app.name");
   if (focus) {
@@ -319,14 +333,42 @@ document.addEventListener("focusin", (event) => { lastFocused = event.target; })
 const controlName = (node) => node.getAttribute("name") || node.getAttribute("aria-label") || node.textContent.trim().slice(0, 80);
 const sameName = (a, b) => controlName(a) === controlName(b);
 
-/** Focus the re-rendered page's counterpart of ``kept``; else its heading, so that focus
- * never falls back to <body> (a screen reader would start over at the top). */
-function refocus(content, kept) {
+/** The element of the page at ``place`` (see Place), or null. */
+function placed(content, place) {
+  if (!place) return null;
+  try {
+    return (typeof place === "function" ? place(content) : content.querySelector(place)) || null;
+  } catch {
+    return null; // a selector that does not parse finds nothing
+  }
+}
+
+/** Focus the first of the ``wanted`` places the page has (a heading or a card takes the
+ * focus as a heading does: tabindex -1); else the re-rendered page's counterpart of
+ * ``kept``; else its heading, so that focus never falls back to <body> (a screen reader
+ * would start over at the top of a long page). */
+function refocus(content, kept, wanted = null) {
+  for (const place of [wanted].flat()) {
+    const target = placed(content, place);
+    if (!target || target.disabled || target.closest("[hidden]")) continue;
+    if (target.tabIndex < 0 && !target.hasAttribute("tabindex")) target.tabIndex = -1;
+    target.focus({ preventScroll: true });
+    target.scrollIntoView?.({ block: "nearest" });
+    if (document.activeElement === target) return;
+  }
   const twins = [...content.querySelectorAll(kept.tag)].filter((node) => controlName(node) === kept.name && !node.disabled);
   const target = twins[Math.min(Math.max(kept.index, 0), twins.length - 1)];
   if (target) { target.focus({ preventScroll: true }); return; }
   const heading = content.querySelector("h1");
   if (heading) { heading.tabIndex = -1; heading.focus({ preventScroll: true }); } else content.focus({ preventScroll: true });
+}
+
+/** Say ``text`` in the re-rendered page's status line at ``place``. Once the page is
+ * drawn: a live region filled as it is inserted is not announced. */
+function announce(content, place, text) {
+  const line = placed(content, place);
+  if (!line) return;
+  requestAnimationFrame(() => { if (line.isConnected) sayIn(line, "ok", text); });
 }
 
 /** The language changed: new strings, then the whole shell again (no reload). */

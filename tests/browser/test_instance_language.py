@@ -25,6 +25,7 @@ async def test_the_admin_sets_the_instance_language_and_members_on_the_default_r
     select = page.get_by_label("Language", exact=True)
     await expect(select).to_have_value("en")
     await select.select_option("de")
+    await page.locator(".language-form").get_by_role("button", name="Save").click()
     await expect(page.get_by_role("status").filter(has_text="Saved: the instance now speaks")).to_be_visible()
     assert (await admin.get("/api/admin/language")).json()["locale"] == "de"
 

@@ -25,8 +25,15 @@ export function errorText(response) {
 /** A live line under a form: status.ok(text), status.error(text), status.clear(). */
 export function statusLine() {
   const node = el("p", { class: "form-status", role: "status", "aria-live": "polite" });
-  const set = (kind, text) => { node.className = `form-status ${kind}`; node.textContent = text; };
+  const set = (kind, text) => sayIn(node, kind, text);
   return { node, ok: (text) => set("ok", text), error: (text) => set("error", text), clear: () => set("", "") };
+}
+
+/** Put `text` in a status line's node (kind "ok", "error" or ""): what statusLine's
+ * methods do, for a line the caller holds only the node of (the shell's re-render). */
+export function sayIn(node, kind, text) {
+  node.className = `form-status ${kind}`.trim();
+  node.textContent = text;
 }
 
 /** The words a control's visible label shows (not its " *" required marker). */

@@ -20,6 +20,20 @@ function actionLabel(action) {
 
 const isCatchAll = (rule) => rule.builtin && rule.tool_pattern === "*";
 
+// Where a re-render after an add, a save or a delete puts the focus and says the outcome
+// (ctx.rerender, app.js): the row's Edit button and status line, a card's heading, or,
+// after a delete, the next one and the section's status line; never the page's title
+// above a long table.
+const ruleRow = (id) => `tr[data-rule="${CSS.escape(String(id))}"]`;
+const groupCard = (id) => `article[data-group="${CSS.escape(String(id))}"]`;
+/** The id (``data-<key>``) of the row or card after ``node`` among its like, else the one
+ * before it: where the focus goes once ``node``'s is deleted. */
+function neighbour(node, selector, key) {
+  const all = [...node.parentElement.querySelectorAll(`:scope > ${selector}`)];
+  const at = all.indexOf(node);
+  return (all[at + 1] || all[at - 1])?.dataset[key] ?? null;
+}
+
 // -- rules -------------------------------------------------------------------------------------
 
 function ruleForm(groups, ctx, rule = null, onCancel = null) {
@@ -60,7 +74,12 @@ function ruleForm(groups, ctx, rule = null, onCancel = null) {
       const response = rule
         ? await api("PATCH", `/api/admin/approval-rules/${rule.id}`, body)
         : await api("POST", "/api/admin/approval-rules", body);
-      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
+      if (!response.ok) { showFormError(form, status, response); return; }
+      const row = ruleRow(response.data.id);
+      await ctx.rerender({
+        focus: [`${row} .row-actions button`, ".rules-section h2"], status: `${row} .form-status`,
+        say: rule ? t("common.saved") : t("approvals.rule_added", { pattern: response.data.tool_pattern }),
+      });
     });
   });
   if (onCancel) closeOnEscape(form, onCancel);
@@ -89,8 +108,13 @@ function ruleRows(rule, groups, ctx) {
     onClick: async () => {
       const ok = await confirmDialog({ title: t("approvals.rule_delete_title", { pattern: rule.tool_pattern }), message: t("approvals.rule_delete_text"), confirmLabel: t("approvals.delete") });
       if (!ok) return;
+      const next = neighbour(row, "tr[data-rule]", "rule");
       const response = await api("DELETE", `/api/admin/approval-rules/${rule.id}`);
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (!response.ok) { status.error(errorText(response)); return; }
+      await ctx.rerender({
+        focus: [next && `${ruleRow(next)} .row-actions button`, ".rules-section h2"], status: ".rules-status",
+        say: t("approvals.rule_deleted", { pattern: rule.tool_pattern }),
+      });
     },
   });
   const row = el("tr", { "data-rule": rule.id },
@@ -109,12 +133,17 @@ function rulesSection(rules, groups, ctx) {
     ["approvals.tool_pattern", ""], ["approvals.path_class", ""], ["approvals.action", ""], ["approvals.priority", "num"],
     ["approvals.group", "wide-only"], ["approvals.note", "wide-only"], ["approvals.actions", "row-actions"],
   ].map(([key, cls]) => el("th", { scope: "col", class: cls || null, text: t(key) })));
-  return section(t("approvals.rules_title"),
+  const status = statusLine(); // what a delete says (the row that would is gone)
+  status.node.classList.add("rules-status");
+  const part = section(t("approvals.rules_title"),
     el("p", { class: "hint", text: t("approvals.rules_intro") }),
     el("div", { class: "table-wrap" }, el("table", { class: "table rules-table" },
       el("thead", {}, head), el("tbody", {}, ...rules.flatMap((r) => ruleRows(r, groups, ctx))))),
+    status.node,
     el("h3", { class: "subhead", text: t("approvals.rule_add_title") }),
     ruleForm(groups, ctx));
+  part.classList.add("rules-section");
+  return part;
 }
 
 // -- security groups ---------------------------------------------------------------------------------
@@ -124,13 +153,16 @@ function groupRoles(group, roles) {
   const boxes = roles.map((role) => {
     const holds = (role.attrs?.permission_groups || []).includes(group.id);
     const [label, input] = checkbox(seeded(role.label), { checked: holds, name: "role" });
+    // While its change is saved the box takes no other (a click or Space is undone), but
+    // stays enabled: disabling it dropped the focus to <body>, and a keyboard user's place.
+    input.addEventListener("click", (event) => { if (input.getAttribute("aria-busy") === "true") event.preventDefault(); });
     input.addEventListener("change", async () => {
-      input.disabled = true;
+      input.setAttribute("aria-busy", "true");
       status.clear();
       const current = new Set(role.attrs?.permission_groups || []);
       if (input.checked) current.add(group.id); else current.delete(group.id);
       const response = await api("PATCH", `/api/admin/roles/${encodeURIComponent(role.id)}`, { attrs: { permission_groups: [...current] } });
-      input.disabled = false;
+      input.removeAttribute("aria-busy");
       if (!response.ok) { input.checked = !input.checked; status.error(errorText(response)); return; }
       role.attrs = response.data.attrs || { ...role.attrs, permission_groups: [...current] };
       status.ok(t("common.saved"));
@@ -141,7 +173,7 @@ function groupRoles(group, roles) {
     el("ul", { class: "checks inline" }, ...boxes), status.node);
 }
 
-function groupCard(group, rules, roles, ctx) {
+function groupArticle(group, rules, roles, ctx) {
   const status = statusLine();
   const used = rules.filter((r) => r.group_id === group.id).length;
   const remove = button(t("approvals.delete"), {
@@ -154,16 +186,22 @@ function groupCard(group, rules, roles, ctx) {
         confirmLabel: t("approvals.delete"),
       });
       if (!ok) return;
+      const next = neighbour(card, "article[data-group]", "group");
       const response = await api("DELETE", `/api/admin/security-groups/${encodeURIComponent(group.id)}`);
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (!response.ok) { status.error(errorText(response)); return; }
+      await ctx.rerender({
+        focus: [next && `${groupCard(next)} h3`, ".groups-section h2"], status: ".groups-status",
+        say: t("approvals.group_deleted", { label: group.label }),
+      });
     },
   });
-  return el("article", { class: "card group-card", "data-group": group.id },
+  const card = el("article", { class: "card group-card", "data-group": group.id },
     el("header", { class: "plugin-head" }, el("h3", { text: group.label }), remove),
     el("p", { class: "meta" }, el("code", { text: group.id }), el("span", { text: t("approvals.group_rule_count", { count: used }) })),
     group.description ? el("p", { class: "description", text: group.description }) : null,
     roles.length ? groupRoles(group, roles) : null,
     status.node);
+  return card;
 }
 
 function groupForm(ctx) {
@@ -184,7 +222,12 @@ function groupForm(ctx) {
       const response = await api("POST", "/api/admin/security-groups", {
         id: id.value.trim(), label: label.value.trim(), description: description.value.trim(),
       });
-      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
+      if (!response.ok) { showFormError(form, status, response); return; }
+      const card = groupCard(response.data.id);
+      await ctx.rerender({
+        focus: [`${card} h3`, ".groups-section h2"], status: `${card} > .form-status`,
+        say: t("approvals.group_added", { label: response.data.label }),
+      });
     });
   });
   return form;
@@ -197,13 +240,16 @@ export async function renderApprovals(ctx) {
   const rules = response.data.rules || [];
   const groups = response.data.groups || [];
   const editableRoles = roles.ok ? roles.data.roles || [] : [];
-  page.append(
-    rulesSection(rules, groups, ctx),
-    section(t("approvals.groups_title"),
-      el("p", { class: "hint", text: t("approvals.groups_intro") }),
-      groups.length ? el("div", { class: "card-grid" }, ...groups.map((g) => groupCard(g, rules, editableRoles, ctx)))
-        : el("p", { class: "muted", text: t("approvals.groups_none") }),
-      el("h3", { class: "subhead", text: t("approvals.group_add_title") }),
-      groupForm(ctx)));
+  const groupsStatus = statusLine(); // what a delete says
+  groupsStatus.node.classList.add("groups-status");
+  const groupsPart = section(t("approvals.groups_title"),
+    el("p", { class: "hint", text: t("approvals.groups_intro") }),
+    groups.length ? el("div", { class: "card-grid" }, ...groups.map((g) => groupArticle(g, rules, editableRoles, ctx)))
+      : el("p", { class: "muted", text: t("approvals.groups_none") }),
+    groupsStatus.node,
+    el("h3", { class: "subhead", text: t("approvals.group_add_title") }),
+    groupForm(ctx));
+  groupsPart.classList.add("groups-section");
+  page.append(rulesSection(rules, groups, ctx), groupsPart);
   return page;
 }

@@ -269,6 +269,7 @@ function resetSection(member, isSelf) {
     if (!password.value) { markField(form, status, "new_password", t("members.password_missing")); return; }
     if (password.value !== repeat.value) { markField(form, status, "repeat", t("setup.mismatch")); return; }
     if (member.encrypted && !confirm.checked) { status.error(t("members.reset_need_confirm")); return; }
+    let done = false;
     await busy(submit, async () => {
       const response = await api("POST", `/api/admin/members/${encodeURIComponent(member.id)}/reset-password`, {
         new_password: password.value, confirm_data_loss: member.encrypted ? confirm.checked : false,
@@ -276,8 +277,17 @@ function resetSection(member, isSelf) {
       if (!response.ok) { showFormError(form, status, response); return; }
       form.reset();
       status.ok(response.data.data_lost ? t("members.reset_done_lost") : t("members.reset_done"));
+      done = true;
     });
-    if (confirm) submit.disabled = !confirm.checked; // form.reset() unticked it
+    if (!confirm) return;
+    // form.reset() unticked the box: a second reset asks again. The button it disables had
+    // the focus (busy gave it back): the result takes it, not <body>.
+    const hadFocus = document.activeElement === submit;
+    submit.disabled = !confirm.checked;
+    if (done && hadFocus && submit.disabled) {
+      status.node.tabIndex = -1;
+      status.node.focus();
+    }
   });
   return section(title, form);
 }

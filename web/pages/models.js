@@ -16,9 +16,24 @@ const enc = encodeURIComponent;
 /** Model names a provider's test returned, per provider id, for the model form. */
 const discovered = new Map();
 
-/** The offered name an "Add" just added ({ provider, model, index }): the card drawn
- * again after it says so and puts the focus on the next offered name. */
-let justAdded = null;
+// Where a re-render after an add, a save or a delete puts the focus and says the outcome
+// (ctx.rerender, app.js): a provider's Test button (the next step) or Edit, a model row's
+// Edit; after a delete the next card or row and the section's status line, never the
+// page's title.
+const providerCard = (id) => `article[data-provider-id="${CSS.escape(String(id))}"]`;
+const modelRow = (id) => `tr[data-model-id="${CSS.escape(String(id))}"]`;
+/** The id (``data-<key>``) of the row or card after ``node`` among its like, else the one
+ * before it: where the focus goes once ``node``'s is deleted. */
+function neighbour(node, selector, key) {
+  const all = [...node.parentElement.querySelectorAll(`:scope > ${selector}`)];
+  const at = all.indexOf(node);
+  return (all[at + 1] || all[at - 1])?.dataset[key] ?? null;
+}
+/** A provider just added (form, preset): its card's Test button takes the focus. */
+const providerAdded = (provider) => {
+  const card = providerCard(provider.id);
+  return { focus: [`${card} .provider-test`, ".providers-section h2"], status: `${card} .provider-body > .form-status`, say: t("models.provider_added", { name: provider.name }) };
+};
 
 function numberInput(name, value, { min, max }) {
   return el("input", { type: "number", name, min: String(min), max: String(max), step: "1", inputmode: "numeric", props: { value: String(value) } });
@@ -47,8 +62,13 @@ function offeredNames(provider, names, added, ctx, status) {
         const index = [...add.closest(".model-names").querySelectorAll(".offered-add")].indexOf(add);
         const response = await api("POST", "/api/admin/models/entries", { provider_id: provider.id, model: name });
         if (!response.ok) { status.error(errorText(response)); return; }
-        justAdded = { provider: provider.id, model: name, index };
-        await ctx.rerender();
+        // The card says so and the focus goes to the next name offered (the Add pressed
+        // is gone with its name), else to the Test button.
+        const card = providerCard(provider.id);
+        await ctx.rerender({
+          focus: [(content) => { const next = content.querySelectorAll(`${card} .offered-add`); return next[Math.min(index, next.length - 1)]; }, `${card} .provider-test`],
+          status: `${card} .provider-body > .form-status`, say: t("models.offered_added", { model: name }),
+        });
       }),
     });
     add.classList.add("offered-add");
@@ -117,14 +137,16 @@ function providerEditForm(provider, ctx, cancel) {
     else if (key.value) body.api_key = key.value;
     busy(save, async () => {
       const response = await api("PATCH", `/api/admin/models/providers/${enc(provider.id)}`, body);
-      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
+      if (!response.ok) { showFormError(form, status, response); return; }
+      const card = providerCard(provider.id);
+      await ctx.rerender({ focus: `${card} .provider-edit`, status: `${card} .provider-body > .form-status`, say: t("common.saved") });
     });
   });
   closeOnEscape(form, cancel);
   return form;
 }
 
-function providerCard(provider, ctx, own) {
+function providerArticle(provider, ctx, own) {
   const modelCount = own.length;
   const added = new Set(own.map((m) => m.model));
   const output = el("div", { class: "test-result", role: "status", "aria-live": "polite" });
@@ -140,6 +162,7 @@ function providerCard(provider, ctx, own) {
     attrs: { "aria-label": `${t("models.edit")}: ${provider.name}` },
     onClick: () => { body.replaceChildren(providerEditForm(provider, ctx, closeEdit)); body.querySelector("input[name=name]")?.focus(); },
   });
+  edit.classList.add("provider-edit");
   const remove = button(t("models.delete"), {
     kind: "quiet small danger-text",
     attrs: { "aria-label": `${t("models.delete")}: ${provider.name}` },
@@ -150,27 +173,21 @@ function providerCard(provider, ctx, own) {
         confirmLabel: t("models.delete"),
       });
       if (!ok) return;
+      const next = neighbour(card, "article[data-provider-id]", "providerId");
       const response = await api("DELETE", `/api/admin/models/providers/${enc(provider.id)}`);
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (!response.ok) { status.error(errorText(response)); return; }
+      await ctx.rerender({
+        focus: [next && `${providerCard(next)} .provider-name`, ".providers-section h2"], status: ".providers-status",
+        say: t("models.provider_deleted", { name: provider.name }),
+      });
     },
   });
   const test = testButton(provider, output, added, ctx, status);
   const view = [facts, el("div", { class: "actions" }, test, edit, remove), output, status.node];
   const body = el("div", { class: "provider-body" }, ...view);
-  if (justAdded?.provider === provider.id) {
-    const { model, index } = justAdded;
-    justAdded = null;
-    // Once the page is drawn: a status line filled before it is shown is not announced,
-    // and the re-render puts the focus back first (the Add pressed is gone with its name).
-    requestAnimationFrame(() => {
-      if (!body.isConnected) return;
-      status.ok(t("models.offered_added", { model }));
-      const next = [...output.querySelectorAll(".offered-add")];
-      (next[Math.min(index, next.length - 1)] || test).focus();
-    });
-  }
-  return el("article", { class: "card provider-card", "data-provider": provider.name },
+  const card = el("article", { class: "card provider-card", "data-provider": provider.name, "data-provider-id": provider.id },
     el("h3", { class: "provider-name", text: provider.name }), body);
+  return card;
 }
 
 function providerForm(ctx) {
@@ -191,7 +208,7 @@ function providerForm(ctx) {
       const response = await api("POST", "/api/admin/models/providers", {
         name: name.value.trim(), base_url: url.value.trim(), api_key: key.value || null,
       });
-      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
+      if (response.ok) await ctx.rerender(providerAdded(response.data)); else showFormError(form, status, response);
     });
   });
   return form;
@@ -212,7 +229,7 @@ function presetsSection(presets, providers, ctx) {
         const response = await api("POST", "/api/admin/models/presets/apply", {
           name: preset.name, base_url: preset.base_url, api_key_from_environment: preset.api_key_from_environment === true,
         });
-        if (response.ok) ctx.rerender(); else status.error(errorText(response));
+        if (response.ok) await ctx.rerender(providerAdded(response.data)); else status.error(errorText(response));
       }),
     });
     return el("li", { class: "preset" },
@@ -286,7 +303,12 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
       const response = model
         ? await api("PATCH", `/api/admin/models/entries/${enc(model.id)}`, body)
         : await api("POST", "/api/admin/models/entries", { provider_id: provider.value, model: name.value.trim(), ...body });
-      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
+      if (!response.ok) { showFormError(form, status, response); return; }
+      const row = modelRow(response.data.id);
+      await ctx.rerender({
+        focus: [`${row} .row-actions button`, ".models-section h2"], status: `${row} .form-status`,
+        say: model ? t("common.saved") : t("models.model_added", { model: response.data.label || response.data.model }),
+      });
     });
   });
   showNames();
@@ -314,14 +336,19 @@ function modelRows(model, providers, ctx) {
     onClick: async () => {
       const ok = await confirmDialog({ title: t("models.model_delete_title", { name: model.label }), message: t("models.model_delete_text"), confirmLabel: t("models.delete") });
       if (!ok) return;
+      const next = neighbour(row, "tr[data-model-id]", "modelId");
       const response = await api("DELETE", `/api/admin/models/entries/${enc(model.id)}`);
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
+      if (!response.ok) { status.error(errorText(response)); return; }
+      await ctx.rerender({
+        focus: [next && `${modelRow(next)} .row-actions button`, ".models-section h2"], status: ".models-status",
+        say: t("models.model_deleted", { model: model.label }),
+      });
     },
   });
   // data-label: a phone shows each row stacked, a value under its column's name, and the
   // actions on a line of their own (app.css .stack-on-phone): side by side, Edit and
   // Delete were off to the right of a wrapper that scrolled sideways.
-  const row = el("tr", { "data-model": model.model },
+  const row = el("tr", { "data-model": model.model, "data-model-id": model.id },
     // The model's own name under its label, when the admin gave it one (not "x x").
     el("td", {}, el("span", { class: "model-label", text: model.label }), model.label !== model.model ? el("code", { class: "block-code muted", text: model.model }) : null),
     el("td", { class: "wide-only", "data-label": t("models.provider"), text: model.provider_name }),
@@ -344,12 +371,17 @@ function modelsSection(models, providers, ctx) {
     parts.push(el("div", { class: "table-wrap" }, el("table", { class: "table models-table stack-on-phone" },
       el("thead", {}, head), el("tbody", {}, ...models.flatMap((m) => modelRows(m, providers, ctx))))));
   }
+  const status = statusLine(); // what a delete says (the row that would is gone)
+  status.node.classList.add("models-status");
+  parts.push(status.node);
   if (providers.length) {
     parts.push(el("h3", { class: "subhead", text: t("models.model_add_title") }), modelForm(providers, ctx));
   } else {
     parts.push(notice("info", t("models.need_provider")));
   }
-  return section(t("models.models_title"), el("p", { class: "hint", text: t("models.models_intro") }), ...parts);
+  const part = section(t("models.models_title"), el("p", { class: "hint", text: t("models.models_intro") }), ...parts);
+  part.classList.add("models-section");
+  return part;
 }
 
 export async function renderModels(ctx) {
@@ -361,13 +393,16 @@ export async function renderModels(ctx) {
   if (!models.some((m) => m.enabled)) page.append(notice("warning", t("models.none_enabled")));
   if (presets.ok && (presets.data.presets || []).length) page.append(presetsSection(presets.data.presets, providers, ctx));
   const own = (id) => models.filter((m) => m.provider_id === id);
-  page.append(
-    section(t("models.providers_title"),
-      el("p", { class: "hint", text: t("models.providers_intro") }),
-      providers.length ? el("div", { class: "card-grid providers" }, ...providers.map((p) => providerCard(p, ctx, own(p.id))))
-        : el("p", { class: "muted", text: t("models.providers_none") }),
-      el("h3", { class: "subhead", text: t("models.provider_add_title") }),
-      providerForm(ctx)),
-    modelsSection(models, providers, ctx));
+  const status = statusLine(); // what a delete says
+  status.node.classList.add("providers-status");
+  const providersPart = section(t("models.providers_title"),
+    el("p", { class: "hint", text: t("models.providers_intro") }),
+    providers.length ? el("div", { class: "card-grid providers" }, ...providers.map((p) => providerArticle(p, ctx, own(p.id))))
+      : el("p", { class: "muted", text: t("models.providers_none") }),
+    status.node,
+    el("h3", { class: "subhead", text: t("models.provider_add_title") }),
+    providerForm(ctx));
+  providersPart.classList.add("providers-section");
+  page.append(providersPart, modelsSection(models, providers, ctx));
   return page;
 }

@@ -1,5 +1,6 @@
 // #roles: the presets and the admin's own roles: label, whether members of the role
-// receive new plugins automatically (auto_grant), and their capabilities.
+// receive new plugins automatically (auto_grant), the chat agents they may start and the
+// one they start at (chat_agent), and their capabilities.
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { seeded, t, unseeded } from "../lib/i18n.js";
@@ -29,12 +30,51 @@ function capabilityFieldset(boxes, note) {
     el("ul", { class: "checks" }, ...boxes.map((b) => el("li", {}, b.label))));
 }
 
-function roleCard(role, ctx) {
+// Where a re-render after a create or a delete puts the focus and says the outcome
+// (ctx.rerender, app.js): the new card's heading; after a delete the next card's, and the
+// status line under the cards. Never the page's title.
+const roleCard = (id) => `article[data-role="${CSS.escape(String(id))}"]`;
+
+const agentList = (text) => text.split(",").map((a) => a.trim()).filter(Boolean);
+/** fnmatch's * and ? (the only wildcards a chat_agents entry may have). */
+const globMatch = (pattern, id) => {
+  const source = [...pattern].map((c) => (c === "*" ? ".*" : c === "?" ? "." : c.replace(/[\\^$.|+()[\]{}]/g, "\\$&"))).join("");
+  return new RegExp(`^${source}$`).test(id);
+};
+
+/** The role's default chat agent (attrs.chat_agent, where its members start a
+ * conversation): one of the chat agents its list allows, offered as they are typed. The
+ * API refuses a default the list does not hold ("The list must include assistant"), and
+ * a role made for companion alone had no way to say so. `known`: the chat agents there are
+ * ({id, title}); without them (not readable), the ids the list names. */
+function defaultAgentSelect(role, agents, known) {
+  const select = el("select", { name: "chat_agent" });
+  const titles = new Map(known.map((a) => [a.id, a.title]));
+  const fill = () => {
+    const current = role.attrs?.chat_agent || "assistant"; // as last saved
+    const list = agentList(agents.value);
+    const literal = list.filter((entry) => !/[*?]/.test(entry));
+    const candidates = [...new Set([...known.map((a) => a.id), ...(known.length ? [] : literal), current])];
+    const allowed = candidates.filter((id) => list.some((entry) => globMatch(entry, id)));
+    const chosen = allowed.includes(select.value) ? select.value : allowed.includes(current) ? current : allowed[0] || "";
+    select.replaceChildren(...allowed.map((id) => {
+      const title = titles.get(id);
+      return el("option", { value: id, text: title && title !== id ? `${title} (${id})` : id });
+    }));
+    select.value = chosen;
+  };
+  fill();
+  agents.addEventListener("input", fill);
+  return select;
+}
+
+function roleArticle(role, ctx, known) {
   const isAdmin = role.id === "admin";
   const label = el("input", { name: "label", maxlength: "64", props: { value: seeded(role.label) } });
   const [autoLabel, autoGrant] = checkbox(t("roles.auto_grant"), { checked: role.attrs?.auto_grant === true });
   const boxes = capabilityBoxes(role.capabilities || [], isAdmin);
   const agents = el("input", { name: "chat_agents", maxlength: "400", props: { value: (role.attrs?.chat_agents || []).join(", ") } });
+  const chatAgent = defaultAgentSelect(role, agents, known);
   const submit = el("button", { class: "btn primary", type: "submit", text: t("common.save") });
   const status = statusLine();
   const actions = el("div", { class: "actions" }, submit);
@@ -44,8 +84,12 @@ function roleCard(role, ctx) {
       onClick: async () => {
         const ok = await confirmDialog({ title: t("roles.delete_confirm_title", { label: seeded(role.label) }), message: t("roles.delete_confirm"), confirmLabel: t("roles.delete") });
         if (!ok) return;
+        const cards = [...card.parentElement.querySelectorAll(":scope > article[data-role]")];
+        const at = cards.indexOf(card);
+        const next = (cards[at + 1] || cards[at - 1])?.dataset.role;
         const response = await api("DELETE", `/api/admin/roles/${encodeURIComponent(role.id)}`);
-        if (response.ok) ctx.rerender(); else status.error(errorText(response));
+        if (!response.ok) { status.error(errorText(response)); return; }
+        await ctx.rerender({ focus: next && `${roleCard(next)} h2`, status: ".roles-status", say: t("roles.deleted", { label: seeded(role.label) }) });
       },
     }));
   }
@@ -53,26 +97,32 @@ function roleCard(role, ctx) {
     field(t("roles.label"), label)[0],
     isAdmin ? null : el("div", { class: "field" }, autoLabel, el("p", { class: "hint", text: t("roles.auto_grant_hint") })),
     isAdmin ? null : field(t("roles.chat_agents"), agents, { hint: t("roles.chat_agents_hint") })[0],
+    isAdmin ? null : field(t("roles.chat_agent"), chatAgent, { hint: t("roles.chat_agent_hint") })[0],
     capabilityFieldset(boxes, isAdmin ? t("roles.admin_caps") : null),
     actions, status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearFieldErrors(form, status);
     const body = { label: unseeded(role.label, label.value.trim()) };
-    if (!isAdmin) body.attrs = { auto_grant: autoGrant.checked, chat_agents: agents.value.split(",").map((a) => a.trim()).filter(Boolean) };
+    if (!isAdmin) body.attrs = { auto_grant: autoGrant.checked, chat_agents: agentList(agents.value) };
+    // None offered (the list allows no chat agent there is): the role keeps its default,
+    // and the API says at the list which one it must hold.
+    if (!isAdmin && chatAgent.value) body.attrs.chat_agent = chatAgent.value;
     if (!isAdmin) body.capabilities = boxes.filter((b) => b.input.checked).map((b) => b.input.value);
     busy(submit, async () => {
       const response = await api("PATCH", `/api/admin/roles/${encodeURIComponent(role.id)}`, body);
       if (!response.ok) { showFormError(form, status, response); return; }
+      role.attrs = response.data.attrs || role.attrs;
       heading.textContent = seeded(response.data.label);
       status.ok(t("common.saved"));
     });
   });
   const heading = el("h2", { text: seeded(role.label) });
-  return el("article", { class: "card role-card", "data-role": role.id },
+  const card = el("article", { class: "card role-card", "data-role": role.id },
     el("header", { class: "plugin-head" }, heading,
       el("p", { class: "meta" }, el("code", { text: role.id }), role.builtin ? el("span", { class: "tag", text: t("roles.preset") }) : null)),
     form);
+  return card;
 }
 
 function createForm(ctx) {
@@ -95,17 +145,23 @@ function createForm(ctx) {
         id: id.value.trim(), label: label.value.trim(), attrs: { auto_grant: autoGrant.checked },
         capabilities: boxes.filter((b) => b.input.checked).map((b) => b.input.value),
       });
-      if (response.ok) ctx.rerender(); else showFormError(form, status, response);
+      if (!response.ok) { showFormError(form, status, response); return; }
+      const card = roleCard(response.data.id);
+      await ctx.rerender({ focus: `${card} h2`, status: `${card} form > .form-status`, say: t("roles.created", { label: seeded(response.data.label) }) });
     });
   });
   return form;
 }
 
 export async function renderRoles(ctx) {
-  const response = await api("GET", "/api/admin/roles");
+  const [response, definitions] = await Promise.all([api("GET", "/api/admin/roles"), api("GET", "/api/agent-definitions")]);
   const page = el("div", { class: "page" }, pageHeader(t("roles.title"), t("roles.intro")));
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
-  page.append(el("div", { class: "card-grid wide" }, ...(response.data.roles || []).map((r) => roleCard(r, ctx))),
-    section(t("roles.create_title"), createForm(ctx)));
+  // The chat agents there are, for each role's default agent (not the task agents).
+  const known = definitions.ok ? (definitions.data.definitions || []).filter((d) => d.kind === "chat").map((d) => ({ id: d.id, title: d.title || d.id })) : [];
+  const status = statusLine(); // what a delete says (the card that would is gone)
+  status.node.classList.add("roles-status");
+  page.append(el("div", { class: "card-grid wide" }, ...(response.data.roles || []).map((r) => roleArticle(r, ctx, known))),
+    status.node, section(t("roles.create_title"), createForm(ctx)));
   return page;
 }

@@ -80,7 +80,10 @@ export async function backupsBlock() {
 }
 
 /** The instance's language: what members who chose none read, and what the model is
- *  told of them. Chosen at setup; changed here. */
+ *  told of them. Chosen at setup; changed here, with Save as every instance-wide setting
+ *  is (the plugins' settings below): saved on "change", the first ArrowDown through the
+ *  list changed every such member's language at once, and the select, disabled while it
+ *  saved, dropped the focus to <body>. */
 async function languageBlock() {
   const response = await api("GET", "/api/admin/language");
   if (!response.ok) return section(t("settings.language_title"), notice("error", errorText(response)));
@@ -89,15 +92,19 @@ async function languageBlock() {
   select.value = response.data.locale;
   const status = statusLine();
   const [wrapper] = field(t("settings.language"), select, { hint: t("settings.language_hint") });
-  select.addEventListener("change", async () => {
+  const submit = el("button", { class: "btn primary", type: "submit", text: t("common.save") });
+  const form = el("form", { class: "stack language-form", novalidate: true }, wrapper, el("div", { class: "actions" }, submit), status.node);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
     status.clear();
-    select.disabled = true;
-    const saved = await api("PUT", "/api/admin/language", { locale: select.value });
-    select.disabled = false;
-    if (!saved.ok) { status.error(errorText(saved)); return; }
-    status.ok(t("settings.language_saved", { language: localeName(saved.data.locale) }));
+    busy(submit, async () => {
+      const saved = await api("PUT", "/api/admin/language", { locale: select.value });
+      if (!saved.ok) { status.error(errorText(saved)); return; }
+      select.value = saved.data.locale;
+      status.ok(t("settings.language_saved", { language: localeName(saved.data.locale) }));
+    });
   });
-  return section(t("settings.language_title"), el("div", { class: "stack" }, wrapper, status.node));
+  return section(t("settings.language_title"), form);
 }
 
 export async function renderSettings() {
