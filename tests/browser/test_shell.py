@@ -163,9 +163,22 @@ async def test_locale_switch_to_german_changes_shell_strings(skald, browser_page
     nav = page.get_by_role("navigation", name="Main navigation")
     await nav.get_by_role("link", name="My account").click()
     await expect(page.get_by_role("heading", name="My account", exact=True)).to_be_visible()
-    await page.get_by_label("Interface language").select_option("de")
+    # By keyboard: arrow keys only move through the list (they redrew the whole shell in
+    # another language at the first ArrowDown); Save saves, keeps the focus, says so.
+    select = page.get_by_label("Interface language")
+    await select.focus()
+    await page.keyboard.press("ArrowDown")
+    await expect(select).to_be_focused()
+    await expect(page.get_by_role("heading", name="My account", exact=True)).to_be_visible()
+    assert (await page.request.get("/api/auth/session")).ok
+    await select.select_option("de")
+    await page.keyboard.press("Tab")
+    await page.keyboard.press("Enter")
 
     await expect(page.get_by_role("heading", name="Mein Konto", exact=True)).to_be_visible()
+    form = page.locator("form.language-form")
+    await expect(form.get_by_role("button", name="Speichern")).to_be_focused()
+    await expect(form.get_by_role("status")).to_have_text("Gespeichert: Du liest Skald jetzt auf Deutsch.")
     nav = page.get_by_role("navigation", name="Hauptnavigation")
     for name in ("Mein Konto", "Mitglieder", "Rollen", "Einstellungen"):
         await expect(nav.get_by_role("link", name=name, exact=True)).to_be_visible()

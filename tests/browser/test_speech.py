@@ -73,6 +73,7 @@ async def test_a_refused_reading_is_said_in_the_readers_language(skald, browser_
         await sign_in(page, "greta", MEMBER_PASSWORD)
         await page.goto("/#account")
         await page.get_by_label("Interface language").select_option("de")
+        await page.locator("form.language-form").get_by_role("button", name="Save").click()
         await expect(page.get_by_role("heading", name="Mein Konto", exact=True)).to_be_visible()
         await page.goto("/#chat")
         box = page.get_by_role("textbox", name="Nachricht")

@@ -281,6 +281,7 @@ async def test_a_third_language_from_files_is_offered_and_used(skald, browser_pa
     picker = page.get_by_label("Interface language")
     await expect(picker.locator("option[value=fr]")).to_have_text("Français")
     await picker.select_option("fr")
+    await page.locator("form.language-form").get_by_role("button", name="Save").click()
     nav = page.get_by_role("navigation")
     await expect(nav.get_by_role("link", name="Discussion")).to_be_visible()
     await expect(nav.get_by_role("link", name="Salutations")).to_be_visible()

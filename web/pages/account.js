@@ -2,8 +2,10 @@
 import { api } from "../lib/api.js";
 import { el, present } from "../lib/dom.js";
 import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
-import { busy, clearFieldErrors, errorText, field, markField, pageHeader, section, showFormError, statusLine } from "../lib/ui.js";
+import { busy, clearFieldErrors, errorText, field, markField, pageHeader, sayIn, section, showFormError, statusLine } from "../lib/ui.js";
 
+/** Saved by its button, as the instance's language is (settings.js): saved on "change",
+ *  the first ArrowDown through the list redrew the whole shell in another language. */
 function languageSection(ctx) {
   const member = ctx.member;
   const select = el("select", { name: "locale" },
@@ -12,17 +14,24 @@ function languageSection(ctx) {
   select.value = member.locale || "";
   const status = statusLine();
   const [wrapper] = field(t("account.language"), select, { hint: t("account.language_hint") });
-  select.addEventListener("change", async () => {
+  const submit = el("button", { class: "btn primary", type: "submit", text: t("common.save") });
+  const form = el("form", { class: "stack language-form", novalidate: true }, wrapper, el("div", { class: "actions" }, submit), status.node);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
     status.clear();
-    select.disabled = true;
-    const response = await api("PUT", "/api/me/locale", { locale: select.value || null });
-    select.disabled = false;
-    if (!response.ok) { status.error(errorText(response)); return; }
-    member.locale = select.value || null;
-    await ctx.relocalize(response.data.locale);
-    document.querySelector("#content select[name=locale]")?.focus(); // the page was rebuilt in the new language
+    busy(submit, async () => {
+      const response = await api("PUT", "/api/me/locale", { locale: select.value || null });
+      if (!response.ok) { status.error(errorText(response)); return; }
+      member.locale = select.value || null;
+      await ctx.relocalize(response.data.locale);
+      // The page was rebuilt in the new language: its Save keeps the place, and says so.
+      const again = document.querySelector("#content form.language-form");
+      again?.querySelector("button[type=submit]")?.focus();
+      const said = again?.querySelector(".form-status");
+      if (said) sayIn(said, "ok", t("account.language_saved", { language: localeName(response.data.locale) }));
+    });
   });
-  return section(t("account.language_title"), el("div", { class: "stack" }, wrapper, status.node));
+  return section(t("account.language_title"), form);
 }
 
 /** Where background notes (scheduled results, the notify tool) reach the member: the
@@ -39,9 +48,9 @@ function homeSourceSection() {
     const [wrapper] = field(t("account.home_source"), select, { hint: t("account.home_hint") });
     select.addEventListener("change", async () => {
       status.clear();
-      select.disabled = true;
+      select.setAttribute("aria-busy", "true"); // not disabled: that dropped the focus to <body>
       const saved = await api("PUT", "/api/me/home-source", { home_source: select.value });
-      select.disabled = false;
+      select.removeAttribute("aria-busy");
       if (saved.ok) status.ok(t("account.home_saved"));
       else status.error(errorText(saved));
     });
