@@ -55,6 +55,14 @@ class ConfigField:
     ``r"[A-Za-z0-9_-]{1,256}"``); say the form in words in ``description``, which is what
     the admin reads beside the refusal. One that does not compile, or a pattern without
     a ``description``, fails the plugin.
+
+    ``live`` (since 1.12): the plugin reads this setting where it uses it
+    (``HostApi.get_config``), so a new value applies without a restart. A running
+    plugin whose changed settings are all ``live`` is not restarted when the admin
+    saves them; a change to any other field restarts it (``shutdown("reconfigured")``,
+    then ``startup``), which ends what it was doing (a connection, a call in flight).
+    Only an instance schema's fields are restarted for; the flag means nothing in a
+    ``user_config_schema``.
     """
 
     name: str
@@ -69,6 +77,7 @@ class ConfigField:
     maximum: float | None = None
     max_length: int | None = None
     pattern: str | None = None
+    live: bool = False
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,7 @@ async def test_saving_changed_settings_restarts_a_running_plugin_on_them_as_the_
 
         @hookimpl
         async def startup(self, host) -> None:
+            self.api = host
             Remembering.seen.append(f"start:{(await host.get_config())['greeting']}")
 
         @hookimpl
@@ -252,8 +253,26 @@ async def test_saving_changed_settings_restarts_a_running_plugin_on_them_as_the_
         "plugin remembering disabled", "plugin remembering configured",
     ], logged
 
+    # A field the plugin reads where it uses it (``live``) changes without a restart;
+    # with any other field changed beside it, the plugin restarts.
+    live = Remembering("attentive", config_schema=(ConfigField("greeting", default="Hello"), ConfigField("mood", default="calm", live=True)))
+    Remembering.seen = []
+    await host.stop()
+    host = await skald.start(plugins=[live], enable=["attentive"])
+    admin = await host.admin()
+    assert Remembering.seen == ["start:Hello"]
+    saved = await admin.put("/api/admin/plugins/attentive/config", json={"config": {"mood": "cheerful"}})
+    assert saved.status_code == 200 and saved.json()["config"]["mood"] == "cheerful", saved.text
+    assert Remembering.seen == ["start:Hello"]
+    assert (await live.api.get_config())["mood"] == "cheerful"  # what the plugin reads now
+    assert (await admin.put("/api/admin/plugins/attentive/config", json={"config": {"mood": "calm", "greeting": "Moin"}})).status_code == 200
+    assert Remembering.seen == ["start:Hello", "shutdown:reconfigured", "start:Moin"]
+    logged = [r.getMessage() for r in caplog.records if "plugin attentive" in r.getMessage()]
+    assert "plugin attentive configured; its new values apply without a restart" in logged, logged
+
     text = prose()
     assert "A running plugin whose settings the admin changed is restarted (since 1.8)" in text
+    assert "changed fields are all `live=True` (since 1.12)" in text
     assert "`shutdown(\"reconfigured\")`, then `startup`" in text
     assert "the next `host.get_config()` returns the new values" in text
 

@@ -48,6 +48,13 @@ STARTUP_BLOCKED = "core.plugin.startup_blocked"
 HOST_REASONS = (NEEDS_SETTINGS, STARTUP_TIMED_OUT, STARTUP_BLOCKED)
 
 
+def live_change(schema: Any, previous: dict[str, Any], fresh: dict[str, Any]) -> bool:
+    """Whether every field that changed is ``live`` (and one did): a running plugin then
+    keeps running on them."""
+    changed = {name for name in set(previous) | set(fresh) if previous.get(name) != fresh.get(name)}
+    return bool(changed) and changed <= {f.name for f in schema if f.live}
+
+
 class PluginCatalog:
     def __init__(self, core: "Skald") -> None:
         self._core = core
@@ -244,15 +251,20 @@ class PluginCatalog:
         fresh = validate(info.config_schema, values, previous)
         await self.store_row(plugin_id, info, config=self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh)))
         status = self._core.plugins.status(plugin_id)
-        if status is not None and self._core.plugins.is_enabled(plugin_id) and not status.healthy:
+        running = status is not None and self._core.plugins.is_enabled(plugin_id)
+        if running and not status.healthy:  # type: ignore[union-attr]
             # Its startup failed, most often for want of these settings: try it again.
             log.info("plugin %s configured; starting it again", plugin_id)
             await self._core.start_plugin(plugin_id)
-        elif status is not None and self._core.plugins.is_enabled(plugin_id) and fresh != previous:
+        elif running and fresh != previous and not live_change(info.config_schema, previous, fresh):
             # Running on the old values: what only ``startup`` applies (a bot's token, a
             # public address) must not be "Saved." and ignored.
             log.info("plugin %s configured; restarting it on the new values", plugin_id)
             await self._core.restart_plugin(plugin_id)
+        elif running and fresh != previous:
+            # Every changed field is one the plugin reads where it uses it (``live``): a
+            # restart would only end what it is doing (a connector's call in flight).
+            log.info("plugin %s configured; its new values apply without a restart", plugin_id)
         else:
             log.info("plugin %s configured%s", plugin_id, "" if fresh != previous else " (nothing changed)")
         return masked(info.config_schema, fresh)
