@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from skald_hookspecs import MemberLocked, Tool
 from skald_mcp.runtime import CONNECT_SECONDS, Connection, accepted_pins, definition_hash, make_tool, withheld
-from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, destination, parse_login_status, parse_values
+from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, destination, parse_login_status, parse_values, tool_names
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,9 @@ class MemberConnectors:
         self.installs: dict[str, dict[str, str]] = {}
         #: (member, connector) -> the connection whose device login is being followed.
         self._login_watch: dict[tuple[str, str], Connection] = {}
+        #: (member, connector) -> the session (connection, its ``sessions``) whose device
+        #: login was last asked about: a QR connector is asked once per new session.
+        self._login_checked: dict[tuple[str, str], tuple[Connection, int]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -85,6 +88,8 @@ class MemberConnectors:
                     records[secret[len(PREFIX):]] = json.loads(raw)
         except MemberLocked:
             return
+        if member_id not in self.host.unlocked_members():
+            return  # locked while it was read: nothing of theirs stays in RAM
         mine = self.records.setdefault(member_id, {})
         for name, record in records.items():
             mine.setdefault(name, record)  # an activation saved meanwhile is newer
@@ -92,14 +97,38 @@ class MemberConnectors:
             # A QR connector runs before its login too: it has to produce the code.
             if record.get("state", "ready") in ("ready", "needs_login"):
                 # One that was working keeps trying if its server is away at this unlock
-                # (a crash-kill probe found it failed for good after a restart).
-                await self.connect(member_id, name, wait=None, resume=record.get("state", "ready") == "ready")
+                # (a crash-kill probe found it failed for good after a restart). One that
+                # never connected (its pins are taken at its first contact) is started
+                # once and reads failed if it fails again: its address, command or
+                # sign-in is what is wrong, not a server that went away.
+                await self.connect(member_id, name, wait=None, resume=self.once_connected(record))
+
+    @staticmethod
+    def once_connected(record: dict[str, Any]) -> bool:
+        """Whether the member's connector was ever ready: its tools are pinned at its
+        first contact (``_changed``), and only then. Working now, as far as the record
+        knows: not waiting for a sign-in or a device link."""
+        return record.get("state", "ready") == "ready" and record.get("pins") is not None
+
+    def named(self, name: str, template: str | None = None) -> bool:
+        """Whether a member whose file is open has a connector of their own named
+        ``name`` (other than an activation of the catalog template ``template``): one
+        name is one connector in a member's view (routes.py refuses the clash). A
+        member whose file is closed is not known here; ``Runtime.member_tools`` keeps
+        such a clash from routing their calls elsewhere."""
+        for mine in self.records.values():
+            record = mine.get(name)
+            if record is not None and not (template is not None and record.get("kind") == "catalog" and record.get("template") == template):
+                return True
+        return False
 
     async def locking(self, member_id: str) -> None:
         """Stop the member's sessions and forget their records (and tokens) in RAM."""
         self.records.pop(member_id, None)
         self._offered.pop(member_id, None)
         self.installs.pop(member_id, None)
+        for key in [key for key in self._login_checked if key[0] == member_id]:
+            del self._login_checked[key]
         connections = self.connections.pop(member_id, {})
         await asyncio.gather(*(c.stop() for c in connections.values()), return_exceptions=True)
 
@@ -114,9 +143,13 @@ class MemberConnectors:
     # -- records ----------------------------------------------------------------------------
 
     async def save(self, member_id: str, name: str, record: dict[str, Any] | None) -> None:
-        """Write one record to the member's file first, then to RAM."""
+        """Write one record to the member's file first, then to RAM, unless the file
+        closed meanwhile (``locking`` forgot the member's records: a save that was under
+        way must not bring them back into RAM)."""
         await self.host.member_secret_set(member_id, PREFIX + name, None if record is None else json.dumps(record))
-        mine = self.records.setdefault(member_id, {})
+        mine = self.records.get(member_id)
+        if mine is None:
+            return
         if record is None:
             mine.pop(name, None)
         else:
@@ -239,14 +272,21 @@ class MemberConnectors:
             # activated; later changes wait for the member to accept them.
             record["pins"] = {t.name: definition_hash(t) for t in connection.tools}
             self._spawn(self.save(member_id, name, record))
-        if connection.state == "ready" and record.get("state") == "needs_login":
-            self._watch_login(member_id, name, connection)
+        if connection.state == "ready" and self._login_kind(record) == "qr":
+            # Waiting for its device, or (each new session: a login, a reconnect) linked
+            # as far as the record knows: a server that restarted may have forgotten the
+            # device, and its tools must not read ready until someone opens its page.
+            session = (connection, connection.sessions)
+            if record.get("state") == "needs_login" or self._login_checked.get((member_id, name)) != session:
+                self._login_checked[(member_id, name)] = session
+                self._watch_login(member_id, name, connection)
         self._rebuild(member_id, name)
 
     def _rebuild(self, member_id: str, name: str) -> None:
         connection = self.connections.get(member_id, {}).get(name)
         offered = self._offered.setdefault(member_id, {})
-        if connection is None or connection.state != "ready":
+        # Reconnecting by itself: offered still, so a call is told so (``Connection.call``).
+        if connection is None or connection.state not in ("ready", "reconnecting"):
             offered.pop(name, None)
             return
         record = self.records.get(member_id, {}).get(name) or {}
@@ -254,8 +294,12 @@ class MemberConnectors:
             offered.pop(name, None)  # signed out (or not yet signed in): no tools
             return
         pins = record.get("pins") or {}
+        names = tool_names(name, [t.name for t in connection.tools])
         offered[name] = [
-            make_tool(name, t, lambda caller, _m=member_id, _n=name: caller == _m and self._usable(_m, _n), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n))
+            make_tool(
+                name, t, lambda caller, _m=member_id, _n=name: caller == _m and self._usable(_m, _n), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n),
+                names[t.name],
+            )
             for t in connection.tools
             if pins.get(t.name) == definition_hash(t) and t.name not in LOGIN_TOOLS
         ]
@@ -292,8 +336,8 @@ class MemberConnectors:
         wanted = "ready" if status["state"] == "ready" else "needs_login"
         if record.get("state") != wanted:
             record["state"] = wanted
+            self._rebuild(member_id, name)  # the tools follow at once, not after the write
             await self.save(member_id, name, record)
-            self._rebuild(member_id, name)
 
     def _watch_login(self, member_id: str, name: str, connection: Connection) -> None:
         if self._login_watch.get((member_id, name)) is not connection:
@@ -307,12 +351,17 @@ class MemberConnectors:
         try:
             while self.connections.get(member_id, {}).get(name) is connection and connection.state == "ready":
                 record = self.records.get(member_id, {}).get(name)
-                if record is None or record.get("state") != "needs_login":
+                if record is None:
                     return
+                # Asked at least once: a record that reads linked is checked (a new
+                # session), and one that waits is followed until it is linked.
                 try:
                     await self._apply_login(member_id, name, parse_login_status(await connection.call("login_status", {})))
                 except Exception as exc:  # noqa: BLE001 - asked again at the next turn of the loop
                     log.info("a connector's login_status failed: %s", type(exc).__name__)
+                record = self.records.get(member_id, {}).get(name)
+                if record is None or record.get("state") != "needs_login":
+                    return
                 await asyncio.sleep(LOGIN_POLL_SECONDS)
         finally:
             if self._login_watch.get((member_id, name)) is connection:
@@ -395,9 +444,11 @@ class MemberConnectors:
         withdrawn = record.get("kind") == "catalog" and not self._usable(member_id, name) and not failed
         tools = connection.tools if connection is not None and connection.state == "ready" and not withdrawn else []
         offered = {t.name for t in self._offered.get(member_id, {}).get(name, ())}
-        from skald_mcp.spec import tool_name
-
         state = record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped")
+        names = tool_names(name, [t.name for t in tools])
+        cause = connection.cause if connection else None
+        if cause == "command_not_found" and record.get("kind") == "catalog":
+            cause = "command_not_found_sandbox"  # the admin's template: the member cannot fix its path
         return {
             "name": name,
             "kind": record.get("kind"),
@@ -409,11 +460,11 @@ class MemberConnectors:
             "url": record.get("url"),
             "state": "withdrawn" if withdrawn else state,
             "error": connection.said_error(say) if connection else None,
-            "cause": connection.cause if connection else None,
+            "cause": cause,
             "login": self._login_kind(record),
             "oauth": bool(record.get("provider")),
             "install": self.installs.get(member_id, {}).get(name),
-            "tools": [tool_name(name, t.name) for t in tools if tool_name(name, t.name) in offered],
+            "tools": [names[t.name] for t in tools if names[t.name] in offered],
             "pending": [t.name for t in tools if pins.get(t.name) != definition_hash(t)] if pins else [],
             "pending_tools": withheld(tools, pins) if pins else [],
         }

@@ -65,6 +65,39 @@ function keyControls(container, prefix) {
   return container;
 }
 
+/** Whether a member's own connector has a Restart: not while it waits for its sign-in
+ * (there is nothing to start), nor once the admin withdrew it (its tools reach nobody,
+ * so a new session would change nothing the member can see). */
+function restartable(connector) {
+  return connector.state !== "needs_oauth" && connector.state !== "withdrawn";
+}
+
+/** Run ``work`` (a form's submission, which may wait for a server to start) with the
+ * form busy: its submit button disabled (no second click adds it twice), ``progress``
+ * shown, ``aria-busy`` for assistive technology; all back as they were when it ends
+ * (the page is usually drawn anew by then). */
+async function busy(form, submit, progress, work) {
+  if (form.getAttribute("aria-busy") === "true") return;
+  const running = work(); // first: it notes where the focus is, before the button is disabled
+  submit.disabled = true;
+  progress.hidden = false;
+  form.setAttribute("aria-busy", "true");
+  try {
+    await running;
+  } finally {
+    submit.disabled = false;
+    progress.hidden = true;
+    form.removeAttribute("aria-busy");
+  }
+}
+
+/** The line ``busy`` shows while a form waits: what is happening, and that it may take a while. */
+function progressLine(text) {
+  const line = node("p", text, { class: "muted mcp-busy", role: "status" });
+  line.hidden = true;
+  return line;
+}
+
 /** The "none yet" line of an empty list or table. */
 const none = (text) => node("p", text, "muted mcp-none");
 
@@ -179,7 +212,7 @@ export default class ConnectorsPage extends HTMLElement {
       }),
     );
     box.append(node("div", undefined, "actions"));
-    if (c.state !== "needs_oauth") box.lastChild.append(this.restartOwn(c.name, status));
+    if (restartable(c)) box.lastChild.append(this.restartOwn(c.name, status));
     box.lastChild.append(remove);
     keyControls(box, `detail:${c.name}`);
     const backLine = node("p", undefined, "back");
@@ -364,7 +397,7 @@ export default class ConnectorsPage extends HTMLElement {
           this.render();
         });
       }
-      if (c.state !== "needs_oauth") actions.append(this.restartOwn(c.name, ownStatus));
+      if (restartable(c)) actions.append(this.restartOwn(c.name, ownStatus));
       const remove = button(s.deactivate, "small", "mcp-deactivate");
       remove.addEventListener("click", () => this.deactivate(c.name, ownStatus));
       actions.append(remove);
@@ -401,13 +434,15 @@ export default class ConnectorsPage extends HTMLElement {
           form.append(labelled(f.label, input));
         }
         const status = statusLine();
-        form.append(node("div", undefined, "actions"), status);
-        form.querySelector(".actions").append(Object.assign(button(s.activate, "primary"), { type: "submit" }));
+        const progress = progressLine(s.activating);
+        const submit = Object.assign(button(s.activate, "primary"), { type: "submit" });
+        form.append(node("div", undefined, "actions"), progress, status);
+        form.querySelector(".actions").append(submit);
         keyControls(form, `template:${t.name}`);
         form.addEventListener("submit", (event) => {
           event.preventDefault();
           const values = Object.fromEntries(Object.entries(inputs).map(([k, input]) => [k, input.value]));
-          this.act(() => call("POST", `${this.base}/my/connectors`, { template: t.name, values }), { status, fields: inputs });
+          busy(form, submit, progress, () => this.act(() => call("POST", `${this.base}/my/connectors`, { template: t.name, values }), { status, fields: inputs }));
         });
       }
       const item = node("li");
@@ -422,7 +457,8 @@ export default class ConnectorsPage extends HTMLElement {
       const headers = Object.assign(node("textarea"), { name: "headers" });
       const add = Object.assign(button(s.add, "primary"), { type: "submit" });
       const status = statusLine();
-      form.append(node("p", s.remote_hint, "hint"), labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), node("div", undefined, "actions"), status);
+      const progress = progressLine(s.activating);
+      form.append(node("p", s.remote_hint, "hint"), labelled(s.name, name), labelled(s.url, url), labelled(s.headers, headers), node("div", undefined, "actions"), progress, status);
       form.querySelector(".actions").append(add);
       keyControls(form, "remote");
       form.addEventListener("submit", (event) => {
@@ -430,7 +466,7 @@ export default class ConnectorsPage extends HTMLElement {
         const given = pairs(headers.value, ":");
         if (given.bad) return this.refuse(status, format(s.bad_header_line, given.bad), headers);
         const remote = { name: name.value.trim(), url: url.value.trim(), headers: given.values };
-        this.act(() => call("POST", `${this.base}/my/connectors`, { remote }), { status, fields: { name, url, headers } });
+        busy(form, add, progress, () => this.act(() => call("POST", `${this.base}/my/connectors`, { remote }), { status, fields: { name, url, headers } }));
       });
       out.push(card("mcp-remote-card", s.remote_title, form));
     }
@@ -809,7 +845,8 @@ export default class ConnectorsPage extends HTMLElement {
     showKind();
     const submit = Object.assign(button(s.add, "primary"), { type: "submit" });
     const status = statusLine();
-    form.append(node("div", undefined, "actions"), status);
+    const progress = progressLine(s.adding);
+    form.append(node("div", undefined, "actions"), progress, status);
     form.querySelector(".actions").append(submit);
     keyControls(form, "add");
     form.addEventListener("submit", (event) => {
@@ -824,7 +861,8 @@ export default class ConnectorsPage extends HTMLElement {
       // admin included (the admin holds every plugin, and sees every template); the
       // admin's job is removal.
       body.access = members.map((m) => m.id);
-      this.act(() => call("POST", `${this.base}/servers`, body), { status, fields: { name, command, args, env, url, headers } });
+      // The answer waits for the server's first answer (up to half a minute for one that hangs).
+      busy(form, submit, progress, () => this.act(() => call("POST", `${this.base}/servers`, body), { status, fields: { name, command, args, env, url, headers } }));
     });
     return form;
   }

@@ -190,6 +190,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
             for name in sorted(runtime.specs):
                 if caller.id in runtime.access.get(name, ()):
                     status = runtime.status(name)
+                    if runtime.shadowed(caller.id, name):
+                        # One of their own has this name: theirs is the one their
+                        # assistant uses (``Runtime.member_tools``), and the page says so.
+                        reason = host.translate(f"{PLUGIN_ID}.mine_name_clash", caller.locale, name=name)
+                        rows.append({"name": name, "state": status["state"], "tools": [], "reason": reason, "shadowed": True})
+                        continue
                     # Why it failed is the admin's to read (it may quote their command or
                     # environment): the member reads that it is unavailable, and who knows why.
                     reasons = {"failed": "mine_unavailable", "reconnecting": "mine_reconnecting"}
@@ -201,6 +207,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 if not runtime.may_use_template(caller.id, name) and not caller.is_admin:
                     continue
                 record = members.records.get(caller.id, {}).get(name)
+                if record is not None and (record.get("kind") != "catalog" or record.get("template") != name):
+                    record = None  # their own remote connector of that name is no activation of it
                 catalog.append({**template.public(), "activated": record is not None, "update_available": bool(record and record.get("version", 0) < template.version)})
         return {
             "connectors": rows,
@@ -261,8 +269,14 @@ def build_blueprint(host: HostApi) -> Blueprint:
             elif template.login == "qr":
                 record.update(state="needs_login")  # started now: it has to produce the QR code
         name = record["name"]
-        if name in mine or name in runtime.specs:
+        # One name, one connector, in the member's view: theirs, their administrator's
+        # connectors and the catalog's templates (``Runtime.member_tools``).
+        if name in mine:
             return error("err_exists", 409, name=name)
+        if record["kind"] == "remote" and (name in runtime.specs or name in runtime.templates):
+            return error("err_name_taken_member", 409, name=name)
+        if name in runtime.specs:  # a template named like an admin's connector (an earlier version let it be)
+            return error("err_template_name_clash", 409, name=name)
         await members.save(caller.id, name, record)
         if record["state"] in ("ready", "needs_login"):
             await members.connect(caller.id, name)
@@ -370,7 +384,11 @@ def build_blueprint(host: HostApi) -> Blueprint:
         try:
             await host.answer_question(caller.id, elicitation_id, body.get("action"), body.get("content"))
         except ChannelRequestError as exc:
-            return {"error": str(exc)}, 400
+            if elicitation_id not in {q["question_id"] for q in await host.member_questions(caller.id)}:
+                return error("err_elicitation_gone", 404)  # settled meanwhile (answered elsewhere, the turn stopped)
+            # The host's reason, in the member's language already (a field missing or
+            # of the wrong kind, an action the question has not): it keeps waiting.
+            return error("err_elicitation_answer_invalid", 400, detail=str(exc)[:500])
         return {"answered": elicitation_id}
 
     @blueprint.post("/my/connectors/<name>/oauth/start")
@@ -429,6 +447,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
         template = parse_template(body)
         if template.name != name:
             raise SpecError(code="name_differs", field="name")
+        if new:
+            # One name, one connector in a member's view: a template named like a
+            # connector of the admin's could not be activated, and one named like a
+            # member's own would hide it (an activation of an earlier template of this
+            # name is its own, as before).
+            if name in runtime.specs:
+                return error("err_name_global", 409, name=name)
+            if runtime.members.named(name, template=name):
+                return error("err_name_member", 409, name=name)
         if template.oauth and template.oauth["provider"] not in runtime.oauth.providers:
             return error("err_no_provider", 400, name=template.oauth["provider"])
         runtime.templates[name] = template
@@ -517,6 +544,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
         spec = parse_spec(body)
         if spec.name in runtime.specs:
             return error("err_exists", 409, name=spec.name)
+        # One name, one connector in a member's view (``Runtime.member_tools``): a
+        # member's calls must never go to another server because of a name.
+        if spec.name in runtime.templates:
+            return error("err_name_template", 409, name=spec.name)
+        if runtime.members.named(spec.name):
+            return error("err_name_member", 409, name=spec.name)
         await runtime.add(spec, members, by_default)
         return runtime.status(spec.name), 201
 

@@ -29,7 +29,7 @@ import re
 from typing import Any, Awaitable, Callable, Mapping
 
 from skald_hookspecs import Tool, ToolContext, ToolError
-from skald_mcp.spec import ServerSpec, tool_name
+from skald_mcp.spec import ServerSpec, tool_names
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +158,13 @@ class Connection:
         #: This start stands for a session that was lost (a Restart of a connector that
         #: was reconnecting): if it fails, it keeps trying, as the loop it replaced did.
         self._resume = False
+        #: How many sessions have been ready on this connection (a reconnect is a new
+        #: one): what a member's device login is checked again at (members.py).
+        self.sessions = 0
+        #: The calls in flight now, and every call ever started: whether a call had the
+        #: session to itself, which decides what its broken connection tells (``call``).
+        self._active = 0
+        self._started = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -222,6 +229,7 @@ class Connection:
                 await self._list_tools()
                 self.state, self.error, self.cause, self.refusal = "ready", None, None, None
                 self._resume = False
+                self.sessions += 1
                 self._ready.set()
                 self._on_change(self)
                 await self._stop.wait()
@@ -236,6 +244,8 @@ class Connection:
                 log.warning("connector %s: %s", *self._logged(self.error))
             if lost:
                 self._keep_trying()
+            # The session's end, for a call that broke with it (``_never_sent``).
+            return exc
         finally:
             self._client = None
             if self.state not in ("failed", "reconnecting"):
@@ -379,16 +389,24 @@ class Connection:
         return await self._elicit(calls[-1], self.spec.name, params)
 
     async def _refresh(self) -> None:
+        # A request on the session like a call's (``call`` counts them).
+        self._active += 1
+        self._started += 1
         try:
             await self._list_tools()
         except Exception as exc:  # noqa: BLE001
             log.warning("connector %s: listing tools failed: %s", *self._logged(_describe(exc)))
             return
+        finally:
+            self._active -= 1
         self._on_change(self)
 
     async def call(self, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None = None, ctx: Any = None) -> str:
         if ctx is not None:
             self._inflight.append(ctx)
+        self._active += 1
+        self._started += 1
+        started, alone = self._started, self._active == 1
         try:
             if self.state == "reconnecting":
                 # Its server went away and the connector is trying to reach it again:
@@ -406,6 +424,7 @@ class Connection:
                 raise ToolError(self._reconnecting_sentence())
             if client is None or self.state != "ready":
                 raise ToolError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
+            session = self._task  # the session ``client`` belongs to
             try:
                 return await self._call(client, tool, arguments, cancelled)
             except Exception as exc:
@@ -422,6 +441,10 @@ class Connection:
                     # Closed while the call was out: it may have run, so it is not
                     # repeated; the next call finds a new session.
                     await self._reconnect(client)
+                    if alone and self._started == started and _never_sent(session):
+                        # Its request could not even connect to the server (refused, no
+                        # such host): the server never saw it.
+                        raise ToolError(self._not_sent_sentence()) from None
                     raise ToolError(f"the connection to the connector {self.spec.name!r} broke during the call; it may or may not have run") from None
                 raise
         except Exception as exc:
@@ -431,6 +454,7 @@ class Connection:
             # The SDK's own error, in its words: a sentence for the model, not a withheld traceback.
             raise ToolError(f"the connector {self.spec.name!r} answered: {error.message or error.code}") from None
         finally:
+            self._active -= 1
             if ctx is not None:
                 self._inflight.remove(ctx)
 
@@ -467,6 +491,14 @@ class Connection:
 
     def _unreachable(self) -> str:
         return f"the connector {self.spec.name!r} lost its session and could not reconnect ({self.error or self.state})"
+
+    def _not_sent_sentence(self) -> str:
+        if self.state == "reconnecting":
+            return (
+                f"the connector {self.spec.name!r} could not reach its server, so the call was not sent and did not run; "
+                f"it is reconnecting by itself ({self.error or 'not reachable yet'}) and can be used again once it is back"
+            )
+        return f"the connector {self.spec.name!r} could not reach its server ({self.error or self.state}), so the call was not sent and did not run"
 
     def _reconnecting_sentence(self) -> str:
         return (
@@ -518,6 +550,33 @@ def _connection_closed(exc: BaseException) -> bool:
     return error is not None and error.code == CONNECTION_CLOSED
 
 
+#: The failures of a request that never reached the server: no connection was made
+#: (refused, no such host, the address check refused it, the connect timed out).
+_NOT_CONNECTED = frozenset({"ConnectError", "ConnectTimeout", "ConnectionRefusedError", "gaierror"})
+
+
+def _never_sent(session: "asyncio.Task[Any] | None") -> bool:
+    """Whether the session a call broke with ended because a request could not connect
+    to the server, and for nothing else: a session ``_run`` ended with only connection
+    failures (the SDK's HTTP transport fails as a whole when a request's connection is
+    refused; a stream that broke midway, a protocol error or a stopped session is
+    anything but this). Asked only of a call that had the session to itself, so the
+    refused request was that call's. Unknown reads as sent: "it may or may not have run"."""
+    if session is None or not session.done() or session.cancelled():
+        return False
+    failure = session.result()
+    if not isinstance(failure, BaseException):
+        return False
+    leaves, seen = [], [failure]
+    while seen:
+        current = seen.pop()
+        if isinstance(current, BaseExceptionGroup):
+            seen.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    return bool(leaves) and all({cls.__name__ for cls in type(leaf).__mro__} & _NOT_CONNECTED for leaf in leaves)
+
+
 def _transport_closed(client: Any) -> bool:
     """Whether the session's transport has closed (its receive loop saw the end: a
     stdio server that exited). The SDK keeps no public flag for it, so its
@@ -529,10 +588,12 @@ def _transport_closed(client: Any) -> bool:
 
 
 def make_tool(
-    server: str, mcp_tool: Any, may_call: Callable[[str], bool], connection: Callable[[], "Connection | None"]
+    server: str, mcp_tool: Any, may_call: Callable[[str], bool], connection: Callable[[], "Connection | None"], name: str | None = None
 ) -> Tool:
-    """One MCP tool as a Skald tool named ``<server>__<tool>``. ``may_call(member_id)``
-    is asked when the call runs, not only when the round offered it."""
+    """One MCP tool as a Skald tool named ``name`` (``<server>__<tool>``, unique within
+    the server: ``tool_names``), calling the server's tool by its real name.
+    ``may_call(member_id)`` is asked when the call runs, not only when the round
+    offered it."""
     schema = dict(mcp_tool.input_schema or {})
     if schema.get("type") != "object":
         schema = {"type": "object", "properties": {}}
@@ -547,7 +608,7 @@ def make_tool(
             raise ToolError(f"the connector {server!r} is not running")
         return await current.call(remote, args, ctx.cancelled, ctx)
 
-    return Tool(tool_name(server, remote), f"[{server}] {description}", schema, run)
+    return Tool(name or tool_names(server, [remote])[remote], f"[{server}] {description}", schema, run)
 
 
 #: The failures the page explains in a sentence (``cause_<name>`` in strings.py),
@@ -620,6 +681,9 @@ class Runtime:
         self.template_access: dict[str, set[str] | None] = {}
         #: Templates a member created later receives (default access, as for globals).
         self.template_defaults: set[str] = set()
+        #: (connector, member) pairs already logged as hidden by a member's own
+        #: connector of the same name (``member_tools``): said once, not every round.
+        self._clashes_logged: set[tuple[str, str]] = set()
         from skald_mcp.members import MemberConnectors
         from skald_mcp.oauth import OAuth
 
@@ -761,9 +825,16 @@ class Runtime:
         return await self._connect(spec)
 
     async def replace(self, spec: ServerSpec) -> Connection:
+        """The admin's edit. The same server (``ServerSpec.identity``: its program and
+        arguments, or its address; a rotated key is the same server) keeps its pins, so
+        a tool held back stays held back. Another server keeps none and is pinned
+        nothing at its first contact (an empty set is not the first add's): each of its
+        tools waits for the admin's accept."""
+        previous = self.specs.get(spec.name)
         await self._disconnect(spec.name)
         self.specs[spec.name] = spec
-        self.pins.pop(spec.name, None)  # a new command or address: its tools are vetted afresh
+        if previous is None or previous.identity() != spec.identity():
+            self.pins[spec.name] = {}
         await self._save()
         return await self._connect(spec)
 
@@ -820,8 +891,9 @@ class Runtime:
         if self.connections.get(name) is not connection:
             return  # a connection that was replaced or removed
         if connection.state == "ready" and name not in self.pins:
-            # First contact since the admin added (or re-pointed) it: the tools it has
-            # now are the ones the admin added it for.
+            # First contact since the admin added it: the tools it has now are the ones
+            # the admin added it for. (One re-pointed by an edit has an empty set:
+            # ``replace``.)
             self.pins[name] = {t.name: definition_hash(t) for t in connection.tools}
             task = asyncio.ensure_future(self.host.kv_set("pins", self.pins))
             self._pin_writes.add(task)
@@ -830,12 +902,15 @@ class Runtime:
 
     def _rebuild(self, name: str) -> None:
         connection = self.connections.get(name)
-        if connection is None or connection.state != "ready":
+        # Reconnecting by itself: its tools stay offered, so a call is told it is
+        # reconnecting (``Connection.call``), not that there is no such tool.
+        if connection is None or connection.state not in ("ready", "reconnecting"):
             self._offered.pop(name, None)
             return
         pins = self.pins.get(name, {})
+        names = tool_names(name, [t.name for t in connection.tools])
         self._offered[name] = [
-            self._tool(name, t) for t in connection.tools if pins.get(t.name) == definition_hash(t)
+            self._tool(name, t, names[t.name]) for t in connection.tools if pins.get(t.name) == definition_hash(t)
         ]
 
     def pending(self, name: str) -> list[str]:
@@ -846,35 +921,56 @@ class Runtime:
 
     def member_tools(self, member_id: str) -> list[Tool]:
         """One view of two sources: the global connectors granted to the member, and
-        the member's own."""
+        the member's own. One name, one connector: a global connector named like one
+        of the member's own (a clash made while their file was closed, or by an earlier
+        version) is not offered to them, so their calls never go to the other server;
+        their page says why (``shadowed``), the log says it once."""
         out: list[Tool] = []
+        own = self.members.records.get(member_id, {})
         for name, tools in self._offered.items():
             if member_id in self.access.get(name, ()):
+                if name in own:
+                    self._log_clash(name, member_id)
+                    continue
                 out.extend(tools)
         out.extend(self.members.member_tools(member_id))
         return out
 
-    def _tool(self, server: str, mcp_tool: Any) -> Tool:
+    def shadowed(self, member_id: str, name: str) -> bool:
+        """Whether the global connector ``name`` is hidden from the member by one of
+        their own connectors of the same name (``member_tools``)."""
+        return name in self.members.records.get(member_id, {})
+
+    def _log_clash(self, name: str, member_id: str) -> None:
+        if (name, member_id) not in self._clashes_logged:
+            self._clashes_logged.add((name, member_id))
+            # The connector by the admin's name for it; the member by neither name nor id.
+            log.warning("connector %s: not offered to a member who has a connector of their own with the same name (theirs is used)", name)
+
+    def _tool(self, server: str, mcp_tool: Any, name: str) -> Tool:
         # Checked again at call time: a grant revoked after the round offered the tool,
-        # or the connector removed, refuses the call.
+        # the connector removed, or the member's own of that name, refuses the call.
         return make_tool(
             server,
             mcp_tool,
-            lambda member_id: member_id in self.access.get(server, ()) and server in self.specs,
+            lambda member_id: member_id in self.access.get(server, ()) and server in self.specs and not self.shadowed(member_id, server),
             lambda: self.connections.get(server),
+            name,
         )
 
     def status(self, name: str) -> dict[str, Any]:
         connection = self.connections.get(name)
         offered = {t.name for t in self._offered.get(name, ())}
+        tools = connection.tools if connection else []
+        names = tool_names(name, [t.name for t in tools])
         return {
             **self.specs[name].public(),
             "state": connection.state if connection else "stopped",
             "error": connection.error if connection else None,
             "cause": connection.cause if connection else None,
             "tools": [
-                {"name": t.name, "exposed_as": tool_name(name, t.name), "description": t.description or "", "offered": tool_name(name, t.name) in offered}
-                for t in (connection.tools if connection else ())
+                {"name": t.name, "exposed_as": names[t.name], "description": t.description or "", "offered": names[t.name] in offered}
+                for t in tools
             ],
             "pending": self.pending(name),
             "pending_tools": withheld(connection.tools if connection else [], self.pins.get(name, {})),

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
@@ -65,6 +66,15 @@ class ServerSpec:
         out["env"] = {k: "********" for k in self.env}
         out["headers"] = {k: "********" for k in self.headers}
         return out
+
+    def identity(self) -> tuple[Any, ...]:
+        """Which server this is: the program and its arguments (stdio), or the address
+        (http). An edit that keeps it (a rotated key in the environment or a header) is
+        the same server, whose vetted tools stay vetted; one that changes it points the
+        connector at another server, whose tools are vetted afresh (``Runtime.replace``)."""
+        if self.transport == "stdio":
+            return ("stdio", self.command, tuple(self.args))
+        return ("http", self.url)
 
 
 def _listed(names: set[Any]) -> str:
@@ -160,10 +170,41 @@ def spec_from_json(data: Mapping[str, Any]) -> ServerSpec:
 TOOL_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
+MAX_TOOL_NAME = 64  # the host's limit
+
+
 def tool_name(server: str, tool: str) -> str:
     """``<server>__<tool>`` as the model sees it: characters a tool name may not have
-    become ``_``, and the whole is cut to 64 (the host's limit)."""
-    return f"{server}{SEPARATOR}{TOOL_CHARS.sub('_', tool)}"[:64]
+    become ``_``, and the whole is cut to 64 (the host's limit). Two of a server's
+    tools may come out the same (``x.y`` and ``x_y``): ``tool_names`` tells them apart."""
+    return f"{server}{SEPARATOR}{TOOL_CHARS.sub('_', tool)}"[:MAX_TOOL_NAME]
+
+
+def tool_names(server: str, tools: Iterable[str]) -> dict[str, str]:
+    """Each of a server's tools (by its real name) -> the name the model sees, unique
+    within the server. A tool keeps ``tool_name`` unless another tool of the server
+    comes out the same; then each of them whose real name had to be changed (a
+    character replaced, or cut at 64) gets ``_`` and a short digest of its real name at
+    the end (``demo__x_y_3f2a9c``), and a tool whose real name is its name as it is
+    keeps the plain one. The digest is of the real name alone, so a tool's name does
+    not depend on the order the server lists its tools in; the call goes to the real
+    name (``make_tool``)."""
+    real = list(dict.fromkeys(tools))
+    plain = {tool: tool_name(server, tool) for tool in real}
+    shared = Counter(plain.values())
+    out = {tool: name for tool, name in plain.items() if shared[name] == 1 or name == f"{server}{SEPARATOR}{tool}"}
+    taken = set(out.values())
+    for tool in real:
+        if tool in out:
+            continue
+        digest = hashlib.sha256(tool.encode()).hexdigest()
+        for size in range(6, len(digest) + 1, 2):  # longer only should two digests meet
+            name = f"{plain[tool][: MAX_TOOL_NAME - size - 1]}_{digest[:size]}"
+            if name not in taken:
+                break
+        out[tool] = name
+        taken.add(name)
+    return out
 
 
 # -- the catalog: admin-vetted templates a member activates --------------------------------
