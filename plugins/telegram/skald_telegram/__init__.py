@@ -176,6 +176,16 @@ def register_tools(register: Callable[..., None]) -> None:
 
 
 @hookimpl
+def member_unlocked(member_id: str, host: HostApi) -> None:
+    """After a server restart the member's conversation can be read back only once they
+    logged in again: an answer that was streaming into their chat is finished then (in
+    a task of the bot's own: the login does not wait for it)."""
+    bot = running.bot
+    if bot is not None:
+        bot.member_unlocked(member_id)
+
+
+@hookimpl
 async def member_reset(member_id: str, host: HostApi) -> None:
     """The account starts over in other hands (an admin reset the password): the
     member's chat is theirs, not the account's, so it is unlinked (and told so)."""

@@ -135,7 +135,9 @@ def _is_gone(exc: BadRequest) -> bool:
 
 class Stream:
     """The message a streaming answer is shown in, for one chat: the latest text the
-    host sent, the Telegram message it is edited into, what that message shows now."""
+    host sent, the Telegram message it is edited into, what that message shows now.
+    ``relay``: the stored record of it (``TelegramBot._relay_write``), so that a stop of
+    the plugin (or of the server) cannot leave the message cut off for good."""
 
     def __init__(self, conversation_id: str | None) -> None:
         self.conversation_id = conversation_id
@@ -143,6 +145,17 @@ class Stream:
         self.message_id: int | None = None
         self.shown = ""
         self.finished = False
+        self.relay: dict[str, Any] | None = None
+
+
+#: ``relay:<chat id>``: the answer being streamed into a chat's message, kept in the
+#: plugin's store while it streams: ``{"id", "member_id", "conversation_id",
+#: "message_id" (the Telegram message, once sent), "answer" (the host's id of the
+#: answer's first round)}`` — ids only, never the member's words. Removed when the
+#: answer's end (``answer``, ``error``, ``stopped``) was queued for the chat. One left at
+#: a start means the end never reached the plugin (it was off, or the server stopped):
+#: the message is finished from the stored conversation (``_settle_relay``).
+RELAY_PREFIX = "relay:"
 
 
 class TelegramBot:
@@ -158,6 +171,14 @@ class TelegramBot:
         self._streams: dict[int, Stream] = {}  # chat -> the answer being streamed there
         self._finals: dict[str, Stream] = {}  # final answer's job id -> the stream it ends
         self._stopped: dict[int, str | None] = {}  # chat -> the conversation whose turn was stopped
+        # Relays a previous run left (``relay:<chat>``), until read back against the
+        # stored conversation; the chat's events wait for that (``deliver``).
+        self._unsettled: dict[int, dict[str, Any]] = {}
+        self._settling: dict[int, asyncio.Lock] = {}
+        self._settlers: set[asyncio.Task[None]] = set()
+        # chat -> the conversation whose answer was finished from the store: a late
+        # event of that turn is not shown again (cleared by the next turn's ``typing``).
+        self._resumed: dict[int, str | None] = {}
         self._presses: set[asyncio.Task[None]] = set()  # button presses, off the poller
         self._guard_logs()  # before the Bot exists: its constructor logs its URLs
         self._poller: asyncio.Task[None] | None = None
@@ -289,6 +310,7 @@ class TelegramBot:
         seen = await self.host.kv_get("recent_updates")
         self._seen = [i for i in seen if isinstance(i, int)] if isinstance(seen, list) else []
         await self.outbox.restore()  # what a previous run could not send yet (sent once connected)
+        await self._restore_relays()  # answers a previous run was streaming when it stopped
         if self.connected:
             self._begin()
         else:
@@ -361,6 +383,9 @@ class TelegramBot:
             await asyncio.wait(self._presses, timeout=0.5)
             for press in self._presses:
                 press.cancel()
+        for settler in list(self._settlers):  # what is not settled yet stays stored
+            settler.cancel()
+        await asyncio.gather(*self._settlers, return_exceptions=True)
         if self.connected:  # never connected: nothing could leave, it all stays stored
             await self.outbox.drain(timeout=1.5)
         await self.outbox.close()
@@ -465,12 +490,13 @@ class TelegramBot:
 
     # -- messages from a chat -----------------------------------------------------------
 
-    async def say(self, chat_id: int, text: str, member_id: str | None = None) -> None:
+    async def say(self, chat_id: int, text: str, member_id: str | None = None, *, relay: Stream | None = None) -> None:
         """Queue plain text for a chat (split at Telegram's limit). With ``member_id``
-        it is the member's (sealed and stored until sent); without, memory only."""
+        it is the member's (sealed and stored until sent); without, memory only.
+        ``relay``: the stream this text ends (its stored job names the relay)."""
         if not text.strip():
             return
-        job = Job("text", member_id, {"text": text})
+        job = Job("text", member_id, {"text": text}, _ending(relay))
         if member_id is None:
             self.outbox.put_nowait(chat_id, job)
         else:
@@ -479,21 +505,16 @@ class TelegramBot:
     async def say_markdown(self, chat_id: int, member_id: str, text: str, conversation_id: str | None = None) -> None:
         """Queue the model's words (Telegram HTML, plain text where refused). The
         message the answer streamed into, if any, is edited into the final text."""
-        stream = self._streams.get(chat_id)
-        public: dict[str, Any] = {"sent": 0}
-        if stream is not None and conversation_id is not None and stream.conversation_id == conversation_id:
-            stream.finished = True
-            waiting = self.outbox.pending(chat_id, "stream")
-            if waiting is not None:
-                self.outbox.discard(chat_id, waiting)
-            self._streams.pop(chat_id, None)
+        stream = self._take_stream(chat_id, conversation_id) if conversation_id is not None else None
+        public: dict[str, Any] = {"sent": 0, **_ending(stream)}
         job = Job("markdown", member_id, {"text": text}, public)
-        if stream is not None and stream.finished:
+        if stream is not None:
             if stream.message_id is not None:
                 public["edit"] = stream.message_id  # stored: a restart still edits it
             else:  # its first send may be under way: the job looks when it runs
                 self._finals[job.id] = stream
         await self.outbox.put(chat_id, job)
+        await self._relay_end(chat_id, stream)  # after the job is stored: its end is queued
 
     async def _finish_stopped(self, chat_id: int, member_id: str, event: ChannelEvent) -> None:
         """A stopped turn (by /stop here or from the web) sends no answer, so its
@@ -506,7 +527,7 @@ class TelegramBot:
         if text.strip():
             await self.say_markdown(chat_id, member_id, text, event.conversation_id)
         else:
-            self._end_stream(chat_id, event.conversation_id)
+            await self._end_stream(chat_id, event.conversation_id)
 
     def t(self, key: str, locale: str, **values: Any) -> str:
         return self.host.translate(f"telegram.{key}", locale, **values)
@@ -754,29 +775,36 @@ class TelegramBot:
         if chat_id is None:
             log.debug("telegram: %s event for a member without a linked chat dropped", event.kind)
             return
+        if chat_id in self._unsettled:  # what a previous run streamed here comes first
+            await self._settle_relay(chat_id)
         if event.kind == "typing":
             if chat_id in self._stopped and self._stopped[chat_id] == event.conversation_id:
                 del self._stopped[chat_id]  # a new turn: its partials start a new message
+            if chat_id in self._resumed and self._resumed[chat_id] == event.conversation_id:
+                del self._resumed[chat_id]
             if self.outbox.pending(chat_id, "typing") is None and chat_id not in self._streams:
                 self.outbox.put_nowait(chat_id, Job("typing", member_id))
+        elif event.kind in ("partial", "answer", "stopped", "error") and chat_id in self._resumed and self._resumed[chat_id] == event.conversation_id:
+            # That turn's end was read back from the store and shown (``_settle``): a late
+            # event of it would show it twice.
+            log.debug("telegram: a late %s of an answer finished from the store dropped", event.kind)
         elif event.kind == "partial":
-            self._on_partial(chat_id, member_id, event)
-        elif event.kind in ("answer", "notification"):
+            await self._on_partial(chat_id, member_id, event)
+        elif event.kind == "answer":
             if event.text.strip():
-                await self.say_markdown(chat_id, member_id, event.text, event.conversation_id if event.kind == "answer" else None)
-            elif event.kind == "answer":
-                self._end_stream(chat_id, event.conversation_id)
-            if event.kind == "answer" and event.text.strip() and await self.host.kv_get(f"voice:{member_id}"):
-                # After the text, through the same outbox: sealed, paced, kept over a restart.
-                locale = await self.locale_for(member_id)
-                await self.outbox.put(chat_id, Job("voice", member_id, {"text": event.text, "locale": locale}))
+                await self._finish_answer(chat_id, member_id, event.conversation_id, event.text)
+            else:
+                await self._end_stream(chat_id, event.conversation_id)
+        elif event.kind == "notification":
+            if event.text.strip():
+                # A note the host wrote (a request sent again) in the member's language;
+                # background work's own words as they are.
+                text = await self._host_words(member_id, event.conversation_id, event.text, await self.locale_for(member_id))
+                await self.say_markdown(chat_id, member_id, text, None)
         elif event.kind == "stopped":
             await self._finish_stopped(chat_id, member_id, event)
         elif event.kind == "error":
-            self._end_stream(chat_id, event.conversation_id)
-            locale = await self.locale_for(member_id)
-            reason = event.text if len(event.text) <= 300 else event.text[:299] + "…"
-            await self.say(chat_id, self.t("error", locale, reason=reason), member_id)
+            await self._show_failure(chat_id, member_id, event.conversation_id, event.text)
         elif event.kind == "approval" and event.approval_id:
             await self._send_approval(member_id, chat_id, event, await self.locale_for(member_id))
         elif event.kind == "question" and event.data.get("question_id"):
@@ -794,7 +822,7 @@ class TelegramBot:
                 await self.host.kv_set(f"button:{card.get('short')}", None)
                 await self.outbox.put(chat_id, Job("remove_buttons", member_id, None, {"message_id": int(card["message_id"])}))
 
-    def _on_partial(self, chat_id: int, member_id: str, event: ChannelEvent) -> None:
+    async def _on_partial(self, chat_id: int, member_id: str, event: ChannelEvent) -> None:
         """The answer so far: one message per answer, created by the first partial and
         edited with the latest text whenever the chat's queue gets to it — at most one
         edit waits in the queue (later text replaces earlier), and the queue's pacing
@@ -803,22 +831,231 @@ class TelegramBot:
         if chat_id in self._stopped and self._stopped[chat_id] == event.conversation_id:
             return  # the stopped turn's last partial, sent before the host saw the stop
         stream = self._streams.get(chat_id)
-        if stream is None or stream.conversation_id != event.conversation_id:
+        begun = stream is None or stream.conversation_id != event.conversation_id
+        if begun:
             stream = self._streams[chat_id] = Stream(event.conversation_id)
         if stream.finished:
             return
         stream.text = event.text
         if self.outbox.pending(chat_id, "stream") is None:
             self.outbox.put_nowait(chat_id, Job("stream", member_id, None, {"conversation_id": event.conversation_id}))
+        if begun:
+            await self._relay_begin(chat_id, member_id, stream, event.data.get("message_id"))
 
-    def _end_stream(self, chat_id: int, conversation_id: str | None) -> None:
+    def _take_stream(self, chat_id: int, conversation_id: str | None) -> Stream | None:
+        """The chat's stream of this conversation, ended now (no more edits of it), or
+        None when the chat streams no answer of that conversation."""
         stream = self._streams.get(chat_id)
-        if stream is not None and stream.conversation_id == conversation_id:
+        if stream is None or stream.conversation_id != conversation_id:
+            return None
+        stream.finished = True
+        waiting = self.outbox.pending(chat_id, "stream")
+        if waiting is not None:
+            self.outbox.discard(chat_id, waiting)
+        self._streams.pop(chat_id, None)
+        return stream
+
+    async def _end_stream(self, chat_id: int, conversation_id: str | None) -> None:
+        await self._relay_end(chat_id, self._take_stream(chat_id, conversation_id))
+
+    async def _finish_answer(self, chat_id: int, member_id: str, conversation_id: str | None, text: str) -> None:
+        """A turn's answer: its streamed message edited into the final text, then (with
+        ``/voice on``) the same words as a voice note."""
+        await self.say_markdown(chat_id, member_id, text, conversation_id)
+        if await self.host.kv_get(f"voice:{member_id}"):
+            # After the text, through the same outbox: sealed, paced, kept over a restart.
+            locale = await self.locale_for(member_id)
+            await self.outbox.put(chat_id, Job("voice", member_id, {"text": text, "locale": locale}))
+
+    async def _show_failure(
+        self, chat_id: int, member_id: str, conversation_id: str | None, text: str, reason: Mapping[str, Any] | None = None
+    ) -> None:
+        """A failed turn: its streamed message stays as it is, and a line says why, in
+        the member's language."""
+        stream = self._take_stream(chat_id, conversation_id)
+        locale = await self.locale_for(member_id)
+        words = await self._host_words(member_id, conversation_id, text, locale, reason)
+        words = words if len(words) <= 300 else words[:299] + "…"
+        await self.say(chat_id, self.t("error", locale, reason=words), member_id, relay=stream)
+        await self._relay_end(chat_id, stream)
+
+    # -- the host's own words, in the member's language ------------------------------------------
+
+    async def _host_words(
+        self, member_id: str, conversation_id: str | None, text: str, locale: str, reason: Mapping[str, Any] | None = None
+    ) -> str:
+        """A text the host wrote in English (why a turn failed, a note of its own) in the
+        member's language. The channel event carries the English words only; the message
+        the host stored with them carries their cause (``reason``: ``{"code", "values"}``,
+        contract 1.10), which the web words as ``core.error.<code>`` in its reader's
+        language — so is it here. The English text when no code is given."""
+        if reason is None and conversation_id is not None and text.strip():
+            try:
+                read = await self.host.conversation_messages(member_id, conversation_id)
+            except ChannelRequestError:  # locked, or not a conversation of this source
+                read = {}
+            except Exception as exc:
+                log.info("telegram: reading a failure's cause back failed: %s", type(exc).__name__)
+                read = {}
+            for message in reversed(list(read.get("messages") or ())):
+                if isinstance(message, Mapping) and message.get("reason") and message.get("content") == text:
+                    reason = message["reason"]
+                    break
+        return self._reason_words(reason, locale) or text
+
+    def _reason_words(self, reason: Any, locale: str) -> str | None:
+        """``core.error.<code>`` with its values, as the web's ``errorString`` words it
+        for a member: the ``.member`` wording where there is one (a member cannot fix a
+        provider's address), a wait of a minute or more in minutes. None for no code or
+        one no bundle words."""
+        code = reason.get("code") if isinstance(reason, Mapping) else None
+        if not isinstance(code, str) or not code:
+            return None
+        values = dict(reason.get("values") or {}) if isinstance(reason.get("values"), Mapping) else {}
+        key = f"core.error.{code}"
+        if self.host.translate(key, "en") == key:
+            return None
+        if self.host.translate(f"{key}.member", "en") != f"{key}.member":
+            key = f"{key}.member"
+        seconds = values.get("seconds")
+        if isinstance(seconds, (int, float)) and seconds >= 60:
+            count = int(-(-seconds // 60))
+            form = f"core.error.{code}.minutes.{'one' if count == 1 else 'other'}"
+            if self.host.translate(form, "en") != form:
+                return self.host.translate(form, locale, **{**values, "count": count})
+        return self.host.translate(key, locale, **values)
+
+    # -- relays: an answer's message finished after a stop ---------------------------------------
+
+    async def _relay_write(self, chat_id: int, record: Mapping[str, Any] | None) -> None:
+        try:
+            await self.host.kv_set(f"{RELAY_PREFIX}{chat_id}", dict(record) if record is not None else None)
+        except Exception as exc:  # the host's store failing: the answer still streams, if not kept
+            log.error("telegram: the answer streaming to chat %s could not be recorded: %s", chat_id, type(exc).__name__)
+
+    async def _relay_begin(self, chat_id: int, member_id: str, stream: Stream, answer: Any) -> None:
+        stream.relay = {
+            "id": secrets.token_hex(8), "member_id": member_id, "conversation_id": stream.conversation_id,
+            "message_id": None, "answer": answer if isinstance(answer, int) and not isinstance(answer, bool) else None,
+        }
+        await self._relay_write(chat_id, stream.relay)
+
+    async def _relay_end(self, chat_id: int, stream: Stream | None) -> None:
+        """The stream's end is queued for the chat (stored, when it is the member's):
+        nothing is left to finish after a stop."""
+        if stream is not None and stream.relay is not None:
+            stream.relay = None
+            await self._relay_write(chat_id, None)
+
+    async def _relay_drop(self, chat_id: int) -> None:
+        """The chat is not its member's any more: nothing of theirs is finished there."""
+        stream = self._streams.pop(chat_id, None)
+        if stream is not None:
             stream.finished = True
-            waiting = self.outbox.pending(chat_id, "stream")
-            if waiting is not None:
-                self.outbox.discard(chat_id, waiting)
-            self._streams.pop(chat_id, None)
+        self._unsettled.pop(chat_id, None)
+        self._resumed.pop(chat_id, None)
+        await self._relay_write(chat_id, None)
+
+    async def _restore_relays(self) -> None:
+        """At start: the answers a previous run was streaming (``relay:<chat>``), each
+        settled against the stored conversation in the background — at once when the
+        member is unlocked, else at their next unlock (``member_unlocked``) — and before
+        any event of its chat (``deliver``)."""
+        try:
+            keys = await self.host.kv_keys(RELAY_PREFIX)
+        except Exception as exc:
+            log.error("telegram: the streamed answers of the previous run could not be read: %s", type(exc).__name__)
+            return
+        for key in keys:
+            record = await self.host.kv_get(key)
+            chat = key[len(RELAY_PREFIX):]
+            if not chat.lstrip("-").isdigit() or not _is_relay(record):
+                await self.host.kv_set(key, None)
+                continue
+            self._unsettled[int(chat)] = dict(record)
+        for chat_id in list(self._unsettled):
+            self._settle_later(chat_id)
+
+    def _settle_later(self, chat_id: int) -> None:
+        task = asyncio.create_task(self._settle_relay(chat_id), name=f"telegram:relay:{chat_id}")
+        self._settlers.add(task)
+        task.add_done_callback(self._settlers.discard)
+
+    def member_unlocked(self, member_id: str) -> None:
+        """Their file is open again: what waited for it (after a server restart) now."""
+        for chat_id, record in list(self._unsettled.items()):
+            if record.get("member_id") == member_id:
+                self._settle_later(chat_id)
+
+    async def _settle_relay(self, chat_id: int) -> None:
+        async with self._settling.setdefault(chat_id, asyncio.Lock()):
+            record = self._unsettled.get(chat_id)
+            if record is None:
+                return
+            try:
+                settled = await self._settle(chat_id, record)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # by type only; the record stays for the next start
+                log.error("telegram: finishing the answer streamed to chat %s failed: %s", chat_id, type(exc).__name__)
+                settled = True
+            if settled:
+                self._unsettled.pop(chat_id, None)
+
+    async def _settle(self, chat_id: int, record: Mapping[str, Any]) -> bool:
+        """One answer a previous run was streaming into the chat's message when it
+        stopped, read back from the member's conversation (``conversation_messages``):
+        still being written, its next partials edit that same message; ended meanwhile
+        (its events went nowhere while the plugin was off), the message is finished as
+        the end's event would have finished it — the answer, what a stopped one kept, or
+        why it failed — once. False: not now (the member is locked)."""
+        member_id, conversation_id = str(record["member_id"]), str(record["conversation_id"])
+        if chat_id in self._streams:  # a newer answer streams there already (its own relay)
+            return True
+        if await self.pairing.chat_for_member(member_id) != chat_id:
+            await self._relay_write(chat_id, None)
+            return True
+        queue = self.outbox.chats.get(chat_id)
+        if queue is not None and any(j is not None and j.public.get("relay") == record["id"] for j in [queue.running, *queue.jobs]):
+            await self._relay_write(chat_id, None)  # its end was queued (and restored) before the stop
+            return True
+        try:
+            read = await self.host.conversation_messages(member_id, conversation_id)
+        except MemberLocked:
+            return False
+        except ChannelRequestError as exc:  # no grant any more, or the conversation is gone
+            log.info("telegram: the answer streamed to chat %s is not finished: %s", chat_id, type(exc).__name__)
+            await self._relay_write(chat_id, None)
+            return True
+        messages = [m for m in read.get("messages") or () if isinstance(m, Mapping) and isinstance(m.get("id"), int)]
+        answer = record.get("answer")
+        if isinstance(answer, int):
+            later = [m for m in messages if m["id"] >= answer]
+        else:
+            asked = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+            later = messages[asked + 1:]
+        cut = next((i for i, m in enumerate(later) if m.get("role") == "user"), None)
+        turn = later if cut is None else later[:cut]  # up to the member's next message
+        stream = Stream(conversation_id)
+        stream.message_id = record.get("message_id") if isinstance(record.get("message_id"), int) else None
+        stream.relay = dict(record)
+        self._streams[chat_id] = stream
+        if read.get("running") and cut is None:
+            return True  # still being written: its partials go on in the same message
+        if not read.get("running"):
+            self._resumed[chat_id] = conversation_id
+        last = next(
+            (m for m in reversed(turn) if m.get("role") == "assistant" or (m.get("role") == "note" and m.get("status") == "error")), None
+        )
+        content = str(last.get("content") or "") if last is not None else ""
+        if last is not None and last.get("status") == "error":
+            await self._show_failure(chat_id, member_id, conversation_id, content, last.get("reason"))
+        elif content.strip():
+            await self._finish_answer(chat_id, member_id, conversation_id, content)
+        else:
+            await self._end_stream(chat_id, conversation_id)
+        log.info("telegram: an answer streamed to chat %s when the plugin stopped was finished from the conversation", chat_id)
+        return True
 
     async def _send_approval(self, member_id: str, chat_id: int, event: ChannelEvent, locale: str) -> None:
         short = secrets.token_urlsafe(9)  # callback_data is at most 64 bytes: a handle, not the id
@@ -969,6 +1206,9 @@ class TelegramBot:
             if stream.message_id is None:
                 sent = await self.outbox.call(queue, lambda: self.bot.send_message(chat_id, text), "sendMessage")
                 stream.message_id = sent.message_id
+                if stream.relay is not None:  # a restart edits this message, not a new one
+                    stream.relay["message_id"] = sent.message_id
+                    await self._relay_write(chat_id, stream.relay)
             else:
                 message_id = stream.message_id
                 await self.outbox.call(
@@ -1010,7 +1250,7 @@ class TelegramBot:
             # unlink is), once the new link is written; a failure here undoes nothing.
             try:
                 await self.outbox.forget(replaced, member_id)
-                self._streams.pop(replaced, None)
+                await self._relay_drop(replaced)
                 await self.say(replaced, self.t("moved", locale))  # not the member's any more: memory only
             except Exception as exc:
                 log.warning("telegram: telling chat %s that the account moved to another chat failed: %s", replaced, type(exc).__name__)
@@ -1020,9 +1260,23 @@ class TelegramBot:
         chat_id = await self.pairing.unlink(member_id)
         if chat_id is not None:
             await self.outbox.forget(chat_id, member_id)
-            self._streams.pop(chat_id, None)
+            await self._relay_drop(chat_id)
             # Not the member's any more: memory only, and not dropped by the link check.
             await self.say(chat_id, self.t("unlinked", await self.locale_for(member_id)))
+
+
+def _ending(stream: Stream | None) -> dict[str, Any]:
+    """A job that ends a relayed stream names its relay in its stored (public) part: a
+    restart that restores the job knows the answer's end is queued already."""
+    return {"relay": stream.relay["id"]} if stream is not None and stream.relay is not None else {}
+
+
+def _is_relay(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and all(isinstance(record.get(name), str) and record.get(name) for name in ("id", "member_id", "conversation_id"))
+        and (record.get("message_id") is None or isinstance(record.get("message_id"), int))
+    )
 
 
 def locked_key(lock_reason: str) -> str:

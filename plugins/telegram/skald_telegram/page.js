@@ -11,7 +11,9 @@ export default class TelegramPage extends HTMLElement {
   async connectedCallback() {
     this.pluginId = this.getAttribute("plugin-id") || "telegram";
     this.classList.add("page");
-    this.line = node("p", undefined, "telegram-status");
+    // Focusable from the script only: where the focus goes when the control that held it
+    // is hidden (keepPlace).
+    this.line = node("p", undefined, { class: "telegram-status", tabindex: "-1" });
     this.message = node("p", undefined, { class: "telegram-message form-status", role: "status" });
     this.code = node("input", undefined, { id: "telegram-code", name: "code", maxlength: 32, autocomplete: "off" });
     this.codeLabel = node("label", undefined, { for: "telegram-code" });
@@ -54,6 +56,7 @@ export default class TelegramPage extends HTMLElement {
 
   async save(config) {
     this.message.textContent = "";
+    const held = [this.form, this.unlinkLine].find((part) => part.contains(document.activeElement));
     try {
       await call("PUT", `/api/plugins/${encodeURIComponent(this.pluginId)}/my-config`, { config });
       this.code.value = "";
@@ -62,5 +65,15 @@ export default class TelegramPage extends HTMLElement {
       this.message.textContent = error.message;
     }
     await this.refresh();
+    this.keepPlace(held);
+  }
+
+  /** Linking hides the form that held the focus (unlinking, the Unlink button), and the
+   * browser would drop it to the page's body: a keyboard or screen-reader user lost their
+   * place. It goes to what the page offers now: the code field when the form shows, else
+   * the status line that says which chat is linked. */
+  keepPlace(held) {
+    if (!held || !held.hidden) return;
+    (this.form.hidden ? this.line : this.code).focus();
   }
 }

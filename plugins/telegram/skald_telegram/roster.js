@@ -2,7 +2,7 @@
 // grants are written on each member's page. Names come from the admin's member list.
 // The shell's page header is the page's one h1 (its title); the roster is a card with
 // the shell's table, or its "nobody yet" line.
-import { locale } from "/ui/lib/plugin-kit.js";
+import { call, locale } from "/ui/lib/plugin-kit.js";
 
 function node(tag, text, className) {
   const element = document.createElement(tag);
@@ -19,12 +19,9 @@ function since(iso) {
   return new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeStyle: "short" }).format(date);
 }
 
-async function get(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
-  return data;
-}
+/** The kit's call: a refusal in the reader's language (the host's `error.<code>`), its
+ * English text only when it has no code. */
+const get = (path) => call("GET", path);
 
 export default class TelegramRoster extends HTMLElement {
   async connectedCallback() {
