@@ -31,7 +31,8 @@ function healthDot(plugin) {
     plugin.error ? el("p", { class: "detail", text: plugin.error }) : el("p", { class: "detail", text: t(`plugin.state_help.${color}`) }));
   const dot = el("button", {
     type: "button", class: `health-dot ${color}`, title: plugin.error ? `${label}: ${plugin.error}` : label,
-    "aria-label": t("plugin.health_label", { state: label }), "aria-expanded": "false", "aria-controls": detailId,
+    // Which plugin too: fourteen cards' dots were fourteen identical "Status: Off" buttons.
+    "aria-label": t("plugin.health_label", { plugin: plugin.title || plugin.id, state: label }), "aria-expanded": "false", "aria-controls": detailId,
   });
   const show = (open) => { detail.hidden = !open; dot.setAttribute("aria-expanded", String(open)); };
   dot.addEventListener("click", () => show(detail.hidden));
