@@ -54,7 +54,11 @@ class ChannelEvent:
       ``arguments``); resolve it with ``HostApi.resolve_approval``.
     - ``approval_resolved``: that card is settled (``data["status"]``).
     - ``notification``: background work tells the member something (``text``).
-    - ``error``: the turn failed; ``text`` says why in words fit for the member.
+    - ``error``: the turn failed; ``text`` says why in words fit for the member, in
+      English. Since 1.12 an ``error`` or ``notification`` the host words itself carries
+      its cause in ``data`` (``{"code", "values"}``; empty for words of their own): the
+      string ``core.error.<code>`` with those values (``HostApi.translate``) says it in
+      the member's language, as the web does.
     - ``question`` (since 1.3): a running tool asks the member for input; ``text`` is
       the question, ``data`` ``{"question_id", "fields"}`` (as ``TurnApi.ask`` takes
       them). Answer it with ``HostApi.answer_question``; never store or log the answer.

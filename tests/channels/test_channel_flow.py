@@ -453,3 +453,22 @@ async def test_a_role_change_moves_the_channel_to_a_new_conversation_with_an_age
     assert await transcript(channels, member_id, first.conversation_id) == [("user", "Hello"), ("assistant", "As the assistant.")]
     third = await api.send_message(member_id, "And now?", idempotency_key="u-3")
     assert third.conversation_id == second.conversation_id
+
+
+async def test_a_failure_reaches_the_channel_with_its_code_and_values(channels):
+    """The ``error`` event carried the host's English words only: a channel could not say
+    a German member's failure in German (a probe's Telegram chat read "Etwas ist
+    schiefgegangen: The model could not answer (...)"). Since 1.12 it carries the cause
+    the web words it by, ``core.error.<code>`` with its values."""
+    from skald_host.testing import ScriptedError as Error
+
+    alice = await channels.host.member("alice", locale="de")
+    member_id, api = alice.member["id"], channels.channel.api
+    channels.server.script(MODEL_A, [Error(404, "no such model")])
+    await api.send_message(member_id, "Hallo", idempotency_key="update-err")
+    failed = await channels.channel.wait_for("error")
+    code, values = failed.data["code"], failed.data["values"]
+    assert code == "model_refused" and isinstance(values, dict), failed.data
+    said = api.translate(f"core.error.{code}", "de", **values)
+    assert said != f"core.error.{code}" and "The model" not in said, said
+    assert failed.text and failed.text != said  # the English words stay, for a channel of an older kind

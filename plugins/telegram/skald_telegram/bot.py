@@ -799,12 +799,12 @@ class TelegramBot:
             if event.text.strip():
                 # A note the host wrote (a request sent again) in the member's language;
                 # background work's own words as they are.
-                text = await self._host_words(member_id, event.conversation_id, event.text, await self.locale_for(member_id))
+                text = await self._host_words(member_id, event.conversation_id, event.text, await self.locale_for(member_id), _cause(event))
                 await self.say_markdown(chat_id, member_id, text, None)
         elif event.kind == "stopped":
             await self._finish_stopped(chat_id, member_id, event)
         elif event.kind == "error":
-            await self._show_failure(chat_id, member_id, event.conversation_id, event.text)
+            await self._show_failure(chat_id, member_id, event.conversation_id, event.text, _cause(event))
         elif event.kind == "approval" and event.approval_id:
             await self._send_approval(member_id, chat_id, event, await self.locale_for(member_id))
         elif event.kind == "question" and event.data.get("question_id"):
@@ -885,10 +885,11 @@ class TelegramBot:
         self, member_id: str, conversation_id: str | None, text: str, locale: str, reason: Mapping[str, Any] | None = None
     ) -> str:
         """A text the host wrote in English (why a turn failed, a note of its own) in the
-        member's language. The channel event carries the English words only; the message
-        the host stored with them carries their cause (``reason``: ``{"code", "values"}``,
-        contract 1.10), which the web words as ``core.error.<code>`` in its reader's
-        language — so is it here. The English text when no code is given."""
+        member's language: its cause (``reason``: ``{"code", "values"}``), which the web
+        words as ``core.error.<code>`` in its reader's language — so is it here. The live
+        event carries it (contract 1.12); a failure read back later (a relay finished
+        after a stop) from the message the host stored with it (``reason``, 1.10). The
+        English text when no code is given."""
         if reason is None and conversation_id is not None and text.strip():
             try:
                 read = await self.host.conversation_messages(member_id, conversation_id)
@@ -1286,3 +1287,9 @@ def locked_key(lock_reason: str) -> str:
 
 
 __all__ = ["BotConfig", "PairingError", "TelegramBot"]
+
+
+def _cause(event: ChannelEvent) -> Mapping[str, Any] | None:
+    """The host's code and values an ``error`` or ``notification`` carries (since 1.12),
+    or None when it has none (words of its own)."""
+    return event.data if isinstance(event.data.get("code"), str) and event.data.get("code") else None

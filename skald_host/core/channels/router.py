@@ -213,9 +213,9 @@ class ChannelRouter:
             await self.deliver(name, member_id, event)
         elif kind == "error" and top:
             self._stop_typing(member_id, conversation_id)
-            await self.deliver(name, member_id, ChannelEvent("error", conversation_id, text=str(data.get("error", ""))))
+            await self.deliver(name, member_id, ChannelEvent("error", conversation_id, text=str(data.get("error", "")), data=_cause(data)))
         elif kind == "notification":
-            await self.deliver(name, member_id, ChannelEvent("notification", conversation_id, text=str(data.get("content", ""))))
+            await self.deliver(name, member_id, ChannelEvent("notification", conversation_id, text=str(data.get("content", "")), data=_cause(data)))
 
     # -- partials: the streaming answer, coalesced --------------------------------------------
 
@@ -305,3 +305,14 @@ class ChannelRouter:
             log.error("channel %s: delivering a %s event to member %s failed (%s)", name, event.kind, member_id, reason)
             return False
         return True
+
+
+def _cause(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The host's code and values of an ``error`` or ``notification`` (since 1.12), for
+    the channel to say it in the member's language as ``core.error.<code>``; nothing
+    when the event has no code (a background note in its own words)."""
+    code = data.get("code")
+    if not isinstance(code, str) or not code:
+        return {}
+    values = data.get("values")
+    return {"code": code, "values": dict(values) if isinstance(values, Mapping) else {}}
