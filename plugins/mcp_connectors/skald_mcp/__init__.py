@@ -33,6 +33,9 @@ CONFIG_SCHEMA = (
         label="Allow private addresses",
         description="Let members' connectors and sign-in discovery reach loopback and private-network addresses.",
         default=False,
+        # Read where it is used (routes, each connection and request of a member's own
+        # server: guard.py): saving it restarts nothing, no call in flight breaks.
+        live=True,
     ),
 )
 
@@ -54,7 +57,7 @@ def plugin_info() -> PluginInfo:
         title="Connectors",
         description="Connect the assistant to MCP servers (connectors), granted per member.",
         icon="plug",
-        spec=">=1.6,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3); net (1.5); AddressRefused.reason (1.6)
+        spec=">=1.12,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3); net (1.5); AddressRefused.reason (1.6); ConfigField.live (1.12)
         config_schema=CONFIG_SCHEMA,
         grant_by_default=True,
     )

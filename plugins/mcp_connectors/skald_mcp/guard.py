@@ -9,11 +9,19 @@ connection it opens: the name is resolved, every address must be public, and the
 is opened to the address that was checked (never resolved again in between), so a name
 that later points at a private address (DNS rebinding) is refused on that connection.
 TLS still verifies the certificate against the name.
+
+The admin's allowance is live (``ConfigField(live=True)``: a save does not restart the
+plugin), so the guarded client asks it when it matters, never from a copy: ``allowed``
+is asked before a connection the check refuses is opened, and a client that opened one
+asks it again before each request. Once the answer is no, every connection the client
+holds is closed (a standing event stream too) and the request connects anew, through
+the check, which refuses it: a session to a home server stops reaching it from its
+next request on, not at its next restart.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
 from skald_hookspecs.net import AddressRefused, public_addresses
@@ -32,11 +40,17 @@ async def check_public(url: str) -> None:
         raise SpecError(code="address_unresolved", field="url", host=host[:100]) from None
 
 
-def guarded_client(headers: dict[str, str]) -> Any:
+def guarded_client(headers: dict[str, str], allowed: Callable[[], Awaitable[bool]] | None = None) -> Any:
     """An ``httpx2`` client (the SDK's) whose every TCP connection goes to a checked,
-    public address. Relies on httpx2's transport keeping an ``httpcore2`` pool."""
+    public address, or to a private one only while ``allowed()`` (the admin's *Allow
+    private addresses*, read afresh at each ask) says yes; a request on a client that
+    has opened such a connection asks ``allowed()`` again first (module docstring).
+    Relies on httpx2's transport keeping an ``httpcore2`` pool. ``guard`` on the client
+    tells whether it relied on the allowance (``Guard``)."""
     import httpcore2
     import httpx2
+
+    guard = Guard(allowed)
 
     class PinnedBackend(httpcore2.AsyncNetworkBackend):
         def __init__(self) -> None:
@@ -48,7 +62,11 @@ def guarded_client(headers: dict[str, str]) -> Any:
             try:
                 addresses = await public_addresses(host, port)
             except AddressRefused as exc:
-                raise httpcore2.ConnectError(str(exc)) from None
+                if exc.reason != "private" or not await guard.allows():
+                    raise httpcore2.ConnectError(str(exc)) from None
+                # Marked before it opens: a request racing this one asks again.
+                guard.relied = True
+                return await self._inner.connect_tcp(host, port, timeout=timeout, local_address=local_address, socket_options=socket_options)
             return await self._inner.connect_tcp(str(addresses[0]), port, timeout=timeout, local_address=local_address, socket_options=socket_options)
 
         async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
@@ -57,6 +75,35 @@ def guarded_client(headers: dict[str, str]) -> Any:
         async def sleep(self, seconds: float) -> None:
             await self._inner.sleep(seconds)
 
-    transport = httpx2.AsyncHTTPTransport()
+    class GuardedTransport(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request: Any) -> Any:
+            if await guard.withdrawn():
+                # The allowance this client's connections relied on is gone: none of
+                # them carries another byte; this request connects through the check.
+                guard.relied = False
+                await self._pool.aclose()
+            return await super().handle_async_request(request)
+
+    transport = GuardedTransport()
     transport._pool._network_backend = PinnedBackend()  # type: ignore[attr-defined]
-    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), transport=transport)
+    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), transport=transport)
+    client.guard = guard  # type: ignore[attr-defined]
+    return client
+
+
+class Guard:
+    """One guarded client's use of the admin's allowance. ``relied``: it has opened a
+    connection to an address the check refuses, which the allowance let through."""
+
+    def __init__(self, allowed: Callable[[], Awaitable[bool]] | None) -> None:
+        self._allowed = allowed
+        self.relied = False
+
+    async def allows(self) -> bool:
+        """Whether private addresses are allowed now (asked, never remembered)."""
+        return self._allowed is not None and bool(await self._allowed())
+
+    async def withdrawn(self) -> bool:
+        """Whether this client relied on the allowance and it is off now. Asks only a
+        client that relied on it: one that reaches public servers pays nothing."""
+        return self.relied and not await self.allows()

@@ -220,9 +220,12 @@ class MemberConnectors:
                     env.setdefault("PYTHONPATH", ".pydeps")
             spawn = lambda: self.host.sandbox_spawn(member_id, argv, workdir=workdir, env=env)  # noqa: E731
         connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=self._elicit)
-        # A member's own server: checked on every connection, unless the admin allows
-        # private addresses (the flag is read at each connect).
-        connection.public_only = record["kind"] == "remote" and not (await self.host.get_config()).get("allow_private_addresses")
+        # A member's own server: checked on every connection; a private address is
+        # reached only while the admin allows it, which is asked when it matters (the
+        # setting is live: a session opened by it is refused from its next request on
+        # once it is turned off, guard.py).
+        connection.public_only = record["kind"] == "remote"
+        connection.allow_private = self.private_allowed
         connection.private = True
         self.connections.setdefault(member_id, {})[name] = connection
         await connection.start(wait=wait, resume=resume)
@@ -233,6 +236,11 @@ class MemberConnectors:
                 del self.connections[member_id][name]
             return None
         return connection
+
+    async def private_allowed(self) -> bool:
+        """The admin's *Allow private addresses* as it is now (a live setting: read at
+        each ask, never kept)."""
+        return bool((await self.host.get_config()).get("allow_private_addresses"))
 
     async def restart(self, member_id: str, name: str) -> Connection | None:
         """The member's Restart: a new session in place of the one there is (failed,

@@ -124,8 +124,15 @@ class Connection:
         self._elicit = elicit
         #: The ToolContexts of the calls in flight on this session.
         self._inflight: list[Any] = []
-        #: A member's own remote server: every connection must reach a public address.
+        #: A member's own remote server: every connection must reach a public address,
+        #: or a private one while ``allow_private()`` says the admin allows it (asked at
+        #: each connection and, once one relied on it, at each request: guard.py).
         self.public_only = False
+        self.allow_private: Callable[[], Awaitable[bool]] | None = None
+        #: The current session's use of that allowance (``guard.Guard``), or None.
+        self._guard: Any = None
+        #: The HTTP client the current session talks through, closed when it ends.
+        self._http: Any = None
         #: A member's own connector: its name and address are theirs, so the log (which
         #: the admin reads) names neither, and says a failure by its cause alone.
         self.private = False
@@ -211,14 +218,19 @@ class Connection:
         if self.public_only:
             from skald_mcp.guard import guarded_client
 
-            return streamable_http_client(self.spec.url, http_client=guarded_client(dict(self.spec.headers)))
-        return streamable_http_client(self.spec.url, http_client=create_mcp_http_client(headers=dict(self.spec.headers)))
+            self._http = guarded_client(dict(self.spec.headers), self.allow_private)
+            self._guard = self._http.guard
+        else:
+            self._http = create_mcp_http_client(headers=dict(self.spec.headers))
+        return streamable_http_client(self.spec.url, http_client=self._http)
 
     async def _run(self) -> None:
         from mcp import Client
 
+        http = None
         try:
             transport = self._transport()
+            http = self._http
             # "legacy": the initialize handshake every server speaks, whose session
             # carries list_changed notifications; no response cache (a list_changed
             # must reach the server's new list).
@@ -248,6 +260,15 @@ class Connection:
             return exc
         finally:
             self._client = None
+            if http is not None:
+                # The SDK leaves a client it was given open: no connection of an ended
+                # session stays behind (one to a home server outlasting its allowance).
+                if self._http is http:
+                    self._http = None
+                try:
+                    await http.aclose()
+                except Exception:  # noqa: BLE001 - closing what is done with
+                    pass
             if self.state not in ("failed", "reconnecting"):
                 self.state = "stopped"
             self._ready.set()
@@ -412,8 +433,13 @@ class Connection:
                 # Its server went away and the connector is trying to reach it again:
                 # said at once, not waited for.
                 raise ToolError(self._reconnecting_sentence())
-            client = self._client
             vetted = next((definition_hash(t) for t in self.tools if t.name == tool), None)
+            guard = self._guard
+            if guard is not None and self.state == "ready" and await guard.withdrawn():
+                await self._allowance_withdrawn(guard)
+                if self.state == "ready":  # its address is a public one now
+                    self._same_tool(tool, vetted)
+            client = self._client
             if client is not None and self.state == "ready" and _transport_closed(client):
                 # The server went away (a stdio process that exited) before this call
                 # was sent: it never saw it, so a new session serves it.
@@ -457,6 +483,20 @@ class Connection:
             self._active -= 1
             if ctx is not None:
                 self._inflight.remove(ctx)
+
+    async def _allowance_withdrawn(self, guard: Any) -> None:
+        """The admin turned *Allow private addresses* off, and this session reaches a
+        private address by it: it is not used again (its client refuses every request
+        already: guard.py). A new session is checked as any is, so the connector reads
+        failed, with the address check's refusal, until its Restart (or the member's
+        next unlock) once private addresses are allowed again."""
+        async with self._reconnecting:
+            if self._guard is not guard or self._retired:
+                return  # another call found it first, or it was stopped
+            log.info("connector %s: private addresses are no longer allowed; connecting anew through the address check", self._logged(None)[0])
+            await self._halt()
+            if not self._retired:
+                await self.start()
 
     async def _reconnect(self, lost: Any) -> Any:
         """A new session in place of ``lost`` (once for the calls that found it gone

@@ -28,7 +28,7 @@ async def allow_private(setup: Setup) -> None:
     async def started() -> bool:
         return running.runtime is not None and (await setup.admin.get(f"{BASE}/providers")).status_code == 200
 
-    await eventually(started, what="the plugin to restart")
+    await eventually(started, what="the plugin to run (a live setting: saving it restarts nothing)")
 
 
 async def put_provider(setup: Setup, issuer: str) -> httpx.Response:
