@@ -10,8 +10,8 @@ from typing import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from skald_host.testing import ScriptedModelServer, SkaldHarness
-from mobile_support import API_KEY, MODEL, PROBE, Probe, Setup, configure_model
+from skald_host.testing import SkaldHarness
+from mobile_support import Setup, mobile_host
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -23,15 +23,5 @@ def installed() -> None:
 
 @pytest_asyncio.fixture
 async def setup(skald: SkaldHarness) -> AsyncIterator[Setup]:
-    async with ScriptedModelServer(models=(MODEL,), api_key=API_KEY) as model:
-        probe = Probe()
-        try:
-            host = await skald.start(plugins=[probe], use_entry_points=True, enable=[PROBE])
-            admin = await host.admin()
-            await configure_model(admin, model)
-            setup = Setup(host, admin, model, probe, skald)
-            await setup.configure(allow_http_push=True)
-            await setup.enable()
-            yield setup
-        finally:
-            await skald.close()
+    async with mobile_host(skald) as started:
+        yield started

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AsyncIterator
 
 import httpx
 
@@ -67,6 +68,24 @@ class Setup:
         from skald_mobile_connector import running
 
         return running.service
+
+
+@asynccontextmanager
+async def mobile_host(skald: SkaldHarness, settings: Any = None) -> AsyncIterator[Setup]:
+    """A real host that finds the plugin through its installed entry point, enabled with
+    HTTP push allowed, the scripted model configured and the probe plugin beside it."""
+    async with ScriptedModelServer(models=(MODEL,), api_key=API_KEY) as model:
+        probe = Probe()
+        try:
+            host = await skald.start(plugins=[probe], use_entry_points=True, enable=[PROBE], settings=settings)
+            admin = await host.admin()
+            await configure_model(admin, model)
+            setup = Setup(host, admin, model, probe, skald)
+            await setup.configure(allow_http_push=True)
+            await setup.enable()
+            yield setup
+        finally:
+            await skald.close()
 
 
 async def configure_model(admin: SkaldClient, server: ScriptedModelServer) -> None:

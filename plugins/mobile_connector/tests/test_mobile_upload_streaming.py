@@ -16,8 +16,8 @@ from typing import AsyncIterator
 
 import pytest_asyncio
 
-from skald_host.testing import ScriptedModelServer, SkaldHarness
-from mobile_support import API_KEY, BASE, MODEL, PROBE, Probe, Setup, configure_model, paired_device
+from skald_host.testing import SkaldHarness
+from mobile_support import BASE, Setup, mobile_host, paired_device
 
 MIB = 1024 * 1024
 LIMIT = 8 * MIB  # the upload limit of the host that refuses (a small one, quick to pass)
@@ -26,19 +26,8 @@ LIMIT = 8 * MIB  # the upload limit of the host that refuses (a small one, quick
 @pytest_asyncio.fixture
 async def capped(skald: SkaldHarness) -> AsyncIterator[Setup]:
     """The mobile connector on a host whose upload limit is ``LIMIT``."""
-    async with ScriptedModelServer(models=(MODEL,), api_key=API_KEY) as model:
-        probe = Probe()
-        try:
-            settings = skald.settings(files={"upload_max_bytes": LIMIT})
-            host = await skald.start(plugins=[probe], use_entry_points=True, enable=[PROBE], settings=settings)
-            admin = await host.admin()
-            await configure_model(admin, model)
-            setup = Setup(host, admin, model, probe, skald)
-            await setup.configure(allow_http_push=True)
-            await setup.enable()
-            yield setup
-        finally:
-            await skald.close()
+    async with mobile_host(skald, skald.settings(files={"upload_max_bytes": LIMIT})) as started:
+        yield started
 
 
 async def _new_conversation(device) -> str:
