@@ -75,6 +75,20 @@ class NoModelConfigured(RuntimeError, ToolError):  # a sub-agent's turn may hit 
     pass
 
 
+class FrameFailed(ToolError):
+    """A sub-agent run's frame that ended without an answer: its model could not answer
+    (every model tried failed, or one may not be retried), or its rounds ran out. The
+    failure is written in the frame's history and announced first, as a member's turn's
+    is; for a run it is raised, not returned as the answer, so that the run is recorded
+    ``failed`` and its caller's call says why. ``code``/``values``: the reason stored
+    with it (``error.<code>``)."""
+
+    def __init__(self, message: str, code: str, values: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = dict(values or {})
+
+
 class AccessWithdrawn(PermissionError):
     """What a tool asked of its turn (a sub-agent, a command, a scheduled prompt) needs
     a capability the member's role no longer holds."""
@@ -426,6 +440,8 @@ class Kernel:
             # It is the placeholder the member's message was committed with: this round's.
             placeholder = last if last and last["role"] == "assistant" and last["status"] == "streaming" and not last["tool_calls"] else None
             if placeholder is None and last and last["role"] == "assistant" and not last["tool_calls"] and last["status"] != "interrupted":
+                if run is not None and last["status"] == "error":
+                    raise _failure_of(last)  # a run taken up again after its failure was written: it failed
                 return last["content"]  # a final answer, or a failure already shown to the member
             if last is None:
                 return ""
@@ -442,6 +458,8 @@ class Kernel:
         text = f"Stopped after {rounds} rounds without a final answer."
         await self.store.add_note(frame, text, status="error", reason=reason_json("round_limit", {"rounds": rounds}))
         self.emit(frame, "error", error=text, code="round_limit", values={"rounds": rounds})
+        if run is not None:
+            raise FrameFailed(text, "round_limit", {"rounds": rounds})  # no answer: the run failed
         return text
 
     async def model_round(
@@ -481,9 +499,14 @@ class Kernel:
         tools_wire = [t.wire for t in tools]
         messages_json = memo.wire_json(messages)
         encoded = None if messages_json is None else (messages_json, b"[" + b",".join(t.wire_json for t in tools) + b"]")
-        turn, message_id, request_log = await self.call_model(
-            frame, candidates, messages, tools_wire, placeholder, images=bool(images), encoded=encoded
-        )
+        try:
+            turn, message_id, request_log = await self.call_model(
+                frame, candidates, messages, tools_wire, placeholder, images=bool(images), encoded=encoded
+            )
+        except FrameFailed:
+            if scope.run is not None:
+                raise  # a sub-agent's run fails with it: its caller's call says why
+            return ""  # the member's turn: the failed answer is on screen, with Retry
         if turn is None:
             return ""
         if not tools and turn.tool_calls:
@@ -658,7 +681,7 @@ class Kernel:
                     )
                     # With its model, as ``done`` is: "Failed <model>" live as after a reload.
                     self.emit(frame, "error", message_id=message_id, error=text, code=exc.code, values=exc.values, model=choice.model)
-                    return None, message_id, None
+                    raise FrameFailed(text, exc.code, exc.values)  # written and announced: ``model_round`` says what it ends
                 sent = None
                 await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False)
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
@@ -1263,6 +1286,20 @@ def _failure(exc: ModelError) -> str:
     if exc.status is not None:
         return f"HTTP {exc.status}"
     return "could not be reached" if exc.code == "model_unreachable" else exc.code
+
+
+def _failure_of(row: Mapping[str, Any]) -> FrameFailed:
+    """A failed answer already in a frame's history, as the failure it was written for."""
+    try:
+        reason = json.loads(row.get("reason") or "null")
+    except ValueError:
+        reason = None
+    if not isinstance(reason, dict):
+        reason = {}
+    values = reason.get("values")
+    return FrameFailed(
+        row["content"] or "The model could not answer.", str(reason.get("code") or "model_failed"), values if isinstance(values, dict) else None,
+    )
 
 
 def _collect(statements: Callable[[Any], object], into: list[object]) -> Callable[[Any, list[str]], None]:

@@ -37,7 +37,7 @@ from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, Orchestra
 from skald_host.core.agent.subagents.runs import (
     TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume, consume_pending, due_events, mark_started, new_id, recover,
 )
-from skald_host.core.agent.kernel import NOT_JOINED, Abandoned, Ending, Pending
+from skald_host.core.agent.kernel import NOT_JOINED, Abandoned, Ending, FrameFailed, Pending
 from skald_host.core.agent.store import Frame, insert_trigger
 from skald_host.core.faults import crash_point
 
@@ -696,6 +696,16 @@ class SubagentCoordinator:
                 ):
                     self._after_terminal(sub, definition, ctx, "cancelled")
             raise
+        except FrameFailed as exc:
+            if ending.joined:
+                raise
+            # The frame ended without an answer (its model failed, its rounds ran out),
+            # written and announced in its history: the run failed, and says why; so
+            # does its caller's call, for the caller's model to decide what to do next.
+            error = str(exc)
+            if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=error, frame_status="failed"):
+                self._after_terminal(sub, definition, ctx, "failed")
+            raise ToolError(f"the run {ctx.run_id} of agent {definition.id} failed: {error}") from None
         except Exception as exc:
             if ending.joined:
                 raise
