@@ -623,10 +623,12 @@ async def _completed(client: Any, cid: str) -> list[dict[str, Any]] | None:
     return rows if rows and rows[0]["status"] == "completed" else None
 
 
-async def test_a_delegated_runs_first_request_goes_out_while_its_frame_commits_and_nothing_of_it_is_announced_before(chat):
+async def test_a_delegated_runs_first_request_goes_out_once_its_frame_commits_and_nothing_of_it_is_announced_before(chat):
     """The run's frame rides in its call's round write; its first request is built
-    from memory and sent meanwhile (as a member's first message's is), while its
-    tokens and its agent_start wait for that commit (never announced before the write)."""
+    from memory meanwhile and sent once that commit has landed (its placeholder is what
+    recovery counts the request by if a crash cuts it: sent beside the commit, it was
+    billed and never logged when the crash came first), and its tokens and its
+    agent_start are never announced before the write."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
     chat.server.script(MODEL_A, [
@@ -657,7 +659,7 @@ async def test_a_delegated_runs_first_request_goes_out_while_its_frame_commits_a
     child_request = chat.server.requests_for(MODEL_A)[1]
     assert child_request.messages[-1]["content"] == "Capital of Norway?"
     frame_written = committed[1]
-    assert child_request.received_at < frame_written  # sent while its frame was being written
+    assert child_request.received_at > frame_written  # sent once its frame was written
     child_events = [e for e in events if e.get("depth") == 1 or e["type"] == "agent_start"]
     assert child_events and all(e["_at"] >= frame_written for e in child_events)
     [row] = await runs(alice, cid)

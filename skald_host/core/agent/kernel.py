@@ -13,15 +13,20 @@ it aborts the in-flight HTTP stream, the running tools and every sub-agent frame
 
 Writes are pipelined with work that announces nothing. A round's streaming
 placeholder is written with what precedes it (the member's message, or the last tool
-result of the previous round), and the round's request goes out while that commit is
+result of the previous round), and the round's request is built while that commit is
 in flight (``Pending``): the model hears nothing the member may not, and the member
-hears nothing (tokens, ``tool_done``, ``turn_started``) before it is durable. A call
-the gate allows outright is written as running with its assistant message, one commit
-instead of two; a round whose calls are all such calls and ``rerun``-safe runs them
-before anything of it is written, and writes message, results and the next placeholder
-in one commit while the next request is out (``_overlapped_calls``). A crash in between
-loses what a crash a moment earlier would: the request was never answered, or the call
-is found running (and, unless ``rerun``, marked interrupted, never run twice).
+hears nothing (tokens, ``tool_done``, ``turn_started``) before it is durable. The
+request itself goes out once the placeholder is committed: that row is how recovery
+counts a request a crash cut (an ``interrupted`` row of the request log, README
+"Models and chat"), so a request never leaves ahead of it — except a turn's opening,
+whose request goes out beside its message's commit (``Pending.early``: a crash there
+loses the unacknowledged message with it, which the README says). A call the gate
+allows outright is written as running with its assistant message, one commit instead
+of two; a round whose calls are all such calls and ``rerun``-safe runs them before
+anything of it is written, and writes message, results and the next placeholder in one
+commit, on whose heels the next request goes out (``_overlapped_calls``). A crash in
+between loses what a crash a moment earlier would: the request was never sent, or the
+call is found running (and, unless ``rerun``, marked interrupted, never run twice).
 """
 
 from __future__ import annotations
@@ -111,18 +116,27 @@ class Abandoned(Exception):
 class Pending:
     """A round's streaming placeholder whose write is pending, with the history the
     round's request is built from: the committed rows plus what that write records.
-    A ``start`` given is called (``start()``) once the request has gone out, so that
-    what may wait until then runs while the model works rather than beside the request
-    being built: a tool round's write (without a ``start`` the write is under way
-    already), a turn opening's fresh read of the member. ``confirm`` (the write committed)
-    runs the announcements queued with ``then`` in order — the write's own first,
-    then the round's held tokens."""
+    The request goes out once the write has committed, unless ``early``: a turn's
+    opening, whose request goes out while its message commits (README "Models and
+    chat": a crash in that moment leaves no trace of it, nor of the unacknowledged
+    message). A ``start`` given is called (``start()``) once the request is built and,
+    for an early one, once it has gone out, so that what may wait until then runs
+    rather than beside the request being built: a tool round's write, a turn opening's
+    fresh read of the member (without a ``start`` the write is under way already).
+    ``confirm`` (the write committed) runs
+    the announcements queued with ``then`` in order — the write's own first, then the
+    round's held tokens."""
 
     def __init__(
-        self, history: list[Any], start: Callable[[], object] | None = None, candidates: list[ModelChoice] | None = None
+        self, history: list[Any], start: Callable[[], object] | None = None, candidates: list[ModelChoice] | None = None,
+        *, early: bool = False,
     ) -> None:
         self.history = history
         self.candidates = candidates  # the models the placeholder names, for its round
+        #: The request may go out before the placeholder is committed (a turn's opening).
+        self.early = early
+        #: An early request went out (``sent``): abandoned now, it was cut short.
+        self.request_left = False
         self._start: Callable[[], object] | None = start
         self.placeholder_id: int | None = None
         self._then: list[Callable[[int], None]] = []
@@ -136,6 +150,11 @@ class Pending:
         start, self._start = self._start, None
         if start is not None:
             start()
+
+    def sent(self) -> None:
+        """The round's request has gone out (its ``on_sent``)."""
+        self.request_left = True
+        self.start()
 
     def then(self, announce: Callable[[int], None]) -> None:
         if self.placeholder_id is not None:
@@ -381,6 +400,8 @@ class Kernel:
         self.store = runtime.store
         self.chat = runtime.chat
         self._memos: dict[str, ProjectionMemo] = {}
+        #: Final answers of runs written queued (``_final_queued``), not announced yet.
+        self._landing: set[asyncio.Future[list[str]]] = set()
 
     def _memo(self, frame: Frame) -> ProjectionMemo:
         """The frame's projection memo, for the most recently run frames."""
@@ -577,6 +598,8 @@ class Kernel:
             ending.committed(outcome[0])
 
         written.add_done_callback(landed)
+        self._landing.add(written)
+        written.add_done_callback(self._landing.discard)
         return turn.content
 
     async def call_model(
@@ -594,11 +617,14 @@ class Kernel:
         by ``finish_assistant``, and a round of calls alone runs no checkpointing. A
         round's placeholder is usually written with what precedes it (``placeholder``:
         the member's message, a tool round's last result); a ``Pending`` one is still
-        being written: the request goes out meanwhile, and tokens are held until it
-        commits."""
+        being written, and the request goes out once it is committed: the streaming row
+        is what recovery counts a request a crash cut by (``cut_requests``), so a request
+        that left before it would be billed and never logged. Only a turn's opening
+        (``Pending.early``) goes out meanwhile, its tokens held until the write commits."""
         if not candidates:
             raise NoModelConfigured("no model is configured")
         pending = placeholder if isinstance(placeholder, Pending) else None
+        written_first = pending is not None and not pending.early
         message_id: int | None = None
         if pending is None:
             message_id = placeholder if placeholder is not None else await self.store.start_assistant(frame, candidates[0].model)
@@ -640,6 +666,9 @@ class Kernel:
 
         sent: tuple[str, ModelChoice, float] | None = None  # the request under way, for its log row if it is cut
         try:
+            if written_first:
+                pending.start()  # type: ignore[union-attr]
+                message_id = await pending.wait()  # type: ignore[union-attr]
             for index, choice in enumerate(candidates):
                 # An id for the request log, not a secret: ``uuid4`` reads os.urandom,
                 # which lets go of the GIL, and getting it back waited behind the
@@ -686,6 +715,14 @@ class Kernel:
                 await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False)
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
                 return turn, message_id, (request_id, self.runtime.request_body(frame, messages, tools), json.dumps(response))
+        except Abandoned:
+            if sent is not None and pending is not None and pending.request_left:
+                # A turn's opening went out beside its message's write, and the turn is not
+                # to go on from it (the message was not stored, or the request is sent
+                # again): cut short by the host, it may be billed all the same.
+                request_id, choice, started = sent
+                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, None, started, status="interrupted")
+            raise
         except asyncio.CancelledError:
             if sent is not None and not self.interrupted():
                 # A request the member's Stop cut may be billed all the same: it is logged
@@ -734,7 +771,7 @@ class Kernel:
         if pending is None:
             return await self.chat.clients.complete(choice, messages, tools, on_delta, images=images, encoded=encoded)
         stream = asyncio.ensure_future(
-            self.chat.clients.complete(choice, messages, tools, on_delta, images=images, on_sent=pending.start, encoded=encoded)
+            self.chat.clients.complete(choice, messages, tools, on_delta, images=images, on_sent=pending.sent, encoded=encoded)
         )
         stream.add_done_callback(lambda _: pending.start())  # failed or cancelled before sending: the write still happens
         try:
@@ -855,9 +892,9 @@ class Kernel:
     ) -> Pending | None:
         """A round whose calls may all simply run again after a crash (``rerun``) and
         that the gate allows outright runs them before its assistant message is
-        written; the next request is built from memory and sent, and the message, the
-        results and the next placeholder are written in one commit while the model
-        works (announced on commit: ``assistant``, ``tool_start``, ``tool_done``). Calls
+        written; the message, the results and the next placeholder are written in one
+        commit while the next request is built from memory, and it goes out once that
+        commit has landed (announced on commit: ``assistant``, ``tool_start``, ``tool_done``). Calls
         still running after ``SLOW_CALL_SECONDS`` get their message written (as
         running) and announced meanwhile, so a slow tool shows as it runs. A crash
         before that commit loses only what the model was asked, which the turn asks
@@ -978,7 +1015,11 @@ class Kernel:
     ) -> Pending:
         """The batch's last results (call, status, result), written with the next
         round's placeholder; the next request is built meanwhile from ``history`` (its
-        last message the one these calls belong to) as that write leaves it. ``write``:
+        last message the one these calls belong to) as that write leaves it; the write
+        starts once the request is built (``Pending.start``), and the request goes out
+        once it has committed (the placeholder is what recovery counts a request a crash
+        cut by). Started no sooner: a run's final answer queued just before (its
+        ``agent_done``) is announced before this write's ``tool_done``. ``write``:
         how (given the changes and the placeholder; returns the calls' ids as written
         and the placeholder's id), when that message's own write is not done either."""
         frame, agent = scope.frame, scope.agent
@@ -1016,6 +1057,7 @@ class Kernel:
                 abandoned.__cause__ = error  # the turn ends saying why (a full disk, say)
                 pending.abandon(abandoned)
                 return
+            await self._after_queued_answers()  # a run's answer queued before this write is announced first
             for i, (call, status, result) in zip(ids, results):
                 self._announce_result(scope, {**call, "id": i}, status, result)
             pending.confirm(placeholder_id)
@@ -1034,7 +1076,16 @@ class Kernel:
     async def _record(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:
         result = _clip(result)
         await self.store.set_call(call["id"], status, result)
+        await self._after_queued_answers()
         self._announce_result(scope, call, status, result)
+
+    async def _after_queued_answers(self) -> None:
+        """A run's final answer written queued (``_final_queued``) committed before any
+        write submitted after it; its ``done`` and ``agent_done`` are announced before
+        what such a write announces (its call's ``tool_done``): the announcements wait
+        for its callbacks (``asyncio.wait`` runs after those registered before it)."""
+        if self._landing:
+            await asyncio.wait(list(self._landing))
 
     def _announce_result(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:
         kind = {"done": "tool_done", "denied": "tool_denied", "cancelled": "tool_cancelled"}.get(status, "tool_error")

@@ -567,7 +567,7 @@ class MemberRuntime:
         writing = asyncio.ensure_future(write())
         # The member's fresh read starts once the request is out: with the message's write
         # beside it, two database threads took the GIL from the request being built.
-        opening = Pending(settled + [MappingProxyType(row)], start=member)
+        opening = Pending(settled + [MappingProxyType(row)], start=member, early=True)
         before = self.member
         self.drive(conversation_id, unattended=unattended, candidates=candidates, opening=opening)
 
@@ -677,6 +677,20 @@ class MemberRuntime:
         await self.stop(conversation_id)
         if await self.store.delete(conversation_id):
             self.emit("conversation_deleted", conversation_id)
+
+    async def discard(self, conversation_id: str) -> None:
+        """Delete a conversation nobody reads again (a system agent's pass, once it
+        ended). A turn of it that this runtime's closing interrupted (the server
+        stopping, the file locking) left its answer streaming for recovery to count as a
+        cut request; deleted now, recovery would never see it: its rows of the request
+        log, as recovery writes them, go in the delete's own commit instead, for the next
+        recovery to give the registry (``store.RequestOutbox``)."""
+        if self.closed:
+            for model in await self.store.cut_requests(conversation_id):
+                request_id = f"{random.getrandbits(128):032x}"
+                row = (request_id, self.member_id, model, "interrupted", None, None, None, None, None)
+                self.store.outbox.add(request_id, json.dumps({"row": row, "at": _registry_now()}))
+        await self.store.delete(conversation_id)
 
     def conversation_changed(self, conversation: Mapping[str, Any]) -> None:
         """What the member's other open clients show of a conversation besides its
@@ -1304,13 +1318,28 @@ class MemberRuntime:
         wire = project("You write precise summaries.", history) + [{"role": "user", "content": COMPACT_PROMPT}]
         last_error: ModelError | None = None
         for choice in candidates:
+            # A request of the request log like a round's (README "Models and chat"). No
+            # streaming row stands for it, so its row is written ahead, as interrupted,
+            # into the member's file before it is sent (a crash while it is out: recovery
+            # counts it); its own row replaces that one when it ends.
+            request_id = f"{random.getrandbits(128):032x}"
+            await self.store.ahead(request_id, json.dumps({
+                "row": (request_id, self.member_id, choice.model, "interrupted", None, None, None, None, None), "at": _registry_now(),
+            }))
+            started = time.perf_counter()
             try:
                 turn = await self.chat.clients.complete(choice, wire, [])
             except ModelError as exc:
+                await self.log_request(request_id, frame, choice.model, wire, [], None, exc, started, payload=False)
                 last_error = exc
                 if exc.retriable:
                     continue
                 break
+            except asyncio.CancelledError:
+                if not self.closed:  # a Stop of the turn it ended; one the server's stop cut stays interrupted
+                    await self.log_request(request_id, frame, choice.model, wire, [], None, None, started, payload=False, status="stopped")
+                raise
+            await self.log_request(request_id, frame, choice.model, wire, [], turn, None, started, payload=False)
             summary = turn.content.strip()
             if summary.startswith(SUMMARY_PREFIX.strip()):
                 summary = summary[len(SUMMARY_PREFIX.strip()):].strip()

@@ -113,37 +113,49 @@ class RequestOutbox:
     out of the file by a later commit, or by the next recovery.
 
     Lives on the event loop's thread: a commit takes a snapshot as it is submitted,
-    and ``carried`` is told what of it the commit wrote."""
+    and ``carried`` is told what of it the commit wrote. Several commits may be in
+    flight with the same row (the file's queue holds them in order): the second to land
+    finds the row in the file already, which is no sign that the registry has it — only
+    ``logged`` says that (taking it for one dropped the file's copy of a row the registry
+    was still gathering, and a crash then lost it: a crash-kill probe)."""
 
     def __init__(self) -> None:
-        self._unlogged: dict[str, str] = {}  # request id -> its row as JSON, in neither place yet
+        self._unlogged: dict[str, str] = {}  # request id -> its row as JSON, not in the registry yet
+        self._unwritten: dict[str, str] = {}  # of those, the rows not in the file yet (as they are now)
         self._boxed: set[str] = set()  # in the file, not yet in the registry
         self._unbox: list[str] = []  # in the file and in the registry: the next commit drops them
 
     def add(self, request_id: str, entry: str) -> None:
-        self._unlogged[request_id] = entry
+        self._unlogged[request_id] = self._unwritten[request_id] = entry
 
     def logged(self, request_id: str) -> None:
-        """The registry has committed it."""
-        if self._unlogged.pop(request_id, None) is None and request_id in self._boxed:
+        """The registry has committed it. A row in the file goes with a later commit,
+        also one written there ahead of its request (``ahead``) that the request's own
+        row, waiting here, was to replace."""
+        self._unlogged.pop(request_id, None)
+        self._unwritten.pop(request_id, None)
+        if request_id in self._boxed:
             self._boxed.discard(request_id)
             self._unbox.append(request_id)
 
     def snapshot(self) -> tuple[list[tuple[str, str]], list[str]] | None:
-        if not self._unlogged and not self._unbox:
+        if not self._unwritten and not self._unbox:
             return None
-        return list(self._unlogged.items()), list(self._unbox)
+        return list(self._unwritten.items()), list(self._unbox)
 
     @staticmethod
     def write(conn: Any, snapshot: tuple[list[tuple[str, str]], list[str]]) -> None:
         rows, unbox = snapshot
-        conn.executemany("INSERT OR IGNORE INTO request_log_outbox (request_id, entry) VALUES (?, ?)", rows)
+        # REPLACE: a request's own row replaces the one written ahead of it (``ahead``).
+        conn.executemany("INSERT OR REPLACE INTO request_log_outbox (request_id, entry) VALUES (?, ?)", rows)
         conn.executemany("DELETE FROM request_log_outbox WHERE request_id = ?", [(r,) for r in unbox])
 
     def carried(self, snapshot: tuple[list[tuple[str, str]], list[str]]) -> None:
         rows, unbox = snapshot
-        for request_id, _ in rows:
-            if self._unlogged.pop(request_id, None) is not None:
+        for request_id, entry in rows:
+            if self._unwritten.get(request_id) == entry:  # (a newer row of it still waits: not this one)
+                del self._unwritten[request_id]
+            if request_id in self._unlogged:
                 self._boxed.add(request_id)
             else:  # the registry committed it while this commit was under way
                 self._unbox.append(request_id)
@@ -228,6 +240,15 @@ class ConversationStore:
             return result
 
         return asyncio.ensure_future(carried())
+
+    async def ahead(self, request_id: str, entry: str) -> None:
+        """A request that no streaming row of history stands for (a compaction's): its
+        row, as ``entry`` says (interrupted), committed into the outbox before the
+        request is sent, so that a crash while it is out still counts it (recovery
+        gives it to the registry); the request's own row, logged when it ends, replaces
+        it there and in the registry's rows."""
+        self.outbox.add(request_id, entry)
+        await self._carrying(lambda conn: None)
 
     async def outbox_rows(self) -> list[tuple[str, str]]:
         """Recovery: the request log's rows the file carries (some the registry may lack)."""
@@ -344,7 +365,9 @@ class ConversationStore:
         )
 
     async def delete(self, conversation_id: str) -> bool:
-        deleted = bool(await self.db.transaction(lambda c: c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount))
+        # Carrying the request log's waiting rows: those of its cut requests, when a
+        # conversation recovery would have counted them in goes (``MemberRuntime.discard``).
+        deleted = bool(await self._carrying(lambda c: c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount))
         self._roots.pop(conversation_id, None)
         self._models.pop(conversation_id, None)
         self.forget()
@@ -877,12 +900,17 @@ class ConversationStore:
         finally:
             self.forget()
 
-    async def cut_requests(self) -> list[str]:
+    async def cut_requests(self, conversation_id: str | None = None) -> list[str]:
         """Recovery, before ``mark_interrupted_streams``: the model of each answer a
-        stopped server was streaming (a frame still open), one per request cut short."""
-        return await self.db.run(lambda conn: [r[0] or "" for r in conn.execute(
-            "SELECT m.model FROM messages m JOIN frames f ON f.id = m.frame_id WHERE m.status = 'streaming' AND f.status = 'open'"
-        )])
+        stopped server was streaming, one per request cut short — every row it marks
+        interrupted, in any frame: a background run's frame was closed by the runs' own
+        recovery already (``subagents.runs.recover``), and its cut request was billed
+        all the same. ``conversation_id``: that conversation's only."""
+        if conversation_id is None:
+            sql, args = "SELECT model FROM messages WHERE status = 'streaming'", ()
+        else:  # a streaming row is never indexed for search: the small partial index finds it
+            sql, args = "SELECT model FROM messages WHERE indexed = 0 AND status = 'streaming' AND conversation_id = ?", (conversation_id,)
+        return await self.db.run(lambda conn: [r[0] or "" for r in conn.execute(sql, args)])
 
     async def mark_interrupted_streams(
         self, note: str = "", reason: str | None = None, *, give_up: tuple[int, str, Callable[[int], str]] | None = None

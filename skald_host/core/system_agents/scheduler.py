@@ -369,8 +369,10 @@ class SystemAgentScheduler:
             swept = await db.transaction(lambda c: store.sweep_running(c, entry.id, started))
             if swept:
                 log.warning("system agent %s: %d run(s) left running by a stop were marked failed", entry.id, swept)
-            await db.transaction(store.sweep_ephemeral)
             self._swept.add(key)
+        if (str(db.path), "ephemeral") not in self._swept and not await db.transaction(store.sweep_ephemeral):
+            # Swept again at each pass until none waits for the chat's recovery any more.
+            self._swept.add((str(db.path), "ephemeral"))
         if mark_attempt:
             await db.transaction(lambda c: store.mark_attempt(c, entry.id, started))
         try:
@@ -424,7 +426,7 @@ class SystemAgentScheduler:
             return answers[-1]["content"]
         finally:
             runtime.prompt_substitutions.pop(conversation_id, None)
-            await runtime.store.delete(conversation_id)
+            await runtime.discard(conversation_id)  # a request the runtime's closing cut still counts
 
     # -- what members read ------------------------------------------------------------------------
 

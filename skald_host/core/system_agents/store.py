@@ -71,8 +71,15 @@ def sweep_running(conn: Any, agent_id: str, at: str) -> int:
 
 def sweep_ephemeral(conn: Any) -> int:
     """The conversations of passes a stop interrupted: never listed, never resumed by
-    recovery (it walks the listed ones), so nothing else would remove them."""
-    return conn.execute("DELETE FROM conversations WHERE ephemeral = 1").rowcount
+    recovery (it walks the listed ones), so nothing else would remove them. One whose
+    answer still streams (a crash cut its request) waits for the chat's recovery, which
+    counts that request in the request log by it (``ConversationStore.cut_requests``):
+    it is swept once recovery has marked it interrupted. Returns how many wait so."""
+    conn.execute(
+        "DELETE FROM conversations WHERE ephemeral = 1 AND NOT EXISTS (SELECT 1 FROM messages m"
+        " WHERE m.indexed = 0 AND m.status = 'streaming' AND m.conversation_id = conversations.id)"
+    )
+    return conn.execute("SELECT count(*) FROM conversations WHERE ephemeral = 1").fetchone()[0]
 
 
 def open_run(conn: Any, agent_id: str, subject_id: str | None, at: str) -> str:

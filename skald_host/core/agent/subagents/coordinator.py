@@ -544,12 +544,13 @@ class SubagentCoordinator:
         claim: Callable[[Any, "Frame"], None], written: list[str], candidates: list[Any], settle: Any, run_id: str,
     ) -> str:
         """``_single`` whose run, frame and first placeholder ride in the caller's round
-        write (``settle``), with the run's first request going out while that commits,
-        as a member's first message does (``Pending``): its tokens and its
-        ``agent_start`` wait for the commit. Only when the tree has room for it (the
-        one refusal that write can meet, §8.7; counted with the runs being written):
-        a refused run must cost no request. The run's and frame's ids are chosen
-        first, so that request is built before the write."""
+        write (``settle``), with the run's first request built while that commits
+        (``Pending``) and sent once it has: the placeholder is what recovery counts the
+        request by if a crash cuts it (a request sent beside the commit was billed and
+        never logged when the crash came first, crash-kill probe). Its ``agent_start``
+        waits for the commit. Only when the tree has room for it (the one refusal that
+        write can meet, §8.7; counted with the runs being written). The run's and
+        frame's ids are chosen first, so that request is built before the write."""
         runtime = self.runtime
         frame_id = new_id()
         placeholder_model = candidates[0].model
