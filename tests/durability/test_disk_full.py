@@ -125,7 +125,7 @@ async def test_a_turn_whose_round_cannot_be_written_ends_saying_why_and_the_next
     await allow_tool(admin, "wait_read")
     alice = await host.member("alice")
     conversation_id = await new_conversation(alice)
-    server.script(MODEL_A, [Reply(tool_calls=[ToolCall("wait_read", {"text": "slow"})]), Reply("Never shown.")])
+    server.script(MODEL_A, [Reply(tool_calls=[ToolCall("wait_read", {"text": "slow"})])])
     async with ChatSocket(alice) as socket:
         assert (await socket.send(conversation_id, "start a long read"))["type"] == "ack"
         await eventually(probe.waiting.is_set, what="the tool to start")
@@ -134,6 +134,9 @@ async def test_a_turn_whose_round_cannot_be_written_ends_saying_why_and_the_next
         events = await socket.turn(conversation_id)
         [error] = [e for e in events if e["type"] == "error"]
         assert error["code"] == "disk_full" and "disk is full" in error["error"], error
+        # The next round's request waits for its placeholder's commit, which the full
+        # disk refused: no request the provider would bill with no row to count it by.
+        assert len(server.requests_for(MODEL_A)) == 1
 
         filler.unlink()
         server.script(MODEL_A, [Reply("Back to normal.")])
