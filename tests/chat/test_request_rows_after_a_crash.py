@@ -23,14 +23,13 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import textwrap
-import threading
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
 
-from durability.helpers import Servers, create_member, member_dek, owner_file, setup_admin
+from durability.helpers import Servers, WriteLock, create_member, member_dek, owner_file, setup_admin
 from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
@@ -116,31 +115,6 @@ def rows(data_dir: Path) -> list[tuple[str, str]]:
 
 def last(request: Any) -> dict[str, Any]:
     return request.messages[-1]
-
-
-class WriteLock:
-    """The write lock of a member's own file, held from the test process: the server's
-    next commit to it waits (its busy timeout is 5 s) until ``release``."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self._taken = threading.Event()
-        self._release = threading.Event()
-        self._holding: asyncio.Future[None] | None = None
-
-    async def take(self) -> None:
-        def hold(conn: Any) -> None:  # inside BEGIN IMMEDIATE: the lock is ours
-            self._taken.set()
-            self._release.wait(30)
-
-        self._holding = asyncio.ensure_future(self.db.transaction(hold))
-        while not self._taken.is_set():
-            await asyncio.sleep(0.005)
-
-    async def release(self) -> None:
-        self._release.set()
-        if self._holding is not None:
-            await self._holding
 
 
 class Life:

@@ -16,6 +16,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -324,6 +325,31 @@ def user_version(path: Path) -> int:
 async def member_dek(data_dir: Path, member_id: str, password: str) -> bytes:
     """The member's DEK, unsealed from system.db as the host does it at login."""
     return await KeyDerivation(KDF_FLOOR).unseal(password, member_id, SealedKey.from_json(sealed_record(data_dir, member_id)))
+
+
+class WriteLock:
+    """The write lock of a member's own file, held from the test process: the server's
+    next commit to it waits (its busy timeout is 5 s) until ``release``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._taken = threading.Event()
+        self._release = threading.Event()
+        self._holding: asyncio.Future[None] | None = None
+
+    async def take(self) -> None:
+        def hold(conn: Any) -> None:  # inside BEGIN IMMEDIATE: the lock is ours
+            self._taken.set()
+            self._release.wait(30)
+
+        self._holding = asyncio.ensure_future(self.db.transaction(hold))
+        while not self._taken.is_set():
+            await asyncio.sleep(0.005)
+
+    async def release(self) -> None:
+        self._release.set()
+        if self._holding is not None:
+            await self._holding
 
 
 async def read_owner_file(path: Path, dek: bytes | None) -> tuple[dict[str, str], str]:

@@ -341,6 +341,11 @@ class MemberRuntime:
         self.closed = False
         self.send_budget = SendBudget(chat.core.settings.chat.send_burst, chat.core.settings.chat.sends_per_second)
         self._live: dict[str, asyncio.Task[None]] = {}
+        #: Per conversation, writes in flight that start a turn once committed (a send's
+        #: message stored the plain way, an edit, a regenerate): ``running`` says yes
+        #: meanwhile, so a second send queues behind them instead of starting a turn of
+        #: its own from a history without them.
+        self._starting: dict[str, int] = {}
         #: Streaming rows of turns the disk stopped, not ended yet (it still refused).
         self._unsettled: dict[str, set[int]] = {}
         self._cancel: dict[str, asyncio.Event] = {}
@@ -411,8 +416,33 @@ class MemberRuntime:
         return self._live.get(conversation_id)
 
     def running(self, conversation_id: str) -> bool:
+        """Whether a turn runs in the conversation, or a write that starts one is in
+        flight (``starting``)."""
+        return self._turn_live(conversation_id) or conversation_id in self._starting
+
+    def _turn_live(self, conversation_id: str) -> bool:
         task = self._live.get(conversation_id)
         return task is not None and not task.done()
+
+    def starting(self, conversation_id: str) -> Callable[[], None]:
+        """Mark a write that starts a turn once committed as in flight; the returned
+        function ends the mark (once, however often it is called), after ``drive``
+        or when no turn comes of the write."""
+        self._starting[conversation_id] = self._starting.get(conversation_id, 0) + 1
+        ended = False
+
+        def end() -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = True
+            left = self._starting.pop(conversation_id) - 1
+            if left:
+                self._starting[conversation_id] = left
+            elif not self._turn_live(conversation_id):
+                self.subagents.wake()  # an inbox event that saw this conversation busy goes now
+
+        return end
 
     # -- conversations ----------------------------------------------------------------------
 
@@ -535,8 +565,10 @@ class MemberRuntime:
             )
             return ack
 
+        # Until it has driven (or found nothing to drive), a later send queues behind it.
+        end = self.starting(conversation_id)
         storing = asyncio.ensure_future(store_then_start())
-        storing.add_done_callback(lambda f: f.cancelled() or f.exception())  # a sender gone: its failure is nobody's to read
+        storing.add_done_callback(lambda f: end() or f.cancelled() or f.exception())  # a sender gone: its failure is nobody's to read
         return await asyncio.shield(storing)
 
     def _room_to_write(self) -> bool:
@@ -720,7 +752,7 @@ class MemberRuntime:
         ``candidates``: the models its placeholder was written for; ``opening``: that
         placeholder's write, still pending (``_send_opening``); ``drain_first``: the
         turn is for messages that may wait in the inbox (none: no turn)."""
-        if self.closed or self.running(conversation_id):
+        if self.closed or self._turn_live(conversation_id):
             return
         self.cancel_event(conversation_id).clear()
         self._live[conversation_id] = asyncio.create_task(
@@ -1044,24 +1076,32 @@ class MemberRuntime:
         """Answer the member's last message again; the answer it had is kept as an
         earlier version (``show_version`` flips back)."""
         frame = await self._idle_root(conversation_id)
-        if not await self.store.keep_as_version(frame):
-            raise ChatError("the last message of this conversation has no answer to regenerate", code="nothing_to_regenerate", status=409)
-        log.info("member %s: the member regenerates an answer", self.member_id)
-        self.branch_changed(conversation_id, "regenerate")
-        self.drive(conversation_id)
+        end = self.starting(conversation_id)  # no await since the check: a send now queues behind this
+        try:
+            if not await self.store.keep_as_version(frame):
+                raise ChatError("the last message of this conversation has no answer to regenerate", code="nothing_to_regenerate", status=409)
+            log.info("member %s: the member regenerates an answer", self.member_id)
+            self.branch_changed(conversation_id, "regenerate")
+            self.drive(conversation_id)
+        finally:
+            end()
 
     async def edit(self, conversation_id: str, message_id: int, text: str) -> int:
         """Edit one of the member's messages and continue from it: the conversation from
         that message on is kept as an earlier version (a branch to flip back to)."""
         frame = await self._idle_root(conversation_id)
-        new_id = await self.store.edit_message(frame, message_id, text)
-        if new_id is None:
-            raise ChatError("no such message of yours in this conversation", code="message_not_found", status=404)
-        if not new_id:
-            raise ChatError("this message was already summarised by a compaction: it can no longer be edited", code="message_compacted", status=409)
-        log.info("member %s: the member edits a message and continues from it", self.member_id)
-        self.branch_changed(conversation_id, "edit", message_id=new_id, edited_id=message_id)
-        self.drive(conversation_id)
+        end = self.starting(conversation_id)  # no await since the check: a send now queues behind this
+        try:
+            new_id = await self.store.edit_message(frame, message_id, text)
+            if new_id is None:
+                raise ChatError("no such message of yours in this conversation", code="message_not_found", status=404)
+            if not new_id:
+                raise ChatError("this message was already summarised by a compaction: it can no longer be edited", code="message_compacted", status=409)
+            log.info("member %s: the member edits a message and continues from it", self.member_id)
+            self.branch_changed(conversation_id, "edit", message_id=new_id, edited_id=message_id)
+            self.drive(conversation_id)
+        finally:
+            end()
         return new_id
 
     async def show_version(self, conversation_id: str, variant: int) -> None:
@@ -1073,24 +1113,30 @@ class MemberRuntime:
     async def _idle_root(self, conversation_id: str) -> Frame:
         """The root frame of a conversation whose turn has ended, nothing waiting on it."""
         await self.conversation(conversation_id)
-        if self.running(conversation_id):
-            raise ChatError("a turn is running in this conversation", code="turn_running", status=409)
         if any(a["conversation_id"] == conversation_id for a in await self.store.pending_approvals()):
             raise ChatError("an approval in this conversation is still waiting for an answer", code="approval_pending", status=409)
-        return await self.store.root_frame(conversation_id)
+        frame = await self.store.root_frame(conversation_id)
+        # Checked after the last await: the caller marks its write ``starting`` next.
+        if self.running(conversation_id):
+            raise ChatError("a turn is running in this conversation", code="turn_running", status=409)
+        return frame
 
     async def retry(self, conversation_id: str) -> None:
         """The member's Retry on a turn that failed: its failed answer goes, and the turn
         runs again for the member's last message."""
         await self.conversation(conversation_id)
+        frame = await self.store.root_frame(conversation_id)
         if self.running(conversation_id):
             raise ChatError("a turn is running in this conversation", code="turn_running", status=409)
-        frame = await self.store.root_frame(conversation_id)
-        if not await self.store.take_back_failure(frame):
-            raise ChatError("the last turn of this conversation did not fail", code="turn_not_failed", status=409)
-        log.info("member %s: the member retries a failed turn", self.member_id)
-        self.branch_changed(conversation_id, "retry")
-        self.drive(conversation_id)
+        end = self.starting(conversation_id)  # no await since the check: a send now queues behind this
+        try:
+            if not await self.store.take_back_failure(frame):
+                raise ChatError("the last turn of this conversation did not fail", code="turn_not_failed", status=409)
+            log.info("member %s: the member retries a failed turn", self.member_id)
+            self.branch_changed(conversation_id, "retry")
+            self.drive(conversation_id)
+        finally:
+            end()
 
     # -- what a turn needs --------------------------------------------------------------------
 
