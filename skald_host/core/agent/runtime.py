@@ -11,6 +11,7 @@ next one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -21,7 +22,7 @@ import os
 import random
 import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping, Sequence
 
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import ChatEvent, UserEvent
@@ -571,6 +572,17 @@ class MemberRuntime:
         storing.add_done_callback(lambda f: end() or f.cancelled() or f.exception())  # a sender gone: its failure is nobody's to read
         return await asyncio.shield(storing)
 
+    @contextlib.contextmanager
+    def _turn_after(self, conversation_id: str) -> Iterator[None]:
+        """A write that starts a turn once committed (an edit, a regenerate, a retry):
+        ``starting`` while it is in flight, then the turn, unless the write raised."""
+        end = self.starting(conversation_id)
+        try:
+            yield
+            self.drive(conversation_id)
+        finally:
+            end()
+
     def _room_to_write(self) -> bool:
         """Whether the member's disk has room enough that the message's commit cannot
         fail for space: only then may the turn's first request go out beside it. A
@@ -1076,22 +1088,17 @@ class MemberRuntime:
         """Answer the member's last message again; the answer it had is kept as an
         earlier version (``show_version`` flips back)."""
         frame = await self._idle_root(conversation_id)
-        end = self.starting(conversation_id)  # no await since the check: a send now queues behind this
-        try:
+        with self._turn_after(conversation_id):  # no await since the check: a send now queues behind this
             if not await self.store.keep_as_version(frame):
                 raise ChatError("the last message of this conversation has no answer to regenerate", code="nothing_to_regenerate", status=409)
             log.info("member %s: the member regenerates an answer", self.member_id)
             self.branch_changed(conversation_id, "regenerate")
-            self.drive(conversation_id)
-        finally:
-            end()
 
     async def edit(self, conversation_id: str, message_id: int, text: str) -> int:
         """Edit one of the member's messages and continue from it: the conversation from
         that message on is kept as an earlier version (a branch to flip back to)."""
         frame = await self._idle_root(conversation_id)
-        end = self.starting(conversation_id)  # no await since the check: a send now queues behind this
-        try:
+        with self._turn_after(conversation_id):  # no await since the check: a send now queues behind this
             new_id = await self.store.edit_message(frame, message_id, text)
             if new_id is None:
                 raise ChatError("no such message of yours in this conversation", code="message_not_found", status=404)
@@ -1099,9 +1106,6 @@ class MemberRuntime:
                 raise ChatError("this message was already summarised by a compaction: it can no longer be edited", code="message_compacted", status=409)
             log.info("member %s: the member edits a message and continues from it", self.member_id)
             self.branch_changed(conversation_id, "edit", message_id=new_id, edited_id=message_id)
-            self.drive(conversation_id)
-        finally:
-            end()
         return new_id
 
     async def show_version(self, conversation_id: str, variant: int) -> None:
@@ -1128,15 +1132,11 @@ class MemberRuntime:
         frame = await self.store.root_frame(conversation_id)
         if self.running(conversation_id):
             raise ChatError("a turn is running in this conversation", code="turn_running", status=409)
-        end = self.starting(conversation_id)  # no await since the check: a send now queues behind this
-        try:
+        with self._turn_after(conversation_id):  # no await since the check: a send now queues behind this
             if not await self.store.take_back_failure(frame):
                 raise ChatError("the last turn of this conversation did not fail", code="turn_not_failed", status=409)
             log.info("member %s: the member retries a failed turn", self.member_id)
             self.branch_changed(conversation_id, "retry")
-            self.drive(conversation_id)
-        finally:
-            end()
 
     # -- what a turn needs --------------------------------------------------------------------
 
