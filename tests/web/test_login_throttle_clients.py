@@ -1,6 +1,7 @@
 """Who the login limits count (check A3): the real client behind a trusted reverse proxy,
-a browser that signed in before under its own device token rather than its address, and
-the password change as a login of the account.
+a browser that signed in before under its own device token rather than its address or
+the account, the password change as a login of the account, and the log lines that let
+the admin see failures and lockouts.
 
 Every test runs the real server; the test client sits at 127.0.0.1, so "a shared
 address" is every client of a test.
@@ -8,14 +9,16 @@ address" is every client of a test.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import logging
 
 import pytest
 
 from skald_host.core.identity.throttle import address_key
 from skald_host.server import forwarded_client
 from skald_host.settings import SettingsError, load_settings
-from skald_host.testing.host import MEMBER_PASSWORD
+from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from skald_host.web.routes.auth import PLAIN_DEVICE_COOKIE, SECURE_DEVICE_COOKIE
 
 WRONG = "wrong password here"
@@ -82,8 +85,9 @@ async def test_a_browser_that_signed_in_before_signs_in_after_a_spray_of_unknown
 
 
 async def test_a_device_token_keeps_the_per_account_limit(skald):
-    """The device token spares the address limit, never the account's: guesses from a
-    browser that signed in before still stop at the account's limit."""
+    """The device token spares the address limit, never the account's pace: guesses from
+    a browser that signed in before still stop after as many failures as the account's
+    limit (they count against that device's own budget)."""
     host = await skald.start(settings=skald.settings(auth={"login_failures_per_account": 3, "login_failures_per_address": 30}))
     await host.admin()
     await host.create_member("alice")
@@ -107,6 +111,162 @@ async def test_one_browser_keeps_device_tokens_for_each_account_signed_in_there(
     assert (await login(sprayer, "made-up-next", WRONG)).status_code == 429
     for name in ("alice", "bob"):
         assert (await login(host.client(), name, MEMBER_PASSWORD, device=device)).status_code == 200, name
+
+
+# -- the account-wide lock holds clients without a device token only ----------------------
+
+
+async def test_wrong_passwords_from_anywhere_do_not_lock_the_owner_out_of_the_browser_they_signed_in_from(skald):
+    """The probe's sequence: ten wrong passwords for ``admin``, no sign-in needed, then
+    the right one with the admin's valid device cookie. It got 429 for the window, and
+    repeating the ten every 15 minutes kept the admin out for good. Clients without the
+    token stay locked, a sign-in from the admin's browser does not lift that for them."""
+    host = await skald.start(settings=skald.settings(auth={"login_failures_per_account": 10, "login_failures_per_address": 30}))
+    await host.admin()
+    device = device_cookie(await login(host.client(), "admin", ADMIN_PASSWORD))
+
+    attacker = host.client()
+    for _ in range(10):
+        assert (await login(attacker, "admin", WRONG)).status_code == 401
+    assert (await login(attacker, "admin", ADMIN_PASSWORD)).status_code == 429
+    back = await login(host.client(), "admin", ADMIN_PASSWORD, device=device)
+    assert back.status_code == 200, back.text
+    assert (await login(host.client(), "admin", ADMIN_PASSWORD)).status_code == 429
+
+
+async def test_failures_with_a_device_token_count_for_that_device_only(skald):
+    """A stolen device cookie guesses at the device's pace and locks out nobody else:
+    another browser of the member, and clients without a token, still sign in."""
+    host = await skald.start(settings=skald.settings(auth={"login_failures_per_account": 3, "login_failures_per_address": 30}))
+    await host.admin()
+    await host.create_member("alice")
+    stolen = device_cookie(await login(host.client(), "alice", MEMBER_PASSWORD))
+    own = device_cookie(await login(host.client(), "alice", MEMBER_PASSWORD))
+    assert stolen != own
+
+    thief = host.client()
+    for _ in range(3):
+        assert (await login(thief, "alice", WRONG, device=stolen)).status_code == 401
+    refused = await login(thief, "alice", MEMBER_PASSWORD, device=stolen)
+    assert refused.status_code == 429 and refused.json()["code"] == "login_throttled"
+    assert (await login(host.client(), "alice", MEMBER_PASSWORD, device=own)).status_code == 200
+    assert (await login(host.client(), "alice", MEMBER_PASSWORD)).status_code == 200
+
+
+async def test_parallel_guesses_with_one_device_token_meet_its_limit_together_and_leave_the_account_alone(skald):
+    host = await skald.start(settings=skald.settings(auth={"login_failures_per_account": 3, "login_failures_per_address": 30}))
+    await host.admin()
+    await host.create_member("alice")
+    device = device_cookie(await login(host.client(), "alice", MEMBER_PASSWORD))
+    answers = await asyncio.gather(*(login(host.client(), "alice", WRONG, device=device) for _ in range(10)))
+    codes = [a.status_code for a in answers]
+    assert codes.count(401) <= 3 and codes.count(429) >= 7, codes
+    assert (await login(host.client(), "alice", MEMBER_PASSWORD, device=device)).status_code == 429
+    assert (await login(host.client(), "alice", MEMBER_PASSWORD)).status_code == 200
+
+
+async def test_a_member_changes_their_password_in_their_browser_while_others_lock_the_account(skald):
+    """The password change splits like a sign-in: from the browser holding the session
+    and its device token it meets that device's limit, not the lock that wrong
+    passwords from elsewhere built up; without the token it is refused as before."""
+    host = await skald.start(settings=skald.settings(auth={"login_failures_per_account": 3, "login_failures_per_address": 30}))
+    await host.admin()
+    await host.create_member("alice")
+    browser = host.client()
+    signed_in = await browser.login("alice", MEMBER_PASSWORD)
+    assert signed_in.status_code == 200
+    bearer = host.client()
+    assert (await bearer.login("alice", MEMBER_PASSWORD, bearer=True)).status_code == 200
+    browser.cookies[SECURE_DEVICE_COOKIE] = device_cookie(signed_in)  # as a browser keeps it
+
+    for _ in range(3):
+        assert (await login(host.client(), "alice", WRONG)).status_code == 401
+    assert (await login(host.client(), "alice", MEMBER_PASSWORD)).status_code == 429
+    change = {"current_password": MEMBER_PASSWORD, "new_password": NEW_PASSWORD}
+    refused = await bearer.post("/api/auth/password", json=change)
+    assert refused.status_code == 429 and refused.json()["code"] == "login_throttled"
+    wrong = await browser.post("/api/auth/password", json={**change, "current_password": WRONG})
+    assert wrong.status_code == 403 and wrong.json()["code"] == "current_password_wrong"
+    changed = await browser.post("/api/auth/password", json=change)
+    assert changed.status_code == 200, changed.text
+
+
+# -- failures and lockouts in the log ------------------------------------------------------
+
+
+def auth_log(caplog) -> list[tuple[str, str]]:
+    return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "skald_host.web.routes.auth"]
+
+
+async def test_failed_sign_ins_are_logged_with_the_address_and_only_an_existing_accounts_name(skald, caplog):
+    """People type their password into the name field: a name that is no account is
+    never written down, nor any password or device token."""
+    caplog.set_level(logging.INFO)
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("alice")
+    device = device_cookie(await login(host.client(), "alice", MEMBER_PASSWORD))
+    typed_into_the_name = ["Tr0ub4dor-and-3", "correct horse battery staple"]  # a valid name, and not even that
+    caplog.clear()
+
+    client = host.client()
+    assert (await login(client, " Alice", WRONG)).status_code == 401
+    for name in typed_into_the_name:
+        assert (await login(client, name, WRONG)).status_code == 401
+    assert (await login(client, "alice", WRONG, device=device)).status_code == 401
+    alice = await host.member("alice")
+    wrong = await alice.post("/api/auth/password", json={"current_password": WRONG, "new_password": NEW_PASSWORD})
+    assert wrong.status_code == 403
+
+    assert auth_log(caplog) == [
+        ("INFO", "failed sign-in for account 'alice' from 127.0.0.1"),
+        ("INFO", "failed sign-in for an unknown name from 127.0.0.1"),
+        ("INFO", "failed sign-in for an unknown name from 127.0.0.1"),
+        ("INFO", "failed sign-in for account 'alice' from 127.0.0.1 (a browser with its device token)"),
+        ("INFO", "wrong current password in a password change for account 'alice' from 127.0.0.1"),
+    ]
+    for secret in (*typed_into_the_name, WRONG, MEMBER_PASSWORD, device, device.partition(".")[0]):
+        assert secret.lower() not in caplog.text.lower(), secret
+
+
+async def test_an_account_an_address_or_a_device_becoming_throttled_is_logged_once_per_window(skald, caplog):
+    """One WARNING the moment each limit is reached, none for the attempts it refuses
+    after (a flood must not flood the log), and an unknown name still unnamed."""
+    caplog.set_level(logging.INFO)
+    host = await skald.start(settings=skald.settings(auth={"login_failures_per_account": 3, "login_failures_per_address": 9}))
+    await host.admin()
+    await host.create_member("alice")
+    device = device_cookie(await login(host.client(), "alice", MEMBER_PASSWORD))
+    caplog.clear()
+
+    client = host.client()
+    for name in ("alice", "s3cret-typed-here"):
+        for _ in range(3):
+            assert (await login(client, name, WRONG)).status_code == 401
+        for _ in range(5):
+            assert (await login(client, name, WRONG)).status_code == 429
+    for n in range(3):
+        assert (await login(client, f"made-up-{n}", WRONG)).status_code == 401
+    for _ in range(5):
+        assert (await login(client, "made-up-next", WRONG)).status_code == 429
+    for _ in range(3):
+        assert (await login(client, "alice", WRONG, device=device)).status_code == 401
+    for _ in range(5):
+        assert (await login(client, "alice", MEMBER_PASSWORD, device=device)).status_code == 429
+
+    warnings = [message for level, message in auth_log(caplog) if level == "WARNING"]
+    assert warnings == [
+        "sign-in to account 'alice' throttled: 3 failed attempts within 15 min from clients without its device token"
+        " (last from 127.0.0.1); browsers that signed in to it before are not held",
+        "sign-in to an unknown name throttled: 3 failed attempts within 15 min from clients without its device token"
+        " (last from 127.0.0.1)",
+        "sign-in from 127.0.0.1 throttled: 9 failed attempts within 15 min from it",
+        "sign-in to account 'alice' throttled for one browser holding its device token: 3 failed attempts within 15 min"
+        " (last from 127.0.0.1)",
+    ]
+    assert len(auth_log(caplog)) == 3 + 3 + 3 + 3 + len(warnings)  # one INFO per failure, nothing per refusal
+    for secret in ("s3cret-typed-here", "made-up", device.partition(".")[0]):
+        assert secret not in caplog.text, secret
 
 
 # -- the client's address behind a reverse proxy -------------------------------------------

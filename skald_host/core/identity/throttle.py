@@ -2,18 +2,26 @@
 
 Sliding windows in RAM: after ``limit`` failures inside ``window`` seconds, further
 attempts are refused with the seconds until the oldest failure ages out, *before* any
-Argon2 work is spent on them. A success clears the account's failures, not the
-client's, so one valid account cannot launder guesses against others.
+Argon2 work is spent on them. A success clears the failures counted against the account
+(the account's, or the device's for it), not the address's, so one valid account cannot
+launder guesses against others.
 
-The client is its network address (an IPv6 one by its /64, ``address_key``), unless it
-shows a *device token* for the account it names (OWASP's "device cookies"): a browser
-that signed in to that account before then counts under its own key instead. Without
-this, anyone sharing the address (a NAT, or a reverse proxy not listed in
-``server.trusted_proxies``) could spray made-up names until the address is refused and
-keep every member at it from signing in. The address limit stays for everyone else: it
-is what bounds the Argon2 work a flood of unknown names costs and how many accounts one
-address may spray, and it cannot spare only the names that exist without telling a
-guesser which ones do.
+An attempt counts against its account and its network address (an IPv6 one by its /64,
+``address_key``), unless it shows a *device token* for the account it names (OWASP's
+"device cookies"): a browser that signed in to that account before. That attempt counts
+against the device's own budget for the account (as many failures per window as the
+account's) and nothing else, and is refused only when that budget is spent: failures
+from clients without a token cannot keep it out, and its failures keep out nobody but
+itself. Without this, ten wrong passwords from anywhere locked any member out, the admin
+included, for as long as someone repeated them; and anyone sharing the address (a NAT,
+or a reverse proxy not listed in ``server.trusted_proxies``) could spray made-up names
+until the address was refused. A stolen device cookie still guesses only at that pace:
+tokens are minted only by a successful sign-in, so nobody gets more of them for an
+account whose password they do not know. The account and address limits stay for every
+client without a token: they are what bounds the Argon2 work a flood of unknown names
+costs and how many accounts one address may spray, and they cannot spare only the names
+that exist without telling a guesser which ones do (a token proves its holder signed in,
+so sparing it tells nothing).
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ from typing import Callable
 #: Device tokens one browser keeps (one per account signed in there); the oldest goes.
 DEVICE_TOKENS_KEPT = 8
 _DEVICE_PREFIX = "device:"
+
+#: What an attempt counts against (``LoginThrottle.newly_throttled`` names them).
+ACCOUNT, ADDRESS, DEVICE = "account", "address", "device"
 
 
 def address_key(address: str) -> str:
@@ -63,6 +74,8 @@ class _Window:
         self.limit = limit
         self.window = window
         self._hits: dict[str, collections.deque[float]] = {}
+        #: When each key was last reported full, oldest report first.
+        self._reported: dict[str, float] = {}
 
     def _live(self, key: str, now: float) -> collections.deque[float]:
         hits = self._hits.get(key)
@@ -93,6 +106,21 @@ class _Window:
     def clear(self, key: str) -> None:
         self._hits.pop(key, None)
 
+    def newly_full(self, key: str, now: float) -> bool:
+        """Whether ``key`` has ``limit`` failures now and was not said to yet in the
+        last ``window`` seconds: one log line per key and window, however many
+        attempts the flood makes, so it cannot flood the log too."""
+        if len(self._live(key, now)) < self.limit:
+            return False
+        reported = self._reported.pop(key, None)
+        if reported is not None and now - reported < self.window:
+            self._reported[key] = reported
+            return False
+        self._reported[key] = now
+        if len(self._reported) > 100_000:  # bounded like the hits; a forgotten key is said again
+            del self._reported[next(iter(self._reported))]
+        return True
+
 
 class LoginThrottle:
     def __init__(
@@ -104,33 +132,48 @@ class LoginThrottle:
     ) -> None:
         self._accounts = _Window(per_account, window_seconds)
         self._addresses = _Window(per_address, window_seconds)
+        #: Per device and account: the device's own budget, as large as the account's.
+        self._devices = _Window(per_account, window_seconds)
+        self._windows = {ACCOUNT: self._accounts, ADDRESS: self._addresses, DEVICE: self._devices}
         self._clock = clock
         # In RAM like the sessions: a restart ends every device token, and a browser
         # earns a new one at its next sign-in.
         self._device_key = secrets.token_bytes(32)
-        #: Attempts admitted and not answered yet, per account and per client.
+        #: Attempts admitted and not answered yet, per window and key.
         self._pending: collections.Counter[tuple[str, str]] = collections.Counter()
         self.enabled = True
 
-    def begin(self, account: str, address: str) -> "Attempt":
-        """Admit one attempt, or raise ``LoginThrottled``. Admitted, it counts against
-        both limits at once, as a failure would, until it is answered: the Argon2 work
-        that checks it takes long enough for a burst of parallel guesses to be admitted
-        all together otherwise (they were)."""
+    def begin(self, account: str, client: str) -> "Attempt":
+        """Admit one attempt of ``client`` (as ``client`` returns it) on ``account``, or
+        raise ``LoginThrottled``. Admitted, it counts against its limits at once, as a
+        failure would, until it is answered: the Argon2 work that checks it takes long
+        enough for a burst of parallel guesses to be admitted all together otherwise
+        (they were). An attempt with a device token for the account meets only that
+        device's limit, never the account-wide one others' failures built up."""
         account = account.lower()
-        address = address_key(address)
+        counts = self._counts(account, client)
         if self.enabled:
             now = self._clock()
-            wait = max(
-                self._accounts.retry_after(account, now, self._pending[("account", account)]),
-                self._addresses.retry_after(address, now, self._pending[("address", address)]),
-            )
+            wait = max(self._windows[kind].retry_after(key, now, self._pending[(kind, key)]) for kind, key in counts)
             if wait:
                 raise LoginThrottled(wait)
-        return Attempt(self, account, address)
+        return Attempt(self, counts)
 
-    def _hold(self, account: str, address: str, change: int) -> None:
-        for key in (("account", account), ("address", address)):
+    def newly_throttled(self, account: str, client: str) -> list[str]:
+        """What this client's attempts on ``account`` count against (``ACCOUNT``,
+        ``ADDRESS``, ``DEVICE``) that failures have just filled: each is named once
+        per window, for the one log line that says an attack reached a limit."""
+        now = self._clock()
+        return [kind for kind, key in self._counts(account.lower(), client) if self._windows[kind].newly_full(key, now)]
+
+    def _counts(self, account: str, client: str) -> tuple[tuple[str, str], ...]:
+        """The windows, and the key in each, an attempt counts against."""
+        if client.startswith(_DEVICE_PREFIX):
+            return ((DEVICE, f"{client}\0{account}"),)
+        return ((ACCOUNT, account), (ADDRESS, address_key(client)))
+
+    def _hold(self, counts: tuple[tuple[str, str], ...], change: int) -> None:
+        for key in counts:
             self._pending[key] += change
             if self._pending[key] <= 0:
                 del self._pending[key]
@@ -189,24 +232,27 @@ def _split(device_tokens: str | None) -> list[str]:
 
 class Attempt:
     """One admitted attempt (``LoginThrottle.begin``): answered once, as a failure, a
-    success (which clears the account's failures) or neither (``release``, e.g. an
-    error that was no verdict on the password); ``release`` after an answer does
-    nothing, so callers release in ``finally``."""
+    success (which clears what it counted against the account: the account's failures,
+    or its device's for the account) or neither (``release``, e.g. an error that was no
+    verdict on the password); ``release`` after an answer does nothing, so callers
+    release in ``finally``."""
 
-    def __init__(self, throttle: LoginThrottle, account: str, address: str) -> None:
-        self._throttle, self._account, self._address = throttle, account, address
+    def __init__(self, throttle: LoginThrottle, counts: tuple[tuple[str, str], ...]) -> None:
+        self._throttle, self._counts = throttle, counts
         self._open = True
-        throttle._hold(account, address, +1)
+        throttle._hold(counts, +1)
 
     def failed(self) -> None:
         if self._settle():
             now = self._throttle._clock()
-            self._throttle._accounts.add(self._account, now)
-            self._throttle._addresses.add(self._address, now)
+            for kind, key in self._counts:
+                self._throttle._windows[kind].add(key, now)
 
     def succeeded(self) -> None:
         if self._settle():
-            self._throttle._accounts.clear(self._account)
+            for kind, key in self._counts:
+                if kind != ADDRESS:
+                    self._throttle._windows[kind].clear(key)
 
     def release(self) -> None:
         self._settle()
@@ -215,5 +261,5 @@ class Attempt:
         if not self._open:
             return False
         self._open = False
-        self._throttle._hold(self._account, self._address, -1)
+        self._throttle._hold(self._counts, -1)
         return True

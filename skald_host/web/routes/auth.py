@@ -1,16 +1,19 @@
 """Login, logout, the current session and password change."""
 
+import logging
+
 from quart import Blueprint, current_app, jsonify, request
 
 from skald_host.core.identity.crypto import CredentialError
 from skald_host.core.identity.passwords import PasswordRejected
-from skald_host.core.identity.throttle import LoginThrottled
+from skald_host.core.identity.throttle import ACCOUNT, ADDRESS, LoginThrottled, address_key
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable, username_key
 from skald_host.web.auth import clear_session_cookie, cookie_name, current_principal, public, set_session_cookie, transport_is_secure
 from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("auth", __name__)
+log = logging.getLogger(__name__)
 
 # Any value is accepted for the credentials: a wrong type is a failed login like any
 # other, with the same status and body (check A3), never a different 400.
@@ -27,8 +30,8 @@ LOGIN = {
 INVALID_LOGIN = "invalid user name or password"
 
 # A browser's device tokens (skald_host/core/identity/throttle.py): proof that it signed
-# in to an account before, so a flood of failures from its address does not keep it
-# out. Sent to the login and password routes only.
+# in to an account before, so others' failures, on the account or from its address, do
+# not keep it out. Sent to the login and password routes only.
 SECURE_DEVICE_COOKIE = "__Host-skald_device"
 PLAIN_DEVICE_COOKIE = "skald_device"
 DEVICE_COOKIE_DAYS = 365
@@ -40,6 +43,55 @@ def _device_tokens() -> str | None:
 
 def _throttled(exc: LoginThrottled) -> ApiError:
     return ApiError(429, "too many failed logins; try again later", headers={"Retry-After": str(exc.retry_after)}, code="login_throttled", values={"seconds": exc.retry_after})
+
+
+# The admin's only way to see that someone guessed, or locked an account out (a probe
+# found neither in the log). Only the address, and an account's name when the typed
+# name is one: people type their password into the name field, so a name that is no
+# account is never written down. Never a password or a device token.
+UNKNOWN_NAME = "an unknown name"
+
+
+async def _account_label(core, account: str) -> str:
+    member = await core.users.find(account) if account else None
+    return f"account '{member.username}'" if member is not None else UNKNOWN_NAME
+
+
+async def _log_failure(core, account: str, client: str, what: str) -> None:
+    """One INFO line for a failed password check, then a WARNING for each limit it
+    filled (``LoginThrottle.newly_throttled``: once per window, so a flood that is
+    refused meanwhile writes nothing more)."""
+    address = request.remote_addr or "unknown"
+    label = await _account_label(core, account)
+    device = " (a browser with its device token)" if client != address else ""
+    log.info("%s for %s from %s%s", what, label, address, device)
+    await _log_newly_throttled(core, account, client, label)
+
+
+async def _log_newly_throttled(core, account: str, client: str, label: str | None = None) -> None:
+    limits = core.settings.auth
+    address = request.remote_addr or "unknown"
+    for kind in core.auth.throttle.newly_throttled(account, client):
+        if kind == ACCOUNT:
+            label = label or await _account_label(core, account)
+            log.warning(
+                "sign-in to %s throttled: %d failed attempts within %d min from clients without its device token"
+                " (last from %s)%s",
+                label, limits.login_failures_per_account, limits.login_window_minutes, address,
+                "" if label == UNKNOWN_NAME else "; browsers that signed in to it before are not held",
+            )
+        elif kind == ADDRESS:
+            log.warning(  # the address as it is counted: an IPv6 one by its /64
+                "sign-in from %s throttled: %d failed attempts within %d min from it",
+                address_key(address), limits.login_failures_per_address, limits.login_window_minutes,
+            )
+        else:  # the device's own budget: only someone holding that browser's cookie
+            label = label or await _account_label(core, account)
+            log.warning(
+                "sign-in to %s throttled for one browser holding its device token: %d failed attempts within %d min"
+                " (last from %s)",
+                label, limits.login_failures_per_account, limits.login_window_minutes, address,
+            )
 
 
 @bp.post("/api/auth/login")
@@ -62,8 +114,10 @@ async def login():
     try:
         result = await core.auth.login(username, data.get("password"), client, "web" if mode == "cookie" else "bearer")
     except LoginThrottled as exc:
+        await _log_newly_throttled(core, account, client)  # filled by failures that were not sign-ins here
         raise _throttled(exc) from None
     except CredentialError:
+        await _log_failure(core, account, client, "failed sign-in")
         raise ApiError(401, INVALID_LOGIN, code="login_failed") from None
     except OwnerDatabaseUnavailable as exc:
         raise ApiError.refusing(409, exc) from None
@@ -122,7 +176,10 @@ async def change_password() -> dict:
 
     A wrong current password is a failed login of the account (the same limits, the
     same 429), and a throttled account is refused before any Argon2 work: a session
-    must not be a way to guess the password without limit."""
+    must not be a way to guess the password without limit. From a browser holding
+    the account's device token (the session's own, signed in there) it counts against
+    that device's budget instead, as its sign-ins do: a lockout others' failures built
+    up does not keep the member from changing their password there."""
     core = current_app.config["SKALD_CORE"]
     data = await json_object()
     current = field(data, "current_password", str)
@@ -134,11 +191,13 @@ async def change_password() -> dict:
     try:
         attempt = throttle.begin(account, client)
     except LoginThrottled as exc:
+        await _log_newly_throttled(core, account, client)
         raise _throttled(exc) from None
     try:
         await core.auth.change_password(principal.session, current, new)
     except CredentialError:
         attempt.failed()
+        await _log_failure(core, account, client, "wrong current password in a password change")
         raise ApiError(403, "the current password is wrong", field="current_password", code="current_password_wrong") from None
     except PasswordRejected as exc:
         raise ApiError.refusing(400, exc, field="new_password") from None  # the form marks that field
