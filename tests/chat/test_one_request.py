@@ -10,7 +10,7 @@ import logging
 from skald_hookspecs import PluginInfo, Tool, hookimpl
 from skald_host.testing import Reply, ScriptedError, ScriptedModelServer
 
-from .support import API_KEY, MODEL_A, MODEL_B, ChatSocket, configure_models, messages, new_conversation
+from .support import API_KEY, MODEL_A, MODEL_B, ChatSocket, configure_models, eventually, messages, new_conversation
 
 
 async def test_each_message_is_one_request_even_when_the_member_changes_between_turns(chat):
@@ -81,6 +81,14 @@ async def test_a_request_sent_again_is_logged_and_shown_to_the_member(chat, capl
     stored = await messages(alice, cid)
     assert [m["role"] for m in stored if m["role"] != "note"] == ["user", "assistant", "user", "assistant"]
     assert any(m["role"] == "note" and "sent to the model again" in m["content"] and m["reason"]["code"] == "request_sent_again" for m in stored)
+
+    # The first request, cut by the host, was on its way all the same (a provider may
+    # bill it): it is a row of the request log too (README "Models and chat").
+    async def logged() -> list:
+        rows = await chat.host.core.registry.run(lambda c: c.execute("SELECT status FROM llm_requests ORDER BY created_at, rowid").fetchall())
+        return [r[0] for r in rows] if len(rows) == 3 else []
+
+    assert sorted(await eventually(logged, what="a row for each of the three requests")) == ["interrupted", "ok", "ok"]
 
 
 class Greeter:
