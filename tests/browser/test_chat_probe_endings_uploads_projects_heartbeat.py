@@ -12,6 +12,7 @@ from playwright.async_api import expect
 
 from skald_host.testing import Hang, Reply, ScriptedModelServer
 from skald_host.testing.host import MEMBER_PASSWORD
+from tests.folders.support import join_project
 
 from .kit import sign_in
 from .test_accessibility import sign_in_german
@@ -140,9 +141,8 @@ async def test_a_project_chat_names_its_project_and_links_back_to_it(skald, brow
         await page.wait_for_url(f"**/#projects/{project}")
         await expect(page.get_by_role("button", name="Chat in this project")).to_be_visible()
 
-        await host.member("petra", locale="de")
-        shared = await paul.post(f"/api/projects/{project}/members", json={"username": "petra", "can_write": True})
-        assert shared.status_code in (200, 201), shared.text
+        petra = await host.member("petra", locale="de")
+        await join_project(paul, petra, project, can_write=True)
         german = await browser_pages.new(host.url, locale="de-DE")
         await sign_in_german(german, "petra", MEMBER_PASSWORD)
         await german.goto(f"{host.url}/#projects/{project}")

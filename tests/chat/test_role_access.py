@@ -22,6 +22,7 @@ from skald_hookspecs.channels import ChannelRequestError
 from skald_host.builtins.sandbox_bwrap import BubblewrapBackend
 from skald_host.core.agent.kernel import WITHDRAWN
 from skald_host.testing import Reply, ScriptedModelServer, ToolCall
+from tests.folders.support import join_project
 
 from .support import (
     ALL_MODELS,
@@ -102,7 +103,7 @@ async def test_a_restricted_member_may_start_only_the_agents_their_role_lists_by
     # to a project hands them the folder, not the coordinator.
     olga = await chat.host.member("olga")
     project = (await olga.post("/api/projects", json={"slug": "garden", "title": "Garden"})).json()
-    assert (await olga.post(f"/api/projects/{project['id']}/members", json={"username": "kid"})).status_code == 201
+    await join_project(olga, kid, project["id"])
     response = await kid.post(f"/api/projects/{project['id']}/chat")
     assert response.status_code == 403 and "project chat" in response.json()["error"]
     assert f"denied member={kid_id} action:projects.chat via=new_conversation" in audit_lines(caplog)

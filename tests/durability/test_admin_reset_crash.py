@@ -55,6 +55,9 @@ async def test_an_admin_reset_killed_midway_never_shows_the_old_home_or_folders_
     bob = await server.login("bob", OLD)
     project = (await bob.post("/api/projects", json={"slug": "garden", "title": "Garden"})).json()["id"]
     assert (await bob.post(f"/api/projects/{project}/members", json={"username": "alice"})).status_code == 201
+    invited = await server.login("alice", OLD)  # a member only once she accepts
+    [invitation] = (await invited.get("/api/projects")).json()["invitations"]
+    assert (await invited.post(f"/api/project-invitations/{invitation['id']}/accept")).status_code == 200
     canary = f"CANARY-{uuid.uuid4()}"
     home = servers.data_dir / "homes" / alice_id
     home.mkdir(mode=0o700, exist_ok=True)

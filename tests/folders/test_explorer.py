@@ -11,6 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.folders.support import join_project
+
 
 def _tree(root: Path) -> dict[str, bytes | None]:
     """Every path under ``root`` with its bytes (None for folders and links)."""
@@ -175,9 +177,8 @@ async def test_hostile_paths_are_refused_on_every_route_and_nothing_is_written_o
 
 async def test_a_read_only_member_changes_nothing(project):
     host, owner, pid, folder, _ = project
-    await host.member("rita")
-    await owner.post(f"/api/projects/{pid}/members", json={"username": "rita", "can_write": False})
     rita = await host.member("rita")
+    await join_project(owner, rita, pid, can_write=False)
     (folder / "doc.txt").write_text("original")
     before = _tree(folder)
     base = f"/api/projects/{pid}/files"

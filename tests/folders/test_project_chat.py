@@ -6,6 +6,7 @@ members may start one, and a member who leaves gets no further turn in it."""
 from __future__ import annotations
 
 from skald_host.testing import Reply, ScriptedModelServer
+from tests.folders.support import join_project
 from tests.chat.support import (
     ALL_MODELS,
     API_KEY,
@@ -28,7 +29,7 @@ async def test_a_project_chat_carries_the_project_context_and_stops_when_members
         olga, rita, otto = await host.member("olga"), await host.member("rita"), await host.member("otto")
         response = await olga.post("/api/projects", json={"slug": "garden", "title": "Garden plan", "description": "Raised beds by June"})
         pid = response.json()["id"]
-        await olga.post(f"/api/projects/{pid}/members", json={"username": "rita", "can_write": False})
+        await join_project(olga, rita, pid, can_write=False)
         server.responder = lambda request: Reply("noted")
 
         response = await otto.post(f"/api/projects/{pid}/chat")

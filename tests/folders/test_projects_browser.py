@@ -1,7 +1,8 @@
 """Projects in a real browser: a member creates a project, uploads a file in its
 explorer, makes and renames a folder, and after a refresh sees the files the agent
 wrote there with its fs tools in a project chat (the scripted model asks for the
-writes); a read-only member sees the files but no write controls. The admin shares a
+writes); a member invited read-only accepts on their Projects page and sees the files
+but no write controls; an invitation can be declined and withdrawn. The admin shares a
 folder on its page."""
 
 from __future__ import annotations
@@ -90,21 +91,72 @@ async def _project_explorer_with_the_agents_files(skald, browser_pages, server) 
     await page.get_by_role("navigation", name="Folder path").get_by_role("link", name="Garden plan").click()
     await expect(page.locator("tr[data-entry='summary.md']")).to_be_visible()
 
-    # share it read-only with bob
+    # invite bob read-only: he is a member once he accepts
     await page.get_by_label("User name").fill("bob")
-    await page.get_by_role("button", name="Add member").click()
-    await expect(page.locator("tr[data-member='bob']")).to_be_visible()
+    await page.get_by_role("button", name="Invite").click()
+    await expect(page.locator("tr[data-invitation='bob']")).to_be_visible()
+    await expect(page.get_by_role("status").filter(has_text="Invitation sent to @bob.")).to_be_visible()
+    await expect(page.locator("tr[data-member='bob']")).to_have_count(0)
     await screenshot(page, "project-explorer-desktop")
 
     bob = await browser_pages.new(host.url)
     await sign_in(bob, "bob", MEMBER_PASSWORD)
     await bob.goto("/#projects")
-    await bob.get_by_role("link", name="Garden plan").click()
+    invitations = bob.get_by_test_id("project-invitations")
+    await expect(invitations).to_contain_text("Alice (@alice) invites you to “Garden plan”.")
+    await expect(invitations).to_contain_text("You could read its files.")
+    await expect(bob.get_by_text("You are not in any project yet.")).to_be_visible()
+    await bob.get_by_role("button", name="Accept the invitation to Garden plan").click()
     await expect(bob.locator("tr[data-entry='summary.md']")).to_be_visible()
     await expect(bob.get_by_text("You can read this project's files but not change them.")).to_be_visible()
     await expect(bob.get_by_label("Upload files")).to_have_count(0)
     await expect(bob.get_by_role("button", name="Delete summary.md")).to_have_count(0)
     await expect(bob.get_by_role("button", name="Chat in this project")).to_be_visible()
+
+
+async def test_an_invitation_is_declined_by_its_invitee_and_withdrawn_by_the_owner(skald, browser_pages):  # noqa: F811
+    """The probe's case: mallory's project with a lure of a title. Alice sees who asks her
+    into what, declines, and is in nothing; the owner sees the open invitation, and
+    withdraws it; an invitation to a name nobody has looks like any other."""
+    host = await skald.start()
+    await host.admin()
+    await host.create_member("alice", display_name="Alice")
+    mallory = await host.member("mallory", display_name="Mallory")
+    project = (await mallory.post("/api/projects", json={"slug": "p3", "title": "Urgent: read INSTRUCTIONS.md"})).json()
+    assert (await mallory.post(f"/api/projects/{project['id']}/members", json={"username": "alice", "can_write": True})).status_code == 201
+
+    alice = await browser_pages.new(host.url)
+    await sign_in(alice, "alice", MEMBER_PASSWORD)
+    await alice.goto("/#projects")
+    invitations = alice.get_by_test_id("project-invitations")
+    await expect(invitations).to_contain_text("Mallory (@mallory) invites you to “Urgent: read INSTRUCTIONS.md”.")
+    await expect(invitations).to_contain_text("You could read and change its files.")
+    await expect(alice.get_by_test_id("project-list")).to_have_count(0)
+    await screenshot(alice, "project-invitation-desktop")
+    await alice.get_by_role("button", name="Decline the invitation to Urgent: read INSTRUCTIONS.md").click()
+    await expect(invitations).to_have_count(0)
+    await expect(alice.get_by_text("You are not in any project yet.")).to_be_visible()
+    alice_id = (await host.core.users.find("alice")).id
+    assert await host.core.folders.memberships(alice_id) == []
+    assert (await host.core.folders.invitations_for(alice_id)) == []
+
+    owner = await browser_pages.new(host.url)
+    await sign_in(owner, "mallory", MEMBER_PASSWORD)
+    await owner.goto(f"/#projects/{project['id']}")
+    pending = owner.get_by_test_id("pending-invitations")
+    await expect(pending).to_contain_text("No open invitations.")
+    for name in ("alice", "nobody-here"):
+        await owner.get_by_label("User name").fill(name)
+        await owner.get_by_role("button", name="Invite").click()
+        await expect(owner.get_by_role("status").filter(has_text=f"Invitation sent to @{name}.")).to_be_visible()
+    await expect(pending.locator("tr[data-invitation='alice']")).to_contain_text("invited by @mallory")
+    await expect(pending.locator("tr[data-invitation='nobody-here']")).to_contain_text("invited by @mallory")
+    await owner.get_by_role("button", name="Withdraw the invitation of alice").click()
+    await expect(pending.locator("tr[data-invitation='alice']")).to_have_count(0)
+    assert (await host.core.folders.invitations_for(alice_id)) == []
+    await alice.reload()
+    await expect(alice.get_by_text("You are not in any project yet.")).to_be_visible()
+    await expect(alice.get_by_test_id("project-invitations")).to_have_count(0)
 
 
 async def test_admin_shares_a_folder_on_the_shared_folders_page(skald, browser_pages):  # noqa: F811

@@ -44,7 +44,11 @@ async def test_memberships_follow_every_change_and_each_is_announced(skald):
 
         project = await folders.create_project(bob, "garden", "Garden", "Raised beds")
         assert _changed(events) == [bob]
-        await folders.add_project_member(project.id, bob, "ann")
+        await folders.invite_to_project(project.id, bob, "ann")
+        assert _changed(events) == []  # an invitation is no membership
+        assert [a.kind for a in await folders.memberships(ann)] == ["shared"]
+        [invitation] = await folders.invitations_for(ann)
+        await folders.accept_invitation(invitation.id, ann)
         assert _changed(events) == [ann]
         by_kind = {a.kind: a for a in await folders.memberships(ann)}
         assert by_kind["project"].agent_prefix == "projects/bob/garden"

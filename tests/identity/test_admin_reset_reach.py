@@ -19,6 +19,7 @@ from skald_host.testing.host import MEMBER_PASSWORD
 
 from tests.catalog.support import Routed
 from tests.chat.support import new_conversation
+from tests.folders.support import join_project
 
 NEW = "a fresh passphrase after the reset 9"
 
@@ -39,14 +40,13 @@ async def _reset(admin, member_id: str):
     )
 
 
-async def _project(owner, slug: str, file_body: bytes, *, share_with: str | None = None) -> str:
+async def _project(owner, slug: str, file_body: bytes, *, share_with=None) -> str:
     response = await owner.post("/api/projects", json={"slug": slug, "title": slug})
     assert response.status_code == 201, response.text
     pid = response.json()["id"]
     assert (await owner.post(f"/api/projects/{pid}/files/upload/secret.txt", content=file_body)).status_code == 201
-    if share_with is not None:
-        response = await owner.post(f"/api/projects/{pid}/members", json={"username": share_with, "can_write": True})
-        assert response.status_code == 201, response.text
+    if share_with is not None:  # a signed-in client, who accepts the invitation
+        await join_project(owner, share_with, pid, can_write=True)
     return pid
 
 
@@ -90,7 +90,7 @@ async def test_a_data_losing_reset_ends_the_accounts_shared_folders_and_others_p
     alice = await host.member("alice")
     bob = await host.member("bob")
     bob_id = bob.member["id"]
-    pid = await _project(alice, "garden", b"alice's secret", share_with="bob")
+    pid = await _project(alice, "garden", b"alice's secret", share_with=bob)
     folder = (await admin.post("/api/admin/shared-folders", json={"slug": "recipes", "title": "Recipes"})).json()
     assert (await admin.post(f"/api/admin/shared-folders/{folder['id']}/members", json={"username": "bob"})).status_code in (200, 201)
     (host.settings.data_dir / "shared" / "recipes" / "soup.txt").write_text("grandma's soup")
@@ -123,7 +123,7 @@ async def test_a_data_losing_reset_leaves_the_accounts_own_projects_to_their_oth
     alice = await host.member("alice")
     bob = await host.member("bob")
     bob_id = bob.member["id"]
-    shared = await _project(bob, "band", b"our setlist", share_with="alice")
+    shared = await _project(bob, "band", b"our setlist", share_with=alice)
     private = await _project(bob, "letters", b"bob's letters")
 
     assert (await _reset(admin, bob_id)).status_code == 200
@@ -161,9 +161,9 @@ async def test_a_project_its_owner_lost_to_a_reset_can_be_deleted_by_its_writers
     carl = await host.member("carl")
     bob = await host.member("bob")
     bob_id = bob.member["id"]
-    band = await _project(bob, "band", b"our setlist", share_with="alice")
-    assert (await bob.post(f"/api/projects/{band}/members", json={"username": "carl", "can_write": False})).status_code == 201
-    choir = await _project(bob, "choir", b"the choir's notes", share_with="alice")
+    band = await _project(bob, "band", b"our setlist", share_with=alice)
+    await join_project(bob, carl, band, can_write=False)
+    choir = await _project(bob, "choir", b"the choir's notes", share_with=alice)
     assert (await _reset(admin, bob_id)).status_code == 200
     bob = host.client()
     assert (await bob.login("bob", NEW)).status_code == 200
@@ -201,7 +201,7 @@ async def test_a_memberless_project_an_earlier_version_left_gives_its_name_back_
     alice = await host.member("alice")
     bob = await host.member("bob")
     bob_id = bob.member["id"]
-    old = await _project(bob, "band", b"our setlist", share_with="alice")
+    old = await _project(bob, "band", b"our setlist", share_with=alice)
     assert (await _reset(admin, bob_id)).status_code == 200
     # As the earlier version left it: the last member's row deleted, nothing else.
     await host.core.registry.run(lambda c: c.execute("DELETE FROM project_members WHERE project_id = ?", (old,)))
@@ -219,8 +219,8 @@ async def test_only_a_data_losing_reset_takes_the_files_one_without_data_loss_ke
     admin = await host.admin()
     alice = await host.member("alice")
     clients = {"carl": await host.member("carl", encrypted=False), "dora": await host.member("dora")}
-    pid = await _project(alice, "garden", b"alice's plan", share_with="carl")
-    assert (await alice.post(f"/api/projects/{pid}/members", json={"username": "dora"})).status_code == 201
+    pid = await _project(alice, "garden", b"alice's plan", share_with=clients["carl"])
+    await join_project(alice, clients["dora"], pid)
     uploads = {}
     for name, client in clients.items():
         uploads[name] = await _upload(client, await new_conversation(client), "list.txt", f"{name}'s list".encode())

@@ -111,6 +111,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/projects/<project_id>/members", "POST"): "member",
     ("/api/projects/<project_id>/members/<member_id>", "PATCH"): "member",
     ("/api/projects/<project_id>/members/<member_id>", "DELETE"): "member",
+    ("/api/projects/<project_id>/invitations/<invitation_id>", "DELETE"): "member",
+    ("/api/project-invitations/<invitation_id>/accept", "POST"): "member",
+    ("/api/project-invitations/<invitation_id>", "DELETE"): "member",
     ("/api/projects/<project_id>/chat", "POST"): "member",
     ("/api/projects/<project_id>/files", "GET"): "member",
     ("/api/projects/<project_id>/files/content", "GET"): "member",
@@ -264,9 +267,21 @@ async def _install(skald, model_server):
     ids |= await admin_chat_objects(admin, model_server)
     ids |= await member_chat_objects(alice)
     ids |= await folder_objects(admin, alice)
+    ids |= await invitation_objects(host, alice, ids["project_id"], "bob")
     ids |= await question_objects(admin, alice)
     ids["run_id"] = await a_live_run(host, alice, ids["conversation_id"])
     return host, admin, alice, ids
+
+
+async def invitation_objects(host, owner, project_id: str, invitee: str) -> dict[str, str]:
+    """An invitation of ``owner``'s project waiting for ``invitee`` (made a member of
+    the instance if need be): what the invitation routes act on."""
+    if await host.core.users.find(invitee) is None:
+        await host.create_member(invitee)
+    response = await owner.post(f"/api/projects/{project_id}/members", json={"username": invitee})
+    assert response.status_code == 201, response.text
+    [invitation] = [i for i in response.json()["invitations"] if i["username"] == invitee]
+    return {"invitation_id": invitation["id"]}
 
 
 async def test_every_route_of_the_app_has_an_expected_access_level(skald):
@@ -440,6 +455,10 @@ IDOR_CASES: dict[tuple[str, str], dict | None] = {
     ("/api/projects/<project_id>/members", "POST"): {"username": "bob", "can_write": True},
     ("/api/projects/<project_id>/members/<member_id>", "PATCH"): {"can_write": False},
     ("/api/projects/<project_id>/members/<member_id>", "DELETE"): None,
+    # an invitation of A's project, to a third member: B can neither answer nor withdraw it
+    ("/api/projects/<project_id>/invitations/<invitation_id>", "DELETE"): None,
+    ("/api/project-invitations/<invitation_id>/accept", "POST"): None,
+    ("/api/project-invitations/<invitation_id>", "DELETE"): None,
     ("/api/projects/<project_id>/chat", "POST"): None,
     ("/api/projects/<project_id>/files", "GET"): None,
     ("/api/projects/<project_id>/files/content", "GET"): None,
@@ -484,6 +503,7 @@ async def _two_members_with_chats(skald, model_server):
     alice, bob = await host.member("alice"), await host.member("bob")
     theirs = await member_chat_objects(alice, title="alice's private title")
     theirs |= await folder_objects(admin, alice)
+    theirs |= await invitation_objects(host, alice, theirs["project_id"], "carol")
     theirs |= await question_objects(admin, alice)
     theirs["member_id"] = alice.member["id"]  # a member of her project
     theirs |= {"where": "own", "report_id": await own_report(host, alice.member["id"])}
@@ -501,6 +521,7 @@ async def test_member_gets_404_and_changes_nothing_with_anothers_ids_while_unloc
     unknown = {"conversation_id": NO_SUCH_ID, "approval_id": NO_SUCH_ID, "project_id": NO_SUCH_ID, "member_id": NO_SUCH_ID, "job_id": NO_SUCH_ID}
     unknown |= {"where": "own", "report_id": NO_SUCH_ID}
     unknown |= {"target": theirs["target"], "folder_id": NO_SUCH_ID, "question_id": NO_SUCH_ID, "run_id": NO_SUCH_ID}
+    unknown |= {"invitation_id": NO_SUCH_ID}
 
     async def sweep(phase: str) -> None:
         for (rule, method), body in IDOR_CASES.items():

@@ -79,6 +79,8 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/projects/<project_id>/files/rename", "POST"): {"from": "forged", "to": "forged-renamed"},
         ("/api/projects/<project_id>/files/upload/<path:target>", "POST"): None,  # an empty file
         ("/api/projects/<project_id>/files/delete", "POST"): {"path": "forged-renamed"},
+        ("/api/project-invitations/<invitation_id>/accept", "POST"): None,
+        ("/api/project-invitations/<invitation_id>", "DELETE"): None,
         ("/api/admin/shared-folders", "POST"): {"slug": "forged"},
         ("/api/admin/shared-folders/<folder_id>", "PATCH"): {"title": "Forged"},
         ("/api/admin/shared-folders/<folder_id>/members", "POST"): {"username": "victim"},
@@ -115,6 +117,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/admin/models/entries/<model_id>", "DELETE"): None,
         ("/api/admin/models/providers/<provider_id>", "DELETE"): None,
         ("/api/projects/<project_id>/members/<member_id>", "DELETE"): None,
+        ("/api/projects/<project_id>/invitations/<invitation_id>", "DELETE"): None,
         ("/api/projects/<project_id>", "DELETE"): None,
         ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "DELETE"): None,
         ("/api/admin/shared-folders/<folder_id>", "DELETE"): None,
@@ -140,12 +143,19 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
             ("/api/conversations/<conversation_id>/retry", "POST"): ("failed_conversation_id", None),
         }.items()
     }
+    # The invitation routes, each on an invitation of its own (see _install).
+    invitations = {
+        ("/api/project-invitations/<invitation_id>/accept", "POST"): "accept_invitation_id",
+        ("/api/project-invitations/<invitation_id>", "DELETE"): "decline_invitation_id",
+        ("/api/projects/<project_id>/invitations/<invitation_id>", "DELETE"): "withdraw_invitation_id",
+    }
     writes = {}
     for (rule, method), body in bodies.items():
         if method == "DELETE" and versions:
             writes |= versions
             versions = {}
-        writes[(rule, method)] = (fill(rule, **ids), body)
+        invitation = invitations.get((rule, method))
+        writes[(rule, method)] = (fill(rule, **(ids | {"invitation_id": ids[invitation]} if invitation else ids)), body)
     return writes
 
 
@@ -155,6 +165,7 @@ PLACEHOLDER_IDS = {
     "rule_id": "1", "group_id": "id", "project_id": "id", "folder_id": "id", "target": "x", "job_id": NO_SUCH_ID, "run_id": NO_SUCH_ID,
     **dict.fromkeys(("regenerate_conversation_id", "edit_conversation_id", "version_conversation_id", "failed_conversation_id"), NO_SUCH_ID),
     "edit_message_id": "1", "where": "own", "report_id": NO_SUCH_ID,
+    **dict.fromkeys(("accept_invitation_id", "decline_invitation_id", "withdraw_invitation_id"), NO_SUCH_ID),
 }
 
 
@@ -171,10 +182,32 @@ async def _install(skald, model_server):
     ids |= await member_chat_objects(admin)
     ids |= await version_objects(admin)
     ids |= await folder_objects(admin, admin)
+    ids |= await invitation_objects(host, admin, victim, ids["project_id"])
     ids |= {"where": "own", "report_id": await own_report(host, admin.member["id"])}
     ids |= await question_objects(admin, admin)
     ids["run_id"] = await a_live_run(host, admin, ids["conversation_id"])
     return host, admin, victim, ids
+
+
+async def invitation_objects(host, admin, victim, project_id: str) -> dict[str, str]:
+    """The victim a member of the admin's project (so its member routes have someone to
+    act on), an invitation of that project waiting for a third member (to withdraw),
+    and two of the victim's projects inviting the admin (to accept, to decline)."""
+    response = await admin.post(f"/api/projects/{project_id}/members", json={"username": "victim"})
+    assert response.status_code == 201, response.text
+    [invitation] = (await victim.get("/api/projects")).json()["invitations"]
+    assert (await victim.post(f"/api/project-invitations/{invitation['id']}/accept")).status_code == 200
+    await host.create_member("guest")
+    response = await admin.post(f"/api/projects/{project_id}/members", json={"username": "guest"})
+    [withdraw] = [i["id"] for i in response.json()["invitations"] if i["username"] == "guest"]
+    ids = {"withdraw_invitation_id": withdraw}
+    for use in ("accept", "decline"):
+        project = (await victim.post("/api/projects", json={"slug": f"to-{use}", "title": f"To {use}"})).json()
+        response = await victim.post(f"/api/projects/{project['id']}/members", json={"username": admin.member["username"]})
+        assert response.status_code == 201, response.text
+        [invitation] = response.json()["invitations"]
+        ids[f"{use}_invitation_id"] = invitation["id"]
+    return ids
 
 
 async def test_every_write_route_has_a_csrf_case(skald):

@@ -113,6 +113,9 @@ BODYLESS_ROUTES = {
     ("/api/admin/shared-folders/<folder_id>/members/<member_id>", "DELETE"),
     ("/api/projects/<project_id>", "DELETE"),
     ("/api/projects/<project_id>/members/<member_id>", "DELETE"),
+    ("/api/projects/<project_id>/invitations/<invitation_id>", "DELETE"),
+    ("/api/project-invitations/<invitation_id>/accept", "POST"),
+    ("/api/project-invitations/<invitation_id>", "DELETE"),
     ("/api/projects/<project_id>/chat", "POST"),
     ("/api/projects/<project_id>/files/upload/<path:target>", "POST"),  # a raw file body: tests/folders/test_explorer.py
     ("/api/admin/models/providers/<provider_id>", "DELETE"),

@@ -1,6 +1,7 @@
-// #projects: the member's projects and making one. #projects/<id>[?path=<folder>]: one
-// project — its details, "Chat in this project", who is in it, and a file explorer of
-// its folder. Write controls appear only for members who may write; the server refuses
+// #projects: the invitations waiting for the member's answer, the member's projects and
+// making one. #projects/<id>[?path=<folder>]: one project — its details, "Chat in this
+// project", who is in it and who is invited, and a file explorer of its folder. Nobody
+// joins a project without accepting: "Invite" asks, Accept joins. Write controls appear only for members who may write; the server refuses
 // a read-only member's changes regardless (403), so hiding them is courtesy, not a gate.
 import { api, upload } from "../lib/api.js";
 import { el, link } from "../lib/dom.js";
@@ -60,10 +61,37 @@ function createForm(ctx) {
   return form;
 }
 
+/** "Berta (@berta)", or "@berta" when they gave no display name. */
+const personOf = (who) => (who.display_name && who.display_name !== who.username ? `${who.display_name} (@${who.username})` : `@${who.username}`);
+
+function invitationsSection(invitations, ctx) {
+  const status = statusLine();
+  const rows = invitations.map((invitation) => {
+    const title = invitation.project.title;
+    const accept = button(t("projects.accept"), { kind: "primary", attrs: { "aria-label": t("projects.accept_named", { title }) }, onClick: () => busy(accept, async () => {
+      const response = await api("POST", `/api/project-invitations/${encodeURIComponent(invitation.id)}/accept`);
+      if (response.ok) ctx.navigate(projectRoute(response.data.id));
+      else status.error(errorText(response));
+    }) });
+    const decline = button(t("projects.decline"), { kind: "quiet", attrs: { "aria-label": t("projects.decline_named", { title }) }, onClick: () => busy(decline, async () => {
+      const response = await api("DELETE", `/api/project-invitations/${encodeURIComponent(invitation.id)}`);
+      if (response.ok) ctx.rerender({ focus: "[data-testid=project-invitations] button, h1" });
+      else status.error(errorText(response));
+    }) });
+    return el("li", { class: "stack", "data-invitation-id": invitation.id },
+      el("p", { text: t("projects.invitation_text", { inviter: personOf(invitation.invited_by), title }) }),
+      el("p", { class: "meta", text: t(invitation.can_write ? "projects.invitation_access_write" : "projects.invitation_access_read") }),
+      el("div", { class: "actions" }, accept, decline));
+  });
+  return section(t("projects.invitations_title"), el("ul", { class: "plain", "data-testid": "project-invitations" }, ...rows), status.node);
+}
+
 async function renderList(ctx) {
   const page = el("div", { class: "page" }, pageHeader(t("projects.title"), t("projects.intro")));
   const response = await api("GET", "/api/projects");
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
+  const invitations = response.data.invitations || [];
+  if (invitations.length) page.append(invitationsSection(invitations, ctx));
   const projects = response.data.projects || [];
   page.append(projects.length
     ? el("div", { class: "card-grid", "data-testid": "project-list" }, ...projects.map(projectCard))
@@ -154,6 +182,7 @@ function membersSection(project, ctx) {
   });
   const table = el("div", { class: "table-wrap" }, el("table", { class: "table" }, el("tbody", {}, ...rows)));
   const parts = [table];
+  if (project.can_write) parts.push(pendingInvitations(project, ctx, status));
   if (project.can_write) {
     const username = el("input", { name: "username", autocomplete: "off", required: true });
     const [writeLabel, write] = checkbox(t("projects.can_write"));
@@ -166,15 +195,39 @@ function membersSection(project, ctx) {
       event.preventDefault();
       status.clear();
       busy(submit, async () => {
-        const response = await api("POST", projectApi(project.id, "/members"), { username: username.value.trim(), can_write: write.checked });
-        if (response.ok) ctx.rerender();
+        const name = username.value.trim().replace(/^@/, "");
+        const response = await api("POST", projectApi(project.id, "/members"), { username: name, can_write: write.checked });
+        // Said alike whether or not anyone has that name: the server does not tell.
+        if (response.ok) ctx.rerender({ focus: "input[name=username]", status: "[data-testid=members-status]", say: t("projects.invited", { name }) });
         else status.error(errorText(response));
       });
     });
     parts.push(form);
   }
+  status.node.dataset.testid = "members-status";
   parts.push(status.node);
   return section(t("projects.members"), ...parts);
+}
+
+/** The invitations of the project no one has answered yet, for those who may withdraw them. */
+function pendingInvitations(project, ctx, status) {
+  const invitations = project.invitations || [];
+  const rows = invitations.map((invitation) => {
+    const withdraw = button(t("projects.withdraw"), { kind: "quiet", attrs: { "aria-label": t("projects.withdraw_named", { name: invitation.username }) }, onClick: async () => {
+      const response = await api("DELETE", projectApi(project.id, `/invitations/${encodeURIComponent(invitation.id)}`));
+      if (response.ok) ctx.rerender({ focus: "[data-testid=pending-invitations] button, input[name=username]" });
+      else status.error(errorText(response));
+    } });
+    return el("tr", { "data-invitation": invitation.username },
+      el("td", {}, el("span", { text: `@${invitation.username}` }), el("span", { class: "muted block", text: t("projects.invited_by", { name: invitation.invited_by.username }) })),
+      el("td", {}, el("span", { class: `tag ${invitation.can_write ? "on" : "off"}`, text: invitation.can_write ? t("projects.can_write") : t("projects.read_only") })),
+      el("td", { class: "row-actions" }, withdraw));
+  });
+  return el("div", { "data-testid": "pending-invitations" },
+    el("h3", { class: "subhead", text: t("projects.pending") }),
+    rows.length
+      ? el("div", { class: "table-wrap" }, el("table", { class: "table" }, el("tbody", {}, ...rows)))
+      : el("p", { class: "muted", text: t("projects.pending_none") }));
 }
 
 // -- one project: the file explorer ----------------------------------------------------

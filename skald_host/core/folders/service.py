@@ -11,8 +11,10 @@ time, kind, slug and id) instead of removing it: it may be someone's only copy, 
 the operator decides when it is really gone.
 
 An admin password reset that loses a member's data ends all of that account's
-memberships (``withdraw``); a project it owned with others stays theirs, its owner no
-longer a member of it until invited back.
+memberships and the invitations it was sent (``withdraw``); a project it owned with
+others stays theirs, its owner no longer a member of it until invited back.
+
+Nobody becomes a project member without accepting an invitation (``invitations.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from typing import Any
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import SystemEvent
 from skald_host.core.buses import Buses
-from skald_host.core.identity.users import MemberError, UserManager
+from skald_host.core.folders import invitations
+from skald_host.core.folders.invitations import ProjectInvitation
+from skald_host.core.identity.users import MemberError, UserManager, normalize_username
 from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 from skald_host.core.storage.permissions import fsync_dir
@@ -163,6 +167,7 @@ class Project:
     description: str
     created_at: str
     members: tuple[FolderMember, ...]
+    invitations: tuple[ProjectInvitation, ...] = ()
 
     @property
     def agent_path(self) -> str:
@@ -193,6 +198,8 @@ class Project:
             "can_write": bool(me and me.can_write),
             "can_delete": self.may_delete(caller_id),
             "members": [m.summary() for m in self.members],
+            # For those who invite and withdraw: a read-member manages nobody.
+            "invitations": [i.summary() for i in self.invitations] if me and me.can_write else [],
         }
 
 
@@ -463,6 +470,7 @@ class FolderService:
             row["description"],
             row["created_at"],
             self._project_members(conn, row["id"], row["owner_id"]),
+            invitations.pending_for_project(conn, row["id"]),
         )
 
     _PROJECT_SELECT = "SELECT p.*, u.username AS owner_username FROM projects p JOIN users u ON u.id = p.owner_id"
@@ -572,27 +580,112 @@ class FolderService:
         log.info("project %s deleted; content moved to %s", project_id, moved)
         return moved
 
-    async def add_project_member(self, project_id: str, caller_id: str, username: Any, can_write: bool = False) -> Project:
+    # -- invitations: the only way into a project -------------------------------------
+
+    @staticmethod
+    def _invited_name(username: Any) -> str:
+        """The name an invitation is kept under. Refused only for its form (no account
+        can have such a name), never for being nobody's: that would tell the inviter
+        which names exist."""
+        if not isinstance(username, str):
+            raise FolderError("username must be a member's user name", field="username")
+        # The member lists show names as "@berta": a name typed as it is shown is found.
+        try:
+            return normalize_username(username.strip().removeprefix("@"))
+        except MemberError as exc:
+            raise _naming(FolderError(str(exc), field="username", code=exc.code or "username_invalid")) from None
+
+    async def invite_to_project(self, project_id: str, caller_id: str, username: Any, can_write: bool = False) -> Project:
+        """A write-member asks ``username`` into the project. The answer is the project
+        as the caller sees it, alike for a fresh invitation, a repeated one, a current
+        member and a name no account has: it must not tell them apart. A repeated
+        invitation is one invitation, with the latest write access."""
         await self._writable_project(project_id, caller_id)
-        member = await self._member_by_username(username)
+        name = self._invited_name(username)
 
         def write(conn: Any) -> None:  # checked and written in one transaction: no race
             if conn.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is None:
                 raise FolderNotFound("no such project", code="no_such_project")
-            if conn.execute(
-                "SELECT 1 FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, member.id)
+            account = conn.execute("SELECT id FROM users WHERE username = ?", (name,)).fetchone()
+            invitee_id = account[0] if account else None
+            if invitee_id and conn.execute(
+                "SELECT 1 FROM project_members WHERE project_id = ? AND member_id = ?", (project_id, invitee_id)
             ).fetchone():
-                raise FolderConflict(f"{member.username} is already a member; change their write access instead", field="username", code="already_member", name=member.username)
-            # The owner, invited back after a data-losing reset ended their membership,
-            # is a write-member again: the owner always is.
-            owner = conn.execute("SELECT 1 FROM projects WHERE id = ? AND owner_id = ?", (project_id, member.id)).fetchone()
+                return  # already in it: nothing to ask
+            pending = conn.execute(
+                "SELECT id FROM project_invitations WHERE project_id = ? AND invitee_name = ?", (project_id, name)
+            ).fetchone()
+            if pending:
+                # The account may have been made since the name was first invited: the
+                # writer's repeated word now reaches it.
+                conn.execute(
+                    "UPDATE project_invitations SET can_write = ?, invitee_id = ? WHERE id = ?",
+                    (int(bool(can_write)), invitee_id, pending[0]),
+                )
+                return
+            count = conn.execute("SELECT COUNT(*) FROM project_invitations WHERE project_id = ?", (project_id,)).fetchone()[0]
+            if count >= invitations.MAX_PENDING:
+                raise FolderConflict(
+                    f"this project already has {invitations.MAX_PENDING} open invitations; withdraw some first",
+                    field="username", code="too_many_invitations", limit=invitations.MAX_PENDING,
+                )
             conn.execute(
-                "INSERT INTO project_members (project_id, member_id, can_write) VALUES (?, ?, ?)",
-                (project_id, member.id, int(bool(can_write) or owner is not None)),
+                "INSERT INTO project_invitations (id, project_id, invitee_name, invitee_id, invited_by, can_write)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (_new_id(), project_id, name, invitee_id, caller_id, int(bool(can_write))),
             )
 
         await self.registry.transaction(write)
-        self._announce({member.id}, "added", "project", project_id)
+        return await self.get_project(project_id, caller_id)
+
+    async def invitations_for(self, member_id: str) -> list[ProjectInvitation]:
+        """The invitations waiting for ``member_id``'s answer."""
+        return await self.registry.run(lambda c: invitations.pending_for_member(c, member_id))
+
+    async def accept_invitation(self, invitation_id: str, member_id: str) -> Project:
+        """``member_id`` joins the project with the access they were offered; the
+        invitation is used up. Not theirs, or gone: ``no_such_invitation``."""
+
+        def write(conn: Any) -> str:
+            invitation = invitations.find_for_member(conn, invitation_id, member_id)
+            if invitation is None:
+                raise FolderNotFound("no such invitation: it was withdrawn, or it was not for you", code="no_such_invitation")
+            conn.execute("DELETE FROM project_invitations WHERE id = ?", (invitation_id,))
+            # The owner, invited back after a data-losing reset ended their membership,
+            # is a write-member again: the owner always is.
+            owner = conn.execute(
+                "SELECT 1 FROM projects WHERE id = ? AND owner_id = ?", (invitation.project_id, member_id)
+            ).fetchone()
+            conn.execute(
+                "INSERT OR IGNORE INTO project_members (project_id, member_id, can_write) VALUES (?, ?, ?)",
+                (invitation.project_id, member_id, int(invitation.can_write or owner is not None)),
+            )
+            return invitation.project_id
+
+        project_id = await self.registry.transaction(write)
+        self._announce({member_id}, "added", "project", project_id)
+        return await self.get_project(project_id, member_id)
+
+    async def decline_invitation(self, invitation_id: str, member_id: str) -> None:
+        """The invitee says no: the invitation is gone, as if never made."""
+
+        def write(conn: Any) -> None:
+            if invitations.find_for_member(conn, invitation_id, member_id) is None:
+                raise FolderNotFound("no such invitation: it was withdrawn, or it was not for you", code="no_such_invitation")
+            conn.execute("DELETE FROM project_invitations WHERE id = ?", (invitation_id,))
+
+        await self.registry.transaction(write)
+
+    async def withdraw_invitation(self, project_id: str, caller_id: str, invitation_id: str) -> Project:
+        """A write-member takes back an invitation of their project."""
+        await self._writable_project(project_id, caller_id)
+        deleted = await self.registry.run(
+            lambda c: c.execute(
+                "DELETE FROM project_invitations WHERE id = ? AND project_id = ?", (invitation_id, project_id)
+            ).rowcount
+        )
+        if not deleted:
+            raise FolderNotFound("no such invitation: it was accepted, declined or withdrawn", code="no_such_invitation")
         return await self.get_project(project_id, caller_id)
 
     async def set_project_member_write(self, project_id: str, caller_id: str, member_id: str, can_write: bool) -> Project:
@@ -710,6 +803,8 @@ class FolderService:
             (member_id, member_id),
         )
         conn.execute("DELETE FROM project_members WHERE member_id = ?", (member_id,))
+        # Invitations are offers of membership: whoever holds the new password is offered none.
+        conn.execute("DELETE FROM project_invitations WHERE invitee_id = ?", (member_id,))
 
     async def set_aside(self, member_id: str, stem: Path) -> None:
         """The folders of the account's own projects that no longer have a row (the

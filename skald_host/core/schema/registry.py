@@ -534,5 +534,30 @@ REGISTRY_MIGRATIONS = MigrationSet(
             # before told only an open page or a home channel, so maybe never).
             statements=("ALTER TABLE users ADD COLUMN supervision_seen_at TEXT",),
         ),
+        Migration(
+            18,
+            "project invitations: a member joins a project only by accepting",
+            statements=(
+                # A member asked to join a project (skald_host/core/folders/invitations.py).
+                # ``invitee_name`` is the name as the inviter typed it, normalized; it is
+                # stored even when no account has it (``invitee_id`` NULL), so the inviter's
+                # answer and list look the same either way and do not tell which names
+                # exist. Only ``invitee_id`` is ever matched: an account made later under
+                # that name is not invited by it. A deleted invitee or inviter takes the
+                # invitation with them; a deleted project does too.
+                """CREATE TABLE project_invitations (
+                    id TEXT PRIMARY KEY,
+                    project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+                    invitee_name TEXT NOT NULL,
+                    invitee_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+                    invited_by TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    can_write INTEGER NOT NULL DEFAULT 0,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+                    UNIQUE (project_id, invitee_name)
+                )""",
+                "CREATE INDEX project_invitations_invitee ON project_invitations(invitee_id)",
+                "CREATE INDEX project_invitations_inviter ON project_invitations(invited_by)",
+            ),
+        ),
     ),
 )

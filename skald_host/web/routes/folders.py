@@ -141,6 +141,7 @@ async def list_projects() -> dict:
     return {
         "projects": [p.summary(me.id) for p in await _core().folders.list_projects(me.id)],
         "can_create": _may_create(me),
+        "invitations": [i.invitee_summary() for i in await _core().folders.invitations_for(me.id)],
     }
 
 
@@ -188,12 +189,35 @@ async def delete_project(project_id: str) -> dict:
 @bp.post("/api/projects/<project_id>/members")
 @accepts(obj({"username": TEXT}, {"can_write": BOOL}, extra=False))
 async def add_project_member(project_id: str) -> Any:
+    """Invites: the named member joins only by accepting (``/api/project-invitations``).
+    The answer is alike whether or not the name is an account's (core/folders/invitations.py)."""
     me = _me()
     data = await json_object()
     _only(data, {"username", "can_write"})
     can_write = field(data, "can_write", bool, required=False, default=False)
-    project = await _guard(_core().folders.add_project_member(project_id, me.id, data.get("username"), can_write))
+    project = await _guard(_core().folders.invite_to_project(project_id, me.id, data.get("username"), can_write))
     return project.summary(me.id), 201
+
+
+@bp.delete("/api/projects/<project_id>/invitations/<invitation_id>")
+async def withdraw_project_invitation(project_id: str, invitation_id: str) -> dict:
+    """A write-member takes back a pending invitation of the project (listed in its ``invitations``)."""
+    me = _me()
+    return (await _guard(_core().folders.withdraw_invitation(project_id, me.id, invitation_id))).summary(me.id)
+
+
+@bp.post("/api/project-invitations/<invitation_id>/accept")
+async def accept_project_invitation(invitation_id: str) -> dict:
+    """The invitee joins the project (invitations are listed by ``GET /api/projects``)."""
+    me = _me()
+    return (await _guard(_core().folders.accept_invitation(invitation_id, me.id))).summary(me.id)
+
+
+@bp.delete("/api/project-invitations/<invitation_id>")
+async def decline_project_invitation(invitation_id: str) -> dict:
+    """The invitee declines: the invitation is removed."""
+    await _guard(_core().folders.decline_invitation(invitation_id, _me().id))
+    return {"declined": invitation_id}
 
 
 @bp.patch("/api/projects/<project_id>/members/<member_id>")
