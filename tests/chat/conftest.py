@@ -9,9 +9,10 @@ from typing import Any, AsyncIterator
 import pytest
 import pytest_asyncio
 
+from durability.helpers import Servers
 from skald_host.testing import RunningHost, ScriptedModelServer, SkaldClient, SkaldHarness
 
-from .support import ALL_MODELS, API_KEY, PROBE, ChatProbe, write_probe_agents
+from .support import ALL_MODELS, API_KEY, MODEL_A, PROBE, ChatProbe, write_probe_agents
 
 
 @dataclass
@@ -40,3 +41,26 @@ async def chat(skald: SkaldHarness, tmp_path, chat_settings) -> AsyncIterator[Ch
             yield Chat(host, await host.admin(), server, probe)
         finally:
             await skald.close()
+
+
+# The crash tests: the server is a real subprocess (``skald serve``) they kill, and the
+# scripted model runs in the test process, so what it was sent across both lives of the
+# server is counted from outside the process that died.
+
+
+@pytest_asyncio.fixture
+async def model() -> AsyncIterator[ScriptedModelServer]:
+    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def servers(tmp_path, monkeypatch) -> AsyncIterator[Servers]:
+    """``skald serve`` subprocesses on ``tmp_path / "data"``, reaching the model server
+    directly; every one still running at teardown is SIGKILLed."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    factory = Servers(tmp_path)
+    try:
+        yield factory
+    finally:
+        await factory.close()

@@ -17,16 +17,15 @@ import json
 import os
 import textwrap
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from durability.helpers import Servers, create_member, setup_admin
+from durability.helpers import Servers, create_member, install_distribution, setup_admin
 from skald_host.core.agent.runtime import RESUME_LIMIT, RESUMED_NOTE
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
-from .support import API_KEY, MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
+from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
 
 PLUGIN = "crashprobe"
 PASSWORD = "alice's passphrase for crash tests"
@@ -82,31 +81,10 @@ def distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The plugin distribution, importable by the server subprocess only; the marker
     directory its tools write to."""
     site, markers = tmp_path / "site", tmp_path / "markers"
-    package, info = site / "skald_crashprobe", site / "skald_crashprobe-1.0.dist-info"
-    for directory in (package, info, markers):
-        directory.mkdir(parents=True)
-    (package / "__init__.py").write_text(textwrap.dedent(PLUGIN_SOURCE.format(markers=str(markers))))
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: skald-crashprobe\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[skald.plugins]\n{PLUGIN} = skald_crashprobe\n")
-    (info / "RECORD").write_text("")
+    markers.mkdir()
+    install_distribution(site, "crashprobe", PLUGIN, textwrap.dedent(PLUGIN_SOURCE.format(markers=str(markers))))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     return markers
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[Servers]:
-    factory = Servers(tmp_path)
-    try:
-        yield factory
-    finally:
-        await factory.close()
 
 
 async def first_run(servers: Servers, model: ScriptedModelServer):

@@ -21,20 +21,18 @@ model receives meanwhile left ahead of its row."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import textwrap
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, Callable
 
 import pytest
-import pytest_asyncio
 
-from durability.helpers import Servers, WriteLock, create_member, member_dek, owner_file, setup_admin
+from durability.helpers import Servers, WriteLock, create_member, install_distribution, member_dek, owner_file, request_log, setup_admin
 from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
-from .support import API_KEY, MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
+from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
 
 PASSWORD = "alice's passphrase for request-row crash tests"
 TASK = "Find the capital of Norway."
@@ -77,40 +75,10 @@ def markers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The plugin's distribution, on the server subprocess's path only; the directory
     its tool and the test talk through."""
     site, markers = tmp_path / "site", tmp_path / "markers"
-    package, info = site / "skald_heldprobe", site / "skald_heldprobe-1.0.dist-info"
-    for directory in (package, info, markers):
-        directory.mkdir(parents=True)
-    (package / "__init__.py").write_text(textwrap.dedent(PLUGIN_SOURCE.format(markers=str(markers))))
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: skald-heldprobe\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[skald.plugins]\n{PLUGIN} = skald_heldprobe\n")
-    (info / "RECORD").write_text("")
+    markers.mkdir()
+    install_distribution(site, "heldprobe", PLUGIN, textwrap.dedent(PLUGIN_SOURCE.format(markers=str(markers))))
     monkeypatch.setenv("PYTHONPATH", str(site))
     return markers
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Servers]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    factory = Servers(tmp_path)
-    try:
-        yield factory
-    finally:
-        await factory.close()
-
-
-def rows(data_dir: Path) -> list[tuple[str, str]]:
-    """(model, status) of every request log row, read beside the running server."""
-    conn = sqlite3.connect(f"{(data_dir / 'database' / 'system.db').absolute().as_uri()}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT model, status FROM llm_requests ORDER BY created_at").fetchall()
-    finally:
-        conn.close()
 
 
 def last(request: Any) -> dict[str, Any]:
@@ -185,9 +153,9 @@ async def restarted(servers: Servers, model: ScriptedModelServer, cid: str, resp
 async def every_request_a_row(servers: Servers, model: ScriptedModelServer) -> None:
     received = len(model.requests_for(MODEL_A))
     try:
-        await eventually(lambda: len(rows(servers.data_dir)) == received, what="a row for each request")
+        await eventually(lambda: len(request_log(servers.data_dir)) == received, what="a row for each request")
     except AssertionError:
-        raise AssertionError(f"the model received {received} requests; the request log has {rows(servers.data_dir)}") from None
+        raise AssertionError(f"the model received {received} requests; the request log has {request_log(servers.data_dir)}") from None
 
 
 def tool_round(tool: str, arguments: dict[str, Any] | None = None, *, delay: float = 0.0) -> Callable[[Any], Any]:
@@ -221,7 +189,7 @@ async def test_a_tool_rounds_next_request_leaves_only_once_its_placeholder_is_wr
         await db.close()
     await restarted(servers, model, cid, respond)
     await every_request_a_row(servers, model)
-    assert (MODEL_A, "interrupted") in rows(servers.data_dir)
+    assert (MODEL_A, "interrupted") in request_log(servers.data_dir)
 
 
 async def test_an_overlapped_rounds_next_request_leaves_only_once_its_round_is_written(servers, model):
@@ -242,7 +210,7 @@ async def test_an_overlapped_rounds_next_request_leaves_only_once_its_round_is_w
         await db.close()
     await restarted(servers, model, cid, respond)
     await every_request_a_row(servers, model)
-    assert (MODEL_A, "interrupted") in rows(servers.data_dir)
+    assert (MODEL_A, "interrupted") in request_log(servers.data_dir)
 
 
 def delegating(mode: str, *, delay: float = 0.0) -> Callable[[Any], Any]:
@@ -274,7 +242,7 @@ async def test_a_sub_agents_first_request_leaves_only_once_its_frame_is_written(
         await db.close()
     await restarted(servers, model, cid, respond)
     await every_request_a_row(servers, model)
-    assert (MODEL_A, "interrupted") in rows(servers.data_dir)
+    assert (MODEL_A, "interrupted") in request_log(servers.data_dir)
 
 
 async def test_a_background_runs_request_cut_by_a_crash_is_a_row(servers, model):
@@ -292,7 +260,7 @@ async def test_a_background_runs_request_cut_by_a_crash_is_a_row(servers, model)
     life.server.kill()
     await restarted(servers, model, cid, answer)  # the run's interruption is delivered in a continuation turn
     await every_request_a_row(servers, model)
-    assert [status for _, status in rows(servers.data_dir)].count("interrupted") == 1
+    assert [status for _, status in request_log(servers.data_dir)].count("interrupted") == 1
 
 
 async def test_a_compactions_request_is_a_row_and_so_is_one_a_crash_cut(servers, model):
@@ -309,11 +277,11 @@ async def test_a_compactions_request_is_a_row_and_so_is_one_a_crash_cut(servers,
         assert compacted.status_code == 200 and compacted.json() == {"compacted": True}
         await sock.send(cid, "And the second city?")
         await sock.wait_event(cid, "done", content="Lyon.")
-    await eventually(lambda: len(rows(servers.data_dir)) == 3, what="the rows of the first three requests")
+    await eventually(lambda: len(request_log(servers.data_dir)) == 3, what="the rows of the first three requests")
     compacting = asyncio.ensure_future(alice.post(f"/api/conversations/{cid}/compact"))  # the model never answers
     await eventually(lambda: len(model.requests_for(MODEL_A)) == 4, what="the second compaction's request")
     life.server.kill()
     await asyncio.gather(compacting, return_exceptions=True)
     await restarted(servers, model, cid, lambda r: Reply("unused"))
     await every_request_a_row(servers, model)
-    assert [status for _, status in rows(servers.data_dir)] == ["ok", "ok", "ok", "interrupted"]
+    assert [status for _, status in request_log(servers.data_dir)] == ["ok", "ok", "ok", "interrupted"]

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
-import pytest_asyncio
 
 from durability.helpers import Servers, create_member, member_dek, owner_file, setup_admin
 from skald_host.core.schema import OWNER_MIGRATIONS
@@ -21,28 +20,12 @@ from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
 from .support import (
-    API_KEY, MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation, write_agent,
+    MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation, write_agent,
 )
 
 PASSWORD = "alice's passphrase for sub-agent crash tests"
 TRIGGER = "[Background updates."
 TASK = "Find the capital of Norway."
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(models=(MODEL_A,), api_key=API_KEY) as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def servers(tmp_path, monkeypatch) -> AsyncIterator[Servers]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    factory = Servers(tmp_path)
-    try:
-        yield factory
-    finally:
-        await factory.close()
 
 
 def last(request: Any) -> dict[str, Any]:

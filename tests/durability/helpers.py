@@ -352,6 +352,29 @@ class WriteLock:
             await self._holding
 
 
+def install_distribution(site: Path, name: str, entry_point: str, source: str) -> None:
+    """A throwaway plugin distribution ``skald-<name>`` (module ``skald_<name>``, its
+    ``__init__.py`` being ``source``) under ``site``, found through the ``skald.plugins``
+    entry point ``entry_point`` by a server whose path holds ``site``."""
+    package, info = site / f"skald_{name}", site / f"skald_{name}-1.0.dist-info"
+    for directory in (package, info):
+        directory.mkdir(parents=True)
+    (package / "__init__.py").write_text(source)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: skald-{name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[skald.plugins]\n{entry_point} = skald_{name}\n")
+    (info / "RECORD").write_text("")
+
+
+def request_log(data_dir: Path) -> list[tuple[str, str]]:
+    """(model, status) of every row of the request log, oldest first, read beside the
+    running server."""
+    conn = _registry(data_dir)
+    try:
+        return conn.execute("SELECT model, status FROM llm_requests ORDER BY created_at").fetchall()
+    finally:
+        conn.close()
+
+
 async def read_owner_file(path: Path, dek: bytes | None) -> tuple[dict[str, str], str]:
     """(settings as stored, integrity result) of a closed owner file, opened in-process."""
     db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS)

@@ -8,25 +8,15 @@ member's file carried the rows through the crash (``store.RequestOutbox``).
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 
 import httpx
 
 from skald_host.testing import Reply, ScriptedModelServer
 from tests.chat.support import API_KEY, MODEL_A, configure_models, eventually, messages, new_conversation
-from tests.durability.helpers import ServerProcess, create_member, database_dir, setup_admin
+from tests.durability.helpers import ServerProcess, create_member, request_log, setup_admin
 
 PASSWORD = "member passphrase for the request log"
-
-
-def logged(server: ServerProcess) -> list[tuple[str, str]]:
-    """(model, status) of each row of the request log, oldest first."""
-    conn = sqlite3.connect(f"{(database_dir(server.data_dir) / 'system.db').absolute().as_uri()}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT model, status FROM llm_requests ORDER BY created_at").fetchall()
-    finally:
-        conn.close()
 
 
 async def armed_member(servers, model: ScriptedModelServer) -> tuple[ServerProcess, object, str]:
@@ -52,11 +42,11 @@ async def test_a_finished_answers_request_row_survives_a_crash_before_the_regist
         sent = await member.post(f"/api/conversations/{conversation_id}/messages", json={"text": "Hello", "idempotency_key": uuid.uuid4().hex})
         assert sent.status_code in (200, 202), sent.text
         await server.wait_exit()  # the armed point killed it once the registry came to write
-        assert logged(server) == [], "the registry wrote the row before the crash point: the test proves nothing"
+        assert request_log(server.data_dir) == [], "the registry wrote the row before the crash point: the test proves nothing"
         server, transcript = await restarted(servers, conversation_id)
         assert [m["content"] for m in transcript if m["role"] == "assistant"] == ["Stored before the crash."]
         assert len(model.requests_for(MODEL_A)) == 1
-        await eventually(lambda: logged(server) == [(MODEL_A, "ok")], what=f"one ok row, not {logged(server)}")
+        await eventually(lambda: request_log(server.data_dir) == [(MODEL_A, "ok")], what=f"one ok row, not {request_log(server.data_dir)}")
 
 
 async def test_a_stopped_requests_row_survives_a_crash_right_after_the_stop(servers):
@@ -73,9 +63,9 @@ async def test_a_stopped_requests_row_survives_a_crash_right_after_the_stop(serv
         except httpx.TransportError:
             pass  # the crash point may come before the answer to the stop
         await server.wait_exit()
-        assert logged(server) == []
+        assert request_log(server.data_dir) == []
         server, transcript = await restarted(servers, conversation_id)
         answers = [m for m in transcript if m["role"] == "assistant"]
         assert [a["status"] for a in answers] == ["cancelled"], answers
         assert len(model.requests_for(MODEL_A)) == 1  # a stopped answer is not asked for again
-        await eventually(lambda: logged(server) == [(MODEL_A, "stopped")], what=f"one stopped row, not {logged(server)}")
+        await eventually(lambda: request_log(server.data_dir) == [(MODEL_A, "stopped")], what=f"one stopped row, not {request_log(server.data_dir)}")
