@@ -25,6 +25,7 @@ from skald_host.builtins import BUILTIN_PLUGINS
 from skald_host.core.agent.definitions import AgentCatalog
 from skald_host.core.backups import BackupService
 from skald_host.core.agent.runtime import ChatService
+from skald_host.core.agent.subagents.catalog import GenerationRefused
 from skald_host.core.agent.tools import ToolRegistry, validate_tool
 from skald_host.core.buses import Buses
 from skald_host.core.channels import ChannelService, validate_channel
@@ -295,6 +296,10 @@ class Skald:
             agents.add_directory(contribution.value, contribution.plugin_id)
         self._chat = ChatService(self, ToolRegistry(tools, builtin=self._is_builtin, plugins=self.plugins), agents)
         await self._chat.models.read_known()  # before any definition generation loads: inline models are checked against it
+        try:  # loaded now, every folder and tool registered: a plugin's meta.yaml at fault is on its page from the start
+            self._chat.subagent_catalog.current()
+        except GenerationRefused:
+            pass  # logged by the catalog; the admin's Helpers page says why
         self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
         self._users.after_access_change.append(lambda member_id: self._chat.access_changed(member_id=member_id))  # type: ignore[union-attr]
@@ -371,7 +376,7 @@ class Skald:
                 message = f"startup did not finish within {self.plugins.hook_timeout:g} s"
             else:  # NotReady: the plugin's own words (PluginError: the host's); anything else says its type (``KeyError: 'token'``)
                 message = f"startup: {exc}" if isinstance(exc, (NotReady, PluginError)) else f"startup: {described(exc)}"
-            status.healthy, status.error = False, message
+            status.healthy, status.error, status.waiting = False, message, isinstance(exc, NotReady)
             status.error_key, status.error_values = (exc.key, exc.values) if isinstance(exc, NotReady) and exc.key else (None, {})
             if isinstance(exc, asyncio.TimeoutError):  # the host's words: the card says them in the reader's language
                 status.error_key, status.error_values = STARTUP_TIMED_OUT, {"seconds": f"{self.plugins.hook_timeout:g}"}
@@ -391,6 +396,7 @@ class Skald:
         self._started[plugin_id] = _Started(api)
         status.started, status.healthy = True, True
         status.error = status.traceback = status.error_key = None  # an earlier startup's failure is over
+        status.waiting = False
         self.wake_system_agents()  # its agents, if it has any, run from now
         return True
 

@@ -260,11 +260,15 @@ async def test_setup_keeps_typed_fields_across_a_language_change_and_checks_them
     await page.goto("/#plugins")
     card = page.locator("[data-plugin=bot]")
     await card.get_by_role("switch").check()
-    # Its required token is unset: the host says so in the reader's language, naming it.
-    await expect(card.get_by_role("alert")).to_contain_text("Braucht zuerst seine Einstellungen: Token.")
+    # Its required token is unset: the host says so in the reader's language, naming it,
+    # as a state to resolve (amber, announced politely), not as a failure.
+    await expect(card.get_by_role("status")).to_contain_text("Braucht zuerst seine Einstellungen: Token.")
     await expect(card.locator(".btn.primary")).to_be_visible()  # the way to the settings stands out
     await page.reload()
-    await expect(page.locator("[data-plugin=bot] .card-problem")).to_contain_text("Braucht zuerst seine Einstellungen")
+    card = page.locator("[data-plugin=bot]")
+    await expect(card.locator(".card-waiting")).to_contain_text("Braucht zuerst seine Einstellungen")
+    await expect(card.locator(".card-problem")).to_have_count(0)
+    await expect(card.locator(".health-dot.amber")).to_have_count(1)
 
 
 async def test_a_turn_failed_without_a_model_offers_retry_that_answers_it_once(skald, browser_pages):

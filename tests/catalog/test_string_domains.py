@@ -131,8 +131,8 @@ async def test_the_status_warning_about_a_plugin_reads_whole_in_the_admins_langu
     assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
 
     warnings = (await admin.get("/api/admin/status")).json()["warnings"]
-    texts = [w["text"] for w in warnings if w["id"] == "plugin_failed"]
-    assert texts == ["Das Plugin Ready-Soon funktioniert nicht (seine Karte im Katalog sagt mehr): Erst ein Token setzen."], texts
+    texts = [w["text"] for w in warnings if w["id"] == "plugin_waiting"]  # waiting for the admin, not broken
+    assert texts == ["Das Plugin Ready-Soon wartet, bevor es startet (seine Karte im Katalog sagt mehr): Erst ein Token setzen."], texts
 
 
 async def test_the_status_warning_ends_with_the_error_whatever_the_error_ends_with(skald):
@@ -142,8 +142,8 @@ async def test_the_status_warning_ends_with_the_error_whatever_the_error_ends_wi
     admin = await host.admin()
 
     warnings = (await admin.get("/api/admin/status")).json()["warnings"]
-    texts = [w["text"] for w in warnings if w["id"] == "plugin_failed"]
-    assert texts == ["The plugin Untranslated is not working (its card in the catalog says more): startup: no token is set"], texts
+    texts = [w["text"] for w in warnings if w["id"] == "plugin_waiting"]
+    assert texts == ["The plugin Untranslated is waiting before it starts (its card in the catalog says more): startup: no token is set"], texts
 
 
 async def test_a_plugin_waiting_for_a_setting_is_a_warning_in_the_log_not_an_error(skald, caplog):

@@ -180,10 +180,10 @@ async def test_strict_mode_names_the_hook_and_the_plugins_function_it_refused():
         await returner.collect("register_routes", lambda plugin_id, args: args[0], extra=lambda plugin_id: {"host": None})
 
     assert str(wrong_argument.value) == (
-        f"plugin 'badsig' failed in registration: PluginError: {WRONG_ARGUMENT} (at {_defined_at(WrongArgument.startup)})"
+        f"plugin 'badsig' failed in registration: {WRONG_ARGUMENT} (at {_defined_at(WrongArgument.startup)})"
     )
     assert str(returned.value) == (
-        f"plugin 'returner' failed in register_routes: ReturnedInsteadOfRegistering: {RETURNED}"
+        f"plugin 'returner' failed in register_routes: {RETURNED}"
         f" (at {_defined_at(ReturnsItsBlueprint.register_routes)})"
     )
 

@@ -454,7 +454,7 @@ def test_strict_manager_reraises_a_load_failure():
 async def test_strict_manager_reraises_a_registration_failure():
     manager = PluginManager(extra=[ToolPlugin("alpha", "search"), ToolPlugin("beta", "search")], use_entry_points=False, strict=True)
     manager.load()
-    with pytest.raises(StrictPluginFailure, match="plugin 'beta' failed in register_tools: PluginError: tool 'search' is registered by both 'alpha' and 'beta'"):
+    with pytest.raises(StrictPluginFailure, match="plugin 'beta' failed in register_tools: tool 'search' is registered by both 'alpha' and 'beta'"):
         await manager.collect("register_tools", _validate_tool, key=lambda tool: tool.name, kind="tool")
 
 

@@ -8,8 +8,11 @@ import { icon } from "../lib/icons.js";
 import { closeOnEscape, errorText, notice, pageHeader } from "../lib/ui.js";
 
 /** green: running; amber: running, but it says something keeps it from its job now
- * (`degraded`, HostApi.set_degraded); red: failed or unhealthy; grey: off or blocked. */
+ * (`degraded`, HostApi.set_degraded), or waiting to start (`waiting`: a required
+ * setting, a NotReady: a state to resolve, not a crash); red: failed or unhealthy;
+ * grey: off or blocked. */
 export function health(plugin) {
+  if (plugin.state === "loaded" && plugin.waiting) return "amber";
   if (plugin.state === "failed" || (plugin.state === "loaded" && plugin.healthy === false)) return "red";
   if (plugin.state === "loaded" && plugin.degraded) return "amber";
   if (plugin.state === "loaded") return "green";
@@ -17,6 +20,9 @@ export function health(plugin) {
 }
 
 export function stateLabel(plugin) {
+  if (plugin.state === "loaded" && plugin.waiting) {
+    return plugin.needs_settings ? t("plugin.state.needs_settings") : t("plugin.state.waiting", { reason: plugin.error || "" });
+  }
   if (plugin.state === "loaded" && plugin.healthy === false) return t("plugin.state.unhealthy");
   if (health(plugin) === "amber") return t("plugin.state.degraded", { reason: plugin.degraded });
   return t(`plugin.state.${plugin.state}`);
@@ -28,7 +34,7 @@ function healthDot(plugin) {
   const detailId = uid("health");
   const detail = el("div", { id: detailId, class: `health-detail ${color}`, hidden: true },
     el("strong", { text: label }),
-    plugin.error ? el("p", { class: "detail", text: plugin.error }) : el("p", { class: "detail", text: t(`plugin.state_help.${color}`) }));
+    plugin.error ? el("p", { class: "detail", text: plugin.error }) : el("p", { class: "detail", text: t(`plugin.state_help.${plugin.waiting ? "waiting" : color}`) }));
   const dot = el("button", {
     type: "button", class: `health-dot ${color}`, title: plugin.error ? `${label}: ${plugin.error}` : label,
     // Which plugin too: fourteen cards' dots were fourteen identical "Status: Off" buttons.
@@ -86,7 +92,11 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
   // A plugin that failed says why on its card (a missing setting, say), not only
   // behind its dot or on its detail page; right after the switch, it is announced.
   const red = health(plugin) === "red" && plugin.error;
-  const problem = red ? el("p", { class: "card-problem", role: changed ? "alert" : null, text: t("plugin.failed_because", { error: plugin.error }) }) : null;
+  // Waiting for settings: which ones, in the host's words (the label says only "Needs
+  // settings"); a plugin's own NotReady reason is in its label already.
+  const needsSettings = plugin.state === "loaded" && plugin.needs_settings && plugin.error;
+  const problem = red ? el("p", { class: "card-problem", role: changed ? "alert" : null, text: t("plugin.failed_because", { error: plugin.error }) })
+    : needsSettings ? el("p", { class: "card-waiting", role: changed ? "status" : null, text: plugin.error }) : null;
   const meta = el("p", { class: "meta" },
     plugin.version ? el("span", { text: t("plugin.version", { version: plugin.version }) }) : null,
     plugin.builtin ? el("span", { class: "tag", text: t("plugin.builtin") }) : null,
@@ -105,6 +115,7 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
     footer.append(enableSwitch(plugin, (fresh) => {
       Object.assign(plugin, {
         enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error, degraded: fresh.degraded, problems: fresh.problems,
+        waiting: fresh.waiting, needs_settings: fresh.needs_settings,
       });
       const next = pluginCard(plugin, ctx, { changed: true });
       card.replaceWith(next);
@@ -115,7 +126,7 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
     footer.append(el("span", { class: "muted small", text: t("plugin.always_on") }));
   }
   footer.append(link(to, plugin.configurable ? t("plugin.configure") : t("plugin.details"), {
-    class: red && plugin.configurable ? "btn primary" : "btn", "aria-label": `${plugin.configurable ? t("plugin.configure") : t("plugin.details")}: ${plugin.title || plugin.id}`,
+    class: (red || needsSettings) && plugin.configurable ? "btn primary" : "btn", "aria-label": `${plugin.configurable ? t("plugin.configure") : t("plugin.details")}: ${plugin.title || plugin.id}`,
   }));
   card.append(footer);
   return card;

@@ -56,6 +56,10 @@ function markTheOtherFields(holder, response) {
  * told the admin nothing of a save that broke the plugin. */
 function configSection(plugin, refresh) {
   const schema = plugin.config_schema || [];
+  if (plugin.settings_known === false) {
+    // It failed before saying who it is: whether it has settings is unknown, not "none".
+    return section(t("plugin.config_title"), notice("info", t("plugin.config_unknown")));
+  }
   if (!schema.length) {
     // Its settings sets are its settings (a card each, below): "no settings" would contradict them.
     if (plugin.settings_sets?.length) return null;
@@ -64,15 +68,19 @@ function configSection(plugin, refresh) {
   if (plugin.state === "failed" || plugin.state === "blocked") {
     return section(t("plugin.config_title"), notice("info", t("plugin.config_unavailable")));
   }
+  // The save restarted the plugin and its startup failed on the saved values: said
+  // here, beside the form's "Saved.", not only in the state at the top of the page.
+  const startNote = el("p", { class: "field-error", role: "alert", "data-testid": "not-started" });
   const holder = section(t("plugin.config_title"), configForm({
     fields: schema,
     values: plugin.config || {},
     save: async (values) => {
       const response = await api("PUT", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/config`, { config: values });
+      startNote.textContent = response.ok && response.data?.not_started != null ? t("plugin.saved_not_started", { error: response.data.not_started }) : "";
       if (response.ok) await refresh(); else markTheOtherFields(holder, response);
       return { response, values: response.data?.config || {} };
     },
-  }));
+  }), startNote);
   return holder;
 }
 

@@ -6,7 +6,7 @@
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el, link } from "../lib/dom.js";
-import { errorString, t } from "../lib/i18n.js";
+import { errorString, pluginString, t } from "../lib/i18n.js";
 import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js";
 
 const route = (tab) => `#system-agents${tab ? `/${encodeURIComponent(tab)}` : ""}`;
@@ -31,9 +31,16 @@ const runError = (run, admin) => (run.error_code && errorString(run.error_code, 
 function runsTable(runs, agents, admin) {
   if (!runs.length) return el("p", { class: "muted", text: t("system_agents.no_runs") });
   const titles = new Map(agents.map((a) => [a.id, a.title]));
-  // An agent's own counters: named in the reader's words when the host knows the name.
-  const label = (key) => { const text = t(`system_agents.stat_${key}`); return text === `system_agents.stat_${key}` ? key : text; };
-  const stats = (run) => Object.entries(run.stats || {}).map(([k, v]) => `${label(k)}: ${v}`).join(", ");
+  const owners = new Map(agents.map((a) => [a.id, a.plugin_id]));
+  // An agent's own counters (`ctx.stats[key]`), named in the reader's words: by its
+  // plugin's bundle (`agent.<agent id>.stat.<key>`), else by the host's, else the key.
+  const label = (run, key) => {
+    const own = owners.has(run.agent_id) ? pluginString(owners.get(run.agent_id), `agent.${run.agent_id}.stat.${key}`) : null;
+    if (own) return own;
+    const text = t(`system_agents.stat_${key}`);
+    return text === `system_agents.stat_${key}` ? key : text;
+  };
+  const stats = (run) => Object.entries(run.stats || {}).map(([k, v]) => `${label(run, k)}: ${v}`).join(", ");
   return el("div", { class: "table-wrap" }, el("table", { class: "table runs", "data-testid": "runs" },
     el("thead", {}, el("tr", {},
       el("th", { text: t("system_agents.agent") }), el("th", { text: t("system_agents.started") }),

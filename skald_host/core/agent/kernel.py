@@ -1199,7 +1199,7 @@ class Kernel:
             host=plugin_api,
             turn=dataclasses.replace(scope, call_id=call["id"], plugin_id=registered.plugin_id),
         )
-        watch = LoopWatch()  # a tool that blocks holds up every member: the timeout cannot cut it off, the log says so
+        watch = LoopWatch(self.runtime.core.plugins.loop_held)  # a tool that blocks holds up every member: the timeout cannot cut it off, the log says so
         try:
             async with asyncio.timeout(self.chat.tool_timeout):
                 result = await watch.steps(registered.tool.run(arguments, ctx))

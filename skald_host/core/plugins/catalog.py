@@ -194,6 +194,9 @@ class PluginCatalog:
         entry["config_schema"] = fields(plugin_id, "config", schema_json(info.config_schema), locale) if info else []
         entry["user_config_schema"] = fields(plugin_id, "user_config", schema_json(info.user_config_schema), locale) if info else []
         entry["config"] = masked(info.config_schema, await self._config(plugin_id)) if info else {}
+        # A plugin that failed before saying who it is (its import, its plugin_info): the
+        # host cannot know whether it has settings, and "no settings" claimed it had none.
+        entry["settings_known"] = info is not None
         entry["manages_own_access"] = bool(info and info.manages_own_access)
         entry["grant_by_default"] = bool(info and info.grant_by_default)
         entry["pages"] = [
@@ -243,31 +246,38 @@ class PluginCatalog:
             if f.required and stored.get(f.name) in (None, "") and f.default in (None, "")
         ]
 
-    async def configure(self, plugin_id: str, values: Any) -> dict[str, Any]:
+    async def configure(self, plugin_id: str, values: Any, locale: str | None = None) -> dict[str, Any]:
         """Validate against the plugin's schema and store; refused whole on any bad
-        field. The row is born here too if the plugin was never toggled (disabled)."""
+        field. The row is born here too if the plugin was never toggled (disabled).
+        ``{"config": the stored values, masked}``, and ``not_started`` (why, in the
+        reader's language) when the save started the plugin and its ``startup`` failed
+        on them: the values stay saved, but "Saved." alone hid that from the form."""
         info = self._info(plugin_id)
         previous = await self._config(plugin_id)
         fresh = validate(info.config_schema, values, previous)
         await self.store_row(plugin_id, info, config=self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh)))
         status = self._core.plugins.status(plugin_id)
         running = status is not None and self._core.plugins.is_enabled(plugin_id)
+        started = True
         if running and not status.healthy:  # type: ignore[union-attr]
             # Its startup failed, most often for want of these settings: try it again.
             log.info("plugin %s configured; starting it again", plugin_id)
-            await self._core.start_plugin(plugin_id)
+            started = await self._core.start_plugin(plugin_id)
         elif running and fresh != previous and not live_change(info.config_schema, previous, fresh):
             # Running on the old values: what only ``startup`` applies (a bot's token, a
             # public address) must not be "Saved." and ignored.
             log.info("plugin %s configured; restarting it on the new values", plugin_id)
-            await self._core.restart_plugin(plugin_id)
+            started = await self._core.restart_plugin(plugin_id)
         elif running and fresh != previous:
             # Every changed field is one the plugin reads where it uses it (``live``): a
             # restart would only end what it is doing (a connector's call in flight).
             log.info("plugin %s configured; its new values apply without a restart", plugin_id)
         else:
             log.info("plugin %s configured%s", plugin_id, "" if fresh != previous else " (nothing changed)")
-        return masked(info.config_schema, fresh)
+        answer: dict[str, Any] = {"config": masked(info.config_schema, fresh)}
+        if not started and status is not None and not status.healthy:
+            answer["not_started"] = self.error_text(status, locale) or ""
+        return answer
 
     def manages_own_access(self, plugin_id: str) -> bool:
         return bool(self._info(plugin_id).manages_own_access)

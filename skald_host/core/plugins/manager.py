@@ -20,7 +20,9 @@ import re
 import sysconfig
 import time
 import traceback
+import uuid
 from collections import deque
+from pathlib import PurePath
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Sequence
 
@@ -46,6 +48,17 @@ FAILURES_KEPT = 20
 #: A hook or tool that holds the event loop this long in one stretch is logged: while it
 #: held it, the server answered nobody.
 SLOW_STRETCH_SECONDS = 0.5
+#: A plugin's stretches of holding the loop are listed among its problems at most once
+#: in this many seconds: a tool that blocks on every call must not push its real
+#: failures out of the short list (``FAILURES_KEPT``).
+HELD_PROBLEM_EVERY_SECONDS = 60.0
+#: Hooks whose ``register`` takes a folder the host reads later, on use: one that is not
+#: there (left out of the wheel's package data) fails the plugin here, naming the path,
+#: not every use later with an error far from its cause.
+FOLDER_HOOKS = {
+    "register_agent_dirs": "an agents/ folder must be package data:"
+    " [tool.setuptools.package-data] <package> = [\"agents/**/*\"] in pyproject.toml",
+}
 
 #: Hooks the host calls without awaiting, on a hot path, and why: an ``async def`` impl
 #: would hand back a coroutine there, found out only in every model round. Refused at load.
@@ -88,7 +101,17 @@ class StrictPluginFailure(PluginError):
 
     @classmethod
     def of(cls, plugin: str, where: str, exc: BaseException) -> "StrictPluginFailure":
-        return cls(f"plugin {plugin!r} failed in {where}: {located(exc)}")
+        # The host's refusal already names the plugin ("plugin 'x': ..."): said once, by
+        # the line's start. Its class is the host's own, no word for the author to look up.
+        what = "it did not finish in time" if isinstance(exc, asyncio.TimeoutError) else (
+            _without_plugin_name(str(exc), plugin) if isinstance(exc, PluginError) and str(exc) else described(exc)
+        )
+        return cls(f"plugin {plugin!r} failed in {where}: {what}{place_of(exc)}")
+
+
+def _without_plugin_name(message: str, plugin: str) -> str:
+    """``plugin_info() returned dict, ...`` of ``plugin 'x': plugin_info() returned dict, ...``."""
+    return message.removeprefix(f"plugin {plugin!r}: ")
 
 
 def located(exc: BaseException) -> str:
@@ -207,6 +230,15 @@ def _check_arguments(hook: str, function: Any, spec: Any) -> None:
     raise PluginError(f"{hook}({', '.join(p.name for p in parameters)}): the hook {takes}; {names} {verdict}", function=function)
 
 
+def _check_folder(value: Any, advice: str) -> None:
+    """Refuse a registered folder that is not there: the host reads it only on use, so
+    a missing one (a wheel without it) would fail every use, with an error that named
+    no folder, while the plugin showed healthy."""
+    if isinstance(value, (str, PurePath)) and not os.path.isdir(value):
+        missing = "does not exist" if not os.path.exists(value) else "is not a directory"
+        raise PluginError(f"the folder {str(value)!r} {missing} ({advice})")
+
+
 def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSummary | None:
     """Where the plugin's own code failed: the deepest frame outside the host, the
     contract and the standard library, since the last frame is often the host's line
@@ -235,11 +267,13 @@ _held_by_plugins = 0.0
 class LoopWatch:
     """The longest stretch a plugin's code held the event loop without yielding, over a
     synchronous call and each step of the awaitable it returns. asyncio cannot
-    interrupt such a stretch, so the host can only notice afterwards, and say so."""
+    interrupt such a stretch, so the host can only notice afterwards, and say so.
+    ``report`` (``PluginManager.loop_held``) lists a long one on the plugin's page."""
 
-    def __init__(self) -> None:
+    def __init__(self, report: Callable[[str, str, float], str | None] | None = None) -> None:
         self.longest = 0.0
         self.total = 0.0
+        self._report = report
 
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
         started = time.perf_counter()
@@ -253,11 +287,17 @@ class LoopWatch:
         return _TimedSteps(value, self) if inspect.isawaitable(value) else value
 
     def warn_if_slow(self, plugin_id: str, what: str) -> None:
-        if self.longest > SLOW_STRETCH_SECONDS:
-            log.warning(
-                "plugin %s: %s held the event loop for %.1f s at a stretch, and the server answered nobody meanwhile"
-                " (await instead of blocking, or run blocking work in a thread)", plugin_id, what, self.longest,
-            )
+        """Log a stretch past ``SLOW_STRETCH_SECONDS``, and list it among the plugin's
+        problems (its page, its card's count): in the log alone, the admin saw the
+        plugin Running and no problem while it held up every member."""
+        if self.longest <= SLOW_STRETCH_SECONDS:
+            return
+        error_id = self._report(plugin_id, what, self.longest) if self._report is not None else None
+        log.warning(
+            "plugin %s: %s held the event loop for %.1f s at a stretch, and the server answered nobody meanwhile"
+            " (await instead of blocking, or run blocking work in a thread)%s", plugin_id, what, self.longest,
+            f"; on its page as error id {error_id}" if error_id else "",
+        )
 
     def note(self, seconds: float) -> None:
         global _held_by_plugins
@@ -343,6 +383,12 @@ class PluginStatus:
     degraded_key: str | None = None
     degraded_values: dict[str, Any] = field(default_factory=dict)
     traceback: str | None = None
+    # Enabled, not running, and waiting rather than broken: its ``startup`` raised
+    # ``NotReady`` (a missing token), or the host did not run it for want of a
+    # ``required`` setting. The docs call it a state to resolve, not a crash, and a red
+    # "Not healthy" read as one. Set with ``error`` by the host's start, cleared by the
+    # next start.
+    waiting: bool = False
     import_ms: float = 0.0
     info: PluginInfo | None = None
     healthy: bool = True
@@ -362,6 +408,13 @@ class PluginStatus:
         self.degraded_values = dict(values or {}) if reason is not None else {}
         return changed
 
+    @property
+    def needs_settings(self) -> bool:
+        """Waiting for a ``required`` setting of its own (the host's ``NotReady``)."""
+        from skald_host.core.plugins.catalog import NEEDS_SETTINGS  # the catalog imports this module
+
+        return self.waiting and self.error_key == NEEDS_SETTINGS
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -377,6 +430,9 @@ class PluginStatus:
             "traceback": self.traceback,
             "import_ms": round(self.import_ms, 1),
             "healthy": self.healthy,
+            # Not healthy, but waiting for the admin (a setting, a token): amber, not red.
+            "waiting": self.waiting,
+            "needs_settings": self.needs_settings,
             "failures": list(self.failures),
             "problems": len(self.failures),  # what the catalog's card counts (it gets no list)
             "tool_failures": [f for f in self.failures if "tool" in f],  # the tools' alone, as the page listed them first
@@ -403,6 +459,8 @@ class _Candidate:
     # ``name = "value"`` as the package's pyproject declares it: a failed import names
     # the line to look at, since the module it could not find may be the line's typo.
     entry_point: str | None = None
+    # The distribution's metadata, for a failed import's hint (``_not_importable``).
+    dist: Any = None
 
 
 def _normalise(name: str) -> str:
@@ -418,6 +476,48 @@ def _import_of(cand: _Candidate) -> str:
         return "import"
     declared = f'[project.entry-points."{ENTRY_POINT_GROUP}"]' + (f" of {cand.distribution}" if cand.distribution else "")
     return f"import of entry point {cand.entry_point} ({declared})"
+
+
+def _not_importable(cand: _Candidate, exc: BaseException) -> str:
+    """A hint when the distribution is installed (its entry point was found) but the
+    module its entry point names is missing because Python never processed the
+    install's ``.pth`` file: an editable install into a folder that is not a site
+    directory (``pip install --target DIR -e`` with ``PYTHONPATH=DIR``), where "No
+    module named" sent the author looking for a typo."""
+    if not isinstance(exc, ModuleNotFoundError) or cand.dist is None or not cand.entry_point or not exc.name:
+        return ""
+    module = cand.entry_point.split('"')[1].split(":")[0]
+    if module != exc.name and not module.startswith(exc.name + "."):
+        return ""  # a module the plugin imports is missing: the message says which
+    try:
+        unprocessed = [str(f) for f in cand.dist.files or () if str(f).endswith(".pth") and not _pth_processed(cand.dist.locate_file(f))]
+    except Exception:  # metadata that cannot be read: no hint, never a second failure
+        return ""
+    if not unprocessed:
+        return ""
+    return (
+        f" (the distribution {cand.distribution} is installed, but Python never processed its {unprocessed[0]}:"
+        " an editable install outside a site directory, as pip install --target DIR -e with PYTHONPATH=DIR leaves it;"
+        " install it into the host's virtual environment, editable or not, or into the --target folder without -e)"
+    )
+
+
+def _pth_processed(path: Any) -> bool:
+    """Whether Python ran this ``.pth`` file at start: its path lines are on
+    ``sys.path`` and the modules its ``import`` lines load are loaded."""
+    import sys
+
+    for line in open(path, encoding="utf-8").read().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("import ", "import\t")):
+            match = re.match(r"import\s+([\w.]+)", line)
+            if match and match[1] not in sys.modules:
+                return False
+        elif os.path.abspath(os.path.join(os.path.dirname(str(path)), line)) not in {os.path.abspath(p) for p in sys.path}:
+            return False
+    return True
 
 
 def spec_satisfied(spec: str) -> bool:
@@ -453,6 +553,7 @@ class PluginManager:
         self._host_version = host_version
         self._status: dict[str, PluginStatus] = {}
         self._objects: dict[str, Any] = {}
+        self._held_listed: dict[str, float] = {}  # plugin id -> when its last stretch was listed
 
     # -- loading -------------------------------------------------------------
 
@@ -475,6 +576,7 @@ class PluginManager:
                         dist.name if dist else None,
                         dist.version if dist else None,
                         f'{ep.name} = "{ep.value}"',
+                        dist,
                     )
                 )
         return found
@@ -544,7 +646,7 @@ class PluginManager:
             status.healthy = False
             status.error = str(exc) or type(exc).__name__
             if stage == "import":  # "No module named 'x'" alone says neither what failed nor where
-                status.error = f"{_import_of(cand)}: {located(exc)}"
+                status.error = f"{_import_of(cand)}: {located(exc)}{_not_importable(cand, exc)}"
             elif stage == "plugin_info" and not isinstance(exc, PluginError):  # the plugin's own code raised
                 status.error = f"plugin_info: {described(exc)}"
             status.traceback = traceback.format_exc()
@@ -573,24 +675,24 @@ class PluginManager:
             raise PluginError(f"plugin {name!r} has no @hookimpl plugin_info(): it must say who it is and which spec it needs")
         info = fn()
         if not isinstance(info, PluginInfo):
-            raise PluginError(f"plugin {name!r}: plugin_info() returned {type(info).__name__}, expected PluginInfo")
+            raise PluginError(f"plugin {name!r}: plugin_info() returned {type(info).__name__}, expected PluginInfo", function=fn)
         if not info.id or not info.id.replace("-", "").replace("_", "").isalnum() or info.id != info.id.lower():
-            raise PluginError(f"plugin {name!r}: id {info.id!r} must be lower-case letters, digits, '-' or '_'")
+            raise PluginError(f"plugin {name!r}: id {info.id!r} must be lower-case letters, digits, '-' or '_'", function=fn)
         # From here on the plugin has said who it is: messages name it by that id, the
         # one its catalog card shows, not by the class or module it was found as.
         try:
             ok = spec_satisfied(info.spec)
         except InvalidSpecifier:
-            refusal = PluginError(f"plugin {info.id!r} declares an invalid spec range {info.spec!r}")
+            refusal = PluginError(f"plugin {info.id!r} declares an invalid spec range {info.spec!r}", function=fn)
         else:
             if not ok:
-                refusal = PluginError(f"plugin {info.id!r} needs spec {info.spec}; this host provides {SPEC_VERSION}")
+                refusal = PluginError(f"plugin {info.id!r} needs spec {info.spec}; this host provides {SPEC_VERSION}", function=fn)
             else:
                 try:  # a bad schema would otherwise surface only when the admin saves, or never
                     check_schema(info.config_schema, "config_schema")
                     check_schema(info.user_config_schema, "user_config_schema")
                 except SchemaInvalid as exc:
-                    refusal = PluginError(f"plugin {info.id!r}: {exc}")
+                    refusal = PluginError(f"plugin {info.id!r}: {exc}", function=fn)
                 else:
                     return info
         refusal.plugin_id = info.id  # it said who it is: listed (and looked up) under that id
@@ -644,13 +746,32 @@ class PluginManager:
         if status is not None:
             status.failures.append(failure)
 
+    def loop_held(self, plugin_id: str, what: str, seconds: float) -> str | None:
+        """List a stretch of holding the event loop among the plugin's problems, at most
+        once per ``HELD_PROBLEM_EVERY_SECONDS``; its error id, or None when not listed."""
+        now = time.monotonic()
+        last = self._held_listed.get(plugin_id)
+        if last is not None and now - last < HELD_PROBLEM_EVERY_SECONDS:
+            return None
+        self._held_listed[plugin_id] = now
+        error_id = uuid.uuid4().hex[:12]
+        self.record_failure(plugin_id, {
+            "error_id": error_id, "where": what, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "held_seconds": round(seconds, 1),
+            # Shown where a failure's traceback is; the host's words, no member's data.
+            "traceback": f"{what} held the event loop for {seconds:.1f} s at a stretch: meanwhile the server answered"
+            " nobody. Blocking work (time.sleep, a synchronous client, heavy computing) belongs in a thread"
+            " (await asyncio.to_thread(...)); await instead of blocking. Listed at most once a minute.",
+        })
+        return error_id
+
     def fail(self, plugin_id: str, error: str, tb: str | None = None, *, at: str = "") -> None:
         """Mark the plugin failed; ``at`` (``place_of`` its exception) goes to the log
         line only, as the admin's page has the whole traceback."""
         status = self._status.get(plugin_id)
         if status is None:
             return
-        status.state, status.error, status.traceback, status.healthy = "failed", error, tb, False
+        status.state, status.error, status.traceback, status.healthy, status.waiting = "failed", error, tb, False, False
         log.error("plugin %s failed: %s%s", plugin_id, error, at)
 
     # -- calling hooks, one plugin at a time -------------------------------------
@@ -669,7 +790,7 @@ class PluginManager:
         Exceptions propagate to the caller; a slow call is logged."""
         results = []
         for impl in self._impls(hook_name, plugin_id):
-            watch = LoopWatch()
+            watch = LoopWatch(self.loop_held)
             try:
                 results.append(watch.call(impl.function, *[kwargs[a] for a in impl.argnames]))
             finally:
@@ -690,9 +811,17 @@ class PluginManager:
         that blocks (a plain ``def`` sleeping, an ``async def`` that never awaits), so the
         longest blocking stretch is measured too: logged past ``SLOW_STRETCH_SECONDS``,
         a failure (``HookBlocked``) past the timeout."""
-        watch = LoopWatch()
+        watch = LoopWatch(self.loop_held)
         try:
             result = await watch.within(await_me_maybe(watch.steps(watch.call(impl.function, *args))), self.hook_timeout)
+        except asyncio.TimeoutError as exc:
+            # Blocking then awaiting (``time.sleep(8)``, then any ``await``) ran out the
+            # time while holding the loop: "did not finish, start long work in the
+            # background" sent the author to the wrong fix.
+            held = max(watch.longest, watch.total)
+            if held >= self.hook_timeout:
+                raise HookBlocked(held, impl.function) from exc
+            raise
         finally:
             watch.warn_if_slow(impl.plugin_name, f"hook {hook_name}")
         if watch.longest > self.hook_timeout:
@@ -723,6 +852,8 @@ class PluginManager:
 
             def register(*args: Any, _pid: str = plugin_id, _mine: list[Contribution] = mine) -> None:
                 value = validate(_pid, args)
+                if hook_name in FOLDER_HOOKS:
+                    _check_folder(value, FOLDER_HOOKS[hook_name])
                 if key is not None:
                     name = key(value)
                     if name in owners or any(key(c.value) == name for c in _mine):

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping
 from skald_hookspecs.system_agents import Report
 from skald_host.core.identity.users import Member, MemberError
 from skald_host.core.storage import Database
+from skald_host.core.agent.definitions import AgentError
 from skald_host.core.plugins.failures import record_failure
+from skald_host.core.plugins.manager import PluginError
 from skald_host.core.system_agents import store
 from skald_host.core.system_agents.registry import AgentRegistry, RegisteredAgent
 from skald_host.core.system_agents.timing import Clock, iso, most_recent_occurrence, parse_iso, system_clock
@@ -395,7 +397,7 @@ class SystemAgentScheduler:
             except Exception as exc:
                 # The type and the error id the plugin's page lists its traceback under; not
                 # the message, which may quote the member's words.
-                error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id}", exc)
+                error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id}", exc, say=isinstance(exc, PluginError))
                 status, error = "failed", f"{type(exc).__name__} (error id {error_id})"
             stats = {k: int(v) for k, v in context.stats.items() if isinstance(v, (int, float))}
             await db.transaction(lambda c: store.finish_run(c, run_id, status, iso(self.clock()), stats, error))
@@ -408,9 +410,18 @@ class SystemAgentScheduler:
     ) -> str:
         """One unattended turn of a ``kind: system`` agent in a conversation of its own
         in the acting member's file, deleted afterwards; its final assistant message."""
-        definition = self.core.chat.agents.get(agent_id)
+        # The host's own words on what the plugin asked for (no member's data in them):
+        # as a PluginError the run's failure keeps them, where the agent's error was
+        # withheld like a crash's and the author read only "AgentError".
+        try:
+            definition = self.core.chat.agents.get(agent_id)
+        except AgentError as exc:
+            raise PluginError(
+                f"run_turn({agent_id!r}): {exc} in the host's or any plugin's agents/ folders"
+                " (register_agent_dirs; in a wheel the folder must be package data)"
+            ) from None
         if definition.kind != "system":
-            raise ValueError(f"agent {agent_id!r} is not a system agent (kind: system)")
+            raise PluginError(f"run_turn({agent_id!r}): agent {agent_id!r} is not a system agent (its meta.yaml needs kind: system)")
         runtime = await self.core.chat.runtime(member)
         conversation_id, _ = await runtime.store.create_conversation(agent_id, source=f"system:{entry.id}", ephemeral=True)
         runtime.prompt_substitutions[conversation_id] = dict(substitutions)

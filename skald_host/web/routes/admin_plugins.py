@@ -73,7 +73,9 @@ async def set_enabled(plugin_id: str) -> dict:
 async def configure(plugin_id: str) -> dict:
     data = await json_object()
     values = field(data, "config", dict)
-    return {"config": await _guard(_core().catalog.configure(plugin_id, values), plugin_id)}
+    # ``not_started``: the save restarted the plugin and its startup failed on the
+    # saved values (they stay saved); the form says so beside itself.
+    return await _guard(_core().catalog.configure(plugin_id, values, await reader_locale()), plugin_id)
 
 
 @bp.get("/api/admin/plugins/<plugin_id>/access")

@@ -37,7 +37,12 @@ async def status() -> dict:
     for plugin in core.plugins.statuses():
         # A plugin that failed to load or to start: its card says why, and so does the
         # instance's status, which otherwise said "no warnings" beside a broken plugin.
-        if plugin.state == "failed" or (core.plugins.is_enabled(plugin.id) and not plugin.healthy):
+        if plugin.waiting and core.plugins.is_enabled(plugin.id):
+            # Waiting for the admin (a setting, a token: NotReady), not broken: said as such.
+            title = core.strings.plugin_text(plugin.id, "plugin.title", locale, plugin.info.title if plugin.info else plugin.name)
+            values = {"plugin": title, "reason": core.catalog.error_text(plugin, locale) or ""}
+            warnings.append({"id": "plugin_waiting", "values": values, "text": core.strings.translate("core.warning.plugin_waiting", locale, **values)})
+        elif plugin.state == "failed" or (core.plugins.is_enabled(plugin.id) and not plugin.healthy):
             title = core.strings.plugin_text(plugin.id, "plugin.title", locale, plugin.info.title if plugin.info else plugin.name)
             values = {"plugin": title, "error": core.catalog.error_text(plugin, locale) or ""}
             warnings.append({"id": "plugin_failed", "values": values, "text": core.strings.translate("core.warning.plugin_failed", locale, **values)})
