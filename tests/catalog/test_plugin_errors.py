@@ -96,6 +96,9 @@ async def test_a_wrong_return_type_is_a_clear_error_not_silently_encoded(skald):
     assert seen_by_model.startswith("Error: the tool failed (error id ") and "temperature" not in seen_by_model
     [failure] = host.core.plugins.status("faulty").failures
     assert "TypeError: tool 'returns_dict' returned dict; a tool returns str or None" in failure["traceback"]
+    # Which return: the traceback ends in the host that found it out, so the message says
+    # where the tool's run is (a plugin-author probe saw no frame of theirs).
+    assert f"its run is at {__file__}:" in failure["traceback"]
 
 
 async def test_a_tool_timeout_is_logged_and_listed_on_the_plugins_page_without_its_arguments(skald, caplog):

@@ -56,7 +56,7 @@ from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
 from skald_host.core.plugins.failures import record_failure
-from skald_host.core.plugins.manager import LoopWatch
+from skald_host.core.plugins.manager import LoopWatch, definition_of
 from skald_host.core.schedules import service as schedule_service
 
 if TYPE_CHECKING:
@@ -1221,9 +1221,10 @@ class Kernel:
         if result is None:
             return "done", ""
         if not isinstance(result, str):
+            defined = definition_of(registered.tool.run)  # the frames end in the host, which found it out
             wrong = TypeError(
                 f"tool {registered.tool.name!r} returned {type(result).__name__}; a tool returns str or None"
-                " (encode structured results yourself, e.g. json.dumps)"
+                f" (encode structured results yourself, e.g. json.dumps){f'; its run is at {defined}' if defined else ''}"
             )
             return "error", self._tool_failed(registered, wrong, say=True)
         return "done", result
