@@ -139,7 +139,8 @@ async def test_a_new_note_never_replaces_one_and_a_name_leaving_its_folder_is_re
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_role("status").filter(has_text="A note called plans.md already exists.")).to_be_visible()
     assert (await alice_api.get("/api/memory/user-memory/notes/plans.md")).json()["content"] == "Keep me."
-    assert not [r for r in requests if r.startswith("PUT")]
+    # One create-only request, refused (409): nothing was written over.
+    assert [r for r in requests if r.startswith("PUT")] == [f"PUT {host.url}/api/memory/user-memory/notes/plans.md?create=1"]
 
     # A name with a ".." part or a leading "/": refused before any request.
     for name in ("../escape.md", "a/../b.md", "/root.md"):

@@ -33,6 +33,20 @@ const route = (tab, params = {}) => {
   return `#memory/${tab}${query ? `?${query}` : ""}`;
 };
 
+/**
+ * Go to `hash` as a step on this page (a search, "New note", a note just made), not as
+ * a new page: a navigation puts the focus on <main> and the keyboard starts over at the
+ * top. The address changes as a link's would (Back goes back); the shell's re-render
+ * (ctx.rerender, app.js) puts the focus at `after.focus` and says `after.say`.
+ */
+function step(ctx, hash, after) {
+  if (location.hash === hash) history.replaceState(history.state, "", hash);
+  else history.pushState(null, "", hash);
+  return ctx.rerender(after);
+}
+const SEARCH_BOX = "form[role=search] input[name=q]";
+const EDITOR = "[data-testid=memory-editor]";
+
 /** Links between the two note collections (each its own address): a nav, not a
  * tablist, which would promise arrow keys and a tab panel. */
 function tabBar(active, ctx) {
@@ -43,28 +57,48 @@ function tabBar(active, ctx) {
     })));
 }
 
-function searchForm(tab, ctx, query) {
+/** A plain click on a link to a step of this page (see step); a click meant for another
+ * tab or window is left to the browser. */
+function stepLink(ctx, hash, text, attrs, after) {
+  const anchor = link(hash, text, attrs);
+  anchor.addEventListener("click", (event) => {
+    if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    step(ctx, hash, after);
+  });
+  return anchor;
+}
+
+function searchForm(tab, ctx, query, status) {
   const input = el("input", { type: "search", name: "q", maxlength: "500", autocomplete: "off", props: { value: query } });
   const submit = el("button", { class: "btn", type: "submit", text: t("memory.search_submit") });
   const form = el("form", { class: "grid-form", role: "search", novalidate: true },
     field(t("memory.search_label"), input)[0],
     el("div", { class: "actions" }, submit,
       query ? link(route(tab.id), t("memory.search_clear"), { class: "btn quiet" }) : null,
-      may(ctx, tab.write) ? link(route(tab.id, { new: "1" }), t("memory.new"), { class: "btn", "data-testid": "memory-new" }) : null));
+      may(ctx, tab.write)
+        ? stepLink(ctx, route(tab.id, { new: "1" }), t("memory.new"), { class: "btn", "data-testid": "memory-new" }, { focus: `${EDITOR} input[name=key]` })
+        : null),
+    el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const words = input.value.trim();
-    ctx.navigate(words ? route(tab.id, { q: words }) : route(tab.id));
+    // The focus stays in the box, with the words, for the next search; the status line
+    // under it says what was found (listSection's count, once the list is drawn).
+    step(ctx, words ? route(tab.id, { q: words }) : route(tab.id), { focus: SEARCH_BOX });
   });
   return form;
 }
 
-async function listSection(tab, ctx, query) {
+async function listSection(tab, ctx, query, status) {
   const response = query
     ? await api("GET", `/api/memory/${tab.root}/search?${new URLSearchParams({ q: query })}`)
     : await api("GET", notesApi(tab.root));
   if (!response.ok) return section(null, notice("error", errorText(response)));
   const rows = query ? response.data.hits : response.data.notes;
+  // What a search found, said under the search box (where the focus stays) once the page
+  // is in place: a live region filled before it is shown is not read out.
+  if (query) requestAnimationFrame(() => status.ok(rows.length ? t("memory.hits", { count: rows.length, query }) : t("memory.no_hits_for", { query })));
   if (!rows.length) return section(null, el("p", { class: "muted", text: t(query ? "memory.no_hits" : "memory.none") }));
   const items = rows.map((row) => el("li", { "data-key": row.key },
     link(route(tab.id, { key: row.key }), row.key),
@@ -73,10 +107,6 @@ async function listSection(tab, ctx, query) {
       : el("span", { class: "muted", text: ` · ${formatDate(row.updated_at)} · ${t("memory.size", { size: row.size })}` })));
   return section(query ? t("memory.results", { query }) : null, el("ul", { class: "plain", "data-testid": "memory-list" }, ...items));
 }
-
-// A new note is saved, then opened on its own page: that page says "Saved." (once; a
-// reload of it does not), as the form would have.
-let justCreated = null;
 
 function editor(tab, ctx, note) {
   const isNew = note === null;
@@ -108,22 +138,16 @@ function editor(tab, ctx, note) {
     if (!name) { status.error(t("memory.key_required")); key.focus(); return; }
     if (isNew && unsafeKey(name)) { status.error(t("memory.key_invalid")); key.focus(); return; }
     busy(submit, async () => {
-      if (isNew) {  // "New note" never replaces one: the PUT below would, silently
-        const existing = await api("GET", notesApi(tab.root, name));
-        if (existing.ok) { status.error(t("memory.exists", { key: existing.data.key })); key.focus(); return; }
-        if (existing.status !== 404) { status.error(errorText(existing)); return; }
-      }
-      const response = await api("PUT", notesApi(tab.root, name), { content: content.value });
-      if (!response.ok) { status.error(errorText(response)); return; }
-      if (isNew) { justCreated = `${tab.root}/${response.data.key}`; ctx.navigate(route(tab.id, { key: response.data.key })); }
-      else status.ok(t("memory.saved"));
+      // "New note" never replaces one: a plain PUT would, silently (create=1: 409).
+      const response = await api("PUT", `${notesApi(tab.root, name)}${isNew ? "?create=1" : ""}`, { content: content.value });
+      if (!response.ok) { status.error(errorText(response)); if (response.status === 409) key.focus(); return; }
+      if (!isNew) { status.ok(t("memory.saved")); return; }
+      // The new note opens on its own page, the focus on its Save and "Saved." said
+      // there (once: a reload of that page does not say it again).
+      const saved = `${EDITOR} button[type=submit]`;
+      await step(ctx, route(tab.id, { key: response.data.key }), { focus: [saved, `${EDITOR} textarea`], status: `${EDITOR} .form-status`, say: t("memory.saved") });
     });
   });
-  if (!isNew && justCreated === `${tab.root}/${note.key}`) {
-    justCreated = null;
-    // Said once the page is in place: a live region filled before it is shown is not read out.
-    requestAnimationFrame(() => status.ok(t("memory.saved")));
-  }
   return section(isNew ? t("memory.new") : note.key, form);
 }
 
@@ -142,6 +166,7 @@ export async function renderMemory(ctx) {
     return page;
   }
   const query = ctx.params.get("q") || "";
-  page.append(section(null, searchForm(tab, ctx, query)), await listSection(tab, ctx, query));
+  const status = statusLine();
+  page.append(section(null, searchForm(tab, ctx, query, status)), await listSection(tab, ctx, query, status));
   return page;
 }

@@ -270,8 +270,14 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
   };
   async function loadNames() {
     const response = await api("POST", `/api/admin/models/providers/${enc(provider.value)}/test`);
-    if (response.ok && response.data.ok) { discovered.set(provider.value, response.data.models || []); showNames(); }
-    else suggestions.textContent = response.ok ? t("models.test_failed", { error: errorString(response.data.code, response.data.values) || response.data.error || "" }) : errorText(response);
+    if (response.ok && response.data.ok) {
+      const found = response.data.models || [];
+      discovered.set(provider.value, found);
+      // With names loaded the button hides itself, and the focus on it would fall to
+      // <body>: it goes to the field that offers them, and the form says how many.
+      if (found.length) { name.focus(); status.ok(t("models.names_loaded", { count: found.length })); }
+      showNames();
+    } else suggestions.textContent = response.ok ? t("models.test_failed", { error: errorString(response.data.code, response.data.values) || response.data.error || "" }) : errorText(response);
   }
   provider.addEventListener("change", showNames);
   const onDiscovered = (event) => {

@@ -108,7 +108,14 @@ function jobForm(ctx, zone, job = null) {
       const response = job
         ? await api("PATCH", `/api/schedules/${encodeURIComponent(job.id)}`, body)
         : await api("POST", "/api/schedules", body);
-      if (response.ok) { ctx.navigate("#schedules"); return; }
+      if (response.ok && job) { ctx.navigate("#schedules"); return; }
+      if (response.ok) {
+        // A new prompt: the focus on the first action of its row (not <main>: the keyboard
+        // would start over at the page's top), which says it was made; the form is empty again.
+        const row = `tr[data-job="${CSS.escape(String(response.data.id))}"]`;
+        await ctx.rerender({ focus: [`${row} .row-actions :is(button, a)`, `${row} a`], status: `${row} .form-status`, say: t("schedules.created") });
+        return;
+      }
       showFormError(form, status, response, { fieldFor: (code) => REFUSED_FIELD[code] || null });
       if (saidByForm(preview.textContent)) preview.textContent = "";
     });

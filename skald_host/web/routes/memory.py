@@ -77,13 +77,28 @@ async def read_note(root: str, key: str) -> dict:
 
 
 @bp.put("/api/memory/<root>/notes/<path:key>")
+@query(create={"type": "string", "description": "1: only create the note; one of that name answers 409 (note_exists)"})
 @accepts(obj({"content": TEXT}))
 async def write_note(root: str, key: str) -> dict:
-    """Create or replace the note with ``{"content": "…"}``."""
+    """Create or replace the note with ``{"content": "…"}``; with ``?create=1`` only
+    create it. The page's "New note" must never replace a note, and asking first with a
+    GET made every new note's normal answer a 404 in the browser's console."""
     store = _store(root)
     content = field(await json_object(), "content", str)
+    if request.args.get("create") == "1":
+        await _call(_refuse_existing(store, key))
     info = await _call(store.write(key, content))
     return {"root": root, "key": info.key, "size": info.size, "updated_at": info.updated_at}
+
+
+async def _refuse_existing(store: NoteStore, key: str) -> None:
+    try:
+        await store.read(key)
+    except FileNotFoundError:
+        return
+    normal = note_key(key)
+    raise ApiError(409, f"a note called {normal!r} already exists; open it to change it, or choose another name",
+                   code="note_exists", values={"key": normal})
 
 
 @bp.delete("/api/memory/<root>/notes/<path:key>")
