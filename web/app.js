@@ -28,6 +28,7 @@ import { renderProjects } from "./pages/projects.js";
 import { renderSharedFolders } from "./pages/shared-folders.js";
 import { renderReports } from "./pages/reports.js";
 import { renderSystemAgents } from "./pages/system-agents.js";
+import { renderUsage } from "./pages/usage.js";
 
 const root = document.getElementById("app");
 
@@ -47,6 +48,7 @@ const ADMIN_PAGES = [
   { id: "shared-folders", label: "nav.shared_folders", render: renderSharedFolders },
   { id: "roles", label: "nav.roles", render: renderRoles },
   { id: "models", label: "nav.models", render: renderModels },
+  { id: "usage", label: "nav.usage", render: renderUsage },
   { id: "approvals", label: "nav.approvals", render: renderApprovals },
   { id: "settings", label: "nav.settings", render: renderSettings },
 ];

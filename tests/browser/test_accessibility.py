@@ -78,7 +78,7 @@ async def test_every_page_passes_axe_at_wcag_21_aa_on_desktop_and_phone_in_engli
         await expect(page.get_by_label("Model", exact=True)).to_be_visible()
         conversation = page.url.split("#", 1)[1]
         routes = ["#chat", f"#{conversation}", "#projects", "#memory", "#schedules", "#account"]
-        admin_routes = ["#plugins", "#members", f"#members/{member['id']}", "#shared-folders", "#roles", "#models", "#approvals", "#settings"]
+        admin_routes = ["#plugins", "#members", f"#members/{member['id']}", "#shared-folders", "#roles", "#models", "#usage", "#approvals", "#settings"]
         for viewport, size in (("desktop", DESKTOP), ("phone", PHONE)):
             await page.set_viewport_size(size)
             await walk(page, f"member {viewport}", routes)

@@ -214,7 +214,7 @@ async def test_every_page_of_the_shell_in_german_shows_no_english(skald, browser
 
     routes = [
         "#chat", "#projects", "#memory", "#account", "#plugins", "#plugin-detail?id=greeter", "#plugin-detail?id=fs-tools",
-        "#members", f"#members/{bert['id']}", "#shared-folders", "#roles", "#models", "#approvals", "#settings",
+        "#members", f"#members/{bert['id']}", "#shared-folders", "#roles", "#models", "#usage", "#approvals", "#settings",
         "#plugin/greeter/main",
     ]
     for route in routes:

@@ -166,6 +166,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/admin/backups", "POST"): "admin",
     ("/api/admin/models", "GET"): "admin",
     ("/api/admin/models/presets", "GET"): "admin",
+    ("/api/admin/usage", "GET"): "admin",
     ("/api/admin/models/presets/apply", "POST"): "admin",
     ("/api/admin/models/providers", "POST"): "admin",
     ("/api/admin/models/providers/<provider_id>", "PATCH"): "admin",

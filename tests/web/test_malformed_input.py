@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import pytest_asyncio
@@ -125,6 +126,18 @@ BODYLESS_ROUTES = {
     ("/api/admin/security-groups/<group_id>", "DELETE"),
 }
 FEWER_CASES = {("/api/auth/login", "POST"): 100}
+#: GET routes whose query parameters the API checks (``@query`` and ``body.check``), with
+#: the names they know: each answers or says 400, whatever the query string holds.
+QUERY_ROUTES: dict[str, tuple[str, ...]] = {
+    "/api/admin/usage": ("since", "until", "before", "limit"),
+}
+#: Each known parameter is sent with each of these (raw, already percent-encoded).
+ODD_QUERY_VALUES = [
+    "", "%20", "0", "-1", "201", "99999999999999999999", "1e999", "NaN", "%00", "%ff", "%ed%a0%80", "%C3%BC" * 64, "x" * 5000,
+    "2026-02-30", "2026-13-01", "0000-01-01", "0001-01-01", "9999-12-31", "2026-01-01T00:00:00Z", "%2B2026-01-01",
+    "2026-01-01T00:00:00.000Z~1", "2026-01-01T00:00:00.000Z~999999999999999999", "2026-01-01T00:00:00.000Z~9999999999999999999",
+    "2026-01-01T00:00:00.000Z~-1", "~", "%7E1", "..%2F..%2Fetc%2Fpasswd",
+]
 
 # -- the strategies ------------------------------------------------------------------------
 
@@ -301,6 +314,28 @@ async def test_generated_bodies_never_cause_a_500(fuzz, route):
         response = await admin.request(method, path, content=body, headers={"Content-Type": "application/json"})
         assert_well_formed_error(response, f"{method} {path} with {body[:200]!r}")
     assert (await admin.get("/api/auth/session")).status_code == 200  # the fuzzing session survived
+    assert (await admin.get("/health")).json() == {"status": "ok"}
+
+
+def query_strings(names: tuple[str, ...]) -> list[str]:
+    """Each parameter alone with each odd value, the same name twice, and generated
+    strings of known and unknown names (percent-encoded, so any text travels)."""
+    strings = [f"{name}={value}" for name in names for value in ODD_QUERY_VALUES]
+    strings += [f"{name}=2026-01-01&{name}=x" for name in names] + ["since=2999-01-01", "until=2001-01-01&since=2001-01-02", "&&=&"]
+    pairs = st.lists(st.tuples(st.sampled_from([*names, "x", ""]) | text, field_values.map(str) | text), max_size=4)
+    encode_pair = lambda pair: "=".join(quote(part.encode("utf-8", "surrogatepass"), safe="") for part in pair)  # noqa: E731
+    return strings + draw(pairs.map(lambda items: "&".join(encode_pair(pair) for pair in items)), CASES_PER_ROUTE // 2)
+
+
+@pytest.mark.parametrize("rule", list(QUERY_ROUTES))
+async def test_generated_query_strings_get_an_answer_or_a_400_never_a_500(fuzz, rule):
+    host, admin, _ = fuzz
+    for query in query_strings(QUERY_ROUTES[rule]):
+        response = await admin.get(f"{rule}?{query}")
+        assert response.status_code in (200, 400), f"GET {rule}?{query[:200]}: {response.status_code} {response.text[:300]}"
+        assert_well_formed_error(response, f"GET {rule}?{query[:200]}")
+        if response.status_code == 400:
+            assert response.json().get("field") in QUERY_ROUTES[rule], f"GET {rule}?{query[:200]}: {response.text[:300]}"
     assert (await admin.get("/health")).json() == {"status": "ok"}
 
 

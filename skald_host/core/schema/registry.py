@@ -559,5 +559,16 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 "CREATE INDEX project_invitations_inviter ON project_invitations(invited_by)",
             ),
         ),
+        Migration(
+            19,
+            "the request log by time: the admin's usage page reads a period of it, newest first",
+            statements=(
+                # ``llm_requests_member`` starts with the member, so a period across all
+                # members scanned the whole log. The index ends in the rowid, which orders
+                # the rows of one batch (they share a millisecond): a page's cursor
+                # (time, rowid) is a point in it (skald_host/core/llm/usage.py).
+                "CREATE INDEX llm_requests_created ON llm_requests(created_at)",
+            ),
+        ),
     ),
 )
