@@ -69,7 +69,43 @@ function prettyArguments(raw) {
   try { return JSON.stringify(typeof raw === "string" ? JSON.parse(raw) : raw, null, 2); } catch { return String(raw); }
 }
 
-const markdownInto = (node, text) => node.replaceChildren(...renderMarkdown(text));
+const FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]";
+
+/**
+ * `node` made to hold what a fresh render of `text` gives, keeping every top-level node
+ * that render would make alike (isEqualNode): a streamed answer's finished blocks stay
+ * the nodes they were, and the focus in them (a keyboard on a code block's "Copy code"
+ * as the answer ends) stays too. Replaced: what differs, e.g. the last block, streamed
+ * without highlighting and with the caret. Focus inside a replaced node goes to its
+ * counterpart in the new one (the same place among its focusable elements), else to
+ * the message, never to <body>.
+ */
+function settleInto(node, text) {
+  const fresh = renderMarkdown(text);
+  const old = [...node.childNodes];
+  const focused = node.contains(document.activeElement) ? document.activeElement : null;
+  let moved = null; // { index, place }: the focus's top-level node was replaced
+  const noteFocus = (had, index) => {
+    if (!focused || !had.contains(focused)) return;
+    const stops = had.nodeType === Node.ELEMENT_NODE ? [had, ...had.querySelectorAll(FOCUSABLE)] : [];
+    moved = { index, place: stops.indexOf(focused) };
+  };
+  fresh.forEach((next, index) => {
+    const had = old[index];
+    if (!had) node.append(next);
+    else if (!had.isEqualNode(next)) { noteFocus(had, index); had.replaceWith(next); }
+  });
+  for (const [offset, extra] of old.slice(fresh.length).entries()) { noteFocus(extra, fresh.length + offset); extra.remove(); }
+  if (!moved) return;
+  const counterpart = fresh[moved.index];
+  const stops = counterpart?.nodeType === Node.ELEMENT_NODE ? [counterpart, ...counterpart.querySelectorAll(FOCUSABLE)] : [];
+  const target = stops[moved.place];
+  if (target && target.matches(FOCUSABLE)) { target.focus({ preventScroll: true }); return; }
+  const message = node.closest(".msg") || node;
+  message.tabIndex = -1;
+  message.focus({ preventScroll: true });
+  message.addEventListener("blur", () => message.removeAttribute("tabindex"), { once: true });
+}
 const nextFrame = (fn) => (document.hidden ? setTimeout(fn, 100) : requestAnimationFrame(fn));
 
 // Files: a member's attachments and what the agent showed them (show_file_to_user),
@@ -156,6 +192,13 @@ function branchesOf(messages) {
   return branches;
 }
 
+/** A text as the server's search compares it (skald_host/core/text.py search_form):
+ * accents dropped, case folded, "ß" as "ss" — so "Strassenbahn" finds the message with
+ * "Straßenbahnhaltestelle" the server found, "creme" "Café crème", "apfel" "Äpfel". */
+function searchForm(text) {
+  return String(text || "").normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase().replace(/ß/g, "ss").replace(/ς/g, "σ");
+}
+
 /** The blinking caret at the end of the text so far: inside the last paragraph,
  * list item or code block rather than on a line of its own. */
 function placeCaret(body, caret) {
@@ -177,6 +220,7 @@ export class Transcript {
   constructor(handlers, streamed = new Map()) {
     this.handlers = handlers;
     this.streamed = streamed;
+    this.author = null; // the agent's name where the page shows it (setAuthor)
     this.node = el("div", { class: "transcript", role: "log", "aria-live": "polite", "aria-relevant": "additions", tabindex: "0", "aria-label": t("chat.transcript") });
     this.list = el("div", { class: "transcript-inner" });
     // The dots are for the eye: moved about inside the live log they were read out as
@@ -235,13 +279,13 @@ export class Transcript {
    * `snippet` (the text the list showed, "…" cut) prefers the one it came from.
    * False when none does (then the conversation opens at its end, as usual). */
   reveal(words, snippet = "") {
-    const wanted = String(words || "").toLocaleLowerCase().split(/\s+/).filter(Boolean);
+    const wanted = searchForm(words).split(/\s+/).filter(Boolean);
     if (!wanted.length) return false;
     const starts = (text, word) => text.includes(word) && new RegExp(`(^|[^\\p{L}\\p{N}])${word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "u").test(text);
     const nodes = [...this.list.querySelectorAll(".msg[data-message-id]")];
-    const holding = nodes.filter((node) => { const text = node.textContent.toLocaleLowerCase(); return wanted.every((word) => starts(text, word)); });
-    const core = String(snippet || "").replace(/…/g, " ").trim().toLocaleLowerCase();
-    const node = holding.find((n) => core && n.textContent.toLocaleLowerCase().includes(core)) || holding[0];
+    const holding = nodes.filter((node) => { const text = searchForm(node.textContent); return wanted.every((word) => starts(text, word)); });
+    const core = searchForm(String(snippet || "").replace(/…/g, " ")).trim();
+    const node = holding.find((n) => core && searchForm(n.textContent).includes(core)) || holding[0];
     if (!node) return false;
     this.stick = false;
     node.tabIndex = -1;
@@ -453,6 +497,18 @@ export class Transcript {
 
   // -- messages ---------------------------------------------------------------------------
 
+  /** Who wrote the answers, as each answer's accessible name says: the agent the page
+   * names (a project's conversation says which one it talks to), else "Assistant". */
+  authorName() {
+    return this.author || t("chat.author_assistant");
+  }
+
+  /** The agent's name, once the page knows it: the answers on screen are named so too. */
+  setAuthor(name) {
+    this.author = name || null;
+    for (const node of this.list.querySelectorAll("article.msg.assistant")) node.setAttribute("aria-label", this.authorName());
+  }
+
   /** `inRunningTurn`: the message belongs to the turn still running (a reload mid-turn). */
   messageNode(message, live = false, inRunningTurn = false) {
     if (message.reason) {  // a failure the host words in every language: in the reader's
@@ -484,8 +540,9 @@ export class Transcript {
   userBubble(text, { id = null, state = "sent", attachments = [] } = {}) {
     const stateNode = el("span", { class: "msg-state" });
     const bubbleBody = el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments));
-    const meta = el("div", { class: "msg-meta user-meta" }, stateNode, copyButton(() => text, t("chat.copy_message"), "copy-message"));
-    const node = el("article", { class: "msg user", "data-state": state }, bubbleBody, meta);
+    const meta = el("div", { class: "msg-meta user-meta" }, stateNode, copyButton(() => text, t("chat.copy_your_message"), "copy-message"));
+    // Named by who wrote it: a screen reader moving from message to message hears whose it is.
+    const node = el("article", { class: "msg user", "aria-label": t("chat.author_you"), "data-state": state }, bubbleBody, meta);
     const bubble = { node, text, id, state, stateNode, body: bubbleBody, meta, edit: null };
     this.offerEdit(bubble);
     this.setBubbleState(bubble, state);
@@ -550,7 +607,7 @@ export class Transcript {
     const caret = el("span", { class: "caret", "aria-hidden": "true" });
     const tools = el("div", { class: "tool-list" });
     const meta = el("div", { class: "msg-meta" });
-    const node = el("article", { class: "msg assistant", "data-message-id": id }, reasoning, body, tools, meta);
+    const node = el("article", { class: "msg assistant", "aria-label": this.authorName(), "data-message-id": id }, reasoning, body, tools, meta);
     this.remember(reasoning, `r:${id}`);
     const stream = new MarkdownStream(body);
     const view = {
@@ -559,12 +616,12 @@ export class Transcript {
       setContent: (text, { streaming = false } = {}) => {
         view.text = text;
         if (streaming) stream.update(text);
-        else { stream.release(); markdownInto(body, text); }
+        else { stream.release(); settleInto(body, text); }
         body.hidden = !text && !node.classList.contains("streaming");
       },
       setReasoning: (text) => {
         reasoning.hidden = !text;
-        markdownInto(reasoningBody, text);
+        settleInto(reasoningBody, text);  // rendered whole each frame while it streams: what it had stays
       },
       /** `unsettled`: a round that called tools while its turn runs on: its words are
        * not the turn's answer yet, so nothing to copy or read aloud (`settleRounds`). */
@@ -578,7 +635,7 @@ export class Transcript {
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
           // A round of tool calls alone has no words to credit: no model line under its cards.
           model && (view.text || retryable(status)) ? el("span", { class: "model", text: this.handlers.modelLabel?.(model) || model, title: model }) : null,
-          done ? copyButton(() => view.text, t("chat.copy_message"), "copy-message") : null,
+          done ? copyButton(() => view.text, t("chat.copy_answer"), "copy-message") : null,
           retryable(status) && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
         ].filter(Boolean));
         meta.hidden = !meta.childElementCount;

@@ -19,6 +19,9 @@ const narrow = () => window.matchMedia("(max-width: 700px)").matches;
 let current = null; // the chat view on screen; a newer one replaces it
 let focusComposer = false; // "New conversation" opened the fresh composer: the next start page focuses it
 let deletedElsewhere = false; // the conversation on screen was deleted elsewhere: the next start page says so
+// "All conversations" left this conversation: the next start page focuses its entry in
+// the list, where the member came from (on a phone the list is that page), not main#content.
+let returnTo = null;
 // `branch_changed` events already acted on: a read replays what it heard meanwhile
 // (recordEvents), and one event must not be acted on twice, nor counted twice as this tab's own.
 const branchEvents = new WeakSet();
@@ -80,6 +83,16 @@ function debounce(fn, ms) {
 function conversationList(view) {
   const list = el("ul", { class: "conv-list" });
   const empty = el("p", { class: "muted small conv-empty" });
+  // What a search found, said politely once its answer is drawn (WCAG 4.1.3): the list
+  // changing under the search box is silent to a screen reader otherwise.
+  const found = el("p", { class: "visually-hidden conv-search-status", role: "status" });
+  let saying = null;
+  const sayFound = (text) => {
+    clearTimeout(saying);
+    found.textContent = "";
+    // Emptied first, filled a moment later: a second search with as many results is said too.
+    if (text) saying = setTimeout(() => { found.textContent = text; }, 100);
+  };
   const search = el("input", {
     type: "search", class: "conv-search", placeholder: t("chat.search"), "aria-label": t("chat.search"), maxlength: "200", autocomplete: "off",
   });
@@ -113,7 +126,8 @@ function conversationList(view) {
   let reads = 0;
   const heardSinceRead = new Map(); // conversation id → running, as turn events said
   const gone = new Set(); // deleted (here or elsewhere): a read answered after that does not bring them back
-  const refresh = async () => {
+  /** `announce`: a read the member's search asked for, whose result is said (sayFound). */
+  const refresh = async ({ announce = false } = {}) => {
     const read = ++reads;
     heardSinceRead.clear();
     const query = search.value.trim();
@@ -125,6 +139,7 @@ function conversationList(view) {
       // beside "the server is unreachable" it read as a result.
       empty.textContent = "";
       empty.hidden = true;
+      sayFound("");
       return;
     }
     status.clear();
@@ -133,12 +148,17 @@ function conversationList(view) {
       .map((c) => (heardSinceRead.has(c.id) ? { ...c, running: heardSinceRead.get(c.id) } : c));
     render(view.conversations);
     view.titleChanged?.();
+    if (announce) {
+      const count = view.conversations.length;
+      // Not the words of the visible "nothing matches" line: it names what was searched.
+      sayFound(!query ? "" : count ? t("chat.search_found", { count }) : t("chat.search_none_for", { query }));
+    }
   };
-  search.addEventListener("input", debounce(refresh, 250));
+  search.addEventListener("input", debounce(() => refresh({ announce: true }), 250));
 
   const node = el("aside", { class: "conv-sidebar", "aria-label": t("chat.conversations") },
     el("h2", { class: "visually-hidden", text: t("chat.conversations") }),
-    fresh, search, status.node, list, empty);
+    fresh, search, status.node, found, list, empty);
   return { node, render, refresh, setRunning: (id, running) => {
     heardSinceRead.set(id, running);
     const item = view.conversations.find((c) => c.id === id);
@@ -384,8 +404,9 @@ function conversationHeader(view) {
   }
 
   const picker = modelPicker(view, status);
+  const back = link("#chat", t("chat.back"), { on: { click: () => { returnTo = view.conversationId; } } });
   const node = el("header", { class: "conv-header" },
-    el("p", { class: "conv-back" }, link("#chat", t("chat.back"))), titleRow, projectLine(view.conversation), picker, status.node);
+    el("p", { class: "conv-back" }, back), titleRow, projectLine(view.conversation), picker, status.node);
   /** view.conversation changed elsewhere (another tab, another device): its title and model shown. */
   const update = () => {
     heading.textContent = titleOf(view.conversation);
@@ -552,15 +573,25 @@ class ChatView {
       // just signed in to write (on a phone the keyboard would cover the page at once).
       const focus = focusComposer || (this.ctx.arrived && !narrow());
       focusComposer = false;
+      const cameFrom = returnTo;
+      returnTo = null;
       requestAnimationFrame(() => {
         this.seen = page.isConnected;
-        if (focus && page.isConnected) this.composer.text.focus({ preventScroll: true });
+        if (!page.isConnected) return;
+        const entry = cameFrom && [...this.list.node.querySelectorAll("li[data-conversation-id]")]
+          .find((item) => item.dataset.conversationId === cameFrom)?.querySelector("a");
+        if (entry && !focus) entry.focus();
+        else if (focus) this.composer.text.focus({ preventScroll: true });
       });
       return page;
     }
     this.header = conversationHeader(this);
     this.tasks = taskStrip(this.conversationId);
     this.unsubscribe.push(this.tasks.dispose);
+    // A project's conversation names the agent it talks to (projectLine): its answers say so too.
+    if ((this.conversation.source || "").startsWith("project:") && this.conversation.agent_id) {
+      showAgentTitle(this.conversation.agent_id, (name) => this.transcript.setAuthor(name));
+    }
     this.transcript.load(loaded, socket.unacknowledged(this.conversationId));
     this.restoreSubagents();
     this.setRunning(Boolean(loaded.running));
