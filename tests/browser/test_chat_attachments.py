@@ -13,6 +13,8 @@ from playwright.async_api import expect
 from skald_host.testing import Reply, ScriptedModelServer
 from skald_host.testing.host import MEMBER_PASSWORD
 
+from tests.chat.support import eventually
+
 from .kit import screenshot, sign_in
 from .test_chat import MODEL, configure_model, send
 
@@ -90,3 +92,38 @@ async def test_an_image_attachment_shows_as_a_thumbnail_before_and_after_sending
         await page.reload()
         await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Nice picture.")
         await sent_files()
+
+
+async def test_a_first_message_whose_upload_is_refused_leaves_no_empty_conversation(skald, browser_pages):
+    """The conversation a fresh composer's first message makes goes again when its file
+    is refused: nothing was sent, and the list kept an empty "New conversation" (crash-
+    kill probe). The retry with a file the server takes makes one conversation."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(settings=skald.settings(files={"upload_max_bytes": 1000}))
+        await configure_model(await host.admin(), server)
+        await host.create_member("gina", display_name="Gina")
+        server.script(MODEL, [Reply(text="Got it.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "gina", MEMBER_PASSWORD)
+
+        await page.locator("input.attach-input").set_input_files([{"name": "big.txt", "mimeType": "text/plain", "buffer": b"x" * 5000}])
+        await send(page, "Here is the big one")
+        await expect(page.get_by_text("big.txt:", exact=False).first).to_be_visible()
+        gina = await host.member("gina")
+        # Made before the upload was tried, gone once it was refused.
+        await eventually(lambda: _no_conversation(gina), what="the unsent message's conversation to go")
+
+        await page.get_by_role("button", name="Remove big.txt").click()
+        await page.locator("input.attach-input").set_input_files([{"name": "small.txt", "mimeType": "text/plain", "buffer": b"small\n"}])
+        await send(page, "Here is a small one")
+        await page.wait_for_url("**/#chat/*")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Got it.")
+        assert await _conversation_count(gina) == 1
+
+
+async def _conversation_count(member) -> int:
+    return len((await member.get("/api/conversations")).json()["conversations"])
+
+
+async def _no_conversation(member) -> bool:
+    return await _conversation_count(member) == 0

@@ -690,7 +690,14 @@ class ChatView {
       const id = await this.startConversation();
       if (!id) return false;
       const attachments = await this.uploadAll(id, files);
-      if (attachments === null) return false;
+      if (attachments === null) {
+        // Nothing was sent: the conversation made for it goes too, or the list kept an
+        // empty "New conversation" (crash-kill probe). If the server cannot delete it now,
+        // it is kept for the retry, which then reuses it.
+        const gone = await api("DELETE", `/api/conversations/${encodeURIComponent(id)}`);
+        if (gone.ok) this.started = null;
+        return false;
+      }
       socket.sendChat(id, text, attachments);
       this.ctx.navigate(chatRoute(id));
       return true;
