@@ -38,6 +38,7 @@ uninstall-old: $(BIN)/python
 INSTALL_INPUTS := pyproject.toml skald_hookspecs/pyproject.toml Makefile $(addsuffix /pyproject.toml,$(PLUGIN_DIRS))
 
 $(VENV)/.installed: $(INSTALL_INPUTS) | uninstall-old
+	@echo "Installing Skald and its plugins into $(VENV) (the first run, or the first after an update: about a minute)"
 	$(BIN)/pip install --quiet --quiet -e ./skald_hookspecs -e . $(foreach d,$(PLUGIN_DIRS),-e ./$(d))
 	@touch $@
 
