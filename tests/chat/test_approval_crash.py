@@ -13,8 +13,7 @@ from typing import Any
 from durability.helpers import Servers, create_member, setup_admin
 from skald_host.testing import Reply, ScriptedModelServer, ToolCall
 
-from .support import MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation
-from .test_subagent_crash import model, servers  # noqa: F401 - the same fixtures: a model server outliving two servers
+from .support import ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation
 
 PASSWORD = "alice's passphrase for the approval crash test"
 
