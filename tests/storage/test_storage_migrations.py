@@ -55,6 +55,9 @@ async def test_failed_migration_rolls_back_step_and_version(db_path, one_step):
     with pytest.raises(StorageError, match=r"owner v3 \(half done\)") as caught:
         await Database.open(db_path, key=None, migrations=broken)
     assert "database file: " in "".join(caught.value.__notes__)
+    # What the admin can do, in their words: an upgrade probe's data dir from a
+    # development build was told to "fix the migration".
+    assert "stays at v2, unchanged" in str(caught.value) and "restore a backup a released version made" in str(caught.value)
 
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # v2 committed on its own

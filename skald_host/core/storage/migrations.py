@@ -121,6 +121,7 @@ def _apply_step(conn: Connection, bucket: str, step: Migration) -> None:
             raise
         raise StorageError(
             f"migration {bucket} v{step.version} ({step.description}) failed and was rolled "
-            f"back: {error}. The file stays at v{step.version - 1}; fix the migration or "
-            "restore the file, then restart"
+            f"back: {error}. The file stays at v{step.version - 1}, unchanged. A file another build"
+            " of Skald wrote (a development branch whose migrations differ) fails so: start that build"
+            " again, or restore a backup a released version made, then restart"
         ) from error
