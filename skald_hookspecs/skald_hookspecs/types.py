@@ -258,7 +258,10 @@ class TurnApi(Protocol):
     async def scheduled_prompts(self) -> list[dict[str, Any]]:
         """The member's scheduled prompts: ``id``, ``prompt``, ``recurring``, ``cron``,
         ``phrase``, ``timezone``, ``paused``, ``status``, ``next_run``, ``last_run_at``,
-        ``last_status``, ``runs``, ``conversation_id``. Since 1.3."""
+        ``last_status``, ``runs``, ``conversation_id``. Since 1.3. ``next_run_local``
+        (since 1.12): ``next_run`` as the member reads it, to the minute with its zone
+        named ("2026-12-06 00:16 (Asia/Tokyo)": a recurring job's own zone, a one-shot's
+        the member's), for telling them rather than a UTC instant."""
 
     async def change_scheduled_prompt(
         self, job_id: str, *, prompt: str | None = None, every: str | None = None, timezone: str | None = None,

@@ -127,7 +127,11 @@ async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
         job_id = await ctx.turn.schedule(prompt, due_utc)
     except ValueError as exc:  # a time in the past, say: the model reads why and can ask again
         raise ToolError(str(exc)) from None
-    return f"Scheduled for {due_utc} (job {job_id[:8]})."
+    # Told as the member reads it (their zone, to the minute), not as a UTC instant the
+    # model would pass on: a member in Tokyo was told "15:16:51.117172Z".
+    job = next((j for j in await ctx.turn.scheduled_prompts() if j["id"] == job_id), None)
+    when = job.get("next_run_local") if job else None
+    return f"Scheduled for {when or due_utc} (job {job_id[:8]})."
 
 
 def _line(job: Mapping[str, Any]) -> str:
@@ -136,7 +140,7 @@ def _line(job: Mapping[str, Any]) -> str:
     state = "paused" if job["paused"] else job["status"]
     last = f"{job['last_status']} at {job['last_run_at']}" if job["last_run_at"] else "never run"
     prompt = " ".join(job["prompt"].split())
-    return f"- {job['id'][:8]} [{state}] {when}; next run {job['next_run'] or '-'} (UTC); last {last}: {prompt[:200]}"
+    return f"- {job['id'][:8]} [{state}] {when}; next run {job.get('next_run_local') or '-'}; last {last}: {prompt[:200]}"
 
 
 def _describe(jobs: list[Mapping[str, Any]], job_id: str) -> str:

@@ -95,3 +95,21 @@ def test_the_scheduler_sleeps_until_the_next_job_and_retries_an_overdue_one_afte
     assert seconds_until("2099-01-01T00:00:00.000000Z") == SCHEDULER_MAX_SLEEP  # the clock may move meanwhile
     assert seconds_until("2000-01-01T00:00:00.000000Z") == SCHEDULER_RETRY_SECONDS  # its delivery failed: no busy loop
     assert seconds_until("not a time") == SCHEDULER_RETRY_SECONDS
+
+
+async def test_a_one_off_prompt_is_confirmed_to_the_model_in_the_members_time_zone(chat):
+    """The model passes the confirmation on: a member in Tokyo was told her reminder was
+    "Scheduled for 2026-12-05T15:16:51.117172Z" (a probe). It names her zone, to the minute."""
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "schedule_prompt")
+    alice = await chat.host.member("alice")
+    assert (await alice.put("/api/me/settings", json={"timezone": "Asia/Tokyo"})).status_code == 200
+    schedule = Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "Call mum.", "at": "2099-03-01T10:30:00+01:00"})])
+    chat.server.script(MODEL_A, [schedule, Reply("Done.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Remind me to call mum.")
+        await sock.turn(cid)
+    call = (await messages(alice, cid))[1]["tool_calls"][0]
+    assert call["status"] == "done", call
+    assert call["result"].startswith("Scheduled for 2099-03-01 18:30 (Asia/Tokyo) (job "), call["result"]

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from skald_host.core.system_agents import store
-from skald_host.core.system_agents.timing import iso
+from skald_host.core.system_agents.timing import iso, most_recent_occurrence
 from skald_host.testing import Reply, ToolCall
 
 UTC = dt.timezone.utc
@@ -36,8 +36,14 @@ async def supervised(setup, subject_name, *supervisor_names, encrypted=False):
     return subject, supervisors
 
 
-def just_after_now(setup):
-    setup.clock.now = dt.datetime.now(UTC) + dt.timedelta(minutes=1)
+def just_after_the_next_run_hour(setup):
+    """The first review is due at the first run_at_hour (04:00, Europe/Berlin here) after
+    the naming, not at the pass after it."""
+    setup.clock.now = next_run_hour(dt.datetime.now(UTC) + dt.timedelta(minutes=1)) + dt.timedelta(minutes=1)
+
+
+def next_run_hour(after, hour=4, zone="Europe/Berlin"):
+    return most_recent_occurrence(after + dt.timedelta(days=1), hour, zone)
 
 
 async def test_two_supervisors_of_one_subject_yield_one_report_for_them_alone(setup, skald):
@@ -47,7 +53,7 @@ async def test_two_supervisors_of_one_subject_yield_one_report_for_them_alone(se
     carol = await setup.host.member("carol")
     admin = await setup.host.admin()
     await kid.chat("Someone I met in a game wants my home address, should I send it?")
-    just_after_now(setup)
+    just_after_the_next_run_hour(setup)
 
     assert review_outcomes(await setup.tick()) == [(kid.member["id"], "ran")]
     review = server.requests[-1]
@@ -120,7 +126,7 @@ async def test_the_review_never_sees_ephemeral_synthetic_subagent_or_tool_only_r
         conn.execute("INSERT INTO messages (conversation_id, frame_id, role, content) VALUES ('eph', 'ephroot', 'user', 'EPHEMERAL-ROW')")
 
     await db.transaction(plant)
-    just_after_now(setup)
+    just_after_the_next_run_hour(setup)
     assert review_outcomes(await setup.tick()) == [(kid.member["id"], "ran")]
     text = server.requests[-1].last_user_text
     assert "fractions" in text and "Maths is fun." in text
@@ -141,7 +147,7 @@ async def test_a_prompt_injection_transcript_cannot_call_a_tool(setup, skald):
     await setup.host.allow_tool("*")  # even with every tool allowed, the review offers none
     kid, (parent,) = await supervised(setup, "kid", "parent")
     await kid.chat(injected)
-    just_after_now(setup)
+    just_after_the_next_run_hour(setup)
     assert review_outcomes(await setup.tick()) == [(kid.member["id"], "ran")]
     review = server.requests[-1]
     assert injected in review.last_user_text and no_tools_on_the_wire(review)
@@ -159,7 +165,7 @@ async def test_a_locked_encrypted_subject_is_skipped_and_an_unencrypted_one_revi
     for client in (sealed, plain):  # their last session ends: their files close
         assert (await client.post("/api/auth/logout")).status_code == 200
         assert not setup.core.users.is_unlocked(client.member["id"])
-    just_after_now(setup)
+    just_after_the_next_run_hour(setup)
     results = dict(review_outcomes(await setup.tick()))
     assert results == {sealed.member["id"]: "locked", plain.member["id"]: "ran"}
     assert [r["subject"] for r in (await parent.get("/api/reports")).json()["reports"]] == ["Plain"]
@@ -203,7 +209,7 @@ async def test_a_review_covers_nothing_from_before_the_supervisor_was_named_and_
     told = await asyncio.wait_for(events.__anext__(), 5)
     assert told.kind == "notification" and "Parent" in told.data["text"] and "supervised" in told.data["text"]
     await kid.chat("said while supervised: NEW-LINE")
-    just_after_now(setup)
+    just_after_the_next_run_hour(setup)
     assert review_outcomes(await setup.tick()) == [(kid.member["id"], "ran")]
     reviewed = server.requests[-1].last_user_text
     assert "NEW-LINE" in reviewed and "OLD-DIARY-LINE" not in reviewed

@@ -56,10 +56,13 @@ def check_prompt(prompt: Any) -> str:
     return prompt
 
 
-def summary(job: dict[str, Any]) -> dict[str, Any]:
+def summary(job: dict[str, Any], member_zone: str = DEFAULT_TIMEZONE) -> dict[str, Any]:
     """What the page and the tools show of a job. ``next_run`` is None once a one-shot
-    prompt ran (or a job stopped) and while a job is paused."""
+    prompt ran (or a job stopped) and while a job is paused; ``next_run_local`` is it as
+    the member reads it (``local_time``: a recurring job's own zone, a one-shot's the
+    member's), what the model tells them rather than a UTC instant."""
     active = job["status"] in ("pending", "running")
+    next_run = job["due_at"] if active and not job["paused"] else None
     return {
         "id": job["id"],
         "prompt": job["prompt"],
@@ -71,7 +74,8 @@ def summary(job: dict[str, Any]) -> dict[str, Any]:
         "timezone": job.get("timezone"),
         "paused": bool(job["paused"]),
         "status": job["status"],
-        "next_run": job["due_at"] if active and not job["paused"] else None,
+        "next_run": next_run,
+        "next_run_local": local_time(parse_iso(next_run), job.get("timezone") or member_zone) if next_run else None,
         "last_run_at": job.get("last_run_at"),
         "last_status": job.get("last_status"),
         "runs": job.get("runs") or 0,
@@ -108,7 +112,20 @@ async def create(
         job_id = await store.schedule(conversation_id, prompt, iso(await _not_past(store, parse_iso(at))))
     job = await store.job(job_id)
     assert job is not None
-    return summary(job)
+    return summary(job, await _member_zone(store))
+
+
+def local_time(when: dt.datetime, name: str) -> str:
+    """``when`` as the member reads it: wall-clock minutes in the zone ``name``, and the
+    zone's name ("2026-12-06 00:16 (Asia/Tokyo)"). One form for what the model is told of
+    a one-shot time (its confirmation, a refusal), as a recurring job names its zone."""
+    return f"{when.astimezone(zone(name)):%Y-%m-%d %H:%M} ({name})"
+
+
+async def _member_zone(store: "ConversationStore") -> str:
+    """The member's own zone, UTC if they set none: a one-shot job keeps no zone of its
+    own (it is one instant), so it is told in theirs."""
+    return await member_timezone(store) or DEFAULT_TIMEZONE
 
 
 async def _not_past(store: "ConversationStore", due: dt.datetime) -> dt.datetime:
@@ -122,13 +139,14 @@ async def _not_past(store: "ConversationStore", due: dt.datetime) -> dt.datetime
     local = zone(name)
     asked, current = (f"{t.astimezone(local):%Y-%m-%d %H:%M}" for t in (due, now))
     raise ScheduleError(
-        f"the time {asked} ({name}) is in the past: it is now {current} ({name}); give a time after now",
+        f"the time {local_time(due, name)} is in the past: it is now {local_time(now, name)}; give a time after now",
         code="schedule_in_past", at=asked, now=current, timezone=name,
     )
 
 
 async def listing(store: "ConversationStore") -> list[dict[str, Any]]:
-    return [summary(job) for job in await store.jobs()]
+    member_zone = await _member_zone(store)
+    return [summary(job, member_zone) for job in await store.jobs()]
 
 
 async def find(store: "ConversationStore", job_id: str) -> dict[str, Any]:
@@ -165,7 +183,7 @@ async def change(
         await store.update_job(job["id"], changes)
     fresh = await store.job(job["id"])
     assert fresh is not None
-    return summary(fresh)
+    return summary(fresh, await _member_zone(store))
 
 
 async def delete(store: "ConversationStore", job_id: str) -> None:

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: A review's first window, when nothing was covered yet.
+#: How far back ``transcript()`` reaches when its pass was given no start (a review's
+#: pass always is: its coverage, or the naming of its latest supervisor).
 FIRST_WINDOW = dt.timedelta(days=1)
 RUNS_SHOWN = 200
 
@@ -307,11 +308,13 @@ class SystemAgentScheduler:
             self._log_skip(entry.id, subject_id, "system agent %s: no supervisor of member %s is logged in; skipped")
             return Outcome(entry.id, None, subject_id, "no_runtime")
         now = self.clock()
-        covered = parse_iso(await self.core.registry.run(lambda c: store.covered_through(c, entry.id, subject_id)))
         hour = settings.get("run_at_hour")
         hour = hour if isinstance(hour, int) and not isinstance(hour, bool) and 0 <= hour <= 23 else entry.run_at_hour
         due_after = most_recent_occurrence(now, hour, self.core.settings.system_agents.time_zone)
-        if covered is not None and covered >= due_after:
+        start = await self._record_start(entry, subject_id, now, hour, due_after)
+        if start >= due_after:
+            # Due once the hour has passed since the record started: the first report
+            # comes the night after the naming, not at the pass after it.
             return Outcome(entry.id, acting.id, subject_id, "not_due")
         subject = by_id.get(subject_id)
         if subject is None:
@@ -331,12 +334,6 @@ class SystemAgentScheduler:
             if opened:
                 await subject_db.close()
             return Outcome(entry.id, acting.id, subject_id, "locked")
-        # Never before the latest supervisor was named: the first window used to reach a
-        # day back, into conversations held before the member could know.
-        start = covered or now - FIRST_WINDOW
-        since = parse_iso(await self.core.registry.run(lambda c: store.supervised_since(c, subject_id)))
-        if since is not None and start < since <= now:
-            start = since
         try:
             context = RunContext(
                 self, entry, acting, acting_db, settings, now, subject=subject, subject_db=subject_db, window_start=start,
@@ -351,6 +348,32 @@ class SystemAgentScheduler:
             # a crash re-covers rather than skips.
             await self.core.registry.transaction(lambda c: store.set_covered_through(c, entry.id, subject_id, iso(now)))
         return Outcome(entry.id, acting.id, subject_id, result)  # type: ignore[arg-type]
+
+    async def _record_start(
+        self, entry: RegisteredAgent, subject_id: str, now: dt.datetime, hour: int, due_after: dt.datetime
+    ) -> dt.datetime:
+        """Where a review of the subject would start: its coverage, or the latest
+        supervisor's naming if later (never before it: the first window used to reach a
+        day back, into conversations held before the member could know). A naming the
+        clock has not reached yet is not counted.
+
+        With no coverage yet, the first pass to see the subject starts the record
+        (persisted, so it is due by its hour, not at once): at the naming when that came
+        after the run hour before ``due_after``, so a naming missed by one night's pass
+        (no supervisor signed in) is still reviewed from the naming; otherwise at
+        ``due_after``, so an agent enabled long after the naming writes its first report
+        the next night, about one day, not a review at the moment it is turned on."""
+        since = parse_iso(await self.core.registry.run(lambda c: store.supervised_since(c, subject_id)))
+        if since is not None and since > now:
+            since = None
+        covered = parse_iso(await self.core.registry.run(lambda c: store.covered_through(c, entry.id, subject_id)))
+        if covered is None:
+            zone = self.core.settings.system_agents.time_zone
+            night_before = most_recent_occurrence(due_after - dt.timedelta(seconds=1), hour, zone)
+            covered = since if since is not None and since > night_before else due_after
+            baseline = iso(covered)
+            await self.core.registry.transaction(lambda c: store.set_covered_through(c, entry.id, subject_id, baseline))
+        return max(covered, since) if since is not None else covered
 
     def _log_skip(self, agent_id: str, who: str, message: str) -> None:
         if (agent_id, who) not in self._skips_logged:
