@@ -359,6 +359,7 @@ READ_ONLY_GET_ROUTES = {
     "/api/admin/settings",
     "/api/admin/language",
     "/api/admin/status",
+    "/api/admin/usage",
     "/api/ws",
     # chat: reads of the member's own file. The first of them builds the member's chat
     # runtime, which resumes work a restart interrupted: the member's own turn going on,
