@@ -25,7 +25,6 @@ from skald_host.builtins import BUILTIN_PLUGINS
 from skald_host.core.agent.definitions import AgentCatalog
 from skald_host.core.backups import BackupService
 from skald_host.core.agent.runtime import ChatService
-from skald_host.core.agent.subagents.catalog import GenerationRefused
 from skald_host.core.agent.tools import ToolRegistry, validate_tool
 from skald_host.core.buses import Buses
 from skald_host.core.channels import ChannelService, validate_channel
@@ -296,10 +295,9 @@ class Skald:
             agents.add_directory(contribution.value, contribution.plugin_id)
         self._chat = ChatService(self, ToolRegistry(tools, builtin=self._is_builtin, plugins=self.plugins), agents)
         await self._chat.models.read_known()  # before any definition generation loads: inline models are checked against it
-        try:  # loaded now, every folder and tool registered: a plugin's meta.yaml at fault is on its page from the start
-            self._chat.subagent_catalog.current()
-        except GenerationRefused:
-            pass  # logged by the catalog; the admin's Helpers page says why
+        # Loaded now, every folder and tool registered: a plugin's meta.yaml at fault is on
+        # its page from the start (a refusal is logged; the admin's Helpers page says why).
+        self._chat.subagent_catalog.check()
         self._chat.add_context_provider("project:", self._folders.project_context)
         self._users.before_lock.append(self._chat.before_lock)
         self._users.after_access_change.append(lambda member_id: self._chat.access_changed(member_id=member_id))  # type: ignore[union-attr]

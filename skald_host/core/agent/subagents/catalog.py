@@ -348,6 +348,14 @@ class SubagentCatalog:
             raise GenerationRefused(list(self.refused.errors) if self.refused else ["no agent definitions loaded"])
         return self.good
 
+    def check(self) -> None:
+        """Load the definitions now without counting as the fresh look ``current``
+        relies on (the host's start: a plugin's ``meta.yaml`` at fault is on its page at
+        once), so the first use still looks at the files: what was written meanwhile
+        is in it."""
+        with self._lock:
+            self._reload()
+
     def reload(self) -> None:
         """Look at the files now (the admin page's reload; tests)."""
         with self._lock:
