@@ -972,7 +972,13 @@ export class Transcript {
       head.textContent = name;
       box.setAttribute("aria-label", name);
     });
-    host.append(box);
+    // A batch's boxes in call order, however their starts interleave (`index`: the run's
+    // place in its call); a reload rebuilds them in that order (restoreSubagents).
+    const index = Number.isInteger(data.index) ? data.index : null;
+    if (index !== null) box.dataset.index = String(index);
+    const after = index === null ? null
+      : [...host.children].find((child) => child.matches(".subagent[data-index]") && Number(child.dataset.index) > index);
+    if (after) host.insertBefore(box, after); else host.append(box);
     // parts: message id → its text; cut: ids of messages a restart interrupted (subagentText).
     const sub = { box, state, steps, text, parts: new Map(), cut: new Set(), pending: false };
     this.subframes.set(data.frame_id, sub);
@@ -1044,14 +1050,24 @@ export class Transcript {
   }
 
   /** `agent_done`: the box says how the run ended, as the task strip does (a stopped
-   * run is not "finished"). */
+   * run is not "finished"); a run whose model failed, why — the failed answer the
+   * event names (`message_id`, `error`), which after a reload is read back with the
+   * run's transcript (restoreSubagents): the same text in the same place either way. */
   subagentDone(data) {
     const sub = this.subframes.get(data.frame_id);
     const status = ENDINGS.includes(data.status) ? data.status : "completed";
+    const failedAnswer = data.message_id != null && typeof data.error === "string" ? [Number(data.message_id), data.error] : null;
     if (!sub) {
       const held = this.heldFor(data.frame_id);
-      if (held) held.done = status;
+      if (held) {
+        held.done = status;
+        if (failedAnswer) held.texts.set(...failedAnswer);
+      }
       return;
+    }
+    if (failedAnswer) {
+      sub.parts.set(...failedAnswer);
+      this.showSubagentText(sub);
     }
     sub.state.textContent = endingLabel(status);
     sub.box.classList.add("done", `ended-${status}`);
@@ -1073,7 +1089,10 @@ export class Transcript {
     if (load !== this.loads) return;
     const held = this.held || new Map();
     this.held = null;
-    for (const { run, transcript } of [...(runs || [])].sort((a, b) => a.run.depth - b.run.depth)) {
+    // Callers first; a batch in call order, as its boxes came live: the runs come newest
+    // first (a batch's last call first), so reversed, then ordered by when each was asked.
+    const order = (a, b) => a.run.depth - b.run.depth || (a.run.created_at < b.run.created_at ? -1 : a.run.created_at > b.run.created_at ? 1 : 0);
+    for (const { run, transcript } of [...(runs || [])].reverse().sort(order)) {
       if (!run.frame_id || this.subBoxes.has(run.frame_id)) continue;
       const sub = this.subagentStarted({ frame_id: run.frame_id, spawned_by_call_id: run.spawned_by_call_id, agent: run.agent_id });
       if (!sub) continue;

@@ -35,6 +35,7 @@ from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame, plain_words, reason_json
 from skald_host.core.agent.subagents.catalog import Generation, GenerationRefused, Skill, SubagentCatalog
 from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, STEER_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
+from skald_host.core.agent.subagents.graph import delegates_anyone
 from skald_host.core.agent.subagents.limits import OrchestrationLimits
 from skald_host.core.agent.tools import RegisteredTool, ToolRegistry
 from skald_host.core.faults import crash_point
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 
 #: The tool that reads an agent's skills (the agent-tools plugin registers it).
 SKILL_TOOL = "get_skill"
+#: The tool that delegates to named sub-agents (seed 004 §3; the agent-tools plugin's).
+DELEGATE_TOOL = "execute_task"
 #: The failed answer under the member's messages a Stop left unanswered (stored as
 #: a failed turn's reason is; the live event's code ``stopped_unanswered`` is shown
 #: in the reader's language).
@@ -1169,10 +1172,18 @@ class MemberRuntime:
             return []
         member = member or self.member
         # get_skill is the agent's skills' own tool (seed 004 §2.1): offered with them
-        # whatever its tool patterns say, and never without them.
-        fixed = self.core.catalog.usable_tools(
-            member, [t for t in self.chat.tools.all() if (bool(agent.skills) if t.name == SKILL_TOOL else agent.offers(t.name))]
-        )
+        # whatever its tool patterns say, and never without them. execute_task only to
+        # an agent that may delegate to someone (§2.2: ``delegates: []`` is nobody).
+        delegates = delegates_anyone(agent)
+
+        def offers(name: str) -> bool:
+            if name == SKILL_TOOL:
+                return bool(agent.skills)
+            if name == DELEGATE_TOOL:
+                return delegates and agent.offers(name)
+            return agent.offers(name)
+
+        fixed = self.core.catalog.usable_tools(member, [t for t in self.chat.tools.all() if offers(t.name)])
         # Plugins' per-member tools (the member_tools hook, spec 1.2: MCP connectors),
         # by the same rule as registered tools: granted, and the plugin running.
         usable = functools.partial(self.core.catalog.tools_usable, member)

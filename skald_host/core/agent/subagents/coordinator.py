@@ -35,7 +35,8 @@ from skald_host.core.agent.subagents.catalog import Generation, signal_contract
 from skald_host.core.agent.subagents.graph import DelegationRefused, resolve
 from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, OrchestrationLimits, run_limits
 from skald_host.core.agent.subagents.runs import (
-    TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, consume, consume_pending, due_events, mark_started, new_id, recover,
+    TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, asks_for_continuation, consume, consume_pending, due_events, mark_started,
+    new_id, recover,
 )
 from skald_host.core.agent.kernel import NOT_JOINED, Abandoned, Ending, FrameFailed, Pending
 from skald_host.core.agent.store import Frame, insert_trigger
@@ -67,6 +68,9 @@ class RunContext:
     mode: str
     limits: dict[str, int]
     signal_contract: dict[str, Any] | None
+    #: Its place in its call's batch: the chat shows a batch's boxes in call order,
+    #: live as after a reload, however their starts interleave.
+    index: int = 0
 
 
 def clip_result(text: str, limit: int, run_id: str) -> str:
@@ -203,6 +207,7 @@ class SubagentCoordinator:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._wake = asyncio.Event()
         self._maybe_pending: set[str] = set()  # conversations that may have due inbox events
+        self._quiet: set[str] = set()  # conversations that may hold quiet events (a cancelled run's), for their next turn
         self._due_now: set[str] = set()  # woken for: driven without a read first
         self._next_look = 0.0
         self._worker: asyncio.Task[None] | None = None
@@ -231,6 +236,7 @@ class SubagentCoordinator:
         if any(report.values()):
             log.info("member %s: sub-agent recovery: %s", self.runtime.member_id, report)
         self._maybe_pending.update(await self.store.due_conversations(float("inf")))
+        self._quiet.update(await self.store.due_conversations(float("inf"), quiet=True))
         self._worker = asyncio.create_task(self._run_worker(), name=f"agent-inbox:{self.runtime.member_id}")
         return report
 
@@ -258,7 +264,7 @@ class SubagentCoordinator:
         """A root turn starts: steer events may be admitted into it from now on."""
         mailbox = TurnMailbox(conversation_id, self.limits.steer_mailbox_capacity)
         self._mailboxes[conversation_id] = mailbox
-        if conversation_id in self._maybe_pending:  # anything pending already may steer it
+        if conversation_id in self._maybe_pending or conversation_id in self._quiet:  # anything pending already may steer it
             self._steer_hint.add(conversation_id)  # (else no claim on the path of every turn's first boundary)
         return mailbox
 
@@ -307,6 +313,7 @@ class SubagentCoordinator:
             self.wake(conversation_id)
             return 0
         if not events:
+            self._quiet.discard(conversation_id)
             return 0
         fits = [e for e in events if mailbox.reserve()]
         spill = [e["id"] for e in events[len(fits):]]
@@ -412,8 +419,8 @@ class SubagentCoordinator:
             except (TreeFull, InboxFull) as exc:
                 raise DelegationRefused(str(exc)) from None
         contexts = [
-            RunContext(a.run_id, a.execution_id, tree_id, ancestry + (d.id,), depth, mode, lim, nr.signal_contract)
-            for a, d, lim, nr in zip(accepted, definitions, limits, new_runs)
+            RunContext(a.run_id, a.execution_id, tree_id, ancestry + (d.id,), depth, mode, lim, nr.signal_contract, index)
+            for index, (a, d, lim, nr) in enumerate(zip(accepted, definitions, limits, new_runs))
         ]
         if mode == "background":
             for a, d, ctx, (_, task) in zip(accepted, definitions, contexts, requests):
@@ -617,7 +624,11 @@ class SubagentCoordinator:
         runtime = self.runtime
         store, kernel = runtime.store, runtime.kernel
         permits = self.permits(above.conversation_id)
-        await permits.acquire()
+        try:
+            await permits.acquire()
+        except asyncio.CancelledError:
+            await self._cancelled_before_start(ctx)
+            raise
         try:
             if frame_id is not None:  # taken up again after a restart: its frame goes on
                 sub = await store.frame(frame_id)
@@ -633,9 +644,32 @@ class SubagentCoordinator:
                     )
                 except LookupError:
                     raise ToolError("this run was cancelled or taken over before it started") from None
+        except asyncio.CancelledError:
+            permits.release()
+            await self._cancelled_before_start(ctx)
+            raise
+        except BaseException:
+            permits.release()
+            raise
+        try:
             return await self._run_opened(sub, definition, ctx, unattended=unattended, candidates=candidates)
         finally:
             permits.release()
+
+    async def _cancelled_before_start(self, ctx: RunContext) -> None:
+        """A run cancelled while it waited for its permits (a batch larger than may run
+        at once) or while its frame was being opened: ``_run_opened``, which records
+        how a started run ends, never saw it, and it would stay ``queued`` for ever (a
+        Stop cancels the foreground batch by cancelling its caller's turn). Recorded
+        cancelled, as the runs that had started are; a frame whose write landed
+        meanwhile is closed with it. Not when the runtime is closing: that leaves the
+        run to recovery, as a crash would."""
+        runtime = self._runtime()
+        if runtime is None or runtime.kernel.interrupted():
+            return
+        await asyncio.shield(
+            self.store.commit_terminal(ctx.run_id, ctx.execution_id, "cancelled", error="cancelled", frame_status="cancelled")
+        )
 
     async def _first_models(self, definition: AgentDefinition) -> list[Any] | None:
         """The models a new frame's first round tries (a sub-agent keeps its agent's
@@ -660,7 +694,9 @@ class SubagentCoordinator:
 
         def started(_: int) -> None:
             spawned = call_id[0] if call_id is not None else sub.spawned_by_call_id
-            kernel.emit(sub, "agent_start", agent=definition.id, spawned_by_call_id=spawned or None, run_id=ctx.run_id, mode=ctx.mode)
+            kernel.emit(
+                sub, "agent_start", agent=definition.id, spawned_by_call_id=spawned or None, run_id=ctx.run_id, mode=ctx.mode, index=ctx.index,
+            )
 
         if opening is None:
             started(0)
@@ -705,7 +741,7 @@ class SubagentCoordinator:
             # does its caller's call, for the caller's model to decide what to do next.
             error = str(exc)
             if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=error, frame_status="failed"):
-                self._after_terminal(sub, definition, ctx, "failed")
+                self._after_terminal(sub, definition, ctx, "failed", **await self._failed_answer(sub))
             raise ToolError(f"the run {ctx.run_id} of agent {definition.id} failed: {error}") from None
         except Exception as exc:
             if ending.joined:
@@ -740,9 +776,21 @@ class SubagentCoordinator:
         elif done.result() and self._runtime() is not None:
             self._after_terminal(frame, definition, ctx, "completed")
 
-    def _after_terminal(self, frame: "Frame", definition: AgentDefinition, ctx: RunContext, status: str) -> None:
+    async def _failed_answer(self, frame: "Frame") -> dict[str, Any]:
+        """The failed answer a run's frame ended with, as its history holds it (the
+        frame's own ``error`` event goes to no box): its id and text ride on the run's
+        ``agent_done``, so the box says why live as it does after a reload, where that
+        answer is read back with the run's transcript. Empty when the frame ended on no
+        such answer (its rounds ran out)."""
+        history = await self.runtime.store.history(frame.id)
+        last = history[-1] if history else None
+        if last is None or last["role"] != "assistant" or last["status"] != "error":
+            return {}
+        return {"message_id": last["id"], "error": last["content"]}
+
+    def _after_terminal(self, frame: "Frame", definition: AgentDefinition, ctx: RunContext, status: str, **said: Any) -> None:
         """Announced after the commit (durable first)."""
-        self.runtime.kernel.emit(frame, "agent_done", agent=definition.id, run_id=ctx.run_id, status=status)
+        self.runtime.kernel.emit(frame, "agent_done", agent=definition.id, run_id=ctx.run_id, status=status, **said)
         if ctx.mode == "background":
             self.wake(frame.conversation_id)
 
@@ -772,7 +820,14 @@ class SubagentCoordinator:
     async def cancel_run(self, run_id: str, *, suppress_continuation: bool = False) -> bool:
         """§6: the run's terminal state (with its completion, consumed at once when
         ``suppress_continuation``), its task cancelled, its unsent signals superseded,
-        and its live descendants the same way."""
+        and its live descendants the same way.
+
+        Whoever cancels a run (the member from the task strip, the model through
+        agent_task) knows how it ended: its completion is quiet (``runs._complete``),
+        and starts no continuation turn of its own — a paid round only to say "you
+        cancelled it". It still reaches the model exactly once, with the next delivery
+        to the conversation: the next continuation another event asks for, or the safe
+        boundary of the next turn that runs (the running one, if any)."""
         row = await self.store.run(run_id)
         if row is None or row["status"] in TERMINAL:
             return False
@@ -780,7 +835,8 @@ class SubagentCoordinator:
             if below["caller_run_id"] == run_id:
                 await self.cancel_run(below["id"], suppress_continuation=suppress_continuation)
         done = await self.store.commit_terminal(
-            run_id, None, "cancelled", error="cancelled", frame_status="cancelled", requires_continuation=not suppress_continuation
+            run_id, None, "cancelled", error="cancelled", frame_status="cancelled", requires_continuation=not suppress_continuation,
+            quiet=not suppress_continuation,
         )
         if done:
             await self._announce_cancelled(row)
@@ -789,7 +845,10 @@ class SubagentCoordinator:
             task.cancel()
         await self.store.supersede_signals(run_id)
         if done and row["mode"] == "background" and not suppress_continuation:
-            self.wake(row["conversation_id"])
+            conversation_id = row["conversation_id"]
+            self._quiet.add(conversation_id)
+            if conversation_id in self._mailboxes:
+                self._steer_hint.add(conversation_id)  # the running turn takes it at its next boundary
         return done
 
     async def _announce_cancelled(self, row: dict[str, Any]) -> None:
@@ -823,6 +882,7 @@ class SubagentCoordinator:
         count = await self.store.discard_pending(conversation_id)
         if count:
             self._maybe_pending.discard(conversation_id)
+            self._quiet.discard(conversation_id)
             self._due_now.discard(conversation_id)
         return count
 
@@ -889,15 +949,19 @@ class SubagentCoordinator:
 
     async def deliver(self, frame: "Frame") -> bool:
         """Take the conversation's due events and write them as one hidden trigger,
-        consumed in the same transaction. False when there was nothing to deliver."""
+        consumed in the same transaction. False when there was nothing to deliver, or
+        only quiet events (``cancel_run``), which wait for a delivery something else
+        asks for rather than start a turn of their own."""
         conversation_id = frame.conversation_id
         if conversation_id not in self._maybe_pending:
             return False
         taken: list[dict[str, Any]] = []
 
         def take(conn: Any) -> tuple[str, Any] | None:
-            taken[:] = due_events(conn, conversation_id, time.time())
-            if not taken:
+            now = time.time()
+            taken[:] = due_events(conn, conversation_id, now)
+            if not asks_for_continuation(conn, conversation_id, now, taken):
+                taken.clear()  # quiet events alone wait for the next delivery
                 return None
             ids = [e["id"] for e in taken]
             return trigger_text(taken), lambda c, message_id: consume_pending(c, ids, message_id)

@@ -44,6 +44,21 @@ def can_delegate(generation: Generation, caller: AgentDefinition | None, target:
     return target in caller.delegates
 
 
+def delegates_anyone(agent: AgentDefinition) -> bool:
+    """Whether ``agent``'s definition lets it delegate to anyone at all, read from the
+    definition alone (the round's tools are chosen on the path of every request): a
+    task agent whose ``delegates`` is ``[]``, names only itself, or is absent in the
+    general-purpose agent itself (its default target) may not, and is not offered
+    ``execute_task`` (its every call would be refused, a round wasted). Any other
+    agent is a conversation's own (the root), which may delegate to every task agent.
+    Which targets a call may reach stays ``can_delegate``'s to say."""
+    if agent.kind != "task":
+        return True
+    if agent.delegates is None:
+        return agent.id != GENERAL_PURPOSE
+    return any(target != agent.id for target in agent.delegates)
+
+
 def delegate_targets(generation: Generation, caller: AgentDefinition | None, ancestry: tuple[str, ...] = ()) -> list[AgentDefinition]:
     return [d for d in generation.task_agents() if can_delegate(generation, caller, d.id, ancestry)]
 

@@ -31,8 +31,16 @@ LIVE = ("queued", "running", "waiting_delegates")
 TERMINAL = ("completed", "failed", "timed_out", "cancelled", "interrupted")
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 _LIVE_SQL = "('queued', 'running', 'waiting_delegates')"
+#: An inbox event that asks for a continuation turn (a signal always does; a completion
+#: unless it is quiet, ``_complete``).
+_WAKES = "(requires_continuation = 1 OR event_type = 'signal')"
 #: How much of a result an inbox payload carries (the whole is in agent_runs.result).
 PAYLOAD_RESULT_CHARS = 16_000
+#: The errors the host records itself, in English; the chat's task strip words each in
+#: the reader's language (web/pages/chat-tasks.js ``runError``).
+CANCELLED = "cancelled"
+INTERRUPTED = "the server stopped while this ran"
+NEVER_STARTED = "the server stopped before this started"
 
 
 class InboxFull(Exception):
@@ -226,13 +234,17 @@ class RunStore:
 
     async def commit_terminal(
         self, run_id: str, execution_id: str | None, status: str, *, result: str | None = None, error: str | None = None,
-        frame_status: str | None = None, requires_continuation: bool = True,
+        frame_status: str | None = None, requires_continuation: bool = True, quiet: bool = False,
     ) -> bool:
         """§4.2, one transaction: the run's terminal state (guarded by its execution id;
         None: whichever attempt is current, for a cancel), its frame closed, and for a
         background run its reserved slot turned into a completion event. False: the run
-        was terminal already or another attempt owns it — a late result, dropped."""
-        return await self.db.transaction(self._terminal(run_id, execution_id, status, result, error, frame_status, requires_continuation))
+        was terminal already or another attempt owns it — a late result, dropped.
+        ``quiet``: the event waits for the conversation's next delivery without asking
+        for a continuation turn of its own (``_complete``)."""
+        return await self.db.transaction(
+            self._terminal(run_id, execution_id, status, result, error, frame_status, requires_continuation, quiet)
+        )
 
     def commit_terminal_queued(
         self, run_id: str, execution_id: str, status: str, *, result: str | None = None, frame_status: str | None = None,
@@ -252,7 +264,7 @@ class RunStore:
     @staticmethod
     def _terminal(
         run_id: str, execution_id: str | None, status: str, result: str | None, error: str | None, frame_status: str | None,
-        requires_continuation: bool,
+        requires_continuation: bool, quiet: bool = False,
     ) -> Callable[[Any], bool]:
         assert status in TERMINAL
 
@@ -273,7 +285,7 @@ class RunStore:
                     (frame_status, result if result is not None else (error or ""), frame_id),
                 )
             if reserved:
-                _complete(conn, run_id, conversation_id, status, agent_id, task, result, error, json.loads(signals), requires_continuation)
+                _complete(conn, run_id, conversation_id, status, agent_id, task, result, error, json.loads(signals), requires_continuation, quiet)
             return True
 
         return write
@@ -285,8 +297,10 @@ class RunStore:
         return _row(row) if row else None
 
     async def runs(self, conversation_id: str | None = None, *, limit: int = 50, live_or_failed_since: str | None = None) -> list[dict[str, Any]]:
-        """Newest first. ``live_or_failed_since``: only live runs and those that did not
-        complete since that time (the task strip)."""
+        """Newest first; a batch (its rows written in one transaction, in call order,
+        often in the same millisecond) last call first, by the order its rows were
+        written, not by their random ids. ``live_or_failed_since``: only live runs and
+        those that did not complete since that time (the task strip)."""
         where, args = [], []
         if conversation_id is not None:
             where.append("conversation_id = ?")
@@ -294,7 +308,7 @@ class RunStore:
         if live_or_failed_since is not None:
             where.append(f"(status IN {_LIVE_SQL} OR (status != 'completed' AND finished_at >= ?))")
             args.append(live_or_failed_since)
-        sql = "SELECT * FROM agent_runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at DESC, id LIMIT ?"
+        sql = "SELECT * FROM agent_runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at DESC, rowid DESC LIMIT ?"
         rows = await self.db.run(lambda c: c.execute(sql, (*args, limit)).fetchall())
         return [_row(r) for r in rows]
 
@@ -373,10 +387,11 @@ class RunStore:
     # -- the inbox -------------------------------------------------------------------
 
     async def next_due(self, conversation_id: str | None = None) -> tuple[float, float] | None:
-        """(earliest next_attempt_at, oldest created_at) of pending events, or None when
-        there are none. §8.12: MIN over no rows is NULL, and NULL is "none", never 0
-        (read as 0 it said "due since 1970" and the worker spun)."""
-        where = "status = 'pending'" + (" AND conversation_id = ?" if conversation_id else "")
+        """(earliest next_attempt_at, oldest created_at) of pending events that ask for
+        a continuation (a quiet one waits for one, ``_complete``), or None when there
+        are none. §8.12: MIN over no rows is NULL, and NULL is "none", never 0 (read as
+        0 it said "due since 1970" and the worker spun)."""
+        where = f"status = 'pending' AND {_WAKES}" + (" AND conversation_id = ?" if conversation_id else "")
         row = await self.db.run(
             lambda c: c.execute(
                 f"SELECT min(next_attempt_at), min(created_at), count(*) FROM agent_inbox_events WHERE {where}",
@@ -387,11 +402,14 @@ class RunStore:
             return None
         return float(row[0]), float(row[1])
 
-    async def due_conversations(self, now: float) -> list[str]:
+    async def due_conversations(self, now: float, *, quiet: bool = False) -> list[str]:
+        """The conversations with due events that ask for a continuation turn, oldest
+        first; ``quiet``: only those whose due events wait for one (``_complete``)."""
+        wanted = f"NOT {_WAKES}" if quiet else _WAKES
         rows = await self.db.run(
             lambda c: c.execute(
                 "SELECT conversation_id, min(created_at) FROM agent_inbox_events WHERE status = 'pending' AND next_attempt_at <= ?"
-                " GROUP BY conversation_id ORDER BY 2",
+                f" AND {wanted} GROUP BY conversation_id ORDER BY 2",
                 (now,),
             ).fetchall()
         )
@@ -406,7 +424,9 @@ class RunStore:
         token = new_id()
 
         def write(conn: Any) -> list[dict[str, Any]]:
-            lane = " AND delivery = ?" if delivery else ""
+            # A quiet event (one that starts no continuation) goes into whichever turn
+            # runs first: the steer lane takes it at that turn's safe boundary.
+            lane = (f" AND (delivery = ? OR NOT {_WAKES})" if delivery == "steer" else " AND delivery = ?") if delivery else ""
             rows = conn.execute(
                 "UPDATE agent_inbox_events SET status = 'leased', lease_token = ?, lease_until = ?, attempt_count = attempt_count + 1"
                 " WHERE id IN (SELECT id FROM agent_inbox_events WHERE conversation_id = ? AND status = 'pending' AND next_attempt_at <= ?"
@@ -540,6 +560,18 @@ def due_events(conn: Any, conversation_id: str, now: float, limit: int = 32) -> 
     ]
 
 
+def asks_for_continuation(conn: Any, conversation_id: str, now: float, events: Sequence[dict[str, Any]]) -> bool:
+    """Whether a delivery of ``events`` (``due_events``) is due: one of them, or any due
+    event of the conversation past them, asks for a continuation. Quiet events alone
+    are not (they wait for a delivery something else asks for, ``_complete``)."""
+    if any(e["requires_continuation"] or e["event_type"] == "signal" for e in events):
+        return True
+    return conn.execute(
+        f"SELECT 1 FROM agent_inbox_events WHERE conversation_id = ? AND status = 'pending' AND next_attempt_at <= ? AND {_WAKES} LIMIT 1",
+        (conversation_id, now),
+    ).fetchone() is not None
+
+
 def consume_pending(conn: Any, event_ids: Sequence[int], message_id: int) -> None:
     """The queue lane's delivery: events read in this same write transaction go from
     pending to consumed with the trigger that carries them (the write lock is the
@@ -577,10 +609,15 @@ class LostLease(LookupError):
 
 def _complete(
     conn: Any, run_id: str, conversation_id: str, status: str, agent_id: str, task: str, result: str | None, error: str | None,
-    signals: list[int], requires_continuation: bool,
+    signals: list[int], requires_continuation: bool, quiet: bool = False,
 ) -> None:
     """Turn the run's reserved slot into its completion event (inside its terminal
-    transaction, §8.3). Without continuation (a Stop), the event is written consumed."""
+    transaction, §8.3). Without continuation (a Stop), the event is written consumed.
+    ``quiet`` (a run someone cancelled: they know how it ended): written pending with
+    ``requires_continuation`` 0 — it starts no continuation turn, and reaches the model
+    exactly once with the conversation's next delivery (a continuation another event
+    asks for, or a running turn's safe boundary, §4.4), holding its room until then."""
+    pending = requires_continuation or quiet
     payload = {
         "agent": agent_id, "status": status, "task": task[:500], "signal_ids": signals,
         "result": (result or "")[:PAYLOAD_RESULT_CHARS], "clipped": len(result or "") > PAYLOAD_RESULT_CHARS, "error": error,
@@ -588,43 +625,56 @@ def _complete(
     conn.execute(
         "INSERT INTO agent_inbox_events (run_id, conversation_id, event_type, event_key, requires_continuation, payload, status, created_at)"
         " VALUES (?, ?, 'completion', 'completion', ?, ?, ?, ?)",
-        (run_id, conversation_id, int(requires_continuation), json.dumps(payload), "pending" if requires_continuation else "consumed", time.time()),
+        (run_id, conversation_id, int(requires_continuation and not quiet), json.dumps(payload), "pending" if pending else "consumed", time.time()),
     )
     conn.execute(
         "UPDATE agent_session_state SET reserved_completion_slots = reserved_completion_slots - 1,"
         f" pending_event_count = pending_event_count + ?, revision = revision + 1, updated_at = {NOW} WHERE conversation_id = ?",
-        (int(requires_continuation), conversation_id),
+        (int(pending), conversation_id),
     )
 
 
 def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[str, int]:
     """§6 at startup, one transaction: runs of an earlier runtime generation that have
-    no runner become interrupted (a background one's slot becomes a failure
-    completion; a foreground one whose spawning call will run again is left for the
-    kernel to take up with a new execution id); expired leases go back to pending, or
+    no runner become interrupted — said to have stopped before they started when they
+    never did, cancelled when the member had stopped their spawning call — (a
+    background one's slot becomes a failure completion; a foreground one whose
+    spawning call will run again is left for the kernel to take up with a new
+    execution id); expired leases go back to pending, or
     to dead-letter past the attempt limit; admitted steer events go back to pending;
     the capacity counters are recomputed from the rows and repaired with a warning."""
     report = {"interrupted": 0, "released": 0, "dead_letter": 0, "repaired": 0}
     stale = conn.execute(
-        f"SELECT r.id, r.mode, r.frame_id, r.idempotency_key FROM agent_runs r WHERE r.status IN {_LIVE_SQL} AND r.runtime_generation != ?",
+        f"SELECT r.id, r.mode, r.frame_id, r.idempotency_key, r.started_at FROM agent_runs r WHERE r.status IN {_LIVE_SQL}"
+        " AND r.runtime_generation != ?",
         (generation,),
     ).fetchall()
-    for run_id, mode, frame_id, key in stale:
+    for run_id, mode, frame_id, key, started_at in stale:
+        call = None
         if mode == "foreground":
             call = conn.execute("SELECT status FROM tool_calls WHERE id = ?", ((key or "").split("#")[0],)).fetchone()
             if call is not None and call[0] not in ("done", "error", "denied", "cancelled", "interrupted"):
                 continue  # its call runs again at recovery and takes the run up
+        # A run that never started did not run when the server stopped: it is not said
+        # to have been interrupted while it ran. One whose spawning call the member
+        # stopped was the member's (a batch's runs still waiting for a permit, left
+        # queued by an earlier version's Stop): cancelled, as the Stop cancelled the rest.
+        never_started = started_at is None and not frame_id
+        if never_started and call is not None and call[0] == "cancelled":
+            status, error = "cancelled", CANCELLED
+        else:
+            status, error = "interrupted", NEVER_STARTED if never_started else INTERRUPTED
         row = conn.execute(
-            f"UPDATE agent_runs SET status = 'interrupted', error = 'the server stopped while this ran', finished_at = {NOW},"
+            f"UPDATE agent_runs SET status = ?, error = ?, finished_at = {NOW},"
             f" revision = revision + 1 WHERE id = ? AND status IN {_LIVE_SQL}"
             " RETURNING conversation_id, completion_slot_reserved, agent_id, task, emitted_signals",
-            (run_id,),
+            (status, error, run_id),
         ).fetchone()
         if frame_id:
             conn.execute(f"UPDATE frames SET status = 'failed', result = 'interrupted', closed_at = {NOW} WHERE id = ? AND status = 'open'", (frame_id,))
         if row and row[1]:
-            _complete(conn, run_id, row[0], "interrupted", row[2], row[3], None, "the server stopped while this ran", json.loads(row[4]), True)
-        report["interrupted"] += 1
+            _complete(conn, run_id, row[0], status, row[2], row[3], None, error, json.loads(row[4]), True)
+        report[status] = report.get(status, 0) + 1
     # Expired leases; and events admitted into a turn: every turn of an earlier process
     # died with it (the turn each was bound to is in the row, §4.3).
     for status in ("leased", "admitted"):
