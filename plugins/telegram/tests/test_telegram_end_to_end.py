@@ -165,18 +165,21 @@ async def test_a_bad_token_is_a_failed_health_with_the_reason(setup):
 
 
 async def test_why_it_is_not_running_is_said_in_the_admin_s_language(setup):
-    """Enabled without a token, the plugin is red; its card, its page and the server's
-    status say why in the reader's language (NotReady's key), the log in English."""
+    """Enabled without a token, the plugin waits (amber: a state to resolve, not a
+    crash); its card, its page and the server's status say why in the reader's language
+    (NotReady's key), the log in English."""
     await setup.enable()
     status = setup.host.core.plugins.status("telegram")
-    assert status.healthy is False and "no bot token is configured" in status.error
+    assert status.healthy is False and status.waiting and "no bot token is configured" in status.error
     german = "Es ist kein Bot-Token eingetragen"
     assert (await setup.admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
     listed = {p["id"]: p for p in (await setup.admin.get("/api/admin/plugins")).json()["plugins"]}
     assert listed["telegram"]["error"].startswith(german)
     assert (await setup.admin.get("/api/admin/plugins/telegram")).json()["error"].startswith(german)
     warnings = (await setup.admin.get("/api/admin/status")).json()["warnings"]
-    assert [w["values"]["error"] for w in warnings if w["id"] == "plugin_failed"] == [listed["telegram"]["error"]]
+    assert listed["telegram"]["waiting"] is True
+    assert [w["values"]["reason"] for w in warnings if w["id"] == "plugin_waiting"] == [listed["telegram"]["error"]]
+    assert not [w for w in warnings if w["id"] == "plugin_failed"]
     assert (await setup.admin.put("/api/me/locale", json={"locale": "en"})).status_code == 200
     listed = {p["id"]: p for p in (await setup.admin.get("/api/admin/plugins")).json()["plugins"]}
     assert listed["telegram"]["error"] == "No bot token is set: enter the one @BotFather gave you in this plugin's settings."
