@@ -19,7 +19,7 @@ from .test_accessibility import sign_in_german
 from .test_chat import MODEL, configure_model, send
 
 #: The transcript's status line (screen readers hear it; it is visually hidden).
-ANNOUNCER = "main p.visually-hidden[role=status]"
+ANNOUNCER = "main p.turn-status[role=status]"  # not the conversation search's (conv-search-status)
 
 
 async def write_conversation(host: Any, username: str, title: str, rows: list[tuple[str, str, str]]) -> str:

@@ -69,7 +69,7 @@ async def test_every_write_route_refuses_nan_and_infinity(skald):
     bodies = ["NaN", "Infinity", '{"value": NaN}', '{"a": {"b": [1, -Infinity]}}', '{"value": 1e999}']
     answered = {}
     for rule, method in rules:
-        path = fill(rule, **{**{name: NO_SUCH_ID for name in ("member_id", "role_id", "conversation_id", "approval_id", "question_id", "project_id", "folder_id", "provider_id", "model_id", "group_id", "job_id", "report_id", "run_id")}, "where": "own", **values})
+        path = fill(rule, **{**{name: NO_SUCH_ID for name in ("member_id", "role_id", "conversation_id", "approval_id", "question_id", "project_id", "folder_id", "provider_id", "model_id", "group_id", "job_id", "report_id", "run_id", "invitation_id")}, "where": "own", **values})
         for body in bodies:
             response = await admin.request(method, path, content=body, headers={"Content-Type": "application/json"})
             assert not 200 <= response.status_code < 300, f"{method} {rule} accepted {body}: {response.text}"

@@ -228,7 +228,7 @@ export class Transcript {
     // (outside the log: the page places it after `node`).
     this.activity = el("div", { class: "activity", "aria-hidden": "true" },
       el("span", { class: "dots" }, el("span"), el("span"), el("span")));
-    this.announcer = el("p", { class: "visually-hidden", role: "status" });
+    this.announcer = el("p", { class: "visually-hidden turn-status", role: "status" });
     this.node.append(this.list);
     this.openDetails = new Set(); // reasoning blocks and tool cards the member opened
     this.loads = 0; // renders of a whole conversation: a restore answers the one it was read for
