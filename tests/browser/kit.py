@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, AsyncIterator, Iterable
 
 from quart import Blueprint, Response
 
 from skald_hookspecs import hookimpl
 from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo, WebPage
+from skald_host.testing import ScriptedModelServer
+from skald_host.testing.host import ADMIN_PASSWORD
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -98,3 +101,19 @@ async def sign_in(page: Any, username: str, password: str) -> None:
     await page.get_by_label("Password", exact=True).fill(password)
     await page.get_by_role("button", name="Sign in").click()
     await page.locator("#sidebar").wait_for(state="attached")
+
+
+@asynccontextmanager
+async def admin_on_models_page(skald: Any, browser_pages: Any) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """The admin's page on #models with one provider, "Scripted", at a scripted server
+    that offers alpha-model and beta-model (not yet tested, no model added): the host,
+    the admin's API client and the page; the server lives as long as the block."""
+    async with ScriptedModelServer(models=("alpha-model", "beta-model")) as server:
+        host = await skald.start()
+        api = await host.admin()
+        response = await api.post("/api/admin/models/providers", json={"name": "Scripted", "base_url": server.base_url, "api_key": "sk-test"})
+        assert response.status_code == 201, response.text
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "admin", ADMIN_PASSWORD)
+        await page.goto("/#models")
+        yield host, api, page

@@ -9,22 +9,14 @@ from __future__ import annotations
 
 from playwright.async_api import expect
 
-from skald_host.testing import ScriptedModelServer
-from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
+from skald_host.testing.host import MEMBER_PASSWORD
 
-from .kit import sign_in
+from .kit import admin_on_models_page, sign_in
 from .test_accessibility_focus import focus_by_keyboard
 
 
 async def test_load_names_by_keyboard_puts_the_focus_on_the_model_name_and_says_how_many(skald, browser_pages):
-    async with ScriptedModelServer(models=("alpha-model", "beta-model")) as server:
-        host = await skald.start()
-        api = await host.admin()
-        response = await api.post("/api/admin/models/providers", json={"name": "Scripted", "base_url": server.base_url, "api_key": "sk-test"})
-        assert response.status_code == 201, response.text
-        page = await browser_pages.new(host.url)
-        await sign_in(page, "admin", ADMIN_PASSWORD)
-        await page.goto("/#models")
+    async with admin_on_models_page(skald, browser_pages) as (_, _, page):
         form = page.locator("form.model-form")
         load = form.get_by_role("button", name="Load names")
         await focus_by_keyboard(page, load)

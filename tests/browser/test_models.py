@@ -8,7 +8,7 @@ from playwright.async_api import expect
 from skald_host.testing import Reply, ScriptedModelServer
 from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 
-from .kit import PHONE, screenshot, sign_in
+from .kit import PHONE, admin_on_models_page, screenshot, sign_in
 
 
 async def test_admin_sets_up_a_model_on_the_models_page_then_chats(skald, browser_pages, monkeypatch):
@@ -260,14 +260,7 @@ async def test_add_on_a_name_the_connection_test_offered_adds_that_model_and_say
     added until "Add model" there was found and pressed. It adds the model (the provider
     tested, its name as its label), lists it, says so and goes on to the next name; Edit
     in its row sets what the form would have."""
-    async with ScriptedModelServer(models=("alpha-model", "beta-model")) as server:
-        host = await skald.start()
-        api = await host.admin()
-        response = await api.post("/api/admin/models/providers", json={"name": "Scripted", "base_url": server.base_url, "api_key": "sk-test"})
-        assert response.status_code == 201, response.text
-        page = await browser_pages.new(host.url)
-        await sign_in(page, "admin", ADMIN_PASSWORD)
-        await page.goto("/#models")
+    async with admin_on_models_page(skald, browser_pages) as (_, api, page):
         provider = page.locator("[data-provider='Scripted']")
         await provider.get_by_role("button", name="Test connection").click()
         await expect(provider.locator(".test-result")).to_contain_text("Connected: 2 models offered.")

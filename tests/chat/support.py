@@ -1,5 +1,6 @@
 """Shared pieces of the chat end-to-end tests: configuring models as the admin does,
-a member's WebSocket that collects chat events turn by turn, a throwaway plugin with
+a member's WebSocket that collects chat events turn by turn, a background sub-agent run
+to cancel or stop and readers of the runs and their inbox, a throwaway plugin with
 tools and agent directories, and readers of a conversation's stored state.
 
 Every test talks to a real host over HTTP and WebSocket; the host talks to a
@@ -19,7 +20,8 @@ import yaml
 
 from skald_hookspecs import hookimpl
 from skald_hookspecs.types import PluginInfo, Tool, ToolContext
-from skald_host.testing import ScriptedModelServer, SkaldClient
+from skald_host.core.agent.subagents.coordinator import SubagentCoordinator
+from skald_host.testing import Hang, Reply, ScriptedModelServer, SkaldClient, ToolCall
 
 API_KEY = "sk-scripted-chat-tests"
 PROBE = "chatprobe"
@@ -201,6 +203,84 @@ class ChatSocket:
 
 def types(events: Iterable[Mapping[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
+
+
+# -- sub-agents ------------------------------------------------------------------------------
+
+#: How a continuation turn's hidden trigger (the background results it delivers) begins.
+TRIGGER = "[Background updates."
+#: The task ``delegate_a_slow_task`` hands to the researcher in the background.
+SLOW_TASK = "Slow task."
+
+
+def last(request: Any) -> dict[str, Any]:
+    return request.messages[-1]
+
+
+def offered(request: Any) -> set[str]:
+    return {t["function"]["name"] for t in request.tools or []}
+
+
+async def runs(client: SkaldClient, cid: str, strip: bool = False) -> list[dict[str, Any]]:
+    response = await client.get(f"/api/conversations/{cid}/runs" + ("?strip=1" if strip else ""))
+    assert response.status_code == 200, response.text
+    return response.json()["runs"]
+
+
+async def run(client: SkaldClient, run_id: str) -> dict[str, Any]:
+    response = await client.get(f"/api/agent-runs/{run_id}")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def coordinator(chat: Any, member: SkaldClient) -> SubagentCoordinator:
+    runtime = chat.host.core.chat.live_runtime(member.member["id"])
+    assert runtime is not None
+    return runtime.subagents
+
+
+def delegate_a_slow_task(request: Any) -> Reply | Hang:
+    """A responder: the root delegates ``SLOW_TASK`` to the researcher in the background
+    and says "Started." once the call returns; the run's request streams "thinking" and
+    never ends, so the run is still running when the test cancels or stops it."""
+    if last(request)["content"] == SLOW_TASK:
+        return Hang(text="thinking")
+    if last(request)["role"] == "tool":
+        return Reply("Started.")
+    return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": SLOW_TASK, "mode": "background"})])
+
+
+async def start_a_slow_task(chat: Any, member: SkaldClient, sock: ChatSocket) -> tuple[str, dict[str, Any]]:
+    """"Go." in a new conversation of ``member``'s, answered by a responder built on
+    ``delegate_a_slow_task``; returns once that turn has ended, the run has started and
+    its request is at the model: the conversation's id and the run's ``agent_start``."""
+    cid = await new_conversation(member)
+    await sock.send(cid, "Go.")
+    await sock.turn(cid)
+    started = await sock.wait_event(cid, "agent_start")
+    await eventually(lambda: any(last(r)["content"] == SLOW_TASK for r in chat.server.requests_for(MODEL_A)), what="the run's request")
+    return cid, started
+
+
+async def cancel_run(member: SkaldClient, sock: ChatSocket, cid: str, run_id: str) -> dict[str, Any]:
+    """The member's Cancel on a run's box, and the ``agent_done`` that announces its end."""
+    response = await member.post(f"/api/agent-runs/{run_id}/cancel")
+    assert response.json() == {"cancelled": True}
+    return await sock.wait_event(cid, "agent_done", run_id=run_id)
+
+
+async def inbox_statuses(chat: Any, member: SkaldClient) -> list[str]:
+    """The status of each of the member's sub-agent inbox events."""
+    db = coordinator(chat, member).store.db
+    return await db.run(lambda c: [r[0] for r in c.execute("SELECT status FROM agent_inbox_events")])
+
+
+async def inbox_counters(chat: Any, member: SkaldClient) -> tuple[int, int]:
+    """The session's pending events and reserved completion slots: (0, 0) once nothing
+    is left to deliver."""
+    db = coordinator(chat, member).store.db
+    row = await db.run(lambda c: c.execute("SELECT pending_event_count, reserved_completion_slots FROM agent_session_state").fetchone())
+    return tuple(row)
 
 
 # -- a throwaway plugin ----------------------------------------------------------------------

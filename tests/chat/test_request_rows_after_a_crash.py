@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import textwrap
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import pytest
 
@@ -131,6 +131,28 @@ class Life:
         await asyncio.wait_for(self.killed.wait(), 10)
         return early
 
+    async def send_holding_the_write(
+        self, text: str, *, before_holding: Callable[[], Awaitable[Any]] | None = None, while_holding: Callable[[], Any] | None = None
+    ) -> tuple[str, bool]:
+        """alice sends ``text`` in a new conversation, and the test takes her file's write
+        lock (after ``before_holding``; ``while_holding`` runs once it is taken) so the
+        round's write is held up: the conversation's id, once the server is killed, and
+        whether the request to kill at left while the write was held."""
+        db = await self.owner_db()
+        try:
+            cid = await new_conversation(self.alice)
+            async with ChatSocket(self.alice) as sock:
+                await sock.send(cid, text)  # acknowledged: the message and its placeholder are written
+                if before_holding is not None:
+                    await before_holding()
+                lock = WriteLock(db)
+                await lock.take()
+                if while_holding is not None:
+                    while_holding()
+                return cid, await self.killed_while_held(lock)
+        finally:
+            await db.close()
+
 
 async def restarted(servers: Servers, model: ScriptedModelServer, cid: str, respond: Callable[[Any], Any]) -> Any:
     """The server started again, alice signed in and her chat connected (which recovers
@@ -174,19 +196,13 @@ async def test_a_tool_rounds_next_request_leaves_only_once_its_placeholder_is_wr
     is written with the next round's placeholder — before that round's request leaves."""
     respond = tool_round("wait_for_go")
     life = Life(servers, model)
-    alice = await life.start(respond, lambda r: last(r)["role"] == "tool", plugin=True)
-    db = await life.owner_db()
-    try:
-        cid = await new_conversation(alice)
-        async with ChatSocket(alice) as sock:
-            await sock.send(cid, "Wait for it.")
-            await eventually(lambda: (markers / "started").exists(), what="the tool to run")
-            lock = WriteLock(db)
-            await lock.take()
-            (markers / "go").write_text("1")
-            assert not await life.killed_while_held(lock), "the next request left before its placeholder was written"
-    finally:
-        await db.close()
+    await life.start(respond, lambda r: last(r)["role"] == "tool", plugin=True)
+    cid, early = await life.send_holding_the_write(
+        "Wait for it.",
+        before_holding=lambda: eventually(lambda: (markers / "started").exists(), what="the tool to run"),
+        while_holding=lambda: (markers / "go").write_text("1"),
+    )
+    assert not early, "the next request left before its placeholder was written"
     await restarted(servers, model, cid, respond)
     await every_request_a_row(servers, model)
     assert (MODEL_A, "interrupted") in request_log(servers.data_dir)
@@ -197,17 +213,9 @@ async def test_an_overlapped_rounds_next_request_leaves_only_once_its_round_is_w
     result and the next placeholder are one commit, and the next request follows it."""
     respond = tool_round("list_agents", delay=0.8)
     life = Life(servers, model)
-    alice = await life.start(respond, lambda r: last(r)["role"] == "tool")
-    db = await life.owner_db()
-    try:
-        cid = await new_conversation(alice)
-        async with ChatSocket(alice) as sock:
-            await sock.send(cid, "List them.")  # acknowledged: the message and its placeholder are written
-            lock = WriteLock(db)
-            await lock.take()  # before the model's answer (0.8 s) brings the call
-            assert not await life.killed_while_held(lock), "the next request left before its round was written"
-    finally:
-        await db.close()
+    await life.start(respond, lambda r: last(r)["role"] == "tool")
+    cid, early = await life.send_holding_the_write("List them.")  # held before the model's answer (0.8 s) brings the call
+    assert not early, "the next request left before its round was written"
     await restarted(servers, model, cid, respond)
     await every_request_a_row(servers, model)
     assert (MODEL_A, "interrupted") in request_log(servers.data_dir)
@@ -229,17 +237,9 @@ async def test_a_sub_agents_first_request_leaves_only_once_its_frame_is_written(
     caller's round write: the sub-agent's first request waits for that commit."""
     respond = delegating("foreground", delay=0.8)
     life = Life(servers, model)
-    alice = await life.start(respond, lambda r: last(r)["content"] == TASK)
-    db = await life.owner_db()
-    try:
-        cid = await new_conversation(alice)
-        async with ChatSocket(alice) as sock:
-            await sock.send(cid, "Delegate it.")
-            lock = WriteLock(db)
-            await lock.take()
-            assert not await life.killed_while_held(lock), "the sub-agent's request left before its frame was written"
-    finally:
-        await db.close()
+    await life.start(respond, lambda r: last(r)["content"] == TASK)
+    cid, early = await life.send_holding_the_write("Delegate it.")
+    assert not early, "the sub-agent's request left before its frame was written"
     await restarted(servers, model, cid, respond)
     await every_request_a_row(servers, model)
     assert (MODEL_A, "interrupted") in request_log(servers.data_dir)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import Any
 
 from skald_host.core.agent.runtime import SCHEDULER_MAX_SLEEP, SCHEDULER_RETRY_SECONDS, seconds_until
-from skald_host.testing import Reply, ToolCall
+from skald_host.testing import Reply, SkaldClient, ToolCall
 
 from .support import MODEL_A, ChatSocket, allow_tool, configure_models, messages, new_conversation
 
@@ -67,20 +68,26 @@ async def test_a_prompt_scheduled_for_soon_is_delivered_when_due_without_polling
     ]
 
 
-async def test_a_one_off_prompt_in_the_past_is_refused_to_the_model_saying_what_now_is(chat):
-    """A model that got the year wrong is told the time is past and what now is (in the
-    member's time zone); nothing is scheduled, nothing fires."""
+async def scheduled_in(chat, timezone: str, arguments: dict[str, Any]) -> tuple[SkaldClient, dict[str, Any]]:
+    """alice, her time zone ``timezone``, asks for a reminder, and the model calls
+    ``schedule_prompt`` with ``arguments``: alice, and the call as her conversation keeps
+    it (its result is what the model was told)."""
     await configure_models(chat.admin, chat.server)
     await allow_tool(chat.admin, "schedule_prompt")
     alice = await chat.host.member("alice")
-    assert (await alice.put("/api/me/settings", json={"timezone": "Europe/Berlin"})).status_code == 200
-    schedule = Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "past prompt", "at": "2020-01-01T00:00:00Z"})])
-    chat.server.script(MODEL_A, [schedule, Reply("That time is past.")])
+    assert (await alice.put("/api/me/settings", json={"timezone": timezone})).status_code == 200
+    chat.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("schedule_prompt", arguments)]), Reply("Noted.")])
     async with ChatSocket(alice) as sock:
         cid = await new_conversation(alice)
-        await sock.send(cid, "Remind me on new year's day 2020.")
+        await sock.send(cid, "Remind me.")
         await sock.turn(cid)
-    call = (await messages(alice, cid))[1]["tool_calls"][0]
+    return alice, (await messages(alice, cid))[1]["tool_calls"][0]
+
+
+async def test_a_one_off_prompt_in_the_past_is_refused_to_the_model_saying_what_now_is(chat):
+    """A model that got the year wrong is told the time is past and what now is (in the
+    member's time zone); nothing is scheduled, nothing fires."""
+    alice, call = await scheduled_in(chat, "Europe/Berlin", {"prompt": "past prompt", "at": "2020-01-01T00:00:00Z"})
     assert call["status"] == "error", call
     assert call["result"].startswith("Error: the time 2020-01-01 01:00 (Europe/Berlin) is in the past: it is now "), call["result"]
     assert "(Europe/Berlin); give a time after now" in call["result"]
@@ -100,16 +107,6 @@ def test_the_scheduler_sleeps_until_the_next_job_and_retries_an_overdue_one_afte
 async def test_a_one_off_prompt_is_confirmed_to_the_model_in_the_members_time_zone(chat):
     """The model passes the confirmation on: a member in Tokyo was told her reminder was
     "Scheduled for 2026-12-05T15:16:51.117172Z" (a probe). It names her zone, to the minute."""
-    await configure_models(chat.admin, chat.server)
-    await allow_tool(chat.admin, "schedule_prompt")
-    alice = await chat.host.member("alice")
-    assert (await alice.put("/api/me/settings", json={"timezone": "Asia/Tokyo"})).status_code == 200
-    schedule = Reply(tool_calls=[ToolCall("schedule_prompt", {"prompt": "Call mum.", "at": "2099-03-01T10:30:00+01:00"})])
-    chat.server.script(MODEL_A, [schedule, Reply("Done.")])
-    async with ChatSocket(alice) as sock:
-        cid = await new_conversation(alice)
-        await sock.send(cid, "Remind me to call mum.")
-        await sock.turn(cid)
-    call = (await messages(alice, cid))[1]["tool_calls"][0]
+    _, call = await scheduled_in(chat, "Asia/Tokyo", {"prompt": "Call mum.", "at": "2099-03-01T10:30:00+01:00"})
     assert call["status"] == "done", call
     assert call["result"].startswith("Scheduled for 2099-03-01 18:30 (Asia/Tokyo) (job "), call["result"]

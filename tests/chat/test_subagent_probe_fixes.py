@@ -20,29 +20,25 @@ from typing import Any
 from skald_host.core.agent.subagents.runs import NewRun, RunStore, recover
 from skald_host.testing import Hang, Reply, ScriptedError, ToolCall
 
-from .support import MODEL_A, ChatSocket, configure_models, eventually, messages, new_conversation, write_agent
-
-TRIGGER = "[Background updates."
-
-
-def last(request: Any) -> dict[str, Any]:
-    return request.messages[-1]
-
-
-def offered(request: Any) -> set[str]:
-    return {t["function"]["name"] for t in request.tools or []}
-
-
-async def runs(client: Any, cid: str) -> list[dict[str, Any]]:
-    response = await client.get(f"/api/conversations/{cid}/runs")
-    assert response.status_code == 200, response.text
-    return response.json()["runs"]
-
-
-def coordinator(chat: Any, member: Any) -> Any:
-    runtime = chat.host.core.chat.live_runtime(member.member["id"])
-    assert runtime is not None
-    return runtime.subagents
+from .support import (
+    MODEL_A,
+    TRIGGER,
+    ChatSocket,
+    cancel_run,
+    configure_models,
+    delegate_a_slow_task,
+    eventually,
+    inbox_counters,
+    inbox_statuses,
+    last,
+    messages,
+    new_conversation,
+    offered,
+    run,
+    runs,
+    start_a_slow_task,
+    write_agent,
+)
 
 
 # -- 1. a Stop during a batch larger than may run at once -------------------------------------
@@ -179,27 +175,19 @@ async def test_a_background_run_the_member_cancels_wakes_no_turn_and_reaches_the
 
     def respond(request):
         content = last(request)["content"] or ""
-        if content == "Slow task.":
-            return Hang(text="thinking")
         if content.startswith(TRIGGER):
             return Reply("It was cancelled.")
         if content == "How are my tasks?":
             return Reply(tool_calls=[ToolCall("agent_task", {"action": "list"})])
-        if last(request)["role"] == "tool":
-            return Reply("Started." if "run" not in content else "Looked.")
-        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Slow task.", "mode": "background"})])
+        if last(request)["role"] == "tool" and "run" in content:
+            return Reply("Looked.")
+        return delegate_a_slow_task(request)
 
     chat.server.responder = respond
     async with ChatSocket(alice) as sock:
-        cid = await new_conversation(alice)
-        await sock.send(cid, "Go.")
-        await sock.turn(cid)
-        started = await sock.wait_event(cid, "agent_start")
-        await eventually(lambda: any(last(r)["content"] == "Slow task." for r in chat.server.requests_for(MODEL_A)), what="the run's request")
+        cid, started = await start_a_slow_task(chat, alice, sock)
         asked = len(chat.server.requests_for(MODEL_A))
-        response = await alice.post(f"/api/agent-runs/{started['run_id']}/cancel")
-        assert response.json() == {"cancelled": True}
-        await sock.wait_event(cid, "agent_done", run_id=started["run_id"])
+        await cancel_run(alice, sock, cid, started["run_id"])
         await asyncio.sleep(1.0)
         assert len(chat.server.requests_for(MODEL_A)) == asked, "a cancel started a model turn"
 
@@ -210,11 +198,8 @@ async def test_a_background_run_the_member_cancels_wakes_no_turn_and_reaches_the
     [trigger] = {m["content"] for m in with_trigger[-1].messages if TRIGGER in (m.get("content") or "")}
     assert "status cancelled" in trigger and started["run_id"] in trigger
     assert sum(TRIGGER in (m.get("content") or "") for m in with_trigger[-1].messages) == 1
-    store = coordinator(chat, alice).store
-    statuses = await store.db.run(lambda c: [tuple(r) for r in c.execute("SELECT status FROM agent_inbox_events")])
-    assert statuses == [("consumed",)]
-    counters = await store.db.run(lambda c: c.execute("SELECT pending_event_count, reserved_completion_slots FROM agent_session_state").fetchone())
-    assert tuple(counters) == (0, 0)
+    assert await inbox_statuses(chat, alice) == ["consumed"]
+    assert await inbox_counters(chat, alice) == (0, 0)
     assert not any(m.get("origin") for m in await messages(alice, cid))  # hidden from the member
 
 
@@ -291,7 +276,7 @@ async def test_a_failed_helpers_agent_done_names_its_failed_answer_and_a_batch_s
     assert [starts[r["id"]] for r in rows] == [2, 1, 0]
     failed = next(r for r in rows if r["status"] == "failed")
     done = next(e for e in events if e["type"] == "agent_done" and e["run_id"] == failed["id"])
-    detail = (await alice.get(f"/api/agent-runs/{failed['id']}")).json()
+    detail = await run(alice, failed["id"])
     answer = detail["transcript"][-1]
     assert (done["message_id"], done["error"]) == (answer["id"], answer["content"])
     assert "scripted failure" in done["error"]

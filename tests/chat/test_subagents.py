@@ -19,33 +19,31 @@ from skald_host.core.agent.subagents.coordinator import SubagentCoordinator
 from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS
 from skald_host.testing import Hang, Reply, ToolCall
 
-from .support import MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation, write_agent
-
-TRIGGER = "[Background updates."
-
-
-def offered(request: Any) -> set[str]:
-    return {t["function"]["name"] for t in request.tools or []}
-
-
-def last(request: Any) -> dict[str, Any]:
-    return request.messages[-1]
+from .support import (
+    MODEL_A,
+    TRIGGER,
+    ChatSocket,
+    assert_well_formed,
+    cancel_run,
+    configure_models,
+    coordinator,
+    delegate_a_slow_task,
+    eventually,
+    inbox_counters,
+    inbox_statuses,
+    last,
+    messages,
+    new_conversation,
+    offered,
+    run,
+    runs,
+    start_a_slow_task,
+    write_agent,
+)
 
 
 def tool_results(request: Any) -> list[str]:
     return [m["content"] for m in request.messages if m["role"] == "tool"]
-
-
-async def runs(client: Any, cid: str, strip: bool = False) -> list[dict[str, Any]]:
-    response = await client.get(f"/api/conversations/{cid}/runs" + ("?strip=1" if strip else ""))
-    assert response.status_code == 200, response.text
-    return response.json()["runs"]
-
-
-async def run(client: Any, run_id: str) -> dict[str, Any]:
-    response = await client.get(f"/api/agent-runs/{run_id}")
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def agents(chat: Any, **definitions: dict[str, Any]) -> None:
@@ -53,12 +51,6 @@ def agents(chat: Any, **definitions: dict[str, Any]) -> None:
     for agent_id, meta in definitions.items():
         prompt = meta.pop("prompt", f"You are {agent_id}.")
         write_agent(chat.probe.agents_dir, agent_id, prompt, **{"title": agent_id, "kind": "task", **meta})
-
-
-def coordinator(chat: Any, member: Any) -> SubagentCoordinator:
-    runtime = chat.host.core.chat.live_runtime(member.member["id"])
-    assert runtime is not None
-    return runtime.subagents
 
 
 async def test_a_foreground_delegation_is_a_run_row_with_its_definition_hash_and_whole_result(chat):
@@ -288,32 +280,17 @@ async def test_stop_cancels_background_runs_and_nothing_continues_after_it(chat)
     """§6: a Stop's cancel completion is written consumed: no continuation turn."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
-
-    def respond(request):
-        content = last(request)["content"]
-        if content == "Slow task.":
-            return Hang(text="thinking")
-        if last(request)["role"] == "tool":
-            return Reply("Started.")
-        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Slow task.", "mode": "background"})])
-
-    chat.server.responder = respond
+    chat.server.responder = delegate_a_slow_task
     async with ChatSocket(alice) as sock:
-        cid = await new_conversation(alice)
-        await sock.send(cid, "Go.")
-        await sock.turn(cid)
-        await eventually(lambda: any(last(r)["content"] == "Slow task." for r in chat.server.requests_for(MODEL_A)), what="the run's request")
+        cid, _ = await start_a_slow_task(chat, alice, sock)
         response = await alice.post(f"/api/conversations/{cid}/stop")
         assert response.status_code == 200
         [row] = await runs(alice, cid)
         assert row["status"] == "cancelled"
         await asyncio.sleep(0.5)
     assert not any(last(r)["content"].startswith(TRIGGER) for r in chat.server.requests_for(MODEL_A))
-    store = coordinator(chat, alice).store
-    state = await store.db.run(lambda c: [tuple(r) for r in c.execute("SELECT status FROM agent_inbox_events")])
-    assert state == [("consumed",)]
-    counters = await store.db.run(lambda c: c.execute("SELECT pending_event_count, reserved_completion_slots FROM agent_session_state").fetchone())
-    assert tuple(counters) == (0, 0)
+    assert await inbox_statuses(chat, alice) == ["consumed"]
+    assert await inbox_counters(chat, alice) == (0, 0)
 
 
 async def test_cancelling_a_background_run_announces_its_end_like_any_other(chat):
@@ -321,23 +298,10 @@ async def test_cancelling_a_background_run_announces_its_end_like_any_other(chat
     the cancel's own ``agent_done`` the chat's box of the run stays "working"."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
-
-    def respond(request):
-        if last(request)["content"] == "Slow task.":
-            return Hang(text="thinking")
-        if last(request)["role"] == "tool":
-            return Reply("Started.")
-        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Slow task.", "mode": "background"})])
-
-    chat.server.responder = respond
+    chat.server.responder = delegate_a_slow_task
     async with ChatSocket(alice) as sock:
-        cid = await new_conversation(alice)
-        await sock.send(cid, "Go.")
-        await sock.turn(cid)
-        started = await sock.wait_event(cid, "agent_start")
-        response = await alice.post(f"/api/agent-runs/{started['run_id']}/cancel")
-        assert response.json() == {"cancelled": True}
-        done = await sock.wait_event(cid, "agent_done", run_id=started["run_id"])
+        cid, started = await start_a_slow_task(chat, alice, sock)
+        done = await cancel_run(alice, sock, cid, started["run_id"])
     assert (done["status"], done["frame_id"], done["depth"]) == ("cancelled", started["frame_id"], 1)
     assert sum(e["type"] == "agent_done" for e in sock.events) == 1
 
@@ -612,8 +576,7 @@ async def test_stop_discards_a_finished_background_result_waiting_for_its_contin
         await asyncio.sleep(0.5)  # the turn's end woke the inbox worker: nothing to deliver
         assert await events() == [("consumed", 0)]
     assert not any((last(r)["content"] or "").startswith(TRIGGER) for r in chat.server.requests_for(MODEL_A))
-    counters = await store.db.run(lambda c: c.execute("SELECT pending_event_count, reserved_completion_slots FROM agent_session_state").fetchone())
-    assert tuple(counters) == (0, 0)
+    assert await inbox_counters(chat, alice) == (0, 0)
     assert (await run(alice, row["id"]))["run"]["result"] == "Quick result."
     assert not any(m["content"] == "It came back." for m in await messages(alice, cid))
 

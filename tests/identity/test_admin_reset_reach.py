@@ -11,8 +11,6 @@ import errno
 import os
 from urllib.parse import quote
 
-import pytest
-
 from skald_hookspecs.types import ConfigField
 from skald_host.core.files.service import FileService
 from skald_host.testing.host import MEMBER_PASSWORD
@@ -24,7 +22,22 @@ from tests.folders.support import join_project
 NEW = "a fresh passphrase after the reset 9"
 
 
-async def _upload(client, conversation_id: str, name: str, body: bytes) -> str:
+async def _started(skald, *usernames: str):
+    """A host, its admin, and a signed-in client of each of ``usernames`` (encrypted
+    members: a reset loses their data)."""
+    host = await skald.start()
+    return host, await host.admin(), [await host.member(username) for username in usernames]
+
+
+async def _signed_in(host, username: str, password: str = NEW):
+    client = host.client()
+    assert (await client.login(username, password)).status_code == 200
+    return client
+
+
+async def _upload(client, name: str, body: bytes) -> str:
+    """``body`` uploaded into a new conversation of the client's: its path in their home."""
+    conversation_id = await new_conversation(client)
     response = await client.post(
         f"/api/conversations/{conversation_id}/uploads",
         content=body,
@@ -38,6 +51,13 @@ async def _reset(admin, member_id: str):
     return await admin.post(
         f"/api/admin/members/{member_id}/reset-password", json={"new_password": NEW, "confirm_data_loss": True}
     )
+
+
+async def _starts_over(host, admin, member):
+    """The admin resets ``member``'s password, confirming the data loss; the client they
+    then sign in with, with the new password."""
+    assert (await _reset(admin, member.member["id"])).status_code == 200
+    return await _signed_in(host, member.member["username"])
 
 
 async def _project(owner, slug: str, file_body: bytes, *, share_with=None) -> str:
@@ -55,12 +75,9 @@ def _quarantine(host, member_id: str, what: str) -> list:
 
 
 async def test_a_data_losing_reset_sets_the_home_aside_beside_the_old_database(skald):
-    host = await skald.start()
-    admin = await host.admin()
-    bob = await host.member("bob")
+    host, admin, [bob] = await _started(skald, "bob")
     bob_id = bob.member["id"]
-    cid = await new_conversation(bob)
-    upload = await _upload(bob, cid, "diary.txt", b"dear diary")
+    upload = await _upload(bob, "diary.txt", b"dear diary")
     (host.core.files.home(bob_id) / "agent-notes.txt").write_text("written by the agent")
     assert (await bob.get(f"/api/file?path={quote(upload)}")).status_code == 200
 
@@ -68,8 +85,7 @@ async def test_a_data_losing_reset_sets_the_home_aside_beside_the_old_database(s
     assert response.status_code == 200, response.text
     assert response.json()["data_lost"] is True
 
-    bob = host.client()
-    assert (await bob.login("bob", NEW)).status_code == 200
+    bob = await _signed_in(host, "bob")
     assert (await bob.get(f"/api/file?path={quote(upload)}")).status_code == 404
     assert (await bob.get("/api/file?path=agent-notes.txt")).status_code == 404
     home = host.core.files.home(bob_id)
@@ -85,10 +101,7 @@ async def test_a_data_losing_reset_sets_the_home_aside_beside_the_old_database(s
 
 
 async def test_a_data_losing_reset_ends_the_accounts_shared_folders_and_others_projects(skald):
-    host = await skald.start()
-    admin = await host.admin()
-    alice = await host.member("alice")
-    bob = await host.member("bob")
+    host, admin, [alice, bob] = await _started(skald, "alice", "bob")
     bob_id = bob.member["id"]
     pid = await _project(alice, "garden", b"alice's secret", share_with=bob)
     folder = (await admin.post("/api/admin/shared-folders", json={"slug": "recipes", "title": "Recipes"})).json()
@@ -97,10 +110,7 @@ async def test_a_data_losing_reset_ends_the_accounts_shared_folders_and_others_p
     assert (await bob.get(f"/api/projects/{pid}/files/content?path=secret.txt")).status_code == 200
     assert (await bob.get("/api/file?path=shared/recipes/soup.txt")).status_code == 200
 
-    assert (await _reset(admin, bob_id)).status_code == 200
-
-    bob = host.client()
-    assert (await bob.login("bob", NEW)).status_code == 200
+    bob = await _starts_over(host, admin, bob)
     # He is told why his account is empty (the start page says it), not left to guess.
     assert (await bob.get("/api/auth/session")).json()["member"]["data_reset_at"] is not None
     assert (await alice.get("/api/auth/session")).json()["member"]["data_reset_at"] is None
@@ -118,18 +128,12 @@ async def test_a_data_losing_reset_ends_the_accounts_shared_folders_and_others_p
 
 
 async def test_a_data_losing_reset_leaves_the_accounts_own_projects_to_their_other_members(skald):
-    host = await skald.start()
-    admin = await host.admin()
-    alice = await host.member("alice")
-    bob = await host.member("bob")
+    host, admin, [alice, bob] = await _started(skald, "alice", "bob")
     bob_id = bob.member["id"]
     shared = await _project(bob, "band", b"our setlist", share_with=alice)
     private = await _project(bob, "letters", b"bob's letters")
 
-    assert (await _reset(admin, bob_id)).status_code == 200
-
-    bob = host.client()
-    assert (await bob.login("bob", NEW)).status_code == 200
+    bob = await _starts_over(host, admin, bob)
     assert (await bob.get("/api/projects")).json()["projects"] == []
     for pid in (shared, private):
         assert (await bob.get(f"/api/projects/{pid}/files/content?path=secret.txt")).status_code in (403, 404)
@@ -155,18 +159,12 @@ async def test_a_project_its_owner_lost_to_a_reset_can_be_deleted_by_its_writers
     the owner could delete it, and the last one could leave it: nobody was in it any
     more, its files stayed on disk for ever and its name stayed taken with a message
     naming "its other members" (two-member probe)."""
-    host = await skald.start()
-    admin = await host.admin()
-    alice = await host.member("alice")
-    carl = await host.member("carl")
-    bob = await host.member("bob")
+    host, admin, [alice, carl, bob] = await _started(skald, "alice", "carl", "bob")
     bob_id = bob.member["id"]
     band = await _project(bob, "band", b"our setlist", share_with=alice)
     await join_project(bob, carl, band, can_write=False)
     choir = await _project(bob, "choir", b"the choir's notes", share_with=alice)
-    assert (await _reset(admin, bob_id)).status_code == 200
-    bob = host.client()
-    assert (await bob.login("bob", NEW)).status_code == 200
+    bob = await _starts_over(host, admin, bob)
 
     # Ownerless: a member who writes may delete it (the API says so), a reader may not.
     seen = (await alice.get(f"/api/projects/{band}")).json()
@@ -196,17 +194,13 @@ async def test_a_memberless_project_an_earlier_version_left_gives_its_name_back_
     """Before the fix the last member could leave an ownerless project: such a row, with
     nobody in it, may be in a data dir. Its owner's new project of that name starts
     empty; the old folder goes to the trash first."""
-    host = await skald.start()
-    admin = await host.admin()
-    alice = await host.member("alice")
-    bob = await host.member("bob")
+    host, admin, [alice, bob] = await _started(skald, "alice", "bob")
     bob_id = bob.member["id"]
     old = await _project(bob, "band", b"our setlist", share_with=alice)
     assert (await _reset(admin, bob_id)).status_code == 200
     # As the earlier version left it: the last member's row deleted, nothing else.
     await host.core.registry.run(lambda c: c.execute("DELETE FROM project_members WHERE project_id = ?", (old,)))
-    bob = host.client()
-    assert (await bob.login("bob", NEW)).status_code == 200
+    bob = await _signed_in(host, "bob")
     response = await bob.post("/api/projects", json={"slug": "band", "title": "Band"})
     assert response.status_code == 201, response.text
     assert (await bob.get(f"/api/projects/{response.json()['id']}/files")).json()["entries"] == []
@@ -223,17 +217,14 @@ async def test_only_a_data_losing_reset_takes_the_files_one_without_data_loss_ke
     await join_project(alice, clients["dora"], pid)
     uploads = {}
     for name, client in clients.items():
-        uploads[name] = await _upload(client, await new_conversation(client), "list.txt", f"{name}'s list".encode())
-        response = await admin.post(
-            f"/api/admin/members/{client.member['id']}/reset-password", json={"new_password": NEW, "confirm_data_loss": True}
-        )
+        uploads[name] = await _upload(client, "list.txt", f"{name}'s list".encode())
+        response = await _reset(admin, client.member["id"])
         assert response.status_code == 200, response.text
         assert response.json()["data_lost"] is (name == "dora")
 
     seen = {}
     for name in clients:
-        client = host.client()
-        assert (await client.login(name, NEW)).status_code == 200
+        client = await _signed_in(host, name)
         upload = await client.get(f"/api/file?path={quote(uploads[name])}")
         projects = [p["id"] for p in (await client.get("/api/projects")).json()["projects"]]
         content = await client.get(f"/api/projects/{pid}/files/content?path=secret.txt")
@@ -268,9 +259,8 @@ async def test_a_data_losing_reset_clears_the_accounts_plugin_settings_and_keeps
     assert changed.status_code == 200, changed.text
 
     seen = {}
-    for name, client in clients.items():
-        client = host.client()
-        assert (await client.login(name, NEW)).status_code == 200
+    for name in clients:
+        client = await _signed_in(host, name)
         mine = {p["id"]: p for p in (await client.get("/api/plugins/mine")).json()["plugins"]}["hook"]
         supervisors = (await admin.get(f"/api/admin/members/{clients[name].member['id']}/supervisors")).json()["supervisors"]
         seen[name] = (mine["user_config"], mine["configured"], supervisors)
@@ -281,12 +271,9 @@ async def test_a_data_losing_reset_clears_the_accounts_plugin_settings_and_keeps
 
 
 async def test_a_reset_whose_home_cannot_be_set_aside_says_so_and_keeps_the_files_out_of_reach(skald, monkeypatch):
-    host = await skald.start()
-    admin = await host.admin()
-    bob = await host.member("bob")
+    host, admin, [bob] = await _started(skald, "bob")
     bob_id = bob.member["id"]
-    cid = await new_conversation(bob)
-    upload = await _upload(bob, cid, "diary.txt", b"dear diary")
+    upload = await _upload(bob, "diary.txt", b"dear diary")
     original = FileService.set_aside_home
 
     def failing(self, member_id, stem):
@@ -306,20 +293,16 @@ async def test_a_reset_whose_home_cannot_be_set_aside_says_so_and_keeps_the_file
 
     # Once the disk lets it, the member's next sign-in completes the reset.
     monkeypatch.setattr(FileService, "set_aside_home", original)
-    bob = host.client()
-    assert (await bob.login("bob", NEW)).status_code == 200
+    bob = await _signed_in(host, "bob")
     assert (await bob.get(f"/api/file?path={quote(upload)}")).status_code == 404
     [old_home] = _quarantine(host, bob_id, "home")
     assert (old_home / upload).read_bytes() == b"dear diary"
 
 
 async def test_a_reset_refuses_before_changing_anything_when_the_home_is_on_another_disk(skald, monkeypatch):
-    host = await skald.start()
-    admin = await host.admin()
-    bob = await host.member("bob")
+    host, admin, [bob] = await _started(skald, "bob")
     bob_id = bob.member["id"]
-    cid = await new_conversation(bob)
-    upload = await _upload(bob, cid, "diary.txt", b"dear diary")
+    upload = await _upload(bob, "diary.txt", b"dear diary")
     home = host.core.files.home(bob_id)
     real_stat = os.stat
 
@@ -337,7 +320,6 @@ async def test_a_reset_refuses_before_changing_anything_when_the_home_is_on_anot
     assert response.status_code == 400
     assert response.json()["code"] == "reset_set_aside_impossible"
     # Nothing changed: the old password still opens the data and the files.
-    bob = host.client()
-    assert (await bob.login("bob", "member password for tests")).status_code == 200
+    bob = await _signed_in(host, "bob", "member password for tests")
     assert (await bob.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"
     assert _quarantine(host, bob_id, "db") == [] and _quarantine(host, bob_id, "home") == []
