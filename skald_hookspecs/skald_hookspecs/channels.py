@@ -100,7 +100,15 @@ class Delivery:
 
 class ChannelRequestError(Exception):
     """A ``HostApi`` channel call that cannot be done (no grant, unknown approval, a
-    file too large, ...); the message says why in words fit for the member."""
+    file too large, ...); the message says why in words fit for the member. ``code``
+    (since 1.12) is the host's stable code for a refusal that has one (the core
+    bundle's ``error.<code>``, e.g. ``tts_busy_member``: speech is busy, try again
+    later), so a plugin can act on the kind without reading the words; empty when the
+    refusal has none."""
+
+    def __init__(self, message: str = "", code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class MemberLocked(ChannelRequestError):
@@ -110,7 +118,7 @@ class MemberLocked(ChannelRequestError):
     ``Delivery.lock_reason`` does; empty when the host does not know."""
 
     def __init__(self, message: str = "", lock_reason: str = "") -> None:
-        super().__init__(message)
+        super().__init__(message, code="member_locked")
         self.lock_reason = lock_reason
 
 

@@ -31,10 +31,10 @@ from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked, TtsUnavailable
 from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_telegram import logsafe
-from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Outbox, Refused, retry_after_seconds
+from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Later, Outbox, Refused, retry_after_seconds
 from skald_telegram.pairing import Pairing, PairingError, display
 from skald_telegram.strings import telegram_locale
-from skald_telegram.text import split_message, to_telegram_html
+from skald_telegram.text import split_markdown, split_message, to_telegram_html
 from skald_telegram.updates import ButtonPress, Ignored, Inbound, parse_update, update_id_of
 
 log = logging.getLogger("skald_telegram")
@@ -103,6 +103,18 @@ def _check_webhook(url: str, secret: str) -> None:
     if not WEBHOOK_SECRET.fullmatch(secret):
         raise NotReady("the webhook secret token may hold only 1-256 of A-Z a-z 0-9 _ -", key="error.webhook_secret_invalid")
 
+
+#: How long a call to a chat waits for Telegram's answer. Long on purpose: a send cut
+#: off after Telegram took it cannot be told from one that never arrived, and is sent
+#: again (``outbox.may_have_arrived``): the member would read it twice. Telegram answers
+#: in well under a second; one that has not in a minute and a half is taken as lost.
+READ_TIMEOUT_SECONDS = 90.0
+
+#: A voice note whose speech is busy being made waits this long before each next try
+#: (about a minute in all), then its line says why it failed.
+VOICE_BUSY_WAITS_SECONDS: tuple[float, ...] = (2.0, 4.0, 8.0, 15.0, 30.0)
+#: The host's refusals (``core.error.<code>``) that mean "busy, try again later".
+SPEECH_BUSY_CODES = ("tts_busy_member", "tts_busy_server")
 
 #: Telegram drops a callback query's answer 15 s after the press; kept a little shorter.
 CALLBACK_ANSWER_SECONDS = 12.0
@@ -198,7 +210,7 @@ class TelegramBot:
             base_url=f"{config.api_base_url}/bot",
             base_file_url=f"{config.api_base_url}/file/bot",
             # A short connect timeout: startup runs under the host's 5 s hook timeout.
-            request=HTTPXRequest(connection_pool_size=8, read_timeout=30.0, connect_timeout=3.0),
+            request=HTTPXRequest(connection_pool_size=8, read_timeout=READ_TIMEOUT_SECONDS, connect_timeout=3.0),
             get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=10.0, connect_timeout=3.0),
         )
 
@@ -626,17 +638,34 @@ class TelegramBot:
             state = "voice_state_on" if await self.host.kv_get(f"voice:{member_id}") else "voice_state_off"
             await self.say(message.chat_id, self.t("voice_usage", locale, state=self.t(state, locale)), member_id)
 
-    async def _run_voice(self, queue: ChatQueue, member_id: str, payload: Mapping[str, Any]) -> None:
+    async def _run_voice(self, queue: ChatQueue, job: Job, payload: Mapping[str, Any]) -> None:
         """An answer as an OGG/Opus voice note, made by the host's speech engines (the
-        member's voice, their cache); when it cannot be made, a line saying why."""
+        member's voice, their cache); when it cannot be made, a line saying why. While
+        the member's read-aloud slots are taken (the web reading something aloud, an
+        earlier note still being made) or the server's are, the note waits and is tried
+        again (``VOICE_BUSY_WAITS_SECONDS``, about a minute in all; the chat's other
+        messages go ahead meanwhile) before the line says it failed."""
         chat_id = queue.chat_id
+        member_id = str(job.member_id)
         locale = str(payload.get("locale") or "en")
         try:
             audio = await self.host.synthesize_speech(member_id, str(payload.get("text", "")), format="ogg")
         except (TtsUnavailable, ChannelRequestError) as exc:
+            tries = int(job.public.get("busy_tries", 0))
+            if self._speech_busy(exc) and tries < len(VOICE_BUSY_WAITS_SECONDS):
+                job.public["busy_tries"] = tries + 1
+                wait = VOICE_BUSY_WAITS_SECONDS[tries]
+                log.info("telegram: the voice note for chat %s waits %.0f s: speech is busy being made", chat_id, wait)
+                raise Later(wait) from None
             await self._send_piece(queue, self.t("voice_failed", locale, reason=str(exc)), markdown=False, edit=None)
             return
         await self.outbox.call(queue, lambda: self.bot.send_voice(chat_id, voice=audio), "sendVoice")
+
+    @staticmethod
+    def _speech_busy(exc: Exception) -> bool:
+        """The host refuses a synthesis while the member's (or the server's) read-aloud
+        slots are taken, with the refusal's code (``ChannelRequestError.code``, 1.12)."""
+        return isinstance(exc, ChannelRequestError) and exc.code in SPEECH_BUSY_CODES
 
     async def _offer_pairing(self, message: Inbound) -> None:
         locale = telegram_locale(message.language_code)
@@ -698,7 +727,8 @@ class TelegramBot:
         chat, through its queue: the card loses its buttons, and a line says what
         became of it."""
         await self.outbox.call_unbound(
-            lambda: self.bot.answer_callback_query(press.query_id), "answerCallbackQuery", until=received + CALLBACK_ANSWER_SECONDS
+            lambda: self.bot.answer_callback_query(press.query_id, read_timeout=CALLBACK_ANSWER_SECONDS), "answerCallbackQuery",
+            until=received + CALLBACK_ANSWER_SECONDS,
         )
         if press.chat_type not in (None, "private") or (press.chat_id is not None and press.chat_id != press.from_id):
             log.debug("telegram: a button press from a %s chat ignored", press.chat_type)
@@ -793,8 +823,8 @@ class TelegramBot:
         elif event.kind == "answer":
             if event.text.strip():
                 await self._finish_answer(chat_id, member_id, event.conversation_id, event.text)
-            else:
-                await self._end_stream(chat_id, event.conversation_id)
+            else:  # the model said nothing: the chat must not just fall silent
+                await self._show_empty_answer(chat_id, member_id, event.conversation_id)
         elif event.kind == "notification":
             if event.text.strip():
                 # A note the host wrote (a request sent again) in the member's language;
@@ -866,6 +896,14 @@ class TelegramBot:
             # After the text, through the same outbox: sealed, paced, kept over a restart.
             locale = await self.locale_for(member_id)
             await self.outbox.put(chat_id, Job("voice", member_id, {"text": text, "locale": locale}))
+
+    async def _show_empty_answer(self, chat_id: int, member_id: str, conversation_id: str | None) -> None:
+        """A turn that ended in a blank answer: what streamed (a round before its tool
+        calls) stays as it is, and a short line says the model gave no words — else the
+        member would wait for an answer that never comes."""
+        stream = self._take_stream(chat_id, conversation_id)
+        await self.say(chat_id, self.t("empty_answer", await self.locale_for(member_id)), member_id, relay=stream)
+        await self._relay_end(chat_id, stream)
 
     async def _show_failure(
         self, chat_id: int, member_id: str, conversation_id: str | None, text: str, reason: Mapping[str, Any] | None = None
@@ -1132,13 +1170,13 @@ class TelegramBot:
         elif job.kind == "text":
             await self._send_pieces(queue, job, split_message(str(payload.get("text", ""))), markdown=False)
         elif job.kind == "markdown":
-            await self._send_pieces(queue, job, split_message(str(payload.get("text", ""))), markdown=True)
+            await self._send_pieces(queue, job, split_markdown(str(payload.get("text", ""))), markdown=True)
         elif job.kind == "approval":
             await self._run_approval(queue, job, payload)
         elif job.kind == "question":
             await self._run_question(queue, job, payload)
         elif job.kind == "voice":
-            await self._run_voice(queue, job.member_id, payload)
+            await self._run_voice(queue, job, payload)
         elif job.kind == "remove_buttons":
             message_id = int(job.public["message_id"])
             try:

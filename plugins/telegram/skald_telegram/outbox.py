@@ -25,7 +25,12 @@ bound to a member (a pairing code for an unknown chat) is never written anywhere
 losing it to a restart costs a "write again".
 
 At-least-once: a crash between Telegram's acknowledgement and the store's update sends
-that piece again after the restart; everything else is sent exactly once.
+that piece again after the restart. So does a send whose answer never came back (a read
+timeout, a connection cut after the request left): Telegram may have taken it, and the
+Bot API offers no way to ask, so it is sent again — a lost answer is worse than one that
+arrives twice — and the log says so (``may_have_arrived``). A call that surely never
+reached Telegram (no connection, or none free in the pool) is simply made again, and
+edits are made again without harm. Everything else is sent exactly once.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+import httpx
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter
 
 from skald_hookspecs import ChannelRequestError, HostApi, MemberLocked
@@ -66,6 +72,34 @@ def retry_after_seconds(exc: RetryAfter) -> float:
     return wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)
 
 
+#: Calls that can be made twice without the member seeing anything twice: an edit to
+#: the same text is answered "not modified", a second typing indicator is one.
+REPEATABLE_METHODS = frozenset({"editMessageText", "editMessageReplyMarkup", "sendChatAction"})
+
+
+def may_have_arrived(exc: NetworkError) -> bool:
+    """Whether a call that failed on the network may still have been done by Telegram.
+    PTB's ``HTTPXRequest`` raises ``TimedOut`` (or ``NetworkError``) from httpx's own
+    exception: no connection (``ConnectError``, ``ConnectTimeout``) or none free in the
+    pool (``PoolTimeout``) means the request never left; a read or write timeout, or a
+    connection cut while the answer was awaited, means it may have been taken. A
+    ``NetworkError`` not caused by httpx is an answer of the server (a 5xx): not done."""
+    cause = exc.__cause__
+    if isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+        return False
+    return isinstance(cause, httpx.TransportError)
+
+
+class Later(Exception):
+    """The runner cannot do this job now but can soon (the member's read-aloud slots
+    are busy): it goes back to the front of the chat's queue and runs again after
+    ``seconds``, while the jobs behind it that are not of its kind go ahead."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"again in {seconds:.0f} s")
+        self.seconds = seconds
+
+
 class Refused(Exception):
     """Telegram refused a job for good (400/403): dropped, with a WARNING."""
 
@@ -83,6 +117,7 @@ class Job:
     sealed: str | None = None
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     created: float = field(default_factory=time.monotonic)
+    due: float = 0.0  # monotonic: not before then (``Later``); memory only
 
     @property
     def durable(self) -> bool:
@@ -236,9 +271,9 @@ class Outbox:
         while not self._closed:
             queue.wake.clear()
             job = await self._next(queue)
-            if job is None:  # empty, or only jobs of a locked member: a new job or a retry wakes it
+            if job is None:  # empty, or only jobs of a locked member or not due yet: a new job or a retry wakes it
                 try:
-                    await asyncio.wait_for(queue.wake.wait(), LOCKED_RETRY_SECONDS if queue.jobs else None)
+                    await asyncio.wait_for(queue.wake.wait(), self._idle_wait(queue))
                 except TimeoutError:
                     pass
                 continue
@@ -249,6 +284,9 @@ class Outbox:
                 queue.jobs.appendleft(job)  # kept (and still stored) for the next start
                 queue.running = None
                 raise
+            except Later as exc:
+                job.due = self.clock() + exc.seconds
+                queue.jobs.appendleft(job)  # its place kept: it goes before its kind's later jobs
             except Refused as exc:
                 log.warning("telegram: a %s for chat %s was refused by Telegram and dropped: %s", job.kind, queue.chat_id, exc)
             except Exception as exc:  # by type only: an error's message may quote the text
@@ -264,9 +302,18 @@ class Outbox:
         """The first job that can run, taken off the queue. A restored job whose words
         cannot be opened yet (its member is locked since the restart) stays where it is
         while the jobs behind it that are in memory go ahead — among them the words that
-        ask the member to log in, which would otherwise wait behind it for ever."""
+        ask the member to log in, which would otherwise wait behind it for ever. So does a
+        job deferred by ``Later`` until it is due, holding back only the later jobs of its
+        own kind (voice notes stay in the order of their answers)."""
         locked: set[str | None] = set()
+        waiting: set[str] = set()  # kinds held back by a job of theirs not due yet: kept in order
+        now = self.clock()
         for job in list(queue.jobs):
+            if job.kind in waiting:
+                continue
+            if job.due > now:
+                waiting.add(job.kind)
+                continue
             if job.payload is None and job.sealed:
                 if job.member_id in locked:
                     continue
@@ -283,6 +330,15 @@ class Outbox:
             queue.jobs.remove(job)
             return job
         return None
+
+    def _idle_wait(self, queue: ChatQueue) -> float | None:
+        """How long an idle worker sleeps unless woken: for ever when nothing waits,
+        until the first deferred job is due, at most ``LOCKED_RETRY_SECONDS``."""
+        if not queue.jobs:
+            return None
+        now = self.clock()
+        due = [job.due - now for job in queue.jobs if job.due > now]
+        return max(0.01, min([LOCKED_RETRY_SECONDS, *due]))
 
     async def _open(self, job: Job) -> dict[str, Any] | None:
         try:
@@ -344,7 +400,16 @@ class Outbox:
             except NetworkError as exc:
                 failures += 1
                 backoff = min(NETWORK_BACKOFF_MAX_SECONDS, 0.5 * 2 ** min(failures, 7))
-                log.warning("telegram: %s for chat %s failed (%s), trying again in %.0f s", what, queue.chat_id, exc.message, backoff)
+                cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else exc.message
+                if may_have_arrived(exc) and what not in REPEATABLE_METHODS:
+                    # Deliberate: Telegram may have taken it, and there is no way to ask.
+                    # Sent again rather than risk that the member never gets it.
+                    log.warning(
+                        "telegram: %s for chat %s got no answer (%s) after it may have reached Telegram: "
+                        "sending it again in %.0f s, so it may arrive twice", what, queue.chat_id, cause, backoff,
+                    )
+                else:
+                    log.warning("telegram: %s for chat %s failed (%s), trying again in %.0f s", what, queue.chat_id, cause, backoff)
                 queue.not_before = max(queue.not_before, self.clock() + backoff)
             finally:
                 queue.in_flight = False

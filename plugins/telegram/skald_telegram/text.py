@@ -4,13 +4,15 @@ its HTML subset.
 Telegram counts a message's length in UTF-16 code units (4,096 at most, after its markup
 is parsed), so an answer full of emoji is shorter in Python characters than the limit
 suggests. The split runs on the Markdown and each piece is converted on its own, so no
-tag is ever cut in half; model output is escaped before any tag is added, so nothing in
+tag is ever cut in half (a fenced code block cut in two is closed at the end of one piece
+and opened again at the start of the next: ``split_markdown``); model output is escaped before any tag is added, so nothing in
 it can inject markup, and a piece Telegram still refuses is sent again as plain text.
 """
 
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import Any
 
 MESSAGE_LIMIT = 4096
@@ -33,30 +35,104 @@ def _fits(text: str, limit: int) -> int:
     return count
 
 
+def _cut(text: str, limit: int) -> int:
+    """Where a piece of at most ``limit`` UTF-16 units ends: at a paragraph break, else
+    a line break, else a space, as late as possible (never in the first half of the
+    piece), else hard. ``len(text)`` when it all fits."""
+    size = _fits(text, limit)
+    if size == len(text):
+        return size
+    window = text[:size]
+    for separator in ("\n\n", "\n", " "):
+        at = window.rfind(separator)
+        if at >= size // 2 and at > 0:
+            return at
+    return max(1, size)
+
+
 def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
-    """Pieces of at most ``limit`` UTF-16 units, cut at a paragraph break, else a line
-    break, else a space, as late as possible (never in the first half of a piece), else
-    hard. Blank pieces are dropped; nothing else is lost but the whitespace at a cut."""
+    """Pieces of at most ``limit`` UTF-16 units, cut as ``_cut`` says. Blank pieces are
+    dropped; nothing else is lost but the whitespace at a cut. For plain text: a
+    Markdown answer is split by ``split_markdown``."""
     pieces: list[str] = []
     rest = text.strip()
     while rest:
-        size = _fits(rest, limit)
-        if size == len(rest):
-            pieces.append(rest)
-            break
-        window = rest[:size]
-        cut = -1
-        for separator in ("\n\n", "\n", " "):
-            at = window.rfind(separator)
-            if at >= size // 2:
-                cut = at
-                break
-        if cut <= 0:
-            cut = size
+        cut = _cut(rest, limit)
         piece = rest[:cut].rstrip()
         if piece:
             pieces.append(piece)
         rest = rest[cut:].lstrip()
+    return pieces
+
+
+@dataclass(frozen=True)
+class _Fence:
+    opener: str  # the fence's first line as written: ```python
+    closer: str  # what closes it: the same run of backticks or tildes
+    start: int  # where its first line starts in the text
+    content: int  # where its first line ends (its content starts after)
+    closing: int  # where its closing line starts; the text's length when it is never closed
+    end: int  # where its closing line ends; the text's length when it is never closed
+
+
+def _fences(text: str) -> list[_Fence]:
+    """The fenced code blocks at the top level of ``text``, as markdown-it reads them
+    (a fence in a list or a quote is left alone: reopening it would lose its container)."""
+    starts = [0]
+    for line in text.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    lines = text.split("\n")
+    found = []
+    for token in _MD.parse(text):
+        if token.type != "fence" or token.level != 0 or not token.map:
+            continue
+        first, last = token.map
+        marker = token.markup
+        closing = lines[last - 1].strip() if last - 1 > first else ""
+        closed = bool(closing) and set(closing) == {marker[0]} and len(closing) >= len(marker)
+        closing_at, end = (starts[last - 1], starts[last] - 1) if closed else (len(text), len(text))
+        found.append(_Fence(lines[first].rstrip(), marker, starts[first], starts[first] + len(lines[first]), closing_at, end))
+    return found
+
+
+def _open_at(fences: list[_Fence], cut: int) -> _Fence | None:
+    """The fence a piece ending at ``cut`` would leave open."""
+    return next((f for f in fences if f.start < cut < f.end), None)
+
+
+def split_markdown(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
+    """``split_message`` for Markdown, aware of fenced code blocks: each piece is
+    converted to Telegram HTML on its own (``to_telegram_html``), so a piece that ends
+    inside a fence closes it, and the next piece opens it again with the same fence and
+    info string. Else the rest of the code would lose its block, and the prose after
+    the block's end (whose closing fence would then open a new one) would become code.
+    Inside a block the next piece keeps the code's indentation."""
+    pieces: list[str] = []
+    rest = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    while rest:
+        if utf16_len(rest) <= limit:
+            pieces.append(rest)
+            break
+        # A fence line too long to repeat in every piece (never in practice) is not reopened.
+        fences = [f for f in _fences(rest) if utf16_len(f.opener) + utf16_len(f.closer) + 2 <= limit // 8]
+        cut = _cut(rest, limit)
+        fence = _open_at(fences, cut)
+        if fence is not None:  # room for the closing line
+            cut = _cut(rest, limit - utf16_len(fence.closer) - 1)
+            fence = _open_at(fences, cut)
+        if fence is not None and cut <= fence.content and fence.start > 0:
+            cut, fence = fence.start, None  # not even one line of its code fits: it starts the next piece
+        piece = rest[:cut].rstrip()
+        if fence is not None:
+            piece = f"{piece}\n{fence.closer}"
+            if rest[cut:fence.closing].strip():
+                rest = f"{fence.opener}\n{rest[cut:].lstrip(chr(10))}"
+            else:  # only its closing line was left: nothing to reopen
+                rest = rest[fence.end:].lstrip()
+        else:
+            rest = rest[cut:].lstrip()
+        if piece.strip():
+            pieces.append(piece)
     return pieces
 
 

@@ -330,3 +330,36 @@ async def test_a_tools_question_is_answered_with_inline_buttons_and_a_form_is_le
     await setup.api.wait_for(lambda: "Typed." in setup.api.texts(ALICE_CHAT), what="the answer after the app's form")
     edits = await setup.api.wait_for(lambda: [e for e in setup.api.of("editMessageReplyMarkup", ALICE_CHAT) if e.params.get("message_id") == message_id], what="the card's buttons to go")
     assert not edits[0].params.get("reply_markup")
+
+
+async def test_a_code_block_over_three_messages_keeps_its_block_and_the_prose_after_it_is_formatted(setup: Setup):
+    await running(setup)
+    await paired_member(setup)
+    code = "\n".join(f"    value_{i} = compute({i})  # step {i} of the long listing" for i in range(170))
+    setup.model.script(MODEL, [Reply(f"Here is the script:\n\n```python\n{code}\n```\n\nAnd after it, **bold** prose.")])
+    before = len(setup.api.texts(ALICE_CHAT))
+    setup.api.send(ALICE_CHAT, "The whole script, please.")
+    texts = (await setup.api.wait_texts(ALICE_CHAT, before + 3, timeout=30))[before:]
+    await asyncio.sleep(0.3)
+    assert len(setup.api.texts(ALICE_CHAT)) == before + 3
+    assert texts[0].startswith("Here is the script:\n\n<pre>") and texts[0].endswith("</pre>")
+    assert texts[1].startswith("<pre>    value_") and texts[1].endswith("</pre>")
+    assert texts[2].startswith("<pre>    value_") and texts[2].endswith("</pre>\n\nAnd after it, <b>bold</b> prose.")
+    assert "```" not in "".join(texts)
+    sends = [c for c in setup.api.of("sendMessage", ALICE_CHAT)][before:]
+    assert [(c.params.get("parse_mode"), c.status) for c in sends] == [("HTML", 200)] * 3
+
+
+async def test_an_empty_answer_is_said_not_left_silent_in_the_members_language(setup: Setup):
+    await running(setup)
+    anna = await paired_member(setup, "anna")
+    setup.model.script(MODEL, [Reply("")])
+    setup.api.send(ALICE_CHAT, "Hi?")
+    await setup.api.wait_for(lambda: "The model gave an empty answer. Ask again, or rephrase your message." in setup.api.shown(ALICE_CHAT))
+
+    assert (await anna.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    setup.model.script(MODEL, [Reply("   \n")])
+    setup.api.send(ALICE_CHAT, "Hallo?", language_code="de")
+    german = setup.host.core.strings.translate("telegram.empty_answer", "de")
+    assert german.startswith("Das Modell hat eine leere Antwort gegeben.")
+    await setup.api.wait_for(lambda: german in setup.api.shown(ALICE_CHAT), what="the empty answer in German")

@@ -99,7 +99,7 @@ def test_pairing_codes_carry_50_bits_and_forgive_how_they_are_typed():
 
 def test_the_package_imports_only_the_contract_and_its_own_dependencies():
     """DESIGN.md boundary 1: a plugin depends on ``skald_hookspecs``, never ``skald_host``."""
-    allowed = {"skald_hookspecs", "skald_telegram", "quart", "telegram", "markdown_it", "__future__"} | set(sys.stdlib_module_names)
+    allowed = {"skald_hookspecs", "skald_telegram", "quart", "telegram", "httpx", "markdown_it", "__future__"} | set(sys.stdlib_module_names)
     for path in PACKAGE.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = []
@@ -139,3 +139,22 @@ def test_webhook_values_stored_before_the_fields_had_patterns_still_keep_the_bot
             BotConfig.from_config({**base, **stored})
         assert refused.value.key == key
     assert BotConfig.from_config({**base, "webhook_url": "https://skald.example/w", "webhook_secret": "good_secret-1"}).mode == "webhook"
+
+
+def test_a_code_block_split_over_three_pieces_is_closed_and_reopened_and_the_prose_after_it_is_not_code():
+    from skald_telegram.text import split_markdown
+
+    code = "\n".join(f"    value_{i} = compute({i})  # step {i} of the long listing" for i in range(170))
+    text = f"Here is the script:\n\n```python\n{code}\n```\n\nAnd after it, **bold** prose."
+    pieces = split_markdown(text)
+    assert len(pieces) == 3 and all(utf16_len(p) <= MESSAGE_LIMIT for p in pieces)
+    assert pieces[0].startswith("Here is the script:\n\n```python\n") and pieces[0].endswith("\n```")
+    assert pieces[1].startswith("```python\n    value_") and pieces[1].endswith("\n```")  # indentation kept
+    assert pieces[2].startswith("```python\n    value_") and pieces[2].endswith("```\n\nAnd after it, **bold** prose.")
+    html = [to_telegram_html(p) for p in pieces]
+    assert html[0].startswith("Here is the script:\n\n<pre>") and html[0].endswith("</pre>")
+    assert html[1].startswith("<pre>") and html[1].endswith("</pre>") and html[1].count("<pre>") == 1
+    assert html[2].startswith("<pre>") and html[2].endswith("</pre>\n\nAnd after it, <b>bold</b> prose.")
+    shown = "\n".join(h.split("<pre>", 1)[1].split("</pre>", 1)[0] for h in html)
+    assert shown == code.replace("<", "&lt;")  # every line of the code, once, in order
+    assert not split_message(text)[1].startswith("```")  # plain text is split as it was: no fences added

@@ -4,13 +4,16 @@ voice note, made by the host's speech engines through ``HostApi.synthesize_speec
 
 from __future__ import annotations
 
+import asyncio
 import io
 import shutil
+import time
 
 import numpy as np
 import pytest
 import soundfile
 
+import skald_telegram.bot as bot_module
 from skald_host.testing import Reply
 from telegram_support import ALICE_CHAT, MODEL, Setup, paired_member, running
 
@@ -54,3 +57,53 @@ async def test_a_voice_note_that_cannot_be_made_says_why(setup: Setup):
         what="the reason",
     )
     assert setup.api.of("sendVoice", ALICE_CHAT) == []
+
+
+BUSY = "I could not read this answer aloud: Speech is already being made for you; wait for it to finish."
+
+
+async def voice_on(setup: Setup) -> str:
+    """``/voice on`` for Alice; her member id."""
+    await paired_member(setup)
+    setup.api.send(ALICE_CHAT, "/voice on")
+    await setup.api.wait_for(lambda: any(t.startswith("Answers now also come as voice notes.") for t in setup.api.texts(ALICE_CHAT)))
+    return (await setup.host.core.users.find("alice")).id
+
+
+def occupy_speech(setup: Setup, member_id: str) -> None:
+    """Every read-aloud slot of the member taken, as the web reading two long texts
+    aloud takes them: the host refuses her next synthesis as busy."""
+    tts = setup.host.core.tts
+    tts._running[member_id] = tts.settings.per_member
+
+
+async def test_a_voice_note_waits_while_the_members_speech_is_busy_and_is_sent_once_it_is_free(setup: Setup):
+    await running(setup)
+    member_id = await voice_on(setup)
+    occupy_speech(setup, member_id)
+    setup.model.script(MODEL, [Reply("Voice canary answer.")])
+    setup.api.send(ALICE_CHAT, "hi")
+    await setup.api.wait_for(lambda: "Voice canary answer." in setup.api.texts(ALICE_CHAT))
+    await asyncio.sleep(2.5)  # the first try found it busy, and so did the second
+    setup.api.send(ALICE_CHAT, "/help")  # the chat is not held up behind the waiting note
+    await setup.api.wait_for(lambda: any(t.startswith("Write to talk to your assistant.") for t in setup.api.texts(ALICE_CHAT)))
+    assert setup.api.of("sendVoice", ALICE_CHAT) == []
+    setup.host.core.tts._running.pop(member_id)  # the web's reading ended
+    await setup.api.wait_for(lambda: setup.api.of("sendVoice", ALICE_CHAT), timeout=20, what="the voice note")
+    assert BUSY not in setup.api.texts(ALICE_CHAT)
+    assert len(setup.api.of("sendVoice", ALICE_CHAT)) == 1
+
+
+async def test_a_voice_note_still_busy_after_its_waits_says_why_once(setup: Setup, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(bot_module, "VOICE_BUSY_WAITS_SECONDS", (0.5, 1.0))  # about a minute, scaled down
+    await running(setup)
+    member_id = await voice_on(setup)
+    occupy_speech(setup, member_id)
+    setup.model.script(MODEL, [Reply("Voice canary answer.")])
+    setup.api.send(ALICE_CHAT, "hi")
+    await setup.api.wait_for(lambda: "Voice canary answer." in setup.api.texts(ALICE_CHAT))
+    answered = time.monotonic()
+    await setup.api.wait_for(lambda: BUSY in setup.api.texts(ALICE_CHAT), what="the reason")
+    assert time.monotonic() - answered >= 1.4  # after both waits, not at the first refusal
+    await asyncio.sleep(1)
+    assert setup.api.texts(ALICE_CHAT).count(BUSY) == 1 and setup.api.of("sendVoice", ALICE_CHAT) == []

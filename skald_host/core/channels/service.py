@@ -137,7 +137,7 @@ class ChannelService:
         try:
             runtime.questions.answer(question_id, action, content)
         except (QuestionGone, QuestionError) as exc:  # in the member's language: a channel shows it as it is
-            raise ChannelRequestError(self.core.strings.refusal(exc, await self.member_locale(source, member_id))) from None
+            raise ChannelRequestError(self.core.strings.refusal(exc, await self.member_locale(source, member_id)), code=exc.code) from None
 
     async def save_upload(
         self, source: str, member_id: str, filename: str, data: Any, conversation_id: str | None

@@ -510,6 +510,7 @@ class PluginHostApi:
         if not member.active:
             raise ValueError("the member is not active")
         return await self._core.sandbox.spawn(member.id, argv, workdir=workdir, env=env)
+
     async def synthesize_speech(self, member_id: str, text: str, *, format: str = "ogg") -> bytes:
         from skald_hookspecs.channels import ChannelRequestError
         from skald_hookspecs.tts import TtsUnavailable
@@ -520,7 +521,7 @@ class PluginHostApi:
         try:
             return await core.tts.render(member_id, text, locale=locale, db=core.users.owner_db(member_id), format=format)
         except SpeechRefused as exc:  # in the member's language: a channel shows it as it is
-            raise ChannelRequestError(core.strings.refusal(exc, locale)) from None
+            raise ChannelRequestError(core.strings.refusal(exc, locale), code=exc.code) from None
         except ValueError as exc:
             raise ChannelRequestError(str(exc)) from None
         except NoVoice as exc:
