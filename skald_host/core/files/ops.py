@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skald_host.core.faults import crash_point
 from skald_host.core.files.paths import PathRefused, is_inside, open_dir_inside, open_dirs_inside, open_inside, read_all
 from skald_host.core.files.service import FileError, Resolved
 from skald_host.core.files.sniff import TEXT, sniff
@@ -173,13 +174,15 @@ class MemberFiles:
             growth = len(data) - (existing.st_blocks * 512 if existing is not None else 0)
             if owner and growth > 0 and growth > (room := self._core.files.home_room(owner)):
                 raise FileError(f"{resolved.agent_path} does not fit: your home has {max(room, 0)} bytes left under its disk limit")
-            # Written beside the target and renamed over it: a reader never sees half a file.
+            # Written beside the target and renamed over it: a reader never sees half a file
+            # (the name is ``CUT_WRITE``'s: one a killed server left is removed at the next start).
             temp = f".{target.name[:200]}.{secrets.token_hex(4)}.tmp"
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600 if owner else SHARED_FILE_MODE, dir_fd=dir_fd)
             try:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
+                    crash_point("file_write.after_first_write")
                 if existing is not None:
                     # Its permission bits, never setuid/setgid/sticky: in a shared folder
                     # the new file is root's, and would carry a member's setuid bit.

@@ -30,6 +30,7 @@ import secrets
 import shutil
 import stat
 import threading
+import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -40,7 +41,7 @@ from skald_hookspecs.sandbox import Mount
 from skald_host.core.faults import crash_point
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dirs_inside
 from skald_host.core.files.sniff import IMAGE_TYPES, sniff
-from skald_host.core.folders.listing import PARTIAL_UPLOAD
+from skald_host.core.folders.listing import CUT_WRITE, PARTIAL_UPLOAD
 from skald_host.core.identity.users import MemberError
 from skald_host.core.memory.notes import MEMORY_ROOTS, classify_memory  # noqa: F401 - MEMORY_ROOTS is re-exported for the sandbox
 from skald_host.core.storage.errors import DiskFailure
@@ -169,6 +170,7 @@ class FileService:
         #: the home): allocation is locked, and the write is handed to the loop.
         self._allocating = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeping: asyncio.Task[int] | None = None  # the start's look for cut writes
 
     @property
     def _core(self) -> "Skald":
@@ -200,6 +202,14 @@ class FileService:
         removed += await asyncio.to_thread(_remove_partial_project_uploads, self._core.settings.data_dir / "projects")
         if removed:
             log.info("removed %d partial upload(s) a stopped server left behind", removed)
+        # A file write (``MemberFiles.write_text``) a killed server cut leaves its temporary file,
+        # anywhere in a home, a shared folder or a project, counted against the disk
+        # limit. Looked for after the start, not during it (a large home takes a while);
+        # only files older than this start go, so a write begun since is never touched.
+        started = time.time()
+        roots = [self.root, self._core.settings.data_dir / "shared", self._core.settings.data_dir / "projects"]
+        self._sweeping = asyncio.create_task(asyncio.to_thread(_remove_cut_writes, roots, started))
+        self._sweeping.add_done_callback(_log_cut_writes)
 
     def uid_for(self, member_id: str) -> int:
         """Stable per member, unique, >= 20000. Known members are allocated at start; a
@@ -575,6 +585,39 @@ def _remove_partial_project_uploads(root: Path) -> int:
             except (OSError, RecursionError) as exc:  # a tree nested past Python's limit: what was walked is clean
                 log.warning("partial uploads in a project could not all be looked for: %s", type(exc).__name__)
     return removed
+
+
+def _remove_cut_writes(roots: list[Path], before: float) -> int:
+    """The temporary files of writes cut by a killed server (``CUT_WRITE``) under
+    ``roots``, modified before ``before``. Walked by descriptor without following links
+    and removed by name relative to the folder walked, as the project uploads are: a
+    sandbox left running cannot redirect it."""
+    removed = 0
+    for root in roots:
+        try:
+            for _, _, files, folder in os.fwalk(root, follow_symlinks=False):
+                for name in files:
+                    if not CUT_WRITE.fullmatch(name):
+                        continue
+                    try:
+                        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                        if stat.S_ISREG(info.st_mode) and info.st_mtime < before:
+                            os.unlink(name, dir_fd=folder)
+                            removed += 1
+                    except FileNotFoundError:
+                        pass
+        except (OSError, RecursionError) as exc:
+            log.warning("cut file writes could not all be looked for: %s", type(exc).__name__)
+    return removed
+
+
+def _log_cut_writes(done: asyncio.Future[int]) -> None:
+    if done.cancelled():
+        return
+    if done.exception() is not None:
+        log.warning("cut file writes could not be looked for: %s", type(done.exception()).__name__)
+    elif done.result():
+        log.info("removed %d cut file write(s) a stopped server left behind", done.result())
 
 
 def _dirs(path: Path, name: str | None = None) -> list[os.DirEntry[str]]:

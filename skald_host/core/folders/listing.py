@@ -12,6 +12,9 @@ from typing import Any
 MAX_LISTING = 5000
 #: An upload being written beside its target (``.part-<16 hex>``): never listed.
 PARTIAL_UPLOAD = re.compile(r"\.part-[0-9a-f]{16}")
+#: A file write (``MemberFiles.write_text``) beside its target, renamed over it once whole
+#: (``.<name>.<8 hex>.tmp``): one a killed server cut is removed at the next start.
+CUT_WRITE = re.compile(r"\..{1,200}\.[0-9a-f]{8}\.tmp", re.DOTALL)
 
 
 def stamp(seconds: float) -> str:
