@@ -5,6 +5,7 @@ the test releases one by one (to prove the stream starts before the text is done
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import math
 import struct
@@ -14,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skald_hookspecs import ChannelRequestError, TtsUnavailable, TtsVoice, hookimpl
 from skald_hookspecs.types import PluginInfo
@@ -181,6 +184,28 @@ async def test_bad_requests_are_refused_with_a_reason(skald):
     assert engine.calls == []
     anonymous = host.client()
     assert (await anonymous.post("/api/tts", json={"text": "Hi."})).status_code in (401, 403)
+
+
+async def test_an_unknown_voice_is_refused_naming_it(skald):
+    """A voice asked for by name that is not there was quietly replaced by the default:
+    the client could not tell its choice was wrong."""
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada", locale="de")
+    for voice in ("scripted:xx", "nope:xx", "scripted", "espeak-ng:xx"):
+        for fmt in ("wav", "ogg"):
+            answer = await member.post("/api/tts", json={"text": "Hello.", "voice": voice, "format": fmt, "locale": "en"})
+            assert answer.status_code == 422, (voice, fmt, answer.text)
+            body = answer.json()
+            assert (body["code"], body["values"], body["field"]) == ("tts_unknown_voice", {"voice": voice}, "voice"), body
+            assert repr(voice) in body["error"]
+    assert engine.calls == []
+    strings = host.core.strings
+    assert "Stimme scripted:xx gibt es hier nicht" in strings.translate("core.error.tts_unknown_voice", "de", voice="scripted:xx")
+    assert "no voice scripted:xx" in strings.translate("core.error.tts_unknown_voice", "en", voice="scripted:xx")
+    # A voice that is there is used.
+    fine = await member.post("/api/tts", json={"text": "Hello.", "voice": "scripted:low", "locale": "en"})
+    assert fine.status_code == 200 and fine.headers["x-skald-voice"] == "scripted:low"
 
 
 async def test_no_voice_is_said_in_the_members_language(skald):
@@ -365,6 +390,76 @@ def test_markdown_is_made_readable_and_split_into_sentences():
 
 
 
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+#: Words, and marks that end or cut sentences, in the scripts read aloud: ASCII, German,
+#: Chinese and Japanese (no spaces between their words), abbreviations and numbers.
+_TOKENS = st.one_of(
+    st.text(alphabet="abcdefghijXYZäöüß0123456789", min_size=1, max_size=40),
+    st.text(alphabet="我们今天去公园散步天气很好日本語です", min_size=1, max_size=400),
+    st.sampled_from([".", "!", "?", "…", ",", ";", ":", "。", "！", "？", "，", "；", "：", "、", "」", "「", "(", ")", '"',
+                     "Dr.", "ca.", "z.B.", "3.", "Mai", "Jan.", "etc.", "e.g.", "F.", "x" * 700]),
+)
+_SEPARATORS = st.sampled_from(["", " ", " ", "  ", "\n", "\t"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.tuples(_TOKENS, _SEPARATORS), max_size=60), st.integers(min_value=5, max_value=300))
+def test_no_text_is_left_out_of_the_pieces(parts, limit):
+    """Whatever the text, its pieces joined are the text (up to the spaces where it was
+    cut), and none is longer than the limit: a 'word' longer than the limit (Chinese,
+    a hash) was cut off at it and the rest never spoken."""
+    from skald_host.core.tts.audio import sentences
+
+    text = "".join(token + separator for token, separator in parts)
+    pieces = sentences(text, limit=limit)
+    assert all(len(piece) <= limit for piece in pieces)
+    spoken = _squeezed("".join(pieces))
+    # Only pieces with nothing to say ('...', '」') are left out: every letter and digit is there, in order.
+    assert [ch for ch in spoken if ch.isalnum()] == [ch for ch in _squeezed(text) if ch.isalnum()]
+    if all(any(ch.isalnum() for ch in token) for token, _ in parts):
+        assert spoken == _squeezed(text)
+
+
+def test_a_long_run_without_spaces_is_cut_and_kept_whole():
+    from skald_host.core.tts.audio import sentences
+
+    digest = hashlib.sha512(b"x").hexdigest() * 8  # 1024 characters, no space, no mark
+    pieces = sentences(digest[:1000])
+    assert "".join(pieces) == digest[:1000] and [len(p) for p in pieces] == [300, 300, 300, 100]
+    assert _squeezed("".join(sentences(f"See {digest[:1000]} now."))) == f"See{digest[:1000]}now."
+
+
+def test_chinese_is_split_at_its_own_sentence_and_clause_marks():
+    """Chinese puts no space after 。！？ nor after ，；：、: the whole text was one
+    'sentence', cut at 300 characters with the rest dropped."""
+    from skald_host.core.tts.audio import sentences
+
+    probe = "我们今天去公园散步。天气很好。" * 40
+    pieces = sentences(probe)
+    assert pieces[:3] == ["我们今天去公园散步。", "天气很好。", "我们今天去公园散步。"] and "".join(pieces) == probe
+    clauses = "我们今天去公园散步，天气很好；" * 20
+    pieces = sentences(clauses, limit=100)
+    assert "".join(pieces) == clauses and all(len(p) <= 100 and p[-1] in "，；" for p in pieces[:-1])
+    assert sentences("「你好。」他说。我们走吧！") == ["「你好。」", "他说。", "我们走吧！"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Das kostet ca. 5 € bzw. 10 Dr. Müller z.B. am 3. Mai.", ["Das kostet ca. 5 € bzw. 10 Dr. Müller z.B. am 3. Mai."]),
+    ("Mr. Smith came on Jan. 5. He left.", ["Mr. Smith came on Jan. 5.", "He left."]),
+    ("Das ist z. B. gut. Am 1. Januar kam er. Der 2. und 3. sind fort.", ["Das ist z. B. gut.", "Am 1. Januar kam er.", "Der 2. und 3. sind fort."]),
+    ("We sell apples, pears etc. Then we go. It is 5 p.m. Done.", ["We sell apples, pears etc.", "Then we go.", "It is 5 p.m.", "Done."]),
+    ("John F. Kennedy spoke e.g. of the moon. I have 3. Then 4.", ["John F. Kennedy spoke e.g. of the moon.", "I have 3.", "Then 4."]),
+    ("Wait... what? Yes! Fine.", ["Wait...", "what?", "Yes!", "Fine."]),
+])
+def test_abbreviations_initials_and_german_ordinals_do_not_end_a_sentence(text, expected):
+    from skald_host.core.tts.audio import sentences
+
+    assert sentences(text) == expected
+
+
 def test_the_first_sentence_starts_with_a_short_unit_at_a_natural_boundary():
     """The first audio waits only for a few words: the first sentence is cut at a clause
     near ``FIRST_UNIT`` characters, else at a word boundary; its rest is cut once more
@@ -470,6 +565,8 @@ async def test_an_engine_follows_its_plugins_grant(skald):
     listing = (await member.get("/api/tts/voices")).json()
     assert "scripted" not in [e["engine"] for e in listing["engines"]]
     response = await member.post("/api/tts", json={"text": "Hello.", "voice": "scripted:tone"})
+    assert response.status_code == 422 and response.json()["code"] == "tts_unknown_voice"  # not theirs: not there for them
+    response = await member.post("/api/tts", json={"text": "Hello."})
     assert response.status_code == 200 and response.headers["x-skald-voice"].startswith("espeak-ng:")
     assert engine.calls == []
 

@@ -488,15 +488,20 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/notifications/ack")
     @accepts(_obj({"cursor": {"type": "integer", "minimum": 0}}, ("cursor",)))
     @returns(_obj({"cursor": {"type": "integer"}}))
+    @returns(ERROR, 423)
     async def acknowledge() -> Any:
-        """This device has everything up to ``cursor``: it will not be offered again."""
+        """This device has everything up to ``cursor``: it will not be offered again. A
+        cursor past the newest notification is taken as the newest (the answer says
+        where the device stands), so a wrong one cannot hide those still to come."""
         caller = current_caller()
         assert caller is not None
         data = await body()
-        current = service()
-        if current is None:
-            return fail("err_not_running", 503)
-        return {"cursor": await current.acknowledge(caller.id, caller.device_id or f"browser:{caller.id}", int(data["cursor"]))}
+
+        async def work() -> Any:
+            device = caller.device_id or f"browser:{caller.id}"
+            return {"cursor": await service().acknowledge(caller.id, device, int(data["cursor"]))}
+
+        return await guarded(work())
 
     @blueprint.put("/push")
     @accepts(_obj({

@@ -335,7 +335,13 @@ class MobileService:
         return [{"cursor": e["id"], "created_at": e["created_at"], **e["data"]} for e in events if e["kind"] == OUTBOX_EVENT]
 
     async def acknowledge(self, member_id: str, device_id: str, cursor: int) -> int:
+        """Move the device's cursor forward to ``cursor``, never past the newest event in
+        the outbox: a cursor from the future (a client's bug, a restored phone) would
+        hide every notification made until the outbox caught up with it. Reads the
+        member's file: ``MemberLocked`` while it is closed."""
         current = await self.cursor(device_id)
+        if cursor > current:
+            cursor = await self._newest_through(member_id, current, cursor)
         if cursor > current:
             await self.host.kv_set(f"cursor:{device_id}", cursor)
             try:
@@ -344,6 +350,18 @@ class MobileService:
                 pass  # pruned at a later acknowledgement
             return cursor
         return current
+
+    async def _newest_through(self, member_id: str, after: int, cursor: int) -> int:
+        """The id of the newest outbox event after ``after`` and up to ``cursor``; ``after``
+        when there is none (only the events past the device's cursor are read)."""
+        newest = after
+        while True:
+            page = await self.host.member_events(member_id, after=newest, limit=1000)
+            if not page:
+                return min(newest, cursor)
+            if page[-1]["id"] >= cursor:
+                return cursor
+            newest = page[-1]["id"]
 
     async def prune(self, member_id: str) -> int:
         """Delete from the member's outbox what every paired device acknowledged, what

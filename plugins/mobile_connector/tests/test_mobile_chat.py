@@ -291,8 +291,34 @@ async def test_the_outbox_is_bounded_even_when_a_phone_never_acknowledges(setup,
 async def test_a_browser_sessions_outbox_cursor_is_its_members_own(setup):
     alice = await setup.host.member("alice")
     bob = await setup.host.member("bob")
-    assert (await bob.post(f"{BASE}/notifications/ack", json={"cursor": 999})).json() == {"cursor": 999}
+    bob_id = (await bob.get(f"{BASE}/me")).json()["member"]["id"]
+    cursor = await setup.host.core.host_api("mobile-connector").append_member_event(bob_id, "outbox", {"kind": "notification", "text": "hi"})
+    assert (await bob.post(f"{BASE}/notifications/ack", json={"cursor": cursor})).json() == {"cursor": cursor}
     assert (await alice.get(f"{BASE}/notifications")).json()["cursor"] == 0  # Bob's reading is not hers
+
+
+async def test_a_cursor_past_the_newest_notification_cannot_hide_those_to_come(setup):
+    """An acknowledged cursor from the future was stored as it was: every notification
+    made after it had a smaller cursor, and the device was offered none of them."""
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    alice_id = (await phone.get(f"{BASE}/me")).json()["member"]["id"]
+    # Nothing in the outbox: the cursor stays where it is.
+    start = (await phone.get(f"{BASE}/notifications")).json()["cursor"]
+    assert (await phone.post(f"{BASE}/notifications/ack", json={"cursor": 1_000_000_000_000})).json() == {"cursor": start}
+    await setup.service.deliver(alice_id, ChannelEvent(kind="notification", text="The laundry is done."))
+    waiting = (await phone.get(f"{BASE}/notifications")).json()["notifications"]
+    assert [n["text"] for n in waiting] == ["The laundry is done."]
+    # Past the newest: taken as the newest, and the next one is offered.
+    acked = await phone.post(f"{BASE}/notifications/ack", json={"cursor": 1_000_000_000_000})
+    assert acked.json() == {"cursor": waiting[-1]["cursor"]}
+    await setup.service.deliver(alice_id, ChannelEvent(kind="notification", text="The dryer too."))
+    assert [n["text"] for n in (await phone.get(f"{BASE}/notifications")).json()["notifications"]] == ["The dryer too."]
+    # While her file is closed the outbox cannot be read: the phone is told so, nothing is stored.
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    refused = await phone.post(f"{BASE}/notifications/ack", json={"cursor": 1_000_000_000_000})
+    assert refused.status_code == 423 and refused.json()["code"] == "locked"
+    assert await setup.service.cursor(phone.device_id) == waiting[-1]["cursor"]
 
 
 async def test_a_project_folder_swapped_for_a_link_after_the_check_shows_nothing_outside(setup, monkeypatch, tmp_path):

@@ -133,15 +133,29 @@ def _check(field: ConfigField, value: Any) -> Any:
         raise ConfigInvalid(name, f"must be at most {limit} characters", "too_long", limit=limit)
     if kind == "choice" and value not in field.choices:
         raise ConfigInvalid(name, f"must be one of {', '.join(field.choices)}", "choice", choices=", ".join(field.choices))
-    if kind == "url" and value:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigInvalid(name, "must be an http(s) URL", "url")
+    if kind == "url" and value and not _is_http_url(value):
+        raise ConfigInvalid(name, "must be an http(s) URL", "url")
     if field.pattern is not None and value and re.fullmatch(field.pattern, value) is None:
         raise ConfigInvalid(name, "does not have the form its hint describes", "pattern")
     if field.required and not value.strip():
         raise ConfigInvalid(name, "is required", "required")
     return value
+
+
+def _is_http_url(value: str) -> bool:
+    """An http(s) URL with a host and, if any, a port from 1 to 65535. ``urlsplit``
+    raises on what it cannot take apart ('http://[::1'), as does reading a port outside
+    its range: both were a 500 instead of the field's refusal. It drops tabs and line
+    breaks silently, so any blank in the text is refused before: the stored value
+    would keep them ('http://exa mple.org' is no address)."""
+    if any(ch.isspace() or not ch.isprintable() for ch in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and port != 0
 
 
 def validate(fields: Iterable[ConfigField], values: Any, existing: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -97,8 +97,139 @@ _CODE_BLOCK = re.compile(r"```.*?(```|$)", re.S)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _URL = re.compile(r"https?://\S+")
 _MARKS = re.compile(r"[*_`#>|~]+")
-_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])\s+|\n{1,}")
+#: Where a sentence may end: a run of end marks (and the quotes or brackets that close
+#: it) before a space; Chinese and Japanese end marks without one (those scripts put no
+#: space between sentences); a line break.
+_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]»”’]*(?=\s)|[。！？]+[」』）】〕\"')\]»”’]*|\n+")
+#: A clause boundary: after , ; : and a space (kept for ``_cut``, whose units are words).
 _CLAUSE = re.compile(r"(?<=[,;:])\s+")
+#: Where an over-long sentence is cut first: after a clause mark, the full-width ones
+#: (Chinese and Japanese, no space after them) included. The group keeps what was
+#: between the pieces, so they are joined back as they were.
+_CLAUSE_BREAK = re.compile(r"((?<=[,;:])\s+|(?<=[，；：、])\s*)")
+#: Then between words.
+_WORD_BREAK = re.compile(r"(\s+)")
+_OPENERS = "\"'(„“‚‘«»[¿¡"
+
+#: Abbreviations after which a period never ends a sentence: titles before a name and
+#: words that introduce what follows ('ca. 5', 'z.B. am', 'e.g. the'). Lower case,
+#: without their final period. Each language's own list, used together: the text read
+#: aloud is not always in the member's language (a quoted English mail, a German name).
+_NEVER_LAST = {
+    "en": {"mr", "mrs", "ms", "messrs", "dr", "prof", "rev", "hon", "gen", "col", "capt", "lt", "sgt", "gov", "sen",
+           "rep", "st", "mt", "e.g", "i.e", "cf", "vs", "approx", "viz", "ca"},
+    "de": {"hr", "hrn", "fr", "dr", "prof", "dipl", "ing", "med", "ca", "bzw", "z.b", "d.h", "u.u", "o.ä", "s.o", "s.u",
+           "vgl", "evtl", "ggf", "inkl", "exkl", "zzgl", "sog", "bspw", "bzgl", "gem", "lt", "nr", "mio", "mrd", "tsd",
+           "fa", "geb", "gest", "hl", "st", "u.a.m", "u.v.m"},
+}
+#: Abbreviations that also end sentences ('… and so on, etc. Then …'): a period after
+#: one ends the sentence only when a capital letter follows ('Jan. 5' goes on).
+_MAYBE_LAST = {
+    "en": {"etc", "inc", "ltd", "co", "corp", "jr", "sr", "no", "fig", "vol", "pp", "ed", "min", "max",
+           "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"},
+    "de": {"usw", "etc", "abs", "art", "str", "tel", "jh", "min", "max", "std", "bd", "hrsg", "aufl",
+           "jan", "feb", "mär", "apr", "jun", "jul", "aug", "sep", "sept", "okt", "nov", "dez"},
+}
+#: Month names: '3. Mai' and '1. January' are dates, not a sentence ending in a number.
+_MONTHS = {
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+    "december", "januar", "jänner", "februar", "märz", "mai", "juni", "juli", "oktober", "dezember",
+    "jan", "feb", "mar", "mär", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "okt", "nov", "dec", "dez",
+}
+_NEVER = set().union(*_NEVER_LAST.values())
+_MAYBE = set().union(*_MAYBE_LAST.values()) - _NEVER
+_DOTTED = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")  # z.B, e.g, U.S, u.a (their last period is the mark)
+
+
+def _period_ends_sentence(before: str, after: str) -> bool:
+    """Whether a single period between the word ``before`` it and the word ``after`` it
+    ends a sentence. It does not after a title or an abbreviation that leads into what
+    follows ('Dr. Müller', 'ca. 5', 'z.B. am'), an initial ('John F. Kennedy'), or a
+    number followed by a small letter or a month (the German ordinal: 'am 3. Mai');
+    after an abbreviation that may also close a sentence ('etc.', 'Jan.') only when a
+    capital letter follows."""
+    word = before.lstrip(_OPENERS).lower()
+    following = after.lstrip(_OPENERS)
+    if not word or not following:
+        return True
+    capital = following[:1].isupper()
+    if word in _NEVER or (len(word) == 1 and word.isalpha()):
+        return False
+    if word in _MAYBE or _DOTTED.fullmatch(word):
+        return capital or not following[:1].isalnum()
+    if word.isdigit() and (following[:1].islower() or following.rstrip(".,;:!?").lower() in _MONTHS):
+        return False
+    return True
+
+
+_WORD_AT = re.compile(r"\s*(\S*)")
+
+
+def _word_before(text: str, end: int) -> str:
+    """The word that ends at ``end``, read back to the space before it only: a slice of
+    all the text before each period would make the splitter quadratic."""
+    start = end
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    return text[start:end]
+
+
+def _word_after(text: str, start: int) -> str:
+    return _WORD_AT.match(text, start).group(1)
+
+
+def _split_sentences(text: str) -> list[str]:
+    out: list[str] = []
+    start = 0
+    for mark in _SENTENCE_END.finditer(text):
+        if mark.group() == "." and not _period_ends_sentence(_word_before(text, mark.start()), _word_after(text, mark.end())):
+            continue
+        out.append(text[start:mark.end()])
+        start = mark.end()
+    out.append(text[start:])
+    return [s.strip() for s in out if s.strip()]
+
+
+def _fit(text: str, limit: int, breaks: tuple[re.Pattern[str], ...]) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters: cut at the first kind of
+    boundary in ``breaks``, pieces put back together as long as they fit; a part still
+    too long cut at the next kind; one with none (a hash, Chinese without a clause mark)
+    cut every ``limit`` characters. Nothing is left out: the pieces joined are the text,
+    up to the spaces where they were cut."""
+    if len(text) <= limit:
+        return [text]
+    if not breaks:
+        return _hard_cut(text, limit)
+    parts = breaks[0].split(text)
+    out: list[str] = []
+    piece, joiner = "", ""
+    for index in range(0, len(parts), 2):
+        for number, part in enumerate(_fit(parts[index], limit, breaks[1:])):
+            if number == 0 and piece and len(piece) + len(joiner) + len(part) <= limit:
+                piece = piece + joiner + part
+                continue
+            if piece:
+                out.append(piece)
+            piece = part
+        joiner = " " if index + 1 < len(parts) and parts[index + 1] else ""
+    if piece:
+        out.append(piece)
+    return out
+
+
+def _hard_cut(text: str, limit: int) -> list[str]:
+    """``text`` cut every ``limit`` characters. A piece of marks only would be dropped
+    as having nothing to say ('Dr.Dr' and '.'): it takes the letters before it along
+    ('Dr.D' and 'r.') where they fit."""
+    pieces = [text[at:at + limit] for at in range(0, len(text), limit)]
+    for index in range(len(pieces) - 1, 0, -1):
+        if any(ch.isalnum() for ch in pieces[index]):
+            continue
+        head = pieces[index - 1]
+        last = max((at for at, ch in enumerate(head) if ch.isalnum()), default=0)
+        if last and len(head) - last + len(pieces[index]) <= limit:
+            pieces[index - 1], pieces[index] = head[:last], head[last:] + pieces[index]
+    return pieces
 
 
 def speakable(text: str) -> str:
@@ -114,24 +245,12 @@ def speakable(text: str) -> str:
 
 def sentences(text: str, limit: int = 300) -> list[str]:
     """The pieces an engine gets, one at a time: sentences, a long one cut at clauses,
-    then at words, so no piece exceeds ``limit`` characters."""
+    then at words, then (a run with no space, such as Chinese without a clause mark or
+    a hash) every ``limit`` characters, so no piece exceeds ``limit`` and no word of
+    the text is left out. Pieces with nothing to say (only marks: '---') are dropped."""
     out: list[str] = []
-    for sentence in _SENTENCE_END.split(text):
-        sentence = sentence.strip()
-        if not sentence:
-            continue
-        if len(sentence) <= limit:
-            out.append(sentence)
-            continue
-        piece = ""
-        for part in _CLAUSE.split(sentence):
-            for word in part.split(" "):
-                if piece and len(piece) + 1 + len(word) > limit:
-                    out.append(piece)
-                    piece = ""
-                piece = f"{piece} {word}".strip()[:limit]
-        if piece:
-            out.append(piece)
+    for sentence in _split_sentences(text):
+        out.extend(_fit(sentence, limit, (_CLAUSE_BREAK, _WORD_BREAK)))
     return [s for s in out if any(ch.isalnum() for ch in s)]
 
 

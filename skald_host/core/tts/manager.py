@@ -67,6 +67,17 @@ class TextTooLong(SpeechRefused, ValueError):
     """Longer than ``tts.max_chars``, or nothing in it to read aloud."""
 
 
+class UnknownVoice(SpeechRefused, LookupError):
+    """A voice asked for by name that no engine the member may use has. Refused rather
+    than replaced by the default: a client that names a voice and hears another cannot
+    tell its choice was wrong."""
+
+    def __init__(self, voice: str) -> None:
+        super().__init__(f"there is no voice {voice!r}; the voice list (GET /api/tts/voices) names those you can use",
+                         code="tts_unknown_voice", values={"voice": voice})
+        self.voice = voice
+
+
 class TtsBusy(SpeechRefused):
     """Too many syntheses of this member at once, or no slot came free in time."""
 
@@ -231,6 +242,20 @@ class TtsManager:
                 return Choice(name, self._engines[name][1], voice.id, language)
         return None
 
+    def check_voice(self, wanted: str, member: Any = None) -> None:
+        """Refuse (``UnknownVoice``) a voice a client names that is not there for the
+        member: no such engine, an engine they may not use, or one that does not list
+        that voice. An engine that is not ready and lists no voices is not refused here:
+        the voice may be real, and ``choose`` falls back as for a voice that does not
+        speak the language. Only a voice asked for in the request is checked; the
+        member's stored choice outliving its engine just falls back to the default."""
+        name, _, voice_id = wanted.partition(":")
+        if not voice_id or name not in self._engines or not self._may(member, name):
+            raise UnknownVoice(wanted)
+        listed = {voice.id for voice in self._voices(name)}
+        if voice_id not in listed and (listed or self.health(name) is None):
+            raise UnknownVoice(wanted)
+
     async def preferred_voice(self, db: Any) -> str | None:
         if db is None:
             return None
@@ -240,11 +265,13 @@ class TtsManager:
 
     # -- speaking --------------------------------------------------------------------------
 
-    def pieces(self, text: str) -> list[str]:
+    async def pieces(self, text: str) -> list[str]:
+        """The text's sentences (``sentences``), made in a thread: a few thousand
+        characters take a millisecond or more, which the event loop should not wait."""
         if len(text) > self.settings.max_chars:
             raise TextTooLong(f"the text has {len(text)} characters; at most {self.settings.max_chars} are read aloud",
                               code="tts_too_long", values={"length": len(text), "limit": self.settings.max_chars})
-        found = sentences(speakable(text))
+        found = await asyncio.to_thread(lambda: sentences(speakable(text)))
         if not found:
             raise TextTooLong("there is nothing to read aloud in this text", code="tts_nothing_to_read")
         return found
@@ -305,8 +332,10 @@ class TtsManager:
         """The whole audio at once (a voice note, a download): WAV or OGG/Opus."""
         if format not in ("ogg", "wav"):
             raise ValueError("format must be 'ogg' or 'wav'")
-        pieces = self.pieces(text)
+        pieces = await self.pieces(text)
         member = await self._core.users.get(member_id)
+        if voice is not None:
+            self.check_voice(voice, member)
         choice = self.choose(locale, voice or await self.preferred_voice(db), member)
         parts = [pcm async for pcm in self.speak(member_id, choice, pieces, db, quick=False)]  # whole sentences: nobody hears it before the end
         pcm = Pcm(parts[0].rate, b"".join(p.frames for p in parts))

@@ -5,8 +5,8 @@ the mobile app): ``GET /api/tts/voices`` and ``POST /api/tts``.
 by sentence (the header says 'length unknown'; the first sentence is sent as soon as it
 is made) or, with ``"format": "ogg"``, one OGG/Opus file. The text travels in the body,
 never in the URL, so no access log holds it. Errors come before the first byte of audio
-as the API's JSON error: 400 (empty or too long), 422 (no voice speaks the member's
-language), 429 (too many at once), 503 (the engine cannot speak).
+as the API's JSON error: 400 (empty or too long), 422 (no such voice: ``tts_unknown_voice``;
+no voice speaks the member's language), 429 (too many at once), 503 (the engine cannot speak).
 
 Why an engine is not ready or failed is said to an admin only: the engine's words
 (``health``, a 503's ``error``) may name the admin's files and the libraries' errors.
@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator
 from quart import Blueprint, Response, current_app
 
 from skald_hookspecs.tts import TtsUnavailable
-from skald_host.core.tts import NoVoice, TextTooLong, TtsBusy, no_voice_message
+from skald_host.core.tts import NoVoice, TextTooLong, TtsBusy, UnknownVoice, no_voice_message
 from skald_host.core.tts.audio import resample, stream_header
 from skald_host.web.auth import current_principal
 from skald_host.web.body import OBJECT, TEXT, accepts, array, json_object, nullable, obj, one_of, returns, text
@@ -89,12 +89,16 @@ async def speak() -> Any:
         if fmt == "ogg":
             audio = await core.tts.render(member_id, text, locale=locale, db=db, format="ogg", voice=voice)
             return Response(audio, mimetype="audio/ogg", headers={"Cache-Control": "no-store"})
-        pieces = core.tts.pieces(text)
+        pieces = await core.tts.pieces(text)
+        if voice is not None:
+            core.tts.check_voice(voice, current_principal().member)
         choice = core.tts.choose(locale, voice or await core.tts.preferred_voice(db), current_principal().member)
         stream = core.tts.speak(member_id, choice, pieces, db)
         first = await stream.__anext__()
     except TextTooLong as exc:
         raise ApiError.refusing(400, exc, field="text") from None
+    except UnknownVoice as exc:
+        raise ApiError.refusing(422, exc, field="voice") from None
     except NoVoice as exc:
         raise ApiError(422, no_voice_message(core.strings, exc, ui_locale)) from None
     except TtsBusy as exc:
