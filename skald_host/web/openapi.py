@@ -166,11 +166,23 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                 "properties": {"code": TEXT, "values": {"type": "object"}},
                 "required": ["code", "values"],
             }),
+            "attachments": array(ref("Attachment"), description="the files a member's message carries; empty when none"),
             "tool_calls": array(ref("ToolCall")),
         }
     ),
+    "Attachment": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "the agent path (open it with /api/file?path=)"},
+            "name": TEXT,
+            "mime": {"type": "string", "description": "the type sniffed from the file's bytes when it was sent"},
+            "size": {"type": "integer", "description": "bytes, when it was sent"},
+        },
+        "required": ["path"],
+        "description": "A file a member attached to a message, as it was when sent.",
+    },
     "QueuedMessage": _record(
-        {"id": INT, "content": TEXT, "attachments": NULLABLE_TEXT, "created_at": TIME,
+        {"id": INT, "content": TEXT, "attachments": array(ref("Attachment")), "created_at": TIME,
          "idempotency_key": {**NULLABLE_TEXT, "description": "the key its client sent it with"}},
         description="A message stored while a turn ran; the next turn takes it.",
     ),

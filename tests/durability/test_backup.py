@@ -304,6 +304,33 @@ async def test_links_in_a_home_are_kept_as_links_never_followed(skald, tmp_path)
     assert os.readlink(restored / "homes" / bob.member["id"] / "escape") == str(secret)
 
 
+async def test_a_backup_and_restore_keep_every_files_modification_time(skald, tmp_path):
+    """A project's "Changed" column reads a file's mtime: a backup and a restore must
+    not stamp every file (or folder) with their own time. The backup still verifies."""
+    host = await skald.start()
+    await host.admin()
+    bob = await host.member("bob")
+    home = host.core.files.home(bob.member["id"])
+    (home / "old-project").mkdir()
+    old_file = home / "old-project" / "report.txt"
+    old_file.write_text("written long ago")
+    (home / "old-link").symlink_to("old-project/report.txt")
+    long_ago = 1_500_000_000  # July 2017
+    os.utime(old_file, (long_ago, long_ago))
+    os.utime(home / "old-link", (long_ago + 1, long_ago + 1), follow_symlinks=False)
+    os.utime(home / "old-project", (long_ago + 2, long_ago + 2))
+    info = await host.core.backups.take()
+    assert verify(info.path).files == info.files
+    restored = tmp_path / "restored"
+    restore(info.path, restored)
+    for copy in (info.path / "data", restored):
+        restored_home = copy / "homes" / bob.member["id"]
+        assert int((restored_home / "old-project" / "report.txt").stat().st_mtime) == long_ago
+        assert int((restored_home / "old-link").lstat().st_mtime) == long_ago + 1
+        assert int((restored_home / "old-project").stat().st_mtime) == long_ago + 2
+        assert (restored_home / "old-project" / "report.txt").read_text() == "written long ago"
+
+
 async def test_entries_swapped_for_links_while_copied_are_never_followed(skald, tmp_path, monkeypatch):
     """The race a member's sandbox can run against a backup (renameat2 in a loop), won
     every time here: right after the backup looked at a file, a folder and a FIFO's

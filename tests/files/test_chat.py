@@ -83,7 +83,7 @@ async def test_an_image_reaches_a_vision_model_as_a_data_url_and_a_plain_model_a
     assert f"- {text['path']} (text/plain, 5 bytes)" in content[0]["text"]
     assert content[1:] == [{"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()}}]
     stored = (await messages(files.alice, cid))[0]
-    assert [a["path"] for a in json.loads(stored["attachments"])] == [image["path"], text["path"]]
+    assert [a["path"] for a in stored["attachments"]] == [image["path"], text["path"]]
 
     # The next turn: the image belongs to an older turn now, so only the path block goes.
     files.server.script(VISION, [Reply("Still a cat.")])
@@ -270,8 +270,28 @@ async def test_a_message_queued_during_a_turn_shows_its_attachments_while_it_wai
         ack = await sock.command(type="send", conversation_id=cid, text="And this photo?", attachments=[image["path"]])
         assert ack["type"] == "ack" and ack["queued"] is True, ack
         [queued] = (await files.alice.get(f"/api/conversations/{cid}")).json()["queued"]
-        assert [a["path"] for a in json.loads(queued["attachments"])] == [image["path"]]
+        assert [a["path"] for a in queued["attachments"]] == [image["path"]]
         await sock.turn(cid, timeout=20)
         await sock.turn(cid, timeout=20)
     stored = await messages(files.alice, cid)
-    assert [a["path"] for a in json.loads(stored[2]["attachments"])] == [image["path"]]
+    assert [a["path"] for a in stored[2]["attachments"]] == [image["path"]]
+
+
+async def test_a_reloaded_conversation_gives_attachments_as_a_list_like_the_export(files):
+    """GET /api/conversations/<id> answers each message's attachments as a list of
+    objects (empty when none), as the live ``user_message`` event and the JSON export
+    do: never the JSON text the column stores."""
+    await configure_models(files.admin, files.server, (PLAIN,))
+    cid = await new_conversation(files.alice)
+    image = (await upload(files.alice, cid, "cat.png", PNG)).json()
+    files.server.script(PLAIN, [Reply("A cat.")])
+    async with ChatSocket(files.alice) as sock:
+        await sock.command(type="send", conversation_id=cid, text="Look", attachments=[image["path"]])
+        await sock.turn(cid, timeout=20)
+    question, answer = await messages(files.alice, cid)
+    assert question["attachments"] == [{"path": image["path"], "name": "cat.png", "mime": "image/png", "size": len(PNG)}]
+    assert answer["attachments"] == []
+    exported = json.loads((await files.alice.get(f"/api/conversations/{cid}/export", params={"format": "json"})).text)
+    assert [m["attachments"] for m in exported["messages"]] == [question["attachments"], answer["attachments"]]
+    schema = (await files.alice.get("/api/openapi.json")).json()["components"]["schemas"]
+    assert schema["Message"]["properties"]["attachments"]["items"] == {"$ref": "#/components/schemas/Attachment"}

@@ -190,6 +190,25 @@ async def test_uploads_need_the_callers_own_conversation_and_a_readable_name(fil
     assert not (files.core.files.home(bob.id) / "uploads" / alice_cid).exists()
 
 
+async def test_a_raw_utf8_file_name_is_refused_with_what_to_send_never_saved_garbled(files):
+    """HTTP header values are Latin-1: a client that puts ``rawé`` in X-Filename as
+    raw UTF-8 bytes would have the file saved as ``rawÃ©``. It is refused (400, with a
+    code the reader's language words) and nothing is saved; percent-encoded, the same
+    name is kept as sent."""
+    cid = await new_conversation(files.bob)
+    response = await files.bob.post(f"/api/conversations/{cid}/uploads", content=b"hi", headers={"X-Filename": "rawé".encode()})
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["field"] == "filename" and body["code"] == "filename_not_encoded" and body["values"] == {"header": "X-Filename"}
+    assert "percent-encoded" in body["error"]
+    english, german = (files.core.strings.lookup("core.error.filename_not_encoded", locale) for locale in ("en", "de"))
+    assert "{header}" in english and "{header}" in german and german.startswith("Der Dateiname")
+    bob = await files.member("bob")
+    assert not (files.core.files.home(bob.id) / "uploads" / cid).exists()
+    response = await upload(files.bob, cid, "rawé", b"hi")
+    assert response.status_code == 201 and response.json()["name"] == "rawé"
+
+
 async def test_an_uploads_folder_made_a_link_from_the_sandbox_is_refused_not_followed(files, tmp_path):
     """The sandbox owns the home: it can turn ``~/uploads`` (or a conversation's folder
     in it) into a link. The upload is refused with the reason; nothing is made or

@@ -193,6 +193,26 @@ async def test_a_plugin_waiting_for_a_setting_or_notready_is_waiting_not_failed(
     assert (await admin.get("/api/admin/plugins/needs-token")).json()["waiting"] is False
 
 
+async def test_a_disabled_plugin_is_not_waiting_and_keeps_no_stale_reason(skald):
+    """Waiting is for an enabled plugin (enabled without its token, then disabled, the
+    Telegram plugin showed "disabled" beside waiting: true and "No bot token is set").
+    Disabled over the API, nothing waits and no reason stays; enabled again, its start
+    says it again."""
+    host = await skald.start(plugins=[NeedsToken("needs-token"), NeedsToken("not-ready", not_ready=True)])
+    admin = await host.admin()
+    for plugin_id in ("needs-token", "not-ready"):
+        enabled = await admin.put(f"/api/admin/plugins/{plugin_id}/enabled", json={"enabled": True})
+        assert enabled.status_code == 200 and enabled.json()["waiting"] is True and enabled.json()["error"], enabled.text
+        disabled = await admin.put(f"/api/admin/plugins/{plugin_id}/enabled", json={"enabled": False})
+        assert disabled.status_code == 200, disabled.text
+        for card in (disabled.json(), {p["id"]: p for p in (await admin.get("/api/admin/plugins")).json()["plugins"]}[plugin_id]):
+            assert (card["state"], card["waiting"], card["needs_settings"], card["error"], card["healthy"]) == ("disabled", False, False, None, True), card
+    warnings = (await admin.get("/api/admin/status")).json()["warnings"]
+    assert not [w for w in warnings if w["id"] in ("plugin_waiting", "plugin_failed")], warnings
+    again = await admin.put("/api/admin/plugins/not-ready/enabled", json={"enabled": True})
+    assert again.json()["waiting"] is True and "no token from the service yet" in again.json()["error"]
+
+
 # -- 5. a save whose restart fails ---------------------------------------------------------------
 
 

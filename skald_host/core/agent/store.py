@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
+from skald_host.core.files.media import parse_attachments
 from skald_host.core.storage import Database
 from skald_host.core.text import clean_title, search_form, sharp_s_spellings
 
@@ -1085,6 +1086,8 @@ class ConversationStore:
             for message in messages:
                 message["tool_calls"] = calls.get(message["id"], [])
                 message.pop("indexed", None)
+                # Stored as JSON text; on the wire a list, as the live event and the export give it.
+                message["attachments"] = parse_attachments(message.get("attachments"))
                 if message.get("reason"):
                     message["reason"] = json.loads(message["reason"])
             return messages
@@ -1098,7 +1101,7 @@ class ConversationStore:
                 (conversation_id,),
             ).fetchall()
         )
-        return [dict(r) for r in rows]
+        return [dict(r, attachments=parse_attachments(r["attachments"])) for r in rows]
 
     # -- approvals ----------------------------------------------------------------------
 

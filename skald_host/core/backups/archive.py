@@ -1,7 +1,8 @@
 """A backup on disk, and restoring one (check G6).
 
 ``skald-backup-<UTC stamp>/`` holds ``data/``, the data dir as it was (databases copied
-consistently by ``service.py``, everything else file by file, owners and modes kept),
+consistently by ``service.py``, everything else file by file, owners, modes and
+modification times kept),
 and ``manifest.json``: every entry's type, mode, owner, and for a file its size and
 SHA-256. Nothing here needs a member's key: encrypted files are copied as they are, so a
 backup is exactly as private as the data dir, and as sensitive (it holds the wrapped
@@ -77,7 +78,7 @@ _NO_FOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def copy_tree(source: Path, target: Path, *, exclude: Callable[[str], bool] = lambda _: False) -> list[dict[str, str]]:
     """Copy the tree under ``source`` into the existing directory ``target``, keeping
-    modes (and owners, as root). Links are copied as links, never followed: a member's
+    modes and times (and owners, as root). Links are copied as links, never followed: a member's
     home may hold one to anywhere. ``exclude`` gets paths relative to ``source``.
     Returns what could not be copied, each with the reason.
 
@@ -171,10 +172,18 @@ def _copy_entry(
 
 
 def _keep_metadata(path: Path, info: os.stat_result) -> None:
+    """Owner, mode and times as the original had them. Times matter to members: a
+    project's "Changed" column reads a file's mtime, and a backup and restore that
+    stamp every file with its own time erase when anything was last worked on. Times go
+    last, since writing a file or adding to a folder moves them (a folder's entries are
+    all copied before this is called for it)."""
     if os.geteuid() == 0:
         os.chown(path, info.st_uid, info.st_gid, follow_symlinks=False)
     if not stat.S_ISLNK(info.st_mode):
         os.chmod(path, stat.S_IMODE(info.st_mode))
+    if stat.S_ISLNK(info.st_mode) and os.utime not in os.supports_follow_symlinks:
+        return  # a platform that cannot set a link's own times: never touch its target's
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
 
 
 def sha256_of(path: Path) -> str:

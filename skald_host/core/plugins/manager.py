@@ -735,6 +735,13 @@ class PluginManager:
         status = self._status.get(plugin_id)
         if status and status.state in ("loaded", "disabled"):
             status.state = "loaded" if enabled else "disabled"
+            if not enabled and status.waiting:
+                # Waiting is what an enabled plugin does for the admin (a token, a setting);
+                # a disabled one waits for nothing, and "No bot token is set" beside
+                # "disabled" read as a fault. Its next start says it again if still so.
+                status.waiting, status.healthy = False, True
+                status.error = status.error_key = None
+                status.error_values = {}
 
     def is_enabled(self, plugin_id: str) -> bool:
         status = self._status.get(plugin_id)

@@ -192,6 +192,22 @@ def _files_error(exc: Exception) -> ApiError:
     raise exc
 
 
+def _decoded_filename(raw_name: str) -> str:
+    """The upload's name from its header. Header values arrive as Latin-1 (HTTP's own
+    charset), so a client that sends raw UTF-8 would have ``rawé`` saved as ``rawÃ©``;
+    any byte outside ASCII is refused instead, with what to send, never guessed at."""
+    not_encoded = ApiError(
+        400, f"{FILENAME_HEADER} must be percent-encoded UTF-8 (encodeURIComponent in JavaScript), not raw non-ASCII text",
+        field="filename", code="filename_not_encoded", values={"header": FILENAME_HEADER},
+    )
+    if not raw_name.isascii():
+        raise not_encoded
+    try:
+        return unquote(raw_name, errors="strict")
+    except UnicodeDecodeError:
+        raise not_encoded from None
+
+
 @bp.post("/api/conversations/<conversation_id>/uploads")
 @accepts(UPLOAD, content_type="application/octet-stream")
 @returns(ref("Upload"), 201, "stored in the conversation's uploads; name the path in a message's attachments")
@@ -207,10 +223,7 @@ async def upload(conversation_id: str) -> Any:
     raw_name = request.headers.get(FILENAME_HEADER) or "upload"
     if len(raw_name) > MAX_FILENAME_HEADER:
         raise ApiError(400, f"{FILENAME_HEADER} is longer than {MAX_FILENAME_HEADER} characters", field="filename")
-    try:
-        filename = unquote(raw_name, errors="strict")
-    except UnicodeDecodeError:
-        raise ApiError(400, f"{FILENAME_HEADER} is not percent-encoded UTF-8", field="filename") from None
+    filename = _decoded_filename(raw_name)
     limit = core.settings.files.upload_max_bytes
     if (request.content_length or 0) > limit:
         raise upload_too_large(limit)
