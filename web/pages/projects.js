@@ -15,6 +15,11 @@ const projectRoute = (id, path = "") => `#projects/${encodeURIComponent(id)}${pa
 const projectApi = (id, rest = "") => `/api/projects/${encodeURIComponent(id)}${rest}`;
 const filesApi = (id, rest, params) => `${projectApi(id, `/files${rest}`)}?${new URLSearchParams(params)}`;
 const encodePath = (path) => path.split("/").map(encodeURIComponent).join("/");
+// The session's capabilities as of sign-in (an admin's: "*").
+const mayChat = (ctx) => {
+  const capabilities = ctx.session?.capabilities || [];
+  return capabilities.includes("*") || capabilities.includes("projects.chat");
+};
 
 /** "My garden plan" → "my-garden-plan": a suggestion the member may edit. */
 const slugOf = (title) => title.toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
@@ -108,12 +113,19 @@ function detailsSection(project, ctx) {
     el("dt", { text: t("projects.owner") }), el("dd", { text: `@${project.owner.username}` }),
     el("dt", { text: t("projects.created") }), el("dd", { text: formatDate(project.created_at) }));
   const status = statusLine();
-  const chat = button(t("projects.chat"), { kind: "primary", onClick: () => busy(chat, async () => {
-    const response = await api("POST", projectApi(project.id, "/chat"));
-    if (response.ok) ctx.navigate(`#chat/${encodeURIComponent(response.data.id)}`);
-    else status.error(errorText(response));
-  }) });
-  const actions = el("div", { class: "actions" }, chat);
+  const actions = el("div", { class: "actions" });
+  // Offered only to a role with project chat (as of sign-in; a role changed since is
+  // still refused by the server, and said so); without it, the reason instead of a
+  // button that could only fail.
+  const chatNote = mayChat(ctx) ? null : el("p", { class: "muted", "data-testid": "project-chat-unavailable", text: t("projects.chat_not_in_role") });
+  if (!chatNote) {
+    const chat = button(t("projects.chat"), { kind: "primary", onClick: () => busy(chat, async () => {
+      const response = await api("POST", projectApi(project.id, "/chat"));
+      if (response.ok) ctx.navigate(`#chat/${encodeURIComponent(response.data.id)}`);
+      else status.error(errorText(response));
+    }) });
+    actions.append(chat);
+  }
   if (project.can_delete) { // the owner; or, once the owner is gone from it, a member who writes
     actions.append(button(t("projects.delete"), { kind: "danger", onClick: async () => {
       const ok = await confirmDialog({ title: t("projects.delete_title"), message: t("projects.delete_text", { title: project.title }), confirmLabel: t("projects.delete") });
@@ -133,7 +145,7 @@ function detailsSection(project, ctx) {
       else status.error(errorText(response));
     } }));
   }
-  const parts = [facts, actions, status.node];
+  const parts = [facts, chatNote, actions, status.node].filter(Boolean);
   if (project.can_write) parts.push(editForm(project, ctx));
   return section(t("projects.details"), ...parts);
 }

@@ -720,10 +720,13 @@ class MemberRuntime:
 
     async def delete(self, conversation_id: str) -> None:
         """Stop the conversation's turn and delete it; announced once deleted, so that
-        every other open client (another tab, another device) lets it go."""
+        every other open client (another tab, another device) lets it go. Its uploads
+        folder goes after the rows' delete is committed: a crash between leaves a folder
+        nothing names, never a conversation naming files that are gone."""
         await self.stop(conversation_id)
         if await self.store.delete(conversation_id):
             self.emit("conversation_deleted", conversation_id)
+            await self.core.files.remove_uploads(self.member_id, conversation_id)
 
     async def discard(self, conversation_id: str) -> None:
         """Delete a conversation nobody reads again (a system agent's pass, once it

@@ -54,6 +54,18 @@ class FileBlob:
     size: int
 
 
+@dataclass(frozen=True)
+class OpenFile:
+    """A host file opened for the viewer to stream, of any size: a descriptor checked to
+    be a regular file inside its folder, its size when opened and the type sniffed from
+    its first bytes. Whoever takes it closes ``fd`` (``file_response`` does)."""
+
+    name: str
+    fd: int
+    mime: str
+    size: int
+
+
 class MemberFiles:
     def __init__(self, core: "Skald", member: "Member") -> None:
         self._reach = lambda: core
@@ -113,6 +125,24 @@ class MemberFiles:
         ``start_sandbox`` (a GET, which changes nothing) a sandbox path is read only
         from a sandbox that is up."""
         resolved = await self.resolve(path)
+        if resolved.kind == "host":
+            data = await asyncio.to_thread(_read_host, resolved, self._core.settings.files.view_max_bytes)
+            assert resolved.host_path is not None
+            return FileBlob(resolved.host_path.name, data, sniff(data[:8192], complete=len(data) <= 8192), len(data))
+        return await self._read_whole(resolved, start_sandbox)
+
+    async def open_blob(self, path: str, *, start_sandbox: bool = True) -> FileBlob | OpenFile:
+        """The file viewer's read (``/api/file``): a host file opened to be streamed,
+        whatever its size (an upload may be larger than anything read whole); a note or
+        a sandbox file read whole up to the viewer's cap, as ``read_blob`` does."""
+        resolved = await self.resolve(path)
+        if resolved.kind == "host":
+            return await asyncio.to_thread(_open_host, resolved)
+        return await self._read_whole(resolved, start_sandbox)
+
+    async def _read_whole(self, resolved: Resolved, start_sandbox: bool) -> FileBlob:
+        """A note's or a sandbox file's bytes, up to the viewer's cap (a sandbox file
+        crosses as one command's output)."""
         limit = self._core.settings.files.view_max_bytes
         if resolved.kind == "memory":
             if not resolved.memory_key:
@@ -122,14 +152,10 @@ class MemberFiles:
             return FileBlob(resolved.memory_key.rsplit("/", 1)[-1], data, TEXT, len(data))
         if resolved.kind == "folders":
             raise FileError("that is a folder")
-        if resolved.kind == "sandbox":
-            if not start_sandbox and not self._sandbox().is_up(self.member.id):
-                raise FileError("no such file now: your sandbox is not running (it starts with the next command the assistant runs)")
-            data = await self._sandbox_read(resolved.sandbox_path or "/", limit)
-            return FileBlob((resolved.sandbox_path or "file").rsplit("/", 1)[-1], data, sniff(data[:8192], complete=len(data) <= 8192), len(data))
-        data = await asyncio.to_thread(_read_host, resolved, limit)
-        assert resolved.host_path is not None
-        return FileBlob(resolved.host_path.name, data, sniff(data[:8192], complete=len(data) <= 8192), len(data))
+        if not start_sandbox and not self._sandbox().is_up(self.member.id):
+            raise FileError("no such file now: your sandbox is not running (it starts with the next command the assistant runs)")
+        data = await self._sandbox_read(resolved.sandbox_path or "/", limit)
+        return FileBlob((resolved.sandbox_path or "file").rsplit("/", 1)[-1], data, sniff(data[:8192], complete=len(data) <= 8192), len(data))
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -333,7 +359,9 @@ class MemberFiles:
         return entries
 
 
-def _read_host(resolved: Resolved, limit: int) -> bytes:
+def _open_regular(resolved: Resolved) -> int:
+    """A descriptor of the host file ``resolved``, checked to be a regular file inside
+    its folder (blocking: run it in a thread)."""
     assert resolved.host_path is not None and resolved.base is not None
     try:
         fd = open_inside(resolved.base, resolved.host_path, os.O_RDONLY)
@@ -349,11 +377,33 @@ def _read_host(resolved: Resolved, limit: int) -> bytes:
             raise FileError(f"{resolved.agent_path} is a folder; use list_files")
         if not stat.S_ISREG(info.st_mode):
             raise FileError(f"{resolved.agent_path} is not a regular file")
-        if info.st_size > limit:
-            raise FileError(f"{resolved.agent_path} is {info.st_size} bytes, more than the {limit} bytes that can be read at once")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_host(resolved: Resolved, limit: int) -> bytes:
+    fd = _open_regular(resolved)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise FileError(f"{resolved.agent_path} is {size} bytes, more than the {limit} bytes that can be read at once")
         return read_all(fd, limit)
     finally:
         os.close(fd)
+
+
+def _open_host(resolved: Resolved) -> OpenFile:
+    fd = _open_regular(resolved)
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, 8192, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    assert resolved.host_path is not None
+    return OpenFile(resolved.host_path.name, fd, sniff(head, complete=size <= len(head)), size)
 
 
 def _read_host_lines(resolved: Resolved, start: int, end: int | None) -> tuple[list[str], int | None]:

@@ -22,6 +22,7 @@ exactly like the sandbox shows them. A folder the member does not belong to answ
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -545,7 +546,56 @@ class FileService:
         except (PathRefused, NotADirectoryError):  # a link out of the home, or a file, on the way
             raise FileError(f"~/{UPLOADS_DIR}/{conversation_id} is not a folder; move what is there away and upload again") from None
 
+    async def remove_uploads(self, member_id: str, conversation_id: str) -> None:
+        """A deleted conversation's ``~/uploads/<conversation>/``: its files would
+        otherwise stay in the home, served by ``/api/file`` and counted against the disk
+        limit, with nothing left that names them. Called once the conversation's rows
+        are gone (a crash between leaves a folder nothing names, never a conversation
+        naming missing files); a folder already gone is fine. A failure is logged, not
+        raised: the conversation is deleted either way."""
+        if not (_SAFE_ID.match(member_id) and _SAFE_ID.match(conversation_id)):
+            return  # no upload is ever saved under such a name (``save_upload``)
+        try:
+            removed = await asyncio.to_thread(_remove_upload_folder, self.root / member_id, conversation_id)
+        except OSError as exc:
+            log.warning("the uploads of a deleted conversation could not all be removed: %s", type(exc).__name__)
+            return
+        if removed:
+            log.info("uploads of deleted conversation %s removed", conversation_id)
 
+
+def _remove_upload_folder(home: Path, conversation_id: str) -> bool:
+    """``uploads/<conversation>`` in ``home``, removed by descriptor: the member's
+    sandbox can put links in the home, so neither ``uploads`` nor the folder is
+    followed if it is a link now (``rmtree`` with ``dir_fd`` never follows one inside
+    either). False when there is no such folder (blocking: run it in a thread)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        home_fd = os.open(home, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        try:
+            uploads_fd = os.open(UPLOADS_DIR, flags, dir_fd=home_fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # ``uploads`` is a link: nothing of ours is behind it
+                return False
+            raise
+        try:
+            try:
+                info = os.stat(conversation_id, dir_fd=uploads_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            if not stat.S_ISDIR(info.st_mode):
+                return False
+            shutil.rmtree(conversation_id, dir_fd=uploads_fd)
+            return True
+        finally:
+            os.close(uploads_fd)
+    finally:
+        os.close(home_fd)
 
 
 def _remove_partial_uploads(root: Path) -> int:

@@ -10,22 +10,33 @@ the request is refused with 413 and the partial file deleted.
 shared folders and projects, the home, the sandbox) for the calling member only, and
 serves it with a type that cannot execute: images as themselves, text as
 ``text/plain``, everything else as a download, always ``nosniff`` and sandboxed.
+
+A file on the host is streamed from its checked descriptor (``file_response``, the one
+way a file of ours goes out whole, the project explorer's downloads too), so any file an
+upload could make can be fetched again; ``files.view_max_bytes`` caps only what the
+browser is asked to show inline, and what must be read whole (a note, a sandbox file).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import weakref
+from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import Any
 from urllib.parse import quote, unquote
 
 from quart import Blueprint, Response, current_app, request
 from quart.wrappers import Request
 from quart.wrappers.request import Body
+from quart.wrappers.response import ResponseBody
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
 
 from skald_host.core.agent.runtime import ChatError
-from skald_host.core.files.ops import MemberFiles
+from skald_host.core.files.ops import MemberFiles, OpenFile
 from skald_host.core.files.paths import PathRefused
 from skald_host.core.files.service import FileError, UploadTooLarge
 from skald_host.core.files.sniff import IMAGE_TYPES, TEXT
@@ -247,20 +258,83 @@ async def view_file() -> Any:
         raise ApiError(400, "path is required", field="path")
     files = MemberFiles(core, current_principal().member)
     try:
-        blob = await files.read_blob(path, start_sandbox=False)
+        blob = await files.open_blob(path, start_sandbox=False)
     except Exception as exc:  # re-raised by _files_error unless it is a known refusal
         raise _files_error(exc) from None
-    if blob.mime in IMAGE_TYPES:
+    # Shown in the page only up to the viewer's cap: a larger image or text is a download.
+    viewable = blob.size <= core.settings.files.view_max_bytes
+    if blob.mime in IMAGE_TYPES and viewable:
         content_type, inline = blob.mime, True
-    elif blob.mime == TEXT:
+    elif blob.mime == TEXT and viewable:
         content_type, inline = "text/plain; charset=utf-8", True
     else:
         content_type, inline = "application/octet-stream", False
+    if isinstance(blob, OpenFile):
+        return file_response(blob.fd, blob.size, blob.name, content_type=content_type, inline=inline)
     response = Response(blob.data, status=200, content_type=content_type)
+    _file_headers(response, blob.name, inline)
+    return response
+
+
+#: What one read of a streamed file takes (one worker thread's trip per chunk).
+STREAM_CHUNK = 1024 * 1024
+
+
+class DescriptorBody(ResponseBody):
+    """A response body streamed from an open, already checked file descriptor: read in
+    chunks, each in a worker thread (a disk read never holds up the event loop), and
+    never by name again (Quart's ``FileBody`` reopens its path, which a sandbox may have
+    swapped for a link by then). Exactly ``size`` bytes, the size the headers promised:
+    a file grown since is cut there; one shrunk ends the answer short, as an error, so
+    the client sees a broken download rather than a whole-looking short one. The
+    descriptor is closed when the body was sent, or, never sent (the client left first),
+    when the body is collected."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self._fd = fd
+        self._size = size
+        self._close = weakref.finalize(self, os.close, fd)
+
+    async def __aenter__(self) -> "DescriptorBody":
+        return self
+
+    async def __aexit__(self, exc_type: type | None, exc_value: BaseException | None, tb: TracebackType | None) -> None:
+        self._close()
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        offset = 0
+        while offset < self._size:
+            chunk = await asyncio.to_thread(os.pread, self._fd, min(STREAM_CHUNK, self._size - offset), offset)
+            if not chunk:
+                raise OSError(f"the file shrank to {offset} bytes while it was sent ({self._size} were announced)")
+            offset += len(chunk)
+            yield chunk
+
+
+def file_response(fd: int, size: int, name: str, *, content_type: str = "application/octet-stream", inline: bool = False) -> Response:
+    """The one way a whole file of ours is answered: streamed from ``fd`` (a descriptor
+    checked to be a regular file where the caller may read; this takes it over and
+    closes it), ``size`` bytes of it, with headers that never let it run as a page of
+    ours. No response timeout: a large file on a slow link takes as long as it takes
+    (Quart's default would cut it silently after a minute)."""
+    try:
+        response = Response(DescriptorBody(fd, size), status=200, content_type=content_type)
+    except BaseException:
+        os.close(fd)
+        raise
+    response.content_length = size
+    response.timeout = None
+    _file_headers(response, name, inline)
+    return response
+
+
+def _file_headers(response: Response, name: str, inline: bool) -> None:
     disposition = "inline" if inline else "attachment"
-    ascii_name = re.sub(r"[^A-Za-z0-9._ ()-]", "_", blob.name) or "file"
-    response.headers["Content-Disposition"] = f"{disposition}; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(blob.name)}"
+    ascii_name = re.sub(r"[^A-Za-z0-9._ ()-]", "_", name) or "file"
+    response.headers["Content-Disposition"] = f"{disposition}; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name)}"
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Content-Security-Policy"] = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox"
     response.headers["Cache-Control"] = "private, no-store"
-    return response

@@ -24,10 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from quart import Blueprint, Response, current_app, request
+from quart import Blueprint, current_app, request
 
 from skald_host.core.agent.runtime import ChatError
-from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside, open_inside, read_all
+from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside, open_inside
 from skald_host.core.folders import FolderAccess, FolderError
 from skald_host.core.folders.listing import MAX_LISTING, PARTIAL_UPLOAD, listing as _listing
 from skald_host.core.folders.service import SHARED_DIR_MODE, SHARED_FILE_MODE, open_to_members_at
@@ -35,7 +35,7 @@ from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, TEXT, UPLOAD, accepts, field, json_object, obj, query
 from skald_host.web.errors import ApiError
 from skald_host.web.routes.chat import runtime as chat_runtime
-from skald_host.web.routes.files import upload_too_large
+from skald_host.web.routes.files import file_response, upload_too_large
 
 bp = Blueprint("folders", __name__)
 
@@ -344,19 +344,17 @@ async def list_project_files(project_id: str) -> dict:
 @bp.get("/api/projects/<project_id>/files/content")
 @query(path={**TEXT, "x-required": True})
 async def download_project_file(project_id: str) -> Any:
-    """The file's bytes as a download: never rendered by the browser as a page of ours."""
+    """The file's bytes as a download: never rendered by the browser as a page of ours.
+    Streamed, so any file an upload could put here comes out again."""
     access = await _access(project_id, write=False)
     rel = _relative(request.args.get("path"))
-    limit = _core().settings.files.view_max_bytes
-    data = await asyncio.to_thread(_read_file, access, rel, limit)
-    response = Response(data, mimetype="application/octet-stream")
-    response.headers["Content-Disposition"] = _attachment(PurePosixPath(rel).name)
-    return response
+    fd, size = await asyncio.to_thread(_open_file, access, rel)
+    return file_response(fd, size, PurePosixPath(rel).name)
 
 
-def _read_file(access: FolderAccess, rel: str, limit: int) -> bytes:
-    """The bytes of the project's file ``rel``, read from a descriptor checked to be a
-    regular file inside the project (blocking: run it in a thread)."""
+def _open_file(access: FolderAccess, rel: str) -> tuple[int, int]:
+    """A descriptor of the project's file ``rel``, checked to be a regular file inside
+    the project, and its size (blocking: run it in a thread)."""
     missing = ApiError(404, f"no such file: {rel or '/'}", field="path", code="no_such_file", values={"path": rel or "/"})
     if not rel:
         raise missing
@@ -371,18 +369,10 @@ def _read_file(access: FolderAccess, rel: str, limit: int) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise missing
-        if info.st_size > limit:
-            raise ApiError(413, f"the file is larger than the download limit of {limit} bytes", code="download_too_large", values={"limit": limit})
-        return read_all(fd, limit)
-    finally:
+    except BaseException:
         os.close(fd)
-
-
-def _attachment(name: str) -> str:
-    from urllib.parse import quote
-
-    ascii_name = "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\' else "_" for ch in name) or "file"
-    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name)}"
+        raise
+    return fd, info.st_size
 
 
 @bp.post("/api/projects/<project_id>/files/upload/<path:target>")
