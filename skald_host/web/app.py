@@ -20,7 +20,7 @@ from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPl
 from skald_host.settings import Settings
 from skald_host.web.auth import PLUGIN_PREFIX, audit_plugin_refusal, gate_request, gate_websocket
 from skald_host.web.body import JSONProvider, json_error_request_class, read_body, settle_unread_body
-from skald_host.web.errors import GENERIC_CODES, error_response, install_error_handlers
+from skald_host.web.errors import GENERIC_CODES, answered_in_view, error_response, install_error_handlers
 from skald_host.web.routes import BLUEPRINTS
 from skald_host.web.routes.files import PluginUploads, plugin_upload_refusal, refuse_oversized_plugin_upload
 from skald_host.web.routes.files import request_class as upload_request_class
@@ -107,6 +107,7 @@ def create_app(
             raise
         app.config["SKALD_CORE"] = core
         await mount_plugin_routes(app, core)
+        await core.catalog.report_missing()  # enabled, then uninstalled: said at every start until dismissed
         try:
             await core.start_enabled_plugins()
         except StrictPluginFailure as exc:
@@ -166,4 +167,9 @@ async def mount_plugin_routes(app: Quart, core: Skald) -> None:
             )
         except Exception as exc:
             core.plugins.fail(contribution.plugin_id, f"register_routes: the blueprint could not be mounted: {exc}")
+    # A plugin's HTTP views make their response themselves (``answered_in_view``); a
+    # websocket's view returns nothing to send.
+    mounted = tuple(f"plugin.{c.plugin_id}." for c in routers)
+    for endpoint in {rule.endpoint for rule in app.url_map.iter_rules() if rule.endpoint.startswith(mounted) and not rule.websocket}:
+        app.view_functions[endpoint] = answered_in_view(app.view_functions[endpoint])
     app.extensions["skald_plugin_uploads"].mount(app)

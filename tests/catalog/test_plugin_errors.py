@@ -319,3 +319,54 @@ async def test_a_hooks_and_a_routes_failures_are_on_the_plugins_page_under_an_er
     assert route_error_id in logged and "in boom" in logged
     assert SECRET not in logged and SECRET not in str(hooked)
     assert "failures" not in (await admin.get("/api/admin/plugins")).json()["plugins"][0]  # the detail's, not the list's
+
+
+class AnswersWhatCannotBeSent:
+    """Routes whose return value Quart cannot turn into a response."""
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="unsendable", title="Unsendable", spec=">=1.2,<2")
+
+    @hookimpl
+    def register_routes(self, register, host) -> None:
+        from quart import Blueprint
+
+        bp = Blueprint("unsendable_routes", __name__)
+
+        @bp.get("/number")
+        async def number():
+            return 12345
+
+        @bp.get("/set")
+        async def a_set():
+            return {"x": {1, 2}, "said": SECRET}
+
+        @bp.get("/fine")
+        def fine():  # a plain def still answers (Quart runs it in a thread)
+            return {"ok": True}
+
+        register(bp)
+
+
+async def test_a_route_returning_what_cannot_be_sent_fails_as_a_raising_route_does(skald, caplog):
+    """It answered a bare http_500 without an error id, stayed off the plugin's page, and
+    its log line carried the exception's whole message."""
+    caplog.set_level(logging.INFO)
+    host = await skald.start(plugins=[AnswersWhatCannotBeSent()], enable=["unsendable"])
+    admin = await host.admin()
+    alice = await host.member("alice")
+    assert (await alice.get("/api/plugin/unsendable/fine")).json() == {"ok": True}
+    error_ids = {}
+    for path in ("/number", "/set"):
+        answer = await alice.get(f"/api/plugin/unsendable{path}")
+        assert answer.status_code == 500 and answer.json()["code"] == "internal_error", answer.text
+        error_ids[f"route GET /api/plugin/unsendable{path}"] = answer.json()["values"]["error_id"]
+
+    failures = (await admin.get("/api/admin/plugins/unsendable")).json()["failures"]
+    assert {f["where"]: f["error_id"] for f in failures} == error_ids
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for error_id in error_ids.values():
+        assert "plugin unsendable: route GET /api/plugin/unsendable/" in logged and error_id in logged
+    # Frames and type only, as for any failure of a plugin's code.
+    assert "Object of type set" not in caplog.text and "it was a int" not in caplog.text

@@ -329,3 +329,35 @@ def test_a_member_tools_returning_a_string_is_refused_in_one_line_once(caplog):
     registry.member_tools("m-1", usable=lambda plugin_id: True)
     latest = manager.status("member-tooler").failures[-1]
     assert latest["traceback"].endswith("PluginError: member_tools returned int; expected a list of Tool")
+
+
+def test_a_member_tools_list_of_wrong_items_is_told_once_naming_the_hook_on_the_plugins_page(caplog):
+    """``["not a tool", 42]`` was logged in every round as "member tool refused: register()
+    expects one Tool" (no register() was called), and its page showed nothing."""
+    caplog.set_level(logging.DEBUG)
+    plugin = MemberToolsOf(["not a tool", 42, _tool("kept")])
+    registry, manager = registry_with(plugin)
+
+    for _ in range(3):  # three model rounds
+        assert [t.name for t in registry.member_tools("m-1", usable=lambda plugin_id: True)] == ["kept"]
+
+    failures = list(manager.status("member-tooler").failures)
+    assert [f["where"] for f in failures] == ["hook member_tools"]
+    said = "member_tools returned a list holding str, int where only Tool objects belong; those items were left out"
+    assert failures[0]["traceback"].endswith(f"PluginError: {said}")
+    assert caplog.text.count(said) == 1
+    assert failures[0]["error_id"] in caplog.text
+    assert "register()" not in caplog.text
+
+    # A tool it cannot offer is said in the same way, with what is wrong with it.
+    plugin.result = [_tool("bad name")]
+    registry.member_tools("m-1", usable=lambda plugin_id: True)
+    latest = manager.status("member-tooler").failures[-1]
+    assert "member_tools returned a list holding a tool it cannot offer (tool name 'bad name' must be" in latest["traceback"]
+    # Mended: nothing more is told, and a relapse is told again.
+    plugin.result = [_tool("kept")]
+    registry.member_tools("m-1", usable=lambda plugin_id: True)
+    plugin.result = ["again"]
+    registry.member_tools("m-1", usable=lambda plugin_id: True)
+    assert manager.status("member-tooler").failures[-1]["traceback"].endswith("holding str where only Tool objects belong; those items were left out")
+    assert len(manager.status("member-tooler").failures) == 3

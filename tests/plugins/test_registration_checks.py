@@ -284,3 +284,37 @@ async def test_a_page_entry_outside_the_plugins_own_routes_fails_the_plugin(skal
     pages = {c.plugin_id: c.value.entry for c in host.core.web_pages if c.plugin_id in {**refused, **accepted}}
     assert pages == accepted
     await assert_host_and_bystanders_work(host, bystander)
+
+
+class TwoPagesOfOneId:
+    """Registers two pages under one page id: the shell's ``#plugin/<id>/<page_id>``
+    could reach only one of them."""
+
+    def __init__(self, plugin_id: str, page_ids: tuple[str, ...]) -> None:
+        self.plugin_id, self.page_ids = plugin_id, page_ids
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info(self.plugin_id)
+
+    @hookimpl
+    def register_web_pages(self, register) -> None:
+        for n, page_id in enumerate(self.page_ids):
+            register(WebPage(page_id, f"Page {n}", f"page{n}.js"))
+
+
+async def test_two_pages_of_one_id_in_one_plugin_fail_it_naming_the_page_id(skald, caplog):
+    bystander = Bystander()
+    # Two plugins may each have a page "main": the id is the plugin's own.
+    plugins = [TwoPagesOfOneId("twice", ("main", "other", "main")), TwoPagesOfOneId("one", ("main",)), TwoPagesOfOneId("two", ("main",)), bystander]
+    host = await skald.start(plugins=plugins)
+
+    status = host.core.plugins.status("twice")
+    assert (status.state, status.error) == (
+        "failed", "register_web_pages: page 'main' is registered twice: each page of a plugin needs an id of its own",
+    )
+    assert "plugin twice failed: register_web_pages: page 'main' is registered twice" in caplog.text
+    pages = sorted((c.plugin_id, c.value.page_id) for c in host.core.web_pages if c.plugin_id in ("twice", "one", "two"))
+    assert pages == [("one", "main"), ("two", "main")]
+    assert host.core.plugins.status("one").state != "failed" and host.core.plugins.status("two").state != "failed"
+    await assert_host_and_bystanders_work(host, bystander)

@@ -52,6 +52,33 @@ async function diagnose(url) {
   }
 }
 
+/** Thrown when the page's own element failed as it was built or mounted: the cause is
+ * its code, not the module's fetch, so `diagnose` has nothing to add. */
+class ElementFailed extends Error {}
+
+/** Run `mount` (creating the page's element, setting its attributes, putting it in the
+ * document) and return the first error the element's code threw meanwhile. The browser
+ * does not throw those to the caller: an exception in a custom element's constructor,
+ * connectedCallback or attributeChangedCallback is only reported (the window's `error`
+ * event), and the page stayed empty with the cause in the console alone. It is still
+ * logged there, for the page's author, with its stack. */
+function failureWhile(mount) {
+  let failure = null;
+  const listen = (event) => {
+    if (failure) return;
+    failure = event.error ?? new Error(event.message);
+    event.preventDefault(); // handled here: said on the page, logged below
+  };
+  window.addEventListener("error", listen);
+  try {
+    mount();
+  } finally {
+    window.removeEventListener("error", listen);
+  }
+  if (failure) console.error(failure);
+  return failure;
+}
+
 class PluginPageHost extends HTMLElement {
   connectedCallback() {
     if (this.started) return;
@@ -73,14 +100,19 @@ class PluginPageHost extends HTMLElement {
       if (typeof PageClass !== "function" || !(PageClass.prototype instanceof HTMLElement)) {
         throw new Error(t("pluginpage.no_element"));
       }
-      const page = document.createElement(defineOnce(pluginId, pageId, PageClass));
-      page.setAttribute("plugin-id", pluginId);
-      page.setAttribute("page-id", pageId);
-      // A section of a member's admin page learns whose (WebPage.slot "member_admin").
-      if (this.hasAttribute("member-id")) page.setAttribute("member-id", this.getAttribute("member-id"));
-      this.replaceChildren(page);
+      const tag = defineOnce(pluginId, pageId, PageClass);
+      const failure = failureWhile(() => {
+        const page = document.createElement(tag);
+        page.setAttribute("plugin-id", pluginId);
+        page.setAttribute("page-id", pageId);
+        // A section of a member's admin page learns whose (WebPage.slot "member_admin").
+        if (this.hasAttribute("member-id")) page.setAttribute("member-id", this.getAttribute("member-id"));
+        this.replaceChildren(page);
+      });
+      if (failure) throw new ElementFailed(t("pluginpage.element_failed", { error: failure?.message || String(failure) }));
     } catch (error) {
-      const why = await diagnose(entryUrl(this.getAttribute("entry-url"), pluginId)) || error?.message || String(error);
+      const why = (error instanceof ElementFailed ? null : await diagnose(entryUrl(this.getAttribute("entry-url"), pluginId)))
+        || error?.message || String(error);
       this.replaceChildren(el("div", { class: "notice error", role: "alert" },
         el("strong", { text: t("pluginpage.failed", { title }) }),
         el("p", { class: "detail", text: why })));

@@ -9,11 +9,11 @@ import { closeOnEscape, errorText, notice, pageHeader } from "../lib/ui.js";
 
 /** green: running; amber: running, but it says something keeps it from its job now
  * (`degraded`, HostApi.set_degraded), or waiting to start (`waiting`: a required
- * setting, a NotReady: a state to resolve, not a crash); red: failed or unhealthy;
- * grey: off or blocked. */
+ * setting, a NotReady: a state to resolve, not a crash); red: failed, unhealthy, or
+ * `missing` (turned on, but its package is installed no more); grey: off or blocked. */
 export function health(plugin) {
   if (plugin.state === "loaded" && plugin.waiting) return "amber";
-  if (plugin.state === "failed" || (plugin.state === "loaded" && plugin.healthy === false)) return "red";
+  if (plugin.state === "failed" || plugin.state === "missing" || (plugin.state === "loaded" && plugin.healthy === false)) return "red";
   if (plugin.state === "loaded" && plugin.degraded) return "amber";
   if (plugin.state === "loaded") return "green";
   return "grey";
@@ -113,6 +113,16 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
   const footer = el("footer", { class: "plugin-foot" });
   if (!plugin.builtin) {
     footer.append(enableSwitch(plugin, (fresh) => {
+      if (fresh.state === "missing" && !fresh.enabled) {
+        // Turned off while installed no more: dismissed. Nothing is left to show but
+        // that, where the card was, with the keyboard there.
+        const gone = notice("info", t("plugin.missing_dismissed", { plugin: plugin.title || plugin.id }));
+        gone.tabIndex = -1;
+        card.replaceWith(gone);
+        gone.focus();
+        ctx.refreshNav();
+        return;
+      }
       Object.assign(plugin, {
         enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error, degraded: fresh.degraded, problems: fresh.problems,
         waiting: fresh.waiting, needs_settings: fresh.needs_settings,

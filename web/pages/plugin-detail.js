@@ -36,6 +36,7 @@ function summary(plugin) {
 function unusableNote(plugin) {
   if (plugin.state === "failed") return notice("error", t("plugin.failed_note", { error: plugin.error || "" }));
   if (plugin.state === "blocked") return notice("info", t("plugin.blocked_note"));
+  if (plugin.state === "missing") return notice("error", t("plugin.missing_note"));
   return plugin.enabled || plugin.builtin ? null : notice("info", t("plugin.disabled_note"));
 }
 
@@ -56,6 +57,7 @@ function markTheOtherFields(holder, response) {
  * told the admin nothing of a save that broke the plugin. */
 function configSection(plugin, refresh) {
   const schema = plugin.config_schema || [];
+  if (plugin.state === "missing") return null; // its note says all there is: nothing is installed to have settings
   if (plugin.settings_known === false) {
     // It failed before saying who it is: whether it has settings is unknown, not "none".
     return section(t("plugin.config_title"), notice("info", t("plugin.config_unknown")));
@@ -134,7 +136,7 @@ async function rosterSection(plugin) {
   // Never in a grant list (part of the host): listing grants showed only the admin,
   // while every member's requests carried its tools.
   if (plugin.builtin) return section(title, el("p", { class: "muted", text: t("plugin.roster_builtin") }));
-  if (plugin.state === "failed" || plugin.state === "blocked") return section(title, el("p", { class: "muted", text: t("plugin.roster_unavailable") }));
+  if (["failed", "blocked", "missing"].includes(plugin.state)) return section(title, el("p", { class: "muted", text: t("plugin.roster_unavailable") }));
   const response = await api("GET", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/access`);
   if (!response.ok) return section(title, notice("error", errorText(response)));
   const members = response.data.members || [];

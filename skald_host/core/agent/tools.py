@@ -93,6 +93,8 @@ class ToolRegistry:
         #: The plugins whose member_tools last returned something other than a list: told
         #: once on their page, not in every round, until they return a list again.
         self._misshapen: set[str] = set()
+        #: What was wrong with the items of each plugin's last list (``_refuse_items``).
+        self._refused_items: dict[str, tuple[str, ...]] = {}
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
@@ -125,11 +127,16 @@ class ToolRegistry:
                     self._refuse_shape(plugin_id, result)
                     continue
                 self._misshapen.discard(plugin_id)
+                not_tools: list[str] = []  # the type names of items that are no Tool
+                unusable: list[str] = []  # why a Tool among them cannot be offered
                 for tool in result or ():
+                    if not isinstance(tool, Tool):  # validate_tool's "register() expects one Tool": no register() was called
+                        not_tools.append(type(tool).__name__)
+                        continue
                     try:
                         validate_tool(plugin_id, (tool,))
                     except PluginError as exc:
-                        log.warning("plugin %s: member tool refused: %s", plugin_id, exc)
+                        unusable.append(str(exc))
                         continue
                     if tool.name in self._tools or tool.name in seen:
                         log.warning("plugin %s: member tool %r clashes with another tool; dropped", plugin_id, tool.name)
@@ -139,8 +146,26 @@ class ToolRegistry:
                     if cached is None or cached.tool is not tool:
                         cached = self._member_cache[(plugin_id, tool.name)] = RegisteredTool(plugin_id, tool)
                     out.append(cached)
+                self._refuse_items(plugin_id, not_tools, unusable)
         out.sort(key=lambda t: t.name)
         return out
+
+    def _refuse_items(self, plugin_id: str, not_tools: list[str], unusable: list[str]) -> None:
+        """Items of the returned list that are no usable Tool: left out, and said once on
+        the plugin's page and in the log, naming the hook (a line in every round named
+        ``register()``, which the plugin never called, and its page showed nothing).
+        Told again when what is wrong changes; forgotten once every item is a tool."""
+        told = tuple(dict.fromkeys(not_tools)) + tuple(unusable)
+        if not told:
+            self._refused_items.pop(plugin_id, None)
+            return
+        if self._refused_items.get(plugin_id) == told:
+            return
+        self._refused_items[plugin_id] = told
+        holding = [f"{', '.join(dict.fromkeys(not_tools))} where only Tool objects belong"] if not_tools else []
+        holding += [f"a tool it cannot offer ({why})" for why in unusable]
+        wrong = PluginError(f"member_tools returned a list holding {'; '.join(holding)}; those items were left out")
+        record_failure(self._plugins, plugin_id, "hook member_tools", wrong, say=True)
 
     def _refuse_shape(self, plugin_id: str, result: Any) -> None:
         """A result that is not a list would be iterated item by item (a string letter

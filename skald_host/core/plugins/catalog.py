@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import unquote, urlsplit
@@ -46,6 +47,9 @@ STARTUP_TIMED_OUT = "core.plugin.startup_timed_out"
 STARTUP_BLOCKED = "core.plugin.startup_blocked"
 #: The host's own reasons, core strings; any other key is the plugin's (``NotReady``).
 HOST_REASONS = (NEEDS_SETTINGS, STARTUP_TIMED_OUT, STARTUP_BLOCKED)
+#: Why an enabled plugin is listed as ``missing``: its registry row says enabled, but no
+#: installed distribution offers it any more (``pip uninstall``, then a restart).
+MISSING = "core.plugin.missing"
 
 
 def live_change(schema: Any, previous: dict[str, Any], fresh: dict[str, Any]) -> bool:
@@ -167,6 +171,58 @@ class PluginCatalog:
         except (KeyError, IndexError, ValueError, AttributeError):
             return text
 
+    # -- enabled, but installed no more -------------------------------------------------------
+    # Its row (switch, settings, grants, approval rules) stays, so reinstalling brings it
+    # back as it was; until then it is listed as ``missing``, not left out without a
+    # word: the admin reinstalls it, or disables it, which dismisses it.
+
+    async def missing(self) -> list[str]:
+        """The ids of plugins whose row says enabled that no installed plugin answers to,
+        sorted. A candidate that failed or was blocked before it said its id is listed
+        under its entry point's name: one whose name or distribution names the id
+        (``weather``, ``skald-weather``) may be the plugin, so it is not called missing."""
+        rows = await self._core.registry.run(lambda c: c.execute("SELECT id FROM plugins WHERE enabled = 1").fetchall())
+        known: set[str] = set()
+        for status in self._core.plugins.statuses():
+            known.add(status.id)
+            if status.info is None:
+                for name in (status.name, status.distribution or ""):
+                    loose = _loosely(name)
+                    known.update({loose, loose.removeprefix("skald-")})
+        return sorted(r[0] for r in rows if r[0] not in known and _loosely(r[0]) not in known)
+
+    def missing_entry(self, plugin_id: str, locale: str | None, *, enabled: bool = True) -> dict[str, Any]:
+        """A missing plugin as the catalog lists it: the shape of a status entry, with
+        what the host still knows (its id) and why it does not run."""
+        return {
+            "id": plugin_id, "name": plugin_id, "distribution": None, "version": None, "builtin": False, "state": "missing",
+            "spec": None, "hooks": [], "error": self._core.strings.translate(MISSING, locale), "degraded": None,
+            "import_ms": 0.0, "healthy": False, "waiting": False, "needs_settings": False, "problems": 0,
+            "title": plugin_id, "description": "", "enabled": enabled, "configurable": False, "icon": "puzzle",
+            "manages_own_access": False, "row_born": True,
+        }
+
+    async def report_missing(self) -> list[str]:
+        """Log, once at start, each enabled plugin that is installed no more; their ids."""
+        missing = await self.missing()
+        for plugin_id in missing:
+            log.warning("plugin %s is enabled but installed no more: reinstall its package, or disable it in the catalog", plugin_id)
+        return missing
+
+    async def set_missing_enabled(self, plugin_id: str, enabled: bool, locale: str | None = None) -> dict[str, Any]:
+        """The switch of a missing plugin: off dismisses it (its row keeps its settings
+        and grants, off); on is refused, as nothing is installed to run."""
+        if plugin_id not in await self.missing():
+            raise CatalogError(f"no plugin {plugin_id!r}")
+        if enabled:
+            raise CatalogError(
+                f"plugin {plugin_id!r} is installed no more; reinstall its package and restart the server to enable it",
+                code="plugin_missing", plugin=plugin_id,
+            )
+        await self.store_row(plugin_id, None, enabled=False)
+        log.info("plugin %s disabled (installed no more: dismissed from the catalog)", plugin_id)
+        return self.missing_entry(plugin_id, locale, enabled=False)
+
     async def list(self, locale: str | None = None) -> list[dict[str, Any]]:
         rows, holders = await self._rows(), await self._holders()
         out = []
@@ -182,9 +238,17 @@ class PluginCatalog:
             entry["holders"] = holders.get(status.id, 0)
             entry["row_born"] = status.id in rows
             out.append(entry)
+        for plugin_id in await self.missing():
+            out.append({**self.missing_entry(plugin_id, locale), "holders": holders.get(plugin_id, 0)})
         return out
 
     async def detail(self, plugin_id: str, locale: str | None = None) -> dict[str, Any]:
+        if self._core.plugins.status(plugin_id) is None and plugin_id in await self.missing():
+            return {
+                **self.missing_entry(plugin_id, locale), "traceback": None, "failures": [], "tool_failures": [],
+                "config_schema": [], "user_config_schema": [], "config": {}, "settings_known": False,
+                "grant_by_default": False, "pages": [], "settings_sets": [],
+            }
         status = self._status(plugin_id)
         entry = self._localize(status.as_dict(), locale)  # the traceback included: this is the admin's view (plugins.manage)
         row = await self._core.registry.run(lambda c: c.execute("SELECT enabled FROM plugins WHERE id = ?", (plugin_id,)).fetchone())
@@ -594,6 +658,11 @@ def validate_config_set(plugin_id: str, args: tuple[Any, ...]) -> ConfigSet:
     except SchemaInvalid as exc:
         raise PluginError(str(exc)) from None
     return config_set
+
+
+def _loosely(name: str) -> str:
+    """A name as PEP 503 compares distributions: 'Skald_Weather' is 'skald-weather'."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def _grants_by_default(info: PluginInfo) -> bool:

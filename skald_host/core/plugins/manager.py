@@ -60,6 +60,13 @@ FOLDER_HOOKS = {
     " [tool.setuptools.package-data] <package> = [\"agents/**/*\"] in pyproject.toml",
 }
 
+#: Hooks whose values are named uniquely within one plugin only (two plugins may each
+#: have a page "main": the shell routes ``#plugin/<id>/<page_id>``), and what names
+#: them: a second of one name would be unreachable, or shadow the first, with nothing said.
+UNIQUE_WITHIN_PLUGIN: dict[str, Callable[[Any], str]] = {
+    "register_web_pages": lambda page: page.page_id,
+}
+
 #: Hooks the host calls without awaiting, on a hot path, and why: an ``async def`` impl
 #: would hand back a coroutine there, found out only in every model round. Refused at load.
 SYNCHRONOUS_HOOKS = {
@@ -866,6 +873,9 @@ class PluginManager:
                     if name in owners or any(key(c.value) == name for c in _mine):
                         other = owners.get(name, _pid)
                         raise PluginError(f"{kind} {name!r} is registered by both {other!r} and {_pid!r}")
+                own_key = UNIQUE_WITHIN_PLUGIN.get(hook_name)
+                if own_key is not None and any(own_key(c.value) == own_key(value) for c in _mine):
+                    raise PluginError(f"{kind} {own_key(value)!r} is registered twice: each {kind} of a plugin needs an id of its own")
                 _mine.append(Contribution(_pid, value))
 
             try:

@@ -27,7 +27,9 @@ async def _guard(coro, plugin_id: str | None = None):
     except MemberNotFound:
         raise ApiError(404, "no such member") from None
     except CatalogError as exc:
-        error = ApiError.refusing(404 if str(exc).startswith(("no plugin", "no settings set")) else 400, exc)
+        error = ApiError.refusing(
+            404 if str(exc).startswith(("no plugin", "no settings set")) else 409 if exc.code == "plugin_missing" else 400, exc
+        )
         if plugin_id is not None and error.code is None and str(exc).startswith("no plugin"):
             error.code, error.values = "plugin_unknown", {"plugin": plugin_id}
         raise error from None
@@ -63,6 +65,8 @@ async def plugin_detail(plugin_id: str) -> dict:
 async def set_enabled(plugin_id: str) -> dict:
     data = await json_object()
     enabled = field(data, "enabled", bool)
+    if _core().plugins.status(plugin_id) is None:  # enabled, but installed no more: off dismisses it
+        return await _guard(_core().catalog.set_missing_enabled(plugin_id, enabled, await reader_locale()), plugin_id)
     await _guard(_core().set_plugin_enabled(plugin_id, enabled), plugin_id)
     return await _guard(_core().catalog.detail(plugin_id, await reader_locale()), plugin_id)
 

@@ -51,6 +51,10 @@ async def status() -> dict:
             title = core.strings.plugin_text(plugin.id, "plugin.title", locale, plugin.info.title if plugin.info else plugin.name)
             values = {"plugin": title, "reason": core.catalog.degraded_text(plugin, locale) or ""}
             warnings.append({"id": "plugin_degraded", "values": values, "text": core.strings.translate("core.warning.plugin_degraded", locale, **values)})
+    for plugin_id in await core.catalog.missing():
+        # Enabled, then uninstalled: it vanished from every list without a word.
+        values = {"plugin": plugin_id}
+        warnings.append({"id": "plugin_missing", "values": values, "text": core.strings.translate("core.warning.plugin_missing", locale, **values)})
     plugin_id, sandbox_refusal = await core.sandbox.in_use()
     backend = core.plugins.status(plugin_id) if plugin_id else None
     return {

@@ -1,0 +1,132 @@
+"""An enabled plugin whose package is uninstalled (then a restart) vanished without a
+word: gone from the catalog, no warning, no log line, while its row, settings and
+grants stayed. Now it is listed as ``missing`` with why, the status warns, the start
+logs it, and the admin can turn it off, which dismisses it; reinstalling brings it back
+as the admin left it.
+
+The plugin is a throwaway distribution found through the ``skald.plugins`` entry point,
+as a real one is, by a ``skald serve`` subprocess; uninstalling removes its files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from durability.helpers import ADMIN_PASSWORD, Servers, install_distribution, setup_admin
+
+PLUGIN = "goneprobe"
+SOURCE = '''
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import PluginInfo
+
+
+@hookimpl
+def plugin_info():
+    return PluginInfo(id="goneprobe", title="Gone probe", spec=">=1.0,<2")
+'''
+REASON = "Installed no more: reinstall the package or disable it."
+
+
+@pytest_asyncio.fixture
+async def servers(tmp_path):
+    factory = Servers(tmp_path)
+    try:
+        yield factory
+    finally:
+        await factory.close()
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    site = tmp_path / "site"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    return site
+
+
+def install(site: Path) -> None:
+    install_distribution(site, PLUGIN, PLUGIN, textwrap.dedent(SOURCE))
+
+
+def uninstall(site: Path) -> None:
+    shutil.rmtree(site / f"skald_{PLUGIN}")
+    shutil.rmtree(site / f"skald_{PLUGIN}-1.0.dist-info")
+
+
+async def listed(admin) -> dict:
+    response = await admin.get("/api/admin/plugins")
+    assert response.status_code == 200, response.text
+    return {p["id"]: p for p in response.json()["plugins"]}
+
+
+async def warnings(admin) -> list[dict]:
+    response = await admin.get("/api/admin/status")
+    assert response.status_code == 200, response.text
+    return [w for w in response.json()["warnings"] if w["id"].startswith("plugin_")]
+
+
+async def test_an_enabled_plugin_uninstalled_is_listed_missing_until_disabled(servers: Servers, site: Path):
+    install(site)
+    server = await servers.start()
+    admin = await setup_admin(server)
+    assert (await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})).status_code == 200
+    assert (await listed(admin))[PLUGIN]["state"] == "loaded"
+    await server.terminate()
+
+    uninstall(site)
+    server = await servers.start()
+    admin = await server.login("admin", ADMIN_PASSWORD)
+    gone = (await listed(admin))[PLUGIN]
+    assert (gone["state"], gone["enabled"], gone["error"], gone["builtin"]) == ("missing", True, REASON, False)
+    assert await warnings(admin) == [{
+        "id": "plugin_missing", "values": {"plugin": PLUGIN},
+        "text": f"The plugin {PLUGIN} is turned on but installed no more: reinstall its package, or turn it off in the catalog.",
+    }]
+    assert f"plugin {PLUGIN} is enabled but installed no more" in server.output
+    detail = await admin.get(f"/api/admin/plugins/{PLUGIN}")
+    assert detail.status_code == 200 and detail.json()["state"] == "missing", detail.text
+    # Nothing is installed to turn on.
+    refused = await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})
+    assert (refused.status_code, refused.json()["code"], refused.json()["values"]) == (409, "plugin_missing", {"plugin": PLUGIN})
+
+    # Off dismisses it: no longer listed, no warning.
+    off = await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": False})
+    assert off.status_code == 200, off.text
+    assert (off.json()["state"], off.json()["enabled"]) == ("missing", False)
+    assert PLUGIN not in await listed(admin)
+    assert await warnings(admin) == []
+    again = await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": False})
+    assert (again.status_code, again.json()["code"]) == (404, "plugin_unknown")
+    await server.terminate()
+
+    # Reinstalled, it is back as the admin left it: off.
+    install(site)
+    server = await servers.start()
+    admin = await server.login("admin", ADMIN_PASSWORD)
+    back = (await listed(admin))[PLUGIN]
+    assert (back["state"], back["enabled"]) == ("disabled", False)
+    assert "is enabled but installed no more" not in server.output
+
+
+async def test_reinstalling_a_missing_plugin_brings_it_back_enabled(servers: Servers, site: Path):
+    install(site)
+    server = await servers.start()
+    admin = await setup_admin(server)
+    assert (await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})).status_code == 200
+    await server.terminate()
+    uninstall(site)
+    server = await servers.start()
+    admin = await server.login("admin", ADMIN_PASSWORD)
+    assert (await listed(admin))[PLUGIN]["state"] == "missing"
+    await server.terminate()
+
+    install(site)
+    server = await servers.start()
+    admin = await server.login("admin", ADMIN_PASSWORD)
+    back = (await listed(admin))[PLUGIN]
+    assert (back["state"], back["enabled"]) == ("loaded", True)
+    assert await warnings(admin) == []
