@@ -110,10 +110,28 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         except (PasswordRejected, MemberError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(f"created admin {member.username!r} in {settings.data_dir.resolve()}. Start the server on it with 'skald serve' (pip install) or 'make run' (source checkout) and sign in.")
+        print(f"created admin {member.username!r} in {settings.data_dir.resolve()}. Start the server on it with {_serve_hint(args, settings)} and sign in.")
         return 0
 
     return asyncio.run(_with_core(settings, go))
+
+
+def _serve_hint(args: argparse.Namespace, settings: Settings) -> str:
+    """The commands that start a server on the data dir (and config) setup just used.
+    Taken literally, a bare 'skald serve' or 'make run' starts on ./data: a setup on
+    another dir must name it, or the admin it made is not the one the server knows."""
+    import shlex
+
+    serve, make = ["skald", "serve"], ["make", "run"]
+    data_dir = settings.data_dir.resolve()
+    if data_dir != Path("data").resolve():
+        serve += ["--data-dir", str(data_dir)]
+        make.insert(0, f"SKALD_DATA_DIR={shlex.quote(str(data_dir))}")  # the Makefile passes it on
+    if args.config:
+        config = str(Path(args.config).resolve())
+        serve += ["--config", config]
+        make.insert(0, f"SKALD_CONFIG={shlex.quote(config)}")
+    return f"'{shlex.join(serve)}' (pip install) or '{' '.join(make)}' (source checkout)"
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:

@@ -397,7 +397,9 @@ async function enterShell(known = null, { arrived = false } = {}) {
   draftsFor(response.data.member.id);
   setCsrfToken(response.data.csrf_token);
   await loadLocale(response.data.locale || response.data.member.locale || browserLocale());
-  // The session does not list capabilities; the chat status answers 403 without chat.use.
+  // The session lists the role's capabilities (an admin's: "*"; pages read them as
+  // ctx.session.capabilities, web/lib/capabilities.js); the shell's Chat still follows the
+  // chat status, which answers 403 without chat.use.
   // Reports and System agents are in the menu only while some system agent is there
   // (the System agents plugin, or another's); a link to them still opens the page.
   // Who started supervising them while they were away is said above every page (see

@@ -66,8 +66,9 @@ class BrowserPages:
         self.watch = Watch()
         self._contexts: list[Any] = []
 
-    async def new(self, base_url: str, *, viewport: dict[str, int] = DESKTOP, locale: str = "en-US") -> Any:
-        context = await self.browser.new_context(base_url=base_url, viewport=viewport, locale=locale)
+    async def new(self, base_url: str, *, viewport: dict[str, int] = DESKTOP, locale: str = "en-US", timezone_id: str | None = None) -> Any:
+        """``timezone_id``: the zone the browser reports (its clock's), e.g. "Europe/Berlin"."""
+        context = await self.browser.new_context(base_url=base_url, viewport=viewport, locale=locale, timezone_id=timezone_id)
         await context.add_init_script(STRAY_TEXT_WATCH)
         self._contexts.append(context)
         return self._watched(await context.new_page())

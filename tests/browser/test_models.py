@@ -339,3 +339,25 @@ async def test_a_models_edit_and_delete_show_on_a_phone_without_sideways_scrolli
     await expect(row).to_contain_text("Lokal")  # the provider, under its column's name
     await row.get_by_role("button", name="Edit: Everyday").click()
     await expect(phone.locator(".edit-row form").get_by_label("Label")).to_be_focused()
+
+
+async def test_a_german_admin_sees_the_presets_in_german_and_names_the_provider_so(skald, browser_pages, monkeypatch):
+    """The presets' names were English words from the server ("OpenAI-compatible
+    (environment)"), shown so on the German page and saved so as the provider's name.
+    The server sends a key; the page says it in the admin's language, and the provider
+    it makes is named in that language (the admin's own label, editable)."""
+    from .test_admin_forms_keyboard_and_field_errors import german_admin
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    host, client, page = await german_admin(skald, browser_pages)
+    presets = (await client.get("/api/admin/models/presets")).json()["presets"]
+    assert [p["key"] for p in presets if p["base_url"] == "http://127.0.0.1:9/v1"] == ["openai_environment"]
+    await page.goto("/#models")
+    preset = page.locator(".preset").filter(has_text="http://127.0.0.1:9/v1")
+    await expect(preset.locator("strong")).to_have_text("OpenAI-kompatibel (Umgebung)")
+    await expect(page.locator("main")).not_to_contain_text("environment")
+    await preset.get_by_role("button", name="Anbieter hinzufügen: OpenAI-kompatibel (Umgebung)").click()
+    await expect(page.locator("[data-provider='OpenAI-kompatibel (Umgebung)']")).to_be_visible()
+    providers = (await client.get("/api/admin/models")).json()["providers"]
+    assert [p["name"] for p in providers] == ["OpenAI-kompatibel (Umgebung)"]

@@ -119,3 +119,45 @@ async def test_the_session_ended_notice_speaks_german(skald, browser_pages):
     await page.goto(host.url)
     await expect(page.get_by_role("heading", name="Anmelden")).to_be_visible()
     await expect(page.get_by_text(SESSION_ENDED_DE)).to_be_visible()
+
+
+async def test_sign_in_checks_its_empty_fields_in_the_browser_as_setup_does(skald, browser_pages):
+    """An empty sign-in form went to the server, which could only answer "Wrong user name
+    or password." (newcomer walk). Like the setup form, it says which field is empty,
+    under that field, with the focus there, and asks the server nothing."""
+    host = await skald.start()
+    await host.create_member("nora", display_name="Nora")
+    page = await browser_pages.new(host.url)
+    logins: list[str] = []
+    page.on("request", lambda request: logins.append(request.method) if "/api/auth/login" in request.url else None)
+    await page.goto("/")
+    username = page.get_by_label("User name")
+    password = page.get_by_label("Password", exact=True)
+    submit = page.get_by_role("button", name="Sign in")
+
+    await submit.click()
+    await expect(username).to_have_attribute("aria-invalid", "true")
+    await expect(username).to_have_accessible_description("Please enter your user name.")
+    await expect(username).to_be_focused()
+    await expect(password).to_have_attribute("aria-invalid", "true")
+    await expect(password).to_have_accessible_description("Please enter your password.")
+    await expect(page.get_by_role("alert")).to_have_text("")
+
+    await username.fill("  ")  # blanks are no name
+    await password.fill(MEMBER_PASSWORD)
+    await submit.click()
+    await expect(username).to_be_focused()
+    await expect(password).not_to_have_attribute("aria-invalid", "true")
+    await username.fill("nora")
+    await password.fill("")
+    await submit.click()
+    await expect(password).to_be_focused()
+    await expect(password).to_have_accessible_description("Please enter your password.")
+    await expect(username).not_to_have_attribute("aria-invalid", "true")
+    await expect(page.get_by_text("Wrong user name or password.")).to_have_count(0)
+    assert logins == []
+
+    await password.fill(MEMBER_PASSWORD)
+    await submit.click()
+    await page.locator("#sidebar").wait_for(state="attached")
+    assert logins == ["POST"]

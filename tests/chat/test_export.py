@@ -4,6 +4,7 @@ structure (attachments a list, not text)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 
 from skald_host.testing import Reply
@@ -96,3 +97,36 @@ async def test_the_markdown_export_says_the_hosts_own_results_in_the_readers_lan
     exported = (await bert.get(f"/api/conversations/{cid}/export", params={"format": "json"})).json()
     [call] = [c for m in exported["messages"] for c in m["tool_calls"]]
     assert call["status"] == "denied" and "declined" in call["result"]
+
+
+async def test_a_turns_tool_rounds_and_its_reply_are_one_assistant_section(chat):
+    """Each tool round is a message of its own: the export wrote one "## Assistant" with
+    an empty body per round and the reply under another (newcomer walk). One turn is one
+    section: its tool calls in order, then the reply."""
+    from skald_host.testing import ToolCall
+
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply(tool_calls=[ToolCall("write_note", {"text": "first"})]),
+        Reply(tool_calls=[ToolCall("write_note", {"text": "second"})]),
+        Reply("Neither was written."),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice, title="Notes")
+        await sock.send(cid, "Write two notes.")
+        for text in ("first", "second"):
+            card = await sock.wait_event(cid, "approval_required", arguments=json.dumps({"text": text}))
+            assert (await sock.approve(card["approval_id"], "deny"))["decision"] == "denied"
+        await sock.turn(cid)
+    rounds = (await alice.get(f"/api/conversations/{cid}/export", params={"format": "json"})).json()["messages"]
+    assert [m["role"] for m in rounds] == ["user", "assistant", "assistant", "assistant"]  # three rounds stored
+
+    markdown = (await alice.get(f"/api/conversations/{cid}/export")).text
+    assert markdown.count("## Assistant") == 1, markdown
+    turn = markdown.split("## You\n\nWrite two notes.\n\n## Assistant\n\n", 1)[1]
+    assert turn.startswith("Tool call `write_note` (Denied)\n\n```json\n"), turn  # no empty paragraph first
+    first, second, reply = turn.index('"first"'), turn.index('"second"'), turn.index("Neither was written.")
+    assert first < second < reply, turn
+    assert turn.rstrip().endswith("Neither was written."), turn
+    assert "\n\n\n" not in markdown, markdown

@@ -68,6 +68,24 @@ def test_setup_check_exits_1_before_setup_and_0_after(tmp_path):
     assert after.stdout == f"Skald is set up in {where}: its admin can sign in.\n"
 
 
+def test_setup_on_another_data_dir_names_it_in_the_commands_it_suggests(tmp_path):
+    """Taken literally, 'skald serve' and 'make run' start on ./data: after a setup on
+    another dir the suggested commands must carry it (newcomer walk)."""
+    elsewhere = tmp_path / "elsewhere"
+    created = skald(
+        "setup", "--data-dir", str(elsewhere), "--username", "xa", "--password-stdin",
+        cwd=tmp_path, stdin="a long enough admin password\n",
+    )
+    assert created.returncode == 0, created.stderr
+    where = elsewhere.resolve()
+    assert created.stdout == (
+        f"created admin 'xa' in {where}. Start the server on it with 'skald serve --data-dir {where}' (pip install)"
+        f" or 'SKALD_DATA_DIR={where} make run' (source checkout) and sign in.\n"
+    )
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text(encoding="utf-8")
+    assert "SKALD_DATA_DIR ?= ./data" in makefile and "export SKALD_DATA_DIR" in makefile  # what 'make run' reads
+
+
 def test_setup_check_names_a_data_dir_that_exists_but_holds_nobody(tmp_path):
     (tmp_path / "data").mkdir()
     result = skald("setup", "--check", cwd=tmp_path)  # the default data dir: ./data

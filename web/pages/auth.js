@@ -136,7 +136,16 @@ export function renderLogin(root, onDone, message = "") {
   root.replaceChildren(authCard("login.title", null, [
     ...input("login.username", "username", "text", { autocomplete: "username" }),
     ...input("login.password", "password", "password", { autocomplete: "current-password" }),
-  ], "login.submit", async (data, error) => {
+  ], "login.submit", async (data, error, form) => {
+    // Checked here as the setup form checks its fields: an empty field is said under it,
+    // with the focus there, and the server is not asked (it could only say "wrong").
+    const problems = {
+      username: String(data.get("username") || "").trim() ? "" : t("login.username_missing"),
+      password: data.get("password") ? "" : t("login.password_missing"),
+    };
+    for (const [name, message] of Object.entries(problems)) fieldError(form, name, message);
+    const first = Object.keys(problems).find((name) => problems[name]);
+    if (first) { form.elements.namedItem(first).focus(); return; }
     const response = await api("POST", "/api/auth/login", { username: data.get("username"), password: data.get("password") });
     if (response.status === 200) { rememberSignedIn(); setCsrfToken(response.data.csrf_token); await onDone(); }
     else if (response.status === 401) error.textContent = t("login.failed");

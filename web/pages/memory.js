@@ -6,6 +6,7 @@
 // shared tab without memory.shared.read, "New note", Save and Delete there without
 // memory.shared.write.
 import { api } from "../lib/api.js";
+import { may as mayDo } from "../lib/capabilities.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import { busy, button, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
@@ -15,13 +16,8 @@ const TABS = [
   { id: "shared", root: "shared-memory", label: "memory.tab_shared", read: "memory.shared.read", write: "memory.shared.write" },
 ];
 
-// The capabilities as of sign-in (an admin's: "*"); a role changed since is still
-// refused by the server, and said so.
-const may = (ctx, capability) => {
-  if (!capability) return true;
-  const capabilities = ctx.session?.capabilities || [];
-  return capabilities.includes("*") || capabilities.includes(capability);
-};
+// A tab without a capability to read or write is everyone's.
+const may = (ctx, capability) => !capability || mayDo(ctx.session, capability);
 
 const encodeKey = (key) => key.split("/").map(encodeURIComponent).join("/");
 // A name the browser would rewrite in the URL ("a/../b" becomes "b") or the store would

@@ -216,25 +216,32 @@ function providerForm(ctx) {
 
 // -- presets -------------------------------------------------------------------------------------
 
+/** A preset's name in the reader's language, from its stable key (the server holds no
+ * words); the provider a preset makes is named so, as the admin's own label. */
+const presetName = (preset) => ({
+  openai: t("models.preset_openai"), openai_environment: t("models.preset_openai_environment"), ollama: t("models.preset_ollama"),
+})[preset.key] || preset.key;
+
 function presetsSection(presets, providers, ctx) {
   const known = new Set(providers.map((p) => p.base_url.replace(/\/+$/, "")));
   const items = presets.map((preset) => {
     const added = known.has(String(preset.base_url).replace(/\/+$/, ""));
     const status = statusLine();
+    const name = presetName(preset);
     const apply = button(added ? t("models.preset_added") : t("models.preset_apply"), {
       kind: added ? "small" : "primary small",
       disabled: added,
-      attrs: { "aria-label": `${t("models.preset_apply")}: ${preset.name}` },
+      attrs: { "aria-label": `${t("models.preset_apply")}: ${name}` },
       onClick: () => busy(apply, async () => {
         const response = await api("POST", "/api/admin/models/presets/apply", {
-          name: preset.name, base_url: preset.base_url, api_key_from_environment: preset.api_key_from_environment === true,
+          name, base_url: preset.base_url, api_key_from_environment: preset.api_key_from_environment === true,
         });
         if (response.ok) await ctx.rerender(providerAdded(response.data)); else status.error(errorText(response));
       }),
     });
     return el("li", { class: "preset" },
       el("div", { class: "preset-text" },
-        el("strong", { text: preset.name }), el("code", { class: "block-code", text: preset.base_url }),
+        el("strong", { text: name }), el("code", { class: "block-code", text: preset.base_url }),
         preset.api_key_from_environment ? el("span", { class: "hint", text: t("models.preset_env_key") }) : null,
         preset.models?.length ? el("span", { class: "hint", text: t("models.preset_models", { names: preset.models.slice(0, 8).join(", ") }) }) : null),
       el("div", { class: "preset-action" }, apply, status.node));

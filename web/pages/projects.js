@@ -4,6 +4,7 @@
 // joins a project without accepting: "Invite" asks, Accept joins. Write controls appear only for members who may write; the server refuses
 // a read-only member's changes regardless (403), so hiding them is courtesy, not a gate.
 import { api, upload } from "../lib/api.js";
+import { may } from "../lib/capabilities.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import {
@@ -15,11 +16,6 @@ const projectRoute = (id, path = "") => `#projects/${encodeURIComponent(id)}${pa
 const projectApi = (id, rest = "") => `/api/projects/${encodeURIComponent(id)}${rest}`;
 const filesApi = (id, rest, params) => `${projectApi(id, `/files${rest}`)}?${new URLSearchParams(params)}`;
 const encodePath = (path) => path.split("/").map(encodeURIComponent).join("/");
-// The session's capabilities as of sign-in (an admin's: "*").
-const mayChat = (ctx) => {
-  const capabilities = ctx.session?.capabilities || [];
-  return capabilities.includes("*") || capabilities.includes("projects.chat");
-};
 
 /** "My garden plan" → "my-garden-plan": a suggestion the member may edit. */
 const slugOf = (title) => title.toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
@@ -117,7 +113,7 @@ function detailsSection(project, ctx) {
   // Offered only to a role with project chat (as of sign-in; a role changed since is
   // still refused by the server, and said so); without it, the reason instead of a
   // button that could only fail.
-  const chatNote = mayChat(ctx) ? null : el("p", { class: "muted", "data-testid": "project-chat-unavailable", text: t("projects.chat_not_in_role") });
+  const chatNote = may(ctx.session, "projects.chat") ? null : el("p", { class: "muted", "data-testid": "project-chat-unavailable", text: t("projects.chat_not_in_role") });
   if (!chatNote) {
     const chat = button(t("projects.chat"), { kind: "primary", onClick: () => busy(chat, async () => {
       const response = await api("POST", projectApi(project.id, "/chat"));

@@ -2,8 +2,12 @@
 // last, and pause, resume, edit and delete. The agent's tools reach the same jobs
 // (schedule_prompt, list/change/delete_scheduled_prompt). Every time on the page is
 // written one way (zoned) and names its zone: a recurring job's own (it runs on that
-// wall clock), else the member's, else the browser's.
+// wall clock), else the member's, else the browser's. A new prompt runs in the member's
+// saved zone, else in UTC, as the assistant's do: never silently in the browser's (the
+// page offers to save that one as theirs). A role without tools.schedule keeps its
+// jobs listed (pause, resume, delete: what the API lets it do) but gets no form.
 import { api } from "../lib/api.js";
+import { may } from "../lib/capabilities.js";
 import { el, link } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
 import {
@@ -14,6 +18,11 @@ const browserZone = () => { try { return Intl.DateTimeFormat().resolvedOptions()
 const zoneNames = () => { try { return Intl.supportedValuesOf("timeZone"); } catch { return []; } };
 /** The zone a job's times are read in; `memberZone` is the member's setting (or null). */
 const jobZone = (job, memberZone) => job.timezone || memberZone || browserZone();
+/** Where a new prompt runs when the member has saved no zone: the server's default
+ * (skald_host.core.schedules.service.DEFAULT_TIMEZONE), the assistant's too. */
+const DEFAULT_ZONE = "UTC";
+/** Whether the member's role may create and change scheduled prompts (as of sign-in). */
+const mayChange = (ctx) => may(ctx.session, "tools.schedule");
 
 /** A time in `zone`, with the zone's short name ("Tue, 6/2/2026, 08:30 GMT+9"): one
  * column can hold jobs of different zones, and one-off jobs have none of their own. */
@@ -48,18 +57,30 @@ function zoneInput(name, value) {
 }
 
 function zoneSection(zone, ctx) {
-  const input = zoneInput("timezone", zone || browserZone());
+  // Unset, the field is empty (UTC applies): filled with the browser's zone it read as
+  // the zone in use. The browser's zone is one click away instead.
+  const input = zoneInput("timezone", zone || "");
+  input.placeholder = DEFAULT_ZONE;
   const submit = el("button", { class: "btn", type: "submit", text: t("schedules.zone_save") });
   const status = statusLine();
+  const save = (value, control) => busy(control, async () => {
+    const response = await api("PUT", "/api/me/settings", { timezone: value || null });
+    if (response.ok) {
+      // The one-click button is gone once a zone is saved: the focus goes to the field.
+      const focus = control === submit ? null : ['[data-testid="schedule-zone"] input'];
+      await ctx.rerender({ focus, status: '[data-testid="schedule-zone"] .form-status', say: t("schedules.zone_saved") });
+    } else status.error(errorText(response));
+  });
+  const offered = !zone && browserZone() !== DEFAULT_ZONE ? browserZone() : null;
+  const useBrowser = offered ? button(t("schedules.zone_use", { zone: offered }), {
+    kind: "primary", attrs: { "data-testid": "schedule-zone-use-browser" }, onClick: () => save(offered, useBrowser),
+  }) : null;
   const form = el("form", { class: "grid-form", novalidate: true, "data-testid": "schedule-zone" },
     field(t("schedules.zone_label"), input, { hint: zone ? t("schedules.zone_hint") : t("schedules.zone_unset", { zone: browserZone() }) })[0],
-    el("div", { class: "actions" }, submit), el("div", { class: "span" }, status.node));
+    el("div", { class: "actions" }, submit, useBrowser), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    busy(submit, async () => {
-      const response = await api("PUT", "/api/me/settings", { timezone: input.value.trim() || null });
-      if (response.ok) ctx.rerender(); else status.error(errorText(response));
-    });
+    save(input.value.trim(), submit);
   });
   return section(t("schedules.zone_title"), form);
 }
@@ -72,7 +93,7 @@ function jobForm(ctx, zone, job = null) {
     name: "every", maxlength: "200", autocomplete: "off", placeholder: examples()[0],
     props: { value: job ? (job.phrase || job.cron || "") : "" },
   });
-  const tz = zoneInput("job-timezone", job?.timezone || zone || browserZone());
+  const tz = zoneInput("job-timezone", job?.timezone || zone || DEFAULT_ZONE);
   const preview = el("p", { class: "hint", "data-testid": "schedule-preview", "aria-live": "polite" });
   const submit = el("button", { class: "btn primary", type: "submit", text: job ? t("common.save") : t("schedules.create") });
   const status = statusLine();
@@ -96,7 +117,7 @@ function jobForm(ctx, zone, job = null) {
   const form = el("form", { class: "grid-form", novalidate: true, "data-testid": job ? "schedule-edit" : "schedule-new" },
     el("div", { class: "span" }, field(t("schedules.prompt_label"), prompt, { required: true, hint: t("schedules.prompt_hint") })[0]),
     field(t("schedules.every_label"), every, { required: true, hint: t("schedules.every_hint", { examples: examples().join(" · ") }) })[0],
-    field(t("schedules.job_zone_label"), tz)[0],
+    field(t("schedules.job_zone_label"), tz, { hint: !job && !zone ? t("schedules.job_zone_default") : null })[0],
     el("div", { class: "span" }, preview), actions, el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -141,6 +162,7 @@ function nextText(job, zone) {
 }
 
 function jobRow(job, ctx, memberZone) {
+  const changeable = mayChange(ctx);
   const zone = jobZone(job, memberZone);
   const status = statusLine();
   const label = job.prompt.replace(/\s+/g, " ").trim();
@@ -154,7 +176,7 @@ function jobRow(job, ctx, memberZone) {
       if (response.ok) ctx.rerender(); else status.error(errorText(response));
     },
   }) : null;
-  const edit = job.recurring ? link(`#schedules?edit=${encodeURIComponent(job.id)}`, t("schedules.edit"),
+  const edit = job.recurring && changeable ? link(`#schedules?edit=${encodeURIComponent(job.id)}`, t("schedules.edit"),
     { class: "btn quiet small", "aria-label": `${t("schedules.edit")}: ${short}` }) : null;
   const remove = button(t("schedules.delete"), {
     kind: "quiet small danger-text",
@@ -178,7 +200,7 @@ function jobRow(job, ctx, memberZone) {
 }
 
 function jobsSection(jobs, ctx, memberZone) {
-  if (!jobs.length) return section(t("schedules.list_title"), el("p", { class: "muted", text: t("schedules.none") }));
+  if (!jobs.length) return section(t("schedules.list_title"), el("p", { class: "muted", text: mayChange(ctx) ? t("schedules.none") : t("schedules.none_yet") }));
   const head = el("tr", {}, ...[
     ["schedules.col_prompt", ""], ["schedules.col_when", ""], ["schedules.col_next", ""],
     ["schedules.col_last", "wide-only"], ["schedules.col_actions", "row-actions"],
@@ -197,6 +219,12 @@ export async function renderSchedules(ctx) {
   }
   const { jobs, timezone } = response.data;
   const editing = ctx.params.get("edit");
+  // In place of the form (and of "create one below"): why there is none.
+  const notInRole = () => section(null, el("p", { class: "muted", "data-testid": "schedules-not-in-role", text: t("schedules.not_in_role") }));
+  if (editing && !mayChange(ctx)) {
+    page.append(notInRole(), el("p", {}, link("#schedules", t("schedules.back"))));
+    return page;
+  }
   if (editing) {
     const job = jobs.find((candidate) => candidate.id === editing);
     page.append(job
@@ -204,7 +232,7 @@ export async function renderSchedules(ctx) {
       : section(null, notice("error", t("error.not_found")), link("#schedules", t("schedules.back"))));
     return page;
   }
-  page.append(jobsSection(jobs, ctx, timezone), section(t("schedules.new_title"), jobForm(ctx, timezone)),
+  page.append(jobsSection(jobs, ctx, timezone), mayChange(ctx) ? section(t("schedules.new_title"), jobForm(ctx, timezone)) : notInRole(),
     zoneSection(timezone, ctx), section(t("schedules.rules_title"), el("p", { class: "hint", text: t("schedules.rules") })));
   return page;
 }

@@ -99,8 +99,15 @@ async def test_provider(provider_id: str) -> dict:
     return {"ok": True, "models": names[:200]}
 
 
+#: The presets' stable keys: the page says each in the admin's language
+#: (``models.preset_<key>``), and names the provider so when one is applied.
+PRESET_KEYS = ("openai", "openai_environment", "ollama")
+
+
 @bp.get("/api/admin/models/presets")
-@returns(obj({"presets": array(obj({"name": TEXT, "base_url": TEXT, "api_key_from_environment": BOOL}, {"models": array(TEXT)}))}))
+@returns(obj({"presets": array(obj(
+    {"key": one_of(*PRESET_KEYS), "base_url": TEXT, "api_key_from_environment": BOOL}, {"models": array(TEXT)},
+))}))
 @requires("models.manage")
 async def presets() -> dict:
     """Providers this machine suggests: OpenAI from the environment, a local Ollama."""
@@ -108,7 +115,7 @@ async def presets() -> dict:
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
         found.append(
             {
-                "name": "OpenAI" if not os.environ.get("OPENAI_BASE_URL") else "OpenAI-compatible (environment)",
+                "key": "openai" if not os.environ.get("OPENAI_BASE_URL") else "openai_environment",
                 "base_url": os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
                 "api_key_from_environment": bool(os.environ.get("OPENAI_API_KEY")),
             }
@@ -116,7 +123,7 @@ async def presets() -> dict:
     probe = ModelChoice("probe", "", "", "", "", OLLAMA_URL, None, False, 0, 0)
     try:
         names = await _chat().clients.list_models(probe, timeout=2.0)
-        found.append({"name": "Ollama (this machine)", "base_url": OLLAMA_URL, "models": names[:50], "api_key_from_environment": False})
+        found.append({"key": "ollama", "base_url": OLLAMA_URL, "models": names[:50], "api_key_from_environment": False})
     except ModelError:
         pass
     return {"presets": found}
@@ -128,7 +135,8 @@ async def presets() -> dict:
 @requires("models.manage")
 async def apply_preset():
     """Create a provider from a preset; the environment's key is copied server-side,
-    never through the browser."""
+    never through the browser. ``name`` is the admin's own label for it (the page sends
+    the preset's name in the admin's language), editable like any provider's."""
     data = await json_object()
     base_url = field(data, "base_url", str)
     name = field(data, "name", str)

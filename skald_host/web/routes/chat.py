@@ -303,19 +303,14 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
         text = strings.lookup(f"core.{key}_{status}", locale)
         return text if text is not None else status
 
-    title = conversation.get("title") or say("chat.untitled")
-    exported_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the export's own moment, as the line says
-    lines = [f"# {title}", "", say("export.from", date=exported_at), ""]
-    for message in messages:
-        if message.get("variant"):
-            continue  # an earlier version of an answer: the JSON export has them
-        status = "" if message["status"] == "complete" else f" ({state('chat.status', message['status'])})"
-        role = strings.lookup(f"core.export.role_{message['role']}", locale) or message["role"]
-        lines += [f"## {role}{status}", ""]
+    def round_lines(message: dict) -> list[str]:
+        """One message's lines in its section: reasoning, text, files, tool calls."""
+        lines: list[str] = []
         if message.get("reasoning"):  # labelled and quoted: not read as part of the answer
             reasoning = shifted_headings(message["reasoning"]).splitlines()
             lines += [f"> **{say('export.reasoning')}**", ">"] + [f"> {line}" if line else ">" for line in reasoning] + [""]
-        lines += [shifted_headings(closed_fences(message.get("content") or "")), ""]
+        if message.get("content") or message["role"] != "assistant":  # a tool round has no text: no blank paragraph for it
+            lines += [shifted_headings(closed_fences(message.get("content") or "")), ""]
         files = [a for a in _attachments(message.get("attachments")) if isinstance(a, dict)]
         if files:  # the JSON export has them; without them "You" reads as if nothing was sent
             lines += [say("export.attachments"), ""]
@@ -330,6 +325,31 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
             result = (strings.lookup(f"core.chat.call_result.{host_result}", locale) if host_result else None) or call.get("result")
             if result:
                 lines += [fence(result), result, fence(result), ""]
+        return lines
+
+    title = conversation.get("title") or say("chat.untitled")
+    exported_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the export's own moment, as the line says
+    lines = [f"# {title}", "", say("export.from", date=exported_at), ""]
+    # One section per speaker's turn: a turn's tool rounds are assistant messages of their
+    # own (most with no text), and each under its own "## Assistant" read as several
+    # answers, the first ones empty. Earlier versions of an answer are left out (the JSON
+    # export has them) before the rounds are joined.
+    sections: list[list[dict]] = []
+    for message in messages:
+        if message.get("variant"):
+            continue
+        if sections and message["role"] == "assistant" and sections[-1][-1]["role"] == "assistant":
+            sections[-1].append(message)
+        else:
+            sections.append([message])
+    for rounds in sections:
+        # The turn's outcome: a round that did not complete (the last, as a rule) says so.
+        unfinished = [m["status"] for m in rounds if m["status"] != "complete"]
+        status = f" ({state('chat.status', unfinished[-1])})" if unfinished else ""
+        role = strings.lookup(f"core.export.role_{rounds[0]['role']}", locale) or rounds[0]["role"]
+        lines += [f"## {role}{status}", ""]
+        for message in rounds:
+            lines += round_lines(message)
     return "\n".join(lines)
 
 
