@@ -70,6 +70,26 @@ async def allow_tool(admin: SkaldClient, tool: str) -> int:
 # -- conversations over HTTP -----------------------------------------------------------------
 
 
+async def member_with_models(
+    server: Any, model: ScriptedModelServer, password: str, *, rule: Mapping[str, Any] | None = None, plugin: str | None = None,
+) -> tuple[SkaldClient, str]:
+    """alice on a newly set-up server (a ``durability.helpers`` subprocess, one the test
+    may kill): its admin enabled ``plugin``, configured the scripted models and added
+    ``rule`` (an approval rule) when given. Her signed-in client and her id."""
+    from durability.helpers import create_member, setup_admin
+
+    admin = await setup_admin(server)
+    if plugin is not None:
+        response = await admin.put(f"/api/admin/plugins/{plugin}/enabled", json={"enabled": True})
+        assert response.status_code == 200, response.text
+    await configure_models(admin, model)
+    if rule is not None:
+        response = await admin.post("/api/admin/approval-rules", json=dict(rule))
+        assert response.status_code == 201, response.text
+    alice_id = await create_member(admin, "alice", password)
+    return await server.login("alice", password), alice_id
+
+
 async def new_conversation(client: SkaldClient, agent: str | None = None, title: str = "") -> str:
     body: dict[str, Any] = {"title": title}
     if agent is not None:

@@ -10,22 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from durability.helpers import Servers, create_member, setup_admin
+from durability.helpers import Servers
 from skald_host.testing import Reply, ScriptedModelServer, ToolCall
 
-from .support import ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation
+from .support import ChatSocket, assert_well_formed, eventually, member_with_models, messages, new_conversation
 
 PASSWORD = "alice's passphrase for the approval crash test"
 
 
 async def test_a_call_approved_just_before_a_kill_runs_once_after_the_restart(servers: Servers, model: ScriptedModelServer):
     server = await servers.start(crash_at="approval.after_consume")
-    admin = await setup_admin(server)
-    await configure_models(admin, model)
-    response = await admin.post("/api/admin/approval-rules", json={"tool_pattern": "write_file", "action": "require", "priority": 100})
-    assert response.status_code == 201, response.text
-    alice_id = await create_member(admin, "alice", PASSWORD)
-    alice = await server.login("alice", PASSWORD)
+    alice, alice_id = await member_with_models(
+        server, model, PASSWORD, rule={"tool_pattern": "write_file", "action": "require", "priority": 100})
 
     def respond(request: Any) -> Reply:
         if request.messages[-1]["role"] == "tool":

@@ -14,23 +14,19 @@ import os
 import time
 from typing import Any
 
-from durability.helpers import Servers, create_member, setup_admin
+from durability.helpers import Servers
 from skald_host.core.folders.listing import CUT_WRITE
 from skald_host.testing import Reply, ScriptedModelServer, ToolCall
 
-from .support import ChatSocket, configure_models, eventually, new_conversation
+from .support import ChatSocket, eventually, member_with_models, new_conversation
 
 PASSWORD = "alice's passphrase for the file write crash test"
 
 
 async def test_a_write_cut_by_a_kill_leaves_no_temporary_file_after_the_next_start(servers: Servers, model: ScriptedModelServer):
     server = await servers.start(crash_at="file_write.after_first_write")
-    admin = await setup_admin(server)
-    await configure_models(admin, model)
-    response = await admin.post("/api/admin/approval-rules", json={"tool_pattern": "write_file", "action": "allow", "priority": 100})
-    assert response.status_code == 201, response.text
-    alice_id = await create_member(admin, "alice", PASSWORD)
-    alice = await server.login("alice", PASSWORD)
+    alice, alice_id = await member_with_models(
+        server, model, PASSWORD, rule={"tool_pattern": "write_file", "action": "allow", "priority": 100})
 
     def respond(request: Any) -> Reply:
         if request.messages[-1]["role"] == "tool":

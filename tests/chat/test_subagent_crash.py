@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 
-from durability.helpers import Servers, create_member, member_dek, owner_file, setup_admin
+from durability.helpers import Servers, member_dek, owner_file
 from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database
 from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
 from .support import (
-    MODEL_A, ChatSocket, assert_well_formed, configure_models, eventually, messages, new_conversation, write_agent,
+    MODEL_A, ChatSocket, assert_well_formed, eventually, member_with_models, messages, new_conversation, write_agent,
 )
 
 PASSWORD = "alice's passphrase for sub-agent crash tests"
@@ -38,10 +38,7 @@ def triggers_in(request: Any) -> int:
 
 async def start_background(servers: Servers, model: ScriptedModelServer, respond) -> tuple[Any, Any, str]:
     server = await servers.start()
-    admin = await setup_admin(server)
-    await configure_models(admin, model)
-    await create_member(admin, "alice", PASSWORD)
-    alice = await server.login("alice", PASSWORD)
+    alice, _ = await member_with_models(server, model, PASSWORD)
     model.responder = respond
     async with ChatSocket(alice) as sock:
         cid = await new_conversation(alice)
@@ -189,11 +186,7 @@ async def test_sigkill_with_a_signal_admitted_into_the_running_turn_delivers_it_
         return Reply(tool_calls=[ToolCall("execute_task", {"agent": "watcher", "task": WATCH, "mode": "background"})])
 
     server = await servers.start(crash_at="subagents.steer_admitted", extra_env=env)
-    admin = await setup_admin(server)
-    assert (await admin.put("/api/admin/plugins/steerprobe/enabled", json={"enabled": True})).status_code == 200
-    await configure_models(admin, model)
-    member_id = await create_member(admin, "alice", PASSWORD)
-    alice = await server.login("alice", PASSWORD)
+    alice, member_id = await member_with_models(server, model, PASSWORD, plugin="steerprobe")
     model.responder = respond
     async with ChatSocket(alice) as sock:
         cid = await new_conversation(alice)
