@@ -170,6 +170,12 @@ async def test_a_one_shot_row_from_before_the_migration_still_runs(tmp_path):
                 "INSERT INTO scheduled_jobs (id, conversation_id, prompt, due_at) VALUES ('oldjob01', ?, 'Feed the cat.', '2026-01-01T08:00:00.000000Z')",
                 (cid,),
             ),
+            # One that had fired already: it ran once (read "not run yet" before step 16).
+            c.execute(
+                "INSERT INTO scheduled_jobs (id, conversation_id, prompt, due_at, status, finished_at)"
+                " VALUES ('oldjob02', ?, 'Water the plants.', '2025-12-01T08:00:00.000000Z', 'done', '2025-12-01T08:00:03.000000Z')",
+                (cid,),
+            ),
         )
     )
     await old.close()
@@ -179,12 +185,16 @@ async def test_a_one_shot_row_from_before_the_migration_still_runs(tmp_path):
         store = ConversationStore(db)
         due = await store.due_jobs("2026-06-01T00:00:00.000000Z")
         assert [(j["id"], j["cron"], j["paused"], j["status"]) for j in due] == [("oldjob01", None, 0, "pending")]
-        [listed] = await service.listing(store)
-        assert (listed["recurring"], listed["next_run"], listed["runs"]) == (False, "2026-01-01T08:00:00.000000Z", 0)
+        listed = {job["id"]: job for job in await service.listing(store)}
+        assert (listed["oldjob01"]["recurring"], listed["oldjob01"]["next_run"], listed["oldjob01"]["runs"]) == (
+            False, "2026-01-01T08:00:00.000000Z", 0)
+        fired = listed["oldjob02"]
+        assert (fired["status"], fired["runs"], fired["last_status"], fired["last_run_at"]) == ("done", 1, "done", "2025-12-01T08:00:03.000000Z")
         await store.set_job("oldjob01", "running")
         await store.set_job("oldjob01", "done")
-        [listed] = await service.listing(store)
-        assert (listed["status"], listed["next_run"], listed["last_status"], listed["runs"]) == ("done", None, "done", 1)
+        listed = {job["id"]: job for job in await service.listing(store)}
+        ran = listed["oldjob01"]
+        assert (ran["status"], ran["next_run"], ran["last_status"], ran["runs"]) == ("done", None, "done", 1)
     finally:
         await db.close()
 

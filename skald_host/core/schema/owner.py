@@ -405,5 +405,16 @@ OWNER_MIGRATIONS = MigrationSet(
                 )""",
             ),
         ),
+        Migration(
+            16,
+            "one-shot prompts that ran before step 10 counted as run",
+            statements=(
+                # Step 10 added the run count and last result with their defaults only,
+                # so a prompt that had already fired read "Finished, not run yet". A
+                # one-shot row that ended done or failed ran once, when it finished.
+                """UPDATE scheduled_jobs SET runs = 1, last_status = status, last_run_at = COALESCE(finished_at, due_at)
+                   WHERE cron IS NULL AND runs = 0 AND status IN ('done', 'failed')""",
+            ),
+        ),
     ),
 )
