@@ -644,6 +644,8 @@ def _remove_cut_writes(roots: list[Path], before: float) -> int:
     sandbox left running cannot redirect it."""
     removed = 0
     for root in roots:
+        if not root.is_dir():  # no shared folder or project made yet
+            continue
         try:
             for _, _, files, folder in os.fwalk(root, follow_symlinks=False):
                 for name in files:
