@@ -50,3 +50,5 @@ async def test_a_write_cut_by_a_kill_leaves_no_temporary_file_after_the_next_sta
     await eventually(lambda: sorted(os.listdir(folder)) == [fresh.name], what="the cut write to be removed")
     await eventually(lambda: "removed 1 cut file write(s) a stopped server left behind" in again.output, what="the sweep's log line")
     assert fresh.read_bytes() == b"in flight"
+    # No shared folder or project exists here: nothing to look through, nothing to warn about.
+    assert "could not all be looked for" not in again.output
