@@ -19,14 +19,15 @@ export function signalSessionLost() {
   onSessionLost();
 }
 
-export async function api(method, path, body) {
+export async function api(method, path, body, { keepalive = false } = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (csrfToken && method !== "GET") headers["X-CSRF-Token"] = csrfToken;
   let response;
   try {
+    // keepalive: the request outlives the page (a save made just before a reload).
     response = await fetch(path, {
-      method, headers, credentials: "same-origin", body: body === undefined ? undefined : JSON.stringify(body),
+      method, headers, credentials: "same-origin", body: body === undefined ? undefined : JSON.stringify(body), keepalive,
     });
   } catch (error) {
     return { ok: false, status: 0, data: { error: error.message }, headers: new Headers() };

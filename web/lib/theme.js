@@ -6,6 +6,9 @@ import { el, uid } from "./dom.js";
 import { t } from "./i18n.js";
 
 const KEY = "skald.theme";
+// Set while a choice made here has not reached the member's settings (the save was cut
+// by a reload, or failed): this browser's choice is the newer one until it has.
+const UNSAVED = "skald.theme.unsaved";
 const CHOICES = ["system", "light", "dark"];
 
 export function storedTheme() {
@@ -28,8 +31,23 @@ function setTheme(choice) {
   applyTheme(choice);
 }
 
-/** After sign-in: the member's stored choice, if they made one. */
+function unsaved() {
+  try { return localStorage.getItem(UNSAVED) === "1"; } catch { return false; }
+}
+
+/** The choice into the member's settings; marked unsaved until the server has it. */
+async function saveTheme(choice) {
+  try { localStorage.setItem(UNSAVED, "1"); } catch { /* private mode */ }
+  const response = await api("PUT", "/api/me/settings", { theme: choice }, { keepalive: true });
+  if (response.ok && storedTheme() === choice) {
+    try { localStorage.removeItem(UNSAVED); } catch { /* private mode */ }
+  }
+}
+
+/** After sign-in: the member's stored choice, if they made one — unless a choice made
+ * in this browser never reached it, which is newer: that one is saved now. */
 export async function loadMemberTheme() {
+  if (unsaved()) return saveTheme(storedTheme());
   const response = await api("GET", "/api/me/settings");
   const choice = response.ok ? response.data.settings?.theme : null;
   if (CHOICES.includes(choice) && choice !== storedTheme()) setTheme(choice);
@@ -40,7 +58,7 @@ export function themeSwitch() {
   const id = uid("theme");
   const select = el("select", {
     id, class: "theme-select",
-    on: { change: () => { setTheme(select.value); api("PUT", "/api/me/settings", { theme: select.value }); } },
+    on: { change: () => { setTheme(select.value); saveTheme(select.value); } },
   },
     ...CHOICES.map((choice) => el("option", { value: choice, text: t(`theme.${choice}`) })));
   select.value = storedTheme();
