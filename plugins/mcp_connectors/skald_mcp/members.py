@@ -19,8 +19,8 @@ import logging
 from typing import Any, Awaitable, Callable, Mapping
 
 from skald_hookspecs import MemberLocked, Tool
-from skald_mcp.runtime import CONNECT_SECONDS, Connection, accepted_pins, definition_hash, make_tool, withheld
-from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, SpecError, Template, activation_spec, destination, parse_login_status, parse_values, tool_names
+from skald_mcp.runtime import CONNECT_SECONDS, Connection, accepted_pins, definition_hash, make_tool, offered_tools, withheld
+from skald_mcp.spec import ServerSpec, SpecError, Template, activation_spec, destination, parse_login_status, parse_values, tool_names
 
 log = logging.getLogger(__name__)
 
@@ -181,9 +181,12 @@ class MemberConnectors:
     async def connect(self, member_id: str, name: str, wait: float | None = CONNECT_SECONDS, *, resume: bool = False) -> Connection | None:
         """The member's connector ``name`` on a new session (the one there is stops
         first). ``resume``: in place of one that was reconnecting by itself
-        (``Connection.start``)."""
+        (``Connection.start``). None for a template the admin took away from the
+        member (``withdrawn``), whatever route asked: every session starts here, so no
+        value, token request or refresh token of theirs leaves for it again; one that
+        runs still is left as it is, its tools reaching nobody (``status``)."""
         record = self.records.get(member_id, {}).get(name)
-        if record is None:
+        if record is None or self.withdrawn(member_id, name):
             return None
         await self.disconnect(member_id, name)
         try:
@@ -305,11 +308,10 @@ class MemberConnectors:
         names = tool_names(name, [t.name for t in connection.tools])
         offered[name] = [
             make_tool(
-                name, t, lambda caller, _m=member_id, _n=name: caller == _m and self._usable(_m, _n), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n),
+                name, t, lambda caller, _m=member_id, _n=name: caller == _m and self.usable(_m, _n), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n),
                 names[t.name],
             )
-            for t in connection.tools
-            if pins.get(t.name) == definition_hash(t) and t.name not in LOGIN_TOOLS
+            for t in offered_tools(connection.tools, pins)
         ]
 
     async def accept(self, member_id: str, name: str, shown: Mapping[str, str]) -> None:
@@ -387,16 +389,25 @@ class MemberConnectors:
             self._watch_login(member_id, name, connection)
         return await self.login_status(member_id, name, say)
 
-    def _usable(self, member_id: str, name: str) -> bool:
+    def usable(self, member_id: str, name: str) -> bool:
         """The member's connector exists and, made from a template, the template is
-        still open to them (the admin may revoke it at any moment)."""
+        still open to them (the admin may revoke it at any moment). Asked by every
+        use: a tool call, a new session (``connect``, by ``withdrawn``), an OAuth sign-in
+        (routes.py)."""
         record = self.records.get(member_id, {}).get(name)
         if record is None:
             return False
         return record.get("kind") != "catalog" or self._may_use_template(member_id, record.get("template") or "")
 
+    def withdrawn(self, member_id: str, name: str) -> bool:
+        """The member's connector is made from a template still in the catalog that is
+        no longer open to them. One whose template is gone is not: it fails at its start
+        with that reason (``spec``, before anything leaves), which its page says."""
+        record = self.records.get(member_id, {}).get(name) or {}
+        return record.get("kind") == "catalog" and record.get("template") in self._templates() and not self.usable(member_id, name)
+
     def member_tools(self, member_id: str) -> list[Tool]:
-        return [t for name, tools in self._offered.get(member_id, {}).items() if self._usable(member_id, name) for t in tools]
+        return [t for name, tools in self._offered.get(member_id, {}).items() if self.usable(member_id, name) for t in tools]
 
     def _login_kind(self, record: dict[str, Any]) -> str:
         template = self._templates().get(record.get("template") or "")
@@ -449,7 +460,7 @@ class MemberConnectors:
         connection = self.connections.get(member_id, {}).get(name)
         pins = record.get("pins") or {}
         failed = connection is not None and connection.state == "failed"
-        withdrawn = record.get("kind") == "catalog" and not self._usable(member_id, name) and not failed
+        withdrawn = record.get("kind") == "catalog" and not self.usable(member_id, name) and not failed
         tools = connection.tools if connection is not None and connection.state == "ready" and not withdrawn else []
         offered = {t.name for t in self._offered.get(member_id, {}).get(name, ())}
         state = record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped")

@@ -44,6 +44,11 @@ def build_blueprint(host: HostApi) -> Blueprint:
         caller = current_caller()
         return {"error": host.translate(f"{PLUGIN_ID}.{key}", caller.locale if caller else None, **values), "code": f"{PLUGIN_ID}.{key}"}, status
 
+    def withdrawn(record: dict[str, Any], name: str) -> tuple[dict[str, str], int]:
+        """The refusal for a template that is not (or no longer) open to the caller, as
+        activating it answers: to them the catalog has no such connector."""
+        return error("err_no_template", 404, name=str(record.get("template") or name)[:40])
+
     def labelled(values: dict[str, Any], locale: str | None) -> dict[str, Any]:
         """A refusal's ``what`` (the field at fault, a JSON key) as its label in the
         reader's language, where the page has one (``label_<key>``)."""
@@ -331,7 +336,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         update moved it elsewhere: see ``MemberConnectors.update_offer``)."""
         template = runtime.templates.get(record.get("template") or "")
         if record.get("kind") != "catalog" or template is None or not (caller.is_admin or runtime.may_use_template(caller.id, template.name)):
-            return error("err_no_template", 404, name=str(record.get("template") or name)[:40])
+            return withdrawn(record, name)
         if runtime.members.update_offer(record) is None:
             return error("err_up_to_date", 409, name=name)
         body = await read_body()
@@ -394,6 +399,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/my/connectors/<name>/oauth/start")
     @guarded("member", own=True)
     async def oauth_start(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
+        if not runtime.members.usable(caller.id, name):
+            return withdrawn(record, name)
         template = runtime.templates.get(record.get("template") or "")
         if template is None or not template.oauth:
             return error("err_not_oauth", 400)
@@ -406,13 +413,20 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/my/connectors/<name>/oauth/complete")
     @guarded("member", own=True)
     async def oauth_complete(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
-        """``{"state", "code"}``: the code the provider showed, pasted back."""
+        """``{"state", "code"}``: the code the provider showed, pasted back. The
+        template may be taken away from the caller after the start: asked again before
+        the token request (which carries the admin's client secret) and after it,
+        before anything is stored."""
+        if not runtime.members.usable(caller.id, name):
+            return withdrawn(record, name)
         try:
             body = await json_body()
             flow = runtime.oauth.take(caller.id, name, body.get("state"))
             tokens = await runtime.oauth.exchange(flow, body.get("code"))
         except OAuthError as exc:
             return refused(exc)
+        if not runtime.members.usable(caller.id, name):
+            return withdrawn(record, name)
         # Signing in is consent to where the template and its sign-in service are now.
         template = runtime.templates.get(record.get("template") or "")
         pinned = destination(template, runtime.oauth.providers.get(template.oauth["provider"])) if template and template.oauth else record.get("destination")

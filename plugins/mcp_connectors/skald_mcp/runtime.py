@@ -29,7 +29,7 @@ import re
 from typing import Any, Awaitable, Callable, Mapping
 
 from skald_hookspecs import Tool, ToolContext, ToolError
-from skald_mcp.spec import ServerSpec, tool_names
+from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, tool_names
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,14 @@ def definition_hash(tool: Any) -> str:
         separators=(",", ":"),
     )
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def offered_tools(tools: list[Any], pins: Mapping[str, str]) -> list[Any]:
+    """The server's tools the agent is offered, for a global connector and a member's
+    own alike: each one pinned as it is now (a new or changed one waits for review),
+    and never one of the login contract's (``LOGIN_TOOLS``): Skald calls those itself,
+    and an agent that could call ``logout`` would unlink the member's device."""
+    return [t for t in tools if pins.get(t.name) == definition_hash(t) and t.name not in LOGIN_TOOLS]
 
 
 def withheld(tools: list[Any], pins: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -949,9 +957,7 @@ class Runtime:
             return
         pins = self.pins.get(name, {})
         names = tool_names(name, [t.name for t in connection.tools])
-        self._offered[name] = [
-            self._tool(name, t, names[t.name]) for t in connection.tools if pins.get(t.name) == definition_hash(t)
-        ]
+        self._offered[name] = [self._tool(name, t, names[t.name]) for t in offered_tools(connection.tools, pins)]
 
     def pending(self, name: str) -> list[str]:
         """Tools the server has that are withheld: new, or changed since they were pinned."""

@@ -8,6 +8,7 @@ a bearer header."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from pathlib import Path
@@ -198,3 +199,70 @@ async def test_a_changed_sign_in_service_gets_no_refresh_token_until_the_member_
         state = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}["state"]
         done = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": await browser(url)})
         assert done.json()["state"] == "ready", done.text
+
+
+async def test_a_template_taken_away_after_the_start_gets_no_token_request_and_no_new_start(setup: Setup):
+    """Withdrawing a template from a member used to leave its sign-in open: the code
+    she pasted back was exchanged with the admin's client secret and the refresh token
+    written to her file. Asked again at the complete, before the token request."""
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    bob = await setup.host.member("bob")
+    alice_id = alice.member["id"]
+    async with AuthorizationServer() as idp, HttpDemo() as demo:
+        assert (await put_provider(setup, idp.issuer)).status_code == 200
+        template = {"transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
+        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
+        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+        start = await alice.post(f"{BASE}/my/connectors/mail/oauth/start")
+        assert start.status_code == 200, start.text
+        url = start.json()["url"]
+        state = parse_qs(urlsplit(url).query)["state"][0]
+        code = await browser(url)
+
+        response = await setup.admin.put(f"{BASE}/catalog/mail/access", json={"members": [bob.member["id"]]})
+        assert response.status_code == 200, response.text
+        assert (await alice.get(f"{BASE}/my/connectors/mail")).json()["state"] == "withdrawn"
+
+        response = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 404 and response.json()["code"] == "mcp.err_no_template", response.text
+        assert idp.token_requests == []  # the admin's client secret went nowhere
+        stored = await setup.host.core.host_api("mcp").member_secret_get(alice_id, "connector:mail")
+        assert "refresh_token" not in stored and '"state": "needs_oauth"' in stored
+        assert (await alice.get(f"{BASE}/my/connectors/mail")).json()["state"] == "withdrawn"
+
+        response = await alice.post(f"{BASE}/my/connectors/mail/oauth/start")
+        assert response.status_code == 404 and response.json()["code"] == "mcp.err_no_template", response.text
+
+
+async def test_a_withdrawn_template_starts_no_session_and_sends_no_refresh_token(setup: Setup):
+    """Every session of a member's connector starts in ``MemberConnectors.connect``,
+    which refuses a template taken away from them: at her next login the refresh token
+    of a signed-in connector is not sent to the provider (nor is a session started,
+    whichever route asks for one)."""
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    bob = await setup.host.member("bob")
+    alice_id = alice.member["id"]
+    async with AuthorizationServer() as idp, HttpDemo() as demo:
+        assert (await put_provider(setup, idp.issuer)).status_code == 200
+        template = {"transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
+        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
+        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+        url = (await alice.post(f"{BASE}/my/connectors/mail/oauth/start")).json()["url"]
+        state = parse_qs(urlsplit(url).query)["state"][0]
+        done = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": await browser(url)})
+        assert done.json()["state"] == "ready", done.text
+
+        assert (await setup.admin.put(f"{BASE}/catalog/mail/access", json={"members": [bob.member["id"]]})).status_code == 200
+        await setup.host.core.users.lock(alice_id)
+        before = len(idp.token_requests)
+        alice = await setup.host.member("alice")
+        members = running.runtime.members
+        await eventually(lambda: "mail" in members.records.get(alice_id, {}), what="alice's connectors to load")
+        await asyncio.gather(*list(members._tasks), return_exceptions=True)  # the load, to its end
+
+        assert idp.token_requests[before:] == [] and members.connections.get(alice_id, {}).get("mail") is None
+        assert await members.connect(alice_id, "mail") is None
+        assert (await alice.post(f"{BASE}/my/connectors/mail/restart")).json()["state"] == "withdrawn"
+        assert idp.token_requests[before:] == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from mcp import Client
-from mcp_support import BASE, HttpDemo, Setup, allow, eventually, finished, new_conversation, send
+from mcp_support import BASE, HttpDemo, Setup, allow, finished, new_conversation, send
 from skald_host.testing import Reply
 from skald_host.testing.host import MEMBER_PASSWORD
 from skald_mcp import running
@@ -53,6 +53,23 @@ async def test_a_qr_connector_offers_its_tools_only_once_linked_and_reset_unlink
         assert not any(n.startswith("chat__") for n in await offered_after_a_turn(setup, alice))
         record = await setup.host.core.host_api("mcp").member_secret_get(alice.member["id"], "connector:chat")
         assert '"state": "needs_login"' in record  # kept in her file: the next login starts unlinked
+
+
+async def test_a_global_connectors_login_tools_never_reach_the_agent(setup: Setup):
+    """The login contract's tools are Skald's to call on a global connector too: one
+    whose server has them (demo_server.py) used to hand ``demo__logout`` to every
+    granted member's agent, which could unlink the device everyone shares."""
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    added = await setup.add_stdio(access=[alice_id])
+    assert {"login_status", "logout"} <= {t["name"] for t in added["tools"]}  # the server has them
+    login_tools = {"demo__login_status", "demo__logout"}
+    offered = {t["exposed_as"] for t in (await setup.server("demo"))["tools"] if t["offered"]}
+    assert "demo__echo" in offered and not offered & login_tools
+    names = {t.name for t in running.runtime.member_tools(alice_id)}
+    assert "demo__echo" in names and not names & login_tools
+    wire = await offered_after_a_turn(setup, alice)
+    assert "demo__echo" in wire and not wire & login_tools
 
 
 async def test_bad_login_status_answers_are_errors_not_content(setup: Setup):
