@@ -26,9 +26,9 @@ RICH_ANSWER = "\n".join((
 ))
 
 
-async def assert_no_violations(page: Any, where: str) -> None:
+async def assert_no_violations(page: Any, where: str, options: dict[str, Any] = WCAG_21_AA) -> None:
     await page.locator("#content[aria-busy]").wait_for(state="detached")
-    results = await AXE.run(page, options=WCAG_21_AA)
+    results = await AXE.run(page, options=options)
     violations = [
         {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:5], "summary": v["nodes"][0].get("failureSummary", "")[:300]}
         for v in results.response["violations"]

@@ -35,3 +35,15 @@ export function present(...children) {
 // Links are only ever built by the shell (hash routes from encodeURIComponent'd
 // ids); no href comes from data, so no javascript: or data: URL can reach one.
 export const link = (route, text, attrs = {}) => el("a", { href: route, text, ...attrs });
+
+/**
+ * `node`, a box that scrolls on its own (a code block, a tool's arguments), made
+ * reachable: focusable, so a keyboard scrolls it too (WCAG 2.1.1; axe
+ * scrollable-region-focusable), and a named region for the screen reader that lands there.
+ */
+export function scrollableRegion(node, label) {
+  node.tabIndex = 0;
+  node.setAttribute("role", "region");
+  node.setAttribute("aria-label", label);
+  return node;
+}

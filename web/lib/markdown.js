@@ -19,6 +19,7 @@
 import { Marked, Tokenizer } from "../vendor/marked/marked.esm.js";
 import DOMPurify from "../vendor/dompurify/purify.es.js";
 import hljs from "../vendor/highlight/highlight.min.js";
+import { scrollableRegion } from "./dom.js";
 import { t } from "./i18n.js";
 
 // KaTeX (~600 kB) is loaded the first time an answer has math, not with every page.
@@ -252,11 +253,8 @@ function addCodeCopy(pre) {
   block.className = "md-code-block";
   pre.replaceWith(block);
   block.append(head, pre);
-  // A long line scrolls sideways: focusable, so a keyboard scrolls it too (WCAG 2.1.1;
-  // axe scrollable-region-focusable), and named for the screen reader that lands there.
-  pre.tabIndex = 0;
-  pre.setAttribute("role", "region");
-  pre.setAttribute("aria-label", language ? t("chat.code_named", { language }) : t("chat.code"));
+  // A long line scrolls sideways.
+  scrollableRegion(pre, language ? t("chat.code_named", { language }) : t("chat.code"));
 }
 
 // -- rendering ---------------------------------------------------------------------------

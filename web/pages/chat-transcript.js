@@ -7,7 +7,7 @@
 // through lib/markdown.js (marked, sanitised by DOMPurify). A streaming answer is
 // rendered at most once per animation frame, and then only its last block
 // (MarkdownStream): the finished blocks are rendered once.
-import { el } from "../lib/dom.js";
+import { el, scrollableRegion } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
 import { button } from "../lib/ui.js";
@@ -532,7 +532,7 @@ export class Transcript {
     this.showStatus(view, status, message.model, inRunningTurn && status === "complete" && (message.tool_calls || []).length > 0);
     if (live) {
       this.stream = { id: message.id, view, content: message.content || "", reasoning: message.reasoning || "", timer: null };
-      view.node.classList.add("streaming");
+      view.setStreaming(true);
     }
     return view.node;
   }
@@ -618,6 +618,14 @@ export class Transcript {
         if (streaming) stream.update(text);
         else { stream.release(); settleInto(body, text); }
         body.hidden = !text && !node.classList.contains("streaming");
+      },
+      /** Streaming is said twice: the class draws the caret, aria-busy tells a screen
+       * reader the words are not all there yet. One place sets both, for an answer
+       * streamed live and one drawn from history mid-stream alike. */
+      setStreaming: (streaming) => {
+        node.classList.toggle("streaming", streaming);
+        if (streaming) node.setAttribute("aria-busy", "true");
+        else node.removeAttribute("aria-busy");
       },
       setReasoning: (text) => {
         reasoning.hidden = !text;
@@ -754,8 +762,7 @@ export class Transcript {
     if (!this.stream || this.stream.id !== id) {
       if (this.stream) this.finishStream({});
       const view = this.assistantView(id);
-      view.node.classList.add("streaming");
-      view.node.setAttribute("aria-busy", "true");
+      view.setStreaming(true);
       this.stream = { id, view, content: "", reasoning: "", timer: null };
       this.placeActivity();
     }
@@ -789,8 +796,8 @@ export class Transcript {
   }
 
   settle(view, { content, reasoning, status, model, unsettled = false }) {
-    view.node.classList.remove("streaming", "reasoning-only");
-    view.node.removeAttribute("aria-busy");
+    view.setStreaming(false);
+    view.node.classList.remove("reasoning-only");
     view.setReasoning(reasoning);
     view.setContent(content);
     this.showStatus(view, status, model, unsettled);
@@ -895,8 +902,9 @@ export class Transcript {
 
   toolCard(call) {
     const status = el("span", { class: "badge" });
-    const args = el("pre", { class: "tool-args", text: prettyArguments(call.arguments) });
-    const result = el("pre", { class: "tool-result" });
+    // Both are cut at 320 px and scroll: a keyboard reaches them as a code block's.
+    const args = scrollableRegion(el("pre", { class: "tool-args", text: prettyArguments(call.arguments) }), t("chat.tool_arguments_of", { tool: call.name }));
+    const result = scrollableRegion(el("pre", { class: "tool-result" }), t("chat.tool_result_of", { tool: call.name }));
     const resultBlock = el("div", { class: "tool-section", hidden: true }, el("h4", { text: t("chat.tool_result") }), result);
     const details = el("details", { class: "tool-details" },
       el("summary", {},
@@ -1130,7 +1138,7 @@ export class Transcript {
     const question = el("p", { class: "approval-question" }, t("chat.approval_question_before"), el("code", { text: name }), t("chat.approval_question_after"));
     const node = el("div", { class: "approval", role: "group", "aria-label": t("chat.approval_label", { tool: name }), "data-approval-id": id },
       question,
-      el("pre", { class: "tool-args", text: prettyArguments(approval.arguments) }),
+      scrollableRegion(el("pre", { class: "tool-args", text: prettyArguments(approval.arguments) }), t("chat.tool_arguments_of", { tool: name })),
       actions, status);
     const panel = {
       node, callId, pending: true,
