@@ -69,6 +69,12 @@ async def test_a_tools_failure_and_a_failed_plugins_traceback_are_on_their_pages
     await page.goto("/#plugin-detail?id=broken")
     await page.locator(".plugin-traceback summary").click()
     await expect(page.locator(".plugin-traceback pre.traceback")).to_contain_text(f"RuntimeError: {error}")
+    # It scrolls past its height: a named region the keyboard reaches next (axe's
+    # scrollable-region-focusable).
+    region = page.get_by_role("region", name="Traceback")
+    await expect(region).to_contain_text("RuntimeError")
+    await page.keyboard.press("Tab")
+    await expect(region).to_be_focused()
 
 
 async def test_an_unknown_plugin_is_refused_in_the_readers_language(skald, browser_pages):

@@ -4,7 +4,7 @@
 // who holds it. Grants are edited on each member's page, the one write path.
 import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
-import { el, link } from "../lib/dom.js";
+import { el, link, scrollableRegion } from "../lib/dom.js";
 import { errorString, pluginString, t } from "../lib/i18n.js";
 import { errorText, markField, notice, pageHeader, section } from "../lib/ui.js";
 import { health, stateLabel } from "./plugin-catalog.js";
@@ -103,8 +103,9 @@ function settingsSetSections(plugin) {
   });
 }
 
-// Text only (textContent): a traceback can quote anything.
-const traceback = (text) => el("pre", { class: "traceback", text });
+// Text only (textContent): a traceback can quote anything. It scrolls past its height,
+// so it is a named region a keyboard can reach and scroll.
+const traceback = (text) => scrollableRegion(el("pre", { class: "traceback", text }), t("plugin.traceback"));
 
 function problemsSection(plugin) {
   const failures = plugin.failures || plugin.tool_failures || [];
