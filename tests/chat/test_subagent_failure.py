@@ -92,8 +92,8 @@ async def test_a_run_whose_model_fails_is_failed_and_its_caller_reads_why(chat, 
     error = detail["run"]["error"]
     assert error and error.startswith("The model could not answer")
     assert ("overloaded" in error) if every_model else ("does not exist" in error and "404" in error), error
-    # Its transcript keeps the failed answer.
-    answer = detail["transcript"][-1]
+    # Its transcript keeps the failed answer (after it, the note of each fallback).
+    answer = [m for m in detail["transcript"] if m["role"] != "note"][-1]
     assert (answer["role"], answer["status"]) == ("assistant", "error")
 
     # The caller's model is told its helper failed, and why.

@@ -167,3 +167,24 @@ def test_the_schedule_forms_examples_parse_in_every_language():
         assert len(examples) >= 3, locale
         for example in examples:
             Recurrence.parse(example, "Europe/Berlin")  # raises ScheduleError when unreadable
+
+
+@pytest.mark.parametrize(
+    "cron",
+    [
+        "0,1 * * * *",  # two runs a minute apart, every hour
+        "*/7 * * * *",  # :56, then :00 four minutes later
+        "0,58 0,23 * * *",  # 23:58, then 00:00 two minutes later
+        "0,58 0,23 28,29 2 *",  # the same, only where 28 and 29 February meet
+    ],
+)
+def test_a_recurrence_shorter_than_the_minimum_anywhere_in_its_cycle_is_refused(cron):
+    with pytest.raises(ScheduleError) as refused:
+        Recurrence.parse(cron, "UTC")
+    assert refused.value.code == "recurrence_too_often"
+
+
+@pytest.mark.parametrize("cron", ["*/5 * * * *", "0 8 * * 1-5", "0,58 0,23 * * 1,3,5", "0,58 0,23 2-30/2 * *"])
+def test_a_recurrence_whose_every_gap_is_long_enough_is_accepted(cron):
+    """The last two wrap around midnight, but never on two consecutive days."""
+    assert Recurrence.parse(cron, "UTC").cron == cron

@@ -28,6 +28,8 @@ async def test_refusals_carry_codes_and_the_members_zone_is_the_default(skald):
     for body, code in (
         ({"prompt": "x", "every": "every blursday at 8"}, "recurrence_invalid"),
         ({"prompt": "x", "every": "* * * * *"}, "recurrence_too_often"),
+        ({"prompt": "x", "every": "0,1 * * * *"}, "recurrence_too_often"),  # a minute apart, once an hour
+        ({"prompt": "x", "every": "*/7 * * * *"}, "recurrence_too_often"),  # :56, then :00
         ({"prompt": "x", "every": "every day at 8", "timezone": "Mars/Olympus"}, "timezone_unknown"),
         ({"prompt": " ", "every": "every day at 8"}, "prompt_empty"),
     ):

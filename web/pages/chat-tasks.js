@@ -62,9 +62,20 @@ function runError(error) {
 
 function transcriptOf(detail) {
   const list = el("ol", { class: "task-transcript" });
-  for (const message of detail.transcript || []) {
-    const item = el("li", { class: `task-message ${message.role}` },
-      el("span", { class: "task-role", text: message.role === "user" ? t("chat.task_asked") : t("chat.task_answered") }),
+  // A fallback's note is written after the answer's row (the row exists before its
+  // model is asked), yet it happened before that answer: it goes before it, as in the chat.
+  const messages = [...(detail.transcript || [])];
+  for (const note of messages.filter((m) => m.role === "note" && m.reason?.code === "model_fallback")) {
+    const answer = messages.findIndex((m) => m.id === note.reason.values?.message_id);
+    if (answer < 0 || answer > messages.indexOf(note)) continue;
+    messages.splice(messages.indexOf(note), 1);
+    messages.splice(answer, 0, note);
+  }
+  for (const message of messages) {
+    // A note is the host's (a model fallback inside the run): said, not asked or answered.
+    const role = message.role === "note" ? null
+      : el("span", { class: "task-role", text: message.role === "user" ? t("chat.task_asked") : t("chat.task_answered") });
+    const item = el("li", { class: `task-message ${message.role}` }, ...(role ? [role] : []),
       el("span", { class: "task-text", text: message.content || "" }));
     for (const call of message.tool_calls || []) item.append(el("code", { class: "task-call", text: `${call.name}: ${call.status}` }));
     list.append(item);

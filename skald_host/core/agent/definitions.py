@@ -162,11 +162,15 @@ def _parse(directory: Path, _meta_version: int, _prompt_version: int) -> AgentDe
     skills = meta.get("skills") or []
     if not isinstance(skills, list) or not all(isinstance(k, str) for k in skills):
         raise AgentError(f"{meta_path}: skills must be a list of names")
-    limits = meta.get("limits") or {}
+    limits = {} if meta.get("limits") is None else meta["limits"]  # "limits: 0" is not "no limits"
     if not isinstance(limits, dict) or set(limits) - LIMIT_KEYS:
         raise AgentError(f"{meta_path}: limits may hold only {', '.join(sorted(LIMIT_KEYS))}")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in limits.values()):
-        raise AgentError(f"{meta_path}: limits must be positive whole numbers")
+    for key in sorted(limits):
+        value = limits[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            # Named, with what was written: "limits must be positive" left the author to
+            # guess which of three fields was wrong.
+            raise AgentError(f"{meta_path}: limits must be positive whole numbers: limits.{key} is {value!r}")
     signal = meta.get("signal")
     if signal is not None and not isinstance(signal, dict):
         raise AgentError(f"{meta_path}: signal must be a mapping")

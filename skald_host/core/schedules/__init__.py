@@ -31,6 +31,7 @@ German recurrence phrases to cron; ``recurrent`` is English-only and yields RRUL
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import zoneinfo
 from dataclasses import dataclass
@@ -192,6 +193,81 @@ def phrase_to_cron(phrase: str) -> str | None:
 # -- recurrences ---------------------------------------------------------------------------
 
 
+#: Every kind of calendar year (its first weekday, leap or not) occurs within these 28
+#: years, and none of them is a century year that skips its leap day: a pattern of days
+#: that ever has two consecutive matching days has them here.
+_CALENDAR_CYCLE = range(2030, 2058)
+
+
+def _shortest_gap(cron: str) -> dt.timedelta:
+    """The shortest wall-clock time between two consecutive occurrences of ``cron``,
+    over its whole cycle, not just the first two after some moment: ``0,1 * * * *``
+    runs twice a minute apart every hour, ``*/7 * * * *`` fires at :56 and then :00.
+
+    Computed from the expanded fields rather than by walking occurrences (a walk over
+    the years a day pattern can need takes hundreds of milliseconds on the event
+    loop). Within a day, the gap is that of the minute-of-day set, which every matching
+    day repeats; across midnight, it is the step from the day's last time to its first,
+    which counts only when two consecutive days both match. DST can shorten one gap a
+    year (the hour the clocks skip); that is not a way to run more often, and is not
+    counted."""
+    minutes, hours, days, months, weekdays = croniter(cron).expanded
+    minute_set = range(60) if minutes == ["*"] else minutes
+    hour_set = range(24) if hours == ["*"] else hours
+    times = sorted({hour * 60 + minute for hour in hour_set for minute in minute_set})
+    within = min((b - a for a, b in zip(times, times[1:])), default=24 * 60)
+    across = 24 * 60 - times[-1] + times[0]
+    if across < within and across * 60 < MIN_INTERVAL.total_seconds() and not _consecutive_days(cron, tuple(days), tuple(months), tuple(weekdays)):
+        across = 24 * 60
+    return dt.timedelta(minutes=min(within, across))
+
+
+@functools.lru_cache(maxsize=256)
+def _consecutive_days(cron: str, days: tuple, months: tuple, weekdays: tuple) -> bool:
+    """Whether two consecutive calendar days can both match. Fields with ``L``, ``W``
+    or ``#`` are answered yes without looking: a refusal there is the safe error."""
+    plain = all(isinstance(v, int) or v == "*" for v in (*days, *months, *weekdays))
+    if not plain or "#" in cron:
+        return True
+    day_set = None if days == ("*",) else set(days)
+    month_set = set(range(1, 13)) if months == ("*",) else set(months)
+    weekday_set = None if weekdays == ("*",) else {w % 7 for w in weekdays}
+
+    def matches(year: int, month: int, day: int) -> bool:
+        if month not in month_set:
+            return False
+        if day_set is None and weekday_set is None:
+            return True
+        weekday = (dt.date(year, month, day).weekday() + 1) % 7  # cron counts from Sunday = 0
+        # One field given: it decides. Both given: either matching is enough (cron's
+        # rule, and croniter's default).
+        return (day_set is not None and day in day_set) or (weekday_set is not None and weekday in weekday_set)
+
+    if day_set is None:  # a weekday pattern: every month has every pair of neighbouring weekdays
+        return weekday_set is None or any((w + 1) % 7 in weekday_set for w in weekday_set)
+    # Days of the month alone repeat with the leap year: a common year, a leap year
+    # and the turn of the year between them hold every neighbouring pair. With
+    # weekdays as well, the whole cycle of calendar years is needed (a few ms; such a
+    # pattern is only walked when its times also wrap around midnight in under the
+    # minimum, and each pattern is walked once).
+    years = _CALENDAR_CYCLE if weekday_set is not None else range(2031, 2033)
+    previous = False
+    day = dt.date(years.start, 1, 1)
+    end = dt.date(years.stop, 1, 1)
+    one = dt.timedelta(days=1)
+    while day < end:
+        if day.month not in month_set:  # jump to the next month: nothing in it matches
+            day = dt.date(day.year + day.month // 12, day.month % 12 + 1, 1)
+            previous = False
+            continue
+        current = matches(day.year, day.month, day.day)
+        if current and previous:
+            return True
+        previous = current
+        day += one
+    return False
+
+
 @dataclass(frozen=True)
 class Recurrence:
     """A checked recurrence: the cron expression and the zone it is read in."""
@@ -220,10 +296,8 @@ class Recurrence:
         return recurrence
 
     def _check_interval(self) -> None:
-        start = dt.datetime(2030, 1, 7, tzinfo=UTC)
-        first = self.next_after(start)
-        second = self.next_after(first, fired=first)
-        if second - first < MIN_INTERVAL:
+        self.next_after(dt.datetime(2030, 1, 7, tzinfo=UTC))  # refuses a schedule that never runs (30 February)
+        if _shortest_gap(self.cron) < MIN_INTERVAL:
             raise ScheduleError(
                 f"a recurring prompt may run at most every {int(MIN_INTERVAL.total_seconds() // 60)} minutes",
                 code="recurrence_too_often",

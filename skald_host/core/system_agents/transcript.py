@@ -4,8 +4,10 @@ review"): what was said in a window, as prose, never what was done.
 Four filters, each against a specific way the result would be wrong: ephemeral
 conversations out (a pass would read the transcript its previous pass was given and
 report on itself), sub-agent frames out (``depth = 0``: machine-to-machine),
-machinery-injected turns out (notes, summaries, scheduled prompts: not things the person
-said), empty rows out (an assistant row that was only a tool call). Tool calls are absent
+machinery-injected turns out (notes, summaries, scheduled prompts, and the hidden
+triggers the host writes as user rows: a background result's continuation, a steer
+signal; ``insert_trigger`` marks those with an ``origin``, and read as the member's they
+would put the host's words and a helper's result in the member's mouth), empty rows out (an assistant row that was only a tool call). Tool calls are absent
 by construction: they live in ``tool_calls``, which this never reads.
 """
 
@@ -29,6 +31,7 @@ WHERE c.ephemeral = 0
   AND m.role IN ('user', 'assistant')
   AND m.variant = 0
   AND m.status IN ('complete', 'interrupted')
+  AND m.origin IS NULL
   AND NOT (m.role = 'user' AND (substr(coalesce(m.idempotency_key, ''), 1, ?) = ? OR substr(m.content, 1, ?) = ?))
   AND trim(m.content) <> ''
   AND m.created_at >= ? AND m.created_at < ?

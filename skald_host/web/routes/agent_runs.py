@@ -87,9 +87,10 @@ async def get_run(run_id: str) -> dict:
     spawned_by: dict[str, str | None] = {}
     if row["frame_id"]:
         spawned_by[row["frame_id"]] = (await rt.store.frame(row["frame_id"])).spawned_by_call_id
-        for message in await rt.store.history(row["frame_id"]):
+        for message in await rt.subagents.store.transcript(row["frame_id"]):
             transcript.append({
                 "id": message["id"], "role": message["role"], "content": message["content"], "status": message["status"],
+                "reason": message["reason"],
                 "tool_calls": [{"id": c["id"], "name": c["name"], "status": c["status"], "result": c["result"]} for c in message["tool_calls"]],
             })
     return {"run": _public(row, full=True, spawned_by=spawned_by), "transcript": transcript}

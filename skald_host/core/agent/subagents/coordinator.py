@@ -456,6 +456,10 @@ class SubagentCoordinator:
         results = []
         for outcome in outcomes:
             if isinstance(outcome, asyncio.CancelledError):
+                if len(requests) == 1:
+                    # The member cancelled the run: the call ended in an error, as a failed
+                    # run's does, not ``done`` with an error for its text.
+                    raise ToolError("this run was cancelled.")
                 results.append("Error: this run was cancelled.")
             elif isinstance(outcome, BaseException):
                 if len(requests) == 1:

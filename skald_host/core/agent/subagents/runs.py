@@ -51,6 +51,16 @@ class TreeFull(Exception):
     """The delegation tree already holds ``max_runs_per_tree`` runs."""
 
 
+def tree_full_message(batch: int, in_tree: int, max_runs_per_tree: int) -> str:
+    """Why a batch was refused: a batch larger than what is left is refused even when
+    nothing ran yet, and "already ran 0 of at most 3" would not say why."""
+    left = max(max_runs_per_tree - in_tree, 0)
+    if batch > 1:
+        return (f"this batch of {batch} runs is more than the {left} this delegation tree may still start"
+                f" ({in_tree} of at most {max_runs_per_tree} already ran); ask for at most {left} at once")
+    return f"this delegation tree already ran {in_tree} of at most {max_runs_per_tree} runs"
+
+
 def new_id() -> str:
     return secrets.token_hex(16)
 
@@ -163,7 +173,7 @@ class RunStore:
             return accepted  # type: ignore[return-value]
         in_tree = conn.execute("SELECT count(*) FROM agent_runs WHERE tree_id = ?", (tree_id,)).fetchone()[0]
         if in_tree + len(fresh) > max_runs_per_tree:
-            raise TreeFull(f"this delegation tree already ran {in_tree} of at most {max_runs_per_tree} runs")
+            raise TreeFull(tree_full_message(len(fresh), in_tree, max_runs_per_tree))
         slots = sum(1 for _, run in fresh if run.mode == "background")
         if slots and not _reserve(conn, conversation_id, slots, max_pending):
             raise InboxFull("the conversation's inbox is full; wait for the running tasks to report")
@@ -295,6 +305,29 @@ class RunStore:
     async def run(self, run_id: str) -> dict[str, Any] | None:
         row = await self.db.run(lambda c: c.execute("SELECT * FROM agent_runs WHERE id = ?", (run_id,)).fetchone()) if isinstance(run_id, str) else None
         return _row(row) if row else None
+
+    async def transcript(self, frame_id: str) -> list[dict[str, Any]]:
+        """A run's frame for its drill-in, from its latest summary on, as the model's
+        history has it, but with the host's notes in it: a model fallback inside the
+        run is written as a note, and the member is told it happened (README "Models"),
+        which ``ConversationStore.history`` (the model's view) leaves out."""
+
+        def read(conn: Any) -> list[dict[str, Any]]:
+            start = conn.execute(
+                "SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'summary' AND variant = 0", (frame_id,)
+            ).fetchone()[0] or 0
+            messages = [dict(r) for r in conn.execute(
+                "SELECT * FROM messages WHERE frame_id = ? AND id >= ? AND variant = 0 ORDER BY id", (frame_id, start)
+            )]
+            calls: dict[int, list[dict[str, Any]]] = {}
+            for call in conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? AND message_id >= ? ORDER BY message_id, seq", (frame_id, start)):
+                calls.setdefault(call["message_id"], []).append(dict(call))
+            for message in messages:
+                message["tool_calls"] = calls.get(message["id"], [])
+                message["reason"] = json.loads(message["reason"]) if message.get("reason") else None
+            return messages
+
+        return await self.db.run(read)
 
     async def runs(self, conversation_id: str | None = None, *, limit: int = 50, live_or_failed_since: str | None = None) -> list[dict[str, Any]]:
         """Newest first; a batch (its rows written in one transaction, in call order,
