@@ -785,6 +785,7 @@ class MemberRuntime:
         quiet = False  # a turn that never started (its message was not stored) ends unannounced
         ended = False  # the turn ran to its end (not stopped, not failed)
         stopped = False
+        failed = False  # an unexpected exception ended it: the messages queued behind it still get their turn
         mailbox: TurnMailbox | None = None  # the running turn's steer lane (seed 004 §4.4)
 
         def started(_: int) -> None:
@@ -916,6 +917,12 @@ class MemberRuntime:
             await self.store.settle_streams(conversation_id, "error")
             log.exception("turn failed in a conversation of member %s", self.member_id)
             self.emit("error", conversation_id, error="the turn failed; see the server log", code="turn_failed")
+            # Messages queued behind it get their turn (below), in order, not only after
+            # the member's next send; only those: the failed turn is not run again.
+            try:
+                failed = bool(await self.store.queued(conversation_id))
+            except StorageError:  # unreadable: the member's next send, or the next start, drains them
+                pass
         finally:
             if mailbox is not None and not mailbox.closed:
                 outcome = "interrupted" if self.closed else "stopped" if stopped else "failed"
@@ -929,7 +936,7 @@ class MemberRuntime:
                 self._live.pop(conversation_id, None)
                 # A message queued after the last drain was submitted (the turn still ran
                 # when it came) was not moved by it: it starts the next turn now.
-                if (ended or stopped) and self.store.may_have_queued(conversation_id):
+                if (ended or stopped or failed) and self.store.may_have_queued(conversation_id):
                     self.drive(conversation_id, drain_first=True)
                 self.subagents.wake()  # an inbox event that waited for this turn goes now
 
@@ -1093,6 +1100,8 @@ class MemberRuntime:
     async def regenerate(self, conversation_id: str) -> None:
         """Answer the member's last message again; the answer it had is kept as an
         earlier version (``show_version`` flips back)."""
+        await self._idle_root(conversation_id)  # refused before any run is cancelled
+        await self._leave_branch(conversation_id)
         frame = await self._idle_root(conversation_id)
         with self._turn_after(conversation_id):  # no await since the check: a send now queues behind this
             if not await self.store.keep_as_version(frame):
@@ -1103,6 +1112,8 @@ class MemberRuntime:
     async def edit(self, conversation_id: str, message_id: int, text: str) -> int:
         """Edit one of the member's messages and continue from it: the conversation from
         that message on is kept as an earlier version (a branch to flip back to)."""
+        await self._idle_root(conversation_id)  # refused before any run is cancelled
+        await self._leave_branch(conversation_id)
         frame = await self._idle_root(conversation_id)
         with self._turn_after(conversation_id):  # no await since the check: a send now queues behind this
             new_id = await self.store.edit_message(frame, message_id, text)
@@ -1113,6 +1124,22 @@ class MemberRuntime:
             log.info("member %s: the member edits a message and continues from it", self.member_id)
             self.branch_changed(conversation_id, "edit", message_id=new_id, edited_id=message_id)
         return new_id
+
+    async def _leave_branch(self, conversation_id: str) -> None:
+        """A Regenerate or an Edit set aside the answer that started the conversation's
+        background runs: they are cancelled, and what finished and waits for a
+        continuation is discarded, as a Stop does (``stop``). Else a run's completion
+        starts a continuation on the new branch about a task its history never asked
+        for, and the member gets a reply they did not ask for either. The runs do not
+        record which answer spawned them before their frame opens, so every background
+        run of the conversation goes, as with a Stop. Called before the branch is
+        written, outside ``_turn_after``: a send's turn must follow that write with no
+        await between (a send queued behind it would start its own turn first); and
+        only writing when something is to be written, so a locked file does not hold
+        the Regenerate before it is marked as starting."""
+        await self.subagents.cancel_conversation(conversation_id, suppress_continuation=True, background_only=True)
+        if await self.subagents.store.next_due(conversation_id) is not None:
+            await self.subagents.discard_waiting(conversation_id)
 
     async def show_version(self, conversation_id: str, variant: int) -> None:
         frame = await self._idle_root(conversation_id)
@@ -1357,7 +1384,16 @@ class MemberRuntime:
         costs a full prompt-cache miss)."""
         limit = self.chat.compact_after_tokens
         if limit and frame.depth == 0 and turn.tokens_in and turn.tokens_in > limit and not turn.tool_calls:
-            await self._compact_frame(frame)
+            # The answer is complete and written: a compaction that fails does not fail
+            # its turn (that stranded the messages queued behind it, and Retry had no
+            # failure to take back). The history stays whole; the next answer past the
+            # limit asks for the summary again.
+            try:
+                await self._compact_frame(frame)
+            except ChatError as exc:  # the model's refusal: said, no traceback to read
+                log.warning("member %s: automatic compaction failed; tried again after a later answer: %s", self.member_id, exc)
+            except Exception:
+                log.exception("member %s: automatic compaction failed; tried again after a later answer", self.member_id)
 
     async def compact(self, conversation_id: str) -> bool:
         await self.conversation(conversation_id)
@@ -1367,6 +1403,12 @@ class MemberRuntime:
 
     async def _compact_frame(self, frame: Frame) -> bool:
         history = await self.store.history(frame.id)
+        # A turn that failed is left out of the summary and follows it: folded in, the
+        # member's unanswered message would be summarised, never answered, and its Retry
+        # gone — while compacting is what a member does after a context-length failure.
+        failed = await self.store.failed_exchange(frame)
+        if failed:
+            history = [m for m in history if m["id"] < failed[0]]
         if len([m for m in history if m["role"] != "summary"]) < 2:
             return False
         conversation = await self.store.conversation(frame.conversation_id)
@@ -1403,7 +1445,7 @@ class MemberRuntime:
             summary = turn.content.strip()
             if summary.startswith(SUMMARY_PREFIX.strip()):
                 summary = summary[len(SUMMARY_PREFIX.strip()):].strip()
-            await self.store.add_summary(frame, summary)
+            await self.store.add_summary(frame, summary, before=failed)
             self.emit("compacted", frame.conversation_id)
             self.core.buses.chat.publish(ChatEvent("compaction_done", self.member_id, frame.conversation_id))
             return True

@@ -799,32 +799,13 @@ class ConversationStore:
         return row is not None
 
     async def take_back_failure(self, frame: Frame) -> bool:
-        """Retry: remove the failed end of the frame's history — an answer that failed
-        without calling a tool, with the notes and the cut-off answers before it after the
-        member's last message — so that the member's message is unanswered again. False when the history does not
-        end in a failure (nothing changes)."""
+        """Retry: remove the failed end of the frame's history (``_failed_end``) so that
+        the member's message is unanswered again. False when the history does not end in
+        a failure (nothing changes)."""
 
         def write(conn: Any) -> bool:
-            last_user = _last_user_message(conn, frame)
-            if last_user is None:
-                return False
-            after = conn.execute(
-                "SELECT id, role, status FROM messages WHERE frame_id = ? AND id > ? AND variant = 0 ORDER BY id", (frame.id, last_user)
-            ).fetchall()
-            # A failure, and what led to it: answers cut off and asked for again (recovery's
-            # notes), none of which called a tool. The failed answer may be followed by
-            # its fallback notes (written after its row, which exists before the request),
-            # or be an error note itself (an earlier version's).
-            answers = [r for r in after if r[1] == "assistant"]
-            failed = bool(after) and (after[-1][2] == "error" or (bool(answers) and answers[-1][2] == "error"))
-            if not after or not failed or any(
-                r[1] not in ("assistant", "note") or (r[1] == "assistant" and r[2] not in ("error", "interrupted")) for r in after
-            ):
-                return False
-            ids = [r[0] for r in after]
-            if conn.execute(
-                f"SELECT 1 FROM tool_calls WHERE message_id IN ({','.join('?' * len(ids))}) LIMIT 1", ids
-            ).fetchone():
+            ids = _failed_end(conn, frame)
+            if not ids:
                 return False
             conn.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids)
             return True
@@ -834,6 +815,11 @@ class ConversationStore:
         finally:
             self.forget()
 
+    async def failed_exchange(self, frame: Frame) -> list[int]:
+        """The member's last message and the failure that answered it (``_failed_end``),
+        when the frame's history ends in one the member's Retry takes back; else empty."""
+        return await self.db.run(lambda conn: _failed_exchange(conn, frame))
+
     async def keep_as_version(self, frame: Frame) -> bool:
         """Regenerate: the answer to the member's last message (every row after it: rounds,
         calls, notes) becomes an earlier version, kept but out of the history, so that
@@ -842,7 +828,7 @@ class ConversationStore:
 
         def write(conn: Any) -> bool:
             last_user = _last_user_message(conn, frame)
-            return last_user is not None and _branch(conn, frame, last_user, last_user + 1)
+            return last_user is not None and _branch(conn, frame, last_user, last_user + 1, answer_only=True)
 
         try:
             return await self.db.transaction(write)
@@ -890,7 +876,8 @@ class ConversationStore:
             point = chosen[0][1] or 0
             if point and not conn.execute("SELECT 1 FROM messages WHERE id = ? AND variant = 0", (point,)).fetchone():
                 return False  # its branch point is itself in a version not shown: flip to that first
-            _branch(conn, frame, point, point + 1, allow_empty=True)
+            if not _branch(conn, frame, point, point + 1, allow_empty=True, answer_only=True):
+                return False  # what is shown there cannot be set aside (a compaction covers it)
             conn.execute(
                 f"UPDATE messages SET variant = 0, branch_point = NULL WHERE id IN ({','.join('?' * len(chosen))})", [r[0] for r in chosen]
             )
@@ -975,15 +962,27 @@ class ConversationStore:
         finally:
             self.forget()
 
-    async def add_summary(self, frame: Frame, text: str) -> int:
+    async def add_summary(self, frame: Frame, text: str, *, before: Sequence[int] = ()) -> int:
+        """A compaction's summary, opening the frame's history from now on. ``before``:
+        the failed exchange the summary left out (``failed_exchange``, read before the
+        summary was asked for): its rows move after the summary (new ids, in order), so
+        the member's unanswered message stays in the history and its Retry stays —
+        unless the exchange changed meanwhile (a Retry, a send), then nothing moves."""
+
         def write(conn: Any) -> tuple[int, list[int]]:
+            unchanged = bool(before) and _failed_exchange(conn, frame) == list(before)
             message_id = conn.execute(
                 "INSERT INTO messages (conversation_id, frame_id, role, content) VALUES (?, ?, 'summary', ?)",
                 (frame.conversation_id, frame.id, text),
             ).lastrowid
-            return message_id, [message_id]
+            moved = _move_to_end(conn, list(before)) if unchanged else []
+            return message_id, [message_id, *moved]
 
-        return await self._write_rows(write)
+        try:
+            return await self._write_rows(write)
+        finally:
+            if before:
+                self.forget()
 
     # -- tool calls -------------------------------------------------------------------
 
@@ -1050,7 +1049,7 @@ class ConversationStore:
 
         def read(conn: Any) -> list[Row]:
             start = conn.execute(
-                "SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'summary'", (frame_id,)
+                "SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'summary' AND variant = 0", (frame_id,)
             ).fetchone()[0] or 0
             return _with_calls(
                 conn,
@@ -1482,13 +1481,66 @@ def _last_user_message(conn: Any, frame: Frame) -> int | None:
     return conn.execute("SELECT max(id) FROM messages WHERE frame_id = ? AND role = 'user' AND variant = 0", (frame.id,)).fetchone()[0]
 
 
-def _branch(conn: Any, frame: Frame, point: int, first: int, *, allow_empty: bool = False) -> bool:
+def _failed_exchange(conn: Any, frame: Frame) -> list[int]:
+    """The member's last message and its failed end (``_failed_end``); empty without one."""
+    failure = _failed_end(conn, frame)
+    return [_last_user_message(conn, frame), *failure] if failure else []
+
+
+def _move_to_end(conn: Any, ids: list[int]) -> list[int]:
+    """Rows (without tool calls) written again at the end of the file's messages, in
+    order, the originals deleted: their new ids. Versions branching off one of them
+    follow it; the search index takes the copies as new rows."""
+    columns = [c[1] for c in conn.execute("PRAGMA table_info(messages)") if c[1] not in ("id", "indexed")]
+    names = ", ".join(columns)
+    moved = []
+    for old_id in ids:
+        row = conn.execute(f"SELECT {names} FROM messages WHERE id = ?", (old_id,)).fetchone()
+        conn.execute("DELETE FROM messages WHERE id = ?", (old_id,))  # first: its idempotency key is unique
+        new_id = conn.execute(f"INSERT INTO messages ({names}) VALUES ({', '.join('?' * len(columns))})", tuple(row)).lastrowid
+        conn.execute("UPDATE messages SET branch_point = ? WHERE branch_point = ?", (new_id, old_id))
+        moved.append(new_id)
+    return moved
+
+
+def _failed_end(conn: Any, frame: Frame) -> list[int]:
+    """The rows of a failed end of the frame's history, after the member's last message:
+    an answer that failed without calling a tool, with the notes and the cut-off answers
+    before it. Empty when the history does not end in one."""
+    last_user = _last_user_message(conn, frame)
+    if last_user is None:
+        return []
+    after = conn.execute(
+        "SELECT id, role, status FROM messages WHERE frame_id = ? AND id > ? AND variant = 0 ORDER BY id", (frame.id, last_user)
+    ).fetchall()
+    # A failure, and what led to it: answers cut off and asked for again (recovery's
+    # notes), none of which called a tool. The failed answer may be followed by
+    # its fallback notes (written after its row, which exists before the request),
+    # or be an error note itself (an earlier version's).
+    answers = [r for r in after if r[1] == "assistant"]
+    failed = bool(after) and (after[-1][2] == "error" or (bool(answers) and answers[-1][2] == "error"))
+    if not after or not failed or any(
+        r[1] not in ("assistant", "note") or (r[1] == "assistant" and r[2] not in ("error", "interrupted")) for r in after
+    ):
+        return []
+    ids = [r[0] for r in after]
+    if conn.execute(f"SELECT 1 FROM tool_calls WHERE message_id IN ({','.join('?' * len(ids))}) LIMIT 1", ids).fetchone():
+        return []
+    return ids
+
+
+def _branch(conn: Any, frame: Frame, point: int, first: int, *, allow_empty: bool = False, answer_only: bool = False) -> bool:
     """Keep the rows shown from ``first`` on as the next earlier version at the branch
     point ``point`` (they are out of the history from now on). False when there are none
     (unless ``allow_empty``), one is still streaming, or a summary of a compaction is
-    among them (what it summarised cannot be taken back)."""
+    among them (what it summarised cannot be taken back) — except, with ``answer_only``
+    (the rows answer one member message, none of them a member's message), a summary
+    made after that answer: it summarised the answer being set aside, so it goes with
+    it, and the history opens at the summary before it again (an automatic compaction
+    follows every answer past the limit: Regenerate would never work after one)."""
     rows = conn.execute("SELECT id, status, role FROM messages WHERE frame_id = ? AND id >= ? AND variant = 0", (frame.id, first)).fetchall()
-    if any(r[1] == "streaming" or r[2] == "summary" for r in rows):
+    summaries_go = answer_only and not any(r[2] == "user" for r in rows)
+    if any(r[1] == "streaming" or (r[2] == "summary" and not summaries_go) for r in rows):
         return False  # a summary (compaction) covers these rows: they are history now
     if not rows:
         return allow_empty
