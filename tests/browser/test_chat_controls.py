@@ -368,6 +368,7 @@ async def test_the_model_picker_sends_the_conversation_to_the_chosen_model(skald
         await expect(chosen).to_be_visible()
         await expect(page.locator(".conv-header")).not_to_contain_text("The next answer comes from this model", timeout=12000)
         await page.get_by_label("Model", exact=True).select_option(label="Other")
+        await expect(chosen).to_be_visible()  # saved: what the member sees before reloading
         # Each answer says which model wrote it by the label the member picked it by.
         await expect(page.locator(".msg.assistant .msg-meta .model").last).to_have_text("Other")
         await page.reload()

@@ -474,7 +474,8 @@ function modelPicker(view, status) {
     if (!view.conversation) { view.draftModel = select.value || null; confirmChoice(status); return; }
     const hadFocus = document.activeElement === select;
     select.disabled = true;
-    const response = await api("PATCH", `/api/conversations/${encodeURIComponent(view.conversation.id)}`, { model: select.value || null });
+    // keepalive: a reload right after the choice does not cut its save.
+    const response = await api("PATCH", `/api/conversations/${encodeURIComponent(view.conversation.id)}`, { model: select.value || null }, { keepalive: true });
     select.disabled = false;
     if (hadFocus) select.focus();  // disabling it dropped the focus to <body>
     if (!response.ok) { status.error(errorText(response)); select.value = view.conversation.model || ""; return; }
