@@ -11,9 +11,11 @@ PLUGIN_TESTS := $(wildcard plugins/*/tests examples/*/tests)
 # The members' sandbox image (sandbox/image/); bump the tag when its packages change.
 SANDBOX_IMAGE ?= skald-sandbox:2
 
-SKALD_DATA_DIR ?= ./data
-SKALD_HOST ?= 127.0.0.1
-SKALD_PORT ?= 8080
+# `?=` keeps a variable set but empty (`SKALD_HOST= make run`), and an empty host listens
+# on every interface (the server refuses it): an empty one takes the default too.
+SKALD_DATA_DIR := $(or $(SKALD_DATA_DIR),./data)
+SKALD_HOST := $(or $(SKALD_HOST),127.0.0.1)
+SKALD_PORT := $(or $(SKALD_PORT),8080)
 export SKALD_DATA_DIR SKALD_HOST SKALD_PORT
 
 .PHONY: run test install install-test uninstall-old bench clean sandbox-image

@@ -22,9 +22,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from skald_host.server import run
 
     server: dict[str, Any] = {}
-    if args.host:
+    # ``is not None``: ``--port 0`` or ``--host ''`` given on purpose reach the settings'
+    # checks (and are refused there), never quietly become the configured value.
+    if args.host is not None:
         server["host"] = args.host
-    if args.port:
+    if args.port is not None:
         server["port"] = args.port
     overrides: dict[str, Any] = {"server": server}
     if args.safe_mode:

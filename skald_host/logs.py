@@ -28,6 +28,17 @@ class LogFileHandler(logging.handlers.RotatingFileHandler):
 
     _complained = False
 
+    def _open(self):  # type: ignore[no-untyped-def]
+        """Every file this handler opens is 0600, the first and each one after a rollover
+        alike (the logs name members and conversations by id): made with that mode, so no
+        moment world-readable, and tightened if an older version left it wider."""
+        stream = self._builtin_open(
+            self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors,
+            opener=lambda path, flags: os.open(path, flags, 0o600),
+        )
+        os.fchmod(stream.fileno(), 0o600)
+        return stream
+
     def handleError(self, record: logging.LogRecord) -> None:
         if not self._complained:
             self._complained = True
@@ -47,8 +58,15 @@ def configure_logging(settings: Settings) -> None:
     root.addHandler(stream)
     if settings.log.file is not None:
         path = settings.resolve(settings.log.file)
-        secure_dir(path.parent)
-        handler = LogFileHandler(path, maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8")
+        try:
+            secure_dir(path.parent)
+            handler = LogFileHandler(path, maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8")
+        except OSError as exc:  # a read-only data dir, a path under /proc: one line, not a traceback
+            from skald_host.core.host import StartupError
+
+            raise StartupError(
+                f"cannot write the log file {path}: {exc.strerror or exc}"
+                " (set log.file to a path this user can write, or null to log to stderr only)"
+            ) from None
         handler.setFormatter(logging.Formatter(FORMAT))
         root.addHandler(handler)
-        os.chmod(path, 0o600)

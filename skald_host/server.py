@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import resource
 import signal
+import ssl
+from contextlib import ExitStack
 from typing import Any, Iterable
 
 from hypercorn.asyncio import serve
@@ -165,7 +168,19 @@ async def serve_forever(settings: Settings) -> None:
 def check_address(config: Config) -> None:
     """Bind the addresses once before anything starts: a port in use is a one-line
     ``StartupError``, not a traceback after the core and its plugins came up. (The
-    sockets are closed again for Hypercorn to bind; it sets SO_REUSEADDR.)"""
+    sockets are closed again for Hypercorn to bind; it sets SO_REUSEADDR.) The TLS
+    certificate and key are loaded here too, as Hypercorn will: a missing file or a key
+    that does not belong to the certificate once failed only after everything started."""
+    if config.ssl_enabled:
+        advice = "check server.tls_cert and server.tls_key: both files readable, the key the certificate's own"
+        for what, path in (("certificate", config.certfile), ("key", config.keyfile)):
+            if not os.path.isfile(path):
+                raise StartupError(f"cannot use the TLS {what} {path}: there is no such file ({advice})")
+        try:
+            config.create_ssl_context()
+        except (OSError, ssl.SSLError) as exc:
+            reason = str(exc) if isinstance(exc, ssl.SSLError) else exc.strerror or str(exc)
+            raise StartupError(f"cannot use the TLS certificate {config.certfile} with the key {config.keyfile}: {reason} ({advice})") from None
     try:
         sockets = config.create_sockets()
     except OSError as exc:
@@ -179,9 +194,17 @@ def check_address(config: Config) -> None:
 
 def run(settings: Settings) -> None:
     """Serve until stopped, holding the data dir for this process alone (raises
-    DataDirBusy when another process has it)."""
+    DataDirBusy when another process has it, StartupError when this user cannot write it)."""
     disable_core_dumps()
-    secure_dir(settings.data_dir)
-    with DataDirLock(settings.data_dir):
+    with ExitStack() as held:
+        try:
+            secure_dir(settings.data_dir)
+            held.enter_context(DataDirLock(settings.data_dir))
+        except OSError as exc:  # a read-only or foreign data dir: one line, not a traceback
+            which = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(settings.data_dir) else ""
+            raise StartupError(
+                f"cannot use the data dir {settings.data_dir}: {exc.strerror or exc}{which}"
+                " (it must be a folder this user can write; choose another with --data-dir or SKALD_DATA_DIR)"
+            ) from None
         check_address(hypercorn_config(settings))
         asyncio.run(serve_forever(settings))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import os
 import stat
 import types
@@ -17,6 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -25,6 +27,31 @@ from skald_host.core.identity.crypto import KdfParams, check_at_least_floor
 
 class SettingsError(ValueError):
     """The configuration is wrong; the message names the key and what to do."""
+
+
+def _normalized_public_url(text: str) -> str:
+    """``server.public_url`` as ``scheme://host[:port]``, lower case: the origin browsers
+    send, compared by the secure-cookie and same-origin checks. ``HTTPS://…`` once gave a
+    cookie without Secure; ``skald.example.org`` (no scheme) or a path meant nothing."""
+    where = f"server.public_url: {text!r}"
+    parts = urlsplit(text.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise SettingsError(f"{where} must start with https:// or http:// (e.g. https://skald.example.org)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise SettingsError(f"{where} has a port that is not a number from 1 to 65535") from None
+    if not parts.hostname or parts.username is not None or parts.password is not None:
+        raise SettingsError(f"{where} must name a host (e.g. https://skald.example.org)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise SettingsError(f"{where} must be the server's address alone, without a path, query or fragment (e.g. https://skald.example.org)")
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default_port = {"http": 80, "https": 443}[scheme]  # browsers leave it out of Origin
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default_port else "")
+
 
 
 @dataclass(frozen=True)
@@ -46,6 +73,15 @@ class ServerSettings:
     trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not self.host.strip():
+            # Hypercorn binds an empty host on every interface: a blank SKALD_HOST must not
+            # quietly publish the server to the whole network.
+            raise SettingsError(
+                "server.host: empty, which would listen on every interface; set 127.0.0.1 for this machine"
+                " only, or 0.0.0.0 (or ::) to listen on every interface on purpose"
+            )
+        if self.public_url is not None:
+            object.__setattr__(self, "public_url", _normalized_public_url(self.public_url))
         for entry in self.trusted_proxies:
             try:
                 ipaddress.ip_network(entry.strip(), strict=False)
@@ -164,9 +200,6 @@ class TtsSettings:
             language, _, voice = entry.partition("=")
             if not language.strip() or ":" not in voice:
                 raise SettingsError(f"tts.defaults: {entry!r} should look like de=espeak-ng:de")
-        for name in ("max_chars", "max_concurrent", "per_member"):
-            if getattr(self, name) < 1:
-                raise SettingsError(f"tts.{name} must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -205,23 +238,6 @@ class SubagentSettings:
     max_inbox_delivery_attempts: int = 8
     max_user_turn_burst_before_inbox: int = 4
     max_inbox_wait_secs: float = 30.0
-
-    def __post_init__(self) -> None:
-        bounds = {
-            "max_tree_depth": (1, 16),
-            "max_runs_per_tree": (1, 10_000),
-            "max_concurrent_runs": (1, 10_000),
-            "max_concurrent_runs_per_session": (1, 10_000),
-            "max_pending_inbox_events_per_session": (1, 100_000),
-            "max_inbox_delivery_attempts": (1, 1_000),
-            "max_user_turn_burst_before_inbox": (1, 1_000),
-        }
-        for name, (low, high) in bounds.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise SettingsError(f"subagents.{name}: must be a whole number from {low} to {high}, got {value!r}")
-        if isinstance(self.max_inbox_wait_secs, bool) or not 0 < self.max_inbox_wait_secs <= 86_400:
-            raise SettingsError(f"subagents.max_inbox_wait_secs: must be more than 0 and at most 86400 seconds, got {self.max_inbox_wait_secs!r}")
 
 
 @dataclass(frozen=True)
@@ -358,6 +374,8 @@ def load_settings(
                 f"(known: {', '.join(sorted(sections))})"
             )
         for name, values in raw.items():
+            if values is None:
+                values = {}  # ``server:`` with every key commented out: nothing changed here
             if not isinstance(values, dict):
                 raise SettingsError(f"{name}: expected a mapping of settings, got {values!r}")
             layered[name] = dict(values)
@@ -433,41 +451,113 @@ def save_setting(path: Path, section: str, name: str, value: Any) -> None:
         raise
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The values one numeric setting may take: from ``low`` to ``high`` (above ``low``
+    when ``above``), always finite, or exactly ``off`` where that value switches the
+    feature off. A value outside fails at load, naming the key, the value and this range:
+    ``auth.login_failures_per_account: 0`` made every sign-in a 500, ``server.max_body_bytes:
+    -5`` every POST a 413, ``backup.every_hours: .nan`` a schedule silently never run."""
+
+    low: float
+    high: float
+    above: bool = False
+    off: float | None = None
+
+    def allows(self, value: float) -> bool:
+        if self.off is not None and value == self.off:
+            return True
+        if not math.isfinite(value):
+            return False
+        return (self.low < value if self.above else self.low <= value) and value <= self.high
+
+    def describe(self, whole: bool) -> str:
+        if self.above:
+            text = f"more than {self.low:g} and at most {self.high:g}"
+        elif whole:
+            text = f"a whole number from {int(self.low)} to {int(self.high)}"
+        else:
+            text = f"from {self.low:g} to {self.high:g}"
+        return f"{self.off:g} (off) or {text}" if self.off is not None else text
+
+
+_GIB = 1024**3
+
+#: Every numeric setting's allowed values, in one place (README "Configuration" lists
+#: them). A numeric field without an entry is a test failure, so a new setting gets one.
+BOUNDS: dict[str, Bound] = {
+    "server.port": Bound(1, 65535),
+    "server.max_body_bytes": Bound(1024, _GIB),
+    "server.websocket_max_message_bytes": Bound(1024, _GIB),
+    "server.header_timeout_seconds": Bound(0, 3600, above=True),
+    "server.body_timeout_seconds": Bound(0, 3600, above=True),
+    # The lows are the Argon2id floor (checked first, with its own message); the highs
+    # keep a typo from asking each sign-in for 100 GB or a hundred thousand threads.
+    "kdf.memory_kib": Bound(19456, 4 * 1024 * 1024),
+    "kdf.time_cost": Bound(2, 1000),
+    "kdf.parallelism": Bound(1, 64),
+    "kdf.concurrency": Bound(1, 64),
+    "auth.session_idle_minutes": Bound(1, 366 * 24 * 60),
+    "auth.session_absolute_hours": Bound(1, 366 * 24),
+    "auth.login_window_minutes": Bound(1, 7 * 24 * 60),
+    "auth.login_failures_per_account": Bound(1, 10_000),
+    "auth.login_failures_per_address": Bound(1, 100_000),
+    "plugins.hook_timeout_seconds": Bound(0, 3600, above=True),
+    "plugins.slow_import_ms": Bound(0, 600_000),
+    "chat.max_rounds": Bound(1, 1000),
+    "chat.tool_timeout_seconds": Bound(0, 86_400, above=True),
+    "chat.send_burst": Bound(1, 10_000),
+    "chat.sends_per_second": Bound(0, 1000, above=True),
+    "chat.compact_after_tokens": Bound(1, 100_000_000),  # null: off
+    "files.upload_max_bytes": Bound(1, 1024 * _GIB),
+    "files.view_max_bytes": Bound(1, 1024 * _GIB),
+    "files.read_max_bytes": Bound(1, 1024 * _GIB),
+    "files.turn_image_count": Bound(0, 64),  # 0: no image is inlined for a model
+    "files.turn_image_bytes": Bound(1, _GIB),
+    "sandbox.memory_mib": Bound(16, 1024 * 1024),
+    "sandbox.cpus": Bound(0, 1024, above=True),
+    "sandbox.pids": Bound(8, 1_000_000),
+    "sandbox.exec_timeout_seconds": Bound(0, 86_400, above=True),
+    "sandbox.output_limit_bytes": Bound(1024, _GIB),
+    "sandbox.home_quota_mib": Bound(1, 1024 * 1024 * 1024),
+    # 0.0001 h (a third of a second) lets a test run the schedule; an admin means hours.
+    "backup.every_hours": Bound(0.0001, 366 * 24, off=0),
+    "backup.keep": Bound(1, 10_000),
+    "tts.max_chars": Bound(1, 1_000_000),
+    "tts.max_concurrent": Bound(1, 256),
+    "tts.per_member": Bound(1, 256),
+    "tts.cache_mib": Bound(0, 64 * 1024),  # 0: nothing is cached
+    "subagents.max_tree_depth": Bound(1, 16),
+    "subagents.max_runs_per_tree": Bound(1, 10_000),
+    "subagents.max_concurrent_runs": Bound(1, 10_000),
+    "subagents.max_concurrent_runs_per_session": Bound(1, 10_000),
+    "subagents.max_pending_inbox_events_per_session": Bound(1, 100_000),
+    "subagents.max_inbox_delivery_attempts": Bound(1, 1_000),
+    "subagents.max_user_turn_burst_before_inbox": Bound(1, 1_000),
+    "subagents.max_inbox_wait_secs": Bound(0, 86_400, above=True),
+}
+
+
+def _check_bounds(settings: Settings) -> None:
+    for key, bound in BOUNDS.items():
+        section, name = key.split(".")
+        value = getattr(getattr(settings, section), name)
+        if value is None:
+            continue  # an optional setting left off (chat.compact_after_tokens)
+        if not bound.allows(value):
+            raise SettingsError(f"{key}: must be {bound.describe(isinstance(value, int))}, got {value!r}")
+
+
 def _validate(settings: Settings) -> None:
     try:
         check_at_least_floor(settings.kdf.params)
     except ValueError as exc:
         raise SettingsError(f"kdf: {exc}") from None
-    if settings.kdf.concurrency < 1:
-        raise SettingsError("kdf.concurrency: must be at least 1")
-    if not settings.plugins.hook_timeout_seconds > 0:
-        # wait_for(..., 0) cancels every hook at once: 0 would fail every plugin, not mean "no limit".
-        raise SettingsError(f"plugins.hook_timeout_seconds: must be more than 0, got {settings.plugins.hook_timeout_seconds!r}")
-    if not 0 < settings.server.port < 65536:
-        raise SettingsError(f"server.port: {settings.server.port} is not a TCP port")
+    _check_bounds(settings)
     if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise SettingsError(f"log.level: {settings.log.level!r} is not one of DEBUG, INFO, WARNING, ERROR")
-    if not 1 <= settings.chat.max_rounds <= 1000:
-        raise SettingsError("chat.max_rounds: must be between 1 and 1000")
-    if not settings.chat.tool_timeout_seconds > 0:
-        raise SettingsError("chat.tool_timeout_seconds: must be positive")
-    if settings.chat.send_burst < 1 or not settings.chat.sends_per_second > 0:
-        raise SettingsError("chat.send_burst must be at least 1 and chat.sends_per_second positive")
-    if not settings.server.header_timeout_seconds > 0 or not settings.server.body_timeout_seconds > 0:
-        raise SettingsError("server.header_timeout_seconds and server.body_timeout_seconds must be positive")
-    if settings.files.upload_max_bytes < 1 or settings.files.view_max_bytes < 1 or settings.files.read_max_bytes < 1:
-        raise SettingsError("files: upload_max_bytes, view_max_bytes and read_max_bytes must be positive")
-    box = settings.sandbox
-    if box.memory_mib < 16 or not box.cpus > 0 or box.pids < 8:
-        raise SettingsError("sandbox: memory_mib must be at least 16, cpus positive and pids at least 8")
-    if not box.exec_timeout_seconds > 0 or box.output_limit_bytes < 1024:
-        raise SettingsError("sandbox: exec_timeout_seconds must be positive and output_limit_bytes at least 1024")
-    if box.home_quota_mib < 1:
-        raise SettingsError("sandbox: home_quota_mib must be at least 1")
     if bool(settings.server.tls_cert) != bool(settings.server.tls_key):
         raise SettingsError("server.tls_cert and server.tls_key must be set together")
-    if settings.backup.every_hours < 0 or settings.backup.keep < 1:
-        raise SettingsError("backup: every_hours must be 0 (no schedule) or more, and keep at least 1")
     from skald_host.core.backups.service import BackupError, check_backup_root  # not at import: the core imports settings
 
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -26,6 +27,8 @@ from skald_host.core.identity.access import allowed
 from skald_host.core.identity.sessions import Session
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.web.errors import ApiError
+
+log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -99,7 +102,7 @@ def transport_is_secure(req: Any) -> bool:
     """Whether Secure + ``__Host-`` cookies will work: TLS, a loopback address (which
     browsers treat as a secure context), or a configured https public URL."""
     public_url = current_app.config["SKALD_SETTINGS"].server.public_url
-    if req.scheme in ("https", "wss") or (public_url or "").startswith("https://"):
+    if req.scheme in ("https", "wss") or urlsplit(public_url or "").scheme.lower() == "https":
         return True
     return _is_loopback(urlsplit(f"//{req.host}").hostname or "")
 
@@ -170,14 +173,35 @@ async def _device_principal(core: Any, req: Any, token: str | None) -> Principal
     return Principal(member, None, "device", credential.id)
 
 
+#: Origins already logged as refused, per app: one line each, and no more than this many
+#: (a client sending a new Origin with every request must not fill the log).
+_REFUSED_ORIGINS_LOGGED = 100
+
+
 def same_origin(req: Any) -> bool:
-    """True when the request carries no Origin (not a browser cross-site request) or
-    an Origin naming this very host."""
+    """True when the request carries no Origin (not a browser cross-site request) or an
+    Origin naming this very host: the Host it was sent to, or ``server.public_url`` (the
+    admin's own statement of where the server is, which a reverse proxy that rewrites
+    Host leaves as the only match). A refusal is logged once per Origin, with both
+    values compared, so a misconfigured proxy is visible, not a silent 403."""
     origin = req.headers.get("Origin")
     if origin is None:
         return True
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and parts.netloc.lower() == req.host.lower()
+    if parts.scheme in ("http", "https") and parts.netloc.lower() == req.host.lower():
+        return True
+    public_url = current_app.config["SKALD_SETTINGS"].server.public_url
+    if public_url and origin.strip().rstrip("/").lower() == public_url.lower():
+        return True
+    logged = current_app.extensions.setdefault("skald_refused_origins", set())
+    if origin not in logged and len(logged) < _REFUSED_ORIGINS_LOGGED:
+        logged.add(origin)
+        log.info(
+            "refused a cross-origin %s: Origin %r is neither the Host %r nor server.public_url %r"
+            " (behind a reverse proxy: pass the Host header through, or set server.public_url)",
+            "websocket" if req.scheme in ("ws", "wss") else req.method, origin[:200], req.host[:200], public_url,
+        )
+    return False
 
 
 def _view(req: Any) -> Any:

@@ -537,7 +537,7 @@ def test_malformed_speech_settings_are_refused_with_the_setting_named(skald):
 
     with pytest.raises(SettingsError, match="tts.defaults: 'german' should look like de=espeak-ng:de"):
         skald.settings(tts={"defaults": ["german"]})
-    with pytest.raises(SettingsError, match="tts.max_concurrent must be at least 1"):
+    with pytest.raises(SettingsError, match=r"^tts\.max_concurrent: must be a whole number from 1 to 256, got 0"):
         skald.settings(tts={"max_concurrent": 0})
 
 

@@ -57,6 +57,22 @@ log = logging.getLogger(__name__)
 _DATABASE_FILE = re.compile(r"^database/(system|[0-9a-f]{32})\.db(-wal|-shm|-journal)?$")
 
 
+class BackupFolderUnusable(BackupError):
+    """The folder for backups cannot be made (``backup.dir: /proc/skald-b``, a read-only
+    disk). A ``BackupError`` like any failed backup, so the schedule logs it and tries
+    again at its next slot, the control socket answers it, and the API can say it by
+    ``code`` (``error.backup_dir_unusable``) with the folder in ``values``."""
+
+    code = "backup_dir_unusable"
+
+    def __init__(self, root: Path, error: OSError) -> None:
+        super().__init__(
+            f"the folder for backups {root} cannot be made: {error.strerror or error}"
+            " (set backup.dir, or skald backup --to, to a folder this user can write)"
+        )
+        self.values = {"dir": str(root)}
+
+
 class BackupService:
     def __init__(self, core: Skald) -> None:
         self._core = core
@@ -304,7 +320,10 @@ def remove_partials(root: Path, *, make: bool = True) -> list[Unfinished]:
     A missing ``root`` is made private (``make``); an existing one is the admin's
     (``--to /tmp``) and keeps its mode: each backup in it is private itself."""
     if make:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as error:
+            raise BackupFolderUnusable(root, error) from error
     elif not root.is_dir():
         return []
     found: list[Unfinished] = []

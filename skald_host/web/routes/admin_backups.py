@@ -40,5 +40,5 @@ async def take_backup() -> tuple[dict, int]:
     except BackupError as error:
         cause = error.__cause__
         full = isinstance(cause, DiskFull) or (isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT))
-        raise ApiError(507 if full else 500, str(error)) from None
+        raise ApiError.refusing(507 if full else 500, error) from None
     return {"backup": info.as_dict()}, 201
