@@ -13,9 +13,7 @@ of a job's text reaches system.db or the log."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import sqlite3
 import uuid
 
 import pytest
@@ -27,7 +25,7 @@ from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database, MigrationSet
 from skald_host.testing import Reply, ToolCall
 
-from .support import MODEL_A, ChatSocket, configure_models, eventually, messages, new_conversation
+from .support import ChatSocket, configure_models, eventually, messages, new_conversation
 
 UTC = dt.timezone.utc
 BERLIN = "Europe/Berlin"

@@ -626,7 +626,7 @@ class SubagentCoordinator:
         self, above: "Frame", call_id: str, definition: AgentDefinition, task: str, frame_id: str | None, ctx: RunContext, *, unattended: bool,
     ) -> str:
         runtime = self.runtime
-        store, kernel = runtime.store, runtime.kernel
+        store = runtime.store
         permits = self.permits(above.conversation_id)
         try:
             await permits.acquire()
