@@ -40,16 +40,17 @@ async def test_the_first_review_comes_at_the_run_hour_after_the_naming_not_at_th
     named = parse_iso(await setup.core.registry.run(lambda c: store.supervised_since(c, kid.member["id"])))
     await kid.chat("help me with fractions: NEW-LINE")
 
-    # The scheduler's passes of that afternoon: nothing is due, the model is not asked.
-    setup.clock.now = named + dt.timedelta(minutes=8)
-    assert review_outcomes(await setup.tick()) == ["not_due"]
-    setup.clock.advance(hours=3)
-    assert review_outcomes(await setup.tick()) == ["not_due"]
+    # The scheduler's passes until the night: nothing is due, the model is not asked.
+    # Taken before the next run hour whatever the time of day the test runs at (a fixed
+    # "three hours later" crossed 04:00 when run after midnight).
+    night = next_run_hour(named)
+    for at in (named + dt.timedelta(minutes=8), night - dt.timedelta(minutes=1)):
+        setup.clock.now = min(at, night - dt.timedelta(seconds=1))
+        assert review_outcomes(await setup.tick()) == ["not_due"]
     assert len(server.requests) == 2  # the two chat turns only
     assert (await parent.get("/api/reports")).json()["reports"] == []
 
     # The night: one review, from the naming.
-    night = next_run_hour(named)
     setup.clock.now = night + dt.timedelta(minutes=2)
     assert review_outcomes(await setup.tick()) == ["ran"]
     reviewed = server.requests[-1].last_user_text
