@@ -37,6 +37,15 @@ async def put_provider(setup: Setup, issuer: str) -> httpx.Response:
     return await setup.admin.put(f"{BASE}/providers/test-idp", json=body)
 
 
+async def mail_activated(setup: Setup, member, issuer: str, demo_url: str) -> None:
+    """The admin's provider at ``issuer`` and an OAuth template ``mail`` for the demo
+    server; ``member`` activated it (it now needs their sign-in)."""
+    assert (await put_provider(setup, issuer)).status_code == 200
+    template = {"transport": "http", "url": demo_url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
+    assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
+    assert (await member.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+
+
 async def browser(url: str) -> str:
     """The member's browser at the consent URL; the page shows the code."""
     async with httpx.AsyncClient() as client:
@@ -173,10 +182,7 @@ async def test_a_changed_sign_in_service_gets_no_refresh_token_until_the_member_
     alice = await setup.host.member("alice")
     alice_id = alice.member["id"]
     async with AuthorizationServer() as first, AuthorizationServer() as second, HttpDemo() as demo:
-        assert (await put_provider(setup, first.issuer)).status_code == 200
-        template = {"transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
-        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
-        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+        await mail_activated(setup, alice, first.issuer, demo.url)
         url = (await alice.post(f"{BASE}/my/connectors/mail/oauth/start")).json()["url"]
         state = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}["state"]
         done = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": await browser(url)})
@@ -210,10 +216,7 @@ async def test_a_template_taken_away_after_the_start_gets_no_token_request_and_n
     bob = await setup.host.member("bob")
     alice_id = alice.member["id"]
     async with AuthorizationServer() as idp, HttpDemo() as demo:
-        assert (await put_provider(setup, idp.issuer)).status_code == 200
-        template = {"transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
-        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
-        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+        await mail_activated(setup, alice, idp.issuer, demo.url)
         start = await alice.post(f"{BASE}/my/connectors/mail/oauth/start")
         assert start.status_code == 200, start.text
         url = start.json()["url"]
@@ -245,10 +248,7 @@ async def test_a_withdrawn_template_starts_no_session_and_sends_no_refresh_token
     bob = await setup.host.member("bob")
     alice_id = alice.member["id"]
     async with AuthorizationServer() as idp, HttpDemo() as demo:
-        assert (await put_provider(setup, idp.issuer)).status_code == 200
-        template = {"transport": "http", "url": demo.url, "oauth": {"provider": "test-idp", "scopes": ["mail.read"]}}
-        assert (await setup.admin.put(f"{BASE}/catalog/mail", json=template)).status_code == 200
-        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "mail"})).status_code == 201
+        await mail_activated(setup, alice, idp.issuer, demo.url)
         url = (await alice.post(f"{BASE}/my/connectors/mail/oauth/start")).json()["url"]
         state = parse_qs(urlsplit(url).query)["state"][0]
         done = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": await browser(url)})
