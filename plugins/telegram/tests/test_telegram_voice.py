@@ -77,13 +77,20 @@ def occupy_speech(setup: Setup, member_id: str) -> None:
     tts._running[member_id] = tts.settings.per_member
 
 
-async def test_a_voice_note_waits_while_the_members_speech_is_busy_and_is_sent_once_it_is_free(setup: Setup):
+async def answered_while_speech_is_busy(setup: Setup) -> str:
+    """alice, with voice notes on and her read-aloud slots taken, got an answer in
+    Telegram (its voice note is what the test watches): her id."""
     await running(setup)
     member_id = await voice_on(setup)
     occupy_speech(setup, member_id)
     setup.model.script(MODEL, [Reply("Voice canary answer.")])
     setup.api.send(ALICE_CHAT, "hi")
     await setup.api.wait_for(lambda: "Voice canary answer." in setup.api.texts(ALICE_CHAT))
+    return member_id
+
+
+async def test_a_voice_note_waits_while_the_members_speech_is_busy_and_is_sent_once_it_is_free(setup: Setup):
+    member_id = await answered_while_speech_is_busy(setup)
     await asyncio.sleep(2.5)  # the first try found it busy, and so did the second
     setup.api.send(ALICE_CHAT, "/help")  # the chat is not held up behind the waiting note
     await setup.api.wait_for(lambda: any(t.startswith("Write to talk to your assistant.") for t in setup.api.texts(ALICE_CHAT)))
@@ -96,12 +103,7 @@ async def test_a_voice_note_waits_while_the_members_speech_is_busy_and_is_sent_o
 
 async def test_a_voice_note_still_busy_after_its_waits_says_why_once(setup: Setup, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(bot_module, "VOICE_BUSY_WAITS_SECONDS", (0.5, 1.0))  # about a minute, scaled down
-    await running(setup)
-    member_id = await voice_on(setup)
-    occupy_speech(setup, member_id)
-    setup.model.script(MODEL, [Reply("Voice canary answer.")])
-    setup.api.send(ALICE_CHAT, "hi")
-    await setup.api.wait_for(lambda: "Voice canary answer." in setup.api.texts(ALICE_CHAT))
+    await answered_while_speech_is_busy(setup)
     answered = time.monotonic()
     await setup.api.wait_for(lambda: BUSY in setup.api.texts(ALICE_CHAT), what="the reason")
     assert time.monotonic() - answered >= 1.4  # after both waits, not at the first refusal
