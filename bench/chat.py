@@ -700,7 +700,7 @@ async def _prepare(host: RunningHost, model_url: str) -> dict[str, Any]:
 
 
 async def main() -> None:
-    from skald_host.testing.host import start_host, test_settings
+    from skald_host.testing.host import UNTHROTTLED_CHAT, start_host, test_settings
 
     load_before = os.getloadavg()[0]
     helper = await asyncio.create_subprocess_exec(
@@ -713,7 +713,7 @@ async def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             # The bench's one member is a script sending back to back (~125 a second):
             # the send budget for a member's own clients is lifted for it.
-            host = await start_host(test_settings(Path(tmp) / "data", chat={"send_burst": 1_000_000, "sends_per_second": 1e6}))
+            host = await start_host(test_settings(Path(tmp) / "data", chat=UNTHROTTLED_CHAT))
             try:
                 started = time.perf_counter()
                 plan = await _prepare(host, model_url)

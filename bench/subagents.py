@@ -91,7 +91,7 @@ async def _turn(sock: Socket, client: Any, text: str) -> float:
 
 async def main() -> None:
     from skald_host.core.agent.subagents.coordinator import SubagentCoordinator
-    from skald_host.testing.host import start_host, test_settings
+    from skald_host.testing.host import UNTHROTTLED_CHAT, start_host, test_settings
 
     commits: dict[str, float] = {}
     original = SubagentCoordinator._after_terminal
@@ -141,7 +141,7 @@ async def main() -> None:
 
     async with ScriptedModelServer(models=(MODEL,), api_key="sk-bench", responder=respond) as server:
         with tempfile.TemporaryDirectory() as tmp:
-            host = await start_host(test_settings(Path(tmp) / "data", chat={"send_burst": 1_000_000, "sends_per_second": 1e6}))
+            host = await start_host(test_settings(Path(tmp) / "data", chat=UNTHROTTLED_CHAT))
             try:
                 admin = await host.admin()
                 provider = await admin.post("/api/admin/models/providers", json={"name": "bench", "base_url": server.base_url, "api_key": "sk-bench"})

@@ -213,7 +213,7 @@ async def relay_blocks(helper: Helper, plan: dict[str, Any]) -> dict[str, Any]:
 
 async def relay_while_speaking() -> None:
     """The chat's relay gap, quiet and while another member's replies are read aloud."""
-    from skald_host.testing.host import start_host, test_settings
+    from skald_host.testing.host import UNTHROTTLED_CHAT, start_host, test_settings
 
     load_before = os.getloadavg()[0]
     helper = await asyncio.create_subprocess_exec(
@@ -224,7 +224,7 @@ async def relay_while_speaking() -> None:
     try:
         model_url = (await helper.stdout.readline()).decode().strip()
         with tempfile.TemporaryDirectory() as tmp:
-            settings = test_settings(Path(tmp) / "data", tts={"cache_mib": 0}, chat={"send_burst": 1_000_000, "sends_per_second": 1e6})
+            settings = test_settings(Path(tmp) / "data", tts={"cache_mib": 0}, chat=UNTHROTTLED_CHAT)
             host = await start_host(settings, use_entry_points=True)
             try:
                 admin = await host.admin()

@@ -23,6 +23,10 @@ MEMBER_PASSWORD = "member password for tests"
 #: The KDF floor: tests exercise the real Argon2id, at the cheapest allowed cost.
 FAST_KDF = {"memory_kib": 19456, "time_cost": 2, "parallelism": 1}
 
+#: The chat section for a benchmark's thousands of sends: the send limit at the top of
+#: its range (settings refuse a value past it, as an admin's skald.yml would be).
+UNTHROTTLED_CHAT = {"send_burst": 10_000, "sends_per_second": 1000}
+
 
 def test_settings(data_dir: Path, **sections: dict[str, Any]) -> Settings:
     overrides: dict[str, dict[str, Any]] = {"kdf": dict(FAST_KDF), "log": {"file": None}}

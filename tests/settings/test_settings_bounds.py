@@ -179,3 +179,12 @@ def test_the_readme_lists_every_bounded_setting():
     rows = [line for line in readme.splitlines() if line.startswith("| `")]
     listed = {key for row in rows for key in re.findall(r"`([a-z_]+\.[a-z_]+)`", row.split("|")[1])}
     assert listed == set(BOUNDS)
+
+
+def test_the_benchmarks_unthrottled_chat_is_inside_the_bounds(tmp_path):
+    """bench/chat.py, subagents.py and tts.py start their hosts with it: values past the
+    bounds stopped `python -m bench chat` at its start."""
+    from skald_host.testing.host import UNTHROTTLED_CHAT, test_settings
+
+    settings = test_settings(tmp_path, chat=UNTHROTTLED_CHAT, tts={"cache_mib": 0})
+    assert (settings.chat.send_burst, settings.chat.sends_per_second) == (BOUNDS["chat.send_burst"].high, BOUNDS["chat.sends_per_second"].high)
