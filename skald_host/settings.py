@@ -396,6 +396,10 @@ def load_settings(
                 layered.setdefault(name, {})[fld_name] = env[key]
     for alias, (name, fld_name) in ENV_ALIASES.items():
         if alias in env:
+            full = f"SKALD_{name}_{fld_name}".upper()
+            if full in env and env[full] != env[alias]:
+                # Neither may win silently: the operator meant one of them.
+                raise SettingsError(f"{alias}={env[alias]!r} and {full}={env[full]!r} set the same setting ({name}.{fld_name}) differently; keep one")
             layered.setdefault(name, {})[fld_name] = env[alias]
     for name, values in (overrides or {}).items():
         layered.setdefault(name, {}).update(values)

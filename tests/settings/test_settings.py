@@ -150,6 +150,13 @@ def test_hook_timeout_must_be_positive(tmp_path, timeout):
         load_settings(data_dir=tmp_path, environ={"SKALD_PLUGINS_HOOK_TIMEOUT_SECONDS": timeout})
 
 
+def test_a_short_and_a_full_environment_name_that_disagree_are_refused(tmp_path):
+    """SKALD_PORT won over SKALD_SERVER_PORT silently; the same value twice is fine."""
+    with pytest.raises(SettingsError, match=r"^SKALD_PORT='9000' and SKALD_SERVER_PORT='9001' set the same setting \(server\.port\)"):
+        load_settings(data_dir=tmp_path, environ={"SKALD_PORT": "9000", "SKALD_SERVER_PORT": "9001"})
+    assert load_settings(data_dir=tmp_path, environ={"SKALD_PORT": "9000", "SKALD_SERVER_PORT": "9000"}).server.port == 9000
+
+
 def test_wrong_type_in_the_environment_names_the_key(tmp_path):
     with pytest.raises(SettingsError, match=r"^server\.port: expected a number"):
         load_settings(data_dir=tmp_path, environ={"SKALD_PORT": "http"})
