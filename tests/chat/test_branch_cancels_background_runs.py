@@ -54,3 +54,23 @@ async def test_regenerate_or_edit_cancels_the_background_run_of_the_answer_it_re
     assert not any((last(r)["content"] or "").startswith(TRIGGER) for r in chat.server.requests_for(MODEL_A))
     shown = [(m["role"], m["content"]) for m in await messages(alice, cid) if not m["variant"]]
     assert shown == [("user", "Go."), ("assistant", "A plain answer.")]
+
+
+async def test_a_regenerate_with_nothing_to_regenerate_cancels_nothing(chat):
+    """Refused before anything is undone: it cancelled the conversation's background
+    runs first, then found no answer to set aside."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))
+    cancelled: list[str] = []
+    cancel = runtime.subagents.cancel_conversation
+
+    async def noted(conversation_id, **kwargs):
+        cancelled.append(conversation_id)
+        return await cancel(conversation_id, **kwargs)
+
+    runtime.subagents.cancel_conversation = noted
+    cid = await new_conversation(alice)
+    response = await alice.post(f"/api/conversations/{cid}/regenerate")
+    assert (response.status_code, response.json()["code"]) == (409, "nothing_to_regenerate")
+    assert cancelled == []

@@ -1100,7 +1100,9 @@ class MemberRuntime:
     async def regenerate(self, conversation_id: str) -> None:
         """Answer the member's last message again; the answer it had is kept as an
         earlier version (``show_version`` flips back)."""
-        await self._idle_root(conversation_id)  # refused before any run is cancelled
+        frame = await self._idle_root(conversation_id)  # refused before any run is cancelled
+        if not await self.store.answer_to_keep(frame):
+            raise ChatError("the last message of this conversation has no answer to regenerate", code="nothing_to_regenerate", status=409)
         await self._leave_branch(conversation_id)
         frame = await self._idle_root(conversation_id)
         with self._turn_after(conversation_id):  # no await since the check: a send now queues behind this

@@ -835,6 +835,16 @@ class ConversationStore:
         finally:
             self.forget()
 
+    async def answer_to_keep(self, frame: Frame) -> bool:
+        """Whether ``keep_as_version`` would find an answer to set aside, read only: a
+        Regenerate with nothing to regenerate is refused before it undoes anything."""
+
+        def read(conn: Any) -> bool:
+            last_user = _last_user_message(conn, frame)
+            return last_user is not None and bool(_branch_rows(conn, frame, last_user + 1, answer_only=True))
+
+        return await self.db.run(read)
+
     async def edit_message(self, frame: Frame, message_id: int, text: str) -> int | None:
         """Edit a member's message: it and everything after it become an earlier version
         (the branch kept), and the edited text follows the row before it as a new
@@ -1538,16 +1548,22 @@ def _branch(conn: Any, frame: Frame, point: int, first: int, *, allow_empty: boo
     made after that answer: it summarised the answer being set aside, so it goes with
     it, and the history opens at the summary before it again (an automatic compaction
     follows every answer past the limit: Regenerate would never work after one)."""
-    rows = conn.execute("SELECT id, status, role FROM messages WHERE frame_id = ? AND id >= ? AND variant = 0", (frame.id, first)).fetchall()
-    summaries_go = answer_only and not any(r[2] == "user" for r in rows)
-    if any(r[1] == "streaming" or (r[2] == "summary" and not summaries_go) for r in rows):
-        return False  # a summary (compaction) covers these rows: they are history now
+    rows = _branch_rows(conn, frame, first, answer_only=answer_only)
     if not rows:
-        return allow_empty
+        return rows is not None and allow_empty
     number = conn.execute("SELECT coalesce(max(variant), 0) + 1 FROM messages WHERE frame_id = ?", (frame.id,)).fetchone()[0]
     ids = [r[0] for r in rows]
     conn.execute(f"UPDATE messages SET variant = ?, branch_point = ? WHERE id IN ({','.join('?' * len(ids))})", (number, point, *ids))
     return True
+
+
+def _branch_rows(conn: Any, frame: Frame, first: int, *, answer_only: bool = False) -> list[Any] | None:
+    """The rows ``_branch`` would set aside from ``first`` on; None when it may not."""
+    rows = conn.execute("SELECT id, status, role FROM messages WHERE frame_id = ? AND id >= ? AND variant = 0", (frame.id, first)).fetchall()
+    summaries_go = answer_only and not any(r[2] == "user" for r in rows)
+    if any(r[1] == "streaming" or (r[2] == "summary" and not summaries_go) for r in rows):
+        return None  # a summary (compaction) covers these rows: they are history now
+    return rows
 
 
 def _with_calls(conn: Any, messages: Any, calls: Any) -> list[Row]:
