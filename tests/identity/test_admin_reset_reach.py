@@ -190,6 +190,24 @@ async def test_a_project_its_owner_lost_to_a_reset_can_be_deleted_by_its_writers
     assert (refused.status_code, refused.json()["code"]) == (400, "owner_stays")
 
 
+async def test_a_project_left_with_only_readers_after_its_owners_reset_lets_its_longest_member_write(skald):
+    """Nobody could manage it any more (rename, members, delete): the member who joined
+    first may write it now; a project with a writer left is not changed."""
+    host, admin, [alice, carl, dora, bob] = await _started(skald, "alice", "carl", "dora", "bob")
+    band = await _project(bob, "band", b"our setlist")
+    await join_project(bob, carl, band, can_write=False)
+    await join_project(bob, alice, band, can_write=False)
+    choir = await _project(bob, "choir", b"the choir's notes", share_with=dora)
+    await join_project(bob, alice, choir, can_write=False)
+    await _starts_over(host, admin, bob)
+
+    writers = {m["username"]: m["can_write"] for m in (await carl.get(f"/api/projects/{band}")).json()["members"]}
+    assert writers == {"carl": True, "alice": False}
+    assert (await carl.delete(f"/api/projects/{band}/members/{alice.member['id']}")).status_code == 200
+    writers = {m["username"]: m["can_write"] for m in (await dora.get(f"/api/projects/{choir}")).json()["members"]}
+    assert writers == {"dora": True, "alice": False}
+
+
 async def test_a_memberless_project_an_earlier_version_left_gives_its_name_back_and_shows_nothing_of_it(skald):
     """Before the fix the last member could leave an ownerless project: such a row, with
     nobody in it, may be in a data dir. Its owner's new project of that name starts

@@ -255,6 +255,9 @@ class FolderService:
         self.users = users
         self.buses = buses
         self.data_dir = data_dir
+        #: Members a reset's commit let write a project nobody else could (``withdraw``),
+        #: told so after it (``set_aside``).
+        self._promoted: dict[str, list[tuple[str, str]]] = {}
 
     # -- where things live -----------------------------------------------------------
 
@@ -796,6 +799,19 @@ class FolderService:
             )
 
     def withdraw(self, conn: Any, member_id: str) -> None:
+        # A project the account owns whose other members may all only read would be
+        # managed by nobody once it goes (renamed, its members changed, deleted): the
+        # longest-standing of them may write it now.
+        promoted = conn.execute(
+            "SELECT p.id, (SELECT m.member_id FROM project_members m WHERE m.project_id = p.id AND m.member_id != ? ORDER BY m.rowid LIMIT 1)"
+            " FROM projects p WHERE p.owner_id = ?"
+            " AND EXISTS (SELECT 1 FROM project_members m WHERE m.project_id = p.id AND m.member_id != ?)"
+            " AND NOT EXISTS (SELECT 1 FROM project_members m WHERE m.project_id = p.id AND m.member_id != ? AND m.can_write)",
+            (member_id, member_id, member_id, member_id),
+        ).fetchall()
+        for project_id, promoted_id in promoted:
+            conn.execute("UPDATE project_members SET can_write = 1 WHERE project_id = ? AND member_id = ?", (project_id, promoted_id))
+        self._promoted[member_id] = [(project_id, promoted_id) for project_id, promoted_id in promoted]
         conn.execute("DELETE FROM shared_folder_members WHERE member_id = ?", (member_id,))
         conn.execute(
             "DELETE FROM projects WHERE owner_id = ? AND NOT EXISTS"
@@ -820,6 +836,9 @@ class FolderService:
             log.info("projects only member %s was in set aside as %s", member_id, moved)
         # Their sandbox went with the lock; a new one mounts what is left (nothing).
         self._announce({member_id}, "reset", "all", "")
+        for project_id, promoted_id in self._promoted.pop(member_id, []):
+            log.info("project %s: its owner's account was reset and nobody else could write it; member %s may now", project_id, promoted_id)
+            self._announce({promoted_id}, "can_write", "project", project_id)
 
     def _set_aside_projects(self, member_id: str, kept: set[str], stem: Path) -> Path | None:
         owned = self._owned_path(member_id)
