@@ -4,6 +4,7 @@ planted in the folder pointing outside) refused with nothing written outside."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from pathlib import Path
@@ -116,6 +117,33 @@ async def test_upload_cap_is_enforced_while_streaming_and_leaves_nothing(project
 
     response = await owner.post(f"/api/projects/{pid}/files/upload/ok.bin", content=small())
     assert response.status_code == 201 and (folder / "ok.bin").stat().st_size == 2000
+
+
+@pytest.mark.parametrize("change", ["removed", "read_only"])
+async def test_an_upload_still_streaming_when_its_sender_loses_write_access_is_not_kept(project, change):
+    """Access was checked once, before the body: what a slow upload sent after its
+    sender was removed (or made read-only) was linked into the project."""
+    host, owner, pid, folder, _ = project
+    writer = await host.member("wim")
+    await join_project(owner, writer, pid, can_write=True)
+    first_sent, changed = asyncio.Event(), asyncio.Event()
+
+    async def slow():
+        yield b"a" * 1000
+        first_sent.set()
+        await changed.wait()
+        yield b"b" * 1000
+
+    upload = asyncio.ensure_future(writer.post(f"/api/projects/{pid}/files/upload/late.txt", content=slow()))
+    await first_sent.wait()
+    if change == "removed":
+        assert (await owner.delete(f"/api/projects/{pid}/members/{writer.member['id']}")).status_code == 200
+    else:
+        assert (await owner.patch(f"/api/projects/{pid}/members/{writer.member['id']}", json={"can_write": False})).status_code == 200
+    changed.set()
+    response = await upload
+    assert response.status_code == (404 if change == "removed" else 403), response.text
+    assert os.listdir(folder) == []
 
 
 HOSTILE = ["../x", "../../etc/passwd", "/etc/passwd", "a/../../x", "a\x00b", "x" * 300, "%2e%2e/x"]

@@ -19,7 +19,7 @@ import os
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -390,13 +390,15 @@ async def upload_project_file(project_id: str, target: str) -> Any:
     if (request.content_length or 0) > limit:
         raise upload_too_large(limit)
     with _folder(access, holder, "target") as folder:
-        size = await _stream_into(folder, leaf, limit)
+        size = await _stream_into(folder, leaf, limit, lambda: _access(project_id, write=True))
     return {"path": rel, "size": size}, 201
 
 
-async def _stream_into(folder: int, name: str, limit: int) -> int:
+async def _stream_into(folder: int, name: str, limit: int, still_allowed: Callable[[], Awaitable[object]]) -> int:
     """The body into ``folder`` (a checked descriptor) as ``name``, through a temporary
-    file beside it, linked under its name only once whole."""
+    file beside it, linked under its name only once whole — and only if the uploader
+    may still write there (``still_allowed`` raises otherwise): a slow body outlasted
+    their removal from the project, and what it sent after it was kept."""
     temp = f".part-{secrets.token_hex(8)}"  # as a chat upload's: hidden from listings, removed at start after a crash
     if _lstat_at(folder, name) is not None:
         raise ApiError(409, f"{name} already exists here", field="target", code="exists_here", values={"name": name})
@@ -411,6 +413,7 @@ async def _stream_into(folder: int, name: str, limit: int) -> int:
             await asyncio.to_thread(_write_all, fd, chunk)
         os.close(fd)
         fd = -1
+        await still_allowed()
         try:  # never replaces what appeared meanwhile
             os.link(temp, name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
         except FileExistsError:
