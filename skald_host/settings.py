@@ -224,7 +224,7 @@ class SystemAgentSettings:
 class SubagentSettings:
     """The bounds of named sub-agents (seed 004 §9, its ``agent_orchestration``), with
     the seed's defaults: how deep and how large one delegation tree may grow, how many
-    runs work at once on the instance and per conversation, how many undelivered
+    runs work at once on the instance, per member and per conversation, how many undelivered
     results and signals one conversation's inbox holds, how often a delivery is tried
     before it is dead-lettered, and the fairness between a member's own turns and the
     inbox (after ``max_user_turn_burst_before_inbox`` turns of theirs, or once the
@@ -234,6 +234,8 @@ class SubagentSettings:
     max_runs_per_tree: int = 16
     max_concurrent_runs: int = 6
     max_concurrent_runs_per_session: int = 4
+    #: Not the seed's: one member's runs never take every one of the instance's.
+    max_concurrent_runs_per_member: int = 4
     max_pending_inbox_events_per_session: int = 128
     max_inbox_delivery_attempts: int = 8
     max_user_turn_burst_before_inbox: int = 4
@@ -535,6 +537,7 @@ BOUNDS: dict[str, Bound] = {
     "subagents.max_runs_per_tree": Bound(1, 10_000),
     "subagents.max_concurrent_runs": Bound(1, 10_000),
     "subagents.max_concurrent_runs_per_session": Bound(1, 10_000),
+    "subagents.max_concurrent_runs_per_member": Bound(1, 10_000),
     "subagents.max_pending_inbox_events_per_session": Bound(1, 100_000),
     "subagents.max_inbox_delivery_attempts": Bound(1, 1_000),
     "subagents.max_user_turn_burst_before_inbox": Bound(1, 1_000),

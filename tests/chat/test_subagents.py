@@ -477,6 +477,49 @@ async def test_a_conversation_runs_at_most_its_bound_of_delegates_at_once_and_an
     assert [r["status"] for r in await runs(alice, cid)] == ["completed"] * 6
 
 
+@pytest.mark.parametrize("chat_settings", [{"subagents": {"max_concurrent_runs": 3, "max_concurrent_runs_per_member": 2}}])
+async def test_one_members_delegations_never_take_every_run_of_the_instance(chat):
+    """A security probe's member held all six of the instance's runs with two
+    conversations' batches of slow tasks, and another member's delegation waited until
+    they ended: each member has a share (``max_concurrent_runs_per_member``)."""
+    await configure_models(chat.admin, chat.server)
+    bob, alice = await chat.host.member("bob"), await chat.host.member("alice")
+    release, bobs_running = asyncio.Event(), 0
+
+    async def respond(request):
+        nonlocal bobs_running
+        content = last(request)["content"]
+        if content.startswith("Bob part"):
+            bobs_running += 1
+            await release.wait()
+            return Reply("done")
+        if content == "Alice part.":
+            return Reply("Alice's part is done.")
+        if last(request)["role"] == "tool":
+            return Reply("All parts done.")
+        if content == "Alice asks.":
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Alice part."})])
+        return Reply(tool_calls=[ToolCall("execute_task", {"tasks": [{"agent": "researcher", "task": f"Bob part {i}."} for i in range(2)]})])
+
+    chat.server.responder = respond
+    async with ChatSocket(bob) as bob_sock, ChatSocket(alice) as alice_sock:
+        bobs = [await new_conversation(bob) for _ in range(2)]
+        for cid in bobs:
+            await bob_sock.send(cid, "Bob asks.")
+        while bobs_running < 2:
+            await asyncio.sleep(0.02)
+        alices = await new_conversation(alice)
+        await alice_sock.send(alices, "Alice asks.")
+        try:
+            await asyncio.wait_for(alice_sock.turn(alices), 30)  # not behind bob's runs: they are held until it ends
+        finally:
+            release.set()
+        assert bobs_running == 2  # bob's share: the other two of his tasks waited
+        for cid in bobs:
+            await bob_sock.turn(cid)
+    assert (await messages(alice, alices))[-1]["content"] == "All parts done."
+
+
 async def test_a_delegating_turn_writes_the_run_frame_with_its_call_and_the_run_end_with_its_answer(chat):
     """Fewer commits only by joining writes that announce nothing between them (the
     delegation benchmark): the caller's round with its execute_task call, the run's

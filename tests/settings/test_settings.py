@@ -247,7 +247,7 @@ def test_sub_agent_bounds_default_to_the_seeds_and_reach_the_orchestration_limit
     settings = load_settings(data_dir=tmp_path, environ={})
     assert dataclasses.asdict(settings.subagents) == {
         "max_tree_depth": 4, "max_runs_per_tree": 16, "max_concurrent_runs": 6, "max_concurrent_runs_per_session": 4,
-        "max_pending_inbox_events_per_session": 128, "max_inbox_delivery_attempts": 8, "max_user_turn_burst_before_inbox": 4,
+        "max_concurrent_runs_per_member": 4, "max_pending_inbox_events_per_session": 128, "max_inbox_delivery_attempts": 8, "max_user_turn_burst_before_inbox": 4,
         "max_inbox_wait_secs": 30.0,
     }
     config = write_config(tmp_path / "skald.yml", "subagents: {max_runs_per_tree: 3, max_inbox_wait_secs: 2.5}\n")

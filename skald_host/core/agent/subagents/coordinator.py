@@ -177,22 +177,29 @@ class _Existing(Exception):
 
 
 class Permits:
-    """Step permits: a run holds one of the host's and one of its conversation's while
-    it runs; a caller waiting for delegated runs gives both back (seed 004 §3.1 step 3)."""
+    """Step permits: a run holds one of the host's, one of its member's and one of its
+    conversation's while it runs; a caller waiting for delegated runs gives them back
+    (seed 004 §3.1 step 3). The member's share is the host's own addition: with the
+    host's alone, one member's runs could hold every permit and stall everyone else's
+    delegations for as long as they ran."""
 
-    def __init__(self, host: asyncio.Semaphore, session: asyncio.Semaphore) -> None:
-        self.host, self.session = host, session
+    def __init__(self, host: asyncio.Semaphore, member: asyncio.Semaphore, session: asyncio.Semaphore) -> None:
+        self.host, self.member, self.session = host, member, session
 
     async def acquire(self) -> None:
-        await self.session.acquire()
+        taken: list[asyncio.Semaphore] = []
         try:
-            await self.host.acquire()
+            for semaphore in (self.session, self.member, self.host):
+                await semaphore.acquire()
+                taken.append(semaphore)
         except BaseException:
-            self.session.release()
+            for semaphore in taken:
+                semaphore.release()
             raise
 
     def release(self) -> None:
         self.host.release()
+        self.member.release()
         self.session.release()
 
 
@@ -203,6 +210,7 @@ class SubagentCoordinator:
         self.limits = limits
         self.store = RunStore(runtime.store.db, generation=new_id())
         self._host_permits = host_permits
+        self._member_permits = asyncio.Semaphore(limits.max_concurrent_runs_per_member)
         self._session_permits: dict[str, asyncio.Semaphore] = {}
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._wake = asyncio.Event()
@@ -225,7 +233,7 @@ class SubagentCoordinator:
 
     def permits(self, conversation_id: str) -> Permits:
         session = self._session_permits.setdefault(conversation_id, asyncio.Semaphore(self.limits.max_concurrent_runs_per_session))
-        return Permits(self._host_permits, session)
+        return Permits(self._host_permits, self._member_permits, session)
 
     # -- lifecycle -------------------------------------------------------------------
 

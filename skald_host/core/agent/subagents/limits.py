@@ -26,13 +26,14 @@ _SEED = SubagentSettings()
 
 @dataclass(frozen=True)
 class OrchestrationLimits:
-    """Host-wide bounds. The first eight are the instance's ``subagents`` settings
+    """Host-wide bounds. The first nine are the instance's ``subagents`` settings
     (seed 004 §9, defaults the seed's; ``from_settings``); the rest are the host's own."""
 
     max_tree_depth: int = _SEED.max_tree_depth
     max_runs_per_tree: int = _SEED.max_runs_per_tree
     max_concurrent_runs: int = _SEED.max_concurrent_runs
     max_concurrent_runs_per_session: int = _SEED.max_concurrent_runs_per_session
+    max_concurrent_runs_per_member: int = _SEED.max_concurrent_runs_per_member
     max_pending_inbox_events_per_session: int = _SEED.max_pending_inbox_events_per_session
     max_inbox_delivery_attempts: int = _SEED.max_inbox_delivery_attempts
     max_user_turn_burst_before_inbox: int = _SEED.max_user_turn_burst_before_inbox
