@@ -186,7 +186,8 @@ async def test_a_settings_choice_is_shown_in_the_readers_words_and_stored_as_its
 async def test_a_refused_member_field_is_marked_named_and_focused_when_adding_and_editing(skald, browser_pages):
     """"Add a member" said every refusal in one red line under its button, the focus left
     there, and an empty user name "may have 1-64 letters…": each is said at its field now,
-    which takes the focus, and an empty name is required."""
+    which takes the focus, and an empty name is required. Empty fields are all said at once, before a request
+    (a newcomer fixed the name, then learnt of the password)."""
     host = await skald.start()
     await host.admin()
     page = await browser_pages.new(host.url)
@@ -196,7 +197,10 @@ async def test_a_refused_member_field_is_marked_named_and_focused_when_adding_an
     username, password = form.get_by_label("User name"), form.get_by_role("textbox", name="Password")
     status = form.locator(".form-status")
     await form.get_by_role("button", name="Add member").click()
+    # Both empty fields at once, before any request (the first keeps the focus).
     await assert_marked(page, username, "User name is required.")
+    await expect(password).to_have_attribute("aria-invalid", "true")
+    await expect(password).to_have_accessible_description("Password is required.")
     await expect(status).to_have_text("Please check “User name”.")
     await username.fill("...")
     await password.fill("a long enough password")

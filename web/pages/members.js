@@ -66,6 +66,12 @@ function createForm(roles, ctx) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearFieldErrors(form, status);
+    // Every empty field said at once, as the setup form does, before any request; the
+    // first takes the focus (marked last).
+    const empty = [[password, "password", "members.password"], [username, "username", "members.username"]]
+      .filter(([control]) => !control.value.trim());
+    for (const [, name, label] of empty) markField(form, status, name, t("error.field_required", { field: t(label) }));
+    if (empty.length) return;
     busy(submit, async () => {
       const response = await api("POST", "/api/admin/members", {
         username: username.value.trim(), password: password.value, display_name: displayName.value.trim(),
