@@ -73,6 +73,26 @@ socket.onMessage(async (message) => {
   setTimeout(() => toast.remove(), 15000);
 });
 
+// The admin changed this member's role, its capabilities or their grants: the session
+// is read again, so the next page drawn offers what the role now allows (it showed the
+// old role's until a full reload). An admin made a member, or the reverse, gets the
+// shell of their new standing.
+socket.onMessage(async (message) => {
+  if (message.type !== "event" || message.event?.kind !== "access_changed" || !state.session) return;
+  const response = await api("GET", "/api/auth/session");
+  if (!response.ok || !state.session || response.data.member.id !== state.session.member.id) return;
+  const was = state.session.member;
+  state.session = response.data;
+  setCsrfToken(response.data.csrf_token);
+  if (was.is_admin !== response.data.member.is_admin) {
+    buildShell();
+    await route({ focus: false });
+  } else if (state.shell) {
+    const role = state.shell.sidebar?.querySelector(".who-role");
+    if (role) role.textContent = seeded(response.data.member.role_label || response.data.member.role);
+  }
+});
+
 function parseHash() {
   const raw = location.hash.slice(1) || "chat";
   const [path, query = ""] = raw.split("?", 2);

@@ -302,6 +302,8 @@ class Skald:
         self._users.before_lock.append(self._chat.before_lock)
         self._users.after_access_change.append(lambda member_id: self._chat.access_changed(member_id=member_id))  # type: ignore[union-attr]
         self._roles.after_change.append(lambda role_id: self._chat.access_changed(role_id=role_id))  # type: ignore[union-attr]
+        self._users.after_access_change.append(lambda member_id: self._announce_access(member_id=member_id))
+        self._roles.after_change.append(lambda role_id: self._announce_access(role_id=role_id))
         channels = await self.plugins.collect("register_channels", validate_channel, key=lambda c: c[0], kind="channel")
         self._channels = ChannelService(self, dict(c.value for c in channels))
         backends = await self.plugins.collect("register_sandbox_backends", validate_backend, key=lambda b: b[0], kind="sandbox backend")
@@ -454,6 +456,13 @@ class Skald:
         self.buses.members.publish(UserEvent("notification", member_id, {"text": text}))
         await self.channels.router.notify_home(member_id, text)
         return True
+
+    async def _announce_access(self, *, member_id: str | None = None, role_id: str | None = None) -> None:
+        """The member's open pages (a role's members', for a role's change) read their
+        session again: a page showed what the old role allowed until a full reload."""
+        ids = [member_id] if member_id else [m.id for m in await self.users.list() if m.role.id == role_id]
+        for subject in ids:
+            self.buses.members.publish(UserEvent("access_changed", subject, {}))
 
     def sealed(self, table: str, column: str, row_id: str, text: str | None) -> str | None:
         """``text`` as the registry stores an instance secret (core/storage/sealing.py)."""

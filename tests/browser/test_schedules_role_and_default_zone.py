@@ -104,3 +104,25 @@ async def test_a_browser_in_utc_is_offered_no_zone_to_use(skald, browser_pages):
     await page.goto("/#schedules")
     await expect(page.get_by_test_id("schedule-new").get_by_label("Time zone")).to_have_value("UTC")
     await expect(page.get_by_test_id("schedule-zone-use-browser")).to_have_count(0)
+
+
+async def test_a_role_given_scheduled_prompts_offers_the_form_at_the_next_page_without_a_reload(skald, browser_pages):
+    """The shell kept the session it signed in with: a page drawn after the admin
+    added the capability still said the role lacked it, until a full reload."""
+    host = await skald.start()
+    admin = await host.admin()
+    kim = await host.member("kim", role="restricted")
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "kim", MEMBER_PASSWORD)
+    await page.goto("/#schedules")
+    await expect(page.get_by_test_id("schedules-not-in-role")).to_have_text(NOT_IN_ROLE)
+
+    role = kim.member["role"]
+    capabilities = next(r for r in (await admin.get("/api/admin/roles")).json()["roles"] if r["id"] == role)["capabilities"]
+    async with page.expect_response(lambda r: r.url.endswith("/api/auth/session")):  # the page reads its session again
+        response = await admin.patch(f"/api/admin/roles/{role}", json={"capabilities": [*capabilities, "tools.schedule"]})
+        assert response.status_code == 200, response.text
+    await page.get_by_role("link", name="Chat", exact=True).click()
+    await page.get_by_role("link", name="Scheduled prompts", exact=True).click()
+    await expect(page.get_by_test_id("schedule-new")).to_be_visible()
+    await expect(page.get_by_test_id("schedules-not-in-role")).to_have_count(0)
