@@ -5,6 +5,8 @@ before that message (the model picker) is kept in the page and applied then."""
 
 from __future__ import annotations
 
+import asyncio
+
 from playwright.async_api import expect
 
 from skald_host.testing import Reply, ScriptedModelServer
@@ -112,3 +114,52 @@ async def test_a_message_sent_right_after_new_conversation_never_lands_in_the_ol
         assert len(listed) == 2, listed
         kept = (await member.get(f"/api/conversations/{old}")).json()
         assert [m["content"] for m in kept["messages"] if m["role"] == "user"] == ["Old topic"]
+
+
+async def test_the_fresh_composers_late_render_does_not_silence_the_conversation_its_message_opened(skald, browser_pages):
+    """A message sent right after "New conversation" opens its conversation while the
+    fresh composer's page may still be read. When that read was answered last, its page
+    (never shown) took over as the chat view and the shown one stopped listening: the
+    answer showed only after a reload (seen as a flaky test under load). The fresh
+    composer's read is held here until the conversation's page is drawn."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("cleo")
+        answer = asyncio.Event()
+
+        async def answers(request):
+            if request.last_user_text == "New topic":
+                await answer.wait()
+            return Reply(text="Noted.")
+
+        server.responder = answers
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "cleo", MEMBER_PASSWORD)
+        await send(page, "Old topic")
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Noted.")
+        old = page.url.split("#chat/")[1]
+
+        held, release = asyncio.Event(), asyncio.Event()
+        fresh_read: list = []
+
+        async def hold_the_first(route):
+            if not held.is_set():
+                fresh_read.append(route.request)
+                held.set()
+                await release.wait()
+            await route.continue_()
+
+        await page.route("**/api/chat/status", hold_the_first)
+        await page.get_by_role("button", name="New conversation").click()
+        await held.wait()  # the fresh composer's page is being read: the old composer is still on screen
+        await send(page, "New topic")
+        await page.wait_for_url(lambda url: "#chat/" in url and not url.endswith(old))
+        await expect(page.locator(".msg.user .bubble")).to_have_text(["New topic"])
+
+        async with page.expect_event("requestfinished", lambda request: request in fresh_read):
+            release.set()
+        await page.evaluate("() => new Promise((done) => setTimeout(done, 0))")  # its answer is handled
+        answer.set()
+        await expect(page.locator(".msg.assistant .msg-body")).to_have_text("Noted.")
+        await expect(page.locator(".msg.user .bubble")).to_have_text(["New topic"])

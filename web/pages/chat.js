@@ -1043,7 +1043,11 @@ class ChatView {
   }
 }
 
+// Chat renders begun: only the newest may become the chat view (renderChat).
+let renders = 0;
+
 export async function renderChat(ctx) {
+  const render = ++renders;
   const id = ctx.rest[0] || null;
   socket.connect(ctx.member.id);
   const missed = recordEvents(id);
@@ -1054,6 +1058,12 @@ export async function renderChat(ctx) {
   ]);
   const name = ctx.member.display_name || ctx.member.username;
   const events = missed();
+  // A newer render began meanwhile (a message sent right after "New conversation" opens
+  // its conversation while the fresh composer is still read) and may be on screen
+  // already: this one, answered last, must not replace it as `current` (disposing it
+  // left the shown transcript deaf to its answer until a reload). The router drops this
+  // render's page, being older.
+  if (render !== renders) return el("div");
   if (status.status === 403) {
     return el("div", { class: "page" },
       el("header", { class: "page-header" }, el("h1", { text: t("chat.title", { name }) })),
