@@ -118,7 +118,7 @@ async def create_conversation():
 
 RESOLVED_APPROVAL = obj(
     {"id": TEXT, "tool_call_id": TEXT, "tool": TEXT, "status": one_of("approved", "denied", "expired", "used"), "created_at": TIME, "resolved_at": nullable(TIME)},
-    description="An approval already answered (used: approved, and the call ran); resolved_at is null where a stop or restart expired it.",
+    description="An approval already answered (used: approved and spent by its call, which then started; whether it finished, or a restart cut it, is the call's own status); resolved_at is null where a stop or restart expired it.",
 )
 
 
