@@ -236,6 +236,29 @@ class HostApi(Protocol):
         """Delete one of the member's tokens (unlink a device): the device's next
         request is refused. False when there was no such token. Since 1.3."""
 
+    # -- the credential of the request being served (since 1.12) ------------------------------
+
+    def watch_caller(self, on_end: Callable[[str], None]) -> Callable[[], None]:
+        """Learn when the credential the request being served was authenticated with
+        ends, for a response that outlives the request's check (a stream of events, a
+        long poll): the host checks a credential once per request, so a long response
+        must end itself, as the host's own WebSocket does. Call it in a handler of this
+        plugin's routes (``/api/plugin/<id>/…``, not ``@public``: where
+        ``current_caller()`` is set). ``on_end(reason)`` is then called once, plain (not
+        awaited) on the server's event loop, when the caller's browser session ends (a
+        logout, the member's password change from another session, the admin's "end
+        sessions" or reset, deactivation, deletion, expiry) or, for a request made with a
+        device token (``current_caller().device_id``), when that token is revoked (by
+        this plugin, or with the member's sessions). ``reason`` is a short English word
+        for the log (``"logout"``, ``"password changed"``, ``"device revoked"``, ...).
+        Revocation is pushed, not polled: a session's listeners are called before the
+        revoking request responds. If the credential already ended, ``on_end`` is called
+        before this returns (a session) or soon after (a device token). Keep ``on_end``
+        short and non-blocking (set an ``asyncio.Event``, put on a queue); an exception
+        it raises is logged and ignored. Returns a plain function that stops watching:
+        call it when the response ends, or the watch is kept until the credential
+        ends. ``RuntimeError`` outside such a handler. Since 1.12."""
+
     async def seal_for_member(self, member_id: str, data: bytes) -> str:
         """Since 1.2. ``data`` sealed to the member's public inbox key (as the host seals
         a locked member's inbound messages): a printable string a plugin may keep in its

@@ -24,6 +24,7 @@ from skald_hookspecs import PUBLIC_ATTRIBUTE, public  # noqa: F401 - one marker 
 from skald_hookspecs.context import Caller, bind_caller
 from skald_host.core import audit
 from skald_host.core.identity.access import allowed
+from skald_host.core.plugins.host_api import bind_request_credential
 from skald_host.core.identity.sessions import Session
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.web.errors import ApiError
@@ -217,6 +218,7 @@ def _plugin_of(path: str) -> str | None:
 async def gate_request() -> None:
     """``before_request`` for every HTTP request."""
     g.principal = None
+    bind_request_credential(None)
     if not request.path.startswith("/api/"):
         return
     core = current_app.config["SKALD_CORE"]
@@ -240,6 +242,7 @@ async def gate_request() -> None:
         raise ApiError(403, "forbidden", code="forbidden")
     g.principal = principal
     if plugin_id is not None:
+        bind_request_credential(plugin_id, principal.session, principal.device_id)  # HostApi.watch_caller
         member = principal.member
         bind_caller(Caller(
             member.id, member.username, member.display_name, await reader_locale(), member.is_admin,

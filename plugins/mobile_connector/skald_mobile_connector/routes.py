@@ -550,15 +550,21 @@ def build_blueprint(host: HostApi) -> Blueprint:
         """The member's live events (server-sent events over a plain GET, so a client
         can send its device token in the Authorization header). A fresh ``hello`` says
         when the member's data was unlocked (they logged in on the web) or locked since.
-        Ends when the device is unlinked, the member's access ends or the plugin stops."""
+        Ends when the device is unlinked, the session it was opened with ends (logout,
+        password change elsewhere, the admin's "end sessions", deactivation), the
+        member's access ends or the plugin stops."""
         caller = current_caller()
         current = service()
         if caller is None or current is None:
             return fail("err_not_running", 503)
         who, device = caller.id, caller.device_id
+        # The host checked the credential once, for this request; a stream outlives it, so
+        # it listens for the credential's end (as the host's own /api/ws does).
+        ended = asyncio.Event()
+        stop_watching = host.watch_caller(lambda _reason: ended.set())
 
         async def still_allowed() -> bool:
-            if running.service is not current:
+            if running.service is not current or ended.is_set():
                 return False
             if device is None:
                 return True
@@ -570,7 +576,31 @@ def build_blueprint(host: HostApi) -> Blueprint:
             payload = {"kind": "hello", "locked": locked, "cursor": await current.cursor(device or f"browser:{who}")}
             return f"data: {dumps(payload)}\n\n".encode()
 
+        async def next_event(queue: asyncio.Queue[dict[str, Any]]) -> dict[str, Any]:
+            """The next event of the queue, ``closed`` as soon as the credential ended;
+            ``TimeoutError`` after a heartbeat's time without either."""
+            getting = asyncio.ensure_future(queue.get())
+            ending = asyncio.ensure_future(ended.wait())
+            try:
+                done, _ = await asyncio.wait((getting, ending), timeout=STREAM_HEARTBEAT_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                ending.cancel()
+                if not getting.done():
+                    getting.cancel()
+            if getting in done:
+                return getting.result()
+            if ending in done:
+                return {"kind": "closed"}
+            raise asyncio.TimeoutError
+
         async def events() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in stream_events():
+                    yield chunk
+            finally:
+                stop_watching()
+
+        async def stream_events() -> AsyncIterator[bytes]:
             with current.stream(who) as queue:
                 try:
                     await host.conversations(who, limit=1)
@@ -579,10 +609,13 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     locked = True
                 except ChannelRequestError:
                     return
+                if ended.is_set():  # the session ended while the stream was being opened
+                    yield f"data: {dumps({'kind': 'closed'})}\n\n".encode()
+                    return
                 yield await hello(locked)
                 while True:
                     try:
-                        event = await asyncio.wait_for(queue.get(), STREAM_HEARTBEAT_SECONDS)
+                        event = await next_event(queue)
                     except asyncio.TimeoutError:
                         if not await still_allowed():
                             yield f"data: {dumps({'kind': 'closed'})}\n\n".encode()

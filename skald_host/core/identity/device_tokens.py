@@ -23,7 +23,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from skald_host.core.storage.sealing import Sealer
 
@@ -50,6 +50,9 @@ class DeviceTokens:
         self.registry = registry
         self.sealer = sealer
         self._touched: dict[str, float] = {}
+        #: token id -> the listeners of requests made with it still open (a plugin's
+        #: stream, ``HostApi.watch_caller``), told once when the token is revoked.
+        self._watchers: dict[str, dict[object, Callable[[str], None]]] = {}
 
     async def issue(self, plugin_id: str, member_id: str, label: Mapping[str, Any]) -> tuple[str, str]:
         blob = json.dumps(dict(label), ensure_ascii=False)
@@ -108,9 +111,44 @@ class DeviceTokens:
             ).rowcount
         )
         self._touched.pop(token_id, None)
+        if count:
+            self._ended([token_id], "device revoked")
         return bool(count)
 
     async def revoke_member(self, member_id: str) -> int:
-        return await self.registry.transaction(
-            lambda c: c.execute("DELETE FROM device_tokens WHERE member_id = ?", (member_id,)).rowcount
-        )
+        def delete(c: Any) -> list[str]:
+            ids = [r[0] for r in c.execute("SELECT id FROM device_tokens WHERE member_id = ?", (member_id,)).fetchall()]
+            c.execute("DELETE FROM device_tokens WHERE member_id = ?", (member_id,))
+            return ids
+
+        ids = await self.registry.transaction(delete)
+        self._ended(ids, "sessions revoked")
+        return len(ids)
+
+    async def exists(self, token_id: str) -> bool:
+        row = await self.registry.run(lambda c: c.execute("SELECT 1 FROM device_tokens WHERE id = ?", (token_id,)).fetchone())
+        return row is not None
+
+    def watch(self, token_id: str, on_end: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``on_end(reason)`` once when the token is revoked; returns the function
+        that stops watching. In memory: the caller checks the token still exists."""
+        handle = object()
+        self._watchers.setdefault(token_id, {})[handle] = on_end
+
+        def stop() -> None:
+            watchers = self._watchers.get(token_id)
+            if watchers is not None:
+                watchers.pop(handle, None)
+                if not watchers:
+                    self._watchers.pop(token_id, None)
+
+        return stop
+
+    def ended(self, token_id: str, reason: str) -> None:
+        """Tell the token's watchers now (found revoked by ``exists``)."""
+        self._ended([token_id], reason)
+
+    def _ended(self, token_ids: list[str], reason: str) -> None:
+        for token_id in token_ids:
+            for on_end in list(self._watchers.pop(token_id, {}).values()):
+                on_end(reason)

@@ -75,6 +75,22 @@ class SessionStore:
         session.last_seen = now
         return session
 
+    def watch(self, session: Session, listener: RevokeListener) -> bool:
+        """Tell ``listener`` when ``session`` ends; False (and nothing added) when it has
+        already ended: a listener added to a dropped session would never be called."""
+        if self._sessions.get(session.token_digest) is not session:
+            return False
+        session.listeners.append(listener)
+        return True
+
+    @staticmethod
+    def unwatch(session: Session, listener: RevokeListener) -> None:
+        """Stop telling ``listener`` (no error when it was told already)."""
+        try:
+            session.listeners.remove(listener)
+        except ValueError:
+            pass
+
     def revoke(self, token: str, reason: str = "logout") -> Session | None:
         session = self._sessions.get(_digest(token))
         if session is not None:

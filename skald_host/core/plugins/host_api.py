@@ -9,6 +9,7 @@ import inspect
 import json
 import logging
 import weakref
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, AsyncIterable, Awaitable, Callable, Mapping, Sequence
 
@@ -78,6 +79,17 @@ class _Held:
 
 #: The host's kv locks, one table per host (a test process runs several hosts).
 _KV_LOCKS: "weakref.WeakKeyDictionary[Any, _KeyLocks]" = weakref.WeakKeyDictionary()
+
+#: The credential of the request being served on a plugin's route, bound by the web gate
+#: (``skald_host.web.auth``) once it authenticated it: the plugin's id, the session (None
+#: for a device token) and the device token's id. ``HostApi.watch_caller`` reads it.
+_request_credential: ContextVar[tuple[str, Any, str | None] | None] = ContextVar("skald_request_credential", default=None)
+
+
+def bind_request_credential(plugin_id: str | None, session: Any = None, device_id: str | None = None) -> None:
+    """For the web gate only: the credential of the plugin request being served (None:
+    no plugin route, or a ``@public`` one)."""
+    _request_credential.set(None if plugin_id is None else (plugin_id, session, device_id))
 
 
 def _kv_locks(core: Any) -> _KeyLocks:
@@ -340,6 +352,53 @@ class PluginHostApi:
         if not isinstance(member_id, str) or not isinstance(token_id, str):
             return False
         return await self._core.auth.devices.revoke(self.plugin_id, member_id, token_id)
+
+    # -- the credential of the request being served (spec 1.12) ---------------------------
+
+    def watch_caller(self, on_end: Callable[[str], None]) -> Callable[[], None]:
+        """A session's revocation listeners (as ``/api/ws`` uses) or the device token's
+        watchers; ``on_end`` is called once, its exception logged, never raised into the
+        revocation that told it (the member's other listeners are told all the same)."""
+        bound = _request_credential.get()
+        if bound is None or bound[0] != self.plugin_id:
+            raise RuntimeError("watch_caller is for a handler of this plugin's own routes, with a signed-in caller")
+        _, session, device_id = bound
+        told = False
+
+        def tell(reason: str) -> None:
+            nonlocal told
+            if told:
+                return
+            told = True
+            try:
+                on_end(reason)
+            except Exception:
+                log.exception("plugin %s: the end of a caller's credential was not taken", self.plugin_id)
+
+        if session is not None:
+            sessions = self._core.auth.sessions
+
+            def listener(_session: Any, reason: str) -> None:
+                tell(reason)
+
+            if not sessions.watch(session, listener):
+                tell("ended")
+                return lambda: None
+            return lambda: sessions.unwatch(session, listener)
+        assert device_id is not None
+        devices = self._core.auth.devices
+        stop = devices.watch(device_id, tell)
+
+        async def still_there() -> None:
+            # Revoked between the request's check and this watch: no revocation will come.
+            if not await devices.exists(device_id):
+                stop()
+                tell("device revoked")
+
+        task = asyncio.create_task(still_there(), name=f"plugin:{self.plugin_id}:watch-device")
+        self._tasks.append(task)
+        task.add_done_callback(lambda done: self._tasks.remove(done) if done in self._tasks else None)
+        return stop
 
     # -- sealed to a member: a plugin's record of a member's words, unreadable in system.db --
 
