@@ -192,8 +192,25 @@ async def member_socket() -> None:
     principal = current_principal()
     core = current_app.config["SKALD_CORE"]
     revoked = asyncio.Event()
-    principal.session.listeners.append(lambda _session, _reason: revoked.set())
+
+    def ended(_session: Any, _reason: str) -> None:
+        revoked.set()
+
+    # Refused for a session that ended since this request's check: it would never be told.
+    if not core.auth.sessions.watch(principal.session, ended):
+        revoked.set()
     subscription = core.buses.members.subscribe(principal.member.id)
+    try:
+        await _serve(principal, core, subscription, revoked)
+    finally:
+        # Also when the client left while the socket was being set up (Quart cancels the
+        # handler then): the subscription and the listener outlived such a socket.
+        subscription.close()
+        core.auth.sessions.unwatch(principal.session, ended)
+
+
+async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.Event) -> None:
+    """The member's socket once its subscription and revocation listener are set up."""
     await websocket.accept()
     if allowed(principal.member, "chat.use"):
         await _resume(principal.member)
@@ -250,7 +267,6 @@ async def member_socket() -> None:
         if tasks[2] in done or tasks[3] in done:
             await websocket.close(POLICY_VIOLATION if tasks[2] in done else 1001, "session ended")
     finally:
-        subscription.close()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
