@@ -216,6 +216,13 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"path": {"type": "string", "description": "the agent path to attach to a message"}, "name": TEXT, "mime": TEXT, "size": INT, "is_image": BOOL}
     ),
 }
+# Only on an answer still streaming in the server's memory, so not in the record's required list.
+COMPONENTS["Message"]["properties"]["streamed"] = {
+    "type": "object",
+    "description": "an answer still streaming: how many characters (code points) of each channel its content and reasoning "
+                   "hold; its next token events' `at` go on from there (a delta whose `at` is lower is partly here already)",
+    "properties": {"content": INT, "reasoning": INT},
+}
 
 
 def _summary(view: Any, endpoint: str) -> tuple[str, str]:

@@ -80,6 +80,9 @@ async def test_a_fallback_and_the_failed_answer_after_it_read_the_same_after_a_r
             await expect(page.locator(".msg:not(.user)").first).to_have_text("Gone model did not answer; trying Backup.")
             await expect(failed.locator(".msg-meta .badge")).to_have_text("Failed")
             await expect(failed.locator(".msg-meta .model")).to_have_text("Backup")
+            # Its text is why it failed, not an answer: nothing to copy (Retry is offered).
+            await expect(failed.get_by_role("button", name="Retry")).to_be_visible()
+            await expect(failed.get_by_role("button", name="Copy the answer")).to_have_count(0)
             await expect(page.locator(STATUS_LINE)).to_have_text("The answer failed.")
 
 
@@ -271,3 +274,34 @@ async def test_a_message_a_stop_left_unanswered_reads_as_stopped_not_failed_live
         await unanswered.get_by_role("button", name="Retry").click()
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Both answered.")
         await expect(page.locator(STATUS_LINE)).to_have_text("The assistant is done.")
+
+
+async def test_an_answer_read_mid_stream_misses_no_word_after_a_reload_or_on_a_second_device(skald, browser_pages):
+    """A newcomer's probe: a page reloaded mid-answer, or a second device opening the
+    conversation mid-answer, started from the server's last checkpoint of the text
+    (written at most every 0.5 s) and went on with the tokens sent after its socket
+    listened: the words between were missing until `done` ("... w10, w13 ..."). This
+    answer never ends (Hang): what the pages show once every token was sent is what
+    they streamed, with no `done` to mend it."""
+    words = [f"w{n}" for n in range(1, 161)]
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("hana")
+        server.script(MODEL, [Hang(text=" ".join(words), token_delay=0.05)])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "hana", MEMBER_PASSWORD)
+        await send(page, "Count slowly")
+        await page.wait_for_url("**/#chat/*")
+        streaming = ".msg.assistant.streaming .msg-body"
+        await page.wait_for_function(f"() => (document.querySelector({streaming!r})?.textContent || '').includes('w5 ')", polling=20)
+        await page.reload()
+        # A second device opens the conversation while the answer streams on.
+        other = await browser_pages.new(host.url)
+        await sign_in(other, "hana", MEMBER_PASSWORD)
+        await other.goto(page.url)
+        for shown in (page, other):
+            # Every word, in order, none twice: once the last one is on screen, all are.
+            await shown.wait_for_function(f"() => (document.querySelector({streaming!r})?.textContent || '').includes('w160')", polling=50, timeout=60_000)
+            text = await shown.locator(streaming).text_content()
+            assert text.split() == words, f"words missing or repeated: {[w for w in words if w not in text.split()][:10]}"

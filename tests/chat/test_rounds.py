@@ -83,6 +83,10 @@ async def test_multi_round_tool_conversation_sends_calls_and_results_in_call_ord
     reasoning = [t["delta"] for t in tokens if t["channel"] == "reasoning"]
     assert "".join(content) == done["content"] == "x is 1 and y is 2."
     assert "".join(reasoning) == done["reasoning"] == "Both lookups answered."
+    # Each says where it goes: the characters of its channel before it.
+    for channel in ("content", "reasoning"):
+        deltas = [t for t in tokens if t["channel"] == channel]
+        assert [t["at"] for t in deltas] == [sum(len(t["delta"]) for t in deltas[:i]) for i in range(len(deltas))]
     assert kinds.index("assistant") < kinds.index("tool_start") < kinds.index("tool_done") < kinds.index("done")
     assert [e["call_id"] for e in events if e["type"] == "tool_done"] == [c["id"] for c in calls]
 
@@ -289,15 +293,15 @@ def test_queued_token_deltas_of_one_message_are_sent_as_one():
     from skald_hookspecs.events import UserEvent
     from skald_host.web.routes.events import coalesce_tokens
 
-    def token(message_id: int, channel: str, delta: str) -> UserEvent:
-        return UserEvent("chat", "m", {"type": "token", "conversation_id": "c", "message_id": message_id, "channel": channel, "delta": delta})
+    def token(message_id: int, channel: str, delta: str, at: int) -> UserEvent:
+        return UserEvent("chat", "m", {"type": "token", "conversation_id": "c", "message_id": message_id, "channel": channel, "delta": delta, "at": at})
 
     done = UserEvent("chat", "m", {"type": "done", "conversation_id": "c", "message_id": 1})
-    events = [token(1, "reasoning", "a"), token(1, "content", "He"), token(1, "content", "llo"), done, token(2, "content", "x")]
+    events = [token(1, "reasoning", "a", 0), token(1, "content", "He", 0), token(1, "content", "llo", 2), done, token(2, "content", "x", 0)]
     joined = coalesce_tokens(events)
-    assert [(e.data["type"], e.data.get("delta")) for e in joined] == [
-        ("token", "a"), ("token", "Hello"), ("done", None), ("token", "x")
-    ]
+    assert [(e.data["type"], e.data.get("delta"), e.data.get("at")) for e in joined] == [
+        ("token", "a", 0), ("token", "Hello", 0), ("done", None, None), ("token", "x", 0)
+    ]  # a joined delta starts where its first did
 
 
 async def test_a_grant_revoked_since_the_last_turn_applies_from_the_next_turns_answer(chat):
@@ -390,3 +394,31 @@ def test_a_stream_chunk_orjson_refuses_is_read_as_json_reads_it():
 
     for text in ('{"choices":[{"delta":{"content":"x"}}]}', '{"v": NaN}', '{"t": "\\ud800"}'):
         assert repr(_loads(text)) == repr(json.loads(text))
+
+
+async def test_a_read_mid_answer_has_the_text_streamed_so_far_and_the_tokens_go_on_from_it(chat):
+    """The row on disk holds the answer as last checkpointed (at most every 0.5 s); a
+    page that read it mid-answer, then heard the tokens sent after, lacked the words
+    between. A read gives the text streamed so far, with its length in each channel
+    (``streamed``): the ``at`` of the tokens that follow."""
+    from skald_host.testing import Hang
+
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    words = " ".join(f"w{n}" for n in range(1, 41))
+    chat.server.script(MODEL_A, [Hang(text=words, token_delay=0.01)])  # streams them all, then never ends
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Count")
+        last = await eventually(lambda: next((e for e in sock.events if e.get("type") == "token" and e["delta"].endswith("w40")), None),
+                                what="the last token")
+        read = await alice.get(f"/api/conversations/{cid}")
+        assert read.status_code == 200, read.text
+        answer = read.json()["messages"][-1]
+        assert (answer["role"], answer["status"]) == ("assistant", "streaming")
+        assert answer["content"] == words and answer["streamed"] == {"content": len(words), "reasoning": 0}
+        assert last["at"] + len(last["delta"]) == len(words)
+        assert (await sock.stop(cid))["type"] == "stopped"
+        await sock.turn(cid)
+    read = (await alice.get(f"/api/conversations/{cid}")).json()
+    assert "streamed" not in read["messages"][-1]  # ended: the row on disk is the answer

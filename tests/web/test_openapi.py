@@ -254,5 +254,6 @@ async def test_the_reference_page_shows_every_operation_and_needs_a_session(skal
             assert f'id="{operation["operationId"]}"' in page.text, operation["operationId"]
     assert '<a href="#schema-Member">' in page.text
     assert "<script" not in page.text  # the CSP allows no inline script; the page needs none
+    assert '<link rel="icon" href="data:,">' in page.text  # else Chromium asks for /favicon.ico: a 404 in its console
     style = await anonymous.get("/ui/reference.css")
     assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")

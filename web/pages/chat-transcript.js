@@ -32,6 +32,43 @@ const shownStatus = (status, code) => (status === "error" && code === STOPPED_UN
 /** An answer Retry may ask for again: one that failed, or one a Stop left unanswered. */
 const retryable = (status) => status === "error" || status === "unanswered";
 
+/** Code points in `text`: the host counts a channel's characters so (a token's `at`). */
+const codePoints = (text) => {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) { const c = text.charCodeAt(i); if (c < 0xdc00 || c > 0xdfff) n++; }
+  return n;
+};
+
+/**
+ * Add a token event's delta to `entry` ({content, reasoning}, and `ends`: how many code
+ * points of each channel it holds, counted on first use) where the host says it goes:
+ * its `at` is the characters of its channel before it. What the entry holds already (a
+ * read of the conversation mid-answer gave the text so far) is dropped, the rest
+ * appended. False when the delta starts past the entry's end: words were missed (a read
+ * from before them), and only a read of the conversation has them.
+ */
+export function appendDelta(entry, data) {
+  const key = data.channel === "reasoning" ? "reasoning" : "content";
+  let delta = data.delta || "";
+  const ends = entry.ends || (entry.ends = { content: codePoints(entry.content), reasoning: codePoints(entry.reasoning) });
+  if (typeof data.at === "number") {
+    if (data.at > ends[key]) return false;
+    let skip = ends[key] - data.at;
+    if (skip > 0) {
+      let i = 0;
+      while (skip > 0 && i < delta.length) {
+        const c = delta.charCodeAt(i++);
+        if (c >= 0xd800 && c <= 0xdbff && i < delta.length) i++;
+        skip--;
+      }
+      delta = delta.slice(i);
+    }
+  }
+  entry[key] += delta;
+  ends[key] += codePoints(delta);
+  return true;
+}
+
 /** A call's result as the member reads it: one the host wrote (a rule refused it, the
  * approval expired, ...) in the reader's language by its `result_code`; a tool's own
  * result as it is. */
@@ -638,7 +675,8 @@ export class Transcript {
         view.model = model;
         node.dataset.status = status || "complete";
         const label = messageStatusLabel(status);
-        const done = status !== "streaming" && view.text && !unsettled;
+        // A failed answer's text is the reason it failed, not an answer to copy.
+        const done = status !== "streaming" && !retryable(status) && view.text && !unsettled;
         meta.replaceChildren(...[
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
           // A round of tool calls alone has no words to credit: no model line under its cards.
@@ -757,9 +795,16 @@ export class Transcript {
     return view;
   }
 
+  /** A token of a root answer: its delta goes where its `at` says (appendDelta); one
+   * that starts past the text on screen means words were missed, and the conversation
+   * is read again (`handlers.gap`), the read's text so far then going on from the
+   * tokens that follow. */
   token(data) {
     const id = Number(data.message_id);
     if (!this.stream || this.stream.id !== id) {
+      // An answer on screen that is not the open stream is settled (or was drawn
+      // settled by a read that raced its end): a late token, replayed, is not news.
+      if (this.messages.get(id)?.view) return;
       if (this.stream) this.finishStream({});
       const view = this.assistantView(id);
       view.setStreaming(true);
@@ -768,9 +813,8 @@ export class Transcript {
     }
     const stream = this.stream;
     const seen = this.streamed.get(id);
-    if (seen) { stream.content = seen.content; stream.reasoning = seen.reasoning; } // already has this delta
-    else if (data.channel === "reasoning") stream.reasoning += data.delta || "";
-    else stream.content += data.delta || "";
+    if (seen) { stream.content = seen.content; stream.reasoning = seen.reasoning; stream.ends = { ...seen.ends }; } // already has this delta
+    else if (!appendDelta(stream, data)) { this.handlers.gap?.(); return; }
     if (!stream.timer) stream.timer = nextFrame(() => this.flush());
   }
 

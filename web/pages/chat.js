@@ -9,7 +9,7 @@ import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, formatDate, notice, statusLine } from "../lib/ui.js";
 import { isLive, showAgentTitle, taskStrip } from "./chat-tasks.js";
-import { Transcript } from "./chat-transcript.js";
+import { appendDelta, Transcript } from "./chat-transcript.js";
 
 const MAX_MESSAGE_CHARS = 100_000;
 const chatRoute = (id) => `#chat/${encodeURIComponent(id)}`;
@@ -29,10 +29,10 @@ const branchEvents = new WeakSet();
 /**
  * The text streamed so far per assistant message, kept for every conversation while
  * the socket is up. A view that (re)loads a conversation mid-answer starts from it
- * rather than from the server's last checkpoint, so no token is lost between the
- * read and the first event (a route change right after sending is one such gap).
- * Only answers seen from their turn's start are whole; after a reconnect the
- * server's checkpoint is the better start.
+ * when it holds more than the read gave (a route change right after sending reads
+ * while the answer's first tokens are on their way). Only answers seen from their
+ * first token (`at` 0) are kept, and one whose tokens skip words is dropped: the
+ * server's text so far is the better start then.
  */
 const live = { texts: new Map(), watched: new Set() };
 socket.onMessage((message) => {
@@ -44,7 +44,7 @@ socket.onMessage((message) => {
   else if (data.type === "turn_finished") live.watched.delete(data.conversation_id);
   else if (data.type === "token" && live.watched.has(data.conversation_id)) {
     const entry = live.texts.get(data.message_id) || { content: "", reasoning: "" };
-    entry[data.channel === "reasoning" ? "reasoning" : "content"] += data.delta || "";
+    if (!appendDelta(entry, data)) { live.texts.delete(data.message_id); return; }
     live.texts.set(data.message_id, entry);
     if (live.texts.size > 64) live.texts.delete(live.texts.keys().next().value);
   } else if (["done", "assistant", "answer_cancelled", "model_fallback", "error"].includes(data.type)) live.texts.delete(data.message_id);
@@ -58,17 +58,15 @@ const LIST_EVENTS = new Set(["turn_started", "turn_finished", "user_message", "c
  * arrive while it is being read: replayed onto the fresh render, so nothing that
  * happens between the server's snapshot and the view listening is lost (a turn that
  * ends right then would otherwise look like it runs forever, in the transcript and in
- * the list read with it). Every event is safe to see twice; tokens are left out, the
- * live texts above cover them.
+ * the list read with it). Every event is safe to see twice: a root answer's token says
+ * where its delta goes (`at`), and what the read's text so far holds of it is dropped.
  */
 function recordEvents(conversationId) {
   const seen = [];
   const off = socket.onMessage((message) => {
     const data = message.type === "event" && message.event?.kind === "chat" ? message.event.data : null;
     if (!data) return;
-    // A root answer's tokens are in the server's copy of its message; a sub-agent's are
-    // only in the events, so they are kept for the replay.
-    if (LIST_EVENTS.has(data.type) || (data.conversation_id === conversationId && (data.type !== "token" || (data.depth ?? 0) > 0))) seen.push(data);
+    if (LIST_EVENTS.has(data.type) || data.conversation_id === conversationId) seen.push(data);
   });
   return () => { off(); return seen; };
 }
@@ -541,6 +539,12 @@ class ChatView {
       // An answer names the model it came from; the member knows it by its label.
       modelLabel: (name) => (status.models || []).find((m) => m.model === name)?.label || name,
       admin: ctx.member.is_admin === true,
+      // A token skipped words this page never had (it read the answer before them):
+      // read again, once at a time; the read's replay carries on from its text.
+      gap: () => {
+        if (this.gapRead) return;
+        this.gapRead = this.reload().finally(() => { this.gapRead = null; });
+      },
     }, live.texts);
     this.connection = el("p", { class: "connection-status", role: "status", hidden: true });
     this.noModel = status.models_configured ? null : modelNotice(ctx);

@@ -629,6 +629,9 @@ class Kernel:
         if pending is None:
             message_id = placeholder if placeholder is not None else await self.store.start_assistant(frame, candidates[0].model)
         partial = {"content": "", "reasoning": ""}
+        partials = self.runtime.partials  # the live text a read of the conversation gives (``with_partials``)
+        if message_id is not None:
+            partials[message_id] = partial
         held: list[tuple[str, str]] = []
         dirty = asyncio.Event()
         saver: asyncio.Task[None] | None = None  # started by the first delta: a round of calls alone has none
@@ -642,15 +645,18 @@ class Kernel:
             if message_id is None:
                 held.append((channel, text))
             else:
-                self.emit(frame, "token", message_id=message_id, channel=channel, delta=text)
+                # ``at``: the characters of its channel before it, so a client that read
+                # the text mid-answer (``with_partials``) appends exactly what it lacks.
+                self.emit(frame, "token", message_id=message_id, channel=channel, delta=text, at=len(partial[channel]) - len(text))
 
         def release(placeholder_id: int) -> None:
             nonlocal message_id
             message_id = placeholder_id
+            partials[message_id] = partial
             for channel in ("reasoning", "content"):  # what arrived meanwhile, one delta per channel
                 text = "".join(t for c, t in held if c == channel)
                 if text:
-                    self.emit(frame, "token", message_id=message_id, channel=channel, delta=text)
+                    self.emit(frame, "token", message_id=message_id, channel=channel, delta=text, at=0)
             held.clear()
 
         if pending is not None:
@@ -669,6 +675,7 @@ class Kernel:
             if written_first:
                 pending.start()  # type: ignore[union-attr]
                 message_id = await pending.wait()  # type: ignore[union-attr]
+                partials[message_id] = partial
             for index, choice in enumerate(candidates):
                 # An id for the request log, not a secret: ``uuid4`` reads os.urandom,
                 # which lets go of the GIL, and getting it back waited behind the
@@ -760,6 +767,8 @@ class Kernel:
         finally:
             if saver is not None:
                 saver.cancel()
+            if message_id is not None and partials.get(message_id) is partial:
+                del partials[message_id]
         return None, message_id, None  # type: ignore[return-value]
 
     async def _complete(

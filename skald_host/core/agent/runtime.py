@@ -345,6 +345,12 @@ class MemberRuntime:
         self.closed = False
         self.send_budget = SendBudget(chat.core.settings.chat.send_burst, chat.core.settings.chat.sends_per_second)
         self._live: dict[str, asyncio.Task[None]] = {}
+        #: The text streamed so far of each answer being streamed (its message id ->
+        #: its ``content`` and ``reasoning``), in memory only: the row on disk has the
+        #: last checkpoint, up to ``CHECKPOINT_SECONDS`` behind. A read of the
+        #: conversation gives this one (``with_partials``), and each token event says
+        #: where its delta starts (``at``), so a page that reads mid-answer misses no word.
+        self.partials: dict[int, dict[str, str]] = {}
         #: Per conversation, writes in flight that start a turn once committed (a send's
         #: message stored the plain way, an edit, a regenerate): ``running`` says yes
         #: meanwhile, so a second send queues behind them instead of starting a turn of
@@ -411,6 +417,18 @@ class MemberRuntime:
         self.core.buses.members.publish(
             UserEvent("chat", self.member_id, {"type": event_type, "conversation_id": conversation_id, **data})
         )
+
+    def with_partials(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A transcript just read, its answers still streaming as they are now rather
+        than as last checkpointed; each says how many characters of each channel it
+        holds (``streamed``): the ``at`` its next token events carry. No await between
+        this and the events that follow: a token is in the text given or in an event."""
+        for message in messages:
+            live = self.partials.get(message["id"]) if message.get("status") == "streaming" else None
+            if live is not None:
+                message["content"], message["reasoning"] = live["content"], live["reasoning"]
+                message["streamed"] = {"content": len(live["content"]), "reasoning": len(live["reasoning"])}
+        return messages
 
     def cancel_event(self, conversation_id: str) -> asyncio.Event:
         return self._cancel.setdefault(conversation_id, asyncio.Event())

@@ -137,7 +137,7 @@ async def get_conversation(conversation_id: str) -> dict:
     approvals = [a for a in await rt.store.pending_approvals() if a["conversation_id"] == conversation_id]
     return {
         "conversation": conversation,
-        "messages": await rt.store.transcript(conversation_id),
+        "messages": rt.with_partials(await rt.store.transcript(conversation_id)),
         "queued": await rt.store.queued(conversation_id),
         "running": rt.running(conversation_id),
         "approvals": approvals,

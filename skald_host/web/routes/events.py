@@ -113,7 +113,8 @@ def coalesce_tokens(events: list[UserEvent]) -> list[UserEvent]:
     """Join consecutive token deltas of the same message and channel into one event.
     Under load a socket drains slower than tokens arrive; sending the backlog as one
     delta keeps the stream current instead of replaying it frame by frame. Clients
-    already concatenate deltas, so nothing changes for them."""
+    already concatenate deltas, so nothing changes for them; the joined delta keeps
+    the first one's ``at`` (where it starts in its channel)."""
     out: list[UserEvent] = []
     for event in events:
         data = event.data

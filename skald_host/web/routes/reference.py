@@ -67,6 +67,8 @@ def render(doc: dict[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(doc['info']['title'])}</title>",
+        # No icon of its own: without this line Chromium asks for /favicon.ico (a 404 in its console).
+        '<link rel="icon" href="data:,">',
         '<link rel="stylesheet" href="/ui/reference.css"></head><body>',
         f"<header><h1>{html.escape(doc['info']['title'])} <small>{html.escape(doc['info']['version'])}</small></h1>",
         _text(doc["info"]["description"]),
