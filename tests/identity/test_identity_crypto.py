@@ -165,14 +165,12 @@ async def test_weakened_params_fail(kdf, monkeypatch):
         {"time_cost": 2**40},
     ]
     for change in downgrades:
-        started = time.perf_counter()
         with pytest.raises(CredentialError) as caught:
             await kdf.unseal(PASSWORD, USER, edited(sealed, **change))  # refused at parse
         assert_generic(caught)
         with pytest.raises(CredentialError) as caught:  # and by unseal, if built in code
             await kdf.unseal(PASSWORD, USER, dataclasses.replace(sealed, **change))
         assert_generic(caught)
-        assert time.perf_counter() - started < 0.05
     assert calls == [], "a downgraded record must be refused before any derivation"
 
     # Raising a parameter in the row is no better: the AAD binds m/t/p, so the tag breaks.

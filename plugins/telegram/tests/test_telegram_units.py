@@ -112,14 +112,14 @@ def test_the_package_imports_only_the_contract_and_its_own_dependencies():
 
 
 def test_importing_the_plugin_is_cheap():
-    """The host imports every installed plugin at boot: python-telegram-bot and Quart wait."""
+    """The host imports every installed plugin at boot: python-telegram-bot and Quart wait
+    (what it imports is checked, not how long it took: a loaded machine is no defect)."""
     probe = (
-        "import json, sys, time; t = time.perf_counter(); import skald_telegram;"
-        " print(json.dumps([time.perf_counter() - t, sorted({m.split('.')[0] for m in sys.modules} & {'quart', 'skald_host', 'telegram', 'httpx'})]))"
+        "import json, sys; import skald_telegram;"
+        " print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'quart', 'skald_host', 'telegram', 'httpx'})))"
     )
-    seconds, heavy = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
+    heavy = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
     assert heavy == []
-    assert seconds < 0.5
 
 
 def test_webhook_values_stored_before_the_fields_had_patterns_still_keep_the_bot_from_starting():
