@@ -136,6 +136,13 @@ def _serve_hint(args: argparse.Namespace, settings: Settings) -> str:
     return f"'{shlex.join(serve)}' (pip install) or '{' '.join(make)}' (source checkout)"
 
 
+#: What ``skald plugins --json`` says of a missing plugin: a status's keys (as_dict).
+_STATUS_KEYS = (
+    "id", "name", "distribution", "version", "builtin", "state", "spec", "hooks", "error", "degraded",
+    "import_ms", "healthy", "waiting", "needs_settings", "problems", "title", "description",
+)
+
+
 def _cmd_plugins(args: argparse.Namespace) -> int:
     settings = _settings(args)
 
@@ -146,7 +153,14 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         # app: mounted here too (nothing is served), or this table would call "disabled"
         # a plugin the catalog page calls failed.
         await mount_plugin_routes(create_app(settings, plugins=core.plugins), core)
-        return [s.as_dict() for s in core.plugins.statuses()]
+        # Enabled, but installed no more: the catalog lists it as missing, so does this
+        # table (left out, the admin read it as never having been there).
+        missing = [core.catalog.missing_entry(plugin_id, None) for plugin_id in await core.catalog.missing()]
+        statuses = [s.as_dict() for s in core.plugins.statuses()]
+        return statuses + [
+            {**{key: entry[key] for key in _STATUS_KEYS}, "traceback": None, "failures": [], "tool_failures": []}
+            for entry in missing
+        ]
 
     rows = asyncio.run(_with_core(settings, go))
     if args.json:

@@ -143,6 +143,12 @@ class SystemAgentContext(Protocol):
 class SystemAgent:
     """Background work run by the host's one scheduler (seed 000).
 
+    Each agent needs its settings: the plugin registers (``register_config_sets``) one
+    ``ConfigSet`` whose ``owner`` is the agent's ``id``, holding the fields ``enabled``
+    (``"boolean"``: the agent runs only while it is on) and, but for ``per_subject``
+    agents, ``interval`` (``"integer"``, in ``interval_unit``). A plugin whose agents
+    and sets disagree is refused at load.
+
     ``run(ctx)`` does one pass and may return nothing; ``has_work(ctx)`` (since 1.3;
     None: always) is asked first, and a pass without work writes no run row.
     ``interval_seconds`` is the default interval; the admin's ``interval`` setting (in

@@ -149,10 +149,17 @@ class I18nBundle:
         """Read every ``<locale>.json`` in ``folder`` (``en.json``, ``de.json``, ...), each one
         flat JSON object of ``key: text``. ``folder`` is a path or an ``importlib.resources``
         traversable, e.g. ``importlib.resources.files("my_plugin") / "locales"``, so it works
-        from a wheel too. A file that is not such an object raises ``ValueError`` naming it.
-        Since spec 1.2."""
+        from a wheel too. A file that is not such an object raises ``ValueError`` naming it;
+        a folder that is not there raises ``FileNotFoundError`` naming it (in a wheel, the
+        folder must be package data: ``[tool.setuptools.package-data] <package> =
+        ["locales/*.json"]`` in ``pyproject.toml``). Since spec 1.2."""
         if isinstance(folder, (str, os.PathLike)):
             folder = pathlib.Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(
+                f"the folder {str(folder)!r} does not exist (a locales/ folder must be package data:"
+                f" [tool.setuptools.package-data] <package> = [\"{folder.name}/*.json\"] in pyproject.toml)"
+            )
         strings: dict[str, dict[str, str]] = {}
         for entry in sorted(folder.iterdir(), key=lambda item: item.name):
             locale, dot, suffix = entry.name.rpartition(".")

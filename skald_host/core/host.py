@@ -407,6 +407,13 @@ class Skald:
         status = self.plugins.status(plugin_id)
         if status is None:
             raise PluginError(f"no plugin {plugin_id!r} is installed", code="plugin_unknown", values={"plugin": plugin_id})
+        if status.state in ("failed", "blocked") and not enabled:
+            # Off is always possible: nothing runs, and the admin's choice is kept in its
+            # row, so it stays off once the plugin is fixed (or unblocked) and restarted.
+            await self.catalog.store_row(plugin_id, status.info, enabled=False)
+            log.info("plugin %s disabled (it %s)", plugin_id, "failed to load" if status.state == "failed" else "is blocked")
+            self.buses.system.publish(SystemEvent("plugin_disabled", plugin_id))
+            return
         if status.state == "failed":
             # What the admin can do about it: the catalog shows the error; a fix needs a restart.
             raise PluginError(

@@ -39,3 +39,36 @@ async def test_a_plugin_enabled_then_failing_to_load_reads_enabled_and_failed(sk
     flaky = await catalog_entry(admin, "flaky")
     assert (flaky["state"], flaky["enabled"], flaky["healthy"]) == ("loaded", True, True)
     assert (await admin.get("/api/plugin/flaky/ping")).status_code == 200
+
+
+#: Blocked by its name, before it says its id: an extra plugin's name is its class's (a
+#: distribution's, its entry point's), so the class is named as the plugin's id is.
+Banned = type("banned", (Routed,), {})
+
+
+async def test_an_enabled_plugin_that_failed_to_load_or_is_blocked_can_be_switched_off(skald):
+    """Off was refused with 409 "fix it and restart the server to enable it", so the
+    admin could not turn off a plugin that was on and broken (or blocked), as a missing
+    one can be; on stays refused, as nothing could run it."""
+    host = await skald.start(plugins=[Routed("flaky"), Banned("banned")], enable=["flaky", "banned"])
+    await host.stop()
+
+    host = await skald.start(plugins=[RoutesExplode("flaky"), Banned("banned")], settings=skald.settings(plugins={"block": ["banned"]}))
+    admin = await host.admin()
+    for plugin_id, state in (("flaky", "failed"), ("banned", "blocked")):
+        assert ((await catalog_entry(admin, plugin_id))["state"], (await catalog_entry(admin, plugin_id))["enabled"]) == (state, True)
+        off = await admin.put(f"/api/admin/plugins/{plugin_id}/enabled", json={"enabled": False})
+        assert off.status_code == 200, off.text
+        assert (off.json()["state"], off.json()["enabled"]) == (state, False)
+        assert (await catalog_entry(admin, plugin_id))["enabled"] is False
+        refused = await admin.put(f"/api/admin/plugins/{plugin_id}/enabled", json={"enabled": True})
+        assert (refused.status_code, refused.json()["code"]) == (409, f"plugin_{state}")
+    await host.stop()
+
+    # Fixed (and unblocked) and restarted: off, as the admin left it.
+    host = await skald.start(plugins=[Routed("flaky"), Banned("banned")])
+    admin = await host.admin()
+    for plugin_id in ("flaky", "banned"):
+        entry = await catalog_entry(admin, plugin_id)
+        assert (entry["state"], entry["enabled"]) == ("disabled", False)
+        assert (await admin.get(f"/api/plugin/{plugin_id}/ping")).status_code == 404

@@ -17,7 +17,7 @@ def skald(*args: str, cwd: Path, stdin: str | None = None, site: Path | None = N
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
     env.update(KDF_FLOOR_ENV)
     if site is not None:
-        env["PYTHONPATH"] = str(site)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "skald_host", *args],
         input=stdin,

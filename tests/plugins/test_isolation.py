@@ -128,6 +128,12 @@ class Misspelt:
         raise AssertionError("a misspelt hook must never be called")
 
 
+class PastPlugin:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("past", spec=">=1.0,<1.5")
+
+
 class BadSpecRange:
     @hookimpl
     def plugin_info(self) -> PluginInfo:
@@ -143,14 +149,27 @@ class WrongInfoType:
 @pytest.mark.parametrize(
     "plugin, expected_error",
     [
-        (FuturePlugin(), f"plugin 'future' needs spec >=2,<3; this host provides {SPEC_VERSION}"),
+        (
+            FuturePlugin(),
+            f"plugin 'future' needs spec >=2,<3; this host provides {SPEC_VERSION}: upgrade Skald to a release that provides it,"
+            f" or widen the plugin's range (PluginInfo.spec) if it works with {SPEC_VERSION}",
+        ),
+        (
+            PastPlugin(),
+            f"plugin 'past' needs spec >=1.0,<1.5; this host provides {SPEC_VERSION}: upgrade the plugin to a release made"
+            f" for this contract, or widen the plugin's range (PluginInfo.spec) if it works with {SPEC_VERSION}",
+        ),
         (Anonymous(), "plugin 'Anonymous' has no @hookimpl plugin_info()"),
         (UndecoratedInfo(), "plugin 'UndecoratedInfo' has no @hookimpl plugin_info()"),
         (Misspelt(), "plugin 'misspelt' implements unknown hook 'regster_tools'"),
-        (BadSpecRange(), "plugin 'bad-range' declares an invalid spec range 'one point oh'"),
+        (
+            BadSpecRange(),
+            "plugin 'bad-range' declares an invalid spec range 'one point oh':"
+            ' PluginInfo.spec is a PEP 440 version specifier such as ">=1.2,<2"',
+        ),
         (WrongInfoType(), "plugin 'WrongInfoType': plugin_info() returned dict, expected PluginInfo"),
     ],
-    ids=["spec-too-new", "no-plugin-info", "plugin-info-not-a-hookimpl", "misspelt-hook", "invalid-spec", "info-not-plugininfo"],
+    ids=["spec-too-new", "spec-too-old", "no-plugin-info", "plugin-info-not-a-hookimpl", "misspelt-hook", "invalid-spec", "info-not-plugininfo"],
 )
 async def test_plugin_the_host_cannot_accept_is_refused_by_name(skald, plugin, expected_error):
     bystander = Bystander()

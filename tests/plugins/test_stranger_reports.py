@@ -276,6 +276,8 @@ def test_an_editable_install_whose_pth_was_not_processed_gets_a_hint(tmp_path):
     hint = plugin_manager._not_importable(cand, missing)
     assert hint.startswith(" (the distribution skald-dice is installed, but Python never processed its __editable__.skald_dice-0.1.0.pth"), hint
     assert "install it into the host's virtual environment" in hint
+    # Into a --target folder, without -e, pip would look for the contract on an index.
+    assert "pip install --target DIR --no-deps ." in hint, hint
     # Its own dependency missing, or a typo in an ordinary install: no hint.
     assert plugin_manager._not_importable(cand, ModuleNotFoundError("No module named 'requests'", name="requests")) == ""
     assert plugin_manager._not_importable(_Candidate("dice", False, lambda: None, "skald-dice", "0.1.0", 'dice = "skald_dice"', dist=_Dist(tmp_path, [])), missing) == ""

@@ -9,15 +9,18 @@ as a real one is, by a ``skald serve`` subprocess; uninstalling removes its file
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from durability.helpers import ADMIN_PASSWORD, Servers, install_distribution, setup_admin
+from durability.helpers import ADMIN_PASSWORD, KDF_ENV, Servers, install_distribution, setup_admin
 
 PLUGIN = "goneprobe"
 SOURCE = '''
@@ -130,3 +133,67 @@ async def test_reinstalling_a_missing_plugin_brings_it_back_enabled(servers: Ser
     back = (await listed(admin))[PLUGIN]
     assert (back["state"], back["enabled"]) == ("loaded", True)
     assert await warnings(admin) == []
+
+
+def skald_plugins(data_dir: Path, work_dir: Path) -> tuple[dict[str, dict], str]:
+    """``skald plugins --json`` and the table, with the server stopped, as an operator
+    runs them (the environment's PYTHONPATH holds the site)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
+    env.update(KDF_ENV)
+    run = [sys.executable, "-m", "skald_host", "plugins", "--data-dir", str(data_dir)]
+    as_json = subprocess.run([*run, "--json"], env=env, cwd=work_dir, capture_output=True, text=True, timeout=120)
+    assert as_json.returncode == 0, as_json.stderr
+    table = subprocess.run(run, env=env, cwd=work_dir, capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0, table.stderr
+    return {row["id"]: row for row in json.loads(as_json.stdout)}, table.stdout
+
+
+async def test_skald_plugins_lists_an_enabled_plugin_uninstalled_as_missing(servers: Servers, site: Path, tmp_path: Path):
+    """The catalog listed it as missing; ``skald plugins`` left it out, as if it had
+    never been there."""
+    install(site)
+    server = await servers.start()
+    admin = await setup_admin(server)
+    assert (await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})).status_code == 200
+    await server.terminate()
+    uninstall(site)
+
+    rows, table = skald_plugins(servers.data_dir, tmp_path)
+    assert (rows[PLUGIN]["state"], rows[PLUGIN]["error"], rows[PLUGIN]["builtin"]) == ("missing", REASON, False)
+    assert set(rows[PLUGIN]) == set(rows["strings"])  # the shape of every other row
+    line = next(line for line in table.splitlines() if line.split()[:1] == [PLUGIN])
+    assert line.split()[1] == "missing"
+    assert f"    error: {REASON}" in table.splitlines()
+
+
+NEAR_MISS_REASON = (
+    f"Not found: skald-{PLUGIN} declares it under the entry point group skald.plugin, which Skald does not read."
+    " Change the group to skald.plugins in its pyproject.toml, reinstall it and restart Skald, or disable it."
+)
+
+
+async def test_an_entry_point_in_a_near_miss_group_is_named_where_the_plugin_is_missing(servers: Servers, site: Path, tmp_path: Path):
+    """Reinstalled under ``skald.plugin`` (no s), the plugin was silently not found: the
+    admin read "reinstall the package", which they just had. Discovery warns, naming the
+    distribution and the group, and the missing plugin's reason says it."""
+    install(site)
+    server = await servers.start()
+    admin = await setup_admin(server)
+    assert (await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})).status_code == 200
+    await server.terminate()
+    entry_points = site / f"skald_{PLUGIN}-1.0.dist-info" / "entry_points.txt"
+    entry_points.write_text(entry_points.read_text().replace("[skald.plugins]", "[skald.plugin]"))
+
+    server = await servers.start()
+    admin = await server.login("admin", ADMIN_PASSWORD)
+    gone = (await listed(admin))[PLUGIN]
+    assert (gone["state"], gone["error"]) == ("missing", NEAR_MISS_REASON)
+    assert (
+        f"the distribution skald-{PLUGIN} declares the entry point {PLUGIN} = skald_{PLUGIN} in the group 'skald.plugin',"
+        " which Skald does not read: plugins are found in the group 'skald.plugins'"
+    ) in server.output
+    assert f"plugin {PLUGIN} is enabled but not found: skald-{PLUGIN} declares it in the entry point group 'skald.plugin'" in server.output
+    await server.terminate()
+
+    rows, _ = skald_plugins(servers.data_dir, tmp_path)
+    assert (rows[PLUGIN]["state"], rows[PLUGIN]["error"]) == ("missing", NEAR_MISS_REASON)

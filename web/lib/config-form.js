@@ -67,8 +67,11 @@ function readValue(spec, control, stored, clearBox) {
     const number = Number(text.replace(",", "."));
     return Number.isFinite(number) ? number : text; // not a number: let the server name the field
   }
+  // Only-whitespace is empty (a required field says so); anything else is saved as
+  // typed, as the API stores it: trimmed here, "NK: " was stored "NK:" and a re-save
+  // of the stored "NK: " counted as a change. A URL cannot hold outer spaces.
   if (text === "") return spec.required ? "" : null;
-  return text;
+  return spec.type === "url" ? text : control.value;
 }
 
 /**

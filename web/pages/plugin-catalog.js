@@ -50,7 +50,9 @@ function healthDot(plugin) {
 
 function enableSwitch(plugin, onChanged) {
   const id = uid("enable");
-  const blocked = plugin.state === "failed" || plugin.state === "blocked";
+  // A failed or blocked plugin cannot be turned on (it needs a fix, or the server's
+  // settings changed, and a restart), but one still turned on can be turned off.
+  const blocked = (plugin.state === "failed" || plugin.state === "blocked") && !plugin.enabled;
   const input = el("input", {
     id, type: "checkbox", role: "switch", class: "switch", disabled: blocked, props: { checked: plugin.enabled },
   });

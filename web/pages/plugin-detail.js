@@ -19,7 +19,10 @@ function summary(plugin) {
   add(t("plugin.package"), plugin.distribution);
   add(t("plugin.state"), el("span", { class: health(plugin) === "amber" ? "health amber" : "health" },
     el("span", { class: `health-dot static ${health(plugin)}`, "aria-hidden": "true" }), stateLabel(plugin)));
-  if (plugin.error) add(t("plugin.error"), el("span", { class: "error-text", text: plugin.error }));
+  // Waiting (a setting, a NotReady) is no error: its reason is labelled as what it is,
+  // as the catalog's card and the docs call it.
+  const waiting = plugin.state === "loaded" && plugin.waiting;
+  if (plugin.error) add(t(waiting ? "plugin.waiting_reason" : "plugin.error"), el("span", { class: waiting ? "waiting-text" : "error-text", text: plugin.error }));
   if (plugin.pages?.length) {
     add(t("plugin.pages"), el("ul", { class: "plain" }, ...plugin.pages.map((p) =>
       el("li", {}, p.title, p.admin_only ? el("span", { class: "tag", text: t("plugin.admin_only") }) : null))));
@@ -32,9 +35,12 @@ function summary(plugin) {
 
 /** What the admin can do about the plugin being unusable: turn it on in the catalog
  * only when it is merely off. A failed or blocked plugin's switch cannot be turned on;
- * it needs a fix (or the server's settings changed) and a restart. */
+ * it needs a fix (or the server's settings changed) and a restart. One still turned on
+ * can be turned off: "it cannot be turned on" beside a switch that is on read as wrong. */
 function unusableNote(plugin) {
-  if (plugin.state === "failed") return notice("error", t("plugin.failed_note", { error: plugin.error || "" }));
+  if (plugin.state === "failed") {
+    return notice("error", t(plugin.enabled ? "plugin.failed_note_on" : "plugin.failed_note", { error: plugin.error || "" }));
+  }
   if (plugin.state === "blocked") return notice("info", t("plugin.blocked_note"));
   if (plugin.state === "missing") return notice("error", t("plugin.missing_note"));
   return plugin.enabled || plugin.builtin ? null : notice("info", t("plugin.disabled_note"));

@@ -50,6 +50,10 @@ HOST_REASONS = (NEEDS_SETTINGS, STARTUP_TIMED_OUT, STARTUP_BLOCKED)
 #: Why an enabled plugin is listed as ``missing``: its registry row says enabled, but no
 #: installed distribution offers it any more (``pip uninstall``, then a restart).
 MISSING = "core.plugin.missing"
+#: Why, when a distribution declares an entry point by the missing plugin's name in a
+#: group that is nearly ``skald.plugins`` (``values``: ``distribution``, ``group``):
+#: reinstalling it, as ``MISSING`` says, would not help.
+MISSING_WRONG_GROUP = "core.plugin.missing_wrong_group"
 
 
 def live_change(schema: Any, previous: dict[str, Any], fresh: dict[str, Any]) -> bool:
@@ -191,12 +195,28 @@ class PluginCatalog:
                     known.update({loose, loose.removeprefix("skald-")})
         return sorted(r[0] for r in rows if r[0] not in known and _loosely(r[0]) not in known)
 
+    def near_miss(self, plugin_id: str) -> Any:
+        """An entry point in a group that is nearly ``skald.plugins`` that may be this
+        plugin (by its name, or its distribution's), or None."""
+        loose = _loosely(plugin_id)
+        for miss in getattr(self._core.plugins, "near_misses", ()):
+            dist = _loosely(miss.distribution or "")
+            if loose in (_loosely(miss.name), dist, dist.removeprefix("skald-")):
+                return miss
+        return None
+
+    def missing_reason(self, plugin_id: str, locale: str | None) -> str:
+        miss = self.near_miss(plugin_id)
+        if miss is None:
+            return self._core.strings.translate(MISSING, locale)
+        return self._core.strings.translate(MISSING_WRONG_GROUP, locale, distribution=miss.distribution or miss.name, group=miss.group)
+
     def missing_entry(self, plugin_id: str, locale: str | None, *, enabled: bool = True) -> dict[str, Any]:
         """A missing plugin as the catalog lists it: the shape of a status entry, with
         what the host still knows (its id) and why it does not run."""
         return {
             "id": plugin_id, "name": plugin_id, "distribution": None, "version": None, "builtin": False, "state": "missing",
-            "spec": None, "hooks": [], "error": self._core.strings.translate(MISSING, locale), "degraded": None,
+            "spec": None, "hooks": [], "error": self.missing_reason(plugin_id, locale), "degraded": None,
             "import_ms": 0.0, "healthy": False, "waiting": False, "needs_settings": False, "problems": 0,
             "title": plugin_id, "description": "", "enabled": enabled, "configurable": False, "icon": "puzzle",
             "manages_own_access": False, "row_born": True,
@@ -206,6 +226,13 @@ class PluginCatalog:
         """Log, once at start, each enabled plugin that is installed no more; their ids."""
         missing = await self.missing()
         for plugin_id in missing:
+            miss = self.near_miss(plugin_id)
+            if miss is not None:
+                log.warning(
+                    "plugin %s is enabled but not found: %s declares it in the entry point group %r, not %r",
+                    plugin_id, miss.distribution or miss.name, miss.group, "skald.plugins",
+                )
+                continue
             log.warning("plugin %s is enabled but installed no more: reinstall its package, or disable it in the catalog", plugin_id)
         return missing
 

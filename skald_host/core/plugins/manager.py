@@ -22,7 +22,7 @@ import time
 import traceback
 import uuid
 from collections import deque
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Sequence
 
@@ -185,7 +185,27 @@ class HookBlocked(PluginError):
 def described(exc: BaseException) -> str:
     """An exception as a status line says it: its type, so ``KeyError('x')`` does not
     read as a bare ``'x'``, then its message."""
-    return f"{type(exc).__name__}: {exc}{_keyword_hint(exc)}" if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {exc}{_keyword_hint(exc)}{_package_data_hint(exc)}" if str(exc) else type(exc).__name__
+
+
+def _package_data_hint(exc: BaseException) -> str:
+    """`` (... must be package data ...)`` for a file or folder missing from a Python
+    package's folder (a plugin's ``page.js`` it serves, its ``locales/``): a wheel
+    built without them in its package data installs the code alone, and a bare
+    FileNotFoundError sent the author looking for a typo. The same advice as a missing
+    ``agents/`` folder gets (``FOLDER_HOOKS``)."""
+    if not isinstance(exc, FileNotFoundError) or not isinstance(exc.filename, (str, os.PathLike)):
+        return ""
+    path = Path(exc.filename)
+    package = next((p for p in path.parents if (p / "__init__.py").is_file()), None)
+    if package is None or "must be package data" in str(exc):
+        return ""
+    inside = path.relative_to(package).as_posix()
+    pattern = inside if path.suffix else f"{inside}/**/*"
+    return (
+        f" (a file the plugin reads from its package must be package data:"
+        f" [tool.setuptools.package-data] {package.name} = [\"{pattern}\"] in pyproject.toml)"
+    )
 
 
 _UNEXPECTED_KEYWORD = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'$")
@@ -505,7 +525,8 @@ def _not_importable(cand: _Candidate, exc: BaseException) -> str:
     return (
         f" (the distribution {cand.distribution} is installed, but Python never processed its {unprocessed[0]}:"
         " an editable install outside a site directory, as pip install --target DIR -e with PYTHONPATH=DIR leaves it;"
-        " install it into the host's virtual environment, editable or not, or into the --target folder without -e)"
+        " install it into the host's virtual environment, editable or not, or into the --target folder without -e and with --no-deps:"
+        " pip install --target DIR --no-deps . (skald-hookspecs comes from the host's environment; pip looks for it on an index otherwise))"
     )
 
 
@@ -529,6 +550,47 @@ def _pth_processed(path: Any) -> bool:
 
 def spec_satisfied(spec: str) -> bool:
     return Version(SPEC_VERSION) in SpecifierSet(spec)
+
+
+def _spec_advice(spec: str) -> str:
+    """What to do about a range this host's contract is not in: a range only a later
+    contract satisfies asks for a newer Skald; one of older contracts, for a newer
+    plugin. Either way the plugin's author may widen it, if it works with this one."""
+    major, release = (int(part) for part in SPEC_VERSION.split(".")[:2])
+    wanted = SpecifierSet(spec)
+    later = any(Version(f"{major + step}.{m}") in wanted for step in range(4) for m in range(60) if (step, m) > (0, release))
+    upgrade = "upgrade Skald to a release that provides it" if later else "upgrade the plugin to a release made for this contract"
+    return f"{upgrade}, or widen the plugin's range (PluginInfo.spec) if it works with {SPEC_VERSION}"
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """An entry point in a group that is nearly ``skald.plugins`` (``skald.plugin``,
+    ``skald_plugins``): the host never sees it, and without a word a plugin enabled
+    before showed as "missing" with advice (reinstall it) that did not help."""
+
+    name: str
+    value: str
+    group: str
+    distribution: str | None
+
+
+def _near_miss_group(group: str) -> bool:
+    if group == ENTRY_POINT_GROUP:
+        return False
+    flat = re.sub(r"[^a-z0-9]", "", group.lower())
+    return flat in ("skaldplugins", "skaldplugin") or difflib.SequenceMatcher(None, group.lower(), ENTRY_POINT_GROUP).ratio() >= 0.85
+
+
+def _near_misses() -> list[NearMiss]:
+    found = []
+    try:
+        for ep in importlib_metadata.entry_points():
+            if _near_miss_group(ep.group):
+                found.append(NearMiss(ep.name, ep.value, ep.group, ep.dist.name if ep.dist else None))
+    except Exception:  # metadata that cannot be read: no warning, never a failure of discovery
+        log.debug("entry points could not be listed for near misses", exc_info=True)
+    return found
 
 
 class PluginManager:
@@ -561,6 +623,9 @@ class PluginManager:
         self._status: dict[str, PluginStatus] = {}
         self._objects: dict[str, Any] = {}
         self._held_listed: dict[str, float] = {}  # plugin id -> when its last stretch was listed
+        #: Entry points declared in a group that is nearly ``skald.plugins`` (found at
+        #: discovery, never loaded): the catalog says so of a plugin missing by that name.
+        self.near_misses: list[NearMiss] = []
 
     # -- loading -------------------------------------------------------------
 
@@ -573,6 +638,14 @@ class PluginManager:
             name = getattr(obj, "__name__", type(obj).__name__)
             found.append(_Candidate(name, False, self._loader(obj)))
         if self._use_entry_points:
+            self.near_misses = _near_misses()
+            for miss in self.near_misses:
+                log.warning(
+                    "the distribution %s declares the entry point %s = %s in the group %r, which Skald does not read:"
+                    " plugins are found in the group %r ([project.entry-points.\"%s\"] in its pyproject.toml);"
+                    " fix it, reinstall the package and restart",
+                    miss.distribution or "(unknown)", miss.name, miss.value, miss.group, ENTRY_POINT_GROUP, ENTRY_POINT_GROUP,
+                )
             for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
                 dist = ep.dist
                 found.append(
@@ -690,10 +763,15 @@ class PluginManager:
         try:
             ok = spec_satisfied(info.spec)
         except InvalidSpecifier:
-            refusal = PluginError(f"plugin {info.id!r} declares an invalid spec range {info.spec!r}", function=fn)
+            refusal = PluginError(
+                f"plugin {info.id!r} declares an invalid spec range {info.spec!r}:"
+                f" PluginInfo.spec is a PEP 440 version specifier such as \">=1.2,<2\"", function=fn,
+            )
         else:
             if not ok:
-                refusal = PluginError(f"plugin {info.id!r} needs spec {info.spec}; this host provides {SPEC_VERSION}", function=fn)
+                refusal = PluginError(
+                    f"plugin {info.id!r} needs spec {info.spec}; this host provides {SPEC_VERSION}: {_spec_advice(info.spec)}", function=fn,
+                )
             else:
                 try:  # a bad schema would otherwise surface only when the admin saves, or never
                     check_schema(info.config_schema, "config_schema")
