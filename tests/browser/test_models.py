@@ -361,3 +361,47 @@ async def test_a_german_admin_sees_the_presets_in_german_and_names_the_provider_
     await expect(page.locator("[data-provider='OpenAI-kompatibel (Umgebung)']")).to_be_visible()
     providers = (await client.get("/api/admin/models")).json()["providers"]
     assert [p["name"] for p in providers] == ["OpenAI-kompatibel (Umgebung)"]
+
+
+async def test_a_half_filled_add_model_form_survives_another_add_or_save(skald, browser_pages):
+    """Adding a provider or saving a model row drew the whole page again and wiped what
+    the admin had half typed in "Add model": it is carried over; once added, it clears."""
+    async with admin_on_models_page(skald, browser_pages) as (_, api, page):
+        providers = (await api.get("/api/admin/models")).json()["providers"]
+        response = await api.post("/api/admin/models/entries", json={"provider_id": providers[0]["id"], "model": "alpha-model", "priority": 1})
+        assert response.status_code == 201, response.text
+        await page.reload()
+        adding = page.locator("form.model-form").filter(has=page.get_by_role("button", name="Add model"))
+
+        async def fill_draft():
+            await adding.get_by_label("Model name").fill("gamma-model")
+            await adding.get_by_label("Label").fill("Gamma")
+            await adding.get_by_label("Strength").fill("80")
+            await adding.get_by_label("Can see images").check()
+
+        async def draft_kept():
+            await expect(adding.get_by_label("Model name")).to_have_value("gamma-model")
+            await expect(adding.get_by_label("Label")).to_have_value("Gamma")
+            await expect(adding.get_by_label("Strength")).to_have_value("80")
+            await expect(adding.get_by_label("Can see images")).to_be_checked()
+            await expect(adding.get_by_label("Provider")).to_have_value(providers[0]["id"])
+
+        await fill_draft()
+        new_provider = page.locator(".providers-section form")
+        await new_provider.get_by_label("Name").fill("Second")
+        await new_provider.get_by_label("Base URL").fill("http://127.0.0.1:9/v1")
+        await new_provider.get_by_role("button", name="Add provider").click()
+        await expect(page.locator("[data-provider='Second']")).to_be_visible()
+        await draft_kept()
+
+        await page.locator("tr[data-model='alpha-model']").get_by_role("button", name="Edit: alpha-model").click()
+        edit = page.locator(".edit-row form")
+        await edit.get_by_label("Label").fill("Alpha")
+        await edit.get_by_role("button", name="Save").click()
+        await expect(page.locator("tr[data-model='alpha-model'] .model-label")).to_have_text("Alpha")
+        await draft_kept()
+
+        await adding.get_by_role("button", name="Add model").click()
+        await expect(page.locator("tr[data-model='gamma-model'] .model-label")).to_have_text("Gamma")
+        await expect(adding.get_by_label("Model name")).to_have_value("")  # added: no draft any more
+        await expect(adding.get_by_label("Label")).to_have_value("")

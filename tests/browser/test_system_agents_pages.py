@@ -33,7 +33,7 @@ async def test_supervision_reports_and_the_system_agents_page(skald, browser_pag
     interval = admin_page.get_by_label("Event triage (every … minutes; server: 5)")
     await interval.fill("30")
     await interval.locator("xpath=../following-sibling::div[@class='actions']").get_by_role("button", name="Save").click()
-    await expect(admin_page.get_by_text("Saved.").last).to_be_visible()
+    await expect(interval.locator("xpath=ancestor::form[1]").get_by_text("Saved.")).to_be_visible()
     intervals = await host.core.registry.run(lambda c: store.member_intervals(c, "event_triage"))
     assert intervals == {kid["id"]: 30 * 60}
 
@@ -161,3 +161,30 @@ async def test_a_run_the_model_failed_says_why_in_the_readers_language(skald, br
         "fehlgeschlagen (Das Modell war nicht erreichbar. Versuch es bitte später noch einmal, oder sag einem Administrator Bescheid, wenn es so bleibt.)"
     )
     await expect(rows.nth(0)).to_contain_text("fehlgeschlagen (RuntimeError (error id 0123456789ab))")
+
+
+async def test_a_member_interval_that_is_not_a_number_is_refused_at_its_field(skald, browser_pages):
+    """"abc" went out as null (NaN in JSON), which clears the member's interval, and the
+    page said "Saved.": refused at the field, the interval set before kept."""
+    host = await skald.start(plugins=[skald_system_agents], enable=["system_agents"], settings=skald.settings(system_agents={"run": False}))
+    await host.admin()
+    kid = await host.create_member("kid", display_name="Kid")
+    await host.core.registry.transaction(lambda c: store.set_member_interval(c, "event_triage", kid["id"], 30 * 60))
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto(f"/#members/{kid['id']}")
+    interval = page.get_by_label("Event triage (every … minutes; server: 5)")
+    await expect(interval).to_have_value("30")
+    save = interval.locator("xpath=../following-sibling::div[@class='actions']").get_by_role("button", name="Save")
+    for wrong in ("abc", "0", "2.5"):
+        await interval.fill(wrong)
+        await save.click()
+        await expect(interval).to_have_attribute("aria-invalid", "true")
+        await expect(interval).to_have_accessible_description("A whole number from 1 to 100000, or empty for the server's setting.")
+        await expect(page.get_by_text("Saved.")).to_have_count(0)
+    assert await host.core.registry.run(lambda c: store.member_intervals(c, "event_triage")) == {kid["id"]: 30 * 60}
+    await interval.fill("45")
+    await save.click()
+    await expect(page.get_by_text("Saved.")).to_be_visible()
+    await expect(interval).not_to_have_attribute("aria-invalid", "true")
+    assert await host.core.registry.run(lambda c: store.member_intervals(c, "event_triage")) == {kid["id"]: 45 * 60}

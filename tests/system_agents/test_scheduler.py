@@ -339,3 +339,42 @@ async def test_the_kit_runs_a_pass_now_and_moves_the_clock_for_the_next(skald):
     assert mine(await host.run_system_agents()) == ["not_due"]
     assert mine(await host.run_system_agents(later_by=dt.timedelta(days=7, minutes=1))) == ["ran"]
     assert [member for member, _ in plugin.runs].count(alice_id) == 2
+
+
+async def test_an_instance_agent_runs_once_for_the_server_whichever_admin_acts(skald):
+    """Its last attempt is the server's (system.db), not the acting admin's: a second
+    admin signing in while the first is signed out does not run it again (a second
+    model request, a duplicate report)."""
+    plugin = CountingAgents(scope="instance", unit="hours", interval=24)
+    host, clock = await start(skald, plugin)
+    admin_id = (await host.admin()).member["id"]
+    bea_id = (await host.member("bea", role="admin")).member["id"]
+    assert [(o.member_id, o.result) for o in await host.core.system_agents.tick()] == [(admin_id, "ran")]
+    await host.core.users.lock(admin_id)
+    clock.advance(hours=1)
+    assert [(o.member_id, o.result) for o in await host.core.system_agents.tick()] == [(bea_id, "not_due")]
+    assert plugin.runs == [(admin_id, None)]
+    clock.advance(hours=24)
+    assert [(o.member_id, o.result) for o in await host.core.system_agents.tick()] == [(bea_id, "ran")]
+    # The trace stays in the acting admin's own file.
+    assert [r["status"] for r in await runs_in_file(host.core, bea_id)] == ["done"]
+    # A server that kept the marker only in the admin's file (before it was shared)
+    # still reads it there.
+    await host.core.registry.transaction(lambda c: c.execute("DELETE FROM config WHERE key LIKE 'system_agent_last_attempt:%'"))
+    clock.advance(hours=1)
+    assert [(o.member_id, o.result) for o in await host.core.system_agents.tick()] == [(bea_id, "not_due")]
+
+
+async def test_a_member_interval_that_is_not_a_whole_number_is_refused_and_kept(skald):
+    """null clears a member's interval (the server's setting); anything else that is not
+    a whole number in range is a 400, the interval set before kept."""
+    plugin = CountingAgents(unit="minutes", interval=5, per_member_interval=True)
+    host, _ = await start(skald, plugin)
+    admin = await host.admin()
+    bea_id = (await host.member("bea")).member["id"]
+    url = f"/api/admin/members/{bea_id}/agent-intervals"
+    assert (await admin.put(url, json={"agent_id": "counted", "interval": 30})).status_code == 200
+    for wrong in ("abc", "30", 1.5, 0, -3, True, [30]):
+        response = await admin.put(url, json={"agent_id": "counted", "interval": wrong})
+        assert response.status_code == 400, (wrong, response.text)
+    assert await host.core.registry.run(lambda c: store.member_intervals(c, "counted")) == {bea_id: 30 * 60}

@@ -86,13 +86,25 @@ function ruleForm(groups, ctx, rule = null, onCancel = null) {
   return form;
 }
 
-function ruleRows(rule, groups, ctx) {
+/** What a rule's Edit and Delete buttons are named by: its tool pattern, and where
+ * other rules share that pattern, what tells them apart (its path class, its group);
+ * "Delete: read_file" three times over said not which. */
+function ruleName(rule, rules, groupLabel) {
+  const alike = rules.filter((r) => r.tool_pattern === rule.tool_pattern);
+  if (alike.length < 2) return rule.tool_pattern;
+  let name = t("approvals.rule_name_path", { pattern: rule.tool_pattern, path: rule.path_class || t("approvals.any_path") });
+  if (alike.some((r) => r !== rule && (r.path_class || "") === (rule.path_class || ""))) name = t("approvals.rule_name_group", { name, group: groupLabel });
+  return name;
+}
+
+function ruleRows(rule, groups, ctx, rules = [rule]) {
   const status = statusLine();
   const editRow = el("tr", { class: "edit-row", hidden: true });
   const groupLabel = rule.group_id ? (groups.find((g) => g.id === rule.group_id)?.label || rule.group_id) : t("approvals.group_everyone");
+  const named = ruleName(rule, rules, groupLabel);
   const edit = button(t("approvals.edit"), {
     kind: "quiet small",
-    attrs: { "aria-label": `${t("approvals.edit")}: ${rule.tool_pattern}`, "aria-expanded": "false" },
+    attrs: { "aria-label": `${t("approvals.edit")}: ${named}`, "aria-expanded": "false" },
     onClick: () => {
       const open = editRow.hidden;
       editRow.hidden = !open;
@@ -104,7 +116,7 @@ function ruleRows(rule, groups, ctx) {
   });
   const remove = isCatchAll(rule) ? null : button(t("approvals.delete"), {
     kind: "quiet small danger-text",
-    attrs: { "aria-label": `${t("approvals.delete")}: ${rule.tool_pattern}` },
+    attrs: { "aria-label": `${t("approvals.delete")}: ${named}` },
     onClick: async () => {
       const ok = await confirmDialog({ title: t("approvals.rule_delete_title", { pattern: rule.tool_pattern }), message: t("approvals.rule_delete_text"), confirmLabel: t("approvals.delete") });
       if (!ok) return;
@@ -138,7 +150,7 @@ function rulesSection(rules, groups, ctx) {
   const part = section(t("approvals.rules_title"),
     el("p", { class: "hint", text: t("approvals.rules_intro") }),
     el("div", { class: "table-wrap" }, el("table", { class: "table rules-table" },
-      el("thead", {}, head), el("tbody", {}, ...rules.flatMap((r) => ruleRows(r, groups, ctx))))),
+      el("thead", {}, head), el("tbody", {}, ...rules.flatMap((r) => ruleRows(r, groups, ctx, rules))))),
     status.node,
     el("h3", { class: "subhead", text: t("approvals.rule_add_title") }),
     ruleForm(groups, ctx));

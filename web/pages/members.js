@@ -126,6 +126,15 @@ function profileSection(member, roles, ctx, isSelf) {
     };
     if (!isSelf) body.active = active.checked;
     busy(submit, async () => {
+      // What cuts the member off at once is asked first, as deleting them is.
+      if (!isSelf && member.active && !active.checked && !await confirmDialog({
+        title: t("members.deactivate_confirm_title", { name: nameOf(member) }), message: t("members.active_hint"),
+        confirmLabel: t("members.deactivate_confirm"),
+      })) return;
+      if (member.is_admin && role.value !== member.role && !await confirmDialog({
+        title: t("members.demote_confirm_title", { name: nameOf(member) }), message: t("members.demote_confirm_text"),
+        confirmLabel: t("members.demote_confirm"),
+      })) return;
       const response = await api("PATCH", `/api/admin/members/${encodeURIComponent(member.id)}`, body);
       if (!response.ok) { showFormError(form, status, response); return; }
       Object.assign(member, response.data);
@@ -207,6 +216,10 @@ async function supervisionSection(member) {
   return section(title, form);
 }
 
+/** The range the API takes for a per-member interval (in the agent's own unit). */
+const INTERVAL_MIN = 1;
+const INTERVAL_MAX = 100000;
+
 /** Per-member intervals of the agents that allow one (event triage); empty inherits. */
 async function intervalsSection(member) {
   const title = t("members.intervals_title");
@@ -218,14 +231,25 @@ async function intervalsSection(member) {
     const input = el("input", { type: "text", inputmode: "numeric", name: item.agent_id, props: { value: item.interval ?? "" } });
     const status = statusLine();
     const label = t("members.interval_label", { agent: item.title, unit: t(`members.unit_${item.interval_unit}`), instance: item.instance_interval });
-    const save = button(t("common.save"), { onClick: () => busy(save, async () => {
-      status.clear();
+    const save = el("button", { class: "btn", type: "submit", text: t("common.save") });
+    const form = el("form", { class: "stack", novalidate: true }, field(label, input)[0], el("div", { class: "actions" }, save), status.node);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      clearFieldErrors(form, status);
       const text = input.value.trim();
-      const interval = text === "" ? null : Number(text);
-      const saved = await api("PUT", `/api/admin/members/${encodeURIComponent(member.id)}/agent-intervals`, { agent_id: item.agent_id, interval });
-      if (saved.ok) status.ok(t("common.saved")); else status.error(errorText(saved));
-    }) });
-    return el("div", { class: "stack" }, field(label, input)[0], el("div", { class: "actions" }, save), status.node);
+      // Empty is "the server's setting" (null); anything else must be a whole number in
+      // range: Number("abc") is NaN, which JSON sends as null and would clear the setting.
+      const interval = text === "" ? null : (/^\d+$/.test(text) ? Number(text) : NaN);
+      if (interval !== null && !(interval >= INTERVAL_MIN && interval <= INTERVAL_MAX)) {
+        markField(form, status, item.agent_id, t("members.interval_invalid", { low: INTERVAL_MIN, high: INTERVAL_MAX }));
+        return;
+      }
+      busy(save, async () => {
+        const saved = await api("PUT", `/api/admin/members/${encodeURIComponent(member.id)}/agent-intervals`, { agent_id: item.agent_id, interval });
+        if (saved.ok) status.ok(t("common.saved")); else showFormError(form, status, saved);
+      });
+    });
+    return form;
   });
   return section(title, el("p", { class: "hint", text: t("members.intervals_hint") }), ...rows);
 }
@@ -235,6 +259,11 @@ function sessionsSection(member) {
   const status = statusLine();
   const end = button(t("members.end_sessions"), {
     onClick: () => busy(end, async () => {
+      const ok = await confirmDialog({
+        title: t("members.end_sessions_confirm_title", { name: nameOf(member) }), message: t("members.sessions_hint"),
+        confirmLabel: t("members.end_sessions"),
+      });
+      if (!ok) return;
       const response = await api("POST", `/api/admin/members/${encodeURIComponent(member.id)}/end-sessions`);
       if (!response.ok) { status.error(errorText(response)); return; }
       member.sessions = 0;

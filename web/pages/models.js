@@ -35,6 +35,29 @@ const providerAdded = (provider) => {
   return { focus: [`${card} .provider-test`, ".providers-section h2"], status: `${card} .provider-body > .form-status`, say: t("models.provider_added", { name: provider.name }) };
 };
 
+/** What the "Add model" form held when the page was drawn again after another add or
+ * save (a provider added, a model row saved): the re-render built an empty form and
+ * wiped what the admin had half typed. Read before the re-render, used once by it. */
+let carriedDraft = null;
+
+function readDraft() {
+  const form = document.querySelector("form.model-add");
+  if (!form) return null;
+  const value = (name) => form.elements.namedItem(name)?.value ?? "";
+  const checked = (name) => form.elements.namedItem(name)?.checked === true;
+  return {
+    provider_id: value("provider_id"), model: value("model"), label: value("label"), strength: value("strength"),
+    priority: value("priority"), vision: checked("vision"), enabled: checked("enabled"),
+  };
+}
+
+/** ctx.rerender, keeping the "Add model" form's values (keepDraft: false once it was
+ * the form that was sent). */
+async function rerender(ctx, after, { keepDraft = true } = {}) {
+  carriedDraft = keepDraft ? readDraft() : null;
+  try { await ctx.rerender(after); } finally { carriedDraft = null; }
+}
+
 function numberInput(name, value, { min, max }) {
   return el("input", { type: "number", name, min: String(min), max: String(max), step: "1", inputmode: "numeric", props: { value: String(value) } });
 }
@@ -65,7 +88,7 @@ function offeredNames(provider, names, added, ctx, status) {
         // The card says so and the focus goes to the next name offered (the Add pressed
         // is gone with its name), else to the Test button.
         const card = providerCard(provider.id);
-        await ctx.rerender({
+        await rerender(ctx, {
           focus: [(content) => { const next = content.querySelectorAll(`${card} .offered-add`); return next[Math.min(index, next.length - 1)]; }, `${card} .provider-test`],
           status: `${card} .provider-body > .form-status`, say: t("models.offered_added", { model: name }),
         });
@@ -139,7 +162,7 @@ function providerEditForm(provider, ctx, cancel) {
       const response = await api("PATCH", `/api/admin/models/providers/${enc(provider.id)}`, body);
       if (!response.ok) { showFormError(form, status, response); return; }
       const card = providerCard(provider.id);
-      await ctx.rerender({ focus: `${card} .provider-edit`, status: `${card} .provider-body > .form-status`, say: t("common.saved") });
+      await rerender(ctx, { focus: `${card} .provider-edit`, status: `${card} .provider-body > .form-status`, say: t("common.saved") });
     });
   });
   closeOnEscape(form, cancel);
@@ -176,7 +199,7 @@ function providerArticle(provider, ctx, own) {
       const next = neighbour(card, "article[data-provider-id]", "providerId");
       const response = await api("DELETE", `/api/admin/models/providers/${enc(provider.id)}`);
       if (!response.ok) { status.error(errorText(response)); return; }
-      await ctx.rerender({
+      await rerender(ctx, {
         focus: [next && `${providerCard(next)} .provider-name`, ".providers-section h2"], status: ".providers-status",
         say: t("models.provider_deleted", { name: provider.name }),
       });
@@ -208,7 +231,7 @@ function providerForm(ctx) {
       const response = await api("POST", "/api/admin/models/providers", {
         name: name.value.trim(), base_url: url.value.trim(), api_key: key.value || null,
       });
-      if (response.ok) await ctx.rerender(providerAdded(response.data)); else showFormError(form, status, response);
+      if (response.ok) await rerender(ctx, providerAdded(response.data)); else showFormError(form, status, response);
     });
   });
   return form;
@@ -236,7 +259,7 @@ function presetsSection(presets, providers, ctx) {
         const response = await api("POST", "/api/admin/models/presets/apply", {
           name, base_url: preset.base_url, api_key_from_environment: preset.api_key_from_environment === true,
         });
-        if (response.ok) await ctx.rerender(providerAdded(response.data)); else status.error(errorText(response));
+        if (response.ok) await rerender(ctx, providerAdded(response.data)); else status.error(errorText(response));
       }),
     });
     return el("li", { class: "preset" },
@@ -268,6 +291,17 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
   const load = button(t("models.load_names"), { kind: "small", onClick: () => busy(load, loadNames) });
   const submit = el("button", { class: "btn primary", type: "submit", text: model ? t("common.save") : t("models.model_add") });
   const status = statusLine();
+  const draft = model ? null : carriedDraft;
+  if (draft) {
+    carriedDraft = null;
+    if (providers.some((p) => String(p.id) === draft.provider_id)) provider.value = draft.provider_id;
+    name.value = draft.model;
+    label.value = draft.label;
+    strength.value = draft.strength;
+    priority.value = draft.priority;
+    vision.checked = draft.vision;
+    enabled.checked = draft.enabled;
+  }
 
   const showNames = () => {
     const found = discovered.get(provider.value) || [];
@@ -296,7 +330,7 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
 
   const nameField = field(t("models.model_name"), name, { required: true })[0];
   nameField.append(names, el("div", { class: "inline-hint" }, suggestions, load));
-  const form = el("form", { class: "grid-form model-form", novalidate: true },
+  const form = el("form", { class: model ? "grid-form model-form" : "grid-form model-form model-add", novalidate: true },
     field(t("models.provider"), provider, { required: true })[0],
     nameField,
     field(t("models.label"), label, { hint: t("models.label_hint") })[0],
@@ -318,10 +352,10 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
         : await api("POST", "/api/admin/models/entries", { provider_id: provider.value, model: name.value.trim(), ...body });
       if (!response.ok) { showFormError(form, status, response); return; }
       const row = modelRow(response.data.id);
-      await ctx.rerender({
+      await rerender(ctx, {
         focus: [`${row} .row-actions button`, ".models-section h2"], status: `${row} .form-status`,
         say: model ? t("common.saved") : t("models.model_added", { model: response.data.label || response.data.model }),
-      });
+      }, { keepDraft: Boolean(model) }); // the model just added is not a draft any more
     });
   });
   showNames();
@@ -352,7 +386,7 @@ function modelRows(model, providers, ctx) {
       const next = neighbour(row, "tr[data-model-id]", "modelId");
       const response = await api("DELETE", `/api/admin/models/entries/${enc(model.id)}`);
       if (!response.ok) { status.error(errorText(response)); return; }
-      await ctx.rerender({
+      await rerender(ctx, {
         focus: [next && `${modelRow(next)} .row-actions button`, ".models-section h2"], status: ".models-status",
         say: t("models.model_deleted", { model: model.label }),
       });

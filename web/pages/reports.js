@@ -30,13 +30,20 @@ function reportCard(report) {
   return el("div", { class: "stack" }, details, state);
 }
 
-export async function renderReports() {
+export async function renderReports(ctx) {
   const response = await api("GET", "/api/reports");
   const page = el("div", { class: "page" }, pageHeader(t("reports.title"), t("reports.intro")));
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
   const reports = response.data.reports || [];
   const own = reports.filter((r) => r.where === "own");
-  const shared = reports.filter((r) => r.where === "shared");
+  const shared = reports.filter((r) => r.where === "shared" && r.audience !== "admins");
+  // A report about the instance (the shared-memory check) is for the admins, not for a
+  // supervisor: under a heading of its own.
+  const instance = reports.filter((r) => r.where === "shared" && r.audience === "admins");
+  if (instance.length || ctx?.member?.is_admin) {
+    page.append(section(t("reports.instance_title"),
+      instance.length ? el("div", { class: "stack" }, ...instance.map(reportCard)) : el("p", { class: "muted", text: t("reports.none") })));
+  }
   page.append(section(t("reports.shared_title"),
     shared.length ? el("div", { class: "stack" }, ...shared.map(reportCard)) : el("p", { class: "muted", text: t("reports.none") })));
   page.append(section(t("reports.own_title"),

@@ -11,11 +11,23 @@ const folderApi = (id, rest = "") => `/api/admin/shared-folders/${encodeURICompo
 function memberRows(folder, ctx, status) {
   return folder.members.map((m) => {
     const [writeLabel, write] = checkbox(t("shared.can_write"), { checked: m.can_write });
+    // Named with the member, as Remove is: a column of "can write" boxes told a screen
+    // reader nothing of whose each was.
+    write.setAttribute("aria-label", t("shared.can_write_named", { name: m.username }));
     write.addEventListener("change", async () => {
+      status.clear();
       const response = await api("PATCH", folderApi(folder.id, `/members/${encodeURIComponent(m.id)}`), { can_write: write.checked });
-      if (!response.ok) { write.checked = !write.checked; status.error(errorText(response)); }
+      if (!response.ok) { write.checked = !write.checked; status.error(errorText(response)); return; }
+      status.ok(t("common.saved"));
     });
     const remove = button(t("shared.remove_member"), { kind: "quiet", attrs: { "aria-label": t("shared.remove_member_named", { name: m.username }) }, onClick: async () => {
+      // Cuts them off at once: asked first, as deleting the folder is.
+      const ok = await confirmDialog({
+        title: t("shared.remove_member_title", { name: m.username }),
+        message: t("shared.remove_member_text", { name: m.username, title: folder.title }),
+        confirmLabel: t("shared.remove_member"),
+      });
+      if (!ok) return;
       const response = await api("DELETE", folderApi(folder.id, `/members/${encodeURIComponent(m.id)}`));
       if (response.ok) ctx.rerender();
       else status.error(errorText(response));

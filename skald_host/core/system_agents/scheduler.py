@@ -283,14 +283,21 @@ class SystemAgentScheduler:
         now = self.clock()
         interval = self.registry.instance_interval(entry, settings) if as_instance else await self.registry.interval_for(entry, member.id, settings)
         last = parse_iso(await db.run(lambda c: store.last_attempt(c, entry.id)))
+        if as_instance and not await db.run(lambda c: store.owed_after_a_stop(c, entry.id)):
+            # Once for the whole server: the attempt every admin who may act sees (a
+            # timestamp in system.db), not the acting admin's own; their file's marker
+            # only for a server that kept it there before.
+            shared = parse_iso(await self.core.registry.run(lambda c: store.instance_last_attempt(c, entry.id)))
+            last = shared if shared is not None else last
         if last is not None and (now - last).total_seconds() < interval:
             return Outcome(entry.id, member.id, None, "not_due")
         context = RunContext(self, entry, member, db, settings, now, locale=member.locale or await self.core.default_locale())
-        return Outcome(entry.id, member.id, None, await self.run_and_record(entry, context, db, mark_attempt=True))
+        return Outcome(entry.id, member.id, None, await self.run_and_record(entry, context, db, mark_attempt=True, instance=as_instance))
 
     async def _instance_pass(self, entry: RegisteredAgent, members: list[Member], settings: dict[str, Any]) -> Outcome:
         """Ownerless work runs as the first active unlocked admin (a stable choice), so
-        its trace, notification and report land where someone can see them."""
+        its trace, notification and report land where someone can see them; its due-ness
+        is the server's (system.db), so another admin acting does not run it again."""
         acting = next((m for m in members if m.active and m.is_admin and self.core.users.is_unlocked(m.id)), None)
         if acting is None:
             self._log_skip(entry.id, "", "system agent %s: no admin is logged in%s; skipped")
@@ -382,7 +389,9 @@ class SystemAgentScheduler:
 
     # -- one pass ----------------------------------------------------------------------------
 
-    async def run_and_record(self, entry: RegisteredAgent, context: RunContext, db: Database, *, mark_attempt: bool) -> str:
+    async def run_and_record(
+        self, entry: RegisteredAgent, context: RunContext, db: Database, *, mark_attempt: bool, instance: bool = False
+    ) -> str:
         """Mark the attempt (always, even for an idle pass; not for a review, whose
         due-ness is its coverage) → ``has_work`` (no: nothing written, or the run log
         becomes a heartbeat) → open the run row → work → finish it. A row left
@@ -400,6 +409,8 @@ class SystemAgentScheduler:
             self._swept.add((str(db.path), "ephemeral"))
         if mark_attempt:
             await db.transaction(lambda c: store.mark_attempt(c, entry.id, started))
+            if instance:
+                await self.core.registry.transaction(lambda c: store.mark_instance_attempt(c, entry.id, started))
         try:
             if entry.agent.has_work is not None and not await entry.agent.has_work(context):
                 return "idle"

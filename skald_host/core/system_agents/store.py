@@ -3,7 +3,8 @@
 Owner file (the acting member's): ``system_agent_state`` (the attempt marker, due-ness),
 ``system_agent_runs`` (the run log, theirs alone), ``reports`` (their own). Registry:
 ``supervision`` (the edges), ``system_agent_coverage`` (per-subject watermarks),
-``system_agent_user_settings`` (per-member intervals) and ``reports`` for supervisors
+``system_agent_user_settings`` (per-member intervals), an instance-scope agent's last
+attempt (in ``config``: one for the whole server, whichever admin acted) and ``reports`` for supervisors
 and admins. Nothing here reads contents into system.db: a registry report is written
 for readers who may see it (seed 001 "Reports").
 """
@@ -26,14 +27,42 @@ def last_attempt(conn: Any, agent_id: str) -> str | None:
     never, or its last run was cut off by a stop (a row left ``running``) and is owed
     now rather than an interval later. Once: a run cut off twice in a row (a server
     that dies in it) waits for its interval like any other, billing nothing more."""
-    if conn.execute("SELECT 1 FROM system_agent_runs WHERE agent_id = ? AND status = 'running' LIMIT 1", (agent_id,)).fetchone():
-        before = conn.execute(
-            "SELECT error FROM system_agent_runs WHERE agent_id = ? AND status != 'running' ORDER BY started_at DESC LIMIT 1", (agent_id,)
-        ).fetchone()
-        if before is None or before[0] != INTERRUPTED:
-            return None
+    if owed_after_a_stop(conn, agent_id):
+        return None
     row = conn.execute("SELECT last_attempt_at FROM system_agent_state WHERE agent_id = ?", (agent_id,)).fetchone()
     return row[0] if row else None
+
+
+def owed_after_a_stop(conn: Any, agent_id: str) -> bool:
+    """This file holds a run of the agent a stop cut off (a row left ``running``), and
+    the run before it was not cut off too: the pass is owed now."""
+    if not conn.execute("SELECT 1 FROM system_agent_runs WHERE agent_id = ? AND status = 'running' LIMIT 1", (agent_id,)).fetchone():
+        return False
+    before = conn.execute(
+        "SELECT error FROM system_agent_runs WHERE agent_id = ? AND status != 'running' ORDER BY started_at DESC LIMIT 1", (agent_id,)
+    ).fetchone()
+    return before is None or before[0] != INTERRUPTED
+
+
+def _instance_attempt_key(agent_id: str) -> str:
+    return f"system_agent_last_attempt:{agent_id}"
+
+
+def instance_last_attempt(conn: Any, agent_id: str) -> str | None:
+    """Registry: when an instance-scope agent's pass was last attempted, by whichever
+    admin was acting (a timestamp, no content), or None if no pass recorded it here."""
+    row = conn.execute("SELECT value FROM config WHERE key = ?", (_instance_attempt_key(agent_id),)).fetchone()
+    if row is None:
+        return None
+    value = json.loads(row[0])
+    return value if isinstance(value, str) else None
+
+
+def mark_instance_attempt(conn: Any, agent_id: str, at: str) -> None:
+    conn.execute(
+        "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (_instance_attempt_key(agent_id), json.dumps(at)),
+    )
 
 
 def mark_attempt(conn: Any, agent_id: str, at: str) -> None:

@@ -41,7 +41,7 @@ RUN = obj({
 })
 REPORT = obj({
     "id": ID, "where": one_of("own", "shared"), "kind": TEXT, "agent_id": TEXT, "title": TEXT, "summary": TEXT, "body": TEXT,
-    "subject": nullable(TEXT), "created_at": TEXT, "read_at": nullable(TEXT), "period_start": nullable(TEXT), "period_end": nullable(TEXT),
+    "subject": nullable(TEXT), "audience": nullable(one_of("supervisors", "admins")), "created_at": TEXT, "read_at": nullable(TEXT), "period_start": nullable(TEXT), "period_end": nullable(TEXT),
 })
 
 
@@ -102,6 +102,9 @@ def _report_view(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": row["id"], "where": row["where"], "kind": row["kind"], "agent_id": row["agent_id"], "title": row["title"],
         "summary": row["summary"], "body": row["body"], "subject": subject if row["where"] == "shared" else None,
+        # Whom a shared report was filed for: a supervisor (about a member) or the admins
+        # (about the instance); the page lists them apart. None for one's own.
+        "audience": row.get("audience") if row["where"] == "shared" else None,
         "created_at": row["created_at"], "read_at": row["read_at"], "period_start": row["period_start"], "period_end": row["period_end"],
     }
 
