@@ -342,13 +342,18 @@ class HostApi(Protocol):
         Since 1.2."""
     async def synthesize_speech(self, member_id: str, text: str, *, format: str = "ogg") -> bytes:
         """Speak ``text`` for one member with the voice the host picks for them (their
-        own choice, else the instance default for their language) through the engines
-        of ``register_tts_engines``; returns the whole audio, ``format`` ``"ogg"``
+        own choice when it speaks the text's language, else the instance default for
+        that language) through the engines of ``register_tts_engines``; the language is
+        the one the text is written in, told by the host (since 1.12; the member's own
+        when it cannot be told). Returns the whole audio, ``format`` ``"ogg"``
         (OGG/Opus mono: a Telegram voice note) or ``"wav"``. Uses and fills the
         member's cache when their file is open. Raises ``ChannelRequestError`` without
-        this plugin's grant, for an unknown member or a text over the length limit, and
-        ``TtsUnavailable`` when no enabled engine speaks the member's language (its
-        message says so). Since 1.2."""
+        this plugin's grant, for an unknown member or a text over the length limit (the
+        host's ``tts.max_chars``, counting what is read aloud: code blocks, links and
+        Markdown marks are not; its message says so in the member's language: pass the
+        whole text, never cut it to a length of your own), and ``TtsUnavailable`` when
+        no enabled engine speaks the language (its message says so) or none could speak
+        (one that fails on the first sentence is passed over for the next). Since 1.2."""
 
     # -- the plugin's own health, after startup (since 1.12) ---------------------------------
 

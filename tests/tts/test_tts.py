@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import io
 import math
 import struct
@@ -629,12 +630,15 @@ async def test_why_an_engine_is_not_ready_is_said_to_the_admin_only(skald):
     assert scripted["ready"] is False and scripted["health"] == ADMIN_ONLY and "health_code" not in scripted
 
 
-async def test_why_an_engine_failed_to_speak_is_said_to_the_admin_only(skald):
-    """An engine that says it is ready but cannot speak: the 503 of /api/tts and what a
-    plugin (Telegram, the mobile app) gets from HostApi.synthesize_speech name neither
-    the admin's files nor the library's error; the admin's own 503 does."""
+async def test_why_an_engine_failed_to_speak_is_said_to_the_admin_only(skald, monkeypatch):
+    """An engine that says it is ready but cannot speak, and no other that speaks the
+    language: the 503 of /api/tts and what a plugin (Telegram, the mobile app) gets from
+    HostApi.synthesize_speech name neither the admin's files nor the library's error;
+    the admin's own 503 does."""
     engine = BrokenEngine(failing=True)
     host = await start(skald, engine)
+    health = host.core.tts.health
+    monkeypatch.setattr(host.core.tts, "health", lambda name: "not here" if name == "espeak-ng" else health(name))
     member = await host.member("ada")
     for fmt in ("wav", "ogg"):
         response = await member.post("/api/tts", json={"text": "Hello there.", "voice": "scripted:tone", "format": fmt})
@@ -648,3 +652,131 @@ async def test_why_an_engine_failed_to_speak_is_said_to_the_admin_only(skald):
     response = await admin.post("/api/tts", json={"text": "Hello there.", "voice": "scripted:tone"})
     assert response.status_code == 503 and response.json() == {"error": ADMIN_ONLY, "code": "tts_engine_failed"}
     assert len(engine.calls) == 4
+
+
+@needs_espeak
+async def test_an_engine_that_fails_its_first_sentence_is_passed_over_for_the_next_voice(skald):
+    """Kokoro whose model passes the start's look but cannot load (preload off): the
+    first read-aloud was a 503 ``tts_engine_failed`` while every later one, the engine
+    then unhealthy, spoke with espeak-ng. The first falls back as well: streamed, as a
+    file, a voice asked for by name, and for a plugin (HostApi.synthesize_speech)."""
+    engine = BrokenEngine(failing=True)
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    for body in ({"text": "Hello there."}, {"text": "Hello again.", "voice": "scripted:tone"}):
+        response = await member.post("/api/tts", json=body)
+        assert response.status_code == 200, response.text
+        assert response.headers["x-skald-voice"].startswith("espeak-ng:")
+        rate, samples = pcm_of_stream(response.content)
+        assert rms(samples) > 100
+    response = await member.post("/api/tts", json={"text": "Hello there, as a file.", "format": "ogg"})
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/ogg"
+    ada = await host.core.users.find("ada")
+    note = await host.core.host_api(SCRIPTED).synthesize_speech(ada.id, "Hello from a plugin.")
+    assert note[:4] == b"OggS"
+    assert len(engine.calls) == 4  # each tried once, then the next voice spoke
+
+
+# -- a long reply, heard to its end ---------------------------------------------------------
+
+
+async def release_the_first(engine: ScriptedEngine) -> None:
+    assert await asyncio.wait_for(engine.started.get(), 10) == "First sentence here."
+    engine.gates[0].set()
+
+
+async def test_a_stream_longer_than_quarts_response_timeout_is_not_cut(skald):
+    """Quart ends a response body after RESPONSE_TIMEOUT (60 s) unless the response says
+    otherwise: a reply read aloud for more than a minute stopped mid-sentence, and
+    nothing said so. Here the timeout is a fraction of a second and the second sentence
+    is released only after it has passed: all three sentences still arrive."""
+    engine = ScriptedEngine(gated=True)
+    host = await start(skald, engine)
+    host.app.config["RESPONSE_TIMEOUT"] = 0.2
+    member = await host.member("ada")
+    releasing = asyncio.create_task(release_the_first(engine))
+    async with member.http.stream("POST", "/api/tts", headers=member.headers("POST"), json={"text": THREE}) as response:
+        await releasing
+        assert response.status_code == 200
+        assert await asyncio.wait_for(engine.started.get(), 10) == "Second one follows!"
+        await asyncio.sleep(0.6)  # past the response timeout (a slower machine waits longer still)
+        engine.gates[1].set()
+        assert await asyncio.wait_for(engine.started.get(), 10) == "And a third?"
+        engine.gates[2].set()
+        received = b"".join([chunk async for chunk in response.aiter_raw()])
+    rate, samples = pcm_of_stream(received)
+    assert 1.5 <= len(samples) / rate <= 2.5  # all three sentences and their pauses
+
+
+async def test_a_stream_the_listener_leaves_is_logged_without_its_text(skald, caplog):
+    """The body caught ``Exception`` only: a cancelled stream (the listener left, the
+    server ended it) ended without a word in the log. It is logged, never the text."""
+    engine = ScriptedEngine(gated=True)
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    caplog.set_level(logging.INFO, logger="skald_host.web.routes.tts")
+    releasing = asyncio.create_task(release_the_first(engine))
+    async with member.http.stream("POST", "/api/tts", headers=member.headers("POST"), json={"text": THREE}) as response:
+        await releasing
+        assert response.status_code == 200
+        assert await asyncio.wait_for(engine.started.get(), 10) == "Second one follows!"
+    # The client closed the connection while the second sentence was being made.
+    for _ in range(200):
+        if any("speech stream ended early" in r.getMessage() for r in caplog.records):
+            break
+        await asyncio.sleep(0.05)
+    said = [r.getMessage() for r in caplog.records if "speech stream ended early" in r.getMessage()]
+    assert said and "CancelledError" in said[0], [r.getMessage() for r in caplog.records]
+    assert not any("sentence" in message.lower() and "follows" in message for message in said)
+    for gate in engine.gates:
+        gate.set()
+
+
+# -- what is counted, and in which language it is read ------------------------------------
+
+
+async def test_the_length_limit_counts_only_what_is_read_aloud(skald):
+    """``tts.max_chars`` was checked on the text as sent: a short answer with a script
+    in a code block and a long link was refused though only its sentences are spoken."""
+    engine = ScriptedEngine()
+    host = await start(skald, engine, max_chars=60)
+    member = await host.member("ada")
+    code = "```python\n" + "print('this line is never read aloud')\n" * 10 + "```"
+    text = f"Here is the script you asked for.\n\n{code}\n\nSee https://example.org/{'a' * 200} for more."
+    assert len(text) > 60 * 5
+    response = await member.post("/api/tts", json={"text": text})
+    assert response.status_code == 200, response.text
+    assert [call[0] for call in engine.calls] == ["Here is the script you asked for.", "See for more."]
+    # What is read aloud still counts, and the refusal names its length.
+    long = await member.post("/api/tts", json={"text": "A sentence that is spoken. " * 3 + code})
+    assert long.status_code == 400 and long.json()["values"] == {"length": 80, "limit": 60}, long.json()
+
+
+@needs_espeak
+async def test_a_reply_is_read_by_a_voice_of_its_own_language(skald):
+    """README "Speech": the member's voice when it speaks the reply's language, else the
+    instance default for that language. The voice was picked by the member's interface
+    language: an English answer to a member who reads German was spelt out by the German
+    voice. Without a ``locale`` the host tells the text's language (py3langid); a text
+    too short to tell keeps the member's own."""
+    engine = ScriptedEngine()
+    host = await start(skald, engine)
+    greta = await host.member("greta", locale="de")
+    english = "The weather is lovely today. I saved the file you asked for."
+    response = await greta.post("/api/tts", json={"text": english})
+    assert response.status_code == 200 and response.headers["x-skald-voice"] == "scripted:tone", response.headers
+    german = "Das Wetter ist heute schön. Ich habe die Datei gespeichert."
+    response = await greta.post("/api/tts", json={"text": german})
+    assert response.headers["x-skald-voice"] == "espeak-ng:de"
+    ada = await host.member("ada")
+    response = await ada.post("/api/tts", json={"text": german})
+    assert response.headers["x-skald-voice"] == "espeak-ng:de"
+    response = await ada.post("/api/tts", json={"text": "OK."})  # too short to tell: her own language
+    assert response.headers["x-skald-voice"] == "scripted:tone"
+    response = await greta.post("/api/tts", json={"text": english, "locale": "de"})  # the client knows better
+    assert response.headers["x-skald-voice"] == "espeak-ng:de"
+    # A plugin's voice note (Telegram, the mobile app) too.
+    engine.calls.clear()
+    greta_id = (await host.core.users.find("greta")).id
+    await host.core.host_api(SCRIPTED).synthesize_speech(greta_id, "Your reply is ready. It was a long day for everyone.")
+    assert [call[0] for call in engine.calls] == ["Your reply is ready.", "It was a long day for everyone."]

@@ -129,6 +129,14 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 return {"error": message, "code": "conflict"}, 409
             return {"error": message, "code": "bad_request"}, 400
 
+    async def unlocked(work: Any) -> Any:
+        """``work`` once the member's data is open: ``MemberLocked`` (423) first while it
+        is closed, for routes whose host call would work regardless (an upload waits
+        under the plugin's folder, speech is made without the member's cache) though
+        the README promises 423 on every route but sending a message."""
+        await host.conversations(member_id(), limit=1)  # raises MemberLocked with its lock_reason
+        return await work()
+
     async def body() -> dict[str, Any]:
         data = await request.get_json()
         return data if isinstance(data, dict) else {}
@@ -413,14 +421,19 @@ def build_blueprint(host: HostApi) -> Blueprint:
             # a body cut off leaves no file.
             return dict(await host.save_upload(member_id(), name, request.body, conversation_id=conversation_id)), 201
 
-        return await guarded(work())
+        return await guarded(unlocked(work))
 
     @blueprint.post("/speech")
-    @accepts(_obj({"text": {"type": "string", "minLength": 1, "maxLength": 5000}}, ("text",)))
+    @accepts(_obj({"text": {"type": "string", "minLength": 1}}, ("text",)))
     @returns({"type": "string", "format": "binary"}, 200, "WAV audio", content_types=("audio/wav",))
-    @returns(ERROR, 404, "no text-to-speech engine speaks the member's language")
+    @returns(ERROR, 400, "nothing to read aloud, or more than the host reads aloud at once (its tts.max_chars)")
+    @returns(ERROR, 404, "no text-to-speech engine speaks the text's language")
+    @returns(ERROR, 423)
     async def speech() -> Any:
-        """Read a text aloud with the member's voice (when a TTS engine is installed)."""
+        """Read a text aloud with the member's voice for the text's language (when a TTS
+        engine is installed). The length limit is the host's alone (``tts.max_chars``,
+        counting what is read aloud, not code blocks or links): a text over it is
+        refused with its reason, never cut here."""
         data = await body()
 
         async def work() -> Any:
@@ -428,9 +441,11 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 audio = await host.synthesize_speech(member_id(), data["text"], format="wav")
             except TtsUnavailable as exc:
                 return {"error": str(exc), "code": "no_voice"}, 404
-            return Response(audio, mimetype="audio/wav")
+            response = Response(audio, mimetype="audio/wav")
+            response.timeout = None  # minutes of audio to a slow phone: not cut at Quart's 60 s
+            return response
 
-        return await guarded(work())
+        return await guarded(unlocked(work))
 
     @blueprint.get("/projects")
     @returns(_obj({"projects": {"type": "array", "items": PROJECT}}))

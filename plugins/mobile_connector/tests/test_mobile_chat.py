@@ -215,6 +215,48 @@ async def test_speech_speaks_with_the_members_voice_when_an_engine_is_installed(
     assert spoken.content[:4] == b"RIFF" and len(spoken.content) > 1000
 
 
+async def test_speech_takes_a_reply_whose_code_and_links_are_over_the_old_cut(setup):
+    """The route refused a text over 5,000 characters (and the app cut it there) while
+    the host reads at most 4,000: the host's limit alone counts, on what is read aloud,
+    so a short answer with a long script is read, and one too long says why."""
+    from importlib.resources import files
+
+    app = files("skald_mobile_connector").joinpath("app/app.js").read_text(encoding="utf-8")
+    speak = app.split("async function speak(text)", 1)[1].split("\n}\n", 1)[0]
+    assert "JSON.stringify({ text })" in speak and ".slice(" not in speak  # the app cuts nothing either
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    code = "```python\n" + "print('never read aloud')\n" * 300 + "```"
+    spoken = await phone.post(f"{BASE}/speech", json={"text": "Here is the script.\n\n" + code})
+    if shutil.which("espeak-ng") is None:
+        assert spoken.status_code == 404
+        return
+    assert spoken.status_code == 200 and spoken.content[:4] == b"RIFF", spoken.text
+    refused = await phone.post(f"{BASE}/speech", json={"text": "A sentence read aloud. " * 200})
+    assert refused.status_code == 400 and "4000" in refused.json()["error"], refused.text
+
+
+async def test_every_route_but_sending_answers_423_with_one_reason_while_locked(setup):
+    """The README promises 423 while the member's data is locked, but speech (200 with
+    audio) and uploads (201) worked; and the push route said ``lock_reason`` "" where
+    the others said why."""
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    alice_id = (await phone.get(f"{BASE}/me")).json()["member"]["id"]
+    assert (await alice.post("/api/auth/logout")).status_code == 200  # her last session: her file closes
+    answers = {
+        "conversations": await phone.get(f"{BASE}/conversations"),
+        "speech": await phone.post(f"{BASE}/speech", json={"text": "Hello while locked."}),
+        "uploads": await phone.post(f"{BASE}/uploads", params={"name": "x.txt"}, content=b"hi",
+                                    headers={"Content-Type": "application/octet-stream"}),
+        "push": await phone.delete(f"{BASE}/push"),
+    }
+    for route, answer in answers.items():
+        assert answer.status_code == 423, (route, answer.status_code, answer.text)
+        assert (answer.json()["code"], answer.json()["lock_reason"]) == ("locked", "logged_out"), (route, answer.json())
+    assert not (setup.host.core.files.home(alice_id) / "uploads").exists() or not any((setup.host.core.files.home(alice_id) / "uploads").rglob("x*.txt"))
+
+
 async def test_projects_are_readable_from_the_phone_and_nothing_outside_them(setup):
     alice = await setup.host.member("alice")
     phone = await paired_device(setup, alice)

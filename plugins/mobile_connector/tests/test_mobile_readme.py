@@ -17,3 +17,15 @@ def test_the_readme_says_restart_after_installing_the_public_address_and_https_f
     public_address = next(f.label for f in CONFIG_SCHEMA if f.name == "public_url")
     assert f"**{public_address}**" in install and "reverse proxy" in install and "QR" in install
     assert "Web Push" in install and "**https**" in install
+
+
+def test_the_main_readme_names_the_audio_format_the_speech_route_makes():
+    """The main README said the mobile app uses the OGG/Opus file; its ``/speech`` route
+    makes WAV (``HostApi.synthesize_speech(..., format="wav")``)."""
+    from skald_mobile_connector import routes
+
+    assert 'format="wav"' in Path(routes.__file__).read_text(encoding="utf-8")
+    speech = (README.parents[2] / "README.md").read_text(encoding="utf-8").split("### Speech", 1)[1].split("\n### ", 1)[0]
+    said = " ".join(speech.split())
+    assert "which the mobile app and plugins use" not in said
+    assert "the mobile app gets one WAV file from its `/speech` route" in said

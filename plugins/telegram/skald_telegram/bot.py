@@ -699,7 +699,8 @@ class TelegramBot:
                         raise
                     await asyncio.sleep(retry_after_seconds(exc))
             if len(data) > MAX_DOWNLOAD_BYTES:
-                raise ValueError("file too big")
+                await self.say(chat_id, self.t("file_too_big", locale), member_id)
+                return None
             saved = await self.host.save_upload(member_id, ref.filename, data)
             return str(saved["path"])
         except MemberLocked:
@@ -707,8 +708,10 @@ class TelegramBot:
         except (ValueError, ChannelRequestError) as exc:
             await self.say(chat_id, self.t("upload_failed", locale, reason=str(exc)), member_id)
         except TelegramError as exc:
+            # The Bot API's words ("Bad Request: invalid file_id") are English and for
+            # the log; the member reads what happened in their own language.
             log.warning("telegram: downloading a file failed: %s", exc.message)
-            await self.say(chat_id, self.t("upload_failed", locale, reason=exc.message), member_id)
+            await self.say(chat_id, self.t("download_failed", locale), member_id)
         return None
 
     # -- buttons ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ it can inject markup, and a piece Telegram still refuses is sent again as plain 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +151,9 @@ from markdown_it import MarkdownIt  # noqa: E402
 _MD = MarkdownIt("commonmark", {"html": False}).enable("strikethrough")
 _INLINE_TAGS = {"strong": "b", "em": "i", "s": "s"}
 _LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
+#: A fence's info word that can name a language in a class attribute (python, c++, c#,
+#: objective-c, shell-session); anything else leaves the block without one.
+_LANGUAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+#.-]{0,31}")
 
 
 def _escape(text: str) -> str:
@@ -243,7 +247,13 @@ def to_telegram_html(markdown: str) -> str:
         elif kind in ("fence", "code_block"):
             if lists and out and not out[-1].endswith("\n"):
                 out.append("\n")
-            out.append(f"<pre>{_escape(token.content.rstrip())}</pre>")
+            # The fence's language as Telegram's code class, so the code is shown as
+            # that language's (and a block split in two keeps it in both pieces).
+            language = (token.info or "").split(maxsplit=1)[0] if kind == "fence" and (token.info or "").strip() else ""
+            if language and _LANGUAGE.fullmatch(language):
+                out.append(f'<pre><code class="language-{language}">{_escape(token.content.rstrip())}</code></pre>')
+            else:
+                out.append(f"<pre>{_escape(token.content.rstrip())}</pre>")
         elif kind == "hr":
             out.append("———")
         elif kind == "inline":

@@ -342,9 +342,10 @@ async def test_a_code_block_over_three_messages_keeps_its_block_and_the_prose_af
     texts = (await setup.api.wait_texts(ALICE_CHAT, before + 3, timeout=30))[before:]
     await asyncio.sleep(0.3)
     assert len(setup.api.texts(ALICE_CHAT)) == before + 3
-    assert texts[0].startswith("Here is the script:\n\n<pre>") and texts[0].endswith("</pre>")
-    assert texts[1].startswith("<pre>    value_") and texts[1].endswith("</pre>")
-    assert texts[2].startswith("<pre>    value_") and texts[2].endswith("</pre>\n\nAnd after it, <b>bold</b> prose.")
+    block = '<pre><code class="language-python">'  # the fence's language, in every piece
+    assert texts[0].startswith(f"Here is the script:\n\n{block}") and texts[0].endswith("</code></pre>")
+    assert texts[1].startswith(f"{block}    value_") and texts[1].endswith("</code></pre>")
+    assert texts[2].startswith(f"{block}    value_") and texts[2].endswith("</code></pre>\n\nAnd after it, <b>bold</b> prose.")
     assert "```" not in "".join(texts)
     sends = [c for c in setup.api.of("sendMessage", ALICE_CHAT)][before:]
     assert [(c.params.get("parse_mode"), c.status) for c in sends] == [("HTML", 200)] * 3

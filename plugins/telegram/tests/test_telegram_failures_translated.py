@@ -74,3 +74,17 @@ async def test_a_failure_without_a_code_keeps_the_hosts_words(setup: Setup):
     assert bot._reason_words({"code": "model_refused", "values": {"status": 500, "reason": ""}}, "de") == (
         setup.host.core.strings.translate("core.error.model_refused", "de", status=500, reason="")
     )
+
+
+async def test_a_file_telegram_cannot_hand_over_is_said_in_the_members_words(setup: Setup):
+    """A failed download passed the Bot API's English ("Bad Request: invalid file_id")
+    to the member; they read what happened in their language, the log keeps the API's."""
+    await running(setup)
+    anna = await paired_member(setup, "anna")
+    assert (await anna.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    setup.api.send(ALICE_CHAT, caption="Hier das Foto", photo=[{"file_id": "gone-photo", "width": 90, "height": 90}], language_code="de")
+    expected = setup.host.core.strings.translate("telegram.download_failed", "de")
+    assert expected.startswith("Ich konnte deine Datei nicht von Telegram abholen")
+    await setup.api.wait_for(lambda: expected in setup.api.shown(ALICE_CHAT), what="the failed download in German")
+    shown = "\n".join(setup.api.shown(ALICE_CHAT))
+    assert "file_id" not in shown and "Bad Request" not in shown, shown

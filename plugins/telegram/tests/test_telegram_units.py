@@ -41,7 +41,11 @@ def test_markdown_becomes_telegram_html_and_nothing_in_the_text_becomes_a_tag():
     assert to_telegram_html("# Title\nSee [docs](https://e.org/?a=1&b=\"2\")") == (
         '<b>Title</b>\nSee <a href="https://e.org/?a=1&amp;b=%222%22">docs</a>'
     )
-    assert to_telegram_html("```py\nif a < b and **c**:\n    pass\n```") == "<pre>if a &lt; b and **c**:\n    pass</pre>"
+    assert to_telegram_html("```py\nif a < b and **c**:\n    pass\n```") == (
+        '<pre><code class="language-py">if a &lt; b and **c**:\n    pass</code></pre>'  # the fence's language kept
+    )
+    assert to_telegram_html("```\nplain\n```") == "<pre>plain</pre>"
+    assert to_telegram_html('```"><b>x\ncode\n```') == "<pre>code</pre>"  # no language: nothing of it in a tag
     assert to_telegram_html("<script>alert(1)</script> & <b>") == "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;"
     assert to_telegram_html("a ** b and `unclosed") == "a ** b and `unclosed"  # unpaired markers stay as typed
     assert to_telegram_html("[x](javascript:alert(1))") == "[x](javascript:alert(1))"  # only http(s) links
@@ -152,9 +156,10 @@ def test_a_code_block_split_over_three_pieces_is_closed_and_reopened_and_the_pro
     assert pieces[1].startswith("```python\n    value_") and pieces[1].endswith("\n```")  # indentation kept
     assert pieces[2].startswith("```python\n    value_") and pieces[2].endswith("```\n\nAnd after it, **bold** prose.")
     html = [to_telegram_html(p) for p in pieces]
-    assert html[0].startswith("Here is the script:\n\n<pre>") and html[0].endswith("</pre>")
-    assert html[1].startswith("<pre>") and html[1].endswith("</pre>") and html[1].count("<pre>") == 1
-    assert html[2].startswith("<pre>") and html[2].endswith("</pre>\n\nAnd after it, <b>bold</b> prose.")
-    shown = "\n".join(h.split("<pre>", 1)[1].split("</pre>", 1)[0] for h in html)
+    block = '<pre><code class="language-python">'  # every piece's block says its language
+    assert html[0].startswith(f"Here is the script:\n\n{block}") and html[0].endswith("</code></pre>")
+    assert html[1].startswith(block) and html[1].endswith("</code></pre>") and html[1].count("<pre>") == 1
+    assert html[2].startswith(block) and html[2].endswith("</code></pre>\n\nAnd after it, <b>bold</b> prose.")
+    shown = "\n".join(h.split(block, 1)[1].split("</code></pre>", 1)[0] for h in html)
     assert shown == code.replace("<", "&lt;")  # every line of the code, once, in order
     assert not split_message(text)[1].startswith("```")  # plain text is split as it was: no fences added

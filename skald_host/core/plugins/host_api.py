@@ -451,7 +451,9 @@ class PluginHostApi:
             raise TypeError("member_id must be a string")
         db = self._core.users.owner_db(member_id)
         if db is None:
-            raise MemberLocked("the member's private file is locked until they log in")
+            # The same ``lock_reason`` as every other locked answer (a phone showed
+            # "restarted" on one route and nothing on the next).
+            raise MemberLocked("the member's private file is locked until they log in", self._core.users.lock_reason(member_id))
         return db
 
     async def member_secret_get(self, member_id: str, name: str) -> str | None:
@@ -578,7 +580,12 @@ class PluginHostApi:
         locale = await self.member_locale(member_id)  # checks the member and this plugin's grant
         core = self._core
         try:
-            return await core.tts.render(member_id, text, locale=locale, db=core.users.owner_db(member_id), format=format)
+            # The voice for the language the text is written in (an English reply to a
+            # member who reads German is read by an English voice); the member's own
+            # language when it cannot be told.
+            member = await core.users.get(member_id)
+            spoken = await core.tts.text_locale(text, locale, member) if isinstance(text, str) else locale
+            return await core.tts.render(member_id, text, locale=spoken, db=core.users.owner_db(member_id), format=format)
         except SpeechRefused as exc:  # in the member's language: a channel shows it as it is
             raise ChannelRequestError(core.strings.refusal(exc, locale), code=exc.code) from None
         except ValueError as exc:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
 from skald_hookspecs.tts import TtsUnavailable, TtsVoice
 from skald_host.core.plugins.manager import Contribution, PluginError
+from skald_host.core.tts.language import detect
 from skald_host.core.tts.audio import Pcm, pause_after, quick_start, read_wav, sentences, silence, speakable, to_ogg, wav_bytes
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 VOICE_SETTING = "tts.voice"
 #: How long a request waits for a synthesis slot before it is told the server is busy.
 SLOT_WAIT_SECONDS = 30.0
+#: The text as sent (Markdown, code blocks, links) may be this many times ``tts.max_chars``
+#: (which counts what is read aloud): a bound on the work done before that is counted.
+RAW_FACTOR = 25
 
 
 class NoVoice(Exception):
@@ -216,15 +220,16 @@ class TtsManager:
     def languages(self, member: Any = None) -> list[str]:
         return sorted({lang for e in self.catalog(member) for v in e["voices"] for lang in v["languages"]})
 
-    def choose(self, locale: str, preferred: str | None = None, member: Any = None) -> Choice:
-        """The voice for ``locale``; with ``member``, only among engines they may use."""
+    def choose(self, locale: str, preferred: str | None = None, member: Any = None, *, exclude: Sequence[str] = ()) -> Choice:
+        """The voice for ``locale``; with ``member``, only among engines they may use;
+        never one of the engines in ``exclude`` (they just failed)."""
         language = language_of(locale)
         for wanted in (preferred, self._defaults.get(language)):
             choice = self._named(wanted, language, member)
-            if choice is not None:
+            if choice is not None and choice.engine_name not in exclude:
                 return choice
         for name in self._ranked():
-            if self.health(name) is not None or not self._may(member, name):
+            if name in exclude or self.health(name) is not None or not self._may(member, name):
                 continue
             for voice in self._voices(name):
                 if language in voice.languages:
@@ -267,14 +272,64 @@ class TtsManager:
 
     async def pieces(self, text: str) -> list[str]:
         """The text's sentences (``sentences``), made in a thread: a few thousand
-        characters take a millisecond or more, which the event loop should not wait."""
-        if len(text) > self.settings.max_chars:
-            raise TextTooLong(f"the text has {len(text)} characters; at most {self.settings.max_chars} are read aloud",
-                              code="tts_too_long", values={"length": len(text), "limit": self.settings.max_chars})
-        found = await asyncio.to_thread(lambda: sentences(speakable(text)))
+        characters take a millisecond or more, which the event loop should not wait.
+        ``tts.max_chars`` counts what is read aloud (``speakable``): a reply's code
+        blocks, URLs and Markdown marks are never spoken, so they do not count (a short
+        answer with a long script in it was refused). The text as sent may be at most
+        ``RAW_FACTOR`` times that."""
+        limit = self.settings.max_chars
+        if len(text) > limit * RAW_FACTOR:
+            raise TextTooLong(f"the text has {len(text)} characters; at most {limit} are read aloud",
+                              code="tts_too_long", values={"length": len(text), "limit": limit})
+        spoken = await asyncio.to_thread(speakable, text)
+        if len(spoken) > limit:
+            raise TextTooLong(f"the text has {len(spoken)} characters to read aloud; at most {limit} are read aloud",
+                              code="tts_too_long", values={"length": len(spoken), "limit": limit})
+        found = await asyncio.to_thread(sentences, spoken)
         if not found:
             raise TextTooLong("there is nothing to read aloud in this text", code="tts_nothing_to_read")
         return found
+
+    async def text_locale(self, text: str, fallback: str, member: Any = None) -> str:
+        """The language ``text`` is written in (``language.detect``, in a thread: its
+        model loads on first use) among those a voice the member may use speaks and the
+        member's own; ``fallback`` (the member's locale) when it cannot be told or is the
+        fallback's language anyway (``en-GB`` stays ``en-GB``)."""
+        own = language_of(fallback)
+        candidates = set(self.languages(member)) | {own}
+        if len(candidates) < 2 or len(text) > self.settings.max_chars * RAW_FACTOR:  # too long: ``pieces`` refuses it
+            return fallback
+        found = await asyncio.to_thread(lambda: detect(speakable(text)[: self.settings.max_chars], candidates))
+        return found if found and found != own else fallback
+
+    async def start(self, member_id: str, locale: str, preferred: str | None, member: Any, pieces: list[str], db: Any,
+                    *, quick: bool = True) -> tuple[Choice, AsyncIterator[Pcm], Pcm]:
+        """The chosen voice, its stream (``speak``) and the stream's first audio. An
+        engine that fails on the first sentence (Kokoro whose model passed the start's
+        look but cannot load) is passed over for the next voice of the language, as
+        every later request passes it over once its ``health()`` says so: the first
+        read-aloud no longer fails where the next one speaks. ``EngineFailed`` only when
+        no other engine speaks the language either."""
+        failed: list[str] = []
+        first_failure: EngineFailed | None = None
+        while True:
+            try:
+                choice = self.choose(locale, preferred, member, exclude=failed)
+            except NoVoice:
+                if first_failure is not None:
+                    raise first_failure from None
+                raise
+            stream = self.speak(member_id, choice, pieces, db, quick=quick)
+            try:
+                return choice, stream, await stream.__anext__()
+            except EngineFailed as exc:
+                await stream.aclose()
+                log.warning("TTS engine %s failed on the first sentence; trying another voice", choice.engine_name)
+                failed.append(choice.engine_name)
+                first_failure = first_failure or exc
+            except BaseException:
+                await stream.aclose()
+                raise
 
     async def speak(self, member_id: str, choice: Choice, pieces: list[str], db: Any, *, quick: bool = True) -> AsyncIterator[Pcm]:
         """The audio of each piece in order, a pause after each but the last (shorter
@@ -336,8 +391,12 @@ class TtsManager:
         member = await self._core.users.get(member_id)
         if voice is not None:
             self.check_voice(voice, member)
-        choice = self.choose(locale, voice or await self.preferred_voice(db), member)
-        parts = [pcm async for pcm in self.speak(member_id, choice, pieces, db, quick=False)]  # whole sentences: nobody hears it before the end
+        # whole sentences (quick=False): nobody hears it before the end
+        _, stream, first = await self.start(member_id, locale, voice or await self.preferred_voice(db), member, pieces, db, quick=False)
+        try:
+            parts = [first] + [pcm async for pcm in stream]
+        finally:
+            await stream.aclose()
         pcm = Pcm(parts[0].rate, b"".join(p.frames for p in parts))
         return await asyncio.to_thread(to_ogg if format == "ogg" else wav_bytes, pcm)
 

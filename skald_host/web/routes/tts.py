@@ -82,19 +82,25 @@ async def speak() -> Any:
     if fmt not in ("wav", "ogg"):
         raise ApiError(400, "format must be 'wav' or 'ogg'", field="format")
     ui_locale = await _locale()
-    # ``locale``: the language of the text when it is not the member's own (a sample).
-    locale = data.get("locale") if isinstance(data.get("locale"), str) else ui_locale
+    member = current_principal().member
     db = core.users.owner_db(member_id)
     try:
+        # ``locale``: the language of the text when the client knows it (a sample);
+        # else the language it is written in, so an English reply to a member whose
+        # interface is German is read by an English voice (README "Speech").
+        if isinstance(data.get("locale"), str):
+            locale = data["locale"]
+        else:
+            locale = await core.tts.text_locale(text, ui_locale, member)
         if fmt == "ogg":
             audio = await core.tts.render(member_id, text, locale=locale, db=db, format="ogg", voice=voice)
-            return Response(audio, mimetype="audio/ogg", headers={"Cache-Control": "no-store"})
+            response = Response(audio, mimetype="audio/ogg", headers={"Cache-Control": "no-store"})
+            response.timeout = None  # a long file to a slow phone: not cut at Quart's 60 s
+            return response
         pieces = await core.tts.pieces(text)
         if voice is not None:
-            core.tts.check_voice(voice, current_principal().member)
-        choice = core.tts.choose(locale, voice or await core.tts.preferred_voice(db), current_principal().member)
-        stream = core.tts.speak(member_id, choice, pieces, db)
-        first = await stream.__anext__()
+            core.tts.check_voice(voice, member)
+        choice, stream, first = await core.tts.start(member_id, locale, voice or await core.tts.preferred_voice(db), member, pieces, db)
     except TextTooLong as exc:
         raise ApiError.refusing(400, exc, field="text") from None
     except UnknownVoice as exc:
@@ -114,8 +120,16 @@ async def speak() -> Any:
                 yield (pcm if pcm.rate == first.rate else resample(pcm, first.rate)).frames
         except Exception as exc:  # the header is out: all that is left is to end early
             log.warning("speech stream ended early: %s", type(exc).__name__)
+        except BaseException as exc:  # cancelled: the listener left, or the server ends the response
+            log.info("speech stream ended early: %s (%s)", type(exc).__name__, choice.voice_name)
+            raise
         finally:
             await stream.aclose()
 
     headers = {"Cache-Control": "no-store", "X-Skald-Voice": choice.voice_name, "X-Skald-Sentences": str(len(pieces))}
-    return Response(body(), mimetype="audio/wav", headers=headers)
+    response = Response(body(), mimetype="audio/wav", headers=headers)
+    # A long reply plays for minutes and is made as it plays: Quart's RESPONSE_TIMEOUT
+    # (60 s) cut it silently mid-sentence. The stream ends with its last sentence, or
+    # when the listener goes (the body is cancelled, and says so above).
+    response.timeout = None
+    return response

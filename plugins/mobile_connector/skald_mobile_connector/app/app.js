@@ -787,7 +787,9 @@ async function speak(text) {
     const response = await fetch(`${BASE}/speech`, {
       method: "POST",
       headers: { Authorization: `Bearer ${token()}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ text: text.slice(0, 5000) }),
+      // The whole answer: the host counts only what is read aloud (not code blocks or
+      // links) against its own limit and says so when it is too long.
+      body: JSON.stringify({ text }),
     });
     if (!response.ok) {
       const data = await response.json().catch(() => ({}));
