@@ -338,8 +338,11 @@ class HostApi(Protocol):
         member's sandbox is removed. ``workdir`` as for ``TurnApi.run_command``; ``env``
         is added to the sandbox's environment (credentials go here, never in a file).
         Raises ``SandboxUnavailable`` (no backend, or one that cannot stream) and
-        ``ValueError`` for bad arguments. The caller kills what it started.
-        Since 1.2."""
+        ``ValueError`` for bad arguments. The caller kills what it started. The host
+        kills it too when the member loses a folder it could reach or may only read it
+        now (removed from a project or shared folder, made read-only, the folder
+        deleted; since 1.12): its output ends, and a caller that still needs it spawns
+        it again, with the member's folders as they are then. Since 1.2."""
     async def synthesize_speech(self, member_id: str, text: str, *, format: str = "ogg") -> bytes:
         """Speak ``text`` for one member with the voice the host picks for them (their
         own choice when it speaks the text's language, else the instance default for

@@ -84,6 +84,10 @@ class ExecResult:
     #: The home was over its disk limit when the command started, so it ran without
     #: the right to write (the output begins with a notice saying so).
     over_limit: bool = False
+    #: Stopped by the host because the member's access to a folder the command could
+    #: reach was withdrawn or made read-only while it ran (its mounts were fixed when
+    #: it started): the sentence saying which, for the model and the member (since 1.12).
+    access_changed: str | None = None
 
 
 @runtime_checkable
@@ -111,7 +115,12 @@ class SandboxBackend(Protocol):
     ``argv`` (no shell) as ``spec.uid`` in ``workdir`` with ``env`` added, with its
     standard input and output connected, under the sandbox's limits but without a
     time limit, living until it exits or is killed (``remove`` kills it too). Without
-    it, ``HostApi.sandbox_spawn`` is refused with ``SandboxUnavailable``."""
+    it, ``HostApi.sandbox_spawn`` is refused with ``SandboxUnavailable``.
+
+    A sandbox's mounts may be fixed when a command starts (bubblewrap) or when the
+    sandbox is built (Docker): when a member's folder access shrinks, the host stops
+    the commands and kills the long-lived processes that started with the wider
+    access (since 1.12), so a backend need not remount anything live."""
 
     name: str
 

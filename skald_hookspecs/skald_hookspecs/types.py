@@ -290,7 +290,9 @@ class TurnApi(Protocol):
         """Run a shell command in this member's sandbox (never on the bare host) and
         return its ``ExecResult``. ``workdir`` is an agent path (``~/…``, relative,
         ``shared/X/…``, ``projects/o/s/…``) or an absolute sandbox path; ``timeout`` is
-        capped by the instance. Stopping the turn kills everything the command started.
+        capped by the instance. Stopping the turn kills everything the command started;
+        so does the member losing (or being made read-only in) a folder it could reach
+        while it runs: its ``access_changed`` says so (since 1.12).
         Raises ``SandboxUnavailable`` (its message says what to install) when no
         sandbox backend can run here."""
 

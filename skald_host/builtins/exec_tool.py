@@ -29,7 +29,9 @@ async def execute_cmd(args: Mapping[str, Any], ctx: ToolContext) -> str:
         result = await ctx.turn.run_command(command, workdir=workdir or None, timeout=timeout)
     except SandboxUnavailable as exc:
         return f"Refused: {exc}"
-    if result.disk_limit:
+    if result.access_changed:
+        head = result.access_changed
+    elif result.disk_limit:
         head = KILLED
     elif result.timed_out:
         head = "The command was killed: it ran past its time limit."

@@ -311,6 +311,7 @@ class Skald:
         engines = await self.plugins.collect("register_tts_engines", validate_engine, key=lambda e: e[0], kind="TTS engine")
         self._tts = TtsManager(self, engines)
         await self._sandbox.start()
+        self._folders.after_membership_change.append(self._sandbox.after_membership_change)
         self._users.before_lock.append(self._sandbox.before_lock)  # after the chat's: turns end first
         self._users.before_lock.append(self._channels.before_lock)
         self._users.after_unlock.append(self._channels.after_unlock)

@@ -29,7 +29,7 @@ import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import SystemEvent
@@ -258,6 +258,12 @@ class FolderService:
         #: Members a reset's commit let write a project nobody else could (``withdraw``),
         #: told so after it (``set_aside``).
         self._promoted: dict[str, list[tuple[str, str]]] = {}
+        #: Called with a member id after their folders changed (one added, removed,
+        #: deleted, made read-only or writable), before the change's request answers:
+        #: what still runs with the access they had (their sandbox's commands, whose
+        #: mounts were fixed when they started) is checked against the new one. A direct
+        #: call, never the bus: withdrawing access must happen, and the bus may drop.
+        self.after_membership_change: list[Callable[[str], Awaitable[None]]] = []
 
     # -- where things live -----------------------------------------------------------
 
@@ -267,9 +273,14 @@ class FolderService:
     def project_path(self, owner_id: str, slug: str) -> Path:
         return self.data_dir / "projects" / owner_id / slug
 
-    def _announce(self, member_ids: set[str] | list[str], reason: str, kind: str, folder_id: str) -> None:
+    async def _announce(self, member_ids: set[str] | list[str], reason: str, kind: str, folder_id: str) -> None:
         for member_id in sorted(set(member_ids)):
             self.buses.system.publish(SystemEvent(MEMBERSHIP_CHANGED, member_id, {"reason": reason, "kind": kind, "id": folder_id}))
+            for callback in self.after_membership_change:
+                try:
+                    await callback(member_id)
+                except Exception:
+                    log.exception("after-membership-change callback failed for member %s", member_id)
 
     def _to_trash(self, path: Path, kind: str, slug: str, folder_id: str) -> Path | None:
         """Move a deleted folder aside under ``<data_dir>/trash``; None when there was
@@ -391,7 +402,7 @@ class FolderService:
         folder = await self.get_shared(folder_id)
         await self.registry.run(lambda c: c.execute("DELETE FROM shared_folders WHERE id = ?", (folder_id,)))
         moved = self._to_trash(self.shared_path(folder.slug), "shared", folder.slug, folder.id)
-        self._announce({m.member_id for m in folder.members}, "deleted", "shared", folder.id)
+        await self._announce({m.member_id for m in folder.members}, "deleted", "shared", folder.id)
         log.info("shared folder %s deleted; content moved to %s", folder_id, moved)
         return moved
 
@@ -422,7 +433,7 @@ class FolderService:
             )
 
         await self.registry.transaction(write)
-        self._announce({member.id}, "added", "shared", folder_id)
+        await self._announce({member.id}, "added", "shared", folder_id)
         return await self.get_shared(folder_id)
 
     async def set_shared_member_write(self, folder_id: str, member_id: str, can_write: bool) -> SharedFolder:
@@ -437,7 +448,7 @@ class FolderService:
                     (int(bool(can_write)), folder_id, member_id),
                 )
             )
-            self._announce({member_id}, "can_write", "shared", folder_id)
+            await self._announce({member_id}, "can_write", "shared", folder_id)
         return await self.get_shared(folder_id)
 
     async def remove_shared_member(self, folder_id: str, member_id: str) -> SharedFolder:
@@ -447,7 +458,7 @@ class FolderService:
         await self.registry.run(
             lambda c: c.execute("DELETE FROM shared_folder_members WHERE folder_id = ? AND member_id = ?", (folder_id, member_id))
         )
-        self._announce({member_id}, "removed", "shared", folder_id)
+        await self._announce({member_id}, "removed", "shared", folder_id)
         return await self.get_shared(folder_id)
 
     # -- projects (self-service) -----------------------------------------------------
@@ -540,7 +551,7 @@ class FolderService:
 
         await self.registry.transaction(write)
         self._make_dir(self.project_path(owner_id, slug))
-        self._announce({owner_id}, "added", "project", project_id)
+        await self._announce({owner_id}, "added", "project", project_id)
         log.info("project %s created", project_id)
         return await self.get_project(project_id, owner_id)
 
@@ -579,7 +590,7 @@ class FolderService:
             raise FolderForbidden("only the project's owner can delete it", code="owner_only")
         await self.registry.run(lambda c: c.execute("DELETE FROM projects WHERE id = ?", (project_id,)))
         moved = self._to_trash(self.project_path(project.owner_id, project.slug), "project", project.slug, project.id)
-        self._announce({m.member_id for m in project.members}, "deleted", "project", project.id)
+        await self._announce({m.member_id for m in project.members}, "deleted", "project", project.id)
         log.info("project %s deleted; content moved to %s", project_id, moved)
         return moved
 
@@ -666,7 +677,7 @@ class FolderService:
             return invitation.project_id
 
         project_id = await self.registry.transaction(write)
-        self._announce({member_id}, "added", "project", project_id)
+        await self._announce({member_id}, "added", "project", project_id)
         return await self.get_project(project_id, member_id)
 
     async def decline_invitation(self, invitation_id: str, member_id: str) -> None:
@@ -705,7 +716,7 @@ class FolderService:
                     (int(bool(can_write)), project_id, member_id),
                 )
             )
-            self._announce({member_id}, "can_write", "project", project_id)
+            await self._announce({member_id}, "can_write", "project", project_id)
         return await self.get_project(project_id, caller_id)
 
     async def remove_project_member(self, project_id: str, caller_id: str, member_id: str) -> Project | None:
@@ -729,7 +740,7 @@ class FolderService:
             return True
 
         emptied = await self.registry.transaction(write)
-        self._announce({member_id}, "removed", "project", project_id)
+        await self._announce({member_id}, "removed", "project", project_id)
         if emptied:
             moved = self._to_trash(self.project_path(project.owner_id, project.slug), "project", project.slug, project.id)
             log.info("project %s deleted: its last member left; content moved to %s", project_id, moved)
@@ -759,7 +770,7 @@ class FolderService:
         except Exception:
             log.exception("cleaning up the projects of a deleted member failed")
             return
-        self._announce(remaining, "owner_deleted", "project", "")
+        await self._announce(remaining, "owner_deleted", "project", "")
 
     # -- a data-losing password reset (``ResetParticipant``) ------------------------------
     # The new password may be the admin's choice, so whoever holds it starts with no
@@ -835,10 +846,10 @@ class FolderService:
         if moved is not None:
             log.info("projects only member %s was in set aside as %s", member_id, moved)
         # Their sandbox went with the lock; a new one mounts what is left (nothing).
-        self._announce({member_id}, "reset", "all", "")
+        await self._announce({member_id}, "reset", "all", "")
         for project_id, promoted_id in self._promoted.pop(member_id, []):
             log.info("project %s: its owner's account was reset and nobody else could write it; member %s may now", project_id, promoted_id)
-            self._announce({promoted_id}, "can_write", "project", project_id)
+            await self._announce({promoted_id}, "can_write", "project", project_id)
 
     def _set_aside_projects(self, member_id: str, kept: set[str], stem: Path) -> Path | None:
         owned = self._owned_path(member_id)

@@ -64,6 +64,30 @@ _SIGNPOST_WHAT = {
 }
 
 
+#: The first line of a command's result when the host stopped it because the member's
+#: access to one of its folders shrank while it ran (``ExecResult.access_changed``).
+ACCESS_CHANGED = (
+    "The command was stopped: your access to {path} changed while it ran ({how})."
+    " Run it again if it is still needed: it will see your folders as they are now."
+)
+_ACCESS_HOW = {"withdrawn": "you can no longer reach it", "read_only": "you may now only read it"}
+
+
+@dataclasses.dataclass(eq=False)
+class _Running:
+    """A command or long-lived process of a member's sandbox, with the mounts it
+    started with: bubblewrap fixes them at its start, Docker when the container is
+    built, so a membership taken away later would stay reachable from it."""
+
+    mounts: tuple[Mount, ...]
+    stop: Any  # called with the sentence saying why
+    #: Set by ``stop``: why the host stopped it.
+    reason: str | None = None
+    process: SandboxProcess | None = None
+    #: Set once it ended and was forgotten.
+    ended: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+
 def validate_backend(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, SandboxBackend]:
     """The ``register(name, backend)`` check of ``register_sandbox_backends``."""
     if len(args) != 2 or not isinstance(args[0], str) or not args[0].strip():
@@ -92,6 +116,13 @@ class SandboxManager:
         self._shared: set[Path] = set()
         self._closing = False
         self.instance = ""
+        #: What runs in each member's sandbox now, with the mounts it started with.
+        self._running: dict[str, set[_Running]] = {}
+        #: How many times each member's folders changed this run: a command whose
+        #: spec was read before a change that was checked before it was registered
+        #: checks its mounts itself (``_started_with_access``).
+        self._access_changes: dict[str, int] = {}
+        self._followers: set[asyncio.Task[None]] = set()
 
     @property
     def _core(self) -> "Skald":
@@ -256,6 +287,7 @@ class SandboxManager:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError("'timeout' must be a positive number of seconds")
         timeout = min(float(timeout), limit)
+        changes = self._access_changes.get(member_id, 0)
         _, backend = await self.backend()
         target = await self.sandbox_path(member_id, workdir)
         home = self._core.files.home(member_id)
@@ -271,6 +303,9 @@ class SandboxManager:
         room = MIN_FILE_SIZE if over else max(quota - used, MIN_FILE_SIZE)
         spec = dataclasses.replace(spec, file_size_bytes=room)
         stop = asyncio.Event()
+        running = _Running(spec.mounts, lambda reason: stop.set())
+        if not await self._started_with_access(member_id, running, changes):
+            return ExecResult(None, "", cancelled=True, access_changed=running.reason)
         watchdog = _Watchdog(home, used + OVER_LIMIT_SLACK if over else quota, stop)
         relay = asyncio.ensure_future(_relay(cancelled, stop)) if cancelled is not None else None
         watchdog.start()
@@ -281,8 +316,11 @@ class SandboxManager:
             )
         finally:
             watchdog.stop()
+            self._forget(member_id, running)
             if relay is not None:
                 relay.cancel()
+        if running.reason is not None:
+            return dataclasses.replace(result, exit_code=None, cancelled=True, timed_out=False, access_changed=running.reason)
         if watchdog.hit.is_set() and not (cancelled is not None and cancelled.is_set()):
             result = dataclasses.replace(result, cancelled=False, timed_out=False, disk_limit=True)
         if over:
@@ -308,9 +346,124 @@ class SandboxManager:
         spawn = getattr(backend, "spawn", None)
         if not callable(spawn):
             raise SandboxUnavailable(f"the {backend.name} sandbox cannot run a long-lived command with its streams")
+        changes = self._access_changes.get(member_id, 0)
         target = await self.sandbox_path(member_id, workdir)
         spec = await self.ensure(member_id)
-        return await spawn(spec, list(argv), workdir=target, env=extra)
+        process = await spawn(spec, list(argv), workdir=target, env=extra)
+        running = _Running(spec.mounts, lambda reason: process.kill(), process=process)
+        if not await self._started_with_access(member_id, running, changes):
+            raise SandboxUnavailable(running.reason or "")
+        return process
+
+    # -- when a member's folders change -----------------------------------------------------
+    # A running command keeps the mounts it started with (bubblewrap makes them per
+    # command, Docker per container), so remounting on the next command would leave a
+    # member removed from a project, or made read-only in it, writing it for as long as
+    # a command already running lasts (up to ``exec_timeout_seconds``), and a spawned
+    # server for ever. Widened access (a folder added, made writable) stops nothing.
+
+    async def after_membership_change(self, member_id: str) -> None:
+        """``FolderService.after_membership_change``: stop what the member runs with
+        access they no longer have: a command ends with ``ExecResult.access_changed``
+        saying why, a spawned process is killed (its owner sees its output end and
+        spawns it again). A direct call before the change's request answers, so once
+        the owner's "remove" returned, nothing of the member writes the project."""
+        self._access_changes[member_id] = self._access_changes.get(member_id, 0) + 1
+        running = self._running.get(member_id)
+        if not running:
+            return
+        stopped = await self._stop_outgrown(member_id, list(running))
+        if stopped:
+            # Ended, not only told to: the owner writing the project next must not race
+            # a kill still on its way (bounded, as a lock's removal is).
+            waits = [asyncio.ensure_future(item.ended.wait()) for item in stopped]
+            try:
+                _, pending = await asyncio.wait(waits, timeout=RETIRE_SECONDS)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+            if pending:
+                log.warning("sandbox: a command whose access shrank takes over %.0f s to end; going on", RETIRE_SECONDS)
+
+    async def _stop_outgrown(self, member_id: str, running: list[_Running]) -> list[_Running]:
+        now = {m.target: m for m in await self._core.files.sandbox_mounts(member_id)}
+        stopped: list[_Running] = []
+        for item in running:
+            reason = self._outgrown(item.mounts, now)
+            if reason is None or item.reason is not None:
+                continue
+            item.reason = reason
+            kind = "spawned process" if item.process is not None else "command"
+            log.info("sandbox: stopped a %s of member %s: its folder access shrank while it ran", kind, member_id)
+            try:
+                item.stop(reason)
+            except Exception:
+                log.exception("sandbox: stopping a %s whose access shrank failed", kind)
+            stopped.append(item)
+        return stopped
+
+    def _outgrown(self, started_with: Sequence[Mount], now: Mapping[str, Mount]) -> str | None:
+        """The sentence saying which folder a command started with ``started_with`` may
+        no longer reach as it could, or None when it lost nothing. The memory
+        signposts are the same for everyone and never change."""
+        signposts = {f"{SANDBOX_HOME}/{root}" for root in MEMORY_ROOTS}
+        for mount in started_with:
+            if mount.target in signposts:
+                continue
+            current = now.get(mount.target)
+            if current is None or current.source != mount.source:
+                how = "withdrawn"
+            elif current.read_only and not mount.read_only:
+                how = "read_only"
+            else:
+                continue
+            path = "~" + mount.target.removeprefix(SANDBOX_HOME)
+            return ACCESS_CHANGED.format(path=path, how=_ACCESS_HOW[how])
+        return None
+
+    async def _started_with_access(self, member_id: str, running: _Running, changes: int) -> bool:
+        """Register ``running``; False (and it stopped) when the member's folders
+        changed after its spec was read and before it was registered, and it lost
+        access by that: the change's check did not see it, so it checks itself."""
+        self._running.setdefault(member_id, set()).add(running)
+        if self._access_changes.get(member_id, 0) != changes:
+            try:
+                await self._stop_outgrown(member_id, [running])
+            except BaseException:
+                running.stop("")
+                self._forget(member_id, running)
+                raise
+        if running.reason is None:
+            if running.process is not None:
+                self._forget_when_ended(member_id, running)
+            return True
+        self._forget(member_id, running)
+        return False
+
+    def _forget(self, member_id: str, running: _Running) -> None:
+        running.ended.set()
+        left = self._running.get(member_id)
+        if left is not None:
+            left.discard(running)
+            if not left:
+                self._running.pop(member_id, None)
+
+    def _forget_when_ended(self, member_id: str, running: _Running) -> None:
+        """A spawned process is forgotten once it ended, however it ended (its owner
+        killed it, it exited, the sandbox was removed)."""
+        process = running.process
+
+        async def follow() -> None:
+            try:
+                await process.wait()  # type: ignore[union-attr]
+            except Exception:
+                pass
+            finally:
+                self._forget(member_id, running)
+
+        task = asyncio.ensure_future(follow())
+        self._followers.add(task)
+        task.add_done_callback(self._followers.discard)
 
     async def sandbox_path(self, member_id: str, workdir: str | None) -> str:
         """The sandbox path of an agent path (seed: ``UserFs::to_container``): the home,
@@ -379,6 +532,8 @@ class SandboxManager:
         instance, all at once, within ``CLOSE_SECONDS`` (the removals run in threads;
         one that takes longer is logged and left to finish, never waited for)."""
         self._closing = True
+        for follower in list(self._followers):
+            follower.cancel()
         if self._chosen is None:
             return  # no backend was ever chosen: nothing was built
         _, backend = self._chosen
