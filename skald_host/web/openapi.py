@@ -158,6 +158,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "reasoning": TEXT,
             "status": one_of("complete", "streaming", "interrupted", "cancelled", "error"),
             "model": NULLABLE_TEXT,
+            "model_id": {**NULLABLE_TEXT, "description": "an answer: the catalog entry (a Model's id) that wrote it; two providers may"
+                         " serve the same model name, and this says which (label it by that entry). Null for answers written"
+                         " before entries were recorded: name them by 'model'"},
             "created_at": TIME,
             "idempotency_key": {**NULLABLE_TEXT, "description": "a member's message: the key its client sent it with"},
             "reason": nullable({

@@ -86,6 +86,35 @@ async def test_a_fallback_and_the_failed_answer_after_it_read_the_same_after_a_r
             await expect(page.locator(STATUS_LINE)).to_have_text("The answer failed.")
 
 
+async def test_an_answer_of_the_second_of_two_providers_serving_one_model_name_is_labelled_by_its_entry(skald, browser_pages):
+    """Both providers serve "shared"; A cannot be reached and B answers: the answer says
+    B's label, live and after a reload (not the first entry of that model name)."""
+    with socket.socket() as probe:  # a port nothing listens on: A cannot be reached
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with ScriptedModelServer(models=("shared",)) as server:
+        host = await skald.start()
+        api = await host.admin()
+        down = (await api.post("/api/admin/models/providers", json={"name": "Down", "base_url": f"http://127.0.0.1:{port}/v1"})).json()
+        up = (await api.post("/api/admin/models/providers", json={"name": "Up", "base_url": server.base_url})).json()
+        for provider, label, priority in ((down, "Modell A", 10), (up, "Modell B", 20)):
+            body = {"provider_id": provider["id"], "model": "shared", "label": label, "priority": priority}
+            assert (await api.post("/api/admin/models/entries", json=body)).status_code == 201
+        await host.create_member("gina")
+        server.script("shared", [Reply(text="B answers.")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "gina", MEMBER_PASSWORD)
+        await send(page, "Who answers?")
+        answer = page.locator(".msg.assistant").last
+        await expect(answer.locator(".msg-body")).to_have_text("B answers.")
+        for reload in (False, True):
+            if reload:
+                await page.reload()
+                await expect(answer.locator(".msg-body")).to_have_text("B answers.")
+            await expect(page.locator(".msg.note").first).to_have_text("Modell A did not answer; trying Modell B.")
+            await expect(answer.locator(".msg-meta .model")).to_have_text("Modell B")
+
+
 async def test_enter_sends_an_edited_message_and_shift_enter_starts_a_new_line(skald, browser_pages):
     async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
         host = await skald.start()

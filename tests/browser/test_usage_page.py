@@ -25,7 +25,7 @@ async def test_the_admin_reads_the_usage_tables_in_german_and_pages_through_the_
     async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
         host = await skald.start()
         admin_api = await host.admin()
-        await host.use_model(server, MODEL)
+        entry_id = await host.use_model(server, MODEL)
         bert = await host.member("bert", display_name="Bert")
         server.script(MODEL, [Reply("Ein Satz.", usage=(12, 4)), ScriptedError(500)])
         await bert.chat("Erste Frage")
@@ -42,7 +42,7 @@ async def test_the_admin_reads_the_usage_tables_in_german_and_pages_through_the_
         # Older requests of the same period, as the host writes them, so the newest 50
         # leave some for "Show more".
         earlier = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-        rows = [(f"older-{n:02d}", bert.member["id"], MODEL, "ok", 200, 10, 2, 300, 40, earlier) for n in range(55)]
+        rows = [(f"older-{n:02d}", bert.member["id"], MODEL, "ok", 200, 10, 2, 300, 40, entry_id, earlier) for n in range(55)]
         await host.core.registry.transaction(lambda c: c.executemany(RequestLog.RESTORE, rows))
         assert (await admin_api.put("/api/me/locale", json={"locale": "de"})).status_code == 200
 
@@ -61,7 +61,8 @@ async def test_the_admin_reads_the_usage_tables_in_german_and_pages_through_the_
             await expect(members.locator("tbody tr").get_by_role("cell")).to_have_text(["Bert @bert", "57", "56 abgeschlossen, 1 fehlgeschlagen", "562", "114"])
             await expect(members.locator("tfoot tr").get_by_role("cell")).to_have_text(["Gesamt", "57", "56 abgeschlossen, 1 fehlgeschlagen", "562", "114"])
             models = page.get_by_role("table", name="Anfragen und Tokens je Modell", exact=False)
-            await expect(models.locator("tbody tr").get_by_role("cell").first).to_have_text(MODEL)
+            # The catalog entry: its model name (no label of its own) and its provider.
+            await expect(models.locator("tbody tr").get_by_role("cell").first).to_have_text(f"{MODEL} bei test provider {MODEL}")
 
             latest = page.get_by_role("table", name="neueste zuerst", exact=False)
             await expect(latest.get_by_role("columnheader")).to_have_text(

@@ -20,7 +20,7 @@ async def _logged(chat, count: int) -> None:
 
 
 async def test_usage_totals_per_member_and_model_and_the_latest_requests_with_a_stopped_one_and_a_deleted_member(chat):
-    await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    ids = await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
     alice = await chat.host.member("alice", display_name="Alice A.")
     bob = await chat.host.member("bob")
     chat.server.script(MODEL_A, [
@@ -62,10 +62,16 @@ async def test_usage_totals_per_member_and_model_and_the_latest_requests_with_a_
         {"member": alice_member, "requests": {"ok": 2, "stopped": 1, "error": 1}, "total": 4, "tokens_in": 17, "tokens_out": 8},
         {"member": bob_member, "requests": {"ok": 1}, "total": 1, "tokens_in": 20, "tokens_out": 8},
     ]
+    provider_id = (await chat.admin.get("/api/admin/models")).json()["providers"][0]["id"]
+
+    def entry(model: str) -> dict:  # the catalog entry each request went to (no label set: its model name)
+        return {"id": ids[model], "label": model, "provider_id": provider_id, "provider_name": "scripted", "deleted": False}
+
     assert usage["models"] == [
-        {"model": MODEL_A, "requests": {"ok": 2, "stopped": 1, "error": 1}, "total": 4, "tokens_in": 30, "tokens_out": 13},
-        {"model": MODEL_B, "requests": {"ok": 1}, "total": 1, "tokens_in": 7, "tokens_out": 3},
+        {"model": MODEL_A, "entry": entry(MODEL_A), "requests": {"ok": 2, "stopped": 1, "error": 1}, "total": 4, "tokens_in": 30, "tokens_out": 13},
+        {"model": MODEL_B, "entry": entry(MODEL_B), "requests": {"ok": 1}, "total": 1, "tokens_in": 7, "tokens_out": 3},
     ]
+    assert [r["entry"] for r in usage["requests"]] == [entry(MODEL_A), entry(MODEL_B), entry(MODEL_A), entry(MODEL_A), entry(MODEL_A)]
     assert usage["total"] == {"requests": {"ok": 3, "stopped": 1, "error": 1}, "total": 5, "tokens_in": 37, "tokens_out": 16}
 
     rows = usage["requests"]

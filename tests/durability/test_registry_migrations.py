@@ -228,3 +228,57 @@ async def test_a_member_supervised_before_the_upgrade_is_told_once_at_their_next
         assert [tuple(r) for r in seen] == [(subject, "2026-01-02T03:04:05.678Z"), (supervisor, None), (other, None)]
     finally:
         await registry.close()
+
+
+async def test_request_log_and_answers_written_before_the_catalog_entry_was_recorded_still_read(tmp_path):
+    """Registry step 20 and owner step 17 (which catalog entry answered: two providers may
+    serve one model name) on files the versions before wrote: the old rows keep their
+    model name, name no entry, and read back as before — in the usage answer, in a
+    member's messages, and as a member's outbox row of the old shape restored."""
+    from skald_host.core.agent.runtime import RequestLog
+    from skald_host.core.llm.usage import Period, read_usage
+
+    database_dir = tmp_path / "database"
+    registry_path = database_dir / "system.db"
+    before = MigrationSet(REGISTRY_MIGRATIONS.bucket, tuple(s for s in REGISTRY_MIGRATIONS.steps if s.version < 20))
+    registry = await Database.open(registry_path, key=None, migrations=before, create=True)
+    await registry.transaction(lambda c: c.execute(
+        "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, created_at)"
+        " VALUES ('old-1', NULL, 'test-model', 'ok', 200, 5, 2, '2026-05-01T10:00:00.000Z')"
+    ))
+    await registry.close()
+    assert user_version(registry_path) == 19
+
+    registry = await Database.open(registry_path, key=None, migrations=REGISTRY_MIGRATIONS)
+    try:
+        assert registry.schema_version == REGISTRY_MIGRATIONS.latest >= 20
+        # A member's outbox row as the version before wrote it (nine columns, no entry).
+        old_entry = {"row": ["old-2", None, "test-model", "interrupted", None, None, None, None, None], "at": "2026-05-01T11:00:00.000Z"}
+        await RequestLog(registry).restore([old_entry])
+        import datetime as dt
+
+        usage = await registry.run(lambda c: read_usage(c, Period(dt.date(2026, 5, 1), dt.date(2026, 5, 1)), None, 10))
+    finally:
+        await registry.close()
+    assert usage["models"] == [{"model": "test-model", "entry": None, "requests": {"ok": 1, "interrupted": 1}, "total": 2,
+                                "tokens_in": 5, "tokens_out": 2}]
+    assert [(r["id"], r["model"], r["entry"]) for r in usage["requests"]] == [("old-2", "test-model", None), ("old-1", "test-model", None)]
+
+    owner_path = database_dir / "0123456789abcdef0123456789abcdef.db"
+    dek = os.urandom(32)
+    before = MigrationSet(OWNER_MIGRATIONS.bucket, tuple(s for s in OWNER_MIGRATIONS.steps if s.version < 17))
+    owner = await Database.open(owner_path, key=dek, migrations=before, create=True)
+    await owner.transaction(lambda c: (
+        c.execute("INSERT INTO conversations (id, source, agent_id) VALUES ('c1', 'web', 'assistant')"),
+        c.execute("INSERT INTO frames (id, conversation_id, agent_id) VALUES ('f1', 'c1', 'assistant')"),
+        c.execute("INSERT INTO messages (conversation_id, frame_id, role, content, model) VALUES ('c1', 'f1', 'assistant', 'hi', 'test-model')"),
+    ))
+    assert owner.schema_version == 16
+    await owner.close()
+    owner = await Database.open(owner_path, key=dek, migrations=OWNER_MIGRATIONS)
+    try:
+        assert owner.schema_version == OWNER_MIGRATIONS.latest >= 17
+        rows = await owner.run(lambda c: [dict(r) for r in c.execute("SELECT content, model, model_id FROM messages")])
+    finally:
+        await owner.close()
+    assert rows == [{"content": "hi", "model": "test-model", "model_id": None}]

@@ -566,7 +566,7 @@ export class Transcript {
     view.setContent(message.content || "");
     for (const call of message.tool_calls || []) view.tools.append(this.toolCard(call));
     const status = live ? "streaming" : message.status === "streaming" ? "interrupted" : shownStatus(message.status, message.reason?.code);
-    this.showStatus(view, status, message.model, inRunningTurn && status === "complete" && (message.tool_calls || []).length > 0);
+    this.showStatus(view, status, message.model, inRunningTurn && status === "complete" && (message.tool_calls || []).length > 0, message.model_id);
     if (live) {
       this.stream = { id: message.id, view, content: message.content || "", reasoning: message.reasoning || "", timer: null };
       view.setStreaming(true);
@@ -670,9 +670,10 @@ export class Transcript {
       },
       /** `unsettled`: a round that called tools while its turn runs on: its words are
        * not the turn's answer yet, so nothing to copy or read aloud (`settleRounds`). */
-      setStatus: (status, model, { unsettled = false } = {}) => {
+      setStatus: (status, model, { unsettled = false, modelId = null } = {}) => {
         view.status = status;
         view.model = model;
+        view.modelId = modelId;
         node.dataset.status = status || "complete";
         const label = messageStatusLabel(status);
         // A failed answer's text is the reason it failed, not an answer to copy.
@@ -680,7 +681,7 @@ export class Transcript {
         meta.replaceChildren(...[
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
           // A round of tool calls alone has no words to credit: no model line under its cards.
-          model && (view.text || retryable(status)) ? el("span", { class: "model", text: this.handlers.modelLabel?.(model) || model, title: model }) : null,
+          model && (view.text || retryable(status)) ? el("span", { class: "model", text: this.handlers.modelLabel?.(model, modelId) || model, title: model }) : null,
           done ? copyButton(() => view.text, t("chat.copy_answer"), "copy-message") : null,
           retryable(status) && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
         ].filter(Boolean));
@@ -831,20 +832,20 @@ export class Transcript {
   }
 
   /** Finish the open bubble in place: with the event's text when there is one. */
-  finishStream({ content, reasoning, status = "complete", model, unsettled } = {}) {
+  finishStream({ content, reasoning, status = "complete", model, modelId, unsettled } = {}) {
     const stream = this.stream;
     if (!stream) return;
     stream.timer = null;
     this.stream = null;
-    this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model, unsettled });
+    this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model, modelId, unsettled });
   }
 
-  settle(view, { content, reasoning, status, model, unsettled = false }) {
+  settle(view, { content, reasoning, status, model, modelId = null, unsettled = false }) {
     view.setStreaming(false);
     view.node.classList.remove("reasoning-only");
     view.setReasoning(reasoning);
     view.setContent(content);
-    this.showStatus(view, status, model, unsettled);
+    this.showStatus(view, status, model, unsettled, modelId);
     this.placeActivity();
     this.follow();
   }
@@ -862,8 +863,8 @@ export class Transcript {
 
   /** The view's status line, and Read aloud when it is finished: a round that called
    * tools (`unsettled`) waits for its turn's end, when `settleRounds` adds both. */
-  showStatus(view, status, model, unsettled = false) {
-    view.setStatus(status, model, { unsettled });
+  showStatus(view, status, model, unsettled = false, modelId = null) {
+    view.setStatus(status, model, { unsettled, modelId });
     if (unsettled) this.unsettled.add(view);
     else { this.unsettled.delete(view); addReadAloud(view.meta, view.text, status); }
   }
@@ -873,7 +874,7 @@ export class Transcript {
     for (const view of this.unsettled) {
       if (!view.node.isConnected) continue;
       const versions = view.meta.querySelector(".versions"); // drawn by a read mid-turn: kept
-      this.showStatus(view, view.status, view.model);
+      this.showStatus(view, view.status, view.model, false, view.modelId);
       if (versions) { view.meta.append(versions); view.meta.hidden = false; }
     }
     this.unsettled.clear();
@@ -882,7 +883,7 @@ export class Transcript {
   /** `done` or `assistant`: the complete message. */
   finished(data, toolCalls = []) {
     const view = this.settleMessage(Number(data.message_id), {
-      content: data.content || "", reasoning: data.reasoning || "", status: "complete", model: data.model,
+      content: data.content || "", reasoning: data.reasoning || "", status: "complete", model: data.model, modelId: data.model_id,
       unsettled: toolCalls.length > 0 && this.running,
     });
     for (const call of toolCalls) {
@@ -939,7 +940,7 @@ export class Transcript {
       this.note(text, "error");
       return;
     }
-    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: shownStatus("error", data.code), model: data.model });
+    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: shownStatus("error", data.code), model: data.model, modelId: data.model_id });
   }
 
   // -- tool calls -------------------------------------------------------------------------------

@@ -536,8 +536,13 @@ class ChatView {
       regenerate: (trigger) => this.regenerate(trigger),
       showVersion: (variant) => this.showVersion(variant),
       edit: (messageId, text) => this.edit(messageId, text),
-      // An answer names the model it came from; the member knows it by its label.
-      modelLabel: (name) => (status.models || []).find((m) => m.model === name)?.label || name,
+      // An answer names the model it came from; the member knows it by its label. The
+      // catalog entry (`model_id`) says which: two providers may serve one model name.
+      // An answer from before entries were recorded is known by its name alone; one
+      // whose entry is gone, by its model name.
+      modelLabel: (name, id) => (id
+        ? (status.models || []).find((m) => m.id === id)?.label
+        : (status.models || []).find((m) => m.model === name)?.label) || name,
       admin: ctx.member.is_admin === true,
       // A token skipped words this page never had (it read the answer before them):
       // read again, once at a time; the read's replay carries on from its text.

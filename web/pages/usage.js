@@ -31,6 +31,20 @@ function memberName(member) {
   return el("span", {}, el("span", { text: name }), name !== member.username ? [" ", el("code", { class: "muted", text: `@${member.username}` })] : null);
 }
 
+/** Which catalog entry a request went to: its label, model name and provider (two
+ * providers may serve one model name, each its own bill). An entry deleted since is
+ * its model name, said deleted; a request logged before entries were recorded, its
+ * model name alone. */
+function modelName(row) {
+  const entry = row.entry;
+  const name = el("code", { text: row.model });
+  if (!entry) return name;
+  if (entry.deleted) return el("span", { "data-entry": entry.id }, name, " ", el("span", { class: "muted", text: t("usage.model_deleted") }));
+  const label = entry.label && entry.label !== row.model ? [el("span", { text: entry.label }), " "] : null;
+  return el("span", { "data-entry": entry.id }, label, name, " ",
+    el("span", { class: "muted", text: t("usage.model_provider", { provider: entry.provider_name }) }));
+}
+
 /** "3 completed, 1 stopped": each status by its name, in words, not colour. */
 function byStatus(requests) {
   const parts = Object.entries(requests).sort(([a], [b]) => {
@@ -65,7 +79,7 @@ function totalsSection(data) {
   const members = tableOf(t("usage.per_member_caption", words), [["usage.member", ""], ...TOTAL_COLUMNS],
     data.members.map((entry) => el("tr", {}, cell("usage.member", memberName(entry.member)), ...countCells(entry))), totalRow, "usage-members");
   const models = tableOf(t("usage.per_model_caption", words), [["usage.model", ""], ...TOTAL_COLUMNS],
-    data.models.map((entry) => el("tr", {}, cell("usage.model", el("code", { text: entry.model })), ...countCells(entry))), null, "usage-models");
+    data.models.map((entry) => el("tr", {}, cell("usage.model", modelName(entry)), ...countCells(entry))), null, "usage-models");
   if (!data.members.length) return section(t("usage.totals_title"), el("p", { class: "muted", text: t("usage.none") }));
   return section(t("usage.totals_title"),
     el("h3", { class: "subhead", text: t("usage.per_member") }), members,
@@ -76,7 +90,7 @@ function requestRow(request) {
   return el("tr", { "data-request": request.id },
     cell("usage.time", el("time", { datetime: request.at, text: formatDate(request.at) })),
     cell("usage.member", memberName(request.member)),
-    cell("usage.model", el("code", { text: request.model })),
+    cell("usage.model", modelName(request)),
     cell("usage.status", statusName(request.status)),
     cell("usage.http_status", request.http_status == null ? "—" : String(request.http_status), "num"),
     cell("usage.tokens_in", number(request.tokens_in), "num"),

@@ -553,17 +553,17 @@ class Kernel:
         if ending is not None and ending.queued:
             return self._final_queued(frame, turn, message_id, request_log, messages, tools_wire, ending, also, outcome)
         call_ids = await self.store.finish_assistant(
-            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls, request_log=request_log,
+            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id, calls=calls, request_log=request_log,
             running=running, also=also,
         )
         scope.admitted.update(call_ids[:running])
         if request_log is not None:
             self.runtime.request_logged(frame, request_log[0], messages, tools_wire)
         if call_ids:
-            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
+            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id,
                       tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(call_ids, calls)])
         else:
-            self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
+            self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id,
                       tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
         if ending is not None:
             ending.committed(outcome[0])
@@ -582,7 +582,7 @@ class Kernel:
         ``done`` and the run's end are announced once it committed. (A subframe's round
         runs no compaction: nothing of ``after_round`` is skipped.)"""
         written = self.store.finish_assistant_queued(
-            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, request_log=request_log, also=also,
+            message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id, request_log=request_log, also=also,
         )
         ending.joined = True  # written there, or not at all: its owner writes no end of its own
 
@@ -593,7 +593,7 @@ class Kernel:
                 return
             if request_log is not None:
                 self.runtime.request_logged(frame, request_log[0], messages, tools)
-            self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
+            self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id,
                       tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
             ending.committed(outcome[0])
 
@@ -688,7 +688,7 @@ class Kernel:
                     turn = await self._complete(choice, messages, tools, on_delta, pending if message_id is None else None, images, encoded)
                 except ModelError as exc:
                     sent = None
-                    await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, exc, started)
+                    await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, exc, started, model_id=choice.id)
                     if exc.retriable and index + 1 < len(candidates):
                         nxt = candidates[index + 1]
                         partial["content"] = partial["reasoning"] = ""
@@ -696,8 +696,9 @@ class Kernel:
                         # the member and logged, never silent. The note is history, written
                         # before it is announced, so a reload shows what the live page did
                         # (it names the answer it goes before: that row was written first).
+                        # Named by entry (label, provider): two providers may serve one model name.
                         log.warning("member %s: model %s failed (%s); the request goes to %s",
-                                    self.runtime.member_id, choice.model, _failure(exc), nxt.model)
+                                    self.runtime.member_id, _entry(choice), _failure(exc), _entry(nxt))
                         values = {"failed": choice.label, "next": nxt.label, "message_id": message_id}
                         note_id = await self.store.add_note(
                             frame, f"{choice.label} did not answer; trying {nxt.label}.", reason=reason_json("model_fallback", values),
@@ -707,19 +708,20 @@ class Kernel:
                         continue
                     # The last model tried failed too (or may not be retried): the answer
                     # fails, said in the log as every fallback before it was.
-                    log.warning("member %s: model %s failed (%s); %s", self.runtime.member_id, choice.model, _failure(exc),
+                    log.warning("member %s: model %s failed (%s); %s", self.runtime.member_id, _entry(choice), _failure(exc),
                                 "no other model is left to try: the answer failed" if exc.retriable else "not retried: the answer failed")
                     text = f"The model could not answer ({exc})."
                     reason = reason_json(exc.code, exc.values)
                     await self.store.finish_assistant(
-                        message_id, content=text, reasoning="", model=choice.model, status="error",
+                        message_id, content=text, reasoning="", model=choice.model, model_id=choice.id, status="error",
                         also=lambda conn, _ids: conn.execute("UPDATE messages SET reason = ? WHERE id = ?", (reason, message_id)),
                     )
                     # With its model, as ``done`` is: "Failed <model>" live as after a reload.
-                    self.emit(frame, "error", message_id=message_id, error=text, code=exc.code, values=exc.values, model=choice.model)
+                    self.emit(frame, "error", message_id=message_id, error=text, code=exc.code, values=exc.values, model=choice.model,
+                              model_id=choice.id)
                     raise FrameFailed(text, exc.code, exc.values)  # written and announced: ``model_round`` says what it ends
                 sent = None
-                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False)
+                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, turn, None, started, payload=False, model_id=choice.id)
                 response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
                 return turn, message_id, (request_id, self.runtime.request_body(frame, messages, tools), json.dumps(response))
         except Abandoned:
@@ -728,7 +730,7 @@ class Kernel:
                 # to go on from it (the message was not stored, or the request is sent
                 # again): cut short by the host, it may be billed all the same.
                 request_id, choice, started = sent
-                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, None, started, status="interrupted")
+                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, None, started, status="interrupted", model_id=choice.id)
             raise
         except asyncio.CancelledError:
             if sent is not None and not self.interrupted():
@@ -736,7 +738,7 @@ class Kernel:
                 # as stopped. One the server's stop cut is left streaming for recovery,
                 # which logs it (as it does one a crash cut) as it asks again.
                 request_id, choice, started = sent
-                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, None, started, status="stopped")
+                await self.runtime.log_request(request_id, frame, choice.model, messages, tools, None, None, started, status="stopped", model_id=choice.id)
             if message_id is None and pending is not None:
                 pending.start()
                 try:  # the placeholder's write is in flight: it is the row to end
@@ -927,7 +929,7 @@ class Kernel:
             """The message and its calls' start, once committed."""
             if request_log is not None:
                 self.runtime.request_logged(frame, request_log[0], messages, tools)
-            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model,
+            self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id,
                       tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(written, calls)])
             for i, c in zip(written, calls):
                 self.emit(frame, "tool_start", call_id=i, name=c[1], arguments=c[2])
@@ -940,7 +942,7 @@ class Kernel:
             nonlocal recorded
             if recorded is None:
                 recorded = asyncio.ensure_future(self.store.finish_assistant(
-                    message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls,
+                    message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id, calls=calls,
                     request_log=request_log, running=len(calls), also=also,
                 ))
                 recorded.add_done_callback(lambda w: w.cancelled() or w.exception() is not None or announce(w.result()))
@@ -951,7 +953,7 @@ class Kernel:
                 written = await recorded
                 return written, await self.store.set_calls([(i, s, r) for i, (_, s, r) in zip(written, changes)], placeholder=placeholder)  # type: ignore[return-value]
             written, placeholder_id = await self.store.finish_round(
-                message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, calls=calls,
+                message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id, calls=calls,
                 results=[(s, r) for _, s, r in changes], request_log=request_log, placeholder=placeholder,
             )
             announce(written)
@@ -989,7 +991,7 @@ class Kernel:
             slow.cancel()
             scope.settle, ran = None, True
             row = MappingProxyType({
-                **rows[-1], "content": turn.content, "reasoning": turn.reasoning, "model": turn.model, "status": "complete",
+                **rows[-1], "content": turn.content, "reasoning": turn.reasoning, "model": turn.model, "model_id": turn.model_id, "status": "complete",
                 "tool_calls": tuple(
                     MappingProxyType({"message_id": message_id, "frame_id": frame.id, "seq": seq, "restart": c[3], **call})
                     for seq, (call, c) in enumerate(zip(started, calls))
@@ -1339,6 +1341,12 @@ class Kernel:
         if status == "expired":
             return "denied", HOST_RESULTS["expired"]
         return "denied", HOST_RESULTS["mismatch"]
+
+
+def _entry(choice: ModelChoice) -> str:
+    """A catalog entry as the log names it: its label, model and provider (two providers
+    may serve the same model name; the label and provider say which one was asked)."""
+    return f"{choice.label!r} ({choice.model} at {choice.provider_name})"
 
 
 def _failure(exc: ModelError) -> str:

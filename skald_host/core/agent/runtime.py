@@ -133,16 +133,21 @@ class RequestLog:
 
     GATHER_SECONDS = 0.2
 
+    # A row: (id, member_id, model, status, http_status, tokens_in, tokens_out,
+    # latency_ms, first_token_ms, model_id); ``model_id`` is the catalog entry asked.
     INSERT = (
-        "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO llm_requests"
+        " (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms, model_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     RESTORE = (
         "INSERT OR IGNORE INTO llm_requests"
-        " (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms, model_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
+    #: Columns of a row; an outbox entry a version before ``model_id`` wrote has one fewer.
+    ROW_LENGTH = 10
 
     def __init__(self, registry: Any) -> None:
         self.registry = registry
@@ -172,7 +177,8 @@ class RequestLog:
     async def restore(self, entries: list[dict[str, Any]]) -> None:
         """Rows a member's file carried through a crash (``store.RequestOutbox``), at
         the time they were made; those the registry has already are left as they are."""
-        await self.registry.transaction(lambda c: c.executemany(self.RESTORE, [(*e["row"], e["at"]) for e in entries]))
+        rows = [(*e["row"], *(None,) * (self.ROW_LENGTH - len(e["row"])), e["at"]) for e in entries]
+        await self.registry.transaction(lambda c: c.executemany(self.RESTORE, rows))
 
     async def _write(self) -> None:
         try:
@@ -756,7 +762,7 @@ class MemberRuntime:
         if self.closed:
             for model in await self.store.cut_requests(conversation_id):
                 request_id = f"{random.getrandbits(128):032x}"
-                row = (request_id, self.member_id, model, "interrupted", None, None, None, None, None)
+                row = (request_id, self.member_id, model, "interrupted", None, None, None, None, None, None)
                 self.store.outbox.add(request_id, json.dumps({"row": row, "at": _registry_now()}))
         await self.store.delete(conversation_id)
 
@@ -1319,6 +1325,7 @@ class MemberRuntime:
         *,
         payload: bool = True,
         status: str | None = None,
+        model_id: str | None = None,
     ) -> None:
         """Metadata to the registry; bodies only to the member's own file. Written in
         the background: nothing the member sees waits for the log (closing the runtime
@@ -1333,7 +1340,7 @@ class MemberRuntime:
             request_id, self.member_id, model, status or ("error" if error else "ok"),
             None if status else error.status if error else 200,
             turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
-            turn.first_token_ms if turn else None,
+            turn.first_token_ms if turn else None, model_id,
         )
         self.store.outbox.add(request_id, json.dumps({"row": row, "at": _registry_now()}))
 
@@ -1446,22 +1453,22 @@ class MemberRuntime:
             # counts it); its own row replaces that one when it ends.
             request_id = f"{random.getrandbits(128):032x}"
             await self.store.ahead(request_id, json.dumps({
-                "row": (request_id, self.member_id, choice.model, "interrupted", None, None, None, None, None), "at": _registry_now(),
+                "row": (request_id, self.member_id, choice.model, "interrupted", None, None, None, None, None, choice.id), "at": _registry_now(),
             }))
             started = time.perf_counter()
             try:
                 turn = await self.chat.clients.complete(choice, wire, [])
             except ModelError as exc:
-                await self.log_request(request_id, frame, choice.model, wire, [], None, exc, started, payload=False)
+                await self.log_request(request_id, frame, choice.model, wire, [], None, exc, started, payload=False, model_id=choice.id)
                 last_error = exc
                 if exc.retriable:
                     continue
                 break
             except asyncio.CancelledError:
                 if not self.closed:  # a Stop of the turn it ended; one the server's stop cut stays interrupted
-                    await self.log_request(request_id, frame, choice.model, wire, [], None, None, started, payload=False, status="stopped")
+                    await self.log_request(request_id, frame, choice.model, wire, [], None, None, started, payload=False, status="stopped", model_id=choice.id)
                 raise
-            await self.log_request(request_id, frame, choice.model, wire, [], turn, None, started, payload=False)
+            await self.log_request(request_id, frame, choice.model, wire, [], turn, None, started, payload=False, model_id=choice.id)
             summary = turn.content.strip()
             if summary.startswith(SUMMARY_PREFIX.strip()):
                 summary = summary[len(SUMMARY_PREFIX.strip()):].strip()

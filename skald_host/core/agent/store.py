@@ -688,6 +688,7 @@ class ConversationStore:
         content: str,
         reasoning: str,
         model: str,
+        model_id: str | None = None,
         status: str = "complete",
         calls: list[tuple[str, str, str, str]] = (),  # type: ignore[assignment]
         request_log: tuple[str, dict[str, Any], str] | None = None,
@@ -704,7 +705,7 @@ class ConversationStore:
         frame with the call that opens it, ``Scope.settle``)."""
 
         def write(conn: Any) -> tuple[list[str], list[int]]:
-            ids = _finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running)
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running, model_id=model_id)
             if also is not None:
                 also(conn, ids)
             return ids, [message_id]
@@ -713,14 +714,14 @@ class ConversationStore:
 
     def finish_assistant_queued(
         self, message_id: int, *, content: str, reasoning: str, model: str, request_log: tuple[str, dict[str, Any], str] | None,
-        also: Callable[[Any, list[str]], object],
+        also: Callable[[Any, list[str]], object], model_id: str | None = None,
     ) -> "asyncio.Future[list[str]]":
         """A final answer (no calls) as ``finish_assistant`` writes it, its place in the
         file's one queue taken before this returns (``Database.transaction_queued``):
         committed before any write submitted after it, not awaited by its caller."""
 
         def write(conn: Any) -> tuple[list[str], list[Row]]:
-            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", (), request_log, 0)
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", (), request_log, 0, model_id=model_id)
             also(conn, ids)
             return ids, _reread(conn, [message_id])
 
@@ -742,6 +743,7 @@ class ConversationStore:
         model: str,
         calls: list[tuple[str, str, str, str]],
         results: list[tuple[str, str]],
+        model_id: str | None = None,
         request_log: tuple[str, dict[str, Any], str] | None,
         placeholder: tuple[Any, ...],
     ) -> tuple[list[str], int]:
@@ -750,7 +752,7 @@ class ConversationStore:
         placeholder. Returns the call ids and the placeholder's id."""
 
         def write(conn: Any) -> tuple[tuple[list[str], int], list[int]]:
-            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", calls, request_log, 0, results, touch=False)
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", calls, request_log, 0, results, touch=False, model_id=model_id)
             written = _next_round(conn, placeholder)
             return (ids, written[-1]), [message_id, *written]
 
@@ -1349,7 +1351,7 @@ def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, at
 def _finish_assistant(
     conn: Any, message_id: int, content: str, reasoning: str, model: str, status: str,
     calls: Sequence[tuple[str, str, str, str]], request_log: tuple[str, dict[str, Any], str] | None, running: int,
-    results: Sequence[tuple[str, str]] = (), *, touch: bool = True,
+    results: Sequence[tuple[str, str]] = (), *, touch: bool = True, model_id: str | None = None,
 ) -> list[str]:
     """``finish_assistant``'s write; ``results``: each call's (status, result) when the
     calls already ran. ``touch`` False: the conversation's ``updated_at`` is left as it
@@ -1357,8 +1359,10 @@ def _finish_assistant(
     are two pages fewer to encrypt and sync in a round's commit)."""
     row = conn.execute("SELECT conversation_id, frame_id FROM messages WHERE id = ?", (message_id,)).fetchone()
     conn.execute(
-        "UPDATE messages SET content = ?, reasoning = ?, model = ?, status = ? WHERE id = ?",
-        (content, reasoning, model, status, message_id),
+        # ``model_id``: the catalog entry that answered (its label and provider; two
+        # providers may serve one model name), NULL where none is known.
+        "UPDATE messages SET content = ?, reasoning = ?, model = ?, model_id = ?, status = ? WHERE id = ?",
+        (content, reasoning, model, model_id, status, message_id),
     )
     ids = []
     for seq, (model_call_id, name, arguments, restart) in enumerate(calls):

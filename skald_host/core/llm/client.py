@@ -111,6 +111,9 @@ class ToolCallRequest:
 @dataclass
 class ModelTurn:
     model: str
+    #: The catalog entry that answered (``ModelChoice.id``): two providers may serve
+    #: the same model name, and the entry says which one (its label, its provider).
+    model_id: str | None = None
     content: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
@@ -228,7 +231,7 @@ class ModelClients:
             if stripped is not messages:
                 messages, encoded = stripped, None
         started = time.perf_counter()
-        turn = ModelTurn(model=choice.model)
+        turn = ModelTurn(model=choice.model, model_id=choice.id)
         calls: dict[int, dict[str, Any]] = {}
         messages_json, tools_json = encoded or (wire_json(messages), wire_json(tools))
         # The body as the SDK's json_data would encode it: its keys in this order.

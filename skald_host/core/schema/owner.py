@@ -416,5 +416,15 @@ OWNER_MIGRATIONS = MigrationSet(
                    WHERE cron IS NULL AND runs = 0 AND status IN ('done', 'failed')""",
             ),
         ),
+        Migration(
+            17,
+            "the catalog entry that wrote an answer",
+            statements=(
+                # Two providers may serve the same model name: ``model`` alone cannot say
+                # which entry (label, provider) answered. The registry's ``llm_models.id``;
+                # NULL for rows written before (they are named by ``model``).
+                "ALTER TABLE messages ADD COLUMN model_id TEXT",
+            ),
+        ),
     ),
 )

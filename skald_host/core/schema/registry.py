@@ -570,5 +570,15 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 "CREATE INDEX llm_requests_created ON llm_requests(created_at)",
             ),
         ),
+        Migration(
+            20,
+            "the request log names the catalog entry a request went to",
+            statements=(
+                # Two providers may serve the same model name (two bills): ``model`` alone
+                # cannot say which was asked. ``llm_models.id`` of the entry, kept when the
+                # entry is deleted (the usage page says so); NULL for rows written before.
+                "ALTER TABLE llm_requests ADD COLUMN model_id TEXT",
+            ),
+        ),
     ),
 )

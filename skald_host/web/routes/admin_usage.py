@@ -1,5 +1,5 @@
 """The admin's view of the request log (``llm_requests`` in the registry): what each
-member and each model used in a period, and the latest requests, newest first.
+member and each model (catalog entry: label and provider) used in a period, and the latest requests, newest first.
 
 The log holds metadata only (model, status, tokens, timings; README "Models and chat"),
 so nothing here can show a word of a conversation. A member deleted since keeps their
@@ -40,17 +40,24 @@ _MEMBER = nullable(obj(
     {"id": TEXT, "username": nullable(TEXT), "display_name": nullable(TEXT), "deleted": {"type": "boolean"}},
     description="who sent the request; deleted: the account is gone (username and display name are then null); null: no member",
 ))
+_ENTRY = nullable(obj(
+    {"id": TEXT, "label": nullable(TEXT), "provider_id": nullable(TEXT), "provider_name": nullable(TEXT), "deleted": {"type": "boolean"}},
+    description="the catalog entry (Models page) the request went to: two providers may serve the same model name, and the"
+                " entry's label and provider say which one (which bill); deleted: the entry is gone since (label and provider"
+                " are then null, 'model' still names it); null: a request logged before entries were recorded",
+))
 _COUNTS = {"requests": obj(extra=INT, description="requests by status: ok, error, stopped, interrupted, …"),
            "total": INT, "tokens_in": INT, "tokens_out": INT}
 _ROW = obj({
-    "id": TEXT, "at": TIME, "member": _MEMBER, "model": TEXT, "status": TEXT, "http_status": nullable(INT),
+    "id": TEXT, "at": TIME, "member": _MEMBER, "model": TEXT, "entry": _ENTRY, "status": TEXT, "http_status": nullable(INT),
     "tokens_in": nullable(INT), "tokens_out": nullable(INT), "latency_ms": nullable(INT), "first_token_ms": nullable(INT),
 })
 ANSWER = obj({
     "since": TEXT, "until": TEXT,
     "total": obj(_COUNTS),
     "members": array(obj({"member": _MEMBER, **_COUNTS})),
-    "models": array(obj({"model": TEXT, **_COUNTS})),
+    "models": array(obj({"model": TEXT, "entry": _ENTRY, **_COUNTS}),
+                    description="one row per catalog entry (per model name for requests logged before entries were recorded)"),
     "requests": array(_ROW),
     "next_before": nullable(TEXT),
 })
@@ -92,7 +99,7 @@ def _limit(args: dict[str, str]) -> int:
 @returns(ANSWER)
 @requires("models.manage")
 async def usage() -> dict[str, Any]:
-    """What each member and each model used in a period (requests by status, tokens in
+    """What each member and each model (catalog entry: label and provider) used in a period (requests by status, tokens in
     and out) and the latest requests of it, from the request log: metadata only."""
     args = request.args.to_dict()
     check(args, QUERY_SCHEMA)
