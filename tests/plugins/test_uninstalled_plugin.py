@@ -72,6 +72,15 @@ async def warnings(admin) -> list[dict]:
     return [w for w in response.json()["warnings"] if w["id"].startswith("plugin_")]
 
 
+async def enabled_then_stopped(servers: Servers, site: Path) -> None:
+    """The plugin installed and enabled by the admin, the server stopped again."""
+    install(site)
+    server = await servers.start()
+    admin = await setup_admin(server)
+    assert (await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})).status_code == 200
+    await server.terminate()
+
+
 async def test_an_enabled_plugin_uninstalled_is_listed_missing_until_disabled(servers: Servers, site: Path):
     install(site)
     server = await servers.start()
@@ -116,11 +125,7 @@ async def test_an_enabled_plugin_uninstalled_is_listed_missing_until_disabled(se
 
 
 async def test_reinstalling_a_missing_plugin_brings_it_back_enabled(servers: Servers, site: Path):
-    install(site)
-    server = await servers.start()
-    admin = await setup_admin(server)
-    assert (await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})).status_code == 200
-    await server.terminate()
+    await enabled_then_stopped(servers, site)
     uninstall(site)
     server = await servers.start()
     admin = await server.login("admin", ADMIN_PASSWORD)
@@ -151,11 +156,7 @@ def skald_plugins(data_dir: Path, work_dir: Path) -> tuple[dict[str, dict], str]
 async def test_skald_plugins_lists_an_enabled_plugin_uninstalled_as_missing(servers: Servers, site: Path, tmp_path: Path):
     """The catalog listed it as missing; ``skald plugins`` left it out, as if it had
     never been there."""
-    install(site)
-    server = await servers.start()
-    admin = await setup_admin(server)
-    assert (await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})).status_code == 200
-    await server.terminate()
+    await enabled_then_stopped(servers, site)
     uninstall(site)
 
     rows, table = skald_plugins(servers.data_dir, tmp_path)
@@ -176,11 +177,7 @@ async def test_an_entry_point_in_a_near_miss_group_is_named_where_the_plugin_is_
     """Reinstalled under ``skald.plugin`` (no s), the plugin was silently not found: the
     admin read "reinstall the package", which they just had. Discovery warns, naming the
     distribution and the group, and the missing plugin's reason says it."""
-    install(site)
-    server = await servers.start()
-    admin = await setup_admin(server)
-    assert (await admin.put(f"/api/admin/plugins/{PLUGIN}/enabled", json={"enabled": True})).status_code == 200
-    await server.terminate()
+    await enabled_then_stopped(servers, site)
     entry_points = site / f"skald_{PLUGIN}-1.0.dist-info" / "entry_points.txt"
     entry_points.write_text(entry_points.read_text().replace("[skald.plugins]", "[skald.plugin]"))
 
