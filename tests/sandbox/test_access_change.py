@@ -100,7 +100,7 @@ async def test_a_running_command_stops_when_its_member_is_made_read_only_and_not
     project = await project_with_bob(box, can_write=False)
     proj1 = box.core.folders.project_path(box.alice, "proj1")
     (proj1 / "secret_later.txt").write_text("readable\n")
-    reader = asyncio.ensure_future(box.run(box.bob, f"cat ~/projects/alice/proj1/secret_later.txt; touch ~/reader.started;"
+    reader = asyncio.ensure_future(box.run(box.bob, "cat ~/projects/alice/proj1/secret_later.txt; touch ~/reader.started;"
                                            " while [ ! -e ~/go-reader ]; do sleep 0.05; done; echo read on"))
     try:
         home = box.core.files.home(box.bob)
