@@ -172,9 +172,12 @@ async def test_a_revoked_grant_lands_on_the_next_request_with_nothing_pushed(ska
         revoked = await admin.put(f"/api/admin/members/{alice_id}/plugins", json={"plugins": []})
         assert revoked.status_code == 200, revoked.text
 
-        # Same session, next request: refused. Nothing went over a bus to make it so.
+        # Same session, next request: refused. Nothing went over a bus to make it so: the
+        # member's bus carries only the announcement for their open pages (they read
+        # their session again), the system bus nothing.
         assert (await alice.get("/api/plugin/alpha/ping")).status_code == 403
         assert not await host.core.host_api("alpha").member_has_grant(alice_id)
+        assert [e.kind for e in member_events.drain()] == ["access_changed"]
         for subscription in (member_events, system_events):
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(subscription.get(), 0.1)

@@ -109,6 +109,15 @@ async def messages(client: SkaldClient, conversation_id: str) -> list[dict[str, 
     return (await conversation(client, conversation_id))["messages"]
 
 
+async def stored_messages(client: SkaldClient, conversation_id: str) -> list[dict[str, Any]]:
+    """The messages as the member's file holds them (the JSON export reads the file), an
+    answer still streaming as last checkpointed: a read of the conversation gives its
+    live text instead, which a kill then would not leave behind."""
+    response = await client.get(f"/api/conversations/{conversation_id}/export", params={"format": "json"})
+    assert response.status_code == 200, response.text
+    return response.json()["messages"]
+
+
 async def eventually(check: Callable[[], Any], *, timeout: float = TIMEOUT, what: str = "the condition") -> Any:
     """Poll an async or sync ``check`` until it returns something truthy."""
     deadline = time.monotonic() + timeout

@@ -25,7 +25,7 @@ from durability.helpers import Servers, create_member, install_distribution, set
 from skald_host.core.agent.runtime import RESUME_LIMIT, RESUMED_NOTE
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
-from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation
+from .support import MODEL_A, ChatSocket, allow_tool, assert_well_formed, configure_models, eventually, messages, new_conversation, stored_messages
 
 PLUGIN = "crashprobe"
 PASSWORD = "alice's passphrase for crash tests"
@@ -143,7 +143,7 @@ async def test_kill_mid_stream_keeps_the_partial_as_interrupted_and_the_turn_con
         await sock.wait_event(delegating, "token", depth=1, delta=" answer")
 
     async def checkpointed() -> bool:
-        last = (await messages(alice, cid))[-1]
+        last = (await stored_messages(alice, cid))[-1]
         return last["status"] == "streaming" and last["content"] == "the partial answer"
 
     await eventually(checkpointed, what="the partial answer to be checkpointed")
@@ -205,7 +205,7 @@ async def test_an_answer_cut_off_at_every_start_is_asked_for_three_times_then_fa
             await eventually(lambda: asked() == times, what=f"request {times}, asked for again")
 
     async def checkpointed() -> bool:
-        return (await messages(alice, cid))[-1]["content"] == "a partial"
+        return (await stored_messages(alice, cid))[-1]["content"] == "a partial"
 
     await eventually(checkpointed, what="the third partial answer to be checkpointed")
     server, alice = await restart(servers, server)
@@ -252,7 +252,7 @@ async def test_a_message_queued_behind_an_answer_given_up_waits_for_its_retry(se
             await eventually(lambda: asked("First question.") == times, what=f"request {times}, asked for again")
 
     async def checkpointed() -> bool:
-        return (await messages(alice, cid))[-1]["content"] == "a partial"
+        return (await stored_messages(alice, cid))[-1]["content"] == "a partial"
 
     await eventually(checkpointed, what="the last partial answer to be checkpointed")
     server, alice = await restart(servers, server)

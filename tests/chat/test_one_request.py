@@ -46,7 +46,7 @@ async def test_a_failing_model_is_asked_once_no_sdk_retry_behind_the_fallback(ch
             events = await sock.turn(cid)
     assert [e["type"] for e in events if e["type"] in ("model_fallback", "done")] == ["model_fallback", "done"]
     assert [r.getMessage().split(": ", 1)[1] for r in caplog.records if "failed (HTTP" in r.getMessage()] == [
-        f"model {MODEL_A} failed (HTTP 500); the request goes to {MODEL_B}",
+        f"model '{MODEL_A}' ({MODEL_A} at scripted) failed (HTTP 500); the request goes to '{MODEL_B}' ({MODEL_B} at scripted)",
     ]
     assert len(chat.server.requests_for(MODEL_A)) == 1 and len(chat.server.requests_for(MODEL_B)) == 1
 

@@ -20,7 +20,7 @@ from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
 
 from .support import (
-    MODEL_A, ChatSocket, assert_well_formed, eventually, member_with_models, messages, new_conversation, write_agent,
+    MODEL_A, ChatSocket, assert_well_formed, eventually, member_with_models, messages, new_conversation, stored_messages, write_agent,
 )
 
 PASSWORD = "alice's passphrase for sub-agent crash tests"
@@ -96,7 +96,7 @@ async def test_sigkill_during_the_continuation_turn_answers_its_trigger_once_aft
     await eventually(lambda: any(last(r)["content"].startswith(TRIGGER) for r in model.requests_for(MODEL_A)), what="the continuation's request")
 
     async def checkpointed() -> bool:  # the partial answer is on disk before the kill
-        rows = await messages(alice, cid)
+        rows = await stored_messages(alice, cid)
         return rows[-1]["status"] == "streaming" and rows[-1]["content"] == "Here is wh"
 
     await eventually(checkpointed, what="the continuation's partial answer to be checkpointed")
