@@ -359,7 +359,14 @@ class Tool:
     reads: a ``str``, or ``None`` for an empty result. Anything else (a dict, a number) is
     an error of the plugin: the call fails with an error id, as an exception would.
     Encode structured results yourself (``json.dumps``). Raise ``ToolError`` for a
-    failure the model should read about."""
+    failure the model should read about.
+
+    ``capability`` (since 1.13): a role capability the member must hold for this tool
+    (one an admin may grant a role, such as ``connectors.remote``; admins hold every
+    one). The host offers the tool and starts each of its calls only while the
+    member's role holds it, asked at that moment from the member as the host knows
+    them now (a role change applies before its request answers), as for its own
+    tools. A name the host does not know is refused at registration."""
 
     name: str
     description: str
@@ -367,6 +374,7 @@ class Tool:
     run: Callable[[Mapping[str, Any], ToolContext], Awaitable[str | None]]
     concurrency_safe: bool = False
     restart: Literal["rerun", "mark_interrupted"] = "mark_interrupted"
+    capability: str | None = None
 
 
 # The system-agent contract lives in ``skald_hookspecs.system_agents`` (since 1.3, with

@@ -238,3 +238,21 @@ async def test_a_card_from_before_a_restart_waits_for_its_member_tool_to_come_ba
         call = (await messages(alice, cid))[1]["tool_calls"][0]
         assert (call["status"], call["result"]) == ("done", "dyn_send ran for 'x'")
         await skald.close()
+
+
+def test_a_tool_may_need_a_capability_a_role_can_hold_and_no_other():
+    """``Tool.capability`` (spec 1.13): a name no role can hold would lock the tool away
+    from everyone, admins included, so it is refused when the tool is checked."""
+    import pytest
+
+    from skald_host.core.agent.tools import RegisteredTool, validate_tool
+    from skald_host.core.plugins.manager import PluginError
+
+    async def run(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        return ""
+
+    needs = Tool("needs_remote", "d", OBJ, run, capability="connectors.remote")
+    assert validate_tool(DYNAMIC, (needs,)) is needs
+    assert RegisteredTool(DYNAMIC, needs, needs.capability).capability == "connectors.remote"
+    with pytest.raises(PluginError, match="capability"):
+        validate_tool(DYNAMIC, (Tool("needs_nothing_known", "d", OBJ, run, capability="connectors.everything"),))

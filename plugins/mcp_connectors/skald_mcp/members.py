@@ -222,7 +222,15 @@ class MemberConnectors:
                 if "requirements.txt" in template.files:
                     env.setdefault("PYTHONPATH", ".pydeps")
             spawn = lambda: self.host.sandbox_spawn(member_id, argv, workdir=workdir, env=env)  # noqa: E731
-        connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=self._elicit)
+        elicit = None
+        if self._elicit is not None:
+            ask = self._elicit
+
+            async def elicit(ctx: Any, connector: str, params: Any) -> Any:
+                # Asked before the question, when access changes, and at the answer.
+                return await ask(ctx, connector, params, allowed=lambda caller: caller == member_id and self.usable(member_id, name))
+
+        connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=elicit)
         # A member's own server: checked on every connection; a private address is
         # reached only while the admin allows it, which is asked when it matters (the
         # setting is live: a session opened by it is refused from its next request on
@@ -309,7 +317,7 @@ class MemberConnectors:
         offered[name] = [
             make_tool(
                 name, t, lambda caller, _m=member_id, _n=name: caller == _m and self.usable(_m, _n), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n),
-                names[t.name],
+                names[t.name], capability=self.capability(record),
             )
             for t in offered_tools(connection.tools, pins)
         ]
@@ -389,6 +397,16 @@ class MemberConnectors:
             self._watch_login(member_id, name, connection)
         return await self.login_status(member_id, name, say)
 
+    @staticmethod
+    def capability(record: dict[str, Any]) -> str:
+        """The role capability a member's own connector is used by, as long as it is
+        used, not only when it was set up: ``connectors.remote`` for a remote server they
+        registered, ``connectors.activate`` for a template they activated. The host asks
+        it (``Tool.capability``) as each round offers the connector's tools and as each
+        call starts, from the member's role as it is now; the plugin cannot ask a role
+        outside a request of the member's."""
+        return "connectors.remote" if record.get("kind") == "remote" else "connectors.activate"
+
     def usable(self, member_id: str, name: str) -> bool:
         """The member's connector exists and, made from a template, the template is
         still open to them (the admin may revoke it at any moment). Asked by every
@@ -451,16 +469,19 @@ class MemberConnectors:
         if updated.get("state", "ready") in ("ready", "needs_login"):
             await self.connect(member_id, name)
 
-    def status(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
+    def status(self, member_id: str, name: str, say: Callable[[Any], str] = str, may: Callable[[str], bool] | None = None) -> dict[str, Any]:
         """The connector as the member's page shows it; ``say``: how a coded refusal it
-        failed with reads (``Connection.said_error``). A template the admin took away
-        reads ``withdrawn``, without tools: it runs still, but its tools reach nobody (a
+        failed with reads (``Connection.said_error``); ``may``: the caller's role
+        capabilities (``Caller.may``). A template the admin took away, or a connector
+        whose capability (``capability``) their role no longer holds, reads
+        ``withdrawn``, without tools: it runs still, but its tools reach nobody (a
         failure, such as the template gone at the next start, says itself instead)."""
         record = self.records.get(member_id, {}).get(name) or {}
         connection = self.connections.get(member_id, {}).get(name)
         pins = record.get("pins") or {}
         failed = connection is not None and connection.state == "failed"
-        withdrawn = record.get("kind") == "catalog" and not self.usable(member_id, name) and not failed
+        incapable = bool(record) and may is not None and not may(self.capability(record))
+        withdrawn = ((record.get("kind") == "catalog" and not self.usable(member_id, name)) or incapable) and not failed
         tools = connection.tools if connection is not None and connection.state == "ready" and not withdrawn else []
         offered = {t.name for t in self._offered.get(member_id, {}).get(name, ())}
         state = record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped")

@@ -69,8 +69,7 @@ def parse_provider(body: Any, keep: Mapping[str, Any] | None = None) -> dict[str
     if not isinstance(name, str) or not NAME.match(name):
         raise SpecError(code="name_invalid", field="name")
     secret = body.get("client_secret")
-    if secret == "********" and keep is not None:
-        secret = keep.get("client_secret", "")
+    masked = secret == "********" and keep is not None
     extra = body.get("extra_params") or {}
     if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(k) <= 100 and len(v) <= 500 for k, v in extra.items()):
         raise SpecError(code="extra_params_invalid", field="extra_params")
@@ -92,7 +91,20 @@ def parse_provider(body: Any, keep: Mapping[str, Any] | None = None) -> dict[str
     else:
         provider["auth_url"] = parse_url(provider["auth_url"], "auth_url")
         provider["token_url"] = parse_url(provider["token_url"], "token_url")
+    if masked:
+        # The stored secret follows only where it went (``token_destination``): a new
+        # token URL or issuer with the masked value would send it there unasked.
+        if token_destination(provider) != token_destination(keep):
+            raise SpecError(code="secret_reenter", field="client_secret", name="client_secret")
+        provider["client_secret"] = keep.get("client_secret", "")
     return provider
+
+
+def token_destination(provider: Mapping[str, Any]) -> tuple[str, str]:
+    """Where a provider's client secret is sent: its issuer (whose metadata names the
+    token endpoint), else its explicit token URL."""
+    issuer = provider.get("issuer") or ""
+    return (issuer, "" if issuer else provider.get("token_url") or "")
 
 
 def public_provider(provider: Mapping[str, Any]) -> dict[str, Any]:

@@ -207,7 +207,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     reason = host.translate(f"{PLUGIN_ID}.{reasons[status['state']]}", caller.locale) if status["state"] in reasons else None
                     rows.append({"name": name, "state": status["state"], "tools": [t["exposed_as"] for t in status["tools"] if t["offered"]], "reason": reason})
             members: MemberConnectors = runtime.members
-            own = [members.status(caller.id, name, said) for name in sorted(members.records.get(caller.id, {}))]
+            own = [members.status(caller.id, name, said, caller.may) for name in sorted(members.records.get(caller.id, {}))]
             for name, template in sorted(runtime.templates.items()):
                 if not runtime.may_use_template(caller.id, name) and not caller.is_admin:
                     continue
@@ -285,19 +285,19 @@ def build_blueprint(host: HostApi) -> Blueprint:
         await members.save(caller.id, name, record)
         if record["state"] in ("ready", "needs_login"):
             await members.connect(caller.id, name)
-        return members.status(caller.id, name, said), 201
+        return members.status(caller.id, name, said, caller.may), 201
 
     @blueprint.get("/my/connectors")
     @guarded("member")
     async def own(runtime: Any, caller: Any) -> Any:
         members: MemberConnectors = runtime.members
-        return {"connectors": [members.status(caller.id, name, said) for name in sorted(members.records.get(caller.id, {}))]}
+        return {"connectors": [members.status(caller.id, name, said, caller.may) for name in sorted(members.records.get(caller.id, {}))]}
 
     @blueprint.get("/my/connectors/<name>")
     @guarded("member", own=True)
     async def own_one(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
         """One of the caller's connectors, for its own page."""
-        return runtime.members.status(caller.id, name, said)
+        return runtime.members.status(caller.id, name, said, caller.may)
 
     @blueprint.delete("/my/connectors/<name>")
     @guarded("member", own=True)
@@ -315,7 +315,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             await runtime.members.accept(caller.id, name, shown)
         except ReviewOutdated as exc:
             return outdated(exc)
-        return runtime.members.status(caller.id, name, said)
+        return runtime.members.status(caller.id, name, said, caller.may)
 
     @blueprint.post("/my/connectors/<name>/restart")
     @guarded("member", own=True)
@@ -327,7 +327,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             await runtime.members.restart(caller.id, name)
         except SpecError as exc:
             return refused(exc, 409)
-        return runtime.members.status(caller.id, name, said)
+        return runtime.members.status(caller.id, name, said, caller.may)
 
     @blueprint.post("/my/connectors/<name>/update")
     @guarded("member", own=True)
@@ -346,7 +346,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if set(body) - {"values"}:
             raise unknown_fields(set(body) - {"values"})
         await runtime.members.update(caller.id, name, template, body.get("values"))
-        return runtime.members.status(caller.id, name, said)
+        return runtime.members.status(caller.id, name, said, caller.may)
 
     @blueprint.get("/my/connectors/<name>/login/status")
     @guarded("member", own=True)
@@ -433,7 +433,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         record = {**record, "refresh_token": tokens["refresh_token"], "state": "ready", "destination": pinned}
         await runtime.members.save(caller.id, name, record)
         await runtime.members.connect(caller.id, name)
-        return runtime.members.status(caller.id, name, said)
+        return runtime.members.status(caller.id, name, said, caller.may)
 
     # -- the catalog and the sign-in providers (admin) ----------------------------------------
 
@@ -526,10 +526,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
         config = await host.get_config()
         body = await json_body()
         body.setdefault("name", name)
-        provider = parse_provider(body, keep=runtime.oauth.providers.get(name))
+        keep = runtime.oauth.providers.get(name)
+        provider = parse_provider(body, keep=keep)
         if provider["name"] != name:
             raise SpecError(code="name_differs", field="name")
         provider = await runtime.oauth.discover(provider, allow_private=bool(config.get("allow_private_addresses")))
+        if keep is not None and body.get("client_secret") == "********" and provider.get("token_url") != keep.get("token_url"):
+            # The same issuer whose metadata now names another token endpoint: the
+            # stored secret does not follow it unasked either.
+            raise SpecError(code="secret_reenter", field="client_secret", name="client_secret")
         runtime.oauth.providers[name] = provider
         await runtime.oauth.save()
         return public_provider(provider)

@@ -636,12 +636,15 @@ def _transport_closed(client: Any) -> bool:
 
 
 def make_tool(
-    server: str, mcp_tool: Any, may_call: Callable[[str], bool], connection: Callable[[], "Connection | None"], name: str | None = None
+    server: str, mcp_tool: Any, may_call: Callable[[str], bool], connection: Callable[[], "Connection | None"], name: str | None = None,
+    capability: str | None = None,
 ) -> Tool:
     """One MCP tool as a Skald tool named ``name`` (``<server>__<tool>``, unique within
     the server: ``tool_names``), calling the server's tool by its real name.
     ``may_call(member_id)`` is asked when the call runs, not only when the round
-    offered it."""
+    offered it. ``capability``: the role capability the member must hold for it (a
+    member's own connector: ``Tool.capability``, which the host asks as each round
+    offers it and as each call starts)."""
     schema = dict(mcp_tool.input_schema or {})
     if schema.get("type") != "object":
         schema = {"type": "object", "properties": {}}
@@ -656,7 +659,7 @@ def make_tool(
             raise ToolError(f"the connector {server!r} is not running")
         return await current.call(remote, args, ctx.cancelled, ctx)
 
-    return Tool(name or tool_names(server, [remote])[remote], f"[{server}] {description}", schema, run)
+    return Tool(name or tool_names(server, [remote])[remote], f"[{server}] {description}", schema, run, capability=capability)
 
 
 #: The failures the page explains in a sentence (``cause_<name>`` in strings.py),
@@ -820,6 +823,7 @@ class Runtime:
         self.template_access[name] = None if members is None else set(members)
         if by_default is not None:
             (self.template_defaults.add if by_default else self.template_defaults.discard)(name)
+        self.elicitations.recheck()
         await self._save_template_access()
 
     async def set_template_member(self, name: str, member_id: str, allowed: bool) -> None:
@@ -831,11 +835,13 @@ class Runtime:
             return
         (access.add if allowed else access.discard)(member_id)
         self.template_access[name] = access
+        self.elicitations.recheck()  # their activation's waiting question ends now
         await self._save_template_access()
 
     async def forget_template(self, name: str) -> None:
         self.template_access.pop(name, None)
         self.template_defaults.discard(name)
+        self.elicitations.recheck()
         await self._save_template_access()
 
     async def _save_template_access(self) -> None:
@@ -855,7 +861,13 @@ class Runtime:
             await asyncio.gather(*self._pin_writes, return_exceptions=True)
 
     async def _connect(self, spec: ServerSpec, wait: float | None = CONNECT_SECONDS, *, resume: bool = False) -> Connection:
-        connection = Connection(spec, on_change=self._changed, elicit=self.elicitations.ask)
+        name = spec.name
+
+        async def elicit(ctx: Any, connector: str, params: Any) -> Any:
+            # Access is asked before the question, when it changes, and at the answer.
+            return await self.elicitations.ask(ctx, connector, params, allowed=lambda member_id: self.may_call(name, member_id))
+
+        connection = Connection(spec, on_change=self._changed, elicit=elicit)
         self.connections[spec.name] = connection
         await connection.start(wait=wait, resume=resume)
         return connection
@@ -901,6 +913,7 @@ class Runtime:
         self.by_default.discard(name)
         self.pins.pop(name, None)
         self._offered.pop(name, None)  # gone from every member's list before anything awaits
+        self.elicitations.recheck()
         await self._disconnect(name)
         await self._save()
 
@@ -915,6 +928,7 @@ class Runtime:
         # awaited, so a revoked member's next round (and any call of theirs) no
         # longer sees the connector — nothing rides a bus.
         self.access[name] = set(members)
+        self.elicitations.recheck()  # a revoked member's waiting question ends now
         await self._save()
 
     async def set_member_access(self, name: str, member_id: str, allowed: bool) -> None:
@@ -922,6 +936,7 @@ class Runtime:
         before someone else's change must not undo it by sending the whole list it saw.
         Synchronous like ``set_access``."""
         (self.access.setdefault(name, set()).add if allowed else self.access.setdefault(name, set()).discard)(member_id)
+        self.elicitations.recheck()
         await self._save()
 
     async def accept(self, name: str, shown: Mapping[str, str]) -> None:
@@ -982,6 +997,11 @@ class Runtime:
         out.extend(self.members.member_tools(member_id))
         return out
 
+    def may_call(self, server: str, member_id: str) -> bool:
+        """Whether the member may use the global connector ``server`` now: granted, the
+        connector there, and not hidden by one of their own (``shadowed``)."""
+        return member_id in self.access.get(server, ()) and server in self.specs and not self.shadowed(member_id, server)
+
     def shadowed(self, member_id: str, name: str) -> bool:
         """Whether the global connector ``name`` is hidden from the member by one of
         their own connectors of the same name (``member_tools``)."""
@@ -999,7 +1019,7 @@ class Runtime:
         return make_tool(
             server,
             mcp_tool,
-            lambda member_id: member_id in self.access.get(server, ()) and server in self.specs and not self.shadowed(member_id, server),
+            lambda member_id: self.may_call(server, member_id),
             lambda: self.connections.get(server),
             name,
         )

@@ -132,16 +132,13 @@ def parse_spec(body: Any, *, keep: ServerSpec | None = None) -> ServerSpec:
         raise SpecError(code="transport_invalid", field="transport", choices=", ".join(TRANSPORTS))
     env = _mapping(body.get("env"), "env", ENV_NAME)
     headers = _mapping(body.get("headers"), "headers", HEADER_NAME)
-    if keep is not None:
-        env = {k: keep.env.get(k, "") if v == "********" else v for k, v in env.items()}
-        headers = {k: keep.headers.get(k, "") if v == "********" else v for k, v in headers.items()}
     if transport == "stdio":
         command = body.get("command")
         if not isinstance(command, str) or not command.strip() or len(command) > MAX_VALUE or "\x00" in command:
             raise SpecError(code="command_missing", field="command")
         if body.get("url") or body.get("headers"):
             raise SpecError(code="http_fields_on_stdio", field="url")
-        return ServerSpec(name, transport, command=command, args=_strings(body.get("args"), "args", limit=MAX_ARGS), env=env)
+        return _kept(ServerSpec(name, transport, command=command, args=_strings(body.get("args"), "args", limit=MAX_ARGS), env=env), keep)
     url = body.get("url")
     if not isinstance(url, str) or len(url) > MAX_VALUE:
         raise SpecError(code="url_missing", field="url")
@@ -152,7 +149,23 @@ def parse_spec(body: Any, *, keep: ServerSpec | None = None) -> ServerSpec:
         raise SpecError(code="url_credentials", field="url")
     if body.get("command") or body.get("args") or body.get("env"):
         raise SpecError(code="stdio_fields_on_http", field="command")
-    return ServerSpec(name, transport, url=url, headers=headers)
+    return _kept(ServerSpec(name, transport, url=url, headers=headers), keep)
+
+
+def _kept(spec: ServerSpec, keep: ServerSpec | None) -> ServerSpec:
+    """``spec`` with its masked secrets (``"********"``) replaced by the stored ones of
+    ``keep``, only while it goes where they went (``identity``: the program and its
+    arguments, or the address). Pointed elsewhere, a masked value is refused: the old
+    key must not follow a new destination unasked (``err_secret_reenter``)."""
+    masked = [("env", k) for k, v in spec.env.items() if v == "********"] + [("headers", k) for k, v in spec.headers.items() if v == "********"]
+    if keep is None or not masked:
+        return spec
+    if keep.identity() != spec.identity():
+        field, key = masked[0]
+        raise SpecError(code="secret_reenter", field=field, name=key)
+    env = {k: keep.env.get(k, "") if v == "********" else v for k, v in spec.env.items()}
+    headers = {k: keep.headers.get(k, "") if v == "********" else v for k, v in spec.headers.items()}
+    return ServerSpec(spec.name, spec.transport, command=spec.command, args=spec.args, env=env, url=spec.url, headers=headers)
 
 
 def spec_from_json(data: Mapping[str, Any]) -> ServerSpec:

@@ -121,9 +121,10 @@ async def test_editing_a_stdio_connector_keeps_its_pins_unless_its_program_or_ar
     for changes in ({}, {"env": {"API_KEY": "key-2"}}):  # sent back as it was; a rotated key
         status = await _edit(setup, "shifty", **changes)
         assert status["pending"] == ["echo"] and "shifty__echo" not in names(alice_id), (changes, status)
-    # Other arguments: another server; the tool waits even had it not changed.
+    # Other arguments: another server; the tool waits even had it not changed. Its key
+    # is given anew: the masked one does not follow the connector to another server.
     said.write_text("Echo the text back.")
-    status = await _edit(setup, "shifty", args=[str(script), str(said), "--other"])
+    status = await _edit(setup, "shifty", args=[str(script), str(said), "--other"], env={"API_KEY": "key-3"})
     assert status["pending"] == ["echo"] and "shifty__echo" not in names(alice_id), status
 
 

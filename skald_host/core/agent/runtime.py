@@ -1243,7 +1243,8 @@ class MemberRuntime:
         # Plugins' per-member tools (the member_tools hook, spec 1.2: MCP connectors),
         # by the same rule as registered tools: granted, and the plugin running.
         usable = functools.partial(self.core.catalog.tools_usable, member)
-        return fixed + [t for t in self.chat.tools.member_tools(member.id, usable) if agent.offers(t.name)]
+        own = self.core.catalog.usable_tools(member, self.chat.tools.member_tools(member.id, usable))  # a tool's capability (spec 1.13)
+        return fixed + [t for t in own if agent.offers(t.name)]
 
     async def _prepare_prompt(self, frame: Frame, agent: AgentDefinition) -> None:
         """A new conversation's frozen prefix, built as it is created rather than by its

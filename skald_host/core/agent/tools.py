@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from skald_hookspecs.types import Tool
-from skald_host.core.identity.access import HOST_TOOL_CAPABILITIES
+from skald_host.core.identity.access import GRANTABLE, HOST_TOOL_CAPABILITIES
 from skald_host.core.llm.client import wire_json
 from skald_host.core.plugins.failures import record_failure
 from skald_host.core.plugins.manager import PluginError
@@ -62,6 +62,8 @@ def validate_tool(plugin_id: str, args: tuple[Any, ...]) -> Tool:
         raise PluginError(f"tool {tool.name!r}: run must be an async callable (async def)")
     if tool.restart not in ("rerun", "mark_interrupted"):
         raise PluginError(f"tool {tool.name!r}: restart must be 'rerun' or 'mark_interrupted'")
+    if getattr(tool, "capability", None) is not None and tool.capability not in GRANTABLE:
+        raise PluginError(f"tool {tool.name!r}: capability must be one a role can hold ({', '.join(sorted(GRANTABLE))})")
     return tool
 
 
@@ -81,7 +83,7 @@ class ToolRegistry:
         ``plugins``: the plugin manager, asked for the member_tools hook."""
         self._tools = {
             c.value.name: RegisteredTool(
-                c.plugin_id, c.value, HOST_TOOL_CAPABILITIES.get(c.value.name) if builtin(c.plugin_id) else None
+                c.plugin_id, c.value, (HOST_TOOL_CAPABILITIES.get(c.value.name) if builtin(c.plugin_id) else None) or c.value.capability
             )
             for c in contributions
         }
@@ -144,7 +146,9 @@ class ToolRegistry:
                     seen.add(tool.name)
                     cached = self._member_cache.get((plugin_id, tool.name))
                     if cached is None or cached.tool is not tool:
-                        cached = self._member_cache[(plugin_id, tool.name)] = RegisteredTool(plugin_id, tool)
+                        # The tool's own capability (spec 1.13), asked as each round
+                        # offers it and as each call starts (``catalog.tool_refusal``).
+                        cached = self._member_cache[(plugin_id, tool.name)] = RegisteredTool(plugin_id, tool, tool.capability)
                     out.append(cached)
                 self._refuse_items(plugin_id, not_tools, unusable)
         out.sort(key=lambda t: t.name)
