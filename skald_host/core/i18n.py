@@ -72,6 +72,22 @@ class Strings:
         the core bundle) in ``locale``, for a channel, which shows text as it is."""
         return self.translate(f"core.error.{refused.code}", locale, **(refused.values or {}))
 
+    def reason(self, reason: Any, locale: str | None, *, admin: bool = True) -> str | None:
+        """A message's stored reason (``{"code", "values"}``: a failed answer, a host's
+        note) in ``locale``, worded as the web shell's ``errorString`` words it on screen
+        (``core.error.<code>``; ``core.error.<code>.member`` for a reader who is not an
+        admin, when there is one); None for a code no bundle has (then its stored text)."""
+        if not isinstance(reason, Mapping) or not reason.get("code"):
+            return None
+        code = reason["code"]
+        values = reason.get("values") if isinstance(reason.get("values"), Mapping) else {}
+        key = f"core.error.{code}"
+        if self.lookup(key, locale) is None:
+            return None
+        if not admin and self.lookup(f"{key}.member", locale) is not None:
+            key = f"{key}.member"
+        return self.translate(key, locale, **values)
+
     def shipped(self, key: str, text: str, locale: str | None) -> str:
         """``text`` in ``locale`` when it is still the English the project shipped under
         ``key`` (a definition file's title, say); an admin's own wording stays as written."""

@@ -294,8 +294,51 @@ async def show_version(conversation_id: str) -> dict:
 EXPORT_FIELDS = ("id", "role", "content", "reasoning", "status", "model", "attachments", "variant", "branch_point", "created_at")
 
 
-def _markdown_export(conversation: dict, messages: list[dict], strings: Any, locale: str) -> str:
-    """The conversation as the member reads it, headings and states in their language."""
+#: A failed answer's reason when the member stopped the turn before it was answered:
+#: shown as "Not answered", not as "Failed" (web/pages/chat-transcript.js shownStatus).
+UNANSWERED_CODE = "stopped_unanswered"
+
+
+def _cut_before_a_word(message: dict) -> bool:
+    """An answer that ended interrupted with nothing in it: no text, reasoning or call
+    (not drawn on screen; the note after it says the answer had not begun)."""
+    return (message["role"] == "assistant" and message["status"] == "interrupted" and not message.get("content")
+            and not message.get("reasoning") and not message.get("tool_calls"))
+
+
+def _reason_code(message: dict) -> str | None:
+    reason = message.get("reason")
+    return reason.get("code") if isinstance(reason, dict) else None
+
+
+def shown_messages(messages: list[dict]) -> list[dict]:
+    """The messages as the chat draws them (web/pages/chat-transcript.js ``load`` and
+    ``placeFallback``): earlier versions left out (the JSON export has them), an answer
+    a stopped server cut before its first word left out, the note after it saying that
+    the answer had not begun, and a model fallback's note before the answer it led to
+    (its row is written after that answer's, which existed before its model was asked)."""
+    current = [m for m in messages if not m.get("variant")]
+    shown: list[dict] = []
+    for index, message in enumerate(current):
+        if _cut_before_a_word(message):
+            continue
+        if message["role"] == "note" and _reason_code(message) == "answer_resumed" and index > 0 and _cut_before_a_word(current[index - 1]):
+            message = {**message, "reason": {**message["reason"], "code": "answer_resumed_unstarted"}}
+        shown.append(message)
+    for note in [m for m in shown if m["role"] == "note" and _reason_code(m) == "model_fallback"]:
+        answer_id = (note["reason"].get("values") or {}).get("message_id")
+        answer = next((i for i, m in enumerate(shown) if m["id"] == answer_id), None)
+        if answer is None or answer > shown.index(note):
+            continue
+        shown.remove(note)
+        shown.insert(answer, note)
+    return shown
+
+
+def _markdown_export(conversation: dict, messages: list[dict], strings: Any, locale: str, *, admin: bool = True) -> str:
+    """The conversation as the member reads it, headings and states in their language:
+    the host's own notes and failures (a stored ``reason``) worded from their code as
+    the screen words them, their stored English only for a code no bundle has."""
     def say(key: str, **values: Any) -> str:
         return strings.translate(f"core.{key}", locale, **values)
 
@@ -309,8 +352,9 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
         if message.get("reasoning"):  # labelled and quoted: not read as part of the answer
             reasoning = shifted_headings(message["reasoning"]).splitlines()
             lines += [f"> **{say('export.reasoning')}**", ">"] + [f"> {line}" if line else ">" for line in reasoning] + [""]
-        if message.get("content") or message["role"] != "assistant":  # a tool round has no text: no blank paragraph for it
-            lines += [shifted_headings(closed_fences(message.get("content") or "")), ""]
+        content = strings.reason(message.get("reason"), locale, admin=admin) or message.get("content")
+        if content or message["role"] != "assistant":  # a tool round has no text: no blank paragraph for it
+            lines += [shifted_headings(closed_fences(content or "")), ""]
         files = [a for a in _attachments(message.get("attachments")) if isinstance(a, dict)]
         if files:  # the JSON export has them; without them "You" reads as if nothing was sent
             lines += [say("export.attachments"), ""]
@@ -332,20 +376,22 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
     lines = [f"# {title}", "", say("export.from", date=exported_at), ""]
     # One section per speaker's turn: a turn's tool rounds are assistant messages of their
     # own (most with no text), and each under its own "## Assistant" read as several
-    # answers, the first ones empty. Earlier versions of an answer are left out (the JSON
-    # export has them) before the rounds are joined.
+    # answers, the first ones empty. The messages are those on screen, in its order
+    # (``shown_messages``), before the rounds are joined.
     sections: list[list[dict]] = []
-    for message in messages:
-        if message.get("variant"):
-            continue
+    for message in shown_messages(messages):
         if sections and message["role"] == "assistant" and sections[-1][-1]["role"] == "assistant":
             sections[-1].append(message)
         else:
             sections.append([message])
     for rounds in sections:
         # The turn's outcome: a round that did not complete (the last, as a rule) says so.
-        unfinished = [m["status"] for m in rounds if m["status"] != "complete"]
-        status = f" ({state('chat.status', unfinished[-1])})" if unfinished else ""
+        unfinished = [m for m in rounds if m["status"] != "complete"]
+        status = ""
+        if unfinished:
+            last = unfinished[-1]
+            shown = "unanswered" if last["status"] == "error" and _reason_code(last) == UNANSWERED_CODE else last["status"]
+            status = f" ({state('chat.status', shown)})"
         role = strings.lookup(f"core.export.role_{rounds[0]['role']}", locale) or rounds[0]["role"]
         lines += [f"## {role}{status}", ""]
         for message in rounds:
@@ -490,7 +536,9 @@ async def export(conversation_id: str):
         }, ensure_ascii=False, indent=2)
         mimetype = "application/json"
     else:
-        body, mimetype = _markdown_export(conversation, messages, current_app.config["SKALD_CORE"].strings, await reader_locale()), "text/markdown"
+        strings, locale = current_app.config["SKALD_CORE"].strings, await reader_locale()
+        body = _markdown_export(conversation, messages, strings, locale, admin=current_principal().member.is_admin)
+        mimetype = "text/markdown"
     return Response(body, mimetype=mimetype, headers={
         "Content-Disposition": content_disposition(f"{stem}.{kind}"), "Cache-Control": "no-store",
     })
