@@ -18,7 +18,7 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Literal, Protocol, get_args, get_origin
 
 import skald_hookspecs
 from skald_hookspecs import PROJECT_NAME, channels, context, events, hookspecs, net, sandbox, system_agents, tts, types
@@ -159,6 +159,15 @@ def field_default(field: dataclasses.Field[Any]) -> str:
     return "required"
 
 
+def shown_type(cls: type, annotation: str) -> str:
+    """A field's type as the table shows it: a name of the module's own ``Literal``
+    (``IntervalUnit``) as its values, which the reference listed nowhere else."""
+    alias = getattr(sys.modules[cls.__module__], annotation, None)
+    if get_origin(alias) is Literal:
+        return f"Literal[{', '.join(repr(value) for value in get_args(alias))}]"
+    return annotation
+
+
 def type_section(cls: type, heading: str = "####") -> list[str]:
     lines = [f"{heading} `{cls.__name__}`", ""]
     doc = paragraph(cls.__doc__) if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}(") else ""
@@ -170,7 +179,7 @@ def type_section(cls: type, heading: str = "####") -> list[str]:
     else:
         lines += ["| field | type | default |", "| --- | --- | --- |"]
     for field in dataclasses.fields(cls):
-        annotation = str(field.type).replace("|", "\\|")
+        annotation = shown_type(cls, str(field.type)).replace("|", "\\|")
         row = f"| `{field.name}` | `{annotation}` | {field_default(field)} |"
         lines.append(row + (f" {comments.get(field.name, '')} |" if comments else ""))
     # Alternative constructors (``I18nBundle.from_folder``) are part of the contract too.

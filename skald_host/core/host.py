@@ -42,7 +42,7 @@ from skald_host.core.i18n import Strings
 from skald_host.core.memory.notes import MemoryService
 from skald_host.core.tts import TtsManager, validate_engine
 from skald_host.core.sandbox import SandboxManager, validate_backend
-from skald_host.core.plugins.failures import record_failure, withheld_traceback
+from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure, withheld_traceback
 from skald_host.core.plugins.host_api import PluginHostApi
 from skald_host.core.plugins.bundles import add_bundles, bundle_validator
 from skald_host.core.plugins.catalog import NEEDS_SETTINGS, STARTUP_BLOCKED, STARTUP_TIMED_OUT, InstanceSettings, PluginCatalog, validate_config_set, validate_web_page
@@ -370,11 +370,15 @@ class Skald:
             if missing:  # its startup would only fail on them, reading like a crash
                 raise NotReady(f"needs its settings first: {', '.join(missing)}", key=NEEDS_SETTINGS, values={"fields": missing})
             await self.plugins.call_one("startup", plugin_id, host=api)
-        except Exception as exc:
+        except (Exception, *PLUGIN_EXITS) as exc:
+            # SystemExit and KeyboardInterrupt too (PLUGIN_EXITS): a plugin's sys.exit()
+            # stopped the server, and at every later start again, the plugin being on.
             await api.close()
             status.set_degraded(None)  # it does not run: its error says why
             if isinstance(exc, asyncio.TimeoutError):
                 message = f"startup did not finish within {self.plugins.hook_timeout:g} s"
+            elif isinstance(exc, PLUGIN_EXITS):  # "startup: SystemExit: 2" read as if 2 were its reason
+                message = f"startup raised {exc!r}"
             else:  # NotReady: the plugin's own words (PluginError: the host's); anything else says its type (``KeyError: 'token'``)
                 message = f"startup: {exc}" if isinstance(exc, (NotReady, PluginError)) else f"startup: {described(exc)}"
             status.healthy, status.error, status.waiting = False, message, isinstance(exc, NotReady)
@@ -504,7 +508,7 @@ class Skald:
             if plugin_id in self._started:
                 try:
                     await self.plugins.call_one("member_unlocked", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
-                except Exception as exc:
+                except (Exception, *PLUGIN_EXITS) as exc:
                     self._hook_failed(plugin_id, "member_unlocked", exc)
 
     async def _plugins_member_locking(self, member_id: str) -> None:
@@ -512,7 +516,7 @@ class Skald:
             if plugin_id in self._started:
                 try:
                     await self.plugins.call_one("member_locking", plugin_id, member_id=member_id)
-                except Exception as exc:
+                except (Exception, *PLUGIN_EXITS) as exc:
                     self._hook_failed(plugin_id, "member_locking", exc)
 
     async def _plugins_member_reset(self, member_id: str) -> None:
@@ -520,10 +524,10 @@ class Skald:
             if plugin_id in self._started:
                 try:
                     await self.plugins.call_one("member_reset", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
-                except Exception as exc:
+                except (Exception, *PLUGIN_EXITS) as exc:
                     self._hook_failed(plugin_id, "member_reset", exc)
 
-    def _hook_failed(self, plugin_id: str, hook: str, exc: Exception) -> str:
+    def _hook_failed(self, plugin_id: str, hook: str, exc: BaseException) -> str:
         """A hook's failure after startup (a per-member hook's, ``shutdown``'s): what
         called it goes on; the admin sees it on the plugin's page (its message withheld:
         a per-member hook had a member's id). Its error id."""
@@ -555,7 +559,7 @@ class Skald:
         failed: str | None = None
         try:
             await self.plugins.call_one("shutdown", plugin_id, reason=reason)
-        except Exception as exc:
+        except (Exception, *PLUGIN_EXITS) as exc:
             what = "did not finish in time" if isinstance(exc, TimeoutError) else f"raised {type(exc).__name__}"
             failed = f"shutdown {what} (error id {self._hook_failed(plugin_id, 'shutdown', exc)}); what it started may still run"
         await started.host_api.close()

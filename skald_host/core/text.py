@@ -197,3 +197,15 @@ def sharp_s_spellings(word: str) -> list[str]:
         if spelled not in spellings:
             spellings.append(spelled)
     return spellings
+
+
+def encodable(text: str) -> str:
+    """``text`` as UTF-8 can carry it: each lone surrogate ("\\ud800", which a Python str
+    holds and no encoder sends) a U+FFFD; a pair of surrogates the character it spells.
+    A tool's result is stored and sent to the model as UTF-8: one such code point failed
+    the next request, and with it the turn."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text

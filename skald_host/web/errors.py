@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import functools
 import html
+import inspect
 import logging
 import uuid
 from typing import Any, Callable
 
 from quart import Quart, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from skald_host.core.plugins.failures import record_failure, withheld_traceback
 from skald_host.core.storage import DiskFailure, DiskFull, disk_failure
@@ -136,8 +138,8 @@ def install_error_handlers(app: Quart) -> None:
         # failing is listed on that plugin's page, as its tools' failures are.
         plugin_id = _plugin_of(request.path)
         where = f"route {request.method} {request.path}"
-        if plugin_id is not None:
-            error_id = record_failure(current_app.config["SKALD_CORE"].plugins, plugin_id, where, exc)
+        if plugin_id is not None:  # what the host found wrong with the route's answer is said whole: the host's words
+            error_id = record_failure(current_app.config["SKALD_CORE"].plugins, plugin_id, where, exc, say=isinstance(exc, UnsendableAnswer))
         else:
             error_id = uuid.uuid4().hex[:12]
             log.error("unhandled error on %s, error id %s\n%s", where.removeprefix("route "), error_id, withheld_traceback(exc))
@@ -155,9 +157,46 @@ def answered_in_view(view: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(view)
     async def answered(*args: Any, **kwargs: Any) -> Any:
-        return await current_app.make_response(await current_app.ensure_async(view)(*args, **kwargs))
+        value = await current_app.ensure_async(view)(*args, **kwargs)
+        try:
+            return await current_app.make_response(value)
+        except Exception as exc:
+            # Quart's words (or JSON's) on the value: the plugin's page said only
+            # "TypeError (message withheld ...)", though no member's data was in it.
+            # Said in the host's words, with types only, and where the view is.
+            raise UnsendableAnswer(_unsendable(value, exc), view) from None
 
     return answered
+
+
+class UnsendableAnswer(TypeError):
+    """A plugin's route returned what cannot be made into a response: the host's words,
+    shown whole on the plugin's page (no member's data: types only)."""
+
+    def __init__(self, reason: str, view: Callable[..., Any]) -> None:
+        from skald_host.core.plugins.manager import definition_of
+
+        defined = definition_of(view)
+        super().__init__(f"{reason}{f'; the view is at {defined}' if defined else ''}")
+
+
+#: What Quart makes a response of (``Quart.make_response``).
+ROUTE_ANSWERS = "a Response, str, bytes, dict, list, a generator, or a tuple (body, status), (body, headers) or (body, status, headers)"
+
+
+def _unsendable(value: Any, exc: Exception) -> str:
+    """Why ``value``, a view's return value, could not be made into a response."""
+    if isinstance(value, tuple) and len(value) not in (2, 3):
+        return f"the route returned a tuple of {len(value)} items; a route returns {ROUTE_ANSWERS}"
+    body = value[0] if isinstance(value, tuple) else value
+    if isinstance(body, (dict, list)):
+        return (f"the route returned a {type(body).__name__} that cannot be encoded as JSON ({type(exc).__name__});"
+                " every key and value must be JSON (str, int, float, bool, None, list, dict)")
+    sendable = isinstance(body, (str, bytes, bytearray, Response, WerkzeugResponse, HTTPException)) or inspect.isgenerator(body) or inspect.isasyncgen(body)
+    if not sendable:
+        kind = "None" if body is None else type(body).__name__
+        return f"the route returned {kind}{' in its tuple' if isinstance(value, tuple) else ''}; a route returns {ROUTE_ANSWERS}"
+    return f"the route's return value could not be made into a response ({type(exc).__name__}): check the status and headers it returns"
 
 
 def _is_page_navigation() -> bool:

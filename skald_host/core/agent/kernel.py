@@ -52,10 +52,11 @@ from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, HOST_RESULTS, TERM
 from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.faults import crash_point
+from skald_host.core.text import encodable
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelError, ModelTurn
-from skald_host.core.plugins.failures import record_failure
+from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure
 from skald_host.core.plugins.manager import LoopWatch, definition_of
 from skald_host.core.schedules import service as schedule_service
 
@@ -1214,13 +1215,27 @@ class Kernel:
         try:
             async with asyncio.timeout(self.chat.tool_timeout):
                 result = await watch.steps(registered.tool.run(arguments, ctx))
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as exc:
+            current = asyncio.current_task()
+            if ctx.cancelled.is_set() or self.interrupted() or current is None or current.cancelling():
+                # A stop, a timeout (which turns it into TimeoutError), the server stopping
+                # or the file locking (a delegation's runs are cut off, and it says so by
+                # raising CancelledError: the call stays for recovery).
+                raise
+            # Nobody cancelled the turn: the tool raised CancelledError itself (a task of
+            # its own that was cancelled, re-raised). A failure of the tool, not a stop:
+            # the turn ended silently, as if the member had pressed Stop.
+            return "error", self._tool_failed(registered, exc)
         except TimeoutError as exc:
             return "error", self._tool_timed_out(registered, exc)
         except ToolError as exc:  # a failure the tool worded for the model
-            return "error", f"Error: {exc}" if str(exc) else "Error: the tool failed."
-        except Exception as exc:  # a tool's failure is the tool's result, never the turn's end
+            return "error", encodable(f"Error: {exc}") if str(exc) else "Error: the tool failed."
+        except (Exception, *PLUGIN_EXITS) as exc:  # a tool's failure is the tool's result, never the turn's end
+            # SystemExit and KeyboardInterrupt too: raised by a tool (sys.exit(), a
+            # library's exit), they left asyncio's task and stopped the whole server. A
+            # real Ctrl-C never arrives here: ``skald serve`` takes SIGINT by a loop signal
+            # handler (server.py) that stops the server, so no KeyboardInterrupt is raised
+            # into running code; one seen here was raised by the plugin.
             return "error", self._tool_failed(registered, exc)
         finally:
             watch.warn_if_slow(registered.plugin_id, f"tool {registered.tool.name}")
@@ -1238,7 +1253,7 @@ class Kernel:
                 f" (encode structured results yourself, e.g. json.dumps){f'; its run is at {defined}' if defined else ''}"
             )
             return "error", self._tool_failed(registered, wrong, say=True)
-        return "done", result
+        return "done", encodable(result)  # a lone surrogate failed the next model request, and the turn with it
 
     def _tool_failed(self, registered: RegisteredTool, exc: BaseException, *, say: bool = False) -> str:
         """An unexpected failure: the model reads a generic line with an error id; the
@@ -1247,7 +1262,10 @@ class Kernel:
         error_id = record_failure(
             self.runtime.core.plugins, registered.plugin_id, f"tool {registered.tool.name}", exc, say=say, tool=registered.tool.name,
         )
-        return f"Error: the tool failed (error id {error_id}); the admin can look it up on the plugin's page."
+        # SystemExit, KeyboardInterrupt, CancelledError: no failure's usual type, and no
+        # stop of the server or the turn (its type is the host's word, never member data).
+        raised = "" if isinstance(exc, Exception) else f": it raised {type(exc).__name__}"
+        return f"Error: the tool failed{raised} (error id {error_id}); the admin can look it up on the plugin's page."
 
     def _tool_timed_out(self, registered: RegisteredTool, exc: TimeoutError) -> str:
         """A call past the tool timeout: on the plugin's page and in the log like a crash

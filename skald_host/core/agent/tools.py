@@ -15,7 +15,7 @@ from typing import Any, Callable
 from skald_hookspecs.types import Tool
 from skald_host.core.identity.access import GRANTABLE, HOST_TOOL_CAPABILITIES
 from skald_host.core.llm.client import wire_json
-from skald_host.core.plugins.failures import record_failure
+from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure
 from skald_host.core.plugins.manager import PluginError
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class ToolRegistry:
                 continue
             try:
                 results = self._plugins.call_now("member_tools", plugin_id, member_id=member_id)
-            except Exception as exc:  # its message may quote the member's data: withheld
+            except (Exception, *PLUGIN_EXITS) as exc:  # its message may quote the member's data: withheld
                 record_failure(self._plugins, plugin_id, "hook member_tools", exc)
                 continue
             for result in results:

@@ -20,7 +20,7 @@ from skald_hookspecs.types import ConfigSet, PluginInfo, WebPage
 from skald_host.core.identity.access import allowed, plugin_action
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.plugins.config_schema import ConfigInvalid, SchemaInvalid, check_schema, masked, schema_json, validate
-from skald_host.core.plugins.failures import record_failure
+from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure
 from skald_host.core.plugins.manager import PluginError, PluginStatus
 from skald_host.core.refusal import Refusal
 
@@ -529,7 +529,7 @@ class PluginCatalog:
                 raise
             except ValueError as exc:  # a plugin refusing the value says why
                 raise CatalogError(str(exc)) from None
-            except Exception as exc:  # its message may quote the values the member sent: withheld
+            except (Exception, *PLUGIN_EXITS) as exc:  # its message may quote the values the member sent: withheld
                 error_id = record_failure(self._core.plugins, plugin_id, "hook user_config_updated", exc, say=isinstance(exc, PluginError))
                 raise CatalogError(
                     f"plugin {plugin_id!r} could not apply the settings (error id {error_id})",

@@ -16,6 +16,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: What a plugin may raise that is no ``Exception``, and that the host catches where it
+#: calls plugin code (its import and registration hooks, ``startup``, a tool's ``run``)
+#: as it catches any failure there: a ``sys.exit()`` in a plugin (or in a library it
+#: calls) otherwise left asyncio's task and ended the whole server, and a plugin left
+#: enabled ended every later start too. A real Ctrl-C is not swallowed by this:
+#: ``skald serve`` takes SIGINT through a loop signal handler that stops the server
+#: (``server.serve_forever``), and before that handler is installed (while plugins are
+#: imported) ``asyncio.run`` takes it by cancelling the main task; neither raises a
+#: KeyboardInterrupt into running plugin code. Only a second Ctrl-C during a plugin's
+#: import could arrive as one and be taken for the plugin's failure, and the first has
+#: already cancelled the start by then. ``asyncio.CancelledError`` and ``GeneratorExit``
+#: are not here: they are how a stop and a closed generator end plugin code.
+PLUGIN_EXITS: tuple[type[BaseException], ...] = (SystemExit, KeyboardInterrupt)
+
 
 def withheld_traceback(exc: BaseException, *, say: bool = False) -> str:
     """The traceback of ``exc``: frames and the exception's type, its message only if ``say``."""

@@ -39,6 +39,7 @@ import skald_hookspecs.types
 from skald_hookspecs import ENTRY_POINT_GROUP, PROJECT_NAME, SPEC_VERSION, hookspecs
 from skald_hookspecs.types import PluginInfo
 from skald_host.core.asyncutil import await_me_maybe
+from skald_host.core.plugins.failures import PLUGIN_EXITS
 from skald_host.core.plugins.config_schema import SchemaInvalid, check_schema
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,10 @@ class HookBlocked(PluginError):
 
 def described(exc: BaseException) -> str:
     """An exception as a status line says it: its type, so ``KeyError('x')`` does not
-    read as a bare ``'x'``, then its message."""
+    read as a bare ``'x'``, then its message. A ``sys.exit(2)`` is ``raised SystemExit(2)``:
+    ``SystemExit: 2`` read as if 2 were its reason."""
+    if isinstance(exc, PLUGIN_EXITS):
+        return f"raised {exc!r}"
     return f"{type(exc).__name__}: {exc}{_keyword_hint(exc)}{_package_data_hint(exc)}" if str(exc) else type(exc).__name__
 
 
@@ -719,7 +723,7 @@ class PluginManager:
             self._objects[info.id] = obj
             status.hooks = sorted(h.name for h in (self.pm.get_hookcallers(obj) or []))
             status.state = "loaded" if cand.builtin else "disabled"
-        except Exception as exc:
+        except (Exception, *PLUGIN_EXITS) as exc:  # a sys.exit() at import ended ``skald serve`` with its bare message
             status.id = getattr(exc, "plugin_id", None) or status.id
             if self._strict:
                 raise StrictPluginFailure.of(status.id, stage, exc) from exc
@@ -961,7 +965,7 @@ class PluginManager:
                 returned = await self._bounded(impl, hook_name, [available[a] for a in impl.argnames])
                 if returned is not None:
                     raise ReturnedInsteadOfRegistering(hook_name, returned, impl.function)
-            except Exception as exc:
+            except (Exception, *PLUGIN_EXITS) as exc:  # a sys.exit() in the hook ended the server
                 if self._strict:
                     raise StrictPluginFailure.of(plugin_id, hook_name, exc) from exc
                 if isinstance(exc, asyncio.TimeoutError):

@@ -20,7 +20,7 @@ from skald_hookspecs.system_agents import Report
 from skald_host.core.identity.users import Member, MemberError
 from skald_host.core.storage import Database
 from skald_host.core.agent.definitions import AgentError
-from skald_host.core.plugins.failures import record_failure
+from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure
 from skald_host.core.plugins.manager import PluginError
 from skald_host.core.system_agents import store
 from skald_host.core.system_agents.registry import AgentRegistry, RegisteredAgent
@@ -414,7 +414,7 @@ class SystemAgentScheduler:
         try:
             if entry.agent.has_work is not None and not await entry.agent.has_work(context):
                 return "idle"
-        except Exception as exc:
+        except (Exception, *PLUGIN_EXITS) as exc:
             record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc)
             return "failed"
         run_id = await db.transaction(lambda c: store.open_run(c, entry.id, context.subject_id, started))
@@ -428,7 +428,7 @@ class SystemAgentScheduler:
                 # Not the plugin's bug (no traceback): the reason in plain words and its code.
                 log.warning("system agent %s: a run for member %s failed: %s", entry.id, context.member_id, exc)
                 status, error = "failed", _stored_error(exc.code, exc.values, str(exc))
-            except Exception as exc:
+            except (Exception, *PLUGIN_EXITS) as exc:
                 # The type and the error id the plugin's page lists its traceback under; not
                 # the message, which may quote the member's words.
                 error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id}", exc, say=isinstance(exc, PluginError))
