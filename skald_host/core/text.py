@@ -17,6 +17,8 @@ import re
 import unicodedata
 from typing import Any
 
+from skald_host.core.refusal import Refusal
+
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 
 _ZWNJ, _ZWJ = "\u200c", "\u200d"
@@ -65,6 +67,21 @@ def hidden_character(text: str) -> str | None:
 def code_point(ch: str) -> str:
     """``U+202E``: how a refusal names a character that cannot be shown."""
     return f"U+{ord(ch):04X}"
+
+
+def check_shown_name(value: str, field: str, error: type[Refusal] = Refusal) -> str:
+    """``value`` unchanged, or a refusal (``error``, code ``name_hidden_character``) when
+    it holds a character a one-line name that other people read may not hold
+    (``hidden_character``: C0 and C1 controls, bidi overrides and isolates, zero-width
+    characters, line separators). Refused rather than stripped: the person who typed
+    the name sees what was wrong with it, and what is stored is what they typed."""
+    hidden = hidden_character(value)
+    if hidden is not None:
+        raise error(
+            f"{field} may not contain invisible or control characters such as {code_point(hidden)}",
+            code="name_hidden_character", field=field, char=code_point(hidden),
+        )
+    return value
 
 
 def clean_title(value: Any) -> str:

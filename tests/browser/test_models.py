@@ -405,3 +405,33 @@ async def test_a_half_filled_add_model_form_survives_another_add_or_save(skald, 
         await expect(page.locator("tr[data-model='gamma-model'] .model-label")).to_have_text("Gamma")
         await expect(adding.get_by_label("Model name")).to_have_value("")  # added: no draft any more
         await expect(adding.get_by_label("Label")).to_have_value("")
+
+
+async def test_an_over_long_key_or_address_and_a_hidden_character_are_said_at_their_field(skald, browser_pages):
+    """The key and address inputs have no maxlength on purpose: a paste cut short would
+    store a wrong key without a word. The server's refusal is said at the field, in the
+    reader's words (it read "api_key must be text", for a key that was text)."""
+    host = await skald.start()
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#models")
+    form = page.locator("form", has=page.get_by_role("button", name="Add provider"))
+    name, url, key = form.get_by_label("Name"), form.get_by_label("Base URL"), form.get_by_label("API key")
+    await name.fill("Gateway")
+    await url.fill("https://gw.example/v1")
+    await key.fill("k" * 5000)
+    await form.get_by_role("button", name="Add provider").click()
+    await expect(key).to_have_attribute("aria-invalid", "true")
+    await expect(form).to_contain_text("The API key may have at most 4096 characters.")
+    await key.fill("sk-fine")
+    await url.fill("https://gw.example/" + "a" * 3000)
+    await form.get_by_role("button", name="Add provider").click()
+    await expect(url).to_have_attribute("aria-invalid", "true")
+    await expect(form).to_contain_text("The address may have at most 2048 characters.")
+    await url.fill("https://gw.example/v1")
+    await name.fill("Gate\u202eway")
+    await form.get_by_role("button", name="Add provider").click()
+    await expect(name).to_have_attribute("aria-invalid", "true")
+    await expect(form).to_contain_text("Name may not contain invisible or control characters, such as U+202E.")
+    assert (await host.core.chat.models.providers()) == []

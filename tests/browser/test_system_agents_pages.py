@@ -135,6 +135,31 @@ async def test_an_emptied_interval_is_refused_at_its_field_naming_the_default(sk
     assert (await host.core.instance_settings.values("memory_lint_private"))["interval"] == 14
 
 
+async def test_an_emptied_hour_of_the_night_is_refused_at_its_field_naming_the_default(skald, browser_pages):
+    """An empty hour of the night ("Stunde in der Nacht") saved silently while the
+    Interval of the other agents was refused: the nightly agent's hour is refused alike."""
+    host = await skald.start(plugins=[skald_system_agents], enable=["system_agents"], settings=skald.settings(system_agents={"run": False}))
+    await host.admin()
+    await host.core.instance_settings.save("conversation_review", {"enabled": True, "run_at_hour": 2})
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#system-agents/conversation_review")
+    hour = page.get_by_label("Hour of the night it runs (instance time zone)")
+    await expect(hour).to_have_value("2")
+    await hour.fill("")
+    await page.get_by_role("button", name="Save").click()
+    await expect(hour).to_have_attribute("aria-invalid", "true")
+    await expect(hour).to_have_accessible_description(
+        "Between 0 and 23. Hour of the night it runs (instance time zone) is required; its default is 4."
+    )
+    await expect(page.get_by_text("Saved.")).to_have_count(0)
+    assert (await host.core.instance_settings.values("conversation_review"))["run_at_hour"] == 2
+    await hour.fill("0")
+    await page.get_by_role("button", name="Save").click()
+    await expect(page.get_by_text("Saved.")).to_be_visible()
+    assert (await host.core.instance_settings.values("conversation_review"))["run_at_hour"] == 0
+
+
 async def test_a_run_the_model_failed_says_why_in_the_readers_language(skald, browser_pages):
     """"RuntimeError (error id fcbf71caab28)" told a member nothing: a run the host knows
     the reason of says it in their words (a member is told what they can do, not to check

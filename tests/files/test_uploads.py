@@ -110,7 +110,8 @@ async def test_names_are_sanitised_and_never_collide(files):
     hostile = {
         "../../etc/passwd": "passwd",
         "/etc/shadow": "shadow",
-        "..\\..\\win.ini": "win.ini",
+        "..\\..\\win.ini": "_.._win.ini",  # not a Windows absolute path: its backslashes are characters
+        "C:\\Windows\\win.ini": "win.ini",  # one: what old browsers sent, its last part is the name
         ".bashrc": "bashrc",
         "a\u202egnp.exe": "agnp.exe",
         "tab\tand\nnewline.txt": "tabandnewline.txt",
@@ -263,3 +264,21 @@ async def test_an_upload_that_does_not_fit_the_home_says_how_much_room_is_left(s
     assert body["code"] == "home_full" and body["values"]["left"].endswith(("KiB", "MiB", " B")), body
     text = host.core.strings.lookup("core.error.home_full", "de").format(**body["values"])
     assert text.startswith("Die Datei passt nicht mehr") and body["values"]["left"] in text
+
+
+async def test_a_backslash_in_a_name_is_a_character_but_a_windows_path_keeps_its_last_part(files):
+    """``Käse \\ "quotes" <b>.txt`` was stored as ``" <b>.txt``: everything before a
+    backslash was cut off as if it were a folder. Only a Windows absolute path (old
+    browsers sent C:\\…\\name) is cut at its last backslash; any other backslash is
+    replaced."""
+    cid = await new_conversation(files.alice)
+    cases = {
+        'Käse & \\"quotes" <b>.txt': 'Käse & _"quotes" <b>.txt',
+        "a\\b\\c.txt": "a_b_c.txt",
+        "C:\\Users\\alice\\Desktop\\report.txt": "report.txt",
+        "\\\\fileserver\\share\\minutes.txt": "minutes.txt",
+    }
+    for sent, stored in cases.items():
+        response = await upload(files.alice, cid, sent, b"hi")
+        assert response.status_code == 201, (sent, response.text)
+        assert response.json()["name"] == stored, sent

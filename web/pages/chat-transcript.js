@@ -601,12 +601,12 @@ export class Transcript {
     const input = el("textarea", { class: "edit-input", rows: "3", "aria-label": t("chat.edit_label"), props: { value: bubble.text } });
     const save = el("button", { class: "btn primary small", type: "submit", text: t("chat.edit_save") });
     const cancel = button(t("common.cancel"), { kind: "quiet small", onClick: () => close() });
-    const status = el("p", { class: "form-status error", role: "status" });
+    const status = el("p", { class: "form-status error", role: "status", "aria-live": "polite" });
     const form = el("form", { class: "edit-form", novalidate: true }, input, el("div", { class: "actions" }, save, cancel), status);
     const close = () => { form.replaceWith(bubbleBody); meta.hidden = false; trigger.focus(); };
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      if (!input.value.trim()) { input.focus(); return; }
+      if (!input.value.trim()) { status.textContent = t("chat.edit_empty"); input.focus(); return; }
       save.disabled = true;
       const outcome = await this.handlers.edit(bubble.id, input.value);
       save.disabled = false;

@@ -249,7 +249,9 @@ function showThumbnail(item, file) {
 
 function composer(view) {
   const text = el("textarea", {
-    class: "composer-input", rows: "1", maxlength: String(MAX_MESSAGE_CHARS), "aria-label": t("chat.message"),
+    // No maxlength: it cut a longer paste short without a word and sent what was left.
+    // Over the limit, the status line says so and Send waits (sync below).
+    class: "composer-input", rows: "1", "aria-label": t("chat.message"),
     placeholder: t("chat.placeholder"), enterkeyhint: "send",
   });
   text.value = draftOf(draftKey(view));
@@ -308,7 +310,22 @@ function composer(view) {
     form.classList.remove("dropping");
     add(event.dataTransfer.files);
   });
-  const sync = () => { send.disabled = !text.value.trim() && !files.length; };
+  // The server counts code points; a string's length (UTF-16 units) is never fewer.
+  const length = () => (text.value.length > MAX_MESSAGE_CHARS ? [...text.value].length : text.value.length);
+  let tooLongSaid = null; // the words the status line says the text is too long with
+  const sync = () => {
+    const count = length();
+    const over = count > MAX_MESSAGE_CHARS;
+    send.disabled = over || (!text.value.trim() && !files.length);
+    if (over) text.setAttribute("aria-invalid", "true"); else text.removeAttribute("aria-invalid");
+    if (over) {
+      tooLongSaid = t("chat.too_long", { length: count, limit: MAX_MESSAGE_CHARS });
+      if (status.node.textContent !== tooLongSaid) status.error(tooLongSaid);
+    } else if (tooLongSaid !== null) {
+      if (status.node.textContent === tooLongSaid) status.clear();
+      tooLongSaid = null;
+    }
+  };
   text.addEventListener("input", () => { sync(); keepDraft(draftKey(view), text.value); });
   text.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
@@ -321,6 +338,7 @@ function composer(view) {
     event.preventDefault();
     const value = text.value;
     if ((!value.trim() && !files.length) || sending) return;
+    if (length() > MAX_MESSAGE_CHARS) { sync(); text.focus(); return; } // never a part of it
     const draft = draftKey(view); // the start page's, even once the conversation it starts is open
     status.clear();
     failed = null;

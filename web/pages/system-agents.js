@@ -9,6 +9,9 @@ import { el, link } from "../lib/dom.js";
 import { errorString, pluginString, t } from "../lib/i18n.js";
 import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js";
 
+/** The settings that say when an agent runs: each needs a value (see the form's save). */
+const TIMING_FIELDS = ["interval", "run_at_hour"];
+
 const route = (tab) => `#system-agents${tab ? `/${encodeURIComponent(tab)}` : ""}`;
 
 /** The "tabs" are links to the page of one agent (each its own address, to bookmark or
@@ -74,16 +77,17 @@ function agentCard(agent) {
       fields: set.fields || [],
       values: set.values || {},
       save: async (values) => {
-        // An emptied Interval is dropped by the server, which puts the agent back on its
-        // default under a "Saved.": refused here, at the field, naming that default, so
-        // the admin types the interval they mean (the default too, if that is it).
-        const interval = (set.fields || []).find((spec) => spec.name === "interval");
-        if (interval && values.interval == null) {
-          const label = interval.label || interval.name;
-          const error = interval.default == null
+        // An emptied Interval (or a nightly agent's hour) is dropped by the server, which
+        // puts the agent back on its default under a "Saved.": refused here, at the field,
+        // naming that default, so the admin types the timing they mean (the default too,
+        // if that is it).
+        const timing = (set.fields || []).find((spec) => TIMING_FIELDS.includes(spec.name) && values[spec.name] == null);
+        if (timing) {
+          const label = timing.label || timing.name;
+          const error = timing.default == null
             ? t("error.field_required", { field: label })
-            : t("system_agents.interval_required", { field: label, default: interval.default });
-          return { response: { ok: false, status: 400, data: { error, field: "interval" } }, values: set.values || {} };
+            : t("system_agents.interval_required", { field: label, default: timing.default });
+          return { response: { ok: false, status: 400, data: { error, field: timing.name } }, values: set.values || {} };
         }
         const saved = await api("PUT", `/api/admin/settings/${encodeURIComponent(set.id)}`, { values });
         return { response: saved, values: saved.data?.values || {} };

@@ -117,14 +117,25 @@ def safe_id(value: str, what: str) -> str:
     return value
 
 
+#: A Windows absolute path (C:\… or \\server\share\…), as old browsers sent an
+#: upload's name.
+_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:\\|\\\\)")
+
+
 def sanitize_filename(name: str) -> str:
-    """A display-safe single path component: no separators, control or format
-    characters (bidi overrides included), no leading dots, at most 200 bytes with the
-    extension kept. Never empty."""
+    """A display-safe single path component: no separators (the part after the last
+    "/", or after a Windows path's last backslash; any other backslash becomes "_"),
+    no control or format characters (bidi overrides included), no leading dots, at
+    most 200 bytes with the extension kept. Never empty."""
     if not isinstance(name, str):
         name = ""
     name = unicodedata.normalize("NFC", name)
-    name = re.split(r"[/\\]", name)[-1]
+    # A browser sends the base name. Old Internet Explorer sent a Windows client's full
+    # path (C:\Users\…\name.txt): its last part is the name. Anywhere else a
+    # backslash is a character of the name, replaced, not a separator to cut at.
+    if _WINDOWS_PATH.match(name):
+        name = name.rsplit("\\", 1)[-1]
+    name = name.split("/")[-1].replace("\\", "_")
     name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C")
     name = name.strip().lstrip(".").strip()
     if not name:

@@ -12,6 +12,7 @@ from skald_host.core.identity.access import GRANTABLE
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
 from skald_host.core.identity.users import MemberError
 from skald_host.core.storage import Database
+from skald_host.core.text import check_shown_name
 
 log = logging.getLogger(__name__)
 _ROLE_ID = re.compile(r"^[a-z][a-z0-9_-]{1,31}$")
@@ -97,6 +98,7 @@ class RoleStore:
             raise RoleError("id must be 2-32 lower-case letters, digits, '-' or '_', starting with a letter", code="role_id_invalid", field="id")
         if not isinstance(label, str) or not label.strip() or len(label) > 64:
             raise RoleError("label must be 1-64 characters", code="length_between", field="label", limit=64)
+        check_shown_name(label, "label", RoleError)
         parsed, caps = _attrs(attrs), _capabilities(capabilities or [])
 
         def write(conn: Any) -> None:
@@ -112,6 +114,8 @@ class RoleStore:
         current = await self.get(role_id)
         if label is not None and (not isinstance(label, str) or not label.strip() or len(label) > 64):
             raise RoleError("label must be 1-64 characters", code="length_between", field="label", limit=64)
+        if label is not None:
+            check_shown_name(label, "label", RoleError)
         parsed = _attrs(attrs, current.attrs)
         caps = None if capabilities is None else _capabilities(capabilities)
         if role_id == ADMIN_ROLE and caps:

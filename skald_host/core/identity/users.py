@@ -47,7 +47,7 @@ from skald_host.core.storage import (
     secure_dir,
 )
 from skald_host.core.storage.quarantine import QUARANTINE_DIR
-from skald_host.core.text import letter_scripts, mixes_scripts, skeleton
+from skald_host.core.text import check_shown_name, letter_scripts, mixes_scripts, skeleton
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +246,8 @@ def validate_profile(fields: dict[str, Any]) -> dict[str, Any]:
             raise MemberError("locale must look like 'en' or 'de-CH'", code="locale_invalid")
         elif key in _LIMITS and len(value) > _LIMITS[key]:
             raise MemberError(f"{key} is longer than {_LIMITS[key]} characters", code="too_long", limit=_LIMITS[key])
+        if key == "display_name":  # shown to other members: nothing in it may hide or reorder text
+            check_shown_name(value, key, MemberError)
         clean[key] = value or (None if key in ("locale", "birthdate", "sex") else "")
     return clean
 

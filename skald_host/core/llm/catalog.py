@@ -17,6 +17,14 @@ from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 from skald_host.core.storage.kept import KeptRead
 from skald_host.core.storage.sealing import Sealer
+from skald_host.core.text import check_shown_name
+
+#: An API key's longest accepted length. Keys of the common providers are well under
+#: 200 characters, but a JWT-style token (a gateway's, a cloud identity's) runs to
+#: 1-2 KB; 4096 takes those and still keeps a pasted document out of the registry.
+MAX_API_KEY_CHARS = 4096
+#: A base URL's longest accepted length: what browsers and most servers take in a URL.
+MAX_BASE_URL_CHARS = 2048
 
 
 class ModelCatalogError(Refusal):
@@ -41,7 +49,12 @@ class ModelChoice:
 
 def _check_url(value: Any) -> str:
     if not isinstance(value, str):
-        raise ModelCatalogError("base_url must be text")
+        raise ModelCatalogError("base_url must be text", code="field_type", field="base_url")
+    if len(value.strip()) > MAX_BASE_URL_CHARS:
+        raise ModelCatalogError(
+            f"base_url is longer than {MAX_BASE_URL_CHARS} characters", code="base_url_too_long", field="base_url",
+            limit=MAX_BASE_URL_CHARS,
+        )
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ModelCatalogError("base_url must be an http(s) URL such as https://api.openai.com/v1", code="base_url_invalid")
@@ -51,7 +64,19 @@ def _check_url(value: Any) -> str:
 def _check_name(value: Any, what: str, limit: int = 100) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > limit:
         raise ModelCatalogError(f"{what} must be 1-{limit} characters", code="length_between", field=what, limit=limit)
-    return value.strip()
+    return check_shown_name(value.strip(), what, ModelCatalogError)
+
+
+def _check_key(value: Any) -> str | None:
+    """An API key as given (None or "" for none), or a refusal that names the field."""
+    if value is not None and not isinstance(value, str):
+        raise ModelCatalogError("api_key must be text", code="field_type", field="api_key")
+    if value is not None and len(value) > MAX_API_KEY_CHARS:
+        raise ModelCatalogError(
+            f"api_key is longer than {MAX_API_KEY_CHARS} characters", code="api_key_too_long", field="api_key",
+            limit=MAX_API_KEY_CHARS,
+        )
+    return value
 
 
 def _int(value: Any, what: str, low: int, high: int) -> int:
@@ -99,8 +124,7 @@ class ModelCatalog:
 
     async def create_provider(self, name: Any, base_url: Any, api_key: Any = None) -> dict[str, Any]:
         name, url = _check_name(name, "name"), _check_url(base_url)
-        if api_key is not None and (not isinstance(api_key, str) or len(api_key) > 500):
-            raise ModelCatalogError("api_key must be text")
+        api_key = _check_key(api_key)
         provider_id = uuid.uuid4().hex
 
         def write(conn: Any) -> None:
@@ -118,7 +142,7 @@ class ModelCatalog:
         for provider in await self.providers():
             if provider["id"] == provider_id:
                 return provider
-        raise ModelCatalogError("no such provider")
+        raise ModelCatalogError("no such provider", code="not_found")
 
     async def update_provider(self, provider_id: str, **changes: Any) -> dict[str, Any]:
         await self.provider(provider_id)
@@ -128,9 +152,7 @@ class ModelCatalog:
         if "base_url" in changes:
             fields["base_url"] = _check_url(changes["base_url"])
         if "api_key" in changes and changes["api_key"] != MASK:
-            key = changes["api_key"]
-            if key is not None and (not isinstance(key, str) or len(key) > 500):
-                raise ModelCatalogError("api_key must be text")
+            key = _check_key(changes["api_key"])
             fields["api_key"] = self._seal_key(provider_id, key or None)
         if fields:
             cols = ", ".join(f"{k} = ?" for k in fields)
@@ -155,7 +177,7 @@ class ModelCatalog:
             lambda c: c.execute("SELECT base_url, api_key FROM llm_providers WHERE id = ?", (provider_id,)).fetchone()
         )
         if row is None:
-            raise ModelCatalogError("no such provider")
+            raise ModelCatalogError("no such provider", code="not_found")
         return row[0], self._open_key(provider_id, row[1])
 
     def _seal_key(self, provider_id: str, key: str | None) -> str | None:
@@ -190,7 +212,7 @@ class ModelCatalog:
 
     async def create_model(self, provider_id: Any, model: Any, **fields: Any) -> dict[str, Any]:
         if not isinstance(provider_id, str):
-            raise ModelCatalogError("provider_id must be text")
+            raise ModelCatalogError("provider_id must be text", code="field_type", field="provider_id")
         await self.provider(provider_id)
         model = _check_name(model, "model", 200)
         values = self._model_fields(fields)
@@ -215,14 +237,14 @@ class ModelCatalog:
     def _model_fields(fields: dict[str, Any]) -> dict[str, Any]:
         unknown = set(fields) - {"label", "vision", "strength", "priority", "enabled"}
         if unknown:
-            raise ModelCatalogError(f"unknown field(s): {', '.join(sorted(unknown))}")
+            raise ModelCatalogError(f"unknown field(s): {', '.join(sorted(unknown))}", code="field_invalid", field=sorted(unknown)[0])
         out: dict[str, Any] = {}
         if "label" in fields:
             out["label"] = "" if fields["label"] is None else _check_name(fields["label"], "label")
         for flag in ("vision", "enabled"):
             if flag in fields:
                 if not isinstance(fields[flag], bool):
-                    raise ModelCatalogError(f"{flag} must be true or false")
+                    raise ModelCatalogError(f"{flag} must be true or false", code="field_type", field=flag)
                 out[flag] = fields[flag]
         if "strength" in fields:
             out["strength"] = _int(fields["strength"], "strength", 0, 100)
@@ -233,7 +255,7 @@ class ModelCatalog:
     async def update_model(self, model_id: str, **fields: Any) -> dict[str, Any]:
         values = self._model_fields(fields)
         if not any(m["id"] == model_id for m in await self.models()):
-            raise ModelCatalogError("no such model")
+            raise ModelCatalogError("no such model", code="not_found")
         if values:
             cols = ", ".join(f"{k} = ?" for k in values)
             params = [int(v) if isinstance(v, bool) else v for v in values.values()]
@@ -242,7 +264,7 @@ class ModelCatalog:
 
     async def delete_model(self, model_id: str) -> None:
         if not any(m["id"] == model_id for m in await self.models()):
-            raise ModelCatalogError("no such model")
+            raise ModelCatalogError("no such model", code="not_found")
         await self._write(lambda c: c.execute("DELETE FROM llm_models WHERE id = ?", (model_id,)))
 
     async def candidates(

@@ -53,6 +53,12 @@ async def _send(member: Any, message: dict[str, Any]) -> dict[str, Any]:
     the client's idempotency key, and a retry with the same key is stored once."""
     key = _text(message, "idempotency_key", 128)
     conversation_id, text = _text(message, "conversation_id", 64), _text(message, "text", MAX_MESSAGE_CHARS)
+    if isinstance(message.get("text"), str) and len(message["text"]) > MAX_MESSAGE_CHARS:
+        # Said as the REST route's schema says it: too long is not the same mistake as missing.
+        return {
+            "type": "error", "idempotency_key": key, "error": f"'text' is longer than {MAX_MESSAGE_CHARS} characters",
+            "code": "length_between", "values": {"field": "text", "limit": MAX_MESSAGE_CHARS},
+        }
     if conversation_id is None or text is None or not text.strip():
         return {"type": "error", "idempotency_key": key, "error": "send needs conversation_id and non-empty text", "code": "send_invalid"}
     try:

@@ -66,9 +66,12 @@ async def put_settings() -> dict:
     data = await json_object()
     for key, value in data.items():
         if not key or len(key) > 64 or not key.replace(".", "").replace("_", "").replace("-", "").isalnum():
-            raise ApiError(400, f"setting name {key[:64]!r} must be 1-64 letters, digits, '.', '_' or '-'")
+            raise ApiError(400, f"setting name {key[:64]!r} must be 1-64 letters, digits, '.', '_' or '-'", code="setting_name_invalid")
         if len(json.dumps(value)) > MAX_VALUE_BYTES:
-            raise ApiError(400, f"setting {key!r} is larger than {MAX_VALUE_BYTES} bytes")
+            raise ApiError(
+                400, f"setting {key!r} is larger than {MAX_VALUE_BYTES} bytes", field=key, code="setting_too_large",
+                values={"limit": MAX_VALUE_BYTES},
+            )
     if data.get(TIMEZONE_SETTING) is not None:
         # Checked here, not when read: a bad name stored would quietly become UTC for
         # every scheduled prompt, and the member's valid zone would be gone.
