@@ -12,7 +12,8 @@ from skald_host.testing.host import MEMBER_PASSWORD
 from .kit import sign_in
 from .test_chat import MODEL, configure_model, send
 
-WHY = "The model could not answer (HTTP 500: scripted failure)."
+# Worded by its code (error.model_refused) as a member's own failed turn is, not the stored English.
+WHY = "The model refused the request (HTTP 500: scripted failure)."
 
 
 async def test_a_failed_helper_says_why_and_a_batch_keeps_call_order_live_and_after_a_reload(skald, browser_pages):

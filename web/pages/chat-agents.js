@@ -8,7 +8,10 @@ import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js
 import { knowAgentTitles, taskStatus } from "./chat-tasks.js";
 
 function definitionCard(definition) {
-  const delegates = definition.delegates === null ? t("agents.delegates_default") : definition.delegates.length ? definition.delegates.join(", ") : t("agents.delegates_none");
+  // ["*"]: any task helper but itself (seed 004 §2.2), not a bare "*".
+  const delegates = definition.delegates === null ? t("agents.delegates_default")
+    : definition.delegates.length === 1 && definition.delegates[0] === "*" ? t("agents.delegates_any")
+      : definition.delegates.length ? definition.delegates.join(", ") : t("agents.delegates_none");
   return el("article", { class: "card agent-definition", "data-agent-id": definition.id },
     el("h3", { text: definition.title || definition.id }),
     el("p", { class: "muted small", text: definition.id + (definition.plugin ? ` · ${definition.plugin}` : "") }),

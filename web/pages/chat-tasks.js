@@ -4,7 +4,7 @@
 // A run opens to its transcript; a live one can be cancelled.
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
-import { currentLocale, t } from "../lib/i18n.js";
+import { currentLocale, errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, errorText, statusLine } from "../lib/ui.js";
 
@@ -48,9 +48,14 @@ export function showAgentTitle(agentId, write) {
   });
 }
 
-/** A run's error in the reader's language where the host wrote it (the coordinator
- * records these few in English); anything else (a model's or tool's message) as it came. */
-function runError(error) {
+/** A run's error in the reader's language: by its code where it has one (a model that
+ * could not answer, rounds that ran out: worded as a turn's failure is), else where the
+ * host wrote it (the coordinator records these few in English); anything else (a tool's
+ * message, a run written before codes) as it came. */
+function runError(run, admin) {
+  const error = run.error;
+  const coded = run.reason?.code ? errorString(run.reason.code, run.reason.values || {}, { admin }) : null;
+  if (coded) return coded;
   if (error === "cancelled") return t("chat.task_error_cancelled");
   if (error === "the server was shutting down") return t("chat.task_error_shutting_down");
   if (error === "the server stopped while this ran") return t("chat.task_error_server_stopped");
@@ -60,7 +65,7 @@ function runError(error) {
   return error;
 }
 
-function transcriptOf(detail) {
+function transcriptOf(detail, admin) {
   const list = el("ol", { class: "task-transcript" });
   // A fallback's note is written after the answer's row (the row exists before its
   // model is asked), yet it happened before that answer: it goes before it, as in the chat.
@@ -76,15 +81,15 @@ function transcriptOf(detail) {
     const role = message.role === "note" ? null
       : el("span", { class: "task-role", text: message.role === "user" ? t("chat.task_asked") : t("chat.task_answered") });
     const item = el("li", { class: `task-message ${message.role}` }, ...(role ? [role] : []),
-      el("span", { class: "task-text", text: message.content || "" }));
+      el("span", { class: "task-text", text: (message.reason?.code && errorString(message.reason.code, message.reason.values || {}, { admin })) || message.content || "" }));
     for (const call of message.tool_calls || []) item.append(el("code", { class: "task-call", text: `${call.name}: ${call.status}` }));
     list.append(item);
   }
-  if (detail.run.error) list.append(el("li", { class: "task-message error", text: runError(detail.run.error) }));
+  if (detail.run.error) list.append(el("li", { class: "task-message error", text: runError(detail.run, admin) }));
   return list;
 }
 
-export function taskStrip(conversationId) {
+export function taskStrip(conversationId, { admin = true } = {}) {
   agentTitles(); // read alongside the runs, so a row is titled before it paints
   const list = el("ul", { class: "task-list" });
   const status = statusLine();
@@ -106,7 +111,7 @@ export function taskStrip(conversationId) {
       const response = await api("GET", `/api/agent-runs/${encodeURIComponent(run.id)}`);
       if (!response.ok) { status.error(errorText(response)); return; }
       details.dataset.loaded = "1";
-      details.append(transcriptOf(response.data));
+      details.append(transcriptOf(response.data, admin));
     });
     if (LIVE.has(run.status)) {
       const cancel = button(t("chat.task_cancel"), { kind: "quiet small danger-text", onClick: async () => {

@@ -1033,7 +1033,7 @@ export class Transcript {
       : [...host.children].find((child) => child.matches(".subagent[data-index]") && Number(child.dataset.index) > index);
     if (after) host.insertBefore(box, after); else host.append(box);
     // parts: message id → its text; cut: ids of messages a restart interrupted (subagentText).
-    const sub = { box, state, steps, text, parts: new Map(), cut: new Set(), pending: false };
+    const sub = { box, state, steps, text, agent: data.agent, parts: new Map(), cut: new Set(), pending: false };
     this.subframes.set(data.frame_id, sub);
     this.subBoxes.set(data.frame_id, sub);
     this.follow();
@@ -1109,7 +1109,10 @@ export class Transcript {
   subagentDone(data) {
     const sub = this.subframes.get(data.frame_id);
     const status = ENDINGS.includes(data.status) ? data.status : "completed";
-    const failedAnswer = data.message_id != null && typeof data.error === "string" ? [Number(data.message_id), data.error] : null;
+    // Worded by its code (a model that could not answer) in the reader's language; the
+    // English the host sent for a code this shell does not know.
+    const said = (data.code && errorString(data.code, data.values || {}, { admin: this.handlers.admin !== false })) || data.error;
+    const failedAnswer = data.message_id != null && typeof data.error === "string" ? [Number(data.message_id), said] : null;
     if (!sub) {
       const held = this.heldFor(data.frame_id);
       if (held) {
@@ -1152,7 +1155,9 @@ export class Transcript {
       const early = held.get(run.frame_id) || { texts: new Map(), steps: new Map(), done: null };
       const answers = (transcript || []).filter((m) => m.role === "assistant");
       for (const m of answers) {
-        sub.parts.set(Number(m.id), joinOverlap(m.content || "", early.texts.get(Number(m.id)) || ""));
+        // A failed answer with its reason: worded as live (subagentDone), not the stored English.
+        const failed = m.status === "error" && m.reason?.code ? errorString(m.reason.code, m.reason.values || {}, { admin: this.handlers.admin !== false }) : null;
+        sub.parts.set(Number(m.id), failed || joinOverlap(m.content || "", early.texts.get(Number(m.id)) || ""));
         if (m.status === "interrupted") sub.cut.add(Number(m.id));
       }
       for (const [id, text] of early.texts) if (!sub.parts.has(id)) sub.parts.set(id, text);
@@ -1180,7 +1185,11 @@ export class Transcript {
     const approve = button(t("chat.approve"), { kind: "primary small", onClick: () => decide("approve") });
     const deny = button(t("chat.deny"), { kind: "small", onClick: () => decide("deny") });
     const actions = el("div", { class: "actions" }, approve, deny);
-    const question = el("p", { class: "approval-question" }, t("chat.approval_question_before"), el("code", { text: name }), t("chat.approval_question_after"));
+    // A helper's call (its frame has a box here): the card names the helper asking, not "the assistant".
+    const askedBy = approval.frame_id ? this.subBoxes.get(approval.frame_id)?.agent : null;
+    const asker = el("span", { text: askedBy ? t("chat.approval_question_before_agent", { agent: askedBy }) : t("chat.approval_question_before") });
+    if (askedBy) showAgentTitle(askedBy, (agent) => { asker.textContent = t("chat.approval_question_before_agent", { agent }); });
+    const question = el("p", { class: "approval-question" }, asker, el("code", { text: name }), t("chat.approval_question_after"));
     const node = el("div", { class: "approval", role: "group", "aria-label": t("chat.approval_label", { tool: name }), "data-approval-id": id },
       question,
       scrollableRegion(el("pre", { class: "tool-args", text: prettyArguments(approval.arguments) }), t("chat.tool_arguments_of", { tool: name })),

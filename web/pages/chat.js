@@ -614,7 +614,7 @@ class ChatView {
       return page;
     }
     this.header = conversationHeader(this);
-    this.tasks = taskStrip(this.conversationId);
+    this.tasks = taskStrip(this.conversationId, { admin: this.ctx.member.is_admin === true });
     this.unsubscribe.push(this.tasks.dispose);
     // A project's conversation names the agent it talks to (projectLine): its answers say so too.
     if ((this.conversation.source || "").startsWith("project:") && this.conversation.agent_id) {

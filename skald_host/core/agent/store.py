@@ -44,6 +44,9 @@ HOST_RESULTS = {
     ),
     "restarted": "the server restarted while this ran; it was not run again because it may already have had its effect.",
     "stopped": "stopped",
+    # A tool's ``ToolError`` as the kernel words it (``subagents.catalog.DEFINITIONS_REFUSED``):
+    # the reasons name server files, for the admin's Helpers page alone.
+    "definitions_refused": "Error: the helper definitions were refused; an admin can see why on the Helpers page.",
 }
 _RESULT_CODES = {text: code for code, text in HOST_RESULTS.items()}
 

@@ -426,5 +426,15 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE messages ADD COLUMN model_id TEXT",
             ),
         ),
+        Migration(
+            18,
+            "why a sub-agent run failed, as a code the reader's language words",
+            statements=(
+                # JSON {"code", "values"} (``store.reason_json``) beside the run's English
+                # ``error``: the task strip and the helper's box word it as a turn's
+                # failure is worded; NULL for runs written before and errors without one.
+                "ALTER TABLE agent_runs ADD COLUMN reason TEXT",
+            ),
+        ),
     ),
 )

@@ -34,6 +34,11 @@ async def status() -> dict:
             continue
         values = {"member": member.username}
         warnings.append({"id": "older_copy", "values": values, "text": core.strings.translate("core.warning.older_copy", locale, **values)})
+    if core.chat.subagent_catalog.refused is not None:
+        # The helper definitions were refused (at the start, or an edit since): the
+        # reasons name server files, so only the Helpers page shows them, to the admin.
+        warnings.append({"id": "agent_definitions_refused", "values": {},
+                         "text": core.strings.translate("core.warning.agent_definitions_refused", locale)})
     for plugin in core.plugins.statuses():
         # A plugin that failed to load or to start: its card says why, and so does the
         # instance's status, which otherwise said "no warnings" beside a broken plugin.

@@ -30,7 +30,7 @@ RUN = obj(
     {"frame_id": TEXT, "spawned_by_call_id": TEXT},
 )
 RUN_KEYS = ("id", "conversation_id", "agent_id", "definition_hash", "mode", "status", "depth", "task", "caller_run_id", "error",
-            "created_at", "started_at", "finished_at", "frame_id")
+            "reason", "created_at", "started_at", "finished_at", "frame_id")
 
 
 def _public(row: dict[str, Any], *, full: bool = False, spawned_by: dict[str, str | None] | None = None) -> dict[str, Any]:

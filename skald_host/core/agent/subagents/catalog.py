@@ -65,6 +65,22 @@ class GenerationRefused(AgentError):
         self.errors = errors
 
 
+#: What a member and the model read when no generation could be loaded: the reasons
+#: name files on the server, for the admin alone (the Helpers page, the log, the
+#: status' warning). As a tool's result it is ``store.HOST_RESULTS["definitions_refused"]``.
+DEFINITIONS_REFUSED = "the helper definitions were refused; an admin can see why on the Helpers page."
+
+
+class DefinitionsUnavailable(GenerationRefused):
+    """``SubagentCatalog.current`` with no good generation: its message is neutral (an
+    AgentError is a ToolError, so a tool's result and the member's chat show it), its
+    ``code`` words it in the reader's language; ``errors`` keep the reasons."""
+
+    def __init__(self, errors: list[str]) -> None:
+        AgentError.__init__(self, DEFINITIONS_REFUSED, code="definitions_refused")
+        self.errors = errors
+
+
 @dataclass(frozen=True)
 class Generation:
     """One loaded, checked set of definitions. ``owners`` maps an id to the plugin that
@@ -345,7 +361,7 @@ class SubagentCatalog:
                     self._checked = now + FRESH_SECONDS
                     self._reload()
         if self.good is None:
-            raise GenerationRefused(list(self.refused.errors) if self.refused else ["no agent definitions loaded"])
+            raise DefinitionsUnavailable(list(self.refused.errors) if self.refused else ["no agent definitions loaded"])
         return self.good
 
     def check(self) -> None:

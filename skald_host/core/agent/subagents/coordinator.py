@@ -39,7 +39,7 @@ from skald_host.core.agent.subagents.runs import (
     new_id, recover,
 )
 from skald_host.core.agent.kernel import NOT_JOINED, Abandoned, Ending, FrameFailed, Pending
-from skald_host.core.agent.store import Frame, insert_trigger
+from skald_host.core.agent.store import Frame, insert_trigger, reason_json
 from skald_host.core.faults import crash_point
 
 if TYPE_CHECKING:
@@ -752,8 +752,11 @@ class SubagentCoordinator:
             # written and announced in its history: the run failed, and says why; so
             # does its caller's call, for the caller's model to decide what to do next.
             error = str(exc)
-            if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=error, frame_status="failed"):
-                self._after_terminal(sub, definition, ctx, "failed", **await self._failed_answer(sub))
+            # With its code, as the frame's failed answer has it: the task strip and the
+            # box word it in the reader's language (the English stays for the model).
+            reason = reason_json(exc.code, exc.values)
+            if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=error, frame_status="failed", reason=reason):
+                self._after_terminal(sub, definition, ctx, "failed", code=exc.code, values=exc.values, **await self._failed_answer(sub))
             raise ToolError(f"the run {ctx.run_id} of agent {definition.id} failed: {error}") from None
         except Exception as exc:
             if ending.joined:

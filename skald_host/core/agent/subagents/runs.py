@@ -95,6 +95,8 @@ def _row(row: Any) -> dict[str, Any]:
             out[key] = json.loads(out[key])
     if out.get("signal_contract"):
         out["signal_contract"] = json.loads(out["signal_contract"])
+    if "reason" in out:  # {"code", "values"} of the error, or None (no code, a run written before)
+        out["reason"] = json.loads(out["reason"]) if out["reason"] else None
     return out
 
 
@@ -244,16 +246,17 @@ class RunStore:
 
     async def commit_terminal(
         self, run_id: str, execution_id: str | None, status: str, *, result: str | None = None, error: str | None = None,
-        frame_status: str | None = None, requires_continuation: bool = True, quiet: bool = False,
+        frame_status: str | None = None, requires_continuation: bool = True, quiet: bool = False, reason: str | None = None,
     ) -> bool:
         """§4.2, one transaction: the run's terminal state (guarded by its execution id;
         None: whichever attempt is current, for a cancel), its frame closed, and for a
         background run its reserved slot turned into a completion event. False: the run
         was terminal already or another attempt owns it — a late result, dropped.
         ``quiet``: the event waits for the conversation's next delivery without asking
-        for a continuation turn of its own (``_complete``)."""
+        for a continuation turn of its own (``_complete``). ``reason``: the error's code
+        and values (``store.reason_json``), for a screen to word it."""
         return await self.db.transaction(
-            self._terminal(run_id, execution_id, status, result, error, frame_status, requires_continuation, quiet)
+            self._terminal(run_id, execution_id, status, result, error, frame_status, requires_continuation, quiet, reason)
         )
 
     def commit_terminal_queued(
@@ -274,17 +277,17 @@ class RunStore:
     @staticmethod
     def _terminal(
         run_id: str, execution_id: str | None, status: str, result: str | None, error: str | None, frame_status: str | None,
-        requires_continuation: bool, quiet: bool = False,
+        requires_continuation: bool, quiet: bool = False, reason: str | None = None,
     ) -> Callable[[Any], bool]:
         assert status in TERMINAL
 
         def write(conn: Any) -> bool:
             guard, args = ("AND execution_id = ?", (execution_id,)) if execution_id is not None else ("", ())
             row = conn.execute(
-                f"UPDATE agent_runs SET status = ?, result = ?, error = ?, finished_at = {NOW}, revision = revision + 1"
+                f"UPDATE agent_runs SET status = ?, result = ?, error = ?, reason = ?, finished_at = {NOW}, revision = revision + 1"
                 f" WHERE id = ? {guard} AND status IN {_LIVE_SQL}"
                 " RETURNING conversation_id, frame_id, completion_slot_reserved, agent_id, task, emitted_signals",
-                (status, result, error, run_id, *args),
+                (status, result, error, reason, run_id, *args),
             ).fetchone()
             if row is None:
                 return False
