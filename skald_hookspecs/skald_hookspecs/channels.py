@@ -49,7 +49,10 @@ class ChannelEvent:
       is its whole text (sent as the round ends, however short it was), and
       ``data["message_id"]`` names the round's answer, so a channel can tell a new
       round from more of the same one.
-    - ``answer``: a turn finished; ``text`` is the authoritative final answer.
+    - ``answer``: a turn finished; ``text`` is the authoritative final answer. Since
+      1.13 ``data["message_id"]`` names the round it is (as its ``partial`` events do):
+      a channel edits only that round's streamed message into it, never an earlier
+      round's (the words said before a tool call).
     - ``approval``: a tool call waits for the member (``approval_id``, ``tool``,
       ``arguments``); resolve it with ``HostApi.resolve_approval``.
     - ``approval_resolved``: that card is settled (``data["status"]``).

@@ -146,18 +146,45 @@ def _is_gone(exc: BadRequest) -> bool:
 
 
 class Stream:
-    """The message a streaming answer is shown in, for one chat: the latest text the
-    host sent, the Telegram message it is edited into, what that message shows now.
-    ``relay``: the stored record of it (``TelegramBot._relay_write``), so that a stop of
-    the plugin (or of the server) cannot leave the message cut off for good."""
+    """The message one round of a streaming answer is shown in, for one chat: the
+    latest text the host sent, the Telegram message it is edited into, what that
+    message shows now. ``round``: the host's id of the round (``partial``'s
+    ``data["message_id"]``); a new round (after tool calls) is a new message, as the
+    host stores it. ``closed``: a card was sent below it, so later text goes in a new
+    message under the card. ``job``: its edit waiting in the chat's queue.
+    ``relay``: the stored record of the answer (``TelegramBot._relay_write``), held by
+    its newest message, so that a stop of the plugin (or of the server) cannot leave
+    the message cut off for good."""
 
-    def __init__(self, conversation_id: str | None) -> None:
+    def __init__(self, conversation_id: str | None, round_: int | None = None) -> None:
         self.conversation_id = conversation_id
+        self.round = round_
         self.text = ""
         self.message_id: int | None = None
         self.shown = ""
         self.finished = False
+        self.closed = False
+        self.job: Job | None = None
         self.relay: dict[str, Any] | None = None
+
+
+def _round_id(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _is_its_round(stream: Stream, round_: int | None, text: str) -> bool:
+    """Whether a turn's final text (an answer, what a stopped one kept) is the round
+    ``stream`` shows, so is edited into its message. By the round's id when both are
+    known; else (a host before 1.13 names no answer's round, a restored stream no
+    round) by its words: a round's text streams as a prefix of what it ends as, and an
+    earlier round's words (before its tool calls) are not the answer's beginning."""
+    if round_ is not None and stream.round is not None:
+        return round_ == stream.round
+    return _flat(text).startswith(_flat(stream.text))
 
 
 #: ``relay:<chat id>``: the answer being streamed into a chat's message, kept in the
@@ -180,7 +207,8 @@ class TelegramBot:
         self.pairing = Pairing(host)
         self.outbox = Outbox(host, self._run)
         self.username: str | None = None
-        self._streams: dict[int, Stream] = {}  # chat -> the answer being streamed there
+        self._streams: dict[int, Stream] = {}  # chat -> the answer's round being streamed there
+        self._stream_jobs: dict[str, Stream] = {}  # waiting edit's job id -> the stream it shows
         self._finals: dict[str, Stream] = {}  # final answer's job id -> the stream it ends
         self._stopped: dict[int, str | None] = {}  # chat -> the conversation whose turn was stopped
         # Relays a previous run left (``relay:<chat>``), until read back against the
@@ -514,17 +542,33 @@ class TelegramBot:
         else:
             await self.outbox.put(chat_id, job)
 
-    async def say_markdown(self, chat_id: int, member_id: str, text: str, conversation_id: str | None = None) -> None:
+    async def say_markdown(
+        self, chat_id: int, member_id: str, text: str, conversation_id: str | None = None, round_: int | None = None,
+        *, own: bool = False,
+    ) -> None:
         """Queue the model's words (Telegram HTML, plain text where refused). The
-        message the answer streamed into, if any, is edited into the final text."""
-        stream = self._take_stream(chat_id, conversation_id) if conversation_id is not None else None
+        message this round streamed into, if any, is edited into the final text
+        (``round_``: the host's id of the round, when it names it; ``own``: the text is
+        the stream's own). A message of an earlier round (the words before a tool
+        call), or one a card was sent below, stays as it is: the text comes as a new
+        message, below it (and Telegram notifies it)."""
+        stream = target = None
+        if conversation_id is not None:
+            current = self._streams.get(chat_id)
+            if current is not None and current.conversation_id == conversation_id:
+                if own or (not current.closed and _is_its_round(current, round_, text)):
+                    stream = target = self._take_stream(chat_id, conversation_id)
+                else:  # ended, not finished: its waiting edit still shows its own words
+                    stream = self._streams.pop(chat_id)
+        else:  # a note of the host's, below what streams: later text goes under it
+            self._close_stream(chat_id)
         public: dict[str, Any] = {"sent": 0, **_ending(stream)}
         job = Job("markdown", member_id, {"text": text}, public)
-        if stream is not None:
-            if stream.message_id is not None:
-                public["edit"] = stream.message_id  # stored: a restart still edits it
+        if target is not None:
+            if target.message_id is not None:
+                public["edit"] = target.message_id  # stored: a restart still edits it
             else:  # its first send may be under way: the job looks when it runs
-                self._finals[job.id] = stream
+                self._finals[job.id] = target
         await self.outbox.put(chat_id, job)
         await self._relay_end(chat_id, stream)  # after the job is stored: its end is queued
 
@@ -535,9 +579,10 @@ class TelegramBot:
         self._stopped[chat_id] = event.conversation_id
         stream = self._streams.get(chat_id)
         streamed = stream.text if stream is not None and stream.conversation_id == event.conversation_id else ""
-        text = event.text if event.text.strip() else streamed
-        if text.strip():
-            await self.say_markdown(chat_id, member_id, text, event.conversation_id)
+        if event.text.strip():
+            await self.say_markdown(chat_id, member_id, event.text, event.conversation_id)
+        elif streamed.strip():  # what it showed, formatted in its own message
+            await self.say_markdown(chat_id, member_id, streamed, event.conversation_id, own=True)
         else:
             await self._end_stream(chat_id, event.conversation_id)
 
@@ -825,7 +870,7 @@ class TelegramBot:
             await self._on_partial(chat_id, member_id, event)
         elif event.kind == "answer":
             if event.text.strip():
-                await self._finish_answer(chat_id, member_id, event.conversation_id, event.text)
+                await self._finish_answer(chat_id, member_id, event.conversation_id, event.text, _round_id(event.data.get("message_id")))
             else:  # the model said nothing: the chat must not just fall silent
                 await self._show_empty_answer(chat_id, member_id, event.conversation_id)
         elif event.kind == "notification":
@@ -863,17 +908,38 @@ class TelegramBot:
         Markdown would flicker; the final answer is formatted."""
         if chat_id in self._stopped and self._stopped[chat_id] == event.conversation_id:
             return  # the stopped turn's last partial, sent before the host saw the stop
+        round_ = _round_id(event.data.get("message_id"))
         stream = self._streams.get(chat_id)
-        begun = stream is None or stream.conversation_id != event.conversation_id
-        if begun:
-            stream = self._streams[chat_id] = Stream(event.conversation_id)
+        if (
+            stream is None or stream.conversation_id != event.conversation_id or stream.closed
+            or (round_ is not None and stream.round is not None and round_ != stream.round)
+        ):
+            # A new answer, a new round of it (after tool calls), or text after a card:
+            # a new message. The earlier one keeps its words (its waiting edit still runs).
+            previous, stream = stream, Stream(event.conversation_id, round_)
+            self._streams[chat_id] = stream
+            if previous is not None and previous.conversation_id == event.conversation_id and previous.relay is not None:
+                # The same answer goes on in the new message: a restart finishes that one.
+                stream.relay, previous.relay = {**previous.relay, "message_id": None}, None
+                await self._relay_write(chat_id, stream.relay)
+            else:
+                await self._relay_begin(chat_id, member_id, stream, round_)
+        elif stream.round is None:
+            stream.round = round_  # restored after a restart: the answer goes on in it
         if stream.finished:
             return
         stream.text = event.text
-        if self.outbox.pending(chat_id, "stream") is None:
-            self.outbox.put_nowait(chat_id, Job("stream", member_id, None, {"conversation_id": event.conversation_id}))
-        if begun:
-            await self._relay_begin(chat_id, member_id, stream, event.data.get("message_id"))
+        if stream.job is None:
+            stream.job = Job("stream", member_id, None, {"conversation_id": event.conversation_id})
+            self._stream_jobs[stream.job.id] = stream
+            self.outbox.put_nowait(chat_id, stream.job)
+
+    def _close_stream(self, chat_id: int) -> None:
+        """A message goes to the chat below the streamed one (a card, a note): text
+        streamed after it is a new message under it, not an edit above it."""
+        stream = self._streams.get(chat_id)
+        if stream is not None:
+            stream.closed = True
 
     def _take_stream(self, chat_id: int, conversation_id: str | None) -> Stream | None:
         """The chat's stream of this conversation, ended now (no more edits of it), or
@@ -882,19 +948,22 @@ class TelegramBot:
         if stream is None or stream.conversation_id != conversation_id:
             return None
         stream.finished = True
-        waiting = self.outbox.pending(chat_id, "stream")
-        if waiting is not None:
-            self.outbox.discard(chat_id, waiting)
+        if stream.job is not None:
+            self.outbox.discard(chat_id, stream.job)
+            self._stream_jobs.pop(stream.job.id, None)
+            stream.job = None
         self._streams.pop(chat_id, None)
         return stream
 
     async def _end_stream(self, chat_id: int, conversation_id: str | None) -> None:
         await self._relay_end(chat_id, self._take_stream(chat_id, conversation_id))
 
-    async def _finish_answer(self, chat_id: int, member_id: str, conversation_id: str | None, text: str) -> None:
-        """A turn's answer: its streamed message edited into the final text, then (with
-        ``/voice on``) the same words as a voice note."""
-        await self.say_markdown(chat_id, member_id, text, conversation_id)
+    async def _finish_answer(
+        self, chat_id: int, member_id: str, conversation_id: str | None, text: str, round_: int | None = None
+    ) -> None:
+        """A turn's answer: its round's streamed message edited into the final text,
+        then (with ``/voice on``) the same words as a voice note."""
+        await self.say_markdown(chat_id, member_id, text, conversation_id, round_)
         if await self.host.kv_get(f"voice:{member_id}"):
             # After the text, through the same outbox: sealed, paced, kept over a restart.
             locale = await self.locale_for(member_id)
@@ -978,7 +1047,7 @@ class TelegramBot:
     async def _relay_begin(self, chat_id: int, member_id: str, stream: Stream, answer: Any) -> None:
         stream.relay = {
             "id": secrets.token_hex(8), "member_id": member_id, "conversation_id": stream.conversation_id,
-            "message_id": None, "answer": answer if isinstance(answer, int) and not isinstance(answer, bool) else None,
+            "message_id": None, "answer": _round_id(answer),
         }
         await self._relay_write(chat_id, stream.relay)
 
@@ -1078,6 +1147,7 @@ class TelegramBot:
             later = messages[asked + 1:]
         cut = next((i for i, m in enumerate(later) if m.get("role") == "user"), None)
         turn = later if cut is None else later[:cut]  # up to the member's next message
+        # No round: the answer a restart cut off goes on (asked again) in this message.
         stream = Stream(conversation_id)
         stream.message_id = record.get("message_id") if isinstance(record.get("message_id"), int) else None
         stream.relay = dict(record)
@@ -1107,6 +1177,7 @@ class TelegramBot:
             arguments = arguments[:1499] + "…"
         text = self.t("approval_prompt", locale, tool=event.tool or "?", arguments=arguments)
         payload = {"text": text[:4000], "approve": self.t("approve", locale), "deny": self.t("deny", locale)}
+        self._close_stream(chat_id)  # the answer goes on below the card
         await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": event.approval_id}))
 
     def _question_answers(self, fields: list[Any], locale: str) -> list[tuple[str, dict[str, Any]]]:
@@ -1138,6 +1209,7 @@ class TelegramBot:
             text += "\n\n" + self.t("question_in_app", locale)
         buttons = [[label, f"q{index}:{short}"] for index, (label, _) in enumerate(answers)] + [[self.t("question_decline", locale), f"qd:{short}"]]
         payload = {"text": text, "buttons": buttons}
+        self._close_stream(chat_id)  # the answer goes on below the card
         await self.outbox.put(chat_id, Job("question", member_id, payload, {"short": short, "question_id": event.data["question_id"]}))
 
     async def _run_question(self, queue: ChatQueue, job: Job, payload: Mapping[str, Any]) -> None:
@@ -1161,6 +1233,7 @@ class TelegramBot:
         # kept (and stored) should the bot stop first.
         await self._connected.wait()
         chat_id = queue.chat_id
+        streamed = self._stream_jobs.pop(job.id, None) if job.kind == "stream" else None
         if job.member_id is not None and job.kind != "typing" and await self.pairing.chat_for_member(job.member_id) != chat_id:
             log.info("telegram: a %s for chat %s dropped: the chat is no longer linked to its member", job.kind, chat_id)
             return
@@ -1169,7 +1242,7 @@ class TelegramBot:
             if time.monotonic() - job.created < TYPING_STALE_SECONDS and chat_id not in self._streams:
                 await self.outbox.call(queue, lambda: self.bot.send_chat_action(chat_id, "typing"), "sendChatAction", message=False)
         elif job.kind == "stream":
-            await self._run_stream(queue, job)
+            await self._run_stream(queue, job, streamed)
         elif job.kind == "text":
             await self._send_pieces(queue, job, split_message(str(payload.get("text", ""))), markdown=False)
         elif job.kind == "markdown":
@@ -1235,10 +1308,11 @@ class TelegramBot:
                     raise Refused(f"sendMessage: {exc.message}") from None
                 log.info("telegram: sendMessage refused the markup (%s), sent as plain text", exc.message)
 
-    async def _run_stream(self, queue: ChatQueue, job: Job) -> None:
-        stream = self._streams.get(queue.chat_id)
-        if stream is None or stream.finished or stream.conversation_id != job.public.get("conversation_id"):
+    async def _run_stream(self, queue: ChatQueue, job: Job, stream: Stream | None) -> None:
+        if stream is None or stream.finished:
             return
+        if stream.job is job:
+            stream.job = None  # taken: a later partial queues the next edit
         pieces = split_message(stream.text)
         text = pieces[0] if pieces else ""
         if not text or text == stream.shown:

@@ -184,7 +184,10 @@ class ChannelRouter:
             self._stopped_text.pop((member_id, conversation_id), None)
         elif kind == "done" and top:
             self._stop_typing(member_id, conversation_id)
-            await self.deliver(name, member_id, ChannelEvent("answer", conversation_id, text=str(data.get("content", ""))))
+            # The round it ends (as its partials name it): a channel that streamed an
+            # earlier round (before tool calls) must not edit that one into the answer.
+            event = ChannelEvent("answer", conversation_id, text=str(data.get("content", "")), data={"message_id": data.get("message_id")})
+            await self.deliver(name, member_id, event)
         elif kind == "approval_required":
             arguments = data.get("arguments")
             if isinstance(arguments, str):
