@@ -5,6 +5,8 @@ values shown raw in settings forms."""
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from playwright.async_api import expect
@@ -31,9 +33,10 @@ async def german_admin(skald: Any, browser_pages: Any, **start: Any) -> tuple[An
 
 
 async def assert_marked(page: Any, control: Any, message: str) -> None:
-    """The control is marked wrong, described by `message` and has the focus."""
+    """The control is marked wrong, described by `message` (after its hint, if it has
+    one: the hint is its description too) and has the focus."""
     await expect(control).to_have_attribute("aria-invalid", "true")
-    await expect(control).to_have_accessible_description(message)
+    await expect(control).to_have_accessible_description(re.compile(rf"(^|\s){re.escape(message)}$"))
     await expect(control).to_be_focused()
 
 
@@ -200,7 +203,7 @@ async def test_a_refused_member_field_is_marked_named_and_focused_when_adding_an
     # Both empty fields at once, before any request (the first keeps the focus).
     await assert_marked(page, username, "User name is required.")
     await expect(password).to_have_attribute("aria-invalid", "true")
-    await expect(password).to_have_accessible_description("Password is required.")
+    await expect(password).to_have_accessible_description("Give it to them in person; they can change it under “My account”. Password is required.")
     await expect(status).to_have_text("Please check “User name”.")
     await username.fill("...")
     await password.fill("a long enough password")

@@ -68,7 +68,7 @@ async def test_admin_sets_up_a_model_on_the_models_page_then_chats(skald, browse
         await edit.get_by_label("Priority").fill("200000")
         await edit.get_by_role("button", name="Save").click()
         await expect(edit.locator(".form-status")).to_have_text("Please check “Priority”.")
-        await expect(edit.get_by_label("Priority")).to_have_accessible_description("Priority must be a whole number from 0 to 100000")
+        await expect(edit.get_by_label("Priority")).to_have_accessible_description("Lower numbers are tried first. Priority must be a whole number from 0 to 100000")
         await edit.get_by_label("Priority").fill("5")
         await edit.get_by_role("button", name="Save").click()
         await expect(page.locator("tr[data-model='alpha-model'] td.num").nth(1)).to_have_text("5")
@@ -232,7 +232,9 @@ async def test_admin_edits_a_roles_chat_agents_and_acting_tool_capabilities_on_t
     await restricted.get_by_label("Chat agents").fill("researcher")
     await restricted.get_by_role("button", name="Save").click()
     await expect(restricted.locator(".form-status")).to_have_text("Please check “Chat agents”.")
-    await expect(restricted.get_by_label("Chat agents")).to_have_accessible_description("The list must include companion: members of the role start there.")
+    await expect(restricted.get_by_label("Chat agents")).to_have_accessible_description(
+        "The chat agents members of this role may start, separated by commas (* for all). The role's default agent must be among them. "
+        "The list must include companion: members of the role start there.")
     await expect(restricted.get_by_label("Chat agents")).to_be_focused()
 
 

@@ -21,6 +21,7 @@ import DOMPurify from "../vendor/dompurify/purify.es.js";
 import hljs from "../vendor/highlight/highlight.min.js";
 import { scrollableRegion } from "./dom.js";
 import { t } from "./i18n.js";
+import { hush, liveRegionOf } from "./live.js";
 
 // KaTeX (~600 kB) is loaded the first time an answer has math, not with every page.
 let katex = null;
@@ -190,6 +191,10 @@ function renderMath(root) {
     return;
   }
   for (const node of nodes) {
+    // Math drawn on the page already (KaTeX loaded after it showed its TeX) is not news:
+    // a live region around it (the chat's log) does not read it out again.
+    const region = node.isConnected ? liveRegionOf(node) : null;
+    if (region) hush(region);
     try {
       katex.render(node.dataset.tex, node, { displayMode: node.classList.contains("display"), throwOnError: false, output: "htmlAndMathml" });
       node.classList.add("rendered");

@@ -124,11 +124,22 @@ export function closeOnEscape(node, close) {
   });
 }
 
+/** The hint under `control`, its description too (a screen reader says it with the
+ * control, not only when it reads the page line by line): added to the control's
+ * aria-describedby, after any description it has (an error message's). */
+export function hintFor(control, text) {
+  if (!control.id) control.id = uid();
+  const hint = el("p", { class: "hint", id: `${control.id}-hint`, text });
+  const described = (control.getAttribute("aria-describedby") || "").split(/\s+/).filter(Boolean);
+  if (!described.includes(hint.id)) control.setAttribute("aria-describedby", [...described, hint.id].join(" "));
+  return hint;
+}
+
 /** A label + control pair; returns [wrapper, control]. */
 export function field(labelText, control, { hint, required } = {}) {
   if (!control.id) control.id = uid();
   const label = el("label", { for: control.id }, labelText, required ? el("span", { class: "required", "aria-hidden": "true", text: " *" }) : null);
-  const wrapper = el("div", { class: "field" }, label, control, hint ? el("p", { class: "hint", text: hint }) : null);
+  const wrapper = el("div", { class: "field" }, label, control, hint ? hintFor(control, hint) : null);
   return [wrapper, control];
 }
 

@@ -10,6 +10,7 @@
 import { el, scrollableRegion } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
+import { hush, hushed } from "../lib/live.js";
 import { button } from "../lib/ui.js";
 import { addReadAloud } from "../lib/speech.js";
 import { isLive, showAgentTitle } from "./chat-tasks.js";
@@ -248,6 +249,24 @@ function placeCaret(body, caret) {
   (target && /^(P|LI|H[3-6]|CODE)$/.test(target.tagName) ? target : body).append(caret);
 }
 
+/** What a row of the log says, for telling a row drawn again from a new one. */
+const spoken = (node) => (node.querySelector(".msg-body, .bubble") || node).textContent.trim();
+
+/** The rows of the log a screen reader has heard: their message ids, and their words. */
+function heardIn(list) {
+  const ids = new Set();
+  const texts = new Set();
+  for (const node of list.children) {
+    if (node.dataset.messageId) ids.add(node.dataset.messageId);
+    const text = spoken(node);
+    if (text) texts.add(text);
+  }
+  return { ids, texts };
+}
+
+/** The same message, or the same words (the member's message, stored since it was sent). */
+const wasHeard = (node, { ids, texts }) => (node.dataset.messageId ? ids.has(node.dataset.messageId) : false) || texts.has(spoken(node));
+
 export class Transcript {
   /**
    * @param {object} handlers decide(approvalId, decision) → Promise<{ok, error?}>
@@ -355,6 +374,7 @@ export class Transcript {
 
   /** Render a conversation as GET /api/conversations/<id> returns it. */
   load(data, unacknowledged = []) {
+    this.redrawQuietly();
     const wasStuck = this.stick || !this.list.childElementCount;
     this.reset();
     this.loads += 1;
@@ -420,6 +440,29 @@ export class Transcript {
     this.placeTurnActions();
     this.stick = wasStuck;
     this.follow(wasStuck);
+  }
+
+  /** A whole conversation drawn again (a reload: after Retry, Regenerate, a version flip,
+   * an edit, a turn's end, a reconnect) is not news: the log is not live while `load`
+   * draws it, or a screen reader read the whole conversation out again. What is new since
+   * it was last live (the new answer, the other version) is then added once more, now
+   * live, and so said alone. Opening a conversation says nothing: none of it is new. */
+  redrawQuietly() {
+    if (hushed(this.node)) { hush(this.node); return; }  // the first read's "before" stands
+    const heard = this.loads ? heardIn(this.list) : null;
+    hush(this.node, () => { if (heard) this.sayNew(heard); });
+  }
+
+  /** Put each row not heard before back where it is: an addition to the live log. */
+  sayNew(heard) {
+    for (const node of [...this.list.children]) {
+      if (node === this.activity || wasHeard(node, heard)) continue;
+      const focused = node.contains(document.activeElement) ? document.activeElement : null;
+      const next = node.nextSibling;
+      node.remove();
+      this.list.insertBefore(node, next);
+      focused?.focus({ preventScroll: true });
+    }
   }
 
   setRunning(running) {
@@ -1210,7 +1253,10 @@ export class Transcript {
         actions.remove();
         question.remove();
         node.querySelector(".tool-args")?.remove();
-        status.textContent = decisionLabel(decision);
+        // Said once: resolved again (the call's own end, another tab's event), the same
+        // words set again were read out again.
+        const said = decisionLabel(decision);
+        if (status.textContent !== said) status.textContent = said;
         status.className = `approval-status ${["deny", "denied", "withdrawn", "refused_by_rule"].includes(decision) ? "denied" : decision === "expired" ? "expired" : "approved"}`;
         if (hadFocus) { status.tabIndex = -1; status.focus({ preventScroll: true }); }  // never lost to <body>
         this.placeActivity();

@@ -5,7 +5,7 @@ import { api } from "../lib/api.js";
 import { el, link, uid } from "../lib/dom.js";
 import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
 import {
-  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, formatDate, markField, notice, pageHeader, section, showFormError, statusLine,
+  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, formatDate, hintFor, markField, notice, pageHeader, section, showFormError, statusLine,
 } from "../lib/ui.js";
 
 const memberRoute = (id) => `#members/${encodeURIComponent(id)}`;
@@ -61,7 +61,7 @@ function createForm(roles, ctx) {
     field(t("members.password"), password, { required: true, hint: t("members.password_hint") })[0],
     field(t("members.role"), role)[0],
     field(t("members.language"), locale)[0],
-    el("div", { class: "field span" }, encryptedLabel, el("p", { class: "hint", text: t("members.encrypt_hint") })),
+    el("div", { class: "field span" }, encryptedLabel, hintFor(encrypted, t("members.encrypt_hint"))),
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -114,7 +114,7 @@ function profileSection(member, roles, ctx, isSelf) {
     field(t("members.sex"), sex)[0],
     el("div", { class: "field" }, el("span", { class: "label-text", text: t("members.status") }),
       el("div", { class: "switch-row" }, active, el("label", { for: activeId, text: t("members.active_label") })),
-      el("p", { class: "hint", text: isSelf ? t("members.self_active_hint") : t("members.active_hint") })),
+      hintFor(active, isSelf ? t("members.self_active_hint") : t("members.active_hint"))),
     el("div", { class: "span" }, field(t("members.notes"), notes)[0]),
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {

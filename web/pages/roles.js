@@ -5,7 +5,7 @@ import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { seeded, t, unseeded } from "../lib/i18n.js";
 import {
-  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, notice, pageHeader, section, showFormError, statusLine,
+  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, hintFor, notice, pageHeader, section, showFormError, statusLine,
 } from "../lib/ui.js";
 
 /** The capabilities a role may be given (skald_host.core.identity.access.GRANTABLE). */
@@ -95,7 +95,7 @@ function roleArticle(role, ctx, known) {
   }
   const form = el("form", { class: "stack", novalidate: true },
     field(t("roles.label"), label)[0],
-    isAdmin ? null : el("div", { class: "field" }, autoLabel, el("p", { class: "hint", text: t("roles.auto_grant_hint") })),
+    isAdmin ? null : el("div", { class: "field" }, autoLabel, hintFor(autoGrant, t("roles.auto_grant_hint"))),
     isAdmin ? null : field(t("roles.chat_agents"), agents, { hint: t("roles.chat_agents_hint") })[0],
     isAdmin ? null : field(t("roles.chat_agent"), chatAgent, { hint: t("roles.chat_agent_hint") })[0],
     capabilityFieldset(boxes, isAdmin ? t("roles.admin_caps") : null),
@@ -135,7 +135,7 @@ function createForm(ctx) {
   const form = el("form", { class: "stack", novalidate: true },
     field(t("roles.id"), id, { required: true, hint: t("roles.id_hint") })[0],
     field(t("roles.label"), label, { required: true })[0],
-    el("div", { class: "field" }, autoLabel, el("p", { class: "hint", text: t("roles.auto_grant_hint") })),
+    el("div", { class: "field" }, autoLabel, hintFor(autoGrant, t("roles.auto_grant_hint"))),
     capabilityFieldset(boxes), el("div", { class: "actions" }, submit), status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();

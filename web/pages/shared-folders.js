@@ -4,7 +4,9 @@
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { busy, button, checkbox, confirmDialog, errorText, field, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import {
+  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, markField, notice, pageHeader, section, showFormError, statusLine,
+} from "../lib/ui.js";
 
 const folderApi = (id, rest = "") => `/api/admin/shared-folders/${encodeURIComponent(id)}${rest}`;
 
@@ -93,11 +95,13 @@ function createForm(ctx) {
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    status.clear();
+    clearFieldErrors(form, status);
+    // As every admin form: the empty field marked, described and focused, before any request.
+    if (!slug.value.trim()) { markField(form, status, "slug", t("error.field_required", { field: t("shared.slug_label") })); return; }
     busy(submit, async () => {
       const response = await api("POST", "/api/admin/shared-folders", { slug: slug.value.trim(), title: title.value.trim() || null });
       if (response.ok) ctx.rerender();
-      else status.error(errorText(response));
+      else showFormError(form, status, response);
     });
   });
   return form;
