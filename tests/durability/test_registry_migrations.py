@@ -61,7 +61,7 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path, ca
     try:
         assert registry.schema_version == upgraded.latest == REGISTRY_MIGRATIONS.latest + 1
         # Said in the log: from this start on, an earlier version refuses the data dir (upgrade probe).
-        assert f"database moved from schema version 1 to {upgraded.latest}" in caplog.text
+        assert f"database {path.name} moved from schema version 1 to {upgraded.latest}" in caplog.text
         users = UserManager(registry, database_dir, kdf, Buses())
         member, unsealed = await users.verify_password("alice", PASSWORD)
         assert (member.id, member.display_name, unsealed) == (member_id, "Alice", dek)

@@ -9,6 +9,7 @@ schema it really has, and the next open resumes from there.
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from .connection import Connection, rollback_quietly
 from .errors import SchemaTooNew, StorageError
@@ -96,8 +97,11 @@ def apply_migrations(conn: Connection, migration_set: MigrationSet) -> tuple[int
     finally:
         conn.execute(f"PRAGMA foreign_keys = {int(foreign_keys)}")
     if current:  # not a new file: the upgrade is said, since an earlier Skald refuses it from now on
-        log.info("the %s database moved from schema version %d to %d (an earlier Skald can no longer open it)",
-                 migration_set.bucket, current, latest)
+        # Named by its file: each member's file moves at their first sign-in, and identical
+        # lines did not say whose had moved.
+        files = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main" and row[2]]
+        log.info("the %s database%s moved from schema version %d to %d (an earlier Skald can no longer open it)",
+                 migration_set.bucket, f" {Path(files[0]).name}" if files else "", current, latest)
     return current, latest
 
 
