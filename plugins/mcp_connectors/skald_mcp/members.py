@@ -226,9 +226,11 @@ class MemberConnectors:
         if self._elicit is not None:
             ask = self._elicit
 
-            async def elicit(ctx: Any, connector: str, params: Any) -> Any:
+            async def asked(ctx: Any, connector: str, params: Any) -> Any:
                 # Asked before the question, when access changes, and at the answer.
                 return await ask(ctx, connector, params, allowed=lambda caller: caller == member_id and self.usable(member_id, name))
+
+            elicit = asked
 
         connection = Connection(spec, on_change=lambda c: self._changed(member_id, c), on_notification=notified, spawn=spawn, elicit=elicit)
         # A member's own server: checked on every connection; a private address is
