@@ -49,6 +49,7 @@ async def test_focus_on_a_code_blocks_copy_button_stays_when_the_streamed_answer
 
 SETTLE_A_TAIL_CODE_BLOCK = """async () => {
   const { Transcript } = await import("/ui/pages/chat-transcript.js");
+  const { renderMarkdown } = await import("/ui/lib/markdown.js");
   const transcript = new Transcript({});
   document.querySelector("#content").append(transcript.node);
   const text = "Intro.\\n\\n```python\\nprint(len('abc'))\\n```";
@@ -59,11 +60,13 @@ SETTLE_A_TAIL_CODE_BLOCK = """async () => {
   answer.querySelector(".copy-code").focus();
   const intro = answer.querySelector(".msg-body > p");
   transcript.finished({ message_id: 990001, content: text, model: "m" });
+  // Read at once: an await here let the page's own start (it focuses its composer) take
+  // the focus first on a loaded machine, which was no fault of finished().
+  const focused = document.activeElement.matches(".copy-code") && answer.contains(document.activeElement);
   const fresh = document.createElement("div");
-  const { renderMarkdown } = await import("/ui/lib/markdown.js");
   fresh.replaceChildren(...renderMarkdown(text));
   const result = {
-    focused: document.activeElement.matches(".copy-code") && answer.contains(document.activeElement),
+    focused,
     introKept: intro.isConnected,
     highlighted: answer.querySelector("code.language-python span") !== null,
     asFresh: answer.querySelector(".msg-body").innerHTML === fresh.innerHTML,
