@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 import socket
 
-from skald_host.testing import ScriptedError
+from skald_host.testing import Hang, ScriptedError
 
-from .support import MODEL_B, ChatSocket, configure_models, messages, new_conversation, types
+from .support import MODEL_A, MODEL_B, ChatSocket, configure_models, messages, new_conversation, types
 
 
 async def test_a_fallback_from_an_unreachable_model_is_a_stored_note_and_every_failure_is_logged(chat, caplog):
@@ -51,3 +51,24 @@ async def test_a_fallback_from_an_unreachable_model_is_a_stored_note_and_every_f
                in line for line in said), said
     assert any(f"model '{MODEL_B}' ({MODEL_B} at scripted) failed (HTTP 500); no other model is left to try" in line for line in said), said
     assert not any("HTTP None" in line for line in said)
+
+
+async def test_a_stop_after_a_fallback_names_the_model_that_was_answering(chat):
+    """The stopped answer is the second model's: stored and announced with it, so the
+    screen reads "Stopped <model-b>" live and after a reload (it named the first entry,
+    the one that had failed, before)."""
+    await configure_models(chat.admin, chat.server, (MODEL_A, MODEL_B))
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [ScriptedError(500)])
+    chat.server.script(MODEL_B, [Hang(text="half of it", token_delay=0.05)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Go on, at length.")
+        await sock.wait_event(cid, "token", delta=" it")
+        assert (await sock.stop(cid))["stopped"] is True
+        events = await sock.turn(cid)
+
+    stopped = next(e for e in events if e["type"] == "answer_cancelled")
+    assert stopped["model"] == MODEL_B
+    answer = next(m for m in await messages(alice, cid) if m["role"] == "assistant")
+    assert (answer["status"], answer["model"], answer["content"]) == ("cancelled", MODEL_B, "half of it")

@@ -967,7 +967,7 @@ export class Transcript {
   /** `answer_cancelled`: the answer a Stop cut, with the model that wrote it (the
    * turn's `cancelled` that follows names none). */
   answerCancelled(data) {
-    if (this.stream?.id === Number(data.message_id)) this.finishStream({ status: "cancelled", model: data.model });
+    if (this.stream?.id === Number(data.message_id)) this.finishStream({ status: "cancelled", model: data.model, modelId: data.model_id });
   }
 
   cancelled() {

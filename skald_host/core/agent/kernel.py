@@ -672,12 +672,14 @@ class Kernel:
                     await self.store.checkpoint(message_id, partial["content"], partial["reasoning"])
 
         sent: tuple[str, ModelChoice, float] | None = None  # the request under way, for its log row if it is cut
+        answering = candidates[0]  # the entry a Stop names: after a fallback, the one streaming
         try:
             if written_first:
                 pending.start()  # type: ignore[union-attr]
                 message_id = await pending.wait()  # type: ignore[union-attr]
                 partials[message_id] = partial
             for index, choice in enumerate(candidates):
+                answering = choice
                 # An id for the request log, not a secret: ``uuid4`` reads os.urandom,
                 # which lets go of the GIL, and getting it back waited behind the
                 # round's write thread, right before the request goes out (3% of the
@@ -757,7 +759,8 @@ class Kernel:
             else:
                 await asyncio.shield(
                     self.store.finish_assistant(
-                        message_id, content=partial["content"], reasoning=partial["reasoning"], model=candidates[0].model, status="cancelled"
+                        message_id, content=partial["content"], reasoning=partial["reasoning"], model=answering.model,
+                        model_id=answering.id, status="cancelled",
                     )
                 )
                 # Written, then announced with its model as ``done`` is, so the stopped
@@ -765,7 +768,8 @@ class Kernel:
                 # turn's own ``cancelled`` follows once the whole call tree has stopped.
                 # ``content`` is for channels: one that streamed the answer finishes it
                 # with what was kept (the web already holds the text).
-                self.emit(frame, "answer_cancelled", message_id=message_id, model=candidates[0].model, content=partial["content"])
+                self.emit(frame, "answer_cancelled", message_id=message_id, model=answering.model, model_id=answering.id,
+                          content=partial["content"])
             raise
         finally:
             if saver is not None:
