@@ -37,12 +37,24 @@ async def list_agents(args: Mapping[str, Any], ctx: ToolContext) -> str:
     return "\n".join(f"- {a['id']}: {a['title']} — {a['description']}" for a in agents)
 
 
+#: What an ``execute_task`` call may narrow (seed 004 §9).
+LIMIT_KEYS = ("timeout_secs", "max_iterations", "max_result_chars")
+
+
 def _limits(args: Mapping[str, Any]) -> dict[str, Any] | None:
     limits = args.get("limits")
     if limits is None:
         return None
     if not isinstance(limits, dict):
         raise ToolError("'limits' must be an object")
+    # Refused with what was wrong, not dropped in silence: the model would believe it
+    # had narrowed a bound it had not. (Above the agent's own bound is allowed: the run
+    # keeps its bound, as the description says: never wider.)
+    for key, value in limits.items():
+        if key not in LIMIT_KEYS:
+            raise ToolError(f"'limits' has no {key!r}; it may hold {', '.join(LIMIT_KEYS)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ToolError(f"'limits.{key}' must be a positive whole number, not {value!r}")
     return dict(limits)
 
 
@@ -229,7 +241,7 @@ TOOLS = (
                 },
                 "limits": {
                     "type": "object", "description": "narrower limits than the agent's own (never wider)",
-                    "properties": {k: {"type": "integer"} for k in ("timeout_secs", "max_iterations", "max_result_chars")},
+                    "properties": {k: {"type": "integer", "minimum": 1} for k in LIMIT_KEYS},
                 },
             },
         },

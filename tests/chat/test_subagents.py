@@ -75,6 +75,34 @@ async def test_a_foreground_delegation_is_a_run_row_with_its_definition_hash_and
     assert any(e["type"] == "agent_done" and e.get("run_id") == row["id"] and e["status"] == "completed" for e in events)
 
 
+async def test_limits_the_model_cannot_mean_are_refused_with_what_was_wrong_and_start_no_run(chat):
+    """A zero, a string or an unknown key in ``limits`` used to be dropped in silence:
+    the run went ahead with the agent's own bounds while the model believed it had
+    narrowed them. Now the call fails with the reason, and no run is written."""
+    await configure_models(chat.admin, chat.server)
+    agents(chat, worker={"allow_tools": False})
+    alice = await chat.host.member("alice")
+    asks = [{"max_iterations": 0}, {"timeout_secs": "60"}, {"rounds": 3}]
+
+    def respond(request):
+        results = tool_results(request)
+        if len(results) < len(asks):
+            limits = asks[len(results)]
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "worker", "task": "Work.", "limits": limits})])
+        return Reply("Understood.")
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Delegate it.")
+        await sock.turn(cid)
+    said = tool_results(chat.server.requests[-1])
+    assert "'limits.max_iterations' must be a positive whole number, not 0" in said[0]
+    assert "'limits.timeout_secs' must be a positive whole number, not '60'" in said[1]
+    assert "'limits' has no 'rounds'; it may hold timeout_secs, max_iterations, max_result_chars" in said[2]
+    assert await runs(alice, cid) == []
+
+
 async def test_a_clipped_result_tells_the_model_where_the_rest_is_and_get_result_returns_every_character(chat):
     """§8.11: the model sees at most max_result_chars; the row keeps it all, whole
     characters (multi-byte ones at the cut included)."""
