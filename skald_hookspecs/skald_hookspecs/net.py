@@ -27,10 +27,11 @@ from typing import Union
 Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 #: IPv6 prefixes that carry an IPv4 address in their last 32 bits, which a translator
-#: on the path delivers to: NAT64's well-known and local-use prefixes (RFC 6052, 8215)
-#: and the deprecated IPv4-compatible form. ``is_global`` judges the IPv6 address, so
-#: ``64:ff9b::a00:1`` would pass as public while it reaches 10.0.0.1.
-EMBEDDING = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96"))
+#: on the path delivers to: NAT64's well-known and local-use prefixes (RFC 6052, 8215),
+#: the deprecated IPv4-compatible form and SIIT's IPv4-translated form (RFC 2765).
+#: ``is_global`` judges the IPv6 address, so ``64:ff9b::a00:1`` would pass as public
+#: while it reaches 10.0.0.1 (and Python calls ``::ffff:0:7f00:1`` global).
+EMBEDDING = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96", "::ffff:0:0:0/96"))
 
 
 class AddressRefused(ValueError):
@@ -60,7 +61,11 @@ def is_public(address: Address) -> bool:
     """Whether a connection to ``address`` leaves for the public internet: no loopback,
     private, link-local (cloud metadata), multicast, reserved or shared address, nor
     one that carries such an IPv4 address."""
-    return all(a.is_global and not a.is_multicast for a in carried(address))
+    # ``is_global`` alone lets through what Python files as global and reserved or
+    # site-local at once (the deprecated ``fec0::/10``), so those are asked as well.
+    return all(
+        a.is_global and not (a.is_multicast or a.is_reserved or getattr(a, "is_site_local", False)) for a in carried(address)
+    )
 
 
 def check_address(host: str, address: Address) -> None:
