@@ -102,3 +102,42 @@ async def test_closed_file_is_copied_with_the_wal_a_crash_left(tmp_path, db_path
     assert await select(restored, "SELECT body FROM notes") == [("after the crash",)]
     assert await restored.integrity_check() == "ok"
     await restored.close()
+
+
+FOREIGN_READ = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM notes').fetchone(); c.close()"
+
+
+async def test_a_snapshot_keeps_the_servers_locks_so_another_programs_read_cannot_take_the_wal(db_path, tmp_path, one_step):
+    """Closing any descriptor of a file drops all of the process's POSIX locks on it. The
+    copy opened the live file by name and closed it, so after a backup the server held no
+    lock on its own databases: another program's read then found itself the last user,
+    checkpointed and deleted the -wal the server still wrote into, and a crash lost every
+    commit since (admin probe, on system.db, which the README calls plain SQLite). The copy
+    now reads through a descriptor kept as long as the connection."""
+    db = await Database.open(db_path, key=None, migrations=one_step, create=True)
+    await db.transaction(lambda c: c.execute("INSERT INTO notes (body) VALUES ('before')"))
+    await db.snapshot(tmp_path / "copy.db")
+    read = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", FOREIGN_READ, str(db_path)], capture_output=True, text=True)
+    assert read.returncode == 0, read.stderr
+
+    assert Path(f"{db_path}-wal").exists()  # still ours: the other program's close left it
+    await db.transaction(lambda c: c.execute("INSERT INTO notes (body) VALUES ('after')"))
+    # The commit went to the file others see (a deleted -wal would hide it from them).
+    read = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT body FROM notes ORDER BY id').fetchall())", str(db_path)],
+        capture_output=True, text=True,
+    )
+    assert read.stdout.strip() == "[('before',), ('after',)]", read.stderr
+    await db.close()
+
+
+async def test_two_databases_on_one_file_share_the_held_descriptor_until_the_last_closes(db_path, one_step):
+    first = await Database.open(db_path, key=None, migrations=one_step, create=True)
+    second = await Database.open(db_path, key=None, migrations=one_step)
+    held = first._held
+    assert second._held is held and held.users == 2
+    await first.close()
+    os.fstat(held.fd)  # still open: closing it now would drop the second one's locks
+    await second.close()
+    with pytest.raises(OSError):
+        os.fstat(held.fd)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from .connection import Connection, open_connection, rollback_quietly
 from .errors import StorageError, disk_failure
 from .migrations import MigrationSet, apply_migrations
-from .snapshot import checkpoint_and_copy
+from .snapshot import HeldFile, checkpoint_and_copy
 
 T = TypeVar("T")
 
@@ -48,6 +48,7 @@ class Database:
         self._encrypted = encrypted
         self._schema_version = schema_version
         self._closed = False
+        self._held = HeldFile.hold(path)  # what a backup reads the file through (``snapshot``)
 
     @classmethod
     async def open(
@@ -172,7 +173,7 @@ class Database:
     async def snapshot(self, destination: Path) -> None:
         """Copy the file, consistent and as encrypted as it is, to the new file
         ``destination`` (backups). Writes queued meanwhile wait for the copy."""
-        await self._submit(partial(checkpoint_and_copy, path=self._path, destination=destination))
+        await self._submit(partial(checkpoint_and_copy, path=self._path, held=self._held, destination=destination))
 
     async def close(self) -> None:
         """Close the connection on its thread and stop the thread. Idempotent.
@@ -184,6 +185,7 @@ class Database:
         self._closed = True
         try:
             await asyncio.wrap_future(self._executor.submit(self._conn.close))
+            self._held.release()  # after the connection: closing it earlier would drop its locks
         finally:
             self._executor.shutdown(wait=False)
 

@@ -10,6 +10,7 @@ file's own bytes: an encrypted database stays encrypted and no key is needed.
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from .connection import Connection
@@ -31,7 +32,61 @@ def copy_private(source: Path | int, destination: Path) -> None:
         os.fsync(target.fileno())
 
 
-def checkpoint_and_copy(conn: Connection, *, path: Path, destination: Path) -> None:
+class HeldFile:
+    """A read descriptor to an open database's file, kept until the last ``Database`` on
+    that file closes: the only descriptor this process reads the live file through.
+
+    On Linux, closing *any* descriptor of a file drops every POSIX lock the process holds
+    on it, SQLite's included. A backup that opened the live file by name and closed it
+    left the server lockless: another program's connection then deleted the -wal the
+    server was still committing into, and a crash lost those commits (admin probe). So
+    the copy reads through this descriptor, opened once and closed only when no
+    connection of this process is left on the file (SQLite defers its own closes the
+    same way)."""
+
+    _lock = threading.Lock()
+    _held: dict[tuple[int, int], "HeldFile"] = {}
+
+    def __init__(self, key: tuple[int, int], fd: int) -> None:
+        self.key, self.fd, self.users = key, fd, 0
+
+    @classmethod
+    def hold(cls, path: Path) -> "HeldFile":
+        """After the connection opened ``path``: the file's descriptor, shared by every
+        ``Database`` on it. A stat names the file without opening (and so without ever
+        closing) a second descriptor to it."""
+        info = os.stat(path)
+        key = (info.st_dev, info.st_ino)
+        with cls._lock:
+            held = cls._held.get(key)
+            if held is None:
+                held = cls._held[key] = cls(key, os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+            held.users += 1
+            return held
+
+    def release(self) -> None:
+        """After the connection closed: the descriptor goes with the file's last user."""
+        with self._lock:
+            self.users -= 1
+            if self.users == 0:
+                del self._held[self.key]
+                os.close(self.fd)
+
+
+def copy_held(held: HeldFile, destination: Path) -> None:
+    """``copy_private`` from a held descriptor, by offset (two copies of one file on two
+    threads share it), leaving it open."""
+    fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "wb") as target:
+        offset = 0
+        while chunk := os.pread(held.fd, COPY_CHUNK, offset):
+            target.write(chunk)
+            offset += len(chunk)
+        target.flush()
+        os.fsync(target.fileno())
+
+
+def checkpoint_and_copy(conn: Connection, *, path: Path, held: HeldFile, destination: Path) -> None:
     """Runs as a job on the database's thread (``Database.snapshot``)."""
     busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     if busy:
@@ -39,7 +94,7 @@ def checkpoint_and_copy(conn: Connection, *, path: Path, destination: Path) -> N
             f"{path}: another connection is reading or writing it, so it cannot be copied "
             "consistently now (is a second process using the data dir?)"
         )
-    copy_private(path, destination)
+    copy_held(held, destination)
 
 
 def copy_closed_database(path: Path, destination: Path) -> None:
