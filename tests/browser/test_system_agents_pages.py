@@ -213,3 +213,31 @@ async def test_a_member_interval_that_is_not_a_number_is_refused_at_its_field(sk
     await expect(page.get_by_text("Saved.")).to_be_visible()
     await expect(interval).not_to_have_attribute("aria-invalid", "true")
     assert await host.core.registry.run(lambda c: store.member_intervals(c, "event_triage")) == {kid["id"]: 45 * 60}
+
+
+async def test_a_reviewed_members_privacy_list_says_the_reports_reach_their_supervisors(skald, browser_pages):
+    """"What the admin cannot read" said "your conversations... no admin page shows them"
+    while the nightly review filed reports about them for the member's supervisors, who
+    may be the admin (admin probe). The list now says so where the reader looks."""
+    host = await skald.start(plugins=[skald_system_agents], enable=["system_agents"], settings=skald.settings(system_agents={"run": False}))
+    admin = await host.admin()
+    await host.core.instance_settings.save("conversation_review", {"enabled": True, "run_at_hour": 2})
+    pat = await host.create_member("pat", display_name="Pat")
+    kid = await host.create_member("kid", display_name="Kid", locale="de")
+    await host.create_member("solo", display_name="Solo")
+    named = await admin.put(f"/api/admin/members/{kid['id']}/supervisors", json={"supervisors": [pat["id"]]})
+    assert named.status_code == 200, named.text
+
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "kid", MEMBER_PASSWORD)
+    await page.goto("/#account")
+    cannot = page.get_by_role("heading", name="Was der Admin nicht lesen kann").locator("xpath=following-sibling::ul[1]")
+    await expect(cannot.locator("li")).to_have_count(2)
+    await expect(cannot.locator("li").last).to_have_text(
+        "Ausgenommen sind die Berichte der nächtlichen Durchsicht über deine Gespräche: Sie gehen an die oben Genannten,"
+        " die sie auf ihrer Seite „Berichte“ lesen.")
+
+    other = await browser_pages.new(host.url)
+    await sign_in(other, "solo", MEMBER_PASSWORD)
+    await other.goto("/#account")
+    await expect(other.get_by_role("heading", name="What the admin cannot read").locator("xpath=following-sibling::ul[1]").locator("li")).to_have_count(1)

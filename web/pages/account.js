@@ -95,6 +95,8 @@ function privacySection() {
       t("account.privacy_can_code"),
     ];
     const supervision = facts.supervision || { supervised: false };
+    // Said where the reader looks for it: the review's reports do reach people, an admin among them perhaps.
+    if (supervision.supervised && supervision.reviewed) cannot.push(t("account.privacy_cannot_supervised"));
     body.replaceChildren(...present(
       el("p", { text: t("account.privacy_intro") }),
       supervision.supervised ? part(t("account.supervision_title"),
