@@ -12,17 +12,20 @@ the fallback; the host's built-ins keep theirs in the core bundle as
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from skald_hookspecs.types import I18nBundle
 
 FALLBACK_LOCALE = "en"
+T = TypeVar("T")
 
 
 class Strings:
     def __init__(self, bundles: Iterable[I18nBundle] = ()) -> None:
         self._table: dict[str, dict[str, str]] = {}
         self._expected: list[Callable[[], Iterable[tuple[str, ...]]]] = []
+        self._revision = 0
+        self._derived: dict[str, tuple[int, Any]] = {}
         for bundle in bundles:
             self.add(bundle)
 
@@ -31,6 +34,21 @@ class Strings:
             target = self._table.setdefault(locale, {})
             for key, text in strings.items():
                 target[f"{bundle.domain}.{key}"] = text
+        self._revision += 1
+
+    def texts(self, key: str) -> list[str]:
+        """The text of a full key in every locale that has it, English first: words that
+        count in any language (a recurrence phrase's, say)."""
+        return [self._table[locale][key] for locale in sorted(self._table, key=lambda code: (code != FALLBACK_LOCALE, code)) if key in self._table[locale]]
+
+    def derived(self, name: str, build: Callable[["Strings"], T]) -> T:
+        """``build(self)``, kept under ``name`` until a bundle is added: what is made of
+        the strings (a compiled grammar) is made once per change, not once per use."""
+        cached = self._derived.get(name)
+        if cached is None or cached[0] != self._revision:
+            cached = (self._revision, build(self))
+            self._derived[name] = cached
+        return cached[1]
 
     def has(self, key: str, locale: str) -> bool:
         """Whether ``locale`` itself has the full ``key`` (no fallback)."""

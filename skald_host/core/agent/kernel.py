@@ -43,7 +43,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.types import ToolContext, ToolError
-from skald_host.core import audit
+from skald_host.core import audit, schedules
 from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
@@ -361,7 +361,8 @@ class Scope:
     async def schedule(self, prompt: str, due_at: str | None = None, *, every: str | None = None, timezone: str | None = None) -> str:
         self.require("tools.schedule", "schedule")
         job = await schedule_service.create(
-            self.kernel.runtime.store, self.frame.conversation_id, prompt, at=due_at, every=every, timezone=timezone
+            self.kernel.runtime.store, self.frame.conversation_id, prompt, at=due_at, every=every, timezone=timezone,
+            grammar=schedules.phrases(self.kernel.runtime.core.strings),
         )
         return job["id"]
 
@@ -373,7 +374,10 @@ class Scope:
         paused: bool | None = None,
     ) -> dict[str, Any]:
         self.require("tools.schedule", "change_scheduled_prompt")
-        return await schedule_service.change(self.kernel.runtime.store, job_id, prompt=prompt, every=every, timezone=timezone, paused=paused)
+        return await schedule_service.change(
+            self.kernel.runtime.store, job_id, prompt=prompt, every=every, timezone=timezone, paused=paused,
+            grammar=schedules.phrases(self.kernel.runtime.core.strings),
+        )
 
     async def delete_scheduled_prompt(self, job_id: str) -> None:
         await schedule_service.delete(self.kernel.runtime.store, job_id)

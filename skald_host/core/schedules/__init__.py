@@ -25,7 +25,9 @@ The rules, stated once (README "Scheduled prompts" repeats them for members):
 
 Natural phrases ("every weekday at 8", "werktags um 8") are mapped to cron by
 ``phrase_to_cron``: a small documented grammar (no library parses English *and*
-German recurrence phrases to cron; ``recurrent`` is English-only and yields RRULEs).
+German recurrence phrases to cron; ``recurrent`` is English-only and yields RRULEs)
+whose words live in the locale catalogs (``recurrence.words.*``), so a language's file
+brings its phrases.
 """
 
 from __future__ import annotations
@@ -35,9 +37,12 @@ import functools
 import re
 import zoneinfo
 from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 from croniter import CroniterError, croniter
 
+from skald_hookspecs.types import I18nBundle
+from skald_host.core.i18n import Strings
 from skald_host.core.refusal import Refusal
 
 #: A scheduled prompt's message is the one whose idempotency key starts so
@@ -97,43 +102,142 @@ def zone(name: str | None) -> zoneinfo.ZoneInfo:
 
 # -- natural phrases -----------------------------------------------------------------------
 
-_DAYS = {
-    "mon": 1, "monday": 1, "montag": 1, "mo": 1,
-    "tue": 2, "tues": 2, "tuesday": 2, "dienstag": 2, "di": 2,
-    "wed": 3, "wednesday": 3, "mittwoch": 3, "mi": 3,
-    "thu": 4, "thur": 4, "thurs": 4, "thursday": 4, "donnerstag": 4, "do": 4,
-    "fri": 5, "friday": 5, "freitag": 5, "fr": 5,
-    "sat": 6, "saturday": 6, "samstag": 6, "sonnabend": 6, "sa": 6,
-    "sun": 0, "sunday": 0, "sonntag": 0, "so": 0,
-}
-_DAY_SETS = {
-    "day": "*", "days": "*", "daily": "*", "tag": "*", "täglich": "*", "taeglich": "*",
-    "weekday": "1-5", "weekdays": "1-5", "werktag": "1-5", "werktags": "1-5", "werktage": "1-5", "werktagen": "1-5",
-    "wochentag": "1-5", "wochentags": "1-5", "wochentage": "1-5", "wochentagen": "1-5",
-    "weekend": "0,6", "weekends": "0,6", "wochenende": "0,6",
-}
-_FILLER = {"every", "each", "on", "at", "the", "jeden", "jede", "jeder", "jedes", "am", "an", "um", "and", "und", "immer", "den", "der", "die"}
-_TIME = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.|uhr|h)?$")
+#: The locale catalogs' keys (``core.recurrence.words.<name>``) that hold the grammar's
+#: words: each text lists alternatives separated by ``|`` ("every|each"), lower or upper
+#: case alike. The words of every loaded locale count, whatever the reader's language: a
+#: member may type English in a German interface. ``filler`` words are dropped from the
+#: days part, so they must be single words; ``every``, ``at``, ``minutes``, ``hours``,
+#: ``minutely``, ``hourly``, ``monthly``, ``daily``, ``weekdays`` and ``weekend`` may be
+#: phrases ("tous les", "jede stunde").
+WORDS_KEY = "core.recurrence.words."
+WORD_NAMES = (
+    "every", "at", "minutes", "hours", "minutely", "hourly", "monthly", "ordinal", "daily", "weekdays", "weekend",
+    "filler", *(f"day.{n}" for n in range(7)), "time_suffix", "am", "pm",
+)
 
 
-def _time(text: str) -> tuple[int, int] | None:
-    match = _TIME.match(text.strip())
-    if not match:
-        return None
-    hour, minute, suffix = int(match.group(1)), int(match.group(2) or 0), (match.group(3) or "").replace(".", "")
-    if suffix in ("am", "pm"):
-        if not 1 <= hour <= 12:
+def _alternatives(texts: Iterable[str]) -> list[str]:
+    """The ``|``-separated alternatives of ``texts``, lower case, spaces normalised, each once."""
+    out: list[str] = []
+    for text in texts:
+        for part in text.split("|"):
+            word = " ".join(part.lower().split())
+            if word and word not in out:
+                out.append(word)
+    return out
+
+
+def _either(words: Iterable[str]) -> str:
+    """A regex group matching any of ``words`` (the longest first); one that never
+    matches when there are none."""
+    ordered = sorted(set(words), key=lambda w: (-len(w), w))
+    return "(?:" + "|".join(re.escape(w) for w in ordered) + ")" if ordered else "(?!)"
+
+
+class Phrases:
+    """The phrase grammar over a vocabulary (``WORD_NAMES``, each a list of texts with
+    ``|``-separated alternatives); compiled once, then ``to_cron`` is cheap."""
+
+    def __init__(self, words: Mapping[str, Iterable[str]]) -> None:
+        w = {name: _alternatives(words.get(name, ())) for name in WORD_NAMES}
+        self.hourly = frozenset(w["hourly"])
+        self.minutely = frozenset(w["minutely"])
+        self.days = {word: n for n in range(7) for word in w[f"day.{n}"]}
+        self.day_sets = {**{word: "*" for word in w["daily"]}, **{word: "1-5" for word in w["weekdays"]}, **{word: "0,6" for word in w["weekend"]}}
+        self.filler = frozenset(part for word in w["filler"] for part in word.split())
+        every = _either(w["every"])
+        self.every_minutes = re.compile(rf"{every} (\d{{1,2}}) {_either(w['minutes'])}")
+        self.every_hours = re.compile(rf"{every} (\d{{1,2}}) {_either(w['hours'])}")
+        self.days_at_time = re.compile(rf"(.*?)\s+{_either(w['at'])}\s+(.+)")
+        filler = _either(self.filler)
+        self.monthly = re.compile(rf"{_either(w['monthly'])}(?:\s+{filler})*\s+(\d{{1,2}}){_either(w['ordinal'])}?")
+        self.suffixes = {**{s: None for s in w["time_suffix"]}, **{s: "am" for s in w["am"]}, **{s: "pm" for s in w["pm"]}}
+        self.time = re.compile(rf"^(\d{{1,2}})(?:[:.h](\d{{2}}))?\s*({_either(self.suffixes)})?$")
+
+    def _time(self, text: str) -> tuple[int, int] | None:
+        match = self.time.match(text.strip())
+        if not match:
             return None
-        hour = hour % 12 + (12 if suffix == "pm" else 0)
-    if hour > 23 or minute > 59:
-        return None
-    return hour, minute
+        hour, minute, suffix = int(match.group(1)), int(match.group(2) or 0), self.suffixes.get(match.group(3) or "")
+        if suffix in ("am", "pm"):  # the 12-hour clock (English): 12am is midnight, 12pm noon
+            if not 1 <= hour <= 12:
+                return None
+            hour = hour % 12 + (12 if suffix == "pm" else 0)
+        if hour > 23 or minute > 59:
+            return None
+        return hour, minute
+
+    def to_cron(self, phrase: str) -> str | None:
+        """See ``phrase_to_cron``."""
+        text = " ".join(phrase.lower().replace(",", " ").split())
+        if not text:
+            return None
+        if text in self.hourly:
+            return "0 * * * *"
+        if text in self.minutely:
+            return "* * * * *"
+        match = self.every_minutes.fullmatch(text)
+        if match:
+            n = int(match.group(1))
+            return f"*/{n} * * * *" if n >= 1 and 60 % n == 0 else None
+        match = self.every_hours.fullmatch(text)
+        if match:
+            n = int(match.group(1))
+            return f"0 */{n} * * *" if 1 <= n <= 12 and 24 % n == 0 else None
+        # "<days> at <time>": the time is the tail after the first "at"/"um".
+        match = self.days_at_time.fullmatch(text)
+        if not match:
+            return None
+        days_text, time_text = match.group(1), match.group(2)
+        when = self._time(time_text)
+        if when is None:
+            return None
+        hour, minute = when
+        monthly = self.monthly.fullmatch(days_text)
+        if monthly:
+            day = int(monthly.group(1))
+            return f"{minute} {hour} {day} * *" if 1 <= day <= 28 else None
+        words = [w for w in days_text.split() if w not in self.filler]
+        if not words:
+            return None
+        if " ".join(words) in self.day_sets:
+            return f"{minute} {hour} * * {self.day_sets[' '.join(words)]}"
+        days: list[int] = []
+        for word in words:
+            key = word[:-1] if word.endswith("s") and word[:-1] in self.days and word not in self.days else word  # "mondays", "montags"
+            if key not in self.days:
+                return None
+            if self.days[key] not in days:
+                days.append(self.days[key])
+        return f"{minute} {hour} * * {','.join(str(d) for d in sorted(days))}"
 
 
-def phrase_to_cron(phrase: str) -> str | None:
+def _build(strings: Strings) -> Phrases:
+    return Phrases({name: strings.texts(WORDS_KEY + name) for name in WORD_NAMES})
+
+
+def phrases(strings: Strings | None = None) -> Phrases:
+    """The grammar over the words of every locale ``strings`` holds (a plugin's ``core``
+    bundle that adds a language adds its words), built once per change of the catalogs;
+    without ``strings``, over the host's own locale files."""
+    if strings is None:
+        return _shipped()
+    return strings.derived("schedules.phrases", _build)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped() -> Phrases:
+    from skald_host.builtins.strings import LOCALES  # the host's own files, read once
+
+    return _build(Strings([I18nBundle.from_folder("core", LOCALES)]))
+
+
+def phrase_to_cron(phrase: str, grammar: Phrases | None = None) -> str | None:
     """The cron expression a natural phrase means, or None if it is not one we know.
 
-    The grammar, English and German (case and commas do not matter):
+    The grammar's words come from the locale catalogs (``core.recurrence.words.*``, see
+    ``WORD_NAMES``; ``grammar`` defaults to the host's own files); in English and German
+    (case and commas do not matter):
 
     - ``every N minutes`` / ``alle N Minuten``            → ``*/N * * * *`` (N divides 60; below 5
       the recurrence is then refused as too often, not as unreadable)
@@ -143,51 +247,11 @@ def phrase_to_cron(phrase: str) -> str | None:
     - ``<days> at <time>``, where <days> is ``every day``/``daily``/``täglich``/
       ``jeden Tag``, ``every weekday``/``werktags``/``an Werktagen``, ``every weekend``/
       ``am Wochenende``, or day names (``every monday and thursday``, ``montags``,
-      ``mo, mi, fr``), and <time> is ``8``, ``8:30``, ``08.30``, ``8am``, ``8:30 pm``,
-      ``20 Uhr``                                          → ``M H * * <dow>``
+      ``mo, mi, fr``), and <time> is ``8``, ``8:30``, ``08.30``, ``8h30``, ``8am``,
+      ``8:30 pm``, ``20 Uhr``                             → ``M H * * <dow>``
     - ``every month on the 1st at 9`` / ``monatlich am 1. um 9`` → ``0 9 1 * *``
     """
-    text = " ".join(phrase.lower().replace(",", " ").split())
-    if not text:
-        return None
-    if text in ("every hour", "hourly", "stündlich", "stuendlich", "jede stunde", "each hour"):
-        return "0 * * * *"
-    if text in ("every minute", "each minute", "jede minute", "minütlich", "minuetlich"):
-        return "* * * * *"
-    match = re.fullmatch(r"(?:every|each|alle) (\d{1,2}) (?:minutes|mins|min|minuten)", text)
-    if match:
-        n = int(match.group(1))
-        return f"*/{n} * * * *" if n >= 1 and 60 % n == 0 else None
-    match = re.fullmatch(r"(?:every|each|alle) (\d{1,2}) (?:hours|hrs|stunden)", text)
-    if match:
-        n = int(match.group(1))
-        return f"0 */{n} * * *" if 1 <= n <= 12 and 24 % n == 0 else None
-    # "<days> at <time>": the time is the tail after the last "at"/"um" (or the last words).
-    match = re.fullmatch(r"(.*?)\s+(?:at|um)\s+(.+)", text)
-    if not match:
-        return None
-    days_text, time_text = match.group(1), match.group(2)
-    when = _time(time_text)
-    if when is None:
-        return None
-    hour, minute = when
-    monthly = re.fullmatch(r"(?:every month|monthly|monatlich|jeden monat)\s+(?:on\s+)?(?:the\s+|am\s+|den\s+)?(\d{1,2})(?:st|nd|rd|th|\.)?", days_text)
-    if monthly:
-        day = int(monthly.group(1))
-        return f"{minute} {hour} {day} * *" if 1 <= day <= 28 else None
-    words = [w for w in days_text.split() if w not in _FILLER]
-    if not words:
-        return None
-    if len(words) == 1 and words[0] in _DAY_SETS:
-        return f"{minute} {hour} * * {_DAY_SETS[words[0]]}"
-    days: list[int] = []
-    for word in words:
-        key = word[:-1] if word.endswith("s") and word[:-1] in _DAYS and word not in _DAYS else word  # "mondays", "montags"
-        if key not in _DAYS:
-            return None
-        if _DAYS[key] not in days:
-            days.append(_DAYS[key])
-    return f"{minute} {hour} * * {','.join(str(d) for d in sorted(days))}"
+    return (grammar or _shipped()).to_cron(phrase)
 
 
 # -- recurrences ---------------------------------------------------------------------------
@@ -276,13 +340,14 @@ class Recurrence:
     timezone: str
 
     @classmethod
-    def parse(cls, when: str, timezone: str | None) -> "Recurrence":
-        """A cron expression (five fields) or a phrase ``phrase_to_cron`` knows."""
+    def parse(cls, when: str, timezone: str | None, grammar: Phrases | None = None) -> "Recurrence":
+        """A cron expression (five fields) or a phrase ``phrase_to_cron`` knows (in
+        ``grammar``: the words of the host's catalogs, ``phrases(core.strings)``)."""
         if not isinstance(when, str) or not when.strip() or len(when) > 200:
             raise ScheduleError("say when: a cron expression such as '0 8 * * 1-5' or a phrase such as 'every weekday at 8'", code="recurrence_invalid")
         zone(timezone)
         text = " ".join(when.split())
-        cron = phrase_to_cron(text)
+        cron = phrase_to_cron(text, grammar)
         if cron is None:
             if len(text.split(" ")) != 5 or not croniter.is_valid(text):
                 raise ScheduleError(

@@ -10,7 +10,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from skald_host.core.schedules import Recurrence, ScheduleError, clock, iso, parse_iso, zone
+from skald_host.core.schedules import Phrases, Recurrence, ScheduleError, clock, iso, parse_iso, zone
 
 if TYPE_CHECKING:
     from skald_host.core.agent.store import ConversationStore
@@ -94,14 +94,15 @@ async def check_room(store: "ConversationStore") -> None:
 
 async def create(
     store: "ConversationStore", conversation_id: str, prompt: str, *, at: str | None = None, every: str | None = None,
-    timezone: str | None = None,
+    timezone: str | None = None, grammar: Phrases | None = None,
 ) -> dict[str, Any]:
     """A one-shot prompt at ``at`` (ISO 8601, UTC) or a recurring one ``every`` (cron
-    or phrase) in ``timezone`` (default: the member's own, else UTC)."""
+    or phrase, read with ``grammar``: ``schedules.phrases(core.strings)``) in
+    ``timezone`` (default: the member's own, else UTC)."""
     prompt = check_prompt(prompt)
     if every is not None:
         name = await _zone_name(store, timezone)
-        recurrence = Recurrence.parse(every, name)
+        recurrence = Recurrence.parse(every, name, grammar)
         await check_room(store)
         first = recurrence.next_after(clock.now())
         phrase = " ".join(every.split()) if " ".join(every.split()) != recurrence.cron else None
@@ -158,7 +159,7 @@ async def find(store: "ConversationStore", job_id: str) -> dict[str, Any]:
 
 async def change(
     store: "ConversationStore", job_id: str, *, prompt: str | None = None, every: str | None = None,
-    timezone: str | None = None, paused: bool | None = None,
+    timezone: str | None = None, paused: bool | None = None, grammar: Phrases | None = None,
 ) -> dict[str, Any]:
     """Edit a job. A new schedule, time zone or a resume starts from now: the next
     occurrence after this moment (a paused stretch is not missed, so it is not caught up)."""
@@ -171,10 +172,13 @@ async def change(
         if not job["cron"] and every is None:
             raise ScheduleError("a one-shot prompt has no time zone to change; give it a schedule with 'every'", code="recurrence_invalid")
         name = await _zone_name(store, timezone if timezone is not None else job["timezone"])
-        recurrence = Recurrence.parse(every if every is not None else (job["phrase"] or job["cron"]), name)
-        text = " ".join((every if every is not None else (job["phrase"] or job["cron"])).split())
-        changes.update(cron=recurrence.cron, timezone=name, phrase=text if text != recurrence.cron else None,
-                       due_at=iso(recurrence.next_after(now)), status="pending")
+        if every is not None:
+            recurrence = Recurrence.parse(every, name, grammar)
+            text = " ".join(every.split())
+            phrase = text if text != recurrence.cron else None
+        else:  # the schedule stays as it was read (its phrase's words may have left with a plugin's language)
+            recurrence, phrase = Recurrence.parse(job["cron"], name), job["phrase"]
+        changes.update(cron=recurrence.cron, timezone=name, phrase=phrase, due_at=iso(recurrence.next_after(now)), status="pending")
     if paused is not None and bool(paused) != bool(job["paused"]):
         changes["paused"] = 1 if paused else 0
         if not paused and job["cron"] and "due_at" not in changes:
@@ -191,8 +195,8 @@ async def delete(store: "ConversationStore", job_id: str) -> None:
     await store.delete_job(job["id"])
 
 
-def preview(every: str, timezone: str, count: int = 3) -> dict[str, Any]:
-    recurrence = Recurrence.parse(every, timezone)
+def preview(every: str, timezone: str, count: int = 3, grammar: Phrases | None = None) -> dict[str, Any]:
+    recurrence = Recurrence.parse(every, timezone, grammar)
     return {"cron": recurrence.cron, "timezone": recurrence.timezone, "next_runs": [iso(t) for t in recurrence.upcoming(clock.now(), count)]}
 
 

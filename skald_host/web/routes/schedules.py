@@ -5,12 +5,12 @@ another member's job ids answer 404 like ids that never existed."""
 
 from __future__ import annotations
 
-from quart import Blueprint
+from quart import Blueprint, current_app
 
 from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.identity.access import allowed
-from skald_host.core.schedules import ScheduleError
+from skald_host.core.schedules import Phrases, ScheduleError, phrases
 from skald_host.core.schedules import service
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, INT, TEXT, accepts, array, json_object, nullable, obj, returns, text
@@ -30,6 +30,11 @@ JOB = obj(
     },
     description="a scheduled prompt; times are ISO 8601 UTC",
 )
+
+
+def _grammar() -> Phrases:
+    """The phrase grammar over the words of every loaded language (a plugin's too)."""
+    return phrases(current_app.config["SKALD_CORE"].strings)
 
 
 def _refused(exc: ScheduleError) -> ApiError:
@@ -59,13 +64,13 @@ async def create_job():
     try:
         service.check_prompt(data["prompt"])  # before a conversation is made for it
         await service.check_room(rt.store)
-        service.preview(data["every"], data.get("timezone") or await service.member_timezone(rt.store) or service.DEFAULT_TIMEZONE)
+        service.preview(data["every"], data.get("timezone") or await service.member_timezone(rt.store) or service.DEFAULT_TIMEZONE, grammar=_grammar())
         if conversation_id is None:
             title = " ".join(data["prompt"].split())[:60]
             conversation_id = (await rt.create_conversation(title=title))["id"]
         else:
             await rt.conversation(conversation_id)
-        job = await service.create(rt.store, conversation_id, data["prompt"], every=data["every"], timezone=data.get("timezone"))
+        job = await service.create(rt.store, conversation_id, data["prompt"], every=data["every"], timezone=data.get("timezone"), grammar=_grammar())
     except ScheduleError as exc:
         raise _refused(exc) from None
     except ChatError as exc:
@@ -82,7 +87,7 @@ async def preview():
     data = await json_object()
     rt = await runtime()
     try:
-        return service.preview(data["every"], data.get("timezone") or await service.member_timezone(rt.store) or service.DEFAULT_TIMEZONE)
+        return service.preview(data["every"], data.get("timezone") or await service.member_timezone(rt.store) or service.DEFAULT_TIMEZONE, grammar=_grammar())
     except ScheduleError as exc:
         raise _refused(exc) from None
 
@@ -104,7 +109,8 @@ async def change_job(job_id: str):
         job = await service.find(rt.store, job_id)
         if job["id"] != job_id:
             raise ScheduleError("no such scheduled prompt", code="not_found")
-        return await service.change(rt.store, job_id, prompt=data.get("prompt"), every=data.get("every"), timezone=data.get("timezone"), paused=data.get("paused"))
+        return await service.change(rt.store, job_id, prompt=data.get("prompt"), every=data.get("every"), timezone=data.get("timezone"), paused=data.get("paused"),
+                                    grammar=_grammar())
     except ScheduleError as exc:
         raise _refused(exc) from None
 
