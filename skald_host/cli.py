@@ -403,13 +403,14 @@ def _cmd_kdf(args: argparse.Namespace) -> int:
         measured += f", at least {args.target_ms} ms at the RFC 9106 default"
     else:
         measured += f", at least {args.target_ms} ms"
+    if args.write and not keep:
+        save_setting(path, "kdf", "time_cost", value)  # before saying "saved": it may fail
     if keep:
         plan = f"the configured time_cost={kdf.time_cost} is higher and stays"
     else:
         plan = f"{'saved' if args.write else 'would save'} kdf.time_cost: {value} in {path}"
     print(f"{measured}; {plan}.")
     if args.write and not keep:
-        save_setting(path, "kdf", "time_cost", value)
         reread = _settings(args).kdf.time_cost
         if reread != value:
             print(f"note: the next start uses time_cost={reread}: the environment (SKALD_KDF_TIME_COST) overrides {path}", file=sys.stderr)

@@ -76,6 +76,9 @@ async def _handle(core: Skald, line: bytes) -> dict[str, Any]:
     try:
         info = await core.backups.take(Path(to) if to else None)
     except BackupError as error:
+        # The admin running ``skald backup`` sees the error; the server's log says it too
+        # (paths and the reason only, as every backup line).
+        log.warning("backup asked for by 'skald backup' failed: %s", error)
         return {"ok": False, "error": str(error)}
     return {"ok": True, "backup": info.as_dict()}
 

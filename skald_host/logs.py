@@ -9,6 +9,7 @@ import os
 import sys
 
 from skald_host.core.storage import secure_dir
+from skald_host.core.storage.permissions import make_private_dir
 from skald_host.settings import Settings
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -59,7 +60,10 @@ def configure_logging(settings: Settings) -> None:
     if settings.log.file is not None:
         path = settings.resolve(settings.log.file)
         try:
-            secure_dir(path.parent)
+            if path.parent.resolve().is_relative_to(settings.data_dir.resolve()):
+                secure_dir(path.parent)  # the data dir's own logs/ folder, private as the rest
+            else:
+                make_private_dir(path.parent)  # /tmp or /var/log: never chmod what is not ours
             handler = LogFileHandler(path, maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8")
         except OSError as exc:  # a read-only data dir, a path under /proc: one line, not a traceback
             from skald_host.core.host import StartupError

@@ -1,15 +1,17 @@
-"""Running the web app under Hypercorn until SIGINT/SIGTERM, then shutting down in
+"""Running the web app under Hypercorn until SIGINT/SIGTERM/SIGHUP, then shutting down in
 order: stop accepting, finish in-flight requests, stop the core (sessions revoked,
 owner files closed)."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import os
 import resource
 import signal
+import socket
 import ssl
 from contextlib import ExitStack
 from typing import Any, Iterable
@@ -131,11 +133,22 @@ def _quiet_cancelled_connections(loop: asyncio.AbstractEventLoop, context: dict[
     loop.default_exception_handler(context)
 
 
+#: Each stops the server gracefully (README "Running").
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def listening_address(scheme: str, host: str, port: int) -> str:
+    """The URL the server listens on, an IPv6 host in brackets (``http://[::1]:8080``)."""
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
 async def serve_forever(settings: Settings) -> None:
     app = create_app(settings, control_socket=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP (the terminal closed, ``kill -HUP``) stops as gracefully as SIGTERM: its
+    # default ended the process on the spot, a running answer never marked interrupted.
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
     scheme = "https" if settings.server.tls_cert else "http"
 
@@ -143,7 +156,7 @@ async def serve_forever(settings: Settings) -> None:
     async def announce() -> None:
         """Registered after ``create_app``'s core start, so it runs only once that succeeded:
         a refused start says ``cannot start``, never ``listening`` first."""
-        log.info("skald listening on %s://%s:%d (data in %s)", scheme, settings.server.host, settings.server.port, settings.data_dir)
+        log.info("skald listening on %s (data in %s)", listening_address(scheme, settings.server.host, settings.server.port), settings.data_dir)
 
     async def shutdown_trigger() -> None:
         await stop.wait()
@@ -184,10 +197,15 @@ def check_address(config: Config) -> None:
     try:
         sockets = config.create_sockets()
     except OSError as exc:
-        raise StartupError(
-            f"cannot listen on {', '.join(config.bind)}: {exc.strerror or exc}"
-            " (is another server there? choose another port with --port or SKALD_PORT)"
-        ) from None
+        where = f"cannot listen on {', '.join(config.bind)}: {exc.strerror or exc}"
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            raise StartupError(
+                f"{where} (the host is not an address this machine has: use 127.0.0.1 for this machine only,"
+                " 0.0.0.0 or :: for every interface, or one of its own addresses, with --host or SKALD_HOST)"
+            ) from None
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"{where} (is another server there? choose another port with --port or SKALD_PORT)") from None
+        raise StartupError(f"{where} (choose another address or port with --host and --port)") from None
     for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
         sock.close()
 

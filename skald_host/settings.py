@@ -29,6 +29,33 @@ class SettingsError(ValueError):
     """The configuration is wrong; the message names the key and what to do."""
 
 
+class _DuplicateKey(yaml.YAMLError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping: with the plain
+    loader the last one wins silently, so a second ``server:`` section dropped the first's
+    proxy settings and ``kdf: {time_cost: 6, time_cost: 2}`` a raised KDF cost."""
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _value in node.value:  # as written: before ``<<:`` merges, which may be overridden
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:
+                    continue  # an unhashable key: the base class reports it
+                line = key_node.start_mark.line + 1
+                if first is not None:
+                    raise _DuplicateKey(f"the key {key!r} is given twice, on line {first} and on line {line}; keep one")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def _normalized_public_url(text: str) -> str:
     """``server.public_url`` as ``scheme://host[:port]``, lower case: the origin browsers
     send, compared by the secure-cookie and same-origin checks. ``HTTPS://…`` once gave a
@@ -304,6 +331,15 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     if annotation in (int, float):
         if isinstance(value, bool):
             raise SettingsError(f"{where}: expected a number, got {value!r}")
+        if annotation is int and isinstance(value, str):
+            # The environment gives text: ``5.0`` is read as YAML reads ``time_cost: 5.0``.
+            try:
+                value = int(value.strip())
+            except ValueError:
+                try:
+                    value = float(value.strip())
+                except ValueError:
+                    raise SettingsError(f"{where}: expected a number, got {value!r}") from None
         if annotation is int and isinstance(value, float) and not value.is_integer():
             # int() would truncate: ``port: 8080.9`` must not quietly become 8080.
             raise SettingsError(f"{where}: expected a whole number, got {value!r}")
@@ -353,6 +389,9 @@ def load_settings(
     explicit ``overrides`` (the CLI's flags), each layer replacing single fields."""
     env = os.environ if environ is None else environ
     data_dir = Path(data_dir or env.get("SKALD_DATA_DIR") or "data").expanduser().resolve()
+    if data_dir.exists() and not data_dir.is_dir():
+        # ``skald backup --data-dir <a file>`` once ended in a NotADirectoryError traceback.
+        raise SettingsError(f"the data dir {data_dir} is a file, not a folder; choose a folder with --data-dir or SKALD_DATA_DIR")
     if config_file is None and env.get("SKALD_CONFIG"):
         config_file = Path(env["SKALD_CONFIG"])
     if config_file is None and (data_dir / "skald.yml").exists():
@@ -361,9 +400,22 @@ def load_settings(
     layered: dict[str, dict[str, Any]] = {}
     if config_file is not None:
         try:
-            raw = yaml.safe_load(Path(config_file).read_text(encoding="utf-8")) or {}
+            text = Path(config_file).read_text(encoding="utf-8")
+            raw = yaml.load(text, Loader=_UniqueKeyLoader) or {}
         except FileNotFoundError:
             raise SettingsError(f"config file {config_file} does not exist") from None
+        except IsADirectoryError:
+            raise SettingsError(f"config file {config_file} is a directory, not a file (point --config or SKALD_CONFIG at the YAML file)") from None
+        except PermissionError:
+            raise SettingsError(f"config file {config_file} cannot be read by this user (check its owner and permissions)") from None
+        except OSError as exc:
+            raise SettingsError(f"config file {config_file} cannot be read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise SettingsError(f"config file {config_file} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        except RecursionError:
+            raise SettingsError(f"config file {config_file} is nested too deeply to be a configuration") from None
+        except _DuplicateKey as exc:
+            raise SettingsError(f"config file {config_file}: {exc}") from None
         except yaml.YAMLError as exc:
             raise SettingsError(f"config file {config_file} is not valid YAML: {exc}") from None
         if not isinstance(raw, dict):
@@ -438,7 +490,11 @@ def save_setting(path: Path, section: str, name: str, value: Any) -> None:
         document = {}
     if not isinstance(document, dict):
         raise SettingsError(f"config file {path} must hold a mapping of sections")
-    block = document.setdefault(section, {})
+    block = document.get(section)
+    if block is None:
+        # Missing, or ``kdf:`` with every key commented out (which load accepts): a new
+        # mapping; ruamel keeps the comments that followed the empty key.
+        block = document[section] = {}
     if not isinstance(block, dict):
         raise SettingsError(f"{section}: expected a mapping of settings, got {block!r}")
     block[name] = value
@@ -561,8 +617,9 @@ def _validate(settings: Settings) -> None:
     except ValueError as exc:
         raise SettingsError(f"kdf: {exc}") from None
     _check_bounds(settings)
-    if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        raise SettingsError(f"log.level: {settings.log.level!r} is not one of DEBUG, INFO, WARNING, ERROR")
+    levels = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+    if settings.log.level.upper() not in levels:
+        raise SettingsError(f"log.level: {settings.log.level!r} is not one of {', '.join(levels)}")
     if bool(settings.server.tls_cert) != bool(settings.server.tls_key):
         raise SettingsError("server.tls_cert and server.tls_key must be set together")
     from skald_host.core.backups.service import BackupError, check_backup_root  # not at import: the core imports settings

@@ -105,6 +105,16 @@ def create_app(
         except (StrictPluginFailure, StartupError) as exc:
             app.config["SKALD_STARTUP_ERROR"] = exc
             raise
+        except OSError as exc:
+            # instance.key unreadable, database/ another user's (or a file): one line
+            # naming the path, not three stacked tracebacks of the lifespan.
+            refused = StartupError(
+                f"cannot use {exc.filename or settings.data_dir}: {exc.strerror or exc}"
+                f" (check that the data dir {settings.data_dir} and everything in it belong to the user"
+                " running Skald, which must be able to read and write them)"
+            )
+            app.config["SKALD_STARTUP_ERROR"] = refused
+            raise refused from None
         app.config["SKALD_CORE"] = core
         await mount_plugin_routes(app, core)
         await core.catalog.report_missing()  # enabled, then uninstalled: said at every start until dismissed

@@ -101,3 +101,16 @@ def test_calibrate_never_lowers_a_configured_time_cost_and_refuses_bad_input(tmp
     refused = kdf(tmp_path, "--config", str(broken), "--calibrate", "--write", "--target-ms", "1")
     assert refused.returncode == 2 and "is not valid YAML" in refused.stderr
     assert broken.read_text() == "kdf: [unclosed\n"
+
+
+def test_calibrate_writes_into_a_section_whose_keys_are_commented_out(tmp_path):
+    """``kdf:`` with its keys commented out (the README allows it) printed "saved
+    kdf.time_cost ..." and then failed "kdf: expected a mapping of settings, got None"."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    config = data_dir / "skald.yml"
+    config.write_text("kdf:\n  # time_cost: 4\nlog:\n  level: INFO\n")
+    written = report(kdf(tmp_path, "--data-dir", str(data_dir), "--calibrate", "--write", "--target-ms", "1", "--json"))
+    assert written["saved"]
+    settings = load_settings(None, data_dir=data_dir, environ=KDF_BUDGET)
+    assert settings.kdf.time_cost == written["value"] and settings.log.level == "INFO"

@@ -263,7 +263,7 @@ def test_sub_agent_bounds_default_to_the_seeds_and_reach_the_orchestration_limit
         ("SKALD_SUBAGENTS_MAX_TREE_DEPTH", "0", r"^subagents\.max_tree_depth: must be a whole number from 1 to 16, got 0"),
         ("SKALD_SUBAGENTS_MAX_TREE_DEPTH", "17", r"^subagents\.max_tree_depth: must be a whole number from 1 to 16"),
         ("SKALD_SUBAGENTS_MAX_CONCURRENT_RUNS_PER_SESSION", "-1", r"^subagents\.max_concurrent_runs_per_session: must be a whole"),
-        ("SKALD_SUBAGENTS_MAX_PENDING_INBOX_EVENTS_PER_SESSION", "1.5", r"^subagents\.max_pending_inbox_events_per_session: expected a number"),
+        ("SKALD_SUBAGENTS_MAX_PENDING_INBOX_EVENTS_PER_SESSION", "1.5", r"^subagents\.max_pending_inbox_events_per_session: expected a whole number, got 1.5"),
         ("SKALD_SUBAGENTS_MAX_INBOX_WAIT_SECS", "0", r"^subagents\.max_inbox_wait_secs: must be more than 0"),
         ("SKALD_SUBAGENTS_MAX_INBOX_WAIT_SECS", "nan", r"^subagents\.max_inbox_wait_secs: must be more than 0"),
         ("SKALD_SUBAGENTS_MAX_INBOX_DELIVERY_ATTEMPTS", "many", r"^subagents\.max_inbox_delivery_attempts: expected a number"),
@@ -289,7 +289,87 @@ def test_the_readmes_configuration_example_loads_as_written(tmp_path):
     path.write_text(blocks[0], encoding="utf-8")
     settings = load_settings(path, data_dir=tmp_path / "data", environ={})
     shown = yaml.safe_load(blocks[0])
-    for name in ("chat", "tts", "backup", "plugins"):
+    sections = [f.name for f in dataclasses.fields(Settings) if f.name != "data_dir"]
+    absent = [name for name in sections if name not in shown]
+    assert not absent, f"README.md's settings block lacks the sections {absent}"
+    for name in sections:
         fields = {f.name for f in dataclasses.fields(getattr(settings, name))}
-        missing = fields - set(shown[name])
+        missing = fields - set(shown[name] or {})
         assert not missing, f"README.md's {name}: section lacks {sorted(missing)}"
+    # ... with the defaults as values: the block is what a server without a file runs with.
+    defaults = load_settings(data_dir=tmp_path / "data", environ={})
+    for name in sections:
+        assert getattr(settings, name) == getattr(defaults, name), f"README.md's {name}: section differs from the defaults"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key", "lines"),
+    [
+        ("server:\n  port: 9000\nkdf:\n  time_cost: 6\n  time_cost: 2\n", "time_cost", (4, 5)),
+        ("server:\n  trusted_proxies: [10.0.0.1]\nlog:\n  level: INFO\nserver:\n  port: 9000\n", "server", (1, 5)),
+    ],
+)
+def test_a_key_given_twice_is_refused_naming_it_and_both_lines(tmp_path, yaml_text, key, lines):
+    """YAML keeps the last of two equal keys silently: a second ``server:`` dropped the
+    first's proxies, a second ``time_cost`` the raised KDF cost."""
+    config = tmp_path / "skald.yml"
+    config.write_text(yaml_text)
+    with pytest.raises(SettingsError, match=rf"{config}: the key '{key}' is given twice, on line {lines[0]} and on line {lines[1]}"):
+        load_settings(config, data_dir=tmp_path, environ={})
+
+
+def test_unreadable_config_files_are_configuration_errors_naming_the_file(tmp_path, monkeypatch):
+    not_utf8 = tmp_path / "latin1.yml"
+    not_utf8.write_bytes("server:\n  host: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(SettingsError, match=rf"config file {not_utf8} is not UTF-8 text"):
+        load_settings(not_utf8, data_dir=tmp_path, environ={})
+
+    folder = tmp_path / "folder.yml"
+    folder.mkdir()
+    with pytest.raises(SettingsError, match=rf"config file {folder} is a directory"):
+        load_settings(folder, data_dir=tmp_path, environ={})
+
+    deep = tmp_path / "deep.yml"
+    deep.write_text("server: " + "[" * 20000 + "]" * 20000 + "\n")
+    with pytest.raises(SettingsError, match=rf"config file {deep} is nested too deeply"):
+        load_settings(deep, data_dir=tmp_path, environ={})
+
+    private = tmp_path / "private.yml"
+    private.write_text("server:\n  port: 9000\n")
+    real_read_text = Path.read_text
+
+    def unreadable(self, *args, **kwargs):  # chmod 000 restricts nothing for root
+        if self == private:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", unreadable)
+    with pytest.raises(SettingsError, match=rf"config file {private} cannot be read by this user \(check its owner and permissions\)"):
+        load_settings(private, data_dir=tmp_path, environ={})
+
+
+def test_a_whole_number_written_with_a_point_is_read_alike_from_the_file_and_the_environment(tmp_path):
+    config = write_config(tmp_path / "skald.yml", "kdf:\n  time_cost: 5.0\n")
+    assert load_settings(config, data_dir=tmp_path, environ={}).kdf.time_cost == 5
+    assert load_settings(data_dir=tmp_path / "other", environ={"SKALD_KDF_TIME_COST": "5.0"}).kdf.time_cost == 5
+    with pytest.raises(SettingsError, match=r"kdf.time_cost: expected a whole number, got 5.5"):
+        load_settings(data_dir=tmp_path / "other", environ={"SKALD_KDF_TIME_COST": "5.5"})
+    with pytest.raises(SettingsError, match=r"kdf.time_cost: expected a number, got 'five'"):
+        load_settings(data_dir=tmp_path / "other", environ={"SKALD_KDF_TIME_COST": "five"})
+
+
+def test_a_wrong_log_level_lists_every_accepted_level(tmp_path):
+    with pytest.raises(SettingsError, match=r"log.level: 'LOUD' is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL$"):
+        load_settings(data_dir=tmp_path, environ={"SKALD_LOG_LEVEL": "LOUD"})
+
+
+def test_saving_into_an_empty_section_fills_it(tmp_path):
+    """``kdf:`` with every key commented out (as the README allows) is None to YAML:
+    ``skald kdf --calibrate --write`` said "saved" and then failed on it."""
+    from skald_host.settings import save_setting
+
+    config = write_config(tmp_path / "skald.yml", "kdf:\n  # time_cost: 4\nserver:\n  port: 9000\n")
+    assert load_settings(config, data_dir=tmp_path, environ={}).kdf.time_cost == 3  # empty: no settings
+    save_setting(config, "kdf", "time_cost", 7)
+    settings = load_settings(config, data_dir=tmp_path, environ={})
+    assert (settings.kdf.time_cost, settings.server.port) == (7, 9000)

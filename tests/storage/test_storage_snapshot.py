@@ -141,3 +141,27 @@ async def test_two_databases_on_one_file_share_the_held_descriptor_until_the_las
     await second.close()
     with pytest.raises(OSError):
         os.fstat(held.fd)
+
+
+async def test_a_full_target_disk_names_the_copy_not_the_database(tmp_path, db_path, key, one_step, monkeypatch):
+    """A backup to a full disk said "the disk is full: <data dir>/database/system.db
+    could not be written", blaming the source."""
+    from skald_host.core.storage import DiskFull
+    from skald_host.core.storage import snapshot as snapshot_module
+
+    db = await Database.open(db_path, key=key, migrations=one_step, create=True)
+    copy = tmp_path / "elsewhere" / "copy.db"
+    copy.parent.mkdir()
+    real_fsync = os.fsync
+
+    def full(fd):
+        if os.readlink(f"/proc/self/fd/{fd}") == str(copy):
+            raise OSError(28, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(snapshot_module.os, "fsync", full)
+    with pytest.raises(DiskFull) as refused:
+        await db.snapshot(copy)
+    monkeypatch.undo()
+    await db.close()
+    assert str(refused.value) == f"the disk is full: {copy} could not be written"

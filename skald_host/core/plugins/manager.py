@@ -673,25 +673,41 @@ class PluginManager:
             return lambda: importlib.import_module(obj)
         return lambda: obj
 
-    def _is_blocked(self, cand: _Candidate) -> str | None:
-        if self._safe_mode and not cand.builtin:
-            return "safe mode: only built-in plugins are loaded"
+    @staticmethod
+    def _block_names(cand: _Candidate) -> set[str]:
+        """The names on the block list that block ``cand``."""
         if cand.builtin:
             # A built-in is blocked by its own short name ("strings"), never through the
             # host's distribution name: blocking "skald" must not strip the host bare.
-            names = {_normalise(cand.name.rsplit(".", 1)[-1])}
-        else:
-            names = {_normalise(cand.name)}
-            if cand.distribution:
-                names.add(_normalise(cand.distribution))
-        if names & self._block:
+            return {_normalise(cand.name.rsplit(".", 1)[-1])}
+        names = {_normalise(cand.name)}
+        if cand.distribution:
+            names.add(_normalise(cand.distribution))
+        return names
+
+    def _is_blocked(self, cand: _Candidate) -> str | None:
+        if self._safe_mode and not cand.builtin:
+            return "safe mode: only built-in plugins are loaded"
+        if self._block_names(cand) & self._block:
             return "on the block list"
         return None
 
     def load(self) -> None:
         """Load every candidate, each in isolation, then ``check_pending``."""
-        for cand in self._candidates():
+        candidates = self._candidates()
+        known: set[str] = set()
+        for cand in candidates:
+            known |= self._block_names(cand)
             self._load_one(cand)
+        unknown = sorted(self._block - known)
+        if unknown:
+            # A typo (``telegrm``) blocked nothing, silently; a plugin installed later may
+            # bear the name, so this warns rather than refuses.
+            log.warning(
+                "plugins.block names %s, which no installed plugin is called: nothing is blocked by %s"
+                " (check the spelling; installed: %s)",
+                ", ".join(unknown), "it" if len(unknown) == 1 else "them", ", ".join(sorted(known)) or "none",
+            )
         self.pm.check_pending()
 
     def _load_one(self, cand: _Candidate) -> None:

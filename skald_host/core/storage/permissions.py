@@ -16,10 +16,25 @@ def secure_dir(path: Path) -> Path:
     """Create ``path`` (and missing parents) and make it 0o700; return it.
 
     Only the leaf is tightened: an existing parent such as the user's home is not ours to
-    change. An existing leaf is tightened too, so a data dir created by hand is fixed.
+    change. An existing leaf is tightened too, so a data dir created by hand is fixed:
+    call this for the data dir and folders inside it only (``make_private_dir`` for a
+    folder elsewhere, which may be anyone's).
     """
     path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
     os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) with the leaf 0o700 when it is missing; an
+    existing folder is left as it is. For folders outside the data dir that a setting
+    names (``log.file: /tmp/skald.log``): ``secure_dir`` there once made /tmp 0o700 at
+    every start. Only a folder Skald creates is Skald's to make private."""
+    try:
+        path.mkdir(mode=PRIVATE_DIR_MODE, parents=True)
+    except FileExistsError:
+        return path
+    os.chmod(path, PRIVATE_DIR_MODE)  # a umask may have taken bits away; none are added
     return path
 
 

@@ -9,27 +9,41 @@ file's own bytes: an encrypted database stays encrypted and no key is needed.
 """
 
 import os
-import shutil
 import threading
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from .connection import Connection
-from .errors import StorageError
+from .errors import StorageError, disk_failure
 from .permissions import PRIVATE_FILE_MODE
 
 #: What SQLite needs beside a closed file to open it as it was; "-shm" is rebuilt.
 DURABLE_SIDECARS = ("-wal", "-journal")
 COPY_CHUNK = 1 << 20
+T = TypeVar("T")
 
 
 def copy_private(source: Path | int, destination: Path) -> None:
     """Copy ``source`` (a path, or a descriptor the caller opened and keeps) into a new
     0o600 file, flushed to disk; never overwrite."""
-    fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    fd = _writing(destination, os.open, destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "wb") as target, open(source, "rb", closefd=not isinstance(source, int)) as origin:
-        shutil.copyfileobj(origin, target, COPY_CHUNK)
-        target.flush()
-        os.fsync(target.fileno())
+        while chunk := origin.read(COPY_CHUNK):
+            _writing(destination, target.write, chunk)
+        _writing(destination, target.flush)
+        _writing(destination, os.fsync, target.fileno())
+
+
+def _writing(destination: Path, write: Callable[..., T], *args: Any) -> T:
+    """A write to the copy: a full (or failing) disk there is said as the copy's, not
+    as the source database's (a backup to a full disk once "blamed" system.db)."""
+    try:
+        return write(*args)
+    except OSError as error:
+        failure = disk_failure(error, destination)
+        if failure is None:
+            raise
+        raise failure from error
 
 
 class HeldFile:
@@ -76,14 +90,14 @@ class HeldFile:
 def copy_held(held: HeldFile, destination: Path) -> None:
     """``copy_private`` from a held descriptor, by offset (two copies of one file on two
     threads share it), leaving it open."""
-    fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    fd = _writing(destination, os.open, destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "wb") as target:
         offset = 0
         while chunk := os.pread(held.fd, COPY_CHUNK, offset):
-            target.write(chunk)
+            _writing(destination, target.write, chunk)
             offset += len(chunk)
-        target.flush()
-        os.fsync(target.fileno())
+        _writing(destination, target.flush)
+        _writing(destination, os.fsync, target.fileno())
 
 
 def checkpoint_and_copy(conn: Connection, *, path: Path, held: HeldFile, destination: Path) -> None:
