@@ -441,13 +441,17 @@ class Kernel:
         written with the final answer, if a round gives one."""
         scope = Scope(frame, agent, unattended, reach=lambda: self, run=run, ending=ending)
         pending = opening
+        # The limit counts model requests (README: "model rounds per turn"), whichever
+        # way a round's calls run — overlapped with it (``rerun``) or in a pass of their
+        # own. The last round it allows runs no call: no model would read the results.
         rounds = min(self.chat.max_rounds, max_rounds) if max_rounds else self.chat.max_rounds
-        for index in range(rounds):
-            another_round = index + 1 < rounds
+        requests = 0
+        while True:
             if pending is not None:
+                requests += 1
                 try:
                     outcome = await self.model_round(
-                        scope, pending.history, placeholder=pending, candidates=candidates, another_round=another_round
+                        scope, pending.history, placeholder=pending, candidates=candidates, another_round=requests < rounds
                     )
                 finally:
                     pending.start()  # ended before its request went out (stopped, failed): the write still happens
@@ -458,7 +462,7 @@ class Kernel:
             history = await self.store.history(frame.id)
             last = history[-1] if history else None
             if last and last["role"] == "assistant" and unfinished_calls(last):
-                pending = await self.execute_calls(scope, last["tool_calls"], another_round=another_round)
+                pending = await self.execute_calls(scope, last["tool_calls"], another_round=requests < rounds)
                 candidates = pending.candidates if pending else None
                 continue
             # A streaming row at the tail is nobody's: one turn runs per conversation, a
@@ -471,10 +475,13 @@ class Kernel:
                 return last["content"]  # a final answer, or a failure already shown to the member
             if last is None:
                 return ""
+            if requests >= rounds:
+                break
             if placeholder is not None:
                 history = history[:-1]
+            requests += 1
             outcome = await self.model_round(
-                scope, history, placeholder=placeholder["id"] if placeholder else None, candidates=candidates, another_round=another_round
+                scope, history, placeholder=placeholder["id"] if placeholder else None, candidates=candidates, another_round=requests < rounds
             )
             if isinstance(outcome, str):
                 # Ended here, not by re-reading history: after an automatic compaction
@@ -495,7 +502,9 @@ class Kernel:
         """One model call, recorded. Returns the final answer when the round ended the
         frame (no tool calls, or a failure shown to the member); the next round's
         ``Pending`` placeholder when this round's calls ran here (``_overlapped_calls``,
-        only with ``another_round``); else None (the calls are recorded, not run).
+        only with ``another_round``); else None (the calls are recorded, not run). Without
+        ``another_round`` (the round limit's last round) the calls are recorded closed:
+        no model would read their results, so none of them starts.
         ``placeholder``: the streaming row already written for this round, or its write."""
         frame, agent = scope.frame, scope.agent
         if self._agent_refusal(scope) is not None:
@@ -546,7 +555,10 @@ class Kernel:
             (c.id, c.name, c.arguments, known[c.name].tool.restart if c.name in known else "mark_interrupted")
             for c in turn.tool_calls
         ]
-        running = await self._admit(scope, turn.tool_calls, known)
+        # The last round the limit allows: its calls are written closed, never started —
+        # no model round follows to read their results.
+        unrun = [] if another_round else [("cancelled", HOST_RESULTS["round_limit"])] * len(calls)
+        running = await self._admit(scope, turn.tool_calls, known) if another_round else 0
         if another_round and calls and running == len(calls) and all(c[3] == "rerun" for c in calls):
             following = await self._overlapped_calls(scope, message_id, turn, calls, known, request_log, messages, tools_wire)
             if following is not None:
@@ -559,7 +571,7 @@ class Kernel:
             return self._final_queued(frame, turn, message_id, request_log, messages, tools_wire, ending, also, outcome)
         call_ids = await self.store.finish_assistant(
             message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id, calls=calls, request_log=request_log,
-            running=running, also=also,
+            running=running, also=also, results=unrun,
         )
         scope.admitted.update(call_ids[:running])
         if request_log is not None:
@@ -567,6 +579,8 @@ class Kernel:
         if call_ids:
             self.emit(frame, "assistant", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id,
                       tool_calls=[{"id": i, "name": c[1], "arguments": c[2]} for i, c in zip(call_ids, calls)])
+            for i, c, (status, result) in zip(call_ids, calls, unrun):
+                self._announce_result(scope, {"id": i, "name": c[1]}, status, result)
         else:
             self.emit(frame, "done", message_id=message_id, content=turn.content, reasoning=turn.reasoning, model=turn.model, model_id=turn.model_id,
                       tokens_in=turn.tokens_in, tokens_out=turn.tokens_out)
@@ -1162,8 +1176,8 @@ class Kernel:
         if withdrawn is not None:  # not asked for: an approval could not make it run
             if call["status"] == "awaiting_approval":
                 approval = await self.store.approval_for_call(call["id"])
-                if approval is not None and await self.store.resolve_approval(approval["id"], "expired"):
-                    self.emit(scope.frame, "approval_resolved", approval_id=approval["id"], decision="expired")
+                if approval is not None:
+                    await self._expire_approval(scope, approval["id"])
             return withdrawn
 
         waited = decided or call["status"] == "awaiting_approval"  # for the member's OK: the rules may have changed since
@@ -1328,6 +1342,14 @@ class Kernel:
                       arguments=call["arguments"])
         return await self._await_approval(scope, call, approval, arguments_hash(arguments))
 
+    async def _expire_approval(self, scope: Scope, approval_id: str) -> None:
+        """A pending approval its call no longer waits for: written expired, then
+        announced as the member's own decision is (``MemberRuntime.resolve_approval``:
+        the conversation's event, whatever frame asked), so that every page showing the
+        card — a sub-agent's too — clears it instead of leaving its buttons live."""
+        if await self.store.resolve_approval(approval_id, "expired"):
+            self.runtime.emit("approval_resolved", scope.frame.conversation_id, approval_id=approval_id, decision="expired")
+
     async def _await_approval(
         self, scope: Scope, call: dict[str, Any], approval: dict[str, Any] | None, args_hash: str
     ) -> tuple[str, str] | None:
@@ -1347,8 +1369,8 @@ class Kernel:
             try:
                 status = await self.runtime.waiters.wait(approval["id"])
             except asyncio.CancelledError:
-                if not self.interrupted():
-                    await asyncio.shield(self.store.resolve_approval(approval["id"], "expired"))
+                if not self.interrupted():  # a Stop, a run's cancel or timeout: its card is cleared live
+                    await asyncio.shield(self._expire_approval(scope, approval["id"]))
                 raise
             finally:
                 self.runtime.pending_cards.pop(approval["id"], None)

@@ -44,6 +44,8 @@ HOST_RESULTS = {
     ),
     "restarted": "the server restarted while this ran; it was not run again because it may already have had its effect.",
     "stopped": "stopped",
+    # A call of the last round the limit allows: no model round follows to read its result.
+    "round_limit": "not run: the round limit was reached.",
     # A tool's ``ToolError`` as the kernel words it (``subagents.catalog.DEFINITIONS_REFUSED``):
     # the reasons name server files, for the admin's Helpers page alone.
     "definitions_refused": "Error: the helper definitions were refused; an admin can see why on the Helpers page.",
@@ -697,18 +699,21 @@ class ConversationStore:
         request_log: tuple[str, dict[str, Any], str] | None = None,
         running: int = 0,
         also: Callable[[Any, list[str]], object] | None = None,
+        results: Sequence[tuple[str, str]] = (),
     ) -> list[str]:
         """The round's authoritative result and its tool calls, in one transaction; call
         ids are allocated here, in call order. The round's request log (request id,
         request body, response body) rides in the same commit, encoded on the file's
         thread. The first ``running`` calls are written as started: the kernel admitted
         them and runs them as soon as this commits (one sync fewer per tool round).
+        ``results``: each call's final (status, result) instead, for calls that will
+        not run (the last round the round limit allows).
         ``also(conn, call_ids)``: more statements for the same transaction (a sub-agent
         run's terminal state with its frame's final answer, ``kernel.Ending``; a run's
         frame with the call that opens it, ``Scope.settle``)."""
 
         def write(conn: Any) -> tuple[list[str], list[int]]:
-            ids = _finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running, model_id=model_id)
+            ids = _finish_assistant(conn, message_id, content, reasoning, model, status, calls, request_log, running, results, model_id=model_id)
             if also is not None:
                 also(conn, ids)
             return ids, [message_id]
@@ -1620,8 +1625,22 @@ def _end_delegations(conn: Any, conversation_id: str, why: str) -> None:
         f"UPDATE agent_runs SET status = 'interrupted', error = ?, finished_at = {NOW}, revision = revision + 1"
         f" WHERE frame_id IN ({marks}) AND status IN ('queued', 'running', 'waiting_delegates')", (why, *frames),
     )
+    end_calls(conn, "conversation_id", conversation_id, why)
+
+
+def end_calls(conn: Any, column: str, key: str, result: str) -> None:
+    """Recovery: every call not finished in a frame (``column`` ``frame_id``) or a whole
+    conversation (``conversation_id``) that nothing takes up again — a given-up turn's,
+    a sub-agent run's frame closed as interrupted (``subagents.runs.recover``) — ends
+    interrupted with ``result``, and the approvals they waited on expire: none is left
+    running, or asking, for ever."""
+    if column not in ("frame_id", "conversation_id"):
+        raise ValueError(column)
+    conn.execute(
+        f"UPDATE approvals SET status = 'expired', resolved_at = {NOW} WHERE status = 'pending' AND tool_call_id IN"
+        f" (SELECT id FROM tool_calls WHERE {column} = ?)", (key,),
+    )
     conn.execute(
         f"UPDATE tool_calls SET status = 'interrupted', result = ?, finished_at = {NOW}"
-        " WHERE conversation_id = ? AND status IN ('requested', 'awaiting_approval', 'running')", (why, conversation_id),
+        f" WHERE {column} = ? AND status IN ('requested', 'awaiting_approval', 'running')", (result, key),
     )
-    conn.execute("UPDATE approvals SET status = 'expired' WHERE conversation_id = ? AND status = 'pending'", (conversation_id,))

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from skald_host.core.agent.store import HOST_RESULTS, end_calls
 from skald_host.core.storage import Database
 
 log = logging.getLogger(__name__)
@@ -682,7 +683,10 @@ def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[s
     report = {"interrupted": 0, "released": 0, "dead_letter": 0, "repaired": 0}
     stale = conn.execute(
         f"SELECT r.id, r.mode, r.frame_id, r.idempotency_key, r.started_at FROM agent_runs r WHERE r.status IN {_LIVE_SQL}"
-        " AND r.runtime_generation != ?",
+        " AND r.runtime_generation != ?"
+        # A helper's helpers after it: a foreground one whose spawning call was in a
+        # frame closed here finds that call ended, and ends too.
+        " ORDER BY r.depth, r.created_at",
         (generation,),
     ).fetchall()
     for run_id, mode, frame_id, key, started_at in stale:
@@ -708,6 +712,9 @@ def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[s
         ).fetchone()
         if frame_id:
             conn.execute(f"UPDATE frames SET status = 'failed', result = 'interrupted', closed_at = {NOW} WHERE id = ? AND status = 'open'", (frame_id,))
+            # Nothing drives a closed frame again: its calls end here, as the turn's
+            # recovery ends a call it does not run again (``kernel.RESTARTED_NOT_RERUN``).
+            end_calls(conn, "frame_id", frame_id, HOST_RESULTS["restarted"])
         if row and row[1]:
             _complete(conn, run_id, row[0], status, row[2], row[3], None, error, json.loads(row[4]), True)
         report[status] = report.get(status, 0) + 1
