@@ -150,7 +150,8 @@ def _line(job: Mapping[str, Any]) -> str:
     # The phrase is the member's own words ("every weekday at 8"): it says "every" itself.
     when = f"{job['phrase'] or 'cron'} (cron {job['cron']}, {job['timezone']})" if job["recurring"] else "once"
     state = "paused" if job["paused"] else job["status"]
-    last = f"{job['last_status']} at {job['last_run_at']}" if job["last_run_at"] else "never run"
+    # Both times as the member reads them (the job's zone), not the last one as a UTC instant.
+    last = f"{job['last_status']} at {job.get('last_run_local') or job['last_run_at']}" if job["last_run_at"] else "never run"
     prompt = " ".join(job["prompt"].split())
     return f"- {job['id'][:8]} [{state}] {when}; next run {job.get('next_run_local') or '-'}; last {last}: {prompt[:200]}"
 

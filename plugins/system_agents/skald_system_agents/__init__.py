@@ -91,7 +91,8 @@ def _lint(which: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
     message_key = "memory_report_ready" if which == "private" else "shared_report_ready"
 
     async def has_work(ctx: SystemAgentContext) -> bool:
-        # A member who never uses memory collects no weekly row and no notification.
+        # A member who never uses memory collects no weekly row and no notification; an
+        # idle pass starts no week, so their first note is checked within the hour.
         return bool(await ctx.memory_notes(which))  # type: ignore[arg-type]
 
     async def run(ctx: SystemAgentContext) -> None:

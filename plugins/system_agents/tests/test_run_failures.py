@@ -49,8 +49,9 @@ async def test_a_run_without_a_model_says_no_model_is_configured(setup):
 
 
 @pytest.mark.parametrize("failure, code, words, values", [
-    (ScriptedError(503, "overloaded: " + SECRET, should_retry=False), "model_refused", "the model failed: it refused the request (HTTP 503)",
-     {"status": 503, "reason": ""}),
+    # A 5xx is the provider failing, not refusing (a 4xx is a refusal).
+    (ScriptedError(503, "overloaded: " + SECRET, should_retry=False), "model_provider_failed", "the model failed: its provider failed (HTTP 503)",
+     {"status": 503}),
     (ScriptedError(400, SECRET), "model_refused", "the model failed: it refused the request (HTTP 400)", {"status": 400, "reason": ""}),
     (Reply(""), "model_no_answer", "the model gave no answer", {}),
 ])

@@ -10,7 +10,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from skald_host.core.schedules import Phrases, Recurrence, ScheduleError, clock, iso, parse_iso, zone
+from skald_host.core.schedules import Phrases, Recurrence, ScheduleError, clock, following, iso, parse_iso, zone
 
 if TYPE_CHECKING:
     from skald_host.core.agent.store import ConversationStore
@@ -60,7 +60,8 @@ def summary(job: dict[str, Any], member_zone: str = DEFAULT_TIMEZONE) -> dict[st
     """What the page and the tools show of a job. ``next_run`` is None once a one-shot
     prompt ran (or a job stopped) and while a job is paused; ``next_run_local`` is it as
     the member reads it (``local_time``: a recurring job's own zone, a one-shot's the
-    member's), what the model tells them rather than a UTC instant."""
+    member's), what the model tells them rather than a UTC instant; ``last_run_local``
+    the same of ``last_run_at``."""
     active = job["status"] in ("pending", "running")
     next_run = job["due_at"] if active and not job["paused"] else None
     return {
@@ -77,6 +78,8 @@ def summary(job: dict[str, Any], member_zone: str = DEFAULT_TIMEZONE) -> dict[st
         "next_run": next_run,
         "next_run_local": local_time(parse_iso(next_run), job.get("timezone") or member_zone) if next_run else None,
         "last_run_at": job.get("last_run_at"),
+        # The last run in the same form as the next one, in the same zone.
+        "last_run_local": local_time(parse_iso(job["last_run_at"]), job.get("timezone") or member_zone) if job.get("last_run_at") else None,
         "last_status": job.get("last_status"),
         "runs": job.get("runs") or 0,
         "created_at": job["created_at"],
@@ -178,16 +181,27 @@ async def change(
             phrase = text if text != recurrence.cron else None
         else:  # the schedule stays as it was read (its phrase's words may have left with a plugin's language)
             recurrence, phrase = Recurrence.parse(job["cron"], name), job["phrase"]
-        changes.update(cron=recurrence.cron, timezone=name, phrase=phrase, due_at=iso(recurrence.next_after(now)), status="pending")
+        changes.update(cron=recurrence.cron, timezone=name, phrase=phrase, due_at=iso(_next_from_now(recurrence, job, now)), status="pending")
     if paused is not None and bool(paused) != bool(job["paused"]):
         changes["paused"] = 1 if paused else 0
         if not paused and job["cron"] and "due_at" not in changes:
-            changes["due_at"] = iso(Recurrence(job["cron"], job["timezone"] or DEFAULT_TIMEZONE).next_after(now))
+            changes["due_at"] = iso(_next_from_now(Recurrence(job["cron"], job["timezone"] or DEFAULT_TIMEZONE), job, now))
     if changes:
         await store.update_job(job["id"], changes)
     fresh = await store.job(job["id"])
     assert fresh is not None
     return summary(fresh, await _member_zone(store))
+
+
+def _next_from_now(recurrence: Recurrence, job: dict[str, Any], now: dt.datetime) -> dt.datetime:
+    """The next occurrence after ``now`` for a job resumed or edited now: the runtime's
+    own rule (``following``) from the time it last ran, so a local time it already ran
+    at is not run again when the clocks go back (paused and resumed in the repeated
+    hour, 02:30 would come round a second time)."""
+    last = job.get("last_run_at")
+    if not last:
+        return recurrence.next_after(now)
+    return following(recurrence, parse_iso(last), now)
 
 
 async def delete(store: "ConversationStore", job_id: str) -> None:

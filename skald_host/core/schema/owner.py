@@ -436,5 +436,18 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE agent_runs ADD COLUMN reason TEXT",
             ),
         ),
+        Migration(
+            19,
+            "system agents: a failed or idle pass looks again sooner than the interval",
+            statements=(
+                # When the last pass that did not start the interval looked (one that
+                # failed: the next is due a backoff after it, doubling with ``failures``;
+                # one that found no work: a cheap re-check after it), measured with the
+                # interval as it is then. NULL: ``last_attempt_at`` plus the interval
+                # applies, as for rows written before.
+                "ALTER TABLE system_agent_state ADD COLUMN looked_at TEXT",
+                "ALTER TABLE system_agent_state ADD COLUMN failures INTEGER NOT NULL DEFAULT 0",
+            ),
+        ),
     ),
 )

@@ -580,5 +580,23 @@ REGISTRY_MIGRATIONS = MigrationSet(
                 "ALTER TABLE llm_requests ADD COLUMN model_id TEXT",
             ),
         ),
+        Migration(
+            21,
+            "system agents: a failed conversation review waits before the next attempt",
+            statements=(
+                # Per subject, like the coverage but not it: the coverage (the watermark)
+                # advances only on a completed pass; this is when a pass that failed may
+                # be tried again (``failures``: how many in a row, for the doubling). No
+                # row: no failed pass waits. Registry, for the coverage's reason: which
+                # supervisor lends the runtime changes from night to night.
+                """CREATE TABLE system_agent_retry (
+                    agent_id TEXT NOT NULL,
+                    subject_user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    retry_at TEXT NOT NULL,
+                    failures INTEGER NOT NULL,
+                    PRIMARY KEY (agent_id, subject_user_id)
+                )""",
+            ),
+        ),
     ),
 )

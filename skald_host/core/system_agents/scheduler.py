@@ -36,6 +36,20 @@ log = logging.getLogger(__name__)
 #: pass always is: its coverage, or the naming of its latest supervisor).
 FIRST_WINDOW = dt.timedelta(days=1)
 RUNS_SHOWN = 200
+#: A pass that failed is tried again this long after, doubling with each failure in a
+#: row, never later than the agent would come due anyway (its interval; a review's next
+#: night): a model that is down is not asked every few minutes, each ask a billed
+#: request and a failed row, and a weekly agent does not wait a week for a hiccup.
+FIRST_RETRY = dt.timedelta(hours=1)
+#: A pass that found no work does not start the interval (work that appears just after
+#: it is done within this, not an interval later), and ``has_work`` is asked no more
+#: often than this (or the interval, if shorter).
+IDLE_RECHECK = dt.timedelta(hours=1)
+
+
+def retry_delay(failures: int, cap: dt.timedelta) -> dt.timedelta:
+    """How long after its ``failures``-th failure in a row a pass is tried again."""
+    return min(cap, FIRST_RETRY * 2 ** min(max(failures - 1, 0), 20))
 
 
 #: The model's failures a run names by the chat's own code (``error.<code>``), with the
@@ -50,6 +64,9 @@ MODEL_FAILURES = {
 }
 #: Any other failure of the model, or an answer with no words.
 NO_ANSWER = "model_no_answer"
+#: ``model_refused`` with a 5xx status: the provider failed, it did not refuse (the
+#: chat's code covers every status; a run's words and code tell the two apart).
+PROVIDER_FAILED = "model_provider_failed"
 
 
 class TurnFailed(RuntimeError):
@@ -81,6 +98,8 @@ def turn_failure(answer: Mapping[str, Any] | None) -> RuntimeError:
     if code in MODEL_FAILURES:
         values: dict[str, Any] = {}
         status = (reason.get("values") or {}).get("status")
+        if code == "model_refused" and isinstance(status, int) and status >= 500:
+            return TurnFailed(f"the model failed: its provider failed (HTTP {status})", PROVIDER_FAILED, {"status": status})
         if code == "model_refused":
             values = {"status": status if isinstance(status, int) else "?", "reason": ""}
         words = MODEL_FAILURES[code] + (f" (HTTP {values['status']})" if values else "")
@@ -282,17 +301,39 @@ class SystemAgentScheduler:
         self._skips_logged.discard((entry.id, member.id))
         now = self.clock()
         interval = self.registry.instance_interval(entry, settings) if as_instance else await self.registry.interval_for(entry, member.id, settings)
+        owed = await db.run(lambda c: store.owed_after_a_stop(c, entry.id))
         last = parse_iso(await db.run(lambda c: store.last_attempt(c, entry.id)))
-        if as_instance and not await db.run(lambda c: store.owed_after_a_stop(c, entry.id)):
+        retry_text, failures = await db.run(lambda c: store.retry_state(c, entry.id))
+        if as_instance and not owed:
             # Once for the whole server: the attempt every admin who may act sees (a
             # timestamp in system.db), not the acting admin's own; their file's marker
             # only for a server that kept it there before.
             shared = parse_iso(await self.core.registry.run(lambda c: store.instance_last_attempt(c, entry.id)))
-            last = shared if shared is not None else last
-        if last is not None and (now - last).total_seconds() < interval:
+            shared_retry = await self.core.registry.run(lambda c: store.instance_retry_state(c, entry.id))
+            if shared is not None or (shared_retry is not None and shared_retry[0]):
+                last = shared if shared is not None else last
+                retry_text, failures = shared_retry or (None, 0)
+        looked = None if owed else parse_iso(retry_text)
+        span = dt.timedelta(seconds=interval)
+        if looked is not None:
+            # The last pass started no interval: a failure's backoff, or an idle pass's
+            # re-check, from its look (with the interval as it is now).
+            due: dt.datetime | None = looked + (retry_delay(failures, span) if failures else min(span, IDLE_RECHECK))
+        else:
+            due = last + span if last is not None else None
+        if due is not None and now < due:
             return Outcome(entry.id, member.id, None, "not_due")
         context = RunContext(self, entry, member, db, settings, now, locale=member.locale or await self.core.default_locale())
-        return Outcome(entry.id, member.id, None, await self.run_and_record(entry, context, db, mark_attempt=True, instance=as_instance))
+        result = await self.run_and_record(entry, context, db, mark_attempt=True, instance=as_instance)
+        # How the pass ended says when the next one is due: after one that ran, the
+        # interval from its attempt; after a failure, a backoff; after an idle pass, a
+        # re-check (it found nothing to start an interval with).
+        at = iso(now)
+        looked_at, failures = (None, 0) if result == "ran" else (at, failures + 1 if result == "failed" else 0)
+        await db.transaction(lambda c: store.set_retry(c, entry.id, looked_at, failures, at))
+        if as_instance:
+            await self.core.registry.transaction(lambda c: store.set_instance_retry(c, entry.id, looked_at, failures))
+        return Outcome(entry.id, member.id, None, result)  # type: ignore[arg-type]
 
     async def _instance_pass(self, entry: RegisteredAgent, members: list[Member], settings: dict[str, Any]) -> Outcome:
         """Ownerless work runs as the first active unlocked admin (a stable choice), so
@@ -322,6 +363,10 @@ class SystemAgentScheduler:
         if start >= due_after:
             # Due once the hour has passed since the record started: the first report
             # comes the night after the naming, not at the pass after it.
+            return Outcome(entry.id, acting.id, subject_id, "not_due")
+        waiting = await self.core.registry.run(lambda c: store.subject_retry(c, entry.id, subject_id))
+        if waiting is not None and now < parse_iso(waiting[0]):  # type: ignore[operator]
+            # A pass that failed waits its backoff (this subject's own, not the coverage).
             return Outcome(entry.id, acting.id, subject_id, "not_due")
         subject = by_id.get(subject_id)
         if subject is None:
@@ -353,7 +398,18 @@ class SystemAgentScheduler:
         if result in ("ran", "idle"):
             # Advanced only by a completed pass (or one that found nothing to cover), so
             # a crash re-covers rather than skips.
-            await self.core.registry.transaction(lambda c: store.set_covered_through(c, entry.id, subject_id, iso(now)))
+            def covered(c: Any) -> None:
+                store.set_covered_through(c, entry.id, subject_id, iso(now))
+                store.set_subject_retry(c, entry.id, subject_id, None)
+
+            await self.core.registry.transaction(covered)
+        elif result == "failed":
+            # The coverage stays (the next pass covers this window too); the next try
+            # waits a backoff, at the latest until the next night's hour.
+            failures = (waiting[1] if waiting is not None else 0) + 1
+            next_night = most_recent_occurrence(due_after + dt.timedelta(hours=26), hour, self.core.settings.system_agents.time_zone)
+            retry_at = iso(min(now + retry_delay(failures, next_night - now), next_night))
+            await self.core.registry.transaction(lambda c: store.set_subject_retry(c, entry.id, subject_id, retry_at, failures))
         return Outcome(entry.id, acting.id, subject_id, result)  # type: ignore[arg-type]
 
     async def _record_start(
@@ -392,10 +448,12 @@ class SystemAgentScheduler:
     async def run_and_record(
         self, entry: RegisteredAgent, context: RunContext, db: Database, *, mark_attempt: bool, instance: bool = False
     ) -> str:
-        """Mark the attempt (always, even for an idle pass; not for a review, whose
-        due-ness is its coverage) → ``has_work`` (no: nothing written, or the run log
-        becomes a heartbeat) → open the run row → work → finish it. A row left
-        ``running`` by a crash is swept to failed before the agent's next pass here."""
+        """``has_work`` (no: nothing written, or the run log becomes a heartbeat; nor is
+        the attempt marked: an idle pass starts no interval) → mark the attempt (not for
+        a review, whose due-ness is its coverage) → open the run row → work → finish it.
+        A row left ``running`` by a crash is swept to failed before the agent's next pass
+        here. The caller records what the result means for the next pass (a backoff
+        after a failure, a re-check after an idle pass)."""
         started = iso(self.clock())
         key = (entry.id, str(db.path))
         if key not in self._swept:
@@ -407,16 +465,16 @@ class SystemAgentScheduler:
         if (str(db.path), "ephemeral") not in self._swept and not await db.transaction(store.sweep_ephemeral):
             # Swept again at each pass until none waits for the chat's recovery any more.
             self._swept.add((str(db.path), "ephemeral"))
-        if mark_attempt:
-            await db.transaction(lambda c: store.mark_attempt(c, entry.id, started))
-            if instance:
-                await self.core.registry.transaction(lambda c: store.mark_instance_attempt(c, entry.id, started))
         try:
             if entry.agent.has_work is not None and not await entry.agent.has_work(context):
                 return "idle"
         except (Exception, *PLUGIN_EXITS) as exc:
             record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc)
             return "failed"
+        if mark_attempt:
+            await db.transaction(lambda c: store.mark_attempt(c, entry.id, started))
+            if instance:
+                await self.core.registry.transaction(lambda c: store.mark_instance_attempt(c, entry.id, started))
         run_id = await db.transaction(lambda c: store.open_run(c, entry.id, context.subject_id, started))
         self._live_runs.add(run_id)
         try:

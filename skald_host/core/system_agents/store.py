@@ -3,6 +3,7 @@
 Owner file (the acting member's): ``system_agent_state`` (the attempt marker, due-ness),
 ``system_agent_runs`` (the run log, theirs alone), ``reports`` (their own). Registry:
 ``supervision`` (the edges), ``system_agent_coverage`` (per-subject watermarks),
+``system_agent_retry`` (per subject, when a failed review is tried again),
 ``system_agent_user_settings`` (per-member intervals), an instance-scope agent's last
 attempt (in ``config``: one for the whole server, whichever admin acted) and ``reports`` for supervisors
 and admins. Nothing here reads contents into system.db: a registry report is written
@@ -66,10 +67,57 @@ def mark_instance_attempt(conn: Any, agent_id: str, at: str) -> None:
 
 
 def mark_attempt(conn: Any, agent_id: str, at: str) -> None:
+    """A pass found work and is about to run it: the interval starts at ``at`` (a stop
+    during the run leaves it owed once, ``owed_after_a_stop``), and no earlier look
+    waits any more. ``failures`` stays until the pass's end says how it went."""
     conn.execute(
         "INSERT INTO system_agent_state (agent_id, last_attempt_at) VALUES (?, ?)"
-        " ON CONFLICT (agent_id) DO UPDATE SET last_attempt_at = excluded.last_attempt_at",
+        " ON CONFLICT (agent_id) DO UPDATE SET last_attempt_at = excluded.last_attempt_at, looked_at = NULL",
         (agent_id, at),
+    )
+
+
+def retry_state(conn: Any, agent_id: str) -> tuple[str | None, int]:
+    """(when the last pass that did not start the interval looked, or None: the
+    interval after the last attempt applies; how many passes failed in a row, 0 for an
+    idle one)."""
+    row = conn.execute("SELECT looked_at, failures FROM system_agent_state WHERE agent_id = ?", (agent_id,)).fetchone()
+    return (row[0], int(row[1] or 0)) if row else (None, 0)
+
+
+def set_retry(conn: Any, agent_id: str, looked_at: str | None, failures: int, at: str) -> None:
+    """How the pass at ``at`` ended: ``looked_at`` None after one that ran (the interval
+    from its attempt applies), else ``at`` (a failure's backoff, an idle pass's re-check
+    count from it). A row an idle pass creates has its look as the attempt: unused
+    while ``looked_at`` is set, which it is until a pass finds work."""
+    conn.execute(
+        "INSERT INTO system_agent_state (agent_id, last_attempt_at, looked_at, failures) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (agent_id) DO UPDATE SET looked_at = excluded.looked_at, failures = excluded.failures",
+        (agent_id, at, looked_at, failures),
+    )
+
+
+def _instance_retry_key(agent_id: str) -> str:
+    return f"system_agent_retry:{agent_id}"
+
+
+def instance_retry_state(conn: Any, agent_id: str) -> tuple[str | None, int] | None:
+    """Registry: ``retry_state`` of an instance-scope agent, for the whole server (None:
+    no pass recorded one here)."""
+    row = conn.execute("SELECT value FROM config WHERE key = ?", (_instance_retry_key(agent_id),)).fetchone()
+    if row is None:
+        return None
+    value = json.loads(row[0])
+    if not isinstance(value, dict):
+        return None
+    at = value.get("looked_at")
+    return (at if isinstance(at, str) else None, int(value.get("failures") or 0))
+
+
+def set_instance_retry(conn: Any, agent_id: str, looked_at: str | None, failures: int) -> None:
+    conn.execute(
+        "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (_instance_retry_key(agent_id), json.dumps({"looked_at": looked_at, "failures": failures})),
     )
 
 
@@ -242,6 +290,29 @@ def set_covered_through(conn: Any, agent_id: str, subject_id: str, at: str) -> N
         "INSERT INTO system_agent_coverage (agent_id, subject_user_id, covered_through) VALUES (?, ?, ?)"
         " ON CONFLICT (agent_id, subject_user_id) DO UPDATE SET covered_through = excluded.covered_through",
         (agent_id, subject_id, at),
+    )
+
+
+def subject_retry(conn: Any, agent_id: str, subject_id: str) -> tuple[str, int] | None:
+    """When a review of the subject that failed may be tried again, and how many failed
+    in a row; None: none waits. Kept beside the coverage, never in it (the watermark
+    moves only on a completed pass) and per subject (two subjects of one supervisor
+    keep two clocks)."""
+    row = conn.execute(
+        "SELECT retry_at, failures FROM system_agent_retry WHERE agent_id = ? AND subject_user_id = ?", (agent_id, subject_id)
+    ).fetchone()
+    return (row[0], int(row[1])) if row else None
+
+
+def set_subject_retry(conn: Any, agent_id: str, subject_id: str, retry_at: str | None, failures: int = 0) -> None:
+    """``retry_at`` None: the review completed, nothing waits."""
+    if retry_at is None:
+        conn.execute("DELETE FROM system_agent_retry WHERE agent_id = ? AND subject_user_id = ?", (agent_id, subject_id))
+        return
+    conn.execute(
+        "INSERT INTO system_agent_retry (agent_id, subject_user_id, retry_at, failures) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (agent_id, subject_user_id) DO UPDATE SET retry_at = excluded.retry_at, failures = excluded.failures",
+        (agent_id, subject_id, retry_at, failures),
     )
 
 
