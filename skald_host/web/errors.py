@@ -222,6 +222,16 @@ async def _page_locale(core: Any) -> str:
     return request.accept_languages.best_match(core.strings.locales) or await core.default_locale()
 
 
+# Languages written right to left (web/lib/i18n.js keeps the same list for the app).
+_RIGHT_TO_LEFT = frozenset({"ar", "he", "iw", "fa", "ur", "ps", "yi", "ji", "dv", "ckb", "sd", "ug"})
+
+
+def text_direction(locale: str) -> str:
+    """``"rtl"`` for a language written right to left (``ar``, ``he-IL``), else ``"ltr"``:
+    a page's ``<html dir>``, so the stylesheet's logical properties mirror it."""
+    return "rtl" if locale.replace("_", "-").split("-")[0].lower() in _RIGHT_TO_LEFT else "ltr"
+
+
 async def _not_found_page() -> Any:
     """404 as a small page in the app's stylesheet (the sign-in screen's card), in the
     reader's language, with a link to the start page; words from the core bundle's
@@ -233,7 +243,7 @@ async def _not_found_page() -> Any:
         return html.escape(core.strings.translate(f"core.{key}", locale))
 
     page = f"""<!doctype html>
-<html lang="{html.escape(locale)}">
+<html lang="{html.escape(locale)}" dir="{text_direction(locale)}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">

@@ -12,6 +12,7 @@ export async function loadLocale(wanted) {
   locale = data.locale || "en";
   locales = data.locales || ["en"];
   document.documentElement.lang = locale;
+  document.documentElement.dir = textDirection(locale);
   try { localStorage.setItem(SHOWN_KEY, locale); } catch { /* storage off: nothing remembered */ }
 }
 
@@ -31,6 +32,26 @@ export function browserLocale(otherwise = "en") {
     if (locales.includes(short)) return short;
   }
   return otherwise;
+}
+
+// Scripts written right to left, for a browser whose Intl.Locale has no text info
+// (Firefox, older Safari): Arabic, Hebrew, Persian, Urdu, Pashto, Yiddish, Dhivehi,
+// Central Kurdish, Sindhi, Uyghur.
+const RIGHT_TO_LEFT = new Set(["ar", "he", "iw", "fa", "ur", "ps", "yi", "ji", "dv", "ckb", "sd", "ug"]);
+
+/** "rtl" for a language written right to left ("ar", "he-IL", "fa"), else "ltr": what
+ * <html dir> says, so the layout (logical CSS properties, grid and flex order) mirrors. */
+export function textDirection(code) {
+  const tag = String(code || "en");
+  if (RIGHT_TO_LEFT.has(tag.toLowerCase().split(/[-_]/)[0])) return "rtl";
+  try {
+    const info = new Intl.Locale(tag);
+    // getTextInfo() in newer engines, the textInfo getter in older Chromium and Safari.
+    const direction = (typeof info.getTextInfo === "function" ? info.getTextInfo() : info.textInfo)?.direction;
+    return direction === "rtl" ? "rtl" : "ltr";
+  } catch {
+    return "ltr"; // not a tag Intl reads: the list above did not name it either
+  }
 }
 
 export const currentLocale = () => locale;

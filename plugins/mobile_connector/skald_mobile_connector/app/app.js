@@ -12,7 +12,7 @@
 //   app loads that module's table (the host's public /api/i18n) in its own language too:
 //   without it they read as their keys ("chat.copy_code").
 import { el, MarkdownStream, renderMarkdown } from "/ui/lib/plugin-kit.js";
-import { errorString as sharedErrorText, loadLocale as loadSharedWords } from "/ui/lib/i18n.js";
+import { errorString as sharedErrorText, loadLocale as loadSharedWords, textDirection } from "/ui/lib/i18n.js";
 
 const BASE = new URL("..", location.href).pathname.replace(/\/$/, ""); // /api/plugin/mobile-connector
 const TOKEN_KEY = "skald.mobile.token";
@@ -123,6 +123,7 @@ async function loadWords(wanted) {
     /* offline and never cached: the renderer's few labels read as their keys */
   }
   document.documentElement.lang = locale;
+  document.documentElement.dir = textDirection(locale); // also offline, when the line above failed
 }
 
 // -- screens ------------------------------------------------------------------------------
