@@ -146,6 +146,12 @@ function settleInto(node, text) {
 }
 const nextFrame = (fn) => (document.hidden ? setTimeout(fn, 100) : requestAnimationFrame(fn));
 
+/** How many rows a conversation opens with, and how many more "Earlier messages" draws:
+ * a long conversation drawn whole (thousands of answers with code, tables and math) held
+ * the page for seconds on every open, Regenerate and reconnect. The rows before it are
+ * drawn when asked for, or when a search result lies among them (reveal). */
+export const ROWS_AT_ONCE = 100;
+
 // Files: a member's attachments and what the agent showed them (show_file_to_user),
 // opened through the file viewer. The path only ever travels as an encoded query value
 // of that one same-origin endpoint.
@@ -285,11 +291,24 @@ export class Transcript {
     this.activity = el("div", { class: "activity", "aria-hidden": "true" },
       el("span", { class: "dots" }, el("span"), el("span"), el("span")));
     this.announcer = el("p", { class: "visually-hidden turn-status", role: "status" });
-    this.node.append(this.list);
+    // Above the rows drawn, while older ones are not: draws the next ones above, where the
+    // reader is (the view does not move), and says nothing (they are not news).
+    this.earlier = el("div", { class: "earlier-messages", hidden: true },
+      button(t("chat.earlier_messages"), { kind: "small", onClick: () => this.showEarlier() }));
+    this.node.append(this.earlier, this.list);
+    this.drawn = null; // what the last load drew from: {messages, branches, rootCalls, approvals, turnStart}
+    this.from = 0; // the index (in drawn.messages) of the oldest row on screen
+    this.followPending = false;
     this.openDetails = new Set(); // reasoning blocks and tool cards the member opened
     this.loads = 0; // renders of a whole conversation: a restore answers the one it was read for
     this.reset();
-    this.node.addEventListener("scroll", () => { this.stick = this.nearBottom(); }, { passive: true });
+    // At the end still when the scroll is follow()'s own: the answer may have grown by more
+    // than nearBottom's margin between that frame and this event, which is not the
+    // reader leaving the end.
+    this.followedTo = null;
+    this.node.addEventListener("scroll", () => {
+      this.stick = (this.stick && this.node.scrollTop === this.followedTo) || this.nearBottom();
+    }, { passive: true });
     // What grows after it was drawn and followed — math once KaTeX and then its fonts
     // arrive, a thumbnail once loaded — or a transcript that gets shorter (a taller
     // composer) left a reader at the end short of it (the answer's Regenerate hidden):
@@ -324,9 +343,20 @@ export class Transcript {
     return n.scrollHeight - n.scrollTop - n.clientHeight < 80;
   }
 
+  /** Keep a reader who is at the end there. At most once a frame, after what the frame
+   * changed: each streamed token, tool update and resize asking for it read the whole
+   * transcript's layout anew (scrollHeight), which in a long conversation took longer
+   * than a frame, every time. */
   follow(force = false) {
     if (force) this.stick = true;
-    if (this.stick) this.node.scrollTop = this.node.scrollHeight;
+    if (!this.stick || this.followPending) return;
+    this.followPending = true;
+    nextFrame(() => {
+      this.followPending = false;
+      if (!this.stick) return;
+      this.node.scrollTop = this.node.scrollHeight;
+      this.followedTo = this.node.scrollTop;
+    });
   }
 
   /** A search result opened (#chat/<id>?find=words): the message that holds every word
@@ -338,10 +368,15 @@ export class Transcript {
     const wanted = searchForm(words).split(/\s+/).filter(Boolean);
     if (!wanted.length) return false;
     const starts = (text, word) => text.includes(word) && new RegExp(`(^|[^\\p{L}\\p{N}])${word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "u").test(text);
-    const nodes = [...this.list.querySelectorAll(".msg[data-message-id]")];
-    const holding = nodes.filter((node) => { const text = searchForm(node.textContent); return wanted.every((word) => starts(text, word)); });
     const core = searchForm(String(snippet || "").replace(/…/g, " ")).trim();
-    const node = holding.find((n) => core && searchForm(n.textContent).includes(core)) || holding[0];
+    const find = () => {
+      const nodes = [...this.list.querySelectorAll(".msg[data-message-id]")];
+      const holding = nodes.filter((node) => { const text = searchForm(node.textContent); return wanted.every((word) => starts(text, word)); });
+      return holding.find((n) => core && searchForm(n.textContent).includes(core)) || holding[0];
+    };
+    let node = find();
+    // Not among the rows drawn: the earlier ones may hold it (the earliest match is wanted).
+    if (this.from > 0) { this.showEarlier({ all: true, quietFocus: true }); node = find(); }
     if (!node) return false;
     this.stick = false;
     node.tabIndex = -1;
@@ -376,6 +411,7 @@ export class Transcript {
   load(data, unacknowledged = []) {
     this.redrawQuietly();
     const wasStuck = this.stick || !this.list.childElementCount;
+    const drewFrom = this.drawn ? this.from : null; // a reload keeps the earlier rows the reader had drawn
     this.reset();
     this.loads += 1;
     this.held = new Map(); // until restoreSubagents: the sub-agents' boxes are not back yet
@@ -395,28 +431,15 @@ export class Transcript {
       messages.push(m);
     });
     const turnStart = messages.findLastIndex((m) => m.role === "user");
-    messages.forEach((message, index) => {
-      const live = this.running && message.status === "streaming" && message === messages[messages.length - 1];
-      const seen = live ? this.streamed.get(message.id) : null;
-      const whole = seen && seen.content.length >= (message.content || "").length ? { ...message, ...seen } : message;
-      this.list.append(this.messageNode(whole, live, this.running && index > turnStart));
-    });
-    for (const message of messages) if (message.role === "note") this.placeFallback(message.id, message.reason);
-    for (const [id, versions] of branches) {
-      const meta = this.messages.get(Number(id))?.node.querySelector(".msg-meta");
-      if (meta) { meta.append(this.versionSwitch(versions)); meta.hidden = false; }
-    }
-    // Answered cards say what they said live. A call of a drawn message has its card
-    // here; one of an earlier version is not shown (nor is its card); any other call is a
-    // sub-agent's, whose card stood on its own: it stands before the first message after it.
     const rootCalls = new Set(all.flatMap((m) => (m.tool_calls || []).map((call) => call.id)));
-    for (const approval of data.resolved_approvals || []) {
-      const ownCard = !this.toolCards.has(approval.tool_call_id);
-      if (ownCard && rootCalls.has(approval.tool_call_id)) continue;
-      const after = ownCard ? messages.find((m) => m.created_at > approval.created_at) : null;
-      const before = after ? this.list.querySelector(`[data-message-id="${Number(after.id)}"]`) : null;
-      this.approvalRequired(approval, { quiet: true, decided: approval.status, before });
-    }
+    this.drawn = { messages, branches, rootCalls, approvals: data.resolved_approvals || [], turnStart };
+    // The newest rows (as many as the reader had drawn, on a reload), and the running
+    // turn whole; the earlier ones when asked for (showEarlier).
+    let from = Math.max(0, messages.length - ROWS_AT_ONCE);
+    if (drewFrom !== null) from = Math.min(from, drewFrom);
+    if (this.running && turnStart >= 0) from = Math.min(from, turnStart);
+    this.from = from;
+    this.drawRows(from, messages.length, null);
     for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
     for (const question of data.questions || []) this.questionAsked(question, { quiet: true });
     const drawn = new Map(); // idempotency key → the bubble this read drew for it
@@ -438,8 +461,70 @@ export class Transcript {
     this.pruneRetry();
     this.placeActivity();
     this.placeTurnActions();
+    this.earlier.hidden = this.from <= 0;
     this.stick = wasStuck;
     this.follow(wasStuck);
+  }
+
+  /** Draw the rows `start`..`end` (of this.drawn.messages) before `before` (null: at the
+   * end), with what belongs to them: a fallback's note in its place, the version
+   * switcher, the answered approval cards. */
+  drawRows(start, end, before) {
+    const { messages, branches, rootCalls, approvals, turnStart } = this.drawn;
+    const rows = messages.slice(start, end);
+    rows.forEach((message, offset) => {
+      const index = start + offset;
+      const live = this.running && message.status === "streaming" && index === messages.length - 1;
+      const seen = live ? this.streamed.get(message.id) : null;
+      const whole = seen && seen.content.length >= (message.content || "").length ? { ...message, ...seen } : message;
+      this.list.insertBefore(this.messageNode(whole, live, this.running && index > turnStart), before);
+    });
+    for (const message of rows) if (message.role === "note") this.placeFallback(message.id, message.reason);
+    const ids = new Set(rows.map((m) => Number(m.id)));
+    for (const [id, versions] of branches) {
+      if (!ids.has(Number(id))) continue;
+      const meta = this.messages.get(Number(id))?.node.querySelector(".msg-meta");
+      if (meta) { meta.append(this.versionSwitch(versions)); meta.hidden = false; }
+    }
+    // Answered cards say what they said live. A call of a drawn message has its card
+    // here; one of an earlier version is not shown (nor is its card), nor one of a row not
+    // drawn yet; any other call is a sub-agent's, whose card stood on its own: it stands
+    // before the first message after it (drawn with that message's rows).
+    for (const approval of approvals) {
+      if (this.approvals.has(approval.approval_id || approval.id)) continue;
+      const ownCard = !this.toolCards.has(approval.tool_call_id);
+      if (ownCard && rootCalls.has(approval.tool_call_id)) continue;
+      let at = before;
+      if (ownCard) {
+        const after = messages.findIndex((m) => m.created_at > approval.created_at);
+        if (after === -1 ? end !== messages.length : after < start || after >= end) continue;
+        if (after !== -1) at = this.list.querySelector(`[data-message-id="${Number(messages[after].id)}"]`) || before;
+      }
+      this.approvalRequired(approval, { quiet: true, decided: approval.status, before: at });
+    }
+  }
+
+  /** "Earlier messages": the rows before those drawn (`all`: every one), above them,
+   * the reader's view where it was. Not news: the log does not read them out. */
+  showEarlier({ all = false, quietFocus = false } = {}) {
+    if (!this.drawn || this.from <= 0) return;
+    const trigger = this.earlier.querySelector("button");
+    const hadFocus = this.earlier.contains(document.activeElement);
+    const anchor = this.list.firstElementChild;
+    const top = anchor ? anchor.getBoundingClientRect().top : 0;
+    hush(this.node);
+    const start = all ? 0 : Math.max(0, this.from - ROWS_AT_ONCE);
+    const calls = this.toolCards.size;
+    this.drawRows(start, this.from, anchor);
+    this.from = start;
+    if (this.toolCards.size > calls) this.handlers.earlierDrawn?.();
+    this.pruneRetry();
+    if (anchor) this.node.scrollTop += anchor.getBoundingClientRect().top - top;
+    this.stick = this.nearBottom();
+    this.earlier.hidden = this.from <= 0;
+    // The button goes with the last of them: the focus stays in the transcript, not on <body>.
+    if (this.earlier.hidden && hadFocus && !quietFocus) this.node.focus({ preventScroll: true });
+    else if (hadFocus) trigger.focus({ preventScroll: true });
   }
 
   /** A whole conversation drawn again (a reload: after Retry, Regenerate, a version flip,

@@ -98,11 +98,19 @@ function conversationList(view) {
   fresh.prepend(el("span", { class: "plus", "aria-hidden": "true" }));
   const status = statusLine();
 
+  // The entries drawn, by conversation id with what they show: a list read after each
+  // turn's end draws again only those that changed (one, mostly), and moves none that
+  // stays in its place (nor the focus in it).
+  let entries = new Map();
   const render = (items) => {
-    list.replaceChildren(...items.map((c) => {
+    const next = new Map();
+    const nodes = items.map((c) => {
       // A result found in the messages opens at the message that matched (reveal()).
       const query = c.snippet ? search.value.trim() : "";
       const target = query ? `${chatRoute(c.id)}?${new URLSearchParams({ find: query, snippet: c.snippet_in_earlier_version ? "" : c.snippet })}` : chatRoute(c.id);
+      const shows = JSON.stringify([target, titleOf(c), c.running, c.updated_at, c.snippet, c.snippet_in_earlier_version, c.id === view.conversationId, document.documentElement.lang, new Date().toDateString()]);
+      const had = entries.get(c.id);
+      if (had?.shows === shows && !next.has(c.id)) { next.set(c.id, had); return had.node; }
       const anchor = link(target, "", { class: "conv-link", title: titleOf(c) });
       anchor.append(...present(
         el("span", { class: "conv-title", text: titleOf(c) }),
@@ -111,8 +119,13 @@ function conversationList(view) {
           el("time", { datetime: c.updated_at, text: shortDate(c.updated_at) })),
         c.snippet ? el("span", { class: "conv-snippet", text: c.snippet_in_earlier_version ? t("chat.search_in_earlier_version", { snippet: c.snippet }) : c.snippet }) : null)); // where the words were found
       if (c.id === view.conversationId) anchor.setAttribute("aria-current", "page");
-      return el("li", { "data-conversation-id": c.id }, anchor);
-    }));
+      const node = el("li", { "data-conversation-id": c.id }, anchor);
+      if (!next.has(c.id)) next.set(c.id, { shows, node });
+      return node;
+    });
+    entries = next;
+    nodes.forEach((node, index) => { if (list.children[index] !== node) list.insertBefore(node, list.children[index] || null); });
+    while (list.children.length > nodes.length) list.lastElementChild.remove();
     empty.textContent = items.length ? "" : (search.value.trim() ? t("chat.search_none") : t("chat.none_yet"));
     empty.hidden = items.length > 0;
   };
@@ -174,14 +187,27 @@ function conversationList(view) {
   } };
 }
 
+// Made once per language: toLocale*String with options builds a formatter on each call,
+// which for a list of hundreds of conversations took tens of milliseconds a render.
+const dateFormats = new Map();
+function dateFormat(locale) {
+  if (!dateFormats.has(locale)) {
+    dateFormats.set(locale, {
+      time: new Intl.DateTimeFormat(locale, { hour: "2-digit", minute: "2-digit" }),
+      day: new Intl.DateTimeFormat(locale, { day: "numeric", month: "short" }),
+    });
+  }
+  return dateFormats.get(locale);
+}
+
 function shortDate(value) {
   if (!value) return "";
   const date = new Date(value);
   if (Number.isNaN(date.getTime())) return "";
-  const locale = document.documentElement.lang || undefined;
+  const format = dateFormat(document.documentElement.lang || undefined);
   const today = new Date();
-  if (date.toDateString() === today.toDateString()) return date.toLocaleTimeString(locale, { hour: "2-digit", minute: "2-digit" });
-  return date.toLocaleDateString(locale, { day: "numeric", month: "short" });
+  if (date.toDateString() === today.toDateString()) return format.time.format(date);
+  return format.day.format(date);
 }
 
 // -- the composer ----------------------------------------------------------------------------------
@@ -554,6 +580,8 @@ class ChatView {
       regenerate: (trigger) => this.regenerate(trigger),
       showVersion: (variant) => this.showVersion(variant),
       edit: (messageId, text) => this.edit(messageId, text),
+      // Earlier rows drawn: the sub-agent boxes of their calls, as a load brings them back.
+      earlierDrawn: () => this.restoreSubagents(),
       // An answer names the model it came from; the member knows it by its label. The
       // catalog entry (`model_id`) says which: two providers may serve one model name.
       // An answer from before entries were recorded is known by its name alone; one
