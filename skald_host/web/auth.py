@@ -265,7 +265,7 @@ async def gate_websocket() -> None:
     the Origin is foreign or the caller has no session (check A4)."""
     g.principal = None
     if not same_origin(websocket):
-        raise ApiError(403, "cross-origin WebSocket refused")
+        raise ApiError(403, "cross-origin WebSocket refused", code="cross_origin")
     view = _view(websocket)
     if view is not None and getattr(view, PUBLIC_ATTRIBUTE, False):
         return

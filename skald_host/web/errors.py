@@ -65,6 +65,12 @@ class ApiError(Exception):
         )
 
 
+def unknown_fields(names: Any) -> ApiError:
+    """The refusal of a body with fields a route does not take, naming them."""
+    listed = ", ".join(sorted(str(name) for name in names))
+    return ApiError(400, f"unknown field(s): {listed}", field=min(names, key=str), code="fields_unknown", values={"fields": listed})
+
+
 def error_response(
     status: int,
     message: str,

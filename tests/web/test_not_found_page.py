@@ -15,7 +15,7 @@ NOT_FOUND_JSON = {"error": "not found", "code": "not_found"}
 
 
 def lang_of(page: str) -> str | None:
-    found = re.search(r"<html lang=\"([^\"]+)\">", page)
+    found = re.search(r"<html lang=\"([^\"]+)\"[ >]", page)
     return found.group(1) if found else None
 
 

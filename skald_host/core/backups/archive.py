@@ -38,11 +38,20 @@ PARTIAL_SUFFIX = ".partial"
 
 class BackupError(Exception):
     """A backup that cannot be taken, or one that is not whole or not ours; the
-    message names the file."""
+    message names the file. ``code`` and ``values`` let the admin page say it in the
+    reader's language (the message, for the operator, is its ``reason``)."""
+
+    code = "backup_failed"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.values = {"reason": message}
 
 
 class BackupBusy(BackupError):
     """One backup at a time: another is being taken."""
+
+    code = "backup_busy"
 
 
 @dataclass(frozen=True)

@@ -34,17 +34,17 @@ async def describe_attachments(core: "Skald", member: "Member", paths: Any) -> l
     if paths is None:
         return []
     if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) for p in paths):
-        raise FileError("'attachments' must be a list of file paths")
+        raise FileError("'attachments' must be a list of file paths", code="field_type", field="attachments")
     if len(paths) > MAX_ATTACHMENTS:
-        raise FileError(f"at most {MAX_ATTACHMENTS} attachments per message")
+        raise FileError(f"at most {MAX_ATTACHMENTS} attachments per message", code="attachments_too_many", limit=MAX_ATTACHMENTS)
     described = []
     for path in paths:
         resolved = await core.files.resolve(member, path, write=False)
         if resolved.kind != "host" or resolved.host_path is None:
-            raise FileError(f"{path}: only files in your home, shared folders or projects can be attached")
+            raise FileError(f"{path}: only files in your home, shared folders or projects can be attached", code="attachment_not_file", path=path)
         info = await asyncio.to_thread(_head, resolved.base, resolved.host_path)
         if info is None:
-            raise FileError(f"{path}: no such file")
+            raise FileError(f"{path}: no such file", code="no_such_file", path=path)
         size, head = info
         described.append(
             {"path": resolved.agent_path, "name": resolved.host_path.name, "mime": sniff(head, complete=size <= len(head)), "size": size}

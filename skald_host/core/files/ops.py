@@ -85,7 +85,7 @@ class MemberFiles:
         try:
             return await self._notes(resolved).read(resolved.memory_key)
         except FileNotFoundError:  # a missing note is the agent's answer, as a missing file is
-            raise FileError(f"{resolved.agent_path} does not exist") from None
+            raise FileError(f"{resolved.agent_path} does not exist", code="no_such_entry", path=resolved.agent_path) from None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -146,14 +146,14 @@ class MemberFiles:
         limit = self._core.settings.files.view_max_bytes
         if resolved.kind == "memory":
             if not resolved.memory_key:
-                raise FileError("that is a folder of notes")
+                raise FileError("that is a folder of notes", code="path_is_folder", path=resolved.agent_path)
             text = await self._read_note(resolved)
             data = text.encode("utf-8")
             return FileBlob(resolved.memory_key.rsplit("/", 1)[-1], data, TEXT, len(data))
         if resolved.kind == "folders":
-            raise FileError("that is a folder")
+            raise FileError("that is a folder", code="path_is_folder", path=resolved.agent_path)
         if not start_sandbox and not self._sandbox().is_up(self.member.id):
-            raise FileError("no such file now: your sandbox is not running (it starts with the next command the assistant runs)")
+            raise FileError("no such file now: your sandbox is not running (it starts with the next command the assistant runs)", code="sandbox_not_running")
         data = await self._sandbox_read(resolved.sandbox_path or "/", limit)
         return FileBlob((resolved.sandbox_path or "file").rsplit("/", 1)[-1], data, sniff(data[:8192], complete=len(data) <= 8192), len(data))
 
@@ -187,7 +187,7 @@ class MemberFiles:
         try:
             dir_fd = open_dirs_inside(resolved.base, target.parent, on_create)
         except PathRefused as exc:
-            raise FileError(str(exc)) from None
+            raise FileError.of(exc) from None
         try:
             try:
                 existing = os.stat(target.name, dir_fd=dir_fd, follow_symlinks=False)
@@ -299,7 +299,7 @@ class MemberFiles:
         except (AttributeError, AssertionError):
             sandbox = None
         if sandbox is None:
-            raise FileError("paths outside your home live in your sandbox, and the sandbox is not available on this server")
+            raise FileError("paths outside your home live in your sandbox, and the sandbox is not available on this server", code="sandbox_unavailable")
         return sandbox
 
     async def _sandbox_run(self, command: str, limit: int) -> str:
@@ -308,7 +308,7 @@ class MemberFiles:
         try:
             result = await self._sandbox().execute(self.member.id, command, workdir="/", timeout=SANDBOX_TIMEOUT)
         except SandboxUnavailable as exc:
-            raise FileError(f"paths outside your home live in your sandbox, which is not available: {exc}") from None
+            raise FileError(f"paths outside your home live in your sandbox, which is not available: {exc}", code="sandbox_unavailable") from None
         if result.exit_code != 0:
             detail = result.output.strip()[-300:]
             raise FileError(f"the sandbox could not do this: {detail or 'exit code ' + str(result.exit_code)}")
@@ -326,9 +326,9 @@ class MemberFiles:
             limit * 4 // 3 + 16,
         )
         if output.strip() == MISSING_MARK:
-            raise FileError(f"{sandbox_path} does not exist")
+            raise FileError(f"{sandbox_path} does not exist", code="no_such_entry", path=sandbox_path)
         if output.strip() == FOLDER_MARK:
-            raise FileError(f"{sandbox_path} is a folder; use list_files")
+            raise FileError(f"{sandbox_path} is a folder; use list_files", code="path_is_folder", path=sandbox_path)
         try:
             return base64.b64decode(output.strip(), validate=True)
         except ValueError:
@@ -366,17 +366,17 @@ def _open_regular(resolved: Resolved) -> int:
     try:
         fd = open_inside(resolved.base, resolved.host_path, os.O_RDONLY)
     except FileNotFoundError:
-        raise FileError(f"{resolved.agent_path} does not exist") from None
+        raise FileError(f"{resolved.agent_path} does not exist", code="no_such_entry", path=resolved.agent_path) from None
     except IsADirectoryError:
-        raise FileError(f"{resolved.agent_path} is a folder; use list_files") from None
+        raise FileError(f"{resolved.agent_path} is a folder; use list_files", code="path_is_folder", path=resolved.agent_path) from None
     except PathRefused as exc:
-        raise FileError(str(exc)) from None
+        raise FileError.of(exc) from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise FileError(f"{resolved.agent_path} is a folder; use list_files")
+            raise FileError(f"{resolved.agent_path} is a folder; use list_files", code="path_is_folder", path=resolved.agent_path)
         if not stat.S_ISREG(info.st_mode):
-            raise FileError(f"{resolved.agent_path} is not a regular file")
+            raise FileError(f"{resolved.agent_path} is not a regular file", code="path_not_regular")
     except BaseException:
         os.close(fd)
         raise
@@ -411,9 +411,9 @@ def _read_host_lines(resolved: Resolved, start: int, end: int | None) -> tuple[l
     try:
         fd = open_inside(resolved.base, resolved.host_path, os.O_RDONLY)
     except FileNotFoundError:
-        raise FileError(f"{resolved.agent_path} does not exist") from None
+        raise FileError(f"{resolved.agent_path} does not exist", code="no_such_entry", path=resolved.agent_path) from None
     except PathRefused as exc:
-        raise FileError(str(exc)) from None
+        raise FileError.of(exc) from None
     with os.fdopen(fd, "rb") as handle:
         if stat.S_ISDIR(os.fstat(handle.fileno()).st_mode):
             raise FileError(f"{resolved.agent_path} is a folder; use list_files")

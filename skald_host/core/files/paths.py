@@ -17,13 +17,19 @@ import stat
 from pathlib import Path, PurePosixPath
 
 from skald_hookspecs.types import ToolError
+from skald_host.core.refusal import Refusal
 
 MAX_PATH = 4096
 MAX_COMPONENT = 255
 
 
-class PathRefused(ValueError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
-    """The path is malformed or would leave its base; the message says which."""
+class PathRefused(Refusal, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
+    """The path is malformed or would leave its base; the message says which, and its
+    ``code`` (with ``values``) lets the web shell say it in the reader's language."""
+
+
+def _leaves() -> PathRefused:
+    return PathRefused("path leaves its folder", code="path_leaves_folder")
 
 
 def clean_relative(path: str) -> PurePosixPath:
@@ -34,22 +40,22 @@ def clean_relative(path: str) -> PurePosixPath:
     would be worse than saying no.
     """
     if not isinstance(path, str):
-        raise PathRefused("path must be text")
+        raise PathRefused("path must be text", code="path_not_text")
     if "\x00" in path:
-        raise PathRefused("path contains a NUL byte")
+        raise PathRefused("path contains a NUL byte", code="path_nul_byte")
     if len(path.encode()) > MAX_PATH:
-        raise PathRefused(f"path is longer than {MAX_PATH} bytes")
+        raise PathRefused(f"path is longer than {MAX_PATH} bytes", code="path_too_long", limit=MAX_PATH)
     if path.startswith("/"):
-        raise PathRefused("path must be relative here")
+        raise PathRefused("path must be relative here", code="path_absolute")
     parts: list[str] = []
     for part in path.split("/"):
         if part in ("", "."):
             continue
         if len(part.encode()) > MAX_COMPONENT:
-            raise PathRefused(f"a path component is longer than {MAX_COMPONENT} bytes")
+            raise PathRefused(f"a path component is longer than {MAX_COMPONENT} bytes", code="path_component_too_long", limit=MAX_COMPONENT)
         if part == "..":
             if not parts:
-                raise PathRefused("path leaves its folder")
+                raise _leaves()
             parts.pop()
             continue
         parts.append(part)
@@ -66,7 +72,7 @@ def contain(base: Path, relative: str, *, must_exist: bool = False) -> Path:
     root = Path(os.path.realpath(base))
     candidate = Path(os.path.realpath(root / clean_relative(relative)))
     if candidate != root and root not in candidate.parents:
-        raise PathRefused("path leaves its folder")
+        raise _leaves()
     if must_exist and not candidate.exists():
         raise FileNotFoundError(relative)
     return candidate
@@ -95,7 +101,7 @@ def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
     try:
         parts = path.relative_to(root).parts
     except ValueError:
-        raise PathRefused("path leaves its folder") from None
+        raise _leaves() from None
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts[:-1]:
@@ -103,7 +109,7 @@ def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
                 inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a folder on the way became a link (or a file)
-                    raise PathRefused("path leaves its folder") from None
+                    raise _leaves() from None
                 raise
             os.close(fd)
             fd = inner
@@ -115,18 +121,18 @@ def open_inside(base: Path, path: Path, flags: int, mode: int = 0o600) -> int:
     except OSError as exc:
         # ELOOP: the last component is a symlink; ENOTDIR too when a folder was asked for.
         if exc.errno == errno.ELOOP or exc.errno == errno.ENOTDIR and os.path.islink(path):
-            raise PathRefused("path is a symbolic link") from None
+            raise PathRefused("path is a symbolic link", code="path_is_link") from None
         raise
     finally:
         if fd >= 0:
             os.close(fd)
     if not is_inside(base, _fd_path(last)):
         os.close(last)
-        raise PathRefused("path leaves its folder")
+        raise _leaves()
     kind = os.fstat(last).st_mode
     if not (stat.S_ISREG(kind) or stat.S_ISDIR(kind)):
         os.close(last)
-        raise PathRefused("path is not a regular file or folder")
+        raise PathRefused("path is not a regular file or folder", code="path_not_regular")
     os.set_blocking(last, True)
     return last
 
@@ -158,7 +164,7 @@ def open_dirs_inside(base: Path, path: Path, on_create=None) -> int:
     root = Path(os.path.realpath(base))
     target = Path(os.path.realpath(path))
     if target != root and root not in target.parents:
-        raise PathRefused("path leaves its folder")
+        raise _leaves()
     fd = open_dir_inside(root, root)
     try:
         for part in target.relative_to(root).parts:
@@ -170,7 +176,7 @@ def open_dirs_inside(base: Path, path: Path, on_create=None) -> int:
             try:
                 inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             except OSError:  # a link (ELOOP) or a file (ENOTDIR) under that name
-                raise PathRefused(f"{part} is not a folder") from None
+                raise PathRefused(f"{part} is not a folder", code="path_not_folder", name=part) from None
             os.close(fd)
             fd = inner
             if made and on_create is not None:

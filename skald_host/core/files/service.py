@@ -46,6 +46,7 @@ from skald_host.core.folders.listing import CUT_WRITE, PARTIAL_UPLOAD
 from skald_host.core.identity.users import MemberError
 from skald_host.core.memory.notes import MEMORY_ROOTS, classify_memory  # noqa: F401 - MEMORY_ROOTS is re-exported for the sandbox
 from skald_host.core.storage.errors import DiskFailure
+from skald_host.core.refusal import Refusal
 from skald_host.core.storage.permissions import fsync_dir
 
 if TYPE_CHECKING:
@@ -63,8 +64,13 @@ MAX_UPLOAD_NAME = 200
 CHUNK = 1024 * 1024
 
 
-class FileError(ValueError, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
+class FileError(Refusal, ToolError):  # a ToolError: its message is fit for the model when a tool lets it through
     """A file operation that cannot be done; the message is fit for the agent and the member."""
+
+    @classmethod
+    def of(cls, refused: PathRefused) -> "FileError":
+        """A refused path as a file error, keeping its code and values for the web shell."""
+        return cls(str(refused), code=refused.code, **refused.values)
 
 
 class UploadTooLarge(FileError):
@@ -408,9 +414,9 @@ class FileService:
         """Route one agent path. Host paths are contained (symlinks followed, fail-closed);
         a write to a read-only membership is refused here."""
         if not isinstance(agent_path, str) or not agent_path.strip():
-            raise FileError("a path is required")
+            raise FileError("a path is required", code="field_required", field="path")
         if "\x00" in agent_path:
-            raise FileError("path contains a NUL byte")
+            raise FileError("path contains a NUL byte", code="path_nul_byte")
         path = agent_path.strip()
         memory = classify_memory(path)  # the note store's own rule: ".." clamps inside it
         if memory is not None:
@@ -421,13 +427,13 @@ class FileService:
             try:
                 clean_relative(relative.lstrip("/"))
             except PathRefused as exc:
-                raise FileError(str(exc)) from None
+                raise FileError.of(exc) from None
             sandbox_path = "/" + str(PurePosixPath(os.path.normpath(relative))).lstrip("/")
             return Resolved("sandbox", sandbox_path, sandbox_path=sandbox_path)
         try:
             rel = clean_relative(relative)
         except PathRefused as exc:
-            raise FileError(str(exc)) from None
+            raise FileError.of(exc) from None
         parts = rel.parts if str(rel) != "." else ()
         if parts and parts[0] in ("shared", "projects"):
             return await self._resolve_membership(member, parts, write=write)
@@ -435,9 +441,9 @@ class FileService:
         try:
             host = contain(home, str(rel))
         except PathRefused as exc:
-            raise FileError(str(exc)) from None
+            raise FileError.of(exc) from None
         except OSError:  # a link changed under ``realpath`` while it read the path
-            raise FileError(f"{'/'.join(parts)} changed while it was looked up; try again") from None
+            raise FileError(f"{'/'.join(parts)} changed while it was looked up; try again", code="try_again") from None
         return Resolved("host", "/".join(parts) or "~", host_path=host, base=Path(os.path.realpath(home)))
 
     async def _resolve_membership(self, member: "Member", parts: tuple[str, ...], *, write: bool) -> Resolved:
@@ -445,21 +451,21 @@ class FileService:
         accesses = await self.memberships(member.id)
         if len(parts) < depth:
             if write:
-                raise FileError(f"{'/'.join(parts)}/ lists your folders; write inside one of them")
+                raise FileError(f"{'/'.join(parts)}/ lists your folders; write inside one of them", code="path_lists_folders", path="/".join(parts))
             return Resolved("folders", "/".join(parts), read_only=True)
         prefix = "/".join(parts[:depth])
         access = next((a for a in accesses if a.agent_prefix.strip("/") == prefix), None)
         if access is None:
-            raise FileError(f"no such folder: {prefix}")
+            raise FileError(f"no such folder: {prefix}", code="no_such_folder", path=prefix)
         if write and not access.can_write:
-            raise FileError(f"{prefix} is read-only for you; you cannot change files there")
+            raise FileError(f"{prefix} is read-only for you; you cannot change files there", code="folder_read_only", path=prefix)
         tail = "/".join(parts[depth:]) or "."
         try:
             host = contain(access.host_path, tail)
         except PathRefused as exc:
-            raise FileError(str(exc)) from None
+            raise FileError.of(exc) from None
         except OSError:  # a link changed under ``realpath`` while it read the path
-            raise FileError(f"{'/'.join(parts)} changed while it was looked up; try again") from None
+            raise FileError(f"{'/'.join(parts)} changed while it was looked up; try again", code="try_again") from None
         return Resolved(
             "host", "/".join(parts), host_path=host, base=Path(os.path.realpath(access.host_path)),
             read_only=not access.can_write, title=access.title,
@@ -555,7 +561,10 @@ class FileService:
         try:
             return folder, open_dirs_inside(home, folder, lambda fd: self.own(fd, member_id))
         except (PathRefused, NotADirectoryError):  # a link out of the home, or a file, on the way
-            raise FileError(f"~/{UPLOADS_DIR}/{conversation_id} is not a folder; move what is there away and upload again") from None
+            raise FileError(
+                f"~/{UPLOADS_DIR}/{conversation_id} is not a folder; move what is there away and upload again",
+                code="upload_folder_blocked", path=f"~/{UPLOADS_DIR}/{conversation_id}",
+            ) from None
 
     async def remove_uploads(self, member_id: str, conversation_id: str) -> None:
         """A deleted conversation's ``~/uploads/<conversation>/``: its files would
@@ -722,4 +731,4 @@ def _link_unique(dir_fd: int, temp: str, name: str) -> str:
             return candidate
         except FileExistsError:
             continue
-    raise FileError("too many files with this name in this conversation")
+    raise FileError("too many files with this name in this conversation", code="upload_name_taken")

@@ -97,7 +97,13 @@ class ResetParticipant(Protocol):
 class OwnerDatabaseUnavailable(Exception):
     """The password was right but the member's file is missing or unreadable. Said
     explicitly (it is not an enumeration leak: the password was verified first) so the
-    admin knows to reset; the file has been quarantined, never replaced."""
+    admin knows to reset; the file has been quarantined, never replaced. ``code`` lets
+    the web shell say which in the member's language."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -694,7 +700,8 @@ class UserManager:
             moved = await self._complete_reset(member_id)
         except ResetIncomplete:
             raise OwnerDatabaseUnavailable(
-                "an admin reset of your password is not complete yet; an admin must look at the server log"
+                "an admin reset of your password is not complete yet; an admin must look at the server log",
+                code="owner_db_reset_incomplete",
             ) from None
         log.warning("member %s: an admin reset cut short is complete%s", member_id,
                     f"; previous database quarantined as {moved.name}" if moved else "")
@@ -717,18 +724,21 @@ class UserManager:
             except DatabaseMissing:
                 log.error("member %s: private database file is missing", member_id)
                 raise OwnerDatabaseUnavailable(
-                    "your private database is missing; an admin must reset your password (your previous data is lost)"
+                    "your private database is missing; an admin must reset your password (your previous data is lost)",
+                    code="owner_db_missing",
                 ) from None
             except DatabaseUnreadable:
                 moved = quarantine(path, "unreadable")
                 log.error("member %s: private database unreadable; quarantined as %s", member_id, moved.name)
                 raise OwnerDatabaseUnavailable(
-                    "your private database could not be read and was set aside; an admin must reset your password"
+                    "your private database could not be read and was set aside; an admin must reset your password",
+                    code="owner_db_unreadable",
                 ) from None
             except StorageError as exc:  # e.g. a migration that failed: the file is left as it is
                 log.error("member %s: private database could not be opened: %s", member_id, exc)
                 raise OwnerDatabaseUnavailable(
-                    "your private database could not be opened; an admin must look at the server log"
+                    "your private database could not be opened; an admin must look at the server log",
+                    code="owner_db_unopenable",
                 ) from None
             self._open[member_id] = db
             self._locked_after_use.discard(member_id)

@@ -282,7 +282,7 @@ class MemoryService:
         if root == USER_ROOT:
             db = self.core.users.owner_db(member_id)
             if db is None:
-                raise OwnerDatabaseUnavailable("your private database is locked; log in again")
+                raise OwnerDatabaseUnavailable("your private database is locked; log in again", code="member_locked")
             return NoteStore(db, USER_ROOT)
         if root == SHARED_ROOT:
             return NoteStore(self.core.registry, SHARED_ROOT, self._shared_guard(member_id))

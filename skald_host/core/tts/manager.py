@@ -105,10 +105,13 @@ def withheld(name: str) -> SpeechRefused:
 
 def no_voice_message(strings: Any, exc: NoVoice, locale: str) -> str:
     """'No voice speaks German here…' in the member's language."""
-    name = strings.translate(f"core.tts.lang.{exc.language}", locale)
-    if name == f"core.tts.lang.{exc.language}":
-        name = exc.language
-    return strings.translate("core.tts.no_voice", locale, language=name)
+    return strings.translate("core.tts.no_voice", locale, language=language_name(strings, exc.language, locale))
+
+
+def language_name(strings: Any, language: str, locale: str) -> str:
+    """A language's name ("Deutsch") in ``locale``, or its code when there is none."""
+    name = strings.translate(f"core.tts.lang.{language}", locale)
+    return language if name == f"core.tts.lang.{language}" else name
 
 
 def validate_engine(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, Any]:

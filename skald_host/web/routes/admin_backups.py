@@ -36,7 +36,7 @@ async def take_backup() -> tuple[dict, int]:
     try:
         info = await _core().backups.take()
     except BackupBusy as error:
-        raise ApiError(409, str(error)) from None
+        raise ApiError.refusing(409, error) from None
     except BackupError as error:
         cause = error.__cause__
         full = isinstance(cause, DiskFull) or (isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT))

@@ -6,7 +6,7 @@ from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.users import PROFILE_FIELDS, MemberError, MemberNotFound
 from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, INT, TEXT, accepts, array, field, json_object, nullable, obj, ref, returns
-from skald_host.web.errors import ApiError
+from skald_host.web.errors import ApiError, unknown_fields
 
 bp = Blueprint("admin_members", __name__)
 PROFILE = {name: TEXT for name in PROFILE_FIELDS}
@@ -40,7 +40,7 @@ async def _guard(coro, password_field: str = "password"):
     try:
         return await coro
     except MemberNotFound:
-        raise ApiError(404, "no such member") from None
+        raise ApiError(404, "no such member", code="member_not_found") from None
     except PasswordRejected as exc:
         raise ApiError.refusing(400, exc, field=password_field) from None
     except MemberError as exc:
@@ -63,7 +63,7 @@ async def create_member():
     data = await json_object()
     unknown = set(data) - set(PROFILE_FIELDS) - {"username", "password", "role", "encrypted"}
     if unknown:
-        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     profile = {k: field(data, k, str, required=False) for k in PROFILE_FIELDS if k in data}
     member = await _guard(
         _core().administration.create(
@@ -92,7 +92,7 @@ async def update_member(member_id: str) -> dict:
     data = await json_object()
     unknown = set(data) - set(PROFILE_FIELDS) - {"role", "active"}
     if unknown:
-        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     profile = {k: field(data, k, str, required=False) for k in PROFILE_FIELDS if k in data}
     member = await _guard(
         _core().administration.update(
@@ -128,6 +128,7 @@ async def reset_password(member_id: str) -> dict:
             400,
             "this member's data is encrypted with their password: a reset gives them a new, empty database "
             "and their previous data is lost. Send confirm_data_loss: true to proceed.",
+            field="confirm_data_loss", code="confirm_data_loss_required",
         )
     quarantined = await _guard(_core().administration.reset_password(member_id, password), password_field="new_password")
     return {"ok": True, "data_lost": member.encrypted, "quarantined_file": quarantined.name if quarantined else None}

@@ -12,7 +12,7 @@ from skald_host.core.llm.catalog import ModelCatalogError, ModelChoice
 from skald_host.core.llm.client import ModelError
 from skald_host.web.auth import requires
 from skald_host.web.body import BOOL, TEXT, accepts, array, field, integer, json_object, obj, one_of, ref, returns, text
-from skald_host.web.errors import ApiError
+from skald_host.web.errors import ApiError, unknown_fields
 
 bp = Blueprint("admin_models", __name__)
 
@@ -72,7 +72,7 @@ async def update_provider(provider_id: str) -> dict:
     data = await json_object()
     unknown = set(data) - {"name", "base_url", "api_key"}
     if unknown:
-        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     return await _guard(_chat().models.update_provider(provider_id, **data))
 
 
@@ -154,7 +154,7 @@ async def create_model():
     extra = {k: v for k, v in data.items() if k not in ("provider_id", "model")}
     unknown = set(extra) - MODEL_FIELDS  # as in update_model: "self" must not reach the call
     if unknown:
-        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     model = await _guard(_chat().models.create_model(data.get("provider_id"), data.get("model"), **extra))
     return model, 201
 
@@ -169,7 +169,7 @@ async def update_model(model_id: str) -> dict:
     # ("model_id") would be a TypeError, a 500, before the catalog could refuse it.
     unknown = set(data) - MODEL_FIELDS
     if unknown:
-        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     return await _guard(_chat().models.update_model(model_id, **data))
 
 

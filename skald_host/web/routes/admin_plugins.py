@@ -25,7 +25,7 @@ async def _guard(coro, plugin_id: str | None = None):
     try:
         return await coro
     except MemberNotFound:
-        raise ApiError(404, "no such member") from None
+        raise ApiError(404, "no such member", code="member_not_found") from None
     except CatalogError as exc:
         error = ApiError.refusing(
             404 if str(exc).startswith(("no plugin", "no settings set")) else 409 if exc.code == "plugin_missing" else 400, exc

@@ -5,7 +5,7 @@ from quart import Blueprint, current_app
 from skald_host.core.identity.role_store import RoleError
 from skald_host.web.auth import requires
 from skald_host.web.body import OBJECT, TEXT, accepts, array, json_object, obj
-from skald_host.web.errors import ApiError
+from skald_host.web.errors import ApiError, unknown_fields
 
 bp = Blueprint("admin_roles", __name__)
 
@@ -44,7 +44,7 @@ async def update_role(role_id: str) -> dict:
     data = await json_object()
     unknown = set(data) - {"label", "attrs", "capabilities"}
     if unknown:
-        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
     role = await _guard(
         _roles().update(role_id, label=data.get("label"), attrs=data.get("attrs"), capabilities=data.get("capabilities"))
     )

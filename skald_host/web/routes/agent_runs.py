@@ -82,7 +82,7 @@ async def get_run(run_id: str) -> dict:
     rt = await runtime()
     row = await rt.subagents.store.run(run_id)
     if row is None:
-        raise ApiError(404, "no such run")
+        raise ApiError(404, "no such run", code="run_not_found")
     transcript = []
     spawned_by: dict[str, str | None] = {}
     if row["frame_id"]:
@@ -102,7 +102,7 @@ async def get_run(run_id: str) -> dict:
 async def cancel_run(run_id: str) -> dict:
     rt = await runtime()
     if await rt.subagents.store.run(run_id) is None:
-        raise ApiError(404, "no such run")
+        raise ApiError(404, "no such run", code="run_not_found")
     return {"cancelled": await rt.subagents.cancel_run(run_id)}
 
 

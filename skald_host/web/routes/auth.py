@@ -103,7 +103,7 @@ async def login():
     data = await json_object()
     mode = data.get("session", "cookie")
     if mode not in ("cookie", "bearer"):
-        raise ApiError(400, "'session' must be 'cookie' or 'bearer'")
+        raise ApiError(400, "'session' must be 'cookie' or 'bearer'", field="session", code="field_invalid", values={"field": "session"})
     username = data.get("username")
     account = username_key(username) if isinstance(username, str) else ""
     client = core.auth.throttle.client(account, request.remote_addr or "unknown", _device_tokens())

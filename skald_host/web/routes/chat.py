@@ -198,7 +198,7 @@ async def send_message(conversation_id: str):
         raise ApiError(400, f"'text' is longer than {MAX_MESSAGE_CHARS} characters", field="text", code="too_long", values={"limit": MAX_MESSAGE_CHARS})
     key = field(data, "idempotency_key", str, required=False)
     if key is not None and not 8 <= len(key) <= 128:
-        raise ApiError(400, "'idempotency_key' must be 8-128 characters")
+        raise ApiError(400, "'idempotency_key' must be 8-128 characters", field="idempotency_key", code="field_invalid", values={"field": "idempotency_key"})
     attachments = data.get("attachments") or ()  # agent paths from the upload endpoint
     rt = await runtime()
     wait = rt.sending_too_fast(key)
@@ -258,12 +258,12 @@ async def edit_message(conversation_id: str):
     data = await json_object()
     message_id = field(data, "message_id", int)
     if not 1 <= message_id < 2**63:
-        raise ApiError(400, "'message_id' must be a message's id", field="message_id")
+        raise ApiError(400, "'message_id' must be a message's id", field="message_id", code="field_invalid", values={"field": "message_id"})
     text = field(data, "text", str)
     if not text.strip():
-        raise ApiError(400, "'text' must not be empty", field="text")
+        raise ApiError(400, "'text' must not be empty", field="text", code="message_empty")
     if len(text) > MAX_MESSAGE_CHARS:
-        raise ApiError(400, f"'text' is longer than {MAX_MESSAGE_CHARS} characters", field="text")
+        raise ApiError(400, f"'text' is longer than {MAX_MESSAGE_CHARS} characters", field="text", code="too_long", values={"limit": MAX_MESSAGE_CHARS})
     rt = await runtime()
     try:
         message_id = await rt.edit(conversation_id, message_id, text)
@@ -282,7 +282,7 @@ async def show_version(conversation_id: str) -> dict:
     data = await json_object()
     variant = field(data, "variant", int)
     if not 1 <= variant < 2**63:
-        raise ApiError(400, "'variant' must be a version's number (1 or more)", field="variant")
+        raise ApiError(400, "'variant' must be a version's number (1 or more)", field="variant", code="field_invalid", values={"field": "variant"})
     rt = await runtime()
     try:
         await rt.show_version(conversation_id, variant)
@@ -517,7 +517,7 @@ async def export(conversation_id: str):
     Read from the caller's own file only, like every conversation route."""
     kind = request.args.get("format", "md")
     if kind not in ("md", "json"):
-        raise ApiError(400, "format must be 'md' or 'json'")
+        raise ApiError(400, "format must be 'md' or 'json'", field="format", code="field_invalid", values={"field": "format"})
     rt = await runtime()
     try:
         conversation = await rt.conversation(conversation_id)
@@ -571,7 +571,7 @@ async def resolve_approval(approval_id: str) -> dict:
     data = await json_object()
     decision = field(data, "decision", str)
     if decision not in ("approve", "deny"):
-        raise ApiError(400, "'decision' must be 'approve' or 'deny'")
+        raise ApiError(400, "'decision' must be 'approve' or 'deny'", field="decision", code="field_invalid", values={"field": "decision"})
     rt = await runtime()
     try:
         return await rt.resolve_approval(approval_id, decision == "approve")

@@ -192,11 +192,11 @@ def _files_error(exc: Exception) -> ApiError:
             return upload_too_large(exc.limit)
         return ApiError(413, message, code="home_full", values={"left": size_text(exc.left)})
     if isinstance(exc, (FileNotFoundError,)):
-        return ApiError(404, "no such file")
+        return ApiError(404, "no such file", code="file_not_found")
     if isinstance(exc, NoteAccessDenied):
         return ApiError.refusing(403, exc)  # its code: the reader's language
     if isinstance(exc, OwnerDatabaseUnavailable):
-        return ApiError(423, message)
+        return ApiError.refusing(423, exc)
     if isinstance(exc, (FileError, NoteError, PathRefused)):
         missing = "does not exist" in message or message.startswith("no such")
         return ApiError.refusing(404 if missing else 400, exc)
@@ -233,7 +233,10 @@ async def upload(conversation_id: str) -> Any:
         raise ApiError.refusing(exc.status, exc) from None
     raw_name = request.headers.get(FILENAME_HEADER) or "upload"
     if len(raw_name) > MAX_FILENAME_HEADER:
-        raise ApiError(400, f"{FILENAME_HEADER} is longer than {MAX_FILENAME_HEADER} characters", field="filename")
+        raise ApiError(
+            400, f"{FILENAME_HEADER} is longer than {MAX_FILENAME_HEADER} characters", field="filename",
+            code="filename_too_long", values={"limit": MAX_FILENAME_HEADER},
+        )
     filename = _decoded_filename(raw_name)
     limit = core.settings.files.upload_max_bytes
     if (request.content_length or 0) > limit:
@@ -255,7 +258,7 @@ async def view_file() -> Any:
     core = current_app.config["SKALD_CORE"]
     path = request.args.get("path")
     if not path:
-        raise ApiError(400, "path is required", field="path")
+        raise ApiError(400, "path is required", field="path", code="field_required", values={"field": "path"})
     files = MemberFiles(core, current_principal().member)
     try:
         blob = await files.open_blob(path, start_sandbox=False)

@@ -33,7 +33,7 @@ from skald_host.core.folders.listing import MAX_LISTING, PARTIAL_UPLOAD, listing
 from skald_host.core.folders.service import SHARED_DIR_MODE, SHARED_FILE_MODE, open_to_members_at
 from skald_host.web.auth import current_principal, requires
 from skald_host.web.body import BOOL, TEXT, UPLOAD, accepts, field, json_object, obj, query
-from skald_host.web.errors import ApiError
+from skald_host.web.errors import ApiError, unknown_fields
 from skald_host.web.routes.chat import runtime as chat_runtime
 from skald_host.web.routes.files import file_response, upload_too_large
 
@@ -61,7 +61,7 @@ async def _guard(coro: Any) -> Any:
 def _only(data: dict[str, Any], allowed: set[str]) -> None:
     unknown = set(data) - allowed
     if unknown:
-        raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise unknown_fields(unknown)
 
 
 # -- shared folders: admin ------------------------------------------------------------------
@@ -266,11 +266,11 @@ def _relative(value: Any, name: str = "path") -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ApiError(400, f"{name} must be text", field=name)
+        raise ApiError(400, f"{name} must be text", field=name, code="field_type", values={"field": name})
     try:
         rel = clean_relative(value)
     except PathRefused as exc:
-        raise ApiError(400, str(exc), field=name) from None
+        raise ApiError.refusing(400, exc, field=name) from None
     return "" if str(rel) == "." else str(rel)
 
 
@@ -278,7 +278,7 @@ def _contained(access: FolderAccess, rel: str, name: str = "path") -> Path:
     try:
         return contain(access.host_path, rel)
     except PathRefused as exc:
-        raise ApiError(400, str(exc), field=name) from None
+        raise ApiError.refusing(400, exc, field=name) from None
     except OSError:  # a link changed under ``realpath`` while it read the path
         raise ApiError(404, f"no such file or folder: {rel or '/'}", field=name, code="no_such_entry", values={"path": rel or "/"}) from None
 
@@ -291,7 +291,7 @@ def _folder(access: FolderAccess, rel: str, name: str = "path") -> Iterator[int]
     try:
         fd = open_dir_inside(access.host_path, path)
     except PathRefused as exc:
-        raise ApiError(400, str(exc), field=name) from None
+        raise ApiError.refusing(400, exc, field=name) from None
     except OSError:  # missing, not a folder
         raise ApiError(404, f"no such folder: {rel or '/'}", field=name, code="no_such_folder", values={"path": rel or "/"}) from None
     try:
@@ -362,7 +362,7 @@ def _open_file(access: FolderAccess, rel: str) -> tuple[int, int]:
     try:
         fd = open_inside(access.host_path, path, os.O_RDONLY)
     except PathRefused as exc:
-        raise ApiError(400, str(exc), field="path") from None
+        raise ApiError.refusing(400, exc, field="path") from None
     except OSError:
         raise missing from None
     try:

@@ -92,7 +92,7 @@ async def put_settings() -> dict:
                 )
         count = conn.execute("SELECT count(*) FROM member_settings").fetchone()[0]
         if count > MAX_SETTINGS:
-            raise ApiError(400, f"at most {MAX_SETTINGS} settings")
+            raise ApiError(400, f"at most {MAX_SETTINGS} settings", code="settings_too_many", values={"limit": MAX_SETTINGS})
         return count
 
     await _owner_db().transaction(write)

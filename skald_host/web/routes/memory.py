@@ -28,7 +28,10 @@ LIST_LIMIT = 2000
 
 def _store(root: str) -> NoteStore:
     if root not in MEMORY_ROOTS:
-        raise ApiError(404, f"no memory root {root[:40]!r}; use one of {', '.join(MEMORY_ROOTS)}")
+        raise ApiError(
+            404, f"no memory root {root[:40]!r}; use one of {', '.join(MEMORY_ROOTS)}",
+            code="memory_root_unknown", values={"roots": ", ".join(MEMORY_ROOTS)},
+        )
     try:
         return current_app.config["SKALD_CORE"].memory.notes(current_principal().member.id, root)
     except OwnerDatabaseUnavailable as exc:

@@ -135,7 +135,7 @@ async def _member(member_id: str) -> Any:
     try:
         return await _core().users.get(member_id)
     except MemberNotFound:
-        raise ApiError(404, "no such member") from None
+        raise ApiError(404, "no such member", code="member_not_found") from None
 
 
 @bp.get("/api/admin/members/<member_id>/supervisors")

@@ -23,6 +23,7 @@ from quart import Blueprint, Response, current_app
 
 from skald_hookspecs.tts import TtsUnavailable
 from skald_host.core.tts import NoVoice, TextTooLong, TtsBusy, UnknownVoice, no_voice_message
+from skald_host.core.tts.manager import language_name
 from skald_host.core.tts.audio import resample, stream_header
 from skald_host.web.auth import current_principal
 from skald_host.web.body import OBJECT, TEXT, accepts, array, json_object, nullable, obj, one_of, returns, text
@@ -72,15 +73,15 @@ async def speak() -> Any:
     data = await json_object()
     text, voice, fmt = data.get("text"), data.get("voice"), data.get("format", "wav")
     if not isinstance(text, str) or not text.strip():
-        raise ApiError(400, "text must be a non-empty string", field="text")
+        raise ApiError(400, "text must be a non-empty string", field="text", code="tts_nothing_to_read")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ApiError(400, "text is not valid Unicode (a lone surrogate?)", field="text") from None
+        raise ApiError(400, "text is not valid Unicode (a lone surrogate?)", field="text", code="tts_text_not_unicode") from None
     if voice is not None and not isinstance(voice, str):
-        raise ApiError(400, "voice must be a voice name such as 'espeak-ng:de'", field="voice")
+        raise ApiError(400, "voice must be a voice name such as 'espeak-ng:de'", field="voice", code="field_type", values={"field": "voice"})
     if fmt not in ("wav", "ogg"):
-        raise ApiError(400, "format must be 'wav' or 'ogg'", field="format")
+        raise ApiError(400, "format must be 'wav' or 'ogg'", field="format", code="field_invalid", values={"field": "format"})
     ui_locale = await _locale()
     member = current_principal().member
     db = core.users.owner_db(member_id)
@@ -106,7 +107,10 @@ async def speak() -> Any:
     except UnknownVoice as exc:
         raise ApiError.refusing(422, exc, field="voice") from None
     except NoVoice as exc:
-        raise ApiError(422, no_voice_message(core.strings, exc, ui_locale)) from None
+        raise ApiError(
+            422, no_voice_message(core.strings, exc, ui_locale),
+            code="tts_no_voice", values={"language": language_name(core.strings, exc.language, ui_locale)},
+        ) from None
     except TtsBusy as exc:
         raise ApiError.refusing(429, exc, headers={"Retry-After": "5"}) from None
     except TtsUnavailable as exc:  # its words are for the admin; a member reads that it failed
