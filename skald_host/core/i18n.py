@@ -19,6 +19,18 @@ from skald_hookspecs.types import I18nBundle
 FALLBACK_LOCALE = "en"
 T = TypeVar("T")
 
+# CLDR's plural categories: a key English has as ``<key>.one`` / ``<key>.other`` may have
+# any of them in another language (Arabic's ``.zero``, ``.two``, ``.few``, ``.many``).
+PLURAL_CATEGORIES = ("zero", "one", "two", "few", "many", "other")
+
+
+def plural_form_of(key: str, english: Iterable[str] | Mapping[str, Any]) -> bool:
+    """Whether ``key`` is one plural form (``<base>.<CLDR category>``) of a key ``english``
+    has plural forms of (``<base>.one`` or ``<base>.other``): a language's own form
+    English has no use for, not a key English lacks."""
+    base, _, category = key.rpartition(".")
+    return bool(base) and category in PLURAL_CATEGORIES and (f"{base}.one" in english or f"{base}.other" in english)
+
 
 class Strings:
     def __init__(self, bundles: Iterable[I18nBundle] = ()) -> None:
@@ -149,11 +161,17 @@ class Strings:
         """Per locale, the keys it lacks: English's, and, under English, those another
         locale has and English lacks (its readers would see the bare key) and the keys
         given to ``expect`` that no bundle has. A language's own name (``core.locale.<code>``)
-        lives in its own file alone."""
+        lives in its own file alone: no other language lacks it, nor English another's.
+        Neither is a plural form English has no category for (Arabic's
+        ``chat.search_found.few`` where English has ``.one`` and ``.other``) an English gap."""
         english = set(self._table.get(FALLBACK_LOCALE, {}))
         others = {locale: set(strings) for locale, strings in self._table.items() if locale != FALLBACK_LOCALE}
-        gaps = {locale: english - keys for locale, keys in others.items()}
-        gaps[FALLBACK_LOCALE] = {key for locale, keys in others.items() for key in keys - {f"core.locale.{locale}"}} - english
+        own_names = {f"core.locale.{locale}" for locale, strings in self._table.items() if f"core.locale.{locale}" in strings}
+        gaps = {locale: english - keys - (own_names - {f"core.locale.{locale}"}) for locale, keys in others.items()}
+        gaps[FALLBACK_LOCALE] = {
+            key for locale, keys in others.items() for key in keys - {f"core.locale.{locale}"}
+            if key not in english and not plural_form_of(key, english)
+        }
         for source in self._expected:
             gaps[FALLBACK_LOCALE] |= {wanted[0] for wanted in source() if wanted and not english.intersection(wanted)}
         return {locale: sorted(keys) for locale, keys in sorted(gaps.items()) if keys}

@@ -10,15 +10,89 @@ from skald_host.builtins.strings import LOCALES
 from skald_hookspecs import I18nBundle
 
 
-def test_the_hosts_strings_are_one_json_file_per_locale_with_the_same_keys():
+PLURAL_CATEGORIES = ("zero", "one", "two", "few", "many", "other")  # CLDR's
+
+
+def locale_file_problems(strings: dict[str, dict[str, str]]) -> list[str]:
+    """What the host's locale files break of what a language really needs: English and
+    German complete and alike; any other language a part of English (a key it lacks
+    falls back to English), plus its own name (``locale.<code>``, in its own file alone)
+    and the CLDR plural forms of keys English has plural forms of (Arabic's
+    ``<key>.zero/.two/.few/.many`` where English has ``<key>.one`` / ``.other``)."""
+    english = strings["en"]
+    problems = []
+    for locale, table in sorted(strings.items()):
+        if locale in ("en", "de"):
+            problems += [f"{locale}.json lacks {key}" for key in sorted(set(english) - set(table))]
+            problems += [f"{locale}.json has {key}, which en.json lacks" for key in sorted(set(table) - set(english))]
+            continue
+        for key in sorted(set(table) - set(english) - {f"locale.{locale}"}):
+            base, _, category = key.rpartition(".")
+            if not (category in PLURAL_CATEGORIES and (f"{base}.one" in english or f"{base}.other" in english)):
+                problems.append(f"{locale}.json has {key}, which en.json lacks")
+    return problems
+
+
+def test_the_hosts_strings_are_one_json_file_per_locale_english_and_german_complete():
     bundle = I18nBundle.from_folder("core", LOCALES)
     assert {"en", "de"} <= set(bundle.strings)
     english = bundle.strings["en"]
     assert len(english) > 400
-    for locale, table in bundle.strings.items():
-        assert sorted(set(english) - set(table)) == [], f"{locale}.json lacks keys"
-        assert sorted(set(table) - set(english)) == [], f"{locale}.json has keys en.json lacks"
+    assert locale_file_problems(bundle.strings) == []
     assert bundle.strings["de"]["login.title"] == "Anmelden"
+    # The shell names a language by its own file's `locale.<code>` (web/lib/i18n.js
+    # localeName): English and German name themselves.
+    assert english["locale.en"] == "English" and bundle.strings["de"]["locale.de"] == "Deutsch"
+
+
+def test_a_third_language_may_be_partial_name_itself_and_have_more_plural_forms(tmp_path):
+    """Adding a language is adding a file: a partial one (the rest reads in English),
+    naming itself, with the plural forms its language has, passes; a key English does
+    not have, or German missing one, does not."""
+    folder = tmp_path / "locales"
+    folder.mkdir()
+    for source in LOCALES.iterdir():
+        if source.name.endswith(".json"):
+            (folder / source.name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "fr.json").write_text(json.dumps({"locale.fr": "Français", "login.title": "Connexion"}), encoding="utf-8")
+    (folder / "ar.json").write_text(json.dumps({
+        "locale.ar": "العربية", **{f"chat.search_found.{c}": "{count}" for c in PLURAL_CATEGORIES},
+    }), encoding="utf-8")
+    bundle = I18nBundle.from_folder("core", folder)
+    assert locale_file_problems(bundle.strings) == []
+
+    # The shell's language pickers read the third language's name from its own file.
+    from skald_host.core.i18n import Strings
+
+    table = Strings([bundle]).table("de")
+    assert (table["core.locale.fr"], table["core.locale.ar"], table["core.locale.de"]) == ("Français", "العربية", "Deutsch")
+
+    (folder / "fr.json").write_text(json.dumps({"locale.fr": "Français", "login.titel": "Connexion", "chat.search_found.few": "x"}), encoding="utf-8")
+    german = json.loads((folder / "de.json").read_text(encoding="utf-8"))
+    del german["login.title"]
+    (folder / "de.json").write_text(json.dumps(german), encoding="utf-8")
+    assert locale_file_problems(I18nBundle.from_folder("core", folder).strings) == [
+        "de.json lacks login.title", "fr.json has login.titel, which en.json lacks",
+    ]
+
+
+def test_a_plural_form_english_lacks_is_no_english_gap_and_a_partial_locales_gaps_are_listed():
+    from skald_host.core.i18n import Strings
+
+    strings = Strings([I18nBundle("core", {
+        "en": {"locale.en": "English", "locale.de": "Deutsch", "chat.search_found.one": "{count} found", "chat.search_found.other": "{count} found", "login.title": "Sign in"},
+        "de": {"locale.en": "English", "locale.de": "Deutsch", "chat.search_found.one": "{count}", "chat.search_found.other": "{count}", "login.title": "Anmelden"},
+        "ar": {
+            "locale.ar": "العربية", "chat.search_found.other": "{count}",
+            **{f"chat.search_found.{c}": "{count}" for c in ("zero", "two", "few", "many")}, "chat.only_ar": "?",
+        },
+    })])
+    missing = strings.missing()
+    # English is told of the key only Arabic has, not of Arabic's plural forms.
+    assert missing["en"] == ["core.chat.only_ar"]
+    # Arabic's real gaps; another language's own name lives in that language's file.
+    assert missing["ar"] == ["core.chat.search_found.one", "core.login.title"]
+    assert "de" not in missing
 
 
 def test_a_folder_of_locale_files_becomes_a_bundle(tmp_path):

@@ -25,13 +25,21 @@ export function lastShownLocale() {
   try { return localStorage.getItem(SHOWN_KEY); } catch { return null; }
 }
 
-/** The browser's preferred language if the host has it, else English. */
-export function browserLocale(otherwise = "en") {
-  for (const tag of navigator.languages || [navigator.language || "en"]) {
-    const short = String(tag).slice(0, 2).toLowerCase();
-    if (locales.includes(short)) return short;
+/** The first of `tags` (a browser's languages, best first) that `offered` has: the
+ * whole tag (pt-BR), else its language (de-AT → de), compared ignoring case; null for none. */
+export function matchLocale(tags, offered) {
+  const byCase = new Map(offered.map((code) => [String(code).toLowerCase(), code]));
+  for (const tag of tags) {
+    const whole = String(tag || "").trim().replace(/_/g, "-").toLowerCase();
+    const found = byCase.get(whole) ?? byCase.get(whole.split("-")[0]);
+    if (found) return found;
   }
-  return otherwise;
+  return null;
+}
+
+/** The browser's preferred language if the host has it, else `otherwise` (English). */
+export function browserLocale(otherwise = "en") {
+  return matchLocale(navigator.languages || [navigator.language || "en"], locales) ?? otherwise;
 }
 
 // Scripts written right to left, for a browser whose Intl.Locale has no text info

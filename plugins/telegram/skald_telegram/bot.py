@@ -33,7 +33,7 @@ from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_telegram import logsafe
 from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Later, Outbox, Refused, retry_after_seconds
 from skald_telegram.pairing import Pairing, PairingError, display
-from skald_telegram.strings import telegram_locale
+from skald_telegram.strings import plural_category, telegram_locale
 from skald_telegram.text import split_markdown, split_message, to_telegram_html
 from skald_telegram.updates import ButtonPress, Ignored, Inbound, parse_update, update_id_of
 
@@ -1031,9 +1031,10 @@ class TelegramBot:
         seconds = values.get("seconds")
         if isinstance(seconds, (int, float)) and seconds >= 60:
             count = int(-(-seconds // 60))
-            form = f"core.error.{code}.minutes.{'one' if count == 1 else 'other'}"
-            if self.host.translate(form, "en") != form:
-                return self.host.translate(form, locale, **{**values, "count": count})
+            # The form the member's language has for the count (CLDR's rules), else `.other`.
+            for form in (f"core.error.{code}.minutes.{plural_category(locale, count)}", f"core.error.{code}.minutes.other"):
+                if self.host.translate(form, locale) != form:
+                    return self.host.translate(form, locale, **{**values, "count": count})
         return self.host.translate(key, locale, **values)
 
     # -- relays: an answer's message finished after a stop ---------------------------------------

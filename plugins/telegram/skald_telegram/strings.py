@@ -19,7 +19,24 @@ ROSTER_KEYS = ("roster_title", "roster_empty", "roster_member", "roster_chat", "
 
 
 def telegram_locale(language_code: object) -> str:
-    """A Telegram user's ``language_code`` (``de-AT``) as one of our bundle locales."""
-    if isinstance(language_code, str) and language_code.lower().startswith("de"):
-        return "de"
+    """A Telegram user's ``language_code`` as one of our bundle locales: the whole tag
+    when a file has it (``pt-BR``), else its language (``de-AT`` → ``de``), else English."""
+    if isinstance(language_code, str) and language_code.strip():
+        by_case = {locale.lower(): locale for locale in STRINGS}
+        tag = language_code.strip().replace("_", "-").lower()
+        for wanted in (tag, tag.split("-")[0]):
+            if wanted in by_case:
+                return by_case[wanted]
     return "en"
+
+
+def plural_category(locale: str | None, count: int) -> str:
+    """The CLDR plural category of ``count`` in ``locale`` (``one``, ``few``, ``many``,
+    ...: French's 0 is ``one``, Polish's 5 ``many``), by Babel's plural rules, as the web
+    shell asks ``Intl.PluralRules``; ``other`` for a locale Babel does not know."""
+    from babel import Locale, UnknownLocaleError  # here: the host imports this module at boot
+
+    try:
+        return Locale.parse(str(locale or "en").replace("_", "-"), sep="-").plural_form(count)
+    except (UnknownLocaleError, ValueError, TypeError):
+        return "other"

@@ -103,7 +103,7 @@ def test_pairing_codes_carry_50_bits_and_forgive_how_they_are_typed():
 
 def test_the_package_imports_only_the_contract_and_its_own_dependencies():
     """DESIGN.md boundary 1: a plugin depends on ``skald_hookspecs``, never ``skald_host``."""
-    allowed = {"skald_hookspecs", "skald_telegram", "quart", "telegram", "httpx", "markdown_it", "__future__"} | set(sys.stdlib_module_names)
+    allowed = {"skald_hookspecs", "skald_telegram", "quart", "telegram", "httpx", "markdown_it", "babel", "__future__"} | set(sys.stdlib_module_names)
     for path in PACKAGE.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = []
@@ -120,7 +120,7 @@ def test_importing_the_plugin_is_cheap():
     (what it imports is checked, not how long it took: a loaded machine is no defect)."""
     probe = (
         "import json, sys; import skald_telegram;"
-        " print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'quart', 'skald_host', 'telegram', 'httpx'})))"
+        " print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'quart', 'skald_host', 'telegram', 'httpx', 'babel'})))"
     )
     heavy = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
     assert heavy == []
@@ -163,3 +163,42 @@ def test_a_code_block_split_over_three_pieces_is_closed_and_reopened_and_the_pro
     shown = "\n".join(h.split(block, 1)[1].split("</code></pre>", 1)[0] for h in html)
     assert shown == code.replace("<", "&lt;")  # every line of the code, once, in order
     assert not split_message(text)[1].startswith("```")  # plain text is split as it was: no fences added
+
+
+def test_a_wait_in_minutes_takes_the_plural_form_of_the_members_language():
+    """CLDR's rules, not `count == 1`: Polish says 2 and 5 minutes in different forms,
+    Arabic 2 minutes in a form of its own; a form the language lacks reads as `.other`."""
+    from types import SimpleNamespace
+
+    from skald_telegram.bot import TelegramBot
+    from skald_telegram.strings import plural_category
+
+    table = {
+        "en": {"core.error.wait": "Wait.", "core.error.wait.minutes.one": "en one {count}", "core.error.wait.minutes.other": "en other {count}"},
+        "pl": {
+            "core.error.wait.minutes.one": "pl one {count}", "core.error.wait.minutes.few": "pl few {count}",
+            "core.error.wait.minutes.many": "pl many {count}",
+        },
+        "ar": {"core.error.wait.minutes.other": "ar other {count}"},
+    }
+
+    def translate(key, locale=None, **values):
+        text = table.get(locale or "en", {}).get(key, table["en"].get(key, key))
+        return text.format(**values) if values else text
+
+    bot = SimpleNamespace(host=SimpleNamespace(translate=translate))
+    said = lambda minutes, locale: TelegramBot._reason_words(bot, {"code": "wait", "values": {"seconds": minutes * 60}}, locale)  # noqa: E731
+    assert [said(m, "pl") for m in (1, 2, 5, 22)] == ["pl one 1", "pl few 2", "pl many 5", "pl few 22"]
+    assert [said(m, "en") for m in (1, 2)] == ["en one 1", "en other 2"]
+    assert said(2, "ar") == "ar other 2"  # Arabic's `two` form missing: its `.other`
+    assert said(3, "xx-unknown") == "en other 3"
+    assert (plural_category("ar", 2), plural_category("pt-BR", 0), plural_category("pt_BR", 1)) == ("two", "one", "one")
+
+
+def test_a_telegram_language_code_finds_a_region_locale_then_its_language(monkeypatch):
+    from skald_telegram import strings
+
+    monkeypatch.setattr(strings, "STRINGS", {"en": {}, "de": {}, "pt-BR": {}, "fr": {}})
+    assert [strings.telegram_locale(c) for c in ("pt-BR", "pt-br", "de-AT", "fr-CA", "fr", "es", None, "")] == [
+        "pt-BR", "pt-BR", "de", "fr", "fr", "en", "en", "en",
+    ]

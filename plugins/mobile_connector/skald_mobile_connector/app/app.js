@@ -12,12 +12,13 @@
 //   app loads that module's table (the host's public /api/i18n) in its own language too:
 //   without it they read as their keys ("chat.copy_code").
 import { el, MarkdownStream, renderMarkdown } from "/ui/lib/plugin-kit.js";
-import { errorString as sharedErrorText, loadLocale as loadSharedWords, textDirection } from "/ui/lib/i18n.js";
+import { errorString as sharedErrorText, loadLocale as loadSharedWords, matchLocale, textDirection } from "/ui/lib/i18n.js";
 
 const BASE = new URL("..", location.href).pathname.replace(/\/$/, ""); // /api/plugin/mobile-connector
 const TOKEN_KEY = "skald.mobile.token";
 const CACHE_KEY = "skald.mobile.cache";
-const LOCALE_KEY = "skald.mobile.locale";
+const LOCALE_KEY = "skald.mobile.locale"; // the language chosen in this app's settings
+const LOCALES_KEY = "skald.mobile.locales"; // the languages the server last said it has
 const VOICE_KEY = "skald.mobile.voice";
 const OUTBOX_KEY = "skald.mobile.outbox"; // messages the server does not have yet (see "the outbox")
 const DRAFTS_KEY = "skald.mobile.drafts"; // refused ones, back for their chat's composer
@@ -37,7 +38,9 @@ const settingsButton = document.getElementById("settings-button");
 
 let words = {};
 let locale = "en";
-let locales = ["en", "de"];
+// The languages the server has (its /app/strings answer: the plugin's locale files),
+// as it last said; English until it has said.
+let locales = storedLocales();
 let me = null;
 let online = true;
 let current = null; // the open conversation: {id, messagesBox, typing, stop, running, streamBody, stream, streamRound, streamText}
@@ -114,6 +117,7 @@ async function loadWords(wanted) {
     words = data.strings;
     locale = data.locale;
     locales = data.locales;
+    localStorage.setItem(LOCALES_KEY, JSON.stringify(locales));
   } catch {
     words = words || {};
   }
@@ -124,6 +128,36 @@ async function loadWords(wanted) {
   }
   document.documentElement.lang = locale;
   document.documentElement.dir = textDirection(locale); // also offline, when the line above failed
+}
+
+function storedLocales() {
+  try {
+    const stored = JSON.parse(localStorage.getItem(LOCALES_KEY));
+    if (Array.isArray(stored) && stored.length && stored.every((code) => typeof code === "string")) return stored;
+  } catch {
+    /* none kept yet */
+  }
+  return ["en"];
+}
+
+/** The words to start in: the language chosen in this app, else the phone's (its whole
+ * tag, pt-BR, else its language, de-AT → de) among those the server has. The server's
+ * list comes with its first answer: a phone that never had it asks again once known. */
+async function loadFirstWords() {
+  const chosen = localStorage.getItem(LOCALE_KEY);
+  if (chosen) return loadWords(chosen);
+  const phone = () => matchLocale(navigator.languages || [navigator.language || "en"], locales) || "en";
+  await loadWords(phone());
+  if (phone() !== locale) await loadWords(phone());
+}
+
+/** A language's name in its own words ("Deutsch", "português (Brasil)"), else its code. */
+function languageName(code) {
+  try {
+    return new Intl.DisplayNames([code], { type: "language" }).of(code) || code;
+  } catch {
+    return code;
+  }
 }
 
 // -- screens ------------------------------------------------------------------------------
@@ -834,7 +868,7 @@ function setRunning(running) {
 
 async function settingsScreen() {
   screen(t("settings"), { backTo: "#list", settings: false });
-  const language = el("select", { name: "language" }, ...locales.map((code) => el("option", { value: code, text: code === "de" ? "Deutsch" : code === "en" ? "English" : code, props: { selected: code === locale } })));
+  const language = el("select", { name: "language" }, ...locales.map((code) => el("option", { value: code, text: languageName(code), props: { selected: code === locale } })));
   language.addEventListener("change", async () => {
     localStorage.setItem(LOCALE_KEY, language.value);
     await loadWords(language.value);
@@ -1121,5 +1155,5 @@ if ("serviceWorker" in navigator) {
   });
 }
 
-await loadWords(localStorage.getItem(LOCALE_KEY) || (navigator.language || "en").slice(0, 2));
+await loadFirstWords();
 await start();

@@ -3,7 +3,7 @@
 // that says only that something is new (the payload carries nothing else).
 // Every module the app imports, all the way down (the host sends them no-cache: offline,
 // only this cache has them).
-const CACHE = "skald-mobile-v6";
+const CACHE = "skald-mobile-v7"; // v7: app.js imports textDirection and matchLocale from /ui/lib/i18n.js: a set of one version
 // The host's string table (/api/i18n) too: the shared Markdown renderer words its code
 // blocks' and images' labels from it.
 const SHELL = [
