@@ -54,17 +54,20 @@ async def _with_core(settings: Settings, fn: Any) -> Any:
             await core.stop()
 
 
-def _registry_is_empty(settings: Settings) -> bool:
+def _registry_state(settings: Settings) -> tuple[bool, int]:
+    """Whether the registry holds nobody yet, and its schema version (0: no file)."""
     import sqlite3
 
     path = settings.database_dir / "system.db"
     if not path.exists():
-        return True
+        return True, 0
     conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     try:
-        return conn.execute("SELECT 1 FROM users LIMIT 1").fetchone() is None
-    except sqlite3.OperationalError:  # no users table yet: created, never set up
-        return True
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            return conn.execute("SELECT 1 FROM users LIMIT 1").fetchone() is None, version
+        except sqlite3.OperationalError:  # no users table yet: created, never set up
+            return True, version
     finally:
         conn.close()
 
@@ -80,7 +83,15 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         if not where.exists():
             print(f"Skald is not set up: the data dir {where} does not exist yet. Run 'skald setup --data-dir {where}' to create the first admin.")
             return 1
-        if _registry_is_empty(settings):
+        from skald_host.core.schema.registry import REGISTRY_MIGRATIONS
+
+        empty, version = _registry_state(settings)
+        if version > REGISTRY_MIGRATIONS.latest:
+            # Said here as 'serve' would refuse it, not "its admin can sign in" (upgrade probe).
+            print(f"Skald is set up in {where}, but by a newer Skald: its registry is at schema version {version}, and this"
+                  f" Skald knows versions up to {REGISTRY_MIGRATIONS.latest}. Upgrade Skald to open it (databases are never downgraded).")
+            return 1
+        if empty:
             print(f"Skald is not set up in {where}: nobody has an account yet. Run 'skald setup --data-dir {where}' to create the first admin.")
             return 1
         print(f"Skald is set up in {where}: its admin can sign in.")

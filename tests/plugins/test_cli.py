@@ -86,6 +86,25 @@ def test_setup_on_another_data_dir_names_it_in_the_commands_it_suggests(tmp_path
     assert "SKALD_DATA_DIR := $(or $(SKALD_DATA_DIR),./data)" in makefile and "export SKALD_DATA_DIR" in makefile  # what 'make run' reads
 
 
+def test_setup_check_on_a_data_dir_a_newer_skald_wrote_says_so_not_that_the_admin_can_sign_in(tmp_path):
+    """An earlier Skald's 'setup --check' said "its admin can sign in" about a data dir
+    its own 'serve' then refused as too new (upgrade probe)."""
+    import sqlite3
+
+    from skald_host.core.schema.registry import REGISTRY_MIGRATIONS
+
+    data = str(tmp_path / "data")
+    created = skald("setup", "--data-dir", data, "--username", "admin", "--password-stdin", cwd=tmp_path, stdin="a long enough admin password\n")
+    assert created.returncode == 0, created.stderr
+    newer = REGISTRY_MIGRATIONS.latest + 1
+    with sqlite3.connect(tmp_path / "data" / "database" / "system.db") as conn:  # what a newer Skald's migration leaves
+        conn.execute(f"PRAGMA user_version = {newer}")
+    result = skald("setup", "--data-dir", data, "--check", cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"but by a newer Skald: its registry is at schema version {newer}, and this Skald knows versions up to {REGISTRY_MIGRATIONS.latest}" in result.stdout
+    assert "can sign in" not in result.stdout
+
+
 def test_setup_check_names_a_data_dir_that_exists_but_holds_nobody(tmp_path):
     (tmp_path / "data").mkdir()
     result = skald("setup", "--check", cwd=tmp_path)  # the default data dir: ./data

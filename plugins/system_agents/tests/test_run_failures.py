@@ -73,3 +73,17 @@ async def test_a_model_that_cannot_be_reached_is_said_so(setup):
     alice = await setup.host.member("alice")
     run = await _triage_run(setup, alice)
     assert (run["error"], run["error_code"]) == ("the model failed: it could not be reached", "model_unreachable")
+
+
+def test_a_5xx_stored_as_a_refusal_before_the_two_were_told_apart_reads_as_the_providers_failure():
+    """Runs written by 64783b7 kept a provider's 500 as ``model_refused``: after the upgrade
+    the page still said "refused" (upgrade probe). They read as written now; a 4xx stays."""
+    from skald_host.core.system_agents.scheduler import _error_view, _stored_error
+
+    old = {"error": _stored_error("model_refused", {"status": 500}, "the model failed: it refused the request (HTTP 500)")}
+    _error_view(old)
+    assert (old["error"], old["error_code"], old["error_values"]) == (
+        "the model failed: its provider failed (HTTP 500)", "model_provider_failed", {"status": 500})
+    refused = {"error": _stored_error("model_refused", {"status": 400, "reason": ""}, "the model failed: it refused the request (HTTP 400)")}
+    _error_view(refused)
+    assert refused["error_code"] == "model_refused"

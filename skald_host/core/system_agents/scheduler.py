@@ -125,6 +125,10 @@ def _error_view(row: dict[str, Any]) -> None:
             error, code, values = str(stored["text"]), str(stored["code"]), dict(stored.get("values") or {})
         except (ValueError, KeyError, TypeError):
             pass
+        status = values.get("status")
+        if code == "model_refused" and isinstance(status, int) and status >= 500:
+            # Stored before the two were told apart: read as they are written now.
+            code, error = PROVIDER_FAILED, f"the model failed: its provider failed (HTTP {status})"
     elif error == store.INTERRUPTED:
         code = "system_agent_interrupted"
     row.update(error=error, error_code=code, error_values=values)
