@@ -66,7 +66,7 @@ async def test_member_cannot_open_read_rename_delete_continue_stop_compact_or_ap
         listing = (await bob.get("/api/conversations")).json()["conversations"]
         assert [c["id"] for c in listing] == [bob_cid]
         assert (await bob.get("/api/approvals")).json() == {"approvals": []}
-        assert (await bob.get(f"/api/conversations?search={CANARY[:12]}")).json() == {"conversations": []}
+        assert (await bob.get(f"/api/conversations?search={CANARY[:12]}")).json() == {"conversations": [], "next_before": None}
 
         # The same over the socket: a generic error, identical to an unknown id's.
         for command in (

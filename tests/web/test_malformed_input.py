@@ -130,6 +130,7 @@ FEWER_CASES = {("/api/auth/login", "POST"): 100}
 #: the names they know: each answers or says 400, whatever the query string holds.
 QUERY_ROUTES: dict[str, tuple[str, ...]] = {
     "/api/admin/usage": ("since", "until", "before", "limit"),
+    "/api/conversations": ("search", "before"),
 }
 #: Each known parameter is sent with each of these (raw, already percent-encoded).
 ODD_QUERY_VALUES = [

@@ -137,12 +137,49 @@ function conversationList(view) {
   let reads = 0;
   const heardSinceRead = new Map(); // conversation id → running, as turn events said
   const gone = new Set(); // deleted (here or elsewhere): a read answered after that does not bring them back
+  // The list comes a page at a time: `next` is the cursor of the page after those shown
+  // (null: none), `paged` says "More conversations" added pages, `listed` the search they
+  // belong to. A re-read (a turn's end) reads the first page again and keeps the pages
+  // added after it; another search starts from its first page.
+  let next = null;
+  let paged = false;
+  let listed = null;
+  let lists = 0; // counts the lists started afresh (another search): a page asked for before belongs to none
+  let adding = false;
+  const more = button(t("chat.more_conversations"), { kind: "conv-more", onClick: () => addPage() });
+  more.hidden = true;
+  const listUrl = (query, before) => {
+    const params = new URLSearchParams();
+    if (query) params.set("search", query);
+    if (before) params.set("before", before);
+    const text = params.toString();
+    return `/api/conversations${text ? `?${text}` : ""}`;
+  };
+  const addPage = async () => {
+    if (!next || adding) return;
+    adding = true;
+    const started = lists;
+    const response = await api("GET", listUrl(listed, next)).finally(() => { adding = false; });
+    if (started !== lists) return; // another list since: not a page of it
+    if (!response.ok) { status.error(errorText(response)); return; }
+    status.clear();
+    const shown = new Set(view.conversations.map((c) => c.id));
+    const added = (response.data.conversations || []).filter((c) => !gone.has(c.id) && !shown.has(c.id));
+    view.conversations = [...view.conversations, ...added];
+    next = response.data.next_before || null;
+    paged = true;
+    const focused = document.activeElement === more;
+    render(view.conversations);
+    more.hidden = !next;
+    // The button gone (the last page): the focus goes on to the first conversation it added.
+    if (focused && more.hidden && added.length) entries.get(added[0].id)?.node.querySelector("a")?.focus();
+  };
   /** `announce`: a read the member's search asked for, whose result is said (sayFound). */
   const refresh = async ({ announce = false } = {}) => {
     const read = ++reads;
     heardSinceRead.clear();
     const query = search.value.trim();
-    const response = await api("GET", `/api/conversations${query ? `?search=${encodeURIComponent(query)}` : ""}`);
+    const response = await api("GET", listUrl(query, null));
     if (read !== reads) return;
     if (!response.ok) {
       status.error(errorText(response));
@@ -154,10 +191,20 @@ function conversationList(view) {
       return;
     }
     status.clear();
-    view.conversations = (response.data.conversations || [])
+    const first = (response.data.conversations || [])
       .filter((c) => !gone.has(c.id))
       .map((c) => (heardSinceRead.has(c.id) ? { ...c, running: heardSinceRead.get(c.id) } : c));
+    // The pages added after the first stay (those the first page now holds move up to it),
+    // and so does the cursor after them.
+    const keep = paged && query === listed;
+    const ids = new Set(first.map((c) => c.id));
+    const rest = keep ? view.conversations.filter((c) => !ids.has(c.id) && !gone.has(c.id)) : [];
+    if (!keep) { next = response.data.next_before || null; paged = false; }
+    if (query !== listed) lists += 1;
+    listed = query;
+    view.conversations = [...first, ...rest];
     render(view.conversations);
+    more.hidden = !next;
     view.titleChanged?.();
     if (announce) {
       const count = view.conversations.length;
@@ -169,8 +216,17 @@ function conversationList(view) {
 
   const node = el("aside", { class: "conv-sidebar", "aria-label": t("chat.conversations") },
     el("h2", { class: "visually-hidden", text: t("chat.conversations") }),
-    fresh, search, status.node, found, list, empty);
-  return { node, render, refresh, setRunning: (id, running) => {
+    fresh, search, status.node, found, list, more, empty);
+  /** The first page, read with the page's own data (`nextBefore`: its `next_before`). */
+  const start = (items, nextBefore) => {
+    next = nextBefore || null;
+    paged = false;
+    lists += 1;
+    listed = "";
+    render(items);
+    more.hidden = !next;
+  };
+  return { node, render, start, refresh, setRunning: (id, running) => {
     heardSinceRead.set(id, running);
     const item = view.conversations.find((c) => c.id === id);
     if (item && item.running !== running) { item.running = running; render(view.conversations); }
@@ -554,7 +610,7 @@ function dataResetNotice(member, conversations) {
 }
 
 class ChatView {
-  constructor(ctx, status, conversations, loaded) {
+  constructor(ctx, status, conversations, loaded, nextBefore = null) {
     this.ctx = ctx;
     this.status = status;
     this.chatStatus = status;
@@ -601,7 +657,7 @@ class ChatView {
     this.noModel = status.models_configured ? null : modelNotice(ctx);
     this.unsubscribe = [];
     this.root = this.build(loaded);
-    this.list.render(conversations);
+    this.list.start(conversations, nextBefore);
     this.unsubscribe.push(
       socket.onMessage((message) => { if (this.alive()) this.onMessage(message); }),
       socket.onState((state) => { if (this.alive()) this.onSocketState(state); }),
@@ -1133,7 +1189,7 @@ export async function renderChat(ctx) {
       notice("info", loaded.status === 404 ? t("chat.not_found_text") : errorText(loaded)), el("p", {}, link("#chat", t("chat.back"))));
   }
   current?.dispose();
-  current = new ChatView(ctx, status.data, conversations.data.conversations || [], loaded?.data || null);
+  current = new ChatView(ctx, status.data, conversations.data.conversations || [], loaded?.data || null, conversations.data.next_before);
   current.replay(events);
   return current.root;
 }

@@ -298,54 +298,85 @@ class ConversationStore:
         row = await self.db.run(lambda c: c.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone())
         return dict(row) if row else None
 
-    async def conversations(self, search: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """Newest first. ``search``: those whose title contains it (folded: ``search_form``;
-        ``%`` and ``_`` are literal), then those whose messages hold all its words (FTS5, each word as a
-        prefix), each of the latter with a ``snippet`` around the best match (and
-        ``snippet_in_earlier_version`` when the words are only in a version not shown)."""
+    async def conversations(
+        self, search: str | None = None, limit: int = 200, before: tuple[str, str, bool] | None = None
+    ) -> list[dict[str, Any]]:
+        """Newest first (``updated_at``, then ``id``, both descending). ``search``: those whose
+        title contains it (folded: ``search_form``; ``%`` and ``_`` are literal), then those whose
+        messages hold all its words (FTS5, each word as a prefix), each of the latter with a
+        ``snippet`` around the best match (and ``snippet_in_earlier_version`` when the words are
+        only in a version not shown). ``before``: the page after a row, as its
+        ``(updated_at, id, by_content)`` (``by_content``: a search row found by its messages,
+        one with a ``snippet``; ignored without ``search``)."""
+        after = before[:2] if before else None
+        keyset = " AND (updated_at < ? OR (updated_at = ? AND id < ?))" if after else ""
+        keys = (after[0], after[0], after[1]) if after else ()
 
         def read(conn: Any) -> list[dict[str, Any]]:
             if not search:
                 return [dict(r) for r in conn.execute(
-                    "SELECT * FROM conversations WHERE ephemeral = 0 ORDER BY updated_at DESC LIMIT ?", (limit,)
+                    f"SELECT * FROM conversations WHERE ephemeral = 0{keyset} ORDER BY updated_at DESC, id DESC LIMIT ?",
+                    (*keys, limit),
                 )]
             _index_finished_messages(conn)
             # The title folded as the words below are (case, accents, "ß" as "ss"); SQLite's
             # LIKE folds the case of ASCII letters only ("käse" missed "Käsekuchen").
             conn.create_function("search_form", 1, search_form, deterministic=True)
-            found = [dict(r) for r in conn.execute(
-                "SELECT * FROM conversations WHERE ephemeral = 0 AND instr(search_form(title), ?) > 0"
-                " ORDER BY updated_at DESC LIMIT ?",
-                (search_form(search), limit),
-            )]
+            folded = search_form(search)
+            by_content = bool(before and before[2])
+            found: list[dict[str, Any]] = []
+            if not by_content:  # the title matches first; a page after a content match has none
+                found = [dict(r) for r in conn.execute(
+                    f"SELECT * FROM conversations WHERE ephemeral = 0 AND instr(search_form(title), ?) > 0{keyset}"
+                    " ORDER BY updated_at DESC, id DESC LIMIT ?",
+                    (folded, *keys, limit),
+                )]
             words = fts_words(search)
-            if words and len(found) < limit:
-                seen = {c["id"] for c in found}
-                # Every word somewhere in the conversation (not all in one message); the
-                # snippet shows the best match of the whole query, else of the first word.
-                matching: set[str] | None = None
-                for word in words:
-                    ids_here = {r[0] for r in conn.execute("SELECT conversation_id FROM messages_fts WHERE messages_fts MATCH ?", (word,))}
-                    matching = ids_here if matching is None else matching & ids_here
-                # A match in the version on screen first; one only in an earlier version (a
-                # regenerated answer, an edited branch) says so: opened, it is not shown.
-                snippets: dict[str, tuple[str, bool]] = {}
-                for query in (" AND ".join(words), words[0]):
-                    for conversation_id, snippet, earlier in conn.execute(
-                        "SELECT f.conversation_id, snippet(messages_fts, 0, '', '', '…', 12), m.variant != 0"
-                        " FROM messages_fts f JOIN messages m ON m.id = f.rowid"
-                        " WHERE messages_fts MATCH ? ORDER BY m.variant != 0, f.rank LIMIT 1000",
-                        (query,),
-                    ):
-                        if conversation_id in (matching or ()) and conversation_id not in seen:
-                            snippets.setdefault(conversation_id, (plain_words(snippet), bool(earlier)))
-                ids = list(snippets)[: limit - len(found)]
-                if ids:
-                    rows = conn.execute(
-                        f"SELECT * FROM conversations WHERE ephemeral = 0 AND id IN ({','.join('?' * len(ids))})"
-                        " ORDER BY updated_at DESC", ids
-                    )
-                    found += [dict(r) | {"snippet": snippets[r["id"]][0], "snippet_in_earlier_version": snippets[r["id"]][1]} for r in rows]
+            if not words or len(found) >= limit:
+                return found
+            # Every word somewhere in the conversation (not all in one message).
+            matching: set[str] | None = None
+            for word in words:
+                ids_here = {r[0] for r in conn.execute("SELECT conversation_id FROM messages_fts WHERE messages_fts MATCH ?", (word,))}
+                matching = ids_here if matching is None else matching & ids_here
+            if not matching:
+                return found
+            # The page of them (those after ``before`` when it is a content match, else from the first).
+            content_keyset, content_keys = (keyset, keys) if by_content else ("", ())
+            rows = [dict(r) for r in conn.execute(
+                "SELECT * FROM conversations WHERE ephemeral = 0 AND instr(search_form(title), ?) = 0"
+                f" AND id IN (SELECT value FROM json_each(?)){content_keyset} ORDER BY updated_at DESC, id DESC LIMIT ?",
+                (folded, json.dumps(sorted(matching)), *content_keys, limit - len(found)),
+            )]
+            if not rows:
+                return found
+            # The snippet shows the best match of the whole query, else of the first word: the
+            # best message of each conversation on the page (one large conversation's many
+            # matches must not crowd the others out). A match in the version on screen first;
+            # one only in an earlier version (a regenerated answer, an edited branch) says so:
+            # opened, it is not shown.
+            page = json.dumps([r["id"] for r in rows])
+            best: dict[str, tuple[str, int, bool]] = {}
+            for query in dict.fromkeys((" AND ".join(words), words[0])):  # one query for one word
+                for conversation_id, rowid, earlier in conn.execute(
+                    "SELECT conversation_id, rowid, earlier FROM ("
+                    " SELECT f.conversation_id, f.rowid AS rowid, m.variant != 0 AS earlier, row_number() OVER ("
+                    "  PARTITION BY f.conversation_id ORDER BY m.variant != 0, f.rank) AS place"
+                    " FROM messages_fts f JOIN messages m ON m.id = f.rowid"
+                    " WHERE messages_fts MATCH ? AND f.conversation_id IN (SELECT value FROM json_each(?))"
+                    ") WHERE place = 1",
+                    (query, page),
+                ):
+                    best.setdefault(conversation_id, (query, rowid, bool(earlier)))
+            for row in rows:
+                if row["id"] not in best:  # its messages changed since the match above
+                    continue
+                query, rowid, earlier = best[row["id"]]
+                snippet = conn.execute(
+                    "SELECT snippet(messages_fts, 0, '', '', '…', 12) FROM messages_fts WHERE messages_fts MATCH ? AND rowid = ?",
+                    (query, rowid),
+                ).fetchone()
+                found.append(row | {"snippet": plain_words(snippet[0]) if snippet else "", "snippet_in_earlier_version": earlier})
             return found
 
         return await (self.db.transaction(read) if search else self.db.run(read))

@@ -4,6 +4,7 @@ member's ids answer the same 404 as ids that never existed (check C1)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import re
@@ -78,19 +79,43 @@ async def status() -> dict:
     }
 
 
+#: Conversations per page of ``GET /api/conversations``.
+CONVERSATION_PAGE = 200
+# The cursor is the last row's ``updated_at`` and id, as ``next_before`` gave it; "~m":
+# a search row found by its messages (those come after the title matches).
+_CONVERSATION_CURSOR = re.compile(r"(\d{4}-\d{2}-\d{2}T[0-9:.]{1,20}Z)~([A-Za-z0-9_-]{1,64})(~m)?")
+
+
 @bp.get("/api/conversations")
-@query(search=text(200, description="part of a title"))
-@returns(obj({"conversations": array(ref("Conversation"))}))
+@query(
+    search=text(200, description="part of a title, or words in the messages"),
+    before={"type": "string", "maxLength": 100, "description": "the 'next_before' of the previous page: the conversations after its last one"},
+)
+@returns(obj({
+    "conversations": array(ref("Conversation")),
+    "next_before": nullable(text(description=f"null: this page ({CONVERSATION_PAGE} at most) is the last; else the 'before' of the next page")),
+}))
 @requires("chat.use")
 async def list_conversations() -> dict:
+    """The member's conversations, newest first, a page at a time."""
     search = request.args.get("search") or None
     if search is not None and len(search) > 200:
         raise ApiError(400, "search is longer than 200 characters", field="search", code="too_long", values={"limit": 200})
+    before = None
+    if "before" in request.args:
+        cursor = _CONVERSATION_CURSOR.fullmatch(request.args["before"])
+        if cursor is None:
+            raise ApiError(400, "'before' must be a 'next_before' of an earlier answer", field="before", code="field_invalid",
+                           values={"field": "before"})
+        before = (cursor[1], cursor[2], bool(cursor[3]))
     rt = await runtime()
-    items = await rt.store.conversations(search=search)
+    items = await rt.store.conversations(search=search, limit=CONVERSATION_PAGE + 1, before=before)
+    items, more = items[:CONVERSATION_PAGE], len(items) > CONVERSATION_PAGE
     for item in items:
         item["running"] = rt.running(item["id"])
-    return {"conversations": items}
+    last = items[-1] if more else None
+    next_before = f"{last['updated_at']}~{last['id']}{'~m' if 'snippet' in last else ''}" if last else None
+    return {"conversations": items, "next_before": next_before}
 
 
 @bp.post("/api/conversations")
@@ -335,6 +360,18 @@ def shown_messages(messages: list[dict]) -> list[dict]:
     return shown
 
 
+def _json_export(conversation: dict, messages: list[dict]) -> str:
+    """The JSON export's text: the conversation and its messages with their tool calls."""
+    return json.dumps({
+        "conversation": {k: conversation.get(k) for k in ("id", "title", "agent_id", "source", "created_at", "updated_at")},
+        "messages": [
+            {**{k: m.get(k) for k in EXPORT_FIELDS}, "current": not m.get("variant"), "attachments": _attachments(m.get("attachments")),
+             "tool_calls": [{k: c.get(k) for k in ("id", "name", "arguments", "status", "result")} for c in m.get("tool_calls") or ()]}
+            for m in messages
+        ],
+    }, ensure_ascii=False, indent=2)
+
+
 def _markdown_export(conversation: dict, messages: list[dict], strings: Any, locale: str, *, admin: bool = True) -> str:
     """The conversation as the member reads it, headings and states in their language:
     the host's own notes and failures (a stored ``reason``) worded from their code as
@@ -525,19 +562,16 @@ async def export(conversation_id: str):
         raise chat_error(exc) from None
     messages = await rt.store.transcript(conversation_id)
     stem = file_stem(conversation.get("title") or "")
+    # Built in a thread: a long conversation's file is CPU work the event loop (every
+    # other request) would otherwise wait on.
     if kind == "json":
-        body = json.dumps({
-            "conversation": {k: conversation.get(k) for k in ("id", "title", "agent_id", "source", "created_at", "updated_at")},
-            "messages": [
-                {**{k: m.get(k) for k in EXPORT_FIELDS}, "current": not m.get("variant"), "attachments": _attachments(m.get("attachments")),
-                 "tool_calls": [{k: c.get(k) for k in ("id", "name", "arguments", "status", "result")} for c in m.get("tool_calls") or ()]}
-                for m in messages
-            ],
-        }, ensure_ascii=False, indent=2)
+        body = await asyncio.to_thread(_json_export, conversation, messages)
         mimetype = "application/json"
     else:
         strings, locale = current_app.config["SKALD_CORE"].strings, await reader_locale()
-        body = _markdown_export(conversation, messages, strings, locale, admin=current_principal().member.is_admin)
+        body = await asyncio.to_thread(
+            _markdown_export, conversation, messages, strings, locale, admin=current_principal().member.is_admin
+        )
         mimetype = "text/markdown"
     return Response(body, mimetype=mimetype, headers={
         "Content-Disposition": content_disposition(f"{stem}.{kind}"), "Cache-Control": "no-store",
