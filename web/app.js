@@ -5,10 +5,10 @@
 import "./components/plugin-page-host.js";
 import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
 import { el, link, uid } from "./lib/dom.js";
-import { availableLocales, browserLocale, currentLocale, lastShownLocale, loadLocale, seeded, t } from "./lib/i18n.js";
+import { availableLocales, browserLocale, currentLocale, errorString, lastShownLocale, loadLocale, seeded, t } from "./lib/i18n.js";
 import { icon } from "./lib/icons.js";
 import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
-import { busy, errorText, notice, pageHeader, sayIn } from "./lib/ui.js";
+import { DIRTY, busy, confirmDialog, errorText, markSaved, notice, pageHeader, sayIn } from "./lib/ui.js";
 import * as socket from "./lib/socket.js";
 import { renderLogin, renderSetup, renderSetupRefused } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
@@ -281,7 +281,9 @@ function context(where, { arrived = false } = {}) {
     // After an add, a save or a delete: see Afterwards (the focus, what is said).
     rerender: (after = null) => route({ focus: false, after }),
     relocalize,
-    navigate: (hash) => { if (location.hash === hash) route(); else location.hash = hash; },
+    // The page's own navigation (after a create or a delete) is its decision: it asks
+    // nothing about the page's unsaved changes.
+    navigate: (hash) => { forgetUnsaved(); if (location.hash === hash) route(); else location.hash = hash; },
   };
 }
 
@@ -300,6 +302,7 @@ function context(where, { arrived = false } = {}) {
 async function route({ focus = true, arrived = false, after = null } = {}) {
   if (!state.shell) return;
   const token = ++state.navToken;
+  shownHash = location.hash;
   const where = parseHash();
   setMenu(false);
   markActive(where);
@@ -457,8 +460,68 @@ async function logout() {
   showLogin("", { forget: true });
 }
 
-whenSessionLost(() => showLogin(t("login.session_ended")));
-window.addEventListener("hashchange", () => route());
+// -- unsaved changes -------------------------------------------------------------------
+// A form of an admin page with a submit button holds its changes until saved (a member's
+// "Can sign in" too): leaving it with changes asks first, in the app and on closing the
+// tab. A form is marked on input, and unmarked when its status line says it succeeded
+// (statusLine's ok, lib/ui.js) or it is reset; a page drawn again has fresh forms. A form
+// whose submit only asks for something (the usage period) says data-guard="off". Not
+// the chat's composer: chat is no admin page (its drafts are kept, see chat.js).
+
+function guarded(form) {
+  if (!(form instanceof HTMLFormElement) || form.dataset.guard === "off" || !state.shell?.content.contains(form)) return false;
+  return Boolean(findPage(parseHash().name)?.admin) && Boolean(form.querySelector("button[type=submit], input[type=submit]"));
+}
+
+function markUnsaved(event) {
+  const target = event.target;
+  const form = target?.form || target?.closest?.("form");
+  if (guarded(form)) form.dataset[DIRTY] = "";
+}
+document.addEventListener("input", markUnsaved, true);
+document.addEventListener("change", markUnsaved, true);
+document.addEventListener("reset", (event) => markSaved(event.target instanceof HTMLFormElement ? event.target : null), true);
+
+const unsavedForm = () => state.shell?.content.querySelector(`form[data-${DIRTY}]`) || null;
+const forgetUnsaved = () => state.shell?.content.querySelectorAll(`form[data-${DIRTY}]`).forEach(markSaved);
+
+window.addEventListener("beforeunload", (event) => {
+  if (!unsavedForm()) return;
+  event.preventDefault();
+  event.returnValue = ""; // older browsers ask only with it set
+});
+
+/** The hash the page shown was drawn for: where "Stay" goes back to. */
+let shownHash = location.hash;
+let asking = false;
+
+async function hashChanged() {
+  if (asking) return;
+  if (state.shell && unsavedForm() && location.hash !== shownHash) {
+    const wanted = location.hash;
+    // The address goes back at once (no second hashchange: replaceState fires none), so
+    // the address never names a page other than the one shown.
+    history.replaceState(history.state, "", shownHash || location.pathname + location.search);
+    asking = true;
+    const leave = await confirmDialog({
+      title: t("common.unsaved_title"), message: t("common.unsaved_text"),
+      confirmLabel: t("common.unsaved_leave"), cancelLabel: t("common.unsaved_stay"),
+    }).finally(() => { asking = false; });
+    if (!leave) return;
+    forgetUnsaved();
+    location.hash = wanted; // fires hashchange again, now without unsaved changes
+    return;
+  }
+  route();
+}
+
+whenSessionLost((code) => {
+  // An admin's deactivation or password reset said as such, to the session's holder only
+  // (the server tells the token whose session it ended; a sign-in is never told).
+  const why = ["account_deactivated", "password_reset"].includes(code) ? errorString(code) : null;
+  showLogin(why || t("login.session_ended"));
+});
+window.addEventListener("hashchange", hashChanged);
 document.addEventListener("keydown", (event) => {
   if (!menuOpen()) return;
   if (event.key === "Escape") {

@@ -137,6 +137,17 @@ def _credentials(req: Any) -> tuple[str | None, Literal["cookie", "bearer"]]:
     return req.cookies.get(cookie_name(req)), "cookie"
 
 
+def session_lost(req: Any) -> ApiError:
+    """The 401 of a request without a live session. A token whose session an admin's
+    deactivation or password reset ended is told so (``account_deactivated``,
+    ``password_reset``): only its holder has it, so this tells nobody else anything."""
+    token, _via = _credentials(req)
+    code = current_app.config["SKALD_CORE"].auth.sessions.ended_reason(token)
+    if code is not None:
+        return ApiError(401, "the session was ended by an admin", code=code)
+    return ApiError(401, "authentication required", code="authentication_required")
+
+
 async def authenticate(req: Any) -> Principal | None:
     """The single credential check: token → live session (or, on a plugin's own
     routes, a device token that plugin issued) → active member."""
@@ -150,7 +161,9 @@ async def authenticate(req: Any) -> Principal | None:
     except MemberNotFound:
         member = None
     if member is None or not member.active:
-        await core.auth.revoke_member(session.member_id, "member inactive")
+        # Deactivated: its sessions end as the admin's deactivation ends them (that
+        # request may not have got there yet), with the reason their holder is told.
+        await core.auth.revoke_member(session.member_id, "member inactive" if member is None else "deactivated")
         return None
     return Principal(member, session, via)
 
@@ -232,7 +245,7 @@ async def gate_request() -> None:
         return
     principal = await authenticate(request)
     if principal is None:
-        raise ApiError(401, "authentication required", code="authentication_required")
+        raise session_lost(request)
     if request.method not in SAFE_METHODS and principal.via == "cookie":
         assert principal.session is not None
         if not same_origin(request) or not principal.session.check_csrf(request.headers.get(CSRF_HEADER)):
@@ -271,5 +284,5 @@ async def gate_websocket() -> None:
         return
     principal = await authenticate(websocket)
     if principal is None or principal.session is None:
-        raise ApiError(401, "authentication required", code="authentication_required")
+        raise session_lost(websocket)
     g.principal = principal

@@ -93,7 +93,7 @@ async def test_the_admin_reads_the_usage_tables_in_german_and_pages_through_the_
         await page.get_by_label("Bis (einschließlich)").fill("2030-01-01")
         await page.get_by_role("button", name="Anzeigen").click()
         await expect(page.get_by_label("Von")).to_have_attribute("aria-invalid", "true")
-        await expect(page.get_by_label("Von")).to_have_accessible_description("Von ist ungültig.")
+        await expect(page.get_by_label("Von")).to_have_accessible_description("Von darf nicht nach dem Ende des Zeitraums liegen.")
         # A period without requests: the tables give way to a sentence, and the address keeps the period.
         await page.get_by_label("Von").fill("2030-01-01")
         await page.get_by_role("button", name="Anzeigen").click()

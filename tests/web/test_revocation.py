@@ -353,7 +353,7 @@ async def test_reset_of_an_unencrypted_member_keeps_their_data(skald):
 
     done = await admin.post(f"/api/admin/members/{bob.member['id']}/reset-password", json={"new_password": NEW_PASSWORD})
     assert done.status_code == 200
-    assert done.json() == {"ok": True, "data_lost": False, "quarantined_file": None}
+    assert done.json() == {"ok": True, "data_lost": False, "quarantined_file": None, "removed_from": []}
     assert (await bob.get("/api/auth/session")).status_code == 401
     fresh = host.client()
     assert (await fresh.login("bob", NEW_PASSWORD)).status_code == 200

@@ -9,14 +9,16 @@ export const setCsrfToken = (token) => { csrfToken = token || null; };
 /** The CSRF token of this session, for a request that needs a raw response (speech). */
 export const csrf = () => csrfToken;
 
-/** Called once when a member request answers 401: the session ended elsewhere. */
+/** Called once when a member request answers 401: the session ended elsewhere. The
+ * handler is given the answer's code (or the socket close's reason): an admin's
+ * deactivation or password reset is said as such ("account_deactivated", "password_reset"). */
 export const whenSessionLost = (handler) => { onSessionLost = handler; };
 
-/** The member socket learnt that the session ended (close 1008). */
-export function signalSessionLost() {
+/** The member socket learnt that the session ended (close 1008, its reason a code). */
+export function signalSessionLost(code = null) {
   if (!csrfToken || !onSessionLost) return;
   csrfToken = null;
-  onSessionLost();
+  onSessionLost(code);
 }
 
 export async function api(method, path, body, { keepalive = false } = {}) {
@@ -35,7 +37,7 @@ export async function api(method, path, body, { keepalive = false } = {}) {
   const data = await response.json().catch(() => ({}));
   if (response.status === 401 && csrfToken && onSessionLost && !path.startsWith("/api/auth/")) {
     csrfToken = null;
-    onSessionLost();
+    onSessionLost(data?.code || null);
   }
   return { ok: response.ok, status: response.status, data, headers: response.headers };
 }

@@ -143,7 +143,7 @@ function open() {
     clearTimeout(pongTimer);
     pongTimer = null;
     if (!wanted) return;
-    if (event.code === 1008) { stop(); signalSessionLost(); return; }
+    if (event.code === 1008) { stop(); signalSessionLost(event.reason || null); return; }
     setState("reconnecting");
     dispatch({ type: "socket_closed" });
     if (!opened) {

@@ -22,11 +22,31 @@ export function errorText(response) {
   return response.data?.error || t("common.error", { message: response.status });
 }
 
-/** A live line under a form: status.ok(text), status.error(text), status.clear(). */
+/** A form with changes not saved yet (the shell asks before leaving it, see app.js):
+ * marked on input, unmarked here. */
+export const DIRTY = "unsaved";
+
+/** The form a status line speaks for: the one it is in, else the one just before it. */
+function formOf(node) {
+  const inside = node.closest("form");
+  if (inside) return inside;
+  const before = node.previousElementSibling;
+  return before instanceof HTMLFormElement ? before : null;
+}
+
+/** Its changes are saved (or undone): the shell no longer asks before leaving it. */
+export function markSaved(form) {
+  if (form) delete form.dataset[DIRTY];
+}
+
+/** A live line under a form: status.ok(text), status.error(text), status.clear().
+ * ok() says the form's work succeeded: its changes are saved, the one place every form
+ * is marked clean (the shell's guard for unsaved changes). */
 export function statusLine() {
   const node = el("p", { class: "form-status", role: "status", "aria-live": "polite" });
   const set = (kind, text) => sayIn(node, kind, text);
-  return { node, ok: (text) => set("ok", text), error: (text) => set("error", text), clear: () => set("", "") };
+  const ok = (text) => { markSaved(formOf(node)); set("ok", text); };
+  return { node, ok, error: (text) => set("error", text), clear: () => set("", "") };
 }
 
 /** Put `text` in a status line's node (kind "ok", "error" or ""): what statusLine's
@@ -181,11 +201,11 @@ export function titledDialog(title) {
  * An in-page confirmation (a <dialog>, not window.confirm, so it can say enough and
  * be styled and translated). Resolves true when confirmed.
  */
-export function confirmDialog({ title, message, confirmLabel, danger = true }) {
+export function confirmDialog({ title, message, confirmLabel, cancelLabel = t("common.cancel"), danger = true }) {
   return new Promise((resolve) => {
     const { dialog, heading } = titledDialog(title);
     const finish = (value) => { dialog.close(); dialog.remove(); resolve(value); };
-    const cancel = button(t("common.cancel"), { kind: "quiet", onClick: () => finish(false) });
+    const cancel = button(cancelLabel, { kind: "quiet", onClick: () => finish(false) });
     const confirm = button(confirmLabel, { kind: danger ? "danger" : "primary", onClick: () => finish(true) });
     dialog.append(heading, el("p", { text: message }), el("div", { class: "actions" }, cancel, confirm));
     dialog.addEventListener("cancel", (event) => { event.preventDefault(); finish(false); });

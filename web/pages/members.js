@@ -114,7 +114,9 @@ function profileSection(member, roles, ctx, isSelf) {
     field(t("members.sex"), sex)[0],
     el("div", { class: "field" }, el("span", { class: "label-text", text: t("members.status") }),
       el("div", { class: "switch-row" }, active, el("label", { for: activeId, text: t("members.active_label") })),
-      hintFor(active, isSelf ? t("members.self_active_hint") : t("members.active_hint"))),
+      // Like every field of this form it applies on Save (which asks first when it signs
+      // the member out), not as it is flipped: the hint says so.
+      hintFor(active, isSelf ? t("members.self_active_hint") : `${t("members.active_hint")} ${t("members.active_on_save")}`)),
     el("div", { class: "span" }, field(t("members.notes"), notes)[0]),
     el("div", { class: "actions span" }, submit), el("div", { class: "span" }, status.node));
   form.addEventListener("submit", (event) => {
@@ -295,7 +297,8 @@ function resetSection(member, isSelf) {
   } else {
     parts.unshift(el("p", { class: "hint", text: t("members.reset_plain") }));
   }
-  const form = el("form", { class: "stack", novalidate: true }, ...parts, el("div", { class: "actions" }, submit), status.node);
+  // An action, not a setting held until Save: leaving it asks nothing (data-guard, app.js).
+  const form = el("form", { class: "stack", novalidate: true, "data-guard": "off" }, ...parts, el("div", { class: "actions" }, submit), status.node);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     clearFieldErrors(form, status);
@@ -311,7 +314,10 @@ function resetSection(member, isSelf) {
       });
       if (!response.ok) { showFormError(form, status, response); return; }
       form.reset();
-      status.ok(response.data.data_lost ? t("members.reset_done_lost") : t("members.reset_done"));
+      // The shared folders and projects the reset took them out of, by name.
+      const removed = (response.data.removed_from || []).map((item) => item.title);
+      const said = response.data.data_lost ? t("members.reset_done_lost") : t("members.reset_done");
+      status.ok(removed.length ? `${said} ${t("members.reset_removed_from", { names: removed.join(", ") })}` : said);
       done = true;
     });
     if (!confirm) return;

@@ -153,7 +153,8 @@ export async function renderUsage(ctx) {
   const [untilField, until] = field(t("usage.until"), el("input", { type: "date", name: "until", props: { value: response.data.until } }));
   const status = statusLine();
   const show = el("button", { class: "btn primary", type: "submit", text: t("usage.show") });
-  const form = el("form", { class: "grid-form", novalidate: true },
+  // A question, not a change to save: leaving it asks nothing (data-guard, app.js).
+  const form = el("form", { class: "grid-form", novalidate: true, "data-guard": "off" },
     sinceField, untilField, el("p", { class: "hint span", text: t("usage.period_hint") }),
     el("div", { class: "actions span" }, show, status.node));
   let shown = results(response.data, asked); // the page's own sections (its grid spaces them), replaced as a pair

@@ -18,6 +18,19 @@ from typing import Callable, Literal
 
 RevokeListener = Callable[["Session", str], None]
 
+#: Why an admin ended a member's sessions, by the reason ``AuthService.revoke_member`` is
+#: given, as a code the holder of such a session is told (its next request's 401, its
+#: socket's close): "your account was deactivated" instead of "your session has ended".
+#: Only a session's own token learns it; a sign-in attempt is never told (A3).
+TOLD_REASONS = {"deactivated": "account_deactivated", "password reset by an admin": "password_reset"}
+#: How many ended sessions' reasons are kept (RAM only, the oldest forgotten first).
+TOLD_KEEP = 1000
+
+
+def told_reason(reason: str) -> str | None:
+    """The code the session's holder is told for ``reason``, or None (nothing said)."""
+    return TOLD_REASONS.get(reason)
+
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
@@ -51,6 +64,8 @@ class SessionStore:
         # Members whose session expired on a lookup; the auth service locks them if that
         # was their last session (the store itself knows nothing about unlocking).
         self.expired_members: set[str] = set()
+        # Token digest of a session an admin ended → the code its holder is told.
+        self._ended: dict[str, str] = {}
 
     def create(self, member_id: str, kind: Literal["web", "bearer"] = "web") -> tuple[str, Session]:
         token = secrets.token_urlsafe(32)
@@ -126,11 +141,24 @@ class SessionStore:
         self.expired_members = set()
         return members
 
+    def ended_reason(self, token: str | None) -> str | None:
+        """Why the session of ``token`` ended, when an admin's deactivation or password
+        reset ended it (``TOLD_REASONS``): for that session's holder only."""
+        if not token or len(token) > 512:
+            return None
+        return self._ended.get(_digest(token))
+
     def count_for(self, member_id: str) -> int:
         return sum(1 for s in self._sessions.values() if s.member_id == member_id)
 
     def _drop(self, session: Session, reason: str) -> None:
         self._sessions.pop(session.token_digest, None)
+        code = told_reason(reason)
+        if code is not None:
+            self._ended.pop(session.token_digest, None)
+            self._ended[session.token_digest] = code
+            while len(self._ended) > TOLD_KEEP:
+                self._ended.pop(next(iter(self._ended)))
         listeners, session.listeners = session.listeners, []
         for listener in listeners:
             listener(session, reason)

@@ -115,7 +115,8 @@ async def delete_member(member_id: str) -> dict:
 
 @bp.post("/api/admin/members/<member_id>/reset-password")
 @accepts(obj({"new_password": TEXT}, {"confirm_data_loss": BOOL}))
-@returns(obj({"ok": BOOL, "data_lost": BOOL, "quarantined_file": nullable(TEXT)}))
+@returns(obj({"ok": BOOL, "data_lost": BOOL, "quarantined_file": nullable(TEXT),
+              "removed_from": array(obj({"kind": TEXT, "title": TEXT}))}))
 @requires("members.manage")
 async def reset_password(member_id: str) -> dict:
     """For an encrypted member this loses their data (the key went with the old
@@ -130,8 +131,15 @@ async def reset_password(member_id: str) -> dict:
             "and their previous data is lost. Send confirm_data_loss: true to proceed.",
             field="confirm_data_loss", code="confirm_data_loss_required",
         )
+    # What the reset takes away besides the data (an encrypted member's memberships end
+    # with it): named in the answer, so the admin can tell the member and the folders'
+    # other members, instead of reading "no shared folders or projects" after the fact.
+    removed = await _core().folders.memberships(member_id) if member.encrypted else []
     quarantined = await _guard(_core().administration.reset_password(member_id, password), password_field="new_password")
-    return {"ok": True, "data_lost": member.encrypted, "quarantined_file": quarantined.name if quarantined else None}
+    return {
+        "ok": True, "data_lost": member.encrypted, "quarantined_file": quarantined.name if quarantined else None,
+        "removed_from": [{"kind": access.kind, "title": access.title} for access in removed],
+    }
 
 
 @bp.post("/api/admin/members/<member_id>/end-sessions")

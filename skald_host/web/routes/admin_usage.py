@@ -77,7 +77,7 @@ def _period(args: dict[str, str]) -> Period:
     back = dt.timedelta(days=DEFAULT_DAYS - 1)
     since = _date(args, "since", until - back if until >= dt.date.min + back else dt.date.min)  # year 1 has no day before
     if since > until:
-        raise ApiError(400, "'since' must not be after 'until'", field="since", code="field_invalid", values={"field": "since"})
+        raise ApiError(400, "'since' must not be after 'until'", field="since", code="range_reversed", values={"field": "since"})
     return Period(since, until)
 
 

@@ -21,6 +21,7 @@ from skald_hookspecs.events import UserEvent
 from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.identity.access import allowed
+from skald_host.core.identity.sessions import told_reason
 from skald_host.core.storage import DiskFailure
 from skald_host.web.auth import current_principal
 from skald_host.web.body import loads
@@ -199,8 +200,10 @@ async def member_socket() -> None:
     principal = current_principal()
     core = current_app.config["SKALD_CORE"]
     revoked = asyncio.Event()
+    why: list[str] = []
 
-    def ended(_session: Any, _reason: str) -> None:
+    def ended(_session: Any, reason: str) -> None:
+        why.append(reason)
         revoked.set()
 
     # Refused for a session that ended since this request's check: it would never be told.
@@ -208,7 +211,7 @@ async def member_socket() -> None:
         revoked.set()
     subscription = core.buses.members.subscribe(principal.member.id)
     try:
-        await _serve(principal, core, subscription, revoked)
+        await _serve(principal, core, subscription, revoked, why)
     finally:
         # Also when the client left while the socket was being set up (Quart cancels the
         # handler then): the subscription and the listener outlived such a socket.
@@ -216,7 +219,7 @@ async def member_socket() -> None:
         core.auth.sessions.unwatch(principal.session, ended)
 
 
-async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.Event) -> None:
+async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.Event, why: list[str]) -> None:
     """The member's socket once its subscription and revocation listener are set up."""
     await websocket.accept()
     if allowed(principal.member, "chat.use"):
@@ -272,7 +275,10 @@ async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         if tasks[2] in done or tasks[3] in done:
-            await websocket.close(POLICY_VIOLATION if tasks[2] in done else 1001, "session ended")
+            # The close's reason is the code the page shows at sign-in when an admin's
+            # deactivation or reset ended the session (told_reason), else "session ended".
+            told = told_reason(why[0]) if why and tasks[2] in done else None
+            await websocket.close(POLICY_VIOLATION if tasks[2] in done else 1001, told or "session ended")
     finally:
         for task in tasks:
             task.cancel()
