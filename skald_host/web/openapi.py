@@ -199,6 +199,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "created_at": TIME,
             "expires_at": TIME,
             "arguments": {"type": "string", "description": "the call's arguments as JSON text"},
+            "frame_id": {**ID, "description": "the frame whose call this is"},
+            "agent": {**NULLABLE_TEXT, "description": "the helper (sub-agent) whose call this is; null for the conversation's own agent"},
         },
         description="A tool call waiting for the member's decision.",
     ),

@@ -59,7 +59,7 @@ async def test_a_reload_while_a_sub_agent_writes_rebuilds_its_box_which_goes_on_
 
         # The live events go on in the rebuilt box, to its end.
         await expect(box.locator(".sub-text")).to_contain_text("w69 Ende.", timeout=15_000)
-        await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur fertig.")
+        await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur ist fertig.")
         await expect(box).to_have_class(re.compile(r"\bdone\b"))
         await expect(box).not_to_have_attribute("aria-busy", "true")
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Der Rechercheur sagt: Oslo.")

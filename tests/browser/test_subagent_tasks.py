@@ -87,12 +87,12 @@ async def test_a_cancelled_task_says_stopped_in_its_box_live_and_after_a_reload_
         await item.locator(".task-actions button").click()
         await expect(item).to_contain_text("Abgebrochen")
 
-        await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur gestoppt.")
+        await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur wurde gestoppt.")
         await expect(box).not_to_have_attribute("aria-busy", "true")
 
         await page.reload()
         await expect(box).to_have_count(1)
-        await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur gestoppt.")
+        await expect(box.locator(".sub-head")).to_have_text("Unteragent Rechercheur wurde gestoppt.")
         await expect(box.locator(".sub-text")).to_have_text("liest die Berichte")
         await expect(box).not_to_have_attribute("aria-busy", "true")
         await item.locator("summary").click()

@@ -1,6 +1,7 @@
 """Helpers in the reader's language (a second probe of seed 004): a helper whose model
 failed says why in German in its box (live and after a reload) and in the task strip;
-an approval a helper asks for names the helper, not "the assistant"; the Helpers page
+an approval a helper asks for names the helper, not "the assistant"; a batch with a
+failed run says how many failed, not "Done"; the Helpers page
 says "any helper" for ``delegates: ["*"]`` and counts a refusal's problems in the
 right plural."""
 
@@ -54,9 +55,12 @@ async def test_a_failed_helper_and_a_helpers_approval_speak_german(skald, browse
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Eins von zwei kam zurück.")
         failed = card.locator(".subagent.ended-failed")
         await expect(failed.locator(".sub-text")).to_have_text(WHY)  # live
+        # One of the batch's two runs failed: the call says so, not "Erledigt".
+        await expect(card.locator("summary .badge")).to_have_text("1 von 2 fehlgeschlagen")
 
         await page.reload()
         await expect(failed.locator(".sub-text")).to_have_text(WHY)  # after a reload
+        await expect(card.locator("summary .badge")).to_have_text("1 von 2 fehlgeschlagen")
         item = page.get_by_role("region", name="Aufgaben").locator(".task-item.status-failed")
         await item.locator("summary").click()
         await expect(item.locator(".task-transcript .task-message.assistant .task-text")).to_have_text(WHY)

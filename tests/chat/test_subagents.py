@@ -698,3 +698,40 @@ async def test_a_delegated_runs_first_request_goes_out_once_its_frame_commits_an
     assert child_events and all(e["_at"] >= frame_written for e in child_events)
     [row] = await runs(alice, cid)
     assert row["status"] == "completed" and (await run(alice, row["id"]))["run"]["result"] == "Oslo."
+
+
+async def test_a_helpers_pending_approval_names_its_frame_and_helper_as_its_live_event_does(chat):
+    """The approval a helper's call waits for, read with the conversation (a reload),
+    names the helper's frame and agent, so the card says who asks, not "the assistant";
+    one of the conversation's own agent names no helper."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+
+    def respond(request):
+        if "Note it." in [m["content"] for m in request.messages if m["role"] == "user"]:
+            return Reply("Noted.") if last(request)["role"] == "tool" else Reply(tool_calls=[ToolCall("write_note", {"path": "a.txt"})])
+        if last(request)["role"] == "tool":
+            return Reply("Done." if "Noted." in last(request)["content"] else "Written.")
+        if last(request)["content"] == "Write it yourself.":
+            return Reply(tool_calls=[ToolCall("write_note", {"path": "b.txt"})])
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "general-purpose", "task": "Note it."})])
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Ask a helper to note it.")
+        asked = await sock.wait_event(cid, "approval_required")
+        assert asked["depth"] == 1
+        [pending] = (await alice.get(f"/api/conversations/{cid}")).json()["approvals"]
+        assert (pending["id"], pending["frame_id"], pending["agent"]) == (asked["approval_id"], asked["frame_id"], "general-purpose")
+        await sock.approve(asked["approval_id"], "deny")
+        await sock.turn(cid)
+
+        start = len(sock.events)
+        await sock.send(cid, "Write it yourself.")
+        own = await sock.wait_event(cid, "approval_required", start=start)
+        assert own["depth"] == 0
+        [pending] = (await alice.get(f"/api/conversations/{cid}")).json()["approvals"]
+        assert pending["id"] == own["approval_id"] and pending["frame_id"] == own["frame_id"] and pending["agent"] is None
+        await sock.approve(own["approval_id"], "deny")
+        await sock.turn(cid)

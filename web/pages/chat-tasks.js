@@ -65,6 +65,10 @@ function runError(run, admin) {
   return error;
 }
 
+/** A call's status in a run's transcript, in the reader's language (as the chat's steps say it). */
+const CALL_STATUSES = new Set(["requested", "awaiting_approval", "running", "done", "error", "denied", "cancelled", "interrupted"]);
+const callStatus = (status) => (CALL_STATUSES.has(status) ? t(`chat.tool_${status}`) : status || "");
+
 function transcriptOf(detail, admin) {
   const list = el("ol", { class: "task-transcript" });
   // A fallback's note is written after the answer's row (the row exists before its
@@ -76,16 +80,20 @@ function transcriptOf(detail, admin) {
     messages.splice(messages.indexOf(note), 1);
     messages.splice(answer, 0, note);
   }
+  const notes = new Set();
   for (const message of messages) {
     // A note is the host's (a model fallback inside the run): said, not asked or answered.
     const role = message.role === "note" ? null
       : el("span", { class: "task-role", text: message.role === "user" ? t("chat.task_asked") : t("chat.task_answered") });
-    const item = el("li", { class: `task-message ${message.role}` }, ...(role ? [role] : []),
-      el("span", { class: "task-text", text: (message.reason?.code && errorString(message.reason.code, message.reason.values || {}, { admin })) || message.content || "" }));
-    for (const call of message.tool_calls || []) item.append(el("code", { class: "task-call", text: `${call.name}: ${call.status}` }));
+    const said = (message.reason?.code && errorString(message.reason.code, message.reason.values || {}, { admin })) || message.content || "";
+    if (message.role === "note") notes.add(said);
+    const item = el("li", { class: `task-message ${message.role}` }, ...(role ? [role] : []), el("span", { class: "task-text", text: said }));
+    for (const call of message.tool_calls || []) item.append(el("code", { class: "task-call", text: `${call.name}: ${callStatus(call.status)}` }));
     list.append(item);
   }
-  if (detail.run.error) list.append(el("li", { class: "task-message error", text: runError(detail.run, admin) }));
+  // The run's error, unless a note of the run said it already (the round limit: "Stopped after 6 rounds…" once).
+  const error = detail.run.error ? runError(detail.run, admin) : null;
+  if (error && !notes.has(error)) list.append(el("li", { class: "task-message error", text: error }));
   return list;
 }
 

@@ -87,6 +87,7 @@ function toolStatusLabel(status) {
     case "denied": return t("chat.tool_denied");
     case "cancelled": return t("chat.tool_cancelled");
     case "interrupted": return t("chat.tool_interrupted");
+    case "timed_out": return t("chat.tool_timed_out");  // a helper's step its run's timeout ended (subagentDone)
     default: return status || "";
   }
 }
@@ -181,13 +182,27 @@ const filesList = (files) => (files.length ? el("ul", { class: "msg-files" }, ..
 /** How a sub-agent run can end (its run's terminal states), each said in its box. */
 const ENDINGS = ["completed", "cancelled", "failed", "timed_out", "interrupted"];
 
-function endingLabel(status) {
-  if (status === "cancelled") return t("chat.subagent_cancelled");
-  if (status === "failed") return t("chat.subagent_failed");
-  if (status === "timed_out") return t("chat.subagent_timed_out");
-  if (status === "interrupted") return t("chat.subagent_interrupted");
-  return t("chat.subagent_done");
+/** A helper's step (a call in its box) says its status. */
+function setStep(step, status) {
+  const badge = step.querySelector(".badge");
+  badge.className = `badge tool-${status}`;
+  badge.textContent = toolStatusLabel(status);
+  step.dataset.status = status;
 }
+
+/** The sentence a box says for a run's ending (its {name} filled in by the box). */
+function endingKey(status) {
+  if (status === "cancelled") return "chat.subagent_cancelled";
+  if (status === "failed") return "chat.subagent_failed";
+  if (status === "timed_out") return "chat.subagent_timed_out";
+  if (status === "interrupted") return "chat.subagent_interrupted";
+  return "chat.subagent_done";
+}
+
+/** A helper's steps still open when its run ends, and what each then says: the run's
+ * ending (no tool_done comes for them), live as after a reload. */
+const OPEN_STEPS = new Set(["requested", "awaiting_approval", "running"]);
+const STEP_ENDING = { cancelled: "cancelled", failed: "error", timed_out: "timed_out", interrupted: "interrupted" };
 
 /** The server's copy of a text (`known`, checkpointed every half second) and the
  * deltas heard since the page listened (`heard`), which may repeat its end: joined
@@ -631,7 +646,8 @@ export class Transcript {
   /** The "working" dots: while a turn runs and nothing else shows progress. */
   placeActivity() {
     const busyTool = [...this.toolCards.values()].some((c) => c.status === "running");
-    const waiting = [...this.approvals.values()].some((p) => p.pending);
+    // What waits for the member (an approval, a tool's question), and who asks it.
+    const waiting = [...this.approvals.values()].find((p) => p.pending) || [...this.questions.values()].find((q) => q.pending) || null;
     const show = this.running && !this.stream && !busyTool && !waiting;
     if (!show) this.activity.remove();
     else if (this.list.lastElementChild !== this.activity) this.list.append(this.activity);
@@ -643,7 +659,11 @@ export class Transcript {
    * says so, and one whose answer failed is not "done". Said again only when it changes. */
   announce(waiting) {
     let key = "";
-    if (this.running) key = waiting ? "chat.waiting_for_approval" : "chat.working";
+    if (this.running) {
+      key = !waiting ? "chat.working"
+        : waiting.question ? (waiting.agentName ? "chat.waiting_for_answer_agent" : "chat.waiting_for_answer")
+          : waiting.agentName ? "chat.waiting_for_approval_agent" : "chat.waiting_for_approval";
+    }
     else {
       const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.matches(".note.info")).pop();
       // The member's own message last: its answer has not begun, nothing is done yet.
@@ -656,7 +676,7 @@ export class Transcript {
               : status === "interrupted" ? "chat.turn_interrupted" : "chat.turn_ended";
       }
     }
-    const text = key ? t(key) : "";
+    const text = key ? t(key, { name: waiting?.agentName }) : "";
     if (this.announcer.textContent !== text) this.announcer.textContent = text;
   }
 
@@ -1089,7 +1109,7 @@ export class Transcript {
     const node = el("div", { class: "tool-card", "data-call-id": call.id }, details);
     this.remember(details, `t:${call.id}`);
     const card = {
-      node, details, status: call.status,
+      node, details, status: call.status, badge: status,
       set: (next, text, code) => {
         card.status = next;
         card.code = code;
@@ -1097,6 +1117,7 @@ export class Transcript {
         status.className = `badge tool-${next}`;
         status.textContent = toolStatusLabel(next);
         if (text != null && text !== "") { result.textContent = text; resultBlock.hidden = false; }
+        this.batchOutcome(card);
         this.placeActivity();
       },
     };
@@ -1131,7 +1152,7 @@ export class Transcript {
     const shown = this.subBoxes.get(data.frame_id);
     if (shown) {
       if (!this.subframes.has(data.frame_id)) {  // a run taken up again after a restart: the same frame goes on
-        shown.state.textContent = t("chat.subagent_working");
+        shown.say("chat.subagent_working");
         shown.box.classList.remove("done", ...ENDINGS.map((status) => `ended-${status}`));
         shown.box.setAttribute("aria-busy", "true");
         this.subframes.set(data.frame_id, shown);
@@ -1140,19 +1161,14 @@ export class Transcript {
     }
     const host = this.toolCards.get(data.spawned_by_call_id)?.node || this.subCalls.get(data.spawned_by_call_id);
     if (!host) return null;
-    const head = el("strong");
-    const state = el("span", { class: "sub-state", text: t("chat.subagent_working") });
+    // One sentence with the helper's name in it ("Unteragent X ist fertig."): words
+    // joined around a name are not grammatical in every language.
+    const head = el("p", { class: "sub-head" });
     const steps = el("ul", { class: "sub-steps" });
     const text = el("p", { class: "sub-text", hidden: true });
     // Busy while it works: inside the transcript's live log, its text rewritten each frame
     // would be read out again and again; it is announced once, done.
-    const box = el("div", { class: "subagent", role: "group", "aria-busy": "true", "data-frame-id": data.frame_id },
-      el("p", { class: "sub-head" }, head, " ", state), steps, text);
-    showAgentTitle(data.agent, (agent) => {
-      const name = t("chat.subagent", { agent });
-      head.textContent = name;
-      box.setAttribute("aria-label", name);
-    });
+    const box = el("div", { class: "subagent", role: "group", "aria-busy": "true", "data-frame-id": data.frame_id }, head, steps, text);
     // A batch's boxes in call order, however their starts interleave (`index`: the run's
     // place in its call); a reload rebuilds them in that order (restoreSubagents).
     const index = Number.isInteger(data.index) ? data.index : null;
@@ -1161,9 +1177,19 @@ export class Transcript {
       : [...host.children].find((child) => child.matches(".subagent[data-index]") && Number(child.dataset.index) > index);
     if (after) host.insertBefore(box, after); else host.append(box);
     // parts: message id → its text; cut: ids of messages a restart interrupted (subagentText).
-    const sub = { box, state, steps, text, agent: data.agent, parts: new Map(), cut: new Set(), pending: false };
+    const sub = {
+      box, steps, text, agent: data.agent, name: data.agent, said: "chat.subagent_working", callId: data.spawned_by_call_id,
+      parts: new Map(), cut: new Set(), pending: false,
+      say: (key) => { sub.said = key; head.textContent = t(key, { name: sub.name }); },
+    };
+    showAgentTitle(data.agent, (name) => {
+      sub.name = name;
+      sub.say(sub.said);
+      box.setAttribute("aria-label", t("chat.subagent", { name }));
+    });
     this.subframes.set(data.frame_id, sub);
     this.subBoxes.set(data.frame_id, sub);
+    this.nameAskers(data.frame_id, data.agent);
     this.follow();
     return sub;
   }
@@ -1224,10 +1250,7 @@ export class Transcript {
       this.subCalls.set(data.call_id, step);
       sub.steps.append(step);
     }
-    const badge = step.querySelector(".badge");
-    badge.className = `badge tool-${status}`;
-    badge.textContent = toolStatusLabel(status);
-    step.dataset.status = status;
+    setStep(step, status);
   }
 
   /** `agent_done`: the box says how the run ended, as the task strip does (a stopped
@@ -1253,10 +1276,49 @@ export class Transcript {
       sub.parts.set(...failedAnswer);
       this.showSubagentText(sub);
     }
-    sub.state.textContent = endingLabel(status);
+    // A helper it started that is still working ended with it (a cancel stops the whole chain).
+    for (const [frameId, inner] of this.subframes) {
+      if (inner !== sub && sub.box.contains(inner.box)) this.subagentDone({ frame_id: frameId, status });
+    }
+    // Its steps still open end with it: no tool_done comes for a call its run's end cut.
+    for (const step of sub.steps.children) {
+      if (STEP_ENDING[status] && OPEN_STEPS.has(step.dataset.status)) setStep(step, STEP_ENDING[status]);
+    }
+    sub.say(endingKey(status));
     sub.box.classList.add("done", `ended-${status}`);
     sub.box.removeAttribute("aria-busy");
     this.subframes.delete(data.frame_id);
+    const card = this.toolCards.get(sub.callId);
+    if (card) this.batchOutcome(card);
+  }
+
+  /** An execute_task batch (two or more runs) whose call is done says how its runs
+   * ended: "Failed" when every one did, "2 of 3 failed" when some did — not "Done". */
+  batchOutcome(card) {
+    const boxes = [...card.node.children].filter((child) => child.matches(".subagent"));
+    if (card.status !== "done" || boxes.length < 2 || boxes.some((box) => !box.classList.contains("done"))) return;
+    const failed = boxes.filter((box) => !box.classList.contains("ended-completed")).length;
+    if (!failed) return;
+    card.badge.className = "badge tool-error";
+    card.badge.textContent = failed === boxes.length ? toolStatusLabel("error") : t("chat.tool_batch_failed", { failed, total: boxes.length });
+    card.node.dataset.outcome = failed === boxes.length ? "failed" : "some_failed";
+  }
+
+  /** Who asks, for an approval or a question: a helper (a sub-agent's frame) as
+   * { frameId, agent } — its agent from the server, else from its box here, else
+   * null until its box comes (nameAskers) — or null for the assistant itself. */
+  helperOf(item) {
+    const frameId = item.frame_id || null;
+    const agent = item.agent || (frameId ? this.subBoxes.get(frameId)?.agent : null) || null;
+    if (!agent && !((item.depth ?? 0) > 0)) return null;
+    return { frameId, agent };
+  }
+
+  /** A helper's box came: the cards waiting for its name (asked before it showed) say it. */
+  nameAskers(frameId, agent) {
+    for (const panel of [...this.approvals.values(), ...this.questions.values()]) {
+      if (panel.frameId === frameId && !panel.agent && panel.name) { panel.agent = agent; showAgentTitle(agent, panel.name); }
+    }
   }
 
   /**
@@ -1313,17 +1375,22 @@ export class Transcript {
     const approve = button(t("chat.approve"), { kind: "primary small", onClick: () => decide("approve") });
     const deny = button(t("chat.deny"), { kind: "small", onClick: () => decide("deny") });
     const actions = el("div", { class: "actions" }, approve, deny);
-    // A helper's call (its frame has a box here): the card names the helper asking, not "the assistant".
-    const askedBy = approval.frame_id ? this.subBoxes.get(approval.frame_id)?.agent : null;
-    const asker = el("span", { text: askedBy ? t("chat.approval_question_before_agent", { agent: askedBy }) : t("chat.approval_question_before") });
-    if (askedBy) showAgentTitle(askedBy, (agent) => { asker.textContent = t("chat.approval_question_before_agent", { agent }); });
+    // A helper's call: the card names the helper asking, not "the assistant" (named as
+    // soon as it is known: from the server, or when the helper's box comes).
+    const helper = this.helperOf(approval);
+    const asker = el("span", { text: t("chat.approval_question_before") });
     const question = el("p", { class: "approval-question" }, asker, el("code", { text: name }), t("chat.approval_question_after"));
     const node = el("div", { class: "approval", role: "group", "aria-label": t("chat.approval_label", { tool: name }), "data-approval-id": id },
       question,
       scrollableRegion(el("pre", { class: "tool-args", text: prettyArguments(approval.arguments) }), t("chat.tool_arguments_of", { tool: name })),
       actions, status);
     const panel = {
-      node, callId, pending: true,
+      node, callId, pending: true, frameId: helper?.frameId, agent: helper?.agent, agentName: null,
+      name: (agent) => {
+        panel.agentName = agent;
+        asker.textContent = t("chat.approval_question_before_agent", { agent });
+        this.placeActivity();
+      },
       resolve: (decided) => {
         // Approved, yet the call was denied: the host asks again as a call starts, and the
         // member's access had gone meanwhile, or a rule now refuses it. "Approved." beside
@@ -1363,6 +1430,7 @@ export class Transcript {
       status.className = "approval-status error";
     };
     this.approvals.set(id, panel);
+    if (panel.agent) showAgentTitle(panel.agent, panel.name);
     const card = this.toolCards.get(callId);
     if (card) {
       if (!decided) card.set("awaiting_approval");
@@ -1402,16 +1470,27 @@ export class Transcript {
     const decline = button(t("chat.question_decline"), { kind: "small", onClick: () => answer("decline") });
     const actions = el("div", { class: "actions" }, send, decline);
     const form = el("form", { class: "question-form", on: { submit: (e) => { e.preventDefault(); answer("accept"); } } }, ...inputs, actions);
+    // A helper's tool asks: the card names the helper who waits (as an approval does).
+    const helper = this.helperOf(question);
+    const asker = el("p", { class: "question-asker", hidden: true });
     const node = el("div", { class: "approval question", role: "group", "aria-label": t("chat.question_label"), "data-question-id": id },
-      el("p", { class: "approval-question", text: question.message || "" }), form, status);
+      asker, el("p", { class: "approval-question", text: question.message || "" }), form, status);
     const card = {
-      node, pending: true,
+      node, pending: true, question: true, frameId: helper?.frameId, agent: helper?.agent, agentName: null,
+      name: (agent) => {
+        card.agentName = agent;
+        node.setAttribute("aria-label", t("chat.question_label_agent", { name: agent }));
+        asker.textContent = t("chat.question_asked_by_agent", { name: agent });
+        asker.hidden = false;
+        this.placeActivity();
+      },
       resolve: (outcome) => {
         card.pending = false;
         node.classList.add("resolved");
         form.remove();
         status.textContent = t(outcome === "accept" ? "chat.question_answered" : outcome === "decline" ? "chat.question_declined" : "chat.question_gone");
         status.className = `approval-status ${outcome === "accept" ? "approved" : "denied"}`;
+        this.placeActivity();
       },
     };
     const answer = async (action) => {
@@ -1437,6 +1516,7 @@ export class Transcript {
       status.className = "approval-status error";
     };
     this.questions.set(id, card);
+    if (card.agent) showAgentTitle(card.agent, card.name);
     const box = el("div", { class: "tool-card standalone" }, node);
     if (quiet) this.list.append(box); else this.append(box);
     this.placeActivity();

@@ -352,6 +352,7 @@ class Scope:
             return await runtime.questions.ask(
                 self.frame.conversation_id, self.plugin_id, message, fields,
                 timeout=timeout, cancelled=runtime.cancel_event(self.frame.conversation_id),
+                asker={"frame_id": self.frame.id, "agent": self.agent.id} if self.frame.depth > 0 else None,
             )
         except QuestionError as exc:
             raise ValueError(str(exc)) from None

@@ -50,9 +50,15 @@ class Question:
     message: str
     fields: list[dict[str, Any]]
     future: asyncio.Future[dict[str, Any]] = field(repr=False)
+    #: A helper's (sub-agent's) tool asked: its frame and agent, so the card names the
+    #: helper who waits, not "a tool" of the assistant. Empty for the conversation's own agent.
+    asker: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
-        return {"question_id": self.id, "conversation_id": self.conversation_id, "plugin": self.plugin_id, "message": self.message, "fields": self.fields}
+        return {
+            "question_id": self.id, "conversation_id": self.conversation_id, "plugin": self.plugin_id, "message": self.message,
+            "fields": self.fields, **self.asker,
+        }
 
 
 def check_fields(raw: Any) -> list[dict[str, Any]]:
@@ -159,12 +165,17 @@ class Questions:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         cancelled: asyncio.Event | None = None,
+        asker: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
+        """``asker``: ``frame_id`` and ``agent`` of the helper whose tool asks, if one does."""
         if not isinstance(message, str) or not message.strip():
             raise QuestionError("a question needs a message")
         checked = check_fields(fields)
         timeout = min(max(float(timeout), 1.0), MAX_TIMEOUT)
-        question = Question(secrets.token_urlsafe(12), conversation_id, plugin_id, message[:2000], checked, asyncio.get_running_loop().create_future())
+        question = Question(
+            secrets.token_urlsafe(12), conversation_id, plugin_id, message[:2000], checked, asyncio.get_running_loop().create_future(),
+            asker={k: str(v) for k, v in (asker or {}).items() if k in ("frame_id", "agent")},
+        )
         self._open[question.id] = question
         outcome = "cancel"
         try:

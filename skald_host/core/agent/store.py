@@ -1200,9 +1200,13 @@ class ConversationStore:
         )
 
     async def pending_approvals(self) -> list[dict[str, Any]]:
+        """Each with the frame of its call and, when that frame is a helper's (a sub-agent
+        run), the helper (``agent``): the card names who asks, after a reload as live."""
         rows = await self.db.run(
             lambda c: c.execute(
-                "SELECT a.*, t.arguments FROM approvals a JOIN tool_calls t ON t.id = a.tool_call_id WHERE a.status = 'pending' ORDER BY a.created_at"
+                "SELECT a.*, t.arguments, t.frame_id, CASE WHEN f.depth > 0 THEN f.agent_id END AS agent"
+                " FROM approvals a JOIN tool_calls t ON t.id = a.tool_call_id LEFT JOIN frames f ON f.id = t.frame_id"
+                " WHERE a.status = 'pending' ORDER BY a.created_at"
             ).fetchall()
         )
         return [dict(r) for r in rows]

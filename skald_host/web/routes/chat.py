@@ -39,7 +39,7 @@ MESSAGE = obj(
 
 QUESTION = obj(
     {"question_id": TEXT, "conversation_id": TEXT, "message": TEXT, "fields": array(obj({"name": TEXT, "type": TEXT}))},
-    {"plugin": nullable(TEXT)},
+    {"plugin": nullable(TEXT), "frame_id": TEXT, "agent": TEXT},
 )
 
 
