@@ -70,7 +70,7 @@ async def test_a_new_prompt_runs_in_utc_like_the_assistants_until_the_browsers_z
     # No zone saved: the form says UTC, as the text below it and the assistant do.
     form = page.get_by_test_id("schedule-new")
     await expect(form.get_by_label("Time zone")).to_have_value("UTC")
-    await expect(form).to_contain_text("UTC, as your assistant uses, until you save your time zone below.")
+    await expect(form).to_contain_text("UTC, as your assistant uses. A prompt saved now stays on UTC when you save your time zone below: edit its time zone then to move it.")
     zone = page.get_by_test_id("schedule-zone")
     await expect(zone.get_by_label("Time zone")).to_have_value("")
     await expect(zone).to_contain_text("new prompts use UTC until you save one (your browser says Europe/Berlin)")
