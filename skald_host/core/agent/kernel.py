@@ -1370,7 +1370,14 @@ class Kernel:
             try:
                 status = await self.runtime.waiters.wait(approval["id"])
             except asyncio.CancelledError:
-                if not self.interrupted():  # a Stop, a run's cancel or timeout: its card is cleared live
+                if self.interrupted():
+                    pass  # the server stopping: recovery asks again
+                elif self.runtime.cancel_event(scope.frame.conversation_id).is_set():
+                    # The member's Stop: written expired, unannounced; the turn's
+                    # ``cancelled`` settles its card as stopped (the phone app and the
+                    # web say "the conversation was stopped", not "it expired").
+                    await asyncio.shield(self.store.resolve_approval(approval["id"], "expired"))
+                else:  # a run's cancel or timeout: its card is cleared live
                     await asyncio.shield(self._expire_approval(scope, approval["id"]))
                 raise
             finally:
