@@ -25,10 +25,17 @@ from .helpers import free_port, refused_serve, server_env
 
 @pytest.fixture
 def root_logging():
-    """``configure_logging`` replaces the root logger's handlers: put them back."""
+    """``configure_logging`` replaces the root logger's handlers and sets the levels of
+    the root and the private libraries' loggers: put them all back (left at WARNING,
+    httpx's lines were missing from later tests in the same process)."""
+    from skald_host.logs import PRIVATE_LIBRARY_LOGGERS
+
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in PRIVATE_LIBRARY_LOGGERS}
     yield
+    for name, saved in levels.items():
+        logging.getLogger(name).setLevel(saved)
     for handler in list(root.handlers):
         root.removeHandler(handler)
         if handler not in handlers:
