@@ -114,3 +114,46 @@ async def test_the_direction_follows_the_script_whatever_intl_knows(skald, brows
     )
     rtl = {"ar", "he", "fa", "ur", "ckb", "ar-EG"}
     assert directions == {code: "rtl" if code in rtl else "ltr" for code in directions}, directions
+
+
+async def test_each_message_takes_its_own_scripts_direction(skald, browser_pages):
+    """An English answer in the Arabic interface reads left to right, and Arabic typed in
+    the English interface right to left: messages, the composer and the edit box say
+    dir="auto", so their text, not the interface, sets the direction."""
+    from skald_host.testing import Reply, ScriptedModelServer
+
+    from .test_chat import MODEL, configure_model, send
+
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start(plugins=[Arabic()], enable=["arabic"])
+        await configure_model(await host.admin(), server)
+        server.script(MODEL, [Reply(text="An answer in **English**."), Reply(text="مرحبا بك")])
+        page = await browser_pages.new(host.url)
+        await sign_in(page, host.admin_username, ADMIN_PASSWORD)
+        await choose_language(page, "Interface language", "ar")
+        await page.goto("/#chat")
+        box = page.locator(".composer-input")
+        await box.fill("Hello in English")
+        await box.press("Enter")
+        answer = page.locator(".transcript .msg.assistant").last
+        await expect(answer).to_have_attribute("data-status", "complete")
+        direction = "(node) => getComputedStyle(node).direction"
+        assert await page.locator("html").evaluate(direction) == "rtl"
+        assert await answer.locator(".msg-body").evaluate(direction) == "ltr"
+        assert await page.locator(".transcript .msg.user .plain").last.evaluate(direction) == "ltr"
+        assert await box.evaluate(direction) == "rtl"  # empty: the interface's
+        await box.fill("Hello")
+        assert await box.evaluate(direction) == "ltr"
+        await box.fill("")
+
+        await choose_language(page, "لغة الواجهة", "en")
+        await page.goto("/#chat")
+        await page.locator(".conv-list .conv-link").first.click()
+        await expect(page.locator(".transcript .msg.assistant")).to_have_count(1)
+        await send(page, "أهلا وسهلا")
+        await expect(page.locator(".transcript .msg.assistant")).to_have_count(2, timeout=20_000)
+        answer = page.locator(".transcript .msg.assistant").last
+        await expect(answer).to_have_attribute("data-status", "complete")
+        assert await answer.locator(".msg-body").evaluate(direction) == "rtl"
+        assert await page.locator(".transcript .msg.user .plain").last.evaluate(direction) == "rtl"
+        assert await page.locator(".transcript .msg.user .plain").first.evaluate(direction) == "ltr"

@@ -47,3 +47,14 @@ export function scrollableRegion(node, label) {
   node.setAttribute("aria-label", label);
   return node;
 }
+
+/** A text box whose direction follows what is typed in it (Arabic in an English
+ * interface runs right to left) and, while empty, the interface's, so its placeholder
+ * sits where the interface reads from: Chromium resolves an empty dir="auto" box to
+ * left to right whatever the page's direction. */
+export function followTypedDirection(box) {
+  const sync = () => { if (box.value.trim()) box.dir = "auto"; else box.removeAttribute("dir"); };
+  box.addEventListener("input", sync);
+  sync();
+  return sync;
+}

@@ -7,7 +7,7 @@
 // through lib/markdown.js (marked, sanitised by DOMPurify). A streaming answer is
 // rendered at most once per animation frame, and then only its last block
 // (MarkdownStream): the finished blocks are rendered once.
-import { el, scrollableRegion } from "../lib/dom.js";
+import { el, followTypedDirection, scrollableRegion } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
 import { hush, hushed } from "../lib/live.js";
@@ -724,7 +724,7 @@ export class Transcript {
 
   userBubble(text, { id = null, state = "sent", attachments = [] } = {}) {
     const stateNode = el("span", { class: "msg-state" });
-    const bubbleBody = el("div", { class: "bubble" }, el("p", { class: "plain", text }), filesList(attachments));
+    const bubbleBody = el("div", { class: "bubble" }, el("p", { class: "plain", dir: "auto", text }), filesList(attachments));
     const meta = el("div", { class: "msg-meta user-meta" }, stateNode, copyButton(() => text, t("chat.copy_your_message"), "copy-message"));
     // Named by who wrote it: a screen reader moving from message to message hears whose it is.
     const node = el("article", { class: "msg user", "aria-label": t("chat.author_you"), "data-state": state }, bubbleBody, meta);
@@ -747,6 +747,7 @@ export class Transcript {
    * branch is kept as a version). */
   editForm(bubble, bubbleBody, meta, trigger) {
     const input = el("textarea", { class: "edit-input", rows: "3", "aria-label": t("chat.edit_label"), props: { value: bubble.text } });
+    followTypedDirection(input);
     const save = el("button", { class: "btn primary small", type: "submit", text: t("chat.edit_save") });
     const cancel = button(t("common.cancel"), { kind: "quiet small", onClick: () => close() });
     const status = el("p", { class: "form-status error", role: "status", "aria-live": "polite" });
@@ -784,11 +785,13 @@ export class Transcript {
   }
 
   assistantNode(id) {
-    const reasoningBody = el("div", { class: "reasoning-body md" });
+    // dir="auto": a reply's own script sets its direction, not the interface's (an
+    // English answer in an Arabic interface reads left to right, and the reverse).
+    const reasoningBody = el("div", { class: "reasoning-body md", dir: "auto" });
     const reasoning = el("details", { class: "reasoning", hidden: true },
       el("summary", {}, el("span", { text: t("chat.reasoning") }), el("span", { class: "reasoning-live", text: t("chat.thinking") })),
       reasoningBody);
-    const body = el("div", { class: "msg-body md" });
+    const body = el("div", { class: "msg-body md", dir: "auto" });
     const caret = el("span", { class: "caret", "aria-hidden": "true" });
     const tools = el("div", { class: "tool-list" });
     const meta = el("div", { class: "msg-meta" });

@@ -4,7 +4,7 @@
 // socket comes back, the open conversation is read again from the server, so a turn
 // still running and the approvals still waiting show as they are.
 import { api, upload } from "../lib/api.js";
-import { el, link, present, uid } from "../lib/dom.js";
+import { el, followTypedDirection, link, present, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, formatDate, notice, statusLine } from "../lib/ui.js";
@@ -395,7 +395,9 @@ function composer(view) {
   // The server counts code points; a string's length (UTF-16 units) is never fewer.
   const length = () => (text.value.length > MAX_MESSAGE_CHARS ? [...text.value].length : text.value.length);
   let tooLongSaid = null; // the words the status line says the text is too long with
+  const direction = followTypedDirection(text);
   const sync = () => {
+    direction();
     const count = length();
     const over = count > MAX_MESSAGE_CHARS;
     send.disabled = over || (!text.value.trim() && !files.length);
