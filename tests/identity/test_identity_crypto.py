@@ -282,9 +282,11 @@ async def test_semaphore_caps_concurrent_derivations(monkeypatch):
     kdf = KeyDerivation(KDF_FLOOR, permits=2)
     lock, running, peak_threads = threading.Lock(), [0], [0]
     real = crypto.hash_secret_raw
+    loop_thread, derived_on = threading.get_ident(), set()
 
     def counting(*args, **kwargs):
         with lock:
+            derived_on.add(threading.get_ident())
             running[0] += 1
             peak_threads[0] = max(peak_threads[0], running[0])
         try:
@@ -295,23 +297,19 @@ async def test_semaphore_caps_concurrent_derivations(monkeypatch):
 
     monkeypatch.setattr(crypto, "hash_secret_raw", counting)
 
-    ticks: list[float] = []
     observed: list[tuple[int, int]] = []
     done = asyncio.Event()
 
     async def ticker():
         while not done.is_set():
-            ticks.append(time.perf_counter())
             observed.append((kdf.in_flight, kdf.waiting))
             await asyncio.sleep(0.01)
 
     ticking = asyncio.create_task(ticker())
     await asyncio.sleep(0)
-    started = time.perf_counter()
     results = await asyncio.gather(
         *(kdf.derive(f"pw{i}", secrets.token_bytes(16), KDF_FLOOR) for i in range(8))
     )
-    elapsed = time.perf_counter() - started
     done.set()
     await ticking
 
@@ -320,9 +318,11 @@ async def test_semaphore_caps_concurrent_derivations(monkeypatch):
     assert max(in_flight for in_flight, _ in observed) == 2
     assert max(waiting for _, waiting in observed) >= 1
     assert (kdf.in_flight, kdf.waiting) == (0, 0)
-    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-    assert len(ticks) >= elapsed / 0.01 * 0.5, "the event loop stalled during derivations"
-    assert max(gaps) < 0.1, f"event loop blocked for {max(gaps) * 1000:.0f} ms"
+    # The loop is free while Argon2 runs: every derivation ran off the loop's thread, and
+    # the loop went on ticking while derivations were in flight (said without a clock:
+    # a gap's length would say how busy the machine was, not whether the loop blocked).
+    assert derived_on and loop_thread not in derived_on
+    assert sum(1 for in_flight, _ in observed if in_flight) >= 2, "the event loop stalled during derivations"
 
 
 async def test_cancelled_login_keeps_its_permit_until_the_thread_finishes(kdf, monkeypatch):
