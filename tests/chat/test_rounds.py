@@ -201,25 +201,27 @@ async def test_parallel_delegate_batch_runs_concurrently_and_records_results_in_
     [({}, 4), ({"subagents": {"max_tree_depth": 2}}, 2)],
     ids=["seed-default-4", "configured-2"],
 )
-async def test_delegation_nesting_beyond_the_configured_depth_is_an_error_result_not_a_crash(chat, deepest_level):
+async def test_the_deepest_level_allowed_is_not_offered_delegation(chat, deepest_level):
     """§9 ``max_tree_depth``: the seed's 4 by default, and what the instance's
-    ``subagents`` settings say when they say otherwise."""
+    ``subagents`` settings say when they say otherwise. A helper at that depth is not
+    offered ``execute_task``: one level deeper would be refused, so offering it only
+    spent a round of the helper's on a call that could not run."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
     nests = [Reply(tool_calls=[ToolCall("execute_task", {"agent": f"nester{level}", "task": "Go one level deeper."})])
-             for level in range(1, deepest_level + 2)]
+             for level in range(1, deepest_level + 1)]
     unwinding = [Reply(f"level {depth} done") for depth in range(deepest_level, -1, -1)]
-    chat.server.script(MODEL_A, nests + unwinding)  # the root and every level each try to nest
+    chat.server.script(MODEL_A, nests + unwinding)  # the root and every level but the deepest nest
     async with ChatSocket(alice) as sock:
         cid = await new_conversation(alice)
         await sock.send(cid, "Nest as deep as you can.")
         events = await sock.turn(cid)
     requests = chat.server.requests_for(MODEL_A)
-    assert len(requests) == 2 * deepest_level + 2 and chat.server.pending(MODEL_A) == 0
-    deepest = requests[deepest_level + 1]  # the deepest level, after its own attempt to go one deeper
-    assert deepest.messages[-1]["role"] == "tool"
-    assert f"at most {deepest_level} levels deep" in deepest.messages[-1]["content"]
+    assert len(requests) == 2 * deepest_level + 1 and chat.server.pending(MODEL_A) == 0
     assert [t["function"]["name"] for t in requests[1].tools] == ["execute_task"]  # the nester offers only that
+    assert [t["function"]["name"] for t in requests[deepest_level - 1].tools] == ["execute_task"]
+    deepest = requests[deepest_level]  # the deepest level's request: nothing to delegate with
+    assert "tools" not in deepest.body, deepest.tools
     assert max(e.get("depth", 0) for e in events) == deepest_level
     assert "error" not in types(events)
     transcript = await messages(alice, cid)

@@ -528,7 +528,7 @@ class Kernel:
             system = await self.runtime.system_prompt(frame, agent)
         memo = self._memo(frame)
         messages = project(system, history, images, memo)
-        tools = self.runtime.offered_tools(agent)
+        tools = self.runtime.offered_tools(agent, depth=scope.depth)
         if scope.run is None or not scope.run.signal_contract:
             tools = [t for t in tools if t.name != "emit_signal"]  # only a run with a signal contract may signal (seed 004 §4.7)
         scope.round_tools = frozenset(t.name for t in tools)
@@ -1217,7 +1217,7 @@ class Kernel:
         if not admitted and self.chat.tools.get(registered.name) is not registered:
             # A member tool (member_tools hook) is asked for again after the gate: it may
             # have been withdrawn (access revoked) while its card waited.
-            if not any(t.name == registered.name for t in self.runtime.offered_tools(scope.agent)):
+            if not any(t.name == registered.name for t in self.runtime.offered_tools(scope.agent, depth=scope.depth)):
                 audit.denied(self.runtime.member_id, f"tool:{call['name']}", via="tool_start", tool=call["name"], plugin=registered.plugin_id)
                 return "denied", WITHDRAWN
 
@@ -1309,7 +1309,7 @@ class Kernel:
         if registered is None:
             # A plugin's per-member tool (the member_tools hook), asked again now: it
             # may have been withdrawn since the round.
-            registered = next((t for t in self.runtime.offered_tools(scope.agent) if t.name == name), None)
+            registered = next((t for t in self.runtime.offered_tools(scope.agent, depth=scope.depth) if t.name == name), None)
         if registered is not None and not scope.agent.offers(registered.name):
             return None
         if scope.round_tools is not None and name not in scope.round_tools:

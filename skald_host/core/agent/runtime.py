@@ -686,7 +686,7 @@ class MemberRuntime:
         """The names of the tools the frame's agent offers the member as given (what of
         the member a request depends on, besides the frozen prompt prefix)."""
         try:
-            return tuple(t.name for t in self.offered_tools(self.agents.get(frame.agent_id), member))
+            return tuple(t.name for t in self.offered_tools(self.agents.get(frame.agent_id), member, frame.depth))
         except AgentError:
             return None
 
@@ -1219,18 +1219,20 @@ class MemberRuntime:
                 raise ChatForbidden("your role does not include project chat", code="project_chat_forbidden")
             raise ChatForbidden(f"your role does not let you talk with the agent {agent.id!r}", values={"agent": agent.id})
 
-    def offered_tools(self, agent: AgentDefinition, member: Member | None = None) -> list[RegisteredTool]:
+    def offered_tools(self, agent: AgentDefinition, member: Member | None = None, depth: int = 0) -> list[RegisteredTool]:
         """The tools of a round, from the member as now known (pushed on every change
         of their role, grants or active flag: ``ChatService.access_changed``) and the
         plugins' flags: memory only, asked every round. ``member``: as this member was
-        (to tell whether a request already sent offered the same tools)."""
+        (to tell whether a request already sent offered the same tools). ``depth``: the
+        frame's, 0 for the conversation's own agent."""
         if not agent.allow_tools:
             return []
         member = member or self.member
         # get_skill is the agent's skills' own tool (seed 004 §2.1): offered with them
         # whatever its tool patterns say, and never without them. execute_task only to
-        # an agent that may delegate to someone (§2.2: ``delegates: []`` is nobody).
-        delegates = delegates_anyone(agent)
+        # an agent that may delegate to someone (§2.2: ``delegates: []`` is nobody),
+        # from a frame above the deepest level (one deeper is refused: the coordinator).
+        delegates = delegates_anyone(agent) and depth < self.subagents.limits.max_tree_depth
 
         def offers(name: str) -> bool:
             if name == SKILL_TOOL:
