@@ -163,6 +163,15 @@ class HostApi(Protocol):
     async def member_locale(self, member_id: str) -> str:
         """The member's UI locale (``en``, ``de``, ...), for strings the plugin sends."""
 
+    async def member_name(self, member_id: str) -> Mapping[str, str]:
+        """``{"username", "display_name"}`` of a member who may use this plugin, to name
+        the account in what the plugin says where the member may not be the one
+        reading (a channel confirming which account a chat was just linked to: someone
+        talked into handing over a pairing code sees it went to another account). The
+        display name is the username when the member set none. Raises
+        ``ChannelRequestError`` for an unknown member or one without the plugin's
+        grant. Since 1.14."""
+
     # -- this source's conversations, read back (since 1.3) --------------------------------
     #
     # A channel with its own screen (the mobile app) shows the member what they said

@@ -59,6 +59,8 @@ async def test_unlocked_member_is_accepted_answered_on_the_channel_and_a_replay_
     assert await api.member_locale(member_id) == "en"
     assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
     assert await api.member_locale(member_id) == "de"
+    # The account's name, for a channel to say which account a chat went to (spec 1.14).
+    assert await api.member_name(member_id) == {"username": "alice", "display_name": alice.member["display_name"]}
 
 
 async def test_approval_card_reaches_the_channel_and_resolving_it_there_runs_the_call(channels):
@@ -111,6 +113,10 @@ async def test_member_without_grant_inactive_or_unknown_is_refused_and_nothing_i
         await api.new_conversation(member_id)
     with pytest.raises(ChannelRequestError):
         await api.save_upload(member_id, "photo.jpg", b"\xff\xd8\xff")
+    with pytest.raises(ChannelRequestError):
+        await api.member_name(member_id)
+    with pytest.raises(ChannelRequestError):
+        await api.member_name("0" * 32)
 
     assert (await api.send_message("0" * 32, "hello")).reason == "no such member"
     assert (await api.send_message("../../etc", "hello")).status == "refused"

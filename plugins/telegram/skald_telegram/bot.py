@@ -602,6 +602,11 @@ class TelegramBot:
         if member_id is None:
             await self._offer_pairing(message)
             return
+        if _command(message) == "/unlink":
+            # From the chat itself, whatever the account may do: the person holding
+            # the chat takes it back (a code handed to someone else linked it there).
+            await self.unlink(member_id)
+            return
         locale = await self.locale_for(member_id, message.language_code)
         if not await self.host.member_has_grant(member_id):
             await self._refuse_once(member_id, message.chat_id, locale)
@@ -617,7 +622,7 @@ class TelegramBot:
                 await self._refuse_once(member_id, message.chat_id, locale)
 
     async def _converse(self, member_id: str, message: Inbound, locale: str) -> None:
-        command = message.text.split()[0].split("@")[0].lower() if message.text.startswith("/") else ""
+        command = _command(message)
         if command in ("/start", "/help"):
             await self.say(message.chat_id, self.t("help", locale), member_id)
             return
@@ -1360,7 +1365,14 @@ class TelegramBot:
         """Redeem a code for the member and greet the chat; raises ``PairingError``."""
         binding = await self.pairing.redeem(member_id, typed)
         locale = await self.locale_for(member_id)
-        await self.say(binding["chat_id"], self.t("linked", locale), member_id)
+        # The account named: someone talked into handing over their code sees that
+        # their chat now belongs to another account (and can /unlink it from there).
+        try:
+            name = await self.host.member_name(member_id)
+            account = f"{name['display_name']} ({name['username']})" if name["display_name"] != name["username"] else name["username"]
+        except ChannelRequestError:
+            account = "?"
+        await self.say(binding["chat_id"], self.t("linked", locale, account=account), member_id)
         replaced = binding.get("replaced_chat_id")
         if replaced is not None:
             # The member's previous chat lost the link to this one: told so (as an
@@ -1394,6 +1406,11 @@ def _is_relay(record: Any) -> bool:
         and all(isinstance(record.get(name), str) and record.get(name) for name in ("id", "member_id", "conversation_id"))
         and (record.get("message_id") is None or isinstance(record.get("message_id"), int))
     )
+
+
+def _command(message: Inbound) -> str:
+    """A message's command (``/new``; ``/new@skald_bot`` in a group's form), or ""."""
+    return message.text.split()[0].split("@")[0].lower() if message.text.startswith("/") else ""
 
 
 def locked_key(lock_reason: str) -> str:

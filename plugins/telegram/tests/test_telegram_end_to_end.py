@@ -29,7 +29,7 @@ async def test_pair_on_the_page_then_chat_and_see_the_scripted_answer(setup):
     assert saved.json()["config"] == {"code": None, "unlink": None, "linked": True, "chat_id": ALICE_CHAT, "chat_name": "Alice"}
     status = (await alice.get("/api/plugin/telegram/status")).json()
     assert (status["linked"], status["chat_name"]) == (True, "Alice") and "Alice" in status["line"]
-    assert "linked to your Skald account" in (await setup.api.wait_texts(ALICE_CHAT, 2))[1]
+    assert "linked to the Skald account Alice (alice)" in (await setup.api.wait_texts(ALICE_CHAT, 2))[1]
 
     # Only a hash of the code was stored, and it cannot be used twice.
     core = setup.host.core
@@ -53,6 +53,27 @@ async def test_pair_on_the_page_then_chat_and_see_the_scripted_answer(setup):
     roster = (await setup.admin.get("/api/plugin/telegram/roster")).json()["links"]
     assert [(r["member_id"], r["chat_id"], r["chat_name"]) for r in roster] == [(alice.member["id"], ALICE_CHAT, "Alice")]
     assert (await alice.get("/api/plugin/telegram/roster")).status_code == 403
+
+
+async def test_a_chat_whose_code_someone_else_redeemed_is_told_whose_account_and_unlinks_itself(setup):
+    """Someone talked into handing over their pairing code: the chat is told the account
+    it went to, by name, and /unlink from the chat takes it back (nothing more it writes
+    reaches that account)."""
+    await running(setup)
+    bob = await setup.host.member("bob", display_name="Robert")
+    code = await pairing_code(setup, ALICE_CHAT, "/start")
+    saved = await bob.put("/api/plugins/telegram/my-config", json={"config": {"code": code}})
+    assert saved.status_code == 200, saved.text
+    told = (await setup.api.wait_texts(ALICE_CHAT, 2))[1]
+    assert "Robert (bob)" in told and "/unlink" in told, told
+
+    setup.api.send(ALICE_CHAT, "/unlink")
+    assert "no longer linked" in (await setup.api.wait_texts(ALICE_CHAT, 3))[2]
+    status = (await bob.get("/api/plugin/telegram/status")).json()
+    assert status["linked"] is False
+    setup.api.send(ALICE_CHAT, "my secret plans")
+    assert "code" in (await setup.api.wait_texts(ALICE_CHAT, 4))[3].lower()  # offered pairing again, as a stranger
+    assert (await bob.get("/api/conversations")).json()["conversations"] == []
 
 
 async def test_a_tool_call_is_approved_with_the_inline_button(setup):

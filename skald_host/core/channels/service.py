@@ -285,6 +285,10 @@ class ChannelService:
         member = await self._member(source, member_id)
         return member.locale or await self.core.default_locale()
 
+    async def member_name(self, source: str, member_id: str) -> Mapping[str, str]:
+        member = await self._member(source, member_id)
+        return {"username": member.username, "display_name": member.display_name or member.username}
+
 
 def _read_project_file(base: Path, file: Path, limit: int) -> Mapping[str, Any]:
     """A project file's bytes, read from a descriptor checked to be a regular file

@@ -297,6 +297,9 @@ class PluginHostApi:
     async def member_locale(self, member_id: str) -> str:
         return await self._core.channels.member_locale(self.plugin_id, member_id)
 
+    async def member_name(self, member_id: str) -> Mapping[str, str]:
+        return await self._core.channels.member_name(self.plugin_id, member_id)
+
     # -- this source's conversations, read back (spec 1.3) ----------------------------------
 
     async def conversations(self, member_id: str, *, limit: int = 50) -> list[Mapping[str, Any]]:
