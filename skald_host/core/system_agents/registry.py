@@ -5,6 +5,7 @@ The scheduler, the system-agents page and the per-member interval all read this.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 _AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MIN_TICK_SECONDS = 60
 MAX_TICK_SECONDS = 15 * 60
+#: The longest interval honoured (ten years): an agent's ``interval`` field may have no
+#: maximum, and a larger value would overflow the scheduler's date arithmetic.
+MAX_INTERVAL_SECONDS = 10 * 366 * 86400
 DEFAULT_RUN_AT_HOUR = 4
 REQUIRED_FIELDS = ("enabled", "interval")
 
@@ -137,8 +141,8 @@ class AgentRegistry:
         """The ``interval`` setting in the agent's own unit (an admin types 7 days, not
         10080 minutes), else the agent's default."""
         value = settings.get("interval")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return max(MIN_TICK_SECONDS, int(value * entry.unit_seconds))
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+            return max(MIN_TICK_SECONDS, min(MAX_INTERVAL_SECONDS, int(min(value, MAX_INTERVAL_SECONDS) * entry.unit_seconds)))
         return entry.agent.interval_seconds
 
     async def member_intervals(self, entry: RegisteredAgent) -> dict[str, int]:

@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Literal, Mapping
 
 from skald_hookspecs.system_agents import Report
 from skald_host.core.identity.users import Member, MemberError
@@ -137,7 +137,8 @@ def _error_view(row: dict[str, Any]) -> None:
 @dataclass(frozen=True)
 class Outcome:
     """What one look at one agent for one member (or subject) came to; for tests and
-    the log. ``ran``/``failed`` wrote a run row; the others wrote none."""
+    the log. ``ran`` wrote a run row, and ``failed`` did when the agent's ``has_work``
+    or ``run`` failed (not when the pass failed around them); the others wrote none."""
 
     agent_id: str
     member_id: str | None
@@ -279,19 +280,33 @@ class SystemAgentScheduler:
             outcomes: list[Outcome] = []
             members = await self.core.users.list()
             for entry in self.registry.entries:
-                if not await self.registry.enabled(entry):
-                    continue
-                settings = await self.registry.settings(entry)
-                if entry.agent.scope == "per_member":
-                    for member in members:
-                        if member.active:
-                            outcomes.append(await self._member_pass(entry, member, settings))
-                elif entry.agent.scope == "instance":
-                    outcomes.append(await self._instance_pass(entry, members, settings))
-                else:
-                    for subject_id in await self.core.registry.run(store.subjects):
-                        outcomes.append(await self._subject_pass(entry, subject_id, members, settings))
+                # Each agent's pass on its own: one that fails (its settings, a member's
+                # file) leaves the agents and members after it their turn.
+                try:
+                    if not await self.registry.enabled(entry):
+                        continue
+                    settings = await self.registry.settings(entry)
+                    if entry.agent.scope == "per_member":
+                        for member in members:
+                            if member.active:
+                                outcomes.append(await self._contained(entry, member.id, self._member_pass(entry, member, settings)))
+                    elif entry.agent.scope == "instance":
+                        outcomes.append(await self._contained(entry, None, self._instance_pass(entry, members, settings)))
+                    else:
+                        for subject_id in await self.core.registry.run(store.subjects):
+                            outcomes.append(await self._contained(entry, None, self._subject_pass(entry, subject_id, members, settings), subject_id))
+                except Exception:
+                    log.exception("system agents: the pass of %s failed", entry.id)
             return outcomes
+
+    async def _contained(self, entry: RegisteredAgent, member_id: str | None, step: Awaitable[Outcome], subject_id: str | None = None) -> Outcome:
+        """One member's (or subject's) pass of an agent; its failure logged and counted
+        as failed, not raised into the rest of the pass."""
+        try:
+            return await step
+        except Exception:
+            log.exception("system agents: the pass of %s for %s failed", entry.id, member_id or subject_id or "the instance")
+            return Outcome(entry.id, member_id, subject_id, "failed")
 
     # -- the three scopes ---------------------------------------------------------------------
 
@@ -473,7 +488,16 @@ class SystemAgentScheduler:
             if entry.agent.has_work is not None and not await entry.agent.has_work(context):
                 return "idle"
         except (Exception, *PLUGIN_EXITS) as exc:
-            record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc)
+            # A failed run in the member's list, as a failure of ``run`` is: the type and
+            # the error id, with the hook it came from.
+            error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc, say=isinstance(exc, PluginError))
+            error = f"{type(exc).__name__} in has_work (error id {error_id})"
+
+            def failed_run(c: Any) -> None:
+                run_id = store.open_run(c, entry.id, context.subject_id, started)
+                store.finish_run(c, run_id, "failed", iso(self.clock()), {}, error)
+
+            await db.transaction(failed_run)
             return "failed"
         if mark_attempt:
             await db.transaction(lambda c: store.mark_attempt(c, entry.id, started))
