@@ -142,12 +142,13 @@ async def test_a_new_note_never_replaces_one_and_a_name_leaving_its_folder_is_re
     # One create-only request, refused (409): nothing was written over.
     assert [r for r in requests if r.startswith("PUT")] == [f"PUT {host.url}/api/memory/user-memory/notes/plans.md?create=1"]
 
-    # A name with a ".." part or a leading "/": refused before any request.
-    for name in ("../escape.md", "a/../b.md", "/root.md"):
+    # A name with a "." or ".." part or a leading "/": refused before any request (the
+    # browser would send "a/./b.md" as "a/b.md").
+    for name in ("../escape.md", "a/../b.md", "a/./b.md", "/root.md"):
         requests.clear()
         await page.get_by_label("Name").fill(name)
         await page.get_by_role("button", name="Save").click()
-        await expect(page.get_by_role("status").filter(has_text="may not start with “/” or have “..” as a part")).to_be_visible()
+        await expect(page.get_by_role("status").filter(has_text="may not start with “/” or have “.” or “..” as a part")).to_be_visible()
         assert requests == [], name
     assert [n["key"] for n in (await alice_api.get("/api/memory/user-memory/notes")).json()["notes"]] == ["plans.md"]
 

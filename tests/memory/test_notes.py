@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from skald_host.core.memory.notes import MAX_NOTE_BYTES, NoteError, NoteStore, classify_memory
+from skald_host.core.memory.notes import MAX_NOTE_BYTES, NoteError, NoteStore, classify_memory, note_key
 from skald_host.core.schema import OWNER_MIGRATIONS, REGISTRY_MIGRATIONS
 from skald_host.core.storage import Database
 
@@ -63,7 +63,7 @@ async def test_write_read_replace_delete(store: NoteStore) -> None:
         await store.read("index.md")
     await store.write("index.md", "first")
     await store.write("index.md", "second")
-    assert await store.read("./index.md") == "second"
+    assert await store.read("index.md") == "second"
     assert [n.key for n in await store.list()] == ["index.md"]
     assert await store.delete("index.md") is True
     assert await store.delete("index.md") is False
@@ -88,7 +88,7 @@ async def test_limits_have_clear_errors(store: NoteStore) -> None:
     with pytest.raises(NoteError, match="at most 300 characters"):
         await store.write("k" * 301, "x")
     with pytest.raises(NoteError, match="needs a name"):
-        await store.write("../..", "x")
+        await store.write("/", "x")
     with pytest.raises(NoteError, match="control"):
         await store.write("a\nb", "x")
     with pytest.raises(NoteError, match="text"):
@@ -136,21 +136,18 @@ async def test_search_finds_sharp_s_and_ss_either_way(store: NoteStore) -> None:
 
 @pytest.mark.parametrize("query", ['"', 'a"b', "NOT", "AND OR", "(x", "x*", "col:umn", "^start", "-", "NEAR(a b)"])
 async def test_search_with_fts_syntax_does_not_raise(store: NoteStore, query: str) -> None:
-    """Each term is quoted: syntax is searched for as words, or refused as a NoteError
-    (nothing searchable left), never a raw sqlite error."""
+    """Each term is quoted: syntax is searched for as words, or nothing is searched
+    (no word left), never a raw sqlite error."""
     await store.write("a.md", 'a"b col:umn x start NEAR a b AND OR NOT')
-    try:
-        hits = await store.search(query)
-    except NoteError as exc:
-        assert "empty" in str(exc)
-    else:
-        assert [h.key for h in hits] in ([], ["a.md"])
+    hits = await store.search(query)
+    assert [h.key for h in hits] in ([], ["a.md"])
 
 
-async def test_empty_search_is_a_clear_error(store: NoteStore) -> None:
-    for query in ("", "   ", '""', "- ( )"):
-        with pytest.raises(NoteError, match="empty"):
-            await store.search(query)
+async def test_a_search_without_a_word_finds_nothing(store: NoteStore) -> None:
+    """As the conversation search: no word to look for is no hit, not an error."""
+    await store.write("a.md", 'quotes " stars * brackets ( percent % plus +')
+    for query in ("", "   ", '""', "- ( )", "*", "(", "%", "+", "\x00"):
+        assert await store.search(query) == [], query
 
 
 async def test_search_finds_notes_with_every_word(store: NoteStore) -> None:
@@ -169,3 +166,24 @@ async def test_search_limit_and_snippets_of_only_the_chosen_notes(store: NoteSto
     assert all("apple" in h.snippet for h in hits)
     assert len(await store.search("apple pear", limit=50)) == 30
     assert await store.search("apple plum") == []
+
+
+@pytest.mark.parametrize("key", ["..", ".", "../x.md", "../../x.md", "a/../b.md", "a/./b.md", "a/..", "./index.md", "a/\u2025/b", "\uff0e\uff0e/x"])
+def test_a_key_with_a_dot_part_is_refused_not_clamped(key: str) -> None:
+    """"a/../b.md" was stored as "b.md": a caller's key changed without notice."""
+    with pytest.raises(NoteError, match="'.' or '..'") as refused:
+        note_key(key)
+    assert refused.value.code == "note_key_dot_segment"
+
+
+@pytest.mark.parametrize("key", ["projects/garden.md", "a/.hidden", "..notes", "a/b..", "%2e%2e%2fx.md", "Grüße/übersicht.md", "a//b.md", "a/"])
+def test_a_key_with_dots_inside_a_name_is_kept(key: str) -> None:
+    assert note_key(key) == "/".join(part for part in key.split("/") if part)
+
+
+async def test_a_dot_part_reaches_no_note(store: NoteStore) -> None:
+    await store.write("b.md", "kept")
+    for call in (store.read("a/../b.md"), store.write("a/../b.md", "over"), store.delete("a/../b.md"), store.list("a/..")):
+        with pytest.raises(NoteError, match="'.' or '..'"):
+            await call
+    assert await store.read("b.md") == "kept"

@@ -20,9 +20,10 @@ const TABS = [
 const may = (ctx, capability) => !capability || mayDo(ctx.session, capability);
 
 const encodeKey = (key) => key.split("/").map(encodeURIComponent).join("/");
-// A name the browser would rewrite in the URL ("a/../b" becomes "b") or the store would
-// clamp ("../x" becomes "x"): refused here, before a note is written under another name.
-const unsafeKey = (key) => key.startsWith("/") || key.split("/").some((part) => part.trim() === "..");
+// A name the browser would rewrite in the URL ("a/../b" becomes "b", "a/./b" "a/b") or
+// the server refuses (a "." or ".." part: note_key_dot_segment): refused here, before
+// any request, so a note is never written under another name.
+const unsafeKey = (key) => key.startsWith("/") || key.split("/").some((part) => [".", ".."].includes(part.trim()));
 const notesApi = (root, key) => `/api/memory/${root}/notes${key === undefined ? "" : `/${encodeKey(key)}`}`;
 const route = (tab, params = {}) => {
   const query = new URLSearchParams(params).toString();
@@ -66,7 +67,7 @@ function stepLink(ctx, hash, text, attrs, after) {
 }
 
 function searchForm(tab, ctx, query, status) {
-  const input = el("input", { type: "search", name: "q", maxlength: "500", autocomplete: "off", props: { value: query } });
+  const input = el("input", { type: "search", name: "q", maxlength: "200", autocomplete: "off", props: { value: query } });  // MAX_SEARCH_CHARS
   const submit = el("button", { class: "btn", type: "submit", text: t("memory.search_submit") });
   const form = el("form", { class: "grid-form", role: "search", novalidate: true },
     field(t("memory.search_label"), input)[0],

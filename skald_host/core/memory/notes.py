@@ -112,12 +112,22 @@ def classify_memory(path: str) -> tuple[str, str] | None:
 
 
 def note_key(key: Any) -> str:
-    """``key`` validated and in its one spelling; a bad key raises ``NoteError``."""
+    """``key`` validated and in its one spelling (NFKC, no empty parts); a bad key,
+    one with a ``.`` or ``..`` part among them, raises ``NoteError``. Agent paths are
+    clamped before they get here (``classify_memory``)."""
     if not isinstance(key, str):
         raise NoteError("a note key must be text")
     if "\x00" in key:
         raise NoteError("a note key may not contain a NUL byte")
-    normal = _clamp(unicodedata.normalize("NFKC", key).strip().split("/"))
+    parts = unicodedata.normalize("NFKC", key).strip().split("/")
+    # Refused, not clamped: "a/../b.md" stored as "b.md" would answer the caller with a
+    # key it did not ask for (the HTTP client's own "%2E%2E" arrives here as "..").
+    if any(part in (".", "..") for part in parts):
+        raise NoteError(
+            "a note key may not have '.' or '..' as a part; use a path such as recipes/bread.md",
+            code="note_key_dot_segment",
+        )
+    normal = "/".join(part for part in parts if part)
     if not normal:
         raise NoteError("a note needs a name, e.g. 'index.md'")
     if len(normal) > MAX_KEY_CHARS:
@@ -150,10 +160,10 @@ def fts_terms(query: Any) -> list[str]:
     has it ("strasse" finds "Straße": the index folds accents, not "ß")."""
     if not isinstance(query, str):
         raise NoteError("the search query must be text")
-    # A term with no letter or digit holds no token; FTS5 would reject it.
+    # A term with no letter or digit holds no token; FTS5 would reject it. No term left
+    # (`"`, `*`, nothing) is no term: the search finds nothing, as the conversation
+    # search's does, rather than being an error.
     terms = [t for t in unicodedata.normalize("NFKC", query).replace("\x00", " ").split() if any(ch.isalnum() for ch in t)]
-    if not terms:
-        raise NoteError("the search query is empty")
     grouped = []
     for term in terms[:32]:
         quoted = ['"' + spelled.replace('"', '""') + '"*' for spelled in sharp_s_spellings(term)]
@@ -217,7 +227,7 @@ class NoteStore:
     async def list(self, prefix: str = "", *, limit: int | None = None) -> list[NoteInfo]:
         """Notes at or under ``prefix`` (a note named like it, and every note inside it
         as a folder), ordered by key."""
-        prefix = note_key(prefix) if isinstance(prefix, str) and _clamp(prefix.split("/")) else ""
+        prefix = note_key(prefix) if isinstance(prefix, str) and prefix.strip().strip("/") else ""
         await self._guard(SHARED_READ)
         sql = "SELECT key, length(CAST(content AS BLOB)) AS size, updated_at FROM memory_docs"
         args: tuple[Any, ...] = ()
@@ -236,9 +246,12 @@ class NoteStore:
         Every word, not any: a word that is in most notes would otherwise make bm25
         score most notes (bench/memory.py). Snippets are made for the chosen notes
         only, since a snippet per matching row would cost more than the ranking."""
-        expression = " AND ".join(fts_terms(query))
+        terms = fts_terms(query)
         limit = max(1, min(int(limit), MAX_SEARCH_RESULTS))
         await self._guard(SHARED_READ)
+        if not terms:
+            return []
+        expression = " AND ".join(terms)
 
         def run(conn: Any) -> list[NoteHit]:
             ranked = conn.execute(

@@ -24,6 +24,9 @@ from skald_host.web.errors import ApiError
 bp = Blueprint("chat", __name__)
 
 MAX_MESSAGE_CHARS = 100_000
+#: The longest search a member may type: the conversation list's, and the memory page's
+#: (routes/memory.py), so both refuse the same query with the same ``too_long``.
+MAX_SEARCH_CHARS = 200
 ATTACHMENTS = "'attachments' must be a list of file paths"
 MESSAGE = obj(
     {"text": text(MAX_MESSAGE_CHARS, min_length=1)},
@@ -88,7 +91,7 @@ _CONVERSATION_CURSOR = re.compile(r"(\d{4}-\d{2}-\d{2}T[0-9:.]{1,20}Z)~([A-Za-z0
 
 @bp.get("/api/conversations")
 @query(
-    search=text(200, description="part of a title, or words in the messages"),
+    search=text(MAX_SEARCH_CHARS, description="part of a title, or words in the messages"),
     before={"type": "string", "maxLength": 100, "description": "the 'next_before' of the previous page: the conversations after its last one"},
 )
 @returns(obj({
@@ -99,8 +102,9 @@ _CONVERSATION_CURSOR = re.compile(r"(\d{4}-\d{2}-\d{2}T[0-9:.]{1,20}Z)~([A-Za-z0
 async def list_conversations() -> dict:
     """The member's conversations, newest first, a page at a time."""
     search = request.args.get("search") or None
-    if search is not None and len(search) > 200:
-        raise ApiError(400, "search is longer than 200 characters", field="search", code="too_long", values={"limit": 200})
+    if search is not None and len(search) > MAX_SEARCH_CHARS:
+        raise ApiError(400, f"search is longer than {MAX_SEARCH_CHARS} characters", field="search", code="too_long",
+                       values={"limit": MAX_SEARCH_CHARS})
     before = None
     if "before" in request.args:
         cursor = _CONVERSATION_CURSOR.fullmatch(request.args["before"])

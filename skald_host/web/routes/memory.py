@@ -4,8 +4,10 @@
 member's notes cannot even be named) or ``shared-memory`` (the registry pool, gated on
 ``memory.shared.read`` / ``memory.shared.write`` by ``MemoryService`` itself, so this
 layer cannot forget the check). A note's key is the URL's tail (``…/notes/<path:key>``,
-each segment percent-encoded by the client) and is normalised in one place
-(``note_key``), where ``..`` clamps inside the store.
+each segment percent-encoded by the client) and is checked in one place (``note_key``):
+a key with a ``.`` or ``..`` part is refused (``note_key_dot_segment``), never
+rewritten into another note's name. A search is the conversation list's: at most
+``MAX_SEARCH_CHARS``, and one with no word in it finds nothing.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from quart import Blueprint, current_app, request
 from skald_host.core.identity.users import OwnerDatabaseUnavailable
 from skald_host.core.memory.notes import MEMORY_ROOTS, NoteAccessDenied, NoteError, NoteStore, note_key
 from skald_host.web.auth import current_principal
-from skald_host.web.body import TEXT, accepts, field, json_object, obj, query
+from skald_host.web.body import TEXT, accepts, field, json_object, obj, query, text
 from skald_host.web.errors import ApiError
+from skald_host.web.routes.chat import MAX_SEARCH_CHARS
 
 bp = Blueprint("memory", __name__)
 
-MAX_QUERY_CHARS = 500
 LIST_LIMIT = 2000
 
 
@@ -63,11 +65,12 @@ async def list_notes(root: str) -> dict:
 
 
 @bp.get("/api/memory/<root>/search")
-@query(q=TEXT)
+@query(q=text(MAX_SEARCH_CHARS, description="words a note must all contain; none (only punctuation): no hits"))
 async def search_notes(root: str) -> dict:
     query = request.args.get("q", "")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ApiError(400, f"the search is longer than {MAX_QUERY_CHARS} characters", field="q", code="too_long", values={"limit": MAX_QUERY_CHARS})
+    if len(query) > MAX_SEARCH_CHARS:
+        raise ApiError(400, f"the search is longer than {MAX_SEARCH_CHARS} characters", field="q", code="too_long",
+                       values={"limit": MAX_SEARCH_CHARS})
     hits = await _call(_store(root).search(query, limit=50))
     return {"root": root, "hits": [{"key": h.key, "snippet": h.snippet, "rank": h.rank} for h in hits]}
 
