@@ -28,6 +28,7 @@ LIVE_ADDITIONS = """(() => {
       const log = target?.closest("[role=log]");
       if (!log || log.getAttribute("aria-live") === "off" || log.getAttribute("aria-busy") === "true") continue;
       for (const node of record.addedNodes) {
+        node.__said = true;  // for said() below
         if (node.nodeType !== Node.ELEMENT_NODE) continue;
         window.__liveAdds.push({
           id: node.dataset.messageId || null,
@@ -40,6 +41,13 @@ LIVE_ADDITIONS = """(() => {
 })();"""
 
 LIVE = "() => document.querySelector('[role=log]')?.getAttribute('aria-live') === 'polite'"
+
+#: Whether the live log read `node` out: it, or what it came in with inside its row
+#: (the row itself not: a row added whole is said whole), was added while it was live.
+SAID = """(node) => {
+  for (let at = node; at && !at.matches?.(".msg"); at = at.parentNode) if (at.__said) return true;
+  return node.matches(".msg") && Boolean(node.__said);
+}"""
 
 
 async def rows_said(page: Any) -> list[str]:
@@ -85,6 +93,36 @@ async def test_regenerate_and_a_version_flip_add_only_the_changed_answer_to_the_
         assert await rows_said(page) == [first_take]
         await expect(versions.get_by_role("button", name="Next version")).to_be_focused()  # kept where the flip put it
         await expect(answers).to_have_count(2)
+
+
+async def test_the_controls_an_answer_and_a_sent_message_get_are_not_read_out(skald, browser_pages):
+    """After "The assistant is done" a screen reader heard "test-model Copy the answer
+    Regenerate", and "Edit" after every message sent: controls added to rows the log had
+    shown. They come while it is not live; the message and the answer's words are said."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("noa")
+        server.script(MODEL, [Reply(text="Hello."), Reply(text="Hello there, this is the answer.", token_delay=0.02)])
+        page = await browser_pages.new(host.url)
+        await page.add_init_script(LIVE_ADDITIONS)
+        await sign_in(page, "noa", MEMBER_PASSWORD)
+        await send(page, "Hi")  # a new conversation's first turn is drawn as it opens: the second is live
+        await expect(page.get_by_role("button", name="Regenerate")).to_be_visible()
+        await send(page, "Tell me more")
+        mine = page.locator(".msg.user").last
+        answer = page.locator(".msg.assistant").last
+        await expect(answer.locator(".msg-body")).to_have_text("Hello there, this is the answer.")
+        await expect(answer.get_by_role("button", name="Regenerate")).to_be_visible()
+        await expect(mine.get_by_role("button", name="Edit")).to_be_visible()
+        await page.wait_for_function(LIVE)
+
+        assert await mine.evaluate(SAID)
+        assert await answer.locator(".msg-body > p").evaluate(SAID)  # its words as they settled
+        for control in (answer.locator(".model"), answer.get_by_role("button", name="Copy the answer"),
+                        answer.get_by_role("button", name="Regenerate"), mine.get_by_role("button", name="Edit")):
+            assert not await control.evaluate(SAID), await control.evaluate("(node) => node.outerHTML")
+        await expect(answer.locator(".model")).to_have_text(MODEL)
 
 
 async def test_math_filled_in_on_opening_a_conversation_is_not_read_out(skald, browser_pages):

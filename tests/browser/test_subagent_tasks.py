@@ -155,3 +155,83 @@ async def test_a_run_taken_up_after_a_restart_shows_its_new_text_not_the_cut_one
         box = card.locator(".subagent")
         await expect(box.locator(".sub-head")).to_have_text("Sub-agent Researcher finished.")
         await expect(box.locator(".sub-text")).to_have_text(AGAIN)
+
+
+#: What another tab of the member's sends while the task runs (its turn refreshes the strip).
+ELSEWHERE = "Meanwhile, something else."
+
+
+def delegate_in_background(request):
+    last = request.messages[-1]
+    if last["content"] == TASK:
+        return Hang(text="reading")
+    if last["content"] == ELSEWHERE:
+        return Reply("Noted.")
+    if last["role"] == "tool" or last["content"].startswith("[Background updates."):
+        return Reply("I handed it to the researcher.")
+    return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": TASK, "mode": "background"})])
+
+
+async def a_running_task(page):
+    await send(page, "Research the reports in the background.")
+    await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("I handed it to the researcher.")
+    item = page.get_by_role("region", name="Tasks").locator(".task-item")
+    await expect(item).to_contain_text("Running")
+    return item
+
+
+async def test_cancelling_a_task_by_keyboard_keeps_the_focus_on_that_task(skald, browser_pages):
+    """The Cancel button, disabled as it is pressed and gone with the strip's refresh,
+    took the keyboard's focus to <body>: it stays on the task, which says it stopped."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("kai")
+        server.responder = delegate_in_background
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "kai", MEMBER_PASSWORD)
+        item = await a_running_task(page)
+        await item.locator("summary").focus()
+        await page.keyboard.press("Enter")
+        await expect(item.locator(".task-transcript")).to_contain_text(TASK)
+        await page.keyboard.press("Tab")
+        await expect(item.get_by_role("button", name="Cancel task")).to_be_focused()
+        await page.keyboard.press("Enter")
+        await expect(item).to_contain_text("Cancelled")
+        await expect(item.get_by_role("button", name="Cancel task")).to_have_count(0)
+        await expect(item.locator("summary")).to_be_focused()
+
+
+async def test_a_refresh_of_the_task_strip_keeps_the_focus_where_it_was_and_each_task_is_named(skald, browser_pages):
+    """Another tab's turn refreshes the strip, which makes every row anew: the keyboard
+    on a task's Cancel was dropped to <body>. It stays on that task's Cancel; and each
+    task is a group named by its helper and its task."""
+    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
+        host = await skald.start()
+        await configure_model(await host.admin(), server)
+        await host.create_member("lou")
+        server.responder = delegate_in_background
+        page = await browser_pages.new(host.url)
+        await sign_in(page, "lou", MEMBER_PASSWORD)
+        item = await a_running_task(page)
+        strip = page.get_by_role("region", name="Tasks")
+        await expect(strip.get_by_role("group", name=f"Researcher {TASK}")).to_be_visible()
+        await item.locator("summary").focus()
+        await page.keyboard.press("Enter")
+        await expect(item.locator(".task-transcript")).to_contain_text(TASK)
+        await page.keyboard.press("Tab")
+        cancel = item.get_by_role("button", name="Cancel task")
+        await expect(cancel).to_be_focused()
+        await cancel.evaluate("(button) => { window.cancelBefore = button; }")
+
+        other = await browser_pages.new(host.url)
+        await sign_in(other, "lou", MEMBER_PASSWORD)
+        await other.goto(page.url)
+        await expect(other.locator(".task-item")).to_contain_text("Running")
+        await send(other, ELSEWHERE)
+        await expect(other.locator(".msg.assistant .msg-body").last).to_have_text("Noted.")
+
+        await page.wait_for_function("() => !window.cancelBefore.isConnected")  # the strip was made anew
+        await expect(item).to_have_attribute("open", "")
+        await expect(item).to_contain_text("Running")
+        await expect(cancel).to_be_focused()

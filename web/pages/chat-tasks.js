@@ -3,13 +3,14 @@
 // is the same after a reload; refreshed when a run starts or ends (socket events).
 // A run opens to its transcript; a live one can be cancelled.
 import { api } from "../lib/api.js";
-import { el } from "../lib/dom.js";
+import { el, uid } from "../lib/dom.js";
 import { currentLocale, errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, errorText, statusLine } from "../lib/ui.js";
 
 const LIVE = new Set(["queued", "running", "waiting_delegates"]);
 const REFRESH_ON = new Set(["agent_start", "agent_done", "turn_finished", "cancelled"]);
+const STOPS = "summary, a[href], button, [tabindex]"; // where a keyboard can be in a task item
 
 export const taskStatus = (status) => t(`chat.task_status_${status}`);
 export const isLive = (status) => LIVE.has(status);
@@ -106,13 +107,15 @@ export function taskStrip(conversationId, { admin = true } = {}) {
   let timer = null;
 
   const row = (run) => {
-    const details = el("details", { class: `task-item status-${run.status}`, "data-run-id": run.id });
-    const agent = el("span", { class: "task-agent" });
+    const agent = el("span", { class: "task-agent", id: uid("task-agent") });
+    const what = el("span", { class: "task-what", id: uid("task-what"), text: run.task });
+    // Named by its helper and task: a <details> is a group, unnamed without it.
+    const details = el("details", { class: `task-item status-${run.status}`, "data-run-id": run.id, "aria-labelledby": `${agent.id} ${what.id}` });
     showAgentTitle(run.agent_id, (name) => { agent.textContent = name; });
     const summary = el("summary", {},
       agent,
       el("span", { class: "task-state", text: taskStatus(run.status) }),
-      el("span", { class: "task-what", text: run.task }));
+      what);
     details.append(summary);
     details.addEventListener("toggle", async () => {
       if (!details.open || details.dataset.loaded) return;
@@ -123,9 +126,18 @@ export function taskStrip(conversationId, { admin = true } = {}) {
     });
     if (LIVE.has(run.status)) {
       const cancel = button(t("chat.task_cancel"), { kind: "quiet small danger-text", onClick: async () => {
+        // Disabled, the focused button dropped the keyboard's focus to <body>: it waits on
+        // its task's summary, which the refresh then keeps (saying the new status).
+        const hadFocus = document.activeElement === cancel;
+        if (hadFocus) summary.focus({ preventScroll: true });
         cancel.disabled = true;
         const response = await api("POST", `/api/agent-runs/${encodeURIComponent(run.id)}/cancel`);
-        if (!response.ok) { cancel.disabled = false; status.error(errorText(response)); return; }
+        if (!response.ok) {
+          cancel.disabled = false;
+          if (hadFocus && document.activeElement === summary) cancel.focus({ preventScroll: true });
+          status.error(errorText(response));
+          return;
+        }
         refresh();
       } });
       details.append(el("p", { class: "task-actions" }, cancel));
@@ -139,9 +151,22 @@ export function taskStrip(conversationId, { admin = true } = {}) {
     if (!response.ok) { status.error(errorText(response)); return null; }
     status.clear();
     const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.dataset.runId));
+    // Every row is made anew: the focus in one (a keyboard on a task) went to <body> with
+    // it. It goes to the same place in the same task, else to that task's summary (its
+    // Cancel gone once it ended), else to the task now in its place.
+    const focused = list.contains(document.activeElement) ? document.activeElement : null;
+    const had = focused?.closest("details");
+    const place = had && { id: had.dataset.runId, stop: [...had.querySelectorAll(STOPS)].indexOf(focused), index: [...list.children].indexOf(had.parentElement) };
     const runs = (response.data.runs || []).filter((r) => r.depth === 1 || !LIVE.has(r.status));
     list.replaceChildren(...runs.map(row));
-    for (const details of list.querySelectorAll("details")) if (open.has(details.dataset.runId)) details.open = true;
+    const items = [...list.querySelectorAll("details")];
+    for (const details of items) if (open.has(details.dataset.runId)) details.open = true;
+    if (place) {
+      const same = items.find((d) => d.dataset.runId === place.id);
+      const target = same ? same.querySelectorAll(STOPS)[place.stop] || same.querySelector("summary")
+        : items[Math.min(place.index, items.length - 1)]?.querySelector("summary");
+      target?.focus({ preventScroll: true });
+    }
     node.hidden = runs.length === 0;
     return response.data.runs || [];
   };

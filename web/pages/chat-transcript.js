@@ -117,13 +117,14 @@ const FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]";
  * as the answer ends) stays too. Replaced: what differs, e.g. the last block, streamed
  * without highlighting and with the caret. Focus inside a replaced node goes to its
  * counterpart in the new one (the same place among its focusable elements), else to
- * the message, never to <body>.
+ * the message, never to <body>. Returns the nodes it added (what is new to a reader).
  */
 function settleInto(node, text) {
   const fresh = renderMarkdown(text);
   const old = [...node.childNodes];
   const focused = node.contains(document.activeElement) ? document.activeElement : null;
   let moved = null; // { index, place }: the focus's top-level node was replaced
+  const added = [];
   const noteFocus = (had, index) => {
     if (!focused || !had.contains(focused)) return;
     const stops = had.nodeType === Node.ELEMENT_NODE ? [had, ...had.querySelectorAll(FOCUSABLE)] : [];
@@ -131,19 +132,20 @@ function settleInto(node, text) {
   };
   fresh.forEach((next, index) => {
     const had = old[index];
-    if (!had) node.append(next);
-    else if (!had.isEqualNode(next)) { noteFocus(had, index); had.replaceWith(next); }
+    if (!had) { node.append(next); added.push(next); }
+    else if (!had.isEqualNode(next)) { noteFocus(had, index); had.replaceWith(next); added.push(next); }
   });
   for (const [offset, extra] of old.slice(fresh.length).entries()) { noteFocus(extra, fresh.length + offset); extra.remove(); }
-  if (!moved) return;
+  if (!moved) return added;
   const counterpart = fresh[moved.index];
   const stops = counterpart?.nodeType === Node.ELEMENT_NODE ? [counterpart, ...counterpart.querySelectorAll(FOCUSABLE)] : [];
   const target = stops[moved.place];
-  if (target && target.matches(FOCUSABLE)) { target.focus({ preventScroll: true }); return; }
+  if (target && target.matches(FOCUSABLE)) { target.focus({ preventScroll: true }); return added; }
   const message = node.closest(".msg") || node;
   message.tabIndex = -1;
   message.focus({ preventScroll: true });
   message.addEventListener("blur", () => message.removeAttribute("tabindex"), { once: true });
+  return added;
 }
 const nextFrame = (fn) => (document.hidden ? setTimeout(fn, 100) : requestAnimationFrame(fn));
 
@@ -316,6 +318,7 @@ export class Transcript {
     this.followPending = false;
     this.openDetails = new Set(); // reasoning blocks and tool cards the member opened
     this.loads = 0; // renders of a whole conversation: a restore answers the one it was read for
+    this.redrawing = false; // a redraw's hush holds the log (redrawQuietly)
     this.reset();
     // At the end still when the scroll is follow()'s own: the answer may have grown by more
     // than nearBottom's margin between that frame and this event, which is not the
@@ -548,21 +551,43 @@ export class Transcript {
    * it was last live (the new answer, the other version) is then added once more, now
    * live, and so said alone. Opening a conversation says nothing: none of it is new. */
   redrawQuietly() {
-    if (hushed(this.node)) { hush(this.node); return; }  // the first read's "before" stands
+    // The first read's "before" stands (a hush for controls or math alone has none).
+    if (this.redrawing) { hush(this.node); return; }
     const heard = this.loads ? heardIn(this.list) : null;
-    hush(this.node, () => { if (heard) this.sayNew(heard); });
+    this.redrawing = true;
+    hush(this.node, () => { this.redrawing = false; if (heard) this.sayNew(heard); });
   }
 
   /** Put each row not heard before back where it is: an addition to the live log. */
   sayNew(heard) {
-    for (const node of [...this.list.children]) {
-      if (node === this.activity || wasHeard(node, heard)) continue;
+    this.sayAgain([...this.list.children].filter((node) => node !== this.activity && !wasHeard(node, heard)));
+  }
+
+  /** Put `nodes` back where they are (the focus in them kept): additions to the live log. */
+  sayAgain(nodes) {
+    for (const node of nodes) {
+      if (!node.isConnected) continue;
       const focused = node.contains(document.activeElement) ? document.activeElement : null;
-      const next = node.nextSibling;
+      const [parent, next] = [node.parentNode, node.nextSibling];
       node.remove();
-      this.list.insertBefore(node, next);
+      parent.insertBefore(node, next);
       focused?.focus({ preventScroll: true });
     }
+  }
+
+  /** Controls added to a row the log has shown (its model, Copy, Read aloud, Regenerate,
+   * Edit) are not news: a screen reader read "test-model Copy the answer Regenerate" out
+   * after every answer, "Edit" after every message sent. aria-busy on the row did not
+   * hold them back (Chromium heeds it on the live region only): the log is not live while
+   * they come. A row not in the log yet is said whole as it comes. */
+  quietly(row) {
+    if (row.isConnected) hush(this.node);
+  }
+
+  /** What changed alongside such controls (an answer's settled words, its new tool
+   * cards): added once more when the log is live again, and so said as before. */
+  sayWhenLive(news) {
+    if (news.length && hushed(this.node)) hush(this.node, () => this.sayAgain(news));
   }
 
   setRunning(running) {
@@ -641,6 +666,7 @@ export class Transcript {
     meta.append(actions);
     meta.hidden = false;
     this.turnActions = actions;
+    this.quietly(last);
   }
 
   /** The "working" dots: while a turn runs and nothing else shows progress. */
@@ -741,6 +767,7 @@ export class Transcript {
     if (bubble.id == null || bubble.edit || !this.handlers.edit) return;
     bubble.edit = button(t("chat.edit"), { kind: "quiet small edit-message", onClick: () => this.editForm(bubble, bubble.body, bubble.meta, bubble.edit) });
     bubble.meta.append(bubble.edit);
+    this.quietly(bubble.node);
   }
 
   /** Edit a sent message in place; saving continues the conversation from it (the old
@@ -803,9 +830,11 @@ export class Transcript {
       /** `streaming`: only the changed tail is rendered again. */
       setContent: (text, { streaming = false } = {}) => {
         view.text = text;
+        let added = [];
         if (streaming) stream.update(text);
-        else { stream.release(); settleInto(body, text); }
+        else { stream.release(); added = settleInto(body, text); }
         body.hidden = !text && !node.classList.contains("streaming");
+        return added;
       },
       /** Streaming is said twice: the class draws the caret, aria-busy tells a screen
        * reader the words are not all there yet. One place sets both, for an answer
@@ -817,7 +846,7 @@ export class Transcript {
       },
       setReasoning: (text) => {
         reasoning.hidden = !text;
-        settleInto(reasoningBody, text);  // rendered whole each frame while it streams: what it had stays
+        return settleInto(reasoningBody, text);  // rendered whole each frame while it streams: what it had stays
       },
       /** `unsettled`: a round that called tools while its turn runs on: its words are
        * not the turn's answer yet, so nothing to copy or read aloud (`settleRounds`). */
@@ -994,9 +1023,9 @@ export class Transcript {
   settle(view, { content, reasoning, status, model, modelId = null, unsettled = false }) {
     view.setStreaming(false);
     view.node.classList.remove("reasoning-only");
-    view.setReasoning(reasoning);
-    view.setContent(content);
+    const news = [...view.setReasoning(reasoning), ...view.setContent(content)];
     this.showStatus(view, status, model, unsettled, modelId);
+    this.sayWhenLive(news);
     this.placeActivity();
     this.follow();
   }
@@ -1018,6 +1047,7 @@ export class Transcript {
     view.setStatus(status, model, { unsettled, modelId });
     if (unsettled) this.unsettled.add(view);
     else { this.unsettled.delete(view); addReadAloud(view.meta, view.text, status); }
+    if (!view.meta.hidden) this.quietly(view.node);
   }
 
   /** The turn ended: its rounds that called tools are finished answers now. */
@@ -1037,9 +1067,11 @@ export class Transcript {
       content: data.content || "", reasoning: data.reasoning || "", status: "complete", model: data.model, modelId: data.model_id,
       unsettled: toolCalls.length > 0 && this.running,
     });
+    const cards = [];
     for (const call of toolCalls) {
-      if (!this.toolCards.has(call.id)) view.tools.append(this.toolCard({ ...call, status: "requested" }));
+      if (!this.toolCards.has(call.id)) cards.push(view.tools.appendChild(this.toolCard({ ...call, status: "requested" })));
     }
+    this.sayWhenLive(cards);
     this.placeActivity();
     this.follow();
   }
