@@ -21,7 +21,7 @@ const LOCALE_KEY = "skald.mobile.locale"; // the language chosen in this app's s
 const LOCALES_KEY = "skald.mobile.locales"; // the languages the server last said it has
 const VOICE_KEY = "skald.mobile.voice";
 const OUTBOX_KEY = "skald.mobile.outbox"; // messages the server does not have yet (see "the outbox")
-const DRAFTS_KEY = "skald.mobile.drafts"; // refused ones, back for their chat's composer
+const DRAFTS_KEY = "skald.mobile.drafts"; // what each chat's composer holds, not sent yet (see "drafts")
 const SVG = "http://www.w3.org/2000/svg";
 
 const view = document.getElementById("view");
@@ -202,7 +202,9 @@ function pairScreen(code = "", reason = "") {
       const data = await response.json().catch(() => ({}));
       if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
       localStorage.setItem(TOKEN_KEY, data.token);
-      localStorage.removeItem(CACHE_KEY);
+      // Paired anew (perhaps to another member): no copy or draft of the last one shows.
+      for (const key of [CACHE_KEY, DRAFTS_KEY]) localStorage.removeItem(key);
+      chosenFiles.clear();
       history.replaceState(null, "", location.pathname);
       await start();
     } catch (error) {
@@ -234,6 +236,15 @@ function lockedScreen(message) {
   screen(t("locked_title"), { chat: true });
   lockedShown = true;
   const text = el("textarea", { name: "text", rows: 2, placeholder: t("placeholder"), "aria-label": t("placeholder") });
+  // Its words are the draft of the chat they go to (see "drafts"): unlocked before they
+  // are sent, that chat's composer holds them.
+  const slot = cache().last || NEW_CHAT;
+  const held = () => draftOf(slot)?.attachments || [];
+  text.dataset.slot = slot;
+  text.value = draftOf(slot)?.typed || "";
+  text.addEventListener("input", () => {
+    if (text.isConnected) keepDraft(slot, text.value, held());
+  });
   const sent = el("div", { class: "messages", id: "messages" });
   const composer = el("form", { class: "composer" }, text, el("button", { type: "submit", class: "btn primary", text: t("send") }));
   composer.addEventListener("submit", async (event) => {
@@ -244,6 +255,7 @@ function lockedScreen(message) {
     try {
       const answer = await call("POST", `/conversations/${encodeURIComponent(target)}/messages`, { text: content, idempotency_key: `m-${crypto.randomUUID()}` });
       text.value = "";
+      keepDraft(slot, "", held());
       sent.append(messageNode({ role: "user", content }));
       if (answer.status === "sealed") sent.append(el("p", { class: "muted sealed", role: "status", text: answer.notice || t("sealed_notice") }));
       else route(); // unlocked meanwhile: it went straight in
@@ -258,6 +270,7 @@ function lockedScreen(message) {
 // conversations, nor what waited to be sent (their server will never take it now).
 function forgetEverything() {
   for (const key of [TOKEN_KEY, CACHE_KEY, OUTBOX_KEY, DRAFTS_KEY]) localStorage.removeItem(key);
+  chosenFiles.clear();
   clearTimeout(retryTimer);
 }
 
@@ -507,12 +520,50 @@ function saveOutbox(items) {
   else localStorage.removeItem(OUTBOX_KEY);
 }
 
-// A refused message whose chat is not open waits for it here ({conversation id: item}).
+// -- drafts: what a composer holds, not sent yet --------------------------------------------
+//
+// Kept as it is typed (and as files are attached or taken off), per chat: {slot: {typed,
+// attachments}}, the slot a conversation's id, or NEW_CHAT for the new chat. A chat's
+// screen is built again when the network comes back, the member's data is unlocked, or
+// the app is reloaded: its composer gives back what it held. Handed to the outbox by
+// Send, the draft is cleared (the outbox keeps it until the server has it; a refused
+// message comes back here, or to its open composer). The files of a new chat are not
+// uploaded before its conversation is made: a File cannot be kept in localStorage, so
+// they wait in `chosenFiles` for as long as the page lives.
+
+const NEW_CHAT = "#new"; // no conversation's id starts with "#"
+const chosenFiles = new Map(); // slot → [{file, name}]
+
 function drafts() {
   try {
     return JSON.parse(localStorage.getItem(DRAFTS_KEY) || "{}");
   } catch {
     return {};
+  }
+}
+
+/** What the composer of `slot` held: {typed, attachments}, or null. */
+function draftOf(slot) {
+  const kept = drafts()[slot];
+  const files = chosenFiles.get(slot) || [];
+  if (!kept && !files.length) return null;
+  return { typed: kept?.typed || "", attachments: [...(kept?.attachments || []), ...files] };
+}
+
+/** Keep what the composer of `slot` holds now (nothing: its draft goes). */
+function keepDraft(slot, typed, attachments) {
+  const uploaded = attachments.filter((a) => !a.file).map(({ path, name }) => ({ path, name }));
+  const files = attachments.filter((a) => a.file);
+  if (files.length) chosenFiles.set(slot, files);
+  else chosenFiles.delete(slot);
+  const waiting = drafts();
+  if (typed.trim() || uploaded.length) waiting[slot] = { typed, attachments: uploaded };
+  else delete waiting[slot];
+  try {
+    if (Object.keys(waiting).length) localStorage.setItem(DRAFTS_KEY, JSON.stringify(waiting));
+    else localStorage.removeItem(DRAFTS_KEY);
+  } catch {
+    /* storage full: the draft stays in its composer only */
   }
 }
 
@@ -588,9 +639,9 @@ function giveBack(item, error) {
   pendingBubble(item.key)?.remove();
   if (current && current.id === item.conversation_id && current.restore) current.restore(item);
   else {
-    const waiting = drafts();
-    waiting[item.conversation_id] = item;
-    localStorage.setItem(DRAFTS_KEY, JSON.stringify(waiting));
+    // Before what its composer was left holding, as `restore` puts it.
+    const held = draftOf(item.conversation_id);
+    keepDraft(item.conversation_id, [item.typed, held?.typed].filter(Boolean).join("\n"), [...item.attachments, ...(held?.attachments || [])]);
   }
   toast(t("not_sent", { message: error.message }));
 }
@@ -619,8 +670,15 @@ async function chatScreen(id) {
   const composer = el("form", { class: "composer" }, attach, file, text, stop, send);
   view.replaceChildren(messagesBox, typing, attachedList, composer);
 
+  // What the composer holds is its chat's draft from the first key (see "drafts"): only
+  // while it is the one shown (one left behind by a rebuild keeps nothing over it).
+  const keep = () => {
+    if (current?.composer === composer) keepDraft(id || NEW_CHAT, text.value, attached);
+  };
+  text.addEventListener("input", keep);
   // Each chosen attachment by name, with its own remove button.
   const drawAttached = () => {
+    keep();
     attachedList.hidden = !attached.length;
     attachedList.replaceChildren(
       ...attached.map((one) =>
@@ -650,13 +708,8 @@ async function chatScreen(id) {
     drawAttached();
   };
   current = { id, messagesBox, typing, stop, running: false, streamBody: null, stream: null, streamRound: null, streamText: "", restore, composer, send, attach };
-  const draft = id ? drafts()[id] : null;
-  if (draft) {
-    restore(draft);
-    const waiting = drafts();
-    delete waiting[id];
-    localStorage.setItem(DRAFTS_KEY, JSON.stringify(waiting));
-  }
+  const draft = draftOf(id || NEW_CHAT); // what it held when this chat was last shown
+  if (draft) restore(draft);
 
   // One file into the conversation's uploads: {path, name}, or null (said why).
   const upload = async (chosen) => {
@@ -693,12 +746,19 @@ async function chatScreen(id) {
         const typed = text.value;
         await handle(error);
         const lockedBox = lockedShown && view.querySelector("textarea[name=text]");
-        if (lockedBox) lockedBox.value = typed; // locked meanwhile: the words go on to its composer
+        if (lockedBox && !lockedBox.value.includes(typed)) {
+          // Locked meanwhile: the words go on to its composer (and its draft), not kept twice.
+          lockedBox.value = [lockedBox.value, typed].filter(Boolean).join("\n");
+          lockedBox.dispatchEvent(new Event("input"));
+          if (lockedBox.dataset.slot !== NEW_CHAT) keepDraft(NEW_CHAT, "", attached);
+        }
         return false;
       }
+      keepDraft(NEW_CHAT, "", []); // the draft is this conversation's from now
       if (current?.composer === composer) {
         current.id = id;
         history.replaceState(null, "", `#chat/${encodeURIComponent(id)}`);
+        keep();
       }
       remember((stored) => (stored.last = id));
     }
