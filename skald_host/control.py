@@ -49,6 +49,14 @@ async def start_control_socket(core: Skald) -> asyncio.AbstractServer | None:
     return server
 
 
+def stop_control_socket(server: asyncio.AbstractServer, core: Skald) -> None:
+    """Stop listening and remove the socket file: a stopped server's data dir holds no
+    socket (a copy of it with ``shutil.copytree`` fails on one, ENXIO). Python before
+    3.13 leaves it behind on ``close``."""
+    server.close()
+    socket_path(core.settings.data_dir).unlink(missing_ok=True)
+
+
 async def _serve(core: Skald, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         line = await reader.readline()

@@ -14,7 +14,7 @@ from typing import Any
 from quart import Blueprint, Quart, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from skald_host.control import start_control_socket
+from skald_host.control import start_control_socket, stop_control_socket
 from skald_host.core.host import Skald, StartupError, build_plugin_manager, settle_heap
 from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPluginFailure
 from skald_host.settings import Settings
@@ -134,9 +134,9 @@ def create_app(
     @app.after_serving
     async def stop_core() -> None:
         control = app.config.pop("SKALD_CONTROL", None)
-        if control is not None:
-            control.close()
         core = app.config.pop("SKALD_CORE", None)
+        if control is not None:
+            stop_control_socket(control, core)
         if core is not None:
             await core.stop()
 
