@@ -65,6 +65,9 @@ class MemberConnectors:
         #: (member, connector) -> the session (connection, its ``sessions``) whose device
         #: login was last asked about: a QR connector is asked once per new session.
         self._login_checked: dict[tuple[str, str], tuple[Connection, int]] = {}
+        #: (member, connector) -> the session and what its ``login_status`` last answered
+        #: (the QR code to show): what ``login_known`` reports, never asking anyone.
+        self._login_seen: dict[tuple[str, str], tuple[Connection, dict[str, Any]]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -129,6 +132,8 @@ class MemberConnectors:
         self.installs.pop(member_id, None)
         for key in [key for key in self._login_checked if key[0] == member_id]:
             del self._login_checked[key]
+        for key in [key for key in self._login_seen if key[0] == member_id]:
+            del self._login_seen[key]
         connections = self.connections.pop(member_id, {})
         await asyncio.gather(*(c.stop() for c in connections.values()), return_exceptions=True)
 
@@ -277,6 +282,7 @@ class MemberConnectors:
 
     async def disconnect(self, member_id: str, name: str) -> None:
         self._offered.get(member_id, {}).pop(name, None)
+        self._login_seen.pop((member_id, name), None)
         connection = self.connections.get(member_id, {}).pop(name, None)
         if connection is not None:
             await connection.stop()
@@ -335,10 +341,34 @@ class MemberConnectors:
 
     # -- QR / device login (the login_status contract) -------------------------------------
 
+    def login_known(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
+        """The device login as known, for the page's polling (``GET …/login/status``):
+        reads only, never starts the connector, asks it nothing, writes nothing. Linked
+        as far as the record knows: ``ready``; waiting for its device: what
+        ``login_status`` last answered this session (asked by ``_follow_login`` every
+        ``LOGIN_POLL_SECONDS`` and by ``login_status``), ``connecting`` until it has
+        answered; not running: ``stopped`` with ``running`` false (``login_status``, a
+        POST, starts it)."""
+        record = self.records.get(member_id, {}).get(name) or {}
+        connection = self.connections.get(member_id, {}).get(name)
+        if connection is None or connection.state not in ("ready", "starting", "reconnecting"):
+            return {"state": "stopped", "qr": None, "message": (connection.said_error(say) if connection else "") or "", "running": False}
+        if connection.state != "ready":
+            return {"state": "connecting", "qr": None, "message": connection.said_error(say) or "", "running": True}
+        seen = self._login_seen.get((member_id, name))
+        status = seen[1] if seen is not None and seen[0] is connection else None
+        if record.get("state", "ready") == "ready":
+            return {"state": "ready", "qr": None, "message": status["message"] if status and status["state"] == "ready" else "", "running": True}
+        if status is None or status["state"] == "ready":
+            # Not asked yet this session, or its "ready" was a device since signed out.
+            return {"state": "connecting", "qr": None, "message": "", "running": True}
+        return {**status, "running": True}
+
     async def login_status(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
-        """Ask the connector's ``login_status`` (starting it if it is not running); on
-        ``ready`` the connector's tools are offered from now on. ``say``: how a coded
-        refusal reads (``Connection.said_error``)."""
+        """Ask the connector's ``login_status`` (starting it if it is not running) and
+        record what it says: on ``ready`` the connector's tools are offered from now on.
+        A POST's (``…/login/check``, ``…/login/reset``): the page's polling reads
+        ``login_known``. ``say``: how a coded refusal reads (``Connection.said_error``)."""
         connection = self.connections.get(member_id, {}).get(name)
         # Reconnecting by itself: asked again once it is back, not started anew here.
         if connection is None or connection.state not in ("ready", "starting", "reconnecting"):
@@ -346,13 +376,15 @@ class MemberConnectors:
         if connection is None or connection.state != "ready":
             return {"state": "connecting", "qr": None, "message": (connection.said_error(say) if connection else "") or ""}
         status = parse_login_status(await connection.call("login_status", {}))
-        await self._apply_login(member_id, name, status)
+        await self._apply_login(member_id, name, status, connection)
         return status
 
-    async def _apply_login(self, member_id: str, name: str, status: dict[str, Any]) -> None:
+    async def _apply_login(self, member_id: str, name: str, status: dict[str, Any], connection: Connection) -> None:
         record = self.records.get(member_id, {}).get(name)
         if record is None:
             return
+        if self.connections.get(member_id, {}).get(name) is connection:
+            self._login_seen[(member_id, name)] = (connection, status)
         wanted = "ready" if status["state"] == "ready" else "needs_login"
         if record.get("state") != wanted:
             record["state"] = wanted
@@ -376,7 +408,7 @@ class MemberConnectors:
                 # Asked at least once: a record that reads linked is checked (a new
                 # session), and one that waits is followed until it is linked.
                 try:
-                    await self._apply_login(member_id, name, parse_login_status(await connection.call("login_status", {})))
+                    await self._apply_login(member_id, name, parse_login_status(await connection.call("login_status", {})), connection)
                 except Exception as exc:  # noqa: BLE001 - asked again at the next turn of the loop
                     log.info("a connector's login_status failed: %s", type(exc).__name__)
                 record = self.records.get(member_id, {}).get(name)

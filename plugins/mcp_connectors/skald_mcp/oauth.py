@@ -8,7 +8,8 @@ copy-paste flow (seed 001 "OAuth per-user connectors").
   Discovery passes the address check unless private addresses are allowed.
 - ``start`` builds the consent URL with a fresh verifier and an opaque ``state``, kept
   in RAM only, for 10 minutes, bound to the member, usable once (a restart drops every
-  flow in progress).
+  flow in progress). A member has a few open at a time, per connector and in all
+  (a new start replaces their oldest), so no one member can fill the shared cap.
 - The member approves at the provider, which shows the code on the redirect page; the
   member pastes it back; ``complete`` exchanges code + verifier (+ the client secret,
   server-side, + ``resource``: the connector's address) for tokens. The refresh token is
@@ -29,7 +30,18 @@ from urllib.parse import urlencode
 from skald_mcp.spec import NAME, SpecError, _text, parse_url, unknown_fields
 
 STATE_SECONDS = 600
+#: Open sign-ins, all members together: a last resort only. Each member has a share
+#: of their own (``MEMBER_FLOWS``, ``CONNECTOR_FLOWS``), so one member starting sign-ins
+#: over and over replaces their own older ones and never fills this for everyone.
 MAX_FLOWS = 1000
+#: Open sign-ins of one member for one connector (a second tab, a retry); a new start
+#: beyond it replaces the member's oldest for that connector.
+CONNECTOR_FLOWS = 3
+#: Open sign-ins of one member, all their connectors together; a new start beyond it
+#: replaces the member's oldest.
+MEMBER_FLOWS = 10
+#: The longest code a provider's page is taken to show.
+MAX_CODE = 4096
 TOKEN_SECONDS = 20.0
 
 
@@ -48,6 +60,15 @@ class Flow:
     redirect_uri: str
     resource: str
     started: float
+
+
+def pasted_code(code: Any) -> str:
+    """The code the member pasted back, trimmed; refused when empty or too long. Asked
+    before the one-time state is taken (routes.py): a slip of the paste does not use up
+    the sign-in."""
+    if not isinstance(code, str) or not code.strip() or len(code) > MAX_CODE:
+        raise OAuthError(code="oauth_code_missing", field="code")
+    return code.strip()
 
 
 def pkce_pair() -> tuple[str, str]:
@@ -171,6 +192,7 @@ class OAuth:
         if provider is None or not provider.get("auth_url"):
             raise OAuthError(code="oauth_provider_not_set_up", provider=repr(provider_name))
         self._expire()
+        self._make_room(member_id, connector)
         if len(self._flows) >= MAX_FLOWS:
             raise OAuthError(code="oauth_busy")
         verifier, challenge = pkce_pair()
@@ -190,6 +212,17 @@ class OAuth:
         separator = "&" if "?" in provider["auth_url"] else "?"
         return f"{provider['auth_url']}{separator}{urlencode(query)}"
 
+    def _make_room(self, member_id: str, connector: str) -> None:
+        """Below the member's own caps for one more flow: their oldest flows for this
+        connector, then their oldest of all, make way (never another member's)."""
+        mine = sorted(((f.started, s) for s, f in self._flows.items() if f.member_id == member_id), key=lambda pair: pair[0])
+        here = [pair for pair in mine if self._flows[pair[1]].connector == connector]
+        for _, state in here[: max(0, len(here) - CONNECTOR_FLOWS + 1)]:
+            del self._flows[state]
+        mine = [pair for pair in mine if pair[1] in self._flows]
+        for _, state in mine[: max(0, len(mine) - MEMBER_FLOWS + 1)]:
+            del self._flows[state]
+
     def take(self, member_id: str, connector: str, state: Any) -> Flow:
         """The flow of ``state``, once: unknown, expired, used, or another member's or
         connector's state is refused."""
@@ -201,14 +234,13 @@ class OAuth:
         return flow
 
     async def exchange(self, flow: Flow, code: Any) -> dict[str, Any]:
-        if not isinstance(code, str) or not code.strip() or len(code) > 4096:
-            raise OAuthError(code="oauth_code_missing", field="code")
+        code = pasted_code(code)
         provider = self.providers.get(flow.provider)
         if provider is None:
             raise OAuthError(code="oauth_provider_gone")
         form = {
             "grant_type": "authorization_code",
-            "code": code.strip(),
+            "code": code,
             "redirect_uri": flow.redirect_uri,
             "code_verifier": flow.verifier,
             **({"resource": flow.resource} if flow.resource else {}),

@@ -548,10 +548,12 @@ export default class ConnectorsPage extends HTMLElement {
   }
 
   qrPanel(name, drawnState) {
-    // The device login: poll login/status, show the QR code while the server wants a
-    // scan (a PNG data URL only), and offer to link another device once linked. Linked
-    // (or unlinked) since the page was drawn: the page is drawn again, so its state and
-    // tools say so too (``drawnState``: the connector's state the page shows).
+    // The device login: ask the connector once as the panel is drawn (login/check, a
+    // POST: it starts a connector that is not running and records what it says), then
+    // poll login/status (a GET: reads only, writes nothing), show the QR code while the
+    // server wants a scan (a PNG data URL only), and offer to link another device once
+    // linked. Linked (or unlinked) since the page was drawn: the page is drawn again, so
+    // its state and tools say so too (``drawnState``: the connector's state the page shows).
     const s = this.s;
     const panel = node("div", undefined, "stack mcp-qr");
     const line = node("p", "", "mcp-qr-state");
@@ -569,15 +571,17 @@ export default class ConnectorsPage extends HTMLElement {
       if (qr) image.src = qr;
       reset.hidden = status.state !== "ready";
     };
-    const poll = async () => {
+    const poll = async (first = false) => {
       if (!panel.isConnected) return;
       try {
-        const status = await call("GET", `${path}/status`);
+        const status = first ? await call("POST", `${path}/check`) : await call("GET", `${path}/status`);
         show(status);
         if (status.state === "ready") {
           if (drawnState === "needs_login") this.act(async () => {});
           return;
         }
+        // Drawn as linked, but the device is gone: the check recorded it, the page follows.
+        if (first && drawnState === "ready" && (status.state === "need_scan" || status.state === "logged_out")) this.act(async () => {});
       } catch (error) {
         line.textContent = error.message;
       }
@@ -592,7 +596,7 @@ export default class ConnectorsPage extends HTMLElement {
       }
     });
     panel.append(line, image, reset);
-    setTimeout(poll, 0);
+    setTimeout(() => poll(true), 0);
     return panel;
   }
 
@@ -614,9 +618,14 @@ export default class ConnectorsPage extends HTMLElement {
         this.refuse(status, error.message);
       }
     });
-    complete.addEventListener("click", () =>
-      this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/complete`, { state, code: code.value.trim() }), { status, fields: { code } }),
-    );
+    complete.addEventListener("click", () => {
+      // Nothing pasted yet: said beside the field, not sent (the sign-in stays open).
+      if (!code.value.trim()) {
+        this.refuse(status, s.code_missing, code);
+        return;
+      }
+      this.act(() => call("POST", `${this.base}/my/connectors/${encodeURIComponent(name)}/oauth/complete`, { state, code: code.value.trim() }), { status, fields: { code } });
+    });
     const startLine = node("div", undefined, "actions");
     startLine.append(start);
     const completeLine = node("div", undefined, "actions");

@@ -18,7 +18,7 @@ from quart import Blueprint, Response, request
 from skald_hookspecs import ChannelRequestError, HostApi, ToolError, current_caller
 from skald_mcp import PLUGIN_ID, running
 from skald_mcp.members import MemberConnectors
-from skald_mcp.oauth import OAuthError, parse_provider, public_provider
+from skald_mcp.oauth import OAuthError, parse_provider, pasted_code, public_provider
 from skald_mcp.runtime import ReviewOutdated
 from skald_mcp.spec import SpecError, destination, parse_remote, parse_spec, parse_template, parse_values, unknown_fields
 from skald_mcp.strings import PAGE_KEYS, STRINGS
@@ -351,8 +351,22 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.get("/my/connectors/<name>/login/status")
     @guarded("member", own=True)
     async def login_status(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
-        """The QR / device login: ``{state, qr?, message}`` from the connector's
-        ``login_status`` tool, polled by the page."""
+        """The QR / device login as known: ``{state, qr?, message, running}``, polled by
+        the page. Read-only: it starts nothing, asks the connector nothing and writes
+        nothing (the plugin follows the login by itself; ``POST …/login/check`` asks
+        now). A connector that is not running reads ``stopped``."""
+        status = runtime.members.login_known(caller.id, name, said)
+        if status["state"] == "stopped" and not status["message"]:
+            status["message"] = host.translate(f"{PLUGIN_ID}.login_not_running", caller.locale)
+        return status
+
+    @blueprint.post("/my/connectors/<name>/login/check")
+    @guarded("member", own=True)
+    async def login_check(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
+        """Ask the connector's ``login_status`` now, starting the connector if it is not
+        running, and record what it says (linked: its tools are offered; no longer
+        linked: withdrawn): ``{state, qr?, message}``. The page calls it once as it
+        draws the device-login panel, then polls the read-only ``GET …/login/status``."""
         try:
             return await runtime.members.login_status(caller.id, name, said)
         except SpecError as exc:
@@ -421,8 +435,11 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return withdrawn(record, name)
         try:
             body = await json_body()
+            # The code first: an empty or overlong paste is refused without taking the
+            # one-time state, so the member can paste again into the same sign-in.
+            code = pasted_code(body.get("code"))
             flow = runtime.oauth.take(caller.id, name, body.get("state"))
-            tokens = await runtime.oauth.exchange(flow, body.get("code"))
+            tokens = await runtime.oauth.exchange(flow, code)
         except OAuthError as exc:
             return refused(exc)
         if not runtime.members.usable(caller.id, name):

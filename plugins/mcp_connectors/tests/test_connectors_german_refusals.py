@@ -116,7 +116,9 @@ async def test_a_german_member_reads_why_their_connector_failed_in_german(setup:
     await german(alice)
     assert (await alice.post(f"{BASE}/my/connectors", json={"template": "web"})).status_code == 201
     assert (await setup.admin.delete(f"{BASE}/catalog/web")).status_code == 200
-    status = (await alice.get(f"{BASE}/my/connectors/web/login/status")).json()  # connects again
+    status = (await alice.get(f"{BASE}/my/connectors/web/login/status")).json()  # reads only
+    assert status["state"] == "stopped" and status["running"] is False, status
+    status = (await alice.post(f"{BASE}/my/connectors/web/login/check")).json()  # connects again
     assert status["state"] == "connecting" and status["message"] == "Der Katalog hat 'web' nicht mehr.", status
     own = (await alice.get(f"{BASE}/my/connectors/web")).json()
     assert own["state"] == "failed" and own["error"] == "Der Katalog hat 'web' nicht mehr.", own

@@ -169,7 +169,18 @@ async def test_a_connector_has_a_page_of_its_own_with_the_sign_in_panel_in_a_bro
         panel = detail.locator(".mcp-oauth[data-url]")
         await panel.wait_for(timeout=10_000)
         code = await consent(await panel.get_attribute("data-url"))
-        await detail.get_by_label("Paste the code the sign-in page showed").fill(code)  # labelled, not only a placeholder
+        # Completed with nothing pasted: said beside the field, nothing sent (an empty
+        # code sent would be refused; the sign-in stays usable either way).
+        completes: list[str] = []
+        page.on("request", lambda request: completes.append(request.url) if request.url.endswith("/oauth/complete") else None)
+        field = detail.get_by_label("Paste the code the sign-in page showed")  # labelled, not only a placeholder
+        await field.fill("   ")
+        await detail.locator("button.mcp-complete").click()
+        await detail.locator(".mcp-status").filter(has_text="Paste the code the sign-in page showed, then complete the sign-in.").wait_for(timeout=5_000)
+        assert await field.get_attribute("aria-invalid") == "true"
+        assert await field.evaluate("input => document.activeElement === input")
+        assert completes == []
+        await field.fill(code)
         await detail.locator("button.mcp-complete").click()
         await page.locator("section.mcp-detail[data-name=mail] .mcp-state").filter(has_text="running").wait_for(timeout=20_000)
         assert "mail__echo" in await page.locator("section.mcp-detail .mcp-tools").inner_text()

@@ -266,3 +266,63 @@ async def test_a_withdrawn_template_starts_no_session_and_sends_no_refresh_token
         assert await members.connect(alice_id, "mail") is None
         assert (await alice.post(f"{BASE}/my/connectors/mail/restart")).json()["state"] == "withdrawn"
         assert idp.token_requests[before:] == []
+
+
+async def test_an_empty_or_overlong_code_does_not_use_up_the_sign_in(setup: Setup):
+    """The state was taken (single-use) before the code was looked at: a paste that
+    came out empty answered "paste the code" and the retry with the right code then
+    read "unknown, expired or already used". The code is checked first now."""
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    async with AuthorizationServer() as idp, HttpDemo() as demo:
+        await mail_activated(setup, alice, idp.issuer, demo.url)
+        url = (await alice.post(f"{BASE}/my/connectors/mail/oauth/start")).json()["url"]
+        state = parse_qs(urlsplit(url).query)["state"][0]
+        code = await browser(url)
+        for slip in ("", "   ", "x" * 5000, None, 42):
+            response = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": slip})
+            assert response.status_code == 400 and response.json()["code"] == "mcp.err_oauth_code_missing", response.text
+            assert response.json()["field"] == "code"
+        assert idp.token_requests == []
+        response = await alice.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 200, response.text
+        assert response.json()["state"] == "ready"
+
+
+def test_one_member_starting_sign_ins_over_and_over_does_not_block_the_others(monkeypatch):
+    """``MAX_FLOWS`` open sign-ins were shared by every member: one member starting
+    1000 of them made everyone else's start answer "too many sign-ins" for ten minutes.
+    A member's new start now replaces their own oldest flows beyond a few per connector
+    and a few in all; the shared cap stays, as a last resort only."""
+    from skald_mcp import oauth
+    from skald_mcp.oauth import OAuth, OAuthError
+
+    flows = OAuth(host=None)
+    flows.providers["idp"] = {"name": "idp", "auth_url": "https://idp.example/authorize", "client_id": "c", "redirect_uri": "https://idp.example/code"}
+
+    def state_of(url: str) -> str:
+        return parse_qs(urlsplit(url).query)["state"][0]
+
+    bob = [state_of(flows.start("bob", "mail", "idp", [], "")) for _ in range(oauth.MAX_FLOWS + 5)]
+    bob_flows = [f for f in flows._flows.values() if f.member_id == "bob"]
+    assert len(bob_flows) == oauth.CONNECTOR_FLOWS
+    assert set(flows._flows) == set(bob[-oauth.CONNECTOR_FLOWS:])  # his newest ones, still usable
+    assert flows.take("bob", "mail", bob[-1]).member_id == "bob"
+    # Over many connectors of his: a few in all.
+    for index in range(oauth.MAX_FLOWS + 5):
+        flows.start("bob", f"c{index}", "idp", [], "")
+    assert len([f for f in flows._flows.values() if f.member_id == "bob"]) == oauth.MEMBER_FLOWS
+
+    alice = state_of(flows.start("alice", "mail", "idp", [], ""))  # not refused: bob used his own share
+    assert flows.take("alice", "mail", alice).member_id == "alice"
+
+    # The shared cap is still there, for many members at once.
+    monkeypatch.setattr(oauth, "MAX_FLOWS", len(flows._flows) + 2)
+    flows.start("carol", "mail", "idp", [], "")
+    flows.start("dave", "mail", "idp", [], "")
+    try:
+        flows.start("erin", "mail", "idp", [], "")
+    except OAuthError as exc:
+        assert exc.code == "oauth_busy"
+    else:
+        raise AssertionError("the shared cap let one more flow in")

@@ -38,13 +38,15 @@ async def test_a_qr_connector_offers_its_tools_only_once_linked_and_reset_unlink
         assert response.status_code == 201, response.text
         assert response.json()["state"] == "needs_login" and response.json()["tools"] == [] and response.json()["login"] == "qr"
 
-        status = (await alice.get(f"{BASE}/my/connectors/chat/login/status")).json()
+        status = (await alice.post(f"{BASE}/my/connectors/chat/login/check")).json()
         assert status["state"] == "need_scan" and status["qr"].startswith("data:image/png;base64,")
+        assert (await alice.get(f"{BASE}/my/connectors/chat/login/status")).json() == {**status, "running": True}  # as known
         assert not any(n.startswith("chat__") for n in await offered_after_a_turn(setup, alice))
 
         await phone_scans(demo.url)
-        status = (await alice.get(f"{BASE}/my/connectors/chat/login/status")).json()
+        status = (await alice.post(f"{BASE}/my/connectors/chat/login/check")).json()
         assert status == {"state": "ready", "qr": None, "message": "Linked."}
+        assert (await alice.get(f"{BASE}/my/connectors/chat/login/status")).json() == {**status, "running": True}
         offered = await offered_after_a_turn(setup, alice)
         assert "chat__echo" in offered and "chat__login_status" not in offered and "chat__logout" not in offered
 
@@ -53,6 +55,42 @@ async def test_a_qr_connector_offers_its_tools_only_once_linked_and_reset_unlink
         assert not any(n.startswith("chat__") for n in await offered_after_a_turn(setup, alice))
         record = await setup.host.core.host_api("mcp").member_secret_get(alice.member["id"], "connector:chat")
         assert '"state": "needs_login"' in record  # kept in her file: the next login starts unlinked
+
+
+async def test_polling_the_login_status_of_a_stopped_connector_starts_nothing_and_writes_nothing(setup: Setup, monkeypatch):
+    """``GET …/login/status`` is what the page polls: it used to start a connector that
+    was not running (``connect``) and write the state ``login_status`` answered into the
+    member's file. It reads now; ``POST …/login/check`` (which the page sends once as it
+    draws the panel) starts the connector and records what it says."""
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    async with HttpDemo() as demo:
+        assert (await setup.admin.put(f"{BASE}/catalog/chat", json={"transport": "http", "url": demo.url, "login": "qr"})).status_code == 200
+        assert (await alice.post(f"{BASE}/my/connectors", json={"template": "chat"})).status_code == 201
+        members = running.runtime.members
+        await members.disconnect(alice_id, "chat")
+        # Linked as far as her record knows, not linked as far as the server knows: asking
+        # the server would write "needs_login".
+        members.records[alice_id]["chat"]["state"] = "ready"
+        writes: list[str] = []
+        real_set = members.host.member_secret_set
+
+        async def counted(member_id, secret, value):
+            writes.append(secret)
+            return await real_set(member_id, secret, value)
+
+        monkeypatch.setattr(members.host, "member_secret_set", counted)
+        for _ in range(3):
+            response = await alice.get(f"{BASE}/my/connectors/chat/login/status")
+            assert response.status_code == 200, response.text
+            assert response.json() == {"state": "stopped", "qr": None, "message": "The connector is not running. Restart it to link a device.", "running": False}
+        assert members.connections.get(alice_id, {}).get("chat") is None  # not started
+        assert writes == [] and members.records[alice_id]["chat"]["state"] == "ready"
+
+        status = (await alice.post(f"{BASE}/my/connectors/chat/login/check")).json()  # the POST starts it and records
+        assert status["state"] == "need_scan", status
+        assert members.connections[alice_id]["chat"].state == "ready"
+        assert "connector:chat" in writes and members.records[alice_id]["chat"]["state"] == "needs_login"
 
 
 async def test_a_global_connectors_login_tools_never_reach_the_agent(setup: Setup):
