@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from durability.helpers import Servers, WriteLock, create_member, install_distribution, member_dek, owner_file, request_log, setup_admin
+from durability.helpers import Servers, WriteLock, create_member, install_distribution, member_dek, owner_file, request_entries, request_log, setup_admin
 from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database
 from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
@@ -285,3 +285,19 @@ async def test_a_compactions_request_is_a_row_and_so_is_one_a_crash_cut(servers,
     await restarted(servers, model, cid, lambda r: Reply("unused"))
     await every_request_a_row(servers, model)
     assert [status for _, status in request_log(servers.data_dir)] == ["ok", "ok", "ok", "interrupted"]
+
+
+async def test_a_request_a_crash_cut_names_the_catalog_entry_it_went_to(servers, model):
+    """Two providers may serve one model name: the cut request's row names the catalog
+    entry (so the provider that bills it), as the answered request's row does."""
+    life = Life(servers, model)
+    alice = await life.start(lambda r: Reply("Oslo."), lambda r: True)  # the first request: killed as it arrives
+    cid = await new_conversation(alice)
+    async with ChatSocket(alice) as sock:
+        await sock.send(cid, TASK)
+        await asyncio.wait_for(life.killed.wait(), 10)
+    await restarted(servers, model, cid, lambda r: Reply("Oslo."))
+    await every_request_a_row(servers, model)
+    rows = request_entries(servers.data_dir)
+    assert [status for status, _ in rows] == ["interrupted", "ok"]
+    assert rows[0][1] is not None and rows[0][1] == rows[1][1], rows

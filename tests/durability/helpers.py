@@ -375,6 +375,15 @@ def request_log(data_dir: Path) -> list[tuple[str, str]]:
         conn.close()
 
 
+def request_entries(data_dir: Path) -> list[tuple[str, str | None]]:
+    """(status, catalog entry id) of every row of the request log, oldest first."""
+    conn = _registry(data_dir)
+    try:
+        return conn.execute("SELECT status, model_id FROM llm_requests ORDER BY created_at").fetchall()
+    finally:
+        conn.close()
+
+
 async def read_owner_file(path: Path, dek: bytes | None) -> tuple[dict[str, str], str]:
     """(settings as stored, integrity result) of a closed owner file, opened in-process."""
     db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS)

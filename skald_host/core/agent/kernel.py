@@ -647,7 +647,7 @@ class Kernel:
         written_first = pending is not None and not pending.early
         message_id: int | None = None
         if pending is None:
-            message_id = placeholder if placeholder is not None else await self.store.start_assistant(frame, candidates[0].model)
+            message_id = placeholder if placeholder is not None else await self.store.start_assistant(frame, candidates[0])
         partial = {"content": "", "reasoning": ""}
         partials = self.runtime.partials  # the live text a read of the conversation gives (``with_partials``)
         if message_id is not None:
@@ -1075,7 +1075,7 @@ class Kernel:
         # in that same write. Not pipelined then: the request is built from the history
         # as written (a steered round is rare; its read is the price).
         steer = await self.runtime.subagents.steer(frame) if frame.depth == 0 else None
-        placeholder = (frame, candidates[0].model) if steer is None else (frame, candidates[0].model, steer.write)
+        placeholder = (frame, candidates[0]) if steer is None else (frame, candidates[0], steer.write)
 
         async def set_calls(changes: list[tuple[str, str, str]], placeholder: tuple[Any, ...]) -> tuple[list[str], int]:
             return [i for i, _, _ in changes], await self.store.set_calls(changes, placeholder=placeholder)  # type: ignore[return-value]

@@ -565,7 +565,7 @@ class MemberRuntime:
         def write() -> Awaitable[dict[str, Any]]:
             return self.store.add_member_message(
                 frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
-                title=(plain_words(text) or " ".join(text.split()))[:60], placeholder_model=candidates[0].model if candidates and not queued else None,
+                title=(plain_words(text) or " ".join(text.split()))[:60], placeholder_model=candidates[0] if candidates and not queued else None,
             )
 
         if settled is not None:
@@ -760,9 +760,9 @@ class MemberRuntime:
         log, as recovery writes them, go in the delete's own commit instead, for the next
         recovery to give the registry (``store.RequestOutbox``)."""
         if self.closed:
-            for model in await self.store.cut_requests(conversation_id):
+            for model, model_id in await self.store.cut_requests(conversation_id):
                 request_id = f"{random.getrandbits(128):032x}"
-                row = (request_id, self.member_id, model, "interrupted", None, None, None, None, None, None)
+                row = (request_id, self.member_id, model, "interrupted", None, None, None, None, None, model_id)
                 self.store.outbox.add(request_id, json.dumps({"row": row, "at": _registry_now()}))
         await self.store.delete(conversation_id)
 
@@ -1064,11 +1064,12 @@ class MemberRuntime:
         if carried:  # rows a crash kept from the registry (it ignores those it has)
             await self.chat.request_log.restore([json.loads(entry) for _, entry in carried])
             await self.store.empty_outbox([request_id for request_id, _ in carried])
-        for model in await self.store.cut_requests():
+        for model, model_id in await self.store.cut_requests():
             # A request cut by a crash or a stop of the server may be billed, and resuming
-            # asks again: both are rows of the request log, the repeat never silent.
+            # asks again: both are rows of the request log, the repeat never silent; the
+            # catalog entry it went to names the provider that bills it.
             await self.log_request(f"{random.getrandbits(128):032x}", None, model, [], [], None, None, time.perf_counter(),
-                                   payload=False, status="interrupted")
+                                   payload=False, status="interrupted", model_id=model_id)
         cut, given_up = await self.store.mark_interrupted_streams(
             RESUMED_NOTE, reason_json("answer_resumed"),
             give_up=(RESUME_LIMIT, RESUME_GIVEN_UP.format(times=RESUME_LIMIT + 1), lambda times: reason_json("resume_limit", {"times": times})),

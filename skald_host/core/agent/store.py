@@ -20,11 +20,14 @@ import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from skald_host.core.files.media import parse_attachments
 from skald_host.core.storage import Database
 from skald_host.core.text import clean_title, search_form, sharp_s_spellings
+
+if TYPE_CHECKING:
+    from skald_host.core.llm.catalog import ModelChoice
 
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
 
@@ -465,7 +468,7 @@ class ConversationStore:
         return await self.frame(frame_id)
 
     async def open_run_frame(
-        self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: str | None = None,
+        self, caller: Frame, call_id: str, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: ModelChoice | str | None = None,
         frame_id: str | None = None,
     ) -> Frame:
         """A sub-agent run's frame with its task as the first message, written with
@@ -478,7 +481,7 @@ class ConversationStore:
         return self.run_frame_opened(await self.db.transaction(lambda conn: statements(conn, call_id)))
 
     def run_frame_statements(
-        self, caller: Frame, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: str | None = None,
+        self, caller: Frame, agent_id: str, task: str, claim: Callable[[Any, Frame], object], *, placeholder_model: ModelChoice | str | None = None,
         frame_id: str | None = None,
     ) -> Callable[[Any, str], tuple[Frame, list[Row]]]:
         """``open_run_frame``'s statements, for a transaction that writes its call too
@@ -520,7 +523,7 @@ class ConversationStore:
 
     async def add_member_message(
         self, frame: Frame, text: str, key: str | None, *, queued: bool, attachments: str = "[]", title: str = "",
-        placeholder_model: str | None = None,
+        placeholder_model: ModelChoice | str | None = None,
     ) -> dict[str, Any]:
         """Store a member's message — in the conversation, or in its inbox while a turn
         runs — unless its idempotency key is taken. The check and the insert are one
@@ -644,7 +647,7 @@ class ConversationStore:
             self._inbox_clean.discard(frame.conversation_id)
             raise
 
-    async def start_assistant(self, frame: Frame, model: str) -> int:
+    async def start_assistant(self, frame: Frame, model: ModelChoice | str) -> int:
         """The streaming placeholder: its checkpoints keep partial text across a crash."""
 
         def write(conn: Any) -> tuple[int, list[int]]:
@@ -939,17 +942,17 @@ class ConversationStore:
         finally:
             self.forget()
 
-    async def cut_requests(self, conversation_id: str | None = None) -> list[str]:
-        """Recovery, before ``mark_interrupted_streams``: the model of each answer a
+    async def cut_requests(self, conversation_id: str | None = None) -> list[tuple[str, str | None]]:
+        """Recovery, before ``mark_interrupted_streams``: the model (and catalog entry) of each answer a
         stopped server was streaming, one per request cut short — every row it marks
         interrupted, in any frame: a background run's frame was closed by the runs' own
         recovery already (``subagents.runs.recover``), and its cut request was billed
         all the same. ``conversation_id``: that conversation's only."""
         if conversation_id is None:
-            sql, args = "SELECT model FROM messages WHERE status = 'streaming'", ()
+            sql, args = "SELECT model, model_id FROM messages WHERE status = 'streaming'", ()
         else:  # a streaming row is never indexed for search: the small partial index finds it
-            sql, args = "SELECT model FROM messages WHERE indexed = 0 AND status = 'streaming' AND conversation_id = ?", (conversation_id,)
-        return await self.db.run(lambda conn: [r[0] or "" for r in conn.execute(sql, args)])
+            sql, args = "SELECT model, model_id FROM messages WHERE indexed = 0 AND status = 'streaming' AND conversation_id = ?", (conversation_id,)
+        return await self.db.run(lambda conn: [(r[0] or "", r[1]) for r in conn.execute(sql, args)])
 
     async def mark_interrupted_streams(
         self, note: str = "", reason: str | None = None, *, give_up: tuple[int, str, Callable[[int], str]] | None = None
@@ -1457,10 +1460,14 @@ def _next_round(conn: Any, placeholder: tuple[Any, ...]) -> list[int]:
     return ahead + [_insert_placeholder(conn, frame, model)]
 
 
-def _insert_placeholder(conn: Any, frame: Frame, model: str) -> int:
+def _insert_placeholder(conn: Any, frame: Frame, model: ModelChoice | str) -> int:
+    """A round's streaming row, with the model it asks first and, given the catalog
+    entry (a ``ModelChoice``), its id: a request a crash cuts is logged by the entry
+    that bills it (``cut_requests``), where a model name alone is two providers'."""
+    name, entry = (model, None) if isinstance(model, str) else (model.model, model.id)
     return conn.execute(
-        "INSERT INTO messages (conversation_id, frame_id, role, status, model) VALUES (?, ?, 'assistant', 'streaming', ?)",
-        (frame.conversation_id, frame.id, model),
+        "INSERT INTO messages (conversation_id, frame_id, role, status, model, model_id) VALUES (?, ?, 'assistant', 'streaming', ?, ?)",
+        (frame.conversation_id, frame.id, name, entry),
     ).lastrowid
 
 

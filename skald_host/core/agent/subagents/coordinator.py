@@ -521,7 +521,7 @@ class SubagentCoordinator:
                 room = in_tree + self._tree_in_flight[template.tree_id] <= self.limits.max_runs_per_tree
             else:
                 candidates, room = await self._first_models(definition), False
-            placeholder_model = candidates[0].model if candidates else None
+            placeholder_model = candidates[0] if candidates else None
             if room and candidates:
                 run_ids = [new_id()]
                 return await self._single_opening(caller, call_id, definition, task, template, claim, written, candidates, settle, run_ids[0])
@@ -572,7 +572,7 @@ class SubagentCoordinator:
         frame's ids are chosen first, so that request is built before the write."""
         runtime = self.runtime
         frame_id = new_id()
-        placeholder_model = candidates[0].model
+        placeholder_model = candidates[0]
         statements = runtime.store.run_frame_statements(caller.frame, definition.id, task, claim, placeholder_model=placeholder_model, frame_id=frame_id)
         writing = asyncio.ensure_future(settle(call_id, statements))
         sub = Frame(frame_id, caller.frame.conversation_id, caller.frame.id, call_id, definition.id, caller.frame.depth + 1, "open")
@@ -652,7 +652,7 @@ class SubagentCoordinator:
                 try:
                     sub = await store.open_run_frame(
                         above, call_id, definition.id, task, lambda conn, frame: mark_started(conn, ctx.run_id, ctx.execution_id, frame.id),
-                        placeholder_model=candidates[0].model if candidates else None,
+                        placeholder_model=candidates[0] if candidates else None,
                     )
                 except LookupError:
                     raise ToolError("this run was cancelled or taken over before it started") from None
