@@ -117,6 +117,7 @@ async def test_member_without_grant_inactive_or_unknown_is_refused_and_nothing_i
         await api.member_name(member_id)
     with pytest.raises(ChannelRequestError):
         await api.member_name("0" * 32)
+    assert await api.member_has_grant("0" * 32) is False  # an unknown id has none (it raised MemberNotFound)
 
     assert (await api.send_message("0" * 32, "hello")).reason == "no such member"
     assert (await api.send_message("../../etc", "hello")).status == "refused"

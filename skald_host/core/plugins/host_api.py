@@ -218,11 +218,13 @@ class PluginHostApi:
     async def member_has_grant(self, member_id: str) -> bool:
         """Re-read on every call, so a revoked grant lands on the next message. The
         same decision as the route gate and the pages list (catalog.usable)."""
+        from skald_host.core.identity.users import MemberNotFound
+
         try:
-            member = await self._core.users.get(member_id)
-        except LookupError:
+            member = await self._core.users.get(member_id) if isinstance(member_id, str) else None
+        except (LookupError, MemberNotFound):  # an unknown id has no grant (it raised)
             return False
-        return self._core.catalog.usable(member, self.plugin_id)
+        return member is not None and self._core.catalog.usable(member, self.plugin_id)
 
     def _follow(self, subscription: Any, handler: Callable[[Any], Awaitable[None]]) -> None:
         async def pump() -> None:
