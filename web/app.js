@@ -121,6 +121,7 @@ function buildShell() {
     on: { click: () => setMenu(menuButton.getAttribute("aria-expanded") !== "true") },
   }, el("span", { class: "menu-icon", "aria-hidden": "true" }), el("span", { text: t("nav.menu") }));
   const signOut = el("button", { class: "btn quiet small", type: "button", text: t("common.logout"), on: { click: logout } });
+  const hostList = el("ul", { class: "nav-list" }, ...hostNavItems());
   const pluginList = el("ul", { class: "nav-list" });
   const pluginSection = el("div", { class: "nav-section", hidden: true },
     el("h2", { class: "nav-heading", text: t("nav.plugin_pages") }), pluginList);
@@ -130,8 +131,7 @@ function buildShell() {
   const sidebar = el("nav", { id: "sidebar", class: "sidebar", "aria-label": t("nav.label") },
     el("p", { class: "brand", text: t("app.name") }),
     el("div", { class: "sidebar-links" },
-      el("div", { class: "nav-section" }, el("ul", { class: "nav-list" },
-        ...HOST_PAGES.filter((p) => !p.needs || state[p.needs]).map((p) => navLink(`#${p.id}`, t(p.label), p.id)))),
+      el("div", { class: "nav-section" }, hostList),
       member.is_admin ? el("div", { class: "nav-section" },
         el("h2", { class: "nav-heading", text: t("nav.admin") }),
         el("ul", { class: "nav-list" }, ...ADMIN_PAGES.map((p) => navLink(`#${p.id}`, t(p.label), p.id)))) : null,
@@ -139,8 +139,8 @@ function buildShell() {
     el("div", { class: "nav-footer" },
       el("p", { class: "who" }, el("span", { class: "who-name", text: member.display_name || member.username }),
         el("span", { class: "who-role", text: seeded(member.role_label || member.role) })),
-      themeSwitch(),
-      signOut));
+      signOut,
+      themeSwitch()));
   const content = el("main", { id: "content", class: "content", tabindex: "-1" });
   // The first stop of the tab order: past the menu and the sidebar to the page itself.
   const skip = el("a", {
@@ -156,9 +156,32 @@ function buildShell() {
     el("div", { class: "main-column" }, banner, supervision, content));
   // What the phone's open menu covers: inert while it is open (see setMenu).
   const behind = [skip, shell.querySelector(".main-column")];
-  state.shell = { menuButton, sidebar, content, pluginSection, pluginList, behind, supervision };
+  state.shell = { menuButton, sidebar, content, hostList, pluginSection, pluginList, behind, supervision };
   root.replaceChildren(shell);
+  showOverflow(sidebar.querySelector(".sidebar-links"));
   renderPluginNav();
+}
+
+/** Mark which edges of the links' box have links beyond them (more-above, more-below:
+ * app.css fades that edge), as it scrolls and as it or its sections change size (a
+ * plugin's pages added, a window made shorter). */
+function showOverflow(box) {
+  const update = () => {
+    box.classList.toggle("more-above", box.scrollTop > 1);
+    box.classList.toggle("more-below", box.scrollTop + box.clientHeight < box.scrollHeight - 1);
+  };
+  box.addEventListener("scroll", update, { passive: true });
+  const watch = new ResizeObserver(update);
+  watch.observe(box);
+  for (const section of box.children) watch.observe(section);
+  update();
+}
+
+/** The current page's link in view (block "nearest": the links do not move when it is
+ * already shown). At 1280x800 #settings opened with its link below the links' box. */
+function showCurrentLink() {
+  const current = state.shell?.sidebar.querySelector("a[aria-current=page]");
+  if (current && current.getClientRects().length) current.scrollIntoView({ block: "nearest", inline: "nearest" });
 }
 
 /** Who started supervising the member since they last said OK (README: the member is
@@ -217,6 +240,7 @@ function setMenu(open) {
   // On a phone the open menu covers the page: Tab must not wander to controls nobody
   // can see, nor a screen reader read them.
   for (const node of state.shell.behind) node.inert = open;
+  if (open) showCurrentLink(); // the phone's menu opens at the page one is on
 }
 
 const menuOpen = () => state.shell?.menuButton.getAttribute("aria-expanded") === "true";
@@ -247,10 +271,27 @@ function renderPluginNav() {
   markActive(parseHash());
 }
 
-/** Re-read the pages this member may see (grants and toggles apply per request). */
-async function refreshNav() {
-  const response = await api("GET", "/api/plugins/pages");
-  if (!response.ok || !state.shell) return;
+/** The links to the host's own pages the member has: Chat with chat, Reports and System
+ * agents while a system agent's plugin is on (enterShell). */
+function hostNavItems() {
+  return HOST_PAGES.filter((p) => !p.needs || state[p.needs]).map((p) => navLink(`#${p.id}`, t(p.label), p.id));
+}
+
+/** Whether some system agent's plugin is on: Reports and System agents are in the menu
+ * only then (an admin is sent the agents of a plugin that is off as well). */
+const someAgentOn = (response) => !response.ok || (response.data.agents || []).some((agent) => agent.plugin_enabled);
+
+/** Re-read the pages this member may see (grants and toggles apply per request). With
+ * `agents` (a plugin was turned on or off) whether a system agent's plugin is on, too. */
+async function refreshNav({ agents = false } = {}) {
+  const [response, found] = await Promise.all([api("GET", "/api/plugins/pages"), agents ? api("GET", "/api/system-agents") : null]);
+  if (!state.shell) return;
+  if (found && someAgentOn(found) !== state.system_agents) {
+    state.system_agents = someAgentOn(found);
+    state.shell.hostList.replaceChildren(...hostNavItems());
+    markActive(parseHash());
+  }
+  if (!response.ok) return;
   const pages = response.data.pages || [];
   if (JSON.stringify(pages) !== JSON.stringify(state.pages)) {
     state.pages = pages;
@@ -262,10 +303,13 @@ function markActive(where) {
   if (!state.shell) return;
   const page = findPage(where.name);
   const key = where.name === "plugin" ? `plugin/${where.rest[0]}/${where.rest[1]}` : (page?.parent || where.name);
+  const before = state.shell.sidebar.querySelector("a[aria-current=page]");
   for (const anchor of state.shell.sidebar.querySelectorAll("a[data-route]")) {
     if (anchor.dataset.route === key) anchor.setAttribute("aria-current", "page");
     else anchor.removeAttribute("aria-current");
   }
+  // Another page (not the same one drawn again after a save): its link in view.
+  if (state.shell.sidebar.querySelector("a[aria-current=page]") !== before) showCurrentLink();
 }
 
 /** `arrived`: the member has just signed in (or set up this instance): the page puts
@@ -277,7 +321,7 @@ function context(where, { arrived = false } = {}) {
     session: state.session,
     member: state.session.member,
     pages: () => state.pages,
-    refreshNav,
+    refreshNav: () => refreshNav({ agents: true }), // after a plugin's switch
     // After an add, a save or a delete: see Afterwards (the focus, what is said).
     rerender: (after = null) => route({ focus: false, after }),
     relocalize,
@@ -424,7 +468,9 @@ async function enterShell(known = null, { arrived = false } = {}) {
   // ctx.session.capabilities, web/lib/capabilities.js); the shell's Chat still follows the
   // chat status, which answers 403 without chat.use.
   // Reports and System agents are in the menu only while some system agent is there
-  // (the System agents plugin, or another's); a link to them still opens the page.
+  // (the System agents plugin, or another's) with its plugin on: an admin is sent the
+  // agents of a plugin that is off too, to set them up beforehand, and the two links
+  // showed with the plugin off. A link to them still opens the page.
   // Who started supervising them while they were away is said above every page (see
   // supervisionNotice), from what My account reads too.
   const [pages, chat, agents, privacy] = await Promise.all([
@@ -433,7 +479,7 @@ async function enterShell(known = null, { arrived = false } = {}) {
   state.pages = pages.ok ? pages.data.pages || [] : [];
   state.supervision = privacy.ok ? privacy.data.supervision_news : null;
   state.chat = chat.status !== 403;
-  state.system_agents = !agents.ok || (agents.data.agents || []).length > 0;
+  state.system_agents = someAgentOn(agents);
   // The socket opens with the shell, whatever page the member lands on: a notification
   // (the toast above) and messages queued in an earlier session need no visit to Chat.
   if (state.chat) socket.connect(response.data.member.id);

@@ -129,13 +129,18 @@ function ruleRows(rule, groups, ctx, rules = [rule]) {
       });
     },
   });
+  // data-label: a phone shows each row stacked, a value under its column's name (app.css
+  // .stack-on-phone, as Models and Usage do): seven columns ran 464 px off a 390 px
+  // screen and broke "read_file" mid-word.
+  const note = seeded(rule.note || "");
   const row = el("tr", { "data-rule": rule.id },
     el("td", {}, el("code", { text: rule.tool_pattern }), rule.builtin ? el("span", { class: "tag", text: t("approvals.builtin") }) : null),
-    el("td", {}, rule.path_class ? el("code", { text: rule.path_class }) : el("span", { class: "muted", text: t("approvals.any_path") })),
-    el("td", {}, el("span", { class: `tag action-${rule.action}`, text: actionLabel(rule.action) })),
-    el("td", { class: "num", text: String(rule.priority) }),
-    el("td", { class: "wide-only", text: groupLabel }),
-    el("td", { class: "wide-only note-cell", text: seeded(rule.note || "") }),
+    el("td", { "data-label": t("approvals.path_class") },
+      rule.path_class ? el("code", { text: rule.path_class }) : el("span", { class: "muted", text: t("approvals.any_path") })),
+    el("td", { "data-label": t("approvals.action") }, el("span", { class: `tag action-${rule.action}`, text: actionLabel(rule.action) })),
+    el("td", { class: "num", "data-label": t("approvals.priority"), text: String(rule.priority) }),
+    el("td", { class: "wide-only", "data-label": t("approvals.group"), text: groupLabel }),
+    el("td", { class: "wide-only note-cell", "data-label": note ? t("approvals.note") : null, text: note }),
     el("td", { class: "row-actions" }, edit, remove, status.node));
   return [row, editRow];
 }
@@ -149,7 +154,7 @@ function rulesSection(rules, groups, ctx) {
   status.node.classList.add("rules-status");
   const part = section(t("approvals.rules_title"),
     el("p", { class: "hint", text: t("approvals.rules_intro") }),
-    el("div", { class: "table-wrap" }, el("table", { class: "table rules-table" },
+    el("div", { class: "table-wrap" }, el("table", { class: "table rules-table stack-on-phone" },
       el("thead", {}, head), el("tbody", {}, ...rules.flatMap((r) => ruleRows(r, groups, ctx, rules))))),
     status.node,
     el("h3", { class: "subhead", text: t("approvals.rule_add_title") }),

@@ -222,12 +222,13 @@ async function supervisionSection(member) {
 const INTERVAL_MIN = 1;
 const INTERVAL_MAX = 100000;
 
-/** Per-member intervals of the agents that allow one (event triage); empty inherits. */
+/** Per-member intervals of the agents that allow one (event triage); empty inherits. Not
+ * of an agent whose plugin is off: nothing of it runs (its field read as if it did). */
 async function intervalsSection(member) {
   const title = t("members.intervals_title");
   const response = await api("GET", `/api/admin/members/${encodeURIComponent(member.id)}/agent-intervals`);
   if (!response.ok) return section(title, notice("error", errorText(response)));
-  const intervals = response.data.intervals || [];
+  const intervals = (response.data.intervals || []).filter((item) => item.plugin_enabled !== false);
   if (!intervals.length) { const empty = section(title); empty.hidden = true; return empty; }
   const rows = intervals.map((item) => {
     const input = el("input", { type: "text", inputmode: "numeric", name: item.agent_id, props: { value: item.interval ?? "" } });

@@ -20,8 +20,9 @@ export default class HelloPage extends HTMLElement {
     this.nickname = node("input");
     this.nickname.name = "nickname";
     this.nickname.maxLength = 40;
-    this.save = node("button");
-    this.save.type = "submit";
+    // The shell's classes give the page its look: `btn primary` is the shell's Save (a
+    // bare <button> is the browser's grey one).
+    this.save = node("button", "", { class: "btn primary", type: "submit" });
     this.label = node("span");
     const field = node("label"); // wrapping the input names it for screen readers
     field.append(this.label, " ", this.nickname);

@@ -171,7 +171,10 @@ async def put_supervisors(member_id: str) -> dict:
     return {"supervisors": await core.registry.run(lambda c: store.supervisors_of(c, member_id))}
 
 
-INTERVAL = obj({"agent_id": TEXT, "title": TEXT, "interval_unit": TEXT, "interval": nullable(INT), "instance_interval": INT})
+INTERVAL = obj({
+    "agent_id": TEXT, "title": TEXT, "interval_unit": TEXT, "interval": nullable(INT), "instance_interval": INT,
+    "plugin_enabled": {**BOOL, "description": "its plugin is turned on (a member's page shows the agents of a plugin that is on)"},
+})
 
 
 async def _intervals(member_id: str) -> list[dict[str, Any]]:
@@ -190,6 +193,7 @@ async def _intervals(member_id: str) -> list[dict[str, Any]]:
             "interval_unit": entry.agent.interval_unit,
             "interval": override // entry.unit_seconds if override else None,
             "instance_interval": registry.instance_interval(entry, settings) // entry.unit_seconds,
+            "plugin_enabled": registry.plugin_enabled(entry),
         })
     return found
 
