@@ -126,13 +126,17 @@ async def test_an_emptied_interval_is_refused_at_its_field_naming_the_default(sk
     await interval.fill("")
     await page.get_by_role("button", name="Save").click()
     await expect(interval).to_have_attribute("aria-invalid", "true")
-    await expect(interval).to_have_accessible_description("Between 1 and 100000. Interval (days) is required; its default is 7.")
+    await expect(interval).to_have_accessible_description("Between 1 and 100,000. Interval (days) is required; its default is 7.")
     await expect(page.get_by_text("Saved.")).to_have_count(0)
     assert (await host.core.instance_settings.values("memory_lint_private"))["interval"] == 3
     await interval.fill("14")
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_text("Saved.")).to_be_visible()
     assert (await host.core.instance_settings.values("memory_lint_private"))["interval"] == 14
+    # The bounds in the reader's digits.
+    assert (await (await host.admin()).put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    await page.reload()
+    await expect(page.locator("input[name=interval]")).to_have_accessible_description("Zwischen 1 und 100.000.")
 
 
 async def test_an_emptied_hour_of_the_night_is_refused_at_its_field_naming_the_default(skald, browser_pages):

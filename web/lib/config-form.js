@@ -2,7 +2,7 @@
 // general settings sets share it). The server validates; a 400 names the field
 // ("retries: must be a whole number") and the message is shown under that field.
 import { el, uid } from "./dom.js";
-import { errorString, t } from "./i18n.js";
+import { currentLocale, errorString, t } from "./i18n.js";
 import { busy, clearFieldErrors, errorText, markField, statusLine } from "./ui.js";
 
 export const MASK = "********";
@@ -10,7 +10,8 @@ export const MASK = "********";
 function hintFor(spec) {
   const parts = [];
   if (spec.description) parts.push(spec.description);
-  const fmt = (n) => (Number.isInteger(n) ? String(n) : String(Number(n)));
+  // In the reader's digits: "Zwischen 1 und 100.000", "0,5".
+  const fmt = (n) => Number(n).toLocaleString(currentLocale());
   if (spec.minimum != null && spec.maximum != null) parts.push(t("config.range", { minimum: fmt(spec.minimum), maximum: fmt(spec.maximum) }));
   else if (spec.minimum != null) parts.push(t("config.minimum", { minimum: fmt(spec.minimum) }));
   else if (spec.maximum != null) parts.push(t("config.maximum", { maximum: fmt(spec.maximum) }));
