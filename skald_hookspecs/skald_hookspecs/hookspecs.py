@@ -208,6 +208,18 @@ def member_reset(member_id: str, host: Any) -> None:
 
 
 @hookspec
+def member_deleted(member_id: str, host: Any) -> None:
+    """Called when an admin deleted a member, for each started plugin, once the member
+    is gone (their row, their file and what the host stored as their per-member config;
+    ``member_locking`` ran before): drop what the plugin keeps for that id (a linked
+    chat, its waiting messages, its own keys), so that nothing the account's outside
+    identities send reaches a member who no longer exists, and a new account can take
+    them up. No ``HostApi`` call succeeds for the member any more
+    (``set_user_config`` included). Awaited within the deletion's request, bounded by
+    the hook timeout; a failure is logged and the deletion stands. Since 1.14."""
+
+
+@hookspec
 def member_locking(member_id: str) -> None:
     """Called when a member's private file is about to close (logout of the last
     session, deactivation, deletion), for each started plugin: stop what runs for that

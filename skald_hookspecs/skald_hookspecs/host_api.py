@@ -63,7 +63,8 @@ class HostApi(Protocol):
         (all of them by default), sorted; never another plugin's. Since 1.11."""
 
     async def member_has_grant(self, member_id: str) -> bool:
-        """Whether the member may use this plugin right now (re-read on every call)."""
+        """Whether the member may use this plugin right now (re-read on every call).
+        False for a member who does not exist (deleted)."""
 
     def subscribe_system(self, handler: Callable[[SystemEvent], Awaitable[None]]) -> None:
         """Receive system-bus events until the plugin stops (best-effort delivery)."""

@@ -321,6 +321,7 @@ class Skald:
         self._users.after_unlock.append(StartAtUnlock(self).after_unlock)
         self._users.before_lock.append(self._plugins_member_locking)
         self._users.after_reset.append(self._plugins_member_reset)  # contract 1.7
+        self._users.after_delete.append(self._plugins_member_deleted)  # contract 1.14
         self.config_sets = await self.plugins.collect(
             "register_config_sets", validate_config_set, key=lambda s: s.id, kind="settings set"
         )
@@ -526,6 +527,14 @@ class Skald:
                     await self.plugins.call_one("member_reset", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
                 except (Exception, *PLUGIN_EXITS) as exc:
                     self._hook_failed(plugin_id, "member_reset", exc)
+
+    async def _plugins_member_deleted(self, member_id: str) -> None:
+        for plugin_id in self.plugins.implementers("member_deleted"):
+            if plugin_id in self._started:
+                try:
+                    await self.plugins.call_one("member_deleted", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
+                except (Exception, *PLUGIN_EXITS) as exc:
+                    self._hook_failed(plugin_id, "member_deleted", exc)
 
     def _hook_failed(self, plugin_id: str, hook: str, exc: BaseException) -> str:
         """A hook's failure after startup (a per-member hook's, ``shutdown``'s): what

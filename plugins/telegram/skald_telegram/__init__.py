@@ -72,7 +72,7 @@ def plugin_info() -> PluginInfo:
         title="Telegram",
         description="Talk to your assistant from Telegram: link a chat with a one-time code.",
         icon="send",
-        spec=">=1.14,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady; 1.7: member_reset; 1.8: ConfigField.pattern; 1.12: HostApi.set_degraded, ChannelRequestError.code; 1.14: member_name
+        spec=">=1.14,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady; 1.7: member_reset; 1.8: ConfigField.pattern; 1.12: HostApi.set_degraded, ChannelRequestError.code; 1.14: member_name, member_deleted
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
         # A normal grant: the admin decides who may use Telegram, and every message
@@ -196,6 +196,22 @@ async def member_reset(member_id: str, host: HostApi) -> None:
         from skald_telegram.pairing import Pairing
 
         await Pairing(host).unlink(member_id)
+
+
+@hookimpl
+async def member_deleted(member_id: str, host: HostApi) -> None:
+    """The admin deleted the member: their chat is unlinked (and told so), what
+    streamed there is finished, and what waited for them goes, so the chat can be
+    paired again by whoever holds it."""
+    bot = running.bot
+    if bot is not None:
+        await bot.forget_member(member_id)
+    else:
+        from skald_telegram.pairing import Pairing
+
+        pairing = Pairing(host)
+        await pairing.forget_member(member_id)
+        await pairing.forget_stored_jobs(member_id)
 
 
 @hookimpl

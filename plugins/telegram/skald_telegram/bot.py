@@ -597,8 +597,19 @@ class TelegramBot:
         except ChannelRequestError:
             return telegram_locale(fallback)
 
+    async def _linked_member(self, chat_id: int) -> str | None:
+        """The chat's member; None for a chat not linked, or linked to a member whose
+        own record no longer names it (deleted, or reset, while the plugin did not hear
+        of it): that link is dropped here, with what waited for the member there."""
+        member_id, stale = await self.pairing.live_member_for_chat(chat_id)
+        if stale is not None:
+            log.info("telegram: chat %s was linked to a member who no longer has it: unlinked", chat_id)
+            await self.outbox.forget(chat_id, stale)
+            await self._relay_drop(chat_id)
+        return member_id
+
     async def _on_message(self, message: Inbound) -> None:
-        member_id = await self.pairing.member_for_chat(message.chat_id)
+        member_id = await self._linked_member(message.chat_id)
         if member_id is None:
             await self._offer_pairing(message)
             return
@@ -786,8 +797,13 @@ class TelegramBot:
         if press.chat_type not in (None, "private") or (press.chat_id is not None and press.chat_id != press.from_id):
             log.debug("telegram: a button press from a %s chat ignored", press.chat_type)
             return
-        member_id = await self.pairing.member_for_chat(press.from_id)
+        member_id = await self._linked_member(press.from_id)
         if member_id is None:
+            # A card of a chat that lost its link (the member linked another chat, was
+            # deleted): said so, and its buttons go (both memory only: nobody's now).
+            if press.message_id is not None:
+                self.outbox.put_nowait(press.from_id, Job("remove_buttons", None, None, {"message_id": press.message_id}))
+            await self.say(press.from_id, self.t("button_unlinked", telegram_locale(press.language_code)))
             return
         locale = await self.locale_for(member_id, press.language_code)
         if not await self.host.member_has_grant(member_id):
@@ -1177,12 +1193,17 @@ class TelegramBot:
 
     async def _send_approval(self, member_id: str, chat_id: int, event: ChannelEvent, locale: str) -> None:
         short = secrets.token_urlsafe(9)  # callback_data is at most 64 bytes: a handle, not the id
-        await self.host.kv_set(f"button:{short}", {"member_id": member_id, "approval_id": event.approval_id})
         arguments = json.dumps(dict(event.arguments), ensure_ascii=False, indent=1)
         if len(arguments) > 1500:
             arguments = arguments[:1499] + "…"
         text = self.t("approval_prompt", locale, tool=event.tool or "?", arguments=arguments)
         payload = {"text": text[:4000], "approve": self.t("approve", locale), "deny": self.t("deny", locale)}
+        entry: dict[str, Any] = {"member_id": member_id, "approval_id": event.approval_id}
+        try:  # the card, sealed to the member: sent again should they link another chat (``_move_cards``)
+            entry["card"] = await self.host.seal_for_member(member_id, json.dumps(payload).encode())
+        except ChannelRequestError as exc:
+            log.info("telegram: an approval card is not kept to be sent again: %s", type(exc).__name__)
+        await self.host.kv_set(f"button:{short}", entry)
         self._close_stream(chat_id)  # the answer goes on below the card
         await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": event.approval_id}))
 
@@ -1374,7 +1395,13 @@ class TelegramBot:
             account = "?"
         await self.say(binding["chat_id"], self.t("linked", locale, account=account), member_id)
         replaced = binding.get("replaced_chat_id")
+        queued: set[str] = set()  # approval cards still waiting to be sent to the old chat
         if replaced is not None:
+            old_queue = self.outbox.chats.get(replaced)
+            if old_queue is not None:
+                queued = {
+                    str(j.public.get("approval_id")) for j in old_queue.jobs if j.kind == "approval" and j.member_id == member_id
+                }
             # The member's previous chat lost the link to this one: told so (as an
             # unlink is), once the new link is written; a failure here undoes nothing.
             try:
@@ -1383,7 +1410,65 @@ class TelegramBot:
                 await self.say(replaced, self.t("moved", locale))  # not the member's any more: memory only
             except Exception as exc:
                 log.warning("telegram: telling chat %s that the account moved to another chat failed: %s", replaced, type(exc).__name__)
+        try:
+            await self._move_cards(member_id, int(binding["chat_id"]), replaced, queued, locale)
+        except Exception as exc:  # the cards stay answerable on the web
+            log.warning("telegram: sending the waiting approval cards to chat %s failed: %s", binding["chat_id"], type(exc).__name__)
         return binding
+
+    async def _move_cards(self, member_id: str, chat_id: int, old_chat: int | None, queued: set[str], locale: str) -> None:
+        """The member linked a new chat: the approvals still waiting for an answer come
+        there as new cards (new buttons), and their cards in the old chat lose theirs
+        (best effort: memory only, as that chat is nobody's now). Waiting: a card shown
+        and not settled (``card:<id>``, removed by a press and by ``approval_resolved``),
+        or one that was still queued for the old chat (``queued``)."""
+        for key in await self.host.kv_keys("button:"):
+            entry = await self.host.kv_get(key)
+            if not isinstance(entry, dict) or entry.get("member_id") != member_id or not entry.get("approval_id"):
+                continue
+            approval_id = str(entry["approval_id"])
+            card = await self.host.kv_get(f"card:{approval_id}")
+            if not isinstance(card, dict) and approval_id not in queued:
+                continue  # settled while the chat could not be told: not asked again
+            if old_chat is not None and old_chat != chat_id and isinstance(card, dict) and isinstance(card.get("message_id"), int):
+                self.outbox.put_nowait(old_chat, Job("remove_buttons", None, None, {"message_id": card["message_id"]}))
+            payload: dict[str, Any] | None = None
+            if isinstance(entry.get("card"), str):
+                try:
+                    opened = json.loads(await self.host.open_for_member(member_id, entry["card"]))
+                    payload = opened if isinstance(opened, dict) else None
+                except (ChannelRequestError, ValueError) as exc:
+                    log.info("telegram: an approval card could not be read back: %s", type(exc).__name__)
+            if payload is None:  # kept by a version before this, or not readable now: the card without its details
+                text = self.t("approval_prompt", locale, tool="?", arguments="…")
+                payload = {"text": text, "approve": self.t("approve", locale), "deny": self.t("deny", locale)}
+            short = secrets.token_urlsafe(9)
+            await self.host.kv_set(f"button:{short}", {**entry, "member_id": member_id, "approval_id": approval_id})
+            await self.host.kv_set(key, None)
+            await self.host.kv_set(f"card:{approval_id}", None)
+            await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": approval_id}))
+
+    async def forget_member(self, member_id: str) -> None:
+        """The admin deleted the member (``member_deleted``): their chat is unlinked and
+        told so, the answer that was streaming there is finished with what it showed
+        (its end never comes: the member's turn stopped with them), and what waited for
+        them (queued messages, stored jobs, buttons, flags) goes."""
+        chats = await self.pairing.forget_member(member_id)
+        for chat_id in list(self.outbox.chats):
+            await self.outbox.forget(chat_id, member_id)
+        for chat_id, record in list(self._unsettled.items()):
+            if record.get("member_id") == member_id:
+                await self._relay_drop(chat_id)
+        locale = await self.locale_for(member_id)
+        for chat_id in chats:
+            stream = self._streams.get(chat_id)
+            if stream is not None and stream.job is not None:
+                self._stream_jobs.pop(stream.job.id, None)
+            await self._relay_drop(chat_id)
+            # Nobody's chat now: memory only, and not dropped by the link check.
+            if stream is not None and stream.message_id is not None and stream.text.strip():
+                self.outbox.put_nowait(chat_id, Job("markdown", None, {"text": stream.text}, {"sent": 0, "edit": stream.message_id}))
+            await self.say(chat_id, self.t("unlinked", locale))
 
     async def unlink(self, member_id: str) -> None:
         chat_id = await self.pairing.unlink(member_id)

@@ -99,6 +99,27 @@ class Pairing:
         chat_id = mine.get("chat_id")
         return chat_id if mine.get("linked") and isinstance(chat_id, int) else None
 
+    async def live_member_for_chat(self, chat_id: int) -> tuple[str | None, str | None]:
+        """The chat's member, as ``member_for_chat``, when the member's own record of the
+        link (their per-member config) still names this chat; else the link is stale
+        and dropped here: ``(None, the member it named)``. The host deletes a member's
+        per-member config with them, and a data-losing reset with their data, so a link
+        the plugin was never told to drop (``member_deleted`` and ``member_reset``
+        missed: an instance upgraded from before the hook, the plugin off meanwhile)
+        heals at the chat's next message instead of failing every one for good."""
+        member_id = await self.member_for_chat(chat_id)
+        if member_id is None or await self.chat_for_member(member_id) == chat_id:
+            return member_id, None
+        async with self.lock:  # again under the lock: a pairing writes the link first, then the config
+            links = await self.links()
+            entry = links.get(str(chat_id))
+            member_id = entry.get("member_id") if isinstance(entry, dict) else None
+            if member_id is None or await self.chat_for_member(member_id) == chat_id:
+                return member_id, None
+            del links[str(chat_id)]
+            await self.host.kv_set("links", links)
+        return None, member_id
+
     # -- the member side --------------------------------------------------------------
 
     async def redeem(self, member_id: str, typed: str) -> dict[str, Any]:
@@ -158,6 +179,46 @@ class Pairing:
             await self.host.kv_set("links", links)
             await self.host.set_user_config(member_id, {"linked": False})
         return int(gone[0]) if gone else None
+
+
+    async def forget_member(self, member_id: str) -> list[int]:
+        """The member was deleted (``member_deleted``): their links and what the store
+        keeps under their id go (their approval and question buttons, their flags,
+        their failed attempts). Their per-member config is not written: the host
+        deleted it with them. The chats they had linked."""
+        async with self.lock:
+            links = await self.links()
+            gone = [key for key, link in links.items() if isinstance(link, dict) and link.get("member_id") == member_id]
+            for key in gone:
+                del links[key]
+            if gone:
+                await self.host.kv_set("links", links)
+            for name in ("failures", "refused", "voice"):
+                await self.host.kv_set(f"{name}:{member_id}", None)
+            for prefix, card in (("button:", "card:"), ("qbutton:", "qcard:")):
+                for key in await self.host.kv_keys(prefix):
+                    entry = await self.host.kv_get(key)
+                    if isinstance(entry, dict) and entry.get("member_id") == member_id:
+                        await self.host.kv_set(key, None)
+                        settled = entry.get("approval_id") if card == "card:" else entry.get("question_id")
+                        if settled:
+                            await self.host.kv_set(f"{card}{settled}", None)
+        return [int(key) for key in gone if key.lstrip("-").isdigit()]
+
+    async def forget_stored_jobs(self, member_id: str) -> None:
+        """With the plugin off, what its outbox (``outbox:<chat>``) and its streamed
+        answers (``relay:<chat>``) keep for the member goes from the store directly."""
+        for key in await self.host.kv_keys("relay:"):
+            record = await self.host.kv_get(key)
+            if isinstance(record, dict) and record.get("member_id") == member_id:
+                await self.host.kv_set(key, None)
+        for key in await self.host.kv_keys("outbox:"):
+            record = await self.host.kv_get(key)
+            if not isinstance(record, dict) or not isinstance(record.get("jobs"), list):
+                continue
+            jobs = [j for j in record["jobs"] if not (isinstance(j, dict) and j.get("member_id") == member_id)]
+            if len(jobs) != len(record["jobs"]):
+                await self.host.kv_set(key, {**record, "jobs": jobs} if jobs else None)
 
 
 def _iso(seconds: float) -> str:

@@ -217,12 +217,13 @@ class PluginHostApi:
 
     async def member_has_grant(self, member_id: str) -> bool:
         """Re-read on every call, so a revoked grant lands on the next message. The
-        same decision as the route gate and the pages list (catalog.usable)."""
+        same decision as the route gate and the pages list (catalog.usable). An
+        unknown (deleted) member has none: False, as the contract says, never an error."""
         from skald_host.core.identity.users import MemberNotFound
 
         try:
             member = await self._core.users.get(member_id) if isinstance(member_id, str) else None
-        except (LookupError, MemberNotFound):  # an unknown id has no grant (it raised)
+        except (LookupError, MemberNotFound):
             return False
         return member is not None and self._core.catalog.usable(member, self.plugin_id)
 
