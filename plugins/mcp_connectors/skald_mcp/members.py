@@ -5,7 +5,9 @@ the refresh token) and connected while the member is unlocked: from ``member_unl
 to ``member_locking``. Another member never sees them; ``system.db`` never holds them.
 
 A per-member connector's notifications are appended to the member's own file
-(``HostApi.append_member_event``), for the member's agents to read later.
+(``HostApi.append_member_event``), for the member's agents to read later: a burst in
+one event (``NOTIFICATIONS_PER_EVENT``), and only the newest ``NOTIFICATION_EVENTS_KEPT``
+events of a connector, none older than ``NOTIFICATION_DAYS`` (``prune_member_events``).
 
 An http connector is a session from the host to the remote server; a stdio template
 runs inside the member's sandbox (``HostApi.sandbox_spawn``), never on the bare host.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Mapping
 
 from skald_hookspecs import MemberLocked, Tool
@@ -27,6 +30,20 @@ log = logging.getLogger(__name__)
 PREFIX = "connector:"
 #: How often a QR connector waiting for its device is asked whether it is linked.
 LOGIN_POLL_SECONDS = 2.0
+#: A member's connector's notifications: the event kind (one per connector, so each is
+#: bounded on its own), how many one event holds at most (a burst is one write, not one
+#: per notification; an event's data is at most 64 KiB, ``EVENT_BYTES`` leaves room),
+#: how many events of a connector are kept (the newest), and for how long.
+NOTIFICATION_KIND = "mcp.notification:"
+#: The kind earlier versions wrote, one event per notification and never pruned: such
+#: events are deleted at a member's first prune (nothing reads them).
+LEGACY_NOTIFICATION_KIND = "mcp.notification"
+NOTIFICATIONS_PER_EVENT = 50
+EVENT_BYTES = 60_000
+NOTIFICATION_EVENTS_KEPT = 20
+NOTIFICATION_DAYS = 30
+#: The older events are pruned every this many writes of a connector (and at its first).
+PRUNE_EVERY = 10
 
 
 class MemberConnectors:
@@ -68,6 +85,13 @@ class MemberConnectors:
         #: (member, connector) -> the session and what its ``login_status`` last answered
         #: (the QR code to show): what ``login_known`` reports, never asking anyone.
         self._login_seen: dict[tuple[str, str], tuple[Connection, dict[str, Any]]] = {}
+        #: (member, connector) -> notifications not yet written, the task writing them,
+        #: and how many events were written since the last prune.
+        self._unwritten: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._writers: dict[tuple[str, str], asyncio.Task[Any]] = {}
+        self._unpruned: dict[tuple[str, str], int] = {}
+        #: Members whose file no longer holds the legacy notification events.
+        self._legacy_pruned: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -134,6 +158,10 @@ class MemberConnectors:
             del self._login_checked[key]
         for key in [key for key in self._login_seen if key[0] == member_id]:
             del self._login_seen[key]
+        for key in [key for key in self._unwritten if key[0] == member_id]:
+            del self._unwritten[key]  # the file is closing: nothing of theirs stays in RAM
+        for key in [key for key in self._unpruned if key[0] == member_id]:
+            del self._unpruned[key]
         connections = self.connections.pop(member_id, {})
         await asyncio.gather(*(c.stop() for c in connections.values()), return_exceptions=True)
 
@@ -204,8 +232,7 @@ class MemberConnectors:
 
         def notified(message: Any) -> None:
             params = getattr(message, "params", None)
-            data = {"connector": name, "method": message.method, "params": params.model_dump(mode="json") if params is not None else None}
-            self._spawn(self._append(member_id, data))
+            self._notified(member_id, name, {"method": message.method, "params": params.model_dump(mode="json") if params is not None else None})
 
         spawn = None
         if spec.transport == "stdio":
@@ -274,9 +301,59 @@ class MemberConnectors:
         # One that was working (or coming back) keeps trying if its server is away now.
         return await self.connect(member_id, name, resume=previous is not None and previous.state in ("ready", "reconnecting"))
 
-    async def _append(self, member_id: str, data: dict[str, Any]) -> None:
+    # -- notifications, kept in the member's file -------------------------------------------
+
+    def _notified(self, member_id: str, name: str, notification: dict[str, Any]) -> None:
+        """Queue one notification; one writer per connector writes what has gathered
+        while its previous write ran (no timer: nothing waits longer than a write)."""
+        key = (member_id, name)
+        self._unwritten.setdefault(key, []).append(notification)
+        if key not in self._writers:
+            task = asyncio.ensure_future(self._write_notifications(member_id, name))
+            self._writers[key] = task
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def settled(self, member_id: str, name: str) -> None:
+        """Wait until the notifications the connector sent so far are written (a tool
+        call's answer is handed on after them)."""
+        task = self._writers.get((member_id, name))
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def _write_notifications(self, member_id: str, name: str) -> None:
+        key = (member_id, name)
         try:
-            await self.host.append_member_event(member_id, "mcp.notification", data)
+            while self._unwritten.get(key):
+                pending = self._unwritten[key]
+                batch: list[dict[str, Any]] = []
+                size = 0
+                while pending and len(batch) < NOTIFICATIONS_PER_EVENT:
+                    one = len(json.dumps(pending[0], ensure_ascii=False).encode())
+                    if batch and size + one > EVENT_BYTES:
+                        break
+                    batch.append(pending.pop(0))
+                    size += one
+                if not pending:
+                    self._unwritten.pop(key, None)
+                await self._append(member_id, name, batch)
+        finally:
+            self._writers.pop(key, None)
+
+    async def _append(self, member_id: str, name: str, batch: list[dict[str, Any]]) -> None:
+        kind = NOTIFICATION_KIND + name
+        try:
+            await self.host.append_member_event(member_id, kind, {"connector": name, "notifications": batch})
+            key = (member_id, name)
+            written = self._unpruned.get(key, PRUNE_EVERY - 1) + 1
+            if written >= PRUNE_EVERY:
+                oldest = (datetime.now(timezone.utc) - timedelta(days=NOTIFICATION_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+                await self.host.prune_member_events(member_id, kind=kind, keep_last=NOTIFICATION_EVENTS_KEPT, before=oldest)
+                if member_id not in self._legacy_pruned:
+                    await self.host.prune_member_events(member_id, kind=LEGACY_NOTIFICATION_KIND, keep_last=0)
+                    self._legacy_pruned.add(member_id)
+                written = 0
+            self._unpruned[key] = written
         except Exception as exc:  # noqa: BLE001 - locked meanwhile, or too large: dropped
             log.info("a connector notification was not kept: %s", type(exc).__name__)
 
@@ -325,7 +402,7 @@ class MemberConnectors:
         offered[name] = [
             make_tool(
                 name, t, lambda caller, _m=member_id, _n=name: caller == _m and self.usable(_m, _n), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n),
-                names[t.name], capability=self.capability(record),
+                names[t.name], capability=self.capability(record), settle=lambda _m=member_id, _n=name: self.settled(_m, _n),
             )
             for t in offered_tools(connection.tools, pins)
         ]
@@ -474,11 +551,17 @@ class MemberConnectors:
         """The template's newer version, if there is one: its ``version``, whether it
         ``moved`` (sends the member's values or sign-in somewhere else than where they
         agreed to: then they give them again, as at an activation) and the ``fields``
-        to fill in for that."""
+        to fill in for that. A template that moved at the same version (the admin
+        edited its address, a field or its sign-in service without raising the
+        version, or deleted and re-created it) is offered too: its connector fails
+        until the member takes the update (``spec``: ``destination_changed`` tells
+        them to), so the version alone must not hide the way out."""
         template = self._templates().get(record.get("template") or "")
-        if record.get("kind") != "catalog" or template is None or template.version <= (record.get("version") or 0):
+        if record.get("kind") != "catalog" or template is None:
             return None
         moved = record.get("destination") not in (None, self._destination(template))
+        if template.version <= (record.get("version") or 0) and not moved:
+            return None
         fields = [{"name": f.name, "label": f.label, "secret": f.secret} for f in template.fields] if moved else []
         return {"version": template.version, "moved": moved, "fields": fields}
 

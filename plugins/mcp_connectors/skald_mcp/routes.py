@@ -156,6 +156,19 @@ def build_blueprint(host: HostApi) -> Blueprint:
             raise SpecError(code="members_invalid")
         return set(value)
 
+    async def known(members: set[str] | None, had: Any = ()) -> None:
+        """Refuse an access list naming someone who is no member the plugin is granted
+        to (``HostApi.member_has_grant``: a mistyped id, a deleted member), before
+        anything is stored. Only the ids the change adds are asked: one kept from
+        before (a member since deleted) does not block taking someone else out."""
+        for member_id in sorted((members or set()) - set(had or ())):
+            try:
+                granted = await host.member_has_grant(member_id)
+            except Exception:  # noqa: BLE001 - a host that raises for an unknown id (not False)
+                granted = False
+            if not granted:
+                raise SpecError(code="member_unknown", field="members", id=member_id)
+
     @blueprint.get("/page.js")
     async def page_js() -> Response:
         return Response(script, mimetype="text/javascript")
@@ -214,7 +227,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 record = members.records.get(caller.id, {}).get(name)
                 if record is not None and (record.get("kind") != "catalog" or record.get("template") != name):
                     record = None  # their own remote connector of that name is no activation of it
-                catalog.append({**template.public(), "activated": record is not None, "update_available": bool(record and record.get("version", 0) < template.version)})
+                catalog.append({**template.public(), "activated": record is not None, "update_available": bool(record and members.update_offer(record))})
         return {
             "connectors": rows,
             "own": own,
@@ -472,6 +485,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
         new = name not in runtime.templates
         access = body.pop("access", None)
         members = None if access is None else members_of(access)
+        if new:
+            await known(members)
         by_default = body.pop("grant_by_default", True)
         if not isinstance(by_default, bool):
             raise SpecError(code="grant_by_default_invalid", field="grant_by_default")
@@ -504,7 +519,9 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if name not in runtime.templates:
             return error("err_no_template", 404, name=name[:40])
         chosen = (await json_body()).get("members")
-        await runtime.set_template_access(name, None if chosen is None else members_of(chosen))
+        members = None if chosen is None else members_of(chosen)
+        await known(members, runtime.template_access.get(name))
+        await runtime.set_template_access(name, members)
         return runtime.template_status(name)
 
     @blueprint.route("/catalog/<name>/access/<member_id>", methods=["PUT", "DELETE"])
@@ -518,6 +535,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
         (member,) = members_of([member_id])
         if request.method == "DELETE" and runtime.template_status(name)["access"] is None:
             return error("err_template_open_to_everyone", 409, name=name)
+        if request.method == "PUT":
+            await known({member}, runtime.template_access.get(name))
         await runtime.set_template_member(name, member, request.method == "PUT")
         return runtime.template_status(name)
 
@@ -574,6 +593,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
     async def add_server(runtime: Any, caller: Any) -> Any:
         body = await json_body()
         members = members_of(body.pop("access", None))
+        await known(members)
         by_default = body.pop("grant_by_default", True)
         if not isinstance(by_default, bool):
             raise SpecError(code="grant_by_default_invalid", field="grant_by_default")
@@ -616,6 +636,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @guarded("admin", server=True)
     async def set_access(runtime: Any, caller: Any, name: str) -> Any:
         members = members_of((await json_body()).get("members"))
+        await known(members, runtime.access.get(name))
         await runtime.set_access(name, members)
         return {"name": name, "access": sorted(members)}
 
@@ -626,6 +647,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
         checkboxes send, so a page drawn before someone else's change cannot undo it
         (``PUT …/access`` replaces the whole list, for API clients that mean that)."""
         (member,) = members_of([member_id])
+        if request.method == "PUT":
+            await known({member}, runtime.access.get(name))
         await runtime.set_member_access(name, member, request.method == "PUT")
         return {"name": name, "access": sorted(runtime.access.get(name, ()))}
 

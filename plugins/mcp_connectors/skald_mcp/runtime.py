@@ -168,6 +168,8 @@ class Connection:
         #: share the new one.
         self._reconnecting = asyncio.Lock()
         self._retired = False
+        #: The admin removed the connector (``Runtime.remove``): a call it broke says so.
+        self.removed = False
         #: The background reconnect loop of a lost session (``_retry``): one at most.
         self._retrying: asyncio.Task[None] | None = None
         #: This start stands for a session that was lost (a Restart of a connector that
@@ -193,6 +195,7 @@ class Connection:
         if self._retrying is None:
             self.state, self.error, self.cause, self.refusal = "starting", None, None, None
         self._retired = False
+        self.removed = False
         self._resume = resume
         self._stop.clear()
         self._ready.clear()
@@ -479,6 +482,8 @@ class Connection:
                         # Its request could not even connect to the server (refused, no
                         # such host): the server never saw it.
                         raise ToolError(self._not_sent_sentence()) from None
+                    if self.removed:
+                        raise ToolError(f"the connector {self.spec.name!r} was removed during the call; it may or may not have run") from None
                     raise ToolError(f"the connection to the connector {self.spec.name!r} broke during the call; it may or may not have run") from None
                 raise
         except Exception as exc:
@@ -637,14 +642,15 @@ def _transport_closed(client: Any) -> bool:
 
 def make_tool(
     server: str, mcp_tool: Any, may_call: Callable[[str], bool], connection: Callable[[], "Connection | None"], name: str | None = None,
-    capability: str | None = None,
+    capability: str | None = None, settle: Callable[[], Awaitable[None]] | None = None,
 ) -> Tool:
     """One MCP tool as a Skald tool named ``name`` (``<server>__<tool>``, unique within
     the server: ``tool_names``), calling the server's tool by its real name.
     ``may_call(member_id)`` is asked when the call runs, not only when the round
     offered it. ``capability``: the role capability the member must hold for it (a
     member's own connector: ``Tool.capability``, which the host asks as each round
-    offers it and as each call starts)."""
+    offers it and as each call starts). ``settle``: awaited before a call's answer
+    is handed on (a member's connector writes the notifications the call sent first)."""
     schema = dict(mcp_tool.input_schema or {})
     if schema.get("type") != "object":
         schema = {"type": "object", "properties": {}}
@@ -657,7 +663,11 @@ def make_tool(
         current = connection()
         if current is None:
             raise ToolError(f"the connector {server!r} is not running")
-        return await current.call(remote, args, ctx.cancelled, ctx)
+        try:
+            return await current.call(remote, args, ctx.cancelled, ctx)
+        finally:
+            if settle is not None:
+                await settle()
 
     return Tool(name or tool_names(server, [remote])[remote], f"[{server}] {description}", schema, run, capability=capability)
 
@@ -797,9 +807,13 @@ class Runtime:
         plugin's start past the host's hook timeout), and the own connectors of the
         members who are unlocked already."""
         for spec in self.specs.values():
-            # Added and saved before: a server that is not up yet (it starts after the
-            # host) is tried again in the background, not left failed until a Restart.
-            await self._connect(spec, wait=None, resume=True)
+            # Added and saved before: a server that was working and is not up yet (it
+            # starts after the host) is tried again in the background, not left failed
+            # until a Restart. One that never connected (its tools are pinned at its
+            # first contact, and only then) is started once and reads failed if it fails
+            # again: its address or command is what is wrong, not a server that went
+            # away (as a member's own connector, ``MemberConnectors.load``).
+            await self._connect(spec, wait=None, resume=spec.name in self.pins)
         for member_id in self.host.unlocked_members():
             self.members.unlocked(member_id)
 
@@ -914,6 +928,8 @@ class Runtime:
         self.pins.pop(name, None)
         self._offered.pop(name, None)  # gone from every member's list before anything awaits
         self.elicitations.recheck()
+        if name in self.connections:
+            self.connections[name].removed = True  # a call it breaks says so
         await self._disconnect(name)
         await self._save()
 

@@ -355,6 +355,13 @@ def parse_template(body: Any) -> Template:
         fields.append(TemplateField(fname, _text(raw, "label") or fname, secret, header, fmt, env))
     if len({f.name for f in fields}) != len(fields):
         raise SpecError(code="field_names_repeated", field="fields")
+    # Each header carries one value (``activation_spec`` builds them as a dict): two
+    # fields on one header (names compared as HTTP does, case-insensitively) would drop one.
+    seen: set[str] = set()
+    for f in fields:
+        if f.header and f.header.lower() in seen:
+            raise SpecError(code="field_headers_repeated", field="fields", header=f.header)
+        seen.add(f.header.lower())
     oauth = body.get("oauth")
     if oauth is not None:
         if not isinstance(oauth, dict) or set(oauth) - {"provider", "scopes", "env", "deliver"}:
@@ -376,6 +383,11 @@ def parse_template(body: Any) -> Template:
             checked.update(env=env, deliver=deliver)
         elif "env" in oauth or "deliver" in oauth:
             raise SpecError(code="oauth_env_on_http", field="oauth")
+        else:
+            # The access token goes in Authorization: a field there would be overwritten.
+            taken = next((f.header for f in fields if f.header.lower() == "authorization"), None)
+            if taken is not None:
+                raise SpecError(code="field_header_oauth", field="fields", header=taken)
         oauth = checked
     login = body.get("login") or ""
     if login not in ("", "qr"):

@@ -97,10 +97,11 @@ async def mutate(ctx: Context) -> str:
 
 
 @server.tool()
-async def shout(text: str, ctx: Context) -> str:
-    """Send a notification, then answer."""
+async def shout(text: str, ctx: Context, times: int = 1) -> str:
+    """Send a notification (``times`` of them: a burst), then answer."""
     counter["calls"] += 1
-    await ctx.info(f"shouted {text}")
+    for n in range(times):
+        await ctx.info(f"shouted {text}" if times == 1 else f"shouted {text} {n}")
     return "shouted"
 
 

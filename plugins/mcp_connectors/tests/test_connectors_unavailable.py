@@ -31,7 +31,7 @@ async def test_a_member_reads_why_a_failed_connector_is_not_there_without_the_ad
     for leak in ("nonexistent", "mcp-nocmd", "arg-93ab", SECRET, "API_KEY"):
         assert leak not in answer.text
     (row,) = (await bernd.get(f"{BASE}/mine")).json()["connectors"]
-    assert row["reason"].startswith("Gerade nicht verfügbar"), row
+    assert row["reason"].startswith("Gerade nicht verfügbar") and "ließ sich nicht starten" in row["reason"], row
 
 
 async def test_the_page_shows_a_member_why_a_failed_connector_is_unavailable_in_a_browser(setup: Setup, plugin_browser):

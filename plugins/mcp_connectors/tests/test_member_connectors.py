@@ -68,8 +68,8 @@ async def test_a_members_catalog_connector_is_theirs_alone_and_its_secret_stays_
         api = setup.host.core.host_api("mcp")
         alice_id = alice.member["id"]
         events = await eventually(lambda: api.member_events(alice_id), what="the notification event")
-        assert events[0]["kind"] == "mcp.notification" and events[0]["data"]["connector"] == "web"
-        assert events[0]["data"]["params"]["data"] == "shouted hey"
+        assert events[0]["kind"] == "mcp.notification:web" and events[0]["data"]["connector"] == "web"
+        assert events[0]["data"]["notifications"][0]["params"]["data"] == "shouted hey"
 
         # Bob sees nothing of it, and cannot touch it.
         setup.model.script("model-mcp", [Reply("Hi Bob.")])

@@ -68,7 +68,7 @@ async def test_a_members_stdio_connector_runs_in_their_sandbox(sandboxed: Setup)
 
     api = setup.host.core.host_api("mcp")
     events = await eventually(lambda: api.member_events(alice_id), what="the notification in alice's file")
-    assert events[0]["data"]["connector"] == "tiny" and events[0]["data"]["params"]["data"] == "whoami was called"
+    assert events[0]["data"]["connector"] == "tiny" and events[0]["data"]["notifications"][0]["params"]["data"] == "whoami was called"
 
     async def alive() -> bool:
         result = await setup.host.core.sandbox.execute(alice_id, f"kill -0 {first['pid']} && echo alive")
