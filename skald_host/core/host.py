@@ -432,7 +432,7 @@ class Skald:
                 code="plugin_blocked", values={"plugin": plugin_id},
             )
         if status.builtin:
-            raise PluginError(f"plugin {plugin_id!r} is built in; it cannot be disabled")
+            raise PluginError(f"plugin {plugin_id!r} is built in; it cannot be disabled", code="plugin_builtin", values={"plugin": plugin_id})
         await self.catalog.store_row(plugin_id, status.info, enabled=enabled)
         self.plugins.set_enabled(plugin_id, enabled)
         log.info("plugin %s %s", plugin_id, "enabled" if enabled else "disabled")

@@ -75,7 +75,13 @@ async def test_a_plugin_refusing_the_values_with_value_error_answers_400_with_it
     before = await registry_dump(host)
 
     refused = await alice.put("/api/plugins/pairing/my-config", json={"config": {"code": "000000"}})
-    assert (refused.status_code, refused.json()) == (400, {"error": "that pairing code has expired; ask the bot for a new one", "code": "http_400"})
+    # Its words, as it said them (a plugin says them in the member's language, as
+    # Telegram's host.translate does): the code's text is the reason alone, never ours.
+    said = "that pairing code has expired; ask the bot for a new one"
+    assert (refused.status_code, refused.json()) == (
+        400, {"error": said, "code": "plugin_refused_value", "values": {"plugin": "pairing", "reason": said}})
+    german = (await alice.get("/api/i18n?locale=de")).json()["strings"]["core.error.plugin_refused_value"]
+    assert german.format(**refused.json()["values"]) == said
 
     crashed = await alice.put("/api/plugins/pairing/my-config", json={"config": {"code": "999999"}})
     assert (crashed.status_code, crashed.json()["code"]) == (400, "plugin_settings_not_applied")

@@ -278,3 +278,24 @@ async def test_a_private_canary_reaches_no_registry_byte_and_no_log_line(memhost
     assert log_file.exists() and canary not in log_file.read_text(encoding="utf-8")
     assert any(server_side(r) for r in caplog.records), "the server's logging was captured"
     assert all(canary not in record.getMessage() for record in caplog.records if server_side(record))
+
+
+async def test_a_german_member_reads_each_bad_note_name_in_german(memhost):
+    """These refusals went without a code ("a note needs a name", "at most 300
+    characters", "control characters", a NUL): the answer was ``http_400`` and the shell
+    showed the server's English. Each has a code now, with its values, in both bundles."""
+    grete = await memhost.host.member("grete", locale="de")
+    german = (await grete.get("/api/i18n?locale=de")).json()["strings"]
+    english = I18nBundle.from_folder("core", LOCALES).strings["en"]
+    cases = (
+        (f"{MINE}/notes/%20", {"content": "x"}, "note_key_empty", {}),
+        (f"{MINE}/notes/{'n' * 301}", {"content": "x"}, "note_key_too_long", {"limit": 300}),
+        (f"{MINE}/notes/a%01b.md", {"content": "x"}, "note_key_hidden_character", {"char": "U+0001"}),
+        (f"{MINE}/notes/fine.md", {"content": "a\u0000b"}, "note_nul_byte", {}),
+    )
+    for path, body, code, values in cases:
+        response = await grete.put(path, json=body)
+        assert (response.status_code, response.json()["code"], response.json().get("values", {})) == (400, code, values), (path, response.text)
+        said = german[f"core.error.{code}"].format(**values)
+        assert said and said != english[f"error.{code}"].format(**values)
+    assert await keys(grete, MINE) == []

@@ -152,7 +152,7 @@ class RuleStore:
         out: dict[str, Any] = {}
         unknown = set(data) - {"tool_pattern", "path_class", "action", "priority", "group_id", "note"}
         if unknown:
-            raise RuleError(f"unknown field(s): {', '.join(sorted(unknown))}")
+            raise RuleError(f"unknown field(s): {', '.join(sorted(unknown))}", code="fields_unknown", fields=", ".join(sorted(unknown)))
         if "tool_pattern" in data:
             value = data["tool_pattern"]
             if not isinstance(value, str) or not value.strip() or len(value) > 200:
@@ -165,7 +165,7 @@ class RuleStore:
             out["path_class"] = value.strip() if isinstance(value, str) else None
         if "action" in data:
             if data["action"] not in ACTIONS:
-                raise RuleError("action must be allow, deny or require")
+                raise RuleError("action must be allow, deny or require", code="rule_action_invalid", field="action")
             out["action"] = data["action"]
         if "priority" in data:
             value = data["priority"]
@@ -175,7 +175,7 @@ class RuleStore:
         if "group_id" in data:
             value = data["group_id"]
             if value is not None and not isinstance(value, str):
-                raise RuleError("group_id must be a security group id or null")
+                raise RuleError("group_id must be a security group id or null", code="field_type", field="group_id")
             out["group_id"] = value
         if "note" in data:
             value = data["note"]
@@ -188,7 +188,7 @@ class RuleStore:
         values = self._validate(data)
         for required in ("tool_pattern", "action", "priority"):
             if required not in values:
-                raise RuleError(f"'{required}' is required")
+                raise RuleError(f"'{required}' is required", code="field_required", field=required)
         rule_id = await self._write(
             lambda c: c.execute(
                 "INSERT INTO approval_rules (tool_pattern, path_class, action, priority, group_id, note) VALUES (?, ?, ?, ?, ?, ?)",
@@ -200,7 +200,7 @@ class RuleStore:
     async def update(self, rule_id: int, data: Mapping[str, Any]) -> Rule:
         values = self._validate(data)
         if not any(r.id == rule_id for r in await self.rules()):
-            raise RuleError("no such rule")
+            raise RuleError("no such rule", code="rule_not_found")
         if values:
             cols = ", ".join(f"{k} = ?" for k in values)
             await self._write(lambda c: c.execute(f"UPDATE approval_rules SET {cols} WHERE id = ?", (*values.values(), rule_id)))
@@ -209,7 +209,7 @@ class RuleStore:
     async def delete(self, rule_id: int) -> None:
         rule = next((r for r in await self.rules() if r.id == rule_id), None)
         if rule is None:
-            raise RuleError("no such rule")
+            raise RuleError("no such rule", code="rule_not_found")
         if rule.builtin and rule.tool_pattern == "*":
             raise RuleError("the catch-all rule cannot be deleted; change its action instead", code="catch_all_kept")
         await self._write(lambda c: c.execute("DELETE FROM approval_rules WHERE id = ?", (rule_id,)))
@@ -219,7 +219,7 @@ class RuleStore:
             return await self._rules.write(self.registry.transaction(fn))
         except Exception as exc:
             if "FOREIGN KEY" in str(exc):
-                raise RuleError("no such security group") from None
+                raise RuleError("no such security group", code="group_not_found") from None
             raise
 
     async def groups(self) -> list[dict[str, Any]]:
@@ -232,7 +232,7 @@ class RuleStore:
         if not isinstance(label, str) or not label.strip() or len(label) > 80:
             raise RuleError("label must be 1-80 characters", code="length_between", field="label", limit=80)
         if not isinstance(description, str) or len(description) > 500:
-            raise RuleError("description must be text")
+            raise RuleError("description must be text of at most 500 characters", code="too_long", field="description", limit=500)
 
         def write(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM security_groups WHERE id = ?", (group_id,)).fetchone():
@@ -245,7 +245,7 @@ class RuleStore:
     async def delete_group(self, group_id: str) -> None:
         # A group's rules go with it (ON DELETE CASCADE): the kept rules are dropped too.
         if not await self._write(lambda c: c.execute("DELETE FROM security_groups WHERE id = ?", (group_id,)).rowcount):
-            raise RuleError("no such group")
+            raise RuleError("no such group", code="group_not_found")
 
 
 class ApprovalWaiters:

@@ -122,11 +122,11 @@ def check_answer(question: Question, action: Any, content: Any) -> dict[str, Any
     if action == "decline":
         return {"action": "decline"}
     if action != "accept":
-        raise QuestionError("action must be accept or decline")
+        raise QuestionError("action must be accept or decline", code="question_invalid")
     if content is None:
         content = {}
     if not isinstance(content, Mapping):
-        raise QuestionError("content must be an object of the asked fields")
+        raise QuestionError("content must be an object of the asked fields", code="question_invalid")
     known = {f["name"]: f for f in question.fields}
     unknown = set(content) - set(known)
     if unknown:

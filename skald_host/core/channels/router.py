@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from skald_hookspecs.channels import Channel, ChannelEvent
 from skald_host.core.identity.users import Member
 from skald_host.core.plugins.manager import PluginError
+from skald_host.core.refusal import Refusal
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -78,7 +79,7 @@ class ChannelRouter:
     async def set_home_source(self, member: Member, source: Any) -> str:
         choices = [WEB_SOURCE, *self.usable(member)]
         if source not in choices:
-            raise ValueError(f"home_source must be one of {', '.join(choices)}")
+            raise Refusal(f"home_source must be one of {', '.join(choices)}", code="home_source_invalid", field="home_source", choices=", ".join(choices))
         await self.core.registry.transaction(
             lambda c: c.execute("UPDATE users SET home_source = ? WHERE id = ?", (source, member.id))
         )

@@ -311,9 +311,10 @@ class MemberFiles:
             raise FileError(f"paths outside your home live in your sandbox, which is not available: {exc}", code="sandbox_unavailable") from None
         if result.exit_code != 0:
             detail = result.output.strip()[-300:]
-            raise FileError(f"the sandbox could not do this: {detail or 'exit code ' + str(result.exit_code)}")
+            detail = detail or f"exit code {result.exit_code}"
+            raise FileError(f"the sandbox could not do this: {detail}", code="sandbox_failed", detail=detail)
         if result.truncated or len(result.output) > limit:
-            raise FileError("the file is larger than the limit for reading from the sandbox")
+            raise FileError("the file is larger than the limit for reading from the sandbox", code="sandbox_file_too_large")
         return result.output
 
     async def _sandbox_read(self, sandbox_path: str, limit: int) -> bytes:
@@ -332,7 +333,7 @@ class MemberFiles:
         try:
             return base64.b64decode(output.strip(), validate=True)
         except ValueError:
-            raise FileError("the sandbox returned something that is not the file") from None
+            raise FileError("the sandbox returned something that is not the file", code="sandbox_answer_unreadable") from None
 
     async def _sandbox_write(self, sandbox_path: str, data: bytes) -> bool:
         if len(data) > SANDBOX_WRITE_BYTES:

@@ -119,7 +119,7 @@ class SavedUpload:
 
 def safe_id(value: str, what: str) -> str:
     if not isinstance(value, str) or not _SAFE_ID.match(value):
-        raise FileError(f"{what} is not a valid id")
+        raise FileError(f"{what} is not a valid id", code="field_invalid", field=what)
     return value
 
 

@@ -224,7 +224,7 @@ def _naming(error: FolderError) -> FolderError:
 
 def validate_title(value: Any, *, field: str = "title", limit: int = MAX_TITLE, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
-        raise FolderError(f"{field} must be text", field=field)
+        raise _naming(FolderError(f"{field} must be text", field=field, code="field_type"))
     text = unicodedata.normalize("NFC", value).strip()
     # ``field`` is a value too: the strings say "{field} …", which a form fills with the
     # field's label in its reader's language (a title of two spaces read "{field} must
@@ -373,7 +373,7 @@ class FolderService:
 
         folder = await self.registry.run(read)
         if folder is None:
-            raise FolderNotFound("no such shared folder")
+            raise FolderNotFound("no such shared folder", code="no_such_shared_folder")
         return folder
 
     async def create_shared(self, slug: Any, title: Any = None) -> SharedFolder:
@@ -408,7 +408,7 @@ class FolderService:
 
     async def _member_by_username(self, username: Any) -> Any:
         if not isinstance(username, str) or not username.strip():
-            raise FolderError("username must be a member's user name", field="username")
+            raise _naming(FolderError("username must be a member's user name", field="username", code="field_type"))
         # The member lists show names as "@berta": a name typed as it is shown is found.
         name = username.strip().removeprefix("@")
         member = await self.users.find(name) if name else None
@@ -422,7 +422,7 @@ class FolderService:
 
         def write(conn: Any) -> None:  # checked and written in one transaction: no race
             if conn.execute("SELECT 1 FROM shared_folders WHERE id = ?", (folder_id,)).fetchone() is None:
-                raise FolderNotFound("no such shared folder")
+                raise FolderNotFound("no such shared folder", code="no_such_shared_folder")
             if conn.execute(
                 "SELECT 1 FROM shared_folder_members WHERE folder_id = ? AND member_id = ?", (folder_id, member.id)
             ).fetchone():
@@ -440,7 +440,7 @@ class FolderService:
         folder = await self.get_shared(folder_id)
         current = next((m for m in folder.members if m.member_id == member_id), None)
         if current is None:
-            raise FolderNotFound("that member is not in this shared folder")
+            raise FolderNotFound("that member is not in this shared folder", code="not_in_shared_folder")
         if current.can_write != bool(can_write):
             await self.registry.run(
                 lambda c: c.execute(
@@ -454,7 +454,7 @@ class FolderService:
     async def remove_shared_member(self, folder_id: str, member_id: str) -> SharedFolder:
         folder = await self.get_shared(folder_id)
         if not any(m.member_id == member_id for m in folder.members):
-            raise FolderNotFound("that member is not in this shared folder")
+            raise FolderNotFound("that member is not in this shared folder", code="not_in_shared_folder")
         await self.registry.run(
             lambda c: c.execute("DELETE FROM shared_folder_members WHERE folder_id = ? AND member_id = ?", (folder_id, member_id))
         )
@@ -602,7 +602,7 @@ class FolderService:
         can have such a name), never for being nobody's: that would tell the inviter
         which names exist."""
         if not isinstance(username, str):
-            raise FolderError("username must be a member's user name", field="username")
+            raise _naming(FolderError("username must be a member's user name", field="username", code="field_type"))
         # The member lists show names as "@berta": a name typed as it is shown is found.
         try:
             return normalize_username(username.strip().removeprefix("@"))
@@ -706,7 +706,7 @@ class FolderService:
         project = await self._writable_project(project_id, caller_id)
         target = project.member(member_id)
         if target is None:
-            raise FolderNotFound("that member is not in this project")
+            raise FolderNotFound("that member is not in this project", code="not_in_project")
         if target.is_owner and not can_write:
             raise FolderError("the owner always keeps write access", field="can_write", code="owner_writes")
         if target.can_write != bool(can_write):
@@ -727,7 +727,7 @@ class FolderService:
             raise FolderForbidden("you can read this project but not change it", code="read_only_project")
         target = project.member(member_id)
         if target is None:
-            raise FolderNotFound("that member is not in this project")
+            raise FolderNotFound("that member is not in this project", code="not_in_project")
         if target.is_owner:
             raise FolderError("the owner cannot be removed; delete the project instead", field="member", code="owner_stays")
         def write(conn: Any) -> bool:

@@ -29,19 +29,19 @@ def _attrs(raw: Any, base: RoleAttrs | None = None) -> RoleAttrs:
     if raw is None:
         return base or RoleAttrs()
     if not isinstance(raw, dict):
-        raise RoleError("attrs must be an object")
+        raise RoleError("attrs must be an object", code="field_type", field="attrs")
     unknown = set(raw) - {"ui_mode", "chat_agent", "auto_grant", "permission_groups", "chat_agents"}
     if unknown:
-        raise RoleError(f"unknown role attribute(s): {', '.join(sorted(unknown))}")
+        raise RoleError(f"unknown role attribute(s): {', '.join(sorted(unknown))}", code="fields_unknown", field="attrs", fields=", ".join(sorted(unknown)))
     merged = (base or RoleAttrs()).as_dict() | raw
     if base is None and "chat_agents" not in raw:  # a new role may start its own chat agent, no other
         merged["chat_agents"] = [merged["chat_agent"]]
     if merged["ui_mode"] not in ("full", "simple"):
-        raise RoleError("attrs.ui_mode must be 'full' or 'simple'")
+        raise RoleError("attrs.ui_mode must be 'full' or 'simple'", code="role_ui_mode_invalid", field="ui_mode")
     if not isinstance(merged["auto_grant"], bool):
-        raise RoleError("attrs.auto_grant must be true or false")
+        raise RoleError("attrs.auto_grant must be true or false", code="field_type", field="auto_grant")
     if not isinstance(merged["chat_agent"], str) or not re.match(r"^[a-z0-9_-]{1,64}$", merged["chat_agent"]):
-        raise RoleError("attrs.chat_agent must be an agent id")
+        raise RoleError("attrs.chat_agent must be an agent id", code="role_chat_agent_invalid", field="chat_agent")
     agents = merged["chat_agents"]
     if not isinstance(agents, list) or not all(isinstance(a, str) and _AGENT_PATTERN.match(a) for a in agents):
         raise RoleError("attrs.chat_agents must be a list of agent ids (or patterns such as '*')", code="chat_agents_invalid", field="chat_agents")
@@ -52,16 +52,16 @@ def _attrs(raw: Any, base: RoleAttrs | None = None) -> RoleAttrs:
         )
     groups = merged["permission_groups"]
     if not isinstance(groups, list) or not all(isinstance(x, str) and len(x) <= 64 for x in groups):
-        raise RoleError("attrs.permission_groups must be a list of group names")
+        raise RoleError("attrs.permission_groups must be a list of group names", code="permission_groups_invalid", field="permission_groups")
     return RoleAttrs.parse(merged)
 
 
 def _capabilities(raw: Any) -> frozenset[str]:
     if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
-        raise RoleError("capabilities must be a list of capability names")
+        raise RoleError("capabilities must be a list of capability names", code="field_type", field="capabilities")
     unknown = set(raw) - GRANTABLE
     if unknown:
-        raise RoleError(f"unknown or admin-only capability: {', '.join(sorted(unknown))}")
+        raise RoleError(f"unknown or admin-only capability: {', '.join(sorted(unknown))}", code="capability_unknown", field="capabilities", capabilities=", ".join(sorted(unknown)))
     return frozenset(raw)
 
 
@@ -119,7 +119,7 @@ class RoleStore:
         parsed = _attrs(attrs, current.attrs)
         caps = None if capabilities is None else _capabilities(capabilities)
         if role_id == ADMIN_ROLE and caps:
-            raise RoleError("the admin role holds every capability implicitly")
+            raise RoleError("the admin role holds every capability implicitly", code="admin_capabilities_implicit", field="capabilities")
 
         def write(conn: Any) -> None:
             conn.execute(

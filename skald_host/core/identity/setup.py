@@ -58,5 +58,5 @@ async def initialize_instance(
         )
     except MemberError as exc:
         if "already set up" in str(exc):
-            raise AlreadySetUp(str(exc)) from None
+            raise AlreadySetUp(str(exc), code="already_set_up") from None
         raise

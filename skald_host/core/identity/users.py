@@ -171,7 +171,7 @@ def username_key(username: str) -> str:
 
 def normalize_username(username: str) -> str:
     if not isinstance(username, str):
-        raise MemberError("user name must be text")
+        raise MemberError("user name must be text", code="field_type", field="username")
     name = username_key(username)
     if not name.strip():  # missing, not malformed: "must be 1-64 letters…" did not say it was left empty
         raise MemberError("a user name is required", code="field_required", field="username")
@@ -232,14 +232,14 @@ def validate_profile(fields: dict[str, Any]) -> dict[str, Any]:
     clean: dict[str, Any] = {}
     for key, value in fields.items():
         if key not in PROFILE_FIELDS:
-            raise MemberError(f"unknown profile field {key!r}")
+            raise MemberError(f"unknown profile field {key!r}", code="fields_unknown", fields=str(key))
         if value is None:
             if key in ("display_name", "notes"):
                 value = ""
             clean[key] = value
             continue
         if not isinstance(value, str):
-            raise MemberError(f"{key} must be text")
+            raise MemberError(f"{key} must be text", code="field_type", field=key)
         value = unicodedata.normalize("NFC", value).strip()
         if key == "birthdate" and value:
             try:
@@ -329,7 +329,7 @@ class UserManager:
 
     def owner_path(self, member_id: str) -> Path:
         if not _MEMBER_ID.match(member_id):  # the id names a file: never let it be a path
-            raise MemberNotFound("no such member")
+            raise MemberNotFound("no such member", code="member_not_found")
         return self.database_dir / f"{member_id}.db"
 
     def reset_path(self, member_id: str) -> Path:
@@ -371,7 +371,7 @@ class UserManager:
 
         member = await self.registry.run(read)
         if member is None:
-            raise MemberNotFound("no such member")
+            raise MemberNotFound("no such member", code="member_not_found")
         return member
 
     async def find(self, username: str) -> Member | None:
@@ -421,7 +421,7 @@ class UserManager:
 
         def precheck(conn: Any) -> None:
             if conn.execute("SELECT 1 FROM roles WHERE id = ?", (role_id,)).fetchone() is None:
-                raise MemberError(f"no such role {role_id!r}")
+                raise MemberError(f"no such role {role_id!r}", code="role_not_found", name=role_id, field="role")
             if conn.execute("SELECT 1 FROM users WHERE username = ?", (name,)).fetchone():
                 raise MemberError(f"the user name {name!r} is taken", code="username_taken", name=name)
             _refuse_look_alike(conn, name)
@@ -474,7 +474,7 @@ class UserManager:
             raise
         if not inserted:
             remove_database_files(path)
-            raise MemberError("the instance is already set up")
+            raise MemberError("the instance is already set up", code="already_set_up")
         member = await self.get(member_id)
         self.buses.system.publish(SystemEvent("member_created", member_id))
         log.info("member %s created (role %s, %s)", member_id, role_id, "encrypted" if encrypted else "not encrypted")
@@ -487,7 +487,7 @@ class UserManager:
             lambda c: c.execute("SELECT credential_kind, credentials FROM users WHERE id = ?", (member_id,)).fetchone()
         )
         if row is None:
-            raise MemberNotFound("no such member")
+            raise MemberNotFound("no such member", code="member_not_found")
         return row[0], row[1]
 
     async def verify_password(self, username: str, password: Any) -> tuple[Member, bytes | None]:
@@ -808,7 +808,7 @@ class UserManager:
         the caller's to close and is not "unlocked" to anything else."""
         member = await self.get(member_id)
         if member.encrypted:
-            raise MemberError("the member's file is encrypted; it opens only with their login")
+            raise MemberError("the member's file is encrypted; it opens only with their login", code="member_file_encrypted")
         return await Database.open(self.owner_path(member_id), key=None, migrations=OWNER_MIGRATIONS, create=False)
 
     def owner_db(self, member_id: str) -> Database | None:
@@ -886,9 +886,9 @@ class UserManager:
         def write(conn: Any) -> None:
             row = conn.execute("SELECT role_id, active FROM users WHERE id = ?", (member_id,)).fetchone()
             if row is None:
-                raise MemberNotFound("no such member")
+                raise MemberNotFound("no such member", code="member_not_found")
             if role_id is not None and conn.execute("SELECT 1 FROM roles WHERE id = ?", (role_id,)).fetchone() is None:
-                raise MemberError(f"no such role {role_id!r}")
+                raise MemberError(f"no such role {role_id!r}", code="role_not_found", name=role_id, field="role")
             losing_admin = row["role_id"] == ADMIN_ROLE and row["active"] and (
                 (role_id is not None and role_id != ADMIN_ROLE) or active is False
             )
@@ -932,7 +932,7 @@ class UserManager:
         def remove(conn: Any) -> None:
             row = conn.execute("SELECT role_id, active FROM users WHERE id = ?", (member_id,)).fetchone()
             if row is None:
-                raise MemberNotFound("no such member")
+                raise MemberNotFound("no such member", code="member_not_found")
             if row["role_id"] == ADMIN_ROLE and row["active"] and self._would_leave_no_admin(conn, member_id):
                 raise MemberError("this would leave the instance without an active admin", code="last_admin")
             conn.execute("DELETE FROM users WHERE id = ?", (member_id,))

@@ -103,7 +103,7 @@ def classify_memory(path: str) -> tuple[str, str] | None:
     if not isinstance(path, str):
         return None
     if "\x00" in path:
-        raise NoteError("a path may not contain a NUL byte")
+        raise NoteError("a path may not contain a NUL byte", code="path_nul_byte")
     path = _strip_home(unicodedata.normalize("NFKC", path).strip())
     parts = path.split("/")
     if parts[0] not in MEMORY_ROOTS:
@@ -116,9 +116,9 @@ def note_key(key: Any) -> str:
     one with a ``.`` or ``..`` part among them, raises ``NoteError``. Agent paths are
     clamped before they get here (``classify_memory``)."""
     if not isinstance(key, str):
-        raise NoteError("a note key must be text")
+        raise NoteError("a note key must be text", code="note_key_not_text")
     if "\x00" in key:
-        raise NoteError("a note key may not contain a NUL byte")
+        raise NoteError("a note key may not contain a NUL byte", code="note_key_nul_byte")
     parts = unicodedata.normalize("NFKC", key).strip().split("/")
     # Refused, not clamped: "a/../b.md" stored as "b.md" would answer the caller with a
     # key it did not ask for (the HTTP client's own "%2E%2E" arrives here as "..").
@@ -129,11 +129,12 @@ def note_key(key: Any) -> str:
         )
     normal = "/".join(part for part in parts if part)
     if not normal:
-        raise NoteError("a note needs a name, e.g. 'index.md'")
+        raise NoteError("a note needs a name, e.g. 'index.md'", code="note_key_empty")
     if len(normal) > MAX_KEY_CHARS:
-        raise NoteError(f"a note key may be at most {MAX_KEY_CHARS} characters")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in normal):
-        raise NoteError("a note key may not contain control characters")
+        raise NoteError(f"a note key may be at most {MAX_KEY_CHARS} characters", code="note_key_too_long", limit=MAX_KEY_CHARS)
+    control = next((ch for ch in normal if ord(ch) < 32 or ord(ch) == 127), None)
+    if control is not None:  # said as a hidden character is: the shell names which
+        raise NoteError("a note key may not contain control characters", code="note_key_hidden_character", char=code_point(control))
     return normal
 
 
@@ -159,7 +160,7 @@ def fts_terms(query: Any) -> list[str]:
     with "ss" or "ß" is its spellings with either, OR-ed, as the conversation search
     has it ("strasse" finds "Straße": the index folds accents, not "ß")."""
     if not isinstance(query, str):
-        raise NoteError("the search query must be text")
+        raise NoteError("the search query must be text", code="field_type", field="q")
     # A term with no letter or digit holds no token; FTS5 would reject it. No term left
     # (`"`, `*`, nothing) is no term: the search finds nothing, as the conversation
     # search's does, rather than being an error.
@@ -199,9 +200,9 @@ class NoteStore:
         """Create or replace the note; returns what was stored (its normalised key)."""
         key = new_note_key(key)
         if not isinstance(text, str):
-            raise NoteError("a note's content must be text")
+            raise NoteError("a note's content must be text", code="field_type", field="content")
         if "\x00" in text:
-            raise NoteError("a note may not contain a NUL byte")
+            raise NoteError("a note may not contain a NUL byte", code="note_nul_byte")
         size = len(text.encode("utf-8"))
         if size > MAX_NOTE_BYTES:
             limit, kib = MAX_NOTE_BYTES // 1024, -(-size // 1024)  # rounded up: 256 KiB and a byte is not "256 KiB"
@@ -299,7 +300,7 @@ class MemoryService:
             return NoteStore(db, USER_ROOT)
         if root == SHARED_ROOT:
             return NoteStore(self.core.registry, SHARED_ROOT, self._shared_guard(member_id))
-        raise NoteError(f"unknown memory root {root!r}; use one of {', '.join(MEMORY_ROOTS)}")
+        raise NoteError(f"unknown memory root {root!r}; use one of {', '.join(MEMORY_ROOTS)}", code="memory_root_unknown", roots=", ".join(MEMORY_ROOTS))
 
     def _shared_guard(self, member_id: str) -> Guard:
         async def guard(action: str) -> None:

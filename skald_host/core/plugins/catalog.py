@@ -85,13 +85,13 @@ class PluginCatalog:
     def _status(self, plugin_id: str) -> PluginStatus:
         status = self._core.plugins.status(plugin_id)
         if status is None:
-            raise CatalogError(f"no plugin {plugin_id!r}")
+            raise CatalogError(f"no plugin {plugin_id!r}", code="plugin_unknown", plugin=plugin_id)
         return status
 
     def _info(self, plugin_id: str) -> PluginInfo:
         status = self._status(plugin_id)
         if status.info is None or status.state not in ("loaded", "disabled"):
-            raise CatalogError(f"plugin {plugin_id!r} is not loaded ({status.state})")
+            raise CatalogError(f"plugin {plugin_id!r} is not loaded ({status.state})", code="plugin_not_loaded", plugin=plugin_id, state=status.state)
         return status.info
 
     async def _rows(self) -> dict[str, dict[str, Any]]:
@@ -240,7 +240,7 @@ class PluginCatalog:
         """The switch of a missing plugin: off dismisses it (its row keeps its settings
         and grants, off); on is refused, as nothing is installed to run."""
         if plugin_id not in await self.missing():
-            raise CatalogError(f"no plugin {plugin_id!r}")
+            raise CatalogError(f"no plugin {plugin_id!r}", code="plugin_unknown", plugin=plugin_id)
         if enabled:
             raise CatalogError(
                 f"plugin {plugin_id!r} is installed no more; reinstall its package and restart the server to enable it",
@@ -411,17 +411,17 @@ class PluginCatalog:
     async def replace_member_grants(self, member_id: str, plugin_ids: Any, locale: str | None = None) -> list[dict[str, Any]]:
         """The one write path for grants: the member's whole set, replaced."""
         if not isinstance(plugin_ids, list) or not all(isinstance(p, str) for p in plugin_ids):
-            raise CatalogError("plugins must be a list of plugin ids")
+            raise CatalogError("plugins must be a list of plugin ids", code="field_type", field="plugins")
         member = await self._core.users.get(member_id)
         grantable = {s.id for s in self._grantable()}
         for plugin_id in plugin_ids:
             status = self._core.plugins.status(plugin_id)
             if status is not None and status.info is not None and status.info.manages_own_access:
-                raise CatalogError(f"plugin {plugin_id!r} manages its own access; it cannot be granted here")
+                raise CatalogError(f"plugin {plugin_id!r} manages its own access; it cannot be granted here", code="plugin_manages_own_access", plugin=plugin_id)
             if plugin_id not in grantable:
-                raise CatalogError(f"no grantable plugin {plugin_id!r}")
+                raise CatalogError(f"no grantable plugin {plugin_id!r}", code="plugin_not_grantable", plugin=plugin_id)
         if member.is_admin:
-            raise CatalogError("admins hold every plugin implicitly")
+            raise CatalogError("admins hold every plugin implicitly", code="admin_plugins_implicit")
         wanted = set(plugin_ids)
 
         def write(conn: Any) -> None:
@@ -518,7 +518,7 @@ class PluginCatalog:
         binding) or, when it has none, store it. Per-member values live in the
         admin-readable registry: schemas must not ask members for secrets."""
         if not self.usable(member, plugin_id):
-            raise CatalogError(f"no plugin {plugin_id!r}")
+            raise CatalogError(f"no plugin {plugin_id!r}", code="plugin_unknown", plugin=plugin_id)
         info = self._info(plugin_id)
         fresh = validate(info.user_config_schema, values, await self._user_config(plugin_id, member.id))
         if self._core.plugins.implements("user_config_updated", plugin_id):
@@ -527,8 +527,8 @@ class PluginCatalog:
                 await self._core.plugins.call_one("user_config_updated", plugin_id, member_id=member.id, values=fresh, host=api)
             except (ConfigInvalid, CatalogError):
                 raise
-            except ValueError as exc:  # a plugin refusing the value says why
-                raise CatalogError(str(exc)) from None
+            except ValueError as exc:  # a plugin refusing the value says why, in the member's language (``host.translate``)
+                raise CatalogError(str(exc), code="plugin_refused_value", plugin=plugin_id, reason=str(exc)) from None
             except (Exception, *PLUGIN_EXITS) as exc:  # its message may quote the values the member sent: withheld
                 error_id = record_failure(self._core.plugins, plugin_id, "hook user_config_updated", exc, say=isinstance(exc, PluginError))
                 raise CatalogError(
@@ -591,7 +591,7 @@ class InstanceSettings:
         for contribution in self._core.config_sets:
             if contribution.value.id == set_id:
                 return contribution.value
-        raise CatalogError(f"no settings set {set_id!r}")
+        raise CatalogError(f"no settings set {set_id!r}", code="settings_set_unknown", set=set_id)
 
     async def values(self, set_id: str) -> dict[str, Any]:
         row = await self._core.registry.run(
