@@ -113,7 +113,8 @@ class HostApi(Protocol):
 
     async def agent_tasks(self, member_id: str) -> Sequence[Mapping[str, Any]]:
         """Since 1.3. The sub-agent runs of the member's current conversation of this
-        source that are still going or failed in the last day, newest first: each
+        source that are still going or failed in the last day (a cancelled one: in the
+        last minute, as the chat's task strip), newest first: each
         ``{"id", "agent_id", "status", "task", "created_at"}`` (``task`` cut to 200
         characters). Raises like ``stop_turn``."""
 

@@ -252,7 +252,10 @@ class TurnApi(Protocol):
         The question and its answer live in RAM only: the answer is returned here and
         stored and logged nowhere (it may be a secret). ``ValueError`` for bad fields.
         The member answers in the chat, on a channel (``HostApi.answer_question``), or
-        on the asking plugin's own page through the same method. Since 1.3."""
+        on the asking plugin's own page through the same method. Since 1.3. In a helper's
+        run nobody attends (a background run, and the runs below it) a question raises
+        ``ToolError`` at once, as its approvals are refused, telling the model to go on
+        without the answer."""
 
     async def schedule(self, prompt: str, due_at: str | None = None, *, every: str | None = None, timezone: str | None = None) -> str:
         """Deliver ``prompt`` into this conversation at ``due_at`` (ISO 8601, UTC), or

@@ -14,10 +14,12 @@ import pytest
 import pytest_asyncio
 
 from skald_hookspecs import ChannelRequestError, PluginInfo, Tool, ToolContext, hookimpl
+from skald_host.core.agent.store import HOST_RESULTS
 from skald_host.testing import Reply, ScriptedModelServer, SkaldHarness, ToolCall
 
 from .conftest import Chat
-from .support import ALL_MODELS, API_KEY, MODEL_A, PROBE, ChatProbe, ChatSocket, allow_tool, configure_models, messages, new_conversation, write_probe_agents
+from .support import (ALL_MODELS, API_KEY, MODEL_A, PROBE, ChatProbe, ChatSocket, allow_tool, configure_models, messages, new_conversation, write_agent,
+                      write_probe_agents)
 
 ASKER = "askprobe"
 CANARY = "Quokka-51f2-answer"
@@ -137,3 +139,45 @@ async def test_an_unanswered_question_ends_as_cancel_and_bad_fields_are_the_tool
         await sock.send(cid, "Again.")
         await sock.turn(cid)
     assert results(await messages(alice, cid))[-1].startswith("Error: the tool failed")
+
+
+async def test_a_background_helpers_question_is_refused_at_once_as_its_approvals_are(asking):
+    """A background run has nobody to answer it: its approvals are refused (the
+    ``unattended`` result), and so is its question — at once, with a result telling the
+    helper to go on without it, never waiting (up to an hour) in the run's slot."""
+    chat, asker = asking
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "ask_trip")
+    write_agent(chat.probe.agents_dir, "tripper", "You are tripper.", title="Tripper", kind="task", allow_tools=True, tools=["ask_trip"])
+    chat.host.core.chat.subagent_catalog.reload()
+    alice = await chat.host.member("alice")
+    asker.timeout = 3600.0  # as long as a question may wait: the run must not
+
+    def respond(request: Any) -> Reply:
+        last = request.messages[-1]
+        if request.messages[0]["content"].startswith("You are tripper."):  # the helper's own rounds
+            return Reply("Went on without asking.") if last["role"] == "tool" else Reply(tool_calls=[ToolCall("ask_trip", {})])
+        if last["role"] == "tool":
+            return Reply("Started.")
+        if last["content"] == "Plan my trip in the background.":
+            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "tripper", "task": "Plan the trip.", "mode": "background"})])
+        return Reply("Noted.")  # the run's completion, delivered to the conversation
+
+    chat.server.responder = respond
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Plan my trip in the background.")
+        await sock.turn(cid)
+        started = await sock.wait_event(cid, "agent_start")
+        done = await sock.wait_event(cid, "agent_done", run_id=started["run_id"])
+        assert not [e for e in sock.events if e.get("type") == "question"]
+    assert done["status"] == "completed"
+    detail = (await alice.get(f"/api/agent-runs/{started['run_id']}")).json()
+    [call] = [c for m in detail["transcript"] for c in m["tool_calls"]]
+    assert (call["name"], call["status"], call["result"]) == ("ask_trip", "error", HOST_RESULTS["unattended_question"])
+    assert "without asking" in call["result"]
+    assert detail["run"]["result"] == "Went on without asking."
+    helper_saw = [m["content"] for r in chat.server.requests_for(MODEL_A) if r.messages[0]["content"].startswith("You are tripper.")
+                  for m in r.messages if m["role"] == "tool"]
+    assert helper_saw == [HOST_RESULTS["unattended_question"]]
+    assert (await alice.get(f"/api/conversations/{cid}")).json()["questions"] == []

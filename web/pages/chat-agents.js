@@ -8,8 +8,11 @@ import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js
 import { knowAgentTitles, taskStatus } from "./chat-tasks.js";
 
 function definitionCard(definition) {
-  // ["*"]: any task helper but itself (seed 004 §2.2), not a bare "*".
-  const delegates = definition.delegates === null ? t("agents.delegates_default")
+  // ["*"]: any task helper but itself (seed 004 §2.2), not a bare "*". Nobody when the
+  // runtime offers it no execute_task (the server says: may_delegate), whatever its
+  // delegates list says.
+  const delegates = !definition.may_delegate ? t("agents.delegates_none")
+    : definition.delegates === null ? t("agents.delegates_default")
     : definition.delegates.length === 1 && definition.delegates[0] === "*" ? t("agents.delegates_any")
       : definition.delegates.length ? definition.delegates.join(", ") : t("agents.delegates_none");
   return el("article", { class: "card agent-definition", "data-agent-id": definition.id },

@@ -1,6 +1,7 @@
-// The task strip of a conversation: its sub-agent runs that are still going and those
-// that failed lately (seed 004: "everything auditable"). Read from the server, so it
-// is the same after a reload; refreshed when a run starts or ends (socket events).
+// The task strip of a conversation: its sub-agent runs that are still going, those
+// that failed lately and, briefly, those cancelled (seed 004: "everything auditable").
+// Read from the server, so it is the same after a reload; refreshed when a run starts
+// or ends (socket events).
 // A run opens to its transcript; a live one can be cancelled.
 import { api } from "../lib/api.js";
 import { el, uid } from "../lib/dom.js";
@@ -105,6 +106,7 @@ export function taskStrip(conversationId, { admin = true } = {}) {
   const node = el("section", { class: "task-strip", "aria-label": t("chat.tasks_label"), hidden: true },
     el("h2", { class: "task-strip-title", text: t("chat.tasks_label") }), list, status.node);
   let timer = null;
+  let leaving = null; // the read that drops the cancelled runs shown (the server's window)
 
   const row = (run) => {
     const agent = el("span", { class: "task-agent", id: uid("task-agent") });
@@ -168,6 +170,14 @@ export function taskStrip(conversationId, { admin = true } = {}) {
       target?.focus({ preventScroll: true });
     }
     node.hidden = runs.length === 0;
+    // A cancelled run shows as "Cancelled" for a short while (the server's
+    // cancelled_seconds), then leaves: read again once that has passed, as no event
+    // may come to do it.
+    clearTimeout(leaving);
+    leaving = null;
+    if (runs.some((r) => r.status === "cancelled") && response.data.cancelled_seconds) {
+      leaving = setTimeout(refresh, response.data.cancelled_seconds * 1000 + 500);
+    }
     return response.data.runs || [];
   };
 
@@ -178,5 +188,5 @@ export function taskStrip(conversationId, { admin = true } = {}) {
     timer = setTimeout(refresh, 150);
   });
   refresh();
-  return { node, refresh, dispose: () => { off(); clearTimeout(timer); } };
+  return { node, refresh, dispose: () => { off(); clearTimeout(timer); clearTimeout(leaving); } };
 }

@@ -48,7 +48,7 @@ from skald_host.core.agent.approvals import arguments_hash, decide, expired, exp
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.questions import QuestionError
-from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, HOST_RESULTS, TERMINAL_CALL_STATES, Frame, reason_json, result_code
+from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, HOST_RESULTS, QUESTION_UNATTENDED, TERMINAL_CALL_STATES, Frame, reason_json, result_code
 from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.faults import crash_point
@@ -345,6 +345,11 @@ class Scope:
         await self.kernel.runtime.notify(self.frame.conversation_id, text)
 
     async def ask(self, message: str, fields: Sequence[Mapping[str, Any]], *, timeout: float = 300.0) -> Mapping[str, Any]:
+        if self.unattended and self.run is not None:
+            # A helper nobody attends (a background run, or below one): refused at once,
+            # as its approvals are, never waiting (and holding its run's slot) for an
+            # answer nobody is there to give.
+            raise ToolError(QUESTION_UNATTENDED)
         if self.settle is not None and self.call_id is not None:
             await self.settle(self.call_id)
         runtime = self.kernel.runtime

@@ -227,6 +227,17 @@ class ChatService:
         self._context_providers: dict[str, Callable[[Member, str], Awaitable[str]]] = {}
         self._sources: dict[str, str] = {}
 
+    def offers_delegation(self, agent: AgentDefinition, depth: int) -> bool:
+        """Whether a frame of ``agent`` at ``depth`` (0: a conversation's own agent, 1: a
+        helper its root called) is offered ``execute_task``: the one place that says so,
+        for the rounds (``MemberRuntime.offered_tools``) and the Helpers page alike. Only
+        an agent with tools whose patterns name ``execute_task``, that may delegate to
+        someone (§2.2: ``delegates: []`` is nobody), from a frame above the deepest
+        level (one deeper is refused: the coordinator). The member's role
+        (``tools.delegate``) is asked as for every tool, apart from this."""
+        return (agent.allow_tools and agent.offers(DELEGATE_TOOL) and delegates_anyone(agent)
+                and depth < self.orchestration.max_tree_depth)
+
     def add_context_provider(self, prefix: str, provider: Callable[[Member, str], Awaitable[str]]) -> None:
         """Conversations whose source starts with ``prefix`` get ``provider(member,
         source)`` appended to their system prompt, asked every round; it raises
@@ -1230,16 +1241,15 @@ class MemberRuntime:
             return []
         member = member or self.member
         # get_skill is the agent's skills' own tool (seed 004 §2.1): offered with them
-        # whatever its tool patterns say, and never without them. execute_task only to
-        # an agent that may delegate to someone (§2.2: ``delegates: []`` is nobody),
-        # from a frame above the deepest level (one deeper is refused: the coordinator).
-        delegates = delegates_anyone(agent) and depth < self.subagents.limits.max_tree_depth
+        # whatever its tool patterns say, and never without them. execute_task by the
+        # one rule the Helpers page shows too (``ChatService.offers_delegation``).
+        delegates = self.chat.offers_delegation(agent, depth)
 
         def offers(name: str) -> bool:
             if name == SKILL_TOOL:
                 return bool(agent.skills)
             if name == DELEGATE_TOOL:
-                return delegates and agent.offers(name)
+                return delegates
             return agent.offers(name)
 
         fixed = self.core.catalog.usable_tools(member, [t for t in self.chat.tools.all() if offers(t.name)])

@@ -31,12 +31,23 @@ if TYPE_CHECKING:
 
 TERMINAL_CALL_STATES = frozenset({"done", "error", "denied", "cancelled", "interrupted"})
 
+#: What a helper's question is answered with in a run nobody attends (a background
+#: run and the runs below it, or a helper of a scheduled prompt): refused at once, as
+#: its approvals are, rather than holding the run's slot for up to an hour
+#: (``Scope.ask``, a ``ToolError``).
+QUESTION_UNATTENDED = (
+    "nobody is there to answer a question: this task runs unattended, in the background. Go on without"
+    " asking, or finish and say in your result what you need to know."
+)
+
 #: The host's own results of a call that did not run (or not to its end), in English as
 #: the model reads them, by the code a screen says them with in its reader's language
 #: (``chat.call_result.<code>``): a German member read "a rule denies this tool here."
 HOST_RESULTS = {
     "rule": "a rule denies this tool here.",
     "unattended": "this needs the member's approval and nobody is there to give it.",
+    # A ToolError's message as the kernel words it (``Error: ...``).
+    "unattended_question": f"Error: {QUESTION_UNATTENDED}",
     "declined": "the member declined.",
     "expired": "the approval request expired.",
     "lost": "the approval request was lost.",

@@ -8,7 +8,6 @@ a revoked grant lands on the next call, with nothing pushed anywhere.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
 import stat
 from pathlib import Path
@@ -92,8 +91,7 @@ class ChannelService:
         conversation_id = await current_conversation(runtime, source, create=False)
         if not conversation_id:
             return []
-        since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        rows = await runtime.subagents.store.runs(conversation_id, limit=20, live_or_failed_since=since)
+        rows = await runtime.subagents.store.runs(conversation_id, limit=20, strip=True)
         return [{"id": r["id"], "agent_id": r["agent_id"], "status": r["status"], "task": r["task"][:200], "created_at": r["created_at"]} for r in rows]
 
     async def resolve_approval(self, source: str, member_id: str, approval_id: Any, approve: Any) -> Mapping[str, Any]:

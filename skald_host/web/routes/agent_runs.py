@@ -8,13 +8,13 @@ refused one was refused); a member sees the definitions and their own recent run
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from quart import Blueprint, current_app, request
 
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.agent.subagents.catalog import GenerationRefused
+from skald_host.core.agent.subagents.runs import STRIP_CANCELLED_SECONDS
 from skald_host.core.identity.access import allowed
 from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, TEXT, array, obj, query, returns
@@ -23,8 +23,10 @@ from skald_host.web.routes.chat import chat_error, runtime
 
 bp = Blueprint("agent_runs", __name__)
 
-#: How long a failed run stays on the task strip.
-STRIP_FAILED_HOURS = 24
+#: The depth of a helper the conversation's own agent calls: where the Helpers page
+#: asks whether a helper may hand work on.
+HELPER_DEPTH = 1
+
 RUN = obj(
     {"id": TEXT, "agent_id": TEXT, "mode": TEXT, "status": TEXT, "depth": {"type": "integer"}, "task": TEXT},
     {"frame_id": TEXT, "spawned_by_call_id": TEXT},
@@ -44,8 +46,8 @@ def _public(row: dict[str, Any], *, full: bool = False, spawned_by: dict[str, st
 
 
 @bp.get("/api/conversations/<conversation_id>/runs")
-@query(strip={"type": "string", "description": "1: only live runs and those that failed in the last day (the task strip)"})
-@returns(obj({"runs": array(RUN)}))
+@query(strip={"type": "string", "description": "1: only live runs, those that failed in the last day and those cancelled in the last minute (the task strip)"})
+@returns(obj({"runs": array(RUN)}, {"cancelled_seconds": {"type": "integer"}}))
 @requires("chat.use")
 async def conversation_runs(conversation_id: str) -> dict:
     rt = await runtime()
@@ -53,12 +55,15 @@ async def conversation_runs(conversation_id: str) -> dict:
         await rt.conversation(conversation_id)
     except ChatError as exc:
         raise chat_error(exc) from None
-    since = None
-    if request.args.get("strip") == "1":
-        since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=STRIP_FAILED_HOURS)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    rows = await rt.subagents.store.runs(conversation_id, limit=50, live_or_failed_since=since)
+    strip = request.args.get("strip") == "1"
+    rows = await rt.subagents.store.runs(conversation_id, limit=50, strip=strip)
     spawned_by = await _spawning_calls(rt, conversation_id, rows)
-    return {"runs": [_public(r, spawned_by=spawned_by) for r in rows]}
+    out: dict[str, Any] = {"runs": [_public(r, spawned_by=spawned_by) for r in rows]}
+    if strip:
+        # The strip reads itself again this long after it shows a cancelled run, which
+        # has left by then (no other event may come to refresh it).
+        out["cancelled_seconds"] = STRIP_CANCELLED_SECONDS
+    return out
 
 
 async def _spawning_calls(rt: Any, conversation_id: str, rows: list[dict[str, Any]]) -> dict[str, str | None]:
@@ -127,6 +132,10 @@ async def definitions() -> dict:
             **definition.summary(core.strings, locale),
             "enabled": definition.enabled, "definition_hash": definition.definition_hash,
             "delegates": None if definition.delegates is None else list(definition.delegates),
+            # Whether it is offered execute_task at all when the conversation's agent
+            # calls it (depth 1): the runtime's own rule, so the page never claims a
+            # delegation the helper cannot make (no such tool, no tools, the depth limit).
+            "may_delegate": core.chat.offers_delegation(definition, HELPER_DEPTH),
             "tools": list(definition.tools) if definition.allow_tools else [], "limits": dict(definition.limits),
             "signal": definition.signal is not None, "plugin": generation.owners.get(definition.id) if generation else None,
             "skills": list(definition.skills), "provider": definition.provider, "model": definition.model,

@@ -32,6 +32,13 @@ LIVE = ("queued", "running", "waiting_delegates")
 TERMINAL = ("completed", "failed", "timed_out", "cancelled", "interrupted")
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 _LIVE_SQL = "('queued', 'running', 'waiting_delegates')"
+#: How long a run that failed (timed out, was interrupted) stays on the task strip: the
+#: member may not have been there when it failed, and needs to see that it did.
+STRIP_FAILED_HOURS = 24
+#: How long a cancelled run stays on the task strip: its member cancelled it (or
+#: stopped the turn) and saw it end as "Cancelled"; the strip's next read after this
+#: leaves it out. The run itself stays readable by its id (the transcript links it).
+STRIP_CANCELLED_SECONDS = 60
 #: An inbox event that asks for a continuation turn (a signal always does; a completion
 #: unless it is quiet, ``_complete``).
 _WAKES = "(requires_continuation = 1 OR event_type = 'signal')"
@@ -333,18 +340,24 @@ class RunStore:
 
         return await self.db.run(read)
 
-    async def runs(self, conversation_id: str | None = None, *, limit: int = 50, live_or_failed_since: str | None = None) -> list[dict[str, Any]]:
+    async def runs(self, conversation_id: str | None = None, *, limit: int = 50, strip: bool = False) -> list[dict[str, Any]]:
         """Newest first; a batch (its rows written in one transaction, in call order,
         often in the same millisecond) last call first, by the order its rows were
-        written, not by their random ids. ``live_or_failed_since``: only live runs and
-        those that did not complete since that time (the task strip)."""
+        written, not by their random ids. ``strip``: the task strip's runs, those live,
+        those that failed in the last ``STRIP_FAILED_HOURS`` and those cancelled in the
+        last ``STRIP_CANCELLED_SECONDS`` (a completed run leaves it as it ends)."""
         where, args = [], []
         if conversation_id is not None:
             where.append("conversation_id = ?")
             args.append(conversation_id)
-        if live_or_failed_since is not None:
-            where.append(f"(status IN {_LIVE_SQL} OR (status != 'completed' AND finished_at >= ?))")
-            args.append(live_or_failed_since)
+        if strip:
+            since = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)"
+            where.append(
+                f"(status IN {_LIVE_SQL}"
+                f" OR (status NOT IN ('completed', 'cancelled') AND finished_at >= {since})"
+                f" OR (status = 'cancelled' AND finished_at >= {since}))"
+            )
+            args += [f"-{STRIP_FAILED_HOURS} hours", f"-{STRIP_CANCELLED_SECONDS} seconds"]
         sql = "SELECT * FROM agent_runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at DESC, rowid DESC LIMIT ?"
         rows = await self.db.run(lambda c: c.execute(sql, (*args, limit)).fetchall())
         return [_row(r) for r in rows]
