@@ -53,6 +53,7 @@ def _quiet_ptb_warnings() -> None:
 DEFAULT_API = "https://api.telegram.org"
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's own getFile limit
 RECENT_UPDATES = 1000
+ANSWERED_KEPT = 1000  # approvals answered by a press, remembered so a late re-announcement makes no second card
 ALLOWED_UPDATES = ["message", "callback_query"]
 #: setWebhook's rule for ``secret_token``, as the setting's help text says it.
 WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -219,6 +220,10 @@ class TelegramBot:
         # chat -> the conversation whose answer was finished from the store: a late
         # event of that turn is not shown again (cleared by the next turn's ``typing``).
         self._resumed: dict[int, str | None] = {}
+        #: Approvals a press here answered (the newest ``ANSWERED_KEPT``): answering may
+        #: first resume the member's chat (after a restart), which announces the
+        #: approval again, and that announcement may arrive after the answer.
+        self._answered: dict[str, None] = {}
         self._presses: set[asyncio.Task[None]] = set()  # button presses, off the poller
         self._guard_logs()  # before the Bot exists: its constructor logs its URLs
         self._poller: asyncio.Task[None] | None = None
@@ -819,6 +824,9 @@ class TelegramBot:
             return
         await self.host.kv_set(f"button:{short}", None)
         await self.host.kv_set(f"card:{entry['approval_id']}", None)  # settled here: no second edit
+        self._answered[str(entry["approval_id"])] = None
+        while len(self._answered) > ANSWERED_KEPT:
+            del self._answered[next(iter(self._answered))]
         try:
             await self.host.resolve_approval(member_id, entry["approval_id"], verb == "approve")
             reply = self.t("approved" if verb == "approve" else "denied", locale)
@@ -1192,6 +1200,15 @@ class TelegramBot:
         return True
 
     async def _send_approval(self, member_id: str, chat_id: int, event: ChannelEvent, locale: str) -> None:
+        # One card per approval: the host announces a waiting approval again when it
+        # resumes the member's chat after a restart (at their sign-in, or at the very
+        # press that answers it), and a second card's buttons would stay live.
+        approval_id = str(event.approval_id)
+        if approval_id in self._answered or isinstance(await self.host.kv_get(f"card:{approval_id}"), dict):
+            return
+        queue = self.outbox.chats.get(chat_id)
+        if queue is not None and any(j.kind == "approval" and str(j.public.get("approval_id")) == approval_id for j in queue.jobs):
+            return
         short = secrets.token_urlsafe(9)  # callback_data is at most 64 bytes: a handle, not the id
         arguments = json.dumps(dict(event.arguments), ensure_ascii=False, indent=1)
         if len(arguments) > 1500:

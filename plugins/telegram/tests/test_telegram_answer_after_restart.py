@@ -128,3 +128,29 @@ async def test_an_answer_cut_by_a_server_restart_is_finished_after_the_members_n
     # was streaming into; nothing is left cut off.
     assert setup.api.messages[message_id]["text"] == resumed
     assert copies(setup) == [resumed]
+
+
+async def test_a_card_pressed_after_a_restart_is_answered_without_a_second_card(setup: Setup):
+    """The press resumes the member's chat first (the restart left it to be resumed), and
+    resuming announces the waiting approval again: that made a second card, whose buttons
+    stayed live. One card per approval."""
+    from skald_host.testing import ToolCall
+
+    await running(setup)
+    await paired_member(setup, "anna")
+    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("write_note", {"text": "milk"})])])
+    setup.api.send(ALICE_CHAT, "Remember milk.")
+    cards = lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")]  # noqa: E731
+    card = (await setup.api.wait_for(cards, what="the approval card"))[0]
+    message_id = await setup.api.wait_for(lambda: card.result and card.result["message_id"])
+
+    settings = setup.host.settings
+    await setup.harness.close()
+    setup.model.script(MODEL, [Reply("Noted: milk.")])
+    host = await setup.harness.start(plugins=[setup.probe], use_entry_points=True, settings=settings)
+    await host.member("anna")  # signed in on the web: the file opens, the chat not yet resumed
+    setup.api.press(ALICE_CHAT, message_id, card.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
+    await setup.api.wait_for(lambda: "Noted: milk." in setup.api.texts(ALICE_CHAT), timeout=30, what="the answer after approval")
+    await asyncio.sleep(1.0)  # room for a wrong second card
+    assert len(cards()) == 1, [c.params.get("text") for c in cards()]
+    assert setup.probe.notes == ["milk"]
