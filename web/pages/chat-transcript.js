@@ -71,10 +71,18 @@ export function appendDelta(entry, data) {
 }
 
 /** A call's result as the member reads it: one the host wrote (a rule refused it, the
- * approval expired, ...) in the reader's language by its `result_code`; a tool's own
- * result as it is. */
-function resultText(call) {
-  return call.result_code ? t(`chat.call_result.${call.result_code}`) : call.result;
+ * approval expired, ...) in the reader's language by its `result_code`; a host-made
+ * error with a code (a file that does not exist) by its `reason`, as a message's
+ * failure is worded; a command's exit code as a label in the reader's language, its
+ * output as it is; a tool's own result as it is. The export words them alike
+ * (routes/chat.py `call_result`). */
+function resultText(call, { admin = true } = {}) {
+  if (call.result_code) return t(`chat.call_result.${call.result_code}`);
+  const said = call.reason?.code ? errorString(call.reason.code, call.reason.values || {}, { admin }) : null;
+  if (said) return said;
+  const exit = call.name === "execute_cmd" && typeof call.result === "string" ? /^Exit code: (-?\d+)(\n|$)/.exec(call.result) : null;
+  if (exit) return t("chat.exit_code", { code: exit[1] }) + call.result.slice(exit[0].length - exit[2].length);
+  return call.result;
 }
 
 function toolStatusLabel(status) {
@@ -1156,7 +1164,7 @@ export class Transcript {
         this.placeActivity();
       },
     };
-    card.set(call.status || "requested", resultText(call), call.result_code);
+    card.set(call.status || "requested", resultText(call, { admin: this.handlers.admin !== false }), call.result_code);
     this.toolCards.set(call.id, card);
     return node;
   }
@@ -1164,7 +1172,7 @@ export class Transcript {
   toolUpdate(data, status) {
     const card = this.toolCards.get(data.call_id);
     if (!card) return;
-    card.set(status, resultText(data), data.result_code);
+    card.set(status, resultText(data, { admin: this.handlers.admin !== false }), data.result_code);
     if (status !== "awaiting_approval") {
       for (const panel of this.approvals.values()) {
         // A call stopped or cut while its card waited was never approved: the card says

@@ -100,14 +100,17 @@ class AgentDefinition:
     def offers(self, tool_name: str) -> bool:
         return self.allow_tools and _matches(self.tools, tool_name)
 
-    def summary(self, strings: Any = None, locale: str | None = None) -> dict[str, Any]:
-        """With ``strings``: the shipped agents' title and description in ``locale``
-        (``core.agent.<id>.title`` / ``.description``), while their files still say the
-        English the project shipped."""
+    def summary(self, strings: Any = None, locale: str | None = None, *, plugin: str | None = None) -> dict[str, Any]:
+        """With ``strings``: the shipped agents' title and description in ``locale``,
+        while their files still say the English the project shipped. ``plugin``: the
+        plugin that registered the definition's folder (``register_agent_dirs``), whose
+        own bundle is asked first (``<plugin>.agent.<id>.title`` / ``.description``);
+        then the host's (``core.agent.<id>.*``)."""
         title, description = self.title, self.description
         if strings is not None:
-            title = strings.shipped(f"core.agent.{self.id}.title", title, locale)
-            description = strings.shipped(f"core.agent.{self.id}.description", description, locale)
+            for domain in ([plugin] if plugin else []) + ["core"]:
+                title = strings.shipped(f"{domain}.agent.{self.id}.title", title, locale)
+                description = strings.shipped(f"{domain}.agent.{self.id}.description", description, locale)
         return {"id": self.id, "title": title, "description": description, "kind": self.kind}
 
 
@@ -216,6 +219,13 @@ class AgentCatalog:
         view = AgentCatalog(())
         view.sources = [(path, owner) for path, owner in self.sources if owner is None or usable(owner)]
         return view
+
+    def owner(self, definition: AgentDefinition) -> str | None:
+        """The plugin whose folder ``definition`` came from, None for the host's own."""
+        for root, plugin_id in reversed(self.sources):
+            if definition.directory.parent == root:
+                return plugin_id
+        return None
 
     @property
     def directories(self) -> list[Path]:

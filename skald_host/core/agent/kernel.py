@@ -48,7 +48,10 @@ from skald_host.core.agent.approvals import arguments_hash, decide, expired, exp
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.questions import QuestionError
-from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, HOST_RESULTS, QUESTION_UNATTENDED, TERMINAL_CALL_STATES, Frame, reason_json, result_code
+from skald_host.core.agent.store import (
+    HISTORY_CACHE_FRAMES, HOST_RESULTS, QUESTION_UNATTENDED, TERMINAL_CALL_STATES, Frame, coded_result, reason_json, result_code,
+    result_reason,
+)
 from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.faults import crash_point
@@ -1129,7 +1132,8 @@ class Kernel:
 
     def _announce_result(self, scope: Scope, call: dict[str, Any], status: str, result: str) -> None:
         kind = {"done": "tool_done", "denied": "tool_denied", "cancelled": "tool_cancelled"}.get(status, "tool_error")
-        self.emit(scope.frame, kind, call_id=call["id"], name=call["name"], status=status, result=result[:4000], result_code=result_code(result))
+        self.emit(scope.frame, kind, call_id=call["id"], name=call["name"], status=status, result=result[:4000], result_code=result_code(result),
+                  reason=json.loads(reason) if (reason := result_reason(result)) else None)
 
     async def _record_if_unfinished(self, scope: Scope, call_id: str, status: str, result: str) -> None:
         row = await self.store.call(call_id)
@@ -1167,7 +1171,7 @@ class Kernel:
                 # registered tool is, with its audit line. Not the model's mistake.
                 audit.denied(self.runtime.member_id, f"tool:{call['name']}", via="tool_start", tool=call["name"])
                 return "denied", WITHDRAWN
-            return "error", f"Error: there is no tool named {call['name']!r} here."
+            return "error", coded_result(f"Error: there is no tool named {call['name']!r} here.", "no_such_tool", {"name": call["name"]})
         try:
             arguments = json.loads(call["arguments"] or "{}")
         except ValueError:
@@ -1257,7 +1261,13 @@ class Kernel:
         except TimeoutError as exc:
             return "error", self._tool_timed_out(registered, exc)
         except ToolError as exc:  # a failure the tool worded for the model
-            return "error", encodable(f"Error: {exc}") if str(exc) else "Error: the tool failed."
+            if not str(exc):
+                return "error", "Error: the tool failed."
+            text = encodable(f"Error: {exc}")
+            # A host-made refusal (a file that does not exist) carries its code: the member
+            # reads it in their language, the model the English.
+            code = getattr(exc, "code", None)
+            return "error", coded_result(text, code, getattr(exc, "values", None)) if isinstance(code, str) and code else text
         except (Exception, *PLUGIN_EXITS) as exc:  # a tool's failure is the tool's result, never the turn's end
             # SystemExit and KeyboardInterrupt too: raised by a tool (sys.exit(), a
             # library's exit), they left asyncio's task and stopped the whole server. A

@@ -70,6 +70,28 @@ _RESULT_CODES = {text: code for code, text in HOST_RESULTS.items()}
 def result_code(result: Any) -> str | None:
     """The code of a call's result when the host wrote it (``HOST_RESULTS``), else None."""
     return _RESULT_CODES.get(result) if isinstance(result, str) else None
+
+
+class CodedResult(str):
+    """A call's result the host worded with a code: the English text, as the model
+    reads it, carrying its ``reason`` (``reason_json``), which the store keeps beside it
+    (``tool_calls.reason``) for the tool card and the export to word in the reader's
+    language (``core.error.<code>``), as a message's ``reason`` is."""
+
+    reason: str | None = None
+
+
+def coded_result(text: str, code: str, values: Mapping[str, Any] | None = None) -> str:
+    """``text`` with its reason (``CodedResult``)."""
+    result = CodedResult(text)
+    plain = {k: v if v is None or isinstance(v, (str, int, float, bool)) else str(v) for k, v in (values or {}).items()}
+    result.reason = reason_json(code, plain)
+    return result
+
+
+def result_reason(result: Any) -> str | None:
+    """The stored reason (``reason_json``) of a call's result, when the host gave it one."""
+    return getattr(result, "reason", None)
 #: Frames whose history is kept in memory per member, the most recently read ones: the
 #: conversations a member is in and their sub-agent frames. Each costs its whole
 #: history (rows, their wire form, the last request), so the bound is what keeps a
@@ -1077,8 +1099,9 @@ class ConversationStore:
             for call_id, status, result in changes:
                 conn.execute(
                     "UPDATE tool_calls SET status = ?, result = COALESCE(?, result),"
+                    " reason = CASE WHEN ? IS NULL THEN reason ELSE ? END,"
                     f" finished_at = CASE WHEN ? THEN {NOW} ELSE finished_at END WHERE id = ?",
-                    (status, result, status in TERMINAL_CALL_STATES, call_id),
+                    (status, result, result, result_reason(result), status in TERMINAL_CALL_STATES, call_id),
                 )
                 changed += [m for m in _message_of_call(conn, call_id) if m not in changed]
             if placeholder is None:
@@ -1146,7 +1169,10 @@ class ConversationStore:
             messages = [dict(r) for r in conn.execute("SELECT * FROM messages WHERE frame_id = ? AND origin IS NULL ORDER BY id", (frame.id,))]
             calls: dict[int, list[dict[str, Any]]] = {}
             for r in conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? ORDER BY message_id, seq", (frame.id,)):
-                calls.setdefault(r["message_id"], []).append({**r, "result_code": result_code(r["result"])})
+                # ``reason``: a host-made error's code and values (``CodedResult``), as a message's.
+                calls.setdefault(r["message_id"], []).append(
+                    {**r, "result_code": result_code(r["result"]), "reason": json.loads(r["reason"]) if r["reason"] else None}
+                )
             for message in messages:
                 message["tool_calls"] = calls.get(message["id"], [])
                 message.pop("indexed", None)
@@ -1424,7 +1450,8 @@ def _finish_assistant(
     ids = []
     for seq, (model_call_id, name, arguments, restart) in enumerate(calls):
         call_status, result = results[seq] if results else ("running" if seq < running else "requested", None)
-        values = (message_id, row[0], row[1], seq, name, arguments, call_status, restart, result, call_status in TERMINAL_CALL_STATES)
+        values = (message_id, row[0], row[1], seq, name, arguments, call_status, restart, result, result_reason(result),
+                  call_status in TERMINAL_CALL_STATES)
         # The model's id unless the file has it already (some models number their calls
         # from 0 every round); only a clash on the id is let pass, never another constraint.
         call_id = model_call_id if model_call_id and len(model_call_id) <= 64 else None
@@ -1440,8 +1467,8 @@ def _finish_assistant(
 
 
 INSERT_CALL = (
-    "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart, result, finished_at)"
-    f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN {NOW} END)"
+    "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart, result, reason, finished_at)"
+    f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN {NOW} END)"
 )
 
 

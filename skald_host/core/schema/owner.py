@@ -449,5 +449,16 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE system_agent_state ADD COLUMN failures INTEGER NOT NULL DEFAULT 0",
             ),
         ),
+        Migration(
+            20,
+            "why a tool call failed, as a code the reader's language words",
+            statements=(
+                # JSON {"code", "values"} (``store.reason_json``) beside the call's English
+                # ``result`` (which the model reads as it is): a host-made tool error with a
+                # code (a file that does not exist), which the tool card and the export word
+                # in the reader's language. NULL for calls written before and results without one.
+                "ALTER TABLE tool_calls ADD COLUMN reason TEXT",
+            ),
+        ),
     ),
 )

@@ -129,7 +129,7 @@ async def definitions() -> dict:
     locale = await reader_locale()
     for definition in sorted((generation.definitions.values() if generation else ()), key=lambda d: d.id):
         items.append({
-            **definition.summary(core.strings, locale),
+            **definition.summary(core.strings, locale, plugin=generation.owners.get(definition.id) if generation else None),
             "enabled": definition.enabled, "definition_hash": definition.definition_hash,
             "delegates": None if definition.delegates is None else list(definition.delegates),
             # Whether it is offered execute_task at all when the conversation's agent

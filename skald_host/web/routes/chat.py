@@ -17,6 +17,7 @@ from quart import Blueprint, Response, current_app, request
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.agent.store import result_code
 from skald_host.core.identity.access import may_start_agent
+from skald_host.core.schedules.service import member_timezone
 from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, INT, JSON, TEXT, TIME, accepts, array, field, integer, json_object, nullable, obj, one_of, query, ref, returns, text
 from skald_host.web.errors import ApiError
@@ -75,8 +76,9 @@ async def status() -> dict:
                    for m in sorted(models, key=lambda m: (m.priority, m.label))],
         "default_agent": core.chat.default_agent(member),
         "agents": [
-            a.summary(core.strings, locale)
-            for a in core.chat.agents.visible_to(lambda plugin_id: core.catalog.usable(member, plugin_id)).all()
+            a.summary(core.strings, locale, plugin=agents.owner(a))
+            for agents in [core.chat.agents.visible_to(lambda plugin_id: core.catalog.usable(member, plugin_id))]
+            for a in agents.all()
             if a.kind == "chat" and may_start_agent(member, a.id, a.kind)
         ],
     }
@@ -376,7 +378,30 @@ def _json_export(conversation: dict, messages: list[dict]) -> str:
     }, ensure_ascii=False, indent=2)
 
 
-def _markdown_export(conversation: dict, messages: list[dict], strings: Any, locale: str, *, admin: bool = True) -> str:
+def export_date(when: dt.datetime, locale: str | None, zone: str | None) -> str:
+    """The export's moment for its header: in the reader's locale's CLDR format (Babel),
+    in the member's own time zone when they set one (``member_timezone``, as schedules
+    read it), else UTC, the zone named: "06.12.2026, 13:36:33 (Europe/Berlin)"."""
+    from zoneinfo import ZoneInfo
+
+    from babel import Locale, UnknownLocaleError
+    from babel.dates import format_datetime
+
+    try:
+        tz = ZoneInfo(zone) if zone else dt.UTC
+    except (ValueError, KeyError, OSError):
+        zone, tz = None, dt.UTC
+    try:
+        cldr = Locale.parse(str(locale or "en").replace("_", "-"), sep="-")
+    except (UnknownLocaleError, ValueError, TypeError):
+        cldr = Locale("en")
+    return f"{format_datetime(when, 'medium', tzinfo=tz, locale=cldr)} ({zone or 'UTC'})"
+
+
+def _markdown_export(
+    conversation: dict, messages: list[dict], strings: Any, locale: str, *, admin: bool = True, zone: str | None = None,
+    now: dt.datetime | None = None,
+) -> str:
     """The conversation as the member reads it, headings and states in their language:
     the host's own notes and failures (a stored ``reason``) worded from their code as
     the screen words them, their stored English only for a code no bundle has."""
@@ -404,16 +429,13 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
             arguments = call.get("arguments") or "{}"
             lines += [say("export.tool_call", name=f"`{call['name']}`", status=state("chat.tool", call["status"])), "",
                       fence(arguments) + "json", arguments, fence(arguments), ""]
-            # What the host itself answered for a call that did not run (to its end), as
-            # the screen says it: in the reader's language; a tool's own result as it is.
-            host_result = result_code(call.get("result"))
-            result = (strings.lookup(f"core.chat.call_result.{host_result}", locale) if host_result else None) or call.get("result")
+            result = call_result(call, strings, locale, admin=admin)
             if result:
                 lines += [fence(result), result, fence(result), ""]
         return lines
 
     title = conversation.get("title") or say("chat.untitled")
-    exported_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the export's own moment, as the line says
+    exported_at = export_date(now or dt.datetime.now(dt.UTC), locale, zone)  # the export's own moment, as the line says
     lines = [f"# {title}", "", say("export.from", date=exported_at), ""]
     # One section per speaker's turn: a turn's tool rounds are assistant messages of their
     # own (most with no text), and each under its own "## Assistant" read as several
@@ -438,6 +460,24 @@ def _markdown_export(conversation: dict, messages: list[dict], strings: Any, loc
         for message in rounds:
             lines += round_lines(message)
     return "\n".join(lines)
+
+
+def call_result(call: dict, strings: Any, locale: str, *, admin: bool = True) -> str | None:
+    """A call's result as the tool card shows it (web/pages/chat-transcript.js
+    ``resultText``): what the host itself answered for a call that did not run (to its
+    end) and a host-made error with a code (its ``reason``) in the reader's language, a
+    command's exit code as a label in it; a tool's own result as it is."""
+    stored = call.get("result")
+    host_result = result_code(stored)
+    said = strings.lookup(f"core.chat.call_result.{host_result}", locale) if host_result else None
+    if said is None:
+        reason = call.get("reason")
+        said = strings.reason(json.loads(reason) if isinstance(reason, str) else reason, locale, admin=admin)
+    if said is None and call.get("name") == "execute_cmd" and isinstance(stored, str):
+        exit = re.match(r"Exit code: (-?\d+)(?=\n|$)", stored)
+        if exit:
+            said = strings.translate("core.chat.exit_code", locale, code=exit[1]) + stored[exit.end():]
+    return said or stored
 
 
 def fence(text: str) -> str:
@@ -574,7 +614,8 @@ async def export(conversation_id: str):
     else:
         strings, locale = current_app.config["SKALD_CORE"].strings, await reader_locale()
         body = await asyncio.to_thread(
-            _markdown_export, conversation, messages, strings, locale, admin=current_principal().member.is_admin
+            _markdown_export, conversation, messages, strings, locale, admin=current_principal().member.is_admin,
+            zone=await member_timezone(rt.store),
         )
         mimetype = "text/markdown"
     return Response(body, mimetype=mimetype, headers={
