@@ -56,7 +56,8 @@ async def test_a_per_member_triage_interval_is_kept_and_used(setup, skald):
     put = await admin.put(f"/api/admin/members/{alice_id}/agent-intervals", json={"agent_id": "event_triage", "interval": 30})
     assert put.status_code == 200, put.text
     assert put.json()["intervals"] == [
-        {"agent_id": "event_triage", "title": "Event triage", "interval_unit": "minutes", "interval": 30, "instance_interval": 5}
+        {"agent_id": "event_triage", "title": "Event triage", "interval_unit": "minutes", "interval": 30, "instance_interval": 5,
+         "plugin_enabled": True}
     ]
     assert (await alice.get(f"/api/admin/members/{alice_id}/agent-intervals")).status_code == 403
     await setup.tick()

@@ -803,23 +803,28 @@ class TelegramBot:
             log.debug("telegram: a button press from a %s chat ignored", press.chat_type)
             return
         member_id = await self._linked_member(press.from_id)
+        verb, _, short = press.data.partition(":")
         if member_id is None:
-            # A card of a chat that lost its link (the member linked another chat, was
-            # deleted): said so, and its buttons go (both memory only: nobody's now).
-            if press.message_id is not None:
-                self.outbox.put_nowait(press.from_id, Job("remove_buttons", None, None, {"message_id": press.message_id}))
-            await self.say(press.from_id, self.t("button_unlinked", telegram_locale(press.language_code)))
+            # A card of a chat that lost its link (its member linked another chat: the
+            # card moved there, ``_move_cards``): said so, and its buttons go (memory
+            # only: the chat is nobody's now). Any other press from a chat not linked
+            # (a stranger's, a forged handle) does nothing.
+            moved = await self.host.kv_get(f"button:{short}") if short else None
+            if isinstance(moved, dict) and moved.get("moved"):
+                await self.host.kv_set(f"button:{short}", None)
+                if press.message_id is not None:
+                    self.outbox.put_nowait(press.from_id, Job("remove_buttons", None, None, {"message_id": press.message_id}))
+                await self.say(press.from_id, self.t("button_unlinked", telegram_locale(press.language_code)))
             return
         locale = await self.locale_for(member_id, press.language_code)
         if not await self.host.member_has_grant(member_id):
             await self._refuse_once(member_id, press.from_id, locale)
             return
-        verb, _, short = press.data.partition(":")
         if verb.startswith("q") and short:
             await self._on_question_button(press, member_id, locale, verb[1:], short)
             return
         entry = await self.host.kv_get(f"button:{short}") if verb in ("approve", "deny") and short else None
-        if not isinstance(entry, dict) or entry.get("member_id") != member_id:
+        if not isinstance(entry, dict) or entry.get("member_id") != member_id or not entry.get("approval_id"):
             await self.say(press.from_id, self.t("approval_gone", locale), member_id)
             return
         await self.host.kv_set(f"button:{short}", None)
@@ -1461,7 +1466,8 @@ class TelegramBot:
                 payload = {"text": text, "approve": self.t("approve", locale), "deny": self.t("deny", locale)}
             short = secrets.token_urlsafe(9)
             await self.host.kv_set(f"button:{short}", {**entry, "member_id": member_id, "approval_id": approval_id})
-            await self.host.kv_set(key, None)
+            # The old card's handle stays, marked moved, so a press there says where it went.
+            await self.host.kv_set(key, {"member_id": member_id, "moved": True})
             await self.host.kv_set(f"card:{approval_id}", None)
             await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": approval_id}))
 
