@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from skald_hookspecs.events import SystemEvent, UserEvent
 from skald_hookspecs.types import NotReady
@@ -316,12 +316,12 @@ class Skald:
         self._users.before_lock.append(self._channels.before_lock)
         self._users.after_unlock.append(self._channels.after_unlock)
         # The member_unlocked / member_locking hooks (contract 1.2): per-member plugin runtimes.
-        self._users.after_unlock.append(self._plugins_member_unlocked)
+        self._users.after_unlock.append(self._member_hook("member_unlocked"))
         # A member's recurring prompts run from their unlock, not from their first chat.
         self._users.after_unlock.append(StartAtUnlock(self).after_unlock)
-        self._users.before_lock.append(self._plugins_member_locking)
-        self._users.after_reset.append(self._plugins_member_reset)  # contract 1.7
-        self._users.after_delete.append(self._plugins_member_deleted)  # contract 1.14
+        self._users.before_lock.append(self._member_hook("member_locking", with_host=False))
+        self._users.after_reset.append(self._member_hook("member_reset"))  # contract 1.7
+        self._users.after_delete.append(self._member_hook("member_deleted"))  # contract 1.14
         self.config_sets = await self.plugins.collect(
             "register_config_sets", validate_config_set, key=lambda s: s.id, kind="settings set"
         )
@@ -504,37 +504,22 @@ class Skald:
             lambda c: c.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('default_locale', ?)", (json.dumps(locale),))
         )
 
-    async def _plugins_member_unlocked(self, member_id: str) -> None:
-        for plugin_id in self.plugins.implementers("member_unlocked"):
-            if plugin_id in self._started:
-                try:
-                    await self.plugins.call_one("member_unlocked", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
-                except (Exception, *PLUGIN_EXITS) as exc:
-                    self._hook_failed(plugin_id, "member_unlocked", exc)
+    def _member_hook(self, hook: str, *, with_host: bool = True) -> Callable[[str], Awaitable[None]]:
+        """A per-member hook (``member_unlocked``, ``member_locking``, ``member_reset``,
+        ``member_deleted``) as a callback of the member store: called for each started
+        plugin implementing it; one plugin's failure is recorded and the others and the
+        caller go on."""
 
-    async def _plugins_member_locking(self, member_id: str) -> None:
-        for plugin_id in self.plugins.implementers("member_locking"):
-            if plugin_id in self._started:
-                try:
-                    await self.plugins.call_one("member_locking", plugin_id, member_id=member_id)
-                except (Exception, *PLUGIN_EXITS) as exc:
-                    self._hook_failed(plugin_id, "member_locking", exc)
+        async def call(member_id: str) -> None:
+            for plugin_id in self.plugins.implementers(hook):
+                if plugin_id in self._started:
+                    extra = {"host": self.host_api(plugin_id)} if with_host else {}
+                    try:
+                        await self.plugins.call_one(hook, plugin_id, member_id=member_id, **extra)
+                    except (Exception, *PLUGIN_EXITS) as exc:
+                        self._hook_failed(plugin_id, hook, exc)
 
-    async def _plugins_member_reset(self, member_id: str) -> None:
-        for plugin_id in self.plugins.implementers("member_reset"):
-            if plugin_id in self._started:
-                try:
-                    await self.plugins.call_one("member_reset", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
-                except (Exception, *PLUGIN_EXITS) as exc:
-                    self._hook_failed(plugin_id, "member_reset", exc)
-
-    async def _plugins_member_deleted(self, member_id: str) -> None:
-        for plugin_id in self.plugins.implementers("member_deleted"):
-            if plugin_id in self._started:
-                try:
-                    await self.plugins.call_one("member_deleted", plugin_id, member_id=member_id, host=self.host_api(plugin_id))
-                except (Exception, *PLUGIN_EXITS) as exc:
-                    self._hook_failed(plugin_id, "member_deleted", exc)
+        return call
 
     def _hook_failed(self, plugin_id: str, hook: str, exc: BaseException) -> str:
         """A hook's failure after startup (a per-member hook's, ``shutdown``'s): what
