@@ -446,3 +446,31 @@ def test_the_turn_api_refuses_what_the_role_does_not_hold_whichever_tool_asks():
     for attempt in (scope.delegate("alpha", "x"), scope.schedule("x", "2999-01-01T00:00:00Z"), scope.run_command("id")):
         with pytest.raises(AccessWithdrawn, match="access was withdrawn"):
             asyncio.run(attempt)
+
+
+async def test_a_member_demoted_from_chat_reaches_no_model_through_an_open_socket_or_a_channel(chat, caplog):
+    """The socket's handshake and a channel's pairing are checked once; the role is
+    asked again at each use (security sweep 4: a socket opened before the demotion, or a
+    paired phone, still started turns for a role without ``chat.use``)."""
+    await configure_models(chat.admin, chat.server)
+    chat.server.script(MODEL_A, [Reply(text="answered")] * 4)
+    alice = await chat.host.member("alice")
+    alice_id = alice.member["id"]
+    api = chat.host.core.host_api(PROBE)
+    web_cid = await new_conversation(alice)
+    channel_cid = await api.new_conversation(alice_id)
+    await make_role(chat.admin, "mute", [])
+    async with ChatSocket(alice) as sock:
+        await set_role(chat.admin, alice_id, "mute")
+        reply = await sock.send(web_cid, "Still here?")
+        assert reply["code"] == "forbidden", reply
+    delivery = await api.send_message(alice_id, "From the phone.")
+    assert delivery.status == "refused" and "may not chat" in delivery.reason, delivery
+    with pytest.raises(ChannelRequestError, match="may not chat"):
+        await api.new_conversation(alice_id)
+    with pytest.raises(ChannelRequestError, match="may not chat"):
+        await api.use_conversation(alice_id, channel_cid)
+    assert chat.server.requests_for(MODEL_A) == []
+    lines = audit_lines(caplog)
+    assert f"denied member={alice_id} action:chat.use via=websocket command=send" in lines
+    assert sum(f"denied member={alice_id} action:chat.use via=channel" in line for line in lines) == 3, lines

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from skald_hookspecs.channels import Delivery
 from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
+from skald_host.core.identity.access import allowed
 from skald_host.core.identity.sealing import SealedBox, SealError, ensure_inbox_key, open_sealed, seal
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.storage import DiskFailure
@@ -72,6 +73,9 @@ class SealedInbox:
         if not self.core.catalog.usable(member, source):
             audit.denied(member.id, f"plugin:{source}", via="channel")
             return Delivery("refused", reason="the member may not use this plugin")
+        if not allowed(member, "chat.use"):  # as the web's send: a role without chat.use reaches no model
+            audit.denied(member.id, "action:chat.use", via="channel")
+            return Delivery("refused", reason="the member's role may not chat")
         key = f"{source}:{idempotency_key}" if idempotency_key else None
         try:
             return await self._store(source, member, text, attachments, key)

@@ -22,6 +22,7 @@ from skald_host.core.files.paths import PathRefused, clean_relative, contain, op
 from skald_host.core.files.service import FileError
 from skald_host.core.folders import FolderAccess, FolderNotFound
 from skald_host.core.folders.listing import listing
+from skald_host.core.identity.access import allowed
 from skald_host.core.identity.users import Member, MemberNotFound
 
 if TYPE_CHECKING:
@@ -65,7 +66,13 @@ class ChannelService:
         return member
 
     async def _runtime(self, source: str, member_id: Any) -> MemberRuntime:
+        """The member's chat, for a role that may chat (checked at each call, as the web
+        checks each request: a member demoted while their phone stays paired reaches no
+        model)."""
         member = await self._member(source, member_id)
+        if not allowed(member, "chat.use"):
+            audit.denied(member.id, "action:chat.use", via="channel")
+            raise ChannelRequestError("the member's role may not chat")
         if not self.core.users.is_unlocked(member.id):
             raise MemberLocked("log in on the web first: your private data is locked until you do", self.core.users.lock_reason(member.id))
         try:

@@ -22,6 +22,7 @@ from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError
 from skald_host.core.identity.access import allowed
 from skald_host.core.identity.sessions import told_reason
+from skald_host.core.identity.users import MemberNotFound
 from skald_host.core.storage import DiskFailure
 from skald_host.web.auth import current_principal
 from skald_host.web.body import loads
@@ -192,6 +193,16 @@ async def _resume(member: Any) -> None:
         log.exception("resuming the chat of member %s failed", member.id)
 
 
+async def _current(core: Any, member: Any) -> Any:
+    """The member as the registry has them now, for each command: the socket outlives
+    the handshake's check, and a role changed since (``chat.use`` taken away) must
+    hold for its next ``send`` as for the next HTTP request. ``None`` once deleted."""
+    try:
+        return await core.users.get(member.id)
+    except MemberNotFound:
+        return None
+
+
 POLICY_VIOLATION = 1008
 
 
@@ -250,12 +261,14 @@ async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.
                 kind = None
             if kind == "ping":
                 await websocket.send(json.dumps({"type": "pong"}))
-            elif kind in COMMANDS and not allowed(principal.member, "chat.use"):
-                audit.denied(principal.member.id, "action:chat.use", via="websocket", command=kind)
-                await websocket.send(json.dumps({"type": "error", "error": "forbidden", "code": "forbidden"}))
             elif kind in COMMANDS:
                 try:
-                    reply = await COMMANDS[kind](principal.member, message)
+                    member = await _current(core, principal.member)
+                    if allowed(member, "chat.use"):
+                        reply = await COMMANDS[kind](member, message)
+                    else:
+                        audit.denied(principal.member.id, "action:chat.use", via="websocket", command=kind)
+                        reply = {"type": "error", "error": "forbidden", "code": "forbidden"}
                 except DiskFailure as exc:
                     log.error("websocket command %s: %s", kind, exc)
                     reply = {"type": "error", "error": exc.member_text, "code": exc.code}
