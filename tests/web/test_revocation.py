@@ -144,6 +144,41 @@ async def test_the_session_a_password_change_keeps_keeps_its_socket_and_is_not_t
     assert (await changer.get("/api/auth/session")).status_code == 200
 
 
+async def test_a_password_change_gives_the_changing_session_a_new_token_and_the_old_one_opens_nothing(skald):
+    """A copy of the token taken before the change (a thief's, the reason to change the
+    password) is refused after it; the changer goes on under the new cookie, its socket
+    open, and a bearer session gets its new token in the answer (security sweep 4)."""
+    host = await skald.start()
+    changer = await host.member("alice")
+    thief = host.client()
+    thief.cookies = dict(changer.cookies)
+    thief.csrf_token = changer.csrf_token
+    assert (await thief.get("/api/auth/session")).status_code == 200
+    async with changer.ws() as kept:
+        response = await _change(None, None, changer)
+        assert response.status_code == 200, response.text
+        assert changer.cookies != thief.cookies  # the answer set the new cookie
+        await kept.send('{"type": "ping"}')
+        while "pong" not in await asyncio.wait_for(kept.recv(), 5):
+            pass
+    assert (await thief.get("/api/auth/session")).status_code == 401
+    assert (await thief.get("/api/conversations")).status_code == 401
+    assert (await changer.get("/api/conversations")).status_code == 200
+
+    bearer = host.client()
+    assert (await bearer.login("alice", NEW_PASSWORD, bearer=True)).status_code == 200
+    old = bearer.bearer
+    response = await bearer.post("/api/auth/password", json={"current_password": NEW_PASSWORD, "new_password": MEMBER_PASSWORD})
+    assert response.status_code == 200, response.text
+    token = response.json()["token"]
+    assert token and token != old
+    stale = host.client()
+    stale.bearer = old
+    assert (await stale.get("/api/conversations")).status_code == 401
+    bearer.bearer = token
+    assert (await bearer.get("/api/conversations")).status_code == 200
+
+
 async def test_logout_ends_only_that_session_and_the_last_one_locks(skald):
     host = await skald.start()
     _, cookie, bearer, alice_id = await _alice_on_every_channel(host)

@@ -111,6 +111,9 @@ class AuthService:
         for member_id in self.sessions.expire():
             await self._lock_if_no_sessions(member_id)
 
-    async def change_password(self, session: Session, current: Any, new: Any) -> None:
+    async def change_password(self, session: Session, current: Any, new: Any) -> str | None:
+        """Every other session of the member ends, and this one gets a new token (returned;
+        None if it ended meanwhile): whoever held a copy of any token is out."""
         await self.users.change_password(session.member_id, current, new)
         await self.revoke_member(session.member_id, "password changed", keep=session)
+        return self.sessions.rotate(session)

@@ -116,6 +116,19 @@ class SessionStore:
         if self._sessions.get(session.token_digest) is session:
             self._drop(session, reason)
 
+    def rotate(self, session: Session) -> str | None:
+        """A new token for a live ``session``, the old one dead at once (its listeners,
+        CSRF token and clocks kept: the member's open page and socket go on). A password
+        change does it, so a copy of the token taken before the change (the reason to
+        change it) opens nothing after. None when the session has already ended."""
+        if self._sessions.get(session.token_digest) is not session:
+            return None
+        token = secrets.token_urlsafe(32)
+        del self._sessions[session.token_digest]
+        session.token_digest = _digest(token)
+        self._sessions[session.token_digest] = session
+        return token
+
     def revoke_member(self, member_id: str, reason: str, *, keep: Session | None = None) -> int:
         doomed = [s for s in self._sessions.values() if s.member_id == member_id and s is not keep]
         for session in doomed:

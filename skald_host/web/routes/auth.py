@@ -1,6 +1,7 @@
 """Login, logout, the current session and password change."""
 
 import logging
+from typing import Any
 
 from quart import Blueprint, current_app, jsonify, request
 
@@ -169,10 +170,12 @@ async def session() -> dict:
 
 @bp.post("/api/auth/password")
 @accepts(obj({"current_password": TEXT, "new_password": TEXT}))
-@returns(ref("Ok"))
-async def change_password() -> dict:
+@returns(obj({"ok": BOOL}, {"token": TEXT}), 200, "changed: this session's new cookie, or for a bearer session its new token in `token`")
+async def change_password() -> Any:
     """The member changes their own password: the same DEK is re-wrapped, every other
-    session of theirs ends, this one stays.
+    session of theirs ends, and this one stays under a new token (a new cookie, or the
+    bearer's ``token``): a copy of the old one, perhaps why the password changes, opens
+    nothing after.
 
     A wrong current password is a failed login of the account (the same limits, the
     same 429), and a throttled account is refused before any Argon2 work: a session
@@ -194,7 +197,7 @@ async def change_password() -> dict:
         await _log_newly_throttled(core, account, client)
         raise _throttled(exc) from None
     try:
-        await core.auth.change_password(principal.session, current, new)
+        token = await core.auth.change_password(principal.session, current, new)
     except CredentialError:
         attempt.failed()
         await _log_failure(core, account, client, "wrong current password in a password change")
@@ -205,4 +208,9 @@ async def change_password() -> dict:
         raise ApiError.refusing(400, exc) from None
     finally:
         attempt.release()  # a right current password clears nothing: no success counted
-    return {"ok": True}
+    if principal.via == "bearer":
+        return {"ok": True, "token": token}
+    response = jsonify({"ok": True})
+    if token is not None:
+        set_session_cookie(response, token)
+    return response
