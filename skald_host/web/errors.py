@@ -57,8 +57,12 @@ class ApiError(Exception):
 
     @classmethod
     def refusing(cls, status: int, exc: Exception, *, field: str | None = None, headers: dict[str, str] | None = None) -> "ApiError":
-        """The answer to a core refusal: its message, and its code and values when it has them."""
+        """The answer to a core refusal: its message, and its code and values when it has them.
+        The field is the caller's, else the refusal's own (an attribute, or the ``field``
+        its message names: the form marks that field, not only its status line)."""
         code, values, known = getattr(exc, "code", None), getattr(exc, "values", None), getattr(exc, "field", None)
+        if known is None and isinstance(values, dict):
+            known = values.get("field")
         return cls(
             status, str(exc), headers=headers, field=field if field is not None else known if isinstance(known, str) else None,
             code=code if isinstance(code, str) else None, values=values if isinstance(values, dict) else None,

@@ -76,7 +76,7 @@ async def test_admin_forms_answer_with_codes_too(skald):
     again = await admin.post("/api/admin/shared-folders", json={"slug": "fotos", "title": "Fotos"})
     assert (again.status_code, again.json()["code"], again.json()["values"], again.json()["field"]) == (409, "folder_exists", {"name": "fotos"}, "slug")
     url = await admin.post("/api/admin/models/providers", json={"name": "P", "base_url": "ftp://x"})
-    assert (url.status_code, url.json()["code"]) == (400, "base_url_invalid")
+    assert (url.status_code, url.json()["code"], url.json().get("field")) == (400, "base_url_invalid", "base_url")  # the form marks it
 
 
 async def test_chat_refusals_answer_with_codes_over_http_and_the_socket(skald):

@@ -57,7 +57,7 @@ def _check_url(value: Any) -> str:
         )
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ModelCatalogError("base_url must be an http(s) URL such as https://api.openai.com/v1", code="base_url_invalid")
+        raise ModelCatalogError("base_url must be an http(s) URL such as https://api.openai.com/v1", code="base_url_invalid", field="base_url")
     return value.strip().rstrip("/")
 
 
