@@ -53,7 +53,8 @@ async def test_a_degraded_plugins_card_is_amber_with_its_reason_and_green_again_
     await expect(dot).to_have_class("health-dot amber")  # not green, not the red of a failed start
     await expect(card.locator(".card-problem")).to_have_count(0)
     assert await dot.evaluate("d => getComputedStyle(d).backgroundColor") == "rgb(199, 124, 0)"
-    await expect(dot).to_have_attribute("aria-label", f"Status of Widgets: Running · {ENGLISH}. Show details")
+    # One full stop after the reason, which brings its own (admin keyboard walk: "itself.. Show").
+    await expect(dot).to_have_attribute("aria-label", f"Status of Widgets: Running · {ENGLISH.rstrip('.')}. Show details")
     await dot.click()
     await expect(card.locator(".health-detail.amber")).to_contain_text("It runs, but cannot do its job right now")
     # The reason wraps inside the card rather than running out of it.

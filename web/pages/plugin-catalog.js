@@ -38,7 +38,10 @@ function healthDot(plugin) {
   const dot = el("button", {
     type: "button", class: `health-dot ${color}`, title: plugin.error ? `${label}: ${plugin.error}` : label,
     // Which plugin too: fourteen cards' dots were fourteen identical "Status: Off" buttons.
-    "aria-label": t("plugin.health_label", { plugin: plugin.title || plugin.id, state: label }), "aria-expanded": "false", "aria-controls": detailId,
+    // The state may be a sentence of its own (a plugin's waiting reason): the template's
+    // full stop follows it, not a second one.
+    "aria-label": t("plugin.health_label", { plugin: plugin.title || plugin.id, state: label.replace(/[.。]\s*$/, "") }),
+    "aria-expanded": "false", "aria-controls": detailId,
   });
   const show = (open) => { detail.hidden = !open; dot.setAttribute("aria-expanded", String(open)); };
   dot.addEventListener("click", () => show(detail.hidden));
