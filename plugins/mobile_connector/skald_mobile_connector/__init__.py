@@ -56,8 +56,9 @@ def plugin_info() -> PluginInfo:
         icon="chat",
         # The plugin page kit, device tokens, conversations read back, returns(); net (1.5);
         # the kit's confirm (1.6); stopped and the partials' message_id (1.9); uploads up
-        # to the host's upload limit (1.10), streamed to save_upload (1.12).
-        spec=">=1.12,<2",
+        # to the host's upload limit (1.10), streamed to save_upload (1.12); member_deleted
+        # (1.14): a deleted member's pending pairing code goes.
+        spec=">=1.14,<2",
         config_schema=CONFIG_SCHEMA,
         # A pairing is the binding: an admin grant would be a box that controls nothing.
         manages_own_access=True,
@@ -107,6 +108,23 @@ def member_locking(member_id: str) -> None:
     service = running.service
     if service is not None:
         service.lock_changed(member_id, locked=True)
+
+
+@hookimpl
+def member_reset(member_id: str) -> None:
+    """The account starts over with a new password holder: a code shown before is not
+    theirs to trade (the host took the device tokens already)."""
+    service = running.service
+    if service is not None:
+        service.codes.forget_member(member_id)
+
+
+@hookimpl
+def member_deleted(member_id: str) -> None:
+    """A deleted member's pending code stops working with them."""
+    service = running.service
+    if service is not None:
+        service.codes.forget_member(member_id)
 
 
 @hookimpl

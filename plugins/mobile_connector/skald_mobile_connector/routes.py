@@ -169,7 +169,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if current is None:
             return fail("err_not_running", 503)
         await current.tidy_devices(caller.id)  # a pairing of theirs that never finished goes now
-        code, ttl = current.codes.create(caller.id)
+        current.watch(caller.id)  # their sessions revoked (a password change): the code ends
+        code, ttl = current.codes.create(caller.id, host.watch_caller)  # and with this session
         base = str(current.config.get("public_url") or request.host_url).rstrip("/")
         app_url = f"{base}/api/plugin/{PLUGIN_ID}/app/"
         pair_url = f"{app_url}#pair={code}"
@@ -253,14 +254,16 @@ def build_blueprint(host: HostApi) -> Blueprint:
     async def pair() -> Any:
         """Trade a pairing code for this device's token (shown once). Five wrong codes
         aimed at one member's code burn that code (they show a new one); more than
-        thirty wrong codes a minute from anyone → 429 for the rest of that minute."""
+        thirty wrong codes a minute from one address → 429 for that address for the
+        rest of that minute, more than a thousand from all addresses → 429 for everyone
+        (``PairingCodes`` has the arithmetic)."""
         current = service()
         if current is None:
             return fail("err_not_running", 503)
         data = await body()
         locale = request.args.get("locale")
         try:
-            owner = current.codes.redeem(data.get("code"))
+            owner = current.codes.redeem(data.get("code"), request.remote_addr)
         except PairingError as exc:
             headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
             return {"error": t(exc.key, locale), "code": exc.key.removeprefix("err_")}, exc.status, headers

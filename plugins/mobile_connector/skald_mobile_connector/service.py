@@ -1,11 +1,14 @@
 """The running connector: pairing codes, live streams, the per-device outbox and Web Push.
 
 - Pairing codes live in RAM only (a code is worth 10 minutes; a restart simply means
-  "show a new code"), single use, their secret kept as a SHA-256. A code names its
-  pairing session, so wrong guesses count against the one member's code they aim at
-  (``MAX_FAILURES`` burn it) rather than against an address (behind a reverse proxy
-  every phone has the proxy's, and one guesser would lock everyone out); a global
-  limit a minute slows guessing at large (check A6).
+  "show a new code"), single use, their secret kept as a SHA-256, and never outlive
+  the member's credentials: the browser session that showed one, or any revocation of
+  the member's sessions (password change, reset, "end sessions", deactivation,
+  deletion), ends it. A code names its pairing session, so wrong guesses count
+  against the one member's code they aim at (``MAX_FAILURES`` burn it), against the
+  client's address (one guesser locks out only themselves) and against a global
+  limit far above one address's and far below what would make a code guessable
+  (``PairingCodes`` has the arithmetic; check A6).
 - The outbox is the member's own plugin event log (``HostApi.append_member_event``: in
   their encrypted file, never in the registry); each device keeps its own acknowledged
   cursor over it, so a phone that slept gets what it missed and nothing twice. What
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import math
@@ -39,7 +43,7 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked
@@ -56,10 +60,15 @@ SECRET_LENGTH = 8
 CODE_TTL_SECONDS = 600.0
 #: Wrong secrets against one pairing session burn its code: the member shows a new one.
 MAX_FAILURES = 5
-#: Wrong codes from anyone, anywhere: past this many in a minute, ``/pair`` answers 429
-#: until the minute has passed. Not per address (behind a reverse proxy every phone
-#: shares the proxy's), and never for long: a guesser stalls pairing for a minute at most.
-GLOBAL_FAILURES = 30
+#: Wrong codes from one client address (an IPv6 one by its /64, ``client_key``) in a
+#: minute: past this many, ``/pair`` answers that address 429 until the minute has
+#: passed, before it looks at the code. Other addresses pair on.
+ADDRESS_FAILURES = 30
+#: Wrong codes from all addresses together in a minute: past this many, ``/pair``
+#: answers everyone 429 for the rest of the minute. Far above what one address may send
+#: (it takes ``GLOBAL_FAILURES / ADDRESS_FAILURES`` addresses), far below what would make
+#: a code guessable (``PairingCodes``).
+GLOBAL_FAILURES = 1000
 GLOBAL_WINDOW_SECONDS = 60.0
 #: What waits in the outbox for a phone that is not looking.
 OUTBOX_KINDS = frozenset({"approval", "notification", "answer"})
@@ -110,61 +119,163 @@ def _digest(secret: str) -> bytes:
     return hashlib.sha256(f"skald-mobile-pairing\n{secret}".encode()).digest()
 
 
+def client_key(address: Any) -> str:
+    """The key a client address counts under in the per-address limit: the host's
+    (``request.remote_addr``, the rightmost untrusted hop when ``server.trusted_proxies``
+    lists the reverse proxy). Every IPv6 line is handed a /64 at least, so one host
+    would own 2^64 fresh budgets: it counts as its /64. An IPv4-mapped address is the
+    IPv4 client it carries, a zone id names an interface, not another client."""
+    text = str(address or "unknown")
+    try:
+        ip = ipaddress.ip_address(text.partition("%")[0] if ":" in text else text)
+    except ValueError:
+        return text
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 @dataclass
 class _Pairing:
     member_id: str
     digest: bytes
     expires: float
     failures: int = 0
+    #: Stops watching the browser session that showed the code (``HostApi.watch_caller``).
+    unwatch: Callable[[], None] | None = None
 
 
 class PairingCodes:
-    """Codes in RAM, one live code per member. A wrong secret counts against the pairing
-    session it names (``MAX_FAILURES`` burn that code, whoever sent them); a code naming
-    no live session counts only towards the global limit (``GLOBAL_FAILURES`` a minute)."""
+    """Codes in RAM, one live code per member.
+
+    A code is worth the member's credentials as they stood when it was shown: it ends
+    with the browser session that showed it (``create``'s ``watch``: the host tells
+    before the revoking request answers, so a logout, the admin's "end sessions" or
+    reset, a deactivation, a deletion or a password change made from another session
+    leave no code behind) and with every revocation of the member's sessions
+    (``forget_member``: their bus, the reset and deletion hooks, the system bus).
+    Otherwise a code shown before the revocation would be traded afterwards for a
+    device token of the account, in the hands of whoever holds it now.
+
+    Guessing. A code is 12 symbols of 32 (60 bits): 4 name the pairing session, 8 are
+    its secret. A wrong guess counts against its client address (``ADDRESS_FAILURES`` a
+    minute), against everyone's (``GLOBAL_FAILURES`` a minute) and, when it names a
+    live pairing session, against that one code (``MAX_FAILURES`` burn it). Both
+    minute limits are checked before the code, so a refused guess learns nothing.
+
+    - Unguessable within the global budget: one guess matches one given code with
+      probability 32^-12 = 2^-60. In a code's life (``CODE_TTL_SECONDS`` = 600 s, ten
+      windows) at most 10 x 1000 = 10^4 wrong guesses are looked at, whoever sends
+      them: a given code is hit with probability <= 10^4 / 2^60 ~ 8.7e-15; with 10^4
+      codes live at once, some code with <= 8.7e-11 per ten minutes, ~ 4.6e-6 for a
+      whole year of flooding at the limit (52,560 ten-minute spans).
+    - Codes are not burnt by a flood either: a guess names a live session with
+      probability N / 2^20, so at the global limit a given code is aimed at about
+      1000 x 10 / 2^20 ~ 0.01 times in its life; five such hits (a burnt code) come
+      with probability ~ 1e-12.
+    - One stranger locks out only themselves: their address is refused after 30 wrong
+      codes a minute; others, and a member's right code from another address, pass.
+      Slowing everyone takes ``GLOBAL_FAILURES / ADDRESS_FAILURES`` ~ 34 addresses
+      (IPv4 addresses, or IPv6 /64s) for a minute at a time.
+    - Behind a reverse proxy not listed in ``server.trusted_proxies`` every phone has
+      the proxy's address: the address limit is then a limit for all of them (30 wrong
+      codes a minute, as before there was one per address). List the proxy there, as
+      the host's sign-in limits also need.
+    """
 
     def __init__(self, clock: Any = time.monotonic) -> None:
         self._clock = clock
         self._sessions: dict[str, _Pairing] = {}
-        self._failures: deque[float] = deque()
+        #: Every counted wrong guess of the window, oldest first: (when, client key).
+        self._failures: deque[tuple[float, str]] = deque()
+        #: The same guesses by client key (a key goes when its last guess ages out).
+        self._by_client: dict[str, deque[float]] = {}
 
-    def create(self, member_id: str) -> tuple[str, float]:
-        """A fresh code for the member; an earlier unused one of theirs stops working."""
+    def create(self, member_id: str, watch: Callable[[Callable[[str], None]], Callable[[], None]] | None = None) -> tuple[str, float]:
+        """A fresh code for the member; an earlier unused one of theirs stops working.
+        ``watch`` (``HostApi.watch_caller``): the code ends with the caller's session."""
         now = self._clock()
-        self._sessions = {k: v for k, v in self._sessions.items() if v.member_id != member_id and v.expires > now}
+        for key, old in list(self._sessions.items()):
+            if old.member_id == member_id or old.expires <= now:
+                self._remove(key)
         while True:
             session = "".join(secrets.choice(CODE_ALPHABET) for _ in range(SESSION_LENGTH))
             if session not in self._sessions:
                 break
         secret = "".join(secrets.choice(CODE_ALPHABET) for _ in range(SECRET_LENGTH))
-        self._sessions[session] = _Pairing(member_id, _digest(secret), now + CODE_TTL_SECONDS)
+        pairing = _Pairing(member_id, _digest(secret), now + CODE_TTL_SECONDS)
+        self._sessions[session] = pairing
+        if watch is not None:
+
+            def ended(_reason: str) -> None:
+                if self._sessions.get(session) is pairing:
+                    del self._sessions[session]  # told once: nothing to unwatch
+
+            stop = watch(ended)
+            if self._sessions.get(session) is pairing:
+                pairing.unwatch = stop
+            else:  # the session had ended already
+                stop()
         return f"{session}-{secret[:4]}-{secret[4:]}", CODE_TTL_SECONDS
 
-    def _fail(self, now: float) -> None:
-        self._failures.append(now)
+    def _remove(self, session: str) -> None:
+        pairing = self._sessions.pop(session, None)
+        if pairing is not None and pairing.unwatch is not None:
+            pairing.unwatch()
 
-    def redeem(self, code: Any) -> str:
+    def forget_member(self, member_id: str) -> bool:
+        """The member's pending code stops working (their sessions or device tokens were
+        revoked, or they were deactivated or deleted); whether there was one."""
+        doomed = [key for key, pairing in self._sessions.items() if pairing.member_id == member_id]
+        for key in doomed:
+            self._remove(key)
+        return bool(doomed)
+
+    def _age(self, now: float) -> None:
+        while self._failures and now - self._failures[0][0] >= GLOBAL_WINDOW_SECONDS:
+            _, key = self._failures.popleft()
+            mine = self._by_client.get(key)
+            if mine:
+                mine.popleft()
+            if not mine:
+                self._by_client.pop(key, None)
+
+    def _fail(self, now: float, client: str) -> None:
+        self._failures.append((now, client))
+        self._by_client.setdefault(client, deque()).append(now)
+
+    def _retry_after(self, now: float, oldest: float) -> int:
+        return max(1, math.ceil(GLOBAL_WINDOW_SECONDS - (now - oldest)))
+
+    def redeem(self, code: Any, client: Any = None) -> str:
+        """The member whose code this is (it stops working). ``client``: the caller's
+        address (``request.remote_addr``), for the per-address limit."""
         now = self._clock()
-        while self._failures and now - self._failures[0] >= GLOBAL_WINDOW_SECONDS:
-            self._failures.popleft()
+        self._age(now)
+        key = client_key(client)
+        mine = self._by_client.get(key)
+        if mine is not None and len(mine) >= ADDRESS_FAILURES:
+            raise PairingError("err_too_many", 429, retry_after=self._retry_after(now, mine[0]))
         if len(self._failures) >= GLOBAL_FAILURES:
-            raise PairingError("err_too_many", 429, retry_after=max(1, math.ceil(GLOBAL_WINDOW_SECONDS - (now - self._failures[0]))))
+            raise PairingError("err_too_many", 429, retry_after=self._retry_after(now, self._failures[0][0]))
         text = normalise_code(code)
         session, secret = text[:SESSION_LENGTH], text[SESSION_LENGTH:]
         pairing = self._sessions.get(session) if len(text) == SESSION_LENGTH + SECRET_LENGTH else None
         if pairing is None:
-            self._fail(now)
+            self._fail(now, key)
             raise PairingError("err_code", 400)
         if pairing.expires <= now:
-            del self._sessions[session]
+            self._remove(session)
             raise PairingError("err_expired", 400)
         if not hmac.compare_digest(pairing.digest, _digest(secret)):
-            self._fail(now)
+            self._fail(now, key)
             pairing.failures += 1
             if pairing.failures >= MAX_FAILURES:
-                del self._sessions[session]  # burnt: guessing at it is over
+                self._remove(session)  # burnt: guessing at it is over
             raise PairingError("err_code", 400)
-        del self._sessions[session]  # single use
+        self._remove(session)  # single use
         return pairing.member_id
 
 
@@ -249,14 +360,16 @@ class MobileService:
 
     def watch(self, member_id: str) -> None:
         """Follow the member's bus once (until the plugin stops): when the host revokes
-        their sessions (password change, reset, deactivation), their open streams check
-        their device at once instead of at the next heartbeat."""
+        their sessions (password change, reset, deactivation), their pending pairing
+        code ends and their open streams check their device at once instead of at the
+        next heartbeat. Called for a member with a paired device or a pending code."""
         if member_id in self._watched:
             return
         self._watched.add(member_id)
 
         async def on_event(event: Any) -> None:
             if event.kind == "sessions_revoked":
+                self.codes.forget_member(member_id)  # a code shown before is not worth the new password
                 self.recheck_streams(member_id)
                 await self.forget_revoked(member_id)  # the host took their device tokens with them
 
@@ -267,6 +380,7 @@ class MobileService:
         state goes (``device_tokens`` refuses such a member, so it cannot be compared)."""
         gone = event.kind == "member_deleted" or (event.kind == "member_active_changed" and not event.data.get("active", True))
         if gone and event.subject_id:
+            self.codes.forget_member(event.subject_id)
             await self.forget_revoked(event.subject_id, gone=True)
 
     def recheck_streams(self, member_id: str) -> None:

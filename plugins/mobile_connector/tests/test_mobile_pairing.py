@@ -1,7 +1,8 @@
 """Pairing (check A6): a short single-use code with a 10-minute expiry and a QR code,
 traded once for a device token the host keeps hashed; five wrong codes burn the code they
-aim at, a global limit a minute, and no lockout by address (behind a proxy all share one);
-the device list with name, platform and last seen; binding-managed access."""
+aim at, a limit a minute per client address and a far higher one for all (one guesser
+locks out only their own address); the device list with name, platform and last seen;
+binding-managed access."""
 
 from __future__ import annotations
 
@@ -50,12 +51,13 @@ async def test_pairing_code_is_short_single_use_with_a_qr_code_and_a_hashed_toke
 
 
 async def test_five_wrong_codes_burn_that_code_only_and_a_flood_is_slowed_for_a_minute_not_an_hour(setup):
-    from skald_mobile_connector.service import GLOBAL_FAILURES
+    from skald_mobile_connector.service import ADDRESS_FAILURES
 
     alice = await setup.host.member("alice")
     bob = await setup.host.member("bob")
     codes = setup.service.codes
-    # Every test client comes from 127.0.0.1: the reverse-proxy case, one address for all.
+    # Every test client comes from 127.0.0.1: a reverse proxy not listed in
+    # server.trusted_proxies, one address for all.
     guesser, alices_phone, bobs_phone = setup.host.client(), setup.host.client(), setup.host.client()
     alices, bobs = await pairing_code(alice), await pairing_code(bob)
     session = alices.split("-")[0]
@@ -67,8 +69,9 @@ async def test_five_wrong_codes_burn_that_code_only_and_a_flood_is_slowed_for_a_
     # Bob, from the same address, is not locked out: his code is his.
     assert (await bobs_phone.post(f"{BASE}/pair", json={"code": bobs})).status_code == 201
     assert (await alices_phone.post(f"{BASE}/pair", json={"code": await pairing_code(alice)})).status_code == 201
-    # Guessing at large: past GLOBAL_FAILURES wrong codes a minute, everyone waits a minute.
-    for _ in range(GLOBAL_FAILURES - len(codes._failures)):
+    # Guessing from that one address: past ADDRESS_FAILURES wrong codes a minute, whoever
+    # comes from it waits a minute (test_one_guessing_address_locks_out_only_itself: others do not).
+    for _ in range(ADDRESS_FAILURES - len(codes._failures)):
         assert (await guesser.post(f"{BASE}/pair", json={"code": "0000-0000-0000"})).status_code == 400
     carols_code = await pairing_code(await setup.host.member("carol"))
     carols_phone = setup.host.client()
@@ -83,6 +86,7 @@ async def test_five_wrong_codes_burn_that_code_only_and_a_flood_is_slowed_for_a_
         codes._clock = clock
     # Expiry: the same service with its clock ten minutes on.
     codes._failures.clear()
+    codes._by_client.clear()
     code = await pairing_code(alice)
     codes._clock = lambda: clock() + 601
     try:
@@ -93,6 +97,57 @@ async def test_five_wrong_codes_burn_that_code_only_and_a_flood_is_slowed_for_a_
     # German words for a German reader of the app.
     german = await guesser.post(f"{BASE}/pair?locale=de", json={"code": "1111-1111-1111"})
     assert "Code stimmt nicht" in german.json()["error"]
+
+
+async def test_one_guessing_address_locks_out_only_itself(skald, monkeypatch):
+    """A stranger sending wrong codes gets 429 after ``ADDRESS_FAILURES`` a minute, and
+    only they do: a member's right code from another address pairs. Everyone waits only
+    past ``GLOBAL_FAILURES`` wrong codes a minute from all addresses together (made small
+    here), and then for the rest of that minute only."""
+    from mobile_support import mobile_host
+    from skald_mobile_connector import service
+    from skald_mobile_connector.service import ADDRESS_FAILURES
+
+    def at(address):
+        return {"X-Forwarded-For": address}
+
+    settings = skald.settings(server={"trusted_proxies": ["127.0.0.1"]})  # the test clients' proxy
+    async with mobile_host(skald, settings=settings) as setup:
+        alice = await setup.host.member("alice")
+        guesser, phone = setup.host.client(), setup.host.client()
+        for attempt in range(ADDRESS_FAILURES):
+            wrong = await guesser.post(f"{BASE}/pair", json={"code": "0000-0000-0000"}, headers=at("203.0.113.9"))
+            assert wrong.status_code == 400, (attempt, wrong.text)
+        refused = await guesser.post(f"{BASE}/pair", json={"code": "0000-0000-0000"}, headers=at("203.0.113.9"))
+        assert refused.status_code == 429 and refused.json()["code"] == "too_many"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        # Even with her right code, the guessing address stays refused ...
+        code = await pairing_code(alice)
+        assert (await guesser.post(f"{BASE}/pair", json={"code": code}, headers=at("203.0.113.9"))).status_code == 429
+        # ... and her phone, elsewhere, pairs.
+        paired = await phone.post(f"{BASE}/pair", json={"code": code, "name": "Pixel"}, headers=at("198.51.100.20"))
+        assert paired.status_code == 201, paired.text
+        # An IPv6 guesser counts by its /64: a fresh address of the same line is no fresh budget.
+        for attempt in range(ADDRESS_FAILURES):
+            wrong = await guesser.post(f"{BASE}/pair", json={"code": "0000-0000-0000"}, headers=at(f"2001:db8:1:2::{attempt + 1:x}"))
+            assert wrong.status_code == 400, (attempt, wrong.text)
+        assert (await guesser.post(f"{BASE}/pair", json={"code": "0000-0000-0000"}, headers=at("2001:db8:1:2::ffff"))).status_code == 429
+        # Many addresses together: past GLOBAL_FAILURES wrong codes in the minute, everyone waits.
+        codes = setup.service.codes
+        monkeypatch.setattr(service, "GLOBAL_FAILURES", len(codes._failures) + 2)
+        for n in range(2):
+            assert (await guesser.post(f"{BASE}/pair", json={"code": "0000-0000-0000"}, headers=at(f"192.0.2.{n + 1}"))).status_code == 400
+        code = await pairing_code(alice)
+        slowed = await phone.post(f"{BASE}/pair", json={"code": code}, headers=at("198.51.100.20"))
+        assert slowed.status_code == 429 and slowed.json()["code"] == "too_many"
+        clock = codes._clock
+        codes._clock = lambda: clock() + 61
+        try:
+            assert (await phone.post(f"{BASE}/pair", json={"code": code}, headers=at("198.51.100.20"))).status_code == 201
+            # The minute over, the guessing address starts afresh too.
+            assert (await guesser.post(f"{BASE}/pair", json={"code": "0000-0000-0000"}, headers=at("203.0.113.9"))).status_code == 400
+        finally:
+            codes._clock = clock
 
 
 async def test_the_plugin_manages_its_own_access_and_is_never_granted_by_default(setup):

@@ -98,9 +98,12 @@ class AuthService:
         """End every session of a member and lock them, before the caller responds.
         With ``keep`` (a password change by the member), that one session survives and
         the member stays unlocked. Every device token of the member goes too (a paired
-        phone is a session that outlives restarts, and ends with the others)."""
-        devices = await self.devices.revoke_member(member_id)
+        phone is a session that outlives restarts, and ends with the others). The
+        sessions end first, at once: a pairing code a plugin tied to one of them dies
+        before the await on the devices, which a redeeming request could otherwise use
+        to get a device token that outlives this revocation."""
         count = self.sessions.revoke_member(member_id, reason, keep=keep)
+        devices = await self.devices.revoke_member(member_id)
         self.buses.members.publish(UserEvent("sessions_revoked", member_id, {"reason": reason}))
         if keep is None:
             await self.users.lock(member_id)

@@ -326,11 +326,14 @@ class PluginHostApi:
     # -- device tokens: a binding-managed plugin's paired devices (spec 1.3) ----------------
 
     async def _device_member(self, member_id: Any) -> Any:
+        """The member a device token may be issued for: an unknown (deleted), inactive
+        or refused one is ``ChannelRequestError``, as the contract says, never a 500."""
         from skald_hookspecs.channels import ChannelRequestError
+        from skald_host.core.identity.users import MemberNotFound
 
         try:
             member = await self._core.users.get(member_id) if isinstance(member_id, str) else None
-        except LookupError:
+        except (LookupError, MemberNotFound):
             member = None
         if member is None or not member.active or not self._core.catalog.usable(member, self.plugin_id):
             raise ChannelRequestError("the member may not use this plugin")
