@@ -40,9 +40,24 @@ function button(text, kind = "", className = "") {
  * (a removed connector's row). */
 function card(className, title, ...children) {
   const box = node("section", undefined, `card ${className}`);
-  if (title) box.append(node("h2", title, { tabindex: "-1", "data-focus": `heading:${className}` }));
+  if (title) {
+    const id = `mcp-heading-${(fieldCount += 1)}`;
+    box.append(node("h2", title, { id, tabindex: "-1", "data-focus": `heading:${className}` }));
+    box.setAttribute("aria-labelledby", id);
+  }
   box.append(...children);
+  for (const form of box.querySelectorAll("form")) nameByCard(form);
   return box;
+}
+
+/** Names ``form`` after its card's heading: the admin's page holds several forms with
+ * the same "Name" box and "Add connector" or "Save" button, and a screen reader's list
+ * of forms told them apart by nothing. ``card`` names the forms it is given; a form
+ * added to a card later is named where it is added. */
+function nameByCard(form) {
+  const heading = form.closest("section.card")?.querySelector("h2[id]");
+  if (heading && !form.hasAttribute("aria-label")) form.setAttribute("aria-labelledby", heading.id);
+  return form;
 }
 
 /** A form's or a section's own status line, beside what the reader acted on: one line
@@ -410,7 +425,7 @@ export default class ConnectorsPage extends HTMLElement {
     const templates = node("ul", undefined, "roster");
     const catalog = card("mcp-catalog", s.catalog_title, mine.catalog.length ? templates : none(s.catalog_none));
     for (const t of mine.catalog) {
-      const form = node("form", undefined, "stack mcp-template");
+      const form = node("form", undefined, { class: "stack mcp-template", "aria-label": t.title });
       form.dataset.name = t.name;
       form.append(node("strong", t.title), node("p", t.description, "muted"));
       if (t.update_available) form.append(node("p", s.update_available, "mcp-update hint"));
@@ -821,6 +836,7 @@ export default class ConnectorsPage extends HTMLElement {
         this.act(() => call("PUT", `${this.base}/${kind}/${encodeURIComponent(name.value.trim())}`, parsed), { status, fields: { name, "*": body } });
       });
       box.append(form);
+      nameByCard(form);
       return box;
     };
     return [editor(s.catalog_admin_title, "catalog", templates, "mcp-admin-catalog"), editor(s.providers_title, "providers", providers, "mcp-admin-providers")];

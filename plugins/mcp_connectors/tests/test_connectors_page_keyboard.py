@@ -166,3 +166,20 @@ async def test_a_members_remote_header_line_without_its_colon_is_refused_in_the_
     await form.locator(".mcp-status").filter(has_text="Header-Zeile 1 („X-Probe“)").wait_for(timeout=5_000)
     assert await page.evaluate(FOCUSED) == "remote:headers"
     assert (await alice.get(f"{BASE}/my/connectors")).json()["connectors"] == []
+
+
+FORM_NAMES = """() => [...document.querySelector("skald-p-mcp-connectors").querySelectorAll("form")].map((form) => {
+  const by = form.getAttribute("aria-labelledby");
+  return form.getAttribute("aria-label") || (by && document.getElementById(by)?.textContent) || "";
+})"""
+
+
+async def test_each_form_on_the_admins_page_is_named_after_what_it_adds(setup: Setup, plugin_browser):
+    """Four "Name" boxes, two "Add connector" and two "Save" buttons on one page: a
+    screen reader's list of forms told them apart by nothing (admin keyboard walk)."""
+    page, _ = await german_admin_page(setup, plugin_browser)
+    await page.locator(f"{TAG} form.mcp-remote").wait_for(timeout=10_000)
+    names = await page.evaluate(FORM_NAMES)
+    assert len(names) >= 4 and all(names) and len(set(names)) == len(names), names
+    assert await page.get_by_role("form", name=DE["add_title"]).locator("input[name=name]").count() == 1
+    assert await page.get_by_role("form", name=DE["remote_title"]).locator("input[name=url]").count() == 1
