@@ -187,6 +187,21 @@ async def test_self_service_connectors_become_capabilities_and_upgrades_keep_wha
         assert roles["admin"].capabilities == frozenset()
 
 
+async def test_a_fresh_registry_gives_the_restricted_preset_chat_alone(tmp_path):
+    """The connectors step keeps what an upgrade's members could do; on a new instance
+    there is nothing to keep, and the restricted preset starts with chat only, while
+    the member preset may activate the admin's catalog templates (newcomer walk 4)."""
+    from skald_host.core.identity.role_store import RoleStore
+
+    registry = await Database.open(tmp_path / "system.db", key=None, migrations=REGISTRY_MIGRATIONS, create=True)
+    try:
+        roles = {r.id: r for r in await RoleStore(registry).list()}
+    finally:
+        await registry.close()
+    assert roles["restricted"].capabilities == {"chat.use"}
+    assert "connectors.activate" in roles["member"].capabilities
+
+
 async def test_a_member_supervised_before_the_upgrade_is_told_once_at_their_next_sign_in(tmp_path):
     """The step that keeps when a member last acknowledged who supervises them, on a
     registry the version before wrote (every step before it): the edges and their times

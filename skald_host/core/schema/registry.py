@@ -99,13 +99,18 @@ def _connector_capabilities(conn) -> None:
     every role that is not the admin's gets ``connectors.activate`` (activating was open
     to every member granted the plugin), and ``connectors.remote`` goes to those roles
     only where the Connectors plugin's old instance switch (``members_add_remote``) was
-    on. Admins hold everything implicitly (no rows)."""
+    on. Admins hold everything implicitly (no rows). A registry the Connectors plugin
+    never ran on (a fresh install, too) has nothing to keep: the restricted preset
+    starts without it, as it starts with chat alone (newcomer walk 4: a new instance's
+    "Children" could activate catalog connectors)."""
     row = conn.execute("SELECT config FROM plugins WHERE id = 'mcp'").fetchone()
     try:
         remote = bool(json.loads(row[0] or "{}").get("members_add_remote")) if row else False
     except ValueError:
         remote = False
     for (role_id,) in conn.execute("SELECT id FROM roles WHERE id != 'admin'").fetchall():
+        if role_id == "restricted" and row is None:
+            continue
         conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES (?, 'connectors.activate')", (role_id,))
         if remote:
             conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES (?, 'connectors.remote')", (role_id,))
