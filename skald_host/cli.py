@@ -246,7 +246,8 @@ def _cmd_backup(args: argparse.Namespace) -> int:
         _print_backup(reply["backup"])
         return 0
     if not (settings.database_dir / "system.db").exists():
-        print(f"error: {settings.data_dir} holds no Skald data (no database/system.db)", file=sys.stderr)
+        print(f"error: {settings.data_dir} holds no Skald data (no database/system.db); name the server's data dir "
+              "with --data-dir or SKALD_DATA_DIR", file=sys.stderr)
         return 2
     _say_unfinished(_unfinished(settings, root))
 

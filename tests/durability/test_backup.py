@@ -603,6 +603,19 @@ async def test_list_says_when_a_folder_holds_no_backups(tmp_path):
     assert not nowhere.exists()
 
 
+async def test_a_mistyped_path_is_named_as_missing_and_a_backup_without_a_data_dir_says_how_to_name_one(tmp_path):
+    """The README's own restore example with a path that does not exist was told "is
+    not a Skald backup: it has no manifest.json (an unfinished backup ...)"; ``skald
+    backup`` run away from the data dir did not say how to name it (newcomer walk 4)."""
+    missing = tmp_path / "skald-backup-20261130T120000000000Z"
+    checked = await asyncio.to_thread(skald, tmp_path, "restore", str(missing), "--check")
+    assert checked.returncode != 0 and f"{missing} does not exist" in checked.stderr, checked.stderr
+    assert "manifest" not in checked.stderr
+    (tmp_path / "elsewhere").mkdir()
+    backup = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(tmp_path / "elsewhere"))
+    assert backup.returncode == 2 and "--data-dir or SKALD_DATA_DIR" in backup.stderr, backup.stderr
+
+
 async def test_a_server_keeps_an_unfinished_backup_another_run_is_writing(skald, tmp_path):
     """Neither a backup nor a restart removes an unfinished backup whose writer runs
     (another server backing up into the same folder); both remove one whose writer is

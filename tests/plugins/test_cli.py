@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -129,8 +130,10 @@ def test_setup_offers_the_languages_the_locale_files_have(tmp_path):
     refused = skald(*args, "--locale", "xx", cwd=tmp_path, stdin="a long enough admin password\n")
     assert refused.returncode == 2
     assert "error: locale must be one of de, en" in refused.stderr.splitlines()
-    created = skald(*args, "--locale", "de", cwd=tmp_path, stdin="a long enough admin password\n")
+    created = skald(*args, "--locale", "DE", cwd=tmp_path, stdin="a long enough admin password\n")  # meant as "de"
     assert created.returncode == 0, created.stderr
+    with sqlite3.connect(tmp_path / "data" / "database" / "system.db") as conn:
+        assert conn.execute("SELECT value FROM config WHERE key = 'default_locale'").fetchone()[0] == '"de"'
 
 
 # -- the table says what the server would -----------------------------------------------------

@@ -253,6 +253,8 @@ def _info(backup: Path, manifest: dict[str, Any]) -> BackupInfo:
 
 
 def read_manifest(backup: Path) -> dict[str, Any]:
+    if not backup.is_dir():  # a mistyped path is not "an unfinished backup"
+        raise BackupError(f"{backup} does not exist" if not backup.exists() else f"{backup} is not a backup folder")
     try:
         manifest = json.loads((backup / MANIFEST).read_text(encoding="utf-8"))
     except FileNotFoundError:

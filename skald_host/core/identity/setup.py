@@ -37,6 +37,7 @@ async def initialize_instance(
 ) -> Member:
     """Create the first admin and seed the instance defaults."""
     locales = tuple(locales)
+    locale = locale.strip().lower() if isinstance(locale, str) else locale  # "DE" is meant as "de"
     if locale not in locales:
         raise MemberError(f"locale must be one of {', '.join(locales)}", code="locale_unknown", locales=", ".join(locales))
     if not await needs_setup(users):
