@@ -92,8 +92,22 @@ class MemberConnectors:
         self._unpruned: dict[tuple[str, str], int] = {}
         #: Members whose file no longer holds the legacy notification events.
         self._legacy_pruned: set[str] = set()
+        #: member -> the lock a route holds from its "is the name free" check to the
+        #: record's save (``serial``): two activations of one name cannot both pass.
+        self._member_locks: dict[str, asyncio.Lock] = {}
+        #: (member, connector) -> the lock ``connect`` holds from stopping the session
+        #: there is to storing its new one: two connects at once (Restart pressed
+        #: twice, an activation and a login) never both store a session, the second
+        #: stops the first's, and no session is left running that nothing tracks.
+        self._connect_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
+
+    def serial(self, member_id: str) -> asyncio.Lock:
+        """The member's lock for a check of their records and the write it allows
+        (routes.py: a name is free, then the activation is saved). Kept for the
+        process's life: one lock per member, never replaced under a holder."""
+        return self._member_locks.setdefault(member_id, asyncio.Lock())
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
@@ -218,6 +232,45 @@ class MemberConnectors:
         member (``withdrawn``), whatever route asked: every session starts here, so no
         value, token request or refresh token of theirs leaves for it again; one that
         runs still is left as it is, its tools reaching nobody (``status``)."""
+        lock = self._connect_locks.setdefault((member_id, name), asyncio.Lock())
+        async with lock:
+            # One connect at a time for the connector, up to the new session's place in
+            # ``connections``: it stops the one there is (a connect before it included,
+            # whose session is stored by then) and is the only one stored. Its start
+            # runs after the lock: a Delete or a lock meanwhile finds it there and stops it.
+            connection = await self._open(member_id, name)
+        if connection is None or connection.state == "failed":
+            return connection
+        await connection.start(wait=wait, resume=resume)
+        if not self._still_there(member_id, name):
+            # The member's file closed (or the connector was removed) while it started.
+            await connection.stop()
+            if self.connections.get(member_id, {}).get(name) is connection:
+                del self.connections[member_id][name]
+            return None
+        if self.connections.get(member_id, {}).get(name) is not connection:
+            # Replaced while it started (a second Restart): the one that replaced it
+            # stopped it already, and no session stays that ``connections`` does not hold.
+            await connection.stop()
+            return self.connections.get(member_id, {}).get(name)
+        return connection
+
+    async def remove(self, member_id: str, name: str) -> None:
+        """The member's Delete: the session stopped (one a connect is opening as well:
+        it waits for this, then finds no record) and the record gone from their file."""
+        async with self._connect_locks.setdefault((member_id, name), asyncio.Lock()):
+            await self.disconnect(member_id, name)
+            await self.save(member_id, name, None)
+
+    def _still_there(self, member_id: str, name: str) -> bool:
+        """Whether the connector is still the member's, after an await: removed or
+        their file closed meanwhile, nothing is stored for it (``locking`` and the
+        Delete stopped what there was; a session stored now would outlive both)."""
+        return name in self.records.get(member_id, {})
+
+    async def _open(self, member_id: str, name: str) -> Connection | None:
+        """``connect`` under its lock: the session there is stopped and the new one,
+        not started yet, in its place (a failed one that says why, or None)."""
         record = self.records.get(member_id, {}).get(name)
         if record is None or self.withdrawn(member_id, name):
             return None
@@ -225,6 +278,8 @@ class MemberConnectors:
         try:
             spec = await self.spec(member_id, name, record)
         except Exception as exc:  # noqa: BLE001 - a template gone, a token refused: a state
+            if not self._still_there(member_id, name):
+                return None
             connection = Connection(ServerSpec(name, "http", url=""), on_change=lambda c: None)
             connection.fail(exc, as_said=True)
             self.connections.setdefault(member_id, {})[name] = connection
@@ -246,6 +301,8 @@ class MemberConnectors:
                 try:
                     self.installs.setdefault(member_id, {})[name] = await install.reconcile(self.host, member_id, name, template.files)
                 except Exception as exc:  # noqa: BLE001 - the connector's error, shown as it is
+                    if not self._still_there(member_id, name):
+                        return None
                     failed = Connection(spec, on_change=lambda c: None)
                     failed.fail(exc, as_said=True)
                     self.connections.setdefault(member_id, {})[name] = failed
@@ -272,14 +329,9 @@ class MemberConnectors:
         connection.public_only = record["kind"] == "remote"
         connection.allow_private = self.private_allowed
         connection.private = True
-        self.connections.setdefault(member_id, {})[name] = connection
-        await connection.start(wait=wait, resume=resume)
-        if name not in self.records.get(member_id, {}):
-            # The member's file closed (or the connector was removed) while it started.
-            await connection.stop()
-            if self.connections.get(member_id, {}).get(name) is connection:
-                del self.connections[member_id][name]
+        if not self._still_there(member_id, name):
             return None
+        self.connections.setdefault(member_id, {})[name] = connection
         return connection
 
     async def private_allowed(self) -> bool:

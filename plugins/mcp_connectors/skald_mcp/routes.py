@@ -249,7 +249,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         ``connectors.remote``). Members never give a command."""
         config = await host.get_config()
         members: MemberConnectors = runtime.members
-        mine = members.records.setdefault(caller.id, {})
+        members.records.setdefault(caller.id, {})  # their records, read again under the lock below
         body = await json_body()
         if "remote" in body:
             if set(body) != {"remote"} or not isinstance(body["remote"], dict):
@@ -287,15 +287,23 @@ def build_blueprint(host: HostApi) -> Blueprint:
             elif template.login == "qr":
                 record.update(state="needs_login")  # started now: it has to produce the QR code
         name = record["name"]
-        # One name, one connector, in the member's view: theirs, their administrator's
-        # connectors and the catalog's templates (``Runtime.member_tools``).
-        if name in mine:
-            return error("err_exists", 409, name=name)
-        if record["kind"] == "remote" and (name in runtime.specs or name in runtime.templates):
-            return error("err_name_taken_member", 409, name=name)
-        if name in runtime.specs:  # a template named like an admin's connector (an earlier version let it be)
-            return error("err_template_name_clash", 409, name=name)
-        await members.save(caller.id, name, record)
+        # The check and the save under the member's lock: of concurrent activations of
+        # one name, one is saved and the others read it there (409), never two saved
+        # and connected over each other. The connect runs after it (``connect`` keeps
+        # one session per connector by itself).
+        async with members.serial(caller.id):
+            mine = members.records.get(caller.id)
+            if mine is None:
+                return error("err_locked", 409)  # their file closed while the body was read
+            # One name, one connector, in the member's view: theirs, their administrator's
+            # connectors and the catalog's templates (``Runtime.member_tools``).
+            if name in mine:
+                return error("err_exists", 409, name=name)
+            if record["kind"] == "remote" and (name in runtime.specs or name in runtime.templates):
+                return error("err_name_taken_member", 409, name=name)
+            if name in runtime.specs:  # a template named like an admin's connector (an earlier version let it be)
+                return error("err_template_name_clash", 409, name=name)
+            await members.save(caller.id, name, record)
         if record["state"] in ("ready", "needs_login"):
             await members.connect(caller.id, name)
         return members.status(caller.id, name, said, caller.may), 201
@@ -315,8 +323,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.delete("/my/connectors/<name>")
     @guarded("member", own=True)
     async def deactivate(runtime: Any, caller: Any, name: str, record: dict[str, Any]) -> Any:
-        await runtime.members.disconnect(caller.id, name)
-        await runtime.members.save(caller.id, name, None)
+        await runtime.members.remove(caller.id, name)
         return {"removed": name}
 
     @blueprint.post("/my/connectors/<name>/accept")
