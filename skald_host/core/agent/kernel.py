@@ -408,6 +408,23 @@ class Scope:
         )
 
 
+def rounds_made(history: Sequence[Mapping[str, Any]]) -> int:
+    """The model requests the turn a frame's history ends with has made: its assistant
+    rows after its last message from the member (a steer trigger is within the turn;
+    a sub-agent's frame has its task alone), but for a placeholder still streaming —
+    recovery marks a request a crash cut ``interrupted``, so that one is written
+    before its request. A window a compaction opened counts from its summary."""
+    from skald_host.core.agent.subagents.coordinator import STEER_ORIGIN  # the coordinator imports this module
+
+    made = 0
+    for row in reversed(history):
+        if row["role"] == "user" and row.get("origin") != STEER_ORIGIN:
+            break
+        if row["role"] == "assistant" and row["status"] != "streaming":
+            made += 1
+    return made
+
+
 class Kernel:
     def __init__(self, runtime: "MemberRuntime") -> None:
         self.runtime = runtime
@@ -455,6 +472,7 @@ class Kernel:
         # own. The last round it allows runs no call: no model would read the results.
         rounds = min(self.chat.max_rounds, max_rounds) if max_rounds else self.chat.max_rounds
         requests = 0
+        counted = pending is not None  # a frame opened here, or a turn whose message was just written: none made yet
         while True:
             if pending is not None:
                 requests += 1
@@ -469,6 +487,10 @@ class Kernel:
                 pending, candidates = outcome, outcome.candidates if outcome else None
                 continue
             history = await self.store.history(frame.id)
+            if not counted:
+                # Taken up again (a restart, a login after one): the rounds this turn
+                # made before are stored, and count — a crash gives no fresh budget.
+                counted, requests = True, rounds_made(history)
             last = history[-1] if history else None
             if last and last["role"] == "assistant" and unfinished_calls(last):
                 pending = await self.execute_calls(scope, last["tool_calls"], another_round=requests < rounds)

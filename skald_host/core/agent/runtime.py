@@ -1027,7 +1027,8 @@ class MemberRuntime:
                 await self.store.close_frame(frame.id, "done", last["content"])
 
     async def stop(self, conversation_id: str) -> bool:
-        """Cancel the whole call tree of the conversation's running turn."""
+        """Cancel the whole call tree of the conversation's running turn, and its
+        background runs. Whether anything was stopped."""
         await self.conversation(conversation_id)
         # Stop cascades to the conversation's background runs; their completions are
         # written consumed, so nothing continues after a Stop (seed 004 §6). What
@@ -1035,11 +1036,11 @@ class MemberRuntime:
         # which a Stop discards too (§8.6): consumed without one, its result kept on
         # its run (agent_task, the task strip). Before the turn is cancelled: its end
         # wakes the inbox worker.
-        await self.subagents.cancel_conversation(conversation_id, suppress_continuation=True, background_only=True)
+        cancelled = await self.subagents.cancel_conversation(conversation_id, suppress_continuation=True, background_only=True)
         await self.subagents.discard_waiting(conversation_id)
         task = self._live.get(conversation_id)
         if task is None or task.done():
-            return False
+            return cancelled > 0  # a background run stopped is something stopped
         self.cancel_event(conversation_id).set()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -251,6 +251,10 @@ class SystemAgentScheduler:
         #: Run rows a pass of this process has open: any other ``running`` row was cut
         #: off by a stop, and reads as the sweep will write it.
         self._live_runs: set[str] = set()
+        #: When this process began (its recovery): a run a stop cut off ended before it,
+        #: and is said to have ended then — not at the agent's next pass, which may be
+        #: long after (its run would read as running until then).
+        self._began = iso(system_clock())
         #: (agent, member) skips already logged: one INFO line when a member is found
         #: locked, not one per pass while they stay locked.
         self._skips_logged: set[tuple[str, str]] = set()
@@ -477,7 +481,7 @@ class SystemAgentScheduler:
         key = (entry.id, str(db.path))
         if key not in self._swept:
             # Sequential and single-instance: no pass of this process is live here yet.
-            swept = await db.transaction(lambda c: store.sweep_running(c, entry.id, started))
+            swept = await db.transaction(lambda c: store.sweep_running(c, entry.id, self._began))
             if swept:
                 log.warning("system agent %s: %d run(s) left running by a stop were marked failed", entry.id, swept)
             self._swept.add(key)
@@ -570,6 +574,6 @@ class SystemAgentScheduler:
         for row in rows:
             if row["status"] == "running" and row["id"] not in self._live_runs:
                 # Cut off by a stop; the agent's next pass writes this same sweep.
-                row.update(status="failed", error=store.INTERRUPTED)
+                row.update(status="failed", error=store.INTERRUPTED, finished_at=max(row["started_at"], self._began))
             _error_view(row)
         return rows

@@ -138,10 +138,13 @@ def set_memo(conn: Any, agent_id: str, values: dict[str, Any], at: str) -> None:
 
 
 def sweep_running(conn: Any, agent_id: str, at: str) -> int:
-    """Runs of this agent left ``running`` by a process that died mid-pass: failed.
-    Safe because the scheduler is sequential and single-instance: nothing else runs it."""
+    """Runs of this agent left ``running`` by a process that died mid-pass: failed,
+    ended at ``at`` (when this process began: the crash came before it), or at their
+    start if that is later. Safe because the scheduler is sequential and
+    single-instance: nothing else runs it."""
     return conn.execute(
-        "UPDATE system_agent_runs SET status = 'failed', finished_at = ?, error = ? WHERE agent_id = ? AND status = 'running'",
+        "UPDATE system_agent_runs SET status = 'failed', finished_at = max(started_at, ?), error = ?"
+        " WHERE agent_id = ? AND status = 'running'",
         (at, INTERRUPTED, agent_id),
     ).rowcount
 

@@ -647,8 +647,9 @@ class SubagentCoordinator:
                 if not await self.store.started(ctx.run_id, ctx.execution_id, sub.id):
                     raise ToolError("this run was cancelled or taken over before it started")
                 candidates = None
+                spent = await self.store.running_for(ctx.run_id)
             else:
-                candidates = await self._first_models(definition)
+                candidates, spent = await self._first_models(definition), 0.0
                 try:
                     sub = await store.open_run_frame(
                         above, call_id, definition.id, task, lambda conn, frame: mark_started(conn, ctx.run_id, ctx.execution_id, frame.id),
@@ -664,7 +665,7 @@ class SubagentCoordinator:
             permits.release()
             raise
         try:
-            return await self._run_opened(sub, definition, ctx, unattended=unattended, candidates=candidates)
+            return await self._run_opened(sub, definition, ctx, unattended=unattended, candidates=candidates, spent=spent)
         finally:
             permits.release()
 
@@ -696,10 +697,13 @@ class SubagentCoordinator:
 
     async def _run_opened(
         self, sub: "Frame", definition: AgentDefinition, ctx: RunContext, *, unattended: bool, candidates: list[Any] | None = None,
-        opening: Pending | None = None, call_id: list[str] | None = None,
+        opening: Pending | None = None, call_id: list[str] | None = None, spent: float = 0.0,
     ) -> str:
         """The run's frame, its terminal state written however it ends (the caller
         holds its permits). ``candidates``: the models its written placeholder names.
+        ``spent``: the seconds it ran before (taken up again after a restart): its time
+        limit counts from its first start, and one with none left times out at once,
+        before any model request.
         ``opening``: the frame's write, still in flight (``_single_opening``; ``call_id``
         holds the call's id as that write gives it)."""
         kernel = self.runtime.kernel
@@ -726,7 +730,10 @@ class SubagentCoordinator:
             on_commit=lambda done: self._after_terminal(sub, definition, ctx, "completed") if done and self._runtime() is not None else None,
         )
         try:
-            async with asyncio.timeout(ctx.limits["timeout_secs"]):
+            left = ctx.limits["timeout_secs"] - spent
+            async with asyncio.timeout(max(left, 0)):
+                if left <= 0:
+                    raise TimeoutError
                 result = await kernel.run_frame(
                     sub, definition, unattended=unattended, run=ctx, max_rounds=ctx.limits["max_iterations"], candidates=candidates,
                     ending=ending, opening=opening,

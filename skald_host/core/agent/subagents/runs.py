@@ -245,6 +245,16 @@ class RunStore:
 
         return await self.db.transaction(write)
 
+    async def running_for(self, run_id: str) -> float:
+        """Seconds since the run first started (``started_at`` is kept across attempts):
+        a run taken up again after a restart has what is left of its time limit."""
+        seconds = await self.db.run(
+            lambda c: c.execute(
+                "SELECT (julianday('now') - julianday(started_at)) * 86400 FROM agent_runs WHERE id = ?", (run_id,)
+            ).fetchone()
+        )
+        return max(0.0, float(seconds[0])) if seconds and seconds[0] is not None else 0.0
+
     async def waiting_delegates(self, run_id: str, execution_id: str) -> bool:
         return await self._transition(run_id, execution_id, "waiting_delegates", ("running",))
 
