@@ -940,8 +940,8 @@ class MemberRuntime:
             await self._opening_written(opening)
             try:
                 rows = await self.store.streaming_rows(conversation_id)
-                try:
-                    await self.store.settle_streams(conversation_id, "error", rows)
+                try:  # its reason kept, as a failed turn's: a reload says why, not a bare failed bubble
+                    await self.store.settle_streams(conversation_id, "error", rows, reason_json(exc.code))
                 except StorageError:  # the disk still fails: the next turn here ends them
                     self._unsettled.setdefault(conversation_id, set()).update(rows)
             except StorageError:

@@ -727,10 +727,14 @@ class ConversationStore:
             self._inbox_clean.discard(frame.conversation_id)
             raise
 
-    async def settle_streams(self, conversation_id: str, status: str, only: Sequence[int] | None = None) -> None:
+    async def settle_streams(
+        self, conversation_id: str, status: str, only: Sequence[int] | None = None, reason: str | None = None
+    ) -> None:
         """Give a still-streaming row of the conversation its end: a turn stopped or
         failed before its model call took over the placeholder its message wrote.
-        ``only``: just these rows (a later turn's may be streaming meanwhile)."""
+        ``only``: just these rows (a later turn's may be streaming meanwhile).
+        ``reason`` (``reason_json``) goes to a row with nothing in it, so a reload
+        says why it failed; one with text keeps its text."""
 
         def write(conn: Any) -> tuple[None, list[int]]:
             ids = list(only) if only is not None else [r[0] for r in conn.execute(
@@ -738,7 +742,8 @@ class ConversationStore:
             )]
             if ids:
                 conn.execute(
-                    f"UPDATE messages SET status = ? WHERE status = 'streaming' AND id IN ({','.join('?' * len(ids))})", (status, *ids)
+                    f"UPDATE messages SET status = ?, reason = CASE WHEN content = '' AND ? IS NOT NULL THEN ? ELSE reason END "
+                    f"WHERE status = 'streaming' AND id IN ({','.join('?' * len(ids))})", (status, reason, reason, *ids)
                 )
             return None, ids
 
