@@ -10,7 +10,7 @@ import * as socket from "../lib/socket.js";
 import { button, errorText, statusLine } from "../lib/ui.js";
 
 const LIVE = new Set(["queued", "running", "waiting_delegates"]);
-const REFRESH_ON = new Set(["agent_start", "agent_done", "turn_finished", "cancelled"]);
+const REFRESH_ON = new Set(["agent_queued", "agent_start", "agent_done", "turn_finished", "cancelled"]);
 const STOPS = "summary, a[href], button, [tabindex]"; // where a keyboard can be in a task item
 
 export const taskStatus = (status) => t(`chat.task_status_${status}`);

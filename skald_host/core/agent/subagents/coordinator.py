@@ -197,6 +197,15 @@ class Permits:
                 semaphore.release()
             raise
 
+    async def try_acquire(self) -> bool:
+        """Take the permits only when all three are free now, never waiting: nothing
+        yields between the look and the take (an unlocked ``Semaphore.acquire`` returns
+        without suspending)."""
+        if any(semaphore.locked() for semaphore in (self.session, self.member, self.host)):
+            return False
+        await self.acquire()
+        return True
+
     def release(self) -> None:
         self.host.release()
         self.member.release()
@@ -492,11 +501,13 @@ class SubagentCoordinator:
         caller's answer) — with ``settle`` (``Scope.settle``), the transaction that writes
         the caller's round and this call in it, when that is not under way yet: the call
         is written first either way, as the frame names it. A retried call whose run
-        exists already takes it up instead."""
+        exists already takes it up instead.
+
+        Only when its permits are free now: a run that must wait for one is written
+        ``queued`` first (``_queued_single``), as a batch's runs are."""
         runtime, run = self.runtime, caller.run
         permits = self.permits(caller.frame.conversation_id)
-        await permits.acquire()
-        held = True
+        held = await permits.try_acquire()
         taken: list[Accepted] = []
         written = [call_id]
         run_ids: list[str] | None = None  # chosen before the write when its first request goes out meanwhile
@@ -516,6 +527,8 @@ class SubagentCoordinator:
 
         try:
             self._tree_in_flight[template.tree_id] = self._tree_in_flight.get(template.tree_id, 0) + 1
+            if not held:
+                return await self._queued_single(caller, call_id, definition, task, new_run, template, settle=settle)
             if settle is not None:
                 candidates, in_tree = await asyncio.gather(self._first_models(definition), self.store.tree_count(template.tree_id))
                 room = in_tree + self._tree_in_flight[template.tree_id] <= self.limits.max_runs_per_tree
@@ -557,6 +570,31 @@ class SubagentCoordinator:
                 self._tree_in_flight[template.tree_id] = left
             else:
                 self._tree_in_flight.pop(template.tree_id, None)
+
+    async def _queued_single(
+        self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, new_run: NewRun, template: RunContext,
+        *, settle: Any = None,
+    ) -> str:
+        """``_single`` when its permits are all taken (the member's other runs hold
+        them, waiting for an approval, say): the run is written ``queued`` before it
+        waits (§3.1 step 2), keyed by its call (settled first: the row names it), so it
+        is in the conversation's runs and the task strip while it waits, cancellable
+        there and by a Stop, and a restart takes it up again by the same id (the call
+        runs again and finds it). Then it waits for its permits as a batch's runs do."""
+        run = caller.run
+        if settle is not None:
+            call_id, _ = await settle(call_id)
+        key = f"{call_id}#0" if call_id else None
+        try:
+            [accepted] = await self.store.accept(
+                caller.frame.conversation_id, template.tree_id, run.run_id if run else None, template.ancestry[:-1],
+                caller.agent.id if run else "root", caller.frame.id, [dataclasses.replace(new_run, idempotency_key=key)],
+                max_runs_per_tree=self.limits.max_runs_per_tree, max_pending=self.limits.max_pending_inbox_events_per_session,
+            )
+        except (TreeFull, InboxFull) as exc:
+            raise DelegationRefused(str(exc)) from None
+        ctx = dataclasses.replace(template, run_id=accepted.run_id, execution_id=accepted.execution_id)
+        return await self._foreground(caller, call_id, definition, task, accepted, ctx)
 
     async def _single_opening(
         self, caller: "Scope", call_id: str, definition: AgentDefinition, task: str, template: RunContext,
@@ -637,7 +675,11 @@ class SubagentCoordinator:
         store = runtime.store
         permits = self.permits(above.conversation_id)
         try:
-            await permits.acquire()
+            if not await permits.try_acquire():
+                # Its row says queued already: the task strip reads it again, or it
+                # would show nothing until a run starts or ends.
+                runtime.kernel.emit(above, "agent_queued", agent=definition.id, run_id=ctx.run_id, mode=ctx.mode, index=ctx.index)
+                await permits.acquire()
         except asyncio.CancelledError:
             await self._cancelled_before_start(ctx)
             raise
