@@ -21,19 +21,27 @@ class HostApi(Protocol):
     async def get_config(self) -> Mapping[str, Any]:
         """This plugin's instance config (secrets included: the plugin needs them): the
         stored values over the ``config_schema`` fields' defaults, so a field the admin
-        never set reads as its ``default``."""
+        never set reads as its ``default``. Every value satisfies the schema of the
+        version running: one stored under an older version that this schema refuses
+        (or of a field it has no more) reads as the default until the admin saves."""
 
     async def get_user_config(self, member_id: str) -> Mapping[str, Any]:
         """This plugin's per-member config for one member, over the ``user_config_schema``
-        fields' defaults."""
+        fields' defaults; a schema field's stored value the current schema refuses reads
+        as the default. Keys outside the schema (stored with ``set_user_config``) are
+        returned as stored."""
 
     async def get_settings(self, set_id: str) -> Mapping[str, Any]:
         """The values of a settings set this plugin registered (``register_config_sets``),
-        over its fields' defaults, secrets included. ``KeyError`` for a set id this plugin
-        did not register. Since 1.2."""
+        over its fields' defaults, secrets included, each valid for the set's current
+        fields (a stored value they refuse reads as the default). ``KeyError`` for a set
+        id this plugin did not register. Since 1.2."""
 
     async def set_user_config(self, member_id: str, values: Mapping[str, Any]) -> None:
-        """Store this plugin's per-member config (admin-readable: never secrets)."""
+        """Store this plugin's per-member config (admin-readable: never secrets), replacing
+        what was stored. A value of a ``user_config_schema`` field is checked as a
+        member's save is: a refused one raises ``ValueError`` naming the field, and
+        nothing is stored. Keys outside the schema are stored as given."""
 
     async def kv_get(self, key: str) -> Any:
         """A value from this plugin's own small key-value store, or None."""

@@ -146,11 +146,14 @@ class SystemAgent:
     Each agent needs its settings: the plugin registers (``register_config_sets``) one
     ``ConfigSet`` whose ``owner`` is the agent's ``id``, holding the fields ``enabled``
     (``"boolean"``: the agent runs only while it is on) and, but for ``per_subject``
-    agents, ``interval`` (``"integer"``, in ``interval_unit``). A plugin whose agents
-    and sets disagree is refused at load.
+    agents, ``interval`` (``"integer"``, in ``interval_unit``); a ``run_at_hour`` field
+    is an ``"integer"`` too. A plugin whose agents and sets disagree (a set missing, a
+    field missing or of another type) is refused at load.
 
     ``run(ctx)`` does one pass and may return nothing; ``has_work(ctx)`` (since 1.3;
-    None: always) is asked first, and a pass without work writes no run row.
+    None: always) is asked first, and a pass without work writes no run row. Both are
+    ``async def``: a plain ``def`` is refused at load (``run must be an async callable
+    (async def)``).
     ``interval_seconds`` is the default interval; the admin's ``interval`` setting (in
     ``interval_unit``) replaces it. ``per_member_interval``: the admin may set the
     interval per member (the override may be shorter than the instance value).

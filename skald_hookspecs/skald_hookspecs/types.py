@@ -47,8 +47,10 @@ class ConfigField:
     The host checks a schema when the plugin registers it and fails the plugin, naming
     the field, for a ``type`` other than the six, a ``"choice"`` without ``choices``, a
     ``default`` the field's own checks refuse (outside ``minimum``/``maximum``, longer
-    than ``max_length``, not one of ``choices``), ``minimum`` above ``maximum``, or two
-    fields of one name in one schema.
+    than ``max_length``, not one of ``choices``), ``minimum`` above ``maximum``, two
+    fields of one name in one schema, or a rule the field's type does not use:
+    ``minimum``/``maximum`` on anything but ``integer`` or ``number``, ``max_length`` on
+    anything but ``string`` or ``url``, ``choices`` on anything but ``choice``.
 
     ``pattern`` (since 1.8): a regular expression (Python's ``re``) the whole text of a
     ``string`` or ``url`` field must match when it is set (``r"https://\\S+"``,
@@ -113,6 +115,8 @@ class WebPage:
     ``entry`` is a path under the plugin's own router (``/api/plugin/<id>/<entry>``):
     a relative path such as ``"page.js"``; a URL, a leading ``/``, a ``..`` segment or a
     backslash is refused at registration and fails the plugin.
+    ``page_id``: 1-64 letters, digits, ``-`` or ``_``, starting with a letter or digit
+    (it is part of the address and of string keys); another fails the plugin.
     ``title`` is the English text; ``page.<page_id>.title`` in the plugin's bundle
     translates it. ``icon`` is one of ``ICONS``.
 
@@ -120,7 +124,7 @@ class WebPage:
     ``"member_admin"``: a section of a member's page in the admin's Members area
     (``#members/<id>``), below the member's plugins, shown to admins only while the
     plugin is enabled; the element is mounted with a ``member-id`` attribute too (a
-    connector's grants for that member, say)."""
+    connector's grants for that member, say). Any other ``slot`` fails the plugin."""
 
     page_id: str
     title: str

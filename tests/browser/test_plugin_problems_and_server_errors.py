@@ -137,21 +137,53 @@ async def test_the_status_tells_a_key_no_language_has_from_one_only_english_lack
     await expect(block.locator("details code")).to_have_text(["untranslated.error.bad_key"])
 
 
+class Jotter:
+    """A plugin with the guide's plural strings, serving its bundle from the route the
+    guide shows (its Python block, run here as it is written)."""
+
+    def __init__(self, strings: dict, route: str) -> None:
+        from skald_hookspecs.types import I18nBundle
+
+        self.bundle = I18nBundle("jotter", strings)
+        self.route = route
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="jotter", title="Jotter", spec=">=1.2,<2", grant_by_default=True)
+
+    @hookimpl
+    def register_i18n(self, register: Any) -> None:
+        register(self.bundle)
+
+    @hookimpl
+    def register_routes(self, register: Any) -> None:
+        blueprint = Blueprint("test_jotter", __name__)
+        exec(self.route, {"blueprint": blueprint, "BUNDLE": self.bundle, "Any": Any})
+        register(blueprint)
+
+
 async def test_the_guides_plural_snippet_says_1_notiz_and_3_notizen(skald, browser_pages):
     """docs/plugins.md: a plugin's strings have no plural forms; a key per form, picked
-    with Intl.PluralRules in a page. The snippet as the guide shows it, run in a German
-    member's page."""
+    with Intl.PluralRules in a page. The snippet as the guide shows it, run as a German
+    member's page element, with the strings it fetches from the route the guide shows
+    (it used ``strings`` it never defined)."""
+    import json
+
     guide = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text(encoding="utf-8")
     [snippet] = [b for b in re.findall(r"```js\n(.*?)```", guide, flags=re.S) if "Intl.PluralRules" in b]
     [strings] = [b for b in re.findall(r"```json\n(.*?)```", guide, flags=re.S) if '"notes.one"' in b]
+    [route] = [b for b in re.findall(r"```python\n(.*?)```", guide, flags=re.S) if '@blueprint.get("/strings")' in b]
+    [imports] = [line for line in snippet.splitlines() if line.startswith("import ")]
+    names = re.fullmatch(r'import \{ (.*) \} from "/ui/lib/plugin-kit.js";', imports)[1]
     body = [line for line in snippet.strip().splitlines() if line.strip() and not line.startswith("import ")]
-    *steps, last = body
     script = (
-        "async (count) => {\n  const { locale, node, text } = await import(\"/ui/lib/plugin-kit.js\");\n"
-        f"  const strings = {{ de: {strings.strip()}, en: {{ \"notes.one\": \"{{count}} note\", \"notes.other\": \"{{count}} notes\" }} }};\n"
-        + "\n".join(steps) + f"\n  return ({last.strip().rstrip(';')}).textContent;\n}}"
+        f"async (count) => {{\n  const {{ {names} }} = await import(\"/ui/lib/plugin-kit.js\");\n"
+        "  const element = document.createElement(\"div\");\n  element.setAttribute(\"plugin-id\", \"jotter\");\n"
+        "  await (async function () {\n" + "\n".join(body) + "\n  }).call(element);\n"
+        "  return element.lastElementChild.textContent;\n}"
     )
-    host = await skald.start()
+    english = {"notes.one": "{count} note", "notes.other": "{count} notes"}
+    host = await skald.start(plugins=[Jotter({"de": json.loads(strings), "en": english}, route)], enable=["jotter"])
     await host.admin()
     await host.create_member("bea", locale="de")
     page = await browser_pages.new(host.url)

@@ -127,3 +127,71 @@ def test_the_system_agent_meta_shown_is_one_the_loader_takes(tmp_path):
     assert set(yaml.safe_load(shown)) == set(yaml.safe_load(shipped))  # the shape the shipped system agents have
     assert "kind: system" not in "".join(m.read_text(encoding="utf-8") for m in HOST_AGENTS.glob("*/meta.yaml"))
     assert "copy one from the host's ``agents/`` folder to start." not in doc_text()
+
+
+def _wheel(folder, version: str):
+    """A wheel of ``skald-hello`` at ``version``, built by hand (no build backend needed)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"skald_hello-{version}.dist-info"
+    files = {
+        "skald_hello/__init__.py": f"VERSION = {version!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: skald-hello\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": "[skald.plugins]\nhello = skald_hello\n",
+    }
+    record = []
+    path = folder / f"skald_hello-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, body in files.items():
+            wheel.writestr(name, body)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(body.encode()).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(body.encode())}")
+        wheel.writestr(f"{info}/RECORD", "\n".join([*record, f"{info}/RECORD,,"]) + "\n")
+    return path
+
+
+def test_reinstalling_into_a_target_folder_as_the_guide_says_leaves_only_the_new_version(tmp_path):
+    """``pip install --target DIR --no-deps --upgrade .`` after a version change left both
+    ``dist-info`` folders, and the catalog showed the old version (the first distribution
+    found wins). The commands the guide shows, run for 1.0.0 then 2.0.0, leave one."""
+    import subprocess
+    import sys
+
+    [commands] = [b for b in code_blocks(doc_text(), "sh") if "pip install --target DIR" in b]
+    target = tmp_path / "DIR"
+    for version in ("1.0.0", "2.0.0"):
+        wheel = _wheel(tmp_path, version)
+        for line in commands.splitlines():
+            line = line.split("#")[0].strip()
+            if not line:
+                continue
+            words = line.split()
+            if words[:2] == ["pip", "install"]:
+                words = [sys.executable, "-m", "pip", "install", "--quiet", *[str(wheel) if w == "." else w for w in words[2:]]]
+            line = " ".join(words).replace("DIR", str(target))
+            subprocess.run(line, shell=True, check=True, cwd=tmp_path)
+    assert sorted(p.name for p in target.glob("*.dist-info")) == ["skald_hello-2.0.0.dist-info"]
+    found = subprocess.run(
+        [sys.executable, "-c", "import importlib.metadata as m; print(m.version('skald-hello'))"],
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True,
+    )
+    assert found.stdout.strip() == "2.0.0"
+
+
+def test_the_plural_page_example_defines_its_strings_and_says_where_they_come_from():
+    """The page example used ``strings`` it never defined, and the guide did not say how
+    a page gets its bundle (the shell hands it none): it fetches the table ``text``
+    reads from a route of its own, which the guide shows serving the bundle."""
+    text = doc_text()
+    [page] = [b for b in code_blocks(text, "js") if "PluralRules" in b]
+    kit = (EXAMPLE.parents[1] / "web" / "lib" / "plugin-kit.js").read_text(encoding="utf-8")
+    [imported] = re.findall(r"import \{ (.*?) \} from \"/ui/lib/plugin-kit.js\";", page)
+    for name in imported.split(", "):
+        assert re.search(rf"export (async function|function|const) {name}\b", kit), name
+    assert re.search(r"const \{ strings \} = await call\(\"GET\", `/api/plugin/.*/strings`\)", page)
+    [route] = [b for b in code_blocks(text, "python") if '@blueprint.get("/strings")' in b]
+    assert '{"strings": BUNDLE.strings}' in route
+    assert "A page gets no bundle from the shell" in prose()

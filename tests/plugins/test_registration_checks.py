@@ -12,6 +12,7 @@ import pytest
 from quart import Blueprint
 
 from skald_hookspecs import hookimpl
+from skald_hookspecs.system_agents import SystemAgent
 from skald_hookspecs.types import ConfigField, ConfigSet, PluginInfo, Tool, WebPage
 from skald_host.core.plugins.manager import PluginManager
 
@@ -318,3 +319,136 @@ async def test_two_pages_of_one_id_in_one_plugin_fail_it_naming_the_page_id(skal
     assert pages == [("one", "main"), ("two", "main")]
     assert host.core.plugins.status("one").state != "failed" and host.core.plugins.status("two").state != "failed"
     await assert_host_and_bystanders_work(host, bystander)
+
+
+# -- what a stranger writing from the docs found accepted, and then not working ----------------
+
+
+class AgentPlugin:
+    """One system agent ``tick`` with its settings set; ``fields`` replace the set's."""
+
+    def __init__(self, plugin_id: str, *, run: Any = None, has_work: Any = None, fields: tuple[ConfigField, ...] | None = None) -> None:
+        self.plugin_id, self.run, self.has_work = plugin_id, run, has_work
+        self.fields = fields if fields is not None else (ConfigField("enabled", "boolean", default=True), ConfigField("interval", "integer", default=5))
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info(self.plugin_id)
+
+    @hookimpl
+    def register_config_sets(self, register) -> None:
+        register(ConfigSet(f"{self.plugin_id}-tick", "Tick", self.fields, owner=f"{self.plugin_id}-tick"))
+
+    @hookimpl
+    def register_system_agents(self, register) -> None:
+        async def run(ctx: Any) -> None:
+            return None
+
+        register(SystemAgent(id=f"{self.plugin_id}-tick", title="Tick", interval_seconds=300, run=self.run or run, has_work=self.has_work))
+
+
+def _plain_run(ctx: Any) -> None:
+    return None
+
+
+async def test_a_system_agent_with_a_plain_def_run_or_has_work_fails_its_plugin_at_load(skald):
+    async def has_work(ctx: Any) -> bool:
+        return True
+
+    bystander = Bystander()
+    plugins = [AgentPlugin("plainrun", run=_plain_run), AgentPlugin("plainwork", has_work=_plain_run),
+               AgentPlugin("fineagent", has_work=has_work), bystander]
+    host = await skald.start(plugins=plugins)
+
+    assert host.core.plugins.status("plainrun").error == (
+        "register_system_agents: system agent 'plainrun-tick': run must be an async callable (async def)"
+    )
+    assert host.core.plugins.status("plainwork").error == (
+        "register_system_agents: system agent 'plainwork-tick': has_work must be an async callable (async def) or None"
+    )
+    assert host.core.plugins.status("fineagent").state != "failed"
+    assert [e.id for e in host.core.system_agents.registry.entries if e.plugin_id.endswith(("run", "work", "agent"))] == ["fineagent-tick"]
+    await assert_host_and_bystanders_work(host, bystander)
+
+
+async def test_a_system_agents_settings_of_the_wrong_type_fail_its_plugin_naming_the_field(skald):
+    wrong = {
+        "intenabled": (ConfigField("enabled", "integer", default=1), ConfigField("interval", "integer", default=5)),
+        "textinterval": (ConfigField("enabled", "boolean", default=True), ConfigField("interval", "string", default="5")),
+    }
+    host = await skald.start(plugins=[AgentPlugin(p, fields=f) for p, f in wrong.items()])
+
+    assert host.core.plugins.status("intenabled").error == (
+        "register_system_agents: the settings of system agent 'intenabled-tick': 'enabled' is of type 'integer', not 'boolean':"
+        " change the field(s) of the ConfigSet 'intenabled-tick' it registers in register_config_sets"
+    )
+    assert host.core.plugins.status("textinterval").error == (
+        "register_system_agents: the settings of system agent 'textinterval-tick': 'interval' is of type 'string', not 'integer':"
+        " change the field(s) of the ConfigSet 'textinterval-tick' it registers in register_config_sets"
+    )
+    assert not [e for e in host.core.system_agents.registry.entries if e.plugin_id in wrong]
+
+
+class OnePage:
+    def __init__(self, plugin_id: str, page: WebPage) -> None:
+        self.plugin_id, self.page = plugin_id, page
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info(self.plugin_id)
+
+    @hookimpl
+    def register_web_pages(self, register) -> None:
+        register(self.page)
+
+
+async def test_a_page_of_an_unknown_slot_or_an_id_that_is_no_name_fails_its_plugin(skald):
+    bystander = Bystander()
+    plugins = [
+        OnePage("footer", WebPage("main", "Main", "page.js", slot="footer")),  # type: ignore[arg-type]
+        OnePage("slashed", WebPage("a/b", "Main", "page.js")),
+        OnePage("fine", WebPage("member-grants_2", "Main", "page.js", slot="member_admin")),
+        bystander,
+    ]
+    host = await skald.start(plugins=plugins)
+
+    assert host.core.plugins.status("footer").error == (
+        "register_web_pages: page 'main': slot 'footer' is not one of 'sidebar', 'member_admin'"
+    )
+    assert host.core.plugins.status("slashed").error == (
+        "register_web_pages: page 'a/b': the page id must be 1-64 letters, digits, '-' or '_', starting with a letter or digit"
+        " (it is part of the address #plugin/slashed/<page id> and of the string key page.<page id>.title)"
+    )
+    assert sorted(c.plugin_id for c in host.core.web_pages if c.plugin_id in ("footer", "slashed", "fine")) == ["fine"]
+    await assert_host_and_bystanders_work(host, bystander)
+
+
+RULES_OF_ANOTHER_TYPE = {
+    "max_length on an integer": (
+        ConfigField("count", "integer", max_length=3),
+        "field 'count' has a max_length but is of type 'integer': max_length limits the text of a string or url field",
+    ),
+    "max_length on a choice": (
+        ConfigField("mode", "choice", choices=("a", "b"), max_length=3),
+        "field 'mode' has a max_length but is of type 'choice': max_length limits the text of a string or url field",
+    ),
+    "minimum on a string": (
+        ConfigField("name", minimum=1),
+        "field 'name' has a minimum but is of type 'string': minimum and maximum bound an integer or number field",
+    ),
+    "maximum on a boolean": (
+        ConfigField("on", "boolean", maximum=1),
+        "field 'on' has a maximum but is of type 'boolean': minimum and maximum bound an integer or number field",
+    ),
+    "choices on a string": (
+        ConfigField("mode", choices=("a", "b")),
+        "field 'mode' has choices but is of type 'string': choices are the values of a field of type 'choice'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", RULES_OF_ANOTHER_TYPE, ids=list(RULES_OF_ANOTHER_TYPE))
+def test_a_rule_the_fields_type_does_not_use_fails_the_plugin_like_a_pattern_on_a_number(case: str) -> None:
+    field, problem = RULES_OF_ANOTHER_TYPE[case]
+    manager = loaded(Configured("ruled", config_schema=(field,)))
+    assert manager.status("ruled").error == f"plugin 'ruled': config_schema: {problem}"

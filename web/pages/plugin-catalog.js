@@ -102,6 +102,10 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
   const needsSettings = plugin.state === "loaded" && plugin.needs_settings && plugin.error;
   const problem = red ? el("p", { class: "card-problem", role: changed ? "alert" : null, text: t("plugin.failed_because", { error: plugin.error }) })
     : needsSettings ? el("p", { class: "card-waiting", role: changed ? "status" : null, text: plugin.error }) : null;
+  // Stored settings its running version refuses (an upgrade changed the schema): it
+  // reads their defaults until the admin saves them (names only, never the values).
+  const stale = plugin.stale_settings?.length
+    ? el("p", { class: "card-waiting", "data-testid": "stale-settings", text: t("plugin.stale_settings", { fields: plugin.stale_settings.join(", ") }) }) : null;
   const meta = el("p", { class: "meta" },
     plugin.version ? el("span", { text: t("plugin.version", { version: plugin.version }) }) : null,
     plugin.builtin ? el("span", { class: "tag", text: t("plugin.builtin") }) : null,
@@ -114,7 +118,7 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
       el("div", { class: amber ? "health amber" : "health" }, dot, el("span", { class: "state-label", text: label }), problemsLink(plugin, to))),
     meta,
     el("p", { class: "description", text: plugin.description || t("plugin.no_description") }),
-    problem, detail);
+    problem, stale, detail);
   const footer = el("footer", { class: "plugin-foot" });
   if (!plugin.builtin) {
     footer.append(enableSwitch(plugin, (fresh) => {

@@ -79,7 +79,11 @@ function configSection(plugin, refresh) {
   // The save restarted the plugin and its startup failed on the saved values: said
   // here, beside the form's "Saved.", not only in the state at the top of the page.
   const startNote = el("p", { class: "field-error", role: "alert", "data-testid": "not-started" });
-  const holder = section(t("plugin.config_title"), configForm({
+  // Stored values this version refuses (or of fields it dropped): the form shows the
+  // defaults the plugin reads instead, and saving it stores them.
+  const own = (plugin.stale_settings || []).filter((name) => !name.includes("."));
+  const stale = own.length ? notice("warning", t("plugin.stale_settings_note", { fields: own.join(", ") })) : null;
+  const holder = section(t("plugin.config_title"), stale, configForm({
     fields: schema,
     values: plugin.config || {},
     save: async (values) => {
@@ -96,7 +100,8 @@ function configSection(plugin, refresh) {
 // general settings page, saved through the same route.
 function settingsSetSections(plugin) {
   return (plugin.settings_sets || []).map((set) => {
-    const holder = section(set.title, configForm({
+    const stale = set.stale?.length ? notice("warning", t("plugin.stale_settings_note", { fields: set.stale.join(", ") })) : null;
+    const holder = section(set.title, stale, configForm({
       fields: set.fields || [],
       values: set.values || {},
       save: async (values) => {

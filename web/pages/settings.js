@@ -115,7 +115,8 @@ export async function renderSettings() {
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
   const sets = response.data.sets || [];
   for (const set of sets) {
-    page.append(section(set.title, el("p", { class: "hint", text: t("settings.from_plugin", { plugin: set.plugin_id }) }), configForm({
+    const stale = set.stale?.length ? notice("warning", t("plugin.stale_settings_note", { fields: set.stale.join(", ") })) : null;
+    page.append(section(set.title, el("p", { class: "hint", text: t("settings.from_plugin", { plugin: set.plugin_id }) }), stale, configForm({
       fields: set.fields || [],
       values: set.values || {},
       save: async (values) => {

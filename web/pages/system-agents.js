@@ -73,7 +73,8 @@ function agentCard(agent) {
   }
   if (agent.settings) {
     const set = agent.settings;
-    card.append(el("h3", { text: t("system_agents.settings") }), configForm({
+    const stale = set.stale?.length ? notice("warning", t("plugin.stale_settings_note", { fields: set.stale.join(", ") })) : null;
+    card.append(el("h3", { text: t("system_agents.settings") }), ...(stale ? [stale] : []), configForm({
       fields: set.fields || [],
       values: set.values || {},
       save: async (values) => {

@@ -13,13 +13,15 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, get_args, get_type_hints
 from urllib.parse import unquote, urlsplit
 
 from skald_hookspecs.types import ConfigSet, PluginInfo, WebPage
 from skald_host.core.identity.access import allowed, plugin_action
 from skald_host.core.identity.users import Member, MemberNotFound
-from skald_host.core.plugins.config_schema import ConfigInvalid, SchemaInvalid, check_schema, masked, schema_json, validate
+from skald_host.core.plugins.config_schema import (
+    ConfigInvalid, SchemaInvalid, accepted, check_schema, masked, schema_json, stale, validate,
+)
 from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure
 from skald_host.core.plugins.manager import PluginError, PluginStatus
 from skald_host.core.refusal import Refusal
@@ -250,6 +252,21 @@ class PluginCatalog:
         log.info("plugin %s disabled (installed no more: dismissed from the catalog)", plugin_id)
         return self.missing_entry(plugin_id, locale, enabled=False)
 
+    async def stale_settings(self, plugin_id: str, config: dict[str, Any] | None = None) -> list[str]:
+        """The plugin's stored settings its running version refuses (``stale``), which
+        it reads as their defaults until the admin saves: its config's fields by name,
+        its settings sets' as ``<set id>.<field>``. Names only: values may be secrets."""
+        status = self._core.plugins.status(plugin_id)
+        if status is None or status.info is None:
+            return []
+        names = stale(status.info.config_schema, await self._config(plugin_id) if config is None else config)
+        for contribution in self._core.config_sets:
+            if contribution.plugin_id == plugin_id:
+                fields = contribution.value.fields
+                values = await self._core.instance_settings.values(contribution.value.id)
+                names += [f"{contribution.value.id}.{name}" for name in stale(fields, values)]
+        return names
+
     async def list(self, locale: str | None = None) -> list[dict[str, Any]]:
         rows, holders = await self._rows(), await self._holders()
         out = []
@@ -264,6 +281,7 @@ class PluginCatalog:
             entry["manages_own_access"] = bool(status.info and status.info.manages_own_access)
             entry["holders"] = holders.get(status.id, 0)
             entry["row_born"] = status.id in rows
+            entry["stale_settings"] = await self.stale_settings(status.id, rows.get(status.id, {}).get("config", {}))
             out.append(entry)
         for plugin_id in await self.missing():
             out.append({**self.missing_entry(plugin_id, locale), "holders": holders.get(plugin_id, 0)})
@@ -300,6 +318,7 @@ class PluginCatalog:
             for c in self._core.web_pages if c.plugin_id == plugin_id
         ]
         entry["settings_sets"] = await self._core.instance_settings.owned_by(plugin_id, locale)
+        entry["stale_settings"] = await self.stale_settings(plugin_id)
         return entry
 
     async def store_row(self, plugin_id: str, info: PluginInfo | None, *, enabled: bool | None = None, config: str | None = None) -> None:
@@ -331,7 +350,7 @@ class PluginCatalog:
         """The plugin's ``required`` settings that have no value yet (stored or default),
         by name: until they have one, its ``startup`` is not run (``NEEDS_SETTINGS``)."""
         info = self._info(plugin_id)
-        stored = await self._config(plugin_id)
+        stored = accepted(info.config_schema, await self._config(plugin_id))
         return [
             f.name for f in info.config_schema
             if f.required and stored.get(f.name) in (None, "") and f.default in (None, "")
@@ -344,7 +363,8 @@ class PluginCatalog:
         reader's language) when the save started the plugin and its ``startup`` failed
         on them: the values stay saved, but "Saved." alone hid that from the form."""
         info = self._info(plugin_id)
-        previous = await self._config(plugin_id)
+        # What the plugin ran on: a stored value its schema refuses it read as the default.
+        previous = accepted(info.config_schema, await self._config(plugin_id))
         fresh = validate(info.config_schema, values, previous)
         await self.store_row(plugin_id, info, config=self._core.sealed("plugins", "config", plugin_id, json.dumps(fresh)))
         status = self._core.plugins.status(plugin_id)
@@ -520,7 +540,7 @@ class PluginCatalog:
         if not self.usable(member, plugin_id):
             raise CatalogError(f"no plugin {plugin_id!r}", code="plugin_unknown", plugin=plugin_id)
         info = self._info(plugin_id)
-        fresh = validate(info.user_config_schema, values, await self._user_config(plugin_id, member.id))
+        fresh = validate(info.user_config_schema, values, await self._user_config(plugin_id, member.id), keep_unknown=True)
         if self._core.plugins.implements("user_config_updated", plugin_id):
             api = self._core.host_api(plugin_id)
             try:
@@ -607,7 +627,10 @@ class InstanceSettings:
             "plugin_id": contribution.plugin_id,
             "owner": config_set.owner,
             "fields": strings.fields(contribution.plugin_id, f"set.{config_set.id}", schema_json(config_set.fields), locale),
-            "values": masked(config_set.fields, await self.values(config_set.id)),
+            "values": masked(config_set.fields, stored := await self.values(config_set.id)),
+            # Stored values the plugin's running version refuses: read as the defaults
+            # ``values`` shows until the set is saved (names only: values may be secret).
+            "stale": stale(config_set.fields, stored),
         }
 
     async def shown(self, set_id: str, locale: str | None = None) -> dict[str, Any]:
@@ -637,6 +660,12 @@ class InstanceSettings:
         return masked(config_set.fields, fresh)
 
 
+_PAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+#: Where a page may be mounted, read from the contract's own ``Literal``: a page of
+#: another slot was accepted and then shown nowhere.
+PAGE_SLOTS: tuple[str, ...] = get_args(get_type_hints(WebPage)["slot"])
+
+
 def validate_web_page(plugin_id: str, args: tuple[Any, ...]) -> WebPage:
     """A ``register_web_pages`` value. Its ``entry`` is loaded by the shell as
     ``/api/plugin/<id>/<entry>`` into the member's session: anything but a plain path
@@ -645,6 +674,13 @@ def validate_web_page(plugin_id: str, args: tuple[Any, ...]) -> WebPage:
     if len(args) != 1 or not isinstance(args[0], WebPage):
         raise PluginError("register() expects one WebPage")
     page = args[0]
+    if not isinstance(page.page_id, str) or not _PAGE_ID.fullmatch(page.page_id):
+        raise PluginError(
+            f"page {page.page_id!r}: the page id must be 1-64 letters, digits, '-' or '_', starting with a letter or digit"
+            f" (it is part of the address #plugin/{plugin_id}/<page id> and of the string key page.<page id>.title)"
+        )
+    if page.slot not in PAGE_SLOTS:
+        raise PluginError(f"page {page.page_id!r}: slot {page.slot!r} is not one of {', '.join(map(repr, PAGE_SLOTS))}")
     problem = _entry_problem(page.entry)
     if problem:
         raise PluginError(

@@ -77,6 +77,15 @@ def _schema_problem(field: ConfigField) -> str | None:
             return "is a choice without choices: give choices=(...), the values the admin may pick"
         if not all(isinstance(choice, str) for choice in field.choices):
             return "has a choice that is not text: every choice must be a str"
+    # A rule the field's type does not use was ignored without a word (a maximum on a
+    # text, a max_length on a number): the admin would be held to nothing the plugin meant.
+    if field.choices and field.type != "choice":
+        return f"has choices but is of type {field.type!r}: choices are the values of a field of type 'choice'"
+    for rule in ("minimum", "maximum"):
+        if getattr(field, rule) is not None and field.type not in ("integer", "number"):
+            return f"has a {rule} but is of type {field.type!r}: minimum and maximum bound an integer or number field"
+    if field.max_length is not None and field.type not in ("string", "url"):
+        return f"has a max_length but is of type {field.type!r}: max_length limits the text of a string or url field"
     for bound in ("minimum", "maximum"):
         value = getattr(field, bound)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
@@ -158,15 +167,63 @@ def _is_http_url(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname) and port != 0
 
 
-def validate(fields: Iterable[ConfigField], values: Any, existing: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def stale(fields: Iterable[ConfigField], stored: Mapping[str, Any] | None, *, keep_unknown: bool = False) -> list[str]:
+    """The stored fields the current schema refuses, by name, in the stored order: a
+    value its checks refuse (a plugin's new version lowered a maximum, turned a choice
+    into a number) and, unless ``keep_unknown``, a field it no longer has. What a
+    plugin reads has them as their defaults (``current``); a save drops them."""
+    schema = {f.name: f for f in fields}
+    out = []
+    for name, value in (stored or {}).items():
+        field = schema.get(name)
+        if field is None:
+            if not keep_unknown:
+                out.append(name)
+            continue
+        if value is None:
+            continue
+        try:
+            _check(dataclasses.replace(field, required=False), value)
+        except ConfigInvalid:
+            out.append(name)
+    return out
+
+
+def accepted(fields: Iterable[ConfigField], stored: Mapping[str, Any] | None, *, keep_unknown: bool = False) -> dict[str, Any]:
+    """``stored`` without what the current schema refuses (``stale``): the stored
+    values as a plugin reads them and a save starts from."""
+    fields = tuple(fields)
+    refused = set(stale(fields, stored, keep_unknown=keep_unknown))
+    return {name: value for name, value in (stored or {}).items() if name not in refused}
+
+
+def current(fields: Iterable[ConfigField], stored: Mapping[str, Any] | None, *, keep_unknown: bool = False) -> dict[str, Any]:
+    """What a plugin reads: the accepted stored values over the fields' defaults, so
+    every value satisfies the schema of the version running now. The stored value the
+    schema refuses stays stored until a save (a downgrade finds it again)."""
+    fields = tuple(fields)
+    defaults = {f.name: f.default for f in fields if f.default is not None}
+    return {**defaults, **accepted(fields, stored, keep_unknown=keep_unknown)}
+
+
+def validate(
+    fields: Iterable[ConfigField], values: Any, existing: Mapping[str, Any] | None = None, *, keep_unknown: bool = False
+) -> dict[str, Any]:
     """The new stored config: ``existing`` updated with ``values``. Unknown keys and
     bad values are refused whole (nothing half-written): the first refusal is raised,
-    carrying every field's (``problems``: unknown keys, then in the schema's order)."""
+    carrying every field's (``problems``: unknown keys, then in the schema's order).
+    The merged result is what is checked, not only the fields sent: a stored value the
+    current schema refuses, or of a field it no longer has (``stale``), is not carried
+    over, so the field falls back to its default (what the plugin already read) and a
+    required one without a default must be sent. ``keep_unknown``: stored keys outside
+    the schema are carried over (per-member config, where ``set_user_config`` may keep
+    the plugin's own)."""
     if not isinstance(values, Mapping):
         raise ConfigInvalid("config", "must be an object of field values", "object")
+    fields = tuple(fields)
     schema = {f.name: f for f in fields}
     problems = [ConfigInvalid(name, "is not a setting of this plugin", "unknown") for name in sorted(set(values) - set(schema))]
-    result = dict(existing or {})
+    result = accepted(fields, existing, keep_unknown=keep_unknown)
     for field in schema.values():
         try:
             if field.name in values:
@@ -197,6 +254,8 @@ def _take(field: ConfigField, value: Any, result: dict[str, Any]) -> None:
 def masked(fields: Iterable[ConfigField], values: Mapping[str, Any]) -> dict[str, Any]:
     """Values safe to send to a browser: secrets replaced by MASK (or None when unset),
     defaults filled in for display."""
+    fields = tuple(fields)
+    values = accepted(fields, values)  # a refused stored value shows as the default it reads as
     out: dict[str, Any] = {}
     for field in fields:
         value = values.get(field.name, field.default)

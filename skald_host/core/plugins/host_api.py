@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import inspect
 import json
 import logging
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterable, Awaitable, Callable, Mappi
 
 from skald_hookspecs.channels import Delivery, MemberLocked
 from skald_hookspecs.events import SystemEvent, UserEvent
+from skald_host.core.plugins.config_schema import current, stale, validate
 from skald_host.core.storage.sealing import kv_cell
 
 if TYPE_CHECKING:
@@ -92,6 +94,29 @@ def bind_request_credential(plugin_id: str | None, session: Any = None, device_i
     _request_credential.set(None if plugin_id is None else (plugin_id, session, device_id))
 
 
+#: Per host, the (plugin, what, field names) already logged as read as their defaults:
+#: a plugin that reads its settings on every message must not log it on every message.
+_STALE_LOGGED: "weakref.WeakKeyDictionary[Any, set[tuple[str, str, tuple[str, ...]]]]" = weakref.WeakKeyDictionary()
+
+
+def read_settings(core: Any, plugin_id: str, what: str, fields: Sequence[Any], stored: Mapping[str, Any], *, keep_unknown: bool = False) -> dict[str, Any]:
+    """Stored values as the plugin reads them (``config_schema.current``): a value its
+    current schema refuses, or of a field it no longer has, reads as the default. Said
+    once in the log, by field name only: the values may be secrets. The stored value
+    stays until the admin saves (a downgrade finds it again)."""
+    names = tuple(stale(fields, stored, keep_unknown=keep_unknown))
+    if names:
+        logged = _STALE_LOGGED.setdefault(core, set())
+        if (plugin_id, what, names) not in logged:
+            logged.add((plugin_id, what, names))
+            log.warning(
+                "plugin %s: the stored %s field(s) %s are refused by the plugin's current schema (or gone from it):"
+                " read as their defaults until an admin saves them",
+                plugin_id, what, ", ".join(names),
+            )
+    return current(fields, stored, keep_unknown=keep_unknown)
+
+
 def _kv_locks(core: Any) -> _KeyLocks:
     locks = _KV_LOCKS.get(core)
     if locks is None:
@@ -125,20 +150,21 @@ class PluginHostApi:
         return status.info.user_config_schema if per_member else status.info.config_schema
 
     async def get_config(self) -> Mapping[str, Any]:
-        """Stored values over the schema's defaults."""
+        """Stored values over the schema's defaults, each one the current schema accepts
+        (``read_settings``)."""
         row = await self._core.registry.run(
             lambda c: c.execute("SELECT config FROM plugins WHERE id = ?", (self.plugin_id,)).fetchone()
         )
-        defaults = {f.name: f.default for f in self._schema(False) if f.default is not None}
-        return {**defaults, **(self._core.plugin_config(self.plugin_id, row[0]) if row else {})}
+        stored = self._core.plugin_config(self.plugin_id, row[0]) if row else {}
+        return read_settings(self._core, self.plugin_id, "config", self._schema(False), stored)
 
     async def get_settings(self, set_id: str) -> Mapping[str, Any]:
         """A settings set of this plugin's own: stored values over the fields' defaults."""
         owned = [c.value for c in self._core.config_sets if c.plugin_id == self.plugin_id and c.value.id == set_id]
         if not owned:
             raise KeyError(f"plugin {self.plugin_id!r} registered no settings set {set_id!r}")
-        defaults = {f.name: f.default for f in owned[0].fields if f.default is not None}
-        return {**defaults, **await self._core.instance_settings.values(set_id)}
+        stored = await self._core.instance_settings.values(set_id)
+        return read_settings(self._core, self.plugin_id, f"settings set {set_id!r}", owned[0].fields, stored)
 
     async def get_user_config(self, member_id: str) -> Mapping[str, Any]:
         row = await self._core.registry.run(
@@ -146,11 +172,22 @@ class PluginHostApi:
                 "SELECT config FROM plugin_user_configs WHERE plugin_id = ? AND user_id = ?", (self.plugin_id, member_id)
             ).fetchone()
         )
-        defaults = {f.name: f.default for f in self._schema(True) if f.default is not None}
-        return {**defaults, **(json.loads(row[0]) if row else {})}
+        # Keys outside the schema are the plugin's own (``set_user_config`` stores them):
+        # kept; a schema field's value the current schema refuses reads as the default.
+        stored = json.loads(row[0]) if row else {}
+        return read_settings(self._core, self.plugin_id, "per-member config", self._schema(True), stored, keep_unknown=True)
 
     async def set_user_config(self, member_id: str, values: Mapping[str, Any]) -> None:
-        blob = json.dumps(dict(values))
+        """Replaces the member's stored config. A value of a ``user_config_schema`` field
+        is checked as a member's save is (``ConfigInvalid``, naming the field, and
+        nothing stored); keys outside the schema are stored as given."""
+        if not isinstance(values, Mapping):
+            raise TypeError("set_user_config takes a mapping of field values")
+        schema = self._schema(True)
+        names = {f.name for f in schema}
+        mine = {k: v for k, v in values.items() if k in names}
+        checked = validate([dataclasses.replace(f, required=False) for f in schema], mine)
+        blob = json.dumps({**{k: v for k, v in values.items() if k not in names}, **checked})
         await self._core.registry.transaction(
             lambda c: c.execute(
                 "INSERT INTO plugin_user_configs (plugin_id, user_id, config) VALUES (?, ?, ?)"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from skald_hookspecs.system_agents import UNIT_SECONDS, SystemAgent
 from skald_hookspecs.types import ConfigSet
+from skald_host.core.agent.tools import _is_async_callable
 from skald_host.core.plugins.manager import Contribution, PluginError
 from skald_host.core.system_agents import store
 
@@ -26,6 +27,8 @@ MAX_TICK_SECONDS = 15 * 60
 MAX_INTERVAL_SECONDS = 10 * 366 * 86400
 DEFAULT_RUN_AT_HOUR = 4
 REQUIRED_FIELDS = ("enabled", "interval")
+#: The type each of an agent's settings must have, where the set has the field.
+FIELD_TYPES_REQUIRED = {"enabled": "boolean", "interval": "integer", "run_at_hour": "integer"}
 
 
 def validate_agent(plugin_id: str, args: tuple[Any, ...]) -> SystemAgent:
@@ -44,8 +47,11 @@ def validate_agent(plugin_id: str, args: tuple[Any, ...]) -> SystemAgent:
         raise PluginError(f"system agent {agent.id!r}: interval_seconds must be at least {MIN_TICK_SECONDS}")
     if agent.run_at_hour is not None and not 0 <= agent.run_at_hour <= 23:
         raise PluginError(f"system agent {agent.id!r}: run_at_hour must be 0-23")
-    if not callable(agent.run) or (agent.has_work is not None and not callable(agent.has_work)):
-        raise PluginError(f"system agent {agent.id!r}: run and has_work must be async functions")
+    # A plain ``def`` was accepted here and then failed every pass with a bare TypeError.
+    if not _is_async_callable(agent.run):
+        raise PluginError(f"system agent {agent.id!r}: run must be an async callable (async def)")
+    if agent.has_work is not None and not _is_async_callable(agent.has_work):
+        raise PluginError(f"system agent {agent.id!r}: has_work must be an async callable (async def) or None")
     return agent
 
 
@@ -98,6 +104,19 @@ def pair_agents_with_sets(
                 f" add them to the ConfigSet {owned[0].id!r} it registers in register_config_sets"
             )
             continue
+        # A field of another type was accepted and then never read as meant: an integer
+        # ``enabled`` left the agent off for good, a text ``interval`` on its default.
+        wrong = [
+            f"{f.name!r} is of type {f.type!r}, not {FIELD_TYPES_REQUIRED[f.name]!r}"
+            for f in owned[0].fields
+            if f.name in FIELD_TYPES_REQUIRED and f.type != FIELD_TYPES_REQUIRED[f.name]
+        ]
+        if wrong:
+            problems[contribution.plugin_id] = (
+                f"the settings of system agent {agent.id!r}: {'; '.join(wrong)}:"
+                f" change the field(s) of the ConfigSet {owned[0].id!r} it registers in register_config_sets"
+            )
+            continue
         paired.append(RegisteredAgent(contribution.plugin_id, agent, owned[0]))
     return [p for p in paired if p.plugin_id not in problems], problems
 
@@ -131,8 +150,12 @@ class AgentRegistry:
         return self.core.catalog.error_text(status, locale) or None
 
     async def settings(self, entry: RegisteredAgent) -> dict[str, Any]:
-        defaults = {f.name: f.default for f in entry.config_set.fields if f.default is not None}
-        return {**defaults, **await self.core.instance_settings.values(entry.config_set.id)}
+        """The agent's settings as its plugin reads them (``HostApi.get_settings``): a
+        stored value the plugin's current schema refuses reads as the default."""
+        from skald_host.core.plugins.host_api import read_settings
+
+        stored = await self.core.instance_settings.values(entry.config_set.id)
+        return read_settings(self.core, entry.plugin_id, f"settings set {entry.config_set.id!r}", entry.config_set.fields, stored)
 
     async def enabled(self, entry: RegisteredAgent) -> bool:
         return self.plugin_running(entry) and bool((await self.settings(entry)).get("enabled", True))
