@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from skald_hookspecs import hookimpl
 from skald_hookspecs.types import PluginInfo, Tool, ToolContext, ToolError
+from skald_host.core.refusal import ToolRefusal
 
 MAX_TEXT = 20_000
 
@@ -119,7 +120,7 @@ async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
         try:
             job_id = await ctx.turn.schedule(prompt, every=every, timezone=timezone)
         except ValueError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolRefusal.of(exc) from None
         return "Scheduled, recurring:\n" + _describe(await ctx.turn.scheduled_prompts(), job_id)
     if "in_minutes" in args:
         minutes = args["in_minutes"]
@@ -138,7 +139,7 @@ async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
     try:
         job_id = await ctx.turn.schedule(prompt, due_utc)
     except ValueError as exc:  # a time in the past, say: the model reads why and can ask again
-        raise ToolError(str(exc)) from None
+        raise ToolRefusal.of(exc) from None
     # Told as the member reads it (their zone, to the minute), not as a UTC instant the
     # model would pass on: a member in Tokyo was told "15:16:51.117172Z".
     job = next((j for j in await ctx.turn.scheduled_prompts() if j["id"] == job_id), None)
@@ -185,7 +186,7 @@ async def change_scheduled_prompt(args: Mapping[str, Any], ctx: ToolContext) -> 
     try:
         job = await ctx.turn.change_scheduled_prompt(job_id, **changes)
     except ValueError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolRefusal.of(exc) from None
     return "Changed:\n" + _line(job)
 
 
@@ -195,7 +196,7 @@ async def delete_scheduled_prompt(args: Mapping[str, Any], ctx: ToolContext) -> 
     try:
         await ctx.turn.delete_scheduled_prompt(job_id)
     except ValueError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolRefusal.of(exc) from None
     return f"Deleted the scheduled prompt {job_id[:8]}."
 
 

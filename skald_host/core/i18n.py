@@ -24,6 +24,38 @@ T = TypeVar("T")
 PLURAL_CATEGORIES = ("zero", "one", "two", "few", "many", "other")
 
 
+def size_text(size: int, locale: str | None = None) -> str:
+    """A byte count as a person reads a limit ("256 MiB"), its number in ``locale``'s
+    format (Babel: "1,5 GiB" in German, not "1.5 GiB")."""
+    from babel import Locale, UnknownLocaleError
+    from babel.numbers import format_decimal
+
+    try:
+        cldr = Locale.parse(str(locale or FALLBACK_LOCALE).replace("_", "-"), sep="-")
+    except (UnknownLocaleError, ValueError, TypeError):
+        cldr = Locale(FALLBACK_LOCALE)
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{format_decimal(size / scale, format='0.#', locale=cldr)} {unit}"
+    return f"{format_decimal(size, format='0', locale=cldr)} B"
+
+
+#: A value ``<name>_bytes`` (a byte count) beside ``<name>`` (its text, "1.5 GiB"): the
+#: reader's language says it in its own number format (``sized``; the shell's
+#: ``errorString`` with ``formatSize``).
+BYTES_SUFFIX = "_bytes"
+
+
+def sized(values: Mapping[str, Any], locale: str | None) -> dict[str, Any]:
+    """``values`` with each ``<name>`` that has a ``<name>_bytes`` beside it said in
+    ``locale``'s number format (``size_text``)."""
+    out = dict(values)
+    for name, value in values.items():
+        if name.endswith(BYTES_SUFFIX) and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            out[name.removesuffix(BYTES_SUFFIX)] = size_text(value, locale)
+    return out
+
+
 def plural_form_of(key: str, english: Iterable[str] | Mapping[str, Any]) -> bool:
     """Whether ``key`` is one plural form (``<base>.<CLDR category>``) of a key ``english``
     has plural forms of (``<base>.one`` or ``<base>.other``): a language's own form
@@ -100,7 +132,7 @@ class Strings:
     def refusal(self, refused: Any, locale: str | None) -> str:
         """A coded refusal (an exception with ``code`` and ``values``: ``error.<code>`` of
         the core bundle) in ``locale``, for a channel, which shows text as it is."""
-        return self.translate(f"core.error.{refused.code}", locale, **(refused.values or {}))
+        return self.translate(f"core.error.{refused.code}", locale, **sized(refused.values or {}, locale))
 
     def reason(self, reason: Any, locale: str | None, *, admin: bool = True) -> str | None:
         """A message's stored reason (``{"code", "values"}``: a failed answer, a host's
@@ -116,7 +148,7 @@ class Strings:
             return None
         if not admin and self.lookup(f"{key}.member", locale) is not None:
             key = f"{key}.member"
-        return self.translate(key, locale, **values)
+        return self.translate(key, locale, **sized(values, locale))
 
     def shipped(self, key: str, text: str, locale: str | None) -> str:
         """``text`` in ``locale`` when it is still the English the project shipped under

@@ -174,8 +174,8 @@ async def test_a_page_outside_the_shell_uploads_a_file_with_the_kit_and_reads_re
     }
     assert {k: result["photo"][k] for k in ("name", "type", "size", "method")} == {"name": "bild.png", "type": "image/png", "size": 4, "method": "PUT"}
     assert result["tooLarge"] == {
-        "name": "KitError", "message": "Die Datei ist größer als die Upload-Grenze von 1 KiB.", "status": 413,
-        "code": "upload_too_large", "values": {"limit": 1024, "size": "1 KiB"},
+        "name": "KitError", "message": "Die Datei ist größer als die Upload-Grenze von 1,0 KiB.", "status": 413,
+        "code": "upload_too_large", "values": {"limit": 1024, "size": "1 KiB", "size_bytes": 1024},
     }
     assert result["notAFile"]["name"] == "TypeError"
     # A GET carries no body: said so, not "the server cannot be reached" (second plugin-author probe).

@@ -130,8 +130,8 @@ async def test_the_status_tells_a_key_no_language_has_from_one_only_english_lack
     await page.goto("/#settings")
     block = page.locator(".status-block")
 
-    await expect(block.locator("details summary").filter(has_text="exist in no language")).to_have_text(
-        "1 interface text(s) that plugins use exist in no language; every reader sees the text the plugin gave with them instead."
+    await expect(block.locator("details summary").filter(has_text="in no language")).to_have_text(
+        "1 interface text that plugins use exists in no language; every reader sees the text the plugin gave with it instead."
     )
     await expect(block.locator("details summary").filter(has_text="only in other languages")).to_have_count(0)
     await expect(block.locator("details code")).to_have_text(["untranslated.error.bad_key"])

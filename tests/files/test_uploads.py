@@ -238,7 +238,7 @@ async def test_an_upload_over_the_limit_is_refused_with_the_limit_named(files):
     limit = files.core.settings.files.upload_max_bytes
     response = await upload(files.alice, cid, "huge.bin", b"h" * (limit + 1))
     assert response.status_code == 413
-    assert (response.json()["code"], response.json()["values"]) == ("upload_too_large", {"limit": limit, "size": "256 KiB"})
+    assert (response.json()["code"], response.json()["values"]) == ("upload_too_large", {"limit": limit, "size": "256 KiB", "size_bytes": limit})
     for locale, words in (("en", "upload limit of 256 KiB"), ("de", "Upload-Grenze von 256 KiB")):
         text = files.core.strings.lookup("core.error.upload_too_large", locale).format(**response.json()["values"])
         assert words in text, text
@@ -248,6 +248,30 @@ def test_a_limit_reads_in_the_largest_whole_unit():
     from skald_host.web.routes.files import size_text
 
     assert [size_text(n) for n in (512, 256 * 1024, 256 * 1024**2, 1536 * 1024**2)] == ["512 B", "256 KiB", "256 MiB", "1.5 GiB"]
+    assert size_text(1536 * 1024**2, "de") == "1,5 GiB"  # the reader's decimal comma
+
+
+def test_a_size_in_a_refusal_reads_in_the_readers_number_format(files):
+    """A German reader read "größer als die Upload-Grenze von 1.5 GiB", an English
+    decimal point (German-member probe): the refusal carries the byte count beside the
+    text (``size_bytes``, ``left_bytes``), and the reader's language says it in its own
+    format, here as in the shell (``errorString`` with ``formatSize``)."""
+    from skald_host.core.files.service import UploadTooLarge
+    from skald_host.core.refusal import Refusal
+    from skald_host.web.routes.files import _files_error, upload_too_large
+
+    strings, limit = files.core.strings, 1536 * 1024**2
+    refused = upload_too_large(limit)
+    assert refused.values == {"limit": limit, "size": "1.5 GiB", "size_bytes": limit}
+    said = strings.reason({"code": "upload_too_large", "values": refused.values}, "de")
+    assert said == "Die Datei ist größer als die Upload-Grenze von 1,5 GiB.", said
+    assert strings.reason({"code": "upload_too_large", "values": refused.values}, "en").endswith("upload limit of 1.5 GiB.")
+    # A channel words a refusal so too (``strings.refusal``).
+    assert "1,5 GiB" in strings.refusal(Refusal("too large", code="upload_too_large", **refused.values), "de")
+
+    answer = _files_error(UploadTooLarge("the home is full", left=1536 * 1024))
+    assert answer.values == {"left": "1.5 MiB", "left_bytes": 1536 * 1024}
+    assert "nur noch 1,5 MiB frei" in strings.reason({"code": "home_full", "values": answer.values}, "de")
 
 
 async def test_an_upload_that_does_not_fit_the_home_says_how_much_room_is_left(skald):

@@ -64,7 +64,7 @@ async def start(skald: Any) -> tuple[Any, Any]:
 
 def refused_as_an_upload(answer: dict[str, Any]) -> None:
     assert answer["code"] == "upload_too_large", answer
-    assert answer["values"] == {"limit": UPLOAD_LIMIT, "size": "256 KiB"}, answer
+    assert answer["values"] == {"limit": UPLOAD_LIMIT, "size": "256 KiB", "size_bytes": UPLOAD_LIMIT}, answer
     assert "256 KiB" in answer["error"]
 
 

@@ -82,6 +82,28 @@ export function t(key, values = {}) {
   return text.replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
 }
 
+/** A size in the reader's number format ("901,1 KiB" in German). */
+export function formatSize(bytes) {
+  if (bytes == null) return "";
+  const number = (value, digits) => value.toLocaleString(document.documentElement.lang || undefined, { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  if (bytes < 1024) return `${number(bytes, 0)} B`;
+  if (bytes < 1024 * 1024) return `${number(bytes / 1024, 1)} KiB`;
+  if (bytes < 1024 ** 3) return `${number(bytes / 1024 / 1024, 1)} MiB`;
+  return `${number(bytes / 1024 ** 3, 2)} GiB`;
+}
+
+/** `values` with each `<name>` that has a byte count `<name>_bytes` beside it (a limit,
+ * "1.5 GiB" as the server words it in English) said by formatSize in the reader's number
+ * format, as every size the shell shows ("1,50 GiB"); the server's own readers word it
+ * alike (skald_host/core/i18n.py `sized`). */
+function sized(values) {
+  const out = { ...values };
+  for (const [name, value] of Object.entries(values)) {
+    if (name.endsWith("_bytes") && Number.isInteger(value) && value >= 0) out[name.slice(0, -"_bytes".length)] = formatSize(value);
+  }
+  return out;
+}
+
 /** The reader's words for an API error code ({"code": "password_too_short",
  * "values": {...}}), or null when there are none (then show the server's message).
  * `admin: false`: the reader cannot fix the cause (a provider's address), so a code's
@@ -91,7 +113,7 @@ export function t(key, values = {}) {
  * the reader to do the arithmetic. */
 export function errorString(code, values = {}, { admin = true } = {}) {
   if (!code || !(`core.error.${code}` in strings)) return null;
-  values = values || {};
+  values = sized(values || {});
   if (!admin && `core.error.${code}.member` in strings) return t(`error.${code}.member`, values);
   const seconds = Number(values.seconds);
   if (seconds >= 60 && `core.error.${code}.minutes.other` in strings) {

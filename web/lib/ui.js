@@ -1,7 +1,7 @@
 // Small building blocks shared by the pages: headers, cards, status lines,
 // confirmation dialogs and the error text of a failed request.
 import { el, uid } from "./dom.js";
-import { errorString, t } from "./i18n.js";
+import { errorString, formatSize, t } from "./i18n.js";
 
 export function pageHeader(title, intro) {
   return el("header", { class: "page-header" }, el("h1", { text: title }), intro ? el("p", { class: "intro", text: intro }) : null);
@@ -215,18 +215,34 @@ export function confirmDialog({ title, message, confirmLabel, cancelLabel = t("c
   });
 }
 
+// The shell's one date format: the reader's language's medium style ("06.12.2026,
+// 16:19:14" and "06.12.2026" in German, "Dec 6, 2026, 4:19:14 PM" in English), as the
+// Markdown export dates itself (Babel's medium format). Made once per language and zone.
+const dateFormats = new Map();
+function dateFormat(withTime, timeZone) {
+  const locale = document.documentElement.lang || undefined;
+  const id = `${locale}|${withTime}|${timeZone || ""}`;
+  if (!dateFormats.has(id)) {
+    dateFormats.set(id, new Intl.DateTimeFormat(locale, { dateStyle: "medium", ...(withTime ? { timeStyle: "medium" } : {}), ...(timeZone ? { timeZone } : {}) }));
+  }
+  return dateFormats.get(id);
+}
+
+/** A moment (an ISO time, a Date) with its time, in the reader's format. */
 export function formatDate(value) {
   if (!value) return "—";
   const date = new Date(value);
-  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString(document.documentElement.lang || undefined);
+  return Number.isNaN(date.getTime()) ? String(value) : dateFormat(true).format(date);
 }
 
-/** A size in the reader's number format ("901,1 KiB" in German). */
-export function formatSize(bytes) {
-  if (bytes == null) return "";
-  const number = (value, digits) => value.toLocaleString(document.documentElement.lang || undefined, { minimumFractionDigits: digits, maximumFractionDigits: digits });
-  if (bytes < 1024) return `${number(bytes, 0)} B`;
-  if (bytes < 1024 * 1024) return `${number(bytes / 1024, 1)} KiB`;
-  if (bytes < 1024 ** 3) return `${number(bytes / 1024 / 1024, 1)} MiB`;
-  return `${number(bytes / 1024 ** 3, 2)} GiB`;
+/** A day without its time, in the same format as `formatDate`; `timeZone` the zone it
+ * is read in ("UTC" for a YYYY-MM-DD day the server counts in UTC). */
+export function formatDay(value, { timeZone } = {}) {
+  if (!value) return "—";
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? String(value) : dateFormat(false, timeZone).format(date);
 }
+
+// A size in the reader's number format ("901,1 KiB" in German): in i18n.js, where
+// errorString says a refusal's sizes with it too.
+export { formatSize };

@@ -8,8 +8,8 @@
 import { api } from "../lib/api.js";
 import { may as mayDo } from "../lib/capabilities.js";
 import { el, link } from "../lib/dom.js";
-import { t } from "../lib/i18n.js";
-import { busy, button, confirmDialog, errorText, field, formatDate, notice, pageHeader, section, statusLine } from "../lib/ui.js";
+import { currentLocale, t } from "../lib/i18n.js";
+import { busy, button, confirmDialog, errorText, field, formatDate, formatSize, notice, pageHeader, section, statusLine } from "../lib/ui.js";
 
 const TABS = [
   { id: "mine", root: "user-memory", label: "memory.tab_mine" },
@@ -87,12 +87,30 @@ function searchForm(tab, ctx, query, status) {
   return form;
 }
 
+/** Notes in the reader's alphabetical order ("apfel.md", "Äpfel.md", "ärger.md",
+ * "Birne.md", "Öl.md" in German; the server's list is by code point, capitals and
+ * umlauts apart), a folder's notes together: compared name by name along the path,
+ * numbers as numbers ("note 2" before "note 10"). Sorted here, where the reader's
+ * language is: the server has no collation for it (Babel has none, SQLite's is binary). */
+function byReadersOrder(rows) {
+  const collator = new Intl.Collator(currentLocale(), { numeric: true });
+  const compare = (a, b) => {
+    const left = a.split("/"), right = b.split("/");
+    for (let i = 0; i < Math.min(left.length, right.length); i += 1) {
+      const order = collator.compare(left[i], right[i]) || (left[i] < right[i] ? -1 : left[i] > right[i] ? 1 : 0);
+      if (order) return order;
+    }
+    return left.length - right.length;
+  };
+  return [...rows].sort((a, b) => compare(a.key, b.key));
+}
+
 async function listSection(tab, ctx, query, status) {
   const response = query
     ? await api("GET", `/api/memory/${tab.root}/search?${new URLSearchParams({ q: query })}`)
     : await api("GET", notesApi(tab.root));
   if (!response.ok) return section(null, notice("error", errorText(response)));
-  const rows = query ? response.data.hits : response.data.notes;
+  const rows = query ? response.data.hits : byReadersOrder(response.data.notes);  // hits: best first
   // What a search found, said under the search box (where the focus stays) once the page
   // is in place: a live region filled before it is shown is not read out.
   if (query) requestAnimationFrame(() => status.ok(rows.length ? t("memory.hits", { count: rows.length, query }) : t("memory.no_hits_for", { query })));
@@ -101,7 +119,7 @@ async function listSection(tab, ctx, query, status) {
     link(route(tab.id, { key: row.key }), row.key),
     query
       ? el("p", { class: "muted", text: row.snippet })
-      : el("span", { class: "muted", text: ` · ${formatDate(row.updated_at)} · ${t("memory.size", { size: row.size })}` })));
+      : el("span", { class: "muted", text: ` · ${formatDate(row.updated_at)} · ${formatSize(row.size)}` })));
   return section(query ? t("memory.results", { query }) : null, el("ul", { class: "plain", "data-testid": "memory-list" }, ...items));
 }
 

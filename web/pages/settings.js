@@ -59,7 +59,7 @@ export async function backupsBlock() {
     const response = await api("GET", "/api/admin/backups");
     if (!response.ok) { body.replaceChildren(notice("error", errorText(response))); return; }
     const { dir, every_hours: every, keep, backups } = response.data;
-    const schedule = every > 0 ? t("backups.schedule", { hours: every, keep }) : t("backups.no_schedule");
+    const schedule = every > 0 ? t("backups.schedule", { count: every, keep }) : t("backups.no_schedule");
     body.replaceChildren(
       el("p", { class: "hint", text: t("backups.where", { dir }) }),
       el("p", { class: "hint", text: schedule }),

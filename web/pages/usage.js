@@ -5,7 +5,7 @@
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
-import { busy, button, clearFieldErrors, errorText, field, formatDate, notice, pageHeader, section, showFormError, statusLine } from "../lib/ui.js";
+import { busy, button, clearFieldErrors, errorText, field, formatDate, formatDay, notice, pageHeader, section, showFormError, statusLine } from "../lib/ui.js";
 
 const PAGE = 50;
 /** Statuses the host writes (skald_host/core/agent/runtime.py); another shows as written. */
@@ -15,7 +15,7 @@ const lang = () => document.documentElement.lang || undefined;
 const number = (value) => (value == null ? "—" : Number(value).toLocaleString(lang()));
 const duration = (value) => (value == null ? "—" : t("usage.ms", { value: number(value) }));
 /** A period's day (YYYY-MM-DD, a UTC day) in the reader's date format. */
-const day = (iso) => new Date(`${iso}T00:00:00Z`).toLocaleDateString(lang(), { timeZone: "UTC", dateStyle: "medium" });
+const day = (iso) => formatDay(`${iso}T00:00:00Z`, { timeZone: "UTC" });
 const period = (data) => ({ since: day(data.since), until: day(data.until) });
 
 function statusName(status) {

@@ -426,7 +426,7 @@ def _markdown_export(
             lines += [say("export.attachments"), ""]
             lines += [f"- {code(str(a.get('name') or ''))} ({code(str(a.get('path') or ''))})" for a in files] + [""]
         for call in message.get("tool_calls") or ():
-            arguments = call.get("arguments") or "{}"
+            arguments = readable_json(call.get("arguments") or "{}")
             lines += [say("export.tool_call", name=f"`{call['name']}`", status=state("chat.tool", call["status"])), "",
                       fence(arguments) + "json", arguments, fence(arguments), ""]
             result = call_result(call, strings, locale, admin=admin)
@@ -478,6 +478,18 @@ def call_result(call: dict, strings: Any, locale: str, *, admin: bool = True) ->
         if exit:
             said = strings.translate("core.chat.exit_code", locale, code=exit[1]) + stored[exit.end():]
     return said or stored
+
+
+def readable_json(text: str) -> str:
+    """A call's arguments as the model wrote them, with its ``\\u`` escapes read
+    (``{"task": "Prüfe"}``, not ``"Pr\\u00fcfe"``): decoded and written again as they
+    were otherwise (``ensure_ascii=False``); text that is no JSON stays as it is."""
+    try:
+        readable = json.dumps(json.loads(text), ensure_ascii=False)
+        readable.encode("utf-8")  # a lone surrogate ("\\ud800") stays escaped
+        return readable
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return text
 
 
 def fence(text: str) -> str:

@@ -40,6 +40,7 @@ from skald_host.core.files.ops import MemberFiles, OpenFile
 from skald_host.core.files.paths import PathRefused
 from skald_host.core.files.service import FileError, UploadTooLarge
 from skald_host.core.files.sniff import IMAGE_TYPES, TEXT
+from skald_host.core.i18n import size_text
 from skald_host.core.identity.users import OwnerDatabaseUnavailable
 from skald_host.core.memory.notes import NoteAccessDenied, NoteError
 from skald_host.web.auth import PLUGIN_PREFIX, current_principal, requires
@@ -168,20 +169,13 @@ def plugin_upload_refusal() -> ApiError | None:
     return None
 
 
-def size_text(size: int) -> str:
-    """A byte count as a person reads a limit ("256 MiB"): the refusal names it."""
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= scale:
-            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{size} B"
-
-
 def upload_too_large(limit: int) -> ApiError:
     """The one refusal of an upload over the cap, chat or project: with the cap in the
     values, since "too large" alone leaves the member guessing how large may be."""
     return ApiError(
         413, f"the file is larger than the upload limit of {limit} bytes ({size_text(limit)})",
-        code="upload_too_large", values={"limit": limit, "size": size_text(limit)},
+        # size_bytes: the reader's language says the size in its number format ("1,5 GiB").
+        code="upload_too_large", values={"limit": limit, "size": size_text(limit), "size_bytes": limit},
     )
 
 
@@ -190,7 +184,7 @@ def _files_error(exc: Exception) -> ApiError:
     if isinstance(exc, UploadTooLarge):
         if exc.limit is not None:
             return upload_too_large(exc.limit)
-        return ApiError(413, message, code="home_full", values={"left": size_text(exc.left)})
+        return ApiError(413, message, code="home_full", values={"left": size_text(exc.left), "left_bytes": exc.left})
     if isinstance(exc, (FileNotFoundError,)):
         return ApiError(404, "no such file", code="file_not_found")
     if isinstance(exc, NoteAccessDenied):

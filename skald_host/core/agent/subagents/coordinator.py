@@ -41,6 +41,7 @@ from skald_host.core.agent.subagents.runs import (
 from skald_host.core.agent.kernel import NOT_JOINED, Abandoned, Ending, FrameFailed, Pending
 from skald_host.core.agent.store import Frame, insert_trigger, reason_json
 from skald_host.core.faults import crash_point
+from skald_host.core.refusal import ToolRefusal
 
 if TYPE_CHECKING:
     from skald_host.core.agent.kernel import Scope
@@ -657,7 +658,8 @@ class SubagentCoordinator:
                 row = await self.store.run(accepted.run_id)
                 if row and row["status"] == "completed":
                     return clip_result(row["result"] or "", ctx.limits["max_result_chars"], accepted.run_id)
-                raise ToolError(f"the run {accepted.run_id} ended {row['status'] if row else 'unknown'}: {row['error'] if row else ''}")
+                raise ToolRefusal(f"the run {accepted.run_id} ended {row['status'] if row else 'unknown'}: {row['error'] if row else ''}",
+                                  code="agent_run_ended", run=accepted.run_id, status=row["status"] if row else "unknown", error=row["error"] if row else "")
             execution_id = await self.store.new_attempt(accepted.run_id)
             if execution_id is None:
                 raise ToolError("the run ended meanwhile")
@@ -806,7 +808,8 @@ class SubagentCoordinator:
             reason = reason_json(exc.code, exc.values)
             if await self.store.commit_terminal(ctx.run_id, ctx.execution_id, "failed", error=error, frame_status="failed", reason=reason):
                 self._after_terminal(sub, definition, ctx, "failed", code=exc.code, values=exc.values, **await self._failed_answer(sub))
-            raise ToolError(f"the run {ctx.run_id} of agent {definition.id} failed: {error}") from None
+            raise ToolRefusal(f"the run {ctx.run_id} of agent {definition.id} failed: {error}", code="agent_run_failed", run=ctx.run_id,
+                              agent=definition.id, error=error) from None
         except Exception as exc:
             if ending.joined:
                 raise
