@@ -120,3 +120,41 @@ async def test_a_snippet_shows_the_words_of_a_markdown_answer_not_its_syntax(cha
     [hit] = await search(alice, "fenced")
     assert "print(fenced) echoed tilde" in hit["snippet"], hit["snippet"]
     assert "python" not in hit["snippet"] and "`" not in hit["snippet"] and "~" not in hit["snippet"], hit["snippet"]
+
+
+async def test_a_send_is_acknowledged_while_a_search_is_running(chat, monkeypatch):
+    """A search reads beside the member's writes (the file's reader connection), with
+    nothing to index by then (each message is indexed by the commit that finishes it):
+    a scale probe saw a send wait ~400 ms, up to 1.7 s, behind another tab's searches,
+    each a write transaction on the file's one thread."""
+    import asyncio
+    import threading
+
+    from skald_host.core.agent import store as store_module
+
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.responder = lambda request: Reply("Rhubarb wants a sunny spot.")
+    entered, release = threading.Event(), threading.Event()
+    fold = store_module.search_form
+
+    def held_fold(text: str) -> str:  # the search's own read, held open until released
+        entered.set()
+        assert release.wait(60)
+        return fold(text)
+
+    async with ChatSocket(alice) as sock:
+        garden = await new_conversation(alice)
+        await sock.send(garden, "What should I plant in the garden?")
+        await sock.turn(garden)
+        monkeypatch.setattr(store_module, "search_form", held_fold)
+        searching = asyncio.ensure_future(search(alice, "rhubarb"))
+        try:
+            assert await asyncio.to_thread(entered.wait, 30), "the search never started"
+            ack = await sock.send(garden, "And tomatoes?")  # waits for the ack, not for the search
+            assert ack["type"] == "ack" and not searching.done(), ack
+        finally:
+            release.set()
+        monkeypatch.undo()
+        assert [c["id"] for c in await searching] == [garden]
+        await sock.turn(garden)

@@ -1091,10 +1091,13 @@ class MemberRuntime:
                         self.member_id, len(given_up), RESUME_LIMIT + 1)
         await self.store.remember_keys()
         resumed = []
-        for conversation in await self.store.conversations(limit=10_000):
-            if await self._needs_work(conversation["id"]):
-                resumed.append(conversation["id"])
-                self.drive(conversation["id"])
+        # Only those the database names as maybe unfinished (one read, no limit: a
+        # member's 10,001st conversation is resumed too) are read further; checking
+        # each conversation took 1-1.6 s at 3,000 of them, one of 5,000 messages.
+        for conversation_id in await self.store.conversations_to_resume():
+            if await self._needs_work(conversation_id):
+                resumed.append(conversation_id)
+                self.drive(conversation_id)
         if resumed:
             # An answer cut mid-stream is asked for again: a second model request for
             # the message, said in the log as in the conversation (a provider bills it).

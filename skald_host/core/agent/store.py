@@ -253,6 +253,7 @@ class ConversationStore:
 
         def write(conn: Any) -> tuple[T, list[Row]]:
             result, message_ids = fn(conn)
+            _index_messages(conn, message_ids)  # in the commit that finishes them (search reads only)
             return result, _reread(conn, message_ids)
 
         result, rows = await self._carrying(write)
@@ -354,7 +355,6 @@ class ConversationStore:
                     f"SELECT * FROM conversations WHERE ephemeral = 0{keyset} ORDER BY updated_at DESC, id DESC LIMIT ?",
                     (*keys, limit),
                 )]
-            _index_finished_messages(conn)
             # The title folded as the words below are (case, accents, "ß" as "ss"); SQLite's
             # LIKE folds the case of ASCII letters only ("käse" missed "Käsekuchen").
             conn.create_function("search_form", 1, search_form, deterministic=True)
@@ -415,7 +415,49 @@ class ConversationStore:
                 found.append(row | {"snippet": plain_words(snippet[0]) if snippet else "", "snippet_in_earlier_version": earlier})
             return found
 
-        return await (self.db.transaction(read) if search else self.db.run(read))
+        if not search:
+            return await self.db.run(read)
+        await self.index_finished_messages()
+        # A read beside the file's writes (the reader connection): a search over thousands
+        # of conversations must not hold up a message's send queued behind it.
+        return await self.db.read(read)
+
+    async def index_finished_messages(self) -> None:
+        """Put into the search index the finished messages that are not in it yet: most
+        are indexed by the commit that wrote them (``_write_rows``); what else finished
+        them (a stop, a crash's recovery, an inbox drained) is caught up here, before a
+        search, asked by a read and written in small transactions (``INDEX_BATCH`` rows
+        each), so that a send waits behind one batch at most, never a whole backlog."""
+        while await self.db.read(_has_unindexed):
+            if await self.db.transaction(_index_finished_batch) < INDEX_BATCH:
+                return
+
+    async def conversations_to_resume(self) -> list[str]:
+        """Every listed conversation that may have something to resume, newest first, in
+        one read (recovery after each unlock): an open sub-agent frame, a queued message,
+        or a root frame whose last message (as ``history`` ends: no note, the version on
+        screen) is the member's, an interrupted answer or one with an unfinished call.
+        A superset of those that do (the runtime decides on each, reading only these);
+        no limit, so none is skipped however many conversations a member has. Each test
+        is a lookup in an index (``messages_frame`` from the end, ``tool_calls_message``)
+        or in a list read once (the open sub-agent frames, the inbox's few rows)."""
+        terminal = json.dumps(sorted(TERMINAL_CALL_STATES))
+
+        def read(conn: Any) -> list[str]:
+            return [r[0] for r in conn.execute(
+                "SELECT c.id FROM conversations c JOIN frames f ON f.conversation_id = c.id AND f.depth = 0"
+                " WHERE c.ephemeral = 0 AND ("
+                "  c.id IN (SELECT s.conversation_id FROM frames s WHERE s.depth > 0 AND s.status = 'open')"
+                "  OR c.id IN (SELECT i.conversation_id FROM inbox i)"
+                "  OR EXISTS (SELECT 1 FROM messages m WHERE m.id = ("
+                "   SELECT l.id FROM messages l WHERE l.frame_id = f.id AND l.role != 'note' AND l.variant = 0 ORDER BY l.id DESC LIMIT 1)"
+                "   AND (m.role = 'user' OR (m.role = 'assistant' AND (m.status = 'interrupted' OR EXISTS ("
+                "    SELECT 1 FROM tool_calls t WHERE t.message_id = m.id AND t.status NOT IN (SELECT value FROM json_each(?))))))))"
+                " ORDER BY c.updated_at DESC, c.id DESC",
+                (terminal,),
+            )]
+
+        return await self.db.run(read)
 
     async def chosen_model(self, conversation_id: str) -> str | None:
         """The model the member picked for the conversation (None: the agent's), kept in
@@ -535,6 +577,7 @@ class ConversationStore:
             written = [_insert_user_message(conn, frame, task, None)]
             if placeholder_model:
                 written.append(_insert_placeholder(conn, frame, placeholder_model))
+            _index_messages(conn, written)
             return frame, _reread(conn, written)
 
         return write
@@ -803,6 +846,7 @@ class ConversationStore:
         def write(conn: Any) -> tuple[list[str], list[Row]]:
             ids = _finish_assistant(conn, message_id, content, reasoning, model, "complete", (), request_log, 0, model_id=model_id)
             also(conn, ids)
+            _index_messages(conn, [message_id])
             return ids, _reread(conn, [message_id])
 
         submitted = self._carrying_queued(write)
@@ -1521,14 +1565,40 @@ def _insert_payload(conn: Any, request_id: str, conversation_id: str, request: s
     )
 
 
-def _index_finished_messages(conn: Any) -> None:
-    """Put the messages finished since the last search into the search index (their
-    text no longer changes once they stopped streaming)."""
+#: The rows one catch-up transaction of the search index writes (``index_finished_messages``).
+INDEX_BATCH = 200
+
+
+def _index_messages(conn: Any, message_ids: Sequence[int]) -> None:
+    """Put those of ``message_ids`` that are finished into the search index, in the
+    caller's transaction (their text no longer changes once they stopped streaming; a
+    streaming row is indexed by the commit that finishes it). Notes, summaries,
+    continuation triggers and empty rows are only marked: search never shows them."""
+    if not message_ids:
+        return
+    marks = ",".join("?" * len(message_ids))
     conn.execute(
         "INSERT INTO messages_fts (rowid, content, conversation_id) SELECT id, content, conversation_id FROM messages"
-        " WHERE indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant') AND content != '' AND origin IS NULL"
+        f" WHERE id IN ({marks}) AND indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant')"
+        " AND content != '' AND origin IS NULL",
+        tuple(message_ids),
     )
-    conn.execute("UPDATE messages SET indexed = 1 WHERE indexed = 0 AND status != 'streaming'")
+    conn.execute(f"UPDATE messages SET indexed = 1 WHERE id IN ({marks}) AND indexed = 0 AND status != 'streaming'", tuple(message_ids))
+
+
+def _has_unindexed(conn: Any) -> bool:
+    """Whether a finished message waits for the search index (``messages_unindexed``:
+    only those and the few streaming rows are in it)."""
+    return conn.execute("SELECT 1 FROM messages WHERE indexed = 0 AND status != 'streaming' LIMIT 1").fetchone() is not None
+
+
+def _index_finished_batch(conn: Any) -> int:
+    """Index up to ``INDEX_BATCH`` finished messages not in the search index yet; how many."""
+    ids = [r[0] for r in conn.execute(
+        "SELECT id FROM messages WHERE indexed = 0 AND status != 'streaming' ORDER BY id LIMIT ?", (INDEX_BATCH,)
+    )]
+    _index_messages(conn, ids)
+    return len(ids)
 
 
 def fts_words(text: str) -> list[str]:

@@ -720,7 +720,8 @@ class UserManager:
             if dek is not None and self.reset_path(member_id).exists():
                 await self._finish_reset(member_id, dek)
             try:
-                db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
+                # ``reader``: a member's searches read beside their writes (``ConversationStore.conversations``).
+                db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True, reader=True)
             except DatabaseMissing:
                 log.error("member %s: private database file is missing", member_id)
                 raise OwnerDatabaseUnavailable(
