@@ -100,7 +100,8 @@ async def new_conversation(client: SkaldClient, agent: str | None = None, title:
 
 
 async def conversation(client: SkaldClient, conversation_id: str) -> dict[str, Any]:
-    response = await client.get(f"/api/conversations/{conversation_id}")
+    """The whole conversation (``all=1``): the tests check every row, not the page's part."""
+    response = await client.get(f"/api/conversations/{conversation_id}?all=1")
     assert response.status_code == 200, response.text
     return response.json()
 

@@ -131,6 +131,7 @@ FEWER_CASES = {("/api/auth/login", "POST"): 100}
 QUERY_ROUTES: dict[str, tuple[str, ...]] = {
     "/api/admin/usage": ("since", "until", "before", "limit"),
     "/api/conversations": ("search", "before"),
+    "/api/conversations/<conversation_id>": ("all", "limit", "before", "after", "around", "find", "snippet"),
 }
 #: Each known parameter is sent with each of these (raw, already percent-encoded).
 ODD_QUERY_VALUES = [
@@ -330,9 +331,14 @@ def query_strings(names: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("rule", list(QUERY_ROUTES))
 async def test_generated_query_strings_get_an_answer_or_a_400_never_a_500(fuzz, rule):
-    host, admin, _ = fuzz
+    host, admin, ids = fuzz
+    if "<conversation_id>" in rule:  # its own: the bodies fuzzed before may have deleted the shared one
+        created = await admin.post("/api/conversations", json={})
+        assert created.status_code == 201, created.text
+        ids = {**ids, "conversation_id": created.json()["id"]}
+    path = fill(rule, **ids)
     for query in query_strings(QUERY_ROUTES[rule]):
-        response = await admin.get(f"{rule}?{query}")
+        response = await admin.get(f"{path}?{query}")
         assert response.status_code in (200, 400), f"GET {rule}?{query[:200]}: {response.status_code} {response.text[:300]}"
         assert_well_formed_error(response, f"GET {rule}?{query[:200]}")
         if response.status_code == 400:

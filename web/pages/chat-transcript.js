@@ -237,7 +237,7 @@ function cutBeforeAWord(message) {
     && !message.reasoning && !(message.tool_calls || []).length;
 }
 
-function branchesOf(messages) {
+function branchesOf(messages, base = 0) {
   const shown = messages.filter((m) => !m.variant);
   const starts = new Map(); // branch point → variant → its first row id
   for (const m of messages) {
@@ -249,7 +249,8 @@ function branchesOf(messages) {
   }
   const branches = new Map();
   for (const [point, variants] of starts) {
-    if (point && !shown.some((m) => m.id === point)) continue; // it branches off a version not shown
+    // It branches off a version not shown (`base`: the row before the part read, shown).
+    if (point && point !== base && !shown.some((m) => m.id === point)) continue;
     // Not an answer a crash cut before its first word, nor a note: neither is drawn,
     // and the switcher went with it (a regenerate killed at once lost its versions).
     const first = shown.find((m) => m.id > point && !cutBeforeAWord(m) && m.role !== "note");
@@ -320,8 +321,16 @@ export class Transcript {
     // reader is (the view does not move), and says nothing (they are not news).
     this.earlier = el("div", { class: "earlier-messages", hidden: true },
       button(t("chat.earlier_messages"), { kind: "small", onClick: () => this.showEarlier() }));
-    this.node.append(this.earlier, this.list);
+    // Below the rows drawn while the newer ones are not (a search result's part of the
+    // conversation, or a reload of the part the reader was in): reads the part after them.
+    this.later = el("div", { class: "later-messages", hidden: true },
+      button(t("chat.later_messages"), { kind: "small", onClick: () => this.showLater() }));
+    this.node.append(this.earlier, this.list, this.later);
     this.drawn = null; // what the last load drew from: {messages, branches, rootCalls, approvals, turnStart}
+    // Which part of the conversation the host gave (GET /api/conversations/<id> `part`):
+    // its rows are `all`; `earlier`/`later` read the parts next to it.
+    this.part = { complete: true, base: 0, earlier: null, later: null, found: null };
+    this.all = [];
     this.from = 0; // the index (in drawn.messages) of the oldest row on screen
     this.followPending = false;
     this.openDetails = new Set(); // reasoning blocks and tool cards the member opened
@@ -400,9 +409,10 @@ export class Transcript {
       const holding = nodes.filter((node) => { const text = searchForm(node.textContent); return wanted.every((word) => starts(text, word)); });
       return holding.find((n) => core && searchForm(n.textContent).includes(core)) || holding[0];
     };
-    let node = find();
-    // Not among the rows drawn: the earlier ones may hold it (the earliest match is wanted).
-    if (this.from > 0) { this.showEarlier({ all: true, quietFocus: true }); node = find(); }
+    // The host read the part around the message it found (part.found): that one, drawn
+    // with its part; never the whole conversation drawn to look for it (a long one froze the tab).
+    const found = this.part.found != null ? this.list.querySelector(`.msg[data-message-id="${Number(this.part.found)}"]`) : null;
+    const node = found || find();
     if (!node) return false;
     this.stick = false;
     node.tabIndex = -1;
@@ -437,13 +447,61 @@ export class Transcript {
   load(data, unacknowledged = []) {
     this.redrawQuietly();
     const wasStuck = this.stick || !this.list.childElementCount;
-    const drewFrom = this.drawn ? this.from : null; // a reload keeps the earlier rows the reader had drawn
     this.reset();
     this.loads += 1;
     this.held = new Map(); // until restoreSubagents: the sub-agents' boxes are not back yet
     this.running = Boolean(data.running);
     const all = data.messages || [];
-    const branches = branchesOf(all);
+    this.part = { complete: true, base: 0, earlier: null, later: null, found: null, ...(data.part || {}) };
+    this.all = all;
+    this.prepare(data.resolved_approvals || []);
+    const { messages, turnStart } = this.drawn;
+    // The newest rows, and the running turn whole; the earlier ones when asked for
+    // (showEarlier). Never more: a reload (a reconnect, Regenerate, an edit, a version
+    // flip) draws again a bounded part, not every row the reader had drawn before it. A
+    // part that is not the newest (a search result's, the reader's place) is drawn whole:
+    // the host keeps it about a screen's rows.
+    let from = this.windowed() ? 0 : Math.max(0, messages.length - ROWS_AT_ONCE);
+    if (this.running && turnStart >= 0 && !this.windowed()) from = Math.min(from, turnStart);
+    this.from = from;
+    this.drawRows(from, messages.length, null);
+    for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
+    for (const question of data.questions || []) this.questionAsked(question, { quiet: true });
+    const drawn = new Map(); // idempotency key → the bubble this read drew for it
+    for (const message of all) { // an earlier version is stored too, only not drawn (null)
+      if (message.role === "user" && message.idempotency_key) drawn.set(message.idempotency_key, this.messages.get(Number(message.id))?.bubble || null);
+    }
+    // Queued and unsent messages go after the newest row: not below a part before it.
+    for (const queued of this.windowed() ? [] : data.queued || []) {
+      const bubble = this.userBubble(queued.content, { state: "queued", attachments: attachmentsOf(queued.attachments) });
+      this.list.append(bubble.node);
+      if (queued.idempotency_key) drawn.set(queued.idempotency_key, bubble);
+    }
+    // A message still in the outbox may be stored already, its ack on the way: then this
+    // read drew it (stored or queued), and that bubble is the one its ack confirms.
+    for (const item of this.windowed() ? [] : unacknowledged) {
+      const copy = drawn.get(item.idempotency_key);
+      if (copy) { copy.key = item.idempotency_key; this.pending.set(item.idempotency_key, copy); }
+      else if (copy === undefined) this.addPending(item, { quiet: true });
+    }
+    this.pruneRetry();
+    this.placeActivity();
+    this.placeTurnActions();
+    this.earlier.hidden = this.from <= 0 && this.part.earlier == null;
+    this.later.hidden = !this.windowed();
+    this.stick = wasStuck && !this.windowed();
+    this.follow(this.stick);
+  }
+
+  /** Whether the rows read are a part before the newest (the newer ones not read). */
+  windowed() {
+    return this.part.later != null;
+  }
+
+  /** The rows to draw (drawn.messages) from those read (`all`), with their versions. */
+  prepare(approvals) {
+    const all = this.all;
+    const branches = branchesOf(all, this.part.base || 0);
     // Earlier versions are not shown, only flipped to; nor is an answer a stopped server
     // cut before its first word (the note after it says so, and the answer follows).
     const messages = [];
@@ -458,38 +516,54 @@ export class Transcript {
     });
     const turnStart = messages.findLastIndex((m) => m.role === "user");
     const rootCalls = new Set(all.flatMap((m) => (m.tool_calls || []).map((call) => call.id)));
-    this.drawn = { messages, branches, rootCalls, approvals: data.resolved_approvals || [], turnStart };
-    // The newest rows (as many as the reader had drawn, on a reload), and the running
-    // turn whole; the earlier ones when asked for (showEarlier).
-    let from = Math.max(0, messages.length - ROWS_AT_ONCE);
-    if (drewFrom !== null) from = Math.min(from, drewFrom);
-    if (this.running && turnStart >= 0) from = Math.min(from, turnStart);
-    this.from = from;
-    this.drawRows(from, messages.length, null);
-    for (const approval of data.approvals || []) this.approvalRequired(approval, { quiet: true });
-    for (const question of data.questions || []) this.questionAsked(question, { quiet: true });
-    const drawn = new Map(); // idempotency key → the bubble this read drew for it
-    for (const message of all) { // an earlier version is stored too, only not drawn (null)
-      if (message.role === "user" && message.idempotency_key) drawn.set(message.idempotency_key, this.messages.get(Number(message.id))?.bubble || null);
+    this.drawn = { messages, branches, rootCalls, approvals, turnStart };
+  }
+
+  /** Another part read (`data`, an answer of GET /api/conversations/<id>?before= or
+   * ?after=) added to the rows read: how many rows to draw it added before those read. */
+  merge(data, side) {
+    const had = this.drawn.messages.length;
+    const ids = new Set(this.all.map((m) => m.id));
+    const rows = (data.messages || []).filter((m) => !ids.has(m.id));
+    this.all = [...this.all, ...rows].sort((a, b) => Number(a.id) - Number(b.id));
+    const part = data.part || {};
+    if (side === "earlier") { this.part.earlier = part.earlier ?? null; this.part.base = part.base || 0; }
+    else this.part.later = part.later ?? null;
+    const seen = new Set(this.drawn.approvals.map((a) => a.id));
+    const approvals = [...this.drawn.approvals, ...(data.resolved_approvals || []).filter((a) => !seen.has(a.id))];
+    const first = this.drawn.messages[0]?.id;
+    this.prepare(approvals);
+    const added = this.drawn.messages.length - had;
+    if (side !== "earlier") return 0;
+    const at = first == null ? 0 : this.drawn.messages.findIndex((m) => m.id === first);
+    return at < 0 ? added : at;
+  }
+
+  /** The first row in view (its id and where it stands), that a redraw keeps it there. */
+  rowInView() {
+    const top = this.node.getBoundingClientRect().top;
+    for (const node of this.list.querySelectorAll(".msg[data-message-id]")) {
+      const box = node.getBoundingClientRect();
+      if (box.bottom > top) return { id: Number(node.dataset.messageId), top: box.top };
     }
-    for (const queued of data.queued || []) {
-      const bubble = this.userBubble(queued.content, { state: "queued", attachments: attachmentsOf(queued.attachments) });
-      this.list.append(bubble.node);
-      if (queued.idempotency_key) drawn.set(queued.idempotency_key, bubble);
-    }
-    // A message still in the outbox may be stored already, its ack on the way: then this
-    // read drew it (stored or queued), and that bubble is the one its ack confirms.
-    for (const item of unacknowledged) {
-      const copy = drawn.get(item.idempotency_key);
-      if (copy) { copy.key = item.idempotency_key; this.pending.set(item.idempotency_key, copy); }
-      else if (copy === undefined) this.addPending(item, { quiet: true });
-    }
-    this.pruneRetry();
-    this.placeActivity();
-    this.placeTurnActions();
-    this.earlier.hidden = this.from <= 0;
-    this.stick = wasStuck;
-    this.follow(wasStuck);
+    return null;
+  }
+
+  /** Whether the row `id` is among the newest part's (a reload at the newest draws it). */
+  amongNewest(id) {
+    if (this.windowed()) return false;
+    const { messages } = this.drawn || { messages: [] };
+    const index = messages.findIndex((m) => Number(m.id) === id);
+    return index >= messages.length - ROWS_AT_ONCE;
+  }
+
+  /** Put the row `at` (rowInView's) back where it stood; false when it is not drawn. */
+  keepInView(at) {
+    const node = at && this.list.querySelector(`.msg[data-message-id="${at.id}"]`);
+    if (!node) return false;
+    this.node.scrollTop += node.getBoundingClientRect().top - at.top;
+    this.stick = this.nearBottom() && !this.windowed();
+    return true;
   }
 
   /** Draw the rows `start`..`end` (of this.drawn.messages) before `before` (null: at the
@@ -532,14 +606,24 @@ export class Transcript {
 
   /** "Earlier messages": the rows before those drawn (`all`: every one), above them,
    * the reader's view where it was. Not news: the log does not read them out. */
-  showEarlier({ all = false, quietFocus = false } = {}) {
-    if (!this.drawn || this.from <= 0) return;
+  async showEarlier({ quietFocus = false } = {}) {
+    if (!this.drawn) return;
+    if (this.from <= 0) {
+      // Every row read is drawn: the part before them comes from the host.
+      if (this.part.earlier == null || this.reading) return;
+      const loads = this.loads;
+      this.reading = true;
+      const data = await this.handlers.readPart?.({ before: this.part.earlier }).finally(() => { this.reading = false; });
+      if (!data || loads !== this.loads || !this.drawn) return;
+      this.from += this.merge(data, "earlier");
+      if (this.from <= 0) { this.earlier.hidden = this.part.earlier == null; return; }
+    }
     const trigger = this.earlier.querySelector("button");
     const hadFocus = this.earlier.contains(document.activeElement);
     const anchor = this.list.firstElementChild;
     const top = anchor ? anchor.getBoundingClientRect().top : 0;
     hush(this.node);
-    const start = all ? 0 : Math.max(0, this.from - ROWS_AT_ONCE);
+    const start = Math.max(0, this.from - ROWS_AT_ONCE);
     const calls = this.toolCards.size;
     this.drawRows(start, this.from, anchor);
     this.from = start;
@@ -547,10 +631,32 @@ export class Transcript {
     this.pruneRetry();
     if (anchor) this.node.scrollTop += anchor.getBoundingClientRect().top - top;
     this.stick = this.nearBottom();
-    this.earlier.hidden = this.from <= 0;
+    this.earlier.hidden = this.from <= 0 && this.part.earlier == null;
     // The button goes with the last of them: the focus stays in the transcript, not on <body>.
     if (this.earlier.hidden && hadFocus && !quietFocus) this.node.focus({ preventScroll: true });
     else if (hadFocus) trigger.focus({ preventScroll: true });
+  }
+
+  /** "Later messages": the part after the rows read, drawn below them. The newest
+   * reached, the conversation is read again as usual (live from there on). */
+  async showLater() {
+    if (!this.drawn || !this.windowed() || this.reading) return;
+    const loads = this.loads;
+    const hadFocus = this.later.contains(document.activeElement);
+    this.reading = true;
+    const data = await this.handlers.readPart?.({ after: this.part.later }).finally(() => { this.reading = false; });
+    if (!data || loads !== this.loads || !this.drawn) return;
+    const had = this.drawn.messages.length;
+    const calls = this.toolCards.size;
+    hush(this.node);
+    this.merge(data, "later");
+    this.drawRows(had, this.drawn.messages.length, null);
+    if (this.toolCards.size > calls) this.handlers.earlierDrawn?.();
+    this.pruneRetry();
+    this.later.hidden = !this.windowed();
+    if (this.later.hidden && hadFocus) this.node.focus({ preventScroll: true });
+    else if (hadFocus) this.later.querySelector("button").focus({ preventScroll: true });
+    if (!this.windowed()) this.handlers.reload?.();
   }
 
   /** A whole conversation drawn again (a reload: after Retry, Regenerate, a version flip,

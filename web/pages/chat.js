@@ -640,6 +640,13 @@ class ChatView {
       edit: (messageId, text) => this.edit(messageId, text),
       // Earlier rows drawn: the sub-agent boxes of their calls, as a load brings them back.
       earlierDrawn: () => this.restoreSubagents(),
+      // Another part of the conversation ("Earlier messages" past the rows read, "Later messages").
+      readPart: async (params) => {
+        if (!this.conversationId) return null;
+        const response = await api("GET", `/api/conversations/${encodeURIComponent(this.conversationId)}?${new URLSearchParams(params)}`);
+        return response.ok ? response.data : null;
+      },
+      reload: () => this.reload(),
       // An answer names the model it came from; the member knows it by its label. The
       // catalog entry (`model_id`) says which: two providers may serve one model name.
       // An answer from before entries were recorded is known by its name alone; one
@@ -821,6 +828,8 @@ class ChatView {
     const item = socket.sendChat(this.conversationId, text, attachments);
     const bubble = this.transcript.addPending(item);
     if (socket.connectionState() !== "open") this.transcript.setBubbleState(bubble, "waiting");
+    // Sent from an earlier part (a search result's): the newest is where it goes, and is shown.
+    if (this.transcript.windowed()) this.reload({ newest: true });
     return true;
   }
 
@@ -922,12 +931,17 @@ class ChatView {
 
   /** Read the open conversation again: after a reconnect, or when events can't say enough.
    * A reader scrolled up stays where they were; the composer (a draft) is not touched. */
-  async reload() {
+  async reload({ newest = false } = {}) {
     if (!this.conversationId) return;
     this.needsReload = false;
     const read = ++this.reads;
     const missed = recordEvents(this.conversationId);
-    const response = await api("GET", `/api/conversations/${encodeURIComponent(this.conversationId)}`);
+    // The newest part, or, for a reader scrolled up past it, the part around the row they
+    // read: a bounded number of rows drawn again, never the whole history.
+    const tx = this.transcript;
+    const at = newest || tx.stick ? null : tx.rowInView();
+    const around = at && !tx.amongNewest(at.id) ? `?${new URLSearchParams({ around: at.id })}` : "";
+    const response = await api("GET", `/api/conversations/${encodeURIComponent(this.conversationId)}${around}`);
     const events = missed();
     if (read !== this.reads) return; // a newer read, begun after this one, draws the conversation
     if (!response.ok) {
@@ -936,10 +950,10 @@ class ChatView {
     }
     this.conversation = response.data.conversation;
     this.header.update();
-    const tx = this.transcript;
-    const kept = tx.stick ? null : tx.node.scrollTop;
+    const kept = tx.stick || newest ? null : tx.node.scrollTop;
     tx.load(response.data, socket.unacknowledged(this.conversationId));
-    if (kept !== null) { tx.node.scrollTop = kept; tx.stick = tx.nearBottom(); }
+    if (kept !== null && !tx.keepInView(at)) { tx.node.scrollTop = kept; tx.stick = tx.nearBottom() && !tx.windowed(); }
+    if (newest) tx.follow(true);
     this.setRunning(Boolean(response.data.running));
     this.replay(events);
     this.tasks.refresh();
@@ -1053,6 +1067,9 @@ class ChatView {
 
   onChatEvent(data) {
     const tx = this.transcript;
+    // A part before the newest on screen (a search result's): the newest rows' events have
+    // no place in it. "Later messages" reads them; a change of the whole is read again.
+    if (tx.windowed() && !["turn_started", "turn_finished", "branch_changed", "compacted", "conversation_changed", "conversation_deleted"].includes(data.type)) return;
     if ((data.depth ?? 0) > 0) {
       // A sub-agent's progress shows in the card of the call that started it; what it
       // asks the member is a card of its own.
@@ -1156,6 +1173,13 @@ class ChatView {
   }
 }
 
+/** `?find=…&snippet=…` for a search result's read (#chat/<id>?find=words), else "". */
+function findQuery(params) {
+  const find = params?.get("find");
+  if (!find) return "";
+  return `?${new URLSearchParams({ find: find.slice(0, 200), snippet: (params.get("snippet") || "").slice(0, 200) })}`;
+}
+
 // Chat renders begun: only the newest may become the chat view (renderChat).
 let renders = 0;
 
@@ -1167,7 +1191,8 @@ export async function renderChat(ctx) {
   const [status, conversations, loaded] = await Promise.all([
     api("GET", "/api/chat/status"),
     api("GET", "/api/conversations"),
-    id ? api("GET", `/api/conversations/${encodeURIComponent(id)}`) : null,
+    // A search result opens at the part around the message the search found.
+    id ? api("GET", `/api/conversations/${encodeURIComponent(id)}${findQuery(ctx.params)}`) : null,
   ]);
   const name = ctx.member.display_name || ctx.member.username;
   const events = missed();

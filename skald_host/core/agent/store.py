@@ -14,6 +14,7 @@ way must call ``forget`` after its commit.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import re
 import secrets
@@ -1232,6 +1233,120 @@ class ConversationStore:
             return messages
 
         return await self.db.run(read)
+
+    async def transcript_page(
+        self,
+        conversation_id: str,
+        *,
+        rows: int,
+        before: int | None = None,
+        after: int | None = None,
+        around: int | None = None,
+        find: str | None = None,
+        prefer: str = "",
+    ) -> dict[str, Any]:
+        """A part of ``transcript``: about ``rows`` of the rows on screen (``variant = 0``),
+        widened to whole turns (it starts at a member's message, or at the first row, and
+        ends before one, or at the last row: a call is never cut from its result, nor a
+        turn's versions from it) — the newest, those before the row ``before``, those after
+        ``after``, or those around ``around`` or around the earliest row that holds every
+        word of ``find`` (the one whose text holds ``prefer``, folded, first). With it, the
+        earlier versions that branch off its rows (``branch_point`` from the row before it
+        on, before its last row). ``base``: the row before it (0: none; a version that
+        branches off it starts in this part); ``earlier``/``later``: the ``before``/``after``
+        of the parts next to it (None: none); ``found``: the row ``find`` found (None: none);
+        ``span``: the ``created_at`` of the rows just outside it (None: none)."""
+        frame = await self.root_frame(conversation_id)
+
+        def locate(conn: Any) -> int | None:
+            if not find:
+                return None
+            words = fts_words(find)
+            if not words:
+                return None
+            hits = conn.execute(
+                "SELECT m.id, m.content FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?"
+                " AND f.conversation_id = ? AND m.frame_id = ? AND m.variant = 0 AND m.origin IS NULL ORDER BY m.id",
+                (" AND ".join(words), conversation_id, frame.id),
+            ).fetchall()
+            core = search_form(prefer.replace("…", " ")).strip() if prefer else ""
+            chosen = next((h for h in hits if core and core in search_form(h[1] or "")), hits[0] if hits else None)
+            return chosen[0] if chosen else None
+
+        if find:  # as a search: what was left unindexed first, then a read beside the writer
+            await self.index_finished_messages()
+        found = await self.db.read(locate) if find else None
+
+        def read(conn: Any) -> dict[str, Any]:
+            shown = conn.execute(
+                "SELECT id, role, created_at FROM messages WHERE frame_id = ? AND origin IS NULL AND variant = 0 ORDER BY id", (frame.id,)
+            ).fetchall()
+            ids = [r["id"] for r in shown]
+            turn = [i for i, r in enumerate(shown) if r["role"] == "user"]
+
+            def turn_start(index: int) -> int:  # the first row of the turn the row `index` is in
+                starts = [i for i in turn if i <= index]
+                return starts[-1] if starts else 0
+
+            def turn_end(index: int) -> int:  # one past the last row of the turn `index` is in
+                ends = [i for i in turn if i > index]
+                return ends[0] if ends else len(ids)
+
+            centre = around if around is not None else found
+            if not ids:
+                start, end = 0, 0
+            elif centre is not None:
+                at = min(bisect.bisect_left(ids, centre), len(ids) - 1)
+                start, end = turn_start(max(0, at - rows // 2)), turn_end(min(len(ids) - 1, at + rows // 2))
+            elif after is not None:
+                first = bisect.bisect_right(ids, after)
+                start = first
+                end = turn_end(min(len(ids) - 1, first + rows - 1)) if first < len(ids) else first
+            else:
+                last = bisect.bisect_left(ids, before) if before is not None else len(ids)
+                end = last
+                start = turn_start(max(0, last - rows)) if last > 0 else 0
+            base = ids[start - 1] if start > 0 else 0
+            later = ids[end - 1] if 0 < end < len(ids) else None
+            if start >= end:
+                # Nothing there (after the last row, before the first): the part before is that up to its place.
+                earlier = None if start == 0 else (ids[start] if start < len(ids) else ids[-1] + 1)
+                return {"messages": [], "base": base, "earlier": earlier, "later": later,
+                        "span": (None, None), "root_calls": set()}
+            lo, hi = ids[start], ids[end - 1]
+            point = "coalesce(branch_point, 0)"
+            bound = f" AND {point} < ?" if end < len(ids) else ""
+            messages = [dict(r) for r in conn.execute(
+                "SELECT * FROM messages WHERE frame_id = ? AND origin IS NULL AND ((variant = 0 AND id BETWEEN ? AND ?)"
+                f" OR (variant != 0 AND {point} >= ?{bound})) ORDER BY id",
+                (frame.id, lo, hi, base, *((hi,) if bound else ())),
+            )]
+            wanted = {m["id"] for m in messages}
+            calls: dict[int, list[dict[str, Any]]] = {}
+            root_calls = {r[0] for r in conn.execute("SELECT id FROM tool_calls WHERE frame_id = ?", (frame.id,))}
+            first, last = min(wanted), max(wanted)
+            for r in conn.execute(
+                "SELECT * FROM tool_calls WHERE frame_id = ? AND message_id BETWEEN ? AND ? ORDER BY message_id, seq", (frame.id, first, last)
+            ):
+                if r["message_id"] in wanted:
+                    calls.setdefault(r["message_id"], []).append(
+                        {**r, "result_code": result_code(r["result"]), "reason": json.loads(r["reason"]) if r["reason"] else None}
+                    )
+            for message in messages:
+                message["tool_calls"] = calls.get(message["id"], [])
+                message.pop("indexed", None)
+                message["attachments"] = parse_attachments(message.get("attachments"))
+                if message.get("reason"):
+                    message["reason"] = json.loads(message["reason"])
+            return {
+                "messages": messages, "base": base, "earlier": lo if start > 0 else None, "later": later,
+                "span": (shown[start - 1]["created_at"] if start > 0 else None, shown[end]["created_at"] if end < len(ids) else None),
+                "root_calls": root_calls,
+            }
+
+        page = await self.db.run(read)
+        page["found"] = found
+        return page
 
     async def queued(self, conversation_id: str) -> list[dict[str, Any]]:
         rows = await self.db.run(

@@ -153,28 +153,108 @@ RESOLVED_APPROVAL = obj(
 )
 
 
+#: Rows on screen per part of ``GET /api/conversations/<id>`` (its ``limit``'s default):
+#: what the page draws at first (web/pages/chat-transcript.js ROWS_AT_ONCE).
+TRANSCRIPT_PAGE = 100
+TRANSCRIPT_PAGE_MAX = 500
+_MESSAGE_ID = {"type": "string", "pattern": "^[0-9]{1,15}$"}
+TRANSCRIPT_PART = obj(
+    {
+        "complete": BOOL, "base": INT, "earlier": nullable(INT), "later": nullable(INT), "found": nullable(INT),
+    },
+    description="Which part of the conversation 'messages' holds (whole turns: a call is never cut from its result, nor an"
+    " answer from its versions). complete: all of it (?all=1, or a conversation that short); base: the id of the row"
+    " before it (0: none); earlier: pass as 'before' for the part before it (null: none); later: pass as 'after' for the"
+    " part after it (null: it reaches the newest row); found: the message 'find' found (null: none, or no 'find').",
+)
+
+
+def _message_id_arg(name: str) -> int | None:
+    raw = request.args.get(name)
+    if raw is None:
+        return None
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 15:
+        raise ApiError(400, f"'{name}' must be a message id", field=name, code="field_invalid", values={"field": name})
+    return int(raw)
+
+
 @bp.get("/api/conversations/<conversation_id>")
+@query(
+    all={"type": "string", "enum": ["1", "true"], "description": "every message (the whole conversation) in one answer, as before parts"},
+    limit={"type": "string", "pattern": "^[0-9]{1,3}$",
+           "description": f"about how many rows on screen a part holds (1-{TRANSCRIPT_PAGE_MAX}; default {TRANSCRIPT_PAGE}), widened to whole turns"},
+    before={**_MESSAGE_ID, "description": "a part's 'earlier': the rows before that message"},
+    after={**_MESSAGE_ID, "description": "a part's 'later': the rows after that message"},
+    around={**_MESSAGE_ID, "description": "the rows around that message (a search hit)"},
+    find=text(MAX_SEARCH_CHARS, description="search words: the rows around the earliest message on screen that holds every one"
+              " (as GET /api/conversations?search= matches them); part.found names it"),
+    snippet=text(MAX_SEARCH_CHARS, description="with find: the search's snippet; the message that holds it is preferred"),
+)
 @returns(obj({
     "conversation": ref("Conversation"), "messages": array(ref("Message")), "queued": array(ref("QueuedMessage")), "running": BOOL,
     "approvals": array(ref("Approval")), "resolved_approvals": array(RESOLVED_APPROVAL), "questions": array(QUESTION),
+    "part": TRANSCRIPT_PART,
 }))
 @requires("chat.use")
 async def get_conversation(conversation_id: str) -> dict:
+    """A conversation and a part of its messages: without a parameter the newest (about
+    ``limit`` rows on screen, whole turns); ``before``/``after``/``around``/``find`` another
+    part; ``all=1`` all of them. ``resolved_approvals`` are those of the part's rows."""
+    args = request.args
+    whole = args.get("all") in ("1", "true")
+    if "all" in args and not whole:
+        raise ApiError(400, "'all' must be 1", field="all", code="field_invalid", values={"field": "all"})
+    rows = TRANSCRIPT_PAGE
+    if "limit" in args:
+        raw = args["limit"]
+        if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= TRANSCRIPT_PAGE_MAX:
+            raise ApiError(400, f"'limit' must be a number from 1 to {TRANSCRIPT_PAGE_MAX}", field="limit", code="field_invalid",
+                           values={"field": "limit"})
+        rows = int(raw)
+    before, after, around = _message_id_arg("before"), _message_id_arg("after"), _message_id_arg("around")
+    find, snippet = args.get("find") or None, args.get("snippet") or ""
+    for name, value in (("find", find), ("snippet", snippet)):
+        if value and len(value) > MAX_SEARCH_CHARS:
+            raise ApiError(400, f"{name} is longer than {MAX_SEARCH_CHARS} characters", field=name, code="too_long",
+                           values={"limit": MAX_SEARCH_CHARS})
+    if sum(x is not None for x in (before, after, around, find)) > 1:
+        raise ApiError(400, "one of 'before', 'after', 'around' and 'find' at a time", field="before", code="field_invalid",
+                       values={"field": "before"})
     rt = await runtime()
     try:
         conversation = await rt.conversation(conversation_id)
     except ChatError as exc:
         raise chat_error(exc) from None
     approvals = [a for a in await rt.store.pending_approvals() if a["conversation_id"] == conversation_id]
+    # Answered cards are history too: without them a reload loses "Approved." (live and reload agree).
+    resolved = await rt.store.resolved_approvals(conversation_id)
+    if whole:
+        messages = await rt.store.transcript(conversation_id)
+        part = {"complete": True, "base": 0, "earlier": None, "later": None, "found": None}
+    else:
+        page = await rt.store.transcript_page(conversation_id, rows=rows, before=before, after=after, around=around, find=find,
+                                              prefer=snippet)
+        messages = page["messages"]
+        part = {"complete": page["base"] == 0 and page["later"] is None, "base": page["base"], "earlier": page["earlier"],
+                "later": page["later"], "found": page["found"]}
+        if not part["complete"]:
+            # The part's own cards: its calls', and a helper's (not a call of this frame) made between its edges.
+            calls = {call["id"] for m in messages for call in m["tool_calls"]}
+            since, until = page["span"]
+            resolved = [
+                a for a in resolved
+                if a["tool_call_id"] in calls or (a["tool_call_id"] not in page["root_calls"]
+                                                 and (since is None or a["created_at"] >= since) and (until is None or a["created_at"] < until))
+            ]
     return {
         "conversation": conversation,
-        "messages": rt.with_partials(await rt.store.transcript(conversation_id)),
+        "messages": rt.with_partials(messages),
         "queued": await rt.store.queued(conversation_id),
         "running": rt.running(conversation_id),
         "approvals": approvals,
-        # Answered cards are history too: without them a reload loses "Approved." (live and reload agree).
-        "resolved_approvals": await rt.store.resolved_approvals(conversation_id),
+        "resolved_approvals": resolved,
         "questions": rt.questions.pending(conversation_id),
+        "part": part,
     }
 
 
