@@ -107,11 +107,16 @@ class ChannelRequestError(Exception):
     (since 1.12) is the host's stable code for a refusal that has one (the core
     bundle's ``error.<code>``, e.g. ``tts_busy_member``: speech is busy, try again
     later), so a plugin can act on the kind without reading the words; empty when the
-    refusal has none."""
+    refusal has none. ``values`` (since 1.15) fill that string's placeholders, as the
+    host knows them: a size is a whole number of bytes for the plugin to word in its
+    reader's number format (``home_full``: ``left``, the bytes the member's home may
+    still take; ``upload_too_large``: ``limit``, the upload cap); empty when there are
+    none."""
 
-    def __init__(self, message: str = "", code: str = "") -> None:
+    def __init__(self, message: str = "", code: str = "", values: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.values: dict[str, Any] = dict(values or {})
 
 
 class MemberLocked(ChannelRequestError):

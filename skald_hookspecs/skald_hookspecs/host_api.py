@@ -123,8 +123,9 @@ class HostApi(Protocol):
         """Since 1.3. The sub-agent runs of the member's current conversation of this
         source that are still going or failed in the last day (a cancelled one: in the
         last minute, as the chat's task strip), newest first: each
-        ``{"id", "agent_id", "status", "task", "created_at"}`` (``task`` cut to 200
-        characters). Raises like ``stop_turn``."""
+        ``{"id", "agent_id", "title", "status", "task", "created_at"}`` (``task`` cut to
+        200 characters; ``title``, since 1.15: the helper's title in the member's
+        language, as the web shows it, else its id). Raises like ``stop_turn``."""
 
     async def resolve_approval(self, member_id: str, approval_id: str, approve: bool) -> Mapping[str, Any]:
         """Approve or deny one pending card of a conversation of this source (the
@@ -168,7 +169,11 @@ class HostApi(Protocol):
         raises (a body cut off, or a file route's body read past the upload limit)
         reaches the caller as it is; either way nothing of the file is left. Let a
         route's body-read exception propagate out of the view: the host answers it with
-        its uploads' 413 ``upload_too_large`` (see ``accepts``)."""
+        its uploads' 413 ``upload_too_large`` (see ``accepts``). Since 1.15 a file over a
+        limit is refused with its ``code`` and ``values``: ``upload_too_large`` with
+        ``limit`` (the upload cap), ``home_full`` with ``left`` (what the member's disk
+        limit still takes), both whole bytes, for the plugin to word from the core
+        bundle's ``error.<code>`` or its own strings, in its reader's number format."""
 
     async def member_locale(self, member_id: str) -> str:
         """The member's UI locale (``en``, ``de``, ...), for strings the plugin sends."""

@@ -57,8 +57,9 @@ def plugin_info() -> PluginInfo:
         # The plugin page kit, device tokens, conversations read back, returns(); net (1.5);
         # the kit's confirm (1.6); stopped and the partials' message_id (1.9); uploads up
         # to the host's upload limit (1.10), streamed to save_upload (1.12); member_deleted
-        # (1.14): a deleted member's pending pairing code goes.
-        spec=">=1.14,<2",
+        # (1.14): a deleted member's pending pairing code goes; ChannelRequestError.values
+        # (1.15): a refused upload's sizes, worded in the member's language.
+        spec=">=1.15,<2",
         config_schema=CONFIG_SCHEMA,
         # A pairing is the binding: an admin grant would be a box that controls nothing.
         manages_own_access=True,

@@ -13,7 +13,12 @@
 import { call, confirm, el, locale } from "/ui/lib/plugin-kit.js";
 
 // In the reader's language, not the browser's: a German page said "12/4/2026, 11:26 PM".
-const when = (iso) => new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeStyle: "short" }).format(new Date(iso));
+// As the shell writes a time (web/lib/ui.js formatDate: "6.12.2026, 16:19:14"), so the
+// page's dates read like the rest of the shell's ("06.12.2026, 16:15" did not).
+const when = (iso) => {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? String(iso ?? "—") : date.toLocaleString(locale() || undefined);
+};
 // A device's name put into one of the page's strings; a function, so a name with "$&"
 // in it is put in as written.
 const named = (template, device) => template.replace(/\{name\}/g, () => device.name);
@@ -76,6 +81,12 @@ export default class MobilePairingPage extends HTMLElement {
     }
   }
 
+  /** The phone's kind in the reader's words ("web" was shown as the app sent it); one
+   * the page has no words for is left out rather than shown as a code. */
+  platform(code) {
+    return this.s[`page_platform_${code}`] || "";
+  }
+
   async devices() {
     return (await call("GET", `${this.base}/devices`)).devices;
   }
@@ -93,7 +104,7 @@ export default class MobilePairingPage extends HTMLElement {
             "li",
             { class: "mobile-device" },
             el("strong", { text: device.name }),
-            ` ${device.platform} · ${this.s.page_last_seen.replace("{when}", when(device.last_seen_at))} `,
+            ` ${[this.platform(device.platform), this.s.page_last_seen.replace("{when}", () => when(device.last_seen_at))].filter(Boolean).join(" · ")} `,
             el("button", {
               type: "button",
               class: "btn small",

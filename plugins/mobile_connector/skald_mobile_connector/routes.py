@@ -15,6 +15,7 @@ when it sends a message: that is sealed for their next login (202, ``status: "se
 from __future__ import annotations
 
 import asyncio
+import json
 from importlib.resources import files
 from typing import Any, AsyncIterator
 
@@ -30,6 +31,8 @@ from skald_mobile_connector.strings import APP_KEYS, PAGE_KEYS, STRINGS
 #: the host, such as a password change, reaches an open stream within this).
 STREAM_HEARTBEAT_SECONDS = 5.0
 MAX_TEXT = 100_000
+#: The host's refusals of a file over a limit (contract 1.15: with their sizes).
+SIZE_REFUSALS = ("upload_too_large", "home_full")
 APP_FILES = {
     "index.html": "text/html",
     "app.js": "text/javascript",
@@ -40,7 +43,9 @@ APP_FILES = {
 }
 
 TEXT = {"type": "string"}
-ERROR = {"type": "object", "properties": {"error": TEXT, "code": TEXT, "lock_reason": TEXT}, "required": ["error"]}
+#: ``values`` fill a coded refusal's words (``home_full``: ``left``, ``upload_too_large``:
+#: ``limit``, whole bytes), for the app to say it in the member's language and number format.
+ERROR = {"type": "object", "properties": {"error": TEXT, "code": TEXT, "lock_reason": TEXT, "values": {"type": "object"}}, "required": ["error"]}
 DEVICE = {
     "type": "object",
     "properties": {"id": TEXT, "name": TEXT, "platform": TEXT, "created_at": TEXT, "last_seen_at": TEXT, "current": {"type": "boolean"}},
@@ -121,6 +126,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return fail("locked", 423, lock_reason=exc.lock_reason)
         except ChannelRequestError as exc:
             message = str(exc)
+            if exc.code in SIZE_REFUSALS:  # a file over a limit: the kind and its size, not the host's English
+                return {"error": message, "code": exc.code, "values": dict(exc.values)}, 413
             if message.startswith("no such"):
                 return {"error": message, "code": "not_found"}, 404
             if "may not use" in message:
@@ -230,8 +237,36 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return {"error": "not found"}, 404
         return _app_file(name)
 
+    def _shell_locale() -> str:
+        """The language the shell opens in: the request's ``Accept-Language`` among the
+        plugin's locale files (the whole tag, else its language), else English. The
+        member is not known here (a page load carries no device token: it lives in the
+        app's storage, never in a cookie), so this is what the app itself starts in
+        before it knows the account; it then switches to the account's."""
+        by_case = {locale.lower(): locale for locale in STRINGS}
+        for tag, _quality in request.accept_languages:
+            tag = str(tag).strip().replace("_", "-").lower()
+            for wanted in (tag, tag.split("-")[0]):
+                if wanted in by_case:
+                    return by_case[wanted]
+        return "en"
+
     def _app_file(name: str) -> Response:
-        response = Response(package.joinpath("app", name).read_text(encoding="utf-8"), mimetype=APP_FILES[name])
+        text = package.joinpath("app", name).read_text(encoding="utf-8")
+        if name in ("index.html", "manifest.webmanifest"):
+            # In the reader's language from the first byte: the page announced itself as
+            # English (and the installed app described itself in English) until its
+            # script replaced the lang, or never (the manifest).
+            locale = _shell_locale()
+            if name == "index.html":
+                text = text.replace('<html lang="en">', f'<html lang="{locale}">', 1)
+            else:
+                manifest = json.loads(text)
+                manifest.update(lang=locale, description=t("app_description", locale))
+                text = json.dumps(manifest, ensure_ascii=False, indent=2)
+        response = Response(text, mimetype=APP_FILES[name])
+        if name in ("index.html", "manifest.webmanifest"):
+            response.headers["Vary"] = "Accept-Language"
         if name == "sw.js":
             response.headers["Service-Worker-Allowed"] = f"/api/plugin/{PLUGIN_ID}/app/"
         return response
@@ -280,10 +315,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
     # -- the mobile API ------------------------------------------------------------------------
 
     @blueprint.get("/me")
-    @returns(_obj({"member": _obj({"id": TEXT, "display_name": TEXT}), "device_id": {"type": ["string", "null"]}, "locked": {"type": "boolean"}, "lock_message": TEXT, "vapid_public_key": TEXT, "push": {"type": "boolean"}}))
+    @returns(_obj({"member": _obj({"id": TEXT, "display_name": TEXT}), "device_id": {"type": ["string", "null"]}, "locked": {"type": "boolean"}, "lock_message": TEXT, "vapid_public_key": TEXT, "push": {"type": "boolean"}, "locale": TEXT}))
     async def me() -> Any:
-        """Who this device speaks for, whether their data is readable now, and the
-        server's Web Push key."""
+        """Who this device speaks for, whether their data is readable now, the server's
+        Web Push key, and ``locale``: the member's account language (their own choice,
+        else the instance's: what the web shows them), which the app speaks unless a
+        language was chosen in its own settings."""
         caller = current_caller()
         assert caller is not None
         current = service()
@@ -304,6 +341,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             "lock_message": t("locked", caller.locale) if locked else "",
             "vapid_public_key": current.vapid_public_key,
             "push": subscribed,
+            "locale": caller.locale or await host.member_locale(caller.id),
         }
 
     @blueprint.get("/conversations")
@@ -411,9 +449,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/uploads")
     @accepts({"type": "string", "format": "binary"}, content_type="application/octet-stream")
     @returns(_obj({"path": TEXT, "mime": TEXT, "size": {"type": "integer"}}), 201)
+    @returns(ERROR, 413)
     async def upload() -> Any:
         """Upload a photo or file (the raw bytes; ``?name=`` its file name,
-        ``?conversation_id=`` where it goes); attach the returned path to a message."""
+        ``?conversation_id=`` where it goes); attach the returned path to a message. A
+        file over a limit → 413 with ``code`` ``upload_too_large`` (``values.limit``) or
+        ``home_full`` (the member's disk limit: ``values.left``), sizes in bytes."""
         name = request.args.get("name", "upload")[:200]
         conversation_id = request.args.get("conversation_id") or None
 

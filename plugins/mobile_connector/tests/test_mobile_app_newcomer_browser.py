@@ -89,6 +89,8 @@ async def test_a_member_with_only_web_conversations_is_told_the_app_shows_those_
 
 async def test_the_pairing_form_offers_and_the_page_lists_the_phone_by_its_german_name(setup, browser):
     alice = await setup.host.member("alice", display_name="Alice")
+    # A German member: paired, the app speaks the account's language (the phone's only before).
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
     context = await browser.new_context(base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale="de-DE")
     page = await context.new_page()
     page.set_default_timeout(10_000)

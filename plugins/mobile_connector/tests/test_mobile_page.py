@@ -101,6 +101,8 @@ async def test_the_app_speaks_german_to_a_german_phone(setup, browser):
 async def test_the_app_s_back_button_is_named_in_the_app_s_language(setup, browser):
     """"‹" alone is read as nothing (or "single left angle quote") by a screen reader."""
     alice = await setup.host.member("alice")
+    # A German member: paired, the app speaks the account's language (the phone's only before).
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
     context = await browser.new_context(base_url=setup.host.url, locale="de-DE", viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = await context.new_page()
     page.set_default_timeout(10_000)
@@ -124,8 +126,28 @@ async def test_the_page_says_when_a_device_was_last_seen_in_the_member_s_languag
     page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, PLUGIN, "main", locale="en-US", timezone_id="UTC")
     device = page.locator("li.mobile-device").filter(has_text="Old phone")
     await device.wait_for(timeout=10_000)
-    german = dt.datetime.fromisoformat(last_seen).strftime("%d.%m.%Y, %H:%M")  # UTC, as the browser is told
-    assert f"zuletzt gesehen {german}" in await device.text_content()
+    seen = dt.datetime.fromisoformat(last_seen)  # UTC, as the browser is told
+    # As the shell writes a time ("6.12.2026, 16:19:14"), not "06.12.2026, 16:15"; the
+    # phone's kind in words (paired_device says "android"), not its code.
+    german = f"{seen.day}.{seen.month}.{seen.year}, {seen:%H:%M:%S}"
+    assert f"Old phone Android · zuletzt gesehen {german}" in await device.text_content()
+
+
+async def test_a_device_kind_is_worded_not_shown_as_its_code(setup, plugin_browser):
+    """The page read "Handy web · zuletzt gesehen …": the app's platform code as sent."""
+    alice = await setup.host.member("alice")
+    assert (await alice.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    for name, platform in (("Laptop", "web"), ("Tablet", "ios"), ("Odd", "symbian")):
+        code = (await alice.post(f"{BASE}/pairing")).json()["code"]
+        paired = await setup.host.client().post(f"{BASE}/pair", json={"code": code, "name": name, "platform": platform})
+        assert paired.status_code == 201, paired.text
+    page = await plugin_browser.open(setup.host, "alice", MEMBER_PASSWORD, PLUGIN, "main", locale="en-US", timezone_id="UTC")
+    rows = page.locator("li.mobile-device")
+    await rows.filter(has_text="Odd").wait_for(timeout=10_000)
+    said = {name: await rows.filter(has_text=name).text_content() for name in ("Laptop", "Tablet", "Odd")}
+    assert said["Laptop"].startswith("Laptop Browser · zuletzt gesehen "), said
+    assert said["Tablet"].startswith("Tablet iPhone oder iPad · zuletzt gesehen "), said
+    assert said["Odd"].startswith("Odd zuletzt gesehen ") and "symbian" not in said["Odd"], said
 
 
 async def test_unlink_asks_first_and_each_button_names_its_device_in_the_member_s_language(setup, plugin_browser):

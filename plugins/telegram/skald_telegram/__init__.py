@@ -72,7 +72,7 @@ def plugin_info() -> PluginInfo:
         title="Telegram",
         description="Talk to your assistant from Telegram: link a chat with a one-time code.",
         icon="send",
-        spec=">=1.14,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady; 1.7: member_reset; 1.8: ConfigField.pattern; 1.12: HostApi.set_degraded, ChannelRequestError.code; 1.14: member_name, member_deleted
+        spec=">=1.15,<2",  # seal_for_member/open_for_member, partial events, lock_reason, synthesize_speech; 1.3: the plugin page kit; 1.5: NotReady; 1.7: member_reset; 1.8: ConfigField.pattern; 1.12: HostApi.set_degraded, ChannelRequestError.code; 1.14: member_name, member_deleted; 1.15: ChannelRequestError.values
         config_schema=CONFIG_SCHEMA,
         user_config_schema=USER_CONFIG_SCHEMA,
         # A normal grant: the admin decides who may use Telegram, and every message

@@ -33,7 +33,7 @@ from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_telegram import logsafe
 from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Later, Outbox, Refused, retry_after_seconds
 from skald_telegram.pairing import Pairing, PairingError, display
-from skald_telegram.strings import plural_category, telegram_locale
+from skald_telegram.strings import plural_category, size_text, telegram_locale
 from skald_telegram.text import split_markdown, split_message, to_telegram_html
 from skald_telegram.updates import ButtonPress, Ignored, Inbound, parse_update, update_id_of
 
@@ -686,7 +686,7 @@ class TelegramBot:
         lines = [self.t("tasks_header", locale)]
         for task in tasks:
             status = self.t(f"task_status_{task['status']}", locale)
-            lines.append(self.t("task_line", locale, agent=task["agent_id"], status=status, task=" ".join(task["task"].split())[:120]))
+            lines.append(self.t("task_line", locale, agent=task.get("title") or task["agent_id"], status=status, task=" ".join(task["task"].split())[:120]))
         return "\n".join(lines)
 
     async def _voice_command(self, member_id: str, message: Inbound, locale: str) -> None:
@@ -771,7 +771,10 @@ class TelegramBot:
             return str(saved["path"])
         except MemberLocked:
             raise
-        except (ValueError, ChannelRequestError) as exc:
+        except ChannelRequestError as exc:  # the host's kind of refusal, worded here in the member's language
+            reason = self._refusal_words(exc, locale) or str(exc)
+            await self.say(chat_id, self.t("upload_failed", locale, reason=reason), member_id)
+        except ValueError as exc:
             await self.say(chat_id, self.t("upload_failed", locale, reason=str(exc)), member_id)
         except TelegramError as exc:
             # The Bot API's words ("Bad Request: invalid file_id") are English and for
@@ -1047,6 +1050,15 @@ class TelegramBot:
                     reason = message["reason"]
                     break
         return self._reason_words(reason, locale) or text
+
+    def _refusal_words(self, exc: ChannelRequestError, locale: str) -> str | None:
+        """A coded refusal of the host (contract 1.15: with its values) as the core
+        bundle words it, a size in the member's number format; None without a code."""
+        values = dict(getattr(exc, "values", None) or {})
+        for name, to in (("left", "left"), ("limit", "size")):  # home_full's room, upload_too_large's cap
+            if isinstance(values.get(name), int):
+                values[to] = size_text(values[name], locale)
+        return self._reason_words({"code": exc.code, "values": values}, locale)
 
     def _reason_words(self, reason: Any, locale: str) -> str | None:
         """``core.error.<code>`` with its values, as the web's ``errorString`` words it

@@ -12,11 +12,12 @@ function node(tag, text, className) {
 }
 
 /** In the reader's language: the stored ISO time ("2026-12-04T23:22:54Z") is no date
- * an admin reads. */
+ * an admin reads. Written as the shell writes a time (web/lib/ui.js formatDate:
+ * "6.12.2026, 16:19:14"), so the roster reads like the host's own pages. */
 function since(iso) {
   const date = new Date(iso);
   if (!iso || Number.isNaN(date.getTime())) return iso || "";
-  return new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeStyle: "short" }).format(date);
+  return date.toLocaleString(locale() || undefined);
 }
 
 /** The kit's call: a refusal in the reader's language (the host's `error.<code>`), its

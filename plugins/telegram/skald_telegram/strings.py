@@ -40,3 +40,18 @@ def plural_category(locale: str | None, count: int) -> str:
         return Locale.parse(str(locale or "en").replace("_", "-"), sep="-").plural_form(count)
     except (UnknownLocaleError, ValueError, TypeError):
         return "other"
+
+
+def size_text(size: int, locale: str | None) -> str:
+    """A byte count as the member reads a size, in their number format ("1,5 MiB" in
+    German), as the web shell's ``formatSize``: never a raw byte count."""
+    from babel.numbers import format_decimal  # here, as plural_category
+
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024), ("B", 1)):
+        if size >= scale or unit == "B":
+            try:
+                number = format_decimal(round(size / scale, 1), format="#,##0.#", locale=str(locale or "en").replace("-", "_"))
+            except (ValueError, TypeError, LookupError):
+                number = f"{size / scale:.1f}".removesuffix(".0")
+            return f"{number} {unit}"
+    raise AssertionError("unreachable")

@@ -199,4 +199,29 @@ async def test_tasks_lists_the_helpers_runs_of_the_current_conversation(setup: S
     await setup.api.wait_for(lambda: any(r.messages[-1]["content"] == "Read the whole archive." for r in setup.model.requests_for(MODEL)))
     setup.api.send(ALICE_CHAT, "/tasks")
     listed = await setup.api.wait_for(lambda: [t for t in setup.api.texts(ALICE_CHAT) if t.startswith("Helpers' tasks")], what="the task list")
-    assert listed[0].splitlines()[1] == "• researcher: running — Read the whole archive."
+    assert listed[0].splitlines()[1] == "• Researcher: running — Read the whole archive."  # its title, as the web's strip
+
+
+async def test_tasks_names_a_helper_by_its_title_in_the_members_language(setup: Setup):
+    """A German member's /tasks said "researcher" (the helper's id) where the web's task
+    strip says "Rechercheur": the host gives channels the title (contract 1.15)."""
+    await running(setup)
+    anna = await paired_member(setup, "anna")
+    assert (await anna.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+
+    def respond(request):
+        last = request.messages[-1]
+        if last["content"] == "Lies das ganze Archiv.":
+            return Hang(text="liest")
+        if last["role"] == "tool":
+            return Reply("Der Rechercheur ist dran.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": "Lies das ganze Archiv.", "mode": "background"})])
+
+    setup.model.responder = respond
+    setup.api.send(ALICE_CHAT, "Recherchiere im Hintergrund.", language_code="de")
+    await setup.api.wait_for(lambda: "Der Rechercheur ist dran." in setup.api.texts(ALICE_CHAT))
+    await setup.api.wait_for(lambda: any(r.messages[-1]["content"] == "Lies das ganze Archiv." for r in setup.model.requests_for(MODEL)))
+    setup.api.send(ALICE_CHAT, "/tasks", language_code="de")
+    header = setup.host.core.strings.translate("telegram.tasks_header", "de")
+    listed = await setup.api.wait_for(lambda: [t for t in setup.api.texts(ALICE_CHAT) if t.startswith(header)], what="the task list")
+    assert listed[0].splitlines()[1] == "• Rechercheur: läuft — Lies das ganze Archiv."

@@ -75,7 +75,9 @@ async def test_the_roster_says_since_when_in_the_admin_s_language(setup: Setup, 
     row = page.locator("skald-p-telegram-roster tr.telegram-link")
     await row.first.wait_for(timeout=10_000)
     since = (await row.first.locator("td").all_text_contents())[2]
-    assert since == dt.datetime.strptime(linked_at, "%Y-%m-%dT%H:%M:%SZ").strftime("%d.%m.%Y, %H:%M")
+    linked = dt.datetime.strptime(linked_at, "%Y-%m-%dT%H:%M:%SZ")
+    # As the shell writes a time ("6.12.2026, 16:19:14"), not "06.12.2026, 16:15".
+    assert since == f"{linked.day}.{linked.month}.{linked.year}, {linked:%H:%M:%S}"
 
 
 async def test_while_the_bot_is_not_running_the_page_offers_no_code_form(setup: Setup, plugin_browser):

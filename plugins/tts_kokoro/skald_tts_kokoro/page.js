@@ -83,12 +83,32 @@ export default class KokoroVoicePage extends HTMLElement {
     automatic.value = "";
     const options = [automatic];
     this.voices = new Map();
+    // In the order of their names in the reader's language (not the engine's code
+    // order), and two voices that would read the same (espeak-ng's Chinese voices all
+    // name one language) are told apart by their codes.
+    let collator;
+    try {
+      collator = new Intl.Collator(this.listing.locale || "en", { sensitivity: "base", numeric: true });
+    } catch (error) {
+      collator = new Intl.Collator();
+    }
     for (const engine of this.listing.engines) {
       if (!engine.ready) continue;
       const group = document.createElement("optgroup");
       group.label = engine.engine;
-      for (const voice of engine.voices) {
-        const option = node("option", optionText(engine, voice));
+      const rows = engine.voices.map((voice) => ({ voice, text: optionText(engine, voice) }));
+      const seen = new Map();
+      for (const row of rows) seen.set(row.text, (seen.get(row.text) || 0) + 1);
+      for (const row of rows) {
+        if (seen.get(row.text) < 2) continue;
+        const code = row.voice.id.startsWith(`${engine.engine}:`) ? row.voice.id.slice(engine.engine.length + 1) : row.voice.id;
+        row.text = engine.engine === "espeak-ng" && row.text.endsWith(" (espeak-ng)")
+          ? `${row.text.slice(0, -" (espeak-ng)".length)} (${code}, espeak-ng)`
+          : `${row.text} (${code})`;
+      }
+      rows.sort((a, b) => collator.compare(a.text, b.text) || (a.voice.id < b.voice.id ? -1 : a.voice.id > b.voice.id ? 1 : 0));
+      for (const { voice, text } of rows) {
+        const option = node("option", text);
         option.value = voice.id;
         group.append(option);
         this.voices.set(voice.id, voice);

@@ -19,7 +19,7 @@ from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.channels.inbox import SealedInbox, current_conversation, start_conversation, use_conversation
 from skald_host.core.channels.router import ChannelRouter
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside, open_inside, read_all
-from skald_host.core.files.service import FileError
+from skald_host.core.files.service import FileError, UploadTooLarge
 from skald_host.core.folders import FolderAccess, FolderNotFound
 from skald_host.core.folders.listing import listing
 from skald_host.core.identity.access import allowed
@@ -99,7 +99,28 @@ class ChannelService:
         if not conversation_id:
             return []
         rows = await runtime.subagents.store.runs(conversation_id, limit=20, strip=True)
-        return [{"id": r["id"], "agent_id": r["agent_id"], "status": r["status"], "task": r["task"][:200], "created_at": r["created_at"]} for r in rows]
+        titles = await self._agent_titles(source, member_id)
+        return [
+            {"id": r["id"], "agent_id": r["agent_id"], "title": titles.get(r["agent_id"]) or r["agent_id"], "status": r["status"],
+             "task": r["task"][:200], "created_at": r["created_at"]}
+            for r in rows
+        ]
+
+    async def _agent_titles(self, source: str, member_id: str) -> dict[str, str]:
+        """Each helper's title in the member's language, as the web's Helpers page and
+        task strip show it (the definition's own bundle, else the host's); none when
+        the definitions cannot be read (the rows keep their ids)."""
+        from skald_host.core.agent.subagents.catalog import GenerationRefused
+
+        try:
+            generation = self.core.chat.subagent_catalog.current()
+        except GenerationRefused:
+            return {}
+        locale = await self.member_locale(source, member_id)
+        return {
+            agent_id: definition.summary(self.core.strings, locale, plugin=generation.owners.get(agent_id))["title"] or agent_id
+            for agent_id, definition in generation.definitions.items()
+        }
 
     async def resolve_approval(self, source: str, member_id: str, approval_id: Any, approve: Any) -> Mapping[str, Any]:
         """Only a card of this source's conversations: a channel answers what it was shown."""
@@ -166,8 +187,12 @@ class ChannelService:
             conversation_id = (await current_conversation(runtime, source) if runtime else None) or source
         try:
             saved = await self.core.files.save_upload(member.id, conversation_id, filename, _chunks_of(data) if streamed else bytes(data))
+        except UploadTooLarge as exc:  # the kind and the sizes, for the plugin to word in its reader's language
+            if exc.limit is not None:
+                raise ChannelRequestError(str(exc), code="upload_too_large", values={"limit": exc.limit}) from None
+            raise ChannelRequestError(str(exc), code="home_full", values={"left": exc.left}) from None
         except FileError as exc:
-            raise ChannelRequestError(str(exc)) from None
+            raise ChannelRequestError(str(exc), code=exc.code or "", values=exc.values) from None
         return {"path": saved.path, "mime": saved.mime, "size": saved.size}
 
     # -- reading this source's conversations (spec 1.3) -----------------------------------

@@ -18,6 +18,11 @@ const BASE = new URL("..", location.href).pathname.replace(/\/$/, ""); // /api/p
 const TOKEN_KEY = "skald.mobile.token";
 const CACHE_KEY = "skald.mobile.cache";
 const LOCALE_KEY = "skald.mobile.locale"; // the language chosen in this app's settings
+const ACCOUNT_LOCALE_KEY = "skald.mobile.account_locale"; // the paired member's account language, as /me last said
+// The push notification's words in the app's language, for the service worker (sw.js),
+// which has no table of its own: a new locale file words the notification too.
+const PUSH_WORDS_CACHE = "skald-mobile-push-words";
+const PUSH_WORDS_URL = "push-words";
 const LOCALES_KEY = "skald.mobile.locales"; // the languages the server last said it has
 const VOICE_KEY = "skald.mobile.voice";
 const OUTBOX_KEY = "skald.mobile.outbox"; // messages the server does not have yet (see "the outbox")
@@ -49,6 +54,16 @@ let lockedShown = false; // the locked screen is up: the stream's hello says whe
 
 const t = (key, values = {}) => String(words[key] ?? key).replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
 const token = () => localStorage.getItem(TOKEN_KEY);
+
+/** A byte count as the reader reads a size, in their number format ("1008 KiB",
+ * "1,5 MiB" in German), as the web shell's formatSize: never a raw byte count. */
+function sizeText(bytes) {
+  const number = (value) => value.toLocaleString(locale, { maximumFractionDigits: 1 });
+  if (bytes < 1024) return `${number(bytes)} B`;
+  if (bytes < 1024 ** 2) return `${number(bytes / 1024)} KiB`;
+  if (bytes < 1024 ** 3) return `${number(bytes / 1024 ** 2)} MiB`;
+  return `${number(bytes / 1024 ** 3)} GiB`;
+}
 
 class Refused extends Error {}
 class Locked extends Error {}
@@ -128,6 +143,17 @@ async function loadWords(wanted) {
   }
   document.documentElement.lang = locale;
   document.documentElement.dir = textDirection(locale); // also offline, when the line above failed
+  keepPushWords();
+}
+
+/** What a push shows (sw.js reads it), in the language the app now speaks. */
+function keepPushWords() {
+  if (!("caches" in self) || !words.push_body) return;
+  const body = JSON.stringify({ title: t("push_title"), body: t("push_body"), lang: locale });
+  caches
+    .open(PUSH_WORDS_CACHE)
+    .then((cache) => cache.put(new URL(PUSH_WORDS_URL, location.href).href, new Response(body, { headers: { "Content-Type": "application/json" } })))
+    .catch(() => {});
 }
 
 function storedLocales() {
@@ -140,15 +166,30 @@ function storedLocales() {
   return ["en"];
 }
 
-/** The words to start in: the language chosen in this app, else the phone's (its whole
- * tag, pt-BR, else its language, de-AT → de) among those the server has. The server's
- * list comes with its first answer: a phone that never had it asks again once known. */
+/** The words to start in: the language chosen in this app, else (paired) the member's
+ * account language as the server last said it, else the phone's (its whole tag, pt-BR,
+ * else its language, de-AT → de) among those the server has. The server's list comes
+ * with its first answer: a phone that never had it asks again once known. */
 async function loadFirstWords() {
   const chosen = localStorage.getItem(LOCALE_KEY);
   if (chosen) return loadWords(chosen);
+  const account = token() && localStorage.getItem(ACCOUNT_LOCALE_KEY);
+  if (account && matchLocale([account], locales)) return loadWords(matchLocale([account], locales));
   const phone = () => matchLocale(navigator.languages || [navigator.language || "en"], locales) || "en";
   await loadWords(phone());
   if (phone() !== locale) await loadWords(phone());
+}
+
+/** Once paired, the member's account language (their own choice on the web, else the
+ * instance's: what the web shell shows them) is the app's, unless a language was chosen
+ * in this app's settings. Kept for the next start, offline too. */
+async function followAccount() {
+  const account = me && typeof me.locale === "string" ? me.locale : null;
+  if (!account) return;
+  localStorage.setItem(ACCOUNT_LOCALE_KEY, account);
+  if (localStorage.getItem(LOCALE_KEY)) return;
+  const wanted = matchLocale([account], locales);
+  if (wanted && wanted !== locale) await loadWords(wanted);
 }
 
 /** A language's name in its own words ("Deutsch", "português (Brasil)"), else its code. */
@@ -269,7 +310,7 @@ function lockedScreen(message) {
 // No longer paired: nothing of the member stays on this phone, not the copy of their
 // conversations, nor what waited to be sent (their server will never take it now).
 function forgetEverything() {
-  for (const key of [TOKEN_KEY, CACHE_KEY, OUTBOX_KEY, DRAFTS_KEY]) localStorage.removeItem(key);
+  for (const key of [TOKEN_KEY, CACHE_KEY, OUTBOX_KEY, DRAFTS_KEY, ACCOUNT_LOCALE_KEY]) localStorage.removeItem(key);
   chosenFiles.clear();
   clearTimeout(retryTimer);
 }
@@ -720,8 +761,11 @@ async function chatScreen(id) {
       });
       return { path: saved.path, name: chosen.name }; // as the member knows it
     } catch (error) {
-      // The server names its limit (upload_too_large): say it in the reader's words.
-      if (error.code === "upload_too_large") toast(t("upload_too_large", { name: chosen.name, size: error.values?.size ?? "" }));
+      // The server names its limit (upload_too_large) or the room the member's home has
+      // left (home_full), in bytes: say it in the reader's words and number format.
+      const bytes = (value) => (typeof value === "number" ? sizeText(value) : null);
+      if (error.code === "upload_too_large") toast(t("upload_too_large", { name: chosen.name, size: bytes(error.values?.limit) ?? error.values?.size ?? "" }));
+      else if (error.code === "home_full") toast(t("home_full", { name: chosen.name, left: bytes(error.values?.left) ?? "" }));
       else handle(error);
       return null;
     }
@@ -928,10 +972,27 @@ function setRunning(running) {
 
 async function settingsScreen() {
   screen(t("settings"), { backTo: "#list", settings: false });
-  const language = el("select", { name: "language" }, ...locales.map((code) => el("option", { value: code, text: languageName(code), props: { selected: code === locale } })));
+  // First, the account's language (the default; value ""): choosing it again drops this
+  // phone's own choice, so the app follows the account once more.
+  const chosen = localStorage.getItem(LOCALE_KEY);
+  const account = localStorage.getItem(ACCOUNT_LOCALE_KEY);
+  const accountOption = account
+    ? [el("option", { value: "", text: t("language_account", { language: languageName(matchLocale([account], locales) || account) }), props: { selected: !chosen } })]
+    : [];
+  const language = el(
+    "select",
+    { name: "language" },
+    ...accountOption,
+    ...locales.map((code) => el("option", { value: code, text: languageName(code), props: { selected: code === locale && !(account && !chosen) } })),
+  );
   language.addEventListener("change", async () => {
-    localStorage.setItem(LOCALE_KEY, language.value);
-    await loadWords(language.value);
+    if (language.value) {
+      localStorage.setItem(LOCALE_KEY, language.value);
+      await loadWords(language.value);
+    } else {
+      localStorage.removeItem(LOCALE_KEY);
+      await loadWords(matchLocale([account], locales) || locale);
+    }
     settingsScreen();
   });
   const pushLine = el("p", { class: "muted" });
@@ -1195,6 +1256,7 @@ async function start() {
     if (error instanceof Refused) return refusedScreen();
     if (!(error instanceof Offline)) return handle(error);
   }
+  await followAccount();
   if (me && me.locked) {
     lockedScreen(me.lock_message);
     runStream();

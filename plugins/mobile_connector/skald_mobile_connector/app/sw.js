@@ -3,7 +3,7 @@
 // that says only that something is new (the payload carries nothing else).
 // Every module the app imports, all the way down (the host sends them no-cache: offline,
 // only this cache has them).
-const CACHE = "skald-mobile-v7"; // v7: app.js imports textDirection and matchLocale from /ui/lib/i18n.js: a set of one version
+const CACHE = "skald-mobile-v8"; // v8: the push's words come from the app (PUSH_WORDS), the app follows the account's language
 // The host's string table (/api/i18n) too: the shared Markdown renderer words its code
 // blocks' and images' labels from it.
 const SHELL = [
@@ -11,10 +11,22 @@ const SHELL = [
   "/ui/lib/plugin-kit.js", "/ui/lib/api.js", "/ui/lib/dom.js", "/ui/lib/markdown.js", "/ui/lib/i18n.js", "/ui/lib/ui.js", "/ui/lib/live.js",
   "/ui/vendor/marked/marked.esm.js", "/ui/vendor/dompurify/purify.es.js", "/ui/vendor/highlight/highlight.min.js",
 ];
-const WORDS = {
-  en: { title: "Skald", body: "You have something new." },
-  de: { title: "Skald", body: "Es gibt etwas Neues für dich." },
-};
+// What a push shows, in the app's language: the app keeps it here (app.js keepPushWords,
+// from its locale files, so a new file words it too). English until the app has run.
+const PUSH_WORDS = "skald-mobile-push-words";
+const FALLBACK = { title: "Skald", body: "You have something new." };
+
+async function pushWords() {
+  try {
+    const cache = await caches.open(PUSH_WORDS);
+    const hit = await cache.match(new URL("push-words", self.registration.scope).href);
+    const words = hit ? await hit.json() : null;
+    if (words && typeof words.title === "string" && typeof words.body === "string") return words;
+  } catch {
+    /* never kept, or unreadable: the fallback */
+  }
+  return FALLBACK;
+}
 
 self.addEventListener("install", (event) => {
   event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll(SHELL)).then(() => self.skipWaiting()));
@@ -22,7 +34,7 @@ self.addEventListener("install", (event) => {
 
 self.addEventListener("activate", (event) => {
   event.waitUntil(
-    caches.keys().then((keys) => Promise.all(keys.filter((k) => k !== CACHE).map((k) => caches.delete(k)))).then(() => self.clients.claim()),
+    caches.keys().then((keys) => Promise.all(keys.filter((k) => k !== CACHE && k !== PUSH_WORDS).map((k) => caches.delete(k)))).then(() => self.clients.claim()),
   );
 });
 
@@ -49,12 +61,10 @@ self.addEventListener("fetch", (event) => {
 });
 
 self.addEventListener("push", (event) => {
-  const language = String(self.navigator.language || "en").slice(0, 2);
-  const words = WORDS[language] || WORDS.en;
   event.waitUntil(
-    self.registration.showNotification(words.title, { body: words.body, icon: "icon.svg", tag: "skald-new" }).then(() =>
-      self.clients.matchAll({ type: "window" }).then((clients) => clients.forEach((client) => client.postMessage({ type: "push" }))),
-    ),
+    pushWords()
+      .then((words) => self.registration.showNotification(words.title, { body: words.body, lang: words.lang, icon: "icon.svg", tag: "skald-new" }))
+      .then(() => self.clients.matchAll({ type: "window" }).then((clients) => clients.forEach((client) => client.postMessage({ type: "push" })))),
   );
 });
 
