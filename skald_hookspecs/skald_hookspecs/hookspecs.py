@@ -220,6 +220,22 @@ def member_deleted(member_id: str, host: Any) -> None:
 
 
 @hookspec
+def member_access_changed(member_id: str, host: Any) -> None:
+    """Called after what decides a member's access may have changed, for each started
+    plugin: an admin changed the member (their role, their active flag), the
+    capabilities or attributes of their role (then once for each member of the role),
+    or their plugin grants (a grant given or taken, default grants seeded when a
+    plugin is first seen). Called once the change is stored, whether the member's file
+    is open or not, and before the admin's request is answered. It carries no detail,
+    and may come when nothing that concerns the plugin changed: ask again what matters
+    (``HostApi.member_has_grant``, ``HostApi.member_may``) and stop what the member may
+    no longer run (a session opened with their credentials, a watcher working for
+    them), or start again what they may run once more. Awaited within the admin's
+    request, bounded by the hook timeout (start slow work in a task); a failure is
+    logged and the change stands. Since 1.15."""
+
+
+@hookspec
 def member_locking(member_id: str) -> None:
     """Called when a member's private file is about to close (logout of the last
     session, deactivation, deletion), for each started plugin: stop what runs for that

@@ -74,6 +74,12 @@ class HostApi(Protocol):
         """Whether the member may use this plugin right now (re-read on every call).
         False for a member who does not exist (deleted)."""
 
+    async def member_may(self, member_id: str, capability: str) -> bool:
+        """Whether the member's role holds ``capability`` right now (re-read on every
+        call; an admin holds every one), as ``Caller.may`` answers within a request of
+        theirs, for a plugin outside one (a hook, a task). False for a member who does
+        not exist or is deactivated, and for a name no role can hold. Since 1.15."""
+
     def subscribe_system(self, handler: Callable[[SystemEvent], Awaitable[None]]) -> None:
         """Receive system-bus events until the plugin stops (best-effort delivery)."""
 

@@ -322,6 +322,12 @@ class Skald:
         self._users.before_lock.append(self._member_hook("member_locking", with_host=False))
         self._users.after_reset.append(self._member_hook("member_reset"))  # contract 1.7
         self._users.after_delete.append(self._member_hook("member_deleted"))  # contract 1.14
+        # contract 1.15: after a member's role, active flag or plugin grants changed, and
+        # for each member of a role whose capabilities or attributes changed (both lists
+        # are called once the change is stored, before the admin's request answers).
+        access_hook = self._member_hook("member_access_changed")
+        self._users.after_access_change.append(access_hook)
+        self._roles.after_change.append(lambda role_id: self._role_access_changed(role_id, access_hook))
         self.config_sets = await self.plugins.collect(
             "register_config_sets", validate_config_set, key=lambda s: s.id, kind="settings set"
         )
@@ -504,9 +510,15 @@ class Skald:
             lambda c: c.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('default_locale', ?)", (json.dumps(locale),))
         )
 
+    async def _role_access_changed(self, role_id: str, hook: Callable[[str], Awaitable[None]]) -> None:
+        """``member_access_changed`` for each member of the role that changed."""
+        for member in await self.users.list():
+            if member.role.id == role_id:
+                await hook(member.id)
+
     def _member_hook(self, hook: str, *, with_host: bool = True) -> Callable[[str], Awaitable[None]]:
         """A per-member hook (``member_unlocked``, ``member_locking``, ``member_reset``,
-        ``member_deleted``) as a callback of the member store: called for each started
+        ``member_deleted``, ``member_access_changed``) as a callback of the member store: called for each started
         plugin implementing it; one plugin's failure is recorded and the others and the
         caller go on."""
 

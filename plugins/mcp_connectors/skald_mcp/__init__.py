@@ -57,7 +57,7 @@ def plugin_info() -> PluginInfo:
         title="Connectors",
         description="Connect the assistant to MCP servers (connectors), granted per member.",
         icon="plug",
-        spec=">=1.13,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3); net (1.5); AddressRefused.reason (1.6); ConfigField.live (1.12); Tool.capability (1.13)
+        spec=">=1.15,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3); net (1.5); AddressRefused.reason (1.6); ConfigField.live (1.12); Tool.capability (1.13); member_access_changed, HostApi.member_may (1.15)
         config_schema=CONFIG_SCHEMA,
         grant_by_default=True,
     )
@@ -105,6 +105,16 @@ async def member_locking(member_id: str) -> None:
     if runtime is not None:
         await runtime.members.locking(member_id)
         runtime.oauth.forget(member_id)
+
+
+@hookimpl
+async def member_access_changed(member_id: str) -> None:
+    """The member's grant of the plugin, their role or its capabilities may have changed
+    (contract 1.15): their own connectors' sessions follow (``MemberConnectors.access_changed``)."""
+    runtime = running.runtime
+    if runtime is not None:
+        if not await runtime.members.access_changed(member_id):
+            runtime.oauth.forget(member_id)  # the plugin taken from them: their tokens leave RAM too
 
 
 @hookimpl

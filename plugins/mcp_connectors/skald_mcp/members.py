@@ -100,6 +100,12 @@ class MemberConnectors:
         #: twice, an activation and a login) never both store a session, the second
         #: stops the first's, and no session is left running that nothing tracks.
         self._connect_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        #: (member, connector) pairs whose session was stopped, or not started, because
+        #: the member's role lost the connector's capability (``access_changed``): they
+        #: start again once it is back. Members who lost the plugin's grant are in
+        #: ``_ungranted``: nothing of theirs is held, and their file is read again then.
+        self._access_closed: set[tuple[str, str]] = set()
+        self._ungranted: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -121,6 +127,12 @@ class MemberConnectors:
 
     async def load(self, member_id: str) -> None:
         try:
+            if not await self.host.member_has_grant(member_id):
+                # Unlocked without the plugin: nothing of theirs is read or run until
+                # it is granted (``access_changed`` loads it then).
+                self._ungranted.add(member_id)
+                return
+            self._ungranted.discard(member_id)
             names = await self.host.member_secret_names(member_id, PREFIX)
             records = {}
             for secret in names:
@@ -165,6 +177,12 @@ class MemberConnectors:
 
     async def locking(self, member_id: str) -> None:
         """Stop the member's sessions and forget their records (and tokens) in RAM."""
+        self._ungranted.discard(member_id)
+        await self._forget(member_id)
+
+    async def _forget(self, member_id: str) -> None:
+        for key in [key for key in self._access_closed if key[0] == member_id]:
+            self._access_closed.discard(key)
         self.records.pop(member_id, None)
         self._offered.pop(member_id, None)
         self.installs.pop(member_id, None)
@@ -178,6 +196,62 @@ class MemberConnectors:
             del self._unpruned[key]
         connections = self.connections.pop(member_id, {})
         await asyncio.gather(*(c.stop() for c in connections.values()), return_exceptions=True)
+
+    async def may_run(self, member_id: str, record: dict[str, Any]) -> bool:
+        """Whether the member may run their connector ``record`` now: the plugin is
+        theirs (``member_has_grant``) and their role holds its capability
+        (``capability``: ``connectors.activate`` for a template's activation,
+        ``connectors.remote`` for their own remote server). Read afresh, from the host."""
+        return await self.host.member_has_grant(member_id) and await self.host.member_may(member_id, self.capability(record))
+
+    async def access_changed(self, member_id: str) -> bool:
+        """The host says the member's access may have changed (``member_access_changed``:
+        their grant of the plugin, their role or its capabilities; it says not which).
+
+        - The plugin's grant is gone: every session of theirs stops and nothing of
+          theirs stays in RAM (records, tokens), as at ``locking``; their file keeps
+          their connectors. Granted again while their file is open, it is read again
+          and what was running starts again (``load``), as at their next unlock.
+        - Their role lost a connector's capability: its session stops, its record
+          stays (their page lists it ``withdrawn``); every start refuses it meanwhile
+          (``_open``). The capability back, it starts again at once, in the background.
+
+        Each connector under its ``connect`` lock: a connect that read the old access
+        stored its session before, and it is stopped here; one after reads the new.
+        Whether the member holds the plugin's grant."""
+        if not await self.host.member_has_grant(member_id):
+            if member_id in self.records or member_id in self.connections:
+                log.info("a member lost the connectors plugin: their connectors are stopped")
+            if member_id in self.host.unlocked_members():
+                self._ungranted.add(member_id)
+            for name in list(self.connections.get(member_id, {})):
+                async with self._connect_locks.setdefault((member_id, name), asyncio.Lock()):
+                    await self.disconnect(member_id, name)
+            await self._forget(member_id)
+            return False
+        if member_id in self._ungranted:
+            self._ungranted.discard(member_id)
+            if member_id in self.host.unlocked_members():
+                self._spawn(self.load(member_id))
+            return True
+        may: dict[str, bool] = {}
+        for name in list(self.records.get(member_id, {})):
+            async with self._connect_locks.setdefault((member_id, name), asyncio.Lock()):
+                record = self.records.get(member_id, {}).get(name)
+                if record is None:
+                    continue
+                capability = self.capability(record)
+                if capability not in may:
+                    may[capability] = await self.host.member_may(member_id, capability)
+                if not may[capability]:
+                    self._access_closed.add((member_id, name))
+                    await self.disconnect(member_id, name)
+                    continue
+                reopen = (member_id, name) in self._access_closed and name not in self.connections.get(member_id, {})
+                self._access_closed.discard((member_id, name))
+            if reopen and record.get("state", "ready") in ("ready", "needs_login"):
+                self._spawn(self.connect(member_id, name, wait=None, resume=self.once_connected(record)))
+        return True
 
     async def stop_all(self) -> None:
         for member_id in list(self.connections):
@@ -260,6 +334,7 @@ class MemberConnectors:
         it waits for this, then finds no record) and the record gone from their file."""
         async with self._connect_locks.setdefault((member_id, name), asyncio.Lock()):
             await self.disconnect(member_id, name)
+            self._access_closed.discard((member_id, name))
             await self.save(member_id, name, None)
 
     def _still_there(self, member_id: str, name: str) -> bool:
@@ -274,6 +349,14 @@ class MemberConnectors:
         record = self.records.get(member_id, {}).get(name)
         if record is None or self.withdrawn(member_id, name):
             return None
+        if not await self.may_run(member_id, record):
+            # The plugin or the connector's capability taken from the member (a Restart
+            # after it, an unlock or a load racing the change): nothing of theirs leaves
+            # for it, and one that runs stops. It starts again once access is back.
+            self._access_closed.add((member_id, name))
+            await self.disconnect(member_id, name)
+            return None
+        self._access_closed.discard((member_id, name))
         await self.disconnect(member_id, name)
         try:
             spec = await self.spec(member_id, name, record)

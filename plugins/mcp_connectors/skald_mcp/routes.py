@@ -636,7 +636,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/servers/<name>/restart")
     @guarded("admin", server=True)
     async def restart_server(runtime: Any, caller: Any, name: str) -> Any:
-        await runtime.restart(name)
+        if await runtime.restart(name) is None:
+            return error("err_unknown", 404, name=name[:40])  # removed while it waited
         return runtime.status(name)
 
     @blueprint.put("/servers/<name>/access")

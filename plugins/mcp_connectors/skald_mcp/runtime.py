@@ -745,6 +745,10 @@ class Runtime:
         #: (connector, member) pairs already logged as hidden by a member's own
         #: connector of the same name (``member_tools``): said once, not every round.
         self._clashes_logged: set[tuple[str, str]] = set()
+        #: connector -> the lock held from stopping its session to storing the next one
+        #: (``_open``): two Restarts (or an edit and a Restart) at once never both store
+        #: a session, and none is left running that ``connections`` does not hold.
+        self._connect_locks: dict[str, asyncio.Lock] = {}
         from skald_mcp.members import MemberConnectors
         from skald_mcp.oauth import OAuth
 
@@ -874,16 +878,38 @@ class Runtime:
         if self._pin_writes:
             await asyncio.gather(*self._pin_writes, return_exceptions=True)
 
+    def _lock(self, name: str) -> asyncio.Lock:
+        """The connector's lock (``_connect_locks``), kept for the process's life."""
+        return self._connect_locks.setdefault(name, asyncio.Lock())
+
     async def _connect(self, spec: ServerSpec, wait: float | None = CONNECT_SECONDS, *, resume: bool = False) -> Connection:
+        async with self._lock(spec.name):
+            connection = await self._open(spec)
+        return await self._start(connection, wait, resume=resume)
+
+    async def _open(self, spec: ServerSpec) -> Connection:
+        """Under the connector's lock: the session there is stopped, and a new one,
+        not started yet, stored in its place."""
         name = spec.name
 
         async def elicit(ctx: Any, connector: str, params: Any) -> Any:
             # Access is asked before the question, when it changes, and at the answer.
             return await self.elicitations.ask(ctx, connector, params, allowed=lambda member_id: self.may_call(name, member_id))
 
+        await self._disconnect(name)
         connection = Connection(spec, on_change=self._changed, elicit=elicit)
-        self.connections[spec.name] = connection
+        self.connections[name] = connection
+        return connection
+
+    async def _start(self, connection: Connection, wait: float | None = CONNECT_SECONDS, *, resume: bool = False) -> Connection:
+        """Start a session ``_open`` stored, after the lock (a slow server must not hold
+        the next Restart, edit or removal): one replaced or removed while it started was
+        stopped by what replaced it, and is stopped again here, so no session stays
+        running that ``connections`` does not hold."""
         await connection.start(wait=wait, resume=resume)
+        if self.connections.get(connection.spec.name) is not connection:
+            await connection.stop()
+            return self.connections.get(connection.spec.name) or connection
         return connection
 
     # -- admin operations -------------------------------------------------------------------
@@ -904,22 +930,30 @@ class Runtime:
         a tool held back stays held back. Another server keeps none and is pinned
         nothing at its first contact (an empty set is not the first add's): each of its
         tools waits for the admin's accept."""
-        previous = self.specs.get(spec.name)
-        await self._disconnect(spec.name)
-        self.specs[spec.name] = spec
-        if previous is None or previous.identity() != spec.identity():
-            self.pins[spec.name] = {}
-        await self._save()
-        return await self._connect(spec)
+        async with self._lock(spec.name):
+            previous = self.specs.get(spec.name)
+            await self._disconnect(spec.name)
+            self.specs[spec.name] = spec
+            if previous is None or previous.identity() != spec.identity():
+                self.pins[spec.name] = {}
+            await self._save()
+            connection = await self._open(spec)
+        return await self._start(connection)
 
-    async def restart(self, name: str) -> Connection:
+    async def restart(self, name: str) -> Connection | None:
         """A new session now. One that was working, or reconnecting by itself, and
         cannot reach its server now goes on trying (``Connection.start``'s ``resume``):
         a Restart pressed during an outage must not leave it failed for good."""
-        previous = self.connections.get(name)
-        resume = previous is not None and previous.state in ("ready", "reconnecting")
-        await self._disconnect(name)
-        return await self._connect(self.specs[name], resume=resume)
+        async with self._lock(name):
+            # Under the lock from the stop to the new session's place in ``connections``:
+            # a concurrent Restart waits here, then stops this one (stored by then).
+            spec = self.specs.get(name)
+            if spec is None:
+                return None  # removed while it waited
+            previous = self.connections.get(name)
+            resume = previous is not None and previous.state in ("ready", "reconnecting")
+            connection = await self._open(spec)
+        return await self._start(connection, resume=resume)
 
     async def remove(self, name: str) -> None:
         self.specs.pop(name)
@@ -928,9 +962,10 @@ class Runtime:
         self.pins.pop(name, None)
         self._offered.pop(name, None)  # gone from every member's list before anything awaits
         self.elicitations.recheck()
-        if name in self.connections:
-            self.connections[name].removed = True  # a call it breaks says so
-        await self._disconnect(name)
+        async with self._lock(name):  # a Restart storing a session meanwhile: stopped here
+            if name in self.connections:
+                self.connections[name].removed = True  # a call it breaks says so
+            await self._disconnect(name)
         await self._save()
 
     async def _disconnect(self, name: str) -> None:

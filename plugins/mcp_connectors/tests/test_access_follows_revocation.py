@@ -208,8 +208,15 @@ async def test_a_members_own_connectors_work_only_while_their_role_has_the_capab
         assert "echo: two" not in result, result
         assert not any(n.startswith("kv__") for n in setup.offered())
 
-        # Given back: both work again, nothing set up anew.
+        # Given back: both work again, nothing set up anew (their sessions, stopped when
+        # the capability went, start again by themselves in the background).
         await set_member_capabilities(setup, add={"connectors.remote", "connectors.activate"})
+
+        async def both_ready() -> bool:
+            rows = (await alice.get(f"{BASE}/my/connectors")).json()["connectors"]
+            return {r["name"]: r["state"] for r in rows} == {"mine": "ready", "kv": "ready"}
+
+        await eventually(both_ready, what="her connectors to start again")
         setup.model.script("model-mcp", [Reply(tool_calls=[ToolCall("mine__echo", {"text": "three"})]), Reply("Done.")])
         await send(alice, cid, "Echo once more.")
         assert calls(await finished(alice, cid))[-1]["result"] == "echo: three"

@@ -264,6 +264,20 @@ class PluginHostApi:
             return False
         return member is not None and self._core.catalog.usable(member, self.plugin_id)
 
+    async def member_may(self, member_id: str, capability: str) -> bool:
+        """Re-read on every call: the member's role as it is now (contract 1.15). Only a
+        capability a role can hold; an unknown (deleted) or inactive member holds none."""
+        from skald_host.core.identity.access import GRANTABLE, allowed
+        from skald_host.core.identity.users import MemberNotFound
+
+        if not isinstance(member_id, str) or capability not in GRANTABLE:
+            return False
+        try:
+            member = await self._core.users.get(member_id)
+        except (LookupError, MemberNotFound):
+            return False
+        return allowed(member, capability)
+
     def _follow(self, subscription: Any, handler: Callable[[Any], Awaitable[None]]) -> None:
         async def pump() -> None:
             try:
