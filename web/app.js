@@ -8,7 +8,7 @@ import { el, link, uid } from "./lib/dom.js";
 import { availableLocales, browserLocale, currentLocale, errorString, lastShownLocale, loadLocale, seeded, t } from "./lib/i18n.js";
 import { icon } from "./lib/icons.js";
 import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
-import { DIRTY, busy, confirmDialog, errorText, markSaved, notice, pageHeader, sayIn } from "./lib/ui.js";
+import { DIRTY, busy, confirmDialog, errorText, markSaved, notice, pageHeader, sayIn, setPasswordMinLength } from "./lib/ui.js";
 import * as socket from "./lib/socket.js";
 import { renderLogin, renderSetup, renderSetupRefused } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
@@ -591,6 +591,7 @@ async function start() {
   // Setup's status says whether a session is there: a visitor's first page asks
   // /api/auth/session only with one, so the console shows no 401 for signing in.
   const setup = await api("GET", "/api/setup");
+  setPasswordMinLength(setup.data?.password_min_length);
   if (setup.data.signed_in) {
     const session = await api("GET", "/api/auth/session");
     if (session.ok) return enterShell(session);

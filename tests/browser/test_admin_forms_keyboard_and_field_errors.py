@@ -205,7 +205,8 @@ async def test_a_refused_member_field_is_marked_named_and_focused_when_adding_an
     # Both empty fields at once, before any request (the first keeps the focus).
     await assert_marked(page, username, "User name is required.")
     await expect(password).to_have_attribute("aria-invalid", "true")
-    await expect(password).to_have_accessible_description("Give it to them in person; they can change it under “My account”. Password is required.")
+    await expect(password).to_have_accessible_description(
+        "At least 8 characters. Give it to them in person; they can change it under “My account”. Password is required.")
     await expect(status).to_have_text("Please check “User name”.")
     await username.fill("...")
     await password.fill("a long enough password")

@@ -358,7 +358,8 @@ async def test_a_fallback_drops_the_partial_answer_and_the_next_model_answers(sk
         failed = page.locator(".msg.assistant").last
         await expect(failed).to_have_attribute("data-status", "error")
         await expect(failed.locator(".badge")).to_have_text("Failed")
-        await expect(failed.locator(".msg-body")).to_have_text("The model refused the request (HTTP 401: bad key).")
+        await expect(failed.locator(".msg-body")).to_have_text(
+            "The model refused the request (HTTP 401: bad key). Retrying will not help: check this model and its provider's API key on the Models page.")
         await page.reload()
         await expect(page.locator(".msg.assistant").last.locator(".badge")).to_have_text("Failed")
 

@@ -250,7 +250,7 @@ async def test_setup_keeps_typed_fields_across_a_language_change_and_checks_them
     await page.get_by_role("button", name="Administrator anlegen").click()
     password = page.get_by_label("Passwort", exact=True)
     await expect(password).to_have_attribute("aria-invalid", "true")
-    await expect(password).to_have_accessible_description("Das Passwort braucht mindestens 8 Zeichen.")
+    await expect(password).to_have_accessible_description("Mindestens 8 Zeichen. Das Passwort braucht mindestens 8 Zeichen.")  # the rule, then the refusal
     await expect(password).to_be_focused()
     assert requests == []  # said before the server was asked
     await password.fill(ADMIN_PASSWORD)

@@ -44,7 +44,7 @@ async def test_setup_says_a_fields_problem_once_under_the_field(skald, browser_p
     await password.fill("password123")
     await page.get_by_label("Repeat password").fill("password123")
     await create.click()
-    await expect(password).to_have_accessible_description(common)
+    await expect(password).to_have_accessible_description(f"At least 8 characters. {common}")  # the rule, then the refusal
     await expect(password).to_be_focused()
     await expect(username).not_to_have_attribute("aria-invalid", "true")
     await expect(page.get_by_text(common)).to_have_count(1)

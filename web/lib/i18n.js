@@ -104,6 +104,9 @@ function sized(values) {
   return out;
 }
 
+/** HTTP statuses a provider refuses with until its settings change (never retried: llm/client.py NEVER_RETRY less 422). */
+const SETTINGS_REFUSALS = new Set([401, 403, 404]);
+
 /** The reader's words for an API error code ({"code": "password_too_short",
  * "values": {...}}), or null when there are none (then show the server's message).
  * `admin: false`: the reader cannot fix the cause (a provider's address), so a code's
@@ -114,6 +117,9 @@ function sized(values) {
 export function errorString(code, values = {}, { admin = true } = {}) {
   if (!code || !(`core.error.${code}` in strings)) return null;
   values = sized(values || {});
+  // A refusal only a change of settings ends (a wrong API key, no access, no such
+  // model): Retry cannot help, and `error.<code>.settings` says so, and who can fix it.
+  if (SETTINGS_REFUSALS.has(Number(values.status)) && `core.error.${code}.settings` in strings) code = `${code}.settings`;
   if (!admin && `core.error.${code}.member` in strings) return t(`error.${code}.member`, values);
   const seconds = Number(values.seconds);
   if (seconds >= 60 && `core.error.${code}.minutes.other` in strings) {

@@ -14,6 +14,14 @@ export const notice = (kind, text) => el("p", { class: `notice ${kind}`, role: k
 
 /** A failed request in the reader's words: the string for its error code, else the
  * server's message ({"error": "...", "code": "..."}), else a generic one. */
+/** The password policy's minimum length (GET /api/setup's `password_min_length`, set
+ * as the page starts): the password fields say it under them, not only a refusal. */
+let passwordMin = 8;
+export const passwordMinLength = () => passwordMin;
+export function setPasswordMinLength(value) {
+  if (Number.isInteger(value) && value > 0) passwordMin = value;
+}
+
 export function errorText(response) {
   if (response.status === 0) return t("common.offline");
   const known = errorString(response.data?.code, response.data?.values);

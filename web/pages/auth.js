@@ -2,16 +2,19 @@
 import { api, setCsrfToken } from "../lib/api.js";
 import { el, uid } from "../lib/dom.js";
 import { availableLocales, currentLocale, loadLocale, localeName, t } from "../lib/i18n.js";
-import { errorText } from "../lib/ui.js";
+import { errorText, passwordMinLength } from "../lib/ui.js";
 
-function input(labelKey, name, type = "text", extra = {}) {
+function input(labelKey, name, type = "text", extra = {}, hint = null) {
   const id = uid(name);
   const error = el("p", { class: "field-error", id: `${id}-error` });
+  // A rule the value must meet, said before a refusal does (a password's length).
+  const rule = hint ? el("p", { class: "hint", id: `${id}-hint`, text: hint }) : null;
   return [
     el("label", { for: id, text: t(labelKey) }),
-    el("input", { id, name, type, required: true, "aria-describedby": error.id, ...extra }),
+    el("input", { id, name, type, required: true, "aria-describedby": rule ? `${rule.id} ${error.id}` : error.id, ...extra }),
+    rule,
     error,
-  ];
+  ].filter(Boolean);
 }
 
 /** Mark a field wrong (or right, with ""), with its message under it. */
@@ -79,7 +82,8 @@ export function renderSetup(root, onDone, kept = null) {
   root.replaceChildren(authCard("setup.title", "setup.intro", [
     ...input("setup.username", "username", "text", { autocomplete: "username" }),
     ...input("setup.display_name", "display_name", "text", { required: false, autocomplete: "name" }),
-    ...input("setup.password", "password", "password", { autocomplete: "new-password", minlength: "8" }),
+    ...input("setup.password", "password", "password", { autocomplete: "new-password", minlength: String(passwordMinLength()) },
+      t("setup.password_rule", { min: passwordMinLength() })),
     ...input("setup.password_repeat", "password_repeat", "password", { autocomplete: "new-password" }),
     el("label", { for: localeId, text: t("setup.locale") }), select,
     el("label", { class: "check" }, el("input", { type: "checkbox", name: "encrypted", props: { checked: true } }), el("span", { text: t("setup.encrypted") })),
@@ -88,7 +92,7 @@ export function renderSetup(root, onDone, kept = null) {
     const password = String(data.get("password") || "");
     const problems = {
       username: !username ? t("setup.username_missing") : !USERNAME.test(username) || !username.replace(/\./g, "") ? t("setup.username_invalid") : "",
-      password: password.length < 8 ? t("setup.password_short") : password.trim() === "" ? t("setup.password_short")
+      password: password.length < passwordMinLength() ? t("setup.password_short") : password.trim() === "" ? t("setup.password_short")
         : password.toLowerCase() === username.toLowerCase() ? t("setup.password_is_username") : "",
       password_repeat: password && data.get("password_repeat") !== password ? t("setup.mismatch") : "",
     };

@@ -975,7 +975,9 @@ export class Transcript {
         meta.replaceChildren(...[
           label ? el("span", { class: `badge status-${status}`, text: label }) : null,
           // A round of tool calls alone has no words to credit: no model line under its cards.
-          model && (view.text || retryable(status)) ? el("span", { class: "model", text: this.handlers.modelLabel?.(model, modelId) || model, title: model }) : null,
+          // A failed answer names its provider too: two entries may share a label or a model
+          // name, and whoever fixes it must know which entry failed.
+          model && (view.text || retryable(status)) ? this.modelChip(model, modelId, status === "error") : null,
           done ? copyButton(() => view.text, t("chat.copy_answer"), "copy-message") : null,
           retryable(status) && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
         ].filter(Boolean));
@@ -985,6 +987,13 @@ export class Transcript {
     };
     if (id != null) this.messages.set(Number(id), { node, view });
     return view;
+  }
+
+  /** The model line under an answer: its entry's label, with its provider when `withProvider`. */
+  modelChip(model, modelId, withProvider) {
+    const label = this.handlers.modelLabel?.(model, modelId) || model;
+    const provider = withProvider ? this.handlers.modelProvider?.(model, modelId) : null;
+    return el("span", { class: "model", text: provider ? t("chat.model_at_provider", { model: label, provider }) : label, title: model });
   }
 
   /** Keep a <details>'s open state across re-renders of the same thing. */

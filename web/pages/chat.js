@@ -654,6 +654,10 @@ class ChatView {
       modelLabel: (name, id) => (id
         ? (status.models || []).find((m) => m.id === id)?.label
         : (status.models || []).find((m) => m.model === name)?.label) || name,
+      // The provider of that entry (a failed answer names it): found alike.
+      modelProvider: (name, id) => (id
+        ? (status.models || []).find((m) => m.id === id)?.provider
+        : (status.models || []).find((m) => m.model === name)?.provider) || null,
       admin: ctx.member.is_admin === true,
       // A token skipped words this page never had (it read the answer before them):
       // read again, once at a time; the read's replay carries on from its text.

@@ -5,7 +5,7 @@ import { api } from "../lib/api.js";
 import { el, link, uid } from "../lib/dom.js";
 import { availableLocales, localeName, seeded, t } from "../lib/i18n.js";
 import {
-  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, formatDate, hintFor, markField, notice, pageHeader, section, showFormError, statusLine,
+  busy, button, checkbox, clearFieldErrors, confirmDialog, errorText, field, formatDate, hintFor, markField, notice, pageHeader, passwordMinLength, section, showFormError, statusLine,
 } from "../lib/ui.js";
 
 const memberRoute = (id) => `#members/${encodeURIComponent(id)}`;
@@ -58,7 +58,8 @@ function createForm(roles, ctx) {
   const form = el("form", { class: "grid-form", novalidate: true },
     field(t("members.username"), username, { required: true })[0],
     field(t("members.display_name"), displayName)[0],
-    field(t("members.password"), password, { required: true, hint: t("members.password_hint") })[0],
+    // The policy's minimum first: a failed submit was the first the admin heard of it.
+    field(t("members.password"), password, { required: true, hint: `${t("setup.password_rule", { min: passwordMinLength() })} ${t("members.password_hint")}` })[0],
     field(t("members.role"), role)[0],
     field(t("members.language"), locale)[0],
     el("div", { class: "field span" }, encryptedLabel, hintFor(encrypted, t("members.encrypt_hint"))),
@@ -285,7 +286,7 @@ function resetSection(member, isSelf) {
   const repeat = el("input", { type: "password", autocomplete: "new-password", name: "repeat" });
   const submit = el("button", { class: `btn ${member.encrypted ? "danger" : "primary"}`, type: "submit", text: t("members.reset_submit") });
   const status = statusLine();
-  const parts = [field(t("members.new_password"), password)[0], field(t("members.repeat_password"), repeat)[0]];
+  const parts = [field(t("members.new_password"), password, { hint: t("setup.password_rule", { min: passwordMinLength() }) })[0], field(t("members.repeat_password"), repeat)[0]];
   let confirm = null;
   if (member.encrypted) {
     const [label, input] = checkbox(t("members.reset_confirm", { name: nameOf(member) }), { name: "confirm_data_loss" });

@@ -111,17 +111,26 @@ function showOffered(output, provider, names, added, ctx, status) {
     names.length > 40 ? el("span", { class: "muted", text: ` ${t("models.test_more", { count: names.length - 40 })}` }) : null));
 }
 
+/** Why a connection test failed, said of the provider (no model is asked in a test):
+ * `models.test_error.<code>` where there is one, else the error as a chat says it. */
+function testFailure(data) {
+  const key = `models.test_error.${data.code}`;
+  const said = t(key, { why: "", reason: "", ...(data.values || {}) });
+  return t("models.test_failed", { error: said !== key ? said : errorString(data.code, data.values) || data.error || "" });
+}
+
 function testButton(provider, output, added, ctx, status) {
   const test = button(t("models.test"), {
     kind: "small",
     onClick: () => busy(test, async () => {
+      status.clear();  // a new action: the last one's "Saved." is not about this one
       output.className = "test-result";
       output.replaceChildren(el("span", { class: "muted", text: t("models.testing") }));
       const response = await api("POST", `/api/admin/models/providers/${enc(provider.id)}/test`);
       if (!response.ok) { output.className = "test-result error"; output.textContent = errorText(response); return; }
       if (!response.data.ok) {
         output.className = "test-result error";
-        output.textContent = t("models.test_failed", { error: errorString(response.data.code, response.data.values) || response.data.error || "" });
+        output.textContent = testFailure(response.data);
         return;
       }
       const names = response.data.models || [];
@@ -318,7 +327,7 @@ function modelForm(providers, ctx, model = null, onCancel = null) {
       // <body>: it goes to the field that offers them, and the form says how many.
       if (found.length) { name.focus(); status.ok(t("models.names_loaded", { count: found.length })); }
       showNames();
-    } else suggestions.textContent = response.ok ? t("models.test_failed", { error: errorString(response.data.code, response.data.values) || response.data.error || "" }) : errorText(response);
+    } else suggestions.textContent = response.ok ? testFailure(response.data) : errorText(response);
   }
   provider.addEventListener("change", showNames);
   const onDiscovered = (event) => {

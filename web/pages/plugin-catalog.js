@@ -15,6 +15,8 @@ export function health(plugin) {
   if (plugin.state === "loaded" && plugin.waiting) return "amber";
   if (plugin.state === "failed" || plugin.state === "missing" || (plugin.state === "loaded" && plugin.healthy === false)) return "red";
   if (plugin.state === "loaded" && plugin.degraded) return "amber";
+  // A sandbox backend another backend stands in for, or that cannot run here: loaded, idle.
+  if (plugin.state === "loaded" && plugin.standby) return "grey";
   if (plugin.state === "loaded") return "green";
   return "grey";
 }
@@ -25,6 +27,7 @@ export function stateLabel(plugin) {
   }
   if (plugin.state === "loaded" && plugin.healthy === false) return t("plugin.state.unhealthy");
   if (health(plugin) === "amber") return t("plugin.state.degraded", { reason: plugin.degraded });
+  if (plugin.state === "loaded" && plugin.standby) return plugin.standby;  // the server's words, in the reader's language
   return t(`plugin.state.${plugin.state}`);
 }
 
@@ -34,7 +37,7 @@ function healthDot(plugin) {
   const detailId = uid("health");
   const detail = el("div", { id: detailId, class: `health-detail ${color}`, hidden: true },
     el("strong", { text: label }),
-    plugin.error ? el("p", { class: "detail", text: plugin.error }) : el("p", { class: "detail", text: t(`plugin.state_help.${plugin.waiting ? "waiting" : color}`) }));
+    plugin.error ? el("p", { class: "detail", text: plugin.error }) : el("p", { class: "detail", text: t(`plugin.state_help.${plugin.waiting ? "waiting" : plugin.state === "loaded" && plugin.standby ? "standby" : color}`) }));
   const dot = el("button", {
     type: "button", class: `health-dot ${color}`, title: plugin.error ? `${label}: ${plugin.error}` : label,
     // Which plugin too: fourteen cards' dots were fourteen identical "Status: Off" buttons.
@@ -112,10 +115,12 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
     plugin.manages_own_access ? el("span", { class: "tag", text: t("plugin.own_access") }) : null);
   // Amber: its state says why in the plugin's words, too long for the title's line.
   const amber = health(plugin) === "amber";
+  // A sandbox backend's standby reason (an engine's own words) is as long: it wraps too.
+  const long = !amber && plugin.state === "loaded" && Boolean(plugin.standby);
   const card = el("article", { class: `card plugin-card state-${plugin.state}`, "data-plugin": plugin.id },
-    el("header", { class: amber ? "plugin-head stacked" : "plugin-head" },
+    el("header", { class: amber || long ? "plugin-head stacked" : "plugin-head" },
       el("h2", {}, icon(plugin.icon), el("span", { text: plugin.title || plugin.id })),
-      el("div", { class: amber ? "health amber" : "health" }, dot, el("span", { class: "state-label", text: label }), problemsLink(plugin, to))),
+      el("div", { class: amber ? "health amber" : long ? "health long" : "health" }, dot, el("span", { class: "state-label", text: label }), problemsLink(plugin, to))),
     meta,
     el("p", { class: "description", text: plugin.description || t("plugin.no_description") }),
     problem, stale, detail);
@@ -133,7 +138,7 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
         return;
       }
       Object.assign(plugin, {
-        enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error, degraded: fresh.degraded, problems: fresh.problems,
+        enabled: fresh.enabled, state: fresh.state, healthy: fresh.healthy, error: fresh.error, degraded: fresh.degraded, standby: fresh.standby, problems: fresh.problems,
         waiting: fresh.waiting, needs_settings: fresh.needs_settings,
       });
       const next = pluginCard(plugin, ctx, { changed: true });

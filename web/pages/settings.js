@@ -58,8 +58,9 @@ export async function backupsBlock() {
   async function fill() {
     const response = await api("GET", "/api/admin/backups");
     if (!response.ok) { body.replaceChildren(notice("error", errorText(response))); return; }
-    const { dir, every_hours: every, keep, backups } = response.data;
-    const schedule = every > 0 ? t("backups.schedule", { count: every, keep }) : t("backups.no_schedule");
+    const { dir, every_hours: every, keep, backups, config_file: config } = response.data;
+    const schedule = every > 0 ? t("backups.schedule", { count: every, keep })
+      : config ? t("backups.no_schedule_where", { config }) : t("backups.no_schedule");
     body.replaceChildren(
       el("p", { class: "hint", text: t("backups.where", { dir }) }),
       el("p", { class: "hint", text: schedule }),

@@ -14,6 +14,10 @@ export default class TelegramPage extends HTMLElement {
     // Focusable from the script only: where the focus goes when the control that held it
     // is hidden (keepPlace).
     this.line = node("p", undefined, { class: "telegram-status", tabindex: "-1" });
+    // For the admin while the bot is not running: the plugin's page, which says why.
+    this.why = node("a", undefined, { class: "telegram-why", href: `#plugin-detail?id=${encodeURIComponent(this.pluginId)}` });
+    this.whyLine = node("p", undefined, { hidden: true });
+    this.whyLine.append(this.why);
     this.message = node("p", undefined, { class: "telegram-message form-status", role: "status" });
     this.code = node("input", undefined, { id: "telegram-code", name: "code", maxlength: 32, autocomplete: "off" });
     this.codeLabel = node("label", undefined, { for: "telegram-code" });
@@ -33,7 +37,7 @@ export default class TelegramPage extends HTMLElement {
     this.unlinkLine = node("div", undefined, "actions");
     this.unlinkLine.append(this.unlinkButton);
     const card = node("section", undefined, "card");
-    card.append(this.line, this.form, this.unlinkLine, this.message);
+    card.append(this.line, this.whyLine, this.form, this.unlinkLine, this.message);
     this.replaceChildren(card);
     await this.refresh();
   }
@@ -46,6 +50,8 @@ export default class TelegramPage extends HTMLElement {
       this.linkButton.textContent = s.page_link;
       this.unlinkButton.textContent = s.page_unlink;
       this.line.textContent = status.line;
+      this.why.textContent = status.why_link || "";
+      this.whyLine.hidden = !status.why_link;
       this.form.hidden = status.linked || !status.running; // no code to link while the bot is not running
       this.unlinkLine.hidden = !status.linked;
       this.strings = s;

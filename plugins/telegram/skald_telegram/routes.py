@@ -57,11 +57,15 @@ def build_blueprint(host: HostApi) -> Blueprint:
                 "telegram.page_linked" if linked
                 else "telegram.page_unlinked" if connected
                 else "telegram.page_connecting" if bot is not None
+                # The admin is the one who can see why, and is sent there (the page
+                # linked below); a member is told an administrator can.
+                else "telegram.page_not_running_admin" if caller.is_admin
                 else "telegram.page_not_running",
                 caller.locale,
                 chat=chat,
                 bot=f" @{username}" if username else "",
             ),
+            "why_link": host.translate("telegram.page_why", caller.locale) if bot is None and caller.is_admin else None,
             "strings": strings(PAGE_KEYS, caller.locale),
         }
 

@@ -355,7 +355,7 @@ class ModelClients:
             if isinstance(exc, openai.APITimeoutError) and time.monotonic() - started >= timeout * 0.9:
                 raise ModelError("the provider did not answer in time", None, code="model_timeout") from None
             why = str(exc.__cause__ or "")[:300] or type(exc).__name__  # "Cannot connect to host …": what the admin can act on
-            raise ModelError(f"the provider could not be reached: {why}", None, code="model_unreachable") from None
+            raise ModelError(f"the provider could not be reached: {why}", None, code="model_unreachable", values={"why": why}) from None
         # Some OpenAI-compatible servers leave out ``id`` (naming a model "name" or
         # "model") or send it null: a name is what the admin can type, never "null".
         names = set()

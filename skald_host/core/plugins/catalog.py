@@ -267,11 +267,29 @@ class PluginCatalog:
                 names += [f"{contribution.value.id}.{name}" for name in stale(fields, values)]
         return names
 
+    async def _standby(self, locale: str | None) -> dict[str, str]:
+        """A loaded sandbox backend plugin that does not run the commands here, and why,
+        in the reader's words (``SandboxManager.standby``): its card said "Running"
+        beside the backend that does, or on a machine without its engine."""
+        sandbox = getattr(self._core, "_sandbox", None)
+        if sandbox is None:
+            return {}
+        out = {}
+        for plugin_id, (kind, values) in (await sandbox.standby()).items():
+            if kind == "unused":
+                other = self._core.plugins.status(values["plugin"])
+                title = other.info.title if other and other.info else values["plugin"]
+                values = {"backend": self._text(values["plugin"], "plugin.title", locale, title)}
+            out[plugin_id] = self._core.strings.translate(f"core.plugin.state.{kind}", locale, **values)
+        return out
+
     async def list(self, locale: str | None = None) -> list[dict[str, Any]]:
         rows, holders = await self._rows(), await self._holders()
+        standby = await self._standby(locale)
         out = []
         for status in self._core.plugins.statuses():
             entry = self._localize(status.as_dict(), locale)
+            entry["standby"] = standby.get(status.id) if status.state == "loaded" else None
             entry.pop("traceback", None)  # on the detail and in /api/admin/plugins.json
             entry.pop("tool_failures", None)
             entry.pop("failures", None)
@@ -296,6 +314,7 @@ class PluginCatalog:
             }
         status = self._status(plugin_id)
         entry = self._localize(status.as_dict(), locale)  # the traceback included: this is the admin's view (plugins.manage)
+        entry["standby"] = (await self._standby(locale)).get(plugin_id) if status.state == "loaded" else None
         row = await self._core.registry.run(lambda c: c.execute("SELECT enabled FROM plugins WHERE id = ?", (plugin_id,)).fetchone())
         entry["enabled"] = self._chosen(status, {plugin_id: {"enabled": bool(row[0])}} if row else {})
         info = status.info

@@ -107,6 +107,8 @@ class SandboxManager:
         self._backends: dict[str, Contribution] = {c.value[0]: c for c in backends}
         self._chosen: tuple[str, SandboxBackend] | None = None
         self._refusal: str | None = None
+        #: Backends the last choice found unable to run here, and why (their ``available()``).
+        self._unavailable: dict[str, str] = {}
         self._choosing = asyncio.Lock()
         self._member_locks: dict[str, asyncio.Lock] = {}
         self._ensured: dict[str, SandboxSpec] = {}
@@ -191,6 +193,23 @@ class SandboxManager:
             return None, str(exc)
         return self._backends[name].plugin_id, None
 
+    async def standby(self) -> dict[str, tuple[str, dict[str, str]]]:
+        """For the plugins' cards (a loaded backend plugin read "Running" beside the one
+        that runs the commands, or on a machine it cannot run on): each enabled backend
+        plugin that does not run commands here, and why. ``("unavailable", {"reason"})``
+        when its check said it cannot run here, ``("unused", {"plugin"})`` when another
+        backend's plugin runs them."""
+        chosen, _ = await self.in_use()
+        out: dict[str, tuple[str, dict[str, str]]] = {}
+        for name, contribution in self._backends.items():
+            if contribution.plugin_id == chosen or not self._core.plugins.is_enabled(contribution.plugin_id):
+                continue
+            if name in self._unavailable:
+                out[contribution.plugin_id] = ("unavailable", {"reason": self._unavailable[name]})
+            elif chosen is not None:
+                out[contribution.plugin_id] = ("unused", {"plugin": chosen})
+        return out
+
     async def _choose(self) -> tuple[tuple[str, SandboxBackend] | None, str | None]:
         wanted = self.settings.backend.strip().lower()
         if wanted == "none":
@@ -200,6 +219,7 @@ class SandboxManager:
             )
         names = AUTO_ORDER if wanted == "auto" else (wanted,)
         reasons: list[str] = []
+        self._unavailable = {}
         for name in names:
             contribution = self._backends.get(name)
             if contribution is None or not self._core.plugins.is_enabled(contribution.plugin_id):
@@ -212,6 +232,7 @@ class SandboxManager:
                 reason = f"its availability check failed: {exc}"
             if reason is None:
                 return (name, backend), None
+            self._unavailable[name] = reason
             reasons.append(f"{name}: {reason}")
         return None, "Commands cannot run here: no sandbox is available. " + "; ".join(reasons)
 

@@ -7,6 +7,7 @@ from quart import Blueprint, current_app
 
 from skald_host.core.backups import BackupBusy, BackupError
 from skald_host.core.storage import DiskFull
+from skald_host.settings import config_path
 from skald_host.web.auth import requires
 from skald_host.web.errors import ApiError
 
@@ -25,6 +26,9 @@ async def list_backups() -> dict:
     return {
         "dir": str(core.backups.root),
         "every_hours": settings.every_hours,
+        # Where backup.every_hours is set (the page said only "set backup.every_hours"):
+        # the data dir's skald.yml, or the file SKALD_CONFIG names.
+        "config_file": str(config_path(core.settings.data_dir)),
         "keep": settings.keep,
         "backups": [b.as_dict() for b in await core.backups.list()],
     }

@@ -6,11 +6,11 @@ from urllib.parse import urlsplit
 
 from quart import Blueprint, current_app, jsonify, request
 
-from skald_host.core.identity.passwords import PasswordRejected
+from skald_host.core.identity.passwords import MIN_LENGTH, PasswordRejected
 from skald_host.core.identity.setup import AlreadySetUp, initialize_instance, needs_setup
 from skald_host.core.identity.users import MemberError
 from skald_host.web.auth import authenticate, public, set_session_cookie
-from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, ref, returns, text
+from skald_host.web.body import BOOL, TEXT, accepts, array, field, integer, json_object, obj, ref, returns, text
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("setup", __name__)
@@ -50,6 +50,7 @@ def _host_trusted() -> bool:
     "needs_setup": BOOL, "locales": array(TEXT), "signed_in": BOOL,
     "locale": text(description="the instance's language, which the sign-in page speaks ('en' before setup)"),
     "setup_allowed": {**BOOL, "description": "false: POST /api/setup refuses this request's host name (see setup_host_trusted)"},
+    "password_min_length": integer(1, description="the password policy's minimum length, in characters: the forms say it before a refusal does"),
 }))
 @public
 async def setup_status() -> dict:
@@ -67,6 +68,7 @@ async def setup_status() -> dict:
         "locales": core.strings.locales,
         "locale": await core.default_locale(),
         "signed_in": await authenticate(request) is not None,
+        "password_min_length": MIN_LENGTH,
     }
 
 
