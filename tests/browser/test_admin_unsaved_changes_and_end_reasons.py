@@ -40,9 +40,12 @@ async def test_a_switched_member_is_not_left_unsaved_without_asking(skald, brows
     await expect(switch).not_to_be_checked()  # the change is still there to save
 
     # Saved (the deactivation asked first): leaving asks nothing more.
+    await expect(page.get_by_text("Signed in on 1 device or browser.")).to_be_visible()
     await page.get_by_role("button", name="Save", exact=True).first.click()
     await page.get_by_role("dialog").get_by_role("button", name="Turn off sign-in").click()
     await expect(page.get_by_text("Saved.")).to_be_visible()
+    # It signed her out everywhere: the count says so without a reload (admin walk).
+    await expect(page.get_by_text("Signed in on 0 devices or browsers.")).to_be_visible()
     assert not (await host.core.users.get(alice.member["id"])).active
     assert await page.evaluate(BEFORE_UNLOAD) is False
     await nav.get_by_role("link", name="Usage").click()
@@ -118,4 +121,5 @@ async def test_a_reset_names_the_folders_and_projects_it_took_away(skald, browse
     await page.get_by_label("I understand that").check()
     await page.get_by_role("button", name="Reset password").click()
     await expect(page.get_by_text("They were removed from: Garden photos, Recipes.")).to_be_visible()
+    await expect(page.get_by_text("Signed in on 0 devices or browsers.")).to_be_visible()  # the reset signed her out
     await expect(page.get_by_role("dialog")).to_have_count(0)

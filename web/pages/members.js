@@ -141,6 +141,8 @@ function profileSection(member, roles, ctx, isSelf) {
       const response = await api("PATCH", `/api/admin/members/${encodeURIComponent(member.id)}`, body);
       if (!response.ok) { showFormError(form, status, response); return; }
       Object.assign(member, response.data);
+      if (!member.active) member.sessions = 0;  // turning sign-in off ended them all
+      sessionCounts.get(member)?.();
       ctx.header.querySelector("h1").textContent = nameOf(member);
       ctx.header.querySelector(".intro").textContent = `@${member.username} · ${seeded(member.role_label || member.role)}`;
       status.ok(t("common.saved"));
@@ -258,8 +260,13 @@ async function intervalsSection(member) {
   return section(title, el("p", { class: "hint", text: t("members.intervals_hint") }), ...rows);
 }
 
+/** Member → shows their session count again: a reset or turning sign-in off ends every
+ * session as "Sign out everywhere" does, and the count said "1 device" until a reload. */
+const sessionCounts = new WeakMap();
+
 function sessionsSection(member) {
   const count = el("p", { text: t("members.sessions_count", { count: member.sessions ?? 0 }) });
+  sessionCounts.set(member, () => { count.textContent = t("members.sessions_count", { count: member.sessions ?? 0 }); });
   const status = statusLine();
   const end = button(t("members.end_sessions"), {
     onClick: () => busy(end, async () => {
@@ -315,6 +322,8 @@ function resetSection(member, isSelf) {
         new_password: password.value, confirm_data_loss: member.encrypted ? confirm.checked : false,
       });
       if (!response.ok) { showFormError(form, status, response); return; }
+      member.sessions = 0;  // a reset signs the member out everywhere
+      sessionCounts.get(member)?.();
       form.reset();
       // The shared folders and projects the reset took them out of, by name.
       const removed = (response.data.removed_from || []).map((item) => item.title);
