@@ -174,14 +174,17 @@ async def test_every_page_of_the_shell_in_german_shows_no_english(skald, browser
     await public.get_by_label("Passwort wiederholen").fill("kurz")
     await public.get_by_role("button", name="Administrator anlegen").click()
     # The page's own check, before the server is asked (issue 19, bug 3).
-    await expect(public.get_by_label("Passwort", exact=True)).to_have_accessible_description("Das Passwort braucht mindestens 8 Zeichen.")
+    # The rule stands under the field from the start (newcomer walk 4), the refusal after it.
+    await expect(public.get_by_label("Passwort", exact=True)).to_have_accessible_description(
+        "Mindestens 8 Zeichen. Das Passwort braucht mindestens 8 Zeichen."
+    )
     # A refusal only the server can make (a breached password), said in German (its
     # code's string), not "password is too common".
     await public.get_by_label("Passwort", exact=True).fill("12345678")
     await public.get_by_label("Passwort wiederholen").fill("12345678")
     await public.get_by_role("button", name="Administrator anlegen").click()
     await expect(public.get_by_label("Passwort", exact=True)).to_have_accessible_description(
-        "Dieses Passwort ist zu verbreitet: Es steht in Listen geknackter Passwörter. Bitte ein anderes wählen."
+        "Mindestens 8 Zeichen. Dieses Passwort ist zu verbreitet: Es steht in Listen geknackter Passwörter. Bitte ein anderes wählen."
     )
     # ... and marked on the field it is about, which takes the focus, as the page's own checks do.
     password = public.get_by_label("Passwort", exact=True)

@@ -83,7 +83,7 @@ async def test_every_acknowledged_message_exists_exactly_once_across_kills(tmp_p
 
             alice = await current["server"].login("alice", PASSWORD)
             for _ in range(200):  # let the last turns and queued messages settle
-                state = (await alice.get(f"/api/conversations/{conversation}")).json()
+                state = (await alice.get(f"/api/conversations/{conversation}?all=1")).json()  # every message, not the newest part
                 if not state["running"] and not state["queued"]:
                     break
                 await asyncio.sleep(0.1)
