@@ -164,7 +164,7 @@ async def test_a_phone_upload_over_the_limit_is_refused_and_leaves_no_file(cappe
     assert status in (413, None), (status, refused)
     if status is not None:
         assert refused["code"] == "upload_too_large", refused
-        assert refused["values"] == {"limit": LIMIT, "size": "8 MiB"}, refused
+        assert refused["values"] == {"limit": LIMIT, "size": "8 MiB", "size_bytes": LIMIT}, refused
     for _ in range(100):  # the server lets go of its side after answering
         if not _left_in(folder):
             break
