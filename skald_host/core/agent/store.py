@@ -1219,17 +1219,8 @@ class ConversationStore:
             messages = [dict(r) for r in conn.execute("SELECT * FROM messages WHERE frame_id = ? AND origin IS NULL ORDER BY id", (frame.id,))]
             calls: dict[int, list[dict[str, Any]]] = {}
             for r in conn.execute("SELECT * FROM tool_calls WHERE frame_id = ? ORDER BY message_id, seq", (frame.id,)):
-                # ``reason``: a host-made error's code and values (``CodedResult``), as a message's.
-                calls.setdefault(r["message_id"], []).append(
-                    {**r, "result_code": result_code(r["result"]), "reason": json.loads(r["reason"]) if r["reason"] else None}
-                )
-            for message in messages:
-                message["tool_calls"] = calls.get(message["id"], [])
-                message.pop("indexed", None)
-                # Stored as JSON text; on the wire a list, as the live event and the export give it.
-                message["attachments"] = parse_attachments(message.get("attachments"))
-                if message.get("reason"):
-                    message["reason"] = json.loads(message["reason"])
+                calls.setdefault(r["message_id"], []).append(_call_on_the_wire(r))
+            _messages_on_the_wire(messages, calls)
             return messages
 
         return await self.db.run(read)
@@ -1329,15 +1320,8 @@ class ConversationStore:
                 "SELECT * FROM tool_calls WHERE frame_id = ? AND message_id BETWEEN ? AND ? ORDER BY message_id, seq", (frame.id, first, last)
             ):
                 if r["message_id"] in wanted:
-                    calls.setdefault(r["message_id"], []).append(
-                        {**r, "result_code": result_code(r["result"]), "reason": json.loads(r["reason"]) if r["reason"] else None}
-                    )
-            for message in messages:
-                message["tool_calls"] = calls.get(message["id"], [])
-                message.pop("indexed", None)
-                message["attachments"] = parse_attachments(message.get("attachments"))
-                if message.get("reason"):
-                    message["reason"] = json.loads(message["reason"])
+                    calls.setdefault(r["message_id"], []).append(_call_on_the_wire(r))
+            _messages_on_the_wire(messages, calls)
             return {
                 "messages": messages, "base": base, "earlier": lo if start > 0 else None, "later": later,
                 "span": (shown[start - 1]["created_at"] if start > 0 else None, shown[end]["created_at"] if end < len(ids) else None),
@@ -1634,6 +1618,24 @@ INSERT_CALL = (
     "INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status, restart, result, reason, finished_at)"
     f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN {NOW} END)"
 )
+
+
+def _call_on_the_wire(row: Any) -> dict[str, Any]:
+    """A ``tool_calls`` row as the API gives it; ``reason``: a host-made error's code and
+    values (``CodedResult``), as a message's."""
+    return {**row, "result_code": result_code(row["result"]), "reason": json.loads(row["reason"]) if row["reason"] else None}
+
+
+def _messages_on_the_wire(messages: list[dict[str, Any]], calls: Mapping[int, list[dict[str, Any]]]) -> None:
+    """``messages`` rows as the API gives them (in place): their calls, the attachments
+    and reason stored as JSON text made lists and objects, as the live event and the
+    export give them; the search index's bookkeeping left out."""
+    for message in messages:
+        message["tool_calls"] = calls.get(message["id"], [])
+        message.pop("indexed", None)
+        message["attachments"] = parse_attachments(message.get("attachments"))
+        if message.get("reason"):
+            message["reason"] = json.loads(message["reason"])
 
 
 def reason_json(code: str, values: Mapping[str, Any] | None = None) -> str:
