@@ -105,6 +105,10 @@ class MemberConnectors:
         #: start again once it is back. Members who lost the plugin's grant are in
         #: ``_ungranted``: nothing of theirs is held, and their file is read again then.
         self._access_closed: set[tuple[str, str]] = set()
+        #: Connectors an unlock is about to start (``load``): they read ``starting``,
+        #: not ``stopped``, before their turn comes (a page read in between showed a
+        #: connector that was on its way as stopped).
+        self._queued: set[tuple[str, str]] = set()
         self._ungranted: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -146,15 +150,19 @@ class MemberConnectors:
         mine = self.records.setdefault(member_id, {})
         for name, record in records.items():
             mine.setdefault(name, record)  # an activation saved meanwhile is newer
-        for name, record in list(mine.items()):
-            # A QR connector runs before its login too: it has to produce the code.
-            if record.get("state", "ready") in ("ready", "needs_login"):
-                # One that was working keeps trying if its server is away at this unlock
-                # (a crash-kill probe found it failed for good after a restart). One that
-                # never connected (its pins are taken at its first contact) is started
-                # once and reads failed if it fails again: its address, command or
-                # sign-in is what is wrong, not a server that went away.
+        # A QR connector runs before its login too: it has to produce the code.
+        due = [(name, record) for name, record in mine.items() if record.get("state", "ready") in ("ready", "needs_login")]
+        self._queued.update((member_id, name) for name, _ in due)
+        for name, record in due:
+            # One that was working keeps trying if its server is away at this unlock
+            # (a crash-kill probe found it failed for good after a restart). One that
+            # never connected (its pins are taken at its first contact) is started
+            # once and reads failed if it fails again: its address, command or
+            # sign-in is what is wrong, not a server that went away.
+            try:
                 await self.connect(member_id, name, wait=None, resume=self.once_connected(record))
+            finally:
+                self._queued.discard((member_id, name))
 
     @staticmethod
     def once_connected(record: dict[str, Any]) -> bool:
@@ -183,6 +191,8 @@ class MemberConnectors:
     async def _forget(self, member_id: str) -> None:
         for key in [key for key in self._access_closed if key[0] == member_id]:
             self._access_closed.discard(key)
+        for key in [key for key in self._queued if key[0] == member_id]:
+            self._queued.discard(key)
         self.records.pop(member_id, None)
         self._offered.pop(member_id, None)
         self.installs.pop(member_id, None)
@@ -737,6 +747,8 @@ class MemberConnectors:
         tools = connection.tools if connection is not None and connection.state == "ready" and not withdrawn else []
         offered = {t.name for t in self._offered.get(member_id, {}).get(name, ())}
         state = record.get("state", "ready") if record.get("state", "ready") != "ready" else (connection.state if connection else "stopped")
+        if state == "stopped" and (member_id, name) in self._queued:
+            state = "starting"
         names = tool_names(name, [t.name for t in tools])
         cause = connection.cause if connection else None
         if cause == "command_not_found" and record.get("kind") == "catalog":

@@ -213,3 +213,42 @@ async def test_a_device_link_the_server_forgot_is_noticed_when_the_connector_rec
         assert await echo.run({"text": "x"}, ToolContext(member_id=alice_id)) == "echo: x"  # the session is made again
         await eventually(lambda: _state_is(alice, "chat", "needs_login"), what="the forgotten link to be noticed")
         assert not [t for t in running.runtime.member_tools(alice_id) if t.name.startswith("chat__")]
+
+
+async def test_connectors_waiting_their_turn_after_a_login_read_starting_not_stopped(setup: Setup, monkeypatch):
+    """An unlock starts the member's connectors one after another; one whose turn has
+    not come read ``stopped`` on the page meanwhile (a clean-clone run caught it as a
+    failed test: under load the read fell between the login and its start). The first
+    connector's start is held here, deterministically, while the page is read."""
+    await grant_remote(setup)
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    alice_id = alice.member["id"]
+    for name in ("a-first", "b-second"):
+        response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": name, "url": f"http://127.0.0.1:{closed_port()}/mcp"}})
+        assert response.status_code == 201, response.text
+    members = running.runtime.members
+    held, release = asyncio.Event(), asyncio.Event()
+    may_run = members.may_run
+
+    async def held_first(member_id, record):
+        if not held.is_set():  # the first connector's turn: held until the page is read
+            held.set()
+            await release.wait()
+        return await may_run(member_id, record)
+
+    await setup.host.core.users.lock(alice_id)
+    monkeypatch.setattr(members, "may_run", held_first)
+    alice = await setup.host.member("alice")
+    try:
+        await asyncio.wait_for(held.wait(), 30)
+        states = await own_states(alice)
+        assert states == {"a-first": "starting", "b-second": "starting"}, states
+    finally:
+        release.set()
+
+    async def settled() -> dict[str, str] | None:
+        states = await own_states(alice)
+        return states if "starting" not in states.values() else None
+
+    assert await eventually(settled, what="both to have started") == {"a-first": "failed", "b-second": "failed"}
