@@ -1694,13 +1694,16 @@ def _index_messages(conn: Any, message_ids: Sequence[int]) -> None:
     if not message_ids:
         return
     marks = ",".join("?" * len(message_ids))
-    conn.execute(
-        "INSERT INTO messages_fts (rowid, content, conversation_id) SELECT id, content, conversation_id FROM messages"
-        f" WHERE id IN ({marks}) AND indexed = 0 AND status != 'streaming' AND role IN ('user', 'assistant')"
-        " AND content != '' AND origin IS NULL",
+    # One statement when nothing is searchable (a placeholder, a tool row): the rows it
+    # marks come back, and only the member's and the assistant's words are inserted.
+    marked = conn.execute(
+        f"UPDATE messages SET indexed = 1 WHERE id IN ({marks}) AND indexed = 0 AND status != 'streaming'"
+        " RETURNING id, content, conversation_id, role, origin",
         tuple(message_ids),
-    )
-    conn.execute(f"UPDATE messages SET indexed = 1 WHERE id IN ({marks}) AND indexed = 0 AND status != 'streaming'", tuple(message_ids))
+    ).fetchall()
+    searchable = [(r[0], r[1], r[2]) for r in marked if r[3] in ("user", "assistant") and r[1] and r[4] is None]
+    if searchable:
+        conn.executemany("INSERT INTO messages_fts (rowid, content, conversation_id) VALUES (?, ?, ?)", searchable)
 
 
 def _has_unindexed(conn: Any) -> bool:
