@@ -190,7 +190,7 @@ class RequestLog:
         while self._waiting:
             batch, self._waiting = self._waiting, []
             try:
-                await self.registry.transaction(lambda c: c.executemany(self.INSERT, [row for row, _ in batch]))
+                await self.registry.transaction(lambda c: c.executemany(self.INSERT, [row for row, _ in batch]), bookkeeping=True)
             except Exception as exc:  # each waiter gets the failure; the next batch tries again
                 for _, written in batch:
                     if not written.done():

@@ -50,6 +50,8 @@ class Database:
         self._encrypted = encrypted
         self._schema_version = schema_version
         self._closed = False
+        #: Jobs on the writer connection that changed rows (``changes``).
+        self._changes = 0
         self._held = HeldFile.hold(path)  # what a backup reads the file through (``snapshot``)
 
     @classmethod
@@ -122,6 +124,25 @@ class Database:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def changes(self) -> int:
+        """A number that grows with every job whose writes reached this file, by the
+        time its caller resumes: a copy of rows read while it stayed the same is still
+        what the file holds (one process opens a data dir, ``data_dir_lock``, and the
+        reader connection refuses writes). What ``UserManager.get`` keys its members on."""
+        return self._changes
+
+    def _counted(self, job: Callable[[Connection], T]) -> Callable[[Connection], T]:
+        def counted(conn: Connection) -> T:
+            before = conn.total_changes
+            try:
+                return job(conn)
+            finally:
+                if conn.total_changes != before:  # a rolled-back write counts too: a copy is only dropped early
+                    self._changes += 1  # only the writer's thread adds
+
+        return counted
+
     async def run(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` on the worker thread in autocommit mode (reads, single writes).
 
@@ -149,13 +170,16 @@ class Database:
                 raise
             raise failure from error
 
-    async def transaction(self, fn: Callable[[Connection], T]) -> T:
+    async def transaction(self, fn: Callable[[Connection], T], *, bookkeeping: bool = False) -> T:
         """Run ``fn(conn)`` inside ``BEGIN IMMEDIATE … COMMIT``; roll back and re-raise on error.
 
         IMMEDIATE takes the write lock up front, so a transaction that reads then writes
         cannot fail halfway with SQLITE_BUSY against another process (e.g. a backup tool).
+        ``bookkeeping``: ``fn`` only adds rows nothing keeps a copy of (usage rows), so
+        ``changes`` stays as it is (the usage log's commit every few hundred ms would
+        otherwise drop every kept member).
         """
-        return await self._submit(partial(_run_in_transaction, fn))
+        return await self._submit(partial(_run_in_transaction, fn), counted=not bookkeeping)
 
     def transaction_queued(self, fn: Callable[[Connection], T]) -> "asyncio.Future[T]":
         """``transaction``, its place in the file's one queue taken before this returns:
@@ -164,7 +188,7 @@ class Database:
         tool row)."""
         if self._closed:
             raise StorageError(f"database is closed: {self._path}")
-        submitted = self._executor.submit(partial(_run_in_transaction, fn), self._conn)
+        submitted = self._executor.submit(self._counted(partial(_run_in_transaction, fn)), self._conn)
 
         async def outcome() -> T:
             try:
@@ -255,11 +279,11 @@ class Database:
         finally:
             self._executor.shutdown(wait=False)
 
-    async def _submit(self, job: Callable[[Connection], T]) -> T:
+    async def _submit(self, job: Callable[[Connection], T], *, counted: bool = True) -> T:
         if self._closed:
             raise StorageError(f"database is closed: {self._path}")
         try:
-            return await self._executor.run(job, self._conn)
+            return await self._executor.run(self._counted(job) if counted else job, self._conn)
         except Exception as error:  # the disk's failure, said as such (503/507, not 500)
             failure = disk_failure(error, self._path)
             if failure is None:
