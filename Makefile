@@ -26,12 +26,14 @@ $(BIN)/python:
 
 # The host (`skald-host`) and its contract (`skald-hookspecs`, in skald_hookspecs/) are two
 # distributions. A venv made before the split holds the old `skald` distribution, whose
-# files overlap the new ones: remove it first, once.
+# files overlap the new ones: remove it first, once, and its editable install's metadata
+# left in the checkout (importlib.metadata still found a phantom 'skald' there).
 uninstall-old: $(BIN)/python
 	@if $(BIN)/python -m pip show --quiet skald >/dev/null 2>&1; then \
 	  echo "Removing the old 'skald' distribution (now skald-host + skald-hookspecs)"; \
 	  $(BIN)/python -m pip uninstall --quiet --yes skald; \
 	fi
+	@rm -rf skald.egg-info
 
 # pip runs again only when what it installs from changed (a pyproject.toml, this Makefile),
 # so a second `make run` starts at once; the installs are editable, so edits to the
