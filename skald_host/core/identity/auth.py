@@ -47,7 +47,7 @@ class AuthService:
         but the member's file is gone."""
         account = username if isinstance(username, str) else ""
         key = username_key(account)  # every spelling that reaches one account counts as it
-        attempt = self.throttle.begin(key, address)
+        attempt = await self.throttle.admit(key, address)
         try:
             # A password changed or reset while this one was checked may have been the
             # old one: no session from it (one made during a change would outlive it, and

@@ -26,6 +26,7 @@ so sparing it tells nothing).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import collections
 import hashlib
@@ -42,6 +43,12 @@ _DEVICE_PREFIX = "device:"
 
 #: What an attempt counts against (``LoginThrottle.newly_throttled`` names them).
 ACCOUNT, ADDRESS, DEVICE = "account", "address", "device"
+
+#: How long an attempt held only by others still being checked waits for its turn
+#: (``LoginThrottle.admit``): an Argon2 check takes a fraction of a second, so a burst
+#: of correct sign-ins from one address is let through in rounds.
+BUSY_PATIENCE_SECONDS = 10.0
+BUSY_POLL_SECONDS = 0.05
 
 
 def address_key(address: str) -> str:
@@ -64,9 +71,13 @@ def address_key(address: str) -> str:
 
 
 class LoginThrottled(Exception):
-    def __init__(self, retry_after: int) -> None:
-        super().__init__("too many failed logins; try again later")
+    """``busy``: refused because of attempts not answered yet, not of failures (they
+    count as failures while Argon2 checks them): soon either way."""
+
+    def __init__(self, retry_after: int, *, busy: bool = False) -> None:
+        super().__init__("too many sign-in attempts at once; try again in a moment" if busy else "too many failed logins; try again later")
         self.retry_after = retry_after
+        self.busy = busy
 
 
 class _Window:
@@ -96,6 +107,10 @@ class _Window:
         if len(hits) < self.limit:
             return 1  # held by attempts still being checked: soon either way
         return max(1, int(self.window - (now - hits[0])) + 1)
+
+    def full(self, key: str, now: float) -> bool:
+        """Whether failures alone fill the window for ``key``."""
+        return len(self._live(key, now)) >= self.limit
 
     def add(self, key: str, now: float) -> None:
         self._hits.setdefault(key, collections.deque()).append(now)
@@ -156,8 +171,22 @@ class LoginThrottle:
             now = self._clock()
             wait = max(self._windows[kind].retry_after(key, now, self._pending[(kind, key)]) for kind, key in counts)
             if wait:
-                raise LoginThrottled(wait)
+                raise LoginThrottled(wait, busy=not any(self._windows[kind].full(key, now) for kind, key in counts))
         return Attempt(self, counts)
+
+    async def admit(self, account: str, client: str, patience: float = BUSY_PATIENCE_SECONDS) -> "Attempt":
+        """``begin``, waiting up to ``patience`` seconds while only attempts still being
+        checked hold the limits: correct sign-ins at the same moment from one address
+        wait their turn (SECURITY.md) instead of reading "too many failed logins" (a
+        security sweep saw ten of twenty refused so). Failures still refuse at once."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                return self.begin(account, client)
+            except LoginThrottled as refused:
+                if not refused.busy or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(BUSY_POLL_SECONDS)
 
     def newly_throttled(self, account: str, client: str) -> list[str]:
         """What this client's attempts on ``account`` count against (``ACCOUNT``,

@@ -43,7 +43,7 @@ def _device_tokens() -> str | None:
 
 
 def _throttled(exc: LoginThrottled) -> ApiError:
-    return ApiError(429, "too many failed logins; try again later", headers={"Retry-After": str(exc.retry_after)}, code="login_throttled", values={"seconds": exc.retry_after})
+    return ApiError(429, str(exc), headers={"Retry-After": str(exc.retry_after)}, code="login_throttled", values={"seconds": exc.retry_after})
 
 
 # The admin's only way to see that someone guessed, or locked an account out (a probe
@@ -192,7 +192,7 @@ async def change_password() -> Any:
     account = username_key(principal.member.username)
     client = throttle.client(account, request.remote_addr or "unknown", _device_tokens())
     try:
-        attempt = throttle.begin(account, client)
+        attempt = await throttle.admit(account, client)
     except LoginThrottled as exc:
         await _log_newly_throttled(core, account, client)
         raise _throttled(exc) from None
