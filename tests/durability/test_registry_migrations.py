@@ -173,6 +173,13 @@ async def test_self_service_connectors_become_capabilities_and_upgrades_keep_wha
             lambda c: (
                 c.execute("INSERT INTO roles (id, label, attrs) VALUES ('teen', 'Teen', '{}')"),
                 c.execute("INSERT INTO plugins (id, enabled, config) VALUES ('mcp', 1, ?)", (json.dumps({"members_add_remote": switch}),)),
+                # With the switch on, a restricted member held the plugin (step 22 keeps
+                # the role's capabilities for them); with it off, none did.
+                switch and c.execute(
+                    "INSERT INTO users (id, username, display_name, role_id, encrypted, credential_kind, credentials)"
+                    " VALUES ('0123456789abcdef0123456789abcdef', 'kid', 'Kid', 'restricted', 0, 'verifier', '')"
+                ),
+                switch and c.execute("INSERT INTO plugin_access (plugin_id, user_id) VALUES ('mcp', '0123456789abcdef0123456789abcdef')"),
             )
         )
         await registry.close()
@@ -182,9 +189,33 @@ async def test_self_service_connectors_become_capabilities_and_upgrades_keep_wha
         finally:
             await registry.close()
         for role_id in ("member", "restricted", "teen"):
+            if role_id == "restricted" and not switch:
+                assert roles[role_id].capabilities == {"chat.use"}  # nobody of the role held the plugin (step 22)
+                continue
             assert "connectors.activate" in roles[role_id].capabilities
             assert ("connectors.remote" in roles[role_id].capabilities) is switch
         assert roles["admin"].capabilities == frozenset()
+
+
+async def test_a_registry_whose_restricted_preset_was_given_connectors_at_its_creation_is_repaired(tmp_path):
+    """Registries made fresh between the connectors step and its fix gave 'Children' the
+    right to activate catalog connectors (upgrade probe: upgraded instances differed from
+    fresh ones). Step 22 takes it back: no member of the role holds the plugin."""
+    from skald_host.core.identity.role_store import RoleStore
+
+    step = next(i for i, m in enumerate(REGISTRY_MIGRATIONS.steps) if m.version == 22)
+    path = tmp_path / "database" / "system.db"
+    before = MigrationSet(REGISTRY_MIGRATIONS.bucket, REGISTRY_MIGRATIONS.steps[:step])
+    registry = await Database.open(path, key=None, migrations=before, create=True)
+    await registry.transaction(lambda c: c.execute("INSERT INTO role_capabilities VALUES ('restricted', 'connectors.activate')"))
+    await registry.close()
+    registry = await Database.open(path, key=None, migrations=REGISTRY_MIGRATIONS)
+    try:
+        roles = {r.id: r for r in await RoleStore(registry).list()}
+    finally:
+        await registry.close()
+    assert roles["restricted"].capabilities == {"chat.use"}
+    assert "connectors.activate" in roles["member"].capabilities
 
 
 async def test_a_fresh_registry_gives_the_restricted_preset_chat_alone(tmp_path):

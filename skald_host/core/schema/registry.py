@@ -116,6 +116,25 @@ def _connector_capabilities(conn) -> None:
             conn.execute("INSERT OR IGNORE INTO role_capabilities VALUES (?, 'connectors.remote')", (role_id,))
 
 
+def _restricted_without_connectors(conn) -> None:
+    """Step 13 gave the restricted preset the connector capabilities on every registry
+    it ran on while it had no member to keep them for: a registry made fresh by the
+    versions between it and the fix that skipped it there, and one upgraded whose
+    restricted members never held the Connectors plugin. Upgraded and fresh instances
+    then differed, and a 'Children' member granted the plugin later could activate
+    catalog connectors (upgrade probe). They are taken back where no member of the role
+    holds the plugin (nobody loses what they used); where one does, they stay."""
+    holder = conn.execute(
+        "SELECT 1 FROM users u JOIN plugin_access a ON a.user_id = u.id"
+        " WHERE u.role_id = 'restricted' AND a.plugin_id = 'mcp' LIMIT 1"
+    ).fetchone()
+    if holder is None:
+        conn.execute(
+            "DELETE FROM role_capabilities WHERE role_id = 'restricted'"
+            " AND capability IN ('connectors.activate', 'connectors.remote')"
+        )
+
+
 # Seeded role labels and approval-rule notes become string keys (``core.seed.*``), shown
 # in the reader's language; a label or note an admin has already changed stays as written.
 SEED_KEY_PREFIX = "core.seed."
@@ -602,6 +621,11 @@ REGISTRY_MIGRATIONS = MigrationSet(
                     PRIMARY KEY (agent_id, subject_user_id)
                 )""",
             ),
+        ),
+        Migration(
+            22,
+            "the restricted preset without connector capabilities where none of its members holds the plugin",
+            apply=_restricted_without_connectors,
         ),
     ),
 )
