@@ -142,6 +142,16 @@ def listening_address(scheme: str, host: str, port: int) -> str:
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
+async def announce_first_admin(app: Any, address: str) -> None:
+    """On a fresh data dir the console said only where it listens: one line more says
+    what to do next (a newcomer did not know the first admin is made in the browser)."""
+    from skald_host.core.identity.setup import needs_setup
+
+    core = app.config.get("SKALD_CORE")
+    if core is not None and await needs_setup(core.users):
+        log.info("no admin yet: open %s in a browser to create the first admin (or run 'skald setup')", address)
+
+
 async def serve_forever(settings: Settings) -> None:
     app = create_app(settings, control_socket=True)
     stop = asyncio.Event()
@@ -156,7 +166,9 @@ async def serve_forever(settings: Settings) -> None:
     async def announce() -> None:
         """Registered after ``create_app``'s core start, so it runs only once that succeeded:
         a refused start says ``cannot start``, never ``listening`` first."""
-        log.info("skald listening on %s (data in %s)", listening_address(scheme, settings.server.host, settings.server.port), settings.data_dir)
+        address = listening_address(scheme, settings.server.host, settings.server.port)
+        log.info("skald listening on %s (data in %s)", address, settings.data_dir)
+        await announce_first_admin(app, address)
 
     async def shutdown_trigger() -> None:
         await stop.wait()

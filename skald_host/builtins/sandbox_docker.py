@@ -57,6 +57,9 @@ from skald_hookspecs.types import PluginInfo
 
 log = logging.getLogger(__name__)
 
+#: Why it cannot run here, for a person (the core bundle's ``plugin.reason.docker_not_running``
+#: words it in the reader's language on the Plugins page).
+NOT_RUNNING = "no Docker engine is running on this machine (install docker.io and start dockerd)"
 PREFIX = "skald-sbx-"
 LABEL_MEMBER = "org.skald.member"
 LABEL_SPEC = "org.skald.spec"
@@ -193,8 +196,11 @@ class DockerBackend:
             client.ping()
             client.close()
         except Exception as exc:
-            reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-            return f"no Docker engine answers ({reason}); install docker.io and start dockerd"
+            # The engine's own words (a Python exception's repr) go to the log only: the
+            # Plugins page showed "ConnectionRefusedError(111, ...)" to a person.
+            detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            log.info("docker sandbox: no Docker engine answers (%s)", detail)
+            return NOT_RUNNING
         return None
 
     # -- the member's container ------------------------------------------------------------

@@ -29,3 +29,21 @@ async def test_a_start_that_succeeds_says_listening(tmp_path):
         assert f"skald listening on http://127.0.0.1:{server.port}" in server.output
     finally:
         assert await server.terminate() == 0
+
+
+async def test_a_fresh_data_dir_says_to_open_the_address_to_create_the_first_admin(tmp_path):
+    """A newcomer's console said only "skald listening on ...": nothing said that the first
+    admin is made by opening that address."""
+    server = await ServerProcess(tmp_path / "data", tmp_path, "serve").start()
+    try:
+        address = f"http://127.0.0.1:{server.port}"
+        if "no admin yet" not in server.output:  # the line follows "listening" at once
+            import asyncio
+
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                if "no admin yet" in server.output:
+                    break
+        assert f"no admin yet: open {address} in a browser to create the first admin" in server.output
+    finally:
+        assert await server.terminate() == 0

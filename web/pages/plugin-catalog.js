@@ -147,7 +147,9 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
       ctx.refreshNav();
     }));
   } else {
-    footer.append(el("span", { class: "muted small", text: t("plugin.always_on") }));
+    // A built-in backend that stands by ("Not available: ... Bubblewrap runs the commands
+    // instead") read "Always on" beside it.
+    footer.append(el("span", { class: "muted small", text: t(plugin.state === "loaded" && plugin.standby ? "plugin.standing_by" : "plugin.always_on") }));
   }
   footer.append(link(to, plugin.configurable ? t("plugin.configure") : t("plugin.details"), {
     class: (red || needsSettings) && plugin.configurable ? "btn primary" : "btn", "aria-label": `${plugin.configurable ? t("plugin.configure") : t("plugin.details")}: ${plugin.title || plugin.id}`,

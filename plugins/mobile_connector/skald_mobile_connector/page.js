@@ -50,7 +50,14 @@ export default class MobilePairingPage extends HTMLElement {
     this.message.textContent = "";
     try {
       const pairing = await call("POST", `${this.base}/pairing`);
+      // An address of this computer only (127.0.0.1, the default ``make run``): said beside
+      // the code, which no phone can open (it was shown without a word).
+      const loopback = pairing.loopback
+        ? el("p", { class: "notice warning mobile-loopback", "data-testid": "mobile-loopback",
+          text: this.s.page_loopback.replace(/\{address\}/g, () => new URL(pairing.app_url).host) })
+        : null;
       this.codeBox.replaceChildren(
+        ...(loopback ? [loopback] : []),
         el("img", { src: pairing.qr_svg, alt: this.s.page_qr_alt, class: "mobile-qr", width: 220, height: 220 }),
         el("p", { class: "mobile-code", text: pairing.code }),
         el("p", { text: this.s.page_code_help }),

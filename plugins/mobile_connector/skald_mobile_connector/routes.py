@@ -89,6 +89,24 @@ EVENT = {
 }
 
 
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url`` names this machine only (127.0.0.0/8, ::1, localhost): an
+    address a phone cannot reach."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -162,7 +180,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         return {"strings": {key: t(key, caller_locale()) for key in PAGE_KEYS}}
 
     @blueprint.post("/pairing")
-    @returns(_obj({"code": TEXT, "expires_in": {"type": "integer"}, "app_url": TEXT, "pair_url": TEXT, "qr_svg": TEXT}), 201)
+    @returns(_obj({"code": TEXT, "expires_in": {"type": "integer"}, "app_url": TEXT, "pair_url": TEXT, "qr_svg": TEXT, "loopback": {"type": "boolean"}}), 201)
     @returns(ERROR, 403)
     async def new_pairing() -> Any:
         """A short single-use pairing code (10 minutes) and its QR code, for a browser
@@ -182,7 +200,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
         app_url = f"{base}/api/plugin/{PLUGIN_ID}/app/"
         pair_url = f"{app_url}#pair={code}"
         qr = await asyncio.to_thread(lambda: segno.make(pair_url, error="m").svg_data_uri(scale=4, border=2))
-        return {"code": code, "expires_in": int(ttl), "app_url": app_url, "pair_url": pair_url, "qr_svg": qr}, 201
+        # 127.0.0.1 (the README's ``make run``) in the code: no phone reaches it, and the
+        # page says so beside the code (a newcomer scanned it and got nothing, unwarned).
+        loopback = is_loopback_url(base)
+        return {"code": code, "expires_in": int(ttl), "app_url": app_url, "pair_url": pair_url, "qr_svg": qr, "loopback": loopback}, 201
 
     @blueprint.get("/devices")
     @returns(_obj({"devices": {"type": "array", "items": DEVICE}}))

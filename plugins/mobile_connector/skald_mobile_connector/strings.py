@@ -14,7 +14,7 @@ from skald_hookspecs import I18nBundle
 STRINGS: Mapping[str, Mapping[str, str]] = I18nBundle.from_folder("mobile-connector", files(__package__) / "locales").strings
 
 PAGE_KEYS = (
-    "page_title", "page_intro", "page_new_code", "page_code_help", "page_qr_alt", "page_open_app", "page_devices", "page_no_devices",
+    "page_title", "page_intro", "page_new_code", "page_code_help", "page_loopback", "page_qr_alt", "page_open_app", "page_devices", "page_no_devices",
     "page_unlink", "page_unlink_device", "page_unlink_title", "page_unlink_message", "page_last_seen", "page_paired",
     "page_platform_web", "page_platform_ios", "page_platform_android",
 )

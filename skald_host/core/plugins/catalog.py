@@ -275,7 +275,18 @@ class PluginCatalog:
         if sandbox is None:
             return {}
         out = {}
+        chosen, _ = await sandbox.in_use()
         for plugin_id, (kind, values) in (await sandbox.standby()).items():
+            if kind == "unavailable":
+                from skald_host.builtins.sandbox_docker import NOT_RUNNING
+
+                if values.get("reason") == NOT_RUNNING:
+                    values = {"reason": self._core.strings.translate("core.plugin.reason.docker_not_running", locale)}
+                if chosen is not None:  # another backend does the job: say which
+                    other = self._core.plugins.status(chosen)
+                    title = other.info.title if other and other.info else chosen
+                    values = {**values, "backend": self._text(chosen, "plugin.title", locale, title)}
+                    kind = "unavailable_instead"
             if kind == "unused":
                 other = self._core.plugins.status(values["plugin"])
                 title = other.info.title if other and other.info else values["plugin"]
