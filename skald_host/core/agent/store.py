@@ -1871,11 +1871,13 @@ def _reread(conn: Any, message_ids: Sequence[int]) -> list[Row]:
     if not message_ids:
         return []
     marks = ",".join("?" * len(message_ids))
-    return _with_calls(
-        conn,
-        conn.execute(f"SELECT * FROM messages WHERE id IN ({marks}) ORDER BY id", tuple(message_ids)),
-        conn.execute(f"SELECT * FROM tool_calls WHERE message_id IN ({marks}) ORDER BY message_id, seq", tuple(message_ids)),
-    )
+    messages = conn.execute(f"SELECT * FROM messages WHERE id IN ({marks}) ORDER BY id", tuple(message_ids)).fetchall()
+    # Calls hang off the assistant's rows only (``_finish_assistant``): a member's
+    # message or a note asks no second query.
+    asked = [r["id"] for r in messages if r["role"] == "assistant"]
+    marks = ",".join("?" * len(asked))
+    calls = conn.execute(f"SELECT * FROM tool_calls WHERE message_id IN ({marks}) ORDER BY message_id, seq", asked) if asked else ()
+    return _with_calls(conn, messages, calls)
 
 
 def _message_of_call(conn: Any, call_id: str) -> list[int]:
