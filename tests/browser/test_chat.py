@@ -321,6 +321,10 @@ async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser
         await expect(dialog).to_contain_text("Delete “Slow thoughts”?")
         await dialog.get_by_role("button", name="Delete").click()
         await expect(page.get_by_role("heading", name="Hello, carol")).to_be_visible()
+        # The search stays until it is cleared (as when a result is opened).
+        await expect(search).to_have_value("slow")
+        await expect(page.get_by_text("No conversation matches that.")).to_be_visible()
+        await search.fill("")
         await expect(page.get_by_text("No conversations yet.")).to_be_visible()
 
         # The session ends elsewhere: the socket closes and the page asks to sign in.

@@ -269,6 +269,14 @@ function searchForm(text) {
   return String(text || "").normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase().replace(/ß/g, "ss").replace(/ς/g, "σ");
 }
 
+/** Whether `text` holds every word of `wanted` (searchForm'd) as a word's start, as the
+ * server's search matched them. */
+function holdsWords(text, wanted) {
+  const form = searchForm(text);
+  const starts = (word) => form.includes(word) && new RegExp(`(^|[^\\p{L}\\p{N}])${word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "u").test(form);
+  return wanted.every(starts);
+}
+
 /** The blinking caret at the end of the text so far: inside the last paragraph,
  * list item or code block rather than on a line of its own. */
 function placeCaret(body, caret) {
@@ -402,11 +410,10 @@ export class Transcript {
   reveal(words, snippet = "") {
     const wanted = searchForm(words).split(/\s+/).filter(Boolean);
     if (!wanted.length) return false;
-    const starts = (text, word) => text.includes(word) && new RegExp(`(^|[^\\p{L}\\p{N}])${word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "u").test(text);
     const core = searchForm(String(snippet || "").replace(/…/g, " ")).trim();
     const find = () => {
       const nodes = [...this.list.querySelectorAll(".msg[data-message-id]")];
-      const holding = nodes.filter((node) => { const text = searchForm(node.textContent); return wanted.every((word) => starts(text, word)); });
+      const holding = nodes.filter((node) => holdsWords(node.textContent, wanted));
       return holding.find((n) => core && searchForm(n.textContent).includes(core)) || holding[0];
     };
     // The host read the part around the message it found (part.found): that one, drawn
@@ -424,6 +431,16 @@ export class Transcript {
     return true;
   }
 
+  /** The version (a message's `variant`) among `messages` (rows as the host lists them)
+   * whose earliest message not shown holds every search word: the one a search result
+   * "in an earlier version" came from. Null when none does. */
+  versionHolding(words, messages) {
+    const wanted = searchForm(words).split(/\s+/).filter(Boolean);
+    if (!wanted.length) return null;
+    const hit = messages.find((m) => m.variant && holdsWords(`${m.content || ""} ${m.reasoning || ""}`, wanted));
+    return hit ? hit.variant : null;
+  }
+
   append(node) {
     this.list.append(node);
     this.pruneRetry();
@@ -435,7 +452,8 @@ export class Transcript {
    * only (an older failed answer's Retry would hide the newer one, then fail). */
   pruneRetry() {
     const answers = this.list.querySelectorAll(".msg.assistant");
-    const last = answers[answers.length - 1];
+    // A part before the newest (a search result's): its last answer is not the last turn's.
+    const last = this.windowed() ? null : answers[answers.length - 1];
     for (const retry of this.list.querySelectorAll(".msg.assistant .retry")) {
       if (retry.closest(".msg.assistant") !== last) retry.remove();
     }
@@ -653,6 +671,7 @@ export class Transcript {
     this.drawRows(had, this.drawn.messages.length, null);
     if (this.toolCards.size > calls) this.handlers.earlierDrawn?.();
     this.pruneRetry();
+    this.placeTurnActions();
     this.later.hidden = !this.windowed();
     if (this.later.hidden && hadFocus) this.node.focus({ preventScroll: true });
     else if (hadFocus) this.later.querySelector("button").focus({ preventScroll: true });
@@ -771,7 +790,9 @@ export class Transcript {
   placeTurnActions() {
     this.turnActions?.remove();
     this.turnActions = null;
-    if (this.running || !this.handlers.regenerate) return;
+    // A part before the newest (a search result's, newer rows not read): its last answer
+    // is not the conversation's, and Regenerate would act on the newest one instead.
+    if (this.running || !this.handlers.regenerate || this.windowed()) return;
     const last = [...this.list.querySelectorAll(".msg")].filter((n) => !n.classList.contains("note")).pop();
     if (!last?.classList.contains("assistant") || retryable(last.dataset.status)) return;
     const actions = el("span", { class: "turn-actions" },

@@ -25,6 +25,9 @@ let returnTo = null;
 // `branch_changed` events already acted on: a read replays what it heard meanwhile
 // (recordEvents), and one event must not be acted on twice, nor counted twice as this tab's own.
 const branchEvents = new WeakSet();
+// What the member searched the list for: kept when a result is opened (each page draws
+// the list anew), so the results stay beside the conversation, until the box is cleared.
+let searched = "";
 
 /**
  * The text streamed so far per assistant message, kept for every conversation while
@@ -93,6 +96,7 @@ function conversationList(view) {
   };
   const search = el("input", {
     type: "search", class: "conv-search", placeholder: t("chat.search"), "aria-label": t("chat.search"), maxlength: "200", autocomplete: "off",
+    props: { value: searched },
   });
   const fresh = button(t("chat.new"), { kind: "primary new-conversation", onClick: () => view.newConversation() });
   fresh.prepend(el("span", { class: "plus", "aria-hidden": "true" }));
@@ -107,7 +111,8 @@ function conversationList(view) {
     const nodes = items.map((c) => {
       // A result found in the messages opens at the message that matched (reveal()).
       const query = c.snippet ? search.value.trim() : "";
-      const target = query ? `${chatRoute(c.id)}?${new URLSearchParams({ find: query, snippet: c.snippet_in_earlier_version ? "" : c.snippet })}` : chatRoute(c.id);
+      // One found only in an earlier version opens at that version (openEarlierVersion).
+      const target = query ? `${chatRoute(c.id)}?${new URLSearchParams(c.snippet_in_earlier_version ? { find: query, earlier: "1" } : { find: query, snippet: c.snippet })}` : chatRoute(c.id);
       const shows = JSON.stringify([target, titleOf(c), c.running, c.updated_at, c.snippet, c.snippet_in_earlier_version, c.id === view.conversationId, document.documentElement.lang, new Date().toDateString()]);
       const had = entries.get(c.id);
       if (had?.shows === shows && !next.has(c.id)) { next.set(c.id, had); return had.node; }
@@ -179,6 +184,7 @@ function conversationList(view) {
     const read = ++reads;
     heardSinceRead.clear();
     const query = search.value.trim();
+    searched = query;
     const response = await api("GET", listUrl(query, null));
     if (read !== reads) return;
     if (!response.ok) {
@@ -218,11 +224,11 @@ function conversationList(view) {
     el("h2", { class: "visually-hidden", text: t("chat.conversations") }),
     fresh, search, status.node, found, list, more, empty);
   /** The first page, read with the page's own data (`nextBefore`: its `next_before`). */
-  const start = (items, nextBefore) => {
+  const start = (items, nextBefore, query = "") => {
     next = nextBefore || null;
     paged = false;
     lists += 1;
-    listed = "";
+    listed = query;
     render(items);
     more.hidden = !next;
   };
@@ -307,6 +313,7 @@ export function draftsFor(memberId) {
 const THUMBNAIL_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 const THUMBNAIL_MAX_BYTES = 8 * 1024 * 1024;
 const thumbnails = new WeakMap(); // File → Promise of its data: URL, read once
+const uploaded = new WeakMap(); // File → { conversationId, path }: where a try uploaded it
 
 function showThumbnail(item, file) {
   if (!thumbnails.has(file)) {
@@ -360,10 +367,17 @@ function composer(view) {
     if (status.node.textContent === failed.text) status.clear();
     failed = null;
   };
+  // The host's upload limit (GET /api/chat/status): a file over it is said on its chip
+  // as it is chosen, not only when Send has the server refuse it.
+  const uploadLimit = Number(view.chatStatus?.upload_max_bytes) || null;
   const renderChips = () => {
     chips.replaceChildren(...files.map((file, index) => {
-      const item = el("li", { class: "attachment-chip" },
-        el("span", { class: "attachment-name", text: file.name }),
+      const tooLarge = uploadLimit !== null && file.size > uploadLimit;
+      const refusal = tooLarge ? errorString("upload_too_large", { size_bytes: uploadLimit }) : null;
+      const refusalId = tooLarge ? uid("attachment-refusal") : null;
+      const item = el("li", { class: `attachment-chip${tooLarge ? " attachment-too-large" : ""}` },
+        el("span", { class: "attachment-name", text: file.name, ...(tooLarge ? { "aria-describedby": refusalId } : {}) }),
+        tooLarge ? el("span", { class: "attachment-refusal error-text", id: refusalId, text: refusal }) : null,
         button("×", { kind: "quiet small", attrs: { "aria-label": t("chat.attachment_remove", { name: file.name }) },
           onClick: () => {
             files.splice(index, 1);
@@ -373,7 +387,7 @@ function composer(view) {
             // The chip and its button are gone: the next chip's remove button, else the composer.
             (chips.querySelectorAll("li button")[Math.min(index, files.length - 1)] || text).focus();
           } }));
-      if (THUMBNAIL_TYPES.has(file.type) && file.size <= THUMBNAIL_MAX_BYTES) showThumbnail(item, file);
+      if (!tooLarge && THUMBNAIL_TYPES.has(file.type) && file.size <= THUMBNAIL_MAX_BYTES) showThumbnail(item, file);
       return item;
     }));
     chips.hidden = !files.length;
@@ -391,6 +405,14 @@ function composer(view) {
     event.preventDefault();
     form.classList.remove("dropping");
     add(event.dataTransfer.files);
+  });
+  // A file pasted (an image or a file copied to the clipboard) is attached as a dropped
+  // one is; pasted text stays text.
+  text.addEventListener("paste", (event) => {
+    const pasted = event.clipboardData?.files;
+    if (!pasted?.length) return;
+    event.preventDefault();
+    add([...pasted]);
   });
   // The server counts code points; a string's length (UTF-16 units) is never fewer.
   const length = () => (text.value.length > MAX_MESSAGE_CHARS ? [...text.value].length : text.value.length);
@@ -412,6 +434,14 @@ function composer(view) {
   };
   text.addEventListener("input", () => { sync(); keepDraft(draftKey(view), text.value); });
   text.addEventListener("keydown", (event) => {
+    // Escape in the message box stops the running answer, as Stop does (what else takes
+    // Escape, a dialog or an edit box, holds the focus itself).
+    if (event.key === "Escape" && !event.isComposing && !stop.hidden && !stop.disabled && !event.defaultPrevented) {
+      event.preventDefault();
+      stopPressed = true;
+      view.stop(stop);
+      return;
+    }
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
       event.preventDefault();
       form.requestSubmit();
@@ -612,7 +642,7 @@ function dataResetNotice(member, conversations) {
 }
 
 class ChatView {
-  constructor(ctx, status, conversations, loaded, nextBefore = null) {
+  constructor(ctx, status, conversations, loaded, nextBefore = null, listedFor = "") {
     this.ctx = ctx;
     this.status = status;
     this.chatStatus = status;
@@ -670,7 +700,7 @@ class ChatView {
     this.noModel = status.models_configured ? null : modelNotice(ctx);
     this.unsubscribe = [];
     this.root = this.build(loaded);
-    this.list.start(conversations, nextBefore);
+    this.list.start(conversations, nextBefore, listedFor);
     this.unsubscribe.push(
       socket.onMessage((message) => { if (this.alive()) this.onMessage(message); }),
       socket.onState((state) => { if (this.alive()) this.onSocketState(state); }),
@@ -729,6 +759,7 @@ class ChatView {
       this.transcript.follow(true);
       // Opened from a search result: at the message that matched, not at the end.
       const found = this.ctx.params?.get("find");
+      if (found && page.isConnected && this.ctx.params.get("earlier")) { this.openEarlierVersion(found); return; }
       if (found && page.isConnected && this.transcript.reveal(found, this.ctx.params.get("snippet") || "")) return;
       if (!narrow() && page.isConnected) this.composer.text.focus({ preventScroll: true });
     });
@@ -795,14 +826,19 @@ class ChatView {
     return this.started.id;
   }
 
-  /** Upload the chosen files into the conversation; their agent paths, or null. */
+  /** Upload the chosen files into the conversation; their agent paths, or null. A file
+   * uploaded into it before (a try whose later file was refused) is not uploaded again:
+   * its path is kept, so a retry sends only what did not go. */
   async uploadAll(conversationId, files) {
     const paths = [];
     for (const file of files) {
+      const done = uploaded.get(file);
+      if (done?.conversationId === conversationId) { paths.push(done.path); continue; }
       this.composer.status.ok(t("chat.uploading", { name: file.name }));
       const response = await upload(`/api/conversations/${encodeURIComponent(conversationId)}/uploads`, file,
         { "X-Filename": encodeURIComponent(file.name) });
       if (!response.ok) { this.composer.fileFailed(file, `${file.name}: ${errorText(response)}`); return null; }
+      uploaded.set(file, { conversationId, path: response.data.path });
       paths.push(response.data.path);
     }
     this.composer.status.clear();
@@ -898,6 +934,37 @@ class ChatView {
     await this.reload();
     if (this.running) this.needsReload = true; else await this.reload(); // the branch's versions, once answered
     return { ok: true };
+  }
+
+  /** A search result found only in an earlier version (a regenerated answer, an edited
+   * branch): that version shown, as its ‹ › would show it, and the message that holds the
+   * words revealed. When it cannot be (none found, the change refused), the view says the
+   * words are in an earlier version and how to reach it. */
+  async openEarlierVersion(words) {
+    const tx = this.transcript;
+    const id = this.conversationId;
+    if (tx.reveal(words)) return; // shown already (that version was flipped to since)
+    let variant = tx.versionHolding(words, tx.all);
+    if (variant == null) {
+      // Not among the versions of the part read: the whole conversation's, read (not drawn).
+      const whole = await api("GET", `/api/conversations/${encodeURIComponent(id)}?all=1`);
+      if (whole.ok) variant = tx.versionHolding(words, whole.data.messages || []);
+    }
+    if (!this.alive() || id !== this.conversationId) return;
+    if (variant != null) {
+      this.ownChanges += 1;
+      const changed = await api("PUT", `/api/conversations/${encodeURIComponent(id)}/version`, { variant });
+      if (changed.ok) {
+        // Opened again as any search result: at the part around the message, revealed there.
+        if (this.alive() && id === this.conversationId) this.ctx.navigate(`${chatRoute(id)}?${new URLSearchParams({ find: words.slice(0, 200) })}`);
+        return;
+      }
+      this.refused();
+    }
+    if (!this.alive() || id !== this.conversationId) return;
+    const said = notice("info", t("chat.search_earlier_version_notice"));
+    said.classList.add("earlier-version-notice");
+    this.header.node.after(said);
   }
 
   async showVersion(variant) {
@@ -1192,9 +1259,11 @@ export async function renderChat(ctx) {
   const id = ctx.rest[0] || null;
   socket.connect(ctx.member.id);
   const missed = recordEvents(id);
+  const listed = searched;
   const [status, conversations, loaded] = await Promise.all([
     api("GET", "/api/chat/status"),
-    api("GET", "/api/conversations"),
+    // The search the member left in the box (a result opened): its results, not the whole list.
+    api("GET", listed ? `/api/conversations?${new URLSearchParams({ search: listed })}` : "/api/conversations"),
     // A search result opens at the part around the message the search found.
     id ? api("GET", `/api/conversations/${encodeURIComponent(id)}${findQuery(ctx.params)}`) : null,
   ]);
@@ -1220,7 +1289,7 @@ export async function renderChat(ctx) {
       notice("info", loaded.status === 404 ? t("chat.not_found_text") : errorText(loaded)), el("p", {}, link("#chat", t("chat.back"))));
   }
   current?.dispose();
-  current = new ChatView(ctx, status.data, conversations.data.conversations || [], loaded?.data || null, conversations.data.next_before);
+  current = new ChatView(ctx, status.data, conversations.data.conversations || [], loaded?.data || null, conversations.data.next_before, listed);
   current.replay(events);
   return current.root;
 }
@@ -1230,6 +1299,6 @@ export function endChat({ forget = false } = {}) {
   current?.dispose();
   current = null;
   socket.stop({ forget });
-  if (forget) forgetDrafts();
+  if (forget) { forgetDrafts(); searched = ""; }
 }
 

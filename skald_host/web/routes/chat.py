@@ -61,7 +61,8 @@ def chat_error(exc: ChatError) -> ApiError:
 
 
 @bp.get("/api/chat/status")
-@returns(obj({"models_configured": BOOL, "default_agent": TEXT, "agents": array(ref("Agent"))}))
+@returns(obj({"models_configured": BOOL, "default_agent": TEXT, "agents": array(ref("Agent")),
+              "upload_max_bytes": integer(1, description="the largest file an upload takes (files.upload_max_bytes)")}))
 @requires("chat.use")
 async def status() -> dict:
     core = current_app.config["SKALD_CORE"]
@@ -75,6 +76,8 @@ async def status() -> dict:
         "models": [{"id": m.id, "model": m.model, "label": m.label, "provider": m.provider_name}
                    for m in sorted(models, key=lambda m: (m.priority, m.label))],
         "default_agent": core.chat.default_agent(member),
+        # The composer says a file over it is too large as it is chosen, before any upload.
+        "upload_max_bytes": current_app.config["SKALD_SETTINGS"].files.upload_max_bytes,
         "agents": [
             a.summary(core.strings, locale, plugin=agents.owner(a))
             for agents in [core.chat.agents.visible_to(lambda plugin_id: core.catalog.usable(member, plugin_id))]
