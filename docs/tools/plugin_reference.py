@@ -134,6 +134,11 @@ def signature(fn: Callable[..., Any], *, drop_self: bool = False) -> str:
     return f"{prefix}{fn.__name__}{text}".replace("'", "")
 
 
+#: The per-member lifecycle hooks, whose implementations the host runs concurrently
+#: (``Skald._member_hook``): what awaits them waits for the slowest, not for their sum.
+CONCURRENT_HOOKS = {"member_unlocked", "member_locking", "member_reset", "member_deleted", "member_access_changed"}
+
+
 def hook_section(fn: Callable[..., Any]) -> list[str]:
     options = getattr(fn, f"{PROJECT_NAME}_spec")
     doc = paragraph(fn.__doc__)
@@ -142,7 +147,8 @@ def hook_section(fn: Callable[..., Any]) -> list[str]:
         f"since spec {since.group(1)}" if since else "since: undocumented",
         "first result wins (`firstresult`)"
         if options.get("firstresult")
-        else "not `firstresult`: every plugin's implementation is called, one plugin at a time",
+        else "not `firstresult`: every plugin's implementation is called, "
+        + ("concurrently, each under its own hook timeout" if fn.__name__ in CONCURRENT_HOOKS else "one plugin at a time"),
     ]
     if options.get("historic"):
         facts.append("historic")

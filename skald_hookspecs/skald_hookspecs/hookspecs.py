@@ -189,7 +189,10 @@ def member_unlocked(member_id: str, host: Any) -> None:
     started), for each started plugin: start what the plugin runs for that member (a
     per-member runtime). ``HostApi.member_secret_*`` and ``append_member_event`` work
     from now until ``member_locking``. May be async; bounded by the hook timeout and
-    awaited within the login, so start slow work in a task and return. Members already
+    awaited within the login, so start slow work in a task and return. The plugins'
+    implementations run concurrently, each under its own hook timeout: a login waits
+    for the slowest of them, at most one hook timeout (``plugins.hook_timeout_seconds``,
+    5 s by default), however many plugins implement the hook. Members already
     unlocked when the plugin starts are in ``HostApi.unlocked_members()``. Since 1.2."""
 
 
@@ -211,11 +214,12 @@ def member_reset(member_id: str, host: Any) -> None:
 def member_deleted(member_id: str, host: Any) -> None:
     """Called when an admin deleted a member, for each started plugin, once the member
     is gone (their row, their file and what the host stored as their per-member config;
-    ``member_locking`` ran before): drop what the plugin keeps for that id (a linked
+    ``member_locking`` ran before, if their file was open): drop what the plugin keeps for that id (a linked
     chat, its waiting messages, its own keys), so that nothing the account's outside
     identities send reaches a member who no longer exists, and a new account can take
     them up. No ``HostApi`` call succeeds for the member any more
-    (``set_user_config`` included). Awaited within the deletion's request, bounded by
+    (``set_user_config`` included; the per-member data calls raise ``MemberLocked``
+    with ``code`` ``"member_not_found"``, saying the member was deleted). Awaited within the deletion's request, bounded by
     the hook timeout; a failure is logged and the deletion stands. Since 1.14."""
 
 
@@ -239,5 +243,7 @@ def member_access_changed(member_id: str, host: Any) -> None:
 def member_locking(member_id: str) -> None:
     """Called when a member's private file is about to close (logout of the last
     session, deactivation, deletion), for each started plugin: stop what runs for that
-    member and drop what the plugin holds of their secrets. May be async; bounded by
+    member and drop what the plugin holds of their secrets. Called once per close, and
+    only when the file was open: not for a member whose file is already closed (a
+    deletion or reset of a member who was not logged in). May be async; bounded by
     the hook timeout. Since 1.2."""

@@ -307,7 +307,8 @@ class HostApi(Protocol):
     # -- per-member data in the member's own encrypted file (since 1.2) ---------------------
     #
     # Each raises ``MemberLocked`` while the member's file is closed (they have not
-    # logged in since the host started). The rows are this plugin's own: another plugin
+    # logged in since the host started), and for a member who no longer exists (deleted:
+    # ``code`` ``"member_not_found"``, its message says so). The rows are this plugin's own: another plugin
     # cannot read them, and neither ``system.db`` nor a log ever holds them.
 
     async def member_secret_get(self, member_id: str, name: str) -> str | None:

@@ -319,7 +319,8 @@ class Skald:
         self._users.after_unlock.append(self._member_hook("member_unlocked"))
         # A member's recurring prompts run from their unlock, not from their first chat.
         self._users.after_unlock.append(StartAtUnlock(self).after_unlock)
-        self._users.before_lock.append(self._member_hook("member_locking", with_host=False))
+        # Only when the file is open and about to close, once (not for every lock call).
+        self._users.before_close.append(self._member_hook("member_locking", with_host=False))
         self._users.after_reset.append(self._member_hook("member_reset"))  # contract 1.7
         self._users.after_delete.append(self._member_hook("member_deleted"))  # contract 1.14
         # contract 1.15: after a member's role, active flag or plugin grants changed, and
@@ -520,16 +521,26 @@ class Skald:
         """A per-member hook (``member_unlocked``, ``member_locking``, ``member_reset``,
         ``member_deleted``, ``member_access_changed``) as a callback of the member store: called for each started
         plugin implementing it; one plugin's failure is recorded and the others and the
-        caller go on."""
+        caller go on.
+
+        The plugins' implementations run concurrently, each under its own hook timeout
+        (``call_one``): what awaits the hook (a login, a logout, an admin's request)
+        waits for the slowest of them, at most one timeout, not for their sum (one slow
+        plugin delayed the others' hooks, and N slow ones every login by N timeouts)."""
+
+        async def one(plugin_id: str, member_id: str) -> None:
+            extra = {"host": self.host_api(plugin_id)} if with_host else {}
+            try:
+                await self.plugins.call_one(hook, plugin_id, member_id=member_id, **extra)
+            except (Exception, *PLUGIN_EXITS) as exc:
+                self._hook_failed(plugin_id, hook, exc)
 
         async def call(member_id: str) -> None:
-            for plugin_id in self.plugins.implementers(hook):
-                if plugin_id in self._started:
-                    extra = {"host": self.host_api(plugin_id)} if with_host else {}
-                    try:
-                        await self.plugins.call_one(hook, plugin_id, member_id=member_id, **extra)
-                    except (Exception, *PLUGIN_EXITS) as exc:
-                        self._hook_failed(plugin_id, hook, exc)
+            started = [p for p in self.plugins.implementers(hook) if p in self._started]
+            if len(started) == 1:
+                await one(started[0], member_id)
+            elif started:
+                await asyncio.gather(*(one(p, member_id) for p in started))
 
         return call
 

@@ -195,3 +195,17 @@ def test_the_plural_page_example_defines_its_strings_and_says_where_they_come_fr
     [route] = [b for b in code_blocks(text, "python") if '@blueprint.get("/strings")' in b]
     assert '{"strings": BUNDLE.strings}' in route
     assert "A page gets no bundle from the shell" in prose()
+
+
+def test_the_known_gaps_state_the_tool_result_limit_the_host_applies():
+    """A plugin author could not find how long a tool's result may be: the guide says it
+    as a number, and that number is the one the host cuts at."""
+    from skald_host.core.agent.kernel import TOOL_RESULT_LIMIT
+
+    text = prose()
+    gaps = text[text.index("## Known gaps in the contract") :]
+    gaps = gaps[: gaps.index(" ## ", 1)]
+    [stated] = re.findall(r"A tool's result is cut at (\d+) characters", gaps)
+    assert int(stated) == TOOL_RESULT_LIMIT
+    for gap in ("cannot hand the member a file", "`ctx.turn.notify` adds a note", "no `member_created` hook"):
+        assert gap in gaps, gap

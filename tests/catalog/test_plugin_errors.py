@@ -312,7 +312,8 @@ async def test_a_hooks_and_a_routes_failures_are_on_the_plugins_page_under_an_er
     assert "in boom" in by_where["route GET /api/plugin/hooked/boom"]["traceback"]
     assert hooked["tool_failures"] == []  # the tools' alone, as before
     timed_out = (await admin.get("/api/admin/plugins/sleepy")).json()["failures"]  # the admin's login and Alice's
-    assert len(timed_out) == 2 and all(f["where"] == "hook member_unlocked" for f in timed_out)
+    # The second, the same hook failing the same way within the minute, is counted in the first's entry.
+    assert len(timed_out) == 1 and timed_out[0]["where"] == "hook member_unlocked" and timed_out[0]["repeats"] == 1
     assert all("did not finish within 0.5 s" in f["traceback"] for f in timed_out)
 
     logged = "\n".join(r.getMessage() for r in caplog.records)

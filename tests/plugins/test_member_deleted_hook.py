@@ -58,3 +58,46 @@ async def test_a_plugin_failing_in_member_deleted_leaves_the_deletion_done(skald
     assert alice not in str(members)
     [failure] = host.core.plugins.status("bindings").failures
     assert "member_deleted" in failure["where"], failure
+
+
+class SecretReader:
+    """Reads the member's secret in ``member_deleted``: it cannot (the file is gone),
+    and the refusal says the member is gone, not that they should log in."""
+
+    __name__ = "secretreader"
+
+    def __init__(self) -> None:
+        self.refusals: list[Exception] = []
+
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return PluginInfo(id="secretreader", title="Secret reader", spec=">=1.14,<2")
+
+    @hookimpl
+    async def member_deleted(self, member_id: str, host) -> None:
+        try:
+            await host.member_secret_get(member_id, "token")
+        except Exception as exc:
+            self.refusals.append(exc)
+
+
+async def test_member_data_of_a_deleted_member_is_refused_as_gone_not_as_locked(skald):
+    from skald_hookspecs import MemberLocked
+
+    plugin = SecretReader()
+    host = await skald.start(plugins=[plugin], enable=["secretreader"])
+    admin = await host.admin()
+    alice = (await host.create_member("alice"))["id"]
+    assert (await admin.delete(f"/api/admin/members/{alice}")).status_code == 200
+    [refusal] = plugin.refusals
+    assert isinstance(refusal, MemberLocked)  # the class the contract names for these calls
+    assert refusal.code == "member_not_found" and refusal.lock_reason == ""
+    assert "deleted" in str(refusal) and "log in" not in str(refusal)
+    # A member who exists but is locked is still told to log in.
+    bob = (await host.create_member("bob"))["id"]
+    try:
+        await host.core.host_api("secretreader").member_secret_get(bob, "token")
+    except MemberLocked as exc:
+        assert exc.code == "member_locked" and "log in" in str(exc)
+    else:
+        raise AssertionError("a locked member's file read")

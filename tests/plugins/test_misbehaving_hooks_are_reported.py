@@ -361,3 +361,38 @@ def test_a_member_tools_list_of_wrong_items_is_told_once_naming_the_hook_on_the_
     registry.member_tools("m-1", usable=lambda plugin_id: True)
     assert manager.status("member-tooler").failures[-1]["traceback"].endswith("holding str where only Tool objects belong; those items were left out")
     assert len(manager.status("member-tooler").failures) == 3
+
+
+def test_a_member_tools_failing_every_round_is_one_entry_with_a_count_and_keeps_earlier_failures(caplog):
+    """A broken connector's ``member_tools`` raised in every model round: an ERROR with a
+    traceback and a new error id each time, and the plugin's list (the latest 20) held
+    only copies, its earlier failures pushed out; the card's count was the list's length."""
+    caplog.set_level(logging.DEBUG)
+    plugin = MemberToolsOf(ConnectionError("the connector is down"))
+    registry, manager = registry_with(plugin)
+    now = [1000.0]
+    manager.clock = lambda: now[0]  # the folding window, measured without waiting
+    manager.record_failure("member-tooler", {"error_id": "earlier0000a", "where": "hook member_unlocked", "at": "", "traceback": ""})
+
+    for _ in range(30):  # thirty model rounds within the minute
+        assert registry.member_tools("m-1", usable=lambda plugin_id: True) == []
+
+    status = manager.status("member-tooler")
+    failures = list(status.failures)
+    assert [f["where"] for f in failures] == ["hook member_unlocked", "hook member_tools"]  # the earlier one kept
+    assert failures[1]["repeats"] == 29 and failures[1]["last_at"]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and failures[1]["error_id"] in errors[0]  # logged once, under the entry's id
+    assert status.as_dict()["problems"] == 31  # every failure counted, not the list's length
+
+    now[0] += 61  # a minute later it is listed (and logged) again, once
+    registry.member_tools("m-1", usable=lambda plugin_id: True)
+    registry.member_tools("m-1", usable=lambda plugin_id: True)
+    failures = list(status.failures)
+    assert len(failures) == 3 and failures[2]["repeats"] == 1
+    assert status.as_dict()["problems"] == 33
+
+    # Another error type of the same hook is its own entry.
+    plugin.result = KeyError("x")
+    registry.member_tools("m-1", usable=lambda plugin_id: True)
+    assert len(status.failures) == 4 and "repeats" not in status.failures[-1]

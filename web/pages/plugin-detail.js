@@ -130,7 +130,9 @@ function problemsSection(plugin) {
     // Kept in memory: "the latest failures" read as all of them, and a restart empties it.
     parts.push(el("p", { class: "hint", "data-testid": "failures-since-start", text: t("plugin.failures_since_start") }));
     parts.push(el("ul", { class: "plain tool-failures" }, ...failures.slice().reverse().map((f) => el("li", { "data-error-id": f.error_id },
-      el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.where || f.tool} · ${f.at}`), traceback(f.traceback))))));
+      el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.where || f.tool} · ${f.at}`,
+        // A hook's repeats within a minute, folded into this entry (not listed again).
+        f.repeats ? ` · ${t("plugin.failure_repeats", { count: f.repeats, last: f.last_at })}` : ""), traceback(f.traceback))))));
   }
   return section(t("plugin.problems_title"), ...parts);
 }

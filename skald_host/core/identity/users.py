@@ -284,6 +284,13 @@ class UserManager:
         # (their chat turns) stops first. A direct call, never a bus: locking is part
         # of revocation.
         self.before_lock: list[Callable[[str], Awaitable[None]]] = []
+        # Called with a member id after ``before_lock``, only when their file is open and
+        # about to close, and once per close (a deletion or reset locks a member the
+        # caller already locked; two locks may overlap): plugins' ``member_locking``.
+        # What must run even when the file is not open (a runtime or sandbox built on
+        # the way to the lock) belongs in ``before_lock``.
+        self.before_close: list[Callable[[str], Awaitable[None]]] = []
+        self._closing_told: set[str] = set()
         #: Members whose lock has begun: their file is still open for the callbacks
         #: above, but nothing new may start on it (``is_locking``).
         self._locking: set[str] = set()
@@ -843,12 +850,23 @@ class UserManager:
 
     async def lock(self, member_id: str) -> None:
         self._locking.add(member_id)
+        told = False
         try:
             for callback in self.before_lock:
                 try:
                     await callback(member_id)
                 except Exception:
                     log.exception("before-lock callback failed for member %s", member_id)
+            if self.owner_db(member_id) is not None and member_id not in self._closing_told:
+                # The file is open and this lock closes it: told once (an overlapping or
+                # repeated lock of the same member, a closed file, tell nothing).
+                self._closing_told.add(member_id)
+                told = True
+                for callback in self.before_close:
+                    try:
+                        await callback(member_id)
+                    except Exception:
+                        log.exception("before-close callback failed for member %s", member_id)
             # Under the unlock lock: a backup copying the file as closed, or an unlock
             # opening it, never overlaps the close.
             async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
@@ -858,6 +876,8 @@ class UserManager:
                     self._locked_after_use.add(member_id)
                     log.info("member %s locked", member_id)
         finally:
+            if told:
+                self._closing_told.discard(member_id)
             self._locking.discard(member_id)
 
     def is_locking(self, member_id: str) -> bool:

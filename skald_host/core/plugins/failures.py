@@ -45,7 +45,19 @@ def record_failure(
     """Log the failure and keep it for the plugin's page; its error id, for whoever
     tells someone that it failed (the model, a client, a run's row). ``level``: a
     WARNING for what may be the world's fault rather than a bug (a tool that ran out
-    of time waiting on a slow service)."""
+    of time waiting on a slow service).
+
+    A hook's failure that repeats one listed less than a minute ago (same hook, same
+    exception type, and the same message where it is said) is folded into that entry
+    (``PluginManager.repeat_of``: a count, no new entry, no new log line at ERROR);
+    its error id is that entry's."""
+    fold: tuple[Any, ...] | None = None
+    if plugins is not None and where.startswith("hook "):
+        fold = (where, tool, f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc) if say else "")
+        earlier = plugins.repeat_of(plugin_id, fold)
+        if earlier is not None:
+            log.debug("plugin %s: %s failed again (repeat %d of error id %s)", plugin_id, where, earlier["repeats"], earlier["error_id"])
+            return str(earlier["error_id"])
     error_id = uuid.uuid4().hex[:12]
     text = withheld_traceback(exc, say=say)
     log.log(level, "plugin %s: %s failed, error id %s\n%s", plugin_id, where, error_id, text)
@@ -55,5 +67,5 @@ def record_failure(
     if tool is not None:
         failure["tool"] = tool
     if plugins is not None:
-        plugins.record_failure(plugin_id, failure)
+        plugins.record_failure(plugin_id, failure, fold=fold)
     return error_id

@@ -506,11 +506,21 @@ class PluginHostApi:
             raise ChannelRequestError("the sealed box does not open for this member and plugin") from None
     # -- per-member data in the member's own encrypted file (spec 1.2) ----------------------
 
-    def _owner_db(self, member_id: str) -> Any:
+    async def _owner_db(self, member_id: str) -> Any:
+        from skald_host.core.identity.users import MemberNotFound
+
         if not isinstance(member_id, str):
             raise TypeError("member_id must be a string")
         db = self._core.users.owner_db(member_id)
         if db is None:
+            try:
+                await self._core.users.get(member_id)
+            except MemberNotFound:
+                # Deleted (in ``member_deleted`` too), or never one: "locked until they
+                # log in" sent the plugin waiting for a login that cannot come.
+                gone = MemberLocked("no such member: they were deleted (or never existed), and their private file with them")
+                gone.code = "member_not_found"
+                raise gone from None
             # The same ``lock_reason`` as every other locked answer (a phone showed
             # "restarted" on one route and nothing on the next).
             raise MemberLocked("the member's private file is locked until they log in", self._core.users.lock_reason(member_id))
@@ -518,7 +528,7 @@ class PluginHostApi:
 
     async def member_secret_get(self, member_id: str, name: str) -> str | None:
         _check_text(name, "name", MAX_SECRET_NAME)
-        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        db, plugin_id = await self._owner_db(member_id), self.plugin_id
         row = await db.run(
             lambda c: c.execute("SELECT value FROM plugin_secrets WHERE plugin_id = ? AND name = ?", (plugin_id, name)).fetchone()
         )
@@ -528,7 +538,7 @@ class PluginHostApi:
         _check_text(name, "name", MAX_SECRET_NAME)
         if value is not None and (not isinstance(value, str) or len(value.encode()) > MAX_MEMBER_BLOB):
             raise ValueError(f"value must be a string of at most {MAX_MEMBER_BLOB} bytes, or None")
-        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        db, plugin_id = await self._owner_db(member_id), self.plugin_id
 
         def write(c: Any) -> None:
             if value is None:
@@ -543,7 +553,7 @@ class PluginHostApi:
         await db.transaction(write)
 
     async def member_secret_names(self, member_id: str, prefix: str = "") -> list[str]:
-        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        db, plugin_id = await self._owner_db(member_id), self.plugin_id
         rows = await db.run(
             lambda c: c.execute("SELECT name FROM plugin_secrets WHERE plugin_id = ? ORDER BY name", (plugin_id,)).fetchall()
         )
@@ -554,7 +564,7 @@ class PluginHostApi:
         blob = json.dumps(dict(data), ensure_ascii=False)
         if len(blob.encode()) > MAX_MEMBER_BLOB:
             raise ValueError(f"data must encode to at most {MAX_MEMBER_BLOB} bytes of JSON")
-        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        db, plugin_id = await self._owner_db(member_id), self.plugin_id
         return await db.transaction(
             lambda c: c.execute("INSERT INTO plugin_events (plugin_id, kind, data) VALUES (?, ?, ?)", (plugin_id, kind, blob)).lastrowid
         )
@@ -568,7 +578,7 @@ class PluginHostApi:
         return await self._core.notify_member(member_id, text)
 
     async def member_events(self, member_id: str, *, after: int = 0, limit: int = 100) -> list[Mapping[str, Any]]:
-        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        db, plugin_id = await self._owner_db(member_id), self.plugin_id
         limit = max(1, min(int(limit), 1000))
         rows = await db.run(
             lambda c: c.execute(
@@ -603,7 +613,7 @@ class PluginHostApi:
             before = moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         if through_id is None and before is None and keep_last is None:
             raise ValueError("say what to prune: through_id, before or keep_last")
-        db, plugin_id = self._owner_db(member_id), self.plugin_id
+        db, plugin_id = await self._owner_db(member_id), self.plugin_id
         scope, params = "plugin_id = ?", [plugin_id]
         if kind is not None:
             scope += " AND kind = ?"

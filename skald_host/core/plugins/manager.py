@@ -53,6 +53,12 @@ SLOW_STRETCH_SECONDS = 0.5
 #: in this many seconds: a tool that blocks on every call must not push its real
 #: failures out of the short list (``FAILURES_KEPT``).
 HELD_PROBLEM_EVERY_SECONDS = 60.0
+#: A hook failing the same way again (same hook, same exception type) within this many
+#: seconds of the entry it would repeat is folded into that entry (its ``repeats``
+#: count, ``last_at``), logged once, under one error id: ``member_tools`` is asked in
+#: every model round, and one broken connector filled the list (and the log) with
+#: copies, pushing the plugin's earlier, real failures out of ``FAILURES_KEPT``.
+REPEAT_FOLD_SECONDS = 60.0
 #: Hooks whose ``register`` takes a folder the host reads later, on use: one that is not
 #: there (left out of the wheel's package data) fails the plugin here, naming the path,
 #: not every use later with an error far from its cause.
@@ -429,6 +435,9 @@ class PluginStatus:
     # plugin's page. Frames and exception type only, never the message (a member's data).
     # In memory, so since the process started: the log keeps every one by its error id.
     failures: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=FAILURES_KEPT))
+    #: Every failure since the process started, folded repeats and those pushed out of
+    #: ``failures`` included: the card's "N problems" (the list keeps the latest only).
+    failures_total: int = 0
 
     def set_degraded(self, reason: str | None, key: str | None = None, values: dict[str, Any] | None = None) -> bool:
         """Record (or with ``None`` clear) why the running plugin cannot do its job;
@@ -465,7 +474,9 @@ class PluginStatus:
             "waiting": self.waiting,
             "needs_settings": self.needs_settings,
             "failures": list(self.failures),
-            "problems": len(self.failures),  # what the catalog's card counts (it gets no list)
+            # What the catalog's card counts (it gets no list): every failure since the
+            # start, repeats included, not the length of the capped list.
+            "problems": self.failures_total,
             "tool_failures": [f for f in self.failures if "tool" in f],  # the tools' alone, as the page listed them first
             "title": self.info.title if self.info else self.name,
             "description": self.info.description if self.info else "",
@@ -627,6 +638,9 @@ class PluginManager:
         self._status: dict[str, PluginStatus] = {}
         self._objects: dict[str, Any] = {}
         self._held_listed: dict[str, float] = {}  # plugin id -> when its last stretch was listed
+        #: (plugin id, fold key) -> (when listed, the entry): a hook's repeats fold into it.
+        self._repeats: dict[tuple[str, tuple[Any, ...]], tuple[float, dict[str, Any]]] = {}
+        self.clock: Callable[[], float] = time.monotonic  # what the folding windows are measured by
         #: Entry points declared in a group that is nearly ``skald.plugins`` (found at
         #: discovery, never loaded): the catalog says so of a plugin missing by that name.
         self.near_misses: list[NearMiss] = []
@@ -852,16 +866,37 @@ class PluginManager:
         status = self._status.get(plugin_id)
         return bool(status and status.state == "loaded")
 
-    def record_failure(self, plugin_id: str, failure: dict[str, Any]) -> None:
-        """Keep a failure (error id, where, time, traceback) for the plugin's page."""
+    def record_failure(self, plugin_id: str, failure: dict[str, Any], *, fold: tuple[Any, ...] | None = None) -> None:
+        """Keep a failure (error id, where, time, traceback) for the plugin's page.
+        ``fold``: what makes a later failure a repeat of this one (``repeat_of``)."""
         status = self._status.get(plugin_id)
         if status is not None:
             status.failures.append(failure)
+            status.failures_total += 1
+            if fold is not None:
+                self._repeats[(plugin_id, fold)] = (self.clock(), failure)
+
+    def repeat_of(self, plugin_id: str, fold: tuple[Any, ...]) -> dict[str, Any] | None:
+        """The listed entry a failure repeats (same ``fold`` key, listed less than
+        ``REPEAT_FOLD_SECONDS`` ago, still in the list), counted into it; or None,
+        when the failure is to be listed (and logged) as a new one."""
+        status = self._status.get(plugin_id)
+        earlier = self._repeats.get((plugin_id, fold))
+        if status is None or earlier is None:
+            return None
+        listed, failure = earlier
+        if self.clock() - listed >= REPEAT_FOLD_SECONDS or not any(f is failure for f in status.failures):
+            del self._repeats[(plugin_id, fold)]
+            return None
+        failure["repeats"] = failure.get("repeats", 0) + 1
+        failure["last_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status.failures_total += 1
+        return failure
 
     def loop_held(self, plugin_id: str, what: str, seconds: float) -> str | None:
         """List a stretch of holding the event loop among the plugin's problems, at most
         once per ``HELD_PROBLEM_EVERY_SECONDS``; its error id, or None when not listed."""
-        now = time.monotonic()
+        now = self.clock()
         last = self._held_listed.get(plugin_id)
         if last is not None and now - last < HELD_PROBLEM_EVERY_SECONDS:
             return None
