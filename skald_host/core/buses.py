@@ -54,6 +54,11 @@ class Subscription(Generic[T]):
             await self._ready.wait()
         return self._queue.popleft()
 
+    @property
+    def pending(self) -> int:
+        """How many events wait to be taken."""
+        return len(self._queue)
+
     def drain(self) -> list[T]:
         """Everything already queued, without waiting (a slow consumer catches up in
         one pass instead of one event per wake-up)."""

@@ -127,6 +127,10 @@ class Skald:
         self.buses = Buses()
         self.supervisor = Supervisor()
         self.stopping = asyncio.Event()
+        #: Set once a stop cut the running turns (``interrupt_turns``): their events (each
+        #: turn's ``turn_finished``) are on the members' buses, for the sockets to send
+        #: before they close (``web.routes.events``).
+        self.turns_interrupted = asyncio.Event()
         self.strings = Strings()
         self.sqlcipher_version = ""
         self._started: dict[str, _Started] = {}
@@ -281,6 +285,7 @@ class Skald:
         await self._files.start()
         self._users.after_delete.append(self._files.remove_home)
         self._folders = FolderService(self._registry, self._users, self.buses, settings.data_dir)
+        await self._folders.reconcile()  # a deleted member's projects a stop left behind
         # What a data-losing password reset takes out of the account's reach, in this order.
         self._users.reset_participants.extend([self._files, self._folders, self.catalog])
         self.supervisor.spawn("folders-member-deletions", self._folders.follow_member_deletions(self.stopping))
@@ -606,8 +611,11 @@ class Skald:
         started new tool calls and model rounds after the signal, and one whose plugin
         stopped under it recorded the call as the tool's failure (crash probe). No
         runtime starts again once ``stopping`` is set."""
-        if self._chat is not None:
-            await self._chat.close()
+        try:
+            if self._chat is not None:
+                await self._chat.close()
+        finally:
+            self.turns_interrupted.set()
 
     async def stop(self) -> None:
         """Graceful shutdown: signal loops, join them, stop plugins, revoke every

@@ -85,6 +85,36 @@ async def test_crash_after_registry_delete_quarantines_the_file_with_its_data(se
     assert integrity == "ok" and stored == {"last.words": '"keep this"'}
 
 
+async def test_crash_after_registry_delete_leaves_no_home_or_projects_of_the_deleted_member(servers):
+    """The home (uploads, in clear) and projects go with the deletion's callbacks, after
+    the registry commit: a kill between left them for ever. The next start finishes it."""
+    data_dir = servers.data_dir
+    armed = await servers.start(crash_at="delete.after_registry")
+    admin = await setup_admin(armed)
+    dave_id = await create_member(admin, "dave", DAVE_PASSWORD)
+    dave = await armed.login("dave", DAVE_PASSWORD)
+    conversation_id = (await dave.post("/api/conversations", json={"title": "files"})).json()["id"]
+    response = await dave.post(f"/api/conversations/{conversation_id}/uploads", content=b"my secret", headers={"X-Filename": "s.txt"})
+    assert response.status_code == 201, response.text
+    admin_conversation = (await admin.post("/api/conversations", json={"title": "mine"})).json()["id"]
+    response = await admin.post(f"/api/conversations/{admin_conversation}/uploads", content=b"kept", headers={"X-Filename": "k.txt"})
+    assert response.status_code == 201, response.text
+    home = data_dir / "homes" / dave_id
+    assert any(p.is_file() for p in home.rglob("*"))
+    projects = data_dir / "projects" / dave_id
+    (projects / "mine").mkdir(parents=True)
+    (projects / "mine" / "notes.txt").write_text("private")
+    await crash_during(armed, admin.delete(f"/api/admin/members/{dave_id}"))
+    assert "dave" not in registry_ids(data_dir) and home.exists()
+
+    server = await servers.start()
+    assert not home.exists() and not projects.exists()
+    assert f"home folder of {dave_id} has no member" in server.output
+    assert f"projects of {dave_id}, who has no member" in server.output
+    assert any(p.is_file() for p in (data_dir / "homes" / admin.member["id"]).rglob("*"))  # a member's own stays
+    assert await server.terminate() == 0
+
+
 async def test_member_whose_file_vanished_is_reported_and_the_host_still_starts(skald, caplog):
     host = await skald.start()
     erin = await host.member("erin")

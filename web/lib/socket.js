@@ -145,7 +145,8 @@ function open() {
     if (!wanted) return;
     if (event.code === 1008) { stop(); signalSessionLost(event.reason || null); return; }
     setState("reconnecting");
-    dispatch({ type: "socket_closed" });
+    // 1001: the server is stopping (it cut the running answers, and said so first).
+    dispatch({ type: "socket_closed", code: event.code });
     if (!opened) {
       // The handshake was refused: a 401 here ends the session through api().
       const probe = await api("GET", "/api/chat/status");

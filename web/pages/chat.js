@@ -236,6 +236,10 @@ function conversationList(view) {
     heardSinceRead.set(id, running);
     const item = view.conversations.find((c) => c.id === id);
     if (item && item.running !== running) { item.running = running; render(view.conversations); }
+  }, stopAll: () => {
+    const running = view.conversations.filter((c) => c.running);
+    for (const item of running) { heardSinceRead.set(item.id, false); item.running = false; }
+    if (running.length) render(view.conversations);
   }, changed: (data) => {
     // Renamed or given another model (here or elsewhere): shown at once, in its place;
     // the read after it (ChatView.onEvent) puts it where the list orders it.
@@ -1095,6 +1099,14 @@ class ChatView {
       this.ownChanges = 0; // their events, if any were lost, are in what this reads
       this.reload();
       if (message.reconnected) this.list.refresh();
+      return;
+    }
+    if (message.type === "socket_closed" && message.code === 1001) {
+      // The server is stopping: what was running was cut (interrupted, resumed at its
+      // next start). Had its turn_finished not come first, nothing runs any more all the
+      // same: no typing cursor, running dot or Stop for an answer left streaming.
+      if (this.running) this.setRunning(false);
+      this.list.stopAll();
       return;
     }
     if (message.type === "ack") {

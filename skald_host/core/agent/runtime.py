@@ -71,10 +71,14 @@ RESUMED_NOTE = (
 #: dies while writing it (out of memory, a crash loop) must not bill the provider on
 #: every start. The next cut ends the turn as failed, with Retry.
 RESUME_LIMIT = 2
+#: ``times`` counts the attempts begun, not the requests the model got: an attempt's
+#: streaming row is committed before its request leaves (so that a request sent is never
+#: missing from the log), and a stop between the two cannot be told from one just after
+#: the send. Both are counted (the log errs toward over-counting); the wording says so.
 RESUME_GIVEN_UP = (
-    "This answer was cut off again while it was being written; it was asked for {times} times in all and"
-    " is not asked for again by itself, so that a server that keeps stopping does not bill the model again"
-    " and again. Retry to ask again."
+    "This answer was cut off again while it was being written ({times} attempts in all, counting any a stop"
+    " cut before it reached the model); it is not asked for again by itself, so that a server that keeps"
+    " stopping does not bill the model again and again. Retry to ask again."
 )
 STOPPED_UNANSWERED = "Not answered: the conversation was stopped. Retry to have these messages answered."
 #: Below this much free space on the member's disk, a turn's first request waits for
@@ -304,6 +308,19 @@ class ChatService:
         runtime = self._runtimes.pop(member_id, None)
         if runtime is not None:
             await runtime.close()
+            if await self._leaving(member_id):
+                await runtime.settle_cut_requests()
+
+    async def _leaving(self, member_id: str) -> bool:
+        """The member locks because they are being deleted or were deactivated: no
+        recovery may come to count the answers this lock cut (their file goes, or
+        nobody unlocks it), so the lock does its accounting now."""
+        if self.core.users.is_deleting(member_id):
+            return True
+        try:
+            return not (await self.core.users.get(member_id)).active
+        except MemberNotFound:
+            return True
 
     async def close(self) -> None:
         for member_id in list(self._runtimes):
@@ -1104,6 +1121,28 @@ class MemberRuntime:
             log.info("member %s: resuming %d interrupted conversation(s) (a restart, or their file locked), %d with an answer cut off that is asked for again",
                      self.member_id, len(resumed), len(cut))
         return resumed
+
+    async def settle_cut_requests(self) -> None:
+        """The accounting half of ``recover``, for a closed runtime whose member is being
+        deleted or was deactivated: each answer the close cut is logged in the registry
+        as an interrupted request now (their file, the only other place it lives, may be
+        deleted before any recovery reads it), and marked interrupted as recovery marks
+        it, so that a member reactivated later is not counted twice for it; their next
+        recovery asks for it again, as after a stop. Awaited: the rows are committed
+        before the file can go."""
+        try:
+            cut = await self.store.cut_requests()
+            for model, model_id in cut:
+                await self.log_request(f"{random.getrandbits(128):032x}", None, model, [], [], None, None, time.perf_counter(),
+                                       payload=False, status="interrupted", model_id=model_id)
+            if cut:
+                await self.store.mark_interrupted_streams(
+                    RESUMED_NOTE, reason_json("answer_resumed"),
+                    give_up=(RESUME_LIMIT, RESUME_GIVEN_UP.format(times=RESUME_LIMIT + 1), lambda times: reason_json("resume_limit", {"times": times})),
+                )
+            await self.flush_logs()
+        except Exception:  # the rows stay streaming in the file: a later recovery counts them
+            log.exception("member %s: the requests their lock cut could not be logged", self.member_id)
 
     async def _needs_work(self, conversation_id: str) -> bool:
         if await self._history_needs_work(conversation_id):

@@ -60,6 +60,8 @@ UPLOADS_DIR = "uploads"
 FIRST_UID = 20000
 UIDS_KEY = "files.uids"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+#: A member id (``identity.users._MEMBER_ID``), as a home folder is named.
+_MEMBER_DIR = re.compile(r"^[0-9a-f]{32}$")
 MAX_UPLOAD_NAME = 200
 CHUNK = 1024 * 1024
 
@@ -216,6 +218,7 @@ class FileService:
             self._persist_later(member_id, uid)
         for member_id in members:
             self.uid_for(member_id)
+        await self._remove_homes_of_deleted(set(members))
         removed = await asyncio.to_thread(_remove_partial_uploads, self.root)
         removed += await asyncio.to_thread(_remove_partial_project_uploads, self._core.settings.data_dir / "projects")
         if removed:
@@ -323,6 +326,18 @@ class FileService:
             os.chmod(path, 0o700)
             self.own(path, member_id)
         return path
+
+    async def _remove_homes_of_deleted(self, members: set[str]) -> None:
+        """A home whose member the registry no longer has: a stop between a deletion's
+        registry commit and its ``after_delete`` (``UserManager._delete``) left it, in
+        clear. The deletion was committed; this finishes it (their file, the boot
+        reconciler quarantines)."""
+        orphans = await asyncio.to_thread(
+            lambda: sorted(p.name for p in self.root.iterdir() if _MEMBER_DIR.match(p.name) and p.name not in members and p.is_dir() and not p.is_symlink())
+        )
+        for member_id in orphans:
+            log.warning("home folder of %s has no member (a deletion cut short by a stop); removing it", member_id)
+            await self.remove_home(member_id)
 
     async def remove_home(self, member_id: str) -> None:
         """A deleted member's home goes with their database file: it holds their uploads

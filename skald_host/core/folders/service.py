@@ -760,6 +760,25 @@ class FolderService:
             if event.kind == "member_deleted" and event.subject_id:
                 await self.after_member_deleted(event.subject_id)
 
+    async def reconcile(self) -> list[str]:
+        """At start: the projects folder of a member the registry no longer has (a stop
+        cut their deletion after its registry commit, before ``follow_member_deletions``
+        saw it) moves to the trash, as the deletion would have."""
+        ids = set(await self.registry.run(lambda c: [r[0] for r in c.execute("SELECT id FROM users")]))
+        root = self.data_dir / "projects"
+
+        def orphans() -> list[str]:
+            if not root.is_dir():
+                return []
+            return sorted(p.name for p in root.iterdir() if re.fullmatch(r"[0-9a-f]{32}", p.name) and p.name not in ids and p.is_dir() and not p.is_symlink())
+
+        moved = []
+        for member_id in await asyncio.to_thread(orphans):
+            target = await asyncio.to_thread(self._to_trash, root / member_id, "owner", "projects", member_id)
+            log.warning("projects of %s, who has no member (a deletion cut short by a stop), moved to %s", member_id, target)
+            moved.append(member_id)
+        return moved
+
     async def after_member_deleted(self, member_id: str) -> None:
         try:
             owned = self.data_dir / "projects" / member_id

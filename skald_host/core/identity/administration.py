@@ -32,8 +32,9 @@ class MemberAdministration:
         if member_id == acting.id:
             raise MemberError("you cannot delete your own account; ask another admin", code="delete_self")
         await self.users.get(member_id)
-        await self.auth.revoke_member(member_id, "deleted")
-        await self.users.delete(member_id)
+        with self.users.deleting(member_id):  # the lock logs the requests it cuts: the file goes
+            await self.auth.revoke_member(member_id, "deleted")
+            await self.users.delete(member_id)
 
     async def reset_password(self, member_id: str, new_password: str) -> Path | None:
         member = await self.users.get(member_id)

@@ -15,6 +15,7 @@ the file (same outcome).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import re
@@ -22,7 +23,7 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Iterator, Protocol
 
 from skald_hookspecs.events import SystemEvent
 from skald_host.core.buses import Buses
@@ -294,6 +295,9 @@ class UserManager:
         #: Members whose lock has begun: their file is still open for the callbacks
         #: above, but nothing new may start on it (``is_locking``).
         self._locking: set[str] = set()
+        #: Members whose deletion has begun (``deleting``): what their lock cuts is
+        #: accounted for at the lock, their file going before any recovery reads it.
+        self._deleting: set[str] = set()
         # Called with a member id right after their file opened (not on a repeat
         # unlock): the sealed inbox delivers what arrived while they were locked.
         self.after_unlock: list[Callable[[str], Awaitable[None]]] = []
@@ -886,6 +890,18 @@ class UserManager:
         then closed, and the member's next login found it dead)."""
         return member_id in self._locking
 
+    def is_deleting(self, member_id: str) -> bool:
+        return member_id in self._deleting
+
+    @contextlib.contextmanager
+    def deleting(self, member_id: str) -> Iterator[None]:
+        """Around a deletion's revocation and delete: the locks it makes know it."""
+        self._deleting.add(member_id)
+        try:
+            yield
+        finally:
+            self._deleting.discard(member_id)
+
     async def snapshot_owner(self, member_id: str, destination: Path) -> None:
         """Copy the member's file for a backup, as it is: open or closed, encrypted
         or not, no key needed. Holds the unlock lock, so it does not change state
@@ -958,7 +974,8 @@ class UserManager:
         unregistered file, which the boot reconciler quarantines). The caller has
         already revoked the member's sessions and locked them."""
         async with self.membership_changes:
-            await self._delete(member_id)
+            with self.deleting(member_id):
+                await self._delete(member_id)
 
     async def _delete(self, member_id: str) -> None:
         path = self.owner_path(member_id)

@@ -204,6 +204,8 @@ async def _current(core: Any, member: Any) -> Any:
 
 
 POLICY_VIOLATION = 1008
+#: How long a graceful stop lets a socket send what the turns it cut said, at most.
+STOP_FLUSH_SECONDS = 3.0
 
 
 @bp.websocket("/api/ws")
@@ -238,6 +240,8 @@ async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.
 
     send = frame_sender(websocket._get_current_object())
 
+    sending = [False]  # a batch is being written (``flush_before_stop``)
+
     async def outbound() -> None:
         async for event in subscription:
             if time.monotonic() - subscription.waiting_since > BUSY_SECONDS:
@@ -247,7 +251,25 @@ async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.
             # (``revoked``), and the one a password change keeps must not read it as its end.
             events = [e for e in coalesce_tokens([event, *subscription.drain()]) if e.kind != "sessions_revoked"]
             if events:
-                await send(encode(batch(events)))
+                sending[0] = True
+                try:
+                    await send(encode(batch(events)))
+                finally:
+                    sending[0] = False
+
+    async def flush_before_stop() -> None:
+        """A graceful stop closes the socket (1001) once the turns it cut said so: each
+        ``turn_finished`` reaches the page, which otherwise kept the typing cursor, the
+        running dot and Stop for an answer no longer running. Bounded: a stop never
+        waits long on a slow client."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STOP_FLUSH_SECONDS
+        try:
+            await asyncio.wait_for(core.turns_interrupted.wait(), STOP_FLUSH_SECONDS)
+        except TimeoutError:
+            return
+        while (subscription.pending or sending[0]) and not tasks[0].done() and loop.time() < deadline:
+            await asyncio.sleep(0.01)
 
     async def inbound() -> None:
         while True:
@@ -287,6 +309,8 @@ async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.
     ]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if tasks[3] in done and tasks[2] not in done and not tasks[0].done():
+            await flush_before_stop()
         if tasks[2] in done or tasks[3] in done:
             # The close's reason is the code the page shows at sign-in when an admin's
             # deactivation or reset ended the session (told_reason), else "session ended".
