@@ -126,6 +126,17 @@ FIRST_ATTEMPT_SECONDS = 3.0
 #: Connecting again after a network error at start: 1 s, doubling, at most a minute.
 CONNECT_RETRY_FIRST_SECONDS = 1.0
 CONNECT_RETRY_MAX_SECONDS = 60.0
+#: After the doubling attempts, an unreachable Bot API is said again once an hour (at
+#: the minute's pace); the card says it all along.
+UNREACHABLE_SAID_EVERY = 60
+
+
+def worth_saying(attempt: int) -> bool:
+    """Whether the ``attempt``-th failed connection is a warning in the log: the 1st,
+    2nd, 4th, 8th, … and then every ``UNREACHABLE_SAID_EVERY``-th. A warning every
+    minute for ever (1,440 lines a day while Telegram was away) buried the rest of the
+    log (newcomer walk 5); the others are debug lines."""
+    return attempt % UNREACHABLE_SAID_EVERY == 0 or (attempt < UNREACHABLE_SAID_EVERY and attempt & (attempt - 1) == 0)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -392,9 +403,10 @@ class TelegramBot:
                     delay = max(delay, retry_after_seconds(exc))
                 else:
                     delay = min(CONNECT_RETRY_MAX_SECONDS, delay * 2)
-                log.warning(
-                    "telegram: still cannot reach the Bot API at %s (%s): trying again in %.0f s",
-                    self.config.api_base_url, self._unreachable, delay,
+                log.log(
+                    logging.WARNING if worth_saying(self._attempts) else logging.DEBUG,
+                    "telegram: still cannot reach the Bot API at %s (%s, attempt %d): trying again in %.0f s",
+                    self.config.api_base_url, self._unreachable, self._attempts, delay,
                 )
                 continue
             if self._stopping:

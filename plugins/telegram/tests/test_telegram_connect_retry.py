@@ -200,3 +200,11 @@ async def test_linking_a_second_chat_tells_the_first_one_in_the_members_language
     setup.api.send(7005, "Und jetzt?")
     await setup.api.wait_for(lambda: "Immer noch da." in setup.api.texts(7005), what="the answer in the third chat")
     assert [row["chat_id"] for row in (await setup.admin.get("/api/plugin/telegram/roster")).json()["links"]] == [7005]
+
+
+def test_an_unreachable_bot_api_is_said_at_growing_intervals_not_every_minute():
+    """The retry runs every minute once doubled up; the log says it at the 1st, 2nd,
+    4th, … attempt and then hourly (a newcomer's log held 1,440 warnings a day)."""
+    from skald_telegram.bot import worth_saying
+
+    assert [n for n in range(1, 200) if worth_saying(n)] == [1, 2, 4, 8, 16, 32, 60, 120, 180]
