@@ -1,4 +1,4 @@
-"""``skald``: serve, first-run setup, and the plugin status table."""
+"""``skald``: serve, first-run setup, a forgotten password, and the plugin status table."""
 
 from __future__ import annotations
 
@@ -124,6 +124,78 @@ def _cmd_setup(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"created admin {member.username!r} in {settings.data_dir.resolve()}. Start the server on it with {_serve_hint(args, settings)} and sign in.")
+        return 0
+
+    return asyncio.run(_with_core(settings, go))
+
+
+#: What a reset takes from an encrypted member: the admin's reset screen says the same
+#: (members.reset_loss in skald_host/builtins/locales/en.json).
+RESET_LOSS = (
+    "{name}'s private data is encrypted with their password, and nobody else holds the key. A reset gives them a new,"
+    " empty database and home folder, and ends their memberships in shared folders and projects: everything they stored"
+    " so far is lost to them. Reset only if the password is truly forgotten."
+)
+
+
+def _read_new_password(args: argparse.Namespace) -> str | None:
+    """The new password from standard input (``--password-stdin``) or typed twice; None
+    (said why) when there is no terminal to ask on or the two differ."""
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    if not sys.stdin.isatty():
+        print("no terminal: pass --password-stdin and the password on standard input", file=sys.stderr)
+        return None
+    password = getpass.getpass("New password: ")
+    if getpass.getpass("Repeat new password: ") != password:
+        print("the passwords do not match", file=sys.stderr)
+        return None
+    return password
+
+
+def _cmd_reset_password(args: argparse.Namespace) -> int:
+    """A forgotten password, the server stopped: the way back for a lone admin (any
+    member's account, as the admin's reset screen does it, with the same code path and
+    the same data loss for an encrypted account)."""
+    from skald_host.core.identity.passwords import PasswordRejected
+    from skald_host.core.identity.users import MemberError
+
+    settings = _settings(args)
+    where = settings.data_dir.resolve()
+    if not (settings.database_dir / "system.db").exists():
+        print(f"error: Skald is not set up in {where}: there is no account to reset", file=sys.stderr)
+        return 1
+
+    async def go(core: Any) -> int:
+        member = await core.users.find(args.username)
+        if member is None:
+            print(f"error: no account named {args.username!r} in {where}", file=sys.stderr)
+            return 1
+        if member.encrypted and not args.confirm_data_loss:
+            print(f"{RESET_LOSS.format(name=member.username)}\n"
+                  "Nothing was changed. To reset anyway, run the command again with --confirm-data-loss.", file=sys.stderr)
+            return 2
+        password = _read_new_password(args)
+        if password is None:
+            return 2
+        removed = await core.folders.memberships(member.id) if member.encrypted else []
+        try:
+            # The admin's own account: they typed the new password here themself. Anyone
+            # else's: the operator chose it, and the member is asked to choose their own.
+            quarantined = await core.administration.reset_password(member.id, password, set_by_admin=not member.is_admin)
+        except (PasswordRejected, MemberError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"The password of {member.username!r} is reset; every session and paired device of theirs has ended.")
+        if member.encrypted:
+            print("They start over with an empty database and home folder"
+                  + (f", and were removed from: {', '.join(a.title for a in removed)}" if removed else "")
+                  + ". The old files were set aside in"
+                  f" {core.users.quarantine_dir()}{f' ({quarantined.name})' if quarantined else ''}: the old database stays"
+                  " encrypted with the old password, the old home folder is kept there unencrypted until you remove it.")
+        else:
+            print("Their data is not encrypted with their password, so it stays as it is.")
+        print(f"Start the server with {_serve_hint(args, settings)} and sign in with the new password.")
         return 0
 
     return asyncio.run(_with_core(settings, go))
@@ -463,6 +535,17 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     setup.add_argument("--check", action="store_true", help="say whether the data dir is set up (exit 0) or needs setup (exit 1); changes nothing")
     setup.set_defaults(func=_cmd_setup)
+
+    reset = sub.add_parser(
+        "reset-password",
+        help="set a new password for an account, the server stopped (a forgotten password; an encrypted account's data is lost)",
+    )
+    common(reset)
+    reset.add_argument("username", help="the account's user name")
+    reset.add_argument("--password-stdin", action="store_true", help="read the new password from standard input")
+    reset.add_argument("--confirm-data-loss", action="store_true",
+                       help="required for an account whose data is encrypted with its password: it starts over, empty")
+    reset.set_defaults(func=_cmd_reset_password)
 
     plugins = sub.add_parser("plugins", help="print the plugin status table")
     common(plugins)

@@ -12,6 +12,7 @@ import { DIRTY, busy, confirmDialog, errorText, markSaved, notice, pageHeader, s
 import * as socket from "./lib/socket.js";
 import { renderLogin, renderSetup, renderSetupRefused } from "./pages/auth.js";
 import { renderAccount } from "./pages/account.js";
+import { forgetOwnPasswordLater, ownPasswordPostponed, renderOwnPassword } from "./pages/own-password.js";
 import { renderApprovals } from "./pages/approvals.js";
 import { renderAgents } from "./pages/chat-agents.js";
 import { draftsFor, endChat, renderChat } from "./pages/chat.js";
@@ -464,6 +465,16 @@ async function enterShell(known = null, { arrived = false } = {}) {
   draftsFor(response.data.member.id);
   setCsrfToken(response.data.csrf_token);
   await loadLocale(response.data.locale || response.data.member.locale || browserLocale());
+  // A password an admin chose (at the member's creation or a reset) opens their data
+  // and the admin knows it: before anything else, the member is asked to choose their
+  // own, which they can only postpone by saying so (see pages/own-password.js).
+  const member = response.data.member;
+  if (member.password_set_by_admin && !ownPasswordPostponed(member.id)) {
+    document.title = `${t("own_password.title")} · ${t("app.name")}`;
+    state.shell = null;
+    await new Promise((resolve) => renderOwnPassword(root, member, resolve));
+    if (state.session !== response.data) return; // signed out meanwhile (the session ended)
+  }
   // The session lists the role's capabilities (an admin's: "*"; pages read them as
   // ctx.session.capabilities, web/lib/capabilities.js); the shell's Chat still follows the
   // chat status, which answers 403 without chat.use.
@@ -489,6 +500,7 @@ async function enterShell(known = null, { arrived = false } = {}) {
 
 function showLogin(message = "", { forget = false } = {}) {
   endChat({ forget }); // a message still unsent stays queued for this member's next sign-in
+  forgetOwnPasswordLater(); // "Not now" holds until the next sign-in
   state.session = null;
   state.shell = null;
   state.pages = [];

@@ -87,6 +87,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "created_at": TIME,
             "last_login_at": NULLABLE_TIME,
             "data_reset_at": {**NULLABLE_TIME, "description": "when an admin's password reset lost their data (set aside on the server), if it did"},
+            "password_set_by_admin": {"type": "boolean", "description": "their password is still the one an admin chose (at their creation or a reset): they have not chosen their own yet"},
         },
         description="A member as the admin and the member themself see them: metadata only.",
     ),

@@ -79,6 +79,7 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path, ca
     assert after.pop("owner_generation") == 1  # the file was opened once since
     assert after.pop("data_reset_at") is None  # no admin reset lost their data
     assert after.pop("supervision_seen_at") is None  # never told of a supervisor yet
+    assert after.pop("password_set_by_admin") == 0  # who chose it then is not known
     assert after == before
 
 
@@ -328,3 +329,46 @@ async def test_request_log_and_answers_written_before_the_catalog_entry_was_reco
     finally:
         await owner.close()
     assert rows == [{"content": "hi", "model": "test-model", "model_id": None}]
+
+
+async def test_members_of_a_registry_at_step_22_keep_their_passwords_and_nobody_is_asked_to_change_theirs(tmp_path):
+    """Step 23 (whether the password is still the one an admin chose) on a registry the
+    version before wrote: every member still signs in with their password, reads as not
+    admin-chosen (who chose it then is not known), and an admin's reset after the
+    upgrade marks it, which the member's own change clears."""
+    from skald_host.core.schema.registry import REGISTRY_MIGRATIONS as current
+
+    database_dir = tmp_path / "database"
+    path = database_dir / "system.db"
+    kdf = KeyDerivation(KDF_FLOOR)
+    member_id = "0123456789abcdef0123456789abcdef"
+    dek, sealed = await kdf.seal_new(PASSWORD, member_id)
+    before = MigrationSet(current.bucket, tuple(s for s in current.steps if s.version <= 22))
+    registry = await Database.open(path, key=None, migrations=before, create=True)
+    await registry.transaction(
+        lambda c: c.execute(
+            "INSERT INTO users (id, username, display_name, role_id, encrypted, credential_kind, credentials)"
+            " VALUES (?, 'alice', 'Alice', 'member', 1, 'sealed_dek', ?)",
+            (member_id, sealed.to_json()),
+        )
+    )
+    await registry.close()
+    owner = await Database.open(database_dir / f"{member_id}.db", key=dek, migrations=OWNER_MIGRATIONS, create=True)
+    await owner.close()
+    assert user_version(path) == 22
+
+    registry = await Database.open(path, key=None, migrations=current)
+    try:
+        assert registry.schema_version == current.latest >= 23
+        users = UserManager(registry, database_dir, kdf, Buses())
+        member, unsealed = await users.verify_password("alice", PASSWORD)
+        assert unsealed == dek
+        assert member.password_set_by_admin is False
+        assert member.summary()["password_set_by_admin"] is False
+        await users.reset_password(member_id, "the admin chose this one 7")
+        assert (await users.get(member_id)).password_set_by_admin is True
+        await users.change_password(member_id, "the admin chose this one 7", "alice chose this one 8")
+        assert (await users.get(member_id)).password_set_by_admin is False
+        await users.lock_all()
+    finally:
+        await registry.close()

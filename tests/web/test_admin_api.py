@@ -46,6 +46,8 @@ async def test_create_member_with_profile_fields_and_read_it_back(skald):
         "sessions": 0,
     }
     assert {k: created[k] for k in expected} == expected
+    # No credentials: only whether the password is still the one the admin chose.
+    assert created.pop("password_set_by_admin") is True
     assert "password" not in str(created).lower()
 
     fetched = (await admin.get(f"/api/admin/members/{created['id']}")).json()

@@ -180,3 +180,30 @@ async def test_twenty_concurrent_setups_with_one_name_make_exactly_one_admin(ska
     )
     assert sorted(r.status_code for r in responses) == [201] + [409] * 19, [(r.status_code, r.text) for r in responses]
     assert [m.username for m in await host.core.users.list()] == ["admin"]
+
+
+async def test_a_password_the_admin_chose_is_marked_until_the_member_chooses_their_own(skald):
+    """The admin chooses a new member's first password (and a reset's): until the
+    member changes it themself, the admin knows what opens their data, and the session
+    says so (the shell asks them to choose their own). The first admin chose theirs."""
+    host = await skald.start()
+    admin = await host.admin()
+    assert (await admin.get("/api/auth/session")).json()["member"]["password_set_by_admin"] is False
+    created = await _create(admin, "bob", MEMBER_PASSWORD)
+    assert created.status_code == 201 and created.json()["password_set_by_admin"] is True
+    bob = host.client()
+    assert (await bob.login("bob", MEMBER_PASSWORD)).status_code == 200
+    assert (await bob.get("/api/auth/session")).json()["member"]["password_set_by_admin"] is True
+
+    changed = await bob.post("/api/auth/password", json={"current_password": MEMBER_PASSWORD, "new_password": "bob chose this himself 4"})
+    assert changed.status_code == 200, changed.text
+    assert (await bob.get("/api/auth/session")).json()["member"]["password_set_by_admin"] is False
+    listed = {m["username"]: m["password_set_by_admin"] for m in (await admin.get("/api/admin/members")).json()["members"]}
+    assert listed["bob"] is False and listed["admin"] is False
+
+    bob_id = created.json()["id"]
+    reset = await admin.post(f"/api/admin/members/{bob_id}/reset-password", json={"new_password": "the admin's again 5", "confirm_data_loss": True})
+    assert reset.status_code == 200, reset.text
+    bob = host.client()
+    assert (await bob.login("bob", "the admin's again 5")).status_code == 200
+    assert (await bob.get("/api/auth/session")).json()["member"]["password_set_by_admin"] is True

@@ -63,7 +63,7 @@ function homeSourceSection() {
 /** "What the admin can read": the providers and plugins that reach this member now
  *  (GET /api/me/privacy, from their current access) and what the admin can and
  *  cannot see. Filled when the answer comes; the rest of the page does not wait. */
-function privacySection() {
+function privacySection(member, onFacts = () => {}) {
   const body = el("div", { class: "stack privacy", "data-testid": "privacy" },
     el("p", { class: "hint", text: t("account.privacy_loading") }));
   const block = section(t("account.privacy_title"), body);
@@ -72,6 +72,7 @@ function privacySection() {
   api("GET", "/api/me/privacy").then((response) => {
     if (!response.ok) { body.replaceChildren(el("p", { class: "notice error", role: "alert", text: errorText(response) })); return; }
     const facts = response.data;
+    onFacts(facts);
     const byProvider = new Map();
     for (const model of facts.models) {
       const key = `${model.provider}\u0000${model.endpoint}`;
@@ -85,7 +86,11 @@ function privacySection() {
       : list(providers);
     const plugins = facts.plugins.length === 0 ? el("p", { text: t("account.privacy_plugins_none") })
       : list(facts.plugins.map((plugin) => plugin.manages_own_access ? t("account.privacy_plugin_own", { title: plugin.title }) : plugin.title));
-    const cannot = [facts.encrypted ? t("account.privacy_cannot_private") : t("account.privacy_cannot_pages")];
+    // Said as it is while the password is still the one an admin chose: the admin knows
+    // what opens the data until the member chooses their own.
+    const cannot = [!facts.encrypted ? t("account.privacy_cannot_pages")
+      : member?.password_set_by_admin ? t("account.privacy_cannot_private_admin_password")
+      : t("account.privacy_cannot_private")];
     const can = [
       ...(facts.encrypted ? [] : [t("account.privacy_can_plain")]),
       t("account.privacy_can_directory"),
@@ -110,7 +115,11 @@ function privacySection() {
   return block;
 }
 
-function passwordSection(member) {
+/** The mobile connector's pairings end with every other session at a password change:
+ *  said before it happens, when the member can use it (GET /api/me/privacy lists it). */
+const MOBILE_PLUGIN = "mobile-connector";
+
+function passwordSection(member, facts, onChanged) {
   // Whose password this is, for the browser's password manager (it saves and fills a
   // new password under a user name; Chrome asks for one in every password form).
   // Hidden from everyone, the reader included: the page says whose account it is.
@@ -119,13 +128,17 @@ function passwordSection(member) {
   const fresh = el("input", { type: "password", name: "new_password", autocomplete: "new-password", required: true, minlength: "8" });
   const repeat = el("input", { type: "password", name: "repeat", autocomplete: "new-password", required: true });
   const submit = el("button", { class: "btn primary", type: "submit", text: t("account.password_submit") });
+  const hint = el("p", { class: "hint", "data-testid": "password-hint", text: t("account.password_hint") });
+  facts.then((known) => {
+    if ((known?.plugins || []).some((plugin) => plugin.id === MOBILE_PLUGIN)) hint.textContent = t("account.password_hint_phones");
+  });
   const status = statusLine();
   const form = el("form", { class: "stack", novalidate: true },
     username,
     field(t("account.password_current"), current)[0],
     field(t("account.password_new"), fresh)[0],
     field(t("account.password_repeat"), repeat)[0],
-    el("p", { class: "hint", text: t("account.password_hint") }),
+    hint,
     el("div", { class: "actions" }, submit), status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -136,7 +149,7 @@ function passwordSection(member) {
     if (fresh.value !== repeat.value) { markField(form, status, "repeat", t("setup.mismatch")); return; }
     busy(submit, async () => {
       const response = await api("POST", "/api/auth/password", { current_password: current.value, new_password: fresh.value });
-      if (response.ok) { form.reset(); status.ok(t("account.password_changed")); }
+      if (response.ok) { form.reset(); status.ok(t("account.password_changed")); onChanged(); }
       else if (response.status === 403) markField(form, status, "current_password", t("account.password_wrong"));
       // The policy's refusals (password_common, password_too_short, ...) name no field.
       else showFormError(form, status, response);
@@ -152,11 +165,20 @@ export function renderAccount(ctx) {
     el("dt", { text: t("members.display_name") }), el("dd", { text: m.display_name || "—" }),
     el("dt", { text: t("members.role") }), el("dd", { text: seeded(m.role_label || m.role) }),
     el("dt", { text: t("members.encrypted") }), el("dd", { text: m.encrypted ? t("common.yes") : t("common.no") }));
+  let known;
+  const privacyFacts = new Promise((resolve) => { known = resolve; });
+  const privacy = privacySection(m, known);
+  const changed = () => {
+    if (!m.password_set_by_admin) return;
+    m.password_set_by_admin = false; // the password is theirs now: the privacy text says so
+    const again = privacySection(m);
+    privacy.replaceWith(again);
+  };
   return el("div", { class: "page" },
     pageHeader(t("account.title"), t("account.intro")),
     section(t("account.profile_title"), facts),
     languageSection(ctx),
     homeSourceSection(),
-    privacySection(),
-    passwordSection(m));
+    privacy,
+    passwordSection(m, privacyFacts, changed));
 }

@@ -4,7 +4,7 @@ import { el, uid } from "../lib/dom.js";
 import { availableLocales, currentLocale, loadLocale, localeName, t } from "../lib/i18n.js";
 import { errorText, passwordMinLength } from "../lib/ui.js";
 
-function input(labelKey, name, type = "text", extra = {}, hint = null) {
+export function input(labelKey, name, type = "text", extra = {}, hint = null) {
   const id = uid(name);
   const error = el("p", { class: "field-error", id: `${id}-error` });
   // A rule the value must meet, said before a refusal does (a password's length).
@@ -18,7 +18,7 @@ function input(labelKey, name, type = "text", extra = {}, hint = null) {
 }
 
 /** Mark a field wrong (or right, with ""), with its message under it. */
-function fieldError(form, name, message) {
+export function fieldError(form, name, message) {
   const field = form.elements.namedItem(name);
   const error = field && document.getElementById(`${field.id}-error`);
   if (!field || !error) return;
@@ -47,14 +47,15 @@ function takeSignedIn() {
   } catch { return false; }
 }
 
-function authCard(titleKey, introKey, fields, submitKey, onSubmit, before = null) {
+/** `after`: what follows the form's alert (a quiet hint, another way out). */
+export function authCard(titleKey, introKey, fields, submitKey, onSubmit, before = null, after = null) {
   const error = el("p", { class: "error", role: "alert" });
   const submit = el("button", { class: "btn primary wide", type: "submit", text: t(submitKey) });
   const form = el("form", { class: "card auth-card", novalidate: true },
     el("p", { class: "brand-mark", text: t("app.name") }),
     el("h1", { text: t(titleKey) }),
     introKey ? el("p", { class: "intro", text: t(introKey) }) : null,
-    before, ...fields, submit, error);
+    before, ...fields, submit, error, after);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     error.textContent = "";
@@ -67,6 +68,7 @@ function authCard(titleKey, introKey, fields, submitKey, onSubmit, before = null
 /** First run: create the administrator; signs in and calls onDone(). */
 export function renderSetup(root, onDone, kept = null) {
   const localeId = uid("locale");
+  const encryptHintId = uid("encrypt-hint");
   const select = el("select", { id: localeId, name: "locale" },
     ...availableLocales().map((code) => el("option", { value: code, text: localeName(code) })));
   select.value = currentLocale();
@@ -86,7 +88,10 @@ export function renderSetup(root, onDone, kept = null) {
       t("setup.password_rule", { min: passwordMinLength() })),
     ...input("setup.password_repeat", "password_repeat", "password", { autocomplete: "new-password" }),
     el("label", { for: localeId, text: t("setup.locale") }), select,
-    el("label", { class: "check" }, el("input", { type: "checkbox", name: "encrypted", props: { checked: true } }), el("span", { text: t("setup.encrypted") })),
+    el("label", { class: "check" }, el("input", { type: "checkbox", name: "encrypted", "aria-describedby": encryptHintId, props: { checked: true } }), el("span", { text: t("setup.encrypted") })),
+    // What the choice means when the password is forgotten, before it is made (as the
+    // Add-member form's members.encrypt_hint says it for a member).
+    el("p", { class: "hint", id: encryptHintId, "data-testid": "setup-encrypt-hint", text: t("setup.encrypt_hint") }),
   ], "setup.submit", async (data, error, form) => {
     const username = String(data.get("username") || "").trim();
     const password = String(data.get("password") || "");
@@ -154,6 +159,8 @@ export function renderLogin(root, onDone, message = "") {
     if (response.status === 200) { rememberSignedIn(); setCsrfToken(response.data.csrf_token); await onDone(); }
     else if (response.status === 401) error.textContent = t("login.failed");
     else error.textContent = errorText(response);
-  }, message ? el("p", { class: "notice info", role: "status", text: message }) : null));
+  }, message ? el("p", { class: "notice info", role: "status", text: message }) : null,
+  // Quiet, and no link: there is no self-service reset; an admin sets a new password.
+  el("p", { class: "hint forgot", "data-testid": "login-forgot", text: t("login.forgot") })));
   root.querySelector("input")?.focus();
 }

@@ -20,7 +20,8 @@ class MemberAdministration:
         self.auth = auth
 
     async def create(self, username: str, password: str, **fields: Any) -> Member:
-        return await self.users.register(username, password, **fields)
+        # The admin chose the password: the member is asked to choose their own.
+        return await self.users.register(username, password, set_by_admin=True, **fields)
 
     async def update(self, member_id: str, **fields: Any) -> Member:
         member = await self.users.update(member_id, **fields)
@@ -36,11 +37,13 @@ class MemberAdministration:
             await self.auth.revoke_member(member_id, "deleted")
             await self.users.delete(member_id)
 
-    async def reset_password(self, member_id: str, new_password: str) -> Path | None:
+    async def reset_password(self, member_id: str, new_password: str, *, set_by_admin: bool = True) -> Path | None:
+        """The admin's reset route and ``skald reset-password`` (which says
+        ``set_by_admin=False`` for an admin's own account: they chose it)."""
         member = await self.users.get(member_id)
         check_password_policy(new_password, user_name=member.username)  # refuse before anyone is signed out
         await self.auth.revoke_member(member_id, "password reset by an admin")
-        return await self.users.reset_password(member_id, new_password)
+        return await self.users.reset_password(member_id, new_password, set_by_admin=set_by_admin)
 
     async def end_sessions(self, member_id: str) -> int:
         await self.users.get(member_id)

@@ -128,6 +128,9 @@ class Member:
     #: When an admin's password reset lost their data (their old file set aside): they
     #: are told, instead of finding an empty account with no reason given.
     data_reset_at: str | None = None
+    #: Their password is still the one an admin chose (at the member's creation or a
+    #: reset): the admin knows what opens their data until they choose their own.
+    password_set_by_admin: bool = False
 
     @property
     def is_admin(self) -> bool:
@@ -161,6 +164,7 @@ class Member:
             "created_at": self.created_at,
             "last_login_at": self.last_login_at,
             "data_reset_at": self.data_reset_at,
+            "password_set_by_admin": self.password_set_by_admin,
         }
 
 
@@ -372,6 +376,7 @@ class UserManager:
             created_at=row["created_at"],
             last_login_at=row["last_login_at"],
             data_reset_at=row["data_reset_at"],
+            password_set_by_admin=bool(row["password_set_by_admin"]),
             plugin_grants=frozenset(
                 r[0] for r in conn.execute("SELECT plugin_id FROM plugin_access WHERE user_id = ?", (row["id"],))
             ),
@@ -431,9 +436,12 @@ class UserManager:
         encrypted: bool = True,
         only_if_empty: bool = False,
         also: Callable[[Any], None] | None = None,
+        set_by_admin: bool = False,
         **profile: Any,
     ) -> Member:
-        """Create a member and their owner file. ``only_if_empty`` makes the registry
+        """Create a member and their owner file. ``set_by_admin``: an admin chose the
+        password (not the member: setup's first admin chose their own), so the member
+        is asked to choose their own. ``only_if_empty`` makes the registry
         insert conditional on there being no member at all, atomically, which is what
         keeps twenty concurrent first-run setups down to one admin. ``also(conn)`` writes
         in the member's own transaction (setup's instance defaults: never one without
@@ -485,7 +493,10 @@ class UserManager:
                     profile.get("locale"), profile.get("birthdate"), profile.get("sex"), profile.get("notes", ""),
                 ),
             )
-            conn.execute("UPDATE users SET inbox_public_key = ? WHERE id = ?", (inbox_public_key, member_id))
+            conn.execute(
+                "UPDATE users SET inbox_public_key = ?, password_set_by_admin = ? WHERE id = ?",
+                (inbox_public_key, int(set_by_admin), member_id),
+            )
             _seed_new_member_grants(conn, member_id, role_id)
             if also is not None:
                 also(conn)
@@ -571,7 +582,7 @@ class UserManager:
 
         def update(conn: Any) -> int:
             count = conn.execute(
-                "UPDATE users SET credentials = ?, updated_at = ? WHERE id = ? AND credentials = ?",
+                "UPDATE users SET credentials = ?, updated_at = ?, password_set_by_admin = 0 WHERE id = ? AND credentials = ?",
                 (fresh, _now(), member_id, credentials),
             ).rowcount
             crash_point("password_change.in_transaction")
@@ -584,8 +595,10 @@ class UserManager:
         crash_point("password_change.after_commit")
         log.info("member %s changed their password", member_id)
 
-    async def reset_password(self, member_id: str, new_password: str) -> Path | None:
-        """Admin reset. For an encrypted member the old key went with the old password,
+    async def reset_password(self, member_id: str, new_password: str, *, set_by_admin: bool = True) -> Path | None:
+        """Admin reset (``set_by_admin``: the new password is the admin's choice, so the
+        member is asked to choose their own; ``skald reset-password`` of an admin's own
+        account says False). For an encrypted member the old key went with the old password,
         so they get a new empty database and the old file is kept, unreadable, in
         quarantine; returns its new path. What else the old password's holder reached
         goes with it (``reset_participants``): their home is moved beside the old file,
@@ -593,12 +606,12 @@ class UserManager:
         member's sessions and locked them (which removed their sandbox, and with it the
         old home's mount)."""
         async with self.membership_changes:
-            return await self._reset_password(member_id, new_password)
+            return await self._reset_password(member_id, new_password, set_by_admin)
 
     def quarantine_dir(self) -> Path:
         return self.database_dir / QUARANTINE_DIR
 
-    async def _reset_password(self, member_id: str, new_password: str) -> Path | None:
+    async def _reset_password(self, member_id: str, new_password: str, set_by_admin: bool = True) -> Path | None:
         member = await self.get(member_id)
         new_password = check_password_policy(new_password, user_name=member.username)
         self._credentials_changing(member_id)
@@ -634,7 +647,10 @@ class UserManager:
                 await owner.close()
 
         def update(conn: Any) -> None:
-            conn.execute("UPDATE users SET credentials = ?, updated_at = ? WHERE id = ?", (credentials, _now(), member_id))
+            conn.execute(
+                "UPDATE users SET credentials = ?, updated_at = ?, password_set_by_admin = ? WHERE id = ?",
+                (credentials, _now(), int(set_by_admin), member_id),
+            )
             if member.encrypted:  # a new file, opened never
                 conn.execute("UPDATE users SET owner_generation = 0, data_reset_at = ? WHERE id = ?", (_now(), member_id))
                 # With the new password: whoever holds it starts with nothing (the

@@ -627,5 +627,13 @@ REGISTRY_MIGRATIONS = MigrationSet(
             "the restricted preset without connector capabilities where none of its members holds the plugin",
             apply=_restricted_without_connectors,
         ),
+        Migration(
+            23,
+            "whether a member's password is still the one an admin chose: the member is asked to choose their own",
+            # 1 from an admin's creation of the member or an admin's reset, 0 once the
+            # member changes it themself. No text. Members made before this step read 0:
+            # nobody knows who chose their password then.
+            statements=("ALTER TABLE users ADD COLUMN password_set_by_admin INTEGER NOT NULL DEFAULT 0",),
+        ),
     ),
 )
