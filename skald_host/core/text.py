@@ -91,6 +91,8 @@ def clean_title(value: Any) -> str:
     white space at either end. "a\\r\\nX-Injected: 1" → "a X-Injected: 1"."""
     if not isinstance(value, str):
         return ""
+    if value.isascii() and value.isprintable() and value == " ".join(value.split()):
+        return value  # most titles: no category to look up (a per-character loop per message)
     text = unicodedata.normalize("NFC", value)
     kept = []
     for index, ch in enumerate(text):
