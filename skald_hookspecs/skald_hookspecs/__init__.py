@@ -9,7 +9,7 @@ major version, a hook or argument added bumps the minor).
 
 import pluggy
 
-SPEC_VERSION = "1.15"
+SPEC_VERSION = "1.16"
 PROJECT_NAME = "skald"
 ENTRY_POINT_GROUP = "skald.plugins"
 
@@ -92,7 +92,7 @@ from skald_hookspecs.types import (  # noqa: E402
 from skald_hookspecs.host_api import HostApi  # noqa: E402
 from skald_hookspecs.context import Caller, current_caller  # noqa: E402
 from skald_hookspecs.events import ChatEvent, SystemEvent, UserEvent  # noqa: E402
-from skald_hookspecs.channels import Channel, ChannelEvent, ChannelRequestError, Delivery, MemberLocked  # noqa: E402
+from skald_hookspecs.channels import Channel, ChannelEvent, ChannelRequestError, Delivery, MemberLocked, ReachableChannel  # noqa: E402
 from skald_hookspecs.sandbox import ExecResult, Mount, SandboxBackend, SandboxProcess, SandboxSpec, SandboxUnavailable  # noqa: E402
 from skald_hookspecs.tts import TtsEngine, TtsUnavailable, TtsVoice  # noqa: E402
 from skald_hookspecs.system_agents import NOTHING_TO_REPORT, Report, SystemAgentContext, parse_report  # noqa: E402
@@ -133,6 +133,7 @@ __all__ = [
     "ChannelRequestError",
     "Delivery",
     "MemberLocked",
+    "ReachableChannel",
     "ExecResult",
     "Mount",
     "SandboxBackend",

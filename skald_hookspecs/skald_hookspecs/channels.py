@@ -7,6 +7,11 @@ speak as another source). Outbound, the host calls ``channel.deliver(member_id, 
 for what happens in that member's conversations whose source is this channel, and for
 background notifications when this channel is the member's home source.
 
+Since 1.16: a channel may say whether it can reach a member now (``reachable``: a
+linked chat, a paired device). The host offers it as a member's home source only when
+it can, and sends their background notes to the web while it cannot; a channel
+without the method counts as reachable, as before.
+
 Since 1.9: ``stopped`` (the member stopped the turn, from any surface); a channel that
 does not know it may ignore it.
 
@@ -137,3 +142,26 @@ class Channel(Protocol):
         host does not retry (a channel that must not lose a reply retries itself).
         Return quickly (queue the work): the host waits for it before the next event
         of the member, and gives up after 30 seconds."""
+
+
+@runtime_checkable
+class ReachableChannel(Channel, Protocol):
+    """A ``Channel`` that can say whether it reaches a member now (since 1.16). The
+    method is optional: ``Channel`` does not require it, so a channel written for an
+    older spec stays a channel and counts as reachable, as before. Implement it when
+    ``deliver`` can have nowhere to send (no chat linked, no device paired): the host
+    then never makes such a channel a member's home source, and keeps their background
+    notes on the web while it cannot reach them."""
+
+    async def reachable(self, member_id: str) -> bool:
+        """Whether ``deliver`` can reach this member now: they linked a chat, paired a
+        device. The host asks before it offers the channel as the member's home source
+        (where background notes go: scheduled prompts' answers, system agents' notes),
+        refuses that choice while this is False (``home_source_unreachable``), and asks
+        again before each background note: while it is False the note stays on the web
+        (the conversation, the open page) instead of vanishing into a ``deliver`` that
+        has nowhere to send it, and the member's account page says why. Asked only
+        while the plugin runs and the member may use it. Answer from what the plugin
+        stored, quickly, without asking the far end: the host gives up after 5 seconds
+        and counts the channel unreachable then, as it does when this raises. Since
+        1.16."""

@@ -284,7 +284,7 @@ async def test_home_source_brings_notes_and_scheduled_results_to_the_channel(cha
     alice = await channels.host.member("alice")
     member_id = alice.member["id"]
     assert (await alice.get("/api/me/home-source")).json() == {
-        "home_source": "web", "choices": ["web", CHANNEL], "titles": {CHANNEL: "Test channel"},
+        "home_source": "web", "choices": ["web", CHANNEL], "titles": {CHANNEL: "Test channel"}, "fallback": None,
     }
     response = await alice.put("/api/me/home-source", json={"home_source": "carrier-pigeon"})
     assert response.status_code == 400 and "web" in response.json()["error"]

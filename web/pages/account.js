@@ -35,14 +35,20 @@ function languageSection(ctx) {
 }
 
 /** Where background notes (scheduled results, the notify tool) reach the member: the
- *  web or a channel plugin they may use. Shown only when there is a choice. */
+ *  web or a channel that can reach them now (a linked chat, a paired phone). Shown when
+ *  there is a choice, or when the chosen channel cannot reach them any more: then the
+ *  notes stay here on the web, and a note says why (it went when a new choice is saved). */
 function homeSourceSection() {
   const block = section(t("account.home_title"));
   block.hidden = true;
   api("GET", "/api/me/home-source").then((response) => {
-    if (!response.ok || (response.data.choices || []).length < 2) return;
-    const select = el("select", { name: "home_source" },
-      ...response.data.choices.map((choice) => el("option", { value: choice, text: choice === "web" ? t("account.home_web") : response.data.titles?.[choice] || choice })));
+    if (!response.ok) return;
+    const { choices = [], fallback = null, titles = {} } = response.data;
+    if (choices.length < 2 && !fallback) return;
+    const title = (choice) => choice === "web" ? t("account.home_web") : titles[choice] || choice;
+    const note = fallback ? el("p", { class: "notice warning", role: "status", "data-testid": "home-fallback",
+      text: t(`account.home_fallback_${fallback.reason}`, { channel: title(fallback.source) }) }) : null;
+    const select = el("select", { name: "home_source" }, ...choices.map((choice) => el("option", { value: choice, text: title(choice) })));
     select.value = response.data.home_source;
     const status = statusLine();
     const [wrapper] = field(t("account.home_source"), select, { hint: t("account.home_hint") });
@@ -51,10 +57,13 @@ function homeSourceSection() {
       select.setAttribute("aria-busy", "true"); // not disabled: that dropped the focus to <body>
       const saved = await api("PUT", "/api/me/home-source", { home_source: select.value });
       select.removeAttribute("aria-busy");
-      if (saved.ok) status.ok(t("account.home_saved"));
-      else status.error(errorText(saved));
+      if (saved.ok) {
+        if (!saved.data.fallback) note?.remove();
+        status.ok(t("account.home_saved"));
+      } else status.error(errorText(saved));
     });
-    block.append(el("div", { class: "stack" }, wrapper, status.node));
+    // Only the web to choose from: the note alone, no one-option list.
+    block.append(el("div", { class: "stack" }, ...present(note, choices.length > 1 ? wrapper : null, status.node)));
     block.hidden = false;
   });
   return block;

@@ -145,6 +145,13 @@ class MobileChannel:
             raise RuntimeError("the mobile connector is not running")
         await service.deliver(member_id, event)
 
+    async def reachable(self, member_id: str) -> bool:
+        """Spec 1.16: only a member with a paired phone can be reached (the outbox and
+        Web Push serve devices), so only they are offered the app as the home of their
+        background notes, and one who unpaired their last phone gets them on the web."""
+        service = running.service
+        return service is not None and await service.paired(member_id)
+
 
 @hookimpl
 def register_channels(register: Callable[..., None]) -> None:

@@ -439,6 +439,11 @@ class MobileService:
 
     # -- the outbox -------------------------------------------------------------------------------
 
+    async def paired(self, member_id: str) -> bool:
+        """The member has a paired device: a live token of this plugin whose pairing
+        finished (one that never reached its phone, ``unfinished_pairing``, is none)."""
+        return any(not unfinished_pairing(row) for row in await self.host.device_tokens(member_id))
+
     async def cursor(self, device_id: str) -> int:
         value = await self.host.kv_get(f"cursor:{device_id}")
         return value if isinstance(value, int) else 0

@@ -133,6 +133,13 @@ class TelegramChannel:
             raise RuntimeError("the Telegram plugin is not running")
         await bot.deliver(member_id, event)
 
+    async def reachable(self, member_id: str) -> bool:
+        """Spec 1.16: only a member with a linked chat can be reached (``deliver`` drops
+        what has no chat to go to), so only they are offered Telegram as the home of
+        their background notes, and an unlinked member's notes stay on the web."""
+        bot = running.bot
+        return bot is not None and await bot.pairing.chat_for_member(member_id) is not None
+
 
 @hookimpl
 def register_channels(register: Callable[..., None]) -> None:

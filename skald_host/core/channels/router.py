@@ -13,10 +13,12 @@ import asyncio
 import inspect
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
-from skald_hookspecs.channels import Channel, ChannelEvent
-from skald_host.core.identity.users import Member
+from skald_hookspecs.channels import Channel, ChannelEvent, ReachableChannel
+from skald_host.core.asyncutil import await_me_maybe
+from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.plugins.manager import PluginError
 from skald_host.core.refusal import Refusal
 
@@ -30,6 +32,9 @@ TYPING_INTERVAL_SECONDS = 4.0
 DELIVER_TIMEOUT_SECONDS = 30.0
 #: A streaming answer reaches a channel that wants partials at most this often.
 PARTIAL_INTERVAL_SECONDS = 0.5
+#: ``ReachableChannel.reachable`` answers from the plugin's own store: one slower than
+#: this is counted unreachable (the page and the note must not hang on it).
+REACHABLE_TIMEOUT_SECONDS = 5.0
 
 
 def validate_channel(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, Channel]:
@@ -43,6 +48,20 @@ def validate_channel(plugin_id: str, args: tuple[Any, ...]) -> tuple[str, Channe
     if not isinstance(channel, Channel) or not inspect.iscoroutinefunction(channel.deliver):
         raise PluginError("the channel must have an async deliver(member_id, event) method")
     return name, channel
+
+
+@dataclass(frozen=True)
+class Home:
+    """Where a member's background notes go now (``source``), and the home they chose
+    (``stored``). The two differ when the chosen channel cannot reach them:
+    ``unavailable`` (its plugin is off, or the member may no longer use it) or
+    ``unreachable`` (it runs, but nothing links it to them: a Telegram chat unlinked,
+    the last phone unpaired). Then the notes stay on the web, where they are anyway (the
+    conversation keeps them, the open page shows them), rather than go nowhere."""
+
+    source: str
+    stored: str
+    reason: Literal["unavailable", "unreachable"] | None = None
 
 
 class _Partial:
@@ -72,18 +91,70 @@ class ChannelRouter:
     def usable(self, member: Member) -> list[str]:
         return sorted(name for name in self.channels if self.core.catalog.usable(member, name))
 
+    def _running(self, member: Member, name: str) -> bool:
+        status = self.core.plugins.status(name)
+        return name in self.channels and status is not None and status.started and self.core.catalog.usable(member, name)
+
+    async def reachable(self, member: Member, name: str) -> bool:
+        """The channel's plugin runs, the member may use it, and (spec 1.16) the channel
+        says it can reach them: a channel without ``reachable`` counts as reachable.
+        Telegram and the phone app are usable by any member, linked or not: offered
+        and chosen without a link, the member's notes went to a ``deliver`` that
+        dropped them."""
+        if not self._running(member, name):
+            return False
+        channel = self.channels[name]
+        if not isinstance(channel, ReachableChannel):
+            return True
+        try:
+            return await asyncio.wait_for(await_me_maybe(channel.reachable(member.id)), REACHABLE_TIMEOUT_SECONDS) is True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
+            log.error("channel %s: asking whether it reaches member %s failed (%s): counted unreachable", name, member.id, reason)
+            return False
+
+    async def home_choices(self, member: Member) -> list[str]:
+        """What the member may choose as their home source: the web, and each channel
+        that can reach them now."""
+        return [WEB_SOURCE, *[name for name in self.usable(member) if await self.reachable(member, name)]]
+
     async def home_source(self, member_id: str) -> str:
+        """The home the member chose (stored), whether or not it reaches them now: see ``home``."""
         row = await self.core.registry.run(lambda c: c.execute("SELECT home_source FROM users WHERE id = ?", (member_id,)).fetchone())
         return row[0] if row else WEB_SOURCE
 
+    async def home(self, member: Member) -> Home:
+        """Where the member's background notes go now. The choice stays stored: once the
+        chat is linked again (the plugin enabled again), the notes follow it again."""
+        stored = await self.home_source(member.id)
+        if stored == WEB_SOURCE:
+            return Home(WEB_SOURCE, stored)
+        if not self._running(member, stored):
+            return Home(WEB_SOURCE, stored, "unavailable")
+        if not await self.reachable(member, stored):
+            return Home(WEB_SOURCE, stored, "unreachable")
+        return Home(stored, stored)
+
     async def set_home_source(self, member: Member, source: Any) -> str:
-        choices = [WEB_SOURCE, *self.usable(member)]
+        choices = await self.home_choices(member)
         if source not in choices:
-            raise Refusal(f"home_source must be one of {', '.join(choices)}", code="home_source_invalid", field="home_source", choices=", ".join(choices))
+            listed = ", ".join(choices)
+            if source in self.usable(member):
+                raise Refusal(
+                    f"{source} cannot reach you now (link it first, on its page); home_source must be one of {listed}",
+                    code="home_source_unreachable", field="home_source", channel=self._title(source), choices=listed,
+                )
+            raise Refusal(f"home_source must be one of {listed}", code="home_source_invalid", field="home_source", choices=listed)
         await self.core.registry.transaction(
             lambda c: c.execute("UPDATE users SET home_source = ? WHERE id = ?", (source, member.id))
         )
         return source
+
+    def _title(self, name: str) -> str:
+        status = self.core.plugins.status(name)
+        return status.info.title if status is not None and status.info is not None else name
 
     # -- following members ----------------------------------------------------------------
 
@@ -283,9 +354,18 @@ class ChannelRouter:
         await self._to_home(member_id, ChannelEvent("notification", None, text=text))
 
     async def _to_home(self, member_id: str, event: ChannelEvent) -> None:
-        home = await self.home_source(member_id)
-        if home in self.channels:
-            await self.deliver(home, member_id, event)
+        """To the home channel when it reaches the member now (``home``); else the note
+        stays on the web, which has it already: a web conversation's note and scheduled
+        answer are in the conversation, a system agent's note on the open page."""
+        try:
+            member = await self.core.users.get(member_id)
+        except MemberNotFound:
+            return
+        home = await self.home(member)
+        if home.source in self.channels:
+            await self.deliver(home.source, member_id, event)
+        elif home.reason is not None:
+            log.info("member %s: a background note stays on the web: their home %s is %s", member_id, home.stored, home.reason)
 
     async def deliver(self, name: str, member_id: str, event: ChannelEvent) -> bool:
         """Hand ``event`` to the channel if its plugin runs and the member may use it
@@ -296,7 +376,7 @@ class ChannelRouter:
             return False
         try:
             member = await self.core.users.get(member_id)
-        except LookupError:
+        except MemberNotFound:  # deleted meanwhile: nothing to deliver
             return False
         if not self.core.catalog.usable(member, name):
             return False

@@ -10,16 +10,22 @@ bp = Blueprint("channels", __name__)
 
 
 async def _state() -> dict:
+    """The home in use (``home_source``), what may be chosen, and ``fallback`` when the
+    chosen channel cannot reach the member now (its notes stay on the web meanwhile):
+    ``{"source", "reason"}``, ``reason`` ``unavailable`` or ``unreachable``; else None."""
     core = current_app.config["SKALD_CORE"]
     member = await core.users.get(current_principal().member.id)
     router = core.channels.router
-    choices = router.usable(member)
+    choices = await router.home_choices(member)
+    home = await router.home(member)
     locale = await reader_locale()
     titles = {}
-    for name in choices:  # in the reader's language, as the plugin's catalog entry says it
+    named = [name for name in choices if name != "web"] + ([home.stored] if home.reason else [])
+    for name in named:  # in the reader's language, as the plugin's catalog entry says it
         status = core.plugins.status(name)
         titles[name] = core.strings.plugin_text(name, "plugin.title", locale, status.info.title) if status and status.info else name
-    return {"home_source": await router.home_source(member.id), "choices": ["web", *choices], "titles": titles}
+    fallback = {"source": home.stored, "reason": home.reason} if home.reason else None
+    return {"home_source": home.source, "choices": choices, "titles": titles, "fallback": fallback}
 
 
 @bp.get("/api/me/home-source")
