@@ -362,3 +362,24 @@ async def test_a_member_is_refused_an_admin_route_before_its_body_is_judged(skal
         for body in ({}, {"username": 5}, []):
             response = await member.request(method, path, json=body)
             assert response.status_code == 403 and response.json()["code"] == "forbidden", (path, body, response.text)
+
+
+async def test_a_role_start_agent_must_be_an_existing_chat_agent(skald):
+    """A typo or a task agent as a role's start agent was saved (200), and then no member
+    of the role could start a conversation: the save says what is wrong instead."""
+    host = await skald.start()
+    admin = await host.admin()
+    member = await host.member("mia")
+    for agent_id, code in (("nosuch", "role_chat_agent_unknown"), ("researcher", "role_chat_agent_not_chat")):
+        for response in (
+            await admin.patch("/api/admin/roles/member", json={"attrs": {"chat_agent": agent_id, "chat_agents": ["*"]}}),
+            await admin.post("/api/admin/roles", json={"id": "teen", "label": "Teens", "attrs": {"chat_agent": agent_id, "chat_agents": ["*"]}}),
+        ):
+            assert response.status_code == 400, response.text
+            assert (response.json()["code"], response.json()["field"]) == (code, "chat_agent")
+            assert agent_id in response.json()["error"]
+    roles = {r["id"]: r for r in (await admin.get("/api/admin/roles")).json()["roles"]}
+    assert "teen" not in roles and roles["member"]["attrs"]["chat_agent"] == "assistant"
+    assert (await member.post("/api/conversations", json={})).status_code == 201
+    # A real chat agent is still taken.
+    assert (await admin.patch("/api/admin/roles/member", json={"attrs": {"chat_agent": "companion", "chat_agents": ["*"]}})).status_code == 200
