@@ -47,6 +47,11 @@ async def test_a_member_with_the_admins_password_is_asked_to_choose_their_own_fi
     await expect(privacy).not_to_contain_text("only your password opens")
     await page.reload()  # postponed for this sign-in
     await page.locator("#sidebar").wait_for(state="attached")
+    tab = await page.context.new_page()  # another tab of the same sign-in: not asked again
+    await tab.goto(page.url.split("#")[0])
+    await tab.locator("#sidebar").wait_for(state="attached")
+    await expect(tab.get_by_role("heading", name=STEP)).to_have_count(0)
+    await tab.close()
 
     # Signed in again: asked again.
     await page.get_by_role("navigation", name="Main navigation").get_by_role("button", name="Sign out").click()

@@ -2,7 +2,7 @@
 // still the one an admin chose (at the member's creation or a reset), before the shell.
 // The admin knows that password, and it opens the member's data: the member types the
 // one they were given (never prefilled) and a new one, or postpones it explicitly —
-// for this tab's session only; the next sign-in asks again.
+// until the next sign-in in this browser (every tab of this one; the sign-in page forgets it).
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { t } from "../lib/i18n.js";
@@ -11,18 +11,19 @@ import { authCard, fieldError, input } from "./auth.js";
 
 const LATER = "skald.ownPasswordLater";
 
-/** Whether the member said "Not now" in this tab since signing in. */
+/** Whether the member said "Not now" in this browser since signing in (localStorage: a
+ * new tab of the same sign-in must not ask again; `showLogin` forgets it). */
 export function ownPasswordPostponed(memberId) {
-  try { return sessionStorage.getItem(LATER) === memberId; } catch { return false; }
+  try { return localStorage.getItem(LATER) === memberId; } catch { return false; }
 }
 
 /** Signed out: the next sign-in asks again. */
 export function forgetOwnPasswordLater() {
-  try { sessionStorage.removeItem(LATER); } catch { /* storage off: nothing kept */ }
+  try { localStorage.removeItem(LATER); } catch { /* storage off: nothing kept */ }
 }
 
 function postpone(memberId) {
-  try { sessionStorage.setItem(LATER, memberId); } catch { /* storage off: asked again at a reload */ }
+  try { localStorage.setItem(LATER, memberId); } catch { /* storage off: asked again at a reload */ }
 }
 
 /** Draw the step in `root`; `onDone(changed)` once the password is the member's own
