@@ -17,10 +17,35 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Client libraries whose INFO and DEBUG lines carry what members wrote or chose: every
 #: request's URL (httpx at INFO: a member's connector address, keys in its query
 #: included), request bodies (openai at DEBUG: the messages), frames (websockets),
-#: updates (python-telegram-bot). They log from WARNING up whatever ``log.level`` is.
+#: updates (python-telegram-bot). They log from WARNING up whatever ``log.level`` is, and
+#: those lines keep only their place (``WithholdLibraryText``).
 PRIVATE_LIBRARY_LOGGERS = (
     "httpx", "httpx2", "httpcore", "httpcore2", "urllib3", "openai", "mcp", "websockets", "telegram", "hpack",
 )
+
+
+def _private_library(name: str) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in PRIVATE_LIBRARY_LOGGERS)
+
+
+class WithholdLibraryText(logging.Filter):
+    """A private library's WARNING or ERROR line keeps its place, not its words: the mcp
+    SDK logs a malformed message from a member's connector with ``logger.exception``, and
+    the pydantic error under it quotes what the server said (``input_value={...}``); a
+    library's template may be an f-string with a URL in it. The admin reads where it
+    came from (logger, module and line) and the exception's type, nothing a member's
+    connection carried. On each handler: a filter on the ``mcp`` logger would not see
+    the records of its children."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _private_library(record.name) and not getattr(record, "skald_withheld", False):
+            error = record.exc_info[1] if record.exc_info else None
+            kind = f" ({type(error).__name__})" if error is not None else ""
+            record.msg = f"a line from {record.module}:{record.lineno}{kind}, its text withheld (it may quote what a member's connection sent)"
+            record.args = None
+            record.exc_info = record.exc_text = record.stack_info = None
+            record.skald_withheld = True  # one record, several handlers: rewritten once
+        return True
 
 
 class LogFileHandler(logging.handlers.RotatingFileHandler):
@@ -56,6 +81,7 @@ def configure_logging(settings: Settings) -> None:
         root.removeHandler(handler)
     stream = logging.StreamHandler()
     stream.setFormatter(logging.Formatter(FORMAT))
+    stream.addFilter(WithholdLibraryText())
     root.addHandler(stream)
     if settings.log.file is not None:
         path = settings.resolve(settings.log.file)
@@ -73,4 +99,5 @@ def configure_logging(settings: Settings) -> None:
                 " (set log.file to a path this user can write, or null to log to stderr only)"
             ) from None
         handler.setFormatter(logging.Formatter(FORMAT))
+        handler.addFilter(WithholdLibraryText())
         root.addHandler(handler)
