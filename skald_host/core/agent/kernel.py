@@ -926,18 +926,21 @@ class Kernel:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 if not self.interrupted():
-                    for call in pending:
-                        await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", HOST_RESULTS["stopped"]))
+                    await asyncio.shield(self._record_unfinished(scope, [c["id"] for c in pending], "cancelled", HOST_RESULTS["stopped"]))
                 raise
             for call, (status, result) in zip(pending[:-1], outcomes):  # recorded in call order
                 await self._record(scope, call, status, result)
         else:
-            for call in pending:
+            for index, call in enumerate(pending):
                 try:
                     status, result = await self.execute_one(scope, call)
                 except asyncio.CancelledError:
                     if not self.interrupted():
-                        await asyncio.shield(self._record_if_unfinished(scope, call["id"], "cancelled", HOST_RESULTS["stopped"]))
+                        # The calls queued behind this one end with it, in one write: a
+                        # stopped round leaves none ``requested`` (shown waiting for ever,
+                        # and read by the next turn as never finished).
+                        await asyncio.shield(self._record_unfinished(
+                            scope, [c["id"] for c in pending[index:]], "cancelled", HOST_RESULTS["stopped"]))
                     raise
                 outcomes.append((status, result))
                 if call is not pending[-1]:
@@ -1158,10 +1161,17 @@ class Kernel:
                   reason=json.loads(reason) if (reason := result_reason(result)) else None)
 
     async def _record_if_unfinished(self, scope: Scope, call_id: str, status: str, result: str) -> None:
-        row = await self.store.call(call_id)
-        if row is not None and row.status not in TERMINAL_CALL_STATES:
-            await self.store.set_call(call_id, status, result)
-            self.emit(scope.frame, "tool_cancelled", call_id=call_id, name=row.name, status=status)
+        await self._record_unfinished(scope, [call_id], status, result)
+
+    async def _record_unfinished(self, scope: Scope, call_ids: list[str], status: str, result: str) -> None:
+        """The given calls not finished yet end with ``status``, in one commit, each
+        announced (a stopped round's running call and those queued behind it)."""
+        rows = [row for call_id in call_ids if (row := await self.store.call(call_id)) is not None and row.status not in TERMINAL_CALL_STATES]
+        if not rows:
+            return
+        await self.store.set_calls([(row.id, status, result) for row in rows])
+        for row in rows:
+            self.emit(scope.frame, "tool_cancelled", call_id=row.id, name=row.name, status=status)
 
     async def execute_one(
         self, scope: Scope, call: dict[str, Any], *, offered: dict[str, RegisteredTool] | None = None

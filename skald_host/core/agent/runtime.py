@@ -307,7 +307,7 @@ class ChatService:
     async def before_lock(self, member_id: str) -> None:
         runtime = self._runtimes.pop(member_id, None)
         if runtime is not None:
-            await runtime.close()
+            await runtime.close("shutdown" if self.core.stopping.is_set() else "locked")
             if await self._leaving(member_id):
                 await runtime.settle_cut_requests()
 
@@ -432,9 +432,11 @@ class MemberRuntime:
         await self.recover()
         self._scheduler = asyncio.create_task(self._run_scheduler(), name=f"scheduler:{self.member_id}")
 
-    async def close(self) -> None:
+    async def close(self, cause: str = "shutdown") -> None:
+        """``cause``: ``shutdown`` (the server stops) or ``locked`` (the member's file
+        locks: a sign-out, a session's end), recorded on the runs it cuts."""
         self.closed = True
-        await self.subagents.close()
+        await self.subagents.close(cause)
         # No await between answering the waiting questions and cancelling the turns: a
         # turn must not go on (and write) on a "cancel" answer while its member locks.
         self.questions.cancel_all()

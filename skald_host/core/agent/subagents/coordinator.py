@@ -36,7 +36,7 @@ from skald_host.core.agent.subagents.graph import DelegationRefused, resolve
 from skald_host.core.agent.subagents.limits import CONTINUATION_TOOLS, OrchestrationLimits, run_limits
 from skald_host.core.agent.subagents.runs import (
     TERMINAL, Accepted, InboxFull, NewRun, RunStore, TreeFull, asks_for_continuation, consume, consume_pending, due_events, mark_started,
-    new_id, recover,
+    mark_cut, new_id, recover,
 )
 from skald_host.core.agent.kernel import NOT_JOINED, Abandoned, Ending, FrameFailed, Pending
 from skald_host.core.agent.store import Frame, insert_trigger, reason_json
@@ -258,14 +258,21 @@ class SubagentCoordinator:
         self._worker = asyncio.create_task(self._run_worker(), name=f"agent-inbox:{self.runtime.member_id}")
         return report
 
-    async def close(self) -> None:
+    async def close(self, cause: str = "shutdown") -> None:
         """Runs are cancelled as the runtime closes; nothing terminal is written for
-        them (recovery at the next start makes them interrupted, exactly as a crash)."""
+        them (recovery at the next start makes them interrupted, exactly as a crash),
+        only the cause of the cut (``shutdown``, ``locked``: ``runs.mark_cut``), so that
+        a run cut by a sign-out is not said to have met a server that stopped."""
         self._closed = True
         tasks = list(self._tasks.values()) + ([self._worker] if self._worker else [])
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        generation = self.store.generation
+        try:
+            await self.store.db.transaction(lambda c: mark_cut(c, generation, cause))
+        except Exception:  # the file is gone or failing: recovery says "cut off" instead
+            log.warning("member %s: the cause of the runs' cut could not be recorded", self.runtime.member_id)
 
     def wake(self, conversation_id: str | None = None) -> None:
         """Best effort (§4.6): losing one costs at most ``recheck_secs``."""

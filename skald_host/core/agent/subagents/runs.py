@@ -48,6 +48,12 @@ PAYLOAD_RESULT_CHARS = 16_000
 #: the reader's language (web/pages/chat-tasks.js ``runError``).
 CANCELLED = "cancelled"
 INTERRUPTED = "the server stopped while this ran"
+#: A run cut by its member's file locking (signed out, the session ended): the server
+#: went on, so it is never said to have stopped (the close records the cause, ``mark_cut``).
+CUT_LOCKED = "cut off because the member's data was locked (signed out or the session ended)"
+#: A run whose cut nobody recorded (a crash): neither cause is claimed.
+CUT_OFF = "this was cut off before it finished"
+_CUT_CAUSES = {"shutdown": INTERRUPTED, "locked": CUT_LOCKED}
 NEVER_STARTED = "the server stopped before this started"
 
 
@@ -694,6 +700,14 @@ def _complete(
     )
 
 
+def mark_cut(conn: Any, generation: str, cause: str) -> None:
+    """A closing runtime records why its live runs are cut (``shutdown`` or ``locked``)
+    in their error, read by ``recover``; a crash records nothing (``CUT_OFF``)."""
+    conn.execute(
+        f"UPDATE agent_runs SET error = ? WHERE status IN {_LIVE_SQL} AND runtime_generation = ?", (_CUT_CAUSES[cause], generation)
+    )
+
+
 def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[str, int]:
     """§6 at startup, one transaction: runs of an earlier runtime generation that have
     no runner become interrupted — said to have stopped before they started when they
@@ -705,14 +719,14 @@ def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[s
     the capacity counters are recomputed from the rows and repaired with a warning."""
     report = {"interrupted": 0, "released": 0, "dead_letter": 0, "repaired": 0}
     stale = conn.execute(
-        f"SELECT r.id, r.mode, r.frame_id, r.idempotency_key, r.started_at FROM agent_runs r WHERE r.status IN {_LIVE_SQL}"
+        f"SELECT r.id, r.mode, r.frame_id, r.idempotency_key, r.started_at, r.error FROM agent_runs r WHERE r.status IN {_LIVE_SQL}"
         " AND r.runtime_generation != ?"
         # A helper's helpers after it: a foreground one whose spawning call was in a
         # frame closed here finds that call ended, and ends too.
         " ORDER BY r.depth, r.created_at",
         (generation,),
     ).fetchall()
-    for run_id, mode, frame_id, key, started_at in stale:
+    for run_id, mode, frame_id, key, started_at, cut in stale:
         call = None
         if mode == "foreground":
             call = conn.execute("SELECT status FROM tool_calls WHERE id = ?", ((key or "").split("#")[0],)).fetchone()
@@ -726,7 +740,8 @@ def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[s
         if never_started and call is not None and call[0] == "cancelled":
             status, error = "cancelled", CANCELLED
         else:
-            status, error = "interrupted", NEVER_STARTED if never_started else INTERRUPTED
+            cause = cut if cut in _CUT_CAUSES.values() else CUT_OFF
+            status, error = "interrupted", NEVER_STARTED if never_started else cause
         row = conn.execute(
             f"UPDATE agent_runs SET status = ?, error = ?, finished_at = {NOW},"
             f" revision = revision + 1 WHERE id = ? AND status IN {_LIVE_SQL}"
