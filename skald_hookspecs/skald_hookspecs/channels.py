@@ -7,6 +7,11 @@ speak as another source). Outbound, the host calls ``channel.deliver(member_id, 
 for what happens in that member's conversations whose source is this channel, and for
 background notifications when this channel is the member's home source.
 
+Since 1.16: a channel that sets ``wants_member_messages = True`` also receives
+``member_message`` events (the member's own message, stored in one of its
+conversations, from whatever surface wrote it); a channel without the attribute never
+sees one.
+
 Since 1.16: a channel may say whether it can reach a member now (``reachable``: a
 linked chat, a paired device). The host offers it as a member's home source only when
 it can, and sends their background notes to the web while it cannot; a channel
@@ -30,7 +35,7 @@ from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
 ChannelEventKind = Literal[
     "typing", "partial", "answer", "approval", "approval_resolved", "notification", "error", "question", "question_resolved",
-    "stopped",
+    "stopped", "member_message",
 ]
 
 #: ``Delivery.lock_reason``/``MemberLocked.lock_reason``: the member logged in since the
@@ -77,6 +82,13 @@ class ChannelEvent:
       said when it was stopped (empty if it had said nothing), kept in the
       conversation as a stopped answer: a channel that showed ``partial`` text
       finishes that message with it, as it would an ``answer``.
+    - ``member_message`` (since 1.16, only to a channel with ``wants_member_messages =
+      True``): the member's message was stored in the conversation (sent from this
+      channel, the web, the API or another channel), before the answer it starts.
+      ``text`` is its words; ``data`` ``{"message_id", "idempotency_key",
+      "attachments"}``: the key this channel sent it with (a channel that drew its own
+      message when sending knows it by this key and does not draw it twice; None for a
+      message sent without one or from another surface) and its files (``[{"name", "mime", "size"}]``).
     """
 
     kind: ChannelEventKind

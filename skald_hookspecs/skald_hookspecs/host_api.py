@@ -213,7 +213,12 @@ class HostApi(Protocol):
         agent only, oldest first. Since 1.3. ``reason`` (since 1.10): ``{"code",
         "values"}`` for a message the host wrote for a cause it words in every language
         (``stopped_unanswered``, ``answer_resumed``, ...; ``content`` is its English
-        text), so a screen shows it in its reader's language; ``None`` otherwise."""
+        text), so a screen shows it in its reader's language; ``None`` otherwise.
+        Since 1.16 each message also has ``idempotency_key`` (a member's message sent
+        through this channel: the key it sent it with, else None), ``attachments`` (a member's files:
+        ``[{"name", "mime", "size"}]``) and ``tool_calls`` (an answer's calls: ``[{"id",
+        "tool", "status", "approval"}]``, ``approval`` the member's decision on it —
+        ``approved``, ``denied``, ``expired``, ``used`` — or None when none was asked)."""
 
     async def use_conversation(self, member_id: str, conversation_id: str) -> None:
         """Make an existing conversation of this source the one ``send_message`` (and

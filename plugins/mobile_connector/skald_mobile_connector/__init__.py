@@ -138,6 +138,9 @@ class MobileChannel:
     streams get everything, the outbox keeps what must wait for a sleeping phone."""
 
     wants_partials = True
+    #: Spec 1.16: the member's messages written elsewhere (the web, the API) reach the
+    #: open app, which drew only the answer to them.
+    wants_member_messages = True
 
     async def deliver(self, member_id: str, event: ChannelEvent) -> None:
         service = running.service

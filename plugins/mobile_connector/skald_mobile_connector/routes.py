@@ -57,7 +57,18 @@ CONVERSATION = {
 #: ``reason``: why the host wrote this message (a Stop left it unanswered, an answer cut
 #: off was asked for again), for the app to word in the member's language; null for others.
 REASON = {"type": ["object", "null"], "properties": {"code": TEXT, "values": {"type": "object"}}}
-MESSAGE = {"type": "object", "properties": {"id": {"type": "integer"}, "role": TEXT, "content": TEXT, "status": TEXT, "created_at": TEXT, "reason": REASON}}
+#: ``attachments``: a member's files, by name; ``tool_calls``: an answer's calls with
+#: their outcome and the member's decision (``approval``: null when none was asked).
+ATTACHMENT = {"type": "object", "properties": {"name": TEXT, "mime": {"type": ["string", "null"]}, "size": {"type": ["integer", "null"]}}}
+TOOL_CALL = {"type": "object", "properties": {"id": TEXT, "tool": TEXT, "status": TEXT, "approval": {"type": ["string", "null"]}}}
+MESSAGE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"}, "role": TEXT, "content": TEXT, "status": TEXT, "created_at": TEXT, "reason": REASON,
+        "idempotency_key": {"type": ["string", "null"]},
+        "attachments": {"type": "array", "items": ATTACHMENT}, "tool_calls": {"type": "array", "items": TOOL_CALL},
+    },
+}
 PROJECT = {"type": "object", "properties": {"id": TEXT, "title": TEXT, "description": TEXT, "can_write": {"type": "boolean"}, "created_at": TEXT}}
 ENTRY = {"type": "object", "properties": {"name": TEXT, "path": TEXT, "kind": TEXT, "is_dir": {"type": "boolean"}, "size": {"type": ["integer", "null"]}, "modified_at": TEXT}}
 APPROVAL = {"type": "object", "properties": {"approval_id": TEXT, "tool": TEXT, "arguments": {}, "expires_at": TEXT}}
@@ -66,7 +77,8 @@ EVENT = {
     "type": "object",
     "description": (
         "One event. kind: hello (the stream opened, or the member's data was unlocked or locked since: cursor, locked), "
-        "typing (a turn runs), partial (the answer so far, whole text of the round; data.message_id names the round, a "
+        "typing (a turn runs), member_message (the member's message was stored, from this phone or elsewhere: text, "
+        "data.message_id, data.idempotency_key, data.attachments), partial (the answer so far, whole text of the round; data.message_id names the round, a "
         "new one is a new answer after tool calls), answer (the final text), stopped (the member stopped the turn: text "
         "is what the answer had said; no answer follows), approval (a tool call waits: approval_id, tool, arguments), "
         "approval_resolved (data.status), notification (background work: text), error (the turn failed: text), "
@@ -74,7 +86,7 @@ EVENT = {
         "also wait in the outbox: cursor is their place there."
     ),
     "properties": {
-        "kind": {"enum": ["hello", "typing", "partial", "answer", "stopped", "approval", "approval_resolved", "notification", "error", "closed"]},
+        "kind": {"enum": ["hello", "typing", "member_message", "partial", "answer", "stopped", "approval", "approval_resolved", "notification", "error", "closed"]},
         "conversation_id": TEXT,
         "text": TEXT,
         "approval_id": TEXT,

@@ -29,7 +29,6 @@ def browser(plugin_browser):
 async def test_the_phone_app_pairs_chats_approves_stops_works_offline_and_is_refused_after_unlink(setup, browser, tmp_path):
     alice = await setup.host.member("alice", display_name="Alice")
     await setup.host.allow_tool("ring")
-    assert (await alice.put("/api/me/home-source", json={"home_source": PLUGIN})).status_code == 200
     context = await browser.new_context(
         base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale="en-US", service_workers="allow"
     )
@@ -49,6 +48,8 @@ async def test_the_phone_app_pairs_chats_approves_stops_works_offline_and_is_ref
         await page.wait_for_selector("text=New chat")
         devices = (await alice.get(f"{BASE}/devices")).json()["devices"]
         assert [d["name"] for d in devices] == ["Test phone"]
+        # The phone is the home once paired (before, it reaches nobody and is refused).
+        assert (await alice.put("/api/me/home-source", json={"home_source": PLUGIN})).status_code == 200
 
         # Chat with a streamed answer.
         setup.model.script(MODEL, [Reply("First words of a long streamed answer that keeps coming for a while.", token_delay=0.15)])
@@ -64,7 +65,7 @@ async def test_the_phone_app_pairs_chats_approves_stops_works_offline_and_is_ref
         await page.fill("textarea[name=text]", "note milk")
         await page.tap("button:has-text('Send')")
         await page.wait_for_selector(".approval >> text=write_note")
-        await page.tap(".approval button:has-text('Allow')")
+        await page.tap(".approval button:has-text('Approve')")
         await page.wait_for_selector("text=Noted on your list.")
         assert setup.probe.notes == ["milk"]
 
@@ -291,7 +292,7 @@ async def test_a_message_sent_while_an_approval_waits_shows_below_the_answer_it_
         await _send(page, "note milk")
         await page.wait_for_selector(".approval >> text=write_note")
         await _send(page, "and eggs")  # queued behind the turn that waits
-        await page.tap(".approval button:has-text('Allow')")
+        await page.tap(".approval button:has-text('Approve')")
         await page.wait_for_selector(".message.assistant >> text=Eggs noted too.")
         live = await _shown_messages(page)
         assert live == ["note milk", "Noted milk on your list, as you asked.", "and eggs", "Eggs noted too."]

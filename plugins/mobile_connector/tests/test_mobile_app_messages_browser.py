@@ -177,14 +177,14 @@ async def test_approval_cards_follow_a_decision_on_the_web_and_a_stop(setup, bro
         await _new_chat(page)
         setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("write_note", {"text": "milk"}),)), Reply("Noted.")])
         await _send(page, "note milk")
-        await page.locator(".approval button:has-text('Allow')").wait_for()
+        await page.locator(".approval button:has-text('Approve')").wait_for()
         conversation = await _conversation(page)
         assert (await alice.patch(f"/api/conversations/{conversation}", json={"title": "Shopping list"})).status_code == 200
         await page.reload()
         await page.wait_for_selector("#title >> text=Shopping list")  # not "Skald"
 
         card = page.locator(".approval").first
-        await card.locator("button:has-text('Allow')").wait_for()
+        await card.locator("button:has-text('Approve')").wait_for()
         # The arguments as the member reads them, not raw JSON.
         assert await card.locator(".arguments dt").all_inner_texts() == ["text"]
         assert await card.locator(".arguments dd").all_inner_texts() == ["milk"]
@@ -192,15 +192,15 @@ async def test_approval_cards_follow_a_decision_on_the_web_and_a_stop(setup, bro
         approval_id = await card.get_attribute("data-approval")
         answer = await alice.post(f"/api/approvals/{approval_id}", json={"decision": "approve"})
         assert answer.status_code == 200, answer.text
-        await card.locator("text=Allowed").wait_for()
+        await card.locator("text=Approved.").wait_for()
         assert await card.locator("button").count() == 0
         await page.wait_for_selector("text=Noted.")
 
-        # Stopped while a card waits: it no longer offers Allow.
+        # Stopped while a card waits: it no longer offers Approve.
         setup.model.script(MODEL, [Reply(tool_calls=(ToolCall("write_note", {"text": "eggs"}),)), Hang("never")])
         await _send(page, "note eggs")
         second = page.locator(".approval").nth(1)
-        await second.locator("button:has-text('Allow')").wait_for()
+        await second.locator("button:has-text('Approve')").wait_for()
         await page.get_by_role("button", name="Stop", exact=True).tap()
         await second.locator("text=No longer asked: the conversation was stopped.").wait_for()
         assert await second.locator("button").count() == 0

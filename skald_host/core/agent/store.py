@@ -1225,6 +1225,23 @@ class ConversationStore:
 
         return await self.db.run(read)
 
+    async def member_message(self, message_id: Any) -> dict[str, Any] | None:
+        """One member's message as a screen draws it (its words, files and the key its
+        client sent it with), for a channel told of it after it was stored: the live
+        event of a queued message names only its id. None for any other row."""
+
+        def read(conn: Any) -> dict[str, Any] | None:
+            row = conn.execute(
+                "SELECT id, conversation_id, content, attachments, idempotency_key, created_at FROM messages"
+                " WHERE id = ? AND role = 'user' AND origin IS NULL",
+                (message_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            return {**dict(row), "attachments": parse_attachments(row["attachments"])}
+
+        return await self.db.run(read) if isinstance(message_id, int) else None
+
     async def transcript_page(
         self,
         conversation_id: str,

@@ -39,6 +39,14 @@ MAX_SEALED_PER_MEMBER = 500
 CURRENT_KEY = "channel.current.{source}"
 
 
+def channel_key(source: str, stored: Any) -> str | None:
+    """The idempotency key a channel sent a message with, as it sent it: the inbox stores
+    it under the source's name (``<source>:<key>``, so two sources' keys never meet).
+    None for a message another surface sent: its key is not the channel's to know."""
+    prefix = f"{source}:"
+    return stored[len(prefix):] if isinstance(stored, str) and stored.startswith(prefix) else None
+
+
 def _dedupe_hash(member_id: str, key: str) -> str:
     return hashlib.sha256(f"skald-sealed-dedupe\n{member_id}\n{key}".encode()).hexdigest()
 
@@ -76,7 +84,7 @@ class SealedInbox:
         if not allowed(member, "chat.use"):  # as the web's send: a role without chat.use reaches no model
             audit.denied(member.id, "action:chat.use", via="channel")
             return Delivery("refused", reason="the member's role may not chat")
-        key = f"{source}:{idempotency_key}" if idempotency_key else None
+        key = f"{source}:{idempotency_key}" if idempotency_key else None  # read back by ``channel_key``
         try:
             return await self._store(source, member, text, attachments, key)
         except DiskFailure as exc:  # nothing kept: the sender is told, and may send it again

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from skald_hookspecs.channels import Channel, ChannelEvent, ReachableChannel
 from skald_host.core.asyncutil import await_me_maybe
+from skald_host.core.channels.inbox import channel_key
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.plugins.manager import PluginError
 from skald_host.core.refusal import Refusal
@@ -245,6 +246,13 @@ class ChannelRouter:
             # seen at all (a phone missed "Let me write it." before the tool ran).
             event = ChannelEvent("partial", conversation_id, text=str(data["content"]), data={"message_id": data.get("message_id")})
             await self.deliver(name, member_id, event)
+        elif kind == "user_message" and getattr(self.channels[name], "wants_member_messages", False) is True:
+            # The member's own message, from wherever it was written (the web, the API,
+            # another phone): without it an open channel showed the answer alone, as if
+            # the assistant spoke out of nowhere (spec 1.16).
+            event = await self._member_message(name, member_id, conversation_id, data.get("message_id"))
+            if event is not None:
+                await self.deliver(name, member_id, event)
         elif kind == "answer_cancelled" and top:
             self._stopped_text[(member_id, conversation_id)] = str(data.get("content", ""))
         elif kind == "cancelled":
@@ -291,6 +299,21 @@ class ChannelRouter:
             await self.deliver(name, member_id, ChannelEvent("error", conversation_id, text=str(data.get("error", "")), data=_cause(data)))
         elif kind == "notification":
             await self.deliver(name, member_id, ChannelEvent("notification", conversation_id, text=str(data.get("content", "")), data=_cause(data)))
+
+    async def _member_message(self, name: str, member_id: str, conversation_id: str, message_id: Any) -> ChannelEvent | None:
+        """A stored member's message as a ``member_message`` event, read back from their
+        file: the bus event of a message queued behind a turn names only its id, and
+        none carries the key its sender sent it with."""
+        runtime = self.core.chat.live_runtime(member_id)
+        message = await runtime.store.member_message(message_id) if runtime else None
+        if message is None or message["conversation_id"] != conversation_id:
+            return None
+        files = [
+            {"name": str(a.get("name") or str(a.get("path", "")).rsplit("/", 1)[-1]), "mime": a.get("mime"), "size": a.get("size")}
+            for a in message["attachments"] if isinstance(a, Mapping)
+        ]
+        data = {"message_id": message["id"], "idempotency_key": channel_key(name, message["idempotency_key"]), "attachments": files}
+        return ChannelEvent("member_message", conversation_id, text=str(message["content"] or ""), data=data)
 
     # -- partials: the streaming answer, coalesced --------------------------------------------
 

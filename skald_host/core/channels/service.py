@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from skald_hookspecs.channels import Channel, ChannelRequestError, Delivery, MemberLocked
 from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
-from skald_host.core.channels.inbox import SealedInbox, current_conversation, start_conversation, use_conversation
+from skald_host.core.channels.inbox import SealedInbox, channel_key, current_conversation, start_conversation, use_conversation
 from skald_host.core.channels.router import ChannelRouter
 from skald_host.core.files.paths import PathRefused, clean_relative, contain, open_dir_inside, open_inside, read_all
 from skald_host.core.files.service import FileError, UploadTooLarge
@@ -226,12 +226,26 @@ class ChannelService:
     async def conversation_messages(self, source: str, member_id: str, conversation_id: Any) -> Mapping[str, Any]:
         runtime = await self._runtime(source, member_id)
         conversation = await self._own_conversation(runtime, source, conversation_id)
+        # Answered cards are history too (as the web's reload shows them): a call's outcome
+        # and the member's decision on it, by the call they were for.
+        decisions = {a["tool_call_id"]: a["status"] for a in await runtime.store.resolved_approvals(conversation["id"])}
         messages = [
             # ``reason`` (since 1.10): the stored text is English, for the model; a screen
             # words a message that has one in its reader's language, as the web does.
+            # ``attachments`` and ``tool_calls`` (since 1.16): a member's files, named on
+            # the message after a reload; an answer's tool calls with their outcome.
             {
                 "id": m["id"], "role": m["role"], "content": m["content"], "status": m["status"], "created_at": m["created_at"],
                 "reason": {"code": m["reason"].get("code"), "values": m["reason"].get("values") or {}} if m.get("reason") else None,
+                "idempotency_key": channel_key(source, m.get("idempotency_key")),
+                "attachments": [
+                    {"name": str(a.get("name") or a["path"].rsplit("/", 1)[-1]), "mime": a.get("mime"), "size": a.get("size")}
+                    for a in m.get("attachments") or ()
+                ],
+                "tool_calls": [
+                    {"id": c["id"], "tool": c["name"], "status": c["status"], "approval": decisions.get(c["id"])}
+                    for c in m.get("tool_calls") or ()
+                ],
             }
             for m in await runtime.store.transcript(conversation["id"])
             if m["role"] in ("user", "assistant", "note")

@@ -50,6 +50,7 @@ let me = null;
 let online = true;
 let current = null; // the open conversation: {id, messagesBox, typing, stop, running, streamBody, stream, streamRound, streamText}
 let streamAbort = null;
+let streamOpened = false; // a hello came before: the next one is a stream opened again
 let lockedShown = false; // the locked screen is up: the stream's hello says when to leave it
 
 const t = (key, values = {}) => String(words[key] ?? key).replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
@@ -438,7 +439,18 @@ async function fileScreen(projectId, path) {
 function messageNode(message) {
   const node = fillMessage(el("div", { class: `message ${message.role}` }), message);
   if (message.key) node.dataset.key = message.key;
+  if (message.id != null) node.dataset.messageId = String(message.id);
   return node;
+}
+
+// An answer's tool call as a reload shows it (the web's "tool — Done — Approved."): the
+// live card settled by its decision, or a line of its own for a call that asked none.
+function toolCallNode(call) {
+  const status = `tool_${call.status}` in words ? t(`tool_${call.status}`) : call.status;
+  const card = el("div", { class: "approval settled tool-call", "data-tool-call": call.id });
+  card.append(el("p", { text: `${call.tool} — ${status}` }));
+  if (call.approval) card.append(el("p", { class: "muted decision", text: settledText(call.approval) }));
+  return card;
 }
 
 // Words the host wrote for a cause it names (a Stop left queued messages unanswered, an
@@ -460,7 +472,10 @@ function fillMessage(node, message) {
   else node.textContent = content;
   node.classList.toggle("failed", Boolean(message.reason));
   // What the member attached, by name: the words alone did not say a photo went with them.
-  if (message.files?.length) node.append(el("ul", { class: "files" }, ...message.files.map((name) => el("li", { text: name }))));
+  // The server names them (`attachments`); a message this phone has not handed over yet
+  // holds them as `files`.
+  const files = message.files || (message.attachments || []).map((a) => a.name);
+  if (files.length) node.append(el("ul", { class: "files" }, ...files.map((name) => el("li", { text: name }))));
   const stopped = message.status === "cancelled";
   node.classList.toggle("stopped", stopped);
   if (stopped) node.append(el("p", { class: "message-status", text: t("stopped") }));
@@ -887,14 +902,21 @@ async function chatScreen(id) {
 function draw(data) {
   // A model round that only called tools has no words: nothing to show for it.
   const shown = data.messages.filter((m) => String(m.content || "").trim());
-  const nodes = shown.map((message, index) => {
+  const textNode = (message) => {
+    const index = shown.indexOf(message);
     if (message.reason?.code !== "stopped_unanswered" || !online) return messageNode(message);
     // Not answered because of a Stop: the member's messages it was for, sent again as new.
     let first = index;
     while (first > 0 && shown[first - 1].role === "user") first -= 1;
     const again = shown.slice(first, index).map((m) => m.content).join("\n\n");
     return messageNode(again ? { ...message, sendAgain: () => current?.submit?.(again, []) } : message);
-  });
+  };
+  // Its tool calls follow an answer's words (a round of calls alone has only them); one
+  // that waits for the member is the approval card below, with its buttons.
+  const nodes = data.messages.flatMap((message) => [
+    ...(shown.includes(message) ? [textNode(message)] : []),
+    ...(message.tool_calls || []).filter((call) => call.status !== "awaiting_approval").map(toolCallNode),
+  ]);
   const waiting = outbox()
     .filter((item) => item.conversation_id === current.id)
     .map((item) => messageNode({ role: "user", content: item.text, files: item.attachments.map((a) => a.name), key: item.key }));
@@ -1102,6 +1124,11 @@ async function onEvent(event) {
         return;
       }
       if (lockedShown) await leaveLocked();
+      // A stream opened again (the phone was offline, or the member's data was locked):
+      // what was said meanwhile (a message written on the web, an answer's start) is
+      // drawn from the server, so an answer that follows never comes without its question.
+      if (streamOpened) await redrawCurrent();
+      streamOpened = true;
       return catchUp();
     case "closed":
       return; // the loop re-asks /me: a revoked device lands on the pairing screen
@@ -1128,6 +1155,19 @@ async function onEvent(event) {
       if (atEnd) view.scrollTop = view.scrollHeight;
       return;
     }
+    case "member_message":
+      // The member's message written elsewhere (the web, the API, another phone), in
+      // place before the answer it starts; not drawn twice: this phone's own is known by
+      // its key, one drawn already (a redraw) by its id.
+      if (here) {
+        const box = current.messagesBox;
+        const key = event.data?.idempotency_key;
+        const id = event.data?.message_id;
+        if ((key && pendingBubble(key)) || (id != null && box.querySelector(`[data-message-id="${CSS.escape(String(id))}"]`))) return;
+        box.append(messageNode({ role: "user", id, content: event.text, attachments: event.data?.attachments || [] }));
+        if (atEnd) view.scrollTop = view.scrollHeight;
+      }
+      return;
     case "answer":
       if (here) {
         endTurn(event.text);
@@ -1161,6 +1201,24 @@ async function onEvent(event) {
       return;
   }
   if (event.cursor) await acknowledge(event.cursor);
+}
+
+// The open conversation drawn again as the server has it (the stream was away).
+async function redrawCurrent() {
+  if (!current?.id) return;
+  const id = current.id;
+  try {
+    const data = await call("GET", `/conversations/${encodeURIComponent(id)}`);
+    if (!current || current.id !== id) return;
+    current.streamBody = current.stream = current.streamRound = null;
+    current.streamText = "";
+    // The answer still streaming is drawn by its next partial (its whole text so far),
+    // not twice.
+    draw({ ...data, messages: data.messages.filter((m) => m.status !== "streaming") });
+    setRunning(data.running);
+  } catch {
+    /* what is drawn stays; the next hello tries again */
+  }
 }
 
 // What the running turn shows goes before the messages queued behind it (sent while it
