@@ -389,8 +389,10 @@ class HostApi(Protocol):
         member's cache when their file is open. Raises ``ChannelRequestError`` without
         this plugin's grant, for an unknown member or a text over the length limit (the
         host's ``tts.max_chars``, counting what is read aloud: code blocks, links and
-        Markdown marks are not; its message says so in the member's language: pass the
-        whole text, never cut it to a length of your own), and ``TtsUnavailable`` when
+        Markdown marks are not; its message says so in the member's language, and since
+        1.16 its ``values["limit"]`` gives the limit: pass the whole text first, never cut
+        it to a length of your own; a channel that would rather read the beginning than
+        nothing may cut it to that limit and ask again, saying so), and ``TtsUnavailable`` when
         no enabled engine speaks the language (its message says so) or none could speak
         (one that fails on the first sentence is passed over for the next). Since 1.2."""
 

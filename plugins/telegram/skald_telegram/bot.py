@@ -34,7 +34,7 @@ from skald_telegram import logsafe
 from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Later, Outbox, Refused, retry_after_seconds
 from skald_telegram.pairing import Pairing, PairingError, display
 from skald_telegram.strings import plural_category, size_text, telegram_locale
-from skald_telegram.text import split_markdown, split_message, to_telegram_html
+from skald_telegram.text import first_part, opening_words, split_markdown, split_message, to_telegram_html
 from skald_telegram.updates import ButtonPress, Ignored, Inbound, parse_update, update_id_of
 
 log = logging.getLogger("skald_telegram")
@@ -726,18 +726,48 @@ class TelegramBot:
         chat_id = queue.chat_id
         member_id = str(job.member_id)
         locale = str(payload.get("locale") or "en")
-        try:
-            audio = await self.host.synthesize_speech(member_id, str(payload.get("text", "")), format="ogg")
-        except (TtsUnavailable, ChannelRequestError) as exc:
-            tries = int(job.public.get("busy_tries", 0))
-            if self._speech_busy(exc) and tries < len(VOICE_BUSY_WAITS_SECONDS):
-                job.public["busy_tries"] = tries + 1
-                wait = VOICE_BUSY_WAITS_SECONDS[tries]
-                log.info("telegram: the voice note for chat %s waits %.0f s: speech is busy being made", chat_id, wait)
-                raise Later(wait) from None
-            await self._send_piece(queue, self.t("voice_failed", locale, reason=str(exc)), markdown=False, edit=None)
-            return
-        await self.outbox.call(queue, lambda: self.bot.send_voice(chat_id, voice=audio), "sendVoice")
+        text = str(payload.get("text", ""))
+        cut = job.public.get("cut")
+        while not job.public.get("voice_sent"):
+            spoken = first_part(text, cut) if isinstance(cut, int) else text
+            try:
+                audio = await self.host.synthesize_speech(member_id, spoken, format="ogg")
+            except (TtsUnavailable, ChannelRequestError) as exc:
+                tries = int(job.public.get("busy_tries", 0))
+                if self._speech_busy(exc) and tries < len(VOICE_BUSY_WAITS_SECONDS):
+                    job.public["busy_tries"] = tries + 1
+                    wait = VOICE_BUSY_WAITS_SECONDS[tries]
+                    log.info("telegram: the voice note for chat %s waits %.0f s: speech is busy being made", chat_id, wait)
+                    raise Later(wait) from None
+                limit = self._speech_limit(exc)
+                if limit is not None and not isinstance(cut, int):
+                    # Longer than the host reads aloud: the member who asked for voice
+                    # replies gets its beginning, up to the host's own limit (the whole
+                    # text went first: only the host can count what is read aloud).
+                    cut = job.public["cut"] = limit
+                    continue
+                if limit is not None:
+                    line = self.t("voice_too_long", locale, start=opening_words(text), limit=limit)
+                else:
+                    line = self.t("voice_failed", locale, reason=str(exc))
+                await self._send_piece(queue, line, markdown=False, edit=None)
+                return
+            await self.outbox.call(queue, lambda: self.bot.send_voice(chat_id, voice=audio), "sendVoice")
+            if not isinstance(cut, int):
+                return
+            job.public["voice_sent"] = True  # a retry of the line below sends no second note
+            await self.outbox.progress(queue, job)
+        # Read only in part: the chat says which answer, and that the rest was not read.
+        await self._send_piece(queue, self.t("voice_cut", locale, start=opening_words(text), limit=cut), markdown=False, edit=None)
+
+    @staticmethod
+    def _speech_limit(exc: Exception) -> int | None:
+        """The host's read-aloud limit when it refused a text as too long for it
+        (``tts_too_long``, its ``limit`` value), else None."""
+        if not isinstance(exc, ChannelRequestError) or exc.code != "tts_too_long":
+            return None
+        limit = exc.values.get("limit")
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
     @staticmethod
     def _speech_busy(exc: Exception) -> bool:
@@ -946,8 +976,9 @@ class TelegramBot:
             card = await self.host.kv_get(f"card:{event.approval_id}")
             if isinstance(card, dict) and card.get("message_id"):
                 await self.host.kv_set(f"card:{event.approval_id}", None)
+                entry = await self.host.kv_get(f"button:{card.get('short')}")
                 await self.host.kv_set(f"button:{card.get('short')}", None)
-                await self.outbox.put(chat_id, Job("remove_buttons", member_id, None, {"message_id": int(card["message_id"])}))
+                await self._settle_card(chat_id, member_id, int(card["message_id"]), entry, event.data.get("status"))
 
     async def _on_partial(self, chat_id: int, member_id: str, event: ChannelEvent) -> None:
         """The answer so far: one message per answer, created by the first partial and
@@ -1253,6 +1284,27 @@ class TelegramBot:
         self._close_stream(chat_id)  # the answer goes on below the card
         await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": event.approval_id}))
 
+    async def _settle_card(self, chat_id: int, member_id: str, message_id: int, entry: Any, status: Any) -> None:
+        """A card answered elsewhere (the web, the phone app) or expired: its text says
+        so in place of its buttons. Only taking the buttons left "… Allow it?" standing
+        with nothing in the chat saying it was answered, or how. The card's words come
+        from its sealed copy (``_send_approval``); a card without one (kept by an earlier
+        version) loses its buttons and the outcome comes as a line below it."""
+        locale = await self.locale_for(member_id)
+        outcome = self.t(f"approval_settled_{status}" if status in ("approved", "denied") else "approval_gone", locale)
+        text = ""
+        if isinstance(entry, dict) and isinstance(entry.get("card"), str):
+            try:
+                opened = json.loads(await self.host.open_for_member(member_id, entry["card"]))
+                text = str(opened.get("text") or "") if isinstance(opened, dict) else ""
+            except (ChannelRequestError, ValueError) as exc:
+                log.info("telegram: a settled approval card could not be read back: %s", type(exc).__name__)
+        if text:
+            await self.outbox.put(chat_id, Job("settle_card", member_id, {"text": f"{text}\n\n{outcome}"[:4096]}, {"message_id": message_id}))
+        else:
+            await self.outbox.put(chat_id, Job("remove_buttons", member_id, None, {"message_id": message_id}))
+            await self.say(chat_id, outcome, member_id)
+
     def _question_answers(self, fields: list[Any], locale: str) -> list[tuple[str, dict[str, Any]]]:
         """The answers a question's buttons can give: none asked (OK), one yes/no
         field, or one field of choices. A form that needs typing has none: the member
@@ -1326,15 +1378,35 @@ class TelegramBot:
             await self._run_question(queue, job, payload)
         elif job.kind == "voice":
             await self._run_voice(queue, job, payload)
+        elif job.kind == "settle_card":
+            await self._run_settle_card(queue, job, payload)
         elif job.kind == "remove_buttons":
-            message_id = int(job.public["message_id"])
-            try:
-                await self.outbox.call(
-                    queue, lambda: self.bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None),
-                    "editMessageReplyMarkup",
-                )
-            except BadRequest as exc:  # already without buttons, or deleted by the member
-                log.debug("telegram: removing buttons in chat %s: %s", chat_id, exc.message)
+            await self._remove_buttons(queue, int(job.public["message_id"]))
+
+    async def _run_settle_card(self, queue: ChatQueue, job: Job, payload: Mapping[str, Any]) -> None:
+        """The card's text edited to its outcome; an edit without ``reply_markup``
+        also takes its buttons. Refused (the member deleted it, or it is too old to
+        edit): at least its buttons go."""
+        chat_id, message_id, text = queue.chat_id, int(job.public["message_id"]), str(payload.get("text", ""))
+        try:
+            await self.outbox.call(
+                queue, lambda: self.bot.edit_message_text(text, chat_id=chat_id, message_id=message_id), "editMessageText"
+            )
+        except BadRequest as exc:
+            if _is_unchanged(exc):
+                return
+            log.info("telegram: editing a settled approval card in chat %s was refused: %s", chat_id, exc.message)
+            await self._remove_buttons(queue, message_id)
+
+    async def _remove_buttons(self, queue: ChatQueue, message_id: int) -> None:
+        chat_id = queue.chat_id
+        try:
+            await self.outbox.call(
+                queue, lambda: self.bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None),
+                "editMessageReplyMarkup",
+            )
+        except BadRequest as exc:  # already without buttons, or deleted by the member
+            log.debug("telegram: removing buttons in chat %s: %s", chat_id, exc.message)
 
     async def _send_pieces(self, queue: ChatQueue, job: Job, pieces: list[str], *, markdown: bool) -> None:
         """Each piece once, in order, recorded as it leaves; the first one edited into

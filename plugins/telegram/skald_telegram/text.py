@@ -66,6 +66,46 @@ def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
     return pieces
 
 
+#: A sentence's end: its mark, any closing quote or bracket, then a space or line break.
+_SENTENCE_END = re.compile(r"[.!?…。！？][\"')\]»”’]*\s")
+
+
+def first_part(text: str, limit: int) -> str:
+    """The beginning of ``text`` that fits ``limit`` characters, for a voice note of an
+    answer longer than the host reads aloud: cut at a paragraph break, else after a
+    sentence, else at a line break or a space (never in the first half), else hard.
+    The whole text when it fits. Python characters, as the host counts them (not
+    Telegram's UTF-16 units)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    window = text[: limit + 1]  # a break right after the limit still ends the part
+    half = limit // 2
+    at = window.rfind("\n\n")
+    if at >= half:
+        return text[:at].rstrip()
+    ends = [match.end() for match in _SENTENCE_END.finditer(window)]
+    if ends and ends[-1] > half:
+        return text[: ends[-1]].rstrip()
+    for separator in ("\n", " "):
+        at = window.rfind(separator)
+        if at >= half:
+            return text[:at].rstrip()
+    return text[:limit]
+
+
+def opening_words(text: str, size: int = 40) -> str:
+    """The first words of an answer, flat and without Markdown marks, at most about
+    ``size`` characters: names which answer a line about it means."""
+    words = re.sub(r"[*_`#>|~]", "", text).split()
+    out = ""
+    for word in words:
+        if out and len(out) + 1 + len(word) > size:
+            break
+        out = f"{out} {word}" if out else word
+    return out[: size * 2]
+
+
 @dataclass(frozen=True)
 class _Fence:
     opener: str  # the fence's first line as written: ```python

@@ -202,3 +202,17 @@ def test_a_telegram_language_code_finds_a_region_locale_then_its_language(monkey
     assert [strings.telegram_locale(c) for c in ("pt-BR", "pt-br", "de-AT", "fr-CA", "fr", "es", None, "")] == [
         "pt-BR", "pt-BR", "de", "fr", "fr", "en", "en", "en",
     ]
+
+
+def test_the_first_part_of_a_long_answer_ends_at_a_paragraph_or_a_sentence():
+    from skald_telegram.text import first_part
+
+    assert first_part("Short.", 100) == "Short."
+    paragraphs = "First paragraph ends here.\n\nSecond one is long enough to pass the limit."
+    assert first_part(paragraphs, 40) == "First paragraph ends here."
+    sentences = "One sentence here. Another sentence here. And a third that goes on."
+    assert first_part(sentences, 50) == "One sentence here. Another sentence here."
+    assert first_part("word " * 30, 23) == "word word word word"
+    assert first_part("x" * 30, 10) == "x" * 10
+    for text, limit in ((paragraphs, 40), (sentences, 50), ("word " * 30, 23)):
+        assert len(first_part(text, limit)) <= limit

@@ -5,6 +5,7 @@ voice note, made by the host's speech engines through ``HostApi.synthesize_speec
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import shutil
 import time
@@ -109,3 +110,38 @@ async def test_a_voice_note_still_busy_after_its_waits_says_why_once(setup: Setu
     assert time.monotonic() - answered >= 1.4  # after both waits, not at the first refusal
     await asyncio.sleep(1)
     assert setup.api.texts(ALICE_CHAT).count(BUSY) == 1 and setup.api.of("sendVoice", ALICE_CHAT) == []
+
+
+LONG_ANSWER = (
+    "Milk keeps for about a week in the fridge. Once opened, drink it within three days. "
+    "Cheese keeps longer than milk does, often for several weeks when it is wrapped well.\n\n"
+    "Butter can be frozen for months. Bread goes stale faster in the fridge than outside it. "
+    "Eggs keep for weeks if they stay cold."
+)
+
+
+async def test_a_voice_note_of_an_answer_longer_than_the_limit_reads_its_first_part_and_says_so(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+):
+    tts = setup.host.core.tts
+    monkeypatch.setattr(tts, "settings", dataclasses.replace(tts.settings, max_chars=150))  # 4000 in production, scaled down
+    spoken: list[str] = []
+    render = tts.render
+
+    async def recording_render(member_id, text, **kwargs):
+        spoken.append(text)
+        return await render(member_id, text, **kwargs)
+
+    monkeypatch.setattr(tts, "render", recording_render)
+    await running(setup)
+    await voice_on(setup)
+    setup.model.script(MODEL, [Reply(LONG_ANSWER)])
+    setup.api.send(ALICE_CHAT, "How long does food keep?")
+    await setup.api.wait_for(lambda: setup.api.of("sendVoice", ALICE_CHAT), what="a voice note of the first part")
+    said = "The voice note reads only the beginning of the answer “Milk keeps for about a week in the…”: at most 150 characters are read aloud, so the rest was not."
+    await setup.api.wait_for(lambda: said in setup.api.texts(ALICE_CHAT), what="the line saying the rest was not read")
+    # The first part, cut after a whole sentence within the limit (the whole text went first).
+    assert spoken[-1] == "Milk keeps for about a week in the fridge. Once opened, drink it within three days.", spoken
+    assert not any(t.startswith("I could not read this answer aloud") for t in setup.api.texts(ALICE_CHAT))
+    await asyncio.sleep(1)
+    assert len(setup.api.of("sendVoice", ALICE_CHAT)) == 1 and setup.api.texts(ALICE_CHAT).count(said) == 1

@@ -657,7 +657,9 @@ class PluginHostApi:
             spoken = await core.tts.text_locale(text, locale, member) if isinstance(text, str) else locale
             return await core.tts.render(member_id, text, locale=spoken, db=core.users.owner_db(member_id), format=format)
         except SpeechRefused as exc:  # in the member's language: a channel shows it as it is
-            raise ChannelRequestError(core.strings.refusal(exc, locale), code=exc.code) from None
+            # ``values`` too: a channel that asked for voice replies reads the first part
+            # of a text over ``tts.max_chars`` (``limit``) rather than nothing.
+            raise ChannelRequestError(core.strings.refusal(exc, locale), code=exc.code, values=exc.values) from None
         except ValueError as exc:
             raise ChannelRequestError(str(exc)) from None
         except NoVoice as exc:

@@ -1,0 +1,36 @@
+"""An approval card answered elsewhere (the web, the phone app): its text in Telegram
+says how it was settled, and its buttons go. Only the buttons went before: the card
+still read "… Allow it?" and nothing in the chat said it had been answered."""
+
+from __future__ import annotations
+
+from skald_host.testing import Reply, ToolCall
+from telegram_support import ALICE_CHAT, MODEL, paired_member, running
+
+
+async def test_a_card_denied_on_the_web_says_so_in_telegram(setup):
+    await running(setup)
+    alice = await paired_member(setup)
+    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("write_note", {"text": "milk"})]), Reply("Not noted.")])
+    setup.api.send(ALICE_CHAT, "Remember milk.")
+    card = (await setup.api.wait_for(
+        lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")], what="the approval card"
+    ))[0]
+    message_id = await setup.api.wait_for(lambda: card.result and card.result["message_id"])
+
+    pending = (await alice.get("/api/approvals")).json()["approvals"]
+    assert len(pending) == 1, pending
+    denied = await alice.post(f"/api/approvals/{pending[0]['id']}", json={"decision": "deny"})
+    assert denied.status_code == 200, denied.text
+
+    def settled():
+        return [e for e in setup.api.of("editMessageText", ALICE_CHAT) if e.params.get("message_id") == message_id]
+
+    edit = (await setup.api.wait_for(settled, what="the card's text edited"))[0]
+    text = setup.api.messages[message_id]["text"]
+    assert text.endswith("Denied on another device."), text
+    assert "write_note" in text and "milk" in text  # still says what was asked
+    assert not edit.params.get("reply_markup")  # an edit without a keyboard takes the buttons
+    await setup.api.wait_for(lambda: "Not noted." in setup.api.texts(ALICE_CHAT), what="the answer after the denial")
+    assert setup.probe.notes == []
+    assert "Denied on another device." not in setup.api.texts(ALICE_CHAT)  # the card says it, no extra line
