@@ -39,6 +39,14 @@ def hypercorn_config(settings: Settings) -> Config:
     # until a request's headers are complete: it also cuts a client that dribbles them.
     config.keep_alive_timeout = settings.server.header_timeout_seconds
     config.graceful_timeout = 5.0
+    # No overall limit on the boot: Hypercorn's (60 s by default) counted every plugin's
+    # registration and ``startup`` together, and ended the process with a bare
+    # LifespanTimeoutError when they added up to it, although each is contained on its
+    # own: bounded by the hook timeout, or failed once it returns when it blocked the
+    # loop (docs/plugins.md "What the host checks"). One plugin that slept 60 s in a
+    # hook killed the server at every start (robustness probe). The boot's own steps
+    # end by themselves, so the only limit left was one contained failures could reach.
+    config.startup_timeout = None  # type: ignore[assignment]  # asyncio.wait_for(None): no limit
     config.accesslog = None  # paths can name conversations; keep them out of files by default
     config.errorlog = logging.getLogger("hypercorn.error")
     if settings.server.tls_cert:

@@ -237,6 +237,12 @@ class SystemAgentSettings:
 
     time_zone: str = "UTC"
     run: bool = True
+    #: How long one agent's ``has_work`` plus ``run`` may take before it is cancelled and
+    #: its run recorded as failed ("timed out after N s"): a hung run held the one
+    #: scheduler, every member's and every plugin's agents, until a restart.
+    run_timeout_seconds: float = 300.0
+    #: How many agents' passes run side by side: one slow agent leaves the others theirs.
+    concurrent_agents: int = 4
 
     def __post_init__(self) -> None:
         import zoneinfo
@@ -565,6 +571,8 @@ BOUNDS: dict[str, Bound] = {
     "auth.login_failures_per_account": Bound(1, 10_000),
     "auth.login_failures_per_address": Bound(1, 100_000),
     "plugins.hook_timeout_seconds": Bound(0, 3600, above=True),
+    "system_agents.run_timeout_seconds": Bound(0, 86_400, above=True),
+    "system_agents.concurrent_agents": Bound(1, 64),
     "plugins.slow_import_ms": Bound(0, 600_000),
     "chat.max_rounds": Bound(1, 1000),
     "chat.tool_timeout_seconds": Bound(0, 86_400, above=True),

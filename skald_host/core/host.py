@@ -578,6 +578,10 @@ class Skald:
         started = self._started.pop(plugin_id, None)
         if started is None:
             return
+        if reason == "disabled" and self._system_agents is not None:
+            # Its agents' runs under way end now, recorded as cancelled: a hung one held
+            # on after the admin turned the plugin off, until a restart.
+            self._system_agents.cancel_runs(plugin_id, reason)
         failed: str | None = None
         try:
             await self.plugins.call_one("shutdown", plugin_id, reason=reason)
@@ -623,8 +627,10 @@ class Skald:
         self.stopping.set()
         await self.interrupt_turns()  # first: a turn's tool may use what a plugin's shutdown ends
         await self.supervisor.join_all(10.0)
-        for plugin_id in list(self._started):
-            await self.stop_plugin(plugin_id, reason="stopping")
+        # Side by side, as they start: each ``shutdown`` is bounded by the hook timeout,
+        # so the stop waits one timeout at most, not one per plugin (twelve slow plugins
+        # outlasted Hypercorn's shutdown timeout, and no member file was closed).
+        await asyncio.gather(*(self.stop_plugin(plugin_id, reason="stopping") for plugin_id in list(self._started)))
         if self._auth is not None:
             self._auth.sessions.revoke_all("server stopping")
         if self._channels is not None:

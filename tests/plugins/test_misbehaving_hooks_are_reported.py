@@ -134,6 +134,9 @@ class BlockingBundle:
 
 
 async def test_a_register_hook_that_blocks_past_the_hook_timeout_fails_the_plugin(caplog):
+    """A plain ``def`` register hook runs in a thread of its own (``THREADED_HOOKS``): cut
+    off at the timeout, it never holds the event loop, and what it registers late is
+    not accepted."""
     caplog.set_level(logging.WARNING)
     manager = PluginManager(extra=[BlockingBundle()], use_entry_points=False, hook_timeout=0.3)
     manager.load()
@@ -143,8 +146,8 @@ async def test_a_register_hook_that_blocks_past_the_hook_timeout_fails_the_plugi
     assert accepted == []
     status = manager.status("blocking-bundle")
     assert status.state == "failed"
-    assert re.fullmatch(r"register_i18n: blocked the server for 0\.[5-9] s" + BLOCKED, status.error), status.error
-    assert any(line.startswith("plugin blocking-bundle: hook register_i18n held the event loop") for line in held_warnings(caplog))
+    assert status.error == "register_i18n did not finish within 0.3 s", status.error
+    assert held_warnings(caplog) == []
 
 
 async def test_a_quick_hook_is_not_reported(caplog):

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import sysconfig
+import threading
 import time
 import traceback
 import uuid
@@ -76,6 +77,16 @@ UNIQUE_WITHIN_PLUGIN: dict[str, Callable[[Any], str]] = {
 
 #: Hooks the host calls without awaiting, on a hot path, and why: an ``async def`` impl
 #: would hand back a coroutine there, found out only in every model round. Refused at load.
+#: Hooks whose plain ``def`` impls the host calls in a thread of their own, bounded by the
+#: hook timeout (``PluginManager._in_thread``), and why: they run at boot and at stop,
+#: one plugin after another, and an impl that blocked (``time.sleep(60)``) held the whole
+#: boot past Hypercorn's lifespan timeout, ending the server. Every ``register_*`` hook
+#: (its ``register`` callback only checks and records values) and ``shutdown``. Not
+#: ``startup``: a plain ``def startup`` may use the HostApi's loop-bound calls
+#: (``subscribe_system`` starts a task), which a thread cannot; a blocking one fails its
+#: plugin afterwards (``HookBlocked``) and the boot goes on.
+THREADED_HOOKS = frozenset(name for name in dir(hookspecs) if name.startswith("register_")) | {"shutdown"}
+
 SYNCHRONOUS_HOOKS = {
     "member_tools": "it is asked in every model round and must return the tools the plugin already holds in memory;"
     " fetch them in startup or a background task, then return them from a plain def",
@@ -950,17 +961,29 @@ class PluginManager:
 
     async def call_one(self, hook_name: str, plugin_id: str, **kwargs: Any) -> list[Any]:
         """Call ``hook_name`` on one plugin, bounded by the hook timeout. Exceptions
-        propagate to the caller, which decides what failing means there."""
-        return [await self._bounded(impl, hook_name, [kwargs[a] for a in impl.argnames]) for impl in self._impls(hook_name, plugin_id)]
+        propagate to the caller, which decides what failing means there. A plain ``def``
+        impl of a hook in ``THREADED_HOOKS`` runs in a thread of its own (``_in_thread``)."""
+        return [
+            await self._bounded(impl, hook_name, [kwargs[a] for a in impl.argnames], in_thread=hook_name in THREADED_HOOKS)
+            for impl in self._impls(hook_name, plugin_id)
+        ]
 
-    async def _bounded(self, impl: Any, hook_name: str, args: list[Any]) -> Any:
+    async def _bounded(self, impl: Any, hook_name: str, args: list[Any], *, in_thread: bool = False) -> Any:
         """One hookimpl's result within the hook timeout. The timeout cannot cut off code
         that blocks (a plain ``def`` sleeping, an ``async def`` that never awaits), so the
         longest blocking stretch is measured too: logged past ``SLOW_STRETCH_SECONDS``,
-        a failure (``HookBlocked``) past the timeout."""
+        a failure (``HookBlocked``) past the timeout. ``in_thread``: a plain ``def`` impl
+        is called in a thread instead (``_in_thread``), where the timeout does cut it off:
+        one that slept 60 s at boot held the whole boot, past Hypercorn's lifespan
+        timeout, and the server died (robustness probe)."""
         watch = LoopWatch(self.loop_held)
+        function = impl.function
+        threaded = in_thread and not (inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function))
         try:
-            result = await watch.within(await_me_maybe(watch.steps(watch.call(impl.function, *args))), self.hook_timeout)
+            if threaded:
+                result = await watch.within(self._in_thread(function, args, watch, f"{impl.plugin_name}:{hook_name}"), self.hook_timeout)
+            else:
+                result = await watch.within(await_me_maybe(watch.steps(watch.call(function, *args))), self.hook_timeout)
         except asyncio.TimeoutError as exc:
             # Blocking then awaiting (``time.sleep(8)``, then any ``await``) ran out the
             # time while holding the loop: "did not finish, start long work in the
@@ -974,6 +997,34 @@ class PluginManager:
         if watch.longest > self.hook_timeout:
             raise HookBlocked(watch.longest, impl.function)
         return result
+
+    @staticmethod
+    async def _in_thread(function: Callable[..., Any], args: list[Any], watch: "LoopWatch", name: str) -> Any:
+        """``function(*args)`` called in a daemon thread of its own, then awaited if it
+        returned an awaitable. A thread the timeout gives up on is abandoned, not
+        stopped (Python cannot stop one): it runs on until the call returns, its result
+        ignored. Its own thread, not the default executor's: abandoned calls would fill
+        that pool (six workers on two cores) and stall every ``to_thread`` of the host;
+        a daemon, so one still sleeping does not hold the process at exit."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+
+        def settle(outcome: Any, failed: bool) -> None:
+            if not done.done():
+                (done.set_exception if failed else done.set_result)(outcome)
+
+        def run() -> None:
+            try:
+                outcome, failed = function(*args), False
+            except BaseException as exc:  # a sys.exit() in the hook too: the caller decides
+                outcome, failed = exc, True
+            try:
+                loop.call_soon_threadsafe(settle, outcome, failed)
+            except RuntimeError:  # the loop closed while the call ran: nobody waits for it
+                pass
+
+        threading.Thread(target=run, name=f"plugin-hook:{name}", daemon=True).start()
+        return await await_me_maybe(watch.steps(await done))
 
     async def collect(
         self,
@@ -1013,7 +1064,7 @@ class PluginManager:
 
             try:
                 available = {"register": register, **(extra(plugin_id) if extra else {})}
-                returned = await self._bounded(impl, hook_name, [available[a] for a in impl.argnames])
+                returned = await self._bounded(impl, hook_name, [available[a] for a in impl.argnames], in_thread=hook_name in THREADED_HOOKS)
                 if returned is not None:
                     raise ReturnedInsteadOfRegistering(hook_name, returned, impl.function)
             except (Exception, *PLUGIN_EXITS) as exc:  # a sys.exit() in the hook ended the server

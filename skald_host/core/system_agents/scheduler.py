@@ -3,8 +3,11 @@
 Its wake-up decides nothing: ``base_tick`` only picks how often it looks, and whether an
 agent runs for a member is read from persisted state (``system_agent_state`` in their
 file; ``system_agent_coverage`` for a review), so a weekly agent comes due after a
-reboot. Sequential and single-instance at both levels (agents in order, then members in
-order), which is what makes the crash sweep safe. ``clock`` is what tests move.
+reboot. Single-instance per agent (one pass of an agent at a time, its members in
+order), which is what makes the crash sweep safe; the agents' passes run side by side
+(``system_agents.concurrent_agents`` at most), each run under a time limit
+(``system_agents.run_timeout_seconds``): one hung agent held the one scheduler, every
+member's and every plugin's agents, until a restart. ``clock`` is what tests move.
 """
 
 from __future__ import annotations
@@ -146,6 +149,16 @@ class Outcome:
     result: Literal["ran", "failed", "idle", "not_due", "locked", "no_runtime"]
 
 
+class RunCancelled(Exception):
+    """A run cut off by the host: it outlived ``system_agents.run_timeout_seconds``, or
+    its plugin was disabled. ``code`` and ``values`` say it in the member's language."""
+
+    def __init__(self, message: str, code: str, values: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = dict(values or {})
+
+
 class RunContext:
     """``SystemAgentContext``: one pass of one agent for one member (or subject)."""
 
@@ -259,13 +272,67 @@ class SystemAgentScheduler:
         #: locked, not one per pass while they stay locked.
         self._skips_logged: set[tuple[str, str]] = set()
         self.wake = asyncio.Event()
+        #: Each agent's pass still under way (agent id -> task): a pass is not started
+        #: again beside itself, and ``cancel_runs`` finds a plugin's.
+        self._passes: dict[str, asyncio.Task[list[Outcome]]] = {}
+        #: The tasks of runs under way, by plugin, and why the host cut off each it cut.
+        self._runs: dict[str, set[asyncio.Task[Any]]] = {}
+        self._cut: dict[asyncio.Task[Any], RunCancelled] = {}
+        #: Files a run is using now: their ephemeral conversations are swept only when
+        #: none is (another agent's live ``run_turn`` has one there).
+        self._busy_dbs: dict[str, int] = {}
+        self._slots = asyncio.Semaphore(max(1, core.settings.system_agents.concurrent_agents))
+
+    @property
+    def run_timeout(self) -> float:
+        return float(self.core.settings.system_agents.run_timeout_seconds)
+
+    def cancel_runs(self, plugin_id: str, reason: str = "disabled") -> int:
+        # ``reason`` is the log's and the plugin page's (English, as the host's words
+        # there are); the run row says it by its code, in the reader's language.
+        """Cut off the plugin's runs under way (its plugin was disabled or stopped): each
+        is recorded as failed with that reason, and its agents' passes go on to nothing
+        more (``registry.enabled`` says no). How many were cut."""
+        tasks = [t for t in self._runs.get(plugin_id, ()) if not t.done()]
+        for task in tasks:
+            self._cut[task] = RunCancelled(f"cancelled: its plugin was {reason}", "system_agent_cancelled")
+            task.cancel()
+        return len(tasks)
+
+    async def _limited(self, entry: RegisteredAgent, work: Awaitable[Any], limit: float) -> Any:
+        # ``limit``: what is left of the run's time (``has_work`` used some); a cut-off
+        # run is said to have outlived the whole limit, the number the admin set.
+        """``work`` (the agent's ``has_work`` or ``run``) in a task of its own, under
+        ``limit`` seconds; ``RunCancelled`` when the limit or ``cancel_runs`` cut it off.
+        Its own task, so cancelling it (the plugin disabled) ends the agent's code and
+        not the pass that records the outcome."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(work)
+        self._runs.setdefault(entry.plugin_id, set()).add(task)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=limit)
+            if not done:
+                self._cut.setdefault(task, RunCancelled(
+                    f"timed out after {self.run_timeout:g} s", "system_agent_timed_out", {"seconds": f"{self.run_timeout:g}"}
+                ))
+                task.cancel()
+                await asyncio.wait({task}, timeout=5.0)  # an agent that ignores its cancellation is left behind
+            cut = self._cut.pop(task, None)
+            if cut is not None:
+                raise cut
+            return task.result()
+        except asyncio.CancelledError:
+            task.cancel()  # the scheduler itself is stopping: the agent's code stops too
+            raise
+        finally:
+            self._runs.get(entry.plugin_id, set()).discard(task)
+            self._cut.pop(task, None)
 
     # -- the loop ---------------------------------------------------------------------------
 
     async def run_forever(self, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
             try:
-                await self.tick()
+                await self.tick(wait=False)
                 wait = await self.registry.base_tick()
             except Exception:
                 log.exception("system agents: a pass failed")
@@ -277,31 +344,64 @@ class SystemAgentScheduler:
             finally:
                 for waiter in waiters:
                     waiter.cancel()
+        passes = list(self._passes.values())
+        for task in passes:  # the server stops: a run it cuts off, the next start sweeps
+            task.cancel()
+        await asyncio.gather(*passes, return_exceptions=True)
 
-    async def tick(self) -> list[Outcome]:
-        """One look at every enabled agent, sequentially."""
+    async def tick(self, *, wait: bool = True) -> list[Outcome]:
+        """One look at every enabled agent: each agent's pass in a task of its own, side
+        by side (``concurrent_agents`` at most); an agent whose last pass is still under
+        way is not started again. ``wait``: return once the passes started here ended,
+        with their outcomes in the agents' order (tests, ``run_system_agents``); the
+        loop does not wait, so one slow agent never delays the next look at the others."""
         async with self._pass:
-            outcomes: list[Outcome] = []
             members = await self.core.users.list()
+            started: list[asyncio.Task[list[Outcome]]] = []
             for entry in self.registry.entries:
-                # Each agent's pass on its own: one that fails (its settings, a member's
-                # file) leaves the agents and members after it their turn.
-                try:
-                    if not await self.registry.enabled(entry):
-                        continue
-                    settings = await self.registry.settings(entry)
-                    if entry.agent.scope == "per_member":
-                        for member in members:
-                            if member.active:
-                                outcomes.append(await self._contained(entry, member.id, self._member_pass(entry, member, settings)))
-                    elif entry.agent.scope == "instance":
-                        outcomes.append(await self._contained(entry, None, self._instance_pass(entry, members, settings)))
-                    else:
-                        for subject_id in await self.core.registry.run(store.subjects):
+                if entry.id in self._passes:
+                    continue
+                task = asyncio.create_task(self._agent_pass(entry, members), name=f"system-agent:{entry.id}")
+                self._passes[entry.id] = task
+                task.add_done_callback(lambda _t, agent_id=entry.id: self._passes.pop(agent_id, None))
+                started.append(task)
+        if not wait or not started:
+            return []
+        try:
+            return [outcome for outcomes in await asyncio.gather(*started) for outcome in outcomes]
+        except asyncio.CancelledError:
+            for task in started:
+                task.cancel()
+            raise
+
+    async def _agent_pass(self, entry: RegisteredAgent, members: list[Member]) -> list[Outcome]:
+        """One agent's pass over its members (or subjects, or the instance), in order.
+        One that fails (its settings, a member's file) leaves the agents and members
+        after it their turn."""
+        outcomes: list[Outcome] = []
+        async with self._slots:
+            try:
+                if not await self.registry.enabled(entry):
+                    return outcomes
+                settings = await self.registry.settings(entry)
+                if entry.agent.scope == "per_member":
+                    for member in members:
+                        if member.active and await self.registry.enabled(entry):  # disabled mid-pass: the rest is not run
+                            outcomes.append(await self._contained(entry, member.id, self._member_pass(entry, member, settings)))
+                elif entry.agent.scope == "instance":
+                    outcomes.append(await self._contained(entry, None, self._instance_pass(entry, members, settings)))
+                else:
+                    for subject_id in await self.core.registry.run(store.subjects):
+                        if await self.registry.enabled(entry):
                             outcomes.append(await self._contained(entry, None, self._subject_pass(entry, subject_id, members, settings), subject_id))
-                except Exception:
-                    log.exception("system agents: the pass of %s failed", entry.id)
-            return outcomes
+            except Exception:
+                log.exception("system agents: the pass of %s failed", entry.id)
+        return outcomes
+
+    async def join(self) -> None:
+        """Wait for the agents' passes under way (each ends within its time limit)."""
+        while self._passes:
+            await asyncio.gather(*list(self._passes.values()), return_exceptions=True)
 
     async def _contained(self, entry: RegisteredAgent, member_id: str | None, step: Awaitable[Outcome], subject_id: str | None = None) -> Outcome:
         """One member's (or subject's) pass of an agent; its failure logged and counted
@@ -485,17 +585,35 @@ class SystemAgentScheduler:
             if swept:
                 log.warning("system agent %s: %d run(s) left running by a stop were marked failed", entry.id, swept)
             self._swept.add(key)
-        if (str(db.path), "ephemeral") not in self._swept and not await db.transaction(store.sweep_ephemeral):
-            # Swept again at each pass until none waits for the chat's recovery any more.
-            self._swept.add((str(db.path), "ephemeral"))
+        path = str(db.path)
+        if (path, "ephemeral") not in self._swept and not self._busy_dbs.get(path):
+            if not await db.transaction(store.sweep_ephemeral):
+                # Swept again at each pass until none waits for the chat's recovery any more.
+                self._swept.add((path, "ephemeral"))
+        self._busy_dbs[path] = self._busy_dbs.get(path, 0) + 1
         try:
-            if entry.agent.has_work is not None and not await entry.agent.has_work(context):
+            return await self._run_and_record(entry, context, db, started, mark_attempt=mark_attempt, instance=instance)
+        finally:
+            self._busy_dbs[path] -= 1
+            if not self._busy_dbs[path]:
+                del self._busy_dbs[path]
+
+    async def _run_and_record(
+        self, entry: RegisteredAgent, context: RunContext, db: Database, started: str, *, mark_attempt: bool, instance: bool
+    ) -> str:
+        began = asyncio.get_running_loop().time()  # ``has_work`` and ``run`` share the limit
+        try:
+            if entry.agent.has_work is not None and not await self._limited(entry, entry.agent.has_work(context), self.run_timeout):
                 return "idle"
         except (Exception, *PLUGIN_EXITS) as exc:
             # A failed run in the member's list, as a failure of ``run`` is: the type and
             # the error id, with the hook it came from.
-            error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc, say=isinstance(exc, PluginError))
-            error = f"{type(exc).__name__} in has_work (error id {error_id})"
+            if isinstance(exc, RunCancelled):
+                error_id = self._record_cut(entry, exc, "has_work")
+                error = _stored_error(exc.code, exc.values, f"has_work {exc} (error id {error_id})")
+            else:
+                error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc, say=isinstance(exc, PluginError))
+                error = f"{type(exc).__name__} in has_work (error id {error_id})"
 
             def failed_run(c: Any) -> None:
                 run_id = store.open_run(c, entry.id, context.subject_id, started)
@@ -513,7 +631,11 @@ class SystemAgentScheduler:
             context.run_id = run_id
             status, error = "done", None
             try:
-                await entry.agent.run(context)
+                left = max(self.run_timeout - (asyncio.get_running_loop().time() - began), 0.001)
+                await self._limited(entry, entry.agent.run(context), left)
+            except RunCancelled as exc:
+                error_id = self._record_cut(entry, exc, "run")
+                status, error = "failed", _stored_error(exc.code, exc.values, f"{exc} (error id {error_id})")
             except TurnFailed as exc:
                 # Not the plugin's bug (no traceback): the reason in plain words and its code.
                 log.warning("system agent %s: a run for member %s failed: %s", entry.id, context.member_id, exc)
@@ -528,6 +650,13 @@ class SystemAgentScheduler:
         finally:
             self._live_runs.discard(run_id)
         return "ran" if status == "done" else "failed"
+
+    def _record_cut(self, entry: RegisteredAgent, cut: RunCancelled, what: str) -> str:
+        """A run the host cut off, as a problem on its plugin's page (the host's words,
+        no member's data); its error id. A cancellation because the admin disabled the
+        plugin is said at WARNING: the admin's act, not the plugin's fault."""
+        level = logging.WARNING if cut.code == "system_agent_cancelled" else logging.ERROR
+        return record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} ({what})", cut, say=True, level=level)
 
     async def run_ephemeral_turn(
         self, member: Member, entry: RegisteredAgent, agent_id: str, message: str, substitutions: Mapping[str, str]
