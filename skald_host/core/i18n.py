@@ -17,6 +17,10 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from skald_hookspecs.types import I18nBundle
 
 FALLBACK_LOCALE = "en"
+#: At most this many keys a plugin asked for that no bundle has are remembered for the
+#: admin's list (``Strings.asked_for``): a plugin building keys from data (``weather.<code>``)
+#: must not grow it without end.
+ASKED_MISSING_KEPT = 200
 T = TypeVar("T")
 
 # CLDR's plural categories: a key English has as ``<key>.one`` / ``<key>.other`` may have
@@ -70,6 +74,8 @@ class Strings:
         self._expected: list[Callable[[], Iterable[tuple[str, ...]]]] = []
         self._revision = 0
         self._derived: dict[str, tuple[int, Any]] = {}
+        self._asked_missing: dict[str, None] = {}  # insertion-ordered set
+        self.expect(lambda: ((key,) for key in list(self._asked_missing)))
         for bundle in bundles:
             self.add(bundle)
 
@@ -97,6 +103,16 @@ class Strings:
     def has(self, key: str, locale: str) -> bool:
         """Whether ``locale`` itself has the full ``key`` (no fallback)."""
         return key in self._table.get(locale, {})
+
+    def asked_for(self, key: str) -> None:
+        """A plugin looked ``key`` up (``HostApi.translate``, a system agent's
+        ``translate``): when no locale has it, every reader got the bare key back, and
+        the admin's list of missing translations must name it (``missing``,
+        ``missing_everywhere``). A bundle added later that has it takes it off again."""
+        if key in self._asked_missing or len(self._asked_missing) >= ASKED_MISSING_KEPT:
+            return
+        if not any(key in strings for strings in self._table.values()):
+            self._asked_missing[key] = None
 
     def expect(self, keys: Callable[[], Iterable[tuple[str, ...]]]) -> None:
         """Keys the host will look up that no bundle is known to carry (a ``NotReady``'s
@@ -210,7 +226,8 @@ class Strings:
 
     def missing_everywhere(self) -> list[str]:
         """The keys given to ``expect`` that no locale has at all (a ``NotReady``'s key
-        no bundle carries): listed under English by ``missing`` too, but every reader,
-        English or not, sees the text the plugin gave with it instead."""
+        no bundle carries, where every reader sees the text the plugin gave with it
+        instead; a key a plugin's ``translate`` asked for, where they see the bare key):
+        listed under English by ``missing`` too."""
         found = set().union(*self._table.values()) if self._table else set()
         return sorted({wanted[0] for source in self._expected for wanted in source() if wanted and not found.intersection(wanted)})

@@ -8,6 +8,7 @@ closed). Tests call this with exactly the plugins they want.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,52 @@ def _validate_blueprint(plugin_id: str, args: tuple[Any, ...]) -> Blueprint:
     return args[0]
 
 
+def _mount_checked(app: Quart, blueprint: Blueprint, plugin_id: str) -> str | None:
+    """Mount ``blueprint`` at ``/api/plugin/<id>/`` unless one of its rules is refused:
+    then none of them is added, and the refusal is returned. The rules are known only
+    once the blueprint registers (its routes are deferred until then), so the app's
+    ``add_url_rule`` is held back while it does, and replayed when every rule passed."""
+    prefix = f"{PLUGIN_PREFIX}{plugin_id}"
+    held: list[tuple[Any, ...]] = []
+    app.add_url_rule = lambda rule, *args, **options: held.append((rule, args, options))  # type: ignore[method-assign]
+    try:
+        app.register_blueprint(blueprint, url_prefix=prefix, name=f"plugin.{plugin_id}")
+    finally:
+        del app.add_url_rule  # the class's own again
+    for rule, _args, _options in held:
+        problem = _route_problem(rule.removeprefix(prefix))
+        if problem:
+            return (
+                f"the route {rule.removeprefix(prefix)!r} {problem}; a route is a plain path below the plugin's own"
+                f" prefix ({prefix}/…), which the host sets (a Blueprint's url_prefix is replaced)"
+            )
+    for rule, args, options in held:
+        app.add_url_rule(rule, *args, **options)
+    return None
+
+
+#: ``%2e`` (a dot), ``%2f`` (a slash), ``%5c`` (a backslash): a rule holding one is
+#: matched only by a path a client sends encoded, which the path it stands for is not.
+_ENCODED_SEPARATOR = re.compile(r"%(2e|2f|5c)", re.IGNORECASE)
+
+
+def _route_problem(rule: str) -> str | None:
+    """Why a plugin's route rule may not be mounted, or None. A rule with a ``..``
+    segment (``/../../auth/session``) was mounted and listed in the OpenAPI document
+    as ``/api/plugin/<id>/../../auth/session``: a path a browser normalises into the
+    host's own route, answered by the plugin for a client that sends it as is. Page
+    entries are refused the same way (``catalog.validate_web_page``)."""
+    if "\\" in rule:
+        return "contains a backslash"
+    if _ENCODED_SEPARATOR.search(rule):
+        return "contains an encoded dot, slash or backslash"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rule):
+        return "contains a control character"
+    if any(segment in (".", "..") for segment in rule.split("/")):
+        return "has a '.' or '..' segment"
+    return None
+
+
 async def mount_plugin_routes(app: Quart, core: Skald) -> None:
     """Mount every loaded plugin's blueprint at ``/api/plugin/<id>/`` — enabled or
     not: the gate in ``gate_request`` answers 404 while a plugin is disabled, so
@@ -172,11 +219,12 @@ async def mount_plugin_routes(app: Quart, core: Skald) -> None:
     )
     for contribution in routers:
         try:
-            app.register_blueprint(
-                contribution.value, url_prefix=f"{PLUGIN_PREFIX}{contribution.plugin_id}", name=f"plugin.{contribution.plugin_id}"
-            )
+            refusal = _mount_checked(app, contribution.value, contribution.plugin_id)
         except Exception as exc:
             core.plugins.fail(contribution.plugin_id, f"register_routes: the blueprint could not be mounted: {exc}")
+        else:
+            if refusal is not None:
+                core.plugins.fail(contribution.plugin_id, f"register_routes: {refusal}")
     # A plugin's HTTP views make their response themselves (``answered_in_view``); a
     # websocket's view returns nothing to send.
     mounted = tuple(f"plugin.{c.plugin_id}." for c in routers)

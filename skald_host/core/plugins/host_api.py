@@ -298,6 +298,7 @@ class PluginHostApi:
         self._follow(self._core.buses.members.subscribe(member_id), handler)
 
     def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
+        self._core.strings.asked_for(key)
         return self._core.strings.translate(key, locale, **values)
 
     async def member_files(self, member_id: str) -> Any:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence
 import importlib_metadata
 import pluggy
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 import skald_hookspecs
 import skald_hookspecs.channels
@@ -574,6 +574,17 @@ def _pth_processed(path: Any) -> bool:
     return True
 
 
+def _id_taken(cand: _Candidate, plugin_id: str, occupant: "PluginStatus") -> str:
+    """Why a plugin cannot have the id it declares: which id, and whose it is."""
+    newcomer = f"{cand.name!r}" + (f" ({cand.distribution})" if cand.distribution else "")
+    holder = "the built-in plugin" if occupant.builtin else "the plugin"
+    held_by = f"{occupant.name!r}" + (f" ({occupant.distribution})" if occupant.distribution and not occupant.builtin else "")
+    return (
+        f"plugin {newcomer} declares the id {plugin_id!r}, which {holder} {held_by} already has:"
+        f" give it an id of its own in PluginInfo.id"
+    )
+
+
 def spec_satisfied(spec: str) -> bool:
     return Version(SPEC_VERSION) in SpecifierSet(spec)
 
@@ -582,11 +593,26 @@ def _spec_advice(spec: str) -> str:
     """What to do about a range this host's contract is not in: a range only a later
     contract satisfies asks for a newer Skald; one of older contracts, for a newer
     plugin. Either way the plugin's author may widen it, if it works with this one."""
-    major, release = (int(part) for part in SPEC_VERSION.split(".")[:2])
-    wanted = SpecifierSet(spec)
-    later = any(Version(f"{major + step}.{m}") in wanted for step in range(4) for m in range(60) if (step, m) > (0, release))
-    upgrade = "upgrade Skald to a release that provides it" if later else "upgrade the plugin to a release made for this contract"
+    upgrade = "upgrade Skald to a release that provides it" if _asks_later(spec) else "upgrade the plugin to a release made for this contract"
     return f"{upgrade}, or widen the plugin's range (PluginInfo.spec) if it works with {SPEC_VERSION}"
+
+
+def _asks_later(spec: str) -> bool:
+    """Whether ``spec`` (which this host's contract is not in) asks for a later one:
+    one of its lower bounds lies above this host's version. Decided from the bounds
+    themselves, never by trying a few later versions: ``>=9,<10`` lay past the ones
+    tried and was told to upgrade the plugin instead of the host."""
+    host = Version(SPEC_VERSION)
+    for clause in SpecifierSet(spec):
+        try:
+            bound = Version(clause.version.removesuffix(".*"))
+        except InvalidVersion:  # ``===foo`` compares strings: no bound to weigh
+            continue
+        if clause.operator in (">=", "~=", "==", "===") and bound > host:
+            return True
+        if clause.operator == ">" and bound >= host:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -751,14 +777,13 @@ class PluginManager:
             if status.import_ms > self._slow_import_ms:
                 log.warning("plugin %s took %.0f ms to import (keep imports cheap; load heavy things lazily)", cand.name, status.import_ms)
             info = self._read_info(cand.name, obj)
-            status.id, status.info, status.spec = info.id, info, info.spec
             stage = "registration"
             if info.id in self._status and self._status[info.id].state != "blocked":
-                other = self._status[info.id]
-                raise PluginError(
-                    f"plugin {cand.name!r} uses the id {info.id!r} already taken by {other.name!r}"
-                    f"{f' ({other.distribution})' if other.distribution else ''}"
-                )
+                # The newcomer fails, under its own name: listed under the id it tried to
+                # take, the failure read as the occupant's (a built-in's), and the
+                # newcomer's own enabled row as a plugin "installed no more".
+                raise PluginError(_id_taken(cand, info.id, self._status[info.id]))
+            status.id, status.info, status.spec = info.id, info, info.spec
             self._check_hookimpls(info.id, obj)
             self.pm.register(obj, name=info.id)
             self._objects[info.id] = obj

@@ -251,7 +251,9 @@ class RunContext:
 
     def translate(self, key: str, **values: Any) -> str:
         own = f"{self._entry.plugin_id}."
-        return self._core.strings.translate(key if key.startswith(own) else own + key, self._locale, **values)
+        key = key if key.startswith(own) else own + key
+        self._core.strings.asked_for(key)
+        return self._core.strings.translate(key, self._locale, **values)
 
 
 class SystemAgentScheduler:
