@@ -448,7 +448,8 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     except BackupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"restored {backup.name} ({info.members} member(s), taken {info.created_at}) into {settings.data_dir}; start the server on it")
+    print(f"restored {backup.name} ({info.members} member(s), taken {info.created_at}) into {settings.data_dir}."
+          f" Start the server on it with {_serve_hint(args, settings)}.")
     return 0
 
 
@@ -515,21 +516,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skald", description="A self-hosted assistant server for a small trusted group.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, data_dir: str = "where databases and logs live (default: $SKALD_DATA_DIR or ./data)") -> None:
         p.add_argument("--config", help="YAML settings file (default: $SKALD_CONFIG or <data dir>/skald.yml)")
-        p.add_argument("--data-dir", help="where databases and logs live (default: $SKALD_DATA_DIR or ./data)")
+        p.add_argument("--data-dir", help=data_dir)
 
     serve = sub.add_parser("serve", help="run the server")
     common(serve)
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    serve.add_argument("--host", help="the address to listen on (default: the setting server.host, 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, help="the port to listen on (default: the setting server.port, 8080)")
     serve.add_argument("--safe-mode", action="store_true", help="load built-in plugins only")
     serve.set_defaults(func=_cmd_serve)
 
     setup = sub.add_parser("setup", help="create the first admin")
     common(setup)
-    setup.add_argument("--username")
-    setup.add_argument("--display-name")
+    setup.add_argument("--username", help="the first admin's user name, to sign in with (asked for when not given)")
+    setup.add_argument("--display-name", help="the name the admin is shown by (default: the user name)")
     setup.add_argument("--locale", default="en", help="the instance's language: en, de or any other the locale files have")
     setup.add_argument("--no-encryption", action="store_true", help="do not encrypt the admin's private data")
     setup.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
@@ -549,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plugins = sub.add_parser("plugins", help="print the plugin status table")
     common(plugins)
-    plugins.add_argument("--json", action="store_true")
+    plugins.add_argument("--json", action="store_true", help="print every plugin's full status as JSON instead of the table")
     plugins.set_defaults(func=_cmd_plugins)
 
     backup = sub.add_parser("backup", help="take a backup of the data dir (online: the running server takes it)")
@@ -567,7 +568,12 @@ def build_parser() -> argparse.ArgumentParser:
     kdf.set_defaults(func=_cmd_kdf)
 
     restore = sub.add_parser("restore", help="restore a backup into a new, empty data dir (server stopped)")
-    common(restore)
+    # Not the live data dir: a restore writes into a new, empty one and refuses any other
+    # (with SKALD_DATA_DIR set to the live dir, a bare 'skald restore' is refused).
+    common(restore, data_dir=(
+        "the new, empty data dir to restore into; it must not exist yet or be empty, so never the live one"
+        " (default: $SKALD_DATA_DIR or ./data)"
+    ))
     restore.add_argument("backup", help="the backup's directory (skald-backup-...)")
     restore.add_argument("--check", action="store_true", help="only verify the backup against its manifest")
     restore.set_defaults(func=_cmd_restore)

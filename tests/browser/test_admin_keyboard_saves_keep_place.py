@@ -243,8 +243,7 @@ async def test_creating_and_deleting_a_role_keeps_the_admins_place_and_says_so(s
     await creating.get_by_label("Bezeichnung").press("Enter")
     card = page.locator("[data-role=familie]")
     await expect(card.get_by_role("heading", name="Familie")).to_be_focused()
-    await expect(card.locator("form > [role=status]")).to_have_text(
-        "Rolle „Familie“ angelegt. Ihre Chat-Agenten und ihren Standard-Agenten legst du in ihrer Karte fest.")
+    await expect(card.locator("form > [role=status]")).to_have_text("Rolle „Familie“ angelegt.")
     await assert_no_violations(page, "roles, a role created")
 
     before = await page.locator("[data-role]").evaluate_all("(cards) => cards.map((c) => c.dataset.role)")

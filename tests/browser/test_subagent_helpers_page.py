@@ -11,6 +11,8 @@ from skald_host.testing.host import MEMBER_PASSWORD
 
 from .kit import sign_in
 
+NOBODY = "no other helper: it does its tasks itself"
+
 
 async def test_the_helpers_page_says_nobody_for_a_helper_without_the_delegation_tool(skald, browser_pages, tmp_path):
     host = await skald.start()
@@ -32,6 +34,6 @@ async def test_the_helpers_page_says_nobody_for_a_helper_without_the_delegation_
     await page.goto(f"{host.url}/#agents")
     delegates = lambda agent_id: page.locator(f".agent-definition[data-agent-id='{agent_id}'] dd").nth(1)  # noqa: E731
     await expect(delegates("boss")).to_have_text("any helper")
-    await expect(delegates("reader")).to_have_text("nobody")
-    await expect(delegates("researcher")).to_have_text("nobody")
-    await expect(delegates("general-purpose")).to_have_text("nobody")
+    await expect(delegates("reader")).to_have_text(NOBODY)
+    await expect(delegates("researcher")).to_have_text(NOBODY)
+    await expect(delegates("general-purpose")).to_have_text(NOBODY)

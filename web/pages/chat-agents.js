@@ -7,25 +7,33 @@ import { t } from "../lib/i18n.js";
 import { errorText, formatDate, notice, pageHeader, section } from "../lib/ui.js";
 import { knowAgentTitles, taskStatus } from "./chat-tasks.js";
 
-function definitionCard(definition) {
+/** A helper's card. Its words are a member's: the helpers it may hand work to by their
+ * titles. What only an admin reads (the definition's id, its plugin and the hash that
+ * tells two versions apart) is one muted details line, for admins alone: to a member
+ * "general-purpose" and "Version 2589f9ea60a7" were noise. */
+function definitionCard(definition, titleOf, admin) {
   // ["*"]: any task helper but itself (seed 004 §2.2), not a bare "*". Nobody when the
   // runtime offers it no execute_task (the server says: may_delegate), whatever its
   // delegates list says.
   const delegates = !definition.may_delegate ? t("agents.delegates_none")
     : definition.delegates === null ? t("agents.delegates_default")
     : definition.delegates.length === 1 && definition.delegates[0] === "*" ? t("agents.delegates_any")
-      : definition.delegates.length ? definition.delegates.join(", ") : t("agents.delegates_none");
+      : definition.delegates.length ? definition.delegates.map(titleOf).join(", ") : t("agents.delegates_none");
+  const details = admin
+    ? el("p", { class: "muted small agent-details" },
+      el("code", { text: definition.id }), definition.plugin ? ` · ${definition.plugin}` : null,
+      " · ", t("agents.hash"), " ", el("code", { text: definition.definition_hash.slice(0, 12) }))
+    : null;
   return el("article", { class: "card agent-definition", "data-agent-id": definition.id },
     el("h3", { text: definition.title || definition.id }),
-    el("p", { class: "muted small", text: definition.id + (definition.plugin ? ` · ${definition.plugin}` : "") }),
     el("p", { text: definition.description }),
     el("dl", { class: "facts" },
       el("dt", { text: t("agents.state") }), el("dd", { text: definition.enabled ? t("agents.enabled") : t("agents.disabled") }),
-      el("dt", { text: t("agents.delegates") }), el("dd", { text: delegates }),
-      el("dt", { text: t("agents.hash") }), el("dd", {}, el("code", { text: definition.definition_hash.slice(0, 12) }))));
+      el("dt", { text: t("agents.delegates") }), el("dd", { text: delegates })),
+    details);
 }
 
-export async function renderAgents() {
+export async function renderAgents(ctx) {
   const page = el("div", { class: "page agents-page" }, pageHeader(t("agents.title"), t("agents.intro")));
   const response = await api("GET", "/api/agent-definitions");
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
@@ -40,7 +48,7 @@ export async function renderAgents() {
     page.append(notice("ok", t("agents.loaded")));
   }
   const tasks = definitions.filter((d) => d.kind === "task");
-  page.append(section(t("agents.definitions"), el("div", { class: "card-grid" }, ...tasks.map(definitionCard))));
+  page.append(section(t("agents.definitions"), el("div", { class: "card-grid" }, ...tasks.map((d) => definitionCard(d, titleOf, ctx?.member?.is_admin === true)))));
   const table = el("table", { class: "table agent-runs" },
     el("thead", {}, el("tr", {}, ...["agents.run_agent", "agents.run_status", "agents.run_task", "agents.run_started"].map((k) => el("th", { text: t(k) })))),
     el("tbody", {}, ...runs.map((run) => el("tr", { "data-run-id": run.id },

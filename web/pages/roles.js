@@ -125,24 +125,36 @@ function roleArticle(role, ctx, known) {
   return card;
 }
 
-function createForm(ctx) {
+/** The form of a new role. It starts strict, as a role made beside the presets usually
+ * is (one for a teenager, say): new plugins are not granted automatically (ticked, every
+ * plugin turned on later reaches its members unasked), and its chat agents and default
+ * agent are in the form, not only in the card after the create. */
+function createForm(ctx, known) {
   const id = el("input", { name: "id", maxlength: "32", autocomplete: "off", pattern: "[a-z][a-z0-9_-]{1,31}" });
   const label = el("input", { name: "label", maxlength: "64", autocomplete: "off" });
-  const [autoLabel, autoGrant] = checkbox(t("roles.auto_grant"), { checked: true });
+  const [autoLabel, autoGrant] = checkbox(t("roles.auto_grant"), { checked: false });
+  const draft = { attrs: { chat_agent: "assistant" } }; // the API's own default for a new role
+  const agents = el("input", { name: "chat_agents", maxlength: "400", autocomplete: "off", props: { value: "assistant" } });
+  const chatAgent = defaultAgentSelect(draft, agents, known);
   const boxes = capabilityBoxes(["chat.use"], false);
   const submit = el("button", { class: "btn primary", type: "submit", text: t("roles.create_submit") });
   const status = statusLine();
   const form = el("form", { class: "stack", novalidate: true },
     field(t("roles.id"), id, { required: true, hint: t("roles.id_hint") })[0],
     field(t("roles.label"), label, { required: true })[0],
-    el("div", { class: "field" }, autoLabel, hintFor(autoGrant, t("roles.auto_grant_hint"))),
+    el("div", { class: "field" }, autoLabel, hintFor(autoGrant, t("roles.auto_grant_new_hint"))),
+    field(t("roles.chat_agents"), agents, { hint: t("roles.chat_agents_hint") })[0],
+    field(t("roles.chat_agent"), chatAgent, { hint: t("roles.chat_agent_hint") })[0],
     capabilityFieldset(boxes), el("div", { class: "actions" }, submit), status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearFieldErrors(form, status);
+    const attrs = { auto_grant: autoGrant.checked, chat_agents: agentList(agents.value) };
+    // None offered (the list allows no chat agent there is): the API says at the list why.
+    if (chatAgent.value) attrs.chat_agent = chatAgent.value;
     busy(submit, async () => {
       const response = await api("POST", "/api/admin/roles", {
-        id: id.value.trim(), label: label.value.trim(), attrs: { auto_grant: autoGrant.checked },
+        id: id.value.trim(), label: label.value.trim(), attrs,
         capabilities: boxes.filter((b) => b.input.checked).map((b) => b.input.value),
       });
       if (!response.ok) { showFormError(form, status, response); return; }
@@ -162,6 +174,6 @@ export async function renderRoles(ctx) {
   const status = statusLine(); // what a delete says (the card that would is gone)
   status.node.classList.add("roles-status");
   page.append(el("div", { class: "card-grid wide" }, ...(response.data.roles || []).map((r) => roleArticle(r, ctx, known))),
-    status.node, section(t("roles.create_title"), createForm(ctx)));
+    status.node, section(t("roles.create_title"), createForm(ctx, known)));
   return page;
 }

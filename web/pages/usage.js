@@ -149,8 +149,12 @@ export async function renderUsage(ctx) {
   if (refused) response = await load({});
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
 
-  const [sinceField, since] = field(t("usage.since"), el("input", { type: "date", name: "since", props: { value: response.data.since } }));
-  const [untilField, until] = field(t("usage.until"), el("input", { type: "date", name: "until", props: { value: response.data.until } }));
+  // A refused link keeps its dates in the fields, as a refused form does: the default
+  // period's in their place, one marked wrong, was not what the reader had asked for.
+  const shownSince = refused && asked.since ? asked.since : response.data.since;
+  const shownUntil = refused && asked.until ? asked.until : response.data.until;
+  const [sinceField, since] = field(t("usage.since"), el("input", { type: "date", name: "since", props: { value: shownSince } }));
+  const [untilField, until] = field(t("usage.until"), el("input", { type: "date", name: "until", props: { value: shownUntil } }));
   const status = statusLine();
   const show = el("button", { class: "btn primary", type: "submit", text: t("usage.show") });
   // A question, not a change to save: leaving it asks nothing (data-guard, app.js).
@@ -178,6 +182,8 @@ export async function renderUsage(ctx) {
     });
   });
   page.append(section(t("usage.period_title"), form), ...shown);
-  if (refused) showFormError(form, status, refused);
+  // Once the page is drawn: a field's label is found (and the field can take the focus)
+  // only in the document, and a live region filled as it is inserted is not announced.
+  if (refused) requestAnimationFrame(() => { if (form.isConnected) showFormError(form, status, refused); });
   return page;
 }

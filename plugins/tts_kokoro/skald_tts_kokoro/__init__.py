@@ -93,7 +93,9 @@ def plugin_info() -> PluginInfo:
         # What a default install does: the packaged voices read English only (README).
         description=(
             "Reads answers aloud in English with the Kokoro-82M voice model, offline. "
-            "Other languages (not German) need its voice pack, a separate download (see the Voice pack setting)."
+            "With its voice pack, a separate download (see the Voice pack setting), it also speaks Spanish, French, Hindi, "
+            "Italian, Portuguese and Chinese. Kokoro speaks no German: German and every other language are read by the "
+            "built-in espeak-ng engine, with or without the voice pack."
         ),
         icon="volume-2",
         spec=">=1.12,<2",  # TtsEngine.voices(), HostApi.synthesize_speech; 1.3: the plugin page kit; 1.12: HostApi.set_degraded

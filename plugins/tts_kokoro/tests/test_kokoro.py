@@ -451,3 +451,20 @@ async def test_the_model_is_loaded_in_the_background_at_start_unless_told_not_to
             break
         await asyncio.sleep(0.1)
     assert engine.worker is not None and engine.health() is None
+
+
+async def test_the_card_names_the_languages_of_the_voice_pack_and_who_reads_german(skald):
+    """"Other languages (not German) need its voice pack" read as if German needed
+    nothing: the card names what the pack adds and that espeak-ng reads German."""
+    host = await skald.start(use_entry_points=True)
+    admin = await host.admin()
+    for locale, adds, german in (
+        ("en", "also speaks Spanish, French, Hindi, Italian, Portuguese and Chinese",
+         "Kokoro speaks no German: German and every other language are read by the built-in espeak-ng engine"),
+        ("de", "spricht es auch Spanisch, Französisch, Hindi, Italienisch, Portugiesisch und Chinesisch",
+         "Deutsch spricht Kokoro nicht: Deutsch und alle anderen Sprachen liest die eingebaute Engine espeak-ng vor"),
+    ):
+        assert (await admin.put("/api/me/locale", json={"locale": locale})).status_code == 200
+        card = next(p for p in (await admin.get("/api/admin/plugins")).json()["plugins"] if p["id"] == PLUGIN)
+        assert adds in card["description"] and german in card["description"], card["description"]
+        assert "not German" not in card["description"] and "kein Deutsch" not in card["description"]
