@@ -2,11 +2,12 @@
 conversation resumes (a connector's tools come only once it has started again; crash
 probe): it ends interrupted and not run again, as any call that may have had its
 effect — never 'there is no tool named …', the model's mistake. The stop is the
-member's logout, which ends their runtime as a restart does; recovery runs at login."""
+member's logout, which ends their runtime as a restart does; recovery runs at login
+(and says the member's data locked: the server never restarted)."""
 
 from __future__ import annotations
 
-from skald_host.core.agent.kernel import RESTARTED_NOT_RERUN
+from skald_host.core.agent.store import HOST_RESULTS
 from skald_host.testing import Reply
 
 from .support import MODEL_A, ChatSocket, configure_models, messages, new_conversation
@@ -32,6 +33,6 @@ async def test_a_running_call_whose_tool_is_gone_after_a_restart_ends_interrupte
         await sock.wait_event(cid, "turn_finished")
     transcript = await messages(alice, cid)
     call = transcript[1]["tool_calls"][0]
-    assert (call["status"], call["result"]) == ("interrupted", RESTARTED_NOT_RERUN)
+    assert (call["status"], call["result"]) == ("interrupted", HOST_RESULTS["locked"])
     assert "no tool named" not in str(chat.server.requests_for(MODEL_A)[-1].messages)
     assert transcript[-1]["content"] == "The wiki was not reachable; ask me again."

@@ -1,12 +1,14 @@
 """A background run cut by its member signing out (their file locks) is not said to
 have met a server that stopped: the server went on. Its error says the member's data
-was locked; a real shutdown still says the server stopped (``test_interrupted_run_calls``)."""
+was locked — and so does its call the cut ended, not "the server restarted…"; a real
+shutdown still says the server stopped (``test_interrupted_run_calls``)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import skald_host.core.agent.subagents.runs as runs_module
+from skald_host.core.agent.store import HOST_RESULTS
 from skald_host.testing import Reply, ToolCall
 
 from .support import ChatSocket, allow_tool, configure_models, eventually, last, new_conversation, run, runs, write_agent
@@ -45,3 +47,5 @@ async def test_a_run_cut_by_a_sign_out_says_the_data_was_locked(chat):
     detail = await eventually(interrupted, what="the run interrupted")
     assert detail["run"]["error"] != "the server stopped while this ran"
     assert detail["run"]["error"] == getattr(runs_module, "CUT_LOCKED", None)
+    calls = [c for m in detail["transcript"] for c in m["tool_calls"]]
+    assert [(c["name"], c["status"], c["result"]) for c in calls] == [("wait", "interrupted", HOST_RESULTS["locked"])]

@@ -100,6 +100,18 @@ function toolStatusLabel(status) {
   }
 }
 
+/** An execute_task call that starts background runs: it is done once they started,
+ * and its badge says so — a "Done" sat above "Sub-agent … is working…". */
+function startsInBackground(call) {
+  if (call.name !== "execute_task") return false;
+  try {
+    const args = typeof call.arguments === "string" ? JSON.parse(call.arguments || "{}") : call.arguments;
+    return args?.mode === "background";
+  } catch {
+    return false;
+  }
+}
+
 const approvedDecision = (decision) => decision === "approved" || decision === "approve" || decision === "used";
 
 function decisionLabel(decision) {
@@ -1287,6 +1299,7 @@ export class Transcript {
         el("div", { class: "tool-section" }, el("h4", { text: t("chat.tool_arguments") }), args), resultBlock));
     const node = el("div", { class: "tool-card", "data-call-id": call.id }, details);
     this.remember(details, `t:${call.id}`);
+    const background = startsInBackground(call);
     const card = {
       node, details, status: call.status, badge: status,
       set: (next, text, code) => {
@@ -1294,7 +1307,7 @@ export class Transcript {
         card.code = code;
         node.dataset.status = next;
         status.className = `badge tool-${next}`;
-        status.textContent = toolStatusLabel(next);
+        status.textContent = next === "done" && background ? t("chat.tool_started_background") : toolStatusLabel(next);
         if (text != null && text !== "") { result.textContent = text; resultBlock.hidden = false; }
         this.batchOutcome(card);
         this.placeActivity();
@@ -1430,6 +1443,14 @@ export class Transcript {
       sub.steps.append(step);
     }
     setStep(step, status);
+    if (data.result_code) step.dataset.code = data.result_code;
+    // A helper's call approved, then refused as it started (its access withdrawn, a rule):
+    // its card says why, as the assistant's own does (toolUpdate).
+    if (status === "denied") {
+      for (const panel of this.approvals.values()) {
+        if (panel.callId === data.call_id && !panel.pending) panel.resolve(panel.decision);
+      }
+    }
   }
 
   /** `agent_done`: the box says how the run ended, as the task strip does (a stopped
@@ -1531,8 +1552,8 @@ export class Transcript {
       }
       for (const [id, text] of early.texts) if (!sub.parts.has(id)) sub.parts.set(id, text);
       this.showSubagentText(sub);
-      const step = (callId, name, status) => this.subagentStep({ frame_id: run.frame_id, call_id: callId, name }, status);
-      for (const message of answers) for (const call of message.tool_calls || []) step(call.id, call.name, call.status);
+      const step = (callId, name, status, code) => this.subagentStep({ frame_id: run.frame_id, call_id: callId, name, result_code: code }, status);
+      for (const message of answers) for (const call of message.tool_calls || []) step(call.id, call.name, call.status, call.result_code);
       for (const [callId, { name, status }] of early.steps) step(callId, name, status);
       const ended = isLive(run.status) ? early.done : run.status;
       if (ended) this.subagentDone({ frame_id: run.frame_id, status: ended });
@@ -1574,9 +1595,13 @@ export class Transcript {
         // Approved, yet the call was denied: the host asks again as a call starts, and the
         // member's access had gone meanwhile, or a rule now refuses it. "Approved." beside
         // "Denied" said neither why nor that nothing ran.
+        // A helper's call has a step in its box, not a card of its own.
         const card = this.toolCards.get(callId);
-        const refused = approvedDecision(decided) && card?.status === "denied";
-        const decision = refused ? (card.code === "rule" ? "refused_by_rule" : "withdrawn") : decided;
+        const step = card ? null : this.subCalls.get(callId);
+        const callStatus = card ? card.status : step?.dataset.status;
+        const callCode = card ? card.code : step?.dataset.code;
+        const refused = approvedDecision(decided) && callStatus === "denied";
+        const decision = refused ? (callCode === "rule" ? "refused_by_rule" : "withdrawn") : decided;
         panel.pending = false;
         panel.decision = decision;
         const hadFocus = node.contains(document.activeElement);  // settled elsewhere (another tab, a stop)

@@ -76,8 +76,6 @@ SLOW_CALL_SECONDS = 0.05  # a call running longer is announced as it runs, not o
 #: again (a connector starting at the member's login), and how often it looks.
 TOOL_RETURN_SECONDS = 30.0
 TOOL_RETURN_POLL_SECONDS = 0.1
-#: A call that was running when the server stopped, and is not run again.
-RESTARTED_NOT_RERUN = HOST_RESULTS["restarted"]
 
 
 class NoModelConfigured(RuntimeError, ToolError):  # a sub-agent's turn may hit it: the model reads it
@@ -510,6 +508,15 @@ class Kernel:
                 break
             if placeholder is not None:
                 history = history[:-1]
+            if frame.depth == 0 and run is None:
+                # The safe boundary before a root turn's request that follows no tool
+                # round of its own (its first, a turn taken up again): what its mailbox
+                # holds goes in ahead of it — a cancelled background run's end reaches
+                # the next turn that runs even when that turn runs no tool (seed 004 §4.4).
+                # Consumed by that write: a later round's boundary finds it gone.
+                steered = await self._steer_opening(frame, agent, placeholder, candidates)
+                if steered is not None:
+                    history, placeholder = steered
             requests += 1
             outcome = await self.model_round(
                 scope, history, placeholder=placeholder["id"] if placeholder else None, candidates=candidates, another_round=requests < rounds
@@ -525,6 +532,26 @@ class Kernel:
         if run is not None:
             raise FrameFailed(text, "round_limit", {"rounds": rounds})  # no answer: the run failed
         return text
+
+    async def _steer_opening(
+        self, frame: Frame, agent: AgentDefinition, placeholder: Mapping[str, Any] | None, candidates: list[ModelChoice] | None,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+        """The steer events of a root turn's mailbox written ahead of this round's
+        placeholder (the one stored with the member's message gives way to one after
+        them): the history up to them and the new placeholder, or None (nothing held)."""
+        steer = await self.runtime.subagents.steer(frame)
+        if steer is None:
+            return None
+        model: ModelChoice | None = candidates[0] if candidates else None
+        if model is None and placeholder is None:
+            chosen = await self.runtime.models_for(frame, agent)
+            if not chosen:
+                return None  # the round fails for it as it would have; the events wait in the mailbox
+            model = chosen[0]
+        await self.store.steer_opening(frame, model, steer.write, placeholder["id"] if placeholder is not None else None)
+        steer.delivered()
+        history = await self.store.history(frame.id)
+        return history[:-1], history[-1]
 
     async def model_round(
         self, scope: Scope, history: list[dict[str, Any]], *, placeholder: int | Pending | None = None,
@@ -1195,7 +1222,7 @@ class Kernel:
                 # Running when the server stopped, and its tool not back (yet): a
                 # connector's tools come only once it has started again. Judged as any
                 # call that may have had its effect, never as the model's mistake.
-                return "interrupted", RESTARTED_NOT_RERUN
+                return "interrupted", self.runtime.cut_result
             if decided or (scope.round_tools is not None and call["name"] in scope.round_tools and self.chat.tools.get(call["name"]) is None):
                 # A plugin's per-member tool offered for this round (or whose card was
                 # raised) and not offered to the member now: its access went (a
@@ -1213,7 +1240,7 @@ class Kernel:
         admitted = call["id"] in scope.admitted
         scope.admitted.discard(call["id"])
         if call["status"] == "running" and not admitted and registered.tool.restart == "mark_interrupted":
-            return "interrupted", RESTARTED_NOT_RERUN
+            return "interrupted", self.runtime.cut_result
         withdrawn = self._withdrawn(scope, call, registered)
         if withdrawn is not None:  # not asked for: an approval could not make it run
             if call["status"] == "awaiting_approval":

@@ -32,7 +32,7 @@ from skald_host.core.plugins.failures import record_failure
 from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending
 from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
-from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame, plain_words, reason_json
+from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame, cut_result, plain_words, reason_json
 from skald_host.core.agent.subagents.catalog import Generation, GenerationRefused, Skill, SubagentCatalog
 from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, STEER_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
 from skald_host.core.agent.subagents.graph import delegates_anyone
@@ -377,6 +377,9 @@ class MemberRuntime:
         #: What tools ask the member while they run (``TurnApi.ask``): RAM only.
         self.questions = Questions(self.emit)
         self.closed = False
+        #: What a call the last close (or a crash) cut says when recovery ends it
+        #: without running it again (``store.cut_result``; set by ``recover``).
+        self.cut_result = cut_result(None)
         self.send_budget = SendBudget(chat.core.settings.chat.send_burst, chat.core.settings.chat.sends_per_second)
         self._live: dict[str, asyncio.Task[None]] = {}
         #: The text streamed so far of each answer being streamed (its message id ->
@@ -445,6 +448,10 @@ class MemberRuntime:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._live.clear()
+        try:  # the calls it cut say why when recovery ends them (``runs.mark_cut`` for runs)
+            await self.store.record_cut_cause(cause)
+        except Exception:  # the file is gone or failing: recovery says "cut off" instead
+            log.warning("member %s: the cause of the turns' cut could not be recorded", self.member_id)
         await self.flush_logs()  # before the member's file closes
 
     def emit(self, event_type: str, conversation_id: str, **data: Any) -> None:
@@ -587,7 +594,12 @@ class MemberRuntime:
         # A retry must not reach the model: the turn starts before its message commits
         # only for a key not seen lately (the write still decides, in its transaction).
         surely_new = self.store.key_surely_new(idempotency_key)
-        overlap = not (queued or not candidates or described or not surely_new) and self._room_to_write()
+        # A cancelled background run's end waits for this turn's first request (its steer
+        # lane, ``Kernel.run_frame``), which is built from the history as written then.
+        overlap = (
+            not (queued or not candidates or described or not surely_new or self.subagents.may_steer_opening(conversation_id))
+            and self._room_to_write()
+        )
         settled = self.store.settled_history(frame) if overlap else None
         # A scheduled prompt's (its key says so): its answer also goes to the member's home source.
         scheduled = bool(idempotency_key and idempotency_key.startswith(schedules.SCHEDULED_KEY))
@@ -1109,6 +1121,10 @@ class MemberRuntime:
             log.warning("member %s: %d answer(s) cut off %d times in a row are not asked for again (Retry asks)",
                         self.member_id, len(given_up), RESUME_LIMIT + 1)
         await self.store.remember_keys()
+        self.cut_result = cut_result(await self.store.take_cut_cause())
+        healed = await self.store.end_left_calls()
+        if healed:
+            log.info("member %s: %d call(s) left unfinished in turns that had moved on ended at recovery", self.member_id, healed)
         resumed = []
         # Only those the database names as maybe unfinished (one read, no limit: a
         # member's 10,001st conversation is resumed too) are read further; checking

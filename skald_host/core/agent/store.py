@@ -58,6 +58,17 @@ HOST_RESULTS = {
         " was proposed); it did not run."
     ),
     "restarted": "the server restarted while this ran; it was not run again because it may already have had its effect.",
+    # The same end when the member's data locked (a sign-out, a session's end): the
+    # server went on, so it is never said to have restarted (``cut_result``).
+    "locked": (
+        "the member's data was locked (a sign-out or the session's end) while this ran; it was not run again"
+        " because it may already have had its effect."
+    ),
+    # ... and when nothing recorded why (a crash, or a close whose cause could not be written).
+    "cut": "this was cut off while it ran; it was not run again because it may already have had its effect.",
+    # A call its turn never started, found by recovery in a turn that had moved on
+    # (an earlier version's Stop left the calls queued behind a stopped one ``requested``).
+    "not_run": "not run: its turn ended before it started.",
     "stopped": "stopped",
     # A call of the last round the limit allows: no model round follows to read its result.
     "round_limit": "not run: the round limit was reached.",
@@ -66,6 +77,18 @@ HOST_RESULTS = {
     "definitions_refused": "Error: the helper definitions were refused; an admin can see why on the Helpers page.",
 }
 _RESULT_CODES = {text: code for code, text in HOST_RESULTS.items()}
+
+#: member_settings key where a closing runtime records why its turns were cut
+#: (``shutdown``, ``locked``), read and cleared by the next ``recover`` — the root
+#: turn's counterpart of ``subagents.runs.mark_cut``; a crash records nothing.
+CUT_CAUSE_SETTING = "agent.cut_cause"
+
+
+def cut_result(cause: str | None) -> str:
+    """The host result of a call a cut ended without running it again: said by its
+    cause (``shutdown``: the server restarted; ``locked``: the member's data locked),
+    neutral when none was recorded."""
+    return {"shutdown": HOST_RESULTS["restarted"], "locked": HOST_RESULTS["locked"]}.get(cause or "", HOST_RESULTS["cut"])
 
 
 def result_code(result: Any) -> str | None:
@@ -1036,6 +1059,78 @@ class ConversationStore:
         else:  # a streaming row is never indexed for search: the small partial index finds it
             sql, args = "SELECT model, model_id FROM messages WHERE indexed = 0 AND status = 'streaming' AND conversation_id = ?", (conversation_id,)
         return await self.db.run(lambda conn: [(r[0] or "", r[1]) for r in conn.execute(sql, args)])
+
+    async def record_cut_cause(self, cause: str) -> None:
+        """A closing runtime says why it cuts its turns (``cut_result``)."""
+        await self.db.transaction(lambda conn: conn.execute(
+            "INSERT INTO member_settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (CUT_CAUSE_SETTING, json.dumps(cause)),
+        ))
+
+    async def take_cut_cause(self) -> str | None:
+        """The cause the last close recorded, cleared: a crash after this recovery
+        finds none, and is not said to be a sign-out's."""
+
+        def write(conn: Any) -> str | None:
+            row = conn.execute("DELETE FROM member_settings WHERE key = ? RETURNING value", (CUT_CAUSE_SETTING,)).fetchone()
+            try:
+                return json.loads(row[0]) if row else None
+            except ValueError:
+                return None
+
+        return await self.db.transaction(write)
+
+    async def end_left_calls(self) -> int:
+        """Recovery heals calls left ``requested`` or ``running`` in a turn that moved on
+        (a later message of their frame exists): nothing takes them up again — the
+        kernel resumes only the calls of its frame's last message — and they showed
+        waiting for ever (an earlier version's Stop left the calls queued behind a
+        stopped one ``requested``). One never started ends cancelled, one that started
+        interrupted; a call waiting for an approval, and every call of a frame's last
+        message (a turn recovery resumes), are left alone. The number ended."""
+
+        def write(conn: Any) -> tuple[int, list[int]]:
+            rows = conn.execute(
+                "SELECT c.id, c.status, c.message_id FROM tool_calls c WHERE c.status IN ('requested', 'running')"
+                " AND EXISTS (SELECT 1 FROM messages m WHERE m.frame_id = c.frame_id AND m.id > c.message_id"
+                " AND m.role != 'note' AND m.variant = 0)"
+            ).fetchall()
+            for call_id, status, _ in rows:
+                ended, result = ("cancelled", HOST_RESULTS["not_run"]) if status == "requested" else ("interrupted", HOST_RESULTS["cut"])
+                conn.execute(
+                    f"UPDATE tool_calls SET status = ?, result = ?, finished_at = {NOW} WHERE id = ?", (ended, result, call_id),
+                )
+            return len(rows), sorted({message_id for _, _, message_id in rows})
+
+        return await self._write_rows(write)
+
+    async def steer_opening(
+        self, frame: Frame, model: ModelChoice | str | None, before: Callable[[Any], list[int]], replacing: int | None,
+    ) -> int:
+        """A root turn's first round with steer events (seed 004 §4.4): ``before``'s
+        messages (the trigger) and the round's placeholder in one commit, the events
+        consumed by it. ``replacing``: the placeholder written with the member's
+        message, still streaming and empty, which gives way to one after the trigger
+        (history is in id order, and the trigger goes ahead of the round). The new
+        placeholder's id. ``model`` None: the new one asks the model the replaced one named."""
+
+        def write(conn: Any) -> tuple[int, list[int]]:
+            if model is None and replacing is not None:
+                written = list(before(conn)) + [conn.execute(
+                    "INSERT INTO messages (conversation_id, frame_id, role, status, model, model_id)"
+                    " SELECT conversation_id, frame_id, 'assistant', 'streaming', model, model_id FROM messages WHERE id = ?",
+                    (replacing,),
+                ).lastrowid]
+            else:
+                written = _next_round(conn, (frame, model or "", before))
+            if replacing is not None:
+                conn.execute("DELETE FROM messages WHERE id = ? AND status = 'streaming'", (replacing,))
+            return written[-1], written
+
+        placeholder_id = await self._write_rows(write)
+        if replacing is not None:
+            self._history.pop(frame.id, None)  # the row it removed is still in the copy kept in memory
+        return placeholder_id
 
     async def mark_interrupted_streams(
         self, note: str = "", reason: str | None = None, *, give_up: tuple[int, str, Callable[[int], str]] | None = None

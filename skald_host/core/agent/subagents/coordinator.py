@@ -366,6 +366,11 @@ class SubagentCoordinator:
             self.wake(conversation_id)
         return len(admitted)
 
+    def may_steer_opening(self, conversation_id: str) -> bool:
+        """Whether a turn starting now may find events for its first request: a
+        cancelled run's quiet end (``cancel_run``) waits for the next turn that runs."""
+        return conversation_id in self._quiet
+
     async def steer(self, frame: "Frame") -> Steer | None:
         """The round boundary of a root turn asks its mailbox: the admitted events to
         write ahead of the next round (admitting what may be pending first). None:
@@ -901,7 +906,8 @@ class SubagentCoordinator:
         and starts no continuation turn of its own — a paid round only to say "you
         cancelled it". It still reaches the model exactly once, with the next delivery
         to the conversation: the next continuation another event asks for, or the safe
-        boundary of the next turn that runs (the running one, if any)."""
+        boundary of the next turn that runs (the running one, if any) — its first
+        request when it has no tool round (``Kernel.run_frame``)."""
         row = await self.store.run(run_id)
         if row is None or row["status"] in TERMINAL:
             return False

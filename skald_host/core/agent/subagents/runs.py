@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from skald_host.core.agent.store import HOST_RESULTS, end_calls
+from skald_host.core.agent.store import cut_result, end_calls
 from skald_host.core.storage import Database
 
 log = logging.getLogger(__name__)
@@ -751,8 +751,9 @@ def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[s
         if frame_id:
             conn.execute(f"UPDATE frames SET status = 'failed', result = 'interrupted', closed_at = {NOW} WHERE id = ? AND status = 'open'", (frame_id,))
             # Nothing drives a closed frame again: its calls end here, as the turn's
-            # recovery ends a call it does not run again (``kernel.RESTARTED_NOT_RERUN``).
-            end_calls(conn, "frame_id", frame_id, HOST_RESULTS["restarted"])
+            # recovery ends a call it does not run again, said by the cause of the cut
+            # (``store.cut_result``): a sign-out's is not "the server restarted".
+            end_calls(conn, "frame_id", frame_id, cut_result({v: k for k, v in _CUT_CAUSES.items()}.get(cut)))
         if row and row[1]:
             _complete(conn, run_id, row[0], status, row[2], row[3], None, error, json.loads(row[4]), True)
         report[status] = report.get(status, 0) + 1
