@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from skald_hookspecs import hookimpl
 from skald_hookspecs.types import PluginInfo, Tool, ToolContext, ToolError
 from skald_host.core.refusal import ToolRefusal
+from skald_host.core.schedules import describe_cron
 
 MAX_TEXT = 20_000
 
@@ -149,7 +150,14 @@ async def schedule_prompt(args: Mapping[str, Any], ctx: ToolContext) -> str:
 
 def _line(job: Mapping[str, Any]) -> str:
     # The phrase is the member's own words ("every weekday at 8"): it says "every" itself.
-    when = f"{job['phrase'] or 'cron'} (cron {job['cron']}, {job['timezone']})" if job["recurring"] else "once"
+    # A job set from a cron expression has none: it is described in words where the
+    # expression is one the phrases make, else the expression is said once.
+    if not job["recurring"]:
+        when = "once"
+    elif (words := job["phrase"] or describe_cron(job["cron"])) is not None:
+        when = f"{words} (cron {job['cron']}, {job['timezone']})"
+    else:
+        when = f"cron {job['cron']} ({job['timezone']})"
     state = "paused" if job["paused"] else job["status"]
     # Both times as the member reads them (the job's zone), not the last one as a UTC instant.
     last = f"{job['last_status']} at {job.get('last_run_local') or job['last_run_at']}" if job["last_run_at"] else "never run"

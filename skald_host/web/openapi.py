@@ -133,7 +133,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         description="Which tool calls run, are refused or wait for the member's approval; the lowest priority that matches decides.",
     ),
     "SecurityGroup": _record({"id": ID, "label": TEXT, "description": TEXT}),
-    "Agent": _record({"id": ID, "title": TEXT, "description": TEXT, "kind": TEXT}),
+    "Agent": _record({"id": ID, "title": TEXT, "description": TEXT, "kind": TEXT,
+                      "member_tools": {"type": "array", "items": TEXT, "description": "the plugins' per-member tools (connectors) it offers the caller now (GET /api/chat/status)"}}),
     "Conversation": _record(
         {"id": ID, "source": TEXT, "agent_id": ID, "title": TEXT, "created_at": TIME, "updated_at": TIME}
     ),

@@ -1,6 +1,7 @@
-"""The scheduled-prompts page writes every time one way and says in which zone: a
-recurring job's times on its own clock, a one-off job's (which has no zone of its own)
-on the member's, never silently on the browser's."""
+"""The scheduled-prompts page writes every time one way, in one zone, and says which:
+the member's, for one-off and recurring jobs alike (a member in Berlin read a one-off
+in Berlin time beside recurring rows in UTC), never silently the browser's. A recurring
+job's own zone, on whose wall clock it runs, stays in its "when" column."""
 
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ async def test_one_off_and_recurring_jobs_show_their_times_in_a_named_zone(skald
     one_off = page.locator(f"tr[data-job='{once['id']}']")
     daily = page.locator(f"tr[data-job='{recurring.json()['id']}']")
     await expect(one_off.locator("[data-cell=next]")).to_have_text("Tue, 6/2/2026, 08:30 AM GMT+9")
-    await expect(daily.locator("[data-cell=next]")).to_have_text("Tue, 6/2/2026, 08:00 AM GMT+2")
+    # 08:00 in Berlin (06:00 UTC) on the member's clock, as the one-off; its schedule's zone is said beside it.
+    await expect(daily.locator("[data-cell=next]")).to_have_text("Tue, 6/2/2026, 03:00 PM GMT+9")
+    await expect(daily.locator("td").nth(1)).to_have_text("every day at 8 (Europe/Berlin)")
 
     # It runs; when it ran is on the member's clock too.
     schedules.clock.set(dt.datetime(2026, 6, 1, 23, 30, 1, tzinfo=dt.timezone.utc))

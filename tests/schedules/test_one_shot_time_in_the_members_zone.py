@@ -1,6 +1,7 @@
 """A one-shot prompt's time as the member reads it: in their own zone, named, to the
 minute (the model was told "2026-12-05T15:16:51.117172Z" for a member in Tokyo, while a
-recurring prompt names the member's zone)."""
+recurring prompt names the member's zone). Every job's times are told in the member's zone
+(a member in Berlin read a one-shot in Berlin time beside recurring jobs in UTC)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ async def test_a_one_shot_job_is_told_in_the_members_zone_else_utc(skald):
     assert (await alice.put("/api/me/settings", json={"timezone": "Asia/Tokyo"})).status_code == 200
     [listed] = await service.listing(rt.store)
     assert listed["next_run_local"] == "2026-12-06 00:16 (Asia/Tokyo)"
-    # A recurring job is told in its own zone, whatever the member's.
+    # A recurring job's times are told in the member's zone too (one zone for all their
+    # jobs); it keeps its own zone, on whose wall clock it runs.
     recurring = await service.create(rt.store, conversation["id"], "water", every="every day at 9", timezone="Europe/Berlin")
-    assert recurring["next_run_local"] == "2026-12-06 09:00 (Europe/Berlin)"
+    assert (recurring["next_run_local"], recurring["timezone"]) == ("2026-12-06 17:00 (Asia/Tokyo)", "Europe/Berlin")

@@ -64,7 +64,7 @@ def test_the_listing_says_the_last_run_in_the_same_local_form_as_the_next():
         "due_at": "2026-12-07T22:30:00.000000Z", "last_run_at": "2026-12-06T22:30:04.120000Z", "last_status": "done",
         "runs": 1, "created_at": "2026-12-01T00:00:00.000Z",
     }
-    line = _line(summary(job, "UTC"))
+    line = _line(summary(job))  # a member with no zone of their own: the job's
     assert "next run 2026-12-08 07:30 (Asia/Tokyo)" in line
     assert "last done at 2026-12-07 07:30 (Asia/Tokyo)" in line
     assert "2026-12-06T22:30" not in line

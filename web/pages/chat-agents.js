@@ -33,9 +33,20 @@ function definitionCard(definition, titleOf, admin) {
     details);
 }
 
+/** What the page may promise the reader: their role may not delegate, or none (or not
+ * all) of the chat agents they may start hands work to helpers (the server's rule,
+ * `hand_off`): a companion's member was told of helpers their assistant never reaches. */
+function introText(handOff) {
+  if (!handOff) return t("agents.intro");
+  if (!handOff.role_allows) return t("agents.intro_role_forbids");
+  const without = handOff.assistants.filter((a) => !a.delegates).map((a) => a.title);
+  if (without.length && without.length === handOff.assistants.length) return t("agents.intro_no_assistant", { assistants: without.join(", ") });
+  return without.length ? `${t("agents.intro")} ${t("agents.intro_some_not", { assistants: without.join(", ") })}` : t("agents.intro");
+}
+
 export async function renderAgents(ctx) {
-  const page = el("div", { class: "page agents-page" }, pageHeader(t("agents.title"), t("agents.intro")));
   const response = await api("GET", "/api/agent-definitions");
+  const page = el("div", { class: "page agents-page" }, pageHeader(t("agents.title"), introText(response.ok ? response.data.hand_off : null)));
   if (!response.ok) { page.append(notice("error", errorText(response))); return page; }
   const { definitions, refused, runs } = response.data;
   knowAgentTitles(definitions);

@@ -1,8 +1,10 @@
 // #schedules[?edit=<job id>]: the member's scheduled prompts — what runs when, next and
 // last, and pause, resume, edit and delete. The agent's tools reach the same jobs
 // (schedule_prompt, list/change/delete_scheduled_prompt). Every time on the page is
-// written one way (zoned) and names its zone: a recurring job's own (it runs on that
-// wall clock), else the member's, else the browser's. A new prompt runs in the member's
+// written one way (zoned), in one zone, named: the member's, else (none saved) a
+// recurring job's own, else the browser's. A member in Berlin read a one-off in Berlin
+// time beside recurring rows in UTC; a recurring job's own zone stays in its "when"
+// column, as its schedule runs on that wall clock. A new prompt runs in the member's
 // saved zone, else in UTC, as the assistant's do: never silently in the browser's (the
 // page offers to save that one as theirs). A role without tools.schedule keeps its
 // jobs listed (pause, resume, delete: what the API lets it do) but gets no form.
@@ -16,8 +18,9 @@ import {
 
 const browserZone = () => { try { return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"; } catch { return "UTC"; } };
 const zoneNames = () => { try { return Intl.supportedValuesOf("timeZone"); } catch { return []; } };
-/** The zone a job's times are read in; `memberZone` is the member's setting (or null). */
-const jobZone = (job, memberZone) => job.timezone || memberZone || browserZone();
+/** The zone a job's times are read in; `memberZone` is the member's setting (or null).
+ * The server tells the assistant the same times in the same zone (schedules.service.summary). */
+const jobZone = (job, memberZone) => memberZone || job.timezone || browserZone();
 /** Where a new prompt runs when the member has saved no zone: the server's default
  * (skald_host.core.schedules.service.DEFAULT_TIMEZONE), the assistant's too. */
 const DEFAULT_ZONE = "UTC";

@@ -28,16 +28,18 @@ from skald_hookspecs.net import AddressRefused, public_addresses
 
 from skald_mcp.spec import SpecError
 
-async def check_public(url: str) -> None:
-    """Raise ``SpecError`` unless every address ``url``'s host resolves to is public."""
+async def check_public(url: str, field: str = "url") -> None:
+    """Raise ``SpecError`` unless every address ``url``'s host resolves to is public.
+    ``field`` names the input the address came from (a provider's ``issuer``, whose
+    body has no ``url``), so the page focuses the right box."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     try:
         await public_addresses(host, parts.port or (443 if url.startswith("https") else 80))
     except AddressRefused as exc:
         if exc.reason == "private":
-            raise SpecError(code="private_address", field="url", host=host[:100], address=exc.address or "") from None
-        raise SpecError(code="address_unresolved", field="url", host=host[:100]) from None
+            raise SpecError(code="private_address", field=field, host=host[:100], address=exc.address or "") from None
+        raise SpecError(code="address_unresolved", field=field, host=host[:100]) from None
 
 
 def guarded_client(headers: dict[str, str], allowed: Callable[[], Awaitable[bool]] | None = None) -> Any:

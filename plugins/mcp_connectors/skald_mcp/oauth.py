@@ -163,7 +163,7 @@ class OAuth:
 
         url = provider["issuer"].rstrip("/") + "/.well-known/oauth-authorization-server"
         if not allow_private:
-            await check_public(url)
+            await check_public(url, "issuer")
         try:
             async with httpx.AsyncClient(timeout=TOKEN_SECONDS, follow_redirects=False) as client:
                 response = await client.get(url, headers={"Accept": "application/json"})
@@ -178,7 +178,8 @@ class OAuth:
         provider["auth_url"] = parse_url(metadata.get("authorization_endpoint"), "authorization_endpoint")
         provider["token_url"] = parse_url(metadata.get("token_endpoint"), "token_endpoint")
         if not allow_private:
-            await check_public(provider["token_url"])
+            # The token endpoint came from the issuer's metadata: the issuer is at fault.
+            await check_public(provider["token_url"], "issuer")
         return provider
 
     # -- the flow ---------------------------------------------------------------------------

@@ -341,7 +341,11 @@ export default class ConnectorsPage extends HTMLElement {
       }
       // The admin's servers first: what the empty "available to you" line says depends on them.
       const servers = mine.is_admin ? (await call("GET", `${this.base}/servers`)).servers : null;
-      const parts = [this.message, this.asks(), this.mine(mine.connectors, servers), ...this.own(mine)];
+      // The chat agents the reader may start, each with the connector tools it offers
+      // them (the host's own rule): the list never promises tools no assistant of theirs
+      // is given (a companion with a fixed tool list uses none). Null: not known (no chat).
+      const assistants = await call("GET", "/api/chat/status").then((status) => status.agents, () => null);
+      const parts = [this.message, this.asks(), this.mine(mine.connectors, servers, assistants), ...this.own(mine)];
       if (mine.is_admin) parts.push(...(await this.admin(servers)));
       this.replaceChildren(...parts);
     } catch (error) {
@@ -352,7 +356,7 @@ export default class ConnectorsPage extends HTMLElement {
 
   /** The connectors granted to the reader. ``servers``: the admin's list (null for a
    * member), so an admin is not told to ask their administrator. */
-  mine(connectors, servers) {
+  mine(connectors, servers, assistants = null) {
     const s = this.s;
     const box = card("mcp-mine", s.mine_title);
     if (connectors.length === 0) {
@@ -360,12 +364,22 @@ export default class ConnectorsPage extends HTMLElement {
       box.append(none(empty));
       return box;
     }
-    box.append(node("p", s.mine_intro, "hint"));
+    // Which of the reader's assistants (by title) is offered which tool.
+    const users = (tool) => (assistants || []).filter((a) => (a.member_tools || []).includes(tool)).map((a) => a.title || a.id);
+    const names = (list) => list.map((a) => a.title || a.id).join(", ");
+    const usesAny = assistants === null || connectors.some((c) => c.tools.some((tool) => users(tool).length));
+    box.append(node("p", usesAny ? s.mine_intro : format(s.mine_intro_unused, { assistants: names(assistants) }), "hint mcp-mine-intro"));
     const list = node("ul", undefined, "roster");
     for (const c of connectors) {
-      const tools = c.tools.length ? `: ${c.tools.join(", ")}` : "";
+      const offered = assistants === null ? c.tools : c.tools.filter((tool) => users(tool).length);
+      const tools = offered.length ? `: ${offered.join(", ")}` : "";
       const item = node("li", `${c.name} (${s["state_" + c.state] || c.state})${tools}`, "mcp-connector");
       if (c.reason) item.append(node("p", c.reason, "mcp-unavailable hint"));
+      if (assistants !== null && usesAny && c.tools.length) {
+        const using = [...new Set(c.tools.flatMap(users))];
+        if (!using.length) item.append(node("p", format(s.mine_not_offered, { assistants: names(assistants) }), "mcp-not-offered hint"));
+        else if (using.length < assistants.length) item.append(node("p", format(s.mine_offered_by, { assistants: using.join(", ") }), "mcp-offered-by hint"));
+      }
       list.append(item);
     }
     box.append(list);

@@ -141,6 +141,7 @@ class Connection:
         self._guard: Any = None
         #: The HTTP client the current session talks through, closed when it ends.
         self._http: Any = None
+        self._stderr: Any = None  # a stdio session's ``StderrLog``
         #: A member's own connector: its name and address are theirs, so the log (which
         #: the admin reads) names neither, and says a failure by its cause alone.
         self.private = False
@@ -220,9 +221,15 @@ class Connection:
         if self.spec.transport == "stdio":
             # An argv array, never a shell; the environment is the SDK's safe default
             # plus what the admin set.
-            from mcp.client.stdio import get_default_environment
+            from mcp.client.stdio import get_default_environment, stdio_client
 
-            return StdioServerParameters(command=self.spec.command, args=list(self.spec.args), env={**get_default_environment(), **self.spec.env})
+            from skald_mcp.stderr import StderrLog
+
+            # Its stderr as log lines named by the connector, not raw into the host's
+            # stderr (the SDK's default): a failing call's traceback read as Skald's crash.
+            self._stderr = StderrLog(self.spec.name)
+            parameters = StdioServerParameters(command=self.spec.command, args=list(self.spec.args), env={**get_default_environment(), **self.spec.env})
+            return stdio_client(parameters, errlog=self._stderr.file)
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -271,6 +278,9 @@ class Connection:
             return exc
         finally:
             self._client = None
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None
             if http is not None:
                 # The SDK leaves a client it was given open: no connection of an ended
                 # session stays behind (one to a home server outlasting its allowance).

@@ -111,6 +111,9 @@ async def test_a_german_admin_reads_refusals_in_german_with_a_code_and_the_field
         # with the translation's own argument).
         ("put", "/providers/idp", {"auth_url": "https://a.example/auth", "token_url": "https://a.example/token"}, "mcp.err_text_required", "client_id", "client_id ist erforderlich"),
         ("put", "/providers/idp", {"client_id": "c", "issuer": 5}, "mcp.err_text_invalid", "issuer", "issuer muss eine Zeichenkette"),
+        # A private issuer names ``issuer``: the body has no ``url`` for the page to focus.
+        ("put", "/providers/idp", {"client_id": "c", "issuer": "http://127.0.0.1:9", "redirect_uri": "https://skald.example/oauth"},
+         "mcp.err_private_address", "issuer", "zeigt auf eine private oder besondere Adresse"),
         ("put", "/catalog/search", {"transport": "http", "url": "https://x.example/mcp", "title": 5}, "mcp.err_text_invalid", "title", "title muss"),
     ]
     for method, path, body, code, field, german in refusals:

@@ -242,6 +242,26 @@ class ChatService:
         return (agent.allow_tools and agent.offers(DELEGATE_TOOL) and delegates_anyone(agent)
                 and depth < self.orchestration.max_tree_depth)
 
+    def member_tools_offered(self, agent: AgentDefinition, member: Member) -> list[RegisteredTool]:
+        """The plugins' per-member tools (the member_tools hook, spec 1.2: MCP
+        connectors) a frame of ``agent`` offers ``member`` now: granted, the plugin
+        running, and named by the agent's tool patterns. The one rule for the rounds
+        (``MemberRuntime.offered_tools``) and for the pages that tell the member what
+        their assistant can use (a companion with a fixed tool list was said to have a
+        connector's tools it was never offered)."""
+        if not agent.allow_tools:
+            return []
+        usable = functools.partial(self.core.catalog.tools_usable, member)
+        own = self.core.catalog.usable_tools(member, self.tools.member_tools(member.id, usable))  # a tool's capability (spec 1.13)
+        return [t for t in own if agent.offers(t.name)]
+
+    def startable_agents(self, member: Member) -> list[AgentDefinition]:
+        """The chat agents ``member`` may start a conversation with (their role's, of
+        plugins they may use): the chat's agent list and the pages that say what those
+        agents do for them."""
+        agents = self.agents.visible_to(lambda plugin_id: self.core.catalog.usable(member, plugin_id))
+        return [a for a in agents.all() if a.kind == "chat" and may_start_agent(member, a.id, a.kind)]
+
     def add_context_provider(self, prefix: str, provider: Callable[[Member, str], Awaitable[str]]) -> None:
         """Conversations whose source starts with ``prefix`` get ``provider(member,
         source)`` appended to their system prompt, asked every round; it raises
@@ -1314,11 +1334,9 @@ class MemberRuntime:
             return agent.offers(name)
 
         fixed = self.core.catalog.usable_tools(member, [t for t in self.chat.tools.all() if offers(t.name)])
-        # Plugins' per-member tools (the member_tools hook, spec 1.2: MCP connectors),
-        # by the same rule as registered tools: granted, and the plugin running.
-        usable = functools.partial(self.core.catalog.tools_usable, member)
-        own = self.core.catalog.usable_tools(member, self.chat.tools.member_tools(member.id, usable))  # a tool's capability (spec 1.13)
-        return fixed + [t for t in own if agent.offers(t.name)]
+        # Plugins' per-member tools, by the same rule as registered tools: granted, and
+        # the plugin running (the rule the pages tell the member, too).
+        return fixed + self.chat.member_tools_offered(agent, member)
 
     async def _prepare_prompt(self, frame: Frame, agent: AgentDefinition) -> None:
         """A new conversation's frozen prefix, built as it is created rather than by its

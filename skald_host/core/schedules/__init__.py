@@ -212,6 +212,48 @@ class Phrases:
         return f"{minute} {hour} * * {','.join(str(d) for d in sorted(days))}"
 
 
+_WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def describe_cron(cron: str) -> str | None:
+    """``cron`` in English words for the model ("every 5 minutes", "every Monday,
+    Friday at 08:30"), or None for an expression the phrase grammar cannot produce (the
+    caller then shows the expression itself). A job set from a cron expression keeps no
+    phrase, and ``list_scheduled_prompts`` told it as "cron (cron */5 * * * *, UTC)"."""
+    parts = cron.split()
+    if len(parts) != 5:
+        return None
+    minute, hour, day, month, weekday = parts
+    if month != "*":
+        return None
+    if (hour, day, weekday) == ("*", "*", "*"):
+        if minute == "*":
+            return "every minute"
+        if minute == "0":
+            return "every hour"
+        if re.fullmatch(r"\*/\d{1,2}", minute):
+            return f"every {int(minute[2:])} minutes"
+        return None
+    if minute == "0" and re.fullmatch(r"\*/\d{1,2}", hour) and (day, weekday) == ("*", "*"):
+        return f"every {int(hour[2:])} hours"
+    if not (minute.isdigit() and hour.isdigit() and int(minute) < 60 and int(hour) < 24):
+        return None
+    at = f"at {int(hour):02d}:{int(minute):02d}"
+    if day.isdigit() and weekday == "*":
+        return f"on day {int(day)} of every month {at}"
+    if day != "*":
+        return None
+    if weekday == "*":
+        return f"every day {at}"
+    if weekday == "1-5":
+        return f"every weekday {at}"
+    if weekday in ("0,6", "6,0"):
+        return f"every weekend day {at}"
+    if re.fullmatch(r"[0-7](,[0-7])*", weekday):
+        return "every " + ", ".join(dict.fromkeys(_WEEKDAYS[int(d)] for d in weekday.split(","))) + f" {at}"
+    return None
+
+
 def _build(strings: Strings) -> Phrases:
     return Phrases({name: strings.texts(WORDS_KEY + name) for name in WORD_NAMES})
 

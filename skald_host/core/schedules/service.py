@@ -56,12 +56,16 @@ def check_prompt(prompt: Any) -> str:
     return prompt
 
 
-def summary(job: dict[str, Any], member_zone: str = DEFAULT_TIMEZONE) -> dict[str, Any]:
+def summary(job: dict[str, Any], member_zone: str | None = None) -> dict[str, Any]:
     """What the page and the tools show of a job. ``next_run`` is None once a one-shot
     prompt ran (or a job stopped) and while a job is paused; ``next_run_local`` is it as
-    the member reads it (``local_time``: a recurring job's own zone, a one-shot's the
-    member's), what the model tells them rather than a UTC instant; ``last_run_local``
-    the same of ``last_run_at``."""
+    the member reads it (``local_time`` in ``member_zone``, their saved zone; without
+    one a recurring job's own, else UTC), what the model tells them rather than a UTC
+    instant; ``last_run_local`` the same of ``last_run_at``. Every job's times are told
+    in one zone: a member in Berlin read a one-shot in Berlin time beside recurring
+    jobs in UTC. A recurring job still names its own zone (``timezone``): its schedule
+    runs on that wall clock."""
+    reading = member_zone or job.get("timezone") or DEFAULT_TIMEZONE
     active = job["status"] in ("pending", "running")
     next_run = job["due_at"] if active and not job["paused"] else None
     return {
@@ -76,10 +80,9 @@ def summary(job: dict[str, Any], member_zone: str = DEFAULT_TIMEZONE) -> dict[st
         "paused": bool(job["paused"]),
         "status": job["status"],
         "next_run": next_run,
-        "next_run_local": local_time(parse_iso(next_run), job.get("timezone") or member_zone) if next_run else None,
+        "next_run_local": local_time(parse_iso(next_run), reading) if next_run else None,
         "last_run_at": job.get("last_run_at"),
-        # The last run in the same form as the next one, in the same zone.
-        "last_run_local": local_time(parse_iso(job["last_run_at"]), job.get("timezone") or member_zone) if job.get("last_run_at") else None,
+        "last_run_local": local_time(parse_iso(job["last_run_at"]), reading) if job.get("last_run_at") else None,
         "last_status": job.get("last_status"),
         "runs": job.get("runs") or 0,
         "created_at": job["created_at"],
@@ -126,10 +129,10 @@ def local_time(when: dt.datetime, name: str) -> str:
     return f"{when.astimezone(zone(name)):%Y-%m-%d %H:%M} ({name})"
 
 
-async def _member_zone(store: "ConversationStore") -> str:
-    """The member's own zone, UTC if they set none: a one-shot job keeps no zone of its
-    own (it is one instant), so it is told in theirs."""
-    return await member_timezone(store) or DEFAULT_TIMEZONE
+async def _member_zone(store: "ConversationStore") -> str | None:
+    """The member's own zone, None if they set none (``summary`` then reads a job in its
+    own zone, else UTC)."""
+    return await member_timezone(store)
 
 
 async def _not_past(store: "ConversationStore", due: dt.datetime) -> dt.datetime:

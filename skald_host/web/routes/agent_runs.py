@@ -112,7 +112,9 @@ async def cancel_run(run_id: str) -> dict:
 
 
 @bp.get("/api/agent-definitions")
-@returns(obj({"definitions": array(obj()), "refused": {"type": ["object", "null"]}, "runs": array(RUN)}))
+@returns(obj({"definitions": array(obj()), "refused": {"type": ["object", "null"]}, "runs": array(RUN),
+              "hand_off": obj({"role_allows": BOOL, "assistants": array(obj({"id": TEXT, "title": TEXT, "delegates": BOOL}))},
+                              description="whether the caller's assistants can hand work to helpers: their role, and each chat agent they may start")}))
 @requires("chat.use")
 async def definitions() -> dict:
     core = current_app.config["SKALD_CORE"]
@@ -150,4 +152,15 @@ async def definitions() -> dict:
         runs = [_public(r) for r in await rt.subagents.store.runs(limit=30)]
     except ApiError:
         pass  # the member's file is locked: no runs to show
-    return {"definitions": items, "refused": refused, "runs": runs}
+    # What the page may promise: whether the caller's own assistants can hand work to
+    # these helpers at all (their role's ``tools.delegate``, and each chat agent they may
+    # start by the rounds' own rule). A companion's member read "the named helpers your
+    # assistant can hand work to" though it never could.
+    hand_off = {
+        "role_allows": allowed(member, "tools.delegate"),
+        "assistants": [
+            {"id": a.id, "title": a.summary(core.strings, locale)["title"] or a.id, "delegates": core.chat.offers_delegation(a, 0)}
+            for a in core.chat.startable_agents(member)
+        ],
+    }
+    return {"definitions": items, "refused": refused, "runs": runs, "hand_off": hand_off}

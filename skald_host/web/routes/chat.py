@@ -16,7 +16,6 @@ from quart import Blueprint, Response, current_app, request
 
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.agent.store import result_code
-from skald_host.core.identity.access import may_start_agent
 from skald_host.core.schedules.service import member_timezone
 from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, INT, JSON, TEXT, TIME, accepts, array, field, integer, json_object, nullable, obj, one_of, query, ref, returns, text
@@ -78,11 +77,13 @@ async def status() -> dict:
         "default_agent": core.chat.default_agent(member),
         # The composer says a file over it is too large as it is chosen, before any upload.
         "upload_max_bytes": current_app.config["SKALD_SETTINGS"].files.upload_max_bytes,
+        # ``member_tools``: the plugins' per-member tools (connectors) each agent offers
+        # this member now, by the rounds' own rule: a connector's page tells the member
+        # which of their assistants uses its tools (a companion with a fixed list uses none).
         "agents": [
-            a.summary(core.strings, locale, plugin=agents.owner(a))
-            for agents in [core.chat.agents.visible_to(lambda plugin_id: core.catalog.usable(member, plugin_id))]
-            for a in agents.all()
-            if a.kind == "chat" and may_start_agent(member, a.id, a.kind)
+            {**a.summary(core.strings, locale, plugin=core.chat.agents.owner(a)),
+             "member_tools": [t.name for t in core.chat.member_tools_offered(a, member)]}
+            for a in core.chat.startable_agents(member)
         ],
     }
 
@@ -131,12 +132,14 @@ async def list_conversations() -> dict:
 @accepts(obj(optional={
     "title": text(200), "agent": text(description="a chat agent id (GET /api/chat/status); default: the role's"),
     "model": nullable(text(200, description="the enabled model's id it uses first; absent or null: the agent's choice")),
-}))
+}, extra=False))
 @returns(ref("Conversation"), 201)
 @requires("chat.use")
 async def create_conversation():
     """A new conversation; ``model`` picks its model as PATCH does, in the same write, so
-    a model picked before the first message costs no second request."""
+    a model picked before the first message costs no second request. Unknown fields are
+    refused: ``agent_id`` (the answer's name for the agent) was silently ignored and the
+    conversation went to the role's default agent."""
     data = await json_object()
     title = field(data, "title", str, required=False, default="")
     if len(title) > 200:
