@@ -26,7 +26,7 @@ async def test_every_status_button_names_its_plugin_in_the_admins_language(skald
     names = []
     for index in range(count):
         card = cards.nth(index)
-        title = (await card.locator("h2").first.text_content() or "").strip()
+        title = (await card.locator("h2, h3").first.text_content() or "").strip()
         state = (await card.locator(".health").first.text_content() or "").strip()
         name = await card.locator(".health-dot").get_attribute("aria-label")
         assert title and name == f"Status von {title}: {state}. Details anzeigen", (title, state, name)
@@ -35,5 +35,5 @@ async def test_every_status_button_names_its_plugin_in_the_admins_language(skald
 
     # The accessible name Chromium computes (what a screen reader announces) has it too.
     first = cards.first
-    title = (await first.locator("h2").first.text_content() or "").strip()
+    title = (await first.locator("h2, h3").first.text_content() or "").strip()
     await expect(first.get_by_role("button", name=f"Status von {title}", exact=False)).to_have_count(1)

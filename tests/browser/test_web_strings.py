@@ -244,7 +244,7 @@ async def test_every_page_of_the_shell_in_german_shows_no_english(skald, browser
     # The refused value was never saved: leaving asks first, in German.
     await admin.get_by_role("dialog", name="Ohne Speichern verlassen?").get_by_role("button", name="Ohne Speichern verlassen").click()
     await expect(admin.locator("[data-plugin=greeter] h2")).to_have_text("Begrüßer")
-    await expect(admin.locator("[data-plugin=fs-tools] h2")).to_have_text("Datei-Werkzeuge")
+    await expect(admin.locator("[data-plugin=fs-tools] h3")).to_have_text("Datei-Werkzeuge")
     await admin.goto("/#approvals")
     await expect(admin.get_by_text("alles nicht ausdrücklich Erlaubte fragt zuerst").first).to_be_visible()
     await admin.goto("/#roles")

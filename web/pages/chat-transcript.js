@@ -7,7 +7,7 @@
 // through lib/markdown.js (marked, sanitised by DOMPurify). A streaming answer is
 // rendered at most once per animation frame, and then only its last block
 // (MarkdownStream): the finished blocks are rendered once.
-import { el, followTypedDirection, scrollableRegion } from "../lib/dom.js";
+import { el, followTypedDirection, scrollableRegion, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import { copyButton, MarkdownStream, renderMarkdown } from "../lib/markdown.js";
 import { hush, hushed } from "../lib/live.js";
@@ -83,6 +83,14 @@ function resultText(call, { admin = true } = {}) {
   const exit = call.name === "execute_cmd" && typeof call.result === "string" ? /^Exit code: (-?\d+)(\n|$)/.exec(call.result) : null;
   if (exit) return t("chat.exit_code", { code: exit[1] }) + call.result.slice(exit[0].length - exit[2].length);
   return call.result;
+}
+
+/** A failed call whose result is the tool's own text: words for the model (skald_host's
+ * tools write "Error: 'at' must be non-empty text"), in no reader's language. The card
+ * says that it failed in the reader's words and keeps the text under "Message to the
+ * assistant"; it is not translated, since it is what the model was told. */
+function toldTheModel(call, status) {
+  return status === "error" && !call.result_code && !call.reason?.code && typeof call.result === "string" && call.result !== "";
 }
 
 function toolStatusLabel(status) {
@@ -337,6 +345,10 @@ export class Transcript {
     this.activity = el("div", { class: "activity", "aria-hidden": "true" },
       el("span", { class: "dots" }, el("span"), el("span"), el("span")));
     this.announcer = el("p", { class: "visually-hidden turn-status", role: "status" });
+    // Which version shows after ‹ or › (sayVersion): apart from `announcer`, whose line
+    // says the turn's state and is said again only when that changes.
+    this.versionStatus = el("p", { class: "visually-hidden version-status", role: "status" });
+    this.holding = false; // sayOnceAttached: the status line waits until the page is attached
     // Above the rows drawn, while older ones are not: draws the next ones above, where the
     // reader is (the view does not move), and says nothing (they are not news).
     this.earlier = el("div", { class: "earlier-messages", hidden: true },
@@ -743,15 +755,40 @@ export class Transcript {
     this.placeTurnActions();
   }
 
-  /** ‹ n / count › between the versions that start at one message. */
+  /** ‹ n / count › between the versions that start at one message. "1 / 2" is for the
+   * eye; the group is described by "Version 1 of 2", which a screen reader says with it. */
   versionSwitch({ list, current }) {
     const go = (index) => this.handlers.showVersion(list[index]);
     const previous = button("‹", { kind: "quiet small", attrs: { "aria-label": t("chat.version_previous") }, onClick: () => go(current - 1) });
     const next = button("›", { kind: "quiet small", attrs: { "aria-label": t("chat.version_next") }, onClick: () => go(current + 1) });
     previous.disabled = current <= 0;
     next.disabled = current >= list.length - 1;
-    return el("span", { class: "versions", role: "group", "aria-label": t("chat.versions") },
-      previous, el("span", { class: "version-at", text: t("chat.version", { n: current + 1, count: list.length }) }), next);
+    const said = el("span", { class: "visually-hidden version-said", id: uid("version"), text: t("chat.version_of", { n: current + 1, count: list.length }) });
+    return el("span", { class: "versions", role: "group", "aria-label": t("chat.versions"), "aria-describedby": said.id },
+      previous, el("span", { class: "version-at", "aria-hidden": "true", text: t("chat.version", { n: current + 1, count: list.length }) }), said, next);
+  }
+
+  /** After ‹ or ›: "Version 1 of 2" on the polite status line. The text is put in anew
+   * (a new text node), so flipping back to a version said before is said again. */
+  sayVersion(group) {
+    const text = group.querySelector(".version-said")?.textContent || "";
+    this.versionStatus.replaceChildren(document.createTextNode(text));
+  }
+
+  /** A live region inserted already holding text is not read, nor is a log inserted
+   * with its rows: a new conversation's page is built, filled and only then attached.
+   * Its status line stays empty until the page has been drawn once attached, then says
+   * the turn's state; the rows it was attached with are added to the log once more. */
+  sayOnceAttached() {
+    this.holding = true;
+    // One frame to be attached (the router attaches the page as its render resolves),
+    // one more to be drawn so: only then is the region known to the screen reader.
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      this.holding = false;
+      if (!this.node.isConnected) return;
+      this.sayAgain([...this.list.children].filter((row) => row !== this.activity));
+      this.placeActivity();
+    }));
   }
 
   /** Take rows off the screen from the message `id` on (or, with `after`, from the one
@@ -849,6 +886,7 @@ export class Transcript {
               : status === "interrupted" ? "chat.turn_interrupted" : "chat.turn_ended";
       }
     }
+    if (this.holding) return;
     const text = key ? t(key, { name: waiting?.agentName }) : "";
     if (this.announcer.textContent !== text) this.announcer.textContent = text;
   }
@@ -1290,6 +1328,17 @@ export class Transcript {
     const args = scrollableRegion(el("pre", { class: "tool-args", text: prettyArguments(call.arguments) }), t("chat.tool_arguments_of", { tool: call.name }));
     const result = scrollableRegion(el("pre", { class: "tool-result" }), t("chat.tool_result_of", { tool: call.name }));
     const resultBlock = el("div", { class: "tool-section", hidden: true }, el("h4", { text: t("chat.tool_result") }), result);
+    // Made when a call fails with its tool's own words (toldTheModel), else not there.
+    let told = null;
+    const tellModel = (text) => {
+      if (!told) {
+        const words = scrollableRegion(el("pre", { class: "tool-told" }), t("chat.tool_told_assistant_of", { tool: call.name }));
+        told = { words, nodes: [el("p", { class: "tool-failed-told", text: t("chat.tool_failed_told") }),
+          el("details", { class: "tool-told-details" }, el("summary", { text: t("chat.tool_told_assistant") }), words)] };
+        resultBlock.append(...told.nodes);
+      }
+      told.words.textContent = text;
+    };
     const details = el("details", { class: "tool-details" },
       el("summary", {},
         el("span", { class: "tool-icon", "aria-hidden": "true" }),
@@ -1302,18 +1351,24 @@ export class Transcript {
     const background = startsInBackground(call);
     const card = {
       node, details, status: call.status, badge: status,
-      set: (next, text, code) => {
+      set: (next, text, code, forModel = false) => {
         card.status = next;
         card.code = code;
         node.dataset.status = next;
         status.className = `badge tool-${next}`;
         status.textContent = next === "done" && background ? t("chat.tool_started_background") : toolStatusLabel(next);
-        if (text != null && text !== "") { result.textContent = text; resultBlock.hidden = false; }
+        if (text != null && text !== "") {
+          result.textContent = forModel ? "" : text;
+          result.hidden = forModel;
+          if (forModel) tellModel(text);
+          else if (told) { for (const made of told.nodes) made.remove(); told = null; }
+          resultBlock.hidden = false;
+        }
         this.batchOutcome(card);
         this.placeActivity();
       },
     };
-    card.set(call.status || "requested", resultText(call, { admin: this.handlers.admin !== false }), call.result_code);
+    card.set(call.status || "requested", resultText(call, { admin: this.handlers.admin !== false }), call.result_code, toldTheModel(call, call.status));
     this.toolCards.set(call.id, card);
     return node;
   }
@@ -1321,7 +1376,7 @@ export class Transcript {
   toolUpdate(data, status) {
     const card = this.toolCards.get(data.call_id);
     if (!card) return;
-    card.set(status, resultText(data, { admin: this.handlers.admin !== false }), data.result_code);
+    card.set(status, resultText(data, { admin: this.handlers.admin !== false }), data.result_code, toldTheModel(data, status));
     if (status !== "awaiting_approval") {
       for (const panel of this.approvals.values()) {
         // A call stopped or cut while its card waited was never approved: the card says

@@ -19,6 +19,7 @@ const narrow = () => window.matchMedia("(max-width: 700px)").matches;
 let current = null; // the chat view on screen; a newer one replaces it
 let focusComposer = false; // "New conversation" opened the fresh composer: the next start page focuses it
 let deletedElsewhere = false; // the conversation on screen was deleted elsewhere: the next start page says so
+let startedHere = null; // the conversation the fresh composer's first message just created: its page says what it shows once attached
 // "All conversations" left this conversation: the next start page focuses its entry in
 // the list, where the member came from (on a phone the list is that page), not main#content.
 let returnTo = null;
@@ -751,10 +752,16 @@ class ChatView {
     if ((this.conversation.source || "").startsWith("project:") && this.conversation.agent_id) {
       showAgentTitle(this.conversation.agent_id, (name) => this.transcript.setAuthor(name));
     }
+    // The first message of a new conversation was sent from the fresh composer, whose page
+    // this one replaced: what it brought (that message, an approval card, "waiting for
+    // your approval") is news, said once the log and its status line are in the document.
+    const fresh = startedHere === this.conversationId;
+    startedHere = null;
+    if (fresh) this.transcript.sayOnceAttached();
     this.transcript.load(loaded, socket.unacknowledged(this.conversationId));
     this.restoreSubagents();
     this.setRunning(Boolean(loaded.running));
-    main.append(...[this.header.node, this.tasks.node, this.noModel, this.transcript.node, this.transcript.announcer, this.connection, this.composer.node].filter(Boolean));
+    main.append(...[this.header.node, this.tasks.node, this.noModel, this.transcript.node, this.transcript.announcer, this.transcript.versionStatus, this.connection, this.composer.node].filter(Boolean));
     // `running` on the page itself: setRunning above ran before this.root was this page,
     // and the CSS that hides Edit and the version arrows during a turn reads it.
     const page = el("div", { class: `chat-page has-conversation${this.running ? " running" : ""}` }, this.list.node, main);
@@ -864,6 +871,7 @@ class ChatView {
         return false;
       }
       socket.sendChat(id, text, attachments);
+      startedHere = id;
       this.ctx.navigate(chatRoute(id));
       return true;
     }
@@ -976,7 +984,10 @@ class ChatView {
     const response = await api("PUT", `/api/conversations/${encodeURIComponent(this.conversationId)}/version`, { variant });
     if (!response.ok) { this.refused(); this.composer.status.error(errorText(response)); return; }
     await this.reload();
-    this.transcript.node.querySelector(".versions .version-at")?.closest(".versions")?.querySelector("button:not(:disabled)")?.focus({ preventScroll: true });
+    const versions = this.transcript.node.querySelector(".versions .version-at")?.closest(".versions");
+    versions?.querySelector("button:not(:disabled)")?.focus({ preventScroll: true });
+    // The focus moved from one arrow to the other: nothing said which version shows now.
+    if (versions) this.transcript.sayVersion(versions);
   }
 
   async decide(approvalId, decision) {

@@ -119,7 +119,9 @@ function pluginCard(plugin, ctx, { changed = false } = {}) {
   const long = !amber && plugin.state === "loaded" && Boolean(plugin.standby);
   const card = el("article", { class: `card plugin-card state-${plugin.state}`, "data-plugin": plugin.id },
     el("header", { class: amber || long ? "plugin-head stacked" : "plugin-head" },
-      el("h2", {}, icon(plugin.icon), el("span", { text: plugin.title || plugin.id })),
+      // A built-in's card sits under the page's "Built in" section heading (an h2): one
+      // level below it, or the outline read the section and its plugins as peers.
+      el(plugin.builtin ? "h3" : "h2", {}, icon(plugin.icon), el("span", { text: plugin.title || plugin.id })),
       el("div", { class: amber ? "health amber" : long ? "health long" : "health" }, dot, el("span", { class: "state-label", text: label }), problemsLink(plugin, to))),
     meta,
     el("p", { class: "description", text: plugin.description || t("plugin.no_description") }),

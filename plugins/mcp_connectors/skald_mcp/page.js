@@ -30,6 +30,16 @@ function labelled(text, control) {
   return field;
 }
 
+/** A form as the shell's are: ``noValidate``, so a wrong value is refused by Skald's own
+ * field error (``refuse``: aria-invalid, described by the form's line, in the reader's
+ * language) and not by the browser's bubble ("Please enter a URL."), which is in the
+ * browser's language and gone before a screen reader has read it. */
+function newForm(attrs) {
+  const made = node("form", undefined, attrs);
+  made.noValidate = true;
+  return made;
+}
+
 /** A shell button: ``btn`` plus ``kind`` ("primary", "small", ...) and the page's own class. */
 function button(text, kind = "", className = "") {
   return node("button", text, { class: ["btn", kind, className].filter(Boolean).join(" "), type: "button" });
@@ -294,7 +304,7 @@ export default class ConnectorsPage extends HTMLElement {
    * they go as before; a template that moved asks for them again (its fields). */
   updateForm(c, status) {
     const s = this.s;
-    const form = node("form", undefined, "stack mcp-update");
+    const form = newForm("stack mcp-update");
     form.append(node("p", format(s.update_to, { version: c.update.version, current: c.version }), "hint"));
     if (c.update.moved) form.append(node("p", s.update_moved, "hint"));
     const inputs = {};
@@ -439,7 +449,7 @@ export default class ConnectorsPage extends HTMLElement {
     const templates = node("ul", undefined, "roster");
     const catalog = card("mcp-catalog", s.catalog_title, mine.catalog.length ? templates : none(s.catalog_none));
     for (const t of mine.catalog) {
-      const form = node("form", undefined, { class: "stack mcp-template", "aria-label": t.title });
+      const form = newForm({ class: "stack mcp-template", "aria-label": t.title });
       form.dataset.name = t.name;
       form.append(node("strong", t.title), node("p", t.description, "muted"));
       if (t.update_available) form.append(node("p", s.update_available, "mcp-update hint"));
@@ -480,7 +490,7 @@ export default class ConnectorsPage extends HTMLElement {
     }
     out.push(catalog);
     if (mine.may_add_remote) {
-      const form = node("form", undefined, "stack mcp-remote");
+      const form = newForm("stack mcp-remote");
       const name = Object.assign(node("input"), { name: "name", maxLength: 24 });
       const url = Object.assign(node("input"), { name: "url", type: "url", placeholder: "https://" });
       const headers = Object.assign(node("textarea"), { name: "headers" });
@@ -519,7 +529,7 @@ export default class ConnectorsPage extends HTMLElement {
       }
       for (const e of items) {
         if (seen.has(e.id)) continue;
-        const form = node("form", undefined, "card stack mcp-ask");
+        const form = newForm("card stack mcp-ask");
         form.dataset.id = e.id;
         form.append(node("h2", s.elicit_title), node("p", e.message));
         const inputs = {};
@@ -672,6 +682,7 @@ export default class ConnectorsPage extends HTMLElement {
   async act(work, { status = this.message, fields = {}, focus = null, redraw = false } = {}) {
     status.textContent = "";
     for (const field of Object.values(fields)) field.removeAttribute("aria-invalid");
+    this.unmark(status);
     const active = this.contains(document.activeElement) ? document.activeElement : null;
     const heading = active?.closest("section")?.querySelector(":scope > h2");
     const keys = [active?.dataset.focus, focus, heading?.dataset.focus].filter(Boolean);
@@ -695,12 +706,27 @@ export default class ConnectorsPage extends HTMLElement {
   /** Say why on ``status`` and take the reader there: to ``field``, marked invalid and
    * described by the line, or to the line itself. */
   refuse(status, text, field = null) {
+    this.unmark(status);
     status.textContent = text;
     if (field) {
       field.setAttribute("aria-invalid", "true");
-      field.setAttribute("aria-describedby", status.id);
+      // Beside its hint, if it has one (the JSON boxes' example): not instead of it.
+      const described = (field.getAttribute("aria-describedby") || "").split(/\s+/).filter(Boolean);
+      if (!described.includes(status.id)) field.setAttribute("aria-describedby", [...described, status.id].join(" "));
     }
     (field || status).focus();
+  }
+
+  /** No field is marked wrong by ``status`` any more (a refusal of an earlier try, as
+   * the shell's clearFieldErrors): not invalid, nor described by a line saying another
+   * field's reason. */
+  unmark(status) {
+    if (!status.id) return;
+    for (const field of this.querySelectorAll(`[aria-describedby~="${CSS.escape(status.id)}"]`)) {
+      field.removeAttribute("aria-invalid");
+      const rest = field.getAttribute("aria-describedby").split(/\s+/).filter((id) => id && id !== status.id);
+      if (rest.length) field.setAttribute("aria-describedby", rest.join(" ")); else field.removeAttribute("aria-describedby");
+    }
   }
 
   /** The focus onto the first of ``keys`` (``data-focus``) still on the page, or the
@@ -825,7 +851,7 @@ export default class ConnectorsPage extends HTMLElement {
         item.append(node("pre", JSON.stringify(shown, null, 2)));
         list.append(item);
       }
-      const form = node("form", undefined, "stack");
+      const form = newForm("stack");
       const name = Object.assign(node("input"), { name: "name", maxLength: 24 });
       const body = Object.assign(node("textarea"), { name: "body", rows: 6, cols: 60, placeholder: JSON_EXAMPLES[kind] });
       // What the box takes, with an example that stays when the box is typed in (the
@@ -858,7 +884,7 @@ export default class ConnectorsPage extends HTMLElement {
 
   form(members) {
     const s = this.s;
-    const form = node("form", undefined, "stack mcp-add");
+    const form = newForm("stack mcp-add");
     form.append(node("p", s.add_hint, "hint"));
     const shown = {}; // transport → the fields only it uses
     const field = (label, input, only) => {

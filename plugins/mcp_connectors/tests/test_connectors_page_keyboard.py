@@ -183,3 +183,32 @@ async def test_each_form_on_the_admins_page_is_named_after_what_it_adds(setup: S
     assert len(names) >= 4 and all(names) and len(set(names)) == len(names), names
     assert await page.get_by_role("form", name=DE["add_title"]).locator("input[name=name]").count() == 1
     assert await page.get_by_role("form", name=DE["remote_title"]).locator("input[name=url]").count() == 1
+
+
+async def test_a_wrong_address_is_refused_by_skalds_field_error_not_the_browsers_bubble(setup: Setup, plugin_browser):
+    """The forms are noValidate, as the shell's: "not an address" in a type=url box is
+    sent and refused by the server in German, on the field (aria-invalid, described by
+    the form's line, the focus on it), not stopped by the browser's own English bubble
+    ("Please enter a URL."), which a screen reader does not hear in time."""
+    page, natives = await german_admin_page(setup, plugin_browser)
+    form = page.locator(f"{TAG} form.mcp-add")
+    await form.locator("input[name=name]").fill("probe")
+    await form.locator("select[name=transport]").select_option("http")
+    url = form.locator("input[name=url]")
+    await url.fill("kein Link")
+    await url.press("Enter")
+    status = form.locator(".mcp-status")
+    await status.filter(has_text="http://- oder https://-Adresse").wait_for(timeout=5_000)
+    assert await page.evaluate(FOCUSED) == "add:url"
+    assert await url.get_attribute("aria-invalid") == "true"
+    assert await status.get_attribute("id") in (await url.get_attribute("aria-describedby") or "").split()
+    assert natives == []
+    # Put right, the mark goes with the next try's refusal of another field.
+    await url.fill("https://example.org/mcp")
+    await form.locator("textarea[name=headers]").fill("kaputt")
+    await form.locator("button[type=submit]").click()
+    await status.filter(has_text="Header-Zeile 1").wait_for(timeout=5_000)
+    assert await url.get_attribute("aria-invalid") is None
+    assert await url.get_attribute("aria-describedby") is None
+    for template in await page.locator(f"{TAG} form").all():
+        assert await template.evaluate("(form) => form.noValidate")
