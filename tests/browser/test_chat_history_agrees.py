@@ -14,7 +14,7 @@ from skald_host.testing.host import MEMBER_PASSWORD
 from .kit import sign_in
 from .test_chat import MODEL, NotesPlugin, configure_model, send
 
-STATUS_LINE = ".conv-main > p.visually-hidden[role='status']"
+STATUS_LINE = ".conv-main > p.turn-status"
 #: The colour of failures, as computed.
 DANGER = "() => { const p = document.createElement('p'); p.style.color = 'var(--danger)'; document.body.append(p); const c = getComputedStyle(p).color; p.remove(); return c; }"
 
