@@ -159,6 +159,9 @@ async def test_an_approved_call_says_its_outcome_once(skald, browser_pages):
         await send(page, "Write a file")
         approval = page.get_by_role("group", name="Approval for write_file")
         await expect(approval.get_by_role("button", name="Approve")).to_be_visible()
+        # A new conversation's first turn is said once its page is attached (its rows put
+        # back into the live log, then the status line): observe after that, not before.
+        await expect(page.locator(".conv-main > p.turn-status")).to_have_text("The assistant waits for your approval.")
         await approval.locator(".approval-status").evaluate("""(status) => {
           window.__said = 0;
           new MutationObserver((records) => { for (const r of records) if (r.addedNodes.length) window.__said += 1; })
@@ -168,7 +171,9 @@ async def test_an_approved_call_says_its_outcome_once(skald, browser_pages):
         # The decision's reply held until its event has resolved the card: both resolve it.
         async def after_the_event(route: Any) -> None:
             response = await route.fetch()
-            await page.wait_for_function("document.querySelector('.approval-status')?.textContent !== ''")
+            # A locator wait, not wait_for_function: that compiles its predicate in the page,
+            # which the strict CSP (no unsafe-eval) refused once under load.
+            await page.locator(".approval-status").filter(has_text=re.compile(r"\S")).wait_for()
             await route.fulfill(response=response)
 
         await page.route("**/api/approvals/*", after_the_event)
