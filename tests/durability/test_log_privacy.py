@@ -24,24 +24,25 @@ async def _answer_once(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     writer.close()
 
 
-async def test_a_request_url_reaches_no_log_line_at_debug_level(tmp_path):
+class _LogFile:
+    """What the log file held once the logging it was configured with is put back."""
+    text = ""
+
+
+@contextlib.contextmanager
+def _logging_as_configured(settings):
+    """The host's own logging (``configure_logging``) for the block, the test runner's
+    again after it; the log file's text is read in between, every line flushed."""
     root = logging.getLogger()
     saved = (root.level, list(root.handlers), {name: logging.getLogger(name).level for name in PRIVATE_LIBRARY_LOGGERS})
-    settings = settings_for(tmp_path / "data", log={"level": "DEBUG", "file": "logs/skald.log"})
-    server = await asyncio.start_server(_answer_once, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
+    log = _LogFile()
     try:
         configure_logging(settings)
-        async with httpx.AsyncClient() as client:  # httpx logs "HTTP Request: GET <url> ..." at INFO
-            await client.get(f"http://127.0.0.1:{port}/mcp?key={CANARY}")
-        logging.getLogger("skald_host.probe").debug("a host line at DEBUG still goes out")
-        logging.getLogger("httpx").warning(f"a library warning goes out without its words {CANARY}")
+        yield log
     finally:
-        server.close()
-        await server.wait_closed()
         for handler in root.handlers:
             handler.flush()
-        text = settings.resolve(settings.log.file).read_text()
+        log.text = settings.resolve(settings.log.file).read_text()
         for handler in list(root.handlers):
             root.removeHandler(handler)
             if handler not in saved[1]:
@@ -51,6 +52,22 @@ async def test_a_request_url_reaches_no_log_line_at_debug_level(tmp_path):
             root.addHandler(handler)
         for name, level in saved[2].items():
             logging.getLogger(name).setLevel(level)
+
+
+async def test_a_request_url_reaches_no_log_line_at_debug_level(tmp_path):
+    settings = settings_for(tmp_path / "data", log={"level": "DEBUG", "file": "logs/skald.log"})
+    server = await asyncio.start_server(_answer_once, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with _logging_as_configured(settings) as log:
+            async with httpx.AsyncClient() as client:  # httpx logs "HTTP Request: GET <url> ..." at INFO
+                await client.get(f"http://127.0.0.1:{port}/mcp?key={CANARY}")
+            logging.getLogger("skald_host.probe").debug("a host line at DEBUG still goes out")
+            logging.getLogger("httpx").warning(f"a library warning goes out without its words {CANARY}")
+    finally:
+        server.close()
+        await server.wait_closed()
+    text = log.text
     assert "a host line at DEBUG still goes out" in text
     assert "WARNING httpx: a line from test_log_privacy:" in text  # its place, so the admin can look it up
     assert "without its words" not in text
@@ -73,8 +90,6 @@ async def test_what_a_members_mcp_server_answers_reaches_no_log_line(tmp_path):
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    root = logging.getLogger()
-    saved = (root.level, list(root.handlers), {name: logging.getLogger(name).level for name in PRIVATE_LIBRARY_LOGGERS})
     settings = settings_for(tmp_path / "data", log={"level": "INFO", "file": "logs/skald.log"})
     app = web.Application()
     app.router.add_route("*", "/mcp", _malformed_mcp)
@@ -84,25 +99,13 @@ async def test_what_a_members_mcp_server_answers_reaches_no_log_line(tmp_path):
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     try:
-        configure_logging(settings)
-        with contextlib.suppress(Exception):
+        with _logging_as_configured(settings) as log, contextlib.suppress(Exception):
             async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, *_):
                 async with ClientSession(read, write) as session:
                     await asyncio.wait_for(session.initialize(), 5)
     finally:
         await runner.cleanup()
-        for handler in root.handlers:
-            handler.flush()
-        text = settings.resolve(settings.log.file).read_text()
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-            if handler not in saved[1]:
-                handler.close()
-        root.setLevel(saved[0])
-        for handler in saved[1]:
-            root.addHandler(handler)
-        for name, level in saved[2].items():
-            logging.getLogger(name).setLevel(level)
+    text = log.text
     assert "ERROR mcp.client.streamable_http: a line from streamable_http:" in text, text  # the SDK did log it
     assert "its text withheld" in text
     assert CANARY not in text, text
