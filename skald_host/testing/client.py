@@ -13,10 +13,20 @@ import httpx
 from skald_host.web.auth import CSRF_HEADER, PLAIN_COOKIE, SECURE_COOKIE
 
 
+# The host closes a connection idle for ``server.header_timeout_seconds`` (5 s by
+# default), and httpx kept idle connections for 5 s too: a request sent on one just as
+# the server closed it failed with "Server disconnected without sending a response"
+# (once in a clean-clone CI run). Browsers resend such a request; httpx does not, so
+# the client lets an idle connection go well before the server would.
+KEEPALIVE_EXPIRY_SECONDS = 2.0
+
+
 class SkaldClient:
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url.rstrip("/")
-        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=30.0)
+        self.http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=30.0, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS)
+        )
         self.cookies: dict[str, str] = {}
         self.csrf_token: str | None = None
         self.bearer: str | None = None
