@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
 from playwright.async_api import expect
@@ -284,7 +285,11 @@ async def test_answered_approval_cards_say_the_same_after_a_reload_in_each_langu
         assert [c["path"] for c in notes.calls] == ["notes/a.txt", "notes/a.txt"]
 
 
-async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser_pages):
+@asynccontextmanager
+async def carol_waiting_on_a_slow_answer(skald: Any, browser_pages: Any) -> AsyncIterator[tuple[ScriptedModelServer, Any, Any, Any]]:
+    """Carol's chat page while an answer streams slowly and never ends (so there is time
+    to stop it), its first words shown: the model server, the host, the page and the
+    answer. The ways of stopping an answer (the button, Escape) start from here."""
     async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
         host = await skald.start()
         await configure_model(await host.admin(), server)
@@ -295,6 +300,11 @@ async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser
         await send(page, "Take your time")
         answer = page.locator(".msg.assistant")
         await expect(answer.locator(".msg-body")).to_contain_text("I am thinking")
+        yield server, host, page, answer
+
+
+async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser_pages):
+    async with carol_waiting_on_a_slow_answer(skald, browser_pages) as (server, host, page, answer):
         stop = page.get_by_role("button", name="Stop")
         await stop.click()
         await expect(answer).to_have_attribute("data-status", "cancelled")

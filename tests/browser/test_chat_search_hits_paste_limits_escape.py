@@ -13,11 +13,11 @@ from typing import Any
 from playwright.async_api import expect
 
 from skald_host.core.agent.store import ConversationStore
-from skald_host.testing import Hang, Reply, ScriptedModelServer
+from skald_host.testing import Reply, ScriptedModelServer
 from skald_host.testing.host import MEMBER_PASSWORD
 
 from .kit import sign_in
-from .test_chat import MODEL, configure_model, send
+from .test_chat import MODEL, carol_waiting_on_a_slow_answer, configure_model, send
 
 TURNS = 150  # 300 rows: more than a part (about 100 rows)
 
@@ -175,16 +175,7 @@ async def test_a_file_over_the_limit_is_said_at_once_and_a_retry_uploads_only_wh
 
 
 async def test_escape_in_the_message_box_stops_a_running_answer(skald, browser_pages):
-    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
-        host = await skald.start()
-        await configure_model(await host.admin(), server)
-        await host.create_member("carol")
-        server.script(MODEL, [Hang(text="I am thinking very slowly about this question", token_delay=0.1)])
-        page = await browser_pages.new(host.url)
-        await sign_in(page, "carol", MEMBER_PASSWORD)
-        await send(page, "Take your time")
-        answer = page.locator(".msg.assistant")
-        await expect(answer.locator(".msg-body")).to_contain_text("I am thinking")
+    async with carol_waiting_on_a_slow_answer(skald, browser_pages) as (_, _, page, answer):
         stop = page.get_by_role("button", name="Stop")
         await expect(stop).to_be_visible()
         box = page.get_by_role("textbox", name="Message")

@@ -7,35 +7,18 @@ from __future__ import annotations
 
 from playwright.async_api import expect
 
-from skald_host.testing import Hang, Reply, ScriptedModelServer, ToolCall
+from skald_host.testing import Reply, ScriptedModelServer, ToolCall
 from skald_host.testing.host import MEMBER_PASSWORD
 
 from .kit import sign_in
 from .test_chat import MODEL, NotesPlugin, configure_model, send
+from .test_subagent_tasks import ida_handed_a_task_to_the_researcher
 
-TASK = "Read every annual report."
 NOTE_TASK = "Write the note."
 
 
 async def test_a_background_delegations_card_says_started_in_the_background_live_and_after_a_reload(skald, browser_pages):
-    async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
-        host = await skald.start()
-        await configure_model(await host.admin(), server)
-        await host.create_member("ida")
-
-        def respond(request):
-            last = request.messages[-1]
-            if last["content"] == TASK:
-                return Hang(text="reading")
-            if last["role"] == "tool":
-                return Reply("I handed it to the researcher.")
-            return Reply(tool_calls=[ToolCall("execute_task", {"agent": "researcher", "task": TASK, "mode": "background"})])
-
-        server.responder = respond
-        page = await browser_pages.new(host.url)
-        await sign_in(page, "ida", MEMBER_PASSWORD)
-        await send(page, "Research the reports in the background.")
-        await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("I handed it to the researcher.")
+    async with ida_handed_a_task_to_the_researcher(skald, browser_pages) as (_, page):
         card = page.locator(".tool-card", has=page.locator("code.tool-name", has_text="execute_task"))
         for reload in (False, True):
             if reload:

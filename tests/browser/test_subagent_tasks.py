@@ -5,6 +5,8 @@ the Helpers page lists the definitions and the member's own runs."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 from playwright.async_api import expect
 
@@ -17,7 +19,11 @@ from .test_chat import MODEL, configure_model, send
 TASK = "Read every annual report."
 
 
-async def test_the_task_strip_survives_a_reload_drills_in_and_cancels(skald, browser_pages):
+@asynccontextmanager
+async def ida_handed_a_task_to_the_researcher(skald, browser_pages) -> AsyncIterator[tuple[Any, Any]]:
+    """Ida's chat page once her delegation to the researcher, in the background, has
+    returned (the run itself hangs "reading"): the host and the page. Shared by the task
+    strip's tests and the card's wording tests, which start from the same delegation."""
     async with ScriptedModelServer(models=(MODEL,), api_key="sk-test") as server:
         host = await skald.start()
         await configure_model(await host.admin(), server)
@@ -36,6 +42,11 @@ async def test_the_task_strip_survives_a_reload_drills_in_and_cancels(skald, bro
         await sign_in(page, "ida", MEMBER_PASSWORD)
         await send(page, "Research the reports in the background.")
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("I handed it to the researcher.")
+        yield host, page
+
+
+async def test_the_task_strip_survives_a_reload_drills_in_and_cancels(skald, browser_pages):
+    async with ida_handed_a_task_to_the_researcher(skald, browser_pages) as (host, page):
         strip = page.get_by_role("region", name="Tasks")
         item = strip.locator(".task-item")
         await expect(item).to_contain_text("Researcher")

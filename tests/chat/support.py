@@ -313,6 +313,73 @@ async def inbox_counters(chat: Any, member: SkaldClient) -> tuple[int, int]:
     return tuple(row)
 
 
+#: The task ``member_whose_helper_waits`` delegates in the background.
+WAITING_TASK = "Wait for it."
+
+
+async def member_whose_helper_waits(chat: Any) -> SkaldClient:
+    """Alice, whose "Go." delegates ``WAITING_TASK`` in the background to "waiter", a task
+    agent whose one call is the probe's ``wait`` (allowed, running until released): the
+    background run a restart or a sign-out then cuts mid-call, in the tests of what
+    that cut leaves behind."""
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "wait")
+    write_agent(chat.probe.agents_dir, "waiter", "You wait.", title="Waiter", kind="task", allow_tools=True, tools=["wait"])
+    chat.host.core.chat.subagent_catalog.reload()
+    alice = await chat.host.member("alice")
+
+    def respond(request: Any) -> Reply:
+        if request.messages[1].get("content") == WAITING_TASK:  # the run's own frame
+            return Reply(tool_calls=[ToolCall("wait", {"text": "long"})])
+        if last(request)["role"] == "tool":
+            return Reply("Started.")
+        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "waiter", "task": WAITING_TASK, "mode": "background"})])
+
+    chat.server.responder = respond
+    return alice
+
+
+async def start_a_waiting_run(chat: Any, member: SkaldClient, sock: ChatSocket) -> tuple[str, dict[str, Any]]:
+    """"Go." in a new conversation of the member ``member_whose_helper_waits`` made;
+    returns once the turn has ended and the waiter's ``wait`` runs: the conversation's
+    id and its one run's row."""
+    cid = await new_conversation(member)
+    await sock.send(cid, "Go.")
+    await sock.turn(cid)
+    await asyncio.wait_for(chat.probe.waiting.wait(), 10)
+    [row] = await runs(member, cid)
+    return cid, row
+
+
+# -- a turn's call cut by a sign-out ---------------------------------------------------------
+
+
+async def alice_back_after_a_sign_out_cut_her_wiki_call(chat: Any) -> tuple[SkaldClient, str]:
+    """Alice signed in again after a sign-out cut her turn's ``wiki__search`` call (a
+    ``rerun`` call written straight into her file as running, a tool no plugin offers),
+    once recovery has finished that turn with the scripted "The wiki was not reachable;
+    ask me again.": her new client and the conversation's id. The probes of what such a
+    cut call says and of a call whose tool is gone start from this same cut."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    cid = await new_conversation(alice)
+    member = await chat.host.core.users.get(alice.member["id"])
+    runtime = await chat.host.core.chat.runtime(member)
+    frame = await runtime.store.root_frame(cid)
+    await runtime.store.add_user_message(frame, "Look it up in the wiki.", None)
+    answer = await runtime.store.start_assistant(frame, MODEL_A)
+    await runtime.store.finish_assistant(
+        answer, content="", reasoning="", model=MODEL_A, calls=[("call_1", "wiki__search", '{"q": "x"}', "rerun")], running=1
+    )
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+
+    chat.server.script(MODEL_A, [Reply("The wiki was not reachable; ask me again.")])
+    alice = await chat.host.member("alice")
+    async with ChatSocket(alice) as sock:
+        await sock.wait_event(cid, "turn_finished")
+    return alice, cid
+
+
 # -- a throwaway plugin ----------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from .support import (
     MODEL_A,
     TRIGGER,
     ChatSocket,
+    alice_back_after_a_sign_out_cut_her_wiki_call,
     cancel_run,
     configure_models,
     delegate_a_slow_task,
@@ -78,23 +79,7 @@ async def test_a_cancelled_background_run_reaches_the_first_request_of_the_next_
 async def test_a_call_a_sign_out_cut_says_the_data_locked_not_that_the_server_restarted(chat):
     """A turn's call left running when the member's file locked (a sign-out): recovery
     ends it without running it again, in words of a lock; the server never restarted."""
-    await configure_models(chat.admin, chat.server)
-    alice = await chat.host.member("alice")
-    cid = await new_conversation(alice)
-    member = await chat.host.core.users.get(alice.member["id"])
-    runtime = await chat.host.core.chat.runtime(member)
-    frame = await runtime.store.root_frame(cid)
-    await runtime.store.add_user_message(frame, "Look it up in the wiki.", None)
-    answer = await runtime.store.start_assistant(frame, MODEL_A)
-    await runtime.store.finish_assistant(
-        answer, content="", reasoning="", model=MODEL_A, calls=[("call_1", "wiki__search", '{"q": "x"}', "rerun")], running=1
-    )
-    assert (await alice.post("/api/auth/logout")).status_code == 200
-
-    chat.server.script(MODEL_A, [Reply("The wiki was not reachable; ask me again.")])
-    alice = await chat.host.member("alice")
-    async with ChatSocket(alice) as sock:
-        await sock.wait_event(cid, "turn_finished")
+    alice, cid = await alice_back_after_a_sign_out_cut_her_wiki_call(chat)
     call = (await messages(alice, cid))[1]["tool_calls"][0]
     assert (call["status"], call["result"]) == ("interrupted", HOST_RESULTS["locked"])
     assert "restarted" not in str(chat.server.requests_for(MODEL_A)[-1].messages)

@@ -6,37 +6,16 @@ ever on the run's transcript."""
 
 from __future__ import annotations
 
-import asyncio
-
 from skald_host.core.agent.store import HOST_RESULTS
-from skald_host.testing import Reply, ToolCall
+from skald_host.testing import Reply
 
-from .support import PROBE, ChatSocket, allow_tool, configure_models, eventually, last, new_conversation, run, runs, write_agent
-
-TASK = "Wait for it."
+from .support import PROBE, ChatSocket, eventually, member_whose_helper_waits, run, start_a_waiting_run
 
 
 async def test_an_interrupted_background_runs_running_call_ends_interrupted(chat, skald):
-    await configure_models(chat.admin, chat.server)
-    await allow_tool(chat.admin, "wait")
-    write_agent(chat.probe.agents_dir, "waiter", "You wait.", title="Waiter", kind="task", allow_tools=True, tools=["wait"])
-    chat.host.core.chat.subagent_catalog.reload()
-    alice = await chat.host.member("alice")
-
-    def respond(request):
-        if request.messages[1].get("content") == TASK:  # the run's own frame
-            return Reply(tool_calls=[ToolCall("wait", {"text": "long"})])
-        if last(request)["role"] == "tool":
-            return Reply("Started.")
-        return Reply(tool_calls=[ToolCall("execute_task", {"agent": "waiter", "task": TASK, "mode": "background"})])
-
-    chat.server.responder = respond
+    alice = await member_whose_helper_waits(chat)
     async with ChatSocket(alice) as sock:
-        cid = await new_conversation(alice)
-        await sock.send(cid, "Go.")
-        await sock.turn(cid)
-        await asyncio.wait_for(chat.probe.waiting.wait(), 10)
-        [row] = await runs(alice, cid)
+        cid, row = await start_a_waiting_run(chat, alice, sock)
         await sock.wait_event(cid, "tool_start", depth=1, name="wait")
     await chat.host.stop()
 

@@ -8,29 +8,12 @@ member's logout, which ends their runtime as a restart does; recovery runs at lo
 from __future__ import annotations
 
 from skald_host.core.agent.store import HOST_RESULTS
-from skald_host.testing import Reply
 
-from .support import MODEL_A, ChatSocket, configure_models, messages, new_conversation
+from .support import MODEL_A, alice_back_after_a_sign_out_cut_her_wiki_call, messages
 
 
 async def test_a_running_call_whose_tool_is_gone_after_a_restart_ends_interrupted(chat):
-    await configure_models(chat.admin, chat.server)
-    alice = await chat.host.member("alice")
-    cid = await new_conversation(alice)
-    member = await chat.host.core.users.get(alice.member["id"])
-    runtime = await chat.host.core.chat.runtime(member)
-    frame = await runtime.store.root_frame(cid)
-    await runtime.store.add_user_message(frame, "Look it up in the wiki.", None)
-    answer = await runtime.store.start_assistant(frame, MODEL_A)
-    await runtime.store.finish_assistant(
-        answer, content="", reasoning="", model=MODEL_A, calls=[("call_1", "wiki__search", '{"q": "x"}', "rerun")], running=1
-    )
-    assert (await alice.post("/api/auth/logout")).status_code == 200
-
-    chat.server.script(MODEL_A, [Reply("The wiki was not reachable; ask me again.")])
-    alice = await chat.host.member("alice")
-    async with ChatSocket(alice) as sock:
-        await sock.wait_event(cid, "turn_finished")
+    alice, cid = await alice_back_after_a_sign_out_cut_her_wiki_call(chat)
     transcript = await messages(alice, cid)
     call = transcript[1]["tool_calls"][0]
     assert (call["status"], call["result"]) == ("interrupted", HOST_RESULTS["locked"])

@@ -6,6 +6,7 @@ refused. Every page is watched for uncaught errors, dialogs and CSP violations."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 
 import pytest
@@ -198,6 +199,20 @@ async def _paired_app(setup, browser, member, problems: list[str]):
     await page.tap("button[type=submit]")
     await page.wait_for_selector("text=New chat")
     return context, page
+
+
+@contextlib.asynccontextmanager
+async def _app(setup, browser, member):
+    """``_paired_app`` for the length of a block, its context closed after it; at the end
+    no page error or CSP refusal was seen (``_paired_app`` collects them). One copy for
+    the app's browser tests, which each wanted the same."""
+    problems: list[str] = []
+    context, page = await _paired_app(setup, browser, member, problems)
+    try:
+        yield context, page
+    finally:
+        await context.close()
+    assert problems == []
 
 
 async def _send(page, text: str) -> None:

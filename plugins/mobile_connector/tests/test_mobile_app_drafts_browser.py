@@ -7,14 +7,13 @@ meanwhile (the stream's hello) gives them back too."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
 
 from skald_host.testing import Reply
 from mobile_support import BASE, MODEL
-from test_mobile_app_browser import PNG, _paired_app, _send
+from test_mobile_app_browser import PNG, _app, _send
 
 COMPOSER = "textarea[name=text]"
 # The chat's screen was built again (a new composer), and Send works again.
@@ -28,17 +27,6 @@ REBUILT_AND_ONLINE = """() => {
 @pytest.fixture
 def browser(plugin_browser):
     return plugin_browser.browser
-
-
-@contextlib.asynccontextmanager
-async def _app(setup, browser, member):
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, member, problems)
-    try:
-        yield context, page
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def _offline_then_back(context, page, typed: str) -> None:

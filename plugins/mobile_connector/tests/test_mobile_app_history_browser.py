@@ -6,29 +6,16 @@ as on the web, and a reload keeps the tool call with its outcome."""
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from skald_host.testing import Hang, Reply, ToolCall
 from mobile_support import BASE, MODEL
-from test_mobile_app_browser import PNG, _paired_app, _send, _shown_messages
+from test_mobile_app_browser import PNG, _app, _send, _shown_messages
 
 
 @pytest.fixture
 def browser(plugin_browser):
     return plugin_browser.browser
-
-
-@contextlib.asynccontextmanager
-async def _app(setup, browser, member):
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, member, problems)
-    try:
-        yield context, page
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def _open_chat(page, setup, text: str, answer: str) -> str:

@@ -6,7 +6,6 @@ and an unlinked phone keeps nothing of the member (a probe of the app found each
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
@@ -15,7 +14,7 @@ from skald_host.core.agent.runtime import RESUMED_NOTE
 from skald_host.core.agent.store import reason_json
 from skald_host.testing import Hang, Reply, ToolCall
 from mobile_support import BASE, MODEL
-from test_mobile_app_browser import PHONE, PNG, _paired_app, _send
+from test_mobile_app_browser import PHONE, PNG, _app, _send
 
 SENDS = f"**{BASE}/conversations/*/messages"
 # Every button at least 44 px, and nothing wider than the phone's screen.
@@ -29,19 +28,6 @@ TARGETS_AND_WIDTH = """() => ({
 @pytest.fixture
 def browser(plugin_browser):
     return plugin_browser.browser
-
-
-@contextlib.asynccontextmanager
-async def _app(setup, browser, member):
-    """The member's paired app in a phone's browser context; at the end no page error
-    or failed request was seen (``_paired_app`` collects them)."""
-    problems: list[str] = []
-    context, page = await _paired_app(setup, browser, member, problems)
-    try:
-        yield context, page
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def _new_chat(page) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -18,21 +19,17 @@ def browser(plugin_browser):
     return plugin_browser.browser
 
 
-@pytest.mark.parametrize(("locale", "said"), [("en-US", "big.bin is larger than the upload limit of 256 MiB."),
-                                              ("de-DE", "big.bin ist größer als die Upload-Grenze von 256 MiB.")])
-async def test_a_file_over_the_upload_limit_is_refused_with_the_limit_in_words(setup, browser, tmp_path, locale, said):
-    alice = await setup.host.member("alice", display_name="Alice")
-    # The reader's language is the account's once paired (the phone's before).
-    assert (await alice.put("/api/me/locale", json={"locale": locale[:2]})).status_code == 200
-    context = await browser.new_context(base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale=locale)
+@contextlib.asynccontextmanager
+async def _app_in_a_new_chat(host, browser, member, locale: str):
+    """The app in a phone's browser set to ``locale``, paired to ``member`` by the form
+    (a device name given) and open on a conversation it made over the API: the page,
+    its context closed after the block. Each refusal here is read off such a chat."""
+    context = await browser.new_context(base_url=host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale=locale)
     page = await context.new_page()
     page.set_default_timeout(10_000)
-    limit = setup.host.core.settings.files.upload_max_bytes
-    refusal = {"error": f"the file is larger than the upload limit of {limit} bytes (256 MiB)", "code": "upload_too_large",
-               "values": {"limit": limit, "size": "256 MiB"}}
     try:
         await page.goto(f"{BASE}/app/")
-        await page.fill("input[name=code]", await pairing_code(alice))
+        await page.fill("input[name=code]", await pairing_code(member))
         await page.fill("input[name=name]", "Test phone")
         await page.tap("button[type=submit]")
         for _ in range(100):  # paired once the app holds its token
@@ -46,6 +43,21 @@ async def test_a_file_over_the_upload_limit_is_refused_with_the_limit_in_words(s
         )
         await page.goto(f"{BASE}/app/#chat/{created}")
         await page.wait_for_selector("textarea[name=text]")
+        yield page
+    finally:
+        await context.close()
+
+
+@pytest.mark.parametrize(("locale", "said"), [("en-US", "big.bin is larger than the upload limit of 256 MiB."),
+                                              ("de-DE", "big.bin ist größer als die Upload-Grenze von 256 MiB.")])
+async def test_a_file_over_the_upload_limit_is_refused_with_the_limit_in_words(setup, browser, tmp_path, locale, said):
+    alice = await setup.host.member("alice", display_name="Alice")
+    # The reader's language is the account's once paired (the phone's before).
+    assert (await alice.put("/api/me/locale", json={"locale": locale[:2]})).status_code == 200
+    limit = setup.host.core.settings.files.upload_max_bytes
+    refusal = {"error": f"the file is larger than the upload limit of {limit} bytes (256 MiB)", "code": "upload_too_large",
+               "values": {"limit": limit, "size": "256 MiB"}}
+    async with _app_in_a_new_chat(setup.host, browser, alice, locale) as page:
         # The server's answer to a file past the limit (sending 256 MiB is not the point here).
         await page.route("**/uploads?*", lambda route: route.fulfill(status=413, content_type="application/json", body=json.dumps(refusal)))
         big = tmp_path / "big.bin"
@@ -53,8 +65,6 @@ async def test_a_file_over_the_upload_limit_is_refused_with_the_limit_in_words(s
         await page.set_input_files("input[type=file]", str(big))
         toast = await page.wait_for_selector(".toast")
         assert await toast.text_content() == said
-    finally:
-        await context.close()
 
 
 @pytest.fixture
@@ -91,25 +101,7 @@ async def test_a_file_the_home_cannot_hold_is_said_in_the_readers_words(full_hom
     alice = await full_home.host.member("alice", display_name="Alice")
     # The reader's language is the account's once paired (the phone's before).
     assert (await alice.put("/api/me/locale", json={"locale": locale[:2]})).status_code == 200
-    context = await browser.new_context(base_url=full_home.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale=locale)
-    page = await context.new_page()
-    page.set_default_timeout(10_000)
-    try:
-        await page.goto(f"{BASE}/app/")
-        await page.fill("input[name=code]", await pairing_code(alice))
-        await page.fill("input[name=name]", "Test phone")
-        await page.tap("button[type=submit]")
-        for _ in range(100):  # paired once the app holds its token
-            if await page.evaluate("() => localStorage.getItem('skald.mobile.token')"):
-                break
-            await page.wait_for_timeout(50)
-        created = await page.evaluate(
-            """async (base) => (await (await fetch(`${base}/conversations`, {method: "POST",
-                 headers: {Authorization: `Bearer ${localStorage.getItem("skald.mobile.token")}`}})).json()).id""",
-            BASE,
-        )
-        await page.goto(f"{BASE}/app/#chat/{created}")
-        await page.wait_for_selector("textarea[name=text]")
+    async with _app_in_a_new_chat(full_home.host, browser, alice, locale) as page:
         big = tmp_path / "big.bin"
         big.write_bytes(b"x" * (2 * 1024 * 1024))
         await page.set_input_files("input[type=file]", str(big))
@@ -117,5 +109,3 @@ async def test_a_file_the_home_cannot_hold_is_said_in_the_readers_words(full_hom
         shown = await toast.text_content()
         assert re.fullmatch(said, shown), shown
         assert "bytes" not in shown and not re.search(r"\d{5}", shown), shown
-    finally:
-        await context.close()
