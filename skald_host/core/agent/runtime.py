@@ -32,7 +32,7 @@ from skald_host.core.plugins.failures import record_failure
 from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending
 from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
-from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame, cut_result, plain_words, reason_json
+from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame, cut_result, reason_json, title_from
 from skald_host.core.agent.subagents.catalog import Generation, GenerationRefused, Skill, SubagentCatalog
 from skald_host.core.agent.subagents.coordinator import CONTINUATION_ORIGIN, STEER_ORIGIN, SubagentCoordinator, TurnMailbox, continuation_agent
 from skald_host.core.agent.subagents.graph import delegates_anyone
@@ -627,7 +627,7 @@ class MemberRuntime:
         def write() -> Awaitable[dict[str, Any]]:
             return self.store.add_member_message(
                 frame, text, idempotency_key, queued=queued, attachments=json.dumps(described),
-                title=(plain_words(text) or " ".join(text.split()))[:60], placeholder_model=candidates[0] if candidates and not queued else None,
+                title=title_from(text), placeholder_model=candidates[0] if candidates and not queued else None,
             )
 
         if settled is not None:
