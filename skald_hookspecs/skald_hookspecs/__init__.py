@@ -9,7 +9,7 @@ major version, a hook or argument added bumps the minor).
 
 import pluggy
 
-SPEC_VERSION = "1.16"
+SPEC_VERSION = "1.17"
 PROJECT_NAME = "skald"
 ENTRY_POINT_GROUP = "skald.plugins"
 

@@ -84,6 +84,10 @@ def register_web_pages(register: Callable[..., None]) -> None:
 def register_i18n(register: Callable[..., None]) -> None:
     """Called once per plugin while the host starts, before any plugin starts. Contribute UI strings: call ``register(I18nBundle(domain, {locale: {key: text}}))``.
     Bundles merge by domain; a key missing in a locale falls back to English.
+    A plugin's bundle is under its own id; under ``core`` or another installed plugin's
+    id it may only add a language that domain lacks (never replace a string), and that
+    counts only while the plugin is enabled (since 1.17; before, another plugin's domain
+    failed the plugin, and ``core`` additions counted even while it was disabled).
     Since 1.0."""
 
 

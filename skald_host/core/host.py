@@ -132,6 +132,9 @@ class Skald:
         #: before they close (``web.routes.events``).
         self.turns_interrupted = asyncio.Event()
         self.strings = Strings()
+        # Every accepted ``register_i18n`` bundle: merged again when a plugin is enabled or
+        # disabled, as what it adds to other domains counts only while it is enabled.
+        self._bundles: list[Contribution] = []
         self.sqlcipher_version = ""
         self._started: dict[str, _Started] = {}
         self._lifecycle: dict[str, asyncio.Lock] = {}  # per plugin: a restart's stop and start together
@@ -292,7 +295,8 @@ class Skald:
 
         self.plugins.load()
         await self._apply_enabled_flags()
-        add_bundles(self.strings, await self.plugins.collect("register_i18n", bundle_validator(self.plugins), kind="bundle"), self.plugins)
+        self._bundles = await self.plugins.collect("register_i18n", bundle_validator(self.plugins), kind="bundle")
+        add_bundles(self.strings, self._bundles, self.plugins)
         self.web_pages = await self.plugins.collect("register_web_pages", validate_web_page, kind="page")
         tools = await self.plugins.collect("register_tools", validate_tool, key=lambda t: t.name, kind="tool")
         agents = AgentCatalog()
@@ -447,6 +451,7 @@ class Skald:
             raise PluginError(f"plugin {plugin_id!r} is built in; it cannot be disabled", code="plugin_builtin", values={"plugin": plugin_id})
         await self.catalog.store_row(plugin_id, status.info, enabled=enabled)
         self.plugins.set_enabled(plugin_id, enabled)
+        add_bundles(self.strings, self._bundles, self.plugins)  # a translation plugin's language comes and goes with it
         log.info("plugin %s %s", plugin_id, "enabled" if enabled else "disabled")
         self.buses.system.publish(SystemEvent("plugin_enabled" if enabled else "plugin_disabled", plugin_id))
         if enabled:

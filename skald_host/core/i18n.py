@@ -71,6 +71,9 @@ def plural_form_of(key: str, english: Iterable[str] | Mapping[str, Any]) -> bool
 class Strings:
     def __init__(self, bundles: Iterable[I18nBundle] = ()) -> None:
         self._table: dict[str, dict[str, str]] = {}
+        # The languages offered to readers: a locale only a disabled plugin's own bundle
+        # has (its catalog title in French) is looked up, never offered (``add``).
+        self._offered: set[str] = set()
         self._expected: list[Callable[[], Iterable[tuple[str, ...]]]] = []
         self._revision = 0
         self._derived: dict[str, tuple[int, Any]] = {}
@@ -79,11 +82,24 @@ class Strings:
         for bundle in bundles:
             self.add(bundle)
 
-    def add(self, bundle: I18nBundle) -> None:
+    def add(self, bundle: I18nBundle, *, offered: bool = True) -> None:
+        """Merge ``bundle``; ``offered``: its locales count among ``locales`` (a disabled
+        plugin's own bundle is not: its words show on its catalog card, but it must not
+        offer the instance a language the admin turned off)."""
         for locale, strings in bundle.strings.items():
+            if offered:
+                self._offered.add(locale)
             target = self._table.setdefault(locale, {})
             for key, text in strings.items():
                 target[f"{bundle.domain}.{key}"] = text
+        self._revision += 1
+
+    def clear(self) -> None:
+        """Drop every string before the bundles are merged again (a plugin enabled or
+        disabled: what it adds to other domains counts only while it is enabled). The
+        keys ``expect`` and ``asked_for`` were given stay."""
+        self._table = {}
+        self._offered = set()
         self._revision += 1
 
     def texts(self, key: str) -> list[str]:
@@ -123,7 +139,8 @@ class Strings:
 
     @property
     def locales(self) -> list[str]:
-        return sorted(self._table)
+        """The languages a reader may choose: those an offered bundle has (``add``)."""
+        return sorted(self._offered)
 
     def table(self, locale: str | None) -> dict[str, str]:
         """The whole string table for a locale, English underneath."""
@@ -213,7 +230,8 @@ class Strings:
         Neither is a plural form English has no category for (Arabic's
         ``chat.search_found.few`` where English has ``.one`` and ``.other``) an English gap."""
         english = set(self._table.get(FALLBACK_LOCALE, {}))
-        others = {locale: set(strings) for locale, strings in self._table.items() if locale != FALLBACK_LOCALE}
+        # A locale nobody offers (only a disabled plugin's own bundle has it) has no readers to lack anything.
+        others = {locale: set(strings) for locale, strings in self._table.items() if locale != FALLBACK_LOCALE and locale in self._offered}
         own_names = {f"core.locale.{locale}" for locale, strings in self._table.items() if f"core.locale.{locale}" in strings}
         gaps = {locale: english - keys - (own_names - {f"core.locale.{locale}"}) for locale, keys in others.items()}
         gaps[FALLBACK_LOCALE] = {

@@ -1,11 +1,12 @@
 """Whose strings a plugin may register, and which strings the admin is told are missing.
 
-A plugin's bundle for its own domain is its own; one for another plugin's domain (or
-a domain that is nobody's) fails the plugin, enabled or not: it would show that plugin's
-catalog card, pages and errors in the impostor's words. A bundle for ``core`` may add
-a language but never replace the core's words or make up a built-in's: such strings
-are dropped, and the log names the plugin. A ``NotReady`` key no bundle has is listed
-among the missing translations."""
+A plugin's bundle for its own domain is its own; one for a domain that is nobody's
+fails the plugin, enabled or not. One for another plugin's domain may only add a
+language that plugin lacks altogether, and one for ``core`` may add a language but
+never replace the core's words or make up a built-in's: such strings are dropped, and
+the log names the plugin. What a plugin adds to ``core`` or another plugin's domain
+counts only while it is enabled. A ``NotReady`` key no bundle has is listed among the
+missing translations."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Callable
 from skald_hookspecs import hookimpl
 from skald_hookspecs.types import I18nBundle, NotReady
 
-from .support import Routed, catalog_entry
+from .support import Routed, catalog_entry, set_enabled
 
 
 class Bundled(Routed):
@@ -29,22 +30,26 @@ class Bundled(Routed):
             register(bundle)
 
 
-async def test_a_bundle_for_another_plugins_domain_fails_the_plugin_and_changes_nothing(skald):
+async def test_a_bundle_for_a_domain_that_is_nobodys_fails_the_plugin_and_another_plugins_words_stay(skald, caplog):
+    caplog.set_level(logging.WARNING)
+    jotter = Bundled("jotter", I18nBundle("jotter", {"en": {"plugin.title": "Jotter"}}))
     impostor = Bundled("impostor", I18nBundle("impostor", {"en": {"hello": "Hi"}}), I18nBundle("jotter", {"en": {"plugin.title": "SPOOFED"}}))
     squatter = Bundled("squatter", I18nBundle("future-plugin", {"en": {"plugin.title": "Mine now"}}))
-    host = await skald.start(plugins=[Routed("jotter"), impostor, squatter], enable=["jotter"])  # the impostors stay disabled
+    host = await skald.start(plugins=[jotter, impostor, squatter], enable=["jotter", "impostor"])
     admin = await host.admin()
 
-    assert (await catalog_entry(admin, "impostor"))["error"] == (
-        "register_i18n: bundle domain 'jotter' belongs to the plugin 'jotter': a plugin registers its strings under"
-        " its own id (I18nBundle('impostor', ...)), and may add a language to the host's with the domain 'core'"
-    )
     squatted = await catalog_entry(admin, "squatter")
-    assert squatted["state"] == "failed" and squatted["error"].startswith("register_i18n: bundle domain 'future-plugin' is not this plugin's id: ")
-    jotter = await catalog_entry(admin, "jotter")
-    assert (jotter["title"], jotter["state"], jotter["healthy"]) == ("Jotter", "loaded", True)
+    assert squatted["state"] == "failed" and squatted["error"] == (
+        "register_i18n: bundle domain 'future-plugin' is not this plugin's id nor an installed plugin's: a plugin"
+        " registers its strings under its own id (I18nBundle('squatter', ...)), and may add a language to the host's"
+        " with the domain 'core' or to another installed plugin's with that plugin's id"
+    )
+    assert (await catalog_entry(admin, "impostor"))["state"] == "loaded"  # its English for jotter is dropped, not fatal
+    assert (await catalog_entry(admin, "jotter"))["title"] == "Jotter"
     strings = (await admin.get("/api/i18n", params={"locale": "en"})).json()["strings"]
-    assert "jotter.plugin.title" not in strings and "impostor.hello" not in strings  # a failed plugin contributes nothing
+    assert strings["jotter.plugin.title"] == "Jotter" and "future-plugin.plugin.title" not in strings
+    [warning] = [r.getMessage() for r in caplog.records if "'jotter' bundle dropped" in r.getMessage()]
+    assert warning.startswith("plugin impostor: 1 string(s) of its 'jotter' bundle dropped") and "en/plugin.title" in warning
     assert (await host.client().get("/health")).json() == {"status": "ok"}
 
 
@@ -61,10 +66,10 @@ async def test_a_core_bundle_adds_a_language_but_never_replaces_the_cores_string
             },
         ),
     )
-    host = await skald.start(plugins=[Routed("jotter"), linguist], enable=["jotter"])  # linguist stays disabled
+    host = await skald.start(plugins=[Routed("jotter"), linguist], enable=["jotter", "linguist"])
     admin = await host.admin()
 
-    assert (await catalog_entry(admin, "linguist"))["state"] == "disabled"  # not failed: it added a language
+    assert (await catalog_entry(admin, "linguist"))["state"] == "loaded"  # not failed: it added a language
     english = (await admin.get("/api/i18n", params={"locale": "en"})).json()["strings"]
     german = (await admin.get("/api/i18n", params={"locale": "de"})).json()["strings"]
     french = (await admin.get("/api/i18n", params={"locale": "fr"})).json()["strings"]
@@ -77,6 +82,75 @@ async def test_a_core_bundle_adds_a_language_but_never_replaces_the_cores_string
     [warning] = [r.getMessage() for r in caplog.records if "'core' bundle dropped" in r.getMessage()]
     assert warning.startswith("plugin linguist: 3 string(s) of its 'core' bundle dropped")
     assert "en/error.config_required" in warning and "en/builtin.jotter.plugin.title" in warning and "de/nav.chat" in warning
+
+
+FRENCH_CORE = I18nBundle("core", {"fr": {"locale.fr": "Français", "nav.chat": "Discussion"}})
+
+
+async def test_a_language_plugin_offers_its_language_only_while_it_is_enabled(skald):
+    """frlang probe: a translation plugin installed but never enabled (or disabled, and
+    the server restarted) still offered French with its words, and the admin could turn
+    French off only by uninstalling it. Its own title stays translated on its card."""
+    frlang = Bundled("frlang", FRENCH_CORE, I18nBundle("frlang", {"en": {"plugin.title": "French"}, "de": {"plugin.title": "Französisch"}}))
+    host = await skald.start(plugins=[frlang])  # installed, never enabled
+    admin = await host.admin()
+
+    async def offered() -> tuple[list[str], str, str]:
+        answer = (await admin.get("/api/i18n", params={"locale": "fr"})).json()
+        return answer["locales"], answer["locale"], answer["strings"]["core.nav.chat"]
+
+    english_chat = (await admin.get("/api/i18n", params={"locale": "en"})).json()["strings"]["core.nav.chat"]
+    assert await offered() == (["de", "en"], "en", english_chat)  # a reader asking for French reads English
+    assert (await admin.put("/api/me/locale", json={"locale": "fr"})).status_code == 400
+
+    await set_enabled(admin, "frlang", True)  # no restart
+    assert await offered() == (["de", "en", "fr"], "fr", "Discussion")
+
+    await set_enabled(admin, "frlang", False)
+    assert await offered() == (["de", "en"], "en", english_chat)
+    assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    assert (await catalog_entry(admin, "frlang"))["title"] == "Französisch"  # its own domain counts while disabled
+
+
+async def test_a_plugin_adds_a_language_another_plugin_lacks_but_never_replaces_its_words(skald, caplog):
+    """A translation plugin could not translate the built-ins (``bundle domain 'telegram'
+    belongs to the plugin 'telegram'``). It may add a language the owner has not at all,
+    while it is enabled; a language the owner has and a key without the owner's English
+    are dropped, and the log names the plugin."""
+    caplog.set_level(logging.WARNING)
+    notes = Bundled("notes", I18nBundle("notes", {"en": {"plugin.title": "Notes", "saved": "Saved"}, "de": {"plugin.title": "Notizen"}}))
+    jotter = Bundled("jotter", I18nBundle("jotter", {"en": {"plugin.title": "Jotter"}, "fr": {"plugin.title": "Carnet"}}))
+    translator = Bundled(
+        "translator",
+        FRENCH_CORE,
+        I18nBundle("notes", {"fr": {"plugin.title": "Notes (fr)", "saved": "Enregistré", "invented": "Inventé"}, "de": {"saved": "GEFÄLSCHT"}}),
+        I18nBundle("jotter", {"fr": {"plugin.title": "FAUX"}}),
+    )
+    host = await skald.start(plugins=[notes, jotter, translator], enable=["notes", "jotter"])
+    admin = await host.admin()
+
+    async def french() -> dict[str, str]:
+        return (await admin.get("/api/i18n", params={"locale": "fr"})).json()["strings"]
+
+    assert (await french())["notes.saved"] == "Saved"  # disabled: it adds nothing
+    await set_enabled(admin, "translator", True)
+    assert (await catalog_entry(admin, "translator"))["state"] == "loaded"
+    strings = await french()
+    assert (strings["notes.plugin.title"], strings["notes.saved"]) == ("Notes (fr)", "Enregistré")
+    assert "notes.invented" not in strings  # the owner has no English for it
+    assert strings["jotter.plugin.title"] == "Carnet"  # the owner's French stays
+    german = (await admin.get("/api/i18n", params={"locale": "de"})).json()["strings"]
+    assert german["notes.saved"] == "Saved"  # German is the owner's language: its gap is not filled by another
+    assert (await admin.put("/api/me/locale", json={"locale": "fr"})).status_code == 200
+    assert (await catalog_entry(admin, "notes"))["title"] == "Notes (fr)"
+
+    dropped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("plugin translator:")]
+    assert any("'notes' bundle dropped" in m and "fr/invented" in m and "de/saved" in m for m in dropped), dropped
+    assert any("'jotter' bundle dropped" in m and "fr/plugin.title" in m for m in dropped), dropped
+
+    assert (await admin.put("/api/me/locale", json={"locale": "en"})).status_code == 200
+    await set_enabled(admin, "translator", False)
+    assert (await french())["notes.saved"] == "Saved"
 
 
 class NotReadyYet(Routed):

@@ -81,7 +81,7 @@ async def preview(client: Any, every: str) -> tuple[int, Any]:
 async def test_a_language_file_brings_its_phrases_and_english_stays(skald, tmp_path):
     french = language(tmp_path, "francais", "fr", FRENCH)
     dutch = language(tmp_path, "nederlands", "nl", {"locale.nl": "Nederlands"})  # no words of its own
-    host = await skald.start(plugins=[french, dutch])  # a language needs no enabling
+    host = await skald.start(plugins=[french, dutch], enable=["francais", "nederlands"])  # a language counts while its plugin is enabled
     await host.admin()
     alice = await host.member("alice")
     assert (await alice.put("/api/me/locale", json={"locale": "fr"})).status_code == 200
