@@ -236,6 +236,9 @@ class MemberConnectors:
                 self._ungranted.add(member_id)
             for name in list(self.connections.get(member_id, {})):
                 async with self._connect_locks.setdefault((member_id, name), asyncio.Lock()):
+                    # Closed before it stops: a call it breaks says its access ended
+                    # (``make_tool``), not that the connection broke.
+                    self._access_closed.add((member_id, name))
                     await self.disconnect(member_id, name)
             await self._forget(member_id)
             return False
@@ -338,6 +341,28 @@ class MemberConnectors:
             await connection.stop()
             return self.connections.get(member_id, {}).get(name)
         return connection
+
+    async def stop_moved(self) -> None:
+        """Stop at once every activation whose template (or its sign-in service) no
+        longer goes where the member agreed (``update_offer``'s ``moved``): asked when
+        the admin saves a template or a sign-in service, before the answer. A session
+        that runs keeps its old address, and its background reconnect would too: the
+        member's values and key would go on to the place the admin moved away from
+        until a Restart. Started anew, it fails at ``spec`` (``destination_changed``)
+        before anything leaves, and reads so until the member takes the update."""
+        templates = self._templates()
+        for member_id, mine in list(self.records.items()):
+            for name, record in list(mine.items()):
+                template = templates.get(record.get("template") or "")
+                if record.get("kind") != "catalog" or template is None or record.get("destination") in (None, self._destination(template)):
+                    continue
+                if self.connections.get(member_id, {}).get(name) is None:
+                    continue  # not running: its next start is refused at ``spec``
+                if self.withdrawn(member_id, name):
+                    async with self._connect_locks.setdefault((member_id, name), asyncio.Lock()):
+                        await self.disconnect(member_id, name)
+                else:
+                    await self.connect(member_id, name)
 
     async def remove(self, member_id: str, name: str) -> None:
         """The member's Delete: the session stopped (one a connect is opening as well:
@@ -442,6 +467,11 @@ class MemberConnectors:
             return None
         if record.get("state", "ready") not in ("ready", "needs_login"):
             raise SpecError(code="oauth_sign_in_first")
+        if record.get("state") == "needs_login" and self._login_kind(record) != "qr":
+            # Left waiting for a device by an earlier version's device-login reset of a
+            # connector that has none: nothing would ever link it.
+            record["state"] = "ready"
+            await self.save(member_id, name, record)
         previous = self.connections.get(member_id, {}).get(name)
         # One that was working (or coming back) keeps trying if its server is away now.
         return await self.connect(member_id, name, resume=previous is not None and previous.state in ("ready", "reconnecting"))
@@ -546,7 +576,7 @@ class MemberConnectors:
         names = tool_names(name, [t.name for t in connection.tools])
         offered[name] = [
             make_tool(
-                name, t, lambda caller, _m=member_id, _n=name: caller == _m and self.usable(_m, _n), lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n),
+                name, t, lambda caller, _m=member_id, _n=name: caller == _m and self.usable(_m, _n) and (_m, _n) not in self._access_closed, lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n),
                 names[t.name], capability=self.capability(record), settle=lambda _m=member_id, _n=name: self.settled(_m, _n),
             )
             for t in offered_tools(connection.tools, pins)
@@ -590,7 +620,10 @@ class MemberConnectors:
         """Ask the connector's ``login_status`` (starting it if it is not running) and
         record what it says: on ``ready`` the connector's tools are offered from now on.
         A POST's (``…/login/check``, ``…/login/reset``): the page's polling reads
-        ``login_known``. ``say``: how a coded refusal reads (``Connection.said_error``)."""
+        ``login_known``. ``say``: how a coded refusal reads (``Connection.said_error``).
+        Only a connector with the device login has the contract's tools: asking any
+        other would start it to ask a tool it has not (``SpecError``)."""
+        self._device_login_only(member_id, name, gone_ok=True)
         connection = self.connections.get(member_id, {}).get(name)
         # Reconnecting by itself: asked again once it is back, not started anew here.
         if connection is None or connection.state not in ("ready", "starting", "reconnecting"):
@@ -642,7 +675,10 @@ class MemberConnectors:
                 del self._login_watch[(member_id, name)]
 
     async def login_reset(self, member_id: str, name: str, say: Callable[[Any], str] = str) -> dict[str, Any]:
-        """Sign the device out (the connector's ``logout``) to link another one."""
+        """Sign the device out (the connector's ``logout``) to link another one. Only a
+        connector with the device login (``SpecError`` for any other, before anything
+        changes): one without it would be saved waiting for a device it never links."""
+        self._device_login_only(member_id, name)
         connection = self.connections.get(member_id, {}).get(name)
         record = self.records[member_id][name]
         record["state"] = "needs_login"
@@ -652,6 +688,16 @@ class MemberConnectors:
             await connection.call("logout", {})
             self._watch_login(member_id, name, connection)
         return await self.login_status(member_id, name, say)
+
+    def _device_login_only(self, member_id: str, name: str, *, gone_ok: bool = False) -> None:
+        """Refuse the device login of a connector that has none. ``gone_ok``: one whose
+        template left the catalog cannot tell, and its start says the template is gone
+        (nothing is asked of it then)."""
+        record = self.records.get(member_id, {}).get(name) or {}
+        if gone_ok and record.get("kind") == "catalog" and (record.get("template") or "") not in self._templates():
+            return
+        if self._login_kind(record) != "qr":
+            raise SpecError(code="no_device_login", name=name)
 
     @staticmethod
     def capability(record: dict[str, Any]) -> str:

@@ -156,6 +156,18 @@ def build_blueprint(host: HostApi) -> Blueprint:
             raise SpecError(code="members_invalid")
         return set(value)
 
+    async def access_body() -> Any:
+        """The ``members`` of a ``PUT …/access`` (the whole list): required, and the
+        only field. Read as "no one" (or, for a template, "everyone") when missing, a
+        body with the create route's ``access`` key, or a typo, would change who may use
+        the connector the other way than the admin meant, silently."""
+        body = await json_body()
+        if set(body) - {"members"}:
+            raise unknown_fields(set(body) - {"members"})
+        if "members" not in body:
+            raise SpecError(code="members_missing", field="members")
+        return body["members"]
+
     async def known(members: set[str] | None, had: Any = ()) -> None:
         """Refuse an access list naming someone who is no member the plugin is granted
         to (``HostApi.member_has_grant``: a mistyped id, a deleted member), before
@@ -390,7 +402,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         try:
             return await runtime.members.login_status(caller.id, name, said)
         except SpecError as exc:
-            return refused(exc, 502)
+            return refused(exc, 400 if exc.code == "no_device_login" else 502)
         except (RuntimeError, ToolError) as exc:  # the connector's own words, or its session gone
             return error("err_login_failed", 502, detail=str(exc)[:500])
 
@@ -400,7 +412,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         try:
             return await runtime.members.login_reset(caller.id, name, said)
         except SpecError as exc:
-            return refused(exc, 502)
+            return refused(exc, 400 if exc.code == "no_device_login" else 502)
         except (RuntimeError, ToolError) as exc:
             return error("err_login_failed", 502, detail=str(exc)[:500])
 
@@ -515,6 +527,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         await runtime.save_catalog()
         if new:
             await runtime.set_template_access(name, members, by_default)
+        await runtime.members.stop_moved()  # moved at the same version: its activations stop now
         return runtime.template_status(name)
 
     @blueprint.put("/catalog/<name>/access")
@@ -525,7 +538,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         activations made from it at once (each call checks it)."""
         if name not in runtime.templates:
             return error("err_no_template", 404, name=name[:40])
-        chosen = (await json_body()).get("members")
+        chosen = await access_body()
         members = None if chosen is None else members_of(chosen)
         await known(members, runtime.template_access.get(name))
         await runtime.set_template_access(name, members)
@@ -580,6 +593,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             raise SpecError(code="secret_reenter", field="client_secret", name="client_secret")
         runtime.oauth.providers[name] = provider
         await runtime.oauth.save()
+        await runtime.members.stop_moved()  # a token endpoint moved: no refresh token follows it
         return public_provider(provider)
 
     @blueprint.delete("/providers/<name>")
@@ -588,6 +602,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if runtime.oauth.providers.pop(name, None) is None:
             return error("err_no_provider", 404, name=name[:40])
         await runtime.oauth.save()
+        await runtime.members.stop_moved()
         return {"removed": name}
 
     @blueprint.get("/servers")
@@ -643,7 +658,10 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.put("/servers/<name>/access")
     @guarded("admin", server=True)
     async def set_access(runtime: Any, caller: Any, name: str) -> Any:
-        members = members_of((await json_body()).get("members"))
+        chosen = await access_body()
+        if chosen is None:
+            raise SpecError(code="members_invalid", field="members")  # a connector has no "everyone": a list, [] for no one
+        members = members_of(chosen)
         await known(members, runtime.access.get(name))
         await runtime.set_access(name, members)
         return {"name": name, "access": sorted(members)}

@@ -37,6 +37,11 @@ CONNECT_SECONDS = 20.0
 STOP_SECONDS = 5.0
 MAX_DESCRIPTION = 2000
 MAX_RESULT = 100_000
+#: The largest server-sent event (one answer, over streamable HTTP) read from a
+#: connector: the SDK's default (1 MiB) refused answers the model would get cut to
+#: ``MAX_RESULT`` anyway; a larger one is refused by the SDK before it is buffered
+#: whole, and the call says so (``_too_large``).
+MAX_EVENT_BYTES = 8 * 1024 * 1024
 #: The waits (seconds) between the background reconnect attempts of a connection whose
 #: session was lost and whose reconnect failed; the last repeats until it is back. Read
 #: at each wait, so a test may patch it.
@@ -156,6 +161,9 @@ class Connection:
         #: The plugin's own coded refusal it failed with (a ``SpecError`` with a
         #: ``code``), so a route can say it in the reader's language (``said_error``).
         self.refusal: Any = None
+        #: The failure's kind without its words (``failure_kind``): what the log says of
+        #: a member's connector, whose error may quote their address or key.
+        self.kind: str | None = None
         self.tools: list[Any] = []
         self.discarded = 0  # notifications the global runtime dropped
         self._on_change = on_change
@@ -240,7 +248,7 @@ class Connection:
             self._guard = self._http.guard
         else:
             self._http = create_mcp_http_client(headers=dict(self.spec.headers))
-        return streamable_http_client(self.spec.url, http_client=self._http)
+        return streamable_http_client(self.spec.url, http_client=self._http, max_sse_event_size=MAX_EVENT_BYTES)
 
     async def _run(self) -> None:
         from mcp import Client
@@ -303,13 +311,16 @@ class Connection:
         runs, it still reads ``reconnecting`` (with this failure's cause)."""
         self.state, self.cause = ("reconnecting" if self._retrying is not None else "failed"), failure_cause(exc)
         self.refusal = exc if as_said and getattr(exc, "code", "") else None
+        self.kind = failure_kind(exc)
         detail = (str(exc) or type(exc).__name__) if as_said else _describe(exc)
         self.error = redact(detail, [*self.spec.env.values(), *self.spec.headers.values()])
 
     def _logged(self, detail: str | None) -> tuple[str, str | None]:
         """The connector and a failure's detail as a log line may say them: a member's
         own by neither name nor detail (an error may quote its address, key and all)."""
-        return ("of a member", self.cause) if self.private else (self.spec.name, detail)
+        if not self.private:
+            return (self.spec.name, detail)
+        return ("of a member", f"{self.cause} ({self.kind})" if self.cause and self.kind else self.cause)
 
     def said_error(self, say: Callable[[Any], str] = str) -> str | None:
         """``error`` for a reader: a coded refusal in the words ``say`` gives it (the
@@ -484,6 +495,15 @@ class Connection:
                         raise ToolError(self._reconnecting_sentence() if self.state == "reconnecting" else self._unreachable()) from None
                     self._same_tool(tool, vetted)
                     return await self._call(client, tool, arguments, cancelled)
+                limit = _too_large(exc)
+                if limit is not None:
+                    # The server answered, more than the transport reads: an answer,
+                    # not a broken connection. The SDK dropped that one stream only,
+                    # so the session is kept and nothing is sent again.
+                    raise ToolError(
+                        f"the connector {self.spec.name!r} answered with more than {limit / 1024 / 1024:g} MB, "
+                        "which was not read; ask it for a smaller result"
+                    ) from None
                 if _connection_closed(exc):
                     # Closed while the call was out: it may have run, so it is not
                     # repeated; the next call finds a new session.
@@ -606,6 +626,23 @@ def _session_gone(exc: BaseException) -> bool:
     return bool(_SESSION_GONE.search(error.message or ""))
 
 
+#: How the SDK says an answer's server-sent event outgrew ``max_sse_event_size``
+#: (httpx2's ``SSEError``, wrapped as a closed connection); an SDK upgrade that
+#: rewords it needs a look: the call would then read "broke during the call" again.
+_TOO_LARGE = re.compile(r"exceeded the (\d+) byte limit")
+
+
+def _too_large(exc: BaseException) -> int | None:
+    """The byte limit an answer exceeded, if that is why the call failed, else None."""
+    from mcp_types import CONNECTION_CLOSED
+
+    error = _protocol_error(exc)
+    if error is None or error.code != CONNECTION_CLOSED:
+        return None
+    found = _TOO_LARGE.search(error.message or "")
+    return int(found.group(1)) if found else None
+
+
 def _connection_closed(exc: BaseException) -> bool:
     from mcp_types import CONNECTION_CLOSED
 
@@ -674,7 +711,18 @@ def make_tool(
         if current is None:
             raise ToolError(f"the connector {server!r} is not running")
         try:
-            return await current.call(remote, args, ctx.cancelled, ctx)
+            try:
+                answer = await current.call(remote, args, ctx.cancelled, ctx)
+            except ToolError:
+                if current.removed or may_call(ctx.member_id):
+                    raise
+                # Their access ended while the call was out (the grant revoked, the
+                # plugin or the capability taken, the template closed): that stopped
+                # it, not a broken connection.
+                raise ToolError(f"the connector {server!r} is no longer available to you: your access to it ended during the call; it may or may not have run") from None
+            # A call already out when the access ended (a global connector's session is
+            # shared, so nothing stops for one member) finishes with its answer: it ran.
+            return answer
         finally:
             if settle is not None:
                 await settle()
@@ -706,6 +754,27 @@ def failure_cause(exc: BaseException) -> str:
             seen.extend(current.exceptions)
         seen.extend(e for e in (current.__cause__, current.__context__) if e is not None and e not in seen)
     return "other"
+
+
+def failure_kind(exc: BaseException) -> str:
+    """What failed, in words that quote nothing it was given: the exception classes
+    (a group's members, and what each was raised from), and for the plugin's own coded
+    refusal its code (``SpecError``'s ``destination_changed``). The admin's log says a
+    member's connector failed by this, never by its message, which may quote the
+    member's address, header or key."""
+    kinds: list[str] = []
+    seen: list[BaseException] = [exc]
+    while seen:
+        current = seen.pop(0)
+        if isinstance(current, BaseExceptionGroup):
+            seen.extend(current.exceptions)
+        else:
+            code = getattr(current, "code", None)
+            kind = f"{type(current).__name__} {code}" if isinstance(code, str) and code.isidentifier() else type(current).__name__
+            if kind not in kinds:
+                kinds.append(kind)
+        seen.extend(e for e in (current.__cause__,) if e is not None and e not in seen)
+    return ", ".join(kinds[:5])
 
 
 def redact(text: str, secrets: list[str]) -> str:

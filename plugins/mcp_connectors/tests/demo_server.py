@@ -15,6 +15,7 @@ streamable HTTP with ``http PORT``.
 - ``fail()``: answers with ``isError``.
 - ``crash()``: the server process exits in the middle of the call (a call that breaks
   after the server received it, which must never be sent again).
+- ``big(mb)``: an answer of ``mb`` megabytes of text (one larger than a transport reads).
 - ``hold(marker, seconds)``: writes its process id to the file ``marker``, then sleeps
   (a call a test knows the server is running, to stop the server under it).
 
@@ -181,6 +182,12 @@ async def hold(marker: str, seconds: float) -> str:
         file.write(str(os.getpid()))
     await anyio.sleep(seconds)
     return "held"
+
+
+@server.tool()
+def big(mb: float) -> str:
+    """Answer with mb megabytes of text."""
+    return "x" * int(mb * 1024 * 1024)
 
 
 @server.tool()
