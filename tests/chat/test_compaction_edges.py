@@ -3,6 +3,8 @@ answer, a /compact after a failed turn, and Regenerate after an automatic one.""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from skald_host.core.agent.projection import SUMMARY_PREFIX
@@ -44,6 +46,27 @@ async def test_a_failed_automatic_compaction_keeps_the_answer_and_the_queued_mes
     assert requests[1].messages[-1] == {"role": "user", "content": COMPACT_PROMPT}
     assert requests[2].messages[-1] == {"role": "user", "content": "Queued meanwhile."}
     assert (await alice.post(f"/api/conversations/{cid}/retry")).status_code == 409  # nothing failed
+
+
+@pytest.mark.parametrize("chat_settings", AUTOMATIC)
+async def test_a_failed_automatic_compaction_logs_its_status_not_the_providers_words(chat, caplog):
+    """A provider's error body may quote the messages it was asked to summarise: the
+    log (which the admin reads) says the failure's status, never those words."""
+    caplog.set_level(logging.INFO)
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [
+        Reply("Answered.", usage=(100, 6)),
+        ScriptedError(400, "context too long; your messages: ZQXMARK-cf1 hello", type="invalid_request_error"),
+    ])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "ZQXMARK-cf1 hello")
+        assert [e["content"] for e in await sock.turn(cid) if e["type"] == "done"] == ["Answered."]
+    assert chat.server.requests_for(MODEL_A)[1].messages[-1] == {"role": "user", "content": COMPACT_PROMPT}
+    said = [r.getMessage() for r in caplog.records]
+    assert any("automatic compaction failed (HTTP 400)" in line for line in said), said
+    assert not [line for line in said if "ZQXMARK" in line or "context too long" in line]
 
 
 async def test_compact_after_a_failed_turn_leaves_it_out_and_its_retry_stays(chat):

@@ -3,14 +3,16 @@ asked, once — also when a crash left one half-delivered."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 from typing import Any
 
+from skald_host.core import schedules
 from skald_host.core.agent.runtime import SCHEDULER_MAX_SLEEP, SCHEDULER_RETRY_SECONDS, seconds_until
-from skald_host.testing import Reply, SkaldClient, ToolCall
+from skald_host.testing import Reply, ScriptedError, SkaldClient, ToolCall
 
-from .support import MODEL_A, ChatSocket, allow_tool, configure_models, messages, new_conversation
+from .support import MODEL_A, ChatSocket, allow_tool, configure_models, eventually, messages, new_conversation
 
 
 async def test_scheduled_prompt_left_running_by_a_crash_is_delivered_once(chat):
@@ -110,3 +112,44 @@ async def test_a_one_off_prompt_is_confirmed_to_the_model_in_the_members_time_zo
     _, call = await scheduled_in(chat, "Asia/Tokyo", {"prompt": "Call mum.", "at": "2099-03-01T10:30:00+01:00"})
     assert call["status"] == "done", call
     assert call["result"].startswith("Scheduled for 2099-03-01 18:30 (Asia/Tokyo) (job "), call["result"]
+
+
+async def test_a_scheduled_run_whose_answer_failed_reads_failed_and_an_answered_one_done(chat):
+    """The Schedules page shows each job's last result: a run whose model call failed
+    is "failed" there, as its answer is in the conversation (it read "done": the prompt
+    had been delivered); the next run, answered, is "done" again."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))
+    try:
+        schedules.clock.set(dt.datetime(2026, 7, 1, 12, 1, tzinfo=dt.timezone.utc))
+        response = await alice.post("/api/schedules", json={"prompt": "Check the weather.", "every": "*/5 * * * *"})
+        assert response.status_code == 201, response.text
+        cid = response.json()["conversation_id"]
+        chat.server.script(MODEL_A, [ScriptedError(500, "the provider is down", should_retry=False), Reply("Sunny.")])
+
+        async def last_result() -> Any:
+            job = (await alice.get("/api/schedules")).json()["jobs"][0]
+            return (job["last_status"], job["runs"], job["status"])
+
+        schedules.clock.set(dt.datetime(2026, 7, 1, 12, 5, 1, tzinfo=dt.timezone.utc))
+        await runtime.deliver_due_jobs()
+        assert await eventually(lambda: _when(last_result, ("failed", 1, "pending")), what="the failed run") == ("failed", 1, "pending")
+        assert [(m["role"], m["status"]) for m in await messages(alice, cid)][-1] == ("assistant", "error")
+
+        schedules.clock.set(dt.datetime(2026, 7, 1, 12, 10, 1, tzinfo=dt.timezone.utc))
+        await runtime.deliver_due_jobs()
+        await eventually(lambda: _answered(alice, cid, "Sunny."), what="the second run's answer")
+        await asyncio.sleep(0.3)  # its turn has ended: nothing to change, it stays done
+        assert await last_result() == ("done", 2, "pending")
+    finally:
+        schedules.clock.set(None)
+
+
+async def _when(read, wanted):
+    value = await read()
+    return value if value == wanted else None
+
+
+async def _answered(client: SkaldClient, cid: str, text: str) -> bool:
+    return any(m["role"] == "assistant" and m["content"] == text and m["status"] == "complete" for m in await messages(client, cid))

@@ -268,6 +268,8 @@ class Connection:
                 self.state, self.error, self.cause, self.refusal = "ready", None, None, None
                 self._resume = False
                 self.sessions += 1
+                if self._stderr is not None:  # from now on its stderr may quote members' calls
+                    self._stderr.session_ready()
                 self._ready.set()
                 self._on_change(self)
                 await self._stop.wait()

@@ -31,7 +31,7 @@ from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked, TtsUnavailable
 from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_telegram import logsafe
-from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Later, Outbox, Refused, retry_after_seconds
+from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Later, Outbox, Refused, refusal_kind, retry_after_seconds
 from skald_telegram.pairing import Pairing, PairingError, display
 from skald_telegram.strings import plural_category, size_text, telegram_locale
 from skald_telegram.text import first_part, opening_words, split_markdown, split_message, to_telegram_html
@@ -480,7 +480,12 @@ class TelegramBot:
                 continue
             except Exception as exc:  # the network, or a token revoked while running
                 failures += 1
-                log.warning("telegram: getUpdates failed (%s): %s", type(exc).__name__, getattr(exc, "message", ""))
+                # A transport's failure by its cause's type, an answer by its kind (``refusal_kind``).
+                if exc.__cause__ is not None:
+                    said = f": {type(exc.__cause__).__name__}"
+                else:
+                    said = f": {refusal_kind(exc)}" if isinstance(exc, TelegramError) else ""
+                log.warning("telegram: getUpdates failed (%s)%s", type(exc).__name__, said)
                 await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))
                 continue
             finally:
@@ -819,9 +824,9 @@ class TelegramBot:
         except ValueError as exc:
             await self.say(chat_id, self.t("upload_failed", locale, reason=str(exc)), member_id)
         except TelegramError as exc:
-            # The Bot API's words ("Bad Request: invalid file_id") are English and for
-            # the log; the member reads what happened in their own language.
-            log.warning("telegram: downloading a file failed: %s", exc.message)
+            # The log says the Bot API's kind of refusal ("invalid file_id"), never the
+            # rest of its words; the member reads what happened in their own language.
+            log.warning("telegram: downloading a file failed: %s", refusal_kind(exc))
             await self.say(chat_id, self.t("download_failed", locale), member_id)
         return None
 
@@ -1348,7 +1353,7 @@ class TelegramBot:
                 queue, lambda: self.bot.send_message(chat_id, str(payload.get("text", "")), reply_markup=InlineKeyboardMarkup(rows)), "sendMessage"
             )
         except BadRequest as exc:
-            raise Refused(f"sendMessage: {exc.message}") from None
+            raise Refused(f"sendMessage: {refusal_kind(exc)}") from None
         await self.host.kv_set(f"qcard:{job.public.get('question_id')}", {"short": short, "message_id": sent.message_id})
 
     # -- running a queued job (the outbox's worker calls this, one job of a chat at a time) --
@@ -1395,7 +1400,7 @@ class TelegramBot:
         except BadRequest as exc:
             if _is_unchanged(exc):
                 return
-            log.info("telegram: editing a settled approval card in chat %s was refused: %s", chat_id, exc.message)
+            log.info("telegram: editing a settled approval card in chat %s was refused: %s", chat_id, refusal_kind(exc))
             await self._remove_buttons(queue, message_id)
 
     async def _remove_buttons(self, queue: ChatQueue, message_id: int) -> None:
@@ -1406,7 +1411,7 @@ class TelegramBot:
                 "editMessageReplyMarkup",
             )
         except BadRequest as exc:  # already without buttons, or deleted by the member
-            log.debug("telegram: removing buttons in chat %s: %s", chat_id, exc.message)
+            log.debug("telegram: removing buttons in chat %s: %s", chat_id, refusal_kind(exc))
 
     async def _send_pieces(self, queue: ChatQueue, job: Job, pieces: list[str], *, markdown: bool) -> None:
         """Each piece once, in order, recorded as it leaves; the first one edited into
@@ -1442,7 +1447,7 @@ class TelegramBot:
                         return
                     if _is_gone(exc):
                         break
-                    log.info("telegram: editMessageText refused (%s)%s", exc.message, ", sent as plain text" if mode else "")
+                    log.info("telegram: editMessageText refused (%s)%s", refusal_kind(exc), ", sent as plain text" if mode else "")
             # The streamed message is gone or refuses the text: the answer comes as a new one.
         for text, mode in forms:
             try:
@@ -1450,8 +1455,8 @@ class TelegramBot:
                 return
             except BadRequest as exc:
                 if mode is None:
-                    raise Refused(f"sendMessage: {exc.message}") from None
-                log.info("telegram: sendMessage refused the markup (%s), sent as plain text", exc.message)
+                    raise Refused(f"sendMessage: {refusal_kind(exc)}") from None
+                log.info("telegram: sendMessage refused the markup (%s), sent as plain text", refusal_kind(exc))
 
     async def _run_stream(self, queue: ChatQueue, job: Job, stream: Stream | None) -> None:
         if stream is None or stream.finished:
@@ -1477,7 +1482,7 @@ class TelegramBot:
                 )
             stream.shown = text
         except BadRequest as exc:  # an edit of a streamed message is worth no retry: the final text follows
-            log.debug("telegram: a streaming edit in chat %s was refused: %s", chat_id, exc.message)
+            log.debug("telegram: a streaming edit in chat %s was refused: %s", chat_id, refusal_kind(exc))
 
     async def _run_approval(self, queue: ChatQueue, job: Job, payload: Mapping[str, Any]) -> None:
         chat_id = queue.chat_id
@@ -1495,7 +1500,7 @@ class TelegramBot:
                 queue, lambda: self.bot.send_message(chat_id, str(payload.get("text", "")), reply_markup=markup), "sendMessage"
             )
         except BadRequest as exc:
-            raise Refused(f"sendMessage: {exc.message}") from None
+            raise Refused(f"sendMessage: {refusal_kind(exc)}") from None
         await self.host.kv_set(f"card:{job.public.get('approval_id')}", {"short": short, "message_id": sent.message_id})
 
     # -- pairing from the member's side ------------------------------------------------------

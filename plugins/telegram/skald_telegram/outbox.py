@@ -8,7 +8,7 @@ has passed since the chat's previous one, and a flood wait (429 with ``retry_aft
 holds that chat — and only that chat — for exactly ``retry_after`` seconds from the
 answer, after which the same call is made again. No attempt limit: a job ends when it
 was sent, when Telegram refuses it for good (400 or 403: logged as a WARNING with the
-reason, never silently), or when the member unlinks the chat.
+kind of refusal, ``refusal_kind``, never silently), or when the member unlinks the chat.
 
 Durability and privacy: a job for a member (an answer, a note, an approval card, an
 error) is written to the plugin's key-value store before ``deliver`` returns, and
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import httpx
-from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter
+from telegram.error import BadRequest, Conflict, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 
 from skald_hookspecs import ChannelRequestError, HostApi, MemberLocked
 
@@ -101,7 +101,41 @@ class Later(Exception):
 
 
 class Refused(Exception):
-    """Telegram refused a job for good (400/403): dropped, with a WARNING."""
+    """Telegram refused a job for good (400/403): dropped, with a WARNING. Its message
+    goes to the log: the method and ``refusal_kind``, never Telegram's own words."""
+
+
+#: The beginnings of Telegram's refusals that the log repeats (as PTB words them: "Bad
+#: Request: " taken off; "Forbidden: " and "Conflict: " kept, matched without). Only the
+#: beginning: what follows may repeat what was sent ("Message is too long: …", a card's
+#: text), and the admin reads the log. Lower case, longest first where one begins another.
+KNOWN_REFUSALS = (
+    "message is too long", "message text is empty", "message must be non-empty", "message can't be edited",
+    "message to edit not found", "message is not modified", "message to delete not found", "reply message not found",
+    "can't parse entities", "chat not found", "user not found", "bot was blocked by the user", "bot was kicked",
+    "bot is not a member", "user is deactivated", "bot can't initiate conversation with a user",
+    "have no rights to send a message", "not enough rights", "query is too old", "invalid file_id",
+    "wrong file identifier", "file is too big", "terminated by other getupdates request", "bad gateway",
+    "unauthorized", "not found",
+)
+_REFUSAL_STATUS = ((BadRequest, 400), (Forbidden, 403), (Conflict, 409))
+
+
+def refusal_kind(exc: TelegramError) -> str:
+    """What the log says of a Telegram error: a recognised kind ("message is too long",
+    "chat not found"), else its HTTP status or its type, never the rest of Telegram's description —
+    it may quote the member's words it refused (the same rule as the host's
+    ``WithholdLibraryText`` and its model-failure lines: the kind, not the words)."""
+    said = exc.message.lower()
+    for prefix in ("forbidden: ", "conflict: "):
+        said = said.removeprefix(prefix)
+    for known in KNOWN_REFUSALS:
+        if said.startswith(known):
+            return known
+    for kind, status in _REFUSAL_STATUS:
+        if isinstance(exc, kind):
+            return f"refused (HTTP {status})"
+    return type(exc).__name__  # a 5xx (NetworkError), a token refused (InvalidToken)
 
 
 @dataclass
@@ -396,11 +430,11 @@ class Outbox:
             except BadRequest:
                 raise
             except (Forbidden, InvalidToken) as exc:
-                raise Refused(f"{what}: {exc.message}") from None
+                raise Refused(f"{what}: {refusal_kind(exc)}") from None
             except NetworkError as exc:
                 failures += 1
                 backoff = min(NETWORK_BACKOFF_MAX_SECONDS, 0.5 * 2 ** min(failures, 7))
-                cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else exc.message
+                cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else refusal_kind(exc)
                 if may_have_arrived(exc) and what not in REPEATABLE_METHODS:
                     # Deliberate: Telegram may have taken it, and there is no way to ask.
                     # Sent again rather than risk that the member never gets it.
@@ -430,10 +464,10 @@ class Outbox:
                     return None
                 await asyncio.sleep(seconds)
             except NetworkError as exc:  # BadRequest included: an expired query
-                log.warning("telegram: %s failed: %s", what, exc.message)
+                log.warning("telegram: %s failed: %s", what, refusal_kind(exc))
                 return None
             except (Forbidden, InvalidToken) as exc:
-                log.warning("telegram: %s refused: %s", what, exc.message)
+                log.warning("telegram: %s refused: %s", what, refusal_kind(exc))
                 return None
 
     # -- stopping -------------------------------------------------------------------------

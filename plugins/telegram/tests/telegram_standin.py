@@ -16,7 +16,7 @@ previous accepted one, or past thirty calls a second overall, is answered 429 wi
 recorded in ``early`` (and answered 429 again); text over 4,096 UTF-16 units after
 parsing, or HTML Telegram cannot parse, is answered 400; a callback query answered more
 than 15 s after the press has expired (400). A method or a chat can be told to answer
-429 first (``flood``, ``flood_chat``).
+429 first (``flood``, ``flood_chat``), or to refuse a text it is sent (``refusals``).
 """
 
 from __future__ import annotations
@@ -48,6 +48,18 @@ COUNTED_METHODS = MESSAGE_METHODS | {"sendChatAction", "answerCallbackQuery"}
 CHAT_INTERVAL = 1.0
 GLOBAL_PER_SECOND = 30
 CALLBACK_EXPIRY = 15.0
+
+
+@dataclass
+class Refusal:
+    """Every ``method`` call whose text contains ``contains`` is answered ``status`` with
+    ``description``, in which ``{text}`` stands for the text sent: Telegram's own
+    refusals may repeat what they refuse, which no log line may carry on."""
+
+    method: str
+    contains: str
+    description: str
+    status: int = 400
 
 
 @dataclass
@@ -131,6 +143,7 @@ class BotApiStandIn:
         self.pressed_at: dict[str, float] = {}  # callback query id -> when it was pressed
         self.served_at: dict[int, float] = {}  # update id -> when getUpdates first handed it out
         self.refuse_entities = 0  # refuse this many next HTML texts (entities Telegram cannot parse)
+        self.refusals: list[Refusal] = []
         self._ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._changed = asyncio.Event()
@@ -285,6 +298,11 @@ class BotApiStandIn:
             if limited is not None:
                 call.status = 429
                 return limited
+            text = params.get("text")
+            for refusal in self.refusals:
+                if refusal.method == method and isinstance(text, str) and refusal.contains in text:
+                    call.status = refusal.status
+                    return {"ok": False, "error_code": refusal.status, "description": refusal.description.replace("{text}", text)}, refusal.status
             handler = getattr(self, f"_do_{method}", None)
             if handler is None:
                 return {"ok": False, "error_code": 404, "description": "Not Found: method not found"}, 404

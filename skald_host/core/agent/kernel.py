@@ -777,7 +777,7 @@ class Kernel:
                         # (it names the answer it goes before: that row was written first).
                         # Named by entry (label, provider): two providers may serve one model name.
                         log.warning("member %s: model %s failed (%s); the request goes to %s",
-                                    self.runtime.member_id, _entry(choice), _failure(exc), _entry(nxt))
+                                    self.runtime.member_id, _entry(choice), model_failure(exc), _entry(nxt))
                         values = {"failed": choice.label, "next": nxt.label, "message_id": message_id}
                         note_id = await self.store.add_note(
                             frame, f"{choice.label} did not answer; trying {nxt.label}.", reason=reason_json("model_fallback", values),
@@ -787,7 +787,7 @@ class Kernel:
                         continue
                     # The last model tried failed too (or may not be retried): the answer
                     # fails, said in the log as every fallback before it was.
-                    log.warning("member %s: model %s failed (%s); %s", self.runtime.member_id, _entry(choice), _failure(exc),
+                    log.warning("member %s: model %s failed (%s); %s", self.runtime.member_id, _entry(choice), model_failure(exc),
                                 "no other model is left to try: the answer failed" if exc.retriable else "not retried: the answer failed")
                     text = f"The model could not answer ({exc})."
                     reason = reason_json(exc.code, exc.values)
@@ -1479,9 +1479,11 @@ def _entry(choice: ModelChoice) -> str:
     return f"{choice.label!r} ({choice.model} at {choice.provider_name})"
 
 
-def _failure(exc: ModelError) -> str:
+def model_failure(exc: ModelError) -> str:
     """A model's failure as the log says it: its HTTP status when it answered, else what
-    happened (a refused connection has no status; "HTTP None" said nothing)."""
+    happened (a refused connection has no status; "HTTP None" said nothing). Never the
+    provider's words: an error body may quote the conversation it was sent ("context too
+    long; your messages: …"), and the admin reads the log."""
     if exc.status is not None:
         return f"HTTP {exc.status}"
     return "could not be reached" if exc.code == "model_unreachable" else exc.code

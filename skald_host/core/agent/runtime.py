@@ -29,7 +29,7 @@ from skald_hookspecs.events import ChatEvent, UserEvent
 from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
 from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
 from skald_host.core.plugins.failures import record_failure
-from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending
+from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending, model_failure
 from skald_host.core.agent.questions import Questions
 from skald_host.core.agent.projection import SUMMARY_PREFIX, project, unfinished_calls
 from skald_host.core.agent.store import HISTORY_CACHE_FRAMES, ConversationStore, Frame, cut_result, reason_json, title_from
@@ -419,6 +419,8 @@ class MemberRuntime:
         self._prefix: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._logging: set[asyncio.Task[None]] = set()
+        #: Scheduled prompts delivered whose answers are awaited (``_watch_answer``).
+        self._watching: set[asyncio.Task[None]] = set()
         self._logged_requests: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {}  # frame id -> its last logged request
         #: Per conversation, ``<!-- KEY -->`` markers of the system prompt and their text:
         #: a system agent's pass about somebody else (seed 001 "Per-pass prompt substitutions").
@@ -463,7 +465,7 @@ class MemberRuntime:
         # No await between answering the waiting questions and cancelling the turns: a
         # turn must not go on (and write) on a "cancel" answer while its member locks.
         self.questions.cancel_all()
-        tasks = list(self._live.values()) + ([self._scheduler] if self._scheduler else [])
+        tasks = list(self._live.values()) + list(self._watching) + ([self._scheduler] if self._scheduler else [])
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -1510,8 +1512,13 @@ class MemberRuntime:
             # limit asks for the summary again.
             try:
                 await self._compact_frame(frame)
-            except ChatError as exc:  # the model's refusal: said, no traceback to read
-                log.warning("member %s: automatic compaction failed; tried again after a later answer: %s", self.member_id, exc)
+            except ChatError as exc:  # the model's refusal: said by its kind, no traceback to read
+                # Its status or code only, as the kernel logs a failed answer: the provider's
+                # words (kept for the member, who reads their own /compact failure) may quote
+                # the very messages it was asked to summarise, and the admin reads the log.
+                cause = exc.__cause__
+                kind = model_failure(cause) if isinstance(cause, ModelError) else exc.code
+                log.warning("member %s: automatic compaction failed (%s); tried again after a later answer", self.member_id, kind)
             except Exception:
                 log.exception("member %s: automatic compaction failed; tried again after a later answer", self.member_id)
 
@@ -1569,7 +1576,7 @@ class MemberRuntime:
             self.emit("compacted", frame.conversation_id)
             self.core.buses.chat.publish(ChatEvent("compaction_done", self.member_id, frame.conversation_id))
             return True
-        raise ChatError(f"compaction failed: {last_error}", code="compaction_failed", status=502)
+        raise ChatError(f"compaction failed: {last_error}", code="compaction_failed", status=502) from last_error
 
     # -- scheduled prompts -----------------------------------------------------------------
 
@@ -1607,13 +1614,36 @@ class MemberRuntime:
                 await self.deliver_recurring(job, now)
                 continue
             await self.store.set_job(job["id"], "running")
+            key = f"{schedules.SCHEDULED_KEY}{job['id']}"
             try:
-                await self.send(job["conversation_id"], f"{await self._scheduled_marker()} {job['prompt']}", f"{schedules.SCHEDULED_KEY}{job['id']}", unattended=True)
+                await self.send(job["conversation_id"], f"{await self._scheduled_marker()} {job['prompt']}", key, unattended=True)
             except ChatError:
                 await self.store.set_job(job["id"], "failed")
                 continue
             await self.store.set_job(job["id"], "done")
+            self._watch_answer(job, key)
         return len(jobs)
+
+    def _watch_answer(self, job: Mapping[str, Any], key: str) -> None:
+        """A delivered prompt's run reads "done"; once its turn ends, "failed" if the
+        answer ended in an error (the model failed): the Schedules page shows each job's
+        last result, and "done" over a failed answer hid that it needs looking at.
+        Watched beside the scheduler, not in its pass: the turn may run long (a turn of
+        the member's own the prompt queued behind), and holds up no other prompt."""
+
+        async def watch() -> None:
+            try:
+                turn = self.turn_task(job["conversation_id"])
+                if turn is not None and not turn.done():
+                    await asyncio.wait([turn])  # its end, however it ended: a Stop is not this task's
+                if not self.closed and await self.store.answer_status(key) == "error":
+                    await self.store.job_answer_failed(job["id"], int(job.get("runs") or 0) + 1)
+            except Exception:
+                log.exception("member %s: the result of scheduled prompt %s could not be recorded", self.member_id, job["id"])
+
+        task = asyncio.ensure_future(watch())
+        self._watching.add(task)
+        task.add_done_callback(self._watching.discard)
 
     async def _scheduled_marker(self) -> str:
         """The marker before a scheduled prompt, in the member's language: it is stored
@@ -1628,8 +1658,9 @@ class MemberRuntime:
         occurrence = job["due_at"]
         if job["status"] != "running":
             await self.store.set_job(job["id"], "running")
+        key = f"{schedules.SCHEDULED_KEY}{job['id']}:{occurrence}"
         try:
-            await self.send(job["conversation_id"], f"{await self._scheduled_marker()} {job['prompt']}", f"{schedules.SCHEDULED_KEY}{job['id']}:{occurrence}", unattended=True)
+            await self.send(job["conversation_id"], f"{await self._scheduled_marker()} {job['prompt']}", key, unattended=True)
             result = "done"
         except ChatError:
             result = "failed"
@@ -1640,6 +1671,8 @@ class MemberRuntime:
             await self.store.set_job(job["id"], "failed")
             return
         await self.store.job_ran(job["id"], result, following, occurrence, schedules.iso(now))
+        if result == "done":
+            self._watch_answer(job, key)
 
 def render_profile(member: Member, heading: str, language: str) -> str:
     """A member's profile for a system prompt: name, age, sex, language, notes. The

@@ -1569,6 +1569,36 @@ class ConversationStore:
 
         await self.db.transaction(write)
 
+    async def answer_status(self, key: str) -> str | None:
+        """The status of the answer to the member's message stored under ``key``: the
+        last assistant row after it, before the frame's next member's message (None: not
+        stored, or not answered yet)."""
+
+        def read(conn: Any) -> str | None:
+            row = conn.execute("SELECT id, frame_id FROM messages WHERE idempotency_key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            following = conn.execute(
+                "SELECT min(id) FROM messages WHERE frame_id = ? AND role = 'user' AND id > ?", (row[1], row[0])
+            ).fetchone()[0]
+            answer = conn.execute(
+                "SELECT status FROM messages WHERE frame_id = ? AND role = 'assistant' AND variant = 0 AND id > ?"
+                " AND (? IS NULL OR id < ?) ORDER BY id DESC LIMIT 1",
+                (row[1], row[0], following, following),
+            ).fetchone()
+            return answer[0] if answer else None
+
+        return await self.db.run(read)
+
+    async def job_answer_failed(self, job_id: str, run: int) -> None:
+        """A delivered run (``run``: the job's count of runs with it) whose answer ended in
+        an error reads "failed", a one-shot job too; a later run's result is left alone."""
+        await self.db.transaction(lambda c: c.execute(
+            "UPDATE scheduled_jobs SET last_status = 'failed', status = CASE status WHEN 'done' THEN 'failed' ELSE status END"
+            " WHERE id = ? AND runs = ? AND last_status = 'done'",
+            (job_id, run),
+        ))
+
     async def job_ran(self, job_id: str, result: str, next_due: str, occurrence: str, ran_at: str) -> None:
         """A recurring job's occurrence ``occurrence`` ended (``result``: done or
         failed): it waits for ``next_due``, in the same write. Only the pass that ran
