@@ -7,6 +7,7 @@ import { api, setCsrfToken, whenSessionLost } from "./lib/api.js";
 import { el, link, uid } from "./lib/dom.js";
 import { availableLocales, browserLocale, currentLocale, errorString, lastShownLocale, loadLocale, seeded, t } from "./lib/i18n.js";
 import { icon } from "./lib/icons.js";
+import { stopIdleWatch, watchIdleSession } from "./lib/idle-warning.js";
 import { applyTheme, loadMemberTheme, themeSwitch } from "./lib/theme.js";
 import { DIRTY, busy, confirmDialog, errorText, markSaved, notice, pageHeader, sayIn, setPasswordMinLength } from "./lib/ui.js";
 import * as socket from "./lib/socket.js";
@@ -495,10 +496,12 @@ async function enterShell(known = null, { arrived = false } = {}) {
   // (the toast above) and messages queued in an earlier session need no visit to Chat.
   if (state.chat) socket.connect(response.data.member.id);
   buildShell();
+  watchIdleSession(response.data.idle_seconds); // warned before an idle session ends
   await route({ focus: arrived, arrived });
 }
 
 function showLogin(message = "", { forget = false } = {}) {
+  stopIdleWatch();
   endChat({ forget }); // a message still unsent stays queued for this member's next sign-in
   forgetOwnPasswordLater(); // "Not now" holds until the next sign-in
   state.session = null;

@@ -21,7 +21,26 @@ export function signalSessionLost(code = null) {
   onSessionLost(code);
 }
 
+/** Where the time of this browser's last request is kept: every request starts the
+ * session's idle time again on the server, in any of its tabs (lib/idle-warning.js). */
+export const LAST_REQUEST_KEY = "skald.last-request";
+
+/** Note a request to the server now. */
+export function noteRequest() {
+  try { localStorage.setItem(LAST_REQUEST_KEY, String(Date.now())); } catch { /* storage off: this tab's timer alone */ }
+  lastRequest = Date.now();
+}
+let lastRequest = Date.now();
+
+/** When this browser last asked the server anything (ms since the epoch). */
+export function lastRequestAt() {
+  let shared = 0;
+  try { shared = Number(localStorage.getItem(LAST_REQUEST_KEY)) || 0; } catch { /* storage off */ }
+  return Math.max(lastRequest, shared);
+}
+
 export async function api(method, path, body, { keepalive = false } = {}) {
+  noteRequest();
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (csrfToken && method !== "GET") headers["X-CSRF-Token"] = csrfToken;
@@ -45,6 +64,7 @@ export async function api(method, path, body, { keepalive = false } = {}) {
 /** A raw-body upload (a File or Blob) to `path`; the answer is read like api()'s.
  * `extraHeaders` e.g. the chat upload's X-Filename. */
 export async function upload(path, blob, extraHeaders = {}) {
+  noteRequest();
   const headers = { Accept: "application/json", "Content-Type": "application/octet-stream", ...extraHeaders };
   if (csrfToken) headers["X-CSRF-Token"] = csrfToken;
   let response;

@@ -70,11 +70,14 @@ export default class MobilePairingPage extends HTMLElement {
   }
 
   /** While a code is shown, the devices are asked for every few seconds: the phone that
-   * uses it appears here, and the used code goes (the page stayed on a spent code). */
+   * uses it appears here, and the used code goes (the page stayed on a spent code); a
+   * code past its time is replaced by a notice that it expired. */
   async watchPairing(seconds) {
     const token = (this.watching = {});
-    const known = new Set((await this.devices()).map((d) => d.id));
+    // Counted from the code's arrival, before the first await: a slow devices list moved
+    // the code's end later than the server's.
     const until = Date.now() + Math.max(1, Number(seconds) || 600) * 1000;
+    const known = new Set((await this.devices()).map((d) => d.id));
     while (this.watching === token && this.isConnected && Date.now() < until) {
       await new Promise((resolve) => setTimeout(resolve, PAIRING_POLL_MS));
       const fresh = (await this.devices().catch(() => [])).find((d) => !known.has(d.id));
@@ -86,6 +89,15 @@ export default class MobilePairingPage extends HTMLElement {
         return;
       }
     }
+    // Its time is up: the code goes, said in the live region with a way to a new one
+    // (a spent code stayed on screen unchanged, as if a phone could still use it).
+    if (this.watching !== token || !this.isConnected) return;
+    this.watching = null;
+    this.codeBox.replaceChildren(
+      el("p", { class: "notice warning mobile-expired", text: this.s.page_code_expired }),
+      el("div", { class: "actions" },
+        el("button", { type: "button", class: "btn", text: this.s.page_new_code_again, on: { click: () => this.newCode() } })),
+    );
   }
 
   /** The phone's kind in the reader's words ("web" was shown as the app sent it); one

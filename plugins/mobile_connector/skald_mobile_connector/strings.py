@@ -16,6 +16,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = I18nBundle.from_folder("mobile-connec
 PAGE_KEYS = (
     "page_title", "page_intro", "page_new_code", "page_code_help", "page_loopback", "page_qr_alt", "page_open_app", "page_devices", "page_no_devices",
     "page_unlink", "page_unlink_device", "page_unlink_title", "page_unlink_message", "page_last_seen", "page_paired",
+    "page_code_expired", "page_new_code_again",
     "page_platform_web", "page_platform_ios", "page_platform_android",
 )
 APP_KEYS = tuple(

@@ -10,7 +10,7 @@ from skald_host.core.identity.passwords import PasswordRejected
 from skald_host.core.identity.throttle import ACCOUNT, ADDRESS, LoginThrottled, address_key
 from skald_host.core.identity.users import MemberError, OwnerDatabaseUnavailable, username_key
 from skald_host.web.auth import clear_session_cookie, cookie_name, current_principal, public, set_session_cookie, transport_is_secure
-from skald_host.web.body import BOOL, TEXT, accepts, array, field, json_object, obj, one_of, ref, returns
+from skald_host.web.body import BOOL, INT, TEXT, accepts, array, field, json_object, obj, one_of, ref, returns
 from skald_host.web.errors import ApiError
 
 bp = Blueprint("auth", __name__)
@@ -153,8 +153,12 @@ async def logout():
 
 
 @bp.get("/api/auth/session")
-@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL}))
+@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL, "idle_seconds": INT}))
 async def session() -> dict:
+    """The session's member and what the shell needs of it. ``idle_seconds``: how long
+    the session lives without a request (``auth.session_idle_minutes``), so the page can
+    warn before it ends and offer to keep it (WCAG 2.2.1); asking here, as every request
+    does, starts that time again."""
     principal = current_principal()
     core = current_app.config["SKALD_CORE"]
     locale = principal.member.locale or await core.default_locale()
@@ -165,6 +169,7 @@ async def session() -> dict:
         "unlocked": core.users.is_unlocked(principal.member.id),
         "locale": locale,
         "secure_transport": transport_is_secure(request),
+        "idle_seconds": int(core.auth.sessions.idle_seconds),
     }
 
 
