@@ -65,7 +65,10 @@ class ChannelEvent:
       round's (the words said before a tool call).
     - ``approval``: a tool call waits for the member (``approval_id``, ``tool``,
       ``arguments``); resolve it with ``HostApi.resolve_approval``.
-    - ``approval_resolved``: that card is settled (``data["status"]``).
+    - ``approval_resolved``: that card is settled (``data["status"]``). A member's OK
+      for a tool they may no longer use (its plugin disabled, their grant gone) settles
+      it ``denied`` with ``data["reason"] == "withdrawn"``: the call does not run (since
+      1.17; before, it said ``approved`` and the call was then refused).
     - ``notification``: background work tells the member something (``text``).
     - ``error``: the turn failed; ``text`` says why in words fit for the member, in
       English. Since 1.12 an ``error`` or ``notification`` the host words itself carries

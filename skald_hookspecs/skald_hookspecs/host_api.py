@@ -48,9 +48,10 @@ class HostApi(Protocol):
 
     async def kv_set(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable value in this plugin's key-value store (in the
-        instance registry, sealed with the instance key like the plugin's secret
-        settings: a plugin may keep its own keys here, never a member's private words:
-        those go through ``seal_for_member`` or ``member_secret_set``). ``None``
+        instance registry, the value sealed with the instance key like the plugin's
+        secret settings, the key in clear: a plugin may keep its own keys here, never a
+        member's private words, in a value or a key: those go through
+        ``seal_for_member`` or ``member_secret_set``). ``None``
         removes the key (since 1.10; before, a JSON null was stored under it).
         A ``kv_get`` then a ``kv_set`` of what it read (a counter) loses what another
         call wrote in between: change a value with ``kv_update``."""
@@ -136,8 +137,9 @@ class HostApi(Protocol):
     async def resolve_approval(self, member_id: str, approval_id: str, approve: bool) -> Mapping[str, Any]:
         """Approve or deny one pending card of a conversation of this source (the
         ``approval_id`` of an ``approval`` event); returns ``{"approval_id",
-        "decision"}``. An unknown, foreign or already answered card raises
-        ``ChannelRequestError``."""
+        "decision"}``, and ``"reason": "withdrawn"`` with ``"decision": "denied"`` when
+        the member approved a tool they may no longer use (it does not run; since 1.17). An
+        unknown, foreign or already answered card raises ``ChannelRequestError``."""
 
     async def member_questions(self, member_id: str) -> list[Mapping[str, Any]]:
         """The questions waiting for the member (``TurnApi.ask``) that this plugin may

@@ -10,10 +10,10 @@ import logging
 
 import pytest
 
-from skald_hookspecs.channels import ChannelRequestError, MemberLocked
+from skald_hookspecs.channels import ChannelEvent, ChannelRequestError, MemberLocked
 from skald_host.core.channels import router as router_module
 from skald_host.testing import Hang, Reply, ToolCall
-from tests.chat.support import MODEL_A, ChatSocket, assert_well_formed, eventually, messages, new_conversation
+from tests.chat.support import MODEL_A, PROBE, ChatSocket, assert_well_formed, eventually, messages, new_conversation
 
 from .support import CHANNEL
 
@@ -96,6 +96,23 @@ async def test_approval_card_reaches_the_channel_and_resolving_it_there_runs_the
         assert channels.channel.kinds().count("approval") == 1  # the web card was not sent to the channel
         await sock.approve(web_card["approval_id"], "deny")
         await sock.wait_event(cid, "turn_finished")
+
+
+async def test_approving_from_the_channel_after_the_tools_plugin_was_disabled_says_denied_withdrawn(channels):
+    """The channel was told "approved" for a call the kernel then refused: a channel
+    showing "Approved ✓" for a call that never ran."""
+    api = channels.channel.api
+    member_id = (await channels.host.member("alice")).member["id"]
+    channels.server.script(MODEL_A, [Reply(tool_calls=[ToolCall("write_note", {"text": "buy milk"})]), Reply("Understood.")])
+    await api.send_message(member_id, "Remember milk")
+    card = await channels.channel.wait_for("approval")
+    assert (await channels.admin.put(f"/api/admin/plugins/{PROBE}/enabled", json={"enabled": False})).status_code == 200
+    answer = await api.resolve_approval(member_id, card.approval_id, True)
+    assert dict(answer) == {"approval_id": card.approval_id, "decision": "denied", "reason": "withdrawn"}
+    settled = await channels.channel.wait_for("approval_resolved", approval_id=card.approval_id)
+    assert settled.data == {"status": "denied", "reason": "withdrawn"}
+    await channels.channel.wait_for("answer")
+    assert channels.probe.writes == []
 
 
 async def test_member_without_grant_inactive_or_unknown_is_refused_and_nothing_is_written(channels):
@@ -330,19 +347,58 @@ async def test_home_source_brings_notes_and_scheduled_results_to_the_channel(cha
     assert channels.channel.events[before:] == []
 
 
-async def test_a_channel_that_raises_is_logged_and_does_not_break_the_turn(channels, caplog):
+async def failures_of_the_channel(channels) -> dict:
+    return (await channels.admin.get(f"/api/admin/plugins/{CHANNEL}")).json()
+
+
+async def test_a_channel_that_raises_is_listed_on_its_page_once_and_does_not_break_the_turn(channels, caplog):
     alice = await channels.host.member("alice")
     member_id = alice.member["id"]
     channels.channel.fail = True
-    channels.server.script(MODEL_A, [Reply("Still answered.")])
+    channels.server.script(MODEL_A, [Reply("Still answered."), Reply("Answered again.")])
     delivery = await channels.channel.api.send_message(member_id, "Are you there?")
     assert delivery.status == "accepted"
     await channels.channel.wait_for("answer")
     conversation = await messages(alice, delivery.conversation_id)
-    await eventually(lambda: "delivering a answer event" in caplog.text or "delivering a typing event" in caplog.text, what="the log")
     assert [(m["role"], m["content"]) for m in conversation] == [("user", "Are you there?"), ("assistant", "Still answered.")]
     assert_well_formed(conversation)
-    assert "far end is down" not in caplog.text  # the channel's own words may quote the member
+
+    # Every event failed (typing, answer, ...): the page lists it once, with an error id
+    # and the channel's own line, the log says the same id; the card counts the repeats.
+    await eventually(lambda: "channel deliver failed, error id" in caplog.text, what="the log")
+    page = await failures_of_the_channel(channels)
+    [failure] = page["failures"]
+    assert failure["where"] == "channel deliver" and failure["error_id"] in caplog.text
+    assert "raise RuntimeError(\"the channel's far end is down\")" in failure["traceback"]
+    assert failure["traceback"].endswith("RuntimeError (message withheld: it may hold a member's data)")
+    before = page["problems"]
+    assert before == 1 + failure.get("repeats", 0) >= 2
+
+    start = len(channels.channel.events)
+    await channels.channel.api.send_message(member_id, "Still there?")
+    await channels.channel.wait_for("answer", start=start)
+    page = await failures_of_the_channel(channels)
+    assert [f["error_id"] for f in page["failures"]] == [failure["error_id"]] and page["problems"] > before
+    assert caplog.text.count("channel deliver failed, error id") == 1
+    # The channel's own words may quote the member: its line of code is shown, its message is not.
+    assert "RuntimeError: the channel's far end is down" not in caplog.text + failure["traceback"]
+
+
+async def test_a_channel_that_hangs_is_cut_off_and_listed_with_the_line_it_hung_at(channels, monkeypatch):
+    monkeypatch.setattr(router_module, "DELIVER_TIMEOUT_SECONDS", 0.3)
+    alice = await channels.host.member("alice")
+    member_id = alice.member["id"]
+    never = asyncio.Event()
+
+    async def hang(member_id, event) -> None:
+        await never.wait()  # the far end never answers
+
+    monkeypatch.setattr(channels.channel, "deliver", hang)
+    await channels.host.core.channels.router.deliver(CHANNEL, member_id, ChannelEvent("notification", None, text="hi"))
+    [failure] = (await failures_of_the_channel(channels))["failures"]
+    assert failure["where"] == "channel deliver"
+    assert "await never.wait()" in failure["traceback"]
+    assert failure["traceback"].endswith(f"TimeoutError: channel {CHANNEL} did not deliver a notification event within 0.3 s")
 
 
 def attached(message: dict) -> list[str]:

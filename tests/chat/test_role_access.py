@@ -14,6 +14,7 @@ record, and each refusal on the ``skald.audit`` logger.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -222,7 +223,14 @@ async def test_a_plugin_tool_approved_after_its_access_was_withdrawn_does_not_ru
     assert denied and denied[0]["result"] == WITHDRAWN, events
     call = calls(await messages(alice, cid))[0]
     assert (call["status"], call["result"]) == ("denied", WITHDRAWN)
-    assert f"denied member={alice_id} {what} via=tool_start tool=write_note" in audit_lines(caplog)
+    [resolved] = [e for e in events if e["type"] == "approval_resolved"]
+    if how == "role":  # the conversation's agent: asked by the kernel as the call starts
+        assert response.json()["decision"] == resolved["decision"] == "approved"
+        assert f"denied member={alice_id} {what} via=tool_start tool=write_note" in audit_lines(caplog)
+    else:  # said as what happens, not "approved" for a call that never runs
+        assert response.json() == {"approval_id": card["approval_id"], "decision": "denied", "reason": "withdrawn"}
+        assert (resolved["decision"], resolved["reason"]) == ("denied", "withdrawn")
+        assert f"denied member={alice_id} {what} via=approval tool=write_note" in audit_lines(caplog)
     if how != "role":  # the model reads the refusal and answers; the role's refusal ends the turn instead
         assert [m["content"] for m in chat.server.requests_for(MODEL_A)[-1].messages if m["role"] == "tool"] == [ON_THE_WIRE]
 
@@ -286,6 +294,32 @@ async def test_a_sub_agent_is_refused_when_delegation_was_withdrawn_while_its_ca
     assert chat.server.requests_for(PINNED["alpha"]) == []
     assert "execute_task" not in offered(chat.server.requests_for(MODEL_A)[-1])
     assert f"denied member={alice.member['id']} action:tools.delegate via=tool_start tool=execute_task" in audit_lines(caplog)
+
+
+async def test_approving_a_card_whose_plugin_was_uninstalled_refuses_the_call_at_once(chat, skald):
+    """The tool's plugin is missing after the restart, not starting: the kernel's wait
+    for a tool coming back (``TOOL_RETURN_SECONDS``) had the member wait for nothing."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [write("before the uninstall")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        card = await sock.wait_event(cid, "approval_required")
+    await chat.host.stop()
+
+    chat.server.responder = lambda request: Reply("Understood.")
+    host = await skald.start(settings=chat.host.settings)  # the probe's package is gone
+    assert host.core.plugins.status(PROBE) is None  # the catalog lists it missing
+    alice = await host.member("alice")
+    async with ChatSocket(alice) as sock:
+        started = time.monotonic()
+        response = await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
+        assert response.status_code == 200, response.text
+        await sock.wait_event(cid, "turn_finished", timeout=20)
+        assert time.monotonic() - started < 10
+    call = calls(await messages(alice, cid))[0]
+    assert (call["status"], call["result"]) == ("denied", WITHDRAWN) and chat.probe.writes == []
 
 
 async def test_a_pending_call_is_refused_on_recovery_after_a_restart_when_its_grant_went_meanwhile(chat, skald, caplog):
@@ -402,7 +436,8 @@ async def test_execute_cmd_approved_after_the_shell_was_withdrawn_does_not_run(s
     assert not (home / "second.txt").exists()
     call = calls(await messages(alice, cid))[-1]
     assert (call["name"], call["status"], call["result"]) == ("execute_cmd", "denied", WITHDRAWN)
-    assert f"denied member={alice_id} action:tools.shell via=tool_start tool=execute_cmd" in audit_lines(caplog)
+    # Refused as the member approved (and the card said so), never run.
+    assert f"denied member={alice_id} action:tools.shell via=approval tool=execute_cmd" in audit_lines(caplog)
 
 
 async def test_execute_cmd_approved_from_a_channel_after_the_shell_was_withdrawn_does_not_run(shell, caplog):
@@ -420,14 +455,14 @@ async def test_execute_cmd_approved_from_a_channel_after_the_shell_was_withdrawn
         card = await sock.wait_event(cid, "approval_required", name="execute_cmd")
         await set_role(admin, alice_id, "plain")
         answer = await api.resolve_approval(alice_id, card["approval_id"], True)
-        assert answer["decision"] == "approved"
+        assert (answer["decision"], answer["reason"]) == ("denied", "withdrawn")  # what happens, not what was pressed
         await sock.wait_event(cid, "turn_finished")
     assert not (host.core.files.home(alice_id) / "channel.txt").exists()
     call = calls(await messages(alice, cid))[-1]
     assert (call["status"], call["result"]) == ("denied", WITHDRAWN)
     assert [m["content"] for m in server.requests_for(MODEL_A)[-1].messages if m["role"] == "tool"] == [ON_THE_WIRE]
     assert "execute_cmd" not in offered(server.requests_for(MODEL_A)[-1])
-    assert f"denied member={alice_id} action:tools.shell via=tool_start tool=execute_cmd" in audit_lines(caplog)
+    assert f"denied member={alice_id} action:tools.shell via=approval tool=execute_cmd" in audit_lines(caplog)
 
 
 def test_the_turn_api_refuses_what_the_role_does_not_hold_whichever_tool_asks():

@@ -452,3 +452,27 @@ def test_a_rule_the_fields_type_does_not_use_fails_the_plugin_like_a_pattern_on_
     field, problem = RULES_OF_ANOTHER_TYPE[case]
     manager = loaded(Configured("ruled", config_schema=(field,)))
     assert manager.status("ruled").error == f"plugin 'ruled': config_schema: {problem}"
+
+
+# -- what a plugin module imports ----------------------------------------------------------
+
+
+def test_a_plugin_module_importing_quarts_request_proxy_loads() -> None:
+    """``from quart import request`` at the top of a plugin module is how route code is
+    written; probing that proxy outside a request raises ``RuntimeError``, which once failed
+    the plugin with an error pointing into werkzeug. Only functions can be hooks."""
+    import types
+
+    from quart import request, session
+
+    module = types.ModuleType("vault_plugin")
+    module.request, module.session = request, session
+
+    @hookimpl
+    def plugin_info() -> PluginInfo:
+        return info("vault")
+
+    module.plugin_info = plugin_info
+    manager = loaded(module)
+    status = manager.status("vault")
+    assert (status.state, status.error) == ("disabled", None), status.as_dict()

@@ -1762,7 +1762,8 @@ export class Transcript {
 
   approvalResolved(data) {
     const panel = this.approvals.get(data.approval_id);
-    if (panel?.pending) panel.resolve(data.decision);
+    // Approved for a tool the member may no longer use: settled denied, for that reason.
+    if (panel?.pending) panel.resolve(data.reason === "withdrawn" ? "withdrawn" : data.decision);
   }
 
   // -- questions (a running tool asks the member for input: TurnApi.ask) -------------------------

@@ -35,6 +35,12 @@ ACTIONS = ("allow", "deny", "require")
 PATH_ARGUMENTS = ("path", "file", "target", "directory", "cwd", "workdir")
 
 
+#: The ``reason`` a member's OK for a tool they may no longer use is answered and
+#: announced with (``decision`` denied; the approval row keeps the member's "approved"),
+#: and what the waiting call is woken with: it ends denied as withdrawn, never run.
+WITHDRAWN_REASON = "withdrawn"
+
+
 class RuleError(Refusal):
     pass
 

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.types import ToolContext, ToolError
 from skald_host.core import audit, schedules
-from skald_host.core.agent.approvals import arguments_hash, decide, expired, expiry
+from skald_host.core.agent.approvals import WITHDRAWN_REASON, arguments_hash, decide, expired, expiry
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.questions import QuestionError
@@ -1392,11 +1392,24 @@ class Kernel:
 
     async def _lookup_when_back(self, scope: Scope, name: str) -> RegisteredTool | None:
         """The tool once it is offered again, waiting up to ``TOOL_RETURN_SECONDS``: a
-        member approving the moment the server is back beats their connector's start."""
+        member approving the moment the server is back beats their connector's start.
+        Only while a plugin may still bring it (``_tools_may_arrive``): when none can
+        (the tool's plugin uninstalled, disabled or failed), the member waited the whole
+        time for a refusal that was certain at once."""
         deadline = asyncio.get_running_loop().time() + TOOL_RETURN_SECONDS
-        while (registered := self._lookup(scope, name)) is None and asyncio.get_running_loop().time() < deadline:
+        while (registered := self._lookup(scope, name)) is None and asyncio.get_running_loop().time() < deadline and self._tools_may_arrive():
             await asyncio.sleep(TOOL_RETURN_POLL_SECONDS)
         return registered
+
+    def _tools_may_arrive(self) -> bool:
+        """Whether a tool missing now may yet be offered: an enabled plugin that has not
+        started yet (nor failed, nor waits for the admin), or a running one whose
+        ``member_tools`` offers a member's tools as they come (a connector connecting
+        after its start). Registered tools come only with their plugin's load."""
+        return any(
+            status.state == "loaded" and status.healthy and not status.waiting and (not status.started or "member_tools" in status.hooks)
+            for status in self.runtime.core.plugins.statuses()
+        )
 
     def _may_come_back(self, scope: Scope, name: str) -> bool:
         """A tool missing now that this frame could be offered later: not refused by
@@ -1466,6 +1479,8 @@ class Kernel:
             # runs. The member approved it; it runs now, once.
             log.info("an approved call that had not started when the server stopped runs now")
             return None
+        if status == WITHDRAWN_REASON:  # approved, but the tool's access had gone (MemberRuntime.resolve_approval)
+            return "denied", WITHDRAWN
         if status == "denied":
             return "denied", HOST_RESULTS["declined"]
         if status == "expired":

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping, S
 
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import ChatEvent, UserEvent
-from skald_host.core.agent.approvals import ApprovalWaiters, RuleStore
+from skald_host.core.agent.approvals import WITHDRAWN_REASON, ApprovalWaiters, RuleStore
 from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
 from skald_host.core.plugins.failures import record_failure
 from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending, model_failure
@@ -1103,15 +1103,32 @@ class MemberRuntime:
         approval = await self.store.approval(approval_id) if isinstance(approval_id, str) else None
         if approval is None:
             raise ChatError("no such approval", code="approval_not_found", status=404)
-        decision = "approved" if approve else "denied"
-        if not await self.store.resolve_approval(approval_id, decision):
+        # An OK for a tool the member may no longer use (its plugin disabled, the grant
+        # or the capability gone since the card was raised) could not make it run: the
+        # kernel refused it as it started, after the channel had been told "approved".
+        # Said as what happens: denied, for that reason. The row keeps what the member
+        # said (approved): the call's own end says it did not run, and the transcript
+        # reads the two together ("Approved, but your access ... was withdrawn").
+        refusal = self._approval_refusal(approval) if approve else None
+        if not await self.store.resolve_approval(approval_id, "approved" if approve else "denied"):
             raise ChatError("this approval was already answered or has expired", code="approval_settled", status=409)
-        self.emit("approval_resolved", approval["conversation_id"], approval_id=approval_id, decision=decision)
-        if not self.waiters.wake(approval_id, decision):
+        decision = "approved" if approve and refusal is None else "denied"
+        reason = {} if refusal is None else {"reason": WITHDRAWN_REASON}
+        if refusal is not None:
+            audit.denied(self.member_id, refusal, via="approval", tool=approval["tool"])
+        self.emit("approval_resolved", approval["conversation_id"], approval_id=approval_id, decision=decision, **reason)
+        if not self.waiters.wake(approval_id, WITHDRAWN_REASON if refusal is not None else decision):
             # Nobody waits (the server restarted since): continuing the conversation
             # runs the call now, with this member's real context.
             self.drive(approval["conversation_id"])
-        return {"approval_id": approval_id, "decision": decision}
+        return {"approval_id": approval_id, "decision": decision, **reason}
+
+    def _approval_refusal(self, approval: Mapping[str, Any]) -> str | None:
+        """Why the member may not use the approval's tool now (``CatalogService.tool_refusal``),
+        or None. Only a registered tool is judged here: a plugin's per-member tool is
+        offered per agent, and the kernel asks about it as the call starts."""
+        registered = self.chat.tools.get(approval["tool"])
+        return None if registered is None else self.core.catalog.tool_refusal(self.member, registered)
 
     async def notify(self, conversation_id: str, text: str) -> None:
         frame = await self.store.root_frame(conversation_id)

@@ -20,6 +20,7 @@ from skald_hookspecs.channels import Channel, ChannelEvent, ReachableChannel
 from skald_host.core.asyncutil import await_me_maybe
 from skald_host.core.channels.inbox import channel_key
 from skald_host.core.identity.users import Member, MemberNotFound
+from skald_host.core.plugins.failures import record_failure
 from skald_host.core.plugins.manager import PluginError
 from skald_host.core.refusal import Refusal
 
@@ -282,7 +283,8 @@ class ChannelRouter:
             await self.deliver(name, member_id, event)
         elif kind == "approval_resolved":
             event = ChannelEvent(
-                "approval_resolved", conversation_id, approval_id=data.get("approval_id"), data={"status": data.get("decision")}
+                "approval_resolved", conversation_id, approval_id=data.get("approval_id"),
+                data={"status": data.get("decision"), **({"reason": data["reason"]} if data.get("reason") else {})},
             )
             await self.deliver(name, member_id, event)
         elif kind == "question":
@@ -392,8 +394,8 @@ class ChannelRouter:
 
     async def deliver(self, name: str, member_id: str, event: ChannelEvent) -> bool:
         """Hand ``event`` to the channel if its plugin runs and the member may use it
-        (re-read now: a revoked grant silences the channel at once). Failures are
-        logged by type only — a channel's error message may quote the member's text."""
+        (re-read now: a revoked grant silences the channel at once). A failure is the
+        plugin's (``_deliver_failed``), its message withheld: it may quote the member's text."""
         channel, status = self.channels.get(name), self.core.plugins.status(name)
         if channel is None or status is None or not status.started:
             return False
@@ -408,10 +410,22 @@ class ChannelRouter:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
-            log.error("channel %s: delivering a %s event to member %s failed (%s)", name, event.kind, member_id, reason)
+            self._deliver_failed(name, event, exc)
             return False
         return True
+
+    def _deliver_failed(self, name: str, event: ChannelEvent, exc: Exception) -> None:
+        """On the plugin's page and in the log as a tool's or a route's failure is: with
+        only a log line by type, the card said "Running" while every reply was lost.
+        ``record_failure`` folds a repeat within a minute into one entry, as a channel
+        whose far end is down fails at every event. A timeout's frames are where the
+        channel was waiting when it was cut off, as for a tool."""
+        if isinstance(exc, asyncio.TimeoutError):
+            cut_off = exc.__context__ if isinstance(exc.__context__, asyncio.CancelledError) else exc
+            stuck = TimeoutError(f"channel {name} did not deliver a {event.kind} event within {DELIVER_TIMEOUT_SECONDS:g} s")
+            record_failure(self.core.plugins, name, "channel deliver", stuck.with_traceback(cut_off.__traceback__), say=True, level=logging.WARNING)
+        else:
+            record_failure(self.core.plugins, name, "channel deliver", exc)
 
 
 def _cause(data: Mapping[str, Any]) -> dict[str, Any]:

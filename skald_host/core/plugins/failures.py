@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 #: are not here: they are how a stop and a closed generator end plugin code.
 PLUGIN_EXITS: tuple[type[BaseException], ...] = (SystemExit, KeyboardInterrupt)
 
+#: The places whose failures repeat with every event rather than once per call a
+#: person made: a hook, and a channel's ``deliver`` (a channel whose far end is down
+#: fails at every typing, answer and note). A repeat within a minute is folded.
+FOLDED = ("hook ", "channel deliver")
+
 
 def withheld_traceback(exc: BaseException, *, say: bool = False) -> str:
     """The traceback of ``exc``: frames and the exception's type, its message only if ``say``."""
@@ -47,12 +52,13 @@ def record_failure(
     WARNING for what may be the world's fault rather than a bug (a tool that ran out
     of time waiting on a slow service).
 
-    A hook's failure that repeats one listed less than a minute ago (same hook, same
-    exception type, and the same message where it is said) is folded into that entry
+    A hook's or a channel delivery's failure (``FOLDED``) that repeats one listed less
+    than a minute ago (same place, same exception type, and the same message where it
+    is said) is folded into that entry
     (``PluginManager.repeat_of``: a count, no new entry, no new log line at ERROR);
     its error id is that entry's."""
     fold: tuple[Any, ...] | None = None
-    if plugins is not None and where.startswith("hook "):
+    if plugins is not None and where.startswith(FOLDED):
         fold = (where, tool, f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc) if say else "")
         earlier = plugins.repeat_of(plugin_id, fold)
         if earlier is not None:

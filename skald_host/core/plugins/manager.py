@@ -857,10 +857,15 @@ class PluginManager:
         """A misspelt hookimpl would otherwise sit there unnoticed forever, and an
         ``async def`` impl of a hook the host calls without awaiting (``SYNCHRONOUS_HOOKS``)
         would fail at every call instead of once, here. An argument the hook does not
-        have is pluggy's refusal too, but in pluggy's words and pointing into pluggy."""
+        have is pluggy's refusal too, but in pluggy's words and pointing into pluggy.
+
+        Impls are found the way ``register`` will find them, through pluggy's own
+        ``parse_hookimpl_opts``: a plain ``getattr`` would evaluate every name the module
+        holds, and a context proxy such as quart's ``request`` raises ``RuntimeError``
+        outside a request, which failed the plugin with an error pointing into werkzeug."""
         known = set(self.pm.hook.__dict__)
         for attr in dir(obj):
-            opts = getattr(getattr(obj, attr, None), f"{PROJECT_NAME}_impl", None)
+            opts = self.pm.parse_hookimpl_opts(obj, attr)
             if opts is None:
                 continue
             # ``@hookimpl(specname=...)`` names the hook itself; the attribute is free.
