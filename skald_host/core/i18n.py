@@ -44,6 +44,18 @@ def size_text(size: int, locale: str | None = None) -> str:
     return f"{format_decimal(size, format='0', locale=cldr)} B"
 
 
+def plural_category(locale: str | None, count: int) -> str:
+    """The CLDR plural category of ``count`` in ``locale`` (``one``, ``few``, ...), by
+    Babel's rules as the web shell asks ``Intl.PluralRules``; ``other`` for a locale
+    Babel does not know."""
+    from babel import Locale, UnknownLocaleError
+
+    try:
+        return Locale.parse(str(locale or FALLBACK_LOCALE).replace("_", "-"), sep="-").plural_form(count)
+    except (UnknownLocaleError, ValueError, TypeError):
+        return "other"
+
+
 #: A value ``<name>_bytes`` (a byte count) beside ``<name>`` (its text, "1.5 GiB"): the
 #: reader's language says it in its own number format (``sized``; the shell's
 #: ``errorString`` with ``formatSize``).

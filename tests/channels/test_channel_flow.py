@@ -207,33 +207,44 @@ async def test_message_for_a_locked_member_is_sealed_without_plaintext_and_deliv
     assert canary not in caplog.text
 
 
-async def test_a_grant_revoked_after_sealing_keeps_the_message_sealed_until_the_source_is_theirs_again(channels):
+async def test_a_grant_revoked_after_sealing_discards_the_message_and_says_so_on_the_web(channels):
+    """Probe 7, finding 3: kept sealed, the message waited unseen and was answered out of
+    context when the grant came back, weeks later, while the channel had promised an
+    answer at the next login. It is discarded at that login, and a note in the source's
+    conversation says how many were not delivered and why."""
     await channels.host.member("gus")
     host = await channels.restart()
     core, api = host.core, channels.channel.api
     member = await core.users.find("gus")
-    assert (await api.send_message(member.id, "sealed while allowed", idempotency_key="u-1")).status == "sealed"
+    assert (await api.send_message(member.id, "canary-g71 sealed while allowed", idempotency_key="u-1")).status == "sealed"
+    assert (await api.send_message(member.id, "canary-g72 also sealed", idempotency_key="u-2")).status == "sealed"
     response = await channels.admin.put(f"/api/admin/members/{member.id}/plugins", json={"plugins": []})
     assert response.status_code == 200, response.text
 
     gus = await host.member("gus")
-    assert await core.channels.inbox.deliver_sealed(member.id) == 0  # the login's own delivery ran too
-    assert await core.channels.inbox.waiting(member.id) == 1
-    assert await core.chat.live_runtime(member.id).store.conversations() == []
+    async def listed():
+        return (await gus.get("/api/conversations")).json()["conversations"]
+
+    [conversation] = await eventually(listed, what="the note's conversation")
+    assert await core.channels.inbox.deliver_sealed(member.id) == 0 and await core.channels.inbox.waiting(member.id) == 0
+    assert conversation["source"] == CHANNEL
+    [note] = [m["content"] for m in await messages(gus, conversation["id"])]
+    assert note == (
+        "2 messages you sent through Test channel while you were logged out were not delivered and will not be answered:"
+        " you may no longer use Test channel."
+    )
+    assert "canary-g7" not in json.dumps(await messages(gus, conversation["id"]))
     assert channels.channel.kinds(member.id) == [] and channels.server.requests == []
 
-    # The grant back: the next login delivers it, and the model is asked once.
+    # The grant back: nothing old arrives out of context at the next login.
     response = await channels.admin.put(f"/api/admin/members/{member.id}/plugins", json={"plugins": [CHANNEL]})
     assert response.status_code == 200, response.text
     host = await channels.restart()
-    channels.server.script(MODEL_A, [Reply("Now it arrives.")])
     gus = await host.member("gus")
-    assert (await channels.channel.wait_for("answer")).text == "Now it arrives."
-    [conversation] = await host.core.chat.live_runtime(member.id).store.conversations()
-    assert [(m["role"], m["content"]) for m in await messages(gus, conversation["id"])] == [
-        ("user", "sealed while allowed"), ("assistant", "Now it arrives."),
-    ]
-    assert await host.core.channels.inbox.waiting(member.id) == 0
+    await asyncio.sleep(0.5)
+    assert channels.server.requests == [] and await host.core.channels.inbox.waiting(member.id) == 0
+    de = host.core.strings.translate("core.channels.sealed_withdrawn.one", "de", count=1, channel="Telegram")
+    assert de.startswith("1 Nachricht") and "Telegram" in de
 
 
 async def test_members_created_before_the_inbox_get_their_key_pair_at_the_next_login(channels):
@@ -535,3 +546,24 @@ async def test_a_failure_reaches_the_channel_with_its_code_and_values(channels):
     said = api.translate(f"core.error.{code}", "de", **values)
     assert said != f"core.error.{code}" and "The model" not in said, said
     assert failed.text and failed.text != said  # the English words stay, for a channel of an older kind
+
+
+async def test_a_message_after_the_current_conversation_was_deleted_starts_a_new_one(channels):
+    """Probe 7, finding 6: with the source's current conversation deleted on the web, the
+    next message went into an older conversation of the source, the model reading a
+    context the member had left. It starts a new one."""
+    alice = await channels.host.member("alice")
+    member_id, api = alice.member["id"], channels.channel.api
+    channels.server.script(MODEL_A, [Reply("Old answer."), Reply("Current answer."), Reply("Fresh answer."), Reply("On.")])
+    older = (await api.send_message(member_id, "canary-o61 old context", idempotency_key="d-1")).conversation_id
+    await channels.channel.wait_for("answer", text="Old answer.")
+    current = await api.new_conversation(member_id)
+    assert (await api.send_message(member_id, "the current one", idempotency_key="d-2")).conversation_id == current
+    await channels.channel.wait_for("answer", text="Current answer.")
+
+    assert (await alice.delete(f"/api/conversations/{current}")).status_code == 200
+    fresh = (await api.send_message(member_id, "after the deletion", idempotency_key="d-3")).conversation_id
+    assert fresh not in (older, current)
+    await channels.channel.wait_for("answer", text="Fresh answer.")
+    assert [m["content"] for m in channels.server.requests[-1].messages if m["role"] == "user"] == ["after the deletion"]
+    assert (await api.send_message(member_id, "and on", idempotency_key="d-4")).conversation_id == fresh

@@ -343,3 +343,22 @@ async def test_a_name_the_server_keeps_for_uploads_being_written_is_refused(skal
         assert (await owner.post(f"/api/projects/{pid}/files/upload/{own}", content=b"x")).status_code == 201, own
     listed = {e["name"] for e in (await owner.get(f"/api/projects/{pid}/files")).json()["entries"]}
     assert listed == {"kept.txt", ".part-notes.txt", ".part-0123", ".part-0000000000000000.txt"}
+
+
+async def test_a_new_name_with_a_backslash_is_refused(skald):
+    """"..\\..\\x.txt" was stored as one file's name (an authorization sweep): harmless on
+    the server, a path out of the folder to a system that reads "\\" as a separator (a
+    download, an export on Windows)."""
+    host = await skald.start()
+    await host.admin()
+    owner = await host.member("olga")
+    pid = (await owner.post("/api/projects", json={"slug": "notes", "title": "Notes"})).json()["id"]
+    assert (await owner.post(f"/api/projects/{pid}/files/upload/kept.txt", content=b"mine")).status_code == 201
+    for response, field in (
+        (await owner.post(f"/api/projects/{pid}/files/upload/..%5C..%5Cx.txt", content=b"out"), "target"),
+        (await owner.post(f"/api/projects/{pid}/files/folder", json={"path": "sub\\dir"}), "path"),
+        (await owner.post(f"/api/projects/{pid}/files/rename", json={"from": "kept.txt", "to": "a\\b.txt"}), "to"),
+    ):
+        assert (response.status_code, response.json()["code"], response.json()["field"]) == (400, "name_backslash", field), response.text
+    listed = (await owner.get(f"/api/projects/{pid}/files")).json()["entries"]
+    assert [e["name"] for e in listed] == ["kept.txt"]

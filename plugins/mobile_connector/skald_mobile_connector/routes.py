@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator
 from quart import Blueprint, Response, request
 
 from skald_hookspecs import ChannelRequestError, HostApi, MemberLocked, TtsUnavailable, accepts, current_caller, public, returns
+from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_mobile_connector import PLUGIN_ID, running
 from skald_mobile_connector.service import DRAFT_KEY_MAX, PairingError, dumps
 from skald_mobile_connector.service import unfinished_pairing
@@ -33,6 +34,8 @@ STREAM_HEARTBEAT_SECONDS = 5.0
 MAX_TEXT = 100_000
 #: The host's refusals of a file over a limit (contract 1.15: with their sizes).
 SIZE_REFUSALS = ("upload_too_large", "home_full")
+#: The locked member's words by the host's reason; an older host names none ("locked").
+LOCK_TEXT = {LOCK_RESTARTED: "locked_restarted", LOCK_LOGGED_OUT: "locked_logged_out"}
 APP_FILES = {
     "index.html": "text/html",
     "app.js": "text/javascript",
@@ -138,6 +141,12 @@ def build_blueprint(host: HostApi) -> Blueprint:
     def fail(key: str, status: int, **extra: Any) -> tuple[dict[str, Any], int]:
         return {"error": t(key, caller_locale()), "code": key.removeprefix("err_"), **extra}, status
 
+    def locked_answer(lock_reason: str) -> tuple[dict[str, Any], int]:
+        """423 with words for why the data is locked (spec 1.2's reason), as the
+        Telegram bot says it: "the server restarted or you logged out" left the member
+        to guess which, and so what to do."""
+        return {"error": t(LOCK_TEXT.get(lock_reason, "locked"), caller_locale()), "code": "locked", "lock_reason": lock_reason}, 423
+
     def service() -> Any:
         return running.service
 
@@ -153,14 +162,16 @@ def build_blueprint(host: HostApi) -> Blueprint:
         try:
             return await work
         except MemberLocked as exc:
-            return fail("locked", 423, lock_reason=exc.lock_reason)
+            return locked_answer(exc.lock_reason)
         except ChannelRequestError as exc:
             message = str(exc)
             if exc.code in SIZE_REFUSALS:  # a file over a limit: the kind and its size, not the host's English
                 return {"error": message, "code": exc.code, "values": dict(exc.values)}, 413
             if message.startswith("no such"):
                 return {"error": message, "code": "not_found"}, 404
-            if "may not use" in message:
+            # A refusal of access (the plugin, or a role that may not chat): 403, as the
+            # host's own routes answer; it said 400 "bad_request" for the role (a sweep).
+            if exc.code == "forbidden" or "may not use" in message:
                 return {"error": message, "code": "refused"}, 403
             if "already" in message:
                 return {"error": message, "code": "conflict"}, 409
@@ -361,9 +372,9 @@ def build_blueprint(host: HostApi) -> Blueprint:
             return fail("err_not_running", 503)
         try:
             await host.conversations(caller.id, limit=1)
-            locked = False
-        except MemberLocked:
-            locked = True
+            locked, lock_reason = False, ""
+        except MemberLocked as exc:
+            locked, lock_reason = True, exc.lock_reason
         subscribed = False
         if caller.device_id is not None and not locked:
             subscribed = await current.subscription(caller.id, caller.device_id) is not None
@@ -371,7 +382,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             "member": {"id": caller.id, "display_name": caller.display_name},
             "device_id": caller.device_id,
             "locked": locked,
-            "lock_message": t("locked", caller.locale) if locked else "",
+            "lock_message": t(LOCK_TEXT.get(lock_reason, "locked"), caller.locale) if locked else "",
             "vapid_public_key": current.vapid_public_key,
             "push": subscribed,
             "locale": caller.locale or await host.member_locale(caller.id),
@@ -620,7 +631,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         try:
             await current.set_subscription(caller.id, caller.device_id, subscription)
         except MemberLocked as exc:
-            return fail("locked", 423, lock_reason=exc.lock_reason)
+            return locked_answer(exc.lock_reason)
         return {"ok": True}
 
     @blueprint.delete("/push")
@@ -633,7 +644,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             try:
                 await current.set_subscription(caller.id, caller.device_id, None)
             except MemberLocked as exc:
-                return fail("locked", 423, lock_reason=exc.lock_reason)
+                return locked_answer(exc.lock_reason)
         return {"ok": True}
 
     @blueprint.get("/stream")

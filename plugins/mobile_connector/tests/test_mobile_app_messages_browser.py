@@ -259,3 +259,55 @@ async def test_an_unlinked_phone_keeps_nothing_of_the_member(setup, browser):
         await page.wait_for_selector("text=This phone is no longer paired", timeout=20_000)
         left = await page.evaluate("JSON.stringify(Object.fromEntries(Object.entries(localStorage)))")
         assert "canary-c41" not in left and "skald.mobile.token" not in left, left
+
+
+async def _cached_copies(page) -> dict:
+    return await page.evaluate("JSON.parse(localStorage.getItem('skald.mobile.cache') || '{}').messages || {}")
+
+
+async def test_a_conversation_deleted_on_the_web_leaves_the_phone_too(setup, browser):
+    """Probe 7, finding 1: the phone kept its copy of a deleted conversation (offline it
+    still opened), and the open chat refused each message with "no such conversation".
+    Now the list drops copies it no longer names, and the open chat says it was deleted
+    and goes back to the list, its unsent words waiting in a new chat."""
+    alice = await setup.host.member("alice", display_name="Alice")
+    async with _app(setup, browser, alice) as (context, page):
+        setup.model.script(MODEL, [Reply("First answer.")])
+        await _new_chat(page)
+        await page.fill("textarea[name=text]", "canary-d31 listed then deleted")
+        await page.tap("button:has-text('Send')")
+        await page.wait_for_selector(".message.assistant >> text=First answer.")
+        listed = await _conversation(page)
+        await page.evaluate("location.hash = '#list'")
+        await page.wait_for_selector("#conversations a")
+        await page.wait_for_function(f"() => JSON.parse(localStorage.getItem('skald.mobile.cache')).messages?.[{json.dumps(listed)}]")
+
+        # Deleted on the web while the phone is on its list: the list drawn again drops the copy.
+        assert (await alice.delete(f"/api/conversations/{listed}")).status_code == 200
+        await page.evaluate("location.hash = '#projects'")
+        await page.evaluate("location.hash = '#list'")
+        await page.wait_for_selector("#conversations li")
+        await page.wait_for_function(f"() => !JSON.parse(localStorage.getItem('skald.mobile.cache')).messages?.[{json.dumps(listed)}]")
+        assert "canary-d31" not in json.dumps(await _cached_copies(page))
+
+        # Deleted while open: the next message is not refused beside a working composer.
+        setup.model.script(MODEL, [Reply("Second answer.")])
+        await _new_chat(page)
+        await page.fill("textarea[name=text]", "canary-d32 open then deleted")
+        await page.tap("button:has-text('Send')")
+        await page.wait_for_selector(".message.assistant >> text=Second answer.")
+        open_one = await _conversation(page)
+        assert (await alice.delete(f"/api/conversations/{open_one}")).status_code == 200
+        await page.fill("textarea[name=text]", "canary-d33 after the deletion")
+        await page.tap("button:has-text('Send')")
+        await page.wait_for_selector(".toast >> text=Not sent: this conversation was deleted")
+        await page.wait_for_function("() => location.hash === '#list'")
+        assert "canary-d32" not in json.dumps(await _cached_copies(page))
+        await _new_chat(page)
+        assert await page.input_value("textarea[name=text]") == "canary-d33 after the deletion"
+
+        # Opened again by its address: said deleted, back to the list.
+        await page.evaluate(f"location.hash = '#chat/' + encodeURIComponent({json.dumps(open_one)})")
+        await page.wait_for_selector(".toast >> text=This conversation was deleted")
+        await page.wait_for_function("() => location.hash === '#list'")
+        assert await page.locator("text=no such conversation").count() == 0

@@ -236,6 +236,22 @@ async def test_speech_takes_a_reply_whose_code_and_links_are_over_the_old_cut(se
     assert refused.status_code == 400 and "4000" in refused.json()["error"], refused.text
 
 
+async def test_the_locked_words_name_the_reason_the_host_gives(setup):
+    """Probe 7, finding 7: the 423 and /me carried ``lock_reason`` yet said "the server
+    restarted or you logged out everywhere"; the Telegram bot names the one it was."""
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    assert (await alice.post("/api/auth/logout")).status_code == 200
+    refused = (await phone.get(f"{BASE}/conversations")).json()
+    me = (await phone.get(f"{BASE}/me")).json()
+    for said in (refused["error"], me["lock_message"]):
+        assert "you logged out of Skald everywhere" in said and "restarted" not in said, said
+    strings = setup.host.core.strings
+    assert strings.translate("mobile-connector.locked_restarted", "en").startswith("Your data is locked since the server restarted")
+    assert "Neustart" in strings.translate("mobile-connector.locked_restarted", "de")
+    assert "abgemeldet" in strings.translate("mobile-connector.locked_logged_out", "de")
+
+
 async def test_every_route_but_sending_answers_423_with_one_reason_while_locked(setup):
     """The README promises 423 while the member's data is locked, but speech (200 with
     audio) and uploads (201) worked; and the push route said ``lock_reason`` "" where
@@ -440,3 +456,18 @@ async def _announce_only(setup, device, path: str, length: int) -> tuple[int, di
     finally:
         writer.close()
     return status, json.loads(answer.split(b"\r\n\r\n", 1)[1])
+
+
+async def test_a_role_that_may_not_chat_is_refused_403_on_the_phone(setup):
+    """Refused as the host's own routes refuse it: 403, not a 400 "bad_request" that a
+    client reads as its own malformed request (an authorization sweep)."""
+    alice = await setup.host.member("alice")
+    phone = await paired_device(setup, alice)
+    admin = await setup.host.admin()
+    made = await admin.post("/api/admin/roles", json={"id": "readonly", "label": "Read only", "capabilities": []})
+    assert made.status_code == 201, made.text
+    assert (await admin.patch(f"/api/admin/members/{alice.member['id']}", json={"role": "readonly"})).status_code == 200
+    for method, path in (("GET", f"{BASE}/conversations"), ("POST", f"{BASE}/conversations")):
+        refused = await phone.request(method, path)
+        assert refused.status_code == 403, (method, refused.text)
+        assert refused.json()["code"] == "refused"

@@ -54,7 +54,7 @@ DEFAULT_API = "https://api.telegram.org"
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's own getFile limit
 RECENT_UPDATES = 1000
 ANSWERED_KEPT = 1000  # approvals answered by a press, remembered so a late re-announcement makes no second card
-ALLOWED_UPDATES = ["message", "callback_query"]
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]  # edits: only to say they are not read
 #: setWebhook's rule for ``secret_token``, as the setting's help text says it.
 WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
@@ -632,6 +632,14 @@ class TelegramBot:
 
     async def _on_message(self, message: Inbound) -> None:
         member_id = await self._linked_member(message.chat_id)
+        if message.edited:
+            # The message as first sent was already passed on (and maybe answered): a
+            # changed copy cannot replace it, so the member is told to send it again
+            # rather than wait for an answer that never comes.
+            if member_id is not None and await self.host.member_has_grant(member_id):
+                locale = await self.locale_for(member_id, message.language_code)
+                await self.say(message.chat_id, self.t("edit_not_read", locale), member_id)
+            return
         if member_id is None:
             await self._offer_pairing(message)
             return
@@ -647,7 +655,14 @@ class TelegramBot:
         try:
             await self._converse(member_id, message, locale)
         except MemberLocked as exc:
-            await self.say(message.chat_id, self.t(locked_key(exc.lock_reason), locale), member_id)
+            command = _command(message)
+            if command:
+                # A command acts now or not at all: the host keeps only messages for the
+                # model, so "kept and answered later" would be a promise nobody keeps.
+                key, values = f"command_{locked_key(exc.lock_reason)}", {"command": command}
+            else:
+                key, values = locked_key(exc.lock_reason), {}
+            await self.say(message.chat_id, self.t(key, locale, **values), member_id)
         except ChannelRequestError as exc:  # revoked or deactivated between the check and the call
             if await self.host.member_has_grant(member_id):
                 await self.say(message.chat_id, self.t("not_delivered", locale, reason=str(exc)), member_id)
@@ -683,8 +698,13 @@ class TelegramBot:
                 paths.append(saved)
         if not paths and not message.text:
             return
+        text = message.text
+        if message.forwarded_from is not None:
+            # Someone else's words: the model and the transcript keep who wrote them.
+            key = "forwarded_from" if message.forwarded_from else "forwarded"
+            text = self.t(key, locale, name=message.forwarded_from, text=text).rstrip()
         delivery = await self.host.send_message(
-            member_id, message.text, attachments=tuple(paths), idempotency_key=f"telegram:{message.update_id}"
+            member_id, text, attachments=tuple(paths), idempotency_key=f"telegram:{message.update_id}"
         )
         if delivery.status == "accepted":
             await self.host.kv_set(f"refused:{member_id}", None)
@@ -1619,6 +1639,8 @@ def _is_relay(record: Any) -> bool:
 
 def _command(message: Inbound) -> str:
     """A message's command (``/new``; ``/new@skald_bot`` in a group's form), or ""."""
+    if message.forwarded_from is not None:  # someone else's "/new" is their text, not the member's command
+        return ""
     return message.text.split()[0].split("@")[0].lower() if message.text.startswith("/") else ""
 
 

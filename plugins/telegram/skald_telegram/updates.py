@@ -34,6 +34,11 @@ class Inbound:
     text: str
     files: tuple[FileRef, ...] = ()
     unsupported: bool = False  # a sticker, a location, ...: something we cannot pass on
+    #: Forwarded: who wrote it first, as Telegram names them ("" when it names nobody);
+    #: None for the member's own words.
+    forwarded_from: str | None = None
+    #: An ``edited_message``: a change to a message that was already passed on.
+    edited: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,33 @@ def chat_name(chat: Mapping[str, Any]) -> str:
     return (name or (f"@{username}" if username else "") or _str(chat.get("title")) or str(chat.get("id", "")))[:200]
 
 
+def forwarded_from(message: Mapping[str, Any]) -> str | None:
+    """Who wrote a forwarded message, by the Bot API's ``forward_origin`` (a user, a
+    user who hides their account, a chat, a channel), or the older ``forward_from*``
+    fields; "" for a forward that names nobody usable, None for one that is no forward.
+    Passed on as the member's own words, someone else's text would be answered (and
+    kept) as if the member had said it."""
+    origin = message.get("forward_origin")
+    if isinstance(origin, Mapping):
+        kind = _str(origin.get("type"))
+        if kind == "hidden_user":
+            return _str(origin.get("sender_user_name"))[:200]
+        for field_name in ("sender_user", "sender_chat", "chat"):
+            named = origin.get(field_name)
+            if isinstance(named, Mapping):
+                name = chat_name({**named, "id": ""})
+                signature = _str(origin.get("author_signature"))
+                return f"{name} ({signature})"[:200] if name and signature else name
+        return ""
+    for field_name in ("forward_from", "forward_from_chat"):
+        named = message.get(field_name)
+        if isinstance(named, Mapping):
+            return chat_name({**named, "id": ""})
+    if "forward_sender_name" in message or "forward_date" in message:
+        return _str(message.get("forward_sender_name"))[:200]
+    return None
+
+
 def _files(message: Mapping[str, Any], update_id: int) -> tuple[FileRef, ...]:
     files: list[FileRef] = []
     photos = message.get("photo")
@@ -100,7 +132,9 @@ def parse_update(raw: Any) -> Inbound | ButtonPress | Ignored | None:
     update_id = update_id_of(raw)
     if update_id is None:
         return None
-    message = raw.get("message")
+    # Edits come as their own kind of update; the bot answers that they are not read.
+    edited = not isinstance(raw.get("message"), Mapping) and isinstance(raw.get("edited_message"), Mapping)
+    message = raw.get("edited_message") if edited else raw.get("message")
     if isinstance(message, Mapping):
         chat = message.get("chat")
         if not isinstance(chat, Mapping) or _int(chat.get("id")) is None:
@@ -118,6 +152,8 @@ def parse_update(raw: Any) -> Inbound | ButtonPress | Ignored | None:
             text=text,
             files=files,
             unsupported=not text and not files,
+            forwarded_from=forwarded_from(message),
+            edited=edited,
         )
     query = raw.get("callback_query")
     if isinstance(query, Mapping):

@@ -161,3 +161,24 @@ async def test_a_member_who_logged_out_is_told_so(setup: Setup):
     strings = setup.host.core.strings
     assert strings.translate("telegram.logged_out", "de").startswith("Du bist bei Skald abgemeldet")
     assert "Neustart" in strings.translate("telegram.locked", "de") and "restarted" in strings.translate("telegram.locked", "en")
+
+
+async def test_a_command_sent_while_locked_is_not_promised_an_answer(setup: Setup):
+    """/new and /stop act now or never: while the member is locked the chat says to
+    send them again after logging in, not that they are kept (probe 7, finding 2)."""
+    await running(setup)
+    alice = await paired_member(setup)
+    before = len((await alice.get("/api/conversations")).json()["conversations"])
+    assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
+    for command in ("/new", "/stop"):
+        setup.api.send(ALICE_CHAT, command)
+        said = await setup.api.wait_for(
+            lambda: [t for t in setup.api.texts(ALICE_CHAT) if f"send {command} again" in t], what=f"the notice for {command}"
+        )
+        assert said[0].startswith("You are logged out of Skald") and "kept and will be answered" not in said[0], said
+    assert not any("will be answered" in t for t in setup.api.texts(ALICE_CHAT)[2:])
+    alice = await setup.host.member("alice")
+    await asyncio.sleep(1.0)  # room for a wrongly kept /new to run at unlock
+    assert len((await alice.get("/api/conversations")).json()["conversations"]) == before
+    strings = setup.host.core.strings
+    assert "/new" in strings.translate("telegram.command_logged_out", "de", command="/new")

@@ -18,8 +18,10 @@ import uuid
 from typing import TYPE_CHECKING, Any, Sequence
 
 from skald_hookspecs.channels import Delivery
+from skald_hookspecs.events import UserEvent
 from skald_host.core import audit
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
+from skald_host.core.i18n import plural_category
 from skald_host.core.identity.access import allowed
 from skald_host.core.identity.sealing import SealedBox, SealError, ensure_inbox_key, open_sealed, seal
 from skald_host.core.identity.users import Member, MemberNotFound
@@ -148,10 +150,15 @@ class SealedInbox:
     async def deliver_sealed(self, member_id: str) -> int:
         """Everything sealed for the member, oldest first, into their conversations of
         each message's source; returns how many were delivered. Access is checked again
-        here, as ``send`` checks it: what came from a source the member may no longer
-        use stays sealed."""
+        here, as ``send`` checks it. What came from a source whose plugin is disabled
+        stays sealed (the whole instance lost it, most likely for a while). What came
+        from a source the member's access to was withdrawn is discarded, and the member
+        is told so on the web: kept, it waited unseen for weeks and was then answered
+        out of context when the grant came back, while the channel had promised an
+        answer at the next login (probe 7)."""
         delivered = 0
         held: dict[str, int] = {}
+        withdrawn: dict[str, int] = {}
         try:
             async with self._lock(member_id):
                 db = self.core.users.owner_db(member_id)
@@ -170,10 +177,12 @@ class SealedInbox:
                 for row in rows:
                     sealed_id, source = row["id"], row["source"]
                     if not self.core.catalog.usable(member, source):
-                        # Sealed while the member could use the source; the plugin is
-                        # disabled or their grant revoked since. It runs no turn now, and
-                        # waits (bounded by MAX_SEALED_PER_MEMBER) for the source to be
-                        # theirs again, so nothing they wrote is lost.
+                        if self.core.plugins.is_enabled(source):  # the member's access was withdrawn
+                            await self._forget(sealed_id)
+                            withdrawn[source] = withdrawn.get(source, 0) + 1
+                            continue
+                        # The plugin is disabled: the message runs no turn now and waits
+                        # (bounded by MAX_SEALED_PER_MEMBER) for it to be enabled again.
                         held[source] = held.get(source, 0) + 1
                         continue
                     box = SealedBox(bytes(row["ephemeral_public"]), bytes(row["nonce"]), bytes(row["ciphertext"]), row["version"])
@@ -196,6 +205,8 @@ class SealedInbox:
                         await deliver(runtime, source, payload["text"], [], payload["key"])
                     await self._forget(sealed_id)
                     delivered += 1
+                for source, count in withdrawn.items():
+                    await self._tell_withdrawn(member, runtime, source, count)
         except (ChatError, MemberNotFound) as exc:  # locked again meanwhile: the rest waits
             log.info("member %s: sealed-inbox delivery paused: %s", member_id, exc)
         except asyncio.CancelledError:
@@ -207,6 +218,24 @@ class SealedInbox:
         for source, count in held.items():
             log.info("member %s: %d sealed message(s) from %s kept: the member may not use it now", member_id, count, source)
         return delivered
+
+    async def _tell_withdrawn(self, member: Member, runtime: MemberRuntime, source: str, count: int) -> None:
+        """The member is told which messages will not be answered, where it lasts: a
+        note in the source's current conversation on the web (the page the login opens
+        may not listen yet), and on the open page; the channel may no longer reach them."""
+        log.info("member %s: %d sealed message(s) from %s discarded: the member may no longer use it", member.id, count, source)
+        locale = member.locale or await self.core.default_locale()
+        status = self.core.plugins.status(source)
+        declared = status.info.title if status is not None and status.info is not None else source
+        channel = self.core.strings.plugin_text(source, "plugin.title", locale, declared)
+        key = f"core.channels.sealed_withdrawn.{plural_category(locale, count)}"
+        if self.core.strings.lookup(key, locale) is None:
+            key = "core.channels.sealed_withdrawn.other"
+        text = self.core.strings.translate(key, locale, count=count, channel=channel)
+        # The source's conversation, made for it if it has none: where the member looks
+        # for what became of those messages, and where the source goes on if it is theirs again.
+        await runtime.notify(await current_conversation(runtime, source), text)
+        self.core.buses.members.publish(UserEvent("notification", member.id, {"text": text}))
 
     async def _forget(self, sealed_id: str) -> None:
         await self.core.registry.transaction(lambda c: c.execute("DELETE FROM sealed_messages WHERE id = ?", (sealed_id,)))
@@ -256,8 +285,11 @@ async def _stored_under(runtime: MemberRuntime, key: str) -> str | None:
 
 async def current_conversation(runtime: MemberRuntime, source: str, *, create: bool = True) -> str | None:
     """The conversation this source's messages go to: the one last started for it,
-    else its most recently used one, else (``create``) a new one with the member's
-    default agent. A conversation with an agent the member's role no longer lets them
+    else (none was ever named: a file from before the setting) its most recently used
+    one, else (``create``) a new one with the member's default agent. The one named
+    but deleted since (on the web) is followed by a new one, not by an older one: the
+    member, who cannot see which it would be, would be answered in a context they
+    threw away. A conversation with an agent the member's role no longer lets them
     talk with (their role changed) is left as it is and a new one starts: a channel has
     no screen to pick another conversation on, so refusing would refuse every message."""
     setting = CURRENT_KEY.format(source=source)
@@ -267,8 +299,7 @@ async def current_conversation(runtime: MemberRuntime, source: str, *, create: b
         if row is not None:
             chosen = json.loads(row[0])
             found = conn.execute("SELECT id, agent_id FROM conversations WHERE id = ? AND source = ?", (chosen, source)).fetchone()
-            if found:
-                return found[0], found[1]
+            return (found[0], found[1]) if found else None
         row = conn.execute("SELECT id, agent_id FROM conversations WHERE source = ? ORDER BY updated_at DESC LIMIT 1", (source,)).fetchone()
         return (row[0], row[1]) if row else None
 

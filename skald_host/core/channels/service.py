@@ -62,7 +62,7 @@ class ChannelService:
             raise ChannelRequestError("no such member")
         if not member.active or not self.core.catalog.usable(member, source):
             audit.denied(member.id, f"plugin:{source}", via="channel")
-            raise ChannelRequestError("the member may not use this plugin")
+            raise ChannelRequestError("the member may not use this plugin", code="forbidden")
         return member
 
     async def _runtime(self, source: str, member_id: Any) -> MemberRuntime:
@@ -72,7 +72,7 @@ class ChannelService:
         member = await self._member(source, member_id)
         if not allowed(member, "chat.use"):
             audit.denied(member.id, "action:chat.use", via="channel")
-            raise ChannelRequestError("the member's role may not chat")
+            raise ChannelRequestError("the member's role may not chat", code="forbidden")
         if not self.core.users.is_unlocked(member.id):
             raise MemberLocked("log in on the web first: your private data is locked until you do", self.core.users.lock_reason(member.id))
         try:

@@ -312,9 +312,14 @@ def _split(rel: str, name: str = "path") -> tuple[str, str]:
 
 def _new_name(leaf: str, name: str) -> str:
     """``leaf`` as the name of something new: not one the server keeps for an upload
-    being written (``.part-<16 hex>``), which no listing shows and a start removes."""
+    being written (``.part-<16 hex>``), which no listing shows and a start removes, nor
+    one with a backslash."""
     if PARTIAL_UPLOAD.fullmatch(leaf):
         raise ApiError(400, f"{leaf} is a name the server keeps for uploads being written", field=name, code="name_reserved", values={"name": leaf})
+    # A project's files are downloaded and exported to other systems, where "\" parts
+    # folders: "..\..\x.txt" was accepted (an authorization sweep), harmless here only.
+    if "\\" in leaf:
+        raise ApiError(400, "a name may not contain a backslash", field=name, code="name_backslash")
     return leaf
 
 

@@ -328,6 +328,38 @@ async function handle(error) {
   else if (!(error instanceof Offline)) toast(t("error", { message: error.message }));
 }
 
+// A conversation the server no longer has (deleted on the web or another phone): its
+// copy goes from this phone too, as the README promises (offline, the app keeps only the
+// conversations it lists), and so does a draft left in its composer, to the new chat's.
+function forgetConversation(id) {
+  remember((stored) => {
+    if (stored.messages) delete stored.messages[id];
+    stored.conversations = (stored.conversations || []).filter((c) => c.id !== id);
+    if (stored.last === id) delete stored.last;
+  });
+  const held = draftOf(id);
+  if (held) {
+    const fresh = draftOf(NEW_CHAT);
+    keepDraft(NEW_CHAT, [fresh?.typed, held.typed].filter(Boolean).join("\n"), [...(fresh?.attachments || []), ...held.attachments]);
+    keepDraft(id, "", []);
+  }
+}
+
+// The server's answer for a conversation it does not have: every call naming one says
+// not_found only for that reason.
+const gone = (error) => error?.code === "not_found";
+
+// The open conversation was deleted elsewhere: said, and back to the list (a composer
+// beside "no such conversation" would only refuse what is written in it).
+function conversationGone(id, key = "conversation_deleted") {
+  forgetConversation(id);
+  if (current && current.id === id) {
+    current = null;
+    location.hash = "#list";
+  }
+  toast(t(key));
+}
+
 function toast(text) {
   const node = el("div", { class: "toast", role: "status", text });
   document.body.append(node);
@@ -346,7 +378,12 @@ async function listScreen() {
   let conversations;
   try {
     conversations = (await call("GET", "/conversations")).conversations;
-    remember((stored) => (stored.conversations = conversations));
+    remember((stored) => {
+      stored.conversations = conversations;
+      // Copies of conversations no longer listed (deleted elsewhere) go with them.
+      const listed = new Set(conversations.map((c) => c.id));
+      for (const id of Object.keys(stored.messages || {})) if (!listed.has(id)) delete stored.messages[id];
+    });
   } catch (error) {
     if (!(error instanceof Offline)) return handle(error);
     conversations = cache().conversations || [];
@@ -684,6 +721,14 @@ async function deliver(item) {
       return false;
     }
     saveOutbox(outbox().filter((i) => i.key !== item.key));
+    if (gone(error)) {
+      // Its conversation was deleted meanwhile: the words wait in the new chat's draft.
+      pendingBubble(item.key)?.remove();
+      const fresh = draftOf(NEW_CHAT);
+      keepDraft(NEW_CHAT, [fresh?.typed, item.typed].filter(Boolean).join("\n"), [...(fresh?.attachments || []), ...item.attachments]);
+      conversationGone(item.conversation_id, "conversation_deleted_unsent");
+      return true;
+    }
     giveBack(item, error);
     return true;
   }
@@ -884,6 +929,7 @@ async function chatScreen(id) {
         stored.messages[id] = data.messages;
       });
     } catch (error) {
+      if (gone(error)) return conversationGone(id);
       if (!(error instanceof Offline)) return handle(error);
       data = { messages: (cache().messages || {})[id] || [], approvals: [], running: false };
     }
@@ -980,8 +1026,8 @@ async function keepCopy(id, redraw = false) {
       stored.messages[id] = data.messages;
     });
     if (redraw && current && current.id === id && !current.running) draw(data);
-  } catch {
-    /* the copy stays as it was */
+  } catch (error) {
+    if (gone(error)) conversationGone(id); // else the copy stays as it was
   }
 }
 
@@ -1216,8 +1262,8 @@ async function redrawCurrent() {
     // not twice.
     draw({ ...data, messages: data.messages.filter((m) => m.status !== "streaming") });
     setRunning(data.running);
-  } catch {
-    /* what is drawn stays; the next hello tries again */
+  } catch (error) {
+    if (gone(error)) conversationGone(id); // else what is drawn stays; the next hello tries again
   }
 }
 
