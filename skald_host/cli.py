@@ -18,7 +18,6 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from skald_host.logs import configure_logging
     from skald_host.server import run
 
     server: dict[str, Any] = {}
@@ -32,7 +31,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.safe_mode:
         overrides["plugins"] = {"safe_mode": True}
     settings = _settings(args, **overrides)
-    configure_logging(settings)
     run(settings)
     return 0
 

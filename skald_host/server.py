@@ -23,6 +23,7 @@ from hypercorn.utils import LifespanFailureError
 from skald_host.core.host import StartupError
 from skald_host.core.storage import secure_dir
 from skald_host.core.storage.data_dir_lock import DataDirLock
+from skald_host.logs import configure_logging
 from skald_host.settings import Settings
 from skald_host.web.app import create_app
 
@@ -232,7 +233,8 @@ def check_address(config: Config) -> None:
 
 def run(settings: Settings) -> None:
     """Serve until stopped, holding the data dir for this process alone (raises
-    DataDirBusy when another process has it, StartupError when this user cannot write it)."""
+    DataDirBusy when another process has it, StartupError when this user cannot write it
+    or the log file), logging as ``log`` says once the data dir is held."""
     disable_core_dumps()
     with ExitStack() as held:
         try:
@@ -244,5 +246,8 @@ def run(settings: Settings) -> None:
                 f"cannot use the data dir {settings.data_dir}: {exc.strerror or exc}{which}"
                 " (it must be a folder this user can write; choose another with --data-dir or SKALD_DATA_DIR)"
             ) from None
+        # Logging after the data dir: the log file lies in it by default, and a data dir
+        # this user cannot write was reported as a log file to fix (newcomer report 7).
+        configure_logging(settings)
         check_address(hypercorn_config(settings))
         asyncio.run(serve_forever(settings))

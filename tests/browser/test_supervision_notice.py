@@ -14,7 +14,7 @@ from skald_host.testing.host import MEMBER_PASSWORD
 
 from .kit import sign_in
 
-GERMAN = "Ab jetzt werden deine Gespräche beaufsichtigt von: Pat. Eine nächtliche Durchsicht fasst sie für sie zusammen (nichts von vorher); Mein Konto zeigt, wer."
+GERMAN = "Ab jetzt werden deine Gespräche beaufsichtigt von: Pat. Jede Nacht bekommen sie eine Zusammenfassung deiner Gespräche ab jetzt (frühere nicht); Mein Konto zeigt, wer."
 
 
 async def test_a_member_signed_out_when_supervised_is_told_at_sign_in_until_ok(skald, browser_pages):

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
+import skald_host
 from skald_host.testing import BrokenStream, Reply, ScriptedError
 
-from .support import MODEL_A, MODEL_B, PROBE, ChatSocket, configure_models, eventually, messages, new_conversation, types
+from .support import API_KEY, MODEL_A, MODEL_B, PROBE, ChatSocket, configure_models, eventually, messages, new_conversation, types
 
 
 async def test_rate_limited_model_falls_back_to_the_next_and_so_does_a_broken_stream(chat):
@@ -115,6 +117,23 @@ async def test_testing_a_provider_where_nothing_listens_says_unreachable_at_once
     body = test.json()
     assert (body["ok"], body["code"], body["status"]) == (False, "model_unreachable", None), body
     assert "timeout" not in body["error"].lower()
+
+
+async def test_a_404_from_the_model_list_says_the_address_may_lack_its_api_path(chat):
+    """A base URL without /v1 was "refused (HTTP 404)", with nothing on the address to
+    check (newcomer report 7, point 4): the page now says, in en and de, that the
+    address may be missing its API path."""
+    bare = chat.server.base_url.removesuffix("/v1")
+    created = await chat.admin.post("/api/admin/models/providers", json={"name": "no path", "base_url": bare, "api_key": API_KEY})
+    assert created.status_code == 201, created.text
+    body = (await chat.admin.post(f"/api/admin/models/providers/{created.json()['id']}/test")).json()
+    assert (body["ok"], body["code"], body["status"]) == (False, "model_list_not_found", 404), body
+    locales = Path(skald_host.__file__).parent / "builtins" / "locales"
+    english, german = (json.loads((locales / f"{lang}.json").read_text()) for lang in ("en", "de"))
+    for key in ("models.test_error.model_list_not_found", "error.model_list_not_found"):
+        said = english[key].format(reason=body["values"]["reason"])
+        assert said.startswith("The provider has no model list at this address (HTTP 404") and "/v1" in said, said
+        assert "API-Pfad" in german[key] and "/v1" in german[key], german[key]
 
 
 async def test_without_a_model_the_chat_says_none_is_configured(chat):

@@ -173,6 +173,7 @@ async def test_a_second_server_and_an_offline_backup_respect_the_running_one(ser
     assert server.running
     assert await server.terminate() == 0
 
+    (tmp_path / "b").mkdir()
     offline = skald(tmp_path, "backup", "--data-dir", str(servers.data_dir), "--to", str(tmp_path / "b"))
     assert offline.returncode == 0, offline.stderr
     backup = only_backup(tmp_path / "b")
@@ -395,9 +396,11 @@ async def test_a_backup_with_to_never_holds_an_earlier_backup(servers, tmp_path)
     assert configured.parent == data_dir / "backups"
 
     outside = tmp_path / "outside"
+    outside.mkdir()
     first = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(data_dir), "--to", str(outside))
     assert first.returncode == 0, first.stderr
     inner = data_dir / "kept-here"
+    inner.mkdir()
     second = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(data_dir), "--to", str(inner))
     assert second.returncode == 0, second.stderr
     assert nested_backups(only_backup(outside)) == []
@@ -427,11 +430,13 @@ async def test_a_backup_left_elsewhere_in_the_data_dir_is_not_copied(skald, tmp_
     host = await skald.start(settings=skald.settings(backup={"dir": str(tmp_path / "configured")}))
     await host.admin()
     data_dir = host.core.settings.data_dir
+    (data_dir / "once").mkdir()  # a --to folder must exist (a disk not mounted is not made)
     earlier = await host.core.backups.take(data_dir / "once")
     into_configured = await host.core.backups.take()
     assert into_configured.path.parent == tmp_path / "configured"
     assert nested_backups(into_configured.path) == []
     assert {"path": f"once/{earlier.path.name}", "reason": "a backup: never copied into another"} in into_configured.skipped
+    (data_dir / "inner").mkdir()
     inner = await host.core.backups.take(data_dir / "inner")
     assert nested_backups(inner.path) == []
     # A member's own folder named like a backup, with no manifest, is their data: kept.
@@ -601,6 +606,27 @@ async def test_list_says_when_a_folder_holds_no_backups(tmp_path):
     listed = await asyncio.to_thread(skald, tmp_path, "backup", "--list", "--to", str(nowhere))
     assert (listed.returncode, listed.stdout) == (0, f"no backups in {nowhere} (it does not exist)\n")
     assert not nowhere.exists()
+
+
+async def test_a_to_folder_that_does_not_exist_is_refused_online_and_offline(servers, tmp_path):
+    """``skald backup --to /mnt/elsewhere`` made the folder and wrote there: a USB disk
+    not mounted got its "off-site" backup on the same disk (newcomer report 7, point 5).
+    The configured backup.dir is still made when missing."""
+    server = await servers.start()
+    await setup_admin(server)
+    unmounted = tmp_path / "mnt" / "elsewhere"
+    online = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(servers.data_dir), "--to", str(unmounted))
+    assert online.returncode == 1, online.stderr
+    assert online.stderr == f"error: the folder {unmounted} does not exist: is the disk mounted? Create it first, then run the backup again\n"
+    assert not unmounted.exists() and not unmounted.parent.exists()
+    assert await server.terminate() == 0
+
+    offline = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(servers.data_dir), "--to", str(unmounted))
+    assert offline.returncode == 1 and f"{unmounted} does not exist: is the disk mounted?" in offline.stderr, offline.stderr
+    assert not unmounted.parent.exists()
+    configured = await asyncio.to_thread(skald, tmp_path, "backup", "--data-dir", str(servers.data_dir))
+    assert configured.returncode == 0, configured.stderr
+    only_backup(servers.data_dir / "backups")
 
 
 async def test_a_mistyped_path_is_named_as_missing_and_a_backup_without_a_data_dir_says_how_to_name_one(tmp_path):

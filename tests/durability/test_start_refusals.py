@@ -108,6 +108,17 @@ def test_an_unwritable_log_file_is_one_line(tmp_path):
     assert "log.file" in line
 
 
+def test_a_data_dir_that_cannot_be_made_is_named_before_the_log_file_in_it(tmp_path):
+    """``SKALD_DATA_DIR=…/afile/data`` (afile a file) was told to fix log.file, the log
+    file being inside the data dir; the data dir is the thing to change (newcomer report 7)."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    data = afile / "data"
+    line = one_refusal(serve(tmp_path, SKALD_DATA_DIR=str(data)))
+    assert line.startswith(f"cannot start: cannot use the data dir {data}: Not a directory"), line
+    assert "--data-dir or SKALD_DATA_DIR" in line and "log.file" not in line, line
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
 def test_a_read_only_data_dir_is_one_line(tmp_path):
     data = tmp_path / "data"

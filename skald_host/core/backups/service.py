@@ -73,6 +73,19 @@ class BackupFolderUnusable(BackupError):
         self.values = {"dir": str(root)}
 
 
+class BackupTargetMissing(BackupError):
+    """A folder named for one backup (``skald backup --to /mnt/elsewhere``) that does not
+    exist. Never made: a USB disk that is not mounted leaves its mount point missing (or
+    empty on the same disk), and the "off-site" copy would land beside the data. Only
+    the configured ``backup.dir`` is made when missing (``remove_partials``)."""
+
+    code = "backup_target_missing"
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(f"the folder {root} does not exist: is the disk mounted? Create it first, then run the backup again")
+        self.values = {"dir": str(root)}
+
+
 class BackupService:
     def __init__(self, core: Skald) -> None:
         self._core = core
@@ -92,8 +105,11 @@ class BackupService:
         if self._running.locked():
             raise BackupBusy("a backup is already being taken; wait for it to finish")
         async with self._running:
+            named = root
             root = root or self.root
-            check_backup_root(self._core.settings.data_dir, root)
+            check_backup_root(self._core.settings.data_dir, root)  # a server's folder first: that is what is wrong with it
+            if named is not None and not named.is_dir():
+                raise BackupTargetMissing(named)
             started = time.monotonic()
             _log_unfinished(await asyncio.to_thread(remove_partials, root), "that stopped before they were whole")
             try:

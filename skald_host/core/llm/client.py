@@ -348,7 +348,13 @@ class ModelClients:
                 body = exc.response.content
             except Exception:  # noqa: BLE001 - a response without a readable body says its status
                 body = b""
-            raise _status_error(exc.status_code, body) from None
+            error = _status_error(exc.status_code, body)
+            if exc.status_code == 404:
+                # No model list at this address: most often a base URL without its API
+                # path (http://host:8000 for http://host:8000/v1), which a bare
+                # "refused (HTTP 404)" gave no hint of (newcomer report 7).
+                raise ModelError(str(error), 404, code="model_list_not_found", values=error.values) from None
+            raise error from None
         except openai.APIError as exc:
             # The SDK's aiohttp transport calls a refused connection a ConnectTimeout: a
             # "timeout" long before the timeout is a refusal, said as such.
