@@ -54,6 +54,14 @@ const ADMIN_PAGES = [
   { id: "approvals", label: "nav.approvals", render: renderApprovals },
   { id: "settings", label: "nav.settings", render: renderSettings },
 ];
+/** The host's pages a member whose role asks for the simple interface (the session's
+ * ui_mode, seed 001 "Role-driven interface") is offered: Chat, and My account for their
+ * password and language. The plugin pages an admin granted them stay: that grant was
+ * the admin's choice for them. Hiding is no access control: the server decides. */
+const SIMPLE_PAGES = new Set(["chat", "account"]);
+const simpleMode = () => state.session?.ui_mode === "simple";
+const inView = (page) => !simpleMode() || SIMPLE_PAGES.has(page.id) || page.id === "plugin";
+
 const HIDDEN_PAGES = [
   { id: "plugin-detail", admin: true, parent: "plugins", render: renderPluginDetail },
   { id: "plugin", render: renderPluginPage },
@@ -84,9 +92,10 @@ socket.onMessage(async (message) => {
   const response = await api("GET", "/api/auth/session");
   if (!response.ok || !state.session || response.data.member.id !== state.session.member.id) return;
   const was = state.session.member;
+  const wasMode = state.session.ui_mode;
   state.session = response.data;
   setCsrfToken(response.data.csrf_token);
-  if (was.is_admin !== response.data.member.is_admin) {
+  if (was.is_admin !== response.data.member.is_admin || wasMode !== response.data.ui_mode) {
     buildShell();
     await route({ focus: false });
   } else if (state.shell) {
@@ -276,7 +285,7 @@ function renderPluginNav() {
 /** The links to the host's own pages the member has: Chat with chat, Reports and System
  * agents while a system agent's plugin is on (enterShell). */
 function hostNavItems() {
-  return HOST_PAGES.filter((p) => !p.needs || state[p.needs]).map((p) => navLink(`#${p.id}`, t(p.label), p.id));
+  return HOST_PAGES.filter((p) => (!p.needs || state[p.needs]) && inView(p)).map((p) => navLink(`#${p.id}`, t(p.label), p.id));
 }
 
 /** Whether some system agent's plugin is on: Reports and System agents are in the menu
@@ -361,6 +370,10 @@ async function route({ focus = true, arrived = false, after = null } = {}) {
     node = el("div", {}, pageHeader(t("notfound.title")), notice("info", t("notfound.text")), link("#chat", t("notfound.home")));
   } else if (page.admin && !state.session.member.is_admin) {
     node = el("div", {}, pageHeader(t("forbidden.title")), notice("info", t("forbidden.text")));
+  } else if (!inView(page)) {
+    // A typed or old address of a page the role's simple interface leaves out: said so,
+    // not a page drawn half-usable for a member it was never offered to.
+    node = el("div", {}, pageHeader(t("simple_view.title")), notice("info", t("simple_view.text")), link("#chat", t("simple_view.home")));
   } else {
     content.setAttribute("aria-busy", "true");
     try {

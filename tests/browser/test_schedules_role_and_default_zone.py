@@ -17,7 +17,10 @@ NOT_IN_ROLE = "Your role does not include scheduled prompts: you can pause, resu
 
 async def test_a_role_without_scheduled_prompts_sees_why_instead_of_the_form_and_keeps_its_jobs(skald, browser_pages):
     host = await skald.start()
-    await host.admin()
+    admin = await host.admin()
+    # a role with few capabilities and the full interface: the pages under test are in it (the
+    # seeded role's simple one leaves them out, see test_simple_interface.py)
+    assert (await admin.patch("/api/admin/roles/restricted", json={"attrs": {"ui_mode": "full"}})).status_code == 200
     kim = await host.member("kim", role="restricted")  # the seeded "Children" role: no tools.schedule
     assert (await kim.post("/api/schedules", json={"prompt": "Homework.", "every": "every day at 5pm"})).status_code == 403
     # A job from before the role changed: listed, and what the API allows is offered.
@@ -111,6 +114,9 @@ async def test_a_role_given_scheduled_prompts_offers_the_form_at_the_next_page_w
     added the capability still said the role lacked it, until a full reload."""
     host = await skald.start()
     admin = await host.admin()
+    # a role with few capabilities and the full interface: the pages under test are in it (the
+    # seeded role's simple one leaves them out, see test_simple_interface.py)
+    assert (await admin.patch("/api/admin/roles/restricted", json={"attrs": {"ui_mode": "full"}})).status_code == 200
     kim = await host.member("kim", role="restricted")
     page = await browser_pages.new(host.url)
     await sign_in(page, "kim", MEMBER_PASSWORD)

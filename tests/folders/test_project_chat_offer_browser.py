@@ -14,7 +14,10 @@ from tests.folders.support import join_project
 
 async def test_project_chat_is_offered_only_to_a_role_that_has_it(skald, browser_pages):  # noqa: F811
     host = await skald.start()
-    await host.admin()
+    admin = await host.admin()
+    # a role with few capabilities and the full interface: the pages under test are in it (the
+    # seeded role's simple one leaves them out, see tests/browser/test_simple_interface.py)
+    assert (await admin.patch("/api/admin/roles/restricted", json={"attrs": {"ui_mode": "full"}})).status_code == 200
     alice = await host.member("alice")
     rita = await host.member("rita", role="restricted")
     pid = (await alice.post("/api/projects", json={"slug": "garden", "title": "Garden"})).json()["id"]

@@ -1,6 +1,6 @@
 // #roles: the presets and the admin's own roles: label, whether members of the role
 // receive new plugins automatically (auto_grant), the chat agents they may start and the
-// one they start at (chat_agent), and their capabilities.
+// one they start at (chat_agent), the interface they get (ui_mode) and their capabilities.
 import { api } from "../lib/api.js";
 import { el } from "../lib/dom.js";
 import { seeded, t, unseeded } from "../lib/i18n.js";
@@ -68,6 +68,16 @@ function defaultAgentSelect(role, agents, known) {
   return select;
 }
 
+/** The interface the role's members get (attrs.ui_mode): the full one, or the simple
+ * one (Chat and My account). Not offered for the admin role: an admin's is always full. */
+function interfaceSelect(mode) {
+  const select = el("select", { name: "ui_mode" },
+    el("option", { value: "full", text: t("roles.ui_mode_full") }),
+    el("option", { value: "simple", text: t("roles.ui_mode_simple") }));
+  select.value = mode === "simple" ? "simple" : "full";
+  return select;
+}
+
 function roleArticle(role, ctx, known) {
   const isAdmin = role.id === "admin";
   const label = el("input", { name: "label", maxlength: "64", props: { value: seeded(role.label) } });
@@ -75,6 +85,7 @@ function roleArticle(role, ctx, known) {
   const boxes = capabilityBoxes(role.capabilities || [], isAdmin);
   const agents = el("input", { name: "chat_agents", maxlength: "400", props: { value: (role.attrs?.chat_agents || []).join(", ") } });
   const chatAgent = defaultAgentSelect(role, agents, known);
+  const uiMode = interfaceSelect(role.attrs?.ui_mode);
   const submit = el("button", { class: "btn primary", type: "submit", text: t("common.save") });
   const status = statusLine();
   const actions = el("div", { class: "actions" }, submit);
@@ -98,13 +109,14 @@ function roleArticle(role, ctx, known) {
     isAdmin ? null : el("div", { class: "field" }, autoLabel, hintFor(autoGrant, t("roles.auto_grant_hint"))),
     isAdmin ? null : field(t("roles.chat_agents"), agents, { hint: t("roles.chat_agents_hint") })[0],
     isAdmin ? null : field(t("roles.chat_agent"), chatAgent, { hint: t("roles.chat_agent_hint") })[0],
+    isAdmin ? null : field(t("roles.ui_mode"), uiMode, { hint: t("roles.ui_mode_hint") })[0],
     capabilityFieldset(boxes, isAdmin ? t("roles.admin_caps") : null),
     actions, status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearFieldErrors(form, status);
     const body = { label: unseeded(role.label, label.value.trim()) };
-    if (!isAdmin) body.attrs = { auto_grant: autoGrant.checked, chat_agents: agentList(agents.value) };
+    if (!isAdmin) body.attrs = { auto_grant: autoGrant.checked, chat_agents: agentList(agents.value), ui_mode: uiMode.value };
     // None offered (the list allows no chat agent there is): the role keeps its default,
     // and the API says at the list which one it must hold.
     if (!isAdmin && chatAgent.value) body.attrs.chat_agent = chatAgent.value;
@@ -136,6 +148,7 @@ function createForm(ctx, known) {
   const draft = { attrs: { chat_agent: "assistant" } }; // the API's own default for a new role
   const agents = el("input", { name: "chat_agents", maxlength: "400", autocomplete: "off", props: { value: "assistant" } });
   const chatAgent = defaultAgentSelect(draft, agents, known);
+  const uiMode = interfaceSelect("full");
   const boxes = capabilityBoxes(["chat.use"], false);
   const submit = el("button", { class: "btn primary", type: "submit", text: t("roles.create_submit") });
   const status = statusLine();
@@ -145,11 +158,12 @@ function createForm(ctx, known) {
     el("div", { class: "field" }, autoLabel, hintFor(autoGrant, t("roles.auto_grant_new_hint"))),
     field(t("roles.chat_agents"), agents, { hint: t("roles.chat_agents_hint") })[0],
     field(t("roles.chat_agent"), chatAgent, { hint: t("roles.chat_agent_hint") })[0],
+    field(t("roles.ui_mode"), uiMode, { hint: t("roles.ui_mode_hint") })[0],
     capabilityFieldset(boxes), el("div", { class: "actions" }, submit), status.node);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearFieldErrors(form, status);
-    const attrs = { auto_grant: autoGrant.checked, chat_agents: agentList(agents.value) };
+    const attrs = { auto_grant: autoGrant.checked, chat_agents: agentList(agents.value), ui_mode: uiMode.value };
     // None offered (the list allows no chat agent there is): the API says at the list why.
     if (chatAgent.value) attrs.chat_agent = chatAgent.value;
     busy(submit, async () => {

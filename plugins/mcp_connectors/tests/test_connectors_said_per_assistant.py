@@ -13,6 +13,9 @@ TAG = "skald-p-mcp-connectors"
 
 
 async def test_a_companions_member_is_not_promised_connector_tools_or_helpers(setup: Setup, plugin_browser):
+    # a role with few capabilities and the full interface: the pages under test are in it (the
+    # seeded role's simple one leaves them out, see test_simple_interface.py)
+    assert (await setup.admin.patch("/api/admin/roles/restricted", json={"attrs": {"ui_mode": "full"}})).status_code == 200
     kim = await setup.host.member("kim", role="restricted")
     alice = await setup.host.member("alice")
     granted = await setup.admin.put(f"/api/admin/members/{kim.member['id']}/plugins", json={"plugins": ["mcp"]})

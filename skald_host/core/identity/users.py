@@ -140,6 +140,14 @@ class Member:
     def capabilities(self) -> frozenset[str]:
         return self.role.capabilities
 
+    @property
+    def ui_mode(self) -> str:
+        """The interface the member's role asks for (seed 001, "Role-driven interface"):
+        ``simple`` trims the shell's pages; an admin always has the full one, or a role
+        edit could hide the admin's own way back to the Roles page. Hiding pages is no
+        access control: the capabilities still decide on the server."""
+        return "full" if self.is_admin else self.role.attrs.ui_mode
+
     def summary(self, strings: Any = None, locale: str | None = None) -> dict[str, Any]:
         """With ``strings``: a preset role's label, stored as a ``core.seed.`` key, in
         ``locale``, as the shell's ``seeded()`` shows it: a client of the API reads the

@@ -153,12 +153,13 @@ async def logout():
 
 
 @bp.get("/api/auth/session")
-@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL, "idle_seconds": INT}))
+@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL, "idle_seconds": INT, "ui_mode": one_of("full", "simple")}))
 async def session() -> dict:
     """The session's member and what the shell needs of it. ``idle_seconds``: how long
     the session lives without a request (``auth.session_idle_minutes``), so the page can
     warn before it ends and offer to keep it (WCAG 2.2.1); asking here, as every request
-    does, starts that time again."""
+    does, starts that time again. ``ui_mode``: the interface the member's role asks for
+    (``simple``: the shell offers Chat and My account only; an admin's is always full)."""
     principal = current_principal()
     core = current_app.config["SKALD_CORE"]
     locale = principal.member.locale or await core.default_locale()
@@ -170,6 +171,7 @@ async def session() -> dict:
         "locale": locale,
         "secure_transport": transport_is_secure(request),
         "idle_seconds": int(core.auth.sessions.idle_seconds),
+        "ui_mode": principal.member.ui_mode,
     }
 
 
