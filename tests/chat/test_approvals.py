@@ -195,3 +195,49 @@ async def test_a_rule_made_to_refuse_while_the_card_waits_wins_over_the_members_
     assert (call["status"], call["result"], call["result_code"]) == ("denied", "a rule denies this tool here.", "rule")
     assert [e["result_code"] for e in events if e["type"] == "tool_denied"] == ["rule"]  # said in the reader's language
     assert any(r.name == "skald.audit" and "rule:write_note" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_card_past_its_time_expires_while_its_turn_waits_and_a_late_approval_runs_nothing(chat, monkeypatch):
+    """A card still pending past ``expires_at`` on a server that kept running stayed
+    pending, and approving it ran the tool (a crash-kill probe; SECURITY-CHECKS G2:
+    "still pending or explicitly expired"). The live wait now ends at the card's time,
+    and the store refuses a member's answer to a card whose time is up."""
+    import datetime as dt
+
+    from skald_host.core.agent import approvals
+
+    monkeypatch.setattr(approvals, "APPROVAL_TTL", dt.timedelta(seconds=2))
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [write("late"), Reply("It expired; I did not write it.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        card = await sock.wait_event(cid, "approval_required")
+        events = await sock.turn(cid)  # ends by itself once the card's time is up
+    resolved = [e for e in events if e.get("type") == "approval_resolved"]
+    assert [(e["approval_id"], e["decision"]) for e in resolved] == [(card["approval_id"], "expired")]
+    late = await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
+    assert late.status_code == 409, late.text
+    assert chat.probe.writes == []
+    assert await pending(alice) == []
+    transcript = await messages(alice, cid)
+    assert transcript[1]["tool_calls"][0]["status"] == "denied"
+    assert transcript[-1]["content"] == "It expired; I did not write it."
+
+
+async def test_a_card_pending_past_its_time_cannot_be_approved_even_with_nobody_waiting(chat):
+    """The store's own rule, for a card no turn waits on (written pending, its time past):
+    the member's answer is refused, and the card can still be expired."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [write("stale")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        card = await sock.wait_event(cid, "approval_required")
+    store = (await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))).store
+    await store.db.transaction(lambda c: c.execute("UPDATE approvals SET expires_at = '2000-01-01T00:00:00.000000Z' WHERE id = ?", (card["approval_id"],)))
+    assert await store.resolve_approval(card["approval_id"], "approved") is False
+    assert await store.resolve_approval(card["approval_id"], "denied") is False
+    assert await store.resolve_approval(card["approval_id"], "expired") is True

@@ -131,8 +131,19 @@ def expiry() -> str:
     return (dt.datetime.now(dt.timezone.utc) + APPROVAL_TTL).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def now_stamp() -> str:
+    """Now, written as ``expiry`` writes (so the two compare as text)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def expired(expires_at: str) -> bool:
-    return expires_at < dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return expires_at < now_stamp()
+
+
+def seconds_left(expires_at: str) -> float:
+    """How long a card written to end at ``expires_at`` still waits (0 when past)."""
+    end = dt.datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+    return max(0.0, (end - dt.datetime.now(dt.timezone.utc)).total_seconds())
 
 
 class RuleStore:

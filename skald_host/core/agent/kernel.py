@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.types import ToolContext, ToolError
 from skald_host.core import audit, schedules
-from skald_host.core.agent.approvals import WITHDRAWN_REASON, arguments_hash, decide, expired, expiry
+from skald_host.core.agent.approvals import WITHDRAWN_REASON, arguments_hash, decide, expired, expiry, seconds_left
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.questions import QuestionError
@@ -1455,7 +1455,13 @@ class Kernel:
                 return "denied", HOST_RESULTS["unattended"]
             self.runtime.pending_cards[approval["id"]] = scope.frame.conversation_id
             try:
-                status = await self.runtime.waiters.wait(approval["id"])
+                # Until the card's end (``expires_at``), not for ever: a card left pending
+                # past it could still be approved, and ran (a crash-kill probe, SECURITY G2).
+                status = await asyncio.wait_for(self.runtime.waiters.wait(approval["id"]), seconds_left(approval["expires_at"]))
+            except asyncio.TimeoutError:
+                await self._expire_approval(scope, approval["id"])
+                settled = await self.store.approval(approval["id"])  # the member's answer may have come first
+                status = settled["status"] if settled is not None else "expired"
             except asyncio.CancelledError:
                 if self.interrupted():
                     pass  # the server stopping: recovery asks again

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
+from skald_host.core.agent.approvals import now_stamp
 from skald_host.core.files.media import parse_attachments
 from skald_host.core.storage import Database
 from skald_host.core.text import clean_title, search_form, sharp_s_spellings
@@ -1480,11 +1481,15 @@ class ConversationStore:
         return dict(row) if row else None
 
     async def resolve_approval(self, approval_id: str, status: str) -> bool:
-        """pending → approved/denied/expired, once: a second resolution changes nothing."""
+        """pending → approved/denied/expired, once: a second resolution changes nothing.
+        A member's answer (approved, denied) comes too late once the card's time is up:
+        a card still pending past ``expires_at`` is expired, never approved."""
+        late = "" if status == "expired" else " AND expires_at > ?"
+        args = (status, approval_id) if status == "expired" else (status, approval_id, now_stamp())
         return bool(
             await self.db.transaction(
                 lambda c: c.execute(
-                    f"UPDATE approvals SET status = ?, resolved_at = {NOW} WHERE id = ? AND status = 'pending'", (status, approval_id)
+                    f"UPDATE approvals SET status = ?, resolved_at = {NOW} WHERE id = ? AND status = 'pending'{late}", args
                 ).rowcount
             )
         )
