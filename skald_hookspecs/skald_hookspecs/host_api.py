@@ -81,11 +81,25 @@ class HostApi(Protocol):
         theirs, for a plugin outside one (a hook, a task). False for a member who does
         not exist or is deactivated, and for a name no role can hold. Since 1.15."""
 
-    def subscribe_system(self, handler: Callable[[SystemEvent], Awaitable[None]]) -> None:
-        """Receive system-bus events until the plugin stops (best-effort delivery)."""
+    def subscribe_system(self, handler: Callable[[SystemEvent], Awaitable[None]]) -> Callable[[], None]:
+        """Receive system-bus events until the plugin stops (best-effort delivery).
+        Returns a handle: call it (or its ``close()``) to unsubscribe (since 1.17;
+        before, None). A handler's exception is recorded on the plugin's page
+        (``failures``, its message withheld, repeats folded), as a hook's is."""
 
-    def subscribe_member(self, member_id: str, handler: Callable[[UserEvent], Awaitable[None]]) -> None:
-        """Receive one member's events until the plugin stops."""
+    def subscribe_member(self, member_id: str, handler: Callable[[UserEvent], Awaitable[None]]) -> Callable[[], None]:
+        """Receive one member's events (``UserEvent``: kind ``chat`` with the real step
+        in ``data["type"]``, such as ``user_message`` with the member's words; see
+        docs/plugins.md) until the member locks, the handle is closed, or the plugin
+        stops. Since 1.17: each event is delivered only while this plugin is enabled
+        and the member may use it (``member_has_grant``, asked at delivery: a revoked
+        grant stops the events at once); the subscription ends when the member locks
+        (subscribe again in ``member_unlocked``, which is called for every member,
+        granted or not); the returned handle unsubscribes when called (or its
+        ``close()``), and no event reaches the handler after that. A handler's
+        exception is recorded on the plugin's page (``failures``, its message
+        withheld, repeats folded), never logged with its text. Before 1.17 it
+        returned None and delivered until the plugin stopped, whatever the grant."""
 
     def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
         """An i18n string of the merged bundles in ``locale`` (None: English), English

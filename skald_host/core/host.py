@@ -43,7 +43,7 @@ from skald_host.core.memory.notes import MemoryService
 from skald_host.core.tts import TtsManager, validate_engine
 from skald_host.core.sandbox import SandboxManager, validate_backend
 from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure, withheld_traceback
-from skald_host.core.plugins.host_api import PluginHostApi
+from skald_host.core.plugins.host_api import PluginHostApi, end_member_follows
 from skald_host.core.plugins.bundles import add_bundles, bundle_validator
 from skald_host.core.plugins.catalog import NEEDS_SETTINGS, STARTUP_BLOCKED, STARTUP_TIMED_OUT, InstanceSettings, PluginCatalog, validate_config_set, validate_web_page
 from skald_host.core.plugins.manager import Contribution, HookBlocked, PluginError, PluginManager, StrictPluginFailure, described, place_of
@@ -323,6 +323,8 @@ class Skald:
         self._folders.after_membership_change.append(self._sandbox.after_membership_change)
         self._users.before_lock.append(self._sandbox.before_lock)  # after the chat's: turns end first
         self._users.before_lock.append(self._channels.before_lock)
+        # Plugins' subscriptions to the member's events end with the lock (contract 1.17).
+        self._users.before_lock.append(lambda member_id: end_member_follows(self, member_id))
         self._users.after_unlock.append(self._channels.after_unlock)
         # The member_unlocked / member_locking hooks (contract 1.2): per-member plugin runtimes.
         self._users.after_unlock.append(self._member_hook("member_unlocked"))

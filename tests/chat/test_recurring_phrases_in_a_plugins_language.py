@@ -28,7 +28,8 @@ async def test_the_schedule_tool_reads_a_plugins_language(skald, tmp_path):
     async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
         try:
             probe = ChatProbe(write_probe_agents(tmp_path / "agents"))
-            host = await skald.start(plugins=[probe, language(tmp_path, "francais", "fr", FRENCH)], enable=[PROBE])
+            # A language plugin's words count while it is enabled (contract 1.17).
+            host = await skald.start(plugins=[probe, language(tmp_path, "francais", "fr", FRENCH)], enable=[PROBE, "francais"])
             admin = await host.admin()
             await configure_models(admin, server)
             alice = await host.member("alice")

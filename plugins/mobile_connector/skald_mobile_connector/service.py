@@ -302,7 +302,7 @@ class MobileService:
         self.codes = PairingCodes()
         self._streams: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._watched: set[str] = set()
+        self._watched: dict[str, Any] = {}  # member id -> subscription handle
         self._index_lock = asyncio.Lock()  # the index is read, changed and written whole
         self.vapid_public_key = ""
         self._vapid_private_pem = b""
@@ -363,9 +363,9 @@ class MobileService:
         their sessions (password change, reset, deactivation), their pending pairing
         code ends and their open streams check their device at once instead of at the
         next heartbeat. Called for a member with a paired device or a pending code."""
-        if member_id in self._watched:
-            return
-        self._watched.add(member_id)
+        handle = self._watched.get(member_id)
+        if handle is not None and getattr(handle, "active", True):
+            return  # a member's lock ends the subscription (spec 1.17): watched again after
 
         async def on_event(event: Any) -> None:
             if event.kind == "sessions_revoked":
@@ -373,7 +373,7 @@ class MobileService:
                 self.recheck_streams(member_id)
                 await self.forget_revoked(member_id)  # the host took their device tokens with them
 
-        self.host.subscribe_member(member_id, on_event)
+        self._watched[member_id] = self.host.subscribe_member(member_id, on_event)
 
     async def _on_system_event(self, event: Any) -> None:
         """A member deactivated or deleted lost every device token: their devices'

@@ -31,9 +31,10 @@ log = logging.getLogger(__name__)
 PLUGIN_EXITS: tuple[type[BaseException], ...] = (SystemExit, KeyboardInterrupt)
 
 #: The places whose failures repeat with every event rather than once per call a
-#: person made: a hook, and a channel's ``deliver`` (a channel whose far end is down
-#: fails at every typing, answer and note). A repeat within a minute is folded.
-FOLDED = ("hook ", "channel deliver")
+#: person made: a hook, a channel's ``deliver`` (a channel whose far end is down
+#: fails at every typing, answer and note), and an event handler (``subscribe_member``:
+#: one per streamed token). A repeat within a minute is folded.
+FOLDED = ("hook ", "channel deliver", "event handler")
 
 
 def withheld_traceback(exc: BaseException, *, say: bool = False) -> str:

@@ -124,6 +124,47 @@ def _kv_locks(core: Any) -> _KeyLocks:
     return locks
 
 
+class EventFollow:
+    """What ``subscribe_member`` / ``subscribe_system`` return (contract 1.17): calling
+    it, or ``close()``, ends the subscription; no event is handed to the handler after
+    that, even one already queued."""
+
+    def __init__(self, subscription: Any) -> None:
+        self._subscription = subscription
+        self.ended = False
+
+    @property
+    def active(self) -> bool:
+        return not self.ended and not self._subscription.closed
+
+    def close(self) -> None:
+        self.ended = True
+        self._subscription.close()
+
+    def __call__(self) -> None:
+        self.close()
+
+
+#: Per host, each member's plugin subscriptions, ended when the member locks.
+_MEMBER_FOLLOWS: "weakref.WeakKeyDictionary[Any, dict[str, set[EventFollow]]]" = weakref.WeakKeyDictionary()
+
+
+def _member_follows(core: Any) -> dict[str, set[EventFollow]]:
+    follows = _MEMBER_FOLLOWS.get(core)
+    if follows is None:
+        follows = _MEMBER_FOLLOWS[core] = {}
+    return follows
+
+
+async def end_member_follows(core: Any, member_id: str) -> None:
+    """The member locks: every plugin's subscription to their events ends (what was
+    published before, such as ``sessions_revoked``, is still delivered). A plugin
+    subscribes again in ``member_unlocked``: one that subscribed there at every login
+    otherwise got each event once per login since the start."""
+    for follow in list(_member_follows(core).pop(member_id, ())):
+        follow._subscription.close()
+
+
 class PluginHostApi:
     """Scoped to one plugin. The core is reached through a closure, not kept as a
     field, so a plugin that records the data it is handed (check D2's spy) finds ids
@@ -278,24 +319,45 @@ class PluginHostApi:
             return False
         return allowed(member, capability)
 
-    def _follow(self, subscription: Any, handler: Callable[[Any], Awaitable[None]]) -> None:
+    def _follow(self, subscription: Any, handler: Callable[[Any], Awaitable[None]], member_id: str | None = None) -> "EventFollow":
+        follow = EventFollow(subscription)
+
         async def pump() -> None:
+            from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure
+
             try:
                 async for event in subscription:
+                    if follow.ended:
+                        return
+                    # Checked at each delivery, not at subscribe: a grant taken away (or
+                    # the plugin disabled) stops the member's events at once, without a
+                    # restart; the payloads carry the member's words.
+                    if member_id is not None and not await self.member_has_grant(member_id):
+                        continue
                     try:
                         await handler(event)
-                    except Exception:
-                        log.exception("plugin %s: event handler failed", self.plugin_id)
+                    except (Exception, *PLUGIN_EXITS) as exc:
+                        # As a hook's failure: error id, frames, the message withheld (a
+                        # handler's error may quote what the member wrote), folded when it
+                        # repeats with every event.
+                        record_failure(self._core.plugins, self.plugin_id, "event handler", exc)
             finally:
                 subscription.close()
+                if member_id is not None:
+                    _member_follows(self._core).get(member_id, set()).discard(follow)
 
+        if member_id is not None:
+            _member_follows(self._core).setdefault(member_id, set()).add(follow)
         self._tasks.append(asyncio.create_task(pump(), name=f"plugin:{self.plugin_id}:events"))
+        return follow
 
-    def subscribe_system(self, handler: Callable[[SystemEvent], Awaitable[None]]) -> None:
-        self._follow(self._core.buses.system.subscribe(), handler)
+    def subscribe_system(self, handler: Callable[[SystemEvent], Awaitable[None]]) -> "EventFollow":
+        return self._follow(self._core.buses.system.subscribe(), handler)
 
-    def subscribe_member(self, member_id: str, handler: Callable[[UserEvent], Awaitable[None]]) -> None:
-        self._follow(self._core.buses.members.subscribe(member_id), handler)
+    def subscribe_member(self, member_id: str, handler: Callable[[UserEvent], Awaitable[None]]) -> "EventFollow":
+        """Delivered only while the member may use this plugin (``member_has_grant``,
+        asked at each event); ended by the member's lock (``end_member_follows``)."""
+        return self._follow(self._core.buses.members.subscribe(member_id), handler, member_id)
 
     def translate(self, key: str, locale: str | None = None, **values: Any) -> str:
         self._core.strings.asked_for(key)
