@@ -214,10 +214,15 @@ class BackupSettings:
 class TtsSettings:
     """Speech (``/api/tts``, ``HostApi.synthesize_speech``): the longest text read aloud,
     syntheses running at once on the instance and per member, each member's cache in
-    their own file, and the instance default voice per language (``de=espeak-ng:de``)."""
+    their own file, and the instance default voice per language (``de=espeak-ng:de``).
+    ``engine_timeout_seconds`` bounds one engine call (one sentence, or the short first
+    unit of one): an engine that hung (``await asyncio.sleep(60)``) held one of the
+    ``max_concurrent`` slots for as long, and every member's speech waited for it and
+    was refused as busy. 20 s is many times what a sentence takes on a CPU."""
 
     max_chars: int = 4000
     max_concurrent: int = 2
+    engine_timeout_seconds: float = 20.0
     per_member: int = 2
     cache_mib: int = 32
     defaults: tuple[str, ...] = ()
@@ -595,6 +600,7 @@ BOUNDS: dict[str, Bound] = {
     "backup.keep": Bound(1, 10_000),
     "tts.max_chars": Bound(1, 1_000_000),
     "tts.max_concurrent": Bound(1, 256),
+    "tts.engine_timeout_seconds": Bound(0, 3600, above=True),
     "tts.per_member": Bound(1, 256),
     "tts.cache_mib": Bound(0, 64 * 1024),  # 0: nothing is cached
     "subagents.max_tree_depth": Bound(1, 16),

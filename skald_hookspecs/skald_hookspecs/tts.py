@@ -40,6 +40,14 @@ class TtsEngine(Protocol):
     reply and removed markdown) and returns a complete WAV file: RIFF, 16-bit PCM, one
     channel, any sample rate. It must not block the event loop (run the model in a
     thread or a subprocess) and raises ``TtsUnavailable`` when it cannot speak at all.
+    Each call has the host's ``tts.engine_timeout_seconds`` (20 s unless the admin says
+    otherwise): past it the call is cancelled and the engine failed for that request,
+    as when it raises; audio that is not such a WAV file is a failure too. A failure
+    on the first sentence passes the request to another voice of the language when
+    there is one. A timeout, bad audio and any exception but ``TtsUnavailable`` are
+    listed among the plugin's problems on its page (the exception's message withheld),
+    and a ``synthesize`` that holds the event loop past half a second is logged and
+    listed there as a hook that does.
 
     Optional attributes, read when present: ``version`` (str, part of the host's cache
     key: change it when the same text would sound different), ``quality`` (int, higher

@@ -10,6 +10,7 @@ import logging
 import io
 import math
 import struct
+import time
 import wave
 from typing import Any
 
@@ -780,3 +781,100 @@ async def test_a_reply_is_read_by_a_voice_of_its_own_language(skald):
     greta_id = (await host.core.users.find("greta")).id
     await host.core.host_api(SCRIPTED).synthesize_speech(greta_id, "Your reply is ready. It was a long day for everyone.")
     assert [call[0] for call in engine.calls] == ["Your reply is ready.", "It was a long day for everyone."]
+
+
+# -- an engine that hangs, returns no audio or holds the loop -------------------------------
+
+
+class HangingEngine(ScriptedEngine):
+    """Never finishes a sentence (a model stuck on a lock, a dead server it waits on)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled = 0
+
+    async def synthesize(self, text: str, voice: str, locale: str) -> bytes:
+        self.calls.append((text, voice, locale))
+        self.started.put_nowait(text)
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return tone(0.5)
+
+
+async def engine_failures(host: Any) -> list[dict[str, Any]]:
+    admin = await host.admin()
+    return [f for f in (await admin.get(f"/api/admin/plugins/{SCRIPTED}")).json()["failures"] if f["where"] == "TTS engine scripted"]
+
+
+@needs_espeak
+async def test_a_hanging_engine_is_cut_off_at_its_time_limit_and_frees_its_slot(skald):
+    """An engine that awaited for a minute held one of ``tts.max_concurrent`` slots as
+    long: another member's speech with another voice waited 30 s and was refused as
+    busy, and nothing told the admin. Its call now ends at ``tts.engine_timeout_seconds``
+    as a failure: its request falls back to another voice, the slot is free for the
+    other member, and the overrun is on the engine's plugin page."""
+    engine = HangingEngine()
+    host = await start(skald, engine, engine_timeout_seconds=1, max_concurrent=1)
+    ada, bob = await host.member("ada"), await host.member("bob")
+    hanging = asyncio.create_task(ada.post("/api/tts", json={"text": "Hello there."}))
+    await asyncio.wait_for(engine.started.get(), 10)  # ada's sentence holds the one slot
+    other = await asyncio.wait_for(bob.post("/api/tts", json={"text": "Hello, Bob.", "voice": "espeak-ng:en-us"}), 25)
+    assert other.status_code == 200, other.text
+    response = await asyncio.wait_for(hanging, 25)
+    assert response.status_code == 200 and response.headers["x-skald-voice"].startswith("espeak-ng:"), response.text
+    assert engine.cancelled == 1
+    failures = await engine_failures(host)
+    assert len(failures) == 1 and "did not finish a sentence within 1 s" in failures[0]["traceback"], failures
+    assert "Hello" not in failures[0]["traceback"]  # the member's words are nowhere
+
+
+class GarbageEngine(ScriptedEngine):
+    async def synthesize(self, text: str, voice: str, locale: str) -> bytes:
+        self.calls.append((text, voice, locale))
+        return b"this is not a wav file"
+
+
+@needs_espeak
+async def test_an_engine_returning_bad_audio_falls_back_and_is_on_its_plugins_page(skald, caplog):
+    """Invalid audio was read outside the engine's failure handling: a 500 for the
+    member, no fallback as for an engine that raises, a log traceback naming neither
+    engine nor plugin, and nothing on the plugin's page."""
+    engine = GarbageEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    caplog.set_level(logging.WARNING)
+    response = await member.post("/api/tts", json={"text": "Hello there."})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-skald-voice"].startswith("espeak-ng:") and len(engine.calls) == 1
+    ada = await host.core.users.find("ada")
+    assert (await host.core.host_api(SCRIPTED).synthesize_speech(ada.id, "Hello again."))[:4] == b"OggS"
+    failures = await engine_failures(host)
+    assert len(failures) == 2 and all("not a WAV file" in f["traceback"] for f in failures), failures
+    logged = [r.getMessage() for r in caplog.records if "TTS engine scripted" in r.getMessage()]
+    assert logged and all(SCRIPTED in message for message in logged), logged
+
+
+class BlockingEngine(ScriptedEngine):
+    """Makes its audio on the event loop: the whole server waits for it."""
+
+    async def synthesize(self, text: str, voice: str, locale: str) -> bytes:
+        self.calls.append((text, voice, locale))
+        time.sleep(1.5)
+        return tone(0.5)
+
+
+async def test_an_engine_that_holds_the_event_loop_is_listed_among_its_plugins_problems(skald, caplog):
+    """plugins.md promises that plugin code holding the loop past half a second is
+    logged and listed on the plugin's page; a speech engine doing so was not watched."""
+    engine = BlockingEngine()
+    host = await start(skald, engine)
+    member = await host.member("ada")
+    caplog.set_level(logging.WARNING)
+    response = await member.post("/api/tts", json={"text": "Hello there."})
+    assert response.status_code == 200 and response.headers["x-skald-voice"] == "scripted:tone"
+    failures = await engine_failures(host)
+    assert len(failures) == 1 and failures[0]["held_seconds"] >= 1.5, failures
+    assert any("TTS engine scripted held the event loop" in r.getMessage() for r in caplog.records)

@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
 from skald_hookspecs.tts import TtsUnavailable, TtsVoice
-from skald_host.core.plugins.manager import Contribution, PluginError
+from skald_host.core.asyncutil import await_me_maybe
+from skald_host.core.plugins.failures import record_failure
+from skald_host.core.plugins.manager import Contribution, LoopWatch, PluginError
 from skald_host.core.tts.language import detect
-from skald_host.core.tts.audio import Pcm, pause_after, quick_start, read_wav, sentences, silence, speakable, to_ogg, wav_bytes
+from skald_host.core.tts.audio import AudioError, Pcm, pause_after, quick_start, read_wav, sentences, silence, speakable, to_ogg, wav_bytes
 
 if TYPE_CHECKING:
     from skald_host.core.host import Skald
@@ -327,7 +329,8 @@ class TtsManager:
                 return choice, stream, await stream.__anext__()
             except EngineFailed as exc:
                 await stream.aclose()
-                log.warning("TTS engine %s failed on the first sentence; trying another voice", choice.engine_name)
+                log.warning("TTS engine %s (plugin %s) failed on the first sentence; trying another voice",
+                            choice.engine_name, self._engines[choice.engine_name][0])
                 failed.append(choice.engine_name)
                 first_failure = first_failure or exc
             except BaseException:
@@ -367,24 +370,60 @@ class TtsManager:
         cached = await self._cache_get(db, key)
         if cached is not None:
             return cached
+        # A slot is held at most an engine call's time limit: a request waits at least
+        # that long for one before it is told the server is busy.
+        wait = max(SLOT_WAIT_SECONDS, self.settings.engine_timeout_seconds + 5)
         try:
-            await asyncio.wait_for(self._slots.acquire(), SLOT_WAIT_SECONDS)
+            await asyncio.wait_for(self._slots.acquire(), wait)
         except asyncio.TimeoutError:
             raise TtsBusy("the server is busy making speech; try again in a moment", code="tts_busy_server") from None
         try:
-            data = await choice.engine.synthesize(text, choice.voice, choice.language)
-        except TtsUnavailable as exc:  # its words are the admin's: ``detail``
-            raise EngineFailed(choice.engine_name, str(exc)) from exc
-        except Exception as exc:
-            log.warning("TTS engine %s failed on a sentence: %s", choice.engine_name, type(exc).__name__)
-            raise EngineFailed(choice.engine_name, f"the speech engine {choice.engine_name!r} failed: {type(exc).__name__}") from exc
+            pcm = await self._synthesized(choice, text)
         finally:
             self._slots.release()
-        if not isinstance(data, (bytes, bytearray)):
-            raise EngineFailed(choice.engine_name, f"the speech engine {choice.engine_name!r} returned no audio")
-        pcm = await asyncio.to_thread(read_wav, bytes(data))
         await self._cache_put(db, key, pcm)
         return pcm
+
+    async def _synthesized(self, choice: Choice, text: str) -> Pcm:
+        """One engine call, its audio read, within ``tts.engine_timeout_seconds``.
+        Whatever goes wrong is ``EngineFailed`` (the next voice is tried, as ``start``
+        does), and all but the engine's own ``TtsUnavailable`` (its worded state, said
+        to the admin where it is refused) is listed on its plugin's page like a tool's
+        failure: an overrun (a hung engine held a slot, and every member's speech waited
+        behind it), audio that is not a WAV (a 500 that skipped the fallback, and nobody
+        told), any other exception. An engine that holds the event loop is noticed as a
+        hook or a tool is (``LoopWatch``): its time limit cannot cut that off."""
+        name = choice.engine_name
+        plugin_id = self._engines[name][0]
+        plugins = self._core.plugins
+        where = f"TTS engine {name}"
+        limit = self.settings.engine_timeout_seconds
+        watch = LoopWatch(plugins.loop_held)
+        try:
+            async with asyncio.timeout(limit):
+                data = await await_me_maybe(watch.steps(watch.call(choice.engine.synthesize, text, choice.voice, choice.language)))
+            if not isinstance(data, (bytes, bytearray)):
+                raise AudioError(f"synthesize returned {type(data).__name__}, not the bytes of a WAV file")
+            try:
+                return await asyncio.to_thread(read_wav, bytes(data))
+            except AudioError as exc:
+                raise AudioError(f"synthesize returned audio that cannot be played: {exc}") from None
+        except TtsUnavailable as exc:  # its words are the admin's: ``detail``
+            log.warning("TTS engine %s (plugin %s) could not speak a sentence", name, plugin_id)
+            raise EngineFailed(name, str(exc)) from exc
+        except TimeoutError as exc:
+            cut_off = exc.__context__ if isinstance(exc.__context__, asyncio.CancelledError) else exc
+            stuck = TimeoutError(f"{where} did not finish a sentence within {limit:g} s (tts.engine_timeout_seconds)")
+            error_id = record_failure(plugins, plugin_id, where, stuck.with_traceback(cut_off.__traceback__), say=True, level=logging.WARNING)
+            raise EngineFailed(name, f"the speech engine {name!r} did not finish a sentence within {limit:g} s (error id {error_id})") from exc
+        except AudioError as exc:  # the host's words, no member's: said
+            error_id = record_failure(plugins, plugin_id, where, exc, say=True)
+            raise EngineFailed(name, f"the speech engine {name!r} {exc} (error id {error_id})") from exc
+        except Exception as exc:
+            error_id = record_failure(plugins, plugin_id, where, exc)
+            raise EngineFailed(name, f"the speech engine {name!r} failed: {type(exc).__name__} (error id {error_id})") from exc
+        finally:
+            watch.warn_if_slow(plugin_id, where)
 
     async def render(self, member_id: str, text: str, *, locale: str, db: Any, format: str = "ogg", voice: str | None = None) -> bytes:
         """The whole audio at once (a voice note, a download): WAV or OGG/Opus."""
