@@ -180,17 +180,8 @@ const nextFrame = (fn) => (document.hidden ? setTimeout(fn, 100) : requestAnimat
 /** How many rows a conversation opens with, and how many more "Earlier messages" draws:
  * a long conversation drawn whole (thousands of answers with code, tables and math) held
  * the page for seconds on every open, Regenerate and reconnect. The rows before it are
- * drawn when asked for (the button, or scrolling up to it), or when a search result lies
- * among them (reveal). */
+ * drawn when asked for, or when a search result lies among them (reveal). */
 export const ROWS_AT_ONCE = 100;
-/** How far above the view the "Earlier messages" row may be for scrolling to draw what is
- * before it (drawEarlierNearTop): before the reader reaches the top, so the rows are there
- * when they do. */
-const EARLIER_MARGIN = 400;
-/** How many draws scrolling to the top makes in a row while the view stays near the top
- * (short rows): more only after the reader scrolls again, never a loop drawing the whole
- * conversation by itself. */
-const EARLIER_IN_A_ROW = 3;
 
 // Files: a member's attachments and what the agent showed them (show_file_to_user),
 // opened through the file viewer. The path only ever travels as an encoded query value
@@ -393,24 +384,6 @@ export class Transcript {
     const keepAtEnd = new ResizeObserver(() => this.follow());
     keepAtEnd.observe(this.list);
     keepAtEnd.observe(this.node);
-    // Scrolling up to the oldest rows drawn draws the ones before them (members coming
-    // from other chat apps expect it), by the button's own path. Not the later part: its
-    // end reads the conversation again, which would move the view.
-    this.earlierNear = false; // the button is within EARLIER_MARGIN above the view
-    this.drawingEarlier = false;
-    this.earlierInARow = 0; // draws since the reader last scrolled
-    this.earlierKeptAt = null; // where the last draw left scrollTop (its own scroll is not the reader's)
-    new IntersectionObserver((entries) => {
-      this.earlierNear = entries[entries.length - 1].isIntersecting;
-      this.drawEarlierNearTop();
-    }, { root: this.node, rootMargin: `${EARLIER_MARGIN}px 0px 0px 0px` }).observe(this.earlier);
-    this.node.addEventListener("scroll", () => {
-      if (this.node.scrollTop === this.earlierKeptAt) return;
-      this.earlierKeptAt = null;
-      this.earlierInARow = 0;
-      // Still near the top after the bound was reached: the observer says nothing new.
-      if (this.earlierNear) this.drawEarlierNearTop();
-    }, { passive: true });
   }
 
   reset() {
@@ -704,35 +677,6 @@ export class Transcript {
     // The button goes with the last of them: the focus stays in the transcript, not on <body>.
     if (this.earlier.hidden && hadFocus && !quietFocus) this.node.focus({ preventScroll: true });
     else if (hadFocus) trigger.focus({ preventScroll: true });
-  }
-
-  /** The reader scrolled near the oldest rows drawn: those before them drawn by the
-   * button's path, quietly (the focus stays where it is; the log does not read them), one
-   * draw at a time. A keyboard on the button (:focus-visible) presses it itself: drawing
-   * under it would bring rows it did not ask for, and the last part would take the button
-   * from under it. */
-  async drawEarlierNearTop() {
-    if (this.drawingEarlier || this.earlier.hidden || !this.drawn) return;
-    const trigger = this.earlier.querySelector("button");
-    if (trigger.matches(":focus-visible")) return;
-    while (this.earlierNear && !this.earlier.hidden && this.earlierInARow < EARLIER_IN_A_ROW) {
-      const top = this.node.getBoundingClientRect().top - EARLIER_MARGIN;
-      if (this.earlier.getBoundingClientRect().bottom < top) return;
-      this.earlierInARow += 1;
-      this.drawingEarlier = true;
-      const oldest = this.list.firstElementChild;
-      const loads = this.loads;
-      try {
-        // Quiet: the focus stays where it is. Only a focus on the button (a pointer's click
-        // left it there) that the last part takes away goes to the log, not to <body>.
-        await this.showEarlier({ quietFocus: !this.earlier.contains(document.activeElement) });
-      } finally {
-        this.drawingEarlier = false;
-      }
-      this.earlierKeptAt = this.node.scrollTop;
-      // Nothing drawn (a read failed, or one under way), or the conversation read again.
-      if (this.list.firstElementChild === oldest || loads !== this.loads) return;
-    }
   }
 
   /** "Later messages": the part after the rows read, drawn below them. The newest
