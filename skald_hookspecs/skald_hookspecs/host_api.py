@@ -93,7 +93,9 @@ class HostApi(Protocol):
         docs/plugins.md) until the member locks, the handle is closed, or the plugin
         stops. Since 1.17: each event is delivered only while this plugin is enabled
         and the member may use it (``member_has_grant``, asked at delivery: a revoked
-        grant stops the events at once); the subscription ends when the member locks
+        grant stops the events at once; ``sessions_revoked`` and ``access_changed``,
+        which carry nothing of the member's, always reach it, so a plugin can drop what it
+        holds for them); the subscription ends when the member locks
         (subscribe again in ``member_unlocked``, which is called for every member,
         granted or not); the returned handle unsubscribes when called (or its
         ``close()``), and no event reaches the handler after that. A handler's

@@ -124,6 +124,12 @@ def _kv_locks(core: Any) -> _KeyLocks:
     return locks
 
 
+#: Member events with nothing of the member's in them, handed to a subscription without
+#: the grant check: a plugin must learn that a member's sessions ended or their access
+#: changed, to drop what it holds for them.
+UNCHECKED_KINDS = frozenset({"sessions_revoked", "access_changed"})
+
+
 class EventFollow:
     """What ``subscribe_member`` / ``subscribe_system`` return (contract 1.17): calling
     it, or ``close()``, ends the subscription; no event is handed to the handler after
@@ -332,7 +338,10 @@ class PluginHostApi:
                     # Checked at each delivery, not at subscribe: a grant taken away (or
                     # the plugin disabled) stops the member's events at once, without a
                     # restart; the payloads carry the member's words.
-                    if member_id is not None and not await self.member_has_grant(member_id):
+                    # A revocation says nothing of theirs and lets a plugin drop what it
+                    # holds for them (a pending pairing code): handed on at once, unchecked
+                    # (the check's await made the phone's code outlive a password change).
+                    if member_id is not None and event.kind not in UNCHECKED_KINDS and not await self.member_has_grant(member_id):
                         continue
                     try:
                         await handler(event)
