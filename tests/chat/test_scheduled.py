@@ -10,9 +10,9 @@ from typing import Any
 
 from skald_host.core import schedules
 from skald_host.core.agent.runtime import SCHEDULER_MAX_SLEEP, SCHEDULER_RETRY_SECONDS, seconds_until
-from skald_host.testing import Reply, ScriptedError, SkaldClient, ToolCall
+from skald_host.testing import Hang, Reply, ScriptedError, SkaldClient, ToolCall
 
-from .support import MODEL_A, ChatSocket, allow_tool, configure_models, eventually, messages, new_conversation
+from .support import MODEL_A, PROBE, ChatSocket, allow_tool, configure_models, eventually, messages, new_conversation
 
 
 async def test_scheduled_prompt_left_running_by_a_crash_is_delivered_once(chat):
@@ -153,3 +153,30 @@ async def _when(read, wanted):
 
 async def _answered(client: SkaldClient, cid: str, text: str) -> bool:
     return any(m["role"] == "assistant" and m["content"] == text and m["status"] == "complete" for m in await messages(client, cid))
+
+
+async def test_a_scheduled_run_whose_answer_a_stop_cut_reads_failed_when_the_resumed_answer_fails(chat, skald):
+    """A stop of the server (or a crash) while a delivered prompt's answer streams ended
+    the watch that marks a failed answer: the run read "done" over an answer that, asked
+    again after the restart, failed. Recovery watches it again."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    cid = await new_conversation(alice)
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice.member["id"]))
+    chat.server.script(MODEL_A, [Hang(text="half a forecast", token_delay=0.01)])
+    async with ChatSocket(alice) as sock:
+        job_id = await runtime.store.schedule(cid, "Check the weather.", "2000-01-01T00:00:00.000000Z")  # due: delivered at once
+        await sock.wait_event(cid, "token", delta=" forecast")
+    assert (await alice.get("/api/schedules")).json()["jobs"][0]["last_status"] == "done"
+    await chat.host.stop()
+
+    chat.server.script(MODEL_A, [ScriptedError(500, "the provider is down", should_retry=False)])
+    host = await skald.start(plugins=[chat.probe], settings=chat.host.settings, enable=[PROBE])
+    alice = await host.member("alice")
+
+    async def last_result() -> Any:
+        job = (await alice.get("/api/schedules")).json()["jobs"][0]
+        return (job["id"], job["last_status"], job["runs"], job["status"])
+
+    assert await eventually(lambda: _when(last_result, (job_id, "failed", 1, "failed")), what="the resumed run's failure")
+    assert [(m["role"], m["status"]) for m in await messages(alice, cid)][-1] == ("assistant", "error")

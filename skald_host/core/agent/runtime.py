@@ -454,7 +454,9 @@ class MemberRuntime:
 
     async def start(self) -> None:
         await self.subagents.start()  # stale runs interrupted before any conversation is driven again
-        await self.recover()
+        resumed = await self.recover()
+        for job_id, conversation_id, key, run in await self.store.answers_awaited(resumed):
+            self._watch_answer(job_id, conversation_id, key, run)  # the watch a crash or stop ended
         self._scheduler = asyncio.create_task(self._run_scheduler(), name=f"scheduler:{self.member_id}")
 
     async def close(self, cause: str = "shutdown") -> None:
@@ -1638,10 +1640,10 @@ class MemberRuntime:
                 await self.store.set_job(job["id"], "failed")
                 continue
             await self.store.set_job(job["id"], "done")
-            self._watch_answer(job, key)
+            self._watch_answer(job["id"], job["conversation_id"], key, int(job.get("runs") or 0) + 1)
         return len(jobs)
 
-    def _watch_answer(self, job: Mapping[str, Any], key: str) -> None:
+    def _watch_answer(self, job_id: str, conversation_id: str, key: str, run: int) -> None:
         """A delivered prompt's run reads "done"; once its turn ends, "failed" if the
         answer ended in an error (the model failed): the Schedules page shows each job's
         last result, and "done" over a failed answer hid that it needs looking at.
@@ -1650,13 +1652,13 @@ class MemberRuntime:
 
         async def watch() -> None:
             try:
-                turn = self.turn_task(job["conversation_id"])
+                turn = self.turn_task(conversation_id)
                 if turn is not None and not turn.done():
                     await asyncio.wait([turn])  # its end, however it ended: a Stop is not this task's
                 if not self.closed and await self.store.answer_status(key) == "error":
-                    await self.store.job_answer_failed(job["id"], int(job.get("runs") or 0) + 1)
+                    await self.store.job_answer_failed(job_id, run)
             except Exception:
-                log.exception("member %s: the result of scheduled prompt %s could not be recorded", self.member_id, job["id"])
+                log.exception("member %s: the result of scheduled prompt %s could not be recorded", self.member_id, job_id)
 
         task = asyncio.ensure_future(watch())
         self._watching.add(task)
@@ -1689,7 +1691,7 @@ class MemberRuntime:
             return
         await self.store.job_ran(job["id"], result, following, occurrence, schedules.iso(now))
         if result == "done":
-            self._watch_answer(job, key)
+            self._watch_answer(job["id"], job["conversation_id"], key, int(job.get("runs") or 0) + 1)
 
 def render_profile(member: Member, heading: str, language: str) -> str:
     """A member's profile for a system prompt: name, age, sex, language, notes. The

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
+from skald_host.core import schedules
 from skald_host.core.agent.approvals import now_stamp
 from skald_host.core.files.media import parse_attachments
 from skald_host.core.storage import Database
@@ -1594,6 +1595,33 @@ class ConversationStore:
             return answer[0] if answer else None
 
         return await self.db.run(read)
+
+    async def answers_awaited(self, conversation_ids: list[str]) -> list[tuple[str, str, str, int]]:
+        """The delivered runs in ``conversation_ids`` whose result still reads "done"
+        while their answer may yet fail: ``(job id, conversation id, the delivered
+        prompt's key, the run)``. Recovery resumes those conversations; a crash ended
+        the watch that would have marked a failed answer, so it is set again."""
+
+        def read(c: Any) -> list[tuple[str, str, str, int]]:
+            found = []
+            marks = ", ".join("?" * len(conversation_ids))
+            jobs = c.execute(
+                f"SELECT id, conversation_id, runs FROM scheduled_jobs WHERE last_status = 'done' AND conversation_id IN ({marks})",
+                conversation_ids,
+            ).fetchall()
+            for job_id, conversation_id, runs in jobs:
+                one_shot = f"{schedules.SCHEDULED_KEY}{job_id}"
+                # A one-shot run's key, or the latest occurrence's (``job:<id>:<due_at>``).
+                key = c.execute(
+                    "SELECT idempotency_key FROM messages WHERE idempotency_key = ?"
+                    " OR (idempotency_key > ? AND idempotency_key < ?) ORDER BY id DESC LIMIT 1",
+                    (one_shot, one_shot + ":", one_shot + ";"),
+                ).fetchone()
+                if key is not None:
+                    found.append((job_id, conversation_id, key[0], int(runs or 0)))
+            return found
+
+        return await self.db.run(read) if conversation_ids else []
 
     async def job_answer_failed(self, job_id: str, run: int) -> None:
         """A delivered run (``run``: the job's count of runs with it) whose answer ended in
