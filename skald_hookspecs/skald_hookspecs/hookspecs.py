@@ -211,7 +211,9 @@ def member_reset(member_id: str, host: Any) -> None:
     member's sessions and device tokens are already gone, and so is what the host
     stored as their per-member config (``get_user_config`` answers the defaults). Awaited within the reset's
     request, bounded by the hook timeout; a failure is logged and the reset stands.
-    Since 1.7."""
+    A plugin that was not running at the reset (disabled, failed, or the password reset
+    with ``skald reset-password`` while the server was stopped) is called once for the
+    member when it next starts, right after its ``startup`` (since 1.18). Since 1.7."""
 
 
 @hookspec

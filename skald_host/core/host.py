@@ -75,6 +75,9 @@ SESSION_SWEEP_SECONDS = 30.0
 #: phase); at 10,000 it takes ~1.5% (~15 young, 2 middle). The cyclic garbage a turn
 #: leaves waits longer, a few MB at most.
 GC_THRESHOLDS = (10_000, 10, 10)
+#: ``config`` key prefix (then the plugin id): the members whose password reset a
+#: plugin missed while it was not running, told to it when it starts.
+MISSED_RESETS = "member_reset_missed:"
 
 
 def settle_heap() -> None:
@@ -332,7 +335,8 @@ class Skald:
         self._users.after_unlock.append(StartAtUnlock(self).after_unlock)
         # Only when the file is open and about to close, once (not for every lock call).
         self._users.before_close.append(self._member_hook("member_locking", with_host=False))
-        self._users.after_reset.append(self._member_hook("member_reset"))  # contract 1.7
+        self._reset_hook = self._member_hook("member_reset")
+        self._users.after_reset.append(self._member_reset)  # contract 1.7
         self._users.after_delete.append(self._member_hook("member_deleted"))  # contract 1.14
         # contract 1.15: after a member's role, active flag or plugin grants changed, and
         # for each member of a role whose capabilities or attributes changed (both lists
@@ -418,6 +422,8 @@ class Skald:
                 raise StrictPluginFailure.of(plugin_id, "startup", exc) from exc
             return False
         self._started[plugin_id] = _Started(api)
+        if plugin_id in self.plugins.implementers("member_reset"):
+            await self._deliver_missed_resets(plugin_id, api)
         status.started, status.healthy = True, True
         status.error = status.traceback = status.error_key = None  # an earlier startup's failure is over
         status.waiting = False
@@ -522,6 +528,41 @@ class Skald:
         await self.registry.transaction(
             lambda c: c.execute("INSERT OR REPLACE INTO config (key, value) VALUES ('default_locale', ?)", (json.dumps(locale),))
         )
+
+    async def _member_reset(self, member_id: str) -> None:
+        """``member_reset`` for each started plugin; one that implements it but is not
+        running (disabled, failed, or none run: ``skald reset-password`` with the server
+        stopped) is told when it next starts (``_deliver_missed_resets``). A chat it
+        linked to the account must not reach the account's new holder because the
+        plugin was off when the account changed hands."""
+        missed = [p for p in self.plugins.implementers("member_reset") if p not in self._started]
+        if missed:
+            def note(c: Any) -> None:
+                for plugin_id in missed:
+                    c.execute("INSERT OR IGNORE INTO config (key, value) VALUES (?, '[]')", (MISSED_RESETS + plugin_id,))
+                    c.execute(
+                        "UPDATE config SET value = json_insert(value, '$[#]', ?) WHERE key = ? AND NOT EXISTS"
+                        " (SELECT 1 FROM json_each(value) WHERE json_each.value = ?)",
+                        (member_id, MISSED_RESETS + plugin_id, member_id),
+                    )
+
+            await self._registry.transaction(note)
+        await self._reset_hook(member_id)
+
+    async def _deliver_missed_resets(self, plugin_id: str, api: "PluginHostApi") -> None:
+        """The resets a plugin missed while it was not running, now that it runs: each
+        member's ``member_reset`` once (a failure is recorded like the hook's own), then
+        the list is cleared."""
+        key = MISSED_RESETS + plugin_id
+        row = await self._registry.run(lambda c: c.execute("SELECT value FROM config WHERE key = ?", (key,)).fetchone())
+        if row is None:
+            return
+        for member_id in json.loads(row[0]):
+            try:
+                await self.plugins.call_one("member_reset", plugin_id, member_id=member_id, host=api)
+            except (Exception, *PLUGIN_EXITS) as exc:
+                self._hook_failed(plugin_id, "member_reset", exc)
+        await self._registry.transaction(lambda c: c.execute("DELETE FROM config WHERE key = ? AND value = ?", (key, row[0])))
 
     async def _role_access_changed(self, role_id: str, hook: Callable[[str], Awaitable[None]]) -> None:
         """``member_access_changed`` for each member of the role that changed."""

@@ -54,3 +54,42 @@ async def test_a_plugin_failing_in_member_reset_leaves_the_reset_done(skald):
     assert (await host.client().login("alice", NEW_PASSWORD)).status_code == 200
     [failure] = host.core.plugins.status("bindings").failures
     assert failure["where"] == "member_reset" or "member_reset" in failure["where"], failure
+
+
+async def test_a_plugin_off_at_the_reset_is_told_once_when_it_next_starts(skald):
+    """A plugin disabled while an account changed hands kept its link to the old holder
+    (a Telegram chat) and, enabled again, sent the account's replies there. It is told
+    when it starts, once: a restart does not tell it again."""
+    plugin = Bindings()
+    host = await skald.start(plugins=[plugin], enable=["bindings"])
+    admin = await host.admin()
+    alice = (await host.create_member("alice"))["id"]
+    await host.core.set_plugin_enabled("bindings", False)
+    assert (await reset(admin, alice)).status_code == 200
+    assert plugin.reset == []
+    await host.core.set_plugin_enabled("bindings", True)
+    assert plugin.reset == [alice]
+    settings = host.settings
+    await host.stop()
+    await skald.start(plugins=[plugin], settings=settings)
+    assert plugin.reset == [alice]
+
+
+async def test_a_reset_from_the_command_line_reaches_the_plugins_at_the_next_start(skald):
+    """``skald reset-password`` runs with the server stopped and no plugin started: what
+    the plugins bound to the account is dropped when the server starts again."""
+    from skald_host.core.host import Skald, build_plugin_manager
+
+    plugin = Bindings()
+    host = await skald.start(plugins=[plugin], enable=["bindings"])
+    alice = (await host.create_member("alice"))["id"]
+    settings = host.settings
+    await host.stop()
+    core = await Skald.start(settings, build_plugin_manager(settings, extra=(plugin,), use_entry_points=False), start_plugins=False)  # as the CLI does
+    try:
+        await core.administration.reset_password(alice, NEW_PASSWORD, set_by_admin=True)
+    finally:
+        await core.stop()
+    assert plugin.reset == []
+    await skald.start(plugins=[plugin], settings=settings)
+    assert plugin.reset == [alice]
