@@ -11,12 +11,19 @@ PLUGIN_TESTS := $(wildcard plugins/*/tests examples/*/tests)
 # The members' sandbox image (sandbox/image/); bump the tag when its packages change.
 SANDBOX_IMAGE ?= skald-sandbox:2
 
-# `?=` keeps a variable set but empty (`SKALD_HOST= make run`), and an empty host listens
-# on every interface (the server refuses it): an empty one takes the default too.
+# The data dir holds skald.yml, so it is decided here (an empty one takes the default).
+# The address is not: set in the environment it passes through, and unset (or set but
+# empty: `SKALD_HOST= make run`, which would listen on every interface) it is left to
+# skald.yml and then to the defaults, 127.0.0.1:8080. Exporting those defaults made
+# `server.port` and `server.host` in skald.yml silently lose to them (operator probe).
 SKALD_DATA_DIR := $(or $(SKALD_DATA_DIR),./data)
-SKALD_HOST := $(or $(SKALD_HOST),127.0.0.1)
-SKALD_PORT := $(or $(SKALD_PORT),8080)
-export SKALD_DATA_DIR SKALD_HOST SKALD_PORT
+export SKALD_DATA_DIR
+ifeq ($(strip $(SKALD_HOST)),)
+unexport SKALD_HOST
+endif
+ifeq ($(strip $(SKALD_PORT)),)
+unexport SKALD_PORT
+endif
 
 .PHONY: run test install install-test uninstall-old bench clean sandbox-image
 

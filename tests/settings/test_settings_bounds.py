@@ -116,16 +116,38 @@ def test_an_empty_host_is_refused_not_bound_on_every_interface(tmp_path, where):
         load_settings(data_dir=tmp_path, **arguments)
 
 
-def test_make_run_with_an_empty_skald_host_keeps_the_loopback_default(tmp_path):
+def _make_run_environment(tmp_path, environ: dict[str, str]) -> dict[str, str]:
+    """The SKALD_* variables ``make run`` hands ``skald serve``, given ``environ``."""
     import subprocess
     from pathlib import Path
 
     makefile = Path(__file__).resolve().parents[2] / "Makefile"
     probe = tmp_path / "probe.mk"
-    probe.write_text(f"include {makefile}\nshow-host:\n\t@echo \"[$$SKALD_HOST] [$$SKALD_PORT]\"\n")
-    env = {"PATH": "/usr/bin:/bin", "SKALD_HOST": "", "SKALD_PORT": ""}
-    result = subprocess.run(["make", "-s", "-f", str(probe), "show-host"], env=env, capture_output=True, text=True, cwd=makefile.parent)
-    assert result.stdout.strip() == "[127.0.0.1] [8080]", result.stderr
+    probe.write_text(f"include {makefile}\nshow-env:\n\t@env | grep ^SKALD_ || true\n")
+    result = subprocess.run(["make", "-s", "-f", str(probe), "show-env"], env={"PATH": "/usr/bin:/bin", **environ},
+                            capture_output=True, text=True, cwd=makefile.parent)
+    assert result.returncode == 0, result.stderr
+    return dict(line.split("=", 1) for line in result.stdout.splitlines())
+
+
+def test_make_run_with_an_empty_skald_host_keeps_the_loopback_default(tmp_path):
+    passed = _make_run_environment(tmp_path, {"SKALD_HOST": "", "SKALD_PORT": ""})
+    assert "SKALD_HOST" not in passed and "SKALD_PORT" not in passed, passed
+    settings = load_settings(data_dir=tmp_path, environ=passed)
+    assert (settings.server.host, settings.server.port) == ("127.0.0.1", 8080)
+
+
+def test_make_run_leaves_the_address_to_skald_yml_unless_the_environment_sets_it(tmp_path):
+    """``make run`` exported 127.0.0.1 and 8080, which beat skald.yml's ``server`` (the
+    environment wins over the file): an admin's ``host: 0.0.0.0`` for the phones stayed
+    on the loopback without a word (operator probe)."""
+    (tmp_path / "skald.yml").write_text("server: {host: 0.0.0.0, port: 18758}\n")
+    passed = _make_run_environment(tmp_path, {})
+    settings = load_settings(data_dir=tmp_path, environ=passed)
+    assert (settings.server.host, settings.server.port) == ("0.0.0.0", 18758)
+    passed = _make_run_environment(tmp_path, {"SKALD_PORT": "18759"})
+    assert passed["SKALD_PORT"] == "18759"
+    assert load_settings(data_dir=tmp_path, environ=passed).server.port == 18759
 
 
 @pytest.mark.parametrize(
