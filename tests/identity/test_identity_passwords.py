@@ -88,3 +88,16 @@ def test_all_whitespace_rejected():
 
 def test_rejection_is_a_value_error():
     assert issubclass(PasswordRejected, ValueError)
+
+
+@pytest.mark.parametrize("password", ["Password123!", "letmein123", "!!Dragon2024", "monkey 1234", "Sunshine#99"])
+def test_a_breached_word_with_digits_or_symbols_around_it_is_rejected(password):
+    """Guessing tools try the decorations first; "Password123!" and "letmein123" were
+    accepted (security sweep)."""
+    with pytest.raises(PasswordRejected, match="too common"):
+        check_password_policy(password)
+
+
+@pytest.mark.parametrize("password", ["correct horse battery staple 7", "Vq7!rT2#mZ", "my dog rex 2019!", "sun1234567890"])
+def test_a_password_that_only_contains_a_common_word_or_is_mostly_digits_is_kept(password):
+    assert check_password_policy(password) == password

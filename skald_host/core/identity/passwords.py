@@ -7,6 +7,7 @@ change cannot lock anyone out. Nothing here truncates: Argon2id takes input of a
 
 from __future__ import annotations
 
+import string
 import unicodedata
 from functools import lru_cache
 
@@ -58,8 +59,23 @@ def check_password_policy(password: str, *, user_name: str | None = None) -> str
     folded = normalized.casefold()
     if user_name is not None and folded == normalize_password(user_name).casefold():
         raise PasswordRejected("password must not be the same as the user name", code="password_is_username")
-    if folded in _breached_passwords():
+    if folded in _breached_passwords() or _decorated_breached(folded):
         raise PasswordRejected(
             "password is too common: it appears in lists of breached passwords; choose another", code="password_common"
         )
     return normalized
+
+
+#: What people add around a common word to pass a rule ("Password123!", "letmein123"):
+#: digits, punctuation and spaces, at most this many characters in all.
+DECORATION = string.digits + string.punctuation + " "
+DECORATION_MAX = 6
+
+
+def _decorated_breached(folded: str) -> bool:
+    """A breached word with a few digits or symbols around it: guessing tools try those
+    first, so "Password123!" is no stronger than "password" (security sweep: it was
+    accepted). The word must be 4 characters or more, so a passphrase that merely ends
+    in a digit after a short common word is not caught by chance."""
+    word = folded.strip(DECORATION)
+    return word != folded and len(word) >= 4 and len(folded) - len(word) <= DECORATION_MAX and word in _breached_passwords()
