@@ -378,3 +378,24 @@ async def test_a_member_interval_that_is_not_a_whole_number_is_refused_and_kept(
         response = await admin.put(url, json={"agent_id": "counted", "interval": wrong})
         assert response.status_code == 400, (wrong, response.text)
     assert await host.core.registry.run(lambda c: store.member_intervals(c, "counted")) == {bea_id: 30 * 60}
+
+
+async def test_a_plugins_member_agent_runs_only_for_members_granted_the_plugin(skald):
+    """Deny by default: a plugin's per-member agent ran (and wrote to the member's file,
+    and could notify them) for a member the admin never granted the plugin (author
+    probe); taken away, the grant stops it at the next pass."""
+    plugin = CountingAgents(unit="minutes", interval=5)
+    host, clock = await start(skald, plugin)
+    admin = await host.admin()
+    alice_id = (await host.member("alice")).member["id"]
+    bob_id = (await host.member("bob")).member["id"]
+    assert (await admin.put(f"/api/admin/members/{bob_id}/plugins", json={"plugins": []})).status_code == 200
+    ran = {o.member_id: o.result for o in await host.core.system_agents.tick()}
+    assert ran.get(alice_id) == "ran" and bob_id not in ran, ran
+    assert alice_id in [m for m, _ in plugin.runs] and bob_id not in [m for m, _ in plugin.runs]
+    assert await runs_in_file(host.core, bob_id) == []
+    assert (await admin.put(f"/api/admin/members/{alice_id}/plugins", json={"plugins": []})).status_code == 200
+    clock.advance(minutes=6)
+    ran = {o.member_id: o.result for o in await host.core.system_agents.tick()}
+    assert alice_id not in ran and bob_id not in ran, ran
+    assert [m for m, _ in plugin.runs].count(alice_id) == 1

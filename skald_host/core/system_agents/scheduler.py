@@ -388,7 +388,12 @@ class SystemAgentScheduler:
                 settings = await self.registry.settings(entry)
                 if entry.agent.scope == "per_member":
                     for member in members:
-                        if member.active and await self.registry.enabled(entry):  # disabled mid-pass: the rest is not run
+                        if not self.core.catalog.usable(member, entry.plugin_id):
+                            # Deny by default: the plugin's code runs on the member's own
+                            # file and notifies them, so only for those it is granted to (a
+                            # plugin's agent ran, and wrote, for members never granted it).
+                            continue
+                        if await self.registry.enabled(entry):  # disabled mid-pass: the rest is not run
                             outcomes.append(await self._contained(entry, member.id, self._member_pass(entry, member, settings)))
                 elif entry.agent.scope == "instance":
                     outcomes.append(await self._contained(entry, None, self._instance_pass(entry, members, settings)))
