@@ -31,6 +31,7 @@ async def test_the_admin_sees_which_settings_fell_back_and_saving_the_form_works
     for form in await page.locator("form.config-form").all():
         await form.get_by_role("button", name="Save").click()
         await expect(form.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
+    await expect(notes).to_have_count(0)  # it stayed after "Saved." until a reload (author probe)
     assert await host.core.catalog.stale_settings("tally") == []
     await page.goto("/#plugins")
     await expect(page.locator("article[data-plugin='tally']").get_by_test_id("stale-settings")).to_have_count(0)

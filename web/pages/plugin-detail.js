@@ -89,7 +89,8 @@ function configSection(plugin, refresh) {
     save: async (values) => {
       const response = await api("PUT", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/config`, { config: values });
       startNote.textContent = response.ok && response.data?.not_started != null ? t("plugin.saved_not_started", { error: response.data.not_started }) : "";
-      if (response.ok) await refresh(); else markTheOtherFields(holder, response);
+      // Saved: the form's values are stored, so none of its fields reads stale any more.
+      if (response.ok) { stale?.remove(); await refresh(); } else markTheOtherFields(holder, response);
       return { response, values: response.data?.config || {} };
     },
   }), startNote);
@@ -106,7 +107,7 @@ function settingsSetSections(plugin) {
       values: set.values || {},
       save: async (values) => {
         const saved = await api("PUT", `/api/admin/settings/${encodeURIComponent(set.id)}`, { values });
-        if (!saved.ok) markTheOtherFields(holder, saved);
+        if (saved.ok) stale?.remove(); else markTheOtherFields(holder, saved);
         return { response: saved, values: saved.data?.values || {} };
       },
     }));
