@@ -98,6 +98,29 @@ def host_version() -> str:
         return "0+unknown"
 
 
+def source_revision(checkout: Path | None = None) -> str | None:
+    """The commit a source checkout runs (its first 12 hex digits), read from ``.git``
+    without running git; None when the host is not run from a checkout. The package
+    version stays 0.1.0 from commit to commit, so an admin could not tell which code
+    their server ran (operator probe)."""
+    git = (checkout or Path(__file__).resolve().parents[2]) / ".git"
+    try:
+        head = (git / "HEAD").read_text(encoding="ascii").strip()
+        if not head.startswith("ref: "):
+            return head[:12] or None
+        ref = head[5:]
+        loose = git / ref
+        if loose.is_file():
+            return loose.read_text(encoding="ascii").strip()[:12] or None
+        for line in (git / "packed-refs").read_text(encoding="ascii").splitlines():
+            sha, _, name = line.partition(" ")
+            if name == ref:
+                return sha[:12]
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
 class StartupError(RuntimeError):
     """The host cannot start; the message says what to fix."""
 

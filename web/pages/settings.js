@@ -34,7 +34,7 @@ export async function statusBlock() {
   }
   if (!(status.warnings || []).length && !missing.length) block.append(notice("ok", t("status.all_good")));
   block.append(el("dl", { class: "facts" },
-    el("dt", { text: t("status.version") }), el("dd", { text: status.version || "—" }),
+    el("dt", { text: t("status.version") }), el("dd", { text: [status.version || "—", status.revision && t("status.revision", { revision: status.revision }), status.schema && t("status.schema", { schema: status.schema })].filter(Boolean).join(" · ") }),
     el("dt", { text: t("status.sqlcipher") }), el("dd", { text: status.sqlcipher || "—" }),
     el("dt", { text: t("status.sandbox") }), el("dd", { text: status.sandbox || t("status.no_sandbox", { reason: status.sandbox_refusal || "" }) }),
     el("dt", { text: t("status.unlocked") }), el("dd", { text: String(status.members_unlocked ?? 0) })));

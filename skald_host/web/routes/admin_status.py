@@ -2,7 +2,7 @@
 
 from quart import Blueprint, current_app, request
 
-from skald_host.core.host import host_version
+from skald_host.core.host import host_version, source_revision
 from skald_host.core.identity.users import MemberNotFound
 from skald_host.web.auth import reader_locale, requires, transport_is_secure
 from skald_host.web.body import TEXT, accepts, array, field, json_object, obj, returns
@@ -64,6 +64,9 @@ async def status() -> dict:
     backend = core.plugins.status(plugin_id) if plugin_id else None
     return {
         "version": host_version(),
+        # The checkout's commit and the data's schema: "0.1.0" alone named every version.
+        "revision": source_revision(),
+        "schema": core.registry.schema_version,
         # Which backend commands run in (its plugin's title), or why none can.
         "sandbox": core.strings.plugin_text(backend.id, "plugin.title", locale, backend.info.title) if backend and backend.info else None,
         "sandbox_refusal": sandbox_refusal,
