@@ -270,8 +270,14 @@ def _one_line(text: str | None) -> str:
     return " ".join(line.strip() for line in (text or "").splitlines() if line.strip())
 
 
+#: How ``skald backup --list`` names a backup's kind (``archive.KINDS``; None: a manifest
+#: an earlier version wrote, which backup.keep never removes).
+_BACKUP_KINDS = {"scheduled": "scheduled", "manual": "taken by hand, never removed automatically"}
+
+
 def _print_backup(info: dict[str, Any]) -> None:
-    print(f"{info['path']}: {info['members']} member(s), {info['files']} file(s), {info['bytes']} bytes")
+    kind = _BACKUP_KINDS.get(info.get("kind") or "", "kind not recorded (an earlier version), never removed automatically")
+    print(f"{info['path']}: {info['members']} member(s), {info['files']} file(s), {info['bytes']} bytes; {kind}")
     for item in info.get("skipped") or ():
         print(f"  not copied: {item['path']} ({item['reason']})", file=sys.stderr)
 
@@ -551,10 +557,16 @@ def build_parser() -> argparse.ArgumentParser:
     plugins.add_argument("--json", action="store_true", help="print every plugin's full status as JSON instead of the table")
     plugins.set_defaults(func=_cmd_plugins)
 
-    backup = sub.add_parser("backup", help="take a backup of the data dir (online: the running server takes it)")
+    backup = sub.add_parser(
+        "backup",
+        help="take a backup of the data dir (online: the running server takes it); one taken by hand is never removed by backup.keep",
+        description="Take a backup of the data dir; with a server running, the server takes it. backup.keep removes only the"
+                    " backups the schedule (backup.every_hours) took: one taken with this command, with or without --to, or"
+                    " with \"Back up now\" on the admin page, stays until you remove it.",
+    )
     common(backup)
     backup.add_argument("--to", help="the directory to put it in (default: the setting backup.dir)")
-    backup.add_argument("--list", action="store_true", help="list the backups there instead")
+    backup.add_argument("--list", action="store_true", help="list the backups there instead, each with its kind (scheduled or taken by hand)")
     backup.set_defaults(func=_cmd_backup)
 
     kdf = sub.add_parser("kdf", help="show the Argon2id cost, or measure the time cost this machine needs")

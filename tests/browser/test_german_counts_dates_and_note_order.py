@@ -59,10 +59,10 @@ async def test_a_german_reader_sees_notes_in_her_alphabet_sizes_and_dates_in_one
     }""")
     assert counted[:6] == [
         "1 Mitglied", "Auf 1 Gerät oder Browser angemeldet.", "1 Sitzung beendet.", "1 Regel", "Ihre 1 Regel wird mitgelöscht.",
-        "Jede Stunde wird eine Sicherung erstellt; die neuesten 7 bleiben erhalten.",
+        "Jede Stunde wird eine Sicherung erstellt; die neuesten 7 davon bleiben erhalten. Eine von Hand erstellte Sicherung wird nie automatisch gelöscht.",
     ], counted
     assert counted[7:13] == [
         "2 Mitglieder", "Auf 2 Geräten oder Browsern angemeldet.", "2 Sitzungen beendet.", "2 Regeln", "Ihre 2 Regeln werden mitgelöscht.",
-        "Alle 2 Stunden wird eine Sicherung erstellt; die neuesten 7 bleiben erhalten.",
+        "Alle 2 Stunden wird eine Sicherung erstellt; die neuesten 7 davon bleiben erhalten. Eine von Hand erstellte Sicherung wird nie automatisch gelöscht.",
     ], counted
     assert not [text for text in counted if re.search(r"\w\((?:e|n|en|er|s)\)", text)], counted

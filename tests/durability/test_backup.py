@@ -51,6 +51,9 @@ def skald(work_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+run_cli = skald  # for tests whose ``skald`` is the in-process host fixture
+
+
 def only_backup(root: Path) -> Path:
     found = [p for p in root.iterdir() if p.name.startswith("skald-backup-")]
     assert len(found) == 1, found
@@ -251,7 +254,41 @@ async def test_scheduled_backups_keep_the_newest(skald):
     await host.stop()
     kept = [b.path.name for b in list_backups(root)]
     assert len(kept) == 2 and kept[0] == max(seen | set(kept))
+    assert [b.kind for b in list_backups(root)] == ["scheduled", "scheduled"]
     assert not list(root.glob("*.partial"))  # one interrupted by the stop is removed
+
+
+async def test_backup_keep_removes_only_scheduled_backups_never_one_taken_by_hand(skald, tmp_path):
+    """The README says to take a backup by hand before an upgrade, to go back to. With
+    ``backup.keep: 2`` the next scheduled runs removed it. Only scheduled backups count
+    and go; one taken by hand stays, and so does one an earlier version wrote (its
+    manifest has no kind: nobody can tell it was scheduled)."""
+    host = await skald.start(settings=skald.settings(backup={"keep": 2}))
+    await host.admin()
+    root = host.core.backups.root
+    by_hand = await host.core.backups.take()
+    assert by_hand.kind == "manual"
+    older = root / "skald-backup-20200101T000000000000Z"  # as an earlier version wrote it
+    shutil.copytree(by_hand.path, older)
+    manifest = json.loads((older / "manifest.json").read_text())
+    del manifest["kind"]
+    (older / "manifest.json").write_text(json.dumps(manifest))
+    scheduled = []
+    for _ in range(4):
+        await asyncio.sleep(0.01)  # names are stamped to the microsecond
+        scheduled.append((await host.core.backups.take(scheduled=True)).path.name)
+    listed = {b.path.name: b.kind for b in await host.core.backups.list()}
+    assert listed == {by_hand.path.name: "manual", older.name: None, scheduled[-1]: "scheduled", scheduled[-2]: "scheduled"}
+    await host.core.backups.take()  # another by hand prunes no scheduled one either
+    assert sum(kind == "scheduled" for kind in [b.kind for b in await host.core.backups.list()]) == 2
+    await host.stop()
+
+    listed = await asyncio.to_thread(run_cli, tmp_path, "backup", "--list", "--to", str(root))
+    assert listed.returncode == 0, listed.stderr
+    lines = {line.split(":", 1)[0]: line for line in listed.stdout.splitlines()}
+    assert lines[str(by_hand.path)].endswith("; taken by hand, never removed automatically")
+    assert lines[str(older)].endswith("; kind not recorded (an earlier version), never removed automatically")
+    assert lines[str(root / scheduled[-1])].endswith("; scheduled")
 
 
 async def test_a_member_without_a_file_does_not_stop_the_backup(skald):

@@ -1,6 +1,7 @@
 """G5: a crash between the owner-file write and the registry commit leaves something the
 boot reconciler repairs — an unregistered file is quarantined (never deleted), a member
-without a file is reported — and the interrupted operation can simply be retried."""
+without a file is reported, a deletion the registry committed is finished — and the
+interrupted operation can simply be retried."""
 
 from __future__ import annotations
 
@@ -15,12 +16,10 @@ from .helpers import (
     crash_during,
     create_member,
     get_settings,
-    member_dek,
     owner_file,
     owner_files,
     put_settings,
     quarantined,
-    read_owner_file,
     registry_ids,
     setup_admin,
 )
@@ -61,28 +60,37 @@ async def test_crash_after_owner_file_quarantines_it_and_create_can_be_retried(s
     assert_registry_matches_files(data_dir)
 
 
-async def test_crash_after_registry_delete_quarantines_the_file_with_its_data(servers):
+async def test_crash_after_registry_delete_completes_the_deletion_quarantine_included(servers):
+    """A deletion the registry committed is the admin's decision: the member's file and
+    everything of theirs in the quarantine (here an admin reset's old database and home,
+    the upload in clear) go at the next start, as their home does. (It used to quarantine
+    the file as unregistered, where it stayed, and every backup copied it.)"""
     data_dir = servers.data_dir
     armed = await servers.start(crash_at="delete.after_registry")
     admin = await setup_admin(armed)
     dave_id = await create_member(admin, "dave", DAVE_PASSWORD)
     dave = await armed.login("dave", DAVE_PASSWORD)
-    await put_settings(dave, {"last.words": "keep this"})
-    dek = await member_dek(data_dir, dave_id, DAVE_PASSWORD)
+    await put_settings(dave, {"last.words": "gone with me"})
+    conversation_id = (await dave.post("/api/conversations", json={"title": "files"})).json()["id"]
+    response = await dave.post(f"/api/conversations/{conversation_id}/uploads", content=b"my diary", headers={"X-Filename": "d.txt"})
+    assert response.status_code == 201, response.text
+    response = await admin.post(
+        f"/api/admin/members/{dave_id}/reset-password", json={"new_password": DAVE_PASSWORD + " new", "confirm_data_loss": True}
+    )
+    assert response.status_code == 200, response.text
+    quarantine = data_dir / "database" / "quarantine"
+    assert {p.name.rsplit(".", 1)[-1] for p in quarantine.glob(f"{dave_id}.*")} >= {"db", "home"}
     await crash_during(armed, admin.delete(f"/api/admin/members/{dave_id}"))
     assert "dave" not in registry_ids(data_dir)
     assert owner_file(data_dir, dave_id).exists()
 
     server = await servers.start()
     assert not owner_file(data_dir, dave_id).exists()
-    [moved] = quarantined(data_dir, dave_id)
-    assert "unregistered" in moved.name
+    assert list(quarantine.glob(f"{dave_id}.*")) == []
+    assert f"member {dave_id}: a deletion cut short by a stop" in server.output
     assert (await server.client().login("dave", DAVE_PASSWORD)).status_code == 401
     assert await server.terminate() == 0
     assert_registry_matches_files(data_dir)
-    # Quarantined, not deleted: the data is still there for the operator.
-    stored, integrity = await read_owner_file(moved, dek)
-    assert integrity == "ok" and stored == {"last.words": '"keep this"'}
 
 
 async def test_crash_after_registry_delete_leaves_no_home_or_projects_of_the_deleted_member(servers):

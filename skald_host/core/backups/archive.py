@@ -35,6 +35,15 @@ DATA = "data"
 NAME_PREFIX = "skald-backup-"
 PARTIAL_SUFFIX = ".partial"
 
+#: A backup's ``kind`` in its manifest. ``backup.keep`` removes only scheduled ones: a
+#: backup taken by hand (``skald backup``, "Back up now") is the one an admin took
+#: before an upgrade to go back to, and a schedule must never take it away. A manifest
+#: written before kinds were recorded has none (``BackupInfo.kind`` None): nobody can
+#: tell it was scheduled, so it is never removed automatically either.
+SCHEDULED = "scheduled"
+MANUAL = "manual"
+KINDS = (SCHEDULED, MANUAL)
+
 
 class BackupError(Exception):
     """A backup that cannot be taken, or one that is not whole or not ours; the
@@ -62,6 +71,8 @@ class BackupInfo:
     bytes: int
     members: int
     skipped: tuple[dict[str, str], ...] = ()
+    #: ``SCHEDULED``, ``MANUAL``, or None (a backup from before kinds were recorded).
+    kind: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +83,7 @@ class BackupInfo:
             "bytes": self.bytes,
             "members": self.members,
             "skipped": list(self.skipped),
+            "kind": self.kind,
         }
 
 
@@ -228,9 +240,16 @@ def inventory(root: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def write_manifest(backup: Path, *, created_at: str, members: list[str], skipped: list[dict[str, str]], extra: dict[str, Any]) -> BackupInfo:
+def write_manifest(
+    backup: Path, *, created_at: str, members: list[str], skipped: list[dict[str, str]], extra: dict[str, Any], kind: str,
+) -> BackupInfo:
+    if kind not in KINDS:
+        raise ValueError(f"a backup's kind is one of {KINDS}, not {kind!r}")
     entries = inventory(backup / DATA)
-    manifest = {"format": FORMAT, "created_at": created_at, "members": members, "entries": entries, "skipped": skipped, **extra}
+    manifest = {
+        "format": FORMAT, "created_at": created_at, "kind": kind, "members": members, "entries": entries,
+        "skipped": skipped, **extra,
+    }
     path = backup / MANIFEST
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -249,6 +268,7 @@ def _info(backup: Path, manifest: dict[str, Any]) -> BackupInfo:
         bytes=sum(e["size"] for e in files),
         members=len(manifest["members"]),
         skipped=tuple(manifest.get("skipped", ())),
+        kind=manifest["kind"] if manifest.get("kind") in KINDS else None,
     )
 
 

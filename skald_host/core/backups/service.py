@@ -25,7 +25,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,8 +33,10 @@ from typing import TYPE_CHECKING
 from skald_host.core.backups.archive import (
     DATA,
     MANIFEST,
+    MANUAL,
     NAME_PREFIX,
     PARTIAL_SUFFIX,
+    SCHEDULED,
     BackupBusy,
     BackupError,
     BackupInfo,
@@ -98,10 +100,13 @@ class BackupService:
     async def list(self) -> list[BackupInfo]:
         return await asyncio.to_thread(list_backups, self.root)
 
-    async def take(self, root: Path | None = None) -> BackupInfo:
+    async def take(self, root: Path | None = None, *, scheduled: bool = False) -> BackupInfo:
         """Take a backup into ``root`` (default: the configured directory), then keep
-        the newest ``backup.keep`` there. Raises BackupError if one is running or this
-        one failed; a failed one leaves nothing behind."""
+        the newest ``backup.keep`` scheduled ones there. ``scheduled``: only the
+        schedule says so; every other caller (``skald backup``, the admin page) takes
+        one by hand, which nothing removes automatically (``_prune``). Raises
+        BackupError if one is running or this one failed; a failed one leaves nothing
+        behind."""
         if self._running.locked():
             raise BackupBusy("a backup is already being taken; wait for it to finish")
         async with self._running:
@@ -118,7 +123,7 @@ class BackupService:
                 raise BackupError(f"the backup cannot be started in {root}: {error}") from error
             try:
                 try:
-                    info = await self._take(staging)
+                    info = await self._take(staging, SCHEDULED if scheduled else MANUAL)
                     final = staging.with_name(staging.name.removesuffix(PARTIAL_SUFFIX))
                     staging.rename(final)
                     fsync_dir(root)
@@ -130,7 +135,7 @@ class BackupService:
                 (final / WRITING).unlink(missing_ok=True)  # whole now: the mark goes, then the lock
             finally:
                 os.close(writing)
-            info = BackupInfo(final, info.created_at, info.files, info.bytes, info.members, info.skipped)
+            info = replace(info, path=final)
             log.info(
                 "backup %s taken: %d members, %d files, %d bytes, %.1f s%s", final.name, info.members, info.files,
                 info.bytes, time.monotonic() - started, f", {len(info.skipped)} entries skipped" if info.skipped else "",
@@ -140,7 +145,7 @@ class BackupService:
             await asyncio.to_thread(_prune, root, self._core.settings.backup.keep)
             return info
 
-    async def _take(self, staging: Path) -> BackupInfo:
+    async def _take(self, staging: Path, kind: str) -> BackupInfo:
         from skald_host.core.host import host_version  # the host imports this module
 
         core = self._core
@@ -162,7 +167,7 @@ class BackupService:
         skipped += earlier
         crash_point("backup.before_manifest")  # durability tests: killed with every file copied, none summed
         return await asyncio.to_thread(
-            write_manifest, staging, created_at=created_at, members=members, skipped=skipped,
+            write_manifest, staging, created_at=created_at, members=members, skipped=skipped, kind=kind,
             extra={"skald_version": host_version(), "registry_schema": core.registry.schema_version},
         )
 
@@ -198,7 +203,7 @@ class BackupService:
             except TimeoutError:
                 pass
             try:
-                await self.take()
+                await self.take(scheduled=True)
             except BackupError as error:
                 log.error("scheduled backup: %s", error)
                 try:
@@ -390,9 +395,14 @@ def _log_unfinished(found: list[Unfinished], where: str) -> None:
 
 
 def _prune(root: Path, keep: int) -> None:
-    for info in list_backups(root)[keep:]:
+    """The scheduled backups beyond the newest ``keep``. Only those are counted and
+    removed: one taken by hand (an admin's, before an upgrade, to go back to) stays
+    until the admin removes it, and so does one whose manifest does not say its kind
+    (written by an earlier version): what cannot be told scheduled is never removed."""
+    scheduled = [info for info in list_backups(root) if info.kind == SCHEDULED]
+    for info in scheduled[keep:]:
         shutil.rmtree(info.path, ignore_errors=True)
-        log.info("backup %s removed (backup.keep is %d)", info.path.name, keep)
+        log.info("scheduled backup %s removed (backup.keep is %d)", info.path.name, keep)
 
 
 def _parse_stamp(name: str) -> float | None:

@@ -47,7 +47,13 @@ from skald_host.core.storage import (
     remove_database_files,
     secure_dir,
 )
-from skald_host.core.storage.quarantine import QUARANTINE_DIR
+from skald_host.core.storage.quarantine import (
+    QUARANTINE_DIR,
+    mark_deletion,
+    marked_deletions,
+    remove_entries_of,
+    unmark_deletion,
+)
 from skald_host.core.text import check_shown_name, letter_scripts, mixes_scripts, skeleton
 
 log = logging.getLogger(__name__)
@@ -994,9 +1000,11 @@ class UserManager:
                 log.exception("access-change callback failed for member %s", member_id)
 
     async def delete(self, member_id: str) -> None:
-        """Remove the registry row first, then the file (a crash between leaves an
-        unregistered file, which the boot reconciler quarantines). The caller has
-        already revoked the member's sessions and locked them."""
+        """Remove the registry row first, then the file and everything of the member's
+        in the quarantine (an admin reset's old database, home and projects, in clear).
+        A mark written before the commit makes the boot reconciler finish what a crash
+        cut short (``_finish_deletion``). The caller has already revoked the member's
+        sessions and locked them."""
         async with self.membership_changes:
             with self.deleting(member_id):
                 await self._delete(member_id)
@@ -1012,10 +1020,18 @@ class UserManager:
                 raise MemberError("this would leave the instance without an active admin", code="last_admin")
             conn.execute("DELETE FROM users WHERE id = ?", (member_id,))
 
-        await self.registry.transaction(remove)
+        await asyncio.to_thread(mark_deletion, self.quarantine_dir(), member_id)
+        try:
+            await self.registry.transaction(remove)
+        except Exception:
+            await asyncio.to_thread(unmark_deletion, self.quarantine_dir(), member_id)  # nothing was deleted
+            raise
         await self.lock(member_id)
         crash_point("delete.after_registry")
-        remove_database_files(path)
+        try:
+            await asyncio.to_thread(self._finish_deletion, member_id)
+        except OSError:  # the mark stays: the next start tries again
+            log.exception("member %s: their files in the quarantine could not all be removed", member_id)
         for callback in self.after_delete:
             try:
                 await callback(member_id)
@@ -1024,6 +1040,16 @@ class UserManager:
         self.buses.system.publish(SystemEvent("member_deleted", member_id))
         log.info("member %s deleted", member_id)
 
+    def _finish_deletion(self, member_id: str) -> None:
+        """A committed deletion's files: the member's database (and a reset's new file),
+        then their entries in the quarantine, the deletion mark last."""
+        remove_database_files(self.owner_path(member_id))
+        remove_database_files(self.reset_path(member_id))
+        crash_point("delete.before_quarantine")
+        removed = remove_entries_of(self.quarantine_dir(), member_id)
+        if removed:
+            log.info("member %s: %d entries in the quarantine removed with them", member_id, len(removed))
+
     async def reconcile(self) -> dict[str, list[str]]:
         """Boot-time check of registry vs files (G5): an owner file with no member row
         is quarantined (never deleted: it may be someone's data); a member without a
@@ -1031,6 +1057,12 @@ class UserManager:
         secure_dir(self.database_dir)
         ids = set(await self.registry.run(lambda c: [r[0] for r in c.execute("SELECT id FROM users")]))
         orphans, missing = [], []
+        for member_id in marked_deletions(self.quarantine_dir()):
+            if member_id in ids:  # stopped before the commit: the member was never deleted
+                unmark_deletion(self.quarantine_dir(), member_id)
+            else:
+                log.warning("member %s: a deletion cut short by a stop; removing their files", member_id)
+                self._finish_deletion(member_id)
         for path in sorted(self.database_dir.glob("*.db")):
             if _MEMBER_ID.match(path.stem) and path.stem not in ids:
                 quarantine(path, "unregistered")

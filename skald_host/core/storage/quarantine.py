@@ -2,10 +2,12 @@
 
 A file that will not open may still hold a member's only copy of their history (a key
 problem, a bug in a migration): it is kept for the operator, who decides what to do.
+Only deleting its member removes it (``remove_entries_of``).
 """
 
 import os
 import re
+import shutil
 from datetime import UTC, datetime
 from itertools import count
 from pathlib import Path
@@ -66,3 +68,67 @@ def _move_without_overwriting(source: Path, destination: Path) -> None:
         os.rename(source, destination)
         return
     os.unlink(source)
+
+
+# -- a member's deletion -------------------------------------------------------------
+# The quarantine holds a deleted member's data too: the old database, home (in clear)
+# and projects of an admin reset, a file set aside as unreadable, their sidecars. Every
+# entry of a member is named ``<member id>.<time>.<reason>...``, so ``<id>.`` finds them
+# all. Deleting the member removes them; a mark written before the registry commit lets
+# the next start finish a deletion a stop cut short (``UserManager.reconcile``), as an
+# orphan home is (``FileService``): the mark tells a deleted member's entries from those
+# of a file found unregistered, which are kept for the operator.
+
+DELETION_MARK_SUFFIX = ".deleting"
+
+
+def deletion_mark(quarantine_dir: Path, member_id: str) -> Path:
+    return quarantine_dir / f"{member_id}{DELETION_MARK_SUFFIX}"
+
+
+def mark_deletion(quarantine_dir: Path, member_id: str) -> None:
+    """Durably, before the registry forgets the member."""
+    secure_dir(quarantine_dir)
+    fd = os.open(deletion_mark(quarantine_dir, member_id), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(quarantine_dir)
+
+
+def unmark_deletion(quarantine_dir: Path, member_id: str) -> None:
+    deletion_mark(quarantine_dir, member_id).unlink(missing_ok=True)
+
+
+def marked_deletions(quarantine_dir: Path) -> list[str]:
+    """The member ids whose deletion mark is there (a deletion under way or cut short)."""
+    if not quarantine_dir.is_dir():
+        return []
+    return sorted(p.name.removesuffix(DELETION_MARK_SUFFIX) for p in quarantine_dir.glob(f"*{DELETION_MARK_SUFFIX}")
+                  if re.fullmatch(r"[0-9a-f]{32}", p.name.removesuffix(DELETION_MARK_SUFFIX)))
+
+
+def remove_entries_of(quarantine_dir: Path, member_id: str) -> list[str]:
+    """Remove everything of ``member_id`` in the quarantine (files, folders whole, links
+    as links, never followed), the deletion mark last, so a failure midway is taken up
+    again at the next start. Returns the names removed. Raises OSError when one cannot
+    be removed (the mark then stays)."""
+    if not re.fullmatch(r"[0-9a-f]{32}", member_id):  # the id names files: never a pattern or a path
+        raise ValueError(f"not a member id: {member_id!r}")
+    if not quarantine_dir.is_dir():
+        return []
+    mark = deletion_mark(quarantine_dir, member_id)
+    removed = []
+    for entry in sorted(quarantine_dir.iterdir()):
+        if not entry.name.startswith(member_id + ".") or entry == mark:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry.name)
+    fsync_dir(quarantine_dir)
+    mark.unlink(missing_ok=True)
+    fsync_dir(quarantine_dir)
+    return removed
