@@ -190,10 +190,63 @@ def _cmd_reset_password(args: argparse.Namespace) -> int:
                   + (f", and were removed from: {', '.join(a.title for a in removed)}" if removed else "")
                   + ". The old files were set aside in"
                   f" {core.users.quarantine_dir()}{f' ({quarantined.name})' if quarantined else ''}: the old database stays"
-                  " encrypted with the old password, the old home folder is kept there unencrypted until you remove it.")
+                  " encrypted, with the old password's wrapped key beside it (.key.json), so it opens with the old password"
+                  " only; the old home folder is kept there unencrypted until you remove it. If they remember the old"
+                  f" password after all, 'skald recover-reset {member.username}' gives them their old database and home"
+                  " back (memberships the reset ended stay ended).")
         else:
             print("Their data is not encrypted with their password, so it stays as it is.")
         print(f"Start the server with {_serve_hint(args, settings)} and sign in with the new password.")
+        return 0
+
+    return asyncio.run(_with_core(settings, go))
+
+
+def _cmd_recover_reset(args: argparse.Namespace) -> int:
+    """A reset undone, the server stopped: the member remembered the old password after
+    all. The database the reset quarantined opens with it (its key file beside it) and
+    is the account's again; what the account holds now is set aside in its place."""
+    from skald_host.core.identity.crypto import CredentialError
+    from skald_host.core.identity.users import MemberError
+
+    settings = _settings(args)
+    where = settings.data_dir.resolve()
+    if not (settings.database_dir / "system.db").exists():
+        print(f"error: Skald is not set up in {where}: there is no account to recover", file=sys.stderr)
+        return 1
+
+    async def go(core: Any) -> int:
+        member = await core.users.find(args.username)
+        if member is None:
+            print(f"error: no account named {args.username!r} in {where}", file=sys.stderr)
+            return 1
+        if args.password_stdin:
+            password = sys.stdin.readline().rstrip("\n")
+        elif sys.stdin.isatty():
+            password = getpass.getpass(f"{member.username}'s old password (the one the reset replaced): ")
+        else:
+            print("no terminal: pass --password-stdin and the old password on standard input", file=sys.stderr)
+            return 2
+        try:
+            recovered = await core.administration.recover_reset(member.id, password, args.source)
+        except CredentialError:
+            print(f"error: that is not the password the quarantined database of {member.username!r} was encrypted with;"
+                  " nothing was changed", file=sys.stderr)
+            return 2
+        except MemberError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            if getattr(exc, "code", None) == "recover_nothing_found":
+                found = [p.name for p in core.users.quarantined_resets(member.id)]
+                print("Quarantined databases of this account with their key file: " + (", ".join(found) or "none"), file=sys.stderr)
+            return 2
+        print(f"{member.username!r} has their database from before the reset back ({recovered.restored.name}), and their old"
+              " password opens it again; every session and paired device of theirs has ended.")
+        print("Their home folder from then is back too, if it was set aside. Shared folders and projects the reset ended"
+              " are not given back: their owners must invite them again.")
+        if recovered.set_aside is not None:
+            print(f"What the account held since the reset was set aside in {core.users.quarantine_dir()}"
+                  f" ({recovered.set_aside.name}, with its key file: it opens with the password set at the reset).")
+        print(f"Start the server with {_serve_hint(args, settings)} and sign in with the old password.")
         return 0
 
     return asyncio.run(_with_core(settings, go))
@@ -551,6 +604,22 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--confirm-data-loss", action="store_true",
                        help="required for an account whose data is encrypted with its password: it starts over, empty")
     reset.set_defaults(func=_cmd_reset_password)
+
+    recover = sub.add_parser(
+        "recover-reset",
+        help="undo a data-losing password reset when the old password is remembered (server stopped)",
+        description="Give an account back the database (and home folder) a password reset set aside in"
+        " database/quarantine/, when its owner remembers the password the reset replaced. The old database opens"
+        " only with that password and the key file kept beside it (<id>.<time>.admin-reset.key.json); a wrong"
+        " password changes nothing. What the account holds now is set aside in the quarantine the same way, with"
+        " its own key file, so nothing is deleted. Shared folders and projects the reset ended are not given back.",
+    )
+    common(recover)
+    recover.add_argument("username", help="the account's user name")
+    recover.add_argument("--from", dest="source", metavar="NAME",
+                         help="the quarantined database to bring back, by file name (default: the newest one an admin reset set aside)")
+    recover.add_argument("--password-stdin", action="store_true", help="read the old password from standard input")
+    recover.set_defaults(func=_cmd_recover_reset)
 
     plugins = sub.add_parser("plugins", help="print the plugin status table")
     common(plugins)

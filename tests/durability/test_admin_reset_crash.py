@@ -43,6 +43,8 @@ async def test_an_admin_reset_killed_midway_loses_neither_password_nor_data(serv
     assert f"{alice_id}.db" in files and not any(".reset" in name for name in files), files  # in place, or gone
     quarantined = list((database_dir(servers.data_dir) / "quarantine").glob(f"{alice_id}.*admin-reset.db"))
     assert len(quarantined) == (1 if committed else 0)
+    # With the wrapped key beside it, whenever the kill came: the old password still opens it.
+    assert all(q.with_name(q.name.removesuffix(".db") + ".key.json").is_file() for q in quarantined)
     assert "Traceback" not in server.output
 
 

@@ -392,6 +392,26 @@ class FileService:
         fsync_dir(self.root)
         return target
 
+    async def restore(self, member_id: str, stem: Path) -> None:
+        moved = await asyncio.to_thread(self.restore_home, member_id, stem)
+        if moved:
+            log.info("home of member %s brought back from %s", member_id, stem.name + ".home")
+
+    def restore_home(self, member_id: str, stem: Path) -> bool:
+        """``<stem>.home`` back as the member's home, unless one exists (made since: it
+        is not replaced, and the old one stays in the quarantine for the operator)."""
+        home = self.root / safe_id(member_id, "member id")
+        kept = stem.with_name(stem.name + ".home")
+        if not kept.is_dir() or kept.is_symlink():
+            return False
+        if os.path.lexists(home):
+            log.warning("member %s: a home exists, so the one at %s stays in the quarantine", member_id, kept.name)
+            return False
+        os.rename(kept, home)
+        fsync_dir(self.root)
+        fsync_dir(kept.parent)
+        return True
+
     def own(self, path: Path | int, member_id: str) -> None:
         """Give a file the host created to the member's sandbox uid (root only), so the
         sandbox and the host-side tools share ownership on the bind mounts."""

@@ -870,6 +870,10 @@ class FolderService:
             log.info("project %s: its owner's account was reset and nobody else could write it; member %s may now", project_id, promoted_id)
             await self._announce({promoted_id}, "can_write", "project", project_id)
 
+    async def restore(self, member_id: str, stem: Path) -> None:
+        """The projects a reset ended stay ended (their rows are gone, and others may
+        have moved on); their folders stay in the quarantine for the operator."""
+
     def _set_aside_projects(self, member_id: str, kept: set[str], stem: Path) -> Path | None:
         owned = self._owned_path(member_id)
         if owned.is_symlink() or not owned.is_dir():

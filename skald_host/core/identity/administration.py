@@ -45,6 +45,14 @@ class MemberAdministration:
         await self.auth.revoke_member(member_id, "password reset by an admin")
         return await self.users.reset_password(member_id, new_password, set_by_admin=set_by_admin)
 
+    async def recover_reset(self, member_id: str, old_password: str, source: str | None = None) -> Any:
+        """``skald recover-reset``: the database a reset quarantined is the account's
+        again (``UserManager.recover_reset``). The sessions end after, not before: a wrong
+        password changes nothing, not even who is signed in; the server is stopped meanwhile."""
+        recovered = await self.users.recover_reset(member_id, old_password, source)
+        await self.auth.revoke_member(member_id, "a reset was undone")
+        return recovered
+
     async def end_sessions(self, member_id: str) -> int:
         await self.users.get(member_id)
         return await self.auth.revoke_member(member_id, "sessions ended by an admin")

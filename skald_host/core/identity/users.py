@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import logging
 import re
 import unicodedata
@@ -53,6 +54,7 @@ from skald_host.core.storage.quarantine import (
     marked_deletions,
     remove_entries_of,
     unmark_deletion,
+    write_private_file,
 )
 from skald_host.core.text import check_shown_name, letter_scripts, mixes_scripts, skeleton
 
@@ -79,6 +81,34 @@ class ResetIncomplete(MemberError):
     shows the old files to the new password."""
 
 
+#: Beside a database a reset quarantined: the wrapped key that opens it with the old password.
+KEY_SUFFIX = ".key.json"
+
+
+@dataclass(frozen=True)
+class RecoveredReset:
+    """What ``recover_reset`` did: the quarantined database that is the account's again,
+    and where the one it replaced went (None if an earlier, interrupted run moved it)."""
+
+    restored: Path
+    set_aside: Path | None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _key_file(member_id: str, credentials: str) -> bytes:
+    """The key file beside a quarantined database: the registry's record of the
+    replaced password, as it was (an Argon2id-derived key wrapping the database key,
+    AES-GCM): it opens with that password only, as it did in the registry."""
+    return json.dumps({"member_id": member_id, "credential_kind": "sealed_dek", "credentials": credentials}, indent=1).encode()
+
+
 class ResetParticipant(Protocol):
     """Something besides the member's database that an account reaches and a
     data-losing admin reset takes away (their home, their folders). The new password
@@ -99,6 +129,12 @@ class ResetParticipant(Protocol):
         holds on disk to ``stem`` plus a suffix of the participant's own, kept for the
         operator. Idempotent: run again at the member's next sign-in after a stop or a
         failure midway, so what was already moved is not looked for again."""
+
+    async def restore(self, member_id: str, stem: Path) -> None:
+        """After ``skald recover-reset`` gave the account its database from before a
+        reset back: move what ``set_aside`` put at ``stem`` back where the account
+        reaches it, if nothing has taken its place. Idempotent, as ``set_aside`` is.
+        What the reset ended in the registry (memberships) is not given back."""
 
 
 class OwnerDatabaseUnavailable(Exception):
@@ -367,6 +403,20 @@ class UserManager:
         """Where an admin reset builds the member's new, empty file: it takes the place
         of the old one only after the registry holds the new password."""
         return self.owner_path(member_id).with_name(f"{member_id}.db.reset")
+
+    def reset_record_path(self, member_id: str) -> Path:
+        """The wrapped key of the file a reset (or a recovery) is replacing, written
+        before the registry's commit overwrites it and moved beside that file when it
+        goes to the quarantine (``<stem>.key.json``): without it, the old database could
+        not be opened even with the old password. Removed last, once the reset is
+        complete on disk."""
+        return self.owner_path(member_id).with_name(f"{member_id}.db.reset.key.json")
+
+    def _discard_uncommitted_reset(self, member_id: str) -> None:
+        """The record goes before the new file: a record without one means "swapped in,
+        finish the rest" (``_complete_reset``), which an uncommitted reset must never read as."""
+        self.reset_record_path(member_id).unlink(missing_ok=True)
+        remove_database_files(self.reset_path(member_id))
 
     # -- reading ---------------------------------------------------------------
 
@@ -643,7 +693,8 @@ class UserManager:
             # the way loses neither. After the commit it is swapped in here, or, after a
             # crash, at the member's next login (``_finish_reset``).
             fresh = self.reset_path(member_id)
-            remove_database_files(fresh)  # a reset cut short before the commit
+            await asyncio.to_thread(self._discard_uncommitted_reset, member_id)  # a reset cut short before the commit
+            _, replaced = await self._credentials(member_id)
             dek, sealed = await self.kdf.seal_new(new_password, member_id)
             credentials = sealed.to_json()
             owner = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=True)
@@ -651,6 +702,9 @@ class UserManager:
                 inbox_public_key = (await ensure_inbox_key(owner)).public
             finally:
                 await owner.close()
+            # The old wrapped key, the only way into the old file, before the commit
+            # overwrites the registry's copy of it (``reset_record_path``).
+            await asyncio.to_thread(self._write_reset_record, member_id, replaced, "admin-reset", None)
             crash_point("admin_reset.before_commit")
         else:
             # Not keyed by the password: the member keeps their data, home and folders.
@@ -660,11 +714,21 @@ class UserManager:
                 owner = await Database.open(path, key=None, migrations=OWNER_MIGRATIONS, create=True)
                 await owner.close()
 
-        def update(conn: Any) -> None:
-            conn.execute(
-                "UPDATE users SET credentials = ?, updated_at = ?, password_set_by_admin = ? WHERE id = ?",
-                (credentials, _now(), int(set_by_admin), member_id),
-            )
+        def update(conn: Any) -> int:
+            if member.encrypted:
+                # Only over the key the record kept: a password change that slipped in
+                # would otherwise leave the old file beside a key that does not open it.
+                changed = conn.execute(
+                    "UPDATE users SET credentials = ?, updated_at = ?, password_set_by_admin = ? WHERE id = ? AND credentials = ?",
+                    (credentials, _now(), int(set_by_admin), member_id, replaced),
+                ).rowcount
+                if changed != 1:
+                    return 0
+            else:
+                conn.execute(
+                    "UPDATE users SET credentials = ?, updated_at = ?, password_set_by_admin = ? WHERE id = ?",
+                    (credentials, _now(), int(set_by_admin), member_id),
+                )
             if member.encrypted:  # a new file, opened never
                 conn.execute("UPDATE users SET owner_generation = 0, data_reset_at = ? WHERE id = ?", (_now(), member_id))
                 # With the new password: whoever holds it starts with nothing (the
@@ -676,9 +740,13 @@ class UserManager:
                 # never be opened, so it goes with the old file.
                 conn.execute("UPDATE users SET inbox_public_key = ? WHERE id = ?", (inbox_public_key, member_id))
                 conn.execute("DELETE FROM sealed_messages WHERE member_id = ?", (member_id,))
+            return 1
 
-        await self.registry.transaction(update)
+        committed = await self.registry.transaction(update)
         self._credentials_changing(member_id)
+        if not committed:
+            await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+            raise MemberError("the password was changed concurrently; try again", code="try_again")
         crash_point("admin_reset.after_commit")
         if member.encrypted:
             # Under the unlock lock: a sign-in with the new password racing this waits,
@@ -702,20 +770,53 @@ class UserManager:
         return old
 
     async def _complete_reset(self, member_id: str) -> Path | None:
-        """The committed reset made real on disk: the old file quarantined, what else
-        the account reached set aside beside it, then the new file in the old one's
-        place. The new file (``reset_path``) is the mark of a reset not yet complete and
-        goes last: after a stop or a failure at any step, the member's next sign-in
-        runs this again (``_finish_reset``) before anything of theirs opens. Returns
-        where the old file went (None when an earlier run moved it already)."""
-        path, fresh = self.owner_path(member_id), self.reset_path(member_id)
-        old = await asyncio.to_thread(quarantine, path, "admin-reset") if path.exists() else None
+        """The committed reset (or recovery, ``recover_reset``) made real on disk: the
+        replaced file quarantined with its wrapped key beside it (``<stem>.key.json``),
+        what else the account reached set aside beside it, then the new file in the old
+        one's place, then (a recovery) what the account gets back. The new file
+        (``reset_path``) and then the record (``reset_record_path``) are the marks of a
+        reset not yet complete and go last: after a stop or a failure at any step, the
+        member's next sign-in runs this again (``_finish_reset``) before anything of
+        theirs opens. Returns where the old file went (None when an earlier run moved it
+        already)."""
+        path, fresh, pending = self.owner_path(member_id), self.reset_path(member_id), self.reset_record_path(member_id)
+        record = await asyncio.to_thread(_read_json, pending)
+        old = None
+        if fresh.exists():
+            old = await self._set_aside_replaced(member_id, record)
+
+            def swap_in() -> None:
+                fresh.rename(path)
+                fsync_dir(self.database_dir)
+
+            await asyncio.to_thread(swap_in)
+        if record is not None and record.get("restores"):
+            await self._bring_back(member_id, self.quarantine_dir() / record["restores"])
+        if record is not None:
+
+            def done() -> None:
+                pending.unlink(missing_ok=True)
+                fsync_dir(self.database_dir)
+
+            await asyncio.to_thread(done)
+        return old
+
+    async def _set_aside_replaced(self, member_id: str, record: dict[str, Any] | None) -> Path | None:
+        path = self.owner_path(member_id)
+        reason = (record or {}).get("set_aside_as", "admin-reset")
+        if path.exists():
+            if record is None:  # a reset begun by a Skald that kept no record
+                log.warning("member %s: no wrapped key was kept for the replaced database; it cannot be opened again", member_id)
+            companions = {KEY_SUFFIX: _key_file(member_id, record["credentials"])} if record is not None else None
+            old = await asyncio.to_thread(quarantine, path, reason, companions)
+        else:
+            old = None
         crash_point("admin_reset.after_quarantine")
         if old is not None:
             stem = old.with_name(old.name.removesuffix(".db"))
         else:  # moved before a stop: what is still to move gets a name of its own time
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-            stem = self.quarantine_dir() / f"{member_id}.{stamp}.admin-reset"
+            stem = self.quarantine_dir() / f"{member_id}.{stamp}.{reason}"
         for participant in self.reset_participants:
             try:
                 await participant.set_aside(member_id, stem)
@@ -729,13 +830,132 @@ class UserManager:
                     code="reset_incomplete",
                 ) from None
         crash_point("admin_reset.after_set_aside")
-
-        def swap_in() -> None:
-            fresh.rename(path)
-            fsync_dir(self.database_dir)
-
-        await asyncio.to_thread(swap_in)
         return old
+
+    async def _bring_back(self, member_id: str, stem: Path) -> None:
+        """A recovery's last step: what the reset set aside at ``stem`` goes back to the
+        account, and the quarantined database (copied into place before the commit) and
+        its key file, now the account's again, leave the quarantine."""
+        for participant in self.reset_participants:
+            await participant.restore(member_id, stem)
+
+        def remove_copy() -> None:
+            remove_database_files(stem.with_name(stem.name + ".db"))
+            stem.with_name(stem.name + KEY_SUFFIX).unlink(missing_ok=True)
+            fsync_dir(stem.parent)
+
+        await asyncio.to_thread(remove_copy)
+
+    def _write_reset_record(self, member_id: str, credentials: str, set_aside_as: str, restores: str | None) -> None:
+        record = {"member_id": member_id, "credentials": credentials, "set_aside_as": set_aside_as, "restores": restores}
+        write_private_file(self.reset_record_path(member_id), json.dumps(record).encode())
+
+    # -- bringing back a database a reset quarantined ---------------------------------
+
+    def quarantined_resets(self, member_id: str) -> list[Path]:
+        """The member's quarantined databases that have their wrapped key beside them
+        (``<stem>.db`` with ``<stem>.key.json``), oldest first."""
+        self.owner_path(member_id)  # checks the id
+        found = []
+        for key in sorted(self.quarantine_dir().glob(f"{member_id}.*{KEY_SUFFIX}")):
+            database = key.with_name(key.name.removesuffix(KEY_SUFFIX) + ".db")
+            if database.is_file():
+                found.append(database)
+        return found
+
+    async def recover_reset(self, member_id: str, old_password: str, source: str | None = None) -> RecoveredReset:
+        """``skald recover-reset``: the member remembered the password a reset replaced.
+        The quarantined database (``source``: its file name; default the newest an
+        admin reset set aside) opens with the wrapped key beside it and that password
+        (``CredentialError`` if not, nothing changed); then it becomes the account's
+        again with that password, its home comes back, and what the account holds now
+        is set aside as a reset would (with its own key file): the same steps as a
+        reset, so the same crash points and the same completion at the next sign-in.
+        Memberships the reset ended stay ended. The caller has revoked the member's
+        sessions."""
+        async with self.membership_changes:
+            return await self._recover_reset(member_id, old_password, source)
+
+    async def _recover_reset(self, member_id: str, old_password: str, source: str | None) -> RecoveredReset:
+        member = await self.get(member_id)
+        if not member.encrypted:
+            raise MemberError("this account's data is not encrypted: a reset kept it, there is nothing to recover",
+                              code="recover_not_encrypted")
+        fresh = self.reset_path(member_id)
+        if fresh.exists() or self.reset_record_path(member_id).exists():
+            raise MemberError("a reset of this account is not complete yet: its next sign-in completes it; try again after that",
+                              code="recover_reset_pending")
+        candidates = await asyncio.to_thread(self.quarantined_resets, member_id)
+        if source is not None:
+            name = source if source.endswith(".db") else f"{source}.db"
+            chosen = [p for p in candidates if p.name == name]
+        else:
+            chosen = [p for p in candidates if ".admin-reset" in p.name][-1:]
+        if not chosen:
+            raise MemberError("no quarantined database of this account with its key file"
+                              + (f" is named {source!r}" if source else " was found"), code="recover_nothing_found")
+        database = chosen[0]
+        stem = database.with_name(database.name.removesuffix(".db"))
+        record = await asyncio.to_thread(_read_json, stem.with_name(stem.name + KEY_SUFFIX))
+        if not record or record.get("member_id") != member_id or not isinstance(record.get("credentials"), str):
+            raise MemberError(f"the key file beside {database.name} is not one of this account's", code="recover_nothing_found")
+        restored = record["credentials"]
+        dek = await self.kdf.unseal(old_password, member_id, SealedKey.from_json(restored))  # CredentialError: nothing changed
+        self._credentials_changing(member_id)
+        await self.lock(member_id)
+        _, current = await self._credentials(member_id)
+        # A copy: until the commit the quarantined file stays where it was, and a copy an
+        # uncommitted recovery leaves is removed as an uncommitted reset's new file is.
+        await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+        await asyncio.to_thread(copy_closed_database, database, fresh)
+        try:
+            owner = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
+        except (DatabaseMissing, DatabaseUnreadable, StorageError):
+            await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+            raise MemberError(f"{database.name} does not open with the key beside it; nothing was changed",
+                              code="recover_unreadable") from None
+        try:
+            inbox_public_key = (await ensure_inbox_key(owner)).public
+            generation = await owner.run(lambda c: c.execute("SELECT value FROM generation WHERE id = 1").fetchone()[0])
+        finally:
+            await owner.close()
+        await asyncio.to_thread(self._write_reset_record, member_id, current, "replaced-by-recovery", stem.name)
+        crash_point("recover_reset.before_commit")
+
+        def update(conn: Any) -> int:
+            changed = conn.execute(
+                "UPDATE users SET credentials = ?, updated_at = ?, password_set_by_admin = 0, owner_generation = ?,"
+                " data_reset_at = NULL, inbox_public_key = ? WHERE id = ? AND credentials = ?",
+                (restored, _now(), generation, inbox_public_key, member_id, current),
+            ).rowcount
+            if changed != 1:
+                return 0
+            # What the account was given since the reset was given to the new password's
+            # holder: it ends, as the reset ended what the old one had.
+            for participant in self.reset_participants:
+                participant.withdraw(conn, member_id)
+            conn.execute("DELETE FROM sealed_messages WHERE member_id = ?", (member_id,))
+            return 1
+
+        committed = await self.registry.transaction(update)
+        self._credentials_changing(member_id)
+        if not committed:
+            await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+            raise MemberError("the password was changed concurrently; try again", code="try_again")
+        crash_point("recover_reset.after_commit")
+        async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
+            stale = self._open.pop(member_id, None)
+            if stale is not None:
+                await stale.close()
+            set_aside = await self._complete_reset(member_id)
+        log.warning("member %s: the database a reset replaced (%s) is theirs again; the one it replaced is quarantined",
+                    member_id, database.name)
+        for callback in self.after_reset:
+            try:
+                await callback(member_id)
+            except Exception:
+                log.exception("after-reset callback failed for member %s", member_id)
+        return RecoveredReset(restored=database, set_aside=set_aside)
 
     async def _finish_reset(self, member_id: str, dek: bytes | None) -> None:
         """At login: an admin reset a crash (or a failure) cut short. Its new file
@@ -743,13 +963,14 @@ class UserManager:
         committed: then it is completed. Otherwise it is the leftover of a reset that
         never happened, and goes. Runs under the member's unlock lock."""
         fresh = self.reset_path(member_id)
-        try:
-            probe = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
-        except (DatabaseMissing, DatabaseUnreadable, StorageError):
-            log.warning("member %s: removed the new file of an admin reset that was not committed", member_id)
-            await asyncio.to_thread(remove_database_files, fresh)
-            return
-        await probe.close()
+        if fresh.exists():  # else swapped in already: only the record's last steps are left
+            try:
+                probe = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
+            except (DatabaseMissing, DatabaseUnreadable, StorageError):
+                log.warning("member %s: removed the new file of an admin reset that was not committed", member_id)
+                await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+                return
+            await probe.close()
         try:
             moved = await self._complete_reset(member_id)
         except ResetIncomplete:
@@ -771,7 +992,7 @@ class UserManager:
             if existing is not None and not existing.closed:
                 return existing
             path = self.owner_path(member_id)
-            if dek is not None and self.reset_path(member_id).exists():
+            if dek is not None and (self.reset_path(member_id).exists() or self.reset_record_path(member_id).exists()):
                 await self._finish_reset(member_id, dek)
             try:
                 # ``reader``: a member's searches read beside their writes (``ConversationStore.conversations``).
@@ -1010,8 +1231,6 @@ class UserManager:
                 await self._delete(member_id)
 
     async def _delete(self, member_id: str) -> None:
-        path = self.owner_path(member_id)
-
         def remove(conn: Any) -> None:
             row = conn.execute("SELECT role_id, active FROM users WHERE id = ?", (member_id,)).fetchone()
             if row is None:

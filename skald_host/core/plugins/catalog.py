@@ -604,6 +604,9 @@ class PluginCatalog:
     async def set_aside(self, member_id: str, stem: Path) -> None:
         """Nothing of the catalog's is on disk."""
 
+    async def restore(self, member_id: str, stem: Path) -> None:
+        """The settings a reset deleted stay deleted."""
+
     def pages(self, member: Member, locale: str | None = None) -> list[dict[str, Any]]:
         visible = []
         for contribution in self._core.web_pages:

@@ -8,6 +8,7 @@ Only deleting its member removes it (``remove_entries_of``).
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from itertools import count
 from pathlib import Path
@@ -21,12 +22,18 @@ SIDECAR_SUFFIXES = ("-journal", "-wal", "-shm")
 QUARANTINE_DIR = "quarantine"
 
 
-def quarantine(path: Path, reason: str) -> Path:
+def quarantine(path: Path, reason: str, companions: Mapping[str, bytes] | None = None) -> Path:
     """Move ``path`` and its -wal/-shm/-journal into ``path.parent / "quarantine"``.
 
     Names are ``{stem}.{UTC yyyymmddThhmmssZ}.{reason-slug}{suffix}`` plus the sidecar's
     suffix, so the moved set still opens together; a counter is added rather than
     overwriting anything. Returns the main file's new path. The database must be closed.
+
+    ``companions`` are written (0o600, flushed) as ``{new stem}{suffix}`` *before* the
+    file moves: what is needed to open it (an admin reset's wrapped key) is never missing
+    beside it, whenever a crash comes. A crash between the two leaves the file in place
+    (quarantined again, under a new name, on the next try) and a companion without a
+    file: a copy, never the only one.
     """
     if not path.is_file():
         raise FileNotFoundError(f"cannot quarantine {path}: no such file")
@@ -42,14 +49,38 @@ def quarantine(path: Path, reason: str) -> Path:
         stem = f"{path.stem}.{stamp}.{slug}" + (f".{attempt}" if attempt else "")
         target = target_dir / f"{stem}{path.suffix}"
         targets = [target] + [target.with_name(target.name + s) for s in sidecars]
+        targets += [target_dir / f"{stem}{suffix}" for suffix in companions or {}]
         if not any(os.path.lexists(t) for t in targets):
             break
+    for suffix, content in (companions or {}).items():
+        write_private_file(target_dir / f"{stem}{suffix}", content)
     for suffix, sidecar in sidecars.items():
         _move_without_overwriting(sidecar, target.with_name(target.name + suffix))
     _move_without_overwriting(path, target)
     fsync_dir(target_dir)
     fsync_dir(path.parent)
     return target
+
+
+def write_private_file(path: Path, content: bytes) -> None:
+    """A new 0o600 file holding ``content``, flushed with its directory entry: written
+    under a temporary name and linked into place, so ``path`` is either absent or whole,
+    and an existing file there is never replaced."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        _move_without_overwriting(temporary, path)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+    fsync_dir(path.parent)
 
 
 def _move_without_overwriting(source: Path, destination: Path) -> None:
