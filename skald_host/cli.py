@@ -95,6 +95,12 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         print(f"Skald is set up in {where}: its admin can sign in.")
         return 0
 
+    if settings.data_dir.exists() and not _registry_state(settings)[0]:
+        # Said before the data dir's lock is asked for: beside a running server the
+        # lock's refusal said to stop it, and once stopped this answer came (operator probe).
+        print(f"Skald is already set up in {settings.data_dir.resolve()}; nothing was changed.")
+        return 0
+
     async def go(core: Any) -> int:
         if not await needs_setup(core.users):
             print(f"Skald is already set up in {settings.data_dir.resolve()}; nothing was changed.")

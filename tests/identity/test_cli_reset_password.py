@@ -56,6 +56,9 @@ def test_a_lone_admin_resets_their_own_forgotten_password_from_the_command_line(
 
     # A running server holds the data dir: refused, nothing changed.
     with DataDirLock(data):
+        # 'setup' beside it says what is true at once (it said to stop the server first).
+        again = skald("setup", "--data-dir", str(data), "--username", "admin2", "--password-stdin", cwd=tmp_path, stdin=NEW + "\n")
+        assert (again.returncode, again.stdout) == (0, f"Skald is already set up in {data.resolve()}; nothing was changed.\n"), again.stderr
         busy = skald("reset-password", "admin", "--data-dir", str(data), "--password-stdin", "--confirm-data-loss",
                      cwd=tmp_path, stdin=NEW + "\n")
     assert busy.returncode == 1
