@@ -49,7 +49,7 @@ async def test_a_refused_cross_origin_write_is_logged_once_per_origin_with_both_
     # "A request from another site was refused." (operator probe).
     assert response.json()["code"] == "cross_origin"
     for language in ("en", "de"):  # the page shows its code's text in the reader's language
-        assert "server.public_url" in host.core.strings.translate("error.cross_origin", language)
+        assert "server.public_url" in host.core.strings.translate("core.error.cross_origin", language)
     lines = [r.getMessage() for r in caplog.records if r.name == "skald_host.web.auth" and "cross-origin" in r.getMessage()]
     assert len(lines) == 2, lines
     assert "'https://evil.example'" in lines[0] and host.url.split("//")[1] in lines[0] and PUBLIC in lines[0]
