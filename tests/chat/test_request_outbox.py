@@ -83,3 +83,28 @@ def test_a_row_written_ahead_leaves_the_file_once_the_registry_has_the_requests_
     outbox.logged("c")  # before any commit carried the request's own row
     file.commit(outbox, outbox.snapshot())
     assert file.rows == {}
+
+
+def test_a_row_the_registry_failed_to_write_stays_until_it_is_written_again():
+    """The registry's disk full: the row is stranded, kept in the file and given to the
+    registry again; only that write lets it go (before, the failure was only logged)."""
+    outbox, file = RequestOutbox(), File()
+    outbox.add("a", entry("a", "stopped"))
+    outbox.stranded("a")  # the registry's commit failed
+    assert outbox.stranded_entries() == [("a", entry("a", "stopped"))]
+    file.commit(outbox, outbox.snapshot())  # ``keep_outbox``
+    assert "a" in file.rows
+    outbox.logged("a", entry("a", "stopped"))  # written again
+    assert outbox.stranded_entries() == []
+    file.commit(outbox, outbox.snapshot())
+    assert file.rows == {}
+
+
+def test_a_resend_of_an_older_row_does_not_let_a_newer_row_of_the_request_go():
+    outbox = RequestOutbox()
+    outbox.add("c", entry("c", "interrupted"))
+    outbox.stranded("c")
+    [(_, older)] = outbox.stranded_entries()
+    outbox.add("c", entry("c", "ok"))  # its own row, on its way to the registry
+    outbox.logged("c", older)
+    assert outbox.snapshot() is not None and outbox.stranded_entries() == []

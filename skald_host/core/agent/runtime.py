@@ -71,6 +71,11 @@ RESUMED_NOTE = (
 #: dies while writing it (out of memory, a crash loop) must not bill the provider on
 #: every start. The next cut ends the turn as failed, with Retry.
 RESUME_LIMIT = 2
+#: Request log rows the registry failed to write (its disk full) are given to it again
+#: after these many seconds, doubling up to the last; a successful write of another
+#: row of the member's tries at once (``MemberRuntime._resend_stranded``).
+RESEND_FIRST_SECONDS = 1.0
+RESEND_LAST_SECONDS = 10.0
 #: ``times`` counts the attempts begun, not the requests the model got: an attempt's
 #: streaming row is committed before its request leaves (so that a request sent is never
 #: missing from the log), and a stop between the two cannot be told from one just after
@@ -419,6 +424,8 @@ class MemberRuntime:
         self._prefix: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._logging: set[asyncio.Task[None]] = set()
+        self._resender: asyncio.Task[None] | None = None  # gives stranded request rows to the registry again
+        self._resend_soon = asyncio.Event()
         #: Scheduled prompts delivered whose answers are awaited (``_watch_answer``).
         self._watching: set[asyncio.Task[None]] = set()
         self._logged_requests: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {}  # frame id -> its last logged request
@@ -477,6 +484,9 @@ class MemberRuntime:
         except Exception:  # the file is gone or failing: recovery says "cut off" instead
             log.warning("member %s: the cause of the turns' cut could not be recorded", self.member_id)
         await self.flush_logs()  # before the member's file closes
+        if self._resender is not None:
+            self._resender.cancel()
+            await asyncio.gather(self._resender, return_exceptions=True)
 
     def emit(self, event_type: str, conversation_id: str, **data: Any) -> None:
         if not self.core.buses.members.listening(self.member_id):
@@ -1461,9 +1471,20 @@ class MemberRuntime:
         async def write() -> None:
             try:
                 await self.chat.request_log.add(row)
+            except Exception as exc:
+                # Never only logged: the row stays in the outbox, is committed into the
+                # member's file now and is written again (the log errs toward over-counting).
+                log.error("request log of member %s could not be written (%s: %s); the row is kept in their file and written"
+                          " once the registry can", self.member_id, type(exc).__name__, exc)
+                self.store.outbox.stranded(request_id)
+                await self._keep_stranded()
+            else:
                 self.store.outbox.logged(request_id)
-                if not payload:
-                    return
+                if self.store.outbox.stranded_entries():
+                    self._resend_soon.set()  # the registry writes again
+            if not payload:
+                return
+            try:
                 response = None
                 if turn is not None:
                     response = {"content": turn.content, "reasoning": turn.reasoning, "tool_calls": [c.__dict__ for c in turn.tool_calls]}
@@ -1477,6 +1498,53 @@ class MemberRuntime:
                 log.exception("request log of member %s could not be written", self.member_id)
 
         self.log_in_background(write())
+
+    async def _keep_stranded(self) -> None:
+        """A row the registry failed to write: committed into the member's file (written
+        before anything else may be, the server's stop included), and the resender
+        started. A file that fails too is tried again by the resender."""
+        try:
+            await self.store.keep_outbox()
+        except Exception as exc:
+            log.warning("member %s: a request log row the registry lacks could not be kept in their file yet (%s: %s); tried again",
+                        self.member_id, type(exc).__name__, exc)
+        if not self.closed and (self._resender is None or self._resender.done()):
+            self._resender = asyncio.create_task(self._resend_stranded(), name=f"request-log-resend:{self.member_id}")
+
+    async def _resend_stranded(self) -> None:
+        """Give the registry the rows it failed to write, until it has them all: after a
+        growing pause, or at once when it wrote another row of this member's."""
+        delay = RESEND_FIRST_SECONDS
+        while self.store.outbox.stranded_entries():
+            try:
+                await asyncio.wait_for(self._resend_soon.wait(), delay)
+            except TimeoutError:
+                pass
+            self._resend_soon.clear()
+            if not await self._resend_once():
+                delay = min(delay * 2, RESEND_LAST_SECONDS)
+
+    async def _resend_once(self) -> bool:
+        """One try: the rows into the member's file if they are not there yet, then to
+        the registry by request id (a row it has is left as it is: never counted twice).
+        Whether the registry has them all now."""
+        try:
+            await self.store.keep_outbox()
+        except Exception as exc:
+            log.warning("member %s: request log rows the registry lacks could not be kept in their file yet (%s)", self.member_id, type(exc).__name__)
+        stranded = self.store.outbox.stranded_entries()
+        if not stranded:
+            return True
+        try:
+            await self.chat.request_log.restore([json.loads(entry) for _, entry in stranded])
+        except Exception as exc:
+            log.warning("member %s: %d request log row(s) still wait for the registry (%s: %s); tried again",
+                        self.member_id, len(stranded), type(exc).__name__, exc)
+            return False
+        for request_id, entry in stranded:
+            self.store.outbox.logged(request_id, entry)
+        log.info("member %s: %d request log row(s) the registry had failed to write are written now", self.member_id, len(stranded))
+        return True
 
     def request_body(self, frame: Frame, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         """A round's request body as the request log keeps it. A round sends the
@@ -1516,9 +1584,13 @@ class MemberRuntime:
         task.add_done_callback(self._logging.discard)
 
     async def flush_logs(self) -> None:
+        """The request log's rows written now: to the registry, or, the registry still
+        failing, into the member's file, for their next recovery to give it."""
         if self._logging:
             self.chat.request_log.hurry()
             await asyncio.gather(*list(self._logging), return_exceptions=True)
+        if self.store.outbox.stranded_entries():
+            await self._resend_once()
 
     async def after_round(self, frame: Frame, turn: ModelTurn) -> None:
         """Automatic compaction, only when configured (off by default: rewriting history

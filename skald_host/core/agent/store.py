@@ -185,21 +185,43 @@ class RequestOutbox:
     flight with the same row (the file's queue holds them in order): the second to land
     finds the row in the file already, which is no sign that the registry has it — only
     ``logged`` says that (taking it for one dropped the file's copy of a row the registry
-    was still gathering, and a crash then lost it: a crash-kill probe)."""
+    was still gathering, and a crash then lost it: a crash-kill probe).
+
+    A row the registry failed to write (its disk full) is ``stranded``: it stays here,
+    is committed into the file at once (``ConversationStore.keep_outbox``) and is given
+    to the registry again while the server runs (``stranded_entries``); only the
+    registry's commit of it lets it go. Before, the failure was only logged and the row
+    waited for some later commit of history and the next recovery: a graceful stop
+    before any such commit lost it (a disk-full probe)."""
 
     def __init__(self) -> None:
         self._unlogged: dict[str, str] = {}  # request id -> its row as JSON, not in the registry yet
         self._unwritten: dict[str, str] = {}  # of those, the rows not in the file yet (as they are now)
         self._boxed: set[str] = set()  # in the file, not yet in the registry
         self._unbox: list[str] = []  # in the file and in the registry: the next commit drops them
+        self._stranded: set[str] = set()  # of the unlogged, those whose registry write failed
 
     def add(self, request_id: str, entry: str) -> None:
         self._unlogged[request_id] = self._unwritten[request_id] = entry
+        self._stranded.discard(request_id)  # this row's own write is on its way
 
-    def logged(self, request_id: str) -> None:
-        """The registry has committed it. A row in the file goes with a later commit,
+    def stranded(self, request_id: str) -> None:
+        """The registry's write of the row failed: it is given to the registry again."""
+        if request_id in self._unlogged:
+            self._stranded.add(request_id)
+
+    def stranded_entries(self) -> list[tuple[str, str]]:
+        """The rows the registry failed to write, as they are now (request id, entry)."""
+        return [(r, self._unlogged[r]) for r in self._stranded if r in self._unlogged]
+
+    def logged(self, request_id: str, entry: str | None = None) -> None:
+        """The registry has committed it (``entry``: that row of it, when a newer one
+        may have replaced it here since). A row in the file goes with a later commit,
         also one written there ahead of its request (``ahead``) that the request's own
         row, waiting here, was to replace."""
+        if entry is not None and self._unlogged.get(request_id) != entry:
+            return  # a newer row of it waits for its own write
+        self._stranded.discard(request_id)
         self._unlogged.pop(request_id, None)
         self._unwritten.pop(request_id, None)
         if request_id in self._boxed:
@@ -318,6 +340,13 @@ class ConversationStore:
         it there and in the registry's rows."""
         self.outbox.add(request_id, entry)
         await self._carrying(lambda conn: None)
+
+    async def keep_outbox(self) -> None:
+        """Commit the request log's rows that are not in the file yet (a row the
+        registry failed to write must not wait for the next commit of history: the
+        server may stop before it, and the row lives nowhere else)."""
+        if self.outbox.snapshot() is not None:
+            await self._carrying(lambda conn: None)
 
     async def outbox_rows(self) -> list[tuple[str, str]]:
         """Recovery: the request log's rows the file carries (some the registry may lack)."""
