@@ -166,3 +166,34 @@ async def test_a_deletion_is_announced_after_it_is_written_to_the_member_alone(c
         assert order == []
         # Another member's socket hears none of it.
         assert [e for e in other.events if e.get("type") in ANNOUNCED] == []
+
+
+async def test_the_title_a_first_message_gives_is_announced_once(chat):
+    """A client showing a new conversation learns its title from this event: its list of
+    conversations, filtered by a search, may not hold it (the header kept "New
+    conversation" after the answer)."""
+    await configure_models(chat.admin, chat.server, (MODEL_A,))
+    chat.server.responder = lambda request: Reply(f"Answer to {request.last_user_text}")
+    alice = await chat.host.member("alice")
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "What about **rhubarb** pie?")
+        first = await sock.turn(cid)
+        changed = [e for e in first if e["type"] == "conversation_changed"]
+        assert [e["title"] for e in changed] == ["What about rhubarb pie?"], first
+        types = [e["type"] for e in first]
+        assert types.index("user_message") < types.index("conversation_changed"), types  # once written
+        assert (await conversation(alice, cid))["conversation"]["title"] == "What about rhubarb pie?"
+
+        # A later message keeps the title: nothing to announce.
+        await sock.send(cid, "And custard?")
+        second = await sock.turn(cid)
+        assert [e for e in second if e["type"] == "conversation_changed"] == [], second
+
+        # A conversation renamed before its first message keeps that name, unannounced again.
+        named = await new_conversation(alice)
+        assert (await alice.patch(f"/api/conversations/{named}", json={"title": "Mine"})).status_code == 200
+        start = len(sock.events)
+        await sock.send(named, "Hello there")
+        await sock.turn(named)
+        assert [e for e in sock.events[start:] if e.get("conversation_id") == named and e["type"] == "conversation_changed"] == []

@@ -158,3 +158,29 @@ async def test_a_send_is_acknowledged_while_a_search_is_running(chat, monkeypatc
         monkeypatch.undo()
         assert [c["id"] for c in await searching] == [garden]
         await sock.turn(garden)
+
+
+async def test_a_snippet_keeps_maths_tex_and_says_which_words_matched_accents_folded(chat):
+    """A newcomer's walk: "$$\\int_0^1 x^2\\,dx$$" showed as "$$\\int_0^1 x^2,dx$$" (the
+    TeX's thin space read as an escaped comma), and nothing said which words matched.
+    ``snippet_parts`` alternates text and matched words, as written ("Café" for "cafe")."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply(
+        "## Area\n\nThe **integral** $$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$ and inline $a\\,b$ cost \\$5 at the Café on the Straße."
+    )])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Show me")
+        await sock.turn(cid)
+    [hit] = await search(alice, "integral")
+    # The snippet's end cut the math: its TeX as written up to there.
+    assert hit["snippet"] == "Area The integral \\int_0^1 x^2\\,dx = \\frac{1}{3…", hit["snippet"]
+    assert hit["snippet_parts"] == ["Area The ", "integral", " \\int_0^1 x^2\\,dx = \\frac{1}{3…"]
+    [hit] = await search(alice, "inline")
+    assert "\\frac{1}{3} and inline a\\,b cost $5 at the" in hit["snippet"], hit["snippet"]  # its start cut
+    assert "$$" not in hit["snippet"] and "$a" not in hit["snippet"], hit["snippet"]
+    [hit] = await search(alice, "cafe strasse")
+    assert "".join(hit["snippet_parts"]) == hit["snippet"]
+    assert hit["snippet_parts"][1::2] == ["Café", "Straße"], hit["snippet_parts"]
+    assert "**" not in hit["snippet"] and "$$" not in hit["snippet"] and "#" not in hit["snippet"], hit["snippet"]

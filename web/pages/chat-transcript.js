@@ -297,6 +297,48 @@ function holdsWords(text, wanted) {
   return wanted.every(starts);
 }
 
+/** The words a search matched marked in an opened result's message, as the host matched
+ * them (folded, each as a word's start) and as its snippet marks them: the whole word.
+ * Done on text nodes with the DOM's own splitText, never by writing markup (the text is
+ * the member's or the model's); math (KaTeX's own markup) and controls are left alone. */
+function markWords(root, wanted) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, {
+    acceptNode: (text) => (text.parentElement?.closest(".katex, mark, button, svg, .visually-hidden") ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT),
+  });
+  const texts = [];
+  for (let text = walker.nextNode(); text; text = walker.nextNode()) texts.push(text);
+  const pattern = new RegExp(`(^|[^\\p{L}\\p{N}])(?:${wanted.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})[\\p{L}\\p{N}]*`, "gu");
+  for (const text of texts) {
+    // The folded text, and where each of its characters came from in the text as written.
+    const data = text.data;
+    let form = "";
+    const from = [];
+    for (let at = 0; at < data.length;) {
+      const character = String.fromCodePoint(data.codePointAt(at));
+      const folded = searchForm(character);
+      for (let i = 0; i < folded.length; i += 1) from.push(at);
+      form += folded;
+      at += character.length;
+    }
+    from.push(data.length);
+    const found = [];
+    for (const match of form.matchAll(pattern)) {
+      const start = from[match.index + match[1].length];
+      const end = from[match.index + match[0].length];
+      if (end > start) found.push([start, end]);
+    }
+    // From the last: splitting there leaves the earlier offsets as they were.
+    for (const [start, end] of found.reverse()) {
+      const word = text.splitText(start);
+      word.splitText(end - start);
+      const mark = document.createElement("mark");
+      mark.className = "search-word";
+      word.replaceWith(mark);
+      mark.append(word);
+    }
+  }
+}
+
 /** The blinking caret at the end of the text so far: inside the last paragraph,
  * list item or code block rather than on a line of its own. */
 function placeCaret(body, caret) {
@@ -451,6 +493,7 @@ export class Transcript {
     node.focus({ preventScroll: true });
     node.classList.add("search-hit");
     setTimeout(() => node.classList.remove("search-hit"), 2500);
+    markWords(node.querySelector(".msg-body") || node, wanted);
     node.addEventListener("blur", () => node.removeAttribute("tabindex"), { once: true });
     return true;
   }

@@ -8,6 +8,7 @@ import { el, followTypedDirection, link, present, uid } from "../lib/dom.js";
 import { errorString, t } from "../lib/i18n.js";
 import * as socket from "../lib/socket.js";
 import { button, confirmDialog, errorText, formatDate, notice, statusLine } from "../lib/ui.js";
+import { installShortcuts } from "./chat-shortcuts.js";
 import { isLive, showAgentTitle, taskStrip } from "./chat-tasks.js";
 import { appendDelta, Transcript } from "./chat-transcript.js";
 
@@ -18,6 +19,7 @@ const narrow = () => window.matchMedia("(max-width: 700px)").matches;
 
 let current = null; // the chat view on screen; a newer one replaces it
 let focusComposer = false; // "New conversation" opened the fresh composer: the next start page focuses it
+let focusSearch = false; // the search's shortcut, pressed where no list was on screen: the next start page focuses its search
 let deletedElsewhere = false; // the conversation on screen was deleted elsewhere: the next start page says so
 let startedHere = null; // the conversation the fresh composer's first message just created: its page says what it shows once attached
 // "All conversations" left this conversation: the next start page focuses its entry in
@@ -82,6 +84,19 @@ function debounce(fn, ms) {
 
 // -- the conversation list ------------------------------------------------------------------
 
+/** A search result's snippet: plain words (the host read its Markdown), the words the
+ * search matched marked. Text nodes only, never markup: the words are the member's and
+ * the model's. `snippet_parts` alternates text and matched words. */
+function snippetOf(c) {
+  const parts = Array.isArray(c.snippet_parts) ? c.snippet_parts : [c.snippet];
+  const words = parts.map((part, index) => (index % 2 ? el("mark", { text: part }) : String(part)));
+  if (!c.snippet_in_earlier_version) return el("span", { class: "conv-snippet" }, ...words);
+  // "In an earlier version: {snippet}", its snippet marked alike wherever a language puts it.
+  const slot = "\u0001";
+  const [before, after = ""] = t("chat.search_in_earlier_version", { snippet: slot }).split(slot);
+  return el("span", { class: "conv-snippet" }, before, ...words, after);
+}
+
 function conversationList(view) {
   const list = el("ul", { class: "conv-list" });
   const empty = el("p", { class: "muted small conv-empty" });
@@ -97,9 +112,10 @@ function conversationList(view) {
   };
   const search = el("input", {
     type: "search", class: "conv-search", placeholder: t("chat.search"), "aria-label": t("chat.search"), maxlength: "200", autocomplete: "off",
+    "aria-keyshortcuts": "Control+K /",
     props: { value: searched },
   });
-  const fresh = button(t("chat.new"), { kind: "primary new-conversation", onClick: () => view.newConversation() });
+  const fresh = button(t("chat.new"), { kind: "primary new-conversation", onClick: () => view.newConversation(), attrs: { "aria-keyshortcuts": "Control+Shift+O" } });
   fresh.prepend(el("span", { class: "plus", "aria-hidden": "true" }));
   const status = statusLine();
 
@@ -114,7 +130,7 @@ function conversationList(view) {
       const query = c.snippet ? search.value.trim() : "";
       // One found only in an earlier version opens at that version (openEarlierVersion).
       const target = query ? `${chatRoute(c.id)}?${new URLSearchParams(c.snippet_in_earlier_version ? { find: query, earlier: "1" } : { find: query, snippet: c.snippet })}` : chatRoute(c.id);
-      const shows = JSON.stringify([target, titleOf(c), c.running, c.updated_at, c.snippet, c.snippet_in_earlier_version, c.id === view.conversationId, document.documentElement.lang, new Date().toDateString()]);
+      const shows = JSON.stringify([target, titleOf(c), c.running, c.updated_at, c.snippet, c.snippet_parts, c.snippet_in_earlier_version, c.id === view.conversationId, document.documentElement.lang, new Date().toDateString()]);
       const had = entries.get(c.id);
       if (had?.shows === shows && !next.has(c.id)) { next.set(c.id, had); return had.node; }
       const anchor = link(target, "", { class: "conv-link", title: titleOf(c) });
@@ -123,7 +139,7 @@ function conversationList(view) {
         el("span", { class: "conv-meta" },
           c.running ? el("span", { class: "running-dot", title: t("chat.running"), "aria-label": t("chat.running") }) : null,
           el("time", { datetime: c.updated_at, text: shortDate(c.updated_at) })),
-        c.snippet ? el("span", { class: "conv-snippet", text: c.snippet_in_earlier_version ? t("chat.search_in_earlier_version", { snippet: c.snippet }) : c.snippet }) : null)); // where the words were found
+        c.snippet ? snippetOf(c) : null)); // where the words were found
       if (c.id === view.conversationId) anchor.setAttribute("aria-current", "page");
       const node = el("li", { "data-conversation-id": c.id }, anchor);
       if (!next.has(c.id)) next.set(c.id, { shows, node });
@@ -731,8 +747,10 @@ class ChatView {
       // Focus stays where the route put it (a keyboard's first Tab from there is the skip
       // link), unless "New conversation" brought the member here to write, or they have
       // just signed in to write (on a phone the keyboard would cover the page at once).
-      const focus = focusComposer || (this.ctx.arrived && !narrow());
+      const searching = focusSearch;
+      const focus = !searching && (focusComposer || (this.ctx.arrived && !narrow()));
       focusComposer = false;
+      focusSearch = false;
       const cameFrom = returnTo;
       returnTo = null;
       requestAnimationFrame(() => {
@@ -740,7 +758,8 @@ class ChatView {
         if (!page.isConnected) return;
         const entry = cameFrom && [...this.list.node.querySelectorAll("li[data-conversation-id]")]
           .find((item) => item.dataset.conversationId === cameFrom)?.querySelector("a");
-        if (entry && !focus) entry.focus();
+        if (searching) this.list.node.querySelector(".conv-search")?.focus();
+        else if (entry && !focus) entry.focus();
         else if (focus) this.composer.text.focus({ preventScroll: true });
       });
       return page;
@@ -1316,6 +1335,33 @@ export async function renderChat(ctx) {
   current.replay(events);
   return current.root;
 }
+
+/** The chat view on screen, or null (another page is). */
+const onScreen = () => (current?.root.isConnected ? current : null);
+const shown = (node) => Boolean(node?.isConnected && node.getClientRects().length);
+
+installShortcuts({
+  new: () => {
+    if (onScreen()) { onScreen().newConversation(); return true; }
+    focusComposer = true;
+    location.hash = "#chat";
+    return true;
+  },
+  search: () => {
+    const box = onScreen()?.list.node.querySelector(".conv-search");
+    if (shown(box)) { box.focus(); box.select(); return true; }
+    // Another page, or a phone's conversation (its list is on the start page).
+    focusSearch = true;
+    location.hash = "#chat";
+    return true;
+  },
+  composer: () => {
+    const box = onScreen()?.composer.text;
+    if (!shown(box)) return false;
+    box.focus();
+    return true;
+  },
+});
 
 /** The shell signs out: close the socket (and forget unsent messages and drafts on purpose). */
 export function endChat({ forget = false } = {}) {

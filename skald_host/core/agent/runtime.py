@@ -660,6 +660,8 @@ class MemberRuntime:
             ack = {"conversation_id": conversation_id, "queued": stored["queued"], "message_id": stored["message_id"]}
             if not stored["queued"]:
                 self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=described, scheduled=scheduled)
+            if "titled" in stored:
+                self.conversation_changed(stored["titled"])
             self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
             # Queued while a turn ran: if that turn ended meanwhile, the next one starts here,
             # from the inbox.
@@ -729,6 +731,8 @@ class MemberRuntime:
                 opening.abandon(Abandoned("a retry of a stored message", committed=False))
                 return stored
             self.emit("user_message", conversation_id, message_id=stored["message_id"], content=text, attachments=[], scheduled=scheduled)
+            if "titled" in stored:
+                self.conversation_changed(stored["titled"])
             self.core.buses.chat.publish(ChatEvent("user_message", self.member_id, conversation_id))
             try:
                 fresh = await member()

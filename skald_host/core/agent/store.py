@@ -397,7 +397,9 @@ class ConversationStore:
         title contains it (folded: ``search_form``; ``%`` and ``_`` are literal), then those whose
         messages hold all its words (FTS5, each word as a prefix), each of the latter with a
         ``snippet`` around the best match (and ``snippet_in_earlier_version`` when the words are
-        only in a version not shown). ``before``: the page after a row, as its
+        only in a version not shown), plain words, and the same as ``snippet_parts``: its
+        even entries the text between matches, its odd ones the words the search matched
+        (as written: "Café" for "cafe"), for the list to mark them. ``before``: the page after a row, as its
         ``(updated_at, id, by_content)`` (``by_content``: a search row found by its messages,
         one with a ``snippet``; ignored without ``search``)."""
         after = before[:2] if before else None
@@ -464,10 +466,11 @@ class ConversationStore:
                     continue
                 query, rowid, earlier = best[row["id"]]
                 snippet = conn.execute(
-                    "SELECT snippet(messages_fts, 0, '', '', '…', 12) FROM messages_fts WHERE messages_fts MATCH ? AND rowid = ?",
-                    (query, rowid),
+                    "SELECT snippet(messages_fts, 0, ?, ?, '…', 12) FROM messages_fts WHERE messages_fts MATCH ? AND rowid = ?",
+                    (MATCH_OPENS, MATCH_CLOSES, query, rowid),
                 ).fetchone()
-                found.append(row | {"snippet": plain_words(snippet[0]) if snippet else "", "snippet_in_earlier_version": earlier})
+                parts = marked_words(snippet[0]) if snippet else [""]
+                found.append(row | {"snippet": "".join(parts), "snippet_parts": parts, "snippet_in_earlier_version": earlier})
             return found
 
         if not search:
@@ -664,7 +667,10 @@ class ConversationStore:
         the message starts a turn, so the turn's streaming placeholder (``start_assistant``)
         is written in this commit too — one sync fewer before the first token; its id is
         ``placeholder_id``. A crash after the commit leaves what a crash after
-        ``start_assistant`` does: recovery marks the row interrupted and answers."""
+        ``start_assistant`` does: recovery marks the row interrupted and answers.
+        ``titled``: the conversation as committed when this message gave it its title
+        (else absent), for the runtime to announce: a client showing it has no other
+        way to learn the title (its list may be filtered by a search that hides it)."""
         title = clean_title(title)
 
         def write(conn: Any) -> dict[str, Any]:
@@ -695,7 +701,9 @@ class ConversationStore:
         def write_rows(conn: Any) -> tuple[dict[str, Any], list[int]]:
             stored = write(conn)
             if title and not stored["duplicate"]:
-                conn.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''", (title, frame.conversation_id))
+                named = conn.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''", (title, frame.conversation_id))
+                if named.rowcount:
+                    stored["titled"] = dict(conn.execute("SELECT * FROM conversations WHERE id = ?", (frame.conversation_id,)).fetchone())
             if stored["message_id"] is None or stored["duplicate"]:
                 return stored, []
             return stored, [stored["message_id"]] + ([stored["placeholder_id"]] if stored["placeholder_id"] else [])
@@ -1944,7 +1952,20 @@ def fts_words(text: str) -> list[str]:
 #: What is set aside before the syntax goes, kept as written: a code span's text
 #: (`__init__` is not emphasis) and a backslash-escaped character (\* is a star).
 _BACKTICKS = re.compile(r"`+")
-_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+#: Math as the chat draws it (web/lib/markdown.js): $$…$$, \[…\], $…$ (no space inside
+#: its ends, no digit after: "$5 and $10" is money) and \(…\). Its TeX is set aside as
+#: written, its delimiters go: read as Markdown, "$$\int_0^1 x^2\,dx$$" became
+#: "$$\int_0^1 x^2,dx$$" (the TeX's thin space taken for an escaped comma). Bounded
+#: lengths: each "$" or "\[" scans at most that far for its end.
+_MATH = re.compile(
+    r"\$\$([^$]{1,500}?)(?:\$\$|(?=…$))"  # or up to a snippet's end that cut it
+    r"|\\\[((?:[^\\\]]|\\[^\]]){1,500}?)\\\]"
+    r"|\$(?!\s)((?:\\.|[^\\\n$]){1,300}?)(?<!\s)\$(?!\d)"
+    r"|\\\(((?:\\.|[^\\\n]){1,300}?)\\\)"
+)
+#: Not "\\," "\\:" "\\;" "\\{" "\\}": Markdown allows them, but prose needs none of them, and
+#: in TeX cut from its math by a snippet's end they are spaces and braces.
+_ESCAPED = re.compile(r"\\([!-+\-./<-@\[-`|~])")
 _SET_ASIDE = re.compile(r"\x00(\d+)\x01")
 _MARKDOWN_SYNTAX = tuple((re.compile(pattern), replacement) for pattern, replacement in (
     # a link or an image: its words ("[" not in them: a scan from each "[" to the line's
@@ -1956,9 +1977,11 @@ _MARKDOWN_SYNTAX = tuple((re.compile(pattern), replacement) for pattern, replace
     (r"(?m)^[ \t]{0,3}(?:#{1,6}|>+|(?:[-*+]|\d{1,9}[.)])(?:[ \t]+\[[ xX]\])?)[ \t]+", ""),
     (r"\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?", " "),  # a table's rule row, a rule
     (r"\|", " "),  # table cells
-    (r"`+|\*\*|~~", ""),  # a code span the snippet cut, strong, struck
-    # emphasis: * or _ / __ at a word's edge, never inside one (snake_case, my__name)
-    (r"(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])|(?<!\w)__?(?=[^\s_])|(?<=[^\s_])__?(?!\w)", ""),
+    (r"`+|\*\*|~~|\$\$", ""),  # a code span or display math the snippet cut, strong, struck
+    # emphasis: * or _ / __ at a word's edge, never inside one (snake_case, my__name);
+    # a search's mark of a matched word (MATCH_OPENS, MATCH_CLOSES) is inside it
+    (r"(?<![\w*])(?<![\w*][\ue000\ue001])\*(?=\S)|(?<=\S)\*(?![\w*])(?![\ue000\ue001][\w*])"
+     r"|(?<!\w)(?<!\w[\ue000\ue001])__?(?=[^\s_])|(?<=[^\s_])__?(?!\w)(?![\ue000\ue001]\w)", ""),
 ))
 #: A code fence's line (``` or ~~~ and its info string, "```python"): gone first, or its
 #: backticks would read as a code span.
@@ -1971,6 +1994,29 @@ _SPACES = re.compile(r"\s+")
 #: their text's length on some inputs ("[" repeated: each scans to the line's end for
 #: its "]"), and a title is made on the event loop.
 PLAIN_WORDS_CHARS = 2000
+
+
+#: Where FTS5's ``snippet`` says a matched word begins and ends: characters of Unicode's
+#: private use area, which no keyboard types, read through ``plain_words`` like the
+#: words they hold (a mark inside a code span or math stays with its text).
+MATCH_OPENS, MATCH_CLOSES = "\ue000", "\ue001"
+
+
+def marked_words(snippet: str) -> list[str]:
+    """A snippet FTS5 marked (``MATCH_OPENS``/``MATCH_CLOSES``) as the words a reader sees,
+    split at the marks: even entries the text between matches, odd ones a matched word.
+    A mark left alone (its pair cut with the syntax around it) is dropped."""
+    parts, current, inside = [], [], False
+    for piece in re.split(f"([{MATCH_OPENS}{MATCH_CLOSES}])", plain_words(snippet)):
+        if piece == MATCH_OPENS and not inside or piece == MATCH_CLOSES and inside:
+            parts.append("".join(current))
+            current, inside = [], not inside
+        elif piece not in (MATCH_OPENS, MATCH_CLOSES):
+            current.append(piece)
+    parts.append("".join(current))
+    if inside:  # opened, never closed: the rest is text
+        parts[-2:] = [parts[-2] + parts[-1]]
+    return parts
 
 
 def title_from(text: str) -> str:
@@ -1990,8 +2036,8 @@ def plain_words(markdown: str) -> str:
 
 
 def _set_aside_verbatim(text: str, verbatim: list[str]) -> str:
-    """``text`` with its code spans' text and its backslash-escaped characters set aside
-    into ``verbatim`` (``\x00<n>\x01`` where each stood). A code span is a run of
+    """``text`` with its code spans' text, its math's TeX and its backslash-escaped
+    characters set aside into ``verbatim`` (``\x00<n>\x01`` where each stood). A code span is a run of
     backticks, the text after it on its line, and the next run of as many (CommonMark);
     escapes inside one are its text. Linear in the text: a regular expression searching
     from each backtick for a closing run held the event loop for 7 s on 5 KB of runs of
@@ -2018,13 +2064,19 @@ def _set_aside_verbatim(text: str, verbatim: list[str]) -> str:
 
     position, index = 0, 0
     escape = _ESCAPED.search(text)
+    math = _MATH.search(text)
     while True:
         while index < len(runs) and runs[index][0] < position:
             index += 1  # inside an escape's or a span's text: no run starts there
         if escape is not None and escape.start() < position:
             escape = _ESCAPED.search(text, position)
+        if math is not None and math.start() < position:
+            math = _MATH.search(text, position)
         run = runs[index] if index < len(runs) else None
-        if escape is not None and (run is None or escape.start() < run[0]):
+        # Math first where both start ("\[" is an escape too), an escape before it ("\$5").
+        if math is not None and (escape is None or math.start() <= escape.start()) and (run is None or math.start() < run[0]):
+            position = set_aside(math.start(), next(group for group in math.groups() if group is not None), math.end())
+        elif escape is not None and (run is None or escape.start() < run[0]):
             position = set_aside(escape.start(), escape[1], escape.end())
         elif run is None:
             break
