@@ -84,12 +84,13 @@ EVENT = {
         "data.message_id, data.idempotency_key, data.attachments), partial (the answer so far, whole text of the round; data.message_id names the round, a "
         "new one is a new answer after tool calls), answer (the final text), stopped (the member stopped the turn: text "
         "is what the answer had said; no answer follows), approval (a tool call waits: approval_id, tool, arguments), "
-        "approval_resolved (data.status), notification (background work: text), error (the turn failed: text), "
+        "approval_resolved (data.status), conversation_changed (one of this app's conversations was titled or renamed: "
+        "data.title), notification (background work: text), error (the turn failed: text), "
         "closed (the stream ends: the device was unlinked or the plugin stopped). answer, approval and notification "
         "also wait in the outbox: cursor is their place there."
     ),
     "properties": {
-        "kind": {"enum": ["hello", "typing", "member_message", "partial", "answer", "stopped", "approval", "approval_resolved", "notification", "error", "closed"]},
+        "kind": {"enum": ["hello", "typing", "member_message", "partial", "answer", "stopped", "approval", "approval_resolved", "conversation_changed", "notification", "error", "closed"]},
         "conversation_id": TEXT,
         "text": TEXT,
         "approval_id": TEXT,
@@ -493,12 +494,14 @@ def build_blueprint(host: HostApi) -> Blueprint:
     @blueprint.post("/uploads")
     @accepts({"type": "string", "format": "binary"}, content_type="application/octet-stream")
     @returns(_obj({"path": TEXT, "mime": TEXT, "size": {"type": "integer"}}), 201)
+    @returns(ERROR, 400, "an empty file (code upload_empty)")
     @returns(ERROR, 413)
     async def upload() -> Any:
         """Upload a photo or file (the raw bytes; ``?name=`` its file name,
         ``?conversation_id=`` where it goes); attach the returned path to a message. A
         file over a limit → 413 with ``code`` ``upload_too_large`` (``values.limit``) or
-        ``home_full`` (the member's disk limit: ``values.left``), sizes in bytes."""
+        ``home_full`` (the member's disk limit: ``values.left``), sizes in bytes; an
+        empty file → 400 ``upload_empty``."""
         name = request.args.get("name", "upload")[:200]
         conversation_id = request.args.get("conversation_id") or None
 
@@ -506,8 +509,24 @@ def build_blueprint(host: HostApi) -> Blueprint:
             # The body's chunks, written by the host as they come (contract 1.12): never
             # the whole file in memory. Read past the upload limit, the body raises what
             # the host answers with its 413 ``upload_too_large`` (not caught here), and
-            # a body cut off leaves no file.
-            return dict(await host.save_upload(member_id(), name, request.body, conversation_id=conversation_id)), 201
+            # a body cut off leaves no file. Its first bytes are waited for here: an
+            # empty body was stored as a file of nothing (labelled text/plain), which the
+            # model was then handed as the member's attachment.
+            chunks = request.body.__aiter__()
+            first = b""
+            async for chunk in chunks:
+                if chunk:
+                    first = chunk
+                    break
+            if not first:
+                return fail("err_upload_empty", 400)
+
+            async def whole() -> AsyncIterator[bytes]:
+                yield first
+                async for chunk in chunks:
+                    yield chunk
+
+            return dict(await host.save_upload(member_id(), name, whole(), conversation_id=conversation_id)), 201
 
         return await guarded(unlocked(work))
 

@@ -372,6 +372,8 @@ class MobileService:
                 self.codes.forget_member(member_id)  # a code shown before is not worth the new password
                 self.recheck_streams(member_id)
                 await self.forget_revoked(member_id)  # the host took their device tokens with them
+            elif event.kind == "chat" and event.data.get("type") == "conversation_changed":
+                await self._conversation_changed(member_id, event.data)
 
         self._watched[member_id] = self.host.subscribe_member(member_id, on_event)
 
@@ -382,6 +384,22 @@ class MobileService:
         if gone and event.subject_id:
             self.codes.forget_member(event.subject_id)
             await self.forget_revoked(event.subject_id, gone=True)
+
+    async def _conversation_changed(self, member_id: str, data: Mapping[str, Any]) -> None:
+        """A conversation's title changed (its first message named it, the web renamed
+        it): the open streams say so, so the app's header follows without a reload. Only
+        for this source's conversations: the member's bus carries the web's too, and a
+        channel shows only its own (``HostApi.conversations``)."""
+        conversation_id = data.get("conversation_id")
+        if not self._streams.get(member_id) or not isinstance(conversation_id, str):
+            return
+        try:
+            ours = any(row["id"] == conversation_id for row in await self.host.conversations(member_id, limit=200))
+        except (MemberLocked, ChannelRequestError):
+            return
+        if ours:
+            payload = {"kind": "conversation_changed", "conversation_id": conversation_id, "data": {"title": str(data.get("title") or "")}}
+            self._fan_out(member_id, payload)
 
     def recheck_streams(self, member_id: str) -> None:
         """Each open stream of the member checks at once that its device is still paired."""

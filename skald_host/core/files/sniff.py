@@ -11,6 +11,8 @@ UNKNOWN = "application/octet-stream"
 def sniff(head: bytes, *, complete: bool = False) -> str:
     """``head`` is the first few KiB; ``complete`` says it is the whole file (so a
     multi-byte character cut at the end is not taken for broken UTF-8)."""
+    if not head:
+        return UNKNOWN  # nothing says it is text: an empty ``x.bin`` was labelled text/plain
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
     if head.startswith(b"\xff\xd8\xff"):

@@ -380,6 +380,7 @@ async function listScreen() {
     conversations = (await call("GET", "/conversations")).conversations;
     remember((stored) => {
       stored.conversations = conversations;
+      stored.listedAt = Date.now();
       // Copies of conversations no longer listed (deleted elsewhere) go with them.
       const listed = new Set(conversations.map((c) => c.id));
       for (const id of Object.keys(stored.messages || {})) if (!listed.has(id)) delete stored.messages[id];
@@ -826,6 +827,7 @@ async function chatScreen(id) {
       const bytes = (value) => (typeof value === "number" ? sizeText(value) : null);
       if (error.code === "upload_too_large") toast(t("upload_too_large", { name: chosen.name, size: bytes(error.values?.limit) ?? error.values?.size ?? "" }));
       else if (error.code === "home_full") toast(t("home_full", { name: chosen.name, left: bytes(error.values?.left) ?? "" }));
+      else if (error.code === "upload_empty") toast(t("upload_empty", { name: chosen.name }));
       else handle(error);
       return null;
     }
@@ -935,7 +937,7 @@ async function chatScreen(id) {
     }
   }
   if (!current || current.id !== id) return;
-  if (data.conversation?.title) title.textContent = data.conversation.title;
+  showTitle(id, data.conversation?.title);
   draw(data);
   composer.hidden = !online; // opened offline: read-only until the server answers again
   showOnline();
@@ -1019,16 +1021,33 @@ async function speak(text) {
 // The read-only copy the app opens offline: refreshed whenever an answer lands
 // (`redraw`: and the open chat drawn from it).
 async function keepCopy(id, redraw = false) {
+  const asked = Date.now();
   try {
     const data = await call("GET", `/conversations/${encodeURIComponent(id)}`);
     remember((stored) => {
+      // A list read since this was asked no longer names it (deleted meanwhile): the
+      // answer arriving late must not bring the copy back.
+      if ((stored.listedAt || 0) >= asked && !(stored.conversations || []).some((c) => c.id === id)) return;
       stored.messages = stored.messages || {};
       stored.messages[id] = data.messages;
     });
+    showTitle(id, data.conversation?.title);
     if (redraw && current && current.id === id && !current.running) draw(data);
   } catch (error) {
     if (gone(error)) conversationGone(id); // else the copy stays as it was
   }
+}
+
+// The conversation's title, as the server gave it (its first message names it, the web
+// renames it): the open chat's header and the kept list take it. A new chat's header
+// said "New chat" until the app was reloaded: only opening a chat read its title.
+function showTitle(id, text) {
+  if (!id || typeof text !== "string" || !text.trim()) return;
+  if (current && current.id === id) title.textContent = text;
+  remember((stored) => {
+    const kept = (stored.conversations || []).find((c) => c.id === id);
+    if (kept) kept.title = text;
+  });
 }
 
 function setRunning(running) {
@@ -1243,6 +1262,12 @@ async function onEvent(event) {
     case "notification":
       toast(event.text);
       break;
+    case "conversation_changed":
+      // Titled by its first message, or renamed elsewhere (the web): said as it happens.
+      // (Today's host may not say it for a first message: the copy read as the turn
+      // ends, keepCopy, brings the title then.)
+      showTitle(event.conversation_id, event.data?.title);
+      return;
     default:
       return;
   }
