@@ -90,6 +90,10 @@ class ServerSettings:
     tls_key: Path | None = None
     max_body_bytes: int = 10 * 1024 * 1024
     websocket_max_message_bytes: int = 1024 * 1024
+    # One member's open WebSockets at once (check H3): each socket encodes and compresses
+    # every event of theirs on the event loop, so a hundred tabs held up every member for
+    # seconds per large answer. A member has one per tab (two is usual); the next is closed.
+    websocket_max_per_member: int = 20
     # Slow clients (check H3): a request whose headers are not complete within
     # header_timeout_seconds is dropped, one whose body stalls gets 408.
     header_timeout_seconds: float = 5.0
@@ -562,6 +566,7 @@ BOUNDS: dict[str, Bound] = {
     "server.port": Bound(1, 65535),
     "server.max_body_bytes": Bound(1024, _GIB),
     "server.websocket_max_message_bytes": Bound(1024, _GIB),
+    "server.websocket_max_per_member": Bound(1, 1000),
     "server.header_timeout_seconds": Bound(0, 3600, above=True),
     "server.body_timeout_seconds": Bound(0, 3600, above=True),
     # The lows are the Argon2id floor (checked first, with its own message); the highs

@@ -16,6 +16,13 @@
 //
 // Streaming (MarkdownStream): the blocks an answer has finished are rendered once and
 // kept; only the last block, still growing, is rendered again on each update.
+//
+// Bounded work per message: marked has no limit of its own, and a hostile answer froze the
+// tab (400 kB of "*a" and "_a": one 29 s task; a list 1,000 deep: 16 s; 5 MB of "x": 4 s;
+// 5,000 formulas: every page switch after it 8-15 s). A message longer than PLAIN_ABOVE
+// characters, or nested deeper than MAX_NESTING, is shown as plain text (selectable and
+// copyable as ever) with a button that formats it on demand; at most MAX_MATH formulas of a
+// message are drawn by KaTeX, the rest show their TeX. A streamed answer keeps to the same.
 import { Marked, Tokenizer } from "../vendor/marked/marked.esm.js";
 import DOMPurify from "../vendor/dompurify/purify.es.js";
 import hljs from "../vendor/highlight/highlight.min.js";
@@ -163,9 +170,11 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
-/** Sanitised nodes for HTML that marked made; math and code blocks finished. */
-function toFragment(html) {
+/** Sanitised nodes for HTML that marked made; math (up to `mathBudget` formulas) and code
+ * blocks finished. */
+function toFragment(html, mathBudget = MAX_MATH) {
   const fragment = DOMPurify.sanitize(html, PURIFY);
+  capMath(fragment, mathBudget);
   renderMath(fragment);
   for (const box of fragment.querySelectorAll("li > input")) {
     box.type = "checkbox";
@@ -262,14 +271,101 @@ function addCodeCopy(pre) {
   scrollableRegion(pre, language ? t("chat.code_named", { language }) : t("chat.code"));
 }
 
+// -- limits ------------------------------------------------------------------------------
+
+/** Longer messages are plain text until asked: ~0.3 s of marked's worst case here, far
+ * above a long ordinary answer (a few thousand words). */
+export const PLAIN_ABOVE = 50_000;
+/** Deeper nesting (lists, quotes) is plain text: marked's work grows with depth squared. */
+export const MAX_NESTING = 16;
+/** KaTeX draws at most this many formulas per message; the rest show their TeX. */
+export const MAX_MATH = 100;
+
+// A line opening more than MAX_NESTING levels: indented past them (a list item per ~2-4
+// columns) or that many ">" / list markers in a row.
+const DEEP = new RegExp(`^(?:[ \\t]{${MAX_NESTING * 4},}\\S|(?:[ \\t]{0,3}(?:>|[-*+]|\\d{1,9}[.)])[ \\t]){${MAX_NESTING},})`, "m");
+
+/** Why `text` is shown as plain text ("long", "deep"), or null when it is formatted. */
+export function tooHeavy(text) {
+  if (text.length > PLAIN_ABOVE) return "long";
+  return DEEP.test(text) ? "deep" : null;
+}
+
+/** A plain-text view shows this much at first: laying out 5 MB of text took seconds too. */
+export const PLAIN_SHOWN = 200_000;
+
+/** The plain-text view of a heavy message, with a button that formats it on demand (and
+ * one that shows all of it, when it is longer than PLAIN_SHOWN). `view.text` is the whole
+ * message; a stream sets it as the message grows. */
+function plainView(text, why) {
+  const body = document.createElement("div");
+  body.className = "md-plain";
+  body.textContent = text.slice(0, PLAIN_SHOWN);
+  const note = document.createElement("p");
+  note.className = "md-plain-note";
+  const say = document.createElement("span");
+  say.textContent = t(why === "long" ? "chat.plain_long" : "chat.plain_deep", { count: text.length });
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "btn quiet small";
+  button.textContent = t("chat.show_formatted");
+  const whole = document.createElement("button");
+  whole.type = "button";
+  whole.className = "btn quiet small";
+  whole.textContent = t("chat.show_whole_text");
+  note.append(say, " ", button, " ", whole);
+  const view = document.createElement("div");
+  view.className = "md-plain-view";
+  view.append(note, body);
+  view.text = text;
+  view.showWhole = () => { whole.hidden = view.text.length <= PLAIN_SHOWN; };
+  view.showWhole();
+  whole.addEventListener("click", () => { body.textContent = view.text; view.whole = true; whole.remove(); });
+  button.addEventListener("click", () => {
+    button.disabled = true;
+    button.textContent = t("chat.formatting");
+    // A moment first, so "Formatting…" shows before the long task starts.
+    setTimeout(() => view.replaceWith(...formatted(view.text)), 30);
+  });
+  return view;
+}
+
+/** A stream's plain-text view grown to `text`: only what is new is added to the page. */
+function growPlain(view, text) {
+  const body = view.querySelector(".md-plain");
+  const shown = view.whole ? text.length : Math.min(text.length, PLAIN_SHOWN);
+  const had = view.whole ? view.text.length : Math.min(view.text.length, PLAIN_SHOWN);
+  if (shown > had) body.append(text.slice(had, shown));
+  view.text = text;
+  view.showWhole?.();
+}
+
+/** TeX past the message's budget stays source: `$…$` as written, not drawn. */
+function capMath(fragment, budget) {
+  let left = budget;
+  for (const node of fragment.querySelectorAll(".md-math[data-tex]")) {
+    if (left > 0) { left -= 1; continue; }
+    const display = node.classList.contains("display");
+    node.textContent = display ? `$$${node.dataset.tex}$$` : `$${node.dataset.tex}$`;
+    node.removeAttribute("data-tex");
+    node.classList.add("md-math-source");
+  }
+}
+
 // -- rendering ---------------------------------------------------------------------------
 
 const normalise = (text) => String(text ?? "").replace(/\r\n?/g, "\n");
 
-/** Markdown text → an array of DOM nodes. */
-export function renderMarkdown(text) {
+function formatted(text) {
   highlighting = true;
-  return [...toFragment(marked.parse(normalise(text))).childNodes];
+  return [...toFragment(marked.parse(text), MAX_MATH).childNodes];
+}
+
+/** Markdown text → an array of DOM nodes (a heavy message: its plain-text view). */
+export function renderMarkdown(text) {
+  const source = normalise(text);
+  const why = tooHeavy(source);
+  return why ? [plainView(source, why)] : formatted(source);
 }
 
 /**
@@ -287,6 +383,8 @@ export class MarkdownStream {
     this.text = "";
     this.stable = 0; // characters of text rendered as finished blocks
     this.tail = [];
+    this.math = MAX_MATH; // formulas the finished blocks may still draw
+    this.plain = null; // a heavy answer's plain-text view, once it became one
     this.owned = true; // the container holds what this stream rendered, nothing else
     this.container.replaceChildren();
   }
@@ -299,6 +397,20 @@ export class MarkdownStream {
   update(raw) {
     const text = normalise(raw);
     if (!this.owned || !text.startsWith(this.text.slice(0, this.stable))) this.reset();
+    if (this.plain && !text.startsWith(this.text)) this.reset();
+    const why = this.plain ? "long" : tooHeavy(text);
+    if (why) {
+      // Heavy: plain text from here on, grown by what is new rather than set again.
+      if (!this.plain) {
+        this.plain = plainView(text, why);
+        this.tail = [];
+        this.container.replaceChildren(this.plain);
+      } else {
+        growPlain(this.plain, text);
+      }
+      this.text = text;
+      return;
+    }
     this.text = text;
     const rest = text.slice(this.stable);
     const tokens = marked.lexer(rest);
@@ -309,7 +421,8 @@ export class MarkdownStream {
     const consumed = finished.map((token) => token.raw).join("");
     if (finished.length && rest.startsWith(consumed)) {
       finished.links = tokens.links;
-      const done = toFragment(marked.parser(finished));
+      const done = toFragment(marked.parser(finished), this.math);
+      this.math = Math.max(0, this.math - done.querySelectorAll(".md-math:not(.md-math-source)").length);
       for (const node of this.tail) node.remove();
       this.tail = [];
       this.container.append(done);
@@ -318,7 +431,7 @@ export class MarkdownStream {
       open.links = tokens.links;
     }
     highlighting = false;
-    const fragment = toFragment(marked.parser(open));
+    const fragment = toFragment(marked.parser(open), this.math);
     highlighting = true;
     for (const node of this.tail) node.remove();
     this.tail = [...fragment.childNodes];

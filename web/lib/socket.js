@@ -10,6 +10,9 @@
 // many messages at once) keeps the message in the outbox, and it is sent again after
 // that many seconds.
 // A close with 1008 means the session ended: sign-in.
+// A close with 4029 means the member has too many tabs open (each holds a socket, and the
+// server takes only so many): the state is "refused", and the tab tries again only when it
+// is looked at again or asked to send, never in a loop.
 // A connection can die without a close (the network gone, a laptop asleep, a proxy that
 // dropped it): the socket stays OPEN and nothing arrives. So every ping expects an
 // answer (the server's pong, or any message) within PONG_TIMEOUT_MS; without one the
@@ -31,7 +34,8 @@ const listeners = new Set();
 const stateListeners = new Set();
 let socket = null;
 let wanted = false;
-let state = "idle"; // idle | connecting | open | reconnecting
+let state = "idle"; // idle | connecting | open | reconnecting | refused
+const TOO_MANY_SOCKETS = 4029;
 let attempt = 0;
 let everOpened = false;
 let retryTimer = null;
@@ -144,6 +148,13 @@ function open() {
     pongTimer = null;
     if (!wanted) return;
     if (event.code === 1008) { stop(); signalSessionLost(event.reason || null); return; }
+    if (event.code === TOO_MANY_SOCKETS) {
+      clearTimeout(retryTimer);
+      attempt = 0;
+      setState("refused");
+      dispatch({ type: "socket_closed", code: event.code });
+      return;
+    }
     setState("reconnecting");
     // 1001: the server is stopping (it cut the running answers, and said so first).
     dispatch({ type: "socket_closed", code: event.code });

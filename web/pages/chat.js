@@ -816,9 +816,9 @@ class ChatView {
   }
 
   onSocketState(state) {
-    const down = state === "reconnecting";
+    const down = state === "reconnecting" || state === "refused";
     this.connection.hidden = !down;
-    this.connection.textContent = down ? t("chat.reconnecting") : "";
+    this.connection.textContent = state === "refused" ? t("chat.too_many_tabs") : down ? t("chat.reconnecting") : "";
     this.transcript.connection(state === "open");
   }
 

@@ -204,6 +204,63 @@ async def _current(core: Any, member: Any) -> Any:
 
 
 POLICY_VIOLATION = 1008
+#: Closed at once: the member has ``server.websocket_max_per_member`` sockets open already.
+#: The page says so and does not reconnect by itself (a close it would retry in a loop).
+TOO_MANY_SOCKETS = 4029
+TOO_MANY_SOCKETS_REASON = "too_many_sockets"
+
+
+class MemberSockets:
+    """Each member's open sockets, and the frame their sockets last encoded.
+
+    Every socket of a member gets the same events, and each socket's writer encoded them
+    itself on the event loop: with a hundred tabs a large answer was encoded a hundred
+    times per chunk and every other member waited seconds (a hostile-input probe). So a
+    member has at most ``limit`` sockets, and a batch of the very same events (the same
+    objects, which one publish hands every subscription) is encoded once: the next
+    socket that drained them sends the text the first one made."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open: dict[str, int] = {}
+        self._last: dict[str, tuple[list[UserEvent], str | None]] = {}
+
+    def join(self, member_id: str) -> bool:
+        """Count one more socket of the member's; ``False`` (not counted) past the limit."""
+        if self.open.get(member_id, 0) >= self.limit:
+            return False
+        self.open[member_id] = self.open.get(member_id, 0) + 1
+        return True
+
+    def leave(self, member_id: str) -> None:
+        left = self.open.get(member_id, 1) - 1
+        if left > 0:
+            self.open[member_id] = left
+        else:
+            self.open.pop(member_id, None)
+            self._last.pop(member_id, None)
+
+    def frame(self, member_id: str, drained: list[UserEvent]) -> str | None:
+        """The text to send for the events a socket drained (``None``: nothing to send),
+        shared with the member's other sockets that drained the same ones."""
+        last = self._last.get(member_id)
+        if last is not None and len(last[0]) == len(drained) and all(a is b for a, b in zip(last[0], drained)):
+            return last[1]
+        # Not "sessions_revoked": a socket whose own session ended is closed with 1008
+        # (``revoked``), and the one a password change keeps must not read it as its end.
+        events = [e for e in coalesce_tokens(drained) if e.kind != "sessions_revoked"]
+        text = encode(batch(events)) if events else None
+        self._last[member_id] = (drained, text)  # holding the events keeps their ids unique
+        return text
+
+
+def member_sockets() -> MemberSockets:
+    """The app's ``MemberSockets``, made on first use with the configured limit."""
+    found = current_app.extensions.get("skald.member_sockets")
+    if found is None:
+        limit = current_app.config["SKALD_SETTINGS"].server.websocket_max_per_member
+        found = current_app.extensions["skald.member_sockets"] = MemberSockets(limit)
+    return found
 #: How long a graceful stop lets a socket send what the turns it cut said, at most.
 STOP_FLUSH_SECONDS = 3.0
 
@@ -219,20 +276,32 @@ async def member_socket() -> None:
         why.append(reason)
         revoked.set()
 
-    # Refused for a session that ended since this request's check: it would never be told.
-    if not core.auth.sessions.watch(principal.session, ended):
-        revoked.set()
-    subscription = core.buses.members.subscribe(principal.member.id)
+    sockets = member_sockets()
+    if not sockets.join(principal.member.id):
+        # Accepted to be closed: a refused handshake reaches the page as 1006, no reason.
+        log.warning("member %s: WebSocket refused, %d open already", principal.member.id, sockets.limit)
+        await websocket.accept()
+        await websocket.close(TOO_MANY_SOCKETS, TOO_MANY_SOCKETS_REASON)
+        return
     try:
-        await _serve(principal, core, subscription, revoked, why)
+        # Refused for a session that ended since this request's check: it would never be told.
+        if not core.auth.sessions.watch(principal.session, ended):
+            revoked.set()
+        subscription = core.buses.members.subscribe(principal.member.id)
+        try:
+            await _serve(principal, core, subscription, revoked, why, sockets)
+        finally:
+            # Also when the client left while the socket was being set up (Quart cancels the
+            # handler then): the subscription and the listener outlived such a socket.
+            subscription.close()
+            core.auth.sessions.unwatch(principal.session, ended)
     finally:
-        # Also when the client left while the socket was being set up (Quart cancels the
-        # handler then): the subscription and the listener outlived such a socket.
-        subscription.close()
-        core.auth.sessions.unwatch(principal.session, ended)
+        sockets.leave(principal.member.id)
 
 
-async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.Event, why: list[str]) -> None:
+async def _serve(
+    principal: Any, core: Any, subscription: Any, revoked: asyncio.Event, why: list[str], sockets: MemberSockets
+) -> None:
     """The member's socket once its subscription and revocation listener are set up."""
     await websocket.accept()
     if allowed(principal.member, "chat.use"):
@@ -247,13 +316,11 @@ async def _serve(principal: Any, core: Any, subscription: Any, revoked: asyncio.
             if time.monotonic() - subscription.waiting_since > BUSY_SECONDS:
                 for _ in range(COALESCE_ITERATIONS):
                     await asyncio.sleep(0)  # other streams' chunks of these passes join the frame
-            # Not "sessions_revoked": a socket whose own session ended is closed with 1008
-            # (``revoked``), and the one a password change keeps must not read it as its end.
-            events = [e for e in coalesce_tokens([event, *subscription.drain()]) if e.kind != "sessions_revoked"]
-            if events:
+            text = sockets.frame(principal.member.id, [event, *subscription.drain()])
+            if text is not None:
                 sending[0] = True
                 try:
-                    await send(encode(batch(events)))
+                    await send(text)
                 finally:
                     sending[0] = False
 
