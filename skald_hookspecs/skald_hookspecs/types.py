@@ -318,6 +318,22 @@ class ToolContext:
     cancelled: Any = None  # an asyncio.Event set when the turn is stopped
     host: Any = None  # the HostApi of the plugin that registered the tool
     turn: TurnApi | None = None
+    #: What ``mark_untrusted`` was told during this call (read by the host after it).
+    untrusted_sources: list[str] = field(default_factory=list, repr=False, compare=False)
+
+    def mark_untrusted(self, source: str = "") -> None:
+        """Say that this call's result carries text from outside the member's control
+        (a web page, another member's file, a message from a stranger): from then on,
+        every side-effecting call (``restart`` not ``"rerun"``) this conversation's
+        frame proposes that the rules would allow asks the member first (check E2: an
+        injection in that text must not act unasked), and the approval card says why.
+        It is never cleared for the frame, survives a restart, passes to sub-agents the
+        frame starts and to the frame a tainted sub-agent answers. ``source``: a few
+        words naming where the text came from (a path, a host name), shown on the card
+        after the tool's name. Call it before returning, also when the call fails with
+        outside text in its error. A tool whose results always carry outside text sets
+        ``Tool.untrusted_output`` instead. Since 1.18."""
+        self.untrusted_sources.append(source if isinstance(source, str) else str(source))
 
 
 class ToolError(Exception):
@@ -373,7 +389,13 @@ class Tool:
     one). The host offers the tool and starts each of its calls only while the
     member's role holds it, asked at that moment from the member as the host knows
     them now (a role change applies before its request answers), as for its own
-    tools. A name the host does not know is refused at registration."""
+    tools. A name the host does not know is refused at registration.
+
+    ``untrusted_output`` (since 1.18): every result of this tool carries text from
+    outside the member's control (a connector's service, a fetched page, a message
+    from someone else). Once such a result entered a conversation, its side-effecting
+    calls that the rules allow ask the member first (see
+    ``ToolContext.mark_untrusted``, which says the same for one call)."""
 
     name: str
     description: str
@@ -382,6 +404,7 @@ class Tool:
     concurrency_safe: bool = False
     restart: Literal["rerun", "mark_interrupted"] = "mark_interrupted"
     capability: str | None = None
+    untrusted_output: bool = False
 
 
 # The system-agent contract lives in ``skald_hookspecs.system_agents`` (since 1.3, with

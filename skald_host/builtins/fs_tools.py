@@ -39,12 +39,35 @@ async def _files(ctx: ToolContext) -> Any:
     return await ctx.host.member_files(ctx.member_id)
 
 
+#: Where other members write too: what a read there returns is outside text (check E2).
+OUTSIDE_PREFIXES = ("shared/", "projects/")
+
+
+def _outside(agent_path: str) -> bool:
+    return agent_path in ("shared", "projects", "shared-memory") or agent_path.startswith((*OUTSIDE_PREFIXES, "shared-memory/"))
+
+
+async def _mark_if_outside(ctx: ToolContext, files: Any, path: str, found: list[str] = ()) -> None:
+    """A read of a shared folder, a project or the shared notes (or one that found files
+    there): its result may carry another member's words, so the turn's side-effecting
+    calls ask first from now on (``ToolContext.mark_untrusted``)."""
+    try:
+        agent_path = (await files.resolve(path)).agent_path
+    except Exception:  # the read itself said what was wrong; nothing was read
+        agent_path = ""
+    # A home listing shows the bare ``shared``/``projects`` entries: names only it has.
+    hit = agent_path if _outside(agent_path) else next((name for name in found if name.startswith((*OUTSIDE_PREFIXES, "shared-memory/"))), None)
+    if hit:
+        ctx.mark_untrusted(hit)
+
+
 async def read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     path = _text(args, "path")
     start, end = _int(args, "start_line"), _int(args, "end_line")
     if start and end and end < start:
         raise ToolError("'end_line' must not be before 'start_line'")
     files = await _files(ctx)
+    await _mark_if_outside(ctx, files, path)
     if start is None and end is None:
         text = await files.read_text(path)
         if not text:
@@ -89,7 +112,9 @@ async def list_files(args: Mapping[str, Any], ctx: ToolContext) -> str:
     recursive = args.get("recursive", False)
     if not isinstance(recursive, bool):
         raise ToolError("'recursive' must be true or false")
-    entries = await (await _files(ctx)).list(path, recursive=recursive)
+    files = await _files(ctx)
+    entries = await files.list(path, recursive=recursive)
+    await _mark_if_outside(ctx, files, path, [entry["path"] for entry in entries])
     if not entries:
         return f"{path} is empty."
     lines = []
@@ -105,7 +130,9 @@ async def list_files(args: Mapping[str, Any], ctx: ToolContext) -> str:
 async def search_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     path = _text(args, "path")
     ignore_case = bool(args.get("ignore_case", False))
-    hits = await (await _files(ctx)).search_file(path, _text(args, "text"), ignore_case=ignore_case)
+    files = await _files(ctx)
+    hits = await files.search_file(path, _text(args, "text"), ignore_case=ignore_case)
+    await _mark_if_outside(ctx, files, path)
     if not hits:
         return f"No line of {path} contains that text."
     return "\n".join(f"{n}: {line}" for n, line in hits)
@@ -114,9 +141,11 @@ async def search_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
 async def grep_files(args: Mapping[str, Any], ctx: ToolContext) -> str:
     path = _text(args, "path", required=False) or "."
     glob = _text(args, "glob", required=False) or None
-    matches, capped = await (await _files(ctx)).grep(
+    files = await _files(ctx)
+    matches, capped = await files.grep(
         _text(args, "pattern"), path, glob=glob, ignore_case=bool(args.get("ignore_case", False))
     )
+    await _mark_if_outside(ctx, files, path, [name for name, _, _ in matches])
     if not matches:
         return "No matches." + (" (the search stopped at its file limit)" if capped else "")
     text = "\n".join(f"{name}:{n}: {line}" for name, n, line in matches)

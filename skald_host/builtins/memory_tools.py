@@ -23,6 +23,9 @@ async def memory_search(args: Mapping[str, Any], ctx: ToolContext) -> str:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RESULTS:
         raise ToolError(f"'limit' must be a whole number from 1 to {MAX_RESULTS}")
     hits = await ctx.host.memory().search(ctx.member_id, query, limit)
+    shared = next((hit.path for hit in hits if hit.path.startswith("shared-memory/")), None)
+    if shared is not None:  # a shared note's words may be another member's (check E2)
+        ctx.mark_untrusted(shared)
     if not hits:
         return f"No memory note has all of {query.strip()!r}; try fewer or other words."
     lines = [f"{len(hits)} note(s), best match first (read one with read_file):"]

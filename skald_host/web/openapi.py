@@ -203,6 +203,11 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "arguments": {"type": "string", "description": "the call's arguments as JSON text"},
             "frame_id": {**ID, "description": "the frame whose call this is"},
             "agent": {**NULLABLE_TEXT, "description": "the helper (sub-agent) whose call this is; null for the conversation's own agent"},
+            "untrusted": {
+                "type": ["object", "null"],
+                "description": "why a call the rules would allow asks: text from outside entered its frame ({kind, values};"
+                " kind shared_note, tool or upload); null when it did not",
+            },
         },
         description="A tool call waiting for the member's decision.",
     ),

@@ -1678,8 +1678,10 @@ export class Transcript {
     const helper = this.helperOf(approval);
     const asker = el("span", { text: t("chat.approval_question_before") });
     const question = el("p", { class: "approval-question" }, asker, el("code", { text: name }), t("chat.approval_question_after"));
+    const why = untrustedReason(approval.untrusted);
     const node = el("div", { class: "approval", role: "group", "aria-label": t("chat.approval_label", { tool: name }), "data-approval-id": id },
       question,
+      ...(why ? [el("p", { class: "approval-untrusted", text: why })] : []),
       scrollableRegion(el("pre", { class: "tool-args", text: prettyArguments(approval.arguments) }), t("chat.tool_arguments_of", { tool: name })),
       actions, status);
     const panel = {
@@ -1707,6 +1709,7 @@ export class Transcript {
         actions.remove();
         question.remove();
         node.querySelector(".tool-args")?.remove();
+        node.querySelector(".approval-untrusted")?.remove();
         // Said once: resolved again (the call's own end, another tab's event), the same
         // words set again were read out again.
         const said = decisionLabel(decision);
@@ -1834,4 +1837,18 @@ export class Transcript {
   expireOpenApprovals() {
     for (const panel of this.approvals.values()) if (panel.pending) panel.resolve("expired");
   }
+}
+
+
+// Why a card asks that a rule would have allowed: untrusted text is in the
+// conversation (check E2). ``untrusted``: {kind, values} from the server, or null.
+function untrustedReason(untrusted) {
+  if (!untrusted || typeof untrusted !== "object") return "";
+  const values = untrusted.values || {};
+  const source = untrusted.kind === "shared_note" ? t("chat.untrusted_shared_note", { path: values.path || "" })
+    : untrusted.kind === "upload" ? t("chat.untrusted_upload", { name: values.name || "" })
+    : untrusted.kind === "tool" ? (values.detail ? t("chat.untrusted_tool_detail", { tool: values.tool || "", detail: values.detail })
+      : t("chat.untrusted_tool", { tool: values.tool || "" }))
+    : t("chat.untrusted_unknown");
+  return t("chat.approval_untrusted", { source });
 }

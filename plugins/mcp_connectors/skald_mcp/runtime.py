@@ -729,7 +729,11 @@ def make_tool(
             if settle is not None:
                 await settle()
 
-    return Tool(name or tool_names(server, [remote])[remote], f"[{server}] {description}", schema, run, capability=capability)
+    # A connector's answer is the outside service's text (a page, a mail, an issue):
+    # after one, a side-effecting call the rules allow asks first (check E2).
+    return Tool(
+        name or tool_names(server, [remote])[remote], f"[{server}] {description}", schema, run, capability=capability, untrusted_output=True,
+    )
 
 
 #: The failures the page explains in a sentence (``cause_<name>`` in strings.py),

@@ -101,11 +101,19 @@ async def state(client: SkaldClient, cid: str) -> dict[str, Any]:
     return response.json()
 
 
-async def finished(client: SkaldClient, cid: str) -> list[dict[str, Any]]:
-    """Wait until the conversation's turn is over; its messages."""
+async def finished(client: SkaldClient, cid: str, *, approve_outside: bool = True) -> list[dict[str, Any]]:
+    """Wait until the conversation's turn is over; its messages. ``approve_outside``:
+    meanwhile the member approves each card raised because a connector's answer (outside
+    text, check E2) is in the conversation — a connector call the rules allow asks
+    after one; these tests are about the connector, not that gate
+    (``test_connector_results_are_outside_text.py`` is)."""
 
     async def done() -> Any:
         body = await state(client, cid)
+        if approve_outside:
+            for approval in body["approvals"]:
+                if approval.get("untrusted") and approval["status"] == "pending":
+                    await client.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
         last = body["messages"][-1] if body["messages"] else None
         idle = not body["running"] and not body["queued"] and last is not None and last["role"] == "assistant" and last["status"] != "streaming"
         return body["messages"] if idle else None

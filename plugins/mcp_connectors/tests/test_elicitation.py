@@ -9,7 +9,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from mcp_support import BASE, Setup, allow, calls, eventually, finished, new_conversation, send, state
+from mcp_support import BASE, Setup, allow, calls, card, decide, eventually, finished, new_conversation, send, state
 from skald_host.testing import Reply, ToolCall
 from skald_host.testing.host import MEMBER_PASSWORD
 from test_connectors_page import TAG
@@ -58,6 +58,11 @@ async def test_a_servers_question_reaches_the_member_and_only_the_server_gets_th
     assert await pending(alice) == []
 
     await send(alice, cid, "Again.")
+    # The first answer (the connector's, outside text) is in the conversation now: the
+    # second call, allowed by the rule, asks first (check E2); the member approves it.
+    forced = await card(alice, cid)
+    assert forced["untrusted"]["values"]["tool"] == "demo__ask"
+    await decide(alice, forced["id"])
     asked = await eventually(lambda: pending(alice), what="the second question")
     # Declined from the conversation's card this time (the host's route).
     response = await alice.post(f"/api/questions/{asked[0]['id']}", json={"action": "decline"})

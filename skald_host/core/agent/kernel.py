@@ -933,6 +933,8 @@ class Kernel:
                 return 0
             if not isinstance(arguments, dict) or decide(rules, call.name, arguments, self.runtime.member_groups) != "allow":
                 return 0
+            if await self._forced_to_ask(scope, offered[call.name], "allow") is not None:
+                return 0  # allowed by the rules, but outside text is in the frame: it asks (execute_one)
         return len(starting)
 
     async def execute_calls(
@@ -1258,13 +1260,16 @@ class Kernel:
             decision = decide(await self.chat.rules.rules(), call["name"], arguments, self.runtime.member_groups)
             if decision == "deny":
                 return "denied", HOST_RESULTS["rule"]
+            untrusted = await self._forced_to_ask(scope, registered, decision)
+            if untrusted is not None:
+                decision = "require"
             if decision == "require":
                 if scope.unattended:
                     return "denied", HOST_RESULTS["unattended"]
                 args_hash = arguments_hash(arguments)  # what an approval is bound to (only a call that asks needs it)
                 approval_id = await self.store.request_approval(call["id"], scope.frame.conversation_id, call["name"], args_hash, expiry())
                 self.emit(scope.frame, "approval_required", approval_id=approval_id, call_id=call["id"], name=call["name"],
-                          arguments=call["arguments"])
+                          arguments=call["arguments"], untrusted=untrusted)
                 approval = await self.store.approval(approval_id)
                 verdict = await self._await_approval(scope, call, approval, args_hash)
                 waited = True
@@ -1302,6 +1307,30 @@ class Kernel:
             host=plugin_api,
             turn=dataclasses.replace(scope, call_id=call["id"], plugin_id=registered.plugin_id),
         )
+        outcome = await self._run_tool(registered, arguments, ctx)
+        # Before its result is written: a restart after that write must find the mark.
+        await self._note_untrusted(scope, registered, ctx)
+        return outcome
+
+    async def _note_untrusted(self, scope: Scope, registered: RegisteredTool, ctx: ToolContext) -> None:
+        """The call's result carries outside text (its tool says so always, or it said
+        so for this call): the frame is marked for good (check E2)."""
+        if not registered.tool.untrusted_output and not ctx.untrusted_sources:
+            return
+        detail = next((source for source in ctx.untrusted_sources if source), "")
+        await self.store.mark_untrusted(scope.frame.id, "tool", {"tool": registered.tool.name, "detail": detail[:200]})
+
+    async def _forced_to_ask(self, scope: Scope, registered: RegisteredTool, decision: str) -> dict[str, Any] | None:
+        """Why a call the rules allow asks anyway, or None: it has a side effect (its
+        tool is not a pure read re-run after a restart) and untrusted text entered this
+        frame's context (check E2: an injection there must not act unasked). A deny
+        still denies; a call already asked about is asked as it was."""
+        if decision != "allow" or registered.tool.restart == "rerun":
+            return None
+        return await self.store.untrusted(scope.frame.id)
+
+    async def _run_tool(self, registered: RegisteredTool, arguments: dict[str, Any], ctx: ToolContext) -> tuple[str, str]:
+        """The tool's own run, its outcome (status, result); raises only a stop."""
         watch = LoopWatch(self.runtime.core.plugins.loop_held)  # a tool that blocks holds up every member: the timeout cannot cut it off, the log says so
         try:
             async with asyncio.timeout(self.chat.tool_timeout):
@@ -1427,7 +1456,7 @@ class Kernel:
         approval = await self.store.approval_for_call(call["id"])
         if approval is not None and approval["status"] == "pending" and not scope.unattended:
             self.emit(scope.frame, "approval_required", approval_id=approval["id"], call_id=call["id"], name=call["name"],
-                      arguments=call["arguments"])
+                      arguments=call["arguments"], untrusted=await self.store.untrusted(scope.frame.id))
         return await self._await_approval(scope, call, approval, arguments_hash(arguments))
 
     async def _expire_approval(self, scope: Scope, approval_id: str) -> None:

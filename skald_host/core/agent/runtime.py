@@ -45,6 +45,7 @@ from skald_host.core.files.service import FileError
 from skald_host.core.files.sniff import IMAGE_TYPES
 from skald_host.core import audit, schedules
 from skald_host.core.identity.access import allowed, may_start_agent
+from skald_host.core.memory.notes import SHARED_ROOT, SHARED_WRITE, classify_memory
 from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.llm.catalog import ModelCatalog, ModelChoice
 from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
@@ -422,6 +423,8 @@ class MemberRuntime:
         self._unsettled: dict[str, set[int]] = {}
         self._cancel: dict[str, asyncio.Event] = {}
         self._prefix: dict[tuple[str, str, str], tuple[str, float]] = {}
+        # Per prefix: the injected shared notes in it another member may have written.
+        self._outside_notes: dict[tuple[str, str, str], tuple[str, ...]] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._logging: set[asyncio.Task[None]] = set()
         self._resender: asyncio.Task[None] | None = None  # gives stranded request rows to the registry again
@@ -1396,15 +1399,33 @@ class MemberRuntime:
         now = time.monotonic()
         if cached is not None and now - cached[1] < PREFIX_TTL_SECONDS:
             self._prefix[key] = (cached[0], now)
+            await self._mark_outside_notes(frame, self._outside_notes.get(key, ()))
             return cached[0]
         text = agent.prompt.replace("<!-- USER_PROFILE -->", await self._profile()) + (f"\n\n{context}" if context else "")
         for marker, value in self.prompt_substitutions.get(frame.conversation_id, {}).items():
             text = text.replace(f"<!-- {marker} -->", value)
-        text += await self._injected_memory(agent) + self._skill_index(agent)
+        injected, outside = await self._injected_memory(agent)
+        text += injected + self._skill_index(agent)
         for stale in [k for k, (_, used) in self._prefix.items() if now - used >= PREFIX_TTL_SECONDS]:
             del self._prefix[stale]  # rebuilt anyway if used again: not kept for every conversation ever seen
+            self._outside_notes.pop(stale, None)
         self._prefix[key] = (text, now)
+        self._outside_notes[key] = outside
+        await self._mark_outside_notes(frame, outside)
         return text
+
+    async def _mark_outside_notes(self, frame: Frame, paths: tuple[str, ...]) -> None:
+        """The frame's prompt holds shared notes another member may have written: its
+        context holds outside text (check E2), before its first request is sent."""
+        if paths:
+            await self.store.mark_untrusted(frame.id, "shared_note", {"path": paths[0]})
+
+    async def _others_write_shared_memory(self) -> bool:
+        """Whether a member other than this one may change the shared notes. The pool
+        keeps no author per note, so an injected shared note counts as outside text
+        whenever someone else could have written it (conservative: an admin, or a role
+        holding ``memory.shared.write``, enabled or not)."""
+        return any(m.id != self.member_id and allowed(m, SHARED_WRITE) for m in await self.core.users.list())
 
     def _skill_index(self, agent: AgentDefinition) -> str:
         """The agent's skills by name and description; their texts are read with
@@ -1415,11 +1436,14 @@ class MemberRuntime:
         lines = [f"- {skill.name}" + (f": {skill.description}" if skill.description else "") for skill in skills]
         return "\n\n## Skills\nRead a skill with get_skill before a task it fits. Yours:\n" + "\n".join(lines)
 
-    async def _injected_memory(self, agent: AgentDefinition) -> str:
+    async def _injected_memory(self, agent: AgentDefinition) -> tuple[str, tuple[str, ...]]:
         """The notes the agent's metadata names, read once with the rest of the frozen
         prefix. A write from elsewhere stays invisible until the prefix is rebuilt, so
-        the header says so and points at read_file (seed 001, "Memory injection")."""
+        the header says so and points at read_file (seed 001, "Memory injection").
+        With the text, the shared notes in it that another member may have written
+        (``_others_write_shared_memory``): outside text for the approval gate."""
         notes = []
+        outside: list[str] = []
         for path in agent.inject_memory:
             content = await self.core.memory.read_path(self.member_id, path)
             if content is None:  # missing, locked or not allowed: nothing to show
@@ -1427,14 +1451,19 @@ class MemberRuntime:
             if len(content) > INJECTED_NOTE_CHARS:
                 content = content[:INJECTED_NOTE_CHARS] + "\n[… cut here; read the whole note with read_file]"
             notes.append(f"### {path}\n{content.strip()}")
+            memory = classify_memory(path)
+            if memory is not None and memory[0] == SHARED_ROOT and content.strip():
+                outside.append(path)
         if not notes:
-            return ""
+            return "", ()
+        if outside and not await self._others_write_shared_memory():
+            outside = []
         return (
             "\n\n## Memory notes (loaded when this conversation started)\n"
             "These copies may be stale: a note changed since then (in another conversation or by"
             " another member) is not shown here. Read the file again before relying on a detail.\n\n"
             + "\n\n".join(notes)
-        )
+        ), tuple(outside)
 
     async def _profile(self) -> str:
         language = self.member.locale or await self.core.default_locale()

@@ -167,6 +167,33 @@ def _frame(row: Any) -> Frame:
     return Frame(row["id"], row["conversation_id"], row["caller_frame_id"], row["spawned_by_call_id"], row["agent_id"], row["depth"], row["status"])
 
 
+def _untrusted_of(conn: Any, frame_id: str) -> str | None:
+    """Why a frame's context holds text from outside (check E2), as stored JSON
+    {"kind", "values"}; None when nothing marked it. Derived from stored rows, so a
+    restart keeps it: the frame's own mark (``mark_untrusted``), a mark of a sub-agent
+    frame below it (its result reached this frame; one still running may have signalled
+    it), or an attachment in a member's message of the frame (an uploaded document)."""
+    row = conn.execute(
+        "WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT f.id FROM frames f JOIN tree t ON f.caller_frame_id = t.id)"
+        " SELECT f.untrusted FROM frames f JOIN tree USING (id) WHERE f.untrusted IS NOT NULL ORDER BY f.depth LIMIT 1",
+        (frame_id,),
+    ).fetchone()
+    if row is not None:
+        return row[0]
+    row = conn.execute(
+        "SELECT attachments FROM messages WHERE frame_id = ? AND role = 'user' AND attachments NOT IN ('', '[]') ORDER BY id LIMIT 1",
+        (frame_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    try:
+        first = json.loads(row[0])[0]
+        name = str(first.get("name") or first.get("path") or "") if isinstance(first, dict) else str(first)
+    except (ValueError, IndexError, TypeError, AttributeError):
+        name = ""
+    return json.dumps({"kind": "upload", "values": {"name": name.rsplit("/", 1)[-1]}})
+
+
 def _call(row: Any) -> CallRow:
     return CallRow(row["id"], row["message_id"], row["frame_id"], row["seq"], row["name"], row["arguments"], row["status"], row["result"], row["restart"])
 
@@ -266,6 +293,7 @@ class ConversationStore:
         self._keys: dict[str, None] | None = None
         self._models: dict[str, str | None] = {}  # conversation id -> the model its member picked
         self._no_subframes: set[str] = set()  # conversations with no open sub-agent frame since their last look
+        self._marked_untrusted: set[str] = set()  # frames whose outside-text mark is written (it is never cleared)
         self.jobs_changed = asyncio.Event()  # a prompt was scheduled: the member's scheduler looks again
 
     def forget(self) -> None:
@@ -594,8 +622,9 @@ class ConversationStore:
         self._writes += 1  # an open_frames read racing this must not conclude "none"
         await self.db.transaction(
             lambda c: c.execute(
-                "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth) VALUES (?, ?, ?, ?, ?, ?)",
-                (frame_id, caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1),
+                "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth, untrusted) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                # Started from a frame holding outside text: so does the child, from its start.
+                (frame_id, caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, _untrusted_of(c, caller.id)),
             )
         )
         return await self.frame(frame_id)
@@ -628,8 +657,9 @@ class ConversationStore:
         def write(conn: Any, call_id: str) -> tuple[Frame, list[Row]]:
             frame = Frame(chosen or new_id(), caller.conversation_id, caller.id, call_id, agent_id, caller.depth + 1, "open")
             conn.execute(
-                "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth) VALUES (?, ?, ?, ?, ?, ?)",
-                (frame.id, frame.conversation_id, frame.caller_frame_id, call_id, agent_id, frame.depth),
+                "INSERT INTO frames (id, conversation_id, caller_frame_id, spawned_by_call_id, agent_id, depth, untrusted) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                # Started from a frame holding outside text: so does the child, from its start.
+                (frame.id, frame.conversation_id, frame.caller_frame_id, call_id, agent_id, frame.depth, _untrusted_of(conn, caller.id)),
             )
             claim(conn, frame)
             written = [_insert_user_message(conn, frame, task, None)]
@@ -645,6 +675,25 @@ class ConversationStore:
         self._writes += 1
         self._keep(frame.id, rows)  # a new frame's whole history: its first round reads no file
         return frame
+
+    async def untrusted(self, frame_id: str) -> dict[str, Any] | None:
+        """Why the frame's context holds text from outside ({"kind", "values"}), or None
+        (``_untrusted_of``)."""
+        stored = await self.db.run(lambda c: _untrusted_of(c, frame_id))
+        try:
+            source = json.loads(stored) if stored else None
+        except ValueError:
+            source = {"kind": "unknown", "values": {}}
+        return source if isinstance(source, dict) or source is None else {"kind": "unknown", "values": {}}
+
+    async def mark_untrusted(self, frame_id: str, kind: str, values: Mapping[str, Any]) -> None:
+        """Outside text entered the frame's context: kept for good (the first source is
+        the one the approval card names; a mark is never cleared)."""
+        if frame_id in self._marked_untrusted:
+            return  # marked already (a mark stays): no write per round
+        source = json.dumps({"kind": kind, "values": dict(values)}, ensure_ascii=False)
+        await self.db.transaction(lambda c: c.execute("UPDATE frames SET untrusted = ? WHERE id = ? AND untrusted IS NULL", (source, frame_id)))
+        self._marked_untrusted.add(frame_id)
 
     async def close_frame(self, frame_id: str, status: str, result: str) -> None:
         await self.db.transaction(
@@ -1552,7 +1601,9 @@ class ConversationStore:
                 " WHERE a.status = 'pending' ORDER BY a.created_at"
             ).fetchall()
         )
-        return [dict(r) for r in rows]
+        # Why a card asks when a rule would have allowed it: its frame holds outside text
+        # (check E2); a reloaded card says so as the live one did. Null when it does not.
+        return [{**dict(r), "untrusted": await self.untrusted(r["frame_id"]) if r["frame_id"] else None} for r in rows]
 
     async def resolved_approvals(self, conversation_id: str) -> list[dict[str, Any]]:
         """A conversation's answered approvals: a reloaded screen shows each card's outcome

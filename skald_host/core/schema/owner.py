@@ -460,5 +460,17 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE tool_calls ADD COLUMN reason TEXT",
             ),
         ),
+        Migration(
+            21,
+            "a frame whose context holds text from outside (check E2)",
+            statements=(
+                # JSON {"kind", "values"}: the first source of untrusted text that entered
+                # the frame (a connector's result, another member's shared file). Set once,
+                # never cleared: while it is set, a side-effecting call the rules allow asks
+                # the member first, also after a restart. NULL: nothing marked (rows
+                # written before; attachments are read from the messages themselves).
+                "ALTER TABLE frames ADD COLUMN untrusted TEXT",
+            ),
+        ),
     ),
 )
