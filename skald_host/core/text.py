@@ -228,3 +228,17 @@ def encodable(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+def surrogates_escaped(text: str) -> str:
+    """``text`` as UTF-8 can carry it, each lone surrogate kept as its JSON escape
+    (``\\ud800``) and a pair of surrogates the character it spells. For JSON text a
+    model streamed (a call's arguments): stored as it came it failed the write of the
+    whole answer; as its escape, the JSON says what the model sent and its reader
+    (``read_json``) refuses it as no text, which the model is told."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        paired = text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+        return paired.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

@@ -31,11 +31,11 @@ from quart import current_app, g, request
 
 from skald_hookspecs import REQUEST_BODY_ATTRIBUTE, RESPONSES_ATTRIBUTE, accepts  # noqa: F401 - one marker for host and plugin views
 from skald_host.core.identity.access import allowed
+from skald_host.core.json_text import MAX_DEPTH, JsonRefused, read_json
 from skald_host.web.errors import ApiError
 
 log = logging.getLogger(__name__)
 
-MAX_DEPTH = 32
 JSON = "application/json"
 QUERY_ATTRIBUTE = "_skald_query"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -55,29 +55,6 @@ class BodyError(ValueError):
         if self.field is None:
             return ApiError(400, self.message, code="body_invalid")
         return ApiError(400, self.message, field=self.field, code="field_invalid", values={"field": self.field})
-
-
-def _depth_ok(text: str) -> bool:
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > MAX_DEPTH:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
 
 
 def path_label(parts: Iterable[Any]) -> str:
@@ -121,13 +98,12 @@ def loads(raw: str | bytes) -> Any:
             raise BodyError("request body must be UTF-8 JSON") from None
     if not raw.strip():
         return None
-    if not _depth_ok(raw):
-        raise BodyError(f"request body is nested deeper than {MAX_DEPTH} levels")
     try:
-        data = json.loads(raw)
         # A lone surrogate ("\ud800") parses but is no text (RFC 7493 §2.1): a 400 here, not a 500 in SQLite/Argon2.
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except (ValueError, RecursionError):
+        data = read_json(raw)
+    except JsonRefused as refused:
+        if refused.problem == "too_deep":
+            raise BodyError(f"request body is nested deeper than {MAX_DEPTH} levels") from None
         raise BodyError("request body is not valid JSON") from None
     bad = non_finite_paths(data)
     if bad:

@@ -73,7 +73,8 @@ async def test_multi_round_tool_conversation_sends_calls_and_results_in_call_ord
 
     # Tokens stream before the round's outcome; done is the authoritative answer.
     kinds = types(events)
-    assert kinds[:2] == ["user_message", "turn_started"] and kinds[-1] == "turn_finished"
+    # The first message titles the conversation: that is said right after it.
+    assert kinds[:3] == ["user_message", "conversation_changed", "turn_started"] and kinds[-1] == "turn_finished"
     assert kinds.count("done") == 1 and kinds.count("assistant") == 1 and "error" not in kinds
     done = next(e for e in events if e["type"] == "done")
     tokens = [e for e in events if e["type"] == "token" and e["message_id"] == done["message_id"]]

@@ -55,6 +55,7 @@ from skald_host.core.agent.store import (
 from skald_host.core.agent.tools import RegisteredTool
 from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.faults import crash_point
+from skald_host.core.json_text import MAX_DEPTH, JsonRefused, read_json
 from skald_host.core.text import encodable
 from skald_host.core.files.media import turn_images
 from skald_host.core.llm.catalog import ModelChoice
@@ -927,10 +928,7 @@ class Kernel:
         for call in starting:
             if call.name not in offered:
                 return 0
-            try:
-                arguments = json.loads(call.arguments or "{}")
-            except ValueError:
-                return 0
+            arguments = call_arguments(call.arguments)
             if not isinstance(arguments, dict) or decide(rules, call.name, arguments, self.runtime.member_groups) != "allow":
                 return 0
             if await self._forced_to_ask(scope, offered[call.name], "allow") is not None:
@@ -1233,12 +1231,9 @@ class Kernel:
                 audit.denied(self.runtime.member_id, f"tool:{call['name']}", via="tool_start", tool=call["name"])
                 return "denied", WITHDRAWN
             return "error", coded_result(f"Error: there is no tool named {call['name']!r} here.", "no_such_tool", {"name": call["name"]})
-        try:
-            arguments = json.loads(call["arguments"] or "{}")
-        except ValueError:
-            return "error", "Error: the arguments are not valid JSON."
+        arguments = call_arguments(call["arguments"])
         if not isinstance(arguments, dict):
-            return "error", "Error: the arguments must be a JSON object."
+            return "error", arguments
         admitted = call["id"] in scope.admitted
         scope.admitted.discard(call["id"])
         if call["status"] == "running" and not admitted and registered.tool.restart == "mark_interrupted":
@@ -1449,10 +1444,9 @@ class Kernel:
         """A call awaiting approval when the server stopped: its card reappears on the
         member's screen (seed 001 "Restart recovery", step 2) while this waits; as
         ``_await_approval`` answers."""
-        try:
-            arguments = json.loads(call["arguments"] or "{}")
-        except ValueError:
-            return "error", "Error: the arguments are not valid JSON."
+        arguments = call_arguments(call["arguments"])
+        if not isinstance(arguments, dict):
+            return "error", arguments
         approval = await self.store.approval_for_call(call["id"])
         if approval is not None and approval["status"] == "pending" and not scope.unattended:
             self.emit(scope.frame, "approval_required", approval_id=approval["id"], call_id=call["id"], name=call["name"],
@@ -1562,6 +1556,26 @@ def _collect(statements: Callable[[Any], object], into: list[object]) -> Callabl
 
 def _run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("id", "agent_id", "mode", "status", "depth", "task", "caller_run_id", "created_at", "finished_at")}
+
+
+def call_arguments(text: str | None) -> dict[str, Any] | str:
+    """A call's arguments as its tool gets them, or the error result the model reads.
+    Read with the API's limits (``read_json``): arguments nested 10,000 deep failed the
+    turn with a RecursionError, and a lone surrogate (``"\\ud800"``) left the call
+    requested for ever (its approval's hash, its storage could not encode it)."""
+    try:
+        arguments = read_json(text or "{}")
+    except JsonRefused as refused:
+        if refused.problem == "not_text":
+            return coded_result("Error: the arguments are not valid text (a lone surrogate?); send them again as UTF-8 JSON.",
+                                "tool_arguments_not_text")
+        if refused.problem == "too_deep":
+            return coded_result(f"Error: the arguments are nested deeper than {MAX_DEPTH} levels; send flatter JSON.",
+                                "tool_arguments_too_deep", {"depth": MAX_DEPTH})
+        return "Error: the arguments are not valid JSON."
+    if not isinstance(arguments, dict):
+        return "Error: the arguments must be a JSON object."
+    return arguments
 
 
 def _clip(result: str) -> str:

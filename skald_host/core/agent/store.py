@@ -18,6 +18,7 @@ import bisect
 import json
 import re
 import secrets
+import sqlite3
 from collections import OrderedDict
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -493,11 +494,8 @@ class ConversationStore:
                 if row["id"] not in best:  # its messages changed since the match above
                     continue
                 query, rowid, earlier = best[row["id"]]
-                snippet = conn.execute(
-                    "SELECT snippet(messages_fts, 0, ?, ?, '…', 12) FROM messages_fts WHERE messages_fts MATCH ? AND rowid = ?",
-                    (MATCH_OPENS, MATCH_CLOSES, query, rowid),
-                ).fetchone()
-                parts = marked_words(snippet[0]) if snippet else [""]
+                snippet = _snippet(conn, rowid, (query, *words))
+                parts = marked_words(snippet) if snippet else [""]
                 found.append(row | {"snippet": "".join(parts), "snippet_parts": parts, "snippet_in_earlier_version": earlier})
             return found
 
@@ -1982,6 +1980,58 @@ def _index_finished_batch(conn: Any) -> int:
     )]
     _index_messages(conn, ids)
     return len(ids)
+
+
+#: A message longer than this gets its search snippet from the piece of this size that
+#: matches first, not from FTS5's ``snippet()`` over the whole message: that scores a
+#: window at every match against every other match, so its cost grows with the square
+#: of a message's matches — one message of "a " * 50000 (the longest a member may send)
+#: made a search for "a" take 10 to 40 s. A piece holds at most a few thousand matches.
+SNIPPET_PIECE = 4000
+
+
+def _snippet(conn: Any, rowid: int, queries: Sequence[str]) -> str | None:
+    """The snippet of message ``rowid`` around its best match of ``queries[0]`` (a long
+    message: its first piece matching the first of ``queries`` any piece matches)."""
+    content = conn.execute("SELECT length(content) FROM messages WHERE id = ?", (rowid,)).fetchone()
+    if content is None or (content[0] or 0) <= SNIPPET_PIECE:
+        snippet = conn.execute(
+            "SELECT snippet(messages_fts, 0, ?, ?, '…', 12) FROM messages_fts WHERE messages_fts MATCH ? AND rowid = ?",
+            (MATCH_OPENS, MATCH_CLOSES, queries[0], rowid),
+        ).fetchone()
+        return snippet[0] if snippet else None
+    text = conn.execute("SELECT content FROM messages WHERE id = ?", (rowid,)).fetchone()[0]
+    pieces = snippet_pieces(text)
+    # The pieces are tokenized as the index is, in memory (never written anywhere): the
+    # words of the member's file stay out of any file but it.
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.execute("CREATE VIRTUAL TABLE piece USING fts5(content, tokenize='unicode61 remove_diacritics 2')")
+        scratch.executemany("INSERT INTO piece (rowid, content) VALUES (?, ?)", enumerate(pieces))
+        for query in dict.fromkeys(queries):
+            hit = scratch.execute(
+                "SELECT rowid, snippet(piece, 0, ?, ?, '…', 12) FROM piece WHERE piece MATCH ? ORDER BY rowid LIMIT 1",
+                (MATCH_OPENS, MATCH_CLOSES, query),
+            ).fetchone()
+            if hit is not None:
+                index, snippet = hit
+                return snippet if index == 0 or snippet.startswith("…") else "…" + snippet
+    finally:
+        scratch.close()
+    return None
+
+
+def snippet_pieces(text: str) -> list[str]:
+    """``text`` cut into pieces of at most ``SNIPPET_PIECE`` characters, each at a space
+    where there is one (a word cut in two would match as neither half)."""
+    pieces: list[str] = []
+    while len(text) > SNIPPET_PIECE:
+        cut = text.rfind(" ", SNIPPET_PIECE // 2, SNIPPET_PIECE)
+        cut = SNIPPET_PIECE if cut < 0 else cut + 1
+        pieces.append(text[:cut])
+        text = text[cut:]
+    pieces.append(text)
+    return pieces
 
 
 def fts_words(text: str) -> list[str]:

@@ -38,6 +38,7 @@ import orjson
 from skald_host.core.files.media import text_only
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.sse import SSEParser
+from skald_host.core.text import encodable, surrogates_escaped
 
 #: What a broken or stalled body stream raises while it is read.
 STREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ssl.SSLError, ConnectionError)
@@ -283,7 +284,8 @@ class ModelClients:
             else:  # a stream left unread (a Stop, a failure): its connection is dropped, so the provider stops too
                 response.close()
         turn.tool_calls = [
-            ToolCallRequest(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}")
+            # A lone surrogate escape in a chunk is a raw one here, which no write of the answer takes.
+            ToolCallRequest(encodable(slot["id"] or f"call_{index}"), encodable(slot["name"]), surrogates_escaped(slot["arguments"] or "{}"))
             for index, slot in sorted(calls.items())
         ]
         turn.latency_ms = int((time.perf_counter() - started) * 1000)
