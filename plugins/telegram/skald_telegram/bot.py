@@ -119,6 +119,10 @@ SPEECH_BUSY_CODES = ("tts_busy_member", "tts_busy_server")
 
 #: Telegram drops a callback query's answer 15 s after the press; kept a little shorter.
 CALLBACK_ANSWER_SECONDS = 12.0
+#: A press that lost (its card was answered on the web at the same moment) waits this
+#: long for the winner's ``approval_resolved``, to edit the card with its outcome; then
+#: the card says only that the request is no longer waiting.
+LOST_PRESS_WAIT_SECONDS = 3.0
 
 #: The first connection attempt runs inside ``startup`` (the host's 5 s hook timeout);
 #: one that takes longer goes on in the background, as a network error does.
@@ -235,6 +239,11 @@ class TelegramBot:
         #: first resume the member's chat (after a restart), which announces the
         #: approval again, and that announcement may arrive after the answer.
         self._answered: dict[str, None] = {}
+        #: Approvals a press here is answering now -> the status ``approval_resolved``
+        #: brought meanwhile (an answer on the web at the same moment): the press, when
+        #: it knows whether it won, settles the card once (``_settle_card``).
+        self._pressing: dict[str, asyncio.Future[Any]] = {}
+        self._settling_cards: set[str] = set()
         self._presses: set[asyncio.Task[None]] = set()  # button presses, off the poller
         self._guard_logs()  # before the Bot exists: its constructor logs its URLs
         self._poller: asyncio.Task[None] | None = None
@@ -688,6 +697,11 @@ class TelegramBot:
         if command == "/voice":
             await self._voice_command(member_id, message, locale)
             return
+        if command and command not in KNOWN_COMMANDS and not message.files:
+            # A command this bot does not have (a typo, another bot's /settings): said
+            # so with a pointer to /help, not sent to the model as words to answer.
+            await self.say(message.chat_id, self.t("unknown_command", locale, command=command), member_id)
+            return
         if message.unsupported:
             await self.say(message.chat_id, self.t("unsupported", locale), member_id)
             return
@@ -860,20 +874,44 @@ class TelegramBot:
         task.add_done_callback(self._presses.discard)
 
     async def _on_button(self, press: ButtonPress, received: float) -> None:
-        """Answered at once (Telegram stops the button's spinner, and a query unanswered
+        """Answered once (Telegram stops the button's spinner, and a query unanswered
         for 15 s expires): the answer belongs to no chat's queue and never waits for a
-        chat's flood wait. Then the approval is resolved and the outcome shown in the
-        chat, through its queue: the card loses its buttons, and a line says what
-        became of it."""
-        await self.outbox.call_unbound(
-            lambda: self.bot.answer_callback_query(press.query_id, read_timeout=CALLBACK_ANSWER_SECONDS), "answerCallbackQuery",
-            until=received + CALLBACK_ANSWER_SECONDS,
-        )
+        chat's flood wait. A card's press is answered when it is known whether it
+        counted: one that did not (a double tap, a card settled on the web) is told so
+        in the answer, as a toast, not by a line in the chat that would come after the
+        answer the model gives meanwhile. The card itself is edited to its outcome
+        (``_settle_card``)."""
+        verb, _, short = press.data.partition(":")
+        answered = False
+
+        async def answer(toast: str | None = None) -> None:
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            await self.outbox.call_unbound(
+                lambda: self.bot.answer_callback_query(
+                    press.query_id, text=toast[:200] if toast else None, show_alert=False if toast else None,
+                    read_timeout=CALLBACK_ANSWER_SECONDS,
+                ),
+                "answerCallbackQuery", until=received + CALLBACK_ANSWER_SECONDS,
+            )
+
+        if not (verb in ("approve", "deny") or verb.startswith("q")) or not short:
+            await answer()
+        try:
+            await self._on_card_press(press, verb, short, answer)
+        finally:
+            if not answered:
+                await answer()
+
+    async def _on_card_press(self, press: ButtonPress, verb: str, short: str, answer: Any) -> None:
+        """The press itself; ``answer``: ``_on_button``'s, called once with the toast a
+        press that did not count shows (else ``_on_button`` answers without one)."""
         if press.chat_type not in (None, "private") or (press.chat_id is not None and press.chat_id != press.from_id):
             log.debug("telegram: a button press from a %s chat ignored", press.chat_type)
             return
         member_id = await self._linked_member(press.from_id)
-        verb, _, short = press.data.partition(":")
         if member_id is None:
             # A card of a chat that lost its link (its member linked another chat: the
             # card moved there, ``_move_cards``): said so, and its buttons go (memory
@@ -881,6 +919,7 @@ class TelegramBot:
             # (a stranger's, a forged handle) does nothing.
             moved = await self.host.kv_get(f"button:{short}") if short else None
             if isinstance(moved, dict) and moved.get("moved"):
+                await answer()
                 await self.host.kv_set(f"button:{short}", None)
                 if press.message_id is not None:
                     self.outbox.put_nowait(press.from_id, Job("remove_buttons", None, None, {"message_id": press.message_id}))
@@ -888,33 +927,55 @@ class TelegramBot:
             return
         locale = await self.locale_for(member_id, press.language_code)
         if not await self.host.member_has_grant(member_id):
+            await answer()
             await self._refuse_once(member_id, press.from_id, locale)
             return
         if verb.startswith("q") and short:
-            await self._on_question_button(press, member_id, locale, verb[1:], short)
+            await self._on_question_button(press, member_id, locale, verb[1:], short, answer)
             return
         entry = await self.host.kv_get(f"button:{short}") if verb in ("approve", "deny") and short else None
-        if not isinstance(entry, dict) or entry.get("member_id") != member_id or not entry.get("approval_id"):
-            await self.say(press.from_id, self.t("approval_gone", locale), member_id)
+        approval_id = str(entry["approval_id"]) if isinstance(entry, dict) and entry.get("member_id") == member_id and entry.get("approval_id") else ""
+        if not approval_id or approval_id in self._pressing or approval_id in self._answered:
+            # A second tap (the first one is being answered, or was), or a card whose
+            # request is gone: a toast, never a chat line below the model's answer.
+            await answer(self.t("approval_gone", locale))
             return
-        await self.host.kv_set(f"button:{short}", None)
-        await self.host.kv_set(f"card:{entry['approval_id']}", None)  # settled here: no second edit
-        self._answered[str(entry["approval_id"])] = None
-        while len(self._answered) > ANSWERED_KEPT:
-            del self._answered[next(iter(self._answered))]
+        # While the press is answered, its card stays as it is (``button:``/``card:``
+        # too): whichever answer wins, this one or the web's (``approval_resolved``
+        # arriving meanwhile sets this future), edits the card once, in place.
+        waiting: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pressing[approval_id] = waiting
         try:
-            await self.host.resolve_approval(member_id, entry["approval_id"], verb == "approve")
-            reply = self.t("approved" if verb == "approve" else "denied", locale)
-        except MemberLocked as exc:
-            reply = self.t(locked_key(exc.lock_reason), locale)
-        except Exception as exc:  # already answered elsewhere, expired, ...
-            log.info("telegram: resolving an approval failed: %s", type(exc).__name__)
-            reply = self.t("approval_gone", locale)
-        if press.message_id is not None:
-            await self.outbox.put(press.from_id, Job("remove_buttons", member_id, None, {"message_id": press.message_id}))
-        await self.say(press.from_id, reply, member_id)
+            try:
+                result = await self.host.resolve_approval(member_id, approval_id, verb == "approve")
+            except MemberLocked as exc:
+                # Not answered: the card keeps its buttons for after the member signs in.
+                await answer()
+                await self.say(press.from_id, self.t(locked_key(exc.lock_reason), locale), member_id)
+                return
+            except Exception as exc:  # already answered elsewhere, expired, ...
+                log.info("telegram: resolving an approval failed: %s", type(exc).__name__)
+                await answer(self.t("approval_gone", locale))
+                # The answer that won reaches this plugin as ``approval_resolved``, maybe
+                # only now: its outcome is what the card says.
+                try:
+                    status = await asyncio.wait_for(asyncio.shield(waiting), LOST_PRESS_WAIT_SECONDS)
+                except asyncio.TimeoutError:
+                    status = None
+                await self._settle_card(press.from_id, member_id, approval_id, self._settled_words(status, locale))
+                return
+            self._answered[approval_id] = None
+            while len(self._answered) > ANSWERED_KEPT:
+                del self._answered[next(iter(self._answered))]
+        finally:
+            self._pressing.pop(approval_id, None)
+        await answer()
+        decision = result.get("decision") if isinstance(result, Mapping) else None
+        if decision not in ("approved", "denied"):
+            decision = "approved" if verb == "approve" else "denied"
+        await self._settle_card(press.from_id, member_id, approval_id, self.t(decision, locale), message_id=press.message_id, short=short)
 
-    async def _on_question_button(self, press: ButtonPress, member_id: str, locale: str, choice: str, short: str) -> None:
+    async def _on_question_button(self, press: ButtonPress, member_id: str, locale: str, choice: str, short: str, answer: Any) -> None:
         """A button of a question card (``TurnApi.ask`` in a Telegram conversation):
         ``d`` declines, ``<n>`` accepts with the card's ``n``-th answer. The answer goes
         to the host and is kept nowhere here."""
@@ -924,13 +985,15 @@ class TelegramBot:
             try:
                 answers = json.loads(await self.host.open_for_member(member_id, str(entry.get("answers", ""))))
             except MemberLocked as exc:
+                await answer()
                 await self.say(press.from_id, self.t(locked_key(exc.lock_reason), locale), member_id)
                 return
             except (ChannelRequestError, ValueError):
                 answers = None
         if not isinstance(answers, list) or entry.get("member_id") != member_id or not (choice == "d" or (choice.isdigit() and int(choice) < len(answers))):
-            await self.say(press.from_id, self.t("approval_gone", locale), member_id)
+            await answer(self.t("approval_gone", locale))  # a toast, as for an approval card
             return
+        await answer()
         await self.host.kv_set(f"qbutton:{short}", None)
         await self.host.kv_set(f"qcard:{entry['question_id']}", None)  # settled here: no second edit
         try:
@@ -998,12 +1061,13 @@ class TelegramBot:
                 await self.host.kv_set(f"qbutton:{card.get('short')}", None)
                 await self.outbox.put(chat_id, Job("remove_buttons", member_id, None, {"message_id": int(card["message_id"])}))
         elif event.kind == "approval_resolved" and event.approval_id:
-            card = await self.host.kv_get(f"card:{event.approval_id}")
-            if isinstance(card, dict) and card.get("message_id"):
-                await self.host.kv_set(f"card:{event.approval_id}", None)
-                entry = await self.host.kv_get(f"button:{card.get('short')}")
-                await self.host.kv_set(f"button:{card.get('short')}", None)
-                await self._settle_card(chat_id, member_id, int(card["message_id"]), entry, event.data.get("status"))
+            approval_id, status = str(event.approval_id), event.data.get("status")
+            pressing = self._pressing.get(approval_id)
+            if pressing is not None:  # a press here is being answered: it settles the card
+                if not pressing.done():
+                    pressing.set_result(status)
+            elif approval_id not in self._answered:  # else a press here won, and settled it
+                await self._settle_card(chat_id, member_id, approval_id, self._settled_words(status, await self.locale_for(member_id)))
 
     async def _on_partial(self, chat_id: int, member_id: str, event: ChannelEvent) -> None:
         """The answer so far: one message per answer, created by the first partial and
@@ -1289,7 +1353,7 @@ class TelegramBot:
         # resumes the member's chat after a restart (at their sign-in, or at the very
         # press that answers it), and a second card's buttons would stay live.
         approval_id = str(event.approval_id)
-        if approval_id in self._answered or isinstance(await self.host.kv_get(f"card:{approval_id}"), dict):
+        if approval_id in self._answered or approval_id in self._pressing or isinstance(await self.host.kv_get(f"card:{approval_id}"), dict):
             return
         queue = self.outbox.chats.get(chat_id)
         if queue is not None and any(j.kind == "approval" and str(j.public.get("approval_id")) == approval_id for j in queue.jobs):
@@ -1309,14 +1373,36 @@ class TelegramBot:
         self._close_stream(chat_id)  # the answer goes on below the card
         await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": event.approval_id}))
 
-    async def _settle_card(self, chat_id: int, member_id: str, message_id: int, entry: Any, status: Any) -> None:
-        """A card answered elsewhere (the web, the phone app) or expired: its text says
-        so in place of its buttons. Only taking the buttons left "… Allow it?" standing
-        with nothing in the chat saying it was answered, or how. The card's words come
-        from its sealed copy (``_send_approval``); a card without one (kept by an earlier
-        version) loses its buttons and the outcome comes as a line below it."""
-        locale = await self.locale_for(member_id)
-        outcome = self.t(f"approval_settled_{status}" if status in ("approved", "denied") else "approval_gone", locale)
+    def _settled_words(self, status: Any, locale: str) -> str:
+        """What became of a card answered elsewhere (the web, the phone app), or expired."""
+        return self.t(f"approval_settled_{status}" if status in ("approved", "denied") else "approval_gone", locale)
+
+    async def _settle_card(
+        self, chat_id: int, member_id: str, approval_id: str, outcome: str, *, message_id: int | None = None, short: str | None = None,
+    ) -> None:
+        """The approval's card, answered here or elsewhere, or expired: its text says how,
+        in place of its buttons; once (its ``card:``/``button:`` entries go, and a second
+        settle finds none). Only taking the buttons left "… Allow it?" standing, and a
+        line below it came after the model's answer. The card's words come from its
+        sealed copy (``_send_approval``); a card without one (kept by an earlier
+        version) loses its buttons and the outcome comes as a line below it.
+        ``message_id``/``short``: the pressed card's own, when its ``card:`` entry is
+        missing."""
+        if approval_id in self._settling_cards:
+            return
+        self._settling_cards.add(approval_id)
+        try:
+            card = await self.host.kv_get(f"card:{approval_id}")
+            if isinstance(card, dict) and card.get("message_id"):
+                message_id, short = int(card["message_id"]), str(card.get("short") or short or "")
+            entry = await self.host.kv_get(f"button:{short}") if short else None
+            await self.host.kv_set(f"card:{approval_id}", None)
+            if short:
+                await self.host.kv_set(f"button:{short}", None)
+        finally:
+            self._settling_cards.discard(approval_id)
+        if message_id is None:
+            return  # never shown (or settled already): nothing to edit
         text = ""
         if isinstance(entry, dict) and isinstance(entry.get("card"), str):
             try:
@@ -1637,11 +1723,22 @@ def _is_relay(record: Any) -> bool:
     )
 
 
+#: A message's first word that is a command, as Telegram's clients mark one: a slash, a
+#: name of letters, digits and underscores, maybe ``@`` and the bot's username. "/etc/hosts
+#: is missing" or "/ hmm" are the member's words, for the model.
+COMMAND = re.compile(r"/([A-Za-z0-9_]{1,64})(?:@[A-Za-z0-9_]{1,64})?")
+#: The commands the bot answers itself; any other ``/word`` is answered with a pointer to
+#: /help, never sent to the model (it titled the conversation "/foo").
+KNOWN_COMMANDS = ("/start", "/help", "/new", "/stop", "/tasks", "/voice", "/unlink")
+
+
 def _command(message: Inbound) -> str:
     """A message's command (``/new``; ``/new@skald_bot`` in a group's form), or ""."""
     if message.forwarded_from is not None:  # someone else's "/new" is their text, not the member's command
         return ""
-    return message.text.split()[0].split("@")[0].lower() if message.text.startswith("/") else ""
+    words = message.text.split(maxsplit=1)
+    match = COMMAND.fullmatch(words[0]) if words and message.text.startswith("/") else None
+    return f"/{match.group(1).lower()}" if match else ""
 
 
 def locked_key(lock_reason: str) -> str:

@@ -7,6 +7,9 @@ suggests. The split runs on the Markdown and each piece is converted on its own,
 tag is ever cut in half (a fenced code block cut in two is closed at the end of one piece
 and opened again at the start of the next: ``split_markdown``); model output is escaped before any tag is added, so nothing in
 it can inject markup, and a piece Telegram still refuses is sent again as plain text.
+Telegram has no tables and draws no formulas: a table is a monospace block with its
+columns lined up (written as a fence before the split, so it is measured as sent and cut
+like code), TeX its source in monospace.
 """
 
 from __future__ import annotations
@@ -149,7 +152,7 @@ def split_markdown(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
     the block's end (whose closing fence would then open a new one) would become code.
     Inside a block the next piece keeps the code's indentation."""
     pieces: list[str] = []
-    rest = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    rest = _tables_as_fences(text.replace("\r\n", "\n").replace("\r", "\n")).strip()
     while rest:
         if utf16_len(rest) <= limit:
             pieces.append(rest)
@@ -186,9 +189,69 @@ def split_markdown(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
 # ``**bold ~~x** y~~`` of issue 25 parses to bold with literal tildes). Raw HTML in the
 # text is disabled in the parser, so it stays text and is escaped like all text.
 
+import unicodedata  # noqa: E402
+
 from markdown_it import MarkdownIt  # noqa: E402
 
-_MD = MarkdownIt("commonmark", {"html": False}).enable("strikethrough")
+# -- math: the web's delimiters (web/lib/markdown.js), so the same text is math on both ----
+#
+# Telegram draws no formula: TeX is shown as its source in monospace (``<code>`` inline,
+# ``<pre>`` for a display block), so it reads as a formula and not as prose with stray
+# dollars and backslashes. What counts as math follows the web's rules exactly: "costs
+# $5 and $10" is no formula (no space inside the dollars, no digit right after the
+# closing one), and a dollar amount stays text on both.
+
+_MATH_DISPLAY_INLINE = re.compile(r"\$\$(?!\$)((?:\\.|[^\\$])+?)\$\$(?!\$)")
+_MATH_INLINE = re.compile(r"\$(?!\s)((?:\\.|[^\\\n$])+?)(?<!\s)\$(?!\d)")
+_MATH_PAREN = re.compile(r"\\\(((?:\\.|[^\\\n])+?)\\\)")
+_MATH_BLOCK = re.compile(r" {0,3}(?:\$\$([\s\S]+?)\$\$|\\\[([\s\S]+?)\\\])[ \t]*(?:\n|$)")
+
+
+def _math_inline(state: Any, silent: bool) -> bool:
+    """``$x$``, ``\\(x\\)`` and ``$$x$$`` inside a line. Runs before the escape rule,
+    which would otherwise read ``\\(`` as an escaped bracket, as marked does not."""
+    if state.src[state.pos] not in "$\\":
+        return False
+    rest = state.src[state.pos:state.posMax]
+    match = _MATH_DISPLAY_INLINE.match(rest)
+    if match is None or not match.group(1).strip():
+        match = _MATH_INLINE.match(rest) or _MATH_PAREN.match(rest)
+    if match is None:
+        return False
+    if not silent:
+        token = state.push("math_inline", "code", 0)
+        token.content = match.group(1).strip()
+        token.markup = match.group(0)[:2]
+    state.pos += len(match.group(0))
+    return True
+
+
+def _math_block(state: Any, start_line: int, end_line: int, silent: bool) -> bool:
+    """``$$ … $$`` and ``\\[ … \\]`` starting a line (at most three spaces in), over as
+    many lines as it takes; it may interrupt a paragraph, as on the web."""
+    if state.sCount[start_line] - state.blkIndent >= 4:
+        return False
+    first = state.src[state.bMarks[start_line] + state.tShift[start_line]:state.eMarks[start_line]]
+    if not first.startswith(("$$", "\\[")):
+        return False
+    lines = [state.src[state.bMarks[line] + state.tShift[line]:state.eMarks[line]] for line in range(start_line, end_line)]
+    match = _MATH_BLOCK.match("\n".join(lines))
+    if match is None:
+        return False
+    if silent:
+        return True
+    used = match.group(0).rstrip("\n").count("\n") + 1
+    token = state.push("math_block", "pre", 0)
+    token.content = (match.group(1) if match.group(1) is not None else match.group(2)).strip()
+    token.map = [start_line, start_line + used]
+    token.block = True
+    state.line = start_line + used
+    return True
+
+
+_MD = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
+_MD.inline.ruler.before("escape", "math_inline", _math_inline)
+_MD.block.ruler.before("code", "math_block", _math_block, {"alt": ["paragraph", "reference", "blockquote", "list"]})
 _INLINE_TAGS = {"strong": "b", "em": "i", "s": "s"}
 _LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
 #: A fence's info word that can name a language in a class attribute (python, c++, c#,
@@ -200,6 +263,140 @@ def _escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
+# -- tables: a monospace block with its columns lined up ------------------------------------
+#
+# Telegram has no table and a proportional font: a Markdown table arrived as rows of
+# pipes and dashes that line up nowhere. It becomes a ``<pre>`` block whose columns are
+# padded to line up, each cell's markup flattened to its text. A phone shows about 40
+# monospace characters a line and wraps the rest, which cuts every row in two: a cell
+# too long for its share of ``TABLE_WIDTH`` wraps inside its column, and a table with
+# too many columns for that becomes one block of "header: value" lines per row.
+
+#: The widest a table's lines are made (columns narrowed, cells wrapped, to fit).
+TABLE_WIDTH = 60
+#: The narrowest a column is made to fit: narrower, and the table is shown row by row.
+TABLE_COLUMN_MIN = 8
+_COLUMN_GAP = " │ "
+
+
+def _width(text: str) -> int:
+    """Monospace columns ``text`` takes: East Asian wide characters two, combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns: at spaces, a longer word cut hard."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        while _width(word) > width:
+            if line:
+                lines.append(line)
+                line = ""
+            cut = 1
+            while cut < len(word) and _width(word[: cut + 1]) <= width:
+                cut += 1
+            lines.append(word[:cut])
+            word = word[cut:]
+        if line and _width(line) + 1 + _width(word) <= width:
+            line = f"{line} {word}"
+        else:
+            if line:
+                lines.append(line)
+            line = word
+    if line or not lines:
+        lines.append(line)
+    return lines
+
+
+def _pad(text: str, width: int, align: str) -> str:
+    room = max(0, width - _width(text))
+    if align == "right":
+        return " " * room + text
+    if align == "center":
+        return " " * (room // 2) + text + " " * (room - room // 2)
+    return text + " " * room
+
+
+def _plain(children: list) -> str:
+    """A cell's inline tokens as the text they show: marks dropped, code and TeX as written."""
+    out = []
+    for token in children:
+        if token.type in ("softbreak", "hardbreak"):
+            out.append(" ")
+        elif token.type in ("text", "code_inline", "math_inline", "image", "html_inline", "entity"):
+            out.append(token.content)
+    return " ".join("".join(out).split())
+
+
+def _table_text(rows: list[list[str]], aligns: list[str]) -> str:
+    """A table's rows (the header first) as monospace lines that line up: see above."""
+    count = max(len(row) for row in rows)
+    rows = [row + [""] * (count - len(row)) for row in rows]
+    aligns = aligns + ["left"] * (count - len(aligns))
+    widths = [max(1, max(_width(row[column]) for row in rows)) for column in range(count)]
+    room = TABLE_WIDTH - _width(_COLUMN_GAP) * (count - 1)
+    while sum(widths) > room:
+        widest = max(range(count), key=lambda column: widths[column])
+        if widths[widest] <= TABLE_COLUMN_MIN:
+            break
+        widths[widest] -= 1
+    if sum(widths) > room:  # too many columns to line up on a phone: one block per row
+        header, blocks = rows[0], []
+        for row in rows[1:]:
+            blocks.append("\n".join(f"{name}: {value}" if name else value for name, value in zip(header, row) if name or value))
+        return "\n\n".join(blocks) if blocks else " · ".join(header)
+    lines = []
+    for index, row in enumerate(rows):
+        cells = [_wrap(cell, width) for cell, width in zip(row, widths)]
+        for line in range(max(len(cell) for cell in cells)):
+            parts = [_pad(cell[line] if line < len(cell) else "", width, align) for cell, width, align in zip(cells, widths, aligns)]
+            lines.append(_COLUMN_GAP.join(parts).rstrip())
+        if index == 0:
+            lines.append("─┼─".join("─" * width for width in widths))
+    return "\n".join(lines)
+
+
+def _table(tokens: Any) -> str:
+    """The rest of a table's tokens (after ``table_open``, up to its ``table_close``) as
+    ``_table_text``."""
+    rows: list[list[str]] = []
+    aligns: list[str] = []
+    for token in tokens:
+        if token.type == "table_close":
+            break
+        if token.type == "tr_open":
+            rows.append([])
+        elif token.type == "th_open":
+            style = str(token.attrGet("style") or "")
+            aligns.append(style.partition("text-align:")[2].strip() or "left")
+        elif token.type == "inline" and rows:
+            rows[-1].append(_plain(token.children or []))
+    return _table_text(rows, aligns) if rows else ""
+
+
+def _tables_as_fences(text: str) -> str:
+    """``text`` with each table at its top level written as a fenced block of its lined-up
+    text, for ``split_markdown``: the padding makes a table longer than its source, so
+    it is measured as sent, and a table longer than a message is cut and reopened as a
+    code block is (a table's second half would lose its header and be pipes again)."""
+    tokens = _MD.parse(text)
+    if not any(token.type == "table_open" and token.level == 0 for token in tokens):
+        return text
+    lines = text.split("\n")
+    stream = iter(tokens)
+    replaced: list[tuple[int, int, str]] = []
+    for token in stream:
+        if token.type == "table_open" and token.level == 0 and token.map:
+            body = _table(stream)
+            run = max((len(m) for m in re.findall(r"`+", body)), default=0)
+            fence = "`" * max(3, run + 1)
+            replaced.append((token.map[0], token.map[1], f"{fence}\n{body}\n{fence}"))
+    for first, last, block in reversed(replaced):
+        lines[first:last] = [block]
+    return "\n".join(lines)
+
+
 def _inline(children: list, out: list[str]) -> None:
     links: list[bool] = []
     for token in children:
@@ -208,7 +405,7 @@ def _inline(children: list, out: list[str]) -> None:
             out.append(_escape(token.content))
         elif kind in ("softbreak", "hardbreak"):
             out.append("\n")
-        elif kind == "code_inline":
+        elif kind in ("code_inline", "math_inline"):
             out.append(f"<code>{_escape(token.content)}</code>")
         elif kind.endswith("_open") and kind[:-5] in _INLINE_TAGS:
             out.append(f"<{_INLINE_TAGS[kind[:-5]]}>")
@@ -241,7 +438,8 @@ def to_telegram_html(markdown: str) -> str:
     last_line: int | None = None
     first_in_item = False
     lines = markdown.splitlines()
-    for token in _MD.parse(markdown):
+    tokens = iter(_MD.parse(markdown))
+    for token in tokens:
         kind = token.type
         if token.map and token.nesting >= 0 and token.level == 0:
             if last_line is not None:
@@ -294,6 +492,12 @@ def to_telegram_html(markdown: str) -> str:
                 out.append(f'<pre><code class="language-{language}">{_escape(token.content.rstrip())}</code></pre>')
             else:
                 out.append(f"<pre>{_escape(token.content.rstrip())}</pre>")
+        elif kind == "table_open":
+            if lists and out and not out[-1].endswith("\n"):
+                out.append("\n")
+            out.append(f"<pre>{_escape(_table(tokens))}</pre>")
+        elif kind == "math_block":
+            out.append(f"<pre>{_escape(token.content)}</pre>")
         elif kind == "hr":
             out.append("———")
         elif kind == "inline":

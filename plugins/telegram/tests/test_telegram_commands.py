@@ -110,8 +110,9 @@ async def test_a_denied_tool_call_and_a_failed_turn(setup: Setup):
     await setup.api.wait_for(lambda: "I did not write it." in setup.api.texts(ALICE_CHAT), what="the answer after the denial")
     assert setup.probe.notes == []
     answer = setup.api.of("answerCallbackQuery")[0]
-    assert answer.status == 200 and not answer.params.get("text")  # answered at once, before resolving
-    await setup.api.wait_for(lambda: "Denied." in setup.api.texts(ALICE_CHAT), what="the outcome in the chat")
+    assert answer.status == 200 and not answer.params.get("text")  # it counted: no toast
+    card_id = cards[0].result["message_id"]
+    await setup.api.wait_for(lambda: setup.api.messages[card_id]["text"].endswith("\n\nDenied."), what="the outcome on the card")
 
     setup.model.script(MODEL, [ScriptedError(400, "the model refused the request")])
     setup.api.send(ALICE_CHAT, "Break, please.")

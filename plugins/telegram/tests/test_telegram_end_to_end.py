@@ -93,18 +93,24 @@ async def test_a_tool_call_is_approved_with_the_inline_button(setup):
 
     texts = await setup.api.wait_for(lambda: "Noted: milk." in setup.api.texts(ALICE_CHAT) and setup.api.texts(ALICE_CHAT), what="the answer after approval")
     assert setup.probe.notes == ["milk"]
-    edits = setup.api.of("editMessageReplyMarkup", ALICE_CHAT)
-    assert [e.params.get("message_id") for e in edits] == [message_id] and not edits[0].params.get("reply_markup")
+    # The card itself says the outcome, in place of its buttons: no line of its own.
+    edits = await setup.api.wait_for(
+        lambda: [e for e in setup.api.of("editMessageText", ALICE_CHAT) if e.params.get("message_id") == message_id], what="the card edited"
+    )
+    assert len(edits) == 1 and not edits[0].params.get("reply_markup")
+    assert setup.api.messages[message_id]["text"].endswith("\n\nApproved."), setup.api.messages[message_id]["text"]
+    assert setup.api.of("editMessageReplyMarkup", ALICE_CHAT) == []
     answers = setup.api.of("answerCallbackQuery")
-    assert len(answers) == 1 and answers[0].status == 200
-    await setup.api.wait_for(lambda: "Approved." in setup.api.texts(ALICE_CHAT), what="the outcome in the chat")
+    assert len(answers) == 1 and answers[0].status == 200 and answers[0].params.get("text") is None
 
-    # Pressing the same button again changes nothing.
+    # Pressing the same button again changes nothing, and says so as a toast.
     setup.api.press(ALICE_CHAT, message_id, buttons[0]["callback_data"])
     await setup.api.wait_for(lambda: len(setup.api.of("answerCallbackQuery")) == 2)
-    await setup.api.wait_for(lambda: "This request is no longer waiting for an answer." in setup.api.texts(ALICE_CHAT))
+    toast = setup.api.of("answerCallbackQuery")[1]
+    assert toast.params.get("text") == "This request is no longer waiting for an answer." and toast.params.get("show_alert") is False
     assert setup.probe.notes == ["milk"]
     assert texts.index("Noted: milk.") > 0
+    assert not any("no longer waiting" in text for text in setup.api.texts(ALICE_CHAT))
 
 
 async def test_a_photo_goes_through_the_upload_seam_with_its_caption(setup):

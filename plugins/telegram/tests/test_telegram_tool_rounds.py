@@ -54,13 +54,15 @@ async def test_after_an_approval_the_answer_is_a_new_message_below_the_card(setu
     card = await setup.api.wait_for(lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")], what="the approval card")
     card_id = await setup.api.wait_for(lambda: card[0].result and card[0].result["message_id"])
     setup.api.press(ALICE_CHAT, card_id, card[0].params["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
-    await setup.api.wait_for(lambda: "Noted: milk." in setup.api.shown(ALICE_CHAT) and "Approved." in setup.api.shown(ALICE_CHAT), what="the answer")
+    await setup.api.wait_for(
+        lambda: "Noted: milk." in setup.api.shown(ALICE_CHAT) and setup.api.messages[card_id]["text"].endswith("Approved."), what="the answer"
+    )
     assert setup.probe.notes == ["milk"]
 
     messages = _messages(setup, first)
     ids = [message_id for message_id, _ in messages]
     texts = [text for _, text in messages]
     assert texts[0] == before and ids[1] == card_id, messages  # the words before the call, then the card
-    assert texts.index("Approved.") > 1 and texts[-1] == "Noted: milk.", messages  # the answer: a new message, last
+    assert texts[1].endswith("\n\nApproved.") and texts[-1] == "Noted: milk.", messages  # the card says its outcome; the answer: a new message, last
     assert all(before.startswith(text) for text in _edited_into(setup, ids[0])), _edited_into(setup, ids[0])
     assert not [c for c in setup.api.of("editMessageText", ALICE_CHAT) if c.params.get("text") == "Noted: milk."]
