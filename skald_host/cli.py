@@ -8,7 +8,7 @@ import getpass
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from skald_host.settings import Settings, SettingsError, load_settings
 
@@ -164,17 +164,7 @@ def _cmd_reset_password(args: argparse.Namespace) -> int:
     from skald_host.core.identity.passwords import PasswordRejected
     from skald_host.core.identity.users import MemberError
 
-    settings = _settings(args)
-    where = settings.data_dir.resolve()
-    if not (settings.database_dir / "system.db").exists():
-        print(f"error: Skald is not set up in {where}: there is no account to reset", file=sys.stderr)
-        return 1
-
-    async def go(core: Any) -> int:
-        member = await core.users.find(args.username)
-        if member is None:
-            print(f"error: no account named {args.username!r} in {where}", file=sys.stderr)
-            return 1
+    async def go(core: Any, member: Any, settings: Settings) -> int:
         if member.encrypted and not args.confirm_data_loss:
             print(f"{RESET_LOSS.format(name=member.username)}\n"
                   "Nothing was changed. To reset anyway, run the command again with --confirm-data-loss.", file=sys.stderr)
@@ -205,6 +195,26 @@ def _cmd_reset_password(args: argparse.Namespace) -> int:
         print(f"Start the server with {_serve_hint(args, settings)} and sign in with the new password.")
         return 0
 
+    return _on_account(args, "reset", go)
+
+
+def _on_account(args: argparse.Namespace, verb: str, act: Callable[[Any, Any, Settings], Awaitable[int]]) -> int:
+    """``act(core, member, settings)`` on the account ``args.username`` names, with the
+    server stopped (``_with_core``); a data dir without Skald or an unknown name is said
+    first, changing nothing."""
+    settings = _settings(args)
+    where = settings.data_dir.resolve()
+    if not (settings.database_dir / "system.db").exists():
+        print(f"error: Skald is not set up in {where}: there is no account to {verb}", file=sys.stderr)
+        return 1
+
+    async def go(core: Any) -> int:
+        member = await core.users.find(args.username)
+        if member is None:
+            print(f"error: no account named {args.username!r} in {where}", file=sys.stderr)
+            return 1
+        return await act(core, member, settings)
+
     return asyncio.run(_with_core(settings, go))
 
 
@@ -215,17 +225,7 @@ def _cmd_recover_reset(args: argparse.Namespace) -> int:
     from skald_host.core.identity.crypto import CredentialError
     from skald_host.core.identity.users import MemberError
 
-    settings = _settings(args)
-    where = settings.data_dir.resolve()
-    if not (settings.database_dir / "system.db").exists():
-        print(f"error: Skald is not set up in {where}: there is no account to recover", file=sys.stderr)
-        return 1
-
-    async def go(core: Any) -> int:
-        member = await core.users.find(args.username)
-        if member is None:
-            print(f"error: no account named {args.username!r} in {where}", file=sys.stderr)
-            return 1
+    async def go(core: Any, member: Any, settings: Settings) -> int:
         if args.password_stdin:
             password = sys.stdin.readline().rstrip("\n")
         elif sys.stdin.isatty():
@@ -255,7 +255,7 @@ def _cmd_recover_reset(args: argparse.Namespace) -> int:
         print(f"Start the server with {_serve_hint(args, settings)} and sign in with the old password.")
         return 0
 
-    return asyncio.run(_with_core(settings, go))
+    return _on_account(args, "recover", go)
 
 
 def _serve_hint(args: argparse.Namespace, settings: Settings) -> str:
