@@ -742,12 +742,7 @@ class UserManager:
                 conn.execute("DELETE FROM sealed_messages WHERE member_id = ?", (member_id,))
             return 1
 
-        committed = await self.registry.transaction(update)
-        self._credentials_changing(member_id)
-        if not committed:
-            await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
-            raise MemberError("the password was changed concurrently; try again", code="try_again")
-        crash_point("admin_reset.after_commit")
+        await self._commit_swap(member_id, update, "admin_reset.after_commit")
         if member.encrypted:
             # Under the unlock lock: a sign-in with the new password racing this waits,
             # and then finds the reset complete (or completes it itself). A connection a
@@ -768,6 +763,17 @@ class UserManager:
         else:
             log.warning("member %s: password reset by an admin; data kept (not encrypted)", member_id)
         return old
+
+    async def _commit_swap(self, member_id: str, update: Callable[[Any], int], crash_name: str) -> None:
+        """The registry's half of a reset or its recovery: ``update`` commits the new
+        credentials only over those the swap was prepared against (1, else 0: changed
+        meanwhile, and the prepared file goes, nothing changed)."""
+        committed = await self.registry.transaction(update)
+        self._credentials_changing(member_id)
+        if not committed:
+            await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+            raise MemberError("the password was changed concurrently; try again", code="try_again")
+        crash_point(crash_name)
 
     async def _complete_reset(self, member_id: str) -> Path | None:
         """The committed reset (or recovery, ``recover_reset``) made real on disk: the
@@ -937,12 +943,7 @@ class UserManager:
             conn.execute("DELETE FROM sealed_messages WHERE member_id = ?", (member_id,))
             return 1
 
-        committed = await self.registry.transaction(update)
-        self._credentials_changing(member_id)
-        if not committed:
-            await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
-            raise MemberError("the password was changed concurrently; try again", code="try_again")
-        crash_point("recover_reset.after_commit")
+        await self._commit_swap(member_id, update, "recover_reset.after_commit")
         async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
             stale = self._open.pop(member_id, None)
             if stale is not None:
