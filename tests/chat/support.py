@@ -354,30 +354,40 @@ async def start_a_waiting_run(chat: Any, member: SkaldClient, sock: ChatSocket) 
 # -- a turn's call cut by a sign-out ---------------------------------------------------------
 
 
-async def alice_back_after_a_sign_out_cut_her_wiki_call(chat: Any) -> tuple[SkaldClient, str]:
-    """Alice signed in again after a sign-out cut her turn's ``wiki__search`` call (a
-    ``rerun`` call written straight into her file as running, a tool no plugin offers),
-    once recovery has finished that turn with the scripted "The wiki was not reachable;
-    ask me again.": her new client and the conversation's id. The probes of what such a
-    cut call says and of a call whose tool is gone start from this same cut."""
+async def alice_back_after_a_sign_out_cut_her_call(
+    chat: Any, asked: str, tool: str, arguments: str, answer: str,
+) -> tuple[SkaldClient, str]:
+    """Alice signed in again after a sign-out cut her turn's ``tool`` call (a ``rerun``
+    call with ``arguments``, written straight into her file as running, after her
+    message ``asked``), once recovery has finished that turn with the scripted
+    ``answer``: her new client and the conversation's id."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
     cid = await new_conversation(alice)
     member = await chat.host.core.users.get(alice.member["id"])
     runtime = await chat.host.core.chat.runtime(member)
     frame = await runtime.store.root_frame(cid)
-    await runtime.store.add_user_message(frame, "Look it up in the wiki.", None)
-    answer = await runtime.store.start_assistant(frame, MODEL_A)
+    await runtime.store.add_user_message(frame, asked, None)
+    placeholder = await runtime.store.start_assistant(frame, MODEL_A)
     await runtime.store.finish_assistant(
-        answer, content="", reasoning="", model=MODEL_A, calls=[("call_1", "wiki__search", '{"q": "x"}', "rerun")], running=1
+        placeholder, content="", reasoning="", model=MODEL_A, calls=[("call_1", tool, arguments, "rerun")], running=1
     )
     assert (await alice.post("/api/auth/logout")).status_code == 200
 
-    chat.server.script(MODEL_A, [Reply("The wiki was not reachable; ask me again.")])
+    chat.server.script(MODEL_A, [Reply(answer)])
     alice = await chat.host.member("alice")
     async with ChatSocket(alice) as sock:
         await sock.wait_event(cid, "turn_finished")
     return alice, cid
+
+
+async def alice_back_after_a_sign_out_cut_her_wiki_call(chat: Any) -> tuple[SkaldClient, str]:
+    """The cut call of ``alice_back_after_a_sign_out_cut_her_call`` is ``wiki__search``,
+    a tool no plugin offers, answered "The wiki was not reachable; ask me again.": the
+    probes of what such a cut call says and of a call whose tool is gone start here."""
+    return await alice_back_after_a_sign_out_cut_her_call(
+        chat, "Look it up in the wiki.", "wiki__search", '{"q": "x"}', "The wiki was not reachable; ask me again."
+    )
 
 
 # -- a throwaway plugin ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from skald_host.testing import Reply, ToolCall
 
-from .support import MODEL_A, ChatSocket, assert_well_formed, configure_models, messages, new_conversation, types
+from .support import MODEL_A, ChatSocket, alice_back_after_a_sign_out_cut_her_call, assert_well_formed, configure_models, messages, new_conversation, types
 
 NOT_TEXT = "Error: the arguments are not valid text (a lone surrogate?); send them again as UTF-8 JSON."
 TOO_DEEP = "Error: the arguments are nested deeper than 32 levels; send flatter JSON."
@@ -51,23 +51,7 @@ async def test_arguments_that_are_no_text_or_too_deep_are_the_calls_error_and_th
 async def test_a_stored_running_call_with_such_arguments_ends_as_its_error_after_a_restart(chat, arguments, result):
     """Recovery runs a ``rerun`` call that was running again: with arguments that are
     no text, or too deep, it ends as the call's error, never as a recovery that fails."""
-    await configure_models(chat.admin, chat.server)
-    alice = await chat.host.member("alice")
-    cid = await new_conversation(alice)
-    member = await chat.host.core.users.get(alice.member["id"])
-    runtime = await chat.host.core.chat.runtime(member)
-    frame = await runtime.store.root_frame(cid)
-    await runtime.store.add_user_message(frame, "Read it.", None)
-    answer = await runtime.store.start_assistant(frame, MODEL_A)
-    await runtime.store.finish_assistant(
-        answer, content="", reasoning="", model=MODEL_A, calls=[("call_1", "read_file", arguments, "rerun")], running=1
-    )
-    assert (await alice.post("/api/auth/logout")).status_code == 200
-
-    chat.server.script(MODEL_A, [Reply("I could not read it.")])
-    alice = await chat.host.member("alice")
-    async with ChatSocket(alice) as sock:
-        await sock.wait_event(cid, "turn_finished")
+    alice, cid = await alice_back_after_a_sign_out_cut_her_call(chat, "Read it.", "read_file", arguments, "I could not read it.")
     transcript = await messages(alice, cid)
     assert_well_formed(transcript)
     call = transcript[1]["tool_calls"][0]
