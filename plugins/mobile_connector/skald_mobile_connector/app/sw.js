@@ -3,14 +3,14 @@
 // that says only that something is new (the payload carries nothing else).
 // Every module the app imports, all the way down (the host sends them no-cache: offline,
 // only this cache has them).
-const CACHE = "skald-mobile-v9"; // v9: KaTeX's stylesheet (index.html links it: math read twice without it)
+const CACHE = "skald-mobile-v10"; // v10: the shared highlight stylesheet; v9: KaTeX's (math read twice without it)
 // The host's string table (/api/i18n) too: the shared Markdown renderer words its code
 // blocks' and images' labels from it.
 const SHELL = [
   "./", "app.js", "app.css", "manifest.webmanifest", "icon.svg", "strings?locale=en", "strings?locale=de", "/api/i18n?locale=en", "/api/i18n?locale=de",
   "/ui/lib/plugin-kit.js", "/ui/lib/api.js", "/ui/lib/dom.js", "/ui/lib/markdown.js", "/ui/lib/i18n.js", "/ui/lib/ui.js", "/ui/lib/live.js",
   "/ui/vendor/marked/marked.esm.js", "/ui/vendor/dompurify/purify.es.js", "/ui/vendor/highlight/highlight.min.js",
-  "/ui/vendor/katex/katex.min.css",
+  "/ui/vendor/katex/katex.min.css", "/ui/lib/highlight.css",
 ];
 // What a push shows, in the app's language: the app keeps it here (app.js keepPushWords,
 // from its locale files, so a new file words it too). English until the app has run.
