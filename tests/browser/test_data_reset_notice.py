@@ -23,8 +23,8 @@ async def test_a_member_whose_data_a_reset_lost_is_told_on_the_start_page(skald,
     await page.get_by_role("button", name="Not now (I am asked again at my next sign-in)").click()
     await page.locator("#sidebar").wait_for(state="attached")
     await expect(page.locator(".data-reset")).to_contain_text("An admin reset your password on")
-    # What is true of the old data (SECURITY.md): kept aside, in the old password's
-    # encryption; no screen shows it, only the operator could open it by hand.
+    # What is true of the old data (SECURITY.md): kept aside, encrypted, its key beside it
+    # wrapped with the old password; the operator's 'skald recover-reset' gives it back.
     await expect(page.locator(".data-reset")).to_contain_text("It is kept aside on the server")
-    await expect(page.locator(".data-reset")).to_contain_text("your old database stays encrypted with your old password")
-    await expect(page.locator(".data-reset")).to_contain_text("only the server's operator, restoring it by hand with your old password")
+    await expect(page.locator(".data-reset")).to_contain_text("your old database stays encrypted, and it opens only with your old password")
+    await expect(page.locator(".data-reset")).to_contain_text("'skald recover-reset'")
