@@ -120,7 +120,10 @@ async def _agent(host, member, tool: str = "demo__echo", args: dict | None = Non
     out, _ = await client.communicate(json.dumps(plan).encode() + b"\n")
     if client.returncode != 0 or not out:
         raise RuntimeError("the bench's WebSocket client failed; its traceback is above")
-    samples, rounds = json.loads(out)
+    samples, rounds, approvals = json.loads(out)
+    if approvals:
+        print(f"           ({tool}: {approvals} of the calls asked the member first, as check E2 wants after a connector's"
+              " result; the client approved each at once, before its tool_start: the call's figure is untouched, a round's includes it)")
     return samples, rounds
 
 
@@ -133,6 +136,7 @@ def client_main() -> None:
         plan = json.loads(sys.stdin.readline())
         samples: list[float] = []
         rounds: list[float] = []
+        approvals = 0
         url = plan["url"]
         async with connect("ws" + url[4:] + "/api/ws", origin=url, additional_headers=plan["headers"], proxy=None) as ws:
             for _ in range(plan["turns"]):
@@ -153,11 +157,17 @@ def client_main() -> None:
                             if last_done is not None:
                                 rounds.append(now - last_done)
                             last_done = now
+                        elif data.get("type") == "approval_required":
+                            # Check E2: the first connector result marks the conversation, so each
+                            # later call asks; approved at once. tool_start follows the answer, so
+                            # the call's own figure is untouched; a round's includes the round trip.
+                            approvals += 1
+                            await ws.send(json.dumps({"type": "approve", "approval_id": data["approval_id"], "decision": "approve"}))
                         elif data.get("type") == "tool_error":
                             raise RuntimeError(f"the call failed: {data.get('result')}")
                         elif data.get("type") == "turn_finished":
                             finished = True
-        print(json.dumps([samples, rounds]), flush=True)
+        print(json.dumps([samples, rounds, approvals]), flush=True)
 
     asyncio.run(run())
 
