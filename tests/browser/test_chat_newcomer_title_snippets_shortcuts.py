@@ -120,7 +120,13 @@ async def test_ctrl_shift_o_opens_a_new_conversation_from_a_conversation_and_fro
     await expect(box).to_be_focused()
     await expect(box).to_have_value("")
     await page.goto("/#memory")
-    await page.locator("#content h1").first.wait_for()
+    await expect(page.get_by_role("heading", name="Memory", exact=True)).to_be_visible()
+    await page.keyboard.press("Control+Shift+O")
+    await page.wait_for_url(re.compile(r"#chat$"))
+    await expect(box).to_be_focused()
+    # Pressed at once, while the chat screen is still in the page: it acts for the route
+    # being opened, not for the screen being left (which would only focus its box).
+    await page.goto("/#memory")
     await page.keyboard.press("Control+Shift+O")
     await page.wait_for_url(re.compile(r"#chat$"))
     await expect(box).to_be_focused()

@@ -1337,7 +1337,9 @@ export async function renderChat(ctx) {
 }
 
 /** The chat view on screen, or null (another page is). */
-const onScreen = () => (current?.root.isConnected ? current : null);
+// The chat screen the member sees: connected, and still the route (after a click to
+// another page the old screen stays in the page until the new one has rendered).
+const onScreen = () => (current?.root.isConnected && /^#chat(\/|$)/.test(location.hash || "#chat") ? current : null);
 const shown = (node) => Boolean(node?.isConnected && node.getClientRects().length);
 
 installShortcuts({
