@@ -94,6 +94,33 @@ async def screenshot(page: Any, name: str, *, full_page: bool = True) -> None:
     await page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=full_page)
 
 
+async def stored_conversation(host: Any, member_id: str, title: str, rows: Iterable[tuple[Any, ...]]) -> str:
+    """A conversation written straight into the member's file, as an earlier version or
+    a recovery left it; its id. Each row is ``(role, content)``, then optionally its
+    status ("complete" when left out) and a dict of other ``messages`` columns, where
+    ``branch_point`` names an earlier row by its content."""
+    from skald_host.core.agent.store import ConversationStore
+
+    db = host.core.users.owner_db(member_id)
+    store = ConversationStore(db)
+    conversation_id, _ = await store.create_conversation("assistant", title=title)
+    frame = (await store.root_frame(conversation_id)).id
+
+    def write(conn: Any) -> None:
+        ids: dict[str, int] = {}
+        for role, content, *rest in rows:
+            columns = dict(rest.pop()) if rest and isinstance(rest[-1], dict) else {}
+            if columns.get("branch_point") is not None:
+                columns["branch_point"] = ids[columns["branch_point"]]
+            values = {"conversation_id": conversation_id, "frame_id": frame, "role": role, "content": content,
+                      "status": rest[0] if rest else "complete", **columns}
+            ids[content] = conn.execute(
+                f"INSERT INTO messages ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", tuple(values.values())).lastrowid
+
+    await db.transaction(write)
+    return conversation_id
+
+
 async def sign_in(page: Any, username: str, password: str) -> None:
     """Sign in through the login form and wait for the shell."""
     await page.goto("/")

@@ -19,7 +19,7 @@ from skald_host.testing.host import ADMIN_PASSWORD, MEMBER_PASSWORD
 from skald_host.web.routes import events as events_routes
 from tests.disk import fill
 
-from .kit import PHONE, screenshot, sign_in
+from .kit import PHONE, screenshot, sign_in, stored_conversation
 
 MODEL = "test-model"
 
@@ -527,23 +527,13 @@ async def test_an_answer_cut_by_a_restart_shows_the_note_and_the_new_answer_not_
     interrupted answer, the note saying it is asked for again, the new answer (written
     here as recovery writes them). The page shows the note and the answer only."""
     from skald_host.core.agent.runtime import RESUMED_NOTE
-    from skald_host.core.agent.store import ConversationStore, reason_json
+    from skald_host.core.agent.store import reason_json
 
     host = await skald.start()
     client = await host.member("dana")
-    db = host.core.users.owner_db(client.member["id"])
-    store = ConversationStore(db)
-    conversation_id, _ = await store.create_conversation("assistant", title="After a restart")
-    frame = await store.root_frame(conversation_id)
-
-    def write(conn: Any) -> None:
-        rows = [("user", "Hello?", "complete", None), ("assistant", "", "interrupted", None),
-                ("note", RESUMED_NOTE, "complete", reason_json("answer_resumed")), ("assistant", "Here it is.", "complete", None)]
-        conn.executemany(
-            "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason) VALUES (?, ?, ?, ?, ?, ?)",
-            [(conversation_id, frame.id, *row) for row in rows])
-
-    await db.transaction(write)
+    conversation_id = await stored_conversation(host, client.member["id"], "After a restart", [
+        ("user", "Hello?"), ("assistant", "", "interrupted"),
+        ("note", RESUMED_NOTE, "complete", {"reason": reason_json("answer_resumed")}), ("assistant", "Here it is.")])
     page = await browser_pages.new(host.url)
     await sign_in(page, "dana", MEMBER_PASSWORD)
     await page.goto(f"{host.url}/#chat/{conversation_id}")
@@ -559,29 +549,16 @@ async def test_a_regenerate_cut_before_its_first_word_keeps_its_version_switcher
     interrupted answer, which the page hides; the switcher was drawn on it and went
     with it, so the earlier answer could not be reached (crash-kill probe)."""
     from skald_host.core.agent.runtime import RESUMED_NOTE
-    from skald_host.core.agent.store import ConversationStore, reason_json
+    from skald_host.core.agent.store import reason_json
 
     host = await skald.start()
     client = await host.member("dana")
-    db = host.core.users.owner_db(client.member["id"])
-    store = ConversationStore(db)
-    conversation_id, _ = await store.create_conversation("assistant", title="Regenerated, then cut")
-    frame = await store.root_frame(conversation_id)
-
-    def write(conn: Any) -> None:
-        def add(role: str, content: str, status: str, reason: str | None = None, variant: int = 0, point: int | None = None) -> int:
-            return conn.execute(
-                "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason, variant, branch_point)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (conversation_id, frame.id, role, content, status, reason, variant, point),
-            ).lastrowid
-
-        question = add("user", "Hello?", "complete")
-        add("assistant", "The first answer.", "complete", variant=1, point=question)
-        add("assistant", "", "interrupted")
-        add("note", RESUMED_NOTE, "complete", reason_json("answer_resumed"))
-        add("assistant", "The second answer.", "complete")
-
-    await db.transaction(write)
+    conversation_id = await stored_conversation(host, client.member["id"], "Regenerated, then cut", [
+        ("user", "Hello?"),
+        ("assistant", "The first answer.", "complete", {"variant": 1, "branch_point": "Hello?"}),
+        ("assistant", "", "interrupted"),
+        ("note", RESUMED_NOTE, "complete", {"reason": reason_json("answer_resumed")}),
+        ("assistant", "The second answer.")])
     page = await browser_pages.new(host.url)
     await sign_in(page, "dana", MEMBER_PASSWORD)
     await page.goto(f"{host.url}/#chat/{conversation_id}")

@@ -16,7 +16,7 @@ from playwright.async_api import expect
 from skald_host.testing.host import MEMBER_PASSWORD
 from skald_host.testing.model_server import Reply
 
-from .kit import sign_in
+from .kit import sign_in, stored_conversation
 from .test_accessibility import assert_no_violations
 
 LONG_TASK_BOUND_MS = 2000
@@ -37,20 +37,6 @@ PLAIN_OF_LENGTH = """(length) => [...document.querySelectorAll(".msg.assistant .
 MATH = " ".join(f"$x_{{{n}}}$" for n in range(4_000))  # 43 kB: under the plain-text size
 
 
-async def _conversation(host: Any, client: Any, title: str, answer: str) -> str:
-    from skald_host.core.agent.store import ConversationStore
-
-    db = host.core.users.owner_db(client.member["id"])
-    store = ConversationStore(db)
-    conversation_id, _ = await store.create_conversation("assistant", title=title)
-    frame = await store.root_frame(conversation_id)
-    await db.transaction(lambda conn: conn.executemany(
-        "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, ?, ?, ?)",
-        [(conversation_id, frame.id, "user", "Say it", "complete"), (conversation_id, frame.id, "assistant", answer, "complete")],
-    ))
-    return conversation_id
-
-
 async def _long_tasks(page: Any) -> list[float]:
     await page.wait_for_timeout(300)  # a long task is reported once it has ended
     return await page.evaluate("() => window.__longTasks")
@@ -62,7 +48,7 @@ async def test_hostile_stored_answers_are_plain_text_and_hold_the_page_briefly(s
     page = await browser_pages.new(host.url)
     await sign_in(page, "lena", MEMBER_PASSWORD)
     for title, answer in (("emphasis", EMPHASIS), ("nested", NESTED), ("plain", PLAIN_X), ("shallow deep", SHALLOW_DEEP)):
-        conversation_id = await _conversation(host, client, title, answer)
+        conversation_id = await stored_conversation(host, client.member["id"], title, [("user", "Say it"), ("assistant", answer)])
         await page.evaluate(WATCH_LONG_TASKS)
         await page.goto(f"{host.url}/#chat/{conversation_id}")
         # At most PLAIN_SHOWN characters laid out at first (5 MB of text took seconds too).
@@ -85,7 +71,7 @@ async def test_hostile_stored_answers_are_plain_text_and_hold_the_page_briefly(s
 async def test_a_message_draws_at_most_a_hundred_formulas_and_shows_the_rest_as_tex(skald, browser_pages):
     host = await skald.start()
     client = await host.member("lena")
-    conversation_id = await _conversation(host, client, "math", MATH)
+    conversation_id = await stored_conversation(host, client.member["id"], "math", [("user", "Say it"), ("assistant", MATH)])
     page = await browser_pages.new(host.url)
     await sign_in(page, "lena", MEMBER_PASSWORD)
     await page.evaluate(WATCH_LONG_TASKS)

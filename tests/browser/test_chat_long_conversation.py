@@ -5,13 +5,12 @@ read them out as news."""
 
 from __future__ import annotations
 
-from typing import Any
 
 from playwright.async_api import expect
 
 from skald_host.testing.host import MEMBER_PASSWORD
 
-from .kit import sign_in
+from .kit import sign_in, stored_conversation
 
 TURNS = 300  # 600 messages
 
@@ -28,23 +27,10 @@ WATCH_LIVE = """() => {
 
 
 async def test_a_long_conversation_opens_at_its_newest_rows_and_draws_earlier_ones_on_request(skald, browser_pages):
-    from skald_host.core.agent.store import ConversationStore
-
     host = await skald.start()
     client = await host.member("lena")
-    db = host.core.users.owner_db(client.member["id"])
-    store = ConversationStore(db)
-    conversation_id, _ = await store.create_conversation("assistant", title="A long one")
-    frame = await store.root_frame(conversation_id)
-
-    def write(conn: Any) -> None:
-        rows = []
-        for n in range(TURNS):
-            rows.append((conversation_id, frame.id, "user", f"Question {n}", "complete"))
-            rows.append((conversation_id, frame.id, "assistant", f"Answer {n}, with `code` and **words**.", "complete"))
-        conn.executemany("INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, ?, ?, ?)", rows)
-
-    await db.transaction(write)
+    rows = [row for n in range(TURNS) for row in (("user", f"Question {n}"), ("assistant", f"Answer {n}, with `code` and **words**."))]
+    conversation_id = await stored_conversation(host, client.member["id"], "A long one", rows)
     page = await browser_pages.new(host.url)
     await sign_in(page, "lena", MEMBER_PASSWORD)
     await page.goto(f"{host.url}/#chat/{conversation_id}")

@@ -14,10 +14,9 @@ from playwright.async_api import expect
 from skald_host.testing import Reply, ScriptedModelServer
 from skald_host.testing.host import MEMBER_PASSWORD
 
-from .kit import sign_in
+from .kit import sign_in, stored_conversation
 from .test_accessibility import assert_no_violations, sign_in_german
 from .test_chat import MODEL, configure_model, send
-from .test_chat_search_hits_paste_limits_escape import seed
 
 #: The one conversation read (not the list, not its sub-resources).
 ONE_CONVERSATION = re.compile(r"/api/conversations/[^/?]+(\?.*)?$")
@@ -28,8 +27,8 @@ async def test_a_new_conversations_title_reaches_its_header_while_a_search_hides
         host = await skald.start()
         await configure_model(await host.admin(), server)
         member = await host.member("alice", display_name="Alice")
-        await seed(host, member.member["id"], "Penguins at dusk", [("user", "Where do penguins sleep?", 0, None), ("assistant", "On the ice.", 0, None)])
-        await seed(host, member.member["id"], "Something else", [("user", "Hello", 0, None), ("assistant", "Hi.", 0, None)])
+        await stored_conversation(host, member.member["id"], "Penguins at dusk", [("user", "Where do penguins sleep?"), ("assistant", "On the ice.")])
+        await stored_conversation(host, member.member["id"], "Something else", [("user", "Hello"), ("assistant", "Hi.")])
         server.responder = lambda request: Reply(text="Rhubarb is a vegetable.")
         page = await browser_pages.new(host.url)
         await sign_in(page, "alice", MEMBER_PASSWORD)
@@ -68,8 +67,8 @@ ANSWER = (
 async def test_a_search_results_snippet_is_plain_words_with_the_matched_ones_marked(skald, browser_pages):
     host = await skald.start()
     member = await host.member("dora")
-    await seed(host, member.member["id"], "Maths", [("user", "What did we compute?", 0, None), ("assistant", ANSWER, 0, None)])
-    await seed(host, member.member["id"], "Something else", [("user", "Hello", 0, None), ("assistant", "Hi.", 0, None)])
+    await stored_conversation(host, member.member["id"], "Maths", [("user", "What did we compute?"), ("assistant", ANSWER)])
+    await stored_conversation(host, member.member["id"], "Something else", [("user", "Hello"), ("assistant", "Hi.")])
     page = await browser_pages.new(host.url)
     await sign_in(page, "dora", MEMBER_PASSWORD)
     await expect(page.locator(".conv-list li")).to_have_count(2)
@@ -103,7 +102,7 @@ async def member_with_a_conversation(skald: Any, browser_pages: Any, **page: Any
     """Dora signed in, with one conversation ("Penguins") open: the host and her page."""
     host = await skald.start()
     member = await host.member("dora")
-    conversation_id = await seed(host, member.member["id"], "Penguins", [("user", "Where do penguins sleep?", 0, None), ("assistant", "On the ice.", 0, None)])
+    conversation_id = await stored_conversation(host, member.member["id"], "Penguins", [("user", "Where do penguins sleep?"), ("assistant", "On the ice.")])
     browser = await browser_pages.new(host.url, **page)
     await sign_in(browser, "dora", MEMBER_PASSWORD)
     await browser.goto(f"/#chat/{conversation_id}")

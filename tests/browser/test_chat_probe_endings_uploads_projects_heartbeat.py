@@ -6,7 +6,6 @@ noticed, and an export saved under a name that lost its umlauts."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from playwright.async_api import expect
 
@@ -14,28 +13,12 @@ from skald_host.testing import Hang, Reply, ScriptedModelServer
 from skald_host.testing.host import MEMBER_PASSWORD
 from tests.folders.support import join_project
 
-from .kit import sign_in
+from .kit import sign_in, stored_conversation
 from .test_accessibility import sign_in_german
 from .test_chat import MODEL, configure_model, send
 
 #: The transcript's status line (screen readers hear it; it is visually hidden).
 ANNOUNCER = "main p.turn-status[role=status]"  # not the conversation search's (conv-search-status)
-
-
-async def write_conversation(host: Any, username: str, title: str, rows: list[tuple[str, str, str]]) -> str:
-    """A conversation of ``username`` holding ``rows`` (role, content, status), written
-    as recovery writes what a restart cut; its id."""
-    from skald_host.core.agent.store import ConversationStore
-
-    client = await host.member(username)
-    db = host.core.users.owner_db(client.member["id"])
-    store = ConversationStore(db)
-    conversation_id, _ = await store.create_conversation("assistant", title=title)
-    frame = await store.root_frame(conversation_id)
-    await db.transaction(lambda conn: conn.executemany(
-        "INSERT INTO messages (conversation_id, frame_id, role, content, status) VALUES (?, ?, ?, ?, ?)",
-        [(conversation_id, frame.id, *row) for row in rows]))
-    return conversation_id
 
 
 async def test_a_stopped_an_interrupted_and_a_failed_answer_are_announced_as_what_they_are(skald, browser_pages):
@@ -60,11 +43,11 @@ async def test_a_stopped_an_interrupted_and_a_failed_answer_are_announced_as_wha
         await expect(page.locator(".msg.assistant .msg-body").last).to_have_text("Done now.")
         await expect(page.locator(ANNOUNCER)).to_have_text("The assistant is done.")
 
-        cut = await write_conversation(host, "nora", "Cut by a restart", [("user", "Hello?", "complete"), ("assistant", "Half an ans", "interrupted")])
+        cut = await stored_conversation(host, (await host.member("nora")).member["id"], "Cut by a restart", [("user", "Hello?", "complete"), ("assistant", "Half an ans", "interrupted")])
         await page.goto(f"{host.url}/#chat/{cut}")
         await expect(page.locator(".msg.assistant .badge")).to_have_text("Interrupted")
         await expect(page.locator(ANNOUNCER)).to_have_text("The answer was interrupted.")
-        failed = await write_conversation(host, "nora", "Failed", [("user", "Hello?", "complete"), ("assistant", "No model.", "error")])
+        failed = await stored_conversation(host, (await host.member("nora")).member["id"], "Failed", [("user", "Hello?", "complete"), ("assistant", "No model.", "error")])
         await page.goto(f"{host.url}/#chat/{failed}")
         await expect(page.locator(".msg.assistant .badge")).to_have_text("Failed")
         await expect(page.locator(ANNOUNCER)).to_have_text("The answer failed.")
@@ -74,8 +57,8 @@ async def test_a_stopped_an_interrupted_and_a_failed_answer_are_announced_as_wha
         await host.member("nils", locale="de")
         german = await browser_pages.new(host.url, locale="de-DE")
         await sign_in_german(german, "nils", MEMBER_PASSWORD)
-        cut = await write_conversation(host, "nils", "Unterbrochen", [("user", "Hallo?", "complete"), ("assistant", "Eine halbe Ant", "interrupted")])
-        stopped = await write_conversation(host, "nils", "Gestoppt", [("user", "Hallo?", "complete"), ("assistant", "Ich denke", "cancelled")])
+        cut = await stored_conversation(host, (await host.member("nils")).member["id"], "Unterbrochen", [("user", "Hallo?", "complete"), ("assistant", "Eine halbe Ant", "interrupted")])
+        stopped = await stored_conversation(host, (await host.member("nils")).member["id"], "Gestoppt", [("user", "Hallo?", "complete"), ("assistant", "Ich denke", "cancelled")])
         await german.goto(f"{host.url}/#chat/{cut}")
         await expect(german.locator(".msg.assistant .badge")).to_have_text("Unterbrochen")
         await expect(german.locator(ANNOUNCER)).to_have_text("Die Antwort wurde unterbrochen.")

@@ -8,49 +8,26 @@ box stops a running answer."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from playwright.async_api import expect
 
-from skald_host.core.agent.store import ConversationStore
 from skald_host.testing import Reply, ScriptedModelServer
 from skald_host.testing.host import MEMBER_PASSWORD
 
-from .kit import sign_in
+from .kit import sign_in, stored_conversation
 from .test_chat import MODEL, carol_waiting_on_a_slow_answer, configure_model, send
 
 TURNS = 150  # 300 rows: more than a part (about 100 rows)
 
 
-async def seed(host: Any, member_id: str, title: str, rows: list[tuple[str, str, int, str | None]]) -> str:
-    """A conversation written straight into the member's file: (role, content, variant,
-    branch point as the content of an earlier row, or None)."""
-    db = host.core.users.owner_db(member_id)
-    store = ConversationStore(db)
-    conversation_id, _ = await store.create_conversation("assistant", title=title)
-    frame = (await store.root_frame(conversation_id)).id
-
-    def write(conn: Any) -> None:
-        ids: dict[str, int] = {}
-        for role, content, variant, point in rows:
-            ids[content] = conn.execute(
-                "INSERT INTO messages (conversation_id, frame_id, role, content, status, variant, branch_point)"
-                " VALUES (?, ?, ?, ?, 'complete', ?, ?)",
-                (conversation_id, frame, role, content, variant, ids[point] if point else None),
-            ).lastrowid
-
-    await db.transaction(write)
-    return conversation_id
-
-
 async def test_a_search_results_part_offers_no_regenerate_and_the_search_stays(skald, browser_pages):
     host = await skald.start()
     member = await host.member("dora")
-    rows: list[tuple[str, str, int, str | None]] = []
+    rows: list[tuple[str, str]] = []
     for n in range(TURNS):
-        rows += [("user", "How do penguins sleep in winter?" if n == 10 else f"Question {n}", 0, None), ("assistant", f"Answer {n}.", 0, None)]
-    await seed(host, member.member["id"], "Very long", rows)
-    await seed(host, member.member["id"], "Something else", [("user", "Hello", 0, None), ("assistant", "Hi.", 0, None)])
+        rows += [("user", "How do penguins sleep in winter?" if n == 10 else f"Question {n}"), ("assistant", f"Answer {n}.")]
+    await stored_conversation(host, member.member["id"], "Very long", rows)
+    await stored_conversation(host, member.member["id"], "Something else", [("user", "Hello"), ("assistant", "Hi.")])
     page = await browser_pages.new(host.url)
     await sign_in(page, "dora", MEMBER_PASSWORD)
     conversations = page.locator(".conv-list li")
@@ -92,10 +69,10 @@ async def test_a_search_results_part_offers_no_regenerate_and_the_search_stays(s
 async def test_a_result_in_an_earlier_version_opens_at_that_version(skald, browser_pages):
     host = await skald.start()
     member = await host.member("dora")
-    conversation_id = await seed(host, member.member["id"], "Animals", [
-        ("user", "Tell me about stripes", 0, None),
-        ("assistant", "Zebras sleep standing up.", 1, "Tell me about stripes"),
-        ("assistant", "Tigers have stripes too.", 0, None),
+    conversation_id = await stored_conversation(host, member.member["id"], "Animals", [
+        ("user", "Tell me about stripes"),
+        ("assistant", "Zebras sleep standing up.", "complete", {"variant": 1, "branch_point": "Tell me about stripes"}),
+        ("assistant", "Tigers have stripes too."),
     ])
     page = await browser_pages.new(host.url)
     await sign_in(page, "dora", MEMBER_PASSWORD)

@@ -10,35 +10,22 @@ from typing import Any
 
 from playwright.async_api import expect
 
-from skald_host.core.agent.store import ConversationStore
 from skald_host.testing.host import MEMBER_PASSWORD
 
-from .kit import sign_in
+from .kit import sign_in, stored_conversation
 
 TURNS = 1200  # 2,400 rows on screen, 1 version
 
 
 async def seed(host: Any, member_id: str) -> str:
-    db = host.core.users.owner_db(member_id)
-    store = ConversationStore(db)
-    conversation_id, _ = await store.create_conversation("assistant", title="Sehr lang")
-    frame = (await store.root_frame(conversation_id)).id
-
-    def write(conn: Any) -> None:
-        def add(role: str, content: str, variant: int = 0, point: int | None = None) -> int:
-            return conn.execute(
-                "INSERT INTO messages (conversation_id, frame_id, role, content, status, variant, branch_point) VALUES (?, ?, ?, ?, 'complete', ?, ?)",
-                (conversation_id, frame, role, content, variant, point),
-            ).lastrowid
-
-        for n in range(TURNS):
-            question = add("user", "Wie schlafen Pinguine im Winter?" if n == 40 else f"Frage {n}")
-            if n == TURNS - 1:
-                add("assistant", "Die erste Antwort.", variant=1, point=question)
-            add("assistant", f"Antwort **{n}**.")
-
-    await db.transaction(write)
-    return conversation_id
+    rows: list[tuple[Any, ...]] = []
+    for n in range(TURNS):
+        question = "Wie schlafen Pinguine im Winter?" if n == 40 else f"Frage {n}"
+        rows.append(("user", question))
+        if n == TURNS - 1:
+            rows.append(("assistant", "Die erste Antwort.", "complete", {"variant": 1, "branch_point": question}))
+        rows.append(("assistant", f"Antwort **{n}**."))
+    return await stored_conversation(host, member_id, "Sehr lang", rows)
 
 
 async def rows(page: Any) -> int:
