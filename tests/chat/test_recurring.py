@@ -22,7 +22,7 @@ from skald_host.core import schedules
 from skald_host.core.agent.store import ConversationStore
 from skald_host.core.schedules import service
 from skald_host.core.schema import OWNER_MIGRATIONS
-from skald_host.core.storage import Database, MigrationSet
+from skald_host.core.storage import Database
 from skald_host.testing import Reply, ToolCall
 
 from .support import ChatSocket, configure_models, eventually, messages, new_conversation
@@ -155,7 +155,7 @@ async def test_a_one_shot_row_from_before_the_migration_still_runs(tmp_path):
     """A member file at the schema before recurring prompts, with a one-shot row in it,
     opened by this version: the row is a one-shot prompt, due, listed, and delivered."""
     ours = next(step for step in OWNER_MIGRATIONS.steps if step.description.startswith("recurring scheduled prompts"))
-    before = MigrationSet(bucket="owner", steps=tuple(s for s in OWNER_MIGRATIONS.steps if s.version < ours.version))
+    before = OWNER_MIGRATIONS.before(ours.version)
     path, key = tmp_path / "member.db", b"k" * 32
     old = await Database.open(path, key=key, migrations=before, create=True)
     # Rows as that version wrote them, in plain SQL: today's store writes columns that

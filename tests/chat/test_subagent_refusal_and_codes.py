@@ -18,7 +18,7 @@ import os
 from skald_host.core.agent.store import HOST_RESULTS
 from skald_host.core.agent.subagents.runs import RunStore
 from skald_host.core.schema import OWNER_MIGRATIONS
-from skald_host.core.storage import Database, MigrationSet
+from skald_host.core.storage import Database
 from skald_host.testing import Reply, ScriptedError, ToolCall
 
 from .support import MODEL_A, ChatSocket, configure_models, last, messages, new_conversation, run, runs, write_agent
@@ -114,7 +114,7 @@ async def test_an_owner_file_from_before_run_reasons_opens_and_its_runs_have_non
     """The column is additive: a member file of the schema before it, with a failed
     run in it, opens with this version; the run keeps its English error, no reason."""
     ours = next(step for step in OWNER_MIGRATIONS.steps if step.description.startswith("why a sub-agent run failed"))
-    before = MigrationSet(bucket="owner", steps=tuple(s for s in OWNER_MIGRATIONS.steps if s.version < ours.version))
+    before = OWNER_MIGRATIONS.before(ours.version)
     path, key = tmp_path / "member.db", os.urandom(32)
     old = await Database.open(path, key=key, migrations=before, create=True)
     await old.transaction(lambda c: (

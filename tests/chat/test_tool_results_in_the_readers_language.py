@@ -116,10 +116,9 @@ async def test_a_members_file_from_before_the_reason_column_opens_and_its_calls_
     from skald_host.core.agent.store import ConversationStore
     from skald_host.core.schema import OWNER_MIGRATIONS
     from skald_host.core.storage import Database
-    from skald_host.core.storage.migrations import MigrationSet
 
     path = tmp_path / "owner.db"
-    before = MigrationSet(OWNER_MIGRATIONS.bucket, tuple(s for s in OWNER_MIGRATIONS.steps if s.version < 20))
+    before = OWNER_MIGRATIONS.before(20)
     db = await Database.open(path, key=None, migrations=before, create=True)
 
     def older_rows(c):

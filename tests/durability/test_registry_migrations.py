@@ -28,7 +28,7 @@ def with_extra_step(migrations: MigrationSet, statement: str) -> MigrationSet:
 
 
 def first_version(migrations: MigrationSet) -> MigrationSet:
-    return MigrationSet(migrations.bucket, migrations.steps[:1])
+    return migrations.before(2)
 
 
 async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path, caplog):
@@ -132,7 +132,7 @@ async def test_roles_written_before_step_8_keep_their_agents_and_tools_and_the_r
     from skald_host.core.identity.role_store import RoleStore
 
     path = tmp_path / "database" / "system.db"
-    before_step_8 = MigrationSet(REGISTRY_MIGRATIONS.bucket, REGISTRY_MIGRATIONS.steps[:7])
+    before_step_8 = REGISTRY_MIGRATIONS.before(8)
     registry = await Database.open(path, key=None, migrations=before_step_8, create=True)
     await registry.transaction(
         lambda c: (
@@ -168,7 +168,7 @@ async def test_self_service_connectors_become_capabilities_and_upgrades_keep_wha
     step = next(i for i, m in enumerate(REGISTRY_MIGRATIONS.steps) if "self-service connectors" in m.description)
     for switch in (False, True):
         path = tmp_path / str(switch) / "database" / "system.db"
-        before = MigrationSet(REGISTRY_MIGRATIONS.bucket, REGISTRY_MIGRATIONS.steps[:step])
+        before = REGISTRY_MIGRATIONS.before(step + 1)
         registry = await Database.open(path, key=None, migrations=before, create=True)
         await registry.transaction(
             lambda c: (
@@ -206,7 +206,7 @@ async def test_a_registry_whose_restricted_preset_was_given_connectors_at_its_cr
 
     step = next(i for i, m in enumerate(REGISTRY_MIGRATIONS.steps) if m.version == 22)
     path = tmp_path / "database" / "system.db"
-    before = MigrationSet(REGISTRY_MIGRATIONS.bucket, REGISTRY_MIGRATIONS.steps[:step])
+    before = REGISTRY_MIGRATIONS.before(step + 1)
     registry = await Database.open(path, key=None, migrations=before, create=True)
     await registry.transaction(lambda c: c.execute("INSERT INTO role_capabilities VALUES ('restricted', 'connectors.activate')"))
     await registry.close()
@@ -244,7 +244,7 @@ async def test_a_member_supervised_before_the_upgrade_is_told_once_at_their_next
 
     step = next(i for i, m in enumerate(REGISTRY_MIGRATIONS.steps) if "acknowledged who supervises them" in m.description)
     path = tmp_path / "database" / "system.db"
-    before = MigrationSet(REGISTRY_MIGRATIONS.bucket, REGISTRY_MIGRATIONS.steps[:step])
+    before = REGISTRY_MIGRATIONS.before(step + 1)
     registry = await Database.open(path, key=None, migrations=before, create=True)
     subject, supervisor, other = "a" * 32, "b" * 32, "c" * 32
     await registry.transaction(
@@ -287,7 +287,7 @@ async def test_request_log_and_answers_written_before_the_catalog_entry_was_reco
 
     database_dir = tmp_path / "database"
     registry_path = database_dir / "system.db"
-    before = MigrationSet(REGISTRY_MIGRATIONS.bucket, tuple(s for s in REGISTRY_MIGRATIONS.steps if s.version < 20))
+    before = REGISTRY_MIGRATIONS.before(20)
     registry = await Database.open(registry_path, key=None, migrations=before, create=True)
     await registry.transaction(lambda c: c.execute(
         "INSERT INTO llm_requests (id, member_id, model, status, http_status, tokens_in, tokens_out, created_at)"
@@ -313,7 +313,7 @@ async def test_request_log_and_answers_written_before_the_catalog_entry_was_reco
 
     owner_path = database_dir / "0123456789abcdef0123456789abcdef.db"
     dek = os.urandom(32)
-    before = MigrationSet(OWNER_MIGRATIONS.bucket, tuple(s for s in OWNER_MIGRATIONS.steps if s.version < 17))
+    before = OWNER_MIGRATIONS.before(17)
     owner = await Database.open(owner_path, key=dek, migrations=before, create=True)
     await owner.transaction(lambda c: (
         c.execute("INSERT INTO conversations (id, source, agent_id) VALUES ('c1', 'web', 'assistant')"),
@@ -343,7 +343,7 @@ async def test_members_of_a_registry_at_step_22_keep_their_passwords_and_nobody_
     kdf = KeyDerivation(KDF_FLOOR)
     member_id = "0123456789abcdef0123456789abcdef"
     dek, sealed = await kdf.seal_new(PASSWORD, member_id)
-    before = MigrationSet(current.bucket, tuple(s for s in current.steps if s.version <= 22))
+    before = current.before(23)
     registry = await Database.open(path, key=None, migrations=before, create=True)
     await registry.transaction(
         lambda c: c.execute(

@@ -14,12 +14,12 @@ STEP = next(step for step in REGISTRY_MIGRATIONS.steps if step.apply is _seed_te
 
 
 def before_the_step() -> MigrationSet:
-    return MigrationSet(REGISTRY_MIGRATIONS.bucket, tuple(s for s in REGISTRY_MIGRATIONS.steps if s.version < STEP.version))
+    return REGISTRY_MIGRATIONS.before(STEP.version)
 
 
 def through_the_step() -> MigrationSet:
     """Up to and including the step: later steps may seed rules of their own."""
-    return MigrationSet(REGISTRY_MIGRATIONS.bucket, tuple(s for s in REGISTRY_MIGRATIONS.steps if s.version <= STEP.version))
+    return REGISTRY_MIGRATIONS.before(STEP.version + 1)
 
 
 async def labels_and_notes(registry: Database) -> tuple[dict[str, str], list[tuple[str, str, int]]]:

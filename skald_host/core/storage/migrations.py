@@ -67,6 +67,11 @@ class MigrationSet:
     def latest(self) -> int:
         return len(self.steps)
 
+    def before(self, version: int) -> "MigrationSet":
+        """The same bucket as an earlier release had it (steps below ``version``): what an
+        upgrade test opens a file with to write the rows that release wrote."""
+        return MigrationSet(self.bucket, tuple(step for step in self.steps if step.version < version))
+
 
 def apply_migrations(conn: Connection, migration_set: MigrationSet) -> tuple[int, int]:
     """Bring ``conn`` up to ``migration_set.latest``; return (from_version, to_version).
