@@ -3,6 +3,7 @@ enabled, a scripted model server it reaches through the ``openai`` SDK, and the 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
@@ -10,6 +11,9 @@ import pytest
 import pytest_asyncio
 
 from durability.helpers import Servers
+from skald_host.core.agent.store import ConversationStore
+from skald_host.core.schema import OWNER_MIGRATIONS
+from skald_host.core.storage import Database
 from skald_host.testing import RunningHost, ScriptedModelServer, SkaldClient, SkaldHarness
 
 from .support import ALL_MODELS, API_KEY, MODEL_A, PROBE, ChatProbe, write_probe_agents
@@ -21,6 +25,17 @@ class Chat:
     admin: SkaldClient
     server: ScriptedModelServer
     probe: ChatProbe
+
+
+@pytest_asyncio.fixture
+async def owner_store(tmp_path) -> AsyncIterator[ConversationStore]:
+    """The conversations of one member's file, encrypted and with its reader, as the host
+    opens it, without a host around it (``owner_store.db`` is the file)."""
+    db = await Database.open(tmp_path / "owner.db", key=os.urandom(32), migrations=OWNER_MIGRATIONS, create=True, reader=True)
+    try:
+        yield ConversationStore(db)
+    finally:
+        await db.close()
 
 
 @pytest.fixture

@@ -15,6 +15,16 @@ async def search(client, text: str) -> list[dict]:
     return response.json()["conversations"]
 
 
+async def answered(chat, member, answer: str, question: str = "Show me") -> str:
+    """A new conversation of ``member`` in which the model answered ``answer``; its id."""
+    chat.server.script(MODEL_A, [Reply(answer)])
+    async with ChatSocket(member) as sock:
+        cid = await new_conversation(member)
+        await sock.send(cid, question)
+        await sock.turn(cid)
+    return cid
+
+
 async def test_search_finds_words_of_any_message_in_the_members_own_conversations_only(chat):
     await configure_models(chat.admin, chat.server)
     alice, bob = await chat.host.member("alice"), await chat.host.member("bob")
@@ -86,11 +96,7 @@ async def test_a_snippet_shows_the_words_of_a_markdown_answer_not_its_syntax(cha
         "# Hello\n\nHere is a **table** with _emphasis_ and `code` and a [link](https://example.com):\n\n"
         "| a | b |\n|---|:---:|\n| 1 | 2 |\n\n> quoted\n\n- first item\n1. numbered\n\n~~gone~~ snake_case_name 2 * 3"
     )
-    chat.server.script(MODEL_A, [Reply(answer)])
-    async with ChatSocket(alice) as sock:
-        cid = await new_conversation(alice)
-        await sock.send(cid, "Show me")
-        await sock.turn(cid)
+    await answered(chat, alice, answer)
     [hit] = await search(alice, "hello")
     snippet = hit["snippet"]
     for syntax in ("#", "**", "|", "---", "`", "](", "https://", "> ", "~~", "_emphasis_"):
@@ -103,14 +109,10 @@ async def test_a_snippet_shows_the_words_of_a_markdown_answer_not_its_syntax(cha
 
     # Code, escapes, tasks and fences: `__init__` lost its underscores (__ went
     # everywhere), \*stars\* became \stars\, and [x] and ```python stayed.
-    chat.server.script(MODEL_A, [Reply(
+    await answered(chat, alice, (
         "Call `__init__` with `a | b` before my__var and __strong__ words.\n\n\\*literal stars\\* and a back\\\\slash\n\n"
         "- [x] shipped release\n- [ ] pending notes\n\n```python\nprint(fenced)\n```\n\n~~~\nechoed tilde\n~~~"
-    )])
-    async with ChatSocket(alice) as sock:
-        cid = await new_conversation(alice)
-        await sock.send(cid, "More")
-        await sock.turn(cid)
+    ), "More")
     [hit] = await search(alice, "call")
     assert hit["snippet"].startswith("Call __init__ with a | b before my__var and strong words."), hit["snippet"]
     [hit] = await search(alice, "literal slash")
@@ -166,13 +168,9 @@ async def test_a_snippet_keeps_maths_tex_and_says_which_words_matched_accents_fo
     ``snippet_parts`` alternates text and matched words, as written ("Café" for "cafe")."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
-    chat.server.script(MODEL_A, [Reply(
+    await answered(chat, alice, (
         "## Area\n\nThe **integral** $$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$ and inline $a\\,b$ cost \\$5 at the Café on the Straße."
-    )])
-    async with ChatSocket(alice) as sock:
-        cid = await new_conversation(alice)
-        await sock.send(cid, "Show me")
-        await sock.turn(cid)
+    ))
     [hit] = await search(alice, "integral")
     # The snippet's end cut the math: its TeX as written up to there.
     assert hit["snippet"] == "Area The integral \\int_0^1 x^2\\,dx = \\frac{1}{3…", hit["snippet"]

@@ -6,11 +6,8 @@ a search in small transactions, none of them the search's own read."""
 
 from __future__ import annotations
 
-import os
 
 from skald_host.core.agent import store as store_module
-from skald_host.core.agent.store import ConversationStore
-from skald_host.core.schema import OWNER_MIGRATIONS
 from skald_host.core.storage import Database
 
 
@@ -28,35 +25,33 @@ def counting(db: Database) -> list[str]:
     return jobs
 
 
-async def test_messages_are_indexed_in_the_commit_that_writes_them_and_a_search_only_reads(tmp_path, monkeypatch):
-    db = await Database.open(tmp_path / "owner.db", key=os.urandom(32), migrations=OWNER_MIGRATIONS, create=True, reader=True)
-    try:
-        store = ConversationStore(db)
-        cid, _ = await store.create_conversation("assistant")
-        frame = await store.root_frame(cid)
-        jobs = counting(db)
-        await store.add_member_message(frame, "what about rhubarb?", None, queued=False)
-        await store.finish_assistant(await store.start_assistant(frame, "m"), content="Plant it in spring.", reasoning="", model="m", calls=[])
-        assert jobs == ["transaction"] * 3  # no commit more than the messages' own
-        indexed = await db.read(lambda c: c.execute("SELECT count(*) FROM messages_fts").fetchone()[0])
-        assert indexed == 2  # both in the index already, by those commits
-        jobs.clear()
-        assert [c["id"] for c in await store.conversations(search="rhubarb spring")] == [cid]
-        assert "transaction" not in jobs and jobs[-1] == "read"  # the search held no write lock
+async def test_messages_are_indexed_in_the_commit_that_writes_them_and_a_search_only_reads(owner_store, monkeypatch):
+    store = owner_store
+    db = store.db
+    cid, _ = await store.create_conversation("assistant")
+    frame = await store.root_frame(cid)
+    jobs = counting(db)
+    await store.add_member_message(frame, "what about rhubarb?", None, queued=False)
+    await store.finish_assistant(await store.start_assistant(frame, "m"), content="Plant it in spring.", reasoning="", model="m", calls=[])
+    assert jobs == ["transaction"] * 3  # no commit more than the messages' own
+    indexed = await db.read(lambda c: c.execute("SELECT count(*) FROM messages_fts").fetchone()[0])
+    assert indexed == 2  # both in the index already, by those commits
+    jobs.clear()
+    assert [c["id"] for c in await store.conversations(search="rhubarb spring")] == [cid]
+    assert "transaction" not in jobs and jobs[-1] == "read"  # the search held no write lock
 
-        # Rows finished elsewhere (recovery marks a cut answer interrupted) are caught up
-        # before the search, a few rows per transaction.
-        for n in range(5):
-            await store.add_member_message(frame, f"question {n}", None, queued=False)
-            message_id = await store.start_assistant(frame, "m")
-            await store.checkpoint(message_id, f"partial tomato {n}", "")
-        await store.mark_interrupted_streams()
-        monkeypatch.setattr(store_module, "INDEX_BATCH", 2)
-        jobs.clear()
-        assert [c["id"] for c in await store.conversations(search="tomato")] == [cid]
-        assert jobs.count("transaction") == 3  # 5 rows, 2 a batch
-        jobs.clear()
-        assert [c["id"] for c in await store.conversations(search="tomato")] == [cid]
-        assert "transaction" not in jobs
-    finally:
-        await db.close()
+    # Rows finished elsewhere (recovery marks a cut answer interrupted) are caught up
+    # before the search, a few rows per transaction.
+    for n in range(5):
+        await store.add_member_message(frame, f"question {n}", None, queued=False)
+        message_id = await store.start_assistant(frame, "m")
+        await store.checkpoint(message_id, f"partial tomato {n}", "")
+    await store.mark_interrupted_streams()
+    monkeypatch.setattr(store_module, "INDEX_BATCH", 2)
+    jobs.clear()
+    assert [c["id"] for c in await store.conversations(search="tomato")] == [cid]
+    assert jobs.count("transaction") == 3  # 5 rows, 2 a batch
+    jobs.clear()
+    assert [c["id"] for c in await store.conversations(search="tomato")] == [cid]
+    assert "transaction" not in jobs
+
