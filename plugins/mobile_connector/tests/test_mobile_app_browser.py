@@ -187,27 +187,30 @@ async def test_a_locked_member_can_still_write_and_the_app_says_when_it_arrives(
     assert problems == []
 
 
-async def _paired_app(setup, browser, member, problems: list[str]):
-    """A phone-sized page with the app paired to ``member``, on its conversation list."""
-    context = await browser.new_context(base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale="en-US")
+async def _paired_app(setup, browser, member, problems: list[str], *, german: bool = False):
+    """A phone-sized page with the app paired to ``member``, on its conversation list;
+    ``german``: the member's account and the phone speak German."""
+    if german:
+        assert (await member.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    context = await browser.new_context(base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale="de-DE" if german else "en-US")
     page = await context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(15_000)
     page.on("pageerror", lambda error: problems.append(f"error: {error}"))
     page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text or "Refused to" in m.text else None)
     await page.goto(f"{BASE}/app/")
     await page.fill("input[name=code]", await pairing_code(member))
     await page.tap("button[type=submit]")
-    await page.wait_for_selector("text=New chat")
+    await page.wait_for_selector("text=Neuer Chat" if german else "text=New chat")
     return context, page
 
 
 @contextlib.asynccontextmanager
-async def _app(setup, browser, member):
+async def _app(setup, browser, member, *, german: bool = False):
     """``_paired_app`` for the length of a block, its context closed after it; at the end
     no page error or CSP refusal was seen (``_paired_app`` collects them). One copy for
     the app's browser tests, which each wanted the same."""
     problems: list[str] = []
-    context, page = await _paired_app(setup, browser, member, problems)
+    context, page = await _paired_app(setup, browser, member, problems, german=german)
     try:
         yield context, page
     finally:

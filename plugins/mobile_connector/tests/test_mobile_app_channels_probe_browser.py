@@ -9,8 +9,8 @@ import pytest
 
 from skald_host.core.files.sniff import sniff
 from skald_host.testing import Reply
-from mobile_support import BASE, MODEL, paired_device, pairing_code
-from test_mobile_app_browser import PHONE
+from mobile_support import BASE, MODEL, paired_device
+from test_mobile_app_browser import _app
 
 
 @pytest.fixture
@@ -18,26 +18,9 @@ def browser(plugin_browser):
     return plugin_browser.browser
 
 
-async def _german_app(setup, browser, member, problems: list[str]):
-    """The app paired to a member whose account speaks German, on its list."""
-    assert (await member.put("/api/me/locale", json={"locale": "de"})).status_code == 200
-    context = await browser.new_context(base_url=setup.host.url, viewport=PHONE, is_mobile=True, has_touch=True, locale="de-DE")
-    page = await context.new_page()
-    page.set_default_timeout(15_000)
-    page.on("pageerror", lambda error: problems.append(f"error: {error}"))
-    page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text or "Refused to" in m.text else None)
-    await page.goto(f"{BASE}/app/")
-    await page.fill("input[name=code]", await pairing_code(member))
-    await page.tap("button[type=submit]")
-    await page.wait_for_selector("text=Neuer Chat")
-    return context, page
-
-
 async def test_a_formula_shows_once_and_the_header_takes_the_title_the_first_message_gave(setup, browser):
     bea = await setup.host.member("bea", display_name="Bea")
-    problems: list[str] = []
-    context, page = await _german_app(setup, browser, bea, problems)
-    try:
+    async with _app(setup, browser, bea, german=True) as (_, page):
         setup.model.script(MODEL, [Reply("Das Quadrat: $x^2$ ist es.\n\n```python\ndef f(x):\n    return 'a'\n```")])
         await page.tap("text=Neuer Chat")
         await page.wait_for_selector("textarea[name=text]")
@@ -76,9 +59,6 @@ async def test_a_formula_shows_once_and_the_header_takes_the_title_the_first_mes
         renamed = await bea.patch(f"/api/conversations/{conversation}", json={"title": "Quadrate"})
         assert renamed.status_code == 200, renamed.text
         await page.wait_for_function("() => document.getElementById('title').textContent === 'Quadrate'")
-    finally:
-        await context.close()
-    assert problems == []
 
 
 async def test_an_empty_upload_is_refused_in_the_members_language(setup):
@@ -104,9 +84,7 @@ async def test_an_empty_upload_is_refused_in_the_members_language(setup):
 
 async def test_the_app_says_an_empty_file_was_refused_by_its_name(setup, browser, tmp_path):
     bea = await setup.host.member("bea", display_name="Bea")
-    problems: list[str] = []
-    context, page = await _german_app(setup, browser, bea, problems)
-    try:
+    async with _app(setup, browser, bea, german=True) as (_, page):
         setup.model.script(MODEL, [Reply("Hallo.")])
         await page.tap("text=Neuer Chat")
         await page.fill("textarea[name=text]", "Hallo")
@@ -117,6 +95,3 @@ async def test_the_app_says_an_empty_file_was_refused_by_its_name(setup, browser
         await page.set_input_files("input[type=file]", str(empty))
         await page.wait_for_selector(".toast >> text=leer.bin ist leer: Es gibt nichts darin zu senden.")
         assert await page.locator("ul.attached li").count() == 0
-    finally:
-        await context.close()
-    assert problems == []
