@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 
+from durability.helpers import upgraded_from
 from skald_host.core.agent.store import HOST_RESULTS
 from skald_host.core.agent.subagents.runs import RunStore
 from skald_host.core.schema import OWNER_MIGRATIONS
-from skald_host.core.storage import Database
 from skald_host.testing import Reply, ScriptedError, ToolCall
 
 from .support import MODEL_A, ChatSocket, configure_models, last, messages, new_conversation, run, runs, write_agent
@@ -114,23 +114,16 @@ async def test_an_owner_file_from_before_run_reasons_opens_and_its_runs_have_non
     """The column is additive: a member file of the schema before it, with a failed
     run in it, opens with this version; the run keeps its English error, no reason."""
     ours = next(step for step in OWNER_MIGRATIONS.steps if step.description.startswith("why a sub-agent run failed"))
-    before = OWNER_MIGRATIONS.before(ours.version)
-    path, key = tmp_path / "member.db", os.urandom(32)
-    old = await Database.open(path, key=key, migrations=before, create=True)
-    await old.transaction(lambda c: (
-        c.execute("INSERT INTO conversations (id, agent_id) VALUES ('c1', 'assistant')"),
+
+    def older_rows(c):
+        c.execute("INSERT INTO conversations (id, agent_id) VALUES ('c1', 'assistant')")
         c.execute(
             "INSERT INTO agent_runs (id, execution_id, runtime_generation, conversation_id, tree_id, caller_agent_id, caller_scope_id,"
             " agent_id, definition_hash, mode, depth, task, status, error)"
             " VALUES ('r1', 'e1', 'g1', 'c1', 't1', 'assistant', 's1', 'researcher', 'h', 'foreground', 1, 'Look.', 'failed',"
             " 'The model could not answer (HTTP 500: boom).')"
-        ),
-    ))
-    await old.close()
-    db = await Database.open(path, key=key, migrations=OWNER_MIGRATIONS)
-    try:
-        assert db.schema_version == OWNER_MIGRATIONS.latest >= ours.version
+        )
+
+    async with upgraded_from(tmp_path / "member.db", OWNER_MIGRATIONS, ours.version, older_rows, key=os.urandom(32)) as db:
         row = await RunStore(db, "g2").run("r1")
-    finally:
-        await db.close()
     assert (row["status"], row["error"], row["reason"]) == ("failed", "The model could not answer (HTTP 500: boom).", None)

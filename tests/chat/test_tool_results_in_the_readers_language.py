@@ -113,13 +113,9 @@ async def test_a_plugins_agent_definition_reads_in_its_own_bundles_language(skal
 async def test_a_members_file_from_before_the_reason_column_opens_and_its_calls_read_as_stored(tmp_path):
     """Owner migration 20 is additive: a file the previous version wrote (schema 19, a
     tool call with its English result) opens, and the call reads as it was, no reason."""
+    from durability.helpers import upgraded_from
     from skald_host.core.agent.store import ConversationStore
     from skald_host.core.schema import OWNER_MIGRATIONS
-    from skald_host.core.storage import Database
-
-    path = tmp_path / "owner.db"
-    before = OWNER_MIGRATIONS.before(20)
-    db = await Database.open(path, key=None, migrations=before, create=True)
 
     def older_rows(c):
         c.execute("INSERT INTO conversations (id, agent_id) VALUES ('c1', 'assistant')")
@@ -132,14 +128,7 @@ async def test_a_members_file_from_before_the_reason_column_opens_and_its_calls_
             (message,),
         )
 
-    await db.transaction(older_rows)
-    await db.close()
-
-    db = await Database.open(path, key=None, migrations=OWNER_MIGRATIONS)
-    try:
-        assert db.schema_version == OWNER_MIGRATIONS.latest >= 20
+    async with upgraded_from(tmp_path / "owner.db", OWNER_MIGRATIONS, 20, older_rows) as db:
         rows = await ConversationStore(db).transcript("c1")
-        calls = [call for row in rows for call in row.get("tool_calls") or ()]
-        assert [(c["id"], c["result"], c.get("reason")) for c in calls] == [("call-1", "Error: /x does not exist", None)]
-    finally:
-        await db.close()
+    calls = [call for row in rows for call in row.get("tool_calls") or ()]
+    assert [(c["id"], c["result"], c.get("reason")) for c in calls] == [("call-1", "Error: /x does not exist", None)]

@@ -254,27 +254,17 @@ async def test_an_unattended_turn_is_denied_a_write_after_outside_text(chat):
 async def test_a_members_file_from_before_the_mark_column_opens(tmp_path):
     """Owner migration 21 is additive: a file of the previous version (schema 20) opens,
     its frames unmarked."""
+    from durability.helpers import upgraded_from
     from skald_host.core.agent.store import ConversationStore
     from skald_host.core.schema import OWNER_MIGRATIONS
-    from skald_host.core.storage import Database
-
-    path = tmp_path / "owner.db"
-    before = OWNER_MIGRATIONS.before(21)
-    db = await Database.open(path, key=None, migrations=before, create=True)
 
     def older_rows(c):
         c.execute("INSERT INTO conversations (id, agent_id) VALUES ('c1', 'assistant')")
         c.execute("INSERT INTO frames (id, conversation_id, agent_id) VALUES ('f1', 'c1', 'assistant')")
 
-    await db.transaction(older_rows)
-    await db.close()
-    db = await Database.open(path, key=None, migrations=OWNER_MIGRATIONS)
-    try:
-        assert db.schema_version == OWNER_MIGRATIONS.latest >= 21
+    async with upgraded_from(tmp_path / "owner.db", OWNER_MIGRATIONS, 21, older_rows) as db:
         store = ConversationStore(db)
         assert await store.untrusted("f1") is None
         await store.mark_untrusted("f1", "tool", {"tool": "t", "detail": ""})
         await store.mark_untrusted("f1", "upload", {"name": "later"})  # the first source stays
         assert await store.untrusted("f1") == {"kind": "tool", "values": {"tool": "t", "detail": ""}}
-    finally:
-        await db.close()

@@ -18,14 +18,15 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 import httpx
 
 from skald_host.core.identity.crypto import KDF_FLOOR, KeyDerivation, SealedKey
 from skald_host.core.schema import OWNER_MIGRATIONS
-from skald_host.core.storage import Database
+from skald_host.core.storage import Database, MigrationSet
 from skald_host.testing import SkaldClient
 
 ADMIN_PASSWORD = "admin passphrase for durability tests"
@@ -35,6 +36,24 @@ KDF_ENV = {"SKALD_KDF_MEMORY_KIB": "19456", "SKALD_KDF_TIME_COST": "2", "SKALD_K
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+
+
+@asynccontextmanager
+async def upgraded_from(path: Path, migrations: MigrationSet, version: int, older_rows: Callable[[Any], Any], *, key: bytes | None = None) -> AsyncIterator[Database]:
+    """A file as the release before step ``version`` of ``migrations`` wrote it
+    (``older_rows(conn)`` ran on it then), opened by this release: the upgrade under test.
+    Open for the block, closed after it."""
+    old = await Database.open(path, key=key, migrations=migrations.before(version), create=True)
+    try:
+        await old.transaction(older_rows)
+    finally:
+        await old.close()
+    db = await Database.open(path, key=key, migrations=migrations)
+    try:
+        assert db.schema_version == migrations.latest >= version
+        yield db
+    finally:
+        await db.close()
 
 
 def free_port() -> int:
