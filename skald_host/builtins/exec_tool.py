@@ -1,6 +1,7 @@
 """``execute_cmd``: a shell command in the member's own sandbox, through the same
 ``TurnApi.run_command`` any plugin's tool can use. Stopping the turn kills everything
-the command started; a command is never re-run after a crash."""
+the command started; a command is never re-run after a crash. What it prints counts as outside text (check
+E2): the sandbox sees shared folders, projects and uploads."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ async def execute_cmd(args: Mapping[str, Any], ctx: ToolContext) -> str:
         result = await ctx.turn.run_command(command, workdir=workdir or None, timeout=timeout)
     except SandboxUnavailable as exc:
         return f"Refused: {exc}"
+    # What a command prints may be any file the sandbox sees: shared folders, projects,
+    # uploads, a file another member wrote (check E2). Its output is outside text.
+    ctx.mark_untrusted(command)
     if result.access_changed:
         head = result.access_changed
     elif result.disk_limit:

@@ -39,24 +39,26 @@ async def _files(ctx: ToolContext) -> Any:
     return await ctx.host.member_files(ctx.member_id)
 
 
-#: Where other members write too: what a read there returns is outside text (check E2).
-OUTSIDE_PREFIXES = ("shared/", "projects/")
+#: Where text from outside lies: folders other members write in too, and the member's
+#: uploads (documents from anywhere, as an attachment is). What a read there returns is
+#: outside text (check E2).
+OUTSIDE_PREFIXES = ("shared/", "projects/", "uploads/", "shared-memory/")
 
 
 def _outside(agent_path: str) -> bool:
-    return agent_path in ("shared", "projects", "shared-memory") or agent_path.startswith((*OUTSIDE_PREFIXES, "shared-memory/"))
+    return agent_path in ("shared", "projects", "uploads", "shared-memory") or agent_path.startswith(OUTSIDE_PREFIXES)
 
 
 async def _mark_if_outside(ctx: ToolContext, files: Any, path: str, found: list[str] = ()) -> None:
-    """A read of a shared folder, a project or the shared notes (or one that found files
-    there): its result may carry another member's words, so the turn's side-effecting
+    """A read of a shared folder, a project, an upload or the shared notes (or one that
+    found files there): its result may carry another member's words, so the turn's side-effecting
     calls ask first from now on (``ToolContext.mark_untrusted``)."""
     try:
         agent_path = (await files.resolve(path)).agent_path
     except Exception:  # the read itself said what was wrong; nothing was read
         agent_path = ""
     # A home listing shows the bare ``shared``/``projects`` entries: names only it has.
-    hit = agent_path if _outside(agent_path) else next((name for name in found if name.startswith((*OUTSIDE_PREFIXES, "shared-memory/"))), None)
+    hit = agent_path if _outside(agent_path) else next((name for name in found if name.startswith(OUTSIDE_PREFIXES)), None)
     if hit:
         ctx.mark_untrusted(hit)
 
