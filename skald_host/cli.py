@@ -7,6 +7,7 @@ import asyncio
 import getpass
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -50,6 +51,17 @@ async def _with_core(settings: Settings, fn: Any) -> Any:
             return await fn(core)
         finally:
             await core.stop()
+
+
+def _holds_no_data(settings: Settings) -> bool:
+    """True, and said, when the data dir has no Skald in it: a command pointed at a
+    mistyped dir must neither start a new, empty instance there nor answer as if it were
+    the server's."""
+    if (settings.database_dir / "system.db").exists():
+        return False
+    print(f"error: {settings.data_dir} holds no Skald data (no database/system.db); name the server's data dir "
+          "with --data-dir or SKALD_DATA_DIR", file=sys.stderr)
+    return True
 
 
 def _registry_state(settings: Settings) -> tuple[bool, int]:
@@ -251,7 +263,8 @@ def _cmd_recover_reset(args: argparse.Namespace) -> int:
               " are not given back: their owners must invite them again.")
         if recovered.set_aside is not None:
             print(f"What the account held since the reset was set aside in {core.users.quarantine_dir()}"
-                  f" ({recovered.set_aside.name}, with its key file: it opens with the password set at the reset).")
+                  f" ({recovered.set_aside.name}, with its key file: it opens with the password the account had until"
+                  " now, the one set at the reset or the one the member chose after it).")
         print(f"Start the server with {_serve_hint(args, settings)} and sign in with the old password.")
         return 0
 
@@ -285,6 +298,18 @@ _STATUS_KEYS = (
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    if not (settings.database_dir / "system.db").exists():
+        # A mistyped dir must not become a new, empty instance; a plugin author before
+        # any setup still sees what is installed, as a new instance would find it.
+        print(f"note: {settings.data_dir} holds no Skald data (no database/system.db): these are the installed plugins"
+              " as a new instance finds them; name the server's data dir with --data-dir or SKALD_DATA_DIR for its own",
+              file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="skald-plugins-") as scratch:
+            return _plugins_table(args, load_settings(Path(args.config) if args.config else None, data_dir=Path(scratch)))
+    return _plugins_table(args, settings)
+
+
+def _plugins_table(args: argparse.Namespace, settings: Settings) -> int:
 
     async def go(core: Any) -> list[dict[str, Any]]:
         from skald_host.web.app import create_app, mount_plugin_routes
@@ -352,6 +377,8 @@ def _cmd_backup(args: argparse.Namespace) -> int:
     to = Path(args.to).resolve() if args.to else None
     root = to or settings.resolve(settings.backup.dir)
     if args.list:
+        if to is None and _holds_no_data(settings):  # its backups folder is the data dir's
+            return 2
         _say_unfinished(_unfinished(settings, root))
         backups = list_backups(root)
         for backup in backups:
@@ -380,9 +407,7 @@ def _cmd_backup(args: argparse.Namespace) -> int:
             return 1
         _print_backup(reply["backup"])
         return 0
-    if not (settings.database_dir / "system.db").exists():
-        print(f"error: {settings.data_dir} holds no Skald data (no database/system.db); name the server's data dir "
-              "with --data-dir or SKALD_DATA_DIR", file=sys.stderr)
+    if _holds_no_data(settings):
         return 2
     _say_unfinished(_unfinished(settings, root))
 

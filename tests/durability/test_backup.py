@@ -645,6 +645,19 @@ async def test_list_says_when_a_folder_holds_no_backups(tmp_path):
     assert not nowhere.exists()
 
 
+async def test_a_mistyped_data_dir_is_said_and_never_made_an_instance(tmp_path):
+    """``skald plugins --data-dir <typo>`` made a new, empty instance there and printed
+    its table as the server's (operator probe); ``backup --list`` said only "no backups"."""
+    typo = tmp_path / "dat"
+    listed = await asyncio.to_thread(skald, tmp_path, "backup", "--list", "--data-dir", str(typo))
+    assert listed.returncode == 2 and f"{typo} holds no Skald data" in listed.stderr, listed.stderr
+    table = await asyncio.to_thread(skald, tmp_path, "plugins", "--data-dir", str(typo))
+    assert table.returncode == 0, table.stderr
+    assert f"note: {typo} holds no Skald data" in table.stderr
+    assert any(line.split()[:2] == ["fs-tools", "loaded"] for line in table.stdout.splitlines()), table.stdout  # what is installed
+    assert not typo.exists()
+
+
 async def test_a_to_folder_that_does_not_exist_is_refused_online_and_offline(servers, tmp_path):
     """``skald backup --to /mnt/elsewhere`` made the folder and wrote there: a USB disk
     not mounted got its "off-site" backup on the same disk (newcomer report 7, point 5).

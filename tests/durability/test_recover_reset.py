@@ -57,6 +57,9 @@ async def test_a_reset_keeps_the_old_key_and_recover_reset_gives_the_old_data_ba
     done = skald("recover-reset", "alice", "--data-dir", data, "--password-stdin", cwd=tmp_path, stdin=OLD + "\n")
     assert done.returncode == 0, done.stderr
     assert old_db.name in done.stdout and "not given back" in done.stdout
+    # The set-aside data opens with the password the account had until now (the member
+    # may have chosen their own after the reset: the operator probe saw "set at the reset").
+    assert "the password the account had until now" in done.stdout, done.stdout
 
     # The post-reset database is quarantined with its own key file; the recovered one left.
     now = _quarantined(servers.data_dir, alice_id)
