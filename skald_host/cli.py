@@ -149,8 +149,9 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 #: (members.reset_loss in skald_host/builtins/locales/en.json).
 RESET_LOSS = (
     "{name}'s private data is encrypted with their password, and nobody else holds the key. A reset gives them a new,"
-    " empty database and home folder, and ends their memberships in shared folders and projects: everything they stored"
-    " so far is lost to them. Reset only if the password is truly forgotten."
+    " empty database and home folder, and ends their memberships in shared folders and projects. Their old data is set"
+    " aside on the server, still encrypted with the old password: if they remember it later, 'skald recover-reset' gives"
+    " it back; otherwise it stays out of everyone's reach. Reset only if the password is truly forgotten."
 )
 
 
@@ -256,6 +257,9 @@ def _cmd_recover_reset(args: argparse.Namespace) -> int:
             if getattr(exc, "code", None) == "recover_nothing_found":
                 found = [p.name for p in core.users.quarantined_resets(member.id)]
                 print("Quarantined databases of this account with their key file: " + (", ".join(found) or "none"), file=sys.stderr)
+                if not found:
+                    print("A reset made by a version of Skald from before 'skald recover-reset' kept no key file:"
+                          " its database opens with nothing and cannot be given back.", file=sys.stderr)
             return 2
         print(f"{member.username!r} has their database from before the reset back ({recovered.restored.name}), and their old"
               " password opens it again; every session and paired device of theirs has ended.")

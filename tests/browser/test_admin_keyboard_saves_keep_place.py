@@ -75,7 +75,7 @@ async def test_resetting_an_encrypted_members_password_by_keyboard_says_so_where
     form = page.locator("form").filter(has=submit)
     await form.get_by_label("Neues Passwort", exact=True).fill("ein neues Passwort 42")
     await form.get_by_label("Neues Passwort wiederholen").fill("ein neues Passwort 42")
-    confirm = form.get_by_role("checkbox", name="Mir ist klar, dass die Daten von Erin verloren gehen")
+    confirm = form.get_by_role("checkbox", name="Mir ist klar, dass Erin mit einem leeren Konto neu beginnt")
     await confirm.focus()
     await page.keyboard.press("Space")
     await expect(submit).to_be_enabled()

@@ -100,7 +100,7 @@ async def test_xss_corpus_renders_inert(skald, browser_pages):
     await expect(admin.get_by_role("heading", name=IMG)).to_be_visible()
     await expect(admin.get_by_label("Notes")).to_have_value(SCRIPT)
     await expect(admin.get_by_label("Sex")).to_have_value(SVG)
-    await assert_inert(admin, f"I understand that {IMG}'s data will be lost")
+    await assert_inert(admin, f"I understand that {IMG} starts over with an empty account")
     await admin.goto("/#roles")
     await expect(admin.get_by_role("heading", name=f"Role {SCRIPT}")).to_be_visible()
     await assert_inert(admin)

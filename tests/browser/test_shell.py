@@ -112,9 +112,9 @@ async def test_admin_enables_configures_and_grants_plugin(skald, browser_pages):
     await admin.goto(f"/#members/{alice['id']}")
     # alice's data is encrypted: a reset says it loses her data and waits for a yes.
     reset = admin.get_by_role("button", name="Reset password")
-    await expect(admin.get_by_text("A reset deletes their private data")).to_be_visible()
+    await expect(admin.get_by_text("A reset takes their private data out of their reach")).to_be_visible()
     await expect(reset).to_be_disabled()
-    await admin.get_by_label("I understand that Alice's data will be lost").check()
+    await admin.get_by_label("I understand that Alice starts over with an empty account").check()
     await expect(reset).to_be_enabled()
     grant = admin.get_by_role("checkbox", name="Hello")
     await expect(grant).not_to_be_checked()

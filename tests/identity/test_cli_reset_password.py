@@ -50,7 +50,7 @@ def test_a_lone_admin_resets_their_own_forgotten_password_from_the_command_line(
     # Encrypted: the loss is said, as the reset screen says it, and nothing changes.
     refused = skald("reset-password", "admin", "--data-dir", str(data), "--password-stdin", cwd=tmp_path, stdin=NEW + "\n")
     assert refused.returncode == 2
-    assert "everything they stored so far is lost to them" in refused.stderr
+    assert "Their old data is set aside on the server" in refused.stderr and "skald recover-reset" in refused.stderr
     assert "--confirm-data-loss" in refused.stderr
     assert _signs_in(data, "admin", OLD) == (True, False)
 

@@ -656,10 +656,12 @@ function modelNotice(ctx) {
 
 /** An admin's password reset lost what the member had (their old file could not be
  * opened with the new password): said on the empty start page, instead of an account
- * that is simply empty, until the member has a conversation again. */
-function dataResetNotice(member, conversations) {
+ * that is simply empty, until the member has a conversation again. Whether the operator
+ * can give it back (`recoverable`): a reset by an earlier version kept no key for it. */
+function dataResetNotice(member, conversations, recoverable) {
   if (!member.data_reset_at || conversations.length) return null;
-  return el("p", { class: "notice info data-reset", role: "status", text: t("chat.data_reset", { date: formatDate(member.data_reset_at) }) });
+  const key = recoverable ? "chat.data_reset" : "chat.data_reset_kept";
+  return el("p", { class: "notice info data-reset", role: "status", text: t(key, { date: formatDate(member.data_reset_at) }) });
 }
 
 class ChatView {
@@ -740,7 +742,7 @@ class ChatView {
       if (deleted) deleted.classList.add("deleted-elsewhere");
       main.append(el("div", { class: "chat-welcome" },
         el("h1", { text: t("chat.title", { name }) }), deleted, el("p", { class: "intro", text: t("chat.intro") }),
-        dataResetNotice(this.ctx.member, this.conversations), picker, picker && choice.node, this.noModel),
+        dataResetNotice(this.ctx.member, this.conversations, this.ctx.session?.data_recoverable), picker, picker && choice.node, this.noModel),
         this.connection, this.composer.node);
       // The list comes first in both pages, so it keeps its place in the tab order.
       const page = el("div", { class: "chat-page" }, this.list.node, main);

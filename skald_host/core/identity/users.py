@@ -830,7 +830,7 @@ class UserManager:
                 log.exception("member %s: an admin reset could not set aside what the account reached", member_id)
                 reason = getattr(exc, "strerror", None) or type(exc).__name__
                 raise ResetIncomplete(
-                    "the new password is set and the previous data is lost, but the member's home folder or "
+                    "the new password is set and the previous data is set aside, but the member's home folder or "
                     f"projects could not be moved to the quarantine ({reason}). The member cannot sign in until they "
                     "are: fix the disk (see the server log); their next sign-in then completes the reset",
                     code="reset_incomplete",

@@ -128,7 +128,8 @@ async def reset_password(member_id: str) -> dict:
         raise ApiError(
             400,
             "this member's data is encrypted with their password: a reset gives them a new, empty database "
-            "and their previous data is lost. Send confirm_data_loss: true to proceed.",
+            "and their previous data is set aside, out of reach unless they remember the old password. "
+            "Send confirm_data_loss: true to proceed.",
             field="confirm_data_loss", code="confirm_data_loss_required",
         )
     # What the reset takes away besides the data (an encrypted member's memberships end

@@ -1,5 +1,6 @@
 """Login, logout, the current session and password change."""
 
+import asyncio
 import logging
 from typing import Any
 
@@ -153,16 +154,19 @@ async def logout():
 
 
 @bp.get("/api/auth/session")
-@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL, "idle_seconds": INT, "ui_mode": one_of("full", "simple")}))
+@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL, "idle_seconds": INT, "ui_mode": one_of("full", "simple"), "data_recoverable": BOOL}))
 async def session() -> dict:
     """The session's member and what the shell needs of it. ``idle_seconds``: how long
     the session lives without a request (``auth.session_idle_minutes``), so the page can
     warn before it ends and offer to keep it (WCAG 2.2.1); asking here, as every request
     does, starts that time again. ``ui_mode``: the interface the member's role asks for
-    (``simple``: the shell offers Chat and My account only; an admin's is always full)."""
+    (``simple``: the shell offers Chat and My account only; an admin's is always full).
+    ``data_recoverable``: an admin's reset set the member's data aside with what opens it
+    again (``skald recover-reset``); a reset made before that was kept cannot be undone."""
     principal = current_principal()
     core = current_app.config["SKALD_CORE"]
     locale = principal.member.locale or await core.default_locale()
+    recoverable = bool(principal.member.data_reset_at) and bool(await asyncio.to_thread(core.users.quarantined_resets, principal.member.id))
     return {
         "member": principal.member.summary(core.strings, locale),
         "capabilities": sorted(principal.member.capabilities) if not principal.member.is_admin else ["*"],
@@ -172,6 +176,7 @@ async def session() -> dict:
         "secure_transport": transport_is_secure(request),
         "idle_seconds": int(core.auth.sessions.idle_seconds),
         "ui_mode": principal.member.ui_mode,
+        "data_recoverable": recoverable,
     }
 
 
