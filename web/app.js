@@ -159,12 +159,15 @@ function buildShell() {
     on: { click: (event) => { event.preventDefault(); content.focus(); } },
   });
   const banner = state.session.secure_transport === false ? notice("warning", t("warning.insecure_transport")) : null;
+  // Safe mode (a restored copy looked at beside the live server): the member's
+  // scheduled prompts wait, and they are told so above every page.
+  const safeMode = state.session.safe_mode ? notice("info", t("warning.safe_mode")) : null;
   const supervision = supervisionNotice();
   const shell = el("div", { class: "shell" },
     skip,
     el("header", { class: "topbar" }, menuButton, el("span", { class: "brand", text: t("app.name") })),
     el("div", { class: "sidebar-column" }, sidebar),
-    el("div", { class: "main-column" }, banner, supervision, content));
+    el("div", { class: "main-column" }, banner, safeMode, supervision, content));
   // What the phone's open menu covers: inert while it is open (see setMenu).
   const behind = [skip, shell.querySelector(".main-column")];
   state.shell = { menuButton, sidebar, content, hostList, pluginSection, pluginList, behind, supervision };

@@ -238,6 +238,17 @@ class Skald:
         return self._system_agents
 
     @property
+    def safe_mode(self) -> bool:
+        """``plugins.safe_mode``: the server is started to look, not to work — a restored
+        copy beside the live server (README "Backups"), or one whose plugins broke it.
+        Besides leaving out every non-built-in plugin, nothing starts on a timer that
+        would reach the outside or change members' data: scheduled prompts, system
+        agents' passes and scheduled backups wait (stay due) for a normal start. A copy
+        ran its member's 08:00 prompt beside the live server: the model was asked twice
+        and the copy's conversation parted from the original's (operator probe)."""
+        return self.settings.plugins.safe_mode
+
+    @property
     def administration(self) -> MemberAdministration:
         return MemberAdministration(self.users, self.auth)
 
@@ -500,6 +511,9 @@ class Skald:
     def start_system_agents(self) -> None:
         """The scheduler's loop, once the plugins have started (their agents run only
         while their plugin is enabled: asked at every pass)."""
+        if self.safe_mode:
+            log.warning("safe mode: system agents do not run (they run again at a normal start)")
+            return
         if self.settings.system_agents.run:
             self.supervisor.spawn("system-agents", self.system_agents.run_forever(self.stopping))
 

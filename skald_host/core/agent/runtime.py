@@ -467,7 +467,8 @@ class MemberRuntime:
         resumed = await self.recover()
         for job_id, conversation_id, key, run in await self.store.answers_awaited(resumed):
             self._watch_answer(job_id, conversation_id, key, run)  # the watch a crash or stop ended
-        self._scheduler = asyncio.create_task(self._run_scheduler(), name=f"scheduler:{self.member_id}")
+        if not self.core.safe_mode:  # scheduled prompts stay due until a normal start (``Skald.safe_mode``)
+            self._scheduler = asyncio.create_task(self._run_scheduler(), name=f"scheduler:{self.member_id}")
 
     async def close(self, cause: str = "shutdown") -> None:
         """``cause``: ``shutdown`` (the server stops) or ``locked`` (the member's file
@@ -1723,6 +1724,8 @@ class MemberRuntime:
                 pass
 
     async def deliver_due_jobs(self) -> int:
+        if self.core.safe_mode:
+            return 0
         now = schedules.clock.now()
         jobs = await self.store.due_jobs(schedules.iso(now))
         if jobs:  # a scheduled prompt acts for the member now: as they are now

@@ -173,6 +173,12 @@ class BackupService:
 
     def start_schedule(self) -> None:
         """Called by the server once it serves (not by CLI commands that start the core)."""
+        if self._core.safe_mode:
+            # A restored copy's settings name the live server's backup folder: its
+            # schedule would add backups there, its retention remove the live ones, and
+            # its cleanup the live server's backup under way (``Skald.safe_mode``).
+            log.warning("safe mode: no scheduled backups (a backup by hand still works)")
+            return
         self._core.supervisor.spawn("unfinished-backups", self.remove_unfinished())
         if self._core.settings.backup.every_hours > 0:
             self._core.supervisor.spawn("scheduled-backups", self.run_schedule())

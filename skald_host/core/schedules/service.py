@@ -229,6 +229,8 @@ class StartAtUnlock:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def after_unlock(self, member_id: str) -> None:
+        if self.core.safe_mode:
+            return  # scheduled prompts wait for a normal start (``Skald.safe_mode``)
         task = asyncio.create_task(self._start(member_id), name=f"schedules-at-unlock:{member_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -27,6 +27,8 @@ async def status() -> dict:
     warnings = []
     if not transport_is_secure(request):
         warnings.append({"id": "insecure_transport", "text": core.strings.translate("core.warning.insecure_transport", locale)})
+    if core.safe_mode:  # nothing runs on a timer: said, as the members' pages say it
+        warnings.append({"id": "safe_mode", "text": core.strings.translate("core.warning.safe_mode", locale)})
     for member_id in list(core.users.older_copies):
         try:
             member = await core.users.get(member_id)

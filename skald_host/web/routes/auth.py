@@ -154,13 +154,15 @@ async def logout():
 
 
 @bp.get("/api/auth/session")
-@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL, "idle_seconds": INT, "ui_mode": one_of("full", "simple"), "data_recoverable": BOOL}))
+@returns(obj({"member": ref("Member"), "capabilities": array(TEXT), "csrf_token": TEXT, "unlocked": BOOL, "locale": TEXT, "secure_transport": BOOL, "safe_mode": BOOL, "idle_seconds": INT, "ui_mode": one_of("full", "simple"), "data_recoverable": BOOL}))
 async def session() -> dict:
     """The session's member and what the shell needs of it. ``idle_seconds``: how long
     the session lives without a request (``auth.session_idle_minutes``), so the page can
     warn before it ends and offer to keep it (WCAG 2.2.1); asking here, as every request
     does, starts that time again. ``ui_mode``: the interface the member's role asks for
     (``simple``: the shell offers Chat and My account only; an admin's is always full).
+    ``safe_mode``: the server runs in safe mode (``Skald.safe_mode``), so the shell says
+    above every page that the member's scheduled prompts are paused.
     ``data_recoverable``: an admin's reset set the member's data aside with what opens it
     again (``skald recover-reset``); a reset made before that was kept cannot be undone."""
     principal = current_principal()
@@ -174,6 +176,7 @@ async def session() -> dict:
         "unlocked": core.users.is_unlocked(principal.member.id),
         "locale": locale,
         "secure_transport": transport_is_secure(request),
+        "safe_mode": core.safe_mode,
         "idle_seconds": int(core.auth.sessions.idle_seconds),
         "ui_mode": principal.member.ui_mode,
         "data_recoverable": recoverable,
